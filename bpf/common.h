@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * common.h — layouts and constants shared by every stage of xfw's data plane
+ * and mirrored, field for field, by internal/dataplane/layout.go.
+ *
+ * Conventions for all BPF files of xfw:
+ *  - Every map value and key layout lives here; a change here is a change in
+ *    layout.go (the Go test TestLayoutSizes checks the sizes).
+ *  - Families: index 0 is IPv4 (iptables), index 1 is IPv6 (ip6tables). Each
+ *    family has its own set of classification maps, so reloading one family
+ *    reuses the other family's maps unchanged.
+ *  - Chains: index 0 INPUT, 1 FORWARD, 2 OUTPUT (XFW_CHAIN_*).
+ *  - Addresses are kept as two host-order 64-bit halves (hi, lo) so IPv4 and
+ *    IPv6 share the range search; an IPv4 address is hi = 0, lo = addr.
+ *  - Loops are bounded by a compile-time constant or run under bpf_loop().
+ *  - Field values that are not numbers of the field's domain use the
+ *    sentinels XFW_V_NONE (the packet has no such header: non-TCP, later
+ *    fragment) and XFW_V_TRUNC (the header is cut short: iptables "hotdrops").
+ */
+#ifndef XFW_COMMON_H
+#define XFW_COMMON_H
+
+#include <linux/types.h>
+
+/* Rules per chunk: a chunk is 64 words of 64 bits. Classification ANDs the
+ * chunks of every active field; a per-chunk summary word (bit j set when
+ * word j is non-zero) lets it skip empty words. */
+#define XFW_CHUNK_WORDS 64
+#define XFW_CHUNK_BITS (XFW_CHUNK_WORDS * 64)
+/* At most 256 chunks: 1,048,576 flattened entries per family. */
+#define XFW_MAX_CHUNKS 256
+
+/* Upper bound on non-terminal actions (LOG, jumps, RETURN, counters-only
+ * rules) a packet may meet on one path; the compiler rejects rulesets that
+ * could exceed it. */
+#define XFW_MAX_HOPS 1024
+
+enum xfw_chain {
+	XFW_CHAIN_INPUT = 0,
+	XFW_CHAIN_FORWARD = 1,
+	XFW_CHAIN_OUTPUT = 2,
+	XFW_NCHAINS = 3,
+};
+
+/* Classification fields. Bit i of xfw_family_cfg.active is set when field i
+ * takes part in classification. */
+enum xfw_field {
+	XFW_F_SRC = 0,      /* source address (range search) */
+	XFW_F_DST = 1,      /* destination address (range search) */
+	XFW_F_PROTO = 2,    /* transport protocol (direct array, 256) */
+	XFW_F_SPORT = 3,    /* source port (direct array) */
+	XFW_F_DPORT = 4,    /* destination port (direct array) */
+	XFW_F_TCPFLAGS = 5, /* TCP flags byte (direct array) */
+	XFW_F_ICMP = 6,     /* ICMP type << 8 | code (direct array) */
+	XFW_F_IIF = 7,      /* input interface (hash by ifindex) */
+	XFW_F_OIF = 8,      /* output interface (hash by ifindex) */
+	XFW_F_FRAG = 9,     /* 1 for second and later fragments (direct array) */
+	XFW_F_LEN = 10,     /* layer-3 length (direct array) */
+	XFW_F_TTL = 11,     /* IPv4 TTL / IPv6 hop limit (direct array) */
+	XFW_F_MAC = 12,     /* Ethernet source address (hash) */
+	XFW_NFIELDS = 13,
+};
+
+/* Sentinel values of the port, TCP flags and ICMP fields. */
+#define XFW_V_NONE 65536
+#define XFW_V_TRUNC 65537
+/* Sentinels of the 8-bit TCP flags field. */
+#define XFW_FLAGS_NONE 256
+#define XFW_FLAGS_TRUNC 257
+
+/* Entry actions. */
+enum xfw_action {
+	XFW_ACT_ACCEPT = 0,
+	XFW_ACT_DROP = 1,
+	XFW_ACT_REJECT = 2,
+	/* Count (and log), then go on searching at entry .next. */
+	XFW_ACT_CONTINUE = 3,
+};
+
+/* Entry flags. */
+#define XFW_EF_COUNT 0x01   /* increment counters[.rule] */
+#define XFW_EF_LOG 0x02     /* emit a LOG event (options at logcfg[.aux]) */
+#define XFW_EF_HOTDROP_L4 0x04    /* a tcp/udp/icmp match: drop a packet
+				   * whose header is cut short, uncounted */
+#define XFW_EF_HOTDROP_PROTO 0x08 /* -p in ip6tables: drop a packet whose
+				   * extension headers cannot be walked */
+
+/* REJECT types (entry .aux for XFW_ACT_REJECT). */
+enum xfw_reject {
+	XFW_RJ_ICMP_NET_UNREACH = 0,
+	XFW_RJ_ICMP_HOST_UNREACH,
+	XFW_RJ_ICMP_PROT_UNREACH,
+	XFW_RJ_ICMP_PORT_UNREACH,
+	XFW_RJ_ICMP_NET_PROHIBITED,
+	XFW_RJ_ICMP_HOST_PROHIBITED,
+	XFW_RJ_ICMP_ADMIN_PROHIBITED,
+	XFW_RJ_TCP_RESET,
+	XFW_RJ_ICMP6_NO_ROUTE,
+	XFW_RJ_ICMP6_ADM_PROHIBITED,
+	XFW_RJ_ICMP6_ADDR_UNREACH,
+	XFW_RJ_ICMP6_PORT_UNREACH,
+	XFW_RJ_ICMP6_POLICY_FAIL,
+	XFW_RJ_ICMP6_REJECT_ROUTE,
+	XFW_RJ_COUNT,
+};
+
+/* One flattened entry (12 bytes). */
+struct xfw_entry {
+	__u32 rule;   /* counter index, or XFW_NO_RULE */
+	__u8 action;  /* enum xfw_action */
+	__u8 flags;   /* XFW_EF_* */
+	__u16 aux;    /* reject type or log config index */
+	__u32 next;   /* XFW_ACT_CONTINUE: entry index to search from */
+};
+
+#define XFW_NO_RULE 0xffffffffu
+
+/* One chunk of a field's bit vector: summary word + 64 words. */
+struct xfw_chunk {
+	__u64 summary;
+	__u64 words[XFW_CHUNK_WORDS];
+};
+
+/* One interval lower bound of an address field. */
+struct xfw_bound {
+	__u64 hi;
+	__u64 lo;
+	__u32 cls;
+	__u32 pad;
+};
+
+/* Key of the hashed fields (interfaces, MAC). */
+struct xfw_hkey {
+	__u32 field;
+	__u32 pad;
+	__u64 value;
+};
+
+/* Per-rule counters (per CPU). */
+struct xfw_counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* LOG target options, indexed by entry .aux. */
+#define XFW_LOG_PREFIX_LEN 32
+struct xfw_logcfg {
+	char prefix[XFW_LOG_PREFIX_LEN];
+	__u8 level;
+	__u8 flags;
+	__u8 pad[6];
+};
+
+/* LOG event sent through the ring buffer: metadata and the first bytes of
+ * the packet from its Ethernet header on. */
+#define XFW_LOG_SNAP 256
+struct xfw_log_event {
+	__u32 in_ifindex;
+	__u32 out_ifindex;
+	__u32 rule;
+	__u16 snap_len;    /* bytes of .pkt that are valid */
+	__u16 l3_off;      /* offset of the IP header in .pkt */
+	__u32 pkt_len;     /* whole frame length */
+	__u8 family;       /* 4 or 6 */
+	__u8 chain;        /* enum xfw_chain */
+	__u8 level;
+	__u8 flags;
+	__u8 has_mac;      /* 1 when .pkt starts with a real Ethernet header */
+	__u8 pad[3];
+	char prefix[XFW_LOG_PREFIX_LEN];
+	__u8 pkt[XFW_LOG_SNAP];
+};
+
+/* Per-family configuration, a load-time constant (.rodata). */
+struct xfw_family_cfg {
+	__u32 enabled;          /* 0: no ruleset loaded, accept everything */
+	__u32 active;           /* bit mask of enum xfw_field */
+	__u32 nchunks;          /* chunks per field vector (<= XFW_MAX_CHUNKS) */
+	__u32 nentries;
+	__u32 chain_start[XFW_NCHAINS];
+	__u32 chain_end[XFW_NCHAINS];
+	__u32 policy_drop[XFW_NCHAINS]; /* 1 = DROP, 0 = ACCEPT */
+	__u32 small_base[XFW_NFIELDS];  /* offset in the family's small map */
+	__u32 addr_base[2];             /* offset of SRC/DST bounds */
+	__u32 addr_count[2];            /* number of SRC/DST bounds */
+	__u32 default_cls[XFW_NFIELDS]; /* class of hashed values not in map */
+	__u32 max_iters;                /* bpf_loop bound: nchunks + hops + 1 */
+	__u32 pad;
+};
+
+/* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid
+ * 0 for the untagged device; a VLAN device is keyed by its parent's ifindex
+ * and its VLAN id). */
+struct xfw_ifinfo {
+	__u8 mac[6];
+	__u16 flags;     /* XFW_IF_* */
+	__u32 ifindex;   /* the device netfilter sees (the VLAN device) */
+};
+
+#define XFW_IF_NOL2 0x01 /* no Ethernet header (loopback keeps one) */
+
+/* Whole-program configuration. */
+struct xfw_cfg {
+	struct xfw_family_cfg fam[2];
+};
+
+#endif /* XFW_COMMON_H */

@@ -1,0 +1,361 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * parse.h — stage 1: parse a frame into struct xfw_pkt, the field values
+ * classification looks at, exactly as netfilter would see them.
+ *
+ * Conventions:
+ *  - Input is a [data, data_end) window starting at the Ethernet header (XDP,
+ *    and TC after bpf_skb_pull_data). Every read is bounds-checked against
+ *    data_end; the verifier insists.
+ *  - xfw_parse() returns XFW_PARSE_JUDGE when netfilter would see the packet
+ *    and classification must run, XFW_PARSE_PASS when the packet is none of
+ *    iptables' business (ARP, …) or the stack drops it before netfilter
+ *    (bad IPv4 header or checksum, length beyond the frame): such packets are
+ *    passed on unjudged and uncounted, so the kernel does what it always does.
+ *  - Field values follow iptables: ports and TCP flags only for the first
+ *    fragment, ICMP type/code likewise; XFW_V_TRUNC where the header is cut
+ *    short (iptables "hotdrops" such a packet when a tcp/udp/icmp match looks
+ *    at it).
+ */
+#ifndef XFW_PARSE_H
+#define XFW_PARSE_H
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/in.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+#include "common.h"
+
+#define XFW_PARSE_JUDGE 0
+#define XFW_PARSE_PASS 1
+
+/* 802.1Q and 802.1ad tags. */
+#define XFW_ETH_P_8021Q 0x8100
+#define XFW_ETH_P_8021AD 0x88A8
+
+/* IPv6 extension header numbers (netinet/in.h IPPROTO_* values). */
+#define XFW_NH_HOP 0
+#define XFW_NH_ROUTING 43
+#define XFW_NH_FRAGMENT 44
+#define XFW_NH_AUTH 51
+#define XFW_NH_NONE 59
+#define XFW_NH_DEST 60
+/* At most this many IPv6 extension headers are walked; a longer chain is
+ * treated as malformed (kernel: ipv6_find_hdr has no bound but real
+ * packets carry a handful). */
+#define XFW_MAX_EXTHDRS 8
+
+/* Protocol values of an IPv6 packet whose extension header chain could
+ * not be walked. ERR: rules with -p hotdrop it, as ip6_packet_match does
+ * when ipv6_find_hdr fails on a first fragment; NOMATCH: a later fragment
+ * whose fragment header is followed by another extension header, which
+ * rules with -p simply do not match. */
+#define XFW_PROTO_ERR 256
+#define XFW_PROTO_NOMATCH 257
+
+/* Packet hotdrop reasons (xfw_pkt.hotdrop); equal to the entry flags that
+ * make them drop, so (entry.flags & pkt.hotdrop) decides. */
+#define XFW_HD_L4 XFW_EF_HOTDROP_L4       /* transport header too short */
+#define XFW_HD_PROTO XFW_EF_HOTDROP_PROTO /* IPv6 extension chain malformed */
+
+struct xfw_pkt {
+	__u64 src_hi, src_lo;
+	__u64 dst_hi, dst_lo;
+	__u64 mac_src;     /* Ethernet source as a 48-bit number */
+	__u32 proto;       /* 0–255, or XFW_PROTO_ERR */
+	__u32 sport, dport;
+	__u32 tcpflags;    /* 0–255, XFW_FLAGS_NONE or XFW_FLAGS_TRUNC */
+	__u32 icmp;        /* type << 8 | code, XFW_V_NONE or XFW_V_TRUNC */
+	__u32 frag;        /* 1 for IPv4 second and later fragments */
+	__u32 l3len;       /* layer-3 length: counters and -m length */
+	__u32 ttl;
+	__u32 l3_off;      /* offset of the IP header from data */
+	__u32 l4_off;      /* offset of the transport header, 0 if none */
+	__u32 l4_end;      /* end of the layer-3 packet (offset) */
+	__u32 vlan;        /* VLAN id of the (outer) tag, 0 when untagged */
+	__u8 fam;          /* 0 IPv4, 1 IPv6 */
+	__u8 hotdrop;      /* XFW_HD_* */
+	__u8 tos;          /* IPv4 TOS / IPv6 traffic class */
+	__u8 dst_unicast;  /* destination MAC is unicast */
+	__u8 dst_mac[6];
+	__u8 df;           /* IPv4 "don't fragment" */
+	__u8 pad;
+};
+
+static __always_inline __u64 xfw_mac48(const __u8 *m)
+{
+	return ((__u64)m[0] << 40) | ((__u64)m[1] << 32) | ((__u64)m[2] << 24) |
+	       ((__u64)m[3] << 16) | ((__u64)m[4] << 8) | (__u64)m[5];
+}
+
+static __always_inline __u64 xfw_be64(const __u8 *b)
+{
+	return ((__u64)b[0] << 56) | ((__u64)b[1] << 48) | ((__u64)b[2] << 40) |
+	       ((__u64)b[3] << 32) | ((__u64)b[4] << 24) | ((__u64)b[5] << 16) |
+	       ((__u64)b[6] << 8) | (__u64)b[7];
+}
+
+/* xfw_barrier_var stops clang from turning a packet-pointer comparison into
+ * an integer one the verifier cannot use for bounds. */
+#define xfw_barrier_var(v) asm volatile("" : "+r"(v))
+
+/* xfw_ipv4_csum_ok verifies the IPv4 header checksum as ip_rcv does. */
+static __always_inline int xfw_ipv4_csum_ok(const __u16 *hdr, __u32 words, void *data_end)
+{
+	__u32 sum = 0;
+
+	/* 30 16-bit words: the largest IPv4 header (60 bytes). */
+	for (int i = 0; i < 30; i++) {
+		const __u16 *w;
+
+		if (i >= words)
+			break;
+		w = hdr + i;
+		xfw_barrier_var(w);
+		if ((void *)(w + 1) > data_end)
+			return 0;
+		sum += *w;
+	}
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum == 0xffff;
+}
+
+/* xfw_parse_l4 fills ports, TCP flags and ICMP type/code from the transport
+ * header at l4 (first fragment only), checking what is inside the IP
+ * packet (end), not only the frame. */
+static __always_inline void xfw_parse_l4(struct xfw_pkt *p, void *data, void *data_end,
+					 void *l4, void *end)
+{
+	__u32 avail;
+
+	if (end > data_end)
+		end = data_end;
+	avail = l4 < end ? (__u32)(end - l4) : 0;
+	p->l4_off = (__u32)(l4 - data);
+
+	switch (p->proto) {
+	case IPPROTO_TCP:
+		/* tcp_mt reads a whole 20-byte header or hotdrops. */
+		if (avail < 20 || l4 + 20 > data_end) {
+			p->sport = p->dport = XFW_V_TRUNC;
+			p->tcpflags = XFW_FLAGS_TRUNC;
+			p->hotdrop |= XFW_HD_L4;
+			return;
+		}
+		p->sport = bpf_ntohs(*(__u16 *)l4);
+		p->dport = bpf_ntohs(*(__u16 *)(l4 + 2));
+		p->tcpflags = *(__u8 *)(l4 + 13);
+		return;
+	case IPPROTO_UDP:
+	case IPPROTO_UDPLITE:
+		if (avail < 8 || l4 + 8 > data_end) {
+			p->sport = p->dport = XFW_V_TRUNC;
+			p->hotdrop |= XFW_HD_L4;
+			return;
+		}
+		p->sport = bpf_ntohs(*(__u16 *)l4);
+		p->dport = bpf_ntohs(*(__u16 *)(l4 + 2));
+		return;
+	case IPPROTO_SCTP:
+	case IPPROTO_DCCP:
+		/* multiport reads the first four bytes of these. */
+		if (avail < 4 || l4 + 4 > data_end) {
+			p->sport = p->dport = XFW_V_TRUNC;
+			return;
+		}
+		p->sport = bpf_ntohs(*(__u16 *)l4);
+		p->dport = bpf_ntohs(*(__u16 *)(l4 + 2));
+		return;
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		/* icmp_match / icmp6_match read an 8-byte header or hotdrop. */
+		if (avail < 8 || l4 + 8 > data_end) {
+			p->icmp = XFW_V_TRUNC;
+			p->hotdrop |= XFW_HD_L4;
+			return;
+		}
+		p->icmp = ((__u32)(*(__u8 *)l4) << 8) | *(__u8 *)(l4 + 1);
+		return;
+	}
+}
+
+static __always_inline int xfw_parse_ipv4(struct xfw_pkt *p, void *data, void *data_end,
+					  void *l3, __u32 frame_len, int check_csum)
+{
+	struct iphdr *iph = l3;
+	__u32 hlen, tot, fo;
+
+	if ((void *)(iph + 1) > data_end)
+		return XFW_PARSE_PASS;
+	if (iph->version != 4 || iph->ihl < 5)
+		return XFW_PARSE_PASS;
+	hlen = iph->ihl * 4;
+	tot = bpf_ntohs(iph->tot_len);
+	/* ip_rcv_core: the frame must hold tot_len bytes, tot_len >= ihl*4. */
+	if (tot < hlen || (__u32)(l3 - data) + tot > frame_len)
+		return XFW_PARSE_PASS;
+	if (check_csum && !xfw_ipv4_csum_ok(l3, hlen / 2, data_end))
+		return XFW_PARSE_PASS;
+
+	p->fam = 0;
+	p->src_hi = 0;
+	p->src_lo = bpf_ntohl(iph->saddr);
+	p->dst_hi = 0;
+	p->dst_lo = bpf_ntohl(iph->daddr);
+	p->proto = iph->protocol;
+	p->ttl = iph->ttl;
+	p->tos = iph->tos;
+	p->l3len = tot;
+	p->l4_end = (__u32)(l3 - data) + tot;
+	p->df = !!(iph->frag_off & bpf_htons(0x4000));
+	fo = bpf_ntohs(iph->frag_off) & 0x1fff;
+	if (fo) {
+		p->frag = 1;
+		/* tcp_mt hotdrops a TCP fragment at offset 8 ("evil TCP
+		 * offset=1 frag"); modelled as a truncated header. */
+		if (fo == 1 && p->proto == IPPROTO_TCP) {
+			p->sport = p->dport = XFW_V_TRUNC;
+			p->tcpflags = XFW_FLAGS_TRUNC;
+			p->hotdrop |= XFW_HD_L4;
+		}
+		return XFW_PARSE_JUDGE;
+	}
+	if (hlen > 60)
+		return XFW_PARSE_PASS;
+	xfw_parse_l4(p, data, data_end, l3 + hlen, l3 + tot);
+	return XFW_PARSE_JUDGE;
+}
+
+static __always_inline int xfw_ipv6_is_ext(__u8 nh)
+{
+	return nh == XFW_NH_HOP || nh == XFW_NH_ROUTING || nh == XFW_NH_FRAGMENT ||
+	       nh == XFW_NH_AUTH || nh == XFW_NH_DEST;
+}
+
+static __always_inline int xfw_parse_ipv6(struct xfw_pkt *p, void *data, void *data_end,
+					  void *l3, __u32 frame_len)
+{
+	struct ipv6hdr *ip6 = l3;
+	void *cur, *end;
+	__u32 plen;
+	__u8 nh;
+
+	if ((void *)(ip6 + 1) > data_end)
+		return XFW_PARSE_PASS;
+	if (ip6->version != 6)
+		return XFW_PARSE_PASS;
+	plen = bpf_ntohs(ip6->payload_len);
+	/* ip6_rcv_core drops a packet shorter than its payload length. A
+	 * zero payload length (jumbogram) is passed to the stack unjudged. */
+	if (plen == 0 || (__u32)(l3 - data) + sizeof(*ip6) + plen > frame_len)
+		return XFW_PARSE_PASS;
+
+	p->fam = 1;
+	p->src_hi = xfw_be64(ip6->saddr.in6_u.u6_addr8);
+	p->src_lo = xfw_be64(ip6->saddr.in6_u.u6_addr8 + 8);
+	p->dst_hi = xfw_be64(ip6->daddr.in6_u.u6_addr8);
+	p->dst_lo = xfw_be64(ip6->daddr.in6_u.u6_addr8 + 8);
+	p->ttl = ip6->hop_limit;
+	p->tos = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
+	p->l3len = plen + sizeof(*ip6);
+	p->l4_end = (__u32)(l3 - data) + p->l3len;
+	end = l3 + p->l3len;
+
+	/* Walk the extension headers as ipv6_find_hdr(target = -1) does. */
+	nh = ip6->nexthdr;
+	cur = l3 + sizeof(*ip6);
+#pragma unroll
+	for (int i = 0; i < XFW_MAX_EXTHDRS; i++) {
+		__u8 *h = cur;
+		__u32 hl;
+
+		if (!xfw_ipv6_is_ext(nh))
+			break;
+		if ((void *)(h + 8) > data_end || (void *)(h + 8) > end)
+			goto bad;
+		if (nh == XFW_NH_FRAGMENT) {
+			__u16 off = ((__u16)h[2] << 8 | h[3]) & 0xfff8;
+
+			if (off) {
+				/* A later fragment: the protocol is the
+				 * fragment header's next header when it is
+				 * not another extension header. */
+				if (xfw_ipv6_is_ext(h[0]) || h[0] == XFW_NH_NONE)
+					goto bad_nohotdrop;
+				p->proto = h[0];
+				p->frag = 1;
+				return XFW_PARSE_JUDGE;
+			}
+			hl = 8;
+		} else if (nh == XFW_NH_AUTH) {
+			hl = ((__u32)h[1] + 2) * 4;
+		} else {
+			hl = ((__u32)h[1] + 1) * 8;
+		}
+		nh = h[0];
+		cur += hl;
+	}
+	if (xfw_ipv6_is_ext(nh))
+		goto bad;
+	p->proto = nh;
+	if (nh != XFW_NH_NONE)
+		xfw_parse_l4(p, data, data_end, cur, end);
+	return XFW_PARSE_JUDGE;
+
+bad:
+	p->proto = XFW_PROTO_ERR;
+	p->hotdrop |= XFW_HD_PROTO;
+	return XFW_PARSE_JUDGE;
+bad_nohotdrop:
+	p->proto = XFW_PROTO_NOMATCH;
+	p->frag = 1;
+	return XFW_PARSE_JUDGE;
+}
+
+/* xfw_parse parses the frame in [data, data_end); frame_len is the whole
+ * frame's length (on TC egress only the headers are linear). check_csum is
+ * 1 on ingress (the stack verifies IPv4 header checksums), 0 on egress. */
+static __always_inline int xfw_parse(struct xfw_pkt *p, void *data, void *data_end,
+				     __u32 frame_len, int check_csum)
+{
+	struct ethhdr *eth = data;
+	void *l3;
+	__u16 proto;
+
+	__builtin_memset(p, 0, sizeof(*p));
+	p->sport = p->dport = XFW_V_NONE;
+	p->tcpflags = XFW_FLAGS_NONE;
+	p->icmp = XFW_V_NONE;
+
+	if ((void *)(eth + 1) > data_end)
+		return XFW_PARSE_PASS;
+	p->mac_src = xfw_mac48(eth->h_source);
+	__builtin_memcpy(p->dst_mac, eth->h_dest, 6);
+	p->dst_unicast = !(eth->h_dest[0] & 1);
+	proto = bpf_ntohs(eth->h_proto);
+	l3 = eth + 1;
+	if (proto == XFW_ETH_P_8021Q || proto == XFW_ETH_P_8021AD) {
+		__u16 *tag = l3;
+
+		if ((void *)(tag + 2) > data_end)
+			return XFW_PARSE_PASS;
+		p->vlan = bpf_ntohs(tag[0]) & 0x0fff;
+		proto = bpf_ntohs(tag[1]);
+		l3 += 4;
+		/* Only one tag: a QinQ frame goes to the stack unjudged. */
+		if (proto == XFW_ETH_P_8021Q || proto == XFW_ETH_P_8021AD)
+			return XFW_PARSE_PASS;
+	}
+	p->l3_off = (__u32)(l3 - data);
+	if (proto == ETH_P_IP)
+		return xfw_parse_ipv4(p, data, data_end, l3, frame_len, check_csum);
+	if (proto == ETH_P_IPV6)
+		return xfw_parse_ipv6(p, data, data_end, l3, frame_len);
+	return XFW_PARSE_PASS;
+}
+
+#endif /* XFW_PARSE_H */

@@ -1,0 +1,409 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * xfw.c — entry points of xfw's data plane: XDP on ingress of every
+ * interface, TCX on egress. One object serves both families; its load-time
+ * constants (cfg) describe the rulesets the maps hold, so the verifier and
+ * JIT drop the code of fields and families no rule uses.
+ *
+ * Hook → chain (as netfilter's filter table):
+ *   XDP ingress: bpf_fib_lookup() asks the kernel's routing. Local delivery
+ *     (NOT_FWDED) → INPUT; forwarded (SUCCESS / NO_NEIGH) → FORWARD with the
+ *     route's output interface; anything the kernel drops or answers before
+ *     the FORWARD hook (no route, forwarding off, TTL ≤ 1, too big with DF)
+ *     is passed unjudged, as netfilter never sees it.
+ *   TC egress: only locally generated packets (skb->ingress_ifindex == 0)
+ *     → OUTPUT; forwarded packets were judged once, at ingress.
+ *
+ * Stages: parse.h (fields) → classify.h (LBVS, counters) → reject.h (REJECT
+ * replies) → log events to the ring buffer (LOG).
+ */
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "common.h"
+
+/* Load-time configuration (rewritten by the loader before loading). */
+const volatile struct xfw_cfg cfg = {};
+
+/* Which families have a ruleset. Deliberately not a load-time constant:
+ * when the verifier can prove a family's path dead it removes the bpf_loop
+ * callback with it, and kernels up to at least 6.18 then fail in
+ * jit_subprogs ("No program to jit"). Writable data keeps the path live. */
+volatile __u32 xfw_fam_on[2] SEC(".data") = { 0, 0 };
+
+/* Set only to keep every state map referenced by the program, so the control
+ * plane finds them from the attached program's map ids. Never true. */
+const volatile __u32 xfw_anchor = 0;
+
+#include "parse.h"
+#include "classify.h"
+#include "reject.h"
+
+#ifndef AF_INET
+#define AF_INET 2
+#endif
+#ifndef AF_INET6
+#define AF_INET6 10
+#endif
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u64);
+	__type(value, struct xfw_ifinfo);
+	__uint(max_entries, 4096);
+} xfw_ifinfo SEC(".maps");
+
+/* LOG events: 1 MiB of ring (about 3,000 events in flight). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} xfw_logring SEC(".maps");
+
+/* The saved ruleset of each family (iptables-save text in 4 KiB pages) and
+ * the user-space counter offsets; read and written by the control plane
+ * only. */
+#define XFW_STATE_PAGE 4096
+struct xfw_state_page {
+	__u8 b[XFW_STATE_PAGE];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xfw_state_page);
+	__uint(max_entries, 1);
+} xfw_state4 SEC(".maps"), xfw_state6 SEC(".maps");
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xfw_counter);
+	__uint(max_entries, 3);
+} xfw_cbase4 SEC(".maps"), xfw_cbase6 SEC(".maps");
+
+XFW_DEFINE_CLASSIFIER(4, 0)
+XFW_DEFINE_CLASSIFIER(6, 1)
+
+static __always_inline void xfw_touch_state(void)
+{
+	__u32 k = 0;
+
+	if (xfw_anchor) {
+		bpf_map_lookup_elem(&xfw_state4, &k);
+		bpf_map_lookup_elem(&xfw_state6, &k);
+		bpf_map_lookup_elem(&xfw_cbase4, &k);
+		bpf_map_lookup_elem(&xfw_cbase6, &k);
+	}
+}
+
+/* xfw_log_fill reserves and fills a LOG event for entry e, or returns NULL. */
+#define XFW_DEFINE_LOGGER(F)                                                       \
+static __always_inline struct xfw_log_event *xfw_log_event##F(__u32 e,             \
+		struct xfw_pkt *p, __u32 chain, __u32 iif, __u32 oif)              \
+{                                                                                  \
+	struct xfw_entry *ent = bpf_map_lookup_elem(&xfw_entries##F, &e);          \
+	struct xfw_logcfg *lc;                                                     \
+	struct xfw_log_event *ev;                                                  \
+	__u32 aux;                                                                 \
+                                                                                   \
+	if (!ent)                                                                  \
+		return NULL;                                                       \
+	aux = ent->aux;                                                            \
+	lc = bpf_map_lookup_elem(&xfw_logcfg##F, &aux);                            \
+	if (!lc)                                                                   \
+		return NULL;                                                       \
+	ev = bpf_ringbuf_reserve(&xfw_logring, sizeof(*ev), 0);                    \
+	if (!ev) {                                                                 \
+		xfw_stat_inc(XFW_STAT_LOG_LOST);                                   \
+		return NULL;                                                       \
+	}                                                                          \
+	ev->in_ifindex = iif;                                                      \
+	ev->out_ifindex = oif;                                                     \
+	ev->rule = ent->rule;                                                      \
+	ev->l3_off = p->l3_off;                                                    \
+	ev->family = F;                                                            \
+	ev->chain = chain;                                                         \
+	ev->level = lc->level;                                                     \
+	ev->flags = lc->flags;                                                     \
+	ev->has_mac = chain != XFW_CHAIN_OUTPUT;                                   \
+	__builtin_memcpy(ev->prefix, lc->prefix, XFW_LOG_PREFIX_LEN);              \
+	return ev;                                                                 \
+}
+XFW_DEFINE_LOGGER(4)
+XFW_DEFINE_LOGGER(6)
+
+/* xfw_mask_snap masks a length below XFW_LOG_SNAP in the very register
+ * passed to the helper (clang would otherwise reuse an unmasked copy and the
+ * verifier would see an unbounded size). */
+static __always_inline __u64 xfw_mask_snap(__u64 n)
+{
+	asm volatile("%[n] &= 255" : [n] "+r"(n));
+	return n;
+}
+
+/* xfw_snap_len bounds the bytes of a frame copied into a LOG event. */
+static __always_inline __u32 xfw_snap_len(__u32 len)
+{
+	if (len > XFW_LOG_SNAP)
+		len = XFW_LOG_SNAP;
+	return len;
+}
+
+static __always_inline void xfw_emit_logs_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
+					      struct xfw_pending *st, __u32 chain,
+					      __u32 iif, __u32 oif)
+{
+	__u32 frame = (__u32)(ctx->data_end - ctx->data);
+
+	for (int i = 0; i < XFW_MAX_PENDING_LOGS; i++) {
+		struct xfw_log_event *ev;
+		__u32 n;
+
+		if (i >= st->nlogs)
+			break;
+		if (p->fam == 0)
+			ev = xfw_log_event4(st->logs[i], p, chain, iif, oif);
+		else
+			ev = xfw_log_event6(st->logs[i], p, chain, iif, oif);
+		if (!ev)
+			continue;
+		ev->pkt_len = frame;
+		ev->snap_len = xfw_snap_len(frame);
+		/* Constant or masked sizes keep the verifier's bounds. */
+		if (frame >= XFW_LOG_SNAP)
+			n = bpf_xdp_load_bytes(ctx, 0, ev->pkt, XFW_LOG_SNAP);
+		else if ((frame & (XFW_LOG_SNAP - 1)) > 0)
+			n = bpf_xdp_load_bytes(ctx, 0, ev->pkt, xfw_mask_snap(frame - 1) + 1);
+		else
+			n = -1;
+		if ((int)n < 0)
+			ev->snap_len = 0;
+		bpf_ringbuf_submit(ev, 0);
+	}
+}
+
+static __always_inline void xfw_emit_logs_tc(struct __sk_buff *skb, struct xfw_pkt *p,
+					     struct xfw_pending *st, __u32 chain,
+					     __u32 iif, __u32 oif)
+{
+	for (int i = 0; i < XFW_MAX_PENDING_LOGS; i++) {
+		struct xfw_log_event *ev;
+		__u32 n;
+
+		if (i >= st->nlogs)
+			break;
+		if (p->fam == 0)
+			ev = xfw_log_event4(st->logs[i], p, chain, iif, oif);
+		else
+			ev = xfw_log_event6(st->logs[i], p, chain, iif, oif);
+		if (!ev)
+			continue;
+		__u32 len = skb->len;
+
+		ev->pkt_len = len;
+		ev->snap_len = xfw_snap_len(len);
+		if (len >= XFW_LOG_SNAP)
+			n = bpf_skb_load_bytes(skb, 0, ev->pkt, XFW_LOG_SNAP);
+		else if ((len & (XFW_LOG_SNAP - 1)) > 0)
+			n = bpf_skb_load_bytes(skb, 0, ev->pkt, xfw_mask_snap(len - 1) + 1);
+		else
+			n = -1;
+		if ((int)n < 0)
+			ev->snap_len = 0;
+		bpf_ringbuf_submit(ev, 0);
+	}
+}
+
+/* xfw_policy returns the verdict of a built-in chain's policy (constant
+ * indexes only: the verifier refuses a variable offset into .rodata). */
+static __always_inline __u32 xfw_policy(int fi, __u32 chain)
+{
+	const volatile __u32 *pd = cfg.fam[fi].policy_drop;
+	__u32 drop;
+
+	if (chain == XFW_CHAIN_INPUT)
+		drop = pd[0];
+	else if (chain == XFW_CHAIN_FORWARD)
+		drop = pd[1];
+	else
+		drop = pd[2];
+	return drop ? XFW_ACT_DROP : XFW_ACT_ACCEPT;
+}
+
+/* xfw_judge classifies p in chain for its family and returns the verdict as
+ * XFW_ACT_ACCEPT, XFW_ACT_DROP or XFW_ACT_REJECT (*reject = type). */
+static __always_inline __u32 xfw_judge(struct xfw_pkt *p, __u32 chain, __u32 iif,
+				       __u32 oif, struct xfw_pending *st, __u32 *reject)
+{
+	struct xfw_entry *ent;
+	__u32 res;
+
+	if (p->fam == 0) {
+		res = xfw_classify4(p, chain, iif, oif, st);
+		if (res == XFW_RES_HOTDROP)
+			return XFW_ACT_DROP;
+		if (res == XFW_RES_END)
+			return xfw_policy(0, chain);
+		ent = bpf_map_lookup_elem(&xfw_entries4, &res);
+	} else {
+		res = xfw_classify6(p, chain, iif, oif, st);
+		if (res == XFW_RES_HOTDROP)
+			return XFW_ACT_DROP;
+		if (res == XFW_RES_END)
+			return xfw_policy(1, chain);
+		ent = bpf_map_lookup_elem(&xfw_entries6, &res);
+	}
+	if (!ent)
+		return XFW_ACT_DROP;
+	*reject = ent->aux;
+	return ent->action;
+}
+
+static __always_inline int xfw_family_enabled(__u8 fam)
+{
+	return fam == 0 ? xfw_fam_on[0] : xfw_fam_on[1];
+}
+
+/* xfw_route decides INPUT or FORWARD for a packet received on iif, as the
+ * kernel's routing would. Returns XFW_ROUTE_PASS to pass the packet
+ * unjudged, else chain << 32 | output ifindex. A global function, so its
+ * stack (the FIB request) is not live while classification runs. */
+#define XFW_ROUTE_PASS (~0ULL)
+__attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p, __u32 iif)
+{
+	struct bpf_fib_lookup fib = {};
+	int rc;
+
+	if (!p)
+		return XFW_ROUTE_PASS;
+
+	fib.ifindex = iif;
+	fib.l4_protocol = p->proto < 256 ? p->proto : 0;
+	if (p->sport < 65536) {
+		fib.sport = bpf_htons(p->sport);
+		fib.dport = bpf_htons(p->dport);
+	}
+	if (p->fam == 0) {
+		fib.family = AF_INET;
+		fib.tos = p->tos;
+		fib.ipv4_src = bpf_htonl((__u32)p->src_lo);
+		fib.ipv4_dst = bpf_htonl((__u32)p->dst_lo);
+		/* ip_forward answers "fragmentation needed" before the FORWARD
+		 * hook only for DF packets; others are fragmented after it. */
+		if (p->df)
+			fib.tot_len = p->l3len;
+	} else {
+		fib.family = AF_INET6;
+		fib.flowinfo = 0;
+		fib.ipv6_src[0] = bpf_htonl(p->src_hi >> 32);
+		fib.ipv6_src[1] = bpf_htonl((__u32)p->src_hi);
+		fib.ipv6_src[2] = bpf_htonl(p->src_lo >> 32);
+		fib.ipv6_src[3] = bpf_htonl((__u32)p->src_lo);
+		fib.ipv6_dst[0] = bpf_htonl(p->dst_hi >> 32);
+		fib.ipv6_dst[1] = bpf_htonl((__u32)p->dst_hi);
+		fib.ipv6_dst[2] = bpf_htonl(p->dst_lo >> 32);
+		fib.ipv6_dst[3] = bpf_htonl((__u32)p->dst_lo);
+		fib.tot_len = p->l3len;
+	}
+	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	switch (rc) {
+	case BPF_FIB_LKUP_RET_NOT_FWDED:
+		return (__u64)XFW_CHAIN_INPUT << 32;
+	case BPF_FIB_LKUP_RET_SUCCESS:
+	case BPF_FIB_LKUP_RET_NO_NEIGH:
+		/* ip_forward / ip6_forward send "time exceeded" before the
+		 * FORWARD hook. */
+		if (p->ttl <= 1)
+			return XFW_ROUTE_PASS;
+		return (__u64)XFW_CHAIN_FORWARD << 32 | fib.ifindex;
+	}
+	return XFW_ROUTE_PASS;
+}
+
+SEC("xdp")
+int xfw_xdp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct xfw_ifinfo *ifi;
+	struct xfw_pkt p;
+	struct xfw_pending st;
+	__u32 chain, iif, oif = 0, rj = 0, verdict;
+	__u64 key, route;
+
+	xfw_touch_state();
+	if (xfw_parse(&p, data, data_end, (__u32)(data_end - data), 1) != XFW_PARSE_JUDGE)
+		return XDP_PASS;
+	if (!xfw_family_enabled(p.fam))
+		return XDP_PASS;
+	key = (__u64)ctx->ingress_ifindex | ((__u64)p.vlan << 32);
+	ifi = bpf_map_lookup_elem(&xfw_ifinfo, &key);
+	if (!ifi)
+		return XDP_PASS; /* a VLAN with no device: the stack drops it */
+	/* Frames for another host (PACKET_OTHERHOST) never reach IP. */
+	if (p.dst_unicast && xfw_mac48(p.dst_mac) != xfw_mac48(ifi->mac))
+		return XDP_PASS;
+	iif = ifi->ifindex;
+	route = xfw_route(ctx, &p, iif);
+	if (route == XFW_ROUTE_PASS)
+		return XDP_PASS;
+	chain = route >> 32;
+	oif = (__u32)route;
+
+	verdict = xfw_judge(&p, chain, iif, oif, &st, &rj);
+	if (st.nlogs)
+		xfw_emit_logs_xdp(ctx, &p, &st, chain, iif, oif);
+	switch (verdict) {
+	case XFW_ACT_ACCEPT:
+		return XDP_PASS;
+	case XFW_ACT_REJECT:
+		return xfw_xdp_reject(ctx, &p, rj);
+	}
+	return XDP_DROP;
+}
+
+/* Bytes of headers made linear before parsing on egress: Ethernet, a VLAN
+ * tag, IPv6 with extension headers and a TCP header fit. */
+#define XFW_TC_PULL 256
+
+SEC("tc")
+int xfw_tc_egress(struct __sk_buff *skb)
+{
+	void *data, *data_end;
+	struct xfw_pkt p;
+	struct xfw_pending st;
+	__u32 oif, rj = 0, verdict, pull;
+
+	xfw_touch_state();
+	/* Forwarded packets were judged at ingress (FORWARD). */
+	if (skb->ingress_ifindex != 0)
+		return TC_ACT_OK;
+	/* A VLAN device's traffic was judged on the VLAN device itself. */
+	if (skb->vlan_present)
+		return TC_ACT_OK;
+	pull = skb->len < XFW_TC_PULL ? skb->len : XFW_TC_PULL;
+	bpf_skb_pull_data(skb, pull);
+	data = (void *)(long)skb->data;
+	data_end = (void *)(long)skb->data_end;
+	if (xfw_parse(&p, data, data_end, skb->len, 0) != XFW_PARSE_JUDGE)
+		return TC_ACT_OK;
+	if (p.vlan)
+		return TC_ACT_OK;
+	if (!xfw_family_enabled(p.fam))
+		return TC_ACT_OK;
+	oif = skb->ifindex;
+
+	verdict = xfw_judge(&p, XFW_CHAIN_OUTPUT, 0, oif, &st, &rj);
+	if (st.nlogs)
+		xfw_emit_logs_tc(skb, &p, &st, XFW_CHAIN_OUTPUT, 0, oif);
+	switch (verdict) {
+	case XFW_ACT_ACCEPT:
+		return TC_ACT_OK;
+	case XFW_ACT_REJECT:
+		return xfw_tc_reject(skb, &p, rj);
+	}
+	return TC_ACT_SHOT;
+}
+
+char _license[] SEC("license") = "GPL";

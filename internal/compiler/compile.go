@@ -1,0 +1,193 @@
+// Package compiler turns a ruleset IR into the contents of xfw's data plane
+// maps: it flattens user chains into one ordered entry list per base chain
+// and builds, per field, the value → class → bit-vector tables of linear
+// bit-vector search (LBVS). It is pure: no kernel, no BPF, only values.
+package compiler
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// Generation is one compiled ruleset of one family: everything the loader
+// writes into the family's maps and load-time constants.
+type Generation struct {
+	Family     ir.Family
+	Active     uint32 // bit mask of fields in use
+	NumChunks  uint32
+	ChainStart [NumChains]uint32
+	ChainEnd   [NumChains]uint32
+	PolicyDrop [NumChains]bool
+	MaxIters   uint32
+
+	Entries []Entry
+	Chunks  []Chunk
+	// ClassChunks[c*NumChunks+k] is the chunk id of class c's chunk k.
+	ClassChunks []uint32
+	// Small is the concatenation of the direct arrays of the small fields;
+	// SmallBase[f] is where field f's array starts.
+	Small     []uint32
+	SmallBase [NumFields]uint32
+	// Bounds holds the source then destination address bounds.
+	Bounds    []Bound
+	AddrBase  [2]uint32
+	AddrCount [2]uint32
+	// Hash and DefaultClass serve the hashed fields.
+	Hash         map[HashKey]uint32
+	DefaultClass [NumFields]uint32
+	LogConfigs   []LogConfig
+	// Rules maps counter indexes to rules: index i ≥ NumChains is
+	// Rules[i-NumChains]; indexes 0–2 are the built-in chains' policies.
+	Rules []RuleRef
+}
+
+// NumCounters is the size of the counters map.
+func (g *Generation) NumCounters() int { return NumChains + len(g.Rules) }
+
+// Options tune compilation.
+type Options struct {
+	// Interfaces are the devices of the network namespace, for -i/-o.
+	Interfaces []Interface
+}
+
+// Compile compiles the filter table rs.
+func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
+	g := &Generation{Family: rs.Family, Hash: map[HashKey]uint32{}}
+	fl := &flattener{
+		rs:       rs,
+		ifaces:   opts.Interfaces,
+		ruleID:   map[*ir.Rule]uint32{},
+		terms:    map[*ir.Rule][]term{},
+		logIndex: map[LogConfig]uint16{},
+	}
+	for _, c := range rs.Chains {
+		for i, r := range c.Rules {
+			fl.ruleID[r] = uint32(NumChains + len(g.Rules))
+			g.Rules = append(g.Rules, RuleRef{Chain: c.Name, Index: i})
+		}
+	}
+	for hook, name := range ir.BuiltinChains {
+		if c := rs.Chain(name); c != nil {
+			g.PolicyDrop[hook] = c.Policy == ir.VerdictDrop
+		}
+	}
+	var err error
+	g.ChainStart, g.ChainEnd, err = fl.flatten()
+	if err != nil {
+		return nil, err
+	}
+	g.Entries = fl.entries
+	g.LogConfigs = fl.logs
+	n := len(g.Entries)
+	g.NumChunks = uint32((n + ChunkBits - 1) / ChunkBits)
+	if g.NumChunks == 0 {
+		g.NumChunks = 1
+	}
+	// One bpf_loop step per examined word (64 a chunk, plus the step that
+	// leaves it), per CONTINUE entry, plus the step that finds the end.
+	g.MaxIters = g.NumChunks*(ChunkWords+1) + fl.hops + 1
+
+	vb := newVectorBuilder(int(g.NumChunks))
+	for f := Field(0); f < NumFields; f++ {
+		used := false
+		for i := range g.Entries {
+			if g.Entries[i].Cond[f] != nil {
+				used = true
+				break
+			}
+		}
+		if !used {
+			continue
+		}
+		g.Active |= 1 << uint(f)
+		fc, err := vb.buildField(f, g.Entries)
+		if err != nil {
+			return nil, err
+		}
+		switch f.Kind() {
+		case KindSmall:
+			g.SmallBase[f] = uint32(len(g.Small))
+			dom := f.SmallDomain()
+			arr := make([]uint32, dom)
+			bi := 0
+			for v := 0; v < dom; v++ {
+				for bi+1 < len(fc.Bounds) && !U64(uint64(v)).Less(fc.Bounds[bi+1].Value) {
+					bi++
+				}
+				arr[v] = fc.Bounds[bi].Class
+			}
+			g.Small = append(g.Small, arr...)
+		case KindAddr:
+			a := 0
+			if f == FieldDst {
+				a = 1
+			}
+			g.AddrBase[a] = uint32(len(g.Bounds))
+			g.AddrCount[a] = uint32(len(fc.Bounds))
+			g.Bounds = append(g.Bounds, fc.Bounds...)
+		case KindHash:
+			points := hashPoints(f, g.Entries)
+			for _, p := range points {
+				g.Hash[HashKey{Field: uint32(f), Value: p.Lo}] = fc.classOf(p)
+			}
+			g.DefaultClass[f] = fc.classOf(unmentioned(f, points))
+		}
+	}
+	g.Chunks = vb.chunks
+	g.ClassChunks = vb.classes
+	return g, nil
+}
+
+// hashPoints lists the values of a hashed field that some entry names.
+func hashPoints(f Field, entries []Entry) []U128 {
+	seen := map[U128]bool{}
+	var out []U128
+	for i := range entries {
+		s := entries[i].Cond[f]
+		if s == nil {
+			continue
+		}
+		for _, iv := range s.Ivs {
+			for _, v := range []U128{iv.Lo, iv.Hi, iv.Lo.Dec(), iv.Hi.Inc()} {
+				if f == FieldIIF || f == FieldOIF {
+					if v.Hi != 0 || v.Lo >= ifaceUnknown {
+						continue
+					}
+				} else if v.Hi != 0 || v.Lo > 1<<48-1 {
+					continue
+				}
+				if !seen[v] {
+					seen[v] = true
+					out = append(out, v)
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
+	return out
+}
+
+// unmentioned returns a value of field f that no entry names: the class of
+// every value missing from the hash map.
+func unmentioned(f Field, points []U128) U128 {
+	if f == FieldIIF || f == FieldOIF {
+		return U64(ifaceUnknown)
+	}
+	seen := map[U128]bool{}
+	for _, p := range points {
+		seen[p] = true
+	}
+	for v := uint64(0); ; v++ {
+		if !seen[U64(v)] {
+			return U64(v)
+		}
+	}
+}
+
+// String summarises the generation for debugging dumps.
+func (g *Generation) String() string {
+	return fmt.Sprintf("%s: %d entries, %d chunks/vector, %d distinct chunks, %d classes, %d rules, active fields %#x",
+		g.Family, len(g.Entries), g.NumChunks, len(g.Chunks), len(g.ClassChunks)/int(g.NumChunks), len(g.Rules), g.Active)
+}

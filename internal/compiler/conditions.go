@@ -1,0 +1,344 @@
+package compiler
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// Cond is a conjunction: for each field the set of values a packet may have
+// (nil: any value).
+type Cond [NumFields]*Set
+
+// and returns c ∧ d, and false when the result can match no packet.
+func (c Cond) and(d Cond) (Cond, bool) {
+	var out Cond
+	for f := range c {
+		out[f] = Intersect(c[f], d[f])
+		if out[f].Empty() {
+			return out, false
+		}
+	}
+	return out, true
+}
+
+// term is one disjunct of a rule's condition, with the hotdrop flags its
+// matches carry.
+type term struct {
+	cond  Cond
+	flags uint8
+}
+
+// Interface is a network device the compiler resolves -i/-o names against.
+type Interface struct {
+	Index uint32
+	Name  string
+}
+
+// Numeric domains of the fields (sentinels excluded).
+var (
+	portMax  = U64(65535)
+	byteMax  = U64(255)
+	macMax   = U64(1<<48 - 1)
+	lenMax   = U64(65535)
+	icmpMax  = U64(65535)
+	ifaceMax = U64(ifaceUnknown)
+)
+
+func addrMax(f ir.Family) U128 {
+	if f == ir.IPv6 {
+		return maxU128
+	}
+	return U64(1<<32 - 1)
+}
+
+// maskSet returns {a : a & mask == addr & mask} as intervals. A prefix mask
+// gives one interval; a non-contiguous mask gives one interval per value of
+// the free bits above its lowest set bit, refused beyond maxMaskIntervals.
+func maskSet(fam ir.Family, addr, mask netip.Addr) (*Set, error) {
+	a, m := AddrU128(addr), AddrU128(mask)
+	nbits := fam.AddrBits()
+	bit := func(v U128, i int) bool { // i counts from the least significant bit
+		if i >= 64 {
+			return v.Hi>>(uint(i-64))&1 == 1
+		}
+		return v.Lo>>uint(i)&1 == 1
+	}
+	// Lowest set bit of the mask; below it every bit is free.
+	low := nbits
+	for i := 0; i < nbits; i++ {
+		if bit(m, i) {
+			low = i
+			break
+		}
+	}
+	if low == nbits { // mask 0: any address
+		return nil, nil
+	}
+	var free []int
+	for i := low + 1; i < nbits; i++ {
+		if !bit(m, i) {
+			free = append(free, i)
+		}
+	}
+	if len(free) > maxMaskFreeBits {
+		return nil, fmt.Errorf("netmask %s has %d non-contiguous bits: at most %d are supported", mask, len(free), maxMaskFreeBits)
+	}
+	base := and128(a, m)
+	span := U128{} // 2^low - 1
+	if low >= 64 {
+		span = U128{Hi: 1<<uint(low-64) - 1, Lo: ^uint64(0)}
+	} else {
+		span = U128{Lo: 1<<uint(low) - 1}
+	}
+	var ivs []Interval
+	for combo := 0; combo < 1<<len(free); combo++ {
+		v := base
+		for k, b := range free {
+			if combo>>k&1 == 1 {
+				v = setBit(v, b)
+			}
+		}
+		ivs = append(ivs, Interval{v, or128(v, span)})
+	}
+	return NewSet(ivs...), nil
+}
+
+// maxMaskFreeBits bounds non-contiguous netmasks: 2^16 intervals.
+const maxMaskFreeBits = 16
+
+func and128(a, b U128) U128 { return U128{a.Hi & b.Hi, a.Lo & b.Lo} }
+func or128(a, b U128) U128  { return U128{a.Hi | b.Hi, a.Lo | b.Lo} }
+func setBit(v U128, i int) U128 {
+	if i >= 64 {
+		v.Hi |= 1 << uint(i-64)
+	} else {
+		v.Lo |= 1 << uint(i)
+	}
+	return v
+}
+
+func invertIf(s *Set, inv bool, lo, hi U128) *Set {
+	if !inv {
+		return s
+	}
+	return Complement(s, lo, hi)
+}
+
+func portSet(pm ir.PortMatch) *Set {
+	return invertIf(Range(U64(uint64(pm.Range.First)), U64(uint64(pm.Range.Last))), pm.Invert, U64(0), portMax)
+}
+
+// withTrunc adds the "truncated header" sentinel, so a truncated packet
+// reaches the rule and is hotdropped there, as xt_tcp/xt_udp/xt_icmp do.
+func withTrunc(s *Set, trunc uint64) *Set {
+	return Union(s, Point(U64(trunc)))
+}
+
+// ruleTerms translates a rule's matches into disjoint conjunctions.
+func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
+	var c Cond
+	var flags uint8
+	and := func(f Field, s *Set) { c[f] = Intersect(c[f], s) }
+
+	if r.Src.Set {
+		s, err := maskSet(fam, r.Src.Addr, r.Src.Mask)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil || r.Src.Invert {
+			and(FieldSrc, invertIf(orAll(s, fam), r.Src.Invert, U64(0), addrMax(fam)))
+		}
+	}
+	if r.Dst.Set {
+		s, err := maskSet(fam, r.Dst.Addr, r.Dst.Mask)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil || r.Dst.Invert {
+			and(FieldDst, invertIf(orAll(s, fam), r.Dst.Invert, U64(0), addrMax(fam)))
+		}
+	}
+	if r.InIface.Set {
+		and(FieldIIF, ifaceSet(r.InIface, ifaces))
+	}
+	if r.OutIface.Set {
+		and(FieldOIF, ifaceSet(r.OutIface, ifaces))
+	}
+	if r.Proto.Set && (r.Proto.Num != 0 || r.Proto.Invert) {
+		s := invertIf(Point(U64(uint64(r.Proto.Num))), r.Proto.Invert, U64(0), byteMax)
+		if fam == ir.IPv6 {
+			// ip6_packet_match hotdrops a first fragment whose
+			// extension headers cannot be walked.
+			s = Union(s, Point(U64(ProtoErr)))
+			flags |= EFHotdropProto
+		}
+		and(FieldProto, s)
+	}
+	if r.Fragment.Set {
+		if r.Fragment.Invert {
+			and(FieldFrag, Point(U64(0)))
+		} else {
+			and(FieldFrag, Point(U64(1)))
+		}
+	}
+	var either *ir.MultiportMatch
+	for _, m := range r.Matches {
+		switch m := m.(type) {
+		case *ir.TCPMatch:
+			if m.Option.Set {
+				return nil, fmt.Errorf("tcp match: --tcp-option is not supported by xfw's data plane")
+			}
+			flags |= EFHotdropL4
+			all := Range(U64(0), portMax)
+			sp, dp := all, all
+			if m.SrcPort.Set {
+				sp = portSet(m.SrcPort)
+			}
+			if m.DstPort.Set {
+				dp = portSet(m.DstPort)
+			}
+			and(FieldSport, withTrunc(sp, ValTrunc))
+			and(FieldDport, withTrunc(dp, ValTrunc))
+			if m.Flags.Set {
+				var ivs []Interval
+				for b := 0; b < 256; b++ {
+					if (uint8(b)&m.Flags.Mask == m.Flags.Comp) != m.Flags.Invert {
+						ivs = append(ivs, Interval{U64(uint64(b)), U64(uint64(b))})
+					}
+				}
+				and(FieldTCPFlags, withTrunc(NewSet(ivs...), FlagsTrunc))
+			} else {
+				and(FieldTCPFlags, withTrunc(Range(U64(0), byteMax), FlagsTrunc))
+			}
+		case *ir.UDPMatch:
+			flags |= EFHotdropL4
+			all := Range(U64(0), portMax)
+			sp, dp := all, all
+			if m.SrcPort.Set {
+				sp = portSet(m.SrcPort)
+			}
+			if m.DstPort.Set {
+				dp = portSet(m.DstPort)
+			}
+			and(FieldSport, withTrunc(sp, ValTrunc))
+			and(FieldDport, withTrunc(dp, ValTrunc))
+		case *ir.MultiportMatch:
+			var ivs []Interval
+			for _, p := range m.Ports {
+				ivs = append(ivs, Interval{U64(uint64(p.First)), U64(uint64(p.Last))})
+			}
+			ports := NewSet(ivs...)
+			notPorts := Complement(ports, U64(0), portMax)
+			switch {
+			case m.Dir == ir.MultiportSource:
+				and(FieldSport, invertIf(ports, m.Invert, U64(0), portMax))
+			case m.Dir == ir.MultiportDestination:
+				and(FieldDport, invertIf(ports, m.Invert, U64(0), portMax))
+			case m.Invert: // neither port in the list
+				and(FieldSport, notPorts)
+				and(FieldDport, notPorts)
+			default:
+				if either != nil {
+					return nil, fmt.Errorf("multiport: only one --ports match per rule is supported")
+				}
+				either = m
+			}
+		case *ir.ICMPMatch:
+			flags |= EFHotdropL4
+			var s *Set
+			if m.Any {
+				s = Range(U64(0), icmpMax)
+			} else {
+				t := uint64(m.Type) << 8
+				s = Range(U64(t|uint64(m.CodeMin)), U64(t|uint64(m.CodeMax)))
+			}
+			and(FieldICMP, withTrunc(invertIf(s, m.Invert, U64(0), icmpMax), ValTrunc))
+		case *ir.IPRangeMatch:
+			if m.Src.Set {
+				s := Range(AddrU128(m.Src.From), AddrU128(m.Src.To))
+				and(FieldSrc, invertIf(s, m.Src.Invert, U64(0), addrMax(fam)))
+			}
+			if m.Dst.Set {
+				s := Range(AddrU128(m.Dst.From), AddrU128(m.Dst.To))
+				and(FieldDst, invertIf(s, m.Dst.Invert, U64(0), addrMax(fam)))
+			}
+		case *ir.CommentMatch:
+			// Always matches.
+		case *ir.LengthMatch:
+			s := Range(U64(uint64(m.Min)), U64(uint64(m.Max)))
+			and(FieldLen, invertIf(s, m.Invert, U64(0), lenMax))
+		case *ir.TTLMatch:
+			v := uint64(m.Value)
+			var s *Set
+			switch m.Op {
+			case ir.CmpEq:
+				s = Point(U64(v))
+			case ir.CmpNe:
+				s = Complement(Point(U64(v)), U64(0), byteMax)
+			case ir.CmpLt:
+				if v == 0 {
+					s = &Set{}
+				} else {
+					s = Range(U64(0), U64(v-1))
+				}
+			case ir.CmpGt:
+				s = Range(U64(v+1), byteMax)
+			}
+			and(FieldTTL, s)
+		case *ir.MACMatch:
+			var v uint64
+			for _, b := range m.Addr {
+				v = v<<8 | uint64(b)
+			}
+			and(FieldMAC, invertIf(Point(U64(v)), m.Invert, U64(0), macMax))
+		default:
+			return nil, fmt.Errorf("match %q is not supported by xfw's data plane", m.ModuleName())
+		}
+	}
+	if either == nil {
+		return []term{{cond: c, flags: flags}}, nil
+	}
+	// --ports P: (sport ∈ P) ∨ (dport ∈ P), split into disjoint terms so
+	// a packet matching both is counted and acted on once.
+	var ivs []Interval
+	for _, p := range either.Ports {
+		ivs = append(ivs, Interval{U64(uint64(p.First)), U64(uint64(p.Last))})
+	}
+	ports := NewSet(ivs...)
+	t1, t2 := c, c
+	t1[FieldSport] = Intersect(c[FieldSport], ports)
+	t2[FieldSport] = Intersect(c[FieldSport], Complement(ports, U64(0), portMax))
+	t2[FieldDport] = Intersect(c[FieldDport], ports)
+	return []term{{cond: t1, flags: flags}, {cond: t2, flags: flags}}, nil
+}
+
+// orAll turns "nil = any address" from maskSet into an explicit full set
+// so it can be inverted.
+func orAll(s *Set, fam ir.Family) *Set {
+	if s == nil {
+		return Range(U64(0), addrMax(fam))
+	}
+	return s
+}
+
+// ifaceSet returns the interface indexes whose names satisfy m, plus the
+// "unknown interface" sentinel when an unknown name would (only with "!").
+// Index 0 stands for "no interface" (name ""), as iptables compares an empty
+// name on hooks without that device.
+func ifaceSet(m ir.IfaceMatch, ifaces []Interface) *Set {
+	var ivs []Interval
+	if m.Matches("") {
+		ivs = append(ivs, Interval{U64(0), U64(0)})
+	}
+	for _, i := range ifaces {
+		if i.Index != 0 && m.Matches(i.Name) {
+			ivs = append(ivs, Interval{U64(uint64(i.Index)), U64(uint64(i.Index))})
+		}
+	}
+	if m.Invert {
+		ivs = append(ivs, Interval{U64(ifaceUnknown), U64(ifaceUnknown)})
+	}
+	return NewSet(ivs...)
+}

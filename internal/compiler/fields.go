@@ -1,0 +1,163 @@
+package compiler
+
+// Field numbers, value sentinels, actions and flags: the same values as
+// bpf/common.h (TestLayoutMatchesC in the dataplane package checks them).
+
+// Field is a classification field (enum xfw_field).
+type Field int
+
+// Classification fields.
+const (
+	FieldSrc Field = iota
+	FieldDst
+	FieldProto
+	FieldSport
+	FieldDport
+	FieldTCPFlags
+	FieldICMP
+	FieldIIF
+	FieldOIF
+	FieldFrag
+	FieldLen
+	FieldTTL
+	FieldMAC
+	NumFields
+)
+
+var fieldNames = [NumFields]string{"src", "dst", "proto", "sport", "dport", "tcpflags",
+	"icmp", "iif", "oif", "frag", "len", "ttl", "mac"}
+
+// String names the field.
+func (f Field) String() string {
+	if f >= 0 && f < NumFields {
+		return fieldNames[f]
+	}
+	return "field?"
+}
+
+// FieldKind says how a field's value is mapped to its class in the data plane.
+type FieldKind int
+
+const (
+	// KindSmall fields are looked up in a direct array indexed by value.
+	KindSmall FieldKind = iota
+	// KindAddr fields are looked up by binary search over interval bounds.
+	KindAddr
+	// KindHash fields are looked up in a hash map with a default class.
+	KindHash
+)
+
+// Kind returns the lookup structure of the field.
+func (f Field) Kind() FieldKind {
+	switch f {
+	case FieldSrc, FieldDst:
+		return KindAddr
+	case FieldIIF, FieldOIF, FieldMAC:
+		return KindHash
+	}
+	return KindSmall
+}
+
+// Value sentinels (XFW_V_*, XFW_FLAGS_*, XFW_PROTO_*).
+const (
+	// ValNone is a port or ICMP value of a packet without that header.
+	ValNone = 65536
+	// ValTrunc is a port or ICMP value of a packet whose header is cut short.
+	ValTrunc = 65537
+	// FlagsNone is the TCP flags value of a non-TCP packet or later fragment.
+	FlagsNone = 256
+	// FlagsTrunc is the TCP flags value of a truncated TCP header.
+	FlagsTrunc = 257
+	// ProtoErr is the protocol of an IPv6 packet whose extension headers
+	// cannot be walked (rules with -p hotdrop it).
+	ProtoErr = 256
+	// ProtoNoMatch is the protocol of an IPv6 later fragment followed by
+	// another extension header (rules with -p do not match it).
+	ProtoNoMatch = 257
+	// ifaceUnknown stands for every interface index the compiler was not
+	// told about (ifindex 0xffffffff never names a device).
+	ifaceUnknown = 0xffffffff
+)
+
+// SmallDomain is the number of values of a KindSmall field, sentinels
+// included: the size of its direct array.
+func (f Field) SmallDomain() int {
+	switch f {
+	case FieldProto:
+		return 258
+	case FieldSport, FieldDport, FieldICMP:
+		return 65538
+	case FieldTCPFlags:
+		return 258
+	case FieldFrag:
+		return 2
+	case FieldLen:
+		return 65536
+	case FieldTTL:
+		return 256
+	}
+	return 0
+}
+
+// Chains indices (enum xfw_chain).
+const (
+	ChainInput   = 0
+	ChainForward = 1
+	ChainOutput  = 2
+	NumChains    = 3
+)
+
+// Action is an entry's action (enum xfw_action).
+type Action uint8
+
+// Entry actions.
+const (
+	ActAccept Action = iota
+	ActDrop
+	ActReject
+	ActContinue
+)
+
+// Entry flags (XFW_EF_*).
+const (
+	EFCount        uint8 = 0x01
+	EFLog          uint8 = 0x02
+	EFHotdropL4    uint8 = 0x04
+	EFHotdropProto uint8 = 0x08
+)
+
+// NoRule is the counter index of synthetic entries (XFW_NO_RULE).
+const NoRule = 0xffffffff
+
+// ChunkWords and ChunkBits are the size of a bit-vector chunk.
+const (
+	ChunkWords = 64
+	ChunkBits  = ChunkWords * 64
+	// MaxChunks bounds the entries of one family (XFW_MAX_CHUNKS).
+	MaxChunks = 256
+	// MaxEntries is the largest flattened ruleset of one family.
+	MaxEntries = MaxChunks * ChunkBits
+	// MaxBounds is the most interval bounds an address field may have
+	// (the data plane's binary search takes 22 steps).
+	MaxBounds = 1 << 22
+	// LogPrefixLen is the size of a LOG prefix in the data plane.
+	LogPrefixLen = 32
+)
+
+// Reject types (enum xfw_reject), indexed by iptables' canonical name.
+var RejectTypes = map[string]uint16{
+	"icmp-net-unreachable":   0,
+	"icmp-host-unreachable":  1,
+	"icmp-proto-unreachable": 2,
+	"icmp-port-unreachable":  3,
+	"icmp-net-prohibited":    4,
+	"icmp-host-prohibited":   5,
+	"icmp-admin-prohibited":  6,
+	"tcp-reset":              7,
+	"icmp6-no-route":         8,
+	"icmp6-adm-prohibited":   9,
+	"icmp6-addr-unreachable": 10,
+	"icmp6-port-unreachable": 11,
+	"icmp6-policy-fail":      12,
+	"icmp6-reject-route":     13,
+}

@@ -1,0 +1,227 @@
+package compiler
+
+import (
+	"fmt"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// Entry is one flattened entry: the data plane's struct xfw_entry plus the
+// condition the bit vectors encode.
+type Entry struct {
+	Cond   Cond
+	Rule   uint32 // counter index or NoRule
+	Action Action
+	Flags  uint8
+	Aux    uint16 // reject type or LOG config index
+	Next   uint32 // ActContinue: where the search goes on
+	// nextLabel is resolved into Next once the label's position is known.
+	nextLabel *label
+}
+
+// label is a position in the flattened list that may not be known yet.
+type label struct {
+	pos      uint32
+	resolved bool
+}
+
+// LogConfig is one distinct set of LOG target options.
+type LogConfig struct {
+	Prefix string
+	Level  uint8
+	Flags  uint8
+}
+
+// RuleRef names the rule behind a counter index.
+type RuleRef struct {
+	Chain string
+	Index int // 0-based position in the chain
+}
+
+// flattener turns the chain graph into per-base-chain entry lists.
+type flattener struct {
+	rs       *ir.Ruleset
+	ifaces   []Interface
+	entries  []Entry
+	ruleID   map[*ir.Rule]uint32
+	terms    map[*ir.Rule][]term
+	logIndex map[LogConfig]uint16
+	logs     []LogConfig
+	// maxHops counts the non-terminal entries, a bound on the actions a
+	// packet can meet on its way through one chain.
+	hops uint32
+}
+
+// maxDepth bounds nested jumps, as the kernel's ruleset check does with
+// loops (iptables refuses loops; a chain nesting deeper than this is refused).
+const maxDepth = 64
+
+func (fl *flattener) emit(e Entry) {
+	fl.entries = append(fl.entries, e)
+	if e.Action == ActContinue {
+		fl.hops++
+	}
+}
+
+// block emits the rules of chain under the outer condition; RETURN and
+// falling off its end continue at ret (nil: the base chain's end, whose
+// position is patched by the caller through ret itself).
+func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, depth int, path []string) error {
+	if depth > maxDepth {
+		return fmt.Errorf("chain %s: jumps nest deeper than %d levels", chain.Name, maxDepth)
+	}
+	for _, p := range path {
+		if p == chain.Name {
+			return fmt.Errorf("chain %s: jump loop (%v → %s)", chain.Name, path, chain.Name)
+		}
+	}
+	path = append(path, chain.Name)
+	for i, r := range chain.Rules {
+		if len(fl.entries) > MaxEntries {
+			return fmt.Errorf("ruleset too large: more than %d entries after flattening user chains (limit of %d chunks of %d rules)", MaxEntries, MaxChunks, ChunkBits)
+		}
+		if err := checkHook(r, hook); err != nil {
+			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
+		}
+		terms, ok := fl.terms[r]
+		if !ok {
+			var err error
+			terms, err = ruleTerms(fl.rs.Family, r, fl.ifaces)
+			if err != nil {
+				return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
+			}
+			fl.terms[r] = terms
+		}
+		id := fl.ruleID[r]
+		for _, t := range terms {
+			cond, ok := outer.and(t.cond)
+			if !ok {
+				continue // can never match here
+			}
+			base := Entry{Cond: cond, Rule: id, Flags: EFCount | t.flags}
+			switch r.Target.Kind {
+			case ir.TargetAccept:
+				base.Action = ActAccept
+				fl.emit(base)
+			case ir.TargetDrop:
+				base.Action = ActDrop
+				fl.emit(base)
+			case ir.TargetReject:
+				rt, ok := RejectTypes[r.Target.RejectWith]
+				if !ok {
+					return fmt.Errorf("chain %s rule %d: unknown reject type %q", chain.Name, i+1, r.Target.RejectWith)
+				}
+				base.Action = ActReject
+				base.Aux = rt
+				fl.emit(base)
+			case ir.TargetNone:
+				base.Action = ActContinue
+				fl.emit(base)
+				fl.fallthroughNext()
+			case ir.TargetLog:
+				base.Action = ActContinue
+				base.Flags |= EFLog
+				base.Aux = fl.logConfig(r.Target.Log)
+				fl.emit(base)
+				fl.fallthroughNext()
+			case ir.TargetReturn:
+				base.Action = ActContinue
+				base.nextLabel = ret
+				fl.emit(base)
+			case ir.TargetJump, ir.TargetGoto:
+				target := fl.rs.Chain(r.Target.Chain)
+				if target == nil || target.Builtin {
+					return fmt.Errorf("chain %s rule %d: jump to unknown chain %q", chain.Name, i+1, r.Target.Chain)
+				}
+				base.Action = ActContinue
+				fl.emit(base)
+				fl.fallthroughNext()
+				if r.Target.Kind == ir.TargetJump {
+					after := &label{}
+					if err := fl.block(target, cond, after, hook, depth+1, path); err != nil {
+						return err
+					}
+					after.pos, after.resolved = uint32(len(fl.entries)), true
+				} else {
+					if err := fl.block(target, cond, ret, hook, depth+1, path); err != nil {
+						return err
+					}
+					// Falling off the goto'd chain returns from this one.
+					fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActContinue, nextLabel: ret})
+				}
+			default:
+				return fmt.Errorf("chain %s rule %d: unsupported target", chain.Name, i+1)
+			}
+		}
+	}
+	return nil
+}
+
+// fallthroughNext makes the last entry continue at the entry after it.
+func (fl *flattener) fallthroughNext() {
+	e := &fl.entries[len(fl.entries)-1]
+	e.Next = uint32(len(fl.entries))
+}
+
+func (fl *flattener) logConfig(o *ir.LogOptions) uint16 {
+	lc := LogConfig{Level: 4}
+	if o != nil {
+		lc = LogConfig{Prefix: o.Prefix, Level: o.Level, Flags: o.Flags}
+		if !o.LevelSet {
+			lc.Level = 4
+		}
+	}
+	if i, ok := fl.logIndex[lc]; ok {
+		return i
+	}
+	i := uint16(len(fl.logs))
+	fl.logIndex[lc] = i
+	fl.logs = append(fl.logs, lc)
+	return i
+}
+
+// checkHook refuses matches the kernel refuses on a hook: -m mac outside
+// PREROUTING/INPUT/FORWARD.
+func checkHook(r *ir.Rule, hook int) error {
+	for _, m := range r.Matches {
+		if _, ok := m.(*ir.MACMatch); ok && hook == ChainOutput {
+			return fmt.Errorf("mac match is only valid in the PREROUTING, INPUT and FORWARD chains (reached from OUTPUT)")
+		}
+	}
+	return nil
+}
+
+// flatten builds the entry list: INPUT's entries, then FORWARD's, then
+// OUTPUT's. It returns the chain ranges.
+func (fl *flattener) flatten() (start, end [NumChains]uint32, err error) {
+	for hook, name := range ir.BuiltinChains {
+		c := fl.rs.Chain(name)
+		start[hook] = uint32(len(fl.entries))
+		endLabel := &label{}
+		if c != nil {
+			var universe Cond
+			if err := fl.block(c, universe, endLabel, hook, 0, nil); err != nil {
+				return start, end, err
+			}
+		}
+		end[hook] = uint32(len(fl.entries))
+		endLabel.pos, endLabel.resolved = end[hook], true
+	}
+	if len(fl.entries) > MaxEntries {
+		return start, end, fmt.Errorf("ruleset too large: %d entries after flattening user chains, the data plane holds %d (%d chunks of %d)", len(fl.entries), MaxEntries, MaxChunks, ChunkBits)
+	}
+	for i := range fl.entries {
+		e := &fl.entries[i]
+		if e.nextLabel != nil {
+			if !e.nextLabel.resolved {
+				return start, end, fmt.Errorf("internal error: unresolved label at entry %d", i)
+			}
+			e.Next = e.nextLabel.pos
+			e.nextLabel = nil
+		}
+		if e.Action == ActContinue && e.Next <= uint32(i) {
+			return start, end, fmt.Errorf("internal error: entry %d continues backwards at %d", i, e.Next)
+		}
+	}
+	return start, end, nil
+}

@@ -1,0 +1,239 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+
+	"github.com/xfw-dev/xfw/internal/compiler"
+)
+
+// XDPMode selects how the ingress program is attached.
+type XDPMode string
+
+const (
+	// XDPAuto tries the driver's native XDP and falls back to generic.
+	XDPAuto XDPMode = "auto"
+	// XDPNative requires the driver's native XDP.
+	XDPNative XDPMode = "native"
+	// XDPGeneric uses the kernel's generic (skb) XDP.
+	XDPGeneric XDPMode = "generic"
+)
+
+// ParseXDPMode validates a mode name.
+func ParseXDPMode(s string) (XDPMode, error) {
+	switch XDPMode(s) {
+	case XDPAuto, XDPNative, XDPGeneric:
+		return XDPMode(s), nil
+	}
+	return "", fmt.Errorf("unknown XDP mode %q (auto, native or generic)", s)
+}
+
+// AttachOptions tune attachment.
+type AttachOptions struct {
+	Mode XDPMode
+}
+
+// Interface is a device xfw attaches to.
+type Interface struct {
+	Index  int
+	Name   string
+	MAC    net.HardwareAddr
+	VLAN   int // VLAN id of a VLAN device
+	Parent int // its parent's ifindex
+	link   netlink.Link
+}
+
+// listInterfaces returns the namespace's devices, refusing kinds whose
+// traffic xfw cannot parse (it would go unfiltered).
+func listInterfaces() ([]Interface, error) {
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list interfaces: %w", err)
+	}
+	var out []Interface
+	for _, l := range links {
+		a := l.Attrs()
+		if a.EncapType != "ether" && a.EncapType != "loopback" {
+			return nil, fmt.Errorf("interface %s (%s, link type %s) has no Ethernet header: xfw cannot filter it, and will not leave it unfiltered; remove it or keep it out of this namespace", a.Name, l.Type(), a.EncapType)
+		}
+		ifc := Interface{Index: a.Index, Name: a.Name, MAC: a.HardwareAddr, link: l}
+		if v, ok := l.(*netlink.Vlan); ok {
+			ifc.VLAN = v.VlanId
+			ifc.Parent = a.ParentIndex
+		}
+		out = append(out, ifc)
+	}
+	return out, nil
+}
+
+// CompilerInterfaces lists the namespace's devices for the compiler.
+func CompilerInterfaces() ([]compiler.Interface, error) {
+	ifs, err := listInterfaces()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]compiler.Interface, len(ifs))
+	for i, ifc := range ifs {
+		out[i] = compiler.Interface{Index: uint32(ifc.Index), Name: ifc.Name}
+	}
+	return out, nil
+}
+
+// fillIfInfo records each device's MAC (to tell frames for this host) and
+// the VLAN devices' (parent, vid) keys.
+func fillIfInfo(m *ebpf.Map, ifaces []Interface) error {
+	for _, ifc := range ifaces {
+		var v bpfIfInfo
+		copy(v.MAC[:], ifc.MAC)
+		v.Ifindex = uint32(ifc.Index)
+		key := uint64(ifc.Index)
+		if ifc.VLAN != 0 {
+			key = uint64(ifc.Parent) | uint64(ifc.VLAN)<<32
+		}
+		if err := m.Put(key, v); err != nil {
+			return fmt.Errorf("record interface %s: %w", ifc.Name, err)
+		}
+		if ifc.VLAN != 0 {
+			// The VLAN device itself sees untagged frames too.
+			if err := m.Put(uint64(ifc.Index), v); err != nil {
+				return fmt.Errorf("record interface %s: %w", ifc.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// attachAll points every interface's ingress and egress at the new
+// programs, replacing the running ones in place.
+func attachAll(xdp, tc *ebpf.Program, ifaces []Interface, cur *state, opts AttachOptions) error {
+	if xdp == nil || tc == nil {
+		return errors.New("BPF object lacks its entry programs")
+	}
+	for _, ifc := range ifaces {
+		if err := attachXDP(xdp, ifc, opts.Mode); err != nil {
+			return err
+		}
+		if err := attachTC(tc, ifc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func attachXDP(prog *ebpf.Program, ifc Interface, mode XDPMode) error {
+	// Keep the mode of a program already attached: a replacement must use
+	// the same one.
+	x := ifc.link.Attrs().Xdp
+	if x != nil && x.Attached && x.ProgId != 0 {
+		switch x.AttachMode {
+		case nl.XDP_ATTACHED_DRV:
+			mode = XDPNative
+		case nl.XDP_ATTACHED_SKB:
+			mode = XDPGeneric
+		}
+	}
+	if mode == "" {
+		mode = XDPAuto
+	}
+	try := func(flags int) error {
+		return netlink.LinkSetXdpFdWithFlags(ifc.link, prog.FD(), flags)
+	}
+	var err error
+	switch mode {
+	case XDPNative:
+		err = try(nl.XDP_FLAGS_DRV_MODE)
+	case XDPGeneric:
+		err = try(nl.XDP_FLAGS_SKB_MODE)
+	default:
+		if ifc.Name == "lo" {
+			err = try(nl.XDP_FLAGS_SKB_MODE)
+		} else if err = try(nl.XDP_FLAGS_DRV_MODE); err != nil {
+			err = try(nl.XDP_FLAGS_SKB_MODE)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("attach XDP (%s) to %s: %w", mode, ifc.Name, err)
+	}
+	return nil
+}
+
+// ourTC returns the id of xfw's egress program attached to ifc, or 0.
+func ourTC(ifc Interface) (ebpf.ProgramID, error) {
+	res, err := link.QueryPrograms(link.QueryOptions{Target: ifc.Index, Attach: ebpf.AttachTCXEgress})
+	if err != nil {
+		return 0, fmt.Errorf("query TCX egress of %s: %w", ifc.Name, err)
+	}
+	for _, p := range res.Programs {
+		prog, err := ebpf.NewProgramFromID(p.ID)
+		if err != nil {
+			continue
+		}
+		info, err := prog.Info()
+		prog.Close()
+		if err == nil && info.Name == tcProgName {
+			return p.ID, nil
+		}
+	}
+	return 0, nil
+}
+
+func attachTC(prog *ebpf.Program, ifc Interface) error {
+	old, err := ourTC(ifc)
+	if err != nil {
+		return err
+	}
+	opts := link.RawAttachProgramOptions{Target: ifc.Index, Program: prog, Attach: ebpf.AttachTCXEgress}
+	if old != 0 {
+		opts.Anchor = link.ReplaceProgramByID(old)
+	} else {
+		opts.Anchor = link.Tail()
+	}
+	if err := link.RawAttachProgram(opts); err != nil {
+		return fmt.Errorf("attach TCX egress to %s: %w", ifc.Name, err)
+	}
+	return nil
+}
+
+// detachInterface removes xfw's programs from ifc (others' are left alone).
+func detachInterface(ifc Interface) error {
+	var errs []error
+	x := ifc.link.Attrs().Xdp
+	if x != nil && x.Attached && x.ProgId != 0 {
+		if prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId)); err == nil {
+			info, ierr := prog.Info()
+			prog.Close()
+			if ierr == nil && info.Name == xdpProgName {
+				flags := 0
+				switch x.AttachMode {
+				case nl.XDP_ATTACHED_DRV:
+					flags = nl.XDP_FLAGS_DRV_MODE
+				case nl.XDP_ATTACHED_SKB:
+					flags = nl.XDP_FLAGS_SKB_MODE
+				}
+				if err := netlink.LinkSetXdpFdWithFlags(ifc.link, -1, flags); err != nil {
+					errs = append(errs, fmt.Errorf("detach XDP from %s: %w", ifc.Name, err))
+				}
+			}
+		}
+	}
+	id, err := ourTC(ifc)
+	if err != nil {
+		errs = append(errs, err)
+	} else if id != 0 {
+		prog, err := ebpf.NewProgramFromID(id)
+		if err == nil {
+			err = link.RawDetachProgram(link.RawDetachProgramOptions{Target: ifc.Index, Program: prog, Attach: ebpf.AttachTCXEgress})
+			prog.Close()
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("detach TCX egress from %s: %w", ifc.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,117 @@
+package dataplane
+
+import "github.com/xfw-dev/xfw/internal/compiler"
+
+// The Go mirrors of bpf/common.h's map layouts. Field order, sizes and
+// explicit padding match the C structs byte for byte (TestLayoutSizes).
+
+type bpfBound struct {
+	Hi, Lo uint64
+	Cls    uint32
+	Pad    uint32
+}
+
+type bpfHKey struct {
+	Field uint32
+	Pad   uint32
+	Value uint64
+}
+
+type bpfEntry struct {
+	Rule   uint32
+	Action uint8
+	Flags  uint8
+	Aux    uint16
+	Next   uint32
+}
+
+type bpfChunk struct {
+	Summary uint64
+	Words   [compiler.ChunkWords]uint64
+}
+
+// bpfCounter is one CPU's counters of one rule.
+type bpfCounter struct {
+	Packets uint64
+	Bytes   uint64
+}
+
+type bpfLogCfg struct {
+	Prefix [compiler.LogPrefixLen]byte
+	Level  uint8
+	Flags  uint8
+	Pad    [6]uint8
+}
+
+type bpfIfInfo struct {
+	MAC     [6]byte
+	Flags   uint16
+	Ifindex uint32
+}
+
+type bpfFamilyCfg struct {
+	Enabled    uint32
+	Active     uint32
+	NChunks    uint32
+	NEntries   uint32
+	ChainStart [compiler.NumChains]uint32
+	ChainEnd   [compiler.NumChains]uint32
+	PolicyDrop [compiler.NumChains]uint32
+	SmallBase  [compiler.NumFields]uint32
+	AddrBase   [2]uint32
+	AddrCount  [2]uint32
+	DefaultCls [compiler.NumFields]uint32
+	MaxIters   uint32
+	Pad        uint32
+}
+
+type bpfCfg struct {
+	Fam [2]bpfFamilyCfg
+}
+
+// bpfLogEvent mirrors struct xfw_log_event.
+type bpfLogEvent struct {
+	InIfindex  uint32
+	OutIfindex uint32
+	Rule       uint32
+	SnapLen    uint16
+	L3Off      uint16
+	PktLen     uint32
+	Family     uint8
+	Chain      uint8
+	Level      uint8
+	Flags      uint8
+	HasMAC     uint8
+	Pad        [3]uint8
+	Prefix     [compiler.LogPrefixLen]byte
+	Pkt        [logSnap]byte
+}
+
+// logSnap is XFW_LOG_SNAP: bytes of a logged frame carried in the event.
+const logSnap = 256
+
+// statePage is XFW_STATE_PAGE: the saved ruleset text is kept in pages.
+const statePage = 4096
+
+// familyCfg renders a generation's load-time constants.
+func familyCfg(g *compiler.Generation) bpfFamilyCfg {
+	c := bpfFamilyCfg{
+		Enabled:    1,
+		Active:     g.Active,
+		NChunks:    g.NumChunks,
+		NEntries:   uint32(len(g.Entries)),
+		ChainStart: g.ChainStart,
+		ChainEnd:   g.ChainEnd,
+		SmallBase:  g.SmallBase,
+		AddrBase:   g.AddrBase,
+		AddrCount:  g.AddrCount,
+		DefaultCls: g.DefaultClass,
+		MaxIters:   g.MaxIters,
+	}
+	for i, d := range g.PolicyDrop {
+		if d {
+			c.PolicyDrop[i] = 1
+		}
+	}
+	return c
+}

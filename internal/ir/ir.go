@@ -1,0 +1,495 @@
+// Package ir is xfw's ruleset intermediate representation: the filter table
+// of one address family as pure data (chains, rules, matches, targets).
+//
+// The IR is what the front ends (iptables-restore, iptables commands) produce
+// and print back, and what the compiler consumes. It knows nothing of BPF or
+// of the kernel. Every field keeps enough of the user's spelling to print the
+// rule back exactly as iptables-save would, and enough meaning for the
+// compiler to enforce it.
+package ir
+
+import (
+	"net/netip"
+)
+
+// Family is an address family: IPv4 (iptables) or IPv6 (ip6tables).
+type Family uint8
+
+const (
+	// IPv4 is the iptables family.
+	IPv4 Family = 4
+	// IPv6 is the ip6tables family.
+	IPv6 Family = 6
+)
+
+// String returns "ipv4" or "ipv6".
+func (f Family) String() string {
+	if f == IPv6 {
+		return "ipv6"
+	}
+	return "ipv4"
+}
+
+// AddrBits is the width of an address of the family in bits.
+func (f Family) AddrBits() int {
+	if f == IPv6 {
+		return 128
+	}
+	return 32
+}
+
+// Built-in chain names of the filter table, in the order iptables-save prints them.
+const (
+	ChainInput   = "INPUT"
+	ChainForward = "FORWARD"
+	ChainOutput  = "OUTPUT"
+)
+
+// BuiltinChains lists the filter table's built-in chains in iptables-save order.
+var BuiltinChains = []string{ChainInput, ChainForward, ChainOutput}
+
+// IsBuiltinChain reports whether name is a built-in chain of the filter table.
+func IsBuiltinChain(name string) bool {
+	return name == ChainInput || name == ChainForward || name == ChainOutput
+}
+
+// Counters are a packet and a byte counter, as iptables keeps per rule and per
+// built-in chain policy.
+type Counters struct {
+	Packets uint64
+	Bytes   uint64
+}
+
+// Ruleset is the filter table of one family.
+type Ruleset struct {
+	Family Family
+	// Chains holds the built-in chains first (INPUT, FORWARD, OUTPUT), then
+	// user-defined chains in creation order.
+	Chains []*Chain
+}
+
+// NewRuleset returns an empty filter table with the three built-in chains,
+// policy ACCEPT, as a fresh kernel has.
+func NewRuleset(f Family) *Ruleset {
+	rs := &Ruleset{Family: f}
+	for _, name := range BuiltinChains {
+		rs.Chains = append(rs.Chains, &Chain{Name: name, Builtin: true, Policy: VerdictAccept})
+	}
+	return rs
+}
+
+// Chain returns the chain called name, or nil.
+func (rs *Ruleset) Chain(name string) *Chain {
+	for _, c := range rs.Chains {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Clone returns a deep copy of the ruleset, so a command can edit the copy
+// and leave the original untouched when it fails.
+func (rs *Ruleset) Clone() *Ruleset {
+	out := &Ruleset{Family: rs.Family}
+	for _, c := range rs.Chains {
+		nc := *c
+		nc.Rules = make([]*Rule, len(c.Rules))
+		for i, r := range c.Rules {
+			nc.Rules[i] = r.Clone()
+		}
+		out.Chains = append(out.Chains, &nc)
+	}
+	return out
+}
+
+// Verdict is a chain policy: ACCEPT or DROP for built-in chains, none for
+// user-defined chains.
+type Verdict uint8
+
+const (
+	// VerdictNone is the "policy" of a user-defined chain (printed as "-").
+	VerdictNone Verdict = iota
+	// VerdictAccept lets the packet go on.
+	VerdictAccept
+	// VerdictDrop discards the packet silently.
+	VerdictDrop
+)
+
+// String returns the iptables spelling of the verdict.
+func (v Verdict) String() string {
+	switch v {
+	case VerdictAccept:
+		return "ACCEPT"
+	case VerdictDrop:
+		return "DROP"
+	}
+	return "-"
+}
+
+// Chain is one chain of the filter table.
+type Chain struct {
+	Name    string
+	Builtin bool
+	// Policy is ACCEPT or DROP for built-in chains, VerdictNone otherwise.
+	Policy Verdict
+	// Counters are the policy counters of a built-in chain (packets that fell
+	// off its end), as printed in ":INPUT ACCEPT [p:b]".
+	Counters Counters
+	Rules    []*Rule
+}
+
+// Rule is one rule: the IP-level matches of the iptables entry, the match
+// modules in the order given, and the target.
+type Rule struct {
+	Src      AddrMatch
+	Dst      AddrMatch
+	InIface  IfaceMatch
+	OutIface IfaceMatch
+	Proto    ProtoMatch
+	// Fragment is iptables' -f (IPv4 only): match only second and further
+	// fragments, or with Invert, only unfragmented packets and first fragments.
+	Fragment FlagMatch
+	// Matches are the -m modules, in the order they appear in the rule.
+	Matches  []Match
+	Target   Target
+	Counters Counters
+}
+
+// Clone returns a deep copy of the rule.
+func (r *Rule) Clone() *Rule {
+	nr := *r
+	nr.Matches = make([]Match, len(r.Matches))
+	for i, m := range r.Matches {
+		nr.Matches[i] = m.CloneMatch()
+	}
+	if r.Target.Log != nil {
+		l := *r.Target.Log
+		nr.Target.Log = &l
+	}
+	return &nr
+}
+
+// AddrMatch is -s or -d: an address with a netmask (a prefix, or any
+// netmask iptables accepts such as 255.0.255.0), optionally inverted.
+type AddrMatch struct {
+	// Set is false when the rule does not restrict the field (0.0.0.0/0 is
+	// stored as unset, as iptables does).
+	Set    bool
+	Invert bool
+	// Addr is the address already masked with Mask, as iptables stores it.
+	Addr netip.Addr
+	// Mask is the netmask as an address of the same family.
+	Mask netip.Addr
+}
+
+// IfaceMatch is -i or -o: an interface name, where a trailing "+" matches
+// every name with the given prefix.
+type IfaceMatch struct {
+	Set    bool
+	Invert bool
+	// Name is the name as given, including a trailing "+".
+	Name string
+}
+
+// Matches reports whether an interface called ifname satisfies the match
+// (ignoring Invert's absence of a name: callers handle "no interface").
+func (m IfaceMatch) Matches(ifname string) bool {
+	if !m.Set {
+		return true
+	}
+	ok := false
+	if n := len(m.Name); n > 0 && m.Name[n-1] == '+' {
+		ok = len(ifname) >= n-1 && ifname[:n-1] == m.Name[:n-1]
+	} else {
+		ok = ifname == m.Name
+	}
+	return ok != m.Invert
+}
+
+// ProtoMatch is -p: a protocol number (0 means "all"), optionally inverted.
+type ProtoMatch struct {
+	Set    bool
+	Invert bool
+	Num    uint8
+	// Spelling is the name the user gave ("tcp", "6", "ipv6-icmp", …); the
+	// printer prints the canonical form iptables-save uses.
+	Spelling string
+}
+
+// FlagMatch is a present/absent condition with an optional inversion, such
+// as -f.
+type FlagMatch struct {
+	Set    bool
+	Invert bool
+}
+
+// Match is one -m module of a rule.
+type Match interface {
+	// ModuleName is the name given to -m (for example "tcp").
+	ModuleName() string
+	// CloneMatch returns a deep copy.
+	CloneMatch() Match
+}
+
+// PortRange is an inclusive port range; a single port has First == Last.
+type PortRange struct {
+	First, Last uint16
+}
+
+// PortMatch is a --sport or --dport option of the tcp or udp match.
+type PortMatch struct {
+	Set    bool
+	Invert bool
+	Range  PortRange
+}
+
+// TCPMatch is -m tcp (also implied by -p tcp with tcp options).
+type TCPMatch struct {
+	SrcPort PortMatch
+	DstPort PortMatch
+	// Flags is --tcp-flags MASK COMP (and --syn).
+	Flags TCPFlagsMatch
+	// Option is --tcp-option N.
+	Option TCPOptionMatch
+}
+
+// TCPFlagsMatch matches when (flags & Mask) == Comp, or != with Invert.
+type TCPFlagsMatch struct {
+	Set    bool
+	Invert bool
+	Mask   uint8
+	Comp   uint8
+}
+
+// TCPOptionMatch matches when the TCP header carries option Kind.
+type TCPOptionMatch struct {
+	Set    bool
+	Invert bool
+	Kind   uint8
+}
+
+// TCP flag bits, as in the TCP header's flags byte.
+const (
+	TCPFlagFIN uint8 = 0x01
+	TCPFlagSYN uint8 = 0x02
+	TCPFlagRST uint8 = 0x04
+	TCPFlagPSH uint8 = 0x08
+	TCPFlagACK uint8 = 0x10
+	TCPFlagURG uint8 = 0x20
+	TCPFlagECE uint8 = 0x40
+	TCPFlagCWR uint8 = 0x80
+)
+
+// ModuleName implements Match.
+func (*TCPMatch) ModuleName() string { return "tcp" }
+
+// CloneMatch implements Match.
+func (m *TCPMatch) CloneMatch() Match { c := *m; return &c }
+
+// UDPMatch is -m udp.
+type UDPMatch struct {
+	SrcPort PortMatch
+	DstPort PortMatch
+}
+
+// ModuleName implements Match.
+func (*UDPMatch) ModuleName() string { return "udp" }
+
+// CloneMatch implements Match.
+func (m *UDPMatch) CloneMatch() Match { c := *m; return &c }
+
+// MultiportDir says which ports a multiport match looks at.
+type MultiportDir uint8
+
+const (
+	// MultiportSource is --sports / --source-ports.
+	MultiportSource MultiportDir = iota + 1
+	// MultiportDestination is --dports / --destination-ports.
+	MultiportDestination
+	// MultiportEither is --ports: source or destination.
+	MultiportEither
+)
+
+// MultiportMatch is -m multiport: up to 15 ports or ranges.
+type MultiportMatch struct {
+	Dir    MultiportDir
+	Invert bool
+	Ports  []PortRange
+}
+
+// ModuleName implements Match.
+func (*MultiportMatch) ModuleName() string { return "multiport" }
+
+// CloneMatch implements Match.
+func (m *MultiportMatch) CloneMatch() Match {
+	c := *m
+	c.Ports = append([]PortRange(nil), m.Ports...)
+	return &c
+}
+
+// ICMPMatch is -m icmp --icmp-type (IPv4) or -m icmp6 --icmpv6-type (IPv6).
+type ICMPMatch struct {
+	// V6 selects the icmp6 module.
+	V6     bool
+	Invert bool
+	// Any matches every type ("any"; IPv4 only).
+	Any  bool
+	Type uint8
+	// CodeMin and CodeMax bound the code; a type given without a code
+	// matches codes 0–255.
+	CodeMin, CodeMax uint8
+}
+
+// ModuleName implements Match.
+func (m *ICMPMatch) ModuleName() string {
+	if m.V6 {
+		return "icmp6"
+	}
+	return "icmp"
+}
+
+// CloneMatch implements Match.
+func (m *ICMPMatch) CloneMatch() Match { c := *m; return &c }
+
+// AddrRange is an inclusive address range of -m iprange.
+type AddrRange struct {
+	Set      bool
+	Invert   bool
+	From, To netip.Addr
+}
+
+// IPRangeMatch is -m iprange --src-range/--dst-range.
+type IPRangeMatch struct {
+	Src AddrRange
+	Dst AddrRange
+}
+
+// ModuleName implements Match.
+func (*IPRangeMatch) ModuleName() string { return "iprange" }
+
+// CloneMatch implements Match.
+func (m *IPRangeMatch) CloneMatch() Match { c := *m; return &c }
+
+// CommentMatch is -m comment --comment: it always matches.
+type CommentMatch struct {
+	Text string
+}
+
+// ModuleName implements Match.
+func (*CommentMatch) ModuleName() string { return "comment" }
+
+// CloneMatch implements Match.
+func (m *CommentMatch) CloneMatch() Match { c := *m; return &c }
+
+// LengthMatch is -m length --length MIN[:MAX]: the layer-3 packet length
+// (IPv4 total length; IPv6 payload length plus the 40-byte header).
+type LengthMatch struct {
+	Invert   bool
+	Min, Max uint16
+}
+
+// ModuleName implements Match.
+func (*LengthMatch) ModuleName() string { return "length" }
+
+// CloneMatch implements Match.
+func (m *LengthMatch) CloneMatch() Match { c := *m; return &c }
+
+// CmpOp is the comparison of the ttl and hl matches.
+type CmpOp uint8
+
+const (
+	// CmpEq is --ttl-eq / --hl-eq.
+	CmpEq CmpOp = iota
+	// CmpNe is ! --ttl-eq / ! --hl-eq.
+	CmpNe
+	// CmpLt is --ttl-lt / --hl-lt.
+	CmpLt
+	// CmpGt is --ttl-gt / --hl-gt.
+	CmpGt
+)
+
+// TTLMatch is -m ttl (IPv4) or -m hl (IPv6, HL true).
+type TTLMatch struct {
+	HL    bool
+	Op    CmpOp
+	Value uint8
+}
+
+// ModuleName implements Match.
+func (m *TTLMatch) ModuleName() string {
+	if m.HL {
+		return "hl"
+	}
+	return "ttl"
+}
+
+// CloneMatch implements Match.
+func (m *TTLMatch) CloneMatch() Match { c := *m; return &c }
+
+// MACMatch is -m mac --mac-source.
+type MACMatch struct {
+	Invert bool
+	Addr   [6]byte
+}
+
+// ModuleName implements Match.
+func (*MACMatch) ModuleName() string { return "mac" }
+
+// CloneMatch implements Match.
+func (m *MACMatch) CloneMatch() Match { c := *m; return &c }
+
+// TargetKind is what a rule does when it matches.
+type TargetKind uint8
+
+const (
+	// TargetNone is a rule without -j: it only counts.
+	TargetNone TargetKind = iota
+	// TargetAccept is -j ACCEPT.
+	TargetAccept
+	// TargetDrop is -j DROP.
+	TargetDrop
+	// TargetReturn is -j RETURN.
+	TargetReturn
+	// TargetJump is -j CHAIN (a user-defined chain).
+	TargetJump
+	// TargetGoto is -g CHAIN.
+	TargetGoto
+	// TargetReject is -j REJECT.
+	TargetReject
+	// TargetLog is -j LOG.
+	TargetLog
+)
+
+// Target is the -j/-g part of a rule.
+type Target struct {
+	Kind TargetKind
+	// Chain is the user chain of a jump or goto.
+	Chain string
+	// RejectWith is the --reject-with type in iptables' canonical long form
+	// (e.g. "icmp-port-unreachable", "tcp-reset", "icmp6-adm-prohibited").
+	RejectWith string
+	// Log holds the LOG target's options.
+	Log *LogOptions
+}
+
+// LogOptions are the options of the LOG target.
+type LogOptions struct {
+	// Level is the syslog level 0–7 (default 4, warning).
+	Level uint8
+	// LevelSet records that --log-level was given, so it prints back.
+	LevelSet bool
+	Prefix   string
+	// Flags are the --log-tcp-sequence, --log-tcp-options, --log-ip-options,
+	// --log-uid and --log-macdecode bits (LogFlag*).
+	Flags uint8
+}
+
+// LOG target flags, with the kernel's values (xt_LOG.h).
+const (
+	LogFlagTCPSeq    uint8 = 0x01
+	LogFlagTCPOpt    uint8 = 0x02
+	LogFlagIPOpt     uint8 = 0x04
+	LogFlagUID       uint8 = 0x08
+	LogFlagMACDecode uint8 = 0x20
+)
