@@ -15,7 +15,9 @@
  *  - Loops are bounded by a compile-time constant or run under bpf_loop().
  *  - Field values that are not numbers of the field's domain use the
  *    sentinels XFW_V_NONE (the packet has no such header: non-TCP, later
- *    fragment) and XFW_V_TRUNC (the header is cut short: iptables "hotdrops").
+ *    fragment) and XFW_V_TRUNC (the header is cut short: iptables "hotdrops"
+ *    such a packet; the compiler emits uncounted DROP entries that match
+ *    exactly where netfilter would hotdrop).
  */
 #ifndef XFW_COMMON_H
 #define XFW_COMMON_H
@@ -80,10 +82,7 @@ enum xfw_action {
 /* Entry flags. */
 #define XFW_EF_COUNT 0x01   /* increment counters[.rule] */
 #define XFW_EF_LOG 0x02     /* emit a LOG event (options at logcfg[.aux]) */
-#define XFW_EF_HOTDROP_L4 0x04    /* a tcp/udp/icmp match: drop a packet
-				   * whose header is cut short, uncounted */
-#define XFW_EF_HOTDROP_PROTO 0x08 /* -p in ip6tables: drop a packet whose
-				   * extension headers cannot be walked */
+
 
 /* REJECT types (entry .aux for XFW_ACT_REJECT). */
 enum xfw_reject {

@@ -56,10 +56,6 @@
 #define XFW_PROTO_ERR 256
 #define XFW_PROTO_NOMATCH 257
 
-/* Packet hotdrop reasons (xfw_pkt.hotdrop); equal to the entry flags that
- * make them drop, so (entry.flags & pkt.hotdrop) decides. */
-#define XFW_HD_L4 XFW_EF_HOTDROP_L4       /* transport header too short */
-#define XFW_HD_PROTO XFW_EF_HOTDROP_PROTO /* IPv6 extension chain malformed */
 
 struct xfw_pkt {
 	__u64 src_hi, src_lo;
@@ -77,7 +73,7 @@ struct xfw_pkt {
 	__u32 l4_end;      /* end of the layer-3 packet (offset) */
 	__u32 vlan;        /* VLAN id of the (outer) tag, 0 when untagged */
 	__u8 fam;          /* 0 IPv4, 1 IPv6 */
-	__u8 hotdrop;      /* XFW_HD_* */
+	__u8 pad0;
 	__u8 tos;          /* IPv4 TOS / IPv6 traffic class */
 	__u8 dst_unicast;  /* destination MAC is unicast */
 	__u8 dst_mac[6];
@@ -143,7 +139,6 @@ static __always_inline void xfw_parse_l4(struct xfw_pkt *p, void *data, void *da
 		if (avail < 20 || l4 + 20 > data_end) {
 			p->sport = p->dport = XFW_V_TRUNC;
 			p->tcpflags = XFW_FLAGS_TRUNC;
-			p->hotdrop |= XFW_HD_L4;
 			return;
 		}
 		p->sport = bpf_ntohs(*(__u16 *)l4);
@@ -154,7 +149,6 @@ static __always_inline void xfw_parse_l4(struct xfw_pkt *p, void *data, void *da
 	case IPPROTO_UDPLITE:
 		if (avail < 8 || l4 + 8 > data_end) {
 			p->sport = p->dport = XFW_V_TRUNC;
-			p->hotdrop |= XFW_HD_L4;
 			return;
 		}
 		p->sport = bpf_ntohs(*(__u16 *)l4);
@@ -175,7 +169,6 @@ static __always_inline void xfw_parse_l4(struct xfw_pkt *p, void *data, void *da
 		/* icmp_match / icmp6_match read an 8-byte header or hotdrop. */
 		if (avail < 8 || l4 + 8 > data_end) {
 			p->icmp = XFW_V_TRUNC;
-			p->hotdrop |= XFW_HD_L4;
 			return;
 		}
 		p->icmp = ((__u32)(*(__u8 *)l4) << 8) | *(__u8 *)(l4 + 1);
@@ -220,7 +213,6 @@ static __always_inline int xfw_parse_ipv4(struct xfw_pkt *p, void *data, void *d
 		if (fo == 1 && p->proto == IPPROTO_TCP) {
 			p->sport = p->dport = XFW_V_TRUNC;
 			p->tcpflags = XFW_FLAGS_TRUNC;
-			p->hotdrop |= XFW_HD_L4;
 		}
 		return XFW_PARSE_JUDGE;
 	}
@@ -308,7 +300,6 @@ static __always_inline int xfw_parse_ipv6(struct xfw_pkt *p, void *data, void *d
 
 bad:
 	p->proto = XFW_PROTO_ERR;
-	p->hotdrop |= XFW_HD_PROTO;
 	return XFW_PARSE_JUDGE;
 bad_nohotdrop:
 	p->proto = XFW_PROTO_NOMATCH;

@@ -128,7 +128,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 			g.AddrCount[a] = uint32(len(fc.Bounds))
 			g.Bounds = append(g.Bounds, fc.Bounds...)
 		case KindHash:
-			points := hashPoints(f, g.Entries)
+			points := hashPoints(f, g.Entries, opts.Interfaces)
 			for _, p := range points {
 				g.Hash[HashKey{Field: uint32(f), Value: p.Lo}] = fc.classOf(p)
 			}
@@ -140,27 +140,41 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	return g, nil
 }
 
-// hashPoints lists the values of a hashed field that some entry names.
-func hashPoints(f Field, entries []Entry) []U128 {
+// hashPoints lists the values of a hashed field that get their own hash
+// entry: for interfaces, every known device (and 0, "no device"); for MAC
+// addresses, every address a rule names. Every other value shares the
+// default class.
+func hashPoints(f Field, entries []Entry, ifaces []Interface) []U128 {
 	seen := map[U128]bool{}
 	var out []U128
-	for i := range entries {
-		s := entries[i].Cond[f]
-		if s == nil {
-			continue
+	add := func(v U128) {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
 		}
-		for _, iv := range s.Ivs {
-			for _, v := range []U128{iv.Lo, iv.Hi, iv.Lo.Dec(), iv.Hi.Inc()} {
-				if f == FieldIIF || f == FieldOIF {
-					if v.Hi != 0 || v.Lo >= ifaceUnknown {
-						continue
-					}
-				} else if v.Hi != 0 || v.Lo > 1<<48-1 {
-					continue
+	}
+	if f == FieldIIF || f == FieldOIF {
+		add(U64(0))
+		for _, i := range ifaces {
+			add(U64(uint64(i.Index)))
+		}
+	} else {
+		for i := range entries {
+			s := entries[i].Cond[f]
+			if s == nil {
+				continue
+			}
+			// Sets are single addresses or their complements: the named
+			// address is a one-value interval or the gap between two.
+			for _, iv := range s.Ivs {
+				if iv.Lo == iv.Hi {
+					add(iv.Lo)
 				}
-				if !seen[v] {
-					seen[v] = true
-					out = append(out, v)
+				if iv.Lo != (U128{}) {
+					add(iv.Lo.Dec())
+				}
+				if iv.Hi != macMax {
+					add(iv.Hi.Inc())
 				}
 			}
 		}

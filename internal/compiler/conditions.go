@@ -23,11 +23,13 @@ func (c Cond) and(d Cond) (Cond, bool) {
 	return out, true
 }
 
-// term is one disjunct of a rule's condition, with the hotdrop flags its
-// matches carry.
+// term is one disjunct of a rule's condition. A hotdrop term is where
+// netfilter drops the packet while evaluating the rule (a tcp/udp/icmp match
+// that cannot read its header, ip6tables' -p on an unwalkable extension
+// chain): it comes before the rule's other terms and drops, uncounted.
 type term struct {
-	cond  Cond
-	flags uint8
+	cond    Cond
+	hotdrop bool
 }
 
 // Interface is a network device the compiler resolves -i/-o names against.
@@ -130,17 +132,22 @@ func portSet(pm ir.PortMatch) *Set {
 	return invertIf(Range(U64(uint64(pm.Range.First)), U64(uint64(pm.Range.Last))), pm.Invert, U64(0), portMax)
 }
 
-// withTrunc adds the "truncated header" sentinel, so a truncated packet
-// reaches the rule and is hotdropped there, as xt_tcp/xt_udp/xt_icmp do.
-func withTrunc(s *Set, trunc uint64) *Set {
-	return Union(s, Point(U64(trunc)))
-}
-
 // ruleTerms translates a rule's matches into disjoint conjunctions.
 func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 	var c Cond
-	var flags uint8
+	var hot []term
 	and := func(f Field, s *Set) { c[f] = Intersect(c[f], s) }
+	// hotdropAt records the condition under which evaluation reaches a
+	// match that hotdrops: everything before it, plus the sentinel value of
+	// a cut-short header. Later hotdrop terms exclude earlier ones, since
+	// the conditions before them exclude the sentinel.
+	hotdropAt := func(f Field, sentinel uint64) {
+		h := c
+		h[f] = Intersect(h[f], Point(U64(sentinel)))
+		if !h[f].Empty() {
+			hot = append(hot, term{cond: h, hotdrop: true})
+		}
+	}
 
 	if r.Src.Set {
 		s, err := maskSet(fam, r.Src.Addr, r.Src.Mask)
@@ -167,14 +174,12 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 		and(FieldOIF, ifaceSet(r.OutIface, ifaces))
 	}
 	if r.Proto.Set && (r.Proto.Num != 0 || r.Proto.Invert) {
-		s := invertIf(Point(U64(uint64(r.Proto.Num))), r.Proto.Invert, U64(0), byteMax)
 		if fam == ir.IPv6 {
 			// ip6_packet_match hotdrops a first fragment whose
 			// extension headers cannot be walked.
-			s = Union(s, Point(U64(ProtoErr)))
-			flags |= EFHotdropProto
+			hotdropAt(FieldProto, ProtoErr)
 		}
-		and(FieldProto, s)
+		and(FieldProto, invertIf(Point(U64(uint64(r.Proto.Num))), r.Proto.Invert, U64(0), byteMax))
 	}
 	if r.Fragment.Set {
 		if r.Fragment.Invert {
@@ -190,7 +195,7 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 			if m.Option.Set {
 				return nil, fmt.Errorf("tcp match: --tcp-option is not supported by xfw's data plane")
 			}
-			flags |= EFHotdropL4
+			hotdropAt(FieldSport, ValTrunc)
 			all := Range(U64(0), portMax)
 			sp, dp := all, all
 			if m.SrcPort.Set {
@@ -199,8 +204,8 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 			if m.DstPort.Set {
 				dp = portSet(m.DstPort)
 			}
-			and(FieldSport, withTrunc(sp, ValTrunc))
-			and(FieldDport, withTrunc(dp, ValTrunc))
+			and(FieldSport, sp)
+			and(FieldDport, dp)
 			if m.Flags.Set {
 				var ivs []Interval
 				for b := 0; b < 256; b++ {
@@ -208,12 +213,10 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 						ivs = append(ivs, Interval{U64(uint64(b)), U64(uint64(b))})
 					}
 				}
-				and(FieldTCPFlags, withTrunc(NewSet(ivs...), FlagsTrunc))
-			} else {
-				and(FieldTCPFlags, withTrunc(Range(U64(0), byteMax), FlagsTrunc))
+				and(FieldTCPFlags, NewSet(ivs...))
 			}
 		case *ir.UDPMatch:
-			flags |= EFHotdropL4
+			hotdropAt(FieldSport, ValTrunc)
 			all := Range(U64(0), portMax)
 			sp, dp := all, all
 			if m.SrcPort.Set {
@@ -222,8 +225,8 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 			if m.DstPort.Set {
 				dp = portSet(m.DstPort)
 			}
-			and(FieldSport, withTrunc(sp, ValTrunc))
-			and(FieldDport, withTrunc(dp, ValTrunc))
+			and(FieldSport, sp)
+			and(FieldDport, dp)
 		case *ir.MultiportMatch:
 			var ivs []Interval
 			for _, p := range m.Ports {
@@ -246,7 +249,7 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 				either = m
 			}
 		case *ir.ICMPMatch:
-			flags |= EFHotdropL4
+			hotdropAt(FieldICMP, ValTrunc)
 			var s *Set
 			if m.Any {
 				s = Range(U64(0), icmpMax)
@@ -254,7 +257,7 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 				t := uint64(m.Type) << 8
 				s = Range(U64(t|uint64(m.CodeMin)), U64(t|uint64(m.CodeMax)))
 			}
-			and(FieldICMP, withTrunc(invertIf(s, m.Invert, U64(0), icmpMax), ValTrunc))
+			and(FieldICMP, invertIf(s, m.Invert, U64(0), icmpMax))
 		case *ir.IPRangeMatch:
 			if m.Src.Set {
 				s := Range(AddrU128(m.Src.From), AddrU128(m.Src.To))
@@ -298,7 +301,7 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 		}
 	}
 	if either == nil {
-		return []term{{cond: c, flags: flags}}, nil
+		return append(hot, term{cond: c}), nil
 	}
 	// --ports P: (sport ∈ P) ∨ (dport ∈ P), split into disjoint terms so
 	// a packet matching both is counted and acted on once.
@@ -311,7 +314,7 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 	t1[FieldSport] = Intersect(c[FieldSport], ports)
 	t2[FieldSport] = Intersect(c[FieldSport], Complement(ports, U64(0), portMax))
 	t2[FieldDport] = Intersect(c[FieldDport], ports)
-	return []term{{cond: t1, flags: flags}, {cond: t2, flags: flags}}, nil
+	return append(hot, term{cond: t1}, term{cond: t2}), nil
 }
 
 // orAll turns "nil = any address" from maskSet into an explicit full set
@@ -324,7 +327,7 @@ func orAll(s *Set, fam ir.Family) *Set {
 }
 
 // ifaceSet returns the interface indexes whose names satisfy m, plus the
-// "unknown interface" sentinel when an unknown name would (only with "!").
+// "unknown interface" sentinel when any unknown name would.
 // Index 0 stands for "no interface" (name ""), as iptables compares an empty
 // name on hooks without that device.
 func ifaceSet(m ir.IfaceMatch, ifaces []Interface) *Set {
@@ -337,7 +340,10 @@ func ifaceSet(m ir.IfaceMatch, ifaces []Interface) *Set {
 			ivs = append(ivs, Interval{U64(uint64(i.Index)), U64(uint64(i.Index))})
 		}
 	}
-	if m.Invert {
+	// A device the compiler was not told about (created later) matches
+	// "+" and negated names; its real name is unknown until the ruleset is
+	// compiled again (xfw re-applies on interface changes).
+	if (m.Name == "+") != m.Invert {
 		ivs = append(ivs, Interval{U64(ifaceUnknown), U64(ifaceUnknown)})
 	}
 	return NewSet(ivs...)

@@ -120,10 +120,10 @@ const (
 
 // Entry flags (XFW_EF_*).
 const (
-	EFCount        uint8 = 0x01
-	EFLog          uint8 = 0x02
-	EFHotdropL4    uint8 = 0x04
-	EFHotdropProto uint8 = 0x08
+	// EFCount increments the entry's rule counters.
+	EFCount uint8 = 0x01
+	// EFLog emits a LOG event.
+	EFLog uint8 = 0x02
 )
 
 // NoRule is the counter index of synthetic entries (XFW_NO_RULE).

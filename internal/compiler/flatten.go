@@ -98,7 +98,11 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 			if !ok {
 				continue // can never match here
 			}
-			base := Entry{Cond: cond, Rule: id, Flags: EFCount | t.flags}
+			if t.hotdrop {
+				fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActDrop})
+				continue
+			}
+			base := Entry{Cond: cond, Rule: id, Flags: EFCount}
 			switch r.Target.Kind {
 			case ir.TargetAccept:
 				base.Action = ActAccept

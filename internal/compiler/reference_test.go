@@ -1,0 +1,582 @@
+package compiler
+
+import (
+	"fmt"
+	"math/rand"
+	"net/netip"
+	"testing"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// This file checks the compiler against a reference interpreter that walks
+// the IR the way netfilter walks a table: rule by rule, match by match, with
+// a call stack for jumps. It shares no code with conditions.go, flatten.go
+// or lbvs.go.
+
+type refVerdict struct {
+	// rule is the rule whose target decided (nil: policy or hotdrop).
+	rule    *ir.Rule
+	hotdrop bool
+	hotRule *ir.Rule
+	// counted lists every rule whose counter the packet increments.
+	counted []*ir.Rule
+}
+
+var testIfaces = []Interface{{1, "lo"}, {2, "eth0"}, {3, "eth1"}, {4, "wlan0"}}
+
+func ifName(idx uint32) string {
+	for _, i := range testIfaces {
+		if i.Index == idx {
+			return i.Name
+		}
+	}
+	if idx == 0 {
+		return ""
+	}
+	return "unknown-dev"
+}
+
+func addrOf(v U128, fam ir.Family) netip.Addr {
+	if fam == ir.IPv4 {
+		return netip.AddrFrom4([4]byte{byte(v.Lo >> 24), byte(v.Lo >> 16), byte(v.Lo >> 8), byte(v.Lo)})
+	}
+	var b [16]byte
+	for i := 0; i < 8; i++ {
+		b[i] = byte(v.Hi >> (56 - 8*i))
+		b[8+i] = byte(v.Lo >> (56 - 8*i))
+	}
+	return netip.AddrFrom16(b)
+}
+
+func maskMatch(a, addr, mask netip.Addr) bool {
+	x, y, m := a.AsSlice(), addr.AsSlice(), mask.AsSlice()
+	for i := range x {
+		if x[i]&m[i] != y[i]&m[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func inRange(a, from, to netip.Addr) bool {
+	return a.Compare(from) >= 0 && a.Compare(to) <= 0
+}
+
+type refResult int
+
+const (
+	refNoMatch refResult = iota
+	refMatch
+	refHotdrop
+)
+
+// refRuleMatch evaluates r like ip_packet_match followed by the matches.
+func refRuleMatch(fam ir.Family, r *ir.Rule, p *Packet) refResult {
+	src, dst := addrOf(p.Src, fam), addrOf(p.Dst, fam)
+	if r.Src.Set && maskMatch(src, r.Src.Addr, r.Src.Mask) == r.Src.Invert {
+		return refNoMatch
+	}
+	if r.Dst.Set && maskMatch(dst, r.Dst.Addr, r.Dst.Mask) == r.Dst.Invert {
+		return refNoMatch
+	}
+	if r.InIface.Set && !r.InIface.Matches(ifName(p.IIF)) {
+		return refNoMatch
+	}
+	if r.OutIface.Set && !r.OutIface.Matches(ifName(p.OIF)) {
+		return refNoMatch
+	}
+	if r.Proto.Set && (r.Proto.Num != 0 || r.Proto.Invert) {
+		if fam == ir.IPv6 && p.Proto == ProtoErr {
+			return refHotdrop
+		}
+		if (p.Proto == uint32(r.Proto.Num)) == r.Proto.Invert || p.Proto > 255 {
+			return refNoMatch
+		}
+	}
+	if r.Fragment.Set && (p.Frag == 1) == r.Fragment.Invert {
+		return refNoMatch
+	}
+	portIn := func(v uint32, pm ir.PortMatch) bool {
+		if !pm.Set {
+			return true
+		}
+		return (v >= uint32(pm.Range.First) && v <= uint32(pm.Range.Last)) != pm.Invert
+	}
+	for _, m := range r.Matches {
+		switch m := m.(type) {
+		case *ir.TCPMatch:
+			if p.Sport == ValNone {
+				return refNoMatch
+			}
+			if p.Sport == ValTrunc {
+				return refHotdrop
+			}
+			if !portIn(p.Sport, m.SrcPort) || !portIn(p.Dport, m.DstPort) {
+				return refNoMatch
+			}
+			if m.Flags.Set && (uint8(p.TCPFlags)&m.Flags.Mask == m.Flags.Comp) == m.Flags.Invert {
+				return refNoMatch
+			}
+		case *ir.UDPMatch:
+			if p.Sport == ValNone {
+				return refNoMatch
+			}
+			if p.Sport == ValTrunc {
+				return refHotdrop
+			}
+			if !portIn(p.Sport, m.SrcPort) || !portIn(p.Dport, m.DstPort) {
+				return refNoMatch
+			}
+		case *ir.MultiportMatch:
+			if p.Sport > 65535 {
+				return refNoMatch
+			}
+			in := func(v uint32) bool {
+				for _, pr := range m.Ports {
+					if v >= uint32(pr.First) && v <= uint32(pr.Last) {
+						return true
+					}
+				}
+				return false
+			}
+			var ok bool
+			switch m.Dir {
+			case ir.MultiportSource:
+				ok = in(p.Sport)
+			case ir.MultiportDestination:
+				ok = in(p.Dport)
+			default:
+				ok = in(p.Sport) || in(p.Dport)
+			}
+			if ok == m.Invert {
+				return refNoMatch
+			}
+		case *ir.ICMPMatch:
+			if p.ICMP == ValNone {
+				return refNoMatch
+			}
+			if p.ICMP == ValTrunc {
+				return refHotdrop
+			}
+			t, c := uint8(p.ICMP>>8), uint8(p.ICMP)
+			ok := m.Any || (t == m.Type && c >= m.CodeMin && c <= m.CodeMax)
+			if ok == m.Invert {
+				return refNoMatch
+			}
+		case *ir.IPRangeMatch:
+			if m.Src.Set && inRange(src, m.Src.From, m.Src.To) == m.Src.Invert {
+				return refNoMatch
+			}
+			if m.Dst.Set && inRange(dst, m.Dst.From, m.Dst.To) == m.Dst.Invert {
+				return refNoMatch
+			}
+		case *ir.CommentMatch:
+		case *ir.LengthMatch:
+			if (p.Len >= uint32(m.Min) && p.Len <= uint32(m.Max)) == m.Invert {
+				return refNoMatch
+			}
+		case *ir.TTLMatch:
+			var ok bool
+			switch m.Op {
+			case ir.CmpEq:
+				ok = p.TTL == uint32(m.Value)
+			case ir.CmpNe:
+				ok = p.TTL != uint32(m.Value)
+			case ir.CmpLt:
+				ok = p.TTL < uint32(m.Value)
+			case ir.CmpGt:
+				ok = p.TTL > uint32(m.Value)
+			}
+			if !ok {
+				return refNoMatch
+			}
+		case *ir.MACMatch:
+			var v uint64
+			for _, b := range m.Addr {
+				v = v<<8 | uint64(b)
+			}
+			if (p.MAC == v) == m.Invert {
+				return refNoMatch
+			}
+		}
+	}
+	return refMatch
+}
+
+// refRun walks chain with netfilter's semantics (jump pushes a return
+// point, goto does not, RETURN pops, end of a base chain = policy).
+func refRun(rs *ir.Ruleset, chain string, p *Packet) refVerdict {
+	type frame struct {
+		c *ir.Chain
+		i int
+	}
+	var v refVerdict
+	var stack []frame
+	cur := frame{rs.Chain(chain), 0}
+	for steps := 0; steps < 1_000_000; steps++ {
+		if cur.i >= len(cur.c.Rules) {
+			if len(stack) == 0 {
+				return v
+			}
+			cur, stack = stack[len(stack)-1], stack[:len(stack)-1]
+			continue
+		}
+		r := cur.c.Rules[cur.i]
+		cur.i++
+		switch refRuleMatch(rs.Family, r, p) {
+		case refNoMatch:
+			continue
+		case refHotdrop:
+			v.hotdrop = true
+			v.hotRule = r
+			return v
+		}
+		v.counted = append(v.counted, r)
+		switch r.Target.Kind {
+		case ir.TargetAccept, ir.TargetDrop, ir.TargetReject:
+			v.rule = r
+			return v
+		case ir.TargetReturn:
+			if len(stack) == 0 {
+				return v
+			}
+			cur, stack = stack[len(stack)-1], stack[:len(stack)-1]
+		case ir.TargetJump:
+			stack = append(stack, cur)
+			cur = frame{rs.Chain(r.Target.Chain), 0}
+		case ir.TargetGoto:
+			cur = frame{rs.Chain(r.Target.Chain), 0}
+		}
+	}
+	panic("reference interpreter did not terminate")
+}
+
+// genRuleset builds a random ruleset over small value spaces so that rules
+// overlap often.
+func genRuleset(rng *rand.Rand, fam ir.Family, nrules, nuser int) *ir.Ruleset {
+	rs := ir.NewRuleset(fam)
+	for i := 0; i < nuser; i++ {
+		rs.Chains = append(rs.Chains, &ir.Chain{Name: string(rune('A' + i))})
+	}
+	for _, c := range rs.Chains {
+		if c.Builtin && rng.Intn(2) == 0 {
+			c.Policy = ir.VerdictDrop
+		}
+	}
+	addr := func() netip.Addr {
+		if fam == ir.IPv4 {
+			return netip.AddrFrom4([4]byte{10, 0, byte(rng.Intn(4)), byte(rng.Intn(8) * 32)})
+		}
+		var b [16]byte
+		b[0], b[1], b[14], b[15] = 0xfd, 0, byte(rng.Intn(4)), byte(rng.Intn(8)*32)
+		return netip.AddrFrom16(b)
+	}
+	mask := func() netip.Addr {
+		bitsN := fam.AddrBits()
+		var plen int
+		switch rng.Intn(4) {
+		case 0:
+			plen = bitsN
+		case 1:
+			plen = bitsN - 5
+		case 2:
+			plen = bitsN - 10
+		default:
+			plen = bitsN - 16
+		}
+		b := make([]byte, bitsN/8)
+		for i := 0; i < plen; i++ {
+			b[i/8] |= 0x80 >> uint(i%8)
+		}
+		if rng.Intn(8) == 0 { // a non-contiguous mask
+			b[len(b)-2] = 0
+			b[len(b)-1] = 0xe0
+		}
+		a, _ := netip.AddrFromSlice(b)
+		return a
+	}
+	masked := func(a, m netip.Addr) netip.Addr {
+		x, y := a.AsSlice(), m.AsSlice()
+		for i := range x {
+			x[i] &= y[i]
+		}
+		r, _ := netip.AddrFromSlice(x)
+		return r
+	}
+	port := func() ir.PortMatch {
+		f := uint16(rng.Intn(8) * 10)
+		l := f
+		if rng.Intn(2) == 0 {
+			l = f + uint16(rng.Intn(30))
+		}
+		return ir.PortMatch{Set: true, Invert: rng.Intn(4) == 0, Range: ir.PortRange{First: f, Last: l}}
+	}
+	ifm := func() ir.IfaceMatch {
+		names := []string{"eth0", "eth+", "lo", "wlan0", "+", "nothere"}
+		return ir.IfaceMatch{Set: true, Invert: rng.Intn(3) == 0, Name: names[rng.Intn(len(names))]}
+	}
+	for n := 0; n < nrules; n++ {
+		c := rs.Chains[rng.Intn(len(rs.Chains))]
+		r := &ir.Rule{}
+		if rng.Intn(2) == 0 {
+			m := mask()
+			r.Src = ir.AddrMatch{Set: true, Invert: rng.Intn(4) == 0, Addr: masked(addr(), m), Mask: m}
+		}
+		if rng.Intn(3) == 0 {
+			m := mask()
+			r.Dst = ir.AddrMatch{Set: true, Invert: rng.Intn(4) == 0, Addr: masked(addr(), m), Mask: m}
+		}
+		if rng.Intn(4) == 0 && c.Name != "OUTPUT" {
+			r.InIface = ifm()
+		}
+		if rng.Intn(4) == 0 && c.Name != "INPUT" {
+			r.OutIface = ifm()
+		}
+		if fam == ir.IPv4 && rng.Intn(8) == 0 {
+			r.Fragment = ir.FlagMatch{Set: true, Invert: rng.Intn(2) == 0}
+		}
+		switch rng.Intn(6) {
+		case 0:
+			r.Proto = ir.ProtoMatch{Set: true, Num: 6}
+			tm := &ir.TCPMatch{}
+			if rng.Intn(2) == 0 {
+				tm.DstPort = port()
+			}
+			if rng.Intn(3) == 0 {
+				tm.SrcPort = port()
+			}
+			if rng.Intn(3) == 0 {
+				tm.Flags = ir.TCPFlagsMatch{Set: true, Invert: rng.Intn(3) == 0, Mask: 0x17, Comp: 0x02}
+			}
+			r.Matches = append(r.Matches, tm)
+		case 1:
+			r.Proto = ir.ProtoMatch{Set: true, Num: 17}
+			r.Matches = append(r.Matches, &ir.UDPMatch{DstPort: port()})
+		case 2:
+			r.Proto = ir.ProtoMatch{Set: true, Num: []uint8{6, 17}[rng.Intn(2)]}
+			mp := &ir.MultiportMatch{Dir: ir.MultiportDir(1 + rng.Intn(3)), Invert: rng.Intn(3) == 0}
+			for k := 0; k < 1+rng.Intn(3); k++ {
+				pm := port()
+				mp.Ports = append(mp.Ports, pm.Range)
+			}
+			r.Matches = append(r.Matches, mp)
+		case 3:
+			num := uint8(1)
+			if fam == ir.IPv6 {
+				num = 58
+			}
+			r.Proto = ir.ProtoMatch{Set: true, Num: num}
+			im := &ir.ICMPMatch{V6: fam == ir.IPv6, Invert: rng.Intn(4) == 0, Type: uint8(rng.Intn(4)), CodeMin: 0, CodeMax: 255}
+			if rng.Intn(2) == 0 {
+				im.CodeMin, im.CodeMax = 1, 1
+			}
+			r.Matches = append(r.Matches, im)
+		case 4:
+			r.Proto = ir.ProtoMatch{Set: true, Invert: rng.Intn(2) == 0, Num: 6}
+		}
+		if rng.Intn(6) == 0 {
+			r.Matches = append(r.Matches, &ir.LengthMatch{Invert: rng.Intn(3) == 0, Min: 40, Max: uint16(40 + rng.Intn(100))})
+		}
+		if rng.Intn(6) == 0 {
+			r.Matches = append(r.Matches, &ir.TTLMatch{HL: fam == ir.IPv6, Op: ir.CmpOp(rng.Intn(4)), Value: uint8(rng.Intn(4) * 32)})
+		}
+		if rng.Intn(8) == 0 {
+			from := addr()
+			r.Matches = append(r.Matches, &ir.IPRangeMatch{Src: ir.AddrRange{Set: true, Invert: rng.Intn(3) == 0, From: from, To: from.Next().Next().Next()}})
+		}
+		if rng.Intn(10) == 0 && c.Name != "OUTPUT" && nuser == 0 {
+			r.Matches = append(r.Matches, &ir.MACMatch{Invert: rng.Intn(2) == 0, Addr: [6]byte{2, 0, 0, 0, 0, byte(rng.Intn(3))}})
+		}
+		// Targets: jumps only to chains later in the list, so no loops.
+		idx := 0
+		for i, cc := range rs.Chains {
+			if cc == c {
+				idx = i
+			}
+		}
+		switch k := rng.Intn(10); {
+		case k < 3:
+			r.Target.Kind = ir.TargetAccept
+		case k < 5:
+			r.Target.Kind = ir.TargetDrop
+		case k < 6:
+			r.Target = ir.Target{Kind: ir.TargetReject, RejectWith: "icmp-port-unreachable"}
+		case k < 7:
+			r.Target.Kind = ir.TargetReturn
+		case k < 8:
+			r.Target = ir.Target{Kind: ir.TargetLog, Log: &ir.LogOptions{Prefix: "x"}}
+		default:
+			var later []*ir.Chain
+			for _, cc := range rs.Chains[idx+1:] {
+				if !cc.Builtin {
+					later = append(later, cc)
+				}
+			}
+			if len(later) == 0 {
+				r.Target.Kind = ir.TargetNone
+				break
+			}
+			kind := ir.TargetJump
+			if rng.Intn(3) == 0 {
+				kind = ir.TargetGoto
+			}
+			r.Target = ir.Target{Kind: kind, Chain: later[rng.Intn(len(later))].Name}
+		}
+		c.Rules = append(c.Rules, r)
+	}
+	return rs
+}
+
+// genPacket builds packets aimed at the same small value spaces, sentinels
+// included.
+func genPacket(rng *rand.Rand, fam ir.Family) *Packet {
+	p := &Packet{}
+	a := func() U128 {
+		if fam == ir.IPv4 {
+			return U64(10<<24 | uint64(rng.Intn(4))<<8 | uint64(rng.Intn(256)))
+		}
+		return U128{Hi: 0xfd00 << 48, Lo: uint64(rng.Intn(4))<<8 | uint64(rng.Intn(256))}
+	}
+	p.Src, p.Dst = a(), a()
+	if rng.Intn(10) == 0 {
+		p.Src = U64(uint64(rng.Uint32()))
+	}
+	protos := []uint32{6, 17, 1, 58, 47, 0}
+	p.Proto = protos[rng.Intn(len(protos))]
+	p.Sport, p.Dport, p.TCPFlags, p.ICMP = ValNone, ValNone, FlagsNone, ValNone
+	switch p.Proto {
+	case 6, 17:
+		p.Sport, p.Dport = uint32(rng.Intn(100)), uint32(rng.Intn(100))
+		if p.Proto == 6 {
+			p.TCPFlags = uint32(rng.Intn(256))
+		}
+	case 1, 58:
+		p.ICMP = uint32(rng.Intn(4))<<8 | uint32(rng.Intn(3))
+	}
+	switch rng.Intn(12) {
+	case 0: // later fragment
+		if fam == ir.IPv4 {
+			p.Frag = 1
+		}
+		p.Sport, p.Dport, p.TCPFlags, p.ICMP = ValNone, ValNone, FlagsNone, ValNone
+	case 1: // truncated transport header
+		if p.Proto == 6 || p.Proto == 17 || p.Proto == 1 || p.Proto == 58 {
+			if p.Sport != ValNone {
+				p.Sport, p.Dport = ValTrunc, ValTrunc
+			}
+			if p.Proto == 6 {
+				p.TCPFlags = FlagsTrunc
+			}
+			if p.ICMP != ValNone {
+				p.ICMP = ValTrunc
+			}
+		}
+	case 2:
+		if fam == ir.IPv6 {
+			p.Proto = ProtoErr
+			p.Sport, p.Dport, p.TCPFlags, p.ICMP = ValNone, ValNone, FlagsNone, ValNone
+		}
+	}
+	p.Len = uint32(20 + rng.Intn(200))
+	p.TTL = uint32(rng.Intn(4) * 32)
+	if rng.Intn(3) == 0 {
+		p.TTL++
+	}
+	p.IIF = uint32(rng.Intn(6))
+	p.OIF = uint32(rng.Intn(6))
+	p.MAC = 2<<40 | uint64(rng.Intn(3))
+	return p
+}
+
+func TestCompilerMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for iter := 0; iter < 300; iter++ {
+		fam := ir.IPv4
+		if iter%2 == 1 {
+			fam = ir.IPv6
+		}
+		rs := genRuleset(rng, fam, 1+rng.Intn(60), rng.Intn(4))
+		g, err := Compile(rs, Options{Interfaces: testIfaces})
+		if err != nil {
+			t.Fatalf("ruleset %d: %v", iter, err)
+		}
+		for k := 0; k < 300; k++ {
+			p := genPacket(rng, fam)
+			for chain, name := range ir.BuiltinChains {
+				q := *p
+				if chain == ChainInput {
+					q.OIF = 0
+				}
+				if chain == ChainOutput {
+					q.IIF = 0
+				}
+				want := refRun(rs, name, &q)
+				got := g.Classify(&q, chain)
+				checkSame(t, iter, name, rs, g, &q, want, got)
+			}
+		}
+	}
+}
+
+func checkSame(t *testing.T, iter int, chain string, rs *ir.Ruleset, g *Generation, p *Packet, want refVerdict, got Result) {
+	t.Helper()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("ruleset %d chain %s packet %+v: "+format, append([]any{iter, chain, *p}, args...)...)
+	}
+	hot := got.Entry >= 0 && g.Entries[got.Entry].Rule == NoRule && g.Entries[got.Entry].Action == ActDrop
+	if want.hotdrop != hot {
+		fail("hotdrop: reference %v (decided %s), compiled %v (entry %d)", want.hotdrop, describe(rs, want.hotRule), hot, got.Entry)
+	}
+	ruleOf := func(e int) *ir.Rule {
+		id := g.Entries[e].Rule
+		if id == NoRule {
+			return nil
+		}
+		ref := g.Rules[id-NumChains]
+		return rs.Chain(ref.Chain).Rules[ref.Index]
+	}
+	var counted []*ir.Rule
+	for _, e := range got.Path {
+		if r := ruleOf(e); r != nil {
+			counted = append(counted, r)
+		}
+	}
+	var decided *ir.Rule
+	if got.Entry >= 0 && !hot {
+		decided = ruleOf(got.Entry)
+		counted = append(counted, decided)
+	}
+	if decided != want.rule {
+		fail("decided by %s, reference %s", describe(rs, decided), describe(rs, want.rule))
+	}
+	if !want.hotdrop {
+		if len(counted) != len(want.counted) {
+			fail("counted %d rules, reference %d", len(counted), len(want.counted))
+		}
+		for i := range counted {
+			if counted[i] != want.counted[i] {
+				fail("counted rule %d differs", i)
+			}
+		}
+	}
+}
+
+func describe(rs *ir.Ruleset, r *ir.Rule) string {
+	if r == nil {
+		return "policy"
+	}
+	for _, c := range rs.Chains {
+		for i, x := range c.Rules {
+			if x == r {
+				s := fmt.Sprintf("%s#%d %+v", c.Name, i+1, *r)
+				for _, m := range r.Matches {
+					s += fmt.Sprintf(" %T%+v", m, m)
+				}
+				return s
+			}
+		}
+	}
+	return "?"
+}

@@ -1,0 +1,177 @@
+package compiler
+
+// Packet is the data plane's view of a packet (struct xfw_pkt's field
+// values, sentinels included), for simulating a generation in user space.
+type Packet struct {
+	Src, Dst U128
+	// Field values as the BPF parser produces them.
+	Proto, Sport, Dport, TCPFlags, ICMP, Frag, Len, TTL uint32
+	IIF, OIF                                            uint32
+	MAC                                                 uint64
+}
+
+// Result is the outcome of classifying a packet in a chain.
+type Result struct {
+	// Entry is the terminal entry's index, or -1 for the policy. A hotdrop
+	// is a terminal DROP entry of no rule (NoRule).
+	Entry int
+	// Path lists the CONTINUE entries met on the way (counted, logged).
+	Path []int
+}
+
+// fieldValue returns the packet's value of field f.
+func (p *Packet) fieldValue(f Field) U128 {
+	switch f {
+	case FieldSrc:
+		return p.Src
+	case FieldDst:
+		return p.Dst
+	case FieldProto:
+		return U64(uint64(p.Proto))
+	case FieldSport:
+		return U64(uint64(p.Sport))
+	case FieldDport:
+		return U64(uint64(p.Dport))
+	case FieldTCPFlags:
+		return U64(uint64(p.TCPFlags))
+	case FieldICMP:
+		return U64(uint64(p.ICMP))
+	case FieldIIF:
+		return U64(uint64(p.IIF))
+	case FieldOIF:
+		return U64(uint64(p.OIF))
+	case FieldFrag:
+		return U64(uint64(p.Frag))
+	case FieldLen:
+		return U64(uint64(p.Len))
+	case FieldTTL:
+		return U64(uint64(p.TTL))
+	case FieldMAC:
+		return U64(p.MAC)
+	}
+	return U128{}
+}
+
+// classOf resolves field f of the packet the way the data plane does: the
+// direct array, the binary search over bounds, or the hash with its default.
+func (g *Generation) classOf(p *Packet, f Field) uint32 {
+	v := p.fieldValue(f)
+	switch f.Kind() {
+	case KindSmall:
+		if v.Hi != 0 || v.Lo >= uint64(f.SmallDomain()) {
+			return 0
+		}
+		return g.Small[int(g.SmallBase[f])+int(v.Lo)]
+	case KindAddr:
+		a := 0
+		if f == FieldDst {
+			a = 1
+		}
+		bounds := g.Bounds[g.AddrBase[a] : g.AddrBase[a]+g.AddrCount[a]]
+		lo, hi := 0, len(bounds)-1
+		for lo < hi {
+			mid := lo + (hi-lo+1)/2
+			if !v.Less(bounds[mid].Value) {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		return bounds[lo].Class
+	default:
+		if c, ok := g.Hash[HashKey{Field: uint32(f), Value: v.Lo}]; ok {
+			return c
+		}
+		return g.DefaultClass[f]
+	}
+}
+
+// Classify runs chain (ChainInput…) for p exactly as the BPF search does:
+// same tables, same word-by-word walk. It is the user-space twin used by
+// tests, debugging dumps and the per-packet cost model.
+func (g *Generation) Classify(p *Packet, chain int) Result {
+	res := Result{Entry: -1}
+	var cls [NumFields]uint32
+	for f := Field(0); f < NumFields; f++ {
+		if g.Active&(1<<uint(f)) == 0 {
+			continue
+		}
+		cls[f] = g.classOf(p, f)
+		if cls[f] == 0 {
+			return res
+		}
+	}
+	pos, end := g.ChainStart[chain], g.ChainEnd[chain]
+	chunkOf := func(f Field, c uint32) *Chunk {
+		id := g.ClassChunks[cls[f]*g.NumChunks+c]
+		if id == 0 {
+			return nil
+		}
+		return &g.Chunks[id]
+	}
+	for steps := uint32(0); steps < g.MaxIters; steps++ {
+		if pos >= end {
+			return res
+		}
+		c := pos / ChunkBits
+		summ := ^uint64(0)
+		for f := Field(0); f < NumFields; f++ {
+			if g.Active&(1<<uint(f)) == 0 {
+				continue
+			}
+			ch := chunkOf(f, c)
+			if ch == nil {
+				summ = 0
+				break
+			}
+			summ &= ch.Summary
+		}
+		j := (pos % ChunkBits) / 64
+		summ &= ^uint64(0) << j
+		if summ == 0 {
+			pos = (c + 1) * ChunkBits
+			continue
+		}
+		if tz := uint32(ctz(summ)); tz != j {
+			pos = c*ChunkBits + tz*64
+			continue
+		}
+		w := ^uint64(0) << (pos % 64)
+		for f := Field(0); f < NumFields; f++ {
+			if g.Active&(1<<uint(f)) == 0 {
+				continue
+			}
+			ch := chunkOf(f, c)
+			if ch == nil {
+				w = 0
+				break
+			}
+			w &= ch.Words[j]
+		}
+		if w == 0 {
+			pos = c*ChunkBits + (j+1)*64
+			continue
+		}
+		e := c*ChunkBits + j*64 + uint32(ctz(w))
+		if e >= end {
+			return res
+		}
+		ent := &g.Entries[e]
+		if ent.Action != ActContinue {
+			res.Entry = int(e)
+			return res
+		}
+		res.Path = append(res.Path, int(e))
+		pos = ent.Next
+	}
+	return res
+}
+
+func ctz(x uint64) int {
+	n := 0
+	for x&1 == 0 && n < 64 {
+		x >>= 1
+		n++
+	}
+	return n
+}
