@@ -31,10 +31,24 @@
  * this are counted in stats but not logged. */
 #define XFW_MAX_PENDING_LOGS 8
 
-/* Result of a search that fell off the chain: the policy decides. (A
- * hotdrop is an ordinary terminal DROP entry of no rule, built by the
- * compiler, matching the sentinel values of cut-short headers.) */
-#define XFW_RES_END 0xffffffffu
+/* Results of a search besides an entry index. */
+#define XFW_RES_END 0xffffffffu     /* fell off the chain: policy */
+#define XFW_RES_HOTDROP 0xfffffffeu /* hotdropped: DROP, uncounted */
+
+/* xfw_defects returns the packet's XFW_EF_HOTDROP_* bits. A hotdrop either
+ * is such a flagged rule entry, or an uncounted DROP entry of no rule that
+ * the compiler emits where flags cannot express it exactly. */
+static __always_inline __u32 xfw_defects(struct xfw_pkt *p)
+{
+	__u32 d = 0;
+
+	if (p->proto == XFW_PROTO_ERR)
+		d |= XFW_EF_HOTDROP_PROTO;
+	if (p->sport == XFW_V_TRUNC || p->icmp == XFW_V_TRUNC ||
+	    p->tcpflags == XFW_FLAGS_TRUNC)
+		d |= XFW_EF_HOTDROP_L4;
+	return d;
+}
 
 /* Binary search steps for the address fields: 2^22 interval bounds. */
 #define XFW_BSEARCH_STEPS 22
@@ -53,6 +67,7 @@ struct xfw_cls {
 	__u32 end;
 	__u32 result;
 	__u32 l3len;
+	__u32 hotdrop; /* XFW_EF_HOTDROP_* defects of the packet */
 	__u32 nlogs;
 	__u32 logs[XFW_MAX_PENDING_LOGS];
 	__u32 chunk;   /* chunk whose summary is cached, or ~0 */
@@ -334,6 +349,10 @@ static long xfw_step##F(__u32 iter, struct xfw_cls *st)                         
 		st->result = XFW_RES_END;                                          \
 		return 1;                                                          \
 	}                                                                          \
+	if (ent->flags & st->hotdrop) {                                            \
+		st->result = XFW_RES_HOTDROP;                                      \
+		return 1;                                                          \
+	}                                                                          \
 	if (ent->action != XFW_ACT_CONTINUE) {                                     \
 		st->result = e;                                                    \
 		return 1;                                                          \
@@ -353,7 +372,7 @@ static long xfw_step##F(__u32 iter, struct xfw_cls *st)                         
 }                                                                                  \
                                                                                    \
 /* xfw_classify##F runs chain `chain` for the packet and returns the terminal  \
- * entry's index or XFW_RES_END for the policy. Counters of                    \
+ * entry's index, XFW_RES_END for the policy or XFW_RES_HOTDROP. Counters of   \
  * the terminal entry and the policy are updated here. It is a global (non-   \
  * inlined) function so the verifier checks it once, not once per path of    \
  * the parser before it. */                                                    \
@@ -370,6 +389,7 @@ __attribute__((noinline)) __u32 xfw_classify##F(struct xfw_pkt *p, __u32 chain, 
 		return XFW_RES_END;                                                \
 	/* bpf_loop wants its context on this function's stack. */                \
 	local.l3len = p->l3len;                                                      \
+	local.hotdrop = xfw_defects(p);                                            \
 	local.nlogs = 0;                                                             \
 	local.chunk = ~0u;                                                           \
 	local.result = XFW_RES_END;                                                  \
@@ -385,6 +405,8 @@ __attribute__((noinline)) __u32 xfw_classify##F(struct xfw_pkt *p, __u32 chain, 
 			local.result = XFW_RES_END;                                  \
 	}                                                                          \
 	res = local.result;                                                          \
+	if (res == XFW_RES_HOTDROP)                                                \
+		return res;                                                        \
 	st->nlogs = local.nlogs;                                                   \
 	__builtin_memcpy(st->logs, local.logs, sizeof(local.logs));                \
 	if (res == XFW_RES_END) {                                                  \

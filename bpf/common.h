@@ -82,6 +82,10 @@ enum xfw_action {
 /* Entry flags. */
 #define XFW_EF_COUNT 0x01   /* increment counters[.rule] */
 #define XFW_EF_LOG 0x02     /* emit a LOG event (options at logcfg[.aux]) */
+/* The rule's own entry drops, uncounted, a packet netfilter would hotdrop
+ * there (the compiler merged the hotdrop into it): */
+#define XFW_EF_HOTDROP_L4 0x04    /* transport header cut short */
+#define XFW_EF_HOTDROP_PROTO 0x08 /* IPv6 extension headers unwalkable */
 
 
 /* REJECT types (entry .aux for XFW_ACT_REJECT). */

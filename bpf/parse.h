@@ -299,7 +299,12 @@ static __always_inline int xfw_parse_ipv6(struct xfw_pkt *p, void *data, void *d
 	return XFW_PARSE_JUDGE;
 
 bad:
+	/* Rules with -p hotdrop it; their transport sets take the cut-short
+	 * sentinels, so the packet carries them in every transport field. */
 	p->proto = XFW_PROTO_ERR;
+	p->sport = p->dport = XFW_V_TRUNC;
+	p->tcpflags = XFW_FLAGS_TRUNC;
+	p->icmp = XFW_V_TRUNC;
 	return XFW_PARSE_JUDGE;
 bad_nohotdrop:
 	p->proto = XFW_PROTO_NOMATCH;

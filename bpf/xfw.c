@@ -241,11 +241,15 @@ static __always_inline __u32 xfw_judge(struct xfw_pkt *p, __u32 chain, __u32 iif
 
 	if (p->fam == 0) {
 		res = xfw_classify4(p, chain, iif, oif, st);
+		if (res == XFW_RES_HOTDROP)
+			return XFW_ACT_DROP;
 		if (res == XFW_RES_END)
 			return xfw_policy(0, chain);
 		ent = bpf_map_lookup_elem(&xfw_entries4, &res);
 	} else {
 		res = xfw_classify6(p, chain, iif, oif, st);
+		if (res == XFW_RES_HOTDROP)
+			return XFW_ACT_DROP;
 		if (res == XFW_RES_END)
 			return xfw_policy(1, chain);
 		ent = bpf_map_lookup_elem(&xfw_entries6, &res);

@@ -30,6 +30,15 @@ func (c Cond) and(d Cond) (Cond, bool) {
 type term struct {
 	cond    Cond
 	hotdrop bool
+	// flags are EFHotdrop* of a merged term: the rule's own entry drops a
+	// packet with those defects instead of a separate hotdrop entry.
+	flags uint8
+}
+
+// isL4 reports whether f is read by the transport matches (tcp, udp, icmp,
+// multiport), whose sets may take the cut-short sentinels.
+func isL4(f Field) bool {
+	return f == FieldSport || f == FieldDport || f == FieldTCPFlags || f == FieldICMP
 }
 
 // Interface is a network device the compiler resolves -i/-o names against.
@@ -136,16 +145,26 @@ func portSet(pm ir.PortMatch) *Set {
 func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 	var c Cond
 	var hot []term
-	and := func(f Field, s *Set) { c[f] = Intersect(c[f], s) }
+	// dirty: a constraint on a non-transport field follows a hotdrop
+	// point, so the hotdrop terms cannot be merged into the rule's term.
+	dirty := false
+	var hotFlags uint8
+	and := func(f Field, s *Set) {
+		c[f] = Intersect(c[f], s)
+		if len(hot) > 0 && !isL4(f) {
+			dirty = true
+		}
+	}
 	// hotdropAt records the condition under which evaluation reaches a
 	// match that hotdrops: everything before it, plus the sentinel value of
 	// a cut-short header. Later hotdrop terms exclude earlier ones, since
 	// the conditions before them exclude the sentinel.
-	hotdropAt := func(f Field, sentinel uint64) {
+	hotdropAt := func(f Field, sentinel uint64, flag uint8) {
 		h := c
 		h[f] = Intersect(h[f], Point(U64(sentinel)))
 		if !h[f].Empty() {
 			hot = append(hot, term{cond: h, hotdrop: true})
+			hotFlags |= flag
 		}
 	}
 
@@ -177,7 +196,7 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 		if fam == ir.IPv6 {
 			// ip6_packet_match hotdrops a first fragment whose
 			// extension headers cannot be walked.
-			hotdropAt(FieldProto, ProtoErr)
+			hotdropAt(FieldProto, ProtoErr, EFHotdropProto)
 		}
 		and(FieldProto, invertIf(Point(U64(uint64(r.Proto.Num))), r.Proto.Invert, U64(0), byteMax))
 	}
@@ -195,7 +214,7 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 			if m.Option.Set {
 				return nil, fmt.Errorf("tcp match: --tcp-option is not supported by xfw's data plane")
 			}
-			hotdropAt(FieldSport, ValTrunc)
+			hotdropAt(FieldSport, ValTrunc, EFHotdropL4)
 			all := Range(U64(0), portMax)
 			sp, dp := all, all
 			if m.SrcPort.Set {
@@ -216,7 +235,7 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 				and(FieldTCPFlags, NewSet(ivs...))
 			}
 		case *ir.UDPMatch:
-			hotdropAt(FieldSport, ValTrunc)
+			hotdropAt(FieldSport, ValTrunc, EFHotdropL4)
 			all := Range(U64(0), portMax)
 			sp, dp := all, all
 			if m.SrcPort.Set {
@@ -249,7 +268,7 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 				either = m
 			}
 		case *ir.ICMPMatch:
-			hotdropAt(FieldICMP, ValTrunc)
+			hotdropAt(FieldICMP, ValTrunc, EFHotdropL4)
 			var s *Set
 			if m.Any {
 				s = Range(U64(0), icmpMax)
@@ -301,6 +320,9 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 		}
 	}
 	if either == nil {
+		if len(hot) > 0 && !dirty {
+			return []term{mergeHotdrop(c, hotFlags)}, nil
+		}
 		return append(hot, term{cond: c}), nil
 	}
 	// --ports P: (sport ∈ P) ∨ (dport ∈ P), split into disjoint terms so
@@ -315,6 +337,27 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 	t2[FieldSport] = Intersect(c[FieldSport], Complement(ports, U64(0), portMax))
 	t2[FieldDport] = Intersect(c[FieldDport], ports)
 	return append(hot, term{cond: t1}, term{cond: t2}), nil
+}
+
+// mergeHotdrop folds a rule's hotdrop terms into its own term: every
+// condition before the hotdrop point is the rule's whole condition apart from
+// the transport fields, so adding the cut-short sentinels to those fields
+// (and "extension chain error" to the protocol) and flagging the entry makes
+// it match exactly the defective packets the kernel would hotdrop there. One
+// entry per rule instead of two keeps the bit vectors half as wide.
+func mergeHotdrop(c Cond, flags uint8) term {
+	if flags&EFHotdropProto != 0 {
+		c[FieldProto] = Union(c[FieldProto], Point(U64(ProtoErr)))
+	}
+	for _, f := range []Field{FieldSport, FieldDport, FieldICMP} {
+		if c[f] != nil {
+			c[f] = Union(c[f], Point(U64(ValTrunc)))
+		}
+	}
+	if c[FieldTCPFlags] != nil {
+		c[FieldTCPFlags] = Union(c[FieldTCPFlags], Point(U64(FlagsTrunc)))
+	}
+	return term{cond: c, flags: flags}
 }
 
 // orAll turns "nil = any address" from maskSet into an explicit full set

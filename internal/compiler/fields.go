@@ -124,6 +124,12 @@ const (
 	EFCount uint8 = 0x01
 	// EFLog emits a LOG event.
 	EFLog uint8 = 0x02
+	// EFHotdropL4 drops, uncounted, a packet whose transport header is cut
+	// short (XFW_HD_L4) when it reaches this entry.
+	EFHotdropL4 uint8 = 0x04
+	// EFHotdropProto drops, uncounted, an IPv6 packet whose extension
+	// headers cannot be walked (XFW_HD_PROTO).
+	EFHotdropProto uint8 = 0x08
 )
 
 // NoRule is the counter index of synthetic entries (XFW_NO_RULE).

@@ -102,7 +102,7 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 				fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActDrop})
 				continue
 			}
-			base := Entry{Cond: cond, Rule: id, Flags: EFCount}
+			base := Entry{Cond: cond, Rule: id, Flags: EFCount | t.flags}
 			switch r.Target.Kind {
 			case ir.TargetAccept:
 				base.Action = ActAccept

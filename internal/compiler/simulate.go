@@ -10,11 +10,26 @@ type Packet struct {
 	MAC                                                 uint64
 }
 
+// hotdropBits returns the packet's defects as EFHotdrop* bits, as the BPF
+// parser derives them.
+func (p *Packet) hotdropBits() uint8 {
+	var b uint8
+	if p.Proto == ProtoErr {
+		b |= EFHotdropProto
+	}
+	if p.Sport == ValTrunc || p.ICMP == ValTrunc || p.TCPFlags == FlagsTrunc {
+		b |= EFHotdropL4
+	}
+	return b
+}
+
 // Result is the outcome of classifying a packet in a chain.
 type Result struct {
-	// Entry is the terminal entry's index, or -1 for the policy. A hotdrop
-	// is a terminal DROP entry of no rule (NoRule).
-	Entry int
+	// Entry is the terminal entry's index, or -1 for the policy or a
+	// hotdrop. A hotdrop is either Hotdrop (a flagged rule entry) or a
+	// terminal DROP entry of no rule (NoRule).
+	Entry   int
+	Hotdrop bool
 	// Path lists the CONTINUE entries met on the way (counted, logged).
 	Path []int
 }
@@ -157,6 +172,10 @@ func (g *Generation) Classify(p *Packet, chain int) Result {
 			return res
 		}
 		ent := &g.Entries[e]
+		if ent.Flags&p.hotdropBits() != 0 {
+			res.Hotdrop = true
+			return res
+		}
 		if ent.Action != ActContinue {
 			res.Entry = int(e)
 			return res
