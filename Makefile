@@ -24,11 +24,14 @@ unit: $(BPF_OBJ)
 	$(GO) vet ./...
 	$(GO) test -count=1 ./internal/ir/ ./internal/compiler/ ./internal/iptables/
 
-test: build
+# The README's two commands: both install missing system packages first.
+test: deps
+	$(MAKE) build
 	$(GO) vet ./...
-	$(GO) test -count=1 -p 1 -timeout 30m ./...
+	$(GO) test -count=1 -p 1 -timeout 60m ./...
 
-demo: build
+demo: deps
+	$(MAKE) build
 	./scripts/demo.sh
 
 clean:

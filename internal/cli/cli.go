@@ -1,0 +1,327 @@
+// Package cli implements xfw's commands: the iptables-compatible front ends
+// (iptables-restore, iptables-save and their ip6tables twins) and xfw's own
+// (stop, log, version). It wires the front end (iptables) to the compiler
+// and the data plane, and maps errors to iptables' exit codes.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/xfw-dev/xfw/internal/dataplane"
+	"github.com/xfw-dev/xfw/internal/iptables"
+	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/logd"
+)
+
+// Version is xfw's version string.
+const Version = "0.1.0"
+
+// Exit statuses (iptables' xtables_exittype).
+const (
+	exitOK        = 0
+	exitOther     = 1 // OTHER_PROBLEM
+	exitParameter = 2 // PARAMETER_PROBLEM
+	exitResource  = 4 // RESOURCE_PROBLEM (e.g. the lock is held)
+)
+
+// Env carries the process's streams, so tests can run commands in-process.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// Main runs xfw with os.Args semantics and returns the exit status. Called
+// as iptables, ip6tables, iptables-save, … (a link to the binary) it acts as
+// that command.
+func Main(args []string, env Env) int {
+	name := filepath.Base(args[0])
+	rest := args[1:]
+	if _, ok := frontEnds[name]; !ok {
+		// xfw [--xdp-mode M] COMMAND ARGS…
+		for len(rest) > 0 && strings.HasPrefix(rest[0], "--xdp-mode") {
+			mode := strings.TrimPrefix(rest[0], "--xdp-mode")
+			rest = rest[1:]
+			if mode == "" && len(rest) > 0 {
+				mode, rest = rest[0], rest[1:]
+			}
+			os.Setenv("XFW_XDP_MODE", strings.TrimPrefix(mode, "="))
+		}
+		if len(rest) == 0 {
+			usage(env.Stderr)
+			return exitParameter
+		}
+		name, rest = rest[0], rest[1:]
+	}
+	fn, ok := frontEnds[name]
+	if !ok {
+		fn, ok = commands[name]
+	}
+	if !ok {
+		fmt.Fprintf(env.Stderr, "xfw: unknown command %q\n", name)
+		usage(env.Stderr)
+		return exitParameter
+	}
+	return fn(name, rest, env)
+}
+
+type command func(name string, args []string, env Env) int
+
+// frontEnds are the iptables-compatible commands; they are also the names
+// under which the binary acts as that command (multi-call).
+var frontEnds = map[string]command{
+	"iptables-restore":  runRestore,
+	"ip6tables-restore": runRestore,
+	"iptables-save":     runSave,
+	"ip6tables-save":    runSave,
+	"iptables":          runIptables,
+	"ip6tables":         runIptables,
+}
+
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"stop":    runStop,
+		"log":     runLog,
+		"version": runVersion,
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: xfw [--xdp-mode auto|native|generic] COMMAND [ARGS]
+
+iptables-compatible commands (filter table, enforced with eBPF):
+  iptables-restore [--noflush] [--test] [--counters] [-w [secs]] [FILE]
+  ip6tables-restore …
+  iptables-save [-c] [-t filter]
+  ip6tables-save …
+  iptables …, ip6tables …
+
+xfw's own:
+  stop       remove every xfw program from this network namespace
+  log        print LOG lines as the kernel formats them (--kmsg: also to the kernel log)
+  version    print the version
+
+Linked or copied under the name iptables, ip6tables, iptables-save, … the
+binary acts as that command.
+`)
+}
+
+func familyOf(name string) ir.Family {
+	if strings.HasPrefix(name, "ip6tables") {
+		return ir.IPv6
+	}
+	return ir.IPv4
+}
+
+func attachOptions() (dataplane.AttachOptions, error) {
+	m := os.Getenv("XFW_XDP_MODE")
+	if m == "" {
+		return dataplane.AttachOptions{Mode: dataplane.XDPAuto}, nil
+	}
+	mode, err := dataplane.ParseXDPMode(m)
+	return dataplane.AttachOptions{Mode: mode}, err
+}
+
+// report prints err as iptables would and returns its exit status.
+func report(env Env, prog string, err error) int {
+	var ie *iptables.Error
+	if errors.As(err, &ie) {
+		msg := strings.TrimRight(ie.Msg, "\n")
+		if msg != "" {
+			fmt.Fprintln(env.Stderr, msg)
+		}
+		return ie.Status
+	}
+	fmt.Fprintf(env.Stderr, "%s: %v\n", prog, err)
+	return exitOther
+}
+
+func runRestore(name string, args []string, env Env) int {
+	fam := familyOf(name)
+	var opts iptables.RestoreOptions
+	var file string
+	wait := waitSpec{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-n" || a == "--noflush":
+			opts.NoFlush = true
+		case a == "-t" || a == "--test":
+			opts.Test = true
+		case a == "-c" || a == "--counters":
+			opts.Counters = true
+		case a == "-v" || a == "--verbose":
+		case a == "-w" || a == "--wait":
+			wait.set = true
+			if i+1 < len(args) && isNumber(args[i+1]) {
+				i++
+				wait.seconds = atoi(args[i])
+			}
+		case strings.HasPrefix(a, "--wait="):
+			wait.set, wait.seconds = true, atoi(strings.TrimPrefix(a, "--wait="))
+		case a == "-W" || a == "--wait-interval":
+			i++
+		case strings.HasPrefix(a, "--wait-interval="):
+		case a == "-T" || a == "--table":
+			i++
+			if i >= len(args) || args[i] != "filter" {
+				fmt.Fprintf(env.Stderr, "%s: xfw serves only the filter table\n", name)
+				return exitParameter
+			}
+		case a == "-h" || a == "--help":
+			fmt.Fprintf(env.Stdout, "Usage: %s [-c] [-v] [-V] [-t] [-h] [-n] [-w secs] [-W usecs] [-T table] [-M command] [file]\n", name)
+			return exitOK
+		case a == "-V" || a == "--version":
+			fmt.Fprintf(env.Stdout, "%s v1.8.9 (xfw %s)\n", name, Version)
+			return exitOK
+		case strings.HasPrefix(a, "-") && a != "-":
+			fmt.Fprintf(env.Stderr, "%s: unrecognized option '%s'\n", name, a)
+			return exitParameter
+		default:
+			if file != "" {
+				fmt.Fprintf(env.Stderr, "%s: too many arguments\n", name)
+				return exitParameter
+			}
+			file = a
+		}
+	}
+	in := env.Stdin
+	if file != "" && file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "%s: Can't open %s: %s\n", name, file, errnoText(err))
+			return exitOther
+		}
+		defer f.Close()
+		in = f
+	}
+
+	unlock, err := lock(wait)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, err)
+		return exitResource
+	}
+	defer unlock()
+
+	old, err := loadRunning(fam)
+	if err != nil {
+		return report(env, name, err)
+	}
+	base := old
+	if !opts.NoFlush {
+		base = nil
+	}
+	rs, err := iptables.Restore(fam, in, base, opts)
+	if err != nil {
+		return report(env, name, err)
+	}
+	if opts.Test {
+		// Compile too: what the data plane cannot enforce is an error
+		// now, not at the real load.
+		if err := testCompile(rs); err != nil {
+			return report(env, name, err)
+		}
+		return exitOK
+	}
+	ao, err := attachOptions()
+	if err != nil {
+		return report(env, name, err)
+	}
+	// Counters carry over for rules kept by --noflush (as libiptc maps
+	// them); a flushing restore starts from zero or from its -c values.
+	if err := commit(fam, old, rs, opts.NoFlush && !opts.Counters, ao); err != nil {
+		return report(env, name, err)
+	}
+	return exitOK
+}
+
+func runSave(name string, args []string, env Env) int {
+	fam := familyOf(name)
+	counters := false
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-c" || a == "--counters":
+			counters = true
+		case a == "-t" || a == "--table":
+			i++
+			if i >= len(args) || args[i] != "filter" {
+				fmt.Fprintf(env.Stderr, "%s: xfw serves only the filter table\n", name)
+				return exitOther
+			}
+		case strings.HasPrefix(a, "--table="):
+			if strings.TrimPrefix(a, "--table=") != "filter" {
+				fmt.Fprintf(env.Stderr, "%s: xfw serves only the filter table\n", name)
+				return exitOther
+			}
+		case a == "-M" || a == "--modprobe":
+			i++
+		case a == "-V" || a == "--version":
+			fmt.Fprintf(env.Stdout, "%s v1.8.9 (xfw %s)\n", name, Version)
+			return exitOK
+		case a == "-h" || a == "--help":
+			fmt.Fprintf(env.Stdout, "Usage: %s [-c] [-t table] [-M command]\n", name)
+			return exitOK
+		default:
+			fmt.Fprintf(env.Stderr, "%s: unrecognized option '%s'\n", name, a)
+			return exitParameter
+		}
+	}
+	rs, err := loadRunning(fam)
+	if err != nil {
+		return report(env, name, err)
+	}
+	fmt.Fprint(env.Stdout, iptables.Save(rs, counters))
+	return exitOK
+}
+
+func runStop(name string, args []string, env Env) int {
+	if len(args) > 0 {
+		fmt.Fprintln(env.Stderr, "usage: xfw stop")
+		return exitParameter
+	}
+	unlock, err := lock(waitSpec{set: true})
+	if err != nil {
+		fmt.Fprintln(env.Stderr, err)
+		return exitResource
+	}
+	defer unlock()
+	if err := dataplane.Stop(); err != nil {
+		fmt.Fprintf(env.Stderr, "xfw stop: %v\n", err)
+		return exitOther
+	}
+	return exitOK
+}
+
+func runLog(name string, args []string, env Env) int {
+	kmsg := false
+	for _, a := range args {
+		switch a {
+		case "--kmsg":
+			kmsg = true
+		default:
+			fmt.Fprintln(env.Stderr, "usage: xfw log [--kmsg]")
+			return exitParameter
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := logd.Run(ctx, env.Stdout, kmsg); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(env.Stderr, "xfw log: %v\n", err)
+		return exitOther
+	}
+	return exitOK
+}
+
+func runVersion(name string, args []string, env Env) int {
+	fmt.Fprintf(env.Stdout, "xfw %s\n", Version)
+	return exitOK
+}

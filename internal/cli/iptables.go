@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/xfw-dev/xfw/internal/dataplane"
+	"github.com/xfw-dev/xfw/internal/iptables"
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// runIptables is `iptables …` / `ip6tables …`: one command applied to the
+// running ruleset and swapped in atomically, counters of untouched rules
+// kept.
+func runIptables(name string, args []string, env Env) int {
+	fam := familyOf(name)
+	wait, args := takeWait(args)
+	cmd, err := iptables.ParseCommand(fam, args)
+	if err != nil {
+		return report(env, name, err)
+	}
+	for _, n := range cmd.Notices {
+		fmt.Fprintln(env.Stderr, n)
+	}
+	switch cmd.Kind {
+	case iptables.CmdVersion:
+		fmt.Fprintf(env.Stdout, "%s v1.8.9 (xfw %s)\n", name, Version)
+		return exitOK
+	case iptables.CmdHelp:
+		fmt.Fprintf(env.Stdout, "%s v1.8.9 (xfw %s)\n\nSee iptables(8); xfw serves the filter table.\n", name, Version)
+		return exitOK
+	}
+
+	unlock, err := lock(wait)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, err)
+		return exitResource
+	}
+	defer unlock()
+
+	old, err := loadRunning(fam)
+	if err != nil {
+		return report(env, name, err)
+	}
+	rs := old.Clone()
+	var out string
+	if cmd.Kind == iptables.CmdList {
+		out, err = listChains(rs, cmd)
+		if err == nil && cmd.Zero {
+			_, err = (&iptables.Command{Kind: iptables.CmdZero, Family: fam, Chain: cmd.Chain}).Apply(rs)
+		}
+	} else {
+		out, err = cmd.Apply(rs)
+	}
+	if err != nil {
+		return report(env, name, err)
+	}
+	fmt.Fprint(env.Stdout, out)
+
+	switch cmd.Kind {
+	case iptables.CmdList, iptables.CmdListRules, iptables.CmdCheck:
+		if !cmd.Zero {
+			return exitOK
+		}
+		fallthrough
+	case iptables.CmdZero, iptables.CmdZeroNum:
+		// Counters only: no new generation, the bases move.
+		if err := dataplane.SetCounters(fam, allCounters(rs)); err != nil {
+			return report(env, name, err)
+		}
+		return exitOK
+	}
+	ao, err := attachOptions()
+	if err != nil {
+		return report(env, name, err)
+	}
+	if err := commit(fam, old, rs, true, ao); err != nil {
+		return report(env, name, err)
+	}
+	return exitOK
+}
+
+// allCounters returns every counter of rs by counter index.
+func allCounters(rs *ir.Ruleset) map[int]ir.Counters {
+	out := map[int]ir.Counters{}
+	for hook, name := range ir.BuiltinChains {
+		if c := rs.Chain(name); c != nil {
+			out[hook] = c.Counters
+		}
+	}
+	for r, i := range counterIndex(rs) {
+		out[i] = r.Counters
+	}
+	return out
+}
+
+// takeWait removes -w [secs] / --wait[=secs] and -W / --wait-interval from
+// args (they concern the lock, which the caller takes).
+func takeWait(args []string) (waitSpec, []string) {
+	var w waitSpec
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-w" || a == "--wait":
+			w.set = true
+			if i+1 < len(args) && isNumber(args[i+1]) {
+				i++
+				w.seconds, _ = strconv.Atoi(args[i])
+			}
+		case strings.HasPrefix(a, "--wait="):
+			w.set = true
+			w.seconds, _ = strconv.Atoi(strings.TrimPrefix(a, "--wait="))
+		case a == "-W" || a == "--wait-interval":
+			if i+1 < len(args) {
+				i++
+			}
+		case strings.HasPrefix(a, "--wait-interval="):
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return w, rest
+}
+
+// listChains renders -L. (Temporary: replaced by iptables.FormatList.)
+func listChains(rs *ir.Ruleset, cmd *iptables.Command) (string, error) {
+	return "", &iptables.Error{Status: exitOther, Msg: "xfw: -L is being written; use -S or iptables-save -c"}
+}

@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/xfw-dev/xfw/internal/compiler"
+	"github.com/xfw-dev/xfw/internal/dataplane"
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// lockPath serialises xfw commands like iptables' /run/xtables.lock. One
+// lock for all namespaces, as iptables has.
+const lockPath = "/run/xfw.lock"
+
+// waitSpec is -w [seconds]: wait for the lock instead of failing.
+type waitSpec struct {
+	set     bool
+	seconds int // 0: forever
+}
+
+// lockPoll is how often a waiting command retries the lock.
+const lockPoll = 10 * time.Millisecond
+
+// lock takes the xfw lock and returns its release.
+func lock(w waitSpec) (func(), error) {
+	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("Fatal: can't open lock file %s: %v", lockPath, err)
+	}
+	deadline := time.Now().Add(time.Duration(w.seconds) * time.Second)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("Fatal: can't lock %s: %v", lockPath, err)
+		}
+		if !w.set {
+			f.Close()
+			return nil, errors.New("Another app is currently holding the xtables lock. Perhaps you want to use the -w option?")
+		}
+		if w.seconds > 0 && time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("Another app is currently holding the xtables lock. Stopped waiting after %ds.", w.seconds)
+		}
+		time.Sleep(lockPoll)
+	}
+}
+
+func isNumber(s string) bool {
+	_, err := strconv.Atoi(s)
+	return err == nil
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// errnoText renders an open error as strerror does.
+func errnoText(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		var errno syscall.Errno
+		if errors.As(pe.Err, &errno) {
+			return errno.Error()
+		}
+	}
+	return err.Error()
+}
+
+// testCompile compiles rs without loading it, so --test reports what the
+// data plane cannot enforce.
+func testCompile(rs *ir.Ruleset) error {
+	ifaces, err := dataplane.CompilerInterfaces()
+	if err != nil {
+		return err
+	}
+	_, err = compiler.Compile(rs, compiler.Options{Interfaces: ifaces})
+	return err
+}

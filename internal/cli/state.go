@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/xfw-dev/xfw/internal/compiler"
+	"github.com/xfw-dev/xfw/internal/dataplane"
+	"github.com/xfw-dev/xfw/internal/iptables"
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// loadRunning returns fam's running ruleset with its live counters, or an
+// empty filter table when xfw holds none in this namespace.
+func loadRunning(fam ir.Family) (*ir.Ruleset, error) {
+	text, err := dataplane.SavedText(fam)
+	if err != nil {
+		return nil, fmt.Errorf("read running ruleset: %w", err)
+	}
+	if text == nil {
+		return ir.NewRuleset(fam), nil
+	}
+	rs, err := iptables.Restore(fam, bytes.NewReader(text), nil, iptables.RestoreOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("running ruleset is unreadable (%w); `xfw stop` clears it", err)
+	}
+	counters, err := dataplane.Counters(fam)
+	if err != nil {
+		return nil, fmt.Errorf("read counters: %w", err)
+	}
+	applyCounters(rs, counters)
+	return rs, nil
+}
+
+// counterIndex returns the counter index of each rule of rs, as the
+// compiler numbers them: policies 0–2, then rules chain by chain.
+func counterIndex(rs *ir.Ruleset) map[*ir.Rule]int {
+	idx := map[*ir.Rule]int{}
+	n := compiler.NumChains
+	for _, c := range rs.Chains {
+		for _, r := range c.Rules {
+			idx[r] = n
+			n++
+		}
+	}
+	return idx
+}
+
+// applyCounters copies data-plane counters into the IR.
+func applyCounters(rs *ir.Ruleset, counters []ir.Counters) {
+	if counters == nil {
+		return
+	}
+	for hook, name := range ir.BuiltinChains {
+		if c := rs.Chain(name); c != nil && hook < len(counters) {
+			c.Counters = counters[hook]
+		}
+	}
+	for r, i := range counterIndex(rs) {
+		if i < len(counters) {
+			r.Counters = counters[i]
+		}
+	}
+}
+
+// ruleKey identifies a rule across two versions of a ruleset: its chain and
+// its text without counters.
+func ruleKey(fam ir.Family, chain string, r *ir.Rule) string {
+	return chain + "\x00" + iptables.FormatRule(fam, chain, r, false)
+}
+
+// counterSources says, for each counter of the new ruleset, whether it
+// carries over from the running one (same chain, same rule text; the n-th
+// copy of a text maps to the n-th old copy) or starts from the counters the
+// new ruleset states (iptables-restore -c, or zero).
+func counterSources(fam ir.Family, old, nw *ir.Ruleset, keepOld bool) []dataplane.CounterSource {
+	oldIdx := counterIndex(old)
+	queues := map[string][]int{}
+	if keepOld {
+		for _, c := range old.Chains {
+			for _, r := range c.Rules {
+				k := ruleKey(fam, c.Name, r)
+				queues[k] = append(queues[k], oldIdx[r])
+			}
+		}
+	}
+	n := compiler.NumChains
+	for _, c := range nw.Chains {
+		n += len(c.Rules)
+	}
+	src := make([]dataplane.CounterSource, n)
+	for hook, name := range ir.BuiltinChains {
+		src[hook].From = -1
+		if c := nw.Chain(name); c != nil {
+			src[hook].Initial = c.Counters
+			if keepOld {
+				src[hook].From = hook
+			}
+		}
+	}
+	newIdx := counterIndex(nw)
+	for r, i := range newIdx {
+		src[i] = dataplane.CounterSource{From: -1, Initial: r.Counters}
+	}
+	for _, c := range nw.Chains {
+		for _, r := range c.Rules {
+			k := ruleKey(fam, c.Name, r)
+			if q := queues[k]; len(q) > 0 {
+				src[newIdx[r]].From = q[0]
+				queues[k] = q[1:]
+			}
+		}
+	}
+	return src
+}
+
+// commit compiles rs and swaps it in. keepCounters carries counters of
+// unchanged rules (and the policies) over from the running ruleset.
+func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplane.AttachOptions) error {
+	ifaces, err := dataplane.CompilerInterfaces()
+	if err != nil {
+		return err
+	}
+	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces})
+	if err != nil {
+		return err
+	}
+	text := iptables.Save(rs, false)
+	u := &dataplane.Update{Gen: gen, Text: []byte(text), Counters: counterSources(fam, old, rs, keepCounters)}
+	return dataplane.Apply(fam, u, opts)
+}

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# xfw demo: three namespaces gen — fw — sink joined by veth pairs, an
+# example ruleset loaded into xfw inside fw, traffic to, through and from
+# fw, and the per-rule counters. Everything it creates is removed on exit.
+# Run as root from the repository root (make demo).
+set -euo pipefail
+
+XFW="$(pwd)/bin/xfw"
+P="xfwdemo"
+GEN="$P-gen" FW="$P-fw" SINK="$P-sink"
+LOGPID=""
+
+cleanup() {
+	set +e
+	[ -n "$LOGPID" ] && kill "$LOGPID" 2>/dev/null && wait "$LOGPID" 2>/dev/null
+	ip netns exec "$FW" "$XFW" stop 2>/dev/null
+	for ns in "$GEN" "$FW" "$SINK"; do ip netns del "$ns" 2>/dev/null; done
+}
+trap cleanup EXIT
+cleanup
+trap cleanup EXIT
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+in() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+
+say "topology: $GEN (10.10.1.2) — $FW (10.10.1.1 | 10.10.2.1) — $SINK (10.10.2.2)"
+for ns in "$GEN" "$FW" "$SINK"; do
+	ip netns add "$ns"
+	in "$ns" ip link set lo up
+done
+ip link add veth-gen netns "$GEN" type veth peer name fw-in netns "$FW"
+ip link add fw-out netns "$FW" type veth peer name veth-sink netns "$SINK"
+in "$GEN" ip addr add 10.10.1.2/24 dev veth-gen
+in "$GEN" ip -6 addr add fd10:1::2/64 dev veth-gen nodad
+in "$FW" ip addr add 10.10.1.1/24 dev fw-in
+in "$FW" ip -6 addr add fd10:1::1/64 dev fw-in nodad
+in "$FW" ip addr add 10.10.2.1/24 dev fw-out
+in "$FW" ip -6 addr add fd10:2::1/64 dev fw-out nodad
+in "$SINK" ip addr add 10.10.2.2/24 dev veth-sink
+in "$SINK" ip -6 addr add fd10:2::2/64 dev veth-sink nodad
+in "$GEN" ip link set veth-gen up
+in "$FW" ip link set fw-in up
+in "$FW" ip link set fw-out up
+in "$SINK" ip link set veth-sink up
+in "$GEN" ip route add default via 10.10.1.1
+in "$GEN" ip -6 route add default via fd10:1::1
+in "$SINK" ip route add default via 10.10.2.1
+in "$SINK" ip -6 route add default via fd10:2::1
+in "$FW" sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
+
+RULES=$(mktemp)
+cat >"$RULES" <<'EOF'
+*filter
+:INPUT DROP [0:0]
+:FORWARD DROP [0:0]
+:OUTPUT ACCEPT [0:0]
+:web - [0:0]
+-A INPUT -i lo -j ACCEPT
+-A INPUT -p icmp -m icmp --icmp-type 8 -j ACCEPT
+-A INPUT -p tcp -m tcp --dport 22 -j ACCEPT
+-A INPUT -p udp -m udp --dport 53 -j REJECT --reject-with icmp-port-unreachable
+-A FORWARD -p tcp -m multiport --dports 80,443 -j web
+-A FORWARD -p udp -m udp --dport 5000:5010 -j ACCEPT
+-A FORWARD -p tcp -m tcp --sport 80 -j ACCEPT
+-A FORWARD -j LOG --log-prefix "xfw-demo-drop: "
+-A OUTPUT -p udp -m udp --dport 9 -j DROP
+-A web -s 10.10.1.0/25 -j ACCEPT
+-A web -j REJECT --reject-with tcp-reset
+COMMIT
+EOF
+say "ruleset (iptables-restore format)"
+cat "$RULES"
+in "$FW" "$XFW" iptables-restore "$RULES"
+rm -f "$RULES"
+in "$FW" "$XFW" log >"/tmp/$P-log.txt" 2>&1 &
+LOGPID=$!
+
+say "programs attached in $FW"
+in "$FW" ip -d link show fw-in | grep -o 'prog/xdp[^ ]* id [0-9]*' || true
+in "$FW" bpftool net show 2>/dev/null | sed -n '1,12p' || true
+
+say "traffic"
+try() { # description, expected, command…
+	local what=$1 want=$2; shift 2
+	if "$@" >/dev/null 2>&1; then got=ok; else got=blocked; fi
+	printf '  %-52s %-8s (expected %s)\n' "$what" "$got" "$want"
+}
+in "$FW" bash -c 'exec -a demo-sink-22 timeout 20 nc -lk -p 22 >/dev/null' & L22=$!
+in "$SINK" bash -c 'exec timeout 20 nc -lk -p 80 >/dev/null' & L80=$!
+in "$SINK" bash -c 'exec timeout 20 nc -ulk -p 5001 >/dev/null' & L5001=$!
+sleep 0.5
+try "ping gen → fw (INPUT ACCEPT icmp 8)" ok in "$GEN" ping -c1 -W1 10.10.1.1
+try "tcp gen → fw:22 (INPUT ACCEPT)" ok in "$GEN" nc -z -w2 10.10.1.1 22
+try "tcp gen → fw:23 (INPUT policy DROP)" blocked in "$GEN" nc -z -w1 10.10.1.1 23
+try "udp gen → fw:53 (INPUT REJECT port-unreachable)" blocked in "$GEN" bash -c 'echo x | nc -u -w1 10.10.1.1 53 && echo x | nc -u -w1 10.10.1.1 53'
+try "tcp gen → sink:80 (FORWARD → web ACCEPT)" ok in "$GEN" nc -z -w2 10.10.2.2 80
+try "udp gen → sink:5001 (FORWARD ACCEPT)" ok in "$GEN" bash -c 'echo hello | nc -u -w1 10.10.2.2 5001'
+try "udp gen → sink:6000 (FORWARD LOG, policy DROP)" sent in "$GEN" bash -c 'echo hello | nc -u -w1 10.10.2.2 6000'
+try "ping gen → sink (FORWARD LOG, policy DROP)" blocked in "$GEN" ping -c1 -W1 10.10.2.2
+try "udp fw → sink:9 (OUTPUT DROP)" sent in "$FW" bash -c 'echo x | nc -u -w1 10.10.2.2 9'
+kill "$L22" "$L80" "$L5001" 2>/dev/null || true
+wait "$L22" "$L80" "$L5001" 2>/dev/null || true
+
+say "counters (xfw iptables -L -v -n)"
+in "$FW" "$XFW" iptables -L -v -n
+say "counters (xfw iptables-save -c)"
+in "$FW" "$XFW" iptables-save -c
+sleep 0.3
+say "LOG lines (xfw log, kernel LOG format)"
+cat "/tmp/$P-log.txt" || true
+rm -f "/tmp/$P-log.txt"
+say "stop"
+in "$FW" "$XFW" stop
+in "$FW" ip link show fw-in | grep -c xdp >/dev/null && echo "  still attached?!" || echo "  xfw removed from $FW"
