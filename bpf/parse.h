@@ -73,12 +73,14 @@ struct xfw_pkt {
 	__u32 l4_end;      /* end of the layer-3 packet (offset) */
 	__u32 vlan;        /* VLAN id of the (outer) tag, 0 when untagged */
 	__u8 fam;          /* 0 IPv4, 1 IPv6 */
-	__u8 pad0;
+	__u8 fragmented;   /* a fragment, first or later (MF, offset, IPv6
+			    * fragment header) */
 	__u8 tos;          /* IPv4 TOS / IPv6 traffic class */
 	__u8 dst_unicast;  /* destination MAC is unicast */
 	__u8 dst_mac[6];
 	__u8 df;           /* IPv4 "don't fragment" */
-	__u8 pad;
+	__u8 reject;       /* REJECT type (enum xfw_reject), set by the XDP
+			    * hook for xfw_xdp_reject; not by the parser */
 };
 
 static __always_inline __u64 xfw_mac48(const __u8 *m)
@@ -205,6 +207,7 @@ static __always_inline int xfw_parse_ipv4(struct xfw_pkt *p, void *data, void *d
 	p->l3len = tot;
 	p->l4_end = (__u32)(l3 - data) + tot;
 	p->df = !!(iph->frag_off & bpf_htons(0x4000));
+	p->fragmented = !!(iph->frag_off & bpf_htons(0x3fff));
 	fo = bpf_ntohs(iph->frag_off) & 0x1fff;
 	if (fo) {
 		p->frag = 1;
@@ -267,11 +270,19 @@ static __always_inline int xfw_parse_ipv6(struct xfw_pkt *p, void *data, void *d
 
 		if (!xfw_ipv6_is_ext(nh))
 			break;
-		if ((void *)(h + 8) > data_end || (void *)(h + 8) > end)
+		/* ipv6_find_hdr reads only each header's first two bytes (next
+		 * header, length) — four for a fragment header — and walks on
+		 * by the stated length even past the packet's end. */
+		if ((void *)(h + 2) > data_end || (void *)(h + 2) > end)
 			goto bad;
+		if (nh == XFW_NH_FRAGMENT) {
+			if ((void *)(h + 4) > data_end || (void *)(h + 4) > end)
+				goto bad;
+		}
 		if (nh == XFW_NH_FRAGMENT) {
 			__u16 off = ((__u16)h[2] << 8 | h[3]) & 0xfff8;
 
+			p->fragmented = 1;
 			if (off) {
 				/* A later fragment: the protocol is the
 				 * fragment header's next header when it is

@@ -265,6 +265,53 @@ static __always_inline int xfw_family_enabled(__u8 fam)
 	return fam == 0 ? xfw_fam_on[0] : xfw_fam_on[1];
 }
 
+/* The namespace's local routing table (table 255: local, broadcast,
+ * multicast and anycast routes), keyed for longest-prefix match. Consulted
+ * when forwarding is off on the receiving device: bpf_fib_lookup then
+ * refuses to look up anything (BPF_FIB_LKUP_RET_FWD_DISABLED), and the
+ * packet is either for this host (INPUT) or dropped by the kernel. */
+struct xfw_lpm4_key {
+	__u32 prefixlen;
+	__u8 addr[4];
+};
+struct xfw_lpm6_key {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct xfw_lpm4_key);
+	__type(value, __u8);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 4096);
+} xfw_local4 SEC(".maps");
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct xfw_lpm6_key);
+	__type(value, __u8);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 4096);
+} xfw_local6 SEC(".maps");
+
+/* xfw_is_local reports whether the destination is this host's. */
+static __always_inline int xfw_is_local(struct xfw_pkt *p)
+{
+	if (p->fam == 0) {
+		struct xfw_lpm4_key k = { .prefixlen = 32 };
+		__u32 a = bpf_htonl((__u32)p->dst_lo);
+
+		__builtin_memcpy(k.addr, &a, 4);
+		return bpf_map_lookup_elem(&xfw_local4, &k) != NULL;
+	} else {
+		struct xfw_lpm6_key k = { .prefixlen = 128 };
+		__u32 w[4] = { bpf_htonl(p->dst_hi >> 32), bpf_htonl((__u32)p->dst_hi),
+			       bpf_htonl(p->dst_lo >> 32), bpf_htonl((__u32)p->dst_lo) };
+
+		__builtin_memcpy(k.addr, w, 16);
+		return bpf_map_lookup_elem(&xfw_local6, &k) != NULL;
+	}
+}
+
 /* xfw_route decides INPUT or FORWARD for a packet received on iif, as the
  * kernel's routing would. Returns XFW_ROUTE_PASS to pass the packet
  * unjudged, else chain << 32 | output ifindex. A global function, so its
@@ -308,6 +355,10 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 	}
 	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
 	switch (rc) {
+	case BPF_FIB_LKUP_RET_FWD_DISABLED:
+		if (xfw_is_local(p))
+			return (__u64)XFW_CHAIN_INPUT << 32;
+		return XFW_ROUTE_PASS;
 	case BPF_FIB_LKUP_RET_NOT_FWDED:
 		return (__u64)XFW_CHAIN_INPUT << 32;
 	case BPF_FIB_LKUP_RET_SUCCESS:
@@ -350,15 +401,30 @@ int xfw_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	chain = route >> 32;
 	oif = (__u32)route;
+	/* ip_forward and ip6_forward decrement the TTL / hop limit before
+	 * the FORWARD hook: -m ttl / -m hl see the decremented value. */
+	if (chain == XFW_CHAIN_FORWARD)
+		p.ttl -= 1;
+	/* ip_local_deliver reassembles IPv4 before the INPUT hook: INPUT sees
+	 * whole datagrams. The first fragment stands for its datagram (its
+	 * verdict decides whether reassembly can complete); later fragments
+	 * are left to the kernel, unjudged. IPv6 reassembles after INPUT. */
+	if (chain == XFW_CHAIN_INPUT && p.fam == 0 && p.fragmented) {
+		if (p.frag)
+			return XDP_PASS;
+	}
 
 	verdict = xfw_judge(&p, chain, iif, oif, &st, &rj);
+	/* The REJECT type waits in p, not in a register spilled across the
+	 * LOG calls: the stack has no slot to spare. */
+	p.reject = rj;
 	if (st.nlogs)
 		xfw_emit_logs_xdp(ctx, &p, &st, chain, iif, oif);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
 		return XDP_PASS;
 	case XFW_ACT_REJECT:
-		return xfw_xdp_reject(ctx, &p, rj);
+		return xfw_xdp_reject(ctx, &p, chain);
 	}
 	return XDP_DROP;
 }
@@ -389,6 +455,12 @@ int xfw_tc_egress(struct __sk_buff *skb)
 	if (xfw_parse(&p, data, data_end, skb->len, 0) != XFW_PARSE_JUDGE)
 		return TC_ACT_OK;
 	if (p.vlan)
+		return TC_ACT_OK;
+	/* The stack fragments after the OUTPUT hook (ip_finish_output,
+	 * ip6_finish_output): OUTPUT saw the whole datagram. Judge the first
+	 * fragment for it; later ones go out unjudged (without the first the
+	 * datagram cannot be reassembled anyway). */
+	if (p.fragmented && p.frag)
 		return TC_ACT_OK;
 	if (!xfw_family_enabled(p.fam))
 		return TC_ACT_OK;

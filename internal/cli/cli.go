@@ -216,11 +216,9 @@ func runRestore(name string, args []string, env Env) int {
 	if err != nil {
 		return report(env, name, err)
 	}
-	base := old
-	if !opts.NoFlush {
-		base = nil
-	}
-	rs, err := iptables.Restore(fam, in, base, opts)
+	// Restore flushes the base itself unless --noflush; the base carries
+	// the built-in chains' policies and counters either way.
+	rs, err := iptables.Restore(fam, in, old.Clone(), opts)
 	if err != nil {
 		return report(env, name, err)
 	}

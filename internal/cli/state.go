@@ -117,6 +117,9 @@ func counterSources(fam ir.Family, old, nw *ir.Ruleset, keepOld bool) []dataplan
 // commit compiles rs and swaps it in. keepCounters carries counters of
 // unchanged rules (and the policies) over from the running ruleset.
 func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplane.AttachOptions) error {
+	// Counter indexes follow chain order; use the order the saved text has
+	// (iptables-save's), which is the order loadRunning reads it back in.
+	rs.Chains = iptables.OrderedChains(rs)
 	ifaces, err := dataplane.CompilerInterfaces()
 	if err != nil {
 		return err

@@ -192,6 +192,9 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 	if r.OutIface.Set {
 		and(FieldOIF, ifaceSet(r.OutIface, ifaces))
 	}
+	// "-p all" (protocol 0, not inverted) constrains nothing, in ip6tables
+	// too: it does not set IP6T_F_PROTO (checked against the kernel: a
+	// packet with a malformed extension header chain matches it).
 	if r.Proto.Set && (r.Proto.Num != 0 || r.Proto.Invert) {
 		if fam == ir.IPv6 {
 			// ip6_packet_match hotdrops a first fragment whose

@@ -374,6 +374,10 @@ func genRuleset(rng *rand.Rand, fam ir.Family, nrules, nuser int) *ir.Ruleset {
 			r.Matches = append(r.Matches, im)
 		case 4:
 			r.Proto = ir.ProtoMatch{Set: true, Invert: rng.Intn(2) == 0, Num: 6}
+		case 5:
+			if rng.Intn(2) == 0 {
+				r.Proto = ir.ProtoMatch{Set: true, Num: 0} // -p all
+			}
 		}
 		if rng.Intn(6) == 0 {
 			r.Matches = append(r.Matches, &ir.LengthMatch{Invert: rng.Intn(3) == 0, Min: 40, Max: uint16(40 + rng.Intn(100))})
@@ -455,6 +459,11 @@ func genPacket(rng *rand.Rand, fam ir.Family) *Packet {
 		p.ICMP = uint32(rng.Intn(4))<<8 | uint32(rng.Intn(3))
 	}
 	switch rng.Intn(12) {
+	case 3:
+		if fam == ir.IPv6 { // a later fragment the kernel cannot place
+			p.Proto = ProtoNoMatch
+			p.Sport, p.Dport, p.TCPFlags, p.ICMP = ValNone, ValNone, FlagsNone, ValNone
+		}
 	case 0: // later fragment
 		if fam == ir.IPv4 {
 			p.Frag = 1

@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 )
@@ -190,7 +191,14 @@ func attachTC(prog *ebpf.Program, ifc Interface) error {
 	}
 	opts := link.RawAttachProgramOptions{Target: ifc.Index, Program: prog, Attach: ebpf.AttachTCXEgress}
 	if old != 0 {
-		opts.Anchor = link.ReplaceProgramByID(old)
+		// Replace by file descriptor: the ID form of the anchor is
+		// refused for program (non-link) attachments.
+		oldProg, err := ebpf.NewProgramFromID(old)
+		if err != nil {
+			return fmt.Errorf("open running egress program of %s: %w", ifc.Name, err)
+		}
+		defer oldProg.Close()
+		opts.Anchor = link.ReplaceProgram(oldProg)
 	} else {
 		opts.Anchor = link.Tail()
 	}
@@ -236,4 +244,62 @@ func detachInterface(ifc Interface) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Route types of the local table that mean "for this host".
+var localRouteTypes = map[int]bool{
+	unix.RTN_LOCAL: true, unix.RTN_BROADCAST: true, unix.RTN_ANYCAST: true, unix.RTN_MULTICAST: true,
+}
+
+// lpmKey4 and lpmKey6 mirror struct xfw_lpm4_key / xfw_lpm6_key.
+type lpmKey4 struct {
+	Prefixlen uint32
+	Addr      [4]byte
+}
+
+type lpmKey6 struct {
+	Prefixlen uint32
+	Addr      [16]byte
+}
+
+// fillLocal copies the namespace's local routing table (addresses of this
+// host, broadcast, multicast, anycast) into the data plane, which needs it
+// to tell INPUT from "dropped by the kernel" when forwarding is off.
+func fillLocal(m4, m6 *ebpf.Map) error {
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		routes, err := netlink.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_LOCAL}, netlink.RT_FILTER_TABLE)
+		if err != nil {
+			return fmt.Errorf("list local routes: %w", err)
+		}
+		var extra []*net.IPNet
+		if fam == netlink.FAMILY_V4 {
+			// Multicast and limited broadcast are delivered locally
+			// without local-table entries.
+			_, mc, _ := net.ParseCIDR("224.0.0.0/4")
+			_, bc, _ := net.ParseCIDR("255.255.255.255/32")
+			extra = append(extra, mc, bc)
+		}
+		for _, r := range routes {
+			if localRouteTypes[r.Type] && r.Dst != nil {
+				extra = append(extra, r.Dst)
+			}
+		}
+		for _, dst := range extra {
+			ones, _ := dst.Mask.Size()
+			if ip4 := dst.IP.To4(); ip4 != nil && fam == netlink.FAMILY_V4 {
+				k := lpmKey4{Prefixlen: uint32(ones)}
+				copy(k.Addr[:], ip4)
+				if err := m4.Put(k, uint8(1)); err != nil {
+					return fmt.Errorf("record local route %s: %w", dst, err)
+				}
+			} else if fam == netlink.FAMILY_V6 {
+				k := lpmKey6{Prefixlen: uint32(ones)}
+				copy(k.Addr[:], dst.IP.To16())
+				if err := m6.Put(k, uint8(1)); err != nil {
+					return fmt.Errorf("record local route %s: %w", dst, err)
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -126,15 +126,22 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 			return err
 		}
 		cfg.Fam[1-fi] = old.Fam[1-fi]
-		for _, name := range perFamilyMaps {
-			if m := cur.maps[name+famSuffix(other)]; m != nil {
-				replacements[name+famSuffix(other)] = m
+		keep := func(name string) {
+			m := cur.maps[name]
+			ms := spec.Maps[name]
+			if m == nil || ms == nil {
+				return
 			}
+			// A replacement must match its spec: take the running
+			// map's size.
+			ms.MaxEntries = m.MaxEntries()
+			replacements[name] = m
+		}
+		for _, name := range perFamilyMaps {
+			keep(name + famSuffix(other))
 		}
 		for _, name := range sharedKeptMaps {
-			if m := cur.maps[name]; m != nil {
-				replacements[name] = m
-			}
+			keep(name)
 		}
 	}
 	cfg.Fam[fi] = familyCfg(u.Gen)
@@ -183,6 +190,9 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		return err
 	}
 	if err := fillIfInfo(coll.Maps["xfw_ifinfo"], ifaces); err != nil {
+		return err
+	}
+	if err := fillLocal(coll.Maps["xfw_local4"], coll.Maps["xfw_local6"]); err != nil {
 		return err
 	}
 

@@ -1,0 +1,86 @@
+package dataplane
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// LogEvent is one LOG event of the data plane (struct xfw_log_event),
+// decoded from a record of the ring buffer returned by LogRing.
+type LogEvent struct {
+	// InIfindex is the input interface (the VLAN device for tagged
+	// frames); 0 on OUTPUT.
+	InIfindex uint32
+	// OutIfindex is the output interface; 0 on INPUT.
+	OutIfindex uint32
+	// Rule is the counter index of the LOG rule.
+	Rule uint32
+	// Family is ir.IPv4 or ir.IPv6.
+	Family ir.Family
+	// Chain is the built-in chain the packet traversed: ir.ChainInput,
+	// ir.ChainForward or ir.ChainOutput.
+	Chain string
+	// Level is the syslog level of the rule (--log-level, 0-7).
+	Level uint8
+	// Flags are the rule's ir.LogFlag* bits.
+	Flags uint8
+	// Prefix is the rule's --log-prefix.
+	Prefix string
+	// HasMAC is true when Frame starts with the link-layer header the
+	// packet was received with (INPUT and FORWARD); on OUTPUT the header
+	// is the one the packet is about to be sent with, which the kernel
+	// does not log.
+	HasMAC bool
+	// L3Off is the offset of the IP header in Frame (after the Ethernet
+	// header and a VLAN tag, if any).
+	L3Off int
+	// FrameLen is the length of the whole frame, of which Frame holds the
+	// first bytes.
+	FrameLen int
+	// Frame holds the first bytes of the frame, from its Ethernet header
+	// on (at most logSnap bytes).
+	Frame []byte
+}
+
+// logChains maps enum xfw_chain to the chain names.
+var logChains = [...]string{ir.ChainInput, ir.ChainForward, ir.ChainOutput}
+
+// DecodeLogEvent decodes a raw ring buffer record (struct xfw_log_event).
+func DecodeLogEvent(raw []byte) (LogEvent, error) {
+	var ev bpfLogEvent
+	if len(raw) < binary.Size(ev) {
+		return LogEvent{}, fmt.Errorf("decode LOG event: %d bytes, want %d", len(raw), binary.Size(ev))
+	}
+	if err := binary.Read(bytes.NewReader(raw), binary.NativeEndian, &ev); err != nil {
+		return LogEvent{}, fmt.Errorf("decode LOG event: %w", err)
+	}
+	fam := ir.Family(ev.Family)
+	if fam != ir.IPv4 && fam != ir.IPv6 {
+		return LogEvent{}, fmt.Errorf("decode LOG event: unknown family %d", ev.Family)
+	}
+	if int(ev.Chain) >= len(logChains) {
+		return LogEvent{}, fmt.Errorf("decode LOG event: unknown chain %d", ev.Chain)
+	}
+	snap := min(int(ev.SnapLen), len(ev.Pkt))
+	prefix := ev.Prefix[:]
+	if i := bytes.IndexByte(prefix, 0); i >= 0 {
+		prefix = prefix[:i]
+	}
+	return LogEvent{
+		InIfindex:  ev.InIfindex,
+		OutIfindex: ev.OutIfindex,
+		Rule:       ev.Rule,
+		Family:     fam,
+		Chain:      logChains[ev.Chain],
+		Level:      ev.Level,
+		Flags:      ev.Flags,
+		Prefix:     string(prefix),
+		HasMAC:     ev.HasMAC != 0,
+		L3Off:      int(ev.L3Off),
+		FrameLen:   int(ev.PktLen),
+		Frame:      append([]byte(nil), ev.Pkt[:snap]...),
+	}, nil
+}

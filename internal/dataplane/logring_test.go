@@ -1,0 +1,77 @@
+package dataplane
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// logEventSize is sizeof(struct xfw_log_event).
+const logEventSize = 316
+
+func TestDecodeLogEvent(t *testing.T) {
+	if n := binary.Size(bpfLogEvent{}); n != logEventSize {
+		t.Fatalf("bpfLogEvent is %d bytes, struct xfw_log_event %d", n, logEventSize)
+	}
+	raw := func(ev bpfLogEvent) []byte {
+		var b bytes.Buffer
+		if err := binary.Write(&b, binary.NativeEndian, ev); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	good := bpfLogEvent{InIfindex: 3, OutIfindex: 4, Rule: 7, SnapLen: 5, L3Off: 14, PktLen: 1500,
+		Family: 6, Chain: 1, Level: 6, Flags: 0x21, HasMAC: 1}
+	copy(good.Prefix[:], "abc ")
+	copy(good.Pkt[:], []byte{1, 2, 3, 4, 5, 6, 7})
+	full := good
+	full.SnapLen = 1000 // more than the snapshot holds
+	copy(full.Prefix[:], bytes.Repeat([]byte{'p'}, len(full.Prefix)))
+
+	tests := []struct {
+		name    string
+		raw     []byte
+		want    LogEvent
+		wantErr bool
+	}{
+		{name: "event", raw: raw(good), want: LogEvent{
+			InIfindex: 3, OutIfindex: 4, Rule: 7, Family: ir.IPv6, Chain: ir.ChainForward,
+			Level: 6, Flags: 0x21, Prefix: "abc ", HasMAC: true, L3Off: 14, FrameLen: 1500,
+			Frame: []byte{1, 2, 3, 4, 5},
+		}},
+		{name: "snapshot and prefix bounded", raw: raw(full), want: LogEvent{
+			InIfindex: 3, OutIfindex: 4, Rule: 7, Family: ir.IPv6, Chain: ir.ChainForward,
+			Level: 6, Flags: 0x21, Prefix: string(bytes.Repeat([]byte{'p'}, len(full.Prefix))),
+			HasMAC: true, L3Off: 14, FrameLen: 1500, Frame: full.Pkt[:],
+		}},
+		{name: "short record", raw: raw(good)[:100], wantErr: true},
+		{name: "bad family", raw: func() []byte { e := good; e.Family = 5; return raw(e) }(), wantErr: true},
+		{name: "bad chain", raw: func() []byte { e := good; e.Chain = 3; return raw(e) }(), wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := DecodeLogEvent(tc.raw)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if tc.wantErr {
+				return
+			}
+			if !bytes.Equal(got.Frame, tc.want.Frame) {
+				t.Errorf("Frame = %x, want %x", got.Frame, tc.want.Frame)
+			}
+			if !equalEvents(got, tc.want) {
+				t.Errorf("got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// equalEvents compares events without their frames.
+func equalEvents(a, b LogEvent) bool {
+	return a.InIfindex == b.InIfindex && a.OutIfindex == b.OutIfindex && a.Rule == b.Rule &&
+		a.Family == b.Family && a.Chain == b.Chain && a.Level == b.Level && a.Flags == b.Flags &&
+		a.Prefix == b.Prefix && a.HasMAC == b.HasMAC && a.L3Off == b.L3Off && a.FrameLen == b.FrameLen
+}

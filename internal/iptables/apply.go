@@ -1,0 +1,361 @@
+package iptables
+
+import (
+	"fmt"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// Executing commands against a ruleset with libiptc's semantics: the same
+// checks in the same order, the same error numbers and messages, and the
+// all-or-nothing effect of one iptables invocation.
+
+// maxFunctionNameLen is XT_FUNCTION_MAXNAMELEN, the size of a chain name in
+// the kernel's table (with the NUL).
+const maxFunctionNameLen = 30
+
+// libiptc / iptc_strerror messages (without the final period).
+const (
+	errNoChain      = "No chain/target/match by that name"
+	errBadRule      = "Bad rule (does a matching rule exist in that chain?)"
+	errChainExists  = "Chain already exists"
+	errFileExists   = "File exists"
+	errInsertBig    = "Index of insertion too big"
+	errReplaceBig   = "Index of replacement too big"
+	errDeleteBig    = "Index of deletion too big"
+	errCounterBig   = "Index of counter too big"
+	errBadBuiltin   = "Bad built-in chain name"
+	errBadPolicy    = "Bad policy name"
+	errTooManyLinks = "Too many links"
+	errNotEmpty     = "Directory not empty"
+)
+
+// Apply executes the command on rs as iptables would, then applies the
+// kernel's checks to the result. It returns what the command prints on
+// standard output (for -S and -V). On error rs is left unchanged and the
+// error is an *Error with iptables' message and exit status.
+//
+// Listing with -L is not implemented (use -S); -h is left to the caller.
+func (c *Command) Apply(rs *ir.Ruleset) (string, error) {
+	out, f := c.applyCommit(rs)
+	if f != nil {
+		return "", f.render(ProgramName(c.Family), 0)
+	}
+	return out, nil
+}
+
+// applyCommit runs the command on a copy of rs, validates the copy and, if
+// all went well, makes it the new content of rs.
+func (c *Command) applyCommit(rs *ir.Ruleset) (string, *failure) {
+	work := rs.Clone()
+	out, f := c.apply(work)
+	if f != nil {
+		return "", f
+	}
+	if f := validate(work); f != nil {
+		return "", f
+	}
+	*rs = *work
+	return out, nil
+}
+
+// resolveTargets is do_command's target handling for rule commands: a -j
+// or -g naming an existing chain jumps to it (even when a target module of
+// that name exists), a -j naming neither a chain nor a module fails.
+// rs nil means "every unknown name is a chain" (ParseRule). It returns the
+// rules to use, copied when their target changes.
+func (c *Command) resolveTargets(rs *ir.Ruleset) ([]*ir.Rule, *failure) {
+	if !c.Kind.isRuleCommand() || c.skip || c.target == "" {
+		return c.Rules, nil
+	}
+	isChain := rs == nil || rs.Chain(c.target) != nil
+	ext, std := findTarget(c.Family, c.target)
+	switch {
+	case isChain && rs != nil:
+		if ext != nil {
+			c.Notices = append(c.Notices, "Warning: using chain "+c.target+", not extension")
+		}
+		kind := ir.TargetJump
+		if c.gotoSet {
+			kind = ir.TargetGoto
+		}
+		rules := make([]*ir.Rule, len(c.Rules))
+		for i, r := range c.Rules {
+			rules[i] = r.Clone()
+			rules[i].Target = ir.Target{Kind: kind, Chain: c.target}
+		}
+		return rules, nil
+	case c.gotoSet && !isChain:
+		return nil, paramErr("goto '%s' is not a chain", c.target)
+	case c.target == "standard":
+		// The standard module has no verdict of that name: the kernel
+		// finds no target "standard".
+		return nil, iptcErr(errNoChain)
+	case ext == nil && !std && !isChain:
+		return nil, paramErr("Couldn't load target `%s':No such file or directory\n", c.target)
+	}
+	return c.Rules, nil
+}
+
+// apply executes the command on rs in place.
+func (c *Command) apply(rs *ir.Ruleset) (string, *failure) {
+	if c.Kind.isRuleCommand() && c.skip {
+		return "", nil
+	}
+	rules, f := c.resolveTargets(rs)
+	if f != nil {
+		return "", f
+	}
+	switch c.Kind {
+	case CmdAppend, CmdInsert, CmdReplace, CmdDelete, CmdCheck, CmdDeleteNum:
+		return "", c.applyRule(rs, rules)
+	case CmdFlush:
+		return "", forChains(rs, c.Chain, true, func(ch *ir.Chain) *failure {
+			ch.Rules = nil
+			return nil
+		})
+	case CmdZero:
+		return "", zero(rs, c.Chain)
+	case CmdZeroNum:
+		ch := rs.Chain(c.Chain)
+		if ch == nil {
+			return "", iptcErr(errNoChain)
+		}
+		if c.RuleNum > len(ch.Rules) {
+			return "", iptcErr(errCounterBig)
+		}
+		ch.Rules[c.RuleNum-1].Counters = ir.Counters{}
+		return "", nil
+	case CmdNewChain:
+		if rs.Chain(c.Chain) != nil || clashesWithTarget(c.Family, c.Chain) {
+			return "", iptcErr(errChainExists)
+		}
+		rs.Chains = append(rs.Chains, &ir.Chain{Name: c.Chain, Policy: ir.VerdictNone})
+		return "", nil
+	case CmdDeleteChain:
+		return "", deleteChains(rs, c.Chain)
+	case CmdRenameChain:
+		return "", renameChain(rs, c.Chain, c.NewName)
+	case CmdSetPolicy:
+		return "", setPolicy(rs, c.Chain, c.Policy, c.Counters)
+	case CmdListRules:
+		out, f := listRules(rs, c.Chain, c.RuleNum, c.Verbose > 0)
+		if f == nil && c.Zero {
+			f = zero(rs, c.Chain)
+		}
+		return out, f
+	case CmdList:
+		return "", paramErr("listing with -L is not supported by xfw; use -S")
+	case CmdVersion:
+		return fmt.Sprintf("%s %s\n", ProgramName(c.Family), versionString), nil
+	}
+	return "", nil
+}
+
+// applyRule executes -A, -I, -R, -D and -C with the resolved rules.
+func (c *Command) applyRule(rs *ir.Ruleset, rules []*ir.Rule) *failure {
+	ch := rs.Chain(c.Chain)
+	switch c.Kind {
+	case CmdAppend:
+		if ch == nil {
+			return iptcErr(errNoChain)
+		}
+		for _, r := range rules {
+			ch.Rules = append(ch.Rules, r.Clone())
+		}
+	case CmdInsert:
+		if ch == nil {
+			return iptcErr(errNoChain)
+		}
+		pos := c.RuleNum - 1
+		for _, r := range rules {
+			if pos > len(ch.Rules) {
+				return iptcErr(errInsertBig)
+			}
+			ch.Rules = append(ch.Rules[:pos], append([]*ir.Rule{r.Clone()}, ch.Rules[pos:]...)...)
+		}
+	case CmdReplace:
+		if ch == nil {
+			return iptcErr(errNoChain)
+		}
+		if c.RuleNum-1 >= len(ch.Rules) {
+			return iptcErr(errReplaceBig)
+		}
+		ch.Rules[c.RuleNum-1] = rules[0].Clone()
+	case CmdDeleteNum:
+		if ch == nil {
+			return iptcErr(errNoChain)
+		}
+		if c.RuleNum-1 >= len(ch.Rules) {
+			return iptcErr(errDeleteBig)
+		}
+		ch.Rules = append(ch.Rules[:c.RuleNum-1], ch.Rules[c.RuleNum:]...)
+	case CmdDelete, CmdCheck:
+		if ch == nil {
+			return iptcErr(errBadRule)
+		}
+		var failed bool
+		for _, r := range rules {
+			i := findRule(rs.Family, ch, r)
+			if i < 0 {
+				failed = true
+				continue
+			}
+			if c.Kind == CmdDelete {
+				ch.Rules = append(ch.Rules[:i], ch.Rules[i+1:]...)
+			}
+		}
+		if failed {
+			return iptcErr(errBadRule)
+		}
+	}
+	return nil
+}
+
+// findRule returns the index of the first rule of ch equal to r, or -1.
+func findRule(fam ir.Family, ch *ir.Chain, r *ir.Rule) int {
+	for i, x := range ch.Rules {
+		if RulesEqual(fam, x, r) {
+			return i
+		}
+	}
+	return -1
+}
+
+// forChains calls fn for the chain called name, or for every chain (user
+// chains only unless builtins) in libiptc's order when name is "". All
+// chains are tried; the last failure is returned.
+func forChains(rs *ir.Ruleset, name string, builtins bool, fn func(*ir.Chain) *failure) *failure {
+	if name != "" {
+		ch := rs.Chain(name)
+		if ch == nil {
+			return iptcErr(errNoChain)
+		}
+		return fn(ch)
+	}
+	var last *failure
+	for _, ch := range OrderedChains(rs) {
+		if ch.Builtin && !builtins {
+			continue
+		}
+		if f := fn(ch); f != nil {
+			last = f
+		}
+	}
+	return last
+}
+
+// zero resets the counters of the chain's rules and policy (all chains when
+// name is "").
+func zero(rs *ir.Ruleset, name string) *failure {
+	return forChains(rs, name, true, func(ch *ir.Chain) *failure {
+		ch.Counters = ir.Counters{}
+		for _, r := range ch.Rules {
+			r.Counters = ir.Counters{}
+		}
+		return nil
+	})
+}
+
+// references counts the rules of rs that jump or go to chain name.
+func references(rs *ir.Ruleset, name string) int {
+	n := 0
+	for _, ch := range rs.Chains {
+		for _, r := range ch.Rules {
+			if (r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto) && r.Target.Chain == name {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// deleteChains is -X: delete one user chain, or every user chain.
+func deleteChains(rs *ir.Ruleset, name string) *failure {
+	var doomed []string
+	f := forChains(rs, name, false, func(ch *ir.Chain) *failure {
+		switch {
+		case ch.Builtin:
+			return kernelEINVAL()
+		case references(rs, ch.Name) > 0:
+			return iptcErr(errTooManyLinks)
+		case len(ch.Rules) > 0:
+			return iptcErr(errNotEmpty)
+		}
+		doomed = append(doomed, ch.Name)
+		return nil
+	})
+	if f != nil {
+		return f
+	}
+	for _, n := range doomed {
+		removeChain(rs, n)
+	}
+	return nil
+}
+
+// removeChain drops chain name from rs.
+func removeChain(rs *ir.Ruleset, name string) {
+	for i, ch := range rs.Chains {
+		if ch.Name == name {
+			rs.Chains = append(rs.Chains[:i], rs.Chains[i+1:]...)
+			return
+		}
+	}
+}
+
+// isVerdictName reports whether name is one of the standard verdicts,
+// which libiptc refuses as chain names.
+func isVerdictName(name string) bool {
+	switch name {
+	case "ACCEPT", "DROP", "QUEUE", "RETURN":
+		return true
+	}
+	return false
+}
+
+// renameChain is -E: references follow the chain.
+func renameChain(rs *ir.Ruleset, oldName, newName string) *failure {
+	if rs.Chain(newName) != nil || isVerdictName(newName) {
+		return iptcErr(errFileExists)
+	}
+	ch := rs.Chain(oldName)
+	if ch == nil || ch.Builtin {
+		return iptcErr(errNoChain)
+	}
+	if len(newName) >= maxFunctionNameLen {
+		// The kernel keeps chain names in XT_FUNCTION_MAXNAMELEN bytes.
+		newName = newName[:maxFunctionNameLen-1]
+	}
+	ch.Name = newName
+	for _, c := range rs.Chains {
+		for _, r := range c.Rules {
+			if (r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto) && r.Target.Chain == oldName {
+				r.Target.Chain = newName
+			}
+		}
+	}
+	return nil
+}
+
+// setPolicy is -P (and the policy part of ":CHAIN POLICY" in restore).
+func setPolicy(rs *ir.Ruleset, chain, policy string, counters *ir.Counters) *failure {
+	ch := rs.Chain(chain)
+	if ch == nil || !ch.Builtin {
+		return iptcErr(errBadBuiltin)
+	}
+	switch policy {
+	case "ACCEPT":
+		ch.Policy = ir.VerdictAccept
+	case "DROP":
+		ch.Policy = ir.VerdictDrop
+	default:
+		f := iptcErr(errBadPolicy)
+		f.dmesg = true
+		return f
+	}
+	if counters != nil {
+		ch.Counters = *counters
+	}
+	return nil
+}

@@ -1,0 +1,19 @@
+// Package iptables is xfw's iptables front end for the filter table: it
+// parses iptables / ip6tables command lines and iptables-save lines into the
+// ruleset IR (package ir), prints the IR back exactly as iptables-save and
+// "iptables -S" do, executes commands against a ruleset with libiptc's
+// semantics, and implements iptables-restore.
+//
+// The reference is iptables 1.8.9 with the legacy backend, as installed on
+// the development machine: option parsing emulates glibc's getopt_long and
+// the xtables option parsers, so accepted spellings, canonical output and
+// error messages (with their exit statuses) are those of the real tools.
+// The model is "iptables 1.8.9 with only the extensions xfw supports
+// installed": an unsupported match or target behaves exactly like a missing
+// extension library (for example "Couldn't load match `foo'").
+//
+// Where iptables 1.8.9 has a bug that later releases fixed and that the
+// upstream conformance suite (shared/conformance/iptables) tests for, this
+// package follows the fixed behaviour; each such place is marked with
+// "Deviation from 1.8.9" in the code.
+package iptables

@@ -1,0 +1,74 @@
+package iptables
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// FuzzParseCommand checks that no command line panics and that whatever
+// parses prints as a rule that parses and prints the same (printing may lose
+// what iptables-save loses too, such as an ICMP code range's upper end).
+func FuzzParseCommand(f *testing.F) {
+	for _, s := range []string{
+		"-A INPUT -p tcp --dport 22 -j ACCEPT",
+		"-A INPUT -qf -p tcp",
+		"-I INPUT 2 -s 1.2.3.4,5.6.7.8 ! -d ::1 -m comment --comment x",
+		"-A FORWARD -p icmp --icmp-type 3/1:4 -j LOG --log-prefix a",
+		"-A INPUT -p udp -m multiport --ports 1:2,3 -j REJECT --reject-with tcp-reset",
+		"-N x -6 --bad",
+		"-D INPUT -m iprange --src-range 1.1.1.1-2.2.2.2 -m mac --mac-source 1:2:3:4:5:6",
+	} {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, line string, v6 bool) {
+		fam := ir.IPv4
+		if v6 {
+			fam = ir.IPv6
+		}
+		words, err := Tokenize(line)
+		if err != nil {
+			return
+		}
+		c, err := ParseCommand(fam, words)
+		if err != nil {
+			return
+		}
+		rs := ir.NewRuleset(fam)
+		rs.Chains = append(rs.Chains, &ir.Chain{Name: "x"}, &ir.Chain{Name: "y"})
+		if _, err := c.Apply(rs); err != nil {
+			return
+		}
+		for _, ch := range rs.Chains {
+			for _, r := range ch.Rules {
+				spec := FormatRuleSpec(fam, r)
+				w, err := Tokenize(spec)
+				if err != nil {
+					t.Fatalf("printed rule %q does not tokenize: %v", spec, err)
+				}
+				again, err := ParseRule(fam, "y", w)
+				if err != nil {
+					if strings.Contains(err.Error(), "Can't use") || strings.Contains(err.Error(), "Invalid argument") {
+						return
+					}
+					t.Fatalf("printed rule %q does not parse: %v", spec, err)
+				}
+				if again := FormatRuleSpec(fam, again[0]); again != spec {
+					t.Fatalf("%q: printed %q prints again as %q", line, spec, again)
+				}
+			}
+		}
+	})
+}
+
+// FuzzRestore checks that no input panics iptables-restore.
+func FuzzRestore(f *testing.F) {
+	f.Add("*filter\n:INPUT DROP [1:2]\n:x - [0:0]\n[3:4] -A INPUT -j x\nCOMMIT\n")
+	f.Add("*filter\n[1:] -A INPUT \"a\\\"b\nCOMMIT")
+	f.Fuzz(func(t *testing.T, in string) {
+		_, _ = Restore(ir.IPv4, strings.NewReader(in), nil, RestoreOptions{Counters: true})
+		_, _ = Restore(ir.IPv6, strings.NewReader(in), nil, RestoreOptions{NoFlush: true})
+	})
+}

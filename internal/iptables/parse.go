@@ -1,0 +1,272 @@
+package iptables
+
+import (
+	"strings"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// maxNameLen is XT_EXTENSION_MAXNAMELEN: names (chains, targets, matches)
+// must be shorter.
+const maxNameLen = 29
+
+// matchInst is one -m (or implicitly loaded) match of the rule being parsed.
+type matchInst struct {
+	ext       *extension
+	state     matchState
+	completed bool
+}
+
+// parser is do_parse's state for one command line.
+type parser struct {
+	fam     ir.Family
+	restore bool
+	prog    string
+	g       *getopt
+	opts    []*optDef
+	ctx     parseCtx
+
+	command  uint32
+	options  uint32
+	invflags uint32
+	cmd      Command
+
+	table    string
+	tableSet bool
+
+	protoSpelling string
+	protoSet      bool
+	protoUsed     bool
+
+	matches    []*matchInst
+	loaded     map[*extension]bool
+	target     targetState
+	targetExt  *extension
+	jumpto     string
+	gotoSet    bool
+	shost      string
+	dhost      string
+	inIface    ir.IfaceMatch
+	outIface   ir.IfaceMatch
+	frag       bool
+	counters   ir.Counters
+	wait       int
+	waitIntSet bool
+}
+
+// ParseCommand parses an iptables (fam IPv4) or ip6tables (IPv6) command
+// line, without the program name, as iptables 1.8.9 does. Errors are *Error
+// with iptables' message and exit status.
+//
+// Jump targets are not resolved: "-j NAME" for a NAME that is no target
+// module is taken as a jump to a user chain, which Apply checks.
+func ParseCommand(fam ir.Family, args []string) (*Command, error) {
+	argv := append([]string{ProgramName(fam)}, args...)
+	c, f := parseArgv(fam, argv, false, ProgramName(fam))
+	if f != nil {
+		return nil, f.render(ProgramName(fam), 0)
+	}
+	return c, nil
+}
+
+// ParseRule parses a rule specification as given after "-A CHAIN" (for
+// example "-s 10.0.0.0/8 -p tcp --dport 22 -j ACCEPT") and returns the
+// rules it stands for: several when -s or -d list several addresses.
+// Checks the kernel makes when the rule is added to chain are applied too,
+// except that jumps to user chains are assumed to exist.
+func ParseRule(fam ir.Family, chain string, spec []string) ([]*ir.Rule, error) {
+	c, err := ParseCommand(fam, append([]string{"-A", chain}, spec...))
+	if err != nil {
+		return nil, err
+	}
+	rules, f := c.resolveTargets(nil)
+	if f != nil {
+		return nil, f.render(ProgramName(fam), 0)
+	}
+	hooks := hookMask(0)
+	if h, ok := builtinHook(chain); ok {
+		hooks = h
+	}
+	for _, r := range rules {
+		if f := checkEntry(fam, r, hooks); f != nil {
+			return nil, f.render(ProgramName(fam), 0)
+		}
+	}
+	return rules, nil
+}
+
+// parseArgv runs do_parse on argv (argv[0] is the program name; for
+// iptables-restore it is followed by "-t TABLE"). prog is the name used in
+// messages produced while parsing.
+func parseArgv(fam ir.Family, argv []string, restore bool, prog string) (*Command, *failure) {
+	p := &parser{
+		fam:     fam,
+		restore: restore,
+		prog:    prog,
+		opts:    globalOptTable,
+		loaded:  map[*extension]bool{},
+		table:   "filter",
+	}
+	p.ctx.fam = fam
+	p.ctx.notice = func(s string) { p.cmd.Notices = append(p.cmd.Notices, s) }
+	p.cmd.Family = fam
+	p.g = newGetopt(argv, iptShorts, p.opts)
+	p.ctx.g = p.g
+	if f := p.run(); f != nil {
+		if len(p.cmd.Notices) > 0 {
+			f.notice = strings.Join(p.cmd.Notices, "\n") + "\n" + f.notice
+		}
+		return nil, f
+	}
+	return &p.cmd, nil
+}
+
+// addCommand is xshared.c's add_command.
+func (p *parser) addCommand(newcmd, othercmds uint32, invert bool) *failure {
+	if invert {
+		return paramErr("unexpected '!' flag")
+	}
+	if p.command&^othercmds != 0 {
+		return paramErr("Cannot use -%c with -%c", cmdChar(newcmd), cmdChar(p.command&^othercmds))
+	}
+	p.command |= newcmd
+	return nil
+}
+
+// setOption is xshared.c's set_option.
+func (p *parser) setOption(opt uint32, invert bool) *failure {
+	if p.options&opt != 0 {
+		return paramErr("multiple -%c flags not allowed", optChar(opt))
+	}
+	p.options |= opt
+	if invert {
+		if opt&optInvertible == 0 {
+			return paramErr("cannot have ! before -%c", optChar(opt))
+		}
+		p.invflags |= opt
+	}
+	return nil
+}
+
+// run is the main loop of do_parse followed by its checks.
+func (p *parser) run() *failure {
+	invert := false
+	for {
+		c := p.g.next()
+		if c == optEnd {
+			break
+		}
+		optarg := p.g.optarg
+		if handled, f := p.commandOption(c, optarg, invert); handled {
+			if f != nil {
+				return f
+			}
+			invert = false
+			continue
+		}
+		var f *failure
+		switch c {
+		case 'h':
+			p.cmd.Kind = CmdHelp
+			return nil
+		case 'V':
+			p.cmd.Kind = CmdVersion
+			return nil
+		case 'p':
+			f = p.optProtocol(optarg, invert)
+		case 's':
+			if f = p.setOption(optSource, invert); f == nil {
+				p.shost = optarg
+			}
+		case 'd':
+			if f = p.setOption(optDestination, invert); f == nil {
+				p.dhost = optarg
+			}
+		case 'g':
+			if f = p.setOption(optJump, invert); f == nil {
+				p.gotoSet = true
+				p.jumpto, f = parseTargetName(optarg)
+			}
+		case 'j':
+			if f = p.setOption(optJump, invert); f == nil {
+				f = p.commandJump(optarg)
+			}
+		case 'i', 'o':
+			f = p.optIface(byte(c), optarg, invert)
+		case 'f':
+			if p.fam == ir.IPv6 {
+				f = paramErr("`-f' is not supported in IPv6, use -m frag instead")
+			} else if f = p.setOption(optFragment, invert); f == nil {
+				p.frag = true
+			}
+		case 'v':
+			if p.cmd.Verbose == 0 {
+				f = p.setOption(optVerbose, invert)
+			}
+			p.cmd.Verbose++
+		case 'm':
+			f = p.commandMatch(optarg, invert)
+		case 'n':
+			f = p.setOption(optNumeric, invert)
+			p.cmd.Numeric = true
+		case 't':
+			switch {
+			case invert:
+				f = paramErr("unexpected ! flag before --table")
+			case p.restore && p.tableSet:
+				f = paramErr("The -t option cannot be used in %s.\n", p.prog)
+			default:
+				p.table, p.tableSet = optarg, true
+			}
+		case 'x':
+			f = p.setOption(optExpanded, invert)
+			p.cmd.Exact = true
+		case 'w':
+			f = p.optWait()
+		case 'W':
+			f = p.optWaitInterval()
+		case '0':
+			f = p.setOption(optLineNumbers, invert)
+			p.cmd.LineNumbers = true
+		case 'M':
+			// --modprobe: xfw loads no kernel modules.
+		case 'c':
+			f = p.optCounters(optarg, invert)
+		case '4', '6':
+			own := byte('4')
+			if p.fam == ir.IPv6 {
+				own = '6'
+			}
+			if byte(c) == own {
+				break
+			}
+			if p.restore {
+				p.cmd.skip = true
+				p.cmd.Kind = kindOf(p.command)
+				return nil
+			}
+			f = tryHelp()
+		case optNonOpt:
+			if optarg == "!" {
+				if invert {
+					f = paramErr("multiple consecutive ! not allowed")
+					break
+				}
+				invert = true
+				continue
+			}
+			f = badArg(optarg)
+		default:
+			var again bool
+			again, f = p.commandDefault(c, invert)
+			if f == nil && again {
+				continue
+			}
+		}
+		if f != nil {
+			return f
+		}
+		invert = false
+	}
+	return p.finish(invert)
+}

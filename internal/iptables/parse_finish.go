@@ -1,0 +1,178 @@
+package iptables
+
+import (
+	"fmt"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// do_parse's checks after the option loop, and the construction of the IR.
+
+// finish performs do_parse's checks after the option loop and builds the
+// command.
+func (p *parser) finish(invert bool) *failure {
+	if p.wait == 0 && p.waitIntSet {
+		return paramErr("--wait-interval only makes sense with --wait\n")
+	}
+	for _, m := range p.matches {
+		if f := m.state.final(&p.ctx); f != nil {
+			return f
+		}
+	}
+	if p.target != nil {
+		if f := p.target.final(&p.ctx); f != nil {
+			return f
+		}
+	}
+	if p.g.optind < len(p.g.args) {
+		return paramErr("unknown arguments found on commandline")
+	}
+	if p.command == 0 {
+		return paramErr("no command specified")
+	}
+	if invert {
+		return paramErr("nothing appropriate following !")
+	}
+	kind := kindOf(p.command)
+	srcs, dsts, f := p.parseAddresses(kind)
+	if f != nil {
+		return f
+	}
+	if kind == CmdReplace && (len(srcs) != 1 || len(dsts) != 1) {
+		return paramErr("Replacement rule does not specify a unique address")
+	}
+	if f := genericOptCheck(p.command, p.options); f != nil {
+		return f
+	}
+	if len(p.cmd.Chain) >= maxNameLen {
+		return paramErr("chain name `%s' too long (must be under %d chars)", p.cmd.Chain, maxNameLen)
+	}
+	if kind.isRuleCommand() || kind == CmdDeleteNum {
+		switch p.cmd.Chain {
+		case "PREROUTING", ir.ChainInput:
+			if p.options&optViaOut != 0 {
+				return paramErr("Can't use -%c with %s\n", optChar(optViaOut), p.cmd.Chain)
+			}
+		case "POSTROUTING", ir.ChainOutput:
+			if p.options&optViaIn != 0 {
+				return paramErr("Can't use -%c with %s\n", optChar(optViaIn), p.cmd.Chain)
+			}
+		}
+	}
+	if f := checkTable(p.fam, p.table); f != nil {
+		return f
+	}
+	p.cmd.Kind = kind
+	if p.command&(cmdList|cmdListRules) != 0 && p.command&cmdZero != 0 {
+		p.cmd.Zero = true
+	}
+	if p.options&optCounters != 0 {
+		c := p.counters
+		p.cmd.Counters = &c
+	}
+	p.cmd.target, p.cmd.gotoSet = p.jumpto, p.gotoSet
+	if kind.isRuleCommand() {
+		p.buildRules(srcs, dsts)
+	}
+	return nil
+}
+
+// kernelTables are the tables the kernel offers besides filter.
+var kernelTables = map[string]bool{"nat": true, "mangle": true, "raw": true, "security": true}
+
+// checkTable is iptc_init's verdict on -t: xfw serves only the filter
+// table; other kernel tables are refused with the reason, unknown ones as
+// iptables refuses them.
+func checkTable(fam ir.Family, table string) *failure {
+	if table == "filter" {
+		return nil
+	}
+	reason := "Table does not exist (do you need to insmod?)"
+	if kernelTables[table] {
+		reason = "xfw serves only the filter table"
+	}
+	return &failure{kind: failXT, status: StatusVersion,
+		msg: fmt.Sprintf("can't initialize %s table `%s': %s", ProgramName(fam), table, reason)}
+}
+
+// parseAddresses is the address part of ipv4_post_parse/ipv6_post_parse.
+func (p *parser) parseAddresses(kind CommandKind) (srcs, dsts []addrPair, f *failure) {
+	shost, dhost := p.shost, p.dhost
+	if kind.isRuleCommand() {
+		any := "0.0.0.0/0"
+		if p.fam == ir.IPv6 {
+			any = "::0/0"
+		}
+		if p.options&optSource == 0 {
+			shost = any
+		}
+		if p.options&optDestination == 0 {
+			dhost = any
+		}
+	}
+	if shost != "" || p.options&optSource != 0 {
+		if srcs, f = parseHostList(p.fam, shost); f != nil {
+			return nil, nil, f
+		}
+	}
+	if dhost != "" || p.options&optDestination != 0 {
+		if dsts, f = parseHostList(p.fam, dhost); f != nil {
+			return nil, nil, f
+		}
+	}
+	if (len(srcs) > 1 || len(dsts) > 1) && p.invflags&(optSource|optDestination) != 0 {
+		return nil, nil, paramErr("! not allowed with multiple source or destination IP addresses")
+	}
+	return srcs, dsts, nil
+}
+
+// buildRules assembles the IR rules, one per source × destination.
+func (p *parser) buildRules(srcs, dsts []addrPair) {
+	base := &ir.Rule{
+		InIface:  p.inIface,
+		OutIface: p.outIface,
+		Counters: p.counters,
+	}
+	if p.protoSet {
+		base.Proto = ir.ProtoMatch{Set: true, Invert: p.invflags&optProtocol != 0, Num: p.ctx.proto, Spelling: p.protoSpelling}
+	}
+	if p.frag {
+		base.Fragment = ir.FlagMatch{Set: true, Invert: p.invflags&optFragment != 0}
+	}
+	for _, m := range p.matches {
+		base.Matches = append(base.Matches, m.state.build())
+	}
+	base.Target = p.buildTarget()
+	for _, s := range srcs {
+		for _, d := range dsts {
+			r := base.Clone()
+			r.Src = addrMatchOf(s, p.invflags&optSource != 0)
+			r.Dst = addrMatchOf(d, p.invflags&optDestination != 0)
+			p.cmd.Rules = append(p.cmd.Rules, r)
+		}
+	}
+}
+
+// buildTarget converts -j/-g into the IR target, before chain resolution.
+func (p *parser) buildTarget() ir.Target {
+	var t ir.Target
+	switch {
+	case p.jumpto == "":
+	case p.gotoSet:
+		t = ir.Target{Kind: ir.TargetGoto, Chain: p.jumpto}
+	case p.target != nil:
+		p.target.build(&t)
+	default:
+		switch p.jumpto {
+		case "ACCEPT":
+			t.Kind = ir.TargetAccept
+		case "DROP":
+			t.Kind = ir.TargetDrop
+		case "RETURN":
+			t.Kind = ir.TargetReturn
+		default:
+			t = ir.Target{Kind: ir.TargetJump, Chain: p.jumpto}
+		}
+	}
+	return t
+}

@@ -1,0 +1,277 @@
+package iptables
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// iptables-restore (legacy, ip46tables_restore_main) for the filter table.
+
+// RestoreOptions are iptables-restore's command-line options.
+type RestoreOptions struct {
+	// NoFlush is --noflush: keep the existing rules and user chains; a
+	// ":CHAIN" line then flushes that chain instead of recreating it.
+	NoFlush bool
+	// Counters is --counters: use the "[packets:bytes]" of rules and
+	// policies. Without it rules start at zero and ":CHAIN POLICY" lines
+	// reset the policy counters.
+	Counters bool
+	// Table is --table: only the block of that table is restored, other
+	// blocks are skipped unread. "" restores every block, and blocks of a
+	// table other than filter are an error.
+	Table string
+	// Test is --test: parse and execute, but commit nothing.
+	Test bool
+	// Output receives what commands print (-S lines in the input); nil
+	// discards it.
+	Output io.Writer
+}
+
+// restoreBufLen is the size of iptables-restore's line buffer: longer lines
+// are read in pieces, each counted as a line.
+const restoreBufLen = 10240
+
+// tableNameLen is XT_TABLE_MAXNAMELEN: table names are cut to that length.
+const tableNameLen = 32
+
+// Restore reads iptables-save output from input and applies it to base (nil
+// means an empty filter table) as iptables-restore (ip6tables-restore for
+// IPv6) does with the legacy backend: "*filter" starts a block (flushing
+// the table unless NoFlush), ":CHAIN POLICY [p:b]" lines declare chains,
+// other lines are iptables commands (-A, -I, -D, -R, -N, -X, -F, -Z, -P,
+// -E, …), and "COMMIT" applies the block after the kernel's checks.
+//
+// It returns the ruleset as the kernel holds it afterwards. On error the
+// returned ruleset is the state after the last successful COMMIT (base if
+// there was none) and the error is an *Error carrying iptables-restore's
+// message (for example "iptables-restore: line 5 failed") and exit status.
+// Errors reading input are returned wrapped.
+func Restore(fam ir.Family, input io.Reader, base *ir.Ruleset, opts RestoreOptions) (*ir.Ruleset, error) {
+	if base == nil {
+		base = ir.NewRuleset(fam)
+	}
+	r := &restorer{fam: fam, opts: opts, prog: restoreProgramName(fam), committed: base.Clone()}
+	if opts.Table != "" && opts.Table != "filter" {
+		f := paramErr("%s: unable to initialize table '%s': xfw serves only the filter table", r.prog, opts.Table)
+		return r.committed, f.render(r.prog, 0)
+	}
+	err := r.run(bufio.NewReader(input))
+	return r.committed, err
+}
+
+// restorer is the state of one restore run.
+type restorer struct {
+	fam       ir.Family
+	opts      RestoreOptions
+	prog      string
+	committed *ir.Ruleset
+	work      *ir.Ruleset
+	curtable  string
+	line      int
+}
+
+// readChunk reads like fgets with iptables-restore's buffer: up to and
+// including a newline, at most restoreBufLen-1 bytes.
+func readChunk(br *bufio.Reader) (string, error) {
+	var b strings.Builder
+	for b.Len() < restoreBufLen-1 {
+		c, err := br.ReadByte()
+		if err != nil {
+			if err == io.EOF && b.Len() > 0 {
+				return b.String(), nil
+			}
+			return b.String(), err
+		}
+		b.WriteByte(c)
+		if c == '\n' {
+			break
+		}
+	}
+	return b.String(), nil
+}
+
+// fail converts a failure at the current line into the returned error.
+func (r *restorer) fail(f *failure) error { return f.render(r.prog, r.line) }
+
+// run processes the input.
+func (r *restorer) run(br *bufio.Reader) error {
+	for {
+		chunk, err := readChunk(br)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read %s input: %w", r.prog, err)
+		}
+		r.line++
+		if i := strings.IndexByte(chunk, 0); i >= 0 {
+			chunk = chunk[:i]
+		}
+		if strings.HasPrefix(chunk, "\n") || strings.HasPrefix(chunk, "#") {
+			continue
+		}
+		ok, skip, err := r.handle(chunk)
+		if err != nil {
+			return err
+		}
+		if skip || (r.opts.Table != "" && r.opts.Table != r.curtable) {
+			continue
+		}
+		if !ok {
+			return r.fail(&failure{kind: failPlain, status: StatusOther, msg: fmt.Sprintf("%s: line %d failed", r.prog, r.line)})
+		}
+	}
+	if r.work != nil {
+		return (&failure{kind: failPlain, status: StatusOther, msg: fmt.Sprintf("%s: COMMIT expected at line %d", r.prog, r.line+1)}).render(r.prog, 0)
+	}
+	return nil
+}
+
+// handle processes one line. ok false means "line N failed"; skip means the
+// line belongs to a table skipped by Table.
+func (r *restorer) handle(chunk string) (ok, skip bool, err error) {
+	inTable := r.work != nil
+	first := byte(0)
+	if chunk != "" {
+		first = chunk[0]
+	}
+	switch {
+	case chunk == "COMMIT\n" && inTable:
+		if !r.opts.Test {
+			if f := validate(r.work); f != nil {
+				return false, false, r.fail(f)
+			}
+			r.committed = r.work
+		}
+		r.work = nil
+		return true, false, nil
+	case first == '*' && !inTable:
+		return r.startTable(chunk)
+	case first == ':' && inTable:
+		return true, false, r.chainLine(chunk)
+	case inTable:
+		return true, false, r.commandLine(chunk)
+	}
+	return false, false, nil
+}
+
+// startTable handles "*TABLE".
+func (r *restorer) startTable(chunk string) (ok, skip bool, err error) {
+	buf := []byte(chunk)
+	var save int
+	t := strtok(buf, 1, " \t\n", &save)
+	if t < 0 {
+		return false, false, r.fail(paramErr("%s: line %d table name invalid", r.prog, r.line))
+	}
+	table := cstr(buf[t:])
+	r.curtable = table
+	if len(r.curtable) > tableNameLen {
+		r.curtable = r.curtable[:tableNameLen]
+	}
+	if r.opts.Table != "" && r.opts.Table != table {
+		return true, true, nil
+	}
+	if table != "filter" {
+		return false, false, r.fail(paramErr("%s: unable to initialize table '%s': xfw serves only the filter table", r.prog, table))
+	}
+	r.work = r.committed.Clone()
+	if !r.opts.NoFlush {
+		for _, c := range r.work.Chains {
+			c.Rules = nil
+		}
+		kept := r.work.Chains[:0]
+		for _, c := range r.work.Chains {
+			if c.Builtin {
+				kept = append(kept, c)
+			}
+		}
+		r.work.Chains = kept
+	}
+	return true, false, nil
+}
+
+// chainLine handles ":CHAIN POLICY [packets:bytes]".
+func (r *restorer) chainLine(chunk string) error {
+	buf := []byte(chunk)
+	var save int
+	t := strtok(buf, 1, " \t\n", &save)
+	if t < 0 {
+		return r.fail(paramErr("%s: line %d chain name invalid", r.prog, r.line))
+	}
+	chain := cstr(buf[t:])
+	if len(chain) >= maxNameLen {
+		return r.fail(paramErr("Invalid chain name `%s' (%d chars max)", chain, maxNameLen-1))
+	}
+	if !ir.IsBuiltinChain(chain) {
+		if c := r.work.Chain(chain); c != nil && r.opts.NoFlush {
+			c.Rules = nil
+		} else if c != nil || isVerdictName(chain) {
+			return r.fail(paramErr("error creating chain '%s':%s", chain, errFileExists))
+		} else {
+			r.work.Chains = append(r.work.Chains, &ir.Chain{Name: chain, Policy: ir.VerdictNone})
+		}
+	}
+	p := strtok(buf, -1, " \t\n", &save)
+	if p < 0 {
+		return r.fail(paramErr("%s: line %d policy invalid", r.prog, r.line))
+	}
+	policy := cstr(buf[p:])
+	if policy == "-" {
+		return nil
+	}
+	var count ir.Counters
+	if r.opts.Counters {
+		c := strtok(buf, -1, " \t\n", &save)
+		v, ok := [2]uint64{}, false
+		if c >= 0 {
+			v, ok = parseCounters(cstr(buf[c:]))
+		}
+		if !ok {
+			return r.fail(paramErr("invalid policy counters for chain '%s'", chain))
+		}
+		count = ir.Counters{Packets: v[0], Bytes: v[1]}
+	}
+	if f := setPolicy(r.work, chain, policy, &count); f != nil {
+		return r.fail(otherErr("Can't set policy `%s' on `%s' line %d: %s", policy, chain, r.line, f.msg))
+	}
+	return nil
+}
+
+// commandLine handles a command line ("[p:b] -A CHAIN …").
+func (r *restorer) commandLine(chunk string) error {
+	argv := []string{r.prog, "-t", r.curtable}
+	pcnt, bcnt, rest, has, f := ruleCounters(chunk, r.line)
+	if f != nil {
+		return r.fail(f)
+	}
+	if r.opts.Counters && has {
+		argv = append(argv, "--set-counters", pcnt, bcnt)
+	}
+	words, f := tokenize(rest, len(argv))
+	if f != nil {
+		return r.fail(f)
+	}
+	cmd, f := parseArgv(r.fam, append(argv, words...), true, r.prog)
+	if f != nil {
+		return r.fail(f)
+	}
+	switch cmd.Kind {
+	case CmdHelp, CmdVersion:
+		return nil
+	}
+	out, f := cmd.apply(r.work)
+	if f != nil {
+		return r.fail(f)
+	}
+	if out != "" && r.opts.Output != nil {
+		if _, err := io.WriteString(r.opts.Output, out); err != nil {
+			return fmt.Errorf("write %s output: %w", r.prog, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,200 @@
+package iptables
+
+import "strings"
+
+// Splitting iptables-save lines into words as iptables-restore does
+// (xshared.c's add_param_to_argv and tokenize_rule_counters).
+
+// Limits of iptables-restore's line parser.
+const (
+	// maxParamLen is the size of add_param's buffer: a word may have at
+	// most maxParamLen-1 bytes.
+	maxParamLen = 1024
+	// maxArgc is MAX_ARGC: the argument vector (with the program name and
+	// the injected "-t TABLE") holds fewer than maxArgc words.
+	maxArgc = 255
+)
+
+// Tokenize splits one iptables-save rule line (without a "[p:b]" counter
+// prefix) into words the way iptables-restore does: words are separated by
+// spaces, tabs and newlines; a double quote starts a quoted part in which
+// spaces are kept and a backslash escapes the next character; the closing
+// quote ends the word (so `"a"b` is two words and `""` an empty word);
+// outside quotes backslashes and single quotes are ordinary characters.
+func Tokenize(line string) ([]string, error) {
+	words, f := tokenize(line, 0)
+	if f != nil {
+		return nil, f.render("iptables-restore", 0)
+	}
+	return words, nil
+}
+
+// tokenize implements Tokenize; prefix is the number of words already in
+// the argument vector (for the MAX_ARGC limit).
+func tokenize(line string, prefix int) ([]string, *failure) {
+	var words []string
+	var param strings.Builder
+	quoteOpen, escaped := false, false
+	add := func(c byte) *failure {
+		param.WriteByte(c)
+		if param.Len() >= maxParamLen {
+			return paramErr("Parameter too long!")
+		}
+		return nil
+	}
+	emit := func() *failure {
+		if prefix+len(words)+1 >= maxArgc {
+			return paramErr("Parser cannot handle more arguments")
+		}
+		words = append(words, param.String())
+		param.Reset()
+		return nil
+	}
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		if quoteOpen {
+			switch {
+			case escaped:
+				escaped = false
+				if f := add(c); f != nil {
+					return nil, f
+				}
+				continue
+			case c == '\\':
+				escaped = true
+				continue
+			case c == '"':
+				quoteOpen = false
+			default:
+				if f := add(c); f != nil {
+					return nil, f
+				}
+				continue
+			}
+		} else if c == '"' {
+			quoteOpen = true
+			continue
+		}
+		switch c {
+		case '"':
+		case ' ', '\t', '\n':
+			if param.Len() == 0 {
+				continue
+			}
+		default:
+			if f := add(c); f != nil {
+				return nil, f
+			}
+			continue
+		}
+		if f := emit(); f != nil {
+			return nil, f
+		}
+	}
+	if param.Len() > 0 {
+		if f := emit(); f != nil {
+			return nil, f
+		}
+	}
+	return words, nil
+}
+
+// cstr returns the C string at the start of b (up to the first NUL).
+func cstr(b []byte) string {
+	if i := indexByte(b, 0); i >= 0 {
+		return string(b[:i])
+	}
+	return string(b)
+}
+
+// indexByte is bytes.IndexByte.
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// strtok emulates C's strtok on buf: start is the position to scan from
+// (-1 continues after the previous token, kept in *save). It writes NULs
+// into buf and returns the token's start, or -1 when there is none.
+func strtok(buf []byte, start int, delim string, save *int) int {
+	if start < 0 {
+		start = *save
+	}
+	n := len(buf)
+	if start < n {
+		if i := indexByte(buf[start:], 0); i >= 0 {
+			n = start + i
+		}
+	}
+	for start < n && strings.IndexByte(delim, buf[start]) >= 0 {
+		start++
+	}
+	if start >= n {
+		*save = n
+		return -1
+	}
+	end := start
+	for end < n && strings.IndexByte(delim, buf[end]) < 0 {
+		end++
+	}
+	if end < n {
+		buf[end] = 0
+		*save = end + 1
+	} else {
+		*save = n
+	}
+	return start
+}
+
+// ruleCounters is tokenize_rule_counters: a line starting with "[" carries
+// "[packets:bytes]" before the command. It returns the counter words (ok
+// false when there is no prefix) and the rest of the line.
+func ruleCounters(line string, lineNo int) (pcnt, bcnt, rest string, ok bool, f *failure) {
+	if !strings.HasPrefix(line, "[") {
+		return "", "", line, false, nil
+	}
+	buf := []byte(line)
+	end := indexByte(buf, ']')
+	if end < 0 {
+		return "", "", "", false, paramErr("Bad line %d: need ]", lineNo)
+	}
+	var save int
+	p := strtok(buf, 1, ":", &save)
+	if p < 0 {
+		return "", "", "", false, paramErr("Bad line %d: need :", lineNo)
+	}
+	b := strtok(buf, -1, "]", &save)
+	if b < 0 {
+		return "", "", "", false, paramErr("Bad line %d: need ]", lineNo)
+	}
+	return cstr(buf[p:]), cstr(buf[b:]), cstr(buf[end+1:]), true, nil
+}
+
+// parseCounters is parse_counters: sscanf(s, "[%llu:%llu]") == 2.
+func parseCounters(s string) (c [2]uint64, ok bool) {
+	if !strings.HasPrefix(s, "[") {
+		return c, false
+	}
+	s = s[1:]
+	i := 0
+	for i < len(s) && isCSpace(s[i]) {
+		i++
+	}
+	v, n, _ := cStrtoul(s[i:], 10)
+	if n == 0 {
+		return c, false
+	}
+	s = s[i+n:]
+	if !strings.HasPrefix(s, ":") {
+		return c, false
+	}
+	w, ok := scanULL(s[1:])
+	if !ok {
+		return c, false
+	}
+	return [2]uint64{v, w}, true
+}

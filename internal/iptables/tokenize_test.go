@@ -1,0 +1,73 @@
+package iptables
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestTokenize checks iptables-restore's word splitting (behaviour of
+// iptables-restore 1.8.9).
+func TestTokenize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"-A INPUT -j ACCEPT\n", []string{"-A", "INPUT", "-j", "ACCEPT"}},
+		{"  -A\tINPUT   -j X ", []string{"-A", "INPUT", "-j", "X"}},
+		{`--comment "a b"`, []string{"--comment", "a b"}},
+		{`--comment ""`, []string{"--comment", ""}},
+		{`--comment x"a b"`, []string{"--comment", "xa b"}},
+		{`--comment "a"b`, []string{"--comment", "a", "b"}},
+		{`--comment "a\"b\\c\d"`, []string{"--comment", `a"b\cd`}},
+		{`--comment a\"b c"`, []string{"--comment", "a\\b c"}},
+		{`--comment a\ b`, []string{"--comment", `a\`, "b"}},
+		{`--comment 'single'`, []string{"--comment", "'single'"}},
+		{`--comment "unterminated`, []string{"--comment", "unterminated"}},
+		{"", nil},
+	}
+	for _, tt := range tests {
+		got, err := Tokenize(tt.in)
+		if err != nil {
+			t.Errorf("%q: %v", tt.in, err)
+			continue
+		}
+		if strings.Join(got, "|") != strings.Join(tt.want, "|") || len(got) != len(tt.want) {
+			t.Errorf("%q: got %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	if _, err := Tokenize(strings.Repeat("x", maxParamLen)); err == nil || !strings.Contains(err.Error(), "Parameter too long!") {
+		t.Errorf("long word: %v", err)
+	}
+	if _, err := Tokenize(strings.Repeat("x ", maxArgc)); err == nil || !strings.Contains(err.Error(), "Parser cannot handle more arguments") {
+		t.Errorf("many words: %v", err)
+	}
+}
+
+// TestRuleCounters checks the "[packets:bytes]" prefix of restore lines.
+func TestRuleCounters(t *testing.T) {
+	tests := []struct {
+		in               string
+		pcnt, bcnt, rest string
+		has              bool
+		err              string
+	}{
+		{"-A INPUT", "", "", "-A INPUT", false, ""},
+		{"[1:2] -A INPUT", "1", "2", " -A INPUT", true, ""},
+		{"[1:2]-A INPUT", "1", "2", "-A INPUT", true, ""},
+		{"[1:] -A INPUT", "1", " -A INPUT", " -A INPUT", true, ""},
+		{"[1 -A INPUT", "", "", "", false, "Bad line 7: need ]"},
+		{"[:2] -A INPUT", "", "", "", false, "Bad line 7: need ]"},
+	}
+	for _, tt := range tests {
+		p, b, rest, has, f := ruleCounters(tt.in, 7)
+		if tt.err != "" {
+			if f == nil || f.msg != tt.err {
+				t.Errorf("%q: got %v, want %q", tt.in, f, tt.err)
+			}
+			continue
+		}
+		if f != nil || p != tt.pcnt || b != tt.bcnt || rest != tt.rest || has != tt.has {
+			t.Errorf("%q: got %q %q %q %v %v", tt.in, p, b, rest, has, f)
+		}
+	}
+}

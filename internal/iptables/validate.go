@@ -1,0 +1,174 @@
+package iptables
+
+import (
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// The checks the kernel (x_tables, legacy backend) applies when iptables
+// commits a table: chain loops, jumps into built-in chains, matches used with
+// the wrong protocol, modules used in hooks they do not support. iptables
+// reports them only after parsing succeeded, as "iptables: Invalid argument.
+// Run `dmesg' for more information." (or "Too many levels of symbolic
+// links." for loops); iptables-restore reports "line N failed" for the
+// COMMIT line.
+
+// hookMask is a set of netfilter hooks, as the kernel's comefrom/hook_mask.
+type hookMask uint8
+
+// Hooks of the filter table.
+const (
+	hookLocalIn hookMask = 1 << iota
+	hookForward
+	hookLocalOut
+)
+
+// builtinHook returns the hook of a built-in filter chain.
+func builtinHook(chain string) (hookMask, bool) {
+	switch chain {
+	case ir.ChainInput:
+		return hookLocalIn, true
+	case ir.ChainForward:
+		return hookForward, true
+	case ir.ChainOutput:
+		return hookLocalOut, true
+	}
+	return 0, false
+}
+
+// macHooks are the hooks the mac match may be used from (PREROUTING,
+// INPUT and FORWARD; only the last two exist in the filter table).
+const macHooks = hookLocalIn | hookForward
+
+// Validate applies the kernel's checks to a whole ruleset, as committing it
+// with iptables-legacy would. The error is an *Error with iptables' message.
+func Validate(rs *ir.Ruleset) error {
+	if f := validate(rs); f != nil {
+		return f.render(ProgramName(rs.Family), 0)
+	}
+	return nil
+}
+
+// validate implements Validate.
+func validate(rs *ir.Ruleset) *failure {
+	hooks, f := chainHooks(rs)
+	if f != nil {
+		return f
+	}
+	for _, c := range OrderedChains(rs) {
+		for _, r := range c.Rules {
+			if f := checkEntry(rs.Family, r, hooks[c.Name]); f != nil {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// chainHooks walks the chain graph from the built-in chains, as the
+// kernel's mark_source_chains does: it finds loops and jumps to built-in or
+// missing chains, and returns for every chain the hooks it is reachable from.
+func chainHooks(rs *ir.Ruleset) (map[string]hookMask, *failure) {
+	hooks := map[string]hookMask{}
+	const (
+		unvisited = iota
+		onStack
+		done
+	)
+	for _, name := range ir.BuiltinChains {
+		h, _ := builtinHook(name)
+		c := rs.Chain(name)
+		if c == nil {
+			continue
+		}
+		state := map[string]int{}
+		var walk func(c *ir.Chain) *failure
+		walk = func(c *ir.Chain) *failure {
+			state[c.Name] = onStack
+			hooks[c.Name] |= h
+			for _, r := range c.Rules {
+				if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
+					continue
+				}
+				next := rs.Chain(r.Target.Chain)
+				switch {
+				case next == nil:
+					return iptcErr(errNoChain)
+				case next.Builtin:
+					return kernelEINVAL()
+				case state[next.Name] == onStack:
+					return kernelELOOP()
+				case state[next.Name] == unvisited:
+					if f := walk(next); f != nil {
+						return f
+					}
+				}
+			}
+			state[c.Name] = done
+			return nil
+		}
+		if f := walk(c); f != nil {
+			return nil, f
+		}
+	}
+	return hooks, nil
+}
+
+// needsProto checks the protocol a match module is restricted to
+// (xt_check_match): the rule must name it, not inverted.
+func needsProto(r *ir.Rule, proto uint8) bool {
+	return r.Proto.Num == proto && !r.Proto.Invert
+}
+
+// checkEntry applies the per-rule kernel checks for a rule in a chain
+// reachable from hooks.
+func checkEntry(fam ir.Family, r *ir.Rule, hooks hookMask) *failure {
+	for _, m := range r.Matches {
+		ok := true
+		switch m := m.(type) {
+		case *ir.TCPMatch:
+			ok = needsProto(r, protoTCP)
+		case *ir.UDPMatch:
+			ok = needsProto(r, protoUDP)
+		case *ir.ICMPMatch:
+			if m.V6 {
+				ok = fam == ir.IPv6 && needsProto(r, protoICMPv6)
+			} else {
+				ok = fam == ir.IPv4 && needsProto(r, protoICMP)
+			}
+		case *ir.MultiportMatch:
+			ok = multiportProtoName(r.Proto.Num) != "" && !r.Proto.Invert && multiportSlots(m) <= maxMultiPorts
+		case *ir.TTLMatch:
+			ok = m.HL == (fam == ir.IPv6)
+		case *ir.MACMatch:
+			ok = hooks&^macHooks == 0
+		}
+		if !ok {
+			return kernelEINVAL()
+		}
+	}
+	switch t := r.Target; t.Kind {
+	case ir.TargetReject:
+		if t.RejectWith == RejectTCPReset && !needsProto(r, protoTCP) {
+			return kernelEINVAL()
+		}
+	case ir.TargetLog:
+		const maxLevel = 7
+		if t.Log != nil && (t.Log.Level > maxLevel || len(t.Log.Prefix) >= logPrefixSize) {
+			return kernelEINVAL()
+		}
+	}
+	return nil
+}
+
+// multiportSlots counts the port slots a multiport match uses (a range
+// takes two).
+func multiportSlots(m *ir.MultiportMatch) int {
+	n := 0
+	for _, p := range m.Ports {
+		n++
+		if p.First != p.Last {
+			n++
+		}
+	}
+	return n
+}
