@@ -188,8 +188,8 @@ static __always_inline int xfw_small_cls##F(struct xfw_cls *st, __u32 f,        
 static __always_inline int xfw_addr_cls##F(struct xfw_cls *st, __u32 f, __u32 a,  \
 					    __u64 hi, __u64 lo)                    \
 {                                                                                  \
-	__u32 base = cfg.fam[FI].addr_base[a];                                     \
-	__u32 l = 0, h = cfg.fam[FI].addr_count[a] - 1, key;                       \
+	__u32 base = xfw_addrs.base[FI][a & 1];                                    \
+	__u32 l = 0, h = xfw_addrs.count[FI][a & 1] - 1, key;                      \
 	struct xfw_bound *b;                                                       \
                                                                                    \
 	for (int i = 0; i < XFW_BSEARCH_STEPS; i++) {                              \

@@ -184,8 +184,6 @@ struct xfw_family_cfg {
 	__u32 chain_end[XFW_NCHAINS];
 	__u32 policy_drop[XFW_NCHAINS]; /* 1 = DROP, 0 = ACCEPT */
 	__u32 small_base[XFW_NFIELDS];  /* offset in the family's small map */
-	__u32 addr_base[2];             /* offset of SRC/DST bounds */
-	__u32 addr_count[2];            /* number of SRC/DST bounds */
 	__u32 default_cls[XFW_NFIELDS]; /* class of hashed values not in map */
 	__u32 max_iters;                /* bpf_loop bound: nchunks + hops + 1 */
 	__u32 pad;
@@ -201,6 +199,14 @@ struct xfw_ifinfo {
 };
 
 #define XFW_IF_NOL2 0x01 /* no Ethernet header (loopback keeps one) */
+
+/* Where each family's SRC/DST interval bounds start and how many there
+ * are. Kept in writable data, not .rodata: with the counts as constants the
+ * verifier follows the binary search value by value and gives up. */
+struct xfw_addr_cfg {
+	__u32 base[2][2];  /* [family][0 SRC, 1 DST] */
+	__u32 count[2][2];
+};
 
 /* Whole-program configuration. */
 struct xfw_cfg {

@@ -34,6 +34,9 @@ const volatile struct xfw_cfg cfg = {};
  * jit_subprogs ("No program to jit"). Writable data keeps the path live. */
 volatile __u32 xfw_fam_on[2] SEC(".data") = { 0, 0 };
 
+/* Address-field bounds layout (see struct xfw_addr_cfg). */
+volatile struct xfw_addr_cfg xfw_addrs SEC(".data") = {};
+
 /* Set only to keep every state map referenced by the program, so the control
  * plane finds them from the attached program's map ids. Never true. */
 const volatile __u32 xfw_anchor = 0;

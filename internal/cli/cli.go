@@ -85,14 +85,14 @@ var frontEnds = map[string]command{
 	"ip6tables":         runIptables,
 }
 
-var commands map[string]command
+// commands are xfw's own commands; files of this package add theirs in an
+// init function (the map exists before any init runs).
+var commands = map[string]command{}
 
 func init() {
-	commands = map[string]command{
-		"stop":    runStop,
-		"log":     runLog,
-		"version": runVersion,
-	}
+	commands["stop"] = runStop
+	commands["log"] = runLog
+	commands["version"] = runVersion
 }
 
 func usage(w io.Writer) {

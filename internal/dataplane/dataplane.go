@@ -114,6 +114,7 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 	}
 
 	var cfg bpfCfg
+	var addrs bpfAddrCfg
 	fi := familyIndex(fam)
 	other := ir.IPv4
 	if fam == ir.IPv4 {
@@ -126,6 +127,11 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 			return err
 		}
 		cfg.Fam[1-fi] = old.Fam[1-fi]
+		oldAddrs, err := cur.addrConfig(spec)
+		if err != nil {
+			return err
+		}
+		addrs.Base[1-fi], addrs.Count[1-fi] = oldAddrs.Base[1-fi], oldAddrs.Count[1-fi]
 		keep := func(name string) {
 			m := cur.maps[name]
 			ms := spec.Maps[name]
@@ -167,6 +173,10 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 	}
 	if err := spec.Variables["cfg"].Set(cfg); err != nil {
 		return fmt.Errorf("set load-time configuration: %w", err)
+	}
+	addrs.Base[fi], addrs.Count[fi] = u.Gen.AddrBase, u.Gen.AddrCount
+	if err := spec.Variables["xfw_addrs"].Set(addrs); err != nil {
+		return fmt.Errorf("set address bounds layout: %w", err)
 	}
 	famOn := [2]uint32{cfg.Fam[0].Enabled, cfg.Fam[1].Enabled}
 	if err := spec.Variables["xfw_fam_on"].Set(famOn); err != nil {
@@ -220,10 +230,10 @@ func fillFamily(coll *ebpf.Collection, fam ir.Family, u *Update) error {
 	sfx := famSuffix(fam)
 	m := func(name string) *ebpf.Map { return coll.Maps[name+sfx] }
 
-	if err := putArray(m("xfw_small"), len(g.Small), func(i int) any { return g.Small[i] }); err != nil {
+	if err := putArray(m("xfw_small"), len(g.Small), func(i int) uint32 { return g.Small[i] }); err != nil {
 		return fmt.Errorf("fill small-field classes: %w", err)
 	}
-	if err := putArray(m("xfw_bounds"), len(g.Bounds), func(i int) any {
+	if err := putArray(m("xfw_bounds"), len(g.Bounds), func(i int) bpfBound {
 		b := g.Bounds[i]
 		return bpfBound{Hi: b.Value.Hi, Lo: b.Value.Lo, Cls: b.Class}
 	}); err != nil {
@@ -234,21 +244,21 @@ func fillFamily(coll *ebpf.Collection, fam ir.Family, u *Update) error {
 			return fmt.Errorf("fill hashed classes: %w", err)
 		}
 	}
-	if err := putArray(m("xfw_clsch"), len(g.ClassChunks), func(i int) any { return g.ClassChunks[i] }); err != nil {
+	if err := putArray(m("xfw_clsch"), len(g.ClassChunks), func(i int) uint32 { return g.ClassChunks[i] }); err != nil {
 		return fmt.Errorf("fill class chunks: %w", err)
 	}
-	if err := putArray(m("xfw_chunks"), len(g.Chunks), func(i int) any {
+	if err := putArray(m("xfw_chunks"), len(g.Chunks), func(i int) bpfChunk {
 		return bpfChunk{Summary: g.Chunks[i].Summary, Words: g.Chunks[i].Words}
 	}); err != nil {
 		return fmt.Errorf("fill chunks: %w", err)
 	}
-	if err := putArray(m("xfw_entries"), len(g.Entries), func(i int) any {
+	if err := putArray(m("xfw_entries"), len(g.Entries), func(i int) bpfEntry {
 		e := g.Entries[i]
 		return bpfEntry{Rule: e.Rule, Action: uint8(e.Action), Flags: e.Flags, Aux: e.Aux, Next: e.Next}
 	}); err != nil {
 		return fmt.Errorf("fill entries: %w", err)
 	}
-	if err := putArray(m("xfw_logcfg"), len(g.LogConfigs), func(i int) any {
+	if err := putArray(m("xfw_logcfg"), len(g.LogConfigs), func(i int) bpfLogCfg {
 		lc := g.LogConfigs[i]
 		var v bpfLogCfg
 		copy(v.Prefix[:compiler.LogPrefixLen-1], lc.Prefix)
@@ -258,7 +268,7 @@ func fillFamily(coll *ebpf.Collection, fam ir.Family, u *Update) error {
 		return fmt.Errorf("fill LOG options: %w", err)
 	}
 	pages := (len(u.Text) + statePage - 1) / statePage
-	if err := putArray(m("xfw_state"), pages, func(i int) any {
+	if err := putArray(m("xfw_state"), pages, func(i int) [statePage]byte {
 		var p [statePage]byte
 		copy(p[:], u.Text[i*statePage:])
 		return p
@@ -267,7 +277,7 @@ func fillFamily(coll *ebpf.Collection, fam ir.Family, u *Update) error {
 	}
 	// Counter bases of counters that start fresh (carried ones are written
 	// after the swap).
-	return putArray(m("xfw_cbase"), len(u.Counters), func(i int) any {
+	return putArray(m("xfw_cbase"), len(u.Counters), func(i int) bpfCounter {
 		c := u.Counters[i].Initial
 		if u.Counters[i].From >= 0 {
 			c = ir.Counters{}
@@ -279,34 +289,23 @@ func fillFamily(coll *ebpf.Collection, fam ir.Family, u *Update) error {
 // batchSize is how many array elements one BPF_MAP_UPDATE_BATCH carries.
 const batchSize = 8192
 
-// putArray writes n elements of an array map in batches.
-func putArray(m *ebpf.Map, n int, val func(i int) any) error {
+// putArray writes n elements of an array map, val(i) being element i, in
+// batches of one BPF_MAP_UPDATE_BATCH call each (a 100k-rule ruleset has
+// millions of class-chunk elements: one syscall each would take seconds).
+func putArray[T any](m *ebpf.Map, n int, val func(i int) T) error {
 	for start := 0; start < n; start += batchSize {
 		end := start + batchSize
 		if end > n {
 			end = n
 		}
 		keys := make([]uint32, end-start)
+		vals := make([]T, end-start)
 		for i := range keys {
 			keys[i] = uint32(start + i)
+			vals[i] = val(start + i)
 		}
-		vals := make([]any, 0, end-start)
-		for i := start; i < end; i++ {
-			vals = append(vals, val(i))
-		}
-		if err := putBatch(m, keys, vals); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// putBatch writes keys/values with one batch call when the value type
-// allows it, else one update per element.
-func putBatch(m *ebpf.Map, keys []uint32, vals []any) error {
-	for i, k := range keys {
-		if err := m.Put(k, vals[i]); err != nil {
-			return fmt.Errorf("map %s[%d]: %w", m.String(), k, err)
+		if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
+			return fmt.Errorf("map %s[%d:%d]: %w", m.String(), start, end, err)
 		}
 	}
 	return nil

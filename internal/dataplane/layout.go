@@ -58,8 +58,6 @@ type bpfFamilyCfg struct {
 	ChainEnd   [compiler.NumChains]uint32
 	PolicyDrop [compiler.NumChains]uint32
 	SmallBase  [compiler.NumFields]uint32
-	AddrBase   [2]uint32
-	AddrCount  [2]uint32
 	DefaultCls [compiler.NumFields]uint32
 	MaxIters   uint32
 	Pad        uint32
@@ -67,6 +65,12 @@ type bpfFamilyCfg struct {
 
 type bpfCfg struct {
 	Fam [2]bpfFamilyCfg
+}
+
+// bpfAddrCfg mirrors struct xfw_addr_cfg (writable .data).
+type bpfAddrCfg struct {
+	Base  [2][2]uint32
+	Count [2][2]uint32
 }
 
 // bpfLogEvent mirrors struct xfw_log_event.
@@ -103,8 +107,6 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 		ChainStart: g.ChainStart,
 		ChainEnd:   g.ChainEnd,
 		SmallBase:  g.SmallBase,
-		AddrBase:   g.AddrBase,
-		AddrCount:  g.AddrCount,
 		DefaultCls: g.DefaultClass,
 		MaxIters:   g.MaxIters,
 	}

@@ -75,14 +75,45 @@ func Current() (*state, error) {
 	return nil, nil
 }
 
-// rodata returns the running program's .rodata map.
-func (s *state) rodata() *ebpf.Map {
+// section returns the running program's map of a data section (".rodata",
+// ".data").
+func (s *state) section(suffix string) *ebpf.Map {
 	for name, m := range s.maps {
-		if strings.HasSuffix(name, ".rodata") {
+		if strings.HasSuffix(name, suffix) {
 			return m
 		}
 	}
 	return nil
+}
+
+// readVar decodes variable name of the running program's section into out.
+func (s *state) readVar(spec *ebpf.CollectionSpec, suffix, name string, out any) error {
+	m := s.section(suffix)
+	v := spec.Variables[name]
+	if m == nil || v == nil {
+		return fmt.Errorf("running xfw program has no %s variable %s", suffix, name)
+	}
+	buf := make([]byte, m.ValueSize())
+	if err := m.Lookup(uint32(0), &buf); err != nil {
+		return fmt.Errorf("read running %s: %w", name, err)
+	}
+	off := int(v.Offset)
+	if off+binary.Size(out) > len(buf) {
+		return fmt.Errorf("running xfw program has an unexpected layout of %s", name)
+	}
+	if err := binary.Read(bytes.NewReader(buf[off:]), binary.LittleEndian, out); err != nil {
+		return fmt.Errorf("decode running %s: %w", name, err)
+	}
+	return nil
+}
+
+// addrConfig reads the running address bounds layout.
+func (s *state) addrConfig(spec *ebpf.CollectionSpec) (*bpfAddrCfg, error) {
+	var a bpfAddrCfg
+	if err := s.readVar(spec, ".data", "xfw_addrs", &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
 }
 
 // config reads the running program's load-time configuration.
@@ -90,22 +121,9 @@ func (s *state) config(spec *ebpf.CollectionSpec) (*bpfCfg, error) {
 	if s.cfg != nil {
 		return s.cfg, nil
 	}
-	ro := s.rodata()
-	v := spec.Variables["cfg"]
-	if ro == nil || v == nil {
-		return nil, errors.New("running xfw program has no configuration section")
-	}
-	buf := make([]byte, ro.ValueSize())
-	if err := ro.Lookup(uint32(0), &buf); err != nil {
-		return nil, fmt.Errorf("read running configuration: %w", err)
-	}
-	off := int(v.Offset)
 	var cfg bpfCfg
-	if off+binary.Size(cfg) > len(buf) {
-		return nil, errors.New("running xfw program has an unexpected configuration layout")
-	}
-	if err := binary.Read(bytes.NewReader(buf[off:]), binary.LittleEndian, &cfg); err != nil {
-		return nil, fmt.Errorf("decode running configuration: %w", err)
+	if err := s.readVar(spec, ".rodata", "cfg", &cfg); err != nil {
+		return nil, err
 	}
 	s.cfg = &cfg
 	return &cfg, nil
@@ -129,21 +147,48 @@ func (s *state) readCounters(fam ir.Family) ([]ir.Counters, error) {
 	}
 	n := int(live.MaxEntries())
 	out := make([]ir.Counters, n)
-	var percpu []bpfCounter
-	for i := 0; i < n; i++ {
-		if err := live.Lookup(uint32(i), &percpu); err != nil {
-			return nil, fmt.Errorf("read counter %d: %w", i, err)
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, fmt.Errorf("count CPUs: %w", err)
+	}
+	keys := make([]uint32, batchSize)
+	percpu := make([]bpfCounter, batchSize*ncpu)
+	bases := make([]bpfCounter, batchSize)
+	for _, pass := range []struct {
+		m      *ebpf.Map
+		vals   any
+		perCPU int
+	}{{live, percpu, ncpu}, {base, bases, 1}} {
+		var cursor ebpf.MapBatchCursor
+		for done := 0; done < n; {
+			cnt, err := pass.m.BatchLookup(&cursor, keys, pass.vals, nil)
+			for i := 0; i < cnt; i++ {
+				k := int(keys[i])
+				if k >= n {
+					continue
+				}
+				for c := 0; c < pass.perCPU; c++ {
+					var v bpfCounter
+					if pass.perCPU > 1 {
+						v = percpu[i*ncpu+c]
+					} else {
+						v = bases[i]
+					}
+					out[k].Packets += v.Packets
+					out[k].Bytes += v.Bytes
+				}
+			}
+			done += cnt
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read counters: %w", err)
+			}
+			if cnt == 0 {
+				break
+			}
 		}
-		for _, c := range percpu {
-			out[i].Packets += c.Packets
-			out[i].Bytes += c.Bytes
-		}
-		var b bpfCounter
-		if err := base.Lookup(uint32(i), &b); err != nil {
-			return nil, fmt.Errorf("read counter base %d: %w", i, err)
-		}
-		out[i].Packets += b.Packets
-		out[i].Bytes += b.Bytes
 	}
 	return out, nil
 }
