@@ -124,7 +124,13 @@ func takeWait(args []string) (waitSpec, []string) {
 	return w, rest
 }
 
-// listChains renders -L. (Temporary: replaced by iptables.FormatList.)
+// listChains renders -L.
 func listChains(rs *ir.Ruleset, cmd *iptables.Command) (string, error) {
-	return "", &iptables.Error{Status: exitOther, Msg: "xfw: -L is being written; use -S or iptables-save -c"}
+	return iptables.FormatList(rs, cmd.Chain, iptables.ListOptions{
+		Verbose:     cmd.Verbose > 0,
+		Numeric:     cmd.Numeric,
+		Exact:       cmd.Exact,
+		LineNumbers: cmd.LineNumbers,
+		RuleNum:     cmd.RuleNum,
+	})
 }

@@ -72,7 +72,9 @@ func (fw firewall) try(topo *nettest.Topology, fam int, what, rules string, extr
 	}
 	f.Close()
 	argv := append(fw.cmd(fam, what), extra...)
-	argv = append(argv, f.Name())
+	// Wait for the lock (xfw's and the kernel's iptables'): other tests or
+	// tools may be running commands at the same time.
+	argv = append(argv, "-w", "10", f.Name())
 	return nettest.Exec(topo.FwNS, argv...)
 }
 
