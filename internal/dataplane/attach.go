@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xfw-dev/xfw/internal/compiler"
+	"github.com/xfw-dev/xfw/internal/ir"
 )
 
 // XDPMode selects how the ingress program is attached.
@@ -302,4 +303,62 @@ func fillLocal(m4, m6 *ebpf.Map) error {
 		}
 	}
 	return nil
+}
+
+// InterfaceStatus is what xfw has attached to one interface.
+type InterfaceStatus struct {
+	Name string
+	// XDPMode is "native", "generic", "offload" or "-" (none of xfw's).
+	XDPMode string
+	// TCX is true when xfw's egress program is attached.
+	TCX bool
+}
+
+// NamespaceStatus describes xfw in the current network namespace.
+type NamespaceStatus struct {
+	Loaded     bool
+	IPv4, IPv6 bool
+	Interfaces []InterfaceStatus
+}
+
+// Status reports what xfw has loaded and attached in this namespace.
+func Status() (*NamespaceStatus, error) {
+	st := &NamespaceStatus{}
+	cur, err := Current()
+	if err != nil {
+		return nil, err
+	}
+	if cur == nil {
+		return st, nil
+	}
+	defer cur.Close()
+	st.Loaded = true
+	st.IPv4, st.IPv6 = cur.hasFamily(ir.IPv4), cur.hasFamily(ir.IPv6)
+	ifaces, err := listInterfaces()
+	if err != nil {
+		return nil, err
+	}
+	for _, ifc := range ifaces {
+		is := InterfaceStatus{Name: ifc.Name, XDPMode: "-"}
+		if x := ifc.link.Attrs().Xdp; x != nil && x.Attached && x.ProgId != 0 {
+			if prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId)); err == nil {
+				if info, err := prog.Info(); err == nil && info.Name == xdpProgName {
+					switch x.AttachMode {
+					case nl.XDP_ATTACHED_DRV:
+						is.XDPMode = "native"
+					case nl.XDP_ATTACHED_SKB:
+						is.XDPMode = "generic"
+					case nl.XDP_ATTACHED_HW:
+						is.XDPMode = "offload"
+					}
+				}
+				prog.Close()
+			}
+		}
+		if id, err := ourTC(ifc); err == nil && id != 0 {
+			is.TCX = true
+		}
+		st.Interfaces = append(st.Interfaces, is)
+	}
+	return st, nil
 }

@@ -1,0 +1,39 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/xfw-dev/xfw/internal/dataplane"
+)
+
+func init() { commands["status"] = runStatus }
+
+// runStatus prints, per interface of the namespace, what xfw has attached,
+// and which families hold a ruleset.
+func runStatus(name string, args []string, env Env) int {
+	if len(args) > 0 {
+		fmt.Fprintln(env.Stderr, "usage: xfw status")
+		return exitParameter
+	}
+	st, err := dataplane.Status()
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "xfw status: %v\n", err)
+		return exitOther
+	}
+	if !st.Loaded {
+		fmt.Fprintln(env.Stdout, "xfw is not loaded in this network namespace")
+		return exitOK
+	}
+	fmt.Fprintf(env.Stdout, "rulesets: ipv4 %s, ipv6 %s\n", onOff(st.IPv4), onOff(st.IPv6))
+	for _, i := range st.Interfaces {
+		fmt.Fprintf(env.Stdout, "  %-16s XDP %-8s TCX egress %s\n", i.Name, i.XDPMode, onOff(i.TCX))
+	}
+	return exitOK
+}
+
+func onOff(b bool) string {
+	if b {
+		return "loaded"
+	}
+	return "none"
+}
