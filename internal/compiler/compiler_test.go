@@ -1,0 +1,196 @@
+package compiler
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+func iv(lo, hi uint64) Interval { return Interval{U64(lo), U64(hi)} }
+
+func TestSetOperations(t *testing.T) {
+	tests := []struct {
+		name string
+		got  *Set
+		want []Interval
+	}{
+		{"merge overlapping", NewSet(iv(1, 5), iv(3, 9)), []Interval{iv(1, 9)}},
+		{"merge adjacent", NewSet(iv(1, 5), iv(6, 9)), []Interval{iv(1, 9)}},
+		{"keep apart", NewSet(iv(7, 9), iv(1, 5)), []Interval{iv(1, 5), iv(7, 9)}},
+		{"intersect", Intersect(NewSet(iv(1, 10), iv(20, 30)), NewSet(iv(5, 25))), []Interval{iv(5, 10), iv(20, 25)}},
+		{"intersect nil is identity", Intersect(nil, NewSet(iv(2, 3))), []Interval{iv(2, 3)}},
+		{"complement middle", Complement(NewSet(iv(3, 5)), U64(0), U64(10)), []Interval{iv(0, 2), iv(6, 10)}},
+		{"complement edges", Complement(NewSet(iv(0, 2), iv(8, 10)), U64(0), U64(10)), []Interval{iv(3, 7)}},
+		{"complement of all", Complement(NewSet(iv(0, 10)), U64(0), U64(10)), nil},
+		{"complement at the top of 128 bits", Complement(NewSet(Interval{U64(0), U128{^uint64(0), ^uint64(0) - 1}}), U64(0), maxU128), []Interval{{maxU128, maxU128}}},
+		{"union with nil is everything", Union(nil, NewSet(iv(1, 2))), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []Interval
+			if tt.got != nil {
+				got = tt.got.Ivs
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Fatalf("got %v, want %v", got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestMaskSet(t *testing.T) {
+	tests := []struct {
+		addr, mask string
+		in, out    []string
+		intervals  int
+	}{
+		{"10.0.0.0", "255.0.0.0", []string{"10.0.0.0", "10.255.255.255"}, []string{"9.255.255.255", "11.0.0.0"}, 1},
+		{"10.0.0.1", "255.255.255.255", []string{"10.0.0.1"}, []string{"10.0.0.0", "10.0.0.2"}, 1},
+		{"10.0.3.0", "255.0.255.0", []string{"10.0.3.0", "10.77.3.255"}, []string{"10.0.4.0", "11.0.3.0"}, 256},
+		{"fd00::", "ffff::", []string{"fd00::1", "fd00:ffff::"}, []string{"fd01::"}, 1},
+	}
+	for _, tt := range tests {
+		a, m := netip.MustParseAddr(tt.addr), netip.MustParseAddr(tt.mask)
+		fam := ir.IPv4
+		if a.Is6() {
+			fam = ir.IPv6
+		}
+		s, err := maskSet(fam, a, m)
+		if err != nil {
+			t.Fatalf("%s/%s: %v", tt.addr, tt.mask, err)
+		}
+		if len(s.Ivs) != tt.intervals {
+			t.Errorf("%s/%s: %d intervals, want %d", tt.addr, tt.mask, len(s.Ivs), tt.intervals)
+		}
+		for _, x := range tt.in {
+			if !s.Contains(AddrU128(netip.MustParseAddr(x))) {
+				t.Errorf("%s/%s should contain %s", tt.addr, tt.mask, x)
+			}
+		}
+		for _, x := range tt.out {
+			if s.Contains(AddrU128(netip.MustParseAddr(x))) {
+				t.Errorf("%s/%s should not contain %s", tt.addr, tt.mask, x)
+			}
+		}
+	}
+	// A mask with more than 16 free bits above its lowest set bit is
+	// refused with a message.
+	if _, err := maskSet(ir.IPv4, netip.MustParseAddr("0.0.0.1"), netip.MustParseAddr("0.0.0.1")); err == nil || !strings.Contains(err.Error(), "non-contiguous") {
+		t.Errorf("mask 0.0.0.1: %v", err)
+	}
+}
+
+// TestFlattenActions checks the entry list of user chains: a jump counts
+// and continues, RETURN continues after the block, a goto's fall-through
+// returns from the caller, and conditions are inherited.
+func TestFlattenActions(t *testing.T) {
+	rs := ir.NewRuleset(ir.IPv4)
+	sub := &ir.Chain{Name: "sub"}
+	deep := &ir.Chain{Name: "deep"}
+	rs.Chains = append(rs.Chains, sub, deep)
+	tcp := ir.ProtoMatch{Set: true, Num: 6}
+	in := rs.Chain("INPUT")
+	in.Rules = []*ir.Rule{
+		{Proto: tcp, Target: ir.Target{Kind: ir.TargetJump, Chain: "sub"}}, // 0
+		{Target: ir.Target{Kind: ir.TargetAccept}},                         // after the block
+	}
+	sub.Rules = []*ir.Rule{
+		{Target: ir.Target{Kind: ir.TargetGoto, Chain: "deep"}},
+		{Target: ir.Target{Kind: ir.TargetDrop}},
+	}
+	deep.Rules = []*ir.Rule{{Target: ir.Target{Kind: ir.TargetReturn}}}
+	g, err := Compile(rs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// INPUT: [0] jump sub, [1] goto deep, [2] deep RETURN → end of sub's
+	// caller block, [3] goto fall-through → same, [4] DROP, [5] ACCEPT.
+	want := []struct {
+		act  Action
+		next uint32
+	}{{ActContinue, 1}, {ActContinue, 2}, {ActContinue, 5}, {ActContinue, 5}, {ActDrop, 0}, {ActAccept, 0}}
+	if got := g.ChainEnd[ChainInput] - g.ChainStart[ChainInput]; int(got) != len(want) {
+		t.Fatalf("%d INPUT entries, want %d", got, len(want))
+	}
+	for i, w := range want {
+		e := g.Entries[i]
+		if e.Action != w.act || (w.act == ActContinue && e.Next != w.next) {
+			t.Errorf("entry %d: action %d next %d, want %d next %d", i, e.Action, e.Next, w.act, w.next)
+		}
+		// Every entry inside the jump inherits -p tcp.
+		if i >= 1 && i <= 4 && !e.Cond[FieldProto].Contains(U64(6)) || i >= 1 && i <= 4 && e.Cond[FieldProto].Contains(U64(17)) {
+			t.Errorf("entry %d does not inherit the jump's condition", i)
+		}
+	}
+	// Counters: the goto fall-through entry belongs to no rule.
+	if g.Entries[3].Rule != NoRule {
+		t.Errorf("synthetic entry counts rule %d", g.Entries[3].Rule)
+	}
+}
+
+// TestFlattenLimits checks that rulesets the data plane cannot hold are
+// refused with a message naming the limit.
+func TestFlattenLimits(t *testing.T) {
+	// A chain of 1,100 rules reached from 1,000 jumps flattens to 1.1M
+	// entries: more than the data plane's 1,048,576.
+	rs := ir.NewRuleset(ir.IPv4)
+	big := &ir.Chain{Name: "big"}
+	rs.Chains = append(rs.Chains, big)
+	for i := 0; i < 1100; i++ {
+		big.Rules = append(big.Rules, &ir.Rule{Proto: ir.ProtoMatch{Set: true, Num: uint8(i % 250)}, Target: ir.Target{Kind: ir.TargetAccept}})
+	}
+	in := rs.Chain("INPUT")
+	for i := 0; i < 1000; i++ {
+		in.Rules = append(in.Rules, &ir.Rule{Target: ir.Target{Kind: ir.TargetJump, Chain: "big"}})
+	}
+	_, err := Compile(rs, Options{})
+	if err == nil || !strings.Contains(err.Error(), "ruleset too large") || !strings.Contains(err.Error(), "1048576") {
+		t.Errorf("got %v, want a 'ruleset too large' error naming the 1048576-entry limit", err)
+	}
+	// A jump loop is refused.
+	loop := ir.NewRuleset(ir.IPv4)
+	a, b := &ir.Chain{Name: "a"}, &ir.Chain{Name: "b"}
+	loop.Chains = append(loop.Chains, a, b)
+	a.Rules = []*ir.Rule{{Target: ir.Target{Kind: ir.TargetJump, Chain: "b"}}}
+	b.Rules = []*ir.Rule{{Target: ir.Target{Kind: ir.TargetJump, Chain: "a"}}}
+	loop.Chain("FORWARD").Rules = []*ir.Rule{{Target: ir.Target{Kind: ir.TargetJump, Chain: "a"}}}
+	if _, err := Compile(loop, Options{}); err == nil || !strings.Contains(err.Error(), "loop") {
+		t.Errorf("jump loop: %v", err)
+	}
+}
+
+// TestMapChoice checks the lookup structure chosen per field.
+func TestMapChoice(t *testing.T) {
+	for f, want := range map[Field]FieldKind{
+		FieldSrc: KindAddr, FieldDst: KindAddr, FieldIIF: KindHash, FieldOIF: KindHash, FieldMAC: KindHash,
+		FieldProto: KindSmall, FieldSport: KindSmall, FieldDport: KindSmall, FieldICMP: KindSmall,
+		FieldTCPFlags: KindSmall, FieldFrag: KindSmall, FieldLen: KindSmall, FieldTTL: KindSmall,
+	} {
+		if got := f.Kind(); got != want {
+			t.Errorf("%s: kind %d, want %d", f, got, want)
+		}
+	}
+	// Unused fields are not active: a ruleset on ports only has no
+	// address tables at all.
+	rs := ir.NewRuleset(ir.IPv4)
+	rs.Chain("INPUT").Rules = []*ir.Rule{{Proto: ir.ProtoMatch{Set: true, Num: 17},
+		Matches: []ir.Match{&ir.UDPMatch{DstPort: ir.PortMatch{Set: true, Range: ir.PortRange{First: 53, Last: 53}}}},
+		Target:  ir.Target{Kind: ir.TargetAccept}}}
+	g, err := Compile(rs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Active&(1<<FieldSrc) != 0 || g.Active&(1<<FieldDst) != 0 || len(g.Bounds) != 0 {
+		t.Errorf("address fields active for a port-only ruleset: %#x", g.Active)
+	}
+	if g.Active&(1<<FieldProto) == 0 || g.Active&(1<<FieldDport) == 0 {
+		t.Errorf("proto/dport not active: %#x", g.Active)
+	}
+}
