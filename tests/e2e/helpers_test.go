@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/xfw-dev/xfw/internal/nettest"
@@ -159,3 +160,7 @@ func peerXDP(t *testing.T, bin string, tp *nettest.Topology) {
 		}
 	}
 }
+
+// lockFile and unlockFile hold xfw's lock file like a running command does.
+func lockFile(f *os.File) error   { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }
+func unlockFile(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }

@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/xfw-dev/xfw/internal/nettest"
+)
+
+// TestConcurrentCommandsLoseNothing runs 40 `iptables -w -A` commands at
+// once (xfw's lock serialises them, as the xtables lock does) and requires
+// every rule to be there afterwards.
+func TestConcurrentCommandsLoseNothing(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t)
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fw.restore(t, tp, 4, "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n")
+	const n = 40
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			res, err := nettest.Exec(tp.FwNS, bin, "iptables", "-w", "-A", "INPUT", "-p", "tcp", "--dport", fmt.Sprint(10000+i), "-j", "ACCEPT")
+			if err != nil || res.ExitCode != 0 {
+				errs <- fmt.Sprintf("command %d: %v %s", i, err, res.Stderr)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	save := fw.save(t, tp, 4)
+	for i := 0; i < n; i++ {
+		if !strings.Contains(save, fmt.Sprintf("--dport %d -j ACCEPT", 10000+i)) {
+			t.Errorf("rule for port %d lost", 10000+i)
+		}
+	}
+	// Without -w a command fails at once while the lock is held, with
+	// iptables' message and exit status 4.
+	lockf, err := os.OpenFile("/run/xfw.lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lockf.Close()
+	if err := lockFile(lockf); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := nettest.Exec(tp.FwNS, bin, "iptables", "-A", "INPUT", "-j", "ACCEPT")
+	unlockFile(lockf)
+	if res == nil || res.ExitCode != 4 || !strings.Contains(res.Stderr, "xtables lock") {
+		t.Errorf("command while the lock is held: %+v", res)
+	}
+}
+
+// TestCommandsKeepCounters checks that appending, inserting and deleting
+// rules keeps the counters of the rules the command did not touch, and that
+// -Z zeroes them.
+func TestCommandsKeepCounters(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t, nettest.WithStaticNeighbors())
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fw.restore(t, tp, 4, "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A FORWARD -p udp -m udp --dport 7400 -j ACCEPT\nCOMMIT\n")
+	srv := nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(tp.Sink.IPv4, 7400))
+	for i := 0; i < 3; i++ {
+		nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(tp.Sink.IPv4, 7400), []byte("x"))
+	}
+	if got := srv.Wait(3, arrivalWait); len(got) != 3 {
+		t.Fatalf("%d of 3 datagrams arrived", len(got))
+	}
+	key := "FORWARD -p udp -m udp --dport 7400 -j ACCEPT"
+	run := func(args ...string) {
+		t.Helper()
+		res, err := nettest.Exec(tp.FwNS, append([]string{bin, "iptables", "-w"}, args...)...)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("iptables %v: %v %s", args, err, res.Stderr)
+		}
+	}
+	run("-A", "FORWARD", "-p", "tcp", "-j", "ACCEPT")
+	run("-I", "FORWARD", "1", "-p", "icmp", "-j", "ACCEPT")
+	run("-D", "FORWARD", "-p", "tcp", "-j", "ACCEPT")
+	run("-N", "extra")
+	if c := counters(t, fw.save(t, tp, 4))[key]; c.packets != 3 {
+		t.Errorf("after -A/-I/-D/-N the untouched rule has %d packets, want 3", c.packets)
+	}
+	run("-Z", "FORWARD")
+	if c := counters(t, fw.save(t, tp, 4))[key]; c.packets != 0 {
+		t.Errorf("after -Z the rule has %d packets, want 0", c.packets)
+	}
+	nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(tp.Sink.IPv4, 7400), []byte("x"))
+	srv.Wait(4, arrivalWait)
+	if c := counters(t, fw.save(t, tp, 4))[key]; c.packets != 1 {
+		t.Errorf("after -Z and one packet the rule has %d packets, want 1", c.packets)
+	}
+}
+
+// TestMultiCall runs the binary under the names iptables, iptables-save and
+// iptables-restore (symbolic links), as a drop-in in PATH would.
+func TestMultiCall(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	dir := t.TempDir()
+	for _, name := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
+		if err := os.Symlink(bin, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tp := nettest.New(t)
+	t.Cleanup(func() { firewall{kind: "xfw", bin: bin}.stop(t, tp) })
+	run := func(name string, args ...string) *nettest.Result {
+		t.Helper()
+		res, err := nettest.Exec(tp.FwNS, append([]string{filepath.Join(dir, name)}, args...)...)
+		if res == nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := run("iptables", "-A", "INPUT", "-s", "192.0.2.1", "-j", "DROP"); res.ExitCode != 0 {
+		t.Fatalf("iptables -A: %s", res.Stderr)
+	}
+	if res := run("ip6tables", "-A", "INPUT", "-s", "2001:db8::1", "-j", "DROP"); res.ExitCode != 0 {
+		t.Fatalf("ip6tables -A: %s", res.Stderr)
+	}
+	if res := run("iptables-save"); !strings.Contains(res.Stdout, "-A INPUT -s 192.0.2.1/32 -j DROP") {
+		t.Errorf("iptables-save:\n%s", res.Stdout)
+	}
+	if res := run("ip6tables-save"); !strings.Contains(res.Stdout, "-A INPUT -s 2001:db8::1/128 -j DROP") {
+		t.Errorf("ip6tables-save:\n%s", res.Stdout)
+	}
+	if res := run("iptables", "-S", "INPUT"); res.Stdout != "-P INPUT ACCEPT\n-A INPUT -s 192.0.2.1/32 -j DROP\n" {
+		t.Errorf("iptables -S INPUT: %q", res.Stdout)
+	}
+	// An unknown chain: iptables' message and exit status 1.
+	if res := run("iptables", "-D", "nochain", "1"); res.ExitCode != 1 || !strings.Contains(res.Stderr, "No chain/target/match by that name") {
+		t.Errorf("iptables -D nochain 1: %d %q", res.ExitCode, res.Stderr)
+	}
+	// Another table: refused, not ignored.
+	if res := run("iptables", "-t", "nat", "-A", "POSTROUTING", "-j", "MASQUERADE"); res.ExitCode == 0 {
+		t.Errorf("iptables -t nat accepted")
+	}
+}
