@@ -151,3 +151,27 @@ func TestMultiCall(t *testing.T) {
 		t.Errorf("iptables -t nat accepted")
 	}
 }
+
+// TestSyncAttachesNewInterfaces adds an interface after the ruleset was
+// loaded: `xfw sync` attaches the programs to it and resolves -i names
+// against it.
+func TestSyncAttachesNewInterfaces(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t)
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fw.restore(t, tp, 4, "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A INPUT -i late+ -j DROP\nCOMMIT\n")
+	nettest.MustExec(t, tp.FwNS, "ip", "link", "add", "late0", "type", "veth", "peer", "name", "late1")
+	status := func() string { return nettest.MustExec(t, tp.FwNS, bin, "status") }
+	if s := status(); !strings.Contains(s, "late0            XDP -") {
+		t.Fatalf("new interface already attached before sync?\n%s", s)
+	}
+	nettest.MustExec(t, tp.FwNS, bin, "sync")
+	s := status()
+	for _, name := range []string{"late0", "late1"} {
+		if !strings.Contains(s, name) || strings.Contains(s, name+"            XDP -") || !strings.Contains(s, "TCX egress loaded") {
+			t.Errorf("%s not attached after sync:\n%s", name, s)
+		}
+	}
+}
