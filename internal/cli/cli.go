@@ -216,6 +216,16 @@ func runRestore(name string, args []string, env Env) int {
 	if err != nil {
 		return report(env, name, err)
 	}
+	// --test compiles what each COMMIT would produce too: what the data
+	// plane cannot enforce is an error now, not at the real load.
+	var testErr error
+	if opts.Test {
+		opts.Tested = func(rs *ir.Ruleset) {
+			if testErr == nil {
+				testErr = testCompile(rs)
+			}
+		}
+	}
 	// Restore flushes the base itself unless --noflush; the base carries
 	// the built-in chains' policies and counters either way.
 	rs, err := iptables.Restore(fam, in, old.Clone(), opts)
@@ -223,10 +233,8 @@ func runRestore(name string, args []string, env Env) int {
 		return report(env, name, err)
 	}
 	if opts.Test {
-		// Compile too: what the data plane cannot enforce is an error
-		// now, not at the real load.
-		if err := testCompile(rs); err != nil {
-			return report(env, name, err)
+		if testErr != nil {
+			return report(env, name, testErr)
 		}
 		return exitOK
 	}

@@ -52,10 +52,10 @@ func TestLoadSmoke(t *testing.T) {
 		rs := ir.NewRuleset(ir.IPv4)
 		in := rs.Chain("INPUT")
 		in.Rules = append(in.Rules, &ir.Rule{
-			Src:    ir.AddrMatch{Set: true, Addr: netip.MustParseAddr("10.0.0.0"), Mask: netip.MustParseAddr("255.0.0.0")},
-			Proto:  ir.ProtoMatch{Set: true, Num: 6},
+			Src:     ir.AddrMatch{Set: true, Addr: netip.MustParseAddr("10.0.0.0"), Mask: netip.MustParseAddr("255.0.0.0")},
+			Proto:   ir.ProtoMatch{Set: true, Num: 6},
 			Matches: []ir.Match{&ir.TCPMatch{DstPort: ir.PortMatch{Set: true, Range: ir.PortRange{First: 22, Last: 22}}}},
-			Target: ir.Target{Kind: ir.TargetDrop},
+			Target:  ir.Target{Kind: ir.TargetDrop},
 		})
 		ifs, err := CompilerInterfaces()
 		if err != nil {

@@ -27,6 +27,10 @@ type RestoreOptions struct {
 	Table string
 	// Test is --test: parse and execute, but commit nothing.
 	Test bool
+	// Tested, when set with Test, receives the ruleset each COMMIT would
+	// have produced (after the kernel's checks), so a caller can check it
+	// further (xfw compiles it) without applying it.
+	Tested func(*ir.Ruleset)
 	// Output receives what commands print (-S lines in the input); nil
 	// discards it.
 	Output io.Writer
@@ -70,9 +74,11 @@ type restorer struct {
 	opts      RestoreOptions
 	prog      string
 	committed *ir.Ruleset
-	work      *ir.Ruleset
-	curtable  string
-	line      int
+	// tested is what --test would have committed.
+	tested   *ir.Ruleset
+	work     *ir.Ruleset
+	curtable string
+	line     int
 }
 
 // readChunk reads like fgets with iptables-restore's buffer: up to and
@@ -147,6 +153,11 @@ func (r *restorer) handle(chunk string) (ok, skip bool, err error) {
 				return false, false, r.fail(f)
 			}
 			r.committed = r.work
+		} else if r.opts.Tested != nil {
+			if f := validate(r.work); f != nil {
+				return false, false, r.fail(f)
+			}
+			r.opts.Tested(r.work)
 		}
 		r.work = nil
 		return true, false, nil

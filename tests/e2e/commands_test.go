@@ -175,3 +175,45 @@ func TestSyncAttachesNewInterfaces(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreOptions checks --counters, --noflush and --test through the
+// whole path (front end, compiler, data plane).
+func TestRestoreOptions(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t)
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	base := "*filter\n:INPUT ACCEPT [7:700]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n[5:500] -A INPUT -p tcp -m tcp --dport 22 -j ACCEPT\nCOMMIT\n"
+	fw.restore(t, tp, 4, base, "--counters")
+	c := counters(t, fw.save(t, tp, 4))
+	if got := c["INPUT -p tcp -m tcp --dport 22 -j ACCEPT"]; got != (counter{5, 500}) {
+		t.Errorf("--counters: rule counters %v, want 5:500", got)
+	}
+	if got := c[":INPUT"]; got.packets < 7 {
+		t.Errorf("--counters: policy counters %v, want at least 7:700", got)
+	}
+	// --noflush appends to the running ruleset and keeps its counters.
+	fw.restore(t, tp, 4, "*filter\n-A INPUT -p udp -m udp --dport 53 -j ACCEPT\nCOMMIT\n", "--noflush")
+	c = counters(t, fw.save(t, tp, 4))
+	if got := c["INPUT -p tcp -m tcp --dport 22 -j ACCEPT"]; got != (counter{5, 500}) {
+		t.Errorf("--noflush: kept rule's counters %v, want 5:500", got)
+	}
+	if _, ok := c["INPUT -p udp -m udp --dport 53 -j ACCEPT"]; !ok {
+		t.Errorf("--noflush: appended rule missing")
+	}
+	// --test checks and changes nothing; a bad ruleset fails.
+	before := stripComments(fw.save(t, tp, 4))
+	fw.restore(t, tp, 4, "*filter\n-A INPUT -j DROP\nCOMMIT\n", "--test")
+	if after := stripComments(fw.save(t, tp, 4)); after != before {
+		t.Errorf("--test changed the ruleset:\n%s", after)
+	}
+	if res, _ := fw.try(tp, 4, "-restore", "*filter\n-A INPUT -p tcp --tcp-option 2 -j DROP\nCOMMIT\n", "--test"); res == nil || res.ExitCode == 0 {
+		t.Errorf("--test accepted a rule xfw cannot enforce (--tcp-option): %+v", res)
+	}
+	// Without flags the table is replaced and counters start from zero.
+	fw.restore(t, tp, 4, base)
+	if got := counters(t, fw.save(t, tp, 4))["INPUT -p tcp -m tcp --dport 22 -j ACCEPT"]; got != (counter{}) {
+		t.Errorf("plain restore: counters %v, want 0:0", got)
+	}
+}
