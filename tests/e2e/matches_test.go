@@ -135,7 +135,7 @@ func matchCases() []matchCase {
 		{name: "not src host", fam: 4, rule: "! -s %GEN4%.10/32",
 			match: []probe{p("from .11", udp4(11, 1000, 53, nettest.IPv4{}))}, nomatch: []probe{p("from .10", udp4(10, 1000, 53, nettest.IPv4{}))}},
 		{name: "src netmask non-contiguous", fam: 4, rule: "-s %GEN4%.3/255.255.255.131",
-			match: []probe{p("from .7 (bits 0,1 set)", udp4(7, 1, 2, nettest.IPv4{})), p("from .3", udp4(3, 1, 2, nettest.IPv4{}))},
+			match:   []probe{p("from .7 (bits 0,1 set)", udp4(7, 1, 2, nettest.IPv4{})), p("from .3", udp4(3, 1, 2, nettest.IPv4{}))},
 			nomatch: []probe{p("from .131", udp4(131, 1, 2, nettest.IPv4{})), p("from .2", udp4(2, 1, 2, nettest.IPv4{}))}},
 		{name: "dst prefix", fam: 4, rule: "-d %SINK4%.0/24",
 			match: []probe{p("to sink", udp4(10, 1, 2, nettest.IPv4{}))}},
