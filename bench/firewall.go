@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// loadTimeout bounds loading one ruleset (a million rules included); a
+// firewall that takes longer is reported as "did not load".
+const loadTimeout = 300 * time.Second
+
+// firewall is one implementation under test, driven through its own
+// command-line tools inside a namespace.
+type firewall struct {
+	// Name is how results name it.
+	Name string
+	// load replaces the namespace's ruleset with rs.
+	load func(ctx context.Context, ns string, rs *ruleset) error
+	// appendRule appends r to chain of the loaded ruleset (one command).
+	appendRule func(ctx context.Context, ns, chain string, r rule) error
+	// reset removes everything the firewall loaded into the namespace.
+	reset func(ctx context.Context, ns string) error
+}
+
+// Names of the firewalls.
+const (
+	fwNone      = "none"
+	fwXFW       = "xfw"
+	fwLegacy    = "iptables-legacy"
+	fwIptNFT    = "iptables-nft"
+	fwNFT       = "nftables"
+	fwIpset     = "ipset"
+	fwNFTSet    = "nft-set"
+	refFirewall = fwIptNFT // the reference of every ratio
+)
+
+// firewalls returns the implementations by name; xfwBin is xfw's binary.
+func firewalls(xfwBin string) map[string]*firewall {
+	restoreWith := func(cmd ...string) func(context.Context, string, *ruleset) error {
+		return func(ctx context.Context, ns string, rs *ruleset) error {
+			_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.iptablesRestore(false)), cmd...)
+			return err
+		}
+	}
+	appendWith := func(cmd ...string) func(context.Context, string, string, rule) error {
+		return func(ctx context.Context, ns, chain string, r rule) error {
+			argv := append(append(append([]string(nil), cmd...), "-A", chain), r.iptablesArgs()...)
+			_, err := runIn(ctx, 0, ns, nil, argv...)
+			return err
+		}
+	}
+	empty := &ruleset{Chain: "FORWARD", Policy: "ACCEPT"}
+	resetWith := func(cmd ...string) func(context.Context, string) error {
+		return func(ctx context.Context, ns string) error {
+			_, err := runIn(ctx, 0, ns, strings.NewReader(empty.iptablesRestore(false)), cmd...)
+			return err
+		}
+	}
+	nftLoad := func(ctx context.Context, ns string, rs *ruleset) error {
+		_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.nftScript()), "nft", "-f", "/dev/stdin")
+		return err
+	}
+	nftReset := func(ctx context.Context, ns string) error {
+		return mustIn(ctx, ns, "nft", "flush", "ruleset")
+	}
+	fws := map[string]*firewall{
+		fwNone: {
+			Name:  fwNone,
+			load:  func(context.Context, string, *ruleset) error { return nil },
+			reset: func(context.Context, string) error { return nil },
+		},
+		fwXFW: {
+			Name: fwXFW,
+			// xfw has no conntrack yet: DDoS rules lose their state match.
+			load: func(ctx context.Context, ns string, rs *ruleset) error {
+				_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.stateless().iptablesRestore(false)),
+					xfwBin, "iptables-restore", "-w")
+				return err
+			},
+			appendRule: appendWith(xfwBin, "iptables", "-w"),
+			reset: func(ctx context.Context, ns string) error {
+				return mustIn(ctx, ns, xfwBin, "stop")
+			},
+		},
+		fwLegacy: {
+			Name:       fwLegacy,
+			load:       restoreWith("iptables-legacy-restore", "-w"),
+			appendRule: appendWith("iptables-legacy", "-w"),
+			reset:      resetWith("iptables-legacy-restore", "-w"),
+		},
+		fwIptNFT: {
+			Name:       fwIptNFT,
+			load:       restoreWith("iptables-nft-restore", "-w"),
+			appendRule: appendWith("iptables-nft", "-w"),
+			reset:      nftReset,
+		},
+		fwNFT: {
+			Name: fwNFT,
+			load: nftLoad,
+			appendRule: func(ctx context.Context, ns, chain string, r rule) error {
+				return mustIn(ctx, ns, "nft", "add", "rule", "ip", nftTable, nftChainName(chain), r.nftExpr())
+			},
+			reset: nftReset,
+		},
+		fwIpset: {
+			Name: fwIpset,
+			load: func(ctx context.Context, ns string, rs *ruleset) error {
+				// Drop the rule using the set before replacing the set.
+				if err := nftReset(ctx, ns); err != nil {
+					return err
+				}
+				_ = mustIn(ctx, ns, "ipset", "destroy", ipsetName)
+				if _, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.ipsetRestore()), "ipset", "restore"); err != nil {
+					return err
+				}
+				_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.iptablesRestore(true)), "iptables-nft-restore", "-w")
+				return err
+			},
+			reset: func(ctx context.Context, ns string) error {
+				if err := nftReset(ctx, ns); err != nil {
+					return err
+				}
+				_ = mustIn(ctx, ns, "ipset", "destroy", ipsetName)
+				return nil
+			},
+		},
+		fwNFTSet: {Name: fwNFTSet, load: nftLoad, reset: nftReset},
+	}
+	return fws
+}
+
+// loadTimed loads rs and returns how long it took.
+func (f *firewall) loadTimed(ctx context.Context, ns string, rs *ruleset) (time.Duration, error) {
+	start := time.Now()
+	if err := f.load(ctx, ns, rs); err != nil {
+		return time.Since(start), fmt.Errorf("%s: load %d rules: %w", f.Name, len(rs.Rules)+len(rs.SetDrop), err)
+	}
+	return time.Since(start), nil
+}

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""plot.py — draw the benchmark plots from results/bench.json.
+
+Usage: plot.py RESULTS_DIR
+
+Writes forward.png, input.png, sets.png, ddos.png, progrun.png and
+update.png next to bench.json (only those whose section the report has).
+Error bars span the minimum and maximum of the repetitions; the markers are
+medians. Needs matplotlib (Debian: python3-matplotlib, installed by
+bench/run.sh).
+"""
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display
+import matplotlib.pyplot as plt  # noqa: E402
+
+# One colour and marker per firewall, the same in every plot.
+STYLE = {
+    "xfw": ("tab:red", "o"),
+    "iptables-legacy": ("tab:blue", "s"),
+    "iptables-nft": ("tab:green", "^"),
+    "nftables": ("tab:purple", "D"),
+    "ipset": ("tab:orange", "v"),
+    "nft-set": ("tab:brown", "P"),
+}
+DPI = 110
+SIZE = (11, 4.2)
+
+
+def series(section, fw, key):
+    """Return xs, medians, lower and upper error lengths of fw's points."""
+    xs, med, lo, hi = [], [], [], []
+    for p in section["series"]:
+        if p["firewall"] != fw or p.get("error") or not p[key]["n"]:
+            continue
+        s = p[key]
+        xs.append(p["x"])
+        med.append(s["median"])
+        lo.append(s["median"] - s["min"])
+        hi.append(s["max"] - s["median"])
+    return xs, med, lo, hi
+
+
+def throughput_plot(section, path, xlabel, ylabel, machine, ns_panel=True, ylog=True):
+    """Rate (and fw CPU per packet) against x, log axes."""
+    ncols = 2 if ns_panel else 1
+    fig, axes = plt.subplots(1, ncols, figsize=SIZE if ns_panel else (6.5, 4.2), squeeze=False)
+    panels = [("pps", ylabel)]
+    if ns_panel:
+        panels.append(("ns_per_pkt", "fw CPU time per delivered packet (ns)"))
+    for ax, (key, label) in zip(axes[0], panels):
+        for fw in section["firewalls"]:
+            xs, med, lo, hi = series(section, fw, key)
+            if not xs:
+                continue
+            colour, marker = STYLE.get(fw, ("black", "x"))
+            ax.errorbar(xs, med, yerr=[lo, hi], label=fw, color=colour, marker=marker, capsize=3, linewidth=1.5)
+        ax.set_xscale("symlog", linthresh=max(1, min([x for x in section["xs"] if x > 0] or [1])))
+        if ylog or key != "pps":
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"{section['title']}\n{machine}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+def progrun_plot(sec, path, machine):
+    """xfw_xdp ns per packet against rules, per case."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for case, colour in (("first", "tab:green"), ("last", "tab:red"), ("none", "tab:blue")):
+        xs, med, lo, hi = [], [], [], []
+        for row in sec["rows"]:
+            for c in row.get("cases") or []:
+                if c["name"] == case:
+                    xs.append(row["rules"])
+                    med.append(c["ns"]["median"])
+                    lo.append(c["ns"]["median"] - c["ns"]["min"])
+                    hi.append(c["ns"]["max"] - c["ns"]["median"])
+        ax.errorbar(xs, med, yerr=[lo, hi], label=f"xfw, {case} rule matches" if case != "none" else "xfw, no rule matches",
+                    color=colour, marker="o", capsize=3)
+    ax.plot([2048], [13700], marker="*", markersize=12, linestyle="none", color="black",
+            label="bpfilter 13.7 µs at 2,048 rules (issue #5)")
+    ax.set_xscale("symlog", linthresh=50)
+    ax.set_yscale("log")
+    ax.set_xlabel("5-tuple rules")
+    ax.set_ylabel("ns per packet (BPF_PROG_TEST_RUN)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"xfw_xdp per-packet cost\n{machine}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+def update_plot(sec, path, machine):
+    """Append and restore latency against ruleset size."""
+    fig, axes = plt.subplots(1, 2, figsize=SIZE)
+    for ax, key, title in ((axes[0], "append", "append rule n+1"), (axes[1], "restore", "restore n rules")):
+        fws = []
+        for p in sec[key]:
+            if p["firewall"] not in fws:
+                fws.append(p["firewall"])
+        for fw in fws:
+            pts = [p for p in sec[key] if p["firewall"] == fw and p["seconds"]["n"] and not p.get("error")]
+            if not pts:
+                continue
+            xs = [p["n"] for p in pts]
+            med = [p["seconds"]["median"] for p in pts]
+            lo = [p["seconds"]["median"] - p["seconds"]["min"] for p in pts]
+            hi = [p["seconds"]["max"] - p["seconds"]["median"] for p in pts]
+            colour, marker = STYLE.get(fw, ("black", "x"))
+            ax.errorbar(xs, med, yerr=[lo, hi], label=fw, color=colour, marker=marker, capsize=3)
+        ax.set_xscale("symlog", linthresh=100)
+        ax.set_yscale("log")
+        ax.set_xlabel("rules in the chain (n)")
+        ax.set_ylabel("seconds (wall time of the command)")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"Rule update latency\n{machine}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    with open(os.path.join(out, "bench.json")) as f:
+        rep = json.load(f)
+    m = rep.get("machine", {})
+    machine = f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, kernel {m.get('kernel', '?')}"
+    if rep.get("forward"):
+        throughput_plot(rep["forward"], os.path.join(out, "forward.png"), "5-tuple rules (FORWARD)", "packets/s delivered", machine)
+    if rep.get("input"):
+        throughput_plot(rep["input"], os.path.join(out, "input.png"), "5-tuple rules (INPUT)", "packets/s delivered", machine)
+    if rep.get("sets"):
+        throughput_plot(rep["sets"], os.path.join(out, "sets.png"), "blocked source addresses", "packets/s delivered", machine)
+    if rep.get("ddos"):
+        throughput_plot(rep["ddos"], os.path.join(out, "ddos.png"), "attack rate (frames/s offered)",
+                        "legitimate transactions/s", machine, ns_panel=False, ylog=False)
+    if rep.get("progrun"):
+        progrun_plot(rep["progrun"], os.path.join(out, "progrun.png"), machine)
+    if rep.get("update"):
+        update_plot(rep["update"], os.path.join(out, "update.png"), machine)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,447 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+
+	"github.com/xfw-dev/xfw/internal/compiler"
+	"github.com/xfw-dev/xfw/internal/dataplane"
+	"github.com/xfw-dev/xfw/internal/iptables"
+	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/nettest"
+)
+
+// progRunSizes are the rule counts of the per-packet cost section (2,048:
+// bpfilter's published point).
+var progRunSizes = []int{0, 50, 100, 500, 1000, 2048, 5000, 10000, 50000, 100000}
+
+// progRunTarget is the wall time one BPF_PROG_TEST_RUN call should take:
+// long enough to average out timer noise, short enough for 5 repetitions
+// of 3 cases at 10 sizes.
+const progRunTarget = 150 * time.Millisecond
+
+// bpfilterReference is the published figure the issue compares with.
+const bpfilterReference = "bpfilter's published figure, as quoted in issue #5: 13.7 µs per packet at 2,048 rules"
+
+// lbvsCost is the work of one classification, counted by a user-space
+// replica of the BPF search: an instruction-count proxy, not a measurement.
+type lbvsCost struct {
+	// Steps is the number of bpf_loop callback runs (one per word
+	// examined or chunk skipped, plus the final one).
+	Steps int `json:"steps"`
+	// Lookups is the number of BPF map lookups: field classes (binary
+	// search probes included), class→chunk ids and chunks, the entry.
+	Lookups int `json:"lookups"`
+	// Probes is the number of binary-search probes over address bounds.
+	Probes int `json:"probes"`
+}
+
+// progRunCase is one packet's cost at one ruleset size.
+type progRunCase struct {
+	Name   string   `json:"name"` // "first", "last", "none"
+	Ns     stats    `json:"ns"`
+	Retval uint32   `json:"retval"`
+	Proxy  lbvsCost `json:"proxy"`
+}
+
+// progRunRow is one ruleset size.
+type progRunRow struct {
+	Rules int           `json:"rules"`
+	Cases []progRunCase `json:"cases"`
+	// Program sizes as the kernel reports them.
+	XlatedInsns   int `json:"xlated_insns"`
+	JitedBytes    int `json:"jited_bytes"`
+	VerifiedInsns int `json:"verified_insns"`
+	// Load phases in the dataplane package (in-process, no CLI).
+	ParseSeconds   float64 `json:"parse_seconds"`
+	CompileSeconds float64 `json:"compile_seconds"`
+	ApplySeconds   float64 `json:"apply_seconds"`
+	Generation     string  `json:"generation"`
+	Error          string  `json:"error,omitempty"`
+}
+
+// progRunSection is the data plane's per-packet cost.
+type progRunSection struct {
+	Rows      []progRunRow `json:"rows"`
+	Reference string       `json:"reference"`
+	Notes     []string     `json:"notes"`
+}
+
+// runProgRun loads each ruleset with dataplane.Apply into a fresh fw
+// namespace and times xfw_xdp with BPF_PROG_TEST_RUN on frames hitting the
+// first rule, the last rule and no rule (FORWARD, ingress_ifindex of fw's
+// real ingress interface, so the FIB lookup routes them to sink).
+func runProgRun(ctx context.Context, o *options) (*progRunSection, error) {
+	t, err := newTopology(ctx, "progrun")
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	sec := &progRunSection{
+		Reference: bpfilterReference,
+		Notes: []string{
+			"ns/packet: the kernel's mean duration of one run of xfw_xdp (BPF_PROG_TEST_RUN, repeat ≥ 1,000, on CPU 1), median of 5 calls; the context's ingress_ifindex is fw's ingress veth, so the FIB lookup and chain selection run as for real traffic (FORWARD, 64-byte UDP).",
+			"first/last: the frame matches the first/last of n 5-tuple ACCEPT rules; none: it matches no rule (policy DROP).",
+			"steps/lookups: instruction proxy, counted by a user-space replica of the BPF search over the compiled generation (cross-checked against compiler.Generation.Classify): bpf_loop steps and BPF map lookups of the classification. perf has no hardware counters on this VM.",
+		},
+	}
+	for _, n := range progRunSizes {
+		flows := fiveTupleFlows(max(n, 1), false)
+		rs := fiveTupleRuleset("FORWARD", flows[:n])
+		row := progRunRow{Rules: n}
+		cases := []struct {
+			name string
+			f    flow
+		}{
+			{"first", flows[0]},
+			{"last", flows[max(n, 1)-1]},
+			{"none", flow{Src: netip.MustParseAddr("10.99.0.1"), Dst: fwdNet.Addr().Next(), Sport: 1, Dport: 1}},
+		}
+		err := nettest.InNamespace(t.FwNS, func() error {
+			gen, err := applyInProcess(rs, &row)
+			if err != nil {
+				return err
+			}
+			prog, err := attachedXDP(t.FwIn)
+			if err != nil {
+				return err
+			}
+			defer prog.Close()
+			if info, err := prog.Info(); err == nil {
+				if sz, err := info.TranslatedSize(); err == nil {
+					const insnSize = 8 // bytes per BPF instruction
+					row.XlatedInsns = sz / insnSize
+				}
+				if sz, err := info.JitedSize(); err == nil {
+					row.JitedBytes = int(sz)
+				}
+				if v, ok := info.VerifiedInstructions(); ok {
+					row.VerifiedInsns = int(v)
+				}
+			}
+			if err := pinSelf(fwCPU); err != nil {
+				return err
+			}
+			for _, c := range cases {
+				frame := udpFrame(t, c.f.Src, c.f.Dst, c.f.Sport, c.f.Dport)
+				pc, err := timeFrame(prog, frame, o.reps)
+				if err != nil {
+					return fmt.Errorf("%s rule: %w", c.name, err)
+				}
+				pc.Name = c.name
+				p := compilerPacket(c.f, frameLen-14)
+				cost, entry := lbvsCostOf(gen, p, compiler.ChainForward)
+				if want := gen.Classify(p, compiler.ChainForward).Entry; want != entry {
+					return fmt.Errorf("cost replica disagrees with Classify: entry %d, want %d", entry, want)
+				}
+				pc.Proxy = cost
+				row.Cases = append(row.Cases, pc)
+			}
+			return nil
+		})
+		if err != nil {
+			row.Error = err.Error()
+		}
+		sec.Rows = append(sec.Rows, row)
+		var parts []string
+		for _, c := range row.Cases {
+			parts = append(parts, fmt.Sprintf("%s %.0f ns (%d steps)", c.Name, c.Ns.Median, c.Proxy.Steps))
+		}
+		progress("progrun: %6s rules: %s %s", humanCount(n), strings.Join(parts, ", "), row.Error)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return sec, nil
+}
+
+// applyInProcess parses, compiles and loads rs with the dataplane package in
+// the calling thread's namespace, timing each phase.
+func applyInProcess(rs *ruleset, row *progRunRow) (*compiler.Generation, error) {
+	start := time.Now()
+	irs, err := iptables.Restore(ir.IPv4, strings.NewReader(rs.iptablesRestore(false)), nil, iptables.RestoreOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("parse ruleset: %w", err)
+	}
+	irs.Chains = iptables.OrderedChains(irs)
+	row.ParseSeconds = time.Since(start).Seconds()
+	ifaces, err := dataplane.CompilerInterfaces()
+	if err != nil {
+		return nil, err
+	}
+	start = time.Now()
+	gen, err := compiler.Compile(irs, compiler.Options{Interfaces: ifaces})
+	if err != nil {
+		return nil, fmt.Errorf("compile: %w", err)
+	}
+	row.CompileSeconds = time.Since(start).Seconds()
+	row.Generation = gen.String()
+	counters := make([]dataplane.CounterSource, gen.NumCounters())
+	for i := range counters {
+		counters[i].From = -1
+	}
+	u := &dataplane.Update{Gen: gen, Text: []byte(iptables.Save(irs, false)), Counters: counters}
+	start = time.Now()
+	if err := dataplane.Apply(ir.IPv4, u, dataplane.AttachOptions{Mode: dataplane.XDPAuto}); err != nil {
+		return nil, fmt.Errorf("apply: %w", err)
+	}
+	row.ApplySeconds = time.Since(start).Seconds()
+	return gen, nil
+}
+
+// attachedXDP opens the XDP program attached to ifname.
+func attachedXDP(ifname string) (*ebpf.Program, error) {
+	l, err := netlink.LinkByName(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("find %s: %w", ifname, err)
+	}
+	x := l.Attrs().Xdp
+	if x == nil || !x.Attached || x.ProgId == 0 {
+		return nil, fmt.Errorf("no XDP program on %s", ifname)
+	}
+	prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId))
+	if err != nil {
+		return nil, fmt.Errorf("open XDP program %d: %w", x.ProgId, err)
+	}
+	return prog, nil
+}
+
+// timeFrame runs prog on frame reps times (each a calibrated repeat count)
+// and returns the per-run durations.
+func timeFrame(prog *ebpf.Program, frame []byte, reps int) (progRunCase, error) {
+	md := &xdpMD{DataEnd: uint32(len(frame)), IngressIfindex: fwInIfindex}
+	const calibrate = 1000 // runs of the calibration call
+	run := func(repeat uint32) (uint32, uint32, error) {
+		for {
+			ret, ns, err := progRun(prog, frame, md, repeat, 0, 0)
+			if errors.Is(err, errInterrupted) {
+				continue
+			}
+			return ret, ns, err
+		}
+	}
+	ret, ns, err := run(calibrate)
+	if err != nil {
+		return progRunCase{}, err
+	}
+	repeat := uint32(calibrate)
+	if ns > 0 {
+		repeat = max(uint32(progRunTarget.Nanoseconds()/int64(ns)), calibrate)
+	}
+	var xs []float64
+	for i := 0; i < reps; i++ {
+		r, ns, err := run(repeat)
+		if err != nil {
+			return progRunCase{}, err
+		}
+		ret = r
+		xs = append(xs, float64(ns))
+	}
+	return progRunCase{Ns: summarize(xs), Retval: ret}, nil
+}
+
+// compilerPacket returns the compiler's view of a UDP packet of flow f as
+// the parser sees it on FORWARD (TTL already decremented).
+func compilerPacket(f flow, l3len int) *compiler.Packet {
+	const forwardedTTL = 63 // 64, decremented before FORWARD
+	return &compiler.Packet{
+		Src: compiler.AddrU128(f.Src), Dst: compiler.AddrU128(f.Dst), Proto: 17,
+		Sport: uint32(f.Sport), Dport: uint32(f.Dport),
+		TCPFlags: compiler.FlagsNone, ICMP: compiler.ValNone,
+		Len: uint32(l3len), TTL: forwardedTTL, IIF: fwInIfindex, OIF: fwOutIfindex,
+	}
+}
+
+// fieldValue returns p's value of field f (as compiler.Packet's).
+func fieldValue(p *compiler.Packet, f compiler.Field) compiler.U128 {
+	switch f {
+	case compiler.FieldSrc:
+		return p.Src
+	case compiler.FieldDst:
+		return p.Dst
+	case compiler.FieldProto:
+		return compiler.U64(uint64(p.Proto))
+	case compiler.FieldSport:
+		return compiler.U64(uint64(p.Sport))
+	case compiler.FieldDport:
+		return compiler.U64(uint64(p.Dport))
+	case compiler.FieldTCPFlags:
+		return compiler.U64(uint64(p.TCPFlags))
+	case compiler.FieldICMP:
+		return compiler.U64(uint64(p.ICMP))
+	case compiler.FieldIIF:
+		return compiler.U64(uint64(p.IIF))
+	case compiler.FieldOIF:
+		return compiler.U64(uint64(p.OIF))
+	case compiler.FieldFrag:
+		return compiler.U64(uint64(p.Frag))
+	case compiler.FieldLen:
+		return compiler.U64(uint64(p.Len))
+	case compiler.FieldTTL:
+		return compiler.U64(uint64(p.TTL))
+	case compiler.FieldMAC:
+		return compiler.U64(p.MAC)
+	}
+	return compiler.U128{}
+}
+
+// lbvsCostOf replays Generation.Classify (and bpf/classify.h's
+// xfw_resolve / xfw_step) for a packet without hotdrop defects, counting
+// the work; it returns the cost and the terminal entry (-1: policy).
+func lbvsCostOf(g *compiler.Generation, p *compiler.Packet, chain int) (lbvsCost, int) {
+	var c lbvsCost
+	var cls [compiler.NumFields]uint32
+	active := func(f compiler.Field) bool { return g.Active&(1<<uint(f)) != 0 }
+	for f := compiler.Field(0); f < compiler.NumFields; f++ {
+		if !active(f) {
+			continue
+		}
+		v := fieldValue(p, f)
+		switch f.Kind() {
+		case compiler.KindSmall:
+			c.Lookups++
+			if v.Hi != 0 || v.Lo >= uint64(f.SmallDomain()) {
+				return c, -1
+			}
+			cls[f] = g.Small[int(g.SmallBase[f])+int(v.Lo)]
+		case compiler.KindAddr:
+			a := 0
+			if f == compiler.FieldDst {
+				a = 1
+			}
+			bounds := g.Bounds[g.AddrBase[a] : g.AddrBase[a]+g.AddrCount[a]]
+			lo, hi := 0, len(bounds)-1
+			for lo < hi {
+				c.Probes++
+				c.Lookups++
+				mid := lo + (hi-lo+1)/2
+				if !v.Less(bounds[mid].Value) {
+					lo = mid
+				} else {
+					hi = mid - 1
+				}
+			}
+			c.Lookups++
+			cls[f] = bounds[lo].Class
+		default:
+			c.Lookups++
+			var ok bool
+			if cls[f], ok = g.Hash[compiler.HashKey{Field: uint32(f), Value: v.Lo}]; !ok {
+				cls[f] = g.DefaultClass[f]
+			}
+		}
+		if cls[f] == 0 {
+			return c, -1
+		}
+	}
+	chunkOf := func(f compiler.Field, k uint32) *compiler.Chunk {
+		c.Lookups += 2 // class→chunk id, then the chunk
+		id := g.ClassChunks[cls[f]*g.NumChunks+k]
+		if id == 0 {
+			return nil
+		}
+		return &g.Chunks[id]
+	}
+	pos, end := g.ChainStart[chain], g.ChainEnd[chain]
+	cached := ^uint32(0)
+	var summary uint64
+	for steps := uint32(0); steps < g.MaxIters; steps++ {
+		c.Steps++
+		if pos >= end {
+			return c, -1
+		}
+		k := pos / compiler.ChunkBits
+		if k != cached {
+			summary = ^uint64(0)
+			for f := compiler.Field(0); f < compiler.NumFields; f++ {
+				if !active(f) {
+					continue
+				}
+				ch := chunkOf(f, k)
+				if ch == nil {
+					summary = 0
+					break
+				}
+				summary &= ch.Summary
+			}
+			cached = k
+		}
+		j := (pos % compiler.ChunkBits) / 64
+		summ := summary & (^uint64(0) << j)
+		if summ == 0 {
+			pos = (k + 1) * compiler.ChunkBits
+			continue
+		}
+		if tz := uint32(trailingZeros(summ)); tz != j {
+			pos = k*compiler.ChunkBits + tz*64
+			continue
+		}
+		w := ^uint64(0) << (pos % 64)
+		for f := compiler.Field(0); f < compiler.NumFields; f++ {
+			if !active(f) {
+				continue
+			}
+			ch := chunkOf(f, k)
+			if ch == nil {
+				w = 0
+				break
+			}
+			w &= ch.Words[j]
+		}
+		if w == 0 {
+			pos = k*compiler.ChunkBits + (j+1)*64
+			continue
+		}
+		e := k*compiler.ChunkBits + j*64 + uint32(trailingZeros(w))
+		if e >= end {
+			return c, -1
+		}
+		c.Lookups++ // the entry
+		ent := &g.Entries[e]
+		if ent.Action != compiler.ActContinue {
+			return c, int(e)
+		}
+		pos = ent.Next
+	}
+	return c, -1
+}
+
+// trailingZeros counts the trailing zero bits of a non-zero word.
+func trailingZeros(x uint64) int {
+	n := 0
+	for x&1 == 0 && n < 64 {
+		x >>= 1
+		n++
+	}
+	return n
+}
+
+// writeProgRun renders the per-packet cost section.
+func writeProgRun(b *strings.Builder, p *progRunSection, plot string) {
+	b.WriteString("## Data-plane cost per packet (BPF_PROG_TEST_RUN)\n\n")
+	for _, n := range p.Notes {
+		fmt.Fprintf(b, "- %s\n", n)
+	}
+	fmt.Fprintf(b, "\nReference: %s.\n\n![per-packet cost](%s)\n\n", p.Reference, plot)
+	b.WriteString("| rules | first rule: ns (min–max) | steps / lookups | last rule: ns | steps / lookups | no rule: ns | steps / lookups | xlated insns | verified insns | parse / compile / apply (s) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range p.Rows {
+		fmt.Fprintf(b, "| %s |", humanCount(r.Rules))
+		if r.Error != "" {
+			fmt.Fprintf(b, " error: %s |||||||||\n", r.Error)
+			continue
+		}
+		for _, c := range r.Cases {
+			fmt.Fprintf(b, " %.0f (%.0f–%.0f) | %d / %d |", c.Ns.Median, c.Ns.Min, c.Ns.Max, c.Proxy.Steps, c.Proxy.Lookups)
+		}
+		fmt.Fprintf(b, " %d | %d | %.2f / %.2f / %.2f |\n", r.XlatedInsns, r.VerifiedInsns, r.ParseSeconds, r.CompileSeconds, r.ApplySeconds)
+	}
+	b.WriteString("\n")
+}
