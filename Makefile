@@ -6,7 +6,7 @@ BPF_CFLAGS := -O2 -g -Wall -Werror -target bpf -I/usr/include/$(shell uname -m)-
 BPF_SRC := $(wildcard bpf/*.c bpf/*.h)
 BPF_OBJ := internal/dataplane/bpf/xfw.o
 
-.PHONY: all build test unit demo deps clean bench
+.PHONY: all build test unit demo deps clean bench bench-quick
 
 all: build
 
@@ -36,3 +36,24 @@ demo: deps
 
 clean:
 	rm -rf bin $(BPF_OBJ)
+
+# Benchmark suite (issue #5; as root): every section, results/ and the
+# README's Benchmarks section (some tens of minutes) or the headline ratios
+# only (under a minute). See bench/run.sh.
+bench: deps
+	$(MAKE) build
+	./bench/run.sh full
+
+bench-quick: deps
+	$(MAKE) build
+	./bench/run.sh quick
+
+# The differential oracle, a long campaign: random rulesets (COUNT per
+# family, from SEED) through the kernel's iptables-legacy and through xfw.
+# (`make test` runs a bounded one: tests/difftest.)
+SEED ?= 1
+COUNT ?= 100
+PACKETS ?= 2000
+.PHONY: difftest
+difftest: build
+	./bin/xfw difftest --seed $(SEED) --rulesets $(COUNT) --packets $(PACKETS)

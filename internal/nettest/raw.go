@@ -25,6 +25,8 @@ const (
 	captureBufSize = 1 << 17
 	// auxBufSize is room for one PACKET_AUXDATA control message.
 	auxBufSize = 64
+	// streamRcvBuf is the socket buffer of a StartCaptureFunc capture.
+	streamRcvBuf = 8 << 20
 )
 
 // htons converts a 16-bit value to network byte order for AF_PACKET.
@@ -94,7 +96,9 @@ type Capture struct {
 	// NS and Ifname say where the capture listens.
 	NS, Ifname string
 
-	filter  func(Captured) bool
+	filter func(Captured) bool
+	// fn, when set, receives the frames instead of rec (StartCaptureFunc).
+	fn      func(Captured)
 	file    *os.File
 	rec     recorder[Captured]
 	done    chan struct{}
@@ -121,7 +125,13 @@ func StartCapture(t testing.TB, ns, ifname string, filter func(Captured) bool) *
 // StartCaptureFor is StartCapture for at most d, without a test: the caller
 // must call Stop.
 func StartCaptureFor(ns, ifname string, d time.Duration, filter func(Captured) bool) (*Capture, error) {
-	c := &Capture{NS: ns, Ifname: ifname, filter: filter, done: make(chan struct{})}
+	return startCapture(ns, ifname, d, filter, nil)
+}
+
+// startCapture opens and starts a capture; frames go to fn when it is set,
+// else they are recorded.
+func startCapture(ns, ifname string, d time.Duration, filter func(Captured) bool, fn func(Captured)) (*Capture, error) {
+	c := &Capture{NS: ns, Ifname: ifname, filter: filter, fn: fn, done: make(chan struct{})}
 	c.rec.init(maxCapturedFrames)
 	var fd int
 	err := InNamespace(ns, func() error {
@@ -145,6 +155,14 @@ func StartCaptureFor(ns, ifname string, d time.Duration, filter func(Captured) b
 		if err := unix.SetNonblock(fd, true); err != nil {
 			closeFD(fd)
 			return fmt.Errorf("set non-blocking: %w", err)
+		}
+		if fn != nil {
+			// Long streaming captures see bursts: room for thousands of
+			// frames while fn catches up (best effort: the limit is
+			// net.core.rmem_max without CAP_NET_ADMIN).
+			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, streamRcvBuf); err != nil {
+				_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, streamRcvBuf)
+			}
 		}
 		return nil
 	})
@@ -197,7 +215,11 @@ func (c *Capture) loop() {
 			got.Outgoing = ll.Pkttype == unix.PACKET_OUTGOING
 		}
 		if c.filter == nil || c.filter(got) {
-			c.rec.add(got)
+			if c.fn != nil {
+				c.fn(got)
+			} else {
+				c.rec.add(got)
+			}
 		}
 	}
 }
@@ -239,6 +261,26 @@ func (c *Capture) setErr(err error) {
 	if c.err == nil {
 		c.err = err
 	}
+}
+
+// Dropped returns how many frames the capture's socket dropped (its buffer
+// was full) since the previous call (PACKET_STATISTICS).
+func (c *Capture) Dropped() (int, error) {
+	rc, err := c.file.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("capture on %s in %s: %w", c.Ifname, c.NS, err)
+	}
+	var st *unix.TpacketStats
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		st, serr = unix.GetsockoptTpacketStats(int(fd), unix.SOL_PACKET, unix.PACKET_STATISTICS)
+	}); err != nil {
+		return 0, fmt.Errorf("capture on %s in %s: %w", c.Ifname, c.NS, err)
+	}
+	if serr != nil {
+		return 0, fmt.Errorf("capture on %s in %s: PACKET_STATISTICS: %w", c.Ifname, c.NS, serr)
+	}
+	return int(st.Drops), nil
 }
 
 // Err returns the read error that ended the capture early, if any.

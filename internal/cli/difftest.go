@@ -1,0 +1,267 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/xfw-dev/xfw/internal/difftest"
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// Exit statuses of xfw difftest besides exitOK and exitParameter.
+const (
+	exitDifferent = 1 // the firewalls disagreed
+	exitNoRun     = 3 // the comparison could not run (tools, root, errors)
+)
+
+func init() {
+	commands["difftest"] = runDifftest
+}
+
+// difftestUsage is xfw difftest's help.
+const difftestUsage = `usage: xfw difftest [--family 4|6] [--seed N] [--packets N] [--rulesets N]
+                    [--corpus FILE] [--save-corpus FILE] [--repro-dir DIR]
+                    [--no-shrink] [RULESET-FILE]
+
+Compares xfw with the kernel's iptables-legacy: builds two identical
+namespace topologies (gen - fw - sink), loads the same ruleset into each fw
+(one with iptables-legacy, one with xfw), sends the same packets through
+both and compares, packet by packet, where each went, the replies, the LOG
+lines and every rule's counters. Exits 1 on any difference, printing a
+minimal reproduction (the rules involved and the packet) and the seed.
+
+Without RULESET-FILE it checks --rulesets random rulesets (both families
+unless --family) generated from --seed (ruleset i uses seed+i), each with
+--packets packets aimed at its edges. With RULESET-FILE (iptables-save text,
+family --family, default 4) it checks that ruleset with --corpus or with
+generated packets.
+`
+
+// difftestArgs are xfw difftest's options.
+type difftestArgs struct {
+	family     int
+	seed       int64
+	packets    int
+	rulesets   int
+	corpus     string
+	saveCorpus string
+	reproDir   string
+	noShrink   bool
+	ruleset    string
+}
+
+// parseDifftestArgs parses the options; RULESET-FILE may come anywhere.
+func parseDifftestArgs(args []string, stderr io.Writer) (*difftestArgs, error) {
+	a := &difftestArgs{seed: time.Now().UnixNano() % 1_000_000, packets: 2000, rulesets: 10}
+	fs := flag.NewFlagSet("xfw difftest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, difftestUsage) }
+	fs.IntVar(&a.family, "family", 0, "address family, 4 or 6 (default: both for random rulesets, 4 for a file)")
+	fs.Int64Var(&a.seed, "seed", a.seed, "seed of the random rulesets and packets")
+	fs.IntVar(&a.packets, "packets", a.packets, "packets per ruleset")
+	fs.IntVar(&a.rulesets, "rulesets", a.rulesets, "random rulesets per family")
+	fs.StringVar(&a.corpus, "corpus", "", "packets to send (a corpus file) instead of generated ones")
+	fs.StringVar(&a.saveCorpus, "save-corpus", "", "write the generated packets of the (first) ruleset to this file")
+	fs.StringVar(&a.reproDir, "repro-dir", "", "where to write reproductions (default: a new directory under $TMPDIR)")
+	fs.BoolVar(&a.noShrink, "no-shrink", false, "report differences without reducing them")
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) > 0 {
+			if a.ruleset != "" {
+				return nil, fmt.Errorf("more than one ruleset file: %s and %s", a.ruleset, args[0])
+			}
+			a.ruleset, args = args[0], args[1:]
+		}
+	}
+	switch {
+	case a.family != 0 && a.family != 4 && a.family != 6:
+		return nil, fmt.Errorf("--family must be 4 or 6, not %d", a.family)
+	case a.packets < 0 || a.rulesets < 1:
+		return nil, errors.New("--packets must be at least 0 and --rulesets at least 1")
+	case a.corpus != "" && a.ruleset == "":
+		return nil, errors.New("--corpus needs a RULESET-FILE")
+	}
+	return a, nil
+}
+
+// runDifftest is `xfw difftest`.
+func runDifftest(name string, args []string, env Env) int {
+	a, err := parseDifftestArgs(args, env.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "xfw difftest: %v\n", err)
+		fmt.Fprint(env.Stderr, difftestUsage)
+		return exitParameter
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "xfw difftest: find xfw's own binary: %v\n", err)
+		return exitNoRun
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	families := []ir.Family{ir.IPv4, ir.IPv6}
+	switch {
+	case a.family != 0:
+		families = []ir.Family{ir.Family(a.family)}
+	case a.ruleset != "":
+		families = []ir.Family{ir.IPv4}
+	}
+	failed := false
+	for _, fam := range families {
+		bad, err := difftestFamily(ctx, a, fam, self, env)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "xfw difftest: %v\n", err)
+			return exitNoRun
+		}
+		failed = failed || bad
+	}
+	if failed {
+		fmt.Fprintf(env.Stdout, "xfw difftest: DIFFERENCES FOUND (seed %d)\n", a.seed)
+		return exitDifferent
+	}
+	fmt.Fprintf(env.Stdout, "xfw difftest: no difference (seed %d)\n", a.seed)
+	return exitOK
+}
+
+// difftestFamily checks the cases of one family in one session; it reports
+// whether any differed.
+func difftestFamily(ctx context.Context, a *difftestArgs, fam ir.Family, self string, env Env) (bool, error) {
+	logf := func(format string, args ...any) { fmt.Fprintf(env.Stderr, "xfw difftest: "+format+"\n", args...) }
+	cfg := difftest.Config{Family: fam, XFW: self, XDPMode: os.Getenv("XFW_XDP_MODE"), Logf: logf}
+	if os.Getenv("XFW_DIFFTEST_DEBUG") != "" {
+		// Every observation of every run, attributed or not.
+		cfg.Debug = logf
+	}
+	s, err := difftest.NewSession(ctx, cfg)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		if err := s.Close(); err != nil {
+			logf("cleanup: %v", err)
+		}
+	}()
+	failed := false
+	n := a.rulesets
+	if a.ruleset != "" {
+		n = 1
+	}
+	for i := 0; i < n; i++ {
+		if ctx.Err() != nil {
+			return failed, ctx.Err()
+		}
+		c, err := difftestCase(a, fam, int64(i), s.Plan())
+		if err != nil {
+			return failed, err
+		}
+		if i == 0 && a.saveCorpus != "" {
+			if err := writeCorpus(a.saveCorpus, c.Corpus); err != nil {
+				return failed, err
+			}
+		}
+		o, err := s.Check(ctx, c, !a.noShrink)
+		if err != nil {
+			return failed, err
+		}
+		fmt.Fprint(env.Stdout, o.Report())
+		if !o.Failed() {
+			continue
+		}
+		failed = true
+		if dir, err := writeRepro(a, fam, o); err != nil {
+			logf("writing the reproduction: %v", err)
+		} else if dir != "" {
+			fmt.Fprintf(env.Stdout, "  reproduction written to %s: xfw difftest --family %d %s --corpus %s\n",
+				dir, fam, filepath.Join(dir, "rules"), filepath.Join(dir, "corpus"))
+		}
+	}
+	return failed, nil
+}
+
+// difftestCase builds case i: the ruleset file, or random ruleset seed+i.
+func difftestCase(a *difftestArgs, fam ir.Family, i int64, plan difftest.Plan) (difftest.Case, error) {
+	seed := a.seed + i
+	c := difftest.Case{}
+	if a.ruleset != "" {
+		b, err := os.ReadFile(a.ruleset)
+		if err != nil {
+			return c, fmt.Errorf("read ruleset: %w", err)
+		}
+		c.Name, c.Ruleset = a.ruleset, string(b)
+		c.Rerun = fmt.Sprintf("xfw difftest --family %d --seed %d --packets %d %s", fam, seed, a.packets, a.ruleset)
+	} else {
+		c.Name = fmt.Sprintf("random %s ruleset, seed %d", fam, seed)
+		c.Ruleset = difftest.GenerateRuleset(seed, plan, difftest.GenOptions{})
+		c.Rerun = fmt.Sprintf("xfw difftest --family %d --seed %d --rulesets 1 --packets %d", fam, seed, a.packets)
+	}
+	if a.corpus != "" {
+		f, err := os.Open(a.corpus)
+		if err != nil {
+			return c, fmt.Errorf("read corpus: %w", err)
+		}
+		defer f.Close()
+		if c.Corpus, err = difftest.ParseCorpus(f); err != nil {
+			return c, err
+		}
+		c.Rerun += " --corpus " + a.corpus
+		return c, nil
+	}
+	corpus, err := difftest.GenerateCorpus(seed, plan, c.Ruleset, a.packets)
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", c.Name, err)
+	}
+	c.Corpus = corpus
+	return c, nil
+}
+
+// writeCorpus writes a corpus file.
+func writeCorpus(path string, c *difftest.Corpus) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write corpus: %w", err)
+	}
+	if err := c.Format(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeRepro writes the reduced ruleset and packets of a failed case into
+// a directory, and returns it ("" when there is nothing reduced).
+func writeRepro(a *difftestArgs, fam ir.Family, o *difftest.Outcome) (string, error) {
+	if o.Repro == nil {
+		return "", nil
+	}
+	dir := a.reproDir
+	var err error
+	if dir == "" {
+		dir, err = os.MkdirTemp("", fmt.Sprintf("xfw-difftest-ipv%d-", fam))
+	} else {
+		dir = filepath.Join(dir, strings.NewReplacer(" ", "-", ",", "", "/", "_").Replace(o.Case.Name))
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
+		return "", fmt.Errorf("repro directory: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rules"), []byte(o.Repro.Ruleset), 0o644); err != nil {
+		return "", fmt.Errorf("write rules: %w", err)
+	}
+	return dir, writeCorpus(filepath.Join(dir, "corpus"), o.Repro.Corpus)
+}

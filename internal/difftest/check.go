@@ -1,0 +1,206 @@
+package difftest
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Case is one ruleset and corpus to compare.
+type Case struct {
+	// Name identifies the case in reports ("random ipv4 seed 7", a file).
+	Name string
+	// Ruleset is iptables-restore text.
+	Ruleset string
+	// Corpus holds the probes.
+	Corpus *Corpus
+	// Rerun is the command that runs the case again (for reports).
+	Rerun string
+}
+
+// Outcome is what checking a case found.
+type Outcome struct {
+	Case   Case
+	Result *Result
+	// Unconfirmed are differences of the first run that a second,
+	// identical run did not show again (the kernel's own nondeterminism:
+	// they are reported, not counted).
+	Unconfirmed []Difference
+	// RejectOnly is set when every difference is about REJECT: with each
+	// REJECT replaced by DROP on both sides the firewalls agree. xfw's
+	// REJECT replies are being finished (bpf/reject.h); README, "Known
+	// differences from iptables".
+	RejectOnly bool
+	// Twin is the run with REJECT replaced by DROP, when there was one.
+	Twin *Result
+	// Repro is the minimal reproduction of the first difference (when
+	// shrinking was asked for and the difference showed again).
+	Repro *Repro
+}
+
+// Failed reports whether the firewalls disagreed.
+func (o *Outcome) Failed() bool { return len(o.Result.Differences) > 0 }
+
+// maxListed bounds the differences a report lists in full.
+const maxListed = 8
+
+// diffKey identifies a difference across runs of the same case.
+func diffKey(d Difference) string {
+	return fmt.Sprintf("%s/%d/%s", d.Kind, d.Probe, d.Subject)
+}
+
+// rejectTarget matches a REJECT target with its options.
+var rejectTarget = regexp.MustCompile(`(-j|--jump) REJECT( --reject-with \S+)?`)
+
+// WithoutReject returns ruleset with every REJECT target replaced by DROP.
+func WithoutReject(ruleset string) string {
+	return rejectTarget.ReplaceAllString(ruleset, "-j DROP")
+}
+
+// confirmedRun runs ruleset and corpus, and when they differ, runs them
+// again and keeps the differences both runs show (the others are returned
+// apart: the kernel's own nondeterminism, such as an ICMP error it skips
+// when its ICMP socket is busy).
+func (s *Session) confirmedRun(ctx context.Context, ruleset string, c *Corpus) (*Result, []Difference, error) {
+	res, err := s.Run(ctx, ruleset, c, RunOptions{})
+	if err != nil || len(res.Differences) == 0 || res.Lossy != "" || res.Rejected != "" {
+		return res, nil, err
+	}
+	again, err := s.Run(ctx, ruleset, c, RunOptions{})
+	if err != nil || again.Lossy != "" {
+		return res, nil, err
+	}
+	seen := map[string]bool{}
+	for _, d := range again.Differences {
+		seen[diffKey(d)] = true
+	}
+	var kept, gone []Difference
+	for _, d := range res.Differences {
+		if seen[diffKey(d)] {
+			kept = append(kept, d)
+		} else {
+			gone = append(gone, d)
+		}
+	}
+	res.Differences = kept
+	return res, gone, nil
+}
+
+// Check runs a case. Differences are confirmed by a second run (those it
+// does not show again are kept apart, as the kernel's own randomness); a
+// ruleset with REJECT whose differences all vanish with REJECT replaced by
+// DROP is marked RejectOnly; with shrink set, the first remaining
+// difference is reduced to a minimal reproduction.
+func (s *Session) Check(ctx context.Context, c Case, shrink bool) (*Outcome, error) {
+	res, gone, err := s.confirmedRun(ctx, c.Ruleset, c.Corpus)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Name, err)
+	}
+	o := &Outcome{Case: c, Result: res, Unconfirmed: gone}
+	if len(res.Differences) == 0 {
+		return o, nil
+	}
+	target := res.Differences[0]
+	ruleset := c.Ruleset
+	if twin := WithoutReject(c.Ruleset); twin != c.Ruleset {
+		o.Twin, _, err = s.confirmedRun(ctx, twin, c.Corpus)
+		if err != nil {
+			return nil, fmt.Errorf("%s without REJECT: %w", c.Name, err)
+		}
+		o.RejectOnly = o.Twin.Lossy == "" && o.Twin.Rejected == "" && len(o.Twin.Differences) == 0
+		if !o.RejectOnly && len(o.Twin.Differences) > 0 {
+			// Reduce what differs without REJECT: not REJECT's business.
+			target, ruleset = o.Twin.Differences[0], twin
+		}
+	}
+	if !shrink {
+		return o, nil
+	}
+	for _, d := range res.Differences {
+		if ruleset == c.Ruleset && (d.Kind == DiffProbe || d.Kind == DiffRestore) {
+			target = d
+			break
+		}
+	}
+	if ruleset != c.Ruleset {
+		for _, d := range o.Twin.Differences {
+			if d.Kind == DiffProbe {
+				target = d
+				break
+			}
+		}
+	}
+	rep, err := s.Shrink(ctx, ruleset, c.Corpus, target, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: shrink: %w", c.Name, err)
+	}
+	o.Repro = rep
+	return o, nil
+}
+
+// Report describes the outcome: a summary line, and for a failure the
+// differences, the minimal reproduction and how to run the case again.
+func (o *Outcome) Report() string {
+	var b strings.Builder
+	r := o.Result
+	switch {
+	case r.Rejected != "":
+		fmt.Fprintf(&b, "%s: both firewalls refused the ruleset (not compared):\n  %s\n", o.Case.Name, indent(r.Rejected, "  "))
+		return b.String()
+	case r.Lossy != "":
+		fmt.Fprintf(&b, "%s: inconclusive, frames were lost: %s\n", o.Case.Name, r.Lossy)
+		return b.String()
+	case !o.Failed():
+		fmt.Fprintf(&b, "%s: %d probes, same behaviour (observations: kernel %d, xfw %d)\n",
+			o.Case.Name, r.Probes, r.Observed[0], r.Observed[1])
+		for _, d := range o.Unconfirmed {
+			fmt.Fprintf(&b, "  did not show again on a second run (not counted): %s\n", indent(d.String(), "  "))
+		}
+		return b.String()
+	}
+	counts := map[DiffKind]int{}
+	for _, d := range r.Differences {
+		counts[d.Kind]++
+	}
+	fmt.Fprintf(&b, "%s: %d probes, DIFFERENT: %d probes, %d counters, %d saved rules, %d loading\n",
+		o.Case.Name, r.Probes, counts[DiffProbe], counts[DiffCounters], counts[DiffSave], counts[DiffRestore])
+	switch {
+	case o.RejectOnly:
+		b.WriteString("  only REJECT differs: with REJECT replaced by DROP on both sides, the same behaviour\n" +
+			"  (xfw's REJECT replies are being finished, bpf/reject.h; README, \"Known differences from iptables\")\n")
+	case o.Twin != nil:
+		fmt.Fprintf(&b, "  with REJECT replaced by DROP on both sides: still %d differences (reduced below), first:\n", len(o.Twin.Differences))
+		for i, d := range o.Twin.Differences {
+			if i == maxListed/2 {
+				break
+			}
+			fmt.Fprintf(&b, "    %s\n", indent(d.String(), "    "))
+			if d.Kind == DiffProbe {
+				p := o.Case.Corpus.Probes[d.Probe]
+				fmt.Fprintf(&b, "      probe: %s\n      corpus line: %s\n", indent(p.String(), "      "), FormatProbe(p))
+			}
+		}
+	}
+	if len(o.Unconfirmed) > 0 {
+		fmt.Fprintf(&b, "  (%d more did not show again on a second run: not counted)\n", len(o.Unconfirmed))
+	}
+	for i, d := range r.Differences {
+		if i == maxListed {
+			fmt.Fprintf(&b, "  … and %d more\n", len(r.Differences)-maxListed)
+			break
+		}
+		fmt.Fprintf(&b, "  %s\n", indent(d.String(), "  "))
+		if d.Kind == DiffProbe {
+			p := o.Case.Corpus.Probes[d.Probe]
+			fmt.Fprintf(&b, "    probe: %s\n    corpus line: %s\n", indent(p.String(), "    "), FormatProbe(p))
+		}
+	}
+	if o.Repro != nil {
+		b.WriteString(indent(FormatRepro(o.Repro), "  "))
+	}
+	if o.Case.Rerun != "" {
+		fmt.Fprintf(&b, "  run it again: %s\n", o.Case.Rerun)
+	}
+	return b.String()
+}

@@ -1,0 +1,872 @@
+package difftest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/nettest"
+)
+
+// Config configures a Session.
+type Config struct {
+	// Family is the address family compared (one per session: xfw loads one
+	// family's ruleset per namespace here, the kernel's iptables or
+	// ip6tables the other).
+	Family ir.Family
+	// XFW is the xfw binary run inside the xfw topology's fw namespace.
+	XFW string
+	// XDPMode is passed to xfw as --xdp-mode when not empty.
+	XDPMode string
+	// Subnet is X of the addresses (0: DefaultSubnet).
+	Subnet uint8
+	// Logf receives progress messages (nil: none).
+	Logf func(format string, args ...any)
+	// Debug, when set, receives every observation of every run.
+	Debug func(format string, args ...any)
+}
+
+// namespaceBase starts the names of the session's namespaces.
+const namespaceBase = "xdt"
+
+// settleTime lets the multicast listener reports and other traffic of
+// freshly configured interfaces die down before anything is measured.
+const settleTime = 2500 * time.Millisecond
+
+// toolTimeout bounds one iptables-legacy or xfw command.
+const toolTimeout = 90 * time.Second
+
+// lockWait is the restore commands' wait for their lock (seconds, within
+// toolTimeout).
+const lockWait = "--wait=60"
+
+// Session is a pair of identical topologies, one filtered by the kernel's
+// iptables-legacy and one by xfw, with their observers. Run compares one
+// ruleset and corpus; Close removes everything. A Session is not safe for
+// concurrent use.
+type Session struct {
+	cfg   Config
+	plan  Plan
+	sides [2]*side
+	kmsg  *kmsgReader
+	undo  []func() error
+	// next is the next probe marker.
+	next uint32
+}
+
+// sideKernel and sideXFW index Session.sides.
+const (
+	sideKernel = 0
+	sideXFW    = 1
+)
+
+// sideNames name the sides in reports.
+var sideNames = [2]string{"kernel", "xfw"}
+
+// side is one topology with its firewall and observers.
+type side struct {
+	name   string
+	kernel bool
+	topo   *nettest.Topology
+	// vlan is set when fw has its VLAN device.
+	vlan bool
+	log  eventLog
+	caps []*nettest.Capture
+	raws []*rawReader
+	// genFD and sinkFD are AF_PACKET sockets in gen and sink for
+	// injection; outFD is the raw IP socket fw sends from.
+	genFD, sinkFD, outFD int
+	genIdx, sinkIdx      int
+	// logCmd is `xfw log` in fw (xfw side), started after the first load.
+	logCmd  *exec.Cmd
+	logDone chan struct{}
+}
+
+// NewSession builds both topologies and starts the observers. It needs
+// root, iproute2, ethtool and iptables-legacy (or ip6tables-legacy); on
+// error everything it made is removed.
+func NewSession(ctx context.Context, cfg Config) (_ *Session, err error) {
+	if cfg.Subnet == 0 {
+		cfg.Subnet = DefaultSubnet
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.Family != ir.IPv4 && cfg.Family != ir.IPv6 {
+		return nil, fmt.Errorf("difftest: family must be 4 or 6, not %d", cfg.Family)
+	}
+	if err := CheckTools(cfg); err != nil {
+		return nil, err
+	}
+	s := &Session{cfg: cfg, plan: NewPlan(cfg.Family, cfg.Subnet), next: 1}
+	defer func() {
+		if err != nil {
+			if cerr := s.Close(); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}
+	}()
+	unlock, err := lockHost(ctx, cfg.Subnet)
+	if err != nil {
+		return nil, err
+	}
+	s.undo = append(s.undo, unlock)
+	restore, err := enableNetnsLogging()
+	if err != nil {
+		return nil, err
+	}
+	s.undo = append(s.undo, restore)
+	if s.kmsg, err = openKmsg(); err != nil {
+		return nil, err
+	}
+
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range s.sides {
+		s.sides[i] = &side{name: sideNames[i], kernel: i == sideKernel, genFD: -1, sinkFD: -1, outFD: -1}
+		wg.Add(1)
+		go func(sd *side) {
+			defer wg.Done()
+			errs[i] = s.setup(sd)
+		}(s.sides[i])
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	s.kmsg.start(&s.sides[sideKernel].log)
+	select {
+	case <-time.After(settleTime):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s, nil
+}
+
+// Plan returns the session's addressing.
+func (s *Session) Plan() Plan { return s.plan }
+
+// CheckTools reports the first missing tool of a session, as an error that
+// says how to install it.
+func CheckTools(cfg Config) error {
+	if err := nettest.CheckRoot(); err != nil {
+		return fmt.Errorf("difftest: %w", err)
+	}
+	tools := []string{"ethtool", "iptables-legacy", "iptables-legacy-restore", "iptables-legacy-save"}
+	if cfg.Family == ir.IPv6 {
+		tools = append(tools, "ip6tables-legacy", "ip6tables-legacy-restore", "ip6tables-legacy-save")
+	}
+	for _, t := range tools {
+		if _, err := exec.LookPath(t); err != nil {
+			return fmt.Errorf("difftest: %s is required (scripts/deps.sh installs it): %w", t, err)
+		}
+	}
+	if cfg.XFW == "" {
+		return errors.New("difftest: no xfw binary given")
+	}
+	if _, err := os.Stat(cfg.XFW); err != nil {
+		return fmt.Errorf("difftest: xfw binary: %w (run make build)", err)
+	}
+	return nil
+}
+
+// setup builds one side's topology, configures it and starts its observers.
+func (s *Session) setup(sd *side) error {
+	tp, err := nettest.Build(nettest.WithBase(namespaceBase), nettest.WithSubnet(s.cfg.Subnet), nettest.WithStaticNeighbors())
+	if err != nil {
+		return fmt.Errorf("%s topology: %w", sd.name, err)
+	}
+	sd.topo = tp
+	if err := s.plan.check(tp); err != nil {
+		return err
+	}
+	x := s.cfg.Subnet
+	fw := tp.FwNS
+	v4, v6 := NewPlan(ir.IPv4, x), NewPlan(ir.IPv6, x)
+	var cmds [][]string
+	// The VLAN device, its addresses and gen's (raw) neighbour on it, when
+	// the kernel has VLAN devices (else tagged frames are the stack's to
+	// drop, and rules naming the device match nothing: still compared).
+	vlan := []string{"-n", fw, "link", "add", "link", nettest.FwInIfname, "name", VLANIfname, "type", "vlan", "id", strconv.Itoa(VLANID)}
+	if out, err := exec.Command("ip", vlan...).CombinedOutput(); err != nil {
+		s.cfg.Logf("%s: no VLAN device (%v: %s); tagged frames go to in0", sd.name, err, strings.TrimSpace(string(out)))
+	} else {
+		cmds = append(cmds, [][]string{
+			{"-n", fw, "addr", "add", v4.FwVLAN.String() + "/24", "dev", VLANIfname},
+			{"-n", fw, "addr", "add", v6.FwVLAN.String() + "/64", "dev", VLANIfname, "nodad"},
+			{"-n", fw, "link", "set", VLANIfname, "up"},
+			{"-n", fw, "neigh", "replace", v4.GenVLAN.String(), "lladdr", v4.GenMAC.String(), "dev", VLANIfname, "nud", "permanent"},
+			{"-n", fw, "neigh", "replace", v6.GenVLAN.String(), "lladdr", v6.GenMAC.String(), "dev", VLANIfname, "nud", "permanent"},
+		}...)
+		sd.vlan = true
+	}
+	// Far networks: one behind gen, much of the rest behind sink; no
+	// default route, so some destinations have no route at all.
+	for _, p := range []Plan{v4, v6} {
+		cmds = append(cmds, []string{"-n", fw, "route", "add", p.FarGen.String(), "via", p.Gen.String()})
+		for _, n := range p.ViaSink {
+			cmds = append(cmds, []string{"-n", fw, "route", "add", n.String(), "via", p.Sink.String()})
+		}
+		// Every other address of the links is behind gen or sink (the
+		// two halves of each link prefix, more specific than it): what fw
+		// sends them needs no neighbour resolution, which would never
+		// succeed for made-up addresses (a packet waiting for it passed
+		// OUTPUT in the kernel but never reaches xfw's egress hook:
+		// README, "Known differences from iptables").
+		for _, h := range []struct {
+			n      netip.Prefix
+			via    netip.Addr
+			ifname string
+		}{{p.GenNet, p.Gen, nettest.FwInIfname}, {p.SinkNet, p.Sink, nettest.FwOutIfname}} {
+			for _, half := range halves(h.n) {
+				// onlink: the gateway is in the half it routes.
+				cmds = append(cmds, []string{"-n", fw, "route", "add", half.String(), "via", h.via.String(), "dev", h.ifname, "onlink"})
+			}
+		}
+	}
+	// Link-local sources of probes (fe80::1) are gen's.
+	cmds = append(cmds, []string{"-n", fw, "neigh", "replace", "fe80::1", "lladdr", v6.GenMAC.String(), "dev", nettest.FwInIfname, "nud", "permanent"})
+	cmds = append(cmds, [][]string{
+		// A smaller MTU towards sink: forwarded packets can be too big.
+		{"-n", fw, "link", "set", nettest.FwOutIfname, "mtu", strconv.Itoa(outMTU)},
+		{"-n", tp.SinkNS, "link", "set", nettest.SinkIfname, "mtu", strconv.Itoa(outMTU)},
+	}...)
+	for _, c := range cmds {
+		if out, err := exec.Command("ip", c...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: ip %s: %v: %s", sd.name, strings.Join(c, " "), err, out)
+		}
+	}
+	// No global ICMP rate limit in fw (nettest turns the per-destination
+	// one off): every error a probe causes must be sent, on both sides.
+	err = nettest.InNamespace(fw, func() error {
+		for _, kv := range [][2]string{{"net/ipv4/icmp_msgs_per_sec", "1000000000"}, {"net/ipv4/icmp_msgs_burst", "1000000000"}} {
+			if err := os.WriteFile("/proc/sys/"+kv[0], []byte(kv[1]), 0o644); err != nil {
+				return fmt.Errorf("sysctl %s: %w", kv[0], err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", sd.name, err)
+	}
+	// fw computes checksums in software, so replies carry complete ones,
+	// as on a wire, rather than the partial ones veth never completes.
+	ifnames := []string{nettest.FwInIfname, nettest.FwOutIfname, "lo"}
+	if sd.vlan {
+		ifnames = append(ifnames, VLANIfname)
+	}
+	for _, ifname := range ifnames {
+		if res, err := nettest.Exec(fw, "ethtool", "-K", ifname, "tx", "off"); err != nil {
+			return fmt.Errorf("%s: ethtool -K %s tx off: %v %s", sd.name, ifname, err, res.Stderr)
+		}
+	}
+	for _, ns := range []string{tp.GenNS, tp.SinkNS} {
+		// gen and sink receive fw's native XDP_TX frames (REJECT) at once
+		// only when they run XDP themselves (captures see frames before
+		// netfilter).
+		if err := nettest.InNamespace(ns, func() error { return attachXDPPass(nettest.GenIfname) }); err != nil {
+			return fmt.Errorf("%s: XDP pass program in %s: %w", sd.name, ns, err)
+		}
+		// Quiet: gen and sink neither receive nor send anything through
+		// their stacks (no replies, no neighbour solicitations, no
+		// listener reports); the probes leave by AF_PACKET, which
+		// netfilter does not see.
+		for _, prog := range []string{"iptables-legacy", "ip6tables-legacy"} {
+			for _, chain := range []string{"INPUT", "FORWARD", "OUTPUT"} {
+				if res, err := nettest.Exec(ns, prog, "-w", "-P", chain, "DROP"); err != nil {
+					return fmt.Errorf("%s: quiet %s: %v %s", sd.name, ns, err, res.Stderr)
+				}
+			}
+		}
+	}
+	return s.startObservers(sd)
+}
+
+// halves returns the two prefixes one bit longer that make up n.
+func halves(n netip.Prefix) [2]netip.Prefix {
+	lo := netip.PrefixFrom(n.Masked().Addr(), n.Bits()+1)
+	b := n.Masked().Addr().AsSlice()
+	b[n.Bits()/8] |= 0x80 >> uint(n.Bits()%8)
+	hi, _ := netip.AddrFromSlice(b)
+	return [2]netip.Prefix{lo, netip.PrefixFrom(hi, n.Bits()+1)}
+}
+
+// attachXDPPass attaches "return XDP_PASS" (native mode) to ifname in the
+// calling thread's namespace; the namespace's removal frees it.
+func attachXDPPass(ifname string) error {
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:    "xdt_xdp_pass",
+		Type:    ebpf.XDP,
+		License: "GPL",
+		Instructions: asm.Instructions{
+			asm.Mov.Imm(asm.R0, 2), // XDP_PASS
+			asm.Return(),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("load XDP pass program: %w", err)
+	}
+	defer prog.Close()
+	l, err := netlink.LinkByName(ifname)
+	if err != nil {
+		return fmt.Errorf("find %s: %w", ifname, err)
+	}
+	if err := netlink.LinkSetXdpFdWithFlags(l, prog.FD(), nl.XDP_FLAGS_DRV_MODE); err != nil {
+		return fmt.Errorf("attach XDP to %s: %w", ifname, err)
+	}
+	return nil
+}
+
+// captureLife bounds a capture; a session's runs end long before.
+const captureLife = 7 * 24 * time.Hour
+
+// startObservers starts the captures at gen and sink, fw's raw sockets, and
+// opens the injection sockets.
+func (s *Session) startObservers(sd *side) error {
+	tp := sd.topo
+	for _, c := range []struct {
+		ns, ifname string
+		kind       eventKind
+	}{{tp.GenNS, tp.Gen.Ifname, evGen}, {tp.SinkNS, tp.Sink.Ifname, evSink}} {
+		kind := c.kind
+		capt, err := nettest.StartCaptureFunc(c.ns, c.ifname, captureLife,
+			func(f nettest.Captured) bool { return !f.Outgoing },
+			func(f nettest.Captured) { sd.log.add(frameEvent(kind, f)) })
+		if err != nil {
+			return fmt.Errorf("%s: %w", sd.name, err)
+		}
+		sd.caps = append(sd.caps, capt)
+	}
+	if s.cfg.Debug != nil {
+		// What fw's own interfaces see (after XDP), for debugging only.
+		for _, ifname := range []string{nettest.FwInIfname, nettest.FwOutIfname} {
+			ifname := ifname
+			capt, err := nettest.StartCaptureFunc(tp.FwNS, ifname, captureLife, nil, func(f nettest.Captured) {
+				dir := "in"
+				if f.Outgoing {
+					dir = "out"
+				}
+				s.cfg.Debug("%s fw %s %s: %s", sd.name, ifname, dir, describePacket(f.Packet))
+			})
+			if err != nil {
+				return fmt.Errorf("%s: %w", sd.name, err)
+			}
+			sd.caps = append(sd.caps, capt)
+		}
+	}
+	err := nettest.InNamespace(tp.FwNS, func() error {
+		raws, err := openRawReaders(s.cfg.Family == ir.IPv6)
+		if err != nil {
+			return err
+		}
+		sd.raws = raws
+		af, proto := unix.AF_INET, unix.IPPROTO_RAW
+		if s.cfg.Family == ir.IPv6 {
+			af = unix.AF_INET6
+		}
+		// IPPROTO_RAW: the header is ours (IP_HDRINCL; IPv6 likewise).
+		fd, err := unix.Socket(af, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto)
+		if err != nil {
+			return fmt.Errorf("raw sending socket: %w", err)
+		}
+		sd.outFD = fd
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: fw sockets: %w", sd.name, err)
+	}
+	for _, r := range sd.raws {
+		go r.run(&sd.log)
+	}
+	for _, c := range []struct {
+		ns, ifname string
+		fd, idx    *int
+	}{{tp.GenNS, tp.Gen.Ifname, &sd.genFD, &sd.genIdx}, {tp.SinkNS, tp.Sink.Ifname, &sd.sinkFD, &sd.sinkIdx}} {
+		err := nettest.InNamespace(c.ns, func() error {
+			ifi, err := net.InterfaceByName(c.ifname)
+			if err != nil {
+				return err
+			}
+			fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				return fmt.Errorf("AF_PACKET socket: %w", err)
+			}
+			*c.fd, *c.idx = fd, ifi.Index
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: injection socket in %s: %w", sd.name, c.ns, err)
+		}
+	}
+	return nil
+}
+
+// send sends one frame or packet of a probe from its origin.
+func (sd *side) send(from Origin, b []byte, v6 bool) error {
+	switch from {
+	case FromGen, FromSink:
+		fd, idx := sd.genFD, sd.genIdx
+		if from == FromSink {
+			fd, idx = sd.sinkFD, sd.sinkIdx
+		}
+		et := uint16(b[12])<<8 | uint16(b[13])
+		sa := &unix.SockaddrLinklayer{Ifindex: idx, Halen: 6, Protocol: et<<8 | et>>8} // network order
+		copy(sa.Addr[:], b[:6])
+		return unix.Sendto(fd, b, 0, sa)
+	default:
+		// The destination address routes the packet; IP_HDRINCL keeps the
+		// rest of the header as written.
+		p, _ := nettest.ParseIP(b)
+		if p == nil || !p.Dst.IsValid() {
+			return errors.New("no destination address")
+		}
+		if v6 {
+			return unix.Sendto(sd.outFD, b, 0, &unix.SockaddrInet6{Addr: p.Dst.As16()})
+		}
+		return unix.Sendto(sd.outFD, b, 0, &unix.SockaddrInet4{Addr: p.Dst.As4()})
+	}
+}
+
+// firewallCmd returns the command running what (-restore, -save) of this
+// side's firewall.
+func (s *Session) firewallCmd(sd *side, what string) []string {
+	prefix := "iptables"
+	if s.cfg.Family == ir.IPv6 {
+		prefix = "ip6tables"
+	}
+	if sd.kernel {
+		return []string{prefix + "-legacy" + what}
+	}
+	argv := []string{s.cfg.XFW}
+	if s.cfg.XDPMode != "" {
+		argv = append(argv, "--xdp-mode", s.cfg.XDPMode)
+	}
+	return append(argv, prefix+what)
+}
+
+// restore loads ruleset text into a side's fw.
+func (s *Session) restore(sd *side, text string) error {
+	f, err := os.CreateTemp("", "xfw-difftest-*.rules")
+	if err != nil {
+		return fmt.Errorf("ruleset file: %w", err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return fmt.Errorf("ruleset file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("ruleset file: %w", err)
+	}
+	// Both take a host-wide lock (xtables', xfw's) other programs may hold
+	// for a moment.
+	argv := append(s.firewallCmd(sd, "-restore"), lockWait, f.Name())
+	res, err := nettest.ExecTimeout(toolTimeout, sd.topo.FwNS, argv...)
+	if err != nil {
+		msg := strings.TrimSpace(res.Stderr)
+		if msg == "" {
+			msg = err.Error()
+		}
+		return fmt.Errorf("%s: exit %d: %s", strings.Join(argv[:len(argv)-2], " "), res.ExitCode, msg)
+	}
+	return nil
+}
+
+// announceWait covers the multicast listener reports fw re-sends when
+// xfw attaches its XDP programs (README, "Known differences from
+// iptables"): a report and its retransmission, one unsolicited report
+// interval (1 s for MLDv2) apart.
+const announceWait = 1200 * time.Millisecond
+
+// zero zeroes a side's counters (iptables -Z).
+func (s *Session) zero(sd *side) error {
+	prog := "iptables"
+	if s.cfg.Family == ir.IPv6 {
+		prog = "ip6tables"
+	}
+	argv := []string{prog + "-legacy", "-w", "-Z"}
+	if !sd.kernel {
+		argv = []string{s.cfg.XFW, prog, "-w", "-Z"}
+	}
+	if res, err := nettest.ExecTimeout(toolTimeout, sd.topo.FwNS, argv...); err != nil {
+		return fmt.Errorf("%s: zero counters: %v %s", sd.name, err, res.Stderr)
+	}
+	return nil
+}
+
+// save returns a side's iptables-save -c output.
+func (s *Session) save(sd *side) (string, error) {
+	argv := append(s.firewallCmd(sd, "-save"), "-c")
+	if sd.kernel {
+		argv = append(argv, "-t", "filter")
+	}
+	res, err := nettest.ExecTimeout(toolTimeout, sd.topo.FwNS, argv...)
+	if err != nil {
+		return "", fmt.Errorf("%s save: %w", sd.name, err)
+	}
+	return res.Stdout, nil
+}
+
+// logStartWait covers `xfw log`'s poll for a ring buffer to appear (once a
+// second).
+const logStartWait = 1500 * time.Millisecond
+
+// startLog starts `xfw log` in the xfw side's fw, once xfw is loaded.
+func (s *Session) startLog(sd *side) error {
+	if sd.logCmd != nil {
+		return nil
+	}
+	cmd := exec.Command("ip", "netns", "exec", sd.topo.FwNS, s.cfg.XFW, "log")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("xfw log: %w", err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start xfw log: %w", err)
+	}
+	sd.logCmd, sd.logDone = cmd, make(chan struct{})
+	go func() {
+		defer close(sd.logDone)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 0, 4096), maxIPPacket)
+		for sc.Scan() {
+			sd.log.add(logEvent(sc.Text()))
+		}
+		_ = cmd.Wait()
+		if stderr.Len() > 0 {
+			s.cfg.Logf("xfw log: %s", strings.TrimSpace(stderr.String()))
+		}
+	}()
+	time.Sleep(logStartWait)
+	return nil
+}
+
+// logStopWait bounds how long `xfw log` may take to write what is left in
+// the ring and exit.
+const logStopWait = 5 * time.Second
+
+// Close stops the observers, removes both topologies and restores what the
+// session changed on the host. It may be called more than once.
+func (s *Session) Close() error {
+	var errs []error
+	for _, sd := range s.sides {
+		if sd == nil {
+			continue
+		}
+		if sd.logCmd != nil && sd.logCmd.Process != nil {
+			_ = sd.logCmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-sd.logDone:
+			case <-time.After(logStopWait):
+				_ = sd.logCmd.Process.Kill()
+				<-sd.logDone
+			}
+			sd.logCmd = nil
+		}
+		for _, c := range sd.caps {
+			c.Stop()
+		}
+		sd.caps = nil
+		for _, r := range sd.raws {
+			r.f.Close()
+		}
+		sd.raws = nil
+		for _, fd := range []*int{&sd.genFD, &sd.sinkFD, &sd.outFD} {
+			if *fd >= 0 {
+				unix.Close(*fd)
+				*fd = -1
+			}
+		}
+		if sd.topo != nil {
+			if err := sd.topo.Close(); err != nil {
+				errs = append(errs, err)
+			}
+			sd.topo = nil
+		}
+	}
+	if s.kmsg != nil {
+		s.kmsg.close()
+		s.kmsg = nil
+	}
+	for i := len(s.undo) - 1; i >= 0; i-- {
+		if err := s.undo[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.undo = nil
+	return errors.Join(errs...)
+}
+
+// lockDir holds the session locks.
+const lockDir = "/run"
+
+// lockPoll is how often a waiting session retries a lock.
+const lockPoll = 100 * time.Millisecond
+
+// lockHost takes the lock of subnet x, waiting while ctx allows, and
+// returns its release. Sessions with the same subnet would see each other's
+// kernel LOG lines (the same addresses in every namespace): they take
+// turns. Sessions of different subnets run side by side.
+func lockHost(ctx context.Context, x uint8) (func() error, error) {
+	path := fmt.Sprintf("%s/xfw-difftest-%d.lock", lockDir, x)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("difftest lock %s: %w", path, err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f.Close, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("difftest lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for another difftest session (%s): %w", path, ctx.Err())
+		case <-time.After(lockPoll):
+		}
+	}
+}
+
+// nfLogAllNetns lets the kernel's LOG target print for namespaces other
+// than the initial one.
+const nfLogAllNetns = "/proc/sys/net/netfilter/nf_log_all_netns"
+
+// nfLogLockPath coordinates nf_log_all_netns between sessions: each holds
+// it shared while it runs; the file keeps the value to restore; the last
+// session out restores it.
+const nfLogLockPath = lockDir + "/xfw-difftest-nflog.lock"
+
+// enableNetnsLogging sets nf_log_all_netns and returns its restoration,
+// which restores the value found by the first of the sessions running
+// together, once the last of them ends. (A session that dies leaves the
+// value set; the next one restores it.)
+func enableNetnsLogging() (func() error, error) {
+	f, err := os.OpenFile(nfLogLockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("difftest lock %s: %w", nfLogLockPath, err)
+	}
+	fail := func(err error) (func() error, error) {
+		f.Close()
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return fail(fmt.Errorf("difftest lock %s: %w", nfLogLockPath, err))
+	}
+	saved, err := io.ReadAll(f)
+	if err != nil {
+		return fail(fmt.Errorf("read %s: %w", nfLogLockPath, err))
+	}
+	if len(saved) == 0 {
+		if saved, err = os.ReadFile(nfLogAllNetns); err != nil {
+			return fail(fmt.Errorf("read %s: %w", nfLogAllNetns, err))
+		}
+		if _, err := f.WriteAt(saved, 0); err != nil {
+			return fail(fmt.Errorf("write %s: %w", nfLogLockPath, err))
+		}
+	}
+	if err := os.WriteFile(nfLogAllNetns, []byte("1\n"), 0o644); err != nil {
+		return fail(fmt.Errorf("enable LOG in namespaces (%s): %w", nfLogAllNetns, err))
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+		return fail(fmt.Errorf("difftest lock %s: %w", nfLogLockPath, err))
+	}
+	return func() error {
+		defer f.Close()
+		// Let go, then see whether anyone still holds it.
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_UN); err != nil {
+			return fmt.Errorf("difftest lock %s: %w", nfLogLockPath, err)
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			return nil // another session runs: it restores
+		}
+		if err := os.WriteFile(nfLogAllNetns, saved, 0o644); err != nil {
+			return fmt.Errorf("restore %s: %w", nfLogAllNetns, err)
+		}
+		if err := f.Truncate(0); err != nil {
+			return fmt.Errorf("reset %s: %w", nfLogLockPath, err)
+		}
+		return nil
+	}, nil
+}
+
+// kmsgReader follows the kernel log.
+type kmsgReader struct {
+	f       *os.File
+	mu      sync.Mutex
+	overrun int
+	started bool
+	done    chan struct{}
+}
+
+// openKmsg opens /dev/kmsg after its last record.
+func openKmsg() (*kmsgReader, error) {
+	fd, err := unix.Open("/dev/kmsg", unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open /dev/kmsg: %w", err)
+	}
+	if _, err := unix.Seek(fd, 0, io.SeekEnd); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("seek /dev/kmsg: %w", err)
+	}
+	return &kmsgReader{f: os.NewFile(uintptr(fd), "/dev/kmsg"), done: make(chan struct{})}, nil
+}
+
+// kmsgRecordMax bounds one /dev/kmsg record.
+const kmsgRecordMax = 8192
+
+// start reads records in the background until close, adding LOG lines to
+// log.
+func (k *kmsgReader) start(log *eventLog) {
+	k.started = true
+	go k.run(log)
+}
+
+// run is start's loop.
+func (k *kmsgReader) run(log *eventLog) {
+	defer close(k.done)
+	rc, err := k.f.SyscallConn()
+	if err != nil {
+		return
+	}
+	buf := make([]byte, kmsgRecordMax)
+	for {
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			n, rerr = unix.Read(int(fd), buf)
+			return !errors.Is(rerr, unix.EAGAIN)
+		})
+		if err == nil {
+			err = rerr
+		}
+		if errors.Is(err, unix.EPIPE) {
+			// Records were overwritten before we read them.
+			k.mu.Lock()
+			k.overrun++
+			k.mu.Unlock()
+			continue
+		}
+		if err != nil {
+			return
+		}
+		if text, ok := kmsgText(string(buf[:n])); ok && strings.Contains(text, "IN=") && strings.Contains(text, " OUT=") {
+			log.add(logEvent(text))
+		}
+	}
+}
+
+// overruns returns how many times records were lost.
+func (k *kmsgReader) overruns() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.overrun
+}
+
+// close stops the reader.
+func (k *kmsgReader) close() {
+	k.f.Close()
+	if k.started {
+		<-k.done
+	}
+}
+
+// kmsgText returns the text of a record "prio,seq,usec,flags;text\n...",
+// with its \xNN escapes undone.
+func kmsgText(rec string) (string, bool) {
+	_, body, ok := strings.Cut(rec, ";")
+	if !ok {
+		return "", false
+	}
+	text, _, _ := strings.Cut(body, "\n")
+	var b strings.Builder
+	for i := 0; i < len(text); i++ {
+		if text[i] == '\\' && i+3 < len(text) && text[i+1] == 'x' {
+			if v, err := strconv.ParseUint(text[i+2:i+4], 16, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(text[i])
+	}
+	return b.String(), true
+}
+
+// linkDrops returns the sum of the drop counters of the topology's four
+// veth ends (queue overflows lose probes: a run with any is retried).
+func linkDrops(tp *nettest.Topology) (uint64, error) {
+	var total uint64
+	for _, ep := range []nettest.Endpoint{tp.Gen, tp.FwIn, tp.FwOut, tp.Sink} {
+		err := nettest.InNamespace(ep.NS, func() error {
+			l, err := netlink.LinkByName(ep.Ifname)
+			if err != nil {
+				return err
+			}
+			if st := l.Attrs().Statistics; st != nil {
+				total += st.TxDropped
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("statistics of %s in %s: %w", ep.Ifname, ep.NS, err)
+		}
+	}
+	return total, nil
+}
+
+// softnetDrops returns the packets dropped because a CPU's backlog was
+// full (/proc/net/softnet_stat, second column, summed over CPUs).
+func softnetDrops() (uint64, error) {
+	b, err := os.ReadFile("/proc/net/softnet_stat")
+	if err != nil {
+		return 0, fmt.Errorf("read softnet_stat: %w", err)
+	}
+	var total uint64
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, err := strconv.ParseUint(f[1], 16, 32)
+		if err == nil {
+			total += v
+		}
+	}
+	return total, nil
+}
+
+// addrOf returns the source and destination of a probe's first frame.
+func (p Probe) addrs() (src, dst netip.Addr) {
+	if len(p.Frames) == 0 {
+		return
+	}
+	pkt := p.decode(p.Frames[0])
+	if pkt == nil || pkt.IPVersion == 0 {
+		return
+	}
+	return pkt.Src, pkt.Dst
+}
