@@ -137,7 +137,13 @@ func invertIf(s *Set, inv bool, lo, hi U128) *Set {
 	return Complement(s, lo, hi)
 }
 
+// portSet returns the ports a tcp/udp --sport/--dport option accepts: all
+// of 0–65535 when the option is absent (the match still needs a readable
+// header of a first fragment, so the sentinels stay out).
 func portSet(pm ir.PortMatch) *Set {
+	if !pm.Set {
+		return Range(U64(0), portMax)
+	}
 	return invertIf(Range(U64(uint64(pm.Range.First)), U64(uint64(pm.Range.Last))), pm.Invert, U64(0), portMax)
 }
 
@@ -218,16 +224,8 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 				return nil, fmt.Errorf("tcp match: --tcp-option is not supported by xfw's data plane")
 			}
 			hotdropAt(FieldSport, ValTrunc, EFHotdropL4)
-			all := Range(U64(0), portMax)
-			sp, dp := all, all
-			if m.SrcPort.Set {
-				sp = portSet(m.SrcPort)
-			}
-			if m.DstPort.Set {
-				dp = portSet(m.DstPort)
-			}
-			and(FieldSport, sp)
-			and(FieldDport, dp)
+			and(FieldSport, portSet(m.SrcPort))
+			and(FieldDport, portSet(m.DstPort))
 			if m.Flags.Set {
 				var ivs []Interval
 				for b := 0; b < 256; b++ {
@@ -239,16 +237,8 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 			}
 		case *ir.UDPMatch:
 			hotdropAt(FieldSport, ValTrunc, EFHotdropL4)
-			all := Range(U64(0), portMax)
-			sp, dp := all, all
-			if m.SrcPort.Set {
-				sp = portSet(m.SrcPort)
-			}
-			if m.DstPort.Set {
-				dp = portSet(m.DstPort)
-			}
-			and(FieldSport, sp)
-			and(FieldDport, dp)
+			and(FieldSport, portSet(m.SrcPort))
+			and(FieldDport, portSet(m.DstPort))
 		case *ir.MultiportMatch:
 			var ivs []Interval
 			for _, p := range m.Ports {
