@@ -70,7 +70,7 @@ COMMIT
 EOF
 say "ruleset (iptables-restore format)"
 cat "$RULES"
-if ! nsx "$FW" "$XFW" iptables-restore "$RULES"; then
+if ! nsx "$FW" "$XFW" iptables-restore -w 30 "$RULES"; then
 	echo "demo: loading the ruleset failed" >&2
 	exit 1
 fi
@@ -78,8 +78,8 @@ rm -f "$RULES"
 # On veth, a native-XDP reply (XDP_TX, used by REJECT) reaches the peer
 # promptly only if the peer runs XDP too: give gen and sink an accept-all
 # xfw (real NICs do not need this).
-nsx "$GEN" "$XFW" iptables-restore /dev/null
-nsx "$SINK" "$XFW" iptables-restore /dev/null
+nsx "$GEN" "$XFW" iptables-restore -w 30 /dev/null
+nsx "$SINK" "$XFW" iptables-restore -w 30 /dev/null
 nsx "$FW" "$XFW" log >"/tmp/$P-log.txt" 2>&1 &
 LOGPID=$!
 
@@ -123,7 +123,7 @@ kill "$L22" "$L80" 2>/dev/null || true
 wait "$L22" "$L80" 2>/dev/null || true
 
 say "counters (xfw iptables -L -v -n)"
-nsx "$FW" "$XFW" iptables -L -v -n
+nsx "$FW" "$XFW" iptables -w 30 -L -v -n
 say "counters (xfw iptables-save -c)"
 nsx "$FW" "$XFW" iptables-save -c
 sleep 0.3
