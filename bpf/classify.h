@@ -1,14 +1,23 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * classify.h — stage 2: linear bit-vector search (LBVS) over the flattened
- * entries of one family, and stage 3: counters.
+ * entries of one family's ruleset, and stage 3: counters.
  *
- * Data (all per family, built by internal/compiler, see common.h):
- *   value → class:  small##F (direct arrays), bounds##F (sorted intervals,
- *                   binary search), hcls##F (hash, with a default class)
- *   class → chunks: clsch##F[class * nchunks + k] = chunk id (0 = empty)
- *   chunk:          chunks##F[id] = summary word + 64 words of bits
- *   entries:        entries##F[i] = action of flattened entry i
+ * Generations. Every per-ruleset map is an inner map of an ARRAY_OF_MAPS
+ * outer map (xfw_o_*) with XFW_NSLOTS slots: slot = family * 2 + bank. The
+ * control plane builds a new ruleset's inner maps in the family's idle bank,
+ * writes that slot's xfw_cfg entry, then flips xfw_bank[family] — one 4-byte
+ * write, so a packet sees either the old generation or the new one, never a
+ * mix. The programs are loaded (and verified) once per namespace; a ruleset
+ * change creates maps only. A packet reads its slot once (xfw_active_slot)
+ * and carries it (struct xfw_pending .slot) through every later lookup.
+ *
+ * Data of one slot (built by internal/compiler, see common.h):
+ *   value → class:  o_small (direct arrays), o_bounds (sorted intervals,
+ *                   binary search), o_hcls (hash, with a default class)
+ *   class → chunks: o_clsch[class * nchunks + k] = chunk id (0 = empty)
+ *   chunk:          o_chunks[id] = summary word + 64 words of bits
+ *   entries:        o_entries[i] = action of flattened entry i
  *
  * Search: from position pos, AND the chunk of every active field, skip words
  * whose summary bit is clear, take the first set bit ≥ pos. A CONTINUE entry
@@ -17,9 +26,8 @@
  * policy. Positions only grow, so the walk runs under one bpf_loop() of at
  * most nchunks * 65 (words and chunk skips) + CONTINUE entries + 1 steps.
  *
- * XFW_DEFINE_CLASSIFIER(F, FI) instantiates the maps and functions of family
- * F (4 or 6) at index FI (0 or 1): the maps of each family are separate so
- * one family's ruleset can be swapped while the other's stays in place.
+ * Inner array maps carry BPF_F_INNER_MAP so each generation sizes its own
+ * (the verifier then calls the lookup instead of inlining it).
  */
 #ifndef XFW_CLASSIFY_H
 #define XFW_CLASSIFY_H
@@ -54,9 +62,11 @@ static __always_inline __u32 xfw_defects(struct xfw_pkt *p)
 #define XFW_BSEARCH_STEPS 22
 #define XFW_MAX_BOUNDS (1u << XFW_BSEARCH_STEPS)
 
-/* LOG entries met by a packet, reported by xfw_classify##F to the hook
- * program, which owns the context needed to copy the packet. */
+/* What the hook and xfw_classify share: the generation slot the hook chose
+ * (in), the LOG entries the packet met (out; the hook owns the context
+ * needed to copy the packet). */
 struct xfw_pending {
+	__u32 slot;
 	__u32 nlogs;
 	__u32 logs[XFW_MAX_PENDING_LOGS];
 };
@@ -71,7 +81,7 @@ struct xfw_cls {
 	__u32 nlogs;
 	__u32 logs[XFW_MAX_PENDING_LOGS];
 	__u32 chunk;   /* chunk whose summary is cached, or ~0 */
-	__u32 pad;
+	__u32 slot;    /* generation slot (family * 2 + bank) */
 	__u64 summary; /* AND of the active fields' summaries of .chunk */
 };
 
@@ -113,310 +123,406 @@ static __always_inline void xfw_stat_inc(__u32 idx)
 		*v += 1;
 }
 
-#define XFW_DEFINE_CLASSIFIER(F, FI)                                               \
-struct {                                                                           \
+/* Inner map templates: the loader creates one of each per generation with
+ * the generation's own max_entries. Sizes, not BTF types: clang emits a
+ * struct reached only through pointers as a bare declaration, which has no
+ * size. */
+#define XFW_INNER_ARRAY(name, vtype)                                               \
+struct name {                                                                      \
 	__uint(type, BPF_MAP_TYPE_ARRAY);                                          \
-	__type(key, __u32);                                                        \
-	__type(value, __u32);                                                      \
+	__uint(key_size, sizeof(__u32));                                           \
+	__uint(value_size, sizeof(vtype));                                         \
 	__uint(max_entries, 1);                                                    \
-} xfw_small##F SEC(".maps");                                                      \
+	__uint(map_flags, BPF_F_INNER_MAP);                                        \
+}
+XFW_INNER_ARRAY(xfw_small_m, __u32);
+XFW_INNER_ARRAY(xfw_bounds_m, struct xfw_bound);
+XFW_INNER_ARRAY(xfw_clsch_m, __u32);
+XFW_INNER_ARRAY(xfw_chunks_m, struct xfw_chunk);
+XFW_INNER_ARRAY(xfw_entries_m, struct xfw_entry);
+XFW_INNER_ARRAY(xfw_logcfg_m, struct xfw_logcfg);
+struct xfw_hcls_m {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(key_size, sizeof(struct xfw_hkey));
+	__uint(value_size, sizeof(__u32));
+	__uint(max_entries, 1);
+};
+/* Counters: per CPU by hand, since PERCPU_ARRAY refuses BPF_F_INNER_MAP.
+ * Element cpu * ncounters + counter: each CPU's counters are contiguous, so
+ * CPUs do not share cache lines, and no atomic operation is needed (XDP and
+ * TC programs are not migrated while they run). */
+XFW_INNER_ARRAY(xfw_counters_m, struct xfw_counter);
+
+#define XFW_OUTER(name, inner)                                                     \
 struct {                                                                           \
-	__uint(type, BPF_MAP_TYPE_ARRAY);                                          \
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);                                  \
 	__type(key, __u32);                                                        \
-	__type(value, struct xfw_bound);                                           \
-	__uint(max_entries, 1);                                                    \
-} xfw_bounds##F SEC(".maps");                                                     \
-struct {                                                                           \
-	__uint(type, BPF_MAP_TYPE_HASH);                                           \
-	__type(key, struct xfw_hkey);                                              \
-	__type(value, __u32);                                                      \
-	__uint(max_entries, 1);                                                    \
-} xfw_hcls##F SEC(".maps");                                                       \
-struct {                                                                           \
-	__uint(type, BPF_MAP_TYPE_ARRAY);                                          \
-	__type(key, __u32);                                                        \
-	__type(value, __u32);                                                      \
-	__uint(max_entries, 1);                                                    \
-} xfw_clsch##F SEC(".maps");                                                      \
-struct {                                                                           \
-	__uint(type, BPF_MAP_TYPE_ARRAY);                                          \
-	__type(key, __u32);                                                        \
-	__type(value, struct xfw_chunk);                                           \
-	__uint(max_entries, 1);                                                    \
-} xfw_chunks##F SEC(".maps");                                                     \
-struct {                                                                           \
-	__uint(type, BPF_MAP_TYPE_ARRAY);                                          \
-	__type(key, __u32);                                                        \
-	__type(value, struct xfw_entry);                                           \
-	__uint(max_entries, 1);                                                    \
-} xfw_entries##F SEC(".maps");                                                    \
-struct {                                                                           \
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                                   \
-	__type(key, __u32);                                                        \
-	__type(value, struct xfw_counter);                                         \
-	__uint(max_entries, 3);                                                    \
-} xfw_counters##F SEC(".maps");                                                   \
-struct {                                                                           \
-	__uint(type, BPF_MAP_TYPE_ARRAY);                                          \
-	__type(key, __u32);                                                        \
-	__type(value, struct xfw_logcfg);                                          \
-	__uint(max_entries, 1);                                                    \
-} xfw_logcfg##F SEC(".maps");                                                     \
-                                                                                   \
-static __always_inline void xfw_count##F(__u32 rule, __u32 bytes)                 \
-{                                                                                  \
-	struct xfw_counter *c = bpf_map_lookup_elem(&xfw_counters##F, &rule);      \
-                                                                                   \
-	if (c) {                                                                   \
-		c->packets += 1;                                                   \
-		c->bytes += bytes;                                                 \
-	}                                                                          \
-}                                                                                  \
-                                                                                   \
-static __always_inline int xfw_small_cls##F(struct xfw_cls *st, __u32 f,          \
-					     __u32 value)                          \
-{                                                                                  \
-	__u32 key = cfg.fam[FI].small_base[f] + value;                             \
-	__u32 *c = bpf_map_lookup_elem(&xfw_small##F, &key);                       \
-                                                                                   \
-	if (!c || !*c)                                                             \
-		return 0;                                                          \
-	st->cls[f] = *c;                                                           \
-	return 1;                                                                  \
-}                                                                                  \
-                                                                                   \
-static __always_inline int xfw_addr_cls##F(struct xfw_cls *st, __u32 f, __u32 a,  \
-					    __u64 hi, __u64 lo)                    \
-{                                                                                  \
-	__u32 base = xfw_addrs.base[FI][a & 1];                                    \
-	__u32 l = 0, h = xfw_addrs.count[FI][a & 1] - 1, key;                      \
-	struct xfw_bound *b;                                                       \
-                                                                                   \
-	for (int i = 0; i < XFW_BSEARCH_STEPS; i++) {                              \
-		__u32 mid;                                                         \
-                                                                                   \
-		if (l >= h)                                                        \
-			break;                                                     \
-		mid = l + (h - l + 1) / 2;                                         \
-		key = base + mid;                                                  \
-		b = bpf_map_lookup_elem(&xfw_bounds##F, &key);                     \
-		if (!b)                                                            \
-			return 0;                                                  \
-		if (b->hi < hi || (b->hi == hi && b->lo <= lo))                    \
-			l = mid;                                                   \
-		else                                                               \
-			h = mid - 1;                                               \
-	}                                                                          \
-	key = base + l;                                                            \
-	b = bpf_map_lookup_elem(&xfw_bounds##F, &key);                             \
-	if (!b || !b->cls)                                                         \
-		return 0;                                                          \
-	st->cls[f] = b->cls;                                                       \
-	return 1;                                                                  \
-}                                                                                  \
-                                                                                   \
-static __always_inline int xfw_hash_cls##F(struct xfw_cls *st, __u32 f,           \
-					    __u64 value)                           \
-{                                                                                  \
-	struct xfw_hkey k = { .field = f, .pad = 0, .value = value };              \
-	__u32 *c = bpf_map_lookup_elem(&xfw_hcls##F, &k);                          \
-	__u32 cls = c ? *c : cfg.fam[FI].default_cls[f];                           \
-                                                                                   \
-	if (!cls)                                                                  \
-		return 0;                                                          \
-	st->cls[f] = cls;                                                          \
-	return 1;                                                                  \
-}                                                                                  \
-                                                                                   \
-/* xfw_resolve##F maps every active field to its class; 0 when some field's  \
- * class is empty, so no entry can match (early break). */                     \
-static __always_inline int xfw_resolve##F(struct xfw_pkt *p, __u32 iif,            \
-					   __u32 oif, struct xfw_cls *st)          \
-{                                                                                  \
-	__u32 act = cfg.fam[FI].active;                                            \
-                                                                                   \
-	if ((act & (1u << XFW_F_PROTO)) && !xfw_small_cls##F(st, XFW_F_PROTO, p->proto))     \
-		return 0;                                                          \
-	if ((act & (1u << XFW_F_DPORT)) && !xfw_small_cls##F(st, XFW_F_DPORT, p->dport))     \
-		return 0;                                                          \
-	if ((act & (1u << XFW_F_SPORT)) && !xfw_small_cls##F(st, XFW_F_SPORT, p->sport))     \
-		return 0;                                                          \
-	if ((act & (1u << XFW_F_TCPFLAGS)) &&                                      \
-	    !xfw_small_cls##F(st, XFW_F_TCPFLAGS, p->tcpflags))                    \
-		return 0;                                                          \
-	if ((act & (1u << XFW_F_ICMP)) && !xfw_small_cls##F(st, XFW_F_ICMP, p->icmp))        \
-		return 0;                                                          \
-	if ((act & (1u << XFW_F_FRAG)) && !xfw_small_cls##F(st, XFW_F_FRAG, p->frag))        \
-		return 0;                                                          \
-	if ((act & (1u << XFW_F_LEN)) && !xfw_small_cls##F(st, XFW_F_LEN, p->l3len))         \
-		return 0;                                                          \
-	if ((act & (1u << XFW_F_TTL)) && !xfw_small_cls##F(st, XFW_F_TTL, p->ttl))           \
-		return 0;                                                          \
-	if ((act & (1u << XFW_F_IIF)) && !xfw_hash_cls##F(st, XFW_F_IIF, iif))               \
-		return 0;                                                          \
-	if ((act & (1u << XFW_F_OIF)) && !xfw_hash_cls##F(st, XFW_F_OIF, oif))               \
-		return 0;                                                          \
-	if ((act & (1u << XFW_F_MAC)) && !xfw_hash_cls##F(st, XFW_F_MAC, p->mac_src))        \
-		return 0;                                                          \
-	if ((act & (1u << XFW_F_SRC)) &&                                           \
-	    !xfw_addr_cls##F(st, XFW_F_SRC, 0, p->src_hi, p->src_lo))              \
-		return 0;                                                          \
-	if ((act & (1u << XFW_F_DST)) &&                                           \
-	    !xfw_addr_cls##F(st, XFW_F_DST, 1, p->dst_hi, p->dst_lo))              \
-		return 0;                                                          \
-	return 1;                                                                  \
-}                                                                                  \
-                                                                                   \
-/* xfw_chunk_of##F returns the chunk of field f for chunk index c, NULL when   \
- * it is empty. */                                                             \
-static __always_inline struct xfw_chunk *xfw_chunk_of##F(struct xfw_cls *st,      \
-							 __u32 f, __u32 c)         \
-{                                                                                  \
-	__u32 key = st->cls[f] * cfg.fam[FI].nchunks + c;                          \
-	__u32 *id = bpf_map_lookup_elem(&xfw_clsch##F, &key);                      \
-                                                                                   \
-	if (!id || !*id)                                                           \
-		return NULL;                                                       \
-	return bpf_map_lookup_elem(&xfw_chunks##F, id);                            \
-}                                                                                  \
-                                                                                   \
-/* xfw_step##F is one bpf_loop iteration: it examines one candidate word at  \
- * st->pos (the AND of the active fields' chunk summaries says which words   \
- * can hold a match) and either moves pos forward, acts on a CONTINUE entry  \
- * and moves on, or stops at a terminal entry or the chain's end. One word  \
- * per iteration keeps the callback loop-free for the verifier. */           \
-static long xfw_step##F(__u32 iter, struct xfw_cls *st)                           \
-{                                                                                  \
-	__u32 act = cfg.fam[FI].active;                                            \
-	__u32 pos = st->pos, c, j, e;                                              \
-	__u64 summ, w;                                                             \
-	struct xfw_chunk *ch;                                                      \
-	struct xfw_entry *ent;                                                     \
-                                                                                   \
-	if (pos >= st->end) {                                                      \
-		st->result = XFW_RES_END;                                          \
-		return 1;                                                          \
-	}                                                                          \
-	c = pos / XFW_CHUNK_BITS;                                                  \
-	if (c != st->chunk) {                                                      \
-		summ = ~0ULL;                                                      \
-		for (int f = 0; f < XFW_NFIELDS; f++) {                            \
-			if (!(act & (1u << f)))                                    \
-				continue;                                          \
-			ch = xfw_chunk_of##F(st, f, c);                            \
-			if (!ch) {                                                 \
-				summ = 0;                                          \
-				break;                                             \
-			}                                                          \
-			summ &= ch->summary;                                       \
-		}                                                                  \
-		st->chunk = c;                                                     \
-		st->summary = summ;                                                \
-	}                                                                          \
-	j = (pos % XFW_CHUNK_BITS) / 64;                                           \
-	summ = st->summary & (~0ULL << j);                                         \
-	if (!summ) {                                                               \
-		st->pos = (c + 1) * XFW_CHUNK_BITS;                                \
-		return 0;                                                          \
-	}                                                                          \
-	if (xfw_ctz64(summ) != j) {                                                \
-		/* Skip to the next word that can match. */                        \
-		st->pos = c * XFW_CHUNK_BITS + xfw_ctz64(summ) * 64;               \
-		return 0;                                                          \
-	}                                                                          \
-	w = ~0ULL << (pos % 64);                                                   \
-	for (int f = 0; f < XFW_NFIELDS; f++) {                                    \
-		if (!(act & (1u << f)))                                            \
-			continue;                                                  \
-		ch = xfw_chunk_of##F(st, f, c);                                    \
-		if (!ch) {                                                         \
-			w = 0;                                                     \
-			break;                                                     \
-		}                                                                  \
-		w &= ch->words[j & (XFW_CHUNK_WORDS - 1)];                         \
-	}                                                                          \
-	if (!w) {                                                                  \
-		st->pos = c * XFW_CHUNK_BITS + (j + 1) * 64;                       \
-		return 0;                                                          \
-	}                                                                          \
-	e = c * XFW_CHUNK_BITS + j * 64 + xfw_ctz64(w);                            \
-	if (e >= st->end) {                                                        \
-		st->result = XFW_RES_END;                                          \
-		return 1;                                                          \
-	}                                                                          \
-	ent = bpf_map_lookup_elem(&xfw_entries##F, &e);                            \
-	if (!ent) {                                                                \
-		st->result = XFW_RES_END;                                          \
-		return 1;                                                          \
-	}                                                                          \
-	if (ent->flags & st->hotdrop) {                                            \
-		st->result = XFW_RES_HOTDROP;                                      \
-		return 1;                                                          \
-	}                                                                          \
-	if (ent->action != XFW_ACT_CONTINUE) {                                     \
-		st->result = e;                                                    \
-		return 1;                                                          \
-	}                                                                          \
-	if (ent->flags & XFW_EF_COUNT)                                             \
-		xfw_count##F(ent->rule, st->l3len);                                \
-	if (ent->flags & XFW_EF_LOG) {                                             \
-		if (st->nlogs < XFW_MAX_PENDING_LOGS)                              \
-			st->logs[st->nlogs & (XFW_MAX_PENDING_LOGS - 1)] = e;      \
-		else                                                               \
-			xfw_stat_inc(XFW_STAT_LOG_LOST);                           \
-		st->nlogs++;                                                       \
-	}                                                                          \
-	/* The compiler guarantees next > e: the walk only moves forward. */      \
-	st->pos = ent->next;                                                       \
-	return 0;                                                                  \
-}                                                                                  \
-                                                                                   \
-/* xfw_classify##F runs chain `chain` for the packet and returns the terminal  \
- * entry's index, XFW_RES_END for the policy or XFW_RES_HOTDROP. Counters of   \
- * the terminal entry and the policy are updated here. It is a global (non-   \
- * inlined) function so the verifier checks it once, not once per path of    \
- * the parser before it. */                                                    \
-__attribute__((noinline)) __u32 xfw_classify##F(struct xfw_pkt *p, __u32 chain,  \
-						 __u32 iif, __u32 oif,             \
-						 struct xfw_pending *st)           \
-{                                                                                  \
-	struct xfw_entry *ent;                                                     \
-	struct xfw_cls local = {};                                                 \
-	__u32 res;                                                                 \
-                                                                                   \
-	/* A global function: verified once, on its own, with these checks. */    \
-	if (!p || !st)                                                             \
-		return XFW_RES_END;                                                \
-	/* bpf_loop wants its context on this function's stack. */                \
-	local.l3len = p->l3len;                                                      \
-	local.hotdrop = xfw_defects(p);                                            \
-	local.nlogs = 0;                                                             \
-	local.chunk = ~0u;                                                           \
-	local.result = XFW_RES_END;                                                  \
-	if (chain >= XFW_NCHAINS)                                                  \
-		return XFW_RES_END;                                                \
-	local.pos = cfg.fam[FI].chain_start[chain];                                  \
-	local.end = cfg.fam[FI].chain_end[chain];                                    \
-	/* No "pos < end" shortcut: a provably dead bpf_loop call trips a  \
-	 * kernel bug (see xfw_fam_on in xfw.c); the first step ends it. */ \
-	if (xfw_resolve##F(p, iif, oif, &local)) {                                \
-		local.result = XFW_RES_END;                                          \
-		if (bpf_loop(cfg.fam[FI].max_iters, xfw_step##F, &local, 0) < 0)       \
-			local.result = XFW_RES_END;                                  \
-	}                                                                          \
-	res = local.result;                                                          \
-	if (res == XFW_RES_HOTDROP)                                                \
-		return res;                                                        \
-	st->nlogs = local.nlogs;                                                   \
-	__builtin_memcpy(st->logs, local.logs, sizeof(local.logs));                \
-	if (res == XFW_RES_END) {                                                  \
-		xfw_count##F(chain, p->l3len);                                     \
-		return res;                                                        \
-	}                                                                          \
-	ent = bpf_map_lookup_elem(&xfw_entries##F, &res);                          \
-	if (ent && (ent->flags & XFW_EF_COUNT))                                    \
-		xfw_count##F(ent->rule, p->l3len);                                 \
-	return res;                                                                \
+	__uint(max_entries, XFW_NSLOTS);                                           \
+	__array(values, struct inner);                                             \
+} name SEC(".maps")
+XFW_OUTER(xfw_o_small, xfw_small_m);
+XFW_OUTER(xfw_o_bounds, xfw_bounds_m);
+XFW_OUTER(xfw_o_hcls, xfw_hcls_m);
+XFW_OUTER(xfw_o_clsch, xfw_clsch_m);
+XFW_OUTER(xfw_o_chunks, xfw_chunks_m);
+XFW_OUTER(xfw_o_entries, xfw_entries_m);
+XFW_OUTER(xfw_o_counters, xfw_counters_m);
+XFW_OUTER(xfw_o_logcfg, xfw_logcfg_m);
+
+/* Per-slot ruleset configuration (struct xfw_family_cfg), written by the
+ * control plane before it flips the bank. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xfw_family_cfg);
+	__uint(max_entries, XFW_NSLOTS);
+} xfw_cfg SEC(".maps");
+
+/* Active bank (0 or 1) of each family. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 2);
+} xfw_bank SEC(".maps");
+
+/* xfw_active_slot returns the generation slot of family fi (0 IPv4, 1
+ * IPv6), or XFW_NO_SLOT when the family has no ruleset. */
+static __always_inline __u32 xfw_active_slot(__u32 fi)
+{
+	struct xfw_family_cfg *c;
+	__u32 *bank, slot;
+
+	bank = bpf_map_lookup_elem(&xfw_bank, &fi);
+	if (!bank)
+		return XFW_NO_SLOT;
+	slot = fi * 2 + (*bank & 1);
+	c = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	if (!c || !c->enabled)
+		return XFW_NO_SLOT;
+	return slot;
+}
+
+/* xfw_inner returns slot's inner map of outer map o, or NULL. */
+static __always_inline void *xfw_inner(void *o, __u32 slot)
+{
+	return bpf_map_lookup_elem(o, &slot);
+}
+
+static __always_inline void xfw_count(__u32 slot, __u32 rule, __u32 bytes)
+{
+	struct xfw_family_cfg *fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	void *m = xfw_inner(&xfw_o_counters, slot);
+	struct xfw_counter *c;
+	__u32 key;
+
+	if (!fc || !m || rule >= fc->ncounters)
+		return;
+	key = bpf_get_smp_processor_id() * fc->ncounters + rule;
+	c = bpf_map_lookup_elem(m, &key);
+	if (c) {
+		c->packets += 1;
+		c->bytes += bytes;
+	}
+}
+
+static __always_inline int xfw_small_cls(struct xfw_cls *st, struct xfw_family_cfg *fc,
+					 void *small, __u32 f, __u32 value)
+{
+	__u32 key, *c;
+
+	if (f >= XFW_NFIELDS)
+		return 0;
+	key = fc->small_base[f] + value;
+	c = bpf_map_lookup_elem(small, &key);
+	if (!c || !*c)
+		return 0;
+	st->cls[f] = *c;
+	return 1;
+}
+
+static __always_inline int xfw_addr_cls(struct xfw_cls *st, struct xfw_family_cfg *fc,
+					__u32 f, __u32 a, __u64 hi, __u64 lo)
+{
+	void *bounds = xfw_inner(&xfw_o_bounds, st->slot);
+	__u32 base = fc->addr_base[a & 1];
+	__u32 l = 0, h = fc->addr_count[a & 1] - 1, key;
+	struct xfw_bound *b;
+
+	if (!bounds)
+		return 0;
+	for (int i = 0; i < XFW_BSEARCH_STEPS; i++) {
+		__u32 mid;
+
+		if (l >= h)
+			break;
+		mid = l + (h - l + 1) / 2;
+		key = base + mid;
+		b = bpf_map_lookup_elem(bounds, &key);
+		if (!b)
+			return 0;
+		if (b->hi < hi || (b->hi == hi && b->lo <= lo))
+			l = mid;
+		else
+			h = mid - 1;
+	}
+	key = base + l;
+	b = bpf_map_lookup_elem(bounds, &key);
+	if (!b || !b->cls)
+		return 0;
+	st->cls[f] = b->cls;
+	return 1;
+}
+
+static __always_inline int xfw_hash_cls(struct xfw_cls *st, struct xfw_family_cfg *fc,
+					void *hcls, __u32 f, __u64 value)
+{
+	struct xfw_hkey k = { .field = f, .pad = 0, .value = value };
+	__u32 *c = bpf_map_lookup_elem(hcls, &k);
+	__u32 cls;
+
+	if (f >= XFW_NFIELDS)
+		return 0;
+	cls = c ? *c : fc->default_cls[f];
+	if (!cls)
+		return 0;
+	st->cls[f] = cls;
+	return 1;
+}
+
+/* xfw_resolve maps every active field to its class; 0 when some field's
+ * class is empty, so no entry can match (early break). A global function:
+ * its temporaries stay off the deepest call chain's stack (XDP program →
+ * xfw_classify → bpf_loop callback → xfw_and_fields), which must fit in 512
+ * bytes. */
+__attribute__((noinline)) int xfw_resolve(struct xfw_pkt *p, __u32 iif, __u32 oif,
+					  struct xfw_cls *st)
+{
+	struct xfw_family_cfg *fc;
+	void *small, *hcls;
+	__u32 act, slot;
+
+	if (!p || !st)
+		return 0;
+	slot = st->slot;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	small = xfw_inner(&xfw_o_small, slot);
+	hcls = xfw_inner(&xfw_o_hcls, slot);
+	if (!fc || !small || !hcls)
+		return 0;
+	act = fc->active;
+	if ((act & (1u << XFW_F_PROTO)) && !xfw_small_cls(st, fc, small, XFW_F_PROTO, p->proto))
+		return 0;
+	if ((act & (1u << XFW_F_DPORT)) && !xfw_small_cls(st, fc, small, XFW_F_DPORT, p->dport))
+		return 0;
+	if ((act & (1u << XFW_F_SPORT)) && !xfw_small_cls(st, fc, small, XFW_F_SPORT, p->sport))
+		return 0;
+	if ((act & (1u << XFW_F_TCPFLAGS)) &&
+	    !xfw_small_cls(st, fc, small, XFW_F_TCPFLAGS, p->tcpflags))
+		return 0;
+	if ((act & (1u << XFW_F_ICMP)) && !xfw_small_cls(st, fc, small, XFW_F_ICMP, p->icmp))
+		return 0;
+	if ((act & (1u << XFW_F_FRAG)) && !xfw_small_cls(st, fc, small, XFW_F_FRAG, p->frag))
+		return 0;
+	if ((act & (1u << XFW_F_LEN)) && !xfw_small_cls(st, fc, small, XFW_F_LEN, p->l3len))
+		return 0;
+	if ((act & (1u << XFW_F_TTL)) && !xfw_small_cls(st, fc, small, XFW_F_TTL, p->ttl))
+		return 0;
+	if ((act & (1u << XFW_F_IIF)) && !xfw_hash_cls(st, fc, hcls, XFW_F_IIF, iif))
+		return 0;
+	if ((act & (1u << XFW_F_OIF)) && !xfw_hash_cls(st, fc, hcls, XFW_F_OIF, oif))
+		return 0;
+	if ((act & (1u << XFW_F_MAC)) && !xfw_hash_cls(st, fc, hcls, XFW_F_MAC, p->mac_src))
+		return 0;
+	if ((act & (1u << XFW_F_SRC)) && !xfw_addr_cls(st, fc, XFW_F_SRC, 0, p->src_hi, p->src_lo))
+		return 0;
+	if ((act & (1u << XFW_F_DST)) && !xfw_addr_cls(st, fc, XFW_F_DST, 1, p->dst_hi, p->dst_lo))
+		return 0;
+	return 1;
+}
+
+/* xfw_chunk_of returns the chunk of field f for chunk index c, NULL when it
+ * is empty. */
+static __always_inline struct xfw_chunk *xfw_chunk_of(struct xfw_cls *st, void *clsch,
+						      void *chunks, __u32 nchunks, __u32 f,
+						      __u32 c)
+{
+	__u32 key = st->cls[f] * nchunks + c;
+	__u32 *id = bpf_map_lookup_elem(clsch, &key);
+
+	if (!id || !*id)
+		return NULL;
+	return bpf_map_lookup_elem(chunks, id);
+}
+
+/* XFW_SUMMARY as the word index asks xfw_and_fields for the summaries. */
+#define XFW_SUMMARY XFW_CHUNK_WORDS
+
+/* xfw_and_fields returns the AND, over the active fields, of word j of
+ * chunk c of each field's class (j == XFW_SUMMARY: the chunk summaries);
+ * 0 when some field's chunk is empty. A global function, verified once on
+ * its own: inlined into the bpf_loop callback, its per-field branches
+ * multiply with the callback's and the verifier gives up. */
+__attribute__((noinline)) __u64 xfw_and_fields(struct xfw_cls *st, __u32 c, __u32 j)
+{
+	struct xfw_family_cfg *fc;
+	void *clsch, *chunks;
+	struct xfw_chunk *ch;
+	__u64 acc = ~0ULL;
+	__u32 f, slot;
+
+	if (!st)
+		return 0;
+	slot = st->slot;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	clsch = xfw_inner(&xfw_o_clsch, slot);
+	chunks = xfw_inner(&xfw_o_chunks, slot);
+	if (!fc || !clsch || !chunks)
+		return 0;
+	for (__u32 i = 0; i < XFW_NFIELDS; i++) {
+		if (i >= fc->nfields)
+			break;
+		f = fc->fields[i];
+		if (f >= XFW_NFIELDS)
+			return 0;
+		ch = xfw_chunk_of(st, clsch, chunks, fc->nchunks, f, c);
+		if (!ch)
+			return 0;
+		if (j >= XFW_SUMMARY)
+			acc &= ch->summary;
+		else
+			acc &= ch->words[j & (XFW_CHUNK_WORDS - 1)];
+	}
+	return acc;
+}
+
+/* xfw_step is one bpf_loop iteration: it examines one candidate word at
+ * st->pos (the AND of the active fields' chunk summaries says which words
+ * can hold a match) and either moves pos forward, acts on a CONTINUE entry
+ * and moves on, or stops at a terminal entry or the chain's end. One word
+ * per iteration keeps the callback loop-free for the verifier. */
+static long xfw_step(__u32 iter, struct xfw_cls *st)
+{
+	__u32 pos = st->pos, c, j, e;
+	__u64 summ, w;
+	struct xfw_entry *ent;
+	void *entries;
+
+	if (pos >= st->end) {
+		st->result = XFW_RES_END;
+		return 1;
+	}
+	c = pos / XFW_CHUNK_BITS;
+	if (c != st->chunk) {
+		st->chunk = c;
+		st->summary = xfw_and_fields(st, c, XFW_SUMMARY);
+	}
+	j = (pos % XFW_CHUNK_BITS) / 64;
+	summ = st->summary & (~0ULL << j);
+	if (!summ) {
+		st->pos = (c + 1) * XFW_CHUNK_BITS;
+		return 0;
+	}
+	if (xfw_ctz64(summ) != j) {
+		/* Skip to the next word that can match. */
+		st->pos = c * XFW_CHUNK_BITS + xfw_ctz64(summ) * 64;
+		return 0;
+	}
+	w = (~0ULL << (pos % 64)) & xfw_and_fields(st, c, j);
+	if (!w) {
+		st->pos = c * XFW_CHUNK_BITS + (j + 1) * 64;
+		return 0;
+	}
+	e = c * XFW_CHUNK_BITS + j * 64 + xfw_ctz64(w);
+	if (e >= st->end) {
+		st->result = XFW_RES_END;
+		return 1;
+	}
+	entries = xfw_inner(&xfw_o_entries, st->slot);
+	if (!entries) {
+		st->result = XFW_RES_END;
+		return 1;
+	}
+	ent = bpf_map_lookup_elem(entries, &e);
+	if (!ent) {
+		st->result = XFW_RES_END;
+		return 1;
+	}
+	if (ent->flags & st->hotdrop) {
+		st->result = XFW_RES_HOTDROP;
+		return 1;
+	}
+	if (ent->action != XFW_ACT_CONTINUE) {
+		st->result = e;
+		return 1;
+	}
+	if (ent->flags & XFW_EF_COUNT)
+		xfw_count(st->slot, ent->rule, st->l3len);
+	if (ent->flags & XFW_EF_LOG) {
+		if (st->nlogs < XFW_MAX_PENDING_LOGS)
+			st->logs[st->nlogs & (XFW_MAX_PENDING_LOGS - 1)] = e;
+		else
+			xfw_stat_inc(XFW_STAT_LOG_LOST);
+		st->nlogs++;
+	}
+	/* The compiler guarantees next > e: the walk only moves forward. */
+	st->pos = ent->next;
+	return 0;
+}
+
+/* xfw_classify runs chain `chain` of generation slot ps->slot for the packet
+ * and returns the terminal entry's index, XFW_RES_END for the policy or
+ * XFW_RES_HOTDROP. Counters of the terminal entry and the policy are updated
+ * here. It is a global (non-inlined) function so the verifier checks it
+ * once, not once per path of the parser before it. */
+__attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u32 iif,
+					     __u32 oif, struct xfw_pending *ps)
+{
+	struct xfw_family_cfg *fc;
+	struct xfw_entry *ent;
+	struct xfw_cls local = {};
+	void *entries;
+	__u32 res, slot;
+
+	/* A global function: verified once, on its own, with these checks. */
+	if (!p || !ps)
+		return XFW_RES_END;
+	slot = ps->slot;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	if (!fc)
+		return XFW_RES_END;
+	/* bpf_loop wants its context on this function's stack. */
+	local.slot = slot;
+	local.l3len = p->l3len;
+	local.hotdrop = xfw_defects(p);
+	local.nlogs = 0;
+	local.chunk = ~0u;
+	local.result = XFW_RES_END;
+	if (chain >= XFW_NCHAINS)
+		return XFW_RES_END;
+	local.pos = fc->chain_start[chain];
+	local.end = fc->chain_end[chain];
+	if (xfw_resolve(p, iif, oif, &local)) {
+		local.result = XFW_RES_END;
+		if (bpf_loop(fc->max_iters, xfw_step, &local, 0) < 0)
+			local.result = XFW_RES_END;
+	}
+	res = local.result;
+	if (res == XFW_RES_HOTDROP)
+		return res;
+	ps->nlogs = local.nlogs;
+	__builtin_memcpy(ps->logs, local.logs, sizeof(local.logs));
+	if (res == XFW_RES_END) {
+		xfw_count(slot, chain, p->l3len);
+		return res;
+	}
+	entries = xfw_inner(&xfw_o_entries, slot);
+	if (!entries)
+		return res;
+	ent = bpf_map_lookup_elem(entries, &res);
+	if (ent && (ent->flags & XFW_EF_COUNT))
+		xfw_count(slot, ent->rule, p->l3len);
+	return res;
 }
 
 #endif /* XFW_CLASSIFY_H */

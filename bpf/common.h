@@ -7,8 +7,8 @@
  *  - Every map value and key layout lives here; a change here is a change in
  *    layout.go (the Go test TestLayoutSizes checks the sizes).
  *  - Families: index 0 is IPv4 (iptables), index 1 is IPv6 (ip6tables). Each
- *    family has its own set of classification maps, so reloading one family
- *    reuses the other family's maps unchanged.
+ *    family has its own generation slots (classify.h), so replacing one
+ *    family's ruleset leaves the other's maps untouched.
  *  - Chains: index 0 INPUT, 1 FORWARD, 2 OUTPUT (XFW_CHAIN_*).
  *  - Addresses are kept as two host-order 64-bit halves (hi, lo) so IPv4 and
  *    IPv6 share the range search; an IPv4 address is hi = 0, lo = addr.
@@ -174,7 +174,14 @@ struct xfw_log_event {
 	__u8 pkt[XFW_LOG_SNAP];
 };
 
-/* Per-family configuration, a load-time constant (.rodata). */
+/* Room for the list of active fields (XFW_NFIELDS rounded up to 4). */
+#define XFW_FIELD_LIST 16
+
+/* Generation slots: slot = family index * 2 + bank (see classify.h). */
+#define XFW_NSLOTS 4
+#define XFW_NO_SLOT 0xffffffffu
+
+/* Configuration of one generation slot (map xfw_cfg). */
 struct xfw_family_cfg {
 	__u32 enabled;          /* 0: no ruleset loaded, accept everything */
 	__u32 active;           /* bit mask of enum xfw_field */
@@ -183,10 +190,14 @@ struct xfw_family_cfg {
 	__u32 chain_start[XFW_NCHAINS];
 	__u32 chain_end[XFW_NCHAINS];
 	__u32 policy_drop[XFW_NCHAINS]; /* 1 = DROP, 0 = ACCEPT */
-	__u32 small_base[XFW_NFIELDS];  /* offset in the family's small map */
+	__u32 small_base[XFW_NFIELDS];  /* offset in the slot's small map */
 	__u32 default_cls[XFW_NFIELDS]; /* class of hashed values not in map */
 	__u32 max_iters;                /* bpf_loop bound: nchunks + hops + 1 */
-	__u32 pad;
+	__u32 addr_base[2];             /* first interval bound of SRC, DST */
+	__u32 addr_count[2];            /* interval bounds of SRC, DST */
+	__u32 ncounters;                /* counters per CPU (policies + rules) */
+	__u32 nfields;                  /* active fields, listed in .fields */
+	__u8 fields[XFW_FIELD_LIST];    /* the active fields' enum xfw_field */
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid
@@ -199,18 +210,5 @@ struct xfw_ifinfo {
 };
 
 #define XFW_IF_NOL2 0x01 /* no Ethernet header (loopback keeps one) */
-
-/* Where each family's SRC/DST interval bounds start and how many there
- * are. Kept in writable data, not .rodata: with the counts as constants the
- * verifier follows the binary search value by value and gives up. */
-struct xfw_addr_cfg {
-	__u32 base[2][2];  /* [family][0 SRC, 1 DST] */
-	__u32 count[2][2];
-};
-
-/* Whole-program configuration. */
-struct xfw_cfg {
-	struct xfw_family_cfg fam[2];
-};
 
 #endif /* XFW_COMMON_H */

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * xfw.c — entry points of xfw's data plane: XDP on ingress of every
- * interface, TCX on egress. One object serves both families; its load-time
- * constants (cfg) describe the rulesets the maps hold, so the verifier and
- * JIT drop the code of fields and families no rule uses.
+ * interface, TCX on egress. One object serves both families. It is loaded
+ * and verified once per namespace; rulesets are swapped by replacing inner
+ * maps and flipping a bank index (classify.h), never by reloading code.
  *
  * Hook → chain (as netfilter's filter table):
  *   XDP ingress: bpf_fib_lookup() asks the kernel's routing. Local delivery
@@ -24,18 +24,6 @@
 #include <bpf/bpf_endian.h>
 
 #include "common.h"
-
-/* Load-time configuration (rewritten by the loader before loading). */
-const volatile struct xfw_cfg cfg = {};
-
-/* Which families have a ruleset. Deliberately not a load-time constant:
- * when the verifier can prove a family's path dead it removes the bpf_loop
- * callback with it, and kernels up to at least 6.18 then fail in
- * jit_subprogs ("No program to jit"). Writable data keeps the path live. */
-volatile __u32 xfw_fam_on[2] SEC(".data") = { 0, 0 };
-
-/* Address-field bounds layout (see struct xfw_addr_cfg). */
-volatile struct xfw_addr_cfg xfw_addrs SEC(".data") = {};
 
 /* Set only to keep every state map referenced by the program, so the control
  * plane finds them from the attached program's map ids. Never true. */
@@ -65,76 +53,77 @@ struct {
 	__uint(max_entries, 1 << 20);
 } xfw_logring SEC(".maps");
 
-/* The saved ruleset of each family (iptables-save text in 4 KiB pages) and
- * the user-space counter offsets; read and written by the control plane
- * only. */
+/* The saved ruleset of each generation slot (iptables-save text in 4 KiB
+ * pages) and the user-space counter offsets; read and written by the
+ * control plane only. */
 #define XFW_STATE_PAGE 4096
 struct xfw_state_page {
 	__u8 b[XFW_STATE_PAGE];
 };
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, struct xfw_state_page);
-	__uint(max_entries, 1);
-} xfw_state4 SEC(".maps"), xfw_state6 SEC(".maps");
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, struct xfw_counter);
-	__uint(max_entries, 3);
-} xfw_cbase4 SEC(".maps"), xfw_cbase6 SEC(".maps");
+XFW_INNER_ARRAY(xfw_state_m, struct xfw_state_page);
+XFW_INNER_ARRAY(xfw_cbase_m, struct xfw_counter);
+XFW_OUTER(xfw_o_state, xfw_state_m);
+XFW_OUTER(xfw_o_cbase, xfw_cbase_m);
 
-XFW_DEFINE_CLASSIFIER(4, 0)
-XFW_DEFINE_CLASSIFIER(6, 1)
+/* An 8-byte identity of the loaded object (written by the loader), so a
+ * control plane of another build never reuses programs or maps whose
+ * layout it does not know. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} xfw_build SEC(".maps");
 
 static __always_inline void xfw_touch_state(void)
 {
 	__u32 k = 0;
 
 	if (xfw_anchor) {
-		bpf_map_lookup_elem(&xfw_state4, &k);
-		bpf_map_lookup_elem(&xfw_state6, &k);
-		bpf_map_lookup_elem(&xfw_cbase4, &k);
-		bpf_map_lookup_elem(&xfw_cbase6, &k);
+		bpf_map_lookup_elem(&xfw_o_state, &k);
+		bpf_map_lookup_elem(&xfw_o_cbase, &k);
+		bpf_map_lookup_elem(&xfw_build, &k);
 	}
 }
 
-/* xfw_log_fill reserves and fills a LOG event for entry e, or returns NULL. */
-#define XFW_DEFINE_LOGGER(F)                                                       \
-static __always_inline struct xfw_log_event *xfw_log_event##F(__u32 e,             \
-		struct xfw_pkt *p, __u32 chain, __u32 iif, __u32 oif)              \
-{                                                                                  \
-	struct xfw_entry *ent = bpf_map_lookup_elem(&xfw_entries##F, &e);          \
-	struct xfw_logcfg *lc;                                                     \
-	struct xfw_log_event *ev;                                                  \
-	__u32 aux;                                                                 \
-                                                                                   \
-	if (!ent)                                                                  \
-		return NULL;                                                       \
-	aux = ent->aux;                                                            \
-	lc = bpf_map_lookup_elem(&xfw_logcfg##F, &aux);                            \
-	if (!lc)                                                                   \
-		return NULL;                                                       \
-	ev = bpf_ringbuf_reserve(&xfw_logring, sizeof(*ev), 0);                    \
-	if (!ev) {                                                                 \
-		xfw_stat_inc(XFW_STAT_LOG_LOST);                                   \
-		return NULL;                                                       \
-	}                                                                          \
-	ev->in_ifindex = iif;                                                      \
-	ev->out_ifindex = oif;                                                     \
-	ev->rule = ent->rule;                                                      \
-	ev->l3_off = p->l3_off;                                                    \
-	ev->family = F;                                                            \
-	ev->chain = chain;                                                         \
-	ev->level = lc->level;                                                     \
-	ev->flags = lc->flags;                                                     \
-	ev->has_mac = chain != XFW_CHAIN_OUTPUT;                                   \
-	__builtin_memcpy(ev->prefix, lc->prefix, XFW_LOG_PREFIX_LEN);              \
-	return ev;                                                                 \
+/* xfw_log_event reserves and fills a LOG event for entry e of generation
+ * slot, or returns NULL. */
+static __always_inline struct xfw_log_event *xfw_log_event(__u32 slot, __u32 e,
+		struct xfw_pkt *p, __u32 chain, __u32 iif, __u32 oif)
+{
+	void *entries = xfw_inner(&xfw_o_entries, slot);
+	void *logcfg = xfw_inner(&xfw_o_logcfg, slot);
+	struct xfw_entry *ent;
+	struct xfw_logcfg *lc;
+	struct xfw_log_event *ev;
+	__u32 aux;
+
+	if (!entries || !logcfg)
+		return NULL;
+	ent = bpf_map_lookup_elem(entries, &e);
+	if (!ent)
+		return NULL;
+	aux = ent->aux;
+	lc = bpf_map_lookup_elem(logcfg, &aux);
+	if (!lc)
+		return NULL;
+	ev = bpf_ringbuf_reserve(&xfw_logring, sizeof(*ev), 0);
+	if (!ev) {
+		xfw_stat_inc(XFW_STAT_LOG_LOST);
+		return NULL;
+	}
+	ev->in_ifindex = iif;
+	ev->out_ifindex = oif;
+	ev->rule = ent->rule;
+	ev->l3_off = p->l3_off;
+	ev->family = p->fam == 0 ? 4 : 6;
+	ev->chain = chain;
+	ev->level = lc->level;
+	ev->flags = lc->flags;
+	ev->has_mac = chain != XFW_CHAIN_OUTPUT;
+	__builtin_memcpy(ev->prefix, lc->prefix, XFW_LOG_PREFIX_LEN);
+	return ev;
 }
-XFW_DEFINE_LOGGER(4)
-XFW_DEFINE_LOGGER(6)
 
 /* xfw_mask_snap masks a length below XFW_LOG_SNAP in the very register
  * passed to the helper (clang would otherwise reuse an unmasked copy and the
@@ -165,10 +154,7 @@ static __always_inline void xfw_emit_logs_xdp(struct xdp_md *ctx, struct xfw_pkt
 
 		if (i >= st->nlogs)
 			break;
-		if (p->fam == 0)
-			ev = xfw_log_event4(st->logs[i], p, chain, iif, oif);
-		else
-			ev = xfw_log_event6(st->logs[i], p, chain, iif, oif);
+		ev = xfw_log_event(st->slot, st->logs[i], p, chain, iif, oif);
 		if (!ev)
 			continue;
 		ev->pkt_len = frame;
@@ -196,10 +182,7 @@ static __always_inline void xfw_emit_logs_tc(struct __sk_buff *skb, struct xfw_p
 
 		if (i >= st->nlogs)
 			break;
-		if (p->fam == 0)
-			ev = xfw_log_event4(st->logs[i], p, chain, iif, oif);
-		else
-			ev = xfw_log_event6(st->logs[i], p, chain, iif, oif);
+		ev = xfw_log_event(st->slot, st->logs[i], p, chain, iif, oif);
 		if (!ev)
 			continue;
 		__u32 len = skb->len;
@@ -218,54 +201,39 @@ static __always_inline void xfw_emit_logs_tc(struct __sk_buff *skb, struct xfw_p
 	}
 }
 
-/* xfw_policy returns the verdict of a built-in chain's policy (constant
- * indexes only: the verifier refuses a variable offset into .rodata). */
-static __always_inline __u32 xfw_policy(int fi, __u32 chain)
+/* xfw_policy returns the verdict of a built-in chain's policy in slot. */
+static __always_inline __u32 xfw_policy(__u32 slot, __u32 chain)
 {
-	const volatile __u32 *pd = cfg.fam[fi].policy_drop;
-	__u32 drop;
+	struct xfw_family_cfg *fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
 
-	if (chain == XFW_CHAIN_INPUT)
-		drop = pd[0];
-	else if (chain == XFW_CHAIN_FORWARD)
-		drop = pd[1];
-	else
-		drop = pd[2];
-	return drop ? XFW_ACT_DROP : XFW_ACT_ACCEPT;
+	if (!fc || chain >= XFW_NCHAINS)
+		return XFW_ACT_DROP;
+	return fc->policy_drop[chain] ? XFW_ACT_DROP : XFW_ACT_ACCEPT;
 }
 
-/* xfw_judge classifies p in chain for its family and returns the verdict as
- * XFW_ACT_ACCEPT, XFW_ACT_DROP or XFW_ACT_REJECT (*reject = type). */
+/* xfw_judge classifies p in chain of generation slot st->slot and returns
+ * the verdict as XFW_ACT_ACCEPT, XFW_ACT_DROP or XFW_ACT_REJECT (*reject =
+ * type). */
 static __always_inline __u32 xfw_judge(struct xfw_pkt *p, __u32 chain, __u32 iif,
 				       __u32 oif, struct xfw_pending *st, __u32 *reject)
 {
 	struct xfw_entry *ent;
+	void *entries;
 	__u32 res;
 
-	if (p->fam == 0) {
-		res = xfw_classify4(p, chain, iif, oif, st);
-		if (res == XFW_RES_HOTDROP)
-			return XFW_ACT_DROP;
-		if (res == XFW_RES_END)
-			return xfw_policy(0, chain);
-		ent = bpf_map_lookup_elem(&xfw_entries4, &res);
-	} else {
-		res = xfw_classify6(p, chain, iif, oif, st);
-		if (res == XFW_RES_HOTDROP)
-			return XFW_ACT_DROP;
-		if (res == XFW_RES_END)
-			return xfw_policy(1, chain);
-		ent = bpf_map_lookup_elem(&xfw_entries6, &res);
-	}
+	res = xfw_classify(p, chain, iif, oif, st);
+	if (res == XFW_RES_HOTDROP)
+		return XFW_ACT_DROP;
+	if (res == XFW_RES_END)
+		return xfw_policy(st->slot, chain);
+	entries = xfw_inner(&xfw_o_entries, st->slot);
+	if (!entries)
+		return XFW_ACT_DROP;
+	ent = bpf_map_lookup_elem(entries, &res);
 	if (!ent)
 		return XFW_ACT_DROP;
 	*reject = ent->aux;
 	return ent->action;
-}
-
-static __always_inline int xfw_family_enabled(__u8 fam)
-{
-	return fam == 0 ? xfw_fam_on[0] : xfw_fam_on[1];
 }
 
 /* The namespace's local routing table (table 255: local, broadcast,
@@ -389,7 +357,8 @@ int xfw_xdp(struct xdp_md *ctx)
 	xfw_touch_state();
 	if (xfw_parse(&p, data, data_end, (__u32)(data_end - data), 1) != XFW_PARSE_JUDGE)
 		return XDP_PASS;
-	if (!xfw_family_enabled(p.fam))
+	st.slot = xfw_active_slot(p.fam ? 1 : 0);
+	if (st.slot == XFW_NO_SLOT)
 		return XDP_PASS;
 	key = (__u64)ctx->ingress_ifindex | ((__u64)p.vlan << 32);
 	ifi = bpf_map_lookup_elem(&xfw_ifinfo, &key);
@@ -465,7 +434,8 @@ int xfw_tc_egress(struct __sk_buff *skb)
 	 * datagram cannot be reassembled anyway). */
 	if (p.fragmented && p.frag)
 		return TC_ACT_OK;
-	if (!xfw_family_enabled(p.fam))
+	st.slot = xfw_active_slot(p.fam ? 1 : 0);
+	if (st.slot == XFW_NO_SLOT)
 		return TC_ACT_OK;
 	oif = skb->ifindex;
 

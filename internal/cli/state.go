@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"fmt"
+	"time"
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/dataplane"
@@ -13,6 +14,7 @@ import (
 // loadRunning returns fam's running ruleset with its live counters, or an
 // empty filter table when xfw holds none in this namespace.
 func loadRunning(fam ir.Family) (*ir.Ruleset, error) {
+	t := time.Now()
 	text, err := dataplane.SavedText(fam)
 	if err != nil {
 		return nil, fmt.Errorf("read running ruleset: %w", err)
@@ -20,15 +22,18 @@ func loadRunning(fam ir.Family) (*ir.Ruleset, error) {
 	if text == nil {
 		return ir.NewRuleset(fam), nil
 	}
+	t = dataplane.TraceSince("load: saved text", t)
 	rs, err := iptables.Restore(fam, bytes.NewReader(text), nil, iptables.RestoreOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("running ruleset is unreadable (%w); `xfw stop` clears it", err)
 	}
+	t = dataplane.TraceSince("load: parse", t)
 	counters, err := dataplane.Counters(fam)
 	if err != nil {
 		return nil, fmt.Errorf("read counters: %w", err)
 	}
 	applyCounters(rs, counters)
+	dataplane.TraceSince("load: counters", t)
 	return rs, nil
 }
 
@@ -119,6 +124,7 @@ func counterSources(fam ir.Family, old, nw *ir.Ruleset, keepOld bool) []dataplan
 func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplane.AttachOptions) error {
 	// Counter indexes follow chain order; use the order the saved text has
 	// (iptables-save's), which is the order loadRunning reads it back in.
+	t := time.Now()
 	rs.Chains = iptables.OrderedChains(rs)
 	ifaces, err := dataplane.CompilerInterfaces()
 	if err != nil {
@@ -128,7 +134,9 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplan
 	if err != nil {
 		return err
 	}
+	t = dataplane.TraceSince("commit: compile", t)
 	text := iptables.Save(rs, false)
 	u := &dataplane.Update{Gen: gen, Text: []byte(text), Counters: counterSources(fam, old, rs, keepCounters)}
+	dataplane.TraceSince("commit: save text, counters", t)
 	return dataplane.Apply(fam, u, opts)
 }

@@ -111,18 +111,33 @@ func fillIfInfo(m *ebpf.Map, ifaces []Interface) error {
 	return nil
 }
 
-// attachAll points every interface's ingress and egress at the new
-// programs, replacing the running ones in place.
-func attachAll(xdp, tc *ebpf.Program, ifaces []Interface, cur *state, opts AttachOptions) error {
-	if xdp == nil || tc == nil {
-		return errors.New("BPF object lacks its entry programs")
+// attachMissing attaches the namespace's programs to every interface that
+// does not run them yet (new interfaces, or the first load); interfaces
+// already running them are left alone.
+func attachMissing(cur *state, ifaces []Interface, opts AttachOptions) error {
+	if cur.xdp == nil || cur.tc == nil {
+		return errors.New("xfw's entry programs are not loaded")
 	}
+	xdpInfo, err := cur.xdp.Info()
+	if err != nil {
+		return fmt.Errorf("XDP program info: %w", err)
+	}
+	xdpID, _ := xdpInfo.ID()
+	tcInfo, err := cur.tc.Info()
+	if err != nil {
+		return fmt.Errorf("egress program info: %w", err)
+	}
+	tcID, _ := tcInfo.ID()
 	for _, ifc := range ifaces {
-		if err := attachXDP(xdp, ifc, opts.Mode); err != nil {
-			return err
+		if x := ifc.link.Attrs().Xdp; x == nil || !x.Attached || ebpf.ProgramID(x.ProgId) != xdpID {
+			if err := attachXDP(cur.xdp, ifc, opts.Mode); err != nil {
+				return err
+			}
 		}
-		if err := attachTC(tc, ifc); err != nil {
-			return err
+		if id, err := ourTC(ifc); err != nil || id != tcID {
+			if err := attachTC(cur.tc, ifc); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -4,21 +4,20 @@
 // atomically. It is the only package that touches the kernel's BPF API.
 //
 // State lives in the kernel, anchored on the interfaces: the attached
-// programs hold their maps, and among them the saved ruleset text and the
-// counter offsets. Nothing is pinned, so `ip netns exec` (which remounts
+// programs hold their maps, and among them each generation's saved ruleset
+// text and counter offsets. Nothing is pinned, so `ip netns exec` (which remounts
 // /sys) works, the filter keeps running after the command exits, and
 // deleting the namespace frees everything.
 package dataplane
 
 import (
-	"bytes"
 	_ "embed"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -41,21 +40,16 @@ func familyIndex(f ir.Family) int {
 	return 0
 }
 
-func famSuffix(f ir.Family) string {
-	if f == ir.IPv6 {
-		return "6"
-	}
-	return "4"
-}
+// generationMaps are the kinds of per-generation inner maps; the outer map
+// of kind k is "xfw_o_"+k (bpf/classify.h, bpf/xfw.c).
+var generationMaps = []string{"small", "bounds", "hcls", "clsch", "chunks",
+	"entries", "counters", "logcfg", "state", "cbase"}
 
-// perFamilyMaps are the map names (without the family digit) that belong to
-// one family's generation.
-var perFamilyMaps = []string{"xfw_small", "xfw_bounds", "xfw_hcls", "xfw_clsch", "xfw_chunks",
-	"xfw_entries", "xfw_counters", "xfw_logcfg", "xfw_state", "xfw_cbase"}
+// outerName is the outer (ARRAY_OF_MAPS) map of a generation map kind.
+func outerName(kind string) string { return "xfw_o_" + kind }
 
-// sharedKeptMaps survive every generation (the log reader keeps reading the
-// same ring; statistics accumulate).
-var sharedKeptMaps = []string{"xfw_logring", "xfw_stats"}
+// slotOf is the generation slot of a family's bank (XFW_NSLOTS slots).
+func slotOf(fam ir.Family, bank uint32) uint32 { return uint32(familyIndex(fam))*2 + bank&1 }
 
 // CounterSource says where a new generation's counter starts from.
 type CounterSource struct {
@@ -75,190 +69,238 @@ type Update struct {
 	Counters []CounterSource
 }
 
-// mapSizes returns the number of entries each per-family map needs.
-func mapSizes(u *Update) map[string]int {
+// mapSizes returns the number of entries each generation map needs on a
+// machine of ncpu possible CPUs.
+func mapSizes(u *Update, ncpu int) map[string]int {
 	g := u.Gen
 	pages := (len(u.Text) + statePage - 1) / statePage
 	return map[string]int{
-		"xfw_small":    len(g.Small),
-		"xfw_bounds":   len(g.Bounds),
-		"xfw_hcls":     len(g.Hash),
-		"xfw_clsch":    len(g.ClassChunks),
-		"xfw_chunks":   len(g.Chunks),
-		"xfw_entries":  len(g.Entries),
-		"xfw_counters": g.NumCounters(),
-		"xfw_logcfg":   len(g.LogConfigs),
-		"xfw_state":    pages,
-		"xfw_cbase":    g.NumCounters(),
+		"small":    len(g.Small),
+		"bounds":   len(g.Bounds),
+		"hcls":     len(g.Hash),
+		"clsch":    len(g.ClassChunks),
+		"chunks":   len(g.Chunks),
+		"entries":  len(g.Entries),
+		"counters": g.NumCounters() * ncpu,
+		"logcfg":   len(g.LogConfigs),
+		"state":    pages,
+		"cbase":    g.NumCounters(),
 	}
 }
 
-// Apply compiles nothing: it loads u's generation for its family beside the
-// running one, fills its maps, attaches the new programs to every interface
-// in place of the old ones (one atomic replacement per hook) and carries the
-// counters over. The other family's ruleset is kept as it is.
+// Apply compiles nothing: it installs u's generation for its family. The
+// programs are loaded and verified once per namespace (the first Apply, or
+// after Stop); every later Apply builds the generation's maps in the
+// family's idle bank, then flips the family's bank index — one write the
+// data plane reads once per packet, so every packet is judged wholly by the
+// old ruleset or wholly by the new one. Counters of carried rules continue;
+// the other family's ruleset is not touched.
 func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
-	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(objectBytes))
+	t := time.Now()
+	spec, err := loadSpec()
 	if err != nil {
-		return fmt.Errorf("load BPF object: %w", err)
+		return err
+	}
+	ifaces, err := listInterfaces()
+	if err != nil {
+		return err
 	}
 	cur, err := Current()
 	if err != nil {
 		return err
 	}
+	if cur == nil {
+		if cur, err = load(spec); err != nil {
+			return err
+		}
+	}
 	defer cur.Close()
-
-	ifaces, err := listInterfaces()
-	if err != nil {
+	t = TraceSince("apply: state", t)
+	// Interface facts first: a new generation may name interfaces that
+	// appeared since the last change.
+	if err := fillIfInfo(cur.maps["xfw_ifinfo"], ifaces); err != nil {
+		return err
+	}
+	if err := fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"]); err != nil {
 		return err
 	}
 
-	var cfg bpfCfg
-	var addrs bpfAddrCfg
+	t = TraceSince("apply: interfaces", t)
 	fi := familyIndex(fam)
-	other := ir.IPv4
-	if fam == ir.IPv4 {
-		other = ir.IPv6
+	wasOn := cur.hasFamily(fam)
+	oldSlot := slotOf(fam, cur.banks[fi])
+	newBank := 1 - cur.banks[fi]&1
+	newSlot := slotOf(fam, newBank)
+
+	if err := clearSlot(cur, newSlot); err != nil {
+		return err
 	}
-	replacements := map[string]*ebpf.Map{}
-	if cur != nil {
-		old, err := cur.config(spec)
-		if err != nil {
-			return err
-		}
-		cfg.Fam[1-fi] = old.Fam[1-fi]
-		oldAddrs, err := cur.addrConfig(spec)
-		if err != nil {
-			return err
-		}
-		addrs.Base[1-fi], addrs.Count[1-fi] = oldAddrs.Base[1-fi], oldAddrs.Count[1-fi]
-		keep := func(name string) {
-			m := cur.maps[name]
-			ms := spec.Maps[name]
-			if m == nil || ms == nil {
-				return
-			}
-			// A replacement must match its spec: take the running
-			// map's size.
-			ms.MaxEntries = m.MaxEntries()
-			replacements[name] = m
-		}
-		for _, name := range perFamilyMaps {
-			keep(name + famSuffix(other))
-		}
-		for _, name := range sharedKeptMaps {
-			keep(name)
-		}
+	if err := buildSlot(spec, cur, newSlot, u); err != nil {
+		clearSlot(cur, newSlot)
+		return err
 	}
-	cfg.Fam[fi] = familyCfg(u.Gen)
-	for i := range cfg.Fam {
-		// A bpf_loop count the verifier knows to be 0 makes it drop the
-		// callback and then fail (see xfw_fam_on in bpf/xfw.c).
-		if cfg.Fam[i].MaxIters == 0 {
-			cfg.Fam[i].MaxIters = 1
-		}
+	t = TraceSince("apply: build generation", t)
+	fc := familyCfg(u.Gen)
+	if fc.MaxIters == 0 {
+		fc.MaxIters = 1
+	}
+	if err := cur.maps["xfw_cfg"].Put(newSlot, fc); err != nil {
+		clearSlot(cur, newSlot)
+		return fmt.Errorf("write generation configuration: %w", err)
+	}
+	// The swap.
+	if err := cur.maps["xfw_bank"].Put(uint32(fi), newBank); err != nil {
+		clearSlot(cur, newSlot)
+		return fmt.Errorf("switch to the new generation: %w", err)
+	}
+	cur.banks[fi] = newBank
+	cur.cfgs[newSlot] = fc
+
+	// Attach last: a namespace loaded for the first time starts filtering
+	// with the complete ruleset, and interfaces added since are covered.
+	if err := attachMissing(cur, ifaces, opts); err != nil {
+		return err
 	}
 
-	// Size this family's maps; the other family's keep their size when
-	// replaced, and are minimal (1 entry) when it has no ruleset yet.
-	for name, n := range mapSizes(u) {
-		ms, ok := spec.Maps[name+famSuffix(fam)]
-		if !ok {
-			return fmt.Errorf("BPF object lacks map %s%s", name, famSuffix(fam))
+	t = TraceSince("apply: swap, attach", t)
+	if wasOn {
+		// Packets that read the old bank before the flip may still be
+		// counting in the old generation: wait them out, then carry the
+		// old counters into the new generation's bases and free the old
+		// generation.
+		time.Sleep(counterGrace)
+		if err := carryCounters(cur, oldSlot, newSlot, u.Counters); err != nil {
+			return err
 		}
+	}
+	t = TraceSince("apply: carry counters", t)
+	err = clearSlot(cur, oldSlot)
+	TraceSince("apply: free old generation", t)
+	return err
+}
+
+// counterGrace is how long packets that chose the replaced generation may
+// still be running on other CPUs after the flip (an RCU grace period is far
+// shorter).
+const counterGrace = 20 * time.Millisecond
+
+// clearSlot frees a slot's generation: the data plane never reads a slot
+// whose bank is not active, and the kernel frees inner maps once no packet
+// uses them.
+func clearSlot(cur *state, slot uint32) error {
+	errs := eachOuter(func(kind string, outer *ebpf.Map) error {
+		err := outer.Delete(slot)
+		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("free %s of slot %d: %w", kind, slot, err)
+		}
+		return nil
+	}, cur)
+	if err := cur.maps["xfw_cfg"].Put(slot, bpfFamilyCfg{}); err != nil {
+		errs = append(errs, fmt.Errorf("reset configuration of slot %d: %w", slot, err))
+	}
+	cur.cfgs[slot] = bpfFamilyCfg{}
+	return errors.Join(errs...)
+}
+
+// eachOuter runs op on every outer map concurrently. The kernel waits for an
+// RCU grace period after every update or delete of a map-in-map element
+// (so user space knows no program still sees the old inner map); run one
+// after the other, ten such waits cost ~100 ms, run together they share
+// one grace period.
+func eachOuter(op func(kind string, outer *ebpf.Map) error, cur *state) []error {
+	errs := make([]error, len(generationMaps))
+	var wg sync.WaitGroup
+	for i, kind := range generationMaps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = op(kind, cur.maps[outerName(kind)])
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// buildSlot creates u's generation maps, fills them and installs them in
+// slot of every outer map.
+func buildSlot(spec *ebpf.CollectionSpec, cur *state, slot uint32, u *Update) error {
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("count CPUs: %w", err)
+	}
+	sizes := mapSizes(u, ncpu)
+	maps := map[string]*ebpf.Map{}
+	defer func() {
+		for _, m := range maps {
+			m.Close()
+		}
+	}()
+	for _, kind := range generationMaps {
+		os := spec.Maps[outerName(kind)]
+		if os == nil || os.InnerMap == nil {
+			return fmt.Errorf("BPF object lacks map %s", outerName(kind))
+		}
+		is := os.InnerMap.Copy()
+		is.Name = "xfw_" + kind
+		n := sizes[kind]
 		if n < 1 {
 			n = 1
 		}
-		ms.MaxEntries = uint32(n)
-	}
-	if err := spec.Variables["cfg"].Set(cfg); err != nil {
-		return fmt.Errorf("set load-time configuration: %w", err)
-	}
-	addrs.Base[fi], addrs.Count[fi] = u.Gen.AddrBase, u.Gen.AddrCount
-	if err := spec.Variables["xfw_addrs"].Set(addrs); err != nil {
-		return fmt.Errorf("set address bounds layout: %w", err)
-	}
-	famOn := [2]uint32{cfg.Fam[0].Enabled, cfg.Fam[1].Enabled}
-	if err := spec.Variables["xfw_fam_on"].Set(famOn); err != nil {
-		return fmt.Errorf("set enabled families: %w", err)
-	}
-
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
-		MapReplacements: replacements,
-		Programs:        ebpf.ProgramOptions{LogSizeStart: 1 << 20},
-	})
-	if err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return fmt.Errorf("kernel verifier refused xfw's program: %+v", ve)
+		is.MaxEntries = uint32(n)
+		m, err := ebpf.NewMap(is)
+		if err != nil {
+			return fmt.Errorf("create %s map (%d entries): %w", kind, n, err)
 		}
-		return fmt.Errorf("load xfw into the kernel: %w", err)
+		maps[kind] = m
 	}
-	defer coll.Close()
-
-	if err := fillFamily(coll, fam, u); err != nil {
+	if err := fillGeneration(maps, u); err != nil {
 		return err
 	}
-	if err := fillIfInfo(coll.Maps["xfw_ifinfo"], ifaces); err != nil {
-		return err
-	}
-	if err := fillLocal(coll.Maps["xfw_local4"], coll.Maps["xfw_local6"]); err != nil {
-		return err
-	}
-
-	if err := attachAll(coll.Programs[xdpProgName], coll.Programs[tcProgName], ifaces, cur, opts); err != nil {
-		return err
-	}
-
-	// Carry counters: the old generation no longer sees packets once every
-	// hook points at the new one; give in-flight runs a grace period.
-	if cur != nil && cur.hasFamily(fam) {
-		time.Sleep(counterGrace)
-		if err := carryCounters(cur, coll, fam, u.Counters); err != nil {
-			return err
+	return errors.Join(eachOuter(func(kind string, outer *ebpf.Map) error {
+		if err := outer.Put(slot, maps[kind]); err != nil {
+			return fmt.Errorf("install %s map in slot %d: %w", kind, slot, err)
 		}
-	}
-	return nil
+		return nil
+	}, cur)...)
 }
 
-// counterGrace is how long programs of the replaced generation may still be
-// running on other CPUs after the swap (an RCU grace period is far shorter).
-const counterGrace = 20 * time.Millisecond
-
-func fillFamily(coll *ebpf.Collection, fam ir.Family, u *Update) error {
+func fillGeneration(m map[string]*ebpf.Map, u *Update) error {
 	g := u.Gen
-	sfx := famSuffix(fam)
-	m := func(name string) *ebpf.Map { return coll.Maps[name+sfx] }
-
-	if err := putArray(m("xfw_small"), len(g.Small), func(i int) uint32 { return g.Small[i] }); err != nil {
+	if err := putArray(m["small"], len(g.Small), func(i int) uint32 { return g.Small[i] }); err != nil {
 		return fmt.Errorf("fill small-field classes: %w", err)
 	}
-	if err := putArray(m("xfw_bounds"), len(g.Bounds), func(i int) bpfBound {
+	if err := putArray(m["bounds"], len(g.Bounds), func(i int) bpfBound {
 		b := g.Bounds[i]
 		return bpfBound{Hi: b.Value.Hi, Lo: b.Value.Lo, Cls: b.Class}
 	}); err != nil {
 		return fmt.Errorf("fill address bounds: %w", err)
 	}
-	for k, v := range g.Hash {
-		if err := m("xfw_hcls").Put(bpfHKey{Field: k.Field, Value: k.Value}, v); err != nil {
+	if len(g.Hash) > 0 {
+		keys := make([]bpfHKey, 0, len(g.Hash))
+		vals := make([]uint32, 0, len(g.Hash))
+		for k, v := range g.Hash {
+			keys = append(keys, bpfHKey{Field: k.Field, Value: k.Value})
+			vals = append(vals, v)
+		}
+		if _, err := m["hcls"].BatchUpdate(keys, vals, nil); err != nil {
 			return fmt.Errorf("fill hashed classes: %w", err)
 		}
 	}
-	if err := putArray(m("xfw_clsch"), len(g.ClassChunks), func(i int) uint32 { return g.ClassChunks[i] }); err != nil {
+	if err := putArray(m["clsch"], len(g.ClassChunks), func(i int) uint32 { return g.ClassChunks[i] }); err != nil {
 		return fmt.Errorf("fill class chunks: %w", err)
 	}
-	if err := putArray(m("xfw_chunks"), len(g.Chunks), func(i int) bpfChunk {
+	if err := putArray(m["chunks"], len(g.Chunks), func(i int) bpfChunk {
 		return bpfChunk{Summary: g.Chunks[i].Summary, Words: g.Chunks[i].Words}
 	}); err != nil {
 		return fmt.Errorf("fill chunks: %w", err)
 	}
-	if err := putArray(m("xfw_entries"), len(g.Entries), func(i int) bpfEntry {
+	if err := putArray(m["entries"], len(g.Entries), func(i int) bpfEntry {
 		e := g.Entries[i]
 		return bpfEntry{Rule: e.Rule, Action: uint8(e.Action), Flags: e.Flags, Aux: e.Aux, Next: e.Next}
 	}); err != nil {
 		return fmt.Errorf("fill entries: %w", err)
 	}
-	if err := putArray(m("xfw_logcfg"), len(g.LogConfigs), func(i int) bpfLogCfg {
+	if err := putArray(m["logcfg"], len(g.LogConfigs), func(i int) bpfLogCfg {
 		lc := g.LogConfigs[i]
 		var v bpfLogCfg
 		copy(v.Prefix[:compiler.LogPrefixLen-1], lc.Prefix)
@@ -268,7 +310,7 @@ func fillFamily(coll *ebpf.Collection, fam ir.Family, u *Update) error {
 		return fmt.Errorf("fill LOG options: %w", err)
 	}
 	pages := (len(u.Text) + statePage - 1) / statePage
-	if err := putArray(m("xfw_state"), pages, func(i int) [statePage]byte {
+	if err := putArray(m["state"], pages, func(i int) [statePage]byte {
 		var p [statePage]byte
 		copy(p[:], u.Text[i*statePage:])
 		return p
@@ -277,7 +319,7 @@ func fillFamily(coll *ebpf.Collection, fam ir.Family, u *Update) error {
 	}
 	// Counter bases of counters that start fresh (carried ones are written
 	// after the swap).
-	return putArray(m("xfw_cbase"), len(u.Counters), func(i int) bpfCounter {
+	return putArray(m["cbase"], len(u.Counters), func(i int) bpfCounter {
 		c := u.Counters[i].Initial
 		if u.Counters[i].From >= 0 {
 			c = ir.Counters{}
@@ -312,20 +354,31 @@ func putArray[T any](m *ebpf.Map, n int, val func(i int) T) error {
 }
 
 // carryCounters sets the new generation's counter bases of carried rules to
-// the old base plus the old live counters.
-func carryCounters(cur *state, coll *ebpf.Collection, fam ir.Family, src []CounterSource) error {
-	old, err := cur.readCounters(fam)
+// the old generation's base plus live counters.
+func carryCounters(cur *state, oldSlot, newSlot uint32, src []CounterSource) error {
+	old, err := cur.readCounters(oldSlot)
 	if err != nil {
 		return err
 	}
-	base := coll.Maps["xfw_cbase"+famSuffix(fam)]
+	base, err := cur.inner("cbase", newSlot)
+	if err != nil {
+		return err
+	}
+	defer base.Close()
+	var keys []uint32
+	var vals []bpfCounter
 	for i, s := range src {
 		if s.From < 0 || s.From >= len(old) {
 			continue
 		}
 		c := old[s.From]
-		if err := base.Put(uint32(i), bpfCounter{Packets: c.Packets, Bytes: c.Bytes}); err != nil {
-			return fmt.Errorf("carry counter %d: %w", i, err)
+		keys = append(keys, uint32(i))
+		vals = append(vals, bpfCounter{Packets: c.Packets, Bytes: c.Bytes})
+	}
+	for start := 0; start < len(keys); start += batchSize {
+		end := min(start+batchSize, len(keys))
+		if _, err := base.BatchUpdate(keys[start:end], vals[start:end], nil); err != nil {
+			return fmt.Errorf("carry counters: %w", err)
 		}
 	}
 	return nil
@@ -359,7 +412,7 @@ func Counters(fam ir.Family) ([]ir.Counters, error) {
 	if !cur.hasFamily(fam) {
 		return nil, nil
 	}
-	return cur.readCounters(fam)
+	return cur.readCounters(cur.slot(fam))
 }
 
 // SavedText returns the ruleset text saved with fam's running ruleset, or
@@ -373,7 +426,5 @@ func SavedText(fam ir.Family) ([]byte, error) {
 	if !cur.hasFamily(fam) {
 		return nil, nil
 	}
-	return cur.text(fam)
+	return cur.text(cur.slot(fam))
 }
-
-var _ = link.Tail // link is used by attach.go

@@ -60,17 +60,11 @@ type bpfFamilyCfg struct {
 	SmallBase  [compiler.NumFields]uint32
 	DefaultCls [compiler.NumFields]uint32
 	MaxIters   uint32
-	Pad        uint32
-}
-
-type bpfCfg struct {
-	Fam [2]bpfFamilyCfg
-}
-
-// bpfAddrCfg mirrors struct xfw_addr_cfg (writable .data).
-type bpfAddrCfg struct {
-	Base  [2][2]uint32
-	Count [2][2]uint32
+	AddrBase   [2]uint32
+	AddrCount  [2]uint32
+	NCounters  uint32
+	NFields    uint32
+	Fields     [16]uint8
 }
 
 // bpfLogEvent mirrors struct xfw_log_event.
@@ -97,7 +91,7 @@ const logSnap = 256
 // statePage is XFW_STATE_PAGE: the saved ruleset text is kept in pages.
 const statePage = 4096
 
-// familyCfg renders a generation's load-time constants.
+// familyCfg renders a generation's slot configuration (map xfw_cfg).
 func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 	c := bpfFamilyCfg{
 		Enabled:    1,
@@ -109,6 +103,15 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 		SmallBase:  g.SmallBase,
 		DefaultCls: g.DefaultClass,
 		MaxIters:   g.MaxIters,
+		AddrBase:   g.AddrBase,
+		AddrCount:  g.AddrCount,
+		NCounters:  uint32(g.NumCounters()),
+	}
+	for f := compiler.Field(0); f < compiler.NumFields; f++ {
+		if g.Active&(1<<f) != 0 {
+			c.Fields[c.NFields] = uint8(f)
+			c.NFields++
+		}
 	}
 	for i, d := range g.PolicyDrop {
 		if d {

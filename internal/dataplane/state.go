@@ -2,10 +2,11 @@ package dataplane
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
@@ -13,13 +14,18 @@ import (
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
-// state is the running generation of the namespace, found from the XDP
-// program attached to its interfaces.
+// state is xfw as loaded in the namespace, found from the XDP program
+// attached to its interfaces: the programs, their maps by name, and each
+// family's active bank and slot configurations.
 type state struct {
-	xdp  *ebpf.Program
-	maps map[string]*ebpf.Map
-	cfg  *bpfCfg
+	xdp, tc *ebpf.Program
+	maps    map[string]*ebpf.Map
+	banks   [2]uint32
+	cfgs    [slots]bpfFamilyCfg
 }
+
+// slots is XFW_NSLOTS: two banks per family.
+const slots = 4
 
 // Close releases the file descriptors (not the kernel objects, which the
 // attachments keep alive).
@@ -27,15 +33,51 @@ func (s *state) Close() {
 	if s == nil {
 		return
 	}
-	s.xdp.Close()
+	if s.xdp != nil {
+		s.xdp.Close()
+	}
+	if s.tc != nil {
+		s.tc.Close()
+	}
 	for _, m := range s.maps {
 		m.Close()
 	}
 }
 
+var (
+	specOnce sync.Once
+	specErr  error
+	specVal  *ebpf.CollectionSpec
+	buildID  uint64
+)
+
+// loadSpec parses the embedded BPF object (once per process) and returns a
+// copy the caller may modify.
+func loadSpec() (*ebpf.CollectionSpec, error) {
+	specOnce.Do(func() {
+		specVal, specErr = ebpf.LoadCollectionSpecFromReader(bytes.NewReader(objectBytes))
+		if specErr != nil {
+			specErr = fmt.Errorf("load BPF object: %w", specErr)
+		}
+		sum := sha256.Sum256(objectBytes)
+		buildID = binary.LittleEndian.Uint64(sum[:8])
+	})
+	if specErr != nil {
+		return nil, specErr
+	}
+	return specVal.Copy(), nil
+}
+
+// ErrOtherBuild reports that the xfw running in the namespace was loaded by
+// a build whose BPF object differs from this one's.
+var ErrOtherBuild = errors.New("xfw in this network namespace was loaded by another build of xfw; run `xfw stop`, then load the rulesets again")
+
 // Current returns the running state, or nil when xfw is not loaded in this
 // namespace.
 func Current() (*state, error) {
+	if _, err := loadSpec(); err != nil {
+		return nil, err
+	}
 	links, err := netlink.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list interfaces: %w", err)
@@ -70,135 +112,178 @@ func Current() (*state, error) {
 			}
 			s.maps[mi.Name] = m
 		}
+		if err := s.readConfig(); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if err := s.findTC(links); err != nil {
+			s.Close()
+			return nil, err
+		}
 		return s, nil
 	}
 	return nil, nil
 }
 
-// section returns the running program's map of a data section (".rodata",
-// ".data").
-func (s *state) section(suffix string) *ebpf.Map {
-	for name, m := range s.maps {
-		if strings.HasSuffix(name, suffix) {
-			return m
+// readConfig checks the build and reads the banks and slot configurations.
+func (s *state) readConfig() error {
+	bm := s.maps["xfw_build"]
+	if bm == nil {
+		return ErrOtherBuild
+	}
+	var id uint64
+	if err := bm.Lookup(uint32(0), &id); err != nil {
+		return fmt.Errorf("read the running build identity: %w", err)
+	}
+	if id != buildID {
+		return ErrOtherBuild
+	}
+	for _, name := range append([]string{"xfw_cfg", "xfw_bank", "xfw_ifinfo", "xfw_local4", "xfw_local6"}, outerNames()...) {
+		if s.maps[name] == nil {
+			return fmt.Errorf("running xfw program lacks map %s", name)
+		}
+	}
+	for fi := range s.banks {
+		if err := s.maps["xfw_bank"].Lookup(uint32(fi), &s.banks[fi]); err != nil {
+			return fmt.Errorf("read active bank: %w", err)
+		}
+	}
+	for i := range s.cfgs {
+		if err := s.maps["xfw_cfg"].Lookup(uint32(i), &s.cfgs[i]); err != nil {
+			return fmt.Errorf("read generation configuration: %w", err)
 		}
 	}
 	return nil
 }
 
-// readVar decodes variable name of the running program's section into out.
-func (s *state) readVar(spec *ebpf.CollectionSpec, suffix, name string, out any) error {
-	m := s.section(suffix)
-	v := spec.Variables[name]
-	if m == nil || v == nil {
-		return fmt.Errorf("running xfw program has no %s variable %s", suffix, name)
+func outerNames() []string {
+	out := make([]string, len(generationMaps))
+	for i, k := range generationMaps {
+		out[i] = outerName(k)
 	}
-	buf := make([]byte, m.ValueSize())
-	if err := m.Lookup(uint32(0), &buf); err != nil {
-		return fmt.Errorf("read running %s: %w", name, err)
+	return out
+}
+
+// findTC opens the egress program that belongs with s.xdp (it shares its
+// configuration map), if one is attached anywhere.
+func (s *state) findTC(links []netlink.Link) error {
+	cfgInfo, err := s.maps["xfw_cfg"].Info()
+	if err != nil {
+		return fmt.Errorf("configuration map info: %w", err)
 	}
-	off := int(v.Offset)
-	if off+binary.Size(out) > len(buf) {
-		return fmt.Errorf("running xfw program has an unexpected layout of %s", name)
-	}
-	if err := binary.Read(bytes.NewReader(buf[off:]), binary.LittleEndian, out); err != nil {
-		return fmt.Errorf("decode running %s: %w", name, err)
+	cfgID, _ := cfgInfo.ID()
+	for _, l := range links {
+		id, err := ourTC(Interface{Name: l.Attrs().Name, Index: l.Attrs().Index, link: l})
+		if err != nil || id == 0 {
+			continue
+		}
+		prog, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue
+		}
+		info, err := prog.Info()
+		if err != nil {
+			prog.Close()
+			continue
+		}
+		ids, _ := info.MapIDs()
+		for _, mid := range ids {
+			if mid == cfgID {
+				s.tc = prog
+				return nil
+			}
+		}
+		prog.Close()
 	}
 	return nil
 }
 
-// addrConfig reads the running address bounds layout.
-func (s *state) addrConfig(spec *ebpf.CollectionSpec) (*bpfAddrCfg, error) {
-	var a bpfAddrCfg
-	if err := s.readVar(spec, ".data", "xfw_addrs", &a); err != nil {
-		return nil, err
-	}
-	return &a, nil
-}
-
-// config reads the running program's load-time configuration.
-func (s *state) config(spec *ebpf.CollectionSpec) (*bpfCfg, error) {
-	if s.cfg != nil {
-		return s.cfg, nil
-	}
-	var cfg bpfCfg
-	if err := s.readVar(spec, ".rodata", "cfg", &cfg); err != nil {
-		return nil, err
-	}
-	s.cfg = &cfg
-	return &cfg, nil
+// slot is the generation slot fam's packets are judged by.
+func (s *state) slot(fam ir.Family) uint32 {
+	return slotOf(fam, s.banks[familyIndex(fam)])
 }
 
 func (s *state) hasFamily(fam ir.Family) bool {
-	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(objectBytes))
-	if err != nil {
-		return false
-	}
-	cfg, err := s.config(spec)
-	return err == nil && cfg.Fam[familyIndex(fam)].Enabled == 1
+	return s.cfgs[s.slot(fam)].Enabled == 1
 }
 
-// readCounters returns base + live counters of every counter index.
-func (s *state) readCounters(fam ir.Family) ([]ir.Counters, error) {
-	live := s.maps["xfw_counters"+famSuffix(fam)]
-	base := s.maps["xfw_cbase"+famSuffix(fam)]
-	if live == nil || base == nil {
-		return nil, errors.New("running xfw program lacks its counter maps")
+// inner opens the generation map of kind in slot (caller closes).
+func (s *state) inner(kind string, slot uint32) (*ebpf.Map, error) {
+	var id uint32
+	if err := s.maps[outerName(kind)].Lookup(slot, &id); err != nil {
+		return nil, fmt.Errorf("find %s map of slot %d: %w", kind, slot, err)
 	}
-	n := int(live.MaxEntries())
-	out := make([]ir.Counters, n)
-	ncpu, err := ebpf.PossibleCPU()
+	m, err := ebpf.NewMapFromID(ebpf.MapID(id))
 	if err != nil {
-		return nil, fmt.Errorf("count CPUs: %w", err)
+		return nil, fmt.Errorf("open %s map of slot %d: %w", kind, slot, err)
 	}
-	keys := make([]uint32, batchSize)
-	percpu := make([]bpfCounter, batchSize*ncpu)
-	bases := make([]bpfCounter, batchSize)
-	for _, pass := range []struct {
-		m      *ebpf.Map
-		vals   any
-		perCPU int
-	}{{live, percpu, ncpu}, {base, bases, 1}} {
-		var cursor ebpf.MapBatchCursor
-		for done := 0; done < n; {
-			cnt, err := pass.m.BatchLookup(&cursor, keys, pass.vals, nil)
-			for i := 0; i < cnt; i++ {
-				k := int(keys[i])
-				if k >= n {
-					continue
-				}
-				for c := 0; c < pass.perCPU; c++ {
-					var v bpfCounter
-					if pass.perCPU > 1 {
-						v = percpu[i*ncpu+c]
-					} else {
-						v = bases[i]
-					}
-					out[k].Packets += v.Packets
-					out[k].Bytes += v.Bytes
-				}
-			}
-			done += cnt
-			if errors.Is(err, ebpf.ErrKeyNotExist) {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("read counters: %w", err)
-			}
-			if cnt == 0 {
-				break
-			}
+	return m, nil
+}
+
+// readCounters returns base + live counters of every counter index of slot.
+func (s *state) readCounters(slot uint32) ([]ir.Counters, error) {
+	n := int(s.cfgs[slot].NCounters)
+	base, err := s.inner("cbase", slot)
+	if err != nil {
+		return nil, err
+	}
+	defer base.Close()
+	out := make([]ir.Counters, n)
+	if err := readArray(base, n, func(i int, c bpfCounter) {
+		out[i].Packets += c.Packets
+		out[i].Bytes += c.Bytes
+	}); err != nil {
+		return nil, fmt.Errorf("read counter bases: %w", err)
+	}
+	live, err := s.inner("counters", slot)
+	if err != nil {
+		return nil, err
+	}
+	defer live.Close()
+	if err := readArray(live, int(live.MaxEntries()), func(i int, c bpfCounter) {
+		if n > 0 {
+			out[i%n].Packets += c.Packets
+			out[i%n].Bytes += c.Bytes
 		}
+	}); err != nil {
+		return nil, fmt.Errorf("read counters: %w", err)
 	}
 	return out, nil
 }
 
-// text reads the saved ruleset text of fam.
-func (s *state) text(fam ir.Family) ([]byte, error) {
-	m := s.maps["xfw_state"+famSuffix(fam)]
-	if m == nil {
-		return nil, errors.New("running xfw program lacks its saved ruleset")
+// readArray calls f for elements 0..n-1 of an array map, read in batches.
+func readArray[T any](m *ebpf.Map, n int, f func(i int, v T)) error {
+	keys := make([]uint32, batchSize)
+	vals := make([]T, batchSize)
+	var cursor ebpf.MapBatchCursor
+	for done := 0; done < n; {
+		cnt, err := m.BatchLookup(&cursor, keys, vals, nil)
+		for i := 0; i < cnt; i++ {
+			if k := int(keys[i]); k < n {
+				f(k, vals[i])
+			}
+		}
+		done += cnt
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if cnt == 0 {
+			return nil
+		}
 	}
+	return nil
+}
+
+// text reads the ruleset text saved with slot's generation.
+func (s *state) text(slot uint32) ([]byte, error) {
+	m, err := s.inner("state", slot)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
 	var out []byte
 	page := make([]byte, statePage)
 	for i := uint32(0); i < m.MaxEntries(); i++ {
@@ -222,15 +307,29 @@ func SetCounters(fam ir.Family, values map[int]ir.Counters) error {
 		return errors.New("xfw is not loaded in this network namespace")
 	}
 	defer cur.Close()
-	live := cur.maps["xfw_counters"+famSuffix(fam)]
-	base := cur.maps["xfw_cbase"+famSuffix(fam)]
-	var percpu []bpfCounter
+	slot := cur.slot(fam)
+	live, err := cur.inner("counters", slot)
+	if err != nil {
+		return err
+	}
+	defer live.Close()
+	base, err := cur.inner("cbase", slot)
+	if err != nil {
+		return err
+	}
+	defer base.Close()
+	n := int(cur.cfgs[slot].NCounters)
+	ncpu := int(live.MaxEntries()) / max(n, 1)
 	for i, v := range values {
-		if err := live.Lookup(uint32(i), &percpu); err != nil {
-			return fmt.Errorf("read counter %d: %w", i, err)
+		if i < 0 || i >= n {
+			return fmt.Errorf("counter %d does not exist", i)
 		}
 		var l bpfCounter
-		for _, c := range percpu {
+		for cpu := 0; cpu < ncpu; cpu++ {
+			var c bpfCounter
+			if err := live.Lookup(uint32(cpu*n+i), &c); err != nil {
+				return fmt.Errorf("read counter %d: %w", i, err)
+			}
 			l.Packets += c.Packets
 			l.Bytes += c.Bytes
 		}
@@ -259,4 +358,41 @@ func LogRing() (*ebpf.Map, error) {
 	c, err := m.Clone()
 	cur.Close()
 	return c, err
+}
+
+// load loads and verifies xfw's programs in the namespace (not attached
+// yet) and returns them as the namespace's state with no generation.
+func load(spec *ebpf.CollectionSpec) (*state, error) {
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
+		Programs: ebpf.ProgramOptions{LogSizeStart: 1 << 20},
+	})
+	if err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("kernel verifier refused xfw's program: %+v", ve)
+		}
+		return nil, fmt.Errorf("load xfw into the kernel: %w", err)
+	}
+	s := &state{maps: map[string]*ebpf.Map{}}
+	s.xdp, s.tc = coll.Programs[xdpProgName], coll.Programs[tcProgName]
+	delete(coll.Programs, xdpProgName)
+	delete(coll.Programs, tcProgName)
+	for name, m := range coll.Maps {
+		s.maps[name] = m
+	}
+	coll.Maps = nil
+	coll.Close()
+	if s.xdp == nil || s.tc == nil {
+		s.Close()
+		return nil, errors.New("BPF object lacks its entry programs")
+	}
+	if err := s.maps["xfw_build"].Put(uint32(0), buildID); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("record build identity: %w", err)
+	}
+	if err := s.readConfig(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
 }
