@@ -27,7 +27,9 @@
  * most nchunks * 65 (words and chunk skips) + CONTINUE entries + 1 steps.
  *
  * Inner array maps carry BPF_F_INNER_MAP so each generation sizes its own
- * (the verifier then calls the lookup instead of inlining it).
+ * (the verifier then calls the lookup instead of inlining it), and
+ * BPF_F_MMAPABLE so the control plane fills them with one memory copy
+ * instead of a syscall per batch.
  */
 #ifndef XFW_CLASSIFY_H
 #define XFW_CLASSIFY_H
@@ -133,7 +135,7 @@ struct name {                                                                   
 	__uint(key_size, sizeof(__u32));                                           \
 	__uint(value_size, sizeof(vtype));                                         \
 	__uint(max_entries, 1);                                                    \
-	__uint(map_flags, BPF_F_INNER_MAP);                                        \
+	__uint(map_flags, BPF_F_INNER_MAP | BPF_F_MMAPABLE);                       \
 }
 XFW_INNER_ARRAY(xfw_small_m, __u32);
 XFW_INNER_ARRAY(xfw_bounds_m, struct xfw_bound);

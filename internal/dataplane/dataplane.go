@@ -13,11 +13,13 @@ package dataplane
 import (
 	_ "embed"
 	"errors"
+	"unsafe"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -131,6 +133,19 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 	oldSlot := slotOf(fam, cur.banks[fi])
 	newBank := 1 - cur.banks[fi]&1
 	newSlot := slotOf(fam, newBank)
+	// The old generation's counters, held open across its removal.
+	var oldLive, oldBase *ebpf.Map
+	oldN := int(cur.cfgs[oldSlot].NCounters)
+	if wasOn {
+		if oldLive, err = cur.inner("counters", oldSlot); err != nil {
+			return err
+		}
+		defer oldLive.Close()
+		if oldBase, err = cur.inner("cbase", oldSlot); err != nil {
+			return err
+		}
+		defer oldBase.Close()
+	}
 
 	if err := clearSlot(cur, newSlot); err != nil {
 		return err
@@ -163,26 +178,25 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 	}
 
 	t = TraceSince("apply: swap, attach", t)
+	// Removing the old generation from the outer maps makes the kernel wait
+	// for an RCU grace period: when it returns, no packet that read the old
+	// bank before the flip is still running, so the old counters are final.
+	if err := clearSlot(cur, oldSlot); err != nil {
+		return err
+	}
+	t = TraceSince("apply: free old generation", t)
 	if wasOn {
-		// Packets that read the old bank before the flip may still be
-		// counting in the old generation: wait them out, then carry the
-		// old counters into the new generation's bases and free the old
-		// generation.
-		time.Sleep(counterGrace)
-		if err := carryCounters(cur, oldSlot, newSlot, u.Counters); err != nil {
+		old, err := counterTotals(oldBase, oldLive, oldN)
+		if err != nil {
+			return err
+		}
+		if err := carryCounters(cur, old, newSlot, u.Counters); err != nil {
 			return err
 		}
 	}
-	t = TraceSince("apply: carry counters", t)
-	err = clearSlot(cur, oldSlot)
-	TraceSince("apply: free old generation", t)
-	return err
+	TraceSince("apply: carry counters", t)
+	return nil
 }
-
-// counterGrace is how long packets that chose the replaced generation may
-// still be running on other CPUs after the flip (an RCU grace period is far
-// shorter).
-const counterGrace = 20 * time.Millisecond
 
 // clearSlot frees a slot's generation: the data plane never reads a slot
 // whose bank is not active, and the kernel frees inner maps once no packet
@@ -229,6 +243,7 @@ func buildSlot(spec *ebpf.CollectionSpec, cur *state, slot uint32, u *Update) er
 		return fmt.Errorf("count CPUs: %w", err)
 	}
 	sizes := mapSizes(u, ncpu)
+	t0 := time.Now()
 	maps := map[string]*ebpf.Map{}
 	defer func() {
 		for _, m := range maps {
@@ -253,15 +268,21 @@ func buildSlot(spec *ebpf.CollectionSpec, cur *state, slot uint32, u *Update) er
 		}
 		maps[kind] = m
 	}
+	t := TraceSince("apply: create maps", t0)
 	if err := fillGeneration(maps, u); err != nil {
 		return err
 	}
-	return errors.Join(eachOuter(func(kind string, outer *ebpf.Map) error {
+	if traceOn {
+		t = TraceSince(fmt.Sprintf("apply: fill maps %v", sizes), t)
+	}
+	err = errors.Join(eachOuter(func(kind string, outer *ebpf.Map) error {
 		if err := outer.Put(slot, maps[kind]); err != nil {
 			return fmt.Errorf("install %s map in slot %d: %w", kind, slot, err)
 		}
 		return nil
 	}, cur)...)
+	TraceSince("apply: install maps", t)
+	return err
 }
 
 func fillGeneration(m map[string]*ebpf.Map, u *Update) error {
@@ -331,10 +352,36 @@ func fillGeneration(m map[string]*ebpf.Map, u *Update) error {
 // batchSize is how many array elements one BPF_MAP_UPDATE_BATCH carries.
 const batchSize = 8192
 
-// putArray writes n elements of an array map, val(i) being element i, in
-// batches of one BPF_MAP_UPDATE_BATCH call each (a 100k-rule ruleset has
-// millions of class-chunk elements: one syscall each would take seconds).
+// putArray writes n elements of an array map, val(i) being element i. A
+// generation's arrays are BPF_F_MMAPABLE: the elements are encoded into one
+// buffer (the kernel's stride: the value size rounded up to 8 bytes) and
+// copied into the mapped map. Other arrays are written in batches of one
+// BPF_MAP_UPDATE_BATCH call each.
 func putArray[T any](m *ebpf.Map, n int, val func(i int) T) error {
+	if n == 0 {
+		return nil
+	}
+	if m.Flags()&unix.BPF_F_MMAPABLE != 0 {
+		mem, err := m.Memory()
+		if err != nil {
+			return fmt.Errorf("map %s: map memory: %w", m.String(), err)
+		}
+		var zero T
+		size := int(unsafe.Sizeof(zero))
+		if size != int(m.ValueSize()) {
+			return fmt.Errorf("map %s: value size %d, Go layout %d", m.String(), m.ValueSize(), size)
+		}
+		stride := (size + 7) &^ 7
+		buf := make([]byte, n*stride)
+		for i := 0; i < n; i++ {
+			v := val(i)
+			copy(buf[i*stride:], unsafe.Slice((*byte)(unsafe.Pointer(&v)), size))
+		}
+		if _, err := mem.WriteAt(buf, 0); err != nil {
+			return fmt.Errorf("map %s: write %d elements: %w", m.String(), n, err)
+		}
+		return nil
+	}
 	for start := 0; start < n; start += batchSize {
 		end := start + batchSize
 		if end > n {
@@ -355,11 +402,7 @@ func putArray[T any](m *ebpf.Map, n int, val func(i int) T) error {
 
 // carryCounters sets the new generation's counter bases of carried rules to
 // the old generation's base plus live counters.
-func carryCounters(cur *state, oldSlot, newSlot uint32, src []CounterSource) error {
-	old, err := cur.readCounters(oldSlot)
-	if err != nil {
-		return err
-	}
+func carryCounters(cur *state, old []ir.Counters, newSlot uint32, src []CounterSource) error {
 	base, err := cur.inner("cbase", newSlot)
 	if err != nil {
 		return err

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -222,12 +224,22 @@ func (s *state) inner(kind string, slot uint32) (*ebpf.Map, error) {
 
 // readCounters returns base + live counters of every counter index of slot.
 func (s *state) readCounters(slot uint32) ([]ir.Counters, error) {
-	n := int(s.cfgs[slot].NCounters)
 	base, err := s.inner("cbase", slot)
 	if err != nil {
 		return nil, err
 	}
 	defer base.Close()
+	live, err := s.inner("counters", slot)
+	if err != nil {
+		return nil, err
+	}
+	defer live.Close()
+	return counterTotals(base, live, int(s.cfgs[slot].NCounters))
+}
+
+// counterTotals adds a generation's counter bases and the n counters of
+// every CPU (live holds CPU after CPU, n each).
+func counterTotals(base, live *ebpf.Map, n int) ([]ir.Counters, error) {
 	out := make([]ir.Counters, n)
 	if err := readArray(base, n, func(i int, c bpfCounter) {
 		out[i].Packets += c.Packets
@@ -235,11 +247,6 @@ func (s *state) readCounters(slot uint32) ([]ir.Counters, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("read counter bases: %w", err)
 	}
-	live, err := s.inner("counters", slot)
-	if err != nil {
-		return nil, err
-	}
-	defer live.Close()
 	if err := readArray(live, int(live.MaxEntries()), func(i int, c bpfCounter) {
 		if n > 0 {
 			out[i%n].Packets += c.Packets
@@ -251,8 +258,33 @@ func (s *state) readCounters(slot uint32) ([]ir.Counters, error) {
 	return out, nil
 }
 
-// readArray calls f for elements 0..n-1 of an array map, read in batches.
+// readArray calls f for elements 0..n-1 of an array map: from its memory
+// when it is BPF_F_MMAPABLE, else read in batches.
 func readArray[T any](m *ebpf.Map, n int, f func(i int, v T)) error {
+	if n == 0 {
+		return nil
+	}
+	if m.Flags()&unix.BPF_F_MMAPABLE != 0 {
+		mem, err := m.Memory()
+		if err != nil {
+			return fmt.Errorf("map %s: map memory: %w", m.String(), err)
+		}
+		var v T
+		size := int(unsafe.Sizeof(v))
+		if size != int(m.ValueSize()) {
+			return fmt.Errorf("map %s: value size %d, Go layout %d", m.String(), m.ValueSize(), size)
+		}
+		stride := (size + 7) &^ 7
+		buf := make([]byte, n*stride)
+		if _, err := mem.ReadAt(buf, 0); err != nil {
+			return fmt.Errorf("map %s: read %d elements: %w", m.String(), n, err)
+		}
+		for i := 0; i < n; i++ {
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(&v)), size), buf[i*stride:])
+			f(i, v)
+		}
+		return nil
+	}
 	keys := make([]uint32, batchSize)
 	vals := make([]T, batchSize)
 	var cursor ebpf.MapBatchCursor
