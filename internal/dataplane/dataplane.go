@@ -13,10 +13,10 @@ package dataplane
 import (
 	_ "embed"
 	"errors"
-	"unsafe"
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
