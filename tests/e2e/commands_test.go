@@ -2,12 +2,18 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 
 	"github.com/xfw-dev/xfw/internal/nettest"
 )
@@ -215,5 +221,86 @@ func TestRestoreOptions(t *testing.T) {
 	fw.restore(t, tp, 4, base)
 	if got := counters(t, fw.save(t, tp, 4))["INPUT -p tcp -m tcp --dport 22 -j ACCEPT"]; got != (counter{}) {
 		t.Errorf("plain restore: counters %v, want 0:0", got)
+	}
+}
+
+// TestUpdatesKeepPrograms checks the update path of the data plane: rule
+// changes swap generations of maps under the programs loaded once (the XDP
+// and TCX programs attached to every interface keep their ids), and each
+// change is in force for the very next packet.
+func TestUpdatesKeepPrograms(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t, nettest.WithStaticNeighbors())
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fw.restore(t, tp, 4, "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n")
+	progIDs := func() string {
+		t.Helper()
+		out := nettest.MustExec(t, tp.FwNS, "ip", "-d", "link", "show")
+		ids := regexp.MustCompile(`prog/xdp id (\d+)`).FindAllString(out, -1)
+		if len(ids) < 2 {
+			t.Fatalf("xfw's XDP program is not attached to fw's interfaces:\n%s", out)
+		}
+		var tcx []string
+		err := nettest.InNamespace(tp.FwNS, func() error {
+			links, err := net.Interfaces()
+			if err != nil {
+				return err
+			}
+			for _, l := range links {
+				res, err := link.QueryPrograms(link.QueryOptions{Target: l.Index, Attach: ebpf.AttachTCXEgress})
+				if err != nil {
+					return fmt.Errorf("query TCX egress of %s: %w", l.Name, err)
+				}
+				for _, p := range res.Programs {
+					tcx = append(tcx, fmt.Sprintf("%s:tcx/egress id %d", l.Name, p.ID))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tcx) < 2 {
+			t.Fatalf("xfw's egress program is not attached to fw's interfaces: %v", tcx)
+		}
+		return strings.Join(ids, ",") + "\n" + strings.Join(tcx, ",")
+	}
+	before := progIDs()
+	t.Logf("programs: %s", strings.ReplaceAll(before, "\n", "; "))
+	srv := nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(tp.Sink.IPv4, 7401))
+	run := func(args ...string) {
+		t.Helper()
+		res, err := nettest.Exec(tp.FwNS, append([]string{bin, "iptables", "-w"}, args...)...)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("iptables %v: %v %s", args, err, res.Stderr)
+		}
+	}
+	send := func(n int) {
+		for i := 0; i < n; i++ {
+			nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(tp.Sink.IPv4, 7401), []byte("x"))
+		}
+	}
+	arrived := 0
+	for round := 0; round < 3; round++ {
+		run("-A", "FORWARD", "-p", "udp", "--dport", "7401", "-j", "DROP")
+		send(2)
+		time.Sleep(arrivalWait)
+		if got := len(srv.Wait(arrived+1, 50*time.Millisecond)); got != arrived {
+			t.Fatalf("round %d: a datagram passed the DROP rule just appended (%d arrived, want %d)", round, got, arrived)
+		}
+		run("-D", "FORWARD", "-p", "udp", "--dport", "7401", "-j", "DROP")
+		send(2)
+		arrived += 2
+		if got := len(srv.Wait(arrived, arrivalWait)); got != arrived {
+			t.Fatalf("round %d: %d datagrams arrived after the rule was deleted, want %d", round, got, arrived)
+		}
+	}
+	if c := counters(t, fw.save(t, tp, 4))[":FORWARD"]; c.packets != uint64(arrived) {
+		t.Errorf("FORWARD policy counted %d packets, want %d (counters carried across 6 generations)", c.packets, arrived)
+	}
+	if after := progIDs(); after != before {
+		t.Errorf("rule changes replaced the programs:\nbefore %s\nafter  %s", before, after)
 	}
 }
