@@ -38,8 +38,10 @@ type parser struct {
 	protoSet      bool
 	protoUsed     bool
 
-	matches    []*matchInst
-	loaded     map[*extension]bool
+	matches []*matchInst
+	loaded  map[*extension]bool
+	// optKey lists the loaded extensions in load order (mergeOpts).
+	optKey     string
 	target     targetState
 	targetExt  *extension
 	jumpto     string

@@ -2,6 +2,7 @@ package iptables
 
 import (
 	"strings"
+	"sync"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -204,13 +205,30 @@ func (p *parser) mergeOpts(e *extension) {
 		return
 	}
 	p.loaded[e] = true
+	kind := "t"
+	if e.newMatch != nil {
+		kind = "m"
+	}
+	p.optKey += e.name + "/" + kind + "/" + string(rune('0'+e.family)) + ","
+	if cached, ok := mergedOptTables.Load(p.optKey); ok {
+		p.opts = cached.([]*optDef)
+		p.g.long = p.opts
+		return
+	}
 	numGlobal := len(globalOptTable)
 	merged := append([]*optDef{}, p.opts[:numGlobal]...)
 	merged = append(merged, e.opts...)
 	merged = append(merged, p.opts[numGlobal:]...)
+	mergedOptTables.Store(p.optKey, merged)
 	p.opts = merged
 	p.g.long = merged
 }
+
+// mergedOptTables caches option tables by the order in which extensions
+// were loaded (parser.optKey): the table is a function of that order, and
+// parsing a large ruleset would otherwise build the same tables per rule.
+// Tables are never modified once built.
+var mergedOptTables sync.Map
 
 // addMatch appends an instance of e to the rule's matches; earlier
 // instances of the same module stop receiving options.
