@@ -3,6 +3,7 @@ package compiler
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -105,7 +106,13 @@ func (vb *vectorBuilder) buildField(f Field, entries []Entry) (*fieldClasses, er
 	nchunks := vb.nchunks
 	wild := make([]Chunk, nchunks)
 	cur := make([]Chunk, nchunks)
-	var events []event
+	n := 0
+	for i := range entries {
+		if s := entries[i].Cond[f]; s != nil {
+			n += 2 * len(s.Ivs)
+		}
+	}
+	events := make([]event, 0, n)
 	for i := range entries {
 		s := entries[i].Cond[f]
 		if s == nil {
@@ -119,7 +126,15 @@ func (vb *vectorBuilder) buildField(f Field, entries []Entry) (*fieldClasses, er
 			}
 		}
 	}
-	sort.Slice(events, func(a, b int) bool { return events[a].at.Less(events[b].at) })
+	slices.SortFunc(events, func(a, b event) int {
+		if a.at.Less(b.at) {
+			return -1
+		}
+		if b.at.Less(a.at) {
+			return 1
+		}
+		return 0
+	})
 	for k := range cur {
 		cur[k] = wild[k]
 	}
