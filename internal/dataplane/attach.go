@@ -90,6 +90,7 @@ func CompilerInterfaces() ([]compiler.Interface, error) {
 // fillIfInfo records each device's MAC (to tell frames for this host) and
 // the VLAN devices' (parent, vid) keys.
 func fillIfInfo(m *ebpf.Map, ifaces []Interface) error {
+	keep := map[uint64]bool{}
 	for _, ifc := range ifaces {
 		var v bpfIfInfo
 		copy(v.MAC[:], ifc.MAC)
@@ -101,11 +102,42 @@ func fillIfInfo(m *ebpf.Map, ifaces []Interface) error {
 		if err := m.Put(key, v); err != nil {
 			return fmt.Errorf("record interface %s: %w", ifc.Name, err)
 		}
+		keep[key] = true
 		if ifc.VLAN != 0 {
 			// The VLAN device itself sees untagged frames too.
 			if err := m.Put(uint64(ifc.Index), v); err != nil {
 				return fmt.Errorf("record interface %s: %w", ifc.Name, err)
 			}
+			keep[uint64(ifc.Index)] = true
+		}
+	}
+	if err := pruneMap(m, keep); err != nil {
+		return fmt.Errorf("forget removed interfaces: %w", err)
+	}
+	return nil
+}
+
+// pruneMap deletes the keys of m that keep lacks. The maps of interface
+// facts outlive rule changes (the programs, and their maps, are loaded once
+// per namespace), so the facts of removed interfaces and addresses must be
+// deleted, not just the current ones written.
+func pruneMap[K comparable](m *ebpf.Map, keep map[K]bool) error {
+	var stale []K
+	var cur, next K
+	err := m.NextKey(nil, &next)
+	for err == nil {
+		if !keep[next] {
+			stale = append(stale, next)
+		}
+		cur = next
+		err = m.NextKey(cur, &next)
+	}
+	if !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("list %s: %w", m.String(), err)
+	}
+	for _, k := range stale {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("delete from %s: %w", m.String(), err)
 		}
 	}
 	return nil
@@ -282,6 +314,7 @@ type lpmKey6 struct {
 // host, broadcast, multicast, anycast) into the data plane, which needs it
 // to tell INPUT from "dropped by the kernel" when forwarding is off.
 func fillLocal(m4, m6 *ebpf.Map) error {
+	keep4, keep6 := map[lpmKey4]bool{}, map[lpmKey6]bool{}
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		routes, err := netlink.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_LOCAL}, netlink.RT_FILTER_TABLE)
 		if err != nil {
@@ -308,14 +341,22 @@ func fillLocal(m4, m6 *ebpf.Map) error {
 				if err := m4.Put(k, uint8(1)); err != nil {
 					return fmt.Errorf("record local route %s: %w", dst, err)
 				}
+				keep4[k] = true
 			} else if fam == netlink.FAMILY_V6 {
 				k := lpmKey6{Prefixlen: uint32(ones)}
 				copy(k.Addr[:], dst.IP.To16())
 				if err := m6.Put(k, uint8(1)); err != nil {
 					return fmt.Errorf("record local route %s: %w", dst, err)
 				}
+				keep6[k] = true
 			}
 		}
+	}
+	if err := pruneMap(m4, keep4); err != nil {
+		return fmt.Errorf("forget removed local routes: %w", err)
+	}
+	if err := pruneMap(m6, keep6); err != nil {
+		return fmt.Errorf("forget removed local routes: %w", err)
 	}
 	return nil
 }

@@ -304,3 +304,38 @@ func TestUpdatesKeepPrograms(t *testing.T) {
 		t.Errorf("rule changes replaced the programs:\nbefore %s\nafter  %s", before, after)
 	}
 }
+
+// TestSyncForgetsRemovedAddresses checks that interface facts outlive no
+// address: with forwarding off, xfw tells packets for this host (INPUT)
+// from packets the kernel drops by its copy of the local routing table, and
+// that copy must lose an address removed from the host (`xfw sync`), or a
+// packet for the old address would be judged by INPUT, which the kernel
+// never shows it.
+func TestSyncForgetsRemovedAddresses(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t, nettest.WithStaticNeighbors())
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.ipv4.conf.all.forwarding=0")
+	extra := tp.GenNet4.Addr().Next().Next().Next().Next().Next().Next().Next() // .7 of gen's subnet
+	for extra == tp.Gen.IPv4 || extra == tp.FwIn.IPv4 {
+		extra = extra.Next()
+	}
+	nettest.MustExec(t, tp.FwNS, "ip", "addr", "add", extra.String()+"/32", "dev", tp.FwIn.Ifname)
+	nettest.MustExec(t, tp.GenNS, "ip", "neigh", "replace", extra.String(), "lladdr", tp.FwIn.MAC.String(), "dev", tp.Gen.Ifname, "nud", "permanent")
+	fw.restore(t, tp, 4, fmt.Sprintf("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A INPUT -d %s/32 -p udp -j ACCEPT\nCOMMIT\n", extra))
+	key := fmt.Sprintf("INPUT -d %s/32 -p udp -j ACCEPT", extra)
+	nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(extra, 7402), []byte("x"))
+	time.Sleep(arrivalWait)
+	if c := counters(t, fw.save(t, tp, 4))[key]; c.packets != 1 {
+		t.Fatalf("INPUT rule for fw's address counted %d packets, want 1", c.packets)
+	}
+	nettest.MustExec(t, tp.FwNS, "ip", "addr", "del", extra.String()+"/32", "dev", tp.FwIn.Ifname)
+	nettest.MustExec(t, tp.FwNS, bin, "sync")
+	nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(extra, 7402), []byte("x"))
+	time.Sleep(arrivalWait)
+	if c := counters(t, fw.save(t, tp, 4))[key]; c.packets != 1 {
+		t.Errorf("after the address was removed and synced, the INPUT rule counted %d packets, want 1 (the kernel drops the packet before INPUT)", c.packets)
+	}
+}
