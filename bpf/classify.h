@@ -248,7 +248,7 @@ static __always_inline int xfw_resolve##F(struct xfw_pkt *p, __u32 iif,         
 		return 0;                                                          \
 	if ((act & (1u << XFW_F_FRAG)) && !xfw_small_cls##F(st, XFW_F_FRAG, p->frag))        \
 		return 0;                                                          \
-	if ((act & (1u << XFW_F_LEN)) && !xfw_small_cls##F(st, XFW_F_LEN, p->l3len))         \
+	if ((act & (1u << XFW_F_LEN)) && !xfw_small_cls##F(st, XFW_F_LEN, p->lenm))         \
 		return 0;                                                          \
 	if ((act & (1u << XFW_F_TTL)) && !xfw_small_cls##F(st, XFW_F_TTL, p->ttl))           \
 		return 0;                                                          \
@@ -387,6 +387,7 @@ __attribute__((noinline)) __u32 xfw_classify##F(struct xfw_pkt *p, __u32 chain, 
 	/* A global function: verified once, on its own, with these checks. */    \
 	if (!p || !st)                                                             \
 		return XFW_RES_END;                                                \
+	st->nlogs = 0;                                                             \
 	/* bpf_loop wants its context on this function's stack. */                \
 	local.l3len = p->l3len;                                                      \
 	local.hotdrop = xfw_defects(p);                                            \
@@ -405,10 +406,13 @@ __attribute__((noinline)) __u32 xfw_classify##F(struct xfw_pkt *p, __u32 chain, 
 			local.result = XFW_RES_END;                                  \
 	}                                                                          \
 	res = local.result;                                                          \
-	if (res == XFW_RES_HOTDROP)                                                \
-		return res;                                                        \
+	/* LOG rules met before a hotdrop log, as in the kernel (the pending   \
+	 * events were left unset here before: garbage LOG events; found by   \
+	 * the differential test, internal/difftest). */                      \
 	st->nlogs = local.nlogs;                                                   \
 	__builtin_memcpy(st->logs, local.logs, sizeof(local.logs));                \
+	if (res == XFW_RES_HOTDROP)                                                \
+		return res;                                                        \
 	if (res == XFW_RES_END) {                                                  \
 		xfw_count##F(chain, p->l3len);                                     \
 		return res;                                                        \
