@@ -30,7 +30,7 @@ func init() {
 // difftestUsage is xfw difftest's help.
 const difftestUsage = `usage: xfw difftest [--family 4|6] [--seed N] [--packets N] [--rulesets N]
                     [--corpus FILE] [--save-corpus FILE] [--repro-dir DIR]
-                    [--no-shrink] [RULESET-FILE]
+                    [--no-shrink] [--subnet X] [RULESET-FILE]
 
 Compares xfw with the kernel's iptables-legacy: builds two identical
 namespace topologies (gen - fw - sink), loads the same ruleset into each fw
@@ -56,6 +56,7 @@ type difftestArgs struct {
 	saveCorpus string
 	reproDir   string
 	noShrink   bool
+	subnet     int
 	ruleset    string
 }
 
@@ -73,6 +74,7 @@ func parseDifftestArgs(args []string, stderr io.Writer) (*difftestArgs, error) {
 	fs.StringVar(&a.saveCorpus, "save-corpus", "", "write the generated packets of the (first) ruleset to this file")
 	fs.StringVar(&a.reproDir, "repro-dir", "", "where to write reproductions (default: a new directory under $TMPDIR)")
 	fs.BoolVar(&a.noShrink, "no-shrink", false, "report differences without reducing them")
+	fs.IntVar(&a.subnet, "subnet", difftest.DefaultSubnet, "X of the topologies' addresses 10.X.… and fd00:X:… (sessions with different X run side by side; the bundled rulesets name X=42)")
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
 			return nil, err
@@ -92,6 +94,8 @@ func parseDifftestArgs(args []string, stderr io.Writer) (*difftestArgs, error) {
 		return nil, errors.New("--packets must be at least 0 and --rulesets at least 1")
 	case a.corpus != "" && a.ruleset == "":
 		return nil, errors.New("--corpus needs a RULESET-FILE")
+	case a.subnet < 1 || a.subnet > 254:
+		return nil, fmt.Errorf("--subnet must be 1-254, not %d", a.subnet)
 	}
 	return a, nil
 }
@@ -143,7 +147,7 @@ func runDifftest(name string, args []string, env Env) int {
 // whether any differed.
 func difftestFamily(ctx context.Context, a *difftestArgs, fam ir.Family, self string, env Env) (bool, error) {
 	logf := func(format string, args ...any) { fmt.Fprintf(env.Stderr, "xfw difftest: "+format+"\n", args...) }
-	cfg := difftest.Config{Family: fam, XFW: self, XDPMode: os.Getenv("XFW_XDP_MODE"), Logf: logf}
+	cfg := difftest.Config{Family: fam, XFW: self, XDPMode: os.Getenv("XFW_XDP_MODE"), Logf: logf, Subnet: uint8(a.subnet)}
 	if os.Getenv("XFW_DIFFTEST_DEBUG") != "" {
 		// Every observation of every run, attributed or not.
 		cfg.Debug = logf
@@ -175,7 +179,7 @@ func difftestFamily(ctx context.Context, a *difftestArgs, fam ir.Family, self st
 				return failed, err
 			}
 		}
-		o, err := s.Check(ctx, c, !a.noShrink)
+		o, err := s.Check(ctx, c, difftest.CheckOptions{Shrink: !a.noShrink, ShrinkRejectOnly: !a.noShrink})
 		if err != nil {
 			return failed, err
 		}

@@ -87,12 +87,20 @@ func (s *Session) confirmedRun(ctx context.Context, ruleset string, c *Corpus) (
 	return res, gone, nil
 }
 
+// CheckOptions say what Check does beyond comparing.
+type CheckOptions struct {
+	// Shrink reduces the first difference to a minimal reproduction.
+	Shrink bool
+	// ShrinkRejectOnly reduces it also when only REJECT differs.
+	ShrinkRejectOnly bool
+}
+
 // Check runs a case. Differences are confirmed by a second run (those it
 // does not show again are kept apart, as the kernel's own randomness); a
 // ruleset with REJECT whose differences all vanish with REJECT replaced by
-// DROP is marked RejectOnly; with shrink set, the first remaining
-// difference is reduced to a minimal reproduction.
-func (s *Session) Check(ctx context.Context, c Case, shrink bool) (*Outcome, error) {
+// DROP is marked RejectOnly; as opts ask, the first remaining difference is
+// reduced to a minimal reproduction (what differs without REJECT first).
+func (s *Session) Check(ctx context.Context, c Case, opts CheckOptions) (*Outcome, error) {
 	res, gone, err := s.confirmedRun(ctx, c.Ruleset, c.Corpus)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.Name, err)
@@ -114,7 +122,7 @@ func (s *Session) Check(ctx context.Context, c Case, shrink bool) (*Outcome, err
 			target, ruleset = o.Twin.Differences[0], twin
 		}
 	}
-	if !shrink {
+	if !opts.Shrink || o.RejectOnly && !opts.ShrinkRejectOnly {
 		return o, nil
 	}
 	for _, d := range res.Differences {

@@ -373,6 +373,12 @@ func (g *pgen) probe() Probe {
 	if pr.From == FromFw && g.plan.isGroup(dst) {
 		dst = p.Sink
 	}
+	// IPv6: no hairpin (forwarded back out of the link it came from).
+	// fw would send a redirect, rate-limited to one a second per
+	// destination: how many go out depends on timing.
+	if g.fam == ir.IPv6 && pr.From != FromFw && g.plan.via(dst) == pr.From {
+		dst = map[Origin]netip.Addr{FromGen: p.Sink, FromSink: p.Gen}[pr.From]
+	}
 	pr.Frames, pr.Note = g.ipPacket(pr.From, src, dst)
 	if pr.From != FromFw {
 		pr.Frames, pr.Note = g.ethernet(pr.From, pr.Frames, pr.Note, dst)
@@ -466,6 +472,14 @@ func (g *pgen) ipPacket(from Origin, src, dst netip.Addr) ([][]byte, string) {
 	maxLen := maxL3Len
 	if from == FromFw {
 		maxLen = outMTU // a raw socket refuses more than the route's MTU
+	}
+	if g.plan.isLocal(dst) {
+		// fw's answer (an echo reply is as long as the request) must not
+		// need fragmenting: the byte counts and -m length of a datagram
+		// the stack fragments are its first fragment's in xfw's OUTPUT, a
+		// documented difference (README, "Known differences from
+		// iptables").
+		maxLen = outMTU
 	}
 	// A length the ruleset names, reached with payload.
 	hdrs := ipv4HeaderLen
