@@ -336,3 +336,38 @@ func TestRealisticLoad(t *testing.T) {
 		}
 	}
 }
+
+func TestKnownRejectDifference(t *testing.T) {
+	c := &Corpus{Probes: []Probe{{From: FromGen}, {From: FromFw}}}
+	reply := func(where, ethSrc string) string {
+		return "at " + where + ": ICMP error quoting it: IPv4 10.42.1.1 > 10.42.1.2 ICMP type 3 code 3\n      " +
+			"0278742a0102" + ethSrc + "0800" + "45c0001c00000000400100000a2a01010a2a01020303fcfc00000000"
+	}
+	sockets := "fw's sockets got ICMP error quoting it: IPv6 protocol 58 (the bytes after the IPv6 header), 8 bytes: 0106916e00000000"
+	tests := []struct {
+		name  string
+		d     Difference
+		known bool
+	}{
+		{"xfw-only reply", Difference{Kind: DiffProbe, Probe: 0, XFW: []string{reply("gen", "0278742a0101")}}, true},
+		{"xfw-only reply to fw", Difference{Kind: DiffProbe, Probe: 1, XFW: []string{sockets}}, true},
+		{"kernel-only reply", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{reply("gen", "0278742a0101")}}, false},
+		{"routed elsewhere", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{reply("sink", "0278742a0201")},
+			XFW: []string{reply("gen", "0278742a0101")}}, true},
+		{"other bytes", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{reply("sink", "0278742a0201")},
+			XFW: []string{strings.Replace(reply("gen", "0278742a0101"), "0303fcfc", "0301fcfe", 1)}}, false},
+		{"reply logged", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{"LOG: IN= OUT=in0 SRC=10.42.1.1 DST=10.42.1.2 LEN=28 TOS=0x00 PREC=0xC0 TTL=64 ID=? PROTO=ICMP TYPE=3 CODE=3 [SRC=10.42.1.2 DST=10.42.2.2 ID=5 ]"},
+			XFW: []string{reply("gen", "0278742a0101")}}, true},
+		{"probe logged", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{"LOG: IN=in0 OUT= SRC=10.42.1.2 DST=10.42.1.1 LEN=28 TTL=64 ID=5 PROTO=ICMP TYPE=8 CODE=0"}}, false},
+		{"counters higher in the kernel", Difference{Kind: DiffCounters, Kernel: []string{"[2:100]"}, XFW: []string{"[1:50]"}}, true},
+		{"counters higher in xfw", Difference{Kind: DiffCounters, Kernel: []string{"[1:50]"}, XFW: []string{"[2:100]"}}, false},
+		{"saved rule", Difference{Kind: DiffSave, Kernel: []string{"a"}, XFW: []string{"b"}}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := knownRejectDifference(tc.d, c) != ""; got != tc.known {
+				t.Errorf("known = %v, want %v (%q)", got, tc.known, knownRejectDifference(tc.d, c))
+			}
+		})
+	}
+}

@@ -1,0 +1,179 @@
+package difftest
+
+import (
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// This file decides which differences are the documented ones of xfw's
+// REJECT replies (README, "Known differences from iptables"), and nothing
+// else. It is only asked about a case whose differences all vanish when
+// every REJECT is replaced by DROP on both sides (Outcome.RejectOnly): the
+// verdicts, LOG lines, counters and deliveries of everything else are then
+// proven equal. Of the replies themselves, only these are accepted:
+//
+//   - xfw's replies do not pass OUTPUT (the kernel's REJECT sends its reply
+//     through ip_local_out, and through INPUT too when it is for fw): a
+//     reply xfw sends where the kernel's OUTPUT dropped its own (or where
+//     the kernel sends none: a first fragment, whose checksum it cannot
+//     verify; a subnet broadcast); kernel-only LOG lines about its replies;
+//     counters that are higher in the kernel;
+//   - xfw's replies leave by the interface the packet came in on; the
+//     kernel routes them: the same reply, byte for byte from the IP header
+//     on, seen at gen by one and at sink by the other.
+//
+// A reply the kernel sends and xfw does not, a reply whose bytes differ, a
+// counter higher in xfw, a probe from fw itself: none of these is accepted.
+
+// replyRe matches an observation of a reply fw sent (to gen, to sink, or
+// to its own sockets for a packet it sent itself): where, what, and the
+// bytes in hex.
+var replyRe = regexp.MustCompile(`^(?:at (gen|sink)|fw's sockets got) ?:? ?(ICMP error quoting it|answer)(?:: [^\n]*\n\s*|: .*?, \d+ bytes: )([0-9a-f]+)$`)
+
+// countsRe matches a counter pair "[packets:bytes]".
+var countsRe = regexp.MustCompile(`^\[(\d+):(\d+)\]$`)
+
+// replyBytes returns the transport bytes (ICMP or TCP header on) of the
+// reply a replyRe match shows: frames at gen and sink hold Ethernet and
+// IP headers, fw's sockets show IPv4 from the IP header and IPv6 after it.
+// The transport checksum covers the addresses (IPv6, TCP) and the quote.
+func replyBytes(m []string) string {
+	b, err := hex.DecodeString(m[3])
+	if err != nil {
+		return ""
+	}
+	if m[1] != "" { // a frame: skip Ethernet and VLAN tags
+		off := 12
+		for off+4 <= len(b) && (b[off] == 0x81 && b[off+1] == 0x00 || b[off] == 0x88 && b[off+1] == 0xa8) {
+			off += 4
+		}
+		if off+2 > len(b) {
+			return ""
+		}
+		b = b[off+2:]
+	} else if strings.Contains(m[0], "after the IPv6 header") {
+		return hex.EncodeToString(b)
+	}
+	switch {
+	case len(b) >= 20 && b[0]>>4 == 4:
+		return hex.EncodeToString(b[int(b[0]&0xf)*4:])
+	case len(b) >= 40 && b[0]>>4 == 6:
+		return hex.EncodeToString(b[40:])
+	}
+	return ""
+}
+
+// logReplyRe matches a LOG line about a probe's reply rather than the
+// probe itself: attribution puts "ID=?" (IPv4) or "FLOWLBL=?" (IPv6) in
+// the outer header of those (normLogLine).
+var logReplyRe = regexp.MustCompile(`^LOG: [^\[]*\b(ID|FLOWLBL)=\? `)
+
+// isLogOfReply reports whether obs is a LOG line about a reply to a probe:
+// in the kernel, REJECT's replies pass OUTPUT (and INPUT, through lo, when
+// they are for fw itself), so rules there log them; xfw's replies pass no
+// chain, and fw's own stack's replies pass OUTPUT on both sides alike.
+func isLogOfReply(obs string) bool {
+	return logReplyRe.MatchString(obs)
+}
+
+// knownRejectDifference explains d as a documented difference of xfw's
+// REJECT replies, or returns "" when it is not one.
+func knownRejectDifference(d Difference, c *Corpus) string {
+	switch d.Kind {
+	case DiffCounters:
+		if len(d.Kernel) != 1 || len(d.XFW) != 1 {
+			return ""
+		}
+		k, x := countsRe.FindStringSubmatch(d.Kernel[0]), countsRe.FindStringSubmatch(d.XFW[0])
+		if k == nil || x == nil {
+			return ""
+		}
+		kp, _ := strconv.ParseUint(k[1], 10, 64)
+		kb, _ := strconv.ParseUint(k[2], 10, 64)
+		xp, _ := strconv.ParseUint(x[1], 10, 64)
+		xb, _ := strconv.ParseUint(x[2], 10, 64)
+		if kp > xp && kb > xb {
+			return "the kernel's REJECT replies pass OUTPUT (counted), xfw's do not"
+		}
+		return ""
+	case DiffProbe:
+		if d.Probe < 0 || d.Probe >= len(c.Probes) {
+			return ""
+		}
+	default:
+		return ""
+	}
+	// The observations only one side has.
+	count := map[string]int{}
+	for _, o := range d.Kernel {
+		count[o]++
+	}
+	var xOnly []string
+	for _, o := range d.XFW {
+		if count[o] > 0 {
+			count[o]--
+		} else {
+			xOnly = append(xOnly, o)
+		}
+	}
+	var kOnly []string
+	for _, o := range d.Kernel {
+		if count[o] > 0 {
+			count[o]--
+			kOnly = append(kOnly, o)
+		}
+	}
+	// Replies the kernel sent: each must be one xfw sent too, elsewhere.
+	xReplies := map[string]int{}
+	for _, o := range xOnly {
+		m := replyRe.FindStringSubmatch(o)
+		if m == nil {
+			return ""
+		}
+		xReplies[m[2]+"/"+replyBytes(m)]++
+	}
+	var why []string
+	routed := 0
+	for _, o := range kOnly {
+		if isLogOfReply(o) {
+			why = append(why, "the kernel's reply passed its chains (logged)")
+			continue
+		}
+		m := replyRe.FindStringSubmatch(o)
+		if m == nil {
+			return ""
+		}
+		key := m[2] + "/" + replyBytes(m)
+		if xReplies[key] == 0 {
+			return "" // a reply xfw did not send, or with other bytes
+		}
+		xReplies[key]--
+		routed++
+	}
+	if routed > 0 {
+		why = append(why, fmt.Sprintf("%d reply routed by the kernel, sent back by the input interface by xfw", routed))
+	}
+	if n := len(xOnly) - routed; n > 0 {
+		why = append(why, fmt.Sprintf("%d reply the kernel did not send (dropped in its OUTPUT, or none for this packet)", n))
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return strings.Join(why, "; ")
+}
+
+// explainRejectOnly returns, for each difference of a RejectOnly outcome,
+// its documented explanation, or the first difference that has none.
+func explainRejectOnly(diffs []Difference, c *Corpus) (why []string, unexplained *Difference) {
+	for i, d := range diffs {
+		w := knownRejectDifference(d, c)
+		if w == "" {
+			return nil, &diffs[i]
+		}
+		why = append(why, w)
+	}
+	return why, nil
+}
