@@ -471,6 +471,19 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 		fib.tot_len = p->l3len;
 	}
 	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	/* An IPv6 link-local destination: the kernel's input route lookup is
+	 * strict to the interface the packet came in on (rt6_need_strict),
+	 * bpf_fib_lookup's is not. Unless it is this host's own address, the
+	 * packet is forwarded back out of that interface, and ip6_forward
+	 * skips its source checks for such a hairpin (found by the
+	 * differential test, internal/difftest). */
+	if (p->fam == 1 && !lo && XFW_V6_LINKLOCAL(p->dst_hi) && rc != BPF_FIB_LKUP_RET_FWD_DISABLED) {
+		if (xfw_local_type(p->fam, p->dst_hi, p->dst_lo))
+			return (__u64)XFW_CHAIN_INPUT << 32;
+		if (p->ttl <= 1 || !p->dst_unicast)
+			return XFW_ROUTE_PASS;
+		return (__u64)XFW_CHAIN_FORWARD << 32 | iif;
+	}
 	switch (rc) {
 	case BPF_FIB_LKUP_RET_FWD_DISABLED:
 	case BPF_FIB_LKUP_RET_NOT_FWDED:

@@ -351,6 +351,8 @@ func TestKnownRejectDifference(t *testing.T) {
 	}{
 		{"xfw-only reply", Difference{Kind: DiffProbe, Probe: 0, XFW: []string{reply("gen", "0278742a0101")}}, true},
 		{"xfw-only reply to fw", Difference{Kind: DiffProbe, Probe: 1, XFW: []string{sockets}}, true},
+		{"reply to fw itself", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{sockets}}, true},
+		{"reply to fw itself, probe from fw", Difference{Kind: DiffProbe, Probe: 1, Kernel: []string{sockets}}, false},
 		{"kernel-only reply", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{reply("gen", "0278742a0101")}}, false},
 		{"routed elsewhere", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{reply("sink", "0278742a0201")},
 			XFW: []string{reply("gen", "0278742a0101")}}, true},

@@ -26,6 +26,12 @@ import (
 //   - IPv4 options are neither echoed nor recorded in xfw's replies: for a
 //     packet with options, the same reply (place, ICMP type and code) with
 //     other bytes;
+//   - a packet from gen or sink with a (spoofed) source of fw's own IPv6
+//     addresses (IPv4 drops it as a martian before any chain): the kernel
+//     delivers its reply to fw's own sockets; xfw sends none;
+//   - an ICMP error about a packet fw sent comes, in xfw, from the packet's
+//     destination (and fw's stack routes it on), in the kernel from fw's
+//     address: the same reply (place, ICMP type and code), other bytes;
 //   - xfw's replies leave by the interface the packet came in on; the
 //     kernel routes them: the same reply, byte for byte from the IP header
 //     on, seen at gen by one and at sink by the other.
@@ -176,7 +182,7 @@ func knownRejectDifference(d Difference, c *Corpus) string {
 		xHeads[icmpHead(m)]++
 	}
 	var why []string
-	routed, optioned := 0, 0
+	routed, optioned, toSelf, fromDst := 0, 0, 0, 0
 	for _, o := range kOnly {
 		if isLogOfReply(o) {
 			why = append(why, "the kernel's reply passed its chains (logged)")
@@ -199,7 +205,28 @@ func knownRejectDifference(d Difference, c *Corpus) string {
 			optioned++
 			continue
 		}
+		// A packet fw sent (with a source of another host's, or the
+		// reply would be fw's own): xfw's OUTPUT ICMP error comes from the
+		// packet's destination and is handed to fw's stack, which routes
+		// it on; the kernel's comes from fw's address.
+		if c.Probes[d.Probe].From == FromFw && xHeads[icmpHead(m)] > 0 {
+			xHeads[icmpHead(m)]--
+			fromDst++
+			continue
+		}
+		// A packet from outside with a (spoofed) source of fw's own: the
+		// kernel routes its reply to itself; xfw sends none.
+		if m[1] == "" && c.Probes[d.Probe].From != FromFw {
+			toSelf++
+			continue
+		}
 		return "" // a reply xfw did not send, or with other bytes
+	}
+	if fromDst > 0 {
+		why = append(why, fmt.Sprintf("%d OUTPUT reply from the packet's destination rather than fw's address", fromDst))
+	}
+	if toSelf > 0 {
+		why = append(why, fmt.Sprintf("%d reply to a spoofed source of fw's own, delivered to fw by the kernel, not sent by xfw", toSelf))
 	}
 	if optioned > 0 {
 		why = append(why, fmt.Sprintf("%d reply to a packet with IPv4 options, options not echoed", optioned))
@@ -207,7 +234,7 @@ func knownRejectDifference(d Difference, c *Corpus) string {
 	if routed > 0 {
 		why = append(why, fmt.Sprintf("%d reply routed by the kernel, sent back by the input interface by xfw", routed))
 	}
-	if n := len(xOnly) - routed - optioned; n > 0 {
+	if n := len(xOnly) - routed - optioned - fromDst; n > 0 {
 		why = append(why, fmt.Sprintf("%d reply the kernel did not send (dropped in its OUTPUT, or none for this packet)", n))
 	}
 	if len(why) == 0 {

@@ -5,8 +5,9 @@
 // xfw binary `make build` makes; it fails, never skips, without them.
 //
 // The budget is bounded (a few minutes on two cores); DIFFTEST_SEED,
-// DIFFTEST_COUNT (random rulesets per family) and DIFFTEST_PACKETS change
-// it, and `make difftest SEED=… COUNT=…` runs a long campaign with the
+// DIFFTEST_COUNT (random rulesets per family), DIFFTEST_PACKETS (per random
+// ruleset) and DIFFTEST_REALISTIC_PACKETS change it, and
+// `make difftest SEED=… COUNT=…` runs a long campaign with the
 // xfw difftest command.
 package difftest_test
 
@@ -29,6 +30,9 @@ const (
 	defaultSeed    = 1
 	defaultCount   = 10 // random rulesets per family: 20 in all
 	defaultPackets = 2000
+	// realisticPackets is the packets per realistic ruleset (16 of them,
+	// REJECT-heavy: three runs each when only known differences show).
+	realisticPackets = 1000
 	// caseTimeout bounds one case, shrinking included.
 	caseTimeout = 5 * time.Minute
 )
@@ -149,7 +153,7 @@ func TestRandomRulesets(t *testing.T) {
 // suite's iptables-save dumps.
 func TestRealisticRulesets(t *testing.T) {
 	seed := envInt(t, "DIFFTEST_SEED", defaultSeed)
-	packets := int(envInt(t, "DIFFTEST_PACKETS", defaultPackets))
+	packets := int(envInt(t, "DIFFTEST_REALISTIC_PACKETS", realisticPackets))
 	sets, err := difftest.Realistic()
 	if err != nil {
 		t.Fatal(err)
