@@ -44,6 +44,8 @@ type Outcome struct {
 	// Repro is the minimal reproduction of the first difference (when
 	// shrinking was asked for and the difference showed again).
 	Repro *Repro
+	// ShrinkErr says why there is no Repro when reducing ran out of time.
+	ShrinkErr error
 }
 
 // Failed reports whether the firewalls disagreed.
@@ -156,6 +158,11 @@ func (s *Session) Check(ctx context.Context, c Case, opts CheckOptions) (*Outcom
 	}
 	rep, err := s.Shrink(ctx, ruleset, c.Corpus, target, 0)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Out of time: the differences are reported all the same.
+			o.ShrinkErr = err
+			return o, nil
+		}
 		return nil, fmt.Errorf("%s: shrink: %w", c.Name, err)
 	}
 	o.Repro = rep
@@ -242,6 +249,9 @@ func (o *Outcome) Report() string {
 	}
 	if o.Repro != nil {
 		b.WriteString(indent(FormatRepro(o.Repro), "  "))
+	}
+	if o.ShrinkErr != nil {
+		fmt.Fprintf(&b, "  (no minimal reproduction: reducing stopped: %v)\n", o.ShrinkErr)
 	}
 	if o.Case.Rerun != "" {
 		fmt.Fprintf(&b, "  run it again: %s\n", o.Case.Rerun)

@@ -242,6 +242,16 @@ func (s *Session) setup(sd *side) error {
 			}
 		}
 	}
+	if s.cfg.Family == ir.IPv4 {
+		// IPv4 destinations without a route are dropped silently (a
+		// blackhole default, before any chain, as a missing route is):
+		// the "network unreachable" errors ip_error sends otherwise are
+		// rate-limited per source by net.ipv4.route.error_cost, a global
+		// sysctl a namespace cannot turn off, so how many go out depends
+		// on timing. (IPv6's are ICMPv6 errors, rate-limited by
+		// net.ipv6.icmp.ratelimit, which nettest turns off.)
+		cmds = append(cmds, []string{"-n", fw, "route", "add", "blackhole", "default"})
+	}
 	// Link-local sources of probes (fe80::1) are gen's.
 	cmds = append(cmds, []string{"-n", fw, "neigh", "replace", "fe80::1", "lladdr", v6.GenMAC.String(), "dev", nettest.FwInIfname, "nud", "permanent"})
 	cmds = append(cmds, [][]string{

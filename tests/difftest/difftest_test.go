@@ -34,7 +34,7 @@ const (
 	// REJECT-heavy: three runs each when only known differences show).
 	realisticPackets = 1000
 	// caseTimeout bounds one case, shrinking included.
-	caseTimeout = 5 * time.Minute
+	caseTimeout = 2 * time.Minute
 )
 
 // envInt reads an integer environment variable, or returns def.
@@ -76,6 +76,9 @@ func xfwPath(t *testing.T) string {
 // its namespaces removed) when the test ends, failed or not.
 func session(t *testing.T, fam ir.Family) *difftest.Session {
 	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("the differential test needs root (network namespaces, iptables-legacy, XDP): run it as root, as make test does")
+	}
 	s, err := difftest.NewSession(context.Background(), difftest.Config{Family: fam, XFW: xfwPath(t), Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("difftest session: %v", err)
