@@ -473,11 +473,15 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
 	/* An IPv6 link-local destination: the kernel's input route lookup is
 	 * strict to the interface the packet came in on (rt6_need_strict),
-	 * bpf_fib_lookup's is not. Unless it is this host's own address, the
-	 * packet is forwarded back out of that interface, and ip6_forward
-	 * skips its source checks for such a hairpin (found by the
-	 * differential test, internal/difftest). */
+	 * bpf_fib_lookup's is not. Unless it is this host's own address, a
+	 * destination in fe80::/64 (the route every IPv6 interface has) is
+	 * forwarded back out of that interface, and ip6_forward skips its
+	 * source checks for such a hairpin; the rest of fe80::/10 has no route
+	 * (found by the differential test, internal/difftest). */
 	if (p->fam == 1 && !lo && XFW_V6_LINKLOCAL(p->dst_hi) && rc != BPF_FIB_LKUP_RET_FWD_DISABLED) {
+		if (p->dst_hi != 0xfe80000000000000ULL)
+			return xfw_local_type(p->fam, p->dst_hi, p->dst_lo) ?
+				(__u64)XFW_CHAIN_INPUT << 32 : XFW_ROUTE_PASS;
 		if (xfw_local_type(p->fam, p->dst_hi, p->dst_lo))
 			return (__u64)XFW_CHAIN_INPUT << 32;
 		if (p->ttl <= 1 || !p->dst_unicast)
