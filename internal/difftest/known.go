@@ -32,6 +32,10 @@ import (
 //   - an ICMP error about a packet fw sent comes, in xfw, from the packet's
 //     destination (and fw's stack routes it on), in the kernel from fw's
 //     address: the same reply (place, ICMP type and code), other bytes;
+//   - a reply to a spoofed source behind fw's other interface: the kernel
+//     routes it there from the input interface's address, xfw sends it
+//     back by the input interface from another address: the same reply
+//     (ICMP type and code), at another place, other bytes;
 //   - xfw's replies leave by the interface the packet came in on; the
 //     kernel routes them: the same reply, byte for byte from the IP header
 //     on, seen at gen by one and at sink by the other.
@@ -116,6 +120,15 @@ func icmpHead(m []string) string {
 	return m[1] + "/" + m[2] + "/" + t[:4]
 }
 
+// anyHead is icmpHead without the place.
+func anyHead(m []string) string {
+	t := replyBytes(m)
+	if len(t) < 4 {
+		return ""
+	}
+	return m[2] + "/" + t[:4]
+}
+
 // knownRejectDifference explains d as a documented difference of xfw's
 // REJECT replies, or returns "" when it is not one.
 func knownRejectDifference(d Difference, c *Corpus) string {
@@ -172,7 +185,7 @@ func knownRejectDifference(d Difference, c *Corpus) string {
 		}
 	}
 	// Replies the kernel sent: each must be one xfw sent too, elsewhere.
-	xReplies, xHeads := map[string]int{}, map[string]int{}
+	xReplies, xHeads, xAny := map[string]int{}, map[string]int{}, map[string]int{}
 	for _, o := range xOnly {
 		m := replyRe.FindStringSubmatch(o)
 		if m == nil {
@@ -180,9 +193,12 @@ func knownRejectDifference(d Difference, c *Corpus) string {
 		}
 		xReplies[m[2]+"/"+replyBytes(m)]++
 		xHeads[icmpHead(m)]++
+		if m[1] != "" {
+			xAny[anyHead(m)+"@"+m[1]]++
+		}
 	}
 	var why []string
-	routed, optioned, toSelf, fromDst := 0, 0, 0, 0
+	routed, optioned, toSelf, fromDst, spoofed := 0, 0, 0, 0, 0
 	for _, o := range kOnly {
 		if isLogOfReply(o) {
 			why = append(why, "the kernel's reply passed its chains (logged)")
@@ -214,6 +230,17 @@ func knownRejectDifference(d Difference, c *Corpus) string {
 			fromDst++
 			continue
 		}
+		// A packet from outside with a spoofed source, behind fw's other
+		// interface: the kernel routes its reply there, from the address
+		// of the interface the packet came in on; xfw sends it back by
+		// that interface, from the address of the route towards the
+		// source. The same reply (ICMP type and code) elsewhere.
+		other := map[string]string{"gen": "sink", "sink": "gen"}[m[1]]
+		if k := anyHead(m) + "@" + other; m[1] != "" && xAny[k] > 0 {
+			xAny[k]--
+			spoofed++
+			continue
+		}
 		// A packet from outside with a (spoofed) source of fw's own: the
 		// kernel routes its reply to itself; xfw sends none.
 		if m[1] == "" && c.Probes[d.Probe].From != FromFw {
@@ -234,7 +261,10 @@ func knownRejectDifference(d Difference, c *Corpus) string {
 	if routed > 0 {
 		why = append(why, fmt.Sprintf("%d reply routed by the kernel, sent back by the input interface by xfw", routed))
 	}
-	if n := len(xOnly) - routed - optioned - fromDst; n > 0 {
+	if spoofed > 0 {
+		why = append(why, fmt.Sprintf("%d reply to a spoofed source, routed by the kernel from the input interface's address, sent back by xfw", spoofed))
+	}
+	if n := len(xOnly) - routed - optioned - fromDst - spoofed; n > 0 {
 		why = append(why, fmt.Sprintf("%d reply the kernel did not send (dropped in its OUTPUT, or none for this packet)", n))
 	}
 	if len(why) == 0 {
