@@ -373,10 +373,22 @@ func (g *pgen) probe() Probe {
 	if pr.From == FromFw && g.plan.isGroup(dst) {
 		dst = p.Sink
 	}
+	// fw's packets to link-local addresses: the route picks an interface,
+	// the neighbour is never resolved, and the packet, counted by the
+	// kernel's OUTPUT, never reaches xfw's egress hook (README, "Known
+	// differences from iptables": not sent).
+	if pr.From == FromFw && dst.Is6() && dst.IsLinkLocalUnicast() {
+		dst = p.Sink
+	}
 	// IPv6: no hairpin (forwarded back out of the link it came from).
 	// fw would send a redirect, rate-limited to one a second per
 	// destination: how many go out depends on timing.
-	if g.fam == ir.IPv6 && pr.From != FromFw && g.plan.via(dst) == pr.From {
+	// A link-local destination in fe80::/64 that is not fw's own goes back
+	// out of the interface it came in on (the kernel's strict input route):
+	// a hairpin too.
+	hairpin := dst.Is6() && dst.IsLinkLocalUnicast() && !g.plan.isLocal(dst) &&
+		netip.MustParsePrefix("fe80::/64").Contains(dst)
+	if g.fam == ir.IPv6 && pr.From != FromFw && (g.plan.via(dst) == pr.From || hairpin) {
 		dst = map[Origin]netip.Addr{FromGen: p.Sink, FromSink: p.Gen}[pr.From]
 	}
 	pr.Frames, pr.Note = g.ipPacket(pr.From, src, dst)
