@@ -326,7 +326,7 @@ __attribute__((noinline)) int xfw_resolve(struct xfw_pkt *p, __u32 iif, __u32 oi
 		return 0;
 	if ((act & (1u << XFW_F_FRAG)) && !xfw_small_cls(st, fc, small, XFW_F_FRAG, p->frag))
 		return 0;
-	if ((act & (1u << XFW_F_LEN)) && !xfw_small_cls(st, fc, small, XFW_F_LEN, p->l3len))
+	if ((act & (1u << XFW_F_LEN)) && !xfw_small_cls(st, fc, small, XFW_F_LEN, p->lenm))
 		return 0;
 	if ((act & (1u << XFW_F_TTL)) && !xfw_small_cls(st, fc, small, XFW_F_TTL, p->ttl))
 		return 0;
@@ -489,6 +489,7 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 	/* A global function: verified once, on its own, with these checks. */
 	if (!p || !ps)
 		return XFW_RES_END;
+	ps->nlogs = 0;
 	slot = ps->slot;
 	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
 	if (!fc)
@@ -510,10 +511,12 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 			local.result = XFW_RES_END;
 	}
 	res = local.result;
-	if (res == XFW_RES_HOTDROP)
-		return res;
+	/* LOG rules met before a hotdrop log, as in the kernel (found by the
+	 * differential test, internal/difftest). */
 	ps->nlogs = local.nlogs;
 	__builtin_memcpy(ps->logs, local.logs, sizeof(local.logs));
+	if (res == XFW_RES_HOTDROP)
+		return res;
 	if (res == XFW_RES_END) {
 		xfw_count(slot, chain, p->l3len);
 		return res;

@@ -66,6 +66,10 @@ enum xfw_field {
 /* Sentinel values of the port, TCP flags and ICMP fields. */
 #define XFW_V_NONE 65536
 #define XFW_V_TRUNC 65537
+/* The Ethernet source of a packet received on a device that is not
+ * Ethernet (loopback): beyond every 48-bit address, matched by no mac
+ * condition, inverted or not, as in the kernel's mac match. */
+#define XFW_MAC_NONE (1ULL << 48)
 /* Sentinels of the 8-bit TCP flags field. */
 #define XFW_FLAGS_NONE 256
 #define XFW_FLAGS_TRUNC 257

@@ -264,38 +264,148 @@ struct {
 	__uint(max_entries, 4096);
 } xfw_local6 SEC(".maps");
 
-/* xfw_is_local reports whether the destination is this host's. */
-static __always_inline int xfw_is_local(struct xfw_pkt *p)
+/* Types of the local table's routes, the values of xfw_local4/6 (RTN_* of
+ * linux/rtnetlink.h, as the loader stores them). */
+#define XFW_RTN_LOCAL 2
+#define XFW_RTN_BROADCAST 3
+#define XFW_RTN_ANYCAST 4
+#define XFW_RTN_MULTICAST 5
+
+/* The loopback device's index in every network namespace. */
+#define XFW_LOOPBACK_IFINDEX 1
+
+/* xfw_local_type returns the type of the local-table route covering the
+ * address (hi, lo) of family fam (0 IPv4: lo holds the address), or 0 when
+ * there is none. */
+static __always_inline __u8 xfw_local_type(__u8 fam, __u64 hi, __u64 lo)
 {
-	if (p->fam == 0) {
+	__u8 *v;
+
+	if (fam == 0) {
 		struct xfw_lpm4_key k = { .prefixlen = 32 };
-		__u32 a = bpf_htonl((__u32)p->dst_lo);
+		__u32 a = bpf_htonl((__u32)lo);
 
 		__builtin_memcpy(k.addr, &a, 4);
-		return bpf_map_lookup_elem(&xfw_local4, &k) != NULL;
+		v = bpf_map_lookup_elem(&xfw_local4, &k);
 	} else {
 		struct xfw_lpm6_key k = { .prefixlen = 128 };
-		__u32 w[4] = { bpf_htonl(p->dst_hi >> 32), bpf_htonl((__u32)p->dst_hi),
-			       bpf_htonl(p->dst_lo >> 32), bpf_htonl((__u32)p->dst_lo) };
+		__u32 w[4] = { bpf_htonl(hi >> 32), bpf_htonl((__u32)hi),
+			       bpf_htonl(lo >> 32), bpf_htonl((__u32)lo) };
 
 		__builtin_memcpy(k.addr, w, 16);
-		return bpf_map_lookup_elem(&xfw_local6, &k) != NULL;
+		v = bpf_map_lookup_elem(&xfw_local6, &k);
 	}
+	return v ? *v : 0;
+}
+
+/* xfw_src_is_ours reports whether an IPv4 source is one of this host's
+ * addresses: fib_validate_source calls such a packet from outside a martian
+ * (accept_local off), in both the local and the forwarding path. */
+static __always_inline int xfw_src_is_ours(struct xfw_pkt *p)
+{
+	return p->fam == 0 && xfw_local_type(0, 0, p->src_lo) == XFW_RTN_LOCAL;
+}
+
+/* IPv4 address classes (host order), as ip_route_input_slow tests them. */
+#define XFW_V4_MULTICAST(a) (((a) & 0xf0000000) == 0xe0000000)
+#define XFW_V4_LOCAL_MC(a) (((a) & 0xffffff00) == 0xe0000000) /* 224.0.0.0/24 */
+#define XFW_V4_LBCAST(a) ((a) == 0xffffffff)
+/* ipv4_is_zeronet: 0.0.0.0 only since Linux 5.3 (0.0.0.0/8 is usable
+ * unicast; found by the differential test, internal/difftest). */
+#define XFW_V4_ZERONET(a) ((a) == 0)
+#define XFW_V4_LOOPBACK(a) (((a) & 0xff000000) == 0x7f000000)
+
+/* IPv6 address classes of the high half, as ip6_rcv_core and ip6_forward
+ * test them. */
+#define XFW_V6_MULTICAST(hi) (((hi) >> 56) == 0xff)
+#define XFW_V6_MC_SCOPE(hi) (((hi) >> 48) & 0xf)
+#define XFW_V6_LINKLOCAL(hi) (((hi) >> 54) == (0xfe80ULL >> 6))
+
+/* xfw_v6_loopback reports whether (hi, lo) is ::1. */
+static __always_inline int xfw_v6_loopback(__u64 hi, __u64 lo)
+{
+	return hi == 0 && lo == 1;
+}
+
+/* xfw_martian applies, to a packet received on another device than
+ * loopback, the checks the kernel makes before any chain: ip6_rcv_core
+ * (IPv6) and ip_route_input_slow with ip_route_input_mc (IPv4), with the
+ * default sysctls (route_localnet, accept_local off). It returns 1 when
+ * the kernel drops the packet there, 2 for IPv4's limited broadcast (local
+ * delivery without a route lookup), 0 otherwise. Multicast destinations
+ * are taken as joined: README, "Known differences". */
+static __always_inline int xfw_martian(struct xfw_pkt *p)
+{
+	if (p->fam == 0) {
+		__u32 s = (__u32)p->src_lo, d = (__u32)p->dst_lo;
+
+		if (XFW_V4_MULTICAST(s) || XFW_V4_LBCAST(s))
+			return 1;
+		if (XFW_V4_LBCAST(d) || (s == 0 && d == 0))
+			return s != 0 && xfw_src_is_ours(p) ? 1 : 2;
+		if (XFW_V4_MULTICAST(d)) {
+			/* ip_mc_validate_source */
+			if (XFW_V4_LOOPBACK(s))
+				return 1;
+			if (XFW_V4_ZERONET(s))
+				return !XFW_V4_LOCAL_MC(d) && p->proto != IPPROTO_IGMP;
+			return xfw_src_is_ours(p);
+		}
+		if (XFW_V4_ZERONET(s) || XFW_V4_ZERONET(d) || XFW_V4_LOOPBACK(d) || XFW_V4_LOOPBACK(s))
+			return 1;
+		return 0;
+	}
+	if (XFW_V6_MULTICAST(p->src_hi))
+		return 1;
+	if (xfw_v6_loopback(p->src_hi, p->src_lo) || xfw_v6_loopback(p->dst_hi, p->dst_lo))
+		return 1;
+	/* Multicast scopes 0 (reserved) and 1 (interface-local). */
+	if (XFW_V6_MULTICAST(p->dst_hi) && XFW_V6_MC_SCOPE(p->dst_hi) <= 1)
+		return 1;
+	return 0;
+}
+
+/* xfw_forward_dropped reports whether ip_forward / ip6_forward drop a
+ * packet routed on before the FORWARD hook (besides TTL, MTU and the route
+ * itself): a frame not addressed to this host's MAC (PACKET_BROADCAST,
+ * PACKET_MULTICAST), an IPv4 source of this host (martian), an IPv6 source
+ * that is unspecified, multicast, loopback or link-local. */
+static __always_inline int xfw_forward_dropped(struct xfw_pkt *p)
+{
+	if (!p->dst_unicast)
+		return 1;
+	if (p->fam == 0)
+		return xfw_src_is_ours(p);
+	if (p->src_hi == 0 && p->src_lo == 0)
+		return 1;
+	return XFW_V6_LINKLOCAL(p->src_hi);
 }
 
 /* xfw_route decides INPUT or FORWARD for a packet received on iif, as the
  * kernel's routing would. Returns XFW_ROUTE_PASS to pass the packet
- * unjudged, else chain << 32 | output ifindex. A global function, so its
- * stack (the FIB request) is not live while classification runs. */
+ * unjudged (netfilter never sees it: martians, no route, dropped before
+ * the FORWARD hook), else chain << 32 | output ifindex. A global function,
+ * so its stack (the FIB request) is not live while classification runs. */
 #define XFW_ROUTE_PASS (~0ULL)
 __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p, __u32 iif)
 {
 	struct bpf_fib_lookup fib = {};
-	int rc;
+	int rc, lo = iif == XFW_LOOPBACK_IFINDEX;
+	__u8 type;
 
 	if (!p)
 		return XFW_ROUTE_PASS;
 
+	/* Loopback traffic was routed when it was sent; the kernel checks no
+	 * martians on it. */
+	if (!lo) {
+		switch (xfw_martian(p)) {
+		case 1:
+			return XFW_ROUTE_PASS;
+		case 2:
+			return (__u64)XFW_CHAIN_INPUT << 32;
+		}
+	}
 	fib.ifindex = iif;
 	fib.l4_protocol = p->proto < 256 ? p->proto : 0;
 	if (p->sport < 65536) {
@@ -311,6 +421,10 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 		 * hook only for DF packets; others are fragmented after it. */
 		if (p->df)
 			fib.tot_len = p->l3len;
+		/* Multicast is delivered by ip_route_input_mc, without a route
+		 * lookup (the group taken as joined). */
+		if (XFW_V4_MULTICAST((__u32)p->dst_lo))
+			return (__u64)XFW_CHAIN_INPUT << 32;
 	} else {
 		fib.family = AF_INET6;
 		fib.flowinfo = 0;
@@ -325,22 +439,113 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 		fib.tot_len = p->l3len;
 	}
 	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	/* An IPv6 link-local destination: the kernel's input route lookup is
+	 * strict to the interface the packet came in on (rt6_need_strict),
+	 * bpf_fib_lookup's is not. Unless it is this host's own address, a
+	 * destination in fe80::/64 (the route every IPv6 interface has) is
+	 * forwarded back out of that interface, and ip6_forward skips its
+	 * source checks for such a hairpin; the rest of fe80::/10 has no route
+	 * (found by the differential test, internal/difftest). */
+	if (p->fam == 1 && !lo && XFW_V6_LINKLOCAL(p->dst_hi) && rc != BPF_FIB_LKUP_RET_FWD_DISABLED) {
+		if (p->dst_hi != 0xfe80000000000000ULL)
+			return xfw_local_type(p->fam, p->dst_hi, p->dst_lo) ?
+				(__u64)XFW_CHAIN_INPUT << 32 : XFW_ROUTE_PASS;
+		if (xfw_local_type(p->fam, p->dst_hi, p->dst_lo))
+			return (__u64)XFW_CHAIN_INPUT << 32;
+		if (p->ttl <= 1 || !p->dst_unicast)
+			return XFW_ROUTE_PASS;
+		return (__u64)XFW_CHAIN_FORWARD << 32 | iif;
+	}
 	switch (rc) {
 	case BPF_FIB_LKUP_RET_FWD_DISABLED:
-		if (xfw_is_local(p))
-			return (__u64)XFW_CHAIN_INPUT << 32;
-		return XFW_ROUTE_PASS;
 	case BPF_FIB_LKUP_RET_NOT_FWDED:
+		/* Not forwarded: for this host (a local, broadcast, anycast or
+		 * multicast route of the local table) or for nobody (no route:
+		 * the kernel answers "unreachable" without a chain). With
+		 * forwarding off, bpf_fib_lookup does not look at all. */
+		if (lo)
+			return (__u64)XFW_CHAIN_INPUT << 32;
+		type = xfw_local_type(p->fam, p->dst_hi, p->dst_lo);
+		if (!type)
+			return XFW_ROUTE_PASS;
+		if ((type == XFW_RTN_LOCAL || type == XFW_RTN_BROADCAST) && xfw_src_is_ours(p))
+			return XFW_ROUTE_PASS;
 		return (__u64)XFW_CHAIN_INPUT << 32;
 	case BPF_FIB_LKUP_RET_SUCCESS:
 	case BPF_FIB_LKUP_RET_NO_NEIGH:
 		/* ip_forward / ip6_forward send "time exceeded" before the
-		 * FORWARD hook. */
-		if (p->ttl <= 1)
+		 * FORWARD hook, and drop what they refuse to forward. */
+		if (p->ttl <= 1 || xfw_forward_dropped(p))
 			return XFW_ROUTE_PASS;
 		return (__u64)XFW_CHAIN_FORWARD << 32 | fib.ifindex;
 	}
 	return XFW_ROUTE_PASS;
+}
+
+/* xfw_ipv4_opts_ok reports whether the stack keeps the received IPv4
+ * packet whose header starts l3_off bytes into the frame, as far as its
+ * options go (ip_rcv_options drops some before any chain; see
+ * xfw_ipv4_opt_step). A global function with its own stack for the copy
+ * of the options. */
+#define XFW_MAX_L3_OFF 64 /* Ethernet and a VLAN tag take 18 bytes */
+__attribute__((noinline)) int xfw_ipv4_opts_ok(struct xdp_md *ctx, __u32 l3_off)
+{
+	struct xfw_opts o = {};
+	struct iphdr ip;
+	__u32 n;
+
+	if (!ctx || l3_off > XFW_MAX_L3_OFF)
+		return 1;
+	if (bpf_xdp_load_bytes(ctx, l3_off, &ip, sizeof(ip)) < 0)
+		return 1;
+	n = ip.ihl * 4;
+	if (n <= sizeof(ip))
+		return 1;
+	n -= sizeof(ip);
+	if (n > XFW_IPOPT_MAX)
+		return 1;
+	if (bpf_xdp_load_bytes(ctx, l3_off + sizeof(ip), o.b, n) < 0)
+		return 1; /* shorter than its header: the stack drops it anyway */
+	o.len = n;
+	bpf_loop(XFW_IPOPT_MAX, xfw_ipv4_opt_step, &o, 0);
+	return !o.bad;
+}
+
+/* xfw_ipv6_hbh_ok reports whether ip6_rcv_core keeps the received IPv6
+ * packet whose header starts l3_off bytes into the frame, l3len bytes long,
+ * as far as a hop-by-hop header goes (ipv6_parse_hopopts: the header must
+ * be there whole, at least 8 bytes, and its options valid, see
+ * xfw_ipv6_tlv_step; the options of a header longer than XFW_HBH_MAX are
+ * not checked). A global function with its own stack for the copy. */
+__attribute__((noinline)) int xfw_ipv6_hbh_ok(struct xdp_md *ctx, __u32 l3_off, __u32 l3len)
+{
+	struct xfw_tlv t = {};
+	struct ipv6hdr ip6;
+	__u8 h[2];
+	__u32 k, n;
+
+	if (!ctx || l3_off > XFW_MAX_L3_OFF)
+		return 1;
+	if (bpf_xdp_load_bytes(ctx, l3_off, &ip6, sizeof(ip6)) < 0 || ip6.nexthdr != XFW_NH_HOP)
+		return 1;
+	/* pskb_may_pull(40 + 8) and (40 + the header's length). */
+	if (l3len < sizeof(ip6) + 8 || bpf_xdp_load_bytes(ctx, l3_off + sizeof(ip6), h, 2) < 0)
+		return 0;
+	k = h[1];
+	if (l3len < sizeof(ip6) + (k + 1) * 8)
+		return 0;
+	if (k >= XFW_HBH_MAX / 8)
+		return 1;
+	/* The bound in the very register the helper gets. */
+	xfw_barrier_var(k);
+	k &= XFW_HBH_MAX / 8 - 1;
+	n = (k + 1) * 8;
+	if (bpf_xdp_load_bytes(ctx, l3_off + sizeof(ip6), t.b, n) < 0)
+		return 1;
+	t.end = n;
+	t.off = 2;
+	bpf_loop(XFW_HBH_MAX, xfw_ipv6_tlv_step, &t, 0);
+	return !t.bad;
 }
 
 SEC("xdp")
@@ -360,6 +565,11 @@ int xfw_xdp(struct xdp_md *ctx)
 	st.slot = xfw_active_slot(p.fam ? 1 : 0);
 	if (st.slot == XFW_NO_SLOT)
 		return XDP_PASS;
+	/* Options the stack refuses: dropped before any chain. */
+	if (p.fam == 0 && !xfw_ipv4_opts_ok(ctx, p.l3_off))
+		return XDP_PASS;
+	if (p.fam == 1 && !xfw_ipv6_hbh_ok(ctx, p.l3_off, p.l3len))
+		return XDP_PASS;
 	key = (__u64)ctx->ingress_ifindex | ((__u64)p.vlan << 32);
 	ifi = bpf_map_lookup_elem(&xfw_ifinfo, &key);
 	if (!ifi)
@@ -368,6 +578,9 @@ int xfw_xdp(struct xdp_md *ctx)
 	if (p.dst_unicast && xfw_mac48(p.dst_mac) != xfw_mac48(ifi->mac))
 		return XDP_PASS;
 	iif = ifi->ifindex;
+	/* mac_mt matches nothing on a device that is not Ethernet. */
+	if (iif == XFW_LOOPBACK_IFINDEX)
+		p.mac_src = XFW_MAC_NONE;
 	route = xfw_route(ctx, &p, iif);
 	if (route == XFW_ROUTE_PASS)
 		return XDP_PASS;

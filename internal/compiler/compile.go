@@ -159,6 +159,10 @@ func hashPoints(f Field, entries []Entry, ifaces []Interface) []U128 {
 			add(U64(uint64(i.Index)))
 		}
 	} else {
+		// The source of a frame without an Ethernet header: the class
+		// of "no MAC condition holds" (it is in no set, complement or
+		// not), not the default class of unnamed addresses.
+		add(U64(MACNone))
 		for i := range entries {
 			s := entries[i].Cond[f]
 			if s == nil {

@@ -198,15 +198,17 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 	if r.OutIface.Set {
 		and(FieldOIF, ifaceSet(r.OutIface, ifaces))
 	}
-	// "-p all" (protocol 0, not inverted) constrains nothing, in ip6tables
-	// too: it does not set IP6T_F_PROTO (checked against the kernel: a
-	// packet with a malformed extension header chain matches it).
+	// ip6tables sets IP6T_F_PROTO for every -p, "-p all" (protocol 0)
+	// included, and ip6_packet_match then walks the extension headers:
+	// it hotdrops a packet whose chain cannot be walked (ipv6_find_hdr
+	// fails with the fragment offset at 0), "-p all" too (found by the
+	// differential test, internal/difftest; a header running past the
+	// packet's end is walkable: ipv6_find_hdr does not read beyond it).
+	if fam == ir.IPv6 && r.Proto.Set {
+		hotdropAt(FieldProto, ProtoErr, EFHotdropProto)
+	}
+	// "-p all" (protocol 0, not inverted) otherwise constrains nothing.
 	if r.Proto.Set && (r.Proto.Num != 0 || r.Proto.Invert) {
-		if fam == ir.IPv6 {
-			// ip6_packet_match hotdrops a first fragment whose
-			// extension headers cannot be walked.
-			hotdropAt(FieldProto, ProtoErr, EFHotdropProto)
-		}
 		and(FieldProto, invertIf(Point(U64(uint64(r.Proto.Num))), r.Proto.Invert, U64(0), byteMax))
 	}
 	if r.Fragment.Set {

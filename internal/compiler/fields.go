@@ -77,6 +77,13 @@ const (
 	// ifaceUnknown stands for every interface index the compiler was not
 	// told about (ifindex 0xffffffff never names a device).
 	ifaceUnknown = 0xffffffff
+	// MACNone is the Ethernet source of a packet received on a device
+	// that is not Ethernet (loopback): the kernel's mac match never
+	// matches it, inverted or not (mac_mt checks the device type). It lies
+	// beyond the 48-bit addresses, so no MAC condition contains it; the
+	// compiler gives it its own hash entry. (XFW_MAC_NONE; found by the
+	// differential test, internal/difftest.)
+	MACNone = 1 << 48
 )
 
 // SmallDomain is the number of values of a KindSmall field, sentinels

@@ -86,10 +86,10 @@ func refRuleMatch(fam ir.Family, r *ir.Rule, p *Packet) refResult {
 	if r.OutIface.Set && !r.OutIface.Matches(ifName(p.OIF)) {
 		return refNoMatch
 	}
+	if fam == ir.IPv6 && r.Proto.Set && p.Proto == ProtoErr { // any -p, "all" too
+		return refHotdrop
+	}
 	if r.Proto.Set && (r.Proto.Num != 0 || r.Proto.Invert) {
-		if fam == ir.IPv6 && p.Proto == ProtoErr {
-			return refHotdrop
-		}
 		if (p.Proto == uint32(r.Proto.Num)) == r.Proto.Invert || p.Proto > 255 {
 			return refNoMatch
 		}
@@ -192,6 +192,9 @@ func refRuleMatch(fam ir.Family, r *ir.Rule, p *Packet) refResult {
 				return refNoMatch
 			}
 		case *ir.MACMatch:
+			if p.MAC == MACNone { // not an Ethernet device: never
+				return refNoMatch
+			}
 			var v uint64
 			for _, b := range m.Addr {
 				v = v<<8 | uint64(b)
@@ -495,6 +498,9 @@ func genPacket(rng *rand.Rand, fam ir.Family) *Packet {
 	p.IIF = uint32(rng.Intn(6))
 	p.OIF = uint32(rng.Intn(6))
 	p.MAC = 2<<40 | uint64(rng.Intn(3))
+	if rng.Intn(20) == 0 {
+		p.MAC = MACNone // received on loopback
+	}
 	return p
 }
 

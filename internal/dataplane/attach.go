@@ -320,32 +320,40 @@ func fillLocal(m4, m6 *ebpf.Map) error {
 		if err != nil {
 			return fmt.Errorf("list local routes: %w", err)
 		}
-		var extra []*net.IPNet
+		// The value is the route's type (RTN_LOCAL, RTN_BROADCAST, …): the
+		// data plane tells "this host's address" (a source the kernel
+		// calls martian) from a broadcast one.
+		type localRoute struct {
+			dst *net.IPNet
+			typ uint8
+		}
+		var extra []localRoute
 		if fam == netlink.FAMILY_V4 {
 			// Multicast and limited broadcast are delivered locally
 			// without local-table entries.
 			_, mc, _ := net.ParseCIDR("224.0.0.0/4")
 			_, bc, _ := net.ParseCIDR("255.255.255.255/32")
-			extra = append(extra, mc, bc)
+			extra = append(extra, localRoute{mc, unix.RTN_MULTICAST}, localRoute{bc, unix.RTN_BROADCAST})
 		}
 		for _, r := range routes {
 			if localRouteTypes[r.Type] && r.Dst != nil {
-				extra = append(extra, r.Dst)
+				extra = append(extra, localRoute{r.Dst, uint8(r.Type)})
 			}
 		}
-		for _, dst := range extra {
+		for _, lr := range extra {
+			dst := lr.dst
 			ones, _ := dst.Mask.Size()
 			if ip4 := dst.IP.To4(); ip4 != nil && fam == netlink.FAMILY_V4 {
 				k := lpmKey4{Prefixlen: uint32(ones)}
 				copy(k.Addr[:], ip4)
-				if err := m4.Put(k, uint8(1)); err != nil {
+				if err := m4.Put(k, lr.typ); err != nil {
 					return fmt.Errorf("record local route %s: %w", dst, err)
 				}
 				keep4[k] = true
 			} else if fam == netlink.FAMILY_V6 {
 				k := lpmKey6{Prefixlen: uint32(ones)}
 				copy(k.Addr[:], dst.IP.To16())
-				if err := m6.Put(k, uint8(1)); err != nil {
+				if err := m6.Put(k, lr.typ); err != nil {
 					return fmt.Errorf("record local route %s: %w", dst, err)
 				}
 				keep6[k] = true

@@ -32,15 +32,28 @@ type Outcome struct {
 	// REJECT replies are being finished (bpf/reject.h); README, "Known
 	// differences from iptables".
 	RejectOnly bool
+	// Known holds, when every difference of a RejectOnly outcome is one of
+	// the documented differences of xfw's REJECT replies (known.go), the
+	// explanation of each; it is nil otherwise.
+	Known []string
+	// Unexplained is, for a RejectOnly outcome with no Known, the first
+	// difference that is none of the documented ones.
+	Unexplained *Difference
 	// Twin is the run with REJECT replaced by DROP, when there was one.
 	Twin *Result
 	// Repro is the minimal reproduction of the first difference (when
 	// shrinking was asked for and the difference showed again).
 	Repro *Repro
+	// ShrinkErr says why there is no Repro when reducing ran out of time.
+	ShrinkErr error
 }
 
 // Failed reports whether the firewalls disagreed.
 func (o *Outcome) Failed() bool { return len(o.Result.Differences) > 0 }
+
+// OnlyKnown reports whether the firewalls disagreed only in the documented
+// ways of xfw's REJECT replies (README, "Known differences from iptables").
+func (o *Outcome) OnlyKnown() bool { return o.Failed() && o.RejectOnly && o.Known != nil }
 
 // maxListed bounds the differences a report lists in full.
 const maxListed = 8
@@ -87,12 +100,21 @@ func (s *Session) confirmedRun(ctx context.Context, ruleset string, c *Corpus) (
 	return res, gone, nil
 }
 
+// CheckOptions say what Check does beyond comparing.
+type CheckOptions struct {
+	// Shrink reduces the first difference to a minimal reproduction.
+	Shrink bool
+	// ShrinkRejectOnly reduces it also when only REJECT differs.
+	ShrinkRejectOnly bool
+}
+
 // Check runs a case. Differences are confirmed by a second run (those it
 // does not show again are kept apart, as the kernel's own randomness); a
 // ruleset with REJECT whose differences all vanish with REJECT replaced by
-// DROP is marked RejectOnly; with shrink set, the first remaining
-// difference is reduced to a minimal reproduction.
-func (s *Session) Check(ctx context.Context, c Case, shrink bool) (*Outcome, error) {
+// DROP is marked RejectOnly, and its differences explained when they are
+// the documented ones of xfw's REJECT replies (Known); as opts ask, the first remaining difference is
+// reduced to a minimal reproduction (what differs without REJECT first).
+func (s *Session) Check(ctx context.Context, c Case, opts CheckOptions) (*Outcome, error) {
 	res, gone, err := s.confirmedRun(ctx, c.Ruleset, c.Corpus)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.Name, err)
@@ -109,12 +131,15 @@ func (s *Session) Check(ctx context.Context, c Case, shrink bool) (*Outcome, err
 			return nil, fmt.Errorf("%s without REJECT: %w", c.Name, err)
 		}
 		o.RejectOnly = o.Twin.Lossy == "" && o.Twin.Rejected == "" && len(o.Twin.Differences) == 0
+		if o.RejectOnly {
+			o.Known, o.Unexplained = explainRejectOnly(res.Differences, c.Corpus)
+		}
 		if !o.RejectOnly && len(o.Twin.Differences) > 0 {
 			// Reduce what differs without REJECT: not REJECT's business.
 			target, ruleset = o.Twin.Differences[0], twin
 		}
 	}
-	if !shrink {
+	if !opts.Shrink || o.OnlyKnown() && !opts.ShrinkRejectOnly {
 		return o, nil
 	}
 	for _, d := range res.Differences {
@@ -133,6 +158,11 @@ func (s *Session) Check(ctx context.Context, c Case, shrink bool) (*Outcome, err
 	}
 	rep, err := s.Shrink(ctx, ruleset, c.Corpus, target, 0)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Out of time: the differences are reported all the same.
+			o.ShrinkErr = err
+			return o, nil
+		}
 		return nil, fmt.Errorf("%s: shrink: %w", c.Name, err)
 	}
 	o.Repro = rep
@@ -166,9 +196,30 @@ func (o *Outcome) Report() string {
 	fmt.Fprintf(&b, "%s: %d probes, DIFFERENT: %d probes, %d counters, %d saved rules, %d loading\n",
 		o.Case.Name, r.Probes, counts[DiffProbe], counts[DiffCounters], counts[DiffSave], counts[DiffRestore])
 	switch {
+	case o.OnlyKnown():
+		b.WriteString("  KNOWN DIFFERENCES ONLY: with REJECT replaced by DROP on both sides, the same behaviour, and\n" +
+			"  every difference is a documented one of xfw's REJECT replies (README, \"Known differences from iptables\"):\n")
+		seen := map[string]int{}
+		var order []string
+		for _, w := range o.Known {
+			if seen[w] == 0 {
+				order = append(order, w)
+			}
+			seen[w]++
+		}
+		for _, w := range order {
+			fmt.Fprintf(&b, "    %d× %s\n", seen[w], w)
+		}
 	case o.RejectOnly:
-		b.WriteString("  only REJECT differs: with REJECT replaced by DROP on both sides, the same behaviour\n" +
-			"  (xfw's REJECT replies are being finished, bpf/reject.h; README, \"Known differences from iptables\")\n")
+		b.WriteString("  only REJECT differs (with REJECT replaced by DROP on both sides, the same behaviour),\n" +
+			"  but not only in the documented ways: xfw's REJECT replies are wrong, first:\n")
+		if d := o.Unexplained; d != nil {
+			fmt.Fprintf(&b, "    %s\n", indent(d.String(), "    "))
+			if d.Kind == DiffProbe {
+				p := o.Case.Corpus.Probes[d.Probe]
+				fmt.Fprintf(&b, "      probe: %s\n      corpus line: %s\n", indent(p.String(), "      "), FormatProbe(p))
+			}
+		}
 	case o.Twin != nil:
 		fmt.Fprintf(&b, "  with REJECT replaced by DROP on both sides: still %d differences (reduced below), first:\n", len(o.Twin.Differences))
 		for i, d := range o.Twin.Differences {
@@ -198,6 +249,9 @@ func (o *Outcome) Report() string {
 	}
 	if o.Repro != nil {
 		b.WriteString(indent(FormatRepro(o.Repro), "  "))
+	}
+	if o.ShrinkErr != nil {
+		fmt.Fprintf(&b, "  (no minimal reproduction: reducing stopped: %v)\n", o.ShrinkErr)
 	}
 	if o.Case.Rerun != "" {
 		fmt.Fprintf(&b, "  run it again: %s\n", o.Case.Rerun)

@@ -119,15 +119,18 @@ func transport(b []byte, l3 int) (proto uint8, off int, ok bool) {
 			return 0, 0, false
 		}
 		nh, off := b[l3+6], l3+ipv6HeaderLen
-		for i := 0; i < 8; i++ { // extension headers walked, as the kernel does
+		// The extension headers, walked as ipv6_find_hdr does: it reads
+		// two bytes of each (four of a routing or fragment header) and
+		// moves on by the stated length, even past the end.
+		for i := 0; i < 8; i++ {
 			switch nh {
 			case nettest.ProtoHopByHop, nettest.ProtoRouting, nettest.ProtoDestOpts:
-				if len(b) < off+2 {
+				if len(b) < off+2 || nh == nettest.ProtoRouting && len(b) < off+4 {
 					return 0, 0, false
 				}
 				nh, off = b[off], off+(int(b[off+1])+1)*8
 			case nettest.ProtoFragment:
-				if len(b) < off+8 || binary.BigEndian.Uint16(b[off+2:])&0xfff8 != 0 {
+				if len(b) < off+4 || binary.BigEndian.Uint16(b[off+2:])&0xfff8 != 0 {
 					return 0, 0, false
 				}
 				nh, off = b[off], off+8

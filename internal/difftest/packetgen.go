@@ -373,6 +373,24 @@ func (g *pgen) probe() Probe {
 	if pr.From == FromFw && g.plan.isGroup(dst) {
 		dst = p.Sink
 	}
+	// fw's packets to link-local addresses: the route picks an interface,
+	// the neighbour is never resolved, and the packet, counted by the
+	// kernel's OUTPUT, never reaches xfw's egress hook (README, "Known
+	// differences from iptables": not sent).
+	if pr.From == FromFw && dst.Is6() && dst.IsLinkLocalUnicast() {
+		dst = p.Sink
+	}
+	// IPv6: no hairpin (forwarded back out of the link it came from).
+	// fw would send a redirect, rate-limited to one a second per
+	// destination: how many go out depends on timing.
+	// A link-local destination in fe80::/64 that is not fw's own goes back
+	// out of the interface it came in on (the kernel's strict input route):
+	// a hairpin too.
+	hairpin := dst.Is6() && dst.IsLinkLocalUnicast() && !g.plan.isLocal(dst) &&
+		netip.MustParsePrefix("fe80::/64").Contains(dst)
+	if g.fam == ir.IPv6 && pr.From != FromFw && (g.plan.via(dst) == pr.From || hairpin) {
+		dst = map[Origin]netip.Addr{FromGen: p.Sink, FromSink: p.Gen}[pr.From]
+	}
 	pr.Frames, pr.Note = g.ipPacket(pr.From, src, dst)
 	if pr.From != FromFw {
 		pr.Frames, pr.Note = g.ethernet(pr.From, pr.Frames, pr.Note, dst)
@@ -466,6 +484,14 @@ func (g *pgen) ipPacket(from Origin, src, dst netip.Addr) ([][]byte, string) {
 	maxLen := maxL3Len
 	if from == FromFw {
 		maxLen = outMTU // a raw socket refuses more than the route's MTU
+	}
+	if g.plan.isLocal(dst) {
+		// fw's answer (an echo reply is as long as the request) must not
+		// need fragmenting: the byte counts and -m length of a datagram
+		// the stack fragments are its first fragment's in xfw's OUTPUT, a
+		// documented difference (README, "Known differences from
+		// iptables").
+		maxLen = outMTU
 	}
 	// A length the ruleset names, reached with payload.
 	hdrs := ipv4HeaderLen

@@ -141,6 +141,29 @@ func (p Plan) isLocal(a netip.Addr) bool {
 	return a == p.FwInLL || a.IsLoopback()
 }
 
+// via returns where fw routes a destination: FromGen or FromSink for the
+// routes through gen or sink (and their links), "" for fw itself or no
+// route.
+func (p Plan) via(a netip.Addr) Origin {
+	if p.isLocal(a) || a.IsMulticast() {
+		return ""
+	}
+	best, to := -1, Origin("")
+	try := func(n netip.Prefix, o Origin) {
+		if n.IsValid() && n.Contains(a) && n.Bits() > best {
+			best, to = n.Bits(), o
+		}
+	}
+	try(p.GenNet, FromGen)
+	try(p.FarGen, FromGen)
+	try(p.VLANNet, FromGen)
+	try(p.SinkNet, FromSink)
+	for _, n := range p.ViaSink {
+		try(n, FromSink)
+	}
+	return to
+}
+
 // isGroup reports whether a is a broadcast or multicast address of fw's
 // links (a group of hosts: fw's own packets to it come back to fw).
 func (p Plan) isGroup(a netip.Addr) bool {

@@ -191,6 +191,10 @@ var ErrNoDumps = errors.New("conformance dumps not found")
 // DumpsDir finds the conformance suite's dumps from a directory of the
 // repository (it lives in ../shared beside the clone).
 func DumpsDir(from string) (string, error) {
+	from, err := filepath.Abs(from)
+	if err != nil {
+		return "", fmt.Errorf("find the conformance dumps: %w", err)
+	}
 	for dir := from; ; dir = filepath.Dir(dir) {
 		p := filepath.Join(dir, "..", "shared", "conformance", "iptables", "dumps")
 		if st, err := os.Stat(p); err == nil && st.IsDir() {

@@ -405,12 +405,24 @@ var (
 	savePolicyRe = regexp.MustCompile(`^:(\S+) (\S+) \[(\d+:\d+)\]$`)
 )
 
-// fullRangeRe matches an inverted full port range of the tcp or udp match,
-// which xfw's iptables-save prints and iptables 1.8.9's drops (the rule
-// still never matches in the kernel): a deliberate deviation of xfw's
-// printer (internal/iptables, writePorts; README, "Known differences from
-// iptables"), not a difference in filtering.
-var fullRangeRe = regexp.MustCompile(` ! --(sport|dport) 0:65535`)
+// fullRangeRe matches what xfw's iptables-save prints and iptables 1.8.9's
+// leaves out although the kernel's rule has it (the rule still never
+// matches there): an inverted full port range of the tcp or udp match (a
+// deliberate deviation, internal/iptables writePorts) and an inverted
+// interface wildcard "! -i +" / "! -o +". Not a difference in filtering
+// (README, "Known differences from iptables").
+var fullRangeRe = regexp.MustCompile(` ! --(sport|dport) 0:65535| ! -[io] \+`)
+
+// icmpAnyRe matches type 255 with a code, which means any type to the
+// kernel: xfw's iptables-save prints it as later iptables releases do,
+// 1.8.9 prints "any" (internal/iptables writeICMP: a deliberate deviation).
+var icmpAnyRe = regexp.MustCompile(`--icmp-type 255/\d+`)
+
+// asSaved189 rewrites a rule as xfw prints it into what iptables 1.8.9
+// prints for the same kernel rule, where xfw deliberately deviates.
+func asSaved189(rule string) string {
+	return icmpAnyRe.ReplaceAllString(fullRangeRe.ReplaceAllString(rule, ""), "--icmp-type any")
+}
 
 // parseSave returns the counted lines of iptables-save -c output, in order.
 func parseSave(text string) []saveLine {
@@ -437,7 +449,7 @@ func compareSaves(kernel, xfw string) []Difference {
 			Kernel: []string{fmt.Sprintf("%d rules and policies", len(k))}, XFW: []string{fmt.Sprintf("%d rules and policies", len(x))}}}
 	}
 	for i := range k {
-		if k[i].subject != x[i].subject && k[i].subject != fullRangeRe.ReplaceAllString(x[i].subject, "") {
+		if k[i].subject != x[i].subject && k[i].subject != asSaved189(x[i].subject) {
 			out = append(out, Difference{Kind: DiffSave, Probe: -1, Subject: fmt.Sprintf("#%d", i+1),
 				Kernel: []string{k[i].subject}, XFW: []string{x[i].subject}})
 			continue

@@ -242,6 +242,16 @@ func (s *Session) setup(sd *side) error {
 			}
 		}
 	}
+	if s.cfg.Family == ir.IPv4 {
+		// IPv4 destinations without a route are dropped silently (a
+		// blackhole default, before any chain, as a missing route is):
+		// the "network unreachable" errors ip_error sends otherwise are
+		// rate-limited per source by net.ipv4.route.error_cost, a global
+		// sysctl a namespace cannot turn off, so how many go out depends
+		// on timing. (IPv6's are ICMPv6 errors, rate-limited by
+		// net.ipv6.icmp.ratelimit, which nettest turns off.)
+		cmds = append(cmds, []string{"-n", fw, "route", "add", "blackhole", "default"})
+	}
 	// Link-local sources of probes (fe80::1) are gen's.
 	cmds = append(cmds, []string{"-n", fw, "neigh", "replace", "fe80::1", "lladdr", v6.GenMAC.String(), "dev", nettest.FwInIfname, "nud", "permanent"})
 	cmds = append(cmds, [][]string{
@@ -256,8 +266,14 @@ func (s *Session) setup(sd *side) error {
 	}
 	// No global ICMP rate limit in fw (nettest turns the per-destination
 	// one off): every error a probe causes must be sent, on both sides.
+	// No IPv4 redirects either: their rate limit (per destination, with
+	// backoff) depends on timing, so two runs would send different
+	// numbers of them. (IPv6 has no such switch: the generator leaves
+	// IPv6 hairpin forwarding out, see packetgen.go.)
 	err = nettest.InNamespace(fw, func() error {
-		for _, kv := range [][2]string{{"net/ipv4/icmp_msgs_per_sec", "1000000000"}, {"net/ipv4/icmp_msgs_burst", "1000000000"}} {
+		for _, kv := range [][2]string{{"net/ipv4/icmp_msgs_per_sec", "1000000000"}, {"net/ipv4/icmp_msgs_burst", "1000000000"},
+			{"net/ipv4/conf/all/send_redirects", "0"}, {"net/ipv4/conf/default/send_redirects", "0"},
+			{"net/ipv4/conf/" + nettest.FwInIfname + "/send_redirects", "0"}, {"net/ipv4/conf/" + nettest.FwOutIfname + "/send_redirects", "0"}} {
 			if err := os.WriteFile("/proc/sys/"+kv[0], []byte(kv[1]), 0o644); err != nil {
 				return fmt.Errorf("sysctl %s: %w", kv[0], err)
 			}
@@ -535,6 +551,10 @@ func (s *Session) startLog(sd *side) error {
 		return nil
 	}
 	cmd := exec.Command("ip", "netns", "exec", sd.topo.FwNS, s.cfg.XFW, "log")
+	// No Pdeathsig: it fires when the OS thread that started the child
+	// exits, and Go ends threads that were locked into another namespace
+	// (nettest.InNamespace): `xfw log` was then killed at random and LOG
+	// lines went missing. The session ends it (Close).
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return fmt.Errorf("xfw log: %w", err)

@@ -137,21 +137,56 @@ func (r *reproducer) shrinkProbes(ruleset string, c *Corpus, d Difference) ([]Pr
 	if ok, err := r.try(ruleset, probes); err != nil || !ok {
 		return nil, err
 	}
-	for len(probes) > 1 {
-		half := len(probes) / 2
-		found := false
-		for _, part := range [][]Probe{probes[:half], probes[half:]} {
-			ok, err := r.try(ruleset, part)
+	return r.ddmin(ruleset, probes)
+}
+
+// ddmin reduces probes with delta debugging (Zeller's ddmin): it tries
+// each of n chunks alone, then each complement, and refines n when
+// neither keeps the difference, so differences that need several probes
+// together (a route's MTU learnt from one, a packet too big for it in
+// another) are reduced too.
+func (r *reproducer) ddmin(ruleset string, probes []Probe) ([]Probe, error) {
+	n := 2
+	for len(probes) >= 2 && r.runs < r.budget {
+		size := (len(probes) + n - 1) / n
+		var chunks [][]Probe
+		for i := 0; i < len(probes); i += size {
+			chunks = append(chunks, probes[i:min(i+size, len(probes))])
+		}
+		reduced := false
+		for _, ch := range chunks {
+			ok, err := r.try(ruleset, ch)
 			if err != nil {
 				return nil, err
 			}
 			if ok {
-				probes, found = part, true
+				probes, n, reduced = ch, 2, true
 				break
 			}
 		}
-		if !found {
-			break
+		if !reduced && len(chunks) > 2 {
+			for i := range chunks {
+				var rest []Probe
+				for j, ch := range chunks {
+					if j != i {
+						rest = append(rest, ch...)
+					}
+				}
+				ok, err := r.try(ruleset, rest)
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					probes, n, reduced = rest, max(n-1, 2), true
+					break
+				}
+			}
+		}
+		if !reduced {
+			if n >= len(probes) {
+				break
+			}
+			n = min(2*n, len(probes))
 		}
 	}
 	return probes, nil

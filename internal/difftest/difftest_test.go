@@ -1,0 +1,379 @@
+package difftest
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/xfw-dev/xfw/internal/compiler"
+	"github.com/xfw-dev/xfw/internal/iptables"
+	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/nettest"
+)
+
+// These tests need no root: the generators, markers, attribution and
+// comparison. tests/difftest runs the oracle itself.
+
+// genSeeds is how many random rulesets per family the generator tests load.
+const genSeeds = 200
+
+func TestGenerateRulesetLoads(t *testing.T) {
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		t.Run(fam.String(), func(t *testing.T) {
+			plan := NewPlan(fam, DefaultSubnet)
+			for seed := int64(0); seed < genSeeds; seed++ {
+				text := GenerateRuleset(seed, plan, GenOptions{})
+				if again := GenerateRuleset(seed, plan, GenOptions{}); again != text {
+					t.Fatalf("seed %d: not deterministic", seed)
+				}
+				rs, err := iptables.Restore(fam, strings.NewReader(text), nil, iptables.RestoreOptions{})
+				if err != nil {
+					t.Fatalf("seed %d: xfw's parser refuses the ruleset: %v\n%s", seed, err, text)
+				}
+				if _, err := compiler.Compile(rs, compiler.Options{}); err != nil {
+					t.Fatalf("seed %d: xfw's compiler refuses the ruleset: %v\n%s", seed, err, text)
+				}
+			}
+		})
+	}
+}
+
+func TestGenerateRulesetCoverage(t *testing.T) {
+	// Over a few seeds, every construct the generator promises appears.
+	want := []string{"-j LOG", "-j REJECT", "-j RETURN", "-g ", "-m multiport", "--ports", "-m iprange",
+		"-m length", "-m comment", "-m tcp", "-m udp", "--tcp-flags", "--syn", "! -", "-i +", ":DROP", "-f",
+		"--reject-with tcp-reset", "in+", "-m mac", "-m ttl"}
+	var all strings.Builder
+	plan := NewPlan(ir.IPv4, DefaultSubnet)
+	for seed := int64(0); seed < genSeeds; seed++ {
+		all.WriteString(strings.ReplaceAll(GenerateRuleset(seed, plan, GenOptions{}), " DROP [", ":DROP ["))
+	}
+	text := all.String()
+	for _, w := range want {
+		if !strings.Contains(text, w) && !(w == ":DROP" && strings.Contains(text, "DROP [0:0]")) {
+			t.Errorf("no generated ruleset contains %q", w)
+		}
+	}
+}
+
+func TestGenerateCorpus(t *testing.T) {
+	tests := []struct {
+		name  string
+		fam   ir.Family
+		rules string
+	}{
+		{"empty v4", ir.IPv4, "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n"},
+		{"random v4", ir.IPv4, GenerateRuleset(7, NewPlan(ir.IPv4, DefaultSubnet), GenOptions{})},
+		{"random v6", ir.IPv6, GenerateRuleset(7, NewPlan(ir.IPv6, DefaultSubnet), GenOptions{})},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := NewPlan(tc.fam, DefaultSubnet)
+			c, err := GenerateCorpus(3, plan, tc.rules, 500)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(c.Probes) != 500 {
+				t.Fatalf("%d probes, want 500", len(c.Probes))
+			}
+			paths := map[Path]int{}
+			for i, p := range c.Probes {
+				paths[p.Path]++
+				if len(p.Frames) == 0 {
+					t.Fatalf("probe %d has no frame", i)
+				}
+				if p.From == FromFw && (p.decode(p.Frames[0]) == nil || !p.decode(p.Frames[0]).Dst.IsValid()) {
+					t.Errorf("probe %d from fw has no destination: %s", i, p)
+				}
+			}
+			for _, path := range []Path{PathInput, PathForward, PathOutput} {
+				if paths[path] == 0 {
+					t.Errorf("no probe aimed at %s", path)
+				}
+			}
+			var b strings.Builder
+			if err := c.Format(&b); err != nil {
+				t.Fatal(err)
+			}
+			back, err := ParseCorpus(strings.NewReader(b.String()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range c.Probes {
+				if FormatProbe(back.Probes[i]) != FormatProbe(c.Probes[i]) {
+					t.Fatalf("probe %d does not survive the corpus format", i)
+				}
+			}
+		})
+	}
+}
+
+func TestParseCorpusErrors(t *testing.T) {
+	tests := []struct{ name, line string }{
+		{"fields", "gen forward"},
+		{"origin", "moon forward 00112233445566778899aabbccdd"},
+		{"path", "gen sideways 00112233445566778899aabbccdd"},
+		{"hex", "gen forward zz"},
+		{"short frame", "gen forward 0011"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := ParseCorpus(strings.NewReader(tc.line + "\n")); err == nil {
+				t.Errorf("%q: no error", tc.line)
+			}
+		})
+	}
+}
+
+// ipv4HeaderOK reports whether an IPv4 header's checksum is right.
+func ipv4HeaderOK(b []byte) bool {
+	return nettest.Checksum(b[:int(b[0]&0xf)*4]) == 0
+}
+
+func TestSetMarker(t *testing.T) {
+	src4, dst4 := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	src6, dst6 := netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fd00::2")
+	tests := []struct {
+		name   string
+		pkt    []byte
+		marker uint32
+		check  func(t *testing.T, p *nettest.Packet, b []byte)
+	}{
+		{"ipv4 udp", nettest.IPv4{Src: src4, Dst: dst4}.Packet(nettest.UDP{SrcPort: 1, DstPort: 2}), 0x1234,
+			func(t *testing.T, p *nettest.Packet, b []byte) {
+				if p.IPv4ID != 0x1234 || !ipv4HeaderOK(b) {
+					t.Errorf("id %#x, header checksum ok %v", p.IPv4ID, ipv4HeaderOK(b))
+				}
+			}},
+		{"ipv4 bad checksum stays bad", nettest.IPv4{Src: src4, Dst: dst4, BadChecksum: true}.Packet(nettest.UDP{}), 7,
+			func(t *testing.T, p *nettest.Packet, b []byte) {
+				if ipv4HeaderOK(b) {
+					t.Error("a wrong header checksum became right")
+				}
+			}},
+		{"ipv4 tcp", nettest.IPv4{Src: src4, Dst: dst4}.Packet(nettest.TCP{Flags: nettest.TCPAck}), 99,
+			func(t *testing.T, p *nettest.Packet, b []byte) {
+				if p.Seq != 99<<tcpMarkerShift || p.Ack != 99<<tcpMarkerShift|tcpAckTag {
+					t.Errorf("seq %#x ack %#x", p.Seq, p.Ack)
+				}
+				want := nettest.TCP{Flags: nettest.TCPAck, Seq: p.Seq, Ack: p.Ack}.Marshal(src4, dst4)
+				if got := b[ipv4HeaderLen:]; binary.BigEndian.Uint16(got[16:]) != binary.BigEndian.Uint16(want[16:]) {
+					t.Errorf("TCP checksum %#x, want %#x", binary.BigEndian.Uint16(got[16:]), binary.BigEndian.Uint16(want[16:]))
+				}
+			}},
+		{"ipv4 echo", nettest.IPv4{Src: src4, Dst: dst4}.Packet(nettest.ICMPv4{Type: nettest.ICMPv4EchoRequest}), 5,
+			func(t *testing.T, p *nettest.Packet, b []byte) {
+				if p.ICMPRest != 5 || nettest.Checksum(b[ipv4HeaderLen:]) != 0 {
+					t.Errorf("rest %d, ICMP checksum ok %v", p.ICMPRest, nettest.Checksum(b[ipv4HeaderLen:]) == 0)
+				}
+			}},
+		{"ipv6 tcp after extension headers", nettest.IPv6{Src: src6, Dst: dst6, Ext: []nettest.ExtHeader{nettest.HopByHop(nettest.PadNOption(4))}}.Packet(nettest.TCP{}), 0xabcde,
+			func(t *testing.T, p *nettest.Packet, b []byte) {
+				if flowLabel(b) != 0xabcde || p.Seq != 0xabcde<<tcpMarkerShift {
+					t.Errorf("flow label %#x seq %#x", flowLabel(b), p.Seq)
+				}
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := append([]byte(nil), tc.pkt...)
+			if !setMarker(b, 0, tc.marker) {
+				t.Fatal("no marker written")
+			}
+			p, _ := nettest.ParseIP(b)
+			tc.check(t, p, b)
+		})
+	}
+}
+
+func TestCandidates(t *testing.T) {
+	src, dst := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	probe := nettest.IPv4{Src: src, Dst: dst, ID: 42}.Packet(nettest.UDP{SrcPort: 1, DstPort: 2})
+	errMsg := nettest.IPv4{Src: dst, Dst: src, ID: 7}.Packet(nettest.ICMPv4{Type: 3, Code: 3, Payload: probe})
+	rst := nettest.IPv4{Src: dst, Dst: src}.Packet(nettest.TCP{Flags: nettest.TCPRst, Seq: 42 << tcpMarkerShift})
+	tests := []struct {
+		name string
+		pkt  []byte
+		want candidate
+	}{
+		{"copy", probe, candidate{marker: 42, rel: relCopy, src: src, dst: dst}},
+		{"quote", errMsg, candidate{marker: 42, rel: relQuote, src: src, dst: dst}},
+		{"answer", rst, candidate{marker: 42, rel: relAnswer, src: src, dst: dst}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := nettest.ParseIP(tc.pkt)
+			for _, c := range candidates(p, 0) {
+				if c == tc.want {
+					return
+				}
+			}
+			t.Errorf("candidates %+v lack %+v", candidates(p, 0), tc.want)
+		})
+	}
+}
+
+func TestLogLines(t *testing.T) {
+	copyLine := "dt: IN=in0 OUT=out0 MAC=02:00 SRC=10.0.0.1 DST=10.0.0.2 LEN=40 TOS=0x00 PREC=0x00 TTL=63 ID=42 PROTO=UDP SPT=1 DPT=2 LEN=20 "
+	reply := "x IN= OUT=in0 SRC=10.0.0.2 DST=10.0.0.1 LEN=68 TOS=0x00 PREC=0xC0 TTL=64 ID=999 PROTO=ICMP TYPE=3 CODE=3 [SRC=10.0.0.1 DST=10.0.0.2 LEN=40 TOS=0x00 PREC=0x00 TTL=63 ID=42 PROTO=UDP SPT=1 DPT=2 LEN=20 ] "
+	uid := "x IN= OUT=in0 SRC=10.0.0.1 DST=10.0.0.2 LEN=40 TOS=0x00 PREC=0x00 TTL=64 ID=42 PROTO=UDP SPT=1 DPT=2 LEN=20 UID=0 GID=0 "
+	src, dst := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	tests := []struct {
+		name     string
+		line     string
+		want     candidate
+		normWant string
+	}{
+		{"copy", copyLine, candidate{42, relCopy, src, dst}, copyLine},
+		{"quote", reply, candidate{42, relQuote, src, dst}, strings.Replace(reply, "ID=999", "ID=?", 1)},
+		{"uid", uid, candidate{42, relCopy, src, dst}, strings.Replace(uid, " UID=0 GID=0", "", 1)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			found := false
+			for _, c := range logCandidates(tc.line) {
+				if c == tc.want {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("candidates %+v lack %+v", logCandidates(tc.line), tc.want)
+			}
+			if got := normLogLine(tc.line, tc.want.rel); got != tc.normWant {
+				t.Errorf("normalised\n got %q\nwant %q", got, tc.normWant)
+			}
+		})
+	}
+}
+
+func TestCompareSaves(t *testing.T) {
+	base := "*filter\n:INPUT ACCEPT [1:40]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n:U - [0:0]\n%s\nCOMMIT\n"
+	tests := []struct {
+		name         string
+		kernel, xfw  string
+		kinds        []DiffKind
+		firstSubject string
+	}{
+		{"same", "[2:80] -A INPUT -p tcp -j ACCEPT", "[2:80] -A INPUT -p tcp -j ACCEPT", nil, ""},
+		{"counters", "[2:80] -A INPUT -p tcp -j ACCEPT", "[1:40] -A INPUT -p tcp -j ACCEPT", []DiffKind{DiffCounters}, "-A INPUT -p tcp -j ACCEPT"},
+		{"text", "[0:0] -A INPUT -p tcp -j ACCEPT", "[0:0] -A INPUT -p udp -j ACCEPT", []DiffKind{DiffSave}, "#4"},
+		{"inverted full range printed by xfw only", "[0:0] -A INPUT -p tcp -m tcp -j DROP", "[0:0] -A INPUT -p tcp -m tcp ! --dport 0:65535 -j DROP", nil, ""},
+		{"inverted interface wildcard printed by xfw only", "[0:0] -A FORWARD -j DROP", "[0:0] -A FORWARD ! -i + -j DROP", nil, ""},
+		{"icmp type 255 with a code", "[0:0] -A INPUT -p icmp -m icmp --icmp-type any", "[0:0] -A INPUT -p icmp -m icmp --icmp-type 255/4", nil, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := compareSaves(strings.Replace(base, "%s", tc.kernel, 1), strings.Replace(base, "%s", tc.xfw, 1))
+			if len(ds) != len(tc.kinds) {
+				t.Fatalf("differences %v, want kinds %v", ds, tc.kinds)
+			}
+			for i, d := range ds {
+				if d.Kind != tc.kinds[i] {
+					t.Errorf("difference %d is %s, want %s", i, d.Kind, tc.kinds[i])
+				}
+			}
+			if len(ds) > 0 && ds[0].Subject != tc.firstSubject {
+				t.Errorf("subject %q, want %q", ds[0].Subject, tc.firstSubject)
+			}
+		})
+	}
+}
+
+func TestRulesetText(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+		fn             func(string) string
+	}{
+		{"without reject", "-A INPUT -p tcp -j REJECT --reject-with tcp-reset\n-A INPUT -j REJECT\n", "-A INPUT -p tcp -j DROP\n-A INPUT -j DROP\n", WithoutReject},
+		{"filter table", "*nat\n:PREROUTING ACCEPT [0:0]\nCOMMIT\n*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n*mangle\nCOMMIT\n", "*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n", FilterTable},
+		{"interfaces", "-A INPUT -i eth1 -j ACCEPT\n-A INPUT -i eth1 -j DROP\n-A FORWARD -i eth0 -o eth1 ! -i lo -o ppp+\n", "-A INPUT -i in0 -j ACCEPT\n-A INPUT -i in0 -j DROP\n-A FORWARD -i out0 -o in0 ! -i lo -o ppp+\n", MapInterfaces},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.fn(tc.in); got != tc.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestHalves(t *testing.T) {
+	tests := []struct{ in, lo, hi string }{
+		{"10.42.1.0/24", "10.42.1.0/25", "10.42.1.128/25"},
+		{"fd00:42:1::/64", "fd00:42:1::/65", "fd00:42:1:0:8000::/65"},
+	}
+	for _, tc := range tests {
+		h := halves(netip.MustParsePrefix(tc.in))
+		if h[0].String() != tc.lo || h[1].String() != tc.hi {
+			t.Errorf("halves(%s) = %v, want %s %s", tc.in, h, tc.lo, tc.hi)
+		}
+	}
+}
+
+func TestRealisticLoad(t *testing.T) {
+	sets, err := Realistic()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := DumpsDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dumps, _, err := Dumps(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sets) == 0 || len(dumps) == 0 {
+		t.Fatalf("%d hand-written rulesets, %d dumps", len(sets), len(dumps))
+	}
+	for _, n := range append(sets, dumps...) {
+		if err := supported(n.Family, n.Text); err != nil {
+			t.Errorf("%s: xfw refuses it: %v", n.Name, err)
+		}
+		if _, err := GenerateCorpus(1, NewPlan(n.Family, DefaultSubnet), n.Text, 50); err != nil {
+			t.Errorf("%s: %v", n.Name, err)
+		}
+	}
+}
+
+func TestKnownRejectDifference(t *testing.T) {
+	c := &Corpus{Probes: []Probe{{From: FromGen}, {From: FromFw}}}
+	reply := func(where, ethSrc string) string {
+		return "at " + where + ": ICMP error quoting it: IPv4 10.42.1.1 > 10.42.1.2 ICMP type 3 code 3\n      " +
+			"0278742a0102" + ethSrc + "0800" + "45c0001c00000000400100000a2a01010a2a01020303fcfc00000000"
+	}
+	sockets := "fw's sockets got ICMP error quoting it: IPv6 protocol 58 (the bytes after the IPv6 header), 8 bytes: 0106916e00000000"
+	tests := []struct {
+		name  string
+		d     Difference
+		known bool
+	}{
+		{"xfw-only reply", Difference{Kind: DiffProbe, Probe: 0, XFW: []string{reply("gen", "0278742a0101")}}, true},
+		{"xfw-only reply to fw", Difference{Kind: DiffProbe, Probe: 1, XFW: []string{sockets}}, true},
+		{"reply to fw itself", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{sockets}}, true},
+		{"reply to fw itself, probe from fw", Difference{Kind: DiffProbe, Probe: 1, Kernel: []string{sockets}}, false},
+		{"kernel-only reply", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{reply("gen", "0278742a0101")}}, false},
+		{"routed elsewhere", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{reply("sink", "0278742a0201")},
+			XFW: []string{reply("gen", "0278742a0101")}}, true},
+		{"spoofed source, other bytes elsewhere", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{strings.Replace(reply("sink", "0278742a0201"), "0a2a0101", "0a2a0201", 1)},
+			XFW: []string{reply("gen", "0278742a0101")}}, true},
+		{"other bytes", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{reply("sink", "0278742a0201")},
+			XFW: []string{strings.Replace(reply("gen", "0278742a0101"), "0303fcfc", "0301fcfe", 1)}}, false},
+		{"other bytes, same place", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{reply("gen", "0278742a0101")},
+			XFW: []string{strings.Replace(reply("gen", "0278742a0101"), "fcfc0000", "fcfc0001", 1)}}, false},
+		{"reply logged", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{"LOG: IN= OUT=in0 SRC=10.42.1.1 DST=10.42.1.2 LEN=28 TOS=0x00 PREC=0xC0 TTL=64 ID=? PROTO=ICMP TYPE=3 CODE=3 [SRC=10.42.1.2 DST=10.42.2.2 ID=5 ]"},
+			XFW: []string{reply("gen", "0278742a0101")}}, true},
+		{"probe logged", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{"LOG: IN=in0 OUT= SRC=10.42.1.2 DST=10.42.1.1 LEN=28 TTL=64 ID=5 PROTO=ICMP TYPE=8 CODE=0"}}, false},
+		{"counters higher in the kernel", Difference{Kind: DiffCounters, Kernel: []string{"[2:100]"}, XFW: []string{"[1:50]"}}, true},
+		{"counters higher in xfw", Difference{Kind: DiffCounters, Kernel: []string{"[1:50]"}, XFW: []string{"[2:100]"}}, false},
+		{"saved rule", Difference{Kind: DiffSave, Kernel: []string{"a"}, XFW: []string{"b"}}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := knownRejectDifference(tc.d, c) != ""; got != tc.known {
+				t.Errorf("known = %v, want %v (%q)", got, tc.known, knownRejectDifference(tc.d, c))
+			}
+		})
+	}
+}

@@ -1,0 +1,287 @@
+package difftest
+
+import (
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// This file decides which differences are the documented ones of xfw's
+// REJECT replies (README, "Known differences from iptables"), and nothing
+// else. It is only asked about a case whose differences all vanish when
+// every REJECT is replaced by DROP on both sides (Outcome.RejectOnly): the
+// verdicts, LOG lines, counters and deliveries of everything else are then
+// proven equal. Of the replies themselves, only these are accepted:
+//
+//   - xfw's replies do not pass OUTPUT (the kernel's REJECT sends its reply
+//     through ip_local_out, and through INPUT too when it is for fw): a
+//     reply xfw sends where the kernel's OUTPUT dropped its own (or where
+//     the kernel sends none: a first fragment, whose checksum it cannot
+//     verify; a subnet broadcast); kernel-only LOG lines about its replies;
+//     counters that are higher in the kernel;
+//   - xfw's reply to a packet fw sent to itself comes back through lo and
+//     INPUT, but passes no OUTPUT: INPUT counters higher in xfw;
+//   - IPv4 options are neither echoed nor recorded in xfw's replies: for a
+//     packet with options, the same reply (place, ICMP type and code) with
+//     other bytes;
+//   - a packet from gen or sink with a (spoofed) source of fw's own IPv6
+//     addresses (IPv4 drops it as a martian before any chain): the kernel
+//     delivers its reply to fw's own sockets; xfw sends none;
+//   - an ICMP error about a packet fw sent comes, in xfw, from the packet's
+//     destination (and fw's stack routes it on), in the kernel from fw's
+//     address: the same reply (place, ICMP type and code), other bytes;
+//   - a reply to a spoofed source behind fw's other interface: the kernel
+//     routes it there from the input interface's address, xfw sends it
+//     back by the input interface from another address: the same reply
+//     (ICMP type and code), at another place, other bytes;
+//   - xfw's replies leave by the interface the packet came in on; the
+//     kernel routes them: the same reply, byte for byte from the IP header
+//     on, seen at gen by one and at sink by the other.
+//
+// A reply the kernel sends and xfw does not, a reply whose bytes differ
+// (but for options), a counter higher in xfw outside INPUT: none of these
+// is accepted.
+
+// replyRe matches an observation of a reply fw sent (to gen, to sink, or
+// to its own sockets for a packet it sent itself): where, what, and the
+// bytes in hex.
+var replyRe = regexp.MustCompile(`^(?:at (gen|sink)|fw's sockets got) ?:? ?(ICMP error quoting it|answer)(?:: [^\n]*\n\s*|: .*?, \d+ bytes: )([0-9a-f]+)$`)
+
+// countsRe matches a counter pair "[packets:bytes]".
+var countsRe = regexp.MustCompile(`^\[(\d+):(\d+)\]$`)
+
+// replyBytes returns the transport bytes (ICMP or TCP header on) of the
+// reply a replyRe match shows: frames at gen and sink hold Ethernet and
+// IP headers, fw's sockets show IPv4 from the IP header and IPv6 after it.
+// The transport checksum covers the addresses (IPv6, TCP) and the quote.
+func replyBytes(m []string) string {
+	b, err := hex.DecodeString(m[3])
+	if err != nil {
+		return ""
+	}
+	if m[1] != "" { // a frame: skip Ethernet and VLAN tags
+		off := 12
+		for off+4 <= len(b) && (b[off] == 0x81 && b[off+1] == 0x00 || b[off] == 0x88 && b[off+1] == 0xa8) {
+			off += 4
+		}
+		if off+2 > len(b) {
+			return ""
+		}
+		b = b[off+2:]
+	} else if strings.Contains(m[0], "after the IPv6 header") {
+		return hex.EncodeToString(b)
+	}
+	switch {
+	case len(b) >= 20 && b[0]>>4 == 4:
+		return hex.EncodeToString(b[int(b[0]&0xf)*4:])
+	case len(b) >= 40 && b[0]>>4 == 6:
+		return hex.EncodeToString(b[40:])
+	}
+	return ""
+}
+
+// logReplyRe matches a LOG line about a probe's reply rather than the
+// probe itself: attribution puts "ID=?" (IPv4) or "FLOWLBL=?" (IPv6) in
+// the outer header of those (normLogLine).
+var logReplyRe = regexp.MustCompile(`^LOG: [^\[]*\b(ID|FLOWLBL)=\? `)
+
+// isLogOfReply reports whether obs is a LOG line about a reply to a probe:
+// in the kernel, REJECT's replies pass OUTPUT (and INPUT, through lo, when
+// they are for fw itself), so rules there log them; xfw's replies pass no
+// chain, and fw's own stack's replies pass OUTPUT on both sides alike.
+func isLogOfReply(obs string) bool {
+	return logReplyRe.MatchString(obs)
+}
+
+// hasIPv4Options reports whether the probe's first packet carries IPv4
+// options.
+func hasIPv4Options(p Probe) bool {
+	if len(p.Frames) == 0 {
+		return false
+	}
+	b := p.Frames[0]
+	if p.From != FromFw {
+		b = b[min(l3Offset(b), len(b)):]
+	}
+	return len(b) > 0 && b[0]>>4 == 4 && b[0]&0xf > 5
+}
+
+// icmpHead returns the place and the ICMP type and code (or TCP ports) of
+// a reply a replyRe match shows: replies to a packet with IPv4 options
+// differ in their bytes (the kernel echoes the options, and quotes the
+// packet with its record-route or timestamp option filled in).
+func icmpHead(m []string) string {
+	t := replyBytes(m)
+	if len(t) < 4 {
+		return ""
+	}
+	return m[1] + "/" + m[2] + "/" + t[:4]
+}
+
+// anyHead is icmpHead without the place.
+func anyHead(m []string) string {
+	t := replyBytes(m)
+	if len(t) < 4 {
+		return ""
+	}
+	return m[2] + "/" + t[:4]
+}
+
+// knownRejectDifference explains d as a documented difference of xfw's
+// REJECT replies, or returns "" when it is not one.
+func knownRejectDifference(d Difference, c *Corpus) string {
+	switch d.Kind {
+	case DiffCounters:
+		if len(d.Kernel) != 1 || len(d.XFW) != 1 {
+			return ""
+		}
+		k, x := countsRe.FindStringSubmatch(d.Kernel[0]), countsRe.FindStringSubmatch(d.XFW[0])
+		if k == nil || x == nil {
+			return ""
+		}
+		kp, _ := strconv.ParseUint(k[1], 10, 64)
+		kb, _ := strconv.ParseUint(k[2], 10, 64)
+		xp, _ := strconv.ParseUint(x[1], 10, 64)
+		xb, _ := strconv.ParseUint(x[2], 10, 64)
+		if kp > xp && kb > xb {
+			return "the kernel's REJECT replies pass OUTPUT (counted), xfw's do not"
+		}
+		// xfw's reply to a packet fw sent to itself goes back through lo
+		// and INPUT, but not OUTPUT: where the kernel's OUTPUT dropped its
+		// own, xfw's INPUT counts one the kernel's never saw.
+		if strings.HasPrefix(d.Subject, ":INPUT ") || strings.HasPrefix(d.Subject, "-A INPUT ") {
+			if xp > kp && xb > kb {
+				return "xfw's reply to fw itself passes INPUT but not OUTPUT (counted in INPUT where the kernel's OUTPUT dropped its own)"
+			}
+		}
+		return ""
+	case DiffProbe:
+		if d.Probe < 0 || d.Probe >= len(c.Probes) {
+			return ""
+		}
+	default:
+		return ""
+	}
+	// The observations only one side has.
+	count := map[string]int{}
+	for _, o := range d.Kernel {
+		count[o]++
+	}
+	var xOnly []string
+	for _, o := range d.XFW {
+		if count[o] > 0 {
+			count[o]--
+		} else {
+			xOnly = append(xOnly, o)
+		}
+	}
+	var kOnly []string
+	for _, o := range d.Kernel {
+		if count[o] > 0 {
+			count[o]--
+			kOnly = append(kOnly, o)
+		}
+	}
+	// Replies the kernel sent: each must be one xfw sent too, elsewhere.
+	xReplies, xHeads, xAny := map[string]int{}, map[string]int{}, map[string]int{}
+	for _, o := range xOnly {
+		m := replyRe.FindStringSubmatch(o)
+		if m == nil {
+			return ""
+		}
+		xReplies[m[2]+"/"+replyBytes(m)]++
+		xHeads[icmpHead(m)]++
+		if m[1] != "" {
+			xAny[anyHead(m)+"@"+m[1]]++
+		}
+	}
+	var why []string
+	routed, optioned, toSelf, fromDst, spoofed := 0, 0, 0, 0, 0
+	for _, o := range kOnly {
+		if isLogOfReply(o) {
+			why = append(why, "the kernel's reply passed its chains (logged)")
+			continue
+		}
+		m := replyRe.FindStringSubmatch(o)
+		if m == nil {
+			return ""
+		}
+		key := m[2] + "/" + replyBytes(m)
+		if xReplies[key] > 0 {
+			xReplies[key]--
+			routed++
+			continue
+		}
+		// A packet with IPv4 options: the same reply at the same place,
+		// but for the options (xfw neither echoes nor records them).
+		if hasIPv4Options(c.Probes[d.Probe]) && xHeads[icmpHead(m)] > 0 {
+			xHeads[icmpHead(m)]--
+			optioned++
+			continue
+		}
+		// A packet fw sent (with a source of another host's, or the
+		// reply would be fw's own): xfw's OUTPUT ICMP error comes from the
+		// packet's destination and is handed to fw's stack, which routes
+		// it on; the kernel's comes from fw's address.
+		if c.Probes[d.Probe].From == FromFw && xHeads[icmpHead(m)] > 0 {
+			xHeads[icmpHead(m)]--
+			fromDst++
+			continue
+		}
+		// A packet from outside with a spoofed source, behind fw's other
+		// interface: the kernel routes its reply there, from the address
+		// of the interface the packet came in on; xfw sends it back by
+		// that interface, from the address of the route towards the
+		// source. The same reply (ICMP type and code) elsewhere.
+		other := map[string]string{"gen": "sink", "sink": "gen"}[m[1]]
+		if k := anyHead(m) + "@" + other; m[1] != "" && xAny[k] > 0 {
+			xAny[k]--
+			spoofed++
+			continue
+		}
+		// A packet from outside with a (spoofed) source of fw's own: the
+		// kernel routes its reply to itself; xfw sends none.
+		if m[1] == "" && c.Probes[d.Probe].From != FromFw {
+			toSelf++
+			continue
+		}
+		return "" // a reply xfw did not send, or with other bytes
+	}
+	if fromDst > 0 {
+		why = append(why, fmt.Sprintf("%d OUTPUT reply from the packet's destination rather than fw's address", fromDst))
+	}
+	if toSelf > 0 {
+		why = append(why, fmt.Sprintf("%d reply to a spoofed source of fw's own, delivered to fw by the kernel, not sent by xfw", toSelf))
+	}
+	if optioned > 0 {
+		why = append(why, fmt.Sprintf("%d reply to a packet with IPv4 options, options not echoed", optioned))
+	}
+	if routed > 0 {
+		why = append(why, fmt.Sprintf("%d reply routed by the kernel, sent back by the input interface by xfw", routed))
+	}
+	if spoofed > 0 {
+		why = append(why, fmt.Sprintf("%d reply to a spoofed source, routed by the kernel from the input interface's address, sent back by xfw", spoofed))
+	}
+	if n := len(xOnly) - routed - optioned - fromDst - spoofed; n > 0 {
+		why = append(why, fmt.Sprintf("%d reply the kernel did not send (dropped in its OUTPUT, or none for this packet)", n))
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return strings.Join(why, "; ")
+}
+
+// explainRejectOnly returns, for each difference of a RejectOnly outcome,
+// its documented explanation, or the first difference that has none.
+func explainRejectOnly(diffs []Difference, c *Corpus) (why []string, unexplained *Difference) {
+	for i, d := range diffs {
+		w := knownRejectDifference(d, c)
+		if w == "" {
+			return nil, &diffs[i]
+		}
+		why = append(why, w)
+	}
+	return why, nil
+}
