@@ -362,16 +362,10 @@ func putArray[T any](m *ebpf.Map, n int, val func(i int) T) error {
 		return nil
 	}
 	if m.Flags()&unix.BPF_F_MMAPABLE != 0 {
-		mem, err := m.Memory()
+		mem, size, stride, err := mappedArray[T](m)
 		if err != nil {
-			return fmt.Errorf("map %s: map memory: %w", m.String(), err)
+			return err
 		}
-		var zero T
-		size := int(unsafe.Sizeof(zero))
-		if size != int(m.ValueSize()) {
-			return fmt.Errorf("map %s: value size %d, Go layout %d", m.String(), m.ValueSize(), size)
-		}
-		stride := (size + 7) &^ 7
 		buf := make([]byte, n*stride)
 		for i := 0; i < n; i++ {
 			v := val(i)
@@ -398,6 +392,21 @@ func putArray[T any](m *ebpf.Map, n int, val func(i int) T) error {
 		}
 	}
 	return nil
+}
+
+// mappedArray returns the memory of a BPF_F_MMAPABLE array map whose values
+// are T, the size of T and the kernel's stride between elements (the value
+// size rounded up to 8 bytes).
+func mappedArray[T any](m *ebpf.Map) (mem *ebpf.Memory, size, stride int, err error) {
+	if mem, err = m.Memory(); err != nil {
+		return nil, 0, 0, fmt.Errorf("map %s: map memory: %w", m.String(), err)
+	}
+	var zero T
+	size = int(unsafe.Sizeof(zero))
+	if size != int(m.ValueSize()) {
+		return nil, 0, 0, fmt.Errorf("map %s: value size %d, Go layout %d", m.String(), m.ValueSize(), size)
+	}
+	return mem, size, (size + 7) &^ 7, nil
 }
 
 // carryCounters sets the new generation's counter bases of carried rules to

@@ -265,16 +265,11 @@ func readArray[T any](m *ebpf.Map, n int, f func(i int, v T)) error {
 		return nil
 	}
 	if m.Flags()&unix.BPF_F_MMAPABLE != 0 {
-		mem, err := m.Memory()
+		mem, size, stride, err := mappedArray[T](m)
 		if err != nil {
-			return fmt.Errorf("map %s: map memory: %w", m.String(), err)
+			return err
 		}
 		var v T
-		size := int(unsafe.Sizeof(v))
-		if size != int(m.ValueSize()) {
-			return fmt.Errorf("map %s: value size %d, Go layout %d", m.String(), m.ValueSize(), size)
-		}
-		stride := (size + 7) &^ 7
 		buf := make([]byte, n*stride)
 		if _, err := mem.ReadAt(buf, 0); err != nil {
 			return fmt.Errorf("map %s: read %d elements: %w", m.String(), n, err)
