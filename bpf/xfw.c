@@ -548,6 +548,22 @@ __attribute__((noinline)) int xfw_ipv6_hbh_ok(struct xdp_md *ctx, __u32 l3_off, 
 	return !t.bad;
 }
 
+/* xfw_rj_source_answerable reports whether the kernel would answer p's
+ * source with REJECT's reply: icmp6_send sends no ICMPv6 error to an
+ * anycast source (RFC 4443 2.4; icmpv6_route_lookup refuses it), such as
+ * the subnet-router anycast address a forwarding host joins (found by xfw
+ * difftest). A global function: the route key stays off the XDP program's
+ * stack. */
+__attribute__((noinline)) int xfw_rj_source_answerable(struct xfw_pkt *p)
+{
+	if (!p)
+		return 1;
+	if (p->fam == 1 && p->reject != XFW_RJ_TCP_RESET &&
+	    xfw_local_type(1, p->src_hi, p->src_lo) == XFW_RTN_ANYCAST)
+		return 0;
+	return 1;
+}
+
 SEC("xdp")
 int xfw_xdp(struct xdp_md *ctx)
 {
@@ -609,6 +625,8 @@ int xfw_xdp(struct xdp_md *ctx)
 	case XFW_ACT_ACCEPT:
 		return XDP_PASS;
 	case XFW_ACT_REJECT:
+		if (!xfw_rj_source_answerable(&p))
+			return XDP_DROP;
 		return xfw_xdp_reject(ctx, &p, chain);
 	}
 	return XDP_DROP;

@@ -127,6 +127,11 @@ func TestMultiCall(t *testing.T) {
 	t.Cleanup(func() { firewall{kind: "xfw", bin: bin}.stop(t, tp) })
 	run := func(name string, args ...string) *nettest.Result {
 		t.Helper()
+		if name == "iptables" || name == "ip6tables" {
+			// Wait for the lock, as Docker's calls do: other xfw
+			// commands may run on the machine at the same time.
+			args = append([]string{"-w"}, args...)
+		}
 		res, err := nettest.Exec(tp.FwNS, append([]string{filepath.Join(dir, name)}, args...)...)
 		if res == nil {
 			t.Fatal(err)
