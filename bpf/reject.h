@@ -745,6 +745,32 @@ static __always_inline int xfw_rj_fib_src(struct xdp_md *ctx, struct xfw_rj *r,
 	return 0;
 }
 
+/* xfw_rj_l2_route addresses the reply to the neighbour the kernel's routing
+ * picks for r->daddr (its icmp_send / nf_send_reset route and neighbour
+ * entry) when that route leaves by the input interface: the offending
+ * frame's source MAC may be another host's (found by xfw difftest). When
+ * the route leaves elsewhere or the neighbour is unknown, the reply keeps
+ * the swapped addresses (README, "Known differences"). */
+static __always_inline void xfw_rj_l2_route(struct xdp_md *ctx, struct xfw_rj *r,
+					    struct bpf_fib_lookup *fib, int v6)
+{
+	__builtin_memset(fib, 0, sizeof(*fib));
+	fib->ifindex = ctx->ingress_ifindex;
+	if (v6) {
+		fib->family = AF_INET6;
+		__builtin_memcpy(fib->ipv6_dst, r->daddr, 16);
+	} else {
+		fib->family = AF_INET;
+		fib->ipv4_dst = r->daddr[0];
+	}
+	/* As output: no forwarding check on the input device. */
+	if (bpf_fib_lookup(ctx, fib, sizeof(*fib), BPF_FIB_LOOKUP_OUTPUT) != BPF_FIB_LKUP_RET_SUCCESS)
+		return;
+	if (fib->ifindex != ctx->ingress_ifindex)
+		return;
+	__builtin_memcpy(r->l2, fib->dmac, 6);
+}
+
 /* xfw_rj_xdp builds the reply to a packet received on ctx and judged in
  * chain (INPUT or FORWARD). */
 __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain)
@@ -771,6 +797,8 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 		return XDP_DROP;
 	v6 = kind == XFW_RJK_ICMP6 || kind == XFW_RJK_RST6;
 	frame = (__u32)(data_end - data);
+	if (ctx->ingress_ifindex != XFW_RJ_LOOPBACK_IFINDEX)
+		xfw_rj_l2_route(ctx, r, &sc->fib, v6);
 
 	if (kind == XFW_RJK_RST4 || kind == XFW_RJK_RST6) {
 		/* Shrink to the RST; it never outgrows the segment. */
