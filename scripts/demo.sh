@@ -80,7 +80,10 @@ rm -f "$RULES"
 # xfw (real NICs do not need this).
 nsx "$GEN" "$XFW" iptables-restore -w 30 /dev/null
 nsx "$SINK" "$XFW" iptables-restore -w 30 /dev/null
-nsx "$FW" "$XFW" log >"/tmp/$P-log.txt" 2>&1 &
+# Not through nsx: a backgrounded function is a subshell whose pid is not
+# xfw's, and killing it would leave `xfw log` running. `ip netns exec`
+# execs the command, so $! is xfw itself.
+ip netns exec "$FW" "$XFW" log >"/tmp/$P-log.txt" 2>&1 &
 LOGPID=$!
 
 say "programs attached in $FW (xfw status)"
