@@ -78,6 +78,7 @@
 #include <bpf/bpf_helpers.h>
 #include "common.h"
 #include "parse.h"
+#include "local.h"
 
 /* Header sizes (bytes). */
 #define XFW_RJ_ETH_HLEN 14
@@ -139,9 +140,6 @@ _Static_assert(XFW_RJ_OFF_MAX == 1023, "xfw_rj_sum's asm mask is XFW_RJ_OFF_MAX"
 #define XFW_RJ_SUM_MAX (XFW_RJ_ICMP6_MAX - XFW_RJ_IP6_HLEN)
 #define XFW_RJ_CHUNK 64 /* bytes per bpf_csum_diff() call (<= 512) */
 #define XFW_RJ_CSUM_ERR 0x10000 /* xfw_rj_csum_*: not a 16-bit sum */
-
-/* Loopback's ifindex in every namespace (LOOPBACK_IFINDEX). */
-#define XFW_RJ_LOOPBACK_IFINDEX 1
 
 #ifndef AF_INET
 #define AF_INET 2
@@ -518,6 +516,11 @@ static __always_inline int xfw_rj_plan(struct xfw_rj *r, struct xfw_pkt *p, __u3
 			return XFW_RJK_NONE;
 		if (xfw_rj_ip6_unspec(r->daddr) || xfw_rj_ip6_multicast(r->daddr))
 			return XFW_RJK_NONE;
+		/* Nor to an anycast source (RFC 4443 2.4: icmpv6_route_lookup
+		 * refuses it), such as the subnet-router anycast address a
+		 * forwarding host joins (found by xfw difftest). */
+		if (xfw_local_type(1, p->src_hi, p->src_lo) == XFW_RTN_ANYCAST)
+			return XFW_RJK_NONE;
 		/* is_ineligible: never answer an ICMPv6 error, nor an ICMPv6
 		 * packet whose type cannot be read. */
 		if (p->proto == IPPROTO_ICMPV6) {
@@ -792,12 +795,12 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;
 	kind = xfw_rj_plan(r, p, p->reject, data, data_end, 1,
-			   ctx->ingress_ifindex == XFW_RJ_LOOPBACK_IFINDEX);
+			   ctx->ingress_ifindex == XFW_LOOPBACK_IFINDEX);
 	if (kind == XFW_RJK_NONE)
 		return XDP_DROP;
 	v6 = kind == XFW_RJK_ICMP6 || kind == XFW_RJK_RST6;
 	frame = (__u32)(data_end - data);
-	if (ctx->ingress_ifindex != XFW_RJ_LOOPBACK_IFINDEX)
+	if (ctx->ingress_ifindex != XFW_LOOPBACK_IFINDEX)
 		xfw_rj_l2_route(ctx, r, &sc->fib, v6);
 
 	if (kind == XFW_RJK_RST4 || kind == XFW_RJK_RST6) {
@@ -866,7 +869,7 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 	data = (void *)(long)skb->data;
 	data_end = (void *)(long)skb->data_end;
 	kind = xfw_rj_plan(r, p, type, data, data_end, 0,
-			   skb->ifindex == XFW_RJ_LOOPBACK_IFINDEX);
+			   skb->ifindex == XFW_LOOPBACK_IFINDEX);
 	if (kind == XFW_RJK_NONE)
 		return TC_ACT_SHOT;
 	v6 = kind == XFW_RJK_ICMP6 || kind == XFW_RJK_RST6;
@@ -910,7 +913,7 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 	}
 	/* Loopback loops the skb back with its route, which delivers it
 	 * locally (both addresses are the host's). */
-	if (skb->ifindex == XFW_RJ_LOOPBACK_IFINDEX)
+	if (skb->ifindex == XFW_LOOPBACK_IFINDEX)
 		return TC_ACT_OK;
 	return bpf_redirect(skb->ifindex, BPF_F_INGRESS);
 }

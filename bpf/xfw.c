@@ -31,6 +31,7 @@ const volatile __u32 xfw_anchor = 0;
 
 #include "parse.h"
 #include "classify.h"
+#include "local.h"
 #include "reject.h"
 
 #ifndef AF_INET
@@ -234,68 +235,6 @@ static __always_inline __u32 xfw_judge(struct xfw_pkt *p, __u32 chain, __u32 iif
 		return XFW_ACT_DROP;
 	*reject = ent->aux;
 	return ent->action;
-}
-
-/* The namespace's local routing table (table 255: local, broadcast,
- * multicast and anycast routes), keyed for longest-prefix match. Consulted
- * when forwarding is off on the receiving device: bpf_fib_lookup then
- * refuses to look up anything (BPF_FIB_LKUP_RET_FWD_DISABLED), and the
- * packet is either for this host (INPUT) or dropped by the kernel. */
-struct xfw_lpm4_key {
-	__u32 prefixlen;
-	__u8 addr[4];
-};
-struct xfw_lpm6_key {
-	__u32 prefixlen;
-	__u8 addr[16];
-};
-struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__type(key, struct xfw_lpm4_key);
-	__type(value, __u8);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 4096);
-} xfw_local4 SEC(".maps");
-struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__type(key, struct xfw_lpm6_key);
-	__type(value, __u8);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 4096);
-} xfw_local6 SEC(".maps");
-
-/* Types of the local table's routes, the values of xfw_local4/6 (RTN_* of
- * linux/rtnetlink.h, as the loader stores them). */
-#define XFW_RTN_LOCAL 2
-#define XFW_RTN_BROADCAST 3
-#define XFW_RTN_ANYCAST 4
-#define XFW_RTN_MULTICAST 5
-
-/* The loopback device's index in every network namespace. */
-#define XFW_LOOPBACK_IFINDEX 1
-
-/* xfw_local_type returns the type of the local-table route covering the
- * address (hi, lo) of family fam (0 IPv4: lo holds the address), or 0 when
- * there is none. */
-static __always_inline __u8 xfw_local_type(__u8 fam, __u64 hi, __u64 lo)
-{
-	__u8 *v;
-
-	if (fam == 0) {
-		struct xfw_lpm4_key k = { .prefixlen = 32 };
-		__u32 a = bpf_htonl((__u32)lo);
-
-		__builtin_memcpy(k.addr, &a, 4);
-		v = bpf_map_lookup_elem(&xfw_local4, &k);
-	} else {
-		struct xfw_lpm6_key k = { .prefixlen = 128 };
-		__u32 w[4] = { bpf_htonl(hi >> 32), bpf_htonl((__u32)hi),
-			       bpf_htonl(lo >> 32), bpf_htonl((__u32)lo) };
-
-		__builtin_memcpy(k.addr, w, 16);
-		v = bpf_map_lookup_elem(&xfw_local6, &k);
-	}
-	return v ? *v : 0;
 }
 
 /* xfw_src_is_ours reports whether an IPv4 source is one of this host's
@@ -548,22 +487,6 @@ __attribute__((noinline)) int xfw_ipv6_hbh_ok(struct xdp_md *ctx, __u32 l3_off, 
 	return !t.bad;
 }
 
-/* xfw_rj_source_answerable reports whether the kernel would answer p's
- * source with REJECT's reply: icmp6_send sends no ICMPv6 error to an
- * anycast source (RFC 4443 2.4; icmpv6_route_lookup refuses it), such as
- * the subnet-router anycast address a forwarding host joins (found by xfw
- * difftest). A global function: the route key stays off the XDP program's
- * stack. */
-__attribute__((noinline)) int xfw_rj_source_answerable(struct xfw_pkt *p)
-{
-	if (!p)
-		return 1;
-	if (p->fam == 1 && p->reject != XFW_RJ_TCP_RESET &&
-	    xfw_local_type(1, p->src_hi, p->src_lo) == XFW_RTN_ANYCAST)
-		return 0;
-	return 1;
-}
-
 SEC("xdp")
 int xfw_xdp(struct xdp_md *ctx)
 {
@@ -625,8 +548,6 @@ int xfw_xdp(struct xdp_md *ctx)
 	case XFW_ACT_ACCEPT:
 		return XDP_PASS;
 	case XFW_ACT_REJECT:
-		if (!xfw_rj_source_answerable(&p))
-			return XDP_DROP;
 		return xfw_xdp_reject(ctx, &p, chain);
 	}
 	return XDP_DROP;
