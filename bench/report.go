@@ -158,14 +158,7 @@ func writeThroughput(b *strings.Builder, s *throughputSection, unit, plot string
 	}
 	fmt.Fprintf(b, "![%s](%s)\n\n", s.Title, plot)
 	fmt.Fprintf(b, "%s (%s; ×: ratio to %s)\n\n| %s |", unit, "median (min–max)", refFirewall, s.XLabel)
-	for _, f := range s.Firewalls {
-		fmt.Fprintf(b, " %s |", f)
-	}
-	b.WriteString("\n|---|")
-	for range s.Firewalls {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
+	writeFirewallColumns(b, s.Firewalls)
 	for _, x := range s.Xs {
 		fmt.Fprintf(b, "| %s |", xLabel(s, x))
 		ref := s.get(refFirewall, x)
@@ -185,14 +178,7 @@ func writeThroughput(b *strings.Builder, s *throughputSection, unit, plot string
 	} else {
 		b.WriteString("\nfw CPU ns per delivered packet (median) / other busy on CPU 1 (median)\n\n| " + s.XLabel + " |")
 	}
-	for _, f := range s.Firewalls {
-		fmt.Fprintf(b, " %s |", f)
-	}
-	b.WriteString("\n|---|")
-	for range s.Firewalls {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
+	writeFirewallColumns(b, s.Firewalls)
 	for _, x := range s.Xs {
 		fmt.Fprintf(b, "| %s |", xLabel(s, x))
 		for _, f := range s.Firewalls {
@@ -240,14 +226,7 @@ func writeUpdate(b *strings.Builder, u *updateSection, plot string) {
 		ps    []latencyPoint
 	}{{"Append rule n+1 to a chain of n rules", u.Append}, {"Restore a whole ruleset of n rules", u.Restore}} {
 		fmt.Fprintf(b, "%s (median (min–max))\n\n| n |", part.title)
-		for _, f := range fws {
-			fmt.Fprintf(b, " %s |", f)
-		}
-		b.WriteString("\n|---|")
-		for range fws {
-			b.WriteString("---|")
-		}
-		b.WriteString("\n")
+		writeFirewallColumns(b, fws)
 		for _, n := range latencySizes(part.ps) {
 			fmt.Fprintf(b, "| %s |", humanCount(n))
 			for _, f := range fws {
@@ -518,6 +497,19 @@ func causesText(rep *report) string {
   level with or slightly behind iptables.
 
 `
+}
+
+// writeFirewallColumns ends a table's header row with one column per
+// firewall and writes the separator row under it.
+func writeFirewallColumns(b *strings.Builder, fws []string) {
+	for _, f := range fws {
+		fmt.Fprintf(b, " %s |", f)
+	}
+	b.WriteString("\n|---|")
+	for range fws {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
 }
 
 // latencyRatio says how much longer (or shorter) xfw takes than the
