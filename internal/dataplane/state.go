@@ -50,8 +50,15 @@ var (
 	specOnce sync.Once
 	specErr  error
 	specVal  *ebpf.CollectionSpec
-	buildID  uint64
 )
+
+// buildID is an 8-byte identity of the embedded BPF object (written into the
+// loaded programs' xfw_build map); computed without parsing the object, so
+// commands that only read the running state do not pay for that.
+var buildID = sync.OnceValue(func() uint64 {
+	sum := sha256.Sum256(objectBytes)
+	return binary.LittleEndian.Uint64(sum[:8])
+})
 
 // loadSpec parses the embedded BPF object (once per process) and returns a
 // copy the caller may modify.
@@ -61,8 +68,6 @@ func loadSpec() (*ebpf.CollectionSpec, error) {
 		if specErr != nil {
 			specErr = fmt.Errorf("load BPF object: %w", specErr)
 		}
-		sum := sha256.Sum256(objectBytes)
-		buildID = binary.LittleEndian.Uint64(sum[:8])
 	})
 	if specErr != nil {
 		return nil, specErr
@@ -77,9 +82,6 @@ var ErrOtherBuild = errors.New("xfw in this network namespace was loaded by anot
 // Current returns the running state, or nil when xfw is not loaded in this
 // namespace.
 func Current() (*state, error) {
-	if _, err := loadSpec(); err != nil {
-		return nil, err
-	}
 	links, err := netlink.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list interfaces: %w", err)
@@ -137,7 +139,7 @@ func (s *state) readConfig() error {
 	if err := bm.Lookup(uint32(0), &id); err != nil {
 		return fmt.Errorf("read the running build identity: %w", err)
 	}
-	if id != buildID {
+	if id != buildID() {
 		return ErrOtherBuild
 	}
 	for _, name := range append([]string{"xfw_cfg", "xfw_bank", "xfw_ifinfo", "xfw_local4", "xfw_local6"}, outerNames()...) {
@@ -413,7 +415,7 @@ func load(spec *ebpf.CollectionSpec) (*state, error) {
 		s.Close()
 		return nil, errors.New("BPF object lacks its entry programs")
 	}
-	if err := s.maps["xfw_build"].Put(uint32(0), buildID); err != nil {
+	if err := s.maps["xfw_build"].Put(uint32(0), buildID()); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("record build identity: %w", err)
 	}
