@@ -57,6 +57,9 @@
 #define XFW_PROTO_NOMATCH 257
 
 
+/* xfw_pkt.fragmented: the "more fragments" flag is set. */
+#define XFW_FRAG_MORE 2
+
 struct xfw_pkt {
 	__u64 src_hi, src_lo;
 	__u64 dst_hi, dst_lo;
@@ -76,7 +79,8 @@ struct xfw_pkt {
 	__u32 vlan;        /* VLAN id of the (outer) tag, 0 when untagged */
 	__u8 fam;          /* 0 IPv4, 1 IPv6 */
 	__u8 fragmented;   /* a fragment, first or later (MF, offset, IPv6
-			    * fragment header) */
+			    * fragment header): bit 0; XFW_FRAG_MORE when
+			    * "more fragments" is set */
 	__u8 tos;          /* IPv4 TOS / IPv6 traffic class */
 	__u8 dst_unicast;  /* destination MAC is unicast */
 	__u8 dst_mac[6];
@@ -400,7 +404,8 @@ static __always_inline int xfw_parse_ipv4(struct xfw_pkt *p, void *data, void *d
 	p->lenm = tot;
 	p->l4_end = (__u32)(l3 - data) + tot;
 	p->df = !!(iph->frag_off & bpf_htons(0x4000));
-	p->fragmented = !!(iph->frag_off & bpf_htons(0x3fff));
+	p->fragmented = !!(iph->frag_off & bpf_htons(0x3fff)) |
+			 (iph->frag_off & bpf_htons(0x2000) ? XFW_FRAG_MORE : 0);
 	fo = bpf_ntohs(iph->frag_off) & 0x1fff;
 	if (fo) {
 		p->frag = 1;
@@ -491,7 +496,8 @@ static __always_inline int xfw_parse_ipv6(struct xfw_pkt *p, void *data, void *d
 		if (nh == XFW_NH_FRAGMENT) {
 			__u16 off = ((__u16)h[2] << 8 | h[3]) & 0xfff8;
 
-			p->fragmented = 1;
+			/* XFW_FRAG_MORE: "more fragments" set. */
+			p->fragmented = 1 | (h[3] & 1 ? XFW_FRAG_MORE : 0);
 			if (off) {
 				/* A later fragment: ipv6_find_hdr returns the
 				 * fragment header's next header when it is a

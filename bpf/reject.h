@@ -8,11 +8,14 @@
  *  - The offending frame is rewritten in place into the reply. XDP (INPUT,
  *    FORWARD): the reply leaves by the interface the packet came in on
  *    (XDP_TX) with the Ethernet addresses swapped and any VLAN tag kept.
- *    TC egress (OUTPUT): the reply is handed to the local stack as if it had
- *    arrived on the device (bpf_redirect(BPF_F_INGRESS)), with the device's
- *    own MAC as Ethernet destination, so the sending socket sees
- *    ECONNREFUSED as with the kernel's REJECT; on loopback the rewritten
- *    skb simply goes on (TC_ACT_OK) and lo hands it back with its route.
+ *    TC egress (OUTPUT): a reply for one of the host's addresses is handed
+ *    to the local stack as if it had arrived on the device
+ *    (bpf_redirect(BPF_F_INGRESS)), with the device's own MAC as Ethernet
+ *    destination, so the sending socket sees ECONNREFUSED as with the
+ *    kernel's REJECT; on loopback the rewritten skb simply goes on
+ *    (TC_ACT_OK) and lo hands it back with its route. A reply for another
+ *    host (the packet had a foreign source) is routed: bpf_fib_lookup, then
+ *    bpf_redirect_neigh out of the route's device (xfw_rj_tc_route).
  *  - "No reply" (kernel sends nothing) is a plain drop, as REJECT always
  *    drops the offending packet.
  *  - Work is done in three steps: xfw_rj_plan reads everything the reply
@@ -34,26 +37,39 @@
  *
  * Differences from the kernel, each checked by internal/dataplane/
  * reject_test.go against iptables-legacy in an identical topology:
- *  - Transport checksums of the offending packet are not verified (XDP sees
- *    the CHECKSUM_PARTIAL packets of local veth peers, whose checksum field
- *    holds only the pseudo-header sum). The kernel sends nothing about a
- *    segment whose checksum is bad, nor (as it cannot verify one) about an
- *    IPv6 or forwarded IPv4 first fragment; IPv4 INPUT reassembles first and
- *    answers the whole datagram. xfw answers a first fragment, quoting it;
- *    later fragments get nothing, as in the kernel.
- *  - OUTPUT ICMP errors come from the offending packet's destination: the
- *    kernel's loop back through lo from the host's own address, but a packet
- *    arriving on an Ethernet device from a local address is a martian. The
- *    sender's send() succeeds where the kernel's fails with EPERM (NF_DROP);
- *    the error then arrives all the same (ECONNREFUSED on the next call).
+ *  - Transport checksums are verified as the kernel's REJECT does
+ *    (xfw_rj_csum_ok), but XDP and TC cannot see whether a device already
+ *    verified one (CHECKSUM_COMPLETE, UNNECESSARY: the kernel then skips
+ *    the check, in FORWARD too): a TCP or UDP checksum field holding just
+ *    the pseudo-header sum (CHECKSUM_PARTIAL, local senders) counts as
+ *    good, any other bad checksum gets no reply. A first fragment cannot
+ *    be verified and gets nothing (as in the kernel), except in IPv4
+ *    INPUT, where the kernel reassembles first and answers the whole
+ *    datagram: xfw answers the first fragment, quoting it. Transport data
+ *    beyond XFW_RJ_VERIFY_MAX bytes is not checked.
+ *  - Replies to the host itself (OUTPUT) are judged in OUTPUT before they
+ *    are delivered, as the kernel's are; INPUT and FORWARD replies (XDP)
+ *    pass no chain. IPv4 OUTPUT ICMP errors come from the offending
+ *    packet's destination, where the kernel's loop back through lo from
+ *    the host's own address: a frame from a local address handed to the
+ *    stack on an Ethernet device (or on lo without a route) is a martian.
+ *    IPv6 ones come from the host's address, as the kernel's. The sender's
+ *    send() succeeds where the kernel's fails with EPERM (NF_DROP); the
+ *    error then arrives all the same (ECONNREFUSED on the next call).
+ *  - The kernel sends no error about an ICMP message its own ICMP socket
+ *    sends (an echo reply REJECTed in OUTPUT: icmp_send finds the socket
+ *    locked); xfw cannot tell those from a raw socket's and answers them.
  *  - IPv4 options are not echoed in ICMP errors (icmp_send reverses record
  *    route / timestamp / source route options).
  *  - ICMP errors are not rate-limited (icmp_ratelimit, icmp_msgs_per_sec).
  *  - A unicast frame to an IPv4 subnet-directed broadcast address gets a
  *    reply (the route type is not known here); limited broadcast and
  *    multicast destinations get none, as in the kernel.
- *  - FORWARD replies leave by the input interface; the kernel routes them
- *    (the same interface unless routing is asymmetric).
+ *  - INPUT and FORWARD replies leave by the input interface (to the
+ *    route's neighbour when the route back leaves there); the kernel routes
+ *    them (the same interface unless routing is asymmetric). Replies to a
+ *    packet the host sent itself through loopback, and OUTPUT replies for
+ *    another host, are routed (bpf_fib_lookup, then a redirect).
  *  - TTL / hop limit 64: the defaults, not a changed sysctl or route metric.
  *  - The ICMPv6 flow label is a hash of the addresses, type and code, like
  *    the kernel's automatic one (auto_flowlabels) but not the same value.
@@ -118,6 +134,12 @@
 #define XFW_RJ_ICMP_TIME_EXCEEDED 11
 #define XFW_RJ_ICMP_PARAMETERPROB 12
 #define XFW_RJ_NR_ICMP_TYPES 18
+/* The unassigned types 1, 2, 6, 7, 9 and 10 are errors too (icmp_discard,
+ * .error = 1); as a bit mask of types 0..NR_ICMP_TYPES: */
+#define XFW_RJ_ICMP_ERROR_TYPES                                                          \
+	(1u << 1 | 1u << 2 | 1u << XFW_RJ_ICMP_DEST_UNREACH | 1u << XFW_RJ_ICMP_SOURCE_QUENCH | \
+	 1u << XFW_RJ_ICMP_REDIRECT | 1u << 6 | 1u << 7 | 1u << 9 | 1u << 10 |                \
+	 1u << XFW_RJ_ICMP_TIME_EXCEEDED | 1u << XFW_RJ_ICMP_PARAMETERPROB)
 /* ICMPv6 types below 128 are errors (ICMPV6_INFOMSG_MASK clear). */
 #define XFW_RJ_ICMP6_INFOMSG_MASK 0x80
 
@@ -179,6 +201,7 @@ struct xfw_rj {
 struct xfw_rj_scratch {
 	struct xfw_rj r;
 	struct bpf_fib_lookup fib;
+	__u8 buf[XFW_RJ_CHUNK]; /* packet bytes being checksummed */
 };
 
 #define XFW_RJ_SLOT_XDP 0
@@ -280,6 +303,198 @@ __attribute__((noinline)) __u32 xfw_rj_csum_tc(struct __sk_buff *skb, __u32 off,
 	if (!skb)
 		return XFW_RJ_CSUM_ERR;
 	return xfw_rj_sum((void *)(long)skb->data, (void *)(long)skb->data_end, off, len);
+}
+
+/* Checking the offending packet's transport checksum, as the kernel's
+ * REJECT does before it answers (nf_send_unreach: nf_reject_verify_csum
+ * and nf_ip_checksum; reject6_csum_ok; nf_reject_ip_tcphdr_get and
+ * nf_reject_ip6_tcphdr_get for RSTs): a packet whose checksum is wrong
+ * gets no reply (REJECT still drops it). The kernel trusts a checksum the
+ * device verified or one still to be filled in (CHECKSUM_UNNECESSARY,
+ * CHECKSUM_PARTIAL), which XDP and TC cannot see: a TCP or UDP checksum
+ * field holding just the pseudo-header sum (the CHECKSUM_PARTIAL form of
+ * local senders, veth peers included) counts as good. */
+
+/* Bytes of transport data checked at most (a jumbo frame); a longer
+ * packet (a GSO one on egress) is not checked. */
+#define XFW_RJ_VERIFY_MAX 9216
+_Static_assert(XFW_RJ_CHUNK - 1 == 63, "xfw_rj_load's mask is XFW_RJ_CHUNK - 1");
+#define XFW_RJ_VERIFY_OK 1
+#define XFW_RJ_FRAG_UNIT 8 /* fragment payloads are multiples of 8 bytes */
+#define XFW_RJ_VERIFY_BAD 0
+
+/* IP protocols nf_reject_verify_csum does not check. */
+#define XFW_RJ_PROTO_GRE 47
+#define XFW_RJ_PROTO_ESP 50
+#define XFW_RJ_PROTO_AH 51
+#define XFW_RJ_PROTO_SCTP 132
+#define XFW_RJ_PROTO_UDPLITE 136
+#define XFW_RJ_PROTO_NONE6 59 /* IPv6 "no next header" */
+#define XFW_RJ_GRE_CSUM 0x80  /* GRE flags, first byte: checksum present */
+#define XFW_RJ_TCP_CHECK 16   /* offset of the TCP checksum field */
+#define XFW_RJ_UDP_CHECK 6    /* offset of the UDP checksum field */
+#define XFW_RJ_UDP_HLEN 8
+
+/* xfw_rj_load copies n (1..XFW_RJ_CHUNK) bytes at off of the packet into
+ * buf, zero-padded to XFW_RJ_CHUNK bytes. */
+static __always_inline int xfw_rj_load(void *ctx, int xdp, __u32 off, __u8 *buf, __u32 n)
+{
+	__u64 *w = (__u64 *)buf;
+
+	if (n < XFW_RJ_CHUNK)
+		for (int i = 0; i < XFW_RJ_CHUNK / 8; i++)
+			w[i] = 0;
+	/* n - 1 masked, plus one: a size the verifier knows is 1..64
+	 * (XFW_RJ_CHUNK - 1 == 63). */
+	n = ((n - 1) & 63) + 1;
+	if (xdp)
+		return bpf_xdp_load_bytes(ctx, off, buf, n);
+	return bpf_skb_load_bytes(ctx, off, buf, n);
+}
+
+/* xfw_rj_csum_ok returns XFW_RJ_VERIFY_OK when the kernel's REJECT would
+ * answer p as far as its transport checksum goes. whole: netfilter saw the
+ * whole datagram where p is its first fragment (IPv4 INPUT reassembles
+ * first; OUTPUT judges before the stack fragments): not checked. */
+static __always_inline int xfw_rj_csum_ok(void *ctx, int xdp, const struct xfw_pkt *p,
+					  int whole, __u8 *buf)
+{
+	__u32 l4 = p->l4_off, end = p->l4_end, proto = p->proto, len, off, n;
+	__u64 sum = 0, pseudo;
+	__u16 check = 0;
+	int v6 = p->fam, has_check = 0;
+
+	if (whole)
+		return XFW_RJ_VERIFY_OK;
+	if (v6) {
+		/* ipv6_skip_exthdr fails on "no next header"; reject6_csum_ok
+		 * wants transport data. */
+		if (proto == XFW_RJ_PROTO_NONE6 || !l4 || l4 >= end)
+			return XFW_RJ_VERIFY_BAD;
+	} else if (!l4 || l4 > end) {
+		return XFW_RJ_VERIFY_BAD;
+	}
+	len = end - l4;
+	switch (proto) {
+	case IPPROTO_UDP:
+		if (len < XFW_RJ_UDP_HLEN)
+			break;
+		if (xfw_rj_load(ctx, xdp, l4, buf, XFW_RJ_UDP_HLEN))
+			return XFW_RJ_VERIFY_BAD;
+		check = *(__u16 *)(buf + XFW_RJ_UDP_CHECK);
+		if (!check) /* no checksum */
+			return XFW_RJ_VERIFY_OK;
+		has_check = 1;
+		break;
+	case IPPROTO_TCP:
+		if (len < XFW_RJ_TCP_HLEN)
+			break;
+		if (xfw_rj_load(ctx, xdp, l4, buf, XFW_RJ_TCP_HLEN))
+			return XFW_RJ_VERIFY_BAD;
+		check = *(__u16 *)(buf + XFW_RJ_TCP_CHECK);
+		has_check = 1;
+		break;
+	case XFW_RJ_PROTO_GRE:
+		if (len < 1 || xfw_rj_load(ctx, xdp, l4, buf, 1))
+			return XFW_RJ_VERIFY_OK;
+		if (!(buf[0] & XFW_RJ_GRE_CSUM))
+			return XFW_RJ_VERIFY_OK;
+		break;
+	case XFW_RJ_PROTO_AH:
+	case XFW_RJ_PROTO_ESP:
+	case XFW_RJ_PROTO_SCTP:
+	case XFW_RJ_PROTO_UDPLITE:
+		/* (DCCP was on this list until the kernel dropped DCCP,
+		 * 6.16: xfw difftest shows 6.18 checking it.) */
+		return XFW_RJ_VERIFY_OK;
+	}
+	if (len > XFW_RJ_VERIFY_MAX)
+		return XFW_RJ_VERIFY_OK;
+
+	/* The pseudo-header: IPv6 always; IPv4 for TCP and UDP only (for
+	 * other protocols nf_ip_checksum sums the whole packet, whose valid
+	 * IPv4 header adds nothing). */
+	pseudo = 0;
+	if (v6 || proto == IPPROTO_TCP || proto == IPPROTO_UDP) {
+		__s64 r;
+
+		if (v6) {
+			if (xfw_rj_load(ctx, xdp, p->l3_off + 8, buf, 32))
+				return XFW_RJ_VERIFY_BAD;
+			r = bpf_csum_diff(NULL, 0, (__be32 *)buf, 32, 0);
+			pseudo = bpf_htonl(len) + bpf_htonl(proto);
+		} else {
+			if (xfw_rj_load(ctx, xdp, p->l3_off + 12, buf, 8))
+				return XFW_RJ_VERIFY_BAD;
+			r = bpf_csum_diff(NULL, 0, (__be32 *)buf, 8, 0);
+			pseudo = bpf_htons(len) + bpf_htons(proto);
+		}
+		if (r < 0)
+			return XFW_RJ_VERIFY_BAD;
+		pseudo += (__u32)r;
+		if (has_check && check == (__u16)xfw_rj_fold(pseudo))
+			return XFW_RJ_VERIFY_OK; /* CHECKSUM_PARTIAL form */
+	}
+	sum = pseudo;
+	off = l4;
+	/* Whole chunks, then the rest (zero-padded: a last odd byte is the
+	 * high-order byte of its word, as in memory). */
+	for (int i = 0; i < XFW_RJ_VERIFY_MAX / XFW_RJ_CHUNK; i++) {
+		__s64 r;
+
+		if (len < XFW_RJ_CHUNK)
+			break;
+		if (xfw_rj_load(ctx, xdp, off, buf, XFW_RJ_CHUNK))
+			return XFW_RJ_VERIFY_BAD;
+		r = bpf_csum_diff(NULL, 0, (__be32 *)buf, XFW_RJ_CHUNK, 0);
+		if (r < 0)
+			return XFW_RJ_VERIFY_BAD;
+		sum += (__u32)r;
+		off += XFW_RJ_CHUNK;
+		len -= XFW_RJ_CHUNK;
+	}
+	if (len) {
+		__s64 r;
+
+		if (xfw_rj_load(ctx, xdp, off, buf, len))
+			return XFW_RJ_VERIFY_BAD;
+		r = bpf_csum_diff(NULL, 0, (__be32 *)buf, XFW_RJ_CHUNK, 0);
+		if (r < 0)
+			return XFW_RJ_VERIFY_BAD;
+		sum += (__u32)r;
+	}
+	n = xfw_rj_fold(sum);
+	/* All ones: the checksum holds. Without a pseudo-header (IPv4, not
+	 * TCP or UDP) an all-zero payload holds too, the header's own sum
+	 * (all ones) being added. */
+	return n == 0xffff || (!pseudo && n == 0) ? XFW_RJ_VERIFY_OK : XFW_RJ_VERIFY_BAD;
+}
+
+/* Per-hook entry points of xfw_rj_csum_ok: global, verified once. */
+__attribute__((noinline)) int xfw_rj_csum_ok_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 whole)
+{
+	__u32 slot = XFW_RJ_SLOT_XDP;
+	struct xfw_rj_scratch *sc;
+
+	if (!ctx || !p)
+		return XFW_RJ_VERIFY_BAD;
+	sc = bpf_map_lookup_elem(&xfw_rj_scratch, &slot);
+	if (!sc)
+		return XFW_RJ_VERIFY_BAD;
+	return xfw_rj_csum_ok(ctx, 1, p, whole, sc->buf);
+}
+
+__attribute__((noinline)) int xfw_rj_csum_ok_tc(struct __sk_buff *skb, struct xfw_pkt *p, __u32 whole)
+{
+	__u32 slot = XFW_RJ_SLOT_TC;
+	struct xfw_rj_scratch *sc;
+
+	if (!skb || !p)
+		return XFW_RJ_VERIFY_BAD;
+	sc = bpf_map_lookup_elem(&xfw_rj_scratch, &slot);
+	if (!sc)
+		return XFW_RJ_VERIFY_BAD;
+	return xfw_rj_csum_ok(skb, 0, p, whole, sc->buf);
 }
 
 /* xfw_rj_sum_words adds n 32-bit words of an array (addresses). */
@@ -477,9 +692,7 @@ static __always_inline int xfw_rj_plan(struct xfw_rj *r, struct xfw_pkt *p, __u3
 			if (l4 <= l3 || (void *)(it + 1) > data_end || l4 + 1 > p->l4_end)
 				return XFW_RJK_NONE;
 			t = *it;
-			if (t > XFW_RJ_NR_ICMP_TYPES || t == XFW_RJ_ICMP_DEST_UNREACH ||
-			    t == XFW_RJ_ICMP_SOURCE_QUENCH || t == XFW_RJ_ICMP_REDIRECT ||
-			    t == XFW_RJ_ICMP_TIME_EXCEEDED || t == XFW_RJ_ICMP_PARAMETERPROB)
+			if (t > XFW_RJ_NR_ICMP_TYPES || (XFW_RJ_ICMP_ERROR_TYPES >> t) & 1)
 				return XFW_RJK_NONE;
 		}
 		r->type = XFW_RJ_ICMP_DEST_UNREACH;
@@ -748,6 +961,58 @@ static __always_inline int xfw_rj_fib_src(struct xdp_md *ctx, struct xfw_rj *r,
 	return 0;
 }
 
+/* xfw_rj_is_local reports whether the address a (network byte order,
+ * IPv4 in a[0]) is one of the host's own (a local route of the local
+ * table). */
+static __always_inline int xfw_rj_is_local(const __u32 *a, int v6)
+{
+	__u8 *v;
+
+	if (v6) {
+		struct xfw_lpm6_key k = { .prefixlen = 128 };
+
+		__builtin_memcpy(k.addr, a, 16);
+		v = bpf_map_lookup_elem(&xfw_local6, &k);
+	} else {
+		struct xfw_lpm4_key k = { .prefixlen = 32 };
+
+		__builtin_memcpy(k.addr, a, 4);
+		v = bpf_map_lookup_elem(&xfw_local4, &k);
+	}
+	return v && *v == XFW_RTN_LOCAL;
+}
+
+/* xfw_rj_lo_route finds where the kernel sends a reply to a packet the
+ * host sent itself through loopback with another host's source address
+ * (INPUT on lo): it routes the reply out (icmp6_send / icmp_send /
+ * nf_send_reset route it as a locally generated packet; the source stays
+ * the packet's destination, one of the host's addresses). XDP_TX would
+ * hand it back to the stack on lo, which would forward it (judged in
+ * FORWARD). Returns the output device with the frame addressed in r->l2,
+ * or 0 (no route, or the neighbour unknown to the FIB: the stack gets it,
+ * as before, and resolves it). Loopback runs generic XDP, so the redirect
+ * works whatever the target device's driver. */
+static __always_inline __u32 xfw_rj_lo_route(struct xdp_md *ctx, struct xfw_rj *r,
+					     struct bpf_fib_lookup *fib, int v6)
+{
+	__builtin_memset(fib, 0, sizeof(*fib));
+	fib->ifindex = ctx->ingress_ifindex;
+	if (v6) {
+		fib->family = AF_INET6;
+		__builtin_memcpy(fib->ipv6_src, r->saddr, 16);
+		__builtin_memcpy(fib->ipv6_dst, r->daddr, 16);
+	} else {
+		fib->family = AF_INET;
+		fib->ipv4_src = r->saddr[0];
+		fib->ipv4_dst = r->daddr[0];
+	}
+	if (bpf_fib_lookup(ctx, fib, sizeof(*fib), 0) != BPF_FIB_LKUP_RET_SUCCESS)
+		return 0;
+	__builtin_memcpy(r->l2, fib->dmac, ETH_ALEN);
+	__builtin_memcpy(r->l2 + ETH_ALEN, fib->smac, ETH_ALEN);
+	return fib->ifindex;
+}
+
 /* xfw_rj_l2_route addresses the reply to the neighbour the kernel's routing
  * picks for r->daddr (its icmp_send / nf_send_reset route and neighbour
  * entry) when that route leaves by the input interface: the offending
@@ -778,7 +1043,7 @@ static __always_inline void xfw_rj_l2_route(struct xdp_md *ctx, struct xfw_rj *r
  * chain (INPUT or FORWARD). */
 __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain)
 {
-	__u32 frame, keep, hdrs, off = 0, len = 0, cs, slot = XFW_RJ_SLOT_XDP;
+	__u32 frame, keep, hdrs, off = 0, len = 0, cs, slot = XFW_RJ_SLOT_XDP, out = 0;
 	struct xfw_rj_scratch *sc;
 	void *data, *data_end;
 	struct xfw_rj *r;
@@ -799,9 +1064,15 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	if (kind == XFW_RJK_NONE)
 		return XDP_DROP;
 	v6 = kind == XFW_RJK_ICMP6 || kind == XFW_RJK_RST6;
+	/* IPv4 INPUT reassembles before the hook: the datagram's checksum,
+	 * not the first fragment's, decides. */
+	if (!xfw_rj_csum_ok_xdp(ctx, p, !v6 && chain == XFW_CHAIN_INPUT && p->fragmented))
+		return XDP_DROP;
 	frame = (__u32)(data_end - data);
 	if (ctx->ingress_ifindex != XFW_LOOPBACK_IFINDEX)
 		xfw_rj_l2_route(ctx, r, &sc->fib, v6);
+	else if (!xfw_rj_is_local(r->daddr, v6))
+		out = xfw_rj_lo_route(ctx, r, &sc->fib, v6);
 
 	if (kind == XFW_RJK_RST4 || kind == XFW_RJK_RST6) {
 		/* Shrink to the RST; it never outgrows the segment. */
@@ -814,7 +1085,7 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 		data_end = (void *)(long)ctx->data_end;
 		if (v6 ? xfw_rj_put_rst(data, data_end, r, 1) : xfw_rj_put_rst(data, data_end, r, 0))
 			return XDP_DROP;
-		return XDP_TX;
+		return out ? bpf_redirect(out, 0) : XDP_TX;
 	}
 
 	if (chain == XFW_CHAIN_FORWARD) {
@@ -845,11 +1116,97 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	if (off > XFW_RJ_OFF_MAX || data + off + XFW_RJ_ICMP_HLEN > data_end)
 		return XDP_DROP;
 	*(__u16 *)(data + off + 2) = xfw_rj_finish(sum + cs);
-	return XDP_TX;
+	return out ? bpf_redirect(out, 0) : XDP_TX;
 }
 
+/* xfw_rj_tc_route finds the route of an OUTPUT reply whose destination is
+ * not the host (a packet the host sent with another host's source
+ * address): the kernel routes it as a locally generated packet (icmp_send,
+ * nf_send_reset), and picks the source of an ICMP error by that route, as
+ * the offending packet's destination is not the host's (icmp_send's
+ * RTCF_LOCAL test, icmp6_send's ipv6_chk_addr). Handed to the local stack
+ * instead, the reply would be forwarded and judged in FORWARD (found by
+ * xfw difftest). The lookup is made as if the reply came in by the device
+ * the offending packet was leaving by (the routing table as for
+ * forwarding); on a host that does not forward, bpf_fib_lookup refuses
+ * that, and the route out of that same device is taken. Returns 0 with
+ * the route in *fib (next hop in its destination fields) and, when the
+ * neighbour is known, its addresses in r->l2; or -1: no route, no reply,
+ * as in the kernel. */
+static __always_inline int xfw_rj_tc_route(struct __sk_buff *skb, struct xfw_rj *r,
+					   struct bpf_fib_lookup *fib, int v6, int icmp)
+{
+	__u32 flags = 0;
+	long rc;
+
+	__builtin_memset(fib, 0, sizeof(*fib));
+	fib->ifindex = skb->ifindex;
+	if (icmp)
+		flags |= BPF_FIB_LOOKUP_SRC;
+	if (v6) {
+		fib->family = AF_INET6;
+		fib->l4_protocol = icmp ? IPPROTO_ICMPV6 : IPPROTO_TCP;
+		if (!icmp)
+			__builtin_memcpy(fib->ipv6_src, r->saddr, 16);
+		__builtin_memcpy(fib->ipv6_dst, r->daddr, 16);
+	} else {
+		fib->family = AF_INET;
+		fib->l4_protocol = icmp ? IPPROTO_ICMP : IPPROTO_TCP;
+		if (!icmp)
+			fib->ipv4_src = r->saddr[0];
+		fib->ipv4_dst = r->daddr[0];
+	}
+	rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags);
+	if (rc == BPF_FIB_LKUP_RET_FWD_DISABLED)
+		rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags | BPF_FIB_LOOKUP_OUTPUT);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
+		return -1;
+	if (icmp) {
+		if (v6)
+			__builtin_memcpy(r->saddr, fib->ipv6_src, 16);
+		else
+			r->saddr[0] = fib->ipv4_src;
+	}
+	/* A known neighbour: address the frame now (xfw_rj_tc_out then sends
+	 * it with a plain redirect). tot_len marks the case; the lookup does
+	 * not read it back. */
+	fib->tot_len = rc == BPF_FIB_LKUP_RET_SUCCESS;
+	if (fib->tot_len) {
+		__builtin_memcpy(r->l2, fib->dmac, ETH_ALEN);
+		__builtin_memcpy(r->l2 + ETH_ALEN, fib->smac, ETH_ALEN);
+	}
+	return 0;
+}
+
+/* xfw_rj_tc_out sends the reply out of the device of the route
+ * xfw_rj_tc_route found, to its next hop's neighbour. It leaves through
+ * that device's TC egress, where it is judged in OUTPUT, as the kernel's
+ * reply is. With the neighbour known, the frame is addressed already and
+ * a plain redirect sends it; else bpf_redirect_neigh resolves it (which
+ * counts a drop in OUTPUT as the device's tx_dropped). */
+static __always_inline int xfw_rj_tc_out(const struct bpf_fib_lookup *fib)
+{
+	struct bpf_redir_neigh nh;
+
+	if (fib->tot_len)
+		return bpf_redirect(fib->ifindex, 0);
+	__builtin_memset(&nh, 0, sizeof(nh));
+	nh.nh_family = fib->family;
+	if (fib->family == AF_INET6)
+		__builtin_memcpy(nh.ipv6_nh, fib->ipv6_dst, 16);
+	else
+		nh.ipv4_nh = fib->ipv4_dst;
+	return bpf_redirect_neigh(fib->ifindex, &nh, sizeof(nh), 0);
+}
+
+/* XFW_RJ_TC_LOCAL, returned by xfw_rj_tc: the skb now holds a reply for the host
+ * itself, to be judged in OUTPUT, then handed to the local stack
+ * (xfw_rj_tc_deliver). Not a TC action code. */
+#define XFW_RJ_TC_LOCAL 0x100
+
 /* xfw_rj_tc builds the reply to a locally generated packet judged in
- * OUTPUT and hands it to the local stack. */
+ * OUTPUT: one for the host itself stays in the skb (XFW_RJ_TC_LOCAL); one
+ * for another host is routed out (xfw_rj_tc_route). */
 __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p, __u32 type)
 {
 	__u32 keep, hdrs, off = 0, len = 0, cs, slot = XFW_RJ_SLOT_TC;
@@ -857,7 +1214,7 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 	void *data, *data_end;
 	struct xfw_rj *r;
 	__u64 sum = 0;
-	int kind, v6;
+	int kind, v6, routed, whole;
 
 	if (!skb || !p)
 		return TC_ACT_SHOT;
@@ -873,6 +1230,31 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 	if (kind == XFW_RJK_NONE)
 		return TC_ACT_SHOT;
 	v6 = kind == XFW_RJK_ICMP6 || kind == XFW_RJK_RST6;
+	/* OUTPUT judged the datagram before the stack fragmented it: a
+	 * first fragment with more to come that fills the device's MTU (to
+	 * 8 bytes) is the stack's. A packet sent with a fragment header of
+	 * its own (a raw socket's) is what OUTPUT saw. */
+	whole = 0;
+	if (p->fragmented & XFW_FRAG_MORE) {
+		__u32 mtu = 0;
+
+		if (bpf_check_mtu(skb, skb->ifindex, &mtu, 0, 0) >= 0 || mtu)
+			whole = p->l3len + XFW_RJ_FRAG_UNIT > mtu;
+	}
+	if (!xfw_rj_csum_ok_tc(skb, p, whole))
+		return TC_ACT_SHOT;
+	routed = !xfw_rj_is_local(r->daddr, v6);
+	if (routed && xfw_rj_tc_route(skb, r, &sc->fib, v6,
+				      kind == XFW_RJK_ICMP4 || kind == XFW_RJK_ICMP6))
+		return TC_ACT_SHOT;
+	/* An ICMPv6 error for the host itself about a packet to another
+	 * host: icmp6_send leaves the source to the route back, whose
+	 * source selection picks the destination itself (RFC 6724 rule 1).
+	 * (IPv4 picks the same, but a frame from one of the host's own
+	 * addresses handed to the stack on a device is a martian: there the
+	 * source stays the packet's destination, README.) */
+	if (!routed && kind == XFW_RJK_ICMP6 && !xfw_rj_is_local(r->saddr, v6))
+		__builtin_memcpy(r->saddr, r->daddr, 16);
 
 	if (kind == XFW_RJK_RST4 || kind == XFW_RJK_RST6) {
 		keep = r->l2len + (v6 ? XFW_RJ_IP6_HLEN : XFW_RJ_IP4_HLEN) + XFW_RJ_TCP_HLEN;
@@ -911,6 +1293,15 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 			return TC_ACT_SHOT;
 		*(__u16 *)(data + off + 2) = xfw_rj_finish(sum + cs);
 	}
+	if (routed)
+		return xfw_rj_tc_out(&sc->fib);
+	return XFW_RJ_TC_LOCAL;
+}
+
+/* xfw_rj_tc_deliver hands a reply for the host itself (XFW_RJ_TC_LOCAL,
+ * judged in OUTPUT since) to the local stack. */
+static __always_inline int xfw_rj_tc_deliver(struct __sk_buff *skb)
+{
 	/* Loopback loops the skb back with its route, which delivers it
 	 * locally (both addresses are the host's). */
 	if (skb->ifindex == XFW_LOOPBACK_IFINDEX)
@@ -928,7 +1319,8 @@ static __always_inline int xfw_xdp_reject(struct xdp_md *ctx, struct xfw_pkt *p,
 }
 
 /* xfw_tc_reject: the packet is locally generated and was judged REJECT in
- * OUTPUT: the reply goes to the local stack, or the packet is dropped. */
+ * OUTPUT: XFW_RJ_TC_LOCAL with the reply for the host itself in the skb,
+ * or a TC action (the reply routed out; or a drop). */
 static __always_inline int xfw_tc_reject(struct __sk_buff *skb, struct xfw_pkt *p, __u32 type)
 {
 	return xfw_rj_tc(skb, p, type);

@@ -557,6 +557,43 @@ int xfw_xdp(struct xdp_md *ctx)
  * tag, IPv6 with extension headers and a TCP header fit. */
 #define XFW_TC_PULL 256
 
+/* xfw_tc_reparse parses the skb again into p (REJECT's reply, built in
+ * place). A global function: its stack is gone before classifying. */
+__attribute__((noinline)) int xfw_tc_reparse(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	void *data, *data_end;
+	__u32 pull;
+
+	if (!skb || !p)
+		return XFW_PARSE_PASS;
+	pull = skb->len < XFW_TC_PULL ? skb->len : XFW_TC_PULL;
+	bpf_skb_pull_data(skb, pull);
+	data = (void *)(long)skb->data;
+	data_end = (void *)(long)skb->data_end;
+	return xfw_parse(p, data, data_end, skb->len, 0);
+}
+
+/* xfw_tc_reply_judge judges, in OUTPUT, REJECT's reply for the host itself
+ * that xfw_tc_reject left in the skb (the kernel's reply passes OUTPUT,
+ * leaving by lo, where rules count, log and may drop it). p and st are the
+ * caller's, reused; the caller emits the LOG lines. A global function: the
+ * second parse and judgement are verified once, on their own. */
+__attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct xfw_pkt *p,
+						 struct xfw_pending *st)
+{
+	__u32 rj = 0;
+
+	if (!skb || !p || !st)
+		return XFW_ACT_DROP;
+	st->nlogs = 0;
+	if (xfw_tc_reparse(skb, p) != XFW_PARSE_JUDGE)
+		return XFW_ACT_DROP;
+	st->slot = xfw_active_slot(p->fam ? 1 : 0);
+	if (st->slot == XFW_NO_SLOT)
+		return XFW_ACT_ACCEPT;
+	return xfw_judge(p, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX, st, &rj);
+}
+
 SEC("tc")
 int xfw_tc_egress(struct __sk_buff *skb)
 {
@@ -564,6 +601,7 @@ int xfw_tc_egress(struct __sk_buff *skb)
 	struct xfw_pkt p;
 	struct xfw_pending st;
 	__u32 oif, rj = 0, verdict, pull;
+	int rc;
 
 	xfw_touch_state();
 	/* Forwarded packets were judged at ingress (FORWARD). */
@@ -598,7 +636,17 @@ int xfw_tc_egress(struct __sk_buff *skb)
 	case XFW_ACT_ACCEPT:
 		return TC_ACT_OK;
 	case XFW_ACT_REJECT:
-		return xfw_tc_reject(skb, &p, rj);
+		rc = xfw_tc_reject(skb, &p, rj);
+		if (rc != XFW_RJ_TC_LOCAL)
+			return rc;
+		verdict = xfw_tc_reply_judge(skb, &p, &st);
+		if (st.nlogs)
+			xfw_emit_logs_tc(skb, &p, &st, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX);
+		/* A reply is never answered (no error about an ICMP error
+		 * or a RST): REJECT drops it. */
+		if (verdict != XFW_ACT_ACCEPT)
+			return TC_ACT_SHOT;
+		return xfw_rj_tc_deliver(skb);
 	}
 	return TC_ACT_SHOT;
 }

@@ -371,9 +371,66 @@ func TestKnownRejectDifference(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := knownRejectDifference(tc.d, c) != ""; got != tc.known {
-				t.Errorf("known = %v, want %v (%q)", got, tc.known, knownRejectDifference(tc.d, c))
+			if got := knownRejectDifference(tc.d, c, map[string]bool{"INPUT": true}, map[string]bool{"OUTPUT": true}, false) != ""; got != tc.known {
+				t.Errorf("known = %v, want %v (%q)", got, tc.known, knownRejectDifference(tc.d, c, map[string]bool{"INPUT": true}, map[string]bool{"OUTPUT": true}, false))
 			}
 		})
+	}
+}
+
+func TestChainsReachedFrom(t *testing.T) {
+	ruleset := `*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:a - [0:0]
+:b - [0:0]
+:c - [0:0]
+-A INPUT -p tcp -j a
+-A a -s 10.0.0.0/8 -g b
+-A OUTPUT --jump c
+-A c -j ACCEPT
+COMMIT
+`
+	tests := []struct {
+		start string
+		want  []string
+	}{
+		{"INPUT", []string{"INPUT", "a", "b"}},
+		{"OUTPUT", []string{"OUTPUT", "c"}},
+		{"FORWARD", []string{"FORWARD"}},
+	}
+	for _, tc := range tests {
+		got := chainsReachedFrom(ruleset, tc.start)
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: reached %v, want %v", tc.start, got, tc.want)
+		}
+		for _, ch := range tc.want {
+			if !got[ch] {
+				t.Errorf("%s: %s not reached (%v)", tc.start, ch, got)
+			}
+		}
+	}
+}
+
+func TestLogLineHelpers(t *testing.T) {
+	reply := `LOG: dt: IN= OUT=lo SRC=10.42.2.2 DST=10.42.1.1 LEN=93 TOS=0x00 PREC=0xC0 TTL=64 ID=? PROTO=ICMP TYPE=3 CODE=0 [SRC=10.42.1.1 DST=10.42.2.2 LEN=65 TOS=0x00 PREC=0x00 TTL=64 ID=5 PROTO=ICMP TYPE=0 CODE=0 ID=0 SEQ=924 ] `
+	if got, want := withoutOuterSrc(reply), strings.Replace(reply, "SRC=10.42.2.2 ", "SRC=? ", 1); got != want {
+		t.Errorf("withoutOuterSrc = %q, want %q", got, want)
+	}
+	tests := []struct {
+		line string
+		echo bool
+	}{
+		{reply, true},
+		{strings.Replace(reply, "TYPE=0 CODE=0 ID=0", "TYPE=8 CODE=0 ID=0", 1), false},
+		{`LOG: dt: IN= OUT=lo SRC=fd00::2 DST=fd00::1 LEN=120 TC=0 HOPLIMIT=64 FLOWLBL=? PROTO=ICMPv6 TYPE=1 CODE=4 [SRC=fd00::1 DST=fd00::2 LEN=72 TC=0 HOPLIMIT=64 FLOWLBL=3 PROTO=ICMPv6 TYPE=129 CODE=0 ID=1 SEQ=2 ] `, true},
+		// The outer packet is an echo reply, not a quoted one.
+		{`LOG: dt: IN= OUT=out0 SRC=10.42.1.1 DST=10.42.2.2 LEN=65 TOS=0x00 PREC=0x00 TTL=64 ID=? PROTO=ICMP TYPE=0 CODE=0 ID=0 SEQ=924 `, false},
+	}
+	for i, tc := range tests {
+		if got := logQuotesEchoReplyRe.MatchString(tc.line); got != tc.echo {
+			t.Errorf("%d: quotes an echo reply = %v, want %v", i, got, tc.echo)
+		}
 	}
 }

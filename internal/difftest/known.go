@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/xfw-dev/xfw/internal/ir"
 )
 
 // This file decides which differences are the documented ones of xfw's
@@ -87,6 +89,23 @@ func replyBytes(m []string) string {
 // the outer header of those (normLogLine).
 var logReplyRe = regexp.MustCompile(`^LOG: [^\[]*\b(ID|FLOWLBL)=\? `)
 
+// logQuotesEchoReplyRe matches a LOG line of an ICMP error quoting an
+// echo reply.
+var logQuotesEchoReplyRe = regexp.MustCompile(`\[SRC=.* PROTO=ICMP(?:v6)? TYPE=(?:0|129) CODE=0 `)
+
+// outerSrcRe matches the outer header's source address of a LOG line.
+var outerSrcRe = regexp.MustCompile(`\bSRC=[0-9a-f.:]+ `)
+
+// withoutOuterSrc returns a LOG line with its first (outer) SRC= field
+// blanked.
+func withoutOuterSrc(obs string) string {
+	loc := outerSrcRe.FindStringIndex(obs)
+	if loc == nil {
+		return obs
+	}
+	return obs[:loc[0]] + "SRC=? " + obs[loc[1]:]
+}
+
 // isLogOfReply reports whether obs is a LOG line about a reply to a probe:
 // in the kernel, REJECT's replies pass OUTPUT (and INPUT, through lo, when
 // they are for fw itself), so rules there log them; xfw's replies pass no
@@ -131,7 +150,7 @@ func anyHead(m []string) string {
 
 // knownRejectDifference explains d as a documented difference of xfw's
 // REJECT replies, or returns "" when it is not one.
-func knownRejectDifference(d Difference, c *Corpus) string {
+func knownRejectDifference(d Difference, c *Corpus, inputSide, outputSide map[string]bool, ipv4 bool) string {
 	switch d.Kind {
 	case DiffCounters:
 		if len(d.Kernel) != 1 || len(d.XFW) != 1 {
@@ -149,12 +168,25 @@ func knownRejectDifference(d Difference, c *Corpus) string {
 			return "the kernel's REJECT replies pass OUTPUT (counted), xfw's do not"
 		}
 		// xfw's reply to a packet fw sent to itself goes back through lo
-		// and INPUT, but not OUTPUT: where the kernel's OUTPUT dropped its
-		// own, xfw's INPUT counts one the kernel's never saw.
-		if strings.HasPrefix(d.Subject, ":INPUT ") || strings.HasPrefix(d.Subject, "-A INPUT ") {
+		// and INPUT (and the chains INPUT reaches), but not OUTPUT:
+		// where the kernel's OUTPUT dropped its own, xfw's INPUT counts
+		// one the kernel's never saw.
+		if strings.HasPrefix(d.Subject, ":INPUT ") || inputSide[subjectChain(d.Subject)] {
 			if xp > kp && xb > kb {
 				return "xfw's reply to fw itself passes INPUT but not OUTPUT (counted in INPUT where the kernel's OUTPUT dropped its own)"
 			}
+		}
+		// xfw's replies to fw itself pass OUTPUT as the kernel's do, but
+		// xfw's IPv4 ICMP errors about packets fw sent come from the
+		// packet's destination (the kernel's from fw's address), so
+		// rules on the source count them differently; and xfw answers
+		// echo replies fw's stack sends, which the kernel cannot (its
+		// ICMP socket is busy sending them), and counts its answers.
+		if outputSide[subjectChain(d.Subject)] && xp > kp && xb > kb {
+			return "xfw's OUTPUT replies to fw itself counted in OUTPUT where the kernel sends none (echo replies of fw's stack) or counts them elsewhere (IPv4 source)"
+		}
+		if ipv4 && outputSide[subjectChain(d.Subject)] {
+			return "xfw's IPv4 OUTPUT reply to fw itself comes from the packet's destination (counted by other OUTPUT rules)"
 		}
 		return ""
 	case DiffProbe:
@@ -184,6 +216,44 @@ func knownRejectDifference(d Difference, c *Corpus) string {
 			kOnly = append(kOnly, o)
 		}
 	}
+	// xfw's IPv4 OUTPUT replies to fw itself pass OUTPUT (logged) from
+	// the packet's destination, the kernel's from fw's address: the same
+	// LOG line but for the outer source address.
+	fromDstLogs := 0
+	if c.Probes[d.Probe].From == FromFw {
+		kLogs := map[string]int{}
+		for _, o := range kOnly {
+			if isLogOfReply(o) {
+				kLogs[withoutOuterSrc(o)]++
+			}
+		}
+		var rest []string
+		for _, o := range xOnly {
+			if k := withoutOuterSrc(o); isLogOfReply(o) && kLogs[k] > 0 {
+				kLogs[k]--
+				fromDstLogs++
+				continue
+			}
+			rest = append(rest, o)
+		}
+		xOnly = rest
+	}
+	// xfw answers (and its reply passes OUTPUT, logged) an echo reply
+	// fw's stack sends when OUTPUT rejects it; the kernel cannot: the
+	// stack sends it holding its ICMP socket, which icmp_send then finds
+	// taken (icmp_xmit_lock, icmpv6_xmit_lock).
+	stackEcho := 0
+	{
+		var rest []string
+		for _, o := range xOnly {
+			if isLogOfReply(o) && logQuotesEchoReplyRe.MatchString(o) {
+				stackEcho++
+				continue
+			}
+			rest = append(rest, o)
+		}
+		xOnly = rest
+	}
 	// Replies the kernel sent: each must be one xfw sent too, elsewhere.
 	xReplies, xHeads, xAny := map[string]int{}, map[string]int{}, map[string]int{}
 	for _, o := range xOnly {
@@ -199,8 +269,19 @@ func knownRejectDifference(d Difference, c *Corpus) string {
 	}
 	var why []string
 	routed, optioned, toSelf, fromDst, spoofed := 0, 0, 0, 0, 0
+	if fromDstLogs > 0 {
+		why = append(why, fmt.Sprintf("%d LOG line of an OUTPUT reply from the packet's destination rather than fw's address", fromDstLogs))
+	}
+	if stackEcho > 0 {
+		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply to an echo reply fw's stack sent (the kernel's ICMP socket is busy sending it)", stackEcho))
+	}
 	for _, o := range kOnly {
 		if isLogOfReply(o) {
+			// (Paired with xfw's own line above, if any.)
+			if fromDstLogs > 0 {
+				fromDstLogs--
+				continue
+			}
 			why = append(why, "the kernel's reply passed its chains (logged)")
 			continue
 		}
@@ -273,11 +354,58 @@ func knownRejectDifference(d Difference, c *Corpus) string {
 	return strings.Join(why, "; ")
 }
 
-// explainRejectOnly returns, for each difference of a RejectOnly outcome,
-// its documented explanation, or the first difference that has none.
-func explainRejectOnly(diffs []Difference, c *Corpus) (why []string, unexplained *Difference) {
+// subjectChain returns the chain of a counter difference's subject ("-A
+// CHAIN …" or ":CHAIN POLICY …").
+func subjectChain(subject string) string {
+	f := strings.Fields(subject)
+	switch {
+	case len(f) >= 2 && f[0] == "-A":
+		return f[1]
+	case len(f) >= 1 && strings.HasPrefix(f[0], ":"):
+		return f[0][1:]
+	}
+	return ""
+}
+
+// jumpRe matches a rule's chain and its jump or goto target.
+var jumpRe = regexp.MustCompile(`^-A (\S+) .*(?:-j|--jump|-g|--goto) (\S+)`)
+
+// chainsReachedFrom returns the chains of ruleset (iptables-save text)
+// that a packet can pass from chain start, start included.
+func chainsReachedFrom(ruleset, start string) map[string]bool {
+	edges, declared := map[string][]string{}, map[string]bool{}
+	for _, line := range strings.Split(ruleset, "\n") {
+		line = strings.TrimSpace(line)
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], ":") {
+			declared[f[0][1:]] = true
+		}
+		if m := jumpRe.FindStringSubmatch(line); m != nil {
+			edges[m[1]] = append(edges[m[1]], m[2])
+		}
+	}
+	seen := map[string]bool{start: true}
+	queue := []string{start}
+	for len(queue) > 0 {
+		ch := queue[0]
+		queue = queue[1:]
+		for _, next := range edges[ch] {
+			if declared[next] && !seen[next] {
+				seen[next] = true
+				queue = append(queue, next)
+			}
+		}
+	}
+	return seen
+}
+
+// explainRejectOnly returns, for each difference of a RejectOnly outcome
+// of ruleset, its documented explanation, or the first difference that
+// has none.
+func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, family ir.Family) (why []string, unexplained *Difference) {
+	inputSide := chainsReachedFrom(ruleset, "INPUT")
+	outputSide := chainsReachedFrom(ruleset, "OUTPUT")
 	for i, d := range diffs {
-		w := knownRejectDifference(d, c)
+		w := knownRejectDifference(d, c, inputSide, outputSide, family == ir.IPv4)
 		if w == "" {
 			return nil, &diffs[i]
 		}

@@ -246,7 +246,10 @@ func candidates(p *nettest.Packet, l3 int) []candidate {
 			candidate{marker: p.Ack >> tcpMarkerShift, rel: relAnswer, src: p.Dst, dst: p.Src})
 	case p.Protocol == nettest.ProtoICMP && p.ICMPType == nettest.ICMPv4EchoReply,
 		p.Protocol == nettest.ProtoICMPv6 && p.ICMPType == nettest.ICMPv6EchoReply:
-		out = append(out, candidate{marker: p.ICMPRest, rel: relAnswer, src: p.Dst, dst: p.Src})
+		// An echo reply fw's stack sent: its identifier and sequence
+		// number (32 bits of marker) say more than its IPv4 ID, which
+		// the stack picks and may equal another probe's marker.
+		out = append([]candidate{{marker: p.ICMPRest, rel: relAnswer, src: p.Dst, dst: p.Src}}, out...)
 	}
 	return out
 }

@@ -194,6 +194,13 @@ func logCandidates(line string) []candidate {
 		}
 		out = append(out, candidate{marker: uint32(mk), rel: rel, src: src, dst: dst})
 		if rel != relCopy {
+			// An ICMP error quoting an echo reply fw's stack sent:
+			// about the echo request, first (see candidates).
+			if ec := logEchoRe.FindStringSubmatch(s); ec != nil {
+				id, _ := strconv.ParseUint(ec[2], 10, 16)
+				seq, _ := strconv.ParseUint(ec[3], 10, 16)
+				out = append([]candidate{{marker: uint32(id)<<16 | uint32(seq), rel: relAnswer, src: dst, dst: src}}, out...)
+			}
 			return
 		}
 		if sq := logSeqRe.FindStringSubmatch(s); sq != nil {
@@ -203,9 +210,10 @@ func logCandidates(line string) []candidate {
 				candidate{marker: uint32(ack) >> tcpMarkerShift, rel: relAnswer, src: dst, dst: src})
 		}
 		if ec := logEchoRe.FindStringSubmatch(s); ec != nil {
+			// First: it says more than the IPv4 ID (see candidates).
 			id, _ := strconv.ParseUint(ec[2], 10, 16)
 			seq, _ := strconv.ParseUint(ec[3], 10, 16)
-			out = append(out, candidate{marker: uint32(id)<<16 | uint32(seq), rel: relAnswer, src: dst, dst: src})
+			out = append([]candidate{{marker: uint32(id)<<16 | uint32(seq), rel: relAnswer, src: dst, dst: src}}, out...)
 		}
 	}
 	parse(outer, relCopy, false)
