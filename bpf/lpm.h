@@ -7,20 +7,26 @@
  *
  * Conventions:
  *  - The tables are two BPF array maps of __u64 values (BPF_F_MMAPABLE, so
- *    user space fills them with one copy): "direct" (65536 entries, indexed
- *    by the top 16 bits of the address) and "ranges". The caller passes the
- *    map pointers (maps of the object, or inner maps of an ARRAY_OF_MAPS).
+ *    user space fills them with one copy): "direct" (indexed by the top
+ *    XFW_LPM4_DIRECT_BITS / XFW_LPM6_DIRECT_BITS bits of the address) and
+ *    "ranges". The caller passes the map pointers (maps of the object, or
+ *    inner maps of an ARRAY_OF_MAPS).
  *  - Addresses are host-order numbers: IPv4 one __u32, IPv6 the two 64-bit
  *    halves (hi, lo) of common.h.
  *  - A result word with bit 63 clear is a leaf: its low 32 bits are the
  *    value (0 = no prefix matches). With bit 63 set it is a chunk: bits 0..31
- *    the index of its first range, bits 32..62 its number of ranges (>= 2).
- *  - IPv4 range: one word, value << 32 | start address. IPv6 range: two
- *    words, start (high half in level-1 chunks, low half in level-2 chunks)
- *    then a result word (a leaf, or in level 1 a level-2 chunk).
- *  - A chunk's first range starts at the first address it covers; the answer
- *    for a key is the range with the largest start <= key, found by a binary
- *    search bounded by a compile-time number of halvings.
+ *    the index of its first range, bits 32..61 its number of ranges (>= 2),
+ *    bit 62 (IPv4) set when the chunk's default answer is 0.
+ *  - IPv4 range: one word, value << 32 | last << 16 | first (the low 16 bits
+ *    of its first and last addresses). A chunk's first range is the default
+ *    (its whole /18); the others are disjoint runs answering differently.
+ *    The answer is the last range with first <= key, if key <= its last,
+ *    else the default.
+ *  - IPv6 range: two words, start (high half in level-1 chunks, low half in
+ *    level-2 chunks) then a result word (a leaf, or in level 1 a level-2
+ *    chunk); a range ends where the next begins, and the answer is the
+ *    range with the largest start <= key.
+ *  - Binary searches are bounded by a compile-time number of halvings.
  *  - Each direct entry is read once (one 8-byte load): user space writes a
  *    new chunk before switching the entry, so a lookup sees the old chunk or
  *    the new one whole.
@@ -35,12 +41,21 @@
 
 /* Bit 63 of a result word: a chunk, not a leaf. */
 #define XFW_LPM_CHUNK (1ULL << 63)
-/* Number of direct entries: one per value of the top 16 address bits. */
-#define XFW_LPM_DIRECT_ENTRIES 65536
-/* Halvings of an IPv4 search: a chunk covers one /16, at most 65536
- * ranges, and 16 halvings reduce any count to one (one spare). */
+/* Bit 62 of an IPv4 chunk word: its default answer is 0. */
+#define XFW_LPM_ZERO_DEFAULT (1ULL << 62)
+/* Mask of a chunk word's range count, bits 32..61 (after >> 32). */
+#define XFW_LPM_COUNT_MASK 0x3fffffff
+/* Address bits indexing the direct tables (internal/lpm Direct4Bits,
+ * Direct6Bits), and their sizes. */
+#define XFW_LPM4_DIRECT_BITS 18
+#define XFW_LPM6_DIRECT_BITS 16
+#define XFW_LPM4_DIRECT_ENTRIES (1 << XFW_LPM4_DIRECT_BITS)
+#define XFW_LPM6_DIRECT_ENTRIES (1 << XFW_LPM6_DIRECT_BITS)
+/* Halvings of an IPv4 search: a chunk covers one /18, at most 2^14 + 1
+ * ranges, and 15 halvings reduce any count to one (two spare). */
 #define XFW_LPM4_STEPS 17
-/* Halvings of an IPv6 search: at most 2^31 ranges (31 halvings, one spare). */
+/* Halvings of an IPv6 search: at most 2^30 ranges (30 halvings, two
+ * spare). */
 #define XFW_LPM6_STEPS 32
 
 /* xfw_lpm_lt returns 1 when a < b (unsigned 64-bit), without a branch: the
@@ -55,8 +70,9 @@ static __always_inline __u64 xfw_lpm_lt(__u64 a, __u64 b)
  * lies beyond a map, which only a corrupt table produces). */
 static __always_inline __u32 xfw_lpm4_lookup(void *direct, void *ranges, __u32 addr)
 {
-	__u32 key = addr >> 16, lo = 0, n, half, i;
-	__u64 *w, d, ge;
+	__u32 key = addr >> (32 - XFW_LPM4_DIRECT_BITS), low = addr & 0xffff;
+	__u32 lo = 0, n, half, i;
+	__u64 *w, d, r, ge;
 
 	w = bpf_map_lookup_elem(direct, &key);
 	if (!w)
@@ -64,7 +80,7 @@ static __always_inline __u32 xfw_lpm4_lookup(void *direct, void *ranges, __u32 a
 	d = *(volatile __u64 *)w;
 	if (!(d & XFW_LPM_CHUNK))
 		return (__u32)d;
-	n = (d >> 32) & 0x7fffffff;
+	n = (d >> 32) & XFW_LPM_COUNT_MASK;
 	for (int step = 0; step < XFW_LPM4_STEPS; step++) {
 		if (n <= 1)
 			break;
@@ -73,22 +89,32 @@ static __always_inline __u32 xfw_lpm4_lookup(void *direct, void *ranges, __u32 a
 		w = bpf_map_lookup_elem(ranges, &i);
 		if (!w)
 			return 0;
-		/* start <= addr: the top bit of addr - start (both < 2^32) is
+		/* first <= low: the top bit of low - first (both < 2^16) is
 		 * clear. */
-		ge = 1 - (((__u64)addr - (__u32)*w) >> 63);
+		ge = 1 - (((__u64)low - (*w & 0xffff)) >> 63);
 		lo += half & (__u32)-ge;
 		n -= half;
 	}
 	i = (__u32)d + lo;
 	w = bpf_map_lookup_elem(ranges, &i);
-	return w ? (__u32)(*w >> 32) : 0;
+	if (!w)
+		return 0;
+	r = *w;
+	if (low <= ((r >> 16) & 0xffff))
+		return r >> 32;
+	/* In a gap between ranges: the chunk's default. */
+	if (d & XFW_LPM_ZERO_DEFAULT)
+		return 0;
+	i = (__u32)d;
+	w = bpf_map_lookup_elem(ranges, &i);
+	return w ? *w >> 32 : 0;
 }
 
 /* xfw_lpm6_search returns the result word of the range of chunk c (in
  * ranges, two words per range) holding key, or 0 (no match). */
 static __always_inline __u64 xfw_lpm6_search(void *ranges, __u64 c, __u64 key)
 {
-	__u32 base = (__u32)c, lo = 0, n = (c >> 32) & 0x7fffffff, half, i;
+	__u32 base = (__u32)c, lo = 0, n = (c >> 32) & XFW_LPM_COUNT_MASK, half, i;
 	__u64 *w, ge;
 
 	for (int step = 0; step < XFW_LPM6_STEPS; step++) {
@@ -112,7 +138,7 @@ static __always_inline __u64 xfw_lpm6_search(void *ranges, __u64 c, __u64 key)
  * (direct, ranges) containing the address (hi, lo), or 0 when none does. */
 static __always_inline __u32 xfw_lpm6_lookup(void *direct, void *ranges, __u64 hi, __u64 lo)
 {
-	__u32 key = hi >> 48;
+	__u32 key = hi >> (64 - XFW_LPM6_DIRECT_BITS);
 	__u64 *w, r;
 
 	w = bpf_map_lookup_elem(direct, &key);

@@ -88,7 +88,6 @@ func run(dataDir, obj, out string, runs, updates int, kernelSets, quick bool) er
 				return fmt.Errorf("%s (%s): %w", d.name, fam, err)
 			}
 			if ns != nil {
-				r.ipset, r.nft = "–", "–"
 				if dur, err := ns.ipsetRestore(dataDir, prefixes); err != nil {
 					fmt.Fprintln(os.Stderr, "lpmbench: ipset:", err)
 					r.ipset = "failed"
@@ -117,7 +116,7 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.0f", float64(d.Microseco
 
 // measure builds, loads and times one family of one data set.
 func measure(d dataset, fam lpm.Family, prefixes []netip.Prefix, obj string, runs, updates int) (result, error) {
-	r := result{set: d.name, family: fam.String(), prefixes: len(prefixes), lookups: map[string]map[string]stats{}}
+	r := result{set: d.name, family: fam.String(), prefixes: len(prefixes), lookups: map[string]map[string]stats{}, ipset: "–", nft: "–"}
 	r.hostsOnly = !slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Bits() != 32 })
 	entries := make([]lpm.Entry, len(prefixes))
 	values := make([]uint32, len(prefixes))

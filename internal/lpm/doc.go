@@ -13,43 +13,55 @@
 //
 // # Layout (host byte order, uint64 words)
 //
-// Both families share the direct table and the encoding of a "result" word:
+// Both families share the encoding of a "result" word:
 //
-//	result word, bit 63 clear: a leaf; bits 0..31 are the value (0 = no match)
-//	result word, bit 63 set:   a chunk; bits 0..31 are the index of its first
-//	                           range, bits 32..62 the number of ranges (>= 2)
+//	bit 63 clear: a leaf; bits 0..31 are the value (0 = no match)
+//	bit 63 set:   a chunk; bits 0..31 are the index of its first range,
+//	              bits 32..61 the number of ranges (>= 2), bit 62 (IPv4
+//	              only) set when the chunk's default answer is 0
 //
-// Direct: 65536 result words, entry i covering the addresses whose top 16
-// bits are i (IPv4 a.b.0.0/16, IPv6 xxxx::/16).
+// Direct: one result word per value of the address's top bits: 2^18 entries
+// for IPv4 (entry i covers the /18 whose top bits are i), 2^16 for IPv6
+// (xxxx::/16). Direct4Bits and Direct6Bits.
 //
-// IPv4 ranges: one word per range, value << 32 | start, start being the full
-// 32-bit address where the range begins. A chunk lists the ranges of one /16
-// in increasing start order; its first range starts at the /16's first
-// address; a range ends where the next begins (the last at the /16's end).
-// The answer for address a is the value of the last range with start <= a.
+// IPv4 ranges: one word per range, value << 32 | last << 16 | first, first
+// and last being the low 16 bits of the range's first and last addresses.
+// A chunk's first range is its default range: the whole /18, with the answer
+// of the longest prefix of /18 or shorter covering it. The other ranges are
+// disjoint, in increasing order, and hold the runs of addresses whose answer
+// differs from the default. The answer for address a is the value of the
+// last range whose first <= a's low 16 bits, if a lies within it (<= last),
+// else the default (0 when bit 62 says so, else the first range's value).
+// Dropping the runs that answer the default halves a host set's ranges.
 //
 // IPv6 ranges: two words per range, (start, result); range index i is words
 // 2i and 2i+1. A direct entry's chunk is a level-1 chunk: starts are the high
-// 64 bits of the address (the /16 fixed by the direct entry). Its results are
-// leaves, or chunks of level-2 ranges, whose starts are the low 64 bits of
-// the address, covering exactly one value of the high 64 bits (the prefixes
-// longer than /64 below it). A level-2 chunk's results are leaves.
+// 64 bits of the address; a range ends where the next begins (the last at
+// the /16's end); the answer is the result of the last range with start <=
+// the high half. Its results are leaves, or chunks of level-2 ranges, whose
+// starts are the low 64 bits of the address, covering exactly one value of
+// the high half (the prefixes longer than /64 below it). A level-2 chunk's
+// results are leaves.
 //
-// Each direct entry owns one block of the range table: its level-1 chunk
-// followed by its level-2 chunks (IPv6), or its chunk (IPv4). A direct entry
-// whose /16 has a single answer is a leaf and owns no block.
+// Each direct entry owns one block of the range table: its chunk (IPv4), or
+// its level-1 chunk followed by its level-2 chunks (IPv6). A direct entry
+// whose addresses all have a single answer is a leaf and owns no block.
 //
 // # Updates
 //
 // Insert and Delete rebuild only the blocks of the direct entries the prefix
-// touches (one for a prefix of /16 or longer, 2^(16-len) otherwise), write each
+// touches (one for a prefix longer than the direct index, 2^(bits-len)
+// otherwise, bits being Direct4Bits or Direct6Bits), write each
 // new block into free space of the range table, and return a Patch: the
 // range-table regions to write first, then the direct entries to write. A
 // reader (the BPF program) loads the direct entry once, with one aligned
 // 8-byte load, and then reads only the block it points to; the new block is
 // complete in the map before the direct entry is switched by one aligned
 // 8-byte store, so a reader sees the old block or the new one, never a mix.
-// Old blocks are not reused until Reclaim is called (after an RCU grace
+// (A prefix shorter than the direct index changes several direct entries,
+// each switched atomically but not all at once: in between, some of its
+// addresses answer the old way, as if the update were a sequence of smaller
+// ones. Swap maps when that matters.) Old blocks are not reused until Reclaim is called (after an RCU grace
 // period: readers of the old block are BPF programs that began before the
 // switch). When the range table has no room, the update compacts: it rebuilds
 // every block and returns a Patch with Full set, which the caller applies by

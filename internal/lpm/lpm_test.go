@@ -1,11 +1,13 @@
 package lpm
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -145,7 +147,7 @@ func randomPrefix(rng *rand.Rand, f Family, clusters []netip.Addr) netip.Prefix 
 	var bits int
 	switch maxBits := a.BitLen(); rng.IntN(10) {
 	case 0:
-		bits = rng.IntN(17) // /0 to /16
+		bits = rng.IntN(maxDirectBits + 3) // /0 to just past the direct index
 	case 1:
 		bits = maxBits
 	default:
@@ -281,8 +283,8 @@ func slotContent(tab *Table, direct, ranges []uint64, s int) []uint64 {
 	if !isChunk(d) {
 		return []uint64{d}
 	}
-	var out []uint64
 	base, n := chunkBase(d), chunkCount(d)
+	out := []uint64{d &^ 0xffffffff} // flags and count
 	if tab.family == IPv4 {
 		return append(out, ranges[base:base+n]...)
 	}
@@ -308,7 +310,7 @@ func checkSameAsFresh(t *testing.T, tab *Table, sh *shadow, ref *reference) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for s := 0; s < DirectEntries; s++ {
+	for s := 0; s < tab.family.DirectEntries(); s++ {
 		got := slotContent(tab, sh.direct, sh.ranges, s)
 		want := slotContent(fresh, fresh.direct, fresh.ranges, s)
 		if !slices.Equal(got, want) {
@@ -430,5 +432,40 @@ func TestDeleteAbsent(t *testing.T) {
 		if err != nil || found || !patch.Empty() {
 			t.Errorf("Delete(%s) = %+v, %v, %v; want empty, false, nil", p, patch, found, err)
 		}
+	}
+}
+
+// TestHeaderConstants checks that bpf/lpm.h agrees with the package on the
+// constants of the layout and of the searches.
+func TestHeaderConstants(t *testing.T) {
+	src, err := os.ReadFile("../../bpf/lpm.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defines := map[string]string{}
+	for _, line := range strings.Split(string(src), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "#define" {
+			defines[f[1]] = f[2]
+		}
+	}
+	tests := []struct {
+		name string
+		want string
+	}{
+		{"XFW_LPM4_DIRECT_BITS", strconv.Itoa(Direct4Bits)},
+		{"XFW_LPM6_DIRECT_BITS", strconv.Itoa(Direct6Bits)},
+		{"XFW_LPM4_STEPS", strconv.Itoa(Search4Steps)},
+		{"XFW_LPM6_STEPS", strconv.Itoa(Search6Steps)},
+		{"XFW_LPM_COUNT_MASK", fmt.Sprintf("%#x", countMask)},
+		{"XFW_LPM_CHUNK", "(1ULL"},
+		{"XFW_LPM_ZERO_DEFAULT", "(1ULL"},
+	}
+	for _, tc := range tests {
+		if got := defines[tc.name]; got != tc.want {
+			t.Errorf("lpm.h: %s = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if chunkFlag != 1<<63 || zeroDefaultFlag != 1<<62 {
+		t.Errorf("flag bits moved: update XFW_LPM_CHUNK, XFW_LPM_ZERO_DEFAULT")
 	}
 }

@@ -105,20 +105,22 @@ type pfx6 struct {
 type Table struct {
 	family Family
 	words  int // words per range
+	dbits  int // direct-table index bits
 
 	direct []uint64
 	ranges []uint64
 	alloc  allocator
 	blocks []block // per direct entry, the block it owns (size 0: none)
 
-	// Prefixes of /16 or shorter, by length, keyed by their top 16 bits; and
-	// per direct entry the longest of them covering it (-1: none) and its
-	// value, the answer wherever no longer prefix applies.
-	short    [directBits + 1]map[uint16]uint32
+	// Prefixes no longer than the direct index (dbits), by length, keyed by
+	// their top dbits bits; and per direct entry the longest of them
+	// covering it (-1: none) and its value, the answer wherever no longer
+	// prefix applies.
+	short    [maxDirectBits + 1]map[uint32]uint32
 	shortLen []int8
 	shortVal []uint32
 
-	// Prefixes longer than /16, per direct entry, sorted by address then
+	// Prefixes longer than dbits, per direct entry, sorted by address then
 	// length.
 	long4 [][]pfx4
 	long6 [][]pfx6
@@ -143,16 +145,18 @@ func Build(family Family, entries []Entry, opts Options) (*Table, error) {
 	if family != IPv4 && family != IPv6 {
 		return nil, fmt.Errorf("lpm: build: unknown family %d", family)
 	}
+	n := family.DirectEntries()
 	t := &Table{
 		family:   family,
 		words:    family.rangeWords(),
-		direct:   make([]uint64, DirectEntries),
-		blocks:   make([]block, DirectEntries),
-		shortLen: make([]int8, DirectEntries),
-		shortVal: make([]uint32, DirectEntries),
+		dbits:    family.DirectBits(),
+		direct:   make([]uint64, n),
+		blocks:   make([]block, n),
+		shortLen: make([]int8, n),
+		shortVal: make([]uint32, n),
 	}
 	for i := range t.short {
-		t.short[i] = map[uint16]uint32{}
+		t.short[i] = map[uint32]uint32{}
 	}
 	for i := range t.shortLen {
 		t.shortLen[i] = -1
@@ -196,9 +200,9 @@ func (t *Table) checkFamily(p netip.Prefix) error {
 	return nil
 }
 
-// addShort records a prefix of /16 or shorter; it returns the direct entries
-// whose default answer changed.
-func (t *Table) addShort(top uint16, bits int, value uint32) (first, n int, changed bool) {
+// addShort records a prefix no longer than the direct index (top: its top
+// dbits bits); it returns the direct entries whose default answer changed.
+func (t *Table) addShort(top uint32, bits int, value uint32) (first, n int, changed bool) {
 	if old, ok := t.short[bits][top]; ok && old == value {
 		return 0, 0, false
 	}
@@ -206,7 +210,7 @@ func (t *Table) addShort(top uint16, bits int, value uint32) (first, n int, chan
 		t.count++
 	}
 	t.short[bits][top] = value
-	first, n = int(top), 1<<(directBits-bits)
+	first, n = int(top), 1<<(t.dbits-bits)
 	for s := first; s < first+n; s++ {
 		if int(t.shortLen[s]) <= bits {
 			t.shortLen[s] = int8(bits)
@@ -216,9 +220,9 @@ func (t *Table) addShort(top uint16, bits int, value uint32) (first, n int, chan
 	return first, n, true
 }
 
-// deleteShort removes a prefix of /16 or shorter; it returns the direct
-// entries whose default answer may have changed.
-func (t *Table) deleteShort(top uint16, bits int) (first, n int, found bool) {
+// deleteShort removes a prefix no longer than the direct index; it returns
+// the direct entries whose default answer may have changed.
+func (t *Table) deleteShort(top uint32, bits int) (first, n int, found bool) {
 	if _, ok := t.short[bits][top]; !ok {
 		return 0, 0, false
 	}
@@ -228,12 +232,12 @@ func (t *Table) deleteShort(top uint16, bits int) (first, n int, found bool) {
 	// prefixes shorter than bits: find the longest once.
 	fallbackLen, fallbackVal := -1, uint32(0)
 	for l := bits - 1; l >= 0; l-- {
-		if v, ok := t.short[l][top&^uint16(1<<(directBits-l)-1)]; ok {
+		if v, ok := t.short[l][top&^uint32(1<<(t.dbits-l)-1)]; ok {
 			fallbackLen, fallbackVal = l, v
 			break
 		}
 	}
-	first, n = int(top), 1<<(directBits-bits)
+	first, n = int(top), 1<<(t.dbits-bits)
 	for s := first; s < first+n; s++ {
 		if int(t.shortLen[s]) == bits {
 			t.shortLen[s] = int8(fallbackLen)
@@ -273,11 +277,11 @@ func (t *Table) layout(capacity int) error {
 // (or, during layout, to the end of the range table). It records the changes
 // in p (nil during layout) and reports whether the direct entry changed.
 func (t *Table) place(s int, p *Patch) (bool, error) {
-	var word uint64
+	var word, flags uint64
 	var content []uint64
 	var level1 int
 	if t.family == IPv4 {
-		word, content = t.build4(s)
+		word, flags, content = t.build4(s)
 		level1 = len(content)
 	} else {
 		var err error
@@ -313,7 +317,7 @@ func (t *Table) place(s int, p *Patch) (bool, error) {
 			p.Ranges = append(p.Ranges, Region{Start: w, Len: len(content)})
 		}
 		t.blocks[s] = block{base, units}
-		word = chunk(base, uint32(level1))
+		word = chunk(base, uint32(level1)) | flags
 	}
 	if p != nil {
 		t.alloc.release(old)
@@ -431,7 +435,7 @@ func (t *Table) Family() Family { return t.family }
 // Len returns the number of prefixes in the table.
 func (t *Table) Len() int { return t.count }
 
-// Direct returns the direct table: DirectEntries words. The slice aliases
+// Direct returns the direct table: Family().DirectEntries() words. The slice aliases
 // the table; it stays valid until the next update.
 func (t *Table) Direct() []uint64 { return t.direct }
 

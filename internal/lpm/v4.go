@@ -17,15 +17,15 @@ func (t *Table) load4(entries []Entry) error {
 			return err
 		}
 		a, bits := addr4(p.Addr()), p.Bits()
-		if bits <= directBits {
-			t.addShort(uint16(a>>16), bits, e.Value)
+		if bits <= Direct4Bits {
+			t.addShort(a>>(32-Direct4Bits), bits, e.Value)
 			continue
 		}
 		long = append(long, pfx4{addr: a, bits: uint8(bits), value: e.Value})
 	}
-	// Of equal prefixes the later entry wins: a stable sort keeps input
-	// order among them, and the last of each run is kept.
-	slices.SortStableFunc(long, cmpPfx4)
+	// Of equal prefixes the later entry wins: the sort keeps input order
+	// among them, and the last of each run is kept.
+	sortPfx4(long)
 	kept := long[:0]
 	for i, p := range long {
 		if i+1 < len(long) && cmpPfx4(p, long[i+1]) == 0 {
@@ -34,11 +34,11 @@ func (t *Table) load4(entries []Entry) error {
 		kept = append(kept, p)
 	}
 	t.count += len(kept)
-	t.long4 = make([][]pfx4, DirectEntries)
+	t.long4 = make([][]pfx4, IPv4.DirectEntries())
 	for i := 0; i < len(kept); {
-		s := kept[i].addr >> 16
+		s := kept[i].addr >> (32 - Direct4Bits)
 		j := i + 1
-		for j < len(kept) && kept[j].addr>>16 == s {
+		for j < len(kept) && kept[j].addr>>(32-Direct4Bits) == s {
 			j++
 		}
 		t.long4[s] = kept[i:j:j]
@@ -51,11 +51,11 @@ func (t *Table) load4(entries []Entry) error {
 // entries to rebuild.
 func (t *Table) insert4(p netip.Prefix, value uint32) (first, n int) {
 	a, bits := addr4(p.Addr()), p.Bits()
-	if bits <= directBits {
-		first, n, _ = t.addShort(uint16(a>>16), bits, value)
+	if bits <= Direct4Bits {
+		first, n, _ = t.addShort(a>>(32-Direct4Bits), bits, value)
 		return first, n
 	}
-	s := int(a >> 16)
+	s := int(a >> (32 - Direct4Bits))
 	e := pfx4{addr: a, bits: uint8(bits), value: value}
 	list := t.long4[s]
 	i, found := slices.BinarySearchFunc(list, e, cmpPfx4)
@@ -75,10 +75,10 @@ func (t *Table) insert4(p netip.Prefix, value uint32) (first, n int) {
 // rebuild.
 func (t *Table) delete4(p netip.Prefix) (first, n int, found bool) {
 	a, bits := addr4(p.Addr()), p.Bits()
-	if bits <= directBits {
-		return t.deleteShort(uint16(a>>16), bits)
+	if bits <= Direct4Bits {
+		return t.deleteShort(a>>(32-Direct4Bits), bits)
 	}
-	s := int(a >> 16)
+	s := int(a >> (32 - Direct4Bits))
 	list := t.long4[s]
 	i, ok := slices.BinarySearchFunc(list, pfx4{addr: a, bits: uint8(bits)}, cmpPfx4)
 	if !ok {
@@ -90,25 +90,61 @@ func (t *Table) delete4(p netip.Prefix) (first, n int, found bool) {
 }
 
 // build4 computes the block of IPv4 direct entry s: a leaf word when one
-// value answers for the whole /16 (content nil), else the chunk's ranges.
-func (t *Table) build4(s int) (word uint64, content []uint64) {
-	def := leaf(t.shortVal[s])
+// value answers for the whole direct entry (content nil), else the chunk's
+// ranges and the flags of its direct word. The chunk's first range is the
+// default range (the whole direct entry, the answer of the longest short
+// prefix covering it); the others are the runs of addresses whose answer
+// differs from the default, so gaps between them answer the default.
+func (t *Table) build4(s int) (word, flags uint64, content []uint64) {
+	defVal := t.shortVal[s]
+	def := leaf(defVal)
 	list := t.long4[s]
 	if len(list) == 0 {
-		return def, nil
+		return def, 0, nil
 	}
 	t.spans = t.spans[:0]
 	for _, p := range list {
 		t.spans = append(t.spans, span{first: uint64(p.addr), last: uint64(p.addr | hostMask4(p.bits)), result: leaf(p.value)})
 	}
-	first := uint64(s) << 16
-	out := t.sw.sweep(first, first|0xffff, def, t.spans)
+	first := uint64(s) << (32 - Direct4Bits)
+	last := first | uint64(hostMask4(Direct4Bits))
+	out := t.sw.sweep(first, last, def, t.spans)
 	if len(out) == 1 {
-		return out[0].result, nil
+		return out[0].result, 0, nil
 	}
-	t.content = t.content[:0]
-	for _, b := range out {
-		t.content = append(t.content, range4(uint32(b.start), uint32(b.result)))
+	t.content = append(t.content[:0], range4(uint32(first), uint32(last), defVal))
+	for i, b := range out {
+		if b.result == def {
+			continue
+		}
+		end := last
+		if i+1 < len(out) {
+			end = out[i+1].start - 1
+		}
+		t.content = append(t.content, range4(uint32(b.start), uint32(end), uint32(b.result)))
 	}
-	return 0, t.content
+	if defVal == 0 {
+		flags = zeroDefaultFlag
+	}
+	return 0, flags, t.content
+}
+
+// sortPfx4 sorts prefixes by address, then length, then input order: on
+// packed keys (address, length, index) when the index fits in 24 bits, which
+// is several times faster than a stable sort of the structs.
+func sortPfx4(ps []pfx4) {
+	if len(ps) >= 1<<24 {
+		slices.SortStableFunc(ps, cmpPfx4)
+		return
+	}
+	keys := make([]uint64, len(ps))
+	for i, p := range ps {
+		keys[i] = uint64(p.addr)<<32 | uint64(p.bits)<<24 | uint64(i)
+	}
+	slices.Sort(keys)
+	sorted := make([]pfx4, len(ps))
+	for i, k := range keys {
+		sorted[i] = ps[k&(1<<24-1)]
+	}
+	copy(ps, sorted)
 }

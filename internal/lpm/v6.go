@@ -25,13 +25,13 @@ func (t *Table) load6(entries []Entry) error {
 		}
 		hi, lo := halves(p.Addr())
 		bits := p.Bits()
-		if bits <= directBits {
-			t.addShort(uint16(hi>>48), bits, e.Value)
+		if bits <= Direct6Bits {
+			t.addShort(uint32(hi>>(64-Direct6Bits)), bits, e.Value)
 			continue
 		}
 		long = append(long, pfx6{hi: hi, lo: lo, bits: uint8(bits), value: e.Value})
 	}
-	slices.SortStableFunc(long, cmpPfx6)
+	sortPfx6(long)
 	kept := long[:0]
 	for i, p := range long {
 		if i+1 < len(long) && cmpPfx6(p, long[i+1]) == 0 {
@@ -40,11 +40,11 @@ func (t *Table) load6(entries []Entry) error {
 		kept = append(kept, p)
 	}
 	t.count += len(kept)
-	t.long6 = make([][]pfx6, DirectEntries)
+	t.long6 = make([][]pfx6, IPv6.DirectEntries())
 	for i := 0; i < len(kept); {
-		s := kept[i].hi >> 48
+		s := kept[i].hi >> (64 - Direct6Bits)
 		j := i + 1
-		for j < len(kept) && kept[j].hi>>48 == s {
+		for j < len(kept) && kept[j].hi>>(64-Direct6Bits) == s {
 			j++
 		}
 		t.long6[s] = kept[i:j:j]
@@ -58,11 +58,11 @@ func (t *Table) load6(entries []Entry) error {
 func (t *Table) insert6(p netip.Prefix, value uint32) (first, n int) {
 	hi, lo := halves(p.Addr())
 	bits := p.Bits()
-	if bits <= directBits {
-		first, n, _ = t.addShort(uint16(hi>>48), bits, value)
+	if bits <= Direct6Bits {
+		first, n, _ = t.addShort(uint32(hi>>(64-Direct6Bits)), bits, value)
 		return first, n
 	}
-	s := int(hi >> 48)
+	s := int(hi >> (64 - Direct6Bits))
 	e := pfx6{hi: hi, lo: lo, bits: uint8(bits), value: value}
 	list := t.long6[s]
 	i, found := slices.BinarySearchFunc(list, e, cmpPfx6)
@@ -83,10 +83,10 @@ func (t *Table) insert6(p netip.Prefix, value uint32) (first, n int) {
 func (t *Table) delete6(p netip.Prefix) (first, n int, found bool) {
 	hi, lo := halves(p.Addr())
 	bits := p.Bits()
-	if bits <= directBits {
-		return t.deleteShort(uint16(hi>>48), bits)
+	if bits <= Direct6Bits {
+		return t.deleteShort(uint32(hi>>(64-Direct6Bits)), bits)
 	}
-	s := int(hi >> 48)
+	s := int(hi >> (64 - Direct6Bits))
 	list := t.long6[s]
 	i, ok := slices.BinarySearchFunc(list, pfx6{hi: hi, lo: lo, bits: uint8(bits)}, cmpPfx6)
 	if !ok {
@@ -114,8 +114,8 @@ func (t *Table) build6(s int) (word uint64, content []uint64, level1 int, err er
 			t.spans = append(t.spans, span{first: p.hi, last: p.hi | hostMask64(p.bits), result: leaf(p.value)})
 		}
 	}
-	first := uint64(s) << 48
-	last := first | hostMask64(directBits)
+	first := uint64(s) << (64 - Direct6Bits)
+	last := first | hostMask64(Direct6Bits)
 	t.level1 = append(t.level1[:0], t.sw.sweep(first, last, def, t.spans)...)
 
 	// Each high half holding longer prefixes becomes a range of its own,
@@ -180,4 +180,23 @@ func (t *Table) build6(s int) (word uint64, content []uint64, level1 int, err er
 	}
 	t.content = append(t.content, t.level2...)
 	return 0, t.content, n1, nil
+}
+
+// sortPfx6 sorts prefixes by address, then length, then input order.
+func sortPfx6(ps []pfx6) {
+	idx := make([]int32, len(ps))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		if c := cmpPfx6(ps[a], ps[b]); c != 0 {
+			return c
+		}
+		return int(a - b)
+	})
+	sorted := make([]pfx6, len(ps))
+	for i, j := range idx {
+		sorted[i] = ps[j]
+	}
+	copy(ps, sorted)
 }

@@ -33,9 +33,16 @@ struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
 	__type(value, __u64);
-	__uint(max_entries, XFW_LPM_DIRECT_ENTRIES);
+	__uint(max_entries, XFW_LPM4_DIRECT_ENTRIES);
 	__uint(map_flags, BPF_F_MMAPABLE);
-} direct4 SEC(".maps"), direct6 SEC(".maps");
+} direct4 SEC(".maps");
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, XFW_LPM6_DIRECT_ENTRIES);
+	__uint(map_flags, BPF_F_MMAPABLE);
+} direct6 SEC(".maps");
 
 /* Sized by the loader to the table's capacity. */
 struct {
