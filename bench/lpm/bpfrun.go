@@ -74,6 +74,14 @@ func loadSession(obj string, tab *lpm.Table, prefixes []netip.Prefix, values []u
 	if withHash {
 		spec.Maps["hash4"].MaxEntries = uint32(max(len(prefixes), 1))
 	}
+	if tab.Family() == lpm.IPv4 {
+		// ARRAY_OF_MAPS variants: templates of the inner maps' exact sizes,
+		// and copies of the tables flagged BPF_F_INNER_MAP.
+		setInnerSize(spec.Maps["outer_direct4"], len(tab.Direct()))
+		setInnerSize(spec.Maps["outer_ranges4"], len(tab.Ranges()))
+		spec.Maps["direct4dyn"].MaxEntries = uint32(len(tab.Direct()))
+		spec.Maps["ranges4dyn"].MaxEntries = uint32(max(len(tab.Ranges()), 1))
+	}
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		var ve *ebpf.VerifierError
@@ -102,6 +110,12 @@ func loadSession(obj string, tab *lpm.Table, prefixes []netip.Prefix, values []u
 		return nil, nil, fmt.Errorf("fill direct: %w", err)
 	}
 	times["dxr"] = time.Since(start)
+	if tab.Family() == lpm.IPv4 {
+		if err := s.fillInner(); err != nil {
+			s.close()
+			return nil, nil, err
+		}
+	}
 
 	start = time.Now()
 	if err := fillTrie(coll.Maps["trie"+fam], prefixes, values); err != nil {
@@ -125,6 +139,36 @@ func loadSession(obj string, tab *lpm.Table, prefixes []netip.Prefix, values []u
 }
 
 func (s *bpfSession) close() { s.coll.Close() }
+
+// setInnerSize gives an ARRAY_OF_MAPS's inner-map template n entries.
+func setInnerSize(outer *ebpf.MapSpec, n int) {
+	inner := *outer.InnerMap
+	inner.MaxEntries = uint32(max(n, 1))
+	outer.InnerMap = &inner
+}
+
+// fillInner puts the IPv4 tables into the outer maps: direct4 and ranges4
+// themselves, and copies of them in the BPF_F_INNER_MAP maps.
+func (s *bpfSession) fillInner() error {
+	for name, words := range map[string][]uint64{"direct4dyn": s.tab.Direct(), "ranges4dyn": s.tab.Ranges()} {
+		mem, err := s.coll.Maps[name].Memory()
+		if err != nil {
+			return fmt.Errorf("map %s: %w", name, err)
+		}
+		if _, err := mem.WriteAt(lpm.Words(words), 0); err != nil {
+			return fmt.Errorf("fill %s: %w", name, err)
+		}
+	}
+	for outer, inner := range map[string]string{
+		"outer_direct4": "direct4", "outer_ranges4": "ranges4",
+		"outer_direct4dyn": "direct4dyn", "outer_ranges4dyn": "ranges4dyn",
+	} {
+		if err := s.coll.Maps[outer].Put(uint32(0), s.coll.Maps[inner]); err != nil {
+			return fmt.Errorf("map %s: put %s: %w", outer, inner, err)
+		}
+	}
+	return nil
+}
 
 // batchUpdate writes keys and values in batches.
 func batchUpdate[K, V any](m *ebpf.Map, keys []K, values []V) error {

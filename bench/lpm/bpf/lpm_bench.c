@@ -53,6 +53,50 @@ struct {
 	__uint(map_flags, BPF_F_MMAPABLE);
 } ranges4 SEC(".maps"), ranges6 SEC(".maps");
 
+/* The product's form: the tables as inner maps of BPF_MAP_TYPE_ARRAY_OF_MAPS
+ * (one outer slot per set). Two variants:
+ *  - outer_*4: inner maps of exactly the template's size (the loader sets the
+ *    template to the maps' sizes), so the verifier still inlines the array
+ *    lookups;
+ *  - outer_*4dyn: inner maps flagged BPF_F_INNER_MAP, which may differ in
+ *    size from the template, at the price of a helper call per lookup (the
+ *    verifier does not inline lookups into such maps). */
+struct inner_u64_array {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+};
+struct inner_u64_array_dyn {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct inner_u64_array);
+} outer_direct4 SEC(".maps"), outer_ranges4 SEC(".maps");
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct inner_u64_array_dyn);
+} outer_direct4dyn SEC(".maps"), outer_ranges4dyn SEC(".maps");
+/* The inner maps of the BPF_F_INNER_MAP variant (copies of direct4 and
+ * ranges4). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);
+} direct4dyn SEC(".maps"), ranges4dyn SEC(".maps");
+
 struct lpm4_key {
 	__u32 prefixlen;
 	__u8 addr[4];
@@ -94,6 +138,8 @@ enum bench_kind {
 	BENCH_DXR4,
 	BENCH_TRIE4,
 	BENCH_HASH4,
+	BENCH_INNER4,
+	BENCH_INNERDYN4,
 	BENCH_NULL6,
 	BENCH_DXR6,
 	BENCH_TRIE6,
@@ -127,6 +173,22 @@ static __always_inline __u32 one_lookup(__u32 i, int kind)
 		__builtin_memcpy(k.addr, &a, 4);
 		v = bpf_map_lookup_elem(&trie4, &k);
 		return v ? *v : 0;
+	}
+	case BENCH_INNER4:
+	case BENCH_INNERDYN4: {
+		__u32 slot = 0;
+		void *d, *r;
+
+		if (kind == BENCH_INNER4) {
+			d = bpf_map_lookup_elem(&outer_direct4, &slot);
+			r = bpf_map_lookup_elem(&outer_ranges4, &slot);
+		} else {
+			d = bpf_map_lookup_elem(&outer_direct4dyn, &slot);
+			r = bpf_map_lookup_elem(&outer_ranges4dyn, &slot);
+		}
+		if (!d || !r)
+			return 0;
+		return xfw_lpm4_lookup(d, r, (__u32)lo);
 	}
 	case BENCH_HASH4: {
 		__u32 k = (__u32)lo;
@@ -173,6 +235,8 @@ BENCH_PROG(bench_null4, BENCH_NULL4)
 BENCH_PROG(bench_dxr4, BENCH_DXR4)
 BENCH_PROG(bench_trie4, BENCH_TRIE4)
 BENCH_PROG(bench_hash4, BENCH_HASH4)
+BENCH_PROG(bench_inner4, BENCH_INNER4)
+BENCH_PROG(bench_innerdyn4, BENCH_INNERDYN4)
 BENCH_PROG(bench_null6, BENCH_NULL6)
 BENCH_PROG(bench_dxr6, BENCH_DXR6)
 BENCH_PROG(bench_trie6, BENCH_TRIE6)
