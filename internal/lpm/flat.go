@@ -30,6 +30,21 @@ const chunkFlag = uint64(1) << 63
 // falling into a gap needs no read of the chunk's first range.
 const zeroDefaultFlag = uint64(1) << 62
 
+// indexedFlag marks an IPv6 direct entry whose chunk is an index: 2^Index6Bits
+// ranges, the i-th covering the i-th /(16+Index6Bits) of the /16, each holding
+// a leaf or a level-1 chunk (in the same block). (Bit 62 of an IPv4 chunk
+// word is zeroDefaultFlag.)
+const indexedFlag = uint64(1) << 62
+
+// Index6Bits is how many address bits after the direct index select a range
+// of an indexed IPv6 chunk.
+const Index6Bits = 8
+
+// indexThreshold6 is the number of level-1 ranges above which a direct
+// entry's chunk is indexed: a binary search of more would take more than
+// log2(64) = 6 steps.
+const indexThreshold6 = 64
+
 // countMask is the mask of a chunk word's count field (bits 32..61) after
 // the shift.
 const countMask = 1<<30 - 1
@@ -137,6 +152,15 @@ func Lookup6Flat(direct, ranges []uint64, hi, lo uint64) uint32 {
 	r := direct[hi>>(64-Direct6Bits)]
 	if !isChunk(r) {
 		return uint32(r)
+	}
+	if r&indexedFlag != 0 {
+		i := 2*(uint64(chunkBase(r))+(hi>>(64-Direct6Bits-Index6Bits))&(1<<Index6Bits-1)) + 1
+		if i >= uint64(len(ranges)) {
+			return 0
+		}
+		if r = ranges[i]; !isChunk(r) {
+			return uint32(r)
+		}
 	}
 	r = search6(ranges, r, hi)
 	if !isChunk(r) {

@@ -277,7 +277,8 @@ func (s *shadow) apply(tab *Table, p Patch) {
 }
 
 // slotContent decodes what a direct entry answers, independent of where its
-// block lies: the chunks' ranges with nested chunks inlined.
+// block lies: the chunks' ranges with nested chunks inlined (each chunk as
+// its word without the base, then its ranges).
 func slotContent(tab *Table, direct, ranges []uint64, s int) []uint64 {
 	d := direct[s]
 	if !isChunk(d) {
@@ -288,18 +289,19 @@ func slotContent(tab *Table, direct, ranges []uint64, s int) []uint64 {
 	if tab.family == IPv4 {
 		return append(out, ranges[base:base+n]...)
 	}
-	for i := base; i < base+n; i++ {
-		start, r := ranges[2*i], ranges[2*i+1]
-		out = append(out, start)
+	var decode func(r uint64) []uint64
+	decode = func(r uint64) []uint64 {
 		if !isChunk(r) {
-			out = append(out, r)
-			continue
+			return []uint64{r}
 		}
-		b2, n2 := chunkBase(r), chunkCount(r)
-		out = append(out, uint64(n2)|1<<63)
-		out = append(out, ranges[2*b2:2*(b2+n2)]...)
+		out := []uint64{r &^ 0xffffffff}
+		for i := chunkBase(r); i < chunkBase(r)+chunkCount(r); i++ {
+			out = append(out, ranges[2*i])
+			out = append(out, decode(ranges[2*i+1])...)
+		}
+		return out
 	}
-	return out
+	return decode(d)
 }
 
 // checkSameAsFresh compares every direct entry's answers with those of a
@@ -467,5 +469,53 @@ func TestHeaderConstants(t *testing.T) {
 	}
 	if chunkFlag != 1<<63 || zeroDefaultFlag != 1<<62 {
 		t.Errorf("flag bits moved: update XFW_LPM_CHUNK, XFW_LPM_ZERO_DEFAULT")
+	}
+}
+
+// TestIndexedChunk covers IPv6 direct entries whose level-1 chunk is an
+// index: many prefixes under one /16, of every length, nested, at the edges
+// of the index's parts; and updates that turn the index on and off.
+func TestIndexedChunk(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 16))
+	ref := newReference(IPv6)
+	base := netip.MustParseAddr("2001::")
+	clusters := []netip.Addr{base, netip.MustParseAddr("2001:ff00::"), netip.MustParseAddr("2001:00ff:ffff:ffff:ffff:ffff:ffff:ffff")}
+	var ps []netip.Prefix
+	for len(ps) < 3000 {
+		p := randomPrefix(rng, IPv6, clusters)
+		if p.Bits() < 16 || !p.Contains(base) && !netip.MustParsePrefix("2001::/16").Overlaps(p) {
+			continue
+		}
+		ps = append(ps, p)
+		ref.insert(p, uint32(rng.IntN(7)+1))
+	}
+	tab, err := Build(IPv6, ref.entries(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := tab.Direct()[0x2001]; d&indexedFlag == 0 || !isChunk(d) {
+		t.Fatalf("direct entry 0x2001 = %#x, want an indexed chunk", d)
+	}
+	for _, a := range probeAddrs(rng, IPv6, ps, 0) {
+		if got, want := tab.Lookup(a), ref.lookup(a); got != want {
+			t.Fatalf("Lookup(%s) = %d, want %d", a, got, want)
+		}
+	}
+	// Delete everything but a few: the index goes away.
+	sh := newShadow(tab)
+	for i, p := range ps {
+		if i < len(ps)-10 {
+			ref.delete(p)
+			patch, _, err := tab.Delete(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sh.apply(tab, patch)
+			tab.Reclaim()
+		}
+	}
+	checkSameAsFresh(t, tab, sh, ref)
+	if d := tab.Direct()[0x2001]; d&indexedFlag != 0 {
+		t.Errorf("direct entry 0x2001 = %#x, still indexed with %d prefixes", d, tab.Len())
 	}
 }

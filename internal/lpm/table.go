@@ -131,6 +131,7 @@ type Table struct {
 	sw, mg  sweeper
 	level1  []boundary
 	level2  []uint64
+	sub     []uint64
 	content []uint64
 }
 
@@ -285,7 +286,7 @@ func (t *Table) place(s int, p *Patch) (bool, error) {
 		level1 = len(content)
 	} else {
 		var err error
-		word, content, level1, err = t.build6(s)
+		word, flags, content, level1, err = t.build6(s)
 		if err != nil {
 			return false, err
 		}
@@ -297,18 +298,18 @@ func (t *Table) place(s int, p *Patch) (bool, error) {
 		units := uint32(len(content) / t.words)
 		if old.size == units {
 			// Unchanged content needs no new block.
-			relocate(content, level1, t.words, int64(old.base))
+			relocate(content, t.words, int64(old.base))
 			w := int(old.base) * t.words
 			if slices.Equal(content, t.ranges[w:w+len(content)]) {
 				return false, nil
 			}
-			relocate(content, level1, t.words, -int64(old.base))
+			relocate(content, t.words, -int64(old.base))
 		}
 		base, ok := t.alloc.alloc(units)
 		if !ok {
 			return false, errFull
 		}
-		relocate(content, level1, t.words, int64(base))
+		relocate(content, t.words, int64(base))
 		w := int(base) * t.words
 		if p == nil {
 			t.ranges = append(t.ranges, content...)
@@ -332,16 +333,16 @@ func (t *Table) place(s int, p *Patch) (bool, error) {
 	return true, nil
 }
 
-// relocate adds delta to the range index of every chunk result among the
-// first level1 ranges of a block (IPv6 level-1 results point into the same
-// block; IPv4 blocks hold no pointers).
-func relocate(content []uint64, level1, words int, delta int64) {
+// relocate adds delta to the range index of every chunk result of a block
+// (IPv6 index and level-1 results point into the same block; level-2
+// results are leaves; IPv4 blocks hold no pointers).
+func relocate(content []uint64, words int, delta int64) {
 	if words != 2 {
 		return
 	}
-	for i := 0; i < level1; i++ {
-		if r := content[2*i+1]; isChunk(r) {
-			content[2*i+1] = r&^0xffffffff | uint64(uint32(int64(chunkBase(r))+delta))
+	for i := 1; i < len(content); i += 2 {
+		if r := content[i]; isChunk(r) {
+			content[i] = r&^0xffffffff | uint64(uint32(int64(chunkBase(r))+delta))
 		}
 	}
 }
