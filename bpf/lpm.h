@@ -25,7 +25,9 @@
  *  - IPv6 range: two words, start (high half in level-1 chunks, low half in
  *    level-2 chunks) then a result word (a leaf, or in level 1 a level-2
  *    chunk); a range ends where the next begins, and the answer is the
- *    range with the largest start <= key.
+ *    range with the largest start <= key. Where a level-1 chunk would be
+ *    long, an index replaces it: range i covers the i-th part of the
+ *    interval, selected by the next XFW_LPM6_INDEX_BITS address bits.
  *  - Binary searches are bounded by a compile-time number of halvings.
  *  - Each direct entry is read once (one 8-byte load): user space writes a
  *    new chunk before switching the entry, so a lookup sees the old chunk or
@@ -43,6 +45,14 @@
 #define XFW_LPM_CHUNK (1ULL << 63)
 /* Bit 62 of an IPv4 chunk word: its default answer is 0. */
 #define XFW_LPM_ZERO_DEFAULT (1ULL << 62)
+/* Bit 62 of an IPv6 level-1 chunk word (in a direct entry or an index): the
+ * chunk is an index of 2^XFW_LPM6_INDEX_BITS ranges, range i covering the
+ * i-th part of the word's interval, each a leaf, a level-1 chunk or a deeper
+ * index; at most XFW_LPM6_INDEX_DEPTH levels (parts of at least 2^8 high
+ * halves: bits 16..56 of the address, (64 - 16 - 8) / 8 = 5 levels). */
+#define XFW_LPM6_INDEXED (1ULL << 62)
+#define XFW_LPM6_INDEX_BITS 8
+#define XFW_LPM6_INDEX_DEPTH 5
 /* Mask of a chunk word's range count, bits 32..61 (after >> 32). */
 #define XFW_LPM_COUNT_MASK 0x3fffffff
 /* Address bits indexing the direct tables (internal/lpm Direct4Bits,
@@ -138,7 +148,7 @@ static __always_inline __u64 xfw_lpm6_search(void *ranges, __u64 c, __u64 key)
  * (direct, ranges) containing the address (hi, lo), or 0 when none does. */
 static __always_inline __u32 xfw_lpm6_lookup(void *direct, void *ranges, __u64 hi, __u64 lo)
 {
-	__u32 key = hi >> (64 - XFW_LPM6_DIRECT_BITS);
+	__u32 key = hi >> (64 - XFW_LPM6_DIRECT_BITS), shift;
 	__u64 *w, r;
 
 	w = bpf_map_lookup_elem(direct, &key);
@@ -147,6 +157,21 @@ static __always_inline __u32 xfw_lpm6_lookup(void *direct, void *ranges, __u64 h
 	r = *(volatile __u64 *)w;
 	if (!(r & XFW_LPM_CHUNK))
 		return (__u32)r;
+	shift = 64 - XFW_LPM6_DIRECT_BITS;
+	for (int depth = 0; depth < XFW_LPM6_INDEX_DEPTH; depth++) {
+		if (!(r & XFW_LPM6_INDEXED))
+			break;
+		shift -= XFW_LPM6_INDEX_BITS;
+		key = 2 * ((__u32)r + ((hi >> shift) & ((1 << XFW_LPM6_INDEX_BITS) - 1))) + 1;
+		w = bpf_map_lookup_elem(ranges, &key);
+		if (!w)
+			return 0;
+		r = *w;
+		if (!(r & XFW_LPM_CHUNK))
+			return (__u32)r;
+	}
+	if (r & XFW_LPM6_INDEXED)
+		return 0; /* deeper than XFW_LPM6_INDEX_DEPTH: a corrupt table */
 	r = xfw_lpm6_search(ranges, r, hi);
 	if (!(r & XFW_LPM_CHUNK))
 		return (__u32)r;

@@ -29,8 +29,9 @@ func main() {
 	updates := flag.Int("updates", 1000, "single inserts (then deletes) measured per table")
 	kernelSets := flag.Bool("kernel-sets", true, "also time ipset restore and nft interval sets (in a network namespace)")
 	quick := flag.Bool("quick", false, "synthetic sets of 10K and 100K hosts only")
+	only := flag.String("only", "", "comma-separated substrings: measure only the data sets whose name contains one")
 	flag.Parse()
-	if err := run(*dataDir, *obj, *out, *runs, *updates, *kernelSets, *quick); err != nil {
+	if err := run(*dataDir, *obj, *out, *runs, *updates, *kernelSets, *quick, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "lpmbench:", err)
 		os.Exit(1)
 	}
@@ -52,7 +53,7 @@ type result struct {
 	ipset, nft      string
 }
 
-func run(dataDir, obj, out string, runs, updates int, kernelSets, quick bool) error {
+func run(dataDir, obj, out string, runs, updates int, kernelSets, quick bool, only string) error {
 	hostSizes := []int{10_000, 100_000, 1_000_000}
 	if quick {
 		hostSizes = []int{10_000, 100_000}
@@ -60,6 +61,11 @@ func run(dataDir, obj, out string, runs, updates int, kernelSets, quick bool) er
 	sets, missing := loadDatasets(dataDir, hostSizes, 1)
 	if quick {
 		sets = slices.DeleteFunc(sets, func(d dataset) bool { return !strings.HasPrefix(d.name, "random") })
+	}
+	if only != "" {
+		sets = slices.DeleteFunc(sets, func(d dataset) bool {
+			return !slices.ContainsFunc(strings.Split(only, ","), func(s string) bool { return strings.Contains(d.name, s) })
+		})
 	}
 	for _, m := range missing {
 		fmt.Fprintln(os.Stderr, "lpmbench: skipping:", m)

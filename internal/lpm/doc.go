@@ -17,8 +17,9 @@
 //
 //	bit 63 clear: a leaf; bits 0..31 are the value (0 = no match)
 //	bit 63 set:   a chunk; bits 0..31 are the index of its first range,
-//	              bits 32..61 the number of ranges (>= 2), bit 62 (IPv4
-//	              only) set when the chunk's default answer is 0
+//	              bits 32..61 the number of ranges (>= 2); bit 62: IPv4,
+//	              the chunk's default answer is 0; IPv6 direct entry, the
+//	              chunk is an index
 //
 // Direct: one result word per value of the address's top bits: 2^18 entries
 // for IPv4 (entry i covers the /18 whose top bits are i), 2^16 for IPv6
@@ -41,10 +42,15 @@
 // the high half. Its results are leaves, or chunks of level-2 ranges, whose
 // starts are the low 64 bits of the address, covering exactly one value of
 // the high half (the prefixes longer than /64 below it). A level-2 chunk's
-// results are leaves.
+// results are leaves. Where a level-1 chunk would hold more than 64 ranges,
+// an index replaces it (bit 62 of the word designating it): 256 ranges,
+// range i covering the i-th part of the interval (the next 8 address bits),
+// found by indexing, each holding a leaf, a level-1 chunk of the ranges
+// within that part, or a deeper index (at most 5 levels, down to parts of
+// 2^8 high halves).
 //
 // Each direct entry owns one block of the range table: its chunk (IPv4), or
-// its level-1 chunk followed by its level-2 chunks (IPv6). A direct entry
+// its level-2 chunks followed by its level-1 structure (IPv6). A direct entry
 // whose addresses all have a single answer is a leaf and owns no block.
 //
 // # Updates

@@ -30,15 +30,19 @@ const chunkFlag = uint64(1) << 63
 // falling into a gap needs no read of the chunk's first range.
 const zeroDefaultFlag = uint64(1) << 62
 
-// indexedFlag marks an IPv6 direct entry whose chunk is an index: 2^Index6Bits
-// ranges, the i-th covering the i-th /(16+Index6Bits) of the /16, each holding
-// a leaf or a level-1 chunk (in the same block). (Bit 62 of an IPv4 chunk
-// word is zeroDefaultFlag.)
+// indexedFlag marks an IPv6 level-1 chunk word (in a direct entry or an
+// index) as an index: 2^Index6Bits ranges, the i-th covering the i-th part
+// of the interval the word covers, each holding a leaf, a level-1 chunk, or
+// a deeper index. (Bit 62 of an IPv4 chunk word is zeroDefaultFlag.)
 const indexedFlag = uint64(1) << 62
 
-// Index6Bits is how many address bits after the direct index select a range
-// of an indexed IPv6 chunk.
+// Index6Bits is how many address bits one IPv6 index consumes.
 const Index6Bits = 8
+
+// IndexDepth6 bounds the nesting of IPv6 indexes: parts must stay at least
+// 2^Index6Bits high halves wide, so indexes consume at most bits 16..56 of
+// the address: (64 - 16 - 8) / 8 = 5 levels.
+const IndexDepth6 = (64 - Direct6Bits - Index6Bits) / Index6Bits
 
 // indexThreshold6 is the number of level-1 ranges above which a direct
 // entry's chunk is indexed: a binary search of more would take more than
@@ -153,14 +157,19 @@ func Lookup6Flat(direct, ranges []uint64, hi, lo uint64) uint32 {
 	if !isChunk(r) {
 		return uint32(r)
 	}
-	if r&indexedFlag != 0 {
-		i := 2*(uint64(chunkBase(r))+(hi>>(64-Direct6Bits-Index6Bits))&(1<<Index6Bits-1)) + 1
+	shift := 64 - Direct6Bits
+	for depth := 0; depth < IndexDepth6 && r&indexedFlag != 0; depth++ {
+		shift -= Index6Bits
+		i := 2*(uint64(chunkBase(r))+(hi>>shift)&(1<<Index6Bits-1)) + 1
 		if i >= uint64(len(ranges)) {
 			return 0
 		}
 		if r = ranges[i]; !isChunk(r) {
 			return uint32(r)
 		}
+	}
+	if r&indexedFlag != 0 {
+		return 0 // deeper than IndexDepth6: corrupt
 	}
 	r = search6(ranges, r, hi)
 	if !isChunk(r) {

@@ -461,14 +461,17 @@ func TestHeaderConstants(t *testing.T) {
 		{"XFW_LPM_COUNT_MASK", fmt.Sprintf("%#x", countMask)},
 		{"XFW_LPM_CHUNK", "(1ULL"},
 		{"XFW_LPM_ZERO_DEFAULT", "(1ULL"},
+		{"XFW_LPM6_INDEXED", "(1ULL"},
+		{"XFW_LPM6_INDEX_BITS", strconv.Itoa(Index6Bits)},
+		{"XFW_LPM6_INDEX_DEPTH", strconv.Itoa(IndexDepth6)},
 	}
 	for _, tc := range tests {
 		if got := defines[tc.name]; got != tc.want {
 			t.Errorf("lpm.h: %s = %q, want %q", tc.name, got, tc.want)
 		}
 	}
-	if chunkFlag != 1<<63 || zeroDefaultFlag != 1<<62 {
-		t.Errorf("flag bits moved: update XFW_LPM_CHUNK, XFW_LPM_ZERO_DEFAULT")
+	if chunkFlag != 1<<63 || zeroDefaultFlag != 1<<62 || indexedFlag != 1<<62 {
+		t.Errorf("flag bits moved: update XFW_LPM_CHUNK, XFW_LPM_ZERO_DEFAULT, XFW_LPM6_INDEXED")
 	}
 }
 

@@ -131,7 +131,6 @@ type Table struct {
 	sw, mg  sweeper
 	level1  []boundary
 	level2  []uint64
-	sub     []uint64
 	content []uint64
 }
 
@@ -275,19 +274,17 @@ func (t *Table) layout(capacity int) error {
 }
 
 // place rebuilds the block of direct entry s and writes it to free space
-// (or, during layout, to the end of the range table). It records the changes
+// (or, during layout, to the end of the range table). The builders return
+// the direct word with chunk indexes relative to the block's start. It records the changes
 // in p (nil during layout) and reports whether the direct entry changed.
 func (t *Table) place(s int, p *Patch) (bool, error) {
-	var word, flags uint64
+	var word uint64
 	var content []uint64
-	var level1 int
 	if t.family == IPv4 {
-		word, flags, content = t.build4(s)
-		level1 = len(content)
+		word, content = t.build4(s)
 	} else {
 		var err error
-		word, flags, content, level1, err = t.build6(s)
-		if err != nil {
+		if word, content, err = t.build6(s); err != nil {
 			return false, err
 		}
 	}
@@ -300,7 +297,7 @@ func (t *Table) place(s int, p *Patch) (bool, error) {
 			// Unchanged content needs no new block.
 			relocate(content, t.words, int64(old.base))
 			w := int(old.base) * t.words
-			if slices.Equal(content, t.ranges[w:w+len(content)]) {
+			if t.direct[s] == relocateWord(word, int64(old.base)) && slices.Equal(content, t.ranges[w:w+len(content)]) {
 				return false, nil
 			}
 			relocate(content, t.words, -int64(old.base))
@@ -318,7 +315,7 @@ func (t *Table) place(s int, p *Patch) (bool, error) {
 			p.Ranges = append(p.Ranges, Region{Start: w, Len: len(content)})
 		}
 		t.blocks[s] = block{base, units}
-		word = chunk(base, uint32(level1)) | flags
+		word = relocateWord(word, int64(base))
 	}
 	if p != nil {
 		t.alloc.release(old)
@@ -333,6 +330,14 @@ func (t *Table) place(s int, p *Patch) (bool, error) {
 	return true, nil
 }
 
+// relocateWord adds delta to the range index of a chunk result word.
+func relocateWord(r uint64, delta int64) uint64 {
+	if !isChunk(r) {
+		return r
+	}
+	return r&^0xffffffff | uint64(uint32(int64(chunkBase(r))+delta))
+}
+
 // relocate adds delta to the range index of every chunk result of a block
 // (IPv6 index and level-1 results point into the same block; level-2
 // results are leaves; IPv4 blocks hold no pointers).
@@ -341,9 +346,7 @@ func relocate(content []uint64, words int, delta int64) {
 		return
 	}
 	for i := 1; i < len(content); i += 2 {
-		if r := content[i]; isChunk(r) {
-			content[i] = r&^0xffffffff | uint64(uint32(int64(chunkBase(r))+delta))
-		}
+		content[i] = relocateWord(content[i], delta)
 	}
 }
 

@@ -91,16 +91,16 @@ func (t *Table) delete4(p netip.Prefix) (first, n int, found bool) {
 
 // build4 computes the block of IPv4 direct entry s: a leaf word when one
 // value answers for the whole direct entry (content nil), else the chunk's
-// ranges and the flags of its direct word. The chunk's first range is the
+// ranges and its direct word (chunk at index 0 of the block). The chunk's first range is the
 // default range (the whole direct entry, the answer of the longest short
 // prefix covering it); the others are the runs of addresses whose answer
 // differs from the default, so gaps between them answer the default.
-func (t *Table) build4(s int) (word, flags uint64, content []uint64) {
+func (t *Table) build4(s int) (word uint64, content []uint64) {
 	defVal := t.shortVal[s]
 	def := leaf(defVal)
 	list := t.long4[s]
 	if len(list) == 0 {
-		return def, 0, nil
+		return def, nil
 	}
 	t.spans = t.spans[:0]
 	for _, p := range list {
@@ -110,7 +110,7 @@ func (t *Table) build4(s int) (word, flags uint64, content []uint64) {
 	last := first | uint64(hostMask4(Direct4Bits))
 	out := t.sw.sweep(first, last, def, t.spans)
 	if len(out) == 1 {
-		return out[0].result, 0, nil
+		return out[0].result, nil
 	}
 	t.content = append(t.content[:0], range4(uint32(first), uint32(last), defVal))
 	for i, b := range out {
@@ -123,10 +123,11 @@ func (t *Table) build4(s int) (word, flags uint64, content []uint64) {
 		}
 		t.content = append(t.content, range4(uint32(b.start), uint32(end), uint32(b.result)))
 	}
+	word = chunk(0, uint32(len(t.content)))
 	if defVal == 0 {
-		flags = zeroDefaultFlag
+		word |= zeroDefaultFlag
 	}
-	return 0, flags, t.content
+	return word, t.content
 }
 
 // sortPfx4 sorts prefixes by address, then length, then input order: on

@@ -98,14 +98,14 @@ func (t *Table) delete6(p netip.Prefix) (first, n int, found bool) {
 }
 
 // build6 computes the block of IPv6 direct entry s: a leaf word when one
-// value answers for the whole /16 (content nil), else the level-1 chunk of
-// level1 ranges (or its index, flags indexedFlag) followed by the level-2
-// chunks, with chunk results relative to the block's first range.
-func (t *Table) build6(s int) (word, flags uint64, content []uint64, level1 int, err error) {
+// value answers for the whole /16 (content nil), else the block (level-2
+// chunks, then the level-1 structure) and the direct word, with chunk
+// indexes relative to the block's first range.
+func (t *Table) build6(s int) (word uint64, content []uint64, err error) {
 	def := leaf(t.shortVal[s])
 	list := t.long6[s]
 	if len(list) == 0 {
-		return def, 0, nil, 0, nil
+		return def, nil, nil
 	}
 	// Level 1: the prefixes up to /64, as intervals of the high half.
 	t.spans = t.spans[:0]
@@ -149,7 +149,7 @@ func (t *Table) build6(s int) (word, flags uint64, content []uint64, level1 int,
 			continue // the longer prefixes repeat the answer around them
 		}
 		if len(out) > maxChunkRanges || len(t.level2)/2+len(out) > maxChunkRanges {
-			return 0, 0, nil, 0, fmt.Errorf("direct entry %#04x: %d level-2 ranges", s, len(out))
+			return 0, nil, fmt.Errorf("direct entry %#04x: %d level-2 ranges", s, len(out))
 		}
 		t.mg.emit(hi, chunk(uint32(len(t.level2)/2), uint32(len(out))))
 		for _, b := range out {
@@ -164,71 +164,57 @@ func (t *Table) build6(s int) (word, flags uint64, content []uint64, level1 int,
 	}
 	merged := t.mg.out
 	if len(merged) == 1 && !isChunk(merged[0].result) {
-		return merged[0].result, 0, nil, 0, nil
+		return merged[0].result, nil, nil
 	}
-	if len(merged) > indexThreshold6 {
-		return t.indexed6(merged, first)
-	}
-	n1 := len(merged)
-	t.content = t.content[:0]
-	for _, b := range merged {
-		r := b.result
-		if isChunk(r) {
-			r = chunk(chunkBase(r)+uint32(n1), chunkCount(r))
-		}
-		t.content = append(t.content, b.start, r)
-	}
-	t.content = append(t.content, t.level2...)
-	return 0, 0, t.content, n1, nil
+	// The block: the level-2 chunks (their bases, counted from the block's
+	// start, are final), then the level-1 structure.
+	t.content = append(t.content[:0], t.level2...)
+	word = t.level1Chunk(merged, first, 64-Direct6Bits)
+	return word, t.content, nil
 }
 
-// indexed6 lays out a large level-1 chunk (merged, of the /16 beginning at
-// first, level-2 chunk bases relative to the level-2 area in t.level2) as an
-// index: 2^Index6Bits ranges, one per /(16+Index6Bits), found by indexing
-// rather than searching; each holds a leaf or a sub-chunk of the level-1
-// ranges within its part. The block is the index, then the sub-chunks, then
-// the level-2 chunks.
-func (t *Table) indexed6(merged []boundary, first uint64) (word, flags uint64, content []uint64, count int, err error) {
+// level1Chunk appends to the block the level-1 structure of the ranges bs of
+// the high-half interval [first, first + 2^width): a chunk of them, or, when
+// there are more than indexThreshold6 and the parts would still span at
+// least 2^Index6Bits values (so a single high half, which a level-2 chunk
+// covers, never fills a part), an index of 2^Index6Bits parts each holding
+// the structure of the ranges within it. It returns the result word that
+// designates the structure (indexes relative to the block's start).
+func (t *Table) level1Chunk(bs []boundary, first uint64, width int) uint64 {
+	if len(bs) == 1 {
+		return bs[0].result
+	}
+	if len(bs) <= indexThreshold6 || width < 2*Index6Bits {
+		off := len(t.content) / 2
+		for _, b := range bs {
+			t.content = append(t.content, b.start, b.result)
+		}
+		return chunk(uint32(off), uint32(len(bs)))
+	}
 	const parts = 1 << Index6Bits
-	const shift = 64 - Direct6Bits - Index6Bits
-	t.content = t.content[:0]
-	t.sub = t.sub[:0]
-	k := 0
-	cur := merged[0].result
-	for j := uint64(0); j < parts; j++ {
-		partFirst := first + j<<shift
-		partLast := partFirst | (1<<shift - 1)
-		for k < len(merged) && merged[k].start <= partFirst {
-			cur = merged[k].result
+	partWidth := width - Index6Bits
+	off := len(t.content) / 2
+	for j := 0; j < parts; j++ {
+		t.content = append(t.content, first+uint64(j)<<partWidth, 0)
+	}
+	var part []boundary
+	k, cur := 0, bs[0].result
+	for j := 0; j < parts; j++ {
+		partFirst := first + uint64(j)<<partWidth
+		partLast := partFirst | (1<<partWidth - 1)
+		for k < len(bs) && bs[k].start <= partFirst {
+			cur = bs[k].result
 			k++
 		}
-		begin := len(t.sub) / 2
-		t.sub = append(t.sub, partFirst, cur)
-		for k < len(merged) && merged[k].start <= partLast {
-			cur = merged[k].result
-			t.sub = append(t.sub, merged[k].start, cur)
+		part = append(part[:0], boundary{partFirst, cur})
+		for k < len(bs) && bs[k].start <= partLast {
+			cur = bs[k].result
+			part = append(part, bs[k])
 			k++
 		}
-		n := len(t.sub)/2 - begin
-		if n == 1 {
-			// One answer for the whole part (a leaf: a level-2 chunk
-			// covers a single high half, never a whole part).
-			t.sub = t.sub[:2*begin]
-			t.content = append(t.content, partFirst, cur)
-			continue
-		}
-		t.content = append(t.content, partFirst, chunk(uint32(parts+begin), uint32(n)))
+		t.content[2*(off+j)+1] = t.level1Chunk(part, partFirst, partWidth)
 	}
-	// Level-2 chunks follow the index and the sub-chunks.
-	level2Base := uint32(parts + len(t.sub)/2)
-	for i := 1; i < len(t.sub); i += 2 {
-		if r := t.sub[i]; isChunk(r) {
-			t.sub[i] = chunk(chunkBase(r)+level2Base, chunkCount(r))
-		}
-	}
-	t.content = append(t.content, t.sub...)
-	t.content = append(t.content, t.level2...)
-	return 0, indexedFlag, t.content, parts, nil
+	return chunk(uint32(off), parts) | indexedFlag
 }
 
 // sortPfx6 sorts prefixes by address, then length, then input order.
