@@ -48,6 +48,7 @@ type result struct {
 	add, del        stats // µs, library only
 	addMap, delMap  stats // µs, including the write into the mapped maps
 	trieAdd, trieDl stats // µs, one syscall each
+	short           []shortUpdate
 	fill            map[string]time.Duration
 	lookups         map[string]map[string]stats // mix → structure → ns
 	ipset, nft      string
@@ -235,6 +236,7 @@ func measureUpdates(r *result, s *bpfSession, fam lpm.Family, prefixes []netip.P
 		}
 		end := time.Now()
 		add, addMap = append(add, us(mid.Sub(start))), append(addMap, us(end.Sub(start)))
+		s.tab.Reclaim() // no program runs meanwhile: the old blocks are free
 		start = time.Now()
 		if err := trie.Update(trieKey(p), uint32(len(prefixes)+i+1), 0); err != nil {
 			return fmt.Errorf("trie update: %w", err)
@@ -253,6 +255,7 @@ func measureUpdates(r *result, s *bpfSession, fam lpm.Family, prefixes []netip.P
 		}
 		end := time.Now()
 		del, delMap = append(del, us(mid.Sub(start))), append(delMap, us(end.Sub(start)))
+		s.tab.Reclaim()
 		start = time.Now()
 		if err := trie.Delete(trieKey(p)); err != nil {
 			return fmt.Errorf("trie delete: %w", err)
@@ -260,8 +263,49 @@ func measureUpdates(r *result, s *bpfSession, fam lpm.Family, prefixes []netip.P
 		trieDel = append(trieDel, us(time.Since(start)))
 	}
 	r.add, r.addMap, r.del, r.delMap = summarize(add), summarize(addMap), summarize(del), summarize(delMap)
+	// Short prefixes touch many direct entries: one /8 and the default
+	// route, inserted and deleted (with the map writes).
+	for _, p := range shortPrefixes(fam) {
+		start := time.Now()
+		patch, err := s.tab.Insert(p, uint32(len(prefixes)+n+1))
+		if err == nil {
+			err = s.applyPatch(patch)
+		}
+		if err != nil {
+			return err
+		}
+		mid := time.Now()
+		if patch, _, err = s.tab.Delete(p); err == nil {
+			err = s.applyPatch(patch)
+		}
+		if err != nil {
+			return err
+		}
+		direct := fmt.Sprint(len(patch.Direct))
+		if patch.Full {
+			direct = "all (compacted)"
+		}
+		r.short = append(r.short, shortUpdate{p, mid.Sub(start), time.Since(mid), direct})
+		s.tab.Reclaim()
+	}
 	r.trieAdd, r.trieDl = summarize(trieAdd), summarize(trieDel)
 	return nil
+}
+
+// shortUpdate is the cost of one update of a short prefix.
+type shortUpdate struct {
+	prefix   netip.Prefix
+	add, del time.Duration
+	direct   string // direct entries the delete rewrote
+}
+
+// shortPrefixes returns the short prefixes whose updates are timed: one
+// absent from the data sets (a /8 of reserved space) and the default route.
+func shortPrefixes(fam lpm.Family) []netip.Prefix {
+	if fam == lpm.IPv4 {
+		return []netip.Prefix{netip.MustParsePrefix("240.0.0.0/8"), netip.MustParsePrefix("0.0.0.0/0")}
+	}
+	return []netip.Prefix{netip.MustParsePrefix("3fff::/16"), netip.MustParsePrefix("::/0")}
 }
 
 func trieKey(p netip.Prefix) any {
@@ -360,6 +404,13 @@ func render(results []result, runs, updates int, missing []string) string {
 			float64(r.usedBytes)/1e6, float64(r.usedBytes)/float64(r.prefixes),
 			f1(r.add.median), f1(r.addMap.median), r.addMap.max, f1(r.del.median), f1(r.delMap.median), r.delMap.max,
 			r.trieAdd.median, r.trieDl.median, r.ipset, r.nft)
+	}
+	b.WriteString("\nShort prefixes rewrite every direct entry they cover (the chunks whose default answer changes are rebuilt): add / del (ms, with the map writes), direct entries rewritten:\n\n| data set | family | prefix | add ms | del ms | direct entries |\n|---|---|---|---:|---:|---:|\n")
+	for _, r := range results {
+		for _, u := range r.short {
+			fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %.2f | %s |\n", r.set, r.family, u.prefix,
+				float64(u.add.Microseconds())/1000, float64(u.del.Microseconds())/1000, u.direct)
+		}
 	}
 	if len(missing) > 0 {
 		b.WriteString("\nSkipped (data not fetched): " + strings.Join(missing, "; ") + "\n")
