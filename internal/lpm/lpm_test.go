@@ -522,3 +522,42 @@ func TestIndexedChunk(t *testing.T) {
 		t.Errorf("direct entry 0x2001 = %#x, still indexed with %d prefixes", d, tab.Len())
 	}
 }
+
+func TestGetAndEntries(t *testing.T) {
+	for _, f := range []Family{IPv4, IPv6} {
+		t.Run(familyName(f), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(3, uint64(f)))
+			clusters := randomClusters(rng, f, 20)
+			ref := newReference(f)
+			for i := 0; i < 2000; i++ {
+				ref.insert(randomPrefix(rng, f, clusters), uint32(i+1))
+			}
+			tab, err := Build(f, ref.entries(), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := tab.Entries()
+			if len(got) != len(ref.m) {
+				t.Fatalf("Entries() has %d entries, want %d", len(got), len(ref.m))
+			}
+			for i, e := range got {
+				if want, ok := ref.m[e.Prefix]; !ok || want != e.Value {
+					t.Fatalf("Entries()[%d] = %v %d, reference has %d, %v", i, e.Prefix, e.Value, want, ok)
+				}
+				if v, ok := tab.Get(e.Prefix); !ok || v != e.Value {
+					t.Fatalf("Get(%v) = %d, %v; want %d", e.Prefix, v, ok, e.Value)
+				}
+				if i > 0 && got[i-1].Prefix.Addr().Compare(e.Prefix.Addr()) > 0 {
+					t.Fatalf("Entries() not sorted at %d", i)
+				}
+			}
+			for i := 0; i < 1000; i++ {
+				p := randomPrefix(rng, f, clusters)
+				want, wantOK := ref.m[p.Masked()]
+				if v, ok := tab.Get(p); ok != wantOK || v != want {
+					t.Fatalf("Get(%v) = %d, %v; want %d, %v", p, v, ok, want, wantOK)
+				}
+			}
+		})
+	}
+}
