@@ -79,6 +79,7 @@ func run(dataDir, obj, out string, runs, updates int, kernelSets, quick bool, on
 		}
 		defer ns.close()
 	}
+	loadBefore := loadAverage()
 	var results []result
 	for _, d := range sets {
 		for _, fam := range []lpm.Family{lpm.IPv4, lpm.IPv6} {
@@ -111,7 +112,7 @@ func run(dataDir, obj, out string, runs, updates int, kernelSets, quick bool, on
 			results = append(results, r)
 		}
 	}
-	report := render(results, runs, updates, missing)
+	report := render(results, runs, updates, missing, loadBefore+" before, "+loadAverage()+" after")
 	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
@@ -367,14 +368,16 @@ func botnetKeys(rng *rand.Rand, fam lpm.Family, tab *lpm.Table, prefixes []netip
 }
 
 // render writes the report.
-func render(results []result, runs, updates int, missing []string) string {
+func render(results []result, runs, updates int, missing []string, load string) string {
 	var b strings.Builder
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "# LPM for large address sets: xfw DXR vs kernel LPM trie vs hash\n\n")
 	fmt.Fprintf(&b, "Measured %s on %s (%d CPUs, kernel %s) with `make bench-lpm` (bench/lpm/run.sh; bench/lpm/lpmbench -runs %d -updates %d).\n",
 		time.Now().UTC().Format("2006-01-02"), host, runtime.NumCPU(), kernelRelease(), runs, updates)
+	fmt.Fprintf(&b, "Load average (1, 5, 15 min): %s; other jobs on the machine make the figures noisier than the runs' spread suggests.\n", load)
 	b.WriteString("Values are medians of the runs, [min–max] beside them. Lookups: BPF_PROG_TEST_RUN of an XDP program (not attached) that looks up 256 keys per run through bpf_loop; 2^20 keys per measurement; ns per lookup include reading the key from an array map (the baseline column is that loop without a lookup). Each BPF structure's sum of answers over the keys is checked against the Go lookup before it is timed, and again after the update runs.\n\n")
 
+	writeTargets(&b, results)
 	b.WriteString("## Lookups (ns per lookup)\n\n")
 	b.WriteString("xfw DXR: the tables in plain array maps of the program. In ARRAY_OF_MAPS: the same lookup with the tables as inner maps (two outer lookups per lookup, as per packet in the product): inner maps of the template's exact size (the verifier inlines the array lookups) / flagged BPF_F_INNER_MAP so sets of any size share one outer map (a helper call per array lookup).\n\n")
 	b.WriteString("| data set | family | prefixes | keys | baseline | xfw DXR | in ARRAY_OF_MAPS: fixed size / BPF_F_INNER_MAP | LPM trie | hash (/32 sets) | trie ÷ DXR |\n|---|---|---:|---|---:|---:|---|---:|---:|---:|\n")
@@ -416,6 +419,45 @@ func render(results []result, runs, updates int, missing []string) string {
 		b.WriteString("\nSkipped (data not fetched): " + strings.Join(missing, "; ") + "\n")
 	}
 	return b.String()
+}
+
+// writeTargets compares the run with issue #7's targets.
+func writeTargets(b *strings.Builder, results []result) {
+	b.WriteString("## Targets (issue #7)\n\n| target | measured |\n|---|---|\n")
+	var builds, ratios, memory []string
+	worstAdd, worstDel, worstMax := 0.0, 0.0, 0.0
+	for _, r := range results {
+		if r.prefixes >= 900_000 {
+			builds = append(builds, fmt.Sprintf("%s %s: %.0f ms", r.set, r.family, r.build.median))
+			for _, mix := range []string{"random", "botnet"} {
+				l := r.lookups[mix]
+				ratios = append(ratios, fmt.Sprintf("%s %s, %s keys: %.1f×", r.set, r.family, mix, l["LPM trie"].median/l["xfw DXR"].median))
+			}
+		}
+		if r.hostsOnly && r.prefixes >= 1_000_000 {
+			perHost := float64(r.usedBytes) / float64(r.prefixes)
+			memory = append(memory, fmt.Sprintf("%s: %.1f B/host, %.1f MB for 1.1M hosts = %.2f× D16X4R's 9.4 MB", r.set, perHost, perHost*1.1e6/1e6, perHost*1.1e6/9.4e6))
+		}
+		worstAdd, worstDel = max(worstAdd, r.addMap.median), max(worstDel, r.delMap.median)
+		worstMax = max(worstMax, r.addMap.max, r.delMap.max)
+	}
+	fmt.Fprintf(b, "| build of ~1M prefixes ≤ 1 s | %s |\n", strings.Join(builds, "; "))
+	fmt.Fprintf(b, "| single add/del ≤ 1 ms | over all sets, medians ≤ %.1f µs add, %.1f µs del (with the map writes); slowest single update %.0f µs |\n", worstAdd, worstDel, worstMax)
+	fmt.Fprintf(b, "| ≥ 10× faster than the kernel LPM trie at ~1M prefixes | %s |\n", strings.Join(ratios, "; "))
+	fmt.Fprintf(b, "| memory within 2× of RFPF's D16X4R | %s |\n\n", strings.Join(memory, "; "))
+}
+
+// loadAverage returns the first three fields of /proc/loadavg.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func f1(x float64) string { return fmt.Sprintf("%.1f", x) }
