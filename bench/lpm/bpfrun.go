@@ -38,13 +38,13 @@ type structure struct {
 
 // stats summarizes repeated measurements.
 type stats struct {
-	median, min, max float64
+	median, min, max, p99 float64
 }
 
 func summarize(xs []float64) stats {
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	return stats{median: s[len(s)/2], min: s[0], max: s[len(s)-1]}
+	return stats{median: s[len(s)/2], min: s[0], max: s[len(s)-1], p99: s[len(s)*99/100]}
 }
 
 // bpfSession is one loaded benchmark object holding one family's tables.
