@@ -57,3 +57,11 @@ PACKETS ?= 2000
 .PHONY: difftest
 difftest: build
 	./bin/xfw difftest --seed $(SEED) --rulesets $(COUNT) --packets $(PACKETS)
+
+# LPM benchmark for large address sets (issue #7; as root): xfw's DXR tables
+# vs the kernel's LPM trie and hash, ipset and nft build times; fetches its
+# data sets (apt, pip, Go module proxy) into results/tmp/lpm-data and writes
+# results/lpm.md. See bench/lpm/run.sh.
+.PHONY: bench-lpm
+bench-lpm: deps
+	./bench/lpm/run.sh
