@@ -1,0 +1,372 @@
+package ipset
+
+import (
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// elemOp is a parsed add, del or test: the elements the argument stands
+// for (ranges expanded) and the entry options given.
+type elemOp struct {
+	kind    cmdKind
+	setName string
+	text    string // the element as written (test's messages)
+	elems   []Elem
+	full    bool // expansion was cut at the set's maxelem: adding must fail
+
+	timeout          *uint32
+	packets, bytes   *uint64
+	comment          *string
+	nomatch          bool
+	before, after    string // list:set position
+	lineno           int
+	exist            bool
+}
+
+// parseElemOp parses "SET ELEMENT [options]" for add, del and test against
+// the set s.
+func parseElemOp(kind cmdKind, s *Set, args []string) (*elemOp, *Error) {
+	op := &elemOp{kind: kind, setName: s.Name, text: args[1]}
+	elems, full, err := parseElement(s, args[1])
+	if err != nil {
+		return nil, err
+	}
+	op.elems, op.full = elems, full
+	opts := args[2:]
+	for i := 0; i < len(opts); i++ {
+		key := opts[i]
+		if !elemOptionAllowed(s.Type, kind, key) {
+			return nil, usageErr("Unknown argument: `%s'", key)
+		}
+		if key == "nomatch" {
+			op.nomatch = true
+			continue
+		}
+		if i+1 >= len(opts) {
+			return nil, usageErr("Missing mandatory argument of option `%s'", key)
+		}
+		i++
+		val := opts[i]
+		switch key {
+		case "timeout":
+			n, err := parseUint(val, 0, maxTimeout)
+			if err != nil {
+				return nil, err
+			}
+			t := uint32(n)
+			op.timeout = &t
+		case "packets", "bytes":
+			n, err := parseUint(val, 0, 1<<64-1)
+			if err != nil {
+				return nil, err
+			}
+			if key == "packets" {
+				op.packets = &n
+			} else {
+				op.bytes = &n
+			}
+		case "comment":
+			if strings.Contains(val, `"`) {
+				return nil, syntaxErr(`" character is not permitted in comments`)
+			}
+			if len(val) > 255 {
+				val = val[:255]
+			}
+			op.comment = &val
+		case "before", "after":
+			if len(val) > maxNameLen {
+				return nil, syntaxErr("setname '%s' is longer than 31 characters", val)
+			}
+			if key == "before" {
+				op.before = val
+			} else {
+				op.after = val
+			}
+		}
+	}
+	return op, nil
+}
+
+// elemOptionAllowed reports whether an add/del/test of the type takes the
+// option.
+func elemOptionAllowed(t Type, kind cmdKind, key string) bool {
+	switch key {
+	case "timeout", "packets", "bytes", "comment":
+		return kind == cmdAdd
+	case "nomatch":
+		return types[t].isNet
+	case "before", "after":
+		return t == ListSet
+	}
+	return false
+}
+
+// parseElement parses an element of set s into the members it stands for.
+func parseElement(s *Set, text string) ([]Elem, bool, *Error) {
+	ti := types[s.Type]
+	fam := s.Options.Family
+	limit := int(s.Options.MaxElem)
+	switch s.Type {
+	case ListSet:
+		if len(text) > maxNameLen {
+			return nil, false, syntaxErr("setname '%s' is longer than 31 characters", text)
+		}
+		return []Elem{{SetName: text}}, false, nil
+	case BitmapPort:
+		pr, err := parseBitmapPort(text)
+		if err != nil {
+			return nil, false, err
+		}
+		var out []Elem
+		for p := uint32(pr.from); p <= uint32(pr.to); p++ {
+			out = append(out, Elem{Port: uint16(p)})
+		}
+		return out, false, nil
+	}
+	addrText, second, hasSecond := strings.Cut(text, ",")
+	if (ti.hasPort || ti.hasIface) && !hasSecond {
+		return nil, false, syntaxErr("Second element is missing from %s.", text)
+	}
+	if !ti.hasPort && !ti.hasIface && hasSecond {
+		return nil, false, syntaxErr("cannot parse %s: resolving to %s address failed", text, famWord(fam))
+	}
+	r, err := parseAddrPart(addrText, fam)
+	if err != nil {
+		return nil, false, err
+	}
+	var prefixes []netip.Prefix
+	if ti.isNet {
+		prefixes, err = netBlocks(r, fam)
+	} else {
+		if fam == Inet6 && (r.hasCIDR) {
+			return nil, false, syntaxErr("plain IP address must be supplied: %s", addrText)
+		}
+		prefixes, err = ipBlocks(r, fam, s.Options.Netmask, limit)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	var out []Elem
+	switch {
+	case ti.hasPort:
+		pr, err := parsePortPart(second, fam)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, p := range prefixes {
+			for port := uint32(pr.from); port <= uint32(pr.to); port++ {
+				out = append(out, Elem{Prefix: p, Proto: pr.proto, Port: uint16(port)})
+				if len(out) > limit {
+					return out, true, nil
+				}
+			}
+		}
+	case ti.hasIface:
+		iface, physdev := second, false
+		if name, ok := strings.CutPrefix(second, "physdev:"); ok {
+			iface, physdev = name, true
+		}
+		if !validIface(iface) {
+			return nil, false, syntaxErr("Invalid interface name %s", second)
+		}
+		for _, p := range prefixes {
+			out = append(out, Elem{Prefix: p, Iface: iface, Physdev: physdev})
+		}
+	default:
+		for _, p := range prefixes {
+			out = append(out, Elem{Prefix: p})
+		}
+	}
+	return out, len(out) > limit, nil
+}
+
+// parseBitmapPort parses a bitmap:port element: [proto:]port[-port].
+func parseBitmapPort(text string) (portRange, *Error) {
+	proto := "tcp"
+	if p, port, ok := strings.Cut(text, ":"); ok {
+		proto, text = p, port
+	}
+	from, to, isRange := strings.Cut(text, "-")
+	a, err := parsePort(from, proto, false)
+	if err != nil {
+		return portRange{}, err
+	}
+	b := a
+	if isRange {
+		if b, err = parsePort(to, proto, false); err != nil {
+			return portRange{}, err
+		}
+	}
+	if b < a {
+		a, b = b, a
+	}
+	return portRange{from: a, to: b}, nil
+}
+
+// applyAdd adds the op's members to s, stopping at the first failure as
+// the kernel does (what was added before stays).
+func (ss *Sets) applyAdd(op *elemOp, now time.Time) *Error {
+	s := ss.Get(op.setName)
+	if s == nil {
+		return kernelErr(msgSetNotExist)
+	}
+	o := s.Options
+	if op.timeout != nil && !o.HasTimeout {
+		return kernelErr(msgNoTimeout)
+	}
+	if (op.packets != nil || op.bytes != nil) && !o.Counters {
+		return kernelErr(msgNoCounters)
+	}
+	if op.comment != nil && !o.Comment {
+		return kernelErr(msgNoComment)
+	}
+	pos := -1
+	if s.Type == ListSet {
+		ref := op.before + op.after
+		if ref != "" {
+			i := indexOfMember(s, ref)
+			if i < 0 {
+				return kernelErr(msgRefNotInList)
+			}
+			pos = i
+			if op.after != "" {
+				pos = i + 1
+			}
+		}
+	}
+	for _, e := range op.elems {
+		if s.Type == ListSet {
+			m := ss.Get(e.SetName)
+			if m == nil {
+				return kernelErr(msgMemberNotExist)
+			}
+			if m.Type == ListSet {
+				return kernelErr(msgListLoop)
+			}
+		}
+		if s.Type == BitmapPort && (e.Port < o.PortFrom || e.Port > o.PortTo) {
+			return kernelErr(msgOutOfRange)
+		}
+		entry := Entry{Elem: e, Nomatch: op.nomatch}
+		if o.HasTimeout {
+			t := o.Timeout
+			if op.timeout != nil {
+				t = *op.timeout
+			}
+			if t > 0 {
+				entry.Expires = now.Add(time.Duration(t) * time.Second)
+			}
+		}
+		if op.comment != nil {
+			entry.Comment = *op.comment
+		}
+		if old, exists := s.entries[e]; exists {
+			if !op.exist {
+				return kernelErr(msgElemExists)
+			}
+			entry.Packets, entry.Bytes = old.Packets, old.Bytes
+		} else if s.Len() >= s.capacity() {
+			if s.Type == ListSet {
+				return kernelErr(msgListFull)
+			}
+			if s.Type.IsHash() && !o.ForceAdd {
+				return kernelErr(msgHashFull)
+			}
+			if o.ForceAdd {
+				for k := range s.entries {
+					s.remove(k)
+					break
+				}
+			}
+		}
+		if op.packets != nil {
+			entry.Packets = *op.packets
+		}
+		if op.bytes != nil {
+			entry.Bytes = *op.bytes
+		}
+		s.put(entry, pos)
+		if pos >= 0 {
+			pos++
+		}
+	}
+	if op.full && !o.ForceAdd {
+		return kernelErr(msgHashFull)
+	}
+	return nil
+}
+
+// capacity is how many members the set may hold.
+func (s *Set) capacity() int {
+	switch s.Type {
+	case ListSet:
+		return int(s.Options.Size)
+	case BitmapPort:
+		return int(s.Options.PortTo-s.Options.PortFrom) + 1
+	}
+	return int(s.Options.MaxElem)
+}
+
+func indexOfMember(s *Set, name string) int {
+	for i, e := range s.order {
+		if e.SetName == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// applyDel deletes the op's members from s, stopping at the first failure.
+func (ss *Sets) applyDel(op *elemOp) *Error {
+	s := ss.Get(op.setName)
+	if s == nil {
+		return kernelErr(msgSetNotExist)
+	}
+	for _, e := range op.elems {
+		if s.Type == ListSet && ss.Get(e.SetName) == nil {
+			return kernelErr(msgMemberNotExist)
+		}
+		if _, ok := s.entries[e]; !ok {
+			if op.exist {
+				continue
+			}
+			return kernelErr(msgElemMissing)
+		}
+		s.remove(e)
+	}
+	return nil
+}
+
+// test reports whether the op's (first) element is in the set: exact for
+// the ip types and for networks given with a prefix length, longest-prefix
+// match for a host address in a net type (a nomatch entry answers no).
+func (ss *Sets) test(op *elemOp) (bool, *Error) {
+	s := ss.Get(op.setName)
+	if s == nil {
+		return false, kernelErr(msgSetNotExist)
+	}
+	if len(op.elems) == 0 {
+		return false, nil
+	}
+	e := op.elems[0]
+	if s.Type == ListSet && ss.Get(e.SetName) == nil {
+		return false, kernelErr(msgMemberNotExist)
+	}
+	if s.Type == BitmapPort && (e.Port < s.Options.PortFrom || e.Port > s.Options.PortTo) {
+		return false, kernelErr(msgOutOfRange)
+	}
+	full := s.Options.Family.bits()
+	if types[s.Type].isNet && e.Prefix.Bits() == full {
+		for b := full; b >= 1; b-- {
+			k := e
+			k.Prefix, _ = e.Prefix.Addr().Prefix(b)
+			if got, ok := s.entries[k]; ok {
+				return !got.Nomatch, nil
+			}
+		}
+		return false, nil
+	}
+	got, ok := s.entries[e]
+	return ok && !got.Nomatch, nil
+}

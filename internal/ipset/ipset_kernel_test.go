@@ -1,0 +1,362 @@
+package ipset
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// step is one ipset invocation of a differential scenario.
+type step struct {
+	args  []string
+	stdin string
+}
+
+// cmd is a step from a command line (split like a restore line, so
+// "comment \"a b\"" is one argument).
+func cmd(line string) step { return step{args: splitLine(line)} }
+
+// restoreStep is "ipset [opts] restore" reading input.
+func restoreStep(input string, opts ...string) step {
+	return step{args: append(opts, "restore"), stdin: input}
+}
+
+// kernelScenarios run through the real ipset (in a fresh network namespace
+// each) and through Run with a MemStore; every step's stdout, stderr and
+// exit status must match.
+var kernelScenarios = []struct {
+	name  string
+	steps []step
+}{
+	{"create-and-list-all-types", []step{
+		cmd("create a hash:ip"),
+		cmd("create b hash:net family inet6 hashsize 64 maxelem 2 timeout 100 counters comment"),
+		cmd("create c hash:ip,port"),
+		cmd("create d hash:net,port"),
+		cmd("create e hash:net,iface"),
+		cmd("create f bitmap:port range 1-1000"),
+		cmd("create g list:set size 4"),
+		cmd("create h hash:ip netmask 24"),
+		cmd("create a hash:ip"),
+		cmd("create i hash:foo"),
+		cmd("add a 10.0.0.1"),
+		cmd("add a 10.0.0.1"),
+		cmd("add a 10.0.0.1-10.0.0.3"),
+		cmd("add a 2001:db8::1"),
+		cmd("add a 10.0.0.300"),
+		cmd(`add b 2001:db8::/64 timeout 1000 packets 5 bytes 6 comment "hi there"`),
+		cmd("add b 2001:db8:1::/64 nomatch"),
+		cmd("add b 2001:db8:2::/64"),
+		cmd("add c 10.0.0.1,tcp:80"),
+		cmd("add c 10.0.0.1,udp:53"),
+		cmd("add c 10.0.0.1,http"),
+		cmd("add c 10.0.0.1,80-82"),
+		cmd("add d 10.0.0.0/24,tcp:80"),
+		cmd("add e 10.0.0.0/8,eth0"),
+		cmd("add f 80"),
+		cmd("add f 80-82"),
+		cmd("add g a"),
+		cmd("add g nosuch"),
+		cmd("add nosuch 1.2.3.4"),
+		cmd("test a 10.0.0.1"),
+		cmd("test a 10.0.0.9"),
+		cmd("list"),
+		cmd("save"),
+		cmd("list -terse"),
+		cmd("list -name"),
+		cmd("-o save list a"),
+		cmd("list -o plain a"),
+		cmd("version"),
+		cmd("-v"),
+	}},
+	{"ranges-and-errors", []step{
+		cmd("create a hash:ip"),
+		cmd("create v6 hash:ip family inet6"),
+		cmd("create n hash:net"),
+		cmd("add n 10.0.0.0/33"),
+		cmd("add n 10.0.0.1-10.0.0.6"),
+		cmd("add n 10.0.0.0/0"),
+		cmd("add a 10.0.0.0/30"),
+		cmd("add a 10.0.0.8-10.0.0.9 timeout 5"),
+		cmd("list a"),
+		cmd("list n"),
+		cmd("add v6 10.0.0.1"),
+		cmd("add v6 2001:db8::/127"),
+		cmd("del a 10.0.0.99"),
+		cmd("del nosuch 1.2.3.4"),
+		cmd("destroy nosuch"),
+		cmd("flush nosuch"),
+		cmd("rename a n"),
+		cmd("rename a zz"),
+		cmd("swap zz v6"),
+		cmd("swap zz n"),
+		cmd("create t hash:ip,port"),
+		cmd("add t 10.0.0.1"),
+		cmd("add t 10.0.0.1,foo:80"),
+		cmd("add t 10.0.0.1,tcp:99999"),
+		cmd("add t 10.0.0.1,icmp:8"),
+		cmd("add t 10.0.0.1,icmp:echo-request"),
+		cmd("add t 10.0.0.1,80"),
+		cmd("add t 10.0.0.1,sctp:1"),
+		cmd("add t 10.0.0.1,tcp:10-12"),
+		cmd("list t"),
+		cmd("-A t 10.0.0.2,udp:1"),
+		cmd("-N x hash:ip"),
+		cmd("-X x"),
+		cmd("n y hash:ip"),
+		cmd("a y 1.1.1.1"),
+		cmd("foo"),
+		cmd(""),
+		cmd("add"),
+		cmd("add zz"),
+		cmd("create q"),
+		cmd("create q hash:ip bogus"),
+		cmd("create q hash:ip hashsize"),
+		cmd("create q hash:ip hashsize abc"),
+		cmd("create q hash:ip family inet7"),
+		cmd("create q hash:ip range 1-2"),
+		cmd("add zz 1.2.3.4 nomatch"),
+		cmd("add zz 1.2.3.4 bogus"),
+		cmd("-exist add zz 10.0.0.1"),
+		cmd("add -exist zz 10.0.0.1"),
+		cmd("add zz 10.0.0.1 -exist"),
+		cmd("-q add zz 10.0.0.1"),
+		cmd("-! add zz 10.0.0.1"),
+		cmd("-q add nosuch 10.0.0.1"),
+		cmd("-q foo"),
+		cmd("save"),
+		cmd("destroy"),
+		cmd("list"),
+	}},
+	{"options-and-extensions", []step{
+		cmd("create a hash:ip netmask 24 timeout 500 counters comment hashsize 100 maxelem 10 forceadd"),
+		cmd("create a6 hash:ip family inet6 netmask 64 hashsize 3 bucketsize 5 initval 0x11"),
+		cmd("create b bitmap:port range 10-20 timeout 500 counters comment"),
+		cmd("create c list:set timeout 500 counters comment"),
+		cmd("create d hash:net,port timeout 500 counters comment"),
+		cmd("create e hash:net,iface timeout 500 counters comment"),
+		cmd("create f hash:ip,port family inet6 timeout 500 counters comment"),
+		cmd("add a 1.2.3.4"),
+		cmd("add a 1.2.3.99"),
+		cmd("add a 1.2.4.99 timeout 0 packets 1"),
+		cmd("add b 15 comment x"),
+		cmd("add b 25"),
+		cmd("add c a"),
+		cmd("add c b before a"),
+		cmd("add e 10.0.0.0/8,physdev:eth0"),
+		cmd("add e 10.0.0.0/8,eth0 nomatch"),
+		cmd("add d 10.0.0.0/8,udp:1 nomatch"),
+		cmd("add f 2001:db8::1,tcp:1-2"),
+		cmd("list"),
+		cmd("save"),
+		cmd("create g hash:net"),
+		cmd("add g 10.0.0.0/8 nomatch"),
+		cmd("add g 10.0.0.0"),
+		cmd("list g"),
+		cmd("test g 10.1.2.3"),
+		cmd("test g 10.0.0.0"),
+		cmd("list nosuch"),
+		cmd("save nosuch"),
+		cmd("list -t a"),
+		cmd("list -n a"),
+		cmd("create x hash:net comment"),
+		cmd(`add x 1.0.0.0/8 comment a"b`),
+		cmd(`add x 2.0.0.0/8 comment ""`),
+		cmd("add x 3.0.0.0/8 comment"),
+		cmd("list x"),
+		cmd("create y hash:net counters"),
+		cmd("add y 1.0.0.0/8 packets 5"),
+		cmd("add y 2.0.0.0/8 bytes 5"),
+		cmd("add y 2.0.0.0/8 packets"),
+		cmd("add y 3.0.0.0/8 packets x"),
+		cmd("save y"),
+	}},
+	{"references-destroy-swap", []step{
+		cmd("create a hash:ip"),
+		cmd("create l list:set"),
+		cmd("add l a"),
+		cmd("destroy a"),
+		cmd("rename a b"),
+		cmd("swap a l"),
+		cmd("create a2 hash:ip"),
+		cmd("add a2 1.1.1.1"),
+		cmd("swap a a2"),
+		cmd("list"),
+		cmd("destroy"),
+		cmd("list -n"),
+		cmd("del l a"),
+		cmd("destroy a"),
+		cmd("create z hash:ip"),
+		cmd("list -n"),
+		cmd("destroy"),
+		cmd("list"),
+	}},
+	{"restore", []step{
+		restoreStep("create x hash:ip\nadd x 1.1.1.1\nadd x 1.1.1.1\nadd x 2.2.2.2\n"),
+		cmd("list x"),
+		restoreStep("create x hash:ip\n"),
+		restoreStep("create x hash:ip\n", "-exist"),
+		restoreStep("add x 3.3.3.3\nCOMMIT\n"),
+		restoreStep("\n# comment\nadd x 4.4.4.4\n  add x 5.5.5.5\nbogus\n"),
+		restoreStep("list\n"),
+		restoreStep("add x 9.9.9.9 -exist\n"),
+		restoreStep("-A x 9.9.9.10\n"),
+		restoreStep("destroy x\n"),
+		restoreStep("create y hash:net maxelem 1\nadd y 1.0.0.0/8\nadd y 2.0.0.0/8\n"),
+		cmd("-exist add y 2.0.0.0/8"),
+		cmd("-exist del y 2.0.0.0/8"),
+		cmd("-exist add y 1.0.0.0/8"),
+		cmd("-q test y 1.0.0.0/8"),
+		cmd("-q test y 1.2.0.0/16"),
+		cmd("test y 1.2.3.4"),
+		cmd("test y 1.2.0.0/16"),
+		cmd("test y 1.0.0.0/8"),
+		cmd("list y x"),
+		cmd("flush"),
+		cmd("save"),
+		cmd("destroy"),
+		restoreStep("create x hash:ip\nadd x 1.1.1.1\nadd x 1.2.3.300\n"),
+		cmd("save"), cmd("destroy"),
+		restoreStep("create x hash:ip\nadd x 1.1.1.1\nadd x 2.2.2.2\nadd y 1.1.1.1\n"),
+		cmd("save"), cmd("destroy"),
+		restoreStep("create x hash:ip\ncreate y hash:ip\nadd x 1.1.1.1\nadd y 2.2.2.2\nadd x 1.1.1.1\nadd x 3.3.3.3\n"),
+		cmd("save"), cmd("destroy"),
+		restoreStep("create x hash:ip\nadd x 1.1.1.1\nadd x 2.2.2.2\ncreate x hash:ip\n"),
+		cmd("save"), cmd("destroy"),
+		restoreStep("create x hash:ip\nadd x 1.1.1.1\nadd x 2.2.2.2\nversion\n"),
+		cmd("save"), cmd("destroy"),
+		restoreStep("create x hash:ip\nadd x 1.1.1.1\nadd x 2.2.2.2\nflush x\nadd x 5.5.5.5\n"),
+		cmd("save"), cmd("destroy"),
+		restoreStep("create x hash:ip\nadd x 1.1.1.1 bogus\n"),
+		cmd("save"), cmd("destroy"),
+		restoreStep("create x hash:ip\nadd x 1.1.1.1\ndel x 1.1.1.1\ndel x 1.1.1.1\n"),
+		cmd("save"), cmd("destroy"),
+		restoreStep("create x hash:ip\nadd x 1.1.1.1\nadd x 1.1.1.1\n", "-exist"),
+		cmd("save"), cmd("destroy"),
+		restoreStep("create x hash:ip\nadd x 1.1.1.1\nadd x 1.1.1.1\n", "-q"),
+		cmd("save"), cmd("destroy"),
+		restoreStep("create x hash:ip\nadd x 1.1.1.1\ntest x 1.1.1.1\nadd x 2.2.2.2\n"),
+		cmd("save"), cmd("destroy"),
+		restoreStep("create x hash:ip\nrename x y\nlist -n\n"),
+		cmd("save"), cmd("destroy"),
+		restoreStep("create x hash:net comment\nadd x 1.1.1.0/24 comment \"a b\"\nadd x 1.1.2.0/24 comment a b\n"),
+		cmd("save"), cmd("destroy"),
+		restoreStep("create x hash:ip\nadd x 1.1.1.1\ndel x 1.1.1.1\ndel x 9.9.9.300\n"),
+		cmd("save"), cmd("destroy"),
+		restoreStep("create x hash:ip\ncreate x hash:ip\ncreate y hash:ip\n", "-exist"),
+		restoreStep("create x hash:ip maxelem 5\n", "-exist"),
+		cmd("save"), cmd("destroy"),
+	}},
+	{"save-restore-roundtrip", []step{
+		cmd("create a hash:net,port family inet6 counters comment"),
+		cmd(`add a 2001:db8::/32,udp:53 packets 3 bytes 4 comment "dns"`),
+		cmd("add a 2001:db8::1,icmpv6:echo-request"),
+		cmd("create b hash:ip,port"),
+		cmd("add b 192.0.2.1-192.0.2.2,udp:5-6"),
+		cmd("create n hash:net"),
+		cmd("add n 192.0.2.5-192.0.2.77"),
+		cmd("save"),
+		restoreStep("create r hash:ip family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0x01020304\nadd r 10.0.0.1\n"),
+		cmd("save r"),
+		cmd("list r"),
+	}},
+}
+
+// initvalRE and sizeRE match the kernel-internal parts of list output.
+var (
+	initvalRE = regexp.MustCompile(`initval 0x[0-9a-f]{8}`)
+	sizeRE    = regexp.MustCompile(`Size in memory: \d+`)
+)
+
+// normalize makes outputs comparable: the random initval and the
+// kernel's memory size are masked (unless keepInitval), and members, which
+// the kernel lists in hash order, are sorted.
+func normalize(out string, keepInitval bool) string {
+	if !keepInitval {
+		out = initvalRE.ReplaceAllString(out, "initval 0x?")
+	}
+	out = sizeRE.ReplaceAllString(out, "Size in memory: ?")
+	lines := strings.Split(out, "\n")
+	// Sort runs of members: lines after "Members:" up to a blank line, and
+	// runs of "add " lines in save output.
+	for i := 0; i < len(lines); {
+		j := i
+		switch {
+		case lines[i] == "Members:":
+			i++
+			j = i
+			for j < len(lines) && lines[j] != "" {
+				j++
+			}
+		case strings.HasPrefix(lines[i], "add "):
+			for j < len(lines) && strings.HasPrefix(lines[j], "add ") {
+				j++
+			}
+		default:
+			i++
+			continue
+		}
+		slices.Sort(lines[i:j])
+		i = j
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestKernelDifferential(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the differential test against the kernel's ipset needs root (network namespaces)")
+	}
+	if _, err := exec.LookPath("ipset"); err != nil {
+		t.Fatalf("the differential test needs the ipset binary: %v", err)
+	}
+	for i, sc := range kernelScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			ns := fmt.Sprintf("xfwipset%d_%d", os.Getpid()%100000, i)
+			if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+				t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
+			}
+			defer func() {
+				if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+					t.Errorf("ip netns del %s: %v: %s", ns, err, out)
+				}
+			}()
+			store := NewMemStore()
+			for _, st := range sc.steps {
+				c := exec.Command("ip", append([]string{"netns", "exec", ns, "ipset"}, st.args...)...)
+				c.Stdin = strings.NewReader(st.stdin)
+				var kout, kerr bytes.Buffer
+				c.Stdout, c.Stderr = &kout, &kerr
+				kstatus := 0
+				if err := c.Run(); err != nil {
+					ee, ok := err.(*exec.ExitError)
+					if !ok {
+						t.Fatalf("run ipset %q: %v", st.args, err)
+					}
+					kstatus = ee.ExitCode()
+				}
+				var xout, xerr bytes.Buffer
+				xstatus := RunAt(st.args, strings.NewReader(st.stdin), &xout, &xerr, store, time.Now())
+				keep := strings.Contains(strings.Join(st.args, " "), "initval") || strings.Contains(st.stdin, "initval")
+				what := fmt.Sprintf("ipset %s", strings.Join(st.args, " "))
+				if st.stdin != "" {
+					what += fmt.Sprintf(" <<< %q", st.stdin)
+				}
+				if kstatus != xstatus {
+					t.Errorf("%s: status: kernel %d, xfw %d", what, kstatus, xstatus)
+				}
+				if k, x := normalize(kout.String(), keep), normalize(xout.String(), keep); k != x {
+					t.Errorf("%s: stdout differs:\n--- kernel\n%s\n--- xfw\n%s", what, k, x)
+				}
+				if k, x := kerr.String(), xerr.String(); k != x {
+					t.Errorf("%s: stderr differs:\n--- kernel\n%s\n--- xfw\n%s", what, k, x)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,474 @@
+package ipset
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// Run runs one ipset invocation (args without the program name) against
+// the sets of store and returns ipset's exit status. It loads the sets
+// once, applies the command (a restore: every line) to a copy and commits
+// the copy once, so the store sees one atomic change per invocation; what
+// ipset would have applied before an error is committed too.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer, store Store) int {
+	return RunAt(args, stdin, stdout, stderr, store, time.Now())
+}
+
+// RunAt is Run with the clock fixed at now (timeouts are relative to it).
+func RunAt(args []string, stdin io.Reader, stdout, stderr io.Writer, store Store, now time.Time) int {
+	s := &session{stdout: stdout, stderr: stderr, store: store, now: now}
+	cmd, perr := parseArgv(args, false)
+	if perr != nil {
+		s.quiet = cmd != nil && cmd.opts.quiet
+		return s.fail(perr)
+	}
+	s.quiet = cmd.opts.quiet
+	switch cmd.kind {
+	case cmdVersion:
+		fmt.Fprintf(stdout, "ipset v%s, protocol version: %d\n", Version, ProtocolVersion)
+		return statusOK
+	case cmdHelp:
+		fmt.Fprint(stdout, helpText)
+		return statusOK
+	}
+	old, err := store.Load()
+	if err != nil {
+		return s.fail(kernelErr(fmt.Sprintf("load sets: %v", err)))
+	}
+	s.sets = old.Clone()
+	for _, set := range s.sets.All() {
+		set.expireBefore(now)
+	}
+	var status int
+	if cmd.kind == cmdRestore {
+		in := stdin
+		if cmd.opts.file != "" {
+			f, err := os.Open(cmd.opts.file)
+			if err != nil {
+				return s.fail(syntaxErr("cannot open %s for reading: %v", cmd.opts.file, err))
+			}
+			defer f.Close()
+			in = f
+		}
+		status = s.restore(in, cmd.opts)
+	} else {
+		out := stdout
+		if cmd.opts.file != "" && (cmd.kind == cmdList || cmd.kind == cmdSave) {
+			f, err := os.Create(cmd.opts.file)
+			if err != nil {
+				return s.fail(syntaxErr("cannot open %s for writing: %v", cmd.opts.file, err))
+			}
+			defer f.Close()
+			out = f
+			s.stdout = f
+		}
+		_ = out
+		status = s.exec(cmd)
+	}
+	if s.changed {
+		if err := store.Commit(old, s.sets); err != nil {
+			return s.fail(kernelErr(fmt.Sprintf("commit sets: %v", err)))
+		}
+	}
+	return status
+}
+
+// session is the state of one invocation.
+type session struct {
+	sets           *Sets
+	store          Store
+	stdout, stderr io.Writer
+	now            time.Time
+	quiet          bool
+	lineno         int // restore line being executed; 0 on the command line
+	changed        bool
+	stop           bool // a restore must stop after this line (test)
+}
+
+// fail prints err as ipset does and returns its exit status.
+func (s *session) fail(err *Error) int {
+	if !s.quiet {
+		prefix := ""
+		if s.lineno > 0 && err.kind != errUsage {
+			prefix = fmt.Sprintf("Error in line %d: ", s.lineno)
+		}
+		fmt.Fprintf(s.stderr, "ipset v%s: %s%s\n", Version, prefix, err.Msg)
+		if err.kind == errUsage {
+			fmt.Fprintln(s.stderr, "Try `ipset help' for more information.")
+		}
+	}
+	return err.Status()
+}
+
+// exec runs one command and returns its status.
+func (s *session) exec(c *command) int {
+	if err := s.execErr(c); err != nil {
+		if err.Msg == "" { // test's "is NOT in set", already printed
+			return err.Status()
+		}
+		return s.fail(err)
+	}
+	return statusOK
+}
+
+func (s *session) execErr(c *command) *Error {
+	switch c.kind {
+	case cmdCreate:
+		return s.create(c)
+	case cmdAdd, cmdDel, cmdTest:
+		op, err := s.parseElemCommand(c)
+		if err != nil {
+			return err
+		}
+		return s.applyElem(op)
+	case cmdDestroy:
+		return s.destroy(c)
+	case cmdFlush:
+		return s.flush(c)
+	case cmdRename:
+		return s.rename(c.args[0], c.args[1])
+	case cmdSwap:
+		return s.swap(c.args[0], c.args[1])
+	case cmdList, cmdSave:
+		return s.list(c)
+	}
+	return usageErr("No command specified.")
+}
+
+// parseElemCommand parses add/del/test: the set must exist (ipset asks the
+// kernel for its type before parsing the element).
+func (s *session) parseElemCommand(c *command) (*elemOp, *Error) {
+	if len(c.args[0]) > maxNameLen {
+		return nil, syntaxErr("setname '%s' is longer than 31 characters", c.args[0])
+	}
+	set := s.sets.Get(c.args[0])
+	if set == nil {
+		return nil, plainSyntaxErr("%s", msgSetNotExist)
+	}
+	op, err := parseElemOp(c.kind, set, c.args)
+	if err != nil {
+		return nil, err
+	}
+	op.exist = c.opts.exist
+	op.lineno = s.lineno
+	return op, nil
+}
+
+// applyElem carries out a parsed add, del or test.
+func (s *session) applyElem(op *elemOp) *Error {
+	switch op.kind {
+	case cmdAdd:
+		s.changed = true
+		return s.sets.applyAdd(op, s.now)
+	case cmdDel:
+		s.changed = true
+		return s.sets.applyDel(op)
+	}
+	in, err := s.sets.test(op)
+	if err != nil {
+		return err
+	}
+	s.stop = true
+	if in {
+		if !s.quiet {
+			fmt.Fprintf(s.stderr, "Warning: %s is in set %s.\n", op.text, op.setName)
+		}
+		return nil
+	}
+	if !s.quiet {
+		fmt.Fprintf(s.stderr, "%s is NOT in set %s.\n", op.text, op.setName)
+	}
+	return &Error{kind: errKernel, Msg: ""}
+}
+
+func (s *session) create(c *command) *Error {
+	if len(c.args[0]) > maxNameLen {
+		return syntaxErr("setname '%s' is longer than 31 characters", c.args[0])
+	}
+	set, err := parseCreate(c.args)
+	if err != nil {
+		return err
+	}
+	if old := s.sets.Get(set.Name); old != nil {
+		if c.opts.exist && sameCreate(old, set) {
+			return nil
+		}
+		return kernelErr(msgSetExists)
+	}
+	s.changed = true
+	s.sets.add(set)
+	return nil
+}
+
+// references is the set's reference count: firewall rules plus list:set
+// sets holding it.
+func (s *session) references(set *Set) (int, *Error) {
+	n, err := s.store.References(set.Name)
+	if err != nil {
+		return 0, kernelErr(fmt.Sprintf("references of %s: %v", set.Name, err))
+	}
+	return n + s.sets.listReferences(set.Name), nil
+}
+
+func (s *session) destroy(c *command) *Error {
+	var victims []*Set
+	if len(c.args) == 1 {
+		set := s.sets.Get(c.args[0])
+		if set == nil {
+			return kernelErr(msgSetNotExist)
+		}
+		victims = []*Set{set}
+	} else {
+		victims = s.sets.All()
+	}
+	// Every set is checked before any is destroyed, as the kernel does.
+	for _, v := range victims {
+		n, err := s.store.References(v.Name)
+		if err != nil {
+			return kernelErr(fmt.Sprintf("references of %s: %v", v.Name, err))
+		}
+		if n+s.sets.listReferences(v.Name) > 0 {
+			return kernelErr(msgDestroyInUse)
+		}
+	}
+	for _, v := range victims {
+		s.sets.slots[s.sets.index(v.Name)] = nil
+	}
+	s.changed = true
+	return nil
+}
+
+func (s *session) flush(c *command) *Error {
+	if len(c.args) == 1 {
+		set := s.sets.Get(c.args[0])
+		if set == nil {
+			return kernelErr(msgSetNotExist)
+		}
+		set.flush()
+	} else {
+		for _, set := range s.sets.All() {
+			set.flush()
+		}
+	}
+	s.changed = true
+	return nil
+}
+
+func (s *session) rename(from, to string) *Error {
+	set := s.sets.Get(from)
+	if set == nil {
+		return kernelErr(msgSetNotExist)
+	}
+	n, err := s.references(set)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return kernelErr(msgRenameInUse)
+	}
+	if s.sets.Get(to) != nil {
+		return kernelErr(msgRenameExists)
+	}
+	set.Name = to
+	s.changed = true
+	return nil
+}
+
+func (s *session) swap(a, b string) *Error {
+	i, j := s.sets.index(a), s.sets.index(b)
+	if i < 0 {
+		return kernelErr(msgSetNotExist)
+	}
+	if j < 0 {
+		return kernelErr(msgSetNotExist)
+	}
+	x, y := s.sets.slots[i], s.sets.slots[j]
+	if x.Type != y.Type || x.Options.Family != y.Options.Family {
+		return kernelErr(msgSwapType)
+	}
+	// The contents change places; the names (and the rules using them)
+	// stay with their slots.
+	x.Name, y.Name = y.Name, x.Name
+	s.sets.slots[i], s.sets.slots[j] = y, x
+	s.changed = true
+	return nil
+}
+
+func (s *session) list(c *command) *Error {
+	lo := listOptions{save: c.kind == cmdSave || c.opts.output == "save", terse: c.opts.terse, names: c.opts.names}
+	var sets []*Set
+	if len(c.args) == 1 {
+		set := s.sets.Get(c.args[0])
+		if set == nil {
+			return kernelErr(msgSetNotExist)
+		}
+		sets = []*Set{set}
+	} else {
+		sets = s.sets.listOrder()
+	}
+	var refErr *Error
+	refs := func(set *Set) int {
+		n, err := s.references(set)
+		if err != nil {
+			refErr = err
+		}
+		return n
+	}
+	var b strings.Builder
+	writeList(&b, sets, refs, lo, s.now)
+	if refErr != nil {
+		return refErr
+	}
+	io.WriteString(s.stdout, b.String())
+	return nil
+}
+
+// restore runs the lines of in. Adds and deletes of one set that follow
+// each other are batched as ipset batches them in one netlink message: a
+// parse error drops the batch, a kernel error stops it at the failing line.
+func (s *session) restore(in io.Reader, global globalOptions) int {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	var batch []*elemOp
+	flush := func() int {
+		for _, op := range batch {
+			s.lineno = op.lineno
+			if err := s.applyElem(op); err != nil {
+				batch = nil
+				return s.fail(err)
+			}
+		}
+		batch = nil
+		return statusOK
+	}
+	line := 0
+	for sc.Scan() {
+		line++
+		text := sc.Text()
+		trimmed := strings.TrimSpace(text)
+		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
+			continue
+		}
+		if trimmed == "COMMIT" {
+			if st := flush(); st != statusOK {
+				return st
+			}
+			continue
+		}
+		s.lineno = line
+		c, err := parseArgv(splitLine(text), true)
+		if err != nil {
+			return s.fail(err)
+		}
+		c.opts.exist = c.opts.exist || global.exist
+		if c.kind == cmdAdd || c.kind == cmdDel {
+			op, err := s.parseElemCommand(c)
+			if err != nil {
+				return s.fail(err)
+			}
+			if len(batch) > 0 && (batch[0].kind != op.kind || batch[0].setName != op.setName) {
+				if st := flush(); st != statusOK {
+					return st
+				}
+			}
+			batch = append(batch, op)
+			continue
+		}
+		if st := flush(); st != statusOK {
+			return st
+		}
+		s.lineno = line
+		if c.kind == cmdTest {
+			op, err := s.parseElemCommand(c)
+			if err == nil {
+				err = s.applyElem(op)
+			}
+			if err != nil {
+				if err.Msg == "" {
+					return statusError
+				}
+				return s.fail(err)
+			}
+			return statusOK
+		}
+		if st := s.exec(c); st != statusOK {
+			return st
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return s.fail(syntaxErr("cannot read input: %v", err))
+	}
+	return flush()
+}
+
+// helpText is the start of ipset's help.
+const helpText = `ipset v` + Version + `
+
+Usage: ipset [options] COMMAND
+
+Commands:
+create SETNAME TYPENAME [type-specific-options]
+        Create a new set
+add SETNAME ENTRY
+        Add entry to the named set
+del SETNAME ENTRY
+        Delete entry from the named set
+test SETNAME ENTRY
+        Test entry in the named set
+destroy [SETNAME]
+        Destroy a named set or all sets
+list [SETNAME]
+        List the entries of a named set or all sets
+save [SETNAME]
+        Save the named set or all sets to stdout
+restore
+        Restore a saved state
+flush [SETNAME]
+        Flush a named set or all sets
+rename FROM-SETNAME TO-SETNAME
+        Rename two sets
+swap FROM-SETNAME TO-SETNAME
+        Swap the contect of two existing sets
+help [TYPENAME]
+        Print help, and settype specific help
+version
+        Print version information
+quit
+        Quit interactive mode
+
+Options:
+-o plain|save|xml
+       Specify output mode for listing sets.
+       Default value for "list" command is mode "plain"
+       and for "save" command is mode "save".
+-s
+        Print elements sorted (if supported by the set type).
+-q
+        Suppress any notice or warning message.
+-r
+        Try to resolve IP addresses in the output (slow!)
+-!
+        Ignore already existing entries when adding.
+-n
+        When listing, just list setnames from kernel.
+-t
+        When listing, list setnames and set headers
+        from kernel only.
+-f
+        Read from the given file instead of standard
+        input (restore) or write to given file instead
+        of standard output (list/save).
+
+Supported set types:
+    bitmap:port	3	
+    hash:ip	6	
+    hash:ip,port	7	
+    hash:net	7	
+    hash:net,iface	8	
+    hash:net,port	8	
+    list:set	3	
+`
