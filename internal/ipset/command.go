@@ -117,7 +117,7 @@ func takeGlobalOption(o *globalOptions, args []string, i int) (consumed int, err
 		o.help = true
 	case "-output", "-o", "-file", "-f":
 		if i+1 >= len(args) {
-			return 0, usageErr("Missing mandatory argument of option `%s'", strings.TrimLeft(a, "-"))
+			return 0, usageErr("Missing mandatory argument to option %s", args[i])
 		}
 		v := args[i+1]
 		if a == "-file" || a == "-f" {
@@ -125,8 +125,11 @@ func takeGlobalOption(o *globalOptions, args []string, i int) (consumed int, err
 			return 2, nil
 		}
 		switch v {
-		case "plain", "save", "xml", "json":
+		case "plain", "save":
 			o.output = v
+		case "xml", "json":
+			// Not rendered by xfw: refused rather than printed as plain.
+			return 0, syntaxErr("output mode '%s' is not supported by xfw", v)
 		default:
 			return 0, syntaxErr("unknown output mode '%s'", v)
 		}
@@ -190,8 +193,10 @@ func (c *command) checkArity() *Error {
 		need, max = 2, 2
 	case cmdDestroy, cmdFlush, cmdList, cmdSave, cmdHelp:
 		need, max = 0, 1
-	case cmdRestore, cmdVersion:
+	case cmdRestore:
 		need, max = 0, 0
+	case cmdVersion:
+		need, max = 0, -1
 	}
 	switch {
 	case len(c.args) < need && len(c.args) == 0:

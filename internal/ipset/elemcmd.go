@@ -30,6 +30,7 @@ func parseElemOp(kind cmdKind, s *Set, args []string) (*elemOp, *Error) {
 	op := &elemOp{kind: kind, setName: s.Name, text: args[1]}
 	elems, full, err := parseElement(s, args[1])
 	if err != nil {
+		err.Msg = strings.ReplaceAll(err.Msg, "%CMD%", commandName(kind))
 		return nil, err
 	}
 	op.elems, op.full = elems, full
@@ -129,7 +130,7 @@ func parseElement(s *Set, text string) ([]Elem, bool, *Error) {
 		return nil, false, syntaxErr("Second element is missing from %s.", text)
 	}
 	if !ti.hasPort && !ti.hasIface && hasSecond {
-		return nil, false, syntaxErr("cannot parse %s: resolving to %s address failed", text, famWord(fam))
+		return nil, false, syntaxErr("Elem separator in %s, but settype %s supports none.", text, s.Type)
 	}
 	r, err := parseAddrPart(addrText, fam)
 	if err != nil {
@@ -167,8 +168,8 @@ func parseElement(s *Set, text string) ([]Elem, bool, *Error) {
 		if name, ok := strings.CutPrefix(second, "physdev:"); ok {
 			iface, physdev = name, true
 		}
-		if !validIface(iface) {
-			return nil, false, syntaxErr("Invalid interface name %s", second)
+		if len(iface) > 15 {
+			return nil, false, syntaxErr("interface name '%s' is longer than 15 characters", iface)
 		}
 		for _, p := range prefixes {
 			out = append(out, Elem{Prefix: p, Iface: iface, Physdev: physdev})
@@ -225,6 +226,9 @@ func (ss *Sets) applyAdd(op *elemOp, now time.Time) *Error {
 	if s.Type == ListSet {
 		ref := op.before + op.after
 		if ref != "" {
+			if ss.Get(ref) == nil {
+				return kernelErr(msgRefNotExist)
+			}
 			i := indexOfMember(s, ref)
 			if i < 0 {
 				return kernelErr(msgRefNotInList)
@@ -232,6 +236,13 @@ func (ss *Sets) applyAdd(op *elemOp, now time.Time) *Error {
 			pos = i
 			if op.after != "" {
 				pos = i + 1
+			}
+		}
+	}
+	if s.Type == BitmapPort {
+		for _, e := range op.elems {
+			if e.Port < o.PortFrom || e.Port > o.PortTo {
+				return kernelErr(msgOutOfRange)
 			}
 		}
 	}
@@ -244,9 +255,6 @@ func (ss *Sets) applyAdd(op *elemOp, now time.Time) *Error {
 			if m.Type == ListSet {
 				return kernelErr(msgListLoop)
 			}
-		}
-		if s.Type == BitmapPort && (e.Port < o.PortFrom || e.Port > o.PortTo) {
-			return kernelErr(msgOutOfRange)
 		}
 		entry := Entry{Elem: e, Nomatch: op.nomatch}
 		if o.HasTimeout {
@@ -266,11 +274,9 @@ func (ss *Sets) applyAdd(op *elemOp, now time.Time) *Error {
 				return kernelErr(msgElemExists)
 			}
 			entry.Packets, entry.Bytes = old.Packets, old.Bytes
-		} else if s.Len() >= s.capacity() {
-			if s.Type == ListSet {
-				return kernelErr(msgListFull)
-			}
-			if s.Type.IsHash() && !o.ForceAdd {
+		} else if s.Type.IsHash() && s.Len() >= s.capacity() {
+			// The kernel does not enforce a list:set's size.
+			if !o.ForceAdd {
 				return kernelErr(msgHashFull)
 			}
 			if o.ForceAdd {
@@ -351,10 +357,10 @@ func (ss *Sets) test(op *elemOp) (bool, *Error) {
 	}
 	e := op.elems[0]
 	if s.Type == ListSet && ss.Get(e.SetName) == nil {
-		return false, kernelErr(msgMemberNotExist)
+		return false, nil
 	}
 	if s.Type == BitmapPort && (e.Port < s.Options.PortFrom || e.Port > s.Options.PortTo) {
-		return false, kernelErr(msgOutOfRange)
+		return false, nil
 	}
 	full := s.Options.Family.bits()
 	if types[s.Type].isNet && e.Prefix.Bits() == full {

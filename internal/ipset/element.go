@@ -50,7 +50,7 @@ func parseAddrPart(s string, fam Family) (addrRange, *Error) {
 	r.from, r.to, r.bits = a, a, fam.bits()
 	if isRange {
 		if fam == Inet6 {
-			return r, syntaxErr("IPv6 range is not supported: %s", s)
+			return r, syntaxErr("IP address or IP/cidr must be specified: %s", s)
 		}
 		b, err := netip.ParseAddr(to)
 		if err != nil || !b.Is4() {
@@ -184,7 +184,7 @@ func parsePortPart(s string, fam Family) (portRange, *Error) {
 		pr.from, pr.to = a, b
 	case ProtoICMP:
 		if fam == Inet6 {
-			return pr, syntaxErr("cannot parse '%s' as a protocol", protoName)
+			return pr, plainSyntaxErr("Syntax error: Protocol ICMP can be used with family inet only\nInvalid %s command: missing setname", "%CMD%")
 		}
 		v, ok := parseICMP(port, icmpTypes)
 		if !ok {
@@ -193,7 +193,7 @@ func parsePortPart(s string, fam Family) (portRange, *Error) {
 		pr.from, pr.to = v, v
 	case ProtoICMPv6:
 		if fam == Inet {
-			return pr, syntaxErr("cannot parse '%s' as a protocol", protoName)
+			return pr, plainSyntaxErr("Syntax error: Protocol ICMPv6 can be used with family inet6 only\nInvalid %s command: missing setname", "%CMD%")
 		}
 		v, ok := parseICMP(port, icmp6Types)
 		if !ok {
@@ -206,29 +206,22 @@ func parsePortPart(s string, fam Family) (portRange, *Error) {
 	return pr, nil
 }
 
-// parsePort parses a port number or service name.
+// parsePort parses a port number or service name. A failure is reported
+// in ipset's three lines (the number, the protocol as a number, the port).
 func parsePort(s, proto string, protoGiven bool) (uint16, *Error) {
+	first := fmt.Sprintf("'%s' is invalid as number", s)
 	if s != "" && s[0] >= '0' && s[0] <= '9' {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err == nil && n <= 65535 {
 			return uint16(n), nil
 		}
 		if err == nil || err.(*strconv.NumError).Err == strconv.ErrRange {
-			lines := fmt.Sprintf("Syntax error: '%s' is out of range 0-65535\n", s)
-			if protoGiven {
-				lines += fmt.Sprintf("Syntax error: '%s' is invalid as number\n", proto)
-			}
-			return 0, plainSyntaxErr("%scannot parse '%s' as a %s port", lines, s, proto)
+			first = fmt.Sprintf("'%s' is out of range 0-65535", s)
 		}
-	}
-	if p, ok := serviceByName(s, proto); ok {
+	} else if p, ok := serviceByName(s, proto); ok {
 		return p, nil
 	}
-	lines := ""
-	if protoGiven {
-		lines = fmt.Sprintf("Syntax error: '%s' is invalid as number\n", proto)
-	}
-	return 0, plainSyntaxErr("%scannot parse '%s' as a %s port", lines, s, proto)
+	return 0, plainSyntaxErr("Syntax error: %s\nSyntax error: '%s' is invalid as number\ncannot parse '%s' as a %s port", first, proto, s, proto)
 }
 
 // parseICMP parses an ICMP type name or type/code.
@@ -389,9 +382,3 @@ func serviceByName(name, proto string) (uint16, bool) {
 	p, ok := netdb.services[name+"/"+proto]
 	return p, ok
 }
-
-// validIface reports whether s is a possible interface name.
-func validIface(s string) bool {
-	return s != "" && len(s) < 16 && !strings.ContainsAny(s, "/ \t")
-}
-

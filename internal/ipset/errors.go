@@ -76,7 +76,8 @@ const (
 	msgTypeNotSupported = "Kernel error received: set type not supported"
 	msgMemberNotExist   = "Set to be added/deleted/tested as element does not exist."
 	msgOutOfRange       = "Element is out of the range of the set"
-	msgListLoop         = "Set cannot be added to a list:set: it's a list:set"
-	msgRefNotExist      = "Set specified as reference in `before' or `after' does not exist"
-	msgRefNotInList     = "Reference set does not exist"
+	msgListLoop         = "Sets with list:set type cannot be added to the set."
+	msgRefNotExist      = "The set to which you referred with 'before' or 'after' does not exist."
+	msgRefNotInList     = "The set to which you referred with 'before' or 'after' is not added to the set."
+	msgSwapSecond       = "Sets cannot be swapped: the second set does not exist"
 )

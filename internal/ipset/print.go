@@ -71,9 +71,9 @@ func elemText(s *Set, e Elem) string {
 func portText(proto uint8, port uint16) string {
 	switch proto {
 	case ProtoICMP:
-		return "icmp:" + icmpText(port, icmpTypes)
+		return protocolName(proto) + ":" + icmpText(port, icmpTypes)
 	case ProtoICMPv6:
-		return "icmpv6:" + icmpText(port, icmp6Types)
+		return protocolName(proto) + ":" + icmpText(port, icmp6Types)
 	}
 	return protocolName(proto) + ":" + strconv.Itoa(int(port))
 }

@@ -284,7 +284,7 @@ func (s *session) swap(a, b string) *Error {
 		return kernelErr(msgSetNotExist)
 	}
 	if j < 0 {
-		return kernelErr(msgSetNotExist)
+		return kernelErr(msgSwapSecond)
 	}
 	x, y := s.sets.slots[i], s.sets.slots[j]
 	if x.Type != y.Type || x.Options.Family != y.Options.Family {
@@ -300,6 +300,10 @@ func (s *session) swap(a, b string) *Error {
 
 func (s *session) list(c *command) *Error {
 	lo := listOptions{save: c.kind == cmdSave || c.opts.output == "save", terse: c.opts.terse, names: c.opts.names}
+	if c.kind == cmdSave {
+		// save ignores -terse and -name.
+		lo.terse, lo.names = false, false
+	}
 	var sets []*Set
 	if len(c.args) == 1 {
 		set := s.sets.Get(c.args[0])
