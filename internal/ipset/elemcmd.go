@@ -15,13 +15,13 @@ type elemOp struct {
 	elems   []Elem
 	full    bool // expansion was cut at the set's maxelem: adding must fail
 
-	timeout          *uint32
-	packets, bytes   *uint64
-	comment          *string
-	nomatch          bool
-	before, after    string // list:set position
-	lineno           int
-	exist            bool
+	timeout        *uint32
+	packets, bytes *uint64
+	comment        *string
+	nomatch        bool
+	before, after  string // list:set position
+	lineno         int
+	exist          bool
 }
 
 // parseElemOp parses "SET ELEMENT [options]" for add, del and test against

@@ -193,8 +193,8 @@ type Set struct {
 
 // journal records a set's entry changes since Clone.
 type journal struct {
-	flushed bool                // everything was deleted at some point
-	touched map[Elem]struct{}   // added, updated or deleted since
+	flushed bool              // everything was deleted at some point
+	touched map[Elem]struct{} // added, updated or deleted since
 }
 
 // Len returns the number of members.
