@@ -109,7 +109,10 @@ func parseCreate(args []string) (*Set, *Error) {
 				o.Netmask = 255
 			}
 		case "range":
-			from, to, _ := strings.Cut(val, "-")
+			from, to, ok := strings.Cut(val, "-")
+			if !ok {
+				return nil, usageErr("Mandatory option `to' is missing")
+			}
 			a, e := parsePort(from, "tcp", false)
 			if e != nil {
 				return nil, e

@@ -27,7 +27,7 @@ type elemOp struct {
 // parseElemOp parses "SET ELEMENT [options]" for add, del and test against
 // the set s.
 func parseElemOp(kind cmdKind, s *Set, args []string) (*elemOp, *Error) {
-	op := &elemOp{kind: kind, setName: s.Name, text: args[1]}
+	op := &elemOp{kind: kind, setName: s.Name, text: testText(s, args[1])}
 	elems, full, err := parseElement(s, args[1])
 	if err != nil {
 		err.Msg = strings.ReplaceAll(err.Msg, "%CMD%", commandName(kind))
@@ -134,13 +134,18 @@ func parseElement(s *Set, text string) ([]Elem, bool, *Error) {
 	}
 	r, err := parseAddrPart(addrText, fam)
 	if err != nil {
+		if ti.isNet {
+			err.Msg = strings.Replace(err.Msg, "%RANGE6%", "IP address or IP/cidr must be specified", 1)
+		} else {
+			err.Msg = strings.Replace(err.Msg, "%RANGE6%", "plain IP address must be supplied", 1)
+		}
 		return nil, false, err
 	}
 	var prefixes []netip.Prefix
 	if ti.isNet {
 		prefixes, err = netBlocks(r, fam)
 	} else {
-		if fam == Inet6 && (r.hasCIDR) {
+		if fam == Inet6 && r.hasCIDR && r.bits != 128 {
 			return nil, false, syntaxErr("plain IP address must be supplied: %s", addrText)
 		}
 		prefixes, err = ipBlocks(r, fam, s.Options.Netmask, limit)
@@ -275,16 +280,11 @@ func (ss *Sets) applyAdd(op *elemOp, now time.Time) *Error {
 			}
 			entry.Packets, entry.Bytes = old.Packets, old.Bytes
 		} else if s.Type.IsHash() && s.Len() >= s.capacity() {
-			// The kernel does not enforce a list:set's size.
-			if !o.ForceAdd {
-				return kernelErr(msgHashFull)
-			}
-			if o.ForceAdd {
-				for k := range s.entries {
-					s.remove(k)
-					break
-				}
-			}
+			// The kernel does not enforce a list:set's size. forceadd
+			// evicts only from the new entry's hash bucket, which is
+			// usually empty: xfw reports the set full as the kernel
+			// then does.
+			return kernelErr(msgHashFull)
 		}
 		if op.packets != nil {
 			entry.Packets = *op.packets
@@ -297,7 +297,7 @@ func (ss *Sets) applyAdd(op *elemOp, now time.Time) *Error {
 			pos++
 		}
 	}
-	if op.full && !o.ForceAdd {
+	if op.full {
 		return kernelErr(msgHashFull)
 	}
 	return nil
@@ -375,4 +375,24 @@ func (ss *Sets) test(op *elemOp) (bool, *Error) {
 	}
 	got, ok := s.entries[e]
 	return ok && !got.Nomatch, nil
+}
+
+// testText is the element as test's messages show it: the address part as
+// written, the port part normalised (proto:port), an interface without its
+// physdev: prefix (as ipset 7.17 prints it).
+func testText(s *Set, text string) string {
+	ti := types[s.Type]
+	addr, second, ok := strings.Cut(text, ",")
+	if !ok {
+		return text
+	}
+	switch {
+	case ti.hasPort:
+		if pr, err := parsePortPart(second, s.Options.Family); err == nil {
+			return addr + "," + portText(pr.proto, pr.from)
+		}
+	case ti.hasIface:
+		return addr + "," + strings.TrimPrefix(second, "physdev:")
+	}
+	return text
 }

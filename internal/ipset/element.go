@@ -50,7 +50,7 @@ func parseAddrPart(s string, fam Family) (addrRange, *Error) {
 	r.from, r.to, r.bits = a, a, fam.bits()
 	if isRange {
 		if fam == Inet6 {
-			return r, syntaxErr("IP address or IP/cidr must be specified: %s", s)
+			return r, syntaxErr("%%RANGE6%%: %s", s)
 		}
 		b, err := netip.ParseAddr(to)
 		if err != nil || !b.Is4() {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -357,12 +358,70 @@ var kernelScenarios = []struct {
 		cmd("version x"),
 		cmd("restore x"),
 	}},
+	{"probe-2", []step{
+		cmd("create t hash:ip timeout 1000 counters comment"),
+		cmd("add t 1.1.1.1 timeout 500 packets 3 comment x"),
+		cmd("-exist add t 1.1.1.1"),
+		cmd("list t"),
+		cmd("-exist add t 1.1.1.1 timeout 0 comment y"),
+		cmd("-exist add t 1.1.1.1 bytes 9"),
+		cmd("list t"),
+		cmd("del t 1.1.1.1 timeout 5"),
+		cmd("test t 1.1.1.1 timeout 5"),
+		cmd("test t 1.1.1.0/24"),
+		cmd("test t 1.1.1.1-1.1.1.2"),
+		cmd("add t 1.1.1.0/0"),
+		cmd("create f hash:ip maxelem 2 forceadd"),
+		cmd("add f 1.1.1.1"),
+		cmd("add f 1.1.1.2"),
+		cmd("add f 1.1.1.3"),
+		cmd("list -t f"),
+		cmd("create np hash:net,port"),
+		cmd("add np 10.0.0.0/8,tcp:80"),
+		cmd("add np 10.1.0.0/16,tcp:80 nomatch"),
+		cmd("test np 10.2.3.4,tcp:80"),
+		cmd("test np 10.1.3.4,tcp:80"),
+		cmd("test np 10.2.3.4,udp:80"),
+		cmd("test np 10.1.0.0/16,tcp:80"),
+		cmd("test np 10.0.0.0/8,80"),
+		cmd("del np 10.1.0.0/16,tcp:80"),
+		cmd("test np 10.1.3.4,tcp:80"),
+		cmd("create ni hash:net,iface family inet6"),
+		cmd("add ni 2001:db8::/32,eth0"),
+		cmd("test ni 2001:db8::1,eth0"),
+		cmd("test ni 2001:db8::1,eth1"),
+		cmd("test ni 2001:db8::1,physdev:eth0"),
+		cmd("create v6 hash:ip family inet6"),
+		cmd("add v6 2001:db8::1-2001:db8::2"),
+		cmd("add v6 2001:db8::1/128"),
+		cmd("add v6 ::ffff:1.2.3.4"),
+		cmd("add v6 fe80::1%eth0"),
+		cmd("list v6"),
+		cmd("create nm hash:ip netmask 30"),
+		cmd("add nm 10.0.0.1-10.0.0.9"),
+		cmd("list nm"),
+		cmd("test nm 10.0.0.6"),
+		cmd("del nm 10.0.0.5"),
+		cmd("list nm"),
+		cmd("create ipp hash:ip,port family inet6"),
+		cmd("add ipp 2001:db8::1,icmpv6:ping"),
+		cmd("add ipp 2001:db8::1,icmp:ping"),
+		cmd("add ipp 2001:db8::1,udp:1-3"),
+		cmd("add ipp 2001:db8::/64,udp:1"),
+		cmd("list ipp"),
+		cmd("create bp bitmap:port range http-https"),
+		cmd("create bp2 bitmap:port range 1-10 family inet"),
+		cmd("create bp3 bitmap:port range 5"),
+		cmd("create ls list:set size 2 family inet"),
+		cmd("save"),
+	}},
 }
 
 // initvalRE and sizeRE match the kernel-internal parts of list output.
 var (
 	initvalRE = regexp.MustCompile(`initval 0x[0-9a-f]{8}`)
 	sizeRE    = regexp.MustCompile(`Size in memory: \d+`)
+	timeoutRE = regexp.MustCompile(`(?m) timeout \d+`)
 )
 
 // normalize makes outputs comparable: the random initval and the
@@ -373,6 +432,15 @@ func normalize(out string, keepInitval bool) string {
 		out = initvalRE.ReplaceAllString(out, "initval 0x?")
 	}
 	out = sizeRE.ReplaceAllString(out, "Size in memory: ?")
+	// Remaining timeouts: the kernel counts in jiffies and may still show
+	// the full timeout right after an add; compare in steps of ten seconds.
+	out = timeoutRE.ReplaceAllStringFunc(out, func(m string) string {
+		n, _ := strconv.Atoi(strings.TrimPrefix(m, " timeout "))
+		if n == 0 {
+			return m
+		}
+		return fmt.Sprintf(" timeout ~%d0", (n+5)/10)
+	})
 	lines := strings.Split(out, "\n")
 	// Sort runs of members: lines after "Members:" up to a blank line, and
 	// runs of "add " lines in save output.
