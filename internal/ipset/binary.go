@@ -42,15 +42,10 @@ func (ss *Sets) MarshalBinary() ([]byte, error) {
 			b = binary.AppendUvarint(b, v)
 		}
 		b = binary.AppendUvarint(b, uint64(s.Len()))
-		if s.Type == ListSet {
-			for _, e := range s.order {
-				b = appendEntry(b, s.entries[e])
-			}
-			continue
-		}
-		for _, e := range s.entries {
+		s.All(func(e *Entry) bool {
 			b = appendEntry(b, e)
-		}
+			return true
+		})
 	}
 	return b, nil
 }
@@ -201,13 +196,16 @@ func (ss *Sets) UnmarshalBinary(data []byte) error {
 		if count > uint64(len(d.b)) {
 			return fmt.Errorf("set %s: entry count %d: %w", s.Name, count, errTruncated)
 		}
-		s.entries = make(map[Elem]*Entry, count)
-		for range count {
-			e := d.entry()
+		s.base = make(map[Elem]*Entry, count)
+		slab := make([]Entry, count) // one allocation for all entries
+		for j := range slab {
+			e := &slab[j]
+			d.entry(e)
 			if d.err != nil {
 				return fmt.Errorf("set %s: %w", s.Name, d.err)
 			}
-			s.entries[e.Elem] = e
+			s.base[e.Elem] = e
+			s.count++
 			if s.Type == ListSet {
 				s.order = append(s.order, e.Elem)
 			}
@@ -229,8 +227,7 @@ func (ss *Sets) UnmarshalBinary(data []byte) error {
 	return nil
 }
 
-func (d *decoder) entry() *Entry {
-	e := &Entry{}
+func (d *decoder) entry(e *Entry) {
 	flags := d.byte()
 	if bits := d.byte(); bits != 0 {
 		size := 4
@@ -258,5 +255,4 @@ func (d *decoder) entry() *Entry {
 	if flags&flagComment != 0 {
 		e.Comment = d.string()
 	}
-	return e
 }

@@ -84,8 +84,8 @@ func journalChanges(o, s *Set) EntryChanges {
 		return ch
 	}
 	for e := range s.journal.touched {
-		now, inNew := s.entries[e]
-		was, inOld := o.entries[e]
+		now, inNew := s.get(e)
+		was, inOld := o.get(e)
 		switch {
 		case inNew && (!inOld || *now != *was):
 			ch.Added = append(ch.Added, *now)
@@ -99,15 +99,17 @@ func journalChanges(o, s *Set) EntryChanges {
 // compareChanges compares every member of o and s.
 func compareChanges(o, s *Set) EntryChanges {
 	ch := EntryChanges{Set: s}
-	for e, now := range s.entries {
-		if was, ok := o.entries[e]; !ok || *was != *now {
+	s.All(func(now *Entry) bool {
+		if was, ok := o.get(now.Elem); !ok || *was != *now {
 			ch.Added = append(ch.Added, *now)
 		}
-	}
-	for e := range o.entries {
-		if _, ok := s.entries[e]; !ok {
-			ch.Deleted = append(ch.Deleted, e)
+		return true
+	})
+	o.All(func(was *Entry) bool {
+		if _, ok := s.get(was.Elem); !ok {
+			ch.Deleted = append(ch.Deleted, was.Elem)
 		}
-	}
+		return true
+	})
 	return ch
 }

@@ -274,7 +274,7 @@ func (ss *Sets) applyAdd(op *elemOp, now time.Time) *Error {
 		if op.comment != nil {
 			entry.Comment = *op.comment
 		}
-		if old, exists := s.entries[e]; exists {
+		if old, exists := s.get(e); exists {
 			if !op.exist {
 				return kernelErr(msgElemExists)
 			}
@@ -333,7 +333,7 @@ func (ss *Sets) applyDel(op *elemOp) *Error {
 		if s.Type == ListSet && ss.Get(e.SetName) == nil {
 			return kernelErr(msgMemberNotExist)
 		}
-		if _, ok := s.entries[e]; !ok {
+		if _, ok := s.get(e); !ok {
 			if op.exist {
 				continue
 			}
@@ -367,13 +367,13 @@ func (ss *Sets) test(op *elemOp) (bool, *Error) {
 		for b := full; b >= 1; b-- {
 			k := e
 			k.Prefix, _ = e.Prefix.Addr().Prefix(b)
-			if got, ok := s.entries[k]; ok {
+			if got, ok := s.get(k); ok {
 				return !got.Nomatch, nil
 			}
 		}
 		return false, nil
 	}
-	got, ok := s.entries[e]
+	got, ok := s.get(e)
 	return ok && !got.Nomatch, nil
 }
 

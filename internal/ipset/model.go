@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -176,6 +177,11 @@ type Entry struct {
 }
 
 // Set is one set: its name, type, options and members.
+//
+// Members are kept as a base map shared between collections (never written
+// once shared) and a private overlay of changes, so that cloning a
+// collection and changing a few members of a large set costs the changes,
+// not the set.
 type Set struct {
 	Name    string
 	Type    Type
@@ -184,9 +190,10 @@ type Set struct {
 	// follows the contents through rename and swap.
 	ID uint64
 
-	entries map[Elem]*Entry
-	order   []Elem // list:set members in list order
-	shared  bool   // entries/order are shared with another collection: copy before writing
+	base    map[Elem]*Entry // shared, read-only
+	overlay map[Elem]*Entry // private changes; a nil value deletes
+	count   int
+	order   []Elem // list:set members in list order (private)
 
 	journal *journal // changes since the collection was cloned; nil: untracked
 }
@@ -198,35 +205,63 @@ type journal struct {
 }
 
 // Len returns the number of members.
-func (s *Set) Len() int {
-	if s.Type == ListSet {
-		return len(s.order)
+func (s *Set) Len() int { return s.count }
+
+// get returns the member e.
+func (s *Set) get(e Elem) (*Entry, bool) {
+	if p, ok := s.overlay[e]; ok {
+		return p, p != nil
 	}
-	return len(s.entries)
+	p, ok := s.base[e]
+	return p, ok
 }
 
 // Entry returns the member e, if present.
 func (s *Set) Entry(e Elem) (Entry, bool) {
-	p, ok := s.entries[e]
+	p, ok := s.get(e)
 	if !ok {
 		return Entry{}, false
 	}
 	return *p, true
 }
 
+// All calls fn for every member, in no particular order (list order for
+// list:set), until fn returns false.
+func (s *Set) All(fn func(*Entry) bool) {
+	if s.Type == ListSet {
+		for _, e := range s.order {
+			p, _ := s.get(e)
+			if !fn(p) {
+				return
+			}
+		}
+		return
+	}
+	for _, p := range s.overlay {
+		if p != nil && !fn(p) {
+			return
+		}
+	}
+	for k, p := range s.base {
+		if _, changed := s.overlay[k]; changed {
+			continue
+		}
+		if !fn(p) {
+			return
+		}
+	}
+}
+
 // Entries returns the members: list order for list:set, sorted otherwise.
 func (s *Set) Entries() []Entry {
 	out := make([]Entry, 0, s.Len())
-	if s.Type == ListSet {
-		for _, e := range s.order {
-			out = append(out, *s.entries[e])
-		}
-		return out
-	}
-	for _, p := range s.entries {
+	s.All(func(p *Entry) bool {
 		out = append(out, *p)
+		return true
+	})
+	if s.Type != ListSet {
+		slices.SortFunc(out, func(a, b Entry) int { return compareElem(a.Elem, b.Elem) })
 	}
-	slices.SortFunc(out, func(a, b Entry) int { return compareElem(a.Elem, b.Elem) })
 	return out
 }
 
@@ -251,34 +286,10 @@ func compareElem(a, b Elem) int {
 		}
 		return -1
 	}
-	if a.Iface != b.Iface {
-		if a.Iface < b.Iface {
-			return -1
-		}
-		return 1
+	if c := strings.Compare(a.Iface, b.Iface); c != 0 {
+		return c
 	}
-	switch {
-	case a.SetName < b.SetName:
-		return -1
-	case a.SetName > b.SetName:
-		return 1
-	}
-	return 0
-}
-
-// writable makes s's members private to s before a change.
-func (s *Set) writable() {
-	if !s.shared {
-		return
-	}
-	m := make(map[Elem]*Entry, len(s.entries))
-	for k, v := range s.entries {
-		c := *v
-		m[k] = &c
-	}
-	s.entries = m
-	s.order = slices.Clone(s.order)
-	s.shared = false
+	return strings.Compare(a.SetName, b.SetName)
 }
 
 // touch records a change of e in the journal.
@@ -290,25 +301,37 @@ func (s *Set) touch(e Elem) {
 
 // put adds or replaces an entry (list:set: at position pos, -1 = end).
 func (s *Set) put(e Entry, pos int) {
-	s.writable()
-	if s.entries == nil {
-		s.entries = map[Elem]*Entry{}
+	if s.overlay == nil {
+		s.overlay = map[Elem]*Entry{}
 	}
-	if _, ok := s.entries[e.Elem]; !ok && s.Type == ListSet {
-		if pos < 0 || pos > len(s.order) {
-			pos = len(s.order)
+	if _, ok := s.get(e.Elem); !ok {
+		s.count++
+		if s.Type == ListSet {
+			if pos < 0 || pos > len(s.order) {
+				pos = len(s.order)
+			}
+			s.order = slices.Insert(s.order, pos, e.Elem)
 		}
-		s.order = slices.Insert(s.order, pos, e.Elem)
 	}
 	c := e
-	s.entries[e.Elem] = &c
+	s.overlay[e.Elem] = &c
 	s.touch(e.Elem)
 }
 
 // remove deletes a member.
 func (s *Set) remove(e Elem) {
-	s.writable()
-	delete(s.entries, e)
+	if _, ok := s.get(e); !ok {
+		return
+	}
+	s.count--
+	if _, inBase := s.base[e]; inBase {
+		if s.overlay == nil {
+			s.overlay = map[Elem]*Entry{}
+		}
+		s.overlay[e] = nil
+	} else {
+		delete(s.overlay, e)
+	}
 	if s.Type == ListSet {
 		if i := slices.Index(s.order, e); i >= 0 {
 			s.order = slices.Delete(s.order, i, i+1)
@@ -319,9 +342,7 @@ func (s *Set) remove(e Elem) {
 
 // flush deletes every member.
 func (s *Set) flush() {
-	s.entries = map[Elem]*Entry{}
-	s.order = nil
-	s.shared = false
+	s.base, s.overlay, s.order, s.count = nil, nil, nil, 0
 	if s.journal != nil {
 		s.journal.flushed = true
 		s.journal.touched = map[Elem]struct{}{}
@@ -330,15 +351,41 @@ func (s *Set) flush() {
 
 // expireBefore drops the members that timed out at now.
 func (s *Set) expireBefore(now time.Time) {
-	var dead []Elem
-	for k, v := range s.entries {
-		if !v.Expires.IsZero() && !v.Expires.After(now) {
-			dead = append(dead, k)
-		}
+	if !s.Options.HasTimeout {
+		return
 	}
+	var dead []Elem
+	s.All(func(p *Entry) bool {
+		if !p.Expires.IsZero() && !p.Expires.After(now) {
+			dead = append(dead, p.Elem)
+		}
+		return true
+	})
 	for _, k := range dead {
 		s.remove(k)
 	}
+}
+
+// clone returns a copy of s for another collection: the base is shared,
+// the overlay copied (or, when it has grown large, merged into a new base).
+func (s *Set) clone() *Set {
+	n := *s
+	n.order = slices.Clone(s.order)
+	n.journal = &journal{touched: map[Elem]struct{}{}}
+	if len(s.overlay) > len(s.base)/4+1024 {
+		n.base = make(map[Elem]*Entry, s.count)
+		s.All(func(p *Entry) bool {
+			n.base[p.Elem] = p
+			return true
+		})
+		n.overlay = nil
+		return &n
+	}
+	n.overlay = make(map[Elem]*Entry, len(s.overlay))
+	for k, v := range s.overlay {
+		n.overlay[k] = v
+	}
+	return &n
 }
 
 // Sets is the collection of sets of one network namespace, in the kernel's
@@ -364,14 +411,9 @@ func (ss *Sets) Clone() *Sets {
 	c := &Sets{gen: generation.Add(1), base: ss.gen, nextID: ss.nextID}
 	c.slots = make([]*Set, len(ss.slots))
 	for i, s := range ss.slots {
-		if s == nil {
-			continue
+		if s != nil {
+			c.slots[i] = s.clone()
 		}
-		n := *s
-		n.shared = true
-		s.shared = true
-		n.journal = &journal{touched: map[Elem]struct{}{}}
-		c.slots[i] = &n
 	}
 	return c
 }
@@ -425,9 +467,6 @@ func (ss *Sets) index(name string) int {
 func (ss *Sets) add(s *Set) {
 	s.ID = ss.nextID
 	ss.nextID++
-	if s.entries == nil {
-		s.entries = map[Elem]*Entry{}
-	}
 	if ss.base != 0 {
 		s.journal = &journal{touched: map[Elem]struct{}{}}
 	}
@@ -445,7 +484,7 @@ func (ss *Sets) listReferences(name string) int {
 	n := 0
 	for _, s := range ss.slots {
 		if s != nil && s.Type == ListSet {
-			if _, ok := s.entries[Elem{SetName: name}]; ok {
+			if _, ok := s.get(Elem{SetName: name}); ok {
 				n++
 			}
 		}
