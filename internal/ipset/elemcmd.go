@@ -1,7 +1,9 @@
 package ipset
 
 import (
+	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -32,6 +34,11 @@ func parseElemOp(kind cmdKind, s *Set, args []string) (*elemOp, *Error) {
 	if err != nil {
 		err.Msg = strings.ReplaceAll(err.Msg, "%CMD%", commandName(kind))
 		return nil, err
+	}
+	if kind == cmdTest {
+		if err := checkTestRange(s, args[1]); err != nil {
+			return nil, err
+		}
 	}
 	op.elems, op.full = elems, full
 	opts := args[2:]
@@ -110,6 +117,9 @@ func parseElement(s *Set, text string) ([]Elem, bool, *Error) {
 	limit := int(s.Options.MaxElem)
 	switch s.Type {
 	case ListSet:
+		if strings.Contains(text, ",") {
+			return nil, false, plainSyntaxErr("you must specify elements as setname,[before|after],setname")
+		}
 		if len(text) > maxNameLen {
 			return nil, false, syntaxErr("setname '%s' is longer than 31 characters", text)
 		}
@@ -189,20 +199,35 @@ func parseElement(s *Set, text string) ([]Elem, bool, *Error) {
 
 // parseBitmapPort parses a bitmap:port element: [proto:]port[-port].
 func parseBitmapPort(text string) (portRange, *Error) {
+	if strings.Contains(text, ",") {
+		return portRange{}, syntaxErr("Elem separator in %s, but settype bitmap:port supports none.", text)
+	}
 	proto := "tcp"
 	if p, port, ok := strings.Cut(text, ":"); ok {
+		if _, known := protocolNumber(p); !known {
+			return portRange{}, syntaxErr("cannot parse '%s' as a protocol", p)
+		}
 		proto, text = p, port
 	}
+	return parsePortRange(text, proto)
+}
+
+// parsePortRange parses port[-port] (ipset reads the upper end first).
+func parsePortRange(text, proto string) (portRange, *Error) {
 	from, to, isRange := strings.Cut(text, "-")
-	a, err := parsePort(from, proto, false)
-	if err != nil {
-		return portRange{}, err
-	}
-	b := a
+	var b uint16
+	var err *Error
 	if isRange {
 		if b, err = parsePort(to, proto, false); err != nil {
 			return portRange{}, err
 		}
+	}
+	a, err := parsePort(from, proto, false)
+	if err != nil {
+		return portRange{}, err
+	}
+	if !isRange {
+		b = a
 	}
 	if b < a {
 		a, b = b, a
@@ -218,6 +243,13 @@ func (ss *Sets) applyAdd(op *elemOp, now time.Time) *Error {
 		return kernelErr(msgSetNotExist)
 	}
 	o := s.Options
+	if s.Type == BitmapPort {
+		for _, e := range op.elems {
+			if e.Port < o.PortFrom || e.Port > o.PortTo {
+				return kernelErr(msgOutOfRange)
+			}
+		}
+	}
 	if op.timeout != nil && !o.HasTimeout {
 		return kernelErr(msgNoTimeout)
 	}
@@ -241,13 +273,6 @@ func (ss *Sets) applyAdd(op *elemOp, now time.Time) *Error {
 			pos = i
 			if op.after != "" {
 				pos = i + 1
-			}
-		}
-	}
-	if s.Type == BitmapPort {
-		for _, e := range op.elems {
-			if e.Port < o.PortFrom || e.Port > o.PortTo {
-				return kernelErr(msgOutOfRange)
 			}
 		}
 	}
@@ -296,11 +321,25 @@ func (ss *Sets) applyAdd(op *elemOp, now time.Time) *Error {
 		if pos >= 0 {
 			pos++
 		}
+		s.growHash()
 	}
 	if op.full {
 		return kernelErr(msgHashFull)
 	}
 	return nil
+}
+
+// growHash doubles a hash set's hashsize as the kernel resizes it. The
+// kernel grows when a bucket (bucketsize entries) overflows, which depends
+// on its hash function and seed; xfw grows when the average bucket holds
+// more than three entries, the load at which an overflow becomes likely.
+func (s *Set) growHash() {
+	if !s.Type.IsHash() {
+		return
+	}
+	for uint64(s.count) > 3*uint64(s.Options.HashSize) && s.Options.HashSize < 1<<31 {
+		s.Options.HashSize *= 2
+	}
 }
 
 // capacity is how many members the set may hold.
@@ -377,22 +416,66 @@ func (ss *Sets) test(op *elemOp) (bool, *Error) {
 	return ok && !got.Nomatch, nil
 }
 
-// testText is the element as test's messages show it: the address part as
-// written, the port part normalised (proto:port), an interface without its
-// physdev: prefix (as ipset 7.17 prints it).
+// testText is the element as test's messages show it: what ipset parsed,
+// printed back (address normalised, proto:port, an interface without its
+// physdev: prefix, as ipset 7.17 prints it).
 func testText(s *Set, text string) string {
 	ti := types[s.Type]
-	addr, second, ok := strings.Cut(text, ",")
-	if !ok {
+	if !ti.hasIP {
 		return text
+	}
+	addrText, second, hasSecond := strings.Cut(text, ",")
+	r, err := parseAddrPart(addrText, s.Options.Family)
+	if err != nil {
+		return text
+	}
+	out := r.from.String()
+	if r.isRange {
+		out += "-" + r.to.String()
+	}
+	if r.hasCIDR && r.bits != s.Options.Family.bits() {
+		out += "/" + strconv.Itoa(r.bits)
+	}
+	if !hasSecond {
+		return out
 	}
 	switch {
 	case ti.hasPort:
 		if pr, err := parsePortPart(second, s.Options.Family); err == nil {
-			return addr + "," + portText(pr.proto, pr.from)
+			return out + "," + portText(pr.proto, pr.from)
 		}
 	case ti.hasIface:
-		return addr + "," + strings.TrimPrefix(second, "physdev:")
+		return out + "," + strings.TrimPrefix(second, "physdev:")
 	}
-	return text
+	return out + "," + second
+}
+
+// checkTestRange rejects ranges in test as ipset does.
+func checkTestRange(s *Set, text string) *Error {
+	ti := types[s.Type]
+	if !ti.hasIP {
+		return nil
+	}
+	addrText, second, _ := strings.Cut(text, ",")
+	r, err := parseAddrPart(addrText, s.Options.Family)
+	if err != nil {
+		return nil
+	}
+	if s.Type == HashIP {
+		// hash:ip tests the first address of a range.
+		return nil
+	}
+	where := fmt.Sprintf("in command test with set type %s and family %s", s.Type, s.Options.Family)
+	if r.isRange {
+		return plainSyntaxErr("FROM-TO IP range is not allowed %s", where)
+	}
+	if !ti.isNet && r.hasCIDR && r.bits != s.Options.Family.bits() {
+		return plainSyntaxErr("IP/CIDR range is not allowed %s", where)
+	}
+	if ti.hasPort {
+		if pr, err := parsePortPart(second, s.Options.Family); err == nil && pr.from != pr.to {
+			return plainSyntaxErr("PORT range is not allowed %s", where)
+		}
+	}
+	return nil
 }

@@ -43,17 +43,28 @@ func parseAddrPart(s string, fam Family) (addrRange, *Error) {
 	if hasCIDR && isRange {
 		return r, syntaxErr("cannot parse %s: resolving to %s address failed", s, famWord(fam))
 	}
-	a, err := netip.ParseAddr(from)
-	if err != nil || a.Zone() != "" || (fam == Inet) != a.Is4() {
+	if hasCIDR {
+		// ipset reads the prefix length before it resolves the address.
+		n, e := parseUint(cidr, 0, uint64(fam.bits()))
+		if e != nil {
+			return r, e
+		}
+		r.bits, r.hasCIDR = int(n), true
+	}
+	a, ok := parseAddr(from, fam)
+	if !ok {
 		return r, syntaxErr("cannot parse %s: resolving to %s address failed", from, famWord(fam))
 	}
-	r.from, r.to, r.bits = a, a, fam.bits()
+	r.from, r.to = a, a
+	if !hasCIDR {
+		r.bits = fam.bits()
+	}
 	if isRange {
 		if fam == Inet6 {
 			return r, syntaxErr("%%RANGE6%%: %s", s)
 		}
-		b, err := netip.ParseAddr(to)
-		if err != nil || !b.Is4() {
+		b, ok := parseAddr(to, fam)
+		if !ok {
 			return r, syntaxErr("cannot parse %s: resolving to %s address failed", to, famWord(fam))
 		}
 		if b.Less(a) {
@@ -61,14 +72,53 @@ func parseAddrPart(s string, fam Family) (addrRange, *Error) {
 		}
 		r.from, r.to, r.isRange = a, b, true
 	}
-	if hasCIDR {
-		n, e := parseUint(cidr, 0, uint64(fam.bits()))
-		if e != nil {
-			return r, e
-		}
-		r.bits, r.hasCIDR = int(n), true
-	}
 	return r, nil
+}
+
+// parseAddr parses an address of family fam as getaddrinfo does for
+// numeric hosts: IPv4 in any inet_aton form ("10" is 0.0.0.10, "10.1" is
+// 10.0.0.1). Host names are not resolved.
+func parseAddr(s string, fam Family) (netip.Addr, bool) {
+	if fam == Inet6 {
+		a, err := netip.ParseAddr(s)
+		return a, err == nil && a.Is6() && a.Zone() == ""
+	}
+	return parseInetAton(s)
+}
+
+// parseInetAton parses a.b.c.d, a.b.c, a.b or a, each part decimal, octal
+// (leading 0) or hex (0x), the last part filling the remaining bytes.
+func parseInetAton(s string) (netip.Addr, bool) {
+	parts := strings.Split(s, ".")
+	if len(parts) > 4 {
+		return netip.Addr{}, false
+	}
+	var vals []uint64
+	for _, p := range parts {
+		if p == "" || p[0] == '+' || p[0] == '-' {
+			return netip.Addr{}, false
+		}
+		v, err := strconv.ParseUint(p, 0, 32)
+		if err != nil || (len(p) > 1 && p[0] == '0' && p[1] != 'x' && p[1] != 'X' && strings.ContainsAny(p, "89")) {
+			return netip.Addr{}, false
+		}
+		if strings.ContainsRune(p, '_') {
+			return netip.Addr{}, false
+		}
+		vals = append(vals, v)
+	}
+	var addr uint64
+	for i, v := range vals[:len(vals)-1] {
+		if v > 255 {
+			return netip.Addr{}, false
+		}
+		addr |= v << (24 - 8*i)
+	}
+	last := vals[len(vals)-1]
+	if last >= 1<<(8*(5-len(vals))) {
+		return netip.Addr{}, false
+	}
+	return uint32ToAddr(uint32(addr | last)), true
 }
 
 func famWord(f Family) string {
@@ -167,21 +217,11 @@ func parsePortPart(s string, fam Family) (portRange, *Error) {
 	pr := portRange{proto: proto}
 	switch proto {
 	case ProtoTCP, ProtoUDP, ProtoSCTP, ProtoUDPLite:
-		from, to, isRange := strings.Cut(port, "-")
-		a, err := parsePort(from, protoName, hasProto)
+		r, err := parsePortRange(port, protoName)
 		if err != nil {
 			return pr, err
 		}
-		b := a
-		if isRange {
-			if b, err = parsePort(to, protoName, hasProto); err != nil {
-				return pr, err
-			}
-		}
-		if b < a {
-			a, b = b, a
-		}
-		pr.from, pr.to = a, b
+		pr.from, pr.to = r.from, r.to
 	case ProtoICMP:
 		if fam == Inet6 {
 			return pr, plainSyntaxErr("Syntax error: Protocol ICMP can be used with family inet only\nInvalid %s command: missing setname", "%CMD%")
@@ -221,7 +261,9 @@ func parsePort(s, proto string, protoGiven bool) (uint16, *Error) {
 	} else if p, ok := serviceByName(s, proto); ok {
 		return p, nil
 	}
-	return 0, plainSyntaxErr("Syntax error: %s\nSyntax error: '%s' is invalid as number\ncannot parse '%s' as a %s port", first, proto, s, proto)
+	err := plainSyntaxErr("Syntax error: %s\nSyntax error: '%s' is invalid as number\ncannot parse '%s' as a %s port", first, proto, s, proto)
+	err.noLine = true
+	return 0, err
 }
 
 // parseICMP parses an ICMP type name or type/code.

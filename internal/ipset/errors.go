@@ -30,6 +30,9 @@ const (
 type Error struct {
 	Msg  string
 	kind errKind
+	// noLine: restore prints no "Error in line N: " before it (ipset's
+	// port parser reports through another path).
+	noLine bool
 }
 
 // Error returns the message.

@@ -474,9 +474,9 @@ func TestKernelDifferential(t *testing.T) {
 	if _, err := exec.LookPath("ipset"); err != nil {
 		t.Fatalf("the differential test needs the ipset binary: %v", err)
 	}
-	for i, sc := range kernelScenarios {
+	for n, sc := range kernelScenarios {
 		t.Run(sc.name, func(t *testing.T) {
-			ns := fmt.Sprintf("xfwipset%d_%d", os.Getpid()%100000, i)
+			ns := fmt.Sprintf("xfwipset%d_%d", os.Getpid()%100000, n)
 			if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
 				t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
 			}
@@ -486,7 +486,7 @@ func TestKernelDifferential(t *testing.T) {
 				}
 			}()
 			store := NewMemStore()
-			for _, st := range sc.steps {
+			for i, st := range sc.steps {
 				c := exec.Command("ip", append([]string{"netns", "exec", ns, "ipset"}, st.args...)...)
 				c.Stdin = strings.NewReader(st.stdin)
 				var kout, kerr bytes.Buffer
@@ -514,6 +514,10 @@ func TestKernelDifferential(t *testing.T) {
 				}
 				if k, x := kerr.String(), xerr.String(); k != x {
 					t.Errorf("%s: stderr differs:\n--- kernel\n%s\n--- xfw\n%s", what, k, x)
+				}
+				if t.Failed() {
+					// Later steps would differ because the states differ.
+					t.Fatalf("stopped at the first difference (step %d of %d)", i+1, len(sc.steps))
 				}
 			}
 		})

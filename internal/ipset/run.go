@@ -93,7 +93,7 @@ type session struct {
 func (s *session) fail(err *Error) int {
 	if !s.quiet {
 		prefix := ""
-		if s.lineno > 0 && err.kind != errUsage {
+		if s.lineno > 0 && err.kind != errUsage && !err.noLine {
 			prefix = fmt.Sprintf("Error in line %d: ", s.lineno)
 		}
 		fmt.Fprintf(s.stderr, "ipset v%s: %s%s\n", Version, prefix, err.Msg)
