@@ -49,11 +49,18 @@ func parseCreate(args []string) (*Set, *Error) {
 	}
 	hasRange := false
 	opts := args[2:]
+	seen := map[string]bool{}
 	for i := 0; i < len(opts); i++ {
 		key := opts[i]
 		allowed := createOptionAllowed(t, key)
 		if !allowed {
 			return nil, usageErr("Unknown argument: `%s'", key)
+		}
+		if key != "counters" && key != "comment" && key != "forceadd" {
+			if seen[key] {
+				return nil, syntaxErr("%s already specified", key)
+			}
+			seen[key] = true
 		}
 		switch key {
 		case "counters":

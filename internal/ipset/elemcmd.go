@@ -30,6 +30,18 @@ type elemOp struct {
 // the set s.
 func parseElemOp(kind cmdKind, s *Set, args []string) (*elemOp, *Error) {
 	op := &elemOp{kind: kind, setName: s.Name, text: testText(s, args[1])}
+	if s.Type == ListSet && strings.Contains(args[1], ",") {
+		// NAME,before|after,REF is NAME before|after REF.
+		parts := strings.Split(args[1], ",")
+		if len(parts) != 3 || (parts[1] != "before" && parts[1] != "after") {
+			return nil, plainSyntaxErr("you must specify elements as setname,[before|after],setname")
+		}
+		args = append([]string{args[0], parts[0], parts[1], parts[2]}, args[2:]...)
+	}
+	if s.Type == ListSet && len(args) >= 4 && (args[2] == "before" || args[2] == "after") {
+		// ipset 7.17 prints "after" for both.
+		op.text = args[1] + " after " + args[3]
+	}
 	elems, full, err := parseElement(s, args[1])
 	if err != nil {
 		err.Msg = strings.ReplaceAll(err.Msg, "%CMD%", commandName(kind))
@@ -42,10 +54,17 @@ func parseElemOp(kind cmdKind, s *Set, args []string) (*elemOp, *Error) {
 	}
 	op.elems, op.full = elems, full
 	opts := args[2:]
+	seen := map[string]bool{}
 	for i := 0; i < len(opts); i++ {
 		key := opts[i]
 		if !elemOptionAllowed(s.Type, kind, key) {
 			return nil, usageErr("Unknown argument: `%s'", key)
+		}
+		if key != "nomatch" {
+			if seen[key] {
+				return nil, syntaxErr("%s already specified", key)
+			}
+			seen[key] = true
 		}
 		if key == "nomatch" {
 			op.nomatch = true
@@ -117,8 +136,8 @@ func parseElement(s *Set, text string) ([]Elem, bool, *Error) {
 	limit := int(s.Options.MaxElem)
 	switch s.Type {
 	case ListSet:
-		if strings.Contains(text, ",") {
-			return nil, false, plainSyntaxErr("you must specify elements as setname,[before|after],setname")
+		if name, _, ok := strings.Cut(text, ","); ok {
+			text = name
 		}
 		if len(text) > maxNameLen {
 			return nil, false, syntaxErr("setname '%s' is longer than 31 characters", text)
@@ -136,7 +155,7 @@ func parseElement(s *Set, text string) ([]Elem, bool, *Error) {
 		return out, false, nil
 	}
 	addrText, second, hasSecond := strings.Cut(text, ",")
-	if (ti.hasPort || ti.hasIface) && !hasSecond {
+	if (ti.hasPort || ti.hasIface) && (!hasSecond || second == "") {
 		return nil, false, syntaxErr("Second element is missing from %s.", text)
 	}
 	if !ti.hasPort && !ti.hasIface && hasSecond {
@@ -342,6 +361,19 @@ func (s *Set) growHash() {
 	}
 }
 
+// listAdjacent reports whether name stands right before the member before
+// (or right after the member after) in the list s.
+func listAdjacent(s *Set, name, before, after string) bool {
+	i := indexOfMember(s, name)
+	if i < 0 {
+		return false
+	}
+	if before != "" {
+		return i+1 < len(s.order) && s.order[i+1].SetName == before
+	}
+	return i > 0 && s.order[i-1].SetName == after
+}
+
 // capacity is how many members the set may hold.
 func (s *Set) capacity() int {
 	switch s.Type {
@@ -367,6 +399,14 @@ func (ss *Sets) applyDel(op *elemOp) *Error {
 	s := ss.Get(op.setName)
 	if s == nil {
 		return kernelErr(msgSetNotExist)
+	}
+	if ref := op.before + op.after; s.Type == ListSet && ref != "" {
+		if ss.Get(ref) == nil {
+			return kernelErr(msgRefNotExist)
+		}
+		if len(op.elems) == 1 && !listAdjacent(s, op.elems[0].SetName, op.before, op.after) {
+			return kernelErr(msgRefNotInList)
+		}
 	}
 	for _, e := range op.elems {
 		if s.Type == ListSet && ss.Get(e.SetName) == nil {
@@ -397,6 +437,9 @@ func (ss *Sets) test(op *elemOp) (bool, *Error) {
 	e := op.elems[0]
 	if s.Type == ListSet && ss.Get(e.SetName) == nil {
 		return false, nil
+	}
+	if s.Type == ListSet && op.before+op.after != "" {
+		return listAdjacent(s, e.SetName, op.before, op.after), nil
 	}
 	if s.Type == BitmapPort && (e.Port < s.Options.PortFrom || e.Port > s.Options.PortTo) {
 		return false, nil
@@ -474,7 +517,7 @@ func checkTestRange(s *Set, text string) *Error {
 	}
 	if ti.hasPort {
 		if pr, err := parsePortPart(second, s.Options.Family); err == nil && pr.from != pr.to {
-			return plainSyntaxErr("PORT range is not allowed %s", where)
+			return plainSyntaxErr("FROM-TO port range is not allowed %s", where)
 		}
 	}
 	return nil

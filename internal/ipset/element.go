@@ -40,7 +40,7 @@ func parseAddrPart(s string, fam Family) (addrRange, *Error) {
 	var r addrRange
 	host, cidr, hasCIDR := strings.Cut(s, "/")
 	from, to, isRange := strings.Cut(host, "-")
-	if hasCIDR && isRange {
+	if (hasCIDR && (isRange || cidr == "")) || from == "" || (isRange && to == "") {
 		return r, syntaxErr("cannot parse %s: resolving to %s address failed", s, famWord(fam))
 	}
 	if hasCIDR {
@@ -81,9 +81,25 @@ func parseAddrPart(s string, fam Family) (addrRange, *Error) {
 func parseAddr(s string, fam Family) (netip.Addr, bool) {
 	if fam == Inet6 {
 		a, err := netip.ParseAddr(s)
-		return a, err == nil && a.Is6() && a.Zone() == ""
+		if err == nil && a.Is6() && a.Zone() == "" {
+			return a, true
+		}
+	} else if a, ok := parseInetAton(s); ok {
+		return a, true
 	}
-	return parseInetAton(s)
+	return hostsLookup(s, fam)
+}
+
+// hostsLookup resolves a host name through /etc/hosts (xfw does not ask
+// DNS, which ipset would).
+func hostsLookup(name string, fam Family) (netip.Addr, bool) {
+	netdb.once.Do(loadNetdb)
+	for _, a := range netdb.hosts[name] {
+		if a.Is4() == (fam == Inet) {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
 }
 
 // parseInetAton parses a.b.c.d, a.b.c, a.b or a, each part decimal, octal
@@ -98,11 +114,12 @@ func parseInetAton(s string) (netip.Addr, bool) {
 		if p == "" || p[0] == '+' || p[0] == '-' {
 			return netip.Addr{}, false
 		}
-		v, err := strconv.ParseUint(p, 0, 32)
-		if err != nil || (len(p) > 1 && p[0] == '0' && p[1] != 'x' && p[1] != 'X' && strings.ContainsAny(p, "89")) {
-			return netip.Addr{}, false
+		base := 10
+		if len(p) > 1 && p[0] == '0' {
+			base = 8 // as inet_aton; ipset takes no hex
 		}
-		if strings.ContainsRune(p, '_') {
+		v, err := strconv.ParseUint(p, base, 32)
+		if err != nil {
 			return netip.Addr{}, false
 		}
 		vals = append(vals, v)
@@ -207,7 +224,7 @@ type portRange struct {
 // hash:ip,port and hash:net,port).
 func parsePortPart(s string, fam Family) (portRange, *Error) {
 	protoName, port, hasProto := strings.Cut(s, ":")
-	if !hasProto {
+	if !hasProto || port == "" {
 		protoName, port = "tcp", s
 	}
 	proto, ok := protocolNumber(protoName)
@@ -241,7 +258,10 @@ func parsePortPart(s string, fam Family) (portRange, *Error) {
 		}
 		pr.from, pr.to = v, v
 	default:
-		// Protocols without ports: the port is 0.
+		// Protocols without ports take the pseudo port 0 only.
+		if port != "0" {
+			return pr, syntaxErr("Protocol %s can be used with pseudo port value 0 only.", protoName)
+		}
 	}
 	return pr, nil
 }
@@ -335,6 +355,7 @@ var netdb struct {
 	protos   map[string]uint8
 	names    map[uint8]string
 	services map[string]uint16 // "name/proto"
+	hosts    map[string][]netip.Addr
 }
 
 func loadNetdb() {
@@ -356,6 +377,19 @@ func loadNetdb() {
 			if _, ok := netdb.names[uint8(n)]; !ok && i == 0 {
 				netdb.names[uint8(n)] = name
 			}
+		}
+	})
+	netdb.hosts = map[string][]netip.Addr{}
+	readLines("/etc/hosts", func(f []string) {
+		if len(f) < 2 {
+			return
+		}
+		a, err := netip.ParseAddr(f[0])
+		if err != nil || a.Zone() != "" {
+			return
+		}
+		for _, name := range f[1:] {
+			netdb.hosts[name] = append(netdb.hosts[name], a)
 		}
 	})
 	readLines("/etc/services", func(f []string) {
