@@ -210,8 +210,14 @@ func sameCreate(a, b *Set) bool {
 	if a.Type != b.Type {
 		return false
 	}
+	// The kernel ignores what a resize changes and the hash parameters.
 	x, y := a.Options, b.Options
 	x.InitVal, y.InitVal = 0, 0
 	x.BucketSize, y.BucketSize = 0, 0
+	x.HashSize, y.HashSize = 0, 0
+	x.ForceAdd, y.ForceAdd = false, false
+	// The kernel compares the type's family, which is the same for both
+	// families of a hash type.
+	x.Family, y.Family = 0, 0
 	return x == y
 }

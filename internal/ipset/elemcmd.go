@@ -24,6 +24,9 @@ type elemOp struct {
 	before, after  string // list:set position
 	lineno         int
 	exist          bool
+	// deferred is an error the kernel reports for the element after it
+	// checked the extensions (an invalid prefix length).
+	deferred *Error
 }
 
 // parseElemOp parses "SET ELEMENT [options]" for add, del and test against
@@ -43,6 +46,9 @@ func parseElemOp(kind cmdKind, s *Set, args []string) (*elemOp, *Error) {
 		op.text = args[1] + " after " + args[3]
 	}
 	elems, full, err := parseElement(s, args[1])
+	if err != nil && err.kind == errKernel {
+		op.deferred, err = err, nil
+	}
 	if err != nil {
 		err.Msg = strings.ReplaceAll(err.Msg, "%CMD%", commandName(kind))
 		return nil, err
@@ -61,10 +67,14 @@ func parseElemOp(kind cmdKind, s *Set, args []string) (*elemOp, *Error) {
 			return nil, usageErr("Unknown argument: `%s'", key)
 		}
 		if key != "nomatch" {
-			if seen[key] {
+			slot := key
+			if key == "after" {
+				slot = "before" // one reference attribute for both
+			}
+			if seen[slot] {
 				return nil, syntaxErr("%s already specified", key)
 			}
-			seen[key] = true
+			seen[slot] = true
 		}
 		if key == "nomatch" {
 			op.nomatch = true
@@ -158,8 +168,16 @@ func parseElement(s *Set, text string) ([]Elem, bool, *Error) {
 	if (ti.hasPort || ti.hasIface) && (!hasSecond || second == "") {
 		return nil, false, syntaxErr("Second element is missing from %s.", text)
 	}
+	if (ti.hasPort || ti.hasIface) && strings.Contains(second, ",") {
+		return nil, false, syntaxErr("Two elem separators in %s, but settype %s supports one.", text, s.Type)
+	}
 	if !ti.hasPort && !ti.hasIface && hasSecond {
 		return nil, false, syntaxErr("Elem separator in %s, but settype %s supports none.", text, s.Type)
+	}
+	if fam == Inet6 {
+		if err := checkIPv6Form(s, addrText); err != nil {
+			return nil, false, err
+		}
 	}
 	r, err := parseAddrPart(addrText, fam)
 	if err != nil {
@@ -214,6 +232,27 @@ func parseElement(s *Set, text string) ([]Elem, bool, *Error) {
 		}
 	}
 	return out, len(out) > limit, nil
+}
+
+// checkIPv6Form rejects ranges (and prefixes in the ip types) of IPv6
+// elements before the address is parsed, as ipset does.
+func checkIPv6Form(s *Set, addrText string) *Error {
+	host, cidr, hasCIDR := strings.Cut(addrText, "/")
+	msg := "plain IP address must be supplied"
+	if types[s.Type].isNet {
+		msg = "IP address or IP/cidr must be specified"
+	}
+	if strings.Contains(host, "-") && host[0] != '-' {
+		return syntaxErr("%s: %s", msg, addrText)
+	}
+	if hasCIDR && !types[s.Type].isNet && cidr != "" {
+		if n, err := parseUint(cidr, 0, 128); err != nil {
+			return err
+		} else if n != 128 {
+			return syntaxErr("%s: %s", msg, addrText)
+		}
+	}
+	return nil
 }
 
 // parseBitmapPort parses a bitmap:port element: [proto:]port[-port].
@@ -278,13 +317,16 @@ func (ss *Sets) applyAdd(op *elemOp, now time.Time) *Error {
 	if op.comment != nil && !o.Comment {
 		return kernelErr(msgNoComment)
 	}
+	if op.deferred != nil {
+		return op.deferred
+	}
+	if err := ss.checkListMembers(s, op); err != nil {
+		return err
+	}
 	pos := -1
 	if s.Type == ListSet {
 		ref := op.before + op.after
 		if ref != "" {
-			if ss.Get(ref) == nil {
-				return kernelErr(msgRefNotExist)
-			}
 			i := indexOfMember(s, ref)
 			if i < 0 {
 				return kernelErr(msgRefNotInList)
@@ -296,15 +338,6 @@ func (ss *Sets) applyAdd(op *elemOp, now time.Time) *Error {
 		}
 	}
 	for _, e := range op.elems {
-		if s.Type == ListSet {
-			m := ss.Get(e.SetName)
-			if m == nil {
-				return kernelErr(msgMemberNotExist)
-			}
-			if m.Type == ListSet {
-				return kernelErr(msgListLoop)
-			}
-		}
 		entry := Entry{Elem: e, Nomatch: op.nomatch}
 		if o.HasTimeout {
 			t := o.Timeout
@@ -361,6 +394,27 @@ func (s *Set) growHash() {
 	}
 }
 
+// checkListMembers checks a list:set op's member and reference sets as the
+// kernel does before it looks at the list.
+func (ss *Sets) checkListMembers(s *Set, op *elemOp) *Error {
+	if s.Type != ListSet {
+		return nil
+	}
+	for _, e := range op.elems {
+		m := ss.Get(e.SetName)
+		if m == nil {
+			return kernelErr(msgMemberNotExist)
+		}
+		if m.Type == ListSet {
+			return kernelErr(msgListLoop)
+		}
+	}
+	if ref := op.before + op.after; ref != "" && ss.Get(ref) == nil {
+		return kernelErr(msgRefNotExist)
+	}
+	return nil
+}
+
 // listAdjacent reports whether name stands right before the member before
 // (or right after the member after) in the list s.
 func listAdjacent(s *Set, name, before, after string) bool {
@@ -400,18 +454,25 @@ func (ss *Sets) applyDel(op *elemOp) *Error {
 	if s == nil {
 		return kernelErr(msgSetNotExist)
 	}
-	if ref := op.before + op.after; s.Type == ListSet && ref != "" {
-		if ss.Get(ref) == nil {
-			return kernelErr(msgRefNotExist)
+	if op.deferred != nil {
+		return op.deferred
+	}
+	if err := ss.checkListMembers(s, op); err != nil {
+		return err
+	}
+	if s.Type == BitmapPort {
+		for _, e := range op.elems {
+			if e.Port < s.Options.PortFrom || e.Port > s.Options.PortTo {
+				return kernelErr(msgOutOfRange)
+			}
 		}
+	}
+	if ref := op.before + op.after; s.Type == ListSet && ref != "" {
 		if len(op.elems) == 1 && !listAdjacent(s, op.elems[0].SetName, op.before, op.after) {
 			return kernelErr(msgRefNotInList)
 		}
 	}
 	for _, e := range op.elems {
-		if s.Type == ListSet && ss.Get(e.SetName) == nil {
-			return kernelErr(msgMemberNotExist)
-		}
 		if _, ok := s.get(e); !ok {
 			if op.exist {
 				continue
@@ -431,12 +492,17 @@ func (ss *Sets) test(op *elemOp) (bool, *Error) {
 	if s == nil {
 		return false, kernelErr(msgSetNotExist)
 	}
+	if op.deferred != nil {
+		return false, op.deferred
+	}
 	if len(op.elems) == 0 {
 		return false, nil
 	}
 	e := op.elems[0]
-	if s.Type == ListSet && ss.Get(e.SetName) == nil {
-		return false, nil
+	if s.Type == ListSet {
+		if ss.Get(e.SetName) == nil {
+			return false, nil
+		}
 	}
 	if s.Type == ListSet && op.before+op.after != "" {
 		return listAdjacent(s, e.SetName, op.before, op.after), nil
@@ -464,6 +530,11 @@ func (ss *Sets) test(op *elemOp) (bool, *Error) {
 // physdev: prefix, as ipset 7.17 prints it).
 func testText(s *Set, text string) string {
 	ti := types[s.Type]
+	if s.Type == BitmapPort {
+		if _, port, ok := strings.Cut(text, ":"); ok {
+			return port
+		}
+	}
 	if !ti.hasIP {
 		return text
 	}
@@ -496,6 +567,9 @@ func testText(s *Set, text string) string {
 // checkTestRange rejects ranges in test as ipset does.
 func checkTestRange(s *Set, text string) *Error {
 	ti := types[s.Type]
+	if s.Type == BitmapPort && strings.Contains(text, "-") {
+		return plainSyntaxErr("FROM-TO port range is not allowed in command test with set type bitmap:port and family unspec")
+	}
 	if !ti.hasIP {
 		return nil
 	}

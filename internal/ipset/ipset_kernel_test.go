@@ -3,6 +3,7 @@ package ipset
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -561,19 +562,22 @@ func TestKernelDifferential(t *testing.T) {
 				}
 			}()
 			store := NewMemStore()
-			for i, st := range sc.steps {
-				c := exec.Command("ip", append([]string{"netns", "exec", ns, "ipset"}, st.args...)...)
-				c.Stdin = strings.NewReader(st.stdin)
+			kernel := func(args []string, stdin string) (int, string, string) {
+				c := exec.Command("ip", append([]string{"netns", "exec", ns, "ipset"}, args...)...)
+				c.Stdin = strings.NewReader(stdin)
 				var kout, kerr bytes.Buffer
 				c.Stdout, c.Stderr = &kout, &kerr
-				kstatus := 0
 				if err := c.Run(); err != nil {
 					ee, ok := err.(*exec.ExitError)
 					if !ok {
-						t.Fatalf("run ipset %q: %v", st.args, err)
+						t.Fatalf("run ipset %q: %v", args, err)
 					}
-					kstatus = ee.ExitCode()
+					return ee.ExitCode(), kout.String(), kerr.String()
 				}
+				return 0, kout.String(), kerr.String()
+			}
+			for i, st := range sc.steps {
+				kstatus, kstdout, kstderr := kernel(st.args, st.stdin)
 				var xout, xerr bytes.Buffer
 				xstatus := RunAt(st.args, strings.NewReader(st.stdin), &xout, &xerr, store, time.Now())
 				keep := strings.Contains(strings.Join(st.args, " "), "initval") || strings.Contains(st.stdin, "initval")
@@ -584,11 +588,18 @@ func TestKernelDifferential(t *testing.T) {
 				if kstatus != xstatus {
 					t.Errorf("%s: status: kernel %d, xfw %d", what, kstatus, xstatus)
 				}
-				if k, x := normalize(kout.String(), keep), normalize(xout.String(), keep); k != x {
+				if k, x := normalize(kstdout, keep), normalize(xout.String(), keep); k != x {
 					t.Errorf("%s: stdout differs:\n--- kernel\n%s\n--- xfw\n%s", what, k, x)
 				}
-				if k, x := kerr.String(), xerr.String(); k != x {
+				if k, x := kstderr, xerr.String(); k != x {
 					t.Errorf("%s: stderr differs:\n--- kernel\n%s\n--- xfw\n%s", what, k, x)
+				}
+				// The states must agree too, even when the outputs do.
+				_, ksave, _ := kernel([]string{"save"}, "")
+				var xsave bytes.Buffer
+				RunAt([]string{"save"}, nil, &xsave, io.Discard, store, time.Now())
+				if k, x := normalize(ksave, false), normalize(xsave.String(), false); k != x {
+					t.Errorf("after %s: sets differ:\n--- kernel\n%s\n--- xfw\n%s", what, k, x)
 				}
 				if t.Failed() && os.Getenv("XFW_IPSET_DIFF_ALL") == "" {
 					// Later steps would differ because the states differ.

@@ -3,6 +3,8 @@ package ipset
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 )
 
@@ -15,57 +17,84 @@ func randomScenario(seed uint64, n int) []step {
 	creates := []string{
 		"hash:ip", "hash:ip family inet6", "hash:net", "hash:net maxelem 3", "hash:ip,port",
 		"hash:net,port", "hash:net,iface", "bitmap:port range 10-20", "hash:ip netmask 30",
-		"hash:net timeout 600 counters comment", "list:set size 4",
+		"hash:net timeout 600 counters comment", "list:set size 4", "hash:net family inet6 counters",
+		"hash:ip,port timeout 0", "bitmap:port range 15-30 counters", "list:set timeout 600",
+		"hash:net,port family inet6 comment", "hash:ip hashsize 64 maxelem 5",
 	}
 	elems := []string{
 		"10.0.0.1", "10.0.0.2", "10.0.0.0/30", "10.0.0.1-10.0.0.3", "10.0.0.0/8", "10.1.0.0/16",
 		"2001:db8::1", "2001:db8::/64", "10.0.0.1,80", "10.0.0.1,udp:53", "10.0.0.0/24,tcp:1-2",
 		"10.0.0.0/8,eth0", "10.0.0.0/8,physdev:eth1", "15", "10-12", "25", "a", "b", "c", "l",
-		"192.0.2.1-192.0.2.9", "10.0.0.5", "1.2.3.4,icmp:ping",
+		"192.0.2.1-192.0.2.9", "10.0.0.5", "1.2.3.4,icmp:ping", "2001:db8::1,udp:1", "2001:db8::/32,tcp:7",
+		"a,before,b", "b,after,c", "udp:16", "10.0.0.0/31,tcp:3", "2001:db8::/48,eth0",
 	}
-	opts := []string{"", "", "", " -exist", " timeout 30", " nomatch", " packets 3", ` comment "c"`, " before a"}
+	opts := []string{"", "", "", " -exist", " timeout 30", " nomatch", " packets 3", ` comment "c"`,
+		" before a", " after c", " bytes 9 packets 1", " timeout 0"}
 	var steps []step
 	pick := func(s []string) string { return s[r.IntN(len(s))] }
-	for range n {
+	line := func() string {
 		name := pick(names)
-		var line string
-		switch k := r.IntN(20); {
+		switch k := r.IntN(22); {
 		case k < 4:
-			line = fmt.Sprintf("create %s %s", name, pick(creates))
+			l := fmt.Sprintf("create %s %s", name, pick(creates))
 			if r.IntN(3) == 0 {
-				line = "-exist " + line
+				l = "-exist " + l
 			}
+			return l
 		case k < 10:
-			line = fmt.Sprintf("add %s %s%s", name, pick(elems), pick(opts))
+			return fmt.Sprintf("add %s %s%s", name, pick(elems), pick(opts))
 		case k < 12:
-			line = fmt.Sprintf("del %s %s%s", name, pick(elems), pick(opts[:4]))
+			return fmt.Sprintf("del %s %s%s", name, pick(elems), pick(opts[:4]))
 		case k < 14:
-			line = fmt.Sprintf("test %s %s", name, pick(elems))
+			return fmt.Sprintf("test %s %s", name, pick(elems))
 		case k == 14:
-			line = "destroy " + name
+			return "destroy " + name
 		case k == 15:
-			line = "flush " + name
+			return "flush " + name
 		case k == 16:
-			line = fmt.Sprintf("swap %s %s", name, pick(names))
+			return fmt.Sprintf("swap %s %s", name, pick(names))
 		case k == 17:
-			line = fmt.Sprintf("rename %s %s", name, pick(names))
+			return fmt.Sprintf("rename %s %s", name, pick(names))
 		case k == 18:
-			var in strings.Builder
-			for range 1 + r.IntN(4) {
-				fmt.Fprintf(&in, "add %s %s%s\n", pick(names), pick(elems), pick(opts[:4]))
-			}
-			steps = append(steps, restoreStep(in.String()))
-			continue
-		default:
-			line = "save"
+			return "list -t " + name
+		case k == 19:
+			return "save " + name
 		}
-		steps = append(steps, cmd(line))
+		return "save"
+	}
+	for range n {
+		if r.IntN(12) == 0 {
+			var in strings.Builder
+			for range 1 + r.IntN(5) {
+				l := line()
+				if strings.HasPrefix(l, "test") && r.IntN(2) == 0 {
+					l = "add" + strings.TrimPrefix(l, "test")
+				}
+				in.WriteString(l + "\n")
+			}
+			var opt []string
+			if r.IntN(3) == 0 {
+				opt = []string{"-exist"}
+			}
+			steps = append(steps, restoreStep(in.String(), opt...))
+			continue
+		}
+		steps = append(steps, cmd(line()))
 	}
 	return append(steps, cmd("list"))
 }
 
+// randomSeeds is how many random scenarios run ($XFW_IPSET_RANDOM_SEEDS,
+// default 8).
+func randomSeeds() uint64 {
+	if n, err := strconv.ParseUint(os.Getenv("XFW_IPSET_RANDOM_SEEDS"), 10, 32); err == nil {
+		return n
+	}
+	return 8
+}
+
 func init() {
-	for seed := range uint64(6) {
+	for seed := range randomSeeds() {
 		kernelScenarios = append(kernelScenarios, struct {
 			name  string
 			steps []step

@@ -86,7 +86,9 @@ type session struct {
 	quiet          bool
 	lineno         int // restore line being executed; 0 on the command line
 	changed        bool
-	stop           bool // a restore must stop after this line (test)
+	stop           bool          // a restore must stop after this line (test)
+	mode           string        // output mode, fixed by the first list or save
+	env            globalOptions // restore: options seen so far (they stick)
 }
 
 // fail prints err as ipset does and returns its exit status.
@@ -219,6 +221,9 @@ func (s *session) destroy(c *command) *Error {
 	if len(c.args) == 1 {
 		set := s.sets.Get(c.args[0])
 		if set == nil {
+			if c.opts.exist {
+				return nil
+			}
 			return kernelErr(msgSetNotExist)
 		}
 		victims = []*Set{set}
@@ -299,9 +304,20 @@ func (s *session) swap(a, b string) *Error {
 }
 
 func (s *session) list(c *command) *Error {
-	lo := listOptions{save: c.kind == cmdSave || c.opts.output == "save", terse: c.opts.terse, names: c.opts.names}
-	if c.kind == cmdSave {
-		// save ignores -terse and -name.
+	// The first listing of a session fixes its output mode (ipset keeps
+	// it in the session, so it sticks for the rest of a restore).
+	if s.mode == "" {
+		s.mode = c.opts.output
+		if s.mode == "" {
+			s.mode = "plain"
+			if c.kind == cmdSave {
+				s.mode = "save"
+			}
+		}
+	}
+	lo := listOptions{save: s.mode == "save", terse: c.opts.terse, names: c.opts.names}
+	if lo.save {
+		// The save format has no terse or names-only form.
 		lo.terse, lo.names = false, false
 	}
 	var sets []*Set
@@ -368,7 +384,11 @@ func (s *session) restore(in io.Reader, global globalOptions) int {
 		if err != nil {
 			return s.fail(err)
 		}
+		// Options given on a line stay set for the following lines.
+		s.env = mergeOptions(s.env, c.opts)
+		c.opts = mergeOptions(c.opts, s.env)
 		c.opts.exist = c.opts.exist || global.exist
+		s.quiet = s.quiet || c.opts.quiet
 		if c.kind == cmdAdd || c.kind == cmdDel {
 			op, err := s.parseElemCommand(c)
 			if err != nil {
@@ -407,6 +427,20 @@ func (s *session) restore(in io.Reader, global globalOptions) int {
 		return s.fail(syntaxErr("cannot read input: %v", err))
 	}
 	return flush()
+}
+
+// mergeOptions returns a with the flags of b added.
+func mergeOptions(a, b globalOptions) globalOptions {
+	a.exist = a.exist || b.exist
+	a.quiet = a.quiet || b.quiet
+	a.sorted = a.sorted || b.sorted
+	a.terse = a.terse || b.terse
+	a.names = a.names || b.names
+	a.resolve = a.resolve || b.resolve
+	if a.output == "" {
+		a.output = b.output
+	}
+	return a
 }
 
 // helpText is the start of ipset's help.
