@@ -117,7 +117,11 @@ func takeGlobalOption(o *globalOptions, args []string, i int) (consumed int, err
 		o.help = true
 	case "-output", "-o", "-file", "-f":
 		if i+1 >= len(args) {
-			return 0, usageErr("Missing mandatory argument to option %s", args[i])
+			short := "-o"
+			if a == "-file" || a == "-f" {
+				short = "-f"
+			}
+			return 0, usageErr("Missing mandatory argument to option %s", short)
 		}
 		v := args[i+1]
 		if a == "-file" || a == "-f" {

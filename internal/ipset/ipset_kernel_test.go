@@ -358,6 +358,10 @@ var kernelScenarios = []struct {
 		cmd("save -t"),
 		cmd("version x"),
 		cmd("restore x"),
+		cmd("restore -file /nonexistent/xfw"),
+		cmd("save -file /nonexistent/xfw/x"),
+		cmd("list -file"),
+		cmd("list -output"),
 	}},
 	{"probe-2", []step{
 		cmd("create t hash:ip timeout 1000 counters comment"),

@@ -85,7 +85,7 @@ func randomScenario(seed uint64, n int) []step {
 }
 
 // randomSeeds is how many random scenarios run ($XFW_IPSET_RANDOM_SEEDS,
-// default 8).
+// default 8, from seed $XFW_IPSET_RANDOM_FIRST, default 0).
 func randomSeeds() uint64 {
 	if n, err := strconv.ParseUint(os.Getenv("XFW_IPSET_RANDOM_SEEDS"), 10, 32); err == nil {
 		return n
@@ -94,7 +94,8 @@ func randomSeeds() uint64 {
 }
 
 func init() {
-	for seed := range randomSeeds() {
+	first, _ := strconv.ParseUint(os.Getenv("XFW_IPSET_RANDOM_FIRST"), 10, 32)
+	for seed := first; seed < first+randomSeeds(); seed++ {
 		kernelScenarios = append(kernelScenarios, struct {
 			name  string
 			steps []step

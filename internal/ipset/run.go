@@ -2,10 +2,12 @@ package ipset
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -49,7 +51,8 @@ func RunAt(args []string, stdin io.Reader, stdout, stderr io.Writer, store Store
 		if cmd.opts.file != "" {
 			f, err := os.Open(cmd.opts.file)
 			if err != nil {
-				return s.fail(syntaxErr("cannot open %s for reading: %v", cmd.opts.file, err))
+				// ipset 7.17 exits with 255 and says nothing.
+				return 255
 			}
 			defer f.Close()
 			in = f
@@ -60,7 +63,7 @@ func RunAt(args []string, stdin io.Reader, stdout, stderr io.Writer, store Store
 		if cmd.opts.file != "" && (cmd.kind == cmdList || cmd.kind == cmdSave) {
 			f, err := os.Create(cmd.opts.file)
 			if err != nil {
-				return s.fail(syntaxErr("cannot open %s for writing: %v", cmd.opts.file, err))
+				return s.fail(plainSyntaxErr("Cannot open %s for writing: %s", cmd.opts.file, errnoText(err)))
 			}
 			defer f.Close()
 			out = f
@@ -443,70 +446,16 @@ func mergeOptions(a, b globalOptions) globalOptions {
 	return a
 }
 
-// helpText is the start of ipset's help.
-const helpText = `ipset v` + Version + `
-
-Usage: ipset [options] COMMAND
-
-Commands:
-create SETNAME TYPENAME [type-specific-options]
-        Create a new set
-add SETNAME ENTRY
-        Add entry to the named set
-del SETNAME ENTRY
-        Delete entry from the named set
-test SETNAME ENTRY
-        Test entry in the named set
-destroy [SETNAME]
-        Destroy a named set or all sets
-list [SETNAME]
-        List the entries of a named set or all sets
-save [SETNAME]
-        Save the named set or all sets to stdout
-restore
-        Restore a saved state
-flush [SETNAME]
-        Flush a named set or all sets
-rename FROM-SETNAME TO-SETNAME
-        Rename two sets
-swap FROM-SETNAME TO-SETNAME
-        Swap the contect of two existing sets
-help [TYPENAME]
-        Print help, and settype specific help
-version
-        Print version information
-quit
-        Quit interactive mode
-
-Options:
--o plain|save|xml
-       Specify output mode for listing sets.
-       Default value for "list" command is mode "plain"
-       and for "save" command is mode "save".
--s
-        Print elements sorted (if supported by the set type).
--q
-        Suppress any notice or warning message.
--r
-        Try to resolve IP addresses in the output (slow!)
--!
-        Ignore already existing entries when adding.
--n
-        When listing, just list setnames from kernel.
--t
-        When listing, list setnames and set headers
-        from kernel only.
--f
-        Read from the given file instead of standard
-        input (restore) or write to given file instead
-        of standard output (list/save).
-
-Supported set types:
-    bitmap:port	3	
-    hash:ip	6	
-    hash:ip,port	7	
-    hash:net	7	
-    hash:net,iface	8	
-    hash:net,port	8	
-    list:set	3	
-`
+// errnoText renders a file error as strerror does.
+func errnoText(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		var errno syscall.Errno
+		if errors.As(pe.Err, &errno) {
+			// Go's texts are strerror's with a lower-case first letter.
+			t := errno.Error()
+			return strings.ToUpper(t[:1]) + t[1:]
+		}
+	}
+	return err.Error()
+}
