@@ -55,6 +55,7 @@ func parseElemOp(kind cmdKind, s *Set, args []string) (*elemOp, *Error) {
 	}
 	if kind == cmdTest {
 		if err := checkTestRange(s, args[1]); err != nil {
+			err.noLine = true
 			return nil, err
 		}
 	}

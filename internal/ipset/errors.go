@@ -83,4 +83,5 @@ const (
 	msgRefNotExist      = "The set to which you referred with 'before' or 'after' does not exist."
 	msgRefNotInList     = "The set to which you referred with 'before' or 'after' is not added to the set."
 	msgSwapSecond       = "Sets cannot be swapped: the second set does not exist"
+	msgProtocol         = "Kernel error received: ipset protocol error"
 )

@@ -210,8 +210,8 @@ func TestBinaryRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want, got strings.Builder
-	writeList(&want, store.sets.listOrder(), func(*Set) int { return 0 }, listOptions{save: true}, clock)
-	writeList(&got, decoded.listOrder(), func(*Set) int { return 0 }, listOptions{save: true}, clock)
+	writeList(&want, store.sets.listOrder(), func(*Set) int { return 0 }, listOptions{save: true, members: true}, clock)
+	writeList(&got, decoded.listOrder(), func(*Set) int { return 0 }, listOptions{save: true, members: true}, clock)
 	if want.String() != got.String() {
 		t.Errorf("round trip changed the sets:\n--- before\n%s--- after\n%s", want.String(), got.String())
 	}

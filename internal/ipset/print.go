@@ -135,6 +135,7 @@ func sizeInMemory(s *Set) int {
 // listOptions select list's output.
 type listOptions struct {
 	save, terse, names bool
+	members            bool // print the members
 }
 
 // writeList renders sets as ipset list (or save) does.
@@ -147,7 +148,7 @@ func writeList(b *strings.Builder, sets []*Set, refs func(*Set) int, lo listOpti
 		}
 		if lo.save {
 			fmt.Fprintf(b, "create %s %s %s\n", s.Name, s.Type, header(s))
-			if lo.terse {
+			if !lo.members {
 				continue
 			}
 			for _, e := range s.Entries() {
@@ -160,10 +161,12 @@ func writeList(b *strings.Builder, sets []*Set, refs func(*Set) int, lo listOpti
 		}
 		fmt.Fprintf(b, "Name: %s\nType: %s\nRevision: %d\nHeader: %s\nSize in memory: %d\nReferences: %d\nNumber of entries: %d\n",
 			s.Name, s.Type, s.Type.Revision(), header(s), sizeInMemory(s), refs(s), s.Len())
-		if lo.terse {
+		if !lo.terse {
+			b.WriteString("Members:\n")
+		}
+		if !lo.members {
 			continue
 		}
-		b.WriteString("Members:\n")
 		for _, e := range s.Entries() {
 			b.WriteString(entryText(s, &e, now))
 			b.WriteByte('\n')

@@ -89,9 +89,10 @@ type session struct {
 	quiet          bool
 	lineno         int // restore line being executed; 0 on the command line
 	changed        bool
-	stop           bool          // a restore must stop after this line (test)
-	mode           string        // output mode, fixed by the first list or save
-	env            globalOptions // restore: options seen so far (they stick)
+	stop           bool              // a restore must stop after this line (test)
+	mode           string            // output mode, fixed by the first list or save
+	env            globalOptions     // restore: options seen so far (they stick)
+	families       map[string]Family // restore: families of sets created in it
 }
 
 // fail prints err as ipset does and returns its exit status.
@@ -154,9 +155,19 @@ func (s *session) parseElemCommand(c *command) (*elemOp, *Error) {
 	if set == nil {
 		return nil, plainSyntaxErr("%s", msgSetNotExist)
 	}
-	op, err := parseElemOp(c.kind, set, c.args)
+	parseAs := set
+	if f, ok := s.families[set.Name]; ok && f != set.Options.Family && set.Type.IsHash() {
+		cp := *set
+		cp.Options.Family = f
+		parseAs = &cp
+	}
+	op, err := parseElemOp(c.kind, parseAs, c.args)
 	if err != nil {
 		return nil, err
+	}
+	if parseAs != set {
+		// The kernel refuses an address of the other family.
+		op.deferred = kernelErr(msgProtocol)
 	}
 	op.exist = c.opts.exist
 	op.lineno = s.lineno
@@ -191,22 +202,47 @@ func (s *session) applyElem(op *elemOp) *Error {
 }
 
 func (s *session) create(c *command) *Error {
-	if len(c.args[0]) > maxNameLen {
-		return syntaxErr("setname '%s' is longer than 31 characters", c.args[0])
-	}
-	set, err := parseCreate(c.args)
+	set, err := parseCreateCommand(c)
 	if err != nil {
 		return err
 	}
+	return s.applyCreate(c, set)
+}
+
+// parseCreateCommand parses create's arguments.
+func parseCreateCommand(c *command) (*Set, *Error) {
+	if len(c.args[0]) > maxNameLen {
+		return nil, syntaxErr("setname '%s' is longer than 31 characters", c.args[0])
+	}
+	return parseCreate(c.args)
+}
+
+// applyCreate creates set (or, with -exist, accepts an alike one).
+func (s *session) applyCreate(c *command, set *Set) *Error {
 	if old := s.sets.Get(set.Name); old != nil {
 		if c.opts.exist && sameCreate(old, set) {
+			s.remember(set.Name, set.Options.Family)
 			return nil
 		}
 		return kernelErr(msgSetExists)
 	}
 	s.changed = true
 	s.sets.add(set)
+	s.remember(set.Name, set.Options.Family)
 	return nil
+}
+
+// remember records the family a create line gave a set: ipset keeps it for
+// the rest of a restore and parses that set's elements with it, even when
+// -exist kept an existing set of the other family.
+func (s *session) remember(name string, fam Family) {
+	if s.lineno == 0 {
+		return
+	}
+	if s.families == nil {
+		s.families = map[string]Family{}
+	}
+	s.families[name] = fam
 }
 
 // references is the set's reference count: firewall rules plus list:set
@@ -245,6 +281,7 @@ func (s *session) destroy(c *command) *Error {
 	}
 	for _, v := range victims {
 		s.sets.slots[s.sets.index(v.Name)] = nil
+		delete(s.families, v.Name)
 	}
 	s.changed = true
 	return nil
@@ -281,6 +318,10 @@ func (s *session) rename(from, to string) *Error {
 	if s.sets.Get(to) != nil {
 		return kernelErr(msgRenameExists)
 	}
+	if f, ok := s.families[from]; ok {
+		delete(s.families, from)
+		s.families[to] = f
+	}
 	set.Name = to
 	s.changed = true
 	return nil
@@ -302,6 +343,16 @@ func (s *session) swap(a, b string) *Error {
 	// stay with their slots.
 	x.Name, y.Name = y.Name, x.Name
 	s.sets.slots[i], s.sets.slots[j] = y, x
+	fa, okA := s.families[a]
+	fb, okB := s.families[b]
+	delete(s.families, a)
+	delete(s.families, b)
+	if okA {
+		s.families[b] = fa
+	}
+	if okB {
+		s.families[a] = fb
+	}
 	s.changed = true
 	return nil
 }
@@ -318,10 +369,11 @@ func (s *session) list(c *command) *Error {
 			}
 		}
 	}
-	lo := listOptions{save: s.mode == "save", terse: c.opts.terse, names: c.opts.names}
-	if lo.save {
-		// The save format has no terse or names-only form.
-		lo.terse, lo.names = false, false
+	lo := listOptions{save: s.mode == "save", terse: c.opts.terse, names: c.opts.names,
+		// list -t asks the kernel for headers only; save always for members.
+		members: c.kind == cmdSave || !c.opts.terse}
+	if c.kind == cmdSave || lo.save {
+		lo.names = false
 	}
 	var sets []*Set
 	if len(c.args) == 1 {
@@ -405,25 +457,42 @@ func (s *session) restore(in io.Reader, global globalOptions) int {
 			batch = append(batch, op)
 			continue
 		}
+		// The line is parsed before the batch is sent: a parse error
+		// drops the batch.
+		var testOp *elemOp
+		var newSet *Set
+		switch c.kind {
+		case cmdTest:
+			if testOp, err = s.parseElemCommand(c); err != nil {
+				return s.fail(err)
+			}
+		case cmdCreate:
+			if newSet, err = parseCreateCommand(c); err != nil {
+				return s.fail(err)
+			}
+		}
 		if st := flush(); st != statusOK {
 			return st
 		}
 		s.lineno = line
-		if c.kind == cmdTest {
-			op, err := s.parseElemCommand(c)
-			if err == nil {
-				err = s.applyElem(op)
-			}
-			if err != nil {
+		switch c.kind {
+		case cmdTest:
+			// A test ends the restore (ipset 7.17 stops after it).
+			if err := s.applyElem(testOp); err != nil {
 				if err.Msg == "" {
 					return statusError
 				}
 				return s.fail(err)
 			}
 			return statusOK
-		}
-		if st := s.exec(c); st != statusOK {
-			return st
+		case cmdCreate:
+			if err := s.applyCreate(c, newSet); err != nil {
+				return s.fail(err)
+			}
+		default:
+			if st := s.exec(c); st != statusOK {
+				return st
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
