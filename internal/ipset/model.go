@@ -1,7 +1,3 @@
-// Package ipset is xfw's ipset front end: it parses ipset's command line
-// and restore format, keeps the sets' model and prints what ipset 7.17
-// prints. The sets themselves live behind a Store; the data plane reads the
-// model (Set, Entry) and the Diff between two collections.
 package ipset
 
 import (
