@@ -104,7 +104,7 @@ iptables-compatible commands (filter table, enforced with eBPF):
   iptables-save [-c] [-t filter]
   ip6tables-save …
   iptables …, ip6tables …
-  ipset …    ipset 7.17's commands (sets kept in $XFW_IPSET_FILE for now)
+  ipset …    ipset 7.17's commands (sets kept in a file per namespace for now)
 
 xfw's own:
   stop       remove every xfw program from this network namespace

@@ -7,8 +7,9 @@ import (
 )
 
 // newIpsetStore returns the store `xfw ipset` works on. For now the sets
-// live in a file ($XFW_IPSET_FILE, default /run/xfw/ipset.state); the data
-// plane's store (BPF maps per network namespace) replaces it.
+// live in a file ($XFW_IPSET_FILE, default one per network namespace under
+// /run/xfw); the data plane's store (BPF maps per network namespace)
+// replaces it.
 var newIpsetStore = func() ipset.Store { return ipset.NewFileStore() }
 
 func init() {

@@ -37,7 +37,7 @@
 //   - "Size in memory" is an estimate; the kernel's depends on its
 //     allocator and hash layout.
 //   - initval is random, as in the kernel, but not the kernel's value.
-//   - hashsize grows when the average bucket holds more than three entries;
+//   - hashsize grows when the average bucket holds more than four entries;
 //     the kernel grows when a bucket overflows, which depends on initval.
 //   - A range add that overflows maxelem stops at maxelem; the kernel may
 //     add a few more while it resizes.

@@ -385,12 +385,13 @@ func (ss *Sets) applyAdd(op *elemOp, now time.Time) *Error {
 // growHash doubles a hash set's hashsize as the kernel resizes it. The
 // kernel grows when a bucket (bucketsize entries) overflows, which depends
 // on its hash function and seed; xfw grows when the average bucket holds
-// more than three entries, the load at which an overflow becomes likely.
+// more than four entries, about the load at which an overflow of a
+// 12-entry bucket becomes likely.
 func (s *Set) growHash() {
 	if !s.Type.IsHash() {
 		return
 	}
-	for uint64(s.count) > 3*uint64(s.Options.HashSize) && s.Options.HashSize < 1<<31 {
+	for uint64(s.count) > 4*uint64(s.Options.HashSize) && s.Options.HashSize < 1<<31 {
 		s.Options.HashSize *= 2
 	}
 }

@@ -527,10 +527,13 @@ func normalize(out string, keepInitval bool) string {
 	for i := 0; i < len(lines); {
 		j := i
 		switch {
-		case lines[i] == "Members:":
+		case lines[i] == "Members:" || strings.HasPrefix(lines[i], "Number of entries: ") &&
+			i+1 < len(lines) && lines[i+1] != "Members:":
+			// Members follow "Members:", or the header directly when a
+			// save runs in terse plain mode.
 			i++
 			j = i
-			for j < len(lines) && lines[j] != "" {
+			for j < len(lines) && lines[j] != "" && !strings.HasPrefix(lines[j], "Name: ") {
 				j++
 			}
 		case strings.HasPrefix(lines[i], "add "):

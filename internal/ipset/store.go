@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 )
 
@@ -69,8 +70,10 @@ func (m *MemStore) References(name string) (int, error) {
 // FileEnv names the environment variable with FileStore's default path.
 const FileEnv = "XFW_IPSET_FILE"
 
-// DefaultFile is FileStore's path when FileEnv is not set.
-const DefaultFile = "/run/xfw/ipset.state"
+// DefaultDir holds FileStore's files when FileEnv is not set: one per
+// network namespace (sets are per namespace), named after the namespace's
+// inode: /run/xfw/ipset-4026531840.state.
+const DefaultDir = "/run/xfw"
 
 // FileStore keeps the sets in a file (MarshalBinary's format), replaced
 // atomically by rename on Commit. It has no rule references. Callers
@@ -79,12 +82,18 @@ type FileStore struct {
 	Path string
 }
 
-// NewFileStore returns the FileStore at $XFW_IPSET_FILE, or DefaultFile.
+// NewFileStore returns the FileStore at $XFW_IPSET_FILE, or the current
+// network namespace's file in DefaultDir.
 func NewFileStore() *FileStore {
 	if p := os.Getenv(FileEnv); p != "" {
 		return &FileStore{Path: p}
 	}
-	return &FileStore{Path: DefaultFile}
+	ns := "unknown"
+	if link, err := os.Readlink("/proc/self/ns/net"); err == nil {
+		// "net:[4026531840]"
+		ns = strings.TrimSuffix(strings.TrimPrefix(link, "net:["), "]")
+	}
+	return &FileStore{Path: filepath.Join(DefaultDir, "ipset-"+ns+".state")}
 }
 
 // Load reads the file; a missing file is an empty collection.
