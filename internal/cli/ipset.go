@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 
 	"github.com/xfw-dev/xfw/internal/ipset"
 )
@@ -20,11 +22,22 @@ func init() {
 // runIpset is `ipset …`: one invocation under xfw's lock (ipset has no -w;
 // the kernel serialises its commands, so the lock is waited for).
 func runIpset(name string, args []string, env Env) int {
+	stdin := env.Stdin
+	if ipset.ReadsStdin(args) {
+		// Read the input before taking the lock: the writer of a pipe
+		// (`ipset save | ipset restore`) may hold it.
+		data, err := io.ReadAll(env.Stdin)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "ipset: read standard input: %v\n", err)
+			return exitOther
+		}
+		stdin = bytes.NewReader(data)
+	}
 	unlock, err := lock(waitSpec{set: true})
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return exitResource
 	}
 	defer unlock()
-	return ipset.Run(args, env.Stdin, env.Stdout, env.Stderr, newIpsetStore())
+	return ipset.Run(args, stdin, env.Stdout, env.Stderr, newIpsetStore())
 }

@@ -299,3 +299,18 @@ func TestNoCommitOnReadOnly(t *testing.T) {
 		t.Errorf("read-only commands committed %d times", len(store.Diffs)-n)
 	}
 }
+
+func TestReadsStdin(t *testing.T) {
+	tests := []struct {
+		line string
+		want bool
+	}{
+		{"restore", true}, {"-exist restore", true}, {"-R", true}, {"r", true},
+		{"restore -file /tmp/x", false}, {"save", false}, {"list", false}, {"bogus", false},
+	}
+	for _, tt := range tests {
+		if got := ReadsStdin(splitLine(tt.line)); got != tt.want {
+			t.Errorf("ReadsStdin(%q) = %v, want %v", tt.line, got, tt.want)
+		}
+	}
+}

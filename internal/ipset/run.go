@@ -528,3 +528,12 @@ func errnoText(err error) string {
 	}
 	return err.Error()
 }
+
+// ReadsStdin reports whether the invocation reads standard input (a
+// restore without -file). A caller that serialises invocations with a lock
+// should read the input before it takes the lock: `ipset save | ipset
+// restore` would otherwise deadlock on a large save.
+func ReadsStdin(args []string) bool {
+	c, err := parseArgv(args, false)
+	return err == nil && c.kind == cmdRestore && c.opts.file == ""
+}
