@@ -40,7 +40,8 @@
 //   - hashsize grows when the average bucket holds more than four entries;
 //     the kernel grows when a bucket overflows, which depends on initval.
 //   - A range add that overflows maxelem stops at maxelem; the kernel may
-//     add a few more while it resizes.
+//     exceed maxelem by a few entries when it reuses the slot of a deleted
+//     entry in the same bucket (it checks maxelem only for new slots).
 //   - forceadd is accepted and reports a full set (the kernel evicts only
 //     from the new entry's bucket, usually empty).
 //   - Host names are resolved through /etc/hosts only, not DNS; -resolve

@@ -370,8 +370,8 @@ func (s *session) list(c *command) *Error {
 		}
 	}
 	lo := listOptions{save: s.mode == "save", terse: c.opts.terse, names: c.opts.names,
-		// list -t asks the kernel for headers only; save always for members.
-		members: c.kind == cmdSave || !c.opts.terse}
+		// list -t in plain mode asks the kernel for headers only.
+		members: c.kind == cmdSave || s.mode == "save" || !c.opts.terse}
 	if c.kind == cmdSave || lo.save {
 		lo.names = false
 	}
