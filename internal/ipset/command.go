@@ -228,7 +228,7 @@ func (c *command) checkArity() *Error {
 }
 
 // splitLine splits a restore line into arguments: blanks separate them,
-// double quotes group (and are removed).
+// double quotes group (and are removed; "" alone makes no argument).
 func splitLine(line string) []string {
 	var out []string
 	var cur strings.Builder
@@ -236,8 +236,8 @@ func splitLine(line string) []string {
 	for _, r := range line {
 		switch {
 		case r == '"':
+			// An empty "" is no argument at all.
 			inQuote = !inQuote
-			have = true
 		case (r == ' ' || r == '\t' || r == '\r' || r == '\n') && !inQuote:
 			if have {
 				out = append(out, cur.String())

@@ -56,13 +56,23 @@ func parseCreate(args []string) (*Set, *Error) {
 		if !allowed {
 			return nil, usageErr("Unknown argument: `%s'", key)
 		}
-		if key != "counters" && key != "comment" && key != "forceadd" {
+		if key != "counters" && key != "comment" && key != "forceadd" && key != "-4" && key != "-6" {
 			if seen[key] {
 				return nil, syntaxErr("%s already specified", key)
 			}
 			seen[key] = true
 		}
 		switch key {
+		case "-4", "-6":
+			if seen["family"] {
+				return nil, syntaxErr("%s already specified", key)
+			}
+			seen["family"] = true
+			o.Family = Inet
+			if key == "-6" {
+				o.Family = Inet6
+			}
+			continue
 		case "counters":
 			o.Counters = true
 			continue
@@ -178,7 +188,7 @@ func createOptionAllowed(t Type, key string) bool {
 	switch key {
 	case "timeout", "counters", "comment":
 		return true
-	case "family", "hashsize", "maxelem", "bucketsize", "initval", "forceadd":
+	case "family", "-4", "-6", "hashsize", "maxelem", "bucketsize", "initval", "forceadd":
 		return t.IsHash()
 	case "netmask":
 		return t == HashIP

@@ -46,6 +46,8 @@
 //     from the new entry's bucket, usually empty).
 //   - Host names are resolved through /etc/hosts only, not DNS; -resolve
 //     prints addresses.
+//   - help TYPE prints the general help only (no type-specific part).
+//   - hash:ip's bitmask option is not supported (Unknown argument).
 //   - Types ipset knows but xfw does not serve (bitmap:ip, hash:mac,
 //     hash:net,net, …) fail as on a kernel without their module; skbinfo
 //     and its entry options, -output xml and json are refused.

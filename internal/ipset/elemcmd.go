@@ -133,7 +133,7 @@ func elemOptionAllowed(t Type, kind cmdKind, key string) bool {
 	case "timeout", "packets", "bytes", "comment":
 		return kind == cmdAdd
 	case "nomatch":
-		return types[t].isNet
+		return types[t].isNet && kind == cmdAdd
 	case "before", "after":
 		return t == ListSet
 	}

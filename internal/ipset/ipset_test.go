@@ -47,7 +47,7 @@ func TestSplitLine(t *testing.T) {
 		{"add x 1.2.3.4", []string{"add", "x", "1.2.3.4"}},
 		{"  add\tx  1.2.3.4  ", []string{"add", "x", "1.2.3.4"}},
 		{`add x 1.2.3.4 comment "a b"`, []string{"add", "x", "1.2.3.4", "comment", "a b"}},
-		{`add x 1.2.3.4 comment ""`, []string{"add", "x", "1.2.3.4", "comment", ""}},
+		{`add x 1.2.3.4 comment ""`, []string{"add", "x", "1.2.3.4", "comment"}},
 		{"", nil},
 	}
 	for _, tt := range tests {
