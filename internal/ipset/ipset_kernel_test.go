@@ -529,8 +529,40 @@ var (
 	initvalRE  = regexp.MustCompile(`initval 0x[0-9a-f]{8}`)
 	sizeRE     = regexp.MustCompile(`Size in memory: \d+`)
 	timeoutRE  = regexp.MustCompile(`(?m) timeout \d+`)
-	hashsizeRE = regexp.MustCompile(`hashsize \d+`)
+	hashsizeRE = regexp.MustCompile(`hashsize (\d+)`)
 )
+
+// maskGrownHashsize masks the hashsize of sets holding more than two
+// entries per bucket: the kernel grows a hash when a bucket overflows,
+// which depends on the random initval, so there it is not comparable.
+func maskGrownHashsize(out string) string {
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		m := hashsizeRE.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		size, _ := strconv.Atoi(m[1])
+		entries := 0
+		if name, ok := strings.CutPrefix(l, "create "); ok {
+			prefix := "add " + strings.Fields(name)[0] + " "
+			for j := i + 1; j < len(lines) && strings.HasPrefix(lines[j], prefix); j++ {
+				entries++
+			}
+		} else {
+			for j := i + 1; j < len(lines) && j < i+5; j++ {
+				if n, ok := strings.CutPrefix(lines[j], "Number of entries: "); ok {
+					entries, _ = strconv.Atoi(n)
+					break
+				}
+			}
+		}
+		if entries > 2*size {
+			lines[i] = hashsizeRE.ReplaceAllString(l, "hashsize ~")
+		}
+	}
+	return strings.Join(lines, "\n")
+}
 
 // normalize makes outputs comparable: the random initval and the
 // kernel's memory size are masked (unless keepInitval), and members, which
@@ -540,14 +572,7 @@ func normalize(out string, keepInitval bool) string {
 		out = initvalRE.ReplaceAllString(out, "initval 0x?")
 	}
 	out = sizeRE.ReplaceAllString(out, "Size in memory: ?")
-	// The kernel grows a hash when a bucket overflows, which depends on
-	// the random initval: past 1024 the hashsize is not comparable.
-	out = hashsizeRE.ReplaceAllStringFunc(out, func(m string) string {
-		if n, _ := strconv.Atoi(strings.TrimPrefix(m, "hashsize ")); n > 1024 {
-			return "hashsize >1024"
-		}
-		return m
-	})
+	out = maskGrownHashsize(out)
 	// Remaining timeouts: the kernel counts in jiffies and may still show
 	// the full timeout right after an add; compare in steps of ten seconds.
 	out = timeoutRE.ReplaceAllStringFunc(out, func(m string) string {
