@@ -71,6 +71,22 @@ func (t Type) Revision() int { return types[t].revision }
 // IsHash reports whether t is one of the hash types (which have a family).
 func (t Type) IsHash() bool { return t >= HashIP && t <= HashNetIface }
 
+// HasAddr reports whether members have an address part (Elem.Prefix).
+func (t Type) HasAddr() bool { return types[t].hasIP }
+
+// IsNet reports whether the address part is a network matched by longest
+// prefix (nomatch entries exclude); otherwise it is an exact address (or
+// hash:ip's netmask block).
+func (t Type) IsNet() bool { return types[t].isNet }
+
+// HasPort reports whether members have a protocol and port (Elem.Proto,
+// Elem.Port); bitmap:port has a port only.
+func (t Type) HasPort() bool { return types[t].hasPort }
+
+// HasIface reports whether members have an interface (Elem.Iface,
+// Elem.Physdev).
+func (t Type) HasIface() bool { return types[t].hasIface }
+
 // parseType looks a type name up.
 func parseType(name string) (Type, bool) {
 	for t, ti := range types {
