@@ -512,19 +512,27 @@ func (ss *Sets) test(op *elemOp) (bool, *Error) {
 	if s.Type == BitmapPort && (e.Port < s.Options.PortFrom || e.Port > s.Options.PortTo) {
 		return false, nil
 	}
+	return s.Contains(e), nil
+}
+
+// Contains reports whether e matches the set as the kernel's test (and a
+// packet's match) decides: exact for the ip types, bitmap:port, list:set
+// names and networks given with a shorter prefix; longest-prefix match for
+// a full-length address in a net type, where a nomatch entry answers no.
+func (s *Set) Contains(e Elem) bool {
 	full := s.Options.Family.bits()
 	if types[s.Type].isNet && e.Prefix.Bits() == full {
 		for b := full; b >= 1; b-- {
 			k := e
 			k.Prefix, _ = e.Prefix.Addr().Prefix(b)
 			if got, ok := s.get(k); ok {
-				return !got.Nomatch, nil
+				return !got.Nomatch
 			}
 		}
-		return false, nil
+		return false
 	}
 	got, ok := s.get(e)
-	return ok && !got.Nomatch, nil
+	return ok && !got.Nomatch
 }
 
 // testText is the element as test's messages show it: what ipset parsed,
