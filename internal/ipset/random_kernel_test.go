@@ -10,7 +10,9 @@ import (
 
 // randomScenario returns n random ipset invocations over a few set names,
 // types and elements (seeded, so a failure reproduces), for the
-// differential test against the kernel.
+// differential test against the kernel. Ranges stay small: a set of more
+// than a few thousand members may have grown its hash in the kernel or not,
+// depending on the random initval.
 func randomScenario(seed uint64, n int) []step {
 	r := rand.New(rand.NewPCG(seed, 0))
 	names := []string{"a", "b", "c", "l"}
@@ -22,7 +24,7 @@ func randomScenario(seed uint64, n int) []step {
 		"hash:net,port family inet6 comment", "hash:ip hashsize 64 maxelem 5",
 	}
 	elems := []string{
-		"10.0.0.1", "10.0.0.2", "10.0.0.0/30", "10.0.0.1-10.0.0.3", "10.0.0.0/22", "10.0.0.0/24,udp:9", "10.1.0.0/18",
+		"10.0.0.1", "10.0.0.2", "10.0.0.0/30", "10.0.0.1-10.0.0.3", "10.0.0.0/22", "10.0.0.0/24,udp:9", "10.1.0.0/23",
 		"2001:db8::1", "2001:db8::/64", "10.0.0.1,80", "10.0.0.1,udp:53", "10.0.0.0/24,tcp:1-2",
 		"10.0.0.0/8,eth0", "10.0.0.0/8,physdev:eth1", "15", "10-12", "25", "a", "b", "c", "l",
 		"192.0.2.1-192.0.2.9", "10.0.0.5", "1.2.3.4,icmp:ping", "2001:db8::1,udp:1", "2001:db8::/32,tcp:7",
