@@ -486,6 +486,15 @@ var kernelScenarios = []struct {
 		cmd("add x6 1.1.1.2 timeout 7"),
 		cmd("save"),
 	}},
+	{"sorted", []step{
+		cmd("create a hash:net"),
+		cmd("add a 10.0.0.10"), cmd("add a 10.0.0.9"), cmd("add a 9.0.0.1"), cmd("add a 10.0.0.0/8"),
+		cmd("add a 10.0.0.0/24"), cmd("add a 192.168.0.0/16"), cmd("add a 10.0.0.8/29"),
+		cmd("create p hash:ip,port"),
+		cmd("add p 1.1.1.1,udp:5"), cmd("add p 1.1.1.1,tcp:80"), cmd("add p 1.1.1.1,tcp:9"), cmd("add p 1.1.1.0,sctp:1"),
+		cmd("list -sorted"),
+		cmd("save -sorted"),
+	}},
 	{"probe-4", []step{
 		cmd("create a hash:ip"), cmd("create b hash:ip"), cmd("create l list:set timeout 300 counters"),
 		cmd("add a 1.1.1.1"), cmd("add b 2.2.2.2"),
@@ -648,6 +657,13 @@ func TestKernelDifferential(t *testing.T) {
 				var xout, xerr bytes.Buffer
 				xstatus := RunAt(st.args, strings.NewReader(st.stdin), &xout, &xerr, store, time.Now())
 				keep := strings.Contains(strings.Join(st.args, " "), "initval") || strings.Contains(st.stdin, "initval")
+				if slices.Contains(st.args, "-sorted") {
+					// ipset sorts: compare the order too.
+					if k, x := kstdout, xout.String(); initvalRE.ReplaceAllString(sizeRE.ReplaceAllString(k, ""), "") !=
+						initvalRE.ReplaceAllString(sizeRE.ReplaceAllString(x, ""), "") {
+						t.Errorf("ipset %s: sorted output differs:\n--- kernel\n%s\n--- xfw\n%s", strings.Join(st.args, " "), k, x)
+					}
+				}
 				what := fmt.Sprintf("ipset %s", strings.Join(st.args, " "))
 				if st.stdin != "" {
 					what += fmt.Sprintf(" <<< %q", st.stdin)

@@ -277,13 +277,13 @@ func (s *Set) Entries() []Entry {
 	return out
 }
 
-// compareElem orders members: address, prefix length, protocol, port,
-// interface, set name.
+// compareElem orders members as ipset -sorted lists them: address, the
+// longer prefix first, protocol, port, interface, set name.
 func compareElem(a, b Elem) int {
 	if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
 		return c
 	}
-	if c := a.Prefix.Bits() - b.Prefix.Bits(); c != 0 {
+	if c := b.Prefix.Bits() - a.Prefix.Bits(); c != 0 {
 		return c
 	}
 	if c := int(a.Proto) - int(b.Proto); c != 0 {
