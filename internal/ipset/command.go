@@ -129,11 +129,8 @@ func takeGlobalOption(o *globalOptions, args []string, i int) (consumed int, err
 			return 2, nil
 		}
 		switch v {
-		case "plain", "save":
+		case "plain", "save", "xml":
 			o.output = v
-		case "xml", "json":
-			// Not rendered by xfw: refused rather than printed as plain.
-			return 0, syntaxErr("output mode '%s' is not supported by xfw", v)
 		default:
 			return 0, syntaxErr("unknown output mode '%s'", v)
 		}

@@ -23,8 +23,8 @@
 //
 // Supported: create, add, del, test, destroy, list, save, restore, flush,
 // rename, swap, help, version with ipset's abbreviations and options
-// (-exist/-!, -quiet, -terse, -name, -output plain|save, -sorted, -file,
-// -resolve), for hash:ip, hash:net, hash:ip,port, hash:net,port,
+// (-exist/-!, -quiet, -terse, -name, -output plain|save|xml, -sorted,
+// -file, -resolve), for hash:ip, hash:net, hash:ip,port, hash:net,port,
 // hash:net,iface, bitmap:port and list:set in both families. Messages,
 // exit statuses, list and save output and restore's batching (consecutive
 // adds or deletes of one set are sent together: a parse error drops the
@@ -52,5 +52,5 @@
 //   - hash:ip's bitmask option is not supported (Unknown argument).
 //   - Types ipset knows but xfw does not serve (bitmap:ip, hash:mac,
 //     hash:net,net, …) fail as on a kernel without their module; skbinfo
-//     and its entry options, -output xml and json are refused.
+//     and its entry options are refused (Unknown argument).
 package ipset

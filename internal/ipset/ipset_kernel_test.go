@@ -495,6 +495,18 @@ var kernelScenarios = []struct {
 		cmd("list -sorted"),
 		cmd("save -sorted"),
 	}},
+	{"xml", []step{
+		cmd("create a hash:net,port timeout 100 counters comment"),
+		cmd(`add a 10.0.0.0/8,udp:53 comment "x y" nomatch`),
+		cmd("add a 10.0.0.1,tcp:80 timeout 0"),
+		cmd("create h hash:ip netmask 24"),
+		cmd("add h 192.0.2.7"),
+		cmd("create b bitmap:port range 1-10"), cmd("add b 5"),
+		cmd("create l list:set"), cmd("add l b"),
+		cmd("-o xml list"), cmd("-o xml list -t"), cmd("-o xml list -n"), cmd("-o xml save b"),
+		cmd("-o json list b"),
+		restoreStep("list -o xml b\nlist l\nsave h\n"),
+	}},
 	{"probe-4", []step{
 		cmd("create a hash:ip"), cmd("create b hash:ip"), cmd("create l list:set timeout 300 counters"),
 		cmd("add a 1.1.1.1"), cmd("add b 2.2.2.2"),
@@ -535,10 +547,13 @@ var kernelScenarios = []struct {
 
 // initvalRE and sizeRE match the kernel-internal parts of list output.
 var (
-	initvalRE  = regexp.MustCompile(`initval 0x[0-9a-f]{8}`)
-	sizeRE     = regexp.MustCompile(`Size in memory: \d+`)
-	timeoutRE  = regexp.MustCompile(`(?m) timeout \d+`)
-	hashsizeRE = regexp.MustCompile(`hashsize (\d+)`)
+	initvalRE    = regexp.MustCompile(`initval 0x[0-9a-f]{8}`)
+	sizeRE       = regexp.MustCompile(`Size in memory: \d+`)
+	timeoutRE    = regexp.MustCompile(`(?m) timeout \d+`)
+	hashsizeRE   = regexp.MustCompile(`hashsize (\d+)`)
+	memsizeRE    = regexp.MustCompile(`<memsize>\d+</memsize>`)
+	xmlInitvalRE = regexp.MustCompile(`<initval>0x[0-9a-f]{8}</initval>`)
+	xmlTimeoutRE = regexp.MustCompile(`<timeout>\d+</timeout>`)
 )
 
 // maskGrownHashsize masks the hashsize of sets of more than 128 members:
@@ -580,6 +595,17 @@ func normalize(out string, keepInitval bool) string {
 		out = initvalRE.ReplaceAllString(out, "initval 0x?")
 	}
 	out = sizeRE.ReplaceAllString(out, "Size in memory: ?")
+	out = memsizeRE.ReplaceAllString(out, "<memsize>?</memsize>")
+	if !keepInitval {
+		out = xmlInitvalRE.ReplaceAllString(out, "<initval>0x?</initval>")
+	}
+	out = xmlTimeoutRE.ReplaceAllStringFunc(out, func(m string) string {
+		n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(m, "<timeout>"), "</timeout>"))
+		if n == 0 {
+			return m
+		}
+		return fmt.Sprintf("<timeout>~%d0</timeout>", (n+5)/10)
+	})
 	out = maskGrownHashsize(out)
 	// Remaining timeouts: the kernel counts in jiffies and may still show
 	// the full timeout right after an add; compare in steps of ten seconds.
@@ -607,6 +633,10 @@ func normalize(out string, keepInitval bool) string {
 			}
 		case strings.HasPrefix(lines[i], "add "):
 			for j < len(lines) && strings.HasPrefix(lines[j], "add ") {
+				j++
+			}
+		case strings.HasPrefix(lines[i], "<member>"):
+			for j < len(lines) && strings.HasPrefix(lines[j], "<member>") {
 				j++
 			}
 		default:

@@ -84,14 +84,7 @@ func entryText(s *Set, e *Entry, now time.Time) string {
 	b.WriteString(elemText(s, e.Elem))
 	o := s.Options
 	if o.HasTimeout {
-		left := int64(0)
-		if !e.Expires.IsZero() {
-			left = int64(e.Expires.Sub(now) / time.Second)
-			if left < 0 {
-				left = 0
-			}
-		}
-		fmt.Fprintf(&b, " timeout %d", left)
+		fmt.Fprintf(&b, " timeout %d", remaining(e, now))
 	}
 	if e.Nomatch {
 		b.WriteString(" nomatch")
@@ -134,12 +127,16 @@ func sizeInMemory(s *Set) int {
 
 // listOptions select list's output.
 type listOptions struct {
-	save, terse, names bool
-	members            bool // print the members
+	save, xml, terse, names bool
+	members                 bool // print the members
 }
 
 // writeList renders sets as ipset list (or save) does.
 func writeList(b *strings.Builder, sets []*Set, refs func(*Set) int, lo listOptions, now time.Time) {
+	if lo.xml {
+		writeXML(b, sets, refs, lo, now)
+		return
+	}
 	for i, s := range sets {
 		if lo.names {
 			b.WriteString(s.Name)
@@ -172,4 +169,85 @@ func writeList(b *strings.Builder, sets []*Set, refs func(*Set) int, lo listOpti
 			b.WriteByte('\n')
 		}
 	}
+}
+
+// writeXML renders sets as ipset -o xml does.
+func writeXML(b *strings.Builder, sets []*Set, refs func(*Set) int, lo listOptions, now time.Time) {
+	b.WriteString("<ipsets>\n")
+	for _, s := range sets {
+		if lo.names {
+			fmt.Fprintf(b, "<ipset name=\"%s\"/>\n", s.Name)
+			continue
+		}
+		fmt.Fprintf(b, "<ipset name=\"%s\">\n<type>%s</type>\n<revision>%d</revision>\n<header>%s\n",
+			s.Name, s.Type, s.Type.Revision(), headerXML(s))
+		fmt.Fprintf(b, "<memsize>%d</memsize>\n<references>%d</references>\n<numentries>%d</numentries>\n</header>\n",
+			sizeInMemory(s), refs(s), s.Len())
+		if lo.members {
+			b.WriteString("<members>\n")
+			for _, e := range s.Entries() {
+				fmt.Fprintf(b, "<member><elem>%s</elem>%s</member>\n", elemText(s, e.Elem), extensionsXML(s, &e, now))
+			}
+			b.WriteString("</members>\n")
+		}
+		b.WriteString("</ipset>\n")
+	}
+	b.WriteString("</ipsets>\n")
+}
+
+// headerXML is header in XML elements.
+func headerXML(s *Set) string {
+	o := s.Options
+	var b strings.Builder
+	switch {
+	case s.Type.IsHash():
+		fmt.Fprintf(&b, "<family>%s</family><hashsize>%d</hashsize><maxelem>%d</maxelem>", o.Family, o.HashSize, o.MaxElem)
+		if o.Netmask != 0 {
+			fmt.Fprintf(&b, "<netmask>%d</netmask>", o.Netmask)
+		}
+	case s.Type == BitmapPort:
+		fmt.Fprintf(&b, "<range>%d-%d</range>", o.PortFrom, o.PortTo)
+	case s.Type == ListSet:
+		fmt.Fprintf(&b, "<size>%d</size>", o.Size)
+	}
+	if o.HasTimeout {
+		fmt.Fprintf(&b, "<timeout>%d</timeout>", o.Timeout)
+	}
+	if o.Counters {
+		b.WriteString("<counters/>")
+	}
+	if o.Comment {
+		b.WriteString("<comment/>")
+	}
+	if s.Type.IsHash() {
+		fmt.Fprintf(&b, "<bucketsize>%d</bucketsize><initval>0x%08x</initval>", o.BucketSize, o.InitVal)
+	}
+	return b.String()
+}
+
+// extensionsXML is a member's extensions in XML elements.
+func extensionsXML(s *Set, e *Entry, now time.Time) string {
+	o := s.Options
+	var b strings.Builder
+	if o.HasTimeout {
+		fmt.Fprintf(&b, "<timeout>%d</timeout>", remaining(e, now))
+	}
+	if e.Nomatch {
+		b.WriteString("<nomatch/>")
+	}
+	if o.Counters {
+		fmt.Fprintf(&b, "<packets>%d</packets><bytes>%d</bytes>", e.Packets, e.Bytes)
+	}
+	if o.Comment && e.Comment != "" {
+		fmt.Fprintf(&b, "<comment>\"%s\"</comment>", e.Comment)
+	}
+	return b.String()
+}
+
+// remaining is the whole seconds left of an entry's timeout.
+func remaining(e *Entry, now time.Time) int64 {
+	if e.Expires.IsZero() {
+		return 0
+	}
+	return max(int64(e.Expires.Sub(now)/time.Second), 0)
 }

@@ -369,7 +369,7 @@ func (s *session) list(c *command) *Error {
 			}
 		}
 	}
-	lo := listOptions{save: s.mode == "save", terse: c.opts.terse, names: c.opts.names,
+	lo := listOptions{save: s.mode == "save", xml: s.mode == "xml", terse: c.opts.terse, names: c.opts.names,
 		// list -t in plain mode asks the kernel for headers only.
 		members: c.kind == cmdSave || s.mode == "save" || !c.opts.terse}
 	if c.kind == cmdSave || lo.save {
