@@ -262,7 +262,7 @@ func parseBitmapPort(text string) (portRange, *Error) {
 		return portRange{}, syntaxErr("Elem separator in %s, but settype bitmap:port supports none.", text)
 	}
 	proto := "tcp"
-	if p, port, ok := strings.Cut(text, ":"); ok {
+	if p, port, ok := strings.Cut(text, ":"); ok && p != "" && port != "" {
 		if _, known := protocolNumber(p); !known {
 			return portRange{}, syntaxErr("cannot parse '%s' as a protocol", p)
 		}
@@ -339,6 +339,9 @@ func (ss *Sets) applyAdd(op *elemOp, now time.Time) *Error {
 		}
 	}
 	for _, e := range op.elems {
+		if nullElem(s, e) {
+			return kernelErr(msgNullElem)
+		}
 		entry := Entry{Elem: e, Nomatch: op.nomatch}
 		if o.HasTimeout {
 			t := o.Timeout
@@ -417,6 +420,12 @@ func (ss *Sets) checkListMembers(s *Set, op *elemOp) *Error {
 	return nil
 }
 
+// nullElem reports whether e is hash:ip's all-zero address, which the
+// kernel cannot store.
+func nullElem(s *Set, e Elem) bool {
+	return s.Type == HashIP && e.Prefix.Addr().IsUnspecified()
+}
+
 // listAdjacent reports whether name stands right before the member before
 // (or right after the member after) in the list s.
 func listAdjacent(s *Set, name, before, after string) bool {
@@ -475,6 +484,9 @@ func (ss *Sets) applyDel(op *elemOp) *Error {
 		}
 	}
 	for _, e := range op.elems {
+		if nullElem(s, e) {
+			return kernelErr(msgNullElem)
+		}
 		if _, ok := s.get(e); !ok {
 			if op.exist {
 				continue
@@ -494,8 +506,12 @@ func (ss *Sets) test(op *elemOp) (bool, *Error) {
 	if s == nil {
 		return false, kernelErr(msgSetNotExist)
 	}
-	if op.deferred != nil {
+	if op.deferred == msgProtocolErr {
 		return false, op.deferred
+	}
+	if op.deferred != nil {
+		// A /0 prefix matches nothing in a test.
+		return false, nil
 	}
 	if len(op.elems) == 0 {
 		return false, nil

@@ -224,7 +224,7 @@ type portRange struct {
 // hash:ip,port and hash:net,port).
 func parsePortPart(s string, fam Family) (portRange, *Error) {
 	protoName, port, hasProto := strings.Cut(s, ":")
-	if !hasProto || port == "" {
+	if !hasProto || port == "" || protoName == "" {
 		protoName, port = "tcp", s
 	}
 	proto, ok := protocolNumber(protoName)

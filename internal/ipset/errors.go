@@ -56,6 +56,9 @@ func plainSyntaxErr(format string, a ...any) *Error {
 
 func kernelErr(msg string) *Error { return &Error{Msg: msg, kind: errKernel} }
 
+// msgProtocolErr is the kernel's answer to an element of the other family.
+var msgProtocolErr = kernelErr(msgProtocol)
+
 func usageErr(format string, a ...any) *Error {
 	return &Error{Msg: fmt.Sprintf(format, a...), kind: errUsage}
 }
@@ -84,4 +87,5 @@ const (
 	msgRefNotInList     = "The set to which you referred with 'before' or 'after' is not added to the set."
 	msgSwapSecond       = "Sets cannot be swapped: the second set does not exist"
 	msgProtocol         = "Kernel error received: ipset protocol error"
+	msgNullElem         = "Null-valued element, cannot be stored in a hash type of set"
 )

@@ -29,6 +29,8 @@ func randomScenario(seed uint64, n int) []step {
 		"10.0.0.0/8,eth0", "10.0.0.0/8,physdev:eth1", "15", "10-12", "25", "a", "b", "c", "l",
 		"192.0.2.1-192.0.2.9", "10.0.0.5", "1.2.3.4,icmp:ping", "2001:db8::1,udp:1", "2001:db8::/32,tcp:7",
 		"a,before,b", "b,after,c", "udp:16", "10.0.0.0/31,tcp:3", "2001:db8::/48,eth0",
+		"2001:db8::5,icmpv6:ping", "10.0.0.7,icmp:0/0", "10.0.0.0/0", "2001:db8:1::/48,physdev:br0",
+		"10.2.0.0/30,gre:0", "300", "0.0.0.0", "::", "10.0.0.1,http", "10.0.0.0-10.0.0.2,udp:1-2",
 	}
 	opts := []string{"", "", "", " -exist", " timeout 30", " nomatch", " packets 3", ` comment "c"`,
 		" before a", " after c", " bytes 9 packets 1", " timeout 0"}
@@ -58,9 +60,11 @@ func randomScenario(seed uint64, n int) []step {
 		case k == 17:
 			return fmt.Sprintf("rename %s %s", name, pick(names))
 		case k == 18:
-			return "list -t " + name
+			return pick([]string{"list -t ", "list -n ", "-o xml list ", "list -sorted ", "-q list "}) + name
 		case k == 19:
 			return "save " + name
+		case k == 20 && r.IntN(4) == 0:
+			return pick([]string{"flush", "destroy", "-exist destroy " + name})
 		}
 		return "save"
 	}

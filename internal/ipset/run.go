@@ -167,7 +167,7 @@ func (s *session) parseElemCommand(c *command) (*elemOp, *Error) {
 	}
 	if parseAs != set {
 		// The kernel refuses an address of the other family.
-		op.deferred = kernelErr(msgProtocol)
+		op.deferred = msgProtocolErr
 	}
 	op.exist = c.opts.exist
 	op.lineno = s.lineno
