@@ -506,6 +506,9 @@ var kernelScenarios = []struct {
 		cmd("-o xml list"), cmd("-o xml list -t"), cmd("-o xml list -n"), cmd("-o xml save b"),
 		cmd("-o json list b"),
 		restoreStep("list -o xml b\nlist l\nsave h\n"),
+		restoreStep("list b\nlist l\n", "-t"),
+		restoreStep("list b\nsave l\n", "-o", "save"),
+		restoreStep("list -n\n", "-q"),
 	}},
 	{"probe-4", []step{
 		cmd("create a hash:ip"), cmd("create b hash:ip"), cmd("create l list:set timeout 300 counters"),

@@ -57,21 +57,22 @@ func RunAt(args []string, stdin io.Reader, stdout, stderr io.Writer, store Store
 			defer f.Close()
 			in = f
 		}
+		// Options of the restore command hold for every line.
+		s.env = cmd.opts
+		s.env.file = ""
 		status = s.restore(in, cmd.opts)
 	} else {
-		out := stdout
 		if cmd.opts.file != "" && (cmd.kind == cmdList || cmd.kind == cmdSave) {
 			f, err := os.Create(cmd.opts.file)
 			if err != nil {
 				return s.fail(plainSyntaxErr("Cannot open %s for writing: %s", cmd.opts.file, errnoText(err)))
 			}
 			defer f.Close()
-			out = f
 			s.stdout = f
 		}
-		_ = out
 		status = s.exec(cmd)
 	}
+	s.lineno = 0
 	if s.changed {
 		if err := store.Commit(old, s.sets); err != nil {
 			return s.fail(kernelErr(fmt.Sprintf("commit sets: %v", err)))
