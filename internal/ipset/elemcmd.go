@@ -46,6 +46,18 @@ func parseElemOp(kind cmdKind, s *Set, args []string) (*elemOp, *Error) {
 		op.text = args[1] + " after " + args[3]
 	}
 	elems, full, err := parseElement(s, args[1])
+	if (err == nil || err.kind == errKernel) && kind == cmdTest && s.Type == HashIP {
+		// hash:ip tests the address written (netmask-ed), ignoring a
+		// prefix length or range end.
+		if r, perr := parseAddrPart(strings.Split(args[1], ",")[0], s.Options.Family); perr == nil {
+			mask := s.Options.Family.bits()
+			if s.Options.Netmask != 0 {
+				mask = int(s.Options.Netmask)
+			}
+			p, _ := r.from.Prefix(mask)
+			elems, err = []Elem{{Prefix: p}}, nil
+		}
+	}
 	if err != nil && err.kind == errKernel {
 		op.deferred, err = err, nil
 	}

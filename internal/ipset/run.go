@@ -373,7 +373,8 @@ func (s *session) list(c *command) *Error {
 	lo := listOptions{save: s.mode == "save", xml: s.mode == "xml", terse: c.opts.terse, names: c.opts.names,
 		// list -t in plain mode asks the kernel for headers only.
 		members: c.kind == cmdSave || s.mode == "save" || !c.opts.terse}
-	if c.kind == cmdSave || lo.save {
+	if lo.save {
+		// The save format has no names-only form.
 		lo.names = false
 	}
 	var sets []*Set
