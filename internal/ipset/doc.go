@@ -33,9 +33,10 @@
 // with the real ipset in a network namespace.
 //
 // Known differences:
-//   - Members are always listed in ipset -sorted's order (address, longer
-//     prefix first, protocol, port); without -sorted the kernel lists them
-//     in hash order.
+//   - Members are always listed sorted (address, longer prefix first,
+//     protocol, port). ipset -sorted sorts by address only and keeps the
+//     kernel's hash order among members of one address; without -sorted
+//     the kernel lists all members in hash order.
 //   - "Size in memory" is an estimate; the kernel's depends on its
 //     allocator and hash layout.
 //   - initval is random, as in the kernel, but not the kernel's value.

@@ -277,8 +277,8 @@ func (s *Set) Entries() []Entry {
 	return out
 }
 
-// compareElem orders members as ipset -sorted lists them: address, the
-// longer prefix first, protocol, port, interface, set name.
+// compareElem orders members: address (as ipset -sorted does), the longer
+// prefix first, protocol, port, interface, set name.
 func compareElem(a, b Elem) int {
 	if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
 		return c

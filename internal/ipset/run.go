@@ -441,7 +441,11 @@ func (s *session) restore(in io.Reader, global globalOptions) int {
 		if err != nil {
 			return s.fail(err)
 		}
-		// Options given on a line stay set for the following lines.
+		// Options given on a line stay set for the following lines; an
+		// output mode given on a line replaces the session's.
+		if c.opts.output != "" {
+			s.mode = c.opts.output
+		}
 		s.env = mergeOptions(s.env, c.opts)
 		c.opts = mergeOptions(c.opts, s.env)
 		c.opts.exist = c.opts.exist || global.exist
