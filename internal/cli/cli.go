@@ -104,13 +104,14 @@ iptables-compatible commands (filter table, enforced with eBPF):
   iptables-save [-c] [-t filter]
   ip6tables-save …
   iptables …, ip6tables …
+  ipset …    ipset 7.17's commands (sets kept in a file per namespace for now)
 
 xfw's own:
   stop       remove every xfw program from this network namespace
   log        print LOG lines as the kernel formats them (--kmsg: also to the kernel log)
   version    print the version
 
-Linked or copied under the name iptables, ip6tables, iptables-save, … the
+Linked or copied under the name iptables, ip6tables, iptables-save, ipset, … the
 binary acts as that command.
 `)
 }

@@ -1,0 +1,258 @@
+package ipset
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// binaryMagic starts MarshalBinary's encoding (and names its version).
+const binaryMagic = "xfw-ipset-1\n"
+
+// Entry flag bits of the encoding.
+const (
+	flagNomatch = 1 << iota
+	flagPhysdev
+	flagExpires
+	flagCounters
+	flagComment
+	flagIPv6
+)
+
+// MarshalBinary encodes the collection: sets in slot order (free slots
+// kept), varint-coded, about 8 bytes per IPv4 member without extensions.
+func (ss *Sets) MarshalBinary() ([]byte, error) {
+	b := []byte(binaryMagic)
+	b = binary.AppendUvarint(b, ss.nextID)
+	b = binary.AppendUvarint(b, uint64(len(ss.slots)))
+	for _, s := range ss.slots {
+		if s == nil {
+			b = append(b, 0)
+			continue
+		}
+		b = append(b, 1)
+		b = appendString(b, s.Name)
+		b = append(b, byte(s.Type))
+		b = binary.AppendUvarint(b, s.ID)
+		o := s.Options
+		b = append(b, byte(o.Family), o.BucketSize, o.Netmask, boolByte(o.ForceAdd), boolByte(o.HasTimeout), boolByte(o.Counters), boolByte(o.Comment))
+		for _, v := range []uint64{uint64(o.HashSize), uint64(o.MaxElem), uint64(o.InitVal), uint64(o.PortFrom), uint64(o.PortTo), uint64(o.Size), uint64(o.Timeout)} {
+			b = binary.AppendUvarint(b, v)
+		}
+		b = binary.AppendUvarint(b, uint64(s.Len()))
+		s.All(func(e *Entry) bool {
+			b = appendEntry(b, e)
+			return true
+		})
+	}
+	return b, nil
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendEntry(b []byte, e *Entry) []byte {
+	var flags byte
+	if e.Nomatch {
+		flags |= flagNomatch
+	}
+	if e.Physdev {
+		flags |= flagPhysdev
+	}
+	if !e.Expires.IsZero() {
+		flags |= flagExpires
+	}
+	if e.Packets != 0 || e.Bytes != 0 {
+		flags |= flagCounters
+	}
+	if e.Comment != "" {
+		flags |= flagComment
+	}
+	if e.Prefix.Addr().Is6() {
+		flags |= flagIPv6
+	}
+	b = append(b, flags)
+	if e.Prefix.IsValid() {
+		b = append(b, byte(e.Prefix.Bits()+1))
+		raw := e.Prefix.Addr().AsSlice()
+		b = append(b, raw...)
+	} else {
+		b = append(b, 0)
+	}
+	b = append(b, e.Proto)
+	b = binary.AppendUvarint(b, uint64(e.Port))
+	b = appendString(b, e.Iface)
+	b = appendString(b, e.SetName)
+	if flags&flagExpires != 0 {
+		b = binary.AppendVarint(b, e.Expires.UnixNano())
+	}
+	if flags&flagCounters != 0 {
+		b = binary.AppendUvarint(b, e.Packets)
+		b = binary.AppendUvarint(b, e.Bytes)
+	}
+	if flags&flagComment != 0 {
+		b = appendString(b, e.Comment)
+	}
+	return b
+}
+
+// decoder reads MarshalBinary's encoding.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+var errTruncated = errors.New("truncated")
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.err = errTruncated
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errTruncated
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errTruncated
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bytes(n int) []byte {
+	if d.err != nil || len(d.b) < n {
+		d.err = errTruncated
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.err = errTruncated
+		return ""
+	}
+	return string(d.bytes(int(n)))
+}
+
+// UnmarshalBinary decodes MarshalBinary's encoding into ss.
+func (ss *Sets) UnmarshalBinary(data []byte) error {
+	if len(data) < len(binaryMagic) || string(data[:len(binaryMagic)]) != binaryMagic {
+		return errors.New("not an xfw ipset state (bad magic)")
+	}
+	d := &decoder{b: data[len(binaryMagic):]}
+	ss.nextID = d.uvarint()
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		return fmt.Errorf("set count %d: %w", n, errTruncated)
+	}
+	ss.slots = make([]*Set, n)
+	for i := range ss.slots {
+		if d.byte() == 0 {
+			continue
+		}
+		s := &Set{Name: d.string(), Type: Type(d.byte()), ID: d.uvarint()}
+		o := &s.Options
+		o.Family, o.BucketSize, o.Netmask = Family(d.byte()), d.byte(), d.byte()
+		o.ForceAdd, o.HasTimeout, o.Counters, o.Comment = d.byte() == 1, d.byte() == 1, d.byte() == 1, d.byte() == 1
+		o.HashSize, o.MaxElem, o.InitVal = uint32(d.uvarint()), uint32(d.uvarint()), uint32(d.uvarint())
+		o.PortFrom, o.PortTo, o.Size, o.Timeout = uint16(d.uvarint()), uint16(d.uvarint()), uint32(d.uvarint()), uint32(d.uvarint())
+		count := d.uvarint()
+		if count > uint64(len(d.b)) {
+			return fmt.Errorf("set %s: entry count %d: %w", s.Name, count, errTruncated)
+		}
+		s.base = make(map[Elem]*Entry, count)
+		slab := make([]Entry, count) // one allocation for all entries
+		for j := range slab {
+			e := &slab[j]
+			d.entry(e)
+			if d.err != nil {
+				return fmt.Errorf("set %s: %w", s.Name, d.err)
+			}
+			s.base[e.Elem] = e
+			s.count++
+			if s.Type == ListSet {
+				s.order = append(s.order, e.Elem)
+			}
+		}
+		if d.err != nil {
+			return fmt.Errorf("set %d: %w", i, d.err)
+		}
+		if _, ok := types[s.Type]; !ok {
+			return fmt.Errorf("set %s: unknown type %d", s.Name, s.Type)
+		}
+		ss.slots[i] = s
+	}
+	if d.err != nil {
+		return d.err
+	}
+	if len(d.b) != 0 {
+		return fmt.Errorf("%d trailing bytes", len(d.b))
+	}
+	return nil
+}
+
+func (d *decoder) entry(e *Entry) {
+	flags := d.byte()
+	if bits := d.byte(); bits != 0 {
+		size := 4
+		if flags&flagIPv6 != 0 {
+			size = 16
+		}
+		addr, ok := netip.AddrFromSlice(d.bytes(size))
+		if !ok && d.err == nil {
+			d.err = errors.New("bad address")
+		}
+		e.Prefix = netip.PrefixFrom(addr, int(bits)-1)
+	}
+	e.Proto = d.byte()
+	e.Port = uint16(d.uvarint())
+	e.Iface = d.string()
+	e.SetName = d.string()
+	e.Nomatch = flags&flagNomatch != 0
+	e.Physdev = flags&flagPhysdev != 0
+	if flags&flagExpires != 0 {
+		e.Expires = time.Unix(0, d.varint())
+	}
+	if flags&flagCounters != 0 {
+		e.Packets, e.Bytes = d.uvarint(), d.uvarint()
+	}
+	if flags&flagComment != 0 {
+		e.Comment = d.string()
+	}
+}
