@@ -515,15 +515,17 @@ static __always_inline __u16 xfw_rj_finish(__u64 sum)
 }
 
 /* xfw_rj_ip4_unicast reports whether a (network-order) IPv4 address can be
- * the source or destination of a reply: not 0/8, multicast (224/4), the
- * limited broadcast, nor 127/8 unless the packet is on loopback (lo). */
+ * the source or destination of a reply: not 0.0.0.0 (the rest of 0/8 is
+ * unicast since Linux 5.3, and answered: found by xfw difftest), multicast
+ * (224/4), the limited broadcast, nor 127/8 unless the packet is on
+ * loopback (lo). */
 static __always_inline int xfw_rj_ip4_unicast(__u32 a, int lo)
 {
 	__u32 h = bpf_ntohl(a);
 
 	if ((h >> 24) == 127) /* IN_LOOPBACKNET */
 		return lo;
-	return (h >> 24) != 0 && (h >> 28) != 0xe && h != 0xffffffff;
+	return h != 0 && (h >> 28) != 0xe && h != 0xffffffff;
 }
 
 /* xfw_rj_ip6_multicast: ff00::/8. */

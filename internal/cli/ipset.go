@@ -12,7 +12,7 @@ import (
 // live in a file ($XFW_IPSET_FILE, default one per network namespace under
 // /run/xfw); the data plane's store (BPF maps per network namespace)
 // replaces it.
-var newIpsetStore = func() ipset.Store { return ipset.NewFileStore() }
+var newIpsetStore = func() (ipset.Store, error) { return ipset.NewFileStore() }
 
 func init() {
 	commands["ipset"] = runIpset
@@ -39,5 +39,10 @@ func runIpset(name string, args []string, env Env) int {
 		return exitResource
 	}
 	defer unlock()
-	return ipset.Run(args, stdin, env.Stdout, env.Stderr, newIpsetStore())
+	store, err := newIpsetStore()
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "ipset v%s: %v\n", ipset.Version, err)
+		return exitOther
+	}
+	return ipset.Run(args, stdin, env.Stdout, env.Stderr, store)
 }

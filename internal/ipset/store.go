@@ -6,8 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // Store keeps the sets of one network namespace.
@@ -72,8 +73,24 @@ const FileEnv = "XFW_IPSET_FILE"
 
 // DefaultDir holds FileStore's files when FileEnv is not set: one per
 // network namespace (sets are per namespace), named after the namespace's
-// inode: /run/xfw/ipset-4026531840.state.
+// cookie (SO_NETNS_COOKIE, never reused while the machine runs, unlike the
+// namespace's inode, which a new namespace may get once the old one is
+// gone): /run/xfw/ipset-netns-4097.state.
 const DefaultDir = "/run/xfw"
+
+// netnsCookie returns the current network namespace's cookie.
+func netnsCookie() (uint64, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	c, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+	if err != nil {
+		return 0, fmt.Errorf("SO_NETNS_COOKIE (kernel >= 5.14): %w", err)
+	}
+	return c, nil
+}
 
 // FileStore keeps the sets in a file (MarshalBinary's format), replaced
 // atomically by rename on Commit. It has no rule references. Callers
@@ -84,16 +101,15 @@ type FileStore struct {
 
 // NewFileStore returns the FileStore at $XFW_IPSET_FILE, or the current
 // network namespace's file in DefaultDir.
-func NewFileStore() *FileStore {
+func NewFileStore() (*FileStore, error) {
 	if p := os.Getenv(FileEnv); p != "" {
-		return &FileStore{Path: p}
+		return &FileStore{Path: p}, nil
 	}
-	ns := "unknown"
-	if link, err := os.Readlink("/proc/self/ns/net"); err == nil {
-		// "net:[4026531840]"
-		ns = strings.TrimSuffix(strings.TrimPrefix(link, "net:["), "]")
+	c, err := netnsCookie()
+	if err != nil {
+		return nil, fmt.Errorf("the network namespace's sets: %w", err)
 	}
-	return &FileStore{Path: filepath.Join(DefaultDir, "ipset-"+ns+".state")}
+	return &FileStore{Path: filepath.Join(DefaultDir, fmt.Sprintf("ipset-netns-%d.state", c))}, nil
 }
 
 // Load reads the file; a missing file is an empty collection.
