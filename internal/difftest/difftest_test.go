@@ -228,6 +228,10 @@ func TestLogLines(t *testing.T) {
 		{"copy", copyLine, candidate{42, relCopy, src, dst}, copyLine},
 		{"quote", reply, candidate{42, relQuote, src, dst}, strings.Replace(reply, "ID=999", "ID=?", 1)},
 		{"uid", uid, candidate{42, relCopy, src, dst}, strings.Replace(uid, " UID=0 GID=0", "", 1)},
+		// A prefix with brackets ("[UFW BLOCK] "): the quote is the
+		// bracket after IN=.
+		{"bracketed prefix", strings.Replace(reply, "x IN=", "[UFW BLOCK] IN=", 1), candidate{42, relQuote, src, dst},
+			strings.Replace(strings.Replace(reply, "x IN=", "[UFW BLOCK] IN=", 1), "ID=999", "ID=?", 1)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

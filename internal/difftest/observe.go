@@ -237,9 +237,13 @@ func normLogLine(line string, rel relation) string {
 	if rel == relCopy {
 		return line
 	}
+	// The quoted packet's bracket comes after "IN=" (a LOG prefix may
+	// hold brackets too: "[UFW BLOCK] ").
 	outer, inner := line, ""
-	if i := strings.IndexByte(line, '['); i >= 0 {
-		outer, inner = line[:i], line[i:]
+	if in := strings.Index(line, "IN="); in >= 0 {
+		if i := strings.IndexByte(line[in:], '['); i >= 0 {
+			outer, inner = line[:in+i], line[in+i:]
+		}
 	}
 	if loc := logIDRe.FindStringIndex(outer); loc != nil && strings.Contains(outer, " TTL=") {
 		outer = outer[:loc[0]] + "ID=?" + outer[loc[1]:]
