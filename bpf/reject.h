@@ -933,6 +933,29 @@ static __always_inline int xfw_rj_put_icmp(void *data, void *data_end, struct xf
 	return 0;
 }
 
+/* xfw_rj_fib_init prepares a FIB request for the reply r: to r->daddr, as
+ * if on device ifindex; with r->saddr as source when with_src (else the
+ * lookup may pick one, BPF_FIB_LOOKUP_SRC); l4 the reply's protocol (0:
+ * none given). */
+static __always_inline void xfw_rj_fib_init(struct bpf_fib_lookup *fib, const struct xfw_rj *r,
+					    __u32 ifindex, int v6, int with_src, __u8 l4)
+{
+	__builtin_memset(fib, 0, sizeof(*fib));
+	fib->ifindex = ifindex;
+	fib->l4_protocol = l4;
+	if (v6) {
+		fib->family = AF_INET6;
+		if (with_src)
+			__builtin_memcpy(fib->ipv6_src, r->saddr, 16);
+		__builtin_memcpy(fib->ipv6_dst, r->daddr, 16);
+	} else {
+		fib->family = AF_INET;
+		if (with_src)
+			fib->ipv4_src = r->saddr[0];
+		fib->ipv4_dst = r->daddr[0];
+	}
+}
+
 /* xfw_rj_fib_src sets r->saddr to the address the kernel's routing picks
  * for a packet to r->daddr (BPF_FIB_LOOKUP_SRC, kernel >= 6.7): the source
  * of an ICMP error about a forwarded packet. */
@@ -941,17 +964,7 @@ static __always_inline int xfw_rj_fib_src(struct xdp_md *ctx, struct xfw_rj *r,
 {
 	int rc;
 
-	__builtin_memset(fib, 0, sizeof(*fib));
-	fib->ifindex = ctx->ingress_ifindex;
-	if (v6) {
-		fib->family = AF_INET6;
-		fib->l4_protocol = IPPROTO_ICMPV6;
-		__builtin_memcpy(fib->ipv6_dst, r->daddr, 16);
-	} else {
-		fib->family = AF_INET;
-		fib->l4_protocol = IPPROTO_ICMP;
-		fib->ipv4_dst = r->daddr[0];
-	}
+	xfw_rj_fib_init(fib, r, ctx->ingress_ifindex, v6, 0, v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP);
 	rc = bpf_fib_lookup(ctx, fib, sizeof(*fib),
 			    BPF_FIB_LOOKUP_SRC | BPF_FIB_LOOKUP_SKIP_NEIGH);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
@@ -997,17 +1010,7 @@ static __always_inline int xfw_rj_is_local(const __u32 *a, int v6)
 static __always_inline __u32 xfw_rj_lo_route(struct xdp_md *ctx, struct xfw_rj *r,
 					     struct bpf_fib_lookup *fib, int v6)
 {
-	__builtin_memset(fib, 0, sizeof(*fib));
-	fib->ifindex = ctx->ingress_ifindex;
-	if (v6) {
-		fib->family = AF_INET6;
-		__builtin_memcpy(fib->ipv6_src, r->saddr, 16);
-		__builtin_memcpy(fib->ipv6_dst, r->daddr, 16);
-	} else {
-		fib->family = AF_INET;
-		fib->ipv4_src = r->saddr[0];
-		fib->ipv4_dst = r->daddr[0];
-	}
+	xfw_rj_fib_init(fib, r, ctx->ingress_ifindex, v6, 1, 0);
 	if (bpf_fib_lookup(ctx, fib, sizeof(*fib), 0) != BPF_FIB_LKUP_RET_SUCCESS)
 		return 0;
 	__builtin_memcpy(r->l2, fib->dmac, ETH_ALEN);
@@ -1024,15 +1027,7 @@ static __always_inline __u32 xfw_rj_lo_route(struct xdp_md *ctx, struct xfw_rj *
 static __always_inline void xfw_rj_l2_route(struct xdp_md *ctx, struct xfw_rj *r,
 					    struct bpf_fib_lookup *fib, int v6)
 {
-	__builtin_memset(fib, 0, sizeof(*fib));
-	fib->ifindex = ctx->ingress_ifindex;
-	if (v6) {
-		fib->family = AF_INET6;
-		__builtin_memcpy(fib->ipv6_dst, r->daddr, 16);
-	} else {
-		fib->family = AF_INET;
-		fib->ipv4_dst = r->daddr[0];
-	}
+	xfw_rj_fib_init(fib, r, ctx->ingress_ifindex, v6, 0, 0);
 	/* As output: no forwarding check on the input device. */
 	if (bpf_fib_lookup(ctx, fib, sizeof(*fib), BPF_FIB_LOOKUP_OUTPUT) != BPF_FIB_LKUP_RET_SUCCESS)
 		return;
@@ -1141,23 +1136,10 @@ static __always_inline int xfw_rj_tc_route(struct __sk_buff *skb, struct xfw_rj 
 	__u32 flags = 0;
 	long rc;
 
-	__builtin_memset(fib, 0, sizeof(*fib));
-	fib->ifindex = skb->ifindex;
 	if (icmp)
 		flags |= BPF_FIB_LOOKUP_SRC;
-	if (v6) {
-		fib->family = AF_INET6;
-		fib->l4_protocol = icmp ? IPPROTO_ICMPV6 : IPPROTO_TCP;
-		if (!icmp)
-			__builtin_memcpy(fib->ipv6_src, r->saddr, 16);
-		__builtin_memcpy(fib->ipv6_dst, r->daddr, 16);
-	} else {
-		fib->family = AF_INET;
-		fib->l4_protocol = icmp ? IPPROTO_ICMP : IPPROTO_TCP;
-		if (!icmp)
-			fib->ipv4_src = r->saddr[0];
-		fib->ipv4_dst = r->daddr[0];
-	}
+	xfw_rj_fib_init(fib, r, skb->ifindex, v6, !icmp,
+			icmp ? (v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP) : IPPROTO_TCP);
 	rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags);
 	if (rc == BPF_FIB_LKUP_RET_FWD_DISABLED)
 		rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags | BPF_FIB_LOOKUP_OUTPUT);

@@ -7,33 +7,60 @@ import (
 	"time"
 )
 
+// headerField is one create option of a set's header: a name with a
+// value, or a flag (Value "").
+type headerField struct {
+	Name, Value string
+}
+
+// headerFields lists a set's create options in ipset's order.
+func headerFields(s *Set) []headerField {
+	o := s.Options
+	var f []headerField
+	add := func(name, format string, args ...any) {
+		f = append(f, headerField{name, fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case s.Type.IsHash():
+		add("family", "%s", o.Family)
+		add("hashsize", "%d", o.HashSize)
+		add("maxelem", "%d", o.MaxElem)
+		if o.Netmask != 0 {
+			add("netmask", "%d", o.Netmask)
+		}
+	case s.Type == BitmapPort:
+		add("range", "%d-%d", o.PortFrom, o.PortTo)
+	case s.Type == ListSet:
+		add("size", "%d", o.Size)
+	}
+	if o.HasTimeout {
+		add("timeout", "%d", o.Timeout)
+	}
+	if o.Counters {
+		f = append(f, headerField{Name: "counters"})
+	}
+	if o.Comment {
+		f = append(f, headerField{Name: "comment"})
+	}
+	if s.Type.IsHash() {
+		add("bucketsize", "%d", o.BucketSize)
+		add("initval", "0x%08x", o.InitVal)
+	}
+	return f
+}
+
 // header renders a set's create options as ipset's "Header:" line and
 // save's create line show them.
 func header(s *Set) string {
-	o := s.Options
 	var b strings.Builder
-	switch {
-	case s.Type.IsHash():
-		fmt.Fprintf(&b, "family %s hashsize %d maxelem %d", o.Family, o.HashSize, o.MaxElem)
-		if o.Netmask != 0 {
-			fmt.Fprintf(&b, " netmask %d", o.Netmask)
+	for i, f := range headerFields(s) {
+		if i > 0 {
+			b.WriteByte(' ')
 		}
-	case s.Type == BitmapPort:
-		fmt.Fprintf(&b, "range %d-%d", o.PortFrom, o.PortTo)
-	case s.Type == ListSet:
-		fmt.Fprintf(&b, "size %d", o.Size)
-	}
-	if o.HasTimeout {
-		fmt.Fprintf(&b, " timeout %d", o.Timeout)
-	}
-	if o.Counters {
-		b.WriteString(" counters")
-	}
-	if o.Comment {
-		b.WriteString(" comment")
-	}
-	if s.Type.IsHash() {
-		fmt.Fprintf(&b, " bucketsize %d initval 0x%08x", o.BucketSize, o.InitVal)
+		b.WriteString(f.Name)
+		if f.Value != "" {
+			b.WriteString(" " + f.Value)
+		}
 	}
 	return b.String()
 }
@@ -197,30 +224,13 @@ func writeXML(b *strings.Builder, sets []*Set, refs func(*Set) int, lo listOptio
 
 // headerXML is header in XML elements.
 func headerXML(s *Set) string {
-	o := s.Options
 	var b strings.Builder
-	switch {
-	case s.Type.IsHash():
-		fmt.Fprintf(&b, "<family>%s</family><hashsize>%d</hashsize><maxelem>%d</maxelem>", o.Family, o.HashSize, o.MaxElem)
-		if o.Netmask != 0 {
-			fmt.Fprintf(&b, "<netmask>%d</netmask>", o.Netmask)
+	for _, f := range headerFields(s) {
+		if f.Value == "" {
+			fmt.Fprintf(&b, "<%s/>", f.Name)
+		} else {
+			fmt.Fprintf(&b, "<%s>%s</%s>", f.Name, f.Value, f.Name)
 		}
-	case s.Type == BitmapPort:
-		fmt.Fprintf(&b, "<range>%d-%d</range>", o.PortFrom, o.PortTo)
-	case s.Type == ListSet:
-		fmt.Fprintf(&b, "<size>%d</size>", o.Size)
-	}
-	if o.HasTimeout {
-		fmt.Fprintf(&b, "<timeout>%d</timeout>", o.Timeout)
-	}
-	if o.Counters {
-		b.WriteString("<counters/>")
-	}
-	if o.Comment {
-		b.WriteString("<comment/>")
-	}
-	if s.Type.IsHash() {
-		fmt.Fprintf(&b, "<bucketsize>%d</bucketsize><initval>0x%08x</initval>", o.BucketSize, o.InitVal)
 	}
 	return b.String()
 }
