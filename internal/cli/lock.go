@@ -83,6 +83,9 @@ func testCompile(rs *ir.Ruleset) error {
 	if err != nil {
 		return err
 	}
-	_, err = compiler.Compile(rs, compiler.Options{Interfaces: ifaces})
-	return err
+	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces})
+	if err != nil {
+		return err
+	}
+	return checkDataPlaneSupport(rs, gen)
 }
