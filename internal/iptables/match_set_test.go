@@ -11,7 +11,7 @@ import (
 )
 
 // fakeSets are the sets the recorded transcripts (testdata/set_oracle_*.txt)
-// were made with, plus "foo" and "bar" for the conformance suite.
+// were made with.
 var fakeSets = map[string]SetInfo{
 	"bl":       {Family: ir.IPv4, Dims: 1, Type: "hash:ip"},
 	"foo":      {Family: ir.IPv4, Dims: 1, Type: "hash:ip"},
