@@ -83,9 +83,8 @@ func testCompile(rs *ir.Ruleset) error {
 	if err != nil {
 		return err
 	}
-	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces})
-	if err != nil {
+	if _, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces}); err != nil {
 		return err
 	}
-	return checkDataPlaneSupport(rs, gen)
+	return checkDataPlaneSupport(rs)
 }

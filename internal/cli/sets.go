@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/ipset"
 	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -22,27 +21,29 @@ const setMatchInDataPlane = false
 // gate: iptables' PARAMETER_PROBLEM, as for a match it cannot load.
 const statusSetMatchUnsupported = iptables.StatusParameter
 
-// checkDataPlaneSupport refuses a compiled generation the data plane
-// cannot enforce yet. Never accept and ignore: a rule the data plane would
-// skip changes what the firewall does.
-func checkDataPlaneSupport(rs *ir.Ruleset, gen *compiler.Generation) error {
-	if setMatchInDataPlane || len(gen.SetConds) == 0 {
+// checkDataPlaneSupport refuses a ruleset the data plane cannot enforce
+// yet: any set match, in any chain (also one no base chain reaches yet, so
+// that whether a ruleset loads does not depend on its jumps). Never accept
+// and ignore: a rule the data plane would skip changes what the firewall
+// does.
+func checkDataPlaneSupport(rs *ir.Ruleset) error {
+	if setMatchInDataPlane {
 		return nil
 	}
-	where := ""
 	for _, c := range rs.Chains {
 		for i, r := range c.Rules {
 			for _, m := range r.Matches {
-				if sm, ok := m.(*ir.SetMatch); ok && where == "" {
-					where = fmt.Sprintf(" (chain %s rule %d: --match-set %s %s)", c.Name, i+1, sm.Name, sm.Dirs)
+				if sm, ok := m.(*ir.SetMatch); ok {
+					return &iptables.Error{
+						Status: statusSetMatchUnsupported,
+						Msg: fmt.Sprintf("xfw: the set match is not supported by the data plane yet (chain %s rule %d: --match-set %s %s)",
+							c.Name, i+1, sm.Name, sm.Dirs),
+					}
 				}
 			}
 		}
 	}
-	return &iptables.Error{
-		Status: statusSetMatchUnsupported,
-		Msg:    "xfw: the set match is not supported by the data plane yet" + where,
-	}
+	return nil
 }
 
 // ipsetLookup serves iptables' set match with the sets of `xfw ipset`'s

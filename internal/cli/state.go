@@ -136,7 +136,7 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplan
 	if err != nil {
 		return err
 	}
-	if err := checkDataPlaneSupport(rs, gen); err != nil {
+	if err := checkDataPlaneSupport(rs); err != nil {
 		return err
 	}
 	t = dataplane.TraceSince("commit: compile", t)
