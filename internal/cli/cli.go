@@ -229,9 +229,11 @@ func runRestore(name string, args []string, env Env) int {
 	}
 	// Restore flushes the base itself unless --noflush; the base carries
 	// the built-in chains' policies and counters either way.
+	sets := &ipsetLookup{}
+	opts.Sets = sets.lookup
 	rs, err := iptables.Restore(fam, in, old.Clone(), opts)
 	if err != nil {
-		return report(env, name, err)
+		return report(env, name, sets.setsErr(err))
 	}
 	if opts.Test {
 		if testErr != nil {

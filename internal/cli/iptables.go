@@ -16,9 +16,10 @@ import (
 func runIptables(name string, args []string, env Env) int {
 	fam := familyOf(name)
 	wait, args := takeWait(args)
-	cmd, err := iptables.ParseCommand(fam, args)
+	sets := &ipsetLookup{}
+	cmd, err := iptables.ParseCommandWith(fam, args, iptables.ParseOptions{Sets: sets.lookup})
 	if err != nil {
-		return report(env, name, err)
+		return report(env, name, sets.setsErr(err))
 	}
 	for _, n := range cmd.Notices {
 		fmt.Fprintln(env.Stderr, n)

@@ -83,6 +83,8 @@ func testCompile(rs *ir.Ruleset) error {
 	if err != nil {
 		return err
 	}
-	_, err = compiler.Compile(rs, compiler.Options{Interfaces: ifaces})
-	return err
+	if _, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces}); err != nil {
+		return err
+	}
+	return checkDataPlaneSupport(rs)
 }

@@ -23,8 +23,10 @@ func loadRunning(fam ir.Family) (*ir.Ruleset, error) {
 		return ir.NewRuleset(fam), nil
 	}
 	t = dataplane.TraceSince("load: saved text", t)
-	rs, err := iptables.Restore(fam, bytes.NewReader(text), nil, iptables.RestoreOptions{})
+	sets := &ipsetLookup{}
+	rs, err := iptables.Restore(fam, bytes.NewReader(text), nil, iptables.RestoreOptions{Sets: sets.lookup})
 	if err != nil {
+		err = sets.setsErr(err)
 		return nil, fmt.Errorf("running ruleset is unreadable (%w); `xfw stop` clears it", err)
 	}
 	t = dataplane.TraceSince("load: parse", t)
@@ -132,6 +134,9 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplan
 	}
 	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces})
 	if err != nil {
+		return err
+	}
+	if err := checkDataPlaneSupport(rs); err != nil {
 		return err
 	}
 	t = dataplane.TraceSince("commit: compile", t)

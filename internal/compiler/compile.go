@@ -38,6 +38,9 @@ type Generation struct {
 	Hash         map[HashKey]uint32
 	DefaultClass [NumFields]uint32
 	LogConfigs   []LogConfig
+	// SetConds are the set conditions the rules test, at most MaxSetConds:
+	// FieldSets' bit k is the packet's result for SetConds[k].
+	SetConds []SetCond
 	// Rules maps counter indexes to rules: index i ≥ NumChains is
 	// Rules[i-NumChains]; indexes 0–2 are the built-in chains' policies.
 	Rules []RuleRef
@@ -61,6 +64,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 		ruleID:   map[*ir.Rule]uint32{},
 		terms:    map[*ir.Rule][]term{},
 		logIndex: map[LogConfig]uint16{},
+		sets:     &setConds{fam: rs.Family},
 	}
 	for _, c := range rs.Chains {
 		for i, r := range c.Rules {
@@ -80,6 +84,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	}
 	g.Entries = fl.entries
 	g.LogConfigs = fl.logs
+	g.SetConds = fl.sets.conds
 	n := len(g.Entries)
 	g.NumChunks = uint32((n + ChunkBits - 1) / ChunkBits)
 	if g.NumChunks == 0 {

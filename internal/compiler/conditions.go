@@ -148,7 +148,8 @@ func portSet(pm ir.PortMatch) *Set {
 }
 
 // ruleTerms translates a rule's matches into disjoint conjunctions.
-func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
+// Set matches take their FieldSets bit from sets.
+func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface, sets *setConds) ([]term, error) {
 	var c Cond
 	var hot []term
 	// dirty: a constraint on a non-transport field follows a hotdrop
@@ -310,6 +311,12 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface) ([]term, error) {
 				v = v<<8 | uint64(b)
 			}
 			and(FieldMAC, invertIf(Point(U64(v)), m.Invert, U64(0), macMax))
+		case *ir.SetMatch:
+			s, err := sets.condition(m)
+			if err != nil {
+				return nil, err
+			}
+			and(FieldSets, s)
 		default:
 			return nil, fmt.Errorf("match %q is not supported by xfw's data plane", m.ModuleName())
 		}

@@ -21,11 +21,17 @@ const (
 	FieldLen
 	FieldTTL
 	FieldMAC
+	// FieldSets is the packet's set-membership bits: bit k is the result
+	// (before "!") of the generation's set condition k (Generation.SetConds),
+	// a small field of 8 bits. The BPF program does not compute it yet:
+	// generations using it are refused before they reach the data plane
+	// (cli.setMatchInDataPlane).
+	FieldSets
 	NumFields
 )
 
 var fieldNames = [NumFields]string{"src", "dst", "proto", "sport", "dport", "tcpflags",
-	"icmp", "iif", "oif", "frag", "len", "ttl", "mac"}
+	"icmp", "iif", "oif", "frag", "len", "ttl", "mac", "sets"}
 
 // String names the field.
 func (f Field) String() string {
@@ -102,6 +108,8 @@ func (f Field) SmallDomain() int {
 		return 65536
 	case FieldTTL:
 		return 256
+	case FieldSets:
+		return 1 << MaxSetConds
 	}
 	return 0
 }

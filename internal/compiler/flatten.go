@@ -47,6 +47,8 @@ type flattener struct {
 	terms    map[*ir.Rule][]term
 	logIndex map[LogConfig]uint16
 	logs     []LogConfig
+	// sets allocates the set conditions (FieldSets bits).
+	sets *setConds
 	// maxHops counts the non-terminal entries, a bound on the actions a
 	// packet can meet on its way through one chain.
 	hops uint32
@@ -86,7 +88,7 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 		terms, ok := fl.terms[r]
 		if !ok {
 			var err error
-			terms, err = ruleTerms(fl.rs.Family, r, fl.ifaces)
+			terms, err = ruleTerms(fl.rs.Family, r, fl.ifaces, fl.sets)
 			if err != nil {
 				return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 			}

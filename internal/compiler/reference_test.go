@@ -191,6 +191,10 @@ func refRuleMatch(fam ir.Family, r *ir.Rule, p *Packet) refResult {
 			if !ok {
 				return refNoMatch
 			}
+		case *ir.SetMatch:
+			if refSetMember(m.Name, m.Dirs, m.ReturnNomatch, p) == m.Invert {
+				return refNoMatch
+			}
 		case *ir.MACMatch:
 			if p.MAC == MACNone { // not an Ethernet device: never
 				return refNoMatch
@@ -392,6 +396,15 @@ func genRuleset(rng *rand.Rand, fam ir.Family, nrules, nuser int) *ir.Ruleset {
 			from := addr()
 			r.Matches = append(r.Matches, &ir.IPRangeMatch{Src: ir.AddrRange{Set: true, Invert: rng.Intn(3) == 0, From: from, To: from.Next().Next().Next()}})
 		}
+		if rng.Intn(8) == 0 {
+			// 2 names × 2 direction lists × --return-nomatch: at most
+			// MaxSetConds distinct conditions.
+			dirs := ir.SetDirs{Dim: 1, Src: 1}
+			if rng.Intn(2) == 0 {
+				dirs = ir.SetDirs{Dim: 2, Src: 2}
+			}
+			r.Matches = append(r.Matches, &ir.SetMatch{Invert: rng.Intn(3) == 0, Name: []string{"a", "b"}[rng.Intn(2)], Dirs: dirs, ReturnNomatch: rng.Intn(4) == 0})
+		}
 		if rng.Intn(10) == 0 && c.Name != "OUTPUT" && nuser == 0 {
 			r.Matches = append(r.Matches, &ir.MACMatch{Invert: rng.Intn(2) == 0, Addr: [6]byte{2, 0, 0, 0, 0, byte(rng.Intn(3))}})
 		}
@@ -504,6 +517,21 @@ func genPacket(rng *rand.Rand, fam ir.Family) *Packet {
 	return p
 }
 
+// refSetMember is the reference's stand-in for an ipset lookup: whether
+// the packet matches the set condition (name, dirs, --return-nomatch),
+// before "!", derived from its addresses so that packets differ.
+func refSetMember(name string, dirs ir.SetDirs, returnNomatch bool, p *Packet) bool {
+	v := p.Src.Lo
+	if dirs.Src&1 == 0 {
+		v = p.Dst.Lo
+	}
+	v += uint64(len(name)+int(name[0])) + uint64(dirs.Dim)
+	if returnNomatch {
+		v += 5
+	}
+	return v%3 == 0
+}
+
 func TestCompilerMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	for iter := 0; iter < 1000; iter++ {
@@ -526,6 +554,7 @@ func TestCompilerMatchesReference(t *testing.T) {
 				if chain == ChainOutput {
 					q.IIF = 0
 				}
+				q.Sets = g.SetBits(func(c SetCond) bool { return refSetMember(c.Name, c.Dirs, c.ReturnNomatch, &q) })
 				want := refRun(rs, name, &q)
 				got := g.Classify(&q, chain)
 				checkSame(t, iter, name, rs, g, &q, want, got)

@@ -8,6 +8,11 @@ type Packet struct {
 	Proto, Sport, Dport, TCPFlags, ICMP, Frag, Len, TTL uint32
 	IIF, OIF                                            uint32
 	MAC                                                 uint64
+	// Sets are the set-membership bits (FieldSets): bit k is whether the
+	// packet matches the generation's set condition k, as the data plane
+	// computes it by looking the packet up in the set (see
+	// Generation.SetBits for computing them from a membership test).
+	Sets uint32
 }
 
 // hotdropBits returns the packet's defects as EFHotdrop* bits, as the BPF
@@ -63,6 +68,8 @@ func (p *Packet) fieldValue(f Field) U128 {
 		return U64(uint64(p.TTL))
 	case FieldMAC:
 		return U64(p.MAC)
+	case FieldSets:
+		return U64(uint64(p.Sets))
 	}
 	return U128{}
 }

@@ -98,6 +98,9 @@ func mapSizes(u *Update, ncpu int) map[string]int {
 // old ruleset or wholly by the new one. Counters of carried rules continue;
 // the other family's ruleset is not touched.
 func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
+	if extra := u.Gen.Active >> bpfNumFields; extra != 0 {
+		return fmt.Errorf("generation uses classification fields the data plane does not compute (active %#x, fields from %s on)", u.Gen.Active, compiler.Field(bpfNumFields))
+	}
 	t := time.Now()
 	spec, err := loadSpec()
 	if err != nil {

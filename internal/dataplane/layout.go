@@ -57,8 +57,8 @@ type bpfFamilyCfg struct {
 	ChainStart [compiler.NumChains]uint32
 	ChainEnd   [compiler.NumChains]uint32
 	PolicyDrop [compiler.NumChains]uint32
-	SmallBase  [compiler.NumFields]uint32
-	DefaultCls [compiler.NumFields]uint32
+	SmallBase  [bpfNumFields]uint32
+	DefaultCls [bpfNumFields]uint32
 	MaxIters   uint32
 	AddrBase   [2]uint32
 	AddrCount  [2]uint32
@@ -91,6 +91,11 @@ const logSnap = 256
 // statePage is XFW_STATE_PAGE: the saved ruleset text is kept in pages.
 const statePage = 4096
 
+// bpfNumFields is XFW_NFIELDS: the classification fields the BPF program
+// computes. compiler.FieldSets (the set-membership bits) is not one of them
+// yet; Apply refuses generations that use it.
+const bpfNumFields = compiler.FieldSets
+
 // familyCfg renders a generation's slot configuration (map xfw_cfg).
 func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 	c := bpfFamilyCfg{
@@ -100,14 +105,14 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 		NEntries:   uint32(len(g.Entries)),
 		ChainStart: g.ChainStart,
 		ChainEnd:   g.ChainEnd,
-		SmallBase:  g.SmallBase,
-		DefaultCls: g.DefaultClass,
 		MaxIters:   g.MaxIters,
 		AddrBase:   g.AddrBase,
 		AddrCount:  g.AddrCount,
 		NCounters:  uint32(g.NumCounters()),
 	}
-	for f := compiler.Field(0); f < compiler.NumFields; f++ {
+	copy(c.SmallBase[:], g.SmallBase[:])
+	copy(c.DefaultCls[:], g.DefaultClass[:])
+	for f := compiler.Field(0); f < bpfNumFields; f++ {
 		if g.Active&(1<<f) != 0 {
 			c.Fields[c.NFields] = uint8(f)
 			c.NFields++

@@ -16,4 +16,10 @@
 // upstream conformance suite (shared/conformance/iptables) tests for, this
 // package follows the fixed behaviour; each such place is marked with
 // "Deviation from 1.8.9" in the code.
+//
+// The set match asks its environment whether a set exists and what its
+// family is, as iptables asks the kernel: callers pass a SetLookup
+// (ParseOptions.Sets, RestoreOptions.Sets; xfw's CLI serves it from `xfw
+// ipset`'s store). Without one no set exists. Like iptables, the parser
+// does not compare the set's dimensions with the number of src/dst flags.
 package iptables

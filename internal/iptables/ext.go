@@ -50,6 +50,8 @@ type parseCtx struct {
 	g           *getopt
 	// notice records a warning iptables prints on standard error.
 	notice func(string)
+	// sets looks up the ipsets the set match names (nil: no set exists).
+	sets SetLookup
 }
 
 // Guided option types (enum xt_option_type), as far as xfw's modules use them.

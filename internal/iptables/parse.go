@@ -63,8 +63,20 @@ type parser struct {
 // Jump targets are not resolved: "-j NAME" for a NAME that is no target
 // module is taken as a jump to a user chain, which Apply checks.
 func ParseCommand(fam ir.Family, args []string) (*Command, error) {
+	return ParseCommandWith(fam, args, ParseOptions{})
+}
+
+// ParseOptions are what the parser needs from its environment.
+type ParseOptions struct {
+	// Sets looks up the ipsets named by set matches, as iptables asks the
+	// kernel (nil: no set exists).
+	Sets SetLookup
+}
+
+// ParseCommandWith is ParseCommand with the environment in opts.
+func ParseCommandWith(fam ir.Family, args []string, opts ParseOptions) (*Command, error) {
 	argv := append([]string{ProgramName(fam)}, args...)
-	c, f := parseArgv(fam, argv, false, ProgramName(fam))
+	c, f := parseArgv(fam, argv, false, ProgramName(fam), opts.Sets)
 	if f != nil {
 		return nil, f.render(ProgramName(fam), 0)
 	}
@@ -99,8 +111,8 @@ func ParseRule(fam ir.Family, chain string, spec []string) ([]*ir.Rule, error) {
 
 // parseArgv runs do_parse on argv (argv[0] is the program name; for
 // iptables-restore it is followed by "-t TABLE"). prog is the name used in
-// messages produced while parsing.
-func parseArgv(fam ir.Family, argv []string, restore bool, prog string) (*Command, *failure) {
+// messages produced while parsing; sets serves the set match.
+func parseArgv(fam ir.Family, argv []string, restore bool, prog string, sets SetLookup) (*Command, *failure) {
 	p := &parser{
 		fam:     fam,
 		restore: restore,
@@ -110,6 +122,7 @@ func parseArgv(fam ir.Family, argv []string, restore bool, prog string) (*Comman
 		table:   "filter",
 	}
 	p.ctx.fam = fam
+	p.ctx.sets = sets
 	p.ctx.notice = func(s string) { p.cmd.Notices = append(p.cmd.Notices, s) }
 	p.cmd.Family = fam
 	p.g = newGetopt(argv, iptShorts, p.opts)

@@ -186,6 +186,8 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 			fmt.Fprintf(b, " --%s-gt", name)
 		}
 		fmt.Fprintf(b, " %d", m.Value)
+	case *ir.SetMatch:
+		writeSetMatch(b, m, "--")
 	case *ir.MACMatch:
 		if m.Invert {
 			b.WriteString(" !")

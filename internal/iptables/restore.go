@@ -31,6 +31,8 @@ type RestoreOptions struct {
 	// have produced (after the kernel's checks), so a caller can check it
 	// further (xfw compiles it) without applying it.
 	Tested func(*ir.Ruleset)
+	// Sets looks up the ipsets named by set matches (nil: no set exists).
+	Sets SetLookup
 	// Output receives what commands print (-S lines in the input); nil
 	// discards it.
 	Output io.Writer
@@ -267,7 +269,7 @@ func (r *restorer) commandLine(chunk string) error {
 	if f != nil {
 		return r.fail(f)
 	}
-	cmd, f := parseArgv(r.fam, append(argv, words...), true, r.prog)
+	cmd, f := parseArgv(r.fam, append(argv, words...), true, r.prog, r.opts.Sets)
 	if f != nil {
 		return r.fail(f)
 	}

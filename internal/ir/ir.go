@@ -493,3 +493,80 @@ const (
 	LogFlagUID       uint8 = 0x08
 	LogFlagMACDecode uint8 = 0x20
 )
+
+// MaxSetDims is IPSET_DIM_MAX: a set match names at most this many
+// src/dst directions.
+const MaxSetDims = 6
+
+// SetCounterOp is the comparison of a set match's --packets-*/--bytes-*
+// option (enum ip_set_counter_op).
+type SetCounterOp uint8
+
+const (
+	// SetCounterNone is an absent counter option.
+	SetCounterNone SetCounterOp = iota
+	// SetCounterEq is --packets-eq / --bytes-eq.
+	SetCounterEq
+	// SetCounterNe is ! --packets-eq / ! --bytes-eq.
+	SetCounterNe
+	// SetCounterLt is --packets-lt / --bytes-lt.
+	SetCounterLt
+	// SetCounterGt is --packets-gt / --bytes-gt.
+	SetCounterGt
+)
+
+// SetCounterMatch is a comparison of the matching set entry's packet or
+// byte counter.
+type SetCounterMatch struct {
+	Op    SetCounterOp
+	Value uint64
+}
+
+// SetDirs are the directions of a set match's FLAGS ("src,dst"): Dim
+// directions, bit i of Src set when direction i+1 is "src" (else "dst").
+type SetDirs struct {
+	Dim uint8
+	Src uint8
+}
+
+// String returns the directions as iptables prints them ("src,dst").
+func (d SetDirs) String() string {
+	s := ""
+	for i := uint8(0); i < d.Dim; i++ {
+		if i > 0 {
+			s += ","
+		}
+		if d.Src&(1<<i) != 0 {
+			s += "src"
+		} else {
+			s += "dst"
+		}
+	}
+	return s
+}
+
+// SetMatch is -m set --match-set NAME FLAGS: the packet's addresses (and
+// ports, …) in the directions of Dirs are looked up in the ipset NAME.
+type SetMatch struct {
+	Invert bool
+	Name   string
+	Dirs   SetDirs
+	// ReturnNomatch is --return-nomatch: an element that matches a nomatch
+	// entry of a hash:*net* set makes the match true instead of false.
+	ReturnNomatch bool
+	// SkipCounterUpdate is "! --update-counters" and SkipSubcounterUpdate
+	// "! --update-subcounters": the kernel then leaves the entries'
+	// counters alone. xfw never updates set entry counters, so both only
+	// print back.
+	SkipCounterUpdate    bool
+	SkipSubcounterUpdate bool
+	// Packets and Bytes are --packets-* and --bytes-*.
+	Packets SetCounterMatch
+	Bytes   SetCounterMatch
+}
+
+// ModuleName implements Match.
+func (*SetMatch) ModuleName() string { return "set" }
+
+// CloneMatch implements Match.
+func (m *SetMatch) CloneMatch() Match { c := *m; return &c }
