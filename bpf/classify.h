@@ -35,6 +35,7 @@
 #define XFW_CLASSIFY_H
 
 #include "common.h"
+#include "lpm.h"
 #include "parse.h"
 
 /* Pending LOG events per packet; more LOG rules matching one packet than
@@ -155,6 +156,10 @@ struct xfw_hcls_m {
  * TC programs are not migrated while they run). */
 XFW_INNER_ARRAY(xfw_counters_m, struct xfw_counter);
 
+/* A set condition's LPM tables (bpf/lpm.h): direct entries and ranges, one
+ * inner map each, __u64 words. */
+XFW_INNER_ARRAY(xfw_lpm_m, __u64);
+
 #define XFW_OUTER(name, inner)                                                     \
 struct {                                                                           \
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);                                  \
@@ -170,6 +175,17 @@ XFW_OUTER(xfw_o_chunks, xfw_chunks_m);
 XFW_OUTER(xfw_o_entries, xfw_entries_m);
 XFW_OUTER(xfw_o_counters, xfw_counters_m);
 XFW_OUTER(xfw_o_logcfg, xfw_logcfg_m);
+
+/* The set conditions' tables: element slot * XFW_MAX_SETCONDS + k. */
+#define XFW_SET_OUTER(name)                                                        \
+struct {                                                                           \
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);                                  \
+	__type(key, __u32);                                                        \
+	__uint(max_entries, XFW_NSLOTS * XFW_MAX_SETCONDS);                        \
+	__array(values, struct xfw_lpm_m);                                         \
+} name SEC(".maps")
+XFW_SET_OUTER(xfw_o_setdir);
+XFW_SET_OUTER(xfw_o_setrng);
 
 /* Per-slot ruleset configuration (struct xfw_family_cfg), written by the
  * control plane before it flips the bank. */
@@ -292,13 +308,60 @@ static __always_inline int xfw_hash_cls(struct xfw_cls *st, struct xfw_family_cf
 	return 1;
 }
 
+/* xfw_set_bits returns the packet's -m set results in slot: bit k set when
+ * its source (or destination) is in set condition k's set, as the kernel's
+ * set match (ipset's test) answers before any "!": the longest matching
+ * prefix decides; a nomatch entry answers no, a plain one yes, and
+ * --return-nomatch swaps the two (not in the set: no either way).
+ * A global function, verified once; xfw_classify calls it before
+ * xfw_resolve, so its stack is gone before the bit-vector walk. */
+__attribute__((noinline)) __u32 xfw_set_bits(struct xfw_pkt *p, __u32 slot)
+{
+	struct xfw_family_cfg *fc;
+	__u32 bits = 0, n, idx, v;
+	void *dir, *rng;
+	__u8 flags;
+
+	if (!p || slot >= XFW_NSLOTS)
+		return 0;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	if (!fc)
+		return 0;
+	n = fc->nsetconds;
+	for (__u32 k = 0; k < XFW_MAX_SETCONDS; k++) {
+		if (k >= n)
+			break;
+		idx = slot * XFW_MAX_SETCONDS + k;
+		dir = xfw_inner(&xfw_o_setdir, idx);
+		rng = xfw_inner(&xfw_o_setrng, idx);
+		if (!dir || !rng)
+			continue;
+		flags = fc->setcond_flags[k];
+		if (p->fam == 0)
+			v = xfw_lpm4_lookup(dir, rng, (__u32)((flags & XFW_SETCOND_DST) ? p->dst_lo : p->src_lo));
+		else if (flags & XFW_SETCOND_DST)
+			v = xfw_lpm6_lookup(dir, rng, p->dst_hi, p->dst_lo);
+		else
+			v = xfw_lpm6_lookup(dir, rng, p->src_hi, p->src_lo);
+		/* --return-nomatch reverses the answer of an element: a nomatch
+		 * one matches, a plain one does not (iptables-extensions(8),
+		 * found by tests/e2e against the kernel). */
+		if (flags & XFW_SETCOND_RETURN_NOMATCH)
+			v = v == XFW_SET_NOMATCH;
+		else
+			v = v == XFW_SET_MEMBER;
+		bits |= v << k;
+	}
+	return bits;
+}
+
 /* xfw_resolve maps every active field to its class; 0 when some field's
  * class is empty, so no entry can match (early break). A global function:
  * its temporaries stay off the deepest call chain's stack (XDP program →
  * xfw_classify → bpf_loop callback → xfw_and_fields), which must fit in 512
  * bytes. */
 __attribute__((noinline)) int xfw_resolve(struct xfw_pkt *p, __u32 iif, __u32 oif,
-					  struct xfw_cls *st)
+					  struct xfw_cls *st, __u32 setbits)
 {
 	struct xfw_family_cfg *fc;
 	void *small, *hcls;
@@ -339,6 +402,8 @@ __attribute__((noinline)) int xfw_resolve(struct xfw_pkt *p, __u32 iif, __u32 oi
 	if ((act & (1u << XFW_F_SRC)) && !xfw_addr_cls(st, fc, XFW_F_SRC, 0, p->src_hi, p->src_lo))
 		return 0;
 	if ((act & (1u << XFW_F_DST)) && !xfw_addr_cls(st, fc, XFW_F_DST, 1, p->dst_hi, p->dst_lo))
+		return 0;
+	if ((act & (1u << XFW_F_SETS)) && !xfw_small_cls(st, fc, small, XFW_F_SETS, setbits))
 		return 0;
 	return 1;
 }
@@ -505,7 +570,10 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 		return XFW_RES_END;
 	local.pos = fc->chain_start[chain];
 	local.end = fc->chain_end[chain];
-	if (xfw_resolve(p, iif, oif, &local)) {
+	/* The set lookups run here, not in xfw_resolve: one call deeper
+	 * would pass the 512-byte stack of the call chain. */
+	if (xfw_resolve(p, iif, oif, &local,
+			(fc->active & (1u << XFW_F_SETS)) ? xfw_set_bits(p, slot) : 0)) {
 		local.result = XFW_RES_END;
 		if (bpf_loop(fc->max_iters, xfw_step, &local, 0) < 0)
 			local.result = XFW_RES_END;

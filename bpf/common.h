@@ -60,8 +60,20 @@ enum xfw_field {
 	XFW_F_LEN = 10,     /* layer-3 length (direct array) */
 	XFW_F_TTL = 11,     /* IPv4 TTL / IPv6 hop limit (direct array) */
 	XFW_F_MAC = 12,     /* Ethernet source address (hash) */
-	XFW_NFIELDS = 13,
+	XFW_F_SETS = 13,    /* -m set results, bit k for set condition k
+			     * (direct array, 256: xfw_set_bits) */
+	XFW_NFIELDS = 14,
 };
+
+/* -m set: distinct set conditions (set, directions, --return-nomatch) of
+ * one generation, each a bit of XFW_F_SETS (compiler.MaxSetConds). */
+#define XFW_MAX_SETCONDS 8
+/* xfw_family_cfg.setcond_flags[k]. */
+#define XFW_SETCOND_DST 1           /* look the destination up (else the source) */
+#define XFW_SETCOND_RETURN_NOMATCH 2 /* a nomatch entry matches, a plain one not */
+/* Values of the sets' LPM tables (internal/dataplane: SetMember...). */
+#define XFW_SET_MEMBER 1
+#define XFW_SET_NOMATCH 2
 
 /* Sentinel values of the port, TCP flags and ICMP fields. */
 #define XFW_V_NONE 65536
@@ -202,6 +214,8 @@ struct xfw_family_cfg {
 	__u32 ncounters;                /* counters per CPU (policies + rules) */
 	__u32 nfields;                  /* active fields, listed in .fields */
 	__u8 fields[XFW_FIELD_LIST];    /* the active fields' enum xfw_field */
+	__u32 nsetconds;                /* set conditions (XFW_F_SETS bits) */
+	__u8 setcond_flags[XFW_MAX_SETCONDS]; /* XFW_SETCOND_* */
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid

@@ -34,6 +34,21 @@ const volatile __u32 xfw_anchor = 0;
 #include "local.h"
 #include "reject.h"
 
+/* The XDP hook's packet facts and pending LOG list, one per CPU (XDP
+ * programs run to completion on their CPU and do not nest): on the stack
+ * they would push the deepest call chain (the hook, xfw_classify and its
+ * bit-vector walk) past 512 bytes. */
+struct xfw_xdp_scratch {
+	struct xfw_pkt p;
+	struct xfw_pending st;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xfw_xdp_scratch);
+	__uint(max_entries, 1);
+} xfw_xdp_scratch SEC(".maps");
+
 #ifndef AF_INET
 #define AF_INET 2
 #endif
@@ -493,34 +508,41 @@ int xfw_xdp(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct xfw_ifinfo *ifi;
-	struct xfw_pkt p;
-	struct xfw_pending st;
+	struct xfw_xdp_scratch *sc;
+	struct xfw_pkt *p;
+	struct xfw_pending *st;
+	__u32 zero = 0;
 	__u32 chain, iif, oif = 0, rj = 0, verdict;
 	__u64 key, route;
 
 	xfw_touch_state();
-	if (xfw_parse(&p, data, data_end, (__u32)(data_end - data), 1) != XFW_PARSE_JUDGE)
+	sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &zero);
+	if (!sc)
 		return XDP_PASS;
-	st.slot = xfw_active_slot(p.fam ? 1 : 0);
-	if (st.slot == XFW_NO_SLOT)
+	p = &sc->p;
+	st = &sc->st;
+	if (xfw_parse(p, data, data_end, (__u32)(data_end - data), 1) != XFW_PARSE_JUDGE)
+		return XDP_PASS;
+	st->slot = xfw_active_slot(p->fam ? 1 : 0);
+	if (st->slot == XFW_NO_SLOT)
 		return XDP_PASS;
 	/* Options the stack refuses: dropped before any chain. */
-	if (p.fam == 0 && !xfw_ipv4_opts_ok(ctx, p.l3_off))
+	if (p->fam == 0 && !xfw_ipv4_opts_ok(ctx, p->l3_off))
 		return XDP_PASS;
-	if (p.fam == 1 && !xfw_ipv6_hbh_ok(ctx, p.l3_off, p.l3len))
+	if (p->fam == 1 && !xfw_ipv6_hbh_ok(ctx, p->l3_off, p->l3len))
 		return XDP_PASS;
-	key = (__u64)ctx->ingress_ifindex | ((__u64)p.vlan << 32);
+	key = (__u64)ctx->ingress_ifindex | ((__u64)p->vlan << 32);
 	ifi = bpf_map_lookup_elem(&xfw_ifinfo, &key);
 	if (!ifi)
 		return XDP_PASS; /* a VLAN with no device: the stack drops it */
 	/* Frames for another host (PACKET_OTHERHOST) never reach IP. */
-	if (p.dst_unicast && xfw_mac48(p.dst_mac) != xfw_mac48(ifi->mac))
+	if (p->dst_unicast && xfw_mac48(p->dst_mac) != xfw_mac48(ifi->mac))
 		return XDP_PASS;
 	iif = ifi->ifindex;
 	/* mac_mt matches nothing on a device that is not Ethernet. */
 	if (iif == XFW_LOOPBACK_IFINDEX)
-		p.mac_src = XFW_MAC_NONE;
-	route = xfw_route(ctx, &p, iif);
+		p->mac_src = XFW_MAC_NONE;
+	route = xfw_route(ctx, p, iif);
 	if (route == XFW_ROUTE_PASS)
 		return XDP_PASS;
 	chain = route >> 32;
@@ -528,27 +550,27 @@ int xfw_xdp(struct xdp_md *ctx)
 	/* ip_forward and ip6_forward decrement the TTL / hop limit before
 	 * the FORWARD hook: -m ttl / -m hl see the decremented value. */
 	if (chain == XFW_CHAIN_FORWARD)
-		p.ttl -= 1;
+		p->ttl -= 1;
 	/* ip_local_deliver reassembles IPv4 before the INPUT hook: INPUT sees
 	 * whole datagrams. The first fragment stands for its datagram (its
 	 * verdict decides whether reassembly can complete); later fragments
 	 * are left to the kernel, unjudged. IPv6 reassembles after INPUT. */
-	if (chain == XFW_CHAIN_INPUT && p.fam == 0 && p.fragmented) {
-		if (p.frag)
+	if (chain == XFW_CHAIN_INPUT && p->fam == 0 && p->fragmented) {
+		if (p->frag)
 			return XDP_PASS;
 	}
 
-	verdict = xfw_judge(&p, chain, iif, oif, &st, &rj);
+	verdict = xfw_judge(p, chain, iif, oif, st, &rj);
 	/* The REJECT type waits in p, not in a register spilled across the
 	 * LOG calls: the stack has no slot to spare. */
-	p.reject = rj;
-	if (st.nlogs)
-		xfw_emit_logs_xdp(ctx, &p, &st, chain, iif, oif);
+	p->reject = rj;
+	if (st->nlogs)
+		xfw_emit_logs_xdp(ctx, p, st, chain, iif, oif);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
 		return XDP_PASS;
 	case XFW_ACT_REJECT:
-		return xfw_xdp_reject(ctx, &p, chain);
+		return xfw_xdp_reject(ctx, p, chain);
 	}
 	return XDP_DROP;
 }

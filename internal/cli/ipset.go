@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strings"
 
+	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/ipset"
+	"github.com/xfw-dev/xfw/internal/ir"
 )
 
-// newIpsetStore returns the store `xfw ipset` works on. For now the sets
-// live in a file ($XFW_IPSET_FILE, default one per network namespace under
-// /run/xfw); the data plane's store (BPF maps per network namespace)
-// replaces it.
+// newIpsetStore returns the store `xfw ipset` works on: a file
+// ($XFW_IPSET_FILE, default one per network namespace under /run/xfw). The
+// data plane keeps its own lookup tables of the sets rules use, rebuilt
+// from the store when a command changes the sets (reapplySetRules).
 var newIpsetStore = func() (ipset.Store, error) { return ipset.NewFileStore() }
 
 func init() {
@@ -44,5 +47,88 @@ func runIpset(name string, args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "ipset v%s: %v\n", ipset.Version, err)
 		return exitOther
 	}
-	return ipset.Run(args, stdin, env.Stdout, env.Stderr, store)
+	rs := &ruleStore{Store: store}
+	status := ipset.Run(args, stdin, env.Stdout, env.Stderr, rs)
+	if rs.changed {
+		if err := reapplySetRules(); err != nil {
+			fmt.Fprintf(env.Stderr, "ipset v%s: the sets changed, but the rules using them could not follow: %v\n", ipset.Version, err)
+			return exitOther
+		}
+	}
+	return status
+}
+
+// ruleStore is the ipset store as the firewall sees it: References counts
+// the rules of the running rulesets (both families) that use a set, so a
+// set in use cannot be destroyed or renamed, as with the kernel's ipset;
+// Commit notes that the sets changed.
+type ruleStore struct {
+	ipset.Store
+	changed bool
+}
+
+// Commit commits and notes the change.
+func (r *ruleStore) Commit(old, new *ipset.Sets) error {
+	if err := r.Store.Commit(old, new); err != nil {
+		return err
+	}
+	r.changed = true
+	return nil
+}
+
+// References counts the set's uses in the running rulesets.
+func (r *ruleStore) References(name string) (int, error) {
+	n, err := r.Store.References(name)
+	if err != nil {
+		return 0, err
+	}
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		text, err := dataplane.SavedText(fam)
+		if err != nil {
+			return 0, fmt.Errorf("read the running %s ruleset: %w", fam, err)
+		}
+		n += setUses(string(text), name)
+	}
+	return n, nil
+}
+
+// setUses counts the --match-set options naming set in iptables-save text.
+func setUses(text, set string) int {
+	n := 0
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] == "--match-set" && f[i+1] == set {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// reapplySetRules loads the running rulesets that use sets again, so that
+// the data plane's set tables follow the sets' new members (counters
+// carried). The caller holds the lock.
+func reapplySetRules() error {
+	opts, err := attachOptions()
+	if err != nil {
+		return err
+	}
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		text, err := dataplane.SavedText(fam)
+		if err != nil {
+			return fmt.Errorf("read the running %s ruleset: %w", fam, err)
+		}
+		if !strings.Contains(string(text), "--match-set") {
+			continue
+		}
+		rs, err := loadRunning(fam)
+		if err != nil {
+			return err
+		}
+		if err := commit(fam, rs, rs, true, opts); err != nil {
+			return fmt.Errorf("reload the %s ruleset: %w", fam, err)
+		}
+	}
+	return nil
 }

@@ -86,5 +86,5 @@ func testCompile(rs *ir.Ruleset) error {
 	if _, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces}); err != nil {
 		return err
 	}
-	return checkDataPlaneSupport(rs)
+	return checkDataPlaneSupport(rs, &ipsetLookup{})
 }

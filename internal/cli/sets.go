@@ -4,46 +4,96 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/xfw-dev/xfw/internal/compiler"
+	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/ipset"
+	"github.com/xfw-dev/xfw/internal/lpm"
 	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
-// setMatchInDataPlane says whether the data plane computes the set
-// match's classification field (compiler.FieldSets). Until it does, rulesets
-// using -m set parse, print and compile, but every path that would apply
-// them (iptables, iptables-restore, and iptables-restore --test, which
-// promises that the real load would succeed) refuses them in
-// checkDataPlaneSupport. Enabling the set match is setting this to true.
-const setMatchInDataPlane = false
+// statusSetUnsupported is the exit status of a ruleset whose set match
+// the data plane cannot evaluate: iptables' PARAMETER_PROBLEM, as for a
+// match it cannot load.
+const statusSetUnsupported = iptables.StatusParameter
 
-// statusSetMatchUnsupported is the exit status of a ruleset refused by the
-// gate: iptables' PARAMETER_PROBLEM, as for a match it cannot load.
-const statusSetMatchUnsupported = iptables.StatusParameter
-
-// checkDataPlaneSupport refuses a ruleset the data plane cannot enforce
-// yet: any set match, in any chain (also one no base chain reaches yet, so
-// that whether a ruleset loads does not depend on its jumps). Never accept
-// and ignore: a rule the data plane would skip changes what the firewall
-// does.
-func checkDataPlaneSupport(rs *ir.Ruleset) error {
-	if setMatchInDataPlane {
-		return nil
+// setUsable reports why the data plane cannot look packets up in s for a
+// rule (nil when it can): it evaluates hash:ip and hash:net sets (one
+// address dimension, looked up by the match's first direction, as the
+// kernel ignores directions beyond a set's dimensions) without timeouts
+// (xfw's data plane does not expire entries yet). Never accept and ignore:
+// a rule the data plane would skip changes what the firewall does.
+func setUsable(s *ipset.Set) error {
+	if s.Type != ipset.HashIP && s.Type != ipset.HashNet {
+		return fmt.Errorf("sets of type %s are not supported in rules yet (hash:ip and hash:net are)", s.Type)
 	}
+	if s.Options.HasTimeout {
+		return fmt.Errorf("sets with timeouts are not supported in rules yet")
+	}
+	return nil
+}
+
+// checkDataPlaneSupport refuses a ruleset whose set matches the data plane
+// cannot evaluate, in any chain (also one no base chain reaches yet, so
+// that whether a ruleset loads does not depend on its jumps).
+func checkDataPlaneSupport(rs *ir.Ruleset, sets *ipsetLookup) error {
 	for _, c := range rs.Chains {
 		for i, r := range c.Rules {
 			for _, m := range r.Matches {
-				if sm, ok := m.(*ir.SetMatch); ok {
+				sm, ok := m.(*ir.SetMatch)
+				if !ok {
+					continue
+				}
+				s, err := sets.set(sm.Name)
+				if err == nil {
+					err = setUsable(s)
+				}
+				if err != nil {
 					return &iptables.Error{
-						Status: statusSetMatchUnsupported,
-						Msg: fmt.Sprintf("xfw: the set match is not supported by the data plane yet (chain %s rule %d: --match-set %s %s)",
-							c.Name, i+1, sm.Name, sm.Dirs),
+						Status: statusSetUnsupported,
+						Msg: fmt.Sprintf("xfw: chain %s rule %d: --match-set %s %s: %v",
+							c.Name, i+1, sm.Name, sm.Dirs, err),
 					}
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// setTables builds the lookup tables of gen's set conditions from the
+// sets' current members: each prefix answers dataplane.SetMember, or
+// dataplane.SetNomatch for a nomatch entry.
+func setTables(gen *compiler.Generation, sets *ipsetLookup) ([]dataplane.SetTable, error) {
+	var out []dataplane.SetTable
+	for _, sc := range gen.SetConds {
+		s, err := sets.set(sc.Name)
+		if err == nil {
+			err = setUsable(s)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--match-set %s: %w", sc.Name, err)
+		}
+		fam := lpm.IPv4
+		if sc.Family == ir.IPv6 {
+			fam = lpm.IPv6
+		}
+		var entries []lpm.Entry
+		s.All(func(e *ipset.Entry) bool {
+			v := uint32(dataplane.SetMember)
+			if e.Nomatch {
+				v = dataplane.SetNomatch
+			}
+			entries = append(entries, lpm.Entry{Prefix: e.Elem.Prefix, Value: v})
+			return true
+		})
+		t, err := lpm.Build(fam, entries, lpm.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("--match-set %s: build its lookup table: %w", sc.Name, err)
+		}
+		out = append(out, dataplane.SetTable{Direct: t.Direct(), Ranges: t.Ranges()})
+	}
+	return out, nil
 }
 
 // ipsetLookup serves iptables' set match with the sets of `xfw ipset`'s
@@ -57,26 +107,41 @@ type ipsetLookup struct {
 	err error
 }
 
+// load reads the store once.
+func (l *ipsetLookup) load() {
+	if l.loaded {
+		return
+	}
+	l.loaded = true
+	store, err := newIpsetStore()
+	if err == nil {
+		l.sets, err = store.Load()
+	}
+	if err != nil {
+		l.err = fmt.Errorf("load ipsets: %w", err)
+	}
+}
+
 // lookup implements iptables.SetLookup.
 func (l *ipsetLookup) lookup(name string) (iptables.SetInfo, bool) {
-	if !l.loaded {
-		l.loaded = true
-		store, err := newIpsetStore()
-		if err == nil {
-			l.sets, err = store.Load()
-		}
-		if err != nil {
-			l.err = fmt.Errorf("load ipsets: %w", err)
-		}
-	}
-	if l.sets == nil {
-		return iptables.SetInfo{}, false
-	}
-	s := l.sets.Get(name)
-	if s == nil {
+	s, err := l.set(name)
+	if err != nil {
 		return iptables.SetInfo{}, false
 	}
 	return setInfo(s), true
+}
+
+// set returns the set called name.
+func (l *ipsetLookup) set(name string) (*ipset.Set, error) {
+	l.load()
+	if l.err != nil {
+		return nil, l.err
+	}
+	s := l.sets.Get(name)
+	if s == nil {
+		return nil, fmt.Errorf("set %s does not exist", name)
+	}
+	return s, nil
 }
 
 // setsErr returns the failure to load the sets, if a lookup met one: it

@@ -67,29 +67,57 @@ func TestIpsetLookup(t *testing.T) {
 	}
 }
 
-// TestSetMatchGate checks that rulesets with set matches are refused before
-// the data plane (in any chain, reachable or not), with the message naming the match and
-// iptables' parameter-problem status, while others pass.
-func TestSetMatchGate(t *testing.T) {
-	if setMatchInDataPlane {
-		t.Skip("the data plane computes the set match")
+// TestSetMatchSupport checks which sets rules may use: hash:ip and hash:net
+// without timeouts; every other set (or a missing one) is refused before
+// the data plane, naming the rule and the match, with iptables'
+// parameter-problem status; rulesets without set matches pass.
+func TestSetMatchSupport(t *testing.T) {
+	store := ipset.NewMemStore()
+	for _, line := range []string{
+		"create ip hash:ip", "create net hash:net", "create ipport hash:ip,port",
+		"create tmo hash:ip timeout 60", "create list list:set",
+	} {
+		if st := ipset.Run(strings.Fields(line), nil, io.Discard, io.Discard, store); st != 0 {
+			t.Fatalf("ipset %s: status %d", line, st)
+		}
 	}
+	withIpsetStore(t, store, nil)
 	rs := ir.NewRuleset(ir.IPv4)
 	in := rs.Chain("INPUT")
 	in.Rules = []*ir.Rule{{Proto: ir.ProtoMatch{Set: true, Num: 6}, Target: ir.Target{Kind: ir.TargetAccept}}}
-	if err := checkDataPlaneSupport(rs); err != nil {
+	if err := checkDataPlaneSupport(rs, &ipsetLookup{}); err != nil {
 		t.Errorf("ruleset without set match refused: %v", err)
 	}
-	unused := &ir.Chain{Name: "unused"}
-	rs.Chains = append(rs.Chains, unused)
-	unused.Rules = append(unused.Rules, &ir.Rule{
-		Matches: []ir.Match{&ir.SetMatch{Invert: true, Name: "bl", Dirs: ir.SetDirs{Dim: 2, Src: 1}}},
-		Target:  ir.Target{Kind: ir.TargetDrop},
-	})
-	err := checkDataPlaneSupport(rs)
-	var ie *iptables.Error
-	want := "xfw: the set match is not supported by the data plane yet (chain unused rule 1: --match-set bl src,dst)"
-	if !errors.As(err, &ie) || ie.Msg != want || ie.Status != iptables.StatusParameter {
-		t.Errorf("got %#v, want %q with status %d", err, want, iptables.StatusParameter)
+	tests := []struct {
+		set  string
+		want string // "" when accepted
+	}{
+		{"ip", ""},
+		{"net", ""},
+		{"ipport", "xfw: chain unused rule 1: --match-set ipport src,dst: sets of type hash:ip,port are not supported in rules yet (hash:ip and hash:net are)"},
+		{"tmo", "xfw: chain unused rule 1: --match-set tmo src,dst: sets with timeouts are not supported in rules yet"},
+		{"list", "xfw: chain unused rule 1: --match-set list src,dst: sets of type list:set are not supported in rules yet (hash:ip and hash:net are)"},
+		{"gone", "xfw: chain unused rule 1: --match-set gone src,dst: set gone does not exist"},
+	}
+	for _, tt := range tests {
+		rs := ir.NewRuleset(ir.IPv4)
+		// In a chain no base chain reaches: still checked.
+		unused := &ir.Chain{Name: "unused"}
+		rs.Chains = append(rs.Chains, unused)
+		unused.Rules = []*ir.Rule{{
+			Matches: []ir.Match{&ir.SetMatch{Invert: true, Name: tt.set, Dirs: ir.SetDirs{Dim: 2, Src: 1}}},
+			Target:  ir.Target{Kind: ir.TargetDrop},
+		}}
+		err := checkDataPlaneSupport(rs, &ipsetLookup{})
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("%s: refused: %v", tt.set, err)
+			}
+			continue
+		}
+		var ie *iptables.Error
+		if !errors.As(err, &ie) || ie.Msg != tt.want || ie.Status != iptables.StatusParameter {
+			t.Errorf("%s: got %#v, want %q with status %d", tt.set, err, tt.want, iptables.StatusParameter)
+		}
 	}
 }

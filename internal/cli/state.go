@@ -136,12 +136,17 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplan
 	if err != nil {
 		return err
 	}
-	if err := checkDataPlaneSupport(rs); err != nil {
+	sets := &ipsetLookup{}
+	if err := checkDataPlaneSupport(rs, sets); err != nil {
+		return err
+	}
+	tables, err := setTables(gen, sets)
+	if err != nil {
 		return err
 	}
 	t = dataplane.TraceSince("commit: compile", t)
 	text := iptables.Save(rs, false)
-	u := &dataplane.Update{Gen: gen, Text: []byte(text), Counters: counterSources(fam, old, rs, keepCounters)}
+	u := &dataplane.Update{Gen: gen, Text: []byte(text), Counters: counterSources(fam, old, rs, keepCounters), Sets: tables}
 	dataplane.TraceSince("commit: save text, counters", t)
 	return dataplane.Apply(fam, u, opts)
 }

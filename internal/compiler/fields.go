@@ -23,9 +23,7 @@ const (
 	FieldMAC
 	// FieldSets is the packet's set-membership bits: bit k is the result
 	// (before "!") of the generation's set condition k (Generation.SetConds),
-	// a small field of 8 bits. The BPF program does not compute it yet:
-	// generations using it are refused before they reach the data plane
-	// (cli.setMatchInDataPlane).
+	// a small field of 8 bits, computed by the BPF program's xfw_set_bits.
 	FieldSets
 	NumFields
 )

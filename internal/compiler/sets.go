@@ -36,7 +36,7 @@ type SetCond struct {
 	// (src,dst,…), one per dimension.
 	Dirs ir.SetDirs
 	// ReturnNomatch is --return-nomatch: an element matched by a nomatch
-	// entry makes the condition true instead of false.
+	// entry makes the condition true, one matched by a plain entry false.
 	ReturnNomatch bool
 }
 

@@ -69,7 +69,30 @@ type Update struct {
 	Text []byte
 	// Counters has one source per counter index of Gen (len NumCounters).
 	Counters []CounterSource
+	// Sets has the lookup tables of Gen.SetConds, one per condition, in
+	// their order.
+	Sets []SetTable
 }
+
+// SetTable is the longest-prefix-match table (internal/lpm's flat arrays,
+// looked up by bpf/lpm.h) of the set a set condition tests. Its values are
+// SetMember and SetNomatch.
+type SetTable struct {
+	Direct, Ranges []uint64
+}
+
+// Values of a SetTable's prefixes (XFW_SET_MEMBER, XFW_SET_NOMATCH).
+const (
+	SetMember  = 1
+	SetNomatch = 2
+)
+
+// setOuters are the outer maps of the set conditions' tables, element
+// slot * compiler.MaxSetConds + condition (bpf/classify.h).
+var setOuters = []string{"xfw_o_setdir", "xfw_o_setrng"}
+
+// setKey is the outer-map element of set condition k in slot.
+func setKey(slot uint32, k int) uint32 { return slot*compiler.MaxSetConds + uint32(k) }
 
 // mapSizes returns the number of entries each generation map needs on a
 // machine of ncpu possible CPUs.
@@ -100,6 +123,9 @@ func mapSizes(u *Update, ncpu int) map[string]int {
 func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 	if extra := u.Gen.Active >> bpfNumFields; extra != 0 {
 		return fmt.Errorf("generation uses classification fields the data plane does not compute (active %#x, fields from %s on)", u.Gen.Active, compiler.Field(bpfNumFields))
+	}
+	if len(u.Sets) != len(u.Gen.SetConds) {
+		return fmt.Errorf("generation tests %d set conditions but %d set tables are given", len(u.Gen.SetConds), len(u.Sets))
 	}
 	t := time.Now()
 	spec, err := loadSpec()
@@ -205,13 +231,13 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 // whose bank is not active, and the kernel frees inner maps once no packet
 // uses them.
 func clearSlot(cur *state, slot uint32) error {
-	errs := eachOuter(func(kind string, outer *ebpf.Map) error {
-		err := outer.Delete(slot)
+	errs := eachOuter(func(kind string, outer *ebpf.Map, key uint32) error {
+		err := outer.Delete(key)
 		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return fmt.Errorf("free %s of slot %d: %w", kind, slot, err)
 		}
 		return nil
-	}, cur)
+	}, cur, slot)
 	if err := cur.maps["xfw_cfg"].Put(slot, bpfFamilyCfg{}); err != nil {
 		errs = append(errs, fmt.Errorf("reset configuration of slot %d: %w", slot, err))
 	}
@@ -219,19 +245,38 @@ func clearSlot(cur *state, slot uint32) error {
 	return errors.Join(errs...)
 }
 
-// eachOuter runs op on every outer map concurrently. The kernel waits for an
-// RCU grace period after every update or delete of a map-in-map element
-// (so user space knows no program still sees the old inner map); run one
-// after the other, ten such waits cost ~100 ms, run together they share
-// one grace period.
-func eachOuter(op func(kind string, outer *ebpf.Map) error, cur *state) []error {
-	errs := make([]error, len(generationMaps))
+// eachOuter runs op on slot's element of every outer map concurrently: the
+// generation maps' (key slot) and the set conditions' (kind
+// "xfw_o_setdir/k", key setKey). The kernel waits for an RCU grace period
+// after every update or delete of a map-in-map element (so user space knows
+// no program still sees the old inner map); run one after the other, such
+// waits cost ~10 ms each, run together they share one grace period.
+func eachOuter(op func(kind string, outer *ebpf.Map, key uint32) error, cur *state, slot uint32) []error {
+	type target struct {
+		kind  string
+		outer *ebpf.Map
+		key   uint32
+	}
+	var targets []target
+	for _, kind := range generationMaps {
+		targets = append(targets, target{kind, cur.maps[outerName(kind)], slot})
+	}
+	for _, name := range setOuters {
+		for k := 0; k < compiler.MaxSetConds; k++ {
+			targets = append(targets, target{fmt.Sprintf("%s/%d", name, k), cur.maps[name], setKey(slot, k)})
+		}
+	}
+	errs := make([]error, len(targets))
 	var wg sync.WaitGroup
-	for i, kind := range generationMaps {
+	for i, t := range targets {
+		if t.outer == nil {
+			errs[i] = fmt.Errorf("BPF object lacks map %s", t.kind)
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = op(kind, cur.maps[outerName(kind)])
+			errs[i] = op(t.kind, t.outer, t.key)
 		}()
 	}
 	wg.Wait()
@@ -271,6 +316,9 @@ func buildSlot(spec *ebpf.CollectionSpec, cur *state, slot uint32, u *Update) er
 		}
 		maps[kind] = m
 	}
+	if err := createSetMaps(spec, maps, u.Sets); err != nil {
+		return err
+	}
 	t := TraceSince("apply: create maps", t0)
 	if err := fillGeneration(maps, u); err != nil {
 		return err
@@ -278,14 +326,48 @@ func buildSlot(spec *ebpf.CollectionSpec, cur *state, slot uint32, u *Update) er
 	if traceOn {
 		t = TraceSince(fmt.Sprintf("apply: fill maps %v", sizes), t)
 	}
-	err = errors.Join(eachOuter(func(kind string, outer *ebpf.Map) error {
-		if err := outer.Put(slot, maps[kind]); err != nil {
+	err = errors.Join(eachOuter(func(kind string, outer *ebpf.Map, key uint32) error {
+		m := maps[kind]
+		if m == nil {
+			return nil // a set condition the generation does not have
+		}
+		if err := outer.Put(key, m); err != nil {
 			return fmt.Errorf("install %s map in slot %d: %w", kind, slot, err)
 		}
 		return nil
-	}, cur)...)
+	}, cur, slot)...)
 	TraceSince("apply: install maps", t)
 	return err
+}
+
+// createSetMaps creates and fills the inner maps of the set conditions'
+// tables (maps "xfw_o_setdir/k" and "xfw_o_setrng/k", as eachOuter names
+// them): one memory copy each.
+func createSetMaps(spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, sets []SetTable) error {
+	for k, st := range sets {
+		for i, name := range setOuters {
+			words := st.Direct
+			if i == 1 {
+				words = st.Ranges
+			}
+			os := spec.Maps[name]
+			if os == nil || os.InnerMap == nil {
+				return fmt.Errorf("BPF object lacks map %s", name)
+			}
+			is := os.InnerMap.Copy()
+			is.Name = fmt.Sprintf("xfw_set%d_%s", k, name[len("xfw_o_set"):])
+			is.MaxEntries = uint32(max(len(words), 1))
+			m, err := ebpf.NewMap(is)
+			if err != nil {
+				return fmt.Errorf("create table %d of set condition %d (%d words): %w", i, k, len(words), err)
+			}
+			maps[fmt.Sprintf("%s/%d", name, k)] = m
+			if err := putArray(m, len(words), func(j int) uint64 { return words[j] }); err != nil {
+				return fmt.Errorf("fill table %d of set condition %d: %w", i, k, err)
+			}
+		}
+	}
+	return nil
 }
 
 func fillGeneration(m map[string]*ebpf.Map, u *Update) error {

@@ -65,7 +65,16 @@ type bpfFamilyCfg struct {
 	NCounters  uint32
 	NFields    uint32
 	Fields     [16]uint8
+	NSetConds  uint32
+	// SetCondFlags are XFW_SETCOND_* of each set condition.
+	SetCondFlags [compiler.MaxSetConds]uint8
 }
+
+// XFW_SETCOND_* flags of bpfFamilyCfg.SetCondFlags.
+const (
+	setCondDst           = 1
+	setCondReturnNomatch = 2
+)
 
 // bpfLogEvent mirrors struct xfw_log_event.
 type bpfLogEvent struct {
@@ -92,9 +101,8 @@ const logSnap = 256
 const statePage = 4096
 
 // bpfNumFields is XFW_NFIELDS: the classification fields the BPF program
-// computes. compiler.FieldSets (the set-membership bits) is not one of them
-// yet; Apply refuses generations that use it.
-const bpfNumFields = compiler.FieldSets
+// computes (all of the compiler's).
+const bpfNumFields = compiler.NumFields
 
 // familyCfg renders a generation's slot configuration (map xfw_cfg).
 func familyCfg(g *compiler.Generation) bpfFamilyCfg {
@@ -118,6 +126,17 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 			c.NFields++
 		}
 	}
+	// A set of one dimension is looked up by the first direction only
+	// (the kernel ignores directions beyond the set's dimensions).
+	for k, sc := range g.SetConds {
+		if sc.Dirs.Src&1 == 0 {
+			c.SetCondFlags[k] |= setCondDst
+		}
+		if sc.ReturnNomatch {
+			c.SetCondFlags[k] |= setCondReturnNomatch
+		}
+	}
+	c.NSetConds = uint32(len(g.SetConds))
 	for i, d := range g.PolicyDrop {
 		if d {
 			c.PolicyDrop[i] = 1

@@ -551,8 +551,9 @@ type SetMatch struct {
 	Invert bool
 	Name   string
 	Dirs   SetDirs
-	// ReturnNomatch is --return-nomatch: an element that matches a nomatch
-	// entry of a hash:*net* set makes the match true instead of false.
+	// ReturnNomatch is --return-nomatch: the answer of an element is
+	// reversed, one matching a nomatch entry of a hash:*net* set makes the
+	// match true, one matching a plain entry false.
 	ReturnNomatch bool
 	// SkipCounterUpdate is "! --update-counters" and SkipSubcounterUpdate
 	// "! --update-subcounters": the kernel then leaves the entries'
