@@ -33,6 +33,7 @@ const (
 	fwNFT       = "nftables"
 	fwIpset     = "ipset"
 	fwNFTSet    = "nft-set"
+	fwXFWSet    = "xfw-set" // xfw ipset + one -m set rule
 	refFirewall = fwIptNFT // the reference of every ratio
 )
 
@@ -127,6 +128,28 @@ func firewalls(xfwBin string) map[string]*firewall {
 			},
 		},
 		fwNFTSet: {Name: fwNFTSet, load: nftLoad, reset: nftReset},
+		fwXFWSet: {
+			Name: fwXFWSet,
+			load: func(ctx context.Context, ns string, rs *ruleset) error {
+				// Drop the rule using the set before replacing the set.
+				if err := mustIn(ctx, ns, xfwBin, "stop"); err != nil {
+					return err
+				}
+				_ = mustIn(ctx, ns, xfwBin, "ipset", "destroy", ipsetName)
+				if _, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.ipsetRestore()), xfwBin, "ipset", "restore"); err != nil {
+					return err
+				}
+				_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.iptablesRestore(true)), xfwBin, "iptables-restore", "-w")
+				return err
+			},
+			reset: func(ctx context.Context, ns string) error {
+				if err := mustIn(ctx, ns, xfwBin, "stop"); err != nil {
+					return err
+				}
+				_ = mustIn(ctx, ns, xfwBin, "ipset", "destroy", ipsetName)
+				return nil
+			},
+		},
 	}
 	return fws
 }

@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 # One colour and marker per firewall, the same in every plot.
 STYLE = {
     "xfw": ("tab:red", "o"),
+    "xfw-set": ("darkred", "X"),
     "iptables-legacy": ("tab:blue", "s"),
     "iptables-nft": ("tab:green", "^"),
     "nftables": ("tab:purple", "D"),

@@ -400,17 +400,17 @@ func behindText(rep *report) string {
 	}
 	if s := rep.Sets; s != nil {
 		for _, x := range s.Xs {
-			a := s.get(fwXFW, x)
+			a := s.get(fwXFWSet, x)
 			for _, other := range []string{fwIpset, fwNFTSet} {
 				o := s.get(other, x)
 				if a == nil || o == nil || a.PPS.N == 0 || o.PPS.N == 0 || a.PPS.Median >= o.PPS.Median {
 					continue
 				}
-				pts = append(pts, fmt.Sprintf("%s at %s addresses: xfw (one rule per address) %s vs %s %s",
+				pts = append(pts, fmt.Sprintf("%s at %s addresses: xfw-set %s vs %s %s",
 					s.Title, humanCount(x), humanRate(a.PPS.Median), other, humanRate(o.PPS.Median)))
 			}
 			if a != nil && a.Error != "" {
-				pts = append(pts, fmt.Sprintf("%s at %s addresses: xfw not measured (%s)", s.Title, humanCount(x), a.Error))
+				pts = append(pts, fmt.Sprintf("%s at %s addresses: xfw-set not measured (%s)", s.Title, humanCount(x), a.Error))
 			}
 		}
 	}

@@ -13,7 +13,7 @@ import (
 var setSizes = []int{10_000, 100_000, 1_000_000}
 
 // setFirewalls are compared in the sets section.
-var setFirewalls = []string{fwXFW, fwIpset, fwNFTSet, fwLegacy, fwIptNFT}
+var setFirewalls = []string{fwXFWSet, fwXFW, fwIpset, fwNFTSet, fwLegacy, fwIptNFT}
 
 // setLegitFlows is the number of legitimate flows the generator cycles
 // through.
@@ -87,7 +87,7 @@ func runSets(ctx context.Context, o *options, all map[string]*firewall) (*throug
 		return nil, err
 	}
 	sec.Notes = []string{
-		"FORWARD policy ACCEPT; n random addresses of 10.128.0.0/9 are dropped: ipset (hash:ip, one iptables-nft rule `-m set --match-set`), nft-set (one `ip saddr @set drop` rule), iptables-legacy, iptables-nft and xfw with one `-s ADDR -j DROP` rule per address (xfw has no ipset support yet).",
+		"FORWARD policy ACCEPT; n random addresses of 10.128.0.0/9 are dropped: xfw-set (`xfw ipset` hash:ip, one `-m set --match-set` rule: a DXR lookup per packet), ipset (hash:ip, one iptables-nft rule `-m set --match-set`), nft-set (one `ip saddr @set drop` rule), iptables-legacy, iptables-nft and xfw with one `-s ADDR -j DROP` rule per address.",
 		"Traffic: 1,000 legitimate flows whose sources lie in the same range but not in the set, so every packet is checked against the whole set or every rule, and is forwarded.",
 		"One rule per address stops at 100K: iptables then forwards about 2–3 kpps and a million rules would only take longer to load; xfw's class → chunk table grows with the square of the number of addresses (about 245 million entries at a million).",
 	}
