@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -37,8 +39,17 @@ const (
 	refFirewall = fwIptNFT // the reference of every ratio
 )
 
+// xfwSetFile keeps xfw-set's ipsets (XFW_IPSET_FILE): a file of this run,
+// removed on reset, rather than one per namespace under /run/xfw that
+// would outlive the benchmark's namespaces.
+var xfwSetFile = filepath.Join(os.TempDir(), fmt.Sprintf("xfwbench-ipsets-%d", os.Getpid()))
+
 // firewalls returns the implementations by name; xfwBin is xfw's binary.
 func firewalls(xfwBin string) map[string]*firewall {
+	// xfwSetCmd runs xfw with xfw-set's ipset file.
+	xfwSetCmd := func(args ...string) []string {
+		return append([]string{"env", "XFW_IPSET_FILE=" + xfwSetFile, xfwBin}, args...)
+	}
 	restoreWith := func(cmd ...string) func(context.Context, string, *ruleset) error {
 		return func(ctx context.Context, ns string, rs *ruleset) error {
 			_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.iptablesRestore(false)), cmd...)
@@ -135,19 +146,17 @@ func firewalls(xfwBin string) map[string]*firewall {
 				if err := mustIn(ctx, ns, xfwBin, "stop"); err != nil {
 					return err
 				}
-				_ = mustIn(ctx, ns, xfwBin, "ipset", "destroy", ipsetName)
-				if _, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.ipsetRestore()), xfwBin, "ipset", "restore"); err != nil {
+				os.Remove(xfwSetFile)
+				if _, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.ipsetRestore()), xfwSetCmd("ipset", "restore")...); err != nil {
 					return err
 				}
-				_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.iptablesRestore(true)), xfwBin, "iptables-restore", "-w")
+				_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.iptablesRestore(true)), xfwSetCmd("iptables-restore", "-w")...)
 				return err
 			},
 			reset: func(ctx context.Context, ns string) error {
-				if err := mustIn(ctx, ns, xfwBin, "stop"); err != nil {
-					return err
-				}
-				_ = mustIn(ctx, ns, xfwBin, "ipset", "destroy", ipsetName)
-				return nil
+				err := mustIn(ctx, ns, xfwBin, "stop")
+				os.Remove(xfwSetFile)
+				return err
 			},
 		},
 	}
