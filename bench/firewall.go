@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -36,20 +34,11 @@ const (
 	fwIpset     = "ipset"
 	fwNFTSet    = "nft-set"
 	fwXFWSet    = "xfw-set" // xfw ipset + one -m set rule
-	refFirewall = fwIptNFT // the reference of every ratio
+	refFirewall = fwIptNFT  // the reference of every ratio
 )
-
-// xfwSetFile keeps xfw-set's ipsets (XFW_IPSET_FILE): a file of this run,
-// removed on reset, rather than one per namespace under /run/xfw that
-// would outlive the benchmark's namespaces.
-var xfwSetFile = filepath.Join(os.TempDir(), fmt.Sprintf("xfwbench-ipsets-%d", os.Getpid()))
 
 // firewalls returns the implementations by name; xfwBin is xfw's binary.
 func firewalls(xfwBin string) map[string]*firewall {
-	// xfwSetCmd runs xfw with xfw-set's ipset file.
-	xfwSetCmd := func(args ...string) []string {
-		return append([]string{"env", "XFW_IPSET_FILE=" + xfwSetFile, xfwBin}, args...)
-	}
 	restoreWith := func(cmd ...string) func(context.Context, string, *ruleset) error {
 		return func(ctx context.Context, ns string, rs *ruleset) error {
 			_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.iptablesRestore(false)), cmd...)
@@ -142,21 +131,19 @@ func firewalls(xfwBin string) map[string]*firewall {
 		fwXFWSet: {
 			Name: fwXFWSet,
 			load: func(ctx context.Context, ns string, rs *ruleset) error {
-				// Drop the rule using the set before replacing the set.
+				// xfw stop removes the rules and the sets (kept in
+				// the namespace's data plane).
 				if err := mustIn(ctx, ns, xfwBin, "stop"); err != nil {
 					return err
 				}
-				os.Remove(xfwSetFile)
-				if _, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.ipsetRestore()), xfwSetCmd("ipset", "restore")...); err != nil {
+				if _, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.ipsetRestore()), xfwBin, "ipset", "restore"); err != nil {
 					return err
 				}
-				_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.iptablesRestore(true)), xfwSetCmd("iptables-restore", "-w")...)
+				_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.iptablesRestore(true)), xfwBin, "iptables-restore", "-w")
 				return err
 			},
 			reset: func(ctx context.Context, ns string) error {
-				err := mustIn(ctx, ns, xfwBin, "stop")
-				os.Remove(xfwSetFile)
-				return err
+				return mustIn(ctx, ns, xfwBin, "stop")
 			},
 		},
 	}

@@ -79,6 +79,11 @@ struct xfw_state_page {
 XFW_INNER_ARRAY(xfw_state_m, struct xfw_state_page);
 XFW_INNER_ARRAY(xfw_cbase_m, struct xfw_counter);
 XFW_OUTER(xfw_o_state, xfw_state_m);
+/* The namespace's ipsets (xfw ipset), encoded by internal/ipset, in element
+ * 0: pages of a little-endian 64-bit length, then the bytes. Kept here, in
+ * the namespace, like the rulesets' text: they live as long as xfw's
+ * programs do. */
+XFW_OUTER(xfw_o_ipsets, xfw_state_m);
 XFW_OUTER(xfw_o_cbase, xfw_cbase_m);
 
 /* An 8-byte identity of the loaded object (written by the loader), so a
@@ -97,6 +102,7 @@ static __always_inline void xfw_touch_state(void)
 
 	if (xfw_anchor) {
 		bpf_map_lookup_elem(&xfw_o_state, &k);
+		bpf_map_lookup_elem(&xfw_o_ipsets, &k);
 		bpf_map_lookup_elem(&xfw_o_cbase, &k);
 		bpf_map_lookup_elem(&xfw_build, &k);
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/xfw-dev/xfw/internal/dataplane"
@@ -11,11 +12,54 @@ import (
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
-// newIpsetStore returns the store `xfw ipset` works on: a file
-// ($XFW_IPSET_FILE, default one per network namespace under /run/xfw). The
-// data plane keeps its own lookup tables of the sets rules use, rebuilt
-// from the store when a command changes the sets (reapplySetRules).
-var newIpsetStore = func() (ipset.Store, error) { return ipset.NewFileStore() }
+// newIpsetStore returns the store `xfw ipset` works on: the network
+// namespace's own, kept by the data plane beside the rulesets (it lives as
+// long as xfw's programs: `xfw stop` removes the sets too), or a file when
+// $XFW_IPSET_FILE names one. The data plane's lookup tables of the sets
+// rules use are rebuilt from it when a command changes the sets
+// (reapplySetRules).
+var newIpsetStore = func() (ipset.Store, error) {
+	if os.Getenv(ipset.FileEnv) != "" {
+		return ipset.NewFileStore()
+	}
+	return namespaceStore{}, nil
+}
+
+// namespaceStore keeps the sets in the data plane of the current network
+// namespace (dataplane.IpsetState), encoded by ipset.Sets.MarshalBinary.
+type namespaceStore struct{}
+
+// Load returns the namespace's sets (none when xfw holds none).
+func (namespaceStore) Load() (*ipset.Sets, error) {
+	data, err := dataplane.IpsetState()
+	if err != nil {
+		return nil, fmt.Errorf("read the network namespace's sets: %w", err)
+	}
+	ss := ipset.NewSets()
+	if data == nil {
+		return ss, nil
+	}
+	if err := ss.UnmarshalBinary(data); err != nil {
+		return nil, fmt.Errorf("decode the network namespace's sets: %w", err)
+	}
+	return ss, nil
+}
+
+// Commit replaces the namespace's sets with new in one step.
+func (namespaceStore) Commit(old, new *ipset.Sets) error {
+	data, err := new.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("encode sets: %w", err)
+	}
+	opts, err := attachOptions()
+	if err != nil {
+		return err
+	}
+	return dataplane.SaveIpsetState(data, opts)
+}
+
+// References counts nothing itself (ruleStore adds the rules' uses).
+func (namespaceStore) References(string) (int, error) { return 0, nil }
 
 func init() {
 	commands["ipset"] = runIpset

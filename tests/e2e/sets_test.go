@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -40,7 +39,6 @@ func TestSetMatchAgainstKernel(t *testing.T) {
 	nettest.RequireRoot(t)
 	requireTools(t, "ipset", "iptables-legacy", "ip6tables-legacy")
 	bin := xfwPath(t)
-	t.Setenv("XFW_IPSET_FILE", filepath.Join(t.TempDir(), "ipsets"))
 	type outcome struct {
 		steps    []string
 		destroy  string
@@ -145,5 +143,56 @@ func TestSetMatchAgainstKernel(t *testing.T) {
 		if k.counters != x.counters {
 			t.Errorf("IPv%d: counters:\nkernel:\n%s\nxfw:\n%s", fam, k.counters, x.counters)
 		}
+	}
+}
+
+// TestIpsetsLiveInNamespace checks where `xfw ipset` keeps its sets: in the
+// network namespace (xfw's data plane), one namespace's sets unseen by
+// another, reading them loads nothing, and `xfw stop` removes them with
+// the rules.
+func TestIpsetsLiveInNamespace(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	a := nettest.New(t, nettest.WithStaticNeighbors())
+	b := nettest.New(t, nettest.WithStaticNeighbors())
+	t.Cleanup(func() {
+		firewall{kind: "xfw", bin: bin}.stop(t, a)
+		firewall{kind: "xfw", bin: bin}.stop(t, b)
+	})
+	ipset := func(tp *nettest.Topology, args string) string {
+		t.Helper()
+		res, err := nettest.Exec(tp.FwNS, append([]string{bin, "ipset"}, strings.Fields(args)...)...)
+		if err != nil {
+			t.Fatalf("ipset %s: %v", args, err)
+		}
+		return res.Stdout
+	}
+	xdpAttached := func(tp *nettest.Topology) bool {
+		t.Helper()
+		out, err := nettest.Exec(tp.FwNS, "ip", "link", "show")
+		if err != nil {
+			t.Fatalf("ip link: %v", err)
+		}
+		return strings.Contains(out.Stdout, "xdp")
+	}
+	if got := ipset(a, "list"); got != "" {
+		t.Fatalf("a new namespace lists sets: %q", got)
+	}
+	if xdpAttached(a) {
+		t.Fatal("listing sets attached xfw")
+	}
+	ipset(a, "create s hash:ip")
+	ipset(a, "add s 192.0.2.7")
+	if got := ipset(a, "list s"); !strings.Contains(got, "\n192.0.2.7\n") {
+		t.Errorf("the set lost its member across commands:\n%s", got)
+	}
+	if got := ipset(b, "list"); got != "" {
+		t.Errorf("another namespace sees the sets: %q", got)
+	}
+	if res, err := nettest.Exec(a.FwNS, bin, "stop"); err != nil {
+		t.Fatalf("xfw stop: %v %s", err, res.Stderr)
+	}
+	if got := ipset(a, "list"); got != "" {
+		t.Errorf("xfw stop left sets behind: %q", got)
 	}
 }
