@@ -125,6 +125,15 @@ try "udp fw → sink:10 (OUTPUT policy ACCEPT)" ok udp_arrives "$FW" "$SINK" 10.
 kill "$L22" "$L80" 2>/dev/null || true
 wait "$L22" "$L80" 2>/dev/null || true
 
+say "a blocklist (xfw ipset + -m set)"
+nsx "$FW" "$XFW" ipset create blocklist hash:net
+nsx "$FW" "$XFW" ipset add blocklist 10.10.1.0/30
+nsx "$FW" "$XFW" iptables -w 30 -I INPUT 1 -m set --match-set blocklist src -j DROP
+try "ping gen → fw (gen in blocklist: INPUT DROP)" blocked nsx "$GEN" ping -c1 -W1 10.10.1.1
+nsx "$FW" "$XFW" ipset add blocklist 10.10.1.2 nomatch
+try "ping gen → fw (gen excepted: nomatch entry)" ok nsx "$GEN" ping -c1 -W1 10.10.1.1
+nsx "$FW" "$XFW" ipset list blocklist
+
 say "counters (xfw iptables -L -v -n)"
 nsx "$FW" "$XFW" iptables -w 30 -L -v -n
 say "counters (xfw iptables-save -c)"
