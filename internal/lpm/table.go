@@ -521,3 +521,27 @@ func cmpPfx6(a, b pfx6) int {
 	}
 	return cmp.Compare(a.bits, b.bits)
 }
+
+// groupByDirect drops all but the last of each run of equal prefixes of the
+// sorted long (cmp == 0) and splits the rest by direct entry (slot), into a
+// table of entries lists. It returns the lists and the prefixes kept.
+func groupByDirect[P any](long []P, cmp func(a, b P) int, entries int, slot func(P) uint32) ([][]P, int) {
+	kept := long[:0]
+	for i, p := range long {
+		if i+1 < len(long) && cmp(p, long[i+1]) == 0 {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	groups := make([][]P, entries)
+	for i := 0; i < len(kept); {
+		s := slot(kept[i])
+		j := i + 1
+		for j < len(kept) && slot(kept[j]) == s {
+			j++
+		}
+		groups[s] = kept[i:j:j]
+		i = j
+	}
+	return groups, len(kept)
+}

@@ -26,24 +26,10 @@ func (t *Table) load4(entries []Entry) error {
 	// Of equal prefixes the later entry wins: the sort keeps input order
 	// among them, and the last of each run is kept.
 	sortPfx4(long)
-	kept := long[:0]
-	for i, p := range long {
-		if i+1 < len(long) && cmpPfx4(p, long[i+1]) == 0 {
-			continue
-		}
-		kept = append(kept, p)
-	}
-	t.count += len(kept)
-	t.long4 = make([][]pfx4, IPv4.DirectEntries())
-	for i := 0; i < len(kept); {
-		s := kept[i].addr >> (32 - Direct4Bits)
-		j := i + 1
-		for j < len(kept) && kept[j].addr>>(32-Direct4Bits) == s {
-			j++
-		}
-		t.long4[s] = kept[i:j:j]
-		i = j
-	}
+	var n int
+	t.long4, n = groupByDirect(long, cmpPfx4, IPv4.DirectEntries(),
+		func(p pfx4) uint32 { return p.addr >> (32 - Direct4Bits) })
+	t.count += n
 	return nil
 }
 

@@ -32,24 +32,10 @@ func (t *Table) load6(entries []Entry) error {
 		long = append(long, pfx6{hi: hi, lo: lo, bits: uint8(bits), value: e.Value})
 	}
 	sortPfx6(long)
-	kept := long[:0]
-	for i, p := range long {
-		if i+1 < len(long) && cmpPfx6(p, long[i+1]) == 0 {
-			continue
-		}
-		kept = append(kept, p)
-	}
-	t.count += len(kept)
-	t.long6 = make([][]pfx6, IPv6.DirectEntries())
-	for i := 0; i < len(kept); {
-		s := kept[i].hi >> (64 - Direct6Bits)
-		j := i + 1
-		for j < len(kept) && kept[j].hi>>(64-Direct6Bits) == s {
-			j++
-		}
-		t.long6[s] = kept[i:j:j]
-		i = j
-	}
+	var n int
+	t.long6, n = groupByDirect(long, cmpPfx6, IPv6.DirectEntries(),
+		func(p pfx6) uint32 { return uint32(p.hi >> (64 - Direct6Bits)) })
+	t.count += n
 	return nil
 }
 
