@@ -343,9 +343,10 @@ __attribute__((noinline)) __u32 xfw_set_bits(struct xfw_pkt *p, __u32 slot)
 			v = xfw_lpm6_lookup(dir, rng, p->dst_hi, p->dst_lo);
 		else
 			v = xfw_lpm6_lookup(dir, rng, p->src_hi, p->src_lo);
-		/* --return-nomatch reverses the answer of an element: a nomatch
-		 * one matches, a plain one does not (iptables-extensions(8),
-		 * found by tests/e2e against the kernel). */
+		/* --return-nomatch reverses the answer of an element of a set
+		 * type with nomatch entries: a nomatch one matches, a plain one
+		 * does not (ip_set_test; found by tests/e2e and xfw difftest
+		 * against the kernel). The flag is set only for such sets. */
 		if (flags & XFW_SETCOND_RETURN_NOMATCH)
 			v = v == XFW_SET_NOMATCH;
 		else

@@ -70,7 +70,8 @@ enum xfw_field {
 #define XFW_MAX_SETCONDS 8
 /* xfw_family_cfg.setcond_flags[k]. */
 #define XFW_SETCOND_DST 1           /* look the destination up (else the source) */
-#define XFW_SETCOND_RETURN_NOMATCH 2 /* a nomatch entry matches, a plain one not */
+#define XFW_SETCOND_RETURN_NOMATCH 2 /* a nomatch entry matches, a plain one not
+				      * (set only for types with nomatch) */
 /* Values of the sets' LPM tables (internal/dataplane: SetMember...). */
 #define XFW_SET_MEMBER 1
 #define XFW_SET_NOMATCH 2

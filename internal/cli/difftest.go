@@ -28,7 +28,7 @@ func init() {
 }
 
 // difftestUsage is xfw difftest's help.
-const difftestUsage = `usage: xfw difftest [--family 4|6] [--seed N] [--packets N] [--rulesets N]
+const difftestUsage = `usage: xfw difftest [--family 4|6] [--seed N] [--packets N] [--rulesets N] [--sets]
                     [--corpus FILE] [--save-corpus FILE] [--repro-dir DIR]
                     [--no-shrink] [--subnet X] [RULESET-FILE]
 
@@ -57,6 +57,7 @@ type difftestArgs struct {
 	seed       int64
 	packets    int
 	rulesets   int
+	sets       bool
 	corpus     string
 	saveCorpus string
 	reproDir   string
@@ -79,6 +80,7 @@ func parseDifftestArgs(args []string, stderr io.Writer) (*difftestArgs, error) {
 	fs.StringVar(&a.saveCorpus, "save-corpus", "", "write the generated packets of the (first) ruleset to this file")
 	fs.StringVar(&a.reproDir, "repro-dir", "", "where to write reproductions (default: a new directory under $TMPDIR)")
 	fs.BoolVar(&a.noShrink, "no-shrink", false, "report differences without reducing them")
+	fs.BoolVar(&a.sets, "sets", false, "random rulesets also use ipsets (-m set; kernel ipset vs xfw ipset)")
 	fs.IntVar(&a.subnet, "subnet", difftest.DefaultSubnet, "X of the topologies' addresses 10.X.… and fd00:X:… (sessions with different X run side by side; the bundled rulesets name X=42)")
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
@@ -230,8 +232,12 @@ func difftestCase(a *difftestArgs, fam ir.Family, i int64, plan difftest.Plan) (
 		c.Rerun = fmt.Sprintf("xfw difftest --family %d --seed %d --packets %d %s", fam, seed, a.packets, a.ruleset)
 	} else {
 		c.Name = fmt.Sprintf("random %s ruleset, seed %d", fam, seed)
-		c.Ruleset = difftest.GenerateRuleset(seed, plan, difftest.GenOptions{})
+		c.Ruleset = difftest.GenerateRuleset(seed, plan, difftest.GenOptions{Sets: a.sets})
 		c.Rerun = fmt.Sprintf("xfw difftest --family %d --seed %d --rulesets 1 --packets %d", fam, seed, a.packets)
+		if a.sets {
+			c.Name += " with sets"
+			c.Rerun += " --sets"
+		}
 	}
 	if a.corpus != "" {
 		f, err := os.Open(a.corpus)

@@ -91,7 +91,7 @@ func setTables(gen *compiler.Generation, sets *ipsetLookup) ([]dataplane.SetTabl
 		if err != nil {
 			return nil, fmt.Errorf("--match-set %s: build its lookup table: %w", sc.Name, err)
 		}
-		out = append(out, dataplane.SetTable{Direct: t.Direct(), Ranges: t.Ranges()})
+		out = append(out, dataplane.SetTable{Direct: t.Direct(), Ranges: t.Ranges(), Nomatch: s.Type == ipset.HashNet})
 	}
 	return out, nil
 }

@@ -35,8 +35,9 @@ type SetCond struct {
 	// Dirs are the directions of the packet's parts looked up in the set
 	// (src,dst,…), one per dimension.
 	Dirs ir.SetDirs
-	// ReturnNomatch is --return-nomatch: an element matched by a nomatch
-	// entry makes the condition true, one matched by a plain entry false.
+	// ReturnNomatch is --return-nomatch: in a set type with nomatch
+	// entries, an element matched by a nomatch entry makes the condition
+	// true, one matched by a plain entry false (other types ignore it).
 	ReturnNomatch bool
 }
 

@@ -79,6 +79,10 @@ type Update struct {
 // SetMember and SetNomatch.
 type SetTable struct {
 	Direct, Ranges []uint64
+	// Nomatch says the set's type has nomatch entries (hash:net):
+	// --return-nomatch reverses its answers only then (ip_set_test
+	// inverts a matched element of a type with IPSET_TYPE_NOMATCH).
+	Nomatch bool
 }
 
 // Values of a SetTable's prefixes (XFW_SET_MEMBER, XFW_SET_NOMATCH).
@@ -185,6 +189,11 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 	}
 	t = TraceSince("apply: build generation", t)
 	fc := familyCfg(u.Gen)
+	for k, st := range u.Sets {
+		if !st.Nomatch {
+			fc.SetCondFlags[k] &^= setCondReturnNomatch
+		}
+	}
 	if fc.MaxIters == 0 {
 		fc.MaxIters = 1
 	}

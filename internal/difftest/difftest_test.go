@@ -27,7 +27,7 @@ func TestGenerateRulesetLoads(t *testing.T) {
 				if again := GenerateRuleset(seed, plan, GenOptions{}); again != text {
 					t.Fatalf("seed %d: not deterministic", seed)
 				}
-				rs, err := iptables.Restore(fam, strings.NewReader(text), nil, iptables.RestoreOptions{})
+				rs, err := iptables.Restore(fam, strings.NewReader(text), nil, iptables.RestoreOptions{Sets: SetLookup(text)})
 				if err != nil {
 					t.Fatalf("seed %d: xfw's parser refuses the ruleset: %v\n%s", seed, err, text)
 				}
@@ -435,6 +435,45 @@ func TestLogLineHelpers(t *testing.T) {
 	for i, tc := range tests {
 		if got := logQuotesEchoReplyRe.MatchString(tc.line); got != tc.echo {
 			t.Errorf("%d: quotes an echo reply = %v, want %v", i, got, tc.echo)
+		}
+	}
+}
+
+// TestGeneratedSets checks the ipsets of generated rulesets: their restore
+// lines, the set matches that use them, the lookup the parser gets, and
+// that rulesets without sets do not change.
+func TestGeneratedSets(t *testing.T) {
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		plan := NewPlan(fam, DefaultSubnet)
+		if GenerateRuleset(3, plan, GenOptions{}) != GenerateRuleset(3, plan, GenOptions{}) ||
+			len(SetLines(GenerateRuleset(3, plan, GenOptions{}))) != 0 {
+			t.Fatalf("%s: a ruleset without sets carries set lines or is not deterministic", fam)
+		}
+		matches := 0
+		for seed := int64(0); seed < 30; seed++ {
+			text := GenerateRuleset(seed, plan, GenOptions{Sets: true})
+			lines := SetLines(text)
+			if len(lines) < 4 || !strings.HasPrefix(lines[0], "create xs-net hash:net") || !strings.HasPrefix(lines[1], "create xs-ip hash:ip") {
+				t.Fatalf("%s seed %d: set lines %q", fam, seed, lines)
+			}
+			matches += strings.Count(text, "--match-set")
+			rs, err := iptables.Restore(fam, strings.NewReader(text), nil, iptables.RestoreOptions{Sets: SetLookup(text)})
+			if err != nil || rs == nil {
+				t.Fatalf("%s seed %d: %v\n%s", fam, seed, err, text)
+			}
+		}
+		if matches == 0 {
+			t.Errorf("%s: 30 rulesets with sets use no set match", fam)
+		}
+		lookup := SetLookup("# ipset: create a hash:net family inet6\n# ipset: create b hash:ip\n*filter\nCOMMIT\n")
+		if info, ok := lookup("a"); !ok || info.Family != ir.IPv6 || info.Dims != 1 || info.Type != "hash:net" {
+			t.Errorf("lookup a: %+v %v", info, ok)
+		}
+		if info, ok := lookup("b"); !ok || info.Family != ir.IPv4 {
+			t.Errorf("lookup b: %+v %v", info, ok)
+		}
+		if _, ok := lookup("c"); ok {
+			t.Error("lookup c: found")
 		}
 	}
 }

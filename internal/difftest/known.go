@@ -219,7 +219,7 @@ func knownRejectDifference(d Difference, c *Corpus, inputSide, outputSide map[st
 	// xfw's IPv4 OUTPUT replies to fw itself pass OUTPUT (logged) from
 	// the packet's destination, the kernel's from fw's address: the same
 	// LOG line but for the outer source address.
-	fromDstLogs := 0
+	fromDstLogs, otherWay := 0, 0
 	if c.Probes[d.Probe].From == FromFw {
 		kLogs := map[string]int{}
 		for _, o := range kOnly {
@@ -232,6 +232,13 @@ func knownRejectDifference(d Difference, c *Corpus, inputSide, outputSide map[st
 			if k := withoutOuterSrc(o); isLogOfReply(o) && kLogs[k] > 0 {
 				kLogs[k]--
 				fromDstLogs++
+				continue
+			}
+			// IPv4: with another source, the kernel's reply may
+			// take another way through OUTPUT (dropped before the
+			// LOG rule xfw's reaches).
+			if ipv4 && isLogOfReply(o) {
+				otherWay++
 				continue
 			}
 			rest = append(rest, o)
@@ -271,6 +278,9 @@ func knownRejectDifference(d Difference, c *Corpus, inputSide, outputSide map[st
 	routed, optioned, toSelf, fromDst, spoofed := 0, 0, 0, 0, 0
 	if fromDstLogs > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of an OUTPUT reply from the packet's destination rather than fw's address", fromDstLogs))
+	}
+	if otherWay > 0 {
+		why = append(why, fmt.Sprintf("%d LOG line of an IPv4 OUTPUT reply from the packet's destination, where the kernel's, from fw's address, took another way through OUTPUT", otherWay))
 	}
 	if stackEcho > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply to an echo reply fw's stack sent (the kernel's ICMP socket is busy sending it)", stackEcho))

@@ -53,7 +53,7 @@ type pgen struct {
 // restore text of plan's family), determined by seed and the ruleset. The
 // ruleset must parse (xfw's parser: the matches it supports).
 func GenerateCorpus(seed int64, plan Plan, ruleset string, n int) (*Corpus, error) {
-	rs, err := iptables.Restore(plan.Family, strings.NewReader(ruleset), nil, iptables.RestoreOptions{Table: "filter"})
+	rs, err := iptables.Restore(plan.Family, strings.NewReader(ruleset), nil, iptables.RestoreOptions{Table: "filter", Sets: SetLookup(ruleset)})
 	if err != nil {
 		return nil, fmt.Errorf("parse ruleset for its edges: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
@@ -28,7 +29,54 @@ type GenOptions struct {
 	// MaxUserChains bounds the number of user-defined chains (negative:
 	// none).
 	MaxUserChains int
+	// Sets adds two ipsets (a hash:net with nomatch entries, a hash:ip)
+	// of the plan's addresses and set matches on them (SetLines).
+	Sets bool
 }
+
+// setLinePrefix starts the ruleset comment lines that carry the ipsets a
+// ruleset uses, as ipset restore lines: both sides load them into their
+// ipset (the kernel's, xfw's) before the rules (SetLines).
+const setLinePrefix = "# ipset: "
+
+// SetLines returns the ipset restore lines a ruleset carries.
+func SetLines(ruleset string) []string {
+	var out []string
+	for _, line := range strings.Split(ruleset, "\n") {
+		if rest, ok := strings.CutPrefix(line, setLinePrefix); ok {
+			out = append(out, rest)
+		}
+	}
+	return out
+}
+
+// SetLookup returns what iptables' set match needs to know of the sets a
+// ruleset carries (SetLines: their create lines).
+func SetLookup(ruleset string) iptables.SetLookup {
+	sets := map[string]iptables.SetInfo{}
+	for _, line := range SetLines(ruleset) {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != "create" {
+			continue
+		}
+		info := iptables.SetInfo{Family: ir.IPv4, Type: f[2]}
+		for i := 3; i+1 < len(f); i++ {
+			if f[i] == "family" && f[i+1] == "inet6" {
+				info.Family = ir.IPv6
+			}
+		}
+		_, parts, _ := strings.Cut(f[2], ":")
+		info.Dims = strings.Count(parts, ",") + 1
+		sets[f[1]] = info
+	}
+	return func(name string) (iptables.SetInfo, bool) {
+		info, ok := sets[name]
+		return info, ok
+	}
+}
+
+// genSetNames are the generated sets: a hash:net and a hash:ip.
+var genSetNames = [2]string{"xs-net", "xs-ip"}
 
 // DefaultGenOptions are the sizes GenerateRuleset uses for zero fields.
 var DefaultGenOptions = GenOptions{MaxRules: 40, MaxUserChains: 5}
@@ -59,6 +107,8 @@ type rgen struct {
 	fam    ir.Family
 	chains []string
 	hooks  []uint8
+	// setLines are the ipset restore lines of the generated sets.
+	setLines []string
 }
 
 // GenerateRuleset returns a random filter table for plan's family, as
@@ -107,12 +157,19 @@ func GenerateRuleset(seed int64, plan Plan, opts GenOptions) string {
 		}
 	}
 	// Phase 3: matches, within what each chain's hooks allow.
+	if opts.Sets {
+		g.genSets()
+	}
 	for _, r := range rules {
 		g.fillRule(r)
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "# xfw difftest random ruleset, %s, seed %d\n*filter\n", g.fam, seed)
+	fmt.Fprintf(&b, "# xfw difftest random ruleset, %s, seed %d\n", g.fam, seed)
+	for _, line := range g.setLines {
+		b.WriteString(setLinePrefix + line + "\n")
+	}
+	b.WriteString("*filter\n")
 	for ci, name := range g.chains {
 		if ci < len(ir.BuiltinChains) {
 			pol := "ACCEPT"
@@ -258,11 +315,68 @@ func (g *rgen) fillRule(r *grule) {
 		add(g.neg(25)...)
 		add("--mac-source", g.macSpec())
 	}
+	if len(g.setLines) > 0 && g.chance(15) {
+		add(g.setSpec()...)
+	}
 	if g.chance(8) {
 		add("-m", "comment", "--comment", quote(pick(g.rng, []string{"allow web", "block-it", "say \\\"hi\\\"", "x", "ssh from lan"})))
 	}
 	add(g.targetSpec(r, pc)...)
 	r.spec = s
+}
+
+// genSets makes the two sets of the ruleset (g.setLines): a hash:net of
+// prefixes around the plan's interesting addresses, some of them nomatch
+// entries inside listed networks, and a hash:ip of some of them.
+func (g *rgen) genSets() {
+	fam := "inet"
+	if g.fam == ir.IPv6 {
+		fam = "inet6"
+	}
+	bits := g.fam.AddrBits()
+	g.setLines = append(g.setLines,
+		fmt.Sprintf("create %s hash:net family %s", genSetNames[0], fam),
+		fmt.Sprintf("create %s hash:ip family %s", genSetNames[1], fam))
+	addrs := g.interestingAddrs()
+	seen := map[string]bool{}
+	for n := 2 + g.rng.Intn(5); n > 0; n-- {
+		a := pick(g.rng, addrs)
+		// hash:net takes /1 to /bits (not /0).
+		l := 1 + g.rng.Intn(bits)
+		if g.chance(50) {
+			l = bits - g.rng.Intn(bits/4)
+		}
+		p := netip.PrefixFrom(a, l).Masked()
+		if seen[p.String()] {
+			continue
+		}
+		seen[p.String()] = true
+		line := fmt.Sprintf("add %s %s", genSetNames[0], p)
+		if l > bits/2 && g.chance(30) {
+			line += " nomatch"
+		}
+		g.setLines = append(g.setLines, line)
+	}
+	for n := 1 + g.rng.Intn(4); n > 0; n-- {
+		a := pick(g.rng, addrs)
+		if seen[a.String()] {
+			continue
+		}
+		seen[a.String()] = true
+		g.setLines = append(g.setLines, fmt.Sprintf("add %s %s", genSetNames[1], a))
+	}
+}
+
+// setSpec returns a set match on one of the generated sets.
+func (g *rgen) setSpec() []string {
+	s := []string{"-m", "set"}
+	s = append(s, g.neg(25)...)
+	dirs := pick(g.rng, []string{"src", "dst", "src,dst", "dst,src"})
+	s = append(s, "--match-set", pick(g.rng, genSetNames[:]), dirs)
+	if g.chance(20) {
+		s = append(s, "--return-nomatch")
+	}
+	return s
 }
 
 // quote returns s in double quotes for iptables-restore's tokenizer.

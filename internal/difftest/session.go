@@ -98,6 +98,8 @@ type side struct {
 	// logCmd is `xfw log` in fw (xfw side), started after the first load.
 	logCmd  *exec.Cmd
 	logDone chan struct{}
+	// hasSets is set while fw holds ipsets a ruleset brought (SetLines).
+	hasSets bool
 }
 
 // NewSession builds both topologies and starts the observers. It needs
@@ -478,8 +480,61 @@ func (s *Session) firewallCmd(sd *side, what string) []string {
 	return append(argv, prefix+what)
 }
 
-// restore loads ruleset text into a side's fw.
+// ipsetCmd returns the command running ipset on this side: the kernel's,
+// or xfw's.
+func (s *Session) ipsetCmd(sd *side) []string {
+	if sd.kernel {
+		return []string{"ipset"}
+	}
+	return []string{s.cfg.XFW, "ipset"}
+}
+
+// emptyFilter is a filter table without rules, all policies ACCEPT.
+const emptyFilter = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n"
+
+// loadSets replaces a side's ipsets with the ones text carries (SetLines):
+// the rules are emptied first (a set rules use cannot be destroyed), then
+// every set destroyed and the new ones restored.
+func (s *Session) loadSets(sd *side, text string) error {
+	lines := SetLines(text)
+	if len(lines) == 0 && !sd.hasSets {
+		return nil
+	}
+	if err := s.restoreRules(sd, emptyFilter); err != nil {
+		return err
+	}
+	run := func(stdin string, args ...string) error {
+		argv := append(s.ipsetCmd(sd), args...)
+		res, err := nettest.ExecStdin(toolTimeout, sd.topo.FwNS, stdin, argv...)
+		if err != nil {
+			return fmt.Errorf("%s: exit %d: %s", strings.Join(argv, " "), res.ExitCode, strings.TrimSpace(res.Stderr))
+		}
+		return nil
+	}
+	if err := run("", "destroy"); err != nil {
+		return err
+	}
+	sd.hasSets = false
+	if len(lines) == 0 {
+		return nil
+	}
+	if err := run(strings.Join(lines, "\n")+"\n", "restore"); err != nil {
+		return err
+	}
+	sd.hasSets = true
+	return nil
+}
+
+// restore loads ruleset text into a side's fw, with the ipsets it carries.
 func (s *Session) restore(sd *side, text string) error {
+	if err := s.loadSets(sd, text); err != nil {
+		return err
+	}
+	return s.restoreRules(sd, text)
+}
+
+// restoreRules loads ruleset text into a side's fw.
+func (s *Session) restoreRules(sd *side, text string) error {
 	f, err := os.CreateTemp("", "xfw-difftest-*.rules")
 	if err != nil {
 		return fmt.Errorf("ruleset file: %w", err)

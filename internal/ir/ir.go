@@ -551,9 +551,10 @@ type SetMatch struct {
 	Invert bool
 	Name   string
 	Dirs   SetDirs
-	// ReturnNomatch is --return-nomatch: the answer of an element is
-	// reversed, one matching a nomatch entry of a hash:*net* set makes the
-	// match true, one matching a plain entry false.
+	// ReturnNomatch is --return-nomatch: in a set type with nomatch
+	// entries (hash:*net*) the answer of an element is reversed, one
+	// matching a nomatch entry makes the match true, one matching a plain
+	// entry false; other types ignore it.
 	ReturnNomatch bool
 	// SkipCounterUpdate is "! --update-counters" and SkipSubcounterUpdate
 	// "! --update-subcounters": the kernel then leaves the entries'

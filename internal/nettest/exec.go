@@ -65,6 +65,23 @@ func ExecTimeout(timeout time.Duration, ns string, argv ...string) (*Result, err
 	return res, nil
 }
 
+// ExecStdin is ExecTimeout with stdin as the command's standard input.
+func ExecStdin(timeout time.Duration, ns, stdin string, argv ...string) (*Result, error) {
+	if ns == "" {
+		return &Result{Argv: argv, ExitCode: -1},
+			errors.New("nettest: Exec needs a namespace name (refusing to run in the current namespace)")
+	}
+	if len(argv) == 0 {
+		return &Result{ExitCode: -1}, errors.New("nettest: Exec needs a command")
+	}
+	res, err := runCommandStdin(timeout, stdin, "ip", append([]string{"netns", "exec", ns}, argv...)...)
+	res.Argv = argv
+	if err != nil {
+		return res, fmt.Errorf("in namespace %s: %w", ns, err)
+	}
+	return res, nil
+}
+
 // Run runs a shell command line inside namespace ns: Exec(ns, "sh", "-c", cmd).
 func Run(ns, cmd string) (*Result, error) {
 	return Exec(ns, "sh", "-c", cmd)
@@ -90,10 +107,19 @@ func ipCmd(args ...string) (*Result, error) {
 
 // runCommand runs name with args, bounded by timeout.
 func runCommand(timeout time.Duration, name string, args ...string) (*Result, error) {
+	return runCommandStdin(timeout, "", name, args...)
+}
+
+// runCommandStdin runs name with args and stdin as its standard input,
+// bounded by timeout.
+func runCommandStdin(timeout time.Duration, stdin string, name string, args ...string) (*Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.WaitDelay = execWaitDelay
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr

@@ -151,6 +151,38 @@ func TestRandomRulesets(t *testing.T) {
 	}
 }
 
+// setRulesets is how many random rulesets with ipsets per family the
+// bounded run checks (their seeds follow the plain ones').
+const setRulesets = 3
+
+// TestRandomRulesetsWithSets compares random rulesets that also use
+// ipsets (-m set on a hash:net with nomatch entries and a hash:ip, loaded
+// into the kernel's ipset and xfw's), both families.
+func TestRandomRulesetsWithSets(t *testing.T) {
+	seed := envInt(t, "DIFFTEST_SEED", defaultSeed) + envInt(t, "DIFFTEST_COUNT", defaultCount)
+	packets := int(envInt(t, "DIFFTEST_PACKETS", defaultPackets))
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		t.Run(fam.String(), func(t *testing.T) {
+			s := session(t, fam)
+			for i := int64(0); i < setRulesets; i++ {
+				sd := seed + i
+				text := difftest.GenerateRuleset(sd, s.Plan(), difftest.GenOptions{Sets: true})
+				if len(difftest.SetLines(text)) == 0 {
+					t.Fatalf("seed %d: the ruleset carries no sets:\n%s", sd, text)
+				}
+				corpus, err := difftest.GenerateCorpus(sd, s.Plan(), text, packets)
+				if err != nil {
+					t.Fatalf("seed %d: %v\n%s", sd, err, text)
+				}
+				check(t, s, difftest.Case{
+					Name: fmt.Sprintf("random %s ruleset with sets, seed %d", fam, sd), Ruleset: text, Corpus: corpus,
+					Rerun: fmt.Sprintf("bin/xfw difftest --family %d --seed %d --rulesets 1 --packets %d --sets", fam, sd, packets),
+				})
+			}
+		})
+	}
+}
+
 // TestRealisticRulesets compares the hand-written rulesets of
 // internal/difftest/testdata and the filter tables of the conformance
 // suite's iptables-save dumps.
