@@ -7,9 +7,9 @@ import (
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/ipset"
-	"github.com/xfw-dev/xfw/internal/lpm"
 	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/lpm"
 )
 
 // statusSetUnsupported is the exit status of a ruleset whose set match
