@@ -132,35 +132,12 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		return fmt.Errorf("generation tests %d set conditions but %d set tables are given", len(u.Gen.SetConds), len(u.Sets))
 	}
 	t := time.Now()
-	spec, err := loadSpec()
+	spec, cur, ifaces, err := loadedState()
 	if err != nil {
 		return err
-	}
-	ifaces, err := listInterfaces()
-	if err != nil {
-		return err
-	}
-	cur, err := Current()
-	if err != nil {
-		return err
-	}
-	if cur == nil {
-		if cur, err = load(spec); err != nil {
-			return err
-		}
 	}
 	defer cur.Close()
-	t = TraceSince("apply: state", t)
-	// Interface facts first: a new generation may name interfaces that
-	// appeared since the last change.
-	if err := fillIfInfo(cur.maps["xfw_ifinfo"], ifaces); err != nil {
-		return err
-	}
-	if err := fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"]); err != nil {
-		return err
-	}
-
-	t = TraceSince("apply: interfaces", t)
+	t = TraceSince("apply: state, interfaces", t)
 	fi := familyIndex(fam)
 	wasOn := cur.hasFamily(fam)
 	oldSlot := slotOf(fam, cur.banks[fi])
@@ -234,6 +211,39 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 	}
 	TraceSince("apply: carry counters", t)
 	return nil
+}
+
+// loadedState returns the BPF object, the namespace's running state (xfw
+// loaded first when it is not) and its interfaces, whose facts (and the
+// local routes) it refreshes: a new generation may name interfaces that
+// appeared since the last change.
+func loadedState() (*ebpf.CollectionSpec, *state, []Interface, error) {
+	spec, err := loadSpec()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ifaces, err := listInterfaces()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cur, err := Current()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if cur == nil {
+		if cur, err = load(spec); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if err := fillIfInfo(cur.maps["xfw_ifinfo"], ifaces); err != nil {
+		cur.Close()
+		return nil, nil, nil, err
+	}
+	if err := fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"]); err != nil {
+		cur.Close()
+		return nil, nil, nil, err
+	}
+	return spec, cur, ifaces, nil
 }
 
 // clearSlot frees a slot's generation: the data plane never reads a slot

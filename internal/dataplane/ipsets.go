@@ -63,34 +63,13 @@ func IpsetState() ([]byte, error) {
 // ruleset (every packet passes): the sets live as long as xfw's programs,
 // and `xfw stop` removes them with the rulesets.
 func SaveIpsetState(data []byte, opts AttachOptions) error {
-	spec, err := loadSpec()
+	spec, cur, ifaces, err := loadedState()
 	if err != nil {
 		return err
 	}
-	cur, err := Current()
-	if err != nil {
+	defer cur.Close()
+	if err := attachMissing(cur, ifaces, opts); err != nil {
 		return err
-	}
-	if cur == nil {
-		ifaces, err := listInterfaces()
-		if err != nil {
-			return err
-		}
-		if cur, err = load(spec); err != nil {
-			return err
-		}
-		defer cur.Close()
-		if err := fillIfInfo(cur.maps["xfw_ifinfo"], ifaces); err != nil {
-			return err
-		}
-		if err := fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"]); err != nil {
-			return err
-		}
-		if err := attachMissing(cur, ifaces, opts); err != nil {
-			return err
-		}
-	} else {
-		defer cur.Close()
 	}
 	os := spec.Maps[ipsetsOuter]
 	if os == nil || os.InnerMap == nil {

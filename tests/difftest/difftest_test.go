@@ -131,24 +131,7 @@ func check(t *testing.T, s *difftest.Session, c difftest.Case) {
 func TestRandomRulesets(t *testing.T) {
 	seed := envInt(t, "DIFFTEST_SEED", defaultSeed)
 	count := envInt(t, "DIFFTEST_COUNT", defaultCount)
-	packets := int(envInt(t, "DIFFTEST_PACKETS", defaultPackets))
-	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
-		t.Run(fam.String(), func(t *testing.T) {
-			s := session(t, fam)
-			for i := int64(0); i < count; i++ {
-				sd := seed + i
-				text := difftest.GenerateRuleset(sd, s.Plan(), difftest.GenOptions{})
-				corpus, err := difftest.GenerateCorpus(sd, s.Plan(), text, packets)
-				if err != nil {
-					t.Fatalf("seed %d: %v\n%s", sd, err, text)
-				}
-				check(t, s, difftest.Case{
-					Name: fmt.Sprintf("random %s ruleset, seed %d", fam, sd), Ruleset: text, Corpus: corpus,
-					Rerun: fmt.Sprintf("bin/xfw difftest --family %d --seed %d --rulesets 1 --packets %d", fam, sd, packets),
-				})
-			}
-		})
-	}
+	runRandom(t, seed, count, difftest.GenOptions{})
 }
 
 // setRulesets is how many random rulesets with ipsets per family the
@@ -160,14 +143,23 @@ const setRulesets = 3
 // into the kernel's ipset and xfw's), both families.
 func TestRandomRulesetsWithSets(t *testing.T) {
 	seed := envInt(t, "DIFFTEST_SEED", defaultSeed) + envInt(t, "DIFFTEST_COUNT", defaultCount)
+	runRandom(t, seed, setRulesets, difftest.GenOptions{Sets: true})
+}
+
+// runRandom checks count random rulesets per family from seed on.
+func runRandom(t *testing.T, seed, count int64, opts difftest.GenOptions) {
 	packets := int(envInt(t, "DIFFTEST_PACKETS", defaultPackets))
+	what, flag := "", ""
+	if opts.Sets {
+		what, flag = " with sets", " --sets"
+	}
 	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
 		t.Run(fam.String(), func(t *testing.T) {
 			s := session(t, fam)
-			for i := int64(0); i < setRulesets; i++ {
+			for i := int64(0); i < count; i++ {
 				sd := seed + i
-				text := difftest.GenerateRuleset(sd, s.Plan(), difftest.GenOptions{Sets: true})
-				if len(difftest.SetLines(text)) == 0 {
+				text := difftest.GenerateRuleset(sd, s.Plan(), opts)
+				if opts.Sets && len(difftest.SetLines(text)) == 0 {
 					t.Fatalf("seed %d: the ruleset carries no sets:\n%s", sd, text)
 				}
 				corpus, err := difftest.GenerateCorpus(sd, s.Plan(), text, packets)
@@ -175,8 +167,8 @@ func TestRandomRulesetsWithSets(t *testing.T) {
 					t.Fatalf("seed %d: %v\n%s", sd, err, text)
 				}
 				check(t, s, difftest.Case{
-					Name: fmt.Sprintf("random %s ruleset with sets, seed %d", fam, sd), Ruleset: text, Corpus: corpus,
-					Rerun: fmt.Sprintf("bin/xfw difftest --family %d --seed %d --rulesets 1 --packets %d --sets", fam, sd, packets),
+					Name: fmt.Sprintf("random %s ruleset%s, seed %d", fam, what, sd), Ruleset: text, Corpus: corpus,
+					Rerun: fmt.Sprintf("bin/xfw difftest --family %d --seed %d --rulesets 1 --packets %d%s", fam, sd, packets, flag),
 				})
 			}
 		})
