@@ -213,7 +213,9 @@ func runRestore(name string, args []string, env Env) int {
 	}
 	defer unlock()
 
-	old, err := loadRunning(fam)
+	// One view of the sets for the whole command (read under the lock).
+	sets := &ipsetLookup{}
+	old, err := loadRunning(fam, sets)
 	if err != nil {
 		return report(env, name, err)
 	}
@@ -223,13 +225,12 @@ func runRestore(name string, args []string, env Env) int {
 	if opts.Test {
 		opts.Tested = func(rs *ir.Ruleset) {
 			if testErr == nil {
-				testErr = testCompile(rs)
+				testErr = testCompile(rs, sets)
 			}
 		}
 	}
 	// Restore flushes the base itself unless --noflush; the base carries
 	// the built-in chains' policies and counters either way.
-	sets := &ipsetLookup{}
 	opts.Sets = sets.lookup
 	rs, err := iptables.Restore(fam, in, old.Clone(), opts)
 	if err != nil {
@@ -247,7 +248,7 @@ func runRestore(name string, args []string, env Env) int {
 	}
 	// Counters carry over for rules kept by --noflush (as libiptc maps
 	// them); a flushing restore starts from zero or from its -c values.
-	if err := commit(fam, old, rs, opts.NoFlush && !opts.Counters, ao); err != nil {
+	if err := commit(fam, old, rs, opts.NoFlush && !opts.Counters, ao, sets); err != nil {
 		return report(env, name, err)
 	}
 	return exitOK
@@ -284,7 +285,7 @@ func runSave(name string, args []string, env Env) int {
 			return exitParameter
 		}
 	}
-	rs, err := loadRunning(fam)
+	rs, err := loadRunning(fam, &ipsetLookup{})
 	if err != nil {
 		return report(env, name, err)
 	}

@@ -158,6 +158,7 @@ func reapplySetRules() error {
 	if err != nil {
 		return err
 	}
+	sets := &ipsetLookup{} // the new sets, read once for both families
 	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
 		text, err := dataplane.SavedText(fam)
 		if err != nil {
@@ -166,11 +167,11 @@ func reapplySetRules() error {
 		if !strings.Contains(string(text), "--match-set") {
 			continue
 		}
-		rs, err := loadRunning(fam)
+		rs, err := loadRunning(fam, sets)
 		if err != nil {
 			return err
 		}
-		if err := commit(fam, rs, rs, true, opts); err != nil {
+		if err := commit(fam, rs, rs, true, opts, sets); err != nil {
 			return fmt.Errorf("reload the %s ruleset: %w", fam, err)
 		}
 	}

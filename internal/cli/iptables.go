@@ -40,7 +40,10 @@ func runIptables(name string, args []string, env Env) int {
 	}
 	defer unlock()
 
-	old, err := loadRunning(fam)
+	// The parse above read the sets before the lock; what follows reads
+	// them again, once, under it.
+	locked := &ipsetLookup{}
+	old, err := loadRunning(fam, locked)
 	if err != nil {
 		return report(env, name, err)
 	}
@@ -76,7 +79,7 @@ func runIptables(name string, args []string, env Env) int {
 	if err != nil {
 		return report(env, name, err)
 	}
-	if err := commit(fam, old, rs, true, ao); err != nil {
+	if err := commit(fam, old, rs, true, ao, locked); err != nil {
 		return report(env, name, err)
 	}
 	return exitOK

@@ -78,7 +78,7 @@ func errnoText(err error) string {
 
 // testCompile compiles rs without loading it, so --test reports what the
 // data plane cannot enforce.
-func testCompile(rs *ir.Ruleset) error {
+func testCompile(rs *ir.Ruleset, sets *ipsetLookup) error {
 	ifaces, err := dataplane.CompilerInterfaces()
 	if err != nil {
 		return err
@@ -86,5 +86,5 @@ func testCompile(rs *ir.Ruleset) error {
 	if _, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces}); err != nil {
 		return err
 	}
-	return checkDataPlaneSupport(rs, &ipsetLookup{})
+	return checkDataPlaneSupport(rs, sets)
 }

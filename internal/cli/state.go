@@ -12,8 +12,10 @@ import (
 )
 
 // loadRunning returns fam's running ruleset with its live counters, or an
-// empty filter table when xfw holds none in this namespace.
-func loadRunning(fam ir.Family) (*ir.Ruleset, error) {
+// empty filter table when xfw holds none in this namespace. sets serves
+// its set matches (one lookup per command, taken under the lock, so the
+// sets are read once).
+func loadRunning(fam ir.Family, sets *ipsetLookup) (*ir.Ruleset, error) {
 	t := time.Now()
 	text, err := dataplane.SavedText(fam)
 	if err != nil {
@@ -23,7 +25,6 @@ func loadRunning(fam ir.Family) (*ir.Ruleset, error) {
 		return ir.NewRuleset(fam), nil
 	}
 	t = dataplane.TraceSince("load: saved text", t)
-	sets := &ipsetLookup{}
 	rs, err := iptables.Restore(fam, bytes.NewReader(text), nil, iptables.RestoreOptions{Sets: sets.lookup})
 	if err != nil {
 		err = sets.setsErr(err)
@@ -123,7 +124,7 @@ func counterSources(fam ir.Family, old, nw *ir.Ruleset, keepOld bool) []dataplan
 
 // commit compiles rs and swaps it in. keepCounters carries counters of
 // unchanged rules (and the policies) over from the running ruleset.
-func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplane.AttachOptions) error {
+func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplane.AttachOptions, sets *ipsetLookup) error {
 	// Counter indexes follow chain order; use the order the saved text has
 	// (iptables-save's), which is the order loadRunning reads it back in.
 	t := time.Now()
@@ -136,7 +137,6 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplan
 	if err != nil {
 		return err
 	}
-	sets := &ipsetLookup{}
 	if err := checkDataPlaneSupport(rs, sets); err != nil {
 		return err
 	}

@@ -41,11 +41,12 @@ func resync() error {
 		if text == nil {
 			continue
 		}
-		rs, err := loadRunning(fam)
+		sets := &ipsetLookup{}
+		rs, err := loadRunning(fam, sets)
 		if err != nil {
 			return err
 		}
-		if err := commit(fam, rs, rs.Clone(), true, ao); err != nil {
+		if err := commit(fam, rs, rs.Clone(), true, ao, sets); err != nil {
 			return fmt.Errorf("%s: %w", fam, err)
 		}
 	}
