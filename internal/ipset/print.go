@@ -51,15 +51,33 @@ func headerFields(s *Set) []headerField {
 
 // header renders a set's create options as ipset's "Header:" line and
 // save's create line show them.
-func header(s *Set) string {
+func header(s *Set) string { return fieldsText(headerFields(s), false) }
+
+// fieldsText renders fields as "name value" words separated by spaces,
+// with a leading space when lead is set.
+func fieldsText(fields []headerField, lead bool) string {
 	var b strings.Builder
-	for i, f := range headerFields(s) {
-		if i > 0 {
+	for i, f := range fields {
+		if i > 0 || lead {
 			b.WriteByte(' ')
 		}
 		b.WriteString(f.Name)
 		if f.Value != "" {
 			b.WriteString(" " + f.Value)
+		}
+	}
+	return b.String()
+}
+
+// fieldsXML renders fields as XML elements ("<name>value</name>", or
+// "<name/>" for a flag).
+func fieldsXML(fields []headerField) string {
+	var b strings.Builder
+	for _, f := range fields {
+		if f.Value == "" {
+			fmt.Fprintf(&b, "<%s/>", f.Name)
+		} else {
+			fmt.Fprintf(&b, "<%s>%s</%s>", f.Name, f.Value, f.Name)
 		}
 	}
 	return b.String()
@@ -105,24 +123,30 @@ func portText(proto uint8, port uint16) string {
 	return protocolName(proto) + ":" + strconv.Itoa(int(port))
 }
 
-// entryText renders a member with its extensions.
-func entryText(s *Set, e *Entry, now time.Time) string {
-	var b strings.Builder
-	b.WriteString(elemText(s, e.Elem))
+// extensionFields lists a member's extensions in ipset's order, as
+// headerFields does a set's options.
+func extensionFields(s *Set, e *Entry, now time.Time) []headerField {
 	o := s.Options
+	var f []headerField
 	if o.HasTimeout {
-		fmt.Fprintf(&b, " timeout %d", remaining(e, now))
+		f = append(f, headerField{"timeout", strconv.FormatInt(remaining(e, now), 10)})
 	}
 	if e.Nomatch {
-		b.WriteString(" nomatch")
+		f = append(f, headerField{Name: "nomatch"})
 	}
 	if o.Counters {
-		fmt.Fprintf(&b, " packets %d bytes %d", e.Packets, e.Bytes)
+		f = append(f, headerField{"packets", strconv.FormatUint(e.Packets, 10)},
+			headerField{"bytes", strconv.FormatUint(e.Bytes, 10)})
 	}
 	if o.Comment && e.Comment != "" {
-		fmt.Fprintf(&b, " comment \"%s\"", e.Comment)
+		f = append(f, headerField{"comment", "\"" + e.Comment + "\""})
 	}
-	return b.String()
+	return f
+}
+
+// entryText renders a member with its extensions.
+func entryText(s *Set, e *Entry, now time.Time) string {
+	return elemText(s, e.Elem) + fieldsText(extensionFields(s, e, now), true)
 }
 
 // sizeInMemory estimates the kernel's "Size in memory". The kernel's figure
@@ -223,35 +247,11 @@ func writeXML(b *strings.Builder, sets []*Set, refs func(*Set) int, lo listOptio
 }
 
 // headerXML is header in XML elements.
-func headerXML(s *Set) string {
-	var b strings.Builder
-	for _, f := range headerFields(s) {
-		if f.Value == "" {
-			fmt.Fprintf(&b, "<%s/>", f.Name)
-		} else {
-			fmt.Fprintf(&b, "<%s>%s</%s>", f.Name, f.Value, f.Name)
-		}
-	}
-	return b.String()
-}
+func headerXML(s *Set) string { return fieldsXML(headerFields(s)) }
 
 // extensionsXML is a member's extensions in XML elements.
 func extensionsXML(s *Set, e *Entry, now time.Time) string {
-	o := s.Options
-	var b strings.Builder
-	if o.HasTimeout {
-		fmt.Fprintf(&b, "<timeout>%d</timeout>", remaining(e, now))
-	}
-	if e.Nomatch {
-		b.WriteString("<nomatch/>")
-	}
-	if o.Counters {
-		fmt.Fprintf(&b, "<packets>%d</packets><bytes>%d</bytes>", e.Packets, e.Bytes)
-	}
-	if o.Comment && e.Comment != "" {
-		fmt.Fprintf(&b, "<comment>\"%s\"</comment>", e.Comment)
-	}
-	return b.String()
+	return fieldsXML(extensionFields(s, e, now))
 }
 
 // remaining is the whole seconds left of an entry's timeout.
