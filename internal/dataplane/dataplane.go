@@ -14,6 +14,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -132,7 +133,7 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		return fmt.Errorf("generation tests %d set conditions but %d set tables are given", len(u.Gen.SetConds), len(u.Sets))
 	}
 	t := time.Now()
-	spec, cur, ifaces, err := loadedState()
+	cur, ifaces, err := loadedState()
 	if err != nil {
 		return err
 	}
@@ -157,10 +158,7 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		defer oldBase.Close()
 	}
 
-	if err := clearSlot(cur, newSlot); err != nil {
-		return err
-	}
-	if err := buildSlot(spec, cur, newSlot, u); err != nil {
+	if err := buildSlot(cur, newSlot, u); err != nil {
 		clearSlot(cur, newSlot)
 		return err
 	}
@@ -193,13 +191,20 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 	}
 
 	t = TraceSince("apply: swap, attach", t)
-	// Removing the old generation from the outer maps makes the kernel wait
-	// for an RCU grace period: when it returns, no packet that read the old
-	// bank before the flip is still running, so the old counters are final.
-	if err := clearSlot(cur, oldSlot); err != nil {
-		return err
+	// Wait for an RCU grace period: when it ends, no packet that read the
+	// old bank before the flip is still running, so the old counters are
+	// final and the old slot may be rewritten by the next update. Its maps
+	// stay for that update to reuse.
+	if wasOn {
+		if err := cur.waitForReaders(oldSlot); err != nil {
+			return err
+		}
+		if err := cur.maps["xfw_cfg"].Put(oldSlot, bpfFamilyCfg{}); err != nil {
+			return fmt.Errorf("reset configuration of slot %d: %w", oldSlot, err)
+		}
+		cur.cfgs[oldSlot] = bpfFamilyCfg{}
 	}
-	t = TraceSince("apply: free old generation", t)
+	t = TraceSince("apply: wait for old readers", t)
 	if wasOn {
 		old, err := counterTotals(oldBase, oldLive, oldN)
 		if err != nil {
@@ -213,37 +218,37 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 	return nil
 }
 
-// loadedState returns the BPF object, the namespace's running state (xfw
-// loaded first when it is not) and its interfaces, whose facts (and the
-// local routes) it refreshes: a new generation may name interfaces that
-// appeared since the last change.
-func loadedState() (*ebpf.CollectionSpec, *state, []Interface, error) {
-	spec, err := loadSpec()
-	if err != nil {
-		return nil, nil, nil, err
-	}
+// loadedState returns the namespace's running state (xfw loaded first
+// when it is not) and its interfaces, whose facts (and the local routes) it
+// refreshes: a new generation may name interfaces that appeared since the
+// last change. The BPF object is parsed only to load it (loadSpec, ~5 ms).
+func loadedState() (*state, []Interface, error) {
 	ifaces, err := listInterfaces()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	cur, err := Current()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	if cur == nil {
+		spec, err := loadSpec()
+		if err != nil {
+			return nil, nil, err
+		}
 		if cur, err = load(spec); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 	}
 	if err := fillIfInfo(cur.maps["xfw_ifinfo"], ifaces); err != nil {
 		cur.Close()
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	if err := fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"]); err != nil {
 		cur.Close()
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return spec, cur, ifaces, nil
+	return cur, ifaces, nil
 }
 
 // clearSlot frees a slot's generation: the data plane never reads a slot
@@ -302,95 +307,154 @@ func eachOuter(op func(kind string, outer *ebpf.Map, key uint32) error, cur *sta
 	return errs
 }
 
-// buildSlot creates u's generation maps, fills them and installs them in
-// slot of every outer map.
-func buildSlot(spec *ebpf.CollectionSpec, cur *state, slot uint32, u *Update) error {
+// buildSlot writes u's generation into slot (the family's idle bank). A
+// map the slot already holds is reused when it is large enough (and not far
+// too large): the kernel waits for an RCU grace period after every change
+// of an outer map's element, ~10–15 ms, while writing a mapped array is a
+// memory copy. Only maps that had to be created are installed, and set
+// tables of conditions the generation no longer has are removed; new maps
+// get headroom so that a growing ruleset keeps reusing them.
+func buildSlot(cur *state, slot uint32, u *Update) error {
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
 		return fmt.Errorf("count CPUs: %w", err)
 	}
 	sizes := mapSizes(u, ncpu)
+	for k, st := range u.Sets {
+		sizes[fmt.Sprintf("%s/%d", setOuters[0], k)] = len(st.Direct)
+		sizes[fmt.Sprintf("%s/%d", setOuters[1], k)] = len(st.Ranges)
+	}
 	t0 := time.Now()
-	maps := map[string]*ebpf.Map{}
+	maps := map[string]*ebpf.Map{} // every map of the generation, by kind
+	created := map[string]bool{}   // kinds whose map is new
+	stale := map[string]bool{}     // set tables to remove from the slot
 	defer func() {
 		for _, m := range maps {
 			m.Close()
 		}
 	}()
-	for _, kind := range generationMaps {
-		os := spec.Maps[outerName(kind)]
-		if os == nil || os.InnerMap == nil {
-			return fmt.Errorf("BPF object lacks map %s", outerName(kind))
+	held := cur.slotMaps(slot)
+	defer func() {
+		for _, m := range held {
+			if m != nil {
+				m.Close()
+			}
 		}
-		is := os.InnerMap.Copy()
-		is.Name = "xfw_" + kind
-		n := sizes[kind]
-		if n < 1 {
-			n = 1
+	}()
+	for kind, n := range sizes {
+		if m := held[kind]; m != nil && reusable(kind, m, n, ncpu) {
+			maps[kind], held[kind] = m, nil
+			continue
 		}
-		is.MaxEntries = uint32(n)
+		outer, inner := kind, kind
+		if i := strings.IndexByte(kind, '/'); i >= 0 {
+			outer = kind[:i]
+		} else {
+			outer = outerName(kind)
+		}
+		is, err := innerMapSpec(outer)
+		if err != nil {
+			return err
+		}
+		is.Name = mapName(inner)
+		is.MaxEntries = uint32(withHeadroom(n))
+		if kind == "counters" {
+			is.MaxEntries = uint32(withHeadroom(n/ncpu) * ncpu)
+		}
 		m, err := ebpf.NewMap(is)
 		if err != nil {
 			return fmt.Errorf("create %s map (%d entries): %w", kind, n, err)
 		}
-		maps[kind] = m
+		maps[kind], created[kind] = m, true
 	}
-	if err := createSetMaps(spec, maps, u.Sets); err != nil {
-		return err
+	for kind, m := range held {
+		if m != nil && strings.IndexByte(kind, '/') >= 0 {
+			if _, used := sizes[kind]; !used {
+				stale[kind] = true
+			}
+		}
 	}
-	t := TraceSince("apply: create maps", t0)
-	if err := fillGeneration(maps, u); err != nil {
+	t := TraceSince(fmt.Sprintf("apply: create %d maps", len(created)), t0)
+	if err := fillGeneration(maps, created, u, ncpu); err != nil {
 		return err
 	}
 	if traceOn {
 		t = TraceSince(fmt.Sprintf("apply: fill maps %v", sizes), t)
 	}
+	if len(created)+len(stale) == 0 {
+		return nil
+	}
 	err = errors.Join(eachOuter(func(kind string, outer *ebpf.Map, key uint32) error {
-		m := maps[kind]
-		if m == nil {
-			return nil // a set condition the generation does not have
-		}
-		if err := outer.Put(key, m); err != nil {
-			return fmt.Errorf("install %s map in slot %d: %w", kind, slot, err)
+		switch {
+		case created[kind]:
+			if err := outer.Put(key, maps[kind]); err != nil {
+				return fmt.Errorf("install %s map in slot %d: %w", kind, slot, err)
+			}
+		case stale[kind]:
+			if err := outer.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("free %s map of slot %d: %w", kind, slot, err)
+			}
 		}
 		return nil
 	}, cur, slot)...)
-	TraceSince("apply: install maps", t)
+	TraceSince(fmt.Sprintf("apply: install %d maps, free %d", len(created), len(stale)), t)
 	return err
 }
 
-// createSetMaps creates and fills the inner maps of the set conditions'
-// tables (maps "xfw_o_setdir/k" and "xfw_o_setrng/k", as eachOuter names
-// them): one memory copy each.
-func createSetMaps(spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, sets []SetTable) error {
-	for k, st := range sets {
+// withHeadroom is the number of elements a new generation map of n
+// elements is created with: a quarter more (and 64) so that the next
+// updates of a growing ruleset fit in it.
+func withHeadroom(n int) int { return n + n/4 + 64 }
+
+// reusable says whether m, the map of kind a slot holds, can take a new
+// generation's n elements: large enough and at most four times the size a
+// new map would have (a ruleset that shrank gives memory back). The class
+// hash is reused only empty and for an empty table: stale keys would
+// classify packets.
+func reusable(kind string, m *ebpf.Map, n, ncpu int) bool {
+	if kind == "hcls" {
+		var k bpfHKey
+		return n == 0 && errors.Is(m.NextKey(nil, &k), ebpf.ErrKeyNotExist)
+	}
+	limit := withHeadroom(n)
+	if kind == "counters" { // n is every CPU's counters
+		limit = withHeadroom(n/ncpu) * ncpu
+	}
+	c := int(m.MaxEntries())
+	return c >= n && c <= 4*limit
+}
+
+// mapName is the kernel name of a generation map of kind ("xfw_small",
+// "xfw_setdir3" …; 15 characters at most).
+func mapName(kind string) string {
+	if i := strings.IndexByte(kind, '/'); i >= 0 {
+		return "xfw_" + kind[len("xfw_o_"):i] + kind[i+1:]
+	}
+	return "xfw_" + kind
+}
+
+// fillGeneration writes u's generation into its maps (by kind, as
+// buildSlot names them). Reused maps (not in created) get their live
+// counters zeroed and their unused text pages cleared: everything else the
+// data plane reads is indexed by the generation's own data.
+func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, ncpu int) error {
+	g := u.Gen
+	for k, st := range u.Sets {
 		for i, name := range setOuters {
 			words := st.Direct
 			if i == 1 {
 				words = st.Ranges
 			}
-			os := spec.Maps[name]
-			if os == nil || os.InnerMap == nil {
-				return fmt.Errorf("BPF object lacks map %s", name)
-			}
-			is := os.InnerMap.Copy()
-			is.Name = fmt.Sprintf("xfw_set%d_%s", k, name[len("xfw_o_set"):])
-			is.MaxEntries = uint32(max(len(words), 1))
-			m, err := ebpf.NewMap(is)
-			if err != nil {
-				return fmt.Errorf("create table %d of set condition %d (%d words): %w", i, k, len(words), err)
-			}
-			maps[fmt.Sprintf("%s/%d", name, k)] = m
-			if err := putArray(m, len(words), func(j int) uint64 { return words[j] }); err != nil {
+			if err := putArray(m[fmt.Sprintf("%s/%d", name, k)], len(words), func(j int) uint64 { return words[j] }); err != nil {
 				return fmt.Errorf("fill table %d of set condition %d: %w", i, k, err)
 			}
 		}
 	}
-	return nil
-}
-
-func fillGeneration(m map[string]*ebpf.Map, u *Update) error {
-	g := u.Gen
+	if !created["counters"] {
+		if err := putArray(m["counters"], g.NumCounters()*ncpu, func(int) bpfCounter { return bpfCounter{} }); err != nil {
+			return fmt.Errorf("zero counters: %w", err)
+		}
+	}
 	if err := putArray(m["small"], len(g.Small), func(i int) uint32 { return g.Small[i] }); err != nil {
 		return fmt.Errorf("fill small-field classes: %w", err)
 	}
@@ -435,9 +499,13 @@ func fillGeneration(m map[string]*ebpf.Map, u *Update) error {
 		return fmt.Errorf("fill LOG options: %w", err)
 	}
 	pages := (len(u.Text) + statePage - 1) / statePage
-	if err := putArray(m["state"], pages, func(i int) [statePage]byte {
-		var p [statePage]byte
-		copy(p[:], u.Text[i*statePage:])
+	if !created["state"] {
+		pages = int(m["state"].MaxEntries()) // clear the previous text's pages
+	}
+	if err := putArray(m["state"], pages, func(i int) (p [statePage]byte) {
+		if i*statePage < len(u.Text) {
+			copy(p[:], u.Text[i*statePage:])
+		}
 		return p
 	}); err != nil {
 		return fmt.Errorf("save ruleset text: %w", err)

@@ -63,7 +63,7 @@ func IpsetState() ([]byte, error) {
 // ruleset (every packet passes): the sets live as long as xfw's programs,
 // and `xfw stop` removes them with the rulesets.
 func SaveIpsetState(data []byte, opts AttachOptions) error {
-	spec, cur, ifaces, err := loadedState()
+	cur, ifaces, err := loadedState()
 	if err != nil {
 		return err
 	}
@@ -71,15 +71,14 @@ func SaveIpsetState(data []byte, opts AttachOptions) error {
 	if err := attachMissing(cur, ifaces, opts); err != nil {
 		return err
 	}
-	os := spec.Maps[ipsetsOuter]
-	if os == nil || os.InnerMap == nil {
-		return fmt.Errorf("BPF object lacks map %s", ipsetsOuter)
-	}
 	blob := make([]byte, ipsetsLenBytes+len(data))
 	binary.LittleEndian.PutUint64(blob, uint64(len(data)))
 	copy(blob[ipsetsLenBytes:], data)
 	pages := (len(blob) + statePage - 1) / statePage
-	is := os.InnerMap.Copy()
+	is, err := innerMapSpec(ipsetsOuter)
+	if err != nil {
+		return err
+	}
 	is.Name = "xfw_ipsets"
 	is.MaxEntries = uint32(pages)
 	m, err := ebpf.NewMap(is)

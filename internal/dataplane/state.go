@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
@@ -63,16 +64,34 @@ var buildID = sync.OnceValue(func() uint64 {
 // loadSpec parses the embedded BPF object (once per process) and returns a
 // copy the caller may modify.
 func loadSpec() (*ebpf.CollectionSpec, error) {
+	if err := parseSpec(); err != nil {
+		return nil, err
+	}
+	return specVal.Copy(), nil
+}
+
+// innerMapSpec returns a copy of the inner map spec of outer map name: what
+// a new generation map of that kind is created from.
+func innerMapSpec(name string) (*ebpf.MapSpec, error) {
+	if err := parseSpec(); err != nil {
+		return nil, err
+	}
+	os := specVal.Maps[name]
+	if os == nil || os.InnerMap == nil {
+		return nil, fmt.Errorf("BPF object lacks map %s", name)
+	}
+	return os.InnerMap.Copy(), nil
+}
+
+// parseSpec parses the embedded BPF object once per process.
+func parseSpec() error {
 	specOnce.Do(func() {
 		specVal, specErr = ebpf.LoadCollectionSpecFromReader(bytes.NewReader(objectBytes))
 		if specErr != nil {
 			specErr = fmt.Errorf("load BPF object: %w", specErr)
 		}
 	})
-	if specErr != nil {
-		return nil, specErr
-	}
-	return specVal.Copy(), nil
+	return specErr
 }
 
 // ErrOtherBuild reports that the xfw running in the namespace was loaded by
@@ -224,6 +243,45 @@ func (s *state) inner(kind string, slot uint32) (*ebpf.Map, error) {
 	return m, nil
 }
 
+// slotMaps opens the maps slot holds, by buildSlot's kinds (generation
+// kinds and "xfw_o_setdir/k" …); kinds the slot lacks are absent.
+func (s *state) slotMaps(slot uint32) map[string]*ebpf.Map {
+	held := map[string]*ebpf.Map{}
+	for _, kind := range generationMaps {
+		if m, err := s.inner(kind, slot); err == nil {
+			held[kind] = m
+		}
+	}
+	for _, name := range setOuters {
+		for k := 0; k < compiler.MaxSetConds; k++ {
+			var id uint32
+			if s.maps[name].Lookup(setKey(slot, k), &id) != nil {
+				continue
+			}
+			if m, err := ebpf.NewMapFromID(ebpf.MapID(id)); err == nil {
+				held[fmt.Sprintf("%s/%d", name, k)] = m
+			}
+		}
+	}
+	return held
+}
+
+// waitForReaders returns after an RCU grace period, so that no packet that
+// read slot's maps before the last bank flip is still running: it puts
+// slot's saved-text map back in its place, an update after which the
+// kernel waits for such a grace period (maybe_wait_bpf_programs).
+func (s *state) waitForReaders(slot uint32) error {
+	m, err := s.inner("state", slot)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := s.maps[outerName("state")].Put(slot, m); err != nil {
+		return fmt.Errorf("wait for the old generation's packets: %w", err)
+	}
+	return nil
+}
+
 // readCounters returns base + live counters of every counter index of slot.
 func (s *state) readCounters(slot uint32) ([]ir.Counters, error) {
 	base, err := s.inner("cbase", slot)
@@ -249,7 +307,11 @@ func counterTotals(base, live *ebpf.Map, n int) ([]ir.Counters, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("read counter bases: %w", err)
 	}
-	if err := readArray(live, int(live.MaxEntries()), func(i int, c bpfCounter) {
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, fmt.Errorf("count CPUs: %w", err)
+	}
+	if err := readArray(live, n*ncpu, func(i int, c bpfCounter) {
 		if n > 0 {
 			out[i%n].Packets += c.Packets
 			out[i%n].Bytes += c.Bytes
@@ -313,13 +375,11 @@ func (s *state) text(slot uint32) ([]byte, error) {
 		return nil, err
 	}
 	defer m.Close()
-	var out []byte
-	page := make([]byte, statePage)
-	for i := uint32(0); i < m.MaxEntries(); i++ {
-		if err := m.Lookup(i, &page); err != nil {
-			return nil, fmt.Errorf("read saved ruleset page %d: %w", i, err)
-		}
-		out = append(out, page...)
+	out := make([]byte, 0, int(m.MaxEntries())*statePage)
+	if err := readArray(m, int(m.MaxEntries()), func(_ int, p [statePage]byte) {
+		out = append(out, p[:]...)
+	}); err != nil {
+		return nil, fmt.Errorf("read saved ruleset: %w", err)
 	}
 	return bytes.TrimRight(out, "\x00"), nil
 }
@@ -348,7 +408,10 @@ func SetCounters(fam ir.Family, values map[int]ir.Counters) error {
 	}
 	defer base.Close()
 	n := int(cur.cfgs[slot].NCounters)
-	ncpu := int(live.MaxEntries()) / max(n, 1)
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("count CPUs: %w", err)
+	}
 	for i, v := range values {
 		if i < 0 || i >= n {
 			return fmt.Errorf("counter %d does not exist", i)
