@@ -36,6 +36,9 @@ func loadRunning(fam ir.Family, sets *ipsetLookup) (*ir.Ruleset, error) {
 		return nil, fmt.Errorf("read counters: %w", err)
 	}
 	applyCounters(rs, counters)
+	for r, i := range counterIndex(rs) {
+		r.Handle = uint32(i + 1)
+	}
 	dataplane.TraceSince("load: counters", t)
 	return rs, nil
 }
@@ -71,27 +74,15 @@ func applyCounters(rs *ir.Ruleset, counters []ir.Counters) {
 	}
 }
 
-// ruleKey identifies a rule across two versions of a ruleset: its chain and
-// its text without counters.
-func ruleKey(fam ir.Family, chain string, r *ir.Rule) string {
-	return chain + "\x00" + iptables.FormatRule(fam, chain, r, false)
-}
-
 // counterSources says, for each counter of the new ruleset, whether it
-// carries over from the running one (same chain, same rule text; the n-th
-// copy of a text maps to the n-th old copy) or starts from the counters the
-// new ruleset states (iptables-restore -c, or zero).
-func counterSources(fam ir.Family, old, nw *ir.Ruleset, keepOld bool) []dataplane.CounterSource {
-	oldIdx := counterIndex(old)
-	queues := map[string][]int{}
-	if keepOld {
-		for _, c := range old.Chains {
-			for _, r := range c.Rules {
-				k := ruleKey(fam, c.Name, r)
-				queues[k] = append(queues[k], oldIdx[r])
-			}
-		}
-	}
+// carries over from the running one or starts from the counters the new
+// ruleset states (iptables-restore -c, or zero). With keepOld, a rule read
+// from the running ruleset (Handle set, kept by every copy) carries its own
+// counters, whatever else the command changed (-E renames keep them); a
+// rule the command added starts from zero even when a running rule has the
+// same text: -R, and iptables-restore --noflush re-adding a flushed chain's
+// rules, zero counters in the kernel too.
+func counterSources(old, nw *ir.Ruleset, keepOld bool) []dataplane.CounterSource {
 	n := compiler.NumChains
 	for _, c := range nw.Chains {
 		n += len(c.Rules)
@@ -106,17 +97,20 @@ func counterSources(fam ir.Family, old, nw *ir.Ruleset, keepOld bool) []dataplan
 			}
 		}
 	}
-	newIdx := counterIndex(nw)
-	for r, i := range newIdx {
-		src[i] = dataplane.CounterSource{From: -1, Initial: r.Counters}
+	oldN := compiler.NumChains
+	for _, c := range old.Chains {
+		oldN += len(c.Rules)
 	}
+	carried := map[uint32]bool{}
+	i := compiler.NumChains
 	for _, c := range nw.Chains {
 		for _, r := range c.Rules {
-			k := ruleKey(fam, c.Name, r)
-			if q := queues[k]; len(q) > 0 {
-				src[newIdx[r]].From = q[0]
-				queues[k] = q[1:]
+			src[i] = dataplane.CounterSource{From: -1, Initial: r.Counters}
+			if h := r.Handle; keepOld && h > 0 && int(h) <= oldN && !carried[h] {
+				src[i].From = int(h) - 1
+				carried[h] = true
 			}
+			i++
 		}
 	}
 	return src
@@ -146,7 +140,7 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplan
 	}
 	t = dataplane.TraceSince("commit: compile", t)
 	text := iptables.Save(rs, false)
-	u := &dataplane.Update{Gen: gen, Text: []byte(text), Counters: counterSources(fam, old, rs, keepCounters), Sets: tables}
+	u := &dataplane.Update{Gen: gen, Text: []byte(text), Counters: counterSources(old, rs, keepCounters), Sets: tables}
 	dataplane.TraceSince("commit: save text, counters", t)
 	return dataplane.Apply(fam, u, opts)
 }

@@ -154,9 +154,14 @@ type Rule struct {
 	Matches  []Match
 	Target   Target
 	Counters Counters
+	// Handle identifies the rule in the running ruleset it was read from
+	// (its counter index + 1); 0 for a rule that was not. Copies keep it,
+	// so the control plane can tell which rules of a new ruleset are
+	// running rules and carry their counters without comparing texts.
+	Handle uint32
 }
 
-// Clone returns a deep copy of the rule.
+// Clone returns a deep copy of the rule (Handle included).
 func (r *Rule) Clone() *Rule {
 	nr := *r
 	nr.Matches = make([]Match, len(r.Matches))

@@ -112,6 +112,77 @@ func TestCommandsKeepCounters(t *testing.T) {
 	}
 }
 
+// TestCounterCarryMatchesKernel runs the same commands through
+// iptables-legacy (in the sink namespace) and xfw (in fw's) and compares the
+// rules' counters: a running rule keeps its counters through -I, -E and
+// --noflush, while a rule a command adds starts from zero even when a
+// running rule has the same text (-I of a duplicate, -R, re-adding a
+// flushed chain's rules).
+func TestCounterCarryMatchesKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t)
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fw.restore(t, tp, 4, "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n")
+	steps := [][]string{
+		{"-A", "INPUT", "-s", "1.2.3.4", "-j", "ACCEPT", "-c", "5", "500"},
+		{"-I", "INPUT", "-s", "1.2.3.4", "-j", "ACCEPT"},
+		{"-A", "INPUT", "-s", "1.2.3.4", "-j", "ACCEPT", "-c", "6", "600"},
+		{"-R", "INPUT", "3", "-s", "1.2.3.4", "-j", "ACCEPT"},
+		{"-A", "INPUT", "-s", "1.2.3.5", "-c", "7", "700"},
+		{"-N", "foo"},
+		{"-A", "foo", "-s", "9.9.9.9", "-c", "3", "300"},
+		{"-A", "foo", "-s", "9.9.9.8", "-c", "4", "400"},
+		{"-E", "foo", "bar"},
+		{"-A", "INPUT", "-j", "bar", "-c", "1", "100"},
+		{"-D", "INPUT", "1"},
+		{"-N", "baz"},
+		{"-A", "baz", "-s", "8.8.8.8", "-c", "2", "200"},
+		{"-N", "qux"},
+		{"-A", "qux", "-s", "7.7.7.7", "-c", "9", "900"},
+	}
+	run := func(ns string, argv ...string) string {
+		t.Helper()
+		res, err := nettest.Exec(ns, argv...)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%v: %v %+v", argv, err, res)
+		}
+		return res.Stdout
+	}
+	for _, st := range steps {
+		run(tp.SinkNS, append([]string{"iptables-legacy", "-w"}, st...)...)
+		run(tp.FwNS, append([]string{bin, "iptables", "-w"}, st...)...)
+	}
+	noflush := "*filter\n:qux - [0:0]\n-A qux -s 7.7.7.7/32\n-A INPUT -s 2.2.2.2/32\nCOMMIT\n"
+	for _, argv := range [][]string{{"iptables-legacy-restore", "--noflush"}, {bin, "iptables-restore", "-w", "--noflush"}} {
+		ns := tp.SinkNS
+		if argv[0] == bin {
+			ns = tp.FwNS
+		}
+		if res, err := nettest.ExecStdin(30*time.Second, ns, noflush, argv...); err != nil || res.ExitCode != 0 {
+			t.Fatalf("%v: %v %+v", argv, err, res)
+		}
+	}
+	rules := func(out string) string {
+		var keep []string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "-A ") {
+				keep = append(keep, l)
+			}
+		}
+		return strings.Join(keep, "\n")
+	}
+	want := rules(run(tp.SinkNS, "iptables-legacy", "-w", "-S", "-v"))
+	got := rules(run(tp.FwNS, bin, "iptables", "-w", "-S", "-v"))
+	if got != want {
+		t.Errorf("counters differ from the kernel's\nxfw:\n%s\niptables-legacy:\n%s", got, want)
+	}
+	if !strings.Contains(want, "-A bar -s 9.9.9.8/32 -c 4 400") || !strings.Contains(want, "-A qux -s 7.7.7.7/32 -c 0 0") {
+		t.Errorf("kernel listing lacks the renamed chain's counters or the re-added rule's zero (test premise):\n%s", want)
+	}
+}
+
 // TestMultiCall runs the binary under the names iptables, iptables-save and
 // iptables-restore (symbolic links), as a drop-in in PATH would.
 func TestMultiCall(t *testing.T) {
