@@ -3,6 +3,7 @@ package compiler
 import (
 	"math/bits"
 	"net/netip"
+	"slices"
 	"sort"
 )
 
@@ -94,7 +95,9 @@ func (s *Set) normalise() {
 	if len(s.Ivs) < 2 {
 		return
 	}
-	sort.Slice(s.Ivs, func(i, j int) bool { return s.Ivs[i].Lo.Less(s.Ivs[j].Lo) })
+	if !slices.IsSortedFunc(s.Ivs, cmpLo) {
+		slices.SortFunc(s.Ivs, cmpLo)
+	}
 	out := s.Ivs[:1]
 	for _, iv := range s.Ivs[1:] {
 		last := &out[len(out)-1]
@@ -109,6 +112,17 @@ func (s *Set) normalise() {
 		out = append(out, iv)
 	}
 	s.Ivs = out
+}
+
+// cmpLo orders intervals by their lower ends.
+func cmpLo(a, b Interval) int {
+	switch {
+	case a.Lo.Less(b.Lo):
+		return -1
+	case b.Lo.Less(a.Lo):
+		return 1
+	}
+	return 0
 }
 
 // Empty reports whether the set has no value.
@@ -128,7 +142,10 @@ func Union(s, t *Set) *Set {
 	if s == nil || t == nil {
 		return nil
 	}
-	return NewSet(append(append([]Interval(nil), s.Ivs...), t.Ivs...)...)
+	u := &Set{Ivs: make([]Interval, 0, len(s.Ivs)+len(t.Ivs))}
+	u.Ivs = append(append(u.Ivs, s.Ivs...), t.Ivs...)
+	u.normalise()
+	return u
 }
 
 // Intersect returns s ∩ t (nil is the universe).

@@ -3,6 +3,7 @@ package compiler
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sort"
 )
@@ -28,45 +29,88 @@ type HashKey struct {
 }
 
 // vectorBuilder deduplicates chunks and classes across all fields.
+//
+// Chunks are found by a Zobrist hash (the XOR of a fixed random word per
+// set bit), which the sweep in buildField updates in O(1) per flipped bit
+// instead of hashing 520 bytes per interval; equal hashes are confirmed by
+// comparing the chunks.
 type vectorBuilder struct {
 	nchunks int
 	chunks  []Chunk
-	chunkID map[Chunk]uint32
+	// chunkByHash maps a hash to the first chunk with that hash; chunks
+	// whose hash an earlier, different chunk has are in chunkCollided.
+	chunkByHash   map[uint64]uint32
+	chunkCollided map[Chunk]uint32
 	// classes[c*nchunks+k] is the chunk id of class c's chunk k.
 	classes []uint32
 	classID map[string]uint32
+	key     []byte // scratch class key
 }
 
 func newVectorBuilder(nchunks int) *vectorBuilder {
 	vb := &vectorBuilder{
-		nchunks: nchunks,
-		chunks:  []Chunk{{}}, // id 0: the empty chunk
-		chunkID: map[Chunk]uint32{{}: 0},
-		classes: make([]uint32, nchunks), // class 0: the empty class
-		classID: map[string]uint32{},
+		nchunks:       nchunks,
+		chunks:        []Chunk{{}}, // id 0: the empty chunk
+		chunkByHash:   map[uint64]uint32{0: 0},
+		chunkCollided: map[Chunk]uint32{},
+		classes:       make([]uint32, nchunks), // class 0: the empty class
+		classID:       map[string]uint32{},
+		key:           make([]byte, 4*nchunks),
 	}
 	vb.classID[string(make([]byte, 4*nchunks))] = 0
 	return vb
 }
 
-func (vb *vectorBuilder) chunk(c *Chunk) uint32 {
+// zobrist is the hash word of bit b of a chunk (splitmix64 of b).
+func zobrist(b int) uint64 {
+	z := uint64(b+1) * 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// chunkHash computes a chunk's Zobrist hash from scratch.
+func chunkHash(c *Chunk) uint64 {
+	var h uint64
+	for w, word := range c.Words {
+		for word != 0 {
+			b := bits.TrailingZeros64(word)
+			h ^= zobrist(w*64 + b)
+			word &= word - 1
+		}
+	}
+	return h
+}
+
+// chunk returns the id of chunk c, whose hash is h, adding it if new.
+func (vb *vectorBuilder) chunk(c *Chunk, h uint64) uint32 {
 	c.Summary = 0
 	for j, w := range c.Words {
 		if w != 0 {
 			c.Summary |= 1 << uint(j)
 		}
 	}
-	if id, ok := vb.chunkID[*c]; ok {
+	id, ok := vb.chunkByHash[h]
+	if ok && vb.chunks[id] == *c {
 		return id
 	}
-	id := uint32(len(vb.chunks))
+	if ok {
+		if id, ok := vb.chunkCollided[*c]; ok {
+			return id
+		}
+	}
+	nid := uint32(len(vb.chunks))
 	vb.chunks = append(vb.chunks, *c)
-	vb.chunkID[*c] = id
-	return id
+	if ok {
+		vb.chunkCollided[*c] = nid
+	} else {
+		vb.chunkByHash[h] = nid
+	}
+	return nid
 }
 
 func (vb *vectorBuilder) class(ids []uint32) uint32 {
-	key := make([]byte, 4*len(ids))
+	key := vb.key[:4*len(ids)]
 	for i, id := range ids {
 		binary.LittleEndian.PutUint32(key[4*i:], id)
 	}
@@ -135,13 +179,15 @@ func (vb *vectorBuilder) buildField(f Field, entries []Entry) (*fieldClasses, er
 		}
 		return 0
 	})
+	hashes := make([]uint64, nchunks) // Zobrist hashes of cur's chunks
 	for k := range cur {
 		cur[k] = wild[k]
+		hashes[k] = chunkHash(&cur[k])
 	}
 	ids := make([]uint32, nchunks)
 	for k := range cur {
 		c := cur[k]
-		ids[k] = vb.chunk(&c)
+		ids[k] = vb.chunk(&c, hashes[k])
 	}
 	dirty := make([]bool, nchunks)
 	fc := &fieldClasses{}
@@ -149,7 +195,7 @@ func (vb *vectorBuilder) buildField(f Field, entries []Entry) (*fieldClasses, er
 		for k, d := range dirty {
 			if d {
 				c := cur[k]
-				ids[k] = vb.chunk(&c)
+				ids[k] = vb.chunk(&c, hashes[k])
 				dirty[k] = false
 			}
 		}
@@ -168,10 +214,14 @@ func (vb *vectorBuilder) buildField(f Field, entries []Entry) (*fieldClasses, er
 		for ; i < len(events) && events[i].at == at; i++ {
 			e := events[i].entry
 			k, w, b := e/ChunkBits, (e%ChunkBits)/64, uint(e%64)
+			was := cur[k].Words[w]
 			if events[i].start {
 				cur[k].Words[w] |= 1 << b
 			} else {
 				cur[k].Words[w] &^= 1 << b
+			}
+			if cur[k].Words[w] != was {
+				hashes[k] ^= zobrist(e % ChunkBits)
 			}
 			dirty[k] = true
 		}
