@@ -187,7 +187,11 @@ func applyInProcess(rs *ruleset, row *progRunRow) (*compiler.Generation, error) 
 	for i := range counters {
 		counters[i].From = -1
 	}
-	u := &dataplane.Update{Gen: gen, Text: []byte(iptables.Save(irs, false)), Counters: counters}
+	saved, err := irs.MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counters}
 	start = time.Now()
 	if err := dataplane.Apply(ir.IPv4, u, dataplane.AttachOptions{Mode: dataplane.XDPAuto}); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)

@@ -26,6 +26,19 @@
  * policy. Positions only grow, so the walk runs under one bpf_loop() of at
  * most nchunks * 65 (words and chunk skips) + CONTINUE entries + 1 steps.
  *
+ * Quiescence. After the flip the control plane must know when no packet
+ * still reads the old bank (its counters are final, its maps may be
+ * rewritten by the next change). Each program run brackets its work with
+ * xfw_enter / xfw_leave, which count runs begun and ended per CPU
+ * (xfw_inflight); the control plane snapshots the begun counts after the
+ * flip and waits until every CPU has ended as many — microseconds, where
+ * waiting for an RCU grace period takes 10–25 ms. As x_tables' per-CPU
+ * sequence counts, this relies on runs of one CPU not nesting (XDP and
+ * TC run with bottom halves off); on PREEMPT_RT the control plane waits
+ * for a grace period instead. The begun count is incremented with a
+ * fetching atomic, a full barrier: the bank is read after the increment
+ * is visible (the control plane fences between its flip and its snapshot).
+ *
  * Inner array maps carry BPF_F_INNER_MAP so each generation sizes its own
  * (the verifier then calls the lookup instead of inlining it), and
  * BPF_F_MMAPABLE so the control plane fills them with one memory copy
@@ -203,6 +216,38 @@ struct {
 	__type(value, __u32);
 	__uint(max_entries, 2);
 } xfw_bank SEC(".maps");
+
+/* Program runs begun and ended on one CPU (see Quiescence above). */
+struct xfw_inflight {
+	__u64 begun;
+	__u64 ended;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xfw_inflight);
+	__uint(max_entries, 1);
+} xfw_inflight SEC(".maps");
+
+/* xfw_enter counts a program run as begun, before it reads the bank; the
+ * caller passes the result to xfw_leave once it no longer reads the slot's
+ * maps. */
+static __always_inline struct xfw_inflight *xfw_enter(void)
+{
+	struct xfw_inflight *f;
+	__u32 zero = 0;
+
+	f = bpf_map_lookup_elem(&xfw_inflight, &zero);
+	if (f && __sync_fetch_and_add(&f->begun, 1) == (__u64)-1)
+		f->ended = 0; /* unreachable wrap; keeps the fetch (a barrier) */
+	return f;
+}
+
+static __always_inline void xfw_leave(struct xfw_inflight *f)
+{
+	if (f)
+		__sync_fetch_and_add(&f->ended, 1);
+}
 
 /* xfw_active_slot returns the generation slot of family fi (0 IPv4, 1
  * IPv6), or XFW_NO_SLOT when the family has no ruleset. */

@@ -508,8 +508,9 @@ __attribute__((noinline)) int xfw_ipv6_hbh_ok(struct xdp_md *ctx, __u32 l3_off, 
 	return !t.bad;
 }
 
-SEC("xdp")
-int xfw_xdp(struct xdp_md *ctx)
+/* xfw_xdp_judged is the XDP hook's work; xfw_xdp brackets it for
+ * quiescence (classify.h). */
+static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -581,6 +582,16 @@ int xfw_xdp(struct xdp_md *ctx)
 	return XDP_DROP;
 }
 
+SEC("xdp")
+int xfw_xdp(struct xdp_md *ctx)
+{
+	struct xfw_inflight *f = xfw_enter();
+	int rc = xfw_xdp_judged(ctx);
+
+	xfw_leave(f);
+	return rc;
+}
+
 /* Bytes of headers made linear before parsing on egress: Ethernet, a VLAN
  * tag, IPv6 with extension headers and a TCP header fit. */
 #define XFW_TC_PULL 256
@@ -622,8 +633,9 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	return xfw_judge(p, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX, st, &rj);
 }
 
-SEC("tc")
-int xfw_tc_egress(struct __sk_buff *skb)
+/* xfw_tc_judged is the TC hook's work; xfw_tc_egress brackets it for
+ * quiescence (classify.h). */
+static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 {
 	void *data, *data_end;
 	struct xfw_pkt p;
@@ -677,6 +689,16 @@ int xfw_tc_egress(struct __sk_buff *skb)
 		return xfw_rj_tc_deliver(skb);
 	}
 	return TC_ACT_SHOT;
+}
+
+SEC("tc")
+int xfw_tc_egress(struct __sk_buff *skb)
+{
+	struct xfw_inflight *f = xfw_enter();
+	int rc = xfw_tc_judged(skb);
+
+	xfw_leave(f);
+	return rc;
 }
 
 char _license[] SEC("license") = "GPL";

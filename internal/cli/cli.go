@@ -215,7 +215,7 @@ func runRestore(name string, args []string, env Env) int {
 
 	// One view of the sets for the whole command (read under the lock).
 	sets := &ipsetLookup{}
-	old, err := loadRunning(fam, sets)
+	old, err := loadRunning(fam)
 	if err != nil {
 		return report(env, name, err)
 	}
@@ -285,7 +285,7 @@ func runSave(name string, args []string, env Env) int {
 			return exitParameter
 		}
 	}
-	rs, err := loadRunning(fam, &ipsetLookup{})
+	rs, err := loadRunning(fam)
 	if err != nil {
 		return report(env, name, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/ipset"
@@ -127,23 +126,24 @@ func (r *ruleStore) References(name string) (int, error) {
 		return 0, err
 	}
 	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
-		text, err := dataplane.SavedText(fam)
+		rs, err := loadRunning(fam)
 		if err != nil {
 			return 0, fmt.Errorf("read the running %s ruleset: %w", fam, err)
 		}
-		n += setUses(string(text), name)
+		n += setUses(rs, name)
 	}
 	return n, nil
 }
 
-// setUses counts the --match-set options naming set in iptables-save text.
-func setUses(text, set string) int {
+// setUses counts the set matches of rs naming set (name "" counts all).
+func setUses(rs *ir.Ruleset, set string) int {
 	n := 0
-	for _, line := range strings.Split(text, "\n") {
-		f := strings.Fields(line)
-		for i := 0; i+1 < len(f); i++ {
-			if f[i] == "--match-set" && f[i+1] == set {
-				n++
+	for _, c := range rs.Chains {
+		for _, r := range c.Rules {
+			for _, m := range r.Matches {
+				if sm, ok := m.(*ir.SetMatch); ok && (set == "" || sm.Name == set) {
+					n++
+				}
 			}
 		}
 	}
@@ -160,16 +160,12 @@ func reapplySetRules() error {
 	}
 	sets := &ipsetLookup{} // the new sets, read once for both families
 	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
-		text, err := dataplane.SavedText(fam)
-		if err != nil {
-			return fmt.Errorf("read the running %s ruleset: %w", fam, err)
-		}
-		if !strings.Contains(string(text), "--match-set") {
-			continue
-		}
-		rs, err := loadRunning(fam, sets)
+		rs, err := loadRunning(fam)
 		if err != nil {
 			return err
+		}
+		if setUses(rs, "") == 0 {
+			continue
 		}
 		if err := commit(fam, rs, rs, true, opts, sets); err != nil {
 			return fmt.Errorf("reload the %s ruleset: %w", fam, err)

@@ -43,7 +43,7 @@ func runIptables(name string, args []string, env Env) int {
 	// The parse above read the sets before the lock; what follows reads
 	// them again, once, under it.
 	locked := &ipsetLookup{}
-	old, err := loadRunning(fam, locked)
+	old, err := loadRunning(fam)
 	if err != nil {
 		return report(env, name, err)
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"fmt"
 	"time"
 
@@ -12,34 +11,28 @@ import (
 )
 
 // loadRunning returns fam's running ruleset with its live counters, or an
-// empty filter table when xfw holds none in this namespace. sets serves
-// its set matches (one lookup per command, taken under the lock, so the
-// sets are read once).
-func loadRunning(fam ir.Family, sets *ipsetLookup) (*ir.Ruleset, error) {
+// empty filter table when xfw holds none in this namespace. It decodes the
+// binary form saved with the running generation: the ruleset was checked
+// (sets included) when it was committed.
+func loadRunning(fam ir.Family) (*ir.Ruleset, error) {
 	t := time.Now()
-	text, err := dataplane.SavedText(fam)
+	saved, counters, err := dataplane.Running(fam)
 	if err != nil {
 		return nil, fmt.Errorf("read running ruleset: %w", err)
 	}
-	if text == nil {
+	if saved == nil {
 		return ir.NewRuleset(fam), nil
 	}
-	t = dataplane.TraceSince("load: saved text", t)
-	rs, err := iptables.Restore(fam, bytes.NewReader(text), nil, iptables.RestoreOptions{Sets: sets.lookup})
+	t = dataplane.TraceSince("load: saved ruleset, counters", t)
+	rs, err := ir.UnmarshalRuleset(saved)
+	if err == nil && rs.Family != fam {
+		err = fmt.Errorf("saved as the %s ruleset", rs.Family)
+	}
 	if err != nil {
-		err = sets.setsErr(err)
 		return nil, fmt.Errorf("running ruleset is unreadable (%w); `xfw stop` clears it", err)
 	}
-	t = dataplane.TraceSince("load: parse", t)
-	counters, err := dataplane.Counters(fam)
-	if err != nil {
-		return nil, fmt.Errorf("read counters: %w", err)
-	}
 	applyCounters(rs, counters)
-	for r, i := range counterIndex(rs) {
-		r.Handle = uint32(i + 1)
-	}
-	dataplane.TraceSince("load: counters", t)
+	dataplane.TraceSince("load: decode", t)
 	return rs, nil
 }
 
@@ -57,19 +50,23 @@ func counterIndex(rs *ir.Ruleset) map[*ir.Rule]int {
 	return idx
 }
 
-// applyCounters copies data-plane counters into the IR.
+// applyCounters copies data-plane counters into the IR (indexed as the
+// compiler numbers them: policies 0–2, then rules chain by chain) and gives
+// every rule its Handle (its counter index + 1).
 func applyCounters(rs *ir.Ruleset, counters []ir.Counters) {
-	if counters == nil {
-		return
-	}
 	for hook, name := range ir.BuiltinChains {
 		if c := rs.Chain(name); c != nil && hook < len(counters) {
 			c.Counters = counters[hook]
 		}
 	}
-	for r, i := range counterIndex(rs) {
-		if i < len(counters) {
-			r.Counters = counters[i]
+	i := compiler.NumChains
+	for _, c := range rs.Chains {
+		for _, r := range c.Rules {
+			if i < len(counters) {
+				r.Counters = counters[i]
+			}
+			r.Handle = uint32(i + 1)
+			i++
 		}
 	}
 }
@@ -127,10 +124,12 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplan
 	if err != nil {
 		return err
 	}
+	t = dataplane.TraceSince("commit: order, interfaces", t)
 	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces})
 	if err != nil {
 		return err
 	}
+	t = dataplane.TraceSince("commit: compile only", t)
 	if err := checkDataPlaneSupport(rs, sets); err != nil {
 		return err
 	}
@@ -139,8 +138,11 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplan
 		return err
 	}
 	t = dataplane.TraceSince("commit: compile", t)
-	text := iptables.Save(rs, false)
-	u := &dataplane.Update{Gen: gen, Text: []byte(text), Counters: counterSources(old, rs, keepCounters), Sets: tables}
-	dataplane.TraceSince("commit: save text, counters", t)
+	saved, err := rs.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("save the ruleset: %w", err)
+	}
+	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counterSources(old, rs, keepCounters), Sets: tables}
+	dataplane.TraceSince("commit: encode, counters", t)
 	return dataplane.Apply(fam, u, opts)
 }

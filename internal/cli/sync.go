@@ -34,15 +34,15 @@ func resync() error {
 		return err
 	}
 	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
-		text, err := dataplane.SavedText(fam)
+		saved, _, err := dataplane.Running(fam)
 		if err != nil {
 			return err
 		}
-		if text == nil {
+		if saved == nil {
 			continue
 		}
 		sets := &ipsetLookup{}
-		rs, err := loadRunning(fam, sets)
+		rs, err := loadRunning(fam)
 		if err != nil {
 			return err
 		}

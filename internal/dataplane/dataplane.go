@@ -12,6 +12,7 @@ package dataplane
 
 import (
 	_ "embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -65,9 +66,9 @@ type CounterSource struct {
 // Update is one family's new ruleset, ready to load.
 type Update struct {
 	Gen *compiler.Generation
-	// Text is the ruleset as iptables-save prints it without counters: what
-	// `xfw iptables-save` reads back.
-	Text []byte
+	// Saved is the ruleset in its binary form (ir.Ruleset.MarshalBinary),
+	// kept with the generation: what the next command reads back (Running).
+	Saved []byte
 	// Counters has one source per counter index of Gen (len NumCounters).
 	Counters []CounterSource
 	// Sets has the lookup tables of Gen.SetConds, one per condition, in
@@ -103,7 +104,7 @@ func setKey(slot uint32, k int) uint32 { return slot*compiler.MaxSetConds + uint
 // machine of ncpu possible CPUs.
 func mapSizes(u *Update, ncpu int) map[string]int {
 	g := u.Gen
-	pages := (len(u.Text) + statePage - 1) / statePage
+	pages := (savedLenBytes + len(u.Saved) + statePage - 1) / statePage
 	return map[string]int{
 		"small":    len(g.Small),
 		"bounds":   len(g.Bounds),
@@ -191,10 +192,10 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 	}
 
 	t = TraceSince("apply: swap, attach", t)
-	// Wait for an RCU grace period: when it ends, no packet that read the
-	// old bank before the flip is still running, so the old counters are
-	// final and the old slot may be rewritten by the next update. Its maps
-	// stay for that update to reuse.
+	// Wait until no packet that read the old bank before the flip is
+	// still running: then the old counters are final and the old slot may
+	// be rewritten by the next update. Its maps stay for that update to
+	// reuse.
 	if wasOn {
 		if err := cur.waitForReaders(oldSlot); err != nil {
 			return err
@@ -498,17 +499,20 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 	}); err != nil {
 		return fmt.Errorf("fill LOG options: %w", err)
 	}
-	pages := (len(u.Text) + statePage - 1) / statePage
+	blob := make([]byte, savedLenBytes+len(u.Saved))
+	binary.LittleEndian.PutUint64(blob, uint64(len(u.Saved)))
+	copy(blob[savedLenBytes:], u.Saved)
+	pages := (len(blob) + statePage - 1) / statePage
 	if !created["state"] {
-		pages = int(m["state"].MaxEntries()) // clear the previous text's pages
+		pages = int(m["state"].MaxEntries()) // clear the previous pages
 	}
 	if err := putArray(m["state"], pages, func(i int) (p [statePage]byte) {
-		if i*statePage < len(u.Text) {
-			copy(p[:], u.Text[i*statePage:])
+		if i*statePage < len(blob) {
+			copy(p[:], blob[i*statePage:])
 		}
 		return p
 	}); err != nil {
-		return fmt.Errorf("save ruleset text: %w", err)
+		return fmt.Errorf("save ruleset: %w", err)
 	}
 	// Counter bases of counters that start fresh (carried ones are written
 	// after the swap).
@@ -581,29 +585,23 @@ func mappedArray[T any](m *ebpf.Map) (mem *ebpf.Memory, size, stride int, err er
 	return mem, size, (size + 7) &^ 7, nil
 }
 
-// carryCounters sets the new generation's counter bases of carried rules to
-// the old generation's base plus live counters.
+// carryCounters writes the new generation's counter bases: the old
+// generation's totals for carried counters, the stated initial values for
+// the others (one memory copy).
 func carryCounters(cur *state, old []ir.Counters, newSlot uint32, src []CounterSource) error {
 	base, err := cur.inner("cbase", newSlot)
 	if err != nil {
 		return err
 	}
 	defer base.Close()
-	var keys []uint32
-	var vals []bpfCounter
-	for i, s := range src {
-		if s.From < 0 || s.From >= len(old) {
-			continue
+	if err := putArray(base, len(src), func(i int) bpfCounter {
+		c := src[i].Initial
+		if f := src[i].From; f >= 0 && f < len(old) {
+			c = old[f]
 		}
-		c := old[s.From]
-		keys = append(keys, uint32(i))
-		vals = append(vals, bpfCounter{Packets: c.Packets, Bytes: c.Bytes})
-	}
-	for start := 0; start < len(keys); start += batchSize {
-		end := min(start+batchSize, len(keys))
-		if _, err := base.BatchUpdate(keys[start:end], vals[start:end], nil); err != nil {
-			return fmt.Errorf("carry counters: %w", err)
-		}
+		return bpfCounter{Packets: c.Packets, Bytes: c.Bytes}
+	}); err != nil {
+		return fmt.Errorf("carry counters: %w", err)
 	}
 	return nil
 }
@@ -639,16 +637,23 @@ func Counters(fam ir.Family) ([]ir.Counters, error) {
 	return cur.readCounters(cur.slot(fam))
 }
 
-// SavedText returns the ruleset text saved with fam's running ruleset, or
-// nil when none is loaded.
-func SavedText(fam ir.Family) ([]byte, error) {
+// Running returns fam's running ruleset in its binary form (Update.Saved)
+// and its counters, indexed as the generation's counter indexes (0–2
+// policies, then rules); nil, nil when no ruleset of the family is loaded.
+func Running(fam ir.Family) (saved []byte, counters []ir.Counters, err error) {
 	cur, err := Current()
 	if err != nil || cur == nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer cur.Close()
 	if !cur.hasFamily(fam) {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return cur.text(cur.slot(fam))
+	if saved, err = cur.saved(cur.slot(fam)); err != nil {
+		return nil, nil, err
+	}
+	if counters, err = cur.readCounters(cur.slot(fam)); err != nil {
+		return nil, nil, err
+	}
+	return saved, counters, nil
 }

@@ -144,3 +144,9 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 	}
 	return c
 }
+
+// bpfInflight is struct xfw_inflight: program runs begun and ended on one
+// CPU (bpf/classify.h, "Quiescence").
+type bpfInflight struct {
+	Begun, Ended uint64
+}

@@ -215,7 +215,7 @@ func (e *rjEnv) load(t *testing.T, rules map[ir.Family][]rjRule, mode XDPMode) {
 			for i := range srcs {
 				srcs[i].From = -1
 			}
-			if err := Apply(fam, &Update{Gen: g, Text: []byte("reject test\n"), Counters: srcs}, AttachOptions{Mode: mode}); err != nil {
+			if err := Apply(fam, &Update{Gen: g, Saved: []byte("reject test\n"), Counters: srcs}, AttachOptions{Mode: mode}); err != nil {
 				return fmt.Errorf("apply %s: %w", fam, err)
 			}
 		}

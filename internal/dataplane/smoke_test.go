@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bytes"
 	"net/netip"
 	"os"
 	"runtime"
@@ -70,12 +71,16 @@ func TestLoadSmoke(t *testing.T) {
 		for i := range srcs {
 			srcs[i].From = -1
 		}
-		if err := Apply(ir.IPv4, &Update{Gen: g, Text: []byte("hello"), Counters: srcs}, AttachOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		txt, err := SavedText(ir.IPv4)
-		if err != nil || string(txt) != "hello" {
-			t.Fatalf("saved text %q, %v", txt, err)
+		// The saved form comes back byte for byte, zero bytes included,
+		// also when an update reuses the maps of a longer one.
+		for _, saved := range [][]byte{bytes.Repeat([]byte("hello\x00"), 2000), []byte("hi\x00")} {
+			if err := Apply(ir.IPv4, &Update{Gen: g, Saved: saved, Counters: srcs}, AttachOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			got, counters, err := Running(ir.IPv4)
+			if err != nil || !bytes.Equal(got, saved) || len(counters) != g.NumCounters() {
+				t.Fatalf("saved %d bytes, read back %d (%v), %d counters of %d", len(saved), len(got), err, len(counters), g.NumCounters())
+			}
 		}
 		if err := Stop(); err != nil {
 			t.Fatal(err)

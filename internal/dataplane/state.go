@@ -6,7 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -266,11 +270,69 @@ func (s *state) slotMaps(slot uint32) map[string]*ebpf.Map {
 	return held
 }
 
-// waitForReaders returns after an RCU grace period, so that no packet that
-// read slot's maps before the last bank flip is still running: it puts
-// slot's saved-text map back in its place, an update after which the
-// kernel waits for such a grace period (maybe_wait_bpf_programs).
+// waitForReaders returns once no program run that may have read the bank
+// index before the last flip still runs, so that the old slot's counters
+// are final and its maps may be rewritten. It snapshots the runs begun on
+// every CPU (xfw_inflight, bpf/classify.h "Quiescence") and waits until as
+// many have ended, as x_tables does with its per-CPU sequence counts:
+// microseconds, where an RCU grace period takes 10–25 ms. On PREEMPT_RT,
+// where runs may nest, or if a CPU makes no progress within
+// quiesceTimeout, it waits for a grace period instead.
 func (s *state) waitForReaders(slot uint32) error {
+	m := s.maps["xfw_inflight"]
+	if m == nil || realtimeKernel() {
+		return s.waitForGracePeriod(slot)
+	}
+	// The flip (a store by the kernel in the caller's syscall) must be
+	// visible before the snapshot is read: a full barrier, as the
+	// programs' fetching add is on their side.
+	fence.Add(1)
+	var snap []bpfInflight
+	if err := m.Lookup(uint32(0), &snap); err != nil {
+		return fmt.Errorf("read in-flight counts: %w", err)
+	}
+	deadline := time.Now().Add(quiesceTimeout)
+	for {
+		var now []bpfInflight
+		if err := m.Lookup(uint32(0), &now); err != nil {
+			return fmt.Errorf("read in-flight counts: %w", err)
+		}
+		done := len(now) == len(snap)
+		for cpu := 0; done && cpu < len(snap); cpu++ {
+			done = int64(now[cpu].Ended-snap[cpu].Begun) >= 0
+		}
+		if done {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return s.waitForGracePeriod(slot)
+		}
+		time.Sleep(quiescePoll)
+	}
+}
+
+// fence is the word of the full barrier waitForReaders issues (an atomic
+// read-modify-write).
+var fence atomic.Uint64
+
+// Quiescence polling (waitForReaders): a program run takes microseconds.
+const (
+	quiescePoll    = 20 * time.Microsecond
+	quiesceTimeout = 2 * time.Second
+)
+
+// realtimeKernel reports a PREEMPT_RT kernel, whose BPF program runs may be
+// preempted and nest on one CPU.
+func realtimeKernel() bool {
+	b, err := os.ReadFile("/sys/kernel/realtime")
+	return err == nil && strings.TrimSpace(string(b)) == "1"
+}
+
+// waitForGracePeriod returns after an RCU grace period, after which no
+// program run that began before it still runs: it puts slot's saved-text
+// map back in its place, an update after which the kernel waits for one
+// (maybe_wait_bpf_programs).
+func (s *state) waitForGracePeriod(slot uint32) error {
 	m, err := s.inner("state", slot)
 	if err != nil {
 		return err
@@ -368,20 +430,34 @@ func readArray[T any](m *ebpf.Map, n int, f func(i int, v T)) error {
 	return nil
 }
 
-// text reads the ruleset text saved with slot's generation.
-func (s *state) text(slot uint32) ([]byte, error) {
+// savedLenBytes is the little-endian length before the saved ruleset in
+// the pages of a slot's state map.
+const savedLenBytes = 8
+
+// saved reads the binary ruleset saved with slot's generation.
+func (s *state) saved(slot uint32) ([]byte, error) {
 	m, err := s.inner("state", slot)
 	if err != nil {
 		return nil, err
 	}
 	defer m.Close()
-	out := make([]byte, 0, int(m.MaxEntries())*statePage)
-	if err := readArray(m, int(m.MaxEntries()), func(_ int, p [statePage]byte) {
-		out = append(out, p[:]...)
-	}); err != nil {
+	mem, err := m.Memory()
+	if err != nil {
+		return nil, fmt.Errorf("map memory of the saved ruleset: %w", err)
+	}
+	var hdr [savedLenBytes]byte
+	if _, err := mem.ReadAt(hdr[:], 0); err != nil {
 		return nil, fmt.Errorf("read saved ruleset: %w", err)
 	}
-	return bytes.TrimRight(out, "\x00"), nil
+	n := binary.LittleEndian.Uint64(hdr[:])
+	if n > uint64(mem.Size()-savedLenBytes) {
+		return nil, fmt.Errorf("saved ruleset of %d bytes in a map of %d", n, mem.Size())
+	}
+	out := make([]byte, n)
+	if _, err := mem.ReadAt(out, savedLenBytes); err != nil {
+		return nil, fmt.Errorf("read saved ruleset: %w", err)
+	}
+	return out, nil
 }
 
 // SetCounters overwrites counters of fam's running ruleset: for each counter

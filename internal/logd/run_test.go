@@ -110,7 +110,7 @@ func loadXfw(fam ir.Family, chains map[string][]*ir.Rule) error {
 	for i := range srcs {
 		srcs[i].From = -1
 	}
-	return dataplane.Apply(fam, &dataplane.Update{Gen: g, Text: []byte("# logd test\n"), Counters: srcs}, dataplane.AttachOptions{})
+	return dataplane.Apply(fam, &dataplane.Update{Gen: g, Saved: []byte("# logd test\n"), Counters: srcs}, dataplane.AttachOptions{})
 }
 
 // ringID returns the ID of the running LOG ring of the calling thread's

@@ -1,0 +1,165 @@
+package iptables_test
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/xfw-dev/xfw/internal/difftest"
+	"github.com/xfw-dev/xfw/internal/iptables"
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// codecCorpus returns rulesets (restore text, by name) that cover every
+// match and target the front end accepts: the oracle's rule
+// specifications one by one, the realistic rulesets, the conformance
+// dumps and random rulesets of the differential generator, with sets.
+func codecCorpus(t *testing.T) map[string]struct {
+	fam  ir.Family
+	text string
+	sets iptables.SetLookup
+} {
+	out := map[string]struct {
+		fam  ir.Family
+		text string
+		sets iptables.SetLookup
+	}{}
+	f, err := os.Open("testdata/oracle_rules.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		l := sc.Text()
+		if l == "" || l[0] == '#' {
+			continue
+		}
+		fields := strings.SplitN(l, " ", 3)
+		if len(fields) < 3 {
+			continue
+		}
+		fam := ir.IPv4
+		if fields[0] == "6" {
+			fam = ir.IPv6
+		}
+		decl := ""
+		if fields[1] != "INPUT" && fields[1] != "FORWARD" && fields[1] != "OUTPUT" {
+			decl = ":" + fields[1] + " - [0:0]\n"
+		}
+		text := "*filter\n" + decl + "-A " + fields[1] + " " + fields[2] + "\nCOMMIT\n"
+		out["oracle_rules.txt:"+strings.TrimSpace(l)] = struct {
+			fam  ir.Family
+			text string
+			sets iptables.SetLookup
+		}{fam, text, nil}
+	}
+	named, err := difftest.Realistic()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dumps, _, err := difftest.Dumps("../../../shared/conformance/iptables/dumps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range append(named, dumps...) {
+		out[n.Name] = struct {
+			fam  ir.Family
+			text string
+			sets iptables.SetLookup
+		}{n.Family, n.Text, nil}
+	}
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		for seed := int64(1); seed <= 40; seed++ {
+			opts := difftest.DefaultGenOptions
+			opts.Sets = seed%2 == 0
+			text := difftest.GenerateRuleset(seed, difftest.NewPlan(fam, 1), opts)
+			out["random "+fam.String()+" "+string(rune('0'+seed%10))+"/"+strings.Repeat("x", int(seed/10))] = struct {
+				fam  ir.Family
+				text string
+				sets iptables.SetLookup
+			}{fam, text, difftest.SetLookup(text)}
+		}
+	}
+	return out
+}
+
+// TestBinaryRulesetRoundTrip checks that the binary form the control plane
+// keeps with a running ruleset gives back the very ruleset: the same IR
+// (counters aside, which the data plane keeps) and the same saved text.
+func TestBinaryRulesetRoundTrip(t *testing.T) {
+	tried, matches := 0, map[string]bool{}
+	for name, c := range codecCorpus(t) {
+		rs, err := iptables.Restore(c.fam, strings.NewReader(c.text), nil, iptables.RestoreOptions{Sets: c.sets})
+		if err != nil {
+			continue // a specification iptables refuses
+		}
+		for _, ch := range rs.Chains {
+			ch.Counters = ir.Counters{}
+			for _, r := range ch.Rules {
+				r.Counters = ir.Counters{}
+				for _, m := range r.Matches {
+					matches[m.ModuleName()] = true
+				}
+			}
+		}
+		tried++
+		data, err := rs.MarshalBinary()
+		if err != nil {
+			t.Errorf("%s: encode: %v", name, err)
+			continue
+		}
+		back, err := ir.UnmarshalRuleset(data)
+		if err != nil {
+			t.Errorf("%s: decode: %v", name, err)
+			continue
+		}
+		if !reflect.DeepEqual(rs, back) {
+			t.Errorf("%s: decoded IR differs: %s", name, irDiff(rs, back))
+		}
+		if a, b := iptables.Save(rs, false), iptables.Save(back, false); a != b {
+			t.Errorf("%s: saved text differs\nwant %s\ngot  %s", name, a, b)
+		}
+		for cut := 0; cut < len(data); cut += 1 + len(data)/7 {
+			if _, err := ir.UnmarshalRuleset(data[:cut]); err == nil {
+				t.Errorf("%s: a binary ruleset cut to %d of %d bytes decoded", name, cut, len(data))
+			}
+		}
+	}
+	if tried < 400 {
+		t.Errorf("only %d rulesets of the corpus restored", tried)
+	}
+	for _, m := range []string{"tcp", "udp", "multiport", "icmp", "icmp6", "iprange", "comment", "length", "ttl", "hl", "mac", "set"} {
+		if !matches[m] {
+			t.Errorf("no ruleset of the corpus uses -m %s", m)
+		}
+	}
+	t.Logf("%d rulesets round-tripped; matches %v", tried, matches)
+}
+
+// irDiff describes the first difference between two rulesets.
+func irDiff(a, b *ir.Ruleset) string {
+	if len(a.Chains) != len(b.Chains) {
+		return fmt.Sprintf("%d chains, decoded %d", len(a.Chains), len(b.Chains))
+	}
+	for i, c := range a.Chains {
+		d := b.Chains[i]
+		if len(c.Rules) != len(d.Rules) {
+			return fmt.Sprintf("chain %s: %d rules, decoded %d", c.Name, len(c.Rules), len(d.Rules))
+		}
+		for j, r := range c.Rules {
+			if !reflect.DeepEqual(r, d.Rules[j]) {
+				return fmt.Sprintf("chain %s rule %d:\n%#v\n%#v\nmatches %#v / %#v\ntarget log %#v / %#v", c.Name, j+1, *r, *d.Rules[j], r.Matches, d.Rules[j].Matches, r.Target.Log, d.Rules[j].Target.Log)
+			}
+		}
+		cc, dd := *c, *d
+		cc.Rules, dd.Rules = nil, nil
+		if !reflect.DeepEqual(cc, dd) {
+			return fmt.Sprintf("chain %#v, decoded %#v", cc, dd)
+		}
+	}
+	return "rulesets"
+}

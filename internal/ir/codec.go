@@ -1,0 +1,480 @@
+package ir
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+)
+
+// The binary form of a ruleset: what the control plane keeps in the
+// kernel with a running ruleset, so the next command reads it back in
+// microseconds per rule instead of parsing iptables-save text (≈8 µs per
+// rule). It is private to one build of xfw (the data plane refuses state
+// written by another build), so it has no compatibility promises beyond a
+// version byte.
+//
+// Layout: the version byte, the family, the chain count, then each chain
+// (name, built-in flag, policy, rule count, rules). A rule is its fixed
+// IP-level fields, its matches (a tag byte each, then the match's fields)
+// and its target. Integers are unsigned varints, strings a length and the
+// bytes, addresses a family byte (0 none, 4, 6) and the address bytes.
+// Counters and Handle are not kept: the data plane holds the counters.
+
+// codecVersion is the first byte of every encoded ruleset.
+const codecVersion = 1
+
+// Match tags of the binary form.
+const (
+	tagTCP = iota + 1
+	tagUDP
+	tagMultiport
+	tagICMP
+	tagIPRange
+	tagComment
+	tagLength
+	tagTTL
+	tagMAC
+	tagSet
+)
+
+// encoder appends the binary form to buf.
+type encoder struct{ buf []byte }
+
+func (e *encoder) u8(v uint8)      { e.buf = append(e.buf, v) }
+func (e *encoder) uv(v uint64)     { e.buf = binary.AppendUvarint(e.buf, v) }
+func (e *encoder) str(s string)    { e.uv(uint64(len(s))); e.buf = append(e.buf, s...) }
+func (e *encoder) u16(v uint16)    { e.uv(uint64(v)) }
+func (e *encoder) flags(b ...bool) { e.u8(packBools(b...)) }
+
+func (e *encoder) addr(a netip.Addr) error {
+	switch {
+	case !a.IsValid():
+		e.u8(0)
+	case a.Zone() != "":
+		return fmt.Errorf("address %s has a zone", a)
+	case a.Is4():
+		e.u8(4)
+		b := a.As4()
+		e.buf = append(e.buf, b[:]...)
+	default:
+		e.u8(6)
+		b := a.As16()
+		e.buf = append(e.buf, b[:]...)
+	}
+	return nil
+}
+
+func (e *encoder) port(p PortMatch) {
+	e.flags(p.Set, p.Invert)
+	e.u16(p.Range.First)
+	e.u16(p.Range.Last)
+}
+
+// packBools packs up to 8 flags into a byte, the first in bit 0.
+func packBools(b ...bool) uint8 {
+	var v uint8
+	for i, x := range b {
+		if x {
+			v |= 1 << i
+		}
+	}
+	return v
+}
+
+// MarshalBinary returns the binary form of rs (without counters).
+func (rs *Ruleset) MarshalBinary() ([]byte, error) {
+	e := &encoder{buf: make([]byte, 0, 64+64*rs.ruleCount())}
+	e.u8(codecVersion)
+	e.u8(uint8(rs.Family))
+	e.uv(uint64(len(rs.Chains)))
+	for _, c := range rs.Chains {
+		e.str(c.Name)
+		e.flags(c.Builtin)
+		e.u8(uint8(c.Policy))
+		e.uv(uint64(len(c.Rules)))
+		for i, r := range c.Rules {
+			if err := e.rule(r); err != nil {
+				return nil, fmt.Errorf("encode rule %d of chain %s: %w", i+1, c.Name, err)
+			}
+		}
+	}
+	return e.buf, nil
+}
+
+func (rs *Ruleset) ruleCount() int {
+	n := 0
+	for _, c := range rs.Chains {
+		n += len(c.Rules)
+	}
+	return n
+}
+
+func (e *encoder) rule(r *Rule) error {
+	for _, a := range []AddrMatch{r.Src, r.Dst} {
+		e.flags(a.Set, a.Invert)
+		if err := e.addr(a.Addr); err != nil {
+			return err
+		}
+		if err := e.addr(a.Mask); err != nil {
+			return err
+		}
+	}
+	for _, m := range []IfaceMatch{r.InIface, r.OutIface} {
+		e.flags(m.Set, m.Invert)
+		e.str(m.Name)
+	}
+	e.flags(r.Proto.Set, r.Proto.Invert, r.Fragment.Set, r.Fragment.Invert)
+	e.u8(r.Proto.Num)
+	e.str(r.Proto.Spelling)
+	e.uv(uint64(len(r.Matches)))
+	for _, m := range r.Matches {
+		if err := e.match(m); err != nil {
+			return err
+		}
+	}
+	t := r.Target
+	e.u8(uint8(t.Kind))
+	e.str(t.Chain)
+	e.str(t.RejectWith)
+	if t.Log == nil {
+		e.u8(0)
+	} else {
+		e.u8(1 | packBools(false, t.Log.LevelSet)) // bit 0: present
+		e.u8(t.Log.Level)
+		e.u8(t.Log.Flags)
+		e.str(t.Log.Prefix)
+	}
+	return nil
+}
+
+func (e *encoder) match(m Match) error {
+	switch m := m.(type) {
+	case *TCPMatch:
+		e.u8(tagTCP)
+		e.port(m.SrcPort)
+		e.port(m.DstPort)
+		e.flags(m.Flags.Set, m.Flags.Invert, m.Option.Set, m.Option.Invert)
+		e.u8(m.Flags.Mask)
+		e.u8(m.Flags.Comp)
+		e.u8(m.Option.Kind)
+	case *UDPMatch:
+		e.u8(tagUDP)
+		e.port(m.SrcPort)
+		e.port(m.DstPort)
+	case *MultiportMatch:
+		e.u8(tagMultiport)
+		e.u8(uint8(m.Dir))
+		e.flags(m.Invert)
+		e.uv(uint64(len(m.Ports)))
+		for _, p := range m.Ports {
+			e.u16(p.First)
+			e.u16(p.Last)
+		}
+	case *ICMPMatch:
+		e.u8(tagICMP)
+		e.flags(m.V6, m.Invert, m.Any)
+		e.u8(m.Type)
+		e.u8(m.CodeMin)
+		e.u8(m.CodeMax)
+	case *IPRangeMatch:
+		e.u8(tagIPRange)
+		for _, r := range []AddrRange{m.Src, m.Dst} {
+			e.flags(r.Set, r.Invert)
+			if err := e.addr(r.From); err != nil {
+				return err
+			}
+			if err := e.addr(r.To); err != nil {
+				return err
+			}
+		}
+	case *CommentMatch:
+		e.u8(tagComment)
+		e.str(m.Text)
+	case *LengthMatch:
+		e.u8(tagLength)
+		e.flags(m.Invert)
+		e.u16(m.Min)
+		e.u16(m.Max)
+	case *TTLMatch:
+		e.u8(tagTTL)
+		e.flags(m.HL)
+		e.u8(uint8(m.Op))
+		e.u8(m.Value)
+	case *MACMatch:
+		e.u8(tagMAC)
+		e.flags(m.Invert)
+		e.buf = append(e.buf, m.Addr[:]...)
+	case *SetMatch:
+		e.u8(tagSet)
+		e.flags(m.Invert, m.ReturnNomatch, m.SkipCounterUpdate, m.SkipSubcounterUpdate)
+		e.str(m.Name)
+		e.u8(m.Dirs.Dim)
+		e.u8(m.Dirs.Src)
+		for _, c := range []SetCounterMatch{m.Packets, m.Bytes} {
+			e.u8(uint8(c.Op))
+			e.uv(c.Value)
+		}
+	default:
+		return fmt.Errorf("match %T (-m %s) has no binary form", m, m.ModuleName())
+	}
+	return nil
+}
+
+// errTruncated reports a binary ruleset that ends early.
+var errTruncated = errors.New("truncated")
+
+// decoder reads the binary form; the first error sticks and later reads
+// return zero values.
+type decoder struct {
+	buf []byte
+	err error
+	// strs interns the strings decoded so far (chain names, protocol
+	// spellings, set names repeat across rules).
+	strs map[string]string
+}
+
+func (d *decoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+}
+
+func (d *decoder) u8() uint8 {
+	if len(d.buf) < 1 {
+		d.fail(errTruncated)
+		return 0
+	}
+	v := d.buf[0]
+	d.buf = d.buf[1:]
+	return v
+}
+
+func (d *decoder) uv() uint64 {
+	v, n := binary.Uvarint(d.buf)
+	if n <= 0 {
+		d.fail(errTruncated)
+		d.buf = nil
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+func (d *decoder) u16() uint16 {
+	v := d.uv()
+	if v > 0xffff {
+		d.fail(fmt.Errorf("value %d out of range", v))
+	}
+	return uint16(v)
+}
+
+func (d *decoder) bytes(n int) []byte {
+	if n < 0 || len(d.buf) < n {
+		d.fail(errTruncated)
+		d.buf = nil
+		return nil
+	}
+	b := d.buf[:n]
+	d.buf = d.buf[n:]
+	return b
+}
+
+func (d *decoder) str() string {
+	n := d.uv()
+	if n > uint64(len(d.buf)) {
+		d.fail(errTruncated)
+		return ""
+	}
+	b := d.bytes(int(n))
+	if len(b) == 0 {
+		return ""
+	}
+	if s, ok := d.strs[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	d.strs[s] = s
+	return s
+}
+
+// flags unpacks n flags packed by packBools.
+func (d *decoder) flags(out ...*bool) {
+	v := d.u8()
+	for i, p := range out {
+		*p = v&(1<<i) != 0
+	}
+}
+
+func (d *decoder) addr() netip.Addr {
+	switch k := d.u8(); k {
+	case 0:
+		return netip.Addr{}
+	case 4:
+		var b [4]byte
+		copy(b[:], d.bytes(4))
+		return netip.AddrFrom4(b)
+	case 6:
+		var b [16]byte
+		copy(b[:], d.bytes(16))
+		return netip.AddrFrom16(b)
+	default:
+		d.fail(fmt.Errorf("bad address kind %d", k))
+		return netip.Addr{}
+	}
+}
+
+func (d *decoder) port(p *PortMatch) {
+	d.flags(&p.Set, &p.Invert)
+	p.Range.First = d.u16()
+	p.Range.Last = d.u16()
+}
+
+// UnmarshalRuleset decodes a ruleset MarshalBinary encoded.
+func UnmarshalRuleset(data []byte) (*Ruleset, error) {
+	d := &decoder{buf: data, strs: map[string]string{}}
+	if v := d.u8(); d.err == nil && v != codecVersion {
+		return nil, fmt.Errorf("binary ruleset version %d, want %d", v, codecVersion)
+	}
+	rs := &Ruleset{Family: Family(d.u8())}
+	nchains := d.uv()
+	if nchains > uint64(len(d.buf)) {
+		d.fail(errTruncated)
+	}
+	for i := uint64(0); i < nchains && d.err == nil; i++ {
+		c := &Chain{Name: d.str()}
+		d.flags(&c.Builtin)
+		c.Policy = Verdict(d.u8())
+		nrules := d.uv()
+		if nrules > uint64(len(d.buf)) {
+			d.fail(errTruncated)
+			break
+		}
+		if nrules > 0 {
+			slab := make([]Rule, nrules)
+			c.Rules = make([]*Rule, nrules)
+			for j := range slab {
+				d.rule(&slab[j])
+				c.Rules[j] = &slab[j]
+			}
+		}
+		rs.Chains = append(rs.Chains, c)
+	}
+	if d.err == nil && len(d.buf) != 0 {
+		d.fail(fmt.Errorf("%d bytes after the last chain", len(d.buf)))
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("decode binary ruleset: %w", d.err)
+	}
+	return rs, nil
+}
+
+func (d *decoder) rule(r *Rule) {
+	for _, a := range []*AddrMatch{&r.Src, &r.Dst} {
+		d.flags(&a.Set, &a.Invert)
+		a.Addr = d.addr()
+		a.Mask = d.addr()
+	}
+	for _, m := range []*IfaceMatch{&r.InIface, &r.OutIface} {
+		d.flags(&m.Set, &m.Invert)
+		m.Name = d.str()
+	}
+	d.flags(&r.Proto.Set, &r.Proto.Invert, &r.Fragment.Set, &r.Fragment.Invert)
+	r.Proto.Num = d.u8()
+	r.Proto.Spelling = d.str()
+	n := d.uv()
+	if n > uint64(len(d.buf)) {
+		d.fail(errTruncated)
+		return
+	}
+	r.Matches = make([]Match, n) // non-nil, as Rule.Clone leaves it
+	for i := range r.Matches {
+		r.Matches[i] = d.match()
+	}
+	r.Target.Kind = TargetKind(d.u8())
+	r.Target.Chain = d.str()
+	r.Target.RejectWith = d.str()
+	if lf := d.u8(); lf&1 != 0 {
+		l := &LogOptions{LevelSet: lf&2 != 0}
+		l.Level = d.u8()
+		l.Flags = d.u8()
+		l.Prefix = d.str()
+		r.Target.Log = l
+	}
+}
+
+func (d *decoder) match() Match {
+	switch tag := d.u8(); tag {
+	case tagTCP:
+		m := &TCPMatch{}
+		d.port(&m.SrcPort)
+		d.port(&m.DstPort)
+		d.flags(&m.Flags.Set, &m.Flags.Invert, &m.Option.Set, &m.Option.Invert)
+		m.Flags.Mask = d.u8()
+		m.Flags.Comp = d.u8()
+		m.Option.Kind = d.u8()
+		return m
+	case tagUDP:
+		m := &UDPMatch{}
+		d.port(&m.SrcPort)
+		d.port(&m.DstPort)
+		return m
+	case tagMultiport:
+		m := &MultiportMatch{Dir: MultiportDir(d.u8())}
+		d.flags(&m.Invert)
+		n := d.uv()
+		if n > uint64(len(d.buf)) {
+			d.fail(errTruncated)
+			return m
+		}
+		m.Ports = make([]PortRange, n)
+		for i := range m.Ports {
+			m.Ports[i] = PortRange{First: d.u16(), Last: d.u16()}
+		}
+		return m
+	case tagICMP:
+		m := &ICMPMatch{}
+		d.flags(&m.V6, &m.Invert, &m.Any)
+		m.Type, m.CodeMin, m.CodeMax = d.u8(), d.u8(), d.u8()
+		return m
+	case tagIPRange:
+		m := &IPRangeMatch{}
+		for _, r := range []*AddrRange{&m.Src, &m.Dst} {
+			d.flags(&r.Set, &r.Invert)
+			r.From = d.addr()
+			r.To = d.addr()
+		}
+		return m
+	case tagComment:
+		return &CommentMatch{Text: d.str()}
+	case tagLength:
+		m := &LengthMatch{}
+		d.flags(&m.Invert)
+		m.Min, m.Max = d.u16(), d.u16()
+		return m
+	case tagTTL:
+		m := &TTLMatch{}
+		d.flags(&m.HL)
+		m.Op = CmpOp(d.u8())
+		m.Value = d.u8()
+		return m
+	case tagMAC:
+		m := &MACMatch{}
+		d.flags(&m.Invert)
+		copy(m.Addr[:], d.bytes(6))
+		return m
+	case tagSet:
+		m := &SetMatch{}
+		d.flags(&m.Invert, &m.ReturnNomatch, &m.SkipCounterUpdate, &m.SkipSubcounterUpdate)
+		m.Name = d.str()
+		m.Dirs.Dim, m.Dirs.Src = d.u8(), d.u8()
+		for _, c := range []*SetCounterMatch{&m.Packets, &m.Bytes} {
+			c.Op = SetCounterOp(d.u8())
+			c.Value = d.uv()
+		}
+		return m
+	default:
+		d.fail(fmt.Errorf("unknown match tag %d", tag))
+		return &CommentMatch{}
+	}
+}
