@@ -77,6 +77,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 			g.PolicyDrop[hook] = c.Policy == ir.VerdictDrop
 		}
 	}
+	fl.precomputeTerms()
 	var err error
 	g.ChainStart, g.ChainEnd, err = fl.flatten()
 	if err != nil {

@@ -2,6 +2,8 @@ package compiler
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -40,11 +42,13 @@ type RuleRef struct {
 
 // flattener turns the chain graph into per-base-chain entry lists.
 type flattener struct {
-	rs       *ir.Ruleset
-	ifaces   []Interface
-	entries  []Entry
-	ruleID   map[*ir.Rule]uint32
-	terms    map[*ir.Rule][]term
+	rs      *ir.Ruleset
+	ifaces  []Interface
+	entries []Entry
+	ruleID  map[*ir.Rule]uint32
+	terms   map[*ir.Rule][]term
+	// pre holds terms computed ahead, on all CPUs (precomputeTerms).
+	pre      map[*ir.Rule]termResult
 	logIndex map[LogConfig]uint16
 	logs     []LogConfig
 	// sets allocates the set conditions (FieldSets bits).
@@ -88,7 +92,11 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 		terms, ok := fl.terms[r]
 		if !ok {
 			var err error
-			terms, err = ruleTerms(fl.rs.Family, r, fl.ifaces, fl.sets)
+			if p, ok := fl.pre[r]; ok {
+				terms, err = p.terms, p.err
+			} else {
+				terms, err = ruleTerms(fl.rs.Family, r, fl.ifaces, fl.sets)
+			}
 			if err != nil {
 				return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 			}
@@ -230,4 +238,62 @@ func (fl *flattener) flatten() (start, end [NumChains]uint32, err error) {
 		}
 	}
 	return start, end, nil
+}
+
+// termResult is ruleTerms' result for one rule.
+type termResult struct {
+	terms []term
+	err   error
+}
+
+// minParallelRules is the ruleset size from which precomputeTerms splits
+// the work across CPUs.
+const minParallelRules = 1024
+
+// precomputeTerms computes the terms of the rules without set matches on
+// all CPUs before flattening: ruleTerms is pure for them (set conditions
+// are numbered in the order flattening meets them, so rules with set
+// matches are left to it). Errors are kept and reported only if
+// flattening reaches the rule, as before.
+func (fl *flattener) precomputeTerms() {
+	var rules []*ir.Rule
+	for _, c := range fl.rs.Chains {
+		for _, r := range c.Rules {
+			if !hasSetMatch(r) {
+				rules = append(rules, r)
+			}
+		}
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if workers < 2 || len(rules) < minParallelRules {
+		return
+	}
+	res := make([]termResult, len(rules))
+	per := (len(rules) + workers - 1) / workers
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(rules); lo += per {
+		hi := min(lo+per, len(rules))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				res[i].terms, res[i].err = ruleTerms(fl.rs.Family, rules[i], fl.ifaces, nil)
+			}
+		}()
+	}
+	wg.Wait()
+	fl.pre = make(map[*ir.Rule]termResult, len(rules))
+	for i, r := range rules {
+		fl.pre[r] = res[i]
+	}
+}
+
+// hasSetMatch reports whether r has a -m set match.
+func hasSetMatch(r *ir.Rule) bool {
+	for _, m := range r.Matches {
+		if _, ok := m.(*ir.SetMatch); ok {
+			return true
+		}
+	}
+	return false
 }
