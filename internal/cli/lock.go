@@ -26,7 +26,8 @@ type waitSpec struct {
 // lockPoll is how often a waiting command retries the lock.
 const lockPoll = 10 * time.Millisecond
 
-// lock takes the xfw lock and returns its release.
+// lock takes the xfw lock and returns its release; while it is held, the
+// command's data-plane steps share one opened state (dataplane.BeginSession).
 func lock(w waitSpec) (func(), error) {
 	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
@@ -36,7 +37,10 @@ func lock(w waitSpec) (func(), error) {
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
-			return func() { f.Close() }, nil
+			// While the lock is held no other xfw process changes what is
+			// loaded: the command's steps share one opened state.
+			endSession := dataplane.BeginSession()
+			return func() { endSession(); f.Close() }, nil
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			f.Close()

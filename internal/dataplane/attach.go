@@ -150,16 +150,10 @@ func attachMissing(cur *state, ifaces []Interface, opts AttachOptions) error {
 	if cur.xdp == nil || cur.tc == nil {
 		return errors.New("xfw's entry programs are not loaded")
 	}
-	xdpInfo, err := cur.xdp.Info()
+	xdpID, tcID, err := cur.programIDs()
 	if err != nil {
-		return fmt.Errorf("XDP program info: %w", err)
+		return err
 	}
-	xdpID, _ := xdpInfo.ID()
-	tcInfo, err := cur.tc.Info()
-	if err != nil {
-		return fmt.Errorf("egress program info: %w", err)
-	}
-	tcID, _ := tcInfo.ID()
 	for _, ifc := range ifaces {
 		if x := ifc.link.Attrs().Xdp; x == nil || !x.Attached || ebpf.ProgramID(x.ProgId) != xdpID {
 			if err := attachXDP(cur.xdp, ifc, opts.Mode); err != nil {

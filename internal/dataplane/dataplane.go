@@ -609,6 +609,7 @@ func carryCounters(cur *state, old []ir.Counters, newSlot uint32, src []CounterS
 // Stop detaches xfw from every interface of the namespace. The programs and
 // maps are freed by the kernel once detached.
 func Stop() error {
+	forgetSession()
 	ifaces, err := listInterfaces()
 	if err != nil {
 		return err
