@@ -460,18 +460,20 @@ func causesText(rep *report) string {
 	}
 	return `Causes in xfw's implementation:
 
-- **Every update recompiles the whole ruleset.** ` + "`xfw iptables -A`" + ` reads
-  the running ruleset back (its binary form, kept in a map: about 0.5 µs a
-  rule to decode), recompiles all of it and writes the new generation into
-  the idle bank's maps (reused, so no map is created or installed and the
-  kernel waits for no RCU grace period); after the flip it waits only for
-  the packets in flight (per-CPU begun/ended counts, as x_tables' sequence
-  counts), microseconds.` + empty + ` At 10K rules the compile takes most of
-  the time, then page faults of a fresh process (` + "`XFW_TRACE=1`" + ` prints
-  the phases). iptables-nft and nft send one rule to the kernel;
+- **Most updates recompile the whole ruleset.** ` + "`xfw iptables -A`" + ` on a
+  base chain appends in place (the rule takes a slack position of the
+  running generation, read back from its maps); every other change reads
+  the running ruleset back (its binary form, about 0.5 µs a rule to decode)
+  and compiles all of it. Either way the new generation is written into the
+  idle bank's maps (reused, so the kernel waits for no RCU grace period) and
+  after the flip xfw waits only for the packets in flight (per-CPU
+  begun/ended counts, as x_tables' sequence counts).` + empty + ` A command
+  still reads and writes the whole generation (about 5 MB at 10K rules) and
+  a fresh process pays its page faults (` + "`XFW_TRACE=1`" + ` prints the
+  phases). iptables-nft and nft send one rule to the kernel;
   iptables-legacy rewrites the whole table, about 20–30 ms at 10K rules
-  here. Next step: compile appends, inserts and deletes incrementally and
-  patch the running maps in place.
+  here. Next steps: inserts and deletes in place, and writing only the
+  changed parts of the maps.
 - **Large rulesets: whole-table rebuilds.** Parse, compile and map filling
   grow with the ruleset` + large + `; the class → chunk table holds classes ×
   chunks entries (about n²/4,096 for n distinct addresses); the maps are

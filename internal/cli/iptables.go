@@ -79,7 +79,12 @@ func runIptables(name string, args []string, env Env) int {
 	if err != nil {
 		return report(env, name, err)
 	}
-	if err := commit(fam, old, rs, true, ao, locked); err != nil {
+	if cmd.Kind == iptables.CmdAppend {
+		err = commitAppend(fam, old, rs, cmd.Chain, ao, locked)
+	} else {
+		err = commit(fam, old, rs, true, ao, locked)
+	}
+	if err != nil {
 		return report(env, name, err)
 	}
 	return exitOK

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/xfw-dev/xfw/internal/compiler"
@@ -116,20 +117,75 @@ func counterSources(old, nw *ir.Ruleset, keepOld bool) []dataplane.CounterSource
 // commit compiles rs and swaps it in. keepCounters carries counters of
 // unchanged rules (and the policies) over from the running ruleset.
 func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplane.AttachOptions, sets *ipsetLookup) error {
-	// Counter indexes follow chain order; use the order the saved text has
-	// (iptables-save's), which is the order loadRunning reads it back in.
+	// Counter indexes follow chain order; use the order the saved ruleset
+	// has (iptables-save's), which is the order loadRunning reads it back in.
 	t := time.Now()
 	rs.Chains = iptables.OrderedChains(rs)
 	ifaces, err := dataplane.CompilerInterfaces()
 	if err != nil {
 		return err
 	}
-	t = dataplane.TraceSince("commit: order, interfaces", t)
 	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces})
 	if err != nil {
 		return err
 	}
-	t = dataplane.TraceSince("commit: compile only", t)
+	t = dataplane.TraceSince("commit: compile", t)
+	return install(fam, old, rs, gen, ifaces, keepCounters, opts, sets)
+}
+
+// commitAppend commits rs, the running ruleset old with rules appended to
+// chain (iptables -A): when chain is a base chain it extends the running
+// generation with them (compiler.AppendRule, in a slack position, without
+// compiling the ruleset again); otherwise, or when the generation cannot
+// take them in place, it compiles rs in full (commit).
+func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
+	t := time.Now()
+	hook := slices.Index(ir.BuiltinChains[:], chain)
+	rs.Chains = iptables.OrderedChains(rs)
+	oldChain, newChain := old.Chain(chain), rs.Chain(chain)
+	if hook < 0 || oldChain == nil || newChain == nil || len(newChain.Rules) <= len(oldChain.Rules) {
+		return commit(fam, old, rs, true, opts, sets)
+	}
+	gen, at, err := dataplane.RunningGeneration(fam)
+	if err != nil || gen == nil {
+		return commit(fam, old, rs, true, opts, sets)
+	}
+	ifaces, err := dataplane.CompilerInterfaces()
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(ifaces, at) {
+		return commit(fam, old, rs, true, opts, sets)
+	}
+	// The running generation's rules as Compile numbered them; the
+	// appended rules' counter indexes follow the chain's last.
+	counter := uint32(compiler.NumChains)
+	for _, c := range old.Chains {
+		for i := range c.Rules {
+			gen.Rules = append(gen.Rules, compiler.RuleRef{Chain: c.Name, Index: i})
+		}
+	}
+	for _, c := range rs.Chains {
+		if c == newChain {
+			break
+		}
+		counter += uint32(len(c.Rules))
+	}
+	t = dataplane.TraceSince("commit: read running generation", t)
+	for i := len(oldChain.Rules); i < len(newChain.Rules); i++ {
+		gen, err = compiler.AppendRule(gen, newChain.Rules[i], hook, counter+uint32(i), compiler.RuleRef{Chain: chain, Index: i}, ifaces)
+		if err != nil {
+			dataplane.TraceSince(fmt.Sprintf("commit: not in place (%v)", err), t)
+			return commit(fam, old, rs, true, opts, sets)
+		}
+	}
+	dataplane.TraceSince("commit: append in place", t)
+	return install(fam, old, rs, gen, ifaces, true, opts, sets)
+}
+
+// install swaps gen, compiled from rs for ifaces, in.
+func install(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, ifaces []compiler.Interface, keepCounters bool, opts dataplane.AttachOptions, sets *ipsetLookup) error {
+	t := time.Now()
 	if err := checkDataPlaneSupport(rs, sets); err != nil {
 		return err
 	}
@@ -137,12 +193,11 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplan
 	if err != nil {
 		return err
 	}
-	t = dataplane.TraceSince("commit: compile", t)
 	saved, err := rs.MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("save the ruleset: %w", err)
 	}
-	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counterSources(old, rs, keepCounters), Sets: tables}
-	dataplane.TraceSince("commit: encode, counters", t)
+	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counterSources(old, rs, keepCounters), Sets: tables, Interfaces: ifaces}
+	dataplane.TraceSince("commit: sets, encode, counters", t)
 	return dataplane.Apply(fam, u, opts)
 }

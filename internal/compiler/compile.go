@@ -44,6 +44,21 @@ type Generation struct {
 	// Rules maps counter indexes to rules: index i ≥ NumChains is
 	// Rules[i-NumChains]; indexes 0–2 are the built-in chains' policies.
 	Rules []RuleRef
+	// Layout is what AppendRule needs beyond the data plane's maps.
+	Layout Layout
+}
+
+// Layout describes a generation's entry list for AppendRule: the slack
+// after each base chain and the entries that continue at a chain's end.
+type Layout struct {
+	// SlackEnd[h] ends base chain h's slack: positions ChainEnd[h] to
+	// SlackEnd[h]-1 are in no class (they never match) and take appended
+	// rules.
+	SlackEnd [NumChains]uint32
+	// EndRefs[h] are the CONTINUE entries of base chain h that continue at
+	// its end (RETURN from the base chain, the end of a chain it goes to):
+	// they must skip an appended rule.
+	EndRefs [NumChains][]uint32
 }
 
 // NumCounters is the size of the counters map.
@@ -84,6 +99,8 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 		return nil, err
 	}
 	g.Entries = fl.entries
+	g.Layout = fl.layout
+	neverInAnyClass(g)
 	g.LogConfigs = fl.logs
 	g.SetConds = fl.sets.conds
 	n := len(g.Entries)
@@ -214,4 +231,45 @@ func unmentioned(f Field, points []U128) U128 {
 func (g *Generation) String() string {
 	return fmt.Sprintf("%s: %d entries, %d chunks/vector, %d distinct chunks, %d classes, %d rules, active fields %#x",
 		g.Family, len(g.Entries), g.NumChunks, len(g.Chunks), len(g.ClassChunks)/int(g.NumChunks), len(g.Rules), g.Active)
+}
+
+// neverInAnyClass gives the slack entries (Layout) an empty set in every
+// field some other entry constrains (the protocol when none does), so that
+// a slack position is in no class at all and an appended rule's position
+// joins only the classes of the values its condition holds for.
+func neverInAnyClass(g *Generation) {
+	var used [NumFields]bool
+	slack := func(i int) bool {
+		for h := range g.ChainEnd {
+			if uint32(i) >= g.ChainEnd[h] && uint32(i) < g.Layout.SlackEnd[h] {
+				return true
+			}
+		}
+		return false
+	}
+	any := false
+	for i := range g.Entries {
+		if slack(i) {
+			continue
+		}
+		for f, s := range g.Entries[i].Cond {
+			if s != nil {
+				used[f], any = true, true
+			}
+		}
+	}
+	if !any {
+		used[FieldProto] = true
+	}
+	var never Cond
+	for f := range never {
+		if used[f] {
+			never[f] = &Set{}
+		}
+	}
+	for i := range g.Entries {
+		if slack(i) {
+			g.Entries[i].Cond = never
+		}
+	}
 }

@@ -47,6 +47,8 @@ type flattener struct {
 	entries []Entry
 	ruleID  map[*ir.Rule]uint32
 	terms   map[*ir.Rule][]term
+	// layout records the slack and end references (Generation.Layout).
+	layout Layout
 	// pre holds terms computed ahead, on all CPUs (precomputeTerms).
 	pre      map[*ir.Rule]termResult
 	logIndex map[LogConfig]uint16
@@ -208,10 +210,12 @@ func checkHook(r *ir.Rule, hook int) error {
 // flatten builds the entry list: INPUT's entries, then FORWARD's, then
 // OUTPUT's. It returns the chain ranges.
 func (fl *flattener) flatten() (start, end [NumChains]uint32, err error) {
+	var endLabels [NumChains]*label
 	for hook, name := range ir.BuiltinChains {
 		c := fl.rs.Chain(name)
 		start[hook] = uint32(len(fl.entries))
 		endLabel := &label{}
+		endLabels[hook] = endLabel
 		if c != nil {
 			var universe Cond
 			if err := fl.block(c, universe, endLabel, hook, 0, nil); err != nil {
@@ -220,6 +224,12 @@ func (fl *flattener) flatten() (start, end [NumChains]uint32, err error) {
 		}
 		end[hook] = uint32(len(fl.entries))
 		endLabel.pos, endLabel.resolved = end[hook], true
+		// Slack for rules appended later (AppendRule): entries in no
+		// class, so the search never stops on them.
+		for i := 0; i < AppendSlack && len(fl.entries) < MaxEntries; i++ {
+			fl.entries = append(fl.entries, Entry{Cond: neverCond(), Rule: NoRule, Action: ActDrop})
+		}
+		fl.layout.SlackEnd[hook] = uint32(len(fl.entries))
 	}
 	if len(fl.entries) > MaxEntries {
 		return start, end, fmt.Errorf("ruleset too large: %d entries after flattening user chains, the data plane holds %d (%d chunks of %d)", len(fl.entries), MaxEntries, MaxChunks, ChunkBits)
@@ -230,6 +240,11 @@ func (fl *flattener) flatten() (start, end [NumChains]uint32, err error) {
 			if !e.nextLabel.resolved {
 				return start, end, fmt.Errorf("internal error: unresolved label at entry %d", i)
 			}
+			for hook, l := range endLabels {
+				if e.nextLabel == l {
+					fl.layout.EndRefs[hook] = append(fl.layout.EndRefs[hook], uint32(i))
+				}
+			}
 			e.Next = e.nextLabel.pos
 			e.nextLabel = nil
 		}
@@ -238,6 +253,20 @@ func (fl *flattener) flatten() (start, end [NumChains]uint32, err error) {
 		}
 	}
 	return start, end, nil
+}
+
+// AppendSlack is the number of never-matching positions after each base
+// chain's entries, where AppendRule puts appended rules without moving
+// any other entry.
+const AppendSlack = 64
+
+// neverCond is the condition a slack entry is flattened with, an empty
+// protocol set; Compile then empties every classified field
+// (neverInAnyClass).
+func neverCond() Cond {
+	var c Cond
+	c[FieldProto] = &Set{}
+	return c
 }
 
 // termResult is ruleTerms' result for one rule.

@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"errors"
 	"fmt"
 	"math/rand"
 	"net/netip"
@@ -623,4 +624,82 @@ func describe(rs *ir.Ruleset, r *ir.Rule) string {
 		}
 	}
 	return "?"
+}
+
+// TestAppendRuleMatchesReference appends random rules to base chains of
+// random rulesets with AppendRule, several in a row, and requires every
+// resulting generation to judge random packets as the reference interpreter
+// judges the ruleset with the rules appended (the same decisions and
+// counted rules). Appends AppendRule refuses are compiled in full, as the
+// control plane does; most must be done in place.
+func TestAppendRuleMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	inPlace, refused := 0, 0
+	reasons := map[string]int{}
+	for iter := 0; iter < 300; iter++ {
+		fam := ir.IPv4
+		if iter%2 == 1 {
+			fam = ir.IPv6
+		}
+		rs := genRuleset(rng, fam, rng.Intn(40), rng.Intn(3))
+		g, err := Compile(rs, Options{Interfaces: testIfaces})
+		if err != nil {
+			t.Fatalf("ruleset %d: %v", iter, err)
+		}
+		for step := 0; step < 1+rng.Intn(AppendSlack+8); step++ {
+			// A one-rule ruleset gives a random rule; keep those of base
+			// chains.
+			one := genRuleset(rng, fam, 1, 0)
+			var r *ir.Rule
+			hook := -1
+			for h, name := range ir.BuiltinChains {
+				if c := one.Chain(name); c != nil && len(c.Rules) == 1 {
+					r, hook = c.Rules[0], h
+				}
+			}
+			if r == nil {
+				continue
+			}
+			chain := rs.Chain(ir.BuiltinChains[hook])
+			chain.Rules = append(chain.Rules, r)
+			counter := uint32(NumChains)
+			for _, c := range rs.Chains {
+				counter += uint32(len(c.Rules))
+				if c == chain {
+					break
+				}
+			}
+			counter--
+			ng, err := AppendRule(g, r, hook, counter, RuleRef{Chain: chain.Name, Index: len(chain.Rules) - 1}, testIfaces)
+			if errors.Is(err, ErrNotAppendable) {
+				refused++
+				reasons[err.Error()]++
+				ng, err = Compile(rs, Options{Interfaces: testIfaces})
+			} else if err == nil {
+				inPlace++
+			}
+			if err != nil {
+				t.Fatalf("ruleset %d step %d: %v", iter, step, err)
+			}
+			g = ng
+			for k := 0; k < 100; k++ {
+				p := genPacket(rng, fam)
+				for ch, name := range ir.BuiltinChains {
+					q := *p
+					if ch == ChainInput {
+						q.OIF = 0
+					}
+					if ch == ChainOutput {
+						q.IIF = 0
+					}
+					q.Sets = g.SetBits(func(c SetCond) bool { return refSetMember(c.Name, c.Dirs, c.ReturnNomatch, &q) })
+					checkSame(t, iter*1000+step, name, rs, g, &q, refRun(rs, name, &q), g.Classify(&q, ch))
+				}
+			}
+		}
+	}
+	t.Logf("%d appends in place, %d compiled in full: %v", inPlace, refused, reasons)
+	if inPlace < 1000 || 2*inPlace < refused {
+		t.Errorf("only %d of %d appends were done in place", inPlace, inPlace+refused)
+	}
 }

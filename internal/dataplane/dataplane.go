@@ -74,6 +74,28 @@ type Update struct {
 	// Sets has the lookup tables of Gen.SetConds, one per condition, in
 	// their order.
 	Sets []SetTable
+	// Interfaces are those Gen was compiled for, kept with it so that a
+	// later command can extend the running generation (RunningGeneration,
+	// compiler.AppendRule) while they have not changed.
+	Interfaces []compiler.Interface
+
+	// blob is what the slot's state pages hold: Saved and the generation's
+	// metadata, each after its little-endian length (stateBlob).
+	blob []byte
+}
+
+// stateBlob returns u's state pages' content: the saved ruleset and the
+// generation's metadata (generationMeta), each after its length.
+func stateBlob(u *Update) ([]byte, error) {
+	meta, err := generationMeta(u)
+	if err != nil {
+		return nil, err
+	}
+	blob := make([]byte, 0, 2*savedLenBytes+len(u.Saved)+len(meta))
+	blob = binary.LittleEndian.AppendUint64(blob, uint64(len(u.Saved)))
+	blob = append(blob, u.Saved...)
+	blob = binary.LittleEndian.AppendUint64(blob, uint64(len(meta)))
+	return append(blob, meta...), nil
 }
 
 // SetTable is the longest-prefix-match table (internal/lpm's flat arrays,
@@ -104,7 +126,7 @@ func setKey(slot uint32, k int) uint32 { return slot*compiler.MaxSetConds + uint
 // machine of ncpu possible CPUs.
 func mapSizes(u *Update, ncpu int) map[string]int {
 	g := u.Gen
-	pages := (savedLenBytes + len(u.Saved) + statePage - 1) / statePage
+	pages := (len(u.blob) + statePage - 1) / statePage
 	return map[string]int{
 		"small":    len(g.Small),
 		"bounds":   len(g.Bounds),
@@ -134,6 +156,11 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		return fmt.Errorf("generation tests %d set conditions but %d set tables are given", len(u.Gen.SetConds), len(u.Sets))
 	}
 	t := time.Now()
+	blob, err := stateBlob(u)
+	if err != nil {
+		return err
+	}
+	u.blob = blob
 	cur, ifaces, err := loadedState()
 	if err != nil {
 		return err
@@ -409,14 +436,10 @@ func withHeadroom(n int) int { return n + n/4 + 64 }
 
 // reusable says whether m, the map of kind a slot holds, can take a new
 // generation's n elements: large enough and at most four times the size a
-// new map would have (a ruleset that shrank gives memory back). The class
-// hash is reused only empty and for an empty table: stale keys would
-// classify packets.
+// new map would have (a ruleset that shrank gives memory back). A reused
+// class hash is emptied before it is filled (fillGeneration): stale keys
+// would classify packets.
 func reusable(kind string, m *ebpf.Map, n, ncpu int) bool {
-	if kind == "hcls" {
-		var k bpfHKey
-		return n == 0 && errors.Is(m.NextKey(nil, &k), ebpf.ErrKeyNotExist)
-	}
 	limit := withHeadroom(n)
 	if kind == "counters" { // n is every CPU's counters
 		limit = withHeadroom(n/ncpu) * ncpu
@@ -456,7 +479,7 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 			return fmt.Errorf("zero counters: %w", err)
 		}
 	}
-	if err := putArray(m["small"], len(g.Small), func(i int) uint32 { return g.Small[i] }); err != nil {
+	if err := putU32s(m["small"], g.Small); err != nil {
 		return fmt.Errorf("fill small-field classes: %w", err)
 	}
 	if err := putArray(m["bounds"], len(g.Bounds), func(i int) bpfBound {
@@ -464,6 +487,11 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 		return bpfBound{Hi: b.Value.Hi, Lo: b.Value.Lo, Cls: b.Class}
 	}); err != nil {
 		return fmt.Errorf("fill address bounds: %w", err)
+	}
+	if !created["hcls"] {
+		if err := clearHash(m["hcls"]); err != nil {
+			return fmt.Errorf("empty hashed classes: %w", err)
+		}
 	}
 	if len(g.Hash) > 0 {
 		keys := make([]bpfHKey, 0, len(g.Hash))
@@ -476,12 +504,10 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 			return fmt.Errorf("fill hashed classes: %w", err)
 		}
 	}
-	if err := putArray(m["clsch"], len(g.ClassChunks), func(i int) uint32 { return g.ClassChunks[i] }); err != nil {
+	if err := putU32s(m["clsch"], g.ClassChunks); err != nil {
 		return fmt.Errorf("fill class chunks: %w", err)
 	}
-	if err := putArray(m["chunks"], len(g.Chunks), func(i int) bpfChunk {
-		return bpfChunk{Summary: g.Chunks[i].Summary, Words: g.Chunks[i].Words}
-	}); err != nil {
+	if err := putChunks(m["chunks"], g.Chunks); err != nil {
 		return fmt.Errorf("fill chunks: %w", err)
 	}
 	if err := putArray(m["entries"], len(g.Entries), func(i int) bpfEntry {
@@ -499,9 +525,7 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 	}); err != nil {
 		return fmt.Errorf("fill LOG options: %w", err)
 	}
-	blob := make([]byte, savedLenBytes+len(u.Saved))
-	binary.LittleEndian.PutUint64(blob, uint64(len(u.Saved)))
-	copy(blob[savedLenBytes:], u.Saved)
+	blob := u.blob
 	pages := (len(blob) + statePage - 1) / statePage
 	if !created["state"] {
 		pages = int(m["state"].MaxEntries()) // clear the previous pages
@@ -523,6 +547,47 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 		}
 		return bpfCounter{Packets: c.Packets, Bytes: c.Bytes}
 	})
+}
+
+// clearHash deletes every key of the class hash m (of the idle bank: no
+// packet reads it).
+func clearHash(m *ebpf.Map) error {
+	var keys []bpfHKey
+	var k bpfHKey
+	var v uint32
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// putChunks writes the chunks into the mapped chunk array with one copy.
+func putChunks(m *ebpf.Map, chunks []compiler.Chunk) error {
+	if len(chunks) == 0 {
+		return nil
+	}
+	if _, size, stride, err := mappedArray[bpfChunk](m); err != nil {
+		return err
+	} else if size != stride || size != int(unsafe.Sizeof(chunks[0])) {
+		return fmt.Errorf("map %s: chunk layout %d/%d/%d", m.String(), size, stride, unsafe.Sizeof(chunks[0]))
+	}
+	mem, err := m.Memory()
+	if err != nil {
+		return fmt.Errorf("map %s: map memory: %w", m.String(), err)
+	}
+	if _, err := mem.WriteAt(chunkBytes(chunks), 0); err != nil {
+		return fmt.Errorf("map %s: write %d chunks: %w", m.String(), len(chunks), err)
+	}
+	return nil
 }
 
 // batchSize is how many array elements one BPF_MAP_UPDATE_BATCH carries.

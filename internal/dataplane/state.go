@@ -477,6 +477,52 @@ func counterTotals(base, live *ebpf.Map, n int) ([]ir.Counters, error) {
 	return out, nil
 }
 
+// readU32s returns elements 0..n-1 of a mapped array of __u32 (one per
+// 8-byte stride), read with one copy.
+func readU32s(m *ebpf.Map, n int) ([]uint32, error) {
+	mem, err := m.Memory()
+	if err != nil {
+		return nil, fmt.Errorf("map %s: map memory: %w", m.String(), err)
+	}
+	buf := make([]byte, n*8)
+	if _, err := mem.ReadAt(buf, 0); err != nil {
+		return nil, fmt.Errorf("map %s: read %d elements: %w", m.String(), n, err)
+	}
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint32(buf[i*8:])
+	}
+	return out, nil
+}
+
+// putU32s writes vals as elements 0..len-1 of a mapped array of __u32.
+func putU32s(m *ebpf.Map, vals []uint32) error {
+	if len(vals) == 0 {
+		return nil
+	}
+	mem, err := m.Memory()
+	if err != nil {
+		return fmt.Errorf("map %s: map memory: %w", m.String(), err)
+	}
+	buf := make([]byte, len(vals)*8)
+	for i, v := range vals {
+		binary.LittleEndian.PutUint32(buf[i*8:], v)
+	}
+	if _, err := mem.WriteAt(buf, 0); err != nil {
+		return fmt.Errorf("map %s: write %d elements: %w", m.String(), len(vals), err)
+	}
+	return nil
+}
+
+// chunkBytes views chunks as the bytes of struct xfw_chunk elements
+// (compiler.Chunk has the data plane's layout and a stride of its size).
+func chunkBytes(chunks []compiler.Chunk) []byte {
+	if len(chunks) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&chunks[0])), len(chunks)*int(unsafe.Sizeof(chunks[0])))
+}
+
 // readArray calls f for elements 0..n-1 of an array map: from its memory
 // when it is BPF_F_MMAPABLE, else read in batches.
 func readArray[T any](m *ebpf.Map, n int, f func(i int, v T)) error {

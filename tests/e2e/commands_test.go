@@ -255,6 +255,70 @@ func TestCountersExactAcrossUpdates(t *testing.T) {
 	}
 }
 
+// TestAppendInPlace checks the in-place path of `iptables -A` on a base
+// chain (compiler.AppendRule, as XFW_TRACE reports it): the appended rules
+// judge the very next packets and count them, the rules before them keep
+// working, and a rule the path cannot take (a jump) is compiled in full.
+func TestAppendInPlace(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t, nettest.WithStaticNeighbors())
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	var rules strings.Builder
+	rules.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:side - [0:0]\n")
+	for i := 0; i < 200; i++ {
+		fmt.Fprintf(&rules, "-A FORWARD -s 10.77.%d.%d/32 -p udp -m udp --dport %d -j DROP\n", i/250, i%250+1, 8000+i)
+	}
+	rules.WriteString("-A FORWARD -p udp -m udp --dport 7402 -j DROP\nCOMMIT\n")
+	fw.restore(t, tp, 4, rules.String())
+	appendRule := func(wantInPlace bool, args ...string) {
+		t.Helper()
+		res, err := nettest.Exec(tp.FwNS, append([]string{"env", "XFW_TRACE=1", bin, "iptables", "-w", "-A"}, args...)...)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("-A %v: %v %+v", args, err, res)
+		}
+		if got := strings.Contains(res.Stderr, "commit: append in place"); got != wantInPlace {
+			t.Errorf("-A %v: in place %v, want %v; trace:\n%s", args, got, wantInPlace, res.Stderr)
+		}
+	}
+	send := func(port uint16, n int) int {
+		t.Helper()
+		srv := nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(tp.Sink.IPv4, port))
+		defer srv.Close()
+		for i := 0; i < n; i++ {
+			nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(tp.Sink.IPv4, port), []byte("x"))
+		}
+		return len(srv.Wait(n, arrivalWait))
+	}
+	if got := send(7400, 3); got != 3 {
+		t.Fatalf("before the appends %d of 3 datagrams to 7400 arrived", got)
+	}
+	appendRule(true, "FORWARD", "-p", "udp", "--dport", "7400", "-j", "DROP")
+	appendRule(true, "FORWARD", "-p", "udp", "--dport", "7401", "-j", "ACCEPT")
+	appendRule(true, "FORWARD", "-p", "udp", "-j", "DROP")
+	appendRule(false, "FORWARD", "-p", "udp", "--dport", "7403", "-j", "side")
+	for _, c := range []struct {
+		port    uint16
+		arrives bool
+	}{{7400, false}, {7401, true}, {7402, false}, {7403, false}, {7404, false}} {
+		if got := send(c.port, 3); (got == 3) != c.arrives || (got != 0 && got != 3) {
+			t.Errorf("port %d: %d of 3 datagrams arrived, want all %v", c.port, got, c.arrives)
+		}
+	}
+	cs := counters(t, fw.save(t, tp, 4))
+	for rule, want := range map[string]uint64{
+		"FORWARD -p udp -m udp --dport 7400 -j DROP":   3,
+		"FORWARD -p udp -m udp --dport 7401 -j ACCEPT": 3,
+		"FORWARD -p udp -m udp --dport 7402 -j DROP":   3,
+		"FORWARD -p udp -j DROP":                       6,
+	} {
+		if got := cs[rule]; got.packets != want {
+			t.Errorf("%s: %d packets, want %d", rule, got.packets, want)
+		}
+	}
+}
+
 // TestMultiCall runs the binary under the names iptables, iptables-save and
 // iptables-restore (symbolic links), as a drop-in in PATH would.
 func TestMultiCall(t *testing.T) {

@@ -1,0 +1,315 @@
+package compiler
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// Appending one rule to a compiled generation, without compiling the
+// ruleset again: `iptables -A CHAIN …` on a base chain, the call scripts
+// make thousands of times.
+//
+// Compile leaves AppendSlack never-matching positions after each base
+// chain's entries (Layout.SlackEnd), in no class of any field. The appended
+// rule takes the first of them, p = ChainEnd[h], so no other entry moves:
+// its bit p is added to the classes of the values its condition covers,
+// field by field (all of a field's classes where it has no condition). Adding an
+// entry to a class makes a new class (the old one may serve other values):
+// c' = c ∪ {p}, memoised, with chunk p/ChunkBits of c copied and the bit
+// set. Base-chain RETURNs, which continued at the old end, now continue
+// after p; the counter indexes after the new rule's shift by one, as
+// Compile numbers them (chain order).
+//
+// AppendRule returns ErrNotAppendable when the rule or the generation is
+// outside what this handles (no slack left, a set match, a rule that is
+// not one plain term with a verdict, a field the generation does not
+// classify, an interface or MAC condition, too many classes to copy); the
+// caller then compiles the whole ruleset, which also renews the slack.
+
+// ErrNotAppendable says AppendRule cannot add the rule in place.
+var ErrNotAppendable = fmt.Errorf("rule cannot be appended in place")
+
+// maxAppendClasses bounds the classes one append may copy (each copies a
+// chunk of 520 bytes): a rule matching values of many classes (e.g. any
+// source address when thousands are named) is compiled in full instead.
+const maxAppendClasses = 512
+
+// AppendRule returns g with rule r appended to base chain hook. counter is
+// the rule's counter index in the new ruleset (NumChains + its position in
+// chain order, as Compile numbers them) and ref its RuleRef. Interfaces
+// must be the ones g was compiled for. AppendRule changes g's arrays in
+// place (writing them is most of the work an append saves): g must not be
+// used afterwards, also when it returns an error.
+func AppendRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, ifaces []Interface) (*Generation, error) {
+	if hook < 0 || hook >= NumChains {
+		return nil, fmt.Errorf("%w: hook %d", ErrNotAppendable, hook)
+	}
+	if counter < NumChains || int(counter-NumChains) > len(g.Rules) {
+		return nil, fmt.Errorf("%w: counter index %d out of range", ErrNotAppendable, counter)
+	}
+	if hasSetMatch(r) || checkHook(r, hook) != nil {
+		return nil, fmt.Errorf("%w: set match or hook", ErrNotAppendable)
+	}
+	terms, err := ruleTerms(g.Family, r, ifaces, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotAppendable, err)
+	}
+	start := g.ChainEnd[hook]
+	if int(start)+len(terms) > int(g.Layout.SlackEnd[hook]) || int(g.Layout.SlackEnd[hook]) > len(g.Entries) {
+		return nil, fmt.Errorf("%w: no slack left", ErrNotAppendable)
+	}
+	for _, t := range terms {
+		for f := Field(0); f < NumFields; f++ {
+			switch s := t.cond[f]; {
+			case s == nil:
+			case g.Active&(1<<uint(f)) == 0:
+				return nil, fmt.Errorf("%w: field %s not classified", ErrNotAppendable, f)
+			case f == FieldMAC:
+				// A MAC address no rule named yet has no hash entry.
+				return nil, fmt.Errorf("%w: field %s hashed", ErrNotAppendable, f)
+			}
+		}
+	}
+
+	out := g // g is the caller's to give up: no copies of its arrays
+	out.Rules = slices.Insert(g.Rules, int(counter-NumChains), ref)
+	for i := range out.Entries {
+		if e := &out.Entries[i]; e.Rule != NoRule && e.Rule >= counter {
+			e.Rule++
+		}
+	}
+	classes := 0
+	for i, t := range terms {
+		p := start + uint32(i)
+		n, err := out.place(p, t.cond)
+		if err != nil {
+			return nil, err
+		}
+		if classes += n; classes > maxAppendClasses {
+			return nil, fmt.Errorf("%w: more than %d classes", ErrNotAppendable, maxAppendClasses)
+		}
+		if t.hotdrop {
+			out.Entries[p] = Entry{Rule: NoRule, Action: ActDrop}
+			continue
+		}
+		e := Entry{Rule: counter, Flags: EFCount | t.flags}
+		switch r.Target.Kind {
+		case ir.TargetAccept:
+			e.Action = ActAccept
+		case ir.TargetDrop:
+			e.Action = ActDrop
+		case ir.TargetReject:
+			rt, ok := RejectTypes[r.Target.RejectWith]
+			if !ok {
+				return nil, fmt.Errorf("%w: reject type %q", ErrNotAppendable, r.Target.RejectWith)
+			}
+			e.Action, e.Aux = ActReject, rt
+		case ir.TargetNone, ir.TargetLog:
+			// Counts (and logs), then goes on with the next entry.
+			e.Action, e.Next = ActContinue, p+1
+			if r.Target.Kind == ir.TargetLog {
+				e.Flags |= EFLog
+				e.Aux = out.logConfig(r.Target.Log)
+			}
+			out.MaxIters++ // one more CONTINUE a packet may meet
+		default:
+			return nil, fmt.Errorf("%w: target", ErrNotAppendable)
+		}
+		out.Entries[p] = e
+	}
+	end := start + uint32(len(terms))
+	for _, i := range g.Layout.EndRefs[hook] {
+		out.Entries[i].Next = end
+	}
+	out.ChainEnd[hook] = end
+	return out, nil
+}
+
+// logConfig returns the index of LOG options o in g.LogConfigs, adding
+// them when new (as the flattener numbers them).
+func (g *Generation) logConfig(o *ir.LogOptions) uint16 {
+	lc := LogConfig{Level: 4}
+	if o != nil {
+		lc = LogConfig{Prefix: o.Prefix, Level: o.Level, Flags: o.Flags}
+		if !o.LevelSet {
+			lc.Level = 4
+		}
+	}
+	if i := slices.Index(g.LogConfigs, lc); i >= 0 {
+		return uint16(i)
+	}
+	g.LogConfigs = append(g.LogConfigs, lc)
+	return uint16(len(g.LogConfigs) - 1)
+}
+
+// place puts position p (a slack position, in no class) into the classes
+// of exactly the values cond holds for, field by field, and returns how
+// many classes it created. The
+// generation's arrays must be its own (AppendRule copies them).
+func (g *Generation) place(p uint32, cond Cond) (int, error) {
+	nchunks := int(g.NumChunks)
+	k := int(p) / ChunkBits
+	w := (int(p) % ChunkBits) / 64
+	bit := uint64(1) << (p % 64)
+	type variant struct {
+		class uint32
+		want  bool
+	}
+	made := map[variant]uint32{}
+	// setBit returns the class whose entries are c's, with p in it or not
+	// (want): c itself when it already is so, else a copy.
+	setBit := func(c uint32, want bool) uint32 {
+		ids := g.ClassChunks[int(c)*nchunks : int(c+1)*nchunks]
+		if (g.Chunks[ids[k]].Words[w]&bit != 0) == want {
+			return c
+		}
+		v := variant{c, want}
+		if n, ok := made[v]; ok {
+			return n
+		}
+		nids := slices.Clone(ids)
+		ch := g.Chunks[ids[k]]
+		if want {
+			ch.Words[w] |= bit
+			ch.Summary |= 1 << uint(w)
+		} else {
+			ch.Words[w] &^= bit
+			if ch.Words[w] == 0 {
+				ch.Summary &^= 1 << uint(w)
+			}
+		}
+		if ch.Summary == 0 {
+			nids[k] = 0 // the empty chunk
+		} else {
+			nids[k] = uint32(len(g.Chunks))
+			g.Chunks = append(g.Chunks, ch)
+		}
+		n := uint32(len(g.ClassChunks) / nchunks)
+		g.ClassChunks = append(g.ClassChunks, nids...)
+		made[v] = n
+		return n
+	}
+
+	// A slack position is in no class (neverInAnyClass): the values cond
+	// holds for gain p, the others keep their classes.
+	var addr [2][]Bound
+	for a := range addr {
+		addr[a] = g.Bounds[g.AddrBase[a] : g.AddrBase[a]+g.AddrCount[a]]
+	}
+	for f := Field(0); f < NumFields; f++ {
+		if g.Active&(1<<uint(f)) == 0 {
+			continue
+		}
+		s := cond[f]
+		switch f.Kind() {
+		case KindSmall:
+			base, dom := int(g.SmallBase[f]), f.SmallDomain()
+			// Neighbouring values mostly share a class and an answer:
+			// remember the last one instead of asking for every value.
+			lastClass, lastWant, lastNew := uint32(0), false, uint32(0)
+			ivs := []Interval{{Lo: U64(0), Hi: maxU128}}
+			if s != nil {
+				ivs = s.Ivs
+			}
+			j := 0 // the first interval not below v
+			for v := 0; v < dom; v++ {
+				uv := U64(uint64(v))
+				for j < len(ivs) && ivs[j].Hi.Less(uv) {
+					j++
+				}
+				c, want := g.Small[base+v], j < len(ivs) && !uv.Less(ivs[j].Lo)
+				if v == 0 || c != lastClass || want != lastWant {
+					lastClass, lastWant, lastNew = c, want, setBit(c, want)
+				}
+				g.Small[base+v] = lastNew
+			}
+		case KindAddr:
+			a := 0
+			if f == FieldDst {
+				a = 1
+			}
+			addr[a] = setBounds(addr[a], s, setBit)
+			if len(addr[a]) > MaxBounds {
+				return 0, fmt.Errorf("%w: too many bounds", ErrNotAppendable)
+			}
+		case KindHash:
+			// Interfaces: the hash holds every interface the generation
+			// was compiled for (and 0, none), the default class the
+			// others, so a condition over the same interfaces (the
+			// caller's promise) is decided key by key. MAC conditions
+			// were refused unless absent.
+			for hk, c := range g.Hash {
+				if hk.Field == uint32(f) {
+					g.Hash[hk] = setBit(c, s.Contains(U64(hk.Value)))
+				}
+			}
+			g.DefaultClass[f] = setBit(g.DefaultClass[f], s.Contains(unmentioned(f, nil)))
+		}
+		if len(made) > maxAppendClasses {
+			return 0, fmt.Errorf("%w: more than %d classes", ErrNotAppendable, maxAppendClasses)
+		}
+	}
+	g.AddrBase[0], g.AddrCount[0] = 0, uint32(len(addr[0]))
+	g.AddrBase[1], g.AddrCount[1] = uint32(len(addr[0])), uint32(len(addr[1]))
+	g.Bounds = append(append(make([]Bound, 0, len(addr[0])+len(addr[1])), addr[0]...), addr[1]...)
+	return len(made), nil
+}
+
+// setBounds returns the bounds of an address field with each interval's
+// class replaced by set(class, whether s holds the interval's values); the
+// intervals are split at s's ends first (s nil: every value).
+func setBounds(bounds []Bound, s *Set, set func(c uint32, want bool) uint32) []Bound {
+	// classAt is the class of value v in the original bounds.
+	classAt := func(v U128) uint32 {
+		i, found := slices.BinarySearchFunc(bounds, v, func(b Bound, v U128) int {
+			switch {
+			case b.Value.Less(v):
+				return -1
+			case v.Less(b.Value):
+				return 1
+			}
+			return 0
+		})
+		if found {
+			return bounds[i].Class
+		}
+		if i == 0 {
+			return 0
+		}
+		return bounds[i-1].Class
+	}
+	// Cut points: every original bound, and the ends of s's intervals.
+	points := make([]U128, 0, len(bounds)+2)
+	for _, b := range bounds {
+		points = append(points, b.Value)
+	}
+	if s != nil {
+		for _, iv := range s.Ivs {
+			points = append(points, iv.Lo)
+			if iv.Hi != maxU128 {
+				points = append(points, iv.Hi.Inc())
+			}
+		}
+		slices.SortFunc(points, func(a, b U128) int {
+			switch {
+			case a.Less(b):
+				return -1
+			case b.Less(a):
+				return 1
+			}
+			return 0
+		})
+		points = slices.Compact(points)
+	}
+	out := make([]Bound, 0, len(points))
+	for _, v := range points {
+		c := set(classAt(v), s.Contains(v))
+		if n := len(out); n > 0 && out[n-1].Class == c {
+			continue
+		}
+		out = append(out, Bound{Value: v, Class: c})
+	}
+	return out
+}

@@ -1,0 +1,205 @@
+package dataplane
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xfw-dev/xfw/internal/compiler"
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// The running generation, read back: a command that appends rules extends
+// it (compiler.AppendRule) instead of compiling the whole ruleset again.
+// Most of a generation is in the slot's maps and configuration; what they
+// do not say (array lengths, the slack layout, the set conditions, the
+// interfaces it was compiled for) is kept after the saved ruleset in the
+// slot's state pages.
+
+// genMeta is a generation's metadata kept in the state pages (JSON).
+type genMeta struct {
+	Small, ClassChunks, Chunks, LogConfigs int
+	Layout                                 compiler.Layout
+	SetConds                               []compiler.SetCond
+	Interfaces                             []compiler.Interface
+}
+
+// generationMeta encodes u's generation metadata.
+func generationMeta(u *Update) ([]byte, error) {
+	g := u.Gen
+	b, err := json.Marshal(genMeta{
+		Small: len(g.Small), ClassChunks: len(g.ClassChunks), Chunks: len(g.Chunks), LogConfigs: len(g.LogConfigs),
+		Layout: g.Layout, SetConds: g.SetConds, Interfaces: u.Interfaces,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encode generation metadata: %w", err)
+	}
+	return b, nil
+}
+
+// RunningGeneration returns fam's running generation as compiled (entry
+// conditions and Rules excepted: the caller knows its rules) and the
+// interfaces it was compiled for; nil when no ruleset of the family is
+// loaded.
+func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interface, error) {
+	cur, err := Current()
+	if err != nil || cur == nil {
+		return nil, nil, err
+	}
+	defer cur.Close()
+	if !cur.hasFamily(fam) {
+		return nil, nil, nil
+	}
+	slot := cur.slot(fam)
+	t0 := time.Now()
+	blob, err := cur.stateBlob(slot)
+	if err != nil {
+		return nil, nil, err
+	}
+	n := binary.LittleEndian.Uint64(blob)
+	rest := blob[savedLenBytes+n:]
+	if len(rest) < savedLenBytes {
+		return nil, nil, fmt.Errorf("running generation has no metadata")
+	}
+	ml := binary.LittleEndian.Uint64(rest)
+	if ml > uint64(len(rest)-savedLenBytes) {
+		return nil, nil, fmt.Errorf("running generation metadata of %d bytes in %d", ml, len(rest))
+	}
+	var meta genMeta
+	if err := json.NewDecoder(bytes.NewReader(rest[savedLenBytes : savedLenBytes+ml])).Decode(&meta); err != nil {
+		return nil, nil, fmt.Errorf("decode generation metadata: %w", err)
+	}
+	t0 = TraceSince("gen: blob, meta", t0)
+	c := cur.cfgs[slot]
+	g := &compiler.Generation{
+		Family: fam, Active: c.Active, NumChunks: c.NChunks,
+		ChainStart: c.ChainStart, ChainEnd: c.ChainEnd, MaxIters: c.MaxIters,
+		AddrBase: c.AddrBase, AddrCount: c.AddrCount,
+		Hash: map[compiler.HashKey]uint32{}, Layout: meta.Layout, SetConds: meta.SetConds,
+	}
+	for i, d := range c.PolicyDrop {
+		g.PolicyDrop[i] = d != 0
+	}
+	copy(g.SmallBase[:], c.SmallBase[:])
+	copy(g.DefaultClass[:], c.DefaultCls[:])
+	read := func(kind string, n int, each func(m *mapReader) error) error {
+		m, err := cur.inner(kind, slot)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		defer TraceSince("gen: "+kind, time.Now())
+		return each(&mapReader{kind: kind, n: n, m: m})
+	}
+	errs := []error{
+		read("small", meta.Small, func(r *mapReader) (err error) {
+			g.Small, err = readU32s(r.m, r.n)
+			return err
+		}),
+		read("bounds", int(c.AddrCount[0]+c.AddrCount[1]), func(r *mapReader) error {
+			return readInto(r, &g.Bounds, func(v bpfBound) compiler.Bound {
+				return compiler.Bound{Value: compiler.U128{Hi: v.Hi, Lo: v.Lo}, Class: v.Cls}
+			})
+		}),
+		read("clsch", meta.ClassChunks, func(r *mapReader) (err error) {
+			g.ClassChunks, err = readU32s(r.m, r.n)
+			return err
+		}),
+		read("chunks", meta.Chunks, func(r *mapReader) error {
+			mem, err := r.m.Memory()
+			if err != nil {
+				return fmt.Errorf("chunks: map memory: %w", err)
+			}
+			// Room for the chunks appended rules add (compiler.AppendRule).
+			g.Chunks = make([]compiler.Chunk, r.n, r.n+64)
+			if _, err := mem.ReadAt(chunkBytes(g.Chunks), 0); err != nil {
+				return fmt.Errorf("chunks: %w", err)
+			}
+			return nil
+		}),
+		read("entries", int(c.NEntries), func(r *mapReader) error {
+			mem, err := r.m.Memory()
+			if err != nil {
+				return fmt.Errorf("entries: map memory: %w", err)
+			}
+			const stride = 16 // struct xfw_entry, 12 bytes, at an 8-byte stride
+			buf := make([]byte, r.n*stride)
+			if _, err := mem.ReadAt(buf, 0); err != nil {
+				return fmt.Errorf("entries: %w", err)
+			}
+			g.Entries = make([]compiler.Entry, r.n)
+			for i := range g.Entries {
+				b := buf[i*stride:]
+				g.Entries[i] = compiler.Entry{Rule: binary.LittleEndian.Uint32(b), Action: compiler.Action(b[4]), Flags: b[5],
+					Aux: binary.LittleEndian.Uint16(b[6:]), Next: binary.LittleEndian.Uint32(b[8:])}
+			}
+			return nil
+		}),
+		read("logcfg", meta.LogConfigs, func(r *mapReader) error {
+			return readInto(r, &g.LogConfigs, func(v bpfLogCfg) compiler.LogConfig {
+				return compiler.LogConfig{Prefix: string(bytes.TrimRight(v.Prefix[:], "\x00")), Level: v.Level, Flags: v.Flags}
+			})
+		}),
+		read("hcls", 0, func(r *mapReader) error {
+			var k bpfHKey
+			var v uint32
+			it := r.m.Iterate()
+			for it.Next(&k, &v) {
+				g.Hash[compiler.HashKey{Field: k.Field, Value: k.Value}] = v
+			}
+			return it.Err()
+		}),
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, nil, fmt.Errorf("read the running generation: %w", err)
+		}
+	}
+	return g, meta.Interfaces, nil
+}
+
+// mapReader is one generation map to read n elements of.
+type mapReader struct {
+	kind string
+	n    int
+	m    *ebpf.Map
+}
+
+// readInto reads r's n elements (of the data plane's type B) into out,
+// converted by conv.
+func readInto[B, T any](r *mapReader, out *[]T, conv func(B) T) error {
+	*out = make([]T, 0, r.n)
+	if err := readArray(r.m, r.n, func(_ int, v B) { *out = append(*out, conv(v)) }); err != nil {
+		return fmt.Errorf("%s: %w", r.kind, err)
+	}
+	if len(*out) != r.n {
+		return fmt.Errorf("%s: %d of %d elements", r.kind, len(*out), r.n)
+	}
+	return nil
+}
+
+// stateBlob returns the content of slot's state pages (stateBlob's
+// layout: the saved ruleset, then the metadata, each after its length).
+func (s *state) stateBlob(slot uint32) ([]byte, error) {
+	m, err := s.inner("state", slot)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	mem, err := m.Memory()
+	if err != nil {
+		return nil, fmt.Errorf("map memory of the saved ruleset: %w", err)
+	}
+	out := make([]byte, mem.Size())
+	if _, err := mem.ReadAt(out, 0); err != nil {
+		return nil, fmt.Errorf("read saved ruleset: %w", err)
+	}
+	if n := binary.LittleEndian.Uint64(out); n > uint64(len(out)-savedLenBytes) {
+		return nil, fmt.Errorf("saved ruleset of %d bytes in a map of %d", n, len(out))
+	}
+	return out, nil
+}
