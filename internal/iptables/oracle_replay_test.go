@@ -46,8 +46,6 @@ var ruleDeviations = map[string]deviation{
 	"4 INPUT --jump=ACCEPT": {rules: []string{"-A INPUT -j ACCEPT"},
 		why: "1.8.9 takes \"--jump=ACCEPT\" as the target name; the conformance suite expects it to work"},
 	"4 INPUT -p sctp --dport 5":          unsupported("unknown option \"--dport\"\n"),
-	"4 INPUT -m conntrack --ctstate NEW": unsupported("Couldn't load match `conntrack':No such file or directory\n\n"),
-	"4 INPUT -m state --state NEW":       unsupported("Couldn't load match `state':No such file or directory\n\n"),
 	"4 INPUT -j MARK --set-mark 1":       unsupported("unknown option \"--set-mark\"\n"),
 	"4 INPUT -j NFLOG":                   unsupported("Couldn't load target `NFLOG':No such file or directory\n\n"),
 	"4 INPUT -j QUEUE":                   unsupported("Couldn't load target `QUEUE':No such file or directory\n\n"),
