@@ -369,14 +369,17 @@ func inetAton4(s string) ([ipv4Len]byte, bool) {
 }
 
 // atonPart reads one number of inet_aton: its value, length and whether
-// it is valid (an 8 or 9 in an octal number is not; nor is a value beyond
-// 32 bits).
+// it is valid (an 8 or 9 in an octal number is not, nor "0x" without a
+// digit, nor a value beyond 32 bits).
 func atonPart(s string) (v uint64, n int, ok bool) {
 	base := uint64(10)
 	if s[0] == '0' {
 		base, n = 8, 1
 		if len(s) > 1 && (s[1] == 'x' || s[1] == 'X') {
 			base, n = 16, 2
+			if len(s) == n || hexDigit(s[n]) < 0 {
+				return 0, 0, false // "0x" needs a digit
+			}
 		}
 	}
 	for ; n < len(s); n++ {
