@@ -68,6 +68,9 @@ const (
 	xtSyslogLevel
 	xtPortRC
 	xtEtherMAC
+	xtUint32RC
+	xtProtocol
+	xtHostMask
 )
 
 // Guided option flags (XTOPT_*).
