@@ -132,7 +132,7 @@ func TestBinaryRulesetRoundTrip(t *testing.T) {
 	if tried < 400 {
 		t.Errorf("only %d rulesets of the corpus restored", tried)
 	}
-	for _, m := range []string{"tcp", "udp", "multiport", "icmp", "icmp6", "iprange", "comment", "length", "ttl", "hl", "mac", "set"} {
+	for _, m := range []string{"tcp", "udp", "multiport", "icmp", "icmp6", "iprange", "comment", "length", "ttl", "hl", "mac", "set", "conntrack", "state"} {
 		if !matches[m] {
 			t.Errorf("no ruleset of the corpus uses -m %s", m)
 		}

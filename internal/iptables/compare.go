@@ -75,6 +75,12 @@ func matchKey(m ir.Match) ir.Match {
 		c := *m
 		c.SrcPort, c.DstPort = portKey(m.SrcPort), portKey(m.DstPort)
 		return &c
+	case *ir.ConntrackMatch:
+		// Every field is part of the kernel's match data (the state
+		// alias flag included: -m state never equals -m conntrack
+		// --ctstate), and spellings are already normalised ("3:3" and
+		// "3", "tcp" and "6", a dotted mask and its prefix length).
+		return m
 	}
 	return m
 }

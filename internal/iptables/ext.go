@@ -1,6 +1,8 @@
 package iptables
 
 import (
+	"math"
+
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
@@ -66,6 +68,9 @@ const (
 	xtSyslogLevel
 	xtPortRC
 	xtEtherMAC
+	xtUint32RC
+	xtProtocol
+	xtHostMask
 )
 
 // Guided option flags (XTOPT_*).
@@ -208,11 +213,25 @@ func (o *x6opt) parseUint8(ext, arg string) (uint8, *failure) {
 // after the first component, and the conformance suite expects "4:3" to
 // fail).
 func (o *x6opt) parseUint16Range(ext, arg string) (lo, hi uint16, n int, f *failure) {
-	const maxComponents = 2
-	lmin, lmax := o.min, uint64(maxUint16)
+	lmax := uint64(maxUint16)
 	if o.max != 0 && o.max < lmax {
 		lmax = o.max
 	}
+	l, h, n, f := o.parseUintRange(ext, arg, lmax)
+	return uint16(l), uint16(h), n, f
+}
+
+// parseUint32Range applies xtopt_parse_mint for an XTTYPE_UINT32RC option,
+// with the same deviation as parseUint16Range.
+func (o *x6opt) parseUint32Range(ext, arg string) (lo, hi uint32, n int, f *failure) {
+	l, h, n, f := o.parseUintRange(ext, arg, math.MaxUint32)
+	return uint32(l), uint32(h), n, f
+}
+
+// parseUintRange is xtopt_parse_mint for values up to lmax.
+func (o *x6opt) parseUintRange(ext, arg string, lmax uint64) (lo, hi uint64, n int, f *failure) {
+	const maxComponents = 2
+	lmin := o.min
 	var vals [maxComponents]uint64
 	rest := arg
 	for {
@@ -244,7 +263,7 @@ func (o *x6opt) parseUint16Range(ext, arg string) (lo, hi uint16, n int, f *fail
 		}
 		rest = rest[end+1:]
 	}
-	return uint16(vals[0]), uint16(vals[1]), n, nil
+	return vals[0], vals[1], n, nil
 }
 
 // supported lists the modules xfw supports, by kind and name.

@@ -476,6 +476,10 @@ func (l *lister) match(r *ir.Rule, m ir.Match) {
 		var sb strings.Builder
 		writeSetMatch(&sb, m, "")
 		l.b.WriteString(sb.String())
+	case *ir.ConntrackMatch:
+		var sb strings.Builder
+		writeConntrack(&sb, m, "", numeric)
+		l.b.WriteString(sb.String())
 	default:
 		l.printf(" %s ", m.ModuleName())
 	}

@@ -188,6 +188,8 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 		fmt.Fprintf(b, " %d", m.Value)
 	case *ir.SetMatch:
 		writeSetMatch(b, m, "--")
+	case *ir.ConntrackMatch:
+		writeConntrack(b, m, "--", true)
 	case *ir.MACMatch:
 		if m.Invert {
 			b.WriteString(" !")

@@ -36,6 +36,7 @@ const (
 	tagTTL
 	tagMAC
 	tagSet
+	tagConntrack
 )
 
 // encoder appends the binary form to buf.
@@ -214,6 +215,11 @@ func (e *encoder) match(m Match) error {
 		for _, c := range []SetCounterMatch{m.Packets, m.Bytes} {
 			e.u8(uint8(c.Op))
 			e.uv(c.Value)
+		}
+	case *ConntrackMatch:
+		e.u8(tagConntrack)
+		if err := e.conntrack(m); err != nil {
+			return err
 		}
 	default:
 		return fmt.Errorf("match %T (-m %s) has no binary form", m, m.ModuleName())
@@ -473,8 +479,68 @@ func (d *decoder) match() Match {
 			c.Value = d.uv()
 		}
 		return m
+	case tagConntrack:
+		return d.conntrack()
 	default:
 		d.fail(fmt.Errorf("unknown match tag %d", tag))
 		return &CommentMatch{}
 	}
+}
+
+// conntrack encodes a conntrack (or state) match.
+func (e *encoder) conntrack(m *ConntrackMatch) error {
+	e.flags(m.StateAlias, m.States.Set, m.States.Invert, m.Status.Set, m.Status.Invert,
+		m.Proto.Set, m.Proto.Invert)
+	e.u16(m.States.Bits)
+	e.u16(m.Status.Bits)
+	e.u8(m.Proto.Num)
+	for _, a := range []AddrMatch{m.OrigSrc, m.OrigDst, m.ReplSrc, m.ReplDst} {
+		e.flags(a.Set, a.Invert)
+		if err := e.addr(a.Addr); err != nil {
+			return fmt.Errorf("conntrack address: %w", err)
+		}
+		if err := e.addr(a.Mask); err != nil {
+			return fmt.Errorf("conntrack mask: %w", err)
+		}
+	}
+	for _, p := range []PortMatch{m.OrigSrcPort, m.OrigDstPort, m.ReplSrcPort, m.ReplDstPort} {
+		e.port(p)
+	}
+	e.flags(m.Expire.Set, m.Expire.Invert)
+	e.uv(uint64(m.Expire.Min))
+	e.uv(uint64(m.Expire.Max))
+	e.u8(uint8(m.Dir))
+	return nil
+}
+
+// conntrack decodes what encoder.conntrack wrote.
+func (d *decoder) conntrack() *ConntrackMatch {
+	m := &ConntrackMatch{}
+	d.flags(&m.StateAlias, &m.States.Set, &m.States.Invert, &m.Status.Set, &m.Status.Invert,
+		&m.Proto.Set, &m.Proto.Invert)
+	m.States.Bits = d.u16()
+	m.Status.Bits = d.u16()
+	m.Proto.Num = d.u8()
+	for _, a := range []*AddrMatch{&m.OrigSrc, &m.OrigDst, &m.ReplSrc, &m.ReplDst} {
+		d.flags(&a.Set, &a.Invert)
+		a.Addr = d.addr()
+		a.Mask = d.addr()
+	}
+	for _, p := range []*PortMatch{&m.OrigSrcPort, &m.OrigDstPort, &m.ReplSrcPort, &m.ReplDstPort} {
+		d.port(p)
+	}
+	d.flags(&m.Expire.Set, &m.Expire.Invert)
+	m.Expire.Min = d.u32()
+	m.Expire.Max = d.u32()
+	m.Dir = CtDirection(d.u8())
+	return m
+}
+
+// u32 reads a uvarint that must fit 32 bits.
+func (d *decoder) u32() uint32 {
+	v := d.uv()
+	if v > 0xffffffff {
+		d.fail(fmt.Errorf("value %d out of range", v))
+	}
+	return uint32(v)
 }

@@ -577,3 +577,112 @@ func (*SetMatch) ModuleName() string { return "set" }
 
 // CloneMatch implements Match.
 func (m *SetMatch) CloneMatch() Match { c := *m; return &c }
+
+// Connection-tracking state bits of ConntrackMatch.States, with the values
+// of the kernel's xt_conntrack.h (XT_CONNTRACK_STATE_*): bit 0 is INVALID,
+// XT_CONNTRACK_STATE_BIT(ctinfo) is 1 << (ctinfo + 1) for ESTABLISHED (0),
+// RELATED (1) and NEW (2), then SNAT, DNAT and UNTRACKED.
+const (
+	// CtStateInvalid is INVALID: the packet belongs to no known connection.
+	CtStateInvalid uint16 = 1 << 0
+	// CtStateEstablished is ESTABLISHED.
+	CtStateEstablished uint16 = 1 << 1
+	// CtStateRelated is RELATED.
+	CtStateRelated uint16 = 1 << 2
+	// CtStateNew is NEW.
+	CtStateNew uint16 = 1 << 3
+	// CtStateSNAT is SNAT: the connection's source is translated.
+	CtStateSNAT uint16 = 1 << 6
+	// CtStateDNAT is DNAT: the connection's destination is translated.
+	CtStateDNAT uint16 = 1 << 7
+	// CtStateUntracked is UNTRACKED: the packet is exempt from tracking.
+	CtStateUntracked uint16 = 1 << 8
+)
+
+// Connection status bits of ConntrackMatch.Status, with the values of the
+// kernel's IPS_* flags. NONE is the empty mask.
+const (
+	// CtStatusExpected is EXPECTED (IPS_EXPECTED).
+	CtStatusExpected uint16 = 1 << 0
+	// CtStatusSeenReply is SEEN_REPLY (IPS_SEEN_REPLY).
+	CtStatusSeenReply uint16 = 1 << 1
+	// CtStatusAssured is ASSURED (IPS_ASSURED).
+	CtStatusAssured uint16 = 1 << 2
+	// CtStatusConfirmed is CONFIRMED (IPS_CONFIRMED).
+	CtStatusConfirmed uint16 = 1 << 3
+)
+
+// CtBitsMatch is --ctstate, --state or --ctstatus: the connection's state
+// (or status) must be one of the bits of Bits (for --ctstatus NONE, Bits 0,
+// a status with no bit set).
+type CtBitsMatch struct {
+	Set    bool
+	Invert bool
+	Bits   uint16
+}
+
+// CtProtoMatch is --ctproto: the connection's layer-4 protocol number.
+type CtProtoMatch struct {
+	Set    bool
+	Invert bool
+	Num    uint8
+}
+
+// CtExpireMatch is --ctexpire MIN[:MAX]: the connection's remaining
+// lifetime in seconds, inclusive.
+type CtExpireMatch struct {
+	Set      bool
+	Invert   bool
+	Min, Max uint32
+}
+
+// CtDirection is --ctdir: which direction of the connection the packet
+// travels in.
+type CtDirection uint8
+
+const (
+	// CtDirAny is an absent --ctdir.
+	CtDirAny CtDirection = iota
+	// CtDirOriginal is --ctdir ORIGINAL.
+	CtDirOriginal
+	// CtDirReply is --ctdir REPLY.
+	CtDirReply
+)
+
+// ConntrackMatch is -m conntrack (revision 3, the one iptables 1.8.9 uses)
+// or -m state, which iptables 1.8.9 loads as an alias of conntrack with
+// only --state. Each condition carries its own Set and Invert flags.
+type ConntrackMatch struct {
+	// StateAlias is true for a match written as -m state: it is printed
+	// back as "-m state --state …" (iptables -L: "state …").
+	StateAlias bool
+	// States is --ctstate (or --state), a mask of the CtState* bits.
+	States CtBitsMatch
+	// Proto is --ctproto.
+	Proto CtProtoMatch
+	// OrigSrc, OrigDst, ReplSrc and ReplDst are --ctorigsrc, --ctorigdst,
+	// --ctreplsrc and --ctrepldst. Unlike -s and -d, conntrack keeps the
+	// address as given (not masked with Mask), and a set condition with a
+	// zero mask is kept and printed ("/0").
+	OrigSrc, OrigDst, ReplSrc, ReplDst AddrMatch
+	// OrigSrcPort, OrigDstPort, ReplSrcPort and ReplDstPort are
+	// --ctorigsrcport, --ctorigdstport, --ctreplsrcport and --ctrepldstport.
+	OrigSrcPort, OrigDstPort, ReplSrcPort, ReplDstPort PortMatch
+	// Status is --ctstatus, a mask of the CtStatus* bits.
+	Status CtBitsMatch
+	// Expire is --ctexpire.
+	Expire CtExpireMatch
+	// Dir is --ctdir (never inverted).
+	Dir CtDirection
+}
+
+// ModuleName implements Match: "state" for the alias, else "conntrack".
+func (m *ConntrackMatch) ModuleName() string {
+	if m.StateAlias {
+		return "state"
+	}
+	return "conntrack"
+}
+
+// CloneMatch implements Match.
+func (m *ConntrackMatch) CloneMatch() Match { c := *m; return &c }
