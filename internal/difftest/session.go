@@ -22,6 +22,7 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
+	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
 	"github.com/xfw-dev/xfw/internal/nettest"
 )
@@ -42,6 +43,12 @@ type Config struct {
 	Logf func(format string, args ...any)
 	// Debug, when set, receives every observation of every run.
 	Debug func(format string, args ...any)
+	// AppendTail, when positive, makes xfw load up to that many of each
+	// base chain's last rules with `iptables -A` commands after restoring
+	// the rest, so that its in-place append path (compiler.AppendRule) is
+	// what the kernel is compared with. The kernel restores the whole
+	// ruleset.
+	AppendTail int
 }
 
 // namespaceBase starts the names of the session's namespaces.
@@ -70,6 +77,9 @@ type Session struct {
 	undo  []func() error
 	// next is the next probe marker.
 	next uint32
+	// appended and inPlace count the rules loaded by `iptables -A`
+	// (Config.AppendTail) and those appended in place.
+	appended, inPlace int
 }
 
 // sideKernel and sideXFW index Session.sides.
@@ -533,8 +543,70 @@ func (s *Session) restore(sd *side, text string) error {
 	return s.restoreRules(sd, text)
 }
 
-// restoreRules loads ruleset text into a side's fw.
+// restoreRules loads ruleset text into a side's fw (xfw: with its last
+// rules appended one by one when Config.AppendTail asks for it).
 func (s *Session) restoreRules(sd *side, text string) error {
+	var tail []string
+	if !sd.kernel && s.cfg.AppendTail > 0 {
+		text, tail = splitTail(text, s.cfg.AppendTail)
+	}
+	if err := s.restoreText(sd, text); err != nil {
+		return err
+	}
+	prog := "iptables"
+	if s.cfg.Family == ir.IPv6 {
+		prog = "ip6tables"
+	}
+	for _, line := range tail {
+		words, err := iptables.Tokenize(line)
+		if err != nil {
+			return fmt.Errorf("split %q: %w", line, err)
+		}
+		// XFW_TRACE tells whether the rule was appended in place.
+		argv := append([]string{"env", "XFW_TRACE=1", s.cfg.XFW, prog, lockWait}, words...)
+		res, err := nettest.ExecTimeout(toolTimeout, sd.topo.FwNS, argv...)
+		if err != nil {
+			return fmt.Errorf("%s %s: exit %d: %s", prog, line, res.ExitCode, strings.TrimSpace(res.Stderr))
+		}
+		s.appended++
+		if strings.Contains(res.Stderr, "commit: append in place") {
+			s.inPlace++
+		}
+	}
+	return nil
+}
+
+// Appended returns how many rules xfw loaded by `iptables -A`
+// (Config.AppendTail) and how many of them were appended in place.
+func (s *Session) Appended() (rules, inPlace int) { return s.appended, s.inPlace }
+
+// splitTail takes up to n of each base chain's last "-A" lines out of the
+// filter table text, returning the rest and the lines taken in order.
+func splitTail(text string, n int) (string, []string) {
+	lines := strings.Split(text, "\n")
+	take := map[int]bool{}
+	for _, chain := range ir.BuiltinChains {
+		k := 0
+		for i := len(lines) - 1; i >= 0 && k < n; i-- {
+			if strings.HasPrefix(lines[i], "-A "+chain+" ") {
+				take[i] = true
+				k++
+			}
+		}
+	}
+	var rest, tail []string
+	for i, l := range lines {
+		if take[i] {
+			tail = append(tail, l)
+		} else {
+			rest = append(rest, l)
+		}
+	}
+	return strings.Join(rest, "\n"), tail
+}
+
+// restoreText runs a side's restore command on ruleset text.
+func (s *Session) restoreText(sd *side, text string) error {
 	f, err := os.CreateTemp("", "xfw-difftest-*.rules")
 	if err != nil {
 		return fmt.Errorf("ruleset file: %w", err)

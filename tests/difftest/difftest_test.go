@@ -74,12 +74,16 @@ func xfwPath(t *testing.T) string {
 
 // session opens a session of family fam for the test; it is closed (and
 // its namespaces removed) when the test ends, failed or not.
-func session(t *testing.T, fam ir.Family) *difftest.Session {
+func session(t *testing.T, fam ir.Family, tune ...func(*difftest.Config)) *difftest.Session {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("the differential test needs root (network namespaces, iptables-legacy, XDP): run it as root, as make test does")
 	}
-	s, err := difftest.NewSession(context.Background(), difftest.Config{Family: fam, XFW: xfwPath(t), Logf: t.Logf})
+	cfg := difftest.Config{Family: fam, XFW: xfwPath(t), Logf: t.Logf}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	s, err := difftest.NewSession(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("difftest session: %v", err)
 	}
@@ -146,8 +150,25 @@ func TestRandomRulesetsWithSets(t *testing.T) {
 	runRandom(t, seed, setRulesets, difftest.GenOptions{Sets: true})
 }
 
+// appendRulesets is how many random rulesets per family the bounded run
+// loads into xfw with their base chains' last appendTail rules appended
+// one by one (the in-place path, compiler.AppendRule), seeds after the
+// ones with sets.
+const (
+	appendRulesets = 3
+	appendTail     = 10
+)
+
+// TestRandomRulesetsAppended compares random rulesets that xfw loads
+// partly by `iptables -A` (each base chain's last rules appended in place
+// to the running generation) with the kernel's restore of the whole.
+func TestRandomRulesetsAppended(t *testing.T) {
+	seed := envInt(t, "DIFFTEST_SEED", defaultSeed) + envInt(t, "DIFFTEST_COUNT", defaultCount) + setRulesets
+	runRandom(t, seed, appendRulesets, difftest.GenOptions{}, func(c *difftest.Config) { c.AppendTail = appendTail })
+}
+
 // runRandom checks count random rulesets per family from seed on.
-func runRandom(t *testing.T, seed, count int64, opts difftest.GenOptions) {
+func runRandom(t *testing.T, seed, count int64, opts difftest.GenOptions, tune ...func(*difftest.Config)) {
 	packets := int(envInt(t, "DIFFTEST_PACKETS", defaultPackets))
 	what, flag := "", ""
 	if opts.Sets {
@@ -155,7 +176,7 @@ func runRandom(t *testing.T, seed, count int64, opts difftest.GenOptions) {
 	}
 	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
 		t.Run(fam.String(), func(t *testing.T) {
-			s := session(t, fam)
+			s := session(t, fam, tune...)
 			for i := int64(0); i < count; i++ {
 				sd := seed + i
 				text := difftest.GenerateRuleset(sd, s.Plan(), opts)
@@ -170,6 +191,12 @@ func runRandom(t *testing.T, seed, count int64, opts difftest.GenOptions) {
 					Name: fmt.Sprintf("random %s ruleset%s, seed %d", fam, what, sd), Ruleset: text, Corpus: corpus,
 					Rerun: fmt.Sprintf("bin/xfw difftest --family %d --seed %d --rulesets 1 --packets %d%s", fam, sd, packets, flag),
 				})
+			}
+			if rules, inPlace := s.Appended(); rules > 0 {
+				t.Logf("%d rules loaded by iptables -A, %d of them appended in place", rules, inPlace)
+				if inPlace == 0 {
+					t.Errorf("none of the %d appended rules took the in-place path", rules)
+				}
 			}
 		})
 	}
