@@ -148,6 +148,7 @@ func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 	}
 	gen, at, err := dataplane.RunningGeneration(fam)
 	if err != nil || gen == nil {
+		dataplane.TraceSince(fmt.Sprintf("commit: no running generation (%v)", err), t)
 		return commit(fam, old, rs, true, opts, sets)
 	}
 	ifaces, err := dataplane.CompilerInterfaces()
@@ -155,6 +156,7 @@ func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 		return err
 	}
 	if !slices.Equal(ifaces, at) {
+		dataplane.TraceSince("commit: interfaces changed", t)
 		return commit(fam, old, rs, true, opts, sets)
 	}
 	// The running generation's rules as Compile numbered them; the

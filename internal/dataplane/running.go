@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 
@@ -56,21 +57,12 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 	}
 	slot := cur.slot(fam)
 	t0 := time.Now()
-	blob, err := cur.stateBlob(slot)
+	metaBytes, err := cur.savedMeta(slot)
 	if err != nil {
 		return nil, nil, err
 	}
-	n := binary.LittleEndian.Uint64(blob)
-	rest := blob[savedLenBytes+n:]
-	if len(rest) < savedLenBytes {
-		return nil, nil, fmt.Errorf("running generation has no metadata")
-	}
-	ml := binary.LittleEndian.Uint64(rest)
-	if ml > uint64(len(rest)-savedLenBytes) {
-		return nil, nil, fmt.Errorf("running generation metadata of %d bytes in %d", ml, len(rest))
-	}
 	var meta genMeta
-	if err := json.NewDecoder(bytes.NewReader(rest[savedLenBytes : savedLenBytes+ml])).Decode(&meta); err != nil {
+	if err := json.Unmarshal(metaBytes, &meta); err != nil {
 		return nil, nil, fmt.Errorf("decode generation metadata: %w", err)
 	}
 	t0 = TraceSince("gen: blob, meta", t0)
@@ -101,9 +93,17 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 			return err
 		}),
 		read("bounds", int(c.AddrCount[0]+c.AddrCount[1]), func(r *mapReader) error {
-			return readInto(r, &g.Bounds, func(v bpfBound) compiler.Bound {
-				return compiler.Bound{Value: compiler.U128{Hi: v.Hi, Lo: v.Lo}, Class: v.Cls}
-			})
+			buf, err := readRaw(r.m, r.n*boundStride)
+			if err != nil {
+				return fmt.Errorf("bounds: %w", err)
+			}
+			g.Bounds = make([]compiler.Bound, r.n)
+			for i := range g.Bounds {
+				b := buf[i*boundStride:]
+				g.Bounds[i] = compiler.Bound{Value: compiler.U128{Hi: binary.LittleEndian.Uint64(b), Lo: binary.LittleEndian.Uint64(b[8:])},
+					Class: binary.LittleEndian.Uint32(b[16:])}
+			}
+			return nil
 		}),
 		read("clsch", meta.ClassChunks, func(r *mapReader) (err error) {
 			g.ClassChunks, err = readU32s(r.m, r.n)
@@ -122,18 +122,13 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 			return nil
 		}),
 		read("entries", int(c.NEntries), func(r *mapReader) error {
-			mem, err := r.m.Memory()
+			buf, err := readRaw(r.m, r.n*entryStride)
 			if err != nil {
-				return fmt.Errorf("entries: map memory: %w", err)
-			}
-			const stride = 16 // struct xfw_entry, 12 bytes, at an 8-byte stride
-			buf := make([]byte, r.n*stride)
-			if _, err := mem.ReadAt(buf, 0); err != nil {
 				return fmt.Errorf("entries: %w", err)
 			}
 			g.Entries = make([]compiler.Entry, r.n)
 			for i := range g.Entries {
-				b := buf[i*stride:]
+				b := buf[i*entryStride:]
 				g.Entries[i] = compiler.Entry{Rule: binary.LittleEndian.Uint32(b), Action: compiler.Action(b[4]), Flags: b[5],
 					Aux: binary.LittleEndian.Uint16(b[6:]), Next: binary.LittleEndian.Uint32(b[8:])}
 			}
@@ -182,9 +177,10 @@ func readInto[B, T any](r *mapReader, out *[]T, conv func(B) T) error {
 	return nil
 }
 
-// stateBlob returns the content of slot's state pages (stateBlob's
-// layout: the saved ruleset, then the metadata, each after its length).
-func (s *state) stateBlob(slot uint32) ([]byte, error) {
+// savedMeta returns the generation metadata kept in slot's state pages
+// after the saved ruleset (stateBlob's layout), reading only the lengths
+// and the metadata.
+func (s *state) savedMeta(slot uint32) ([]byte, error) {
 	m, err := s.inner("state", slot)
 	if err != nil {
 		return nil, err
@@ -194,12 +190,53 @@ func (s *state) stateBlob(slot uint32) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("map memory of the saved ruleset: %w", err)
 	}
-	out := make([]byte, mem.Size())
-	if _, err := mem.ReadAt(out, 0); err != nil {
+	size := uint64(mem.Size())
+	var hdr [savedLenBytes]byte
+	if _, err := mem.ReadAt(hdr[:], 0); err != nil {
 		return nil, fmt.Errorf("read saved ruleset: %w", err)
 	}
-	if n := binary.LittleEndian.Uint64(out); n > uint64(len(out)-savedLenBytes) {
-		return nil, fmt.Errorf("saved ruleset of %d bytes in a map of %d", n, len(out))
+	at := savedLenBytes + binary.LittleEndian.Uint64(hdr[:])
+	if at > size-savedLenBytes {
+		return nil, fmt.Errorf("running generation has no metadata")
+	}
+	if _, err := mem.ReadAt(hdr[:], int64(at)); err != nil {
+		return nil, fmt.Errorf("read generation metadata: %w", err)
+	}
+	n := binary.LittleEndian.Uint64(hdr[:])
+	if n > size-at-savedLenBytes {
+		return nil, fmt.Errorf("generation metadata of %d bytes in a map of %d", n, size)
+	}
+	out := make([]byte, n)
+	if _, err := mem.ReadAt(out, int64(at+savedLenBytes)); err != nil {
+		return nil, fmt.Errorf("read generation metadata: %w", err)
 	}
 	return out, nil
+}
+
+// Strides of the generation arrays read byte by byte: struct xfw_bound
+// (two __u64, a __u32 class and padding: 24 bytes) and struct xfw_entry (12 bytes
+// at the kernel's 8-byte alignment).
+const (
+	boundStride = 24
+	entryStride = 16
+)
+
+func init() {
+	// The byte-wise readers above rely on these layouts.
+	if unsafe.Sizeof(bpfBound{}) != boundStride || (unsafe.Sizeof(bpfEntry{})+7)&^7 != entryStride {
+		panic("dataplane: struct xfw_bound / xfw_entry layout changed")
+	}
+}
+
+// readRaw returns the first n bytes of a mapped array's memory.
+func readRaw(m *ebpf.Map, n int) ([]byte, error) {
+	mem, err := m.Memory()
+	if err != nil {
+		return nil, fmt.Errorf("map memory: %w", err)
+	}
+	buf := make([]byte, n)
+	if _, err := mem.ReadAt(buf, 0); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }
