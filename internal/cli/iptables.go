@@ -79,9 +79,12 @@ func runIptables(name string, args []string, env Env) int {
 	if err != nil {
 		return report(env, name, err)
 	}
-	if cmd.Kind == iptables.CmdAppend {
+	switch cmd.Kind {
+	case iptables.CmdAppend:
 		err = commitAppend(fam, old, rs, cmd.Chain, ao, locked)
-	} else {
+	case iptables.CmdDelete, iptables.CmdDeleteNum:
+		err = commitDelete(fam, old, rs, cmd.Chain, ao, locked)
+	default:
 		err = commit(fam, old, rs, true, ao, locked)
 	}
 	if err != nil {

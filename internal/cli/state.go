@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -146,27 +147,13 @@ func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 	if hook < 0 || oldChain == nil || newChain == nil || len(newChain.Rules) <= len(oldChain.Rules) {
 		return commit(fam, old, rs, true, opts, sets)
 	}
-	gen, at, err := dataplane.RunningGeneration(fam)
+	gen, ifaces, err := runningGeneration(fam, old)
 	if err != nil || gen == nil {
 		dataplane.TraceSince(fmt.Sprintf("commit: no running generation (%v)", err), t)
 		return commit(fam, old, rs, true, opts, sets)
 	}
-	ifaces, err := dataplane.CompilerInterfaces()
-	if err != nil {
-		return err
-	}
-	if !slices.Equal(ifaces, at) {
-		dataplane.TraceSince("commit: interfaces changed", t)
-		return commit(fam, old, rs, true, opts, sets)
-	}
-	// The running generation's rules as Compile numbered them; the
-	// appended rules' counter indexes follow the chain's last.
+	// The appended rules' counter indexes follow the chain's last.
 	counter := uint32(compiler.NumChains)
-	for _, c := range old.Chains {
-		for i := range c.Rules {
-			gen.Rules = append(gen.Rules, compiler.RuleRef{Chain: c.Name, Index: i})
-		}
-	}
 	for _, c := range rs.Chains {
 		if c == newChain {
 			break
@@ -183,6 +170,68 @@ func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 	}
 	dataplane.TraceSince("commit: append in place", t)
 	return install(fam, old, rs, gen, ifaces, true, opts, sets)
+}
+
+// commitDelete commits rs, the running ruleset old with one rule deleted
+// from chain (iptables -D): when chain is a base chain it takes the rule's
+// entries out of the running generation (compiler.DeleteRule) instead of
+// compiling the ruleset again; otherwise, or when the generation cannot,
+// it compiles rs in full (commit).
+func commitDelete(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
+	t := time.Now()
+	hook := slices.Index(ir.BuiltinChains[:], chain)
+	rs.Chains = iptables.OrderedChains(rs)
+	oldChain, newChain := old.Chain(chain), rs.Chain(chain)
+	if hook < 0 || oldChain == nil || newChain == nil || len(newChain.Rules) != len(oldChain.Rules)-1 {
+		return commit(fam, old, rs, true, opts, sets)
+	}
+	// The deleted rule: the first whose identity the new chain lacks; the
+	// others must follow in order.
+	k := 0
+	for k < len(newChain.Rules) && newChain.Rules[k].Handle == oldChain.Rules[k].Handle {
+		k++
+	}
+	for i := k; i < len(newChain.Rules); i++ {
+		if newChain.Rules[i].Handle != oldChain.Rules[i+1].Handle {
+			return commit(fam, old, rs, true, opts, sets)
+		}
+	}
+	gen, ifaces, err := runningGeneration(fam, old)
+	if err != nil || gen == nil {
+		dataplane.TraceSince(fmt.Sprintf("commit: no running generation (%v)", err), t)
+		return commit(fam, old, rs, true, opts, sets)
+	}
+	counter := uint32(oldChain.Rules[k].Handle - 1)
+	t = dataplane.TraceSince("commit: read running generation", t)
+	if gen, err = compiler.DeleteRule(gen, oldChain.Rules[k], hook, counter, ifaces); err != nil {
+		dataplane.TraceSince(fmt.Sprintf("commit: not in place (%v)", err), t)
+		return commit(fam, old, rs, true, opts, sets)
+	}
+	dataplane.TraceSince("commit: delete in place", t)
+	return install(fam, old, rs, gen, ifaces, true, opts, sets)
+}
+
+// runningGeneration returns fam's running generation with its Rules (as
+// Compile numbered old's) and the interfaces it was compiled for, or nil
+// when it cannot be extended: none saved, or the interfaces changed since.
+func runningGeneration(fam ir.Family, old *ir.Ruleset) (*compiler.Generation, []compiler.Interface, error) {
+	gen, at, err := dataplane.RunningGeneration(fam)
+	if err != nil || gen == nil {
+		return nil, nil, err
+	}
+	ifaces, err := dataplane.CompilerInterfaces()
+	if err != nil {
+		return nil, nil, err
+	}
+	if !slices.Equal(ifaces, at) {
+		return nil, nil, errors.New("interfaces changed")
+	}
+	for _, c := range old.Chains {
+		for i := range c.Rules {
+			gen.Rules = append(gen.Rules, compiler.RuleRef{Chain: c.Name, Index: i})
+		}
+	}
+	return gen, ifaces, nil
 }
 
 // install swaps gen, compiled from rs for ifaces, in.

@@ -144,9 +144,10 @@ func (g *Generation) logConfig(o *ir.LogOptions) uint16 {
 	return uint16(len(g.LogConfigs) - 1)
 }
 
-// place puts position p (a slack position, in no class) into the classes
-// of exactly the values cond holds for, field by field, and returns how
-// many classes it created. The
+// place puts position p into the classes of exactly the values cond holds
+// for (an empty set in every field takes it out of all), field by field,
+// and returns how many classes it created. p is a slack position (in no
+// class) for an append, a rule's entry for a deletion. The
 // generation's arrays must be its own (AppendRule copies them).
 func (g *Generation) place(p uint32, cond Cond) (int, error) {
 	nchunks := int(g.NumChunks)
@@ -192,8 +193,8 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 		return n
 	}
 
-	// A slack position is in no class (neverInAnyClass): the values cond
-	// holds for gain p, the others keep their classes.
+	// The values cond holds for get a class with p, the others one
+	// without (a slack position is in no class: they keep theirs).
 	var addr [2][]Bound
 	for a := range addr {
 		addr[a] = g.Bounds[g.AddrBase[a] : g.AddrBase[a]+g.AddrCount[a]]
@@ -312,4 +313,103 @@ func setBounds(bounds []Bound, s *Set, set func(c uint32, want bool) uint32) []B
 		out = append(out, Bound{Value: v, Class: c})
 	}
 	return out
+}
+
+// maxDeadEntries bounds the positions DeleteRule leaves dead in one base
+// chain before the ruleset is compiled in full again.
+const maxDeadEntries = 64
+
+// DeleteRule returns g without rule r of base chain hook (iptables -D),
+// done in place: r's entries leave every class (their positions become
+// dead, like slack, but stay where they are) and the counter indexes after
+// r's shift down by one. counter is r's counter index in g. It refuses
+// (ErrNotAppendable) rules whose entries it cannot find alone — jumps and
+// gotos (their target's entries are inlined after them) — and when too
+// many classes would be copied or
+// the chain has maxDeadEntries dead positions already. Like AppendRule it
+// changes g in place: g must not be used afterwards, also on error.
+func DeleteRule(g *Generation, r *ir.Rule, hook int, counter uint32, ifaces []Interface) (*Generation, error) {
+	if hook < 0 || hook >= NumChains {
+		return nil, fmt.Errorf("%w: hook %d", ErrNotAppendable, hook)
+	}
+	if counter < NumChains || int(counter-NumChains) >= len(g.Rules) {
+		return nil, fmt.Errorf("%w: counter index %d out of range", ErrNotAppendable, counter)
+	}
+	switch r.Target.Kind {
+	case ir.TargetJump, ir.TargetGoto:
+		return nil, fmt.Errorf("%w: target", ErrNotAppendable)
+	}
+	if hasSetMatch(r) {
+		return nil, fmt.Errorf("%w: set match", ErrNotAppendable)
+	}
+	terms, err := ruleTerms(g.Family, r, ifaces, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotAppendable, err)
+	}
+	// The flattener emitted, in a row, an entry per term that can match:
+	// hotdrop terms first (no rule), then the rule's own.
+	hot, own := 0, 0
+	for _, t := range terms {
+		if _, ok := (Cond{}).and(t.cond); !ok {
+			continue
+		}
+		if t.hotdrop {
+			hot++
+		} else {
+			own++
+		}
+	}
+	var positions []uint32
+	for i := g.ChainStart[hook]; i < g.ChainEnd[hook]; i++ {
+		if g.Entries[i].Rule == counter {
+			positions = append(positions, i)
+		}
+	}
+	if len(positions) != own || own > 0 && positions[own-1]-positions[0] != uint32(own-1) || own == 0 && hot > 0 {
+		return nil, fmt.Errorf("%w: %d entries for %d terms", ErrNotAppendable, len(positions), own)
+	}
+	if own > 0 && positions[0] < g.ChainStart[hook]+uint32(hot) {
+		return nil, fmt.Errorf("%w: hotdrop entries not found", ErrNotAppendable)
+	}
+	if own > 0 {
+		first := positions[0]
+		for i := first - uint32(hot); i < first; i++ {
+			if e := g.Entries[i]; e.Rule != NoRule || e.Action != ActDrop || e.Flags != 0 {
+				return nil, fmt.Errorf("%w: hotdrop entries not found", ErrNotAppendable)
+			}
+			positions = append(positions, i)
+		}
+	}
+	if g.Layout.Dead[hook]+uint32(len(positions)) > maxDeadEntries {
+		return nil, fmt.Errorf("%w: %d dead entries already", ErrNotAppendable, g.Layout.Dead[hook])
+	}
+	var none Cond
+	for f := range none {
+		none[f] = &Set{}
+	}
+	classes := 0
+	for _, p := range positions {
+		n, err := g.place(p, none)
+		if err != nil {
+			return nil, err
+		}
+		if classes += n; classes > maxAppendClasses {
+			return nil, fmt.Errorf("%w: more than %d classes", ErrNotAppendable, maxAppendClasses)
+		}
+		g.Entries[p] = Entry{Rule: NoRule, Action: ActDrop}
+	}
+	g.Layout.Dead[hook] += uint32(len(positions))
+	for i := range g.Entries {
+		if e := &g.Entries[i]; e.Rule != NoRule && e.Rule > counter {
+			e.Rule--
+		}
+	}
+	gone := g.Rules[counter-NumChains]
+	g.Rules = slices.Delete(g.Rules, int(counter-NumChains), int(counter-NumChains)+1)
+	for i := range g.Rules {
+		if ref := &g.Rules[i]; ref.Chain == gone.Chain && ref.Index > gone.Index {
+			ref.Index--
+		}
+	}
+	return g, nil
 }

@@ -59,6 +59,9 @@ type Layout struct {
 	// its end (RETURN from the base chain, the end of a chain it goes to):
 	// they must skip an appended rule.
 	EndRefs [NumChains][]uint32
+	// Dead[h] counts the positions of base chain h whose rules DeleteRule
+	// removed: in no class, never reused until the next full compile.
+	Dead [NumChains]uint32
 }
 
 // NumCounters is the size of the counters map.

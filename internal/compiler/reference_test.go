@@ -703,3 +703,96 @@ func TestAppendRuleMatchesReference(t *testing.T) {
 		t.Errorf("only %d of %d appends were done in place", inPlace, inPlace+refused)
 	}
 }
+
+// TestDeleteRuleMatchesReference deletes random rules of base chains from
+// random rulesets with DeleteRule, several in a row (interleaved with
+// AppendRule), and requires every resulting generation to judge random
+// packets as the reference interpreter judges the ruleset without them.
+// Deletions DeleteRule refuses are compiled in full; most must be done in
+// place.
+func TestDeleteRuleMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	inPlace, refused := 0, 0
+	reasons := map[string]int{}
+	counterOf := func(rs *ir.Ruleset, chain *ir.Chain, k int) uint32 {
+		n := uint32(NumChains)
+		for _, c := range rs.Chains {
+			if c == chain {
+				return n + uint32(k)
+			}
+			n += uint32(len(c.Rules))
+		}
+		t.Fatalf("chain %s not in the ruleset", chain.Name)
+		return 0
+	}
+	for iter := 0; iter < 200; iter++ {
+		fam := ir.IPv4
+		if iter%2 == 1 {
+			fam = ir.IPv6
+		}
+		rs := genRuleset(rng, fam, 10+rng.Intn(40), rng.Intn(3))
+		g, err := Compile(rs, Options{Interfaces: testIfaces})
+		if err != nil {
+			t.Fatalf("ruleset %d: %v", iter, err)
+		}
+		for step := 0; step < 1+rng.Intn(12); step++ {
+			hook := rng.Intn(NumChains)
+			chain := rs.Chain(ir.BuiltinChains[hook])
+			var ng *Generation
+			if len(chain.Rules) > 0 && rng.Intn(4) != 0 {
+				k := rng.Intn(len(chain.Rules))
+				r := chain.Rules[k]
+				counter := counterOf(rs, chain, k)
+				chain.Rules = append(chain.Rules[:k:k], chain.Rules[k+1:]...)
+				ng, err = DeleteRule(g, r, hook, counter, testIfaces)
+			} else {
+				// A one-rule ruleset gives a random rule valid in its chain.
+				one := genRuleset(rng, fam, 1, 0)
+				var r *ir.Rule
+				for h, name := range ir.BuiltinChains {
+					if c := one.Chain(name); c != nil && len(c.Rules) == 1 {
+						r, hook = c.Rules[0], h
+					}
+				}
+				if r == nil {
+					continue
+				}
+				chain = rs.Chain(ir.BuiltinChains[hook])
+				chain.Rules = append(chain.Rules, r)
+				k := len(chain.Rules) - 1
+				ng, err = AppendRule(g, r, hook, counterOf(rs, chain, k), RuleRef{Chain: chain.Name, Index: k}, testIfaces)
+			}
+			if errors.Is(err, ErrNotAppendable) {
+				refused++
+				reasons[err.Error()]++
+				ng, err = Compile(rs, Options{Interfaces: testIfaces})
+			} else if err == nil {
+				inPlace++
+			}
+			if err != nil {
+				t.Fatalf("ruleset %d step %d: %v", iter, step, err)
+			}
+			g = ng
+			// RuleRefs follow the ruleset (AppendRule and DeleteRule keep
+			// them in step; Compile makes them afresh).
+			for k := 0; k < 100; k++ {
+				p := genPacket(rng, fam)
+				for ch, name := range ir.BuiltinChains {
+					q := *p
+					if ch == ChainInput {
+						q.OIF = 0
+					}
+					if ch == ChainOutput {
+						q.IIF = 0
+					}
+					q.Sets = g.SetBits(func(c SetCond) bool { return refSetMember(c.Name, c.Dirs, c.ReturnNomatch, &q) })
+					checkSame(t, iter*1000+step, name, rs, g, &q, refRun(rs, name, &q), g.Classify(&q, ch))
+				}
+			}
+		}
+	}
+	t.Logf("%d changes in place, %d compiled in full: %v", inPlace, refused, reasons)
+	if inPlace < 500 || 2*inPlace < refused {
+		t.Errorf("only %d of %d changes were done in place", inPlace, inPlace+refused)
+	}
+}

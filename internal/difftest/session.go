@@ -45,7 +45,8 @@ type Config struct {
 	Debug func(format string, args ...any)
 	// AppendTail, when positive, makes xfw load up to that many of each
 	// base chain's last rules with `iptables -A` commands after restoring
-	// the rest, so that its in-place append path (compiler.AppendRule) is
+	// the rest (each appended twice, the first copies then deleted with
+	// -D), so that its in-place paths (compiler.AppendRule, DeleteRule) are
 	// what the kernel is compared with. The kernel restores the whole
 	// ruleset.
 	AppendTail int
@@ -77,8 +78,8 @@ type Session struct {
 	undo  []func() error
 	// next is the next probe marker.
 	next uint32
-	// appended and inPlace count the rules loaded by `iptables -A`
-	// (Config.AppendTail) and those appended in place.
+	// appended and inPlace count the -A and -D commands of
+	// Config.AppendTail and those done in place.
 	appended, inPlace int
 }
 
@@ -557,27 +558,39 @@ func (s *Session) restoreRules(sd *side, text string) error {
 	if s.cfg.Family == ir.IPv6 {
 		prog = "ip6tables"
 	}
-	for _, line := range tail {
-		words, err := iptables.Tokenize(line)
-		if err != nil {
-			return fmt.Errorf("split %q: %w", line, err)
+	// Each tail rule is appended twice, then the first copies are deleted
+	// by specification (-D removes the first match): the chain ends as
+	// the ruleset says, through in-place appends and deletions.
+	var steps [][]string
+	for _, pass := range []string{"-A", "-A", "-D"} {
+		for _, line := range tail {
+			words, err := iptables.Tokenize(line)
+			if err != nil {
+				return fmt.Errorf("split %q: %w", line, err)
+			}
+			if len(words) < 2 || words[0] != "-A" {
+				return fmt.Errorf("tail line %q is no -A", line)
+			}
+			steps = append(steps, append([]string{pass}, words[1:]...))
 		}
-		// XFW_TRACE tells whether the rule was appended in place.
+	}
+	for _, words := range steps {
+		// XFW_TRACE tells whether the change was made in place.
 		argv := append([]string{"env", "XFW_TRACE=1", s.cfg.XFW, prog, lockWait}, words...)
 		res, err := nettest.ExecTimeout(toolTimeout, sd.topo.FwNS, argv...)
 		if err != nil {
-			return fmt.Errorf("%s %s: exit %d: %s", prog, line, res.ExitCode, strings.TrimSpace(res.Stderr))
+			return fmt.Errorf("%s %s: exit %d: %s", prog, strings.Join(words, " "), res.ExitCode, strings.TrimSpace(res.Stderr))
 		}
 		s.appended++
-		if strings.Contains(res.Stderr, "commit: append in place") {
+		if strings.Contains(res.Stderr, "commit: append in place") || strings.Contains(res.Stderr, "commit: delete in place") {
 			s.inPlace++
 		}
 	}
 	return nil
 }
 
-// Appended returns how many rules xfw loaded by `iptables -A`
-// (Config.AppendTail) and how many of them were appended in place.
+// Appended returns how many `iptables -A` and `-D` commands xfw ran
+// (Config.AppendTail) and how many of them were done in place.
 func (s *Session) Appended() (rules, inPlace int) { return s.appended, s.inPlace }
 
 // splitTail takes up to n of each base chain's last "-A" lines out of the

@@ -160,8 +160,9 @@ const (
 )
 
 // TestRandomRulesetsAppended compares random rulesets that xfw loads
-// partly by `iptables -A` (each base chain's last rules appended in place
-// to the running generation) with the kernel's restore of the whole.
+// partly by `iptables -A` and `-D` (each base chain's last rules appended
+// twice, the first copies deleted, in place in the running generation)
+// with the kernel's restore of the whole.
 func TestRandomRulesetsAppended(t *testing.T) {
 	seed := envInt(t, "DIFFTEST_SEED", defaultSeed) + envInt(t, "DIFFTEST_COUNT", defaultCount) + setRulesets
 	runRandom(t, seed, appendRulesets, difftest.GenOptions{}, func(c *difftest.Config) { c.AppendTail = appendTail })
@@ -193,9 +194,9 @@ func runRandom(t *testing.T, seed, count int64, opts difftest.GenOptions, tune .
 				})
 			}
 			if rules, inPlace := s.Appended(); rules > 0 {
-				t.Logf("%d rules loaded by iptables -A, %d of them appended in place", rules, inPlace)
+				t.Logf("%d iptables -A and -D commands, %d of them done in place", rules, inPlace)
 				if inPlace == 0 {
-					t.Errorf("none of the %d appended rules took the in-place path", rules)
+					t.Errorf("none of the %d -A and -D commands took the in-place path", rules)
 				}
 			}
 		})

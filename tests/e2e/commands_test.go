@@ -255,10 +255,12 @@ func TestCountersExactAcrossUpdates(t *testing.T) {
 	}
 }
 
-// TestAppendInPlace checks the in-place path of `iptables -A` on a base
-// chain (compiler.AppendRule, as XFW_TRACE reports it): the appended rules
-// judge the very next packets and count them, the rules before them keep
-// working, and a rule the path cannot take (a jump) is compiled in full.
+// TestAppendInPlace checks the in-place paths of `iptables -A` and `-D` on
+// a base chain (compiler.AppendRule and DeleteRule, as XFW_TRACE reports
+// them): the appended rules judge the very next packets and count them,
+// the rules before them keep working, a deleted rule no longer matches and
+// the others keep their counters, and a rule the path cannot take (a jump)
+// is compiled in full.
 func TestAppendInPlace(t *testing.T) {
 	nettest.RequireRoot(t)
 	bin := xfwPath(t)
@@ -272,15 +274,20 @@ func TestAppendInPlace(t *testing.T) {
 	}
 	rules.WriteString("-A FORWARD -p udp -m udp --dport 7402 -j DROP\nCOMMIT\n")
 	fw.restore(t, tp, 4, rules.String())
+	change := func(wantInPlace bool, args ...string) {
+		t.Helper()
+		res, err := nettest.Exec(tp.FwNS, append([]string{"env", "XFW_TRACE=1", bin, "iptables", "-w"}, args...)...)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%v: %v %+v", args, err, res)
+		}
+		got := strings.Contains(res.Stderr, "commit: append in place") || strings.Contains(res.Stderr, "commit: delete in place")
+		if got != wantInPlace {
+			t.Errorf("%v: in place %v, want %v; trace:\n%s", args, got, wantInPlace, res.Stderr)
+		}
+	}
 	appendRule := func(wantInPlace bool, args ...string) {
 		t.Helper()
-		res, err := nettest.Exec(tp.FwNS, append([]string{"env", "XFW_TRACE=1", bin, "iptables", "-w", "-A"}, args...)...)
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("-A %v: %v %+v", args, err, res)
-		}
-		if got := strings.Contains(res.Stderr, "commit: append in place"); got != wantInPlace {
-			t.Errorf("-A %v: in place %v, want %v; trace:\n%s", args, got, wantInPlace, res.Stderr)
-		}
+		change(wantInPlace, append([]string{"-A"}, args...)...)
 	}
 	send := func(port uint16, n int) int {
 		t.Helper()
@@ -315,6 +322,29 @@ func TestAppendInPlace(t *testing.T) {
 	} {
 		if got := cs[rule]; got.packets != want {
 			t.Errorf("%s: %d packets, want %d", rule, got.packets, want)
+		}
+	}
+	// Delete the ACCEPT of 7401 by specification and the first rule by
+	// number: 7401 now meets the catch-all DROP, 8000 from 10.77.0.1 is
+	// no longer dropped by rule 1 but by the catch-all as well.
+	change(true, "-D", "FORWARD", "-p", "udp", "--dport", "7401", "-j", "ACCEPT")
+	change(true, "-D", "FORWARD", "1")
+	if got := send(7401, 3); got != 0 {
+		t.Errorf("port 7401 after deleting its ACCEPT: %d of 3 datagrams arrived", got)
+	}
+	cs = counters(t, fw.save(t, tp, 4))
+	if _, ok := cs["FORWARD -p udp -m udp --dport 7401 -j ACCEPT"]; ok {
+		t.Errorf("the deleted rule is still listed")
+	}
+	if _, ok := cs["FORWARD -s 10.77.0.1/32 -p udp -m udp --dport 8000 -j DROP"]; ok {
+		t.Errorf("rule 1, deleted by number, is still listed")
+	}
+	for rule, want := range map[string]uint64{
+		"FORWARD -p udp -m udp --dport 7400 -j DROP": 3,
+		"FORWARD -p udp -j DROP":                     9,
+	} {
+		if got := cs[rule]; got.packets != want {
+			t.Errorf("after the deletions %s: %d packets, want %d", rule, got.packets, want)
 		}
 	}
 }
