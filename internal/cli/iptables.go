@@ -82,6 +82,8 @@ func runIptables(name string, args []string, env Env) int {
 	switch cmd.Kind {
 	case iptables.CmdAppend:
 		err = commitAppend(fam, old, rs, cmd.Chain, ao, locked)
+	case iptables.CmdInsert:
+		err = commitInsert(fam, old, rs, cmd.Chain, ao, locked)
 	case iptables.CmdDelete, iptables.CmdDeleteNum:
 		err = commitDelete(fam, old, rs, cmd.Chain, ao, locked)
 	default:

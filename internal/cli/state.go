@@ -172,6 +172,45 @@ func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 	return install(fam, old, rs, gen, ifaces, true, opts, sets)
 }
 
+// commitInsert commits rs, the running ruleset old with one rule inserted
+// at the head of chain (iptables -I CHAIN [1]): on a base chain it puts the
+// rule in the running generation's slack before the chain's entries
+// (compiler.InsertRule); otherwise, or when the generation cannot take it,
+// it compiles rs in full (commit).
+func commitInsert(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
+	t := time.Now()
+	hook := slices.Index(ir.BuiltinChains[:], chain)
+	rs.Chains = iptables.OrderedChains(rs)
+	oldChain, newChain := old.Chain(chain), rs.Chain(chain)
+	if hook < 0 || oldChain == nil || newChain == nil || len(newChain.Rules) != len(oldChain.Rules)+1 || newChain.Rules[0].Handle != 0 {
+		return commit(fam, old, rs, true, opts, sets)
+	}
+	for i, r := range oldChain.Rules {
+		if newChain.Rules[i+1].Handle != r.Handle {
+			return commit(fam, old, rs, true, opts, sets) // not at the head
+		}
+	}
+	gen, ifaces, err := runningGeneration(fam, old)
+	if err != nil || gen == nil {
+		dataplane.TraceSince(fmt.Sprintf("commit: no running generation (%v)", err), t)
+		return commit(fam, old, rs, true, opts, sets)
+	}
+	counter := uint32(compiler.NumChains)
+	for _, c := range rs.Chains {
+		if c == newChain {
+			break
+		}
+		counter += uint32(len(c.Rules))
+	}
+	t = dataplane.TraceSince("commit: read running generation", t)
+	if gen, err = compiler.InsertRule(gen, newChain.Rules[0], hook, counter, compiler.RuleRef{Chain: chain, Index: 0}, ifaces); err != nil {
+		dataplane.TraceSince(fmt.Sprintf("commit: not in place (%v)", err), t)
+		return commit(fam, old, rs, true, opts, sets)
+	}
+	dataplane.TraceSince("commit: insert in place", t)
+	return install(fam, old, rs, gen, ifaces, true, opts, sets)
+}
+
 // commitDelete commits rs, the running ruleset old with one rule deleted
 // from chain (iptables -D): when chain is a base chain it takes the rule's
 // entries out of the running generation (compiler.DeleteRule) instead of

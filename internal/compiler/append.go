@@ -43,6 +43,19 @@ const maxAppendClasses = 512
 // place (writing them is most of the work an append saves): g must not be
 // used afterwards, also when it returns an error.
 func AppendRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, ifaces []Interface) (*Generation, error) {
+	return addRule(g, r, hook, counter, ref, ifaces, false)
+}
+
+// InsertRule returns g with rule r inserted at the head of base chain hook
+// (iptables -I CHAIN [1]), in the slack before the chain's entries; counter
+// (the chain's first counter index) and ref as for AppendRule, and, like
+// it, InsertRule changes g in place (g must not be used afterwards).
+func InsertRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, ifaces []Interface) (*Generation, error) {
+	return addRule(g, r, hook, counter, ref, ifaces, true)
+}
+
+// addRule is AppendRule (at the chain's end) and InsertRule (atHead).
+func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, ifaces []Interface, atHead bool) (*Generation, error) {
 	if hook < 0 || hook >= NumChains {
 		return nil, fmt.Errorf("%w: hook %d", ErrNotAppendable, hook)
 	}
@@ -57,7 +70,12 @@ func AppendRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef
 		return nil, fmt.Errorf("%w: %v", ErrNotAppendable, err)
 	}
 	start := g.ChainEnd[hook]
-	if int(start)+len(terms) > int(g.Layout.SlackEnd[hook]) || int(g.Layout.SlackEnd[hook]) > len(g.Entries) {
+	if atHead {
+		if g.ChainStart[hook] < g.Layout.SlackStart[hook]+uint32(len(terms)) {
+			return nil, fmt.Errorf("%w: no slack left", ErrNotAppendable)
+		}
+		start = g.ChainStart[hook] - uint32(len(terms))
+	} else if int(start)+len(terms) > int(g.Layout.SlackEnd[hook]) || int(g.Layout.SlackEnd[hook]) > len(g.Entries) {
 		return nil, fmt.Errorf("%w: no slack left", ErrNotAppendable)
 	}
 	for _, t := range terms {
@@ -75,6 +93,14 @@ func AppendRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef
 
 	out := g // g is the caller's to give up: no copies of its arrays
 	out.Rules = slices.Insert(g.Rules, int(counter-NumChains), ref)
+	if atHead {
+		// The chain's other rules move down one place.
+		for i := range out.Rules {
+			if rr := &out.Rules[i]; i != int(counter-NumChains) && rr.Chain == ref.Chain && rr.Index >= ref.Index {
+				rr.Index++
+			}
+		}
+	}
 	for i := range out.Entries {
 		if e := &out.Entries[i]; e.Rule != NoRule && e.Rule >= counter {
 			e.Rule++
@@ -118,6 +144,10 @@ func AppendRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef
 			return nil, fmt.Errorf("%w: target", ErrNotAppendable)
 		}
 		out.Entries[p] = e
+	}
+	if atHead {
+		out.ChainStart[hook] = start
+		return out, nil
 	}
 	end := start + uint32(len(terms))
 	for _, i := range g.Layout.EndRefs[hook] {

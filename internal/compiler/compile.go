@@ -51,6 +51,10 @@ type Generation struct {
 // Layout describes a generation's entry list for AppendRule: the slack
 // after each base chain and the entries that continue at a chain's end.
 type Layout struct {
+	// SlackStart[h] starts the slack before base chain h's entries:
+	// positions SlackStart[h] to ChainStart[h]-1 take rules inserted at
+	// its head.
+	SlackStart [NumChains]uint32
 	// SlackEnd[h] ends base chain h's slack: positions ChainEnd[h] to
 	// SlackEnd[h]-1 are in no class (they never match) and take appended
 	// rules.
@@ -244,7 +248,8 @@ func neverInAnyClass(g *Generation) {
 	var used [NumFields]bool
 	slack := func(i int) bool {
 		for h := range g.ChainEnd {
-			if uint32(i) >= g.ChainEnd[h] && uint32(i) < g.Layout.SlackEnd[h] {
+			if uint32(i) >= g.ChainEnd[h] && uint32(i) < g.Layout.SlackEnd[h] ||
+				uint32(i) >= g.Layout.SlackStart[h] && uint32(i) < g.ChainStart[h] {
 				return true
 			}
 		}

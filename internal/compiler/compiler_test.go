@@ -119,10 +119,11 @@ func TestFlattenActions(t *testing.T) {
 	if got := g.ChainEnd[ChainInput] - g.ChainStart[ChainInput]; int(got) != len(want) {
 		t.Fatalf("%d INPUT entries, want %d", got, len(want))
 	}
+	base := g.ChainStart[ChainInput] // after the head slack
 	for i, w := range want {
-		e := g.Entries[i]
-		if e.Action != w.act || (w.act == ActContinue && e.Next != w.next) {
-			t.Errorf("entry %d: action %d next %d, want %d next %d", i, e.Action, e.Next, w.act, w.next)
+		e := g.Entries[base+uint32(i)]
+		if e.Action != w.act || (w.act == ActContinue && e.Next != base+w.next) {
+			t.Errorf("entry %d: action %d next %d, want %d next %d", i, e.Action, e.Next-base, w.act, w.next)
 		}
 		// Every entry inside the jump inherits -p tcp.
 		if i >= 1 && i <= 4 && !e.Cond[FieldProto].Contains(U64(6)) || i >= 1 && i <= 4 && e.Cond[FieldProto].Contains(U64(17)) {
@@ -130,8 +131,8 @@ func TestFlattenActions(t *testing.T) {
 		}
 	}
 	// Counters: the goto fall-through entry belongs to no rule.
-	if g.Entries[3].Rule != NoRule {
-		t.Errorf("synthetic entry counts rule %d", g.Entries[3].Rule)
+	if g.Entries[base+3].Rule != NoRule {
+		t.Errorf("synthetic entry counts rule %d", g.Entries[base+3].Rule)
 	}
 }
 

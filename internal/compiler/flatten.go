@@ -213,6 +213,12 @@ func (fl *flattener) flatten() (start, end [NumChains]uint32, err error) {
 	var endLabels [NumChains]*label
 	for hook, name := range ir.BuiltinChains {
 		c := fl.rs.Chain(name)
+		// Slack before the chain's entries too, for rules inserted at its
+		// head (InsertRule).
+		fl.layout.SlackStart[hook] = uint32(len(fl.entries))
+		for i := 0; i < AppendSlack && len(fl.entries) < MaxEntries; i++ {
+			fl.entries = append(fl.entries, Entry{Cond: neverCond(), Rule: NoRule, Action: ActDrop})
+		}
 		start[hook] = uint32(len(fl.entries))
 		endLabel := &label{}
 		endLabels[hook] = endLabel
@@ -257,7 +263,8 @@ func (fl *flattener) flatten() (start, end [NumChains]uint32, err error) {
 
 // AppendSlack is the number of never-matching positions after each base
 // chain's entries, where AppendRule puts appended rules without moving
-// any other entry.
+// any other entry, and before them, where InsertRule puts rules inserted
+// at the head.
 const AppendSlack = 64
 
 // neverCond is the condition a slack entry is flattened with, an empty

@@ -706,7 +706,7 @@ func TestAppendRuleMatchesReference(t *testing.T) {
 
 // TestDeleteRuleMatchesReference deletes random rules of base chains from
 // random rulesets with DeleteRule, several in a row (interleaved with
-// AppendRule), and requires every resulting generation to judge random
+// AppendRule and InsertRule at the chains' heads), and requires every resulting generation to judge random
 // packets as the reference interpreter judges the ruleset without them.
 // Deletions DeleteRule refuses are compiled in full; most must be done in
 // place.
@@ -735,7 +735,7 @@ func TestDeleteRuleMatchesReference(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ruleset %d: %v", iter, err)
 		}
-		for step := 0; step < 1+rng.Intn(12); step++ {
+		for step := 0; step < 1+rng.Intn(16); step++ {
 			hook := rng.Intn(NumChains)
 			chain := rs.Chain(ir.BuiltinChains[hook])
 			var ng *Generation
@@ -758,9 +758,14 @@ func TestDeleteRuleMatchesReference(t *testing.T) {
 					continue
 				}
 				chain = rs.Chain(ir.BuiltinChains[hook])
-				chain.Rules = append(chain.Rules, r)
-				k := len(chain.Rules) - 1
-				ng, err = AppendRule(g, r, hook, counterOf(rs, chain, k), RuleRef{Chain: chain.Name, Index: k}, testIfaces)
+				if rng.Intn(2) == 0 {
+					chain.Rules = append([]*ir.Rule{r}, chain.Rules...)
+					ng, err = InsertRule(g, r, hook, counterOf(rs, chain, 0), RuleRef{Chain: chain.Name, Index: 0}, testIfaces)
+				} else {
+					chain.Rules = append(chain.Rules, r)
+					k := len(chain.Rules) - 1
+					ng, err = AppendRule(g, r, hook, counterOf(rs, chain, k), RuleRef{Chain: chain.Name, Index: k}, testIfaces)
+				}
 			}
 			if errors.Is(err, ErrNotAppendable) {
 				refused++

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,10 +45,11 @@ type Config struct {
 	// Debug, when set, receives every observation of every run.
 	Debug func(format string, args ...any)
 	// AppendTail, when positive, makes xfw load up to that many of each
-	// base chain's last rules with `iptables -A` commands after restoring
-	// the rest (each appended twice, the first copies then deleted with
-	// -D), so that its in-place paths (compiler.AppendRule, DeleteRule) are
-	// what the kernel is compared with. The kernel restores the whole
+	// base chain's first rules with `iptables -I` (last first) and up to
+	// that many of its last rules with `iptables -A` (each appended twice,
+	// the first copies then deleted with -D) after restoring the rest, so
+	// that its in-place paths (compiler.InsertRule, AppendRule, DeleteRule)
+	// are what the kernel is compared with. The kernel restores the whole
 	// ruleset.
 	AppendTail int
 }
@@ -547,9 +549,18 @@ func (s *Session) restore(sd *side, text string) error {
 // restoreRules loads ruleset text into a side's fw (xfw: with its last
 // rules appended one by one when Config.AppendTail asks for it).
 func (s *Session) restoreRules(sd *side, text string) error {
-	var tail []string
+	var head, tail []string
 	if !sd.kernel && s.cfg.AppendTail > 0 {
-		text, tail = splitTail(text, s.cfg.AppendTail)
+		// iptables-save's form: one rule per line (a line naming several
+		// addresses is several rules), one spelling per rule (so that a
+		// line's text tells whether -D could delete a twin instead).
+		rs, err := iptables.Restore(s.cfg.Family, strings.NewReader(text), nil, iptables.RestoreOptions{Sets: SetLookup(text)})
+		if err != nil {
+			return fmt.Errorf("parse the ruleset: %w", err)
+		}
+		var rest []string
+		rest, head, tail = splitEnds(iptables.Save(rs, false), s.cfg.AppendTail)
+		text = strings.Join(rest, "\n")
 	}
 	if err := s.restoreText(sd, text); err != nil {
 		return err
@@ -558,20 +569,47 @@ func (s *Session) restoreRules(sd *side, text string) error {
 	if s.cfg.Family == ir.IPv6 {
 		prog = "ip6tables"
 	}
-	// Each tail rule is appended twice, then the first copies are deleted
-	// by specification (-D removes the first match): the chain ends as
-	// the ruleset says, through in-place appends and deletions.
+	// The first rules are inserted at the head, last first; the last ones
+	// appended twice, then the first copies deleted by specification (-D
+	// removes the first match): the chains end as the ruleset says,
+	// through in-place changes.
 	var steps [][]string
-	for _, pass := range []string{"-A", "-A", "-D"} {
-		for _, line := range tail {
+	add := func(cmd string, lines []string) error {
+		for _, line := range lines {
 			words, err := iptables.Tokenize(line)
 			if err != nil {
 				return fmt.Errorf("split %q: %w", line, err)
 			}
 			if len(words) < 2 || words[0] != "-A" {
-				return fmt.Errorf("tail line %q is no -A", line)
+				return fmt.Errorf("line %q is no -A", line)
 			}
-			steps = append(steps, append([]string{pass}, words[1:]...))
+			steps = append(steps, append([]string{cmd}, words[1:]...))
+		}
+		return nil
+	}
+	reversed := slices.Clone(head)
+	slices.Reverse(reversed)
+	// A rule whose text occurs twice in the ruleset is appended once: -D
+	// could delete its twin.
+	seen := map[string]int{}
+	for _, l := range strings.Split(text, "\n") {
+		seen[l]++
+	}
+	for _, l := range append(head, tail...) {
+		seen[l]++
+	}
+	var unique []string
+	for _, l := range tail {
+		if seen[l] == 1 {
+			unique = append(unique, l)
+		}
+	}
+	for _, st := range []struct {
+		cmd   string
+		lines []string
+	}{{"-I", reversed}, {"-A", tail}, {"-A", unique}, {"-D", unique}} {
+		if err := add(st.cmd, st.lines); err != nil {
+			return err
 		}
 	}
 	for _, words := range steps {
@@ -582,40 +620,50 @@ func (s *Session) restoreRules(sd *side, text string) error {
 			return fmt.Errorf("%s %s: exit %d: %s", prog, strings.Join(words, " "), res.ExitCode, strings.TrimSpace(res.Stderr))
 		}
 		s.appended++
-		if strings.Contains(res.Stderr, "commit: append in place") || strings.Contains(res.Stderr, "commit: delete in place") {
+		if strings.Contains(res.Stderr, "commit: append in place") || strings.Contains(res.Stderr, "commit: delete in place") || strings.Contains(res.Stderr, "commit: insert in place") {
 			s.inPlace++
 		}
 	}
 	return nil
 }
 
-// Appended returns how many `iptables -A` and `-D` commands xfw ran
+// Appended returns how many `iptables -I`, `-A` and `-D` commands xfw ran
 // (Config.AppendTail) and how many of them were done in place.
 func (s *Session) Appended() (rules, inPlace int) { return s.appended, s.inPlace }
 
-// splitTail takes up to n of each base chain's last "-A" lines out of the
-// filter table text, returning the rest and the lines taken in order.
-func splitTail(text string, n int) (string, []string) {
+// splitEnds takes up to n of each base chain's first "-A" lines and up to
+// n of its last ones (other lines) out of the filter table text, returning
+// the rest, the first lines and the last lines, each in order.
+func splitEnds(text string, n int) (rest, head, tail []string) {
 	lines := strings.Split(text, "\n")
-	take := map[int]bool{}
+	taken := map[int]int{} // line → 1 head, 2 tail
 	for _, chain := range ir.BuiltinChains {
-		k := 0
-		for i := len(lines) - 1; i >= 0 && k < n; i-- {
-			if strings.HasPrefix(lines[i], "-A "+chain+" ") {
-				take[i] = true
-				k++
+		var idx []int
+		for i, l := range lines {
+			if strings.HasPrefix(l, "-A "+chain+" ") {
+				idx = append(idx, i)
+			}
+		}
+		for k, i := range idx {
+			switch {
+			case k < n && k < len(idx)/2:
+				taken[i] = 1
+			case k >= len(idx)-n && k >= len(idx)/2:
+				taken[i] = 2
 			}
 		}
 	}
-	var rest, tail []string
 	for i, l := range lines {
-		if take[i] {
+		switch taken[i] {
+		case 1:
+			head = append(head, l)
+		case 2:
 			tail = append(tail, l)
-		} else {
+		default:
 			rest = append(rest, l)
 		}
 	}
-	return strings.Join(rest, "\n"), tail
+	return rest, head, tail
 }
 
 // restoreText runs a side's restore command on ruleset text.

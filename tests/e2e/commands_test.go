@@ -255,12 +255,13 @@ func TestCountersExactAcrossUpdates(t *testing.T) {
 	}
 }
 
-// TestAppendInPlace checks the in-place paths of `iptables -A` and `-D` on
-// a base chain (compiler.AppendRule and DeleteRule, as XFW_TRACE reports
-// them): the appended rules judge the very next packets and count them,
-// the rules before them keep working, a deleted rule no longer matches and
-// the others keep their counters, and a rule the path cannot take (a jump)
-// is compiled in full.
+// TestAppendInPlace checks the in-place paths of `iptables -A`, `-D` and
+// `-I` on a base chain (compiler.AppendRule, DeleteRule and InsertRule, as
+// XFW_TRACE reports them): the appended rules judge the very next packets
+// and count them, the rules before them keep working, a deleted rule no
+// longer matches and the others keep their counters, a rule inserted at
+// the head comes first, and a rule the path cannot take (a jump) is
+// compiled in full.
 func TestAppendInPlace(t *testing.T) {
 	nettest.RequireRoot(t)
 	bin := xfwPath(t)
@@ -280,7 +281,7 @@ func TestAppendInPlace(t *testing.T) {
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("%v: %v %+v", args, err, res)
 		}
-		got := strings.Contains(res.Stderr, "commit: append in place") || strings.Contains(res.Stderr, "commit: delete in place")
+		got := strings.Contains(res.Stderr, "commit: append in place") || strings.Contains(res.Stderr, "commit: delete in place") || strings.Contains(res.Stderr, "commit: insert in place")
 		if got != wantInPlace {
 			t.Errorf("%v: in place %v, want %v; trace:\n%s", args, got, wantInPlace, res.Stderr)
 		}
@@ -331,6 +332,14 @@ func TestAppendInPlace(t *testing.T) {
 	change(true, "-D", "FORWARD", "1")
 	if got := send(7401, 3); got != 0 {
 		t.Errorf("port 7401 after deleting its ACCEPT: %d of 3 datagrams arrived", got)
+	}
+	// Insert an ACCEPT at the head: it wins over every rule after it.
+	change(true, "-I", "FORWARD", "-p", "udp", "--dport", "7404", "-j", "ACCEPT")
+	if got := send(7404, 3); got != 3 {
+		t.Errorf("port 7404 after inserting its ACCEPT at the head: %d of 3 datagrams arrived", got)
+	}
+	if out := nettest.MustExec(t, tp.FwNS, bin, "iptables", "-w", "-S", "FORWARD"); !strings.HasPrefix(strings.Split(out, "\n")[1], "-A FORWARD -p udp -m udp --dport 7404 -j ACCEPT") {
+		t.Errorf("the inserted rule is not first:\n%s", out)
 	}
 	cs = counters(t, fw.save(t, tp, 4))
 	if _, ok := cs["FORWARD -p udp -m udp --dport 7401 -j ACCEPT"]; ok {
