@@ -287,10 +287,29 @@ func runReadme(args []string) error {
 	}
 	text := string(old)
 	const heading = "\n## Benchmarks\n"
+	// The LPM section comes from make bench-lpm (results/lpm.md), not from
+	// this report: keep it where it was.
+	lpm := ""
+	if i := strings.Index(text, lpmHeading); i >= 0 {
+		lpm = text[i:]
+		if j := strings.Index(lpm, notAheadHeading); j >= 0 {
+			lpm = lpm[:j]
+		} else if j := strings.Index(lpm[len(lpmHeading):], "\n## "); j >= 0 {
+			lpm = lpm[:len(lpmHeading)+j+1]
+		}
+	}
 	if i := strings.Index(text, heading); i >= 0 {
 		text = text[:i]
 	}
-	text = strings.TrimRight(text, "\n") + "\n" + heading + "\n" + readmeSection(&rep)
+	section := readmeSection(&rep)
+	if lpm != "" {
+		if j := strings.Index(section, notAheadHeading); j >= 0 {
+			section = section[:j] + lpm + section[j:]
+		} else {
+			section += lpm
+		}
+	}
+	text = strings.TrimRight(text, "\n") + "\n" + heading + "\n" + section
 	if err := os.WriteFile(*readme, []byte(text), 0o644); err != nil {
 		return fmt.Errorf("write README: %w", err)
 	}
@@ -429,7 +448,7 @@ func behindText(rep *report) string {
 		}
 	}
 	var b strings.Builder
-	b.WriteString("### Where xfw is not ahead yet\n\n")
+	b.WriteString(notAheadHeading + "\n\n")
 	if len(pts) == 0 {
 		b.WriteString("Nowhere in this run.\n\n")
 	} else {
@@ -460,9 +479,10 @@ func causesText(rep *report) string {
 	}
 	return `Causes in xfw's implementation:
 
-- **Most updates recompile the whole ruleset.** ` + "`xfw iptables -A`" + ` on a
-  base chain appends in place (the rule takes a slack position of the
-  running generation, read back from its maps); every other change reads
+- **Most updates recompile the whole ruleset.** ` + "`xfw iptables -A`" + `, ` + "`-I`" + `
+  (at the head) and ` + "`-D`" + ` on a base chain change the running generation in
+  place (read back from its maps; slack positions take new rules, deleted
+  ones leave every class); every other change reads
   the running ruleset back (its binary form, about 0.5 µs a rule to decode)
   and compiles all of it. Either way the new generation is written into the
   idle bank's maps (reused, so the kernel waits for no RCU grace period) and
@@ -472,8 +492,8 @@ func causesText(rep *report) string {
   a fresh process pays its page faults (` + "`XFW_TRACE=1`" + ` prints the
   phases). iptables-nft and nft send one rule to the kernel;
   iptables-legacy rewrites the whole table, about 20–30 ms at 10K rules
-  here. Next steps: inserts and deletes in place, and writing only the
-  changed parts of the maps.
+  here. Next steps: user chains in place, and writing only the changed
+  parts of the maps.
 - **Large rulesets: whole-table rebuilds.** Parse, compile and map filling
   grow with the ruleset` + large + `; the class → chunk table holds classes ×
   chunks entries (about n²/4,096 for n distinct addresses); the maps are
@@ -526,6 +546,12 @@ func latencyRatio(xfw, ref float64) string {
 	}
 	return fmt.Sprintf("xfw takes ×%.2f the time", xfw/ref)
 }
+
+// Headings of the README's Benchmarks section that runReadme looks for.
+const (
+	lpmHeading      = "### Large address sets (`make bench-lpm`"
+	notAheadHeading = "### Where xfw is not ahead yet"
+)
 
 // runRender rewrites bench.md from bench.json (after editing the JSON, or
 // to render an older report with the current layout).
