@@ -20,6 +20,9 @@ type firewall struct {
 	load func(ctx context.Context, ns string, rs *ruleset) error
 	// appendRule appends r to chain of the loaded ruleset (one command).
 	appendRule func(ctx context.Context, ns, chain string, r rule) error
+	// insertRule inserts r at the head of chain and deleteRule deletes r
+	// from it, by specification (one command each; nil: not measured).
+	insertRule, deleteRule func(ctx context.Context, ns, chain string, r rule) error
 	// reset removes everything the firewall loaded into the namespace.
 	reset func(ctx context.Context, ns string) error
 }
@@ -45,13 +48,14 @@ func firewalls(xfwBin string) map[string]*firewall {
 			return err
 		}
 	}
-	appendWith := func(cmd ...string) func(context.Context, string, string, rule) error {
+	ruleCmd := func(op string, cmd ...string) func(context.Context, string, string, rule) error {
 		return func(ctx context.Context, ns, chain string, r rule) error {
-			argv := append(append(append([]string(nil), cmd...), "-A", chain), r.iptablesArgs()...)
+			argv := append(append(append([]string(nil), cmd...), op, chain), r.iptablesArgs()...)
 			_, err := runIn(ctx, 0, ns, nil, argv...)
 			return err
 		}
 	}
+	appendWith := func(cmd ...string) func(context.Context, string, string, rule) error { return ruleCmd("-A", cmd...) }
 	empty := &ruleset{Chain: "FORWARD", Policy: "ACCEPT"}
 	resetWith := func(cmd ...string) func(context.Context, string) error {
 		return func(ctx context.Context, ns string) error {
@@ -81,6 +85,8 @@ func firewalls(xfwBin string) map[string]*firewall {
 				return err
 			},
 			appendRule: appendWith(xfwBin, "iptables", "-w"),
+			insertRule: ruleCmd("-I", xfwBin, "iptables", "-w"),
+			deleteRule: ruleCmd("-D", xfwBin, "iptables", "-w"),
 			reset: func(ctx context.Context, ns string) error {
 				return mustIn(ctx, ns, xfwBin, "stop")
 			},
@@ -89,12 +95,16 @@ func firewalls(xfwBin string) map[string]*firewall {
 			Name:       fwLegacy,
 			load:       restoreWith("iptables-legacy-restore", "-w"),
 			appendRule: appendWith("iptables-legacy", "-w"),
+			insertRule: ruleCmd("-I", "iptables-legacy", "-w"),
+			deleteRule: ruleCmd("-D", "iptables-legacy", "-w"),
 			reset:      resetWith("iptables-legacy-restore", "-w"),
 		},
 		fwIptNFT: {
 			Name:       fwIptNFT,
 			load:       restoreWith("iptables-nft-restore", "-w"),
 			appendRule: appendWith("iptables-nft", "-w"),
+			insertRule: ruleCmd("-I", "iptables-nft", "-w"),
+			deleteRule: ruleCmd("-D", "iptables-nft", "-w"),
 			reset:      nftReset,
 		},
 		fwNFT: {

@@ -224,7 +224,11 @@ func writeUpdate(b *strings.Builder, u *updateSection, plot string) {
 	for _, part := range []struct {
 		title string
 		ps    []latencyPoint
-	}{{"Append rule n+1 to a chain of n rules", u.Append}, {"Restore a whole ruleset of n rules", u.Restore}} {
+	}{{"Append rule n+1 to a chain of n rules", u.Append}, {"Restore a whole ruleset of n rules", u.Restore},
+		{"Insert a rule at the head of the chain (`-I FORWARD`)", u.Insert}, {"Delete that rule again (`-D FORWARD rule`)", u.Delete}} {
+		if len(part.ps) == 0 {
+			continue
+		}
 		fmt.Fprintf(b, "%s (median (min–max))\n\n| n |", part.title)
 		writeFirewallColumns(b, fws)
 		for _, n := range latencySizes(part.ps) {

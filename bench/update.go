@@ -27,6 +27,10 @@ type updateSection struct {
 	// Restore: loading a whole ruleset of n rules (iptables-restore, xfw
 	// iptables-restore, nft -f).
 	Restore []latencyPoint `json:"restore"`
+	// Insert and Delete: one `-I CHAIN` (at the head) of a new rule, then
+	// one `-D CHAIN rule` of it, on the chain of n (+ appended) rules.
+	Insert []latencyPoint `json:"insert,omitempty"`
+	Delete []latencyPoint `json:"delete,omitempty"`
 	Notes   []string       `json:"notes,omitempty"`
 }
 
@@ -100,14 +104,45 @@ func runUpdate(ctx context.Context, o *options, rigs []*rig, sizes []int) (*upda
 				appends[name] = append(appends[name], time.Since(start).Seconds())
 			}
 		}
+		// Insert a fresh rule at the head, then delete it, per repetition.
+		inserts := map[string][]float64{}
+		deletes := map[string][]float64{}
+		for rep := 0; rep < o.reps; rep++ {
+			head := extra[rep]
+			head.Sport += 10000 // not one of the appended rules
+			for i := range rigs {
+				r := rigs[(i+rep)%len(rigs)]
+				name := r.fw.Name
+				if errs[name] != "" || r.fw.insertRule == nil || r.fw.deleteRule == nil {
+					continue
+				}
+				start := time.Now()
+				if err := r.fw.insertRule(ctx, r.topo.FwNS, "FORWARD", head); err != nil {
+					errs[name] = err.Error()
+					continue
+				}
+				inserts[name] = append(inserts[name], time.Since(start).Seconds())
+				start = time.Now()
+				if err := r.fw.deleteRule(ctx, r.topo.FwNS, "FORWARD", head); err != nil {
+					errs[name] = err.Error()
+					continue
+				}
+				deletes[name] = append(deletes[name], time.Since(start).Seconds())
+			}
+		}
 		for _, r := range rigs {
 			name := r.fw.Name
 			rp := latencyPoint{Firewall: name, N: n, Seconds: summarize(restore[name]), Error: errs[name]}
 			ap := latencyPoint{Firewall: name, N: n, Seconds: summarize(appends[name]), Error: errs[name]}
+			ip := latencyPoint{Firewall: name, N: n, Seconds: summarize(inserts[name]), Error: errs[name]}
+			dp := latencyPoint{Firewall: name, N: n, Seconds: summarize(deletes[name]), Error: errs[name]}
 			sec.Restore = append(sec.Restore, rp)
 			sec.Append = append(sec.Append, ap)
-			progress("update: %-16s n=%6s: restore %9s, append %9s %s", name, humanCount(n),
-				humanDuration(rp.Seconds.Median), humanDuration(ap.Seconds.Median), errs[name])
+			sec.Insert = append(sec.Insert, ip)
+			sec.Delete = append(sec.Delete, dp)
+			progress("update: %-16s n=%6s: restore %9s, append %9s, insert %9s, delete %9s %s", name, humanCount(n),
+				humanDuration(rp.Seconds.Median), humanDuration(ap.Seconds.Median),
+				humanDuration(ip.Seconds.Median), humanDuration(dp.Seconds.Median), errs[name])
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err

@@ -551,15 +551,8 @@ func (s *Session) restore(sd *side, text string) error {
 func (s *Session) restoreRules(sd *side, text string) error {
 	var head, tail []string
 	if !sd.kernel && s.cfg.AppendTail > 0 {
-		// iptables-save's form: one rule per line (a line naming several
-		// addresses is several rules), one spelling per rule (so that a
-		// line's text tells whether -D could delete a twin instead).
-		rs, err := iptables.Restore(s.cfg.Family, strings.NewReader(text), nil, iptables.RestoreOptions{Sets: SetLookup(text)})
-		if err != nil {
-			return fmt.Errorf("parse the ruleset: %w", err)
-		}
 		var rest []string
-		rest, head, tail = splitEnds(iptables.Save(rs, false), s.cfg.AppendTail)
+		rest, head, tail = splitEnds(text, s.cfg.AppendTail)
 		text = strings.Join(rest, "\n")
 	}
 	if err := s.restoreText(sd, text); err != nil {
@@ -589,18 +582,18 @@ func (s *Session) restoreRules(sd *side, text string) error {
 	}
 	reversed := slices.Clone(head)
 	slices.Reverse(reversed)
-	// A rule whose text occurs twice in the ruleset is appended once: -D
-	// could delete its twin.
+	// A rule that occurs twice in the ruleset (in iptables-save's form:
+	// spellings differ) is appended once: -D could delete its twin.
+	restCanon, canon := canonicalRules(s.cfg.Family, text, append(slices.Clone(head), tail...))
 	seen := map[string]int{}
-	for _, l := range strings.Split(text, "\n") {
-		seen[l]++
-	}
-	for _, l := range append(head, tail...) {
-		seen[l]++
+	for _, c := range append(restCanon, canon...) {
+		for _, r := range c {
+			seen[r]++
+		}
 	}
 	var unique []string
-	for _, l := range tail {
-		if seen[l] == 1 {
+	for i, l := range tail {
+		if c := canon[len(head)+i]; len(c) > 0 && !slices.ContainsFunc(c, func(r string) bool { return seen[r] > 1 }) {
 			unique = append(unique, l)
 		}
 	}
@@ -633,20 +626,24 @@ func (s *Session) Appended() (rules, inPlace int) { return s.appended, s.inPlace
 
 // splitEnds takes up to n of each base chain's first "-A" lines and up to
 // n of its last ones (other lines) out of the filter table text, returning
-// the rest, the first lines and the last lines, each in order.
+// the rest, the first lines and the last lines, each in order. The first
+// lines end before one naming several addresses: it stands for one rule
+// per address, which -I would put in reverse order.
 func splitEnds(text string, n int) (rest, head, tail []string) {
 	lines := strings.Split(text, "\n")
 	taken := map[int]int{} // line → 1 head, 2 tail
 	for _, chain := range ir.BuiltinChains {
 		var idx []int
 		for i, l := range lines {
-			if strings.HasPrefix(l, "-A "+chain+" ") {
+			if t := strings.TrimRight(l, " "); t == "-A "+chain || strings.HasPrefix(t, "-A "+chain+" ") {
 				idx = append(idx, i)
 			}
 		}
+		prefix := true // the head is a prefix of the chain
 		for k, i := range idx {
+			prefix = prefix && k < n && k < len(idx)/2 && !multiAddress(lines[i])
 			switch {
-			case k < n && k < len(idx)/2:
+			case prefix:
 				taken[i] = 1
 			case k >= len(idx)-n && k >= len(idx)/2:
 				taken[i] = 2
@@ -664,6 +661,58 @@ func splitEnds(text string, n int) (rest, head, tail []string) {
 		}
 	}
 	return rest, head, tail
+}
+
+// multiAddress reports a rule line naming several -s or -d addresses.
+func multiAddress(line string) bool {
+	words, err := iptables.Tokenize(line)
+	if err != nil {
+		return true
+	}
+	for i := 0; i+1 < len(words); i++ {
+		switch words[i] {
+		case "-s", "--source", "--src", "-d", "--destination", "--dst":
+			if strings.Contains(words[i+1], ",") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// canonicalRules returns, for the rule lines of rest and for extra, each
+// line's rules as iptables-save prints them (one per address pair); nil
+// for a line that does not parse alone. rest supplies the chain
+// declarations.
+func canonicalRules(fam ir.Family, rest string, extra []string) (restRules, extraRules [][]string) {
+	var decls []string
+	var lines []string
+	for _, l := range strings.Split(rest, "\n") {
+		switch {
+		case strings.HasPrefix(l, ":"):
+			decls = append(decls, l)
+		case strings.HasPrefix(l, "-A "):
+			lines = append(lines, l)
+		}
+	}
+	lines = append(lines, extra...)
+	out := make([][]string, 0, len(lines))
+	for _, l := range lines {
+		text := "*filter\n" + strings.Join(decls, "\n") + "\n" + l + "\nCOMMIT\n"
+		rs, err := iptables.Restore(fam, strings.NewReader(text), nil, iptables.RestoreOptions{Sets: SetLookup(text)})
+		if err != nil {
+			out = append(out, nil)
+			continue
+		}
+		var rules []string
+		for _, sl := range strings.Split(iptables.Save(rs, false), "\n") {
+			if strings.HasPrefix(sl, "-A ") {
+				rules = append(rules, sl)
+			}
+		}
+		out = append(out, rules)
+	}
+	return out[:len(out)-len(extra)], out[len(out)-len(extra):]
 }
 
 // restoreText runs a side's restore command on ruleset text.

@@ -194,9 +194,9 @@ func runRandom(t *testing.T, seed, count int64, opts difftest.GenOptions, tune .
 				})
 			}
 			if rules, inPlace := s.Appended(); rules > 0 {
-				t.Logf("%d iptables -A and -D commands, %d of them done in place", rules, inPlace)
+				t.Logf("%d iptables -I, -A and -D commands, %d of them done in place", rules, inPlace)
 				if inPlace == 0 {
-					t.Errorf("none of the %d -A and -D commands took the in-place path", rules)
+					t.Errorf("none of the %d -I, -A and -D commands took the in-place path", rules)
 				}
 			}
 		})
