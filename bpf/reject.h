@@ -997,6 +997,26 @@ static __always_inline int xfw_rj_is_local(const __u32 *a, int v6)
 	return v && *v == XFW_RTN_LOCAL;
 }
 
+/* xfw_rj_for_host reports whether a reply to the address a is delivered
+ * to the host itself: one of its own addresses, or for IPv6 one of its
+ * anycast addresses (the local table's anycast routes, such as the
+ * subnet-router anycast address a forwarding host joins: ip6_route_output
+ * delivers to them; found by xfw difftest, a TCP RST to one). */
+static __always_inline int xfw_rj_for_host(const __u32 *a, int v6)
+{
+	if (xfw_rj_is_local(a, v6))
+		return 1;
+	if (v6) {
+		struct xfw_lpm6_key k = { .prefixlen = 128 };
+		__u8 *v;
+
+		__builtin_memcpy(k.addr, a, 16);
+		v = bpf_map_lookup_elem(&xfw_local6, &k);
+		return v && *v == XFW_RTN_ANYCAST;
+	}
+	return 0;
+}
+
 /* xfw_rj_lo_route finds where the kernel sends a reply to a packet the
  * host sent itself through loopback with another host's source address
  * (INPUT on lo): it routes the reply out (icmp6_send / icmp_send /
@@ -1068,7 +1088,7 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	frame = (__u32)(data_end - data);
 	if (ctx->ingress_ifindex != XFW_LOOPBACK_IFINDEX)
 		xfw_rj_l2_route(ctx, r, &sc->fib, v6);
-	else if (!xfw_rj_is_local(r->daddr, v6))
+	else if (!xfw_rj_for_host(r->daddr, v6))
 		out = xfw_rj_lo_route(ctx, r, &sc->fib, v6);
 
 	if (kind == XFW_RJK_RST4 || kind == XFW_RJK_RST6) {
@@ -1227,7 +1247,7 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 	}
 	if (!xfw_rj_csum_ok_tc(skb, p, whole))
 		return TC_ACT_SHOT;
-	routed = !xfw_rj_is_local(r->daddr, v6);
+	routed = !xfw_rj_for_host(r->daddr, v6);
 	if (routed && xfw_rj_tc_route(skb, r, &sc->fib, v6,
 				      kind == XFW_RJK_ICMP4 || kind == XFW_RJK_ICMP6))
 		return TC_ACT_SHOT;
