@@ -135,41 +135,20 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplan
 }
 
 // commitAppend commits rs, the running ruleset old with rules appended to
-// chain (iptables -A): when chain is a base chain it extends the running
-// generation with them (compiler.AppendRule, in a slack position, without
-// compiling the ruleset again); otherwise, or when the generation cannot
-// take them in place, it compiles rs in full (commit).
+// chain (iptables -A): on a base chain it extends the running generation
+// with them (compiler.AppendRule, in slack positions, without compiling
+// the ruleset again); otherwise, or when the generation cannot take them in
+// place, it compiles rs in full (commit).
 func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
-	t := time.Now()
-	hook := slices.Index(ir.BuiltinChains[:], chain)
-	rs.Chains = iptables.OrderedChains(rs)
-	oldChain, newChain := old.Chain(chain), rs.Chain(chain)
-	if hook < 0 || oldChain == nil || newChain == nil || len(newChain.Rules) <= len(oldChain.Rules) {
-		return commit(fam, old, rs, true, opts, sets)
-	}
-	gen, ifaces, err := runningGeneration(fam, old)
-	if err != nil || gen == nil {
-		dataplane.TraceSince(fmt.Sprintf("commit: no running generation (%v)", err), t)
-		return commit(fam, old, rs, true, opts, sets)
-	}
-	// The appended rules' counter indexes follow the chain's last.
-	counter := uint32(compiler.NumChains)
-	for _, c := range rs.Chains {
-		if c == newChain {
-			break
-		}
-		counter += uint32(len(c.Rules))
-	}
-	t = dataplane.TraceSince("commit: read running generation", t)
-	for i := len(oldChain.Rules); i < len(newChain.Rules); i++ {
-		gen, err = compiler.AppendRule(gen, newChain.Rules[i], hook, counter+uint32(i), compiler.RuleRef{Chain: chain, Index: i}, ifaces)
-		if err != nil {
-			dataplane.TraceSince(fmt.Sprintf("commit: not in place (%v)", err), t)
-			return commit(fam, old, rs, true, opts, sets)
-		}
-	}
-	dataplane.TraceSince("commit: append in place", t)
-	return install(fam, old, rs, gen, ifaces, true, opts, sets)
+	return changeInPlace(fam, old, rs, chain, opts, sets, "append",
+		func(oldChain, newChain *ir.Chain) bool { return len(newChain.Rules) > len(oldChain.Rules) },
+		func(gen *compiler.Generation, hook int, first uint32, oldChain, newChain *ir.Chain, ifaces []compiler.Interface) (*compiler.Generation, error) {
+			var err error
+			for i := len(oldChain.Rules); i < len(newChain.Rules) && err == nil; i++ {
+				gen, err = compiler.AppendRule(gen, newChain.Rules[i], hook, first+uint32(i), compiler.RuleRef{Chain: newChain.Name, Index: i}, ifaces)
+			}
+			return gen, err
+		})
 }
 
 // commitInsert commits rs, the running ruleset old with one rule inserted
@@ -178,75 +157,87 @@ func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 // (compiler.InsertRule); otherwise, or when the generation cannot take it,
 // it compiles rs in full (commit).
 func commitInsert(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
+	return changeInPlace(fam, old, rs, chain, opts, sets, "insert",
+		func(oldChain, newChain *ir.Chain) bool {
+			if len(newChain.Rules) != len(oldChain.Rules)+1 || newChain.Rules[0].Handle != 0 {
+				return false
+			}
+			for i, r := range oldChain.Rules {
+				if newChain.Rules[i+1].Handle != r.Handle {
+					return false // not at the head
+				}
+			}
+			return true
+		},
+		func(gen *compiler.Generation, hook int, first uint32, _, newChain *ir.Chain, ifaces []compiler.Interface) (*compiler.Generation, error) {
+			return compiler.InsertRule(gen, newChain.Rules[0], hook, first, compiler.RuleRef{Chain: newChain.Name, Index: 0}, ifaces)
+		})
+}
+
+// commitDelete commits rs, the running ruleset old with one rule deleted
+// from chain (iptables -D): on a base chain it takes the rule's entries out
+// of the running generation (compiler.DeleteRule) instead of compiling the
+// ruleset again; otherwise, or when the generation cannot, it compiles rs
+// in full (commit).
+func commitDelete(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
+	// The deleted rule: the first whose identity the new chain lacks; the
+	// others must follow in order.
+	deleted := func(oldChain, newChain *ir.Chain) int {
+		k := 0
+		for k < len(newChain.Rules) && newChain.Rules[k].Handle == oldChain.Rules[k].Handle {
+			k++
+		}
+		for i := k; i < len(newChain.Rules); i++ {
+			if newChain.Rules[i].Handle != oldChain.Rules[i+1].Handle {
+				return -1
+			}
+		}
+		return k
+	}
+	return changeInPlace(fam, old, rs, chain, opts, sets, "delete",
+		func(oldChain, newChain *ir.Chain) bool {
+			return len(newChain.Rules) == len(oldChain.Rules)-1 && deleted(oldChain, newChain) >= 0
+		},
+		func(gen *compiler.Generation, hook int, first uint32, oldChain, newChain *ir.Chain, ifaces []compiler.Interface) (*compiler.Generation, error) {
+			k := deleted(oldChain, newChain)
+			return compiler.DeleteRule(gen, oldChain.Rules[k], hook, first+uint32(k), ifaces)
+		})
+}
+
+// changeInPlace commits rs, the running ruleset old after one command on
+// chain, by applying change to the running generation when chain is a base
+// chain, the command's effect has the shape change handles (shape) and the
+// generation takes it; otherwise it compiles rs in full (commit). change
+// gets the chain's index among the base chains, its first counter index
+// and both versions of the chain; what names the change in XFW_TRACE.
+func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, what string,
+	shape func(oldChain, newChain *ir.Chain) bool,
+	change func(gen *compiler.Generation, hook int, first uint32, oldChain, newChain *ir.Chain, ifaces []compiler.Interface) (*compiler.Generation, error)) error {
 	t := time.Now()
 	hook := slices.Index(ir.BuiltinChains[:], chain)
 	rs.Chains = iptables.OrderedChains(rs)
 	oldChain, newChain := old.Chain(chain), rs.Chain(chain)
-	if hook < 0 || oldChain == nil || newChain == nil || len(newChain.Rules) != len(oldChain.Rules)+1 || newChain.Rules[0].Handle != 0 {
+	if hook < 0 || oldChain == nil || newChain == nil || !shape(oldChain, newChain) {
 		return commit(fam, old, rs, true, opts, sets)
-	}
-	for i, r := range oldChain.Rules {
-		if newChain.Rules[i+1].Handle != r.Handle {
-			return commit(fam, old, rs, true, opts, sets) // not at the head
-		}
 	}
 	gen, ifaces, err := runningGeneration(fam, old)
 	if err != nil || gen == nil {
 		dataplane.TraceSince(fmt.Sprintf("commit: no running generation (%v)", err), t)
 		return commit(fam, old, rs, true, opts, sets)
 	}
-	counter := uint32(compiler.NumChains)
+	first := uint32(compiler.NumChains)
 	for _, c := range rs.Chains {
 		if c == newChain {
 			break
 		}
-		counter += uint32(len(c.Rules))
+		first += uint32(len(c.Rules))
 	}
 	t = dataplane.TraceSince("commit: read running generation", t)
-	if gen, err = compiler.InsertRule(gen, newChain.Rules[0], hook, counter, compiler.RuleRef{Chain: chain, Index: 0}, ifaces); err != nil {
+	if gen, err = change(gen, hook, first, oldChain, newChain, ifaces); err != nil {
 		dataplane.TraceSince(fmt.Sprintf("commit: not in place (%v)", err), t)
 		return commit(fam, old, rs, true, opts, sets)
 	}
-	dataplane.TraceSince("commit: insert in place", t)
-	return install(fam, old, rs, gen, ifaces, true, opts, sets)
-}
-
-// commitDelete commits rs, the running ruleset old with one rule deleted
-// from chain (iptables -D): when chain is a base chain it takes the rule's
-// entries out of the running generation (compiler.DeleteRule) instead of
-// compiling the ruleset again; otherwise, or when the generation cannot,
-// it compiles rs in full (commit).
-func commitDelete(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
-	t := time.Now()
-	hook := slices.Index(ir.BuiltinChains[:], chain)
-	rs.Chains = iptables.OrderedChains(rs)
-	oldChain, newChain := old.Chain(chain), rs.Chain(chain)
-	if hook < 0 || oldChain == nil || newChain == nil || len(newChain.Rules) != len(oldChain.Rules)-1 {
-		return commit(fam, old, rs, true, opts, sets)
-	}
-	// The deleted rule: the first whose identity the new chain lacks; the
-	// others must follow in order.
-	k := 0
-	for k < len(newChain.Rules) && newChain.Rules[k].Handle == oldChain.Rules[k].Handle {
-		k++
-	}
-	for i := k; i < len(newChain.Rules); i++ {
-		if newChain.Rules[i].Handle != oldChain.Rules[i+1].Handle {
-			return commit(fam, old, rs, true, opts, sets)
-		}
-	}
-	gen, ifaces, err := runningGeneration(fam, old)
-	if err != nil || gen == nil {
-		dataplane.TraceSince(fmt.Sprintf("commit: no running generation (%v)", err), t)
-		return commit(fam, old, rs, true, opts, sets)
-	}
-	counter := uint32(oldChain.Rules[k].Handle - 1)
-	t = dataplane.TraceSince("commit: read running generation", t)
-	if gen, err = compiler.DeleteRule(gen, oldChain.Rules[k], hook, counter, ifaces); err != nil {
-		dataplane.TraceSince(fmt.Sprintf("commit: not in place (%v)", err), t)
-		return commit(fam, old, rs, true, opts, sets)
-	}
-	dataplane.TraceSince("commit: delete in place", t)
+	dataplane.TraceSince("commit: "+what+" in place", t)
 	return install(fam, old, rs, gen, ifaces, true, opts, sets)
 }
 

@@ -545,22 +545,7 @@ func TestCompilerMatchesReference(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ruleset %d: %v", iter, err)
 		}
-		for k := 0; k < 300; k++ {
-			p := genPacket(rng, fam)
-			for chain, name := range ir.BuiltinChains {
-				q := *p
-				if chain == ChainInput {
-					q.OIF = 0
-				}
-				if chain == ChainOutput {
-					q.IIF = 0
-				}
-				q.Sets = g.SetBits(func(c SetCond) bool { return refSetMember(c.Name, c.Dirs, c.ReturnNomatch, &q) })
-				want := refRun(rs, name, &q)
-				got := g.Classify(&q, chain)
-				checkSame(t, iter, name, rs, g, &q, want, got)
-			}
-		}
+		checkPackets(t, rng, iter, rs, g, 300)
 	}
 }
 
@@ -634,8 +619,7 @@ func describe(rs *ir.Ruleset, r *ir.Rule) string {
 // control plane does; most must be done in place.
 func TestAppendRuleMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
-	inPlace, refused := 0, 0
-	reasons := map[string]int{}
+	tally := &changeTally{}
 	for iter := 0; iter < 300; iter++ {
 		fam := ir.IPv4
 		if iter%2 == 1 {
@@ -671,37 +655,11 @@ func TestAppendRuleMatchesReference(t *testing.T) {
 			}
 			counter--
 			ng, err := AppendRule(g, r, hook, counter, RuleRef{Chain: chain.Name, Index: len(chain.Rules) - 1}, testIfaces)
-			if errors.Is(err, ErrNotAppendable) {
-				refused++
-				reasons[err.Error()]++
-				ng, err = Compile(rs, Options{Interfaces: testIfaces})
-			} else if err == nil {
-				inPlace++
-			}
-			if err != nil {
-				t.Fatalf("ruleset %d step %d: %v", iter, step, err)
-			}
-			g = ng
-			for k := 0; k < 100; k++ {
-				p := genPacket(rng, fam)
-				for ch, name := range ir.BuiltinChains {
-					q := *p
-					if ch == ChainInput {
-						q.OIF = 0
-					}
-					if ch == ChainOutput {
-						q.IIF = 0
-					}
-					q.Sets = g.SetBits(func(c SetCond) bool { return refSetMember(c.Name, c.Dirs, c.ReturnNomatch, &q) })
-					checkSame(t, iter*1000+step, name, rs, g, &q, refRun(rs, name, &q), g.Classify(&q, ch))
-				}
-			}
+			g = tally.outcome(t, rs, ng, err, iter, step)
+			checkPackets(t, rng, iter*1000+step, rs, g, 100)
 		}
 	}
-	t.Logf("%d appends in place, %d compiled in full: %v", inPlace, refused, reasons)
-	if inPlace < 1000 || 2*inPlace < refused {
-		t.Errorf("only %d of %d appends were done in place", inPlace, inPlace+refused)
-	}
+	tally.check(t, 1000)
 }
 
 // TestDeleteRuleMatchesReference deletes random rules of base chains from
@@ -712,8 +670,7 @@ func TestAppendRuleMatchesReference(t *testing.T) {
 // place.
 func TestDeleteRuleMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewSource(11))
-	inPlace, refused := 0, 0
-	reasons := map[string]int{}
+	tally := &changeTally{}
 	counterOf := func(rs *ir.Ruleset, chain *ir.Chain, k int) uint32 {
 		n := uint32(NumChains)
 		for _, c := range rs.Chains {
@@ -767,37 +724,68 @@ func TestDeleteRuleMatchesReference(t *testing.T) {
 					ng, err = AppendRule(g, r, hook, counterOf(rs, chain, k), RuleRef{Chain: chain.Name, Index: k}, testIfaces)
 				}
 			}
-			if errors.Is(err, ErrNotAppendable) {
-				refused++
-				reasons[err.Error()]++
-				ng, err = Compile(rs, Options{Interfaces: testIfaces})
-			} else if err == nil {
-				inPlace++
-			}
-			if err != nil {
-				t.Fatalf("ruleset %d step %d: %v", iter, step, err)
-			}
-			g = ng
+			g = tally.outcome(t, rs, ng, err, iter, step)
 			// RuleRefs follow the ruleset (AppendRule and DeleteRule keep
 			// them in step; Compile makes them afresh).
-			for k := 0; k < 100; k++ {
-				p := genPacket(rng, fam)
-				for ch, name := range ir.BuiltinChains {
-					q := *p
-					if ch == ChainInput {
-						q.OIF = 0
-					}
-					if ch == ChainOutput {
-						q.IIF = 0
-					}
-					q.Sets = g.SetBits(func(c SetCond) bool { return refSetMember(c.Name, c.Dirs, c.ReturnNomatch, &q) })
-					checkSame(t, iter*1000+step, name, rs, g, &q, refRun(rs, name, &q), g.Classify(&q, ch))
-				}
-			}
+			checkPackets(t, rng, iter*1000+step, rs, g, 100)
 		}
 	}
-	t.Logf("%d changes in place, %d compiled in full: %v", inPlace, refused, reasons)
-	if inPlace < 500 || 2*inPlace < refused {
-		t.Errorf("only %d of %d changes were done in place", inPlace, inPlace+refused)
+	tally.check(t, 500)
+}
+
+// changeTally counts the in-place changes of a test and why others were
+// compiled in full.
+type changeTally struct {
+	inPlace, refused int
+	reasons          map[string]int
+}
+
+// outcome returns the generation after a change: ng when it was made in
+// place, else rs compiled in full (err being ErrNotAppendable); any other
+// error fails the test.
+func (c *changeTally) outcome(t *testing.T, rs *ir.Ruleset, ng *Generation, err error, iter, step int) *Generation {
+	t.Helper()
+	if errors.Is(err, ErrNotAppendable) {
+		c.refused++
+		if c.reasons == nil {
+			c.reasons = map[string]int{}
+		}
+		c.reasons[err.Error()]++
+		ng, err = Compile(rs, Options{Interfaces: testIfaces})
+	} else if err == nil {
+		c.inPlace++
+	}
+	if err != nil {
+		t.Fatalf("ruleset %d step %d: %v", iter, step, err)
+	}
+	return ng
+}
+
+// check requires at least min changes in place, and at least a third.
+func (c *changeTally) check(t *testing.T, min int) {
+	t.Helper()
+	t.Logf("%d changes in place, %d compiled in full: %v", c.inPlace, c.refused, c.reasons)
+	if c.inPlace < min || 2*c.inPlace < c.refused {
+		t.Errorf("only %d of %d changes were done in place", c.inPlace, c.inPlace+c.refused)
+	}
+}
+
+// checkPackets judges n random packets in every base chain with g and
+// with the reference interpreter on rs, and requires the same outcome.
+func checkPackets(t *testing.T, rng *rand.Rand, id int, rs *ir.Ruleset, g *Generation, n int) {
+	t.Helper()
+	for k := 0; k < n; k++ {
+		p := genPacket(rng, rs.Family)
+		for ch, name := range ir.BuiltinChains {
+			q := *p
+			if ch == ChainInput {
+				q.OIF = 0
+			}
+			if ch == ChainOutput {
+				q.IIF = 0
+			}
+			q.Sets = g.SetBits(func(c SetCond) bool { return refSetMember(c.Name, c.Dirs, c.ReturnNomatch, &q) })
+			checkSame(t, id, name, rs, g, &q, refRun(rs, name, &q), g.Classify(&q, ch))
+		}
 	}
 }

@@ -178,39 +178,13 @@ func readInto[B, T any](r *mapReader, out *[]T, conv func(B) T) error {
 }
 
 // savedMeta returns the generation metadata kept in slot's state pages
-// after the saved ruleset (stateBlob's layout), reading only the lengths
-// and the metadata.
+// after the saved ruleset (stateBlob's layout).
 func (s *state) savedMeta(slot uint32) ([]byte, error) {
-	m, err := s.inner("state", slot)
+	meta, err := s.statePart(slot, 1)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("running generation metadata: %w", err)
 	}
-	defer m.Close()
-	mem, err := m.Memory()
-	if err != nil {
-		return nil, fmt.Errorf("map memory of the saved ruleset: %w", err)
-	}
-	size := uint64(mem.Size())
-	var hdr [savedLenBytes]byte
-	if _, err := mem.ReadAt(hdr[:], 0); err != nil {
-		return nil, fmt.Errorf("read saved ruleset: %w", err)
-	}
-	at := savedLenBytes + binary.LittleEndian.Uint64(hdr[:])
-	if at > size-savedLenBytes {
-		return nil, fmt.Errorf("running generation has no metadata")
-	}
-	if _, err := mem.ReadAt(hdr[:], int64(at)); err != nil {
-		return nil, fmt.Errorf("read generation metadata: %w", err)
-	}
-	n := binary.LittleEndian.Uint64(hdr[:])
-	if n > size-at-savedLenBytes {
-		return nil, fmt.Errorf("generation metadata of %d bytes in a map of %d", n, size)
-	}
-	out := make([]byte, n)
-	if _, err := mem.ReadAt(out, int64(at+savedLenBytes)); err != nil {
-		return nil, fmt.Errorf("read generation metadata: %w", err)
-	}
-	return out, nil
+	return meta, nil
 }
 
 // Strides of the generation arrays read byte by byte: struct xfw_bound

@@ -575,6 +575,14 @@ const savedLenBytes = 8
 
 // saved reads the binary ruleset saved with slot's generation.
 func (s *state) saved(slot uint32) ([]byte, error) {
+	return s.statePart(slot, 0)
+}
+
+// statePart returns part i of slot's state pages: the parts (the saved
+// ruleset, then the generation metadata) follow each other, each after its
+// little-endian length (stateBlob); only the lengths before part i and the
+// part itself are read.
+func (s *state) statePart(slot uint32, i int) ([]byte, error) {
 	m, err := s.inner("state", slot)
 	if err != nil {
 		return nil, err
@@ -584,17 +592,26 @@ func (s *state) saved(slot uint32) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("map memory of the saved ruleset: %w", err)
 	}
-	var hdr [savedLenBytes]byte
-	if _, err := mem.ReadAt(hdr[:], 0); err != nil {
-		return nil, fmt.Errorf("read saved ruleset: %w", err)
-	}
-	n := binary.LittleEndian.Uint64(hdr[:])
-	if n > uint64(mem.Size()-savedLenBytes) {
-		return nil, fmt.Errorf("saved ruleset of %d bytes in a map of %d", n, mem.Size())
+	size := uint64(mem.Size())
+	var at, n uint64
+	for k := 0; k <= i; k++ {
+		if k > 0 {
+			at += savedLenBytes + n
+		}
+		var hdr [savedLenBytes]byte
+		if at+savedLenBytes > size {
+			return nil, fmt.Errorf("saved state has no part %d", i)
+		}
+		if _, err := mem.ReadAt(hdr[:], int64(at)); err != nil {
+			return nil, fmt.Errorf("read saved state: %w", err)
+		}
+		if n = binary.LittleEndian.Uint64(hdr[:]); n > size-at-savedLenBytes {
+			return nil, fmt.Errorf("saved state part %d of %d bytes in a map of %d", k, n, size)
+		}
 	}
 	out := make([]byte, n)
-	if _, err := mem.ReadAt(out, savedLenBytes); err != nil {
-		return nil, fmt.Errorf("read saved ruleset: %w", err)
+	if _, err := mem.ReadAt(out, int64(at+savedLenBytes)); err != nil {
+		return nil, fmt.Errorf("read saved state: %w", err)
 	}
 	return out, nil
 }
