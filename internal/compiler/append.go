@@ -160,13 +160,7 @@ func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, i
 // logConfig returns the index of LOG options o in g.LogConfigs, adding
 // them when new (as the flattener numbers them).
 func (g *Generation) logConfig(o *ir.LogOptions) uint16 {
-	lc := LogConfig{Level: 4}
-	if o != nil {
-		lc = LogConfig{Prefix: o.Prefix, Level: o.Level, Flags: o.Flags}
-		if !o.LevelSet {
-			lc.Level = 4
-		}
-	}
+	lc := logConfigOf(o)
 	if i := slices.Index(g.LogConfigs, lc); i >= 0 {
 		return uint16(i)
 	}

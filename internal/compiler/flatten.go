@@ -179,14 +179,25 @@ func (fl *flattener) fallthroughNext() {
 	e.Next = uint32(len(fl.entries))
 }
 
-func (fl *flattener) logConfig(o *ir.LogOptions) uint16 {
-	lc := LogConfig{Level: 4}
+// defaultLogLevel is the LOG target's level when none is given (warning).
+const defaultLogLevel = 4
+
+// logConfigOf returns the data plane's LOG options for the target's.
+func logConfigOf(o *ir.LogOptions) LogConfig {
+	lc := LogConfig{Level: defaultLogLevel}
 	if o != nil {
 		lc = LogConfig{Prefix: o.Prefix, Level: o.Level, Flags: o.Flags}
 		if !o.LevelSet {
-			lc.Level = 4
+			lc.Level = defaultLogLevel
 		}
 	}
+	return lc
+}
+
+// logConfig returns the index of the LOG options o, numbered in order of
+// first use.
+func (fl *flattener) logConfig(o *ir.LogOptions) uint16 {
+	lc := logConfigOf(o)
 	if i, ok := fl.logIndex[lc]; ok {
 		return i
 	}
