@@ -92,8 +92,10 @@ func runIpset(name string, args []string, env Env) int {
 	}
 	rs := &ruleStore{Store: store}
 	status := ipset.Run(args, stdin, env.Stdout, env.Stderr, rs)
-	if rs.changed {
-		if err := reapplySetRules(); err != nil {
+	if rs.committed != nil {
+		// The sets just committed serve the rules: no second decoding of
+		// the store (0.7 s for a million members).
+		if err := reapplySetRules(&ipsetLookup{loaded: true, sets: rs.committed}); err != nil {
 			fmt.Fprintf(env.Stderr, "ipset v%s: the sets changed, but the rules using them could not follow: %v\n", ipset.Version, err)
 			return exitOther
 		}
@@ -104,18 +106,19 @@ func runIpset(name string, args []string, env Env) int {
 // ruleStore is the ipset store as the firewall sees it: References counts
 // the rules of the running rulesets (both families) that use a set, so a
 // set in use cannot be destroyed or renamed, as with the kernel's ipset;
-// Commit notes that the sets changed.
+// Commit keeps the sets it stored.
 type ruleStore struct {
 	ipset.Store
-	changed bool
+	// committed holds the sets the last Commit stored, nil when none did.
+	committed *ipset.Sets
 }
 
-// Commit commits and notes the change.
+// Commit commits and keeps the new sets.
 func (r *ruleStore) Commit(old, new *ipset.Sets) error {
 	if err := r.Store.Commit(old, new); err != nil {
 		return err
 	}
-	r.changed = true
+	r.committed = new
 	return nil
 }
 
@@ -152,13 +155,13 @@ func setUses(rs *ir.Ruleset, set string) int {
 
 // reapplySetRules loads the running rulesets that use sets again, so that
 // the data plane's set tables follow the sets' new members (counters
-// carried). The caller holds the lock.
-func reapplySetRules() error {
+// carried); sets serves the sets (those just committed). The caller holds
+// the lock.
+func reapplySetRules(sets *ipsetLookup) error {
 	opts, err := attachOptions()
 	if err != nil {
 		return err
 	}
-	sets := &ipsetLookup{} // the new sets, read once for both families
 	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
 		rs, err := loadRunning(fam)
 		if err != nil {
