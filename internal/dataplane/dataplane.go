@@ -119,6 +119,10 @@ const (
 // slot * compiler.MaxSetConds + condition (bpf/classify.h).
 var setOuters = []string{"xfw_o_setdir", "xfw_o_setrng"}
 
+// setKind names the table of set condition k in outer map name among a
+// generation's map kinds ("xfw_o_setdir/3").
+func setKind(name string, k int) string { return fmt.Sprintf("%s/%d", name, k) }
+
 // setKey is the outer-map element of set condition k in slot.
 func setKey(slot uint32, k int) uint32 { return slot*compiler.MaxSetConds + uint32(k) }
 
@@ -315,7 +319,7 @@ func eachOuter(op func(kind string, outer *ebpf.Map, key uint32) error, cur *sta
 	}
 	for _, name := range setOuters {
 		for k := 0; k < compiler.MaxSetConds; k++ {
-			targets = append(targets, target{fmt.Sprintf("%s/%d", name, k), cur.maps[name], setKey(slot, k)})
+			targets = append(targets, target{setKind(name, k), cur.maps[name], setKey(slot, k)})
 		}
 	}
 	errs := make([]error, len(targets))
@@ -349,8 +353,8 @@ func buildSlot(cur *state, slot uint32, u *Update) error {
 	}
 	sizes := mapSizes(u, ncpu)
 	for k, st := range u.Sets {
-		sizes[fmt.Sprintf("%s/%d", setOuters[0], k)] = len(st.Direct)
-		sizes[fmt.Sprintf("%s/%d", setOuters[1], k)] = len(st.Ranges)
+		sizes[setKind(setOuters[0], k)] = len(st.Direct)
+		sizes[setKind(setOuters[1], k)] = len(st.Ranges)
 	}
 	t0 := time.Now()
 	maps := map[string]*ebpf.Map{} // every map of the generation, by kind
@@ -374,21 +378,16 @@ func buildSlot(cur *state, slot uint32, u *Update) error {
 			maps[kind], held[kind] = m, nil
 			continue
 		}
-		outer, inner := kind, kind
+		outer := outerName(kind)
 		if i := strings.IndexByte(kind, '/'); i >= 0 {
 			outer = kind[:i]
-		} else {
-			outer = outerName(kind)
 		}
 		is, err := innerMapSpec(outer)
 		if err != nil {
 			return err
 		}
-		is.Name = mapName(inner)
-		is.MaxEntries = uint32(withHeadroom(n))
-		if kind == "counters" {
-			is.MaxEntries = uint32(withHeadroom(n/ncpu) * ncpu)
-		}
+		is.Name = mapName(kind)
+		is.MaxEntries = uint32(capacity(kind, n, ncpu))
 		m, err := ebpf.NewMap(is)
 		if err != nil {
 			return fmt.Errorf("create %s map (%d entries): %w", kind, n, err)
@@ -440,12 +439,18 @@ func withHeadroom(n int) int { return n + n/4 + 64 }
 // class hash is emptied before it is filled (fillGeneration): stale keys
 // would classify packets.
 func reusable(kind string, m *ebpf.Map, n, ncpu int) bool {
-	limit := withHeadroom(n)
-	if kind == "counters" { // n is every CPU's counters
-		limit = withHeadroom(n/ncpu) * ncpu
-	}
 	c := int(m.MaxEntries())
-	return c >= n && c <= 4*limit
+	return c >= n && c <= 4*capacity(kind, n, ncpu)
+}
+
+// capacity is the size a new map of kind for n elements is created with:
+// n with headroom; for the counters, n counts every CPU's, so the headroom
+// is per CPU.
+func capacity(kind string, n, ncpu int) int {
+	if kind == "counters" {
+		return withHeadroom(n/ncpu) * ncpu
+	}
+	return withHeadroom(n)
 }
 
 // mapName is the kernel name of a generation map of kind ("xfw_small",
@@ -469,7 +474,7 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 			if i == 1 {
 				words = st.Ranges
 			}
-			if err := putArray(m[fmt.Sprintf("%s/%d", name, k)], len(words), func(j int) uint64 { return words[j] }); err != nil {
+			if err := putArray(m[setKind(name, k)], len(words), func(j int) uint64 { return words[j] }); err != nil {
 				return fmt.Errorf("fill table %d of set condition %d: %w", i, k, err)
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 
@@ -194,13 +193,6 @@ const (
 	boundStride = 24
 	entryStride = 16
 )
-
-func init() {
-	// The byte-wise readers above rely on these layouts.
-	if unsafe.Sizeof(bpfBound{}) != boundStride || (unsafe.Sizeof(bpfEntry{})+7)&^7 != entryStride {
-		panic("dataplane: struct xfw_bound / xfw_entry layout changed")
-	}
-}
 
 // readRaw returns the first n bytes of a mapped array's memory.
 func readRaw(m *ebpf.Map, n int) ([]byte, error) {

@@ -356,7 +356,7 @@ func (s *state) slotMaps(slot uint32) map[string]*ebpf.Map {
 				continue
 			}
 			if m, err := ebpf.NewMapFromID(ebpf.MapID(id)); err == nil {
-				held[fmt.Sprintf("%s/%d", name, k)] = m
+				held[setKind(name, k)] = m
 			}
 		}
 	}
@@ -480,12 +480,8 @@ func counterTotals(base, live *ebpf.Map, n int) ([]ir.Counters, error) {
 // readU32s returns elements 0..n-1 of a mapped array of __u32 (one per
 // 8-byte stride), read with one copy.
 func readU32s(m *ebpf.Map, n int) ([]uint32, error) {
-	mem, err := m.Memory()
+	buf, err := readRaw(m, n*8)
 	if err != nil {
-		return nil, fmt.Errorf("map %s: map memory: %w", m.String(), err)
-	}
-	buf := make([]byte, n*8)
-	if _, err := mem.ReadAt(buf, 0); err != nil {
 		return nil, fmt.Errorf("map %s: read %d elements: %w", m.String(), n, err)
 	}
 	out := make([]uint32, n)
