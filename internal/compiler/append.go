@@ -121,27 +121,17 @@ func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, i
 			continue
 		}
 		e := Entry{Rule: counter, Flags: EFCount | t.flags}
-		switch r.Target.Kind {
-		case ir.TargetAccept:
-			e.Action = ActAccept
-		case ir.TargetDrop:
-			e.Action = ActDrop
-		case ir.TargetReject:
-			rt, ok := RejectTypes[r.Target.RejectWith]
-			if !ok {
-				return nil, fmt.Errorf("%w: reject type %q", ErrNotAppendable, r.Target.RejectWith)
-			}
-			e.Action, e.Aux = ActReject, rt
-		case ir.TargetNone, ir.TargetLog:
-			// Counts (and logs), then goes on with the next entry.
-			e.Action, e.Next = ActContinue, p+1
-			if r.Target.Kind == ir.TargetLog {
-				e.Flags |= EFLog
-				e.Aux = out.logConfig(r.Target.Log)
-			}
-			out.MaxIters++ // one more CONTINUE a packet may meet
-		default:
+		ok, err := verdictEntry(&e, r.Target, out.logConfig)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrNotAppendable, err)
+		}
+		if !ok {
 			return nil, fmt.Errorf("%w: target", ErrNotAppendable)
+		}
+		if e.Action == ActContinue {
+			// Counts (and logs), then goes on with the next entry.
+			e.Next = p + 1
+			out.MaxIters++ // one more CONTINUE a packet may meet
 		}
 		out.Entries[p] = e
 	}

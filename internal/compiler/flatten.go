@@ -116,30 +116,6 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 			}
 			base := Entry{Cond: cond, Rule: id, Flags: EFCount | t.flags}
 			switch r.Target.Kind {
-			case ir.TargetAccept:
-				base.Action = ActAccept
-				fl.emit(base)
-			case ir.TargetDrop:
-				base.Action = ActDrop
-				fl.emit(base)
-			case ir.TargetReject:
-				rt, ok := RejectTypes[r.Target.RejectWith]
-				if !ok {
-					return fmt.Errorf("chain %s rule %d: unknown reject type %q", chain.Name, i+1, r.Target.RejectWith)
-				}
-				base.Action = ActReject
-				base.Aux = rt
-				fl.emit(base)
-			case ir.TargetNone:
-				base.Action = ActContinue
-				fl.emit(base)
-				fl.fallthroughNext()
-			case ir.TargetLog:
-				base.Action = ActContinue
-				base.Flags |= EFLog
-				base.Aux = fl.logConfig(r.Target.Log)
-				fl.emit(base)
-				fl.fallthroughNext()
 			case ir.TargetReturn:
 				base.Action = ActContinue
 				base.nextLabel = ret
@@ -166,11 +142,50 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 					fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActContinue, nextLabel: ret})
 				}
 			default:
-				return fmt.Errorf("chain %s rule %d: unsupported target", chain.Name, i+1)
+				ok, err := verdictEntry(&base, r.Target, fl.logConfig)
+				if err != nil {
+					return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
+				}
+				if !ok {
+					return fmt.Errorf("chain %s rule %d: unsupported target", chain.Name, i+1)
+				}
+				fl.emit(base)
+				if base.Action == ActContinue {
+					fl.fallthroughNext()
+				}
 			}
 		}
 	}
 	return nil
+}
+
+// verdictEntry sets e's action for the targets whose entry needs no label:
+// ACCEPT, DROP, REJECT (Aux the reject type), none (count only) and LOG
+// (Aux the LOG options' index from logConfig); the last two continue at
+// the next entry, which the caller sets as e.Next. ok is false for other
+// targets.
+func verdictEntry(e *Entry, t ir.Target, logConfig func(*ir.LogOptions) uint16) (ok bool, err error) {
+	switch t.Kind {
+	case ir.TargetAccept:
+		e.Action = ActAccept
+	case ir.TargetDrop:
+		e.Action = ActDrop
+	case ir.TargetReject:
+		rt, ok := RejectTypes[t.RejectWith]
+		if !ok {
+			return false, fmt.Errorf("unknown reject type %q", t.RejectWith)
+		}
+		e.Action, e.Aux = ActReject, rt
+	case ir.TargetNone:
+		e.Action = ActContinue
+	case ir.TargetLog:
+		e.Action = ActContinue
+		e.Flags |= EFLog
+		e.Aux = logConfig(t.Log)
+	default:
+		return false, nil
+	}
+	return true, nil
 }
 
 // fallthroughNext makes the last entry continue at the entry after it.
