@@ -976,10 +976,10 @@ static __always_inline int xfw_rj_fib_src(struct xdp_md *ctx, struct xfw_rj *r,
 	return 0;
 }
 
-/* xfw_rj_is_local reports whether the address a (network byte order,
- * IPv4 in a[0]) is one of the host's own (a local route of the local
- * table). */
-static __always_inline int xfw_rj_is_local(const __u32 *a, int v6)
+/* xfw_rj_route_type returns the local table's route type of the address a
+ * (network byte order, IPv4 in a[0]): XFW_RTN_LOCAL for the host's own
+ * addresses, XFW_RTN_ANYCAST, …, or 0 when it has none. */
+static __always_inline __u8 xfw_rj_route_type(const __u32 *a, int v6)
 {
 	__u8 *v;
 
@@ -994,7 +994,14 @@ static __always_inline int xfw_rj_is_local(const __u32 *a, int v6)
 		__builtin_memcpy(k.addr, a, 4);
 		v = bpf_map_lookup_elem(&xfw_local4, &k);
 	}
-	return v && *v == XFW_RTN_LOCAL;
+	return v ? *v : 0;
+}
+
+/* xfw_rj_is_local reports whether the address a is one of the host's own
+ * (a local route of the local table). */
+static __always_inline int xfw_rj_is_local(const __u32 *a, int v6)
+{
+	return xfw_rj_route_type(a, v6) == XFW_RTN_LOCAL;
 }
 
 /* xfw_rj_for_host reports whether a reply to the address a is delivered
@@ -1004,17 +1011,9 @@ static __always_inline int xfw_rj_is_local(const __u32 *a, int v6)
  * delivers to them; found by xfw difftest, a TCP RST to one). */
 static __always_inline int xfw_rj_for_host(const __u32 *a, int v6)
 {
-	if (xfw_rj_is_local(a, v6))
-		return 1;
-	if (v6) {
-		struct xfw_lpm6_key k = { .prefixlen = 128 };
-		__u8 *v;
+	__u8 type = xfw_rj_route_type(a, v6);
 
-		__builtin_memcpy(k.addr, a, 16);
-		v = bpf_map_lookup_elem(&xfw_local6, &k);
-		return v && *v == XFW_RTN_ANYCAST;
-	}
-	return 0;
+	return type == XFW_RTN_LOCAL || (v6 && type == XFW_RTN_ANYCAST);
 }
 
 /* xfw_rj_lo_route finds where the kernel sends a reply to a packet the
