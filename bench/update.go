@@ -31,7 +31,7 @@ type updateSection struct {
 	// one `-D CHAIN rule` of it, on the chain of n (+ appended) rules.
 	Insert []latencyPoint `json:"insert,omitempty"`
 	Delete []latencyPoint `json:"delete,omitempty"`
-	Notes   []string       `json:"notes,omitempty"`
+	Notes  []string       `json:"notes,omitempty"`
 }
 
 // get returns the point of fw at n in ps, or nil.
