@@ -23,6 +23,7 @@
 #define XFW_COMMON_H
 
 #include <linux/types.h>
+#include <linux/bpf.h>
 
 /* Rules per chunk: a chunk is 64 words of 64 bits. Classification ANDs the
  * chunks of every active field; a per-chunk summary word (bit j set when
@@ -62,7 +63,9 @@ enum xfw_field {
 	XFW_F_MAC = 12,     /* Ethernet source address (hash) */
 	XFW_F_SETS = 13,    /* -m set results, bit k for set condition k
 			     * (direct array, 256: xfw_set_bits) */
-	XFW_NFIELDS = 14,
+	XFW_F_CT = 14,      /* connection tracking facts (direct array,
+			     * 65536: XFW_CTV_*, ct.h) */
+	XFW_NFIELDS = 15,
 };
 
 /* -m set: distinct set conditions (set, directions, --return-nomatch) of
@@ -229,5 +232,116 @@ struct xfw_ifinfo {
 };
 
 #define XFW_IF_NOL2 0x01 /* no Ethernet header (loopback keeps one) */
+
+/*
+ * Connection tracking (ct.h).
+ *
+ * The XFW_F_CT value of a packet packs what -m conntrack and -m state look
+ * at: bits 0-2 the state (XFW_CTS_*), bit 3 the direction (1 = REPLY),
+ * bits 4-7 the connection's status (XFW_CTST_*, the kernel's IPS_* bits
+ * 0-3) and bits 8-15 its layer-4 protocol. A packet with no connection
+ * (INVALID, UNTRACKED) has only its state bits set.
+ */
+#define XFW_CTS_INVALID 0
+#define XFW_CTS_NEW 1
+#define XFW_CTS_ESTABLISHED 2
+#define XFW_CTS_RELATED 3
+#define XFW_CTS_UNTRACKED 4
+#define XFW_CTV_DIR_REPLY (1u << 3)
+#define XFW_CTV_STATUS_SHIFT 4
+#define XFW_CTV_PROTO_SHIFT 8
+
+/* Status bits (IPS_* of the kernel, same bit numbers). */
+#define XFW_CTST_EXPECTED 0x1
+#define XFW_CTST_SEEN_REPLY 0x2
+#define XFW_CTST_ASSURED 0x4
+#define XFW_CTST_CONFIRMED 0x8
+/* xfw's own bits of xfw_ct_val.status, above the kernel's. */
+#define XFW_CTST_ORIG_B 0x100   /* the originator is endpoint b of the key */
+
+/* Connection key: one entry for both directions. The endpoints are
+ * ordered (a <= b, comparing address then port) so both directions find
+ * it; ports are host order. ICMP/ICMPv6 queries put the identifier in both
+ * ports; protocols without ports leave them 0. */
+struct xfw_ct_key {
+	__u64 a_hi, a_lo;
+	__u64 b_hi, b_lo;
+	__u16 a_port, b_port;
+	__u8 proto;
+	__u8 fam;           /* 0 IPv4, 1 IPv6 */
+	__u16 pad;
+};
+
+/* One direction's TCP window data (the kernel's ip_ct_tcp_state). */
+struct xfw_ct_tcp_side {
+	__u32 end;
+	__u32 maxend;
+	__u32 maxwin;
+	__u32 maxack;
+	__u8 scale;
+	__u8 flags;         /* XFW_CT_TCPF_* */
+	__u8 pad[2];
+};
+
+/* TCP states, as the kernel numbers them (enum tcp_conntrack). */
+enum xfw_tcp_state {
+	XFW_TCP_NONE = 0,
+	XFW_TCP_SYN_SENT,
+	XFW_TCP_SYN_RECV,
+	XFW_TCP_ESTABLISHED,
+	XFW_TCP_FIN_WAIT,
+	XFW_TCP_CLOSE_WAIT,
+	XFW_TCP_LAST_ACK,
+	XFW_TCP_TIME_WAIT,
+	XFW_TCP_CLOSE,
+	XFW_TCP_SYN_SENT2,
+	XFW_TCP_MAX,        /* "invalid" in the transition table */
+	XFW_TCP_IGNORE,
+	XFW_TCP_RETRANS = XFW_TCP_MAX, /* timeout slots */
+	XFW_TCP_UNACK,
+	XFW_TCP_TIMEOUT_MAX,
+};
+
+/* A connection (the part of the map value the data plane reads and
+ * writes; both tables put 8 bytes before it, see xfw_ct_main). Times are
+ * jiffies (bpf_jiffies64, inlined by the JIT: no helper call). */
+struct xfw_ct_val {
+	__u64 expires;      /* jiffies when the entry dies */
+	__u64 stream_ts;    /* UDP: jiffies after which a replied flow is a stream */
+	__u64 packets[2];   /* per direction (0 original, 1 reply) */
+	__u64 bytes[2];
+	__u32 status;       /* XFW_CTST_* */
+	__u8 tcp_state;     /* enum xfw_tcp_state */
+	__u8 last_dir;
+	__u8 last_index;
+	__u8 last_wscale;
+	__u8 last_flags;
+	__u8 retrans;
+	__u8 icmp_type;     /* ICMP queries: the original direction's type */
+	__u8 icmp_code;
+	__u8 lo_state[2];   /* loopback: the XFW_F_CT value OUTPUT gave the
+			     * last packet of each direction, low byte */
+	__u16 last_win;
+	__u32 last_seq;
+	__u32 last_ack;
+	__u32 last_end;
+	struct xfw_ct_tcp_side side[2]; /* [0] original, [1] reply */
+};
+
+/* Value of the table of assured connections (xfw_ct): a spin lock serialises
+ * TCP window updates from both directions, as the kernel's ct->lock. */
+struct xfw_ct_main {
+	struct bpf_spin_lock lock;
+	__u32 pad;
+	struct xfw_ct_val v;
+};
+
+/* Value of the table of connections not yet assured (xfw_ct_new, an LRU
+ * hash: under a flood its oldest entries are evicted, never an assured
+ * one). Same layout as xfw_ct_main; the LRU hash cannot hold a lock. */
+struct xfw_ct_emb {
+	__u64 pad;
+	struct xfw_ct_val v;
+};
 
 #endif /* XFW_COMMON_H */
