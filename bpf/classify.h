@@ -451,6 +451,8 @@ __attribute__((noinline)) int xfw_resolve(struct xfw_pkt *p, __u32 iif, __u32 oi
 		return 0;
 	if ((act & (1u << XFW_F_SETS)) && !xfw_small_cls(st, fc, small, XFW_F_SETS, setbits))
 		return 0;
+	if ((act & (1u << XFW_F_CT)) && !xfw_small_cls(st, fc, small, XFW_F_CT, p->ct))
+		return 0;
 	return 1;
 }
 

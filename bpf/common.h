@@ -328,19 +328,12 @@ struct xfw_ct_val {
 	struct xfw_ct_tcp_side side[2]; /* [0] original, [1] reply */
 };
 
-/* Value of the table of assured connections (xfw_ct): a spin lock serialises
- * TCP window updates from both directions, as the kernel's ct->lock. */
-struct xfw_ct_main {
-	struct bpf_spin_lock lock;
-	__u32 pad;
-	struct xfw_ct_val v;
-};
-
-/* Value of the table of connections not yet assured (xfw_ct_new, an LRU
- * hash: under a flood its oldest entries are evicted, never an assured
- * one). Same layout as xfw_ct_main; the LRU hash cannot hold a lock. */
-struct xfw_ct_emb {
-	__u64 pad;
+/* Value of both connection tables (xfw_ct of assured connections, xfw_ct_new
+ * of the others, ct.h). lock serialises the tracker's updates from the two
+ * directions, as the kernel's ct->lock: a bounded compare-and-swap lock,
+ * since bpf_spin_lock forbids the calls the tracker makes. */
+struct xfw_ct_entry {
+	__u64 lock;         /* 64 bits: BPF's 32-bit atomics need -mcpu=v3 */
 	struct xfw_ct_val v;
 };
 

@@ -77,6 +77,7 @@ struct xfw_pkt {
 	__u32 l4_off;      /* offset of the transport header, 0 if none */
 	__u32 l4_end;      /* end of the layer-3 packet (offset) */
 	__u32 vlan;        /* VLAN id of the (outer) tag, 0 when untagged */
+	__u32 ct;          /* XFW_F_CT value (ct.h); 0 (INVALID) until tracked */
 	__u8 fam;          /* 0 IPv4, 1 IPv6 */
 	__u8 fragmented;   /* a fragment, first or later (MF, offset, IPv6
 			    * fragment header): bit 0; XFW_FRAG_MORE when

@@ -33,6 +33,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "classify.h"
 #include "local.h"
 #include "reject.h"
+#include "ct.h"
 
 /* The XDP hook's packet facts and pending LOG list, one per CPU (XDP
  * programs run to completion on their CPU and do not nest): on the stack
@@ -515,6 +516,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct xfw_ifinfo *ifi;
+	struct xfw_ct_scratch *cs = 0;
 	struct xfw_xdp_scratch *sc;
 	struct xfw_pkt *p;
 	struct xfw_pending *st;
@@ -566,8 +568,23 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		if (p->frag)
 			return XDP_PASS;
 	}
+	if (xfw_ct_active(st->slot)) {
+		/* Connection tracking reassembles (nf_defrag) before any
+		 * chain, in both families and both paths: the first fragment
+		 * stands for its datagram, later ones go on unjudged. */
+		if (p->frag)
+			return XDP_PASS;
+		cs = xfw_ct_scratch_get(0);
+		if (cs) {
+			xfw_ct_load_xdp(ctx, p, cs);
+			p->ct = xfw_ct_track(p, cs, iif == XFW_LOOPBACK_IFINDEX ? XFW_CTM_LO_INPUT
+									    : XFW_CTM_TRACK);
+		}
+	}
 
 	verdict = xfw_judge(p, chain, iif, oif, st, &rj);
+	if (verdict == XFW_ACT_ACCEPT && cs)
+		xfw_ct_confirm(cs);
 	/* The REJECT type waits in p, not in a register spilled across the
 	 * LOG calls: the stack has no slot to spare. */
 	p->reject = rj;
@@ -640,6 +657,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	void *data, *data_end;
 	struct xfw_pkt p;
 	struct xfw_pending st;
+	struct xfw_ct_scratch *cs = 0;
 	__u32 oif, rj = 0, verdict, pull;
 	int rc;
 
@@ -668,8 +686,17 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	if (st.slot == XFW_NO_SLOT)
 		return TC_ACT_OK;
 	oif = skb->ifindex;
+	if (xfw_ct_active(st.slot)) {
+		cs = xfw_ct_scratch_get(1);
+		if (cs) {
+			xfw_ct_load_tc(skb, &p, cs);
+			p.ct = xfw_ct_track(&p, cs, XFW_CTM_TRACK);
+		}
+	}
 
 	verdict = xfw_judge(&p, XFW_CHAIN_OUTPUT, 0, oif, &st, &rj);
+	if (verdict == XFW_ACT_ACCEPT && cs)
+		xfw_ct_confirm(cs);
 	if (st.nlogs)
 		xfw_emit_logs_tc(skb, &p, &st, XFW_CHAIN_OUTPUT, 0, oif);
 	switch (verdict) {

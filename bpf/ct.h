@@ -1,0 +1,1328 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * ct.h — connection tracking: the state -m conntrack and -m state look at,
+ * judged as netfilter's nf_conntrack judges it with default sysctls.
+ *
+ * Where it runs: once per packet, in the hook that judges it — XDP ingress
+ * for INPUT and FORWARD, TC egress for OUTPUT — before classification, and
+ * only while the family's active generation uses XFW_F_CT (the kernel
+ * likewise tracks a family once a rule needs it). Loopback traffic passes
+ * OUTPUT and then INPUT; as in the kernel it is tracked once, at OUTPUT, and
+ * INPUT sees what OUTPUT saw (xfw_ct_val.lo_state).
+ *
+ * Tables (common.h for the layouts):
+ *   xfw_ct_new  LRU hash of connections not yet assured. A flood of new
+ *               connections evicts its oldest entries, never an assured
+ *               connection (the kernel's early_drop of unassured entries).
+ *   xfw_ct      hash of assured connections. An entry
+ *               moves here when it becomes ASSURED; when this table is full
+ *               it stays in xfw_ct_new.
+ * A lookup tries xfw_ct, then xfw_ct_new. An expired entry is deleted by
+ * the lookup that finds it.
+ *
+ * What changes state: as in the kernel, a packet of a known connection
+ * advances it before the filter runs (nf_conntrack_in at PREROUTING/OUTPUT);
+ * a new connection's entry is created only when the verdict is ACCEPT
+ * (xfw_ct_confirm; the kernel confirms after the filter), so dropped
+ * packets never take table space.
+ *
+ * Conventions:
+ *  - Times are jiffies from bpf_jiffies64(), which the JIT inlines (a load,
+ *    no helper call); timeouts come in jiffies from the control plane
+ *    (xfw_ct_cfg), which knows HZ.
+ *  - An entry is updated under its lock (xfw_ct_lock: compare-and-swap,
+ *    bounded; XDP and TC do not nest on a CPU, so the holder always runs on
+ *    another CPU and finishes in microseconds).
+ *  - The tracker (xfw_ct_advance), the segment reader and the ICMP error
+ *    path are global functions, each verified once.
+ *  - Sequence arithmetic is modulo 2^32 (xfw_before/xfw_after as the
+ *    kernel's before()/after()).
+ *  - Deliberate differences, documented in README: SCTP, DCCP and GRE are
+ *    tracked as generic protocols; an ICMPv6 error quoting a packet with
+ *    extension headers is INVALID; checksums are not verified.
+ */
+#ifndef XFW_CT_H
+#define XFW_CT_H
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include "common.h"
+#include "parse.h"
+
+/* Default table sizes; the control plane may resize before loading. */
+#define XFW_CT_MAX 262144
+#define XFW_CT_NEW_MAX 65536
+
+/* Timeout slots of xfw_ct_cfg.timeout: the TCP states (enum
+ * xfw_tcp_state, RETRANS and UNACK included), then these. */
+#define XFW_CTT_UDP_UNREPLIED XFW_TCP_TIMEOUT_MAX
+#define XFW_CTT_UDP_REPLIED (XFW_TCP_TIMEOUT_MAX + 1)
+#define XFW_CTT_ICMP (XFW_TCP_TIMEOUT_MAX + 2)
+#define XFW_CTT_GENERIC (XFW_TCP_TIMEOUT_MAX + 3)
+#define XFW_CTT_UDP_STREAM (XFW_TCP_TIMEOUT_MAX + 4) /* 2 s: "still active" */
+#define XFW_CTT_N (XFW_TCP_TIMEOUT_MAX + 5)
+
+/* Tracking settings, filled by the control plane (internal/dataplane). */
+struct xfw_ct_cfg {
+	__u64 timeout[XFW_CTT_N];     /* jiffies */
+	__u32 tcp_loose;              /* nf_conntrack_tcp_loose (1) */
+	__u32 tcp_liberal;            /* nf_conntrack_tcp_be_liberal (0) */
+	__u32 tcp_max_retrans;        /* nf_conntrack_tcp_max_retrans (3) */
+	__u32 tcp_ignore_invalid_rst; /* nf_conntrack_tcp_ignore_invalid_rst (0) */
+	__u32 ready;                  /* 1 once filled */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xfw_ct_cfg);
+	__uint(max_entries, 1);
+} xfw_ct_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct xfw_ct_key);
+	__type(value, struct xfw_ct_entry);
+	__uint(max_entries, XFW_CT_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} xfw_ct SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct xfw_ct_key);
+	__type(value, struct xfw_ct_entry);
+	__uint(max_entries, XFW_CT_NEW_MAX);
+} xfw_ct_new SEC(".maps");
+
+/* Bytes of the transport header copied for TCP (header and options) or of
+ * an ICMP error's quoted packet (IPv4 header with options, or IPv6 header,
+ * and 8 bytes of its transport header). */
+#define XFW_CT_BUF 128
+#define XFW_CT_BUF_MASK (XFW_CT_BUF - 1)
+
+/* What waits for the verdict (xfw_ct_scratch.pending). */
+#define XFW_CTP_NONE 0
+#define XFW_CTP_CREATE 1 /* insert .nv under .key when accepted */
+
+/* Facts of the TCP segment in the scratch buffer. */
+struct xfw_tcp_seg {
+	__u32 seq, ack, sack, end, win;
+	__u32 doff;   /* header length in bytes */
+	__u8 flags;
+	__u8 index;   /* XFW_TI_* */
+	__u8 opt_wscale;  /* window scale option (0 when absent) */
+	__u8 opt_flags;   /* XFW_CT_TCPF_WINDOW_SCALE | _SACK_PERM seen */
+	__u32 max_sack;   /* highest SACK block right edge (valid if has_sack) */
+	__u8 has_sack;
+};
+
+/* Per-packet tracking state: one per CPU and hook (index 0 XDP, 1 TC). */
+struct xfw_ct_scratch {
+	struct xfw_ct_key key;
+	__u64 nv_pad;     /* with nv: the image of an xfw_ct_emb/xfw_ct_main value */
+	struct xfw_ct_val nv;
+	__u8 buf[XFW_CT_BUF];
+	__u32 buflen;     /* valid bytes of buf */
+	__u32 l4len;      /* bytes from the transport header to the packet's end */
+	__u32 pending;    /* XFW_CTP_* */
+	__u32 value;      /* the packet's XFW_F_CT value */
+	__u32 hook;       /* this scratch's index (xfw_ct_scratch_get) */
+	struct xfw_tcp_seg seg; /* TCP: the segment's facts (xfw_tcp_seg_read) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xfw_ct_scratch);
+	__uint(max_entries, 2);
+} xfw_ct_scratch SEC(".maps");
+
+/* TCP flag bits (byte 13 of the header). */
+#define XFW_TH_FIN 0x01
+#define XFW_TH_SYN 0x02
+#define XFW_TH_RST 0x04
+#define XFW_TH_PSH 0x08
+#define XFW_TH_ACK 0x10
+#define XFW_TH_URG 0x20
+#define XFW_TH_ECE 0x40
+#define XFW_TH_CWR 0x80
+
+/* Flag indexes of the transition table (the kernel's tcp_bit_set). */
+#define XFW_TI_SYN 0
+#define XFW_TI_SYNACK 1
+#define XFW_TI_FIN 2
+#define XFW_TI_ACK 3
+#define XFW_TI_RST 4
+#define XFW_TI_NONE 5
+
+/* struct xfw_ct_tcp_side.flags (IP_CT_TCP_FLAG_*). */
+#define XFW_CT_TCPF_WINDOW_SCALE 0x01
+#define XFW_CT_TCPF_SACK_PERM 0x02
+#define XFW_CT_TCPF_CLOSE_INIT 0x04
+#define XFW_CT_TCPF_BE_LIBERAL 0x08
+#define XFW_CT_TCPF_DATA_UNACKNOWLEDGED 0x10
+#define XFW_CT_TCPF_MAXACK_SET 0x20
+/* xfw_ct_val.last_flags only. */
+#define XFW_CT_EXP_CHALLENGE_ACK 0x40
+#define XFW_CT_SIMULTANEOUS_OPEN 0x80
+
+/* TCP_MAX_WSCALE */
+#define XFW_TCP_MAX_WSCALE 14
+/* MAXACKWINCONST: the smallest window an ACK may lag behind. */
+#define XFW_MAXACKWINCONST 66000
+
+/* TCP option kinds. */
+#define XFW_TCPOPT_EOL 0
+#define XFW_TCPOPT_NOP 1
+#define XFW_TCPOPT_WINDOW 3
+#define XFW_TCPOPT_SACK_PERM 4
+#define XFW_TCPOPT_SACK 5
+/* Options parsed at most (40 bytes of options, 1 byte each at worst). */
+#define XFW_TCP_MAX_OPTS 40
+
+/* The kernel's transition table, tcp_conntracks[dir][index][state]:
+ * XFW_TCP_MAX marks an invalid packet, XFW_TCP_IGNORE one to let through
+ * without changing state. */
+#define sNO XFW_TCP_NONE
+#define sSS XFW_TCP_SYN_SENT
+#define sSR XFW_TCP_SYN_RECV
+#define sES XFW_TCP_ESTABLISHED
+#define sFW XFW_TCP_FIN_WAIT
+#define sCW XFW_TCP_CLOSE_WAIT
+#define sLA XFW_TCP_LAST_ACK
+#define sTW XFW_TCP_TIME_WAIT
+#define sCL XFW_TCP_CLOSE
+#define sS2 XFW_TCP_SYN_SENT2
+#define sIV XFW_TCP_MAX
+#define sIG XFW_TCP_IGNORE
+static const volatile __u8 xfw_tcp_trans[2][6][10] = {
+	{
+		/* ORIGINAL: sNO, sSS, sSR, sES, sFW, sCW, sLA, sTW, sCL, sS2 */
+		/* syn */ { sSS, sSS, sIG, sIG, sIG, sIG, sIG, sSS, sSS, sS2 },
+		/* synack */ { sIV, sIV, sSR, sIV, sIV, sIV, sIV, sIV, sIV, sSR },
+		/* fin */ { sIV, sIV, sFW, sFW, sLA, sLA, sLA, sTW, sCL, sIV },
+		/* ack */ { sES, sIV, sES, sES, sCW, sCW, sTW, sTW, sCL, sIV },
+		/* rst */ { sIV, sCL, sCL, sCL, sCL, sCL, sCL, sCL, sCL, sCL },
+		/* none */ { sIV, sIV, sIV, sIV, sIV, sIV, sIV, sIV, sIV, sIV },
+	},
+	{
+		/* REPLY: sNO, sSS, sSR, sES, sFW, sCW, sLA, sTW, sCL, sS2 */
+		/* syn */ { sIV, sS2, sIV, sIV, sIV, sIV, sIV, sSS, sIV, sS2 },
+		/* synack */ { sIV, sSR, sIG, sIG, sIG, sIG, sIG, sIG, sIG, sSR },
+		/* fin */ { sIV, sIV, sFW, sFW, sLA, sLA, sLA, sTW, sCL, sIV },
+		/* ack */ { sIV, sIG, sSR, sES, sCW, sCW, sTW, sTW, sCL, sIG },
+		/* rst */ { sIV, sCL, sCL, sCL, sCL, sCL, sCL, sCL, sCL, sCL },
+		/* none */ { sIV, sIV, sIV, sIV, sIV, sIV, sIV, sIV, sIV, sIV },
+	},
+};
+#undef sNO
+#undef sSS
+#undef sSR
+#undef sES
+#undef sFW
+#undef sCW
+#undef sLA
+#undef sTW
+#undef sCL
+#undef sS2
+#undef sIV
+#undef sIG
+
+/* Valid combinations of FIN, SYN, RST, ACK and URG (tcp_valid_flags):
+ * bit i set when combination i is valid. */
+#define XFW_TCP_VALID_FLAGS ((1ULL << 0x02) | (1ULL << 0x22) | (1ULL << 0x12) | \
+			     (1ULL << 0x04) | (1ULL << 0x14) | (1ULL << 0x11) | \
+			     (1ULL << 0x31) | (1ULL << 0x10) | (1ULL << 0x30))
+
+static __always_inline int xfw_before(__u32 a, __u32 b)
+{
+	return (__s32)(a - b) < 0;
+}
+
+static __always_inline int xfw_after(__u32 a, __u32 b)
+{
+	return (__s32)(b - a) < 0;
+}
+
+static __always_inline __u32 xfw_rd32(const __u8 *b, __u32 off)
+{
+	off &= XFW_CT_BUF_MASK - 3;
+	return ((__u32)b[off] << 24) | ((__u32)b[off + 1] << 16) |
+	       ((__u32)b[off + 2] << 8) | (__u32)b[off + 3];
+}
+
+static __always_inline __u32 xfw_rd16(const __u8 *b, __u32 off)
+{
+	off &= XFW_CT_BUF_MASK - 1;
+	return ((__u32)b[off] << 8) | (__u32)b[off + 1];
+}
+
+static __always_inline __u8 xfw_tcp_index(__u8 f)
+{
+	if (f & XFW_TH_RST)
+		return XFW_TI_RST;
+	if (f & XFW_TH_SYN)
+		return (f & XFW_TH_ACK) ? XFW_TI_SYNACK : XFW_TI_SYN;
+	if (f & XFW_TH_FIN)
+		return XFW_TI_FIN;
+	if (f & XFW_TH_ACK)
+		return XFW_TI_ACK;
+	return XFW_TI_NONE;
+}
+
+/* State of the TCP option walk (bpf_loop context). */
+struct xfw_opt_walk {
+	__u32 hook; /* scratch index */
+	__u32 i;    /* offset of the next option in the header */
+	__u32 end;  /* end of the options */
+};
+
+/* xfw_tcp_opt_step reads the option at w->i: a bpf_loop callback, so the
+ * verifier checks one option, not every path through forty. Returns 1 to
+ * stop. */
+static long xfw_tcp_opt_step(__u64 n, void *ctx)
+{
+	struct xfw_opt_walk *w = ctx;
+	struct xfw_ct_scratch *cs = bpf_map_lookup_elem(&xfw_ct_scratch, &w->hook);
+	struct xfw_tcp_seg *s;
+	__u32 i = w->i, end = w->end;
+	__u8 kind, len;
+
+	if (!cs || i >= end || end > 60)
+		return 1;
+	s = &cs->seg;
+	kind = cs->buf[i & 63];
+	if (kind == XFW_TCPOPT_EOL)
+		return 1;
+	if (kind == XFW_TCPOPT_NOP) {
+		w->i = i + 1;
+		return 0;
+	}
+	if (end - i < 2)
+		return 1;
+	len = cs->buf[(i + 1) & 63];
+	if (len < 2 || len > end - i)
+		return 1;
+	if (kind == XFW_TCPOPT_SACK_PERM && len == 2) {
+		s->opt_flags |= XFW_CT_TCPF_SACK_PERM;
+	} else if (kind == XFW_TCPOPT_WINDOW && len == 3) {
+		__u8 ws = cs->buf[(i + 2) & 63];
+
+		s->opt_wscale = ws > XFW_TCP_MAX_WSCALE ? XFW_TCP_MAX_WSCALE : ws;
+		s->opt_flags |= XFW_CT_TCPF_WINDOW_SCALE;
+	} else if (kind == XFW_TCPOPT_SACK && len >= 10 && ((len - 2) % 8) == 0 && !s->has_sack) {
+		/* tcp_sack reads the first SACK option only: up to four
+		 * blocks, the right edge the second word of each. */
+		for (int b = 0; b < 4; b++) {
+			__u32 edge;
+
+			if (2 + b * 8 + 8 > len)
+				break;
+			edge = xfw_rd32(cs->buf, i + 2 + b * 8 + 4);
+			if (!s->has_sack || xfw_after(edge, s->max_sack))
+				s->max_sack = edge;
+			s->has_sack = 1;
+		}
+	}
+	w->i = i + len;
+	return 0;
+}
+
+/* xfw_tcp_options walks the options once, as tcp_options() and tcp_sack()
+ * do: window scale, SACK permitted and the SACK blocks' right edges. */
+static __always_inline void xfw_tcp_options(struct xfw_ct_scratch *cs, struct xfw_tcp_seg *s)
+{
+	struct xfw_opt_walk w = { .hook = cs->hook, .i = 20, .end = s->doff };
+	__u32 tsopt = 0x0101080a; /* NOP NOP TIMESTAMP 10: the fast path */
+
+	s->opt_wscale = 0;
+	s->opt_flags = 0;
+	s->has_sack = 0;
+	if (w.end > cs->buflen)
+		w.end = cs->buflen;
+	if (w.end > 60)
+		w.end = 60;
+	if (w.end <= 20)
+		return;
+	/* tcp_sack's fast path: a timestamp alone says nothing about SACK;
+	 * tcp_options would find no window scale or SACK_PERM in it either. */
+	if (w.end == 32 && xfw_rd32(cs->buf, 20) == tsopt)
+		return;
+	bpf_loop(XFW_TCP_MAX_OPTS, xfw_tcp_opt_step, &w, 0);
+}
+
+static __always_inline __u32 xfw_ct_maxackwin(struct xfw_ct_tcp_side *sender)
+{
+	return sender->maxwin > XFW_MAXACKWINCONST ? sender->maxwin : XFW_MAXACKWINCONST;
+}
+
+/* xfw_tcp_init_sender: a SYN-ACK answering a SYN, or a SYN from the reply
+ * direction in a simultaneous open (tcp_init_sender). */
+static __always_inline void xfw_tcp_init_sender(struct xfw_ct_tcp_side *sender,
+						struct xfw_ct_tcp_side *receiver,
+						struct xfw_tcp_seg *s, __u32 dir)
+{
+	sender->end = s->end;
+	sender->maxend = s->end;
+	sender->maxwin = s->win == 0 ? 1 : s->win;
+	if (s->doff > 20) {
+		sender->scale = s->opt_wscale;
+		sender->flags = (sender->flags & XFW_CT_TCPF_BE_LIBERAL) | s->opt_flags;
+	}
+	if (dir == 1 && !((sender->flags & XFW_CT_TCPF_WINDOW_SCALE) &&
+			  (receiver->flags & XFW_CT_TCPF_WINDOW_SCALE))) {
+		sender->scale = 0;
+		receiver->scale = 0;
+	}
+}
+
+#define XFW_TCP_ACCEPT 0
+#define XFW_TCP_IGNORE_PKT 1
+#define XFW_TCP_INVALID 2
+
+/* xfw_tcp_liberal applies nf_tcp_log_invalid: a liberal sender's bad
+ * segments pass. */
+static __always_inline int xfw_tcp_liberal(struct xfw_ct_tcp_side *sender, struct xfw_ct_cfg *cfg,
+					   int res)
+{
+	if ((sender->flags & XFW_CT_TCPF_BE_LIBERAL) || cfg->tcp_liberal)
+		return XFW_TCP_ACCEPT;
+	return res;
+}
+
+/* xfw_tcp_in_window is the kernel's tcp_in_window. */
+static __always_inline int xfw_tcp_in_window(struct xfw_ct_val *v, __u32 dir, struct xfw_tcp_seg *s,
+					     struct xfw_ct_cfg *cfg)
+{
+	struct xfw_ct_tcp_side *sender = &v->side[dir & 1];
+	struct xfw_ct_tcp_side *receiver = &v->side[(dir & 1) ^ 1];
+	__u32 seq = s->seq, ack = s->ack, sack = s->ack, end = s->end, win = s->win, swin;
+	int in_recv_win, seq_ok;
+
+	if ((receiver->flags & XFW_CT_TCPF_SACK_PERM) && s->has_sack && xfw_after(s->max_sack, sack))
+		sack = s->max_sack;
+
+	if (sender->maxwin == 0) {
+		if (s->flags & XFW_TH_SYN) {
+			xfw_tcp_init_sender(sender, receiver, s, dir);
+			if (!(s->flags & XFW_TH_ACK))
+				return XFW_TCP_ACCEPT; /* simultaneous open */
+		} else {
+			/* Picked up mid-stream: use what the packet says. */
+			sender->end = end;
+			swin = win << sender->scale;
+			sender->maxwin = swin == 0 ? 1 : swin;
+			sender->maxend = end + sender->maxwin;
+			if (receiver->maxwin == 0) {
+				receiver->end = sack;
+				receiver->maxend = sack;
+			} else if (sack == receiver->end + 1) {
+				receiver->end++; /* a reply to a keepalive */
+			}
+		}
+	} else if ((s->flags & XFW_TH_SYN) && xfw_after(end, sender->end) &&
+		   (v->tcp_state == XFW_TCP_SYN_SENT || v->tcp_state == XFW_TCP_SYN_RECV)) {
+		/* Re-initialised SYN (RFC 793). */
+		xfw_tcp_init_sender(sender, receiver, s, dir);
+		if (dir == 1 && !(s->flags & XFW_TH_ACK))
+			return XFW_TCP_ACCEPT;
+	}
+
+	if (!(s->flags & XFW_TH_ACK)) {
+		ack = receiver->end;
+		sack = receiver->end;
+	} else if ((s->flags & (XFW_TH_ACK | XFW_TH_RST)) == (XFW_TH_ACK | XFW_TH_RST) && ack == 0) {
+		/* Broken stacks send RST+ACK with ack 0. */
+		ack = receiver->end;
+		sack = receiver->end;
+	}
+
+	if ((s->flags & XFW_TH_RST) && seq == 0 && v->tcp_state == XFW_TCP_SYN_SENT) {
+		/* RST answering a SYN. */
+		seq = sender->end;
+		end = sender->end;
+	}
+
+	seq_ok = xfw_before(seq, sender->maxend + 1);
+	if (!seq_ok) {
+		__u32 overshot = end - sender->maxend + 1;
+		int ack_ok = xfw_after(sack, receiver->end - xfw_ct_maxackwin(sender) - 1);
+
+		in_recv_win = receiver->maxwin && xfw_after(end, sender->end - receiver->maxwin - 1);
+		if (in_recv_win && ack_ok && overshot <= receiver->maxwin &&
+		    xfw_before(sack, receiver->end + 1)) {
+			sender->end = end;
+			sender->flags |= XFW_CT_TCPF_DATA_UNACKNOWLEDGED;
+			return xfw_tcp_liberal(sender, cfg, XFW_TCP_IGNORE_PKT);
+		}
+		return xfw_tcp_liberal(sender, cfg, XFW_TCP_INVALID);
+	}
+	if (!xfw_before(sack, receiver->end + 1))
+		return xfw_tcp_liberal(sender, cfg, XFW_TCP_INVALID); /* ACK over upper bound */
+	in_recv_win = !receiver->maxwin || xfw_after(end, sender->end - receiver->maxwin - 1);
+	if (!in_recv_win)
+		return xfw_tcp_liberal(sender, cfg, XFW_TCP_IGNORE_PKT); /* SEQ under lower bound */
+	if (!xfw_after(sack, receiver->end - xfw_ct_maxackwin(sender) - 1))
+		return xfw_tcp_liberal(sender, cfg, XFW_TCP_IGNORE_PKT); /* ACK under lower bound */
+
+	if (!(s->flags & XFW_TH_SYN))
+		win <<= sender->scale;
+
+	/* Update the sender. */
+	swin = win + (sack - ack);
+	if (sender->maxwin < swin)
+		sender->maxwin = swin;
+	if (xfw_after(end, sender->end)) {
+		sender->end = end;
+		sender->flags |= XFW_CT_TCPF_DATA_UNACKNOWLEDGED;
+	}
+	if (s->flags & XFW_TH_ACK) {
+		if (!(sender->flags & XFW_CT_TCPF_MAXACK_SET)) {
+			sender->maxack = ack;
+			sender->flags |= XFW_CT_TCPF_MAXACK_SET;
+		} else if (xfw_after(ack, sender->maxack)) {
+			sender->maxack = ack;
+		}
+	}
+	/* Update the receiver. */
+	if (receiver->maxwin != 0 && xfw_after(end, sender->maxend))
+		receiver->maxwin += end - sender->maxend;
+	if (xfw_after(sack + win, receiver->maxend - 1)) {
+		receiver->maxend = sack + win;
+		if (win == 0)
+			receiver->maxend++;
+	}
+	if (ack == receiver->end)
+		receiver->flags &= ~XFW_CT_TCPF_DATA_UNACKNOWLEDGED;
+
+	/* Retransmissions. */
+	if (s->index == XFW_TI_ACK) {
+		if (v->last_dir == dir && v->last_seq == seq && v->last_ack == ack &&
+		    v->last_end == end && v->last_win == (__u16)s->win) {
+			if (v->retrans < 255)
+				v->retrans++;
+		} else {
+			v->last_dir = dir;
+			v->last_seq = seq;
+			v->last_ack = ack;
+			v->last_end = end;
+			v->last_win = s->win;
+			v->retrans = 0;
+		}
+	}
+	return XFW_TCP_ACCEPT;
+}
+
+/* Outcomes of xfw_tcp_packet. */
+#define XFW_TCPR_OK 0      /* tracked; the packet belongs to the connection */
+#define XFW_TCPR_INVALID 1 /* INVALID, state untouched */
+#define XFW_TCPR_REPEAT 2  /* reopening a closed connection: start anew */
+#define XFW_TCPR_KILL 3    /* tracked, then the entry dies (RST, no reply seen) */
+
+static __always_inline int xfw_tcp_established(struct xfw_ct_val *v)
+{
+	return v->tcp_state == XFW_TCP_ESTABLISHED;
+}
+
+/* xfw_tcp_handle_invalid shortens an assured connection's timeout after
+ * out-of-window FIN/RST answers (nf_tcp_handle_invalid). */
+static __always_inline void xfw_tcp_handle_invalid(struct xfw_ct_val *v, __u32 dir, __u8 index,
+						   struct xfw_ct_cfg *cfg, __u64 now)
+{
+	__u64 unack;
+
+	if (!(v->status & XFW_CTST_ASSURED))
+		return;
+	if (index != XFW_TI_RST && index != XFW_TI_FIN)
+		return;
+	if (v->last_dir != dir && (v->last_index == XFW_TI_FIN || v->last_index == XFW_TI_RST)) {
+		unack = cfg->timeout[XFW_TCP_UNACK];
+		/* expires < 120 s: leave it; 120 s is the kernel's constant. */
+		if (v->expires - now < cfg->timeout[XFW_TCP_TIME_WAIT])
+			return;
+		if (v->expires - now > unack)
+			v->expires = now + unack;
+	} else {
+		v->last_index = index;
+		v->last_dir = dir;
+	}
+}
+
+/* xfw_tcp_packet is nf_conntrack_tcp_packet after tcp_error and tcp_new,
+ * for a packet of direction dir. seen_reply is the status before this
+ * packet. */
+static __always_inline int xfw_tcp_packet(struct xfw_ct_val *v, __u32 dir, struct xfw_tcp_seg *s,
+					  struct xfw_ct_cfg *cfg, __u64 now)
+{
+	__u32 old_state = v->tcp_state, new_state, idx = s->index;
+	__u64 timeout, t_new;
+	int res;
+
+	if (old_state > XFW_TCP_SYN_SENT2 || idx > XFW_TI_NONE)
+		return XFW_TCPR_INVALID;
+	new_state = xfw_tcp_trans[dir & 1][idx][old_state];
+
+	switch (new_state) {
+	case XFW_TCP_SYN_SENT:
+		if (old_state < XFW_TCP_TIME_WAIT)
+			break;
+		if (((v->side[dir & 1].flags | v->side[(dir & 1) ^ 1].flags) & XFW_CT_TCPF_CLOSE_INIT) ||
+		    (v->last_dir == dir && v->last_index == XFW_TI_RST))
+			return XFW_TCPR_REPEAT;
+		/* fall through */
+	case XFW_TCP_IGNORE:
+		if (idx == XFW_TI_SYNACK && v->last_index == XFW_TI_SYN && v->last_dir != dir &&
+		    s->ack == v->last_end) {
+			/* The SYN/ACK answers a SYN we ignored: get in sync. */
+			__u32 ld = v->last_dir & 1;
+
+			old_state = XFW_TCP_SYN_SENT;
+			new_state = XFW_TCP_SYN_RECV;
+			v->side[ld].end = v->last_end;
+			v->side[ld].maxend = v->last_end;
+			v->side[ld].maxwin = v->last_win == 0 ? 1 : v->last_win;
+			v->side[ld].scale = v->last_wscale;
+			v->last_flags &= ~XFW_CT_EXP_CHALLENGE_ACK;
+			v->side[ld].flags = v->last_flags & (XFW_CT_TCPF_WINDOW_SCALE | XFW_CT_TCPF_SACK_PERM);
+			v->side[dir & 1].end = 0;
+			v->side[dir & 1].maxend = 0;
+			v->side[dir & 1].maxwin = 0;
+			v->side[dir & 1].maxack = 0;
+			v->side[dir & 1].scale = 0;
+			v->side[dir & 1].flags &= XFW_CT_TCPF_BE_LIBERAL;
+			break;
+		}
+		v->last_index = idx;
+		v->last_dir = dir;
+		v->last_seq = s->seq;
+		v->last_end = s->end;
+		v->last_win = s->win;
+		if (idx == XFW_TI_SYN && dir == 0) {
+			v->last_flags = 0;
+			v->last_wscale = 0;
+			if (s->opt_flags & XFW_CT_TCPF_WINDOW_SCALE) {
+				v->last_flags |= XFW_CT_TCPF_WINDOW_SCALE;
+				v->last_wscale = s->opt_wscale;
+			}
+			if (s->opt_flags & XFW_CT_TCPF_SACK_PERM)
+				v->last_flags |= XFW_CT_TCPF_SACK_PERM;
+			if (old_state == XFW_TCP_LAST_ACK)
+				v->last_flags |= XFW_CT_EXP_CHALLENGE_ACK;
+		}
+		if (old_state == XFW_TCP_SYN_SENT && idx == XFW_TI_ACK && dir == 1)
+			v->last_ack = s->ack;
+		return XFW_TCPR_OK; /* ignored: passes, state unchanged */
+	case XFW_TCP_MAX:
+		return XFW_TCPR_INVALID;
+	case XFW_TCP_TIME_WAIT:
+		if (old_state == XFW_TCP_LAST_ACK && idx == XFW_TI_ACK && v->last_dir != dir &&
+		    v->last_index == XFW_TI_SYN && (v->last_flags & XFW_CT_EXP_CHALLENGE_ACK)) {
+			v->last_flags &= ~XFW_CT_EXP_CHALLENGE_ACK;
+			return XFW_TCPR_OK; /* challenge ACK: state unchanged */
+		}
+		break;
+	case XFW_TCP_SYN_SENT2:
+		v->last_flags |= XFW_CT_SIMULTANEOUS_OPEN;
+		break;
+	case XFW_TCP_SYN_RECV:
+		if (dir == 1 && idx == XFW_TI_ACK && (v->last_flags & XFW_CT_SIMULTANEOUS_OPEN))
+			new_state = XFW_TCP_ESTABLISHED;
+		break;
+	case XFW_TCP_CLOSE:
+		if (idx != XFW_TI_RST)
+			break;
+		if (old_state == XFW_TCP_FIN_WAIT || old_state == XFW_TCP_LAST_ACK ||
+		    old_state == XFW_TCP_TIME_WAIT || old_state == XFW_TCP_CLOSE ||
+		    old_state == XFW_TCP_CLOSE_WAIT)
+			goto in_window; /* tcp_can_early_drop */
+		if ((v->side[(dir & 1) ^ 1].flags & XFW_CT_TCPF_MAXACK_SET) &&
+		    v->last_index != XFW_TI_SYN) {
+			__u32 seq = s->seq, maxack = v->side[(dir & 1) ^ 1].maxack;
+
+			if (seq == 0 && !xfw_tcp_established(v))
+				break;
+			if (xfw_before(seq, maxack) && !cfg->tcp_ignore_invalid_rst)
+				return XFW_TCPR_INVALID; /* invalid RST */
+			if (!xfw_tcp_established(v) || seq == maxack)
+				break;
+			if (v->last_index == XFW_TI_ACK && v->last_dir == dir && seq == v->last_end)
+				break;
+			new_state = old_state; /* keep state for a challenge ACK */
+		}
+		if ((((v->status & XFW_CTST_SEEN_REPLY) && v->last_index == XFW_TI_SYN) ||
+		     (!(v->status & XFW_CTST_ASSURED) && v->last_index == XFW_TI_ACK)) &&
+		    s->ack == v->last_end)
+			goto in_window;
+		if (old_state == XFW_TCP_SYN_SENT && v->last_index == XFW_TI_ACK && v->last_dir == 1 &&
+		    s->seq == v->last_ack)
+			goto in_window;
+		break;
+	default:
+		break;
+	}
+
+	res = xfw_tcp_in_window(v, dir, s, cfg);
+	if (res == XFW_TCP_IGNORE_PKT)
+		return XFW_TCPR_OK;
+	if (res == XFW_TCP_INVALID) {
+		xfw_tcp_handle_invalid(v, dir, idx, cfg, now);
+		return XFW_TCPR_INVALID;
+	}
+in_window:
+	v->last_index = idx;
+	v->last_dir = dir;
+	v->tcp_state = new_state;
+	if (old_state != new_state && new_state == XFW_TCP_FIN_WAIT)
+		v->side[dir & 1].flags |= XFW_CT_TCPF_CLOSE_INIT;
+
+	if (new_state > XFW_TCP_SYN_SENT2)
+		return XFW_TCPR_INVALID;
+	t_new = cfg->timeout[new_state];
+	if (v->retrans >= cfg->tcp_max_retrans && t_new > cfg->timeout[XFW_TCP_RETRANS])
+		timeout = cfg->timeout[XFW_TCP_RETRANS];
+	else if (idx == XFW_TI_RST)
+		timeout = cfg->timeout[XFW_TCP_CLOSE];
+	else if (((v->side[0].flags | v->side[1].flags) & XFW_CT_TCPF_DATA_UNACKNOWLEDGED) &&
+		 t_new > cfg->timeout[XFW_TCP_UNACK])
+		timeout = cfg->timeout[XFW_TCP_UNACK];
+	else if (v->last_win == 0 && t_new > cfg->timeout[XFW_TCP_RETRANS])
+		timeout = cfg->timeout[XFW_TCP_RETRANS];
+	else
+		timeout = t_new;
+
+	if (!(v->status & XFW_CTST_SEEN_REPLY)) {
+		if (s->flags & XFW_TH_RST)
+			return XFW_TCPR_KILL;
+		/* A retransmitted SYN does not renew the timeout. */
+		if (idx == XFW_TI_SYN && old_state == XFW_TCP_SYN_SENT)
+			return XFW_TCPR_OK;
+		/* Picked up mid-stream without a reply: no long timeout. */
+		if (new_state == XFW_TCP_ESTABLISHED && timeout > cfg->timeout[XFW_TCP_UNACK])
+			timeout = cfg->timeout[XFW_TCP_UNACK];
+	} else if (!(v->status & XFW_CTST_ASSURED) &&
+		   (old_state == XFW_TCP_SYN_RECV || old_state == XFW_TCP_ESTABLISHED) &&
+		   new_state == XFW_TCP_ESTABLISHED) {
+		v->status |= XFW_CTST_ASSURED;
+	}
+	v->expires = now + timeout;
+	return XFW_TCPR_OK;
+}
+
+/* xfw_tcp_seg_read reads the segment's facts from the scratch buffer;
+ * returns 0 when tcp_error would call the packet INVALID (truncated
+ * header, bad flag combination). */
+__attribute__((noinline)) int xfw_tcp_seg_read(struct xfw_ct_scratch *cs)
+{
+	struct xfw_tcp_seg *s;
+	__u8 f;
+
+	if (!cs)
+		return 0;
+	s = &cs->seg;
+	if (cs->buflen < 20)
+		return 0;
+	s->doff = (cs->buf[12] >> 4) * 4;
+	if (s->doff < 20 || cs->l4len < s->doff)
+		return 0;
+	f = cs->buf[13];
+	if (!((XFW_TCP_VALID_FLAGS >> (f & 0x3f)) & 1))
+		return 0;
+	s->flags = f;
+	s->index = xfw_tcp_index(f);
+	s->seq = xfw_rd32(cs->buf, 4);
+	s->ack = xfw_rd32(cs->buf, 8);
+	s->win = xfw_rd16(cs->buf, 14);
+	s->end = s->seq + (cs->l4len - s->doff) + ((f & XFW_TH_SYN) ? 1 : 0) +
+		 ((f & XFW_TH_FIN) ? 1 : 0);
+	xfw_tcp_options(cs, s);
+	return 1;
+}
+
+/* xfw_tcp_new initialises a new connection's TCP data from its first
+ * packet (tcp_new); returns 0 when the packet cannot open one. */
+static __always_inline int xfw_tcp_new(struct xfw_ct_val *v, struct xfw_tcp_seg *s,
+				       struct xfw_ct_cfg *cfg)
+{
+	__u32 st;
+
+	if (s->index > XFW_TI_NONE)
+		return 0;
+	st = xfw_tcp_trans[0][s->index][XFW_TCP_NONE];
+	if (st == XFW_TCP_SYN_SENT) {
+		v->side[0].end = s->end;
+		v->side[0].maxwin = s->win == 0 ? 1 : s->win;
+		v->side[0].maxend = s->end;
+		if (s->doff > 20) {
+			v->side[0].scale = s->opt_wscale;
+			v->side[0].flags = s->opt_flags;
+		}
+	} else if (st == XFW_TCP_ESTABLISHED && cfg->tcp_loose) {
+		v->side[0].end = s->end;
+		v->side[0].maxwin = s->win == 0 ? 1 : s->win;
+		v->side[0].maxend = s->end + v->side[0].maxwin;
+		v->side[0].flags = XFW_CT_TCPF_SACK_PERM | XFW_CT_TCPF_BE_LIBERAL;
+		v->side[1].flags = XFW_CT_TCPF_SACK_PERM | XFW_CT_TCPF_BE_LIBERAL;
+	} else {
+		return 0;
+	}
+	v->last_index = XFW_TI_NONE;
+	return 1;
+}
+
+/* ICMP types (RFC 792) and ICMPv6 types (RFC 4443, 2710, 4861, 3810). */
+#define XFW_ICMP_ECHOREPLY 0
+#define XFW_ICMP_ECHO 8
+#define XFW_ICMP_MAX_TYPE 18 /* NR_ICMP_TYPES */
+#define XFW_ICMP6_ECHO 128
+#define XFW_ICMP6_NI_QUERY 139
+#define XFW_ICMP6_NI_REPLY 140
+
+/* xfw_icmp_is_err: the ICMP (v4) error types: unreachable, source quench,
+ * redirect, time exceeded, parameter problem. */
+static __always_inline int xfw_icmp_is_err(__u32 t)
+{
+	return t == 3 || t == 4 || t == 5 || t == 11 || t == 12;
+}
+
+/* xfw_icmp_query returns the request type of a query or reply type (the
+ * kernel's invmap), or -1 when the type is neither. *reply is set for a
+ * reply type. */
+static __always_inline int xfw_icmp_query(__u8 fam, __u32 t, int *reply)
+{
+	*reply = 0;
+	if (fam == 0) {
+		switch (t) {
+		case 8: case 13: case 15: case 17:
+			return t;
+		case 0:
+			*reply = 1;
+			return 8;
+		case 14: case 16: case 18:
+			*reply = 1;
+			return t - 1;
+		}
+		return -1;
+	}
+	switch (t) {
+	case XFW_ICMP6_ECHO:
+	case XFW_ICMP6_NI_QUERY:
+		return t;
+	case XFW_ICMP6_ECHO + 1:
+	case XFW_ICMP6_NI_REPLY:
+		*reply = 1;
+		return t - 1;
+	}
+	return -1;
+}
+
+/* xfw_icmp6_untracked: MLD and neighbour discovery are never tracked
+ * (noct_valid_new in nf_conntrack_proto_icmpv6.c). */
+static __always_inline int xfw_icmp6_untracked(__u32 t)
+{
+	return (t >= 130 && t <= 136) || t == 143;
+}
+
+/* xfw_ct_ports reports whether the protocol's key carries ports (TCP,
+ * UDP, UDP-Lite; SCTP and DCCP are tracked as generic). */
+static __always_inline int xfw_ct_ports(__u32 proto)
+{
+	return proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_UDPLITE;
+}
+
+/* xfw_ct_mkkey fills k for a packet from (shi,slo,sport) to (dhi,dlo,dport)
+ * and returns 1 when the source is endpoint b. Endpoints are ordered, so
+ * both directions share the key. */
+static __always_inline int xfw_ct_mkkey(struct xfw_ct_key *k, __u8 fam, __u8 proto,
+					__u64 shi, __u64 slo, __u16 sport,
+					__u64 dhi, __u64 dlo, __u16 dport)
+{
+	int swap = shi > dhi || (shi == dhi && (slo > dlo || (slo == dlo && sport > dport)));
+
+	k->fam = fam;
+	k->proto = proto;
+	k->pad = 0;
+	if (swap) {
+		k->a_hi = dhi; k->a_lo = dlo; k->a_port = dport;
+		k->b_hi = shi; k->b_lo = slo; k->b_port = sport;
+	} else {
+		k->a_hi = shi; k->a_lo = slo; k->a_port = sport;
+		k->b_hi = dhi; k->b_lo = dlo; k->b_port = dport;
+	}
+	return swap;
+}
+
+/* xfw_ct_mkkey_icmp fills k for an ICMP query: endpoint a is always the
+ * requester, and the request type is part of the key, so echo and
+ * timestamp queries with one id, or queries each way, are different
+ * connections as in the kernel (whose tuples carry the type). */
+static __always_inline void xfw_ct_mkkey_icmp(struct xfw_ct_key *k, __u8 fam, __u8 proto,
+					      __u64 rhi, __u64 rlo, __u64 thi, __u64 tlo,
+					      __u16 id, __u8 reqtype)
+{
+	k->fam = fam;
+	k->proto = proto;
+	k->pad = reqtype;
+	k->a_hi = rhi; k->a_lo = rlo;
+	k->b_hi = thi; k->b_lo = tlo;
+	k->a_port = id;
+	k->b_port = id;
+}
+
+/* Which table holds a found entry. */
+#define XFW_CTT_NONE 0
+#define XFW_CTT_MAIN 1
+#define XFW_CTT_EMB 2
+
+/* xfw_ct_find looks k up in both tables; an expired entry is deleted and
+ * not returned. */
+static __always_inline struct xfw_ct_entry *xfw_ct_find(struct xfw_ct_key *k, __u64 now,
+							int *table)
+{
+	struct xfw_ct_entry *e;
+
+	*table = XFW_CTT_NONE;
+	e = bpf_map_lookup_elem(&xfw_ct, k);
+	if (e) {
+		if ((__s64)(e->v.expires - now) > 0) {
+			*table = XFW_CTT_MAIN;
+			return e;
+		}
+		bpf_map_delete_elem(&xfw_ct, k);
+	}
+	e = bpf_map_lookup_elem(&xfw_ct_new, k);
+	if (e) {
+		if ((__s64)(e->v.expires - now) > 0) {
+			*table = XFW_CTT_EMB;
+			return e;
+		}
+		bpf_map_delete_elem(&xfw_ct_new, k);
+	}
+	return 0;
+}
+
+static __always_inline void xfw_ct_delete(struct xfw_ct_key *k, int table)
+{
+	if (table == XFW_CTT_MAIN)
+		bpf_map_delete_elem(&xfw_ct, k);
+	else
+		bpf_map_delete_elem(&xfw_ct_new, k);
+}
+
+/* Compare-and-swap attempts before updating without the lock (the holder
+ * runs on another CPU; a tracker run takes well under a microsecond). */
+#define XFW_CT_LOCK_TRIES 64
+
+static __always_inline int xfw_ct_lock(__u64 *lk)
+{
+#pragma unroll
+	for (int i = 0; i < XFW_CT_LOCK_TRIES; i++) {
+		if (__sync_val_compare_and_swap(lk, 0, 1) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline void xfw_ct_unlock(__u64 *lk)
+{
+	__sync_lock_test_and_set(lk, 0);
+}
+
+static __always_inline __u32 xfw_ctv(__u32 state, __u32 reply, __u32 status, __u32 proto)
+{
+	return state | (reply ? XFW_CTV_DIR_REPLY : 0) |
+	       ((status & 0xf) << XFW_CTV_STATUS_SHIFT) | ((proto & 0xff) << XFW_CTV_PROTO_SHIFT);
+}
+
+/* xfw_ct_related handles an ICMP or ICMPv6 error: RELATED when the packet
+ * it quotes (in cs->buf) belongs to a tracked connection and the error goes
+ * to that packet's source (nf_conntrack_inet_error); INVALID otherwise.
+ * A global function: verified once. */
+__attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_scratch *cs)
+{
+	struct xfw_ct_entry *e;
+	__u64 shi, slo, dhi, dlo, now = bpf_jiffies64();
+	__u32 hl, proto, need, sport = 0, dport = 0, qdir, status;
+	int table, srcb;
+	__u8 *b;
+
+	if (!p || !cs)
+		return XFW_CTS_INVALID;
+	b = cs->buf;
+	if (p->fam == 0) {
+		if (cs->buflen < 20 || (b[0] >> 4) != 4)
+			return XFW_CTS_INVALID;
+		hl = (b[0] & 0xf) * 4;
+		if (hl < 20)
+			return XFW_CTS_INVALID;
+		/* A quoted later fragment has no transport header. */
+		if (((b[6] & 0x1f) | b[7]) != 0)
+			return XFW_CTS_INVALID;
+		proto = b[9];
+		shi = 0;
+		slo = xfw_rd32(b, 12);
+		dhi = 0;
+		dlo = xfw_rd32(b, 16);
+	} else {
+		if (cs->buflen < 40 || (b[0] >> 4) != 6)
+			return XFW_CTS_INVALID;
+		hl = 40;
+		proto = b[6];
+		if (xfw_ipv6_is_ext(proto))
+			return XFW_CTS_INVALID;
+		shi = ((__u64)xfw_rd32(b, 8) << 32) | xfw_rd32(b, 12);
+		slo = ((__u64)xfw_rd32(b, 16) << 32) | xfw_rd32(b, 20);
+		dhi = ((__u64)xfw_rd32(b, 24) << 32) | xfw_rd32(b, 28);
+		dlo = ((__u64)xfw_rd32(b, 32) << 32) | xfw_rd32(b, 36);
+	}
+	/* The error must go to the quoted packet's source. */
+	if (p->dst_hi != shi || p->dst_lo != slo)
+		return XFW_CTS_INVALID;
+	if (hl > 60)
+		return XFW_CTS_INVALID;
+	if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) {
+		int reply, req;
+		__u32 t;
+
+		if ((proto == IPPROTO_ICMP) != (p->fam == 0))
+			return XFW_CTS_INVALID;
+		if (cs->buflen < hl + 8)
+			return XFW_CTS_INVALID;
+		t = b[hl & 63];
+		req = xfw_icmp_query(p->fam, t, &reply);
+		if (req < 0)
+			return XFW_CTS_INVALID;
+		if (reply)
+			xfw_ct_mkkey_icmp(&cs->key, p->fam, proto, dhi, dlo, shi, slo,
+					  xfw_rd16(b, hl + 4), req);
+		else
+			xfw_ct_mkkey_icmp(&cs->key, p->fam, proto, shi, slo, dhi, dlo,
+					  xfw_rd16(b, hl + 4), req);
+		e = xfw_ct_find(&cs->key, now, &table);
+		if (!e || e->v.icmp_type != req)
+			return XFW_CTS_INVALID;
+		qdir = reply;
+	} else {
+		need = xfw_ct_ports(proto) ? 4 : 0;
+		if (cs->buflen < hl + need)
+			return XFW_CTS_INVALID;
+		if (need) {
+			sport = xfw_rd16(b, hl);
+			dport = xfw_rd16(b, hl + 2);
+		}
+		srcb = xfw_ct_mkkey(&cs->key, p->fam, proto, shi, slo, sport, dhi, dlo, dport);
+		e = xfw_ct_find(&cs->key, now, &table);
+		if (!e)
+			return XFW_CTS_INVALID;
+		qdir = (srcb != !!(e->v.status & XFW_CTST_ORIG_B));
+	}
+	status = e->v.status;
+	/* The error travels against the quoted packet. */
+	return xfw_ctv(XFW_CTS_RELATED, !qdir, status | XFW_CTST_CONFIRMED, proto);
+}
+
+/* xfw_ct_udp: nf_conntrack_udp_packet. status is before this packet. */
+static __always_inline void xfw_ct_udp(struct xfw_ct_val *v, struct xfw_ct_cfg *cfg, __u64 now)
+{
+	if (v->status & XFW_CTST_SEEN_REPLY) {
+		__u64 extra = cfg->timeout[XFW_CTT_UDP_UNREPLIED];
+		int stream = 0;
+
+		if ((__s64)(now - v->stream_ts) > 0) {
+			extra = cfg->timeout[XFW_CTT_UDP_REPLIED];
+			stream = !(v->status & XFW_CTST_ASSURED);
+		}
+		v->expires = now + extra;
+		if (stream)
+			v->status |= XFW_CTST_ASSURED;
+	} else {
+		v->expires = now + cfg->timeout[XFW_CTT_UDP_UNREPLIED];
+	}
+}
+
+/* xfw_ct_advance runs the protocol's tracker on connection v for a packet
+ * of direction dir (TCP: the segment in cs->seg) and returns an XFW_TCPR_*
+ * outcome. new: v is a connection being opened by this packet (tcp_new
+ * first). A global function: the tracker is verified once for every
+ * caller. */
+__attribute__((noinline)) int xfw_ct_advance(struct xfw_ct_val *v, struct xfw_ct_scratch *cs,
+					     __u32 proto, __u32 dir, __u32 new)
+{
+	struct xfw_ct_cfg *cfg;
+	__u32 zero = 0;
+	__u64 now;
+	int r = XFW_TCPR_OK;
+
+	if (!v || !cs)
+		return XFW_TCPR_INVALID;
+	cfg = bpf_map_lookup_elem(&xfw_ct_cfg, &zero);
+	if (!cfg)
+		return XFW_TCPR_INVALID;
+	now = bpf_jiffies64();
+	dir &= 1;
+	if (proto == IPPROTO_TCP) {
+		if (new && !xfw_tcp_new(v, &cs->seg, cfg))
+			return XFW_TCPR_INVALID;
+		r = xfw_tcp_packet(v, dir, &cs->seg, cfg, now);
+	} else if (proto == IPPROTO_UDP || proto == IPPROTO_UDPLITE) {
+		if (new)
+			v->stream_ts = now + cfg->timeout[XFW_CTT_UDP_STREAM];
+		xfw_ct_udp(v, cfg, now);
+	} else if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) {
+		v->expires = now + cfg->timeout[XFW_CTT_ICMP];
+	} else {
+		v->expires = now + cfg->timeout[XFW_CTT_GENERIC];
+	}
+	if ((r == XFW_TCPR_OK || r == XFW_TCPR_KILL) && dir == 1)
+		v->status |= XFW_CTST_SEEN_REPLY;
+	return r;
+}
+
+/* xfw_ct_promote moves an entry that became ASSURED from the LRU table to
+ * the table of assured connections (when that one has room). The value
+ * image is built in the scratch: the stack has no room. */
+static __always_inline void xfw_ct_promote(struct xfw_ct_scratch *cs, struct xfw_ct_val *v)
+{
+	cs->nv_pad = 0;
+	__builtin_memcpy(&cs->nv, v, sizeof(cs->nv));
+	if (bpf_map_update_elem(&xfw_ct, &cs->key, &cs->nv_pad, BPF_NOEXIST) == 0)
+		bpf_map_delete_elem(&xfw_ct_new, &cs->key);
+}
+
+/* Modes of xfw_ct_track. */
+#define XFW_CTM_TRACK 0    /* track (INPUT, FORWARD, OUTPUT) */
+#define XFW_CTM_LO_INPUT 1 /* loopback INPUT: read what OUTPUT decided */
+
+/* xfw_ct_track returns the packet's XFW_F_CT value and leaves in cs what
+ * waits for the verdict. The hook has copied the TCP header, UDP header,
+ * ICMP header or the quoted packet of an ICMP error into cs->buf. A global
+ * function: verified once. */
+__attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_scratch *cs,
+					     __u32 mode)
+{
+	struct xfw_ct_entry *e;
+	struct xfw_ct_cfg *cfg;
+	__u32 zero = 0, proto, dir, value, st, status;
+	__u64 now;
+	int table, srcb, r, locked, reqtype = -1, reply = 0;
+
+	if (!p || !cs)
+		return XFW_CTS_INVALID;
+	cs->pending = XFW_CTP_NONE;
+	cfg = bpf_map_lookup_elem(&xfw_ct_cfg, &zero);
+	if (!cfg || !cfg->ready)
+		return XFW_CTS_INVALID;
+	now = bpf_jiffies64();
+	proto = p->proto;
+	if (proto > 255)
+		return XFW_CTS_INVALID; /* extension headers not walkable */
+
+	if (proto == IPPROTO_TCP) {
+		if (!xfw_tcp_seg_read(cs))
+			return XFW_CTS_INVALID;
+	} else if (proto == IPPROTO_UDP || proto == IPPROTO_UDPLITE) {
+		__u32 ulen;
+
+		/* udp_error: the length field must cover the header and fit. */
+		if (p->sport > 0xffff || cs->buflen < 8)
+			return XFW_CTS_INVALID;
+		ulen = xfw_rd16(cs->buf, 4);
+		if (proto == IPPROTO_UDP && (ulen < 8 || ulen > cs->l4len))
+			return XFW_CTS_INVALID;
+	} else if ((proto == IPPROTO_ICMP && p->fam == 0) || (proto == IPPROTO_ICMPV6 && p->fam == 1)) {
+		__u32 t = p->icmp >> 8;
+
+		if (p->icmp > 0xffff || cs->buflen < 8)
+			return XFW_CTS_INVALID;
+		if (p->fam == 1 && xfw_icmp6_untracked(t))
+			return XFW_CTS_UNTRACKED;
+		if (p->fam == 0 && t > XFW_ICMP_MAX_TYPE)
+			return XFW_CTS_INVALID;
+		if ((p->fam == 0 && xfw_icmp_is_err(t)) || (p->fam == 1 && t < 128))
+			return xfw_ct_related(p, cs);
+		reqtype = xfw_icmp_query(p->fam, t, &reply);
+		if (reqtype < 0)
+			return XFW_CTS_INVALID; /* no inverse: cannot be tracked */
+	}
+
+	if (reqtype >= 0) {
+		__u16 id = xfw_rd16(cs->buf, 4);
+
+		if (reply)
+			xfw_ct_mkkey_icmp(&cs->key, p->fam, proto, p->dst_hi, p->dst_lo, p->src_hi,
+					  p->src_lo, id, reqtype);
+		else
+			xfw_ct_mkkey_icmp(&cs->key, p->fam, proto, p->src_hi, p->src_lo, p->dst_hi,
+					  p->dst_lo, id, reqtype);
+		srcb = 0;
+	} else if (xfw_ct_ports(proto)) {
+		srcb = xfw_ct_mkkey(&cs->key, p->fam, proto, p->src_hi, p->src_lo, p->sport,
+				    p->dst_hi, p->dst_lo, p->dport);
+	} else {
+		srcb = xfw_ct_mkkey(&cs->key, p->fam, proto, p->src_hi, p->src_lo, 0,
+				    p->dst_hi, p->dst_lo, 0);
+	}
+	e = xfw_ct_find(&cs->key, now, &table);
+
+	if (mode == XFW_CTM_LO_INPUT) {
+		if (!e)
+			return XFW_CTS_INVALID;
+		dir = reqtype >= 0 ? reply : (srcb != !!(e->v.status & XFW_CTST_ORIG_B));
+		st = e->v.lo_state[dir & 1];
+		if ((st & 7) == XFW_CTS_INVALID || (st & 7) == XFW_CTS_UNTRACKED)
+			return st & 7;
+		return st | (XFW_CTST_CONFIRMED << XFW_CTV_STATUS_SHIFT) | (proto << XFW_CTV_PROTO_SHIFT);
+	}
+
+	if (e) {
+		/* A connection we know. */
+		if (reqtype >= 0) {
+			if (e->v.icmp_type != reqtype)
+				return XFW_CTS_INVALID;
+			dir = reply;
+		} else {
+			dir = (srcb != !!(e->v.status & XFW_CTST_ORIG_B));
+		}
+		locked = xfw_ct_lock(&e->lock);
+		status = e->v.status;
+		st = (dir == 1 || (status & XFW_CTST_SEEN_REPLY)) ? XFW_CTS_ESTABLISHED : XFW_CTS_NEW;
+		r = xfw_ct_advance(&e->v, cs, proto, dir, 0);
+		status = e->v.status;
+		value = r == XFW_TCPR_INVALID ? XFW_CTS_INVALID : xfw_ctv(st, dir, status, proto);
+		e->v.lo_state[dir & 1] = value & 0xff;
+		if (locked)
+			xfw_ct_unlock(&e->lock);
+		if (r == XFW_TCPR_OK && table == XFW_CTT_EMB && (status & XFW_CTST_ASSURED))
+			xfw_ct_promote(cs, &e->v);
+		if (r == XFW_TCPR_KILL || r == XFW_TCPR_REPEAT)
+			xfw_ct_delete(&cs->key, table);
+		/* Reopening a closed connection (a SYN in TIME_WAIT or after
+		 * an RST): the old entry is gone, the packet opens a new one. */
+		if (r != XFW_TCPR_REPEAT)
+			return value;
+	}
+
+	/* A new connection: its entry waits for the verdict. */
+	__builtin_memset(&cs->nv, 0, sizeof(cs->nv));
+	if (srcb)
+		cs->nv.status = XFW_CTST_ORIG_B;
+	if (reqtype >= 0) {
+		if (reply)
+			return XFW_CTS_INVALID; /* a reply opens nothing */
+		cs->nv.icmp_type = reqtype;
+		cs->nv.icmp_code = p->icmp & 0xff;
+	}
+	r = xfw_ct_advance(&cs->nv, cs, proto, 0, 1);
+	if (r == XFW_TCPR_INVALID || r == XFW_TCPR_REPEAT)
+		return XFW_CTS_INVALID;
+	value = xfw_ctv(XFW_CTS_NEW, 0, cs->nv.status, proto);
+	cs->nv.lo_state[0] = value & 0xff;
+	cs->nv.status |= XFW_CTST_CONFIRMED;
+	/* An unanswered RST kills its own connection at once. */
+	if (r != XFW_TCPR_KILL)
+		cs->pending = XFW_CTP_CREATE;
+	return value;
+}
+
+/* xfw_ct_confirm creates the pending entry of an accepted packet (the
+ * kernel's confirmation after the filter). An existing entry (another CPU
+ * confirmed the same connection first) wins, as in the kernel. */
+static __always_inline void xfw_ct_confirm(struct xfw_ct_scratch *cs)
+{
+	if (cs->pending != XFW_CTP_CREATE)
+		return;
+	cs->pending = XFW_CTP_NONE;
+	cs->nv_pad = 0;
+	bpf_map_update_elem(&xfw_ct_new, &cs->key, &cs->nv_pad, BPF_NOEXIST);
+}
+
+/* xfw_ct_scratch_get returns this CPU's scratch for a hook (0 XDP, 1 TC). */
+static __always_inline struct xfw_ct_scratch *xfw_ct_scratch_get(__u32 hook)
+{
+	struct xfw_ct_scratch *cs = bpf_map_lookup_elem(&xfw_ct_scratch, &hook);
+
+	if (cs)
+		cs->hook = hook;
+	return cs;
+}
+
+/* xfw_ct_copy_len returns how many bytes the hook copies into cs->buf for
+ * p, and from which offset: the TCP header with options, or an ICMP
+ * error's quoted packet. 0: nothing to copy. */
+static __always_inline __u32 xfw_ct_copy_len(struct xfw_pkt *p, __u32 *off)
+{
+	__u32 avail, t;
+
+	if (!p->l4_off || p->l4_end <= p->l4_off)
+		return 0;
+	avail = p->l4_end - p->l4_off;
+	*off = p->l4_off;
+	if (p->proto == IPPROTO_TCP)
+		return avail < 60 ? avail : 60;
+	if (p->proto == IPPROTO_UDP || p->proto == IPPROTO_UDPLITE)
+		return avail < 8 ? avail : 8;
+	if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6) {
+		t = p->icmp >> 8;
+		if (p->icmp > 0xffff)
+			return 0;
+		if ((p->fam == 0 && xfw_icmp_is_err(t)) || (p->fam == 1 && t < 128)) {
+			if (avail <= 8)
+				return 0;
+			*off = p->l4_off + 8;
+			avail -= 8;
+			return avail < XFW_CT_BUF ? avail : XFW_CT_BUF;
+		}
+		/* Queries: the header (the identifier is at offset 4). */
+		return avail < 8 ? avail : 8;
+	}
+	return 0;
+}
+
+/* xfw_ct_load_xdp and xfw_ct_load_tc copy what tracking reads beyond the
+ * parsed fields into cs (xfw_ct_copy_len). */
+static __always_inline void xfw_ct_load_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
+					    struct xfw_ct_scratch *cs)
+{
+	__u32 off = 0, len = xfw_ct_copy_len(p, &off);
+
+	cs->buflen = 0;
+	cs->l4len = p->l4_end > p->l4_off ? p->l4_end - p->l4_off : 0;
+	if (len == 0 || len > XFW_CT_BUF)
+		return;
+	/* Bounds the verifier can follow: 1..XFW_CT_BUF. */
+	xfw_barrier_var(len);
+	len &= XFW_CT_BUF * 2 - 1;
+	if (len < 1 || len > XFW_CT_BUF)
+		return;
+	if (bpf_xdp_load_bytes(ctx, off, cs->buf, len) == 0)
+		cs->buflen = len;
+}
+
+static __always_inline void xfw_ct_load_tc(struct __sk_buff *skb, struct xfw_pkt *p,
+					   struct xfw_ct_scratch *cs)
+{
+	__u32 off = 0, len = xfw_ct_copy_len(p, &off);
+
+	cs->buflen = 0;
+	cs->l4len = p->l4_end > p->l4_off ? p->l4_end - p->l4_off : 0;
+	if (len == 0 || len > XFW_CT_BUF)
+		return;
+	/* Bounds the verifier can follow: 1..XFW_CT_BUF. */
+	xfw_barrier_var(len);
+	len &= XFW_CT_BUF * 2 - 1;
+	if (len < 1 || len > XFW_CT_BUF)
+		return;
+	if (bpf_skb_load_bytes(skb, off, cs->buf, len) == 0)
+		cs->buflen = len;
+}
+
+/* xfw_ct_active reports whether generation slot uses XFW_F_CT. */
+static __always_inline int xfw_ct_active(__u32 slot)
+{
+	struct xfw_family_cfg *fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+
+	return fc && (fc->active & (1u << XFW_F_CT));
+}
+
+#endif /* XFW_CT_H */
