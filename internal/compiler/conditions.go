@@ -8,7 +8,7 @@ import (
 )
 
 // Cond is a conjunction: for each field the set of values a packet may have
-// (nil: any value).
+// (nil: any value). FieldCt's set holds keys (ctKey), not values.
 type Cond [NumFields]*Set
 
 // and returns c ∧ d, and false when the result can match no packet.
