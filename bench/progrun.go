@@ -292,6 +292,8 @@ func fieldValue(p *compiler.Packet, f compiler.Field) compiler.U128 {
 		return compiler.U64(uint64(p.TTL))
 	case compiler.FieldMAC:
 		return compiler.U64(p.MAC)
+	case compiler.FieldCt:
+		return compiler.U64(uint64(p.Ct))
 	}
 	return compiler.U128{}
 }

@@ -228,17 +228,19 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 			if s != nil {
 				ivs = s.Ivs
 			}
-			j := 0 // the first interval not below v
-			for v := 0; v < dom; v++ {
-				uv := U64(uint64(v))
-				for j < len(ivs) && ivs[j].Hi.Less(uv) {
+			j := 0 // the first interval not below k
+			// k runs in the order of the field's conditions, which
+			// for FieldCt is not the value order (Field.smallIndex).
+			for k := 0; k < dom; k++ {
+				uk, i := U64(uint64(k)), base+f.smallIndex(k)
+				for j < len(ivs) && ivs[j].Hi.Less(uk) {
 					j++
 				}
-				c, want := g.Small[base+v], j < len(ivs) && !uv.Less(ivs[j].Lo)
-				if v == 0 || c != lastClass || want != lastWant {
+				c, want := g.Small[i], j < len(ivs) && !uk.Less(ivs[j].Lo)
+				if k == 0 || c != lastClass || want != lastWant {
 					lastClass, lastWant, lastNew = c, want, setBit(c, want)
 				}
-				g.Small[base+v] = lastNew
+				g.Small[i] = lastNew
 			}
 		case KindAddr:
 			a := 0

@@ -142,11 +142,13 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 			dom := f.SmallDomain()
 			arr := make([]uint32, dom)
 			bi := 0
-			for v := 0; v < dom; v++ {
-				for bi+1 < len(fc.Bounds) && !U64(uint64(v)).Less(fc.Bounds[bi+1].Value) {
+			// k is the value's place in the field's condition order
+			// (Field.smallIndex).
+			for k := 0; k < dom; k++ {
+				for bi+1 < len(fc.Bounds) && !U64(uint64(k)).Less(fc.Bounds[bi+1].Value) {
 					bi++
 				}
-				arr[v] = fc.Bounds[bi].Class
+				arr[f.smallIndex(k)] = fc.Bounds[bi].Class
 			}
 			g.Small = append(g.Small, arr...)
 		case KindAddr:

@@ -3,13 +3,12 @@ package compiler
 import (
 	"fmt"
 	"net/netip"
-	"strings"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
 // Cond is a conjunction: for each field the set of values a packet may have
-// (nil: any value).
+// (nil: any value). FieldCt's set holds keys (ctKey), not values.
 type Cond [NumFields]*Set
 
 // and returns c ∧ d, and false when the result can match no packet.
@@ -313,7 +312,11 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface, sets *setConds) ([
 			}
 			and(FieldMAC, invertIf(Point(U64(v)), m.Invert, U64(0), macMax))
 		case *ir.ConntrackMatch:
-			return nil, conntrackUnsupported(m)
+			s, err := ctCondition(m)
+			if err != nil {
+				return nil, err
+			}
+			and(FieldCt, s)
 		case *ir.SetMatch:
 			s, err := sets.condition(m)
 			if err != nil {
@@ -395,38 +398,4 @@ func ifaceSet(m ir.IfaceMatch, ifaces []Interface) *Set {
 		ivs = append(ivs, Interval{U64(ifaceUnknown), U64(ifaceUnknown)})
 	}
 	return NewSet(ivs...)
-}
-
-// conntrackUnsupported is the error for a rule with a conntrack or state
-// match: xfw's data plane does not track connections yet (issue 6).
-func conntrackUnsupported(m *ir.ConntrackMatch) error {
-	if m.StateAlias {
-		return fmt.Errorf("state match: connection tracking (--state) is not supported by xfw's data plane yet")
-	}
-	return fmt.Errorf("conntrack match: connection tracking (%s) is not supported by xfw's data plane yet", conntrackOptions(m))
-}
-
-// conntrackOptions names the options a conntrack match uses, for messages
-// ("--ctstate, --ctdir").
-func conntrackOptions(m *ir.ConntrackMatch) string {
-	var opts []string
-	add := func(set bool, name string) {
-		if set {
-			opts = append(opts, name)
-		}
-	}
-	add(m.States.Set, "--ctstate")
-	add(m.Proto.Set, "--ctproto")
-	add(m.OrigSrc.Set, "--ctorigsrc")
-	add(m.OrigDst.Set, "--ctorigdst")
-	add(m.ReplSrc.Set, "--ctreplsrc")
-	add(m.ReplDst.Set, "--ctrepldst")
-	add(m.OrigSrcPort.Set, "--ctorigsrcport")
-	add(m.OrigDstPort.Set, "--ctorigdstport")
-	add(m.ReplSrcPort.Set, "--ctreplsrcport")
-	add(m.ReplDstPort.Set, "--ctrepldstport")
-	add(m.Status.Set, "--ctstatus")
-	add(m.Expire.Set, "--ctexpire")
-	add(m.Dir != ir.CtDirAny, "--ctdir")
-	return strings.Join(opts, ", ")
 }

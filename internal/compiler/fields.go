@@ -25,11 +25,15 @@ const (
 	// (before "!") of the generation's set condition k (Generation.SetConds),
 	// a small field of 8 bits, computed by the BPF program's xfw_set_bits.
 	FieldSets
+	// FieldCt is the packet's connection-tracking facts (XFW_F_CT), a
+	// small field of 16 bits packed as CtValue describes. Its conditions
+	// are kept in key order (ctKey), not value order: see ctKey.
+	FieldCt
 	NumFields
 )
 
 var fieldNames = [NumFields]string{"src", "dst", "proto", "sport", "dport", "tcpflags",
-	"icmp", "iif", "oif", "frag", "len", "ttl", "mac", "sets"}
+	"icmp", "iif", "oif", "frag", "len", "ttl", "mac", "sets", "ct"}
 
 // String names the field.
 func (f Field) String() string {
@@ -108,8 +112,20 @@ func (f Field) SmallDomain() int {
 		return 256
 	case FieldSets:
 		return 1 << MaxSetConds
+	case FieldCt:
+		return ctDomain
 	}
 	return 0
+}
+
+// smallIndex returns the direct-array index (the packet's value) of the
+// k-th value of a KindSmall field in the order the compiler keeps the
+// field's conditions in: k itself, except for FieldCt (ctValueOfKey).
+func (f Field) smallIndex(k int) int {
+	if f == FieldCt {
+		return int(ctValueOfKey(uint32(k)))
+	}
+	return k
 }
 
 // Chains indices (enum xfw_chain).

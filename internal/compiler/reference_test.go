@@ -207,9 +207,119 @@ func refRuleMatch(fam ir.Family, r *ir.Rule, p *Packet) refResult {
 			if (p.MAC == v) == m.Invert {
 				return refNoMatch
 			}
+		case *ir.ConntrackMatch:
+			if !refConntrack(m, p.Ct) {
+				return refNoMatch
+			}
 		}
 	}
 	return refMatch
+}
+
+// refConntrack is conntrack_mt (xt_conntrack.c, revision 3) on the facts
+// packed in a packet's FieldCt value (bpf/common.h: bits 0-2 the state,
+// INVALID 0, NEW 1, ESTABLISHED 2, RELATED 3, UNTRACKED 4; bit 3 the reply
+// direction; bits 4-7 the status; bits 8-15 the protocol).
+func refConntrack(m *ir.ConntrackMatch, ct uint32) bool {
+	state := ct & 7
+	reply := ct&8 != 0
+	status := uint16(ct>>4) & 0xf
+	proto := uint8(ct >> 8)
+	var statebit uint16
+	tracked := false // nf_ct_get returned a connection
+	switch state {
+	case 0:
+		statebit = ir.CtStateInvalid
+	case 1:
+		statebit, tracked = ir.CtStateNew, true
+	case 2:
+		statebit, tracked = ir.CtStateEstablished, true
+	case 3:
+		statebit, tracked = ir.CtStateRelated, true
+	case 4:
+		statebit = ir.CtStateUntracked
+	default:
+		panic(fmt.Sprintf("packet with conntrack state %d", state))
+	}
+	if m.States.Set {
+		in := m.States.Bits&statebit != 0
+		if m.States.Invert {
+			in = !in
+		}
+		if !in {
+			return false
+		}
+	}
+	if !tracked {
+		return m.States.Set
+	}
+	if m.Dir == ir.CtDirOriginal && reply {
+		return false
+	}
+	if m.Dir == ir.CtDirReply && !reply {
+		return false
+	}
+	if m.Proto.Set {
+		same := proto == m.Proto.Num
+		if m.Proto.Invert {
+			same = !same
+		}
+		if !same {
+			return false
+		}
+	}
+	if m.Status.Set {
+		some := status&m.Status.Bits != 0
+		if m.Status.Invert {
+			some = !some
+		}
+		if !some {
+			return false
+		}
+	}
+	return true
+}
+
+// genConntrack builds a random -m state or -m conntrack match with the
+// options the data plane supports, "!" forms, --ctstatus NONE and
+// never-matching SNAT/DNAT included.
+func genConntrack(rng *rand.Rand) *ir.ConntrackMatch {
+	states := func(names []uint16) uint16 {
+		var bits uint16
+		for bits == 0 {
+			for _, b := range names {
+				if rng.Intn(3) == 0 {
+					bits |= b
+				}
+			}
+		}
+		return bits
+	}
+	plain := []uint16{ir.CtStateInvalid, ir.CtStateNew, ir.CtStateEstablished, ir.CtStateRelated, ir.CtStateUntracked}
+	if rng.Intn(4) == 0 {
+		return &ir.ConntrackMatch{StateAlias: true, States: ir.CtBitsMatch{Set: true, Invert: rng.Intn(3) == 0, Bits: states(plain)}}
+	}
+	m := &ir.ConntrackMatch{}
+	if rng.Intn(3) != 0 {
+		names := plain
+		if rng.Intn(6) == 0 {
+			names = append(names[:len(names):len(names)], ir.CtStateSNAT, ir.CtStateDNAT)
+		}
+		m.States = ir.CtBitsMatch{Set: true, Invert: rng.Intn(3) == 0, Bits: states(names)}
+	}
+	if rng.Intn(3) == 0 {
+		m.Proto = ir.CtProtoMatch{Set: true, Invert: rng.Intn(3) == 0, Num: []uint8{6, 17, 1, 58}[rng.Intn(4)]}
+	}
+	if rng.Intn(3) == 0 {
+		m.Status = ir.CtBitsMatch{Set: true, Invert: rng.Intn(2) == 0, Bits: uint16(rng.Intn(16))} // 0 is NONE
+	}
+	if rng.Intn(4) == 0 {
+		m.Dir = ir.CtDirection(1 + rng.Intn(2))
+	}
+	if !m.States.Set && !m.Proto.Set && !m.Status.Set && m.Dir == ir.CtDirAny {
+		m.States = ir.CtBitsMatch{Set: true, Bits: states(plain)}
+	}
+	return m
 }
 
 // refRun walks chain with netfilter's semantics (jump pushes a return
@@ -406,6 +516,12 @@ func genRuleset(rng *rand.Rand, fam ir.Family, nrules, nuser int) *ir.Ruleset {
 			}
 			r.Matches = append(r.Matches, &ir.SetMatch{Invert: rng.Intn(3) == 0, Name: []string{"a", "b"}[rng.Intn(2)], Dirs: dirs, ReturnNomatch: rng.Intn(4) == 0})
 		}
+		if rng.Intn(6) == 0 {
+			r.Matches = append(r.Matches, genConntrack(rng))
+			if rng.Intn(4) == 0 { // two conntrack matches: both must hold
+				r.Matches = append(r.Matches, genConntrack(rng))
+			}
+		}
 		if rng.Intn(10) == 0 && c.Name != "OUTPUT" && nuser == 0 {
 			r.Matches = append(r.Matches, &ir.MACMatch{Invert: rng.Intn(2) == 0, Addr: [6]byte{2, 0, 0, 0, 0, byte(rng.Intn(3))}})
 		}
@@ -515,7 +631,31 @@ func genPacket(rng *rand.Rand, fam ir.Family) *Packet {
 	if rng.Intn(20) == 0 {
 		p.MAC = MACNone // received on loopback
 	}
+	p.Ct = genCt(rng, p.Proto)
 	return p
+}
+
+// genCt builds a packet's FieldCt value (bpf/common.h's layout, written
+// out here rather than with CtValue): INVALID (0) or UNTRACKED (4), which
+// carry nothing else, or NEW, ESTABLISHED or RELATED (1-3) in a random
+// direction (bit 3) with random status bits (4-7) and a protocol (bits
+// 8-15) mostly the packet's own.
+func genCt(rng *rand.Rand, proto uint32) uint32 {
+	switch rng.Intn(8) {
+	case 0:
+		return 0 // INVALID
+	case 1:
+		return 4 // UNTRACKED
+	}
+	ct := uint32(1 + rng.Intn(3))
+	if rng.Intn(2) == 0 {
+		ct |= 1 << 3 // reply direction
+	}
+	ct |= uint32(rng.Intn(16)) << 4
+	if proto > 255 || rng.Intn(4) == 0 {
+		proto = []uint32{6, 17, 1, 58, 47}[rng.Intn(5)]
+	}
+	return ct | proto<<8
 }
 
 // refSetMember is the reference's stand-in for an ipset lookup: whether

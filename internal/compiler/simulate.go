@@ -13,6 +13,9 @@ type Packet struct {
 	// computes it by looking the packet up in the set (see
 	// Generation.SetBits for computing them from a membership test).
 	Sets uint32
+	// Ct is the packet's connection-tracking facts (FieldCt), as CtValue
+	// packs them.
+	Ct uint32
 }
 
 // hotdropBits returns the packet's defects as EFHotdrop* bits, as the BPF
@@ -70,6 +73,8 @@ func (p *Packet) fieldValue(f Field) U128 {
 		return U64(p.MAC)
 	case FieldSets:
 		return U64(uint64(p.Sets))
+	case FieldCt:
+		return U64(uint64(p.Ct))
 	}
 	return U128{}
 }
