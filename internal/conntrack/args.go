@@ -349,7 +349,8 @@ func (f *Filter) setFamily(a netip.Addr) error {
 }
 
 // parseAddr parses an address as conntrack does: inet_aton's IPv4 forms,
-// else an IPv6 address, either optionally followed by /prefix-length.
+// else an IPv6 address, either optionally followed by /prefix-length (the
+// address's host bits are ignored).
 func parseAddr(s string) (netip.Prefix, error) {
 	addr, bits := s, ""
 	if k := strings.IndexByte(s, '/'); k >= 0 {
@@ -363,10 +364,17 @@ func parseAddr(s string) (netip.Prefix, error) {
 		}
 	}
 	n := a.BitLen()
-	if bits != "" {
-		v, err := strconv.Atoi(bits)
-		if err != nil || v < 0 || v > a.BitLen() {
-			return netip.Prefix{}, errorf("Invalid netmask `%s'", bits)
+	if slash := len(addr) < len(s); slash {
+		// Decimal; an empty length is 0 (conntrack 1.4.7 observed).
+		v := 0
+		for _, c := range []byte(bits) {
+			if c < '0' || c > '9' || v > a.BitLen() {
+				return netip.Prefix{}, errorf("Invalid netmask")
+			}
+			v = v*10 + int(c-'0')
+		}
+		if v > a.BitLen() {
+			return netip.Prefix{}, errorf("Invalid netmask")
 		}
 		n = v
 	}

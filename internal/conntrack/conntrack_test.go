@@ -128,6 +128,18 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"-L", "-s", "127.0.0.0/8"}, Options{Cmd: CmdList, Filter: filter(func(f *Filter) {
 			f.Family, f.Src = 4, netip.MustParsePrefix("127.0.0.0/8")
 		})}, ""},
+		{[]string{"-L", "-s", "127.0.0.0/33"}, Options{}, "Invalid netmask"},
+		{[]string{"-L", "-s", "::1/200"}, Options{}, "Invalid netmask"},
+		{[]string{"-L", "-s", "1.2.3.4/abc"}, Options{}, "Invalid netmask"},
+		{[]string{"-L", "-s", "10.0.0.0/"}, Options{Cmd: CmdList, Filter: filter(func(f *Filter) {
+			f.Family, f.Src = 4, netip.MustParsePrefix("0.0.0.0/0")
+		})}, ""},
+		{[]string{"-L", "-s", "127.0.0.5/24"}, Options{Cmd: CmdList, Filter: filter(func(f *Filter) {
+			f.Family, f.Src = 4, netip.MustParsePrefix("127.0.0.0/24")
+		})}, ""},
+		{[]string{"-L", "-s", "0x7f.1"}, Options{Cmd: CmdList, Filter: filter(func(f *Filter) {
+			f.Family, f.Src = 4, netip.MustParsePrefix("127.0.0.1/32")
+		})}, ""},
 		{[]string{"-L", "-d", "::1"}, Options{Cmd: CmdList, Filter: filter(func(f *Filter) {
 			f.Family, f.Dst = 6, netip.MustParsePrefix("::1/128")
 		})}, ""},
