@@ -1,6 +1,6 @@
 // Package cli implements xfw's commands: the iptables-compatible front ends
 // (iptables-restore, iptables-save and their ip6tables twins) and xfw's own
-// (stop, log, version). It wires the front end (iptables) to the compiler
+// (stop, log, conntrack, version). It wires the front end (iptables) to the compiler
 // and the data plane, and maps errors to iptables' exit codes.
 package cli
 
@@ -109,6 +109,8 @@ iptables-compatible commands (filter table, enforced with eBPF):
 xfw's own:
   stop       remove every xfw program from this network namespace
   log        print LOG lines as the kernel formats them (--kmsg: also to the kernel log)
+  conntrack  list (-L), delete (-D), flush (-F) or count (-C) tracked connections,
+             as conntrack-tools' conntrack (-f, -p, -s, -d, --sport, --dport, --state)
   version    print the version
 
 Linked or copied under the name iptables, ip6tables, iptables-save, ipset, … the

@@ -71,6 +71,11 @@ func getprotobyname(name string) (int, bool) {
 	return 0, false
 }
 
+// LookupProtocol is getprotobyname on the reference machine's
+// /etc/protocols (compiled in): the number of a protocol name or alias,
+// compared exactly. Other front ends (xfw conntrack) share the table.
+func LookupProtocol(name string) (int, bool) { return getprotobyname(name) }
+
 // getprotobynumber returns the first /etc/protocols name for num.
 func getprotobynumber(num int) (string, bool) {
 	for _, p := range etcProtocols {

@@ -1,0 +1,329 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xfw-dev/xfw/internal/conntrack"
+)
+
+// Names of the connection tables (bpf/ct.h) and of the clock program and
+// its map (bpf/ct_clock.h).
+const (
+	ctMainMap   = "xfw_ct"
+	ctNewMap    = "xfw_ct_new"
+	ctClockProg = "xfw_ct_clock"
+	ctClockMap  = "xfw_ct_now"
+)
+
+// ErrNoConntrack reports that the running data plane has no connection
+// tables (a build without connection tracking).
+var ErrNoConntrack = errors.New("connection tracking is not loaded")
+
+// bpfCTKey mirrors struct xfw_ct_key.
+type bpfCTKey struct {
+	AHi, ALo     uint64
+	BHi, BLo     uint64
+	APort, BPort uint16
+	Proto        uint8
+	Fam          uint8
+	Pad          uint16
+}
+
+// bpfCTTCPSide mirrors struct xfw_ct_tcp_side.
+type bpfCTTCPSide struct {
+	End, MaxEnd, MaxWin, MaxAck uint32
+	Scale, Flags                uint8
+	Pad                         [2]uint8
+}
+
+// bpfCTVal mirrors struct xfw_ct_val.
+type bpfCTVal struct {
+	Expires    uint64
+	StreamTS   uint64
+	Packets    [2]uint64
+	Bytes      [2]uint64
+	Status     uint32
+	TCPState   uint8
+	LastDir    uint8
+	LastIndex  uint8
+	LastWscale uint8
+	LastFlags  uint8
+	Retrans    uint8
+	ICMPType   uint8
+	ICMPCode   uint8
+	LoState    [2]uint8
+	LastWin    uint16
+	LastSeq    uint32
+	LastAck    uint32
+	LastEnd    uint32
+	Side       [2]bpfCTTCPSide
+	Pad        uint32 // tail padding of the C struct (8-byte alignment)
+}
+
+// bpfCTEntry is the value of both tables: struct xfw_ct_main (whose
+// bpf_spin_lock and pad the syscall lookup returns zeroed) and struct
+// xfw_ct_emb share this layout.
+type bpfCTEntry struct {
+	Head uint64
+	V    bpfCTVal
+}
+
+// CTTables are the data plane's two connection tables: xfw_ct (assured
+// connections) and xfw_ct_new (connections not yet assured).
+type CTTables struct {
+	maps [2]*ebpf.Map
+}
+
+// OpenCT opens the connection tables of the xfw running in this network
+// namespace (the caller closes them). It fails with ErrNoConntrack when the
+// running build has none.
+func OpenCT() (*CTTables, error) {
+	cur, err := Current()
+	if err != nil {
+		return nil, err
+	}
+	if cur == nil {
+		return nil, errors.New("xfw is not loaded in this network namespace")
+	}
+	defer cur.Close()
+	t := &CTTables{}
+	for i, name := range []string{ctMainMap, ctNewMap} {
+		m := cur.maps[name]
+		if m == nil {
+			t.Close()
+			return nil, ErrNoConntrack
+		}
+		if t.maps[i], err = m.Clone(); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("open connection table %s: %w", name, err)
+		}
+	}
+	return t, nil
+}
+
+// NewCTTables serves the given maps (of xfw_ct's and xfw_ct_new's specs)
+// as connection tables; Close closes them.
+func NewCTTables(assured, fresh *ebpf.Map) *CTTables {
+	return &CTTables{maps: [2]*ebpf.Map{assured, fresh}}
+}
+
+// Close closes the tables' descriptors.
+func (t *CTTables) Close() {
+	for _, m := range t.maps {
+		if m != nil {
+			m.Close()
+		}
+	}
+}
+
+// CTEntry is one connection read from a table.
+type CTEntry struct {
+	// Conn is the connection as conntrack shows it (Timeout in seconds
+	// from the now and hz given to Entries).
+	Conn conntrack.Conn
+	// Expires is the jiffies when the data plane lets it die.
+	Expires uint64
+	key     bpfCTKey
+	table   int
+}
+
+// Entries reads both tables and returns the connections alive at now (in
+// jiffies): those whose expiry is later. Timeouts are in seconds at hz
+// jiffies per second.
+func (t *CTTables) Entries(now, hz uint64) ([]CTEntry, error) {
+	if hz == 0 {
+		return nil, errors.New("read connections: zero clock rate")
+	}
+	var out []CTEntry
+	for ti, m := range t.maps {
+		var k bpfCTKey
+		var v bpfCTEntry
+		it := m.Iterate()
+		for it.Next(&k, &v) {
+			if v.V.Expires <= now {
+				continue // expired (the kernel's nf_ct_is_expired)
+			}
+			out = append(out, CTEntry{
+				Conn:    ctConn(k, v.V, now, hz),
+				Expires: v.V.Expires,
+				key:     k,
+				table:   ti,
+			})
+		}
+		if err := it.Err(); err != nil {
+			return nil, fmt.Errorf("read connection table %d: %w", ti, err)
+		}
+	}
+	return out, nil
+}
+
+// Delete removes e from its table; false when it was gone already.
+func (t *CTTables) Delete(e CTEntry) (bool, error) {
+	err := t.maps[e.table].Delete(e.key)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("delete connection: %w", err)
+	}
+	return true, nil
+}
+
+// Flush deletes every connection of both tables.
+func (t *CTTables) Flush() error {
+	for ti, m := range t.maps {
+		// Collect, then delete: deleting while iterating a hash map
+		// restarts the walk. Connections created meanwhile are taken by
+		// the next round.
+		for round := 0; round < 8; round++ {
+			var keys []bpfCTKey
+			var k bpfCTKey
+			var v bpfCTEntry
+			it := m.Iterate()
+			for it.Next(&k, &v) {
+				keys = append(keys, k)
+			}
+			if err := it.Err(); err != nil {
+				return fmt.Errorf("read connection table %d: %w", ti, err)
+			}
+			if len(keys) == 0 {
+				break
+			}
+			for _, k := range keys {
+				if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+					return fmt.Errorf("delete connection: %w", err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// ctConn turns a table entry into the connection conntrack shows.
+func ctConn(k bpfCTKey, v bpfCTVal, now, hz uint64) conntrack.Conn {
+	c := conntrack.Conn{
+		IPv6:     k.Fam == 1,
+		Proto:    k.Proto,
+		Src:      ctAddr(k.Fam, k.AHi, k.ALo),
+		Dst:      ctAddr(k.Fam, k.BHi, k.BLo),
+		SPort:    k.APort,
+		DPort:    k.BPort,
+		ICMPType: v.ICMPType,
+		ICMPCode: v.ICMPCode,
+		TCPState: v.TCPState,
+		Status:   v.Status,
+		Packets:  v.Packets,
+		Bytes:    v.Bytes,
+	}
+	if v.Status&conntrack.StatusOrigB != 0 {
+		c.Src, c.Dst = c.Dst, c.Src
+		c.SPort, c.DPort = c.DPort, c.SPort
+	}
+	if v.Expires > now {
+		c.Timeout = (v.Expires - now) / hz
+	}
+	return c
+}
+
+// ctAddr is a key's address: its numeric value in two host-order halves
+// (IPv4: hi 0, lo the address).
+func ctAddr(fam uint8, hi, lo uint64) netip.Addr {
+	if fam != 1 {
+		return netip.AddrFrom4([4]byte{byte(lo >> 24), byte(lo >> 16), byte(lo >> 8), byte(lo)})
+	}
+	var b [16]byte
+	for i := 0; i < 8; i++ {
+		b[i] = byte(hi >> (56 - 8*i))
+		b[8+i] = byte(lo >> (56 - 8*i))
+	}
+	return netip.AddrFrom16(b)
+}
+
+// clock is the loaded clock program (bpf/ct_clock.h), loaded on first use
+// and kept for the process.
+var clock struct {
+	mu   sync.Mutex
+	prog *ebpf.Program
+	now  *ebpf.Map
+	hz   uint64
+}
+
+// Jiffies returns the kernel's jiffies as the data plane reads them
+// (bpf_jiffies64), by running xfw_ct_clock once (BPF_PROG_TEST_RUN). The
+// program is loaded on first use, on its own: it is attached nowhere and
+// needs no running xfw.
+func Jiffies() (uint64, error) {
+	clock.mu.Lock()
+	defer clock.mu.Unlock()
+	return jiffiesLocked()
+}
+
+func jiffiesLocked() (uint64, error) {
+	if clock.prog == nil {
+		spec, err := loadSpec()
+		if err != nil {
+			return 0, err
+		}
+		if spec.Programs[ctClockProg] == nil || spec.Maps[ctClockMap] == nil {
+			return 0, errors.New("BPF object lacks the connection tracking clock")
+		}
+		var objs struct {
+			Prog *ebpf.Program `ebpf:"xfw_ct_clock"`
+			Now  *ebpf.Map     `ebpf:"xfw_ct_now"`
+		}
+		if err := spec.LoadAndAssign(&objs, nil); err != nil {
+			return 0, fmt.Errorf("load the connection tracking clock: %w", err)
+		}
+		clock.prog, clock.now = objs.Prog, objs.Now
+	}
+	// XDP's test run wants at least an Ethernet header.
+	if _, err := clock.prog.Run(&ebpf.RunOptions{Data: make([]byte, 64)}); err != nil {
+		return 0, fmt.Errorf("run the connection tracking clock: %w", err)
+	}
+	var j uint64
+	if err := clock.now.Lookup(uint32(0), &j); err != nil {
+		return 0, fmt.Errorf("read the connection tracking clock: %w", err)
+	}
+	return j, nil
+}
+
+// HZ returns the kernel's jiffies per second: jiffies sampled about 100 ms
+// apart, rounded to the nearest of the rates Linux is built with (100,
+// 250, 300, 1000). Measured once per process.
+func HZ() (uint64, error) {
+	clock.mu.Lock()
+	defer clock.mu.Unlock()
+	if clock.hz != 0 {
+		return clock.hz, nil
+	}
+	j0, err := jiffiesLocked()
+	if err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	time.Sleep(100 * time.Millisecond)
+	j1, err := jiffiesLocked()
+	if err != nil {
+		return 0, err
+	}
+	clock.hz = nearestHZ(float64(j1-j0) / time.Since(t0).Seconds())
+	return clock.hz, nil
+}
+
+// nearestHZ rounds a measured jiffies rate to a kernel's CONFIG_HZ.
+func nearestHZ(rate float64) uint64 {
+	best, bestd := uint64(0), math.Inf(1)
+	for _, hz := range []uint64{100, 250, 300, 1000} {
+		if d := math.Abs(rate - float64(hz)); d < bestd {
+			best, bestd = hz, d
+		}
+	}
+	return best
+}
