@@ -71,7 +71,7 @@ struct xfw_ct_cfg {
 	__u32 tcp_max_retrans;        /* nf_conntrack_tcp_max_retrans (3) */
 	__u32 tcp_ignore_invalid_rst; /* nf_conntrack_tcp_ignore_invalid_rst (0) */
 	__u32 ready;                  /* 1 once filled */
-	__u32 pad;
+	__u32 hz;                     /* jiffies per second (for user space) */
 };
 
 struct {
@@ -727,7 +727,8 @@ __attribute__((noinline)) int xfw_tcp_seg_read(struct xfw_ct_scratch *cs)
 	if (s->doff < 20 || cs->l4len < s->doff)
 		return 0;
 	f = cs->buf[13];
-	if (!((XFW_TCP_VALID_FLAGS >> (f & 0x3f)) & 1))
+	/* PSH, ECE and CWR go with any combination. */
+	if (!((XFW_TCP_VALID_FLAGS >> (f & ~(XFW_TH_PSH | XFW_TH_ECE | XFW_TH_CWR) & 0x3f)) & 1))
 		return 0;
 	s->flags = f;
 	s->index = xfw_tcp_index(f);

@@ -303,6 +303,19 @@ func HZ() (uint64, error) {
 	if clock.hz != 0 {
 		return clock.hz, nil
 	}
+	// The running programs were configured with it (ctcfg.go).
+	if cur, err := Current(); err == nil && cur != nil {
+		hz := runningHZ(cur.maps[ctCfgMap])
+		cur.Close()
+		if hz != 0 {
+			clock.hz = hz
+			return hz, nil
+		}
+	}
+	if hz := configHZ(); hz != 0 {
+		clock.hz = hz
+		return hz, nil
+	}
 	j0, err := jiffiesLocked()
 	if err != nil {
 		return 0, err

@@ -190,6 +190,11 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		defer oldBase.Close()
 	}
 
+	if u.Gen.Active&(1<<compiler.FieldCt) != 0 {
+		if err := configureConntrack(cur); err != nil {
+			return err
+		}
+	}
 	if err := buildSlot(cur, newSlot, u); err != nil {
 		clearSlot(cur, newSlot)
 		return err
