@@ -220,6 +220,11 @@ struct xfw_family_cfg {
 	__u8 fields[XFW_FIELD_LIST];    /* the active fields' enum xfw_field */
 	__u32 nsetconds;                /* set conditions (XFW_F_SETS bits) */
 	__u8 setcond_flags[XFW_MAX_SETCONDS]; /* XFW_SETCOND_* */
+	/* Established fast path (ct.h xfw_ct_fast): per chain, bit s set when
+	 * a packet in connection state s is accepted by entry ct_fast_entry
+	 * without classification (0: no fast path). */
+	__u32 ct_fast_states[XFW_NCHAINS];
+	__u32 ct_fast_entry[XFW_NCHAINS];
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid

@@ -1080,14 +1080,69 @@ __attribute__((noinline)) int xfw_ct_advance(struct xfw_ct_val *v, struct xfw_ct
 	return r;
 }
 
+/* Clean-up of expired entries. A lookup deletes an expired entry it finds;
+ * xfw_ct_new is an LRU hash, whose untouched (expired) entries are evicted
+ * first when it is full. xfw_ct, of assured connections, never evicts: when
+ * a promotion finds it full, one walk of the table deletes every expired
+ * entry (at most once per second, XFW_CT_SWEEP_GAP), then the promotion is
+ * tried again; if the table is full of live connections the entry stays in
+ * xfw_ct_new; entries nobody looks up any more stay, dead, until then. A
+ * timer of the data plane is not an option: bpf_timer needs maps held by
+ * a process or pinned, and xfw keeps no daemon and no pins. */
+struct xfw_ct_sweep {
+	__u64 last;     /* jiffies of the last walk */
+	__u64 deleted;  /* entries the walks deleted (statistics) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xfw_ct_sweep);
+	__uint(max_entries, 1);
+} xfw_ct_sweep SEC(".maps");
+
+static long xfw_ct_sweep_one(void *map, struct xfw_ct_key *k, struct xfw_ct_entry *e,
+			     __u64 *deleted)
+{
+	if ((__s64)(e->v.expires - bpf_jiffies64()) <= 0 && bpf_map_delete_elem(map, k) == 0)
+		(*deleted)++;
+	return 0;
+}
+
+/* xfw_ct_sweep_main deletes the expired entries of xfw_ct unless a walk ran
+ * less than a second (hz jiffies) ago; returns 1 when it walked. */
+static __always_inline int xfw_ct_sweep_main(__u64 now, __u64 hz)
+{
+	__u32 zero = 0;
+	struct xfw_ct_sweep *sw = bpf_map_lookup_elem(&xfw_ct_sweep, &zero);
+	__u64 last, deleted = 0;
+
+	if (!sw)
+		return 0;
+	last = sw->last;
+	if (last && now - last < hz)
+		return 0;
+	if (__sync_val_compare_and_swap(&sw->last, last, now) != last)
+		return 0; /* another CPU walks */
+	bpf_for_each_map_elem(&xfw_ct, xfw_ct_sweep_one, &deleted, 0);
+	__sync_fetch_and_add(&sw->deleted, deleted);
+	return 1;
+}
+
 /* xfw_ct_promote moves an entry that became ASSURED from the LRU table to
  * the table of assured connections (when that one has room). The value
  * image is built in the scratch: the stack has no room. */
-static __always_inline void xfw_ct_promote(struct xfw_ct_scratch *cs, struct xfw_ct_val *v)
+static __always_inline void xfw_ct_promote(struct xfw_ct_scratch *cs, struct xfw_ct_val *v,
+					   struct xfw_ct_cfg *cfg, __u64 now)
 {
+	long rc;
+
 	cs->nv_pad = 0;
 	__builtin_memcpy(&cs->nv, v, sizeof(cs->nv));
-	if (bpf_map_update_elem(&xfw_ct, &cs->key, &cs->nv_pad, BPF_NOEXIST) == 0)
+	rc = bpf_map_update_elem(&xfw_ct, &cs->key, &cs->nv_pad, BPF_NOEXIST);
+	if (rc == -7 /* E2BIG: full */ && xfw_ct_sweep_main(now, cfg->hz))
+		rc = bpf_map_update_elem(&xfw_ct, &cs->key, &cs->nv_pad, BPF_NOEXIST);
+	if (rc == 0)
 		bpf_map_delete_elem(&xfw_ct_new, &cs->key);
 }
 
@@ -1195,7 +1250,7 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		if (locked)
 			xfw_ct_unlock(&e->lock);
 		if (r == XFW_TCPR_OK && table == XFW_CTT_EMB && (status & XFW_CTST_ASSURED))
-			xfw_ct_promote(cs, &e->v);
+			xfw_ct_promote(cs, &e->v, cfg, now);
 		if (r == XFW_TCPR_KILL || r == XFW_TCPR_REPEAT)
 			xfw_ct_delete(&cs->key, table);
 		/* Reopening a closed connection (a SYN in TIME_WAIT or after
@@ -1316,6 +1371,33 @@ static __always_inline void xfw_ct_load_tc(struct __sk_buff *skb, struct xfw_pkt
 		return;
 	if (bpf_skb_load_bytes(skb, off, cs->buf, len) == 0)
 		cs->buflen = len;
+}
+
+/* xfw_ct_fast accepts, counting its rule, a packet whose connection state
+ * the chain's first rule accepts unconditionally (the established fast
+ * path, compiler.Generation.CtFastPath): classification would stop there.
+ * Returns 1 when it did. */
+static __always_inline int xfw_ct_fast(struct xfw_pkt *p, __u32 slot, __u32 chain)
+{
+	struct xfw_family_cfg *fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	struct xfw_entry *ent;
+	void *entries;
+	__u32 e;
+
+	if (!fc || chain >= XFW_NCHAINS)
+		return 0;
+	if (!((fc->ct_fast_states[chain] >> (p->ct & 7)) & 1))
+		return 0;
+	e = fc->ct_fast_entry[chain];
+	entries = xfw_inner(&xfw_o_entries, slot);
+	if (!entries)
+		return 0;
+	ent = bpf_map_lookup_elem(entries, &e);
+	if (!ent)
+		return 0;
+	if (ent->flags & XFW_EF_COUNT)
+		xfw_count(slot, ent->rule, p->l3len);
+	return 1;
 }
 
 /* xfw_ct_active reports whether generation slot uses XFW_F_CT. */

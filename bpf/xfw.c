@@ -582,7 +582,12 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		}
 	}
 
-	verdict = xfw_judge(p, chain, iif, oif, st, &rj);
+	if (cs && xfw_ct_fast(p, st->slot, chain)) {
+		st->nlogs = 0;
+		verdict = XFW_ACT_ACCEPT;
+	} else {
+		verdict = xfw_judge(p, chain, iif, oif, st, &rj);
+	}
 	if (verdict == XFW_ACT_ACCEPT && cs)
 		xfw_ct_confirm(cs);
 	/* The REJECT type waits in p, not in a register spilled across the
@@ -694,7 +699,12 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		}
 	}
 
-	verdict = xfw_judge(&p, XFW_CHAIN_OUTPUT, 0, oif, &st, &rj);
+	if (cs && xfw_ct_fast(&p, st.slot, XFW_CHAIN_OUTPUT)) {
+		st.nlogs = 0;
+		verdict = XFW_ACT_ACCEPT;
+	} else {
+		verdict = xfw_judge(&p, XFW_CHAIN_OUTPUT, 0, oif, &st, &rj);
+	}
 	if (verdict == XFW_ACT_ACCEPT && cs)
 		xfw_ct_confirm(cs);
 	if (st.nlogs)

@@ -68,6 +68,10 @@ type bpfFamilyCfg struct {
 	NSetConds  uint32
 	// SetCondFlags are XFW_SETCOND_* of each set condition.
 	SetCondFlags [compiler.MaxSetConds]uint8
+	// CtFastStates and CtFastEntry are each chain's established fast
+	// path (compiler.Generation.CtFastPath).
+	CtFastStates [compiler.NumChains]uint32
+	CtFastEntry  [compiler.NumChains]uint32
 }
 
 // XFW_SETCOND_* flags of bpfFamilyCfg.SetCondFlags.
@@ -120,6 +124,11 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 	}
 	copy(c.SmallBase[:], g.SmallBase[:])
 	copy(c.DefaultCls[:], g.DefaultClass[:])
+	for h := 0; h < compiler.NumChains; h++ {
+		if e, states, ok := g.CtFastPath(h); ok {
+			c.CtFastStates[h], c.CtFastEntry[h] = uint32(states), e
+		}
+	}
 	for f := compiler.Field(0); f < bpfNumFields; f++ {
 		if g.Active&(1<<f) != 0 {
 			c.Fields[c.NFields] = uint8(f)
