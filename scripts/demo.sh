@@ -134,6 +134,19 @@ nsx "$FW" "$XFW" ipset add blocklist 10.10.1.2 nomatch
 try "ping gen → fw (gen excepted: nomatch entry)" ok nsx "$GEN" ping -c1 -W1 10.10.1.1
 nsx "$FW" "$XFW" ipset list blocklist
 
+say "stateful FORWARD (-m conntrack): replies only for connections gen opened"
+nsx "$FW" "$XFW" iptables -w 30 -I FORWARD 1 -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT
+nsx "$FW" "$XFW" iptables -w 30 -I FORWARD 2 -i fw-in -p tcp --dport 8080 -m conntrack --ctstate NEW -j ACCEPT
+nsx "$SINK" bash -c 'exec timeout 20 nc -lk -p 8080 >/dev/null' & L8080=$!
+nsx "$GEN" bash -c 'exec timeout 20 nc -lk -p 8081 >/dev/null' & L8081=$!
+sleep 0.5
+try "tcp gen → sink:8080 (NEW, then ESTABLISHED both ways)" ok nsx "$GEN" nc -z -w2 10.10.2.2 8080
+try "tcp sink → gen:8081 (NEW from the wrong side: policy DROP)" blocked nsx "$SINK" nc -z -w2 10.10.1.2 8081
+kill "$L8080" "$L8081" 2>/dev/null || true
+wait "$L8080" "$L8081" 2>/dev/null || true
+say "tracked connections (xfw conntrack -L)"
+nsx "$FW" "$XFW" conntrack -L || true
+
 say "counters (xfw iptables -L -v -n)"
 nsx "$FW" "$XFW" iptables -w 30 -L -v -n
 say "counters (xfw iptables-save -c)"

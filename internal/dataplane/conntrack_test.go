@@ -119,7 +119,7 @@ func TestNearestHZ(t *testing.T) {
 // a network namespace of its own (it attaches nothing).
 func TestCTTablesRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		t.Fatal("this test needs root (CAP_BPF): run it as root, as make test does")
 	}
 	now, err := Jiffies()
 	if err != nil {
