@@ -192,3 +192,38 @@ func runningHZ(m *ebpf.Map) uint64 {
 	}
 	return uint64(c.HZ)
 }
+
+// Connection table sizes. The table of assured connections follows the
+// namespace's nf_conntrack_max (the kernel's own limit; entries are not
+// preallocated) unless XFW_CT_MAX says otherwise; the LRU table of
+// connections not yet assured is preallocated, XFW_CT_NEW_MAX entries
+// (default 65,536: about 17 MiB). Both are fixed when xfw is loaded into
+// the namespace (`xfw stop` and a new ruleset resize them).
+const (
+	ctDefaultNewMax = 65536
+	ctMinEntries    = 64
+)
+
+// sizeConnTables sets the connection tables' sizes in spec.
+func sizeConnTables(spec *ebpf.CollectionSpec) {
+	if m := spec.Maps[ctMainMap]; m != nil {
+		n := readSysctl("nf_conntrack_max", uint64(m.MaxEntries))
+		if v, ok := envCount("XFW_CT_MAX"); ok {
+			n = v
+		}
+		m.MaxEntries = uint32(max(n, ctMinEntries))
+	}
+	if m := spec.Maps[ctNewMap]; m != nil {
+		n := uint64(ctDefaultNewMax)
+		if v, ok := envCount("XFW_CT_NEW_MAX"); ok {
+			n = v
+		}
+		m.MaxEntries = uint32(max(n, ctMinEntries))
+	}
+}
+
+// envCount reads a positive entry count from environment variable name.
+func envCount(name string) (uint64, bool) {
+	v, err := strconv.ParseUint(os.Getenv(name), 10, 32)
+	return v, err == nil && v > 0
+}

@@ -687,6 +687,7 @@ func load(spec *ebpf.CollectionSpec) (*state, error) {
 	// (conntrack.go): not part of the attached programs' collection.
 	delete(spec.Programs, ctClockProg)
 	delete(spec.Maps, ctClockMap)
+	sizeConnTables(spec)
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
 		Programs: ebpf.ProgramOptions{LogSizeStart: 1 << 20},
 	})
