@@ -292,8 +292,18 @@ func fieldValue(p *compiler.Packet, f compiler.Field) compiler.U128 {
 		return compiler.U64(uint64(p.TTL))
 	case compiler.FieldMAC:
 		return compiler.U64(p.MAC)
+	case compiler.FieldSets:
+		return compiler.U64(uint64(p.Sets))
 	case compiler.FieldCt:
 		return compiler.U64(uint64(p.Ct))
+	case compiler.FieldCtOrigSrc:
+		return p.CtOrigSrc
+	case compiler.FieldCtOrigDst:
+		return p.CtOrigDst
+	case compiler.FieldCtOrigSport:
+		return compiler.U64(uint64(p.CtOrigSport))
+	case compiler.FieldCtOrigDport:
+		return compiler.U64(uint64(p.CtOrigDport))
 	}
 	return compiler.U128{}
 }
@@ -318,10 +328,7 @@ func lbvsCostOf(g *compiler.Generation, p *compiler.Packet, chain int) (lbvsCost
 			}
 			cls[f] = g.Small[int(g.SmallBase[f])+int(v.Lo)]
 		case compiler.KindAddr:
-			a := 0
-			if f == compiler.FieldDst {
-				a = 1
-			}
+			a := f.AddrIndex()
 			bounds := g.Bounds[g.AddrBase[a] : g.AddrBase[a]+g.AddrCount[a]]
 			lo, hi := 0, len(bounds)-1
 			for lo < hi {

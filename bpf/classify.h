@@ -308,8 +308,8 @@ static __always_inline int xfw_addr_cls(struct xfw_cls *st, struct xfw_family_cf
 					__u32 f, __u32 a, __u64 hi, __u64 lo)
 {
 	void *bounds = xfw_inner(&xfw_o_bounds, st->slot);
-	__u32 base = fc->addr_base[a & 1];
-	__u32 l = 0, h = fc->addr_count[a & 1] - 1, key;
+	__u32 base = fc->addr_base[a & (XFW_NADDR - 1)];
+	__u32 l = 0, h = fc->addr_count[a & (XFW_NADDR - 1)] - 1, key;
 	struct xfw_bound *b;
 
 	if (!bounds)
@@ -452,6 +452,18 @@ __attribute__((noinline)) int xfw_resolve(struct xfw_pkt *p, __u32 iif, __u32 oi
 	if ((act & (1u << XFW_F_SETS)) && !xfw_small_cls(st, fc, small, XFW_F_SETS, setbits))
 		return 0;
 	if ((act & (1u << XFW_F_CT)) && !xfw_small_cls(st, fc, small, XFW_F_CT, p->ct))
+		return 0;
+	if ((act & (1u << XFW_F_CTOSPORT)) &&
+	    !xfw_small_cls(st, fc, small, XFW_F_CTOSPORT, p->ct_osport))
+		return 0;
+	if ((act & (1u << XFW_F_CTODPORT)) &&
+	    !xfw_small_cls(st, fc, small, XFW_F_CTODPORT, p->ct_odport))
+		return 0;
+	if ((act & (1u << XFW_F_CTOSRC)) &&
+	    !xfw_addr_cls(st, fc, XFW_F_CTOSRC, 2, p->ct_osrc_hi, p->ct_osrc_lo))
+		return 0;
+	if ((act & (1u << XFW_F_CTODST)) &&
+	    !xfw_addr_cls(st, fc, XFW_F_CTODST, 3, p->ct_odst_hi, p->ct_odst_lo))
 		return 0;
 	return 1;
 }

@@ -65,7 +65,13 @@ enum xfw_field {
 			     * (direct array, 256: xfw_set_bits) */
 	XFW_F_CT = 14,      /* connection tracking facts (direct array,
 			     * 65536: XFW_CTV_*, ct.h) */
-	XFW_NFIELDS = 15,
+	XFW_F_CTOSRC = 15,  /* the connection's original source address
+			     * (range search; 0 without a connection) */
+	XFW_F_CTODST = 16,  /* its original destination address */
+	XFW_F_CTOSPORT = 17, /* its original source port (ICMP: the id) */
+	XFW_F_CTODPORT = 18, /* its original destination port (ICMP:
+			      * type << 8 | code) */
+	XFW_NFIELDS = 19,
 };
 
 /* -m set: distinct set conditions (set, directions, --return-nomatch) of
@@ -195,7 +201,9 @@ struct xfw_log_event {
 };
 
 /* Room for the list of active fields (XFW_NFIELDS rounded up to 4). */
-#define XFW_FIELD_LIST 16
+#define XFW_FIELD_LIST 20
+/* Address fields (range search): SRC, DST, CTOSRC, CTODST. */
+#define XFW_NADDR 4
 
 /* Generation slots: slot = family index * 2 + bank (see classify.h). */
 #define XFW_NSLOTS 4
@@ -213,8 +221,9 @@ struct xfw_family_cfg {
 	__u32 small_base[XFW_NFIELDS];  /* offset in the slot's small map */
 	__u32 default_cls[XFW_NFIELDS]; /* class of hashed values not in map */
 	__u32 max_iters;                /* bpf_loop bound: nchunks + hops + 1 */
-	__u32 addr_base[2];             /* first interval bound of SRC, DST */
-	__u32 addr_count[2];            /* interval bounds of SRC, DST */
+	__u32 addr_base[XFW_NADDR];     /* first interval bound of SRC, DST,
+					 * CTOSRC, CTODST */
+	__u32 addr_count[XFW_NADDR];    /* their interval bounds */
 	__u32 ncounters;                /* counters per CPU (policies + rules) */
 	__u32 nfields;                  /* active fields, listed in .fields */
 	__u8 fields[XFW_FIELD_LIST];    /* the active fields' enum xfw_field */

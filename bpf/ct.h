@@ -936,6 +936,31 @@ static __always_inline __u32 xfw_ctv(__u32 state, __u32 reply, __u32 status, __u
 	       ((status & 0xf) << XFW_CTV_STATUS_SHIFT) | ((proto & 0xff) << XFW_CTV_PROTO_SHIFT);
 }
 
+/* xfw_ct_tuple gives p its connection's original tuple (XFW_F_CTOSRC …):
+ * the originator's end of key k first; ICMP queries: the identifier and
+ * the request's type << 8 | code, as the kernel's tuple has them. */
+static __always_inline void xfw_ct_tuple(struct xfw_pkt *p, struct xfw_ct_key *k,
+					 struct xfw_ct_val *v)
+{
+	if (v->status & XFW_CTST_ORIG_B) {
+		p->ct_osrc_hi = k->b_hi;
+		p->ct_osrc_lo = k->b_lo;
+		p->ct_odst_hi = k->a_hi;
+		p->ct_odst_lo = k->a_lo;
+		p->ct_osport = k->b_port;
+		p->ct_odport = k->a_port;
+	} else {
+		p->ct_osrc_hi = k->a_hi;
+		p->ct_osrc_lo = k->a_lo;
+		p->ct_odst_hi = k->b_hi;
+		p->ct_odst_lo = k->b_lo;
+		p->ct_osport = k->a_port;
+		p->ct_odport = k->b_port;
+	}
+	if (k->proto == IPPROTO_ICMP || k->proto == IPPROTO_ICMPV6)
+		p->ct_odport = ((__u32)v->icmp_type << 8) | v->icmp_code;
+}
+
 /* xfw_ct_related handles an ICMP or ICMPv6 error: RELATED when the packet
  * it quotes (in cs->buf) belongs to a tracked connection and the error goes
  * to that packet's source (nf_conntrack_inet_error); INVALID otherwise.
@@ -1019,6 +1044,7 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 		qdir = (srcb != !!(e->v.status & XFW_CTST_ORIG_B));
 	}
 	status = e->v.status;
+	xfw_ct_tuple(p, &cs->key, &e->v);
 	/* The error travels against the quoted packet. */
 	return xfw_ctv(XFW_CTS_RELATED, !qdir, status | XFW_CTST_CONFIRMED, proto);
 }
@@ -1228,6 +1254,7 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		st = e->v.lo_state[dir & 1];
 		if ((st & 7) == XFW_CTS_INVALID || (st & 7) == XFW_CTS_UNTRACKED)
 			return st & 7;
+		xfw_ct_tuple(p, &cs->key, &e->v);
 		return st | (XFW_CTST_CONFIRMED << XFW_CTV_STATUS_SHIFT) | (proto << XFW_CTV_PROTO_SHIFT);
 	}
 
@@ -1251,6 +1278,8 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 			xfw_ct_unlock(&e->lock);
 		if (r == XFW_TCPR_OK && table == XFW_CTT_EMB && (status & XFW_CTST_ASSURED))
 			xfw_ct_promote(cs, &e->v, cfg, now);
+		if (value != XFW_CTS_INVALID)
+			xfw_ct_tuple(p, &cs->key, &e->v);
 		if (r == XFW_TCPR_KILL || r == XFW_TCPR_REPEAT)
 			xfw_ct_delete(&cs->key, table);
 		/* Reopening a closed connection (a SYN in TIME_WAIT or after
@@ -1274,6 +1303,7 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		return XFW_CTS_INVALID;
 	value = xfw_ctv(XFW_CTS_NEW, 0, cs->nv.status, proto);
 	cs->nv.lo_state[0] = value & 0xff;
+	xfw_ct_tuple(p, &cs->key, &cs->nv);
 	cs->nv.status |= XFW_CTST_CONFIRMED;
 	/* An unanswered RST kills its own connection at once. */
 	if (r != XFW_TCPR_KILL)

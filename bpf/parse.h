@@ -78,6 +78,10 @@ struct xfw_pkt {
 	__u32 l4_end;      /* end of the layer-3 packet (offset) */
 	__u32 vlan;        /* VLAN id of the (outer) tag, 0 when untagged */
 	__u32 ct;          /* XFW_F_CT value (ct.h); 0 (INVALID) until tracked */
+	__u32 ct_osport;   /* XFW_F_CTOSPORT, XFW_F_CTODPORT */
+	__u32 ct_odport;
+	__u64 ct_osrc_hi, ct_osrc_lo; /* XFW_F_CTOSRC (0 without a connection) */
+	__u64 ct_odst_hi, ct_odst_lo; /* XFW_F_CTODST */
 	__u8 fam;          /* 0 IPv4, 1 IPv6 */
 	__u8 fragmented;   /* a fragment, first or later (MF, offset, IPv6
 			    * fragment header): bit 0; XFW_FRAG_MORE when

@@ -35,8 +35,8 @@ const volatile __u32 xfw_anchor = 0;
 #include "reject.h"
 #include "ct.h"
 
-/* The XDP hook's packet facts and pending LOG list, one per CPU (XDP
- * programs run to completion on their CPU and do not nest): on the stack
+/* Each hook's packet facts and pending LOG list, one per CPU and hook (XDP
+ * and TC run to completion on their CPU and do not nest): on the stack
  * they would push the deepest call chain (the hook, xfw_classify and its
  * bit-vector walk) past 512 bytes. */
 struct xfw_xdp_scratch {
@@ -47,7 +47,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
 	__type(value, struct xfw_xdp_scratch);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);   /* 0: XDP, 1: TC */
 } xfw_xdp_scratch SEC(".maps");
 
 #ifndef AF_INET
@@ -660,13 +660,22 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 {
 	void *data, *data_end;
-	struct xfw_pkt p;
-	struct xfw_pending st;
+	struct xfw_xdp_scratch *sc;
+	struct xfw_pkt *p;
+	struct xfw_pending *st;
 	struct xfw_ct_scratch *cs = 0;
+	__u32 one = 1;
 	__u32 oif, rj = 0, verdict, pull;
 	int rc;
 
 	xfw_touch_state();
+	/* The packet facts live in this CPU's scratch (entry 1, TC's): on
+	 * the stack they would push the deepest call chain past 512 bytes. */
+	sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &one);
+	if (!sc)
+		return TC_ACT_OK;
+	p = &sc->p;
+	st = &sc->st;
 	/* Forwarded packets were judged at ingress (FORWARD). */
 	if (skb->ingress_ifindex != 0)
 		return TC_ACT_OK;
@@ -677,48 +686,48 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	bpf_skb_pull_data(skb, pull);
 	data = (void *)(long)skb->data;
 	data_end = (void *)(long)skb->data_end;
-	if (xfw_parse(&p, data, data_end, skb->len, 0) != XFW_PARSE_JUDGE)
+	if (xfw_parse(p, data, data_end, skb->len, 0) != XFW_PARSE_JUDGE)
 		return TC_ACT_OK;
-	if (p.vlan)
+	if (p->vlan)
 		return TC_ACT_OK;
 	/* The stack fragments after the OUTPUT hook (ip_finish_output,
 	 * ip6_finish_output): OUTPUT saw the whole datagram. Judge the first
 	 * fragment for it; later ones go out unjudged (without the first the
 	 * datagram cannot be reassembled anyway). */
-	if (p.fragmented && p.frag)
+	if (p->fragmented && p->frag)
 		return TC_ACT_OK;
-	st.slot = xfw_active_slot(p.fam ? 1 : 0);
-	if (st.slot == XFW_NO_SLOT)
+	st->slot = xfw_active_slot(p->fam ? 1 : 0);
+	if (st->slot == XFW_NO_SLOT)
 		return TC_ACT_OK;
 	oif = skb->ifindex;
-	if (xfw_ct_active(st.slot)) {
+	if (xfw_ct_active(st->slot)) {
 		cs = xfw_ct_scratch_get(1);
 		if (cs) {
-			xfw_ct_load_tc(skb, &p, cs);
-			p.ct = xfw_ct_track(&p, cs, XFW_CTM_TRACK);
+			xfw_ct_load_tc(skb, p, cs);
+			p->ct = xfw_ct_track(p, cs, XFW_CTM_TRACK);
 		}
 	}
 
-	if (cs && xfw_ct_fast(&p, st.slot, XFW_CHAIN_OUTPUT)) {
-		st.nlogs = 0;
+	if (cs && xfw_ct_fast(p, st->slot, XFW_CHAIN_OUTPUT)) {
+		st->nlogs = 0;
 		verdict = XFW_ACT_ACCEPT;
 	} else {
-		verdict = xfw_judge(&p, XFW_CHAIN_OUTPUT, 0, oif, &st, &rj);
+		verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
 	}
 	if (verdict == XFW_ACT_ACCEPT && cs)
 		xfw_ct_confirm(cs);
-	if (st.nlogs)
-		xfw_emit_logs_tc(skb, &p, &st, XFW_CHAIN_OUTPUT, 0, oif);
+	if (st->nlogs)
+		xfw_emit_logs_tc(skb, p, st, XFW_CHAIN_OUTPUT, 0, oif);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
 		return TC_ACT_OK;
 	case XFW_ACT_REJECT:
-		rc = xfw_tc_reject(skb, &p, rj);
+		rc = xfw_tc_reject(skb, p, rj);
 		if (rc != XFW_RJ_TC_LOCAL)
 			return rc;
-		verdict = xfw_tc_reply_judge(skb, &p, &st);
-		if (st.nlogs)
-			xfw_emit_logs_tc(skb, &p, &st, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX);
+		verdict = xfw_tc_reply_judge(skb, p, st);
+		if (st->nlogs)
+			xfw_emit_logs_tc(skb, p, st, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX);
 		/* A reply is never answered (no error about an ICMP error
 		 * or a RST): REJECT drops it. */
 		if (verdict != XFW_ACT_ACCEPT)

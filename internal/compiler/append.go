@@ -209,7 +209,7 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 
 	// The values cond holds for get a class with p, the others one
 	// without (a slack position is in no class: they keep theirs).
-	var addr [2][]Bound
+	var addr [NumAddrFields][]Bound
 	for a := range addr {
 		addr[a] = g.Bounds[g.AddrBase[a] : g.AddrBase[a]+g.AddrCount[a]]
 	}
@@ -243,10 +243,7 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 				g.Small[i] = lastNew
 			}
 		case KindAddr:
-			a := 0
-			if f == FieldDst {
-				a = 1
-			}
+			a := f.AddrIndex()
 			addr[a] = setBounds(addr[a], s, setBit)
 			if len(addr[a]) > MaxBounds {
 				return 0, fmt.Errorf("%w: too many bounds", ErrNotAppendable)
@@ -268,9 +265,15 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 			return 0, fmt.Errorf("%w: more than %d classes", ErrNotAppendable, maxAppendClasses)
 		}
 	}
-	g.AddrBase[0], g.AddrCount[0] = 0, uint32(len(addr[0]))
-	g.AddrBase[1], g.AddrCount[1] = uint32(len(addr[0])), uint32(len(addr[1]))
-	g.Bounds = append(append(make([]Bound, 0, len(addr[0])+len(addr[1])), addr[0]...), addr[1]...)
+	n := 0
+	for a := range addr {
+		n += len(addr[a])
+	}
+	g.Bounds = make([]Bound, 0, n)
+	for a := range addr {
+		g.AddrBase[a], g.AddrCount[a] = uint32(len(g.Bounds)), uint32(len(addr[a]))
+		g.Bounds = append(g.Bounds, addr[a]...)
+	}
 	return len(made), nil
 }
 

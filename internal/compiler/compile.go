@@ -32,8 +32,8 @@ type Generation struct {
 	SmallBase [NumFields]uint32
 	// Bounds holds the source then destination address bounds.
 	Bounds    []Bound
-	AddrBase  [2]uint32
-	AddrCount [2]uint32
+	AddrBase  [NumAddrFields]uint32
+	AddrCount [NumAddrFields]uint32
 	// Hash and DefaultClass serve the hashed fields.
 	Hash         map[HashKey]uint32
 	DefaultClass [NumFields]uint32
@@ -152,10 +152,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 			}
 			g.Small = append(g.Small, arr...)
 		case KindAddr:
-			a := 0
-			if f == FieldDst {
-				a = 1
-			}
+			a := f.AddrIndex()
 			g.AddrBase[a] = uint32(len(g.Bounds))
 			g.AddrCount[a] = uint32(len(fc.Bounds))
 			g.Bounds = append(g.Bounds, fc.Bounds...)

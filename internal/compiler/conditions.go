@@ -220,6 +220,8 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface, sets *setConds) ([
 		}
 	}
 	var either *ir.MultiportMatch
+	var alt *ctAlt
+	var ctOther *Set // FieldCt conditions of conntrack matches without tuple options
 	for _, m := range r.Matches {
 		switch m := m.(type) {
 		case *ir.TCPMatch:
@@ -316,7 +318,22 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface, sets *setConds) ([
 			if err != nil {
 				return nil, err
 			}
-			and(FieldCt, s)
+			if !ctHasTuple(m) {
+				and(FieldCt, s)
+				ctOther = Intersect(ctOther, s)
+				break
+			}
+			if alt != nil {
+				return nil, fmt.Errorf("conntrack match: one conntrack match per rule may test the connection's addresses or ports")
+			}
+			// A packet without a connection passes the match on its
+			// state alone (conntrack_mt returns before the tuple
+			// tests): that part becomes a term of its own (ctAlt).
+			alt = &ctAlt{noConn: Intersect(s, ctNoConnKeys), hotFrom: len(hot)}
+			and(FieldCt, Intersect(s, ctConnKeys))
+			if err := ctTupleConds(fam, m, and); err != nil {
+				return nil, err
+			}
 		case *ir.SetMatch:
 			s, err := sets.condition(m)
 			if err != nil {
@@ -327,24 +344,61 @@ func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface, sets *setConds) ([
 			return nil, fmt.Errorf("match %q is not supported by xfw's data plane", m.ModuleName())
 		}
 	}
-	if either == nil {
-		if len(hot) > 0 && !dirty {
-			return []term{mergeHotdrop(c, hotFlags)}, nil
+	var terms []term
+	switch {
+	case either == nil && len(hot) > 0 && !dirty:
+		terms = []term{mergeHotdrop(c, hotFlags)}
+	case either == nil:
+		terms = append(hot, term{cond: c})
+	default:
+		// --ports P: (sport ∈ P) ∨ (dport ∈ P), split into disjoint terms
+		// so a packet matching both is counted and acted on once.
+		var ivs []Interval
+		for _, p := range either.Ports {
+			ivs = append(ivs, Interval{U64(uint64(p.First)), U64(uint64(p.Last))})
 		}
-		return append(hot, term{cond: c}), nil
+		ports := NewSet(ivs...)
+		t1, t2 := c, c
+		t1[FieldSport] = Intersect(c[FieldSport], ports)
+		t2[FieldSport] = Intersect(c[FieldSport], Complement(ports, U64(0), portMax))
+		t2[FieldDport] = Intersect(c[FieldDport], ports)
+		terms = append(hot, term{cond: t1}, term{cond: t2})
 	}
-	// --ports P: (sport ∈ P) ∨ (dport ∈ P), split into disjoint terms so
-	// a packet matching both is counted and acted on once.
-	var ivs []Interval
-	for _, p := range either.Ports {
-		ivs = append(ivs, Interval{U64(uint64(p.First)), U64(uint64(p.Last))})
+	if alt != nil {
+		terms = alt.expand(terms, ctOther)
 	}
-	ports := NewSet(ivs...)
-	t1, t2 := c, c
-	t1[FieldSport] = Intersect(c[FieldSport], ports)
-	t2[FieldSport] = Intersect(c[FieldSport], Complement(ports, U64(0), portMax))
-	t2[FieldDport] = Intersect(c[FieldDport], ports)
-	return append(hot, term{cond: t1}, term{cond: t2}), nil
+	return terms, nil
+}
+
+// ctAlt is the second way through a conntrack match that tests the
+// connection's tuple: a packet without a connection (INVALID, UNTRACKED)
+// passes on its state alone, whatever the tuple options say.
+type ctAlt struct {
+	noConn  *Set // FieldCt keys without a connection that pass the match
+	hotFrom int  // hotdrop terms before this index came before the match
+}
+
+// expand adds, for each term the match's tuple conditions reach, its twin
+// for packets without a connection: FieldCt limited to alt.noConn (and the
+// rule's other conntrack matches, other), no tuple condition. The twins
+// are disjoint from their terms (no connection against a connection).
+func (alt *ctAlt) expand(terms []term, other *Set) []term {
+	if alt.noConn.Empty() {
+		return terms
+	}
+	out := terms
+	for i, t := range terms {
+		if t.hotdrop && i < alt.hotFrom {
+			continue // reached before the conntrack match
+		}
+		tw := t
+		tw.cond[FieldCt] = Intersect(other, alt.noConn)
+		for _, f := range ctTupleFields {
+			tw.cond[f] = nil
+		}
+		out = append(out, tw)
+	}
+	return out
 }
 
 // mergeHotdrop folds a rule's hotdrop terms into its own term: every

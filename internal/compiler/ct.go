@@ -248,14 +248,66 @@ func conntrackUnsupportedOptions(m *ir.ConntrackMatch) []string {
 			opts = append(opts, name)
 		}
 	}
-	add(m.OrigSrc.Set, "--ctorigsrc")
-	add(m.OrigDst.Set, "--ctorigdst")
-	add(m.ReplSrc.Set, "--ctreplsrc")
-	add(m.ReplDst.Set, "--ctrepldst")
-	add(m.OrigSrcPort.Set, "--ctorigsrcport")
-	add(m.OrigDstPort.Set, "--ctorigdstport")
-	add(m.ReplSrcPort.Set, "--ctreplsrcport")
-	add(m.ReplDstPort.Set, "--ctrepldstport")
 	add(m.Expire.Set, "--ctexpire")
 	return opts
+}
+
+// The tuple options (--ctorigsrc … --ctrepldstport) test the connection's
+// original tuple, which the data plane gives every packet of a connection
+// in FieldCtOrigSrc, FieldCtOrigDst, FieldCtOrigSport and FieldCtOrigDport.
+// xfw has no NAT, so the reply tuple is the original one inverted:
+// --ctreplsrc is the original destination, --ctrepldst the source, and so
+// for the ports.
+var ctTupleFields = []Field{FieldCtOrigSrc, FieldCtOrigDst, FieldCtOrigSport, FieldCtOrigDport}
+
+// ctNoConnKeys and ctConnKeys split the FieldCt keys between packets
+// without a connection (INVALID and UNTRACKED, which carry nothing but
+// their state) and the others.
+var (
+	ctNoConnKeys = NewSet(Interval{U64(0), U64(0)},
+		Interval{U64(uint64(CtsUntracked) << ctKeyStateShift), U64(uint64(CtsUntracked) << ctKeyStateShift)})
+	ctConnKeys = Complement(ctNoConnKeys, U64(0), U64(ctDomain-1))
+)
+
+// ctHasTuple reports whether m tests the connection's tuple.
+func ctHasTuple(m *ir.ConntrackMatch) bool {
+	return m.OrigSrc.Set || m.OrigDst.Set || m.ReplSrc.Set || m.ReplDst.Set ||
+		m.OrigSrcPort.Set || m.OrigDstPort.Set || m.ReplSrcPort.Set || m.ReplDstPort.Set
+}
+
+// ctTupleConds adds m's tuple options as conditions on the tuple fields,
+// as conntrack_mt compares them: an address under the option's mask (the
+// kernel masks both sides, so a non-contiguous mask works as for -s), a
+// port within the option's range, each "!" inverting its own test.
+func ctTupleConds(fam ir.Family, m *ir.ConntrackMatch, and func(Field, *Set)) error {
+	addrs := []struct {
+		f Field
+		a ir.AddrMatch
+	}{
+		{FieldCtOrigSrc, m.OrigSrc}, {FieldCtOrigDst, m.OrigDst},
+		{FieldCtOrigDst, m.ReplSrc}, {FieldCtOrigSrc, m.ReplDst},
+	}
+	for _, x := range addrs {
+		if !x.a.Set {
+			continue
+		}
+		s, err := maskSet(fam, x.a.Addr, x.a.Mask)
+		if err != nil {
+			return fmt.Errorf("conntrack match: %w", err)
+		}
+		and(x.f, invertIf(orAll(s, fam), x.a.Invert, U64(0), addrMax(fam)))
+	}
+	ports := []struct {
+		f Field
+		p ir.PortMatch
+	}{
+		{FieldCtOrigSport, m.OrigSrcPort}, {FieldCtOrigDport, m.OrigDstPort},
+		{FieldCtOrigDport, m.ReplSrcPort}, {FieldCtOrigSport, m.ReplDstPort},
+	}
+	for _, x := range ports {
+		if x.p.Set {
+			and(x.f, portSet(x.p))
+		}
+	}
+	return nil
 }

@@ -29,11 +29,24 @@ const (
 	// small field of 16 bits packed as CtValue describes. Its conditions
 	// are kept in key order (ctKey), not value order: see ctKey.
 	FieldCt
+	// FieldCtOrigSrc and FieldCtOrigDst are the addresses of the packet's
+	// connection in its original direction (--ctorigsrc, --ctrepldst and
+	// --ctorigdst, --ctreplsrc: xfw has no NAT, so the reply tuple is the
+	// original one inverted); 0 for a packet without a connection.
+	FieldCtOrigSrc
+	FieldCtOrigDst
+	// FieldCtOrigSport and FieldCtOrigDport are the connection's original
+	// source and destination "ports" as the kernel's tuple has them
+	// (ICMP: the identifier and type << 8 | code; protocols without
+	// ports: 0).
+	FieldCtOrigSport
+	FieldCtOrigDport
 	NumFields
 )
 
 var fieldNames = [NumFields]string{"src", "dst", "proto", "sport", "dport", "tcpflags",
-	"icmp", "iif", "oif", "frag", "len", "ttl", "mac", "sets", "ct"}
+	"icmp", "iif", "oif", "frag", "len", "ttl", "mac", "sets", "ct", "ctosrc", "ctodst",
+	"ctosport", "ctodport"}
 
 // String names the field.
 func (f Field) String() string {
@@ -58,12 +71,31 @@ const (
 // Kind returns the lookup structure of the field.
 func (f Field) Kind() FieldKind {
 	switch f {
-	case FieldSrc, FieldDst:
+	case FieldSrc, FieldDst, FieldCtOrigSrc, FieldCtOrigDst:
 		return KindAddr
 	case FieldIIF, FieldOIF, FieldMAC:
 		return KindHash
 	}
 	return KindSmall
+}
+
+// NumAddrFields is the number of KindAddr fields (xfw_family_cfg
+// addr_base, addr_count).
+const NumAddrFields = 4
+
+// AddrIndex returns the place of KindAddr field f among the address
+// fields: its bounds are Generation.Bounds[AddrBase[i] : AddrBase[i]+
+// AddrCount[i]].
+func (f Field) AddrIndex() int {
+	switch f {
+	case FieldDst:
+		return 1
+	case FieldCtOrigSrc:
+		return 2
+	case FieldCtOrigDst:
+		return 3
+	}
+	return 0
 }
 
 // Value sentinels (XFW_V_*, XFW_FLAGS_*, XFW_PROTO_*).
@@ -112,6 +144,8 @@ func (f Field) SmallDomain() int {
 		return 256
 	case FieldSets:
 		return 1 << MaxSetConds
+	case FieldCtOrigSport, FieldCtOrigDport:
+		return 65536
 	case FieldCt:
 		return ctDomain
 	}

@@ -208,7 +208,7 @@ func refRuleMatch(fam ir.Family, r *ir.Rule, p *Packet) refResult {
 				return refNoMatch
 			}
 		case *ir.ConntrackMatch:
-			if !refConntrack(m, p.Ct) {
+			if !refConntrack(m, p, fam) {
 				return refNoMatch
 			}
 		}
@@ -220,7 +220,8 @@ func refRuleMatch(fam ir.Family, r *ir.Rule, p *Packet) refResult {
 // packed in a packet's FieldCt value (bpf/common.h: bits 0-2 the state,
 // INVALID 0, NEW 1, ESTABLISHED 2, RELATED 3, UNTRACKED 4; bit 3 the reply
 // direction; bits 4-7 the status; bits 8-15 the protocol).
-func refConntrack(m *ir.ConntrackMatch, ct uint32) bool {
+func refConntrack(m *ir.ConntrackMatch, p *Packet, fam ir.Family) bool {
+	ct := p.Ct
 	state := ct & 7
 	reply := ct&8 != 0
 	status := uint16(ct>>4) & 0xf
@@ -259,12 +260,31 @@ func refConntrack(m *ir.ConntrackMatch, ct uint32) bool {
 	if m.Dir == ir.CtDirReply && !reply {
 		return false
 	}
+	// The tuple: no NAT, so the reply tuple is the original inverted.
+	osrc, odst := addrOf(p.CtOrigSrc, fam), addrOf(p.CtOrigDst, fam)
+	for _, c := range []struct {
+		a    ir.AddrMatch
+		addr netip.Addr
+	}{{m.OrigSrc, osrc}, {m.OrigDst, odst}, {m.ReplSrc, odst}, {m.ReplDst, osrc}} {
+		if c.a.Set && maskMatch(c.addr, c.a.Addr, c.a.Mask) == c.a.Invert {
+			return false
+		}
+	}
 	if m.Proto.Set {
 		same := proto == m.Proto.Num
 		if m.Proto.Invert {
 			same = !same
 		}
 		if !same {
+			return false
+		}
+	}
+	for _, c := range []struct {
+		pm   ir.PortMatch
+		port uint32
+	}{{m.OrigSrcPort, p.CtOrigSport}, {m.OrigDstPort, p.CtOrigDport}, {m.ReplSrcPort, p.CtOrigDport}, {m.ReplDstPort, p.CtOrigSport}} {
+		in := c.port >= uint32(c.pm.Range.First) && c.port <= uint32(c.pm.Range.Last)
+		if c.pm.Set && in == c.pm.Invert {
 			return false
 		}
 	}
@@ -283,7 +303,7 @@ func refConntrack(m *ir.ConntrackMatch, ct uint32) bool {
 // genConntrack builds a random -m state or -m conntrack match with the
 // options the data plane supports, "!" forms, --ctstatus NONE and
 // never-matching SNAT/DNAT included.
-func genConntrack(rng *rand.Rand) *ir.ConntrackMatch {
+func genConntrack(rng *rand.Rand, fam ir.Family) *ir.ConntrackMatch {
 	states := func(names []uint16) uint16 {
 		var bits uint16
 		for bits == 0 {
@@ -316,10 +336,80 @@ func genConntrack(rng *rand.Rand) *ir.ConntrackMatch {
 	if rng.Intn(4) == 0 {
 		m.Dir = ir.CtDirection(1 + rng.Intn(2))
 	}
-	if !m.States.Set && !m.Proto.Set && !m.Status.Set && m.Dir == ir.CtDirAny {
+	if rng.Intn(3) == 0 {
+		genCtTuple(rng, fam, m)
+	}
+	if !m.States.Set && !m.Proto.Set && !m.Status.Set && m.Dir == ir.CtDirAny && !ctHasTuple(m) {
 		m.States = ir.CtBitsMatch{Set: true, Bits: states(plain)}
 	}
 	return m
+}
+
+// genCtTuple adds random tuple options to m: addresses with prefix or
+// odd masks (kept unmasked, as iptables keeps them), port ranges, "!".
+func genCtTuple(rng *rand.Rand, fam ir.Family, m *ir.ConntrackMatch) {
+	addr := func() ir.AddrMatch {
+		a := addrOf(ctTupleAddr(rng), fam)
+		bits := fam.AddrBits()
+		var mask netip.Addr
+		switch rng.Intn(4) {
+		case 0:
+			mask = addrOf(U128{}, fam) // /0
+		case 1: // a non-contiguous mask, 255.0.255.0 style
+			v := U128{Lo: 0xff00ff00}
+			if fam == ir.IPv6 {
+				v = U128{Hi: 0xffff0000ffff0000}
+			}
+			mask = addrOf(v, fam)
+		default:
+			mask = addrOf(prefixMask(rng.Intn(bits+1), bits), fam)
+		}
+		return ir.AddrMatch{Set: true, Invert: rng.Intn(3) == 0, Addr: a, Mask: mask}
+	}
+	port := func() ir.PortMatch {
+		lo := uint16(rng.Intn(3) * 1000)
+		return ir.PortMatch{Set: true, Invert: rng.Intn(3) == 0, Range: ir.PortRange{First: lo, Last: lo + uint16(rng.Intn(1500))}}
+	}
+	for n := 0; n == 0 || rng.Intn(2) == 0; n++ {
+		switch rng.Intn(8) {
+		case 0:
+			m.OrigSrc = addr()
+		case 1:
+			m.OrigDst = addr()
+		case 2:
+			m.ReplSrc = addr()
+		case 3:
+			m.ReplDst = addr()
+		case 4:
+			m.OrigSrcPort = port()
+		case 5:
+			m.OrigDstPort = port()
+		case 6:
+			m.ReplSrcPort = port()
+		default:
+			m.ReplDstPort = port()
+		}
+	}
+}
+
+// ctTupleAddr is an address of a connection's tuple: few distinct values,
+// so rules and packets meet.
+func ctTupleAddr(rng *rand.Rand) U128 {
+	return U128{Lo: 0x0a000000 | uint64(rng.Intn(4))<<8 | uint64(rng.Intn(4))}
+}
+
+// prefixMask returns the mask of a /n prefix of an address of bits bits.
+func prefixMask(n, bits int) U128 {
+	var v U128
+	for i := 0; i < n; i++ {
+		b := bits - 1 - i
+		if b >= 64 {
+			v.Hi |= 1 << uint(b-64)
+		} else {
+			v.Lo |= 1 << uint(b)
+		}
+	}
+	return v
 }
 
 // refRun walks chain with netfilter's semantics (jump pushes a return
@@ -517,9 +607,17 @@ func genRuleset(rng *rand.Rand, fam ir.Family, nrules, nuser int) *ir.Ruleset {
 			r.Matches = append(r.Matches, &ir.SetMatch{Invert: rng.Intn(3) == 0, Name: []string{"a", "b"}[rng.Intn(2)], Dirs: dirs, ReturnNomatch: rng.Intn(4) == 0})
 		}
 		if rng.Intn(6) == 0 {
-			r.Matches = append(r.Matches, genConntrack(rng))
+			r.Matches = append(r.Matches, genConntrack(rng, fam))
 			if rng.Intn(4) == 0 { // two conntrack matches: both must hold
-				r.Matches = append(r.Matches, genConntrack(rng))
+				m2 := genConntrack(rng, fam)
+				if ctHasTuple(m2) && ctHasTuple(r.Matches[len(r.Matches)-1].(*ir.ConntrackMatch)) {
+					// One match per rule may test the tuple.
+					m2 = &ir.ConntrackMatch{States: m2.States, Proto: m2.Proto, Status: m2.Status, Dir: m2.Dir}
+					if !m2.States.Set {
+						m2.States = ir.CtBitsMatch{Set: true, Bits: ir.CtStateEstablished}
+					}
+				}
+				r.Matches = append(r.Matches, m2)
 			}
 		}
 		if rng.Intn(10) == 0 && c.Name != "OUTPUT" && nuser == 0 {
@@ -632,6 +730,13 @@ func genPacket(rng *rand.Rand, fam ir.Family) *Packet {
 		p.MAC = MACNone // received on loopback
 	}
 	p.Ct = genCt(rng, p.Proto)
+	if p.Ct&7 != 0 && p.Ct&7 != 4 { // a connection: its original tuple
+		p.CtOrigSrc, p.CtOrigDst = ctTupleAddr(rng), ctTupleAddr(rng)
+		p.CtOrigSport, p.CtOrigDport = uint32(rng.Intn(4000)), uint32(rng.Intn(4000))
+		if rng.Intn(4) == 0 {
+			p.CtOrigSport, p.CtOrigDport = p.Sport&0xffff, p.Dport&0xffff
+		}
+	}
 	return p
 }
 

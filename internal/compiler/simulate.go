@@ -16,6 +16,10 @@ type Packet struct {
 	// Ct is the packet's connection-tracking facts (FieldCt), as CtValue
 	// packs them.
 	Ct uint32
+	// CtOrigSrc, CtOrigDst, CtOrigSport and CtOrigDport are the original
+	// tuple of the packet's connection (zero without a connection).
+	CtOrigSrc, CtOrigDst     U128
+	CtOrigSport, CtOrigDport uint32
 }
 
 // hotdropBits returns the packet's defects as EFHotdrop* bits, as the BPF
@@ -73,6 +77,14 @@ func (p *Packet) fieldValue(f Field) U128 {
 		return U64(p.MAC)
 	case FieldSets:
 		return U64(uint64(p.Sets))
+	case FieldCtOrigSrc:
+		return p.CtOrigSrc
+	case FieldCtOrigDst:
+		return p.CtOrigDst
+	case FieldCtOrigSport:
+		return U64(uint64(p.CtOrigSport))
+	case FieldCtOrigDport:
+		return U64(uint64(p.CtOrigDport))
 	case FieldCt:
 		return U64(uint64(p.Ct))
 	}
@@ -90,10 +102,7 @@ func (g *Generation) classOf(p *Packet, f Field) uint32 {
 		}
 		return g.Small[int(g.SmallBase[f])+int(v.Lo)]
 	case KindAddr:
-		a := 0
-		if f == FieldDst {
-			a = 1
-		}
+		a := f.AddrIndex()
 		bounds := g.Bounds[g.AddrBase[a] : g.AddrBase[a]+g.AddrCount[a]]
 		lo, hi := 0, len(bounds)-1
 		for lo < hi {

@@ -60,11 +60,11 @@ type bpfFamilyCfg struct {
 	SmallBase  [bpfNumFields]uint32
 	DefaultCls [bpfNumFields]uint32
 	MaxIters   uint32
-	AddrBase   [2]uint32
-	AddrCount  [2]uint32
+	AddrBase   [compiler.NumAddrFields]uint32
+	AddrCount  [compiler.NumAddrFields]uint32
 	NCounters  uint32
 	NFields    uint32
-	Fields     [16]uint8
+	Fields     [20]uint8
 	NSetConds  uint32
 	// SetCondFlags are XFW_SETCOND_* of each set condition.
 	SetCondFlags [compiler.MaxSetConds]uint8

@@ -91,7 +91,7 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 			g.Small, err = readU32s(r.m, r.n)
 			return err
 		}),
-		read("bounds", int(c.AddrCount[0]+c.AddrCount[1]), func(r *mapReader) error {
+		read("bounds", int(c.AddrCount[0]+c.AddrCount[1]+c.AddrCount[2]+c.AddrCount[3]), func(r *mapReader) error {
 			buf, err := readRaw(r.m, r.n*boundStride)
 			if err != nil {
 				return fmt.Errorf("bounds: %w", err)
