@@ -1,6 +1,7 @@
 // Command xfwbench is xfw's benchmark suite (issue #5): throughput of xfw,
 // iptables-legacy, iptables-nft and nftables through veth namespaces
-// (FORWARD and INPUT scaling, set-friendly rulesets, a DDoS scenario), the
+// (FORWARD and INPUT scaling, set-friendly rulesets, a DDoS scenario,
+// connection tracking: new connections per second and a SYN flood), the
 // data plane's per-packet cost with BPF_PROG_TEST_RUN, and rule update
 // latency. It writes JSON and Markdown under -out; bench/plot.py draws the
 // plots. Run it as root through `make bench` (everything, some tens of
@@ -45,9 +46,13 @@ const (
 	secDDoS    = "ddos"
 	secProgRun = "progrun"
 	secUpdate  = "update"
+	// secConntrack: connections per second through a stateful INPUT
+	// ruleset, the DDoS scenario with the established rule first, and a
+	// SYN flood against an established stream (conntrack.go).
+	secConntrack = "conntrack"
 )
 
-var allSections = []string{secForward, secInput, secSets, secDDoS, secProgRun, secUpdate}
+var allSections = []string{secForward, secInput, secSets, secDDoS, secProgRun, secUpdate, secConntrack}
 
 func main() {
 	if len(os.Args) > 1 {
@@ -60,6 +65,10 @@ func main() {
 			err = runTCPServer(os.Args[2:])
 		case "tcpclient":
 			err = runTCPClient(os.Args[2:])
+		case "tcpsink":
+			err = runTCPSink(os.Args[2:])
+		case "tcpstream":
+			err = runTCPStream(os.Args[2:])
 		case "readme":
 			err = runReadme(os.Args[2:])
 		case "render":
