@@ -144,9 +144,16 @@ func (s *pacedSender) run(stop <-chan struct{}, rate float64, maxDur time.Durati
 				idx = (idx + k) % n
 			}
 			next = next.Add(pacedSlot)
+			// How far behind the sender may catch up: an idle-priority
+			// sender, often preempted, would otherwise send bursts
+			// larger than the receiver's ring.
+			lag := 10 * pacedSlot
+			if s.idle {
+				lag = pacedSlot
+			}
 			if d := time.Until(next); d > 0 {
 				time.Sleep(d)
-			} else if d < -10*pacedSlot {
+			} else if d < -lag {
 				// Saturated: do not burst to catch up.
 				next = time.Now()
 			}

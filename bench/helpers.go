@@ -263,17 +263,18 @@ func runTCPClient(args []string) error {
 	if *rate > 0 {
 		tokens = make(chan struct{}, *conns)
 		go func() {
-			const tick = time.Millisecond
-			t := time.NewTicker(tick)
+			// Attempts are due at rate from the start (a ticker
+			// drops ticks on a busy CPU, so count from the clock).
+			t := time.NewTicker(time.Millisecond)
 			defer t.Stop()
-			due := 0.0
+			start, issued := time.Now(), 0.0
 			for {
 				select {
 				case <-stop:
 					return
 				case <-t.C:
 				}
-				for due += *rate * tick.Seconds(); due >= 1; due-- {
+				for due := *rate * time.Since(start).Seconds(); issued+1 <= due; issued++ {
 					select {
 					case tokens <- struct{}{}:
 					default: // every goroutine busy: skipped
