@@ -36,6 +36,8 @@ type options struct {
 	timing   timing
 	sections map[string]bool
 	waitIdle time.Duration
+	// ctParts selects the conntrack section's experiments.
+	ctParts map[string]bool
 }
 
 // Section names for -sections.
@@ -98,7 +100,14 @@ func run() int {
 	warm := flag.Duration("warm", benchTiming.Warm, "traffic before the window opens")
 	sections := flag.String("sections", strings.Join(allSections, ","), "sections to run")
 	flag.DurationVar(&o.waitIdle, "wait-idle", 5*time.Minute, "wait up to this long for other load on the machine to end")
+	ctParts := flag.String("ct-parts", strings.Join(ctAllParts, ","), "experiments of the conntrack section")
 	flag.Parse()
+	o.ctParts = map[string]bool{}
+	for _, s := range strings.Split(*ctParts, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			o.ctParts[s] = true
+		}
+	}
 	o.quick = *quick
 	o.timing = timing{Warm: *warm, Window: *window}
 	for _, s := range strings.Split(*sections, ",") {

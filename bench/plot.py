@@ -154,7 +154,7 @@ def synflood_plot(sec, path, machine):
                    label=name, edgecolor="black", linewidth=0.5)
         ax.set_xticks(range(len(res)))
         ax.set_xticklabels([f'{r["firewall"]}\n{r["rate"] // 1000}k SYN/s' if r["rate"] else f'{r["firewall"]}\nmax' for r in res],
-                           fontsize=7)
+                           fontsize=7, rotation=30, ha="right")
         ax.set_ylabel(label)
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend(fontsize=8)

@@ -634,7 +634,7 @@ func writeSynFlood(b *strings.Builder, f *synFloodSection, plot, h string) {
 		fmt.Fprintf(b, "The kernel's table limit (nf_conntrack_max) was %d.\n\n", f.KernelConntrackMax)
 	}
 	fmt.Fprintf(b, "![SYN flood](%s)\n\n", plot)
-	b.WriteString("| firewall, flood | stream Gbit/s, no flood | stream Gbit/s, under flood | stream Gbit/s after | stream survived | new conn/s, no flood | new conn/s, under flood | failed attempts/s under flood | SYNs/s accepted by gen's veth | frames/s lost at fw's receive ring under flood | fw path's share of CPU 1, no flood / flood | table entries after a flood |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| firewall, flood | stream Gbit/s, no flood | stream Gbit/s, under flood | stream Gbit/s after (resumed within 15 s) | stream survived (in the table, ESTABLISHED) | new conn/s, no flood | new conn/s, under flood | failed attempts/s under flood | SYNs/s accepted by gen's veth | frames/s lost at fw's receive ring under flood | fw path's share of CPU 1, no flood / flood | table entries after a flood |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range f.Results {
 		if r.Error != "" {
 			fmt.Fprintf(b, "| %s, %s | n/a: %s |||||||||||\n", r.Firewall, floodRateLabel(r.Rate), r.Error)
