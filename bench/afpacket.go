@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"time"
 	"unsafe"
 
@@ -24,6 +25,9 @@ const maxMmsg = 1024
 type pacedSender struct {
 	t      *topology
 	frames [][]byte
+	// idle runs the sending thread with SCHED_IDLE: it gets only the
+	// CPU time that the other work on genCPU leaves.
+	idle bool
 }
 
 // newPacedSender prebuilds one frame per flow.
@@ -36,6 +40,43 @@ func newPacedSender(t *topology, flows []flow) *pacedSender {
 	return s
 }
 
+// newFrameSender sends the given prebuilt frames, in order and cycling.
+func newFrameSender(t *topology, frames [][]byte) *pacedSender {
+	return &pacedSender{t: t, frames: frames}
+}
+
+// synFrame returns a frameLen-byte Ethernet frame gen → fw carrying a TCP
+// SYN without options, with valid IPv4 and TCP checksums (the kernel's
+// conntrack verifies the TCP checksum at PREROUTING, and TCP does).
+func synFrame(t *topology, src, dst netip.Addr, sport, dport uint16, seq uint32) []byte {
+	const tcpLen = 20
+	f := make([]byte, frameLen)
+	copy(f[0:6], t.FwInMAC)
+	copy(f[6:12], t.GenMAC)
+	binary.BigEndian.PutUint16(f[12:], 0x0800)
+	ip := ipv4Header(src, dst, 20+tcpLen)
+	ip[9] = unix.IPPROTO_TCP
+	ip[10], ip[11] = 0, 0
+	binary.BigEndian.PutUint16(ip[10:], nettest.Checksum(ip))
+	copy(f[14:], ip)
+	tcp := f[34 : 34+tcpLen]
+	binary.BigEndian.PutUint16(tcp[0:], sport)
+	binary.BigEndian.PutUint16(tcp[2:], dport)
+	binary.BigEndian.PutUint32(tcp[4:], seq)
+	tcp[12] = 5 << 4 // data offset: 5 words
+	tcp[13] = 0x02   // SYN
+	binary.BigEndian.PutUint16(tcp[14:], 64240)
+	// Checksum over the pseudo-header and the segment.
+	ph := make([]byte, 0, 12+tcpLen)
+	s4, d4 := src.As4(), dst.As4()
+	ph = append(ph, s4[:]...)
+	ph = append(ph, d4[:]...)
+	ph = append(ph, 0, unix.IPPROTO_TCP, 0, tcpLen)
+	ph = append(ph, tcp...)
+	binary.BigEndian.PutUint16(tcp[16:], nettest.Checksum(ph))
+	return f
+}
+
 // run sends at rate frames/s until stop is closed or maxDur passes, from a
 // thread pinned to genCPU in gen's namespace.
 func (s *pacedSender) run(stop <-chan struct{}, rate float64, maxDur time.Duration) (genReport, error) {
@@ -43,6 +84,14 @@ func (s *pacedSender) run(stop <-chan struct{}, rate float64, maxDur time.Durati
 	err := nettest.InNamespace(s.t.GenNS, func() error {
 		if err := pinSelf(genCPU); err != nil {
 			return err
+		}
+		if s.idle {
+			// nettest.InNamespace ends the thread after use, and
+			// its policy with it.
+			attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}
+			if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
+				return fmt.Errorf("SCHED_IDLE: %w", err)
+			}
 		}
 		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
 		if err != nil {
@@ -95,9 +144,16 @@ func (s *pacedSender) run(stop <-chan struct{}, rate float64, maxDur time.Durati
 				idx = (idx + k) % n
 			}
 			next = next.Add(pacedSlot)
+			// How far behind the sender may catch up: an idle-priority
+			// sender, often preempted, would otherwise send bursts
+			// larger than the receiver's ring.
+			lag := 10 * pacedSlot
+			if s.idle {
+				lag = pacedSlot
+			}
 			if d := time.Until(next); d > 0 {
 				time.Sleep(d)
-			} else if d < -10*pacedSlot {
+			} else if d < -lag {
 				// Saturated: do not burst to catch up.
 				next = time.Now()
 			}

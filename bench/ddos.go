@@ -51,9 +51,8 @@ func ddosFlows() []flow {
 }
 
 // ddosRuleset returns the INPUT ruleset: the signatures, then new
-// connections to port 80, then established traffic, policy DROP. xfw loads
-// it without the conntrack matches (stateless: every TCP packet to port 80
-// is accepted), since it has no connection tracking yet.
+// connections to port 80, then established traffic, policy DROP (the same
+// policy for every firewall, xfw included).
 func ddosRuleset(flows []flow) *ruleset {
 	rs := &ruleset{Chain: "INPUT", Policy: "DROP"}
 	for _, f := range flows {
@@ -74,14 +73,22 @@ func runDDoS(ctx context.Context, o *options, fws []*firewall) (*throughputSecti
 	}
 	defer closeRigs(rigs)
 	flows := ddosFlows()
-	rs := ddosRuleset(flows)
+	return runDDoSScenario(ctx, o, rigs, ddosRuleset(flows), flows,
+		"DDoS scenario (legitimate TCP transactions per second under attack)",
+		fmt.Sprintf("INPUT: %d DROP rules on source address, protocol (UDP) and source port, then `-p tcp --dport %d -m conntrack --ctstate NEW -j ACCEPT` and `-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT`, policy DROP, for every firewall "+
+			"(xfw with its own connection tracking; runs before it had one loaded the stateless equivalent `-p tcp --dport %d -j ACCEPT`).", ddosRules, serverPort, serverPort))
+}
+
+// runDDoSScenario measures legitimate transactions per second under
+// attack on rigs loaded with rs (rulesetNote first among the notes); each
+// rig gets a TCP server in fw, stopped with the rigs.
+func runDDoSScenario(ctx context.Context, o *options, rigs []*rig, rs *ruleset, flows []flow, title, rulesetNote string) (*throughputSection, error) {
 	sec := &throughputSection{
-		Title:  "DDoS scenario (legitimate TCP transactions per second under attack)",
+		Title:  title,
 		XLabel: "attack pps",
 		Xs:     ddosRates,
 		Notes: []string{
-			fmt.Sprintf("INPUT: %d DROP rules on source address, protocol (UDP) and source port, then `-p tcp --dport %d -m conntrack --ctstate NEW -j ACCEPT` and `-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT`, policy DROP. "+
-				"xfw has no connection tracking yet: it runs the stateless equivalent (`-p tcp --dport %d -j ACCEPT`), which accepts the same legitimate traffic but is not the same policy.", ddosRules, serverPort, serverPort),
+			rulesetNote,
 			fmt.Sprintf("Legitimate traffic: a client in gen (CPU 0, %d concurrent connections) opens a connection, sends %d bytes, reads %d bytes back and closes, in a loop, against a server in fw (CPU 1); the value is completed transactions per second over %v.", clientConns, reqSize, reqSize, ddosClientWindow),
 			fmt.Sprintf("Attack: 64-byte UDP frames cycling over the %d signatures, paced with batched AF_PACKET (sendmmsg) from CPU 0, which the client shares; the top point (%s) is the live-frames generator at full speed (its real offered rate is in bench.json, gen_pps).", ddosRules, humanRate(ddosMaxRate)),
 		},

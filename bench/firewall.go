@@ -25,6 +25,8 @@ type firewall struct {
 	insertRule, deleteRule func(ctx context.Context, ns, chain string, r rule) error
 	// reset removes everything the firewall loaded into the namespace.
 	reset func(ctx context.Context, ns string) error
+	// bin is the firewall's own binary, if it has one (xfw).
+	bin string
 }
 
 // Names of the firewalls.
@@ -78,9 +80,11 @@ func firewalls(xfwBin string) map[string]*firewall {
 		},
 		fwXFW: {
 			Name: fwXFW,
-			// xfw has no conntrack yet: DDoS rules lose their state match.
+			bin:  xfwBin,
+			// Conntrack matches included: xfw tracks connections in its
+			// data plane (bpf/ct.h).
 			load: func(ctx context.Context, ns string, rs *ruleset) error {
-				_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.stateless().iptablesRestore(false)),
+				_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.iptablesRestore(false)),
 					xfwBin, "iptables-restore", "-w")
 				return err
 			},

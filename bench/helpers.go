@@ -246,16 +246,43 @@ type clientReport struct {
 
 // runTCPClient opens connections to -addr in a loop from -conns goroutines:
 // connect, send a request, read the response, close (RST, so neither side
-// keeps TIME_WAIT state). It counts completed requests.
+// keeps TIME_WAIT state). It counts completed requests. With -rate it
+// starts at most that many connections per second (an attempt due while
+// every goroutine is busy is skipped).
 func runTCPClient(args []string) error {
 	fs := flag.NewFlagSet("tcpclient", flag.ContinueOnError)
 	addr := fs.String("addr", "10.1.1.1:80", "server address")
 	conns := fs.Int("conns", 4, "concurrent connections")
 	dur := fs.Duration("duration", 2*time.Second, "how long to run")
+	rate := fs.Float64("rate", 0, "connections per second to start (0: as many as possible)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	stop := helperContext(*dur)
+	var tokens chan struct{}
+	if *rate > 0 {
+		tokens = make(chan struct{}, *conns)
+		go func() {
+			// Attempts are due at rate from the start (a ticker
+			// drops ticks on a busy CPU, so count from the clock).
+			t := time.NewTicker(time.Millisecond)
+			defer t.Stop()
+			start, issued := time.Now(), 0.0
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+				}
+				for due := *rate * time.Since(start).Seconds(); issued+1 <= due; issued++ {
+					select {
+					case tokens <- struct{}{}:
+					default: // every goroutine busy: skipped
+					}
+				}
+			}
+		}()
+	}
 	var done, failed atomic.Uint64
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -267,6 +294,13 @@ func runTCPClient(args []string) error {
 			buf := make([]byte, reqSize)
 			d := net.Dialer{Timeout: dialTimeout}
 			for {
+				if tokens != nil {
+					select {
+					case <-stop:
+						return
+					case <-tokens:
+					}
+				}
 				select {
 				case <-stop:
 					return
@@ -297,4 +331,133 @@ func runTCPClient(args []string) error {
 	wg.Wait()
 	rep := clientReport{Completed: done.Load(), Failed: failed.Load(), Seconds: time.Since(start).Seconds()}
 	return json.NewEncoder(os.Stdout).Encode(rep)
+}
+
+// peek returns what the helper has printed so far (its output file).
+func (h *helper) peek() ([]byte, error) {
+	b, err := os.ReadFile(h.out.Name())
+	if err != nil {
+		return nil, fmt.Errorf("read %s helper output: %w", h.name, err)
+	}
+	return b, nil
+}
+
+// streamChunk is the write size of the TCP stream client and the read size
+// of its sink.
+const streamChunk = 256 << 10
+
+// runTCPSink accepts connections and discards what they send.
+func runTCPSink(args []string) error {
+	fs := flag.NewFlagSet("tcpsink", flag.ContinueOnError)
+	addr := fs.String("listen", fmt.Sprintf(":%d", streamPort), "listen address")
+	maxDur := fs.Duration("max", 10*time.Minute, "stop after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	stop := helperContext(*maxDur)
+	ln, err := net.Listen("tcp4", *addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	go func() {
+		<-stop
+		ln.Close()
+	}()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			select {
+			case <-stop:
+				return nil
+			default:
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		go func(c net.Conn) {
+			defer c.Close()
+			buf := make([]byte, streamChunk)
+			for {
+				if _, err := c.Read(buf); err != nil {
+					return
+				}
+			}
+		}(c)
+	}
+}
+
+// streamSample is one line of the TCP stream client's output: bytes sent
+// so far at a time (Unix nanoseconds); Error ends the stream.
+type streamSample struct {
+	T     int64  `json:"t"`
+	Bytes uint64 `json:"bytes"`
+	Error string `json:"error,omitempty"`
+}
+
+// Stream client settings.
+const (
+	streamSampleEvery = 50 * time.Millisecond
+	// streamStall ends the stream when one write makes no progress for
+	// this long: a connection whose packets the firewall drops stalls
+	// (TCP would retry for many minutes).
+	streamStall = 30 * time.Second
+)
+
+// runTCPStream opens one TCP connection to -addr and writes to it until
+// stopped, as fast as it can or at -rate bits/s, printing a streamSample
+// every streamSampleEvery. A write error or a stall of streamStall ends it
+// with an error sample.
+func runTCPStream(args []string) error {
+	fs := flag.NewFlagSet("tcpstream", flag.ContinueOnError)
+	addr := fs.String("addr", fmt.Sprintf("10.1.1.1:%d", streamPort), "server address")
+	rate := fs.Float64("rate", 0, "target rate in bits/s (0: as fast as possible)")
+	maxDur := fs.Duration("max", 10*time.Minute, "stop after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	stop := helperContext(*maxDur)
+	enc := json.NewEncoder(os.Stdout)
+	c, err := net.DialTimeout("tcp4", *addr, dialTimeout)
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", *addr, err)
+	}
+	defer c.Close()
+	var sent atomic.Uint64
+	failed := make(chan error, 1)
+	go func() {
+		buf := make([]byte, streamChunk)
+		next := time.Now()
+		for {
+			if *rate > 0 {
+				// Pace: one chunk per chunk time; after a stall, go
+				// on at the rate instead of bursting to catch up.
+				if d := time.Until(next); d > 0 {
+					time.Sleep(d)
+				} else if d < -100*time.Millisecond {
+					next = time.Now()
+				}
+				next = next.Add(time.Duration(float64(streamChunk) * 8 / *rate * float64(time.Second)))
+			}
+			_ = c.SetWriteDeadline(time.Now().Add(streamStall))
+			n, err := c.Write(buf)
+			sent.Add(uint64(n))
+			if err != nil {
+				failed <- err
+				return
+			}
+		}
+	}()
+	tick := time.NewTicker(streamSampleEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return enc.Encode(streamSample{T: time.Now().UnixNano(), Bytes: sent.Load()})
+		case err := <-failed:
+			return enc.Encode(streamSample{T: time.Now().UnixNano(), Bytes: sent.Load(), Error: err.Error()})
+		case now := <-tick.C:
+			if err := enc.Encode(streamSample{T: now.UnixNano(), Bytes: sent.Load()}); err != nil {
+				return fmt.Errorf("write sample: %w", err)
+			}
+		}
+	}
 }

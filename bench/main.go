@@ -1,6 +1,7 @@
 // Command xfwbench is xfw's benchmark suite (issue #5): throughput of xfw,
 // iptables-legacy, iptables-nft and nftables through veth namespaces
-// (FORWARD and INPUT scaling, set-friendly rulesets, a DDoS scenario), the
+// (FORWARD and INPUT scaling, set-friendly rulesets, a DDoS scenario,
+// connection tracking: new connections per second and a SYN flood), the
 // data plane's per-packet cost with BPF_PROG_TEST_RUN, and rule update
 // latency. It writes JSON and Markdown under -out; bench/plot.py draws the
 // plots. Run it as root through `make bench` (everything, some tens of
@@ -35,6 +36,8 @@ type options struct {
 	timing   timing
 	sections map[string]bool
 	waitIdle time.Duration
+	// ctParts selects the conntrack section's experiments.
+	ctParts map[string]bool
 }
 
 // Section names for -sections.
@@ -45,9 +48,13 @@ const (
 	secDDoS    = "ddos"
 	secProgRun = "progrun"
 	secUpdate  = "update"
+	// secConntrack: connections per second through a stateful INPUT
+	// ruleset, the DDoS scenario with the established rule first, and a
+	// SYN flood against an established stream (conntrack.go).
+	secConntrack = "conntrack"
 )
 
-var allSections = []string{secForward, secInput, secSets, secDDoS, secProgRun, secUpdate}
+var allSections = []string{secForward, secInput, secSets, secDDoS, secProgRun, secUpdate, secConntrack}
 
 func main() {
 	if len(os.Args) > 1 {
@@ -60,6 +67,10 @@ func main() {
 			err = runTCPServer(os.Args[2:])
 		case "tcpclient":
 			err = runTCPClient(os.Args[2:])
+		case "tcpsink":
+			err = runTCPSink(os.Args[2:])
+		case "tcpstream":
+			err = runTCPStream(os.Args[2:])
 		case "readme":
 			err = runReadme(os.Args[2:])
 		case "render":
@@ -89,7 +100,14 @@ func run() int {
 	warm := flag.Duration("warm", benchTiming.Warm, "traffic before the window opens")
 	sections := flag.String("sections", strings.Join(allSections, ","), "sections to run")
 	flag.DurationVar(&o.waitIdle, "wait-idle", 5*time.Minute, "wait up to this long for other load on the machine to end")
+	ctParts := flag.String("ct-parts", strings.Join(ctAllParts, ","), "experiments of the conntrack section")
 	flag.Parse()
+	o.ctParts = map[string]bool{}
+	for _, s := range strings.Split(*ctParts, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			o.ctParts[s] = true
+		}
+	}
 	o.quick = *quick
 	o.timing = timing{Warm: *warm, Window: *window}
 	for _, s := range strings.Split(*sections, ",") {

@@ -74,6 +74,8 @@ type point struct {
 	GenPPS float64 `json:"gen_pps"`
 	// GenNsPerFrame is the generator's CPU time per offered frame.
 	GenNsPerFrame float64 `json:"gen_ns_per_frame"`
+	// Failed counts a TCP client's failed attempts (connection rates).
+	Failed uint64 `json:"failed,omitempty"`
 }
 
 // counterFunc returns a monotonically increasing count of delivered packets.

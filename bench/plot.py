@@ -3,8 +3,9 @@
 
 Usage: plot.py RESULTS_DIR
 
-Writes forward.png, input.png, sets.png, ddos.png, progrun.png and
-update.png next to bench.json (only those whose section the report has).
+Writes forward.png, input.png, sets.png, ddos.png, progrun.png,
+update.png and ct-conns.png, ct-ddos.png, ct-synflood.png (connection
+tracking) next to bench.json (only those whose section the report has).
 Error bars span the minimum and maximum of the repetitions; the markers are
 medians. Needs matplotlib (Debian: python3-matplotlib, installed by
 bench/run.sh).
@@ -46,13 +47,14 @@ def series(section, fw, key):
     return xs, med, lo, hi
 
 
-def throughput_plot(section, path, xlabel, ylabel, machine, ns_panel=True, ylog=True):
+def throughput_plot(section, path, xlabel, ylabel, machine, ns_panel=True, ylog=True,
+                    ns_label="fw CPU time per delivered packet (ns)"):
     """Rate (and fw CPU per packet) against x, log axes."""
     ncols = 2 if ns_panel else 1
     fig, axes = plt.subplots(1, ncols, figsize=SIZE if ns_panel else (6.5, 4.2), squeeze=False)
     panels = [("pps", ylabel)]
     if ns_panel:
-        panels.append(("ns_per_pkt", "fw CPU time per delivered packet (ns)"))
+        panels.append(("ns_per_pkt", ns_label))
     for ax, (key, label) in zip(axes[0], panels):
         for fw in section["firewalls"]:
             xs, med, lo, hi = series(section, fw, key)
@@ -134,6 +136,34 @@ def update_plot(sec, path, machine):
     plt.close(fig)
 
 
+def synflood_plot(sec, path, machine):
+    """Stream throughput and new connections/s without and under flood."""
+    res = [r for r in sec["results"] if not r.get("error")]
+    fig, axes = plt.subplots(1, 2, figsize=SIZE)
+    width = 0.38
+    for ax, (before, during, label) in zip(axes, (
+            ("stream_gbps_before", "stream_gbps_during", "long-lived stream (Gbit/s)"),
+            ("conns_before", "conns_during", "new connections/s"))):
+        for i, (key, name, alpha) in enumerate(((before, "no flood", 0.45), (during, "under SYN flood", 1.0))):
+            xs = [j + (i - 0.5) * width for j in range(len(res))]
+            med = [r[key]["median"] for r in res]
+            lo = [r[key]["median"] - r[key]["min"] for r in res]
+            hi = [r[key]["max"] - r[key]["median"] for r in res]
+            colours = [STYLE.get(r["firewall"], ("black", "x"))[0] for r in res]
+            ax.bar(xs, med, width, yerr=[lo, hi], color=colours, alpha=alpha, capsize=3,
+                   label=name, edgecolor="black", linewidth=0.5)
+        ax.set_xticks(range(len(res)))
+        ax.set_xticklabels([f'{r["firewall"]}\n{r["rate"] // 1000}k SYN/s' if r["rate"] else f'{r["firewall"]}\nmax' for r in res],
+                           fontsize=7, rotation=30, ha="right")
+        ax.set_ylabel(label)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"SYN flood from spoofed sources (pale: no flood)\n{machine}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -155,6 +185,15 @@ def main():
         progrun_plot(rep["progrun"], os.path.join(out, "progrun.png"), machine)
     if rep.get("update"):
         update_plot(rep["update"], os.path.join(out, "update.png"), machine)
+    ct = rep.get("conntrack") or {}
+    if ct.get("conn_rate"):
+        throughput_plot(ct["conn_rate"], os.path.join(out, "ct-conns.png"), "filler rules before the NEW rule (INPUT)",
+                        "connections/s completed", machine, ylog=False, ns_label="fw CPU time per connection (ns)")
+    if ct.get("ddos"):
+        throughput_plot(ct["ddos"], os.path.join(out, "ct-ddos.png"), "attack rate (frames/s offered)",
+                        "legitimate transactions/s", machine, ns_panel=False, ylog=False)
+    if ct.get("syn_flood"):
+        synflood_plot(ct["syn_flood"], os.path.join(out, "ct-synflood.png"), machine)
 
 
 if __name__ == "__main__":

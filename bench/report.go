@@ -23,6 +23,10 @@ const (
 	plotDDoS    = "ddos.png"
 	plotProgRun = "progrun.png"
 	plotUpdate  = "update.png"
+	// Connection tracking section.
+	plotCtConns    = "ct-conns.png"
+	plotCtDDoS     = "ct-ddos.png"
+	plotCtSynFlood = "ct-synflood.png"
 )
 
 // writeReport writes bench.json and bench.md.
@@ -71,6 +75,9 @@ func renderMarkdown(rep *report, imgDir string) string {
 	}
 	if u := rep.Update; u != nil {
 		writeUpdate(&b, u, imgDir+plotUpdate)
+	}
+	if c := rep.Conntrack; c != nil {
+		writeConntrack(&b, c, imgDir, "##", "###")
 	}
 	return b.String()
 }
@@ -176,7 +183,11 @@ func writeThroughput(b *strings.Builder, s *throughputSection, unit, plot string
 	if offered {
 		b.WriteString("\nattack frames/s accepted by gen's veth (median; fewer than asked when fw's receive ring is full, as a NIC drops at its ring)\n\n| " + s.XLabel + " |")
 	} else {
-		b.WriteString("\nfw CPU ns per delivered packet (median) / other busy on CPU 1 (median)\n\n| " + s.XLabel + " |")
+		cost := "fw CPU ns per delivered packet"
+		if s.CostLabel != "" {
+			cost = s.CostLabel
+		}
+		b.WriteString("\n" + cost + " (median) / other busy on CPU 1 (median)\n\n| " + s.XLabel + " |")
 	}
 	writeFirewallColumns(b, s.Firewalls)
 	for _, x := range s.Xs {
@@ -398,6 +409,10 @@ func readmeSection(rep *report) string {
 	if rep.Update != nil {
 		writeUpdate(&b, rep.Update, "results/"+plotUpdate)
 	}
+	if rep.Conntrack != nil {
+		// "##" becomes "###" below; the subsections stay "####".
+		writeConntrack(&b, rep.Conntrack, "results/", "##", "####")
+	}
 	b.WriteString(behindText(rep))
 	b.WriteString("INPUT, set-friendly rulesets, the DDoS scenario, the per-packet BPF_PROG_TEST_RUN cost and the traffic generator's capacity are in [results/bench.md](results/bench.md).\n")
 	return strings.ReplaceAll(b.String(), "\n## ", "\n### ")
@@ -407,7 +422,11 @@ func readmeSection(rep *report) string {
 // iptables-nft and the causes known in xfw's implementation.
 func behindText(rep *report) string {
 	var pts []string
-	for _, s := range []*throughputSection{rep.Forward, rep.Input, rep.Sets, rep.DDoS} {
+	secs := []*throughputSection{rep.Forward, rep.Input, rep.Sets, rep.DDoS}
+	if c := rep.Conntrack; c != nil {
+		secs = append(secs, c.ConnRate, c.DDoS)
+	}
+	for _, s := range secs {
 		if s == nil {
 			continue
 		}
@@ -578,4 +597,87 @@ func runRender(args []string) error {
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
+}
+
+// writeConntrack renders the connection tracking section; h and sub are
+// the heading levels of the section and of its parts.
+func writeConntrack(b *strings.Builder, c *ctSection, imgDir, h, sub string) {
+	fmt.Fprintf(b, "%s Connection tracking\n\n", h)
+	fmt.Fprintf(b, "Produced by `%s` on %s in %.0f s (`bench/run.sh full -sections conntrack` as root after `make build`: it runs that, draws the plots and rewrites this section; the other sections keep their numbers); "+
+		"medians of %d repetitions, min–max in parentheses. xfw tracks connections in its data plane (bpf/ct.h): an LRU table of %d unassured connections and a hash of assured ones; "+
+		"iptables and nftables use the kernel's nf_conntrack.\n\n",
+		c.Command, c.Started.Format("2006-01-02 15:04 MST"), c.Seconds, c.Reps, 65536)
+	for _, part := range []struct {
+		s    *throughputSection
+		unit string
+		plot string
+	}{{c.ConnRate, "conn/s", plotCtConns}, {c.DDoS, "req/s", plotCtDDoS}} {
+		if part.s == nil {
+			continue
+		}
+		var pb strings.Builder
+		writeThroughput(&pb, part.s, part.unit, imgDir+part.plot)
+		b.WriteString(sub + strings.TrimPrefix(pb.String(), "##"))
+	}
+	if f := c.SynFlood; f != nil {
+		writeSynFlood(b, f, imgDir+plotCtSynFlood, sub)
+	}
+}
+
+// writeSynFlood renders the SYN flood table.
+func writeSynFlood(b *strings.Builder, f *synFloodSection, plot, h string) {
+	fmt.Fprintf(b, "%s SYN flood against an established stream\n\n", h)
+	for _, n := range f.Notes {
+		fmt.Fprintf(b, "%s\n\n", n)
+	}
+	if f.KernelConntrackMax > 0 {
+		fmt.Fprintf(b, "The kernel's table limit (nf_conntrack_max) was %d.\n\n", f.KernelConntrackMax)
+	}
+	fmt.Fprintf(b, "![SYN flood](%s)\n\n", plot)
+	b.WriteString("| firewall, flood | stream Gbit/s, no flood | stream Gbit/s, under flood | stream Gbit/s after (resumed within 15 s) | stream survived (in the table, ESTABLISHED) | new conn/s, no flood | new conn/s, under flood | failed attempts/s under flood | SYNs/s accepted by gen's veth | frames/s lost at fw's receive ring under flood | fw path's share of CPU 1, no flood / flood | table entries after a flood |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range f.Results {
+		if r.Error != "" {
+			fmt.Fprintf(b, "| %s, %s | n/a: %s |||||||||||\n", r.Firewall, floodRateLabel(r.Rate), r.Error)
+			continue
+		}
+		surv := "yes"
+		if !r.Survived {
+			surv = "**no**"
+			if r.StreamError != "" {
+				surv += " (" + r.StreamError + ")"
+			}
+		}
+		fmt.Fprintf(b, "| %s, %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %.0f%% / %.0f%% | %.0f |\n", r.Firewall, floodRateLabel(r.Rate),
+			cellFloat(r.StreamBefore), cellFloat(r.StreamDuring), r.StreamAfter.Median, surv,
+			cellStatsRate(r.ConnsBefore), cellStatsRate(r.ConnsDuring), humanRate(r.FailedDuring.Median),
+			humanRate(r.FloodPPS.Median), humanRate(r.RingDropsDuring.Median),
+			100*r.FwBusyBefore.Median, 100*r.FwBusyDuring.Median, r.TableEntries.Median)
+	}
+	b.WriteString("\nThe stream's connection in the firewall's table after the floods (`conntrack -L -p tcp --dport 5201`, xfw: `xfw conntrack -L …`):\n\n")
+	for _, r := range f.Results {
+		if r.Error == "" {
+			entry := r.StreamEntry
+			if entry == "" {
+				entry = "(none)"
+			}
+			fmt.Fprintf(b, "- %s, after %s: `%s`\n", r.Firewall, floodRateLabel(r.Rate), entry)
+		}
+	}
+	b.WriteString("\n")
+}
+
+// cellFloat renders stats with two decimals: median (min–max).
+func cellFloat(s stats) string {
+	if s.N == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f (%.2f–%.2f)", s.Median, s.Min, s.Max)
+}
+
+// cellStatsRate renders rate stats: median (min–max).
+func cellStatsRate(s stats) string {
+	if s.N == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%s (%s–%s)", humanRate(s.Median), humanRate(s.Min), humanRate(s.Max))
 }

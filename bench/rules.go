@@ -13,9 +13,9 @@ type rule struct {
 	Src, Dst     netip.Addr
 	Proto        string // "udp", "tcp" or "" (any)
 	Sport, Dport uint16
-	// CtState is a conntrack state match ("NEW", "ESTABLISHED,RELATED").
-	// xfw has no conntrack yet: it loads the rule without it (see
-	// ruleset.stateless).
+	// CtState is a conntrack state match ("NEW", "ESTABLISHED,RELATED"),
+	// rendered as -m conntrack --ctstate (nftables: ct state); every
+	// firewall, xfw included, tracks connections.
 	CtState string
 	Target  string // "ACCEPT" or "DROP"
 }
@@ -92,24 +92,6 @@ func fiveTupleRuleset(chain string, flows []flow) *ruleset {
 		rs.Rules = append(rs.Rules, rule{Src: f.Src, Dst: f.Dst, Proto: "udp", Sport: f.Sport, Dport: f.Dport, Target: "ACCEPT"})
 	}
 	return rs
-}
-
-// stateless returns rs without conntrack matches (xfw's equivalent): a
-// rule that matched on state only is left out, so it does not become a
-// catch-all.
-func (rs *ruleset) stateless() *ruleset {
-	out := *rs
-	out.Rules = make([]rule, 0, len(rs.Rules))
-	for _, r := range rs.Rules {
-		if r.CtState != "" {
-			r.CtState = ""
-			if r == (rule{Target: r.Target}) {
-				continue
-			}
-		}
-		out.Rules = append(out.Rules, r)
-	}
-	return &out
 }
 
 // iptablesArgs renders r as iptables rule arguments (without -A CHAIN).

@@ -50,6 +50,9 @@ type throughputSection struct {
 	Xs        []int         `json:"xs"`
 	Series    []seriesPoint `json:"series"`
 	Notes     []string      `json:"notes,omitempty"`
+	// CostLabel names what ns_per_pkt measures when it is not fw's CPU
+	// time per delivered packet.
+	CostLabel string `json:"cost_label,omitempty"`
 }
 
 // get returns the point of fw at x, or nil.

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,6 +41,7 @@ type report struct {
 	DDoS      *throughputSection `json:"ddos,omitempty"`
 	ProgRun   *progRunSection    `json:"progrun,omitempty"`
 	Update    *updateSection     `json:"update,omitempty"`
+	Conntrack *ctSection         `json:"conntrack,omitempty"`
 }
 
 // runFull runs every selected section and writes the report.
@@ -54,8 +58,17 @@ func runFull(ctx context.Context, o *options) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", o.out, err)
 	}
+	// A run of some sections only keeps the other sections of the
+	// report already in -out (and its header: machine, command, start).
+	prev, err := readPreviousReport(o.out, o.sections)
+	if err != nil {
+		return err
+	}
 	save := func() error {
 		rep.Seconds = time.Since(rep.Started).Seconds()
+		if prev != nil {
+			return writeReport(o.out, mergeReports(prev, rep, o.sections))
+		}
 		return writeReport(o.out, rep)
 	}
 	fws := firewalls(o.xfwBin)
@@ -141,6 +154,15 @@ func runFull(ctx context.Context, o *options) error {
 	if o.sections[secDDoS] {
 		progress("== DDoS scenario")
 		if rep.DDoS, err = runDDoS(ctx, o, pick(scalingFirewalls)); err != nil {
+			return err
+		}
+		if err := save(); err != nil {
+			return err
+		}
+	}
+	if o.sections[secConntrack] {
+		progress("== connection tracking")
+		if rep.Conntrack, err = runConntrack(ctx, o, pick(scalingFirewalls)); err != nil {
 			return err
 		}
 		if err := save(); err != nil {
@@ -367,4 +389,68 @@ func safeRatio(a, b float64) float64 {
 		return 0
 	}
 	return a / b
+}
+
+// commandLine returns how this run was started, for the report.
+func commandLine() string {
+	args := append([]string{"xfwbench"}, os.Args[1:]...)
+	return strings.Join(args, " ")
+}
+
+// readPreviousReport returns the report in dir when this run measures only
+// some sections (nil when it measures them all or there is none).
+func readPreviousReport(dir string, sections map[string]bool) (*report, error) {
+	all := true
+	for _, s := range allSections {
+		all = all && sections[s]
+	}
+	if all {
+		return nil, nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, jsonFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read previous report: %w", err)
+	}
+	var prev report
+	if err := json.Unmarshal(b, &prev); err != nil {
+		return nil, fmt.Errorf("decode previous report %s: %w", filepath.Join(dir, jsonFile), err)
+	}
+	return &prev, nil
+}
+
+// mergeReports returns prev with the sections this run selected replaced
+// by rep's (a selected section rep has not measured yet stays prev's).
+// The header (machine, command, start, repetitions) stays prev's; the
+// conntrack section records its own command and start.
+func mergeReports(prev, rep *report, sections map[string]bool) *report {
+	out := *prev
+	take := func(sec string, measured bool) bool { return sections[sec] && measured }
+	if (take(secForward, true) || take(secInput, true)) && rep.Generator != nil {
+		out.Generator = rep.Generator
+	}
+	if take(secForward, rep.Forward != nil) {
+		out.Forward = rep.Forward
+	}
+	if take(secInput, rep.Input != nil) {
+		out.Input = rep.Input
+	}
+	if take(secSets, rep.Sets != nil) {
+		out.Sets = rep.Sets
+	}
+	if take(secDDoS, rep.DDoS != nil) {
+		out.DDoS = rep.DDoS
+	}
+	if take(secProgRun, rep.ProgRun != nil) {
+		out.ProgRun = rep.ProgRun
+	}
+	if take(secUpdate, rep.Update != nil) {
+		out.Update = rep.Update
+	}
+	if take(secConntrack, rep.Conntrack != nil) {
+		out.Conntrack = rep.Conntrack
+	}
+	return &out
 }
