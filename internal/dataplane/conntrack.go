@@ -143,10 +143,12 @@ func (t *CTTables) Entries(now, hz uint64) ([]CTEntry, error) {
 	}
 	var out []CTEntry
 	for ti, m := range t.maps {
-		var k bpfCTKey
-		var v bpfCTEntry
-		it := m.Iterate()
-		for it.Next(&k, &v) {
+		keys, vals, err := readCTTable(m)
+		if err != nil {
+			return nil, fmt.Errorf("read connection table %d: %w", ti, err)
+		}
+		for i, k := range keys {
+			v := vals[i]
 			if v.V.Expires <= now {
 				continue // expired (the kernel's nf_ct_is_expired)
 			}
@@ -157,11 +159,32 @@ func (t *CTTables) Entries(now, hz uint64) ([]CTEntry, error) {
 				table:   ti,
 			})
 		}
-		if err := it.Err(); err != nil {
-			return nil, fmt.Errorf("read connection table %d: %w", ti, err)
-		}
 	}
 	return out, nil
+}
+
+// ctBatch is how many connections one batch lookup reads.
+const ctBatch = 4096
+
+// readCTTable reads every entry of a connection table with batch lookups,
+// which walk the hash's buckets: unlike a key-by-key iteration, a walk is
+// not restarted (and given up) when the data plane evicts or deletes the
+// entry it stands on, as under a flood.
+func readCTTable(m *ebpf.Map) ([]bpfCTKey, []bpfCTEntry, error) {
+	var keys []bpfCTKey
+	var vals []bpfCTEntry
+	var cursor ebpf.MapBatchCursor
+	kb, vb := make([]bpfCTKey, ctBatch), make([]bpfCTEntry, ctBatch)
+	for {
+		n, err := m.BatchLookup(&cursor, kb, vb, nil)
+		keys, vals = append(keys, kb[:n]...), append(vals, vb[:n]...)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return keys, vals, nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+	}
 }
 
 // Delete removes e from its table; false when it was gone already.
@@ -183,14 +206,8 @@ func (t *CTTables) Flush() error {
 		// restarts the walk. Connections created meanwhile are taken by
 		// the next round.
 		for round := 0; round < 8; round++ {
-			var keys []bpfCTKey
-			var k bpfCTKey
-			var v bpfCTEntry
-			it := m.Iterate()
-			for it.Next(&k, &v) {
-				keys = append(keys, k)
-			}
-			if err := it.Err(); err != nil {
+			keys, _, err := readCTTable(m)
+			if err != nil {
 				return fmt.Errorf("read connection table %d: %w", ti, err)
 			}
 			if len(keys) == 0 {
