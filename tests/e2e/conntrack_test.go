@@ -1,0 +1,462 @@
+package e2e
+
+// Connection tracking against the kernel: the same stateful ruleset runs on
+// the kernel's iptables-legacy (which then tracks connections itself, with
+// nf_conntrack) and on xfw in twin topologies, the same real traffic crosses
+// both, and the tests compare what the applications saw and, per scenario,
+// how many packets every rule counted. Counting chains before the verdict
+// rules match each protocol by state, direction and status, so a packet whose
+// state xfw misjudges shows up as a counter difference.
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	_ "math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	_ "sync"
+	"testing"
+	"time"
+
+	"github.com/xfw-dev/xfw/internal/nettest"
+)
+
+// ctSettle is how long a scenario lets the last packets of its exchanges
+// (FIN/ACK, delayed ACKs, ICMP errors) cross fw before the counters are
+// read. It is a pause, not an assertion: a late packet would show up as a
+// counter difference in the next scenario.
+const ctSettle = 300 * time.Millisecond
+
+// ctCountMatches are the matches of the counting chains: each is a rule of
+// its own, per protocol, in cin (INPUT) and cout (OUTPUT).
+var ctCountMatches = []string{
+	"-m conntrack --ctstate NEW",
+	"-m conntrack --ctstate ESTABLISHED",
+	"-m conntrack --ctstate RELATED",
+	"-m conntrack --ctstate INVALID",
+	"-m conntrack --ctstate UNTRACKED",
+	"-m conntrack ! --ctstate NEW",
+	"-m conntrack --ctdir ORIGINAL",
+	"-m conntrack --ctdir REPLY",
+	"-m conntrack --ctstatus ASSURED",
+	"-m conntrack --ctstatus SEEN_REPLY",
+	"-m conntrack ! --ctstatus SEEN_REPLY",
+	"-m conntrack --ctstatus CONFIRMED",
+	"-m conntrack --ctstate ESTABLISHED --ctdir REPLY",
+	"-m state --state ESTABLISHED,RELATED",
+	"-m state --state NEW,INVALID",
+}
+
+// ctRuleset returns the stateful ruleset of the conntrack tests for fam:
+// INPUT policy DROP, ESTABLISHED and RELATED accepted, INVALID dropped, NEW
+// accepted only to TCP 7000-7001, UDP 7100-7101 and echo requests; OUTPUT
+// accepts all but INVALID. The counting chains cin and cout come first.
+// Loopback and (IPv6) multicast, whose chatter depends on timing, are
+// accepted before them and not compared.
+func ctRuleset(fam int) string {
+	icmp, echo := "icmp", "-m icmp --icmp-type 8"
+	if fam == 6 {
+		icmp, echo = "ipv6-icmp", "-m icmp6 --icmpv6-type 128"
+	}
+	var b strings.Builder
+	b.WriteString("*filter\n:INPUT DROP [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n:cin - [0:0]\n:cout - [0:0]\n")
+	b.WriteString("-A INPUT -i lo -j ACCEPT\n-A OUTPUT -o lo -j ACCEPT\n")
+	if fam == 6 {
+		b.WriteString("-A INPUT -d ff00::/8 -j ACCEPT\n-A OUTPUT -d ff00::/8 -j ACCEPT\n")
+	}
+	b.WriteString("-A INPUT -j cin\n-A OUTPUT -j cout\n")
+	b.WriteString("-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n")
+	b.WriteString("-A INPUT -m conntrack --ctstate INVALID -j DROP\n")
+	b.WriteString("-A INPUT -p tcp -m tcp --dport 7000:7001 -m conntrack --ctstate NEW -j ACCEPT\n")
+	b.WriteString("-A INPUT -p udp -m udp --dport 7100:7101 -m state --state NEW -j ACCEPT\n")
+	fmt.Fprintf(&b, "-A INPUT -p %s %s -m conntrack --ctstate NEW -j ACCEPT\n", icmp, echo)
+	b.WriteString("-A OUTPUT -m conntrack --ctstate INVALID -j DROP\n")
+	for _, chain := range []string{"cin", "cout"} {
+		for _, proto := range []string{"tcp", "udp", icmp} {
+			for _, m := range ctCountMatches {
+				fmt.Fprintf(&b, "-A %s -p %s %s\n", chain, proto, m)
+			}
+			fmt.Fprintf(&b, "-A %s -m conntrack --ctproto %s\n", chain, proto)
+		}
+	}
+	b.WriteString("COMMIT\n")
+	return b.String()
+}
+
+// ctTwin is one side of a comparison: a topology and the firewall (the
+// kernel's iptables or xfw) enforcing the ruleset in its fw namespace.
+type ctTwin struct {
+	fw  firewall
+	tp  *nettest.Topology
+	fam int
+	// vars carries state from one scenario to the next (open connections,
+	// sequence numbers).
+	vars map[string]any
+}
+
+// fwAddr is fw's address on the gen side; genAddr is gen's.
+func (tw *ctTwin) fwAddr() netip.Addr {
+	if tw.fam == 6 {
+		return tw.tp.FwIn.IPv6
+	}
+	return tw.tp.FwIn.IPv4
+}
+
+func (tw *ctTwin) genAddr() netip.Addr {
+	if tw.fam == 6 {
+		return tw.tp.Gen.IPv6
+	}
+	return tw.tp.Gen.IPv4
+}
+
+// inject sends IP packets from gen to fw as raw frames.
+func (tw *ctTwin) inject(t *testing.T, pkts ...[]byte) {
+	t.Helper()
+	frames := make([][]byte, len(pkts))
+	for i, p := range pkts {
+		frames[i] = tw.tp.GenToFw().Frame(p)
+	}
+	if err := tw.tp.InjectFromGen(frames...); err != nil {
+		t.Fatalf("%s: inject: %v", tw.fw.kind, err)
+	}
+}
+
+// conntrack runs the kernel's conntrack tool, or xfw conntrack, in fw.
+func (tw *ctTwin) conntrack(t *testing.T, args ...string) string {
+	t.Helper()
+	argv := append([]string{"conntrack"}, args...)
+	if tw.fw.kind == "xfw" {
+		argv = append([]string{tw.fw.bin}, argv...)
+	}
+	res, err := nettest.Exec(tw.tp.FwNS, argv...)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%s: %v: %v (exit %d) %s", tw.fw.kind, argv, err, res.ExitCode, res.Stderr)
+	}
+	return res.Stdout
+}
+
+// tcpStates returns the TCP state names `conntrack -L` shows for
+// connections to fw's port (sorted).
+func (tw *ctTwin) tcpStates(t *testing.T, port uint16) []string {
+	t.Helper()
+	args := []string{"-L", "-p", "tcp", "--dport", strconv.Itoa(int(port))}
+	if tw.fam == 6 {
+		args = append(args, "-f", "ipv6")
+	}
+	var states []string
+	sc := bufio.NewScanner(strings.NewReader(tw.conntrack(t, args...)))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 4 && f[0] == "tcp" {
+			states = append(states, f[3])
+		}
+	}
+	slices.Sort(states)
+	return states
+}
+
+// ctScenario is traffic both twins see; run returns its outcome, which
+// must be the same on both, as must the counter changes it causes.
+type ctScenario struct {
+	name string
+	run  func(t *testing.T, tw *ctTwin) string
+}
+
+// ctOptions configure runCtScenarios.
+type ctOptions struct {
+	// sysctls are set in fw (net/netfilter/...) before the ruleset loads.
+	sysctls map[string]string
+}
+
+// newCtTwins builds the kernel and xfw twins for fam and loads rules.
+func newCtTwins(t *testing.T, fam int, rules string, opt ctOptions) []*ctTwin {
+	t.Helper()
+	bin := xfwPath(t)
+	var twins []*ctTwin
+	for _, kind := range []string{"kernel", "xfw"} {
+		tw := &ctTwin{fw: firewall{kind: kind, bin: bin}, tp: nettest.New(t, nettest.WithStaticNeighbors()), fam: fam, vars: map[string]any{}}
+		setSysctls(t, tw.tp.FwNS, opt.sysctls)
+		tw.fw.restore(t, tw.tp, fam, rules)
+		if kind == "xfw" {
+			t.Cleanup(func() { tw.fw.stop(t, tw.tp) })
+		}
+		twins = append(twins, tw)
+	}
+	return twins
+}
+
+// setSysctls writes /proc/sys/<key> = value in namespace ns.
+func setSysctls(t *testing.T, ns string, kv map[string]string) {
+	t.Helper()
+	err := nettest.InNamespace(ns, func() error {
+		for k, v := range kv {
+			if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("sysctls in %s: %v", ns, err)
+	}
+}
+
+// runCtScenarios runs the scenarios in order on the kernel twin and then the
+// xfw twin, and requires the same outcome and the same counter changes
+// (every rule and policy of the kernel's iptables-save -c) for each.
+func runCtScenarios(t *testing.T, fam int, opt ctOptions, scenarios []ctScenario) {
+	t.Helper()
+	rules := ctRuleset(fam)
+	twins := newCtTwins(t, fam, rules, opt)
+	prev := make([]map[string]counter, len(twins))
+	for i, tw := range twins {
+		prev[i] = counters(t, tw.fw.save(t, tw.tp, fam))
+	}
+	for _, sc := range scenarios {
+		var outs []string
+		var deltas []map[string]uint64
+		for i, tw := range twins {
+			outs = append(outs, sc.run(t, tw))
+			time.Sleep(ctSettle)
+			cur := counters(t, tw.fw.save(t, tw.tp, fam))
+			d := map[string]uint64{}
+			for k, c := range cur {
+				if n := c.packets - prev[i][k].packets; n != 0 {
+					d[k] = n
+				}
+			}
+			prev[i] = cur
+			deltas = append(deltas, d)
+		}
+		if outs[0] != outs[1] {
+			t.Errorf("IPv%d %s: outcome: kernel %q, xfw %q", fam, sc.name, outs[0], outs[1])
+		} else {
+			t.Logf("IPv%d %s: %s", fam, sc.name, outs[0])
+		}
+		if diff := counterDiff(deltas[0], deltas[1]); diff != "" {
+			t.Errorf("IPv%d %s: rule counters (packets this scenario) differ:\n%s", fam, sc.name, diff)
+		}
+	}
+}
+
+// counterDiff describes the keys where the kernel's and xfw's counter
+// changes differ, and the kernel's for context; "" when equal.
+func counterDiff(k, x map[string]uint64) string {
+	keys := map[string]bool{}
+	for key := range k {
+		keys[key] = true
+	}
+	for key := range x {
+		keys[key] = true
+	}
+	var diff, all []string
+	for key := range keys {
+		if strings.Contains(key, "-i lo") || strings.Contains(key, "-o lo") || strings.Contains(key, "ff00::/8") {
+			continue
+		}
+		line := fmt.Sprintf("  %-70s kernel %d xfw %d", key, k[key], x[key])
+		all = append(all, line)
+		if k[key] != x[key] {
+			diff = append(diff, line)
+		}
+	}
+	if len(diff) == 0 {
+		return ""
+	}
+	slices.Sort(diff)
+	slices.Sort(all)
+	return strings.Join(diff, "\n") + "\n all changes:\n" + strings.Join(all, "\n")
+}
+
+// listenTCP listens on addr in namespace ns; the listener closes with the
+// test.
+func listenTCP(t *testing.T, ns string, addr netip.AddrPort) *net.TCPListener {
+	t.Helper()
+	var ln *net.TCPListener
+	err := nettest.InNamespace(ns, func() error {
+		var err error
+		ln, err = net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("listen %s in %s: %v", addr, ns, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// dialTCP connects from namespace ns to dst (bounded by timeout).
+func dialTCP(ns string, dst netip.AddrPort, timeout time.Duration) (*net.TCPConn, error) {
+	var c net.Conn
+	err := nettest.InNamespace(ns, func() error {
+		var err error
+		c, err = (&net.Dialer{Timeout: timeout}).Dial("tcp", dst.String())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.(*net.TCPConn), nil
+}
+
+// acceptOne accepts one connection on ln (bounded) and hands it to fn in a
+// goroutine; the returned channel yields fn's result.
+func acceptOne(ln *net.TCPListener, fn func(c *net.TCPConn) string) <-chan string {
+	out := make(chan string, 1)
+	go func() {
+		_ = ln.SetDeadline(time.Now().Add(5 * time.Second))
+		c, err := ln.AcceptTCP()
+		ln.Close()
+		if err != nil {
+			out <- "accept: " + errText(err)
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		out <- fn(c)
+	}()
+	return out
+}
+
+// errText names an error by what happened, not by addresses (which differ
+// between the twins).
+func errText(err error) string {
+	var ne net.Error
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, io.EOF):
+		return "eof"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	}
+	for _, s := range []string{"connection refused", "connection reset", "broken pipe"} {
+		if strings.Contains(err.Error(), s) {
+			return s
+		}
+	}
+	return err.Error()
+}
+
+// readAll reads c to EOF (bounded by its deadline) and reports the data.
+func readAll(c *net.TCPConn) string {
+	b, err := io.ReadAll(c)
+	if err != nil {
+		return fmt.Sprintf("%q then %s", b, errText(err))
+	}
+	return fmt.Sprintf("%q", b)
+}
+
+// readN reads exactly n bytes from c.
+func readN(c *net.TCPConn, n int) string {
+	b := make([]byte, n)
+	m, err := io.ReadFull(c, b)
+	if err != nil {
+		return fmt.Sprintf("%q then %s", b[:m], errText(err))
+	}
+	return fmt.Sprintf("%q", b)
+}
+
+// echoOnce serves one connection: it echoes each read until EOF.
+func echoOnce(c *net.TCPConn) string {
+	n, err := io.Copy(c, c)
+	return fmt.Sprintf("echoed %d, %s", n, errText(err))
+}
+
+// ctFamilies runs fn as a subtest per address family.
+func ctFamilies(t *testing.T, fn func(t *testing.T, fam int)) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy", "conntrack")
+	for _, fam := range []int{4, 6} {
+		t.Run(fmt.Sprintf("ipv%d", fam), func(t *testing.T) { fn(t, fam) })
+	}
+}
+
+// TestConntrackTCPInbound connects from gen to a server in fw (INPUT policy
+// DROP, ESTABLISHED accepted, NEW accepted to the port): the handshake, data
+// both ways and the close; a connection to a closed but accepted port (the
+// server's RST is a reply); a SYN the ruleset drops; and a half-close
+// (shutdown(SHUT_WR), then the server still sends), checking at each step
+// the TCP state `conntrack -L` shows (ESTABLISHED, CLOSE_WAIT, TIME_WAIT...)
+// against the kernel's conntrack tool.
+func TestConntrackTCPInbound(t *testing.T) {
+	ctFamilies(t, func(t *testing.T, fam int) {
+		runCtScenarios(t, fam, ctOptions{}, []ctScenario{
+			{"data both ways and close", func(t *testing.T, tw *ctTwin) string {
+				ln := listenTCP(t, tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), 7000))
+				srv := acceptOne(ln, func(c *net.TCPConn) string {
+					got := readN(c, 5)
+					if _, err := c.Write([]byte("hello, client")); err != nil {
+						return "write: " + errText(err)
+					}
+					return got + " " + readAll(c)
+				})
+				c, err := dialTCP(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7000), 2*time.Second)
+				if err != nil {
+					return "dial: " + errText(err)
+				}
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				_, _ = c.Write([]byte("hello"))
+				got := readN(c, 13)
+				_, _ = c.Write([]byte(" bye"))
+				time.Sleep(ctSettle)
+				states := tw.tcpStates(t, 7000)
+				c.Close()
+				return fmt.Sprintf("client got %s; server %s; states while open %v", got, <-srv, states)
+			}},
+			{"states after the close", func(t *testing.T, tw *ctTwin) string {
+				return fmt.Sprintf("%v", tw.tcpStates(t, 7000))
+			}},
+			{"closed port: RST", func(t *testing.T, tw *ctTwin) string {
+				_, err := dialTCP(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7001), 2*time.Second)
+				return errText(err) + fmt.Sprintf(" %v", tw.tcpStates(t, 7001))
+			}},
+			{"SYN dropped by the policy", func(t *testing.T, tw *ctTwin) string {
+				// Shorter than the SYN retransmission timeout (1 s): one SYN.
+				_, err := dialTCP(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7002), 300*time.Millisecond)
+				return errText(err)
+			}},
+			{"half-close", func(t *testing.T, tw *ctTwin) string {
+				ln := listenTCP(t, tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), 7000))
+				eof := make(chan string, 1)
+				resume := make(chan struct{})
+				srv := acceptOne(ln, func(c *net.TCPConn) string {
+					eof <- readAll(c)
+					<-resume
+					_, err := c.Write([]byte("response after the client's FIN"))
+					return "write " + errText(err)
+				})
+				c, err := dialTCP(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7000), 2*time.Second)
+				if err != nil {
+					close(resume)
+					return "dial: " + errText(err)
+				}
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				_, _ = c.Write([]byte("request"))
+				_ = c.CloseWrite()
+				var got string
+				select {
+				case got = <-eof:
+				case <-time.After(5 * time.Second):
+					got = "no EOF"
+				}
+				time.Sleep(ctSettle)
+				half := tw.tcpStates(t, 7000)
+				close(resume)
+				reply := readAll(c)
+				res := <-srv
+				time.Sleep(ctSettle)
+				after := tw.tcpStates(t, 7000)
+				return fmt.Sprintf("server read %s; states half-closed %v; server %s; client read %s; states after %v", got, half, res, reply, after)
+			}},
+		})
+	})
+}
