@@ -167,6 +167,10 @@ func (tw *ctTwin) tcpStates(t *testing.T, port uint16) []string {
 type ctScenario struct {
 	name string
 	run  func(t *testing.T, tw *ctTwin) string
+	// want are rules (substrings of their iptables-save text) the kernel
+	// must count in this scenario: a guard that the scenario exercises the
+	// state it is about. "a && b" asks for a rule containing both.
+	want []string
 }
 
 // ctOptions configure runCtScenarios.
@@ -239,6 +243,22 @@ func runCtScenarios(t *testing.T, fam int, opt ctOptions, scenarios []ctScenario
 			t.Errorf("IPv%d %s: outcome: kernel %q, xfw %q", fam, sc.name, outs[0], outs[1])
 		} else {
 			t.Logf("IPv%d %s: %s", fam, sc.name, outs[0])
+		}
+		for _, w := range sc.want {
+			hit := false
+			for k, n := range deltas[0] {
+				all := n > 0
+				for _, part := range strings.Split(w, " && ") {
+					all = all && strings.Contains(k, part)
+				}
+				hit = hit || all
+			}
+			if !hit {
+				t.Errorf("IPv%d %s: the kernel counted nothing on %q: the scenario misses its point", fam, sc.name, w)
+			}
+		}
+		if os.Getenv("XFW_CT_DEBUG") != "" {
+			t.Logf("kernel deltas: %v", deltas[0])
 		}
 		if diff := counterDiff(deltas[0], deltas[1]); diff != "" {
 			t.Errorf("IPv%d %s: rule counters (packets this scenario) differ:\n%s", fam, sc.name, diff)
@@ -389,7 +409,7 @@ func ctFamilies(t *testing.T, fn func(t *testing.T, fam int)) {
 func TestConntrackTCPInbound(t *testing.T) {
 	ctFamilies(t, func(t *testing.T, fam int) {
 		runCtScenarios(t, fam, ctOptions{}, []ctScenario{
-			{"data both ways and close", func(t *testing.T, tw *ctTwin) string {
+			{name: "data both ways and close", run: func(t *testing.T, tw *ctTwin) string {
 				ln := listenTCP(t, tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), 7000))
 				srv := acceptOne(ln, func(c *net.TCPConn) string {
 					got := readN(c, 5)
@@ -410,20 +430,20 @@ func TestConntrackTCPInbound(t *testing.T) {
 				states := tw.tcpStates(t, 7000)
 				c.Close()
 				return fmt.Sprintf("client got %s; server %s; states while open %v", got, <-srv, states)
-			}},
-			{"states after the close", func(t *testing.T, tw *ctTwin) string {
+			}, want: []string{"cin -p tcp -m conntrack --ctstate NEW", "cin -p tcp -m conntrack --ctstatus ASSURED", "cout -p tcp -m conntrack --ctstate ESTABLISHED --ctdir REPLY"}},
+			{name: "states after the close", run: func(t *testing.T, tw *ctTwin) string {
 				return fmt.Sprintf("%v", tw.tcpStates(t, 7000))
 			}},
-			{"closed port: RST", func(t *testing.T, tw *ctTwin) string {
+			{name: "closed port: RST", run: func(t *testing.T, tw *ctTwin) string {
 				_, err := dialTCP(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7001), 2*time.Second)
 				return errText(err) + fmt.Sprintf(" %v", tw.tcpStates(t, 7001))
-			}},
-			{"SYN dropped by the policy", func(t *testing.T, tw *ctTwin) string {
+			}, want: []string{"cout -p tcp -m conntrack --ctstate ESTABLISHED --ctdir REPLY"}},
+			{name: "SYN dropped by the policy", run: func(t *testing.T, tw *ctTwin) string {
 				// Shorter than the SYN retransmission timeout (1 s): one SYN.
 				_, err := dialTCP(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7002), 300*time.Millisecond)
 				return errText(err)
 			}},
-			{"half-close", func(t *testing.T, tw *ctTwin) string {
+			{name: "half-close", run: func(t *testing.T, tw *ctTwin) string {
 				ln := listenTCP(t, tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), 7000))
 				eof := make(chan string, 1)
 				resume := make(chan struct{})
@@ -456,6 +476,118 @@ func TestConntrackTCPInbound(t *testing.T) {
 				time.Sleep(ctSettle)
 				after := tw.tcpStates(t, 7000)
 				return fmt.Sprintf("server read %s; states half-closed %v; server %s; client read %s; states after %v", got, half, res, reply, after)
+			}, want: []string{"cin -p tcp -m conntrack --ctstate NEW"}},
+		})
+	})
+}
+
+// udpEchoIn starts a UDP echo server in namespace ns on addr.
+func udpEchoIn(t *testing.T, ns string, addr netip.AddrPort) {
+	t.Helper()
+	nettest.StartUDPServer(t, ns, addr, nettest.Echo())
+}
+
+// attempt summarises a nettest attempt without addresses.
+func attempt(a nettest.Attempt) string {
+	s := string(a.Outcome)
+	if len(a.Reply) > 0 {
+		s += fmt.Sprintf(" reply %q", a.Reply)
+	}
+	if a.ICMPType != 0 || a.ICMPCode != 0 {
+		s += fmt.Sprintf(" icmp %d/%d", a.ICMPType, a.ICMPCode)
+	}
+	return s
+}
+
+// quotedUDP returns an ICMP or ICMPv6 port unreachable from gen to fw
+// quoting a UDP datagram fw → gen (sport → dport) that fw never sent.
+func (tw *ctTwin) unrelatedPortUnreachable(sport, dport uint16) []byte {
+	inner := nettest.UDPPacket(netip.AddrPortFrom(tw.fwAddr(), sport), netip.AddrPortFrom(tw.genAddr(), dport), []byte("never sent"))
+	if tw.fam == 6 {
+		return nettest.IPPacket(tw.genAddr(), tw.fwAddr(), nettest.ICMPv6{Type: nettest.ICMPv6DestUnreachable, Code: 4, Payload: inner})
+	}
+	return nettest.IPPacket(tw.genAddr(), tw.fwAddr(), nettest.ICMPv4{Type: nettest.ICMPv4DestUnreachable, Code: 3, Payload: inner})
+}
+
+// echoReply returns an echo reply from gen to fw with identifier id.
+func (tw *ctTwin) echoReply(id, seq uint16) []byte {
+	rest := uint32(id)<<16 | uint32(seq)
+	if tw.fam == 6 {
+		return nettest.IPPacket(tw.genAddr(), tw.fwAddr(), nettest.ICMPv6{Type: nettest.ICMPv6EchoRequest + 1, Rest: rest, Payload: []byte("unasked")})
+	}
+	return nettest.IPPacket(tw.genAddr(), tw.fwAddr(), nettest.ICMPv4{Type: nettest.ICMPv4EchoReply, Rest: rest, Payload: []byte("unasked")})
+}
+
+// TestConntrackLocalTraffic covers fw's own connections and the datagram
+// protocols: fw connects out over TCP (OUTPUT creates the connection, the
+// replies come back ESTABLISHED on INPUT, which has no NEW rule for them)
+// and to a closed port; UDP request/response both ways; pings both ways; an
+// ICMP error to fw's datagram (port unreachable from gen → RELATED) and one
+// fw sends for a datagram to its closed port (RELATED on OUTPUT); and ICMP
+// messages related to nothing (a port unreachable quoting a datagram never
+// sent, an echo reply never asked for → INVALID). The counting chains test
+// --ctstate, ! --ctstate, --ctdir, --ctstatus, --ctproto and -m state on
+// every packet.
+func TestConntrackLocalTraffic(t *testing.T) {
+	ctFamilies(t, func(t *testing.T, fam int) {
+		runCtScenarios(t, fam, ctOptions{}, []ctScenario{
+			{name: "tcp out: data both ways", run: func(t *testing.T, tw *ctTwin) string {
+				nettest.StartTCPServer(t, tw.tp.GenNS, netip.AddrPortFrom(tw.genAddr(), 7300), nettest.Echo())
+				a := nettest.TCPConnect(tw.tp.FwNS, netip.AddrPortFrom(tw.genAddr(), 7300), nettest.WithPayload([]byte("outgoing data")))
+				return attempt(a)
+			}, want: []string{"cout -p tcp -m conntrack --ctstate NEW", "cin -p tcp -m conntrack --ctstate ESTABLISHED --ctdir REPLY"}},
+			{name: "tcp out: closed port (RST in reply)", run: func(t *testing.T, tw *ctTwin) string {
+				return attempt(nettest.TCPConnect(tw.tp.FwNS, netip.AddrPortFrom(tw.genAddr(), 7301)))
+			}, want: []string{"cin -p tcp -m conntrack --ctstate ESTABLISHED --ctdir REPLY"}},
+			{name: "udp out: request/response", run: func(t *testing.T, tw *ctTwin) string {
+				udpEchoIn(t, tw.tp.GenNS, netip.AddrPortFrom(tw.genAddr(), 7310))
+				return attempt(nettest.UDPSend(tw.tp.FwNS, netip.AddrPortFrom(tw.genAddr(), 7310), []byte("udp out"), nettest.ExpectReply()))
+			}, want: []string{"cout -p udp -m conntrack --ctstate NEW", "cin -p udp -m conntrack --ctstate ESTABLISHED --ctdir REPLY"}},
+			{name: "udp out: closed port (ICMP error RELATED)", run: func(t *testing.T, tw *ctTwin) string {
+				return attempt(nettest.UDPSend(tw.tp.FwNS, netip.AddrPortFrom(tw.genAddr(), 7311), []byte("nobody"), nettest.ExpectReply()))
+			}, want: []string{"icmp -m conntrack --ctstate RELATED"}},
+			{name: "udp in: request/response", run: func(t *testing.T, tw *ctTwin) string {
+				udpEchoIn(t, tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), 7100))
+				return attempt(nettest.UDPSend(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7100), []byte("udp in"), nettest.ExpectReply()))
+			}, want: []string{"cin -p udp -m conntrack --ctstate NEW", "cout -p udp -m conntrack --ctstate ESTABLISHED --ctdir REPLY"}},
+			{name: "udp in: second datagram of the flow", run: func(t *testing.T, tw *ctTwin) string {
+				src := netip.AddrPortFrom(tw.genAddr(), 40100)
+				a := nettest.UDPSend(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7100), []byte("one"), nettest.ExpectReply(), nettest.WithSource(src))
+				b := nettest.UDPSend(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7100), []byte("two"), nettest.ExpectReply(), nettest.WithSource(src))
+				return attempt(a) + "; " + attempt(b)
+			}, want: []string{"cin -p udp -m conntrack --ctstate ESTABLISHED"}},
+			{name: "udp in: closed port (fw's ICMP error RELATED)", run: func(t *testing.T, tw *ctTwin) string {
+				return attempt(nettest.UDPSend(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7101), []byte("nobody"), nettest.ExpectReply()))
+			}, want: []string{"cout -p && icmp -m conntrack --ctstate RELATED"}},
+			{name: "udp in: not accepted port", run: func(t *testing.T, tw *ctTwin) string {
+				return attempt(nettest.UDPSend(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7102), []byte("dropped"), nettest.ExpectReply(), nettest.WithTimeout(300*time.Millisecond)))
+			}},
+			{name: "ping out", run: func(t *testing.T, tw *ctTwin) string {
+				return attempt(nettest.Ping(tw.tp.FwNS, tw.genAddr()))
+			}, want: []string{"icmp -m conntrack --ctstate ESTABLISHED --ctdir REPLY"}},
+			{name: "ping in", run: func(t *testing.T, tw *ctTwin) string {
+				return attempt(nettest.Ping(tw.tp.GenNS, tw.fwAddr()))
+			}, want: []string{"icmp -m conntrack --ctstate NEW"}},
+			{name: "unrelated port unreachable (INVALID)", run: func(t *testing.T, tw *ctTwin) string {
+				tw.inject(t, tw.unrelatedPortUnreachable(45000, 7999))
+				return "injected"
+			}, want: []string{"icmp -m conntrack --ctstate INVALID"}},
+			{name: "unasked echo reply (INVALID)", run: func(t *testing.T, tw *ctTwin) string {
+				tw.inject(t, tw.echoReply(0x7777, 1))
+				return "injected"
+			}, want: []string{"icmp -m conntrack --ctstate INVALID"}},
+			{name: "fw's own states", run: func(t *testing.T, tw *ctTwin) string {
+				args := []string{"-L", "-p", "tcp", "--dport", "7300"}
+				if tw.fam == 6 {
+					args = append(args, "-f", "ipv6")
+				}
+				var states []string
+				for _, l := range strings.Split(tw.conntrack(t, args...), "\n") {
+					if f := strings.Fields(l); len(f) > 3 {
+						states = append(states, f[3])
+					}
+				}
+				return fmt.Sprint(states)
 			}},
 		})
 	})
