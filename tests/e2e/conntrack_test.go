@@ -339,7 +339,9 @@ func acceptOne(ln *net.TCPListener, fn func(c *net.TCPConn) string) <-chan strin
 			return
 		}
 		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		// Long enough for a connection kept open across the scenarios of
+		// a test; the client's close (at the latest in its cleanup) ends it.
+		_ = c.SetDeadline(time.Now().Add(time.Minute))
 		out <- fn(c)
 	}()
 	return out
@@ -588,6 +590,158 @@ func TestConntrackLocalTraffic(t *testing.T) {
 					}
 				}
 				return fmt.Sprint(states)
+			}},
+		})
+	})
+}
+
+// tcpFlow is an established connection gen → fw:7000 whose sequence
+// numbers a capture on gen's interface learnt, so segments can be crafted in
+// and out of its window.
+type tcpFlow struct {
+	conn   *net.TCPConn
+	client netip.AddrPort
+	// cli and srv are the client's and the server's next sequence numbers
+	// once the connection is idle.
+	cli, srv uint32
+}
+
+// nextSeqs returns the next sequence numbers of the client (port) and of
+// its peer in the frames a capture on the client's interface saw.
+func nextSeqs(frames []nettest.Captured, port uint16) (cli, srv uint32) {
+	for _, c := range frames {
+		if c.Packet == nil || c.Protocol != nettest.ProtoTCP {
+			continue
+		}
+		end := c.Seq + uint32(len(c.Payload))
+		if c.TCPFlags&(nettest.TCPSyn|nettest.TCPFin) != 0 {
+			end++
+		}
+		if c.Outgoing && c.SrcPort == port {
+			cli = end
+		} else if !c.Outgoing && c.DstPort == port {
+			srv = end
+		}
+	}
+	return cli, srv
+}
+
+// segment returns a TCP segment on the flow's 4-tuple, client → server.
+func (tw *ctTwin) segment(f *tcpFlow, flags uint16, seq, ack uint32, payload string) []byte {
+	return nettest.IPPacket(tw.genAddr(), tw.fwAddr(), nettest.TCP{
+		SrcPort: f.client.Port(), DstPort: 7000, Seq: seq, Ack: ack,
+		Flags: flags, Window: 512, Payload: []byte(payload),
+	})
+}
+
+// strayTCP returns a segment gen:sport → fw:7000 of no connection.
+func (tw *ctTwin) strayTCP(sport uint16, flags uint16) []byte {
+	return nettest.IPPacket(tw.genAddr(), tw.fwAddr(), nettest.TCP{
+		SrcPort: sport, DstPort: 7000, Seq: 123456, Ack: 654321, Flags: flags, Window: 512,
+	})
+}
+
+// TestConntrackInvalidSegments injects crafted TCP segments into an
+// established connection (a retransmission of acknowledged data, then
+// segments far outside the window: an ACK above it, an ACK of data never
+// sent, old data below it, an RST above it), checks the connection still
+// carries data, and then segments of no connection (bare FIN, SYN+FIN, a
+// loose ACK pickup, SYN+ACK, RST, no flags, XMAS, SYN+RST, a retransmitted
+// SYN nobody answers), comparing every rule's counters — the INVALID ones
+// above all — with the kernel's.
+func TestConntrackInvalidSegments(t *testing.T) {
+	ctFamilies(t, func(t *testing.T, fam int) {
+		flow := func(tw *ctTwin) *tcpFlow { return tw.vars["flow"].(*tcpFlow) }
+		inject := func(build func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte) func(t *testing.T, tw *ctTwin) string {
+			return func(t *testing.T, tw *ctTwin) string {
+				f := flow(tw)
+				tw.inject(t, build(tw, f, f.cli, f.srv))
+				return "injected"
+			}
+		}
+		stray := func(sport, flags uint16) func(t *testing.T, tw *ctTwin) string {
+			return func(t *testing.T, tw *ctTwin) string {
+				tw.inject(t, tw.strayTCP(sport, flags))
+				return "injected"
+			}
+		}
+		const far = 1 << 30
+		const (
+			fin, syn, rst, psh, ack, urg = nettest.TCPFin, nettest.TCPSyn, nettest.TCPRst, nettest.TCPPsh, nettest.TCPAck, nettest.TCPUrg
+		)
+		invalid := []string{"cin -p tcp -m conntrack --ctstate INVALID"}
+		runCtScenarios(t, fam, ctOptions{}, []ctScenario{
+			{name: "established connection", run: func(t *testing.T, tw *ctTwin) string {
+				ln := listenTCP(t, tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), 7000))
+				acceptOne(ln, echoOnce)
+				f := &tcpFlow{}
+				capture := nettest.StartCapture(t, tw.tp.GenNS, nettest.GenIfname, func(c nettest.Captured) bool {
+					return c.Packet != nil && c.Protocol == nettest.ProtoTCP && (c.SrcPort == 7000 || c.DstPort == 7000)
+				})
+				c, err := dialTCP(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7000), 2*time.Second)
+				if err != nil {
+					t.Fatalf("%s: dial: %v", tw.fw.kind, err)
+				}
+				t.Cleanup(func() { c.Close() })
+				_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+				f.conn, f.client = c, c.LocalAddr().(*net.TCPAddr).AddrPort()
+				tw.vars["flow"] = f
+				_, _ = c.Write([]byte("hello"))
+				got := readN(c, 5)
+				// The client's ACK of the echo may lag: it does not move
+				// the numbers. Injected segments are not looked at.
+				time.Sleep(ctSettle)
+				f.cli, f.srv = nextSeqs(capture.Stop(), f.client.Port())
+				return got
+			}},
+			{name: "retransmission of acknowledged data", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
+				return tw.segment(f, ack|psh, cli-5, srv, "hello")
+			}), want: []string{"cin -p tcp -m conntrack --ctstate ESTABLISHED"}},
+			{name: "ACK far above the window", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
+				return tw.segment(f, ack, cli+far, srv, "")
+			}), want: invalid},
+			{name: "ACK of data never sent", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
+				return tw.segment(f, ack, cli, srv+far, "")
+			}), want: invalid},
+			{name: "data far below the window", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
+				return tw.segment(f, ack|psh, cli-far, srv, "stale")
+			})},
+			{name: "RST far above the window", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
+				return tw.segment(f, rst|ack, cli+far, srv, "")
+			}), want: invalid},
+			{name: "connection still carries data", run: func(t *testing.T, tw *ctTwin) string {
+				c := flow(tw).conn
+				_, _ = c.Write([]byte("after"))
+				got := readN(c, 5)
+				// Let the client's delayed ACK of the echo pass before the
+				// next scenario.
+				time.Sleep(time.Second)
+				return got + fmt.Sprint(tw.tcpStates(t, 7000))
+			}},
+			{name: "bare FIN, no connection", run: stray(50001, fin), want: invalid},
+			{name: "SYN+FIN", run: stray(50002, syn|fin), want: invalid},
+			{name: "ACK, no connection (loose pickup)", run: stray(50003, ack), want: []string{"cin -p tcp -m conntrack --ctstate NEW"}},
+			{name: "SYN+ACK, no connection", run: stray(50004, syn|ack)},
+			{name: "RST, no connection", run: stray(50005, rst)},
+			{name: "no flags", run: stray(50006, 0)},
+			{name: "XMAS", run: stray(50007, fin|psh|urg)},
+			{name: "SYN+RST", run: stray(50008, syn|rst)},
+			{name: "SYN retransmitted, never answered", run: func(t *testing.T, tw *ctTwin) string {
+				// From an address fw has no route back to: no SYN+ACK.
+				src := netip.MustParseAddr("192.0.2.77")
+				if tw.fam == 6 {
+					src = netip.MustParseAddr("2001:db8::77")
+				}
+				seg := nettest.IPPacket(src, tw.fwAddr(), nettest.TCP{SrcPort: 50009, DstPort: 7000, Seq: 99, Flags: syn, Window: 512})
+				tw.inject(t, seg, seg)
+				return "injected"
+			}, want: []string{"cin -p tcp -m conntrack --ctstate NEW"}},
+			{name: "close", run: func(t *testing.T, tw *ctTwin) string {
+				c := flow(tw).conn
+				_ = c.CloseWrite()
+				got := readAll(c)
+				time.Sleep(ctSettle)
+				return got + fmt.Sprint(tw.tcpStates(t, 7000))
 			}},
 		})
 	})
