@@ -746,3 +746,98 @@ func TestConntrackInvalidSegments(t *testing.T) {
 		})
 	})
 }
+
+// udpFrom returns a UDP datagram gen:sport → fw:dport.
+func (tw *ctTwin) udpFrom(sport, dport uint16) []byte {
+	return nettest.UDPPacket(netip.AddrPortFrom(tw.genAddr(), sport), netip.AddrPortFrom(tw.fwAddr(), dport), []byte("late reply"))
+}
+
+// pingOut pings gen from fw and returns the outcome and the echo's
+// identifier and sequence number, which a capture on gen learns.
+func (tw *ctTwin) pingOut(t *testing.T) string {
+	t.Helper()
+	capture := nettest.StartCapture(t, tw.tp.GenNS, nettest.GenIfname, func(c nettest.Captured) bool {
+		return c.Packet != nil && !c.Outgoing && (c.Protocol == nettest.ProtoICMP && c.ICMPType == nettest.ICMPv4EchoRequest ||
+			c.Protocol == nettest.ProtoICMPv6 && c.ICMPType == nettest.ICMPv6EchoRequest)
+	})
+	a := nettest.Ping(tw.tp.FwNS, tw.genAddr())
+	req, ok := capture.WaitFor(func(nettest.Captured) bool { return true }, arrivalWait)
+	capture.Stop()
+	if !ok {
+		t.Fatalf("%s: gen saw no echo request", tw.fw.kind)
+	}
+	tw.vars["echo"] = req.ICMPRest
+	return attempt(a)
+}
+
+// lateEchoReply injects a copy of the echo reply to fw's last pingOut.
+func (tw *ctTwin) lateEchoReply(t *testing.T) string {
+	rest := tw.vars["echo"].(uint32)
+	tw.inject(t, tw.echoReply(uint16(rest>>16), uint16(rest)))
+	return "injected"
+}
+
+// ctExpiryTimeout is the UDP and ICMP timeout the expiry tests set, in
+// seconds; ctExpiryWait outlasts it.
+const (
+	ctExpiryTimeout = "2"
+	ctExpiryWait    = 3 * time.Second
+)
+
+// TestConntrackExpiry sets the namespace's UDP and ICMP timeouts to 2 s
+// (nf_conntrack_udp_timeout, nf_conntrack_icmp_timeout and
+// nf_conntrack_icmpv6_timeout) before loading the ruleset, then checks that
+// a reply-direction datagram or echo reply is ESTABLISHED before the
+// timeout and, 3 s later, no longer (NEW for UDP, INVALID for an echo
+// reply), as in the kernel.
+func TestConntrackExpiry(t *testing.T) {
+	sysctls := map[string]string{
+		"net/netfilter/nf_conntrack_udp_timeout":    ctExpiryTimeout,
+		"net/netfilter/nf_conntrack_icmp_timeout":   ctExpiryTimeout,
+		"net/netfilter/nf_conntrack_icmpv6_timeout": ctExpiryTimeout,
+	}
+	ctFamilies(t, func(t *testing.T, fam int) {
+		runCtScenarios(t, fam, ctOptions{sysctls: sysctls}, ctExpiryScenarios())
+	})
+}
+
+// ctExpiryScenarios are TestConntrackExpiry's steps.
+func ctExpiryScenarios() []ctScenario {
+	return []ctScenario{
+		{name: "udp out: request/response", run: func(t *testing.T, tw *ctTwin) string {
+			udpEchoIn(t, tw.tp.GenNS, netip.AddrPortFrom(tw.genAddr(), 7320))
+			return attempt(nettest.UDPSend(tw.tp.FwNS, netip.AddrPortFrom(tw.genAddr(), 7320), []byte("ask"),
+				nettest.ExpectReply(), nettest.WithSource(netip.AddrPortFrom(tw.fwAddr(), 40200))))
+		}},
+		{name: "ping out", run: func(t *testing.T, tw *ctTwin) string { return tw.pingOut(t) }},
+		{name: "late udp reply before the timeout", run: func(t *testing.T, tw *ctTwin) string {
+			tw.inject(t, tw.udpFrom(7320, 40200))
+			return "injected"
+		}, want: []string{"cin -p udp -m conntrack --ctstate ESTABLISHED"}},
+		{name: "late echo reply before the timeout", run: func(t *testing.T, tw *ctTwin) string {
+			return tw.lateEchoReply(t)
+		}, want: []string{"icmp -m conntrack --ctstate ESTABLISHED"}},
+		{name: "timeouts pass", run: func(t *testing.T, tw *ctTwin) string {
+			time.Sleep(ctExpiryWait)
+			return "waited"
+		}},
+		{name: "late udp reply after the timeout", run: func(t *testing.T, tw *ctTwin) string {
+			tw.inject(t, tw.udpFrom(7320, 40200))
+			return "injected"
+		}, want: []string{"cin -p udp -m conntrack --ctstate NEW"}},
+		{name: "late echo reply after the timeout", run: func(t *testing.T, tw *ctTwin) string {
+			return tw.lateEchoReply(t)
+		}, want: []string{"icmp -m conntrack --ctstate INVALID"}},
+	}
+}
+
+// TestConntrackICMPv6Timeout sets only nf_conntrack_icmpv6_timeout (to 2
+// s; nf_conntrack_icmp_timeout keeps its 30 s): the kernel then forgets an
+// ICMPv6 echo after 2 s, and so must xfw.
+func TestConntrackICMPv6Timeout(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "ip6tables-legacy")
+	sc := ctExpiryScenarios()
+	runCtScenarios(t, 6, ctOptions{sysctls: map[string]string{"net/netfilter/nf_conntrack_icmpv6_timeout": ctExpiryTimeout}},
+		[]ctScenario{sc[1], sc[3], sc[4], sc[6]})
+}
