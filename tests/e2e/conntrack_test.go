@@ -13,7 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	_ "math/rand/v2"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -21,7 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	_ "sync"
+
 	"testing"
 	"time"
 
@@ -840,4 +840,113 @@ func TestConntrackICMPv6Timeout(t *testing.T) {
 	sc := ctExpiryScenarios()
 	runCtScenarios(t, 6, ctOptions{sysctls: map[string]string{"net/netfilter/nf_conntrack_icmpv6_timeout": ctExpiryTimeout}},
 		[]ctScenario{sc[1], sc[3], sc[4], sc[6]})
+}
+
+// Table-full test parameters: the LRU table of unassured connections holds
+// ctNewTableSize entries (bpf/ct.h XFW_CT_NEW_MAX); the flood sends twice
+// as many SYNs, each of a different connection, in batches, so the oldest
+// entries are surely evicted even if the veth drops some.
+const (
+	ctNewTableSize = 65536
+	ctFloodSYNs    = 140000
+	ctFloodBatch   = 1000
+)
+
+// ctCount returns `xfw conntrack -C` in tp's fw namespace.
+func ctCount(t *testing.T, bin string, tp *nettest.Topology) int {
+	t.Helper()
+	res, err := nettest.Exec(tp.FwNS, bin, "conntrack", "-C")
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("xfw conntrack -C: %v %s", err, res.Stderr)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(res.Stdout))
+	if err != nil {
+		t.Fatalf("xfw conntrack -C printed %q", res.Stdout)
+	}
+	return n
+}
+
+// TestConntrackTableFull floods fw (xfw only: the kernel's table works
+// differently) with more spoofed SYNs than the table of unassured
+// connections holds, each accepted by a NEW rule and so creating an entry,
+// while an established connection is open. The established connection is
+// in the table of assured connections: it must still carry data, a new
+// connection must still open, and the count must stay within the tables'
+// capacity (the oldest unassured entries are evicted).
+func TestConntrackTableFull(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t, nettest.WithStaticNeighbors())
+	fw := firewall{kind: "xfw", bin: bin}
+	fw.restore(t, tp, 4, `*filter
+:INPUT DROP [0:0]
+:FORWARD DROP [0:0]
+:OUTPUT ACCEPT [0:0]
+-A INPUT -i lo -j ACCEPT
+-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT
+-A INPUT -p tcp -m tcp --dport 7000:7001 -m conntrack --ctstate NEW -j ACCEPT
+COMMIT
+`)
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fwAddr := tp.FwIn.IPv4
+
+	ln := listenTCP(t, tp.FwNS, netip.AddrPortFrom(fwAddr, 7000))
+	srv := acceptOne(ln, echoOnce)
+	c, err := dialTCP(tp.GenNS, netip.AddrPortFrom(fwAddr, 7000), 2*time.Second)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Write([]byte("before")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if got := readN(c, 6); got != `"before"` {
+		t.Fatalf("before the flood the connection echoed %s", got)
+	}
+	before := ctCount(t, bin, tp)
+
+	// Spoofed sources in 198.18.0.0/15 (benchmarking addresses fw has no
+	// route to: its SYN+ACKs go nowhere), all different.
+	start := time.Now()
+	rng := rand.New(rand.NewPCG(1, 2))
+	frames := make([][]byte, 0, ctFloodBatch)
+	for i := 0; i < ctFloodSYNs; i++ {
+		src := netip.AddrFrom4([4]byte{198, 18 + byte(i>>16&1), byte(i >> 8), byte(i)})
+		seg := nettest.IPPacket(src, fwAddr, nettest.TCP{
+			SrcPort: uint16(1024 + rng.IntN(60000)), DstPort: 7000, Seq: rng.Uint32(), Flags: nettest.TCPSyn, Window: 512,
+		})
+		frames = append(frames, tp.GenToFw().Frame(seg))
+		if len(frames) == ctFloodBatch || i == ctFloodSYNs-1 {
+			if err := tp.InjectFromGen(frames...); err != nil {
+				t.Fatalf("flood: %v", err)
+			}
+			frames = frames[:0]
+		}
+	}
+	after := ctCount(t, bin, tp)
+	t.Logf("%d SYNs injected in %v; entries before %d, after %d", ctFloodSYNs, time.Since(start).Round(time.Millisecond), before, after)
+
+	// The flood must have filled the table, or this test proves nothing.
+	if after < ctNewTableSize*9/10 {
+		t.Errorf("after %d SYNs only %d entries: the flood did not fill the table", ctFloodSYNs, after)
+	}
+	if after > ctNewTableSize+before {
+		t.Errorf("%d entries: more than the LRU table's %d plus the %d before the flood", after, ctNewTableSize, before)
+	}
+	if _, err := c.Write([]byte("after")); err != nil {
+		t.Fatalf("write after the flood: %v", err)
+	}
+	if got := readN(c, 5); got != `"after"` {
+		t.Errorf("after the flood the established connection echoed %s, want \"after\"", got)
+	}
+	nettest.StartTCPServer(t, tp.FwNS, netip.AddrPortFrom(fwAddr, 7001), nettest.Echo())
+	if a := nettest.TCPConnect(tp.GenNS, netip.AddrPortFrom(fwAddr, 7001), nettest.WithPayload([]byte("new"))); a.Outcome != nettest.OK {
+		t.Errorf("a new connection after the flood: %v", a)
+	}
+	if states := (&ctTwin{fw: fw, tp: tp, fam: 4}).tcpStates(t, 7000); !slices.Contains(states, "ESTABLISHED") {
+		t.Errorf("xfw conntrack -L lists no ESTABLISHED connection to port 7000 after the flood (%d entries)", len(states))
+	}
+	c.Close()
+	<-srv
 }
