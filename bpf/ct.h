@@ -61,7 +61,8 @@
 #define XFW_CTT_ICMP (XFW_TCP_TIMEOUT_MAX + 2)
 #define XFW_CTT_GENERIC (XFW_TCP_TIMEOUT_MAX + 3)
 #define XFW_CTT_UDP_STREAM (XFW_TCP_TIMEOUT_MAX + 4) /* 2 s: "still active" */
-#define XFW_CTT_N (XFW_TCP_TIMEOUT_MAX + 5)
+#define XFW_CTT_ICMPV6 (XFW_TCP_TIMEOUT_MAX + 5) /* nf_conntrack_icmpv6_timeout */
+#define XFW_CTT_N (XFW_TCP_TIMEOUT_MAX + 6)
 
 /* Tracking settings, filled by the control plane (internal/dataplane). */
 struct xfw_ct_cfg {
@@ -1070,8 +1071,10 @@ __attribute__((noinline)) int xfw_ct_advance(struct xfw_ct_val *v, struct xfw_ct
 		if (new)
 			v->stream_ts = now + cfg->timeout[XFW_CTT_UDP_STREAM];
 		xfw_ct_udp(v, cfg, now);
-	} else if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) {
+	} else if (proto == IPPROTO_ICMP) {
 		v->expires = now + cfg->timeout[XFW_CTT_ICMP];
+	} else if (proto == IPPROTO_ICMPV6) {
+		v->expires = now + cfg->timeout[XFW_CTT_ICMPV6];
 	} else {
 		v->expires = now + cfg->timeout[XFW_CTT_GENERIC];
 	}
