@@ -606,6 +606,24 @@ func (tw *ctTwin) unrelatedPortUnreachable(sport, dport uint16) []byte {
 	return nettest.IPPacket(tw.genAddr(), tw.fwAddr(), nettest.ICMPv4{Type: nettest.ICMPv4DestUnreachable, Code: 3, Payload: inner})
 }
 
+// icmpErrorFromGen returns an ICMP (IPv4: type 3 code 1, host
+// unreachable; IPv6: type 1 code 3, address unreachable) or, with
+// timeExceeded, a time exceeded error from gen to fw quoting inner.
+func (tw *ctTwin) icmpErrorFromGen(inner []byte, timeExceeded bool) []byte {
+	if tw.fam == 6 {
+		typ, code := nettest.ICMPv6DestUnreachable, uint8(3)
+		if timeExceeded {
+			typ, code = nettest.ICMPv6TimeExceeded, 0
+		}
+		return nettest.IPPacket(tw.genAddr(), tw.fwAddr(), nettest.ICMPv6{Type: typ, Code: code, Payload: inner})
+	}
+	typ, code := nettest.ICMPv4DestUnreachable, uint8(1)
+	if timeExceeded {
+		typ, code = nettest.ICMPv4TimeExceeded, 0
+	}
+	return nettest.IPPacket(tw.genAddr(), tw.fwAddr(), nettest.ICMPv4{Type: typ, Code: code, Payload: inner})
+}
+
 // echoReply returns an echo reply from gen to fw with identifier id.
 func (tw *ctTwin) echoReply(id, seq uint16) []byte {
 	rest := uint32(id)<<16 | uint32(seq)
@@ -660,8 +678,19 @@ func TestConntrackLocalTraffic(t *testing.T) {
 				return attempt(nettest.UDPSend(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7102), []byte("dropped"), nettest.ExpectReply(), nettest.WithTimeout(300*time.Millisecond)))
 			}},
 			{name: "ping out", run: func(t *testing.T, tw *ctTwin) string {
-				return attempt(nettest.Ping(tw.tp.FwNS, tw.genAddr()))
+				return tw.pingOut(t)
 			}, want: []string{"icmp -m conntrack --ctstate ESTABLISHED --ctdir REPLY"}},
+			{name: "time exceeded quoting fw's echo request (RELATED)", run: func(t *testing.T, tw *ctTwin) string {
+				rest := tw.vars["echo"].(uint32)
+				req := nettest.EchoRequest(tw.fwAddr(), tw.genAddr(), uint16(rest>>16), uint16(rest), []byte("xfw-nettest-ping"))
+				tw.inject(t, tw.icmpErrorFromGen(req, true))
+				return "injected"
+			}, want: []string{"icmp -m conntrack --ctstate RELATED"}},
+			{name: "time exceeded quoting an echo request fw never sent (INVALID)", run: func(t *testing.T, tw *ctTwin) string {
+				req := nettest.EchoRequest(tw.fwAddr(), tw.genAddr(), 0x5555, 9, []byte("never sent"))
+				tw.inject(t, tw.icmpErrorFromGen(req, true))
+				return "injected"
+			}, want: []string{"icmp -m conntrack --ctstate INVALID"}},
 			{name: "ping in", run: func(t *testing.T, tw *ctTwin) string {
 				return attempt(nettest.Ping(tw.tp.GenNS, tw.fwAddr()))
 			}, want: []string{"icmp -m conntrack --ctstate NEW"}},
@@ -813,6 +842,18 @@ func TestConntrackInvalidSegments(t *testing.T) {
 				time.Sleep(time.Second)
 				return got + fmt.Sprint(tw.tcpStates(t, 7000))
 			}},
+			{name: "ICMP error quoting fw's segment of the connection (RELATED)", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
+				inner := nettest.IPPacket(tw.fwAddr(), tw.genAddr(), nettest.TCP{SrcPort: 7000, DstPort: f.client.Port(), Seq: srv, Ack: cli, Flags: ack, Window: 512})
+				return tw.icmpErrorFromGen(inner, false)
+			}), want: []string{"icmp -m conntrack --ctstate RELATED"}},
+			{name: "ICMP error quoting the client's own segment (wrong direction)", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
+				inner := nettest.IPPacket(tw.genAddr(), tw.fwAddr(), nettest.TCP{SrcPort: f.client.Port(), DstPort: 7000, Seq: cli, Ack: srv, Flags: ack, Window: 512})
+				return tw.icmpErrorFromGen(inner, false)
+			})},
+			{name: "ICMP error quoting a segment of no connection (INVALID)", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
+				inner := nettest.IPPacket(tw.fwAddr(), tw.genAddr(), nettest.TCP{SrcPort: 7000, DstPort: f.client.Port() ^ 0x5a5a, Seq: srv, Flags: ack, Window: 512})
+				return tw.icmpErrorFromGen(inner, false)
+			}), want: []string{"icmp -m conntrack --ctstate INVALID"}},
 			{name: "bare FIN, no connection", run: stray(50001, fin), want: invalid},
 			{name: "SYN+FIN", run: stray(50002, syn|fin), want: invalid},
 			{name: "ACK, no connection (loose pickup)", run: stray(50003, ack), want: []string{"cin -p tcp -m conntrack --ctstate NEW"}},
@@ -831,6 +872,12 @@ func TestConntrackInvalidSegments(t *testing.T) {
 				tw.inject(t, seg, seg)
 				return "injected"
 			}, want: []string{"cin -p tcp -m conntrack --ctstate NEW"}},
+			{name: "RST in the window (resets the server's socket)", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
+				return tw.segment(f, rst|ack, cli+5, srv+5, "")
+			}), want: []string{"cin -p tcp -m conntrack --ctstate ESTABLISHED"}},
+			{name: "states after the RST", run: func(t *testing.T, tw *ctTwin) string {
+				return fmt.Sprint(tw.tcpStates(t, 7000))
+			}},
 			{name: "close", run: func(t *testing.T, tw *ctTwin) string {
 				c := flow(tw).conn
 				_ = c.CloseWrite()
