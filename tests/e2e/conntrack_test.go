@@ -54,31 +54,38 @@ var ctCountMatches = []string{
 	"-m state --state NEW,INVALID",
 }
 
-// ctRuleset returns the stateful ruleset of the conntrack tests for fam:
-// INPUT policy DROP, ESTABLISHED and RELATED accepted, INVALID dropped, NEW
-// accepted only to TCP 7000-7001, UDP 7100-7101 and echo requests; OUTPUT
-// accepts all but INVALID. The counting chains cin and cout come first.
-// Loopback and (IPv6) multicast, whose chatter depends on timing, are
-// accepted before them and not compared.
+// ctRuleset returns the stateful ruleset of the conntrack tests for fam.
+// INPUT (policy DROP): ESTABLISHED and RELATED accepted, INVALID dropped,
+// NEW accepted only to TCP 7000-7001, UDP 7100-7101 and echo requests, and
+// from lo. FORWARD (policy DROP): the same, NEW only from gen (in0).
+// OUTPUT accepts all but INVALID. The counting chains cin, cfwd and cout
+// come first; only IPv6 multicast (neighbour discovery, MLD), whose chatter
+// depends on timing, is accepted before them and not compared.
 func ctRuleset(fam int) string {
 	icmp, echo := "icmp", "-m icmp --icmp-type 8"
 	if fam == 6 {
 		icmp, echo = "ipv6-icmp", "-m icmp6 --icmpv6-type 128"
 	}
 	var b strings.Builder
-	b.WriteString("*filter\n:INPUT DROP [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n:cin - [0:0]\n:cout - [0:0]\n")
-	b.WriteString("-A INPUT -i lo -j ACCEPT\n-A OUTPUT -o lo -j ACCEPT\n")
+	b.WriteString("*filter\n:INPUT DROP [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n:cin - [0:0]\n:cfwd - [0:0]\n:cout - [0:0]\n")
 	if fam == 6 {
 		b.WriteString("-A INPUT -d ff00::/8 -j ACCEPT\n-A OUTPUT -d ff00::/8 -j ACCEPT\n")
 	}
-	b.WriteString("-A INPUT -j cin\n-A OUTPUT -j cout\n")
-	b.WriteString("-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n")
-	b.WriteString("-A INPUT -m conntrack --ctstate INVALID -j DROP\n")
-	b.WriteString("-A INPUT -p tcp -m tcp --dport 7000:7001 -m conntrack --ctstate NEW -j ACCEPT\n")
-	b.WriteString("-A INPUT -p udp -m udp --dport 7100:7101 -m state --state NEW -j ACCEPT\n")
-	fmt.Fprintf(&b, "-A INPUT -p %s %s -m conntrack --ctstate NEW -j ACCEPT\n", icmp, echo)
+	b.WriteString("-A INPUT -j cin\n-A FORWARD -j cfwd\n-A OUTPUT -j cout\n")
+	for _, chain := range []string{"INPUT", "FORWARD"} {
+		in := "-i in0 "
+		if chain == "INPUT" {
+			b.WriteString("-A INPUT -i lo -j ACCEPT\n")
+			in = ""
+		}
+		fmt.Fprintf(&b, "-A %s -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n", chain)
+		fmt.Fprintf(&b, "-A %s -m conntrack --ctstate INVALID -j DROP\n", chain)
+		fmt.Fprintf(&b, "-A %s %s-p tcp -m tcp --dport 7000:7001 -m conntrack --ctstate NEW -j ACCEPT\n", chain, in)
+		fmt.Fprintf(&b, "-A %s %s-p udp -m udp --dport 7100:7101 -m state --state NEW -j ACCEPT\n", chain, in)
+		fmt.Fprintf(&b, "-A %s %s-p %s %s -m conntrack --ctstate NEW -j ACCEPT\n", chain, in, icmp, echo)
+	}
 	b.WriteString("-A OUTPUT -m conntrack --ctstate INVALID -j DROP\n")
-	for _, chain := range []string{"cin", "cout"} {
+	for _, chain := range []string{"cin", "cfwd", "cout"} {
 		for _, proto := range []string{"tcp", "udp", icmp} {
 			for _, m := range ctCountMatches {
 				fmt.Fprintf(&b, "-A %s -p %s %s\n", chain, proto, m)
@@ -298,7 +305,7 @@ func counterDiff(k, x map[string]uint64) string {
 	}
 	var diff, all []string
 	for key := range keys {
-		if strings.Contains(key, "-i lo") || strings.Contains(key, "-o lo") || strings.Contains(key, "ff00::/8") {
+		if strings.Contains(key, "ff00::/8") {
 			continue
 		}
 		line := fmt.Sprintf("  %-70s kernel %d xfw %d", key, k[key], x[key])
@@ -640,7 +647,8 @@ func (tw *ctTwin) echoReply(id, seq uint16) []byte {
 // ICMP error to fw's datagram (port unreachable from gen → RELATED) and one
 // fw sends for a datagram to its closed port (RELATED on OUTPUT); and ICMP
 // messages related to nothing (a port unreachable quoting a datagram never
-// sent, an echo reply never asked for → INVALID). The counting chains test
+// sent, an echo reply never asked for → INVALID); and fw's traffic to
+// itself over lo (tracked once, at OUTPUT: INPUT sees the same state). The counting chains test
 // --ctstate, ! --ctstate, --ctdir, --ctstatus, --ctproto and -m state on
 // every packet.
 func TestConntrackLocalTraffic(t *testing.T) {
@@ -694,6 +702,22 @@ func TestConntrackLocalTraffic(t *testing.T) {
 			{name: "ping in", run: func(t *testing.T, tw *ctTwin) string {
 				return attempt(nettest.Ping(tw.tp.GenNS, tw.fwAddr()))
 			}, want: []string{"icmp -m conntrack --ctstate NEW"}},
+			{name: "tcp over loopback", run: func(t *testing.T, tw *ctTwin) string {
+				nettest.StartTCPServer(t, tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), 7001), nettest.Echo())
+				return attempt(nettest.TCPConnect(tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), 7001), nettest.WithPayload([]byte("to myself"))))
+			}, want: []string{"cin -p tcp -m conntrack --ctstate NEW", "cout -p tcp -m conntrack --ctstate NEW"}},
+			{name: "tcp over loopback to a closed port", run: func(t *testing.T, tw *ctTwin) string {
+				return attempt(nettest.TCPConnect(tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), 7000)))
+			}},
+			{name: "udp over loopback", run: func(t *testing.T, tw *ctTwin) string {
+				return attempt(nettest.UDPSend(tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), 7100), []byte("to myself"), nettest.ExpectReply()))
+			}},
+			{name: "udp over loopback to a closed port", run: func(t *testing.T, tw *ctTwin) string {
+				return attempt(nettest.UDPSend(tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), 7101), []byte("nobody"), nettest.ExpectReply()))
+			}},
+			{name: "ping own address", run: func(t *testing.T, tw *ctTwin) string {
+				return attempt(nettest.Ping(tw.tp.FwNS, tw.fwAddr()))
+			}},
 			{name: "unrelated port unreachable (INVALID)", run: func(t *testing.T, tw *ctTwin) string {
 				tw.inject(t, tw.unrelatedPortUnreachable(45000, 7999))
 				return "injected"
