@@ -1097,6 +1097,9 @@ static __always_inline void xfw_ct_promote(struct xfw_ct_scratch *cs, struct xfw
 /* Modes of xfw_ct_track. */
 #define XFW_CTM_TRACK 0    /* track (INPUT, FORWARD, OUTPUT) */
 #define XFW_CTM_LO_INPUT 1 /* loopback INPUT: read what OUTPUT decided */
+#define XFW_CTM_LO_OUTPUT 2 /* OUTPUT to lo: track; an entry the packet
+			      * kills stays (XFW_CTST_DYING) until the
+			      * packet's loopback INPUT has read it */
 
 /* xfw_ct_track returns the packet's XFW_F_CT value and leaves in cs what
  * waits for the verdict. The hook has copied the TCP header, UDP header,
@@ -1174,11 +1177,18 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 			return XFW_CTS_INVALID;
 		dir = reqtype >= 0 ? reply : (srcb != !!(e->v.status & XFW_CTST_ORIG_B));
 		st = e->v.lo_state[dir & 1];
+		if (e->v.status & XFW_CTST_DYING)
+			xfw_ct_delete(&cs->key, table);
 		if ((st & 7) == XFW_CTS_INVALID || (st & 7) == XFW_CTS_UNTRACKED)
 			return st & 7;
 		return st | (XFW_CTST_CONFIRMED << XFW_CTV_STATUS_SHIFT) | (proto << XFW_CTV_PROTO_SHIFT);
 	}
 
+	/* A connection killed by a packet to lo whose INPUT never came. */
+	if (e && (e->v.status & XFW_CTST_DYING)) {
+		xfw_ct_delete(&cs->key, table);
+		e = 0;
+	}
 	if (e) {
 		/* A connection we know. */
 		if (reqtype >= 0) {
@@ -1195,11 +1205,15 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		status = e->v.status;
 		value = r == XFW_TCPR_INVALID ? XFW_CTS_INVALID : xfw_ctv(st, dir, status, proto);
 		e->v.lo_state[dir & 1] = value & 0xff;
+		/* The kernel's killed connection stays attached to the packet
+		 * through loopback INPUT: keep the entry for it. */
+		if (r == XFW_TCPR_KILL && mode == XFW_CTM_LO_OUTPUT)
+			e->v.status |= XFW_CTST_DYING;
 		if (locked)
 			xfw_ct_unlock(&e->lock);
 		if (r == XFW_TCPR_OK && table == XFW_CTT_EMB && (status & XFW_CTST_ASSURED))
 			xfw_ct_promote(cs, &e->v);
-		if (r == XFW_TCPR_KILL || r == XFW_TCPR_REPEAT)
+		if ((r == XFW_TCPR_KILL && mode != XFW_CTM_LO_OUTPUT) || r == XFW_TCPR_REPEAT)
 			xfw_ct_delete(&cs->key, table);
 		/* Reopening a closed connection (a SYN in TIME_WAIT or after
 		 * an RST): the old entry is gone, the packet opens a new one. */
