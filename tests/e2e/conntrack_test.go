@@ -201,6 +201,9 @@ func stateOnlyKey(key string) bool {
 type ctOptions struct {
 	// sysctls are set in fw (net/netfilter/...) before the ruleset loads.
 	sysctls map[string]string
+	// forward loads an accept-all xfw into gen and sink of the xfw twin
+	// (peerXDP), for traffic xfw forwards.
+	forward bool
 }
 
 // newCtTwins builds the kernel and xfw twins for fam and loads rules.
@@ -214,6 +217,9 @@ func newCtTwins(t *testing.T, fam int, rules string, opt ctOptions) []*ctTwin {
 		tw.fw.restore(t, tw.tp, fam, rules)
 		if kind == "xfw" {
 			t.Cleanup(func() { tw.fw.stop(t, tw.tp) })
+			if opt.forward {
+				peerXDP(t, bin, tw.tp)
+			}
 		}
 		twins = append(twins, tw)
 	}
@@ -1115,4 +1121,81 @@ COMMIT
 	}
 	c.Close()
 	<-srv
+}
+
+// icmpErrorBack injects pkt from gen and reports the ICMP error gen gets
+// back, if any.
+func (tw *ctTwin) icmpErrorBack(t *testing.T, pkt []byte) string {
+	t.Helper()
+	capture := nettest.StartCapture(t, tw.tp.GenNS, nettest.GenIfname, func(c nettest.Captured) bool {
+		return c.Packet != nil && !c.Outgoing && c.IsICMPError()
+	})
+	tw.inject(t, pkt)
+	c, ok := capture.WaitFor(func(nettest.Captured) bool { return true }, arrivalWait)
+	capture.Stop()
+	if !ok {
+		return "no ICMP error"
+	}
+	return fmt.Sprintf("ICMP error type %d code %d", c.ICMPType, c.ICMPCode)
+}
+
+// sinkAddr is sink's address.
+func (tw *ctTwin) sinkAddr() netip.Addr {
+	if tw.fam == 6 {
+		return tw.tp.Sink.IPv6
+	}
+	return tw.tp.Sink.IPv4
+}
+
+// TestConntrackForward sends traffic through fw (FORWARD policy DROP,
+// ESTABLISHED and RELATED accepted, NEW only from gen): TCP with data both
+// ways, a connection refused by sink (its RST forwarded as a reply), a
+// connection sink may not open, UDP request/response, a datagram to a
+// closed port (sink's ICMP error forwarded as RELATED), pings both ways,
+// and datagrams fw cannot forward: their TTL ends at fw, or fw has no route
+// (fw's ICMP errors are RELATED in the kernel: icmp_send attaches the
+// datagram's unconfirmed connection to them).
+func TestConntrackForward(t *testing.T) {
+	ctFamilies(t, func(t *testing.T, fam int) {
+		runCtScenarios(t, fam, ctOptions{forward: true}, []ctScenario{
+			{name: "tcp gen → sink: data both ways", run: func(t *testing.T, tw *ctTwin) string {
+				nettest.StartTCPServer(t, tw.tp.SinkNS, netip.AddrPortFrom(tw.sinkAddr(), 7000), nettest.Echo())
+				return attempt(nettest.TCPConnect(tw.tp.GenNS, netip.AddrPortFrom(tw.sinkAddr(), 7000), nettest.WithPayload([]byte("through fw"))))
+			}, want: []string{"cfwd -p tcp -m conntrack --ctstate NEW", "cfwd -p tcp -m conntrack --ctstate ESTABLISHED --ctdir REPLY"}},
+			{name: "tcp gen → sink: closed port (RST forwarded)", run: func(t *testing.T, tw *ctTwin) string {
+				return attempt(nettest.TCPConnect(tw.tp.GenNS, netip.AddrPortFrom(tw.sinkAddr(), 7001)))
+			}},
+			{name: "tcp sink → gen: NEW not accepted", run: func(t *testing.T, tw *ctTwin) string {
+				nettest.StartTCPServer(t, tw.tp.GenNS, netip.AddrPortFrom(tw.genAddr(), 7000))
+				return attempt(nettest.TCPConnect(tw.tp.SinkNS, netip.AddrPortFrom(tw.genAddr(), 7000), nettest.WithTimeout(300*time.Millisecond)))
+			}},
+			{name: "udp gen → sink: request/response", run: func(t *testing.T, tw *ctTwin) string {
+				udpEchoIn(t, tw.tp.SinkNS, netip.AddrPortFrom(tw.sinkAddr(), 7100))
+				return attempt(nettest.UDPSend(tw.tp.GenNS, netip.AddrPortFrom(tw.sinkAddr(), 7100), []byte("through fw"), nettest.ExpectReply()))
+			}},
+			{name: "udp gen → sink: closed port (ICMP error RELATED)", run: func(t *testing.T, tw *ctTwin) string {
+				return attempt(nettest.UDPSend(tw.tp.GenNS, netip.AddrPortFrom(tw.sinkAddr(), 7101), []byte("nobody"), nettest.ExpectReply()))
+			}, want: []string{"cfwd -p && icmp -m conntrack --ctstate RELATED"}},
+			{name: "ping gen → sink", run: func(t *testing.T, tw *ctTwin) string {
+				return attempt(nettest.Ping(tw.tp.GenNS, tw.sinkAddr()))
+			}},
+			{name: "ping sink → gen (NEW not accepted)", run: func(t *testing.T, tw *ctTwin) string {
+				return attempt(nettest.Ping(tw.tp.SinkNS, tw.genAddr(), nettest.WithTimeout(300*time.Millisecond)))
+			}},
+			{name: "TTL ends at fw (fw's time exceeded RELATED)", run: func(t *testing.T, tw *ctTwin) string {
+				l4 := nettest.UDP{SrcPort: 40300, DstPort: 7100, Payload: []byte("short-lived")}
+				if tw.fam == 6 {
+					return tw.icmpErrorBack(t, nettest.IPv6{Src: tw.genAddr(), Dst: tw.sinkAddr(), HopLimit: 1}.Packet(l4))
+				}
+				return tw.icmpErrorBack(t, nettest.IPv4{Src: tw.genAddr(), Dst: tw.sinkAddr(), TTL: 1}.Packet(l4))
+			}, want: []string{"cout -p && icmp -m conntrack --ctstate RELATED"}},
+			{name: "no route at fw (fw's unreachable RELATED)", run: func(t *testing.T, tw *ctTwin) string {
+				dst := netip.MustParseAddrPort("198.51.100.1:7100")
+				if tw.fam == 6 {
+					dst = netip.MustParseAddrPort("[2001:db8:1::1]:7100")
+				}
+				return tw.icmpErrorBack(t, nettest.UDPPacket(netip.AddrPortFrom(tw.genAddr(), 40301), dst, []byte("nowhere")))
+			}, want: []string{"cout -p && icmp -m conntrack --ctstate RELATED"}},
+		})
+	})
 }
