@@ -805,118 +805,147 @@ func (tw *ctTwin) strayTCP(sport uint16, flags uint16) []byte {
 // above all — with the kernel's.
 func TestConntrackInvalidSegments(t *testing.T) {
 	ctFamilies(t, func(t *testing.T, fam int) {
-		flow := func(tw *ctTwin) *tcpFlow { return tw.vars["flow"].(*tcpFlow) }
-		inject := func(build func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte) func(t *testing.T, tw *ctTwin) string {
-			return func(t *testing.T, tw *ctTwin) string {
-				f := flow(tw)
-				tw.inject(t, build(tw, f, f.cli, f.srv))
-				return "injected"
-			}
-		}
-		stray := func(sport, flags uint16) func(t *testing.T, tw *ctTwin) string {
-			return func(t *testing.T, tw *ctTwin) string {
-				tw.inject(t, tw.strayTCP(sport, flags))
-				return "injected"
-			}
-		}
-		const far = 1 << 30
-		const (
-			fin, syn, rst, psh, ack, urg = nettest.TCPFin, nettest.TCPSyn, nettest.TCPRst, nettest.TCPPsh, nettest.TCPAck, nettest.TCPUrg
-		)
-		invalid := []string{"cin -p tcp -m conntrack --ctstate INVALID"}
-		runCtScenarios(t, fam, ctOptions{}, []ctScenario{
-			{name: "established connection", run: func(t *testing.T, tw *ctTwin) string {
-				ln := listenTCP(t, tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), 7000))
-				acceptOne(ln, echoOnce)
-				f := &tcpFlow{}
-				capture := nettest.StartCapture(t, tw.tp.GenNS, nettest.GenIfname, func(c nettest.Captured) bool {
-					return c.Packet != nil && c.Protocol == nettest.ProtoTCP && (c.SrcPort == 7000 || c.DstPort == 7000)
-				})
-				c, err := dialTCP(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7000), 2*time.Second)
-				if err != nil {
-					t.Fatalf("%s: dial: %v", tw.fw.kind, err)
-				}
-				t.Cleanup(func() { c.Close() })
-				_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-				f.conn, f.client = c, c.LocalAddr().(*net.TCPAddr).AddrPort()
-				tw.vars["flow"] = f
-				_, _ = c.Write([]byte("hello"))
-				got := readN(c, 5)
-				// The client's ACK of the echo may lag: it does not move
-				// the numbers. Injected segments are not looked at.
-				time.Sleep(ctSettle)
-				f.cli, f.srv = nextSeqs(capture.Stop(), f.client.Port())
-				return got
-			}},
-			{name: "retransmission of acknowledged data", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
-				return tw.segment(f, ack|psh, cli-5, srv, "hello")
-			}), want: []string{"cin -p tcp -m conntrack --ctstate ESTABLISHED"}},
-			{name: "ACK far above the window", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
-				return tw.segment(f, ack, cli+far, srv, "")
-			}), want: invalid},
-			{name: "ACK of data never sent", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
-				return tw.segment(f, ack, cli, srv+far, "")
-			}), want: invalid},
-			{name: "data far below the window", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
-				return tw.segment(f, ack|psh, cli-far, srv, "stale")
-			})},
-			{name: "RST far above the window", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
-				return tw.segment(f, rst|ack, cli+far, srv, "")
-			}), want: invalid},
-			{name: "connection still carries data", run: func(t *testing.T, tw *ctTwin) string {
-				c := flow(tw).conn
-				_, _ = c.Write([]byte("after"))
-				got := readN(c, 5)
-				// Let the client's delayed ACK of the echo pass before the
-				// next scenario.
-				time.Sleep(time.Second)
-				return got + fmt.Sprint(tw.tcpStates(t, 7000))
-			}},
-			{name: "ICMP error quoting fw's segment of the connection (RELATED)", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
-				inner := nettest.IPPacket(tw.fwAddr(), tw.genAddr(), nettest.TCP{SrcPort: 7000, DstPort: f.client.Port(), Seq: srv, Ack: cli, Flags: ack, Window: 512})
-				return tw.icmpErrorFromGen(inner, false)
-			}), want: []string{"icmp -m conntrack --ctstate RELATED"}},
-			{name: "ICMP error quoting the client's own segment (wrong direction)", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
-				inner := nettest.IPPacket(tw.genAddr(), tw.fwAddr(), nettest.TCP{SrcPort: f.client.Port(), DstPort: 7000, Seq: cli, Ack: srv, Flags: ack, Window: 512})
-				return tw.icmpErrorFromGen(inner, false)
-			})},
-			{name: "ICMP error quoting a segment of no connection (INVALID)", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
-				inner := nettest.IPPacket(tw.fwAddr(), tw.genAddr(), nettest.TCP{SrcPort: 7000, DstPort: f.client.Port() ^ 0x5a5a, Seq: srv, Flags: ack, Window: 512})
-				return tw.icmpErrorFromGen(inner, false)
-			}), want: []string{"icmp -m conntrack --ctstate INVALID"}},
-			{name: "bare FIN, no connection", run: stray(50001, fin), want: invalid},
-			{name: "SYN+FIN", run: stray(50002, syn|fin), want: invalid},
-			{name: "ACK, no connection (loose pickup)", run: stray(50003, ack), want: []string{"cin -p tcp -m conntrack --ctstate NEW"}},
-			{name: "SYN+ACK, no connection", run: stray(50004, syn|ack)},
-			{name: "RST, no connection", run: stray(50005, rst)},
-			{name: "no flags", run: stray(50006, 0)},
-			{name: "XMAS", run: stray(50007, fin|psh|urg)},
-			{name: "SYN+RST", run: stray(50008, syn|rst)},
-			{name: "SYN retransmitted, never answered", run: func(t *testing.T, tw *ctTwin) string {
-				// From an address fw has no route back to: no SYN+ACK.
-				src := netip.MustParseAddr("192.0.2.77")
-				if tw.fam == 6 {
-					src = netip.MustParseAddr("2001:db8::77")
-				}
-				seg := nettest.IPPacket(src, tw.fwAddr(), nettest.TCP{SrcPort: 50009, DstPort: 7000, Seq: 99, Flags: syn, Window: 512})
-				tw.inject(t, seg, seg)
-				return "injected"
-			}, want: []string{"cin -p tcp -m conntrack --ctstate NEW"}},
-			{name: "RST in the window (resets the server's socket)", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
-				return tw.segment(f, rst|ack, cli+5, srv+5, "")
-			}), want: []string{"cin -p tcp -m conntrack --ctstate ESTABLISHED"}},
-			{name: "states after the RST", run: func(t *testing.T, tw *ctTwin) string {
-				return fmt.Sprint(tw.tcpStates(t, 7000))
-			}},
-			{name: "close", run: func(t *testing.T, tw *ctTwin) string {
-				c := flow(tw).conn
-				_ = c.CloseWrite()
-				got := readAll(c)
-				time.Sleep(ctSettle)
-				return got + fmt.Sprint(tw.tcpStates(t, 7000))
-			}},
-		})
+		runCtScenarios(t, fam, ctOptions{}, ctSegmentScenarios(true))
 	})
+}
+
+// TestConntrackTCPSysctls runs TestConntrackInvalidSegments' segments (IPv4)
+// with each TCP tracking sysctl changed from its default in fw before the
+// ruleset loads: the kernel then judges some differently (no mid-stream
+// pickup, out-of-window segments accepted, out-of-window RSTs ignored), and
+// xfw, which reads the namespace's sysctls, must follow.
+func TestConntrackTCPSysctls(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "conntrack")
+	for _, kv := range []string{"nf_conntrack_tcp_loose=0", "nf_conntrack_tcp_be_liberal=1", "nf_conntrack_tcp_ignore_invalid_rst=1"} {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Run(kv, func(t *testing.T) {
+			runCtScenarios(t, 4, ctOptions{sysctls: map[string]string{"net/netfilter/" + k: v}}, ctSegmentScenarios(false))
+		})
+	}
+}
+
+// ctSegmentScenarios are the crafted segments of
+// TestConntrackInvalidSegments; guards asks for the kernel-side checks that
+// hold with the default sysctls.
+func ctSegmentScenarios(guards bool) []ctScenario {
+	flow := func(tw *ctTwin) *tcpFlow { return tw.vars["flow"].(*tcpFlow) }
+	inject := func(build func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte) func(t *testing.T, tw *ctTwin) string {
+		return func(t *testing.T, tw *ctTwin) string {
+			f := flow(tw)
+			tw.inject(t, build(tw, f, f.cli, f.srv))
+			return "injected"
+		}
+	}
+	stray := func(sport, flags uint16) func(t *testing.T, tw *ctTwin) string {
+		return func(t *testing.T, tw *ctTwin) string {
+			tw.inject(t, tw.strayTCP(sport, flags))
+			return "injected"
+		}
+	}
+	const far = 1 << 30
+	const (
+		fin, syn, rst, psh, ack, urg = nettest.TCPFin, nettest.TCPSyn, nettest.TCPRst, nettest.TCPPsh, nettest.TCPAck, nettest.TCPUrg
+	)
+	invalid := []string{"cin -p tcp -m conntrack --ctstate INVALID"}
+	scenarios := []ctScenario{
+		{name: "established connection", run: func(t *testing.T, tw *ctTwin) string {
+			ln := listenTCP(t, tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), 7000))
+			acceptOne(ln, echoOnce)
+			f := &tcpFlow{}
+			capture := nettest.StartCapture(t, tw.tp.GenNS, nettest.GenIfname, func(c nettest.Captured) bool {
+				return c.Packet != nil && c.Protocol == nettest.ProtoTCP && (c.SrcPort == 7000 || c.DstPort == 7000)
+			})
+			c, err := dialTCP(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7000), 2*time.Second)
+			if err != nil {
+				t.Fatalf("%s: dial: %v", tw.fw.kind, err)
+			}
+			t.Cleanup(func() { c.Close() })
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			f.conn, f.client = c, c.LocalAddr().(*net.TCPAddr).AddrPort()
+			tw.vars["flow"] = f
+			_, _ = c.Write([]byte("hello"))
+			got := readN(c, 5)
+			// The client's ACK of the echo may lag: it does not move
+			// the numbers. Injected segments are not looked at.
+			time.Sleep(ctSettle)
+			f.cli, f.srv = nextSeqs(capture.Stop(), f.client.Port())
+			return got
+		}},
+		{name: "retransmission of acknowledged data", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
+			return tw.segment(f, ack|psh, cli-5, srv, "hello")
+		}), want: []string{"cin -p tcp -m conntrack --ctstate ESTABLISHED"}},
+		{name: "ACK far above the window", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
+			return tw.segment(f, ack, cli+far, srv, "")
+		}), want: invalid},
+		{name: "ACK of data never sent", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
+			return tw.segment(f, ack, cli, srv+far, "")
+		}), want: invalid},
+		{name: "data far below the window", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
+			return tw.segment(f, ack|psh, cli-far, srv, "stale")
+		})},
+		{name: "RST far above the window", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
+			return tw.segment(f, rst|ack, cli+far, srv, "")
+		}), want: invalid},
+		{name: "connection still carries data", run: func(t *testing.T, tw *ctTwin) string {
+			c := flow(tw).conn
+			_, _ = c.Write([]byte("after"))
+			got := readN(c, 5)
+			// Let the client's delayed ACK of the echo pass before the
+			// next scenario.
+			time.Sleep(time.Second)
+			return got + fmt.Sprint(tw.tcpStates(t, 7000))
+		}},
+		{name: "ICMP error quoting fw's segment of the connection (RELATED)", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
+			inner := nettest.IPPacket(tw.fwAddr(), tw.genAddr(), nettest.TCP{SrcPort: 7000, DstPort: f.client.Port(), Seq: srv, Ack: cli, Flags: ack, Window: 512})
+			return tw.icmpErrorFromGen(inner, false)
+		}), want: []string{"icmp -m conntrack --ctstate RELATED"}},
+		{name: "ICMP error quoting the client's own segment (wrong direction)", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
+			inner := nettest.IPPacket(tw.genAddr(), tw.fwAddr(), nettest.TCP{SrcPort: f.client.Port(), DstPort: 7000, Seq: cli, Ack: srv, Flags: ack, Window: 512})
+			return tw.icmpErrorFromGen(inner, false)
+		})},
+		{name: "ICMP error quoting a segment of no connection (INVALID)", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
+			inner := nettest.IPPacket(tw.fwAddr(), tw.genAddr(), nettest.TCP{SrcPort: 7000, DstPort: f.client.Port() ^ 0x5a5a, Seq: srv, Flags: ack, Window: 512})
+			return tw.icmpErrorFromGen(inner, false)
+		}), want: []string{"icmp -m conntrack --ctstate INVALID"}},
+		{name: "bare FIN, no connection", run: stray(50001, fin), want: invalid},
+		{name: "SYN+FIN", run: stray(50002, syn|fin), want: invalid},
+		{name: "ACK, no connection (loose pickup)", run: stray(50003, ack), want: []string{"cin -p tcp -m conntrack --ctstate NEW"}},
+		{name: "SYN+ACK, no connection", run: stray(50004, syn|ack)},
+		{name: "RST, no connection", run: stray(50005, rst)},
+		{name: "no flags", run: stray(50006, 0)},
+		{name: "XMAS", run: stray(50007, fin|psh|urg)},
+		{name: "SYN+RST", run: stray(50008, syn|rst)},
+		{name: "SYN retransmitted, never answered", run: func(t *testing.T, tw *ctTwin) string {
+			// From an address fw has no route back to: no SYN+ACK.
+			src := netip.MustParseAddr("192.0.2.77")
+			if tw.fam == 6 {
+				src = netip.MustParseAddr("2001:db8::77")
+			}
+			seg := nettest.IPPacket(src, tw.fwAddr(), nettest.TCP{SrcPort: 50009, DstPort: 7000, Seq: 99, Flags: syn, Window: 512})
+			tw.inject(t, seg, seg)
+			return "injected"
+		}, want: []string{"cin -p tcp -m conntrack --ctstate NEW"}},
+		{name: "RST in the window (resets the server's socket)", run: inject(func(tw *ctTwin, f *tcpFlow, cli, srv uint32) []byte {
+			return tw.segment(f, rst|ack, cli+5, srv+5, "")
+		}), want: []string{"cin -p tcp -m conntrack --ctstate ESTABLISHED"}},
+		{name: "states after the RST", run: func(t *testing.T, tw *ctTwin) string {
+			return fmt.Sprint(tw.tcpStates(t, 7000))
+		}},
+		{name: "close", run: func(t *testing.T, tw *ctTwin) string {
+			c := flow(tw).conn
+			_ = c.CloseWrite()
+			got := readAll(c)
+			time.Sleep(ctSettle)
+			return got + fmt.Sprint(tw.tcpStates(t, 7000))
+		}},
+	}
+	if !guards {
+		for i := range scenarios {
+			scenarios[i].want = nil
+		}
+	}
+	return scenarios
 }
 
 // udpFrom returns a UDP datagram gen:sport → fw:dport.
