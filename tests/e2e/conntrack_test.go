@@ -685,6 +685,14 @@ func TestConntrackLocalTraffic(t *testing.T) {
 				b := nettest.UDPSend(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7100), []byte("two"), nettest.ExpectReply(), nettest.WithSource(src))
 				return attempt(a) + "; " + attempt(b)
 			}, want: []string{"cin -p udp -m conntrack --ctstate ESTABLISHED"}},
+			{name: "udp in: stream (a datagram after 2 s: ASSURED)", run: func(t *testing.T, tw *ctTwin) string {
+				src := netip.AddrPortFrom(tw.genAddr(), 40101)
+				a := nettest.UDPSend(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7100), []byte("one"), nettest.ExpectReply(), nettest.WithSource(src))
+				// The kernel's UDP stream delay (2 s, not a sysctl).
+				time.Sleep(2500 * time.Millisecond)
+				b := nettest.UDPSend(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7100), []byte("two"), nettest.ExpectReply(), nettest.WithSource(src))
+				return attempt(a) + "; " + attempt(b)
+			}, want: []string{"cin -p udp -m conntrack --ctstatus ASSURED"}},
 			{name: "udp in: closed port (fw's ICMP error RELATED)", run: func(t *testing.T, tw *ctTwin) string {
 				return attempt(nettest.UDPSend(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7101), []byte("nobody"), nettest.ExpectReply()))
 			}, want: []string{"cout -p && icmp -m conntrack --ctstate RELATED"}},
@@ -708,6 +716,13 @@ func TestConntrackLocalTraffic(t *testing.T) {
 			{name: "ping in", run: func(t *testing.T, tw *ctTwin) string {
 				return attempt(nettest.Ping(tw.tp.GenNS, tw.fwAddr()))
 			}, want: []string{"icmp -m conntrack --ctstate NEW"}},
+			{name: "echo requests repeated with one identifier", run: func(t *testing.T, tw *ctTwin) string {
+				req := nettest.EchoRequest(tw.genAddr(), tw.fwAddr(), 0x4242, 1, []byte("again"))
+				tw.inject(t, req)
+				time.Sleep(arrivalWait)
+				tw.inject(t, req, nettest.EchoRequest(tw.genAddr(), tw.fwAddr(), 0x4242, 2, []byte("again")))
+				return "injected"
+			}, want: []string{"cin -p && icmp -m conntrack --ctstate ESTABLISHED"}},
 			{name: "tcp over loopback", run: func(t *testing.T, tw *ctTwin) string {
 				nettest.StartTCPServer(t, tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), 7001), nettest.Echo())
 				return attempt(nettest.TCPConnect(tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), 7001), nettest.WithPayload([]byte("to myself"))))
