@@ -169,6 +169,33 @@ func (tw *ctTwin) tcpStates(t *testing.T, port uint16) []string {
 	return states
 }
 
+// ctList returns `conntrack -L` for TCP connections to fw's port, each
+// line normalised for comparison between the twins: the addresses named,
+// port (the client's, random) as CPORT, the timeout (which ticks) dropped.
+func (tw *ctTwin) ctList(t *testing.T, port uint16, client uint16) []string {
+	t.Helper()
+	args := []string{"-L", "-p", "tcp", "--dport", strconv.Itoa(int(port))}
+	if tw.fam == 6 {
+		args = append(args, "-f", "ipv6")
+	}
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(tw.conntrack(t, args...)))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 3 {
+			continue
+		}
+		f = append(f[:2], f[3:]...)
+		l := strings.Join(f, " ")
+		l = strings.ReplaceAll(l, "="+tw.genAddr().String()+" ", "=GEN ")
+		l = strings.ReplaceAll(l, "="+tw.fwAddr().String()+" ", "=FW ")
+		l = strings.ReplaceAll(l, "="+strconv.Itoa(int(client))+" ", "=CPORT ")
+		lines = append(lines, l)
+	}
+	slices.Sort(lines)
+	return lines
+}
+
 // ctScenario is traffic both twins see; run returns its outcome, which
 // must be the same on both, as must the counter changes it causes.
 type ctScenario struct {
@@ -529,9 +556,9 @@ func TestConntrackTCPInbound(t *testing.T) {
 				got := readN(c, 13)
 				_, _ = c.Write([]byte(" bye"))
 				time.Sleep(ctSettle)
-				states := tw.tcpStates(t, 7000)
+				list := tw.ctList(t, 7000, c.LocalAddr().(*net.TCPAddr).AddrPort().Port())
 				c.Close()
-				return fmt.Sprintf("client got %s; server %s; states while open %v", got, <-srv, states)
+				return fmt.Sprintf("client got %s; server %s; conntrack -L while open %q", got, <-srv, list)
 			}, want: []string{"cin -p tcp -m conntrack --ctstate NEW", "cin -p tcp -m conntrack --ctstatus ASSURED", "cout -p tcp -m conntrack --ctstate ESTABLISHED --ctdir REPLY"}},
 			{name: "states after the close", run: func(t *testing.T, tw *ctTwin) string {
 				return fmt.Sprintf("%v", tw.tcpStates(t, 7000))
