@@ -271,7 +271,9 @@ func setSysctls(t *testing.T, ns string, kv map[string]string) {
 
 // runCtScenarios runs the scenarios in order on the kernel twin and then the
 // xfw twin, and requires the same outcome and the same counter changes
-// (every rule and policy of the kernel's iptables-save -c) for each.
+// (every rule and policy of the kernel's iptables-save -c) for each. With
+// XFW_CT_DEBUG set in the environment it logs the kernel's counter changes
+// of every scenario.
 func runCtScenarios(t *testing.T, fam int, opt ctOptions, scenarios []ctScenario) {
 	t.Helper()
 	rules := ctRuleset(fam)
@@ -530,7 +532,8 @@ func (tw *ctTwin) bulkEcho(t *testing.T, port uint16, size int) string {
 
 // TestConntrackTCPInbound connects from gen to a server in fw (INPUT policy
 // DROP, ESTABLISHED accepted, NEW accepted to the port): the handshake, data
-// both ways and the close; a connection to a closed but accepted port (the
+// both ways and the close (with the whole `conntrack -L` line of the open
+// connection compared); a connection to a closed but accepted port (the
 // server's RST is a reply); a SYN the ruleset drops; and a half-close
 // (shutdown(SHUT_WR), then the server still sends), checking at each step
 // the TCP state `conntrack -L` shows (ESTABLISHED, CLOSE_WAIT, TIME_WAIT...)
