@@ -937,6 +937,42 @@ static __always_inline __u32 xfw_ctv(__u32 state, __u32 reply, __u32 status, __u
 	       ((status & 0xf) << XFW_CTV_STATUS_SHIFT) | ((proto & 0xff) << XFW_CTV_PROTO_SHIFT);
 }
 
+/* xfw_ct_attached: the state of an ICMP error this host sends (OUTPUT: the
+ * TC hook, cs->hook 1, judges only locally generated packets) quoting a
+ * packet of no known connection. Such an error answers a packet the host
+ * received and neither forwarded nor delivered (its TTL ended, no route,
+ * too big...): the kernel had tracked that packet, as an unconfirmed new
+ * connection, and icmp_send attached that connection to its error
+ * (nf_ct_attach): RELATED, reply direction, no status bit, the quoted
+ * protocol. A packet that could not open a connection (an echo reply, a
+ * TCP segment tcp_new refuses) had none: INVALID. */
+/* b_flags returns the flags byte of a quoted TCP header at hl. */
+static __always_inline __u32 b_flags(__u8 *b, __u32 hl)
+{
+	return b[(hl + 13) & XFW_CT_BUF_MASK];
+}
+
+static __always_inline __u32 xfw_ct_attached(struct xfw_ct_scratch *cs, __u32 proto,
+					     __u32 hl, int icmp_reply)
+{
+	struct xfw_ct_cfg *cfg;
+	__u32 zero = 0, f;
+
+	if (cs->hook != 1 || icmp_reply)
+		return XFW_CTS_INVALID;
+	if (proto == IPPROTO_TCP) {
+		cfg = bpf_map_lookup_elem(&xfw_ct_cfg, &zero);
+		if (!cfg || cs->buflen < hl + 14)
+			return XFW_CTS_INVALID;
+		/* tcp_error's flag check, then tcp_new: a SYN opens, an ACK
+		 * is picked up mid-stream with nf_conntrack_tcp_loose. */
+		f = b_flags(cs->buf, hl) & ~(XFW_TH_ECE | XFW_TH_CWR | XFW_TH_PSH | XFW_TH_URG);
+		if (f != XFW_TH_SYN && !(f == XFW_TH_ACK && cfg->tcp_loose))
+			return XFW_CTS_INVALID;
+	}
+	return xfw_ctv(XFW_CTS_RELATED, 1, 0, proto);
+}
+
 /* xfw_ct_related handles an ICMP or ICMPv6 error: RELATED when the packet
  * it quotes (in cs->buf) belongs to a tracked connection and the error goes
  * to that packet's source (nf_conntrack_inet_error); INVALID otherwise.
@@ -1002,7 +1038,9 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 			xfw_ct_mkkey_icmp(&cs->key, p->fam, proto, shi, slo, dhi, dlo,
 					  xfw_rd16(b, hl + 4), req);
 		e = xfw_ct_find(&cs->key, now, &table);
-		if (!e || e->v.icmp_type != req)
+		if (!e)
+			return xfw_ct_attached(cs, proto, hl, reply);
+		if (e->v.icmp_type != req)
 			return XFW_CTS_INVALID;
 		qdir = reply;
 	} else {
@@ -1016,7 +1054,7 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 		srcb = xfw_ct_mkkey(&cs->key, p->fam, proto, shi, slo, sport, dhi, dlo, dport);
 		e = xfw_ct_find(&cs->key, now, &table);
 		if (!e)
-			return XFW_CTS_INVALID;
+			return xfw_ct_attached(cs, proto, hl, 0);
 		qdir = (srcb != !!(e->v.status & XFW_CTST_ORIG_B));
 	}
 	status = e->v.status;
