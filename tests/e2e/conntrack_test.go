@@ -534,7 +534,10 @@ func (tw *ctTwin) bulkEcho(t *testing.T, port uint16, size int) string {
 // DROP, ESTABLISHED accepted, NEW accepted to the port): the handshake, data
 // both ways and the close (with the whole `conntrack -L` line of the open
 // connection compared); a connection to a closed but accepted port (the
-// server's RST is a reply); a SYN the ruleset drops; and a half-close
+// server's RST is a reply); a SYN the ruleset drops; bulk transfers both
+// ways, clean and with random loss in gen (real retransmissions; only the
+// NEW, RELATED and INVALID counters are compared, the segment count
+// depending on timing); and a half-close
 // (shutdown(SHUT_WR), then the server still sends), checking at each step
 // the TCP state `conntrack -L` shows (ESTABLISHED, CLOSE_WAIT, TIME_WAIT...)
 // against the kernel's conntrack tool.
