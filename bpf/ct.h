@@ -61,7 +61,8 @@
 #define XFW_CTT_ICMP (XFW_TCP_TIMEOUT_MAX + 2)
 #define XFW_CTT_GENERIC (XFW_TCP_TIMEOUT_MAX + 3)
 #define XFW_CTT_UDP_STREAM (XFW_TCP_TIMEOUT_MAX + 4) /* 2 s: "still active" */
-#define XFW_CTT_N (XFW_TCP_TIMEOUT_MAX + 5)
+#define XFW_CTT_ICMPV6 (XFW_TCP_TIMEOUT_MAX + 5) /* nf_conntrack_icmpv6_timeout */
+#define XFW_CTT_N (XFW_TCP_TIMEOUT_MAX + 6)
 
 /* Tracking settings, filled by the control plane (internal/dataplane). */
 struct xfw_ct_cfg {
@@ -961,6 +962,42 @@ static __always_inline void xfw_ct_tuple(struct xfw_pkt *p, struct xfw_ct_key *k
 		p->ct_odport = ((__u32)v->icmp_type << 8) | v->icmp_code;
 }
 
+/* xfw_ct_attached: the state of an ICMP error this host sends (OUTPUT: the
+ * TC hook, cs->hook 1, judges only locally generated packets) quoting a
+ * packet of no known connection. Such an error answers a packet the host
+ * received and neither forwarded nor delivered (its TTL ended, no route,
+ * too big...): the kernel had tracked that packet, as an unconfirmed new
+ * connection, and icmp_send attached that connection to its error
+ * (nf_ct_attach): RELATED, reply direction, no status bit, the quoted
+ * protocol. A packet that could not open a connection (an echo reply, a
+ * TCP segment tcp_new refuses) had none: INVALID. */
+/* b_flags returns the flags byte of a quoted TCP header at hl. */
+static __always_inline __u32 b_flags(__u8 *b, __u32 hl)
+{
+	return b[(hl + 13) & XFW_CT_BUF_MASK];
+}
+
+static __always_inline __u32 xfw_ct_attached(struct xfw_ct_scratch *cs, __u32 proto,
+					     __u32 hl, int icmp_reply)
+{
+	struct xfw_ct_cfg *cfg;
+	__u32 zero = 0, f;
+
+	if (cs->hook != 1 || icmp_reply)
+		return XFW_CTS_INVALID;
+	if (proto == IPPROTO_TCP) {
+		cfg = bpf_map_lookup_elem(&xfw_ct_cfg, &zero);
+		if (!cfg || cs->buflen < hl + 14)
+			return XFW_CTS_INVALID;
+		/* tcp_error's flag check, then tcp_new: a SYN opens, an ACK
+		 * is picked up mid-stream with nf_conntrack_tcp_loose. */
+		f = b_flags(cs->buf, hl) & ~(XFW_TH_ECE | XFW_TH_CWR | XFW_TH_PSH | XFW_TH_URG);
+		if (f != XFW_TH_SYN && !(f == XFW_TH_ACK && cfg->tcp_loose))
+			return XFW_CTS_INVALID;
+	}
+	return xfw_ctv(XFW_CTS_RELATED, 1, 0, proto);
+}
+
 /* xfw_ct_related handles an ICMP or ICMPv6 error: RELATED when the packet
  * it quotes (in cs->buf) belongs to a tracked connection and the error goes
  * to that packet's source (nf_conntrack_inet_error); INVALID otherwise.
@@ -970,7 +1007,7 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 	struct xfw_ct_entry *e;
 	__u64 shi, slo, dhi, dlo, now = bpf_jiffies64();
 	__u32 hl, proto, need, sport = 0, dport = 0, qdir, status;
-	int table, srcb;
+	int table, srcb, reply = 0;
 	__u8 *b;
 
 	if (!p || !cs)
@@ -1008,7 +1045,7 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 	if (hl > 60)
 		return XFW_CTS_INVALID;
 	if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) {
-		int reply, req;
+		int req;
 		__u32 t;
 
 		if ((proto == IPPROTO_ICMP) != (p->fam == 0))
@@ -1026,7 +1063,13 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 			xfw_ct_mkkey_icmp(&cs->key, p->fam, proto, shi, slo, dhi, dlo,
 					  xfw_rd16(b, hl + 4), req);
 		e = xfw_ct_find(&cs->key, now, &table);
-		if (!e || e->v.icmp_type != req)
+		if (!e) {
+			/* The quoted packet's own (unconfirmed) connection. */
+			sport = xfw_rd16(b, hl + 4);
+			dport = (t << 8) | b[(hl + 1) & 63];
+			goto attached;
+		}
+		if (e->v.icmp_type != req)
 			return XFW_CTS_INVALID;
 		qdir = reply;
 	} else {
@@ -1039,14 +1082,29 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 		}
 		srcb = xfw_ct_mkkey(&cs->key, p->fam, proto, shi, slo, sport, dhi, dlo, dport);
 		e = xfw_ct_find(&cs->key, now, &table);
-		if (!e)
-			return XFW_CTS_INVALID;
+		if (!e) {
+			reply = 0;
+			goto attached;
+		}
 		qdir = (srcb != !!(e->v.status & XFW_CTST_ORIG_B));
 	}
 	status = e->v.status;
 	xfw_ct_tuple(p, &cs->key, &e->v);
 	/* The error travels against the quoted packet. */
 	return xfw_ctv(XFW_CTS_RELATED, !qdir, status | XFW_CTST_CONFIRMED, proto);
+
+attached:
+	status = xfw_ct_attached(cs, proto, hl, reply);
+	if (status != XFW_CTS_INVALID) {
+		/* That connection's tuple is the quoted packet's. */
+		p->ct_osrc_hi = shi;
+		p->ct_osrc_lo = slo;
+		p->ct_odst_hi = dhi;
+		p->ct_odst_lo = dlo;
+		p->ct_osport = sport;
+		p->ct_odport = dport;
+	}
+	return status;
 }
 
 /* xfw_ct_udp: nf_conntrack_udp_packet. status is before this packet. */
@@ -1096,8 +1154,10 @@ __attribute__((noinline)) int xfw_ct_advance(struct xfw_ct_val *v, struct xfw_ct
 		if (new)
 			v->stream_ts = now + cfg->timeout[XFW_CTT_UDP_STREAM];
 		xfw_ct_udp(v, cfg, now);
-	} else if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) {
+	} else if (proto == IPPROTO_ICMP) {
 		v->expires = now + cfg->timeout[XFW_CTT_ICMP];
+	} else if (proto == IPPROTO_ICMPV6) {
+		v->expires = now + cfg->timeout[XFW_CTT_ICMPV6];
 	} else {
 		v->expires = now + cfg->timeout[XFW_CTT_GENERIC];
 	}
@@ -1175,6 +1235,9 @@ static __always_inline void xfw_ct_promote(struct xfw_ct_scratch *cs, struct xfw
 /* Modes of xfw_ct_track. */
 #define XFW_CTM_TRACK 0    /* track (INPUT, FORWARD, OUTPUT) */
 #define XFW_CTM_LO_INPUT 1 /* loopback INPUT: read what OUTPUT decided */
+#define XFW_CTM_LO_OUTPUT 2 /* OUTPUT to lo: track; an entry the packet
+			      * kills stays (XFW_CTST_DYING) until the
+			      * packet's loopback INPUT has read it */
 
 /* xfw_ct_track returns the packet's XFW_F_CT value and leaves in cs what
  * waits for the verdict. The hook has copied the TCP header, UDP header,
@@ -1252,12 +1315,19 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 			return XFW_CTS_INVALID;
 		dir = reqtype >= 0 ? reply : (srcb != !!(e->v.status & XFW_CTST_ORIG_B));
 		st = e->v.lo_state[dir & 1];
+		if (e->v.status & XFW_CTST_DYING)
+			xfw_ct_delete(&cs->key, table);
 		if ((st & 7) == XFW_CTS_INVALID || (st & 7) == XFW_CTS_UNTRACKED)
 			return st & 7;
 		xfw_ct_tuple(p, &cs->key, &e->v);
 		return st | (XFW_CTST_CONFIRMED << XFW_CTV_STATUS_SHIFT) | (proto << XFW_CTV_PROTO_SHIFT);
 	}
 
+	/* A connection killed by a packet to lo whose INPUT never came. */
+	if (e && (e->v.status & XFW_CTST_DYING)) {
+		xfw_ct_delete(&cs->key, table);
+		e = 0;
+	}
 	if (e) {
 		/* A connection we know. */
 		if (reqtype >= 0) {
@@ -1274,13 +1344,17 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		status = e->v.status;
 		value = r == XFW_TCPR_INVALID ? XFW_CTS_INVALID : xfw_ctv(st, dir, status, proto);
 		e->v.lo_state[dir & 1] = value & 0xff;
+		/* The kernel's killed connection stays attached to the packet
+		 * through loopback INPUT: keep the entry for it. */
+		if (r == XFW_TCPR_KILL && mode == XFW_CTM_LO_OUTPUT)
+			e->v.status |= XFW_CTST_DYING;
 		if (locked)
 			xfw_ct_unlock(&e->lock);
 		if (r == XFW_TCPR_OK && table == XFW_CTT_EMB && (status & XFW_CTST_ASSURED))
 			xfw_ct_promote(cs, &e->v, cfg, now);
 		if (value != XFW_CTS_INVALID)
 			xfw_ct_tuple(p, &cs->key, &e->v);
-		if (r == XFW_TCPR_KILL || r == XFW_TCPR_REPEAT)
+		if ((r == XFW_TCPR_KILL && mode != XFW_CTM_LO_OUTPUT) || r == XFW_TCPR_REPEAT)
 			xfw_ct_delete(&cs->key, table);
 		/* Reopening a closed connection (a SYN in TIME_WAIT or after
 		 * an RST): the old entry is gone, the packet opens a new one. */

@@ -152,6 +152,9 @@ func (t *CTTables) Entries(now, hz uint64) ([]CTEntry, error) {
 			if v.V.Expires <= now {
 				continue // expired (the kernel's nf_ct_is_expired)
 			}
+			if v.V.Status&conntrack.StatusDying != 0 {
+				continue // killed (the kernel's nf_ct_is_dying)
+			}
 			out = append(out, CTEntry{
 				Conn:    ctConn(k, v.V, now, hz),
 				Expires: v.V.Expires,

@@ -16,8 +16,8 @@ import (
 const ctCfgMap = "xfw_ct_cfg"
 
 // Timeout slots of struct xfw_ct_cfg: the TCP states (enum xfw_tcp_state,
-// RETRANS and UNACK included), then UDP, ICMP, generic and the UDP stream
-// delay (XFW_CTT_*).
+// RETRANS and UNACK included), then UDP, ICMP, generic, the UDP stream
+// delay and ICMPv6 (XFW_CTT_*).
 const (
 	ctTCPSynSent = 1 + iota
 	ctTCPSynRecv
@@ -35,6 +35,7 @@ const (
 	ctICMP
 	ctGeneric
 	ctUDPStream
+	ctICMPv6
 	ctNumTimeouts
 )
 
@@ -75,6 +76,7 @@ var ctTimeouts = []struct {
 	{ctICMP, "nf_conntrack_icmp_timeout", 30},
 	{ctGeneric, "nf_conntrack_generic_timeout", 600},
 	{ctUDPStream, "", 2},
+	{ctICMPv6, "nf_conntrack_icmpv6_timeout", 30},
 }
 
 // ctSysctlDir holds the namespace's conntrack sysctls: xfw honours the
@@ -100,8 +102,8 @@ func readSysctl(name string, def uint64) uint64 {
 
 // ctConfig builds the tracker's settings from the namespace's
 // nf_conntrack sysctls (kernel defaults where absent), in jiffies of hz.
-// ICMPv6 shares the ICMP timeout slot; the kernel's default for both is
-// 30 s.
+// ICMPv6 has its own timeout (nf_conntrack_icmpv6_timeout), as in the
+// kernel; the default for ICMP and ICMPv6 is 30 s.
 func ctConfig(hz uint64) bpfCTCfg {
 	var c bpfCTCfg
 	for _, t := range ctTimeouts {
