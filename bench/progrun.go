@@ -304,6 +304,10 @@ func fieldValue(p *compiler.Packet, f compiler.Field) compiler.U128 {
 		return compiler.U64(uint64(p.CtOrigSport))
 	case compiler.FieldCtOrigDport:
 		return compiler.U64(uint64(p.CtOrigDport))
+	case compiler.FieldCtReplSport:
+		return compiler.U64(uint64(p.CtReplSport))
+	case compiler.FieldCtReplDport:
+		return compiler.U64(uint64(p.CtReplDport))
 	}
 	return compiler.U128{}
 }

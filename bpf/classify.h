@@ -459,6 +459,12 @@ __attribute__((noinline)) int xfw_resolve(struct xfw_pkt *p, __u32 iif, __u32 oi
 	if ((act & (1u << XFW_F_CTODPORT)) &&
 	    !xfw_small_cls(st, fc, small, XFW_F_CTODPORT, p->ct_odport))
 		return 0;
+	if ((act & (1u << XFW_F_CTRSPORT)) &&
+	    !xfw_small_cls(st, fc, small, XFW_F_CTRSPORT, p->ct_rsport))
+		return 0;
+	if ((act & (1u << XFW_F_CTRDPORT)) &&
+	    !xfw_small_cls(st, fc, small, XFW_F_CTRDPORT, p->ct_rdport))
+		return 0;
 	if ((act & (1u << XFW_F_CTOSRC)) &&
 	    !xfw_addr_cls(st, fc, XFW_F_CTOSRC, 2, p->ct_osrc_hi, p->ct_osrc_lo))
 		return 0;

@@ -71,7 +71,10 @@ enum xfw_field {
 	XFW_F_CTOSPORT = 17, /* its original source port (ICMP: the id) */
 	XFW_F_CTODPORT = 18, /* its original destination port (ICMP:
 			      * type << 8 | code) */
-	XFW_NFIELDS = 19,
+	XFW_F_CTRSPORT = 19, /* its reply tuple's source port */
+	XFW_F_CTRDPORT = 20, /* its reply tuple's destination port (ICMP:
+			      * the reply's type << 8 | code) */
+	XFW_NFIELDS = 21,
 };
 
 /* -m set: distinct set conditions (set, directions, --return-nomatch) of
@@ -201,7 +204,7 @@ struct xfw_log_event {
 };
 
 /* Room for the list of active fields (XFW_NFIELDS rounded up to 4). */
-#define XFW_FIELD_LIST 20
+#define XFW_FIELD_LIST 24
 /* Address fields (range search): SRC, DST, CTOSRC, CTODST. */
 #define XFW_NADDR 4
 

@@ -937,6 +937,21 @@ static __always_inline __u32 xfw_ctv(__u32 state, __u32 reply, __u32 status, __u
 	       ((status & 0xf) << XFW_CTV_STATUS_SHIFT) | ((proto & 0xff) << XFW_CTV_PROTO_SHIFT);
 }
 
+/* xfw_ct_icmp_ports sets an ICMP connection's "ports" as the kernel's
+ * tuples have them: the identifier as source both ways, type << 8 | code as
+ * destination, the request's in the original tuple, the reply's (the
+ * request's type + 1 for every query xfw tracks: 8/0 excepted) in the
+ * reply tuple. */
+static __always_inline void xfw_ct_icmp_ports(struct xfw_pkt *p, __u32 id, __u32 type, __u32 code)
+{
+	__u32 rtype = type == XFW_ICMP_ECHO ? XFW_ICMP_ECHOREPLY : type + 1;
+
+	p->ct_osport = id;
+	p->ct_odport = (type << 8) | code;
+	p->ct_rsport = id;
+	p->ct_rdport = ((rtype & 0xff) << 8) | code;
+}
+
 /* xfw_ct_tuple gives p its connection's original tuple (XFW_F_CTOSRC …):
  * the originator's end of key k first; ICMP queries: the identifier and
  * the request's type << 8 | code, as the kernel's tuple has them. */
@@ -958,8 +973,10 @@ static __always_inline void xfw_ct_tuple(struct xfw_pkt *p, struct xfw_ct_key *k
 		p->ct_osport = k->a_port;
 		p->ct_odport = k->b_port;
 	}
+	p->ct_rsport = p->ct_odport;
+	p->ct_rdport = p->ct_osport;
 	if (k->proto == IPPROTO_ICMP || k->proto == IPPROTO_ICMPV6)
-		p->ct_odport = ((__u32)v->icmp_type << 8) | v->icmp_code;
+		xfw_ct_icmp_ports(p, p->ct_osport, v->icmp_type, v->icmp_code);
 }
 
 /* xfw_ct_attached: the state of an ICMP error this host sends (OUTPUT: the
@@ -1103,6 +1120,10 @@ attached:
 		p->ct_odst_lo = dlo;
 		p->ct_osport = sport;
 		p->ct_odport = dport;
+		p->ct_rsport = dport;
+		p->ct_rdport = sport;
+		if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6)
+			xfw_ct_icmp_ports(p, sport, dport >> 8, dport & 0xff);
 	}
 	return status;
 }

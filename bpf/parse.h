@@ -80,6 +80,8 @@ struct xfw_pkt {
 	__u32 ct;          /* XFW_F_CT value (ct.h); 0 (INVALID) until tracked */
 	__u32 ct_osport;   /* XFW_F_CTOSPORT, XFW_F_CTODPORT */
 	__u32 ct_odport;
+	__u32 ct_rsport;   /* XFW_F_CTRSPORT, XFW_F_CTRDPORT */
+	__u32 ct_rdport;
 	__u64 ct_osrc_hi, ct_osrc_lo; /* XFW_F_CTOSRC (0 without a connection) */
 	__u64 ct_odst_hi, ct_odst_lo; /* XFW_F_CTODST */
 	__u8 fam;          /* 0 IPv4, 1 IPv6 */

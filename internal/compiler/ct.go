@@ -256,9 +256,11 @@ func conntrackUnsupportedOptions(m *ir.ConntrackMatch) []string {
 // original tuple, which the data plane gives every packet of a connection
 // in FieldCtOrigSrc, FieldCtOrigDst, FieldCtOrigSport and FieldCtOrigDport.
 // xfw has no NAT, so the reply tuple is the original one inverted:
-// --ctreplsrc is the original destination, --ctrepldst the source, and so
-// for the ports.
-var ctTupleFields = []Field{FieldCtOrigSrc, FieldCtOrigDst, FieldCtOrigSport, FieldCtOrigDport}
+// --ctreplsrc is the original destination, --ctrepldst the source. The
+// reply tuple's ports have fields of their own (FieldCtReplSport,
+// FieldCtReplDport): ICMP's are not the original ones swapped.
+var ctTupleFields = []Field{FieldCtOrigSrc, FieldCtOrigDst, FieldCtOrigSport, FieldCtOrigDport,
+	FieldCtReplSport, FieldCtReplDport}
 
 // ctNoConnKeys and ctConnKeys split the FieldCt keys between packets
 // without a connection (INVALID and UNTRACKED, which carry nothing but
@@ -302,7 +304,7 @@ func ctTupleConds(fam ir.Family, m *ir.ConntrackMatch, and func(Field, *Set)) er
 		p ir.PortMatch
 	}{
 		{FieldCtOrigSport, m.OrigSrcPort}, {FieldCtOrigDport, m.OrigDstPort},
-		{FieldCtOrigDport, m.ReplSrcPort}, {FieldCtOrigSport, m.ReplDstPort},
+		{FieldCtReplSport, m.ReplSrcPort}, {FieldCtReplDport, m.ReplDstPort},
 	}
 	for _, x := range ports {
 		if x.p.Set {

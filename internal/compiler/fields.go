@@ -41,12 +41,18 @@ const (
 	// ports: 0).
 	FieldCtOrigSport
 	FieldCtOrigDport
+	// FieldCtReplSport and FieldCtReplDport are the reply tuple's ports:
+	// the original ones swapped, except for ICMP, whose reply tuple keeps
+	// the identifier as source and has the reply's type << 8 | code as
+	// destination.
+	FieldCtReplSport
+	FieldCtReplDport
 	NumFields
 )
 
 var fieldNames = [NumFields]string{"src", "dst", "proto", "sport", "dport", "tcpflags",
 	"icmp", "iif", "oif", "frag", "len", "ttl", "mac", "sets", "ct", "ctosrc", "ctodst",
-	"ctosport", "ctodport"}
+	"ctosport", "ctodport", "ctrsport", "ctrdport"}
 
 // String names the field.
 func (f Field) String() string {
@@ -144,7 +150,7 @@ func (f Field) SmallDomain() int {
 		return 256
 	case FieldSets:
 		return 1 << MaxSetConds
-	case FieldCtOrigSport, FieldCtOrigDport:
+	case FieldCtOrigSport, FieldCtOrigDport, FieldCtReplSport, FieldCtReplDport:
 		return 65536
 	case FieldCt:
 		return ctDomain

@@ -282,7 +282,7 @@ func refConntrack(m *ir.ConntrackMatch, p *Packet, fam ir.Family) bool {
 	for _, c := range []struct {
 		pm   ir.PortMatch
 		port uint32
-	}{{m.OrigSrcPort, p.CtOrigSport}, {m.OrigDstPort, p.CtOrigDport}, {m.ReplSrcPort, p.CtOrigDport}, {m.ReplDstPort, p.CtOrigSport}} {
+	}{{m.OrigSrcPort, p.CtOrigSport}, {m.OrigDstPort, p.CtOrigDport}, {m.ReplSrcPort, p.CtReplSport}, {m.ReplDstPort, p.CtReplDport}} {
 		in := c.port >= uint32(c.pm.Range.First) && c.port <= uint32(c.pm.Range.Last)
 		if c.pm.Set && in == c.pm.Invert {
 			return false
@@ -735,6 +735,10 @@ func genPacket(rng *rand.Rand, fam ir.Family) *Packet {
 		p.CtOrigSport, p.CtOrigDport = uint32(rng.Intn(4000)), uint32(rng.Intn(4000))
 		if rng.Intn(4) == 0 {
 			p.CtOrigSport, p.CtOrigDport = p.Sport&0xffff, p.Dport&0xffff
+		}
+		p.CtReplSport, p.CtReplDport = p.CtOrigDport, p.CtOrigSport
+		if rng.Intn(4) == 0 { // ICMP: the identifier, the reply's type and code
+			p.CtReplSport, p.CtReplDport = p.CtOrigSport, uint32(rng.Intn(4000))
 		}
 	}
 	return p

@@ -20,6 +20,8 @@ type Packet struct {
 	// tuple of the packet's connection (zero without a connection).
 	CtOrigSrc, CtOrigDst     U128
 	CtOrigSport, CtOrigDport uint32
+	// CtReplSport and CtReplDport are the reply tuple's ports.
+	CtReplSport, CtReplDport uint32
 }
 
 // hotdropBits returns the packet's defects as EFHotdrop* bits, as the BPF
@@ -85,6 +87,10 @@ func (p *Packet) fieldValue(f Field) U128 {
 		return U64(uint64(p.CtOrigSport))
 	case FieldCtOrigDport:
 		return U64(uint64(p.CtOrigDport))
+	case FieldCtReplSport:
+		return U64(uint64(p.CtReplSport))
+	case FieldCtReplDport:
+		return U64(uint64(p.CtReplDport))
 	case FieldCt:
 		return U64(uint64(p.Ct))
 	}

@@ -64,7 +64,7 @@ type bpfFamilyCfg struct {
 	AddrCount  [compiler.NumAddrFields]uint32
 	NCounters  uint32
 	NFields    uint32
-	Fields     [20]uint8
+	Fields     [24]uint8
 	NSetConds  uint32
 	// SetCondFlags are XFW_SETCOND_* of each set condition.
 	SetCondFlags [compiler.MaxSetConds]uint8

@@ -54,6 +54,26 @@ var ctCountMatches = []string{
 	"-m state --state NEW,INVALID",
 }
 
+// ctTupleMatches are counting matches on the connection's tuple. The
+// twins' subnets differ in one byte (10.X.1.2, fd00:X:1::2), which the
+// non-contiguous masks leave out, so one text serves both.
+func ctTupleMatches(fam int) []string {
+	gen, fwIn, mask := "10.0.1.2", "10.0.1.1", "255.0.255.255"
+	if fam == 6 {
+		gen, fwIn, mask = "fd00:0:1::2", "fd00:0:1::1", "ffff:0:ffff:ffff:ffff:ffff:ffff:ffff"
+	}
+	return []string{
+		"-m conntrack --ctorigsrc " + gen + "/" + mask,
+		"-m conntrack --ctreplsrc " + fwIn + "/" + mask,
+		"-m conntrack ! --ctrepldst " + gen + "/" + mask,
+		"-m conntrack --ctstate ESTABLISHED --ctorigdst " + fwIn + "/" + mask + " --ctdir REPLY",
+		"-m conntrack --ctorigdstport 7000:7001",
+		"-m conntrack --ctreplsrcport 7100",
+		"-m conntrack ! --ctorigsrcport 7000:7101",
+		"-m conntrack --ctstate INVALID,NEW --ctrepldstport 1024:65535",
+	}
+}
+
 // ctRuleset returns the stateful ruleset of the conntrack tests for fam.
 // INPUT (policy DROP): ESTABLISHED and RELATED accepted, INVALID dropped,
 // NEW accepted only to TCP 7000-7001, UDP 7100-7101 and echo requests, and
@@ -91,6 +111,9 @@ func ctRuleset(fam int) string {
 				fmt.Fprintf(&b, "-A %s -p %s %s\n", chain, proto, m)
 			}
 			fmt.Fprintf(&b, "-A %s -m conntrack --ctproto %s\n", chain, proto)
+			for _, m := range ctTupleMatches(fam) {
+				fmt.Fprintf(&b, "-A %s -p %s %s\n", chain, proto, m)
+			}
 		}
 	}
 	b.WriteString("COMMIT\n")
