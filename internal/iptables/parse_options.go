@@ -251,6 +251,9 @@ func (p *parser) commandMatch(name string, invert bool) *failure {
 		return paramErr("Invalid match name \"%s\" (%d chars max)", name, maxNameLen-1)
 	}
 	e, mapped := findMatch(p.fam, name)
+	if e == nil && mapped == "helper" {
+		return paramErr("Couldn't load match `helper': connection tracking helpers (FTP, SIP, ...) are not supported by xfw\n")
+	}
 	if e == nil {
 		return paramErr("Couldn't load match `%s':No such file or directory\n", mapped)
 	}
@@ -270,6 +273,11 @@ func (p *parser) commandJump(name string) *failure {
 		// The standard QUEUE verdict needs a userspace queue, which xfw
 		// does not provide: report it as a missing target.
 		return paramErr("Couldn't load target `%s':No such file or directory\n", name)
+	}
+	if e == nil && name == "CT" {
+		// Not a chain xfw could jump to either: say why the target is
+		// missing before its options are taken for unknown ones.
+		return paramErr("Couldn't load target `CT': the raw table and connection tracking helpers (FTP, SIP, ...) are not supported by xfw\n")
 	}
 	if e == nil {
 		return nil
