@@ -19,12 +19,22 @@ import (
 const genSeeds = 200
 
 func TestGenerateRulesetLoads(t *testing.T) {
-	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
-		t.Run(fam.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fam  ir.Family
+		opts GenOptions
+	}{
+		{"ipv4", ir.IPv4, GenOptions{}},
+		{"ipv6", ir.IPv6, GenOptions{}},
+		{"ipv4 stateful", ir.IPv4, GenOptions{Conntrack: true}},
+		{"ipv6 stateful", ir.IPv6, GenOptions{Conntrack: true}},
+	} {
+		fam := tc.fam
+		t.Run(tc.name, func(t *testing.T) {
 			plan := NewPlan(fam, DefaultSubnet)
 			for seed := int64(0); seed < genSeeds; seed++ {
-				text := GenerateRuleset(seed, plan, GenOptions{})
-				if again := GenerateRuleset(seed, plan, GenOptions{}); again != text {
+				text := GenerateRuleset(seed, plan, tc.opts)
+				if again := GenerateRuleset(seed, plan, tc.opts); again != text {
 					t.Fatalf("seed %d: not deterministic", seed)
 				}
 				rs, err := iptables.Restore(fam, strings.NewReader(text), nil, iptables.RestoreOptions{Sets: SetLookup(text)})
@@ -178,7 +188,7 @@ func TestSetMarker(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			b := append([]byte(nil), tc.pkt...)
-			if !setMarker(b, 0, tc.marker) {
+			if !setMarker(b, 0, tc.marker, false) {
 				t.Fatal("no marker written")
 			}
 			p, _ := nettest.ParseIP(b)
