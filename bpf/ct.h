@@ -1200,6 +1200,14 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		reqtype = xfw_icmp_query(p->fam, t, &reply);
 		if (reqtype < 0)
 			return XFW_CTS_INVALID; /* no inverse: cannot be tracked */
+	} else if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) {
+		/* The other family's ICMP (IPv4 protocol 58, IPv6 protocol 1):
+		 * the kernel picks the ICMP or ICMPv6 tracker by protocol
+		 * alone, whose packet function then refuses a packet of the
+		 * other family (nf_conntrack_icmp_packet,
+		 * nf_conntrack_icmpv6_packet: "state->pf != NFPROTO_IPV4",
+		 * -NF_ACCEPT): no connection, INVALID. Not generic. */
+		return XFW_CTS_INVALID;
 	}
 
 	if (reqtype >= 0) {
