@@ -29,7 +29,7 @@ func init() {
 
 // difftestUsage is xfw difftest's help.
 const difftestUsage = `usage: xfw difftest [--family 4|6] [--seed N] [--packets N] [--rulesets N] [--sets]
-                    [--conntrack [--conversations N]]
+                    [--conntrack [--conversations N] [--skip-stack-errors]]
                     [--corpus FILE] [--save-corpus FILE] [--repro-dir DIR]
                     [--no-shrink] [--subnet X] [RULESET-FILE]
 
@@ -69,6 +69,7 @@ type difftestArgs struct {
 	sets       bool
 	conntrack  bool
 	convs      int
+	skipStack  bool
 	corpus     string
 	saveCorpus string
 	reproDir   string
@@ -94,6 +95,7 @@ func parseDifftestArgs(args []string, stderr io.Writer) (*difftestArgs, error) {
 	fs.BoolVar(&a.sets, "sets", false, "random rulesets also use ipsets (-m set; kernel ipset vs xfw ipset)")
 	fs.BoolVar(&a.conntrack, "conntrack", false, "stateful: random rulesets use -m conntrack and -m state, and conversations follow the packets")
 	fs.IntVar(&a.convs, "conversations", 60, "conversations per ruleset (with --conntrack)")
+	fs.BoolVar(&a.skipStack, "skip-stack-errors", false, "with --conntrack, leave out packets fw's stack answers with an ICMP error before any chain (an open difference; lets a campaign see past it)")
 	fs.IntVar(&a.subnet, "subnet", difftest.DefaultSubnet, "X of the topologies' addresses 10.X.… and fd00:X:… (sessions with different X run side by side; the bundled rulesets name X=42)")
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
@@ -257,6 +259,9 @@ func difftestCase(a *difftestArgs, fam ir.Family, i int64, plan difftest.Plan) (
 	if a.conntrack {
 		c.Name += " (stateful)"
 		c.Rerun += fmt.Sprintf(" --conntrack --conversations %d", a.convs)
+		if a.skipStack {
+			c.Rerun += " --skip-stack-errors"
+		}
 	}
 	if a.corpus != "" {
 		f, err := os.Open(a.corpus)
@@ -273,7 +278,7 @@ func difftestCase(a *difftestArgs, fam ir.Family, i int64, plan difftest.Plan) (
 	var corpus *difftest.Corpus
 	var err error
 	if a.conntrack {
-		corpus, err = difftest.GenerateStatefulCorpus(seed, plan, c.Ruleset, difftest.StatefulOptions{Probes: a.packets, Conversations: a.convs})
+		corpus, err = difftest.GenerateStatefulCorpus(seed, plan, c.Ruleset, difftest.StatefulOptions{Probes: a.packets, Conversations: a.convs, SkipStackErrors: a.skipStack})
 	} else {
 		corpus, err = difftest.GenerateCorpus(seed, plan, c.Ruleset, a.packets)
 	}

@@ -66,6 +66,12 @@ type StatefulOptions struct {
 	Probes int
 	// Conversations is the number of conversations added after them.
 	Conversations int
+	// SkipStackErrors leaves out the independent probes fw's stack is
+	// likely to answer with an ICMP error before any chain sees them
+	// (stackErrorProbe): an open difference (the kernel's such errors
+	// are RELATED to the offending packet's unconfirmed connection, xfw's
+	// INVALID), left out only so that a campaign sees past it.
+	SkipStackErrors bool
 }
 
 // GenerateStatefulCorpus returns opts.Probes independent probes aimed at
@@ -84,7 +90,7 @@ func GenerateStatefulCorpus(seed int64, plan Plan, ruleset string, opts Stateful
 	c := &Corpus{}
 	for tries := 0; len(c.Probes) < opts.Probes && tries < maxGenTries*opts.Probes; tries++ {
 		p := g.probe()
-		if g.e.multiport && shortPorts(p) || isFragmented(p) || trackedAsGeneric(p) {
+		if g.e.multiport && shortPorts(p) || isFragmented(p) || trackedAsGeneric(p) || opts.SkipStackErrors && stackErrorProbe(p) {
 			continue
 		}
 		c.Probes = append(c.Probes, p)
@@ -108,6 +114,33 @@ func trackedAsGeneric(p Probe) bool {
 		if proto, _, ok := transport(f, l3); ok && (proto == nettest.ProtoSCTP || proto == 33 || proto == 47) {
 			return true
 		}
+	}
+	return false
+}
+
+// stackErrorProbe reports whether fw's stack may answer a probe from gen or
+// sink with an ICMP error before the filter sees it: a TTL or hop limit
+// of 0 or 1 (time exceeded when forwarded), more than the fw—sink MTU
+// (fragmentation needed, packet too big), IPv4 options or IPv6 extension
+// headers (parameter problem), an IPv6 destination fw has no route to (no
+// route).
+func stackErrorProbe(p Probe) bool {
+	if p.From == FromFw || len(p.Frames) == 0 {
+		return false
+	}
+	f := p.Frames[0]
+	l3 := l3Offset(f)
+	if l3 < 0 || len(f) < l3+ipv6HeaderLen {
+		return l3 >= 0 && len(f) >= l3+ipv4HeaderLen && (f[l3+8] <= 1 || f[l3]&0xf != 5)
+	}
+	b := f[l3:]
+	switch b[0] >> 4 {
+	case 4:
+		return b[8] <= 1 || b[0]&0xf != 5 || len(b) > outMTU
+	case 6:
+		dst, _ := netip.AddrFromSlice(b[24:40])
+		unrouted := !dst.IsMulticast() && !dst.IsLinkLocalUnicast() && NewPlan(ir.IPv6, DefaultSubnet).Unrouted.Contains(dst)
+		return b[7] <= 1 || len(b) > outMTU || unrouted || b[6] != nettest.ProtoTCP && b[6] != nettest.ProtoUDP && b[6] != nettest.ProtoICMPv6
 	}
 	return false
 }
