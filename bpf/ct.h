@@ -1186,6 +1186,13 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		ulen = xfw_rd16(cs->buf, 4);
 		if (proto == IPPROTO_UDP && (ulen < 8 || ulen > cs->l4len))
 			return XFW_CTS_INVALID;
+		/* udplite_error: the length field is the checksum coverage, 0
+		 * (everything) or at least the header and within the packet;
+		 * the checksum is mandatory (a zero field is INVALID: a check
+		 * of the field, not a verification of the sum). */
+		if (proto == IPPROTO_UDPLITE &&
+		    ((ulen != 0 && (ulen < 8 || ulen > cs->l4len)) || xfw_rd16(cs->buf, 6) == 0))
+			return XFW_CTS_INVALID;
 	} else if ((proto == IPPROTO_ICMP && p->fam == 0) || (proto == IPPROTO_ICMPV6 && p->fam == 1)) {
 		__u32 t = p->icmp >> 8;
 
