@@ -62,7 +62,9 @@ type StatefulOptions struct {
 	// Probes is the number of independent probes (step 0), as
 	// GenerateCorpus makes them, but for the documented differences of
 	// xfw's tracking: no fragments (the kernel reassembles before
-	// conntrack, xfw does not) and no SCTP, DCCP or GRE (generic in xfw).
+	// conntrack, xfw does not; IPv6 atomic fragments too), no SCTP, DCCP
+	// or GRE (generic in xfw), no IPv6 packets with extension headers for
+	// fw itself (fw's ICMPv6 errors quoting them are INVALID in xfw).
 	Probes int
 	// Conversations is the number of conversations added after them.
 	Conversations int
@@ -90,7 +92,8 @@ func GenerateStatefulCorpus(seed int64, plan Plan, ruleset string, opts Stateful
 	c := &Corpus{}
 	for tries := 0; len(c.Probes) < opts.Probes && tries < maxGenTries*opts.Probes; tries++ {
 		p := g.probe()
-		if g.e.multiport && shortPorts(p) || isFragmented(p) || trackedAsGeneric(p) || opts.SkipStackErrors && stackErrorProbe(p) {
+		if g.e.multiport && shortPorts(p) || isFragmented(p) || trackedAsGeneric(p) || extToFw(p, plan) || badL4Checksum(p) ||
+			opts.SkipStackErrors && stackErrorProbe(p) {
 			continue
 		}
 		c.Probes = append(c.Probes, p)
@@ -100,6 +103,81 @@ func GenerateStatefulCorpus(seed int64, plan Plan, ruleset string, opts Stateful
 		c.Probes = append(c.Probes, cg.conversation(i)...)
 	}
 	return c, nil
+}
+
+// extToFw reports whether a probe is an IPv6 packet with extension headers
+// for fw itself: fw's stack answers many of them with an ICMPv6 error
+// (port unreachable, parameter problem), which xfw's tracking calls
+// INVALID where the kernel's calls it RELATED (a documented difference:
+// an ICMPv6 error quoting a packet with extension headers is INVALID).
+func extToFw(p Probe, plan Plan) bool {
+	if p.From == FromFw || len(p.Frames) == 0 {
+		return false
+	}
+	f := p.Frames[0]
+	l3 := l3Offset(f)
+	if l3 < 0 || len(f) < l3+ipv6HeaderLen || f[l3]>>4 != 6 {
+		return false
+	}
+	b := f[l3:]
+	dst, _ := netip.AddrFromSlice(b[24:40])
+	switch b[6] {
+	case nettest.ProtoTCP, nettest.ProtoUDP, nettest.ProtoICMPv6, nettest.ProtoNoNext:
+		return false
+	}
+	return plan.isLocal(dst) || dst.IsMulticast()
+}
+
+// checksummedHeader is the header length of the transport protocols whose
+// checksum the kernel's conntrack verifies at PREROUTING.
+var checksummedHeader = map[uint8]int{nettest.ProtoTCP: 20, nettest.ProtoUDP: 8, 136: 8, nettest.ProtoICMP: 8, nettest.ProtoICMPv6: 8}
+
+// badL4Checksum reports whether a probe from gen or sink has a complete
+// TCP, UDP, UDP-Lite, ICMP or ICMPv6 header with a wrong checksum (the
+// generator's raw filler of those protocols): the kernel's conntrack
+// verifies checksums before any chain (INVALID), xfw's does not (a
+// documented difference).
+func badL4Checksum(p Probe) bool {
+	if p.From == FromFw || len(p.Frames) == 0 {
+		return false
+	}
+	f := p.Frames[0]
+	l3 := l3Offset(f)
+	proto, off, ok := transport(f, l3)
+	need, sums := checksummedHeader[proto]
+	if !ok || !sums || l3 < 0 {
+		return false
+	}
+	b := f[l3:]
+	end := len(f)
+	var pseudo []byte
+	switch b[0] >> 4 {
+	case 4:
+		end = min(end, l3+int(binary.BigEndian.Uint16(b[2:])))
+		if proto != nettest.ProtoICMP {
+			pseudo = append(append([]byte(nil), b[12:20]...), 0, proto, 0, 0)
+		}
+	case 6:
+		end = min(end, l3+ipv6HeaderLen+int(binary.BigEndian.Uint16(b[4:])))
+		pseudo = append(append([]byte(nil), b[8:40]...), 0, 0, 0, 0, 0, 0, 0, proto)
+	}
+	if end-off < need {
+		return false // cut short: INVALID for its length on both sides
+	}
+	l4 := f[off:end]
+	if proto == nettest.ProtoUDP && b[0]>>4 == 4 && binary.BigEndian.Uint16(l4[6:]) == 0 {
+		return false // no checksum
+	}
+	if pseudo != nil {
+		n := len(l4)
+		if b[0]>>4 == 4 {
+			pseudo[10], pseudo[11] = byte(n>>8), byte(n)
+		} else {
+			binary.BigEndian.PutUint32(pseudo[32:], uint32(n))
+			pseudo[39] = proto
+		}
+	}
+	return nettest.Checksum(append(pseudo, l4...)) != 0
 }
 
 // trackedAsGeneric reports whether a probe is SCTP, DCCP or GRE, which
@@ -145,8 +223,8 @@ func stackErrorProbe(p Probe) bool {
 	return false
 }
 
-// isFragmented reports whether any frame of a probe is an IP fragment (an
-// IPv6 atomic fragment, offset 0 without more fragments, is not).
+// isFragmented reports whether any frame of a probe is an IP fragment or
+// carries an IPv6 fragment header (atomic fragments included).
 func isFragmented(p Probe) bool {
 	for _, f := range p.Frames {
 		l3 := 0
@@ -175,10 +253,11 @@ func isFragmented(p Probe) bool {
 				case nettest.ProtoAH:
 					nh, off = b[off], off+(int(b[off+1])+2)*4
 				case nettest.ProtoFragment:
-					if binary.BigEndian.Uint16(b[off+2:])&0xfff9 != 0 {
-						return true
-					}
-					break walk
+					// Atomic fragments too: with conntrack, the
+					// kernel's nf_defrag_ipv6 takes their fragment
+					// header out before any chain (the packet is
+					// forwarded or delivered without it).
+					return true
 				default:
 					break walk
 				}
