@@ -903,6 +903,23 @@ static __always_inline struct xfw_ct_entry *xfw_ct_find(struct xfw_ct_key *k, __
 	return 0;
 }
 
+/* xfw_ct_peek looks k up in both tables, expired entries included (the
+ * loopback INPUT reads what OUTPUT left, xfw_ct_track). */
+static __always_inline struct xfw_ct_entry *xfw_ct_peek(struct xfw_ct_key *k, int *table)
+{
+	struct xfw_ct_entry *e;
+
+	*table = XFW_CTT_MAIN;
+	e = bpf_map_lookup_elem(&xfw_ct, k);
+	if (e)
+		return e;
+	*table = XFW_CTT_EMB;
+	e = bpf_map_lookup_elem(&xfw_ct_new, k);
+	if (!e)
+		*table = XFW_CTT_NONE;
+	return e;
+}
+
 static __always_inline void xfw_ct_delete(struct xfw_ct_key *k, int table)
 {
 	if (table == XFW_CTT_MAIN)
@@ -1234,18 +1251,21 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		srcb = xfw_ct_mkkey(&cs->key, p->fam, proto, p->src_hi, p->src_lo, 0,
 				    p->dst_hi, p->dst_lo, 0);
 	}
-	e = xfw_ct_find(&cs->key, now, &table);
-
 	if (mode == XFW_CTM_LO_INPUT) {
+		e = xfw_ct_peek(&cs->key, &table);
 		if (!e)
 			return XFW_CTS_INVALID;
 		dir = reqtype >= 0 ? reply : (srcb != !!(e->v.status & XFW_CTST_ORIG_B));
 		st = e->v.lo_state[dir & 1];
+		/* Killed at OUTPUT (expired there): read, then gone. */
+		if ((__s64)(e->v.expires - now) <= 0)
+			xfw_ct_delete(&cs->key, table);
 		if ((st & 7) == XFW_CTS_INVALID || (st & 7) == XFW_CTS_UNTRACKED)
 			return st & 7;
 		return st | (XFW_CTST_CONFIRMED << XFW_CTV_STATUS_SHIFT) | (proto << XFW_CTV_PROTO_SHIFT);
 	}
 
+	e = xfw_ct_find(&cs->key, now, &table);
 	if (e) {
 		/* A connection we know. */
 		if (reqtype >= 0) {
@@ -1262,11 +1282,19 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		status = e->v.status;
 		value = r == XFW_TCPR_INVALID ? XFW_CTS_INVALID : xfw_ctv(st, dir, status, proto);
 		e->v.lo_state[dir & 1] = value & 0xff;
+		/* nf_ct_kill (an RST as the first answer): the connection
+		 * leaves the table but the packet keeps it, and a loopback
+		 * packet brings it to INPUT, which sees what OUTPUT saw. So
+		 * the entry expires now rather than going at once: lookups
+		 * take it as gone (and delete it), the loopback INPUT still
+		 * reads its lo_state (xfw_ct_peek). */
+		if (r == XFW_TCPR_KILL)
+			e->v.expires = now;
 		if (locked)
 			xfw_ct_unlock(&e->lock);
 		if (r == XFW_TCPR_OK && table == XFW_CTT_EMB && (status & XFW_CTST_ASSURED))
 			xfw_ct_promote(cs, &e->v, cfg, now);
-		if (r == XFW_TCPR_KILL || r == XFW_TCPR_REPEAT)
+		if (r == XFW_TCPR_REPEAT)
 			xfw_ct_delete(&cs->key, table);
 		/* Reopening a closed connection (a SYN in TIME_WAIT or after
 		 * an RST): the old entry is gone, the packet opens a new one. */
