@@ -1190,6 +1190,11 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 	proto = p->proto;
 	if (proto > 255)
 		return XFW_CTS_INVALID; /* extension headers not walkable */
+	/* IPv6 "no next header": ipv6_skip_exthdr gives up at it, so
+	 * nf_conntrack_in finds no transport protocol: no connection,
+	 * INVALID (not generic). */
+	if (p->fam == 1 && proto == 59)
+		return XFW_CTS_INVALID;
 
 	if (proto == IPPROTO_TCP) {
 		if (!xfw_tcp_seg_read(cs))
