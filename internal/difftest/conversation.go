@@ -106,16 +106,19 @@ func GenerateStatefulCorpus(seed int64, plan Plan, ruleset string, opts Stateful
 }
 
 // extToFw reports whether a probe is an IPv6 packet with extension headers
-// for fw itself: fw's stack answers many of them with an ICMPv6 error
+// for fw itself (from outside or from fw): fw's stack answers many of them with an ICMPv6 error
 // (port unreachable, parameter problem), which xfw's tracking calls
 // INVALID where the kernel's calls it RELATED (a documented difference:
 // an ICMPv6 error quoting a packet with extension headers is INVALID).
 func extToFw(p Probe, plan Plan) bool {
-	if p.From == FromFw || len(p.Frames) == 0 {
+	if len(p.Frames) == 0 {
 		return false
 	}
 	f := p.Frames[0]
-	l3 := l3Offset(f)
+	l3 := 0
+	if p.From != FromFw {
+		l3 = l3Offset(f)
+	}
 	if l3 < 0 || len(f) < l3+ipv6HeaderLen || f[l3]>>4 != 6 {
 		return false
 	}
@@ -217,7 +220,10 @@ func stackErrorProbe(p Probe) bool {
 		return b[8] <= 1 || b[0]&0xf != 5 || len(b) > outMTU
 	case 6:
 		dst, _ := netip.AddrFromSlice(b[24:40])
-		unrouted := !dst.IsMulticast() && !dst.IsLinkLocalUnicast() && NewPlan(ir.IPv6, DefaultSubnet).Unrouted.Contains(dst)
+		// fd99::/16 has no route; nor has the VLAN's prefix when the
+		// kernel has no VLAN devices (any subnet X).
+		a := dst.As16()
+		unrouted := a[0] == 0xfd && (a[1] == 0x99 || a[1] == 0 && a[4] == 0x01 && a[5] == 0x00) // fd99::/16, fd00:X:100::/64
 		return b[7] <= 1 || len(b) > outMTU || unrouted || b[6] != nettest.ProtoTCP && b[6] != nettest.ProtoUDP && b[6] != nettest.ProtoICMPv6
 	}
 	return false
