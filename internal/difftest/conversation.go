@@ -230,7 +230,8 @@ func stackErrorProbe(p Probe) bool {
 }
 
 // isFragmented reports whether any frame of a probe is an IP fragment or
-// carries an IPv6 fragment header (atomic fragments included).
+// carries an IPv6 fragment header (atomic fragments and fragment headers
+// cut short included).
 func isFragmented(p Probe) bool {
 	for _, f := range p.Frames {
 		l3 := 0
@@ -252,7 +253,10 @@ func isFragmented(p Probe) bool {
 			}
 			nh, off := b[6], ipv6HeaderLen
 		walk:
-			for i := 0; i < 8 && off+8 <= len(b); i++ {
+			for i := 0; i < 8 && off < len(b); i++ {
+				if nh != nettest.ProtoFragment && off+8 > len(b) {
+					break
+				}
 				switch nh {
 				case nettest.ProtoHopByHop, nettest.ProtoRouting, nettest.ProtoDestOpts:
 					nh, off = b[off], off+(int(b[off+1])+1)*8
@@ -262,7 +266,9 @@ func isFragmented(p Probe) bool {
 					// Atomic fragments too: with conntrack, the
 					// kernel's nf_defrag_ipv6 takes their fragment
 					// header out before any chain (the packet is
-					// forwarded or delivered without it).
+					// forwarded or delivered without it); and it
+					// drops a packet whose fragment header is cut
+					// short.
 					return true
 				default:
 					break walk
