@@ -818,11 +818,12 @@ static __always_inline int xfw_icmp_query(__u8 fam, __u32 t, int *reply)
 	return -1;
 }
 
-/* xfw_icmp6_untracked: MLD and neighbour discovery are never tracked
- * (noct_valid_new in nf_conntrack_proto_icmpv6.c). */
+/* xfw_icmp6_untracked: MLD, neighbour discovery and multicast router
+ * discovery advertisements and solicitations (151, 152) are never
+ * tracked (noct_valid_new in nf_conntrack_proto_icmpv6.c). */
 static __always_inline int xfw_icmp6_untracked(__u32 t)
 {
-	return (t >= 130 && t <= 136) || t == 143;
+	return (t >= 130 && t <= 136) || t == 143 || t == 151 || t == 152;
 }
 
 /* xfw_ct_ports reports whether the protocol's key carries ports (TCP,
