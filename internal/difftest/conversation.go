@@ -93,7 +93,7 @@ func GenerateStatefulCorpus(seed int64, plan Plan, ruleset string, opts Stateful
 	for tries := 0; len(c.Probes) < opts.Probes && tries < maxGenTries*opts.Probes; tries++ {
 		p := g.probe()
 		if g.e.multiport && shortPorts(p) || isFragmented(p) || trackedAsGeneric(p) || extToFw(p, plan) || badL4Checksum(p) ||
-			opts.SkipStackErrors && stackErrorProbe(p) {
+			opts.SkipStackErrors && stackErrorProbe(p, plan) {
 			continue
 		}
 		c.Probes = append(c.Probes, p)
@@ -205,7 +205,7 @@ func trackedAsGeneric(p Probe) bool {
 // (fragmentation needed, packet too big), IPv4 options or IPv6 extension
 // headers (parameter problem), an IPv6 destination fw has no route to (no
 // route).
-func stackErrorProbe(p Probe) bool {
+func stackErrorProbe(p Probe, plan Plan) bool {
 	if p.From == FromFw || len(p.Frames) == 0 {
 		return false
 	}
@@ -220,10 +220,9 @@ func stackErrorProbe(p Probe) bool {
 		return b[8] <= 1 || b[0]&0xf != 5 || len(b) > outMTU
 	case 6:
 		dst, _ := netip.AddrFromSlice(b[24:40])
-		// fd99::/16 has no route; nor has the VLAN's prefix when the
-		// kernel has no VLAN devices (any subnet X).
-		a := dst.As16()
-		unrouted := a[0] == 0xfd && (a[1] == 0x99 || a[1] == 0 && a[4] == 0x01 && a[5] == 0x00) // fd99::/16, fd00:X:100::/64
+		// No route, or the VLAN's prefix (no route when the kernel has
+		// no VLAN devices).
+		unrouted := !dst.IsMulticast() && !plan.isLocal(dst) && (plan.via(dst) == "" || plan.VLANNet.Contains(dst))
 		return b[7] <= 1 || len(b) > outMTU || unrouted || b[6] != nettest.ProtoTCP && b[6] != nettest.ProtoUDP && b[6] != nettest.ProtoICMPv6
 	}
 	return false
