@@ -222,7 +222,7 @@ func stackErrorProbe(p Probe, plan Plan) bool {
 		dst, _ := netip.AddrFromSlice(b[24:40])
 		// No route, or the VLAN's prefix (no route when the kernel has
 		// no VLAN devices).
-		unrouted := !dst.IsMulticast() && !plan.isLocal(dst) && (plan.via(dst) == "" || plan.VLANNet.Contains(dst))
+		unrouted := plan.VLANNet.Contains(dst) || !dst.IsMulticast() && !plan.isLocal(dst) && plan.via(dst) == ""
 		return b[7] <= 1 || len(b) > outMTU || unrouted || b[6] != nettest.ProtoTCP && b[6] != nettest.ProtoUDP && b[6] != nettest.ProtoICMPv6
 	}
 	return false
