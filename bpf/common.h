@@ -275,8 +275,6 @@ struct xfw_ifinfo {
 #define XFW_CTST_CONFIRMED 0x8
 /* xfw's own bits of xfw_ct_val.status, above the kernel's. */
 #define XFW_CTST_ORIG_B 0x100   /* the originator is endpoint b of the key */
-#define XFW_CTST_DYING 0x200    /* killed by a packet sent to lo: kept for
-				 * that packet's INPUT, then deleted */
 
 /* Connection key: one entry for both directions. The endpoints are
  * ordered (a <= b, comparing address then port) so both directions find

@@ -819,11 +819,12 @@ static __always_inline int xfw_icmp_query(__u8 fam, __u32 t, int *reply)
 	return -1;
 }
 
-/* xfw_icmp6_untracked: MLD and neighbour discovery are never tracked
- * (noct_valid_new in nf_conntrack_proto_icmpv6.c). */
+/* xfw_icmp6_untracked: MLD, neighbour discovery and multicast router
+ * discovery advertisements and solicitations (151, 152) are never
+ * tracked (noct_valid_new in nf_conntrack_proto_icmpv6.c). */
 static __always_inline int xfw_icmp6_untracked(__u32 t)
 {
-	return (t >= 130 && t <= 136) || t == 143;
+	return (t >= 130 && t <= 136) || t == 143 || t == 151 || t == 152;
 }
 
 /* xfw_ct_ports reports whether the protocol's key carries ports (TCP,
@@ -902,6 +903,23 @@ static __always_inline struct xfw_ct_entry *xfw_ct_find(struct xfw_ct_key *k, __
 		bpf_map_delete_elem(&xfw_ct_new, k);
 	}
 	return 0;
+}
+
+/* xfw_ct_peek looks k up in both tables, expired entries included (the
+ * loopback INPUT reads what OUTPUT left, xfw_ct_track). */
+static __always_inline struct xfw_ct_entry *xfw_ct_peek(struct xfw_ct_key *k, int *table)
+{
+	struct xfw_ct_entry *e;
+
+	*table = XFW_CTT_MAIN;
+	e = bpf_map_lookup_elem(&xfw_ct, k);
+	if (e)
+		return e;
+	*table = XFW_CTT_EMB;
+	e = bpf_map_lookup_elem(&xfw_ct_new, k);
+	if (!e)
+		*table = XFW_CTT_NONE;
+	return e;
 }
 
 static __always_inline void xfw_ct_delete(struct xfw_ct_key *k, int table)
@@ -1256,9 +1274,6 @@ static __always_inline void xfw_ct_promote(struct xfw_ct_scratch *cs, struct xfw
 /* Modes of xfw_ct_track. */
 #define XFW_CTM_TRACK 0    /* track (INPUT, FORWARD, OUTPUT) */
 #define XFW_CTM_LO_INPUT 1 /* loopback INPUT: read what OUTPUT decided */
-#define XFW_CTM_LO_OUTPUT 2 /* OUTPUT to lo: track; an entry the packet
-			      * kills stays (XFW_CTST_DYING) until the
-			      * packet's loopback INPUT has read it */
 
 /* xfw_ct_track returns the packet's XFW_F_CT value and leaves in cs what
  * waits for the verdict. The hook has copied the TCP header, UDP header,
@@ -1283,6 +1298,11 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 	proto = p->proto;
 	if (proto > 255)
 		return XFW_CTS_INVALID; /* extension headers not walkable */
+	/* IPv6 "no next header": ipv6_skip_exthdr gives up at it, so
+	 * nf_conntrack_in finds no transport protocol: no connection,
+	 * INVALID (not generic). */
+	if (p->fam == 1 && proto == 59)
+		return XFW_CTS_INVALID;
 
 	if (proto == IPPROTO_TCP) {
 		if (!xfw_tcp_seg_read(cs))
@@ -1295,6 +1315,13 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 			return XFW_CTS_INVALID;
 		ulen = xfw_rd16(cs->buf, 4);
 		if (proto == IPPROTO_UDP && (ulen < 8 || ulen > cs->l4len))
+			return XFW_CTS_INVALID;
+		/* udplite_error: the length field is the checksum coverage, 0
+		 * (everything) or at least the header and within the packet;
+		 * the checksum is mandatory (a zero field is INVALID: a check
+		 * of the field, not a verification of the sum). */
+		if (proto == IPPROTO_UDPLITE &&
+		    ((ulen != 0 && (ulen < 8 || ulen > cs->l4len)) || xfw_rd16(cs->buf, 6) == 0))
 			return XFW_CTS_INVALID;
 	} else if ((proto == IPPROTO_ICMP && p->fam == 0) || (proto == IPPROTO_ICMPV6 && p->fam == 1)) {
 		__u32 t = p->icmp >> 8;
@@ -1310,6 +1337,14 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		reqtype = xfw_icmp_query(p->fam, t, &reply);
 		if (reqtype < 0)
 			return XFW_CTS_INVALID; /* no inverse: cannot be tracked */
+	} else if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) {
+		/* The other family's ICMP (IPv4 protocol 58, IPv6 protocol 1):
+		 * the kernel picks the ICMP or ICMPv6 tracker by protocol
+		 * alone, whose packet function then refuses a packet of the
+		 * other family (nf_conntrack_icmp_packet,
+		 * nf_conntrack_icmpv6_packet: "state->pf != NFPROTO_IPV4",
+		 * -NF_ACCEPT): no connection, INVALID. Not generic. */
+		return XFW_CTS_INVALID;
 	}
 
 	if (reqtype >= 0) {
@@ -1329,14 +1364,14 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		srcb = xfw_ct_mkkey(&cs->key, p->fam, proto, p->src_hi, p->src_lo, 0,
 				    p->dst_hi, p->dst_lo, 0);
 	}
-	e = xfw_ct_find(&cs->key, now, &table);
-
 	if (mode == XFW_CTM_LO_INPUT) {
+		e = xfw_ct_peek(&cs->key, &table);
 		if (!e)
 			return XFW_CTS_INVALID;
 		dir = reqtype >= 0 ? reply : (srcb != !!(e->v.status & XFW_CTST_ORIG_B));
 		st = e->v.lo_state[dir & 1];
-		if (e->v.status & XFW_CTST_DYING)
+		/* Killed at OUTPUT (expired there): read, then gone. */
+		if ((__s64)(e->v.expires - now) <= 0)
 			xfw_ct_delete(&cs->key, table);
 		if ((st & 7) == XFW_CTS_INVALID || (st & 7) == XFW_CTS_UNTRACKED)
 			return st & 7;
@@ -1344,11 +1379,7 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		return st | (XFW_CTST_CONFIRMED << XFW_CTV_STATUS_SHIFT) | (proto << XFW_CTV_PROTO_SHIFT);
 	}
 
-	/* A connection killed by a packet to lo whose INPUT never came. */
-	if (e && (e->v.status & XFW_CTST_DYING)) {
-		xfw_ct_delete(&cs->key, table);
-		e = 0;
-	}
+	e = xfw_ct_find(&cs->key, now, &table);
 	if (e) {
 		/* A connection we know. */
 		if (reqtype >= 0) {
@@ -1365,17 +1396,21 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		status = e->v.status;
 		value = r == XFW_TCPR_INVALID ? XFW_CTS_INVALID : xfw_ctv(st, dir, status, proto);
 		e->v.lo_state[dir & 1] = value & 0xff;
-		/* The kernel's killed connection stays attached to the packet
-		 * through loopback INPUT: keep the entry for it. */
-		if (r == XFW_TCPR_KILL && mode == XFW_CTM_LO_OUTPUT)
-			e->v.status |= XFW_CTST_DYING;
+		/* nf_ct_kill (an RST as the first answer): the connection
+		 * leaves the table but the packet keeps it, and a loopback
+		 * packet brings it to INPUT, which sees what OUTPUT saw. So
+		 * the entry expires now rather than going at once: lookups
+		 * take it as gone (and delete it), the loopback INPUT still
+		 * reads its lo_state (xfw_ct_peek). */
+		if (r == XFW_TCPR_KILL)
+			e->v.expires = now;
 		if (locked)
 			xfw_ct_unlock(&e->lock);
 		if (r == XFW_TCPR_OK && table == XFW_CTT_EMB && (status & XFW_CTST_ASSURED))
 			xfw_ct_promote(cs, &e->v, cfg, now);
 		if (value != XFW_CTS_INVALID)
 			xfw_ct_tuple(p, &cs->key, &e->v);
-		if ((r == XFW_TCPR_KILL && mode != XFW_CTM_LO_OUTPUT) || r == XFW_TCPR_REPEAT)
+		if (r == XFW_TCPR_REPEAT)
 			xfw_ct_delete(&cs->key, table);
 		/* Reopening a closed connection (a SYN in TIME_WAIT or after
 		 * an RST): the old entry is gone, the packet opens a new one. */

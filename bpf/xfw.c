@@ -704,8 +704,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		cs = xfw_ct_scratch_get(1);
 		if (cs) {
 			xfw_ct_load_tc(skb, p, cs);
-			p->ct = xfw_ct_track(p, cs, oif == XFW_LOOPBACK_IFINDEX ? XFW_CTM_LO_OUTPUT
-										: XFW_CTM_TRACK);
+			p->ct = xfw_ct_track(p, cs, XFW_CTM_TRACK);
 		}
 	}
 

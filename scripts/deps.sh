@@ -10,7 +10,9 @@
 #     and that `clang -target bpf` finds <asm/types.h> (via gcc-multilib on
 #     amd64, which owns the /usr/include/asm symlink, or a symlink elsewhere);
 #   - networking tools for the integration tests: iproute2, iptables, nftables,
-#     ipset, tcpdump, ethtool, iputils-ping, netcat-openbsd, conntrack;
+#     ipset, tcpdump, ethtool, iputils-ping, netcat-openbsd, conntrack (the
+#     conntrack e2e tests compare with it, the differential test's stateful
+#     runs flush the kernel's table);
 #   - Go >= 1.24 (and >= the `go` line of go.mod): Debian's golang from
 #     bookworm-backports if `go` is missing; if the installed Go is older than
 #     go.mod asks for, Go's own toolchain switching fetches the right release
@@ -49,8 +51,7 @@ readonly ARCH
 PACKAGES=(
 	clang llvm libbpf-dev linux-libc-dev bpftool make
 	iproute2 iptables nftables ipset
-	tcpdump ethtool iputils-ping netcat-openbsd
-	conntrack # the kernel's conntrack tool: the conntrack e2e tests compare with it
+	tcpdump ethtool iputils-ping netcat-openbsd conntrack
 	ca-certificates # HTTPS to the Go module proxy (toolchain download)
 )
 # On amd64 gcc-multilib owns /usr/include/asm -> x86_64-linux-gnu/asm, which

@@ -29,6 +29,7 @@ func init() {
 
 // difftestUsage is xfw difftest's help.
 const difftestUsage = `usage: xfw difftest [--family 4|6] [--seed N] [--packets N] [--rulesets N] [--sets]
+                    [--conntrack [--conversations N] [--skip-stack-errors]]
                     [--corpus FILE] [--save-corpus FILE] [--repro-dir DIR]
                     [--no-shrink] [--subnet X] [RULESET-FILE]
 
@@ -49,6 +50,14 @@ unless --family) generated from --seed (ruleset i uses seed+i), each with
 --packets packets aimed at its edges. With RULESET-FILE (iptables-save text,
 family --family, default 4) it checks that ruleset with --corpus or with
 generated packets.
+
+With --conntrack the random rulesets are stateful (-m conntrack, -m state,
+"accept ESTABLISHED,RELATED first"), both sides' connection tables are
+flushed before each run, and the packets are --packets independent ones
+(no fragments: the kernel reassembles before conntrack) followed by
+--conversations conversations: TCP, UDP, ICMP and other flows sent packet
+by packet in order, each packet once the previous one has settled, with
+ICMP errors quoting them (see internal/difftest/conversation.go).
 `
 
 // difftestArgs are xfw difftest's options.
@@ -58,6 +67,9 @@ type difftestArgs struct {
 	packets    int
 	rulesets   int
 	sets       bool
+	conntrack  bool
+	convs      int
+	skipStack  bool
 	corpus     string
 	saveCorpus string
 	reproDir   string
@@ -81,6 +93,9 @@ func parseDifftestArgs(args []string, stderr io.Writer) (*difftestArgs, error) {
 	fs.StringVar(&a.reproDir, "repro-dir", "", "where to write reproductions (default: a new directory under $TMPDIR)")
 	fs.BoolVar(&a.noShrink, "no-shrink", false, "report differences without reducing them")
 	fs.BoolVar(&a.sets, "sets", false, "random rulesets also use ipsets (-m set; kernel ipset vs xfw ipset)")
+	fs.BoolVar(&a.conntrack, "conntrack", false, "stateful: random rulesets use -m conntrack and -m state, and conversations follow the packets")
+	fs.IntVar(&a.convs, "conversations", 60, "conversations per ruleset (with --conntrack)")
+	fs.BoolVar(&a.skipStack, "skip-stack-errors", false, "with --conntrack, leave out packets fw's stack answers with an ICMP error before any chain (an open difference; lets a campaign see past it)")
 	fs.IntVar(&a.subnet, "subnet", difftest.DefaultSubnet, "X of the topologies' addresses 10.X.… and fd00:X:… (sessions with different X run side by side; the bundled rulesets name X=42)")
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
@@ -97,6 +112,8 @@ func parseDifftestArgs(args []string, stderr io.Writer) (*difftestArgs, error) {
 	switch {
 	case a.family != 0 && a.family != 4 && a.family != 6:
 		return nil, fmt.Errorf("--family must be 4 or 6, not %d", a.family)
+	case a.convs < 0:
+		return nil, errors.New("--conversations must be at least 0")
 	case a.packets < 0 || a.rulesets < 1:
 		return nil, errors.New("--packets must be at least 0 and --rulesets at least 1")
 	case a.corpus != "" && a.ruleset == "":
@@ -159,7 +176,7 @@ func runDifftest(name string, args []string, env Env) int {
 // whether any differed, and how many differed only in the known ways.
 func difftestFamily(ctx context.Context, a *difftestArgs, fam ir.Family, self string, env Env) (failed bool, known int, err error) {
 	logf := func(format string, args ...any) { fmt.Fprintf(env.Stderr, "xfw difftest: "+format+"\n", args...) }
-	cfg := difftest.Config{Family: fam, XFW: self, XDPMode: os.Getenv("XFW_XDP_MODE"), Logf: logf, Subnet: uint8(a.subnet)}
+	cfg := difftest.Config{Family: fam, XFW: self, XDPMode: os.Getenv("XFW_XDP_MODE"), Logf: logf, Subnet: uint8(a.subnet), Conntrack: a.conntrack}
 	if os.Getenv("XFW_DIFFTEST_DEBUG") != "" {
 		// Every observation of every run, attributed or not.
 		cfg.Debug = logf
@@ -232,11 +249,18 @@ func difftestCase(a *difftestArgs, fam ir.Family, i int64, plan difftest.Plan) (
 		c.Rerun = fmt.Sprintf("xfw difftest --family %d --seed %d --packets %d %s", fam, seed, a.packets, a.ruleset)
 	} else {
 		c.Name = fmt.Sprintf("random %s ruleset, seed %d", fam, seed)
-		c.Ruleset = difftest.GenerateRuleset(seed, plan, difftest.GenOptions{Sets: a.sets})
+		c.Ruleset = difftest.GenerateRuleset(seed, plan, difftest.GenOptions{Sets: a.sets, Conntrack: a.conntrack})
 		c.Rerun = fmt.Sprintf("xfw difftest --family %d --seed %d --rulesets 1 --packets %d", fam, seed, a.packets)
 		if a.sets {
 			c.Name += " with sets"
 			c.Rerun += " --sets"
+		}
+	}
+	if a.conntrack {
+		c.Name += " (stateful)"
+		c.Rerun += fmt.Sprintf(" --conntrack --conversations %d", a.convs)
+		if a.skipStack {
+			c.Rerun += " --skip-stack-errors"
 		}
 	}
 	if a.corpus != "" {
@@ -251,7 +275,13 @@ func difftestCase(a *difftestArgs, fam ir.Family, i int64, plan difftest.Plan) (
 		c.Rerun += " --corpus " + a.corpus
 		return c, nil
 	}
-	corpus, err := difftest.GenerateCorpus(seed, plan, c.Ruleset, a.packets)
+	var corpus *difftest.Corpus
+	var err error
+	if a.conntrack {
+		corpus, err = difftest.GenerateStatefulCorpus(seed, plan, c.Ruleset, difftest.StatefulOptions{Probes: a.packets, Conversations: a.convs, SkipStackErrors: a.skipStack})
+	} else {
+		corpus, err = difftest.GenerateCorpus(seed, plan, c.Ruleset, a.packets)
+	}
 	if err != nil {
 		return c, fmt.Errorf("%s: %w", c.Name, err)
 	}

@@ -37,10 +37,6 @@ const (
 	// StatusOrigB says the originator is endpoint b of the data plane's
 	// key (xfw's own bit; the data plane reader resolves it).
 	StatusOrigB = 0x100
-	// StatusDying marks a connection a packet sent over lo killed, kept
-	// until that packet's loopback INPUT has read it (xfw's own bit): no
-	// longer a connection to list.
-	StatusDying = 0x200
 )
 
 // Version is the conntrack-tools release whose messages xfw reproduces.

@@ -150,10 +150,9 @@ func (t *CTTables) Entries(now, hz uint64) ([]CTEntry, error) {
 		for i, k := range keys {
 			v := vals[i]
 			if v.V.Expires <= now {
-				continue // expired (the kernel's nf_ct_is_expired)
-			}
-			if v.V.Status&conntrack.StatusDying != 0 {
-				continue // killed (the kernel's nf_ct_is_dying)
+				// Expired (the kernel's nf_ct_is_expired), or killed and
+				// kept for a loopback INPUT (bpf/ct.h).
+				continue
 			}
 			out = append(out, CTEntry{
 				Conn:    ctConn(k, v.V, now, hz),

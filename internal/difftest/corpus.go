@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/xfw-dev/xfw/internal/nettest"
@@ -47,6 +48,16 @@ type Probe struct {
 	Frames [][]byte
 	// Note says what the generator aimed at.
 	Note string
+	// Step orders probes whose fate depends on earlier ones (the packets
+	// of a conversation through connection tracking): the probes of step
+	// 0 go first, in batches, as independent probes do; those of each
+	// later step only once both sides have settled after the step before.
+	Step int
+	// KeepL4 leaves the transport header as written: the marker goes into
+	// the IPv4 identification or IPv6 flow label only, not into the TCP
+	// sequence numbers or the ICMP echo identifier, which the packets of
+	// a conversation must keep consistent.
+	KeepL4 bool
 }
 
 // String describes the probe for reports: where it goes and each frame
@@ -54,6 +65,9 @@ type Probe struct {
 func (p Probe) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s from %s", p.Path, p.From)
+	if p.Step > 0 {
+		fmt.Fprintf(&b, " at step %d", p.Step)
+	}
 	if p.Note != "" {
 		fmt.Fprintf(&b, " (%s)", p.Note)
 	}
@@ -111,11 +125,12 @@ type Corpus struct {
 }
 
 // corpusHeader starts a corpus file.
-const corpusHeader = "# xfw difftest corpus v1: ORIGIN PATH HEX[,HEX...] [# NOTE]"
+const corpusHeader = "# xfw difftest corpus v1: ORIGIN PATH [step=N] [keep-l4] HEX[,HEX...] [# NOTE]"
 
 // Format writes the corpus as text, one probe per line: origin (gen, sink,
-// fw), path (input, forward, output), the frames in hex separated by commas,
-// and "# note".
+// fw), path (input, forward, output), "step=N" for a probe of a later step
+// (Probe.Step), "keep-l4" (Probe.KeepL4), the frames in hex separated by
+// commas, and "# note".
 func (c *Corpus) Format(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintln(bw, corpusHeader)
@@ -134,7 +149,14 @@ func FormatProbe(p Probe) string {
 	for i, f := range p.Frames {
 		hexes[i] = hex.EncodeToString(f)
 	}
-	line := fmt.Sprintf("%s %s %s", p.From, p.Path, strings.Join(hexes, ","))
+	line := fmt.Sprintf("%s %s ", p.From, p.Path)
+	if p.Step > 0 {
+		line += fmt.Sprintf("step=%d ", p.Step)
+	}
+	if p.KeepL4 {
+		line += "keep-l4 "
+	}
+	line += strings.Join(hexes, ",")
 	if p.Note != "" {
 		line += " # " + p.Note
 	}
@@ -160,10 +182,25 @@ func ParseCorpus(r io.Reader) (*Corpus, error) {
 			line, note = line[:i], strings.TrimSpace(line[i+3:])
 		}
 		f := strings.Fields(line)
-		if len(f) != 3 {
-			return nil, fmt.Errorf("corpus line %d: want ORIGIN PATH HEX[,HEX...], got %d fields", n, len(f))
+		if len(f) < 3 || len(f) > 5 {
+			return nil, fmt.Errorf("corpus line %d: want ORIGIN PATH [step=N] [keep-l4] HEX[,HEX...], got %d fields", n, len(f))
 		}
 		p := Probe{From: Origin(f[0]), Path: Path(f[1]), Note: note}
+		for _, opt := range f[2 : len(f)-1] {
+			switch v, isStep := strings.CutPrefix(opt, "step="); {
+			case isStep:
+				st, err := strconv.Atoi(v)
+				if err != nil || st < 0 {
+					return nil, fmt.Errorf("corpus line %d: bad step %q", n, v)
+				}
+				p.Step = st
+			case opt == "keep-l4":
+				p.KeepL4 = true
+			default:
+				return nil, fmt.Errorf("corpus line %d: unknown option %q (step=N, keep-l4)", n, opt)
+			}
+		}
+		f = []string{f[0], f[1], f[len(f)-1]}
 		switch p.From {
 		case FromGen, FromSink, FromFw:
 		default:

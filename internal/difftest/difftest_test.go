@@ -19,12 +19,22 @@ import (
 const genSeeds = 200
 
 func TestGenerateRulesetLoads(t *testing.T) {
-	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
-		t.Run(fam.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fam  ir.Family
+		opts GenOptions
+	}{
+		{"ipv4", ir.IPv4, GenOptions{}},
+		{"ipv6", ir.IPv6, GenOptions{}},
+		{"ipv4 stateful", ir.IPv4, GenOptions{Conntrack: true}},
+		{"ipv6 stateful", ir.IPv6, GenOptions{Conntrack: true}},
+	} {
+		fam := tc.fam
+		t.Run(tc.name, func(t *testing.T) {
 			plan := NewPlan(fam, DefaultSubnet)
 			for seed := int64(0); seed < genSeeds; seed++ {
-				text := GenerateRuleset(seed, plan, GenOptions{})
-				if again := GenerateRuleset(seed, plan, GenOptions{}); again != text {
+				text := GenerateRuleset(seed, plan, tc.opts)
+				if again := GenerateRuleset(seed, plan, tc.opts); again != text {
 					t.Fatalf("seed %d: not deterministic", seed)
 				}
 				rs, err := iptables.Restore(fam, strings.NewReader(text), nil, iptables.RestoreOptions{Sets: SetLookup(text)})
@@ -109,6 +119,90 @@ func TestGenerateCorpus(t *testing.T) {
 	}
 }
 
+func TestGenerateStatefulCorpus(t *testing.T) {
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		t.Run(fam.String(), func(t *testing.T) {
+			plan := NewPlan(fam, DefaultSubnet)
+			rules := GenerateRuleset(5, plan, GenOptions{Conntrack: true})
+			opts := StatefulOptions{Probes: 300, Conversations: 80}
+			c, err := GenerateStatefulCorpus(5, plan, rules, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, _ := GenerateStatefulCorpus(5, plan, rules, opts)
+			var b, b2 strings.Builder
+			if err := c.Format(&b); err != nil {
+				t.Fatal(err)
+			}
+			_ = again.Format(&b2)
+			if b.String() != b2.String() {
+				t.Fatal("not deterministic")
+			}
+			back, err := ParseCorpus(strings.NewReader(b.String()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			independent, steps, kinds := 0, map[int]int{}, map[string]int{}
+			// The TCP segments of one flow, in order: sequence numbers of
+			// a conversation stay in the range markers never reach.
+			for i, p := range c.Probes {
+				if FormatProbe(back.Probes[i]) != FormatProbe(p) || back.Probes[i].Step != p.Step || back.Probes[i].KeepL4 != p.KeepL4 {
+					t.Fatalf("probe %d does not survive the corpus format", i)
+				}
+				if isFragmented(p) {
+					t.Errorf("probe %d is a fragment: %s", i, p)
+				}
+				if trackedAsGeneric(p) {
+					t.Errorf("probe %d is SCTP, DCCP or GRE: %s", i, p)
+				}
+				if p.Step == 0 {
+					independent++
+					continue
+				}
+				steps[p.Step]++
+				if !p.KeepL4 {
+					t.Errorf("conversation probe %d has L4 markers", i)
+				}
+				if _, kind, ok := strings.Cut(p.Note, "("); ok {
+					kinds[strings.Fields(kind)[0]]++
+				}
+				if pkt := p.decode(p.Frames[0]); pkt != nil && pkt.Protocol == nettest.ProtoTCP && pkt.TCPFlags&nettest.TCPRst == 0 {
+					if pkt.Seq>>tcpMarkerShift <= maxMarker(true)/2 {
+						t.Errorf("probe %d: sequence number %#x in the markers' range", i, pkt.Seq)
+					}
+				}
+			}
+			if independent != opts.Probes {
+				t.Errorf("%d independent probes, want %d", independent, opts.Probes)
+			}
+			if len(steps) < 3 || steps[1] != opts.Conversations {
+				t.Errorf("steps %v: want every conversation to start at step 1", steps)
+			}
+			for _, k := range []string{"tcp", "udp", "icmp", "stray"} {
+				if kinds[k] == 0 {
+					t.Errorf("no %s conversation (%v)", k, kinds)
+				}
+			}
+		})
+	}
+}
+
+func TestGenerateRulesetStateful(t *testing.T) {
+	var all strings.Builder
+	for seed := int64(0); seed < genSeeds; seed++ {
+		all.WriteString(GenerateRuleset(seed, NewPlan(ir.IPv4, DefaultSubnet), GenOptions{Conntrack: true}))
+	}
+	text := all.String()
+	for _, w := range []string{"-m conntrack --ctstate", "-m conntrack ! --ctstate", "--ctstatus", "NONE", "--ctdir REPLY", "--ctdir ORIGINAL",
+		"--ctproto", "-m state --state", "-m state ! --state", "INVALID", "UNTRACKED",
+		"-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT", "-A FORWARD -m state --state RELATED,ESTABLISHED -j ACCEPT",
+		"-A OUTPUT -m conntrack --ctstate INVALID -j DROP"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("no stateful ruleset contains %q", w)
+		}
+	}
+}
+
 func TestParseCorpusErrors(t *testing.T) {
 	tests := []struct{ name, line string }{
 		{"fields", "gen forward"},
@@ -116,6 +210,9 @@ func TestParseCorpusErrors(t *testing.T) {
 		{"path", "gen sideways 00112233445566778899aabbccdd"},
 		{"hex", "gen forward zz"},
 		{"short frame", "gen forward 0011"},
+		{"bad step", "gen forward step=x 00112233445566778899aabbccdd"},
+		{"unknown option", "gen forward fast 00112233445566778899aabbccdd"},
+		{"too many fields", "gen forward step=1 keep-l4 extra 00112233445566778899aabbccdd"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -178,7 +275,7 @@ func TestSetMarker(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			b := append([]byte(nil), tc.pkt...)
-			if !setMarker(b, 0, tc.marker) {
+			if !setMarker(b, 0, tc.marker, false) {
 				t.Fatal("no marker written")
 			}
 			p, _ := nettest.ParseIP(b)

@@ -28,6 +28,12 @@
 //     Differences; Session.Shrink reduces a failing ruleset and corpus to a
 //     minimal reproduction.
 //
+// Stateful runs (Config.Conntrack, GenOptions.Conntrack,
+// GenerateStatefulCorpus) compare connection tracking: rulesets with -m
+// conntrack and -m state, both connection tables flushed before each run,
+// and conversations — probes with a Step, sent in order, each step once
+// both sides have settled after the one before (conversation.go).
+//
 // Probes are sent in batches and observed continuously: each carries a
 // unique marker (the IPv4 identification or the IPv6 flow label, which no
 // supported match reads; the TCP sequence numbers and the ICMP echo

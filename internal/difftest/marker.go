@@ -148,8 +148,9 @@ func transport(b []byte, l3 int) (proto uint8, off int, ok bool) {
 }
 
 // setMarker writes marker m into the IP packet at b[l3:] (see the top of
-// this file) and reports whether the packet could carry it.
-func setMarker(b []byte, l3 int, m uint32) bool {
+// this file) and reports whether the packet could carry it. With keepL4 the
+// transport header is left alone (Probe.KeepL4).
+func setMarker(b []byte, l3 int, m uint32, keepL4 bool) bool {
 	if l3 < 0 || len(b) < l3+1 {
 		return false
 	}
@@ -169,7 +170,7 @@ func setMarker(b []byte, l3 int, m uint32) bool {
 		return false
 	}
 	proto, off, ok := transport(b, l3)
-	if !ok {
+	if !ok || keepL4 {
 		return true
 	}
 	switch proto {

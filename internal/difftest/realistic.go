@@ -55,9 +55,10 @@ type Skipped struct {
 
 // unsupportedLine matches rule lines with matches or targets xfw does not
 // support (the parser names them; these are the ones real dumps use).
-// conntrack and state parse and print, but the data plane refuses them
-// until connection tracking lands, so their lines are dropped too.
-var unsupportedLine = regexp.MustCompile(`(-m|-j|--match|--jump) (conntrack|state|limit|hashlimit|recent|addrtype|TCPMSS|NFLOG|NFQUEUE|CHECKSUM|CT|MARK|CONNMARK|set|owner|physdev|rt|pkttype|u32|string|time|connlimit|policy)\b`)
+// conntrack and state are supported (but for --ctorig*, --ctrepl* and
+// --ctexpire, which the compiler refuses: a dump using them loses those
+// lines through supported's check, not this list).
+var unsupportedLine = regexp.MustCompile(`(-m|-j|--match|--jump) (limit|hashlimit|recent|addrtype|TCPMSS|NFLOG|NFQUEUE|CHECKSUM|CT|MARK|CONNMARK|set|owner|physdev|rt|pkttype|u32|string|time|connlimit|policy)\b`)
 
 // Dumps returns the filter tables of the iptables-save dumps in dir (the
 // conformance suite's dumps/). A dump whose filter table uses what xfw
@@ -115,6 +116,14 @@ func Dumps(dir string) ([]Named, []Skipped, error) {
 	}
 	return out, skipped, nil
 }
+
+// statefulRe matches a rule line that looks at connection tracking.
+var statefulRe = regexp.MustCompile(`(-m|--match) (conntrack|state)\b`)
+
+// Stateful reports whether a ruleset uses connection tracking (-m
+// conntrack, -m state): its packets then come from GenerateStatefulCorpus
+// and its sessions flush the connection tables (Config.Conntrack).
+func Stateful(ruleset string) bool { return statefulRe.MatchString(ruleset) }
 
 // supported reports why xfw cannot load text, or nil.
 func supported(fam ir.Family, text string) error {

@@ -32,6 +32,11 @@ type GenOptions struct {
 	// Sets adds two ipsets (a hash:net with nomatch entries, a hash:ip)
 	// of the plan's addresses and set matches on them (SetLines).
 	Sets bool
+	// Conntrack makes the ruleset stateful: -m conntrack (--ctstate,
+	// --ctproto, --ctstatus, --ctdir, inverted or not) and -m state
+	// among the other matches, and often the usual shapes first in a base
+	// chain ("accept ESTABLISHED,RELATED", "drop INVALID").
+	Conntrack bool
 }
 
 // setLinePrefix starts the ruleset comment lines that carry the ipsets a
@@ -98,6 +103,8 @@ type grule struct {
 	target string // "ACCEPT", "DROP", "REJECT", "LOG", "RETURN", "", "jump", "goto"
 	to     int    // jump / goto destination chain index
 	spec   []string
+	// fixed rules come with their spec (the stateful shapes).
+	fixed bool
 }
 
 // rgen holds the state of one ruleset's generation.
@@ -109,6 +116,8 @@ type rgen struct {
 	hooks  []uint8
 	// setLines are the ipset restore lines of the generated sets.
 	setLines []string
+	// ct is set for stateful rulesets (GenOptions.Conntrack).
+	ct bool
 }
 
 // GenerateRuleset returns a random filter table for plan's family, as
@@ -125,7 +134,7 @@ func GenerateRuleset(seed int64, plan Plan, opts GenOptions) string {
 	case opts.MaxUserChains > len(userChainNames):
 		opts.MaxUserChains = len(userChainNames)
 	}
-	g := &rgen{rng: rand.New(rand.NewSource(seed)), plan: plan, fam: plan.Family}
+	g := &rgen{rng: rand.New(rand.NewSource(seed)), plan: plan, fam: plan.Family, ct: opts.Conntrack}
 	g.chains = append([]string(nil), ir.BuiltinChains...)
 	nuser := 0
 	if opts.MaxUserChains > 0 {
@@ -136,6 +145,9 @@ func GenerateRuleset(seed int64, plan Plan, opts GenOptions) string {
 	// Phase 1: rules and their targets, jumps only to later chains (no
 	// loops, which the kernel refuses).
 	var rules []*grule
+	if g.ct {
+		rules = g.statefulShapes()
+	}
 	budget := 1 + g.rng.Intn(opts.MaxRules)
 	for budget > 0 {
 		ci := g.rng.Intn(len(g.chains))
@@ -161,7 +173,9 @@ func GenerateRuleset(seed int64, plan Plan, opts GenOptions) string {
 		g.genSets()
 	}
 	for _, r := range rules {
-		g.fillRule(r)
+		if !r.fixed {
+			g.fillRule(r)
+		}
 	}
 
 	var b strings.Builder
@@ -317,6 +331,9 @@ func (g *rgen) fillRule(r *grule) {
 	}
 	if len(g.setLines) > 0 && g.chance(15) {
 		add(g.setSpec()...)
+	}
+	if g.ct && g.chance(35) {
+		add(g.ctSpec()...)
 	}
 	if g.chance(8) {
 		add("-m", "comment", "--comment", quote(pick(g.rng, []string{"allow web", "block-it", "say \\\"hi\\\"", "x", "ssh from lan"})))
@@ -833,4 +850,99 @@ func (g *rgen) targetSpec(r *grule, pc protoChoice) []string {
 	default:
 		return []string{pick(g.rng, []string{"-j", "-j", "--jump"}), r.target}
 	}
+}
+
+// ctStates are the --ctstate names (SNAT and DNAT never hold here: no
+// NAT), with the spellings conntrack_ps_state accepts (any case, any
+// prefix: "E" is ESTABLISHED).
+var ctStates = []string{"INVALID", "NEW", "ESTABLISHED", "RELATED", "UNTRACKED", "SNAT", "DNAT"}
+
+// ctStatuses are the --ctstatus names.
+var ctStatuses = []string{"NONE", "EXPECTED", "SEEN_REPLY", "ASSURED", "CONFIRMED"}
+
+// nameList returns a comma list of one or more of names (the first n of
+// them only), sometimes in lower case.
+func (g *rgen) nameList(names []string, n int) string {
+	var out []string
+	for _, i := range g.rng.Perm(n)[:1+g.rng.Intn(min(n, 3))] {
+		out = append(out, names[i])
+	}
+	s := strings.Join(out, ",")
+	if g.chance(10) {
+		s = strings.ToLower(s)
+	}
+	return s
+}
+
+// ctSpec returns a conntrack or state match.
+func (g *rgen) ctSpec() []string {
+	if g.chance(35) {
+		s := []string{"-m", "state"}
+		s = append(s, g.neg(15)...)
+		return append(s, "--state", g.nameList(ctStates, 5))
+	}
+	s := []string{"-m", "conntrack"}
+	opts := 0
+	for opts == 0 {
+		if g.chance(75) {
+			s = append(s, g.neg(20)...)
+			n := 5
+			if g.chance(10) {
+				n = len(ctStates)
+			}
+			s = append(s, "--ctstate", g.nameList(ctStates, n))
+			opts++
+		}
+		if g.chance(20) {
+			s = append(s, g.neg(25)...)
+			protos := []string{"tcp", "udp", "icmp", "6", "17", "47"}
+			if g.fam == ir.IPv6 {
+				protos = []string{"tcp", "udp", "ipv6-icmp", "58", "6", "17"}
+			}
+			s = append(s, "--ctproto", pick(g.rng, protos))
+			opts++
+		}
+		if g.chance(20) {
+			s = append(s, g.neg(25)...)
+			s = append(s, "--ctstatus", g.nameList(ctStatuses, len(ctStatuses)))
+			opts++
+		}
+		if g.chance(20) {
+			s = append(s, "--ctdir", pick(g.rng, []string{"ORIGINAL", "REPLY"}))
+			opts++
+		}
+	}
+	return s
+}
+
+// statefulShapes returns the rules stateful rulesets usually start their
+// base chains with: accept what belongs to known connections (the fast
+// path xfw takes for a chain's first such rule, compiler.CtFastPath), drop
+// what conntrack calls INVALID.
+func (g *rgen) statefulShapes() []*grule {
+	var out []*grule
+	for ci := range ir.BuiltinChains {
+		if g.chance(60) {
+			var spec []string
+			switch g.rng.Intn(4) {
+			case 0:
+				spec = []string{"-m", "state", "--state", "RELATED,ESTABLISHED"}
+			case 1:
+				spec = []string{"-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED"}
+			case 2:
+				spec = []string{"-m", "conntrack", "--ctstate", "ESTABLISHED"}
+			default:
+				spec = []string{"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "--ctstatus", "SEEN_REPLY"}
+			}
+			out = append(out, &grule{chain: ci, target: "ACCEPT", fixed: true, spec: append(spec, "-j", "ACCEPT")})
+		}
+		if g.chance(35) {
+			spec := []string{"-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP"}
+			if g.chance(30) {
+				spec = []string{"-m", "state", "--state", "INVALID", "-j", pick(g.rng, []string{"DROP", "LOG"})}
+			}
+			out = append(out, &grule{chain: ci, target: spec[len(spec)-1], fixed: true, spec: spec})
+		}
+	}
+	return out
 }

@@ -170,6 +170,17 @@ func (s *Session) runOnce(ctx context.Context, ruleset string, c *Corpus, opts R
 		}
 	}
 
+	if s.cfg.Conntrack {
+		// Every run starts with empty connection tables: what an
+		// earlier run (or the announcements above) left would make
+		// its probes' fate depend on the order of the runs.
+		var flushErr [2]error
+		parallel(func(i int) { flushErr[i] = s.flushConntrack(s.sides[i]) })
+		if err := errors.Join(flushErr[:]...); err != nil {
+			return nil, err
+		}
+	}
+
 	// Mark the probes.
 	v6 := s.cfg.Family == ir.IPv6
 	type marked struct {
@@ -191,7 +202,7 @@ func (s *Session) runOnce(ctx context.Context, ruleset string, c *Corpus, opts R
 			if p.From != FromFw {
 				l3 = l3Offset(b)
 			}
-			if setMarker(b, l3, m) {
+			if setMarker(b, l3, m, p.KeepL4) {
 				ok = true
 			}
 			probes[i].frames = append(probes[i].frames, b)
@@ -229,40 +240,50 @@ func (s *Session) runOnce(ctx context.Context, ruleset string, c *Corpus, opts R
 	}
 	kmsg0 := s.kmsg.overruns()
 
-	// Send, both sides at once, in paced batches: first what gen and sink
-	// send, then, once that has settled, what fw sends. (The kernel's
-	// REJECT in OUTPUT runs in the sender's context and holds the ICMP
-	// socket; an ICMP error due at that moment in a softirq on the same
-	// CPU is then not sent at all. Kept apart, both sides send them all.)
-	for phase := 0; phase < 2; phase++ {
-		var sendErr [2]error
-		parallel(func(i int) {
-			sd := s.sides[i]
-			n := 0
-			for k := range probes {
-				if (c.Probes[k].From == FromFw) != (phase == 1) {
-					continue
+	// Send, both sides at once, in paced batches, step by step (Probe.Step:
+	// the packets of conversations, each step once the one before has
+	// settled); within a step first what gen and sink send, then, once
+	// that has settled, what fw sends. (The kernel's REJECT in OUTPUT runs
+	// in the sender's context and holds the ICMP socket; an ICMP error due
+	// at that moment in a softirq on the same CPU is then not sent at all.
+	// Kept apart, both sides send them all.)
+	for _, step := range steps(c) {
+		for phase := 0; phase < 2; phase++ {
+			var sendErr [2]error
+			sent := 0
+			parallel(func(i int) {
+				sd := s.sides[i]
+				n := 0
+				for k := range probes {
+					if c.Probes[k].Step != step || (c.Probes[k].From == FromFw) != (phase == 1) {
+						continue
+					}
+					if ctx.Err() != nil {
+						sendErr[i] = ctx.Err()
+						return
+					}
+					for _, f := range probes[k].frames {
+						// OUTPUT: the kernel's EPERM for an OUTPUT drop is
+						// not compared (README, "Known differences from
+						// iptables"), nor any other send error: packets on
+						// the wire are.
+						_ = sd.send(c.Probes[k].From, f, v6)
+					}
+					if n++; n%opts.Batch == 0 {
+						time.Sleep(opts.Pause)
+					}
 				}
-				if ctx.Err() != nil {
-					sendErr[i] = ctx.Err()
-					return
+				if i == 0 {
+					sent = n
 				}
-				for _, f := range probes[k].frames {
-					// OUTPUT: the kernel's EPERM for an OUTPUT drop is not
-					// compared (README, "Known differences from
-					// iptables"), nor any other send error: packets on the
-					// wire are.
-					_ = sd.send(c.Probes[k].From, f, v6)
-				}
-				if n++; n%opts.Batch == 0 {
-					time.Sleep(opts.Pause)
-				}
+			})
+			if err := errors.Join(sendErr[:]...); err != nil {
+				return nil, err
 			}
-		})
-		if err := errors.Join(sendErr[:]...); err != nil {
-			return nil, err
+			if sent > 0 || step == 0 {
+				s.settle()
+			}
 		}
-		s.settle()
 	}
 
 	// Loss accounting after.
@@ -346,6 +367,20 @@ func (s *Session) runOnce(ctx context.Context, ruleset string, c *Corpus, opts R
 	}
 	res.Differences = append(res.Differences, compareSaves(res.Saves[0], res.Saves[1])...)
 	return res, nil
+}
+
+// steps returns the steps of a corpus's probes in order, 0 always first.
+func steps(c *Corpus) []int {
+	seen := map[int]bool{0: true}
+	out := []int{0}
+	for _, p := range c.Probes {
+		if !seen[p.Step] {
+			seen[p.Step] = true
+			out = append(out, p.Step)
+		}
+	}
+	sort.Ints(out)
+	return out
 }
 
 // settle waits until both sides have been quiet for quietGap (at least

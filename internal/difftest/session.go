@@ -52,6 +52,10 @@ type Config struct {
 	// are what the kernel is compared with. The kernel restores the whole
 	// ruleset.
 	AppendTail int
+	// Conntrack makes the session stateful: both sides' connection
+	// tables (the kernel's nf_conntrack, xfw's) are flushed after each
+	// ruleset is loaded, so that every run starts from none.
+	Conntrack bool
 }
 
 // namespaceBase starts the names of the session's namespaces.
@@ -192,6 +196,11 @@ func CheckTools(cfg Config) error {
 	for _, t := range tools {
 		if _, err := exec.LookPath(t); err != nil {
 			return fmt.Errorf("difftest: %s is required (scripts/deps.sh installs it): %w", t, err)
+		}
+	}
+	if cfg.Conntrack {
+		if _, err := exec.LookPath("conntrack"); err != nil {
+			return fmt.Errorf("difftest: conntrack (conntrack-tools) is required for stateful runs: %w", err)
 		}
 	}
 	if cfg.XFW == "" {
@@ -776,6 +785,24 @@ func (s *Session) save(sd *side) (string, error) {
 		return "", fmt.Errorf("%s save: %w", sd.name, err)
 	}
 	return res.Stdout, nil
+}
+
+// flushConntrack empties a side's connection table: conntrack -F in the
+// kernel's fw, xfw conntrack -F in xfw's (nothing to do while xfw tracks
+// nothing: its tables exist only with a ruleset that needs them).
+func (s *Session) flushConntrack(sd *side) error {
+	argv := []string{"conntrack", "-F"}
+	if !sd.kernel {
+		argv = []string{s.cfg.XFW, "conntrack", "-F"}
+	}
+	res, err := nettest.ExecTimeout(toolTimeout, sd.topo.FwNS, argv...)
+	if err != nil {
+		if !sd.kernel && strings.Contains(res.Stderr, "not loaded") {
+			return nil
+		}
+		return fmt.Errorf("%s: %s: exit %d: %s", sd.name, strings.Join(argv, " "), res.ExitCode, strings.TrimSpace(res.Stderr))
+	}
+	return nil
 }
 
 // logStartWait covers `xfw log`'s poll for a ring buffer to appear (once a

@@ -33,6 +33,9 @@ const (
 	// realisticPackets is the packets per realistic ruleset (16 of them,
 	// REJECT-heavy: three runs each when only known differences show).
 	realisticPackets = 1000
+	// realisticConversations is the conversations per realistic
+	// ruleset that uses connection tracking.
+	realisticConversations = 40
 	// caseTimeout bounds one case, shrinking included.
 	caseTimeout = 2 * time.Minute
 )
@@ -104,8 +107,17 @@ func check(t *testing.T, s *difftest.Session, c difftest.Case) {
 	defer cancel()
 	start := time.Now()
 	// Documented REJECT differences are not reduced (a few dozen runs
-	// each); everything else is.
-	o, err := s.Check(ctx, c, difftest.CheckOptions{Shrink: true})
+	// each); everything else is, but for conversations: a run waits for
+	// each of their steps, and reducing takes dozens of runs (the report
+	// names each differing probe with its conversation and step).
+	shrink := true
+	for _, p := range c.Corpus.Probes {
+		if p.Step > 0 {
+			shrink = false
+			break
+		}
+	}
+	o, err := s.Check(ctx, c, difftest.CheckOptions{Shrink: shrink})
 	if err != nil {
 		t.Fatalf("%s: %v", c.Name, err)
 	}
@@ -168,12 +180,42 @@ func TestRandomRulesetsAppended(t *testing.T) {
 	runRandom(t, seed, appendRulesets, difftest.GenOptions{}, func(c *difftest.Config) { c.AppendTail = appendTail })
 }
 
+// Stateful random rulesets per family the bounded run checks (seeds
+// after the appended ones), with statefulPackets independent probes and
+// statefulConversations conversations each (DIFFTEST_STATEFUL_COUNT,
+// DIFFTEST_STATEFUL_PACKETS and DIFFTEST_CONVERSATIONS change them).
+const (
+	statefulRulesets      = 3
+	statefulPackets       = 400
+	statefulConversations = 60
+)
+
+// TestRandomRulesetsStateful compares stateful random rulesets (-m
+// conntrack with --ctstate, --ctstatus, --ctproto and --ctdir, -m state,
+// "accept ESTABLISHED,RELATED first") against the kernel's nf_conntrack,
+// with independent probes and then conversations: TCP, UDP, ICMP and other
+// flows packet by packet, each packet once the one before has settled, and
+// ICMP errors quoting them. Both sides' connection tables are flushed
+// before each run.
+func TestRandomRulesetsStateful(t *testing.T) {
+	seed := envInt(t, "DIFFTEST_SEED", defaultSeed) + envInt(t, "DIFFTEST_COUNT", defaultCount) + setRulesets + appendRulesets
+	count := envInt(t, "DIFFTEST_STATEFUL_COUNT", statefulRulesets)
+	runRandom(t, seed, count, difftest.GenOptions{Conntrack: true}, func(c *difftest.Config) { c.Conntrack = true })
+}
+
 // runRandom checks count random rulesets per family from seed on.
 func runRandom(t *testing.T, seed, count int64, opts difftest.GenOptions, tune ...func(*difftest.Config)) {
 	packets := int(envInt(t, "DIFFTEST_PACKETS", defaultPackets))
+	convs := 0
 	what, flag := "", ""
 	if opts.Sets {
 		what, flag = " with sets", " --sets"
+	}
+	if opts.Conntrack {
+		packets = int(envInt(t, "DIFFTEST_STATEFUL_PACKETS", statefulPackets))
+		convs = int(envInt(t, "DIFFTEST_CONVERSATIONS", statefulConversations))
+		what += " (stateful)"
+		flag += fmt.Sprintf(" --conntrack --conversations %d", convs)
 	}
 	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
 		t.Run(fam.String(), func(t *testing.T) {
@@ -184,7 +226,13 @@ func runRandom(t *testing.T, seed, count int64, opts difftest.GenOptions, tune .
 				if opts.Sets && len(difftest.SetLines(text)) == 0 {
 					t.Fatalf("seed %d: the ruleset carries no sets:\n%s", sd, text)
 				}
-				corpus, err := difftest.GenerateCorpus(sd, s.Plan(), text, packets)
+				var corpus *difftest.Corpus
+				var err error
+				if opts.Conntrack {
+					corpus, err = difftest.GenerateStatefulCorpus(sd, s.Plan(), text, difftest.StatefulOptions{Probes: packets, Conversations: convs})
+				} else {
+					corpus, err = difftest.GenerateCorpus(sd, s.Plan(), text, packets)
+				}
 				if err != nil {
 					t.Fatalf("seed %d: %v\n%s", sd, err, text)
 				}
@@ -227,12 +275,22 @@ func TestRealisticRulesets(t *testing.T) {
 	sets = append(sets, dumps...)
 	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
 		t.Run(fam.String(), func(t *testing.T) {
-			s := session(t, fam)
+			// Dumps with -m conntrack or -m state: both connection
+			// tables flushed before each run, and conversations after
+			// the independent probes.
+			s := session(t, fam, func(c *difftest.Config) { c.Conntrack = true })
 			for _, n := range sets {
 				if n.Family != fam {
 					continue
 				}
-				corpus, err := difftest.GenerateCorpus(seed, s.Plan(), n.Text, packets)
+				var corpus *difftest.Corpus
+				var err error
+				if difftest.Stateful(n.Text) {
+					corpus, err = difftest.GenerateStatefulCorpus(seed, s.Plan(), n.Text,
+						difftest.StatefulOptions{Probes: packets, Conversations: realisticConversations})
+				} else {
+					corpus, err = difftest.GenerateCorpus(seed, s.Plan(), n.Text, packets)
+				}
 				if err != nil {
 					t.Errorf("%s: %v", n.Name, err)
 					continue
