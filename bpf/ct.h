@@ -103,6 +103,9 @@ struct {
 #define XFW_CT_BUF 128
 #define XFW_CT_BUF_MASK (XFW_CT_BUF - 1)
 
+/* Extension headers of an ICMPv6 error's quoted packet walked at most. */
+#define XFW_CT_INNER_EXTS 4
+
 /* What waits for the verdict (xfw_ct_scratch.pending). */
 #define XFW_CTP_NONE 0
 #define XFW_CTP_CREATE 1 /* insert .nv under .key when accepted */
@@ -130,6 +133,7 @@ struct xfw_ct_scratch {
 	__u32 pending;    /* XFW_CTP_* */
 	__u32 value;      /* the packet's XFW_F_CT value */
 	__u32 hook;       /* this scratch's index (xfw_ct_scratch_get) */
+	__u32 stack_icmp; /* TC: the packet comes from the stack's ICMP socket */
 	struct xfw_tcp_seg seg; /* TCP: the segment's facts (xfw_tcp_seg_read) */
 };
 
@@ -245,6 +249,15 @@ static __always_inline int xfw_before(__u32 a, __u32 b)
 static __always_inline int xfw_after(__u32 a, __u32 b)
 {
 	return (__s32)(b - a) < 0;
+}
+
+/* xfw_ix masks a buffer index in a way the compiler keeps (it would drop a
+ * mask an earlier bound makes redundant, which the verifier may not have
+ * followed). */
+static __always_inline __u32 xfw_ix(__u32 i)
+{
+	xfw_barrier_var(i);
+	return i & XFW_CT_BUF_MASK;
 }
 
 static __always_inline __u32 xfw_rd32(const __u8 *b, __u32 off)
@@ -1009,7 +1022,7 @@ static __always_inline void xfw_ct_tuple(struct xfw_pkt *p, struct xfw_ct_key *k
 /* b_flags returns the flags byte of a quoted TCP header at hl. */
 static __always_inline __u32 b_flags(__u8 *b, __u32 hl)
 {
-	return b[(hl + 13) & XFW_CT_BUF_MASK];
+	return b[xfw_ix(hl + 13)];
 }
 
 static __always_inline __u32 xfw_ct_attached(struct xfw_ct_scratch *cs, __u32 proto,
@@ -1018,7 +1031,13 @@ static __always_inline __u32 xfw_ct_attached(struct xfw_ct_scratch *cs, __u32 pr
 	struct xfw_ct_cfg *cfg;
 	__u32 zero = 0, f;
 
-	if (cs->hook != 1 || icmp_reply)
+	/* Only the stack's own errors (its ICMP control socket: the TC hook
+	 * sets cs->stack_icmp) carry an attached connection; one a process
+	 * writes on a raw socket is tracked like any packet. */
+	if (cs->hook != 1 || !cs->stack_icmp || icmp_reply)
+		return XFW_CTS_INVALID;
+	/* No transport header ("no next header"): no connection to attach. */
+	if (proto == XFW_NH_NONE)
 		return XFW_CTS_INVALID;
 	if (proto == IPPROTO_TCP) {
 		cfg = bpf_map_lookup_elem(&xfw_ct_cfg, &zero);
@@ -1067,7 +1086,30 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 			return XFW_CTS_INVALID;
 		hl = 40;
 		proto = b[6];
-		if (xfw_ipv6_is_ext(proto))
+		/* The quoted packet's extension headers, as ipv6_skip_exthdr
+		 * walks them (a later fragment has no transport header). */
+		for (int i = 0; i < XFW_CT_INNER_EXTS; i++) {
+			__u32 nh, len;
+
+			if (!xfw_ipv6_is_ext(proto))
+				break;
+			if (cs->buflen < hl + 8 || hl > XFW_CT_BUF - 16)
+				return XFW_CTS_INVALID;
+			nh = b[xfw_ix(hl)];
+			len = b[xfw_ix(hl + 1)];
+			if (proto == XFW_NH_FRAGMENT) {
+				if ((xfw_rd16(b, hl + 2) & 0xfff8) != 0)
+					return XFW_CTS_INVALID;
+				len = 8;
+			} else if (proto == XFW_NH_AUTH) {
+				len = (len + 2) * 4;
+			} else {
+				len = (len + 1) * 8;
+			}
+			proto = nh;
+			hl = (hl + len) & 0xff;
+		}
+		if (xfw_ipv6_is_ext(proto) || proto == XFW_NH_NONE)
 			return XFW_CTS_INVALID;
 		shi = ((__u64)xfw_rd32(b, 8) << 32) | xfw_rd32(b, 12);
 		slo = ((__u64)xfw_rd32(b, 16) << 32) | xfw_rd32(b, 20);
@@ -1077,7 +1119,7 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 	/* The error must go to the quoted packet's source. */
 	if (p->dst_hi != shi || p->dst_lo != slo)
 		return XFW_CTS_INVALID;
-	if (hl > 60)
+	if (hl > XFW_CT_BUF - 8)
 		return XFW_CTS_INVALID;
 	if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) {
 		int req;
@@ -1087,7 +1129,7 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 			return XFW_CTS_INVALID;
 		if (cs->buflen < hl + 8)
 			return XFW_CTS_INVALID;
-		t = b[hl & 63];
+		t = b[xfw_ix(hl)];
 		req = xfw_icmp_query(p->fam, t, &reply);
 		if (req < 0)
 			return XFW_CTS_INVALID;
@@ -1101,7 +1143,7 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 		if (!e) {
 			/* The quoted packet's own (unconfirmed) connection. */
 			sport = xfw_rd16(b, hl + 4);
-			dport = (t << 8) | b[(hl + 1) & 63];
+			dport = (t << 8) | b[xfw_ix(hl + 1)];
 			goto attached;
 		}
 		if (e->v.icmp_type != req)

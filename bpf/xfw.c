@@ -53,6 +53,7 @@ struct {
 #ifndef AF_INET
 #define AF_INET 2
 #endif
+#define XFW_SOCK_RAW 3 /* SOCK_RAW */
 #ifndef AF_INET6
 #define AF_INET6 10
 #endif
@@ -655,6 +656,22 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	return xfw_judge(p, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX, st, &rj);
 }
 
+/* xfw_tc_stack_icmp reports whether skb comes from the stack's own ICMP
+ * or ICMPv6 socket (icmp_send, icmp6_send: a raw socket of that protocol)
+ * rather than from a process's raw socket writing whole packets. */
+static __always_inline __u32 xfw_tc_stack_icmp(struct __sk_buff *skb)
+{
+	struct bpf_sock *sk = skb->sk;
+
+	if (!sk)
+		return 0;
+	sk = bpf_sk_fullsock(sk);
+	if (!sk)
+		return 0;
+	return sk->type == XFW_SOCK_RAW &&
+	       (sk->protocol == IPPROTO_ICMP || sk->protocol == IPPROTO_ICMPV6);
+}
+
 /* xfw_tc_judged is the TC hook's work; xfw_tc_egress brackets it for
  * quiescence (classify.h). */
 static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
@@ -704,6 +721,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		cs = xfw_ct_scratch_get(1);
 		if (cs) {
 			xfw_ct_load_tc(skb, p, cs);
+			cs->stack_icmp = xfw_tc_stack_icmp(skb);
 			p->ct = xfw_ct_track(p, cs, XFW_CTM_TRACK);
 		}
 	}

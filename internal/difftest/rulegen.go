@@ -911,6 +911,44 @@ func (g *rgen) ctSpec() []string {
 			s = append(s, "--ctdir", pick(g.rng, []string{"ORIGINAL", "REPLY"}))
 			opts++
 		}
+		if g.chance(25) {
+			s = append(s, g.ctTupleSpec()...)
+			opts++
+		}
+	}
+	return s
+}
+
+// ctTupleSpec returns one or two options on the connection's tuple:
+// addresses (prefix, netmask or non-contiguous mask) and ports or port
+// ranges, some inverted. ICMP connections' "ports" are the identifier and
+// type << 8 | code: the echo types' values (0x0000, 0x0800, 0x8000,
+// 0x8100) come up among the ports.
+func (g *rgen) ctTupleSpec() []string {
+	var s []string
+	for n := 0; n == 0 || (n < 2 && g.chance(30)); n++ {
+		s = append(s, g.neg(25)...)
+		if g.chance(55) {
+			opt := pick(g.rng, []string{"--ctorigsrc", "--ctorigdst", "--ctreplsrc", "--ctrepldst"})
+			s = append(s, opt, g.addrSpec(false))
+			continue
+		}
+		opt := pick(g.rng, []string{"--ctorigsrcport", "--ctorigdstport", "--ctreplsrcport", "--ctrepldstport"})
+		port := func() int {
+			if g.chance(15) {
+				return pick(g.rng, []int{0, 0x0800, 0x8000, 0x8100})
+			}
+			return g.port()
+		}
+		a, b := port(), port()
+		if a > b {
+			a, b = b, a
+		}
+		if g.chance(50) {
+			s = append(s, opt, fmt.Sprint(a))
+		} else {
+			s = append(s, opt, fmt.Sprintf("%d:%d", a, b))
+		}
 	}
 	return s
 }
