@@ -1093,7 +1093,10 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 
 			if (!xfw_ipv6_is_ext(proto))
 				break;
-			if (cs->buflen < hl + 8 || hl > XFW_CT_BUF - 16)
+			/* ipv6_skip_exthdr reads two bytes of a header (four
+			 * of a fragment header) and walks on by its length,
+			 * whatever follows. */
+			if (cs->buflen < hl + (proto == XFW_NH_FRAGMENT ? 4 : 2) || hl > XFW_CT_BUF - 16)
 				return XFW_CTS_INVALID;
 			nh = b[xfw_ix(hl)];
 			len = b[xfw_ix(hl + 1)];
@@ -1107,7 +1110,9 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 				len = (len + 1) * 8;
 			}
 			proto = nh;
-			hl = (hl + len) & 0xff;
+			/* It may walk past the quoted bytes: fine for a
+			 * protocol without ports (the kernel's generic). */
+			hl = hl + len > 0xff ? 0xff : hl + len;
 		}
 		if (xfw_ipv6_is_ext(proto) || proto == XFW_NH_NONE)
 			return XFW_CTS_INVALID;
@@ -1119,15 +1124,13 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 	/* The error must go to the quoted packet's source. */
 	if (p->dst_hi != shi || p->dst_lo != slo)
 		return XFW_CTS_INVALID;
-	if (hl > XFW_CT_BUF - 8)
-		return XFW_CTS_INVALID;
 	if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) {
 		int req;
 		__u32 t;
 
 		if ((proto == IPPROTO_ICMP) != (p->fam == 0))
 			return XFW_CTS_INVALID;
-		if (cs->buflen < hl + 8)
+		if (hl > XFW_CT_BUF - 8 || cs->buflen < hl + 8)
 			return XFW_CTS_INVALID;
 		t = b[xfw_ix(hl)];
 		req = xfw_icmp_query(p->fam, t, &reply);
@@ -1151,7 +1154,7 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 		qdir = reply;
 	} else {
 		need = xfw_ct_ports(proto) ? 4 : 0;
-		if (cs->buflen < hl + need)
+		if (need && (hl > XFW_CT_BUF - 8 || cs->buflen < hl + need))
 			return XFW_CTS_INVALID;
 		if (need) {
 			sport = xfw_rd16(b, hl);

@@ -926,14 +926,24 @@ func (g *rgen) ctSpec() []string {
 // 0x8100) come up among the ports.
 func (g *rgen) ctTupleSpec() []string {
 	var s []string
+	used := map[string]bool{} // iptables takes each option once
 	for n := 0; n == 0 || (n < 2 && g.chance(30)); n++ {
-		s = append(s, g.neg(25)...)
 		if g.chance(55) {
 			opt := pick(g.rng, []string{"--ctorigsrc", "--ctorigdst", "--ctreplsrc", "--ctrepldst"})
+			if used[opt] {
+				continue
+			}
+			used[opt] = true
+			s = append(s, g.neg(25)...)
 			s = append(s, opt, g.addrSpec(false))
 			continue
 		}
 		opt := pick(g.rng, []string{"--ctorigsrcport", "--ctorigdstport", "--ctreplsrcport", "--ctrepldstport"})
+		if used[opt] {
+			continue
+		}
+		used[opt] = true
+		s = append(s, g.neg(25)...)
 		port := func() int {
 			if g.chance(15) {
 				return pick(g.rng, []int{0, 0x0800, 0x8000, 0x8100})
