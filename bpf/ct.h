@@ -1026,10 +1026,10 @@ static __always_inline __u32 b_flags(__u8 *b, __u32 hl)
 }
 
 static __always_inline __u32 xfw_ct_attached(struct xfw_ct_scratch *cs, __u32 proto,
-					     __u32 hl, int icmp_reply)
+					     __u32 hl, int icmp_reply, __u32 ol4)
 {
 	struct xfw_ct_cfg *cfg;
-	__u32 zero = 0, f;
+	__u32 zero = 0, f, ulen;
 
 	/* Only the stack's own errors (its ICMP control socket: the TC hook
 	 * sets cs->stack_icmp) carry an attached connection; one a process
@@ -1039,9 +1039,25 @@ static __always_inline __u32 xfw_ct_attached(struct xfw_ct_scratch *cs, __u32 pr
 	/* No transport header ("no next header"): no connection to attach. */
 	if (proto == XFW_NH_NONE)
 		return XFW_CTS_INVALID;
+	/* The offending packet was tracked only if its own checks passed
+	 * (ol4: its transport length, from the quoted IP header): tcp_error's
+	 * header length, udp_error's length field, a whole ICMP header. */
+	if ((proto == IPPROTO_UDP || proto == IPPROTO_UDPLITE || proto == IPPROTO_ICMP ||
+	     proto == IPPROTO_ICMPV6) && ol4 < 8)
+		return XFW_CTS_INVALID;
+	if (proto == IPPROTO_UDP) {
+		if (cs->buflen < hl + 6)
+			return XFW_CTS_INVALID;
+		ulen = xfw_rd16(cs->buf, hl + 4);
+		if (ulen < 8 || ulen > ol4)
+			return XFW_CTS_INVALID;
+	}
 	if (proto == IPPROTO_TCP) {
 		cfg = bpf_map_lookup_elem(&xfw_ct_cfg, &zero);
 		if (!cfg || cs->buflen < hl + 14)
+			return XFW_CTS_INVALID;
+		f = (cs->buf[xfw_ix(hl + 12)] >> 4) * 4;
+		if (f < 20 || ol4 < f)
 			return XFW_CTS_INVALID;
 		/* tcp_error's flag check, then tcp_new: a SYN opens, an ACK
 		 * is picked up mid-stream with nf_conntrack_tcp_loose. */
@@ -1060,7 +1076,7 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 {
 	struct xfw_ct_entry *e;
 	__u64 shi, slo, dhi, dlo, now = bpf_jiffies64();
-	__u32 hl, proto, need, sport = 0, dport = 0, qdir, status;
+	__u32 hl, proto, need, sport = 0, dport = 0, qdir, status, ol4;
 	int table, srcb, reply = 0;
 	__u8 *b;
 
@@ -1077,6 +1093,7 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 		if (((b[6] & 0x1f) | b[7]) != 0)
 			return XFW_CTS_INVALID;
 		proto = b[9];
+		ol4 = xfw_rd16(b, 2); /* total length */
 		shi = 0;
 		slo = xfw_rd32(b, 12);
 		dhi = 0;
@@ -1086,6 +1103,7 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 			return XFW_CTS_INVALID;
 		hl = 40;
 		proto = b[6];
+		ol4 = xfw_rd16(b, 4) + 40; /* payload length + header */
 		/* The quoted packet's extension headers, as ipv6_skip_exthdr
 		 * walks them (a later fragment has no transport header). */
 		for (int i = 0; i < XFW_CT_INNER_EXTS; i++) {
@@ -1174,7 +1192,7 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 	return xfw_ctv(XFW_CTS_RELATED, !qdir, status | XFW_CTST_CONFIRMED, proto);
 
 attached:
-	status = xfw_ct_attached(cs, proto, hl, reply);
+	status = xfw_ct_attached(cs, proto, hl, reply, ol4 > hl ? ol4 - hl : 0);
 	if (status != XFW_CTS_INVALID) {
 		/* That connection's tuple is the quoted packet's. */
 		p->ct_osrc_hi = shi;
