@@ -263,54 +263,6 @@ func compilerPacket(f flow, l3len int) *compiler.Packet {
 	}
 }
 
-// fieldValue returns p's value of field f (as compiler.Packet's).
-func fieldValue(p *compiler.Packet, f compiler.Field) compiler.U128 {
-	switch f {
-	case compiler.FieldSrc:
-		return p.Src
-	case compiler.FieldDst:
-		return p.Dst
-	case compiler.FieldProto:
-		return compiler.U64(uint64(p.Proto))
-	case compiler.FieldSport:
-		return compiler.U64(uint64(p.Sport))
-	case compiler.FieldDport:
-		return compiler.U64(uint64(p.Dport))
-	case compiler.FieldTCPFlags:
-		return compiler.U64(uint64(p.TCPFlags))
-	case compiler.FieldICMP:
-		return compiler.U64(uint64(p.ICMP))
-	case compiler.FieldIIF:
-		return compiler.U64(uint64(p.IIF))
-	case compiler.FieldOIF:
-		return compiler.U64(uint64(p.OIF))
-	case compiler.FieldFrag:
-		return compiler.U64(uint64(p.Frag))
-	case compiler.FieldLen:
-		return compiler.U64(uint64(p.Len))
-	case compiler.FieldTTL:
-		return compiler.U64(uint64(p.TTL))
-	case compiler.FieldMAC:
-		return compiler.U64(p.MAC)
-	case compiler.FieldSets:
-		return compiler.U64(uint64(p.Sets))
-	case compiler.FieldCt:
-		return compiler.U64(uint64(p.Ct))
-	case compiler.FieldCtOrigSrc:
-		return p.CtOrigSrc
-	case compiler.FieldCtOrigDst:
-		return p.CtOrigDst
-	case compiler.FieldCtOrigSport:
-		return compiler.U64(uint64(p.CtOrigSport))
-	case compiler.FieldCtOrigDport:
-		return compiler.U64(uint64(p.CtOrigDport))
-	case compiler.FieldCtReplSport:
-		return compiler.U64(uint64(p.CtReplSport))
-	case compiler.FieldCtReplDport:
-		return compiler.U64(uint64(p.CtReplDport))
-	}
-	return compiler.U128{}
-}
 
 // lbvsCostOf replays Generation.Classify (and bpf/classify.h's
 // xfw_resolve / xfw_step) for a packet without hotdrop defects, counting
@@ -323,7 +275,7 @@ func lbvsCostOf(g *compiler.Generation, p *compiler.Packet, chain int) (lbvsCost
 		if !active(f) {
 			continue
 		}
-		v := fieldValue(p, f)
+		v := p.FieldValue(f)
 		switch f.Kind() {
 		case compiler.KindSmall:
 			c.Lookups++

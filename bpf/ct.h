@@ -1558,41 +1558,42 @@ static __always_inline __u32 xfw_ct_copy_len(struct xfw_pkt *p, __u32 *off)
 	return 0;
 }
 
-/* xfw_ct_load_xdp and xfw_ct_load_tc copy what tracking reads beyond the
- * parsed fields into cs (xfw_ct_copy_len). */
-static __always_inline void xfw_ct_load_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
-					    struct xfw_ct_scratch *cs)
+/* xfw_ct_load_len prepares cs for a copy by xfw_ct_load_xdp or _tc: it
+ * returns how many bytes to copy from *off (xfw_ct_copy_len) in bounds the
+ * verifier follows, 1..XFW_CT_BUF, or 0 for none. */
+static __always_inline __u32 xfw_ct_load_len(struct xfw_pkt *p, struct xfw_ct_scratch *cs,
+					     __u32 *off)
 {
-	__u32 off = 0, len = xfw_ct_copy_len(p, &off);
+	__u32 len = xfw_ct_copy_len(p, off);
 
 	cs->buflen = 0;
 	cs->l4len = p->l4_end > p->l4_off ? p->l4_end - p->l4_off : 0;
 	if (len == 0 || len > XFW_CT_BUF)
-		return;
-	/* Bounds the verifier can follow: 1..XFW_CT_BUF. */
+		return 0;
 	xfw_barrier_var(len);
 	len &= XFW_CT_BUF * 2 - 1;
 	if (len < 1 || len > XFW_CT_BUF)
-		return;
-	if (bpf_xdp_load_bytes(ctx, off, cs->buf, len) == 0)
+		return 0;
+	return len;
+}
+
+/* xfw_ct_load_xdp and xfw_ct_load_tc copy what tracking reads beyond the
+ * parsed fields into cs. */
+static __always_inline void xfw_ct_load_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
+					    struct xfw_ct_scratch *cs)
+{
+	__u32 off = 0, len = xfw_ct_load_len(p, cs, &off);
+
+	if (len && bpf_xdp_load_bytes(ctx, off, cs->buf, len) == 0)
 		cs->buflen = len;
 }
 
 static __always_inline void xfw_ct_load_tc(struct __sk_buff *skb, struct xfw_pkt *p,
 					   struct xfw_ct_scratch *cs)
 {
-	__u32 off = 0, len = xfw_ct_copy_len(p, &off);
+	__u32 off = 0, len = xfw_ct_load_len(p, cs, &off);
 
-	cs->buflen = 0;
-	cs->l4len = p->l4_end > p->l4_off ? p->l4_end - p->l4_off : 0;
-	if (len == 0 || len > XFW_CT_BUF)
-		return;
-	/* Bounds the verifier can follow: 1..XFW_CT_BUF. */
-	xfw_barrier_var(len);
-	len &= XFW_CT_BUF * 2 - 1;
-	if (len < 1 || len > XFW_CT_BUF)
-		return;
-	if (bpf_skb_load_bytes(skb, off, cs->buf, len) == 0)
+	if (len && bpf_skb_load_bytes(skb, off, cs->buf, len) == 0)
 		cs->buflen = len;
 }
 

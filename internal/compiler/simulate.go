@@ -48,8 +48,9 @@ type Result struct {
 	Path []int
 }
 
-// fieldValue returns the packet's value of field f.
-func (p *Packet) fieldValue(f Field) U128 {
+// FieldValue returns the packet's value of field f, as the data plane
+// looks it up.
+func (p *Packet) FieldValue(f Field) U128 {
 	switch f {
 	case FieldSrc:
 		return p.Src
@@ -100,7 +101,7 @@ func (p *Packet) fieldValue(f Field) U128 {
 // classOf resolves field f of the packet the way the data plane does: the
 // direct array, the binary search over bounds, or the hash with its default.
 func (g *Generation) classOf(p *Packet, f Field) uint32 {
-	v := p.fieldValue(f)
+	v := p.FieldValue(f)
 	switch f.Kind() {
 	case KindSmall:
 		if v.Hi != 0 || v.Lo >= uint64(f.SmallDomain()) {
