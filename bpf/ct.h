@@ -39,7 +39,9 @@
  *    kernel's before()/after()).
  *  - Deliberate differences, documented in README: SCTP, DCCP and GRE are
  *    tracked as generic protocols; an ICMPv6 error quoting a packet with
- *    extension headers is INVALID; checksums are not verified.
+ *    more than XFW_CT_INNER_EXTS extension headers, or whose transport
+ *    header lies beyond the XFW_CT_BUF quoted bytes, is INVALID; checksums
+ *    are not verified.
  */
 #ifndef XFW_CT_H
 #define XFW_CT_H
