@@ -100,31 +100,13 @@ func Dumps(dir string) ([]Named, []Skipped, error) {
 			fam = ir.IPv6
 		}
 		text = MapInterfaces(text)
-		if ctLine.MatchString(text) {
-			var kept []string
-			n := 0
-			for _, l := range strings.Split(text, "\n") {
-				if ctLine.MatchString(l) {
-					n++
-					continue
-				}
-				kept = append(kept, l)
-			}
-			text = strings.Join(kept, "\n")
+		if sub, n := dropLines(text, ctLine); n > 0 {
+			text = sub
 			name = fmt.Sprintf("%s without %d conntrack lines", name, n)
 		}
 		if err := supported(fam, text); err != nil {
 			skipped = append(skipped, Skipped{name, firstLine(err.Error())})
-			var kept []string
-			dropped := 0
-			for _, l := range strings.Split(text, "\n") {
-				if unsupportedLine.MatchString(l) {
-					dropped++
-					continue
-				}
-				kept = append(kept, l)
-			}
-			sub := strings.Join(kept, "\n")
+			sub, dropped := dropLines(text, unsupportedLine)
 			if dropped == 0 || supported(fam, sub) != nil {
 				continue
 			}
@@ -134,6 +116,21 @@ func Dumps(dir string) ([]Named, []Skipped, error) {
 		out = append(out, Named{Name: "dumps/" + name, Family: fam, Text: text})
 	}
 	return out, skipped, nil
+}
+
+// dropLines returns text without the lines re matches, and how many it
+// dropped.
+func dropLines(text string, re *regexp.Regexp) (string, int) {
+	var kept []string
+	n := 0
+	for _, l := range strings.Split(text, "\n") {
+		if re.MatchString(l) {
+			n++
+			continue
+		}
+		kept = append(kept, l)
+	}
+	return strings.Join(kept, "\n"), n
 }
 
 // statefulRe matches a rule line that looks at connection tracking.
