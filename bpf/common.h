@@ -279,14 +279,15 @@ struct xfw_ifinfo {
 /* Connection key: one entry for both directions. The endpoints are
  * ordered (a <= b, comparing address then port) so both directions find
  * it; ports are host order. ICMP/ICMPv6 queries put the identifier in both
- * ports; protocols without ports leave them 0. */
+ * ports and the request's type and code in pad (xfw_ct_mkkey_icmp);
+ * protocols without ports leave them 0. */
 struct xfw_ct_key {
 	__u64 a_hi, a_lo;
 	__u64 b_hi, b_lo;
 	__u16 a_port, b_port;
 	__u8 proto;
 	__u8 fam;           /* 0 IPv4, 1 IPv6 */
-	__u16 pad;
+	__u16 pad;          /* ICMP queries: request type | code << 8 */
 };
 
 /* One direction's TCP window data (the kernel's ip_ct_tcp_state). */

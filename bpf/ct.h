@@ -124,6 +124,26 @@ struct xfw_tcp_seg {
 	__u8 has_sack;
 };
 
+/* A packet's connection facts (struct xfw_pkt's ct fields), kept across
+ * the parse of REJECT's reply, which the offending packet's connection
+ * may be attached to (xfw_ct_reply). */
+struct xfw_ct_facts {
+	__u64 osrc_hi, osrc_lo, odst_hi, odst_lo;
+	__u32 ct, osport, odport, rsport, rdport;
+	__u32 pad;
+};
+
+/* A loopback packet's fingerprint: the key of the loopback handoff
+ * (xfw_ct_lo_handoff). */
+struct xfw_ct_lo_key {
+	__u64 src_hi, src_lo, dst_hi, dst_lo;
+	__u8 head[16];   /* the first bytes copied into cs->buf (xfw_ct_copy_len) */
+	__u32 l4len;
+	__u16 icmp;      /* ICMP type << 8 | code */
+	__u8 proto;
+	__u8 fam;
+};
+
 /* Per-packet tracking state: one per CPU and hook (index 0 XDP, 1 TC). */
 struct xfw_ct_scratch {
 	struct xfw_ct_key key;
@@ -133,10 +153,13 @@ struct xfw_ct_scratch {
 	__u32 buflen;     /* valid bytes of buf */
 	__u32 l4len;      /* bytes from the transport header to the packet's end */
 	__u32 pending;    /* XFW_CTP_* */
-	__u32 value;      /* the packet's XFW_F_CT value */
 	__u32 hook;       /* this scratch's index (xfw_ct_scratch_get) */
 	__u32 stack_icmp; /* TC: the packet comes from the stack's ICMP socket */
 	struct xfw_tcp_seg seg; /* TCP: the segment's facts (xfw_tcp_seg_read) */
+	struct xfw_ct_facts orig; /* TC REJECT: the offending packet's facts */
+	__u32 attached;   /* TC: the state is an attached connection's (no entry) */
+	__u32 pad2;
+	struct xfw_ct_lo_key lokey; /* the loopback handoff's key */
 };
 
 struct {
@@ -872,20 +895,30 @@ static __always_inline int xfw_ct_mkkey(struct xfw_ct_key *k, __u8 fam, __u8 pro
 }
 
 /* xfw_ct_mkkey_icmp fills k for an ICMP query: endpoint a is always the
- * requester, and the request type is part of the key, so echo and
- * timestamp queries with one id, or queries each way, are different
- * connections as in the kernel (whose tuples carry the type). */
+ * requester, and the request type and the code are part of the key (pad:
+ * type in the low byte, code in the high one), so echo and timestamp
+ * queries with one id, queries each way, or echo requests with different
+ * codes are different connections, as in the kernel, whose tuples carry
+ * type, code and id (icmp_pkt_to_tuple; a reply keeps the request's code,
+ * icmp_invert_tuple). */
 static __always_inline void xfw_ct_mkkey_icmp(struct xfw_ct_key *k, __u8 fam, __u8 proto,
 					      __u64 rhi, __u64 rlo, __u64 thi, __u64 tlo,
-					      __u16 id, __u8 reqtype)
+					      __u16 id, __u8 reqtype, __u8 code)
 {
 	k->fam = fam;
 	k->proto = proto;
-	k->pad = reqtype;
+	k->pad = reqtype | (__u16)code << 8;
 	k->a_hi = rhi; k->a_lo = rlo;
 	k->b_hi = thi; k->b_lo = tlo;
 	k->a_port = id;
 	k->b_port = id;
+}
+
+/* xfw_ct_self reports whether k's tuple is its own inverse: both
+ * endpoints the same address and port (a host talking to itself). */
+static __always_inline int xfw_ct_self(const struct xfw_ct_key *k)
+{
+	return k->a_hi == k->b_hi && k->a_lo == k->b_lo && k->a_port == k->b_port;
 }
 
 /* Which table holds a found entry. */
@@ -1158,10 +1191,10 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 			return XFW_CTS_INVALID;
 		if (reply)
 			xfw_ct_mkkey_icmp(&cs->key, p->fam, proto, dhi, dlo, shi, slo,
-					  xfw_rd16(b, hl + 4), req);
+					  xfw_rd16(b, hl + 4), req, b[xfw_ix(hl + 1)]);
 		else
 			xfw_ct_mkkey_icmp(&cs->key, p->fam, proto, shi, slo, dhi, dlo,
-					  xfw_rd16(b, hl + 4), req);
+					  xfw_rd16(b, hl + 4), req, b[xfw_ix(hl + 1)]);
 		e = xfw_ct_find(&cs->key, now, &table);
 		if (!e) {
 			/* The quoted packet's own (unconfirmed) connection. */
@@ -1196,6 +1229,7 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 attached:
 	status = xfw_ct_attached(cs, proto, hl, reply, ol4 > hl ? ol4 - hl : 0);
 	if (status != XFW_CTS_INVALID) {
+		cs->attached = 1;
 		/* That connection's tuple is the quoted packet's. */
 		p->ct_osrc_hi = shi;
 		p->ct_osrc_lo = slo;
@@ -1336,6 +1370,105 @@ static __always_inline void xfw_ct_promote(struct xfw_ct_scratch *cs, struct xfw
 		bpf_map_delete_elem(&xfw_ct_new, &cs->key);
 }
 
+/* xfw_ct_save keeps p's connection facts in cs->orig (before p is reused
+ * for REJECT's reply, xfw_ct_reply; or for the loopback handoff). */
+static __always_inline void xfw_ct_save(struct xfw_ct_scratch *cs, const struct xfw_pkt *p)
+{
+	cs->orig.ct = p->ct;
+	cs->orig.osrc_hi = p->ct_osrc_hi;
+	cs->orig.osrc_lo = p->ct_osrc_lo;
+	cs->orig.odst_hi = p->ct_odst_hi;
+	cs->orig.odst_lo = p->ct_odst_lo;
+	cs->orig.osport = p->ct_osport;
+	cs->orig.odport = p->ct_odport;
+	cs->orig.rsport = p->ct_rsport;
+	cs->orig.rdport = p->ct_rdport;
+}
+
+/* xfw_ct_restore gives p the connection facts f (xfw_ct_save's). */
+static __always_inline void xfw_ct_restore(struct xfw_pkt *p, const struct xfw_ct_facts *f)
+{
+	p->ct_osrc_hi = f->osrc_hi;
+	p->ct_osrc_lo = f->osrc_lo;
+	p->ct_odst_hi = f->odst_hi;
+	p->ct_odst_lo = f->odst_lo;
+	p->ct_osport = f->osport;
+	p->ct_odport = f->odport;
+	p->ct_rsport = f->rsport;
+	p->ct_rdport = f->rdport;
+}
+
+/* The loopback handoff. A packet the host sends itself is tracked once, at
+ * OUTPUT (the TC hook on lo), and its INPUT (the XDP hook on lo) reads
+ * what OUTPUT decided: normally from the connection's entry (lo_state).
+ * A state that no entry holds (an ICMP error or a REJECT reply that
+ * carries an attached connection, nf_ct_attach) travels in this table
+ * instead, keyed by the packet's fingerprint, and INPUT takes it out. */
+
+/* Handoffs in flight: each lives from the TC hook to the XDP hook of one
+ * loopback pass, so a few hundred cover any burst; LRU forgets a packet
+ * the stack dropped in between. */
+#define XFW_CT_LO_HANDOFFS 1024
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct xfw_ct_lo_key);
+	__type(value, struct xfw_ct_facts);
+	__uint(max_entries, XFW_CT_LO_HANDOFFS);
+} xfw_ct_lo_handoff SEC(".maps");
+
+/* xfw_ct_lo_key_of fills cs->lokey with p's fingerprint (cs->buf loaded)
+ * and returns it. */
+static __always_inline struct xfw_ct_lo_key *xfw_ct_lo_key_of(const struct xfw_pkt *p,
+							      struct xfw_ct_scratch *cs)
+{
+	struct xfw_ct_lo_key *k = &cs->lokey;
+
+	__builtin_memset(k, 0, sizeof(*k));
+	k->src_hi = p->src_hi;
+	k->src_lo = p->src_lo;
+	k->dst_hi = p->dst_hi;
+	k->dst_lo = p->dst_lo;
+	for (int i = 0; i < 16; i++)
+		k->head[i] = i < cs->buflen ? cs->buf[i] : 0;
+	k->l4len = cs->l4len;
+	k->icmp = p->icmp;
+	k->proto = p->proto;
+	k->fam = p->fam;
+	return k;
+}
+
+/* xfw_ct_lo_put hands p's connection facts (an attached state) from the
+ * loopback OUTPUT to INPUT. A global function: verified once. */
+__attribute__((noinline)) int xfw_ct_lo_put(struct xfw_pkt *p, struct xfw_ct_scratch *cs)
+{
+	struct xfw_ct_lo_key *k;
+
+	if (!p || !cs)
+		return 0;
+	k = xfw_ct_lo_key_of(p, cs);
+	xfw_ct_save(cs, p);
+	bpf_map_update_elem(&xfw_ct_lo_handoff, k, &cs->orig, BPF_ANY);
+	return 0;
+}
+
+/* xfw_ct_lo_take gives p the facts OUTPUT handed over for it, if any, and
+ * returns its XFW_F_CT value, or -1. */
+static __always_inline int xfw_ct_lo_take(struct xfw_pkt *p, struct xfw_ct_scratch *cs)
+{
+	struct xfw_ct_lo_key *k = xfw_ct_lo_key_of(p, cs);
+	struct xfw_ct_facts *f;
+	int v;
+
+	f = bpf_map_lookup_elem(&xfw_ct_lo_handoff, k);
+	if (!f)
+		return -1;
+	xfw_ct_restore(p, f);
+	v = f->ct;
+	bpf_map_delete_elem(&xfw_ct_lo_handoff, k);
+	return v;
+}
+
 /* Modes of xfw_ct_track. */
 #define XFW_CTM_TRACK 0    /* track (INPUT, FORWARD, OUTPUT) */
 #define XFW_CTM_LO_INPUT 1 /* loopback INPUT: read what OUTPUT decided */
@@ -1351,11 +1484,17 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 	struct xfw_ct_cfg *cfg;
 	__u32 zero = 0, proto, dir, value, st, status;
 	__u64 now;
-	int table, srcb, r, locked, reqtype = -1, reply = 0;
+	int table, srcb, r, locked, reqtype = -1, reply = 0, lo = -1;
 
 	if (!p || !cs)
 		return XFW_CTS_INVALID;
 	cs->pending = XFW_CTP_NONE;
+	cs->attached = 0;
+	if (mode == XFW_CTM_LO_INPUT) {
+		r = xfw_ct_lo_take(p, cs);
+		if (r >= 0)
+			return r;
+	}
 	cfg = bpf_map_lookup_elem(&xfw_ct_cfg, &zero);
 	if (!cfg || !cfg->ready)
 		return XFW_CTS_INVALID;
@@ -1417,10 +1556,10 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 
 		if (reply)
 			xfw_ct_mkkey_icmp(&cs->key, p->fam, proto, p->dst_hi, p->dst_lo, p->src_hi,
-					  p->src_lo, id, reqtype);
+					  p->src_lo, id, reqtype, cs->buf[1]);
 		else
 			xfw_ct_mkkey_icmp(&cs->key, p->fam, proto, p->src_hi, p->src_lo, p->dst_hi,
-					  p->dst_lo, id, reqtype);
+					  p->dst_lo, id, reqtype, cs->buf[1]);
 		srcb = 0;
 	} else if (xfw_ct_ports(proto)) {
 		srcb = xfw_ct_mkkey(&cs->key, p->fam, proto, p->src_hi, p->src_lo, p->sport,
@@ -1451,16 +1590,27 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 			if (e->v.icmp_type != reqtype)
 				return XFW_CTS_INVALID;
 			dir = reply;
+		} else if (xfw_ct_self(&cs->key)) {
+			/* A tuple that is its own inverse (same address and
+			 * port at both ends): the kernel's hash holds the
+			 * reply tuple in front of the original one, so every
+			 * packet after the first is seen in the reply
+			 * direction. Its loopback INPUT reads slot 0, where
+			 * the first packet's state went. */
+			dir = 1;
+			lo = 0;
 		} else {
 			dir = (srcb != !!(e->v.status & XFW_CTST_ORIG_B));
 		}
+		if (lo < 0)
+			lo = dir;
 		locked = xfw_ct_lock(&e->lock);
 		status = e->v.status;
 		st = (dir == 1 || (status & XFW_CTST_SEEN_REPLY)) ? XFW_CTS_ESTABLISHED : XFW_CTS_NEW;
 		r = xfw_ct_advance(&e->v, cs, proto, dir, 0);
 		status = e->v.status;
 		value = r == XFW_TCPR_INVALID ? XFW_CTS_INVALID : xfw_ctv(st, dir, status, proto);
-		e->v.lo_state[dir & 1] = value & 0xff;
+		e->v.lo_state[lo & 1] = value & 0xff;
 		/* nf_ct_kill (an RST as the first answer): the connection
 		 * leaves the table but the packet keeps it, and a loopback
 		 * packet brings it to INPUT, which sees what OUTPUT saw. So
@@ -1516,6 +1666,61 @@ static __always_inline void xfw_ct_confirm(struct xfw_ct_scratch *cs)
 	cs->pending = XFW_CTP_NONE;
 	cs->nv_pad = 0;
 	bpf_map_update_elem(&xfw_ct_new, &cs->key, &cs->nv_pad, BPF_NOEXIST);
+}
+
+/* xfw_ct_track_rst tracks the TCP RST that REJECT --reject-with tcp-reset
+ * has just sent (its facts are in this CPU's XDP reply scratch) in answer
+ * to a packet without a connection (INVALID). The kernel's reply then has
+ * no connection to carry (nf_send_reset's nf_ct_attach attaches the
+ * offending packet's, RELATED, only when it has one) and is tracked like
+ * any packet at OUTPUT: an RST within a connection's window closes it
+ * (found by xfw difftest on the conformance dump ipt-save-filter.txt: a
+ * reset out-of-window segment's RST closed fw's own connection). Like
+ * every XDP reply, it is not judged by OUTPUT's rules (README, "Known
+ * differences"). p is overwritten with the reply's facts. A global
+ * function: verified once. */
+__attribute__((noinline)) int xfw_ct_track_rst(struct xfw_pkt *p, struct xfw_ct_scratch *cs)
+{
+	__u32 slot = XFW_RJ_SLOT_XDP;
+	struct xfw_rj_scratch *sc;
+	struct xfw_rj *r;
+
+	if (!p || !cs)
+		return 0;
+	sc = bpf_map_lookup_elem(&xfw_rj_scratch, &slot);
+	if (!sc)
+		return 0;
+	r = &sc->r;
+	if (!r->tcpflags)
+		return 0; /* not an RST */
+	if (p->fam == 0) {
+		p->src_hi = 0;
+		p->src_lo = bpf_ntohl(r->saddr[0]);
+		p->dst_hi = 0;
+		p->dst_lo = bpf_ntohl(r->daddr[0]);
+	} else {
+		p->src_hi = ((__u64)bpf_ntohl(r->saddr[0]) << 32) | bpf_ntohl(r->saddr[1]);
+		p->src_lo = ((__u64)bpf_ntohl(r->saddr[2]) << 32) | bpf_ntohl(r->saddr[3]);
+		p->dst_hi = ((__u64)bpf_ntohl(r->daddr[0]) << 32) | bpf_ntohl(r->daddr[1]);
+		p->dst_lo = ((__u64)bpf_ntohl(r->daddr[2]) << 32) | bpf_ntohl(r->daddr[3]);
+	}
+	p->proto = IPPROTO_TCP;
+	p->sport = bpf_ntohs(r->sport);
+	p->dport = bpf_ntohs(r->dport);
+	/* The header as xfw_rj_put_rst wrote it: no options, no payload. */
+	__builtin_memset(cs->buf, 0, XFW_RJ_TCP_HLEN);
+	*(__u16 *)cs->buf = r->sport;
+	*(__u16 *)(cs->buf + 2) = r->dport;
+	*(__u32 *)(cs->buf + 4) = r->seq;
+	*(__u32 *)(cs->buf + 8) = r->ack;
+	cs->buf[12] = XFW_RJ_TCP_DOFF5;
+	cs->buf[13] = r->tcpflags;
+	cs->buflen = XFW_RJ_TCP_HLEN;
+	cs->l4len = XFW_RJ_TCP_HLEN;
+	xfw_ct_track(p, cs, XFW_CTM_TRACK);
+	/* An RST opens nothing, but confirm as the kernel would. */
+	xfw_ct_confirm(cs);
+	return 0;
 }
 
 /* xfw_ct_scratch_get returns this CPU's scratch for a hook (0 XDP, 1 TC). */
@@ -1597,6 +1802,38 @@ static __always_inline void xfw_ct_load_tc(struct __sk_buff *skb, struct xfw_pkt
 
 	if (len && bpf_skb_load_bytes(skb, off, cs->buf, len) == 0)
 		cs->buflen = len;
+}
+
+/* xfw_ct_reply gives REJECT's reply for the host itself, parsed into p
+ * from the skb, its connection state, as the kernel's reply has it when it
+ * passes OUTPUT: attached to the offending packet's connection when that
+ * packet had one (nf_send_reset and icmp_send: nf_ct_attach, RELATED, the
+ * other direction), else tracked like any packet: an RST within a
+ * connection's window closes it; an ICMP error comes from the stack's ICMP
+ * socket (found by xfw difftest on the conformance dump ipt-save-filter.txt:
+ * an OUTPUT REJECT of an out-of-window segment, whose RST closed the
+ * connection). A global function: verified once. */
+__attribute__((noinline)) int xfw_ct_reply(struct __sk_buff *skb, struct xfw_pkt *p,
+					   struct xfw_ct_scratch *cs)
+{
+	__u32 st, v;
+
+	if (!skb || !p || !cs)
+		return 0;
+	v = cs->orig.ct;
+	st = v & 7;
+	xfw_ct_load_tc(skb, p, cs);
+	if (st == XFW_CTS_NEW || st == XFW_CTS_ESTABLISHED || st == XFW_CTS_RELATED) {
+		cs->pending = XFW_CTP_NONE;
+		cs->attached = 1;
+		p->ct = (v & ~(7u | XFW_CTV_DIR_REPLY)) | XFW_CTS_RELATED |
+			((v & XFW_CTV_DIR_REPLY) ^ XFW_CTV_DIR_REPLY);
+		xfw_ct_restore(p, &cs->orig);
+		return 0;
+	}
+	cs->stack_icmp = p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6;
+	p->ct = xfw_ct_track(p, cs, XFW_CTM_TRACK);
+	return 0;
 }
 
 /* xfw_ct_fast accepts, counting its rule, a packet whose connection state

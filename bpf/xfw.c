@@ -523,6 +523,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	struct xfw_pending *st;
 	__u32 zero = 0;
 	__u32 chain, iif, oif = 0, rj = 0, verdict;
+	int rc;
 	__u64 key, route;
 
 	xfw_touch_state();
@@ -600,7 +601,12 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	case XFW_ACT_ACCEPT:
 		return XDP_PASS;
 	case XFW_ACT_REJECT:
-		return xfw_xdp_reject(ctx, p, chain);
+		rc = xfw_xdp_reject(ctx, p, chain);
+		/* A reset sent for a packet without a connection is tracked. */
+		if (cs && rc != XDP_DROP && (p->ct & 7) == XFW_CTS_INVALID &&
+		    p->proto == IPPROTO_TCP)
+			xfw_ct_track_rst(p, cs);
+		return rc;
 	}
 	return XDP_DROP;
 }
@@ -641,9 +647,9 @@ __attribute__((noinline)) int xfw_tc_reparse(struct __sk_buff *skb, struct xfw_p
  * caller's, reused; the caller emits the LOG lines. A global function: the
  * second parse and judgement are verified once, on their own. */
 __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct xfw_pkt *p,
-						 struct xfw_pending *st)
+						 struct xfw_pending *st, struct xfw_ct_scratch *cs)
 {
-	__u32 rj = 0;
+	__u32 rj = 0, verdict;
 
 	if (!skb || !p || !st)
 		return XFW_ACT_DROP;
@@ -653,7 +659,16 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	if (st->slot == XFW_NO_SLOT)
 		return XFW_ACT_ACCEPT;
-	return xfw_judge(p, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX, st, &rj);
+	/* cs is set when the offending packet was tracked. */
+	if (cs)
+		xfw_ct_reply(skb, p, cs);
+	verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX, st, &rj);
+	if (verdict == XFW_ACT_ACCEPT && cs) {
+		xfw_ct_confirm(cs);
+		if (cs->attached && skb->ifindex == XFW_LOOPBACK_IFINDEX)
+			xfw_ct_lo_put(p, cs);
+	}
+	return verdict;
 }
 
 /* xfw_tc_stack_icmp reports whether skb comes from the stack's own ICMP
@@ -732,18 +747,24 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	} else {
 		verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
 	}
-	if (verdict == XFW_ACT_ACCEPT && cs)
+	if (verdict == XFW_ACT_ACCEPT && cs) {
 		xfw_ct_confirm(cs);
+		/* Its loopback INPUT finds no entry with this state. */
+		if (cs->attached && oif == XFW_LOOPBACK_IFINDEX)
+			xfw_ct_lo_put(p, cs);
+	}
 	if (st->nlogs)
 		xfw_emit_logs_tc(skb, p, st, XFW_CHAIN_OUTPUT, 0, oif);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
 		return TC_ACT_OK;
 	case XFW_ACT_REJECT:
+		if (cs)
+			xfw_ct_save(cs, p);
 		rc = xfw_tc_reject(skb, p, rj);
 		if (rc != XFW_RJ_TC_LOCAL)
 			return rc;
-		verdict = xfw_tc_reply_judge(skb, p, st);
+		verdict = xfw_tc_reply_judge(skb, p, st, cs);
 		if (st->nlogs)
 			xfw_emit_logs_tc(skb, p, st, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX);
 		/* A reply is never answered (no error about an ICMP error
