@@ -57,15 +57,6 @@ type Skipped struct {
 // support (the parser names them; these are the ones real dumps use).
 var unsupportedLine = regexp.MustCompile(`(-m|-j|--match|--jump) (limit|hashlimit|recent|addrtype|TCPMSS|NFLOG|NFQUEUE|CHECKSUM|CT|MARK|CONNMARK|set|owner|physdev|rt|pkttype|u32|string|time|connlimit|policy)\b`)
 
-// ctLine matches conntrack and state rule lines. xfw supports them, but
-// the dumps' stateful runs still differ from the kernel in ways not
-// reduced yet (ICMP errors fw's stack sends itself over lo: RELATED in
-// the kernel, which keeps the connection it attached at OUTPUT; echo
-// requests counted NEW against ESTABLISHED), so Dumps drops these lines
-// for now ("NAME without N conntrack lines"); the random stateful rulesets
-// (TestRandomRulesetsStateful) cover connection tracking.
-var ctLine = regexp.MustCompile(`(-m|--match) (conntrack|state)\b`)
-
 // Dumps returns the filter tables of the iptables-save dumps in dir (the
 // conformance suite's dumps/). A dump whose filter table uses what xfw
 // does not support is skipped by name, and checked again without the lines
@@ -100,10 +91,6 @@ func Dumps(dir string) ([]Named, []Skipped, error) {
 			fam = ir.IPv6
 		}
 		text = MapInterfaces(text)
-		if sub, n := dropLines(text, ctLine); n > 0 {
-			text = sub
-			name = fmt.Sprintf("%s without %d conntrack lines", name, n)
-		}
 		if err := supported(fam, text); err != nil {
 			skipped = append(skipped, Skipped{name, firstLine(err.Error())})
 			sub, dropped := dropLines(text, unsupportedLine)
