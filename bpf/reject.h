@@ -422,7 +422,9 @@ static __always_inline int xfw_rj_csum_ok(void *ctx, int xdp, const struct xfw_p
 			if (xfw_rj_load(ctx, xdp, p->l3_off + 8, buf, 32))
 				return XFW_RJ_VERIFY_BAD;
 			r = bpf_csum_diff(NULL, 0, (__be32 *)buf, 32, 0);
-			pseudo = bpf_htonl(len) + bpf_htonl(proto);
+			/* In 64 bits: two 32-bit words can carry (a TCP
+			 * length whose low byte is 0xfa or more). */
+			pseudo = (__u64)bpf_htonl(len) + bpf_htonl(proto);
 		} else {
 			if (xfw_rj_load(ctx, xdp, p->l3_off + 12, buf, 8))
 				return XFW_RJ_VERIFY_BAD;

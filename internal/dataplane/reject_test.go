@@ -393,6 +393,16 @@ func rjScenarios() []rjScenario {
 		},
 		want: rjICMPErr("fw-in>gen", "1/4 rest 0x0", "1232", merge(quoteInput, rjSig{"len": "1280"})),
 	})
+	// A transport length whose low byte plus the protocol carries out of
+	// the pseudo-header's 32-bit word (UDP length 0x1f0 + 17): the
+	// checksum check summed them in 32 bits and lost the carry, so the
+	// packet looked corrupt and got no reply (found by xfw difftest).
+	add(rjScenario{name: "v6/input/port-unreachable/pseudo-header-carry", fam: v6,
+		pkt: func(e *rjEnv, sp uint16) []byte {
+			return rjIP(gen(e, v6), fwin(e, v6), 0, rjUDP(sp, rjPortInPort, 0x1f0-8))
+		},
+		want: rjICMPErr("fw-in>gen", "1/4 rest 0x0", "536", merge(quoteInput, rjSig{"len": "584"})),
+	})
 	add(rjScenario{name: "v6/input/adm-prohibited", fam: v6,
 		pkt: func(e *rjEnv, sp uint16) []byte {
 			return rjIP(gen(e, v6), fwin(e, v6), 0, rjUDP(sp, rjPortInNet, 0))
