@@ -47,7 +47,13 @@ func runIptables(name string, args []string, env Env) int {
 	if err != nil {
 		return report(env, name, err)
 	}
+	// The command works on a copy (its Apply copies again, and keeps the
+	// copy only when it succeeds); old stays the running ruleset, whose
+	// counters and rules the commit compares with.
 	rs := old.Clone()
+	if cmd.Kind.ChangesRuleListsOnly() {
+		rs = old.CloneChains()
+	}
 	var out string
 	if cmd.Kind == iptables.CmdList {
 		out, err = listChains(rs, cmd)
