@@ -41,16 +41,15 @@ func (s *state) programIDs() (xdp, tc ebpf.ProgramID, err error) {
 	if s.xdpID != 0 && s.tcID != 0 {
 		return s.xdpID, s.tcID, nil
 	}
-	xdpInfo, err := s.xdp.Info()
+	xdpFacts, err := programFacts(s.xdp)
 	if err != nil {
-		return 0, 0, fmt.Errorf("XDP program info: %w", err)
+		return 0, 0, fmt.Errorf("XDP program: %w", err)
 	}
-	tcInfo, err := s.tc.Info()
+	tcFacts, err := programFacts(s.tc)
 	if err != nil {
-		return 0, 0, fmt.Errorf("egress program info: %w", err)
+		return 0, 0, fmt.Errorf("egress program: %w", err)
 	}
-	s.xdpID, _ = xdpInfo.ID()
-	s.tcID, _ = tcInfo.ID()
+	s.xdpID, s.tcID = xdpFacts.ID, tcFacts.ID
 	return s.xdpID, s.tcID, nil
 }
 
@@ -211,14 +210,13 @@ func currentUncached() (*state, error) {
 		if err != nil {
 			continue // detached meanwhile
 		}
-		info, err := prog.Info()
-		if err != nil || info.Name != xdpProgName {
+		facts, err := programFacts(prog)
+		if err != nil || facts.Name != xdpProgName {
 			prog.Close()
 			continue
 		}
-		s := &state{xdp: prog, maps: map[string]*ebpf.Map{}}
-		ids, _ := info.MapIDs()
-		for _, id := range ids {
+		s := &state{xdp: prog, maps: map[string]*ebpf.Map{}, xdpID: facts.ID}
+		for _, id := range facts.MapIDs {
 			m, err := ebpf.NewMapFromID(id)
 			if err != nil {
 				s.Close()
@@ -301,15 +299,14 @@ func (s *state) findTC(links []netlink.Link) error {
 		if err != nil {
 			continue
 		}
-		info, err := prog.Info()
+		facts, err := programFacts(prog)
 		if err != nil {
 			prog.Close()
 			continue
 		}
-		ids, _ := info.MapIDs()
-		for _, mid := range ids {
+		for _, mid := range facts.MapIDs {
 			if mid == cfgID {
-				s.tc = prog
+				s.tc, s.tcID = prog, id
 				return nil
 			}
 		}
