@@ -279,53 +279,48 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 
 // setBounds returns the bounds of an address field with each interval's
 // class replaced by set(class, whether s holds the interval's values); the
-// intervals are split at s's ends first (s nil: every value).
+// intervals are split at s's ends first (s nil: every value). Bounds and
+// s's ends are both in ascending order: one merge, no search or sort.
 func setBounds(bounds []Bound, s *Set, set func(c uint32, want bool) uint32) []Bound {
-	// classAt is the class of value v in the original bounds.
-	classAt := func(v U128) uint32 {
-		i, found := slices.BinarySearchFunc(bounds, v, func(b Bound, v U128) int {
-			switch {
-			case b.Value.Less(v):
-				return -1
-			case v.Less(b.Value):
-				return 1
-			}
-			return 0
-		})
-		if found {
-			return bounds[i].Class
-		}
-		if i == 0 {
-			return 0
-		}
-		return bounds[i-1].Class
-	}
-	// Cut points: every original bound, and the ends of s's intervals.
-	points := make([]U128, 0, len(bounds)+2)
-	for _, b := range bounds {
-		points = append(points, b.Value)
-	}
+	// Cut points of s: where its intervals start, and just after they end.
+	var cuts []U128
 	if s != nil {
+		cuts = make([]U128, 0, 2*len(s.Ivs))
 		for _, iv := range s.Ivs {
-			points = append(points, iv.Lo)
+			cuts = append(cuts, iv.Lo)
 			if iv.Hi != maxU128 {
-				points = append(points, iv.Hi.Inc())
+				cuts = append(cuts, iv.Hi.Inc())
 			}
 		}
-		slices.SortFunc(points, func(a, b U128) int {
-			switch {
-			case a.Less(b):
-				return -1
-			case b.Less(a):
-				return 1
-			}
-			return 0
-		})
-		points = slices.Compact(points)
+		if !slices.IsSortedFunc(cuts, U128.Cmp) {
+			// A normalised set's ends ascend; be safe with any other.
+			slices.SortFunc(cuts, U128.Cmp)
+		}
+		cuts = slices.Compact(cuts)
 	}
-	out := make([]Bound, 0, len(points))
-	for _, v := range points {
-		c := set(classAt(v), s.Contains(v))
+	out := make([]Bound, 0, len(bounds)+len(cuts))
+	class := uint32(0) // the class of the values below the first bound
+	iv := 0            // the first interval of s not below the current value
+	for i, j := 0, 0; i < len(bounds) || j < len(cuts); {
+		var v U128
+		if j == len(cuts) || i < len(bounds) && !cuts[j].Less(bounds[i].Value) {
+			v, class = bounds[i].Value, bounds[i].Class
+			if j < len(cuts) && cuts[j] == v {
+				j++
+			}
+			i++
+		} else {
+			v = cuts[j] // inside the interval of the last bound: its class
+			j++
+		}
+		want := true
+		if s != nil {
+			for iv < len(s.Ivs) && s.Ivs[iv].Hi.Less(v) {
+				iv++
+			}
+			want = iv < len(s.Ivs) && !v.Less(s.Ivs[iv].Lo)
+		}
+		c := set(class, want)
 		if n := len(out); n > 0 && out[n-1].Class == c {
 			continue
 		}
