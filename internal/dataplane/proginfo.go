@@ -94,3 +94,29 @@ func programName(id ebpf.ProgramID) string {
 	}
 	return pf.Name
 }
+
+// bpfMapInfo is the head of the kernel's struct bpf_map_info, up to the
+// name.
+type bpfMapInfo struct {
+	Type       uint32
+	ID         uint32
+	KeySize    uint32
+	ValueSize  uint32
+	MaxEntries uint32
+	MapFlags   uint32
+	Name       [16]byte
+}
+
+// mapFacts returns the name the kernel keeps for m and m's id. ebpf.Map.Info
+// reads /proc/self/fdinfo as well (an open, a read and a close per map,
+// thirty-odd maps per command).
+func mapFacts(m *ebpf.Map) (string, ebpf.MapID, error) {
+	info := new(bpfMapInfo)
+	attr := bpfInfoAttr{FD: uint32(m.FD()), InfoLen: uint32(unsafe.Sizeof(*info)), Info: unsafe.Pointer(info)}
+	_, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_OBJ_GET_INFO_BY_FD, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	runtime.KeepAlive(info)
+	if errno != 0 {
+		return "", 0, fmt.Errorf("map info: %w", errno)
+	}
+	return unix.ByteSliceToString(info.Name[:]), ebpf.MapID(info.ID), nil
+}

@@ -222,13 +222,13 @@ func currentUncached() (*state, error) {
 				s.Close()
 				return nil, fmt.Errorf("open map %d of the running program: %w", id, err)
 			}
-			mi, err := m.Info()
+			name, _, err := mapFacts(m)
 			if err != nil {
 				m.Close()
 				s.Close()
-				return nil, fmt.Errorf("map %d info: %w", id, err)
+				return nil, fmt.Errorf("map %d: %w", id, err)
 			}
-			s.maps[mi.Name] = m
+			s.maps[name] = m
 		}
 		if err := s.readConfig(); err != nil {
 			s.Close()
@@ -285,11 +285,10 @@ func outerNames() []string {
 // findTC opens the egress program that belongs with s.xdp (it shares its
 // configuration map), if one is attached anywhere.
 func (s *state) findTC(links []netlink.Link) error {
-	cfgInfo, err := s.maps["xfw_cfg"].Info()
+	_, cfgID, err := mapFacts(s.maps["xfw_cfg"])
 	if err != nil {
-		return fmt.Errorf("configuration map info: %w", err)
+		return fmt.Errorf("configuration map: %w", err)
 	}
-	cfgID, _ := cfgInfo.ID()
 	for _, l := range links {
 		id, err := ourTC(Interface{Name: l.Attrs().Name, Index: l.Attrs().Index, link: l})
 		if err != nil || id == 0 {
