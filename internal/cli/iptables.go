@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -43,6 +44,19 @@ func runIptables(name string, args []string, env Env) int {
 	// The parse above read the sets before the lock; what follows reads
 	// them again, once, under it.
 	locked := &ipsetLookup{}
+	var gr *generationReader
+	if mayChangeInPlace(cmd) {
+		loaded, err := dataplane.OpenRunning()
+		if err != nil {
+			return report(env, name, err)
+		}
+		if loaded {
+			gr = readGeneration(fam)
+			// Wait for the reader before the lock is released
+			// (deferred calls run last in, first out).
+			defer gr.result()
+		}
+	}
 	old, err := loadRunning(fam)
 	if err != nil {
 		return report(env, name, err)
@@ -51,7 +65,7 @@ func runIptables(name string, args []string, env Env) int {
 	// copy only when it succeeds); old stays the running ruleset, whose
 	// counters and rules the commit compares with.
 	rs := old.Clone()
-	if cmd.Kind.ChangesRuleListsOnly() {
+	if cmd.LeavesRulesAlone() {
 		rs = old.CloneChains()
 	}
 	var out string
@@ -87,11 +101,11 @@ func runIptables(name string, args []string, env Env) int {
 	}
 	switch cmd.Kind {
 	case iptables.CmdAppend:
-		err = commitAppend(fam, old, rs, cmd.Chain, ao, locked)
+		err = commitAppend(fam, old, rs, cmd.Chain, ao, locked, gr)
 	case iptables.CmdInsert:
-		err = commitInsert(fam, old, rs, cmd.Chain, ao, locked)
+		err = commitInsert(fam, old, rs, cmd.Chain, ao, locked, gr)
 	case iptables.CmdDelete, iptables.CmdDeleteNum:
-		err = commitDelete(fam, old, rs, cmd.Chain, ao, locked)
+		err = commitDelete(fam, old, rs, cmd.Chain, ao, locked, gr)
 	default:
 		err = commit(fam, old, rs, true, ao, locked)
 	}
@@ -99,6 +113,17 @@ func runIptables(name string, args []string, env Env) int {
 		return report(env, name, err)
 	}
 	return exitOK
+}
+
+// mayChangeInPlace reports whether cmd may change the running generation
+// in place (commitAppend, commitInsert, commitDelete): a rule command on a
+// base chain.
+func mayChangeInPlace(cmd *iptables.Command) bool {
+	switch cmd.Kind {
+	case iptables.CmdAppend, iptables.CmdInsert, iptables.CmdDelete, iptables.CmdDeleteNum:
+		return slices.Contains(ir.BuiltinChains[:], cmd.Chain)
+	}
+	return false
 }
 
 // allCounters returns every counter of rs by counter index.

@@ -139,8 +139,8 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplan
 // with them (compiler.AppendRule, in slack positions, without compiling
 // the ruleset again); otherwise, or when the generation cannot take them in
 // place, it compiles rs in full (commit).
-func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
-	return changeInPlace(fam, old, rs, chain, opts, sets, "append",
+func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, gr *generationReader) error {
+	return changeInPlace(fam, old, rs, chain, opts, sets, gr, "append",
 		func(oldChain, newChain *ir.Chain) bool { return len(newChain.Rules) > len(oldChain.Rules) },
 		func(gen *compiler.Generation, hook int, first uint32, oldChain, newChain *ir.Chain, ifaces []compiler.Interface) (*compiler.Generation, error) {
 			var err error
@@ -156,8 +156,8 @@ func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 // rule in the running generation's slack before the chain's entries
 // (compiler.InsertRule); otherwise, or when the generation cannot take it,
 // it compiles rs in full (commit).
-func commitInsert(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
-	return changeInPlace(fam, old, rs, chain, opts, sets, "insert",
+func commitInsert(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, gr *generationReader) error {
+	return changeInPlace(fam, old, rs, chain, opts, sets, gr, "insert",
 		func(oldChain, newChain *ir.Chain) bool {
 			if len(newChain.Rules) != len(oldChain.Rules)+1 || newChain.Rules[0].Handle != 0 {
 				return false
@@ -179,7 +179,7 @@ func commitInsert(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 // of the running generation (compiler.DeleteRule) instead of compiling the
 // ruleset again; otherwise, or when the generation cannot, it compiles rs
 // in full (commit).
-func commitDelete(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
+func commitDelete(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, gr *generationReader) error {
 	// The deleted rule: the first whose identity the new chain lacks; the
 	// others must follow in order.
 	deleted := func(oldChain, newChain *ir.Chain) int {
@@ -194,7 +194,7 @@ func commitDelete(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 		}
 		return k
 	}
-	return changeInPlace(fam, old, rs, chain, opts, sets, "delete",
+	return changeInPlace(fam, old, rs, chain, opts, sets, gr, "delete",
 		func(oldChain, newChain *ir.Chain) bool {
 			return len(newChain.Rules) == len(oldChain.Rules)-1 && deleted(oldChain, newChain) >= 0
 		},
@@ -209,10 +209,16 @@ func commitDelete(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 // chain, the command's effect has the shape change handles (shape) and the
 // generation takes it; otherwise it compiles rs in full (commit). change
 // gets the chain's index among the base chains, its first counter index
-// and both versions of the chain; what names the change in XFW_TRACE.
-func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, what string,
+// and both versions of the chain; what names the change in XFW_TRACE. gr,
+// when not nil, has been reading the running generation meanwhile.
+func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, gr *generationReader, what string,
 	shape func(oldChain, newChain *ir.Chain) bool,
 	change func(gen *compiler.Generation, hook int, first uint32, oldChain, newChain *ir.Chain, ifaces []compiler.Interface) (*compiler.Generation, error)) error {
+	if gr != nil {
+		// Nothing may read the running state in the background once
+		// the commit below changes it.
+		gr.result()
+	}
 	t := time.Now()
 	hook := slices.Index(ir.BuiltinChains[:], chain)
 	rs.Chains = iptables.OrderedChains(rs)
@@ -220,7 +226,7 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 	if hook < 0 || oldChain == nil || newChain == nil || !shape(oldChain, newChain) {
 		return commit(fam, old, rs, true, opts, sets)
 	}
-	gen, ifaces, err := runningGeneration(fam, old)
+	gen, ifaces, err := runningGeneration(fam, old, gr)
 	if err != nil || gen == nil {
 		dataplane.TraceSince(fmt.Sprintf("commit: no running generation (%v)", err), t)
 		return commit(fam, old, rs, true, opts, sets)
@@ -241,11 +247,47 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 	return install(fam, old, rs, gen, ifaces, true, opts, sets)
 }
 
+// generationReader reads a family's running generation in the background
+// (dataplane.RunningGeneration): a command that may change it in place
+// starts reading it as soon as it holds the lock, while it decodes the
+// running ruleset (the two take about as long).
+type generationReader struct {
+	done chan struct{}
+	gen  *compiler.Generation
+	at   []compiler.Interface
+	err  error
+}
+
+// readGeneration starts reading fam's running generation. The state must
+// be open for the session first (dataplane.OpenRunning): the reader and
+// the command share it.
+func readGeneration(fam ir.Family) *generationReader {
+	gr := &generationReader{done: make(chan struct{})}
+	go func() {
+		defer close(gr.done)
+		t := time.Now()
+		gr.gen, gr.at, gr.err = dataplane.RunningGeneration(fam)
+		dataplane.TraceSince("read running generation (background)", t)
+	}()
+	return gr
+}
+
+// result waits for the reading to end and returns what RunningGeneration
+// returned. The generation is the caller's (once).
+func (gr *generationReader) result() (*compiler.Generation, []compiler.Interface, error) {
+	<-gr.done
+	return gr.gen, gr.at, gr.err
+}
+
 // runningGeneration returns fam's running generation with its Rules (as
 // Compile numbered old's) and the interfaces it was compiled for, or nil
 // when it cannot be extended: none saved, or the interfaces changed since.
-func runningGeneration(fam ir.Family, old *ir.Ruleset) (*compiler.Generation, []compiler.Interface, error) {
-	gen, at, err := dataplane.RunningGeneration(fam)
+// It takes it from gr when not nil.
+func runningGeneration(fam ir.Family, old *ir.Ruleset, gr *generationReader) (*compiler.Generation, []compiler.Interface, error) {
+	if gr == nil {
+		gr = readGeneration(fam)
+	}
+	gen, at, err := gr.result()
 	if err != nil || gen == nil {
 		return nil, nil, err
 	}

@@ -185,14 +185,27 @@ func Current() (*state, error) {
 	st := session.st
 	session.mu.Unlock()
 	if st != nil {
-		if err := st.readConfig(); err != nil {
-			return nil, err
-		}
+		// Under xfw's lock only this process changes the banks and the
+		// slot configurations, and it keeps st's copy of them up to date
+		// (Apply, clearSlot): no need to read them again, and the
+		// session's users may run concurrently (PrefetchGeneration).
 		return st, nil
 	}
 	s, err := currentUncached()
 	keepForSession(s)
 	return s, err
+}
+
+// OpenRunning opens the running state for the session (BeginSession), so
+// that the session's later steps, concurrent ones among them, share it,
+// and reports whether xfw is loaded in the namespace.
+func OpenRunning() (bool, error) {
+	cur, err := Current()
+	if err != nil || cur == nil {
+		return false, err
+	}
+	cur.Close() // the session's: stays open
+	return cur.shared, nil
 }
 
 // currentUncached finds and opens the running state.

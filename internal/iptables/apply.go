@@ -61,10 +61,11 @@ func (c *Command) applyCommit(rs *ir.Ruleset) (string, *failure) {
 
 // workCopy returns the copy of rs the command works on: commands on whole
 // rules (-A, -I, -R, -D, -C, -D NUM) change chains' rule lists and no rule
-// in place, so the rules are shared (ir.Ruleset.CloneChains); the others
-// (-Z, -E …) change rules themselves and get a deep copy.
+// in place, listings change nothing, so the rules are shared
+// (ir.Ruleset.CloneChains); the others (-Z, -E …) change rules themselves
+// and get a deep copy.
 func (c *Command) workCopy(rs *ir.Ruleset) *ir.Ruleset {
-	if c.Kind.ChangesRuleListsOnly() {
+	if c.LeavesRulesAlone() {
 		return rs.CloneChains()
 	}
 	return rs.Clone()
@@ -75,6 +76,16 @@ func (c *Command) workCopy(rs *ir.Ruleset) *ir.Ruleset {
 // a copy made by ir.Ruleset.CloneChains leaves the original untouched.
 func (k CommandKind) ChangesRuleListsOnly() bool {
 	return k.isRuleCommand() || k == CmdDeleteNum
+}
+
+// LeavesRulesAlone reports whether the command changes no rule in place:
+// the rule commands (ChangesRuleListsOnly), and listings without -Z.
+func (c *Command) LeavesRulesAlone() bool {
+	switch c.Kind {
+	case CmdList, CmdListRules:
+		return !c.Zero
+	}
+	return c.Kind.ChangesRuleListsOnly()
 }
 
 // resolveTargets is do_command's target handling for rule commands: a -j
