@@ -64,9 +64,11 @@ func runIptables(name string, args []string, env Env) int {
 	// The command works on a copy (its Apply copies again, and keeps the
 	// copy only when it succeeds); old stays the running ruleset, whose
 	// counters and rules the commit compares with.
-	rs := old.Clone()
+	var rs *ir.Ruleset
 	if cmd.LeavesRulesAlone() {
 		rs = old.CloneChains()
+	} else {
+		rs = old.Clone()
 	}
 	var out string
 	if cmd.Kind == iptables.CmdList {
