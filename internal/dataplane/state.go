@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,6 +150,7 @@ func BeginSession() (end func()) {
 			session.st.Close()
 			session.st = nil
 		}
+		unmapAll()
 	}
 }
 
@@ -487,15 +489,15 @@ func counterTotals(base, live *ebpf.Map, n int) ([]ir.Counters, error) {
 }
 
 // readU32s returns elements 0..n-1 of a mapped array of __u32 (one per
-// 8-byte stride), read with one copy.
+// 8-byte stride), read from the map's memory.
 func readU32s(m *ebpf.Map, n int) ([]uint32, error) {
-	buf, err := readRaw(m, n*8)
+	mem, err := mappedPrefix(m, n*8)
 	if err != nil {
-		return nil, fmt.Errorf("map %s: read %d elements: %w", m.String(), n, err)
+		return nil, err
 	}
 	out := make([]uint32, n)
 	for i := range out {
-		out[i] = binary.LittleEndian.Uint32(buf[i*8:])
+		out[i] = binary.LittleEndian.Uint32(mem[i*8:])
 	}
 	return out, nil
 }
@@ -505,18 +507,26 @@ func putU32s(m *ebpf.Map, vals []uint32) error {
 	if len(vals) == 0 {
 		return nil
 	}
-	mem, err := m.Memory()
+	mem, err := mappedPrefix(m, len(vals)*8)
 	if err != nil {
-		return fmt.Errorf("map %s: map memory: %w", m.String(), err)
+		return err
 	}
-	buf := make([]byte, len(vals)*8)
 	for i, v := range vals {
-		binary.LittleEndian.PutUint32(buf[i*8:], v)
-	}
-	if _, err := mem.WriteAt(buf, 0); err != nil {
-		return fmt.Errorf("map %s: write %d elements: %w", m.String(), len(vals), err)
+		binary.LittleEndian.PutUint32(mem[i*8:], v)
 	}
 	return nil
+}
+
+// mappedPrefix returns the first n bytes of a mapped array's memory.
+func mappedPrefix(m *ebpf.Map, n int) ([]byte, error) {
+	mem, err := mapped(m)
+	if err != nil {
+		return nil, err
+	}
+	if n > len(mem) {
+		return nil, fmt.Errorf("map %s: %d bytes wanted of %d", m, n, len(mem))
+	}
+	return mem[:n], nil
 }
 
 // chunkBytes views chunks as the bytes of struct xfw_chunk elements
@@ -539,13 +549,12 @@ func readArray[T any](m *ebpf.Map, n int, f func(i int, v T)) error {
 		if err != nil {
 			return err
 		}
-		var v T
-		buf := make([]byte, n*stride)
-		if _, err := mem.ReadAt(buf, 0); err != nil {
-			return fmt.Errorf("map %s: read %d elements: %w", m.String(), n, err)
+		if n*stride > len(mem) {
+			return fmt.Errorf("map %s: read %d elements of %d", m, n, len(mem)/stride)
 		}
+		var v T
 		for i := 0; i < n; i++ {
-			copy(unsafe.Slice((*byte)(unsafe.Pointer(&v)), size), buf[i*stride:])
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(&v)), size), mem[i*stride:])
 			f(i, v)
 		}
 		return nil
@@ -593,32 +602,27 @@ func (s *state) statePart(slot uint32, i int) ([]byte, error) {
 		return nil, err
 	}
 	defer m.Close()
-	mem, err := m.Memory()
+	defer unmapOutsideSession()
+	mem, err := mapped(m)
 	if err != nil {
-		return nil, fmt.Errorf("map memory of the saved ruleset: %w", err)
+		return nil, fmt.Errorf("memory of the saved ruleset: %w", err)
 	}
-	size := uint64(mem.Size())
+	size := uint64(len(mem))
 	var at, n uint64
 	for k := 0; k <= i; k++ {
 		if k > 0 {
 			at += savedLenBytes + n
 		}
-		var hdr [savedLenBytes]byte
 		if at+savedLenBytes > size {
 			return nil, fmt.Errorf("saved state has no part %d", i)
 		}
-		if _, err := mem.ReadAt(hdr[:], int64(at)); err != nil {
-			return nil, fmt.Errorf("read saved state: %w", err)
-		}
-		if n = binary.LittleEndian.Uint64(hdr[:]); n > size-at-savedLenBytes {
+		if n = binary.LittleEndian.Uint64(mem[at:]); n > size-at-savedLenBytes {
 			return nil, fmt.Errorf("saved state part %d of %d bytes in a map of %d", k, n, size)
 		}
 	}
-	out := make([]byte, n)
-	if _, err := mem.ReadAt(out, int64(at+savedLenBytes)); err != nil {
-		return nil, fmt.Errorf("read saved state: %w", err)
-	}
-	return out, nil
+	// A copy: the mapping ends with the session, the decoded ruleset
+	// may not.
+	return slices.Clone(mem[at+savedLenBytes : at+savedLenBytes+n]), nil
 }
 
 // SetCounters overwrites counters of fam's running ruleset: for each counter
