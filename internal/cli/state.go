@@ -100,7 +100,7 @@ func counterSources(old, nw *ir.Ruleset, keepOld bool) []dataplane.CounterSource
 	for _, c := range old.Chains {
 		oldN += len(c.Rules)
 	}
-	carried := map[uint32]bool{}
+	carried := make([]bool, oldN+1) // by Handle
 	i := compiler.NumChains
 	for _, c := range nw.Chains {
 		for _, r := range c.Rules {

@@ -238,6 +238,45 @@ type decoder struct {
 	// strs interns the strings decoded so far (chain names, protocol
 	// spellings, set names repeat across rules).
 	strs map[string]string
+	// Slabs the rules' match lists and their most common matches are
+	// cut from: one allocation per slabSize instead of one each.
+	matchSlab []Match
+	udpSlab   []UDPMatch
+	tcpSlab   []TCPMatch
+}
+
+// slabSize is how many elements a decoder's slab holds.
+const slabSize = 1024
+
+// newMatches returns a match list of n elements cut from the slab, with
+// capacity n (appending to it reallocates, as for any other list).
+func (d *decoder) newMatches(n int) []Match {
+	if n > len(d.matchSlab) || d.matchSlab == nil {
+		d.matchSlab = make([]Match, max(n, slabSize))
+	}
+	m := d.matchSlab[:n:n]
+	d.matchSlab = d.matchSlab[n:]
+	return m
+}
+
+// newUDP returns a zero UDPMatch cut from the slab.
+func (d *decoder) newUDP() *UDPMatch {
+	if len(d.udpSlab) == 0 {
+		d.udpSlab = make([]UDPMatch, slabSize)
+	}
+	m := &d.udpSlab[0]
+	d.udpSlab = d.udpSlab[1:]
+	return m
+}
+
+// newTCP returns a zero TCPMatch cut from the slab.
+func (d *decoder) newTCP() *TCPMatch {
+	if len(d.tcpSlab) == 0 {
+		d.tcpSlab = make([]TCPMatch, slabSize)
+	}
+	m := &d.tcpSlab[0]
+	d.tcpSlab = d.tcpSlab[1:]
+	return m
 }
 
 func (d *decoder) fail(err error) {
@@ -393,7 +432,7 @@ func (d *decoder) rule(r *Rule) {
 		d.fail(errTruncated)
 		return
 	}
-	r.Matches = make([]Match, n) // non-nil, as Rule.Clone leaves it
+	r.Matches = d.newMatches(int(n)) // non-nil, as Rule.Clone leaves it
 	for i := range r.Matches {
 		r.Matches[i] = d.match()
 	}
@@ -412,7 +451,7 @@ func (d *decoder) rule(r *Rule) {
 func (d *decoder) match() Match {
 	switch tag := d.u8(); tag {
 	case tagTCP:
-		m := &TCPMatch{}
+		m := d.newTCP()
 		d.port(&m.SrcPort)
 		d.port(&m.DstPort)
 		d.flags(&m.Flags.Set, &m.Flags.Invert, &m.Option.Set, &m.Option.Invert)
@@ -421,7 +460,7 @@ func (d *decoder) match() Match {
 		m.Option.Kind = d.u8()
 		return m
 	case tagUDP:
-		m := &UDPMatch{}
+		m := d.newUDP()
 		d.port(&m.SrcPort)
 		d.port(&m.DstPort)
 		return m
