@@ -44,22 +44,25 @@ func runIptables(name string, args []string, env Env) int {
 	// The parse above read the sets before the lock; what follows reads
 	// them again, once, under it.
 	locked := &ipsetLookup{}
-	var gr *generationReader
+	var run runningParts
 	if mayChangeInPlace(cmd) {
 		loaded, err := dataplane.OpenRunning()
 		if err != nil {
 			return report(env, name, err)
 		}
 		if loaded {
-			gr = readGeneration(fam)
+			run.gen = readGeneration(fam)
 			// Wait for the reader before the lock is released
 			// (deferred calls run last in, first out).
-			defer gr.result()
+			defer run.gen.result()
 		}
 	}
-	old, err := loadRunning(fam)
+	old, encoded, err := loadRunningEncoded(fam)
 	if err != nil {
 		return report(env, name, err)
+	}
+	if cmd.LeavesRulesAlone() {
+		run.encoded = encoded
 	}
 	// The command works on a copy (its Apply copies again, and keeps the
 	// copy only when it succeeds); old stays the running ruleset, whose
@@ -103,11 +106,11 @@ func runIptables(name string, args []string, env Env) int {
 	}
 	switch cmd.Kind {
 	case iptables.CmdAppend:
-		err = commitAppend(fam, old, rs, cmd.Chain, ao, locked, gr)
+		err = commitAppend(fam, old, rs, cmd.Chain, ao, locked, run)
 	case iptables.CmdInsert:
-		err = commitInsert(fam, old, rs, cmd.Chain, ao, locked, gr)
+		err = commitInsert(fam, old, rs, cmd.Chain, ao, locked, run)
 	case iptables.CmdDelete, iptables.CmdDeleteNum:
-		err = commitDelete(fam, old, rs, cmd.Chain, ao, locked, gr)
+		err = commitDelete(fam, old, rs, cmd.Chain, ao, locked, run)
 	default:
 		err = commit(fam, old, rs, true, ao, locked)
 	}

@@ -17,25 +17,33 @@ import (
 // binary form saved with the running generation: the ruleset was checked
 // (sets included) when it was committed.
 func loadRunning(fam ir.Family) (*ir.Ruleset, error) {
+	rs, _, err := loadRunningEncoded(fam)
+	return rs, err
+}
+
+// loadRunningEncoded is loadRunning, and returns where the running rules
+// lie in their binary form as well (nil when none is loaded), so that a
+// commit that keeps them encodes them by copying (install).
+func loadRunningEncoded(fam ir.Family) (*ir.Ruleset, *ir.Encoded, error) {
 	t := time.Now()
 	saved, counters, err := dataplane.Running(fam)
 	if err != nil {
-		return nil, fmt.Errorf("read running ruleset: %w", err)
+		return nil, nil, fmt.Errorf("read running ruleset: %w", err)
 	}
 	if saved == nil {
-		return ir.NewRuleset(fam), nil
+		return ir.NewRuleset(fam), nil, nil
 	}
 	t = dataplane.TraceSince("load: saved ruleset, counters", t)
-	rs, err := ir.UnmarshalRuleset(saved)
+	rs, enc, err := ir.UnmarshalRulesetEncoded(saved)
 	if err == nil && rs.Family != fam {
 		err = fmt.Errorf("saved as the %s ruleset", rs.Family)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("running ruleset is unreadable (%w); `xfw stop` clears it", err)
+		return nil, nil, fmt.Errorf("running ruleset is unreadable (%w); `xfw stop` clears it", err)
 	}
 	applyCounters(rs, counters)
 	dataplane.TraceSince("load: decode", t)
-	return rs, nil
+	return rs, enc, nil
 }
 
 // counterIndex returns the counter index of each rule of rs, as the
@@ -131,7 +139,7 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplan
 		return err
 	}
 	t = dataplane.TraceSince("commit: compile", t)
-	return install(fam, old, rs, gen, ifaces, keepCounters, opts, sets)
+	return install(fam, old, rs, gen, ifaces, keepCounters, opts, sets, nil)
 }
 
 // commitAppend commits rs, the running ruleset old with rules appended to
@@ -139,8 +147,8 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplan
 // with them (compiler.AppendRule, in slack positions, without compiling
 // the ruleset again); otherwise, or when the generation cannot take them in
 // place, it compiles rs in full (commit).
-func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, gr *generationReader) error {
-	return changeInPlace(fam, old, rs, chain, opts, sets, gr, "append",
+func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts) error {
+	return changeInPlace(fam, old, rs, chain, opts, sets, run, "append",
 		func(oldChain, newChain *ir.Chain) bool { return len(newChain.Rules) > len(oldChain.Rules) },
 		func(gen *compiler.Generation, hook int, first uint32, oldChain, newChain *ir.Chain, ifaces []compiler.Interface) (*compiler.Generation, error) {
 			var err error
@@ -156,8 +164,8 @@ func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 // rule in the running generation's slack before the chain's entries
 // (compiler.InsertRule); otherwise, or when the generation cannot take it,
 // it compiles rs in full (commit).
-func commitInsert(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, gr *generationReader) error {
-	return changeInPlace(fam, old, rs, chain, opts, sets, gr, "insert",
+func commitInsert(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts) error {
+	return changeInPlace(fam, old, rs, chain, opts, sets, run, "insert",
 		func(oldChain, newChain *ir.Chain) bool {
 			if len(newChain.Rules) != len(oldChain.Rules)+1 || newChain.Rules[0].Handle != 0 {
 				return false
@@ -179,7 +187,7 @@ func commitInsert(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 // of the running generation (compiler.DeleteRule) instead of compiling the
 // ruleset again; otherwise, or when the generation cannot, it compiles rs
 // in full (commit).
-func commitDelete(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, gr *generationReader) error {
+func commitDelete(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts) error {
 	// The deleted rule: the first whose identity the new chain lacks; the
 	// others must follow in order.
 	deleted := func(oldChain, newChain *ir.Chain) int {
@@ -194,7 +202,7 @@ func commitDelete(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 		}
 		return k
 	}
-	return changeInPlace(fam, old, rs, chain, opts, sets, gr, "delete",
+	return changeInPlace(fam, old, rs, chain, opts, sets, run, "delete",
 		func(oldChain, newChain *ir.Chain) bool {
 			return len(newChain.Rules) == len(oldChain.Rules)-1 && deleted(oldChain, newChain) >= 0
 		},
@@ -209,15 +217,15 @@ func commitDelete(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 // chain, the command's effect has the shape change handles (shape) and the
 // generation takes it; otherwise it compiles rs in full (commit). change
 // gets the chain's index among the base chains, its first counter index
-// and both versions of the chain; what names the change in XFW_TRACE. gr,
-// when not nil, has been reading the running generation meanwhile.
-func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, gr *generationReader, what string,
+// and both versions of the chain; what names the change in XFW_TRACE. run
+// has what the command read of the running state besides old.
+func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts, what string,
 	shape func(oldChain, newChain *ir.Chain) bool,
 	change func(gen *compiler.Generation, hook int, first uint32, oldChain, newChain *ir.Chain, ifaces []compiler.Interface) (*compiler.Generation, error)) error {
-	if gr != nil {
+	if run.gen != nil {
 		// Nothing may read the running state in the background once
 		// the commit below changes it.
-		gr.result()
+		run.gen.result()
 	}
 	t := time.Now()
 	hook := slices.Index(ir.BuiltinChains[:], chain)
@@ -226,7 +234,7 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 	if hook < 0 || oldChain == nil || newChain == nil || !shape(oldChain, newChain) {
 		return commit(fam, old, rs, true, opts, sets)
 	}
-	gen, ifaces, err := runningGeneration(fam, old, gr)
+	gen, ifaces, err := runningGeneration(fam, old, run.gen)
 	if err != nil || gen == nil {
 		dataplane.TraceSince(fmt.Sprintf("commit: no running generation (%v)", err), t)
 		return commit(fam, old, rs, true, opts, sets)
@@ -244,7 +252,17 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 		return commit(fam, old, rs, true, opts, sets)
 	}
 	dataplane.TraceSince("commit: "+what+" in place", t)
-	return install(fam, old, rs, gen, ifaces, true, opts, sets)
+	return install(fam, old, rs, gen, ifaces, true, opts, sets, run.encoded)
+}
+
+// runningParts is what a command read of the running state besides the
+// ruleset, for changeInPlace; the zero value has nothing.
+type runningParts struct {
+	// gen has been reading the running generation meanwhile, or nil.
+	gen *generationReader
+	// encoded is where the running rules lie in their binary form, when
+	// the command changes no rule in place, or nil.
+	encoded *ir.Encoded
 }
 
 // generationReader reads a family's running generation in the background
@@ -306,8 +324,10 @@ func runningGeneration(fam ir.Family, old *ir.Ruleset, gr *generationReader) (*c
 	return gen, ifaces, nil
 }
 
-// install swaps gen, compiled from rs for ifaces, in.
-func install(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, ifaces []compiler.Interface, keepCounters bool, opts dataplane.AttachOptions, sets *ipsetLookup) error {
+// install swaps gen, compiled from rs for ifaces, in. encoded, when not
+// nil, is where the rules rs shares with the running ruleset, unchanged,
+// lie in its binary form (ir.Ruleset.MarshalBinaryReusing).
+func install(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, ifaces []compiler.Interface, keepCounters bool, opts dataplane.AttachOptions, sets *ipsetLookup, encoded *ir.Encoded) error {
 	t := time.Now()
 	if err := checkDataPlaneSupport(rs, sets); err != nil {
 		return err
@@ -316,7 +336,7 @@ func install(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, iface
 	if err != nil {
 		return err
 	}
-	saved, err := rs.MarshalBinary()
+	saved, err := rs.MarshalBinaryReusing(encoded)
 	if err != nil {
 		return fmt.Errorf("save the ruleset: %w", err)
 	}
