@@ -2,10 +2,10 @@ package dataplane
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"slices"
 	"strings"
@@ -82,10 +82,12 @@ var (
 
 // buildID is an 8-byte identity of the embedded BPF object (written into the
 // loaded programs' xfw_build map); computed without parsing the object, so
-// commands that only read the running state do not pay for that.
+// commands that only read the running state do not pay for that. It is
+// the object's CRC-32C and CRC-32 (IEEE), both computed by the CPU's
+// instructions (a SHA-256 of the 600 KB object took ~0.5 ms of every
+// command): it tells builds apart, it does not resist forgery.
 var buildID = sync.OnceValue(func() uint64 {
-	sum := sha256.Sum256(objectBytes)
-	return binary.LittleEndian.Uint64(sum[:8])
+	return uint64(crc32.Checksum(objectBytes, crc32.MakeTable(crc32.Castagnoli)))<<32 | uint64(crc32.ChecksumIEEE(objectBytes))
 })
 
 // loadSpec parses the embedded BPF object (once per process) and returns a
