@@ -10,6 +10,7 @@ import (
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/prefault"
 )
 
 // loadRunning returns fam's running ruleset with its live counters, or an
@@ -95,6 +96,7 @@ func counterSources(old, nw *ir.Ruleset, keepOld bool) []dataplane.CounterSource
 		n += len(c.Rules)
 	}
 	src := make([]dataplane.CounterSource, n)
+	prefault.Slice(src)
 	for hook, name := range ir.BuiltinChains {
 		src[hook].From = -1
 		if c := nw.Chain(name); c != nil {

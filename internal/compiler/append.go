@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/prefault"
 )
 
 // Appending one rule to a compiled generation, without compiling the
@@ -270,6 +271,7 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 		n += len(addr[a])
 	}
 	g.Bounds = make([]Bound, 0, n)
+	prefault.Slice(g.Bounds[:n])
 	for a := range addr {
 		g.AddrBase[a], g.AddrCount[a] = uint32(len(g.Bounds)), uint32(len(addr[a]))
 		g.Bounds = append(g.Bounds, addr[a]...)
@@ -299,6 +301,7 @@ func setBounds(bounds []Bound, s *Set, set func(c uint32, want bool) uint32) []B
 		cuts = slices.Compact(cuts)
 	}
 	out := make([]Bound, 0, len(bounds)+len(cuts))
+	prefault.Slice(out[:cap(out)])
 	class := uint32(0) // the class of the values below the first bound
 	iv := 0            // the first interval of s not below the current value
 	for i, j := 0, 0; i < len(bounds) || j < len(cuts); {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/prefault"
 )
 
 //go:embed bpf/xfw.o
@@ -92,6 +93,7 @@ func stateBlob(u *Update) ([]byte, error) {
 		return nil, err
 	}
 	blob := make([]byte, 0, 2*savedLenBytes+len(u.Saved)+len(meta))
+	prefault.Slice(blob[:cap(blob)])
 	blob = binary.LittleEndian.AppendUint64(blob, uint64(len(u.Saved)))
 	blob = append(blob, u.Saved...)
 	blob = binary.LittleEndian.AppendUint64(blob, uint64(len(meta)))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/prefault"
 )
 
 // The running generation, read back: a command that appends rules extends
@@ -102,6 +103,7 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 				return fmt.Errorf("bounds: %w", err)
 			}
 			g.Bounds = make([]compiler.Bound, r.n)
+			prefault.Slice(g.Bounds)
 			copy(boundBytes(g.Bounds), mem)
 			return nil
 		}),
@@ -119,6 +121,7 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 				return fmt.Errorf("entries: %w", err)
 			}
 			g.Entries = make([]compiler.Entry, r.n)
+			prefault.Slice(g.Entries)
 			for i := range g.Entries {
 				b := buf[i*entryStride:]
 				g.Entries[i] = compiler.Entry{Rule: binary.LittleEndian.Uint32(b), Action: compiler.Action(b[4]), Flags: b[5],
@@ -215,6 +218,7 @@ func (s *state) readChunks(active *ebpf.Map, fam ir.Family, n int) ([]compiler.C
 	}
 	// Room for the chunks appended rules add (compiler.AppendRule).
 	chunks := make([]compiler.Chunk, n, n+64)
+	prefault.Slice(chunks)
 	copy(chunkBytes(chunks), src)
 	return chunks, nil
 }

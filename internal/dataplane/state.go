@@ -20,6 +20,7 @@ import (
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/prefault"
 )
 
 // state is xfw as loaded in the namespace, found from the XDP program
@@ -469,6 +470,7 @@ func (s *state) readCounters(slot uint32) ([]ir.Counters, error) {
 // every CPU (live holds CPU after CPU, n each).
 func counterTotals(base, live *ebpf.Map, n int) ([]ir.Counters, error) {
 	out := make([]ir.Counters, n)
+	prefault.Slice(out)
 	if err := readArray(base, n, func(i int, c bpfCounter) {
 		out[i].Packets += c.Packets
 		out[i].Bytes += c.Bytes
@@ -498,6 +500,7 @@ func readU32s(m *ebpf.Map, n int) ([]uint32, error) {
 		return nil, err
 	}
 	out := make([]uint32, n)
+	prefault.Slice(out)
 	for i := range out {
 		out[i] = binary.LittleEndian.Uint32(mem[i*8:])
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 	"unsafe"
+
+	"github.com/xfw-dev/xfw/internal/prefault"
 )
 
 // The binary form of a ruleset: what the control plane keeps in the
@@ -115,6 +117,7 @@ func (rs *Ruleset) MarshalBinaryReusing(enc *Encoded) ([]byte, error) {
 		return rs.MarshalBinary()
 	}
 	e := &encoder{buf: make([]byte, 0, len(enc.data)+1024)}
+	prefault.Slice(e.buf[:cap(e.buf)])
 	e.u8(codecVersion)
 	e.u8(uint8(rs.Family))
 	e.uv(uint64(len(rs.Chains)))
@@ -491,7 +494,9 @@ func UnmarshalRulesetEncoded(data []byte) (*Ruleset, *Encoded, error) {
 		ec := encodedChain{start: uint32(len(data) - len(d.buf))}
 		if nrules > 0 {
 			slab := make([]Rule, nrules)
+			prefault.Slice(slab)
 			c.Rules = make([]*Rule, nrules)
+			prefault.Slice(c.Rules)
 			ec.rules, ec.ends = slab, make([]uint32, nrules)
 			for j := range slab {
 				d.rule(&slab[j])
