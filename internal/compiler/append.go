@@ -174,9 +174,28 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 		want  bool
 	}
 	made := map[variant]uint32{}
+	var setBitOnce func(c uint32, want bool) uint32
+	// answers[2c+want] is setBit(c, want)+1 once asked, for the classes
+	// there were before: tens of thousands of address bounds share a few
+	// thousand classes, and asking a class's chunk is two random reads.
+	answers := make([]uint32, 2*(len(g.ClassChunks)/max(nchunks, 1)))
 	// setBit returns the class whose entries are c's, with p in it or not
 	// (want): c itself when it already is so, else a copy.
 	setBit := func(c uint32, want bool) uint32 {
+		a := 2 * int(c)
+		if want {
+			a++
+		}
+		if a < len(answers) && answers[a] != 0 {
+			return answers[a] - 1
+		}
+		n := setBitOnce(c, want)
+		if a < len(answers) {
+			answers[a] = n + 1
+		}
+		return n
+	}
+	setBitOnce = func(c uint32, want bool) uint32 {
 		ids := g.ClassChunks[int(c)*nchunks : int(c+1)*nchunks]
 		if (g.Chunks[ids[k]].Words[w]&bit != 0) == want {
 			return c
