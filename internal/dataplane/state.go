@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -471,15 +470,27 @@ func (s *state) readCounters(slot uint32) ([]ir.Counters, error) {
 func counterTotals(base, live *ebpf.Map, n int) ([]ir.Counters, error) {
 	out := make([]ir.Counters, n)
 	prefault.Slice(out)
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, fmt.Errorf("count CPUs: %w", err)
+	}
+	if bases, lives, ok := mappedCounters(base, live, n, ncpu); ok {
+		for i, c := range bases {
+			out[i] = ir.Counters{Packets: c.Packets, Bytes: c.Bytes}
+		}
+		for cpu := 0; cpu < ncpu; cpu++ {
+			for i, c := range lives[cpu*n : (cpu+1)*n] {
+				out[i].Packets += c.Packets
+				out[i].Bytes += c.Bytes
+			}
+		}
+		return out, nil
+	}
 	if err := readArray(base, n, func(i int, c bpfCounter) {
 		out[i].Packets += c.Packets
 		out[i].Bytes += c.Bytes
 	}); err != nil {
 		return nil, fmt.Errorf("read counter bases: %w", err)
-	}
-	ncpu, err := ebpf.PossibleCPU()
-	if err != nil {
-		return nil, fmt.Errorf("count CPUs: %w", err)
 	}
 	if err := readArray(live, n*ncpu, func(i int, c bpfCounter) {
 		if n > 0 {
@@ -490,6 +501,27 @@ func counterTotals(base, live *ebpf.Map, n int) ([]ir.Counters, error) {
 		return nil, fmt.Errorf("read counters: %w", err)
 	}
 	return out, nil
+}
+
+// mappedCounters returns the n counter bases of base and the n × ncpu
+// live counters of live as views of their mapped memory, when both maps
+// are mapped arrays large enough.
+func mappedCounters(base, live *ebpf.Map, n, ncpu int) (bases, lives []bpfCounter, ok bool) {
+	if n == 0 {
+		return nil, nil, true
+	}
+	view := func(m *ebpf.Map, k int) []bpfCounter {
+		if m.Flags()&unix.BPF_F_MMAPABLE == 0 || m.ValueSize() != uint32(unsafe.Sizeof(bpfCounter{})) {
+			return nil
+		}
+		mem, err := mapped(m)
+		if err != nil || len(mem) < k*int(unsafe.Sizeof(bpfCounter{})) {
+			return nil
+		}
+		return unsafe.Slice((*bpfCounter)(unsafe.Pointer(unsafe.SliceData(mem))), k)
+	}
+	bases, lives = view(base, n), view(live, n*ncpu)
+	return bases, lives, bases != nil && lives != nil
 }
 
 // readU32s returns elements 0..n-1 of a mapped array of __u32 (one per
@@ -627,7 +659,10 @@ func (s *state) statePart(slot uint32, i int) ([]byte, error) {
 	}
 	// A copy: the mapping ends with the session, the decoded ruleset
 	// may not.
-	return slices.Clone(mem[at+savedLenBytes : at+savedLenBytes+n]), nil
+	out := make([]byte, n)
+	prefault.Slice(out)
+	copy(out, mem[at+savedLenBytes:])
+	return out, nil
 }
 
 // SetCounters overwrites counters of fam's running ruleset: for each counter
