@@ -229,9 +229,25 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 
 	// The values cond holds for get a class with p, the others one
 	// without (a slack position is in no class: they keep theirs).
-	var addr [NumAddrFields][]Bound
-	for a := range addr {
-		addr[a] = g.Bounds[g.AddrBase[a] : g.AddrBase[a]+g.AddrCount[a]]
+	// The address fields' new bounds are written one after the other
+	// into one new array, in field order (AddrIndex follows it); fields
+	// not classified keep theirs.
+	oldBounds, oldBase, oldCount := g.Bounds, g.AddrBase, g.AddrCount
+	oldAddr := func(a int) []Bound { return oldBounds[oldBase[a] : oldBase[a]+oldCount[a]] }
+	extra := 0
+	for f := Field(0); f < NumFields; f++ {
+		if s := cond[f]; f.Kind() == KindAddr && s != nil {
+			extra += 2 * len(s.Ivs)
+		}
+	}
+	bounds := make([]Bound, 0, len(oldBounds)+extra)
+	prefault.Slice(bounds[:cap(bounds)])
+	nextAddr := 0 // the first address field not in bounds yet
+	copyAddr := func(upTo int) {
+		for ; nextAddr < upTo; nextAddr++ {
+			g.AddrBase[nextAddr] = uint32(len(bounds))
+			bounds = append(bounds, oldAddr(nextAddr)...)
+		}
 	}
 	for f := Field(0); f < NumFields; f++ {
 		if g.Active&(1<<uint(f)) == 0 {
@@ -264,8 +280,15 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 			}
 		case KindAddr:
 			a := f.AddrIndex()
-			addr[a] = setBounds(addr[a], s, setBit)
-			if len(addr[a]) > MaxBounds {
+			if a < nextAddr {
+				return 0, fmt.Errorf("%w: address field %s out of order", ErrNotAppendable, f)
+			}
+			copyAddr(a)
+			start := len(bounds)
+			bounds = appendSetBounds(bounds, oldAddr(a), s, setBit)
+			g.AddrBase[a], g.AddrCount[a] = uint32(start), uint32(len(bounds)-start)
+			nextAddr = a + 1
+			if len(bounds)-start > MaxBounds {
 				return 0, fmt.Errorf("%w: too many bounds", ErrNotAppendable)
 			}
 		case KindHash:
@@ -285,24 +308,17 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 			return 0, fmt.Errorf("%w: more than %d classes", ErrNotAppendable, maxAppendClasses)
 		}
 	}
-	n := 0
-	for a := range addr {
-		n += len(addr[a])
-	}
-	g.Bounds = make([]Bound, 0, n)
-	prefault.Slice(g.Bounds[:n])
-	for a := range addr {
-		g.AddrBase[a], g.AddrCount[a] = uint32(len(g.Bounds)), uint32(len(addr[a]))
-		g.Bounds = append(g.Bounds, addr[a]...)
-	}
+	copyAddr(NumAddrFields)
+	g.Bounds = bounds
 	return len(made), nil
 }
 
-// setBounds returns the bounds of an address field with each interval's
-// class replaced by set(class, whether s holds the interval's values); the
-// intervals are split at s's ends first (s nil: every value). Bounds and
-// s's ends are both in ascending order: one merge, no search or sort.
-func setBounds(bounds []Bound, s *Set, set func(c uint32, want bool) uint32) []Bound {
+// appendSetBounds appends to out the bounds of an address field with each
+// interval's class replaced by set(class, whether s holds the interval's
+// values); the intervals are split at s's ends first (s nil: every value).
+// Bounds and s's ends are both in ascending order: one merge, no search or
+// sort.
+func appendSetBounds(out, bounds []Bound, s *Set, set func(c uint32, want bool) uint32) []Bound {
 	// Cut points of s: where its intervals start, and just after they end.
 	var cuts []U128
 	if s != nil {
@@ -319,8 +335,7 @@ func setBounds(bounds []Bound, s *Set, set func(c uint32, want bool) uint32) []B
 		}
 		cuts = slices.Compact(cuts)
 	}
-	out := make([]Bound, 0, len(bounds)+len(cuts))
-	prefault.Slice(out[:cap(out)])
+	start := len(out)
 	class := uint32(0) // the class of the values below the first bound
 	iv := 0            // the first interval of s not below the current value
 	for i, j := 0, 0; i < len(bounds) || j < len(cuts); {
@@ -343,7 +358,7 @@ func setBounds(bounds []Bound, s *Set, set func(c uint32, want bool) uint32) []B
 			want = iv < len(s.Ivs) && !v.Less(s.Ivs[iv].Lo)
 		}
 		c := set(class, want)
-		if n := len(out); n > 0 && out[n-1].Class == c {
+		if n := len(out); n > start && out[n-1].Class == c {
 			continue
 		}
 		out = append(out, Bound{Value: v, Class: c})
