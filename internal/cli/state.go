@@ -274,8 +274,9 @@ type runningParts struct {
 type generationReader struct {
 	done chan struct{}
 	gen  *compiler.Generation
-	at   []compiler.Interface
-	err  error
+	// at are the interfaces gen was compiled for, now the namespace's.
+	at, now []compiler.Interface
+	err     error
 }
 
 // readGeneration starts reading fam's running generation. The state must
@@ -287,16 +288,20 @@ func readGeneration(fam ir.Family) *generationReader {
 		defer close(gr.done)
 		t := time.Now()
 		gr.gen, gr.at, gr.err = dataplane.RunningGeneration(fam)
+		if gr.err == nil && gr.gen != nil {
+			gr.now, gr.err = dataplane.CompilerInterfaces()
+		}
 		dataplane.TraceSince("read running generation (background)", t)
 	}()
 	return gr
 }
 
-// result waits for the reading to end and returns what RunningGeneration
-// returned. The generation is the caller's (once).
-func (gr *generationReader) result() (*compiler.Generation, []compiler.Interface, error) {
+// result waits for the reading to end and returns the generation, the
+// interfaces it was compiled for and the namespace's interfaces now. The
+// generation is the caller's (once).
+func (gr *generationReader) result() (gen *compiler.Generation, at, now []compiler.Interface, err error) {
 	<-gr.done
-	return gr.gen, gr.at, gr.err
+	return gr.gen, gr.at, gr.now, gr.err
 }
 
 // runningGeneration returns fam's running generation with its Rules (as
@@ -307,17 +312,20 @@ func runningGeneration(fam ir.Family, old *ir.Ruleset, gr *generationReader) (*c
 	if gr == nil {
 		gr = readGeneration(fam)
 	}
-	gen, at, err := gr.result()
+	gen, at, ifaces, err := gr.result()
 	if err != nil || gen == nil {
-		return nil, nil, err
-	}
-	ifaces, err := dataplane.CompilerInterfaces()
-	if err != nil {
 		return nil, nil, err
 	}
 	if !slices.Equal(ifaces, at) {
 		return nil, nil, errors.New("interfaces changed")
 	}
+	n := 0
+	for _, c := range old.Chains {
+		n += len(c.Rules)
+	}
+	// Room for the rule an in-place change may add.
+	gen.Rules = make([]compiler.RuleRef, 0, n+1)
+	prefault.Slice(gen.Rules[:cap(gen.Rules)])
 	for _, c := range old.Chains {
 		for i := range c.Rules {
 			gen.Rules = append(gen.Rules, compiler.RuleRef{Chain: c.Name, Index: i})
