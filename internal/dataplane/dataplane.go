@@ -588,7 +588,7 @@ func putChunks(m *ebpf.Map, chunks []compiler.Chunk) error {
 	if len(chunks) == 0 {
 		return nil
 	}
-	mem, size, stride, err := mappedArray[bpfChunk](m)
+	mem, size, stride, err := mappedArray[bpfChunk](m, len(chunks))
 	if err != nil {
 		return err
 	} else if size != stride || size != int(unsafe.Sizeof(chunks[0])) {
@@ -617,7 +617,7 @@ func putArray[T any](m *ebpf.Map, n int, val func(i int) T) error {
 		return nil
 	}
 	if m.Flags()&unix.BPF_F_MMAPABLE != 0 {
-		mem, size, stride, err := mappedArray[T](m)
+		mem, size, stride, err := mappedArray[T](m, n)
 		if err != nil {
 			return err
 		}
@@ -648,19 +648,21 @@ func putArray[T any](m *ebpf.Map, n int, val func(i int) T) error {
 	return nil
 }
 
-// mappedArray returns the memory of a BPF_F_MMAPABLE array map whose values
-// are T (mapped), the size of T and the kernel's stride between elements
-// (the value size rounded up to 8 bytes).
-func mappedArray[T any](m *ebpf.Map) (mem []byte, size, stride int, err error) {
+// mappedArray returns the memory of the first n elements (all when n is
+// 0) of a BPF_F_MMAPABLE array map whose values are T (mapped), the size
+// of T and the kernel's stride between elements (the value size rounded up
+// to 8 bytes).
+func mappedArray[T any](m *ebpf.Map, n int) (mem []byte, size, stride int, err error) {
 	var zero T
 	size = int(unsafe.Sizeof(zero))
 	if size != int(m.ValueSize()) {
 		return nil, 0, 0, fmt.Errorf("map %s: value size %d, Go layout %d", m.String(), m.ValueSize(), size)
 	}
-	if mem, err = mapped(m); err != nil {
+	stride = (size + 7) &^ 7
+	if mem, err = mapped(m, n*stride); err != nil {
 		return nil, 0, 0, err
 	}
-	return mem, size, (size + 7) &^ 7, nil
+	return mem, size, stride, nil
 }
 
 // carryCounters writes the new generation's counter bases: the old

@@ -41,7 +41,7 @@ func IpsetState() ([]byte, error) {
 	}
 	defer m.Close()
 	defer unmapOutsideSession()
-	mem, _, _, err := mappedArray[[statePage]byte](m)
+	mem, _, _, err := mappedArray[[statePage]byte](m, 0)
 	if err != nil {
 		return nil, err
 	}

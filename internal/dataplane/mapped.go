@@ -19,16 +19,21 @@ import (
 // page fault.
 
 // mappings holds the maps mapped during the current session (or, outside
-// one, the current call), by map id; unmapAll releases them.
+// one, the current call), by map id: the longest mapping of each and every
+// mapping made (unmapAll releases them).
 var mappings struct {
-	mu   sync.Mutex
-	byID map[ebpf.MapID][]byte
+	mu      sync.Mutex
+	longest map[ebpf.MapID][]byte
+	all     [][]byte
 }
 
-// mapped returns the memory of m, a BPF_F_MMAPABLE array map, mapped
-// shared and writable: element i is at i × the value size rounded up to 8
-// bytes. The mapping stays until unmapAll (the session's end).
-func mapped(m *ebpf.Map) ([]byte, error) {
+// mapped returns the first n bytes (all when n is 0 or more than the map
+// holds) of the memory of m, a BPF_F_MMAPABLE array map, mapped shared and
+// writable: element i is at i × the value size rounded up to 8 bytes. Only
+// the pages asked for are mapped (the kernel maps each at mmap time, and
+// unmaps each, at about 1 µs a page): a generation's maps have room to
+// grow. The mapping stays until unmapAll (the session's end).
+func mapped(m *ebpf.Map, n int) ([]byte, error) {
 	if m.Flags()&unix.BPF_F_MMAPABLE == 0 {
 		return nil, fmt.Errorf("map %s is not mmapable", m)
 	}
@@ -36,24 +41,30 @@ func mapped(m *ebpf.Map) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	stride := (int(m.ValueSize()) + 7) &^ 7
+	full := stride * int(m.MaxEntries())
+	if n <= 0 || n > full {
+		n = full
+	}
 	mappings.mu.Lock()
 	defer mappings.mu.Unlock()
-	if mem, ok := mappings.byID[id]; ok {
+	if mem, ok := mappings.longest[id]; ok && len(mem) >= n {
 		return mem, nil
 	}
-	stride := (int(m.ValueSize()) + 7) &^ 7
-	size := stride * int(m.MaxEntries())
 	page := os.Getpagesize()
-	size = (size + page - 1) / page * page
+	size := (n + page - 1) / page * page
 	mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("map %s: mmap %d bytes: %w", m, size, err)
 	}
-	if mappings.byID == nil {
-		mappings.byID = map[ebpf.MapID][]byte{}
+	if mappings.longest == nil {
+		mappings.longest = map[ebpf.MapID][]byte{}
 	}
-	mem = mem[:stride*int(m.MaxEntries())] // its capacity: the whole mapping
-	mappings.byID[id] = mem
+	mappings.all = append(mappings.all, mem)
+	// Its length: whole elements within the map (its capacity: the
+	// whole mapping).
+	mem = mem[:min(size, full)]
+	mappings.longest[id] = mem
 	return mem, nil
 }
 
@@ -63,12 +74,12 @@ func unmapAll() error {
 	mappings.mu.Lock()
 	defer mappings.mu.Unlock()
 	var errs []error
-	for id, mem := range mappings.byID {
-		if err := unix.Munmap(mem[:cap(mem)]); err != nil {
-			errs = append(errs, fmt.Errorf("unmap map %d: %w", id, err))
+	for _, mem := range mappings.all {
+		if err := unix.Munmap(mem); err != nil {
+			errs = append(errs, fmt.Errorf("unmap %d bytes: %w", len(mem), err))
 		}
 	}
-	mappings.byID = nil
+	mappings.longest, mappings.all = nil, nil
 	return errors.Join(errs...)
 }
 

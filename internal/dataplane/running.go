@@ -207,12 +207,14 @@ func (s *state) readChunks(active *ebpf.Map, fam ir.Family, n int) ([]compiler.C
 		if m, err := s.inner("chunks", idle); err == nil {
 			defer m.Close()
 			if int(m.MaxEntries()) >= n && int(m.ValueSize()) == chunkStride {
-				dst, err := mapped(m)
+				// Room for the chunks the change adds (up to a class
+				// copied per changed class, maxAppendClasses).
+				dst, err := mapped(m, (n+chunkRoom)*chunkStride)
 				if err != nil {
 					return nil, fmt.Errorf("chunks: %w", err)
 				}
 				copy(dst, src)
-				return unsafe.Slice((*compiler.Chunk)(unsafe.Pointer(unsafe.SliceData(dst))), m.MaxEntries())[:n], nil
+				return unsafe.Slice((*compiler.Chunk)(unsafe.Pointer(unsafe.SliceData(dst))), len(dst)/chunkStride)[:n], nil
 			}
 		}
 	}
@@ -229,6 +231,11 @@ var (
 	_ = [1]struct{}{}[unsafe.Sizeof(compiler.Bound{})-boundStride]
 	_ = [1]struct{}{}[unsafe.Sizeof(compiler.Chunk{})-unsafe.Sizeof(bpfChunk{})]
 )
+
+// chunkRoom is how many chunks more than the running generation's the
+// idle bank's chunk memory is mapped for (readChunks): an in-place change
+// copies at most a few hundred; more move the chunks to the heap.
+const chunkRoom = 1024
 
 // chunkStride is the size of struct xfw_chunk (and of compiler.Chunk).
 const chunkStride = int(unsafe.Sizeof(compiler.Chunk{}))

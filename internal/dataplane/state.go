@@ -514,7 +514,7 @@ func mappedCounters(base, live *ebpf.Map, n, ncpu int) (bases, lives []bpfCounte
 		if m.Flags()&unix.BPF_F_MMAPABLE == 0 || m.ValueSize() != uint32(unsafe.Sizeof(bpfCounter{})) {
 			return nil
 		}
-		mem, err := mapped(m)
+		mem, err := mapped(m, k*int(unsafe.Sizeof(bpfCounter{})))
 		if err != nil || len(mem) < k*int(unsafe.Sizeof(bpfCounter{})) {
 			return nil
 		}
@@ -556,7 +556,7 @@ func putU32s(m *ebpf.Map, vals []uint32) error {
 
 // mappedPrefix returns the first n bytes of a mapped array's memory.
 func mappedPrefix(m *ebpf.Map, n int) ([]byte, error) {
-	mem, err := mapped(m)
+	mem, err := mapped(m, n)
 	if err != nil {
 		return nil, err
 	}
@@ -582,7 +582,7 @@ func readArray[T any](m *ebpf.Map, n int, f func(i int, v T)) error {
 		return nil
 	}
 	if m.Flags()&unix.BPF_F_MMAPABLE != 0 {
-		mem, size, stride, err := mappedArray[T](m)
+		mem, size, stride, err := mappedArray[T](m, n)
 		if err != nil {
 			return err
 		}
@@ -640,7 +640,7 @@ func (s *state) statePart(slot uint32, i int) ([]byte, error) {
 	}
 	defer m.Close()
 	defer unmapOutsideSession()
-	mem, err := mapped(m)
+	mem, err := mapped(m, 0)
 	if err != nil {
 		return nil, fmt.Errorf("memory of the saved ruleset: %w", err)
 	}
