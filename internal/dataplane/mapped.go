@@ -12,11 +12,11 @@ import (
 )
 
 // Generation arrays are BPF_F_MMAPABLE: a command reads and writes them as
-// memory. Each map is mapped once per command (the kernel maps every page
-// of it at mmap time) and read or written in place, without the
-// intermediate buffers ebpf.Memory's ReadAt and WriteAt need: at 10,000
-// rules a generation is ~6 MB, and every page of a fresh buffer costs a
-// page fault.
+// memory. The part of a map a command uses is mapped once per command (the
+// kernel maps its pages at mmap time) and read or written in place,
+// without the intermediate buffers ebpf.Memory's ReadAt and WriteAt need:
+// at 10,000 rules a generation is ~6 MB, and every page of a fresh buffer
+// costs a page fault.
 
 // mappings holds the maps mapped during the current session (or, outside
 // one, the current call), by map id: the longest mapping of each and every
