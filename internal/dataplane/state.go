@@ -208,8 +208,8 @@ func OpenRunning() (bool, error) {
 	if err != nil || cur == nil {
 		return false, err
 	}
-	cur.Close() // the session's: stays open
-	return cur.shared, nil
+	cur.Close() // a session's state stays open
+	return true, nil
 }
 
 // currentUncached finds and opens the running state.
