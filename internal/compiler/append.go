@@ -265,6 +265,10 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 				ivs = s.Ivs
 			}
 			j := 0 // the first interval not below k
+			if f != FieldCt {
+				g.placeSmall(g.Small[base:base+dom], ivs, setBit)
+				break
+			}
 			// k runs in the order of the field's conditions, which
 			// for FieldCt is not the value order (Field.smallIndex).
 			for k := 0; k < dom; k++ {
@@ -311,6 +315,48 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 	copyAddr(NumAddrFields)
 	g.Bounds = bounds
 	return len(made), nil
+}
+
+// placeSmall is place for a small field whose values are in value order
+// (all but FieldCt): small is its direct array, ivs the values that get
+// the position (in order). It walks the runs of values that all get it or
+// all do not, asking set only where the class changes within a run, in
+// value order as the general loop does (so classes are made in the same
+// order).
+func (g *Generation) placeSmall(small []uint32, ivs []Interval, set func(c uint32, want bool) uint32) {
+	dom := len(small)
+	// clamp returns v as an index into small, dom when beyond it.
+	clamp := func(v U128) int {
+		if v.Hi != 0 || v.Lo >= uint64(dom) {
+			return dom
+		}
+		return int(v.Lo)
+	}
+	j := 0 // the first interval not below k
+	for k := 0; k < dom; {
+		for j < len(ivs) && ivs[j].Hi.Less(U64(uint64(k))) {
+			j++
+		}
+		want, end := false, dom
+		switch {
+		case j == len(ivs):
+		case ivs[j].Lo.Less(U64(uint64(k))) || ivs[j].Lo == U64(uint64(k)):
+			want = true
+			if hi := clamp(ivs[j].Hi); hi < dom {
+				end = hi + 1
+			}
+		default:
+			end = clamp(ivs[j].Lo)
+		}
+		last := small[k]
+		lastNew := set(last, want)
+		for ; k < end; k++ {
+			if c := small[k]; c != last {
+				last, lastNew = c, set(c, want)
+			}
+			small[k] = lastNew
+		}
+	}
 }
 
 // appendSetBounds appends to out the bounds of an address field with each
