@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -43,11 +44,35 @@ func runIptables(name string, args []string, env Env) int {
 	// The parse above read the sets before the lock; what follows reads
 	// them again, once, under it.
 	locked := &ipsetLookup{}
-	old, err := loadRunning(fam)
+	var run runningParts
+	if mayChangeInPlace(cmd) {
+		loaded, err := dataplane.OpenRunning()
+		if err != nil {
+			return report(env, name, err)
+		}
+		if loaded {
+			run.gen = readGeneration(fam)
+			// Wait for the reader before the lock is released
+			// (deferred calls run last in, first out).
+			defer run.gen.result()
+		}
+	}
+	old, encoded, err := loadRunningEncoded(fam)
 	if err != nil {
 		return report(env, name, err)
 	}
-	rs := old.Clone()
+	if cmd.LeavesRulesAlone() {
+		run.encoded = encoded
+	}
+	// The command works on a copy (its Apply copies again, and keeps the
+	// copy only when it succeeds); old stays the running ruleset, whose
+	// counters and rules the commit compares with.
+	var rs *ir.Ruleset
+	if cmd.LeavesRulesAlone() {
+		rs = old.CloneChains()
+	} else {
+		rs = old.Clone()
+	}
 	var out string
 	if cmd.Kind == iptables.CmdList {
 		out, err = listChains(rs, cmd)
@@ -81,11 +106,11 @@ func runIptables(name string, args []string, env Env) int {
 	}
 	switch cmd.Kind {
 	case iptables.CmdAppend:
-		err = commitAppend(fam, old, rs, cmd.Chain, ao, locked)
+		err = commitAppend(fam, old, rs, cmd.Chain, ao, locked, run)
 	case iptables.CmdInsert:
-		err = commitInsert(fam, old, rs, cmd.Chain, ao, locked)
+		err = commitInsert(fam, old, rs, cmd.Chain, ao, locked, run)
 	case iptables.CmdDelete, iptables.CmdDeleteNum:
-		err = commitDelete(fam, old, rs, cmd.Chain, ao, locked)
+		err = commitDelete(fam, old, rs, cmd.Chain, ao, locked, run)
 	default:
 		err = commit(fam, old, rs, true, ao, locked)
 	}
@@ -93,6 +118,17 @@ func runIptables(name string, args []string, env Env) int {
 		return report(env, name, err)
 	}
 	return exitOK
+}
+
+// mayChangeInPlace reports whether cmd may change the running generation
+// in place (commitAppend, commitInsert, commitDelete): a rule command on a
+// base chain.
+func mayChangeInPlace(cmd *iptables.Command) bool {
+	switch cmd.Kind {
+	case iptables.CmdAppend, iptables.CmdInsert, iptables.CmdDelete, iptables.CmdDeleteNum:
+		return slices.Contains(ir.BuiltinChains[:], cmd.Chain)
+	}
+	return false
 }
 
 // allCounters returns every counter of rs by counter index.

@@ -50,7 +50,23 @@ func lock(w waitSpec) (func(), error) {
 			f.Close()
 			return nil, errors.New("Another app is currently holding the xtables lock. Perhaps you want to use the -w option?")
 		}
-		if w.seconds > 0 && time.Now().After(deadline) {
+		if w.seconds == 0 {
+			// Waiting without a limit: block in the kernel, which
+			// hands the lock over as soon as its holder lets go
+			// (polling would add up to lockPoll to every wait).
+			for {
+				err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+				if !errors.Is(err, syscall.EINTR) {
+					break
+				}
+			}
+			if err != nil {
+				f.Close()
+				return nil, fmt.Errorf("Fatal: can't lock %s: %v", lockPath, err)
+			}
+			continue // taken: the non-blocking attempt above now succeeds
+		}
+		if time.Now().After(deadline) {
 			f.Close()
 			return nil, fmt.Errorf("Another app is currently holding the xtables lock. Stopped waiting after %ds.", w.seconds)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/prefault"
 )
 
 // loadRunning returns fam's running ruleset with its live counters, or an
@@ -17,25 +18,33 @@ import (
 // binary form saved with the running generation: the ruleset was checked
 // (sets included) when it was committed.
 func loadRunning(fam ir.Family) (*ir.Ruleset, error) {
+	rs, _, err := loadRunningEncoded(fam)
+	return rs, err
+}
+
+// loadRunningEncoded is loadRunning, and returns where the running rules
+// lie in their binary form as well (nil when none is loaded), so that a
+// commit that keeps them encodes them by copying (install).
+func loadRunningEncoded(fam ir.Family) (*ir.Ruleset, *ir.Encoded, error) {
 	t := time.Now()
 	saved, counters, err := dataplane.Running(fam)
 	if err != nil {
-		return nil, fmt.Errorf("read running ruleset: %w", err)
+		return nil, nil, fmt.Errorf("read running ruleset: %w", err)
 	}
 	if saved == nil {
-		return ir.NewRuleset(fam), nil
+		return ir.NewRuleset(fam), nil, nil
 	}
 	t = dataplane.TraceSince("load: saved ruleset, counters", t)
-	rs, err := ir.UnmarshalRuleset(saved)
+	rs, enc, err := ir.UnmarshalRulesetEncoded(saved)
 	if err == nil && rs.Family != fam {
 		err = fmt.Errorf("saved as the %s ruleset", rs.Family)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("running ruleset is unreadable (%w); `xfw stop` clears it", err)
+		return nil, nil, fmt.Errorf("running ruleset is unreadable (%w); `xfw stop` clears it", err)
 	}
 	applyCounters(rs, counters)
 	dataplane.TraceSince("load: decode", t)
-	return rs, nil
+	return rs, enc, nil
 }
 
 // counterIndex returns the counter index of each rule of rs, as the
@@ -87,6 +96,7 @@ func counterSources(old, nw *ir.Ruleset, keepOld bool) []dataplane.CounterSource
 		n += len(c.Rules)
 	}
 	src := make([]dataplane.CounterSource, n)
+	prefault.Slice(src)
 	for hook, name := range ir.BuiltinChains {
 		src[hook].From = -1
 		if c := nw.Chain(name); c != nil {
@@ -100,7 +110,7 @@ func counterSources(old, nw *ir.Ruleset, keepOld bool) []dataplane.CounterSource
 	for _, c := range old.Chains {
 		oldN += len(c.Rules)
 	}
-	carried := map[uint32]bool{}
+	carried := make([]bool, oldN+1) // by Handle
 	i := compiler.NumChains
 	for _, c := range nw.Chains {
 		for _, r := range c.Rules {
@@ -131,7 +141,7 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplan
 		return err
 	}
 	t = dataplane.TraceSince("commit: compile", t)
-	return install(fam, old, rs, gen, ifaces, keepCounters, opts, sets)
+	return install(fam, old, rs, gen, ifaces, keepCounters, opts, sets, nil)
 }
 
 // commitAppend commits rs, the running ruleset old with rules appended to
@@ -139,8 +149,8 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplan
 // with them (compiler.AppendRule, in slack positions, without compiling
 // the ruleset again); otherwise, or when the generation cannot take them in
 // place, it compiles rs in full (commit).
-func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
-	return changeInPlace(fam, old, rs, chain, opts, sets, "append",
+func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts) error {
+	return changeInPlace(fam, old, rs, chain, opts, sets, run, "append",
 		func(oldChain, newChain *ir.Chain) bool { return len(newChain.Rules) > len(oldChain.Rules) },
 		func(gen *compiler.Generation, hook int, first uint32, oldChain, newChain *ir.Chain, ifaces []compiler.Interface) (*compiler.Generation, error) {
 			var err error
@@ -156,8 +166,8 @@ func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 // rule in the running generation's slack before the chain's entries
 // (compiler.InsertRule); otherwise, or when the generation cannot take it,
 // it compiles rs in full (commit).
-func commitInsert(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
-	return changeInPlace(fam, old, rs, chain, opts, sets, "insert",
+func commitInsert(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts) error {
+	return changeInPlace(fam, old, rs, chain, opts, sets, run, "insert",
 		func(oldChain, newChain *ir.Chain) bool {
 			if len(newChain.Rules) != len(oldChain.Rules)+1 || newChain.Rules[0].Handle != 0 {
 				return false
@@ -179,7 +189,7 @@ func commitInsert(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 // of the running generation (compiler.DeleteRule) instead of compiling the
 // ruleset again; otherwise, or when the generation cannot, it compiles rs
 // in full (commit).
-func commitDelete(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
+func commitDelete(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts) error {
 	// The deleted rule: the first whose identity the new chain lacks; the
 	// others must follow in order.
 	deleted := func(oldChain, newChain *ir.Chain) int {
@@ -194,7 +204,7 @@ func commitDelete(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 		}
 		return k
 	}
-	return changeInPlace(fam, old, rs, chain, opts, sets, "delete",
+	return changeInPlace(fam, old, rs, chain, opts, sets, run, "delete",
 		func(oldChain, newChain *ir.Chain) bool {
 			return len(newChain.Rules) == len(oldChain.Rules)-1 && deleted(oldChain, newChain) >= 0
 		},
@@ -209,10 +219,16 @@ func commitDelete(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 // chain, the command's effect has the shape change handles (shape) and the
 // generation takes it; otherwise it compiles rs in full (commit). change
 // gets the chain's index among the base chains, its first counter index
-// and both versions of the chain; what names the change in XFW_TRACE.
-func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, what string,
+// and both versions of the chain; what names the change in XFW_TRACE. run
+// has what the command read of the running state besides old.
+func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts, what string,
 	shape func(oldChain, newChain *ir.Chain) bool,
 	change func(gen *compiler.Generation, hook int, first uint32, oldChain, newChain *ir.Chain, ifaces []compiler.Interface) (*compiler.Generation, error)) error {
+	if run.gen != nil {
+		// Nothing may read the running state in the background once
+		// the commit below changes it.
+		run.gen.result()
+	}
 	t := time.Now()
 	hook := slices.Index(ir.BuiltinChains[:], chain)
 	rs.Chains = iptables.OrderedChains(rs)
@@ -220,7 +236,7 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 	if hook < 0 || oldChain == nil || newChain == nil || !shape(oldChain, newChain) {
 		return commit(fam, old, rs, true, opts, sets)
 	}
-	gen, ifaces, err := runningGeneration(fam, old)
+	gen, ifaces, err := runningGeneration(fam, old, run.gen)
 	if err != nil || gen == nil {
 		dataplane.TraceSince(fmt.Sprintf("commit: no running generation (%v)", err), t)
 		return commit(fam, old, rs, true, opts, sets)
@@ -238,24 +254,78 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 		return commit(fam, old, rs, true, opts, sets)
 	}
 	dataplane.TraceSince("commit: "+what+" in place", t)
-	return install(fam, old, rs, gen, ifaces, true, opts, sets)
+	return install(fam, old, rs, gen, ifaces, true, opts, sets, run.encoded)
+}
+
+// runningParts is what a command read of the running state besides the
+// ruleset, for changeInPlace; the zero value has nothing.
+type runningParts struct {
+	// gen has been reading the running generation meanwhile, or nil.
+	gen *generationReader
+	// encoded is where the running rules lie in their binary form, when
+	// the command changes no rule in place, or nil.
+	encoded *ir.Encoded
+}
+
+// generationReader reads a family's running generation in the background
+// (dataplane.RunningGeneration): a command that may change it in place
+// starts reading it as soon as it holds the lock, while it decodes the
+// running ruleset (the two take about as long).
+type generationReader struct {
+	done chan struct{}
+	gen  *compiler.Generation
+	// at are the interfaces gen was compiled for, now the namespace's.
+	at, now []compiler.Interface
+	err     error
+}
+
+// readGeneration starts reading fam's running generation. The state must
+// be open for the session first (dataplane.OpenRunning): the reader and
+// the command share it.
+func readGeneration(fam ir.Family) *generationReader {
+	gr := &generationReader{done: make(chan struct{})}
+	go func() {
+		defer close(gr.done)
+		t := time.Now()
+		gr.gen, gr.at, gr.err = dataplane.RunningGeneration(fam)
+		if gr.err == nil && gr.gen != nil {
+			gr.now, gr.err = dataplane.CompilerInterfaces()
+		}
+		dataplane.TraceSince("read running generation (background)", t)
+	}()
+	return gr
+}
+
+// result waits for the reading to end and returns the generation, the
+// interfaces it was compiled for and the namespace's interfaces now. The
+// generation is the caller's (once).
+func (gr *generationReader) result() (gen *compiler.Generation, at, now []compiler.Interface, err error) {
+	<-gr.done
+	return gr.gen, gr.at, gr.now, gr.err
 }
 
 // runningGeneration returns fam's running generation with its Rules (as
 // Compile numbered old's) and the interfaces it was compiled for, or nil
 // when it cannot be extended: none saved, or the interfaces changed since.
-func runningGeneration(fam ir.Family, old *ir.Ruleset) (*compiler.Generation, []compiler.Interface, error) {
-	gen, at, err := dataplane.RunningGeneration(fam)
-	if err != nil || gen == nil {
-		return nil, nil, err
+// It takes it from gr when not nil.
+func runningGeneration(fam ir.Family, old *ir.Ruleset, gr *generationReader) (*compiler.Generation, []compiler.Interface, error) {
+	if gr == nil {
+		gr = readGeneration(fam)
 	}
-	ifaces, err := dataplane.CompilerInterfaces()
-	if err != nil {
+	gen, at, ifaces, err := gr.result()
+	if err != nil || gen == nil {
 		return nil, nil, err
 	}
 	if !slices.Equal(ifaces, at) {
 		return nil, nil, errors.New("interfaces changed")
 	}
+	n := 0
+	for _, c := range old.Chains {
+		n += len(c.Rules)
+	}
+	// Room for the rule an in-place change may add.
+	gen.Rules = make([]compiler.RuleRef, 0, n+1)
+	prefault.Slice(gen.Rules[:cap(gen.Rules)])
 	for _, c := range old.Chains {
 		for i := range c.Rules {
 			gen.Rules = append(gen.Rules, compiler.RuleRef{Chain: c.Name, Index: i})
@@ -264,8 +334,10 @@ func runningGeneration(fam ir.Family, old *ir.Ruleset) (*compiler.Generation, []
 	return gen, ifaces, nil
 }
 
-// install swaps gen, compiled from rs for ifaces, in.
-func install(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, ifaces []compiler.Interface, keepCounters bool, opts dataplane.AttachOptions, sets *ipsetLookup) error {
+// install swaps gen, compiled from rs for ifaces, in. encoded, when not
+// nil, is where the rules rs shares with the running ruleset, unchanged,
+// lie in its binary form (ir.Ruleset.MarshalBinaryReusing).
+func install(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, ifaces []compiler.Interface, keepCounters bool, opts dataplane.AttachOptions, sets *ipsetLookup, encoded *ir.Encoded) error {
 	t := time.Now()
 	if err := checkDataPlaneSupport(rs, sets); err != nil {
 		return err
@@ -274,7 +346,7 @@ func install(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, iface
 	if err != nil {
 		return err
 	}
-	saved, err := rs.MarshalBinary()
+	saved, err := rs.MarshalBinaryReusing(encoded)
 	if err != nil {
 		return fmt.Errorf("save the ruleset: %w", err)
 	}

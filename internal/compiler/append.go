@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/prefault"
 )
 
 // Appending one rule to a compiled generation, without compiling the
@@ -173,9 +174,28 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 		want  bool
 	}
 	made := map[variant]uint32{}
+	var setBitOnce func(c uint32, want bool) uint32
+	// answers[2c+want] is setBit(c, want)+1 once asked, for the classes
+	// there were before: tens of thousands of address bounds share a few
+	// thousand classes, and asking a class's chunk is two random reads.
+	answers := make([]uint32, 2*(len(g.ClassChunks)/max(nchunks, 1)))
 	// setBit returns the class whose entries are c's, with p in it or not
 	// (want): c itself when it already is so, else a copy.
 	setBit := func(c uint32, want bool) uint32 {
+		a := 2 * int(c)
+		if want {
+			a++
+		}
+		if a < len(answers) && answers[a] != 0 {
+			return answers[a] - 1
+		}
+		n := setBitOnce(c, want)
+		if a < len(answers) {
+			answers[a] = n + 1
+		}
+		return n
+	}
+	setBitOnce = func(c uint32, want bool) uint32 {
 		ids := g.ClassChunks[int(c)*nchunks : int(c+1)*nchunks]
 		if (g.Chunks[ids[k]].Words[w]&bit != 0) == want {
 			return c
@@ -209,9 +229,25 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 
 	// The values cond holds for get a class with p, the others one
 	// without (a slack position is in no class: they keep theirs).
-	var addr [NumAddrFields][]Bound
-	for a := range addr {
-		addr[a] = g.Bounds[g.AddrBase[a] : g.AddrBase[a]+g.AddrCount[a]]
+	// The address fields' new bounds are written one after the other
+	// into one new array, in field order (AddrIndex follows it); fields
+	// not classified keep theirs.
+	oldBounds, oldBase, oldCount := g.Bounds, g.AddrBase, g.AddrCount
+	oldAddr := func(a int) []Bound { return oldBounds[oldBase[a] : oldBase[a]+oldCount[a]] }
+	extra := 0
+	for f := Field(0); f < NumFields; f++ {
+		if s := cond[f]; f.Kind() == KindAddr && s != nil {
+			extra += 2 * len(s.Ivs)
+		}
+	}
+	bounds := make([]Bound, 0, len(oldBounds)+extra)
+	prefault.Slice(bounds[:cap(bounds)])
+	nextAddr := 0 // the first address field not in bounds yet
+	copyAddr := func(upTo int) {
+		for ; nextAddr < upTo; nextAddr++ {
+			g.AddrBase[nextAddr] = uint32(len(bounds))
+			bounds = append(bounds, oldAddr(nextAddr)...)
+		}
 	}
 	for f := Field(0); f < NumFields; f++ {
 		if g.Active&(1<<uint(f)) == 0 {
@@ -229,6 +265,10 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 				ivs = s.Ivs
 			}
 			j := 0 // the first interval not below k
+			if f != FieldCt {
+				g.placeSmall(g.Small[base:base+dom], ivs, setBit)
+				break
+			}
 			// k runs in the order of the field's conditions, which
 			// for FieldCt is not the value order (Field.smallIndex).
 			for k := 0; k < dom; k++ {
@@ -244,8 +284,15 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 			}
 		case KindAddr:
 			a := f.AddrIndex()
-			addr[a] = setBounds(addr[a], s, setBit)
-			if len(addr[a]) > MaxBounds {
+			if a < nextAddr {
+				return 0, fmt.Errorf("%w: address field %s out of order", ErrNotAppendable, f)
+			}
+			copyAddr(a)
+			start := len(bounds)
+			bounds = appendSetBounds(bounds, oldAddr(a), s, setBit)
+			g.AddrBase[a], g.AddrCount[a] = uint32(start), uint32(len(bounds)-start)
+			nextAddr = a + 1
+			if len(bounds)-start > MaxBounds {
 				return 0, fmt.Errorf("%w: too many bounds", ErrNotAppendable)
 			}
 		case KindHash:
@@ -265,68 +312,99 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 			return 0, fmt.Errorf("%w: more than %d classes", ErrNotAppendable, maxAppendClasses)
 		}
 	}
-	n := 0
-	for a := range addr {
-		n += len(addr[a])
-	}
-	g.Bounds = make([]Bound, 0, n)
-	for a := range addr {
-		g.AddrBase[a], g.AddrCount[a] = uint32(len(g.Bounds)), uint32(len(addr[a]))
-		g.Bounds = append(g.Bounds, addr[a]...)
-	}
+	copyAddr(NumAddrFields)
+	g.Bounds = bounds
 	return len(made), nil
 }
 
-// setBounds returns the bounds of an address field with each interval's
-// class replaced by set(class, whether s holds the interval's values); the
-// intervals are split at s's ends first (s nil: every value).
-func setBounds(bounds []Bound, s *Set, set func(c uint32, want bool) uint32) []Bound {
-	// classAt is the class of value v in the original bounds.
-	classAt := func(v U128) uint32 {
-		i, found := slices.BinarySearchFunc(bounds, v, func(b Bound, v U128) int {
-			switch {
-			case b.Value.Less(v):
-				return -1
-			case v.Less(b.Value):
-				return 1
+// placeSmall is place for a small field whose values are in value order
+// (all but FieldCt): small is its direct array, ivs the values that get
+// the position (in order). It walks the runs of values that all get it or
+// all do not, asking set only where the class changes within a run, in
+// value order as the general loop does (so classes are made in the same
+// order).
+func (g *Generation) placeSmall(small []uint32, ivs []Interval, set func(c uint32, want bool) uint32) {
+	dom := len(small)
+	// clamp returns v as an index into small, dom when beyond it.
+	clamp := func(v U128) int {
+		if v.Hi != 0 || v.Lo >= uint64(dom) {
+			return dom
+		}
+		return int(v.Lo)
+	}
+	j := 0 // the first interval not below k
+	for k := 0; k < dom; {
+		for j < len(ivs) && ivs[j].Hi.Less(U64(uint64(k))) {
+			j++
+		}
+		want, end := false, dom
+		switch {
+		case j == len(ivs):
+		case ivs[j].Lo.Less(U64(uint64(k))) || ivs[j].Lo == U64(uint64(k)):
+			want = true
+			if hi := clamp(ivs[j].Hi); hi < dom {
+				end = hi + 1
 			}
-			return 0
-		})
-		if found {
-			return bounds[i].Class
+		default:
+			end = clamp(ivs[j].Lo)
 		}
-		if i == 0 {
-			return 0
+		last := small[k]
+		lastNew := set(last, want)
+		for ; k < end; k++ {
+			if c := small[k]; c != last {
+				last, lastNew = c, set(c, want)
+			}
+			small[k] = lastNew
 		}
-		return bounds[i-1].Class
 	}
-	// Cut points: every original bound, and the ends of s's intervals.
-	points := make([]U128, 0, len(bounds)+2)
-	for _, b := range bounds {
-		points = append(points, b.Value)
-	}
+}
+
+// appendSetBounds appends to out the bounds of an address field with each
+// interval's class replaced by set(class, whether s holds the interval's
+// values); the intervals are split at s's ends first (s nil: every value).
+// Bounds and s's ends are both in ascending order: one merge, no search or
+// sort.
+func appendSetBounds(out, bounds []Bound, s *Set, set func(c uint32, want bool) uint32) []Bound {
+	// Cut points of s: where its intervals start, and just after they end.
+	var cuts []U128
 	if s != nil {
+		cuts = make([]U128, 0, 2*len(s.Ivs))
 		for _, iv := range s.Ivs {
-			points = append(points, iv.Lo)
+			cuts = append(cuts, iv.Lo)
 			if iv.Hi != maxU128 {
-				points = append(points, iv.Hi.Inc())
+				cuts = append(cuts, iv.Hi.Inc())
 			}
 		}
-		slices.SortFunc(points, func(a, b U128) int {
-			switch {
-			case a.Less(b):
-				return -1
-			case b.Less(a):
-				return 1
-			}
-			return 0
-		})
-		points = slices.Compact(points)
+		if !slices.IsSortedFunc(cuts, U128.Cmp) {
+			// A normalised set's ends ascend; be safe with any other.
+			slices.SortFunc(cuts, U128.Cmp)
+		}
+		cuts = slices.Compact(cuts)
 	}
-	out := make([]Bound, 0, len(points))
-	for _, v := range points {
-		c := set(classAt(v), s.Contains(v))
-		if n := len(out); n > 0 && out[n-1].Class == c {
+	start := len(out)
+	class := uint32(0) // the class of the values below the first bound
+	iv := 0            // the first interval of s not below the current value
+	for i, j := 0, 0; i < len(bounds) || j < len(cuts); {
+		var v U128
+		if j == len(cuts) || i < len(bounds) && !cuts[j].Less(bounds[i].Value) {
+			v, class = bounds[i].Value, bounds[i].Class
+			if j < len(cuts) && cuts[j] == v {
+				j++
+			}
+			i++
+		} else {
+			v = cuts[j] // inside the interval of the last bound: its class
+			j++
+		}
+		want := true
+		if s != nil {
+			for iv < len(s.Ivs) && s.Ivs[iv].Hi.Less(v) {
+				iv++
+			}
+			want = iv < len(s.Ivs) && !v.Less(s.Ivs[iv].Lo)
+		}
+		c := set(class, want)
+		if n := len(out); n > start && out[n-1].Class == c {
 			continue
 		}
 		out = append(out, Bound{Value: v, Class: c})

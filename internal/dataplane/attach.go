@@ -160,7 +160,7 @@ func attachMissing(cur *state, ifaces []Interface, opts AttachOptions) error {
 				return err
 			}
 		}
-		if id, err := ourTC(ifc); err != nil || id != tcID {
+		if !tcAttached(ifc, tcID) {
 			if err := attachTC(cur.tc, ifc); err != nil {
 				return err
 			}
@@ -213,17 +213,26 @@ func ourTC(ifc Interface) (ebpf.ProgramID, error) {
 		return 0, fmt.Errorf("query TCX egress of %s: %w", ifc.Name, err)
 	}
 	for _, p := range res.Programs {
-		prog, err := ebpf.NewProgramFromID(p.ID)
-		if err != nil {
-			continue
-		}
-		info, err := prog.Info()
-		prog.Close()
-		if err == nil && info.Name == tcProgName {
+		if programName(p.ID) == tcProgName {
 			return p.ID, nil
 		}
 	}
 	return 0, nil
+}
+
+// tcAttached reports whether the egress program of id is attached to ifc
+// (a query, without opening the programs as ourTC does).
+func tcAttached(ifc Interface, id ebpf.ProgramID) bool {
+	res, err := link.QueryPrograms(link.QueryOptions{Target: ifc.Index, Attach: ebpf.AttachTCXEgress})
+	if err != nil {
+		return false
+	}
+	for _, p := range res.Programs {
+		if p.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 func attachTC(prog *ebpf.Program, ifc Interface) error {
@@ -254,22 +263,16 @@ func attachTC(prog *ebpf.Program, ifc Interface) error {
 func detachInterface(ifc Interface) error {
 	var errs []error
 	x := ifc.link.Attrs().Xdp
-	if x != nil && x.Attached && x.ProgId != 0 {
-		if prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId)); err == nil {
-			info, ierr := prog.Info()
-			prog.Close()
-			if ierr == nil && info.Name == xdpProgName {
-				flags := 0
-				switch x.AttachMode {
-				case nl.XDP_ATTACHED_DRV:
-					flags = nl.XDP_FLAGS_DRV_MODE
-				case nl.XDP_ATTACHED_SKB:
-					flags = nl.XDP_FLAGS_SKB_MODE
-				}
-				if err := netlink.LinkSetXdpFdWithFlags(ifc.link, -1, flags); err != nil {
-					errs = append(errs, fmt.Errorf("detach XDP from %s: %w", ifc.Name, err))
-				}
-			}
+	if x != nil && x.Attached && x.ProgId != 0 && programName(ebpf.ProgramID(x.ProgId)) == xdpProgName {
+		flags := 0
+		switch x.AttachMode {
+		case nl.XDP_ATTACHED_DRV:
+			flags = nl.XDP_FLAGS_DRV_MODE
+		case nl.XDP_ATTACHED_SKB:
+			flags = nl.XDP_FLAGS_SKB_MODE
+		}
+		if err := netlink.LinkSetXdpFdWithFlags(ifc.link, -1, flags); err != nil {
+			errs = append(errs, fmt.Errorf("detach XDP from %s: %w", ifc.Name, err))
 		}
 	}
 	id, err := ourTC(ifc)
@@ -398,19 +401,14 @@ func Status() (*NamespaceStatus, error) {
 	}
 	for _, ifc := range ifaces {
 		is := InterfaceStatus{Name: ifc.Name, XDPMode: "-"}
-		if x := ifc.link.Attrs().Xdp; x != nil && x.Attached && x.ProgId != 0 {
-			if prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId)); err == nil {
-				if info, err := prog.Info(); err == nil && info.Name == xdpProgName {
-					switch x.AttachMode {
-					case nl.XDP_ATTACHED_DRV:
-						is.XDPMode = "native"
-					case nl.XDP_ATTACHED_SKB:
-						is.XDPMode = "generic"
-					case nl.XDP_ATTACHED_HW:
-						is.XDPMode = "offload"
-					}
-				}
-				prog.Close()
+		if x := ifc.link.Attrs().Xdp; x != nil && x.Attached && x.ProgId != 0 && programName(ebpf.ProgramID(x.ProgId)) == xdpProgName {
+			switch x.AttachMode {
+			case nl.XDP_ATTACHED_DRV:
+				is.XDPMode = "native"
+			case nl.XDP_ATTACHED_SKB:
+				is.XDPMode = "generic"
+			case nl.XDP_ATTACHED_HW:
+				is.XDPMode = "offload"
 			}
 		}
 		if id, err := ourTC(ifc); err == nil && id != 0 {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/prefault"
 )
 
 //go:embed bpf/xfw.o
@@ -92,6 +93,7 @@ func stateBlob(u *Update) ([]byte, error) {
 		return nil, err
 	}
 	blob := make([]byte, 0, 2*savedLenBytes+len(u.Saved)+len(meta))
+	prefault.Slice(blob[:cap(blob)])
 	blob = binary.LittleEndian.AppendUint64(blob, uint64(len(u.Saved)))
 	blob = append(blob, u.Saved...)
 	blob = binary.LittleEndian.AppendUint64(blob, uint64(len(meta)))
@@ -153,6 +155,7 @@ func mapSizes(u *Update, ncpu int) map[string]int {
 // old ruleset or wholly by the new one. Counters of carried rules continue;
 // the other family's ruleset is not touched.
 func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
+	defer unmapOutsideSession()
 	if extra := u.Gen.Active >> bpfNumFields; extra != 0 {
 		return fmt.Errorf("generation uses classification fields the data plane does not compute (active %#x, fields from %s on)", u.Gen.Active, compiler.Field(bpfNumFields))
 	}
@@ -585,17 +588,18 @@ func putChunks(m *ebpf.Map, chunks []compiler.Chunk) error {
 	if len(chunks) == 0 {
 		return nil
 	}
-	if _, size, stride, err := mappedArray[bpfChunk](m); err != nil {
+	mem, size, stride, err := mappedArray[bpfChunk](m, len(chunks))
+	if err != nil {
 		return err
 	} else if size != stride || size != int(unsafe.Sizeof(chunks[0])) {
 		return fmt.Errorf("map %s: chunk layout %d/%d/%d", m.String(), size, stride, unsafe.Sizeof(chunks[0]))
 	}
-	mem, err := m.Memory()
-	if err != nil {
-		return fmt.Errorf("map %s: map memory: %w", m.String(), err)
+	b := chunkBytes(chunks)
+	if len(b) > len(mem) {
+		return fmt.Errorf("map %s: write %d chunks of %d", m, len(chunks), len(mem)/stride)
 	}
-	if _, err := mem.WriteAt(chunkBytes(chunks), 0); err != nil {
-		return fmt.Errorf("map %s: write %d chunks: %w", m.String(), len(chunks), err)
+	if !sameMemory(b, mem) { // else read in place (RunningGeneration)
+		copy(mem, b)
 	}
 	return nil
 }
@@ -604,26 +608,25 @@ func putChunks(m *ebpf.Map, chunks []compiler.Chunk) error {
 const batchSize = 8192
 
 // putArray writes n elements of an array map, val(i) being element i. A
-// generation's arrays are BPF_F_MMAPABLE: the elements are encoded into one
-// buffer (the kernel's stride: the value size rounded up to 8 bytes) and
-// copied into the mapped map. Other arrays are written in batches of one
+// generation's arrays are BPF_F_MMAPABLE: the elements are encoded into
+// the mapped map (at the kernel's stride: the value size rounded up to 8
+// bytes). Other arrays are written in batches of one
 // BPF_MAP_UPDATE_BATCH call each.
 func putArray[T any](m *ebpf.Map, n int, val func(i int) T) error {
 	if n == 0 {
 		return nil
 	}
 	if m.Flags()&unix.BPF_F_MMAPABLE != 0 {
-		mem, size, stride, err := mappedArray[T](m)
+		mem, size, stride, err := mappedArray[T](m, n)
 		if err != nil {
 			return err
 		}
-		buf := make([]byte, n*stride)
+		if n*stride > len(mem) {
+			return fmt.Errorf("map %s: write %d elements of %d", m, n, len(mem)/stride)
+		}
 		for i := 0; i < n; i++ {
 			v := val(i)
-			copy(buf[i*stride:], unsafe.Slice((*byte)(unsafe.Pointer(&v)), size))
-		}
-		if _, err := mem.WriteAt(buf, 0); err != nil {
-			return fmt.Errorf("map %s: write %d elements: %w", m.String(), n, err)
+			copy(mem[i*stride:], unsafe.Slice((*byte)(unsafe.Pointer(&v)), size))
 		}
 		return nil
 	}
@@ -645,19 +648,21 @@ func putArray[T any](m *ebpf.Map, n int, val func(i int) T) error {
 	return nil
 }
 
-// mappedArray returns the memory of a BPF_F_MMAPABLE array map whose values
-// are T, the size of T and the kernel's stride between elements (the value
-// size rounded up to 8 bytes).
-func mappedArray[T any](m *ebpf.Map) (mem *ebpf.Memory, size, stride int, err error) {
-	if mem, err = m.Memory(); err != nil {
-		return nil, 0, 0, fmt.Errorf("map %s: map memory: %w", m.String(), err)
-	}
+// mappedArray returns the memory of the first n elements (all when n is
+// 0) of a BPF_F_MMAPABLE array map whose values are T (mapped), the size
+// of T and the kernel's stride between elements (the value size rounded up
+// to 8 bytes).
+func mappedArray[T any](m *ebpf.Map, n int) (mem []byte, size, stride int, err error) {
 	var zero T
 	size = int(unsafe.Sizeof(zero))
 	if size != int(m.ValueSize()) {
 		return nil, 0, 0, fmt.Errorf("map %s: value size %d, Go layout %d", m.String(), m.ValueSize(), size)
 	}
-	return mem, size, (size + 7) &^ 7, nil
+	stride = (size + 7) &^ 7
+	if mem, err = mapped(m, n*stride); err != nil {
+		return nil, 0, 0, err
+	}
+	return mem, size, stride, nil
 }
 
 // carryCounters writes the new generation's counter bases: the old
@@ -702,6 +707,7 @@ func Stop() error {
 // generation's counter indexes (0–2 policies, then rules), or nil when no
 // ruleset of the family is loaded.
 func Counters(fam ir.Family) ([]ir.Counters, error) {
+	defer unmapOutsideSession()
 	cur, err := Current()
 	if err != nil || cur == nil {
 		return nil, err
@@ -717,6 +723,7 @@ func Counters(fam ir.Family) ([]ir.Counters, error) {
 // and its counters, indexed as the generation's counter indexes (0–2
 // policies, then rules); nil, nil when no ruleset of the family is loaded.
 func Running(fam ir.Family) (saved []byte, counters []ir.Counters, err error) {
+	defer unmapOutsideSession()
 	cur, err := Current()
 	if err != nil || cur == nil {
 		return nil, nil, err

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cilium/ebpf"
 )
@@ -39,14 +40,12 @@ func IpsetState() ([]byte, error) {
 		return nil, fmt.Errorf("open the ipsets' map: %w", err)
 	}
 	defer m.Close()
-	mem, _, stride, err := mappedArray[[statePage]byte](m)
+	defer unmapOutsideSession()
+	mem, _, _, err := mappedArray[[statePage]byte](m, 0)
 	if err != nil {
 		return nil, err
 	}
-	raw := make([]byte, int(m.MaxEntries())*stride)
-	if _, err := mem.ReadAt(raw, 0); err != nil {
-		return nil, fmt.Errorf("read the ipsets' map: %w", err)
-	}
+	raw := slices.Clone(mem) // the mapping ends with the session
 	if len(raw) < ipsetsLenBytes {
 		return nil, nil
 	}
@@ -63,6 +62,7 @@ func IpsetState() ([]byte, error) {
 // ruleset (every packet passes): the sets live as long as xfw's programs,
 // and `xfw stop` removes them with the rulesets.
 func SaveIpsetState(data []byte, opts AttachOptions) error {
+	defer unmapOutsideSession()
 	cur, ifaces, err := loadedState()
 	if err != nil {
 		return err

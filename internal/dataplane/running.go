@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/prefault"
 )
 
 // The running generation, read back: a command that appends rules extends
@@ -45,7 +47,11 @@ func generationMeta(u *Update) ([]byte, error) {
 // conditions and Rules excepted: the caller knows its rules) and the
 // interfaces it was compiled for; nil when no ruleset of the family is
 // loaded.
+//
+// During a session its chunks may be the idle bank's memory (readChunks):
+// the generation is then valid until the session ends.
 func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interface, error) {
+	defer unmapOutsideSession()
 	cur, err := Current()
 	if err != nil || cur == nil {
 		return nil, nil, err
@@ -92,40 +98,30 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 			return err
 		}),
 		read("bounds", int(c.AddrCount[0]+c.AddrCount[1]+c.AddrCount[2]+c.AddrCount[3]), func(r *mapReader) error {
-			buf, err := readRaw(r.m, r.n*boundStride)
+			mem, err := mappedPrefix(r.m, r.n*boundStride)
 			if err != nil {
 				return fmt.Errorf("bounds: %w", err)
 			}
 			g.Bounds = make([]compiler.Bound, r.n)
-			for i := range g.Bounds {
-				b := buf[i*boundStride:]
-				g.Bounds[i] = compiler.Bound{Value: compiler.U128{Hi: binary.LittleEndian.Uint64(b), Lo: binary.LittleEndian.Uint64(b[8:])},
-					Class: binary.LittleEndian.Uint32(b[16:])}
-			}
+			prefault.Slice(g.Bounds)
+			copy(boundBytes(g.Bounds), mem)
 			return nil
 		}),
 		read("clsch", meta.ClassChunks, func(r *mapReader) (err error) {
 			g.ClassChunks, err = readU32s(r.m, r.n)
 			return err
 		}),
-		read("chunks", meta.Chunks, func(r *mapReader) error {
-			mem, err := r.m.Memory()
-			if err != nil {
-				return fmt.Errorf("chunks: map memory: %w", err)
-			}
-			// Room for the chunks appended rules add (compiler.AppendRule).
-			g.Chunks = make([]compiler.Chunk, r.n, r.n+64)
-			if _, err := mem.ReadAt(chunkBytes(g.Chunks), 0); err != nil {
-				return fmt.Errorf("chunks: %w", err)
-			}
-			return nil
+		read("chunks", meta.Chunks, func(r *mapReader) (err error) {
+			g.Chunks, err = cur.readChunks(r.m, fam, r.n)
+			return err
 		}),
 		read("entries", int(c.NEntries), func(r *mapReader) error {
-			buf, err := readRaw(r.m, r.n*entryStride)
+			buf, err := mappedPrefix(r.m, r.n*entryStride)
 			if err != nil {
 				return fmt.Errorf("entries: %w", err)
 			}
 			g.Entries = make([]compiler.Entry, r.n)
+			prefault.Slice(g.Entries)
 			for i := range g.Entries {
 				b := buf[i*entryStride:]
 				g.Entries[i] = compiler.Entry{Rule: binary.LittleEndian.Uint32(b), Action: compiler.Action(b[4]), Flags: b[5],
@@ -194,15 +190,62 @@ const (
 	entryStride = 16
 )
 
-// readRaw returns the first n bytes of a mapped array's memory.
-func readRaw(m *ebpf.Map, n int) ([]byte, error) {
-	mem, err := m.Memory()
+// readChunks returns the n chunks of active, the running generation's
+// chunk map. During a session whose idle bank holds a chunk map large
+// enough, they are copied into that map (memory to memory) and returned in
+// place: the caller's changes (compiler.AppendRule adds chunks) are then
+// already where the next generation needs them, and buildSlot, reusing
+// that map, copies nothing (putChunks). The idle bank is read by no packet.
+// Otherwise they are copied into the heap, with room for a few more.
+func (s *state) readChunks(active *ebpf.Map, fam ir.Family, n int) ([]compiler.Chunk, error) {
+	src, err := mappedPrefix(active, n*chunkStride)
 	if err != nil {
-		return nil, fmt.Errorf("map memory: %w", err)
+		return nil, fmt.Errorf("chunks: %w", err)
 	}
-	buf := make([]byte, n)
-	if _, err := mem.ReadAt(buf, 0); err != nil {
-		return nil, err
+	if sessionActive() {
+		idle := slotOf(fam, 1-s.banks[familyIndex(fam)]&1)
+		if m, err := s.inner("chunks", idle); err == nil {
+			defer m.Close()
+			if int(m.MaxEntries()) >= n && int(m.ValueSize()) == chunkStride {
+				// Room for the chunks the change adds (up to a class
+				// copied per changed class, maxAppendClasses).
+				dst, err := mapped(m, (n+chunkRoom)*chunkStride)
+				if err != nil {
+					return nil, fmt.Errorf("chunks: %w", err)
+				}
+				copy(dst, src)
+				return unsafe.Slice((*compiler.Chunk)(unsafe.Pointer(unsafe.SliceData(dst))), len(dst)/chunkStride)[:n], nil
+			}
+		}
 	}
-	return buf, nil
+	// Room for the chunks appended rules add (compiler.AppendRule).
+	chunks := make([]compiler.Chunk, n, n+64)
+	prefault.Slice(chunks)
+	copy(chunkBytes(chunks), src)
+	return chunks, nil
+}
+
+// The Go layouts read and written as the data plane's bytes: a build
+// fails here when they drift apart.
+var (
+	_ = [1]struct{}{}[unsafe.Sizeof(compiler.Bound{})-boundStride]
+	_ = [1]struct{}{}[unsafe.Sizeof(compiler.Chunk{})-unsafe.Sizeof(bpfChunk{})]
+)
+
+// chunkRoom is how many chunks more than the running generation's the
+// idle bank's chunk memory is mapped for (readChunks): an in-place change
+// copies at most a few hundred; more move the chunks to the heap.
+const chunkRoom = 1024
+
+// chunkStride is the size of struct xfw_chunk (and of compiler.Chunk).
+const chunkStride = int(unsafe.Sizeof(compiler.Chunk{}))
+
+// boundBytes views bounds as the bytes of struct xfw_bound elements
+// (compiler.Bound has the data plane's layout: two __u64, a __u32 and
+// padding).
+func boundBytes(bounds []compiler.Bound) []byte {
+	if len(bounds) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&bounds[0])), len(bounds)*boundStride)
 }

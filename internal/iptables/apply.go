@@ -47,7 +47,7 @@ func (c *Command) Apply(rs *ir.Ruleset) (string, error) {
 // applyCommit runs the command on a copy of rs, validates the copy and, if
 // all went well, makes it the new content of rs.
 func (c *Command) applyCommit(rs *ir.Ruleset) (string, *failure) {
-	work := rs.Clone()
+	work := c.workCopy(rs)
 	out, f := c.apply(work)
 	if f != nil {
 		return "", f
@@ -57,6 +57,35 @@ func (c *Command) applyCommit(rs *ir.Ruleset) (string, *failure) {
 	}
 	*rs = *work
 	return out, nil
+}
+
+// workCopy returns the copy of rs the command works on: commands on whole
+// rules (-A, -I, -R, -D, -C, -D NUM) change chains' rule lists and no rule
+// in place, listings change nothing, so the rules are shared
+// (ir.Ruleset.CloneChains); the others (-Z, -E …) change rules themselves
+// and get a deep copy.
+func (c *Command) workCopy(rs *ir.Ruleset) *ir.Ruleset {
+	if c.LeavesRulesAlone() {
+		return rs.CloneChains()
+	}
+	return rs.Clone()
+}
+
+// ChangesRuleListsOnly reports whether commands of kind k add, remove or
+// replace whole rules and change no rule in place, so that applying one to
+// a copy made by ir.Ruleset.CloneChains leaves the original untouched.
+func (k CommandKind) ChangesRuleListsOnly() bool {
+	return k.isRuleCommand() || k == CmdDeleteNum
+}
+
+// LeavesRulesAlone reports whether the command changes no rule in place:
+// the rule commands (ChangesRuleListsOnly), and listings without -Z.
+func (c *Command) LeavesRulesAlone() bool {
+	switch c.Kind {
+	case CmdList, CmdListRules:
+		return !c.Zero
+	}
+	return c.Kind.ChangesRuleListsOnly()
 }
 
 // resolveTargets is do_command's target handling for rule commands: a -j

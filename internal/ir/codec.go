@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"unsafe"
+
+	"github.com/xfw-dev/xfw/internal/prefault"
 )
 
 // The binary form of a ruleset: what the control plane keeps in the
@@ -98,6 +101,48 @@ func (rs *Ruleset) MarshalBinary() ([]byte, error) {
 			if err := e.rule(r); err != nil {
 				return nil, fmt.Errorf("encode rule %d of chain %s: %w", i+1, c.Name, err)
 			}
+		}
+	}
+	return e.buf, nil
+}
+
+// MarshalBinaryReusing returns the binary form of rs, as MarshalBinary
+// does, copying the bytes of every rule rs shares with the ruleset enc was
+// decoded from (the same *Rule, in runs) instead of encoding it again. The
+// shared rules must be unchanged since they were decoded: commands that
+// add, remove or replace whole rules leave them so
+// (iptables.Command.LeavesRulesAlone). enc nil encodes every rule.
+func (rs *Ruleset) MarshalBinaryReusing(enc *Encoded) ([]byte, error) {
+	if enc == nil {
+		return rs.MarshalBinary()
+	}
+	e := &encoder{buf: make([]byte, 0, len(enc.data)+1024)}
+	prefault.Slice(e.buf[:cap(e.buf)])
+	e.u8(codecVersion)
+	e.u8(uint8(rs.Family))
+	e.uv(uint64(len(rs.Chains)))
+	for _, c := range rs.Chains {
+		e.str(c.Name)
+		e.flags(c.Builtin)
+		e.u8(uint8(c.Policy))
+		e.uv(uint64(len(c.Rules)))
+		for i := 0; i < len(c.Rules); {
+			ci, from, ok := enc.locate(c.Rules[i])
+			if !ok {
+				if err := e.rule(c.Rules[i]); err != nil {
+					return nil, fmt.Errorf("encode rule %d of chain %s: %w", i+1, c.Name, err)
+				}
+				i++
+				continue
+			}
+			// The run of rules that follow each other in both.
+			decoded := enc.chains[ci].rules
+			n := 1
+			for i+n < len(c.Rules) && from+n < len(decoded) && c.Rules[i+n] == &decoded[from+n] {
+				n++
+			}
+			e.buf = append(e.buf, enc.span(ci, from, from+n)...)
+			i += n
 		}
 	}
 	return e.buf, nil
@@ -238,6 +283,45 @@ type decoder struct {
 	// strs interns the strings decoded so far (chain names, protocol
 	// spellings, set names repeat across rules).
 	strs map[string]string
+	// Slabs the rules' match lists and their most common matches are
+	// cut from: one allocation per slabSize instead of one each.
+	matchSlab []Match
+	udpSlab   []UDPMatch
+	tcpSlab   []TCPMatch
+}
+
+// slabSize is how many elements a decoder's slab holds.
+const slabSize = 1024
+
+// newMatches returns a match list of n elements cut from the slab, with
+// capacity n (appending to it reallocates, as for any other list).
+func (d *decoder) newMatches(n int) []Match {
+	if n > len(d.matchSlab) || d.matchSlab == nil {
+		d.matchSlab = make([]Match, max(n, slabSize))
+	}
+	m := d.matchSlab[:n:n]
+	d.matchSlab = d.matchSlab[n:]
+	return m
+}
+
+// newUDP returns a zero UDPMatch cut from the slab.
+func (d *decoder) newUDP() *UDPMatch {
+	if len(d.udpSlab) == 0 {
+		d.udpSlab = make([]UDPMatch, slabSize)
+	}
+	m := &d.udpSlab[0]
+	d.udpSlab = d.udpSlab[1:]
+	return m
+}
+
+// newTCP returns a zero TCPMatch cut from the slab.
+func (d *decoder) newTCP() *TCPMatch {
+	if len(d.tcpSlab) == 0 {
+		d.tcpSlab = make([]TCPMatch, slabSize)
+	}
+	m := &d.tcpSlab[0]
+	d.tcpSlab = d.tcpSlab[1:]
+	return m
 }
 
 func (d *decoder) fail(err error) {
@@ -338,9 +422,60 @@ func (d *decoder) port(p *PortMatch) {
 
 // UnmarshalRuleset decodes a ruleset MarshalBinary encoded.
 func UnmarshalRuleset(data []byte) (*Ruleset, error) {
+	rs, _, err := UnmarshalRulesetEncoded(data)
+	return rs, err
+}
+
+// Encoded is the binary form a ruleset was decoded from and where each of
+// its rules lies in it (UnmarshalRulesetEncoded): a ruleset that shares
+// those rules, unchanged, is encoded by copying their bytes
+// (MarshalBinaryReusing) instead of encoding them again.
+type Encoded struct {
+	data   []byte
+	chains []encodedChain
+}
+
+// encodedChain is one chain's rules as decoded: the slab they were decoded
+// into and the offset in Encoded.data of each rule's end (its start is the
+// previous rule's end, or start).
+type encodedChain struct {
+	rules []Rule
+	start uint32
+	ends  []uint32
+}
+
+// locate returns the chain and index of the decoded rule r, if r is one.
+func (enc *Encoded) locate(r *Rule) (chain, index int, ok bool) {
+	p := uintptr(unsafe.Pointer(r))
+	for ci, c := range enc.chains {
+		if len(c.rules) == 0 {
+			continue
+		}
+		base := uintptr(unsafe.Pointer(&c.rules[0]))
+		if size := unsafe.Sizeof(c.rules[0]); p >= base && p < base+uintptr(len(c.rules))*size {
+			return ci, int((p - base) / size), true
+		}
+	}
+	return 0, 0, false
+}
+
+// span returns where rules from to to-1 of decoded chain ci lie.
+func (enc *Encoded) span(ci, from, to int) []byte {
+	c := enc.chains[ci]
+	start := c.start
+	if from > 0 {
+		start = c.ends[from-1]
+	}
+	return enc.data[start:c.ends[to-1]]
+}
+
+// UnmarshalRulesetEncoded decodes a ruleset MarshalBinary encoded and
+// returns it with where its rules lie in data (which it keeps).
+func UnmarshalRulesetEncoded(data []byte) (*Ruleset, *Encoded, error) {
+	enc := &Encoded{data: data}
 	d := &decoder{buf: data, strs: map[string]string{}}
 	if v := d.u8(); d.err == nil && v != codecVersion {
-		return nil, fmt.Errorf("binary ruleset version %d, want %d", v, codecVersion)
+		return nil, nil, fmt.Errorf("binary ruleset version %d, want %d", v, codecVersion)
 	}
 	rs := &Ruleset{Family: Family(d.u8())}
 	nchains := d.uv()
@@ -356,23 +491,29 @@ func UnmarshalRuleset(data []byte) (*Ruleset, error) {
 			d.fail(errTruncated)
 			break
 		}
+		ec := encodedChain{start: uint32(len(data) - len(d.buf))}
 		if nrules > 0 {
 			slab := make([]Rule, nrules)
+			prefault.Slice(slab)
 			c.Rules = make([]*Rule, nrules)
+			prefault.Slice(c.Rules)
+			ec.rules, ec.ends = slab, make([]uint32, nrules)
 			for j := range slab {
 				d.rule(&slab[j])
 				c.Rules[j] = &slab[j]
+				ec.ends[j] = uint32(len(data) - len(d.buf))
 			}
 		}
 		rs.Chains = append(rs.Chains, c)
+		enc.chains = append(enc.chains, ec)
 	}
 	if d.err == nil && len(d.buf) != 0 {
 		d.fail(fmt.Errorf("%d bytes after the last chain", len(d.buf)))
 	}
 	if d.err != nil {
-		return nil, fmt.Errorf("decode binary ruleset: %w", d.err)
+		return nil, nil, fmt.Errorf("decode binary ruleset: %w", d.err)
 	}
-	return rs, nil
+	return rs, enc, nil
 }
 
 func (d *decoder) rule(r *Rule) {
@@ -393,7 +534,7 @@ func (d *decoder) rule(r *Rule) {
 		d.fail(errTruncated)
 		return
 	}
-	r.Matches = make([]Match, n) // non-nil, as Rule.Clone leaves it
+	r.Matches = d.newMatches(int(n)) // non-nil, as Rule.Clone leaves it
 	for i := range r.Matches {
 		r.Matches[i] = d.match()
 	}
@@ -412,7 +553,7 @@ func (d *decoder) rule(r *Rule) {
 func (d *decoder) match() Match {
 	switch tag := d.u8(); tag {
 	case tagTCP:
-		m := &TCPMatch{}
+		m := d.newTCP()
 		d.port(&m.SrcPort)
 		d.port(&m.DstPort)
 		d.flags(&m.Flags.Set, &m.Flags.Invert, &m.Option.Set, &m.Option.Invert)
@@ -421,7 +562,7 @@ func (d *decoder) match() Match {
 		m.Option.Kind = d.u8()
 		return m
 	case tagUDP:
-		m := &UDPMatch{}
+		m := d.newUDP()
 		d.port(&m.SrcPort)
 		d.port(&m.DstPort)
 		return m

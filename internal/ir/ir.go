@@ -10,6 +10,7 @@ package ir
 
 import (
 	"net/netip"
+	"slices"
 )
 
 // Family is an address family: IPv4 (iptables) or IPv6 (ip6tables).
@@ -99,6 +100,21 @@ func (rs *Ruleset) Clone() *Ruleset {
 			nc.Rules[i] = r.Clone()
 		}
 		out.Chains = append(out.Chains, &nc)
+	}
+	return out
+}
+
+// CloneChains returns a copy of the ruleset that has its own chains and
+// rule lists but shares the rules themselves with rs: enough for a command
+// that adds, removes or replaces whole rules (iptables -A, -I, -R, -D, -C)
+// and changes none in place, at a fraction of Clone's cost on large
+// rulesets (one pointer per rule instead of a deep copy).
+func (rs *Ruleset) CloneChains() *Ruleset {
+	out := &Ruleset{Family: rs.Family, Chains: make([]*Chain, len(rs.Chains))}
+	for i, c := range rs.Chains {
+		nc := *c
+		nc.Rules = slices.Clone(c.Rules)
+		out.Chains[i] = &nc
 	}
 	return out
 }

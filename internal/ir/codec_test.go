@@ -1,0 +1,99 @@
+package ir_test
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/xfw-dev/xfw/internal/iptables"
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// restored returns the ruleset of an iptables-restore text.
+func restored(t *testing.T, text string) *ir.Ruleset {
+	t.Helper()
+	rs, err := iptables.Restore(ir.IPv4, strings.NewReader(text), ir.NewRuleset(ir.IPv4), iptables.RestoreOptions{})
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	return rs
+}
+
+// TestMarshalBinaryReusing checks that a ruleset sharing rules with a
+// decoded one encodes to the same bytes with MarshalBinaryReusing as with
+// MarshalBinary, whatever was added, removed, replaced or moved.
+func TestMarshalBinaryReusing(t *testing.T) {
+	var text strings.Builder
+	text.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n:user - [0:0]\n")
+	for i := 0; i < 50; i++ {
+		fmt.Fprintf(&text, "-A FORWARD -s 10.0.%d.1/32 -p udp -m udp --dport %d -j ACCEPT\n", i, 1000+i)
+		fmt.Fprintf(&text, "-A INPUT -p tcp -m tcp --sport %d -m comment --comment \"c%d\" -j user\n", i, i)
+	}
+	text.WriteString("-A user -j LOG --log-prefix \"x \"\n-A OUTPUT -d 10.9.0.0/16 -j REJECT\nCOMMIT\n")
+	data, err := restored(t, text.String()).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := restored(t, "*filter\n-A FORWARD -s 10.99.0.1/32 -p tcp -m tcp --dport 22 -j DROP\n-A FORWARD -i eth0 -j ACCEPT\nCOMMIT\n").Chain("FORWARD").Rules
+
+	changes := map[string]func(rs *ir.Ruleset){
+		"unchanged": func(rs *ir.Ruleset) {},
+		"append": func(rs *ir.Ruleset) {
+			c := rs.Chain("FORWARD")
+			c.Rules = append(c.Rules, fresh[0])
+		},
+		"insert at the head": func(rs *ir.Ruleset) {
+			c := rs.Chain("FORWARD")
+			c.Rules = append([]*ir.Rule{fresh[0]}, c.Rules...)
+		},
+		"insert in the middle": func(rs *ir.Ruleset) {
+			c := rs.Chain("INPUT")
+			c.Rules = append(c.Rules[:10], append([]*ir.Rule{fresh[1], fresh[0]}, c.Rules[10:]...)...)
+		},
+		"delete": func(rs *ir.Ruleset) {
+			c := rs.Chain("FORWARD")
+			c.Rules = append(c.Rules[:7], c.Rules[8:]...)
+		},
+		"replace": func(rs *ir.Ruleset) {
+			rs.Chain("OUTPUT").Rules[0] = fresh[1]
+		},
+		"swap": func(rs *ir.Ruleset) {
+			c := rs.Chain("INPUT")
+			c.Rules[3], c.Rules[4] = c.Rules[4], c.Rules[3]
+		},
+		"rule moved to another chain": func(rs *ir.Ruleset) {
+			in, fwd := rs.Chain("INPUT"), rs.Chain("FORWARD")
+			fwd.Rules = append(fwd.Rules, in.Rules[5])
+			in.Rules = in.Rules[:5]
+		},
+		"chain added and flushed": func(rs *ir.Ruleset) {
+			rs.Chains = append(rs.Chains, &ir.Chain{Name: "new", Rules: []*ir.Rule{fresh[1]}})
+			rs.Chain("user").Rules = nil
+		},
+		"deep copy": func(rs *ir.Ruleset) {
+			*rs = *rs.Clone()
+		},
+	}
+	for name, change := range changes {
+		t.Run(name, func(t *testing.T) {
+			old, enc, err := ir.UnmarshalRulesetEncoded(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs := old.CloneChains()
+			change(rs)
+			want, err := rs.MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := rs.MarshalBinaryReusing(enc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("MarshalBinaryReusing gave %d bytes that differ from MarshalBinary's %d", len(got), len(want))
+			}
+		})
+	}
+}
