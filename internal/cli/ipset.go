@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/ipset"
@@ -21,31 +22,54 @@ var newIpsetStore = func() (ipset.Store, error) {
 	if os.Getenv(ipset.FileEnv) != "" {
 		return ipset.NewFileStore()
 	}
-	return namespaceStore{}, nil
+	return &namespaceStore{}, nil
 }
 
 // namespaceStore keeps the sets in the data plane of the current network
-// namespace (dataplane.IpsetState), encoded by ipset.Sets.MarshalBinary.
-type namespaceStore struct{}
+// namespace (dataplane.IpsetImage): a snapshot encoded by
+// ipset.Sets.MarshalBinary, whose members stay encoded until used, and a
+// journal of the member changes committed since (ipset.JournalRecord), so
+// that adding or deleting a member of a large set neither decodes nor
+// encodes the set.
+type namespaceStore struct {
+	// image and loaded are what the last Load read and returned.
+	image  *dataplane.IpsetImage
+	loaded *ipset.Sets
+}
 
-// Load returns the namespace's sets (none when xfw holds none).
-func (namespaceStore) Load() (*ipset.Sets, error) {
-	data, err := dataplane.IpsetState()
+// Load returns the namespace's sets (none when xfw holds none): the
+// snapshot with the journal replayed.
+func (n *namespaceStore) Load() (*ipset.Sets, error) {
+	t := time.Now()
+	im, err := dataplane.LoadIpsetImage()
 	if err != nil {
 		return nil, fmt.Errorf("read the network namespace's sets: %w", err)
 	}
 	ss := ipset.NewSets()
-	if data == nil {
-		return ss, nil
+	if im != nil {
+		if err := ss.UnmarshalBinary(im.Snapshot); err != nil {
+			return nil, fmt.Errorf("decode the network namespace's sets: %w", err)
+		}
+		if err := ss.ReplayJournal(im.Journal); err != nil {
+			return nil, fmt.Errorf("replay the network namespace's set changes: %w", err)
+		}
 	}
-	if err := ss.UnmarshalBinary(data); err != nil {
-		return nil, fmt.Errorf("decode the network namespace's sets: %w", err)
-	}
+	n.image, n.loaded = im, ss
+	dataplane.TraceSince("ipset: load sets", t)
 	return ss, nil
 }
 
-// Commit replaces the namespace's sets with new in one step.
-func (namespaceStore) Commit(old, new *ipset.Sets) error {
+// Commit makes new the namespace's sets in one step: by a journal record
+// when new only changes members of old's sets, else by a new snapshot.
+func (n *namespaceStore) Commit(old, new *ipset.Sets) error {
+	t := time.Now()
+	defer dataplane.TraceSince("ipset: commit sets", t)
+	if n.image != nil && old == n.loaded {
+		if rec, ok := ipset.JournalRecord(old, new); ok && n.image.AppendJournal(rec) {
+			n.loaded = new
+			return nil
+		}
+	}
 	data, err := new.MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("encode sets: %w", err)
@@ -54,11 +78,15 @@ func (namespaceStore) Commit(old, new *ipset.Sets) error {
 	if err != nil {
 		return err
 	}
-	return dataplane.SaveIpsetState(data, opts)
+	if err := dataplane.SaveIpsetState(data, opts); err != nil {
+		return err
+	}
+	n.image, n.loaded = nil, new
+	return nil
 }
 
 // References counts nothing itself (ruleStore adds the rules' uses).
-func (namespaceStore) References(string) (int, error) { return 0, nil }
+func (*namespaceStore) References(string) (int, error) { return 0, nil }
 
 func init() {
 	commands["ipset"] = runIpset
