@@ -18,22 +18,15 @@ type encodedMembers struct {
 	count   int
 }
 
-// newEncodedMembers checks the offsets of count entries (in increasing
-// order, inside area) and returns the members they designate.
+// newEncodedMembers returns the count members encoded in area, found
+// through offsets. The offsets are checked when used (at), not here: a
+// load must not cost the set.
 func newEncodedMembers(area, offsets []byte, count int) (*encodedMembers, error) {
 	if len(offsets) != 4*count {
 		return nil, fmt.Errorf("%d bytes of offsets for %d entries", len(offsets), count)
 	}
-	prev := -1
-	for i := 0; i < count; i++ {
-		off := int(binary.LittleEndian.Uint32(offsets[4*i:]))
-		if off <= prev || off >= len(area) {
-			return nil, fmt.Errorf("entry %d: offset %d out of order or beyond %d bytes", i, off, len(area))
-		}
-		prev = off
-	}
-	if count == 0 && len(area) != 0 {
-		return nil, fmt.Errorf("%d bytes of entries for none", len(area))
+	if (count == 0) != (len(area) == 0) {
+		return nil, fmt.Errorf("%d bytes of entries for %d", len(area), count)
 	}
 	return &encodedMembers{area: area, offsets: offsets, count: count}, nil
 }
@@ -41,10 +34,13 @@ func newEncodedMembers(area, offsets []byte, count int) (*encodedMembers, error)
 // at decodes entry i into e.
 func (m *encodedMembers) at(i int, e *Entry) {
 	off := binary.LittleEndian.Uint32(m.offsets[4*i:])
-	d := decoder{b: m.area[off:]}
-	d.entry(e)
+	d := decoder{err: errTruncated}
+	if int(off) < len(m.area) {
+		d = decoder{b: m.area[off:]}
+		d.entry(e)
+	}
 	if d.err != nil {
-		// The offsets were checked at load; the entries are ours.
+		// The encoding is xfw's own, in the namespace's map.
 		panic(fmt.Sprintf("ipset: encoded member %d of %d is corrupt: %v", i, m.count, d.err))
 	}
 }
