@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 )
 
@@ -23,6 +24,9 @@ type seriesPoint struct {
 	GenPPS stats `json:"gen_pps"`
 	// LoadSeconds is how long loading the ruleset took.
 	LoadSeconds float64 `json:"load_seconds,omitempty"`
+	// SetUpdateSeconds is the wall time of one command adding or deleting
+	// one member of the loaded set (firewalls with setUpdate only).
+	SetUpdateSeconds *stats `json:"set_update_seconds,omitempty"`
 	// Error says why there is no measurement (did not load, …).
 	Error string `json:"error,omitempty"`
 	// Points are the raw measurements.
@@ -116,6 +120,31 @@ type scaleConfig struct {
 	input bool
 	// maxRules caps the ruleset size per firewall (0: no cap).
 	maxRules map[string]int
+	// setUpdates is how many single-member adds (and as many deletes) to
+	// time after loading, on firewalls that have setUpdate.
+	setUpdates int
+}
+
+// setUpdateAddr is the member the single adds and deletes change: outside
+// setNet, so never one of the loaded set's.
+var setUpdateAddr = netip.MustParseAddr("10.77.1.9")
+
+// timeSetUpdates times n adds of setUpdateAddr to the loaded set, each
+// followed by its delete, and returns the statistics of the 2n commands'
+// wall times.
+func timeSetUpdates(ctx context.Context, r *rig, n int) (*stats, error) {
+	var ds []float64
+	for i := 0; i < n; i++ {
+		for _, add := range []bool{true, false} {
+			start := time.Now()
+			if err := r.fw.setUpdate(ctx, r.topo.FwNS, add, setUpdateAddr); err != nil {
+				return nil, fmt.Errorf("%s: single set update: %w", r.fw.Name, err)
+			}
+			ds = append(ds, time.Since(start).Seconds())
+		}
+	}
+	st := summarize(ds)
+	return &st, nil
 }
 
 // runScaling measures every firewall at every x, alternating firewalls
@@ -163,6 +192,15 @@ func runScaling(ctx context.Context, o *options, rigs []*rig, sc scaleConfig) (*
 				progress("  %v", err)
 				sec.Series = append(sec.Series, sp)
 				continue
+			}
+			if sc.setUpdates > 0 && r.fw.setUpdate != nil {
+				progress("%s: %s rules: %d single adds/deletes through %s", sc.title, humanCount(x), sc.setUpdates, r.fw.Name)
+				if sp.SetUpdateSeconds, err = timeSetUpdates(ctx, r, sc.setUpdates); err != nil {
+					sp.Error = err.Error()
+					progress("  %v", err)
+					sec.Series = append(sec.Series, sp)
+					continue
+				}
 			}
 			sec.Series = append(sec.Series, sp)
 			active = append(active, r)
