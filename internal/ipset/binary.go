@@ -1,6 +1,7 @@
 package ipset
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -75,22 +76,22 @@ func (ss *Sets) MarshalBinary() ([]byte, error) {
 // members (already in order) merged with the sorted overlay, or all of
 // them sorted.
 func (s *Set) sortedEntries() []*Entry {
-	out := make([]*Entry, 0, s.Len())
 	if s.enc == nil {
+		out := make([]*Entry, 0, s.Len())
 		s.All(func(p *Entry) bool {
 			out = append(out, p)
 			return true
 		})
-		slices.SortFunc(out, func(a, b *Entry) int { return compareElem(a.Elem, b.Elem) })
-		return out
+		return sortEntries(out)
 	}
+	out := make([]*Entry, 0, s.Len())
 	added := make([]*Entry, 0, len(s.overlay))
 	for _, p := range s.overlay {
 		if p != nil {
 			added = append(added, p)
 		}
 	}
-	slices.SortFunc(added, func(a, b *Entry) int { return compareElem(a.Elem, b.Elem) })
+	added = sortEntries(added)
 	s.enc.all(0, func(p *Entry) bool {
 		if _, changed := s.overlay[p.Elem]; changed {
 			return true
@@ -103,6 +104,35 @@ func (s *Set) sortedEntries() []*Entry {
 		return true
 	})
 	return append(out, added...)
+}
+
+// sortEntries sorts es by compareElem, comparing the addresses as two
+// 64-bit halves computed once (a million members sort several times
+// faster than by netip.Addr.Compare).
+func sortEntries(es []*Entry) []*Entry {
+	type keyed struct {
+		hi, lo uint64
+		bits   int
+		e      *Entry
+	}
+	ks := make([]keyed, len(es))
+	for i, e := range es {
+		a := e.Prefix.Addr().As16()
+		ks[i] = keyed{binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:]), e.Prefix.Bits(), e}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int {
+		switch {
+		case a.hi != b.hi:
+			return cmp.Compare(a.hi, b.hi)
+		case a.lo != b.lo:
+			return cmp.Compare(a.lo, b.lo)
+		}
+		return compareElem(a.e.Elem, b.e.Elem)
+	})
+	for i := range ks {
+		es[i] = ks[i].e
+	}
+	return es
 }
 
 func boolByte(v bool) byte {
