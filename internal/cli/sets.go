@@ -97,10 +97,11 @@ func setTables(gen *compiler.Generation, sets *ipsetLookup) ([]dataplane.SetTabl
 	return out, nil
 }
 
-// maxPatchedEntries bounds the direct entries a command patches in the
-// set tables of the running rulesets (patchSetTables); beyond, building
-// the tables afresh costs less.
-const maxPatchedEntries = 4096
+// maxPatchedMembers bounds the member changes a command patches into the
+// set tables of the running rulesets (patchSetTables): each changed
+// direct entry costs a search of the set's members changed since its
+// snapshot, so beyond, building the tables afresh costs less.
+const maxPatchedMembers = 1024
 
 // patchSetTables makes the lookup tables of the running rulesets follow
 // the member changes from old to new (new a Clone of old, as ipset.Run
@@ -110,8 +111,8 @@ const maxPatchedEntries = 4096
 // packets see each member change at once and the rules keep their
 // generation and counters. It reports false, having changed nothing, when
 // the changes are not all of that kind (sets created, destroyed, renamed,
-// swapped or flushed; a member covering more than one direct entry; too
-// many changes): the caller then loads the rulesets again. On an error,
+// swapped or flushed; a member covering more than one direct entry; more
+// than maxPatchedMembers changes): the caller then loads the rulesets again. On an error,
 // tables may be partly patched; loading the rulesets again repairs them.
 func patchSetTables(old, new *ipset.Sets) (bool, error) {
 	if old == nil || new == nil {
@@ -155,8 +156,10 @@ func patchSetTables(old, new *ipset.Sets) (bool, error) {
 		if len(tables) == 0 {
 			continue
 		}
-		w := work{set: s, family: lfam, tables: tables}
-		todo = append(todo, w)
+		todo = append(todo, work{set: s, family: lfam, tables: tables})
+		if total += len(ch.Added) + len(ch.Deleted); total > maxPatchedMembers {
+			return false, nil
+		}
 		seen := map[int]bool{}
 		changed := make([]netip.Prefix, 0, len(ch.Added)+len(ch.Deleted))
 		for _, e := range ch.Added {
@@ -177,9 +180,6 @@ func patchSetTables(old, new *ipset.Sets) (bool, error) {
 			if !seen[first] {
 				seen[first] = true
 				todo[len(todo)-1].entries = append(todo[len(todo)-1].entries, first)
-				if total++; total > maxPatchedEntries {
-					return false, nil
-				}
 			}
 		}
 	}
