@@ -125,6 +125,17 @@ func (im *IpsetImage) AppendJournal(rec []byte) bool {
 	return true
 }
 
+// ipsetBlob returns the ipsets map's content for the snapshot data (an
+// empty journal after it) and the size the map needs for the journal's
+// room.
+func ipsetBlob(data []byte) (blob []byte, size int) {
+	journalAt := ipsetsLenBytes + (len(data)+7)&^7
+	blob = make([]byte, journalAt+ipsetsLenBytes) // the journal's length: 0
+	binary.LittleEndian.PutUint64(blob, uint64(len(data)))
+	copy(blob[ipsetsLenBytes:], data)
+	return blob, journalAt + ipsetsLenBytes + journalRoom
+}
+
 // SaveIpsetState makes data the namespace's encoded ipsets (a new
 // snapshot with an empty journal), replacing the previous ones in one step
 // (an ARRAY_OF_MAPS element). When xfw is not loaded in the namespace yet
@@ -140,11 +151,7 @@ func SaveIpsetState(data []byte, opts AttachOptions) error {
 	if err := attachMissing(cur, ifaces, opts); err != nil {
 		return err
 	}
-	journalAt := ipsetsLenBytes + (len(data)+7)&^7
-	size := journalAt + ipsetsLenBytes + journalRoom
-	blob := make([]byte, journalAt+ipsetsLenBytes) // the journal's length: 0
-	binary.LittleEndian.PutUint64(blob, uint64(len(data)))
-	copy(blob[ipsetsLenBytes:], data)
+	blob, size := ipsetBlob(data)
 	pages := (size + statePage - 1) / statePage
 	is, err := innerMapSpec(ipsetsOuter)
 	if err != nil {
