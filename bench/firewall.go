@@ -98,7 +98,6 @@ func firewalls(xfwBin string) map[string]*firewall {
 			reset: func(ctx context.Context, ns string) error {
 				return mustIn(ctx, ns, xfwBin, "stop")
 			},
-			setUpdate: ipsetUpdate(xfwBin, "ipset"),
 		},
 		fwLegacy: {
 			Name:       fwLegacy,

@@ -125,19 +125,15 @@ type scaleConfig struct {
 	setUpdates int
 }
 
-// setUpdateAddr is the member the single adds and deletes change: outside
-// setNet, so never one of the loaded set's.
-var setUpdateAddr = netip.MustParseAddr("10.77.1.9")
-
-// timeSetUpdates times n adds of setUpdateAddr to the loaded set, each
-// followed by its delete, and returns the statistics of the 2n commands'
-// wall times.
-func timeSetUpdates(ctx context.Context, r *rig, n int) (*stats, error) {
+// timeSetUpdates times n deletes of member a from the loaded set, each
+// followed by its add (so the set stays within its maxelem), and returns
+// the statistics of the 2n commands' wall times.
+func timeSetUpdates(ctx context.Context, r *rig, n int, a netip.Addr) (*stats, error) {
 	var ds []float64
 	for i := 0; i < n; i++ {
-		for _, add := range []bool{true, false} {
+		for _, add := range []bool{false, true} {
 			start := time.Now()
-			if err := r.fw.setUpdate(ctx, r.topo.FwNS, add, setUpdateAddr); err != nil {
+			if err := r.fw.setUpdate(ctx, r.topo.FwNS, add, a); err != nil {
 				return nil, fmt.Errorf("%s: single set update: %w", r.fw.Name, err)
 			}
 			ds = append(ds, time.Since(start).Seconds())
@@ -193,13 +189,10 @@ func runScaling(ctx context.Context, o *options, rigs []*rig, sc scaleConfig) (*
 				sec.Series = append(sec.Series, sp)
 				continue
 			}
-			if sc.setUpdates > 0 && r.fw.setUpdate != nil {
-				progress("%s: %s rules: %d single adds/deletes through %s", sc.title, humanCount(x), sc.setUpdates, r.fw.Name)
-				if sp.SetUpdateSeconds, err = timeSetUpdates(ctx, r, sc.setUpdates); err != nil {
-					sp.Error = err.Error()
+			if sc.setUpdates > 0 && r.fw.setUpdate != nil && len(rs.SetDrop) > 0 {
+				progress("%s: %s rules: %d single deletes/adds through %s", sc.title, humanCount(x), sc.setUpdates, r.fw.Name)
+				if sp.SetUpdateSeconds, err = timeSetUpdates(ctx, r, sc.setUpdates, rs.SetDrop[len(rs.SetDrop)/2]); err != nil {
 					progress("  %v", err)
-					sec.Series = append(sec.Series, sp)
-					continue
 				}
 			}
 			sec.Series = append(sec.Series, sp)
