@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -107,13 +108,14 @@ const maxPatchedMembers = 1024
 // the member changes from old to new (new a Clone of old, as ipset.Run
 // commits) in place: each direct entry of a table that a changed member
 // falls in gets a new block built from the members that decide it
-// (dataplane.LiveSetTable.Place), switched by one 8-byte store, so that
-// packets see each member change at once and the rules keep their
+// (dataplane.LiveSetTable.Plan), switched by one 8-byte store (Apply), so
+// that packets see each member change at once and the rules keep their
 // generation and counters. It reports false, having changed nothing, when
 // the changes are not all of that kind (sets created, destroyed, renamed,
 // swapped or flushed; a member covering more than one direct entry; more
-// than maxPatchedMembers changes): the caller then loads the rulesets again. On an error,
-// tables may be partly patched; loading the rulesets again repairs them.
+// than maxPatchedMembers changes; a table without room): the caller then
+// loads the rulesets again. Every block is built before any is written,
+// so an error, too, leaves the tables as they were.
 func patchSetTables(old, new *ipset.Sets) (bool, error) {
 	if old == nil || new == nil {
 		return false, nil
@@ -183,17 +185,29 @@ func patchSetTables(old, new *ipset.Sets) (bool, error) {
 			}
 		}
 	}
+	// Build every block first, so that nothing is written unless every
+	// table has room for its blocks.
+	var patches []*dataplane.SetTablePatch
 	for _, w := range todo {
+		deciding := make(map[int][]lpm.Entry, len(w.entries))
 		for _, slot := range w.entries {
-			entries := decidingEntries(w.set, w.family, slot)
-			for _, t := range w.tables {
-				if err := t.Place(slot, func(base uint32) (uint64, []uint64, error) {
-					return lpm.BuildBlock(w.family, slot, entries, base)
-				}); err != nil {
-					return false, fmt.Errorf("set %s: patch the table of set condition %d: %w", w.set.Name, t.Cond, err)
-				}
-			}
+			deciding[slot] = decidingEntries(w.set, w.family, slot)
 		}
+		for _, t := range w.tables {
+			p, err := t.Plan(w.entries, func(slot int, base uint32) (uint64, []uint64, error) {
+				return lpm.BuildBlock(w.family, slot, deciding[slot], base)
+			})
+			if errors.Is(err, dataplane.ErrNoRoom) {
+				return false, nil
+			}
+			if err != nil {
+				return false, fmt.Errorf("set %s: patch the table of set condition %d: %w", w.set.Name, t.Cond, err)
+			}
+			patches = append(patches, p)
+		}
+	}
+	for _, p := range patches {
+		p.Apply()
 	}
 	return true, nil
 }

@@ -136,32 +136,57 @@ func (t *LiveSetTable) Close() {
 	t.directMem, t.rMem, t.direct, t.ranges, t.mark = nil, nil, nil, nil, nil
 }
 
-// Place switches direct entry s to the word build returns for a block
-// placed at range index base (its content written there first; nil
-// content for a leaf word). It returns ErrNoRoom, changing nothing the
-// data plane reads, when the block does not fit.
-func (t *LiveSetTable) Place(s int, build func(base uint32) (word uint64, content []uint64, err error)) error {
-	if s < 0 || s >= len(t.direct) {
-		return fmt.Errorf("direct entry %d of %d", s, len(t.direct))
-	}
-	words := 1
+// SetTablePatch is new blocks for direct entries of one LiveSetTable,
+// built for its free space (Plan) and not written yet (Apply).
+type SetTablePatch struct {
+	table   *LiveSetTable
+	entries []int    // direct entries, in order
+	words   []uint64 // their new direct words
+	content []uint64 // the blocks, one after the other, from the mark on
+}
+
+// Plan builds the new blocks of the direct entries (build returns the
+// word and block of entry s for a block placed at range index base; nil
+// content for a leaf word), one after the other in the table's free space,
+// without writing anything. It returns ErrNoRoom when they do not fit.
+func (t *LiveSetTable) Plan(entries []int, build func(s int, base uint32) (word uint64, content []uint64, err error)) (*SetTablePatch, error) {
+	words := uint64(1)
 	if t.family == ir.IPv6 {
 		words = 2
 	}
 	top := atomic.LoadUint64(t.mark)
-	word, content, err := build(uint32(top / uint64(words)))
-	if err != nil {
-		return err
-	}
-	if len(content) > 0 {
-		if top+uint64(len(content)) > uint64(len(t.ranges)) {
-			return ErrNoRoom
+	p := &SetTablePatch{table: t}
+	for _, s := range entries {
+		if s < 0 || s >= len(t.direct) {
+			return nil, fmt.Errorf("direct entry %d of %d", s, len(t.direct))
 		}
-		copy(t.ranges[top:], content)
-		atomic.StoreUint64(t.mark, top+uint64(len(content)))
+		at := top + uint64(len(p.content))
+		word, content, err := build(s, uint32(at/words))
+		if err != nil {
+			return nil, err
+		}
+		if at+uint64(len(content)) > uint64(len(t.ranges)) {
+			return nil, ErrNoRoom
+		}
+		p.entries = append(p.entries, s)
+		p.words = append(p.words, word)
+		p.content = append(p.content, content...)
 	}
-	// The block is in the map before the direct entry designates it (an
+	return p, nil
+}
+
+// Apply writes the patch: the blocks into the free space, the raised
+// high-water mark, then each direct entry by one aligned 8-byte store. It
+// cannot fail; nothing else may change the table since Plan (the caller
+// holds xfw's lock).
+func (p *SetTablePatch) Apply() {
+	t := p.table
+	top := atomic.LoadUint64(t.mark)
+	copy(t.ranges[top:], p.content)
+	atomic.StoreUint64(t.mark, top+uint64(len(p.content)))
+	// The blocks are in the map before a direct entry designates them (an
 	// atomic store orders the copy before it).
-	atomic.StoreUint64(&t.direct[s], word)
-	return nil
+	for i, s := range p.entries {
+		atomic.StoreUint64(&t.direct[s], p.words[i])
+	}
 }
