@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 )
@@ -25,6 +26,9 @@ type firewall struct {
 	insertRule, deleteRule func(ctx context.Context, ns, chain string, r rule) error
 	// reset removes everything the firewall loaded into the namespace.
 	reset func(ctx context.Context, ns string) error
+	// setUpdate adds (or deletes) one member of the loaded set, with the
+	// firewall's set command (set firewalls only).
+	setUpdate func(ctx context.Context, ns string, add bool, a netip.Addr) error
 	// bin is the firewall's own binary, if it has one (xfw).
 	bin string
 }
@@ -140,6 +144,7 @@ func firewalls(xfwBin string) map[string]*firewall {
 				_ = mustIn(ctx, ns, "ipset", "destroy", ipsetName)
 				return nil
 			},
+			setUpdate: ipsetUpdate("ipset"),
 		},
 		fwNFTSet: {Name: fwNFTSet, load: nftLoad, reset: nftReset},
 		fwXFWSet: {
@@ -159,9 +164,21 @@ func firewalls(xfwBin string) map[string]*firewall {
 			reset: func(ctx context.Context, ns string) error {
 				return mustIn(ctx, ns, xfwBin, "stop")
 			},
+			setUpdate: ipsetUpdate(xfwBin, "ipset"),
 		},
 	}
 	return fws
+}
+
+// ipsetUpdate returns a setUpdate that runs `argv… add|del SET ADDR`.
+func ipsetUpdate(argv ...string) func(ctx context.Context, ns string, add bool, a netip.Addr) error {
+	return func(ctx context.Context, ns string, add bool, a netip.Addr) error {
+		op := "del"
+		if add {
+			op = "add"
+		}
+		return mustIn(ctx, ns, append(append([]string(nil), argv...), op, ipsetName, a.String())...)
+	}
 }
 
 // loadTimed loads rs and returns how long it took.

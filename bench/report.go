@@ -68,6 +68,7 @@ func renderMarkdown(rep *report, imgDir string) string {
 	} {
 		if s.sec != nil {
 			writeThroughput(&b, s.sec, s.unit, imgDir+s.plot)
+			writeSetUpdates(&b, s.sec)
 		}
 	}
 	if p := rep.ProgRun; p != nil {
@@ -142,6 +143,39 @@ func writeGenerator(b *strings.Builder, g *genSection) {
 	}
 	b.WriteString("\nThe generator is not the bottleneck when a firewall's delivered rate is well below " +
 		"what it delivers to an XDP drop at fw's ingress; the fw CPU ns/pkt columns hold in any case.\n\n")
+}
+
+// writeSetUpdates renders the single add/del latencies of a section's
+// points that have them (the sets section), per x and firewall.
+func writeSetUpdates(b *strings.Builder, s *throughputSection) {
+	var fws []string
+	for _, f := range s.Firewalls {
+		for _, x := range s.Xs {
+			if p := s.get(f, x); p != nil && p.SetUpdateSeconds != nil && p.SetUpdateSeconds.N > 0 {
+				fws = append(fws, f)
+				break
+			}
+		}
+	}
+	if len(fws) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "single add or delete of one set member, wall time of the command (median (min–max))\n\n| %s |", s.XLabel)
+	writeFirewallColumns(b, fws)
+	for _, x := range s.Xs {
+		fmt.Fprintf(b, "| %s |", xLabel(s, x))
+		for _, f := range fws {
+			p := s.get(f, x)
+			if p == nil || p.SetUpdateSeconds == nil || p.SetUpdateSeconds.N == 0 {
+				b.WriteString(" – |")
+				continue
+			}
+			u := p.SetUpdateSeconds
+			fmt.Fprintf(b, " %s (%s–%s) |", humanDuration(u.Median), humanDuration(u.Min), humanDuration(u.Max))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
 }
 
 // cellRate renders a rate point: median (min–max).

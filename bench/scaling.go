@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 )
 
@@ -23,6 +24,9 @@ type seriesPoint struct {
 	GenPPS stats `json:"gen_pps"`
 	// LoadSeconds is how long loading the ruleset took.
 	LoadSeconds float64 `json:"load_seconds,omitempty"`
+	// SetUpdateSeconds is the wall time of one command adding or deleting
+	// one member of the loaded set (firewalls with setUpdate only).
+	SetUpdateSeconds *stats `json:"set_update_seconds,omitempty"`
 	// Error says why there is no measurement (did not load, …).
 	Error string `json:"error,omitempty"`
 	// Points are the raw measurements.
@@ -116,6 +120,27 @@ type scaleConfig struct {
 	input bool
 	// maxRules caps the ruleset size per firewall (0: no cap).
 	maxRules map[string]int
+	// setUpdates is how many single-member adds (and as many deletes) to
+	// time after loading, on firewalls that have setUpdate.
+	setUpdates int
+}
+
+// timeSetUpdates times n deletes of member a from the loaded set, each
+// followed by its add (so the set stays within its maxelem), and returns
+// the statistics of the 2n commands' wall times.
+func timeSetUpdates(ctx context.Context, r *rig, n int, a netip.Addr) (*stats, error) {
+	var ds []float64
+	for i := 0; i < n; i++ {
+		for _, add := range []bool{false, true} {
+			start := time.Now()
+			if err := r.fw.setUpdate(ctx, r.topo.FwNS, add, a); err != nil {
+				return nil, fmt.Errorf("%s: single set update: %w", r.fw.Name, err)
+			}
+			ds = append(ds, time.Since(start).Seconds())
+		}
+	}
+	st := summarize(ds)
+	return &st, nil
 }
 
 // runScaling measures every firewall at every x, alternating firewalls
@@ -163,6 +188,12 @@ func runScaling(ctx context.Context, o *options, rigs []*rig, sc scaleConfig) (*
 				progress("  %v", err)
 				sec.Series = append(sec.Series, sp)
 				continue
+			}
+			if sc.setUpdates > 0 && r.fw.setUpdate != nil && len(rs.SetDrop) > 0 {
+				progress("%s: %s rules: %d single deletes/adds through %s", sc.title, humanCount(x), sc.setUpdates, r.fw.Name)
+				if sp.SetUpdateSeconds, err = timeSetUpdates(ctx, r, sc.setUpdates, rs.SetDrop[len(rs.SetDrop)/2]); err != nil {
+					progress("  %v", err)
+				}
 			}
 			sec.Series = append(sec.Series, sp)
 			active = append(active, r)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/ipset"
@@ -21,31 +22,54 @@ var newIpsetStore = func() (ipset.Store, error) {
 	if os.Getenv(ipset.FileEnv) != "" {
 		return ipset.NewFileStore()
 	}
-	return namespaceStore{}, nil
+	return &namespaceStore{}, nil
 }
 
 // namespaceStore keeps the sets in the data plane of the current network
-// namespace (dataplane.IpsetState), encoded by ipset.Sets.MarshalBinary.
-type namespaceStore struct{}
+// namespace (dataplane.IpsetImage): a snapshot encoded by
+// ipset.Sets.MarshalBinary, whose members stay encoded until used, and a
+// journal of the member changes committed since (ipset.JournalRecord), so
+// that adding or deleting a member of a large set neither decodes nor
+// encodes the set.
+type namespaceStore struct {
+	// image and loaded are what the last Load read and returned.
+	image  *dataplane.IpsetImage
+	loaded *ipset.Sets
+}
 
-// Load returns the namespace's sets (none when xfw holds none).
-func (namespaceStore) Load() (*ipset.Sets, error) {
-	data, err := dataplane.IpsetState()
+// Load returns the namespace's sets (none when xfw holds none): the
+// snapshot with the journal replayed.
+func (n *namespaceStore) Load() (*ipset.Sets, error) {
+	t := time.Now()
+	im, err := dataplane.LoadIpsetImage()
 	if err != nil {
 		return nil, fmt.Errorf("read the network namespace's sets: %w", err)
 	}
 	ss := ipset.NewSets()
-	if data == nil {
-		return ss, nil
+	if im != nil {
+		if err := ss.UnmarshalBinary(im.Snapshot); err != nil {
+			return nil, fmt.Errorf("decode the network namespace's sets: %w", err)
+		}
+		if err := ss.ReplayJournal(im.Journal); err != nil {
+			return nil, fmt.Errorf("replay the network namespace's set changes: %w", err)
+		}
 	}
-	if err := ss.UnmarshalBinary(data); err != nil {
-		return nil, fmt.Errorf("decode the network namespace's sets: %w", err)
-	}
+	n.image, n.loaded = im, ss
+	dataplane.TraceSince("ipset: load sets", t)
 	return ss, nil
 }
 
-// Commit replaces the namespace's sets with new in one step.
-func (namespaceStore) Commit(old, new *ipset.Sets) error {
+// Commit makes new the namespace's sets in one step: by a journal record
+// when new only changes members of old's sets, else by a new snapshot.
+func (n *namespaceStore) Commit(old, new *ipset.Sets) error {
+	t := time.Now()
+	defer dataplane.TraceSince("ipset: commit sets", t)
+	if n.image != nil && old == n.loaded {
+		if rec, ok := ipset.JournalRecord(old, new); ok && n.image.AppendJournal(rec) {
+			n.loaded = new
+			return nil
+		}
+	}
 	data, err := new.MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("encode sets: %w", err)
@@ -54,11 +78,15 @@ func (namespaceStore) Commit(old, new *ipset.Sets) error {
 	if err != nil {
 		return err
 	}
-	return dataplane.SaveIpsetState(data, opts)
+	if err := dataplane.SaveIpsetState(data, opts); err != nil {
+		return err
+	}
+	n.image, n.loaded = nil, new
+	return nil
 }
 
 // References counts nothing itself (ruleStore adds the rules' uses).
-func (namespaceStore) References(string) (int, error) { return 0, nil }
+func (*namespaceStore) References(string) (int, error) { return 0, nil }
 
 func init() {
 	commands["ipset"] = runIpset
@@ -93,9 +121,17 @@ func runIpset(name string, args []string, env Env) int {
 	rs := &ruleStore{Store: store}
 	status := ipset.Run(args, stdin, env.Stdout, env.Stderr, rs)
 	if rs.committed != nil {
-		// The sets just committed serve the rules: no second decoding of
-		// the store (0.7 s for a million members).
-		if err := reapplySetRules(&ipsetLookup{loaded: true, sets: rs.committed}); err != nil {
+		// Member changes patch the rules' lookup tables in place; other
+		// changes, or a patch that cannot be made, load the rulesets that
+		// use sets again, which builds every table afresh from the sets
+		// just committed (no second decoding of the store).
+		t := time.Now()
+		patched, err := patchSetTables(rs.loaded, rs.committed)
+		dataplane.TraceSince(fmt.Sprintf("ipset: patch set tables (%v, %v)", patched, err), t)
+		if !patched || err != nil {
+			err = reapplySetRules(&ipsetLookup{loaded: true, sets: rs.committed})
+		}
+		if err != nil {
 			fmt.Fprintf(env.Stderr, "ipset v%s: the sets changed, but the rules using them could not follow: %v\n", ipset.Version, err)
 			return exitOther
 		}
@@ -109,8 +145,9 @@ func runIpset(name string, args []string, env Env) int {
 // Commit keeps the sets it stored.
 type ruleStore struct {
 	ipset.Store
-	// committed holds the sets the last Commit stored, nil when none did.
-	committed *ipset.Sets
+	// committed holds the sets the last Commit stored, nil when none did;
+	// loaded, those it replaced.
+	committed, loaded *ipset.Sets
 }
 
 // Commit commits and keeps the new sets.
@@ -118,7 +155,7 @@ func (r *ruleStore) Commit(old, new *ipset.Sets) error {
 	if err := r.Store.Commit(old, new); err != nil {
 		return err
 	}
-	r.committed = new
+	r.committed, r.loaded = new, old
 	return nil
 }
 

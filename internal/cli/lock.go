@@ -34,8 +34,18 @@ func lock(w waitSpec) (func(), error) {
 		return nil, fmt.Errorf("Fatal: can't open lock file %s: %v", lockPath, err)
 	}
 	deadline := time.Now().Add(time.Duration(w.seconds) * time.Second)
+	how := syscall.LOCK_EX | syscall.LOCK_NB
+	if w.set && w.seconds == 0 {
+		// Waiting for ever: block in flock, which returns as soon as the
+		// holder releases the lock (polling would add up to lockPoll to
+		// every contended command).
+		how = syscall.LOCK_EX
+	}
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		err := syscall.Flock(int(f.Fd()), how)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
 		if err == nil {
 			// While the lock is held no other xfw process changes what is
 			// loaded: the command's steps share one opened state.

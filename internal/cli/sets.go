@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/xfw-dev/xfw/internal/compiler"
@@ -91,9 +93,154 @@ func setTables(gen *compiler.Generation, sets *ipsetLookup) ([]dataplane.SetTabl
 		if err != nil {
 			return nil, fmt.Errorf("--match-set %s: build its lookup table: %w", sc.Name, err)
 		}
-		out = append(out, dataplane.SetTable{Direct: t.Direct(), Ranges: t.Ranges(), Nomatch: s.Type == ipset.HashNet})
+		out = append(out, dataplane.SetTable{Direct: t.Direct(), Ranges: t.Ranges(), Used: t.Used(), Nomatch: s.Type == ipset.HashNet})
 	}
 	return out, nil
+}
+
+// maxPatchedMembers bounds the member changes a command patches into the
+// set tables of the running rulesets (patchSetTables): each changed
+// direct entry costs a search of the set's members changed since its
+// snapshot, so beyond, building the tables afresh costs less.
+const maxPatchedMembers = 1024
+
+// patchSetTables makes the lookup tables of the running rulesets follow
+// the member changes from old to new (new a Clone of old, as ipset.Run
+// commits) in place: each direct entry of a table that a changed member
+// falls in gets a new block built from the members that decide it
+// (dataplane.LiveSetTable.Plan), switched by one 8-byte store (Apply), so
+// that packets see each member change at once and the rules keep their
+// generation and counters. It reports false, having changed nothing, when
+// the changes are not all of that kind (sets created, destroyed, renamed,
+// swapped or flushed; a member covering more than one direct entry; more
+// than maxPatchedMembers changes; a table without room): the caller then
+// loads the rulesets again. Every block is built before any is written,
+// so an error, too, leaves the tables as they were.
+func patchSetTables(old, new *ipset.Sets) (bool, error) {
+	if old == nil || new == nil {
+		return false, nil
+	}
+	d := ipset.ComputeDiff(old, new)
+	if len(d.Created) > 0 || len(d.Destroyed) > 0 || len(d.Renamed) > 0 {
+		return false, nil
+	}
+	type work struct {
+		set     *ipset.Set
+		family  lpm.Family
+		entries []int // direct entries to rebuild
+		tables  []*dataplane.LiveSetTable
+	}
+	var todo []work
+	defer func() {
+		for _, w := range todo {
+			for _, t := range w.tables {
+				t.Close()
+			}
+		}
+	}()
+	total := 0
+	for _, ch := range d.Changed {
+		s := ch.Set
+		if s.Type != ipset.HashIP && s.Type != ipset.HashNet {
+			continue // rules cannot use it (setUsable)
+		}
+		if ch.Flushed {
+			return false, nil
+		}
+		fam, lfam := ir.IPv4, lpm.IPv4
+		if s.Options.Family == ipset.Inet6 {
+			fam, lfam = ir.IPv6, lpm.IPv6
+		}
+		tables, err := dataplane.LiveSetTables(fam, s.Name)
+		if err != nil {
+			return false, err
+		}
+		if len(tables) == 0 {
+			continue
+		}
+		todo = append(todo, work{set: s, family: lfam, tables: tables})
+		if total += len(ch.Added) + len(ch.Deleted); total > maxPatchedMembers {
+			return false, nil
+		}
+		seen := map[int]bool{}
+		changed := make([]netip.Prefix, 0, len(ch.Added)+len(ch.Deleted))
+		for _, e := range ch.Added {
+			changed = append(changed, e.Prefix)
+		}
+		for _, e := range ch.Deleted {
+			changed = append(changed, e.Prefix)
+		}
+		for _, p := range changed {
+			first, n, err := lpm.DirectSpan(lfam, p)
+			if err != nil {
+				return false, fmt.Errorf("set %s: %w", s.Name, err)
+			}
+			if n != 1 {
+				// Its direct entries would switch one by one.
+				return false, nil
+			}
+			if !seen[first] {
+				seen[first] = true
+				todo[len(todo)-1].entries = append(todo[len(todo)-1].entries, first)
+			}
+		}
+	}
+	// Build every block first, so that nothing is written unless every
+	// table has room for its blocks.
+	var patches []*dataplane.SetTablePatch
+	for _, w := range todo {
+		deciding := make(map[int][]lpm.Entry, len(w.entries))
+		for _, slot := range w.entries {
+			deciding[slot] = decidingEntries(w.set, w.family, slot)
+		}
+		for _, t := range w.tables {
+			p, err := t.Plan(w.entries, func(slot int, base uint32) (uint64, []uint64, error) {
+				return lpm.BuildBlock(w.family, slot, deciding[slot], base)
+			})
+			if errors.Is(err, dataplane.ErrNoRoom) {
+				return false, nil
+			}
+			if err != nil {
+				return false, fmt.Errorf("set %s: patch the table of set condition %d: %w", w.set.Name, t.Cond, err)
+			}
+			patches = append(patches, p)
+		}
+	}
+	for _, p := range patches {
+		p.Apply()
+	}
+	return true, nil
+}
+
+// decidingEntries returns the members of s (hash:ip, hash:net) that decide
+// the answers of direct entry slot of its lookup table: those within it
+// and those covering it, with their table values.
+func decidingEntries(s *ipset.Set, fam lpm.Family, slot int) []lpm.Entry {
+	var out []lpm.Entry
+	add := func(e *ipset.Entry) {
+		v := uint32(dataplane.SetMember)
+		if e.Nomatch {
+			v = dataplane.SetNomatch
+		}
+		out = append(out, lpm.Entry{Prefix: e.Prefix, Value: v})
+	}
+	first, last := lpm.DirectRange(fam, slot)
+	for bits := 0; bits <= fam.DirectBits(); bits++ {
+		p, err := first.Prefix(bits)
+		if err != nil {
+			continue
+		}
+		if e, ok := s.Entry(ipset.Elem{Prefix: p}); ok {
+			add(&e)
+		}
+	}
+	s.Within(first, last, func(e *ipset.Entry) bool {
+		if e.Prefix.Bits() > fam.DirectBits() {
+			add(e)
+		}
+		return true
+	})
+	return out
 }
 
 // ipsetLookup serves iptables' set match with the sets of `xfw ipset`'s

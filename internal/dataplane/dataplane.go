@@ -105,6 +105,11 @@ func stateBlob(u *Update) ([]byte, error) {
 // SetMember and SetNomatch.
 type SetTable struct {
 	Direct, Ranges []uint64
+	// Used is how many words of Ranges are in use (lpm.Table.Used): the
+	// ranges map keeps it in its last word, the high-water mark after
+	// which a patch of the running generation (LiveSetTables) writes new
+	// blocks.
+	Used int
 	// Nomatch says the set's type has nomatch entries (hash:net):
 	// --return-nomatch reverses its answers only then (ip_set_test
 	// inverts a matched element of a type with IPSET_TYPE_NOMATCH).
@@ -362,7 +367,7 @@ func buildSlot(cur *state, slot uint32, u *Update) error {
 	sizes := mapSizes(u, ncpu)
 	for k, st := range u.Sets {
 		sizes[setKind(setOuters[0], k)] = len(st.Direct)
-		sizes[setKind(setOuters[1], k)] = len(st.Ranges)
+		sizes[setKind(setOuters[1], k)] = len(st.Ranges) + 1 // and the high-water mark
 	}
 	t0 := time.Now()
 	maps := map[string]*ebpf.Map{} // every map of the generation, by kind
@@ -485,6 +490,10 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 			if err := putArray(m[setKind(name, k)], len(words), func(j int) uint64 { return words[j] }); err != nil {
 				return fmt.Errorf("fill table %d of set condition %d: %w", i, k, err)
 			}
+		}
+		rng := m[setKind(setOuters[1], k)]
+		if err := rng.Put(rng.MaxEntries()-1, uint64(st.Used)); err != nil {
+			return fmt.Errorf("mark the used ranges of set condition %d: %w", k, err)
 		}
 	}
 	if !created["counters"] {

@@ -1,15 +1,17 @@
 package ipset
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 )
 
 // binaryMagic starts MarshalBinary's encoding (and names its version).
-const binaryMagic = "xfw-ipset-1\n"
+const binaryMagic = "xfw-ipset-2\n"
 
 // Entry flag bits of the encoding.
 const (
@@ -22,7 +24,11 @@ const (
 )
 
 // MarshalBinary encodes the collection: sets in slot order (free slots
-// kept), varint-coded, about 8 bytes per IPv4 member without extensions.
+// kept), varint-coded, about 8 bytes per IPv4 member without extensions
+// plus a 4-byte offset. Members of a list:set follow in list order; those
+// of other sets are sorted (compareElem) and followed by the offset of
+// each, so that UnmarshalBinary can leave them encoded and find one by
+// binary search (encodedMembers).
 func (ss *Sets) MarshalBinary() ([]byte, error) {
 	b := []byte(binaryMagic)
 	b = binary.AppendUvarint(b, ss.nextID)
@@ -42,12 +48,91 @@ func (ss *Sets) MarshalBinary() ([]byte, error) {
 			b = binary.AppendUvarint(b, v)
 		}
 		b = binary.AppendUvarint(b, uint64(s.Len()))
-		s.All(func(e *Entry) bool {
-			b = appendEntry(b, e)
-			return true
-		})
+		if s.Type == ListSet {
+			s.All(func(e *Entry) bool {
+				b = appendEntry(b, e)
+				return true
+			})
+			continue
+		}
+		entries := s.sortedEntries()
+		offsets := make([]byte, 0, 4*len(entries))
+		var area []byte
+		for _, e := range entries {
+			if uint64(len(area)) > 1<<32-1 {
+				return nil, fmt.Errorf("set %s: more than 4 GiB of members", s.Name)
+			}
+			offsets = binary.LittleEndian.AppendUint32(offsets, uint32(len(area)))
+			area = appendEntry(area, e)
+		}
+		b = binary.AppendUvarint(b, uint64(len(area)))
+		b = append(b, area...)
+		b = append(b, offsets...)
 	}
 	return b, nil
+}
+
+// sortedEntries returns the members in compareElem order: the encoded
+// members (already in order) merged with the sorted overlay, or all of
+// them sorted.
+func (s *Set) sortedEntries() []*Entry {
+	if s.enc == nil {
+		out := make([]*Entry, 0, s.Len())
+		s.All(func(p *Entry) bool {
+			out = append(out, p)
+			return true
+		})
+		return sortEntries(out)
+	}
+	out := make([]*Entry, 0, s.Len())
+	added := make([]*Entry, 0, len(s.overlay))
+	for _, p := range s.overlay {
+		if p != nil {
+			added = append(added, p)
+		}
+	}
+	added = sortEntries(added)
+	s.enc.all(0, func(p *Entry) bool {
+		if _, changed := s.overlay[p.Elem]; changed {
+			return true
+		}
+		for len(added) > 0 && compareElem(added[0].Elem, p.Elem) < 0 {
+			out = append(out, added[0])
+			added = added[1:]
+		}
+		out = append(out, p)
+		return true
+	})
+	return append(out, added...)
+}
+
+// sortEntries sorts es by compareElem, comparing the addresses as two
+// 64-bit halves computed once (a million members sort several times
+// faster than by netip.Addr.Compare).
+func sortEntries(es []*Entry) []*Entry {
+	type keyed struct {
+		hi, lo uint64
+		bits   int
+		e      *Entry
+	}
+	ks := make([]keyed, len(es))
+	for i, e := range es {
+		a := e.Prefix.Addr().As16()
+		ks[i] = keyed{binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:]), e.Prefix.Bits(), e}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int {
+		switch {
+		case a.hi != b.hi:
+			return cmp.Compare(a.hi, b.hi)
+		case a.lo != b.lo:
+			return cmp.Compare(a.lo, b.lo)
+		}
+		return compareElem(a.e.Elem, b.e.Elem)
+	})
+	for i := range ks {
+		es[i] = ks[i].e
+	}
+	return es
 }
 
 func boolByte(v bool) byte {
@@ -170,7 +255,9 @@ func (d *decoder) string() string {
 	return string(d.bytes(int(n)))
 }
 
-// UnmarshalBinary decodes MarshalBinary's encoding into ss.
+// UnmarshalBinary decodes MarshalBinary's encoding into ss. The members
+// of sets other than list:set stay encoded in data (decoded when used), so
+// data must not change while ss is in use.
 func (ss *Sets) UnmarshalBinary(data []byte) error {
 	if len(data) < len(binaryMagic) || string(data[:len(binaryMagic)]) != binaryMagic {
 		return errors.New("not an xfw ipset state (bad magic)")
@@ -196,19 +283,34 @@ func (ss *Sets) UnmarshalBinary(data []byte) error {
 		if count > uint64(len(d.b)) {
 			return fmt.Errorf("set %s: entry count %d: %w", s.Name, count, errTruncated)
 		}
-		s.base = make(map[Elem]*Entry, count)
-		slab := make([]Entry, count) // one allocation for all entries
-		for j := range slab {
-			e := &slab[j]
-			d.entry(e)
+		if s.Type == ListSet {
+			s.base = make(map[Elem]*Entry, count)
+			slab := make([]Entry, count) // one allocation for all entries
+			for j := range slab {
+				e := &slab[j]
+				d.entry(e)
+				if d.err != nil {
+					return fmt.Errorf("set %s: %w", s.Name, d.err)
+				}
+				s.base[e.Elem] = e
+				s.count++
+				s.order = append(s.order, e.Elem)
+			}
+		} else {
+			areaLen := d.uvarint()
+			if areaLen > uint64(len(d.b)) || count > uint64(len(d.b))/4 {
+				return fmt.Errorf("set %s: %d entries in %d bytes: %w", s.Name, count, areaLen, errTruncated)
+			}
+			area := d.bytes(int(areaLen))
+			offsets := d.bytes(4 * int(count))
 			if d.err != nil {
 				return fmt.Errorf("set %s: %w", s.Name, d.err)
 			}
-			s.base[e.Elem] = e
-			s.count++
-			if s.Type == ListSet {
-				s.order = append(s.order, e.Elem)
+			enc, err := newEncodedMembers(area, offsets, int(count))
+			if err != nil {
+				return fmt.Errorf("set %s: %w", s.Name, err)
 			}
+			s.enc, s.count = enc, int(count)
 		}
 		if d.err != nil {
 			return fmt.Errorf("set %d: %w", i, d.err)

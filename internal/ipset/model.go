@@ -203,6 +203,7 @@ type Set struct {
 	ID uint64
 
 	base    map[Elem]*Entry // shared, read-only
+	enc     *encodedMembers // instead of base: the encoded members, shared, read-only
 	overlay map[Elem]*Entry // private changes; a nil value deletes
 	count   int
 	order   []Elem // list:set members in list order (private)
@@ -224,8 +225,21 @@ func (s *Set) get(e Elem) (*Entry, bool) {
 	if p, ok := s.overlay[e]; ok {
 		return p, p != nil
 	}
+	if s.enc != nil {
+		return s.enc.get(e)
+	}
 	p, ok := s.base[e]
 	return p, ok
+}
+
+// inBase reports whether the shared members (not the overlay) hold e.
+func (s *Set) inBase(e Elem) bool {
+	if s.enc != nil {
+		_, ok := s.enc.get(e)
+		return ok
+	}
+	_, ok := s.base[e]
+	return ok
 }
 
 // Entry returns the member e, if present.
@@ -253,6 +267,15 @@ func (s *Set) All(fn func(*Entry) bool) {
 		if p != nil && !fn(p) {
 			return
 		}
+	}
+	if s.enc != nil {
+		s.enc.all(0, func(p *Entry) bool {
+			if _, changed := s.overlay[p.Elem]; changed {
+				return true
+			}
+			return fn(p)
+		})
+		return
 	}
 	for k, p := range s.base {
 		if _, changed := s.overlay[k]; changed {
@@ -336,7 +359,7 @@ func (s *Set) remove(e Elem) {
 		return
 	}
 	s.count--
-	if _, inBase := s.base[e]; inBase {
+	if s.inBase(e) {
 		if s.overlay == nil {
 			s.overlay = map[Elem]*Entry{}
 		}
@@ -354,7 +377,7 @@ func (s *Set) remove(e Elem) {
 
 // flush deletes every member.
 func (s *Set) flush() {
-	s.base, s.overlay, s.order, s.count = nil, nil, nil, 0
+	s.base, s.enc, s.overlay, s.order, s.count = nil, nil, nil, nil, 0
 	if s.journal != nil {
 		s.journal.flushed = true
 		s.journal.touched = map[Elem]struct{}{}
@@ -384,8 +407,8 @@ func (s *Set) clone() *Set {
 	n := *s
 	n.order = slices.Clone(s.order)
 	n.journal = &journal{touched: map[Elem]struct{}{}}
-	if len(s.overlay) > len(s.base)/4+1024 {
-		n.base = make(map[Elem]*Entry, s.count)
+	if len(s.overlay) > s.baseLen()/4+1024 {
+		n.base, n.enc = make(map[Elem]*Entry, s.count), nil
 		s.All(func(p *Entry) bool {
 			n.base[p.Elem] = p
 			return true
@@ -398,6 +421,14 @@ func (s *Set) clone() *Set {
 		n.overlay[k] = v
 	}
 	return &n
+}
+
+// baseLen is the number of shared members.
+func (s *Set) baseLen() int {
+	if s.enc != nil {
+		return s.enc.count
+	}
+	return len(s.base)
 }
 
 // Sets is the collection of sets of one network namespace, in the kernel's

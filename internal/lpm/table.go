@@ -451,6 +451,11 @@ func (t *Table) Ranges() []uint64 { return t.ranges }
 // RangeWords returns the number of words per range: 1 (IPv4) or 2 (IPv6).
 func (t *Table) RangeWords() int { return t.words }
 
+// Used returns how many words of the range table are in use or were used
+// since the last layout (the high-water mark of its allocations): words
+// from there on are free for blocks built by BuildBlock.
+func (t *Table) Used() int { return int(t.alloc.top) * t.words }
+
 // Capacity returns the range table's size in ranges.
 func (t *Table) Capacity() int { return int(t.alloc.capacity) }
 

@@ -82,9 +82,13 @@ func (t *Table) delete4(p netip.Prefix) (first, n int, found bool) {
 // prefix covering it); the others are the runs of addresses whose answer
 // differs from the default, so gaps between them answer the default.
 func (t *Table) build4(s int) (word uint64, content []uint64) {
-	defVal := t.shortVal[s]
+	return t.block4(s, t.shortVal[s], t.long4[s])
+}
+
+// block4 is build4 with the default answer and the prefixes longer than
+// the direct index given (sorted by cmpPfx4, no duplicates).
+func (t *Table) block4(s int, defVal uint32, list []pfx4) (word uint64, content []uint64) {
 	def := leaf(defVal)
-	list := t.long4[s]
 	if len(list) == 0 {
 		return def, nil
 	}

@@ -88,8 +88,13 @@ func (t *Table) delete6(p netip.Prefix) (first, n int, found bool) {
 // chunks, then the level-1 structure) and the direct word, with chunk
 // indexes relative to the block's first range.
 func (t *Table) build6(s int) (word uint64, content []uint64, err error) {
-	def := leaf(t.shortVal[s])
-	list := t.long6[s]
+	return t.block6(s, t.shortVal[s], t.long6[s])
+}
+
+// block6 is build6 with the default answer and the prefixes longer than
+// the direct index given (sorted by cmpPfx6, no duplicates).
+func (t *Table) block6(s int, defVal uint32, list []pfx6) (word uint64, content []uint64, err error) {
+	def := leaf(defVal)
 	if len(list) == 0 {
 		return def, nil, nil
 	}

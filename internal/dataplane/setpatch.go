@@ -1,0 +1,192 @@
+package dataplane
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// ErrNoRoom is LiveSetTable.Place's answer when the range table has no
+// room left for a new block: the caller loads the ruleset again, which
+// builds the tables afresh (with new headroom).
+var ErrNoRoom = errors.New("the set's lookup table has no room for the change")
+
+// LiveSetTable is the lookup table of one set condition of a running
+// generation (internal/lpm's flat arrays in two BPF array maps), mapped so
+// that a change of the set's members patches it in place: each new block
+// is written after the ranges map's high-water mark (its last word, which
+// no lookup reads), the mark is raised, and then the direct entry is
+// switched by one aligned 8-byte store. A packet's lookup reads the direct
+// entry once, then the block it designates, so it sees the old block or
+// the new one, never a mix; old blocks are never overwritten (the space
+// they take is reclaimed when the ruleset is next loaded, which builds the
+// tables afresh).
+type LiveSetTable struct {
+	// Cond is the index of the set condition in its generation.
+	Cond int
+
+	family          ir.Family
+	direct, ranges  []uint64 // mapped; ranges without the mark
+	mark            *uint64  // words of ranges in use
+	directMem, rMem []byte
+}
+
+// LiveSetTables maps the lookup tables of fam's running generation whose
+// set conditions test the set called name (none when fam has no ruleset,
+// or none of its set conditions tests the set). Close each after use; the
+// caller holds xfw's lock, so no ruleset change replaces them meanwhile.
+func LiveSetTables(fam ir.Family, name string) ([]*LiveSetTable, error) {
+	cur, err := Current()
+	if err != nil || cur == nil {
+		return nil, err
+	}
+	defer cur.Close()
+	if !cur.hasFamily(fam) {
+		return nil, nil
+	}
+	slot := cur.slot(fam)
+	metaBytes, err := cur.savedMeta(slot)
+	if err != nil {
+		return nil, err
+	}
+	var meta genMeta
+	if err := json.Unmarshal(metaBytes, &meta); err != nil {
+		return nil, fmt.Errorf("decode generation metadata: %w", err)
+	}
+	var out []*LiveSetTable
+	for k, sc := range meta.SetConds {
+		if sc.Name != name {
+			continue
+		}
+		t, err := mapSetTable(cur, fam, slot, k)
+		if err != nil {
+			for _, o := range out {
+				o.Close()
+			}
+			return nil, fmt.Errorf("set condition %d (%s): %w", k, name, err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// mapSetTable maps the tables of set condition k of slot.
+func mapSetTable(cur *state, fam ir.Family, slot uint32, k int) (*LiveSetTable, error) {
+	t := &LiveSetTable{Cond: k, family: fam}
+	var err error
+	if t.directMem, t.direct, err = mapWords(cur, setOuters[0], setKey(slot, k)); err != nil {
+		return nil, err
+	}
+	if t.rMem, t.ranges, err = mapWords(cur, setOuters[1], setKey(slot, k)); err != nil {
+		t.Close()
+		return nil, err
+	}
+	if len(t.ranges) == 0 {
+		t.Close()
+		return nil, errors.New("empty ranges map")
+	}
+	t.mark = &t.ranges[len(t.ranges)-1]
+	t.ranges = t.ranges[:len(t.ranges)-1]
+	if m := atomic.LoadUint64(t.mark); m > uint64(len(t.ranges)) {
+		t.Close()
+		return nil, fmt.Errorf("high-water mark %d beyond the %d words of ranges", m, len(t.ranges))
+	}
+	return t, nil
+}
+
+// mapWords maps the array of 64-bit words that is element key of the
+// outer map called outer.
+func mapWords(cur *state, outer string, key uint32) ([]byte, []uint64, error) {
+	var id uint32
+	if err := cur.maps[outer].Lookup(key, &id); err != nil {
+		return nil, nil, fmt.Errorf("find %s[%d]: %w", outer, key, err)
+	}
+	m, err := ebpf.NewMapFromID(ebpf.MapID(id))
+	if err != nil {
+		return nil, nil, fmt.Errorf("open %s[%d]: %w", outer, key, err)
+	}
+	defer m.Close()
+	if m.ValueSize() != 8 || m.Flags()&unix.BPF_F_MMAPABLE == 0 {
+		return nil, nil, fmt.Errorf("%s[%d] is not a mappable array of 8-byte words", outer, key)
+	}
+	n := int(m.MaxEntries())
+	page := os.Getpagesize()
+	mem, err := unix.Mmap(m.FD(), 0, (n*8+page-1)/page*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, fmt.Errorf("map %s[%d]: %w", outer, key, err)
+	}
+	return mem, unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), n), nil
+}
+
+// Close unmaps the table.
+func (t *LiveSetTable) Close() {
+	for _, mem := range [][]byte{t.directMem, t.rMem} {
+		if mem != nil {
+			unix.Munmap(mem)
+		}
+	}
+	t.directMem, t.rMem, t.direct, t.ranges, t.mark = nil, nil, nil, nil, nil
+}
+
+// SetTablePatch is new blocks for direct entries of one LiveSetTable,
+// built for its free space (Plan) and not written yet (Apply).
+type SetTablePatch struct {
+	table   *LiveSetTable
+	entries []int    // direct entries, in order
+	words   []uint64 // their new direct words
+	content []uint64 // the blocks, one after the other, from the mark on
+}
+
+// Plan builds the new blocks of the direct entries (build returns the
+// word and block of entry s for a block placed at range index base; nil
+// content for a leaf word), one after the other in the table's free space,
+// without writing anything. It returns ErrNoRoom when they do not fit.
+func (t *LiveSetTable) Plan(entries []int, build func(s int, base uint32) (word uint64, content []uint64, err error)) (*SetTablePatch, error) {
+	words := uint64(1)
+	if t.family == ir.IPv6 {
+		words = 2
+	}
+	top := atomic.LoadUint64(t.mark)
+	p := &SetTablePatch{table: t}
+	for _, s := range entries {
+		if s < 0 || s >= len(t.direct) {
+			return nil, fmt.Errorf("direct entry %d of %d", s, len(t.direct))
+		}
+		at := top + uint64(len(p.content))
+		word, content, err := build(s, uint32(at/words))
+		if err != nil {
+			return nil, err
+		}
+		if at+uint64(len(content)) > uint64(len(t.ranges)) {
+			return nil, ErrNoRoom
+		}
+		p.entries = append(p.entries, s)
+		p.words = append(p.words, word)
+		p.content = append(p.content, content...)
+	}
+	return p, nil
+}
+
+// Apply writes the patch: the blocks into the free space, the raised
+// high-water mark, then each direct entry by one aligned 8-byte store. It
+// cannot fail; nothing else may change the table since Plan (the caller
+// holds xfw's lock).
+func (p *SetTablePatch) Apply() {
+	t := p.table
+	top := atomic.LoadUint64(t.mark)
+	copy(t.ranges[top:], p.content)
+	atomic.StoreUint64(t.mark, top+uint64(len(p.content)))
+	// The blocks are in the map before a direct entry designates them (an
+	// atomic store orders the copy before it).
+	for i, s := range p.entries {
+		atomic.StoreUint64(&t.direct[s], p.words[i])
+	}
+}
