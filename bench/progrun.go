@@ -263,7 +263,6 @@ func compilerPacket(f flow, l3len int) *compiler.Packet {
 	}
 }
 
-
 // lbvsCostOf replays Generation.Classify (and bpf/classify.h's
 // xfw_resolve / xfw_step) for a packet without hotdrop defects, counting
 // the work; it returns the cost and the terminal entry (-1: policy).
