@@ -103,6 +103,8 @@ struct {
  * an ICMP error's quoted packet (IPv4 header with options, or IPv6 header,
  * and 8 bytes of its transport header). */
 #define XFW_CT_BUF 128
+/* The ICMP/ICMPv6 header before an error's quoted packet. */
+#define XFW_CT_ICMP_HLEN 8
 #define XFW_CT_BUF_MASK (XFW_CT_BUF - 1)
 
 /* Extension headers of an ICMPv6 error's quoted packet walked at most. */
@@ -1139,6 +1141,12 @@ __attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_
 		hl = 40;
 		proto = b[6];
 		ol4 = xfw_rd16(b, 4) + 40; /* payload length + header */
+		/* Payload length 0 before a hop-by-hop header: ip6_rcv_core
+		 * leaves the packet untrimmed (a jumbogram's form), so the
+		 * kernel tracked it at its whole length: the quote's (found by
+		 * the stateful campaign, IPv6 seed 705). */
+		if (ol4 == 40 && proto == XFW_NH_HOP)
+			ol4 = cs->l4len > XFW_CT_ICMP_HLEN ? cs->l4len - XFW_CT_ICMP_HLEN : 0;
 		/* The quoted packet's extension headers, as ipv6_skip_exthdr
 		 * walks them (a later fragment has no transport header). */
 		for (int i = 0; i < XFW_CT_INNER_EXTS; i++) {
@@ -1755,7 +1763,7 @@ static __always_inline __u32 xfw_ct_copy_len(struct xfw_pkt *p, __u32 *off)
 		if ((p->fam == 0 && xfw_icmp_is_err(t)) || (p->fam == 1 && t < 128)) {
 			if (avail <= 8)
 				return 0;
-			*off = p->l4_off + 8;
+			*off = p->l4_off + XFW_CT_ICMP_HLEN;
 			avail -= 8;
 			return avail < XFW_CT_BUF ? avail : XFW_CT_BUF;
 		}
