@@ -304,25 +304,22 @@ func (d *decoder) newMatches(n int) []Match {
 	return m
 }
 
-// newUDP returns a zero UDPMatch cut from the slab.
-func (d *decoder) newUDP() *UDPMatch {
-	if len(d.udpSlab) == 0 {
-		d.udpSlab = make([]UDPMatch, slabSize)
+// cutOne returns a zero element cut from *slab, refilled with slabSize
+// fresh elements when empty.
+func cutOne[T any](slab *[]T) *T {
+	if len(*slab) == 0 {
+		*slab = make([]T, slabSize)
 	}
-	m := &d.udpSlab[0]
-	d.udpSlab = d.udpSlab[1:]
+	m := &(*slab)[0]
+	*slab = (*slab)[1:]
 	return m
 }
 
+// newUDP returns a zero UDPMatch cut from the slab.
+func (d *decoder) newUDP() *UDPMatch { return cutOne(&d.udpSlab) }
+
 // newTCP returns a zero TCPMatch cut from the slab.
-func (d *decoder) newTCP() *TCPMatch {
-	if len(d.tcpSlab) == 0 {
-		d.tcpSlab = make([]TCPMatch, slabSize)
-	}
-	m := &d.tcpSlab[0]
-	d.tcpSlab = d.tcpSlab[1:]
-	return m
-}
+func (d *decoder) newTCP() *TCPMatch { return cutOne(&d.tcpSlab) }
 
 func (d *decoder) fail(err error) {
 	if d.err == nil {
