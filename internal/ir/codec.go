@@ -86,17 +86,29 @@ func packBools(b ...bool) uint8 {
 	return v
 }
 
-// MarshalBinary returns the binary form of rs (without counters).
-func (rs *Ruleset) MarshalBinary() ([]byte, error) {
-	e := &encoder{buf: make([]byte, 0, 64+64*rs.ruleCount())}
+// rulesetHeader writes what precedes rs's chains: the codec version, the
+// family and the chain count.
+func (e *encoder) rulesetHeader(rs *Ruleset) {
 	e.u8(codecVersion)
 	e.u8(uint8(rs.Family))
 	e.uv(uint64(len(rs.Chains)))
+}
+
+// chainHeader writes what precedes c's rules: name, builtin flag, policy
+// and rule count.
+func (e *encoder) chainHeader(c *Chain) {
+	e.str(c.Name)
+	e.flags(c.Builtin)
+	e.u8(uint8(c.Policy))
+	e.uv(uint64(len(c.Rules)))
+}
+
+// MarshalBinary returns the binary form of rs (without counters).
+func (rs *Ruleset) MarshalBinary() ([]byte, error) {
+	e := &encoder{buf: make([]byte, 0, 64+64*rs.ruleCount())}
+	e.rulesetHeader(rs)
 	for _, c := range rs.Chains {
-		e.str(c.Name)
-		e.flags(c.Builtin)
-		e.u8(uint8(c.Policy))
-		e.uv(uint64(len(c.Rules)))
+		e.chainHeader(c)
 		for i, r := range c.Rules {
 			if err := e.rule(r); err != nil {
 				return nil, fmt.Errorf("encode rule %d of chain %s: %w", i+1, c.Name, err)
@@ -118,14 +130,9 @@ func (rs *Ruleset) MarshalBinaryReusing(enc *Encoded) ([]byte, error) {
 	}
 	e := &encoder{buf: make([]byte, 0, len(enc.data)+1024)}
 	prefault.Slice(e.buf[:cap(e.buf)])
-	e.u8(codecVersion)
-	e.u8(uint8(rs.Family))
-	e.uv(uint64(len(rs.Chains)))
+	e.rulesetHeader(rs)
 	for _, c := range rs.Chains {
-		e.str(c.Name)
-		e.flags(c.Builtin)
-		e.u8(uint8(c.Policy))
-		e.uv(uint64(len(c.Rules)))
+		e.chainHeader(c)
 		for i := 0; i < len(c.Rules); {
 			ci, from, ok := enc.locate(c.Rules[i])
 			if !ok {
