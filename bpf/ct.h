@@ -1676,6 +1676,17 @@ static __always_inline void xfw_ct_confirm(struct xfw_ct_scratch *cs)
 	bpf_map_update_elem(&xfw_ct_new, &cs->key, &cs->nv_pad, BPF_NOEXIST);
 }
 
+/* xfw_ct_confirm_out confirms a packet OUTPUT accepted; one leaving by
+ * loopback (oif) whose state no entry holds (cs->attached) hands that
+ * state to its INPUT (xfw_ct_lo_put). */
+static __always_inline void xfw_ct_confirm_out(struct xfw_pkt *p, struct xfw_ct_scratch *cs,
+					       __u32 oif)
+{
+	xfw_ct_confirm(cs);
+	if (cs->attached && oif == XFW_LOOPBACK_IFINDEX)
+		xfw_ct_lo_put(p, cs);
+}
+
 /* xfw_ct_track_rst tracks the TCP RST that REJECT --reject-with tcp-reset
  * has just sent (its facts are in this CPU's XDP reply scratch) in answer
  * to a packet without a connection (INVALID). The kernel's reply then has

@@ -663,11 +663,8 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	if (cs)
 		xfw_ct_reply(skb, p, cs);
 	verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX, st, &rj);
-	if (verdict == XFW_ACT_ACCEPT && cs) {
-		xfw_ct_confirm(cs);
-		if (cs->attached && skb->ifindex == XFW_LOOPBACK_IFINDEX)
-			xfw_ct_lo_put(p, cs);
-	}
+	if (verdict == XFW_ACT_ACCEPT && cs)
+		xfw_ct_confirm_out(p, cs, skb->ifindex);
 	return verdict;
 }
 
@@ -747,12 +744,8 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	} else {
 		verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
 	}
-	if (verdict == XFW_ACT_ACCEPT && cs) {
-		xfw_ct_confirm(cs);
-		/* Its loopback INPUT finds no entry with this state. */
-		if (cs->attached && oif == XFW_LOOPBACK_IFINDEX)
-			xfw_ct_lo_put(p, cs);
-	}
+	if (verdict == XFW_ACT_ACCEPT && cs)
+		xfw_ct_confirm_out(p, cs, oif);
 	if (st->nlogs)
 		xfw_emit_logs_tc(skb, p, st, XFW_CHAIN_OUTPUT, 0, oif);
 	switch (verdict) {
