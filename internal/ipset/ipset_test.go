@@ -201,14 +201,7 @@ func TestBinaryRoundTrip(t *testing.T) {
 			t.Fatalf("%s: %s", line, errOut)
 		}
 	}
-	data, err := store.sets.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	decoded := NewSets()
-	if err := decoded.UnmarshalBinary(data); err != nil {
-		t.Fatal(err)
-	}
+	decoded, data := roundTrip(t, store.sets)
 	var want, got strings.Builder
 	writeList(&want, store.sets.listOrder(), func(*Set) int { return 0 }, listOptions{save: true, members: true}, clock)
 	writeList(&got, decoded.listOrder(), func(*Set) int { return 0 }, listOptions{save: true, members: true}, clock)
@@ -313,4 +306,18 @@ func TestReadsStdin(t *testing.T) {
 			t.Errorf("ReadsStdin(%q) = %v, want %v", tt.line, got, tt.want)
 		}
 	}
+}
+
+// roundTrip returns sets decoded from their encoding, and the encoding.
+func roundTrip(t *testing.T, sets *Sets) (*Sets, []byte) {
+	t.Helper()
+	data, err := sets.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded := NewSets()
+	if err := decoded.UnmarshalBinary(data); err != nil {
+		t.Fatal(err)
+	}
+	return decoded, data
 }

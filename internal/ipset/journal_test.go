@@ -123,14 +123,7 @@ func TestEncodedMembersWithin(t *testing.T) {
 			t.Fatalf("%s: %s", line, errOut)
 		}
 	}
-	data, err := store.sets.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	decoded := NewSets()
-	if err := decoded.UnmarshalBinary(data); err != nil {
-		t.Fatal(err)
-	}
+	decoded, _ := roundTrip(t, store.sets)
 	if err := decoded.ReplayJournal(append(append([]byte{journalPut}, 1), appendEntry(nil, &Entry{Elem: Elem{Prefix: netip.MustParsePrefix("10.3.0.0/24")}})...)); err != nil {
 		t.Fatal(err)
 	}
