@@ -37,7 +37,7 @@ func DirectRange(family Family, s int) (first, last netip.Addr) {
 		return addrFrom4(a), addrFrom4(a | hostMask4(Direct4Bits))
 	}
 	hi := uint64(s) << (64 - Direct6Bits)
-	return addrFrom6(hi, 0), addrFrom6(hi|hostMask64(Direct6Bits), ^uint64(0))
+	return fromHalves(hi, 0), fromHalves(hi|hostMask64(Direct6Bits), ^uint64(0))
 }
 
 // BuildBlock returns the direct word of direct entry s and its block (nil
@@ -109,14 +109,4 @@ func directTop(family Family, a netip.Addr) uint32 {
 // addrFrom4 returns the IPv4 address a.
 func addrFrom4(a uint32) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)})
-}
-
-// addrFrom6 returns the IPv6 address of the two halves.
-func addrFrom6(hi, lo uint64) netip.Addr {
-	var b [16]byte
-	for i := 0; i < 8; i++ {
-		b[i] = byte(hi >> (56 - 8*i))
-		b[8+i] = byte(lo >> (56 - 8*i))
-	}
-	return netip.AddrFrom16(b)
 }

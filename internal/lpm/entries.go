@@ -50,7 +50,7 @@ func (t *Table) Entries() []Entry {
 	}
 	for _, list := range t.long4 {
 		for _, p := range list {
-			a := netip.AddrFrom4([4]byte{byte(p.addr >> 24), byte(p.addr >> 16), byte(p.addr >> 8), byte(p.addr)})
+			a := addrFrom4(p.addr)
 			out = append(out, Entry{netip.PrefixFrom(a, int(p.bits)), p.value})
 		}
 	}
@@ -72,7 +72,7 @@ func (t *Table) Entries() []Entry {
 func (t *Table) shortPrefix(top uint32, bits int) netip.Prefix {
 	if t.family == IPv4 {
 		a := top << (32 - Direct4Bits)
-		return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}), bits)
+		return netip.PrefixFrom(addrFrom4(a), bits)
 	}
 	return netip.PrefixFrom(fromHalves(uint64(top)<<(64-Direct6Bits), 0), bits)
 }
