@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/xfw-dev/xfw/internal/dataplane"
+	"github.com/xfw-dev/xfw/internal/ipset"
 	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
 	"github.com/xfw-dev/xfw/internal/logd"
@@ -69,7 +70,21 @@ func Main(args []string, env Env) int {
 		usage(env.Stderr)
 		return exitParameter
 	}
-	return fn(name, rest, env)
+	return runGuarded(fn, name, rest, env)
+}
+
+// runGuarded runs a command; when it meets damaged stored ipsets (a member
+// that does not decode, found deep in a lookup-table build) it reports
+// that instead of crashing.
+func runGuarded(fn command, name string, args []string, env Env) (exit int) {
+	var corrupt error
+	defer func() {
+		if corrupt != nil {
+			exit = report(env, name, corrupt)
+		}
+	}()
+	defer ipset.RecoverCorrupt(&corrupt)
+	return fn(name, args, env)
 }
 
 type command func(name string, args []string, env Env) int

@@ -40,9 +40,43 @@ func (m *encodedMembers) at(i int, e *Entry) {
 		d.entry(e)
 	}
 	if d.err != nil {
-		// The encoding is xfw's own, in the namespace's map.
-		panic(fmt.Sprintf("ipset: encoded member %d of %d is corrupt: %v", i, m.count, d.err))
+		// The encoding is xfw's own, in the namespace's map: only a
+		// corrupt map gets here. The members are decoded deep inside
+		// iterations that cannot return an error; the commands recover
+		// the panic (RecoverCorrupt) and fail with its message.
+		panic(&CorruptError{Member: i, Count: m.count, Err: d.err})
 	}
+}
+
+// CorruptError is a member of a set's stored encoding that does not
+// decode: the namespace's sets map is damaged. Decoding such a member
+// panics with a *CorruptError, which RecoverCorrupt turns into an error.
+type CorruptError struct {
+	Member, Count int   // the member's index and the set's member count
+	Err           error // what the decoder found
+}
+
+// Error says which member is corrupt and how to recover.
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("the namespace's stored ipsets are corrupt (member %d of %d: %v); `xfw stop` removes them with the rulesets", e.Member, e.Count, e.Err)
+}
+
+// Unwrap returns the decoder's error.
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// RecoverCorrupt, deferred, turns a *CorruptError panic into *err (any
+// other panic goes on). A command that reads sets defers it so that a
+// damaged map gives an error, not a crash.
+func RecoverCorrupt(err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	ce, ok := r.(*CorruptError)
+	if !ok {
+		panic(r)
+	}
+	*err = ce
 }
 
 // search returns the index of the first entry not ordered before e.

@@ -1,10 +1,12 @@
 package ipset
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -142,5 +144,51 @@ func TestEncodedMembersWithin(t *testing.T) {
 		if decoded.Get("n").enc == nil {
 			t.Fatal("the decoded set's members are not left encoded")
 		}
+	}
+}
+
+// TestCorruptSnapshotIsAnError damages the stored encoding of a set's
+// members (the offsets, and the entries themselves) and checks that
+// commands reading them fail with ipset's status and a message naming the
+// damage, instead of crashing.
+func TestCorruptSnapshotIsAnError(t *testing.T) {
+	const members = 3
+	damages := []struct {
+		name   string
+		damage func(snap []byte)
+	}{
+		{"offsets beyond the entries", func(snap []byte) {
+			for i := len(snap) - 4*members; i < len(snap); i++ {
+				snap[i] = 0xff
+			}
+		}},
+		{"entries that do not decode", func(snap []byte) {
+			// Every offset points at the last byte of the entries,
+			// where no entry fits: an IPv4 /32 member of hash:ip is
+			// 10 bytes (flags, prefix length, 4 address bytes,
+			// protocol, port, empty interface and set names).
+			const entryBytes = 10
+			offsets := len(snap) - 4*members
+			for k := 0; k < members; k++ {
+				binary.LittleEndian.PutUint32(snap[offsets+4*k:], entryBytes*members-1)
+			}
+		}},
+	}
+	for _, tt := range damages {
+		t.Run(tt.name, func(t *testing.T) {
+			js := &journalStore{room: 0} // every commit writes a snapshot
+			for _, line := range []string{"create s hash:ip", "add s 10.0.0.1", "add s 10.0.0.2", "add s 10.0.0.3"} {
+				if status, _, errOut := run(js, line, ""); status != 0 {
+					t.Fatalf("%s: %d %s", line, status, errOut)
+				}
+			}
+			tt.damage(js.snapshot)
+			for _, line := range []string{"list s", "test s 10.0.0.2", "save"} {
+				status, _, errOut := run(js, line, "")
+				if status != statusError || !strings.Contains(errOut, "stored ipsets are corrupt") {
+					t.Errorf("%s on damaged sets: status %d, stderr %q; want %d and a message about the damage", line, status, errOut, statusError)
+				}
+			}
+		})
 	}
 }

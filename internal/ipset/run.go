@@ -21,8 +21,15 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer, store Store) 
 }
 
 // RunAt is Run with the clock fixed at now (timeouts are relative to it).
-func RunAt(args []string, stdin io.Reader, stdout, stderr io.Writer, store Store, now time.Time) int {
+func RunAt(args []string, stdin io.Reader, stdout, stderr io.Writer, store Store, now time.Time) (exit int) {
 	s := &session{stdout: stdout, stderr: stderr, store: store, now: now}
+	var corrupt error
+	defer func() {
+		if corrupt != nil {
+			exit = s.fail(kernelErr(corrupt.Error()))
+		}
+	}()
+	defer RecoverCorrupt(&corrupt)
 	cmd, perr := parseArgv(args, false)
 	if perr != nil {
 		s.quiet = cmd != nil && cmd.opts.quiet
