@@ -284,10 +284,10 @@ func slotContent(tab *Table, direct, ranges []uint64, s int) []uint64 {
 	if !isChunk(d) {
 		return []uint64{d}
 	}
-	base, n := chunkBase(d), chunkCount(d)
-	out := []uint64{d &^ 0xffffffff} // flags and count
+	out := []uint64{d &^ 0xffffffff} // flags and count (IPv4: size and shift)
 	if tab.family == IPv4 {
-		return append(out, ranges[base:base+n]...)
+		base := chunkBase(d)
+		return append(out, ranges[base:base+uint32(d>>32)&size4Mask]...)
 	}
 	var decode func(r uint64) []uint64
 	decode = func(r uint64) []uint64 {
@@ -460,7 +460,9 @@ func TestHeaderConstants(t *testing.T) {
 		{"XFW_LPM6_STEPS", strconv.Itoa(Search6Steps)},
 		{"XFW_LPM_COUNT_MASK", fmt.Sprintf("%#x", countMask)},
 		{"XFW_LPM_CHUNK", "(1ULL"},
-		{"XFW_LPM_ZERO_DEFAULT", "(1ULL"},
+		{"XFW_LPM4_SHIFT_POS", strconv.Itoa(shift4Pos)},
+		{"XFW_LPM4_SHIFT_MASK", fmt.Sprintf("%#x", shift4Mask)},
+		{"XFW_LPM4_PART_BITS", strconv.Itoa(part4Bits)},
 		{"XFW_LPM6_INDEXED", "(1ULL"},
 		{"XFW_LPM6_INDEX_BITS", strconv.Itoa(Index6Bits)},
 		{"XFW_LPM6_INDEX_DEPTH", strconv.Itoa(IndexDepth6)},
@@ -470,8 +472,8 @@ func TestHeaderConstants(t *testing.T) {
 			t.Errorf("lpm.h: %s = %q, want %q", tc.name, got, tc.want)
 		}
 	}
-	if chunkFlag != 1<<63 || zeroDefaultFlag != 1<<62 || indexedFlag != 1<<62 {
-		t.Errorf("flag bits moved: update XFW_LPM_CHUNK, XFW_LPM_ZERO_DEFAULT, XFW_LPM6_INDEXED")
+	if chunkFlag != 1<<63 || indexedFlag != 1<<62 {
+		t.Errorf("flag bits moved: update XFW_LPM_CHUNK, XFW_LPM6_INDEXED")
 	}
 }
 
