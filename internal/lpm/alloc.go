@@ -17,9 +17,9 @@ type allocator struct {
 	// line is the number of ranges per cache line when small blocks must
 	// not straddle one, or 0. A block of at most line ranges carved at top
 	// starts a new line rather than cross into one; the padding left
-	// behind goes to holes[len], where later small blocks fit.
-	line  uint32
-	holes [][]uint32
+	// behind goes to holes[size], where later small blocks fit.
+	line       uint32
+	holes      [][]uint32
 	free       [33][]block
 	quarantine []block
 	freeRanges uint64 // ranges in the free lists and quarantine
