@@ -40,6 +40,10 @@ const (
 // below the direct index: the most an index can consume.
 const part4Bits = 32 - Direct4Bits
 
+// maxIndex4PerRun bounds an IPv4 chunk's index: at most this many words
+// per run (index4Bits).
+const maxIndex4PerRun = 1
+
 // cacheLine is the size in bytes of the CPU's cache line (x86-64, arm64)
 // and of the alignment the BPF array maps give their values (mmapable
 // maps: a page).
@@ -52,7 +56,7 @@ const ranges4PerLine = cacheLine / 8
 // ranges4PerPart is about how many runs one part of an indexed IPv4 chunk
 // holds (the index has about n / ranges4PerPart words for n runs): its
 // search reads one cache line, most often.
-const ranges4PerPart = 2
+const ranges4PerPart = 4
 
 // chunk4 encodes an IPv4 chunk word: its block at range index base, of size
 // words, with the part shift.

@@ -119,16 +119,26 @@ func (t *Table) block4(s int, defVal uint32, list []pfx4) (word uint64, content 
 		t.level2 = append(t.level2, range4(uint32(b.start), uint32(end), uint32(b.result)))
 	}
 	runs := t.level2
-	k := index4Bits(len(runs))
+	k := index4Bits(runs, uint32(first))
+	t.content, _ = appendIndex4(t.content[:0], true, runs, uint32(first), k, defVal)
+	t.content = append(t.content, runs...)
+	return chunk4(0, uint32(len(t.content)), part4Bits-k), t.content
+}
+
+// appendIndex4 appends the 2^k index words of a chunk of the runs, whose
+// /18 begins at address first, with the default answer defVal (runs are
+// placed right after the index), unless emit is false; it returns dst and
+// the number of parts that need a search of their runs.
+func appendIndex4(dst []uint64, emit bool, runs []uint64, first uint32, k int, defVal uint32) ([]uint64, int) {
 	parts := 1 << k
 	partSize := uint32(1) << (part4Bits - k)
-	t.content = t.content[:0]
+	searched := 0
 	// Two cursors over the sorted, disjoint runs: i0 the first ending at
 	// or after the part's start, i1 one past the last starting at or
 	// before its end.
 	i0, i1 := 0, 0
 	for j := 0; j < parts; j++ {
-		ps := uint32(first)&0xffff + uint32(j)*partSize
+		ps := first&0xffff + uint32(j)*partSize
 		pe := ps + partSize - 1
 		for i0 < len(runs) && uint32(runs[i0])>>16&0xffff < ps {
 			i0++
@@ -136,30 +146,46 @@ func (t *Table) block4(s int, defVal uint32, list []pfx4) (word uint64, content 
 		for i1 < len(runs) && uint32(runs[i1])&0xffff <= pe {
 			i1++
 		}
+		var w uint64
 		switch {
 		case i0 >= i1: // no run overlaps the part
-			t.content = append(t.content, index4(defVal, 0, 0))
+			w = index4(defVal, 0, 0)
 		case i1-i0 == 1 && uint32(runs[i0])&0xffff <= ps && uint32(runs[i0])>>16&0xffff >= pe:
 			// One run covers the whole part.
-			t.content = append(t.content, index4(uint32(runs[i0]>>32), 0, 0))
+			w = index4(uint32(runs[i0]>>32), 0, 0)
 		default:
-			t.content = append(t.content, index4(defVal, uint32(i1-i0), uint32(parts+i0)))
+			w = index4(defVal, uint32(i1-i0), uint32(parts+i0))
+			searched++
+		}
+		if emit {
+			dst = append(dst, w)
 		}
 	}
-	t.content = append(t.content, runs...)
-	return chunk4(0, uint32(len(t.content)), part4Bits-k), t.content
+	return dst, searched
 }
 
-// index4Bits returns k, the address bits (below the direct index) an IPv4
-// chunk of n runs indexes: 0 (one index word) up to ranges4PerLine runs,
-// whose search stays within a cache line or two; else about n /
-// ranges4PerPart runs per part, at most part4Bits (parts of one address).
-func index4Bits(n int) int {
+// index4Bits returns k, the address bits (below the direct index) the index
+// of a chunk of the runs consumes (its /18 beginning at address first): 0
+// (one index word) up to ranges4PerLine runs, whose search stays within a
+// cache line; else about ranges4PerPart runs per part to begin with, and
+// twice as many parts while that does not make more parts need a search
+// (the addresses that need one at least halve) and the index stays within
+// maxIndex4PerRun words per run.
+func index4Bits(runs []uint64, first uint32) int {
+	n := len(runs)
 	if n <= ranges4PerLine {
 		return 0
 	}
-	k := bits.Len(uint(n-1)) - bits.Len(uint(ranges4PerPart-1))
-	return min(max(k, 1), part4Bits)
+	k := min(max(bits.Len(uint(n-1))-bits.Len(uint(ranges4PerPart-1)), 1), part4Bits)
+	_, searched := appendIndex4(nil, false, runs, first, k, 0)
+	for k < part4Bits && 1<<(k+1) <= maxIndex4PerRun*n {
+		_, more := appendIndex4(nil, false, runs, first, k+1, 0)
+		if more > searched {
+			break
+		}
+		k, searched = k+1, more
+	}
+	return k
 }
 
 // sortPfx4 sorts prefixes by address, then length, then input order: on
