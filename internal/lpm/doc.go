@@ -37,13 +37,15 @@
 // part are the count runs from range index (chunk + rel); the answer is the
 // value of the last of them with first <= a's low 16 bits if a lies within
 // it (<= last), else the index word's value: the chunk's default. A chunk of
-// up to 8 runs has a one-word index (k = 0): the word and the runs fill at
-// most a cache line, and a new block of at most 8 words never straddles a
-// 64-byte line when the table is laid out. A larger chunk has about one
-// index word per 2 runs, so a lookup reads the index word and, most often,
-// one cache line of runs. Dropping the runs that answer the default halves
-// a host set's runs; the index words carry the default, so no lookup reads
-// more than the direct entry, one index word and its part's runs.
+// up to 7 runs has a one-word index (k = 0): the word and the runs fill at
+// most a cache line, and a block of at most 8 words never straddles a
+// 64-byte line. A larger chunk's index starts at about one word per
+// ranges4PerPart runs and doubles while that does not make more parts need
+// a search, up to maxIndex4PerRun words per run: most lookups read the
+// index word and at most one cache line of runs, many only the index word.
+// Dropping the runs that answer the default halves a host set's runs; the
+// index words carry the default, so no lookup reads more than the direct
+// entry, one index word and its part's runs.
 //
 // IPv6 ranges: two words per range, (start, result); range index i is words
 // 2i and 2i+1. A direct entry's chunk is a level-1 chunk: starts are the high

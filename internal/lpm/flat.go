@@ -42,21 +42,21 @@ const part4Bits = 32 - Direct4Bits
 
 // maxIndex4PerRun bounds an IPv4 chunk's index: at most this many words
 // per run (index4Bits).
-const maxIndex4PerRun = 1
+const maxIndex4PerRun = 2
 
 // cacheLine is the size in bytes of the CPU's cache line (x86-64, arm64)
 // and of the alignment the BPF array maps give their values (mmapable
 // maps: a page).
 const cacheLine = 64
 
-// ranges4PerLine is the largest number of runs an IPv4 chunk holds without
-// an index beyond its one word (8 range words: one 64-byte cache line).
-const ranges4PerLine = cacheLine / 8
+// ranges4PerLine is the largest number of runs an IPv4 chunk holds with a
+// one-word index: the word and the runs fill one 64-byte cache line.
+const ranges4PerLine = cacheLine/8 - 1
 
 // ranges4PerPart is about how many runs one part of an indexed IPv4 chunk
 // holds (the index has about n / ranges4PerPart words for n runs): its
 // search reads one cache line, most often.
-const ranges4PerPart = 4
+const ranges4PerPart = 2
 
 // chunk4 encodes an IPv4 chunk word: its block at range index base, of size
 // words, with the part shift.
