@@ -15,13 +15,18 @@
  *    halves (hi, lo) of common.h.
  *  - A result word with bit 63 clear is a leaf: its low 32 bits are the
  *    value (0 = no prefix matches). With bit 63 set it is a chunk: bits 0..31
- *    the index of its first range, bits 32..61 its number of ranges (>= 2),
- *    bit 62 (IPv4) set when the chunk's default answer is 0.
- *  - IPv4 range: one word, value << 32 | last << 16 | first (the low 16 bits
- *    of its first and last addresses). A chunk's first range is the default
- *    (its whole /18); the others are disjoint runs answering differently.
- *    The answer is the last range with first <= key, if key <= its last,
- *    else the default.
+ *    the index of its first range; IPv6: bits 32..61 its number of ranges
+ *    (>= 2); IPv4: bits 48..51 its part shift (bits 32..47, the block's
+ *    size, are not read).
+ *  - IPv4 chunk (one /18): an index of 2^(XFW_LPM4_PART_BITS - shift)
+ *    words, then the runs of addresses whose answer differs from the
+ *    chunk's default, each one word, value << 32 | last << 16 | first (the
+ *    low 16 bits of its first and last addresses), disjoint and sorted.
+ *    Address a reads index word (a & (2^XFW_LPM4_PART_BITS - 1)) >> shift:
+ *    value << 32 | count << 16 | rel. With count 0 the value is the answer;
+ *    else the answer is that of the last of the count runs from range index
+ *    chunk + rel with first <= key, if key lies within it, else the value
+ *    (the chunk's default).
  *  - IPv6 range: two words, start (high half in level-1 chunks, low half in
  *    level-2 chunks) then a result word (a leaf, or in level 1 a level-2
  *    chunk); a range ends where the next begins, and the answer is the
@@ -43,8 +48,14 @@
 
 /* Bit 63 of a result word: a chunk, not a leaf. */
 #define XFW_LPM_CHUNK (1ULL << 63)
-/* Bit 62 of an IPv4 chunk word: its default answer is 0. */
-#define XFW_LPM_ZERO_DEFAULT (1ULL << 62)
+/* An IPv4 chunk word's part shift: bits XFW_LPM4_SHIFT_POS.. (mask
+ * XFW_LPM4_SHIFT_MASK after the shift). An index selects by the address bits
+ * below the direct index: XFW_LPM4_PART_BITS = 32 - XFW_LPM4_DIRECT_BITS. */
+#define XFW_LPM4_SHIFT_POS 48
+#define XFW_LPM4_SHIFT_MASK 0xf
+#define XFW_LPM4_PART_BITS 14
+/* An IPv4 index word's run count and relative start: 16 bits each. */
+#define XFW_LPM4_FIELD_MASK 0xffff
 /* Bit 62 of an IPv6 level-1 chunk word (in a direct entry or an index): the
  * chunk is an index of 2^XFW_LPM6_INDEX_BITS ranges, range i covering the
  * i-th part of the word's interval, each a leaf, a level-1 chunk or a deeper
@@ -61,8 +72,8 @@
 #define XFW_LPM6_DIRECT_BITS 16
 #define XFW_LPM4_DIRECT_ENTRIES (1 << XFW_LPM4_DIRECT_BITS)
 #define XFW_LPM6_DIRECT_ENTRIES (1 << XFW_LPM6_DIRECT_BITS)
-/* Halvings of an IPv4 search: a chunk covers one /18, at most 2^14 + 1
- * ranges, and 15 halvings reduce any count to one (two spare). */
+/* Halvings of an IPv4 search: a chunk covers one /18, at most 2^14 runs,
+ * and 14 halvings reduce any count to one (three spare). */
 #define XFW_LPM4_STEPS 17
 /* Halvings of an IPv6 search: at most 2^30 ranges (30 halvings, two
  * spare). */
@@ -81,8 +92,8 @@ static __always_inline __u64 xfw_lpm_lt(__u64 a, __u64 b)
 static __always_inline __u32 xfw_lpm4_lookup(void *direct, void *ranges, __u32 addr)
 {
 	__u32 key = addr >> (32 - XFW_LPM4_DIRECT_BITS), low = addr & 0xffff;
-	__u32 lo = 0, n, half, i;
-	__u64 *w, d, r, ge;
+	__u32 lo = 0, n, half, i, base;
+	__u64 *w, d, e, r, ge;
 
 	w = bpf_map_lookup_elem(direct, &key);
 	if (!w)
@@ -90,12 +101,22 @@ static __always_inline __u32 xfw_lpm4_lookup(void *direct, void *ranges, __u32 a
 	d = *(volatile __u64 *)w;
 	if (!(d & XFW_LPM_CHUNK))
 		return (__u32)d;
-	n = (d >> 32) & XFW_LPM_COUNT_MASK;
+	/* The index word of the address's part. */
+	i = (__u32)d + ((addr & ((1 << XFW_LPM4_PART_BITS) - 1)) >>
+			((d >> XFW_LPM4_SHIFT_POS) & XFW_LPM4_SHIFT_MASK));
+	w = bpf_map_lookup_elem(ranges, &i);
+	if (!w)
+		return 0;
+	e = *w;
+	n = (e >> 16) & XFW_LPM4_FIELD_MASK;
+	if (!n)
+		return e >> 32;
+	base = (__u32)d + (e & XFW_LPM4_FIELD_MASK);
 	for (int step = 0; step < XFW_LPM4_STEPS; step++) {
 		if (n <= 1)
 			break;
 		half = n >> 1;
-		i = (__u32)d + lo + half;
+		i = base + lo + half;
 		w = bpf_map_lookup_elem(ranges, &i);
 		if (!w)
 			return 0;
@@ -105,19 +126,15 @@ static __always_inline __u32 xfw_lpm4_lookup(void *direct, void *ranges, __u32 a
 		lo += half & (__u32)-ge;
 		n -= half;
 	}
-	i = (__u32)d + lo;
+	i = base + lo;
 	w = bpf_map_lookup_elem(ranges, &i);
 	if (!w)
 		return 0;
 	r = *w;
-	if (low <= ((r >> 16) & 0xffff))
+	if ((r & 0xffff) <= low && low <= ((r >> 16) & 0xffff))
 		return r >> 32;
-	/* In a gap between ranges: the chunk's default. */
-	if (d & XFW_LPM_ZERO_DEFAULT)
-		return 0;
-	i = (__u32)d;
-	w = bpf_map_lookup_elem(ranges, &i);
-	return w ? *w >> 32 : 0;
+	/* Before, between or after the part's runs: the index word's value. */
+	return e >> 32;
 }
 
 /* xfw_lpm6_search returns the result word of the range of chunk c (in

@@ -12,8 +12,14 @@ type block struct {
 // class (class k holds free blocks of 2^k to 2^(k+1)-1 ranges). Freed blocks
 // wait in quarantine until reclaim: a reader may still be searching them.
 type allocator struct {
-	capacity   uint32
-	top        uint32
+	capacity uint32
+	top      uint32
+	// line is the number of ranges per cache line when small blocks must
+	// not straddle one, or 0. A block of at most line ranges carved at top
+	// starts a new line rather than cross into one; the padding left
+	// behind goes to holes[size], where later small blocks fit.
+	line       uint32
+	holes      [][]uint32
 	free       [33][]block
 	quarantine []block
 	freeRanges uint64 // ranges in the free lists and quarantine
@@ -25,6 +31,19 @@ func sizeClass(n uint32) int { return bits.Len32(n) - 1 }
 // alloc returns the base of a block of n ranges, or false when the table has
 // no room for it.
 func (a *allocator) alloc(n uint32) (uint32, bool) {
+	if a.line > 0 && n <= a.line {
+		// Best fit among the holes: none straddles a line.
+		for r := n; r < a.line; r++ {
+			if l := len(a.holes[r]); l > 0 {
+				base := a.holes[r][l-1]
+				a.holes[r] = a.holes[r][:l-1]
+				if r > n {
+					a.holes[r-n] = append(a.holes[r-n], base+n)
+				}
+				return base, true
+			}
+		}
+	}
 	// Any block of a class above n's holds at least n ranges.
 	for k := sizeClass(n) + 1; k < len(a.free); k++ {
 		if l := len(a.free[k]); l > 0 {
@@ -42,10 +61,18 @@ func (a *allocator) alloc(n uint32) (uint32, bool) {
 			return a.split(b, n), true
 		}
 	}
-	if uint64(a.top)+uint64(n) > uint64(a.capacity) {
+	base, pad := a.top, uint32(0)
+	if a.line > 0 && n <= a.line && base%a.line+n > a.line {
+		pad = a.line - base%a.line
+	}
+	if uint64(base)+uint64(pad)+uint64(n) > uint64(a.capacity) {
 		return 0, false
 	}
-	base := a.top
+	if pad > 0 {
+		a.holes[pad] = append(a.holes[pad], base)
+		base += pad
+	}
+	a.top = base
 	a.top += n
 	return base, true
 }

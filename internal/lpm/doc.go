@@ -16,24 +16,36 @@
 // Both families share the encoding of a "result" word:
 //
 //	bit 63 clear: a leaf; bits 0..31 are the value (0 = no match)
-//	bit 63 set:   a chunk; bits 0..31 are the index of its first range,
-//	              bits 32..61 the number of ranges (>= 2); bit 62: IPv4,
-//	              the chunk's default answer is 0; IPv6 direct entry, the
-//	              chunk is an index
+//	bit 63 set:   a chunk; bits 0..31 are the index of its first range;
+//	              IPv6: bits 32..61 the number of ranges (>= 2), bit 62 set
+//	              when the chunk is an index; IPv4: bits 32..47 the block's
+//	              size in words, bits 48..51 the part shift
 //
 // Direct: one result word per value of the address's top bits: 2^18 entries
 // for IPv4 (entry i covers the /18 whose top bits are i), 2^16 for IPv6
 // (xxxx::/16). Direct4Bits and Direct6Bits.
 //
-// IPv4 ranges: one word per range, value << 32 | last << 16 | first, first
-// and last being the low 16 bits of the range's first and last addresses.
-// A chunk's first range is its default range: the whole /18, with the answer
-// of the longest prefix of /18 or shorter covering it. The other ranges are
-// disjoint, in increasing order, and hold the runs of addresses whose answer
-// differs from the default. The answer for address a is the value of the
-// last range whose first <= a's low 16 bits, if a lies within it (<= last),
-// else the default (0 when bit 62 says so, else the first range's value).
-// Dropping the runs that answer the default halves a host set's ranges.
+// IPv4 chunks: an index of 2^k words (k = 14 - the part shift), then the
+// chunk's runs. The runs are the maximal runs of addresses of the /18 whose
+// answer differs from the chunk's default (the answer of the longest prefix
+// of /18 or shorter covering it), one word each, value << 32 | last << 16 |
+// first, first and last being the low 16 bits of the run's first and last
+// addresses; they are disjoint and in increasing order. Index word i covers
+// the i-th of the 2^k equal parts of the /18 (address a selects word
+// (a & (2^14 - 1)) >> shift): value << 32 | count << 16 | rel. With count
+// 0, value answers for the whole part. Otherwise the runs overlapping the
+// part are the count runs from range index (chunk + rel); the answer is the
+// value of the last of them with first <= a's low 16 bits if a lies within
+// it (<= last), else the index word's value: the chunk's default. A chunk of
+// up to 7 runs has a one-word index (k = 0): the word and the runs fill at
+// most a cache line, and a block of at most 8 words never straddles a
+// 64-byte line. A larger chunk's index starts at about one word per
+// ranges4PerPart runs and doubles while that does not make more parts need
+// a search, up to maxIndex4PerRun words per run: most lookups read the
+// index word and at most one cache line of runs, many only the index word.
+// Dropping the runs that answer the default halves a host set's runs; the
+// index words carry the default, so no lookup reads more than the direct
+// entry, one index word and its part's runs.
 //
 // IPv6 ranges: two words per range, (start, result); range index i is words
 // 2i and 2i+1. A direct entry's chunk is a level-1 chunk: starts are the high

@@ -26,14 +26,55 @@ func (f Family) DirectBits() int {
 // chunkFlag marks a result word as a chunk (see the package comment).
 const chunkFlag = uint64(1) << 63
 
-// zeroDefaultFlag marks an IPv4 chunk whose default answer is 0, so a lookup
-// falling into a gap needs no read of the chunk's first range.
-const zeroDefaultFlag = uint64(1) << 62
+// An IPv4 chunk word: bits 0..31 the range index of its block, bits
+// 32..47 the block's size in words (for tests and tools; the lookup does not
+// need it), bits 48..51 the part shift: the chunk's index has 2^(part4Bits -
+// shift) words, and address a selects word (a & (2^part4Bits - 1)) >> shift.
+const (
+	size4Mask  = 1<<16 - 1
+	shift4Pos  = 48
+	shift4Mask = 0xf
+)
+
+// part4Bits is the number of address bits of an IPv4 direct entry's /18
+// below the direct index: the most an index can consume.
+const part4Bits = 32 - Direct4Bits
+
+// maxIndex4PerRun bounds an IPv4 chunk's index: at most this many words
+// per run (index4Bits).
+const maxIndex4PerRun = 2
+
+// cacheLine is the size in bytes of the CPU's cache line (x86-64, arm64)
+// and of the alignment the BPF array maps give their values (mmapable
+// maps: a page).
+const cacheLine = 64
+
+// ranges4PerLine is the largest number of runs an IPv4 chunk holds with a
+// one-word index: the word and the runs fill one 64-byte cache line.
+const ranges4PerLine = cacheLine/8 - 1
+
+// ranges4PerPart is about how many runs one part of an indexed IPv4 chunk
+// holds (the index has about n / ranges4PerPart words for n runs): its
+// search reads one cache line, most often.
+const ranges4PerPart = 2
+
+// chunk4 encodes an IPv4 chunk word: its block at range index base, of size
+// words, with the part shift.
+func chunk4(base, size uint32, shift int) uint64 {
+	return chunkFlag | uint64(shift)<<shift4Pos | uint64(size)<<32 | uint64(base)
+}
+
+// index4 encodes an IPv4 index word: the part's answer outside its runs
+// (the chunk's default; or, with count 0, the whole part's answer), the
+// number of runs to search, and where they begin, relative to the block.
+func index4(value, count, rel uint32) uint64 {
+	return uint64(value)<<32 | uint64(count)<<16 | uint64(rel)
+}
 
 // indexedFlag marks an IPv6 level-1 chunk word (in a direct entry or an
 // index) as an index: 2^Index6Bits ranges, the i-th covering the i-th part
 // of the interval the word covers, each holding a leaf, a level-1 chunk, or
-// a deeper index. (Bit 62 of an IPv4 chunk word is zeroDefaultFlag.)
+// a deeper index. (IPv4 chunk words do not use bit 62.)
 const indexedFlag = uint64(1) << 62
 
 // Index6Bits is how many address bits one IPv6 index consumes.
@@ -58,10 +99,9 @@ const countMask = 1<<30 - 1
 // enough for 2^30 ranges).
 const maxChunkRanges = countMask
 
-// Search4Steps bounds the binary search of an IPv4 chunk: a chunk covers one
-// /18, so it holds at most 2^14 + 1 ranges (the default range and at most
-// one range per address), and ceil(log2(2^14 + 1)) = 15 halvings reduce any
-// count to 1; two spare steps.
+// Search4Steps bounds the binary search of an IPv4 chunk's part: a chunk
+// covers one /18, so it holds at most 2^14 runs (at most one per address),
+// and 14 halvings reduce any count to 1; three spare steps.
 const Search4Steps = 17
 
 // Search6Steps bounds the binary search of an IPv6 chunk (at most 2^30
@@ -99,7 +139,16 @@ func Lookup4Flat(direct, ranges []uint64, addr uint32) uint32 {
 	if !isChunk(d) {
 		return uint32(d)
 	}
-	base, n := chunkBase(d), chunkCount(d)
+	i := uint64(chunkBase(d)) + uint64(addr&(1<<part4Bits-1)>>(d>>shift4Pos&shift4Mask))
+	if i >= uint64(len(ranges)) {
+		return 0
+	}
+	e := ranges[i]
+	n := uint32(e>>16) & 0xffff
+	if n == 0 {
+		return uint32(e >> 32)
+	}
+	base := chunkBase(d) + uint32(e)&0xffff
 	low := addr & 0xffff
 	lo := uint32(0)
 	for step := 0; step < Search4Steps && n > 1; step++ {
@@ -113,18 +162,15 @@ func Lookup4Flat(direct, ranges []uint64, addr uint32) uint32 {
 		}
 		n -= half
 	}
-	i := uint64(base) + uint64(lo)
+	i = uint64(base) + uint64(lo)
 	if i >= uint64(len(ranges)) {
 		return 0
 	}
-	if r := ranges[i]; low <= uint32(r)>>16 {
-		return uint32(r >> 32)
+	if r := uint32(ranges[i]); r&0xffff <= low && low <= r>>16 {
+		return uint32(ranges[i] >> 32)
 	}
-	// A gap between ranges: the chunk's default.
-	if d&zeroDefaultFlag != 0 {
-		return 0
-	}
-	return uint32(ranges[base] >> 32)
+	// Before, between or after the part's runs: the index word's answer.
+	return uint32(e >> 32)
 }
 
 // search6 is the binary search of one IPv6 chunk: the result of the last

@@ -284,10 +284,10 @@ func slotContent(tab *Table, direct, ranges []uint64, s int) []uint64 {
 	if !isChunk(d) {
 		return []uint64{d}
 	}
-	base, n := chunkBase(d), chunkCount(d)
-	out := []uint64{d &^ 0xffffffff} // flags and count
+	out := []uint64{d &^ 0xffffffff} // flags and count (IPv4: size and shift)
 	if tab.family == IPv4 {
-		return append(out, ranges[base:base+n]...)
+		base := chunkBase(d)
+		return append(out, ranges[base:base+uint32(d>>32)&size4Mask]...)
 	}
 	var decode func(r uint64) []uint64
 	decode = func(r uint64) []uint64 {
@@ -460,7 +460,9 @@ func TestHeaderConstants(t *testing.T) {
 		{"XFW_LPM6_STEPS", strconv.Itoa(Search6Steps)},
 		{"XFW_LPM_COUNT_MASK", fmt.Sprintf("%#x", countMask)},
 		{"XFW_LPM_CHUNK", "(1ULL"},
-		{"XFW_LPM_ZERO_DEFAULT", "(1ULL"},
+		{"XFW_LPM4_SHIFT_POS", strconv.Itoa(shift4Pos)},
+		{"XFW_LPM4_SHIFT_MASK", fmt.Sprintf("%#x", shift4Mask)},
+		{"XFW_LPM4_PART_BITS", strconv.Itoa(part4Bits)},
 		{"XFW_LPM6_INDEXED", "(1ULL"},
 		{"XFW_LPM6_INDEX_BITS", strconv.Itoa(Index6Bits)},
 		{"XFW_LPM6_INDEX_DEPTH", strconv.Itoa(IndexDepth6)},
@@ -470,8 +472,8 @@ func TestHeaderConstants(t *testing.T) {
 			t.Errorf("lpm.h: %s = %q, want %q", tc.name, got, tc.want)
 		}
 	}
-	if chunkFlag != 1<<63 || zeroDefaultFlag != 1<<62 || indexedFlag != 1<<62 {
-		t.Errorf("flag bits moved: update XFW_LPM_CHUNK, XFW_LPM_ZERO_DEFAULT, XFW_LPM6_INDEXED")
+	if chunkFlag != 1<<63 || indexedFlag != 1<<62 {
+		t.Errorf("flag bits moved: update XFW_LPM_CHUNK, XFW_LPM6_INDEXED")
 	}
 }
 
@@ -560,4 +562,124 @@ func TestGetAndEntries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestIndexedChunk4 covers IPv4 chunks whose index has more than one word:
+// a /18 holding prefixes of every length from /18 to /32, nested and at the
+// edges of the index's parts; patches that move the chunk across the
+// boundary between one index word and more, both ways (checked against a
+// fresh build and BuildBlock); and a /18 where every address answers
+// differently from its neighbours (2^14 runs, the largest chunk).
+func TestIndexedChunk4(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 18))
+	block := mustPrefix("10.20.64.0/18")
+	base := addr4(block.Addr())
+	s := int(base >> (32 - Direct4Bits))
+	shift := func(tab *Table) int { return int(tab.Direct()[s] >> shift4Pos & shift4Mask) }
+	checkAll := func(tab *Table, ref *reference) {
+		t.Helper()
+		// Every address of the /18 and its neighbours.
+		for a := base - 1; a != base+1<<part4Bits+1; a++ {
+			if got, want := tab.Lookup(addrFrom4(a)), ref.lookup(addrFrom4(a)); got != want {
+				t.Fatalf("Lookup(%s) = %d, want %d (shift %d)", addrFrom4(a), got, want, shift(tab))
+			}
+		}
+	}
+	checkBlock := func(tab *Table, ref *reference) {
+		t.Helper()
+		word, content, err := BuildBlock(IPv4, s, ref.entries(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := slotContent(tab, []uint64{word}, content, 0)
+		if want := slotContent(tab, tab.Direct(), tab.Ranges(), s); !slices.Equal(got, want) {
+			t.Fatalf("BuildBlock: %x, table's block %x", got, want)
+		}
+	}
+
+	ref := newReference(IPv4)
+	ref.insert(mustPrefix("10.0.0.0/8"), 99) // the chunk's default
+	var ps []netip.Prefix
+	for len(ps) < 3000 {
+		off := rng.Uint32() & hostMask4(Direct4Bits)
+		if rng.IntN(2) == 0 {
+			// At or next to the edge of a part of 2^j addresses.
+			j := rng.IntN(part4Bits)
+			off = off>>j<<j - uint32(rng.IntN(2))
+		}
+		p, _ := addrFrom4(base | off&hostMask4(Direct4Bits)).Prefix(Direct4Bits + rng.IntN(32-Direct4Bits+1))
+		ps = append(ps, p.Masked())
+		ref.insert(p, uint32(rng.IntN(7)+1))
+	}
+	tab, err := Build(IPv4, ref.entries(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shift(tab) >= part4Bits {
+		t.Fatalf("direct entry %#x = %#x, want an index of more than one word", s, tab.Direct()[s])
+	}
+	checkAll(tab, ref)
+	checkBlock(tab, ref)
+
+	// Down to a few prefixes and up again, through patches.
+	sh := newShadow(tab)
+	apply := func(p Patch) {
+		sh.apply(tab, p)
+		tab.Reclaim()
+	}
+	sawOne, sawMore := false, false
+	for i, p := range ps {
+		if i < 10 {
+			continue
+		}
+		ref.delete(p)
+		patch, _, err := tab.Delete(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		apply(patch)
+		sawOne = sawOne || shift(tab) == part4Bits
+		sawMore = sawMore || shift(tab) < part4Bits
+		if i%100 == 0 {
+			for _, a := range probeAddrs(rng, IPv4, ps[:i+1], 0) {
+				if got, want := shadowLookup(IPv4, sh, a), ref.lookup(a); got != want {
+					t.Fatalf("after %d deletes: Lookup(%s) = %d, want %d", i, a, got, want)
+				}
+			}
+		}
+	}
+	if !sawOne || !sawMore {
+		t.Fatalf("deletes went through one index word: %v, more: %v", sawOne, sawMore)
+	}
+	checkSameAsFresh(t, tab, sh, ref)
+	checkAll(tab, ref)
+	checkBlock(tab, ref)
+	for _, p := range ps[10:] {
+		ref.insert(p, uint32(rng.IntN(7)+1))
+		patch, err := tab.Insert(p, ref.m[p])
+		if err != nil {
+			t.Fatal(err)
+		}
+		apply(patch)
+	}
+	if shift(tab) >= part4Bits {
+		t.Fatalf("direct entry %#x = %#x after the inserts, want an index of more than one word", s, tab.Direct()[s])
+	}
+	checkSameAsFresh(t, tab, sh, ref)
+	checkAll(tab, ref)
+	checkBlock(tab, ref)
+
+	// Every address of the /18 its own run.
+	ref = newReference(IPv4)
+	for off := uint32(0); off < 1<<part4Bits; off++ {
+		ref.insert(netip.PrefixFrom(addrFrom4(base|off), 32), 1+off%2)
+	}
+	if tab, err = Build(IPv4, ref.entries(), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := tab.Direct()[s] >> 32 & size4Mask; got <= 1<<part4Bits {
+		t.Errorf("block of %d words for 2^%d runs", got, part4Bits)
+	}
+	checkAll(tab, ref)
+	checkBlock(tab, ref)
 }

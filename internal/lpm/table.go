@@ -251,6 +251,11 @@ func (t *Table) deleteShort(top uint32, bits int) (first, n int, found bool) {
 // given capacity (0: default headroom).
 func (t *Table) layout(capacity int) error {
 	t.alloc = allocator{capacity: ^uint32(0)}
+	if t.family == IPv4 {
+		// A small chunk (index word and runs) within one cache line.
+		t.alloc.line = cacheLine / 8
+		t.alloc.holes = make([][]uint32, t.alloc.line)
+	}
 	t.ranges = t.ranges[:0]
 	for s := range t.blocks {
 		t.blocks[s] = block{}
@@ -309,7 +314,14 @@ func (t *Table) place(s int, p *Patch) (bool, error) {
 		relocate(content, t.words, int64(base))
 		w := int(base) * t.words
 		if p == nil {
-			t.ranges = append(t.ranges, content...)
+			// Layout: at the end of the ranges so far (after padding)
+			// or in a hole.
+			if end := w + len(content); end > len(t.ranges) {
+				old := len(t.ranges)
+				t.ranges = slices.Grow(t.ranges, end-old)[:end]
+				clear(t.ranges[old:])
+			}
+			copy(t.ranges[w:], content)
 		} else {
 			copy(t.ranges[w:], content)
 			p.Ranges = append(p.Ranges, Region{Start: w, Len: len(content)})

@@ -1,6 +1,7 @@
 package lpm
 
 import (
+	"math/bits"
 	"net/netip"
 	"slices"
 )
@@ -77,16 +78,19 @@ func (t *Table) delete4(p netip.Prefix) (first, n int, found bool) {
 
 // build4 computes the block of IPv4 direct entry s: a leaf word when one
 // value answers for the whole direct entry (content nil), else the chunk's
-// ranges and its direct word (chunk at index 0 of the block). The chunk's first range is the
-// default range (the whole direct entry, the answer of the longest short
-// prefix covering it); the others are the runs of addresses whose answer
-// differs from the default, so gaps between them answer the default.
+// index and ranges and its direct word (block at index 0). See block4.
 func (t *Table) build4(s int) (word uint64, content []uint64) {
 	return t.block4(s, t.shortVal[s], t.long4[s])
 }
 
-// block4 is build4 with the default answer and the prefixes longer than
-// the direct index given (sorted by cmpPfx4, no duplicates).
+// block4 is build4 with the default answer (that of the longest prefix
+// no longer than the direct index covering the direct entry) and the
+// prefixes longer than the direct index given (sorted by cmpPfx4, no
+// duplicates). The chunk's ranges are the runs of addresses whose answer
+// differs from the default (gaps between them answer the default); an index
+// of 2^k words (k from index4Bits) precedes them, each word covering one
+// 2^(14-k)-address part of the /18: the part's answer when it has one, else
+// the ranges overlapping it (see the package comment).
 func (t *Table) block4(s int, defVal uint32, list []pfx4) (word uint64, content []uint64) {
 	def := leaf(defVal)
 	if len(list) == 0 {
@@ -102,7 +106,8 @@ func (t *Table) block4(s int, defVal uint32, list []pfx4) (word uint64, content 
 	if len(out) == 1 {
 		return out[0].result, nil
 	}
-	t.content = append(t.content[:0], range4(uint32(first), uint32(last), defVal))
+	// The runs answering other than the default, into level2 (scratch).
+	t.level2 = t.level2[:0]
 	for i, b := range out {
 		if b.result == def {
 			continue
@@ -111,13 +116,76 @@ func (t *Table) block4(s int, defVal uint32, list []pfx4) (word uint64, content 
 		if i+1 < len(out) {
 			end = out[i+1].start - 1
 		}
-		t.content = append(t.content, range4(uint32(b.start), uint32(end), uint32(b.result)))
+		t.level2 = append(t.level2, range4(uint32(b.start), uint32(end), uint32(b.result)))
 	}
-	word = chunk(0, uint32(len(t.content)))
-	if defVal == 0 {
-		word |= zeroDefaultFlag
+	runs := t.level2
+	k := index4Bits(runs, uint32(first))
+	t.content, _ = appendIndex4(t.content[:0], true, runs, uint32(first), k, defVal)
+	t.content = append(t.content, runs...)
+	return chunk4(0, uint32(len(t.content)), part4Bits-k), t.content
+}
+
+// appendIndex4 appends the 2^k index words of a chunk of the runs, whose
+// /18 begins at address first, with the default answer defVal (runs are
+// placed right after the index), unless emit is false; it returns dst and
+// the number of parts that need a search of their runs.
+func appendIndex4(dst []uint64, emit bool, runs []uint64, first uint32, k int, defVal uint32) ([]uint64, int) {
+	parts := 1 << k
+	partSize := uint32(1) << (part4Bits - k)
+	searched := 0
+	// Two cursors over the sorted, disjoint runs: i0 the first ending at
+	// or after the part's start, i1 one past the last starting at or
+	// before its end.
+	i0, i1 := 0, 0
+	for j := 0; j < parts; j++ {
+		ps := first&0xffff + uint32(j)*partSize
+		pe := ps + partSize - 1
+		for i0 < len(runs) && uint32(runs[i0])>>16&0xffff < ps {
+			i0++
+		}
+		for i1 < len(runs) && uint32(runs[i1])&0xffff <= pe {
+			i1++
+		}
+		var w uint64
+		switch {
+		case i0 >= i1: // no run overlaps the part
+			w = index4(defVal, 0, 0)
+		case i1-i0 == 1 && uint32(runs[i0])&0xffff <= ps && uint32(runs[i0])>>16&0xffff >= pe:
+			// One run covers the whole part.
+			w = index4(uint32(runs[i0]>>32), 0, 0)
+		default:
+			w = index4(defVal, uint32(i1-i0), uint32(parts+i0))
+			searched++
+		}
+		if emit {
+			dst = append(dst, w)
+		}
 	}
-	return word, t.content
+	return dst, searched
+}
+
+// index4Bits returns k, the address bits (below the direct index) the index
+// of a chunk of the runs consumes (its /18 beginning at address first): 0
+// (one index word) up to ranges4PerLine runs, whose search stays within a
+// cache line; else about ranges4PerPart runs per part to begin with, and
+// twice as many parts while that does not make more parts need a search
+// (the addresses that need one at least halve) and the index stays within
+// maxIndex4PerRun words per run.
+func index4Bits(runs []uint64, first uint32) int {
+	n := len(runs)
+	if n <= ranges4PerLine {
+		return 0
+	}
+	k := min(max(bits.Len(uint(n-1))-bits.Len(uint(ranges4PerPart-1)), 1), part4Bits)
+	_, searched := appendIndex4(nil, false, runs, first, k, 0)
+	for k < part4Bits && 1<<(k+1) <= maxIndex4PerRun*n {
+		_, more := appendIndex4(nil, false, runs, first, k+1, 0)
+		if more > searched {
+			break
+		}
+		k, searched = k+1, more
+	}
+	return k
 }
 
 // sortPfx4 sorts prefixes by address, then length, then input order: on
