@@ -52,9 +52,12 @@ const (
 	// ruleset, the DDoS scenario with the established rule first, and a
 	// SYN flood against an established stream (conntrack.go).
 	secConntrack = "conntrack"
+	// secRFPF: the configuration of "Surgical DDoS filtering with fast
+	// LPM" (allow, block and geo sets in FORWARD, botnet mix: rfpf.go).
+	secRFPF = "rfpf"
 )
 
-var allSections = []string{secForward, secInput, secSets, secDDoS, secProgRun, secUpdate, secConntrack}
+var allSections = []string{secForward, secInput, secSets, secDDoS, secProgRun, secUpdate, secConntrack, secRFPF}
 
 func main() {
 	if len(os.Args) > 1 {

@@ -80,6 +80,9 @@ func renderMarkdown(rep *report, imgDir string) string {
 	if c := rep.Conntrack; c != nil {
 		writeConntrack(&b, c, imgDir, "##", "###")
 	}
+	if r := rep.RFPF; r != nil {
+		writeRFPF(&b, r)
+	}
 	return b.String()
 }
 
@@ -446,6 +449,9 @@ func readmeSection(rep *report) string {
 	if rep.Conntrack != nil {
 		// "##" becomes "###" below; the subsections stay "####".
 		writeConntrack(&b, rep.Conntrack, "results/", "##", "####")
+	}
+	if rep.RFPF != nil {
+		writeRFPF(&b, rep.RFPF)
 	}
 	b.WriteString(behindText(rep))
 	b.WriteString("INPUT, set-friendly rulesets, the DDoS scenario, the per-packet BPF_PROG_TEST_RUN cost and the traffic generator's capacity are in [results/bench.md](results/bench.md).\n")

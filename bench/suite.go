@@ -42,6 +42,7 @@ type report struct {
 	ProgRun   *progRunSection    `json:"progrun,omitempty"`
 	Update    *updateSection     `json:"update,omitempty"`
 	Conntrack *ctSection         `json:"conntrack,omitempty"`
+	RFPF      *rfpfSection       `json:"rfpf,omitempty"`
 }
 
 // runFull runs every selected section and writes the report.
@@ -163,6 +164,15 @@ func runFull(ctx context.Context, o *options) error {
 	if o.sections[secConntrack] {
 		progress("== connection tracking")
 		if rep.Conntrack, err = runConntrack(ctx, o, pick(scalingFirewalls)); err != nil {
+			return err
+		}
+		if err := save(); err != nil {
+			return err
+		}
+	}
+	if o.sections[secRFPF] {
+		progress("== RFPF configuration (allow, block and geo sets)")
+		if rep.RFPF, err = runRFPF(ctx, o); err != nil {
 			return err
 		}
 		if err := save(); err != nil {
@@ -451,6 +461,9 @@ func mergeReports(prev, rep *report, sections map[string]bool) *report {
 	}
 	if take(secConntrack, rep.Conntrack != nil) {
 		out.Conntrack = rep.Conntrack
+	}
+	if take(secRFPF, rep.RFPF != nil) {
+		out.RFPF = rep.RFPF
 	}
 	return &out
 }
