@@ -496,6 +496,16 @@ func behindText(rep *report) string {
 			}
 		}
 	}
+	if s := rep.RFPF; s != nil {
+		if a := s.get(rfpfXFW); a != nil && a.Processed.N > 0 {
+			for _, o := range s.Results {
+				if o.Firewall != rfpfXFW && o.Processed.N > 0 && o.Processed.Median > a.Processed.Median {
+					pts = append(pts, fmt.Sprintf("RFPF configuration: xfw processes %s pps vs %s %s",
+						humanRate(a.Processed.Median), o.Firewall, humanRate(o.Processed.Median)))
+				}
+			}
+		}
+	}
 	if u := rep.Update; u != nil {
 		for _, part := range []struct {
 			what string
