@@ -510,7 +510,7 @@ func rfpfNotes(sec *rfpfSection, o *options) []string {
 		fmt.Sprintf("Traffic: RFPF's botnet mix over %s UDP flows (64-byte frames, round-robin, shuffled): %d%% from random unicast sources (uniform over IPv4 without 0/8, 10/8, 127/8 and 224/3; they may fall into any list), %d%% from hosts of allow networks (a random network, then a random host in it), %d%% from distinct block-list hosts. "+
 			"No source is drawn from the geo list on purpose: only random sources that fall into France's or Germany's networks hit it. Expected verdicts, by first match: allow %.1f%%, block %.1f%%, geo %.1f%%, policy %.1f%%.",
 			commaCount(sec.Flows), rfpfMix.random, rfpfMix.allow, rfpfMix.block, 100*e.Allow, 100*e.Block, 100*e.Geo, 100*e.Policy),
-		"Processed packets/s: frames fw's ingress veth handed to its receive path (rx_packets of the interface over the window: dropped by xfw's XDP, dropped by netfilter and forwarded alike; frames lost because the receive ring was full are not counted). Forwarded: what sink received. fw CPU ns/pkt: fw's receive path CPU per processed packet.",
+		"Processed packets/s: frames fw's ingress veth handed to its receive path (rx_packets of the interface over the window: dropped by xfw's XDP, dropped by netfilter and forwarded alike; frames lost because the receive ring was full are not counted). Forwarded: what sink received. fw CPU ns/pkt: fw's receive path CPU per processed packet (it depends less than pps on how much of CPU 1 other work took: the other busy column, medians). Offered: what the generator sent towards fw; the rest was lost at fw's full receive ring, as a NIC drops at its ring.",
 		fmt.Sprintf("Checked: after the repetitions each system's rule counters (`iptables -S FORWARD -v`, `xfw iptables -S FORWARD -v`, `nft list chain`) over the processed packets must match the expected split, and the forwarded share allow + policy, within %.0f points, or the system is reported as broken instead of measured.", 100*rfpfSplitTolerance),
 		fmt.Sprintf("Medians of %d repetitions (min–max), systems alternating within each; %d ms of traffic before a %d ms window.", o.reps, o.timing.Warm.Milliseconds(), o.timing.Window.Milliseconds()),
 	}
@@ -536,11 +536,11 @@ func writeRFPF(b *strings.Builder, s *rfpfSection) {
 		fmt.Fprintf(b, "%s\n\n", n)
 	}
 	ref := s.get(rfpfRef)
-	b.WriteString("| system | processed pps | × " + rfpfRef + " | forwarded pps | fw CPU ns/processed pkt | offered pps | counted allow / block / geo / policy | load allow / block / geo / rules |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| system | processed pps | × " + rfpfRef + " | forwarded pps | fw CPU ns/processed pkt | other busy on CPU 1 | offered pps | counted allow / block / geo / policy | load allow / block / geo / rules |\n|---|---|---|---|---|---|---|---|---|\n")
 	for i := range s.Results {
 		r := &s.Results[i]
 		if r.Processed.N == 0 {
-			fmt.Fprintf(b, "| %s | n/a: %s |||||||\n", r.Firewall, r.Error)
+			fmt.Fprintf(b, "| %s | n/a: %s ||||||||\n", r.Firewall, r.Error)
 			continue
 		}
 		ratio := "–"
@@ -555,8 +555,8 @@ func writeRFPF(b *strings.Builder, s *rfpfSection) {
 		if r.Error != "" {
 			cell = "**broken** " + cell
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %.0f | %s | %s | %.2f / %.2f / %.2f / %.2f s |\n", r.Firewall, cell, ratio,
-			cellStatsRate(r.Forwarded), r.NsPerPkt.Median, humanRate(r.GenPPS.Median), split,
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %.0f | %.0f%% | %s | %s | %.2f / %.2f / %.2f / %.2f s |\n", r.Firewall, cell, ratio,
+			cellStatsRate(r.Forwarded), r.NsPerPkt.Median, 100*r.OtherBusy.Median, humanRate(r.GenPPS.Median), split,
 			r.SetSeconds[rfpfAllowSet], r.SetSeconds[rfpfBlockSet], r.SetSeconds[rfpfGeoSet], r.RulesSeconds)
 	}
 	var errs []string
