@@ -38,6 +38,9 @@ type options struct {
 	waitIdle time.Duration
 	// ctParts selects the conntrack section's experiments.
 	ctParts map[string]bool
+	// runInfo says which run measured a section (command, start, xfw
+	// commit), for the notes of sections re-measured on their own.
+	runInfo string
 }
 
 // Section names for -sections.

@@ -522,7 +522,8 @@ func rfpfNotes(sec *rfpfSection, o *options) []string {
 			commaCount(sec.Flows), rfpfMix.random, rfpfMix.allow, rfpfMix.block, 100*e.Allow, 100*e.Block, 100*e.Geo, 100*e.Policy),
 		"Processed packets/s: frames fw's ingress veth handed to its receive path (rx_packets of the interface over the window: dropped by xfw's XDP, dropped by netfilter and forwarded alike; frames lost because the receive ring was full are not counted). Forwarded: what sink received. fw CPU ns/pkt: fw's receive path CPU per processed packet (it depends less than pps on how much of CPU 1 other work took: the other busy column, medians). Offered: what the generator sent towards fw; the rest was lost at fw's full receive ring, as a NIC drops at its ring.",
 		fmt.Sprintf("Checked: after the repetitions each system's rule counters (`iptables -S FORWARD -v`, `xfw iptables -S FORWARD -v`, `nft list chain`) over the processed packets must match the expected split, and the forwarded share allow + policy, within %.0f points, or the system is reported as broken instead of measured.", 100*rfpfSplitTolerance),
-		fmt.Sprintf("Medians of %d repetitions (min–max), systems alternating within each; %d ms of traffic before a %d ms window.", o.reps, o.timing.Warm.Milliseconds(), o.timing.Window.Milliseconds()),
+		fmt.Sprintf("Medians of %d repetitions (min–max), systems alternating within each; %d ms of traffic before a %d ms window. %s",
+			o.reps, o.timing.Warm.Milliseconds(), o.timing.Window.Milliseconds(), o.runInfo),
 	}
 }
 
