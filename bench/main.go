@@ -41,6 +41,10 @@ type options struct {
 	// runInfo says which run measured a section (command, start, xfw
 	// commit), for the notes of sections re-measured on their own.
 	runInfo string
+	// rfpfMix is the rfpf section's traffic mix and rfpfSystems the
+	// systems it measures (empty: all).
+	rfpfMix     trafficMix
+	rfpfSystems map[string]bool
 }
 
 // Section names for -sections.
@@ -107,7 +111,22 @@ func run() int {
 	sections := flag.String("sections", strings.Join(allSections, ","), "sections to run")
 	flag.DurationVar(&o.waitIdle, "wait-idle", 5*time.Minute, "wait up to this long for other load on the machine to end")
 	ctParts := flag.String("ct-parts", strings.Join(ctAllParts, ","), "experiments of the conntrack section")
+	rfpfMix := flag.String("rfpf-mix", fmt.Sprintf("%d,%d,%d", rfpfBotnetMix.Random, rfpfBotnetMix.Allow, rfpfBotnetMix.Block),
+		"rfpf section: percent of flows from random sources, allow-list networks and block-list hosts")
+	rfpfSys := flag.String("rfpf-systems", "", "rfpf section: comma-separated systems to measure (default all: "+
+		strings.Join([]string{rfpfXFW, rfpfLegacy, rfpfIptNFT, rfpfNFT}, ", ")+")")
 	flag.Parse()
+	var err error
+	if o.rfpfMix, err = parseMix(*rfpfMix); err != nil {
+		fmt.Fprintf(os.Stderr, "xfwbench: -rfpf-mix: %v\n", err)
+		return 2
+	}
+	o.rfpfSystems = map[string]bool{}
+	for _, s := range strings.Split(*rfpfSys, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			o.rfpfSystems[s] = true
+		}
+	}
 	o.ctParts = map[string]bool{}
 	for _, s := range strings.Split(*ctParts, ",") {
 		if s = strings.TrimSpace(s); s != "" {

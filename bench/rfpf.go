@@ -84,6 +84,7 @@ type rfpfSection struct {
 	Notes    []string      `json:"notes,omitempty"`
 	Sets     []rfpfSetInfo `json:"sets"`
 	Flows    int           `json:"flows"`
+	Mix      trafficMix    `json:"mix"`
 	Expected verdictSplit  `json:"expected"`
 	Results  []rfpfResult  `json:"results"`
 }
@@ -313,7 +314,7 @@ type rfpfRig struct {
 // runRFPF measures the RFPF configuration on every system.
 func runRFPF(ctx context.Context, o *options) (*rfpfSection, error) {
 	progress("RFPF: building the lists and the traffic")
-	d, err := buildRFPFData()
+	d, err := buildRFPFData(o.rfpfMix)
 	if err != nil {
 		return nil, err
 	}
@@ -328,6 +329,7 @@ func runRFPF(ctx context.Context, o *options) (*rfpfSection, error) {
 				Source: "networks of " + strings.Join(rfpfGeoCountries, "+") + " in Tor's geoip (Debian tor-geoipdb)"},
 		},
 		Flows:    len(d.Flows),
+		Mix:      o.rfpfMix,
 		Expected: d.Expected,
 	}
 	progress("RFPF: allow %d networks, block %d hosts, geo %d networks; %d flows, expected split allow %.1f%% block %.1f%% geo %.1f%% policy %.1f%%",
@@ -344,7 +346,15 @@ func runRFPF(ctx context.Context, o *options) (*rfpfSection, error) {
 		members[rfpfGeoSet] = append(members[rfpfGeoSet], p.String())
 	}
 
-	systems := rfpfSystems(o.xfwBin)
+	var systems []*rfpfSystem
+	for _, s := range rfpfSystems(o.xfwBin) {
+		if len(o.rfpfSystems) == 0 || o.rfpfSystems[s.name] {
+			systems = append(systems, s)
+		}
+	}
+	if len(systems) == 0 {
+		return nil, fmt.Errorf("-rfpf-systems selects none of %s, %s, %s, %s", rfpfXFW, rfpfLegacy, rfpfIptNFT, rfpfNFT)
+	}
 	var fws []*firewall
 	for _, s := range systems {
 		fws = append(fws, &firewall{Name: s.name})
@@ -519,7 +529,7 @@ func rfpfNotes(sec *rfpfSection, o *options) []string {
 			"xfw loads them with `xfw ipset restore` (one per set) and `xfw iptables-restore`, after an untimed empty `xfw iptables-restore` that starts its data plane (the first xfw command in a namespace loads and verifies the programs, under 2 s here); iptables-legacy and iptables-nft use the kernel's ipset (`ipset restore`) with `-m set` rules; nftables has interval sets (`flags interval; auto-merge`) for the networks and a plain set (a hash, as hash:ip) for the hosts, and `ip saddr @set counter accept|drop` rules.",
 		fmt.Sprintf("Traffic: RFPF's botnet mix over %s UDP flows (64-byte frames, round-robin, shuffled): %d%% from random unicast sources (uniform over IPv4 without 0/8, 10/8, 127/8 and 224/3; they may fall into any list), %d%% from hosts of allow networks (a random network, then a random host in it), %d%% from distinct block-list hosts. "+
 			"No source is drawn from the geo list on purpose: only random sources that fall into France's or Germany's networks hit it. Expected verdicts, by first match: allow %.1f%%, block %.1f%%, geo %.1f%%, policy %.1f%%.",
-			commaCount(sec.Flows), rfpfMix.random, rfpfMix.allow, rfpfMix.block, 100*e.Allow, 100*e.Block, 100*e.Geo, 100*e.Policy),
+			commaCount(sec.Flows), sec.Mix.Random, sec.Mix.Allow, sec.Mix.Block, 100*e.Allow, 100*e.Block, 100*e.Geo, 100*e.Policy),
 		"Processed packets/s: frames fw's ingress veth handed to its receive path (rx_packets of the interface over the window: dropped by xfw's XDP, dropped by netfilter and forwarded alike; frames lost because the receive ring was full are not counted). Forwarded: what sink received. fw CPU ns/pkt: fw's receive path CPU per processed packet (it depends less than pps on how much of CPU 1 other work took: the other busy column, medians). Offered: what the generator sent towards fw; the rest was lost at fw's full receive ring, as a NIC drops at its ring.",
 		fmt.Sprintf("Checked: after the repetitions each system's rule counters (`iptables -S FORWARD -v`, `xfw iptables -S FORWARD -v`, `nft list chain`) over the processed packets must match the expected split, and the forwarded share allow + policy, within %.0f points, or the system is reported as broken instead of measured.", 100*rfpfSplitTolerance),
 		fmt.Sprintf("Medians of %d repetitions (min–max), systems alternating within each; %d ms of traffic before a %d ms window. %s",

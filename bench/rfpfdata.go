@@ -32,11 +32,35 @@ var (
 const rfpfBlockHosts = 1_000_000
 
 // rfpfFlows is the number of flows the generator cycles through; the
-// botnet mix splits it 10% / 20% / 70% (rfpfMix).
+// botnet mix splits it 10% / 20% / 70% (rfpfBotnetMix).
 const rfpfFlows = 100_000
 
-// rfpfMix is RFPF's "botnet" traffic mix, in percent of the flows.
-var rfpfMix = struct{ random, allow, block int }{random: 10, allow: 20, block: 70}
+// trafficMix is the share of flows, in percent, from random sources, from
+// allow-list networks and from block-list hosts.
+type trafficMix struct{ Random, Allow, Block int }
+
+// rfpfBotnetMix is RFPF's "botnet" traffic mix, the default of -rfpf-mix.
+var rfpfBotnetMix = trafficMix{Random: 10, Allow: 20, Block: 70}
+
+// parseMix parses -rfpf-mix: "RANDOM,ALLOW,BLOCK" percentages summing to 100.
+func parseMix(s string) (trafficMix, error) {
+	f := strings.Split(s, ",")
+	if len(f) != 3 {
+		return trafficMix{}, fmt.Errorf("traffic mix %q: want RANDOM,ALLOW,BLOCK percentages", s)
+	}
+	var v [3]int
+	for i, x := range f {
+		n, err := strconv.Atoi(strings.TrimSpace(x))
+		if err != nil || n < 0 {
+			return trafficMix{}, fmt.Errorf("traffic mix %q: %q is not a percentage", s, x)
+		}
+		v[i] = n
+	}
+	if v[0]+v[1]+v[2] != 100 {
+		return trafficMix{}, fmt.Errorf("traffic mix %q: the percentages sum to %d, not 100", s, v[0]+v[1]+v[2])
+	}
+	return trafficMix{Random: v[0], Allow: v[1], Block: v[2]}, nil
+}
 
 // seedRFPF seeds the block list and the traffic (fixed: every run and every
 // firewall measures the same addresses).
@@ -176,8 +200,8 @@ func randomHost(rng *rand.Rand, p netip.Prefix) netip.Addr {
 }
 
 // buildRFPFData loads the country lists, draws the block list and the
-// botnet traffic, and computes the expected verdict split.
-func buildRFPFData() (*rfpfData, error) {
+// traffic of the given mix, and computes the expected verdict split.
+func buildRFPFData(mix trafficMix) (*rfpfData, error) {
 	allow, err := readTorCountries(torGeoIP, rfpfAllowCountries)
 	if err != nil {
 		return nil, err
@@ -216,8 +240,8 @@ func buildRFPFData() (*rfpfData, error) {
 	// Traffic: distinct block hosts (a sample of the list), hosts of
 	// random allow prefixes (each prefix equally likely), random unicast
 	// sources (which may fall into any list or none).
-	nBlock := rfpfFlows * rfpfMix.block / 100
-	nAllow := rfpfFlows * rfpfMix.allow / 100
+	nBlock := rfpfFlows * mix.Block / 100
+	nAllow := rfpfFlows * mix.Allow / 100
 	nRandom := rfpfFlows - nBlock - nAllow
 	var srcs []netip.Addr
 	for _, i := range rng.Perm(len(d.Block))[:nBlock] {

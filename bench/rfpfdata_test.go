@@ -40,7 +40,7 @@ func TestRFPFData(t *testing.T) {
 	if _, err := os.Stat(torGeoIP); err != nil {
 		t.Skipf("no Tor geoip data: %v", err)
 	}
-	d, err := buildRFPFData()
+	d, err := buildRFPFData(rfpfBotnetMix)
 	if err != nil {
 		t.Fatal(err)
 	}
