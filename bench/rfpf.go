@@ -523,13 +523,17 @@ func rfpfNotes(sec *rfpfSection, o *options) []string {
 		sets = append(sets, fmt.Sprintf("`%s` (%s, %s entries, %s: %s)", s.Name, s.Type, commaCount(s.Entries), s.Target, s.Source))
 	}
 	e := sec.Expected
+	mixName := "RFPF's botnet mix"
+	if sec.Mix != rfpfBotnetMix {
+		mixName = "not RFPF's botnet mix but `-rfpf-mix " + fmt.Sprintf("%d,%d,%d", sec.Mix.Random, sec.Mix.Allow, sec.Mix.Block) + "`"
+	}
 	return []string{
 		"Run it with `bench/run.sh full -sections rfpf` as root after `make build` (it rewrites this section of results/bench.md and the README; the other sections keep their numbers).",
 		"FORWARD, in order: `-m set --match-set allow src -j ACCEPT`, `-m set --match-set block src -j DROP`, `-m set --match-set geo src -j DROP`, policy ACCEPT. Sets: " + strings.Join(sets, "; ") + ". " +
 			"xfw loads them with `xfw ipset restore` (one per set) and `xfw iptables-restore`, after an untimed empty `xfw iptables-restore` that starts its data plane (the first xfw command in a namespace loads and verifies the programs, under 2 s here); iptables-legacy and iptables-nft use the kernel's ipset (`ipset restore`) with `-m set` rules; nftables has interval sets (`flags interval; auto-merge`) for the networks and a plain set (a hash, as hash:ip) for the hosts, and `ip saddr @set counter accept|drop` rules.",
-		fmt.Sprintf("Traffic: RFPF's botnet mix over %s UDP flows (64-byte frames, round-robin, shuffled): %d%% from random unicast sources (uniform over IPv4 without 0/8, 10/8, 127/8 and 224/3; they may fall into any list), %d%% from hosts of allow networks (a random network, then a random host in it), %d%% from distinct block-list hosts. "+
+		fmt.Sprintf("Traffic: %s over %s UDP flows (64-byte frames, round-robin, shuffled): %d%% from random unicast sources (uniform over IPv4 without 0/8, 10/8, 127/8 and 224/3; they may fall into any list), %d%% from hosts of allow networks (a random network, then a random host in it), %d%% from distinct block-list hosts. "+
 			"No source is drawn from the geo list on purpose: only random sources that fall into France's or Germany's networks hit it. Expected verdicts, by first match: allow %.1f%%, block %.1f%%, geo %.1f%%, policy %.1f%%.",
-			commaCount(sec.Flows), sec.Mix.Random, sec.Mix.Allow, sec.Mix.Block, 100*e.Allow, 100*e.Block, 100*e.Geo, 100*e.Policy),
+			mixName, commaCount(sec.Flows), sec.Mix.Random, sec.Mix.Allow, sec.Mix.Block, 100*e.Allow, 100*e.Block, 100*e.Geo, 100*e.Policy),
 		"Processed packets/s: frames fw's ingress veth handed to its receive path (rx_packets of the interface over the window: dropped by xfw's XDP, dropped by netfilter and forwarded alike; frames lost because the receive ring was full are not counted). Forwarded: what sink received. fw CPU ns/pkt: fw's receive path CPU per processed packet (it depends less than pps on how much of CPU 1 other work took: the other busy column, medians). Offered: what the generator sent towards fw; the rest was lost at fw's full receive ring, as a NIC drops at its ring.",
 		fmt.Sprintf("Checked: after the repetitions each system's rule counters (`iptables -S FORWARD -v`, `xfw iptables -S FORWARD -v`, `nft list chain`) over the processed packets must match the expected split, and the forwarded share allow + policy, within %.0f points, or the system is reported as broken instead of measured.", 100*rfpfSplitTolerance),
 		fmt.Sprintf("Medians of %d repetitions (min–max), systems alternating within each; %d ms of traffic before a %d ms window. %s",

@@ -56,7 +56,7 @@ func runFull(ctx context.Context, o *options) error {
 		return err
 	}
 	progress("machine: %s, %d cores, kernel %s, %s memory", rep.Machine.CPU, rep.Machine.Cores, rep.Machine.Kernel, rep.Machine.Memory)
-	o.runInfo = fmt.Sprintf("Measured by `%s` (through `bench/run.sh full`), started %s, xfw commit %s, load average %s at the start.",
+	o.runInfo = fmt.Sprintf("Measured by `%s`, started %s, xfw commit %s, load average %s at the start.",
 		commandLine(), rep.Started.UTC().Format("2006-01-02 15:04 MST"), rep.Machine.Versions["xfw commit"], rep.Machine.LoadAvg)
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", o.out, err)
