@@ -498,22 +498,30 @@ func (r *rfpfRig) finish(ctx context.Context, want verdictSplit) {
 	progress("RFPF: %s: counters allow %.1f%% block %.1f%% geo %.1f%% policy %.1f%% (expected %.1f / %.1f / %.1f / %.1f); forwarded %.1f%% of processed",
 		res.Firewall, 100*got.Allow, 100*got.Block, 100*got.Geo, 100*got.Policy,
 		100*want.Allow, 100*want.Block, 100*want.Geo, 100*want.Policy, 100*res.ForwardedShare)
+	bad := checkSplit(got, want, res.ForwardedShare)
+	if len(bad) > 0 {
+		res.Error = "verdict split off, configuration broken: " + strings.Join(bad, ", ")
+		progress("RFPF: %s: ERROR: %s", res.Firewall, res.Error)
+	}
+}
+
+// checkSplit compares a measured verdict split and forwarded share with
+// the expected split and returns what is off by more than
+// rfpfSplitTolerance (nil: the configuration works as intended).
+func checkSplit(got, want verdictSplit, forwardedShare float64) []string {
 	var bad []string
 	for _, chk := range []struct {
 		what      string
 		got, want float64
 	}{
 		{"allow", got.Allow, want.Allow}, {"block", got.Block, want.Block}, {"geo", got.Geo, want.Geo},
-		{"forwarded", res.ForwardedShare, want.Allow + want.Policy},
+		{"forwarded", forwardedShare, want.Allow + want.Policy},
 	} {
 		if math.Abs(chk.got-chk.want) > rfpfSplitTolerance {
 			bad = append(bad, fmt.Sprintf("%s %.1f%% (expected %.1f%%)", chk.what, 100*chk.got, 100*chk.want))
 		}
 	}
-	if len(bad) > 0 {
-		res.Error = "verdict split off, configuration broken: " + strings.Join(bad, ", ")
-		progress("RFPF: %s: ERROR: %s", res.Firewall, res.Error)
-	}
+	return bad
 }
 
 // rfpfNotes explains the section.

@@ -63,3 +63,46 @@ func TestRFPFData(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckSplit checks that a configuration whose counters disagree with
+// the traffic is rejected.
+func TestCheckSplit(t *testing.T) {
+	want := verdictSplit{Allow: 0.2, Block: 0.7, Geo: 0.01, Policy: 0.09}
+	if bad := checkSplit(verdictSplit{Allow: 0.205, Block: 0.695, Geo: 0.01, Policy: 0.09}, want, 0.29); bad != nil {
+		t.Errorf("a matching split rejected: %v", bad)
+	}
+	// The block rule matching nothing (a missing set, say): the
+	// packets fall to the policy and are forwarded.
+	bad := checkSplit(verdictSplit{Allow: 0.2, Geo: 0.01, Policy: 0.79}, want, 0.99)
+	if len(bad) != 2 {
+		t.Errorf("a broken block rule gave %v, want block and forwarded flagged", bad)
+	}
+	// Counters right, but packets lost on the way to sink.
+	if bad := checkSplit(want, want, 0.2); len(bad) != 1 {
+		t.Errorf("lost forwarded packets gave %v, want forwarded flagged", bad)
+	}
+}
+
+// TestParseMix checks -rfpf-mix.
+func TestParseMix(t *testing.T) {
+	if m, err := parseMix("10, 20,70"); err != nil || m != rfpfBotnetMix {
+		t.Errorf("parseMix(10,20,70) = %+v, %v", m, err)
+	}
+	for _, s := range []string{"10,20", "10,20,60", "a,b,c", "-10,40,70"} {
+		if _, err := parseMix(s); err == nil {
+			t.Errorf("parseMix(%q) accepted", s)
+		}
+	}
+}
+
+// TestCounterPatterns checks the counter patterns on the tools' output.
+func TestCounterPatterns(t *testing.T) {
+	line := "-A FORWARD -m set --match-set allow src -c 1234 74040 -j ACCEPT"
+	if m := countersRE.FindStringSubmatch(line); m == nil || m[1] != "1234" {
+		t.Errorf("iptables -S -v counters of %q: %v", line, m)
+	}
+	nft := "\t\tip saddr @block counter packets 987 bytes 59220 drop\n"
+	if m := nftCounterRE.FindAllStringSubmatch(nft, -1); len(m) != 1 || m[0][1] != "987" {
+		t.Errorf("nft counters of %q: %v", nft, m)
+	}
+}
