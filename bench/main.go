@@ -45,6 +45,7 @@ type options struct {
 	// systems it measures (empty: all).
 	rfpfMix     trafficMix
 	rfpfSystems map[string]bool
+	rfpfFlows   int
 }
 
 // Section names for -sections.
@@ -115,6 +116,7 @@ func run() int {
 		"rfpf section: percent of flows from random sources, allow-list networks and block-list hosts")
 	rfpfSys := flag.String("rfpf-systems", "", "rfpf section: comma-separated systems to measure (default all: "+
 		strings.Join([]string{rfpfXFW, rfpfLegacy, rfpfIptNFT, rfpfNFT}, ", ")+")")
+	flag.IntVar(&o.rfpfFlows, "rfpf-flows", rfpfFlows, "rfpf section: distinct flows (sources) the generator cycles through")
 	flag.Parse()
 	var err error
 	if o.rfpfMix, err = parseMix(*rfpfMix); err != nil {

@@ -314,7 +314,7 @@ type rfpfRig struct {
 // runRFPF measures the RFPF configuration on every system.
 func runRFPF(ctx context.Context, o *options) (*rfpfSection, error) {
 	progress("RFPF: building the lists and the traffic")
-	d, err := buildRFPFData(o.rfpfMix)
+	d, err := buildRFPFData(o.rfpfMix, o.rfpfFlows)
 	if err != nil {
 		return nil, err
 	}

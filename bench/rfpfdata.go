@@ -31,7 +31,8 @@ var (
 // rfpfBlockHosts is the size of the block list: a million random /32 hosts.
 const rfpfBlockHosts = 1_000_000
 
-// rfpfFlows is the number of flows the generator cycles through; the
+// rfpfFlows is the default number of flows the generator cycles through
+// (-rfpf-flows); the
 // botnet mix splits it 10% / 20% / 70% (rfpfBotnetMix).
 const rfpfFlows = 100_000
 
@@ -201,7 +202,10 @@ func randomHost(rng *rand.Rand, p netip.Prefix) netip.Addr {
 
 // buildRFPFData loads the country lists, draws the block list and the
 // traffic of the given mix, and computes the expected verdict split.
-func buildRFPFData(mix trafficMix) (*rfpfData, error) {
+func buildRFPFData(mix trafficMix, nFlows int) (*rfpfData, error) {
+	if nFlows < 1 || nFlows > maxTuples {
+		return nil, fmt.Errorf("%d flows: want 1 to %d", nFlows, maxTuples)
+	}
 	allow, err := readTorCountries(torGeoIP, rfpfAllowCountries)
 	if err != nil {
 		return nil, err
@@ -240,9 +244,9 @@ func buildRFPFData(mix trafficMix) (*rfpfData, error) {
 	// Traffic: distinct block hosts (a sample of the list), hosts of
 	// random allow prefixes (each prefix equally likely), random unicast
 	// sources (which may fall into any list or none).
-	nBlock := rfpfFlows * mix.Block / 100
-	nAllow := rfpfFlows * mix.Allow / 100
-	nRandom := rfpfFlows - nBlock - nAllow
+	nBlock := nFlows * mix.Block / 100
+	nAllow := nFlows * mix.Allow / 100
+	nRandom := nFlows - nBlock - nAllow
 	var srcs []netip.Addr
 	for _, i := range rng.Perm(len(d.Block))[:nBlock] {
 		srcs = append(srcs, d.Block[i])

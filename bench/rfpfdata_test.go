@@ -40,7 +40,7 @@ func TestRFPFData(t *testing.T) {
 	if _, err := os.Stat(torGeoIP); err != nil {
 		t.Skipf("no Tor geoip data: %v", err)
 	}
-	d, err := buildRFPFData(rfpfBotnetMix)
+	d, err := buildRFPFData(rfpfBotnetMix, rfpfFlows)
 	if err != nil {
 		t.Fatal(err)
 	}
