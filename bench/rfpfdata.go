@@ -247,6 +247,9 @@ func buildRFPFData(mix trafficMix, nFlows int) (*rfpfData, error) {
 	nBlock := nFlows * mix.Block / 100
 	nAllow := nFlows * mix.Allow / 100
 	nRandom := nFlows - nBlock - nAllow
+	if nBlock > len(d.Block) {
+		return nil, fmt.Errorf("%d flows from distinct block-list hosts: the list has %d", nBlock, len(d.Block))
+	}
 	var srcs []netip.Addr
 	for _, i := range rng.Perm(len(d.Block))[:nBlock] {
 		srcs = append(srcs, d.Block[i])
