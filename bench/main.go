@@ -38,6 +38,14 @@ type options struct {
 	waitIdle time.Duration
 	// ctParts selects the conntrack section's experiments.
 	ctParts map[string]bool
+	// runInfo says which run measured a section (command, start, xfw
+	// commit), for the notes of sections re-measured on their own.
+	runInfo string
+	// rfpfMix is the rfpf section's traffic mix and rfpfSystems the
+	// systems it measures (empty: all).
+	rfpfMix     trafficMix
+	rfpfSystems map[string]bool
+	rfpfFlows   int
 }
 
 // Section names for -sections.
@@ -52,9 +60,12 @@ const (
 	// ruleset, the DDoS scenario with the established rule first, and a
 	// SYN flood against an established stream (conntrack.go).
 	secConntrack = "conntrack"
+	// secRFPF: the configuration of "Surgical DDoS filtering with fast
+	// LPM" (allow, block and geo sets in FORWARD, botnet mix: rfpf.go).
+	secRFPF = "rfpf"
 )
 
-var allSections = []string{secForward, secInput, secSets, secDDoS, secProgRun, secUpdate, secConntrack}
+var allSections = []string{secForward, secInput, secSets, secDDoS, secProgRun, secUpdate, secConntrack, secRFPF}
 
 func main() {
 	if len(os.Args) > 1 {
@@ -101,7 +112,23 @@ func run() int {
 	sections := flag.String("sections", strings.Join(allSections, ","), "sections to run")
 	flag.DurationVar(&o.waitIdle, "wait-idle", 5*time.Minute, "wait up to this long for other load on the machine to end")
 	ctParts := flag.String("ct-parts", strings.Join(ctAllParts, ","), "experiments of the conntrack section")
+	rfpfMix := flag.String("rfpf-mix", fmt.Sprintf("%d,%d,%d", rfpfBotnetMix.Random, rfpfBotnetMix.Allow, rfpfBotnetMix.Block),
+		"rfpf section: percent of flows from random sources, allow-list networks and block-list hosts")
+	rfpfSys := flag.String("rfpf-systems", "", "rfpf section: comma-separated systems to measure (default all: "+
+		strings.Join([]string{rfpfXFW, rfpfLegacy, rfpfIptNFT, rfpfNFT}, ", ")+")")
+	flag.IntVar(&o.rfpfFlows, "rfpf-flows", rfpfFlows, "rfpf section: distinct flows (sources) the generator cycles through")
 	flag.Parse()
+	var err error
+	if o.rfpfMix, err = parseMix(*rfpfMix); err != nil {
+		fmt.Fprintf(os.Stderr, "xfwbench: -rfpf-mix: %v\n", err)
+		return 2
+	}
+	o.rfpfSystems = map[string]bool{}
+	for _, s := range strings.Split(*rfpfSys, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			o.rfpfSystems[s] = true
+		}
+	}
 	o.ctParts = map[string]bool{}
 	for _, s := range strings.Split(*ctParts, ",") {
 		if s = strings.TrimSpace(s); s != "" {

@@ -80,6 +80,9 @@ func renderMarkdown(rep *report, imgDir string) string {
 	if c := rep.Conntrack; c != nil {
 		writeConntrack(&b, c, imgDir, "##", "###")
 	}
+	if r := rep.RFPF; r != nil {
+		writeRFPF(&b, r)
+	}
 	return b.String()
 }
 
@@ -447,6 +450,9 @@ func readmeSection(rep *report) string {
 		// "##" becomes "###" below; the subsections stay "####".
 		writeConntrack(&b, rep.Conntrack, "results/", "##", "####")
 	}
+	if rep.RFPF != nil {
+		writeRFPF(&b, rep.RFPF)
+	}
 	b.WriteString(behindText(rep))
 	b.WriteString("INPUT, set-friendly rulesets, the DDoS scenario, the per-packet BPF_PROG_TEST_RUN cost and the traffic generator's capacity are in [results/bench.md](results/bench.md).\n")
 	return strings.ReplaceAll(b.String(), "\n## ", "\n### ")
@@ -487,6 +493,16 @@ func behindText(rep *report) string {
 			}
 			if a != nil && a.Error != "" {
 				pts = append(pts, fmt.Sprintf("%s at %s addresses: xfw-set not measured (%s)", s.Title, humanCount(x), a.Error))
+			}
+		}
+	}
+	if s := rep.RFPF; s != nil {
+		if a := s.get(rfpfXFW); a != nil && a.Processed.N > 0 {
+			for _, o := range s.Results {
+				if o.Firewall != rfpfXFW && o.Processed.N > 0 && o.Processed.Median > a.Processed.Median {
+					pts = append(pts, fmt.Sprintf("RFPF configuration: xfw processes %s pps vs %s %s",
+						humanRate(a.Processed.Median), o.Firewall, humanRate(o.Processed.Median)))
+				}
 			}
 		}
 	}

@@ -9,7 +9,8 @@
 #   bench/run.sh quick                     headline ratios only (< 1 minute)
 #
 # Like scripts/deps.sh it installs what is missing (Debian packages, asking
-# dpkg first): python3-matplotlib for the plots, util-linux for taskset.
+# dpkg first): python3-matplotlib for the plots, util-linux for taskset,
+# tor-geoipdb for the rfpf section's country networks.
 set -euo pipefail
 
 readonly REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,7 +29,7 @@ shift || true
 
 export DEBIAN_FRONTEND=noninteractive
 missing=()
-for pkg in python3-matplotlib util-linux; do
+for pkg in python3-matplotlib util-linux tor-geoipdb; do
 	status="$(dpkg-query -W -f='${db:Status-Status}' "${pkg}" 2>/dev/null || true)"
 	[[ "${status}" == "installed" ]] || missing+=("${pkg}")
 done

@@ -97,5 +97,8 @@ func runSets(ctx context.Context, o *options, all map[string]*firewall) (*throug
 		"Single update: the wall time of one `ipset add blk ADDR` or `ipset del blk ADDR` command (`xfw ipset` for xfw-set, the kernel's ipset for ipset) on the loaded set while the rule uses it, 10 deletes of a member each followed by its add; xfw patches the rule's lookup table in place.",
 		"One rule per address stops at 100K: iptables then forwards about 2–3 kpps and a million rules would only take longer to load; xfw's class → chunk table grows with the square of the number of addresses (about 245 million entries at a million).",
 	}
+	if o.runInfo != "" {
+		sec.Notes = append(sec.Notes, o.runInfo)
+	}
 	return sec, nil
 }

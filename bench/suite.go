@@ -42,6 +42,7 @@ type report struct {
 	ProgRun   *progRunSection    `json:"progrun,omitempty"`
 	Update    *updateSection     `json:"update,omitempty"`
 	Conntrack *ctSection         `json:"conntrack,omitempty"`
+	RFPF      *rfpfSection       `json:"rfpf,omitempty"`
 }
 
 // runFull runs every selected section and writes the report.
@@ -55,6 +56,8 @@ func runFull(ctx context.Context, o *options) error {
 		return err
 	}
 	progress("machine: %s, %d cores, kernel %s, %s memory", rep.Machine.CPU, rep.Machine.Cores, rep.Machine.Kernel, rep.Machine.Memory)
+	o.runInfo = fmt.Sprintf("Measured by `%s`, started %s, xfw commit %s, load average %s at the start.",
+		commandLine(), rep.Started.UTC().Format("2006-01-02 15:04 MST"), rep.Machine.Versions["xfw commit"], rep.Machine.LoadAvg)
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", o.out, err)
 	}
@@ -163,6 +166,15 @@ func runFull(ctx context.Context, o *options) error {
 	if o.sections[secConntrack] {
 		progress("== connection tracking")
 		if rep.Conntrack, err = runConntrack(ctx, o, pick(scalingFirewalls)); err != nil {
+			return err
+		}
+		if err := save(); err != nil {
+			return err
+		}
+	}
+	if o.sections[secRFPF] {
+		progress("== RFPF configuration (allow, block and geo sets)")
+		if rep.RFPF, err = runRFPF(ctx, o); err != nil {
 			return err
 		}
 		if err := save(); err != nil {
@@ -451,6 +463,9 @@ func mergeReports(prev, rep *report, sections map[string]bool) *report {
 	}
 	if take(secConntrack, rep.Conntrack != nil) {
 		out.Conntrack = rep.Conntrack
+	}
+	if take(secRFPF, rep.RFPF != nil) {
+		out.RFPF = rep.RFPF
 	}
 	return &out
 }
