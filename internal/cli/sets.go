@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/ipset"
 	"github.com/xfw-dev/xfw/internal/iptables"
@@ -20,19 +19,15 @@ import (
 const statusSetUnsupported = iptables.StatusParameter
 
 // setUsable reports why the data plane cannot look packets up in s for a
-// rule (nil when it can): it evaluates hash:ip and hash:net sets (one
-// address dimension, looked up by the match's first direction, as the
-// kernel ignores directions beyond a set's dimensions) without timeouts
-// (xfw's data plane does not expire entries yet). Never accept and ignore:
-// a rule the data plane would skip changes what the firewall does.
+// rule (nil when it can): every type `xfw ipset` creates is served, with
+// or without timeouts (setTables). Never accept and ignore: a rule the
+// data plane would skip changes what the firewall does.
 func setUsable(s *ipset.Set) error {
-	if s.Type != ipset.HashIP && s.Type != ipset.HashNet {
-		return fmt.Errorf("sets of type %s are not supported in rules yet (hash:ip and hash:net are)", s.Type)
+	switch s.Type {
+	case ipset.HashIP, ipset.HashNet, ipset.HashIPPort, ipset.HashNetPort, ipset.HashNetIface, ipset.BitmapPort, ipset.ListSet:
+		return nil
 	}
-	if s.Options.HasTimeout {
-		return fmt.Errorf("sets with timeouts are not supported in rules yet")
-	}
-	return nil
+	return fmt.Errorf("sets of type %s are not supported in rules yet", s.Type)
 }
 
 // checkDataPlaneSupport refuses a ruleset whose set matches the data plane
@@ -61,41 +56,6 @@ func checkDataPlaneSupport(rs *ir.Ruleset, sets *ipsetLookup) error {
 		}
 	}
 	return nil
-}
-
-// setTables builds the lookup tables of gen's set conditions from the
-// sets' current members: each prefix answers dataplane.SetMember, or
-// dataplane.SetNomatch for a nomatch entry.
-func setTables(gen *compiler.Generation, sets *ipsetLookup) ([]dataplane.SetTable, error) {
-	var out []dataplane.SetTable
-	for _, sc := range gen.SetConds {
-		s, err := sets.set(sc.Name)
-		if err == nil {
-			err = setUsable(s)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("--match-set %s: %w", sc.Name, err)
-		}
-		fam := lpm.IPv4
-		if sc.Family == ir.IPv6 {
-			fam = lpm.IPv6
-		}
-		var entries []lpm.Entry
-		s.All(func(e *ipset.Entry) bool {
-			v := uint32(dataplane.SetMember)
-			if e.Nomatch {
-				v = dataplane.SetNomatch
-			}
-			entries = append(entries, lpm.Entry{Prefix: e.Elem.Prefix, Value: v})
-			return true
-		})
-		t, err := lpm.Build(fam, entries, lpm.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("--match-set %s: build its lookup table: %w", sc.Name, err)
-		}
-		out = append(out, dataplane.SetTable{Direct: t.Direct(), Ranges: t.Ranges(), Used: t.Used(), Nomatch: s.Type == ipset.HashNet})
-	}
-	return out, nil
 }
 
 // maxPatchedMembers bounds the member changes a command patches into the
