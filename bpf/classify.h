@@ -457,6 +457,18 @@ struct {
 	__uint(max_entries, 1);
 } xfw_hwalk_scratch SEC(".maps");
 
+/* xfw_hwalk_expired says whether entry v has timed out
+ * (ip_set_timeout_expired: gone once its time has come; a shorter prefix
+ * may still answer, as in mtype_test_cidrs). */
+static __always_inline int xfw_hwalk_expired(struct xfw_hwalk *c, struct xfw_setval *v)
+{
+	if (!v->expires)
+		return 0;
+	if (!c->now)
+		c->now = bpf_ktime_get_ns();
+	return c->now >= v->expires;
+}
+
 /* xfw_hwalk_step tries prefix length maxplen - i: 1 stops the walk (an
  * answer, or past /0). */
 static long xfw_hwalk_step(__u32 i, void *unused)
@@ -489,18 +501,22 @@ static long xfw_hwalk_step(__u32 i, void *unused)
 	if (!m)
 		return 1;
 	v = bpf_map_lookup_elem(m, &c->key);
-	if (!v)
-		return 0;
-	if (v->expires) {
-		if (!c->now)
-			c->now = bpf_ktime_get_ns();
-		/* ip_set_timeout_expired: gone once its time has come; a
-		 * shorter prefix may still answer (mtype_test_cidrs). */
-		if (c->now >= v->expires)
-			return 0;
+	if (v && !xfw_hwalk_expired(c, v)) {
+		c->answer = v->answer;
+		return 1;
 	}
-	c->answer = v->answer;
-	return 1;
+	if (c->key.ifindex) {
+		/* hash:net,iface: another entry of this network ends the
+		 * walk (see struct xfw_setval). */
+		__u32 ifi = c->key.ifindex;
+
+		c->key.ifindex = 0;
+		v = bpf_map_lookup_elem(m, &c->key);
+		c->key.ifindex = ifi;
+		if (v && !xfw_hwalk_expired(c, v) && v->aux != ifi)
+			return 1;
+	}
+	return 0;
 }
 
 /* xfw_set_hlookup answers lookup desc (struct xfw_setlk as maxplen << 24 |

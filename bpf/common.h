@@ -123,11 +123,17 @@ struct xfw_setkey {
 };
 #define XFW_SETKEY_META 255
 
-/* Value of a hash set table's entry. */
+/* Value of a hash set table's entry. hash:net,iface also has a blocker per
+ * network (key ifindex 0, answer 0): the kernel's test of a network stops
+ * at the longest prefix length holding an entry of the packet's network,
+ * whatever its interface (IP_SET_HASH_WITH_MULTI: mtype_test_cidrs leaves
+ * its loop once an entry of the same network was seen); aux is then the
+ * interface of the network's only entry (0: several, or none resolved),
+ * which does not block (its own entry has expired). */
 struct xfw_setval {
 	__u64 expires; /* bpf_ktime_get_ns() time it times out at; 0: never */
-	__u32 answer;  /* XFW_SET_MEMBER or XFW_SET_NOMATCH */
-	__u32 pad;
+	__u32 answer;  /* XFW_SET_MEMBER or XFW_SET_NOMATCH; blocker: 0 */
+	__u32 aux;
 };
 
 /* Sentinel values of the port, TCP flags and ICMP fields. */

@@ -201,16 +201,87 @@ func buildSetTable(k int, sc compiler.SetCond, s *ipset.Set, via string, listExp
 	if st.Kind&dataplane.SetKindAddr == 0 {
 		plens[0] = true
 	}
+	blockers := map[netip.Prefix]*ifaceBlocker{}
 	s.All(func(e *ipset.Entry) bool {
 		for _, h := range setHashEntries(st.Kind, e, listExp, ifaces, clk) {
 			plens[h.Key.Plen] = true
 			st.Hash = append(st.Hash, h)
 		}
+		if st.Kind&dataplane.SetKindIface != 0 && !e.Physdev {
+			b := blockers[e.Prefix]
+			if b == nil {
+				b = &ifaceBlocker{}
+				blockers[e.Prefix] = b
+			}
+			b.add(e, listExp, ifaces, clk)
+		}
 		return true
 	})
+	for p, b := range blockers {
+		if h, ok := b.entry(p); ok {
+			plens[h.Key.Plen] = true
+			st.Hash = append(st.Hash, h)
+		}
+	}
 	st.Hash = append(st.Hash, dataplane.SetMetaEntries(&plens)...)
 	st.Capacity = setCapacity(s)
 	return st, nil
+}
+
+// ifaceBlocker collects the entries of one network of a hash:net,iface set
+// (physdev ones aside: they hash elsewhere in the kernel) for its blocker
+// entry: the kernel's test stops at the longest prefix length where an
+// entry of the packet's network exists, whatever its interface
+// (IP_SET_HASH_WITH_MULTI; checked against the kernel: 10.0.0.0/30,out0
+// keeps 10.0.0.1 arriving on in0 from matching 10.0.0.0/28,in0).
+type ifaceBlocker struct {
+	n       int
+	ifindex uint32 // the only entry's interface (0: unresolved)
+	expires uint64 // the latest expiry (0: never)
+	never   bool   // some entry never expires
+	live    bool   // some entry has not expired
+}
+
+// add counts entry e.
+func (b *ifaceBlocker) add(e *ipset.Entry, listExp time.Time, ifaces []compiler.Interface, clk setClock) {
+	exp := e.Expires
+	if !listExp.IsZero() && (exp.IsZero() || listExp.Before(exp)) {
+		exp = listExp
+	}
+	mono, live := clk.expiry(exp)
+	if !live {
+		return
+	}
+	b.n++
+	b.live = true
+	if mono == 0 {
+		b.never = true
+	} else if mono > b.expires {
+		b.expires = mono
+	}
+	b.ifindex = 0
+	for _, ifc := range ifaces {
+		if ifc.Name == e.Iface {
+			b.ifindex = ifc.Index
+		}
+	}
+}
+
+// entry returns the blocker of network p, if it has live entries.
+func (b *ifaceBlocker) entry(p netip.Prefix) (dataplane.SetHashEntry, bool) {
+	if !b.live {
+		return dataplane.SetHashEntry{}, false
+	}
+	h := dataplane.SetHashEntry{Expires: b.expires}
+	if b.never {
+		h.Expires = 0
+	}
+	if b.n == 1 {
+		h.Aux = b.ifindex
+	}
+	h.Key.Hi, h.Key.Lo = addrWords(p.Addr())
+	h.Key.Plen = uint8(p.Bits())
+	return h, true
 }
 
 // setCapacity is the number of entries a hash lookup of s is created for:
@@ -219,6 +290,9 @@ func setCapacity(s *ipset.Set) int {
 	n := int(s.Options.MaxElem)
 	if s.Type == ipset.BitmapPort {
 		n = int(s.Options.PortTo) - int(s.Options.PortFrom) + 1
+	}
+	if s.Type == ipset.HashNetIface {
+		n *= 2 // and a blocker per network
 	}
 	return n + dataplane.SetMetaWords
 }
@@ -256,6 +330,12 @@ func setHashEntries(kind uint8, e *ipset.Entry, listExp time.Time, ifaces []comp
 	// match's IPSET_FLAG_PHYSDEV, which iptables never sets): such
 	// entries never match.
 	if e.Physdev {
+		return nil
+	}
+	// Nor do wildcard entries ("eth+"): the kernel's test looks the
+	// packet's exact interface name up (checked against the kernel:
+	// 127.0.0.0/8,l+ does not match packets from lo).
+	if strings.HasSuffix(e.Iface, "+") {
 		return nil
 	}
 	for _, ifc := range ifaces {

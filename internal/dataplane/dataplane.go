@@ -167,11 +167,14 @@ type SetHashKey struct {
 
 // SetHashEntry is one entry of a hash set table: Answer SetMember or
 // SetNomatch, Expires the CLOCK_MONOTONIC time in ns it times out at (0:
-// never); meta entries carry a prefix-length word in Expires.
+// never); meta entries carry a prefix-length word in Expires. A
+// hash:net,iface blocker (Key.Ifindex 0, Answer 0) ends the walk over
+// prefix lengths unless Aux is the packet's interface (struct xfw_setval).
 type SetHashEntry struct {
 	Key     SetHashKey
 	Expires uint64
 	Answer  uint32
+	Aux     uint32
 }
 
 // SetMetaPlen is the Plen of a hash set table's meta keys (XFW_SETKEY_META):
@@ -721,7 +724,7 @@ func fillSetHash(m *ebpf.Map, reused bool, entries []SetHashEntry) error {
 	vals := make([]bpfSetVal, len(entries))
 	for i, e := range entries {
 		keys[i] = bpfSetKey(e.Key)
-		vals[i] = bpfSetVal{Expires: e.Expires, Answer: e.Answer}
+		vals[i] = bpfSetVal{Expires: e.Expires, Answer: e.Answer, Aux: e.Aux}
 	}
 	if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
 		return fmt.Errorf("fill the hash table (%d entries): %w", len(entries), err)

@@ -100,7 +100,7 @@ type bpfSetKey struct {
 type bpfSetVal struct {
 	Expires uint64
 	Answer  uint32
-	Pad     uint32
+	Aux     uint32
 }
 
 // bpfLogEvent mirrors struct xfw_log_event.

@@ -147,6 +147,8 @@ func TestSetMatchAgainstKernel(t *testing.T) {
 			t.Errorf("IPv%d: counters:\nkernel:\n%s\nxfw:\n%s", fam, k.counters, x.counters)
 		}
 	}
+	t.Run("types", func(t *testing.T) { setTypesAgainstKernel(t, bin) })
+	t.Run("timeouts", func(t *testing.T) { setTimeoutsAgainstKernel(t, bin) })
 }
 
 // TestIpsetsLiveInNamespace checks where `xfw ipset` keeps its sets: in the
