@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/ipset"
@@ -98,14 +99,58 @@ func patchSetTables(old, new *ipset.Sets) (bool, error) {
 			}
 		}
 	}()
+	var running []runningLookup
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		lks, err := dataplane.RunningSetLookups(fam)
+		if err != nil {
+			return false, err
+		}
+		for _, lk := range lks {
+			running = append(running, runningLookup{fam, lk})
+		}
+	}
+	clk, err := nowClock()
+	if err != nil {
+		return false, err
+	}
 	total := 0
+	var hashWork []hashPatch
 	for _, ch := range d.Changed {
 		s := ch.Set
-		if s.Type != ipset.HashIP && s.Type != ipset.HashNet {
-			continue // rules cannot use it (setUsable)
+		used, hashed := false, []runningLookup(nil)
+		for _, r := range running {
+			if r.lk.Via == s.Name {
+				// A list:set's members changed: its lookups are
+				// built afresh.
+				return false, nil
+			}
+			if r.lk.Set == s.Name {
+				used = true
+				if r.lk.Kind != dataplane.SetKindDXR {
+					hashed = append(hashed, r)
+				}
+			}
 		}
-		if ch.Flushed {
+		if !used {
+			continue // no rule uses it
+		}
+		if ch.Flushed || s.Type == ipset.ListSet || s.Type == ipset.HashNetIface {
+			// hash:net,iface: a member change moves its network's
+			// blocker (settables.go), built afresh.
 			return false, nil
+		}
+		if total += len(ch.Added) + len(ch.Deleted); total > maxPatchedMembers {
+			return false, nil
+		}
+		for _, r := range hashed {
+			hp, err := planHashPatch(new, r, ch, clk)
+			if err != nil || hp == nil {
+				return false, err // nil: built afresh
+			}
+			hashWork = append(hashWork, *hp)
+		}
+		if s.Options.HasTimeout || (s.Type != ipset.HashIP && s.Type != ipset.HashNet) {
+			continue // no DXR table of it
 		}
 		fam, lfam := ir.IPv4, lpm.IPv4
 		if s.Options.Family == ipset.Inet6 {
@@ -119,9 +164,6 @@ func patchSetTables(old, new *ipset.Sets) (bool, error) {
 			continue
 		}
 		todo = append(todo, work{set: s, family: lfam, tables: tables})
-		if total += len(ch.Added) + len(ch.Deleted); total > maxPatchedMembers {
-			return false, nil
-		}
 		seen := map[int]bool{}
 		changed := make([]netip.Prefix, 0, len(ch.Added)+len(ch.Deleted))
 		for _, e := range ch.Added {
@@ -169,7 +211,103 @@ func patchSetTables(old, new *ipset.Sets) (bool, error) {
 	for _, p := range patches {
 		p.Apply()
 	}
+	for _, hp := range hashWork {
+		if err := hp.apply(); err != nil {
+			// The reload the caller then makes builds every table
+			// afresh.
+			return false, err
+		}
+	}
 	return true, nil
+}
+
+// runningLookup is a set lookup of the running generation of a family.
+type runningLookup struct {
+	fam ir.Family
+	lk  dataplane.SetLookupInfo
+}
+
+// hashPatch is the change of one running hash set table that follows a
+// set's member changes.
+type hashPatch struct {
+	fam     ir.Family
+	lk      dataplane.SetLookupInfo
+	plens   [129]bool // prefix lengths the added entries use
+	put     []dataplane.SetHashEntry
+	deleted []dataplane.SetHashKey
+}
+
+// planHashPatch computes the entries of lookup r that ch's member changes
+// add, replace and delete (nil when the lookup cannot be patched).
+func planHashPatch(sets *ipset.Sets, r runningLookup, ch ipset.EntryChanges, clk setClock) (*hashPatch, error) {
+	hp := &hashPatch{fam: r.fam, lk: r.lk}
+	// A list member's entries expire with its list entry.
+	var listExp time.Time
+	if r.lk.Via != "" {
+		l := sets.Get(r.lk.Via)
+		if l == nil {
+			return nil, nil
+		}
+		le, ok := l.Entry(ipset.Elem{SetName: r.lk.Set})
+		if !ok {
+			return nil, nil
+		}
+		listExp = le.Expires
+	}
+	kind := r.lk.Kind
+	for _, e := range ch.Added {
+		hs := setHashEntries(kind, &e, listExp, nil, clk)
+		if len(hs) == 0 {
+			// Already expired (or never matching): make sure no
+			// previous version of the member answers.
+			for _, h := range setHashEntries(kind, &ipset.Entry{Elem: e.Elem}, time.Time{}, nil, clk) {
+				hp.deleted = append(hp.deleted, h.Key)
+			}
+			continue
+		}
+		for _, h := range hs {
+			hp.plens[h.Key.Plen] = true
+			hp.put = append(hp.put, h)
+		}
+	}
+	for _, el := range ch.Deleted {
+		for _, h := range setHashEntries(kind, &ipset.Entry{Elem: el}, time.Time{}, nil, clk) {
+			hp.deleted = append(hp.deleted, h.Key)
+		}
+	}
+	return hp, nil
+}
+
+// apply writes the patch into the running table: the prefix lengths of
+// the new entries first (a lookup then tries a length before any entry of
+// it exists, which costs a lookup and changes no answer), then each entry
+// deleted or put, one atomic map operation each. A deleted member's
+// prefix length stays marked until the next reload.
+func (hp *hashPatch) apply() error {
+	tables, err := dataplane.LiveSetHashes(hp.fam, hp.lk.Set)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, t := range tables {
+			t.Close()
+		}
+	}()
+	for _, t := range tables {
+		if t.Info.Index != hp.lk.Index {
+			continue
+		}
+		if err := t.MarkPlens(&hp.plens); err != nil {
+			return err
+		}
+		if err := t.Delete(hp.deleted); err != nil {
+			return err
+		}
+		if err := t.Put(hp.put); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // decidingEntries returns the members of s (hash:ip, hash:net) that decide

@@ -285,6 +285,28 @@ func (h *LiveSetHash) Room(n int) bool {
 	return it.Err() == nil && held+n <= int(h.m.MaxEntries())
 }
 
+// MarkPlens adds the prefix lengths plens[l] to the table's meta keys
+// (SetMetaEntries), each word written only when it gains a length.
+func (h *LiveSetHash) MarkPlens(plens *[129]bool) error {
+	for _, e := range SetMetaEntries(plens) {
+		if e.Expires == 0 {
+			continue
+		}
+		var cur bpfSetVal
+		err := h.m.Lookup(bpfSetKey(e.Key), &cur)
+		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("set lookup %d (%s): read its prefix lengths: %w", h.Info.Index, h.Info.Set, err)
+		}
+		if cur.Expires|e.Expires == cur.Expires {
+			continue
+		}
+		if err := h.m.Put(bpfSetKey(e.Key), bpfSetVal{Expires: cur.Expires | e.Expires}); err != nil {
+			return fmt.Errorf("set lookup %d (%s): mark its prefix lengths: %w", h.Info.Index, h.Info.Set, err)
+		}
+	}
+	return nil
+}
+
 // Put adds or replaces entries, in order.
 func (h *LiveSetHash) Put(entries []SetHashEntry) error {
 	for _, e := range entries {
