@@ -73,6 +73,14 @@ func SetLookup(ruleset string) iptables.SetLookup {
 		}
 		_, parts, _ := strings.Cut(f[2], ":")
 		info.Dims = strings.Count(parts, ",") + 1
+		// list:set and bitmap:port have no family (either applies);
+		// list:set's members decide its dimensions.
+		switch f[2] {
+		case "list:set":
+			info.Family, info.Dims = 0, 0
+		case "bitmap:port":
+			info.Family = 0
+		}
 		sets[f[1]] = info
 	}
 	return func(name string) (iptables.SetInfo, bool) {
