@@ -189,16 +189,29 @@ XFW_OUTER(xfw_o_entries, xfw_entries_m);
 XFW_OUTER(xfw_o_counters, xfw_counters_m);
 XFW_OUTER(xfw_o_logcfg, xfw_logcfg_m);
 
-/* The set conditions' tables: element slot * XFW_MAX_SETCONDS + k. */
-#define XFW_SET_OUTER(name)                                                        \
+/* The set lookups' tables: element slot * XFW_MAX_SETLOOKUPS + lookup. */
+#define XFW_SET_OUTER(name, inner)                                                 \
 struct {                                                                           \
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);                                  \
 	__type(key, __u32);                                                        \
-	__uint(max_entries, XFW_NSLOTS * XFW_MAX_SETCONDS);                        \
-	__array(values, struct xfw_lpm_m);                                         \
+	__uint(max_entries, XFW_NSLOTS * XFW_MAX_SETLOOKUPS);                      \
+	__array(values, struct inner);                                             \
 } name SEC(".maps")
-XFW_SET_OUTER(xfw_o_setdir);
-XFW_SET_OUTER(xfw_o_setrng);
+XFW_SET_OUTER(xfw_o_setdir, xfw_lpm_m);
+XFW_SET_OUTER(xfw_o_setrng, xfw_lpm_m);
+
+/* A hash set table (kinds other than XFW_SETK_DXR): allocated per element
+ * (BPF_F_NO_PREALLOC), so a set created with a large maxelem costs what it
+ * holds, and an update replaces an element as a whole (a lookup sees the
+ * old value or the new one). Each generation sizes its own. */
+struct xfw_sethash_m {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(key_size, sizeof(struct xfw_setkey));
+	__uint(value_size, sizeof(struct xfw_setval));
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+};
+XFW_SET_OUTER(xfw_o_sethash, xfw_sethash_m);
 
 /* Per-slot ruleset configuration (struct xfw_family_cfg), written by the
  * control plane before it flips the bank. */
@@ -353,50 +366,293 @@ static __always_inline int xfw_hash_cls(struct xfw_cls *st, struct xfw_family_cf
 	return 1;
 }
 
+/* xfw_mask64 returns the mask of the first n (0-64) bits of a word. */
+static __always_inline __u64 xfw_mask64(__u32 n)
+{
+	return n == 0 ? 0 : ~0ULL << (64 - (n & 63 ? n & 63 : 64));
+}
+
+/* xfw_set_port finds the protocol and port ipset's set types see in p
+ * (ip_set_get_ip4_port, ip_set_get_ip6_port; tcp_udp: bitmap:port's
+ * ip_set_get_ip_port, TCP and UDP only): the port of the direction for
+ * TCP, UDP, UDPLite and SCTP, type << 8 | code for ICMP and ICMPv6, 0 for
+ * other protocols (DCCP too). Returns 0 when the kernel's test fails:
+ * protocol 0 or cut short, a header that is not whole, an IPv4 non-first
+ * fragment of a port protocol, any IPv6 non-first fragment, IPv6 "no next
+ * header". */
+static __always_inline int xfw_set_port(struct xfw_pkt *p, int dst, int tcp_udp,
+					__u16 *port, __u8 *proto)
+{
+	__u32 pr = p->proto, v;
+
+	if (pr == 0 || pr > 255)
+		return 0;
+	if (tcp_udp && pr != IPPROTO_TCP && pr != IPPROTO_UDP)
+		return 0;
+	*proto = (__u8)pr;
+	*port = 0;
+	if (p->frag) {
+		if (p->fam)
+			return 0; /* ipv6_skip_exthdr: offset != 0 */
+		switch (pr) {
+		case IPPROTO_TCP:
+		case IPPROTO_SCTP:
+		case IPPROTO_UDP:
+		case IPPROTO_UDPLITE:
+		case IPPROTO_ICMP:
+			return 0;
+		}
+		return 1;
+	}
+	switch (pr) {
+	case IPPROTO_SCTP:
+		/* get_port reads a whole 12-byte SCTP header (the parser's
+		 * ports need 4). */
+		if (p->l4_off == 0 || p->l4_end < p->l4_off + 12)
+			return 0;
+		/* fall through */
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+	case IPPROTO_UDPLITE:
+		v = dst ? p->dport : p->sport;
+		if (v > 0xffff)
+			return 0;
+		*port = (__u16)v;
+		return 1;
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		if (p->icmp > 0xffff)
+			return 0;
+		*port = (__u16)p->icmp;
+		return 1;
+	case 59: /* IPv6 "no next header": ipv6_skip_exthdr fails */
+		return !p->fam;
+	}
+	return 1;
+}
+
+/* Prefix-length words of a hash set table's meta keys: 129 bits. */
+#define XFW_SET_PLEN_WORDS 3
+
+/* State of one hash set lookup's walk over prefix lengths (bpf_loop). */
+struct xfw_hwalk {
+	struct xfw_setkey key;
+	__u64 hi, lo;         /* the address, unmasked */
+	__u64 words[XFW_SET_PLEN_WORDS]; /* present prefix lengths */
+	__u64 now;            /* bpf_ktime_get_ns(), 0 until needed */
+	__u32 idx;            /* the table's element of xfw_o_sethash */
+	__u32 maxplen;        /* 32 or 128 (0: no address) */
+	__u32 answer;
+	__u32 pad;
+};
+
+/* The walk's state lives in a per-CPU scratch element, not on the stack:
+ * the deepest call chain (program → xfw_classify → xfw_set_bits →
+ * bpf_loop → xfw_hwalk_step) must fit in 512 bytes. Runs of one CPU
+ * do not nest (see Quiescence above). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xfw_hwalk);
+	__uint(max_entries, 1);
+} xfw_hwalk_scratch SEC(".maps");
+
+/* xfw_hwalk_expired says whether entry v has timed out
+ * (ip_set_timeout_expired: gone once its time has come; a shorter prefix
+ * may still answer, as in mtype_test_cidrs). */
+static __always_inline int xfw_hwalk_expired(struct xfw_hwalk *c, struct xfw_setval *v)
+{
+	if (!v->expires)
+		return 0;
+	if (!c->now)
+		c->now = bpf_ktime_get_ns();
+	return c->now >= v->expires;
+}
+
+/* xfw_hwalk_step tries prefix length maxplen - i: 1 stops the walk (an
+ * answer, or past /0). */
+static long xfw_hwalk_step(__u32 i, void *unused)
+{
+	struct xfw_setval *v;
+	struct xfw_hwalk *c;
+	__u32 plen, zero = 0;
+	__u64 word;
+	void *m;
+
+	c = bpf_map_lookup_elem(&xfw_hwalk_scratch, &zero);
+	if (!c || i > c->maxplen)
+		return 1;
+	plen = c->maxplen - i;
+	word = plen >= 128 ? c->words[2] : plen >= 64 ? c->words[1] : c->words[0];
+	if (!((word >> (plen & 63)) & 1))
+		return 0;
+	c->key.plen = plen;
+	if (c->maxplen <= 32) {
+		c->key.hi = 0;
+		c->key.lo = plen ? c->lo & (0xffffffffULL << (32 - plen)) & 0xffffffffULL : 0;
+	} else if (plen <= 64) {
+		c->key.hi = c->hi & xfw_mask64(plen);
+		c->key.lo = 0;
+	} else {
+		c->key.hi = c->hi;
+		c->key.lo = c->lo & xfw_mask64(plen - 64);
+	}
+	m = bpf_map_lookup_elem(&xfw_o_sethash, &c->idx);
+	if (!m)
+		return 1;
+	v = bpf_map_lookup_elem(m, &c->key);
+	if (v && !xfw_hwalk_expired(c, v)) {
+		c->answer = v->answer;
+		return 1;
+	}
+	if (c->key.ifindex) {
+		/* hash:net,iface: another entry of this network ends the
+		 * walk (see struct xfw_setval). */
+		__u32 ifi = c->key.ifindex;
+
+		c->key.ifindex = 0;
+		v = bpf_map_lookup_elem(m, &c->key);
+		c->key.ifindex = ifi;
+		if (v && !xfw_hwalk_expired(c, v) && v->aux != ifi)
+			return 1;
+	}
+	return 0;
+}
+
+/* xfw_set_hlookup answers lookup desc (struct xfw_setlk as maxplen << 24 |
+ * kind << 16 | flags << 8) in the hash set table at outer index idx, as the
+ * kernel's hash types test an element (mtype_test, mtype_test_cidrs): the
+ * present prefix lengths of the address are tried from the longest, an
+ * expired entry is skipped as if absent, the first live entry decides.
+ * Returns XFW_SET_MEMBER, XFW_SET_NOMATCH or 0. Inlined in xfw_set_bits
+ * (a call frame more would pass the 512-byte stack); the walk is a
+ * bpf_loop, its step verified once. */
+static __always_inline __u32 xfw_set_hlookup(struct xfw_pkt *p, __u32 idx, __u32 desc,
+					      __u32 iif, __u32 oif)
+{
+	struct xfw_hwalk *c;
+	struct xfw_setval *v;
+	__u32 kind = (desc >> 16) & 0xff, flags = (desc >> 8) & 0xff;
+	__u32 ifindex = 0, zero = 0;
+	__u16 port = 0;
+	__u8 proto = 0;
+	void *m;
+
+	if (!p || idx >= XFW_NSLOTS * XFW_MAX_SETLOOKUPS)
+		return 0;
+	c = bpf_map_lookup_elem(&xfw_hwalk_scratch, &zero);
+	if (!c)
+		return 0;
+	__builtin_memset(c, 0, sizeof(*c));
+	c->idx = idx;
+	c->maxplen = desc >> 24;
+	if (c->maxplen > 128)
+		return 0;
+	m = bpf_map_lookup_elem(&xfw_o_sethash, &idx);
+	if (!m)
+		return 0;
+	if (kind & (XFW_SETK_PORT | XFW_SETK_TCPUDP)) {
+		/* The port is the first dimension of bitmap:port, else the
+		 * second. */
+		int dst = (kind & XFW_SETK_ADDR) ? !!(flags & XFW_SETLK_DST2)
+						 : !!(flags & XFW_SETLK_DST1);
+
+		if (!xfw_set_port(p, dst, kind & XFW_SETK_TCPUDP, &port, &proto))
+			return 0;
+		if (!(kind & XFW_SETK_PORT))
+			proto = 0;
+	}
+	if (kind & XFW_SETK_IFACE) {
+		/* The input interface for src, the output one for dst; none
+		 * (OUTPUT's input, INPUT's output): no match. */
+		ifindex = (flags & XFW_SETLK_DST2) ? oif : iif;
+		if (!ifindex)
+			return 0;
+	}
+	if (kind & XFW_SETK_ADDR) {
+		if (flags & XFW_SETLK_DST1) {
+			c->hi = p->dst_hi;
+			c->lo = p->dst_lo;
+		} else {
+			c->hi = p->src_hi;
+			c->lo = p->src_lo;
+		}
+	}
+	c->key.plen = XFW_SETKEY_META;
+	c->key.port = 0;
+	v = bpf_map_lookup_elem(m, &c->key);
+	if (v)
+		c->words[0] = v->expires;
+	if (c->maxplen >= 64) {
+		c->key.port = 1;
+		v = bpf_map_lookup_elem(m, &c->key);
+		if (v)
+			c->words[1] = v->expires;
+		c->key.port = 2;
+		v = bpf_map_lookup_elem(m, &c->key);
+		if (v)
+			c->words[2] = v->expires;
+	}
+	c->key.port = port;
+	c->key.proto = proto;
+	c->key.ifindex = ifindex;
+	/* 129 prefix lengths at most: /128 to /0. */
+	bpf_loop(129, xfw_hwalk_step, NULL, 0);
+	return c->answer;
+}
+
 /* xfw_set_bits returns the packet's -m set results in slot: bit k set when
- * its source (or destination) is in set condition k's set, as the kernel's
- * set match (ipset's test) answers before any "!": the longest matching
- * prefix decides; a nomatch entry answers no, a plain one yes, and
- * --return-nomatch swaps the two (not in the set: no either way).
- * A global function, verified once; xfw_classify calls it before
- * xfw_resolve, so its stack is gone before the bit-vector walk. */
-__attribute__((noinline)) __u32 xfw_set_bits(struct xfw_pkt *p, __u32 slot)
+ * set condition k matches, as the kernel's set match (ip_set_test) answers
+ * before any "!". Each lookup answers one set (a list:set condition has one
+ * per member, OR-ed into its bit, as list_set_ktest tests its members in
+ * turn): in a DXR table (hash:ip, hash:net without timeouts) the longest
+ * matching prefix decides; in a hash table, xfw_set_hlookup. A nomatch
+ * entry answers no, a plain one yes, and --return-nomatch swaps the two
+ * (not in the set: no either way). A global function, verified once;
+ * xfw_classify calls it before xfw_resolve, so its stack is gone before
+ * the bit-vector walk. */
+__attribute__((noinline)) __u32 xfw_set_bits(struct xfw_pkt *p, __u32 slot, __u32 iif, __u32 oif)
 {
 	struct xfw_family_cfg *fc;
 	__u32 bits = 0, n, idx, v;
+	struct xfw_setlk lk;
 	void *dir, *rng;
-	__u8 flags;
 
 	if (!p || slot >= XFW_NSLOTS)
 		return 0;
 	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
 	if (!fc)
 		return 0;
-	n = fc->nsetconds;
-	for (__u32 k = 0; k < XFW_MAX_SETCONDS; k++) {
+	n = fc->nsetlk;
+	for (__u32 k = 0; k < XFW_MAX_SETLOOKUPS; k++) {
 		if (k >= n)
 			break;
-		idx = slot * XFW_MAX_SETCONDS + k;
-		dir = xfw_inner(&xfw_o_setdir, idx);
-		rng = xfw_inner(&xfw_o_setrng, idx);
-		if (!dir || !rng)
-			continue;
-		flags = fc->setcond_flags[k];
-		if (p->fam == 0)
-			v = xfw_lpm4_lookup(dir, rng, (__u32)((flags & XFW_SETCOND_DST) ? p->dst_lo : p->src_lo));
-		else if (flags & XFW_SETCOND_DST)
-			v = xfw_lpm6_lookup(dir, rng, p->dst_hi, p->dst_lo);
-		else
-			v = xfw_lpm6_lookup(dir, rng, p->src_hi, p->src_lo);
+		idx = slot * XFW_MAX_SETLOOKUPS + k;
+		lk = fc->setlk[k];
+		if (lk.kind != XFW_SETK_DXR) {
+			v = xfw_set_hlookup(p, idx, (__u32)lk.maxplen << 24 | (__u32)lk.kind << 16 |
+						     (__u32)lk.flags << 8, iif, oif);
+		} else {
+			dir = xfw_inner(&xfw_o_setdir, idx);
+			rng = xfw_inner(&xfw_o_setrng, idx);
+			if (!dir || !rng)
+				continue;
+			if (p->fam == 0)
+				v = xfw_lpm4_lookup(dir, rng, (__u32)((lk.flags & XFW_SETLK_DST1) ? p->dst_lo : p->src_lo));
+			else if (lk.flags & XFW_SETLK_DST1)
+				v = xfw_lpm6_lookup(dir, rng, p->dst_hi, p->dst_lo);
+			else
+				v = xfw_lpm6_lookup(dir, rng, p->src_hi, p->src_lo);
+		}
 		/* --return-nomatch reverses the answer of an element of a set
 		 * type with nomatch entries: a nomatch one matches, a plain one
 		 * does not (ip_set_test; found by tests/e2e and xfw difftest
 		 * against the kernel). The flag is set only for such sets. */
-		if (flags & XFW_SETCOND_RETURN_NOMATCH)
+		if (lk.flags & XFW_SETLK_RETURN_NOMATCH)
 			v = v == XFW_SET_NOMATCH;
 		else
 			v = v == XFW_SET_MEMBER;
-		bits |= v << k;
+		bits |= v << (lk.bit & (XFW_MAX_SETCONDS - 1));
 	}
 	return bits;
 }
@@ -639,7 +895,7 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 	/* The set lookups run here, not in xfw_resolve: one call deeper
 	 * would pass the 512-byte stack of the call chain. */
 	if (xfw_resolve(p, iif, oif, &local,
-			(fc->active & (1u << XFW_F_SETS)) ? xfw_set_bits(p, slot) : 0)) {
+			(fc->active & (1u << XFW_F_SETS)) ? xfw_set_bits(p, slot, iif, oif) : 0)) {
 		local.result = XFW_RES_END;
 		if (bpf_loop(fc->max_iters, xfw_step, &local, 0) < 0)
 			local.result = XFW_RES_END;

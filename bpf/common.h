@@ -80,13 +80,61 @@ enum xfw_field {
 /* -m set: distinct set conditions (set, directions, --return-nomatch) of
  * one generation, each a bit of XFW_F_SETS (compiler.MaxSetConds). */
 #define XFW_MAX_SETCONDS 8
-/* xfw_family_cfg.setcond_flags[k]. */
-#define XFW_SETCOND_DST 1           /* look the destination up (else the source) */
-#define XFW_SETCOND_RETURN_NOMATCH 2 /* a nomatch entry matches, a plain one not
-				      * (set only for types with nomatch) */
-/* Values of the sets' LPM tables (internal/dataplane: SetMember...). */
+/* Set lookups per generation: a condition is one lookup, or one per member
+ * of a list:set, OR-ed into its bit (internal/dataplane maxSetLookups). */
+#define XFW_MAX_SETLOOKUPS 16
+/* struct xfw_setlk.flags. */
+#define XFW_SETLK_DST1 1           /* first dimension: destination (else source) */
+#define XFW_SETLK_RETURN_NOMATCH 2 /* a nomatch entry matches, a plain one not
+				    * (set only for types with nomatch) */
+#define XFW_SETLK_DST2 4           /* second dimension: destination / output
+				    * interface (else source / input) */
+/* struct xfw_setlk.kind: 0 is a DXR table (bpf/lpm.h, hash:ip and hash:net
+ * without timeouts); else a hash map (struct xfw_setkey) whose key holds
+ * the parts these bits name. */
+#define XFW_SETK_DXR 0
+#define XFW_SETK_ADDR 1     /* the address, masked to each present prefix */
+#define XFW_SETK_PORT 2     /* proto and port (ip_set_get_ip4/6_port) */
+#define XFW_SETK_IFACE 4    /* the interface's ifindex (hash:net,iface) */
+#define XFW_SETK_TCPUDP 8   /* port of TCP and UDP only, proto 0 in the key
+			     * (bitmap:port: ip_set_get_ip_port) */
+/* Values of the sets' tables (internal/dataplane: SetMember...). */
 #define XFW_SET_MEMBER 1
 #define XFW_SET_NOMATCH 2
+
+/* One set lookup of a generation (xfw_family_cfg.setlk). */
+struct xfw_setlk {
+	__u8 bit;     /* the XFW_F_SETS bit its answer is OR-ed into */
+	__u8 flags;   /* XFW_SETLK_* */
+	__u8 kind;    /* XFW_SETK_* */
+	__u8 maxplen; /* hash kinds: longest prefix, 32 or 128 (0: no address) */
+};
+
+/* Key of a hash set table (inner maps of xfw_o_sethash): the packet's parts
+ * the set type has, the others 0. The prefix lengths present are kept
+ * under meta keys: plen XFW_SETKEY_META, port w, value.expires = bits
+ * 64w..64w+63 (bit i: prefix length 64w+i has entries). */
+struct xfw_setkey {
+	__u64 hi, lo;   /* address masked to plen (IPv4: lo) */
+	__u32 ifindex;  /* XFW_SETK_IFACE */
+	__u16 port;     /* XFW_SETK_PORT, XFW_SETK_TCPUDP */
+	__u8 proto;     /* XFW_SETK_PORT */
+	__u8 plen;
+};
+#define XFW_SETKEY_META 255
+
+/* Value of a hash set table's entry. hash:net,iface also has a blocker per
+ * network (key ifindex 0, answer 0): the kernel's test of a network stops
+ * at the longest prefix length holding an entry of the packet's network,
+ * whatever its interface (IP_SET_HASH_WITH_MULTI: mtype_test_cidrs leaves
+ * its loop once an entry of the same network was seen); aux is then the
+ * interface of the network's only entry (0: several, or none resolved),
+ * which does not block (its own entry has expired). */
+struct xfw_setval {
+	__u64 expires; /* bpf_ktime_get_ns() time it times out at; 0: never */
+	__u32 answer;  /* XFW_SET_MEMBER or XFW_SET_NOMATCH; blocker: 0 */
+	__u32 aux;
+};
 
 /* Sentinel values of the port, TCP flags and ICMP fields. */
 #define XFW_V_NONE 65536
@@ -230,8 +278,8 @@ struct xfw_family_cfg {
 	__u32 ncounters;                /* counters per CPU (policies + rules) */
 	__u32 nfields;                  /* active fields, listed in .fields */
 	__u8 fields[XFW_FIELD_LIST];    /* the active fields' enum xfw_field */
-	__u32 nsetconds;                /* set conditions (XFW_F_SETS bits) */
-	__u8 setcond_flags[XFW_MAX_SETCONDS]; /* XFW_SETCOND_* */
+	__u32 nsetlk;                   /* set lookups (XFW_F_SETS bits) */
+	struct xfw_setlk setlk[XFW_MAX_SETLOOKUPS];
 	/* Established fast path (ct.h xfw_ct_fast): per chain, bit s set when
 	 * a packet in connection state s is accepted by entry ct_fast_entry
 	 * without classification (0: no fast path). */

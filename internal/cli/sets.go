@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
-	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/ipset"
 	"github.com/xfw-dev/xfw/internal/iptables"
@@ -20,19 +20,15 @@ import (
 const statusSetUnsupported = iptables.StatusParameter
 
 // setUsable reports why the data plane cannot look packets up in s for a
-// rule (nil when it can): it evaluates hash:ip and hash:net sets (one
-// address dimension, looked up by the match's first direction, as the
-// kernel ignores directions beyond a set's dimensions) without timeouts
-// (xfw's data plane does not expire entries yet). Never accept and ignore:
-// a rule the data plane would skip changes what the firewall does.
+// rule (nil when it can): every type `xfw ipset` creates is served, with
+// or without timeouts (setTables). Never accept and ignore: a rule the
+// data plane would skip changes what the firewall does.
 func setUsable(s *ipset.Set) error {
-	if s.Type != ipset.HashIP && s.Type != ipset.HashNet {
-		return fmt.Errorf("sets of type %s are not supported in rules yet (hash:ip and hash:net are)", s.Type)
+	switch s.Type {
+	case ipset.HashIP, ipset.HashNet, ipset.HashIPPort, ipset.HashNetPort, ipset.HashNetIface, ipset.BitmapPort, ipset.ListSet:
+		return nil
 	}
-	if s.Options.HasTimeout {
-		return fmt.Errorf("sets with timeouts are not supported in rules yet")
-	}
-	return nil
+	return fmt.Errorf("sets of type %s are not supported in rules yet", s.Type)
 }
 
 // checkDataPlaneSupport refuses a ruleset whose set matches the data plane
@@ -61,41 +57,6 @@ func checkDataPlaneSupport(rs *ir.Ruleset, sets *ipsetLookup) error {
 		}
 	}
 	return nil
-}
-
-// setTables builds the lookup tables of gen's set conditions from the
-// sets' current members: each prefix answers dataplane.SetMember, or
-// dataplane.SetNomatch for a nomatch entry.
-func setTables(gen *compiler.Generation, sets *ipsetLookup) ([]dataplane.SetTable, error) {
-	var out []dataplane.SetTable
-	for _, sc := range gen.SetConds {
-		s, err := sets.set(sc.Name)
-		if err == nil {
-			err = setUsable(s)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("--match-set %s: %w", sc.Name, err)
-		}
-		fam := lpm.IPv4
-		if sc.Family == ir.IPv6 {
-			fam = lpm.IPv6
-		}
-		var entries []lpm.Entry
-		s.All(func(e *ipset.Entry) bool {
-			v := uint32(dataplane.SetMember)
-			if e.Nomatch {
-				v = dataplane.SetNomatch
-			}
-			entries = append(entries, lpm.Entry{Prefix: e.Elem.Prefix, Value: v})
-			return true
-		})
-		t, err := lpm.Build(fam, entries, lpm.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("--match-set %s: build its lookup table: %w", sc.Name, err)
-		}
-		out = append(out, dataplane.SetTable{Direct: t.Direct(), Ranges: t.Ranges(), Used: t.Used(), Nomatch: s.Type == ipset.HashNet})
-	}
-	return out, nil
 }
 
 // maxPatchedMembers bounds the member changes a command patches into the
@@ -138,14 +99,58 @@ func patchSetTables(old, new *ipset.Sets) (bool, error) {
 			}
 		}
 	}()
+	var running []runningLookup
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		lks, err := dataplane.RunningSetLookups(fam)
+		if err != nil {
+			return false, err
+		}
+		for _, lk := range lks {
+			running = append(running, runningLookup{fam, lk})
+		}
+	}
+	clk, err := nowClock()
+	if err != nil {
+		return false, err
+	}
 	total := 0
+	var hashWork []hashPatch
 	for _, ch := range d.Changed {
 		s := ch.Set
-		if s.Type != ipset.HashIP && s.Type != ipset.HashNet {
-			continue // rules cannot use it (setUsable)
+		used, hashed := false, []runningLookup(nil)
+		for _, r := range running {
+			if r.lk.Via == s.Name {
+				// A list:set's members changed: its lookups are
+				// built afresh.
+				return false, nil
+			}
+			if r.lk.Set == s.Name {
+				used = true
+				if r.lk.Kind != dataplane.SetKindDXR {
+					hashed = append(hashed, r)
+				}
+			}
 		}
-		if ch.Flushed {
+		if !used {
+			continue // no rule uses it
+		}
+		if ch.Flushed || s.Type == ipset.ListSet || s.Type == ipset.HashNetIface {
+			// hash:net,iface: a member change moves its network's
+			// blocker (settables.go), built afresh.
 			return false, nil
+		}
+		if total += len(ch.Added) + len(ch.Deleted); total > maxPatchedMembers {
+			return false, nil
+		}
+		for _, r := range hashed {
+			hp, err := planHashPatch(new, r, ch, clk)
+			if err != nil || hp == nil {
+				return false, err // nil: built afresh
+			}
+			hashWork = append(hashWork, *hp)
+		}
+		if s.Options.HasTimeout || (s.Type != ipset.HashIP && s.Type != ipset.HashNet) {
+			continue // no DXR table of it
 		}
 		fam, lfam := ir.IPv4, lpm.IPv4
 		if s.Options.Family == ipset.Inet6 {
@@ -159,9 +164,6 @@ func patchSetTables(old, new *ipset.Sets) (bool, error) {
 			continue
 		}
 		todo = append(todo, work{set: s, family: lfam, tables: tables})
-		if total += len(ch.Added) + len(ch.Deleted); total > maxPatchedMembers {
-			return false, nil
-		}
 		seen := map[int]bool{}
 		changed := make([]netip.Prefix, 0, len(ch.Added)+len(ch.Deleted))
 		for _, e := range ch.Added {
@@ -209,7 +211,103 @@ func patchSetTables(old, new *ipset.Sets) (bool, error) {
 	for _, p := range patches {
 		p.Apply()
 	}
+	for _, hp := range hashWork {
+		if err := hp.apply(); err != nil {
+			// The reload the caller then makes builds every table
+			// afresh.
+			return false, err
+		}
+	}
 	return true, nil
+}
+
+// runningLookup is a set lookup of the running generation of a family.
+type runningLookup struct {
+	fam ir.Family
+	lk  dataplane.SetLookupInfo
+}
+
+// hashPatch is the change of one running hash set table that follows a
+// set's member changes.
+type hashPatch struct {
+	fam     ir.Family
+	lk      dataplane.SetLookupInfo
+	plens   [129]bool // prefix lengths the added entries use
+	put     []dataplane.SetHashEntry
+	deleted []dataplane.SetHashKey
+}
+
+// planHashPatch computes the entries of lookup r that ch's member changes
+// add, replace and delete (nil when the lookup cannot be patched).
+func planHashPatch(sets *ipset.Sets, r runningLookup, ch ipset.EntryChanges, clk setClock) (*hashPatch, error) {
+	hp := &hashPatch{fam: r.fam, lk: r.lk}
+	// A list member's entries expire with its list entry.
+	var listExp time.Time
+	if r.lk.Via != "" {
+		l := sets.Get(r.lk.Via)
+		if l == nil {
+			return nil, nil
+		}
+		le, ok := l.Entry(ipset.Elem{SetName: r.lk.Set})
+		if !ok {
+			return nil, nil
+		}
+		listExp = le.Expires
+	}
+	kind := r.lk.Kind
+	for _, e := range ch.Added {
+		hs := setHashEntries(kind, &e, listExp, nil, clk)
+		if len(hs) == 0 {
+			// Already expired (or never matching): make sure no
+			// previous version of the member answers.
+			for _, h := range setHashEntries(kind, &ipset.Entry{Elem: e.Elem}, time.Time{}, nil, clk) {
+				hp.deleted = append(hp.deleted, h.Key)
+			}
+			continue
+		}
+		for _, h := range hs {
+			hp.plens[h.Key.Plen] = true
+			hp.put = append(hp.put, h)
+		}
+	}
+	for _, el := range ch.Deleted {
+		for _, h := range setHashEntries(kind, &ipset.Entry{Elem: el}, time.Time{}, nil, clk) {
+			hp.deleted = append(hp.deleted, h.Key)
+		}
+	}
+	return hp, nil
+}
+
+// apply writes the patch into the running table: the prefix lengths of
+// the new entries first (a lookup then tries a length before any entry of
+// it exists, which costs a lookup and changes no answer), then each entry
+// deleted or put, one atomic map operation each. A deleted member's
+// prefix length stays marked until the next reload.
+func (hp *hashPatch) apply() error {
+	tables, err := dataplane.LiveSetHashes(hp.fam, hp.lk.Set)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, t := range tables {
+			t.Close()
+		}
+	}()
+	for _, t := range tables {
+		if t.Info.Index != hp.lk.Index {
+			continue
+		}
+		if err := t.MarkPlens(&hp.plens); err != nil {
+			return err
+		}
+		if err := t.Delete(hp.deleted); err != nil {
+			return err
+		}
+		if err := t.Put(hp.put); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // decidingEntries returns the members of s (hash:ip, hash:net) that decide

@@ -342,7 +342,7 @@ func install(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, iface
 	if err := checkDataPlaneSupport(rs, sets); err != nil {
 		return err
 	}
-	tables, err := setTables(gen, sets)
+	tables, err := setTables(gen, sets, ifaces)
 	if err != nil {
 		return err
 	}

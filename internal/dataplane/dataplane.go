@@ -72,8 +72,10 @@ type Update struct {
 	Saved []byte
 	// Counters has one source per counter index of Gen (len NumCounters).
 	Counters []CounterSource
-	// Sets has the lookup tables of Gen.SetConds, one per condition, in
-	// their order.
+	// Sets has the set lookups of Gen.SetConds (at most maxSetLookups):
+	// each answers one set and is OR-ed into its condition's bit (one per
+	// condition, or one per member of a list:set; none for a condition
+	// that never matches).
 	Sets []SetTable
 	// Interfaces are those Gen was compiled for, kept with it so that a
 	// later command can extend the running generation (RunningGeneration,
@@ -100,20 +102,103 @@ func stateBlob(u *Update) ([]byte, error) {
 	return append(blob, meta...), nil
 }
 
-// SetTable is the longest-prefix-match table (internal/lpm's flat arrays,
-// looked up by bpf/lpm.h) of the set a set condition tests. Its values are
-// SetMember and SetNomatch.
+// SetTable is one set lookup of a generation: the set it looks up (as a
+// longest-prefix-match table, internal/lpm's flat arrays looked up by
+// bpf/lpm.h, or as a hash table, bpf/classify.h xfw_set_hlookup), how, and
+// the set condition its answer goes to. Its values are SetMember and
+// SetNomatch.
 type SetTable struct {
+	// Cond is the set condition (bit of compiler.FieldSets) the answer is
+	// OR-ed into.
+	Cond int
+	// Set is the set looked up; Via the list:set it is a member of, when
+	// the condition tests a list ("" otherwise).
+	Set, Via string
+	// Kind is SetKindDXR (Direct, Ranges, Used) or hash kinds
+	// (SetKindAddr|…: Hash, MaxPlen).
+	Kind uint8
+	// Dst1 and Dst2 say the first and second dimensions are looked up by
+	// the destination (address, port; for interfaces: the output one).
+	Dst1, Dst2 bool
+	// ReturnNomatch is --return-nomatch, for a set type with nomatch
+	// entries.
+	ReturnNomatch bool
+
 	Direct, Ranges []uint64
 	// Used is how many words of Ranges are in use (lpm.Table.Used): the
 	// ranges map keeps it in its last word, the high-water mark after
 	// which a patch of the running generation (LiveSetTables) writes new
 	// blocks.
 	Used int
-	// Nomatch says the set's type has nomatch entries (hash:net):
+	// Nomatch says the set's type has nomatch entries (hash:net, …):
 	// --return-nomatch reverses its answers only then (ip_set_test
 	// inverts a matched element of a type with IPSET_TYPE_NOMATCH).
 	Nomatch bool
+
+	// Hash are the hash table's entries, meta keys (SetMetaEntries)
+	// included.
+	Hash []SetHashEntry
+	// MaxPlen is the address length of a hash kind with an address (32,
+	// 128), else 0.
+	MaxPlen uint8
+	// Capacity is the number of entries the hash table is created for:
+	// the set's maxelem and the meta keys, so that patches always fit.
+	Capacity int
+}
+
+// Kinds of set lookups (XFW_SETK_*): SetKindDXR, or a hash table whose
+// keys hold the parts named by the other bits.
+const (
+	SetKindDXR    = 0
+	SetKindAddr   = 1 // the address, masked to each present prefix length
+	SetKindPort   = 2 // protocol and port
+	SetKindIface  = 4 // the interface's ifindex
+	SetKindTCPUDP = 8 // port of TCP and UDP only, protocol 0 (bitmap:port)
+)
+
+// SetHashKey is the key of a hash set table (struct xfw_setkey).
+type SetHashKey struct {
+	Hi, Lo  uint64 // the address, masked (IPv4: Lo)
+	Ifindex uint32
+	Port    uint16
+	Proto   uint8
+	Plen    uint8
+}
+
+// SetHashEntry is one entry of a hash set table: Answer SetMember or
+// SetNomatch, Expires the CLOCK_MONOTONIC time in ns it times out at (0:
+// never); meta entries carry a prefix-length word in Expires. A
+// hash:net,iface blocker (Key.Ifindex 0, Answer 0) ends the walk over
+// prefix lengths unless Aux is the packet's interface (struct xfw_setval).
+type SetHashEntry struct {
+	Key     SetHashKey
+	Expires uint64
+	Answer  uint32
+	Aux     uint32
+}
+
+// SetMetaPlen is the Plen of a hash set table's meta keys (XFW_SETKEY_META):
+// meta key Port w holds, in Expires, bits 64w..64w+63 of the prefix
+// lengths present (bit i: length 64w+i has entries).
+const SetMetaPlen = 255
+
+// SetMetaWords is the number of meta keys: 129 prefix lengths.
+const SetMetaWords = 3
+
+// SetMetaEntries returns the meta entries describing the prefix lengths
+// present (plens[l] for length l, 0–128).
+func SetMetaEntries(plens *[129]bool) []SetHashEntry {
+	var out []SetHashEntry
+	for w := 0; w < SetMetaWords; w++ {
+		var word uint64
+		for i := 0; i < 64 && 64*w+i <= 128; i++ {
+			if plens[64*w+i] {
+				word |= 1 << i
+			}
+		}
+		out = append(out, SetHashEntry{Key: SetHashKey{Port: uint16(w), Plen: SetMetaPlen}, Expires: word})
+	}
+	return out
 }
 
 // Values of a SetTable's prefixes (XFW_SET_MEMBER, XFW_SET_NOMATCH).
@@ -122,16 +207,29 @@ const (
 	SetNomatch = 2
 )
 
-// setOuters are the outer maps of the set conditions' tables, element
-// slot * compiler.MaxSetConds + condition (bpf/classify.h).
+// maxSetLookups is XFW_MAX_SETLOOKUPS: set lookups per generation.
+const maxSetLookups = 16
+
+// MaxSetLookups is how many set lookups one family's ruleset may use: a
+// set condition takes one, a list:set condition one per member.
+const MaxSetLookups = maxSetLookups
+
+// setOuters are the outer maps of the DXR set lookups' tables, element
+// slot * maxSetLookups + lookup (bpf/classify.h); setHashOuter that of the
+// hash ones.
 var setOuters = []string{"xfw_o_setdir", "xfw_o_setrng"}
 
-// setKind names the table of set condition k in outer map name among a
+const setHashOuter = "xfw_o_sethash"
+
+// allSetOuters are every set lookup outer map.
+var allSetOuters = []string{"xfw_o_setdir", "xfw_o_setrng", setHashOuter}
+
+// setKind names the table of set lookup k in outer map name among a
 // generation's map kinds ("xfw_o_setdir/3").
 func setKind(name string, k int) string { return fmt.Sprintf("%s/%d", name, k) }
 
-// setKey is the outer-map element of set condition k in slot.
-func setKey(slot uint32, k int) uint32 { return slot*compiler.MaxSetConds + uint32(k) }
+// setKey is the outer-map element of set lookup k in slot.
+func setKey(slot uint32, k int) uint32 { return slot*maxSetLookups + uint32(k) }
 
 // mapSizes returns the number of entries each generation map needs on a
 // machine of ncpu possible CPUs.
@@ -164,8 +262,13 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 	if extra := u.Gen.Active >> bpfNumFields; extra != 0 {
 		return fmt.Errorf("generation uses classification fields the data plane does not compute (active %#x, fields from %s on)", u.Gen.Active, compiler.Field(bpfNumFields))
 	}
-	if len(u.Sets) != len(u.Gen.SetConds) {
-		return fmt.Errorf("generation tests %d set conditions but %d set tables are given", len(u.Gen.SetConds), len(u.Sets))
+	if len(u.Sets) > maxSetLookups {
+		return fmt.Errorf("generation needs %d set lookups, at most %d are supported", len(u.Sets), maxSetLookups)
+	}
+	for i, st := range u.Sets {
+		if st.Cond < 0 || st.Cond >= len(u.Gen.SetConds) {
+			return fmt.Errorf("set lookup %d (%s) is for set condition %d of %d", i, st.Set, st.Cond, len(u.Gen.SetConds))
+		}
 	}
 	t := time.Now()
 	blob, err := stateBlob(u)
@@ -210,10 +313,19 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 	t = TraceSince("apply: build generation", t)
 	fc := familyCfg(u.Gen)
 	for k, st := range u.Sets {
-		if !st.Nomatch {
-			fc.SetCondFlags[k] &^= setCondReturnNomatch
+		lk := bpfSetLk{Bit: uint8(st.Cond), Kind: st.Kind, MaxPlen: st.MaxPlen}
+		if st.Dst1 {
+			lk.Flags |= setLkDst1
 		}
+		if st.Dst2 {
+			lk.Flags |= setLkDst2
+		}
+		if st.ReturnNomatch && st.Nomatch {
+			lk.Flags |= setLkReturnNomatch
+		}
+		fc.SetLk[k] = lk
 	}
+	fc.NSetLk = uint32(len(u.Sets))
 	if fc.MaxIters == 0 {
 		fc.MaxIters = 1
 	}
@@ -330,8 +442,8 @@ func eachOuter(op func(kind string, outer *ebpf.Map, key uint32) error, cur *sta
 	for _, kind := range generationMaps {
 		targets = append(targets, target{kind, cur.maps[outerName(kind)], slot})
 	}
-	for _, name := range setOuters {
-		for k := 0; k < compiler.MaxSetConds; k++ {
+	for _, name := range allSetOuters {
+		for k := 0; k < maxSetLookups; k++ {
 			targets = append(targets, target{setKind(name, k), cur.maps[name], setKey(slot, k)})
 		}
 	}
@@ -366,6 +478,10 @@ func buildSlot(cur *state, slot uint32, u *Update) error {
 	}
 	sizes := mapSizes(u, ncpu)
 	for k, st := range u.Sets {
+		if st.Kind != SetKindDXR {
+			sizes[setKind(setHashOuter, k)] = max(len(st.Hash), st.Capacity)
+			continue
+		}
 		sizes[setKind(setOuters[0], k)] = len(st.Direct)
 		sizes[setKind(setOuters[1], k)] = len(st.Ranges) + 1 // and the high-water mark
 	}
@@ -456,12 +572,16 @@ func reusable(kind string, m *ebpf.Map, n, ncpu int) bool {
 	return c >= n && c <= 4*capacity(kind, n, ncpu)
 }
 
-// capacity is the size a new map of kind for n elements is created with:
+// capacity is the size a new map of kind for n elements is created with
+// (a hash set table's n is already its set's capacity):
 // n with headroom; for the counters, n counts every CPU's, so the headroom
 // is per CPU.
 func capacity(kind string, n, ncpu int) int {
 	if kind == "counters" {
 		return withHeadroom(n/ncpu) * ncpu
+	}
+	if strings.HasPrefix(kind, setHashOuter+"/") {
+		return n
 	}
 	return withHeadroom(n)
 }
@@ -482,6 +602,12 @@ func mapName(kind string) string {
 func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, ncpu int) error {
 	g := u.Gen
 	for k, st := range u.Sets {
+		if st.Kind != SetKindDXR {
+			if err := fillSetHash(m[setKind(setHashOuter, k)], !created[setKind(setHashOuter, k)], st.Hash); err != nil {
+				return fmt.Errorf("set lookup %d (%s): %w", k, st.Set, err)
+			}
+			continue
+		}
 		for i, name := range setOuters {
 			words := st.Direct
 			if i == 1 {
@@ -569,6 +695,41 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 		}
 		return bpfCounter{Packets: c.Packets, Bytes: c.Bytes}
 	})
+}
+
+// fillSetHash writes a hash set table's entries, after removing those of
+// the generation that used the map before (reused).
+func fillSetHash(m *ebpf.Map, reused bool, entries []SetHashEntry) error {
+	if reused {
+		var keys []bpfSetKey
+		var k bpfSetKey
+		var v bpfSetVal
+		it := m.Iterate()
+		for it.Next(&k, &v) {
+			keys = append(keys, k)
+		}
+		if err := it.Err(); err != nil {
+			return fmt.Errorf("list the previous entries: %w", err)
+		}
+		for _, k := range keys {
+			if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("remove a previous entry: %w", err)
+			}
+		}
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	keys := make([]bpfSetKey, len(entries))
+	vals := make([]bpfSetVal, len(entries))
+	for i, e := range entries {
+		keys[i] = bpfSetKey(e.Key)
+		vals[i] = bpfSetVal{Expires: e.Expires, Answer: e.Answer, Aux: e.Aux}
+	}
+	if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
+		return fmt.Errorf("fill the hash table (%d entries): %w", len(entries), err)
+	}
+	return nil
 }
 
 // clearHash deletes every key of the class hash m (of the idle bank: no

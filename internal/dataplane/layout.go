@@ -65,20 +65,43 @@ type bpfFamilyCfg struct {
 	NCounters  uint32
 	NFields    uint32
 	Fields     [24]uint8
-	NSetConds  uint32
-	// SetCondFlags are XFW_SETCOND_* of each set condition.
-	SetCondFlags [compiler.MaxSetConds]uint8
+	// NSetLk and SetLk are the generation's set lookups (struct
+	// xfw_setlk), from Update.Sets.
+	NSetLk uint32
+	SetLk  [maxSetLookups]bpfSetLk
 	// CtFastStates and CtFastEntry are each chain's established fast
 	// path (compiler.Generation.CtFastPath).
 	CtFastStates [compiler.NumChains]uint32
 	CtFastEntry  [compiler.NumChains]uint32
 }
 
-// XFW_SETCOND_* flags of bpfFamilyCfg.SetCondFlags.
+// bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
+type bpfSetLk struct {
+	Bit, Flags, Kind, MaxPlen uint8
+}
+
+// XFW_SETLK_* flags of bpfSetLk.Flags.
 const (
-	setCondDst           = 1
-	setCondReturnNomatch = 2
+	setLkDst1          = 1
+	setLkReturnNomatch = 2
+	setLkDst2          = 4
 )
+
+// bpfSetKey mirrors struct xfw_setkey, the key of a hash set table.
+type bpfSetKey struct {
+	Hi, Lo  uint64
+	Ifindex uint32
+	Port    uint16
+	Proto   uint8
+	Plen    uint8
+}
+
+// bpfSetVal mirrors struct xfw_setval.
+type bpfSetVal struct {
+	Expires uint64
+	Answer  uint32
+	Aux     uint32
+}
 
 // bpfLogEvent mirrors struct xfw_log_event.
 type bpfLogEvent struct {
@@ -135,17 +158,6 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 			c.NFields++
 		}
 	}
-	// A set of one dimension is looked up by the first direction only
-	// (the kernel ignores directions beyond the set's dimensions).
-	for k, sc := range g.SetConds {
-		if sc.Dirs.Src&1 == 0 {
-			c.SetCondFlags[k] |= setCondDst
-		}
-		if sc.ReturnNomatch {
-			c.SetCondFlags[k] |= setCondReturnNomatch
-		}
-	}
-	c.NSetConds = uint32(len(g.SetConds))
 	for i, d := range g.PolicyDrop {
 		if d {
 			c.PolicyDrop[i] = 1

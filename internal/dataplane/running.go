@@ -28,6 +28,21 @@ type genMeta struct {
 	Layout                                 compiler.Layout
 	SetConds                               []compiler.SetCond
 	Interfaces                             []compiler.Interface
+	// SetLookups describe Update.Sets: what a patch of a set's members
+	// needs to find the tables that look it up.
+	SetLookups []SetLookupInfo `json:",omitempty"`
+}
+
+// SetLookupInfo describes one set lookup of a running generation.
+type SetLookupInfo struct {
+	// Index is the lookup's index in the generation (its outer-map key).
+	Index int
+	// Set is the set looked up, Via the list:set it came from ("" when
+	// none), Kind SetKindDXR or the hash kinds.
+	Set, Via string
+	Kind     uint8
+	// MaxPlen is a hash kind's address length (0: no address).
+	MaxPlen uint8
 }
 
 // generationMeta encodes u's generation metadata.
@@ -36,6 +51,7 @@ func generationMeta(u *Update) ([]byte, error) {
 	b, err := json.Marshal(genMeta{
 		Small: len(g.Small), ClassChunks: len(g.ClassChunks), Chunks: len(g.Chunks), LogConfigs: len(g.LogConfigs),
 		Layout: g.Layout, SetConds: g.SetConds, Interfaces: u.Interfaces,
+		SetLookups: setLookupInfos(u.Sets),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode generation metadata: %w", err)
@@ -248,4 +264,13 @@ func boundBytes(bounds []compiler.Bound) []byte {
 		return nil
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(&bounds[0])), len(bounds)*boundStride)
+}
+
+// setLookupInfos describes the set lookups of a generation.
+func setLookupInfos(sets []SetTable) []SetLookupInfo {
+	out := make([]SetLookupInfo, len(sets))
+	for i, st := range sets {
+		out[i] = SetLookupInfo{Index: i, Set: st.Set, Via: st.Via, Kind: st.Kind, MaxPlen: st.MaxPlen}
+	}
+	return out
 }

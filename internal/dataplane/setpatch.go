@@ -30,7 +30,7 @@ var ErrNoRoom = errors.New("the set's lookup table has no room for the change")
 // they take is reclaimed when the ruleset is next loaded, which builds the
 // tables afresh).
 type LiveSetTable struct {
-	// Cond is the index of the set condition in its generation.
+	// Cond is the index of the set lookup in its generation.
 	Cond int
 
 	family          ir.Family
@@ -39,46 +39,72 @@ type LiveSetTable struct {
 	directMem, rMem []byte
 }
 
-// LiveSetTables maps the lookup tables of fam's running generation whose
-// set conditions test the set called name (none when fam has no ruleset,
-// or none of its set conditions tests the set). Close each after use; the
-// caller holds xfw's lock, so no ruleset change replaces them meanwhile.
+// RunningSetLookups returns the set lookups of fam's running generation
+// (none when fam has no ruleset).
+func RunningSetLookups(fam ir.Family) ([]SetLookupInfo, error) {
+	cur, err := Current()
+	if err != nil || cur == nil {
+		return nil, err
+	}
+	defer cur.Close()
+	meta, _, err := runningMeta(cur, fam)
+	if err != nil || meta == nil {
+		return nil, err
+	}
+	return meta.SetLookups, nil
+}
+
+// runningMeta reads the metadata of fam's running generation (nil when fam
+// has no ruleset) and its slot.
+func runningMeta(cur *state, fam ir.Family) (*genMeta, uint32, error) {
+	if !cur.hasFamily(fam) {
+		return nil, 0, nil
+	}
+	slot := cur.slot(fam)
+	metaBytes, err := cur.savedMeta(slot)
+	if err != nil {
+		return nil, 0, err
+	}
+	var meta genMeta
+	if err := json.Unmarshal(metaBytes, &meta); err != nil {
+		return nil, 0, fmt.Errorf("decode generation metadata: %w", err)
+	}
+	return &meta, slot, nil
+}
+
+// LiveSetTables maps the DXR lookup tables of fam's running generation
+// that look up the set called name (none when fam has no ruleset, or none
+// of its lookups is of the set). Close each after use; the caller holds
+// xfw's lock, so no ruleset change replaces them meanwhile.
 func LiveSetTables(fam ir.Family, name string) ([]*LiveSetTable, error) {
 	cur, err := Current()
 	if err != nil || cur == nil {
 		return nil, err
 	}
 	defer cur.Close()
-	if !cur.hasFamily(fam) {
-		return nil, nil
-	}
-	slot := cur.slot(fam)
-	metaBytes, err := cur.savedMeta(slot)
-	if err != nil {
+	meta, slot, err := runningMeta(cur, fam)
+	if err != nil || meta == nil {
 		return nil, err
 	}
-	var meta genMeta
-	if err := json.Unmarshal(metaBytes, &meta); err != nil {
-		return nil, fmt.Errorf("decode generation metadata: %w", err)
-	}
 	var out []*LiveSetTable
-	for k, sc := range meta.SetConds {
-		if sc.Name != name {
+	for _, lk := range meta.SetLookups {
+		if lk.Set != name || lk.Kind != SetKindDXR {
 			continue
 		}
+		k := lk.Index
 		t, err := mapSetTable(cur, fam, slot, k)
 		if err != nil {
 			for _, o := range out {
 				o.Close()
 			}
-			return nil, fmt.Errorf("set condition %d (%s): %w", k, name, err)
+			return nil, fmt.Errorf("set lookup %d (%s): %w", k, name, err)
 		}
 		out = append(out, t)
 	}
 	return out, nil
 }
 
-// mapSetTable maps the tables of set condition k of slot.
+// mapSetTable maps the tables of set lookup k of slot.
 func mapSetTable(cur *state, fam ir.Family, slot uint32, k int) (*LiveSetTable, error) {
 	t := &LiveSetTable{Cond: k, family: fam}
 	var err error
@@ -189,4 +215,114 @@ func (p *SetTablePatch) Apply() {
 	for i, s := range p.entries {
 		atomic.StoreUint64(&t.direct[s], p.words[i])
 	}
+}
+
+// LiveSetHash is the hash table of one set lookup of a running generation,
+// open for a patch in place: each update or delete of an element is
+// atomic for the packet path (an update replaces the element as a whole).
+type LiveSetHash struct {
+	// Info describes the lookup.
+	Info SetLookupInfo
+	m    *ebpf.Map
+}
+
+// LiveSetHashes opens the hash tables of fam's running generation that
+// look up the set called name. Close each after use.
+func LiveSetHashes(fam ir.Family, name string) ([]*LiveSetHash, error) {
+	cur, err := Current()
+	if err != nil || cur == nil {
+		return nil, err
+	}
+	defer cur.Close()
+	meta, slot, err := runningMeta(cur, fam)
+	if err != nil || meta == nil {
+		return nil, err
+	}
+	var out []*LiveSetHash
+	for _, lk := range meta.SetLookups {
+		if lk.Set != name || lk.Kind == SetKindDXR {
+			continue
+		}
+		var id uint32
+		if err := cur.maps[setHashOuter].Lookup(setKey(slot, lk.Index), &id); err != nil {
+			closeAll(out)
+			return nil, fmt.Errorf("find the hash table of set lookup %d (%s): %w", lk.Index, name, err)
+		}
+		m, err := ebpf.NewMapFromID(ebpf.MapID(id))
+		if err != nil {
+			closeAll(out)
+			return nil, fmt.Errorf("open the hash table of set lookup %d (%s): %w", lk.Index, name, err)
+		}
+		out = append(out, &LiveSetHash{Info: lk, m: m})
+	}
+	return out, nil
+}
+
+// closeAll closes hash tables.
+func closeAll(hs []*LiveSetHash) {
+	for _, h := range hs {
+		h.Close()
+	}
+}
+
+// Close closes the table.
+func (h *LiveSetHash) Close() {
+	if h.m != nil {
+		h.m.Close()
+		h.m = nil
+	}
+}
+
+// Room reports whether n more entries fit in the table.
+func (h *LiveSetHash) Room(n int) bool {
+	var k bpfSetKey
+	var v bpfSetVal
+	held := 0
+	it := h.m.Iterate()
+	for it.Next(&k, &v) {
+		held++
+	}
+	return it.Err() == nil && held+n <= int(h.m.MaxEntries())
+}
+
+// MarkPlens adds the prefix lengths plens[l] to the table's meta keys
+// (SetMetaEntries), each word written only when it gains a length.
+func (h *LiveSetHash) MarkPlens(plens *[129]bool) error {
+	for _, e := range SetMetaEntries(plens) {
+		if e.Expires == 0 {
+			continue
+		}
+		var cur bpfSetVal
+		err := h.m.Lookup(bpfSetKey(e.Key), &cur)
+		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("set lookup %d (%s): read its prefix lengths: %w", h.Info.Index, h.Info.Set, err)
+		}
+		if cur.Expires|e.Expires == cur.Expires {
+			continue
+		}
+		if err := h.m.Put(bpfSetKey(e.Key), bpfSetVal{Expires: cur.Expires | e.Expires}); err != nil {
+			return fmt.Errorf("set lookup %d (%s): mark its prefix lengths: %w", h.Info.Index, h.Info.Set, err)
+		}
+	}
+	return nil
+}
+
+// Put adds or replaces entries, in order.
+func (h *LiveSetHash) Put(entries []SetHashEntry) error {
+	for _, e := range entries {
+		if err := h.m.Put(bpfSetKey(e.Key), bpfSetVal{Expires: e.Expires, Answer: e.Answer, Aux: e.Aux}); err != nil {
+			return fmt.Errorf("set lookup %d (%s): put an entry: %w", h.Info.Index, h.Info.Set, err)
+		}
+	}
+	return nil
+}
+
+// Delete removes entries (absent ones are no error).
+func (h *LiveSetHash) Delete(keys []SetHashKey) error {
+	for _, k := range keys {
+		if err := h.m.Delete(bpfSetKey(k)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("set lookup %d (%s): delete an entry: %w", h.Info.Index, h.Info.Set, err)
+		}
+	}
+	return nil
 }

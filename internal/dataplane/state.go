@@ -362,8 +362,8 @@ func (s *state) slotMaps(slot uint32) map[string]*ebpf.Map {
 			held[kind] = m
 		}
 	}
-	for _, name := range setOuters {
-		for k := 0; k < compiler.MaxSetConds; k++ {
+	for _, name := range allSetOuters {
+		for k := 0; k < maxSetLookups; k++ {
 			var id uint32
 			if s.maps[name].Lookup(setKey(slot, k), &id) != nil {
 				continue

@@ -29,8 +29,9 @@ type GenOptions struct {
 	// MaxUserChains bounds the number of user-defined chains (negative:
 	// none).
 	MaxUserChains int
-	// Sets adds two ipsets (a hash:net with nomatch entries, a hash:ip)
-	// of the plan's addresses and set matches on them (SetLines).
+	// Sets adds ipsets (hash:net with nomatch entries, hash:ip,
+	// hash:ip,port, hash:net,port, bitmap:port, a list:set) of the plan's
+	// addresses and ports, and set matches on them (SetLines).
 	Sets bool
 	// Conntrack makes the ruleset stateful: -m conntrack (--ctstate,
 	// --ctproto, --ctstatus, --ctdir, inverted or not) and -m state
@@ -72,6 +73,14 @@ func SetLookup(ruleset string) iptables.SetLookup {
 		}
 		_, parts, _ := strings.Cut(f[2], ":")
 		info.Dims = strings.Count(parts, ",") + 1
+		// list:set and bitmap:port have no family (either applies);
+		// list:set's members decide its dimensions.
+		switch f[2] {
+		case "list:set":
+			info.Family, info.Dims = 0, 0
+		case "bitmap:port":
+			info.Family = 0
+		}
 		sets[f[1]] = info
 	}
 	return func(name string) (iptables.SetInfo, bool) {
@@ -80,8 +89,10 @@ func SetLookup(ruleset string) iptables.SetLookup {
 	}
 }
 
-// genSetNames are the generated sets: a hash:net and a hash:ip.
-var genSetNames = [2]string{"xs-net", "xs-ip"}
+// genSetNames are the generated sets: a hash:net, a hash:ip, a
+// hash:ip,port, a hash:net,port, a bitmap:port and a list:set of three of
+// them.
+var genSetNames = [6]string{"xs-net", "xs-ip", "xs-ipp", "xs-np", "xs-bp", "xs-ls"}
 
 // DefaultGenOptions are the sizes GenerateRuleset uses for zero fields.
 var DefaultGenOptions = GenOptions{MaxRules: 40, MaxUserChains: 5}
@@ -116,6 +127,11 @@ type rgen struct {
 	hooks  []uint8
 	// setLines are the ipset restore lines of the generated sets.
 	setLines []string
+	// setConds are the set conditions (set, directions,
+	// --return-nomatch) rules pick from: few enough for xfw's limits of
+	// 8 conditions and 16 lookups per family (a list:set takes one per
+	// member).
+	setConds [][]string
 	// ct is set for stateful rulesets (GenOptions.Conntrack).
 	ct bool
 }
@@ -342,9 +358,10 @@ func (g *rgen) fillRule(r *grule) {
 	r.spec = s
 }
 
-// genSets makes the two sets of the ruleset (g.setLines): a hash:net of
+// genSets makes the sets of the ruleset (g.setLines): a hash:net of
 // prefixes around the plan's interesting addresses, some of them nomatch
-// entries inside listed networks, and a hash:ip of some of them.
+// entries inside listed networks, a hash:ip of some of them, and the sets
+// with ports (genPortSets); and the set conditions rules pick from.
 func (g *rgen) genSets() {
 	fam := "inet"
 	if g.fam == ir.IPv6 {
@@ -382,18 +399,72 @@ func (g *rgen) genSets() {
 		seen[a.String()] = true
 		g.setLines = append(g.setLines, fmt.Sprintf("add %s %s", genSetNames[1], a))
 	}
+	g.genPortSets(fam, addrs)
+	for len(g.setConds) < 5 {
+		c := []string{"--match-set", pick(g.rng, genSetNames[:]), pick(g.rng, []string{"src", "dst", "src,dst", "dst,src", "dst,dst", "src,src"})}
+		if g.chance(20) {
+			c = append(c, "--return-nomatch")
+		}
+		g.setConds = append(g.setConds, c)
+	}
+}
+
+// genPortSets makes the sets with ports (hash:ip,port, hash:net,port,
+// bitmap:port, some entries nomatch or of other protocols) and the
+// list:set of xs-ip, xs-np and xs-bp.
+func (g *rgen) genPortSets(fam string, addrs []netip.Addr) {
+	bits := g.fam.AddrBits()
+	icmp := "icmp:echo-request"
+	if g.fam == ir.IPv6 {
+		icmp = "icmpv6:echo-request"
+	}
+	portSpec := func() string {
+		switch g.rng.Intn(6) {
+		case 0:
+			return icmp
+		case 1:
+			return "gre:0"
+		case 2, 3:
+			return fmt.Sprintf("udp:%d", g.port())
+		}
+		return fmt.Sprintf("tcp:%d", g.port())
+	}
+	g.setLines = append(g.setLines,
+		fmt.Sprintf("create %s hash:ip,port family %s", genSetNames[2], fam),
+		fmt.Sprintf("create %s hash:net,port family %s", genSetNames[3], fam),
+		fmt.Sprintf("create %s bitmap:port range 0-65535", genSetNames[4]),
+		fmt.Sprintf("create %s list:set", genSetNames[5]))
+	seen := map[string]bool{}
+	add := func(line string) {
+		if !seen[line] {
+			seen[line] = true
+			g.setLines = append(g.setLines, line)
+		}
+	}
+	for n := 1 + g.rng.Intn(4); n > 0; n-- {
+		add(fmt.Sprintf("add %s %s,%s", genSetNames[2], pick(g.rng, addrs), portSpec()))
+	}
+	for n := 1 + g.rng.Intn(4); n > 0; n-- {
+		l := bits - g.rng.Intn(bits/2)
+		line := fmt.Sprintf("add %s %s,%s", genSetNames[3], netip.PrefixFrom(pick(g.rng, addrs), l).Masked(), portSpec())
+		if l > bits/2 && g.chance(30) {
+			line += " nomatch"
+		}
+		add(line)
+	}
+	for n := 1 + g.rng.Intn(4); n > 0; n-- {
+		add(fmt.Sprintf("add %s %d", genSetNames[4], g.port()))
+	}
+	for _, m := range []string{genSetNames[1], genSetNames[3], genSetNames[4]} {
+		add(fmt.Sprintf("add %s %s", genSetNames[5], m))
+	}
 }
 
 // setSpec returns a set match on one of the generated sets.
 func (g *rgen) setSpec() []string {
 	s := []string{"-m", "set"}
 	s = append(s, g.neg(25)...)
-	dirs := pick(g.rng, []string{"src", "dst", "src,dst", "dst,src"})
-	s = append(s, "--match-set", pick(g.rng, genSetNames[:]), dirs)
-	if g.chance(20) {
-		s = append(s, "--return-nomatch")
-	}
-	return s
+	return append(s, pick(g.rng, g.setConds)...)
 }
 
 // quote returns s in double quotes for iptables-restore's tokenizer.

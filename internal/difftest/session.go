@@ -524,7 +524,8 @@ const emptyFilter = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPU
 
 // loadSets replaces a side's ipsets with the ones text carries (SetLines):
 // the rules are emptied first (a set rules use cannot be destroyed), then
-// every set destroyed and the new ones restored.
+// every set flushed (emptying the list:sets) and destroyed, and the new
+// ones restored.
 func (s *Session) loadSets(sd *side, text string) error {
 	lines := SetLines(text)
 	if len(lines) == 0 && !sd.hasSets {
@@ -540,6 +541,11 @@ func (s *Session) loadSets(sd *side, text string) error {
 			return fmt.Errorf("%s: exit %d: %s", strings.Join(argv, " "), res.ExitCode, strings.TrimSpace(res.Stderr))
 		}
 		return nil
+	}
+	// Flush first: a list:set's members cannot be destroyed while it
+	// holds them.
+	if err := run("", "flush"); err != nil {
+		return err
 	}
 	if err := run("", "destroy"); err != nil {
 		return err

@@ -147,6 +147,8 @@ func TestSetMatchAgainstKernel(t *testing.T) {
 			t.Errorf("IPv%d: counters:\nkernel:\n%s\nxfw:\n%s", fam, k.counters, x.counters)
 		}
 	}
+	t.Run("types", func(t *testing.T) { setTypesAgainstKernel(t, bin) })
+	t.Run("timeouts", func(t *testing.T) { setTimeoutsAgainstKernel(t, bin) })
 }
 
 // TestIpsetsLiveInNamespace checks where `xfw ipset` keeps its sets: in the
@@ -233,6 +235,8 @@ func TestSingleSetUpdatePatchesRules(t *testing.T) {
 		// a few thousand others elsewhere.
 		var restore strings.Builder
 		fmt.Fprintf(&restore, "create hosts%s hash:ip family %s\ncreate nets%s hash:net family %s\n", sfx, famName, sfx, famName)
+		// A set looked up by hash (hash:net,port with timeouts).
+		fmt.Fprintf(&restore, "create ports%s hash:net,port family %s timeout 600\nadd ports%s %s,udp:7601\n", sfx, famName, sfx, gen)
 		near := gen
 		for i := 0; i < 40; i++ {
 			near = near.Next().Next()
@@ -259,8 +263,9 @@ func TestSingleSetUpdatePatchesRules(t *testing.T) {
 -A FORWARD -p udp -m udp --dport %d
 -A FORWARD -p udp -m udp --dport %d -m set --match-set hosts%s src -j DROP
 -A FORWARD -p udp -m udp --dport %d -m set --match-set nets%s src -j DROP
+-A FORWARD -p udp -m udp --dport %d -m set --match-set ports%s src,dst -j DROP
 COMMIT
-`, port, port, sfx, port, sfx))
+`, port, port, sfx, port, sfx, port, sfx))
 		srv := nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(sink, port))
 		netBits := 64
 		if fam == 4 {
@@ -281,6 +286,12 @@ COMMIT
 			{fmt.Sprintf("add nets%s %s nomatch", sfx, gen), 0, true},
 			{fmt.Sprintf("del nets%s %s", sfx, gen), 0, false},
 			{fmt.Sprintf("del nets%s %s", sfx, genNet), 0, true},
+			{fmt.Sprintf("add ports%s %s,udp:%d", sfx, genNet, port), 0, false},
+			{fmt.Sprintf("add ports%s %s,udp:%d nomatch timeout 100", sfx, gen, port), 0, true},
+			{fmt.Sprintf("del ports%s %s,udp:%d", sfx, gen, port), 0, false},
+			{fmt.Sprintf("del ports%s %s,udp:%d", sfx, genNet, port), 0, true},
+			{fmt.Sprintf("add ports%s %s,udp:%d timeout 100", sfx, gen, port), 0, false},
+			{fmt.Sprintf("del ports%s %s,udp:%d", sfx, gen, port), 0, true},
 			{fmt.Sprintf("add hosts%s %s", sfx, gen), 0, false},
 		}
 		dropped := 0
