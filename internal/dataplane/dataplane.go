@@ -637,7 +637,7 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 		return fmt.Errorf("fill address bounds: %w", err)
 	}
 	if !created["hcls"] {
-		if err := clearHash(m["hcls"]); err != nil {
+		if err := clearMap[bpfHKey, uint32](m["hcls"]); err != nil {
 			return fmt.Errorf("empty hashed classes: %w", err)
 		}
 	}
@@ -701,20 +701,8 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 // the generation that used the map before (reused).
 func fillSetHash(m *ebpf.Map, reused bool, entries []SetHashEntry) error {
 	if reused {
-		var keys []bpfSetKey
-		var k bpfSetKey
-		var v bpfSetVal
-		it := m.Iterate()
-		for it.Next(&k, &v) {
-			keys = append(keys, k)
-		}
-		if err := it.Err(); err != nil {
-			return fmt.Errorf("list the previous entries: %w", err)
-		}
-		for _, k := range keys {
-			if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-				return fmt.Errorf("remove a previous entry: %w", err)
-			}
+		if err := clearMap[bpfSetKey, bpfSetVal](m); err != nil {
+			return fmt.Errorf("remove the previous entries: %w", err)
 		}
 	}
 	if len(entries) == 0 {
@@ -732,22 +720,22 @@ func fillSetHash(m *ebpf.Map, reused bool, entries []SetHashEntry) error {
 	return nil
 }
 
-// clearHash deletes every key of the class hash m (of the idle bank: no
-// packet reads it).
-func clearHash(m *ebpf.Map) error {
-	var keys []bpfHKey
-	var k bpfHKey
-	var v uint32
+// clearMap deletes every key of the hash map m, whose keys are K and
+// values V (a table of the idle bank, or one no packet reads any more).
+func clearMap[K, V any](m *ebpf.Map) error {
+	var keys []K
+	var k K
+	var v V
 	it := m.Iterate()
 	for it.Next(&k, &v) {
 		keys = append(keys, k)
 	}
 	if err := it.Err(); err != nil {
-		return err
+		return fmt.Errorf("list the keys: %w", err)
 	}
 	for _, k := range keys {
 		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return err
+			return fmt.Errorf("delete a key: %w", err)
 		}
 	}
 	return nil

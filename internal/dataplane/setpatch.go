@@ -42,16 +42,28 @@ type LiveSetTable struct {
 // RunningSetLookups returns the set lookups of fam's running generation
 // (none when fam has no ruleset).
 func RunningSetLookups(fam ir.Family) ([]SetLookupInfo, error) {
+	var lookups []SetLookupInfo
+	err := withRunningMeta(fam, func(_ *state, meta *genMeta, _ uint32) error {
+		lookups = meta.SetLookups
+		return nil
+	})
+	return lookups, err
+}
+
+// withRunningMeta calls fn with xfw's loaded state and the metadata and
+// slot of fam's running generation; it does nothing when xfw is not loaded
+// or fam has no ruleset. The state is closed when fn returns.
+func withRunningMeta(fam ir.Family, fn func(cur *state, meta *genMeta, slot uint32) error) error {
 	cur, err := Current()
 	if err != nil || cur == nil {
-		return nil, err
+		return err
 	}
 	defer cur.Close()
-	meta, _, err := runningMeta(cur, fam)
+	meta, slot, err := runningMeta(cur, fam)
 	if err != nil || meta == nil {
-		return nil, err
+		return err
 	}
-	return meta.SetLookups, nil
+	return fn(cur, meta, slot)
 }
 
 // runningMeta reads the metadata of fam's running generation (nil when fam
@@ -77,31 +89,25 @@ func runningMeta(cur *state, fam ir.Family) (*genMeta, uint32, error) {
 // of its lookups is of the set). Close each after use; the caller holds
 // xfw's lock, so no ruleset change replaces them meanwhile.
 func LiveSetTables(fam ir.Family, name string) ([]*LiveSetTable, error) {
-	cur, err := Current()
-	if err != nil || cur == nil {
-		return nil, err
-	}
-	defer cur.Close()
-	meta, slot, err := runningMeta(cur, fam)
-	if err != nil || meta == nil {
-		return nil, err
-	}
 	var out []*LiveSetTable
-	for _, lk := range meta.SetLookups {
-		if lk.Set != name || lk.Kind != SetKindDXR {
-			continue
-		}
-		k := lk.Index
-		t, err := mapSetTable(cur, fam, slot, k)
-		if err != nil {
-			for _, o := range out {
-				o.Close()
+	err := withRunningMeta(fam, func(cur *state, meta *genMeta, slot uint32) error {
+		for _, lk := range meta.SetLookups {
+			if lk.Set != name || lk.Kind != SetKindDXR {
+				continue
 			}
-			return nil, fmt.Errorf("set lookup %d (%s): %w", k, name, err)
+			t, err := mapSetTable(cur, fam, slot, lk.Index)
+			if err != nil {
+				for _, o := range out {
+					o.Close()
+				}
+				out = nil
+				return fmt.Errorf("set lookup %d (%s): %w", lk.Index, name, err)
+			}
+			out = append(out, t)
 		}
-		out = append(out, t)
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // mapSetTable maps the tables of set lookup k of slot.
@@ -229,33 +235,29 @@ type LiveSetHash struct {
 // LiveSetHashes opens the hash tables of fam's running generation that
 // look up the set called name. Close each after use.
 func LiveSetHashes(fam ir.Family, name string) ([]*LiveSetHash, error) {
-	cur, err := Current()
-	if err != nil || cur == nil {
-		return nil, err
-	}
-	defer cur.Close()
-	meta, slot, err := runningMeta(cur, fam)
-	if err != nil || meta == nil {
-		return nil, err
-	}
 	var out []*LiveSetHash
-	for _, lk := range meta.SetLookups {
-		if lk.Set != name || lk.Kind == SetKindDXR {
-			continue
+	err := withRunningMeta(fam, func(cur *state, meta *genMeta, slot uint32) error {
+		for _, lk := range meta.SetLookups {
+			if lk.Set != name || lk.Kind == SetKindDXR {
+				continue
+			}
+			var id uint32
+			if err := cur.maps[setHashOuter].Lookup(setKey(slot, lk.Index), &id); err != nil {
+				closeAll(out)
+				out = nil
+				return fmt.Errorf("find the hash table of set lookup %d (%s): %w", lk.Index, name, err)
+			}
+			m, err := ebpf.NewMapFromID(ebpf.MapID(id))
+			if err != nil {
+				closeAll(out)
+				out = nil
+				return fmt.Errorf("open the hash table of set lookup %d (%s): %w", lk.Index, name, err)
+			}
+			out = append(out, &LiveSetHash{Info: lk, m: m})
 		}
-		var id uint32
-		if err := cur.maps[setHashOuter].Lookup(setKey(slot, lk.Index), &id); err != nil {
-			closeAll(out)
-			return nil, fmt.Errorf("find the hash table of set lookup %d (%s): %w", lk.Index, name, err)
-		}
-		m, err := ebpf.NewMapFromID(ebpf.MapID(id))
-		if err != nil {
-			closeAll(out)
-			return nil, fmt.Errorf("open the hash table of set lookup %d (%s): %w", lk.Index, name, err)
-		}
-		out = append(out, &LiveSetHash{Info: lk, m: m})
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // closeAll closes hash tables.
