@@ -251,15 +251,7 @@ func setTypesAgainstKernel(t *testing.T, bin string) {
 				t.Errorf("IPv%d: no packet matched a rule with %q in the kernel: the test proves nothing there", fam, want)
 			}
 		}
-		for i := range k {
-			if i >= len(x) || x[i] != k[i] {
-				got := ""
-				if i < len(x) {
-					got = x[i]
-				}
-				t.Errorf("IPv%d:\nkernel %s\nxfw    %s", fam, k[i], got)
-			}
-		}
+		compareLines(t, fam, k, x)
 	}
 }
 
@@ -369,15 +361,7 @@ func setTimeoutsAgainstKernel(t *testing.T, bin string) {
 		if len(k) != 4 || strings.TrimPrefix(k[0], "fresh") == strings.TrimPrefix(k[2], "expired") {
 			t.Errorf("IPv%d: the kernel's matches did not change with the expiry: %q", fam, k)
 		}
-		for i := range k {
-			if i >= len(x) || x[i] != k[i] {
-				got := ""
-				if i < len(x) {
-					got = x[i]
-				}
-				t.Errorf("IPv%d:\nkernel %s\nxfw    %s", fam, k[i], got)
-			}
-		}
+		compareLines(t, fam, k, x)
 	}
 }
 
@@ -389,6 +373,21 @@ func silenceSink(t *testing.T, tp *nettest.Topology) {
 	for _, cmd := range []string{"iptables-legacy", "ip6tables-legacy"} {
 		if res, err := nettest.Exec(tp.SinkNS, cmd, "-A", "INPUT", "-j", "DROP"); err != nil || res.ExitCode != 0 {
 			t.Fatalf("sink: %s -A INPUT -j DROP: %v %s", cmd, err, res)
+		}
+	}
+}
+
+// compareLines reports every line of the kernel's results (k) that xfw's
+// (x) does not have at the same place.
+func compareLines(t *testing.T, fam int, k, x []string) {
+	t.Helper()
+	for i := range k {
+		got := ""
+		if i < len(x) {
+			got = x[i]
+		}
+		if got != k[i] {
+			t.Errorf("IPv%d:\nkernel %s\nxfw    %s", fam, k[i], got)
 		}
 	}
 }
