@@ -86,8 +86,10 @@ func replyBytes(m []string) string {
 
 // logReplyRe matches a LOG line about a probe's reply rather than the
 // probe itself: attribution puts "ID=?" (IPv4) or "FLOWLBL=?" (IPv6) in
-// the outer header of those (normLogLine).
-var logReplyRe = regexp.MustCompile(`^LOG: [^\[]*\b(ID|FLOWLBL)=\? `)
+// the outer header of those (normLogLine). The outer header begins at
+// " IN=" (the log prefix before it may hold any text, "[UFW BLOCK] " too)
+// and ends where the quoted packet's "[SRC=" begins.
+var logReplyRe = regexp.MustCompile(`^LOG: .*?\bIN=[^\[]*\b(ID|FLOWLBL)=\? `)
 
 // logQuotesEchoReplyRe matches a LOG line of an ICMP error quoting an
 // echo reply.
