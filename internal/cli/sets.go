@@ -211,14 +211,48 @@ func patchSetTables(old, new *ipset.Sets) (bool, error) {
 	for _, p := range patches {
 		p.Apply()
 	}
-	for _, hp := range hashWork {
-		if err := hp.apply(); err != nil {
-			// The reload the caller then makes builds every table
-			// afresh.
-			return false, err
-		}
+	if err := applyHashPatches(hashWork); err != nil {
+		// The reload the caller then makes builds every table afresh.
+		return false, err
 	}
 	return true, nil
+}
+
+// applyHashPatches writes the hash table patches, opening the running
+// tables of each (family, set) once however many of its lookups change.
+func applyHashPatches(work []hashPatch) error {
+	type setKey struct {
+		fam  ir.Family
+		name string
+	}
+	open := map[setKey][]*dataplane.LiveSetHash{}
+	defer func() {
+		for _, tables := range open {
+			for _, t := range tables {
+				t.Close()
+			}
+		}
+	}()
+	for i := range work {
+		hp := &work[i]
+		k := setKey{hp.fam, hp.lk.Set}
+		tables, ok := open[k]
+		if !ok {
+			var err error
+			if tables, err = dataplane.LiveSetHashes(hp.fam, hp.lk.Set); err != nil {
+				return err
+			}
+			open[k] = tables
+		}
+		for _, t := range tables {
+			if t.Info.Index == hp.lk.Index {
+				if err := hp.apply(t); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // runningLookup is a set lookup of the running generation of a family.
@@ -278,36 +312,19 @@ func planHashPatch(sets *ipset.Sets, r runningLookup, ch ipset.EntryChanges, clk
 	return hp, nil
 }
 
-// apply writes the patch into the running table: the prefix lengths of
+// apply writes the patch into its running table t: the prefix lengths of
 // the new entries first (a lookup then tries a length before any entry of
 // it exists, which costs a lookup and changes no answer), then each entry
 // deleted or put, one atomic map operation each. A deleted member's
 // prefix length stays marked until the next reload.
-func (hp *hashPatch) apply() error {
-	tables, err := dataplane.LiveSetHashes(hp.fam, hp.lk.Set)
-	if err != nil {
+func (hp *hashPatch) apply(t *dataplane.LiveSetHash) error {
+	if err := t.MarkPlens(&hp.plens); err != nil {
 		return err
 	}
-	defer func() {
-		for _, t := range tables {
-			t.Close()
-		}
-	}()
-	for _, t := range tables {
-		if t.Info.Index != hp.lk.Index {
-			continue
-		}
-		if err := t.MarkPlens(&hp.plens); err != nil {
-			return err
-		}
-		if err := t.Delete(hp.deleted); err != nil {
-			return err
-		}
-		if err := t.Put(hp.put); err != nil {
-			return err
-		}
+	if err := t.Delete(hp.deleted); err != nil {
+		return err
 	}
-	return nil
+	return t.Put(hp.put)
 }
 
 // decidingEntries returns the members of s (hash:ip, hash:net) that decide
