@@ -188,6 +188,14 @@ XFW_OUTER(xfw_o_chunks, xfw_chunks_m);
 XFW_OUTER(xfw_o_entries, xfw_entries_m);
 XFW_OUTER(xfw_o_counters, xfw_counters_m);
 XFW_OUTER(xfw_o_logcfg, xfw_logcfg_m);
+/* Set entry counters of a generation (xfw_setval.ctr - 1): shared by the
+ * CPUs and updated with atomic adds, as the kernel's ipset counters are
+ * (one element is rarely hit by several CPUs at once, and a set may hold
+ * millions of elements: per-CPU copies would multiply that). The control
+ * plane carries them over to the next generation (atomic adds through its
+ * memory mapping) and folds them into the stored sets. */
+XFW_INNER_ARRAY(xfw_setctr_m, struct xfw_counter);
+XFW_OUTER(xfw_o_setctr, xfw_setctr_m);
 
 /* The set lookups' tables: element slot * XFW_MAX_SETLOOKUPS + lookup. */
 #define XFW_SET_OUTER(name, inner)                                                 \
@@ -431,6 +439,10 @@ static __always_inline int xfw_set_port(struct xfw_pkt *p, int dst, int tcp_udp,
 	return 1;
 }
 
+/* Bits of xfw_set_hlookup's result that hold the answer (the counter
+ * index is above them). */
+#define XFW_SET_ANSWER_BITS 2
+
 /* Prefix-length words of a hash set table's meta keys: 129 bits. */
 #define XFW_SET_PLEN_WORDS 3
 
@@ -443,7 +455,7 @@ struct xfw_hwalk {
 	__u32 idx;            /* the table's element of xfw_o_sethash */
 	__u32 maxplen;        /* 32 or 128 (0: no address) */
 	__u32 answer;
-	__u32 pad;
+	__u32 ctr;            /* the answering entry's xfw_setval.ctr */
 };
 
 /* The walk's state lives in a per-CPU scratch element, not on the stack:
@@ -503,6 +515,7 @@ static long xfw_hwalk_step(__u32 i, void *unused)
 	v = bpf_map_lookup_elem(m, &c->key);
 	if (v && !xfw_hwalk_expired(c, v)) {
 		c->answer = v->answer;
+		c->ctr = v->ctr;
 		return 1;
 	}
 	if (c->key.ifindex) {
@@ -519,17 +532,40 @@ static long xfw_hwalk_step(__u32 i, void *unused)
 	return 0;
 }
 
+/* What a packet's set lookups found, for the counting probes the
+ * classification meets later (xfw_set_count): per hash lookup k, the
+ * answering entry's counter (xfw_setval.ctr) above XFW_SET_ANSWER_BITS and
+ * its answer below (0: nothing found). xfw_set_bits clears it for every
+ * packet before its lookups; runs of one CPU do not nest (see Quiescence
+ * above). Lookups of a condition that counts are hash lookups: a DXR
+ * table's answer is not recorded. */
+struct xfw_sethits {
+	__u32 hit[XFW_MAX_SETLOOKUPS];
+	/* Counting probes met by the walk, per set condition: without and
+	 * with "! --update-subcounters" (xfw_set_probe). */
+	__u8 probes[XFW_MAX_SETCONDS];
+	__u8 probes_nosub[XFW_MAX_SETCONDS];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xfw_sethits);
+	__uint(max_entries, 1);
+} xfw_sethits_scratch SEC(".maps");
+
 /* xfw_set_hlookup answers lookup desc (struct xfw_setlk as maxplen << 24 |
  * kind << 16 | flags << 8) in the hash set table at outer index idx, as the
  * kernel's hash types test an element (mtype_test, mtype_test_cidrs): the
  * present prefix lengths of the address are tried from the longest, an
  * expired entry is skipped as if absent, the first live entry decides.
- * Returns XFW_SET_MEMBER, XFW_SET_NOMATCH or 0. Inlined in xfw_set_bits
+ * Returns XFW_SET_MEMBER, XFW_SET_NOMATCH or 0, with the answering entry's
+ * counter (xfw_setval.ctr) above XFW_SET_ANSWER_BITS. Inlined in xfw_set_bits
  * (a call frame more would pass the 512-byte stack); the walk is a
  * bpf_loop, its step verified once. */
 static __always_inline __u32 xfw_set_hlookup(struct xfw_pkt *p, __u32 idx, __u32 desc,
 					      __u32 iif, __u32 oif)
 {
+	struct xfw_sethits *hits;
 	struct xfw_hwalk *c;
 	struct xfw_setval *v;
 	__u32 kind = (desc >> 16) & 0xff, flags = (desc >> 8) & 0xff;
@@ -598,8 +634,14 @@ static __always_inline __u32 xfw_set_hlookup(struct xfw_pkt *p, __u32 idx, __u32
 	c->key.ifindex = ifindex;
 	/* 129 prefix lengths at most: /128 to /0. */
 	bpf_loop(129, xfw_hwalk_step, NULL, 0);
-	return c->answer;
+	kind = c->answer;
+	flags = c->ctr << XFW_SET_ANSWER_BITS | kind;
+	hits = bpf_map_lookup_elem(&xfw_sethits_scratch, &zero);
+	if (hits)
+		hits->hit[idx & (XFW_MAX_SETLOOKUPS - 1)] = flags;
+	return kind;
 }
+
 
 /* xfw_set_bits returns the packet's -m set results in slot: bit k set when
  * set condition k matches, as the kernel's set match (ip_set_test) answers
@@ -614,15 +656,18 @@ static __always_inline __u32 xfw_set_hlookup(struct xfw_pkt *p, __u32 idx, __u32
 __attribute__((noinline)) __u32 xfw_set_bits(struct xfw_pkt *p, __u32 slot, __u32 iif, __u32 oif)
 {
 	struct xfw_family_cfg *fc;
-	__u32 bits = 0, n, idx, v;
+	__u32 bits = 0, n, idx, v, zero = 0;
+	struct xfw_sethits *hits;
 	struct xfw_setlk lk;
 	void *dir, *rng;
 
 	if (!p || slot >= XFW_NSLOTS)
 		return 0;
 	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
-	if (!fc)
+	hits = bpf_map_lookup_elem(&xfw_sethits_scratch, &zero);
+	if (!fc || !hits)
 		return 0;
+	__builtin_memset(hits, 0, sizeof(*hits));
 	n = fc->nsetlk;
 	for (__u32 k = 0; k < XFW_MAX_SETLOOKUPS; k++) {
 		if (k >= n)
@@ -655,6 +700,97 @@ __attribute__((noinline)) __u32 xfw_set_bits(struct xfw_pkt *p, __u32 slot, __u3
 		bits |= v << (lk.bit & (XFW_MAX_SETCONDS - 1));
 	}
 	return bits;
+}
+
+/* xfw_setctr_add counts a packet of len bytes n times on set counter ctr
+ * (1 + its index; 0 counts nothing) of the slot's counters m. */
+static __always_inline void xfw_setctr_add(void *m, struct xfw_family_cfg *fc, __u32 ctr,
+					   __u32 n, __u32 len)
+{
+	struct xfw_counter *c;
+	__u32 key;
+
+	if (!ctr || ctr > fc->nsetctr)
+		return;
+	key = ctr - 1;
+	c = bpf_map_lookup_elem(m, &key);
+	if (c && n) {
+		__sync_fetch_and_add(&c->packets, n);
+		__sync_fetch_and_add(&c->bytes, (__u64)n * len);
+	}
+}
+
+/* xfw_set_probe records a counting probe (XFW_EF_SETCOUNT, aux its .aux)
+ * the walk met: the packet reached a rule's set match of condition aux &
+ * XFW_SETCNT_COND. xfw_set_count applies them once the walk is over. A
+ * global function with a small frame: it is called from the walk's step,
+ * the deepest call chain (512 bytes of stack in all). Saturates at 255
+ * probes of one condition (more rules testing one set condition than a
+ * packet can meet: the walk's bound). */
+__attribute__((noinline)) int xfw_set_probe(__u32 aux)
+{
+	struct xfw_sethits *hits;
+	__u32 zero = 0, c = aux & (XFW_MAX_SETCONDS - 1);
+	__u8 *n;
+
+	hits = bpf_map_lookup_elem(&xfw_sethits_scratch, &zero);
+	if (!hits)
+		return 0;
+	n = (aux & XFW_SETCNT_SKIPSUB) ? &hits->probes_nosub[c] : &hits->probes[c];
+	if (*n < 255)
+		*n += 1;
+	return 0;
+}
+
+/* xfw_set_count counts the packet (len bytes) on the set entries its
+ * lookups found, once per counting probe the walk met, as the kernel's set
+ * match updates the counters of the element it finds each time a rule's
+ * match is evaluated (ip_set_match_extensions): the element found, even a
+ * nomatch one, even when "!" then fails the rule; for a list:set, the
+ * members are tested in order up to the first that matches
+ * (list_set_ktest), each member's found element counted unless "!
+ * --update-subcounters", and the list's own entry of the member that
+ * matched counted. A global function, verified once. */
+__attribute__((noinline)) int xfw_set_count(__u32 slot, __u32 len)
+{
+	struct xfw_family_cfg *fc;
+	struct xfw_sethits *hits;
+	__u32 zero = 0, c, all, sub, hit, matched, done = 0;
+	void *m;
+
+	if (slot >= XFW_NSLOTS)
+		return 0;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	hits = bpf_map_lookup_elem(&xfw_sethits_scratch, &zero);
+	m = xfw_inner(&xfw_o_setctr, slot);
+	if (!fc || !hits || !m || !fc->nsetctr)
+		return 0;
+	for (__u32 k = 0; k < XFW_MAX_SETLOOKUPS; k++) {
+		if (k >= fc->nsetlk)
+			break;
+		c = fc->setlk[k].bit & (XFW_MAX_SETCONDS - 1);
+		sub = hits->probes[c];
+		all = sub + hits->probes_nosub[c];
+		/* A later member of a list is tested only while no earlier
+		 * one matched. */
+		if (!all || ((done >> c) & 1))
+			continue;
+		if (!(fc->setlk[k].flags & XFW_SETLK_MEMBER))
+			sub = all;
+		hit = hits->hit[k];
+		xfw_setctr_add(m, fc, hit >> XFW_SET_ANSWER_BITS, sub, len);
+		/* As xfw_set_bits answers. */
+		hit &= (1u << XFW_SET_ANSWER_BITS) - 1;
+		if (fc->setlk[k].flags & XFW_SETLK_RETURN_NOMATCH)
+			matched = hit == XFW_SET_NOMATCH;
+		else
+			matched = hit == XFW_SET_MEMBER;
+		if (matched) {
+			xfw_setctr_add(m, fc, fc->setlk_lctr[k], all, len);
+			done |= 1u << c;
+		}
+	}
+	return 0;
 }
 
 /* xfw_resolve maps every active field to its class; 0 when some field's
@@ -845,6 +981,8 @@ static long xfw_step(__u32 iter, struct xfw_cls *st)
 		st->result = e;
 		return 1;
 	}
+	if (ent->flags & XFW_EF_SETCOUNT)
+		xfw_set_probe(ent->aux);
 	if (ent->flags & XFW_EF_COUNT)
 		xfw_count(st->slot, ent->rule, st->l3len);
 	if (ent->flags & XFW_EF_LOG) {
@@ -901,6 +1039,8 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 			local.result = XFW_RES_END;
 	}
 	res = local.result;
+	if (fc->nsetctr)
+		xfw_set_count(slot, p->l3len);
 	/* LOG rules met before a hotdrop log, as in the kernel (found by the
 	 * differential test, internal/difftest). */
 	ps->nlogs = local.nlogs;

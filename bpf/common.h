@@ -89,6 +89,8 @@ enum xfw_field {
 				    * (set only for types with nomatch) */
 #define XFW_SETLK_DST2 4           /* second dimension: destination / output
 				    * interface (else source / input) */
+#define XFW_SETLK_MEMBER 8         /* a member of a list:set: its element
+				    * counters are sub-counters */
 /* struct xfw_setlk.kind: 0 is a DXR table (bpf/lpm.h, hash:ip and hash:net
  * without timeouts); else a hash map (struct xfw_setkey) whose key holds
  * the parts these bits name. */
@@ -134,6 +136,9 @@ struct xfw_setval {
 	__u64 expires; /* bpf_ktime_get_ns() time it times out at; 0: never */
 	__u32 answer;  /* XFW_SET_MEMBER or XFW_SET_NOMATCH; blocker: 0 */
 	__u32 aux;
+	__u32 ctr;     /* 1 + the entry's counter in the slot's set counters
+			* (xfw_o_setctr), 0: the set has no counters */
+	__u32 pad;
 };
 
 /* Sentinel values of the port, TCP flags and ICMP fields. */
@@ -163,6 +168,13 @@ enum xfw_action {
  * there (the compiler merged the hotdrop into it): */
 #define XFW_EF_HOTDROP_L4 0x04    /* transport header cut short */
 #define XFW_EF_HOTDROP_PROTO 0x08 /* IPv6 extension headers unwalkable */
+/* A set counting probe (a CONTINUE entry of no rule): the packet reached a
+ * rule's set match .aux & XFW_SETCNT_COND (the set condition), so the set
+ * entries its lookups found count it, as the kernel's set match updates
+ * the counters of the element it finds (ip_set_match_extensions). */
+#define XFW_EF_SETCOUNT 0x10
+#define XFW_SETCNT_COND 0xff
+#define XFW_SETCNT_SKIPSUB 0x100 /* "! --update-subcounters" */
 
 
 /* REJECT types (entry .aux for XFW_ACT_REJECT). */
@@ -280,6 +292,10 @@ struct xfw_family_cfg {
 	__u8 fields[XFW_FIELD_LIST];    /* the active fields' enum xfw_field */
 	__u32 nsetlk;                   /* set lookups (XFW_F_SETS bits) */
 	struct xfw_setlk setlk[XFW_MAX_SETLOOKUPS];
+	/* Set entry counters: 1 + the counter of the list:set entry naming
+	 * lookup k's set (0: none), and the slot's number of counters. */
+	__u32 setlk_lctr[XFW_MAX_SETLOOKUPS];
+	__u32 nsetctr;
 	/* Established fast path (ct.h xfw_ct_fast): per chain, bit s set when
 	 * a packet in connection state s is accepted by entry ct_fast_entry
 	 * without classification (0: no fast path). */

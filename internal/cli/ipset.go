@@ -35,6 +35,10 @@ type namespaceStore struct {
 	// image and loaded are what the last Load read and returned.
 	image  *dataplane.IpsetImage
 	loaded *ipset.Sets
+	// takeCounts makes Load move the data plane's running set entry
+	// counts into the sets it returns (and stores), so that an `ipset`
+	// command sees the true counters (takeSetCounts).
+	takeCounts bool
 }
 
 // Load returns the namespace's sets (none when xfw holds none): the
@@ -56,6 +60,19 @@ func (n *namespaceStore) Load() (*ipset.Sets, error) {
 	}
 	n.image, n.loaded = im, ss
 	dataplane.TraceSince("ipset: load sets", t)
+	if n.takeCounts && im != nil {
+		counted := ss.Clone()
+		changed, err := takeSetCounts(counted)
+		if err != nil {
+			return nil, err
+		}
+		if changed {
+			if err := n.Commit(ss, counted); err != nil {
+				return nil, fmt.Errorf("store the set counters: %w", err)
+			}
+			ss = counted
+		}
+	}
 	return ss, nil
 }
 
@@ -117,6 +134,9 @@ func runIpset(name string, args []string, env Env) int {
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "ipset v%s: %v\n", ipset.Version, err)
 		return exitOther
+	}
+	if ns, ok := store.(*namespaceStore); ok {
+		ns.takeCounts = true
 	}
 	rs := &ruleStore{Store: store}
 	status := ipset.Run(args, stdin, env.Stdout, env.Stderr, rs)

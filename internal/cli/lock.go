@@ -113,7 +113,7 @@ func testCompile(rs *ir.Ruleset, sets *ipsetLookup) error {
 	if err != nil {
 		return err
 	}
-	if _, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces}); err != nil {
+	if _, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets)}); err != nil {
 		return err
 	}
 	return checkDataPlaneSupport(rs, sets)

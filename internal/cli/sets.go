@@ -134,6 +134,11 @@ func patchSetTables(old, new *ipset.Sets) (bool, error) {
 		if !used {
 			continue // no rule uses it
 		}
+		if s.Options.Counters {
+			// Its entries' counters are numbered per generation
+			// (setTables): built afresh, the counts carried over.
+			return false, nil
+		}
 		if ch.Flushed || s.Type == ipset.ListSet || s.Type == ipset.HashNetIface {
 			// hash:net,iface: a member change moves its network's
 			// blocker (settables.go), built afresh.

@@ -33,6 +33,14 @@ import (
 //     than the match has directions never match; a member entry with a
 //     timeout caps the expiry of every entry of the member's lookup, since
 //     the kernel skips an expired list entry.
+//
+// Set entry counters: every entry of a set with counters gets a counter of
+// the generation (SetHashEntry.Ctr), one per (set, entry) whatever the
+// number of lookups of the set, and every entry of a list:set with
+// counters one for the member it names (SetTable.ListCtr). The lookups of
+// a set with counters, and of every member of a list:set with counters,
+// are hash lookups: the data plane records which entry answered, which a
+// DXR table does not say.
 
 // setClock converts the sets' wall-clock expiry times to the data plane's
 // CLOCK_MONOTONIC (bpf_ktime_get_ns) at one instant.
@@ -65,17 +73,43 @@ func (c setClock) expiry(t time.Time) (uint64, bool) {
 
 // setTables builds the set lookups of gen's set conditions from the sets'
 // current members, for the namespace's interfaces ifaces.
-func setTables(gen *compiler.Generation, sets *ipsetLookup, ifaces []compiler.Interface) ([]dataplane.SetTable, error) {
+func setTables(gen *compiler.Generation, sets *ipsetLookup, ifaces []compiler.Interface) ([]dataplane.SetTable, []dataplane.SetCounterID, error) {
 	clk, err := nowClock()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return buildSetTables(gen.SetConds, sets.set, ifaces, clk)
+	ctrs := &setCounterAlloc{}
+	tables, err := buildSetTables(gen.SetConds, sets.set, ifaces, clk, ctrs)
+	return tables, ctrs.ids, err
 }
 
-// buildSetTables builds the set lookups of conds (see above); get returns
-// a set by name.
-func buildSetTables(conds []compiler.SetCond, get func(string) (*ipset.Set, error), ifaces []compiler.Interface, clk setClock) ([]dataplane.SetTable, error) {
+// setCounterAlloc numbers the set entry counters of one generation.
+type setCounterAlloc struct {
+	ids   []dataplane.SetCounterID
+	index map[dataplane.SetCounterID]uint32
+}
+
+// ctr returns 1 + the index of id's counter, allocating it the first time.
+func (a *setCounterAlloc) ctr(id dataplane.SetCounterID) uint32 {
+	if c, ok := a.index[id]; ok {
+		return c
+	}
+	if a.index == nil {
+		a.index = map[dataplane.SetCounterID]uint32{}
+	}
+	a.ids = append(a.ids, id)
+	c := uint32(len(a.ids))
+	a.index[id] = c
+	return c
+}
+
+// buildSetTables builds the set lookups of conds (see above), numbering
+// their set entry counters in ctrs (nil: a throwaway numbering); get
+// returns a set by name.
+func buildSetTables(conds []compiler.SetCond, get func(string) (*ipset.Set, error), ifaces []compiler.Interface, clk setClock, ctrs *setCounterAlloc) ([]dataplane.SetTable, error) {
+	if ctrs == nil {
+		ctrs = &setCounterAlloc{}
+	}
 	var out []dataplane.SetTable
 	for k, sc := range conds {
 		s, err := get(sc.Name)
@@ -91,7 +125,9 @@ func buildSetTables(conds []compiler.SetCond, get func(string) (*ipset.Set, erro
 		}
 		var members []member
 		via := ""
+		listCounted := false
 		if s.Type == ipset.ListSet {
+			listCounted = s.Options.Counters
 			via = s.Name
 			for _, e := range s.Entries() {
 				if !e.Expires.IsZero() && !e.Expires.After(clk.wall) {
@@ -110,9 +146,12 @@ func buildSetTables(conds []compiler.SetCond, get func(string) (*ipset.Set, erro
 			if !setTestable(m.set, sc) {
 				continue
 			}
-			st, err := buildSetTable(k, sc, m.set, via, m.expires, ifaces, clk)
+			st, err := buildSetTable(k, sc, m.set, via, m.expires, ifaces, clk, listCounted, ctrs)
 			if err != nil {
 				return nil, fmt.Errorf("--match-set %s: %w", sc.Name, err)
+			}
+			if listCounted {
+				st.ListCtr = ctrs.ctr(dataplane.SetCounterID{Set: via, Member: m.set.Name})
 			}
 			out = append(out, st)
 		}
@@ -160,8 +199,10 @@ func setHashKind(t ipset.Type) uint8 {
 }
 
 // buildSetTable builds the lookup of set s (a member of list via, whose
-// entry expires at listExp, when via is not "") for set condition k.
-func buildSetTable(k int, sc compiler.SetCond, s *ipset.Set, via string, listExp time.Time, ifaces []compiler.Interface, clk setClock) (dataplane.SetTable, error) {
+// entry expires at listExp, when via is not "") for set condition k; a
+// set with counters gets its entries' counters from ctrs, and listCounted
+// (via has counters) asks for a hash lookup.
+func buildSetTable(k int, sc compiler.SetCond, s *ipset.Set, via string, listExp time.Time, ifaces []compiler.Interface, clk setClock, listCounted bool, ctrs *setCounterAlloc) (dataplane.SetTable, error) {
 	st := dataplane.SetTable{
 		Cond: k, Set: s.Name, Via: via,
 		Dst1:          sc.Dirs.Src&1 == 0,
@@ -169,7 +210,8 @@ func buildSetTable(k int, sc compiler.SetCond, s *ipset.Set, via string, listExp
 		ReturnNomatch: sc.ReturnNomatch,
 		Nomatch:       s.Type.IsNet(),
 	}
-	if (s.Type == ipset.HashIP || s.Type == ipset.HashNet) && !s.Options.HasTimeout && listExp.IsZero() {
+	if (s.Type == ipset.HashIP || s.Type == ipset.HashNet) && !s.Options.HasTimeout && listExp.IsZero() &&
+		!s.Options.Counters && !listCounted {
 		fam := lpm.IPv4
 		if sc.Family == ir.IPv6 {
 			fam = lpm.IPv6
@@ -205,6 +247,9 @@ func buildSetTable(k int, sc compiler.SetCond, s *ipset.Set, via string, listExp
 	s.All(func(e *ipset.Entry) bool {
 		for _, h := range setHashEntries(st.Kind, e, listExp, ifaces, clk) {
 			plens[h.Key.Plen] = true
+			if s.Options.Counters {
+				h.Ctr = ctrs.ctr(dataplane.SetCounterID{Set: s.Name, Key: h.Key})
+			}
 			st.Hash = append(st.Hash, h)
 		}
 		if st.Kind&dataplane.SetKindIface != 0 && !e.Physdev {

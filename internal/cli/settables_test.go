@@ -62,13 +62,13 @@ func TestBuildSetTables(t *testing.T) {
 	const ip1 = 0x0a000001
 
 	t.Run("dxr", func(t *testing.T) {
-		out, err := buildSetTables([]compiler.SetCond{cond("ip", 1, 0, false)}, get, ifaces, clk)
+		out, err := buildSetTables([]compiler.SetCond{cond("ip", 1, 0, false)}, get, ifaces, clk, nil)
 		if err != nil || len(out) != 1 || out[0].Kind != dataplane.SetKindDXR || !out[0].Dst1 || out[0].Nomatch {
 			t.Fatalf("got %+v, %v", out, err)
 		}
 	})
 	t.Run("ip,port", func(t *testing.T) {
-		out, err := buildSetTables([]compiler.SetCond{cond("ipp", 2, 1, false)}, get, ifaces, clk)
+		out, err := buildSetTables([]compiler.SetCond{cond("ipp", 2, 1, false)}, get, ifaces, clk, nil)
 		if err != nil || len(out) != 1 {
 			t.Fatalf("got %+v, %v", out, err)
 		}
@@ -87,13 +87,13 @@ func TestBuildSetTables(t *testing.T) {
 		}
 	})
 	t.Run("fewer directions", func(t *testing.T) {
-		out, err := buildSetTables([]compiler.SetCond{cond("ipp", 1, 1, false)}, get, ifaces, clk)
+		out, err := buildSetTables([]compiler.SetCond{cond("ipp", 1, 1, false)}, get, ifaces, clk, nil)
 		if err != nil || len(out) != 0 {
 			t.Fatalf("got %+v, %v: a set of 2 dimensions tested with 1 direction never matches", out, err)
 		}
 	})
 	t.Run("net,port timeouts", func(t *testing.T) {
-		out, err := buildSetTables([]compiler.SetCond{cond("np", 2, 1, true)}, get, ifaces, clk)
+		out, err := buildSetTables([]compiler.SetCond{cond("np", 2, 1, true)}, get, ifaces, clk, nil)
 		if err != nil || len(out) != 1 {
 			t.Fatalf("got %+v, %v", out, err)
 		}
@@ -114,7 +114,7 @@ func TestBuildSetTables(t *testing.T) {
 		}
 	})
 	t.Run("net,iface", func(t *testing.T) {
-		out, err := buildSetTables([]compiler.SetCond{cond("ni", 2, 3, false)}, get, ifaces, clk)
+		out, err := buildSetTables([]compiler.SetCond{cond("ni", 2, 3, false)}, get, ifaces, clk, nil)
 		if err != nil || len(out) != 1 {
 			t.Fatalf("got %+v, %v", out, err)
 		}
@@ -137,7 +137,7 @@ func TestBuildSetTables(t *testing.T) {
 		}
 	})
 	t.Run("bitmap:port", func(t *testing.T) {
-		out, err := buildSetTables([]compiler.SetCond{cond("bp", 2, 0, false)}, get, ifaces, clk)
+		out, err := buildSetTables([]compiler.SetCond{cond("bp", 2, 0, false)}, get, ifaces, clk, nil)
 		if err != nil || len(out) != 1 {
 			t.Fatalf("got %+v, %v", out, err)
 		}
@@ -150,7 +150,7 @@ func TestBuildSetTables(t *testing.T) {
 		}
 	})
 	t.Run("list:set", func(t *testing.T) {
-		out, err := buildSetTables([]compiler.SetCond{cond("ip", 1, 1, false), cond("ls", 2, 1, false)}, get, ifaces, clk)
+		out, err := buildSetTables([]compiler.SetCond{cond("ip", 1, 1, false), cond("ls", 2, 1, false)}, get, ifaces, clk, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +175,7 @@ func TestBuildSetTables(t *testing.T) {
 		for i := 0; i < 6; i++ {
 			conds = append(conds, cond("ls", 2, uint8(i%4), i >= 4))
 		}
-		_, err := buildSetTables(conds, get, ifaces, clk)
+		_, err := buildSetTables(conds, get, ifaces, clk, nil)
 		if err == nil || !strings.Contains(err.Error(), "at most 16") {
 			t.Errorf("got %v, want the limit of 16 lookups", err)
 		}

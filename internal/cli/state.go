@@ -136,7 +136,7 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplan
 	if err != nil {
 		return err
 	}
-	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces})
+	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets)})
 	if err != nil {
 		return err
 	}
@@ -342,7 +342,7 @@ func install(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, iface
 	if err := checkDataPlaneSupport(rs, sets); err != nil {
 		return err
 	}
-	tables, err := setTables(gen, sets, ifaces)
+	tables, ctrs, err := setTables(gen, sets, ifaces)
 	if err != nil {
 		return err
 	}
@@ -350,7 +350,12 @@ func install(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, iface
 	if err != nil {
 		return fmt.Errorf("save the ruleset: %w", err)
 	}
-	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counterSources(old, rs, keepCounters), Sets: tables, Interfaces: ifaces}
+	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counterSources(old, rs, keepCounters), Sets: tables, Interfaces: ifaces, SetCounters: ctrs}
 	dataplane.TraceSince("commit: sets, encode, counters", t)
-	return dataplane.Apply(fam, u, opts)
+	if err := dataplane.Apply(fam, u, opts); err != nil {
+		return err
+	}
+	// Counts of set entries the new generation no longer counts (no rule
+	// looks their set up any more) go to the stored sets.
+	return foldSetCounters(u.SetLeftover, sets)
 }

@@ -75,6 +75,11 @@ func (g *Generation) NumCounters() int { return NumChains + len(g.Rules) }
 type Options struct {
 	// Interfaces are the devices of the network namespace, for -i/-o.
 	Interfaces []Interface
+	// SetCounts says whether evaluating set match m updates set entry
+	// counters (its set, or a list:set's members, have counters, and no
+	// "! --update-counters" says otherwise); such a match gets a counting
+	// probe before its rule (EFSetCount). Nil: none does.
+	SetCounts func(m *ir.SetMatch) bool
 }
 
 // Compile compiles the filter table rs.
@@ -87,6 +92,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 		terms:    map[*ir.Rule][]term{},
 		logIndex: map[LogConfig]uint16{},
 		sets:     &setConds{fam: rs.Family},
+		counts:   opts.SetCounts,
 	}
 	for _, c := range rs.Chains {
 		for i, r := range c.Rules {

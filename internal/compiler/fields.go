@@ -199,7 +199,17 @@ const (
 	// EFHotdropProto drops, uncounted, an IPv6 packet whose extension
 	// headers cannot be walked (XFW_HD_PROTO).
 	EFHotdropProto uint8 = 0x08
+	// EFSetCount marks a set counting probe (XFW_EF_SETCOUNT): a CONTINUE
+	// entry of no rule, placed before a rule whose set match updates set
+	// entry counters, with the condition under which the kernel evaluates
+	// that match (the rule's other conditions before it); Aux is the set
+	// condition, with SetCountSkipSub for "! --update-subcounters".
+	EFSetCount uint8 = 0x10
 )
+
+// SetCountSkipSub is the Aux bit of a set counting probe whose match has
+// "! --update-subcounters" (XFW_SETCNT_SKIPSUB).
+const SetCountSkipSub = 0x100
 
 // NoRule is the counter index of synthetic entries (XFW_NO_RULE).
 const NoRule = 0xffffffff

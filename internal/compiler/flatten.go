@@ -55,6 +55,9 @@ type flattener struct {
 	logs     []LogConfig
 	// sets allocates the set conditions (FieldSets bits).
 	sets *setConds
+	// counts says which set matches update set entry counters
+	// (Options.SetCounts).
+	counts func(m *ir.SetMatch) bool
 	// maxHops counts the non-terminal entries, a bound on the actions a
 	// packet can meet on its way through one chain.
 	hops uint32
@@ -103,6 +106,9 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 				return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 			}
 			fl.terms[r] = terms
+		}
+		if err := fl.setProbes(r, outer); err != nil {
+			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 		}
 		id := fl.ruleID[r]
 		for _, t := range terms {
@@ -154,6 +160,51 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 					fl.fallthroughNext()
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// setProbes emits the set counting probes of rule r (under the outer
+// condition): one per set match that updates set entry counters, with the
+// condition under which the kernel evaluates it: the rule's IP header part
+// and the matches before it (the kernel counts the element the lookup
+// finds, whatever the match then answers). A match before it that can
+// hotdrop hotdrops here, uncounted, as the rule itself would.
+func (fl *flattener) setProbes(r *ir.Rule, outer Cond) error {
+	if fl.counts == nil {
+		return nil
+	}
+	for i, m := range r.Matches {
+		sm, ok := m.(*ir.SetMatch)
+		if !ok || !fl.counts(sm) {
+			continue
+		}
+		before := *r
+		before.Matches = r.Matches[:i]
+		terms, err := ruleTerms(fl.rs.Family, &before, fl.ifaces, fl.sets)
+		if err != nil {
+			return err
+		}
+		k, err := fl.sets.index(sm)
+		if err != nil {
+			return err
+		}
+		aux := uint16(k)
+		if sm.SkipSubcounterUpdate {
+			aux |= SetCountSkipSub
+		}
+		for _, t := range terms {
+			cond, ok := outer.and(t.cond)
+			if !ok {
+				continue
+			}
+			if t.hotdrop {
+				fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActDrop})
+				continue
+			}
+			fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActContinue, Flags: EFSetCount | t.flags, Aux: aux})
+			fl.fallthroughNext()
 		}
 	}
 	return nil

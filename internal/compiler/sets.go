@@ -15,10 +15,12 @@ import (
 // "--match-set S src" requires bit k = 1, with "! --match-set S src" bit
 // k = 0. "!" is not part of a condition: both spellings share the bit.
 //
-// xfw keeps no per-entry set counters: "! --update-counters" and
-// "! --update-subcounters" (which only stop the kernel's counter updates)
-// are accepted and change nothing, while --packets-* and --bytes-* (which
-// compare those counters) are refused.
+// Set entry counters (sets created with "counters") are updated by
+// counting probes (EFSetCount, flatten.go setProbes) placed before each
+// rule whose set match counts (Options.SetCounts; "! --update-counters" and
+// "! --update-subcounters" shape it). --packets-* and --bytes-*, which
+// compare those counters inside the match (the kernel then goes on to
+// shorter prefixes when an element's counters fail), are refused.
 
 // MaxSetConds is how many distinct set conditions one family's ruleset may
 // use: the width of FieldSets' value.
@@ -67,10 +69,10 @@ func (sc *setConds) index(m *ir.SetMatch) (int, error) {
 // condition returns the FieldSets values that satisfy m.
 func (sc *setConds) condition(m *ir.SetMatch) (*Set, error) {
 	if m.Packets.Op != ir.SetCounterNone {
-		return nil, fmt.Errorf("set match %s: --packets-eq/-lt/-gt are not supported by xfw: it keeps no set entry counters", m.Name)
+		return nil, fmt.Errorf("set match %s: --packets-eq/-lt/-gt are not supported by xfw: its data plane does not compare set entry counters", m.Name)
 	}
 	if m.Bytes.Op != ir.SetCounterNone {
-		return nil, fmt.Errorf("set match %s: --bytes-eq/-lt/-gt are not supported by xfw: it keeps no set entry counters", m.Name)
+		return nil, fmt.Errorf("set match %s: --bytes-eq/-lt/-gt are not supported by xfw: its data plane does not compare set entry counters", m.Name)
 	}
 	if m.Dirs.Dim == 0 || m.Dirs.Dim > ir.MaxSetDims {
 		return nil, fmt.Errorf("set match %s: %d directions (1 to %d allowed)", m.Name, m.Dirs.Dim, ir.MaxSetDims)

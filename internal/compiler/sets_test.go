@@ -126,11 +126,11 @@ func TestSetMatchOptions(t *testing.T) {
 		{"plain", ir.SetMatch{Name: "s", Dirs: dirsSrc}, ""},
 		{"! --update-counters ! --update-subcounters", ir.SetMatch{Name: "s", Dirs: dirsSrc, SkipCounterUpdate: true, SkipSubcounterUpdate: true}, ""},
 		{"--packets-eq", ir.SetMatch{Name: "s", Dirs: dirsSrc, Packets: ir.SetCounterMatch{Op: ir.SetCounterEq, Value: 1}},
-			"chain INPUT rule 1: set match s: --packets-eq/-lt/-gt are not supported by xfw: it keeps no set entry counters"},
+			"chain INPUT rule 1: set match s: --packets-eq/-lt/-gt are not supported by xfw: its data plane does not compare set entry counters"},
 		{"! --packets-eq", ir.SetMatch{Name: "s", Dirs: dirsSrc, Packets: ir.SetCounterMatch{Op: ir.SetCounterNe}},
 			"--packets-eq/-lt/-gt are not supported by xfw"},
 		{"--bytes-gt", ir.SetMatch{Name: "s", Dirs: dirsSrc, Bytes: ir.SetCounterMatch{Op: ir.SetCounterGt, Value: 100}},
-			"chain INPUT rule 1: set match s: --bytes-eq/-lt/-gt are not supported by xfw: it keeps no set entry counters"},
+			"chain INPUT rule 1: set match s: --bytes-eq/-lt/-gt are not supported by xfw: its data plane does not compare set entry counters"},
 		{"no directions", ir.SetMatch{Name: "s"}, "0 directions"},
 	}
 	for _, tt := range tests {
@@ -160,5 +160,80 @@ func TestNoSetConditions(t *testing.T) {
 	}
 	if g.Active&(1<<FieldSets) != 0 || len(g.SetConds) != 0 {
 		t.Errorf("active %#x, set conditions %v", g.Active, g.SetConds)
+	}
+}
+
+// TestSetCountingProbes checks the counting probes (EFSetCount) emitted
+// before rules whose set match updates set entry counters: one per such
+// match, with the rule's conditions before the match (not the match's own
+// bit, nor the matches after it), none for matches that do not count.
+func TestSetCountingProbes(t *testing.T) {
+	udp9 := &ir.UDPMatch{DstPort: ir.PortMatch{Set: true, Range: ir.PortRange{First: 9, Last: 9}}}
+	udp10 := &ir.UDPMatch{DstPort: ir.PortMatch{Set: true, Range: ir.PortRange{First: 10, Last: 10}}}
+	counted := &ir.SetMatch{Name: "c", Dirs: dirsSrc}
+	tests := []struct {
+		name string
+		rule *ir.Rule
+		// probes wanted before the rule's entry: Aux, and whether its
+		// condition constrains the destination port.
+		probes []uint16
+		dport  bool
+	}{
+		{"plain", &ir.Rule{Matches: []ir.Match{counted}, Target: ir.Target{Kind: ir.TargetAccept}}, []uint16{0}, false},
+		{"match before", &ir.Rule{Proto: ir.ProtoMatch{Set: true, Num: 17}, Matches: []ir.Match{udp9, counted}, Target: ir.Target{Kind: ir.TargetDrop}}, []uint16{0}, true},
+		{"match after", &ir.Rule{Proto: ir.ProtoMatch{Set: true, Num: 17}, Matches: []ir.Match{counted, udp10}, Target: ir.Target{Kind: ir.TargetDrop}}, []uint16{0}, false},
+		{"inverted", &ir.Rule{Matches: []ir.Match{&ir.SetMatch{Invert: true, Name: "c", Dirs: dirsSrc}}, Target: ir.Target{Kind: ir.TargetDrop}}, []uint16{0}, false},
+		{"no update", &ir.Rule{Matches: []ir.Match{&ir.SetMatch{Name: "c", Dirs: dirsSrc, SkipCounterUpdate: true}}}, nil, false},
+		{"uncounted set", &ir.Rule{Matches: []ir.Match{&ir.SetMatch{Name: "plain", Dirs: dirsSrc}}}, nil, false},
+		{"no subcounters", &ir.Rule{Matches: []ir.Match{&ir.SetMatch{Name: "l", Dirs: dirsSrc, SkipSubcounterUpdate: true}}}, []uint16{1 | SetCountSkipSub}, false},
+		{"two sets", &ir.Rule{Matches: []ir.Match{counted, &ir.SetMatch{Name: "l", Dirs: dirsSrc}}}, []uint16{0, 1}, false},
+	}
+	counts := func(m *ir.SetMatch) bool { return (m.Name == "c" || m.Name == "l") && !m.SkipCounterUpdate }
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := ir.NewRuleset(ir.IPv4)
+			// A first rule allocates "c" bit 0 and "l" bit 1 whatever the
+			// case's order.
+			first := &ir.Rule{Matches: []ir.Match{&ir.SetMatch{Name: "c", Dirs: dirsSrc, SkipCounterUpdate: true}, &ir.SetMatch{Name: "l", Dirs: dirsSrc, SkipCounterUpdate: true}}}
+			rs.Chain("INPUT").Rules = []*ir.Rule{first, tc.rule}
+			g, err := Compile(rs, Options{SetCounts: counts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var probes []Entry
+			var ruleEntry *Entry
+			for i := g.ChainStart[ChainInput]; i < g.ChainEnd[ChainInput]; i++ {
+				e := g.Entries[i]
+				switch {
+				case e.Flags&EFSetCount != 0:
+					if e.Rule != NoRule || e.Action != ActContinue || e.Next != i+1 {
+						t.Errorf("probe %d: rule %d action %d next %d, want no rule, CONTINUE to %d", i, e.Rule, e.Action, e.Next, i+1)
+					}
+					probes = append(probes, e)
+				case e.Rule == NumChains+1:
+					ruleEntry = &g.Entries[i]
+					if len(probes) != len(tc.probes) {
+						t.Fatalf("%d probes before the rule, want %d", len(probes), len(tc.probes))
+					}
+				}
+			}
+			if ruleEntry == nil {
+				t.Fatal("the rule has no entry")
+			}
+			for i, p := range probes {
+				if p.Aux != tc.probes[i] {
+					t.Errorf("probe %d: aux %#x, want %#x", i, p.Aux, tc.probes[i])
+				}
+				if p.Cond[FieldSets] != nil && i == 0 {
+					t.Errorf("probe %d tests the set bits %v: the first set match is evaluated whatever it answers", i, p.Cond[FieldSets])
+				}
+				if (p.Cond[FieldDport] != nil) != tc.dport {
+					t.Errorf("probe %d: destination port condition %v, want one: %v", i, p.Cond[FieldDport], tc.dport)
+				}
+			}
+			if len(tc.probes) == 2 && probes[1].Cond[FieldSets] == nil {
+				t.Errorf("the second set match's probe does not require the first match")
+			}
+		})
 	}
 }

@@ -48,7 +48,7 @@ func familyIndex(f ir.Family) int {
 // generationMaps are the kinds of per-generation inner maps; the outer map
 // of kind k is "xfw_o_"+k (bpf/classify.h, bpf/xfw.c).
 var generationMaps = []string{"small", "bounds", "hcls", "clsch", "chunks",
-	"entries", "counters", "logcfg", "state", "cbase"}
+	"entries", "counters", "logcfg", "state", "cbase", "setctr"}
 
 // outerName is the outer (ARRAY_OF_MAPS) map of a generation map kind.
 func outerName(kind string) string { return "xfw_o_" + kind }
@@ -81,6 +81,16 @@ type Update struct {
 	// later command can extend the running generation (RunningGeneration,
 	// compiler.AppendRule) while they have not changed.
 	Interfaces []compiler.Interface
+	// SetCounters names the generation's set entry counters (index i is
+	// SetHashEntry.Ctr and SetTable.ListCtr i+1). They start at zero: a
+	// generation counts what happened since it was installed, the stored
+	// sets hold the rest. Apply carries the previous generation's counts of
+	// the entries both have over (its packets keep counting until they
+	// end) and returns in SetLeftover those of entries this one lacks,
+	// for the caller to keep in the stored sets.
+	SetCounters []SetCounterID
+	// SetLeftover is set by Apply (see SetCounters).
+	SetLeftover []SetCounterValue
 
 	// blob is what the slot's state pages hold: Saved and the generation's
 	// metadata, each after its little-endian length (stateBlob).
@@ -123,6 +133,9 @@ type SetTable struct {
 	// ReturnNomatch is --return-nomatch, for a set type with nomatch
 	// entries.
 	ReturnNomatch bool
+	// ListCtr is 1 + the set counter of the list:set entry (Via's) naming
+	// Set, 0 when the list has no counters.
+	ListCtr uint32
 
 	Direct, Ranges []uint64
 	// Used is how many words of Ranges are in use (lpm.Table.Used): the
@@ -175,6 +188,9 @@ type SetHashEntry struct {
 	Expires uint64
 	Answer  uint32
 	Aux     uint32
+	// Ctr is 1 + the entry's set counter (Update.SetCounters), 0 when the
+	// set has no counters.
+	Ctr uint32
 }
 
 // SetMetaPlen is the Plen of a hash set table's meta keys (XFW_SETKEY_META):
@@ -247,6 +263,7 @@ func mapSizes(u *Update, ncpu int) map[string]int {
 		"logcfg":   len(g.LogConfigs),
 		"state":    pages,
 		"cbase":    g.NumCounters(),
+		"setctr":   max(1, len(u.SetCounters)),
 	}
 }
 
@@ -301,6 +318,15 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		defer oldBase.Close()
 	}
 
+	// The old generation's set counters, named before its tables may
+	// change; counted once its packets have ended.
+	var oldSetIDs []SetCounterID
+	if wasOn && cur.cfgs[oldSlot].NSetCtr > 0 {
+		if oldSetIDs, err = setCounterIDs(cur, fam, oldSlot); err != nil {
+			return err
+		}
+	}
+
 	if u.Gen.Active&(1<<compiler.FieldCt) != 0 {
 		if err := configureConntrack(cur); err != nil {
 			return err
@@ -323,9 +349,14 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		if st.ReturnNomatch && st.Nomatch {
 			lk.Flags |= setLkReturnNomatch
 		}
+		if st.Via != "" {
+			lk.Flags |= setLkMember
+		}
 		fc.SetLk[k] = lk
+		fc.SetLkLCtr[k] = st.ListCtr
 	}
 	fc.NSetLk = uint32(len(u.Sets))
+	fc.NSetCtr = uint32(len(u.SetCounters))
 	if fc.MaxIters == 0 {
 		fc.MaxIters = 1
 	}
@@ -369,6 +400,11 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		}
 		if err := carryCounters(cur, old, newSlot, u.Counters); err != nil {
 			return err
+		}
+		if len(oldSetIDs) > 0 {
+			if err := carrySetCounters(cur, oldSlot, newSlot, oldSetIDs, u); err != nil {
+				return err
+			}
 		}
 	}
 	TraceSince("apply: carry counters", t)
@@ -627,6 +663,11 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 			return fmt.Errorf("zero counters: %w", err)
 		}
 	}
+	if !created["setctr"] {
+		if err := putArray(m["setctr"], len(u.SetCounters), func(int) bpfCounter { return bpfCounter{} }); err != nil {
+			return fmt.Errorf("zero set counters: %w", err)
+		}
+	}
 	if err := putU32s(m["small"], g.Small); err != nil {
 		return fmt.Errorf("fill small-field classes: %w", err)
 	}
@@ -712,7 +753,7 @@ func fillSetHash(m *ebpf.Map, reused bool, entries []SetHashEntry) error {
 	vals := make([]bpfSetVal, len(entries))
 	for i, e := range entries {
 		keys[i] = bpfSetKey(e.Key)
-		vals[i] = bpfSetVal{Expires: e.Expires, Answer: e.Answer, Aux: e.Aux}
+		vals[i] = bpfSetVal{Expires: e.Expires, Answer: e.Answer, Aux: e.Aux, Ctr: e.Ctr}
 	}
 	if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
 		return fmt.Errorf("fill the hash table (%d entries): %w", len(entries), err)

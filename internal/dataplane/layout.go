@@ -69,6 +69,11 @@ type bpfFamilyCfg struct {
 	// xfw_setlk), from Update.Sets.
 	NSetLk uint32
 	SetLk  [maxSetLookups]bpfSetLk
+	// SetLkLCtr and NSetCtr are the set entry counters: 1 + the counter
+	// of the list:set entry naming each lookup's set (0: none), and the
+	// generation's number of counters (Update.SetCounters).
+	SetLkLCtr [maxSetLookups]uint32
+	NSetCtr   uint32
 	// CtFastStates and CtFastEntry are each chain's established fast
 	// path (compiler.Generation.CtFastPath).
 	CtFastStates [compiler.NumChains]uint32
@@ -85,6 +90,7 @@ const (
 	setLkDst1          = 1
 	setLkReturnNomatch = 2
 	setLkDst2          = 4
+	setLkMember        = 8
 )
 
 // bpfSetKey mirrors struct xfw_setkey, the key of a hash set table.
@@ -101,6 +107,8 @@ type bpfSetVal struct {
 	Expires uint64
 	Answer  uint32
 	Aux     uint32
+	Ctr     uint32
+	Pad     uint32
 }
 
 // bpfLogEvent mirrors struct xfw_log_event.

@@ -312,7 +312,7 @@ func (h *LiveSetHash) MarkPlens(plens *[129]bool) error {
 // Put adds or replaces entries, in order.
 func (h *LiveSetHash) Put(entries []SetHashEntry) error {
 	for _, e := range entries {
-		if err := h.m.Put(bpfSetKey(e.Key), bpfSetVal{Expires: e.Expires, Answer: e.Answer, Aux: e.Aux}); err != nil {
+		if err := h.m.Put(bpfSetKey(e.Key), bpfSetVal{Expires: e.Expires, Answer: e.Answer, Aux: e.Aux, Ctr: e.Ctr}); err != nil {
 			return fmt.Errorf("set lookup %d (%s): put an entry: %w", h.Info.Index, h.Info.Set, err)
 		}
 	}

@@ -429,11 +429,13 @@ func (g *rgen) genPortSets(fam string, addrs []netip.Addr) {
 		}
 		return fmt.Sprintf("tcp:%d", g.port())
 	}
+	// Counters on some (their counting probes must not change a
+	// verdict); hash:ip and hash:net keep the DXR tables.
 	g.setLines = append(g.setLines,
-		fmt.Sprintf("create %s hash:ip,port family %s", genSetNames[2], fam),
+		fmt.Sprintf("create %s hash:ip,port family %s counters", genSetNames[2], fam),
 		fmt.Sprintf("create %s hash:net,port family %s", genSetNames[3], fam),
-		fmt.Sprintf("create %s bitmap:port range 0-65535", genSetNames[4]),
-		fmt.Sprintf("create %s list:set", genSetNames[5]))
+		fmt.Sprintf("create %s bitmap:port range 0-65535 counters", genSetNames[4]),
+		fmt.Sprintf("create %s list:set counters", genSetNames[5]))
 	seen := map[string]bool{}
 	add := func(line string) {
 		if !seen[line] {

@@ -534,3 +534,17 @@ func (ss *Sets) listReferences(name string) int {
 	}
 	return n
 }
+
+// AddCounters adds packets and bytes to the counters of member e (counts
+// the data plane kept), reporting whether s has counters and holds e.
+func (s *Set) AddCounters(e Elem, packets, bytes uint64) bool {
+	p, ok := s.get(e)
+	if !ok || !s.Options.Counters {
+		return false
+	}
+	c := *p
+	c.Packets += packets
+	c.Bytes += bytes
+	s.put(c, -1)
+	return true
+}

@@ -579,8 +579,7 @@ type SetMatch struct {
 	ReturnNomatch bool
 	// SkipCounterUpdate is "! --update-counters" and SkipSubcounterUpdate
 	// "! --update-subcounters": the kernel then leaves the entries'
-	// counters alone. xfw never updates set entry counters, so both only
-	// print back.
+	// counters (of a list:set's members, for the second) alone.
 	SkipCounterUpdate    bool
 	SkipSubcounterUpdate bool
 	// Packets and Bytes are --packets-* and --bytes-*.
