@@ -63,9 +63,12 @@ const (
 	// secRFPF: the configuration of "Surgical DDoS filtering with fast
 	// LPM" (allow, block and geo sets in FORWARD, botnet mix: rfpf.go).
 	secRFPF = "rfpf"
+	// secSetLookup: the per-packet cost of -m set lookups by kind of set
+	// table (setlookup.go).
+	secSetLookup = "setlookup"
 )
 
-var allSections = []string{secForward, secInput, secSets, secDDoS, secProgRun, secUpdate, secConntrack, secRFPF}
+var allSections = []string{secForward, secInput, secSets, secDDoS, secProgRun, secUpdate, secConntrack, secRFPF, secSetLookup}
 
 func main() {
 	if len(os.Args) > 1 {

@@ -83,6 +83,9 @@ func renderMarkdown(rep *report, imgDir string) string {
 	if r := rep.RFPF; r != nil {
 		writeRFPF(&b, r)
 	}
+	if s := rep.SetLookup; s != nil {
+		writeSetLookup(&b, s)
+	}
 	return b.String()
 }
 

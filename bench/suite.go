@@ -43,6 +43,7 @@ type report struct {
 	Update    *updateSection     `json:"update,omitempty"`
 	Conntrack *ctSection         `json:"conntrack,omitempty"`
 	RFPF      *rfpfSection       `json:"rfpf,omitempty"`
+	SetLookup *setLookupSection  `json:"setlookup,omitempty"`
 }
 
 // runFull runs every selected section and writes the report.
@@ -175,6 +176,15 @@ func runFull(ctx context.Context, o *options) error {
 	if o.sections[secRFPF] {
 		progress("== RFPF configuration (allow, block and geo sets)")
 		if rep.RFPF, err = runRFPF(ctx, o); err != nil {
+			return err
+		}
+		if err := save(); err != nil {
+			return err
+		}
+	}
+	if o.sections[secSetLookup] {
+		progress("== set lookups (BPF_PROG_TEST_RUN)")
+		if rep.SetLookup, err = runSetLookup(ctx, o); err != nil {
 			return err
 		}
 		if err := save(); err != nil {
@@ -466,6 +476,9 @@ func mergeReports(prev, rep *report, sections map[string]bool) *report {
 	}
 	if take(secRFPF, rep.RFPF != nil) {
 		out.RFPF = rep.RFPF
+	}
+	if take(secSetLookup, rep.SetLookup != nil) {
+		out.SetLookup = rep.SetLookup
 	}
 	return &out
 }

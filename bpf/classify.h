@@ -456,6 +456,9 @@ struct xfw_hwalk {
 	__u32 maxplen;        /* 32 or 128 (0: no address) */
 	__u32 answer;
 	__u32 ctr;            /* the answering entry's xfw_setval.ctr */
+	__u32 next;           /* 1 + the longest prefix length left to try
+			       * (0: none) */
+	__u32 pad;
 };
 
 /* The walk's state lives in a per-CPU scratch element, not on the stack:
@@ -481,23 +484,56 @@ static __always_inline int xfw_hwalk_expired(struct xfw_hwalk *c, struct xfw_set
 	return c->now >= v->expires;
 }
 
-/* xfw_hwalk_step tries prefix length maxplen - i: 1 stops the walk (an
- * answer, or past /0). */
+/* xfw_msb64 returns the index of the highest set bit of a non-zero word
+ * (branch-free: the bits below it are smeared, the top one isolated). */
+static __always_inline __u32 xfw_msb64(__u64 x)
+{
+	x |= x >> 1;
+	x |= x >> 2;
+	x |= x >> 4;
+	x |= x >> 8;
+	x |= x >> 16;
+	x |= x >> 32;
+	return xfw_ctz64(x ^ (x >> 1));
+}
+
+/* xfw_hwalk_next returns the longest prefix length present below c->next
+ * (c->next ≥ 1), or ~0 when none is: the walk visits present lengths only
+ * (a miss in a hash:ip set tries /32 alone, not 33 lengths). */
+static __always_inline __u32 xfw_hwalk_next(struct xfw_hwalk *c)
+{
+	__u32 top = c->next - 1, base;
+	__u64 w;
+
+	for (int k = XFW_SET_PLEN_WORDS - 1; k >= 0; k--) {
+		base = (__u32)k * 64;
+		if (base > top)
+			continue;
+		w = c->words[k];
+		if (top - base < 63)
+			w &= ~0ULL >> (63 - (top - base));
+		if (w)
+			return base + xfw_msb64(w);
+	}
+	return ~0u;
+}
+
+/* xfw_hwalk_step tries the next present prefix length: 1 stops the walk
+ * (an answer, or none left). */
 static long xfw_hwalk_step(__u32 i, void *unused)
 {
 	struct xfw_setval *v;
 	struct xfw_hwalk *c;
 	__u32 plen, zero = 0;
-	__u64 word;
 	void *m;
 
 	c = bpf_map_lookup_elem(&xfw_hwalk_scratch, &zero);
-	if (!c || i > c->maxplen)
+	if (!c || !c->next)
 		return 1;
-	plen = c->maxplen - i;
-	word = plen >= 128 ? c->words[2] : plen >= 64 ? c->words[1] : c->words[0];
-	if (!((word >> (plen & 63)) & 1))
-		return 0;
+	plen = xfw_hwalk_next(c);
+	if (plen > c->maxplen)
+		return 1;
+	c->next = plen;
 	c->key.plen = plen;
 	if (c->maxplen <= 32) {
 		c->key.hi = 0;
@@ -632,6 +668,7 @@ static __always_inline __u32 xfw_set_hlookup(struct xfw_pkt *p, __u32 idx, __u32
 	c->key.port = port;
 	c->key.proto = proto;
 	c->key.ifindex = ifindex;
+	c->next = c->maxplen + 1;
 	/* 129 prefix lengths at most: /128 to /0. */
 	bpf_loop(129, xfw_hwalk_step, NULL, 0);
 	kind = c->answer;
