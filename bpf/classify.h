@@ -188,12 +188,16 @@ XFW_OUTER(xfw_o_chunks, xfw_chunks_m);
 XFW_OUTER(xfw_o_entries, xfw_entries_m);
 XFW_OUTER(xfw_o_counters, xfw_counters_m);
 XFW_OUTER(xfw_o_logcfg, xfw_logcfg_m);
-/* Set entry counters of a generation (xfw_setval.ctr - 1): shared by the
- * CPUs and updated with atomic adds, as the kernel's ipset counters are
- * (one element is rarely hit by several CPUs at once, and a set may hold
- * millions of elements: per-CPU copies would multiply that). The control
- * plane carries them over to the next generation (atomic adds through its
- * memory mapping) and folds them into the stored sets. */
+/* Set entry counters: shared by the CPUs and updated with atomic adds, as
+ * the kernel's ipset counters are (one element is rarely hit by several
+ * CPUs at once, and a set may hold millions of elements: per-CPU copies
+ * would multiply that). The counters of a list:set's entries are the
+ * generation's (xfw_o_setctr, by slot; xfw_family_cfg.setlk_lctr); those of
+ * a set's elements belong to its hash table (xfw_o_setectr, by lookup, the
+ * element at xfw_setval.ctr - 1) and go with it when a new generation
+ * takes the table over unchanged. The control plane carries counts over
+ * to rebuilt tables (atomic adds through its memory mapping) and folds
+ * them into the stored sets. */
 XFW_INNER_ARRAY(xfw_setctr_m, struct xfw_counter);
 XFW_OUTER(xfw_o_setctr, xfw_setctr_m);
 
@@ -220,6 +224,7 @@ struct xfw_sethash_m {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 };
 XFW_SET_OUTER(xfw_o_sethash, xfw_sethash_m);
+XFW_SET_OUTER(xfw_o_setectr, xfw_setctr_m);
 
 /* Per-slot ruleset configuration (struct xfw_family_cfg), written by the
  * control plane before it flips the bank. */
@@ -740,14 +745,14 @@ __attribute__((noinline)) __u32 xfw_set_bits(struct xfw_pkt *p, __u32 slot, __u3
 }
 
 /* xfw_setctr_add counts a packet of len bytes n times on set counter ctr
- * (1 + its index; 0 counts nothing) of the slot's counters m. */
-static __always_inline void xfw_setctr_add(void *m, struct xfw_family_cfg *fc, __u32 ctr,
-					   __u32 n, __u32 len)
+ * (1 + its index; 0 counts nothing) of counters m (an array map, which
+ * bounds the index). */
+static __always_inline void xfw_setctr_add(void *m, __u32 ctr, __u32 n, __u32 len)
 {
 	struct xfw_counter *c;
 	__u32 key;
 
-	if (!ctr || ctr > fc->nsetctr)
+	if (!m || !ctr)
 		return;
 	key = ctr - 1;
 	c = bpf_map_lookup_elem(m, &key);
@@ -792,15 +797,13 @@ __attribute__((noinline)) int xfw_set_count(__u32 slot, __u32 len)
 {
 	struct xfw_family_cfg *fc;
 	struct xfw_sethits *hits;
-	__u32 zero = 0, c, all, sub, hit, matched, done = 0;
-	void *m;
+	__u32 zero = 0, c, all, sub, hit, matched, idx, done = 0;
 
 	if (slot >= XFW_NSLOTS)
 		return 0;
 	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
 	hits = bpf_map_lookup_elem(&xfw_sethits_scratch, &zero);
-	m = xfw_inner(&xfw_o_setctr, slot);
-	if (!fc || !hits || !m || !fc->nsetctr)
+	if (!fc || !hits)
 		return 0;
 	for (__u32 k = 0; k < XFW_MAX_SETLOOKUPS; k++) {
 		if (k >= fc->nsetlk)
@@ -815,7 +818,11 @@ __attribute__((noinline)) int xfw_set_count(__u32 slot, __u32 len)
 		if (!(fc->setlk[k].flags & XFW_SETLK_MEMBER))
 			sub = all;
 		hit = hits->hit[k];
-		xfw_setctr_add(m, fc, hit >> XFW_SET_ANSWER_BITS, sub, len);
+		if (hit >> XFW_SET_ANSWER_BITS) {
+			idx = slot * XFW_MAX_SETLOOKUPS + k;
+			xfw_setctr_add(bpf_map_lookup_elem(&xfw_o_setectr, &idx),
+				       hit >> XFW_SET_ANSWER_BITS, sub, len);
+		}
 		/* As xfw_set_bits answers. */
 		hit &= (1u << XFW_SET_ANSWER_BITS) - 1;
 		if (fc->setlk[k].flags & XFW_SETLK_RETURN_NOMATCH)
@@ -823,7 +830,8 @@ __attribute__((noinline)) int xfw_set_count(__u32 slot, __u32 len)
 		else
 			matched = hit == XFW_SET_MEMBER;
 		if (matched) {
-			xfw_setctr_add(m, fc, fc->setlk_lctr[k], all, len);
+			if (fc->setlk_lctr[k])
+				xfw_setctr_add(xfw_inner(&xfw_o_setctr, slot), fc->setlk_lctr[k], all, len);
 			done |= 1u << c;
 		}
 	}
@@ -1077,7 +1085,7 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 	}
 	res = local.result;
 	if (fc->nsetctr)
-		xfw_set_count(slot, p->l3len);
+		xfw_set_count(slot, p->l3len); /* some set match counts */
 	/* LOG rules met before a hotdrop log, as in the kernel (found by the
 	 * differential test, internal/difftest). */
 	ps->nlogs = local.nlogs;

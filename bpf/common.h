@@ -136,8 +136,8 @@ struct xfw_setval {
 	__u64 expires; /* bpf_ktime_get_ns() time it times out at; 0: never */
 	__u32 answer;  /* XFW_SET_MEMBER or XFW_SET_NOMATCH; blocker: 0 */
 	__u32 aux;
-	__u32 ctr;     /* 1 + the entry's counter in the slot's set counters
-			* (xfw_o_setctr), 0: the set has no counters */
+	__u32 ctr;     /* 1 + the entry's counter in its table's counters
+			* (xfw_o_setectr), 0: the set has no counters */
 	__u32 pad;
 };
 
@@ -293,7 +293,9 @@ struct xfw_family_cfg {
 	__u32 nsetlk;                   /* set lookups (XFW_F_SETS bits) */
 	struct xfw_setlk setlk[XFW_MAX_SETLOOKUPS];
 	/* Set entry counters: 1 + the counter of the list:set entry naming
-	 * lookup k's set (0: none), and the slot's number of counters. */
+	 * lookup k's set in the slot's xfw_o_setctr array (0: none), and
+	 * the size of that array, at least 1 when some set match counts (0:
+	 * none does, the packet's set hits are not counted). */
 	__u32 setlk_lctr[XFW_MAX_SETLOOKUPS];
 	__u32 nsetctr;
 	/* Established fast path (ct.h xfw_ct_fast): per chain, bit s set when

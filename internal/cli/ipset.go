@@ -149,7 +149,12 @@ func runIpset(name string, args []string, env Env) int {
 		patched, err := patchSetTables(rs.loaded, rs.committed)
 		dataplane.TraceSince(fmt.Sprintf("ipset: patch set tables (%v, %v)", patched, err), t)
 		if !patched || err != nil {
-			err = reapplySetRules(&ipsetLookup{loaded: true, sets: rs.committed})
+			fresh := map[string]bool{}
+			d := ipset.ComputeDiff(rs.loaded, rs.committed)
+			for _, ch := range d.Changed {
+				fresh[ch.Set.Name] = true
+			}
+			err = reapplySetRules(&ipsetLookup{loaded: true, sets: rs.committed, fresh: fresh})
 		}
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "ipset v%s: the sets changed, but the rules using them could not follow: %v\n", ipset.Version, err)

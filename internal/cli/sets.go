@@ -369,6 +369,11 @@ func decidingEntries(s *ipset.Set, fam lpm.Family, slot int) []lpm.Entry {
 type ipsetLookup struct {
 	loaded bool
 	sets   *ipset.Sets
+	// fresh are the sets whose members changed since the running
+	// generations' tables were built (an `ipset` command's changes that
+	// could not be patched in): their tables are built afresh, the others
+	// taken over (setCounterAlloc.share).
+	fresh map[string]bool
 	// err is the failure to load the store; lookups then find no set and
 	// callers report err (setsErr) instead of "Set … doesn't exist.".
 	err error

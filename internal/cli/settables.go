@@ -34,13 +34,20 @@ import (
 //     timeout caps the expiry of every entry of the member's lookup, since
 //     the kernel skips an expired list entry.
 //
+// Hash tables are shared: the lookups of one set in a generation share one
+// table (SetTable.SameAs), and a generation takes the running one's table
+// of a set over (SetTable.Reuse) when the set has not changed since it was
+// built (the running tables follow every member change: patched in place,
+// or rebuilt by the reload that follows it), so a ruleset change does not
+// rebuild a million-entry table. hash:net,iface tables, which hold
+// interface indexes, are rebuilt.
+//
 // Set entry counters: every entry of a set with counters gets a counter of
-// the generation (SetHashEntry.Ctr), one per (set, entry) whatever the
-// number of lookups of the set, and every entry of a list:set with
-// counters one for the member it names (SetTable.ListCtr). The lookups of
-// a set with counters, and of every member of a list:set with counters,
-// are hash lookups: the data plane records which entry answered, which a
-// DXR table does not say.
+// its table (SetHashEntry.Ctr, 1…SetTable.Counters), and every entry of a
+// list:set with counters one of the generation for the member it names
+// (SetTable.ListCtr). The lookups of a set with counters, and of every
+// member of a list:set with counters, are hash lookups: the data plane
+// records which entry answered, which a DXR table does not say.
 
 // setClock converts the sets' wall-clock expiry times to the data plane's
 // CLOCK_MONOTONIC (bpf_ktime_get_ns) at one instant.
@@ -79,14 +86,61 @@ func setTables(gen *compiler.Generation, sets *ipsetLookup, ifaces []compiler.In
 		return nil, nil, err
 	}
 	ctrs := &setCounterAlloc{}
+	if len(gen.SetConds) > 0 {
+		running, err := dataplane.RunningSetLookups(gen.Family)
+		if err != nil {
+			return nil, nil, err
+		}
+		ctrs.running, ctrs.fresh = running, sets.fresh
+	}
 	tables, err := buildSetTables(gen.SetConds, sets.set, ifaces, clk, ctrs)
 	return tables, ctrs.ids, err
 }
 
-// setCounterAlloc numbers the set entry counters of one generation.
+// setCounterAlloc numbers the list:set entry counters of one generation,
+// and finds the hash tables its lookups may share or take over.
 type setCounterAlloc struct {
 	ids   []dataplane.SetCounterID
 	index map[dataplane.SetCounterID]uint32
+	// running are the running generation's lookups (tables to take
+	// over); fresh the sets changed since they were built.
+	running []dataplane.SetLookupInfo
+	fresh   map[string]bool
+	// tables are this generation's hash tables, by what they are built
+	// from: the index of the lookup that has them.
+	tables map[tableOrigin]int
+}
+
+// tableOrigin is what a hash table is built from.
+type tableOrigin struct {
+	set, via string
+	listExp  int64
+}
+
+// share sets st to share the table of an earlier lookup of the generation
+// (SameAs) or take the running generation's over (Reuse), reporting
+// whether it did; otherwise it records st, lookup k, as the table's owner.
+func (a *setCounterAlloc) share(k int, st *dataplane.SetTable) bool {
+	o := tableOrigin{st.Set, st.Via, st.ListExp}
+	if j, ok := a.tables[o]; ok {
+		st.SameAs = j + 1
+		return true
+	}
+	if a.tables == nil {
+		a.tables = map[tableOrigin]int{}
+	}
+	a.tables[o] = k
+	if st.Kind&dataplane.SetKindIface != 0 || a.fresh[st.Set] {
+		return false
+	}
+	for _, lk := range a.running {
+		if lk.Set == st.Set && lk.Via == st.Via && lk.ID == st.ID && lk.ListExp == st.ListExp &&
+			lk.Kind == st.Kind && lk.MaxPlen == st.MaxPlen {
+			st.Reuse, st.Counters = lk.Index+1, lk.Counters
+			return true
+		}
+	}
+	return false
 }
 
 // ctr returns 1 + the index of id's counter, allocating it the first time.
@@ -146,7 +200,7 @@ func buildSetTables(conds []compiler.SetCond, get func(string) (*ipset.Set, erro
 			if !setTestable(m.set, sc) {
 				continue
 			}
-			st, err := buildSetTable(k, sc, m.set, via, m.expires, ifaces, clk, listCounted, ctrs)
+			st, err := buildSetTable(len(out), k, sc, m.set, via, m.expires, ifaces, clk, listCounted, ctrs)
 			if err != nil {
 				return nil, fmt.Errorf("--match-set %s: %w", sc.Name, err)
 			}
@@ -198,17 +252,21 @@ func setHashKind(t ipset.Type) uint8 {
 	return dataplane.SetKindAddr
 }
 
-// buildSetTable builds the lookup of set s (a member of list via, whose
+// buildSetTable builds lookup n, of set s (a member of list via, whose
 // entry expires at listExp, when via is not "") for set condition k; a
-// set with counters gets its entries' counters from ctrs, and listCounted
-// (via has counters) asks for a hash lookup.
-func buildSetTable(k int, sc compiler.SetCond, s *ipset.Set, via string, listExp time.Time, ifaces []compiler.Interface, clk setClock, listCounted bool, ctrs *setCounterAlloc) (dataplane.SetTable, error) {
+// hash table is shared or taken over when ctrs allows (setCounterAlloc.
+// share), and listCounted (via has counters) asks for a hash lookup.
+func buildSetTable(n, k int, sc compiler.SetCond, s *ipset.Set, via string, listExp time.Time, ifaces []compiler.Interface, clk setClock, listCounted bool, ctrs *setCounterAlloc) (dataplane.SetTable, error) {
 	st := dataplane.SetTable{
 		Cond: k, Set: s.Name, Via: via,
 		Dst1:          sc.Dirs.Src&1 == 0,
 		Dst2:          sc.Dirs.Src&2 == 0,
 		ReturnNomatch: sc.ReturnNomatch,
 		Nomatch:       s.Type.IsNet(),
+		ID:            s.ID,
+	}
+	if !listExp.IsZero() {
+		st.ListExp = listExp.UnixNano()
 	}
 	if (s.Type == ipset.HashIP || s.Type == ipset.HashNet) && !s.Options.HasTimeout && listExp.IsZero() &&
 		!s.Options.Counters && !listCounted {
@@ -239,6 +297,9 @@ func buildSetTable(k int, sc compiler.SetCond, s *ipset.Set, via string, listExp
 			st.MaxPlen = 128
 		}
 	}
+	if ctrs.share(n, &st) {
+		return st, nil
+	}
 	var plens [129]bool
 	if st.Kind&dataplane.SetKindAddr == 0 {
 		plens[0] = true
@@ -248,7 +309,8 @@ func buildSetTable(k int, sc compiler.SetCond, s *ipset.Set, via string, listExp
 		for _, h := range setHashEntries(st.Kind, e, listExp, ifaces, clk) {
 			plens[h.Key.Plen] = true
 			if s.Options.Counters {
-				h.Ctr = ctrs.ctr(dataplane.SetCounterID{Set: s.Name, Key: h.Key})
+				st.Counters++
+				h.Ctr = uint32(st.Counters)
 			}
 			st.Hash = append(st.Hash, h)
 		}

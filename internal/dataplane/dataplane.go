@@ -81,13 +81,15 @@ type Update struct {
 	// later command can extend the running generation (RunningGeneration,
 	// compiler.AppendRule) while they have not changed.
 	Interfaces []compiler.Interface
-	// SetCounters names the generation's set entry counters (index i is
-	// SetHashEntry.Ctr and SetTable.ListCtr i+1). They start at zero: a
-	// generation counts what happened since it was installed, the stored
-	// sets hold the rest. Apply carries the previous generation's counts of
-	// the entries both have over (its packets keep counting until they
-	// end) and returns in SetLeftover those of entries this one lacks,
-	// for the caller to keep in the stored sets.
+	// SetCounters names the generation's list:set entry counters (index i
+	// is SetTable.ListCtr i+1); a hash table's element counters are its
+	// own (SetTable.Counters). Counters start at zero: the stored sets hold
+	// what was counted before (the caller moves running counts there,
+	// TakeSetCounters). Apply carries the counts of the generation it
+	// replaces over to rebuilt tables and list entries (its packets keep
+	// counting until they end; a table taken over keeps its counters) and
+	// returns in SetLeftover those of entries this generation lacks, for
+	// the caller to keep in the stored sets.
 	SetCounters []SetCounterID
 	// SetLeftover is set by Apply (see SetCounters).
 	SetLeftover []SetCounterValue
@@ -136,6 +138,21 @@ type SetTable struct {
 	// ListCtr is 1 + the set counter of the list:set entry (Via's) naming
 	// Set, 0 when the list has no counters.
 	ListCtr uint32
+	// ID is the set's content identity (ipset.Set.ID) and ListExp the
+	// wall-clock expiry (Unix ns, 0: none) of the list entry capping its
+	// entries: with Set, Via and Kind, what decides whether a later
+	// generation may take the hash table over (Reuse).
+	ID      uint64
+	ListExp int64
+	// Reuse is 1 + the index of the running generation's lookup whose
+	// hash table (and element counters) this lookup takes over unchanged
+	// (Hash is then empty); SameAs 1 + the index of an earlier lookup of
+	// this generation whose table it shares. 0: its own table, built from
+	// Hash.
+	Reuse, SameAs int
+	// Counters is the number of element counters of a hash table of a set
+	// with counters (its entries' Ctr are 1…Counters), 0 without.
+	Counters int
 
 	Direct, Ranges []uint64
 	// Used is how many words of Ranges are in use (lpm.Table.Used): the
@@ -188,8 +205,8 @@ type SetHashEntry struct {
 	Expires uint64
 	Answer  uint32
 	Aux     uint32
-	// Ctr is 1 + the entry's set counter (Update.SetCounters), 0 when the
-	// set has no counters.
+	// Ctr is 1 + the entry's element counter in its table's counters
+	// (SetTable.Counters), 0 when the set has no counters.
 	Ctr uint32
 }
 
@@ -237,8 +254,20 @@ var setOuters = []string{"xfw_o_setdir", "xfw_o_setrng"}
 
 const setHashOuter = "xfw_o_sethash"
 
+// setElemCtrOuter is the outer map of the hash tables' element counters
+// (by lookup, as setHashOuter).
+const setElemCtrOuter = "xfw_o_setectr"
+
 // allSetOuters are every set lookup outer map.
-var allSetOuters = []string{"xfw_o_setdir", "xfw_o_setrng", setHashOuter}
+var allSetOuters = []string{"xfw_o_setdir", "xfw_o_setrng", setHashOuter, setElemCtrOuter}
+
+// sharedSetKind reports whether maps of kind may be shared between
+// generations or lookups (hash tables and their counters): such a map held
+// by the slot being built is never emptied and refilled, since the running
+// generation may use it.
+func sharedSetKind(kind string) bool {
+	return strings.HasPrefix(kind, setHashOuter+"/") || strings.HasPrefix(kind, setElemCtrOuter+"/")
+}
 
 // setKind names the table of set lookup k in outer map name among a
 // generation's map kinds ("xfw_o_setdir/3").
@@ -318,13 +347,24 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		defer oldBase.Close()
 	}
 
-	// The old generation's set counters, named before its tables may
-	// change; counted once its packets have ended.
-	var oldSetIDs []SetCounterID
-	if wasOn && cur.cfgs[oldSlot].NSetCtr > 0 {
-		if oldSetIDs, err = setCounterIDs(cur, fam, oldSlot); err != nil {
+	oldCfg := cur.cfgs[oldSlot]
+	var oldMeta *genMeta
+	if wasOn {
+		if oldMeta, err = slotMeta(cur, oldSlot); err != nil {
 			return err
 		}
+	}
+	for k, st := range u.Sets {
+		if st.Reuse > 0 && (oldMeta == nil || st.Reuse > len(oldMeta.SetLookups)) {
+			return fmt.Errorf("set lookup %d (%s) takes over lookup %d the running generation lacks", k, st.Set, st.Reuse-1)
+		}
+		if st.SameAs > 0 && (st.SameAs > k || u.Sets[st.SameAs-1].Kind == SetKindDXR) {
+			return fmt.Errorf("set lookup %d (%s) shares the table of lookup %d", k, st.Set, st.SameAs-1)
+		}
+	}
+	runSlot := int64(-1)
+	if wasOn {
+		runSlot = int64(oldSlot)
 	}
 
 	if u.Gen.Active&(1<<compiler.FieldCt) != 0 {
@@ -332,7 +372,7 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 			return err
 		}
 	}
-	if err := buildSlot(cur, newSlot, u); err != nil {
+	if err := buildSlot(cur, newSlot, runSlot, u); err != nil {
 		clearSlot(cur, newSlot)
 		return err
 	}
@@ -356,7 +396,9 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		fc.SetLkLCtr[k] = st.ListCtr
 	}
 	fc.NSetLk = uint32(len(u.Sets))
-	fc.NSetCtr = uint32(len(u.SetCounters))
+	if setCounting(u.Gen) {
+		fc.NSetCtr = uint32(max(1, len(u.SetCounters)))
+	}
 	if fc.MaxIters == 0 {
 		fc.MaxIters = 1
 	}
@@ -401,8 +443,8 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		if err := carryCounters(cur, old, newSlot, u.Counters); err != nil {
 			return err
 		}
-		if len(oldSetIDs) > 0 {
-			if err := carrySetCounters(cur, oldSlot, newSlot, oldSetIDs, u); err != nil {
+		if oldCfg.NSetCtr > 0 {
+			if err := carrySetCounters(cur, fam, oldSlot, newSlot, &oldCfg, oldMeta, u); err != nil {
 				return err
 			}
 		}
@@ -507,15 +549,45 @@ func eachOuter(op func(kind string, outer *ebpf.Map, key uint32) error, cur *sta
 // memory copy. Only maps that had to be created are installed, and set
 // tables of conditions the generation no longer has are removed; new maps
 // get headroom so that a growing ruleset keeps reusing them.
-func buildSlot(cur *state, slot uint32, u *Update) error {
+func buildSlot(cur *state, slot uint32, runSlot int64, u *Update) error {
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
 		return fmt.Errorf("count CPUs: %w", err)
 	}
 	sizes := mapSizes(u, ncpu)
+	// Hash tables taken over from the running generation or shared with
+	// an earlier lookup (and their element counters): installed, not
+	// built.
+	given := map[string]*ebpf.Map{}
+	defer func() {
+		for _, m := range given {
+			m.Close()
+		}
+	}()
 	for k, st := range u.Sets {
 		if st.Kind != SetKindDXR {
-			sizes[setKind(setHashOuter, k)] = max(len(st.Hash), st.Capacity)
+			switch {
+			case st.Reuse > 0:
+				for _, outer := range []string{setHashOuter, setElemCtrOuter} {
+					var id uint32
+					if err := cur.maps[outer].Lookup(setKey(uint32(runSlot), st.Reuse-1), &id); err != nil {
+						if outer == setElemCtrOuter && errors.Is(err, ebpf.ErrKeyNotExist) {
+							continue // no counters
+						}
+						return fmt.Errorf("set lookup %d (%s): find the running table: %w", k, st.Set, err)
+					}
+					m, err := ebpf.NewMapFromID(ebpf.MapID(id))
+					if err != nil {
+						return fmt.Errorf("set lookup %d (%s): open the running table: %w", k, st.Set, err)
+					}
+					given[setKind(outer, k)] = m
+				}
+			case st.SameAs == 0:
+				sizes[setKind(setHashOuter, k)] = max(len(st.Hash), st.Capacity)
+				if st.Counters > 0 {
+					sizes[setKind(setElemCtrOuter, k)] = st.Counters
+				}
+			}
 			continue
 		}
 		sizes[setKind(setOuters[0], k)] = len(st.Direct)
@@ -539,7 +611,7 @@ func buildSlot(cur *state, slot uint32, u *Update) error {
 		}
 	}()
 	for kind, n := range sizes {
-		if m := held[kind]; m != nil && reusable(kind, m, n, ncpu) {
+		if m := held[kind]; m != nil && !sharedSetKind(kind) && reusable(kind, m, n, ncpu) {
 			maps[kind], held[kind] = m, nil
 			continue
 		}
@@ -559,25 +631,58 @@ func buildSlot(cur *state, slot uint32, u *Update) error {
 		}
 		maps[kind], created[kind] = m, true
 	}
+	// Lookups sharing an earlier one's table get its maps.
+	for k, st := range u.Sets {
+		if st.Kind == SetKindDXR || st.SameAs == 0 {
+			continue
+		}
+		for _, outer := range []string{setHashOuter, setElemCtrOuter} {
+			src := setKind(outer, st.SameAs-1)
+			m := maps[src]
+			if m == nil {
+				m = given[src]
+			}
+			if m == nil {
+				continue
+			}
+			c, err := m.Clone()
+			if err != nil {
+				return fmt.Errorf("set lookup %d (%s): %w", k, st.Set, err)
+			}
+			given[setKind(outer, k)] = c
+		}
+	}
+	install := map[string]bool{} // given kinds not already in the slot
+	for kind, m := range given {
+		if h := held[kind]; h != nil && sameMap(h, m) {
+			continue
+		}
+		install[kind] = true
+	}
 	for kind, m := range held {
 		if m != nil && strings.IndexByte(kind, '/') >= 0 {
-			if _, used := sizes[kind]; !used {
+			_, used := sizes[kind]
+			if _, ok := given[kind]; !used && !ok {
 				stale[kind] = true
 			}
 		}
 	}
-	t := TraceSince(fmt.Sprintf("apply: create %d maps", len(created)), t0)
+	t := TraceSince(fmt.Sprintf("apply: create %d maps, take over %d", len(created), len(given)), t0)
 	if err := fillGeneration(maps, created, u, ncpu); err != nil {
 		return err
 	}
 	if traceOn {
 		t = TraceSince(fmt.Sprintf("apply: fill maps %v", sizes), t)
 	}
-	if len(created)+len(stale) == 0 {
+	if len(created)+len(stale)+len(install) == 0 {
 		return nil
 	}
 	err = errors.Join(eachOuter(func(kind string, outer *ebpf.Map, key uint32) error {
 		switch {
+		case install[kind]:
+			if err := outer.Put(key, given[kind]); err != nil {
+				return fmt.Errorf("install %s map in slot %d: %w", kind, slot, err)
+			}
 		case created[kind]:
 			if err := outer.Put(key, maps[kind]); err != nil {
 				return fmt.Errorf("install %s map in slot %d: %w", kind, slot, err)
@@ -639,7 +744,10 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 	g := u.Gen
 	for k, st := range u.Sets {
 		if st.Kind != SetKindDXR {
-			if err := fillSetHash(m[setKind(setHashOuter, k)], !created[setKind(setHashOuter, k)], st.Hash); err != nil {
+			if st.Reuse > 0 || st.SameAs > 0 {
+				continue
+			}
+			if err := fillSetHash(m[setKind(setHashOuter, k)], false, st.Hash); err != nil {
 				return fmt.Errorf("set lookup %d (%s): %w", k, st.Set, err)
 			}
 			continue
@@ -764,6 +872,12 @@ func fillSetHash(m *ebpf.Map, reused bool, entries []SetHashEntry) error {
 // clearMap deletes every key of the hash map m, whose keys are K and
 // values V (a table of the idle bank, or one no packet reads any more).
 func clearMap[K, V any](m *ebpf.Map) error {
+	// Batches of deletes (BPF_MAP_LOOKUP_AND_DELETE_BATCH): two
+	// syscalls per entry make a million-entry set table take seconds.
+	err := eachBatch(m, true, func([]K, []V) {})
+	if !errors.Is(err, ebpf.ErrNotSupported) {
+		return err
+	}
 	var keys []K
 	var k K
 	var v V
@@ -780,6 +894,36 @@ func clearMap[K, V any](m *ebpf.Map) error {
 		}
 	}
 	return nil
+}
+
+// hashBatch is the number of entries a batch operation on a hash map moves.
+const hashBatch = 4096
+
+// eachBatch reads every entry of hash map m (and deletes it, with del) in
+// batches, calling fn on each batch; ebpf.ErrNotSupported when the kernel
+// has no batch operations for the map.
+func eachBatch[K, V any](m *ebpf.Map, del bool, fn func(keys []K, vals []V)) error {
+	keys := make([]K, hashBatch)
+	vals := make([]V, hashBatch)
+	var cursor ebpf.MapBatchCursor
+	for {
+		var n int
+		var err error
+		if del {
+			n, err = m.BatchLookupAndDelete(&cursor, keys, vals, nil)
+		} else {
+			n, err = m.BatchLookup(&cursor, keys, vals, nil)
+		}
+		if n > 0 {
+			fn(keys[:n], vals[:n])
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("batch over %s: %w", m, err)
+		}
+	}
 }
 
 // putChunks writes the chunks into the mapped chunk array with one copy.

@@ -43,6 +43,12 @@ type SetLookupInfo struct {
 	Kind     uint8
 	// MaxPlen is a hash kind's address length (0: no address).
 	MaxPlen uint8
+	// ID, ListExp and Counters are SetTable's: what a later generation
+	// checks before it takes the lookup's hash table over, and the
+	// number of its element counters.
+	ID       uint64 `json:",omitempty"`
+	ListExp  int64  `json:",omitempty"`
+	Counters int    `json:",omitempty"`
 }
 
 // generationMeta encodes u's generation metadata.
@@ -270,7 +276,11 @@ func boundBytes(bounds []compiler.Bound) []byte {
 func setLookupInfos(sets []SetTable) []SetLookupInfo {
 	out := make([]SetLookupInfo, len(sets))
 	for i, st := range sets {
-		out[i] = SetLookupInfo{Index: i, Set: st.Set, Via: st.Via, Kind: st.Kind, MaxPlen: st.MaxPlen}
+		out[i] = SetLookupInfo{Index: i, Set: st.Set, Via: st.Via, Kind: st.Kind, MaxPlen: st.MaxPlen,
+			ID: st.ID, ListExp: st.ListExp, Counters: st.Counters}
+		if st.SameAs > 0 {
+			out[i].Counters = sets[st.SameAs-1].Counters
+		}
 	}
 	return out
 }

@@ -340,6 +340,19 @@ func (s *state) hasFamily(fam ir.Family) bool {
 	return s.cfgs[s.slot(fam)].Enabled == 1
 }
 
+// innerAt opens the inner map at key of outer map outer (caller closes).
+func (s *state) innerAt(outer string, key uint32) (*ebpf.Map, error) {
+	var id uint32
+	if err := s.maps[outer].Lookup(key, &id); err != nil {
+		return nil, fmt.Errorf("find %s map %d: %w", outer, key, err)
+	}
+	m, err := ebpf.NewMapFromID(ebpf.MapID(id))
+	if err != nil {
+		return nil, fmt.Errorf("open %s map %d: %w", outer, key, err)
+	}
+	return m, nil
+}
+
 // inner opens the generation map of kind in slot (caller closes).
 func (s *state) inner(kind string, slot uint32) (*ebpf.Map, error) {
 	var id uint32
