@@ -162,24 +162,32 @@ func carrySetCounters(cur *state, oldSlot, newSlot uint32, oldIDs []SetCounterID
 // adds them to the stored sets. None when fam has no ruleset.
 func TakeSetCounters(fam ir.Family) ([]SetCounterValue, error) {
 	defer unmapOutsideSession()
+	cur, err := Current()
+	if err != nil || cur == nil {
+		return nil, err
+	}
+	defer cur.Close()
+	if !cur.hasFamily(fam) {
+		return nil, nil
+	}
+	// The generation's metadata is read only when it has set counters
+	// (setCounterIDs): most have none.
+	slot := cur.slot(fam)
+	ids, err := setCounterIDs(cur, fam, slot)
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	ctrs, err := mapSetCounters(cur, slot, len(ids))
+	if err != nil {
+		return nil, err
+	}
 	var out []SetCounterValue
-	err := withRunningMeta(fam, func(cur *state, _ *genMeta, slot uint32) error {
-		ids, err := setCounterIDs(cur, fam, slot)
-		if err != nil || len(ids) == 0 {
-			return err
+	for i, id := range ids {
+		if atomic.LoadUint64(&ctrs[2*i]) == 0 && atomic.LoadUint64(&ctrs[2*i+1]) == 0 {
+			continue
 		}
-		ctrs, err := mapSetCounters(cur, slot, len(ids))
-		if err != nil {
-			return err
-		}
-		for i, id := range ids {
-			if atomic.LoadUint64(&ctrs[2*i]) == 0 && atomic.LoadUint64(&ctrs[2*i+1]) == 0 {
-				continue
-			}
-			p, b := atomic.SwapUint64(&ctrs[2*i], 0), atomic.SwapUint64(&ctrs[2*i+1], 0)
-			out = append(out, SetCounterValue{ID: id, Packets: p, Bytes: b})
-		}
-		return nil
-	})
-	return out, err
+		p, b := atomic.SwapUint64(&ctrs[2*i], 0), atomic.SwapUint64(&ctrs[2*i+1], 0)
+		out = append(out, SetCounterValue{ID: id, Packets: p, Bytes: b})
+	}
+	return out, nil
 }
