@@ -51,7 +51,7 @@ func (n *namespaceStore) Load() (*ipset.Sets, error) {
 	}
 	ss := ipset.NewSets()
 	if im != nil {
-		if err := ss.UnmarshalBinary(im.Snapshot); err != nil {
+		if err := ss.UnmarshalPages(im.SnapshotPages()); err != nil {
 			return nil, fmt.Errorf("decode the network namespace's sets: %w", err)
 		}
 		if err := ss.ReplayJournal(im.Journal); err != nil {

@@ -99,13 +99,16 @@ func patchSetTables(old, new *ipset.Sets) (bool, error) {
 			}
 		}
 	}()
+	// The running generations' set lookups, read once for every table
+	// the patch opens.
+	rsets, err := dataplane.OpenRunningSets()
+	if err != nil {
+		return false, err
+	}
+	defer rsets.Close()
 	var running []runningLookup
 	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
-		lks, err := dataplane.RunningSetLookups(fam)
-		if err != nil {
-			return false, err
-		}
-		for _, lk := range lks {
+		for _, lk := range rsets.Lookups(fam) {
 			running = append(running, runningLookup{fam, lk})
 		}
 	}
@@ -161,7 +164,7 @@ func patchSetTables(old, new *ipset.Sets) (bool, error) {
 		if s.Options.Family == ipset.Inet6 {
 			fam, lfam = ir.IPv6, lpm.IPv6
 		}
-		tables, err := dataplane.LiveSetTables(fam, s.Name)
+		tables, err := rsets.Tables(fam, s.Name)
 		if err != nil {
 			return false, err
 		}
@@ -216,7 +219,7 @@ func patchSetTables(old, new *ipset.Sets) (bool, error) {
 	for _, p := range patches {
 		p.Apply()
 	}
-	if err := applyHashPatches(hashWork); err != nil {
+	if err := applyHashPatches(rsets, hashWork); err != nil {
 		// The reload the caller then makes builds every table afresh.
 		return false, err
 	}
@@ -225,7 +228,7 @@ func patchSetTables(old, new *ipset.Sets) (bool, error) {
 
 // applyHashPatches writes the hash table patches, opening the running
 // tables of each (family, set) once however many of its lookups change.
-func applyHashPatches(work []hashPatch) error {
+func applyHashPatches(rsets *dataplane.RunningSets, work []hashPatch) error {
 	type setKey struct {
 		fam  ir.Family
 		name string
@@ -244,7 +247,7 @@ func applyHashPatches(work []hashPatch) error {
 		tables, ok := open[k]
 		if !ok {
 			var err error
-			if tables, err = dataplane.LiveSetHashes(hp.fam, hp.lk.Set); err != nil {
+			if tables, err = rsets.Hashes(hp.fam, hp.lk.Set); err != nil {
 				return err
 			}
 			open[k] = tables

@@ -87,11 +87,12 @@ func setTables(gen *compiler.Generation, sets *ipsetLookup, ifaces []compiler.In
 	}
 	ctrs := &setCounterAlloc{}
 	if len(gen.SetConds) > 0 {
-		running, err := dataplane.RunningSetLookups(gen.Family)
+		running, err := dataplane.OpenRunningSets()
 		if err != nil {
 			return nil, nil, err
 		}
-		ctrs.running, ctrs.fresh = running, sets.fresh
+		ctrs.running, ctrs.fresh = running.Lookups(gen.Family), sets.fresh
+		running.Close()
 	}
 	tables, err := buildSetTables(gen.SetConds, sets.set, ifaces, clk, ctrs)
 	return tables, ctrs.ids, err

@@ -157,7 +157,7 @@ type SetTable struct {
 	Direct, Ranges []uint64
 	// Used is how many words of Ranges are in use (lpm.Table.Used): the
 	// ranges map keeps it in its last word, the high-water mark after
-	// which a patch of the running generation (LiveSetTables) writes new
+	// which a patch of the running generation (RunningSets.Tables) writes new
 	// blocks.
 	Used int
 	// Nomatch says the set's type has nomatch entries (hash:net, …):

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -28,15 +30,111 @@ const ipsetsLenBytes = 8
 const journalRoom = 64 << 10
 
 // IpsetImage is the namespace's ipsets as stored: the snapshot and the
-// journal, read in place in the mapped map (never copied).
+// journal, read in place in the mapped map (never copied). A large map is
+// mapped piece by piece as the snapshot is read (SnapshotPages): the
+// kernel maps every page of a mapping when it is made, and the sets of a
+// million members are thousands of pages, of which a command reads a few.
 type IpsetImage struct {
-	// Snapshot is the encoded sets; it never changes once saved.
+	// Snapshot is the encoded sets when the whole map is mapped (nil when
+	// it is read piece by piece); it never changes once saved.
 	Snapshot []byte
 	// Journal is the records appended since the snapshot was saved.
 	Journal []byte
 
-	mem       []byte // the map's memory
-	journalAt int    // offset of the journal's length word in mem
+	pages     *imagePages // the snapshot piece by piece, or nil
+	mem       []byte      // the map's memory from memAt on: all of it, or the journal's pages
+	memAt     int         // offset of mem in the map
+	journalAt int         // offset of the journal's length word in the map
+}
+
+// SnapshotPages returns the encoded sets for ipset.Sets.UnmarshalPages.
+func (im *IpsetImage) SnapshotPages() interface {
+	Len() int
+	Slice(off, n int) ([]byte, error)
+} {
+	if im.pages != nil {
+		return im.pages
+	}
+	return bytePages(im.Snapshot)
+}
+
+// bytePages is a snapshot held in one slice.
+type bytePages []byte
+
+func (b bytePages) Len() int { return len(b) }
+
+func (b bytePages) Slice(off, n int) ([]byte, error) {
+	if off < 0 || n < 1 || off+n > len(b) {
+		return nil, fmt.Errorf("bytes %d+%d of a snapshot of %d", off, n, len(b))
+	}
+	return b[off : off+n : off+n], nil
+}
+
+// wholeImagePages is the size up to which the ipsets' map is mapped
+// whole, in one step.
+const wholeImagePages = 64
+
+// imageChunk is the unit in which a large snapshot is mapped.
+const imageChunk = 64 << 10
+
+// imagePages is a snapshot mapped piece by piece: chunks of imageChunk
+// bytes as read, and a mapping of its own for a piece across chunks. The
+// mappings stay for the rest of the process (the decoded sets' bytes).
+type imagePages struct {
+	mu     sync.Mutex
+	m      *ebpf.Map // open as long as the process may map more
+	at, n  int       // the snapshot's offset in the map, its length
+	size   int       // the map's mappable bytes
+	chunks map[int][]byte
+	last   int // the chunk Slice used last, and its memory
+	lastM  []byte
+}
+
+func (p *imagePages) Len() int { return p.n }
+
+// Slice maps the chunk holding bytes off … off+n-1 of the snapshot, or
+// those bytes' pages when they cross chunks.
+func (p *imagePages) Slice(off, n int) ([]byte, error) {
+	if off < 0 || n < 1 || off+n > p.n {
+		return nil, fmt.Errorf("bytes %d+%d of a snapshot of %d", off, n, p.n)
+	}
+	a := p.at + off
+	c := a / imageChunk
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if (a+n-1)/imageChunk == c {
+		mem := p.lastM
+		if mem == nil || p.last != c {
+			mem = p.chunks[c]
+			if mem == nil {
+				var err error
+				if mem, err = p.mmap(c*imageChunk, min((c+1)*imageChunk, p.size)); err != nil {
+					return nil, err
+				}
+				p.chunks[c] = mem
+			}
+			p.last, p.lastM = c, mem
+		}
+		b := mem[a-c*imageChunk:]
+		return b[:n:n], nil
+	}
+	page := os.Getpagesize()
+	lo := a / page * page
+	mem, err := p.mmap(lo, min((a+n+page-1)/page*page, p.size))
+	if err != nil {
+		return nil, err
+	}
+	b := mem[a-lo:]
+	return b[:n:n], nil
+}
+
+// mmap maps bytes lo … hi-1 of the map (lo page-aligned).
+func (p *imagePages) mmap(lo, hi int) ([]byte, error) {
+	mem, err := unix.Mmap(p.m.FD(), int64(lo), hi-lo, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("map bytes %d–%d of the ipsets' map: %w", lo, hi, err)
+	}
+	return mem, nil
 }
 
 // LoadIpsetImage returns the namespace's ipsets, or nil when there are none
@@ -63,23 +161,63 @@ func LoadIpsetImage() (*IpsetImage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the ipsets' map: %w", err)
 	}
-	defer m.Close()
 	if m.ValueSize() != statePage {
+		m.Close()
 		return nil, fmt.Errorf("the ipsets' map has %d-byte values, not %d", m.ValueSize(), statePage)
 	}
-	mem, err := unix.Mmap(m.FD(), 0, int(m.MaxEntries())*statePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("map the ipsets' map: %w", err)
+	size := int(m.MaxEntries()) * statePage
+	if m.MaxEntries() <= wholeImagePages {
+		defer m.Close()
+		mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			return nil, fmt.Errorf("map the ipsets' map: %w", err)
+		}
+		im, err := parseIpsetImage(mem)
+		if err != nil {
+			unix.Munmap(mem)
+			return nil, err
+		}
+		return im, nil
 	}
-	im, err := parseIpsetImage(mem)
+	im, err := pagedIpsetImage(m, size)
 	if err != nil {
-		unix.Munmap(mem)
+		m.Close()
 		return nil, err
 	}
 	return im, nil
 }
 
-// parseIpsetImage finds the snapshot and the journal in mem.
+// pagedIpsetImage reads the snapshot's length, maps the journal's pages
+// and leaves the snapshot to be mapped as read.
+func pagedIpsetImage(m *ebpf.Map, size int) (*IpsetImage, error) {
+	p := &imagePages{m: m, at: ipsetsLenBytes, size: size, chunks: map[int][]byte{}}
+	first, err := p.mmap(0, min(imageChunk, size))
+	if err != nil {
+		return nil, err
+	}
+	p.chunks[0] = first
+	n := binary.LittleEndian.Uint64(first)
+	if n > uint64(size-2*ipsetsLenBytes) {
+		return nil, fmt.Errorf("the ipsets' map holds %d bytes, its header says %d", size, n)
+	}
+	p.n = int(n)
+	im := &IpsetImage{pages: p, journalAt: ipsetsLenBytes + int(n+7)&^7}
+	if im.journalAt+ipsetsLenBytes > size {
+		return nil, fmt.Errorf("the ipsets' map has no room for its journal's length")
+	}
+	page := os.Getpagesize()
+	im.memAt = im.journalAt / page * page
+	if im.mem, err = p.mmap(im.memAt, size); err != nil {
+		return nil, err
+	}
+	if err := im.readJournal(); err != nil {
+		return nil, err
+	}
+	return im, nil
+}
+
+// parseIpsetImage finds the snapshot and the journal in mem, the whole
+// map.
 func parseIpsetImage(mem []byte) (*IpsetImage, error) {
 	if len(mem) < 2*ipsetsLenBytes {
 		return nil, fmt.Errorf("the ipsets' map holds %d bytes", len(mem))
@@ -93,19 +231,28 @@ func parseIpsetImage(mem []byte) (*IpsetImage, error) {
 	if im.journalAt+ipsetsLenBytes > len(mem) {
 		return nil, fmt.Errorf("the ipsets' map has no room for its journal's length")
 	}
-	j := atomic.LoadUint64(im.journalWord())
-	if j > uint64(len(mem)-im.journalAt-ipsetsLenBytes) {
-		return nil, fmt.Errorf("the ipsets' journal says %d bytes, the map holds %d after it", j, len(mem)-im.journalAt-ipsetsLenBytes)
+	if err := im.readJournal(); err != nil {
+		return nil, err
 	}
-	start := im.journalAt + ipsetsLenBytes
-	im.Journal = mem[start : start+int(j) : start+int(j)]
 	return im, nil
 }
 
+// readJournal finds the journal after its length word.
+func (im *IpsetImage) readJournal() error {
+	at := im.journalAt - im.memAt // the length word in mem
+	j := atomic.LoadUint64(im.journalWord())
+	if j > uint64(len(im.mem)-at-ipsetsLenBytes) {
+		return fmt.Errorf("the ipsets' journal says %d bytes, the map holds %d after it", j, len(im.mem)-at-ipsetsLenBytes)
+	}
+	start := at + ipsetsLenBytes
+	im.Journal = im.mem[start : start+int(j) : start+int(j)]
+	return nil
+}
+
 // journalWord is the journal's length word (8-byte aligned: the map's
-// memory is page-aligned and journalAt a multiple of 8).
+// memory is page-aligned, and journalAt and memAt multiples of 8).
 func (im *IpsetImage) journalWord() *uint64 {
-	return (*uint64)(unsafe.Pointer(&im.mem[im.journalAt]))
+	return (*uint64)(unsafe.Pointer(&im.mem[im.journalAt-im.memAt]))
 }
 
 // AppendJournal adds rec to the journal, in one step for the next reader
@@ -114,14 +261,15 @@ func (im *IpsetImage) journalWord() *uint64 {
 // nothing, when the journal has no room left: the caller saves a new
 // snapshot instead.
 func (im *IpsetImage) AppendJournal(rec []byte) bool {
-	start := im.journalAt + ipsetsLenBytes + len(im.Journal)
+	at := im.journalAt - im.memAt + ipsetsLenBytes // the journal in mem
+	start := at + len(im.Journal)
 	if len(rec) > len(im.mem)-start {
 		return false
 	}
 	copy(im.mem[start:], rec)
 	end := start + len(rec)
 	atomic.StoreUint64(im.journalWord(), uint64(len(im.Journal)+len(rec)))
-	im.Journal = im.mem[im.journalAt+ipsetsLenBytes : end : end]
+	im.Journal = im.mem[at:end:end]
 	return true
 }
 

@@ -264,6 +264,25 @@ func carrySetCounters(cur *state, fam ir.Family, oldSlot, newSlot uint32, oldCfg
 // ruleset.
 func TakeSetCounters(fam ir.Family) ([]SetCounterValue, error) {
 	defer unmapOutsideSession()
+	cur, err := Current()
+	if err != nil || cur == nil {
+		return nil, err
+	}
+	defer cur.Close()
+	if !cur.hasFamily(fam) {
+		return nil, nil
+	}
+	// The generation's metadata is read only when it counts: most
+	// generations do not.
+	slot := cur.slot(fam)
+	cfg := cur.cfgs[slot]
+	if cfg.NSetCtr == 0 {
+		return nil, nil
+	}
+	meta, err := slotMeta(cur, slot)
+	if err != nil {
+		return nil, err
+	}
 	var out []SetCounterValue
 	take := func(id SetCounterID, ctrs []uint64, i int) {
 		if atomic.LoadUint64(&ctrs[2*i]) == 0 && atomic.LoadUint64(&ctrs[2*i+1]) == 0 {
@@ -272,38 +291,31 @@ func TakeSetCounters(fam ir.Family) ([]SetCounterValue, error) {
 		p, b := atomic.SwapUint64(&ctrs[2*i], 0), atomic.SwapUint64(&ctrs[2*i+1], 0)
 		out = append(out, SetCounterValue{ID: id, Packets: p, Bytes: b})
 	}
-	err := withRunningMeta(fam, func(cur *state, meta *genMeta, slot uint32) error {
-		cfg := cur.cfgs[slot]
-		if cfg.NSetCtr == 0 {
-			return nil
+	lists, err := cur.inner("setctr", slot)
+	if err != nil {
+		return nil, err
+	}
+	defer lists.Close()
+	l, err := mapCounters(lists, int(cfg.NSetCtr))
+	if err != nil {
+		return nil, err
+	}
+	for i, id := range listCounterIDs(&cfg, meta) {
+		if id.Set != "" {
+			take(id, l, i)
 		}
-		lists, err := cur.inner("setctr", slot)
-		if err != nil {
-			return err
-		}
-		defer lists.Close()
-		l, err := mapCounters(lists, int(cfg.NSetCtr))
-		if err != nil {
-			return err
-		}
-		for i, id := range listCounterIDs(&cfg, meta) {
-			if id.Set != "" {
-				take(id, l, i)
+	}
+	tables, err := openSetCounterTables(cur, fam, slot, meta, nil)
+	defer closeSetCounterTables(tables)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tables {
+		for c, key := range t.keys {
+			if i := int(c) - 1; 2*i+1 < len(t.ctrs) {
+				take(SetCounterID{Set: t.set, Key: key}, t.ctrs, i)
 			}
 		}
-		tables, err := openSetCounterTables(cur, fam, slot, meta, nil)
-		defer closeSetCounterTables(tables)
-		if err != nil {
-			return err
-		}
-		for _, t := range tables {
-			for c, key := range t.keys {
-				if i := int(c) - 1; 2*i+1 < len(t.ctrs) {
-					take(SetCounterID{Set: t.set, Key: key}, t.ctrs, i)
-				}
-			}
-		}
-		return nil
-	})
-	return out, err
+	}
+	return out, nil
 }

@@ -28,42 +28,162 @@ var ErrNoRoom = errors.New("the set's lookup table has no room for the change")
 // entry once, then the block it designates, so it sees the old block or
 // the new one, never a mix; old blocks are never overwritten (the space
 // they take is reclaimed when the ruleset is next loaded, which builds the
-// tables afresh).
+// tables afresh). Only the pages a patch writes are mapped (the mark's,
+// the direct entries' and the free space the new blocks take): the kernel
+// maps every page of a mapping when it is made, and a table of a million
+// members has thousands.
 type LiveSetTable struct {
 	// Cond is the index of the set lookup in its generation.
 	Cond int
 
-	family          ir.Family
-	direct, ranges  []uint64 // mapped; ranges without the mark
-	mark            *uint64  // words of ranges in use
-	directMem, rMem []byte
+	family         ir.Family
+	direct, ranges wordSource // ranges without the mark
+	nDirect        int        // words of direct
+	nRanges        int        // words of ranges, the mark excluded
+	mark           *uint64    // words of ranges in use
 }
 
-// RunningSetLookups returns the set lookups of fam's running generation
-// (none when fam has no ruleset).
-func RunningSetLookups(fam ir.Family) ([]SetLookupInfo, error) {
-	var lookups []SetLookupInfo
-	err := withRunningMeta(fam, func(_ *state, meta *genMeta, _ uint32) error {
-		lookups = meta.SetLookups
-		return nil
-	})
-	return lookups, err
+// wordSource gives views of the 64-bit words of an array: a BPF map mapped
+// page by page (mappedWords) or, in tests, a slice (sliceWords).
+type wordSource interface {
+	// words returns words first … first+n-1 (n ≥ 1), in place.
+	words(first, n int) ([]uint64, error)
+	close()
 }
 
-// withRunningMeta calls fn with xfw's loaded state and the metadata and
-// slot of fam's running generation; it does nothing when xfw is not loaded
-// or fam has no ruleset. The state is closed when fn returns.
-func withRunningMeta(fam ir.Family, fn func(cur *state, meta *genMeta, slot uint32) error) error {
+// sliceWords is a wordSource over a slice.
+type sliceWords []uint64
+
+func (s sliceWords) words(first, n int) ([]uint64, error) {
+	if first < 0 || n < 1 || first+n > len(s) {
+		return nil, fmt.Errorf("words %d+%d of %d", first, n, len(s))
+	}
+	return s[first : first+n : first+n], nil
+}
+
+func (sliceWords) close() {}
+
+// mappedWords is a wordSource over an open BPF_F_MMAPABLE array map of
+// 8-byte values, mapping only the pages asked for.
+type mappedWords struct {
+	m     *ebpf.Map
+	n     int            // words
+	pages map[int][]byte // single pages mapped, by page index
+	all   [][]byte       // every mapping made
+}
+
+// openWords opens the array of 64-bit words that is element key of the
+// outer map called outer, mapping nothing yet.
+func openWords(cur *state, outer string, key uint32) (*mappedWords, error) {
+	var id uint32
+	if err := cur.maps[outer].Lookup(key, &id); err != nil {
+		return nil, fmt.Errorf("find %s[%d]: %w", outer, key, err)
+	}
+	m, err := ebpf.NewMapFromID(ebpf.MapID(id))
+	if err != nil {
+		return nil, fmt.Errorf("open %s[%d]: %w", outer, key, err)
+	}
+	if m.ValueSize() != 8 || m.Flags()&unix.BPF_F_MMAPABLE == 0 {
+		m.Close()
+		return nil, fmt.Errorf("%s[%d] is not a mappable array of 8-byte words", outer, key)
+	}
+	return &mappedWords{m: m, n: int(m.MaxEntries()), pages: map[int][]byte{}}, nil
+}
+
+// words maps the pages that hold words first … first+n-1 (a single page
+// once) and returns the words.
+func (w *mappedWords) words(first, n int) ([]uint64, error) {
+	if first < 0 || n < 1 || first+n > w.n {
+		return nil, fmt.Errorf("map %s: words %d+%d of %d", w.m, first, n, w.n)
+	}
+	page := os.Getpagesize()
+	lo := first * 8 / page * page
+	hi := ((first+n)*8 + page - 1) / page * page
+	single := hi-lo == page
+	mem, ok := w.pages[lo/page]
+	if !single || !ok {
+		var err error
+		mem, err = unix.Mmap(w.m.FD(), int64(lo), hi-lo, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			return nil, fmt.Errorf("map %s: map bytes %d–%d: %w", w.m, lo, hi, err)
+		}
+		w.all = append(w.all, mem)
+		if single {
+			w.pages[lo/page] = mem
+		}
+	}
+	return unsafe.Slice((*uint64)(unsafe.Pointer(&mem[first*8-lo])), n), nil
+}
+
+// close unmaps the pages and closes the map.
+func (w *mappedWords) close() {
+	for _, mem := range w.all {
+		unix.Munmap(mem)
+	}
+	w.all, w.pages = nil, nil
+	if w.m != nil {
+		w.m.Close()
+		w.m = nil
+	}
+}
+
+// RunningSets is what a patch of the running set tables needs of both
+// families' running generations, read once: xfw's opened state (the
+// session's, Current) and each generation's slot and metadata (its set
+// lookups). The caller holds xfw's lock, so no ruleset change replaces
+// them meanwhile; Close after use (the tables opened from it are closed
+// on their own).
+type RunningSets struct {
+	cur  *state
+	gens [2]*runningGen // by familyIndex; nil: no ruleset
+}
+
+// runningGen is the running generation of a family.
+type runningGen struct {
+	fam  ir.Family
+	slot uint32
+	meta *genMeta
+}
+
+// OpenRunningSets reads the running generations' set lookups (none when
+// xfw is not loaded).
+func OpenRunningSets() (*RunningSets, error) {
 	cur, err := Current()
-	if err != nil || cur == nil {
-		return err
+	if err != nil {
+		return nil, err
 	}
-	defer cur.Close()
-	meta, slot, err := runningMeta(cur, fam)
-	if err != nil || meta == nil {
-		return err
+	r := &RunningSets{cur: cur}
+	if cur == nil {
+		return r, nil
 	}
-	return fn(cur, meta, slot)
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		meta, slot, err := runningMeta(cur, fam)
+		if err != nil {
+			cur.Close()
+			return nil, err
+		}
+		if meta != nil {
+			r.gens[familyIndex(fam)] = &runningGen{fam: fam, slot: slot, meta: meta}
+		}
+	}
+	return r, nil
+}
+
+// Close releases the state (a session's stays open).
+func (r *RunningSets) Close() {
+	if r.cur != nil {
+		r.cur.Close()
+		r.cur = nil
+	}
+}
+
+// Lookups returns the set lookups of fam's running generation (none when
+// fam has no ruleset).
+func (r *RunningSets) Lookups(fam ir.Family) []SetLookupInfo {
+	if g := r.gens[familyIndex(fam)]; g != nil {
+		return g.meta.SetLookups
+	}
+	return nil
 }
 
 // runningMeta reads the metadata of fam's running generation (nil when fam
@@ -84,103 +204,89 @@ func runningMeta(cur *state, fam ir.Family) (*genMeta, uint32, error) {
 	return &meta, slot, nil
 }
 
-// LiveSetTables maps the DXR lookup tables of fam's running generation
-// that look up the set called name (none when fam has no ruleset, or none
-// of its lookups is of the set). Close each after use; the caller holds
-// xfw's lock, so no ruleset change replaces them meanwhile.
-func LiveSetTables(fam ir.Family, name string) ([]*LiveSetTable, error) {
+// Tables opens the DXR lookup tables of fam's running generation that look
+// up the set called name (none when fam has no ruleset, or none of its
+// lookups is of the set). Close each after use.
+func (r *RunningSets) Tables(fam ir.Family, name string) ([]*LiveSetTable, error) {
+	g := r.gens[familyIndex(fam)]
+	if g == nil {
+		return nil, nil
+	}
 	var out []*LiveSetTable
-	err := withRunningMeta(fam, func(cur *state, meta *genMeta, slot uint32) error {
-		for _, lk := range meta.SetLookups {
-			if lk.Set != name || lk.Kind != SetKindDXR {
-				continue
-			}
-			t, err := mapSetTable(cur, fam, slot, lk.Index)
-			if err != nil {
-				for _, o := range out {
-					o.Close()
-				}
-				out = nil
-				return fmt.Errorf("set lookup %d (%s): %w", lk.Index, name, err)
-			}
-			out = append(out, t)
+	for _, lk := range g.meta.SetLookups {
+		if lk.Set != name || lk.Kind != SetKindDXR {
+			continue
 		}
-		return nil
-	})
-	return out, err
+		t, err := openSetTable(r.cur, fam, g.slot, lk.Index)
+		if err != nil {
+			for _, o := range out {
+				o.Close()
+			}
+			return nil, fmt.Errorf("set lookup %d (%s): %w", lk.Index, name, err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
-// mapSetTable maps the tables of set lookup k of slot.
-func mapSetTable(cur *state, fam ir.Family, slot uint32, k int) (*LiveSetTable, error) {
+// openSetTable opens the tables of set lookup k of slot and maps the
+// high-water mark.
+func openSetTable(cur *state, fam ir.Family, slot uint32, k int) (*LiveSetTable, error) {
 	t := &LiveSetTable{Cond: k, family: fam}
-	var err error
-	if t.directMem, t.direct, err = mapWords(cur, setOuters[0], setKey(slot, k)); err != nil {
+	direct, err := openWords(cur, setOuters[0], setKey(slot, k))
+	if err != nil {
 		return nil, err
 	}
-	if t.rMem, t.ranges, err = mapWords(cur, setOuters[1], setKey(slot, k)); err != nil {
+	t.direct, t.nDirect = direct, direct.n
+	ranges, err := openWords(cur, setOuters[1], setKey(slot, k))
+	if err != nil {
 		t.Close()
 		return nil, err
 	}
-	if len(t.ranges) == 0 {
+	t.ranges = ranges
+	if ranges.n == 0 {
 		t.Close()
 		return nil, errors.New("empty ranges map")
 	}
-	t.mark = &t.ranges[len(t.ranges)-1]
-	t.ranges = t.ranges[:len(t.ranges)-1]
-	if m := atomic.LoadUint64(t.mark); m > uint64(len(t.ranges)) {
+	t.nRanges = ranges.n - 1
+	mark, err := ranges.words(t.nRanges, 1)
+	if err != nil {
 		t.Close()
-		return nil, fmt.Errorf("high-water mark %d beyond the %d words of ranges", m, len(t.ranges))
+		return nil, err
+	}
+	t.mark = &mark[0]
+	if m := atomic.LoadUint64(t.mark); m > uint64(t.nRanges) {
+		t.Close()
+		return nil, fmt.Errorf("high-water mark %d beyond the %d words of ranges", m, t.nRanges)
 	}
 	return t, nil
 }
 
-// mapWords maps the array of 64-bit words that is element key of the
-// outer map called outer.
-func mapWords(cur *state, outer string, key uint32) ([]byte, []uint64, error) {
-	var id uint32
-	if err := cur.maps[outer].Lookup(key, &id); err != nil {
-		return nil, nil, fmt.Errorf("find %s[%d]: %w", outer, key, err)
-	}
-	m, err := ebpf.NewMapFromID(ebpf.MapID(id))
-	if err != nil {
-		return nil, nil, fmt.Errorf("open %s[%d]: %w", outer, key, err)
-	}
-	defer m.Close()
-	if m.ValueSize() != 8 || m.Flags()&unix.BPF_F_MMAPABLE == 0 {
-		return nil, nil, fmt.Errorf("%s[%d] is not a mappable array of 8-byte words", outer, key)
-	}
-	n := int(m.MaxEntries())
-	page := os.Getpagesize()
-	mem, err := unix.Mmap(m.FD(), 0, (n*8+page-1)/page*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return nil, nil, fmt.Errorf("map %s[%d]: %w", outer, key, err)
-	}
-	return mem, unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), n), nil
-}
-
 // Close unmaps the table.
 func (t *LiveSetTable) Close() {
-	for _, mem := range [][]byte{t.directMem, t.rMem} {
-		if mem != nil {
-			unix.Munmap(mem)
+	for _, w := range []wordSource{t.direct, t.ranges} {
+		if w != nil {
+			w.close()
 		}
 	}
-	t.directMem, t.rMem, t.direct, t.ranges, t.mark = nil, nil, nil, nil, nil
+	t.direct, t.ranges, t.mark = nil, nil, nil
 }
 
 // SetTablePatch is new blocks for direct entries of one LiveSetTable,
 // built for its free space (Plan) and not written yet (Apply).
 type SetTablePatch struct {
 	table   *LiveSetTable
-	entries []int    // direct entries, in order
-	words   []uint64 // their new direct words
-	content []uint64 // the blocks, one after the other, from the mark on
+	slots   []*uint64 // the direct entries' words, in order
+	words   []uint64  // their new values
+	content []uint64  // the blocks, one after the other, from the mark on
+	free    []uint64  // the free space they go to (mapped)
 }
 
 // Plan builds the new blocks of the direct entries (build returns the
 // word and block of entry s for a block placed at range index base; nil
 // content for a leaf word), one after the other in the table's free space,
-// without writing anything. It returns ErrNoRoom when they do not fit.
+// and maps the words the patch will write, without writing anything. It
+// returns ErrNoRoom when the blocks do not fit.
 func (t *LiveSetTable) Plan(entries []int, build func(s int, base uint32) (word uint64, content []uint64, err error)) (*SetTablePatch, error) {
 	words := uint64(1)
 	if t.family == ir.IPv6 {
@@ -189,20 +295,31 @@ func (t *LiveSetTable) Plan(entries []int, build func(s int, base uint32) (word 
 	top := atomic.LoadUint64(t.mark)
 	p := &SetTablePatch{table: t}
 	for _, s := range entries {
-		if s < 0 || s >= len(t.direct) {
-			return nil, fmt.Errorf("direct entry %d of %d", s, len(t.direct))
+		if s < 0 || s >= t.nDirect {
+			return nil, fmt.Errorf("direct entry %d of %d", s, t.nDirect)
 		}
 		at := top + uint64(len(p.content))
 		word, content, err := build(s, uint32(at/words))
 		if err != nil {
 			return nil, err
 		}
-		if at+uint64(len(content)) > uint64(len(t.ranges)) {
+		if at+uint64(len(content)) > uint64(t.nRanges) {
 			return nil, ErrNoRoom
 		}
-		p.entries = append(p.entries, s)
+		d, err := t.direct.words(s, 1)
+		if err != nil {
+			return nil, err
+		}
+		p.slots = append(p.slots, &d[0])
 		p.words = append(p.words, word)
 		p.content = append(p.content, content...)
+	}
+	if len(p.content) > 0 {
+		free, err := t.ranges.words(int(top), len(p.content))
+		if err != nil {
+			return nil, err
+		}
+		p.free = free
 	}
 	return p, nil
 }
@@ -214,12 +331,12 @@ func (t *LiveSetTable) Plan(entries []int, build func(s int, base uint32) (word 
 func (p *SetTablePatch) Apply() {
 	t := p.table
 	top := atomic.LoadUint64(t.mark)
-	copy(t.ranges[top:], p.content)
+	copy(p.free, p.content)
 	atomic.StoreUint64(t.mark, top+uint64(len(p.content)))
 	// The blocks are in the map before a direct entry designates them (an
 	// atomic store orders the copy before it).
-	for i, s := range p.entries {
-		atomic.StoreUint64(&t.direct[s], p.words[i])
+	for i, w := range p.slots {
+		atomic.StoreUint64(w, p.words[i])
 	}
 }
 
@@ -232,32 +349,31 @@ type LiveSetHash struct {
 	m    *ebpf.Map
 }
 
-// LiveSetHashes opens the hash tables of fam's running generation that
-// look up the set called name. Close each after use.
-func LiveSetHashes(fam ir.Family, name string) ([]*LiveSetHash, error) {
+// Hashes opens the hash tables of fam's running generation that look up
+// the set called name. Close each after use.
+func (r *RunningSets) Hashes(fam ir.Family, name string) ([]*LiveSetHash, error) {
+	g := r.gens[familyIndex(fam)]
+	if g == nil {
+		return nil, nil
+	}
 	var out []*LiveSetHash
-	err := withRunningMeta(fam, func(cur *state, meta *genMeta, slot uint32) error {
-		for _, lk := range meta.SetLookups {
-			if lk.Set != name || lk.Kind == SetKindDXR {
-				continue
-			}
-			var id uint32
-			if err := cur.maps[setHashOuter].Lookup(setKey(slot, lk.Index), &id); err != nil {
-				closeAll(out)
-				out = nil
-				return fmt.Errorf("find the hash table of set lookup %d (%s): %w", lk.Index, name, err)
-			}
-			m, err := ebpf.NewMapFromID(ebpf.MapID(id))
-			if err != nil {
-				closeAll(out)
-				out = nil
-				return fmt.Errorf("open the hash table of set lookup %d (%s): %w", lk.Index, name, err)
-			}
-			out = append(out, &LiveSetHash{Info: lk, m: m})
+	for _, lk := range g.meta.SetLookups {
+		if lk.Set != name || lk.Kind == SetKindDXR {
+			continue
 		}
-		return nil
-	})
-	return out, err
+		var id uint32
+		if err := r.cur.maps[setHashOuter].Lookup(setKey(g.slot, lk.Index), &id); err != nil {
+			closeAll(out)
+			return nil, fmt.Errorf("find the hash table of set lookup %d (%s): %w", lk.Index, name, err)
+		}
+		m, err := ebpf.NewMapFromID(ebpf.MapID(id))
+		if err != nil {
+			closeAll(out)
+			return nil, fmt.Errorf("open the hash table of set lookup %d (%s): %w", lk.Index, name, err)
+		}
+		out = append(out, &LiveSetHash{Info: lk, m: m})
+	}
+	return out, nil
 }
 
 // closeAll closes hash tables.

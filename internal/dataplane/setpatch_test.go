@@ -11,8 +11,9 @@ import (
 
 // newTestSetTable returns a LiveSetTable over slices laid out as the maps
 // are (the ranges with room words after the used ones, the high-water
-// mark last) for a table of the prefixes.
-func newTestSetTable(t *testing.T, prefixes []string, room int) (*LiveSetTable, []uint64) {
+// mark last) for a table of the prefixes; it returns the ranges (mark
+// included) and the direct entries.
+func newTestSetTable(t *testing.T, prefixes []string, room int) (*LiveSetTable, []uint64, []uint64) {
 	t.Helper()
 	var entries []lpm.Entry
 	for _, p := range prefixes {
@@ -25,8 +26,10 @@ func newTestSetTable(t *testing.T, prefixes []string, room int) (*LiveSetTable, 
 	ranges := make([]uint64, tab.Used()+room+1)
 	copy(ranges, tab.Ranges()[:tab.Used()])
 	ranges[len(ranges)-1] = uint64(tab.Used())
-	lt := &LiveSetTable{family: ir.IPv4, direct: append([]uint64(nil), tab.Direct()...), ranges: ranges[:len(ranges)-1], mark: &ranges[len(ranges)-1]}
-	return lt, ranges
+	direct := append([]uint64(nil), tab.Direct()...)
+	lt := &LiveSetTable{family: ir.IPv4, direct: sliceWords(direct), ranges: sliceWords(ranges[:len(ranges)-1]),
+		nDirect: len(direct), nRanges: len(ranges) - 1, mark: &ranges[len(ranges)-1]}
+	return lt, ranges, direct
 }
 
 // TestLiveSetTablePlanApply adds hosts to a table by Plan and Apply and
@@ -45,9 +48,9 @@ func TestLiveSetTablePlanApply(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			lt, ranges := newTestSetTable(t, members, tt.room)
+			lt, ranges, direct := newTestSetTable(t, members, tt.room)
 			before := append([]uint64(nil), ranges...)
-			directBefore := append([]uint64(nil), lt.direct...)
+			directBefore := append([]uint64(nil), direct...)
 			all := append([]string(nil), members...)
 			all = append(all, tt.add...)
 			var entries []lpm.Entry
@@ -75,7 +78,7 @@ func TestLiveSetTablePlanApply(t *testing.T) {
 					}
 				}
 				for i := range directBefore {
-					if lt.direct[i] != directBefore[i] {
+					if direct[i] != directBefore[i] {
 						t.Fatalf("a refused plan changed direct entry %d", i)
 					}
 				}
@@ -84,12 +87,12 @@ func TestLiveSetTablePlanApply(t *testing.T) {
 			patch.Apply()
 			for _, p := range all {
 				a := netip.MustParsePrefix(p).Addr()
-				if v := lpm.Lookup4Flat(lt.direct, lt.ranges, ipv4Word(a)); v != SetMember {
+				if v := lpm.Lookup4Flat(direct, ranges[:len(ranges)-1], ipv4Word(a)); v != SetMember {
 					t.Errorf("lookup %v = %d, want %d", a, v, SetMember)
 				}
 			}
 			for _, a := range []string{"10.0.0.2", "10.0.0.6", "10.0.128.8", "10.0.65.1"} {
-				if v := lpm.Lookup4Flat(lt.direct, lt.ranges, ipv4Word(netip.MustParseAddr(a))); v != 0 {
+				if v := lpm.Lookup4Flat(direct, ranges[:len(ranges)-1], ipv4Word(netip.MustParseAddr(a))); v != 0 {
 					t.Errorf("lookup %s = %d, want 0", a, v)
 				}
 			}

@@ -3,8 +3,9 @@ package difftest
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
+
+	"github.com/xfw-dev/xfw/internal/lazyre"
 )
 
 // Case is one ruleset and corpus to compare.
@@ -64,7 +65,7 @@ func diffKey(d Difference) string {
 }
 
 // rejectTarget matches a REJECT target with its options.
-var rejectTarget = regexp.MustCompile(`(-j|--jump) REJECT( --reject-with \S+)?`)
+var rejectTarget = lazyre.New(`(-j|--jump) REJECT( --reject-with \S+)?`)
 
 // WithoutReject returns ruleset with every REJECT target replaced by DROP.
 func WithoutReject(ruleset string) string {

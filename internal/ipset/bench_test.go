@@ -85,3 +85,22 @@ func BenchmarkRestore100k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkListEncoded1M iterates a million members left encoded (what
+// `ipset list` and `save` of a loaded set do).
+func BenchmarkListEncoded1M(b *testing.B) {
+	data, err := bigSets(b, 1_000_000).MarshalBinary()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ss := NewSets()
+	if err := ss.UnmarshalBinary(data); err != nil {
+		b.Fatal(err)
+	}
+	s := ss.Get("big")
+	b.ResetTimer()
+	for b.Loop() {
+		n := 0
+		s.All(func(*Entry) bool { n++; return true })
+	}
+}

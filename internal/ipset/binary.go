@@ -196,7 +196,13 @@ func appendEntry(b []byte, e *Entry) []byte {
 type decoder struct {
 	b   []byte
 	err error
+	// rest is the number of bytes of the encoding after b (decodeAt's
+	// window).
+	rest int
 }
+
+// left is the number of bytes of the encoding not decoded yet.
+func (d *decoder) left() int { return len(d.b) + d.rest }
 
 var errTruncated = errors.New("truncated")
 
@@ -259,72 +265,168 @@ func (d *decoder) string() string {
 // of sets other than list:set stay encoded in data (decoded when used), so
 // data must not change while ss is in use.
 func (ss *Sets) UnmarshalBinary(data []byte) error {
-	if len(data) < len(binaryMagic) || string(data[:len(binaryMagic)]) != binaryMagic {
+	return ss.UnmarshalPages(bytePages(data))
+}
+
+// Pages is an encoding read in place piece by piece, such as the
+// namespace's sets map mapped page by page when used (the kernel maps
+// every page of a mapping when it is made: a million members are
+// thousands of pages, of which a command uses a few).
+type Pages interface {
+	// Len is the encoding's length in bytes.
+	Len() int
+	// Slice returns bytes off … off+n-1 (off ≥ 0, n ≥ 1, off+n ≤ Len)
+	// in place; they must not change while sets decoded from them are in
+	// use.
+	Slice(off, n int) ([]byte, error)
+}
+
+// bytePages is an encoding held in one slice.
+type bytePages []byte
+
+func (b bytePages) Len() int { return len(b) }
+
+func (b bytePages) Slice(off, n int) ([]byte, error) { return b[off : off+n : off+n], nil }
+
+// decodeWindow is the first window a piece of an encoding read through
+// Pages is decoded from (decodeAt): a set's header, a member.
+const decodeWindow = 256
+
+// decodeAt runs fn on a decoder over p from off, over a window of at least
+// min bytes that grows while fn runs out of bytes before the encoding's
+// end (fn may run several times: it must start afresh each time), and
+// returns where the decoding stopped. The decoder's rest says how many
+// bytes of the encoding follow the window.
+func decodeAt(p Pages, off, min int, fn func(d *decoder)) (int, error) {
+	total := p.Len()
+	win := max(min, decodeWindow)
+	for {
+		win = minInt(win, total-off)
+		d := &decoder{}
+		if win > 0 {
+			b, err := p.Slice(off, win)
+			if err != nil {
+				return off, err
+			}
+			d.b = b
+		}
+		d.rest = total - off - win
+		fn(d)
+		if d.err == errTruncated && d.rest > 0 {
+			win *= 4
+			continue
+		}
+		return off + win - len(d.b), d.err
+	}
+}
+
+func minInt(a, b int) int {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+// UnmarshalPages decodes MarshalBinary's encoding held by p into ss,
+// reading only the sets' headers: the members of sets other than list:set
+// stay encoded in p (decoded when used), so p must not change while ss is
+// in use.
+func (ss *Sets) UnmarshalPages(p Pages) error {
+	total := p.Len()
+	if total < len(binaryMagic) {
 		return errors.New("not an xfw ipset state (bad magic)")
 	}
-	d := &decoder{b: data[len(binaryMagic):]}
-	ss.nextID = d.uvarint()
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
+	if b, err := p.Slice(0, len(binaryMagic)); err != nil {
+		return err
+	} else if string(b) != binaryMagic {
+		return errors.New("not an xfw ipset state (bad magic)")
+	}
+	var n uint64
+	off, err := decodeAt(p, len(binaryMagic), 0, func(d *decoder) {
+		ss.nextID = d.uvarint()
+		n = d.uvarint()
+	})
+	if err != nil {
+		return err
+	}
+	if n > uint64(total-off) {
 		return fmt.Errorf("set count %d: %w", n, errTruncated)
 	}
 	ss.slots = make([]*Set, n)
 	for i := range ss.slots {
-		if d.byte() == 0 {
+		var s *Set
+		var fail error // a failure fn found, final
+		var count, areaLen uint64
+		next, err := decodeAt(p, off, 0, func(d *decoder) {
+			s, fail, count, areaLen = nil, nil, 0, 0
+			if d.byte() == 0 {
+				return
+			}
+			s = &Set{Name: d.string(), Type: Type(d.byte()), ID: d.uvarint()}
+			o := &s.Options
+			o.Family, o.BucketSize, o.Netmask = Family(d.byte()), d.byte(), d.byte()
+			o.ForceAdd, o.HasTimeout, o.Counters, o.Comment = d.byte() == 1, d.byte() == 1, d.byte() == 1, d.byte() == 1
+			o.HashSize, o.MaxElem, o.InitVal = uint32(d.uvarint()), uint32(d.uvarint()), uint32(d.uvarint())
+			o.PortFrom, o.PortTo, o.Size, o.Timeout = uint16(d.uvarint()), uint16(d.uvarint()), uint32(d.uvarint()), uint32(d.uvarint())
+			count = d.uvarint()
+			if count > uint64(d.left()) {
+				if d.err == nil {
+					fail = fmt.Errorf("set %s: entry count %d: %w", s.Name, count, errTruncated)
+				}
+				return
+			}
+			if s.Type == ListSet {
+				s.base = make(map[Elem]*Entry, count)
+				slab := make([]Entry, count) // one allocation for all entries
+				for j := range slab {
+					e := &slab[j]
+					d.entry(e)
+					if d.err != nil {
+						return
+					}
+					s.base[e.Elem] = e
+					s.count++
+					s.order = append(s.order, e.Elem)
+				}
+				return
+			}
+			areaLen = d.uvarint()
+			if d.err == nil && (areaLen > uint64(d.left()) || count > uint64(d.left())/4) {
+				fail = fmt.Errorf("set %s: %d entries in %d bytes: %w", s.Name, count, areaLen, errTruncated)
+			}
+		})
+		if fail != nil {
+			return fail
+		}
+		if err != nil {
+			if s != nil && s.Name != "" {
+				return fmt.Errorf("set %s: %w", s.Name, err)
+			}
+			return fmt.Errorf("set %d: %w", i, err)
+		}
+		off = next
+		if s == nil {
 			continue
 		}
-		s := &Set{Name: d.string(), Type: Type(d.byte()), ID: d.uvarint()}
-		o := &s.Options
-		o.Family, o.BucketSize, o.Netmask = Family(d.byte()), d.byte(), d.byte()
-		o.ForceAdd, o.HasTimeout, o.Counters, o.Comment = d.byte() == 1, d.byte() == 1, d.byte() == 1, d.byte() == 1
-		o.HashSize, o.MaxElem, o.InitVal = uint32(d.uvarint()), uint32(d.uvarint()), uint32(d.uvarint())
-		o.PortFrom, o.PortTo, o.Size, o.Timeout = uint16(d.uvarint()), uint16(d.uvarint()), uint32(d.uvarint()), uint32(d.uvarint())
-		count := d.uvarint()
-		if count > uint64(len(d.b)) {
-			return fmt.Errorf("set %s: entry count %d: %w", s.Name, count, errTruncated)
-		}
-		if s.Type == ListSet {
-			s.base = make(map[Elem]*Entry, count)
-			slab := make([]Entry, count) // one allocation for all entries
-			for j := range slab {
-				e := &slab[j]
-				d.entry(e)
-				if d.err != nil {
-					return fmt.Errorf("set %s: %w", s.Name, d.err)
-				}
-				s.base[e.Elem] = e
-				s.count++
-				s.order = append(s.order, e.Elem)
+		if s.Type != ListSet {
+			area, offsets := off, off+int(areaLen)
+			if offsets+4*int(count) > total {
+				return fmt.Errorf("set %s: %w", s.Name, errTruncated)
 			}
-		} else {
-			areaLen := d.uvarint()
-			if areaLen > uint64(len(d.b)) || count > uint64(len(d.b))/4 {
-				return fmt.Errorf("set %s: %d entries in %d bytes: %w", s.Name, count, areaLen, errTruncated)
-			}
-			area := d.bytes(int(areaLen))
-			offsets := d.bytes(4 * int(count))
-			if d.err != nil {
-				return fmt.Errorf("set %s: %w", s.Name, d.err)
-			}
-			enc, err := newEncodedMembers(area, offsets, int(count))
+			enc, err := newEncodedMembers(p, area, int(areaLen), offsets, int(count))
 			if err != nil {
 				return fmt.Errorf("set %s: %w", s.Name, err)
 			}
 			s.enc, s.count = enc, int(count)
-		}
-		if d.err != nil {
-			return fmt.Errorf("set %d: %w", i, d.err)
+			off = offsets + 4*int(count)
 		}
 		if _, ok := types[s.Type]; !ok {
 			return fmt.Errorf("set %s: unknown type %d", s.Name, s.Type)
 		}
 		ss.slots[i] = s
 	}
-	if d.err != nil {
-		return d.err
-	}
-	if len(d.b) != 0 {
-		return fmt.Errorf("%d trailing bytes", len(d.b))
+	if off != total {
+		return fmt.Errorf("%d trailing bytes", total-off)
 	}
 	return nil
 }

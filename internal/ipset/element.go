@@ -93,7 +93,7 @@ func parseAddr(s string, fam Family) (netip.Addr, bool) {
 // hostsLookup resolves a host name through /etc/hosts (xfw does not ask
 // DNS, which ipset would).
 func hostsLookup(name string, fam Family) (netip.Addr, bool) {
-	netdb.once.Do(loadNetdb)
+	netdb.hostOnce.Do(loadHosts)
 	for _, a := range netdb.hosts[name] {
 		if a.Is4() == (fam == Inet) {
 			return a, true
@@ -349,19 +349,25 @@ func icmpText(v uint16, names []icmpName) string {
 	return fmt.Sprintf("%d/%d", v>>8, v&0xff)
 }
 
-// netdb is /etc/protocols and /etc/services, read once.
+// netdb is /etc/protocols, /etc/hosts and /etc/services, each read once
+// when first needed (a command naming "tcp" or a port number reads none).
 var netdb struct {
-	once     sync.Once
-	protos   map[string]uint8
-	names    map[uint8]string
-	services map[string]uint16 // "name/proto"
-	hosts    map[string][]netip.Addr
+	protoOnce, hostOnce, serviceOnce sync.Once
+	protos                           map[string]uint8
+	names                            map[uint8]string
+	services                         map[string]uint16 // "name/proto"
+	hosts                            map[string][]netip.Addr
 }
 
-func loadNetdb() {
+// builtinProtos are the protocols ipset knows without /etc/protocols:
+// they take precedence over the file's.
+var builtinProtos = map[string]uint8{"tcp": ProtoTCP, "udp": ProtoUDP, "icmp": ProtoICMP,
+	"icmpv6": ProtoICMPv6, "ipv6-icmp": ProtoICMPv6, "sctp": ProtoSCTP, "udplite": ProtoUDPLite}
+
+// loadProtocols reads /etc/protocols.
+func loadProtocols() {
 	netdb.protos = map[string]uint8{}
 	netdb.names = map[uint8]string{}
-	netdb.services = map[string]uint16{}
 	readLines("/etc/protocols", func(f []string) {
 		if len(f) < 2 {
 			return
@@ -379,6 +385,19 @@ func loadNetdb() {
 			}
 		}
 	})
+	for name, n := range builtinProtos {
+		netdb.protos[name] = n
+	}
+	for n, name := range map[uint8]string{ProtoICMPv6: "ipv6-icmp", ProtoTCP: "tcp", ProtoUDP: "udp",
+		ProtoICMP: "icmp", ProtoSCTP: "sctp", ProtoUDPLite: "udplite"} {
+		if _, ok := netdb.names[n]; !ok {
+			netdb.names[n] = name
+		}
+	}
+}
+
+// loadHosts reads /etc/hosts.
+func loadHosts() {
 	netdb.hosts = map[string][]netip.Addr{}
 	readLines("/etc/hosts", func(f []string) {
 		if len(f) < 2 {
@@ -392,6 +411,11 @@ func loadNetdb() {
 			netdb.hosts[name] = append(netdb.hosts[name], a)
 		}
 	})
+}
+
+// loadServices reads /etc/services.
+func loadServices() {
+	netdb.services = map[string]uint16{}
 	readLines("/etc/services", func(f []string) {
 		if len(f) < 2 {
 			return
@@ -410,17 +434,6 @@ func loadNetdb() {
 			}
 		}
 	})
-	// ipset knows these without /etc/protocols.
-	for name, n := range map[string]uint8{"tcp": ProtoTCP, "udp": ProtoUDP, "icmp": ProtoICMP,
-		"icmpv6": ProtoICMPv6, "ipv6-icmp": ProtoICMPv6, "sctp": ProtoSCTP, "udplite": ProtoUDPLite} {
-		netdb.protos[name] = n
-	}
-	for n, name := range map[uint8]string{ProtoICMPv6: "ipv6-icmp", ProtoTCP: "tcp", ProtoUDP: "udp",
-		ProtoICMP: "icmp", ProtoSCTP: "sctp", ProtoUDPLite: "udplite"} {
-		if _, ok := netdb.names[n]; !ok {
-			netdb.names[n] = name
-		}
-	}
 }
 
 func readLines(path string, fn func([]string)) {
@@ -437,16 +450,19 @@ func readLines(path string, fn func([]string)) {
 }
 
 func protocolNumber(s string) (uint8, bool) {
-	netdb.once.Do(loadNetdb)
 	if n, err := strconv.ParseUint(s, 10, 8); err == nil {
 		return uint8(n), true
 	}
+	if n, ok := builtinProtos[strings.ToLower(s)]; ok {
+		return n, true // whatever /etc/protocols says
+	}
+	netdb.protoOnce.Do(loadProtocols)
 	n, ok := netdb.protos[strings.ToLower(s)]
 	return n, ok
 }
 
 func protocolName(n uint8) string {
-	netdb.once.Do(loadNetdb)
+	netdb.protoOnce.Do(loadProtocols)
 	if s, ok := netdb.names[n]; ok {
 		return s
 	}
@@ -454,7 +470,7 @@ func protocolName(n uint8) string {
 }
 
 func serviceByName(name, proto string) (uint16, bool) {
-	netdb.once.Do(loadNetdb)
+	netdb.serviceOnce.Do(loadServices)
 	p, ok := netdb.services[name+"/"+proto]
 	return p, ok
 }

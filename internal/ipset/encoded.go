@@ -11,33 +11,56 @@ import (
 // offsets checks instead of a million decodings. The entries are sorted
 // by compareElem (what `ipset list` prints), and found by binary search
 // through their offsets. The bytes are never written once encoded (they
-// may be the mapped memory of the namespace's sets).
+// may be the mapped memory of the namespace's sets, mapped piece by piece
+// when read: Pages).
 type encodedMembers struct {
-	area    []byte // the entries, appendEntry's encoding, one after the other
-	offsets []byte // count little-endian uint32s: where each entry begins in area
+	p       Pages
+	area    int // where the entries begin in p: appendEntry's encoding, one after the other
+	areaLen int
+	offsets int // where count little-endian uint32s begin in p: where each entry begins in the area
 	count   int
 }
 
-// newEncodedMembers returns the count members encoded in area, found
-// through offsets. The offsets are checked when used (at), not here: a
-// load must not cost the set.
-func newEncodedMembers(area, offsets []byte, count int) (*encodedMembers, error) {
-	if len(offsets) != 4*count {
-		return nil, fmt.Errorf("%d bytes of offsets for %d entries", len(offsets), count)
+// newEncodedMembers returns the count members encoded in the areaLen bytes
+// of p at area, found through the offsets at offsets. The offsets are
+// checked when used (at), not here: a load must not cost the set.
+func newEncodedMembers(p Pages, area, areaLen, offsets, count int) (*encodedMembers, error) {
+	if offsets+4*count > p.Len() {
+		return nil, fmt.Errorf("%d bytes of offsets for %d entries", p.Len()-offsets, count)
 	}
-	if (count == 0) != (len(area) == 0) {
-		return nil, fmt.Errorf("%d bytes of entries for %d", len(area), count)
+	if (count == 0) != (areaLen == 0) {
+		return nil, fmt.Errorf("%d bytes of entries for %d", areaLen, count)
 	}
-	return &encodedMembers{area: area, offsets: offsets, count: count}, nil
+	return &encodedMembers{p: p, area: area, areaLen: areaLen, offsets: offsets, count: count}, nil
 }
+
+// entryWindow is the first window of the area a member is decoded from:
+// one without a long comment or names fits.
+const entryWindow = 128
 
 // at decodes entry i into e.
 func (m *encodedMembers) at(i int, e *Entry) {
-	off := binary.LittleEndian.Uint32(m.offsets[4*i:])
+	ob, err := m.p.Slice(m.offsets+4*i, 4)
+	if err != nil {
+		panic(&CorruptError{Member: i, Count: m.count, Err: err})
+	}
+	off := int(binary.LittleEndian.Uint32(ob))
 	d := decoder{err: errTruncated}
-	if int(off) < len(m.area) {
-		d = decoder{b: m.area[off:]}
-		d.entry(e)
+	if off < m.areaLen {
+		avail := m.areaLen - off
+		saved := *e
+		for win := min(entryWindow, avail); ; win = min(4*win, avail) {
+			b, err := m.p.Slice(m.area+off, win)
+			if err != nil {
+				panic(&CorruptError{Member: i, Count: m.count, Err: err})
+			}
+			d = decoder{b: b}
+			d.entry(e)
+			if d.err != errTruncated || win == avail {
+				break
+			}
+			*e = saved // decoded afresh from a larger window
+		}
 	}
 	if d.err != nil {
 		// The encoding is xfw's own, in the namespace's map: only a

@@ -2,6 +2,7 @@ package ipset
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -320,4 +321,56 @@ func roundTrip(t *testing.T, sets *Sets) (*Sets, []byte) {
 		t.Fatal(err)
 	}
 	return decoded, data
+}
+
+// strictPages is an encoding whose Slice returns a copy of the bytes
+// asked for only, so that a decoding reading beyond its window fails.
+type strictPages []byte
+
+func (p strictPages) Len() int { return len(p) }
+
+func (p strictPages) Slice(off, n int) ([]byte, error) {
+	return append([]byte(nil), p[off:off+n]...), nil
+}
+
+// TestUnmarshalPagesWindows decodes sets through Pages whose members and
+// headers are longer than the first windows (long comments, many list
+// members), as the namespace's map is read piece by piece.
+func TestUnmarshalPagesWindows(t *testing.T) {
+	store := NewMemStore()
+	long := strings.Repeat("x", 250)
+	lines := []string{"create a hash:ip comment", "create l list:set size 64", "create b hash:net,port"}
+	for i := range 40 {
+		lines = append(lines, fmt.Sprintf("create member%02dwithalongername hash:ip", i),
+			fmt.Sprintf("add l member%02dwithalongername", i),
+			fmt.Sprintf("add a 10.0.%d.1 comment %s%d", i, long, i),
+			fmt.Sprintf("add b 10.%d.0.0/16,tcp:%d", i, 1000+i))
+	}
+	for _, line := range lines {
+		if status, _, errOut := run(store, line, ""); status != 0 {
+			t.Fatalf("%s: %s", line, errOut)
+		}
+	}
+	data, err := store.sets.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded := NewSets()
+	if err := decoded.UnmarshalPages(strictPages(data)); err != nil {
+		t.Fatal(err)
+	}
+	var want, got strings.Builder
+	writeList(&want, store.sets.listOrder(), func(*Set) int { return 0 }, listOptions{save: true, members: true}, clock)
+	writeList(&got, decoded.listOrder(), func(*Set) int { return 0 }, listOptions{save: true, members: true}, clock)
+	if want.String() != got.String() {
+		t.Errorf("decoding through pages changed the sets:\n--- before\n%s--- after\n%s", want.String(), got.String())
+	}
+	if e, ok := decoded.Get("a").Entry(Elem{Prefix: netip.MustParsePrefix("10.0.7.1/32")}); !ok || e.Comment != long+"7" {
+		t.Errorf("member 10.0.7.1: %v %q", ok, e.Comment)
+	}
+	for n := range len(data) {
+		if err := NewSets().UnmarshalPages(strictPages(data[:n])); err == nil {
+			t.Fatalf("decoding %d of %d bytes succeeded", n, len(data))
+		}
+	}
 }
