@@ -48,7 +48,7 @@ func TestSetCountersAgainstKernel(t *testing.T) {
 const ctrPayload = "x"
 
 // ctrSets are the sets of TestSetCountersAgainstKernel, in listing order.
-var ctrSets = []string{"c", "n", "ipp", "bp", "l1", "l2", "cl"}
+var ctrSets = []string{"c", "c2", "n", "ipp", "bp", "l1", "l2", "cl"}
 
 // ctrRules is the ruleset ("@H14" is replaced with that address). Every
 // set match is gated by a port (or -s) before it, so that each set entry
@@ -173,6 +173,11 @@ func (a ctrAddrs) sets() []string {
 		cmds = append(cmds, "add c "+h(n).String())
 	}
 	return append(cmds,
+		// Swapped with c at the end: the rules then count on its
+		// members.
+		"create c2 hash:ip family "+f+" counters",
+		"add c2 "+h(10).String()+" packets 5 bytes 50",
+		"add c2 "+h(40).String(),
 		"create n hash:net family "+f+" counters",
 		"add n "+a.big.String(),
 		"add n "+a.mid.String(),
@@ -300,6 +305,12 @@ func setCountersAgainstKernel(t *testing.T, bin string, fam int) {
 		record("ipset del c " + a.host(11).String() + " (no packets)")
 		send()
 		record("fourth batch, after the del")
+
+		// The rules' set c now holds c2's members and counters, c2
+		// c's (the tables are rebuilt: their contents changed name).
+		ipsetCmd("swap c c2")
+		send()
+		record("fifth batch, after ipset swap c c2")
 		return phases, a
 	}
 	kernel, ka := run("kernel")
