@@ -41,13 +41,14 @@ func setTablesTakenOver(t *testing.T, bin string, fam int) {
 		return a
 	}
 	h1, h2 := host(21), host(22)
-	// t: a hash table (timeouts); p: hash:ip,port, looked up twice (src
-	// and a second rule), so the generation shares its table.
+	// t: a hash table (timeouts); p: hash:ip,port, looked up by two
+	// conditions (src,dst and dst,dst), which share its table.
 	for _, c := range []string{
 		"create t hash:ip family " + famName + " timeout 3600",
 		"add t " + h1.String(),
 		"create p hash:ip,port family " + famName,
 		"add p " + h1.String() + ",udp:7101",
+		"add p " + sink.String() + ",udp:7102",
 		"create t2 hash:ip family " + famName + " timeout 3600",
 		"add t2 " + h2.String(),
 	} {
@@ -59,13 +60,14 @@ func setTablesTakenOver(t *testing.T, bin string, fam int) {
 :OUTPUT ACCEPT [0:0]
 -A FORWARD -p udp --dport 7100 -m set --match-set t src -j DROP
 -A FORWARD -p udp --dport 7101 -m set --match-set p src,dst -j DROP
--A FORWARD -p udp --dport 7102 -m set --match-set p src,dst -j DROP
+-A FORWARD -p udp --dport 7102 -m set --match-set p dst,dst -j DROP
 COMMIT
 `
 	fw.restore(t, tp, fam, rules)
 	eth := nettest.Ethernet{Dst: tp.FwIn.MAC, Src: tp.Gen.MAC}
 	ruleT := "FORWARD -p udp -m udp --dport 7100 -m set --match-set t src -j DROP"
 	ruleP := "FORWARD -p udp -m udp --dport 7101 -m set --match-set p src,dst -j DROP"
+	ruleP2 := "FORWARD -p udp -m udp --dport 7102 -m set --match-set p dst,dst -j DROP"
 	// check sends one datagram from each source to port and wants the
 	// DROP rule's counter to grow by the number of sources dropped.
 	check := func(step, rule string, port uint16, srcs []netip.Addr, dropped int) {
@@ -105,6 +107,7 @@ COMMIT
 	iptables("-A INPUT -p tcp --dport 1234 -j ACCEPT")
 	check("after ipset add and iptables -A (tables taken over)", ruleT, 7100, both, 2)
 	check("after ipset add and iptables -A (tables taken over)", ruleP, 7101, both, 2)
+	check("after ipset add and iptables -A (tables taken over)", ruleP2, 7102, both, 2)
 
 	ipsetCmd("del t " + h1.String())
 	ipsetCmd("del p " + h1.String() + ",udp:7101")
@@ -112,6 +115,8 @@ COMMIT
 	check("after ipset del and iptables -I", ruleT, 7100, both, 1)
 	check("after ipset del and iptables -I", ruleP, 7101, []netip.Addr{h1}, 0)
 	check("after ipset del and iptables -I", ruleP, 7101, []netip.Addr{h2}, 1)
+	ipsetCmd("del p " + sink.String() + ",udp:7102")
+	check("after ipset del of the dst,dst member", ruleP2, 7102, both, 0)
 
 	// t now holds t2's members ({h2}) and t2 t's ({h2} too after the
 	// del): add h1 to t2 first so the swap changes what t matches.
