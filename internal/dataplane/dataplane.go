@@ -569,16 +569,12 @@ func buildSlot(cur *state, slot uint32, runSlot int64, u *Update) error {
 			switch {
 			case st.Reuse > 0:
 				for _, outer := range []string{setHashOuter, setElemCtrOuter} {
-					var id uint32
-					if err := cur.maps[outer].Lookup(setKey(uint32(runSlot), st.Reuse-1), &id); err != nil {
+					m, err := cur.innerAt(outer, setKey(uint32(runSlot), st.Reuse-1))
+					if err != nil {
 						if outer == setElemCtrOuter && errors.Is(err, ebpf.ErrKeyNotExist) {
 							continue // no counters
 						}
-						return fmt.Errorf("set lookup %d (%s): find the running table: %w", k, st.Set, err)
-					}
-					m, err := ebpf.NewMapFromID(ebpf.MapID(id))
-					if err != nil {
-						return fmt.Errorf("set lookup %d (%s): open the running table: %w", k, st.Set, err)
+						return fmt.Errorf("set lookup %d (%s): the running table: %w", k, st.Set, err)
 					}
 					given[setKind(outer, k)] = m
 				}
@@ -1051,15 +1047,27 @@ func Stop() error {
 // ruleset of the family is loaded.
 func Counters(fam ir.Family) ([]ir.Counters, error) {
 	defer unmapOutsideSession()
+	var out []ir.Counters
+	err := withFamily(fam, func(cur *state, slot uint32) (err error) {
+		out, err = cur.readCounters(slot)
+		return err
+	})
+	return out, err
+}
+
+// withFamily calls fn with xfw's loaded state and the slot of fam's
+// running generation; it does nothing when xfw is not loaded or fam has no
+// ruleset. The state is closed when fn returns.
+func withFamily(fam ir.Family, fn func(cur *state, slot uint32) error) error {
 	cur, err := Current()
 	if err != nil || cur == nil {
-		return nil, err
+		return err
 	}
 	defer cur.Close()
 	if !cur.hasFamily(fam) {
-		return nil, nil
+		return nil
 	}
-	return cur.readCounters(cur.slot(fam))
+	return fn(cur, cur.slot(fam))
 }
 
 // Running returns fam's running ruleset in its binary form (Update.Saved)

@@ -116,13 +116,9 @@ func openSetCounterTables(cur *state, fam ir.Family, slot uint32, meta *genMeta,
 		}
 		seen[lk.Set] = true
 		t := &setCounterTable{set: lk.Set, keys: make(map[uint32]SetHashKey, lk.Counters)}
-		var id uint32
-		if err := cur.maps[setHashOuter].Lookup(setKey(slot, lk.Index), &id); err != nil {
-			return out, fmt.Errorf("find the %s table of set %s: %w", fam, lk.Set, err)
-		}
-		h, err := ebpf.NewMapFromID(ebpf.MapID(id))
+		h, err := cur.innerAt(setHashOuter, setKey(slot, lk.Index))
 		if err != nil {
-			return out, fmt.Errorf("open the %s table of set %s: %w", fam, lk.Set, err)
+			return out, fmt.Errorf("the %s table of set %s: %w", fam, lk.Set, err)
 		}
 		err = eachBatch(h, false, func(keys []bpfSetKey, vals []bpfSetVal) {
 			for i, v := range vals {
@@ -135,11 +131,8 @@ func openSetCounterTables(cur *state, fam ir.Family, slot uint32, meta *genMeta,
 		if err != nil {
 			return out, fmt.Errorf("read the %s table of set %s: %w", fam, lk.Set, err)
 		}
-		if err := cur.maps[setElemCtrOuter].Lookup(setKey(slot, lk.Index), &id); err != nil {
-			return out, fmt.Errorf("find the %s counters of set %s: %w", fam, lk.Set, err)
-		}
-		if t.m, err = ebpf.NewMapFromID(ebpf.MapID(id)); err != nil {
-			return out, fmt.Errorf("open the %s counters of set %s: %w", fam, lk.Set, err)
+		if t.m, err = cur.innerAt(setElemCtrOuter, setKey(slot, lk.Index)); err != nil {
+			return out, fmt.Errorf("the %s counters of set %s: %w", fam, lk.Set, err)
 		}
 		out = append(out, t)
 		if t.ctrs, err = mapCounters(t.m, lk.Counters); err != nil {
@@ -264,17 +257,18 @@ func carrySetCounters(cur *state, fam ir.Family, oldSlot, newSlot uint32, oldCfg
 // ruleset.
 func TakeSetCounters(fam ir.Family) ([]SetCounterValue, error) {
 	defer unmapOutsideSession()
-	cur, err := Current()
-	if err != nil || cur == nil {
-		return nil, err
-	}
-	defer cur.Close()
-	if !cur.hasFamily(fam) {
-		return nil, nil
-	}
+	var out []SetCounterValue
+	err := withFamily(fam, func(cur *state, slot uint32) (err error) {
+		out, err = takeSetCounters(cur, fam, slot)
+		return err
+	})
+	return out, err
+}
+
+// takeSetCounters is TakeSetCounters on the generation in slot.
+func takeSetCounters(cur *state, fam ir.Family, slot uint32) ([]SetCounterValue, error) {
 	// The generation's metadata is read only when it counts: most
 	// generations do not.
-	slot := cur.slot(fam)
 	cfg := cur.cfgs[slot]
 	if cfg.NSetCtr == 0 {
 		return nil, nil

@@ -75,13 +75,9 @@ type mappedWords struct {
 // openWords opens the array of 64-bit words that is element key of the
 // outer map called outer, mapping nothing yet.
 func openWords(cur *state, outer string, key uint32) (*mappedWords, error) {
-	var id uint32
-	if err := cur.maps[outer].Lookup(key, &id); err != nil {
-		return nil, fmt.Errorf("find %s[%d]: %w", outer, key, err)
-	}
-	m, err := ebpf.NewMapFromID(ebpf.MapID(id))
+	m, err := cur.innerAt(outer, key)
 	if err != nil {
-		return nil, fmt.Errorf("open %s[%d]: %w", outer, key, err)
+		return nil, err
 	}
 	if m.ValueSize() != 8 || m.Flags()&unix.BPF_F_MMAPABLE == 0 {
 		m.Close()
