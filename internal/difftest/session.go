@@ -148,7 +148,7 @@ func NewSession(ctx context.Context, cfg Config) (_ *Session, err error) {
 		return nil, err
 	}
 	s.undo = append(s.undo, unlock)
-	restore, err := enableNetnsLogging()
+	restore, err := nettest.EnableNetnsLogging()
 	if err != nil {
 		return nil, err
 	}
@@ -947,68 +947,6 @@ func lockHost(ctx context.Context, x uint8) (func() error, error) {
 		case <-time.After(lockPoll):
 		}
 	}
-}
-
-// nfLogAllNetns lets the kernel's LOG target print for namespaces other
-// than the initial one.
-const nfLogAllNetns = "/proc/sys/net/netfilter/nf_log_all_netns"
-
-// nfLogLockPath coordinates nf_log_all_netns between sessions: each holds
-// it shared while it runs; the file keeps the value to restore; the last
-// session out restores it.
-const nfLogLockPath = lockDir + "/xfw-difftest-nflog.lock"
-
-// enableNetnsLogging sets nf_log_all_netns and returns its restoration,
-// which restores the value found by the first of the sessions running
-// together, once the last of them ends. (A session that dies leaves the
-// value set; the next one restores it.)
-func enableNetnsLogging() (func() error, error) {
-	f, err := os.OpenFile(nfLogLockPath, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("difftest lock %s: %w", nfLogLockPath, err)
-	}
-	fail := func(err error) (func() error, error) {
-		f.Close()
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		return fail(fmt.Errorf("difftest lock %s: %w", nfLogLockPath, err))
-	}
-	saved, err := io.ReadAll(f)
-	if err != nil {
-		return fail(fmt.Errorf("read %s: %w", nfLogLockPath, err))
-	}
-	if len(saved) == 0 {
-		if saved, err = os.ReadFile(nfLogAllNetns); err != nil {
-			return fail(fmt.Errorf("read %s: %w", nfLogAllNetns, err))
-		}
-		if _, err := f.WriteAt(saved, 0); err != nil {
-			return fail(fmt.Errorf("write %s: %w", nfLogLockPath, err))
-		}
-	}
-	if err := os.WriteFile(nfLogAllNetns, []byte("1\n"), 0o644); err != nil {
-		return fail(fmt.Errorf("enable LOG in namespaces (%s): %w", nfLogAllNetns, err))
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
-		return fail(fmt.Errorf("difftest lock %s: %w", nfLogLockPath, err))
-	}
-	return func() error {
-		defer f.Close()
-		// Let go, then see whether anyone still holds it.
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_UN); err != nil {
-			return fmt.Errorf("difftest lock %s: %w", nfLogLockPath, err)
-		}
-		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
-			return nil // another session runs: it restores
-		}
-		if err := os.WriteFile(nfLogAllNetns, saved, 0o644); err != nil {
-			return fmt.Errorf("restore %s: %w", nfLogAllNetns, err)
-		}
-		if err := f.Truncate(0); err != nil {
-			return fmt.Errorf("reset %s: %w", nfLogLockPath, err)
-		}
-		return nil
-	}, nil
 }
 
 // kmsgReader follows the kernel log.

@@ -20,10 +20,6 @@ import (
 // iptables-legacy LOG rules log them, reads the lines from the kernel log
 // and compares them with Format fed with the same bytes.
 
-// nfLogAllNetns lets the LOG target print for packets of namespaces other
-// than the initial one.
-const nfLogAllNetns = "/proc/sys/net/netfilter/nf_log_all_netns"
-
 // kernelLineTimeout bounds the wait for one LOG line.
 const kernelLineTimeout = 3 * time.Second
 
@@ -275,19 +271,18 @@ func runScenario(t *testing.T, e *oracleEnv, tail *kmsgTail, sc scenario, flags 
 	}, true
 }
 
-// enableNetnsLogging sets nf_log_all_netns for the test and restores it.
+// enableNetnsLogging sets nf_log_all_netns for the test and restores it
+// when the test and every other user of it have ended
+// (nettest.EnableNetnsLogging).
 func enableNetnsLogging(t *testing.T) {
 	t.Helper()
-	old, err := os.ReadFile(nfLogAllNetns)
+	restore, err := nettest.EnableNetnsLogging()
 	if err != nil {
-		t.Fatalf("read %s: %v", nfLogAllNetns, err)
-	}
-	if err := os.WriteFile(nfLogAllNetns, []byte("1\n"), 0o644); err != nil {
-		t.Fatalf("enable LOG in namespaces: %v", err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := os.WriteFile(nfLogAllNetns, old, 0o644); err != nil {
-			t.Errorf("restore %s: %v", nfLogAllNetns, err)
+		if err := restore(); err != nil {
+			t.Errorf("restore nf_log_all_netns: %v", err)
 		}
 	})
 }
