@@ -311,6 +311,17 @@ func setCountersAgainstKernel(t *testing.T, bin string, fam int) {
 		ipsetCmd("swap c c2")
 		send()
 		record("fifth batch, after ipset swap c c2")
+
+		// A batch, then no rule uses the sets any more: they keep the
+		// batch's counts (xfw: the replaced generation's counts, not yet
+		// in the stored sets, go there), and count no more.
+		send()
+		argv = append(fw.cmd(fam, ""), "-w", "10", "-F")
+		if res, err := nettest.Exec(tp.FwNS, argv...); err != nil || res.ExitCode != 0 {
+			t.Fatalf("%s: %v %s", kind, err, res)
+		}
+		send()
+		record("sixth batch, then iptables -F and a seventh batch (no rule counts)")
 		return phases, a
 	}
 	kernel, ka := run("kernel")
