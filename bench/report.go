@@ -456,6 +456,9 @@ func readmeSection(rep *report) string {
 	if rep.RFPF != nil {
 		writeRFPF(&b, rep.RFPF)
 	}
+	if rep.SetLookup != nil {
+		writeSetLookup(&b, rep.SetLookup)
+	}
 	b.WriteString(behindText(rep))
 	b.WriteString("INPUT, set-friendly rulesets, the DDoS scenario, the per-packet BPF_PROG_TEST_RUN cost and the traffic generator's capacity are in [results/bench.md](results/bench.md).\n")
 	return strings.ReplaceAll(b.String(), "\n## ", "\n### ")
