@@ -304,20 +304,20 @@ func setTimeoutsAgainstKernel(t *testing.T, bin string) {
 				"create tnp@ hash:net,port family " + famName + " timeout 600",
 				// 7600: a nomatch host entry expires, the /28 member remains.
 				"add tnp@ " + gnet + ",udp:7600",
-				"add tnp@ " + gen.String() + ",udp:7600 nomatch timeout 2",
+				"add tnp@ " + gen.String() + ",udp:7600 nomatch timeout 5",
 				// 7601: a /30 member expires, the /28 nomatch answers.
-				"add tnp@ " + gsmall + ",udp:7601 timeout 2",
+				"add tnp@ " + gsmall + ",udp:7601 timeout 5",
 				"add tnp@ " + gnet + ",udp:7601 nomatch",
 				"create tn@ hash:net family " + famName + " timeout 600",
-				"add tn@ " + gsmall + " timeout 2",
+				"add tn@ " + gsmall + " timeout 5",
 				"add tn@ " + gnet + " nomatch",
-				"create tipp@ hash:ip,port family " + famName + " timeout 2",
+				"create tipp@ hash:ip,port family " + famName + " timeout 5",
 				"add tipp@ " + sink.String() + ",udp:7600",
 				"add tipp@ " + sink.String() + ",udp:7601 timeout 0",
 				"create tpl@ hash:ip,port family " + famName,
 				"add tpl@ " + sink.String() + ",udp:7600",
 				"create tls@ list:set timeout 600",
-				"add tls@ tpl@ timeout 2",
+				"add tls@ tpl@ timeout 5",
 			} {
 				ipsetCmd(strings.ReplaceAll(c, "@", sfx))
 			}
@@ -337,9 +337,18 @@ func setTimeoutsAgainstKernel(t *testing.T, bin string) {
 					if err := nettest.Inject(tp.GenNS, nettest.GenIfname, frame); err != nil {
 						t.Fatalf("%s: inject: %v", kind, err)
 					}
-					time.Sleep(40 * time.Millisecond)
+					// Every rule only counts: the packet has crossed
+					// FORWARD once the policy counted it (waited for,
+					// not assumed: a loaded machine is slow).
+					var after map[string]counter
+					for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+						after = counters(t, fw.save(t, tp, fam))
+						if after[":FORWARD"].packets > before[":FORWARD"].packets || time.Now().After(deadline) {
+							break
+						}
+					}
 					var hit []string
-					for k, c := range counters(t, fw.save(t, tp, fam)) {
+					for k, c := range after {
 						if !strings.HasPrefix(k, ":") && c.packets != before[k].packets {
 							hit = append(hit, k)
 						}
@@ -349,7 +358,7 @@ func setTimeoutsAgainstKernel(t *testing.T, bin string) {
 				}
 			}
 			send("fresh")
-			time.Sleep(3 * time.Second)
+			time.Sleep(6 * time.Second) // past the 5 s timeouts
 			send("expired")
 		}
 		return out
