@@ -95,6 +95,17 @@ func mapCounters(m *ebpf.Map, n int) ([]uint64, error) {
 	return unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), 2*n), nil
 }
 
+// mapListCounters maps the first n list:set entry counters of the
+// generation in slot (the mapping outlives the map's descriptor).
+func mapListCounters(cur *state, slot uint32, n int) ([]uint64, error) {
+	m, err := cur.inner("setctr", slot)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	return mapCounters(m, n)
+}
+
 // setCounterTable is the element counters of one hash table of a
 // generation: entry keys by counter index, and the counters.
 type setCounterTable struct {
@@ -176,12 +187,7 @@ func carrySetCounters(cur *state, fam ir.Family, oldSlot, newSlot uint32, oldCfg
 		i    int
 	}
 	index := map[SetCounterID]place{}
-	lists, err := cur.inner("setctr", newSlot)
-	if err != nil {
-		return err
-	}
-	defer lists.Close()
-	nl, err := mapCounters(lists, len(u.SetCounters))
+	nl, err := mapListCounters(cur, newSlot, len(u.SetCounters))
 	if err != nil {
 		return fmt.Errorf("carry set counters: %w", err)
 	}
@@ -222,12 +228,7 @@ func carrySetCounters(cur *state, fam ir.Family, oldSlot, newSlot uint32, oldCfg
 		}
 		u.SetLeftover = append(u.SetLeftover, SetCounterValue{ID: id, Packets: p, Bytes: b})
 	}
-	oldLists, err := cur.inner("setctr", oldSlot)
-	if err != nil {
-		return err
-	}
-	defer oldLists.Close()
-	ol, err := mapCounters(oldLists, int(oldCfg.NSetCtr))
+	ol, err := mapListCounters(cur, oldSlot, int(oldCfg.NSetCtr))
 	if err != nil {
 		return fmt.Errorf("carry set counters: %w", err)
 	}
@@ -285,12 +286,7 @@ func takeSetCounters(cur *state, fam ir.Family, slot uint32) ([]SetCounterValue,
 		p, b := atomic.SwapUint64(&ctrs[2*i], 0), atomic.SwapUint64(&ctrs[2*i+1], 0)
 		out = append(out, SetCounterValue{ID: id, Packets: p, Bytes: b})
 	}
-	lists, err := cur.inner("setctr", slot)
-	if err != nil {
-		return nil, err
-	}
-	defer lists.Close()
-	l, err := mapCounters(lists, int(cfg.NSetCtr))
+	l, err := mapListCounters(cur, slot, int(cfg.NSetCtr))
 	if err != nil {
 		return nil, err
 	}
