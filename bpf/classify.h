@@ -584,8 +584,8 @@ struct xfw_sethits {
 	__u32 hit[XFW_MAX_SETLOOKUPS];
 	/* Counting probes met by the walk, per set condition: without and
 	 * with "! --update-subcounters" (xfw_set_probe). */
-	__u8 probes[XFW_MAX_SETCONDS];
-	__u8 probes_nosub[XFW_MAX_SETCONDS];
+	__u16 probes[XFW_MAX_SETCONDS];
+	__u16 probes_nosub[XFW_MAX_SETCONDS];
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -676,6 +676,8 @@ static __always_inline __u32 xfw_set_hlookup(struct xfw_pkt *p, __u32 idx, __u32
 	c->next = c->maxplen + 1;
 	/* 129 prefix lengths at most: /128 to /0. */
 	bpf_loop(129, xfw_hwalk_step, NULL, 0);
+	/* kind and flags are done with: reused for the answer and the hit
+	 * (a new variable would grow the frame, which is at its limit). */
 	kind = c->answer;
 	flags = c->ctr << XFW_SET_ANSWER_BITS | kind;
 	hits = bpf_map_lookup_elem(&xfw_sethits_scratch, &zero);
@@ -766,20 +768,20 @@ static __always_inline void xfw_setctr_add(void *m, __u32 ctr, __u32 n, __u32 le
  * the walk met: the packet reached a rule's set match of condition aux &
  * XFW_SETCNT_COND. xfw_set_count applies them once the walk is over. A
  * global function with a small frame: it is called from the walk's step,
- * the deepest call chain (512 bytes of stack in all). Saturates at 255
- * probes of one condition (more rules testing one set condition than a
- * packet can meet: the walk's bound). */
+ * the deepest call chain (512 bytes of stack in all). Saturates at 65535
+ * probes of one condition met by one packet (that many rules testing one
+ * set condition, all reached: beyond any real ruleset). */
 __attribute__((noinline)) int xfw_set_probe(__u32 aux)
 {
 	struct xfw_sethits *hits;
 	__u32 zero = 0, c = aux & (XFW_MAX_SETCONDS - 1);
-	__u8 *n;
+	__u16 *n;
 
 	hits = bpf_map_lookup_elem(&xfw_sethits_scratch, &zero);
 	if (!hits)
 		return 0;
 	n = (aux & XFW_SETCNT_SKIPSUB) ? &hits->probes_nosub[c] : &hits->probes[c];
-	if (*n < 255)
+	if (*n < 0xffff)
 		*n += 1;
 	return 0;
 }

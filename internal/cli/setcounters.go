@@ -1,9 +1,8 @@
 package cli
 
 import (
-	"time"
-
 	"fmt"
+	"time"
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/dataplane"
@@ -50,9 +49,17 @@ func setCounts(sets *ipsetLookup) func(m *ir.SetMatch) bool {
 
 // addSetCounts adds counts the data plane kept to the members of ss they
 // belong to (members since deleted are skipped), reporting whether any
-// changed. ifaces resolve hash:net,iface entries' interfaces.
-func addSetCounts(ss *ipset.Sets, vals []dataplane.SetCounterValue, ifaces []compiler.Interface) (bool, error) {
+// changed.
+func addSetCounts(ss *ipset.Sets, vals []dataplane.SetCounterValue) (bool, error) {
+	if len(vals) == 0 {
+		return false, nil
+	}
 	clk, err := nowClock()
+	if err != nil {
+		return false, err
+	}
+	// The namespace's interfaces resolve hash:net,iface entries' keys.
+	ifaces, err := dataplane.CompilerInterfaces()
 	if err != nil {
 		return false, err
 	}
@@ -105,14 +112,7 @@ func takeSetCounts(ss *ipset.Sets) (bool, error) {
 		}
 		vals = append(vals, v...)
 	}
-	if len(vals) == 0 {
-		return false, nil
-	}
-	ifaces, err := dataplane.CompilerInterfaces()
-	if err != nil {
-		return false, err
-	}
-	return addSetCounts(ss, vals, ifaces)
+	return addSetCounts(ss, vals)
 }
 
 // foldSetCounters keeps counts a replaced generation handed back
@@ -129,12 +129,8 @@ func foldSetCounters(vals []dataplane.SetCounterValue, sets *ipsetLookup) error 
 	if err != nil {
 		return fmt.Errorf("keep set counters: %w", err)
 	}
-	ifaces, err := dataplane.CompilerInterfaces()
-	if err != nil {
-		return err
-	}
 	nw := old.Clone()
-	changed, err := addSetCounts(nw, vals, ifaces)
+	changed, err := addSetCounts(nw, vals)
 	if err != nil || !changed {
 		return err
 	}

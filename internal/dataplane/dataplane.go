@@ -347,9 +347,15 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		defer oldBase.Close()
 	}
 
+	// The old generation's metadata, when a table is taken over from it
+	// or its set counters are carried over (most generations do neither).
 	oldCfg := cur.cfgs[oldSlot]
 	var oldMeta *genMeta
-	if wasOn {
+	needMeta := oldCfg.NSetCtr > 0
+	for _, st := range u.Sets {
+		needMeta = needMeta || st.Reuse > 0
+	}
+	if wasOn && needMeta {
 		if oldMeta, err = slotMeta(cur, oldSlot); err != nil {
 			return err
 		}
@@ -743,7 +749,7 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 			if st.Reuse > 0 || st.SameAs > 0 {
 				continue
 			}
-			if err := fillSetHash(m[setKind(setHashOuter, k)], false, st.Hash); err != nil {
+			if err := fillSetHash(m[setKind(setHashOuter, k)], st.Hash); err != nil {
 				return fmt.Errorf("set lookup %d (%s): %w", k, st.Set, err)
 			}
 			continue
@@ -842,14 +848,9 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 	})
 }
 
-// fillSetHash writes a hash set table's entries, after removing those of
-// the generation that used the map before (reused).
-func fillSetHash(m *ebpf.Map, reused bool, entries []SetHashEntry) error {
-	if reused {
-		if err := clearMap[bpfSetKey, bpfSetVal](m); err != nil {
-			return fmt.Errorf("remove the previous entries: %w", err)
-		}
-	}
+// fillSetHash writes a hash set table's entries into m, created for them
+// (a set table is never refilled: the running generation may share it).
+func fillSetHash(m *ebpf.Map, entries []SetHashEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}
