@@ -85,8 +85,8 @@ func main() {
 			err = runTCPSink(os.Args[2:])
 		case "tcpstream":
 			err = runTCPStream(os.Args[2:])
-		case "readme":
-			err = runReadme(os.Args[2:])
+		case "docs":
+			err = runDocs(os.Args[2:])
 		case "render":
 			err = runRender(os.Args[2:])
 		default:

@@ -319,65 +319,108 @@ func latencySizes(ps []latencyPoint) []int {
 	return out
 }
 
-// runReadme replaces the "Benchmarks" section at the end of README.md with
-// a summary of a report.
-func runReadme(args []string) error {
-	fs := flag.NewFlagSet("readme", flag.ContinueOnError)
+// runDocs rewrites the generated part of docs/benchmarks.md (everything
+// below docsMarker) from a report; the hand-written introduction above the
+// marker and the hand-written "Large address sets" section are kept.
+func runDocs(args []string) error {
+	fs := flag.NewFlagSet("docs", flag.ContinueOnError)
 	in := fs.String("in", "results/bench.json", "report")
-	readme := fs.String("readme", "README.md", "README to update")
+	out := fs.String("out", "docs/benchmarks.md", "page to update below its marker line")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	b, err := os.ReadFile(*in)
+	rep, err := readReport(*in)
 	if err != nil {
-		return fmt.Errorf("read report: %w", err)
+		return err
 	}
-	var rep report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		return fmt.Errorf("decode %s: %w", *in, err)
-	}
-	old, err := os.ReadFile(*readme)
+	results, err := resultsLink(*in, *out)
 	if err != nil {
-		return fmt.Errorf("read README: %w", err)
+		return err
+	}
+	old, err := os.ReadFile(*out)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", *out, err)
 	}
 	text := string(old)
-	const heading = "\n## Benchmarks\n"
+	i := strings.Index(text, docsMarker)
+	if i < 0 {
+		return fmt.Errorf("%s has no line %q: put it below the page's hand-written introduction", *out, docsMarker)
+	}
+	intro, generated := text[:i+len(docsMarker)], text[i+len(docsMarker):]
+	section := docsSection(rep, results)
 	// The LPM section comes from make bench-lpm (results/lpm.md), not from
 	// this report: keep it where it was.
-	lpm := ""
-	if i := strings.Index(text, lpmHeading); i >= 0 {
-		lpm = text[i:]
-		if j := strings.Index(lpm, notAheadHeading); j >= 0 {
-			lpm = lpm[:j]
-		} else if j := strings.Index(lpm[len(lpmHeading):], "\n## "); j >= 0 {
-			lpm = lpm[:len(lpmHeading)+j+1]
-		}
-	}
-	if i := strings.Index(text, heading); i >= 0 {
-		text = text[:i]
-	}
-	section := readmeSection(&rep)
-	if lpm != "" {
+	if lpm := handWrittenLPM(generated); lpm != "" {
 		if j := strings.Index(section, notAheadHeading); j >= 0 {
 			section = section[:j] + lpm + section[j:]
 		} else {
 			section += lpm
 		}
 	}
-	text = strings.TrimRight(text, "\n") + "\n" + heading + "\n" + section
-	if err := os.WriteFile(*readme, []byte(text), 0o644); err != nil {
-		return fmt.Errorf("write README: %w", err)
+	if err := os.WriteFile(*out, []byte(intro+"\n\n"+section), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", *out, err)
 	}
 	return nil
 }
 
-// readmeSection renders the README's "Benchmarks" section from a report.
-func readmeSection(rep *report) string {
+// readReport decodes a bench.json report.
+func readReport(path string) (*report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read report: %w", err)
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return &rep, nil
+}
+
+// resultsLink returns the path from the page's directory to the report's
+// (where bench.md and the plots are), ending in a slash: "../results/"
+// for docs/benchmarks.md and results/bench.json.
+func resultsLink(report, page string) (string, error) {
+	from, err := filepath.Abs(filepath.Dir(page))
+	if err != nil {
+		return "", fmt.Errorf("locate %s: %w", page, err)
+	}
+	to, err := filepath.Abs(filepath.Dir(report))
+	if err != nil {
+		return "", fmt.Errorf("locate %s: %w", report, err)
+	}
+	rel, err := filepath.Rel(from, to)
+	if err != nil {
+		return "", fmt.Errorf("link %s from %s: %w", report, page, err)
+	}
+	return filepath.ToSlash(rel) + "/", nil
+}
+
+// handWrittenLPM returns the hand-written "Large address sets" section of
+// the generated part of the page (up to the next generated heading), or "".
+func handWrittenLPM(generated string) string {
+	i := strings.Index(generated, lpmHeading)
+	if i < 0 {
+		return ""
+	}
+	lpm := generated[i:]
+	if j := strings.Index(lpm, notAheadHeading); j >= 0 {
+		return lpm[:j]
+	}
+	if j := strings.Index(lpm[len(lpmHeading):], "\n## "); j >= 0 {
+		return lpm[:len(lpmHeading)+j+1]
+	}
+	return lpm
+}
+
+// docsSection renders the generated part of docs/benchmarks.md from a
+// report; results is the link from the page to the report's directory.
+func docsSection(rep *report, results string) string {
 	var b strings.Builder
+	b.WriteString("## Latest run\n\n")
 	fmt.Fprintf(&b, "`make bench` runs the whole suite (as root, about %.0f minutes here; it installs what it needs, "+
-		"creates its own namespaces and removes them) and writes [results/bench.md](results/bench.md) (every table), "+
+		"creates its own namespaces and removes them) and writes [results/bench.md](%sbench.md) (every table), "+
 		"`results/bench.json` and the plots `results/*.png`; `make bench-quick` prints the headline ratios in under a minute. "+
-		"Benchmarks are not tests: nothing asserts timings.\n\n", rep.Seconds/60)
+		"Benchmarks are not tests: nothing asserts timings.\n\n", rep.Seconds/60, results)
 	fmt.Fprintf(&b, "Latest run: `%s`, %s, on %s (%d cores%s), kernel %s, %s memory; xfw built from %s. Medians of %d repetitions, firewalls alternating within each.",
 		rep.Command, rep.Started.Format("2006-01-02"), rep.Machine.CPU, rep.Machine.Cores, ifNotEmpty(", ", rep.Machine.Virtual),
 		rep.Machine.Kernel, rep.Machine.Memory, rep.Machine.Versions["xfw commit"], rep.Reps)
@@ -396,7 +439,7 @@ func readmeSection(rep *report) string {
 		fmt.Fprintf(&b, " Other work on the machine took a median %.0f%% (up to %.0f%%) of the firewall's CPU during the measurement windows: pps values are disturbed where it was high, fw CPU ns/packet much less.", 100*o.Median, 100*o.Max)
 	}
 	b.WriteString("\n\n")
-	b.WriteString("### Headline: xfw vs iptables-nft\n\n| | xfw | iptables-nft | ratio |\n|---|---|---|---|\n")
+	b.WriteString("## Headline: xfw vs iptables-nft\n\n| | xfw | iptables-nft | ratio |\n|---|---|---|---|\n")
 	for _, s := range []*throughputSection{rep.Forward, rep.Input} {
 		if s == nil {
 			continue
@@ -443,15 +486,15 @@ func readmeSection(rep *report) string {
 		}
 	}
 	b.WriteString("\n(ratio: xfw's rate over iptables-nft's, or how much less CPU per packet it uses; for latencies, how much longer or shorter xfw takes.)\n\n")
+	b.WriteString(methodText)
 	if rep.Forward != nil {
-		writeThroughput(&b, rep.Forward, "pps", "results/"+plotForward)
+		writeThroughput(&b, rep.Forward, "pps", results+plotForward)
 	}
 	if rep.Update != nil {
-		writeUpdate(&b, rep.Update, "results/"+plotUpdate)
+		writeUpdate(&b, rep.Update, results+plotUpdate)
 	}
 	if rep.Conntrack != nil {
-		// "##" becomes "###" below; the subsections stay "####".
-		writeConntrack(&b, rep.Conntrack, "results/", "##", "####")
+		writeConntrack(&b, rep.Conntrack, results, "##", "###")
 	}
 	if rep.RFPF != nil {
 		writeRFPF(&b, rep.RFPF)
@@ -460,8 +503,8 @@ func readmeSection(rep *report) string {
 		writeSetLookup(&b, rep.SetLookup)
 	}
 	b.WriteString(behindText(rep))
-	b.WriteString("INPUT, set-friendly rulesets, the DDoS scenario, the per-packet BPF_PROG_TEST_RUN cost and the traffic generator's capacity are in [results/bench.md](results/bench.md).\n")
-	return strings.ReplaceAll(b.String(), "\n## ", "\n### ")
+	b.WriteString("INPUT, set-friendly rulesets, the DDoS scenario, the per-packet BPF_PROG_TEST_RUN cost and the traffic generator's capacity are in [results/bench.md](" + results + "bench.md).\n")
+	return b.String()
 }
 
 // behindText lists the measured points where xfw is not ahead of
@@ -632,11 +675,17 @@ func latencyRatio(xfw, ref float64) string {
 	return fmt.Sprintf("xfw takes ×%.2f the time", xfw/ref)
 }
 
-// Headings of the README's Benchmarks section that runReadme looks for.
+// Headings of the generated part of docs/benchmarks.md that runDocs looks
+// for.
 const (
-	lpmHeading      = "### Large address sets (`make bench-lpm`"
-	notAheadHeading = "### Where xfw is not ahead yet"
+	lpmHeading      = "## Large address sets (`make bench-lpm`"
+	notAheadHeading = "## Where xfw is not ahead yet"
 )
+
+// docsMarker ends the hand-written introduction of docs/benchmarks.md:
+// runDocs rewrites everything below it.
+const docsMarker = "<!-- Generated below this line by `xfwbench docs` (bench/run.sh full) from results/bench.json: " +
+	"edit bench/report.go, not the text below, except the hand-written \"Large address sets\" section, which it keeps. -->"
 
 // runRender rewrites bench.md from bench.json (after editing the JSON, or
 // to render an older report with the current layout).
@@ -646,15 +695,11 @@ func runRender(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	b, err := os.ReadFile(filepath.Join(*dir, jsonFile))
+	rep, err := readReport(filepath.Join(*dir, jsonFile))
 	if err != nil {
-		return fmt.Errorf("read report: %w", err)
+		return err
 	}
-	var rep report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		return fmt.Errorf("decode report: %w", err)
-	}
-	md := renderMarkdown(&rep, "")
+	md := renderMarkdown(rep, "")
 	if err := os.WriteFile(filepath.Join(*dir, markdownFile), []byte(md), 0o644); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}

@@ -536,7 +536,7 @@ func rfpfNotes(sec *rfpfSection, o *options) []string {
 		mixName = "not RFPF's botnet mix but `-rfpf-mix " + fmt.Sprintf("%d,%d,%d", sec.Mix.Random, sec.Mix.Allow, sec.Mix.Block) + "`"
 	}
 	return []string{
-		"Run it with `bench/run.sh full -sections rfpf` as root after `make build` (it rewrites this section of results/bench.md and the README; the other sections keep their numbers).",
+		"Run it with `bench/run.sh full -sections rfpf` as root after `make build` (it rewrites this section of results/bench.md and docs/benchmarks.md; the other sections keep their numbers).",
 		"FORWARD, in order: `-m set --match-set allow src -j ACCEPT`, `-m set --match-set block src -j DROP`, `-m set --match-set geo src -j DROP`, policy ACCEPT. Sets: " + strings.Join(sets, "; ") + ". " +
 			"xfw loads them with `xfw ipset restore` (one per set) and `xfw iptables-restore`, after an untimed empty `xfw iptables-restore` that starts its data plane (the first xfw command in a namespace loads and verifies the programs, under 2 s here); iptables-legacy and iptables-nft use the kernel's ipset (`ipset restore`) with `-m set` rules; nftables has interval sets (`flags interval; auto-merge`) for the networks and a plain set (a hash, as hash:ip) for the hosts, and `ip saddr @set counter accept|drop` rules.",
 		fmt.Sprintf("Traffic: %s over %s UDP flows (64-byte frames, round-robin, shuffled): %d%% from random unicast sources (uniform over IPv4 without 0/8, 10/8, 127/8 and 224/3; they may fall into any list), %d%% from hosts of allow networks (a random network, then a random host in it), %d%% from distinct block-list hosts. "+

@@ -5,7 +5,8 @@
 #
 #   bench/run.sh full [xfwbench flags…]   every section; writes results/
 #                                          (bench.json, bench.md, *.png) and
-#                                          the README's Benchmarks section
+#                                          the generated part of
+#                                          docs/benchmarks.md
 #   bench/run.sh quick                     headline ratios only (< 1 minute)
 #
 # Like scripts/deps.sh it installs what is missing (Debian packages, asking
@@ -56,8 +57,8 @@ full)
 	"${BIN}" -out results -xfw results/tmp/xfw "$@"
 	log "drawing plots"
 	"${PYTHON}" bench/plot.py results
-	log "updating the Benchmarks section of README.md"
-	"${BIN}" readme -in results/bench.json -readme README.md
+	log "updating docs/benchmarks.md"
+	"${BIN}" docs -in results/bench.json -out docs/benchmarks.md
 	log "results in results/bench.md"
 	;;
 *)
