@@ -48,57 +48,13 @@ const (
 
 // firewalls returns the implementations by name; xfwBin is xfw's binary.
 func firewalls(xfwBin string) map[string]*firewall {
-	restoreWith := func(cmd ...string) func(context.Context, string, *ruleset) error {
-		return func(ctx context.Context, ns string, rs *ruleset) error {
-			_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.iptablesRestore(false)), cmd...)
-			return err
-		}
-	}
-	ruleCmd := func(op string, cmd ...string) func(context.Context, string, string, rule) error {
-		return func(ctx context.Context, ns, chain string, r rule) error {
-			argv := append(append(append([]string(nil), cmd...), op, chain), r.iptablesArgs()...)
-			_, err := runIn(ctx, 0, ns, nil, argv...)
-			return err
-		}
-	}
-	appendWith := func(cmd ...string) func(context.Context, string, string, rule) error { return ruleCmd("-A", cmd...) }
-	empty := &ruleset{Chain: "FORWARD", Policy: "ACCEPT"}
-	resetWith := func(cmd ...string) func(context.Context, string) error {
-		return func(ctx context.Context, ns string) error {
-			_, err := runIn(ctx, 0, ns, strings.NewReader(empty.iptablesRestore(false)), cmd...)
-			return err
-		}
-	}
-	nftLoad := func(ctx context.Context, ns string, rs *ruleset) error {
-		_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.nftScript()), "nft", "-f", "/dev/stdin")
-		return err
-	}
-	nftReset := func(ctx context.Context, ns string) error {
-		return mustIn(ctx, ns, "nft", "flush", "ruleset")
-	}
 	fws := map[string]*firewall{
 		fwNone: {
 			Name:  fwNone,
 			load:  func(context.Context, string, *ruleset) error { return nil },
 			reset: func(context.Context, string) error { return nil },
 		},
-		fwXFW: {
-			Name: fwXFW,
-			bin:  xfwBin,
-			// Conntrack matches included: xfw tracks connections in its
-			// data plane (bpf/ct.h).
-			load: func(ctx context.Context, ns string, rs *ruleset) error {
-				_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.iptablesRestore(false)),
-					xfwBin, "iptables-restore", "-w")
-				return err
-			},
-			appendRule: appendWith(xfwBin, "iptables", "-w"),
-			insertRule: ruleCmd("-I", xfwBin, "iptables", "-w"),
-			deleteRule: ruleCmd("-D", xfwBin, "iptables", "-w"),
-			reset: func(ctx context.Context, ns string) error {
-				return mustIn(ctx, ns, xfwBin, "stop")
-			},
-		},
+		fwXFW: xfwFirewall(xfwBin),
 		fwLegacy: {
 			Name:       fwLegacy,
 			load:       restoreWith("iptables-legacy-restore", "-w"),
@@ -123,51 +79,126 @@ func firewalls(xfwBin string) map[string]*firewall {
 			},
 			reset: nftReset,
 		},
-		fwIpset: {
-			Name: fwIpset,
-			load: func(ctx context.Context, ns string, rs *ruleset) error {
-				// Drop the rule using the set before replacing the set.
-				if err := nftReset(ctx, ns); err != nil {
-					return err
-				}
-				_ = mustIn(ctx, ns, "ipset", "destroy", ipsetName)
-				if _, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.ipsetRestore()), "ipset", "restore"); err != nil {
-					return err
-				}
-				_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.iptablesRestore(true)), "iptables-nft-restore", "-w")
-				return err
-			},
-			reset: func(ctx context.Context, ns string) error {
-				if err := nftReset(ctx, ns); err != nil {
-					return err
-				}
-				_ = mustIn(ctx, ns, "ipset", "destroy", ipsetName)
-				return nil
-			},
-			setUpdate: ipsetUpdate("ipset"),
-		},
+		fwIpset:  ipsetFirewall(),
 		fwNFTSet: {Name: fwNFTSet, load: nftLoad, reset: nftReset},
-		fwXFWSet: {
-			Name: fwXFWSet,
-			load: func(ctx context.Context, ns string, rs *ruleset) error {
-				// xfw stop removes the rules and the sets (kept in
-				// the namespace's data plane).
-				if err := mustIn(ctx, ns, xfwBin, "stop"); err != nil {
-					return err
-				}
-				if _, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.ipsetRestore()), xfwBin, "ipset", "restore"); err != nil {
-					return err
-				}
-				_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.iptablesRestore(true)), xfwBin, "iptables-restore", "-w")
-				return err
-			},
-			reset: func(ctx context.Context, ns string) error {
-				return mustIn(ctx, ns, xfwBin, "stop")
-			},
-			setUpdate: ipsetUpdate(xfwBin, "ipset"),
-		},
+		fwXFWSet: xfwSetFirewall(xfwBin),
 	}
 	return fws
+}
+
+// xfwFirewall is xfw, driven through its iptables commands.
+func xfwFirewall(xfwBin string) *firewall {
+	return &firewall{
+		Name: fwXFW,
+		bin:  xfwBin,
+		// Conntrack matches included: xfw tracks connections in its
+		// data plane (bpf/ct.h).
+		load: func(ctx context.Context, ns string, rs *ruleset) error {
+			_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.iptablesRestore(false)),
+				xfwBin, "iptables-restore", "-w")
+			return err
+		},
+		appendRule: appendWith(xfwBin, "iptables", "-w"),
+		insertRule: ruleCmd("-I", xfwBin, "iptables", "-w"),
+		deleteRule: ruleCmd("-D", xfwBin, "iptables", "-w"),
+		reset: func(ctx context.Context, ns string) error {
+			return mustIn(ctx, ns, xfwBin, "stop")
+		},
+	}
+}
+
+// ipsetFirewall is the kernel's ipset with one -m set rule (iptables-nft).
+func ipsetFirewall() *firewall {
+	return &firewall{
+		Name: fwIpset,
+		load: func(ctx context.Context, ns string, rs *ruleset) error {
+			// Drop the rule using the set before replacing the set.
+			if err := nftReset(ctx, ns); err != nil {
+				return err
+			}
+			_ = mustIn(ctx, ns, "ipset", "destroy", ipsetName)
+			if _, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.ipsetRestore()), "ipset", "restore"); err != nil {
+				return err
+			}
+			_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.iptablesRestore(true)), "iptables-nft-restore", "-w")
+			return err
+		},
+		reset: func(ctx context.Context, ns string) error {
+			if err := nftReset(ctx, ns); err != nil {
+				return err
+			}
+			_ = mustIn(ctx, ns, "ipset", "destroy", ipsetName)
+			return nil
+		},
+		setUpdate: ipsetUpdate("ipset"),
+	}
+}
+
+// xfwSetFirewall is xfw's ipset with one -m set rule.
+func xfwSetFirewall(xfwBin string) *firewall {
+	return &firewall{
+		Name: fwXFWSet,
+		load: func(ctx context.Context, ns string, rs *ruleset) error {
+			// xfw stop removes the rules and the sets (kept in
+			// the namespace's data plane).
+			if err := mustIn(ctx, ns, xfwBin, "stop"); err != nil {
+				return err
+			}
+			if _, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.ipsetRestore()), xfwBin, "ipset", "restore"); err != nil {
+				return err
+			}
+			_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.iptablesRestore(true)), xfwBin, "iptables-restore", "-w")
+			return err
+		},
+		reset: func(ctx context.Context, ns string) error {
+			return mustIn(ctx, ns, xfwBin, "stop")
+		},
+		setUpdate: ipsetUpdate(xfwBin, "ipset"),
+	}
+}
+
+// restoreWith returns a load that feeds the ruleset to an
+// iptables-restore command.
+func restoreWith(cmd ...string) func(context.Context, string, *ruleset) error {
+	return func(ctx context.Context, ns string, rs *ruleset) error {
+		_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.iptablesRestore(false)), cmd...)
+		return err
+	}
+}
+
+// ruleCmd returns a rule command that runs `cmd… op CHAIN RULE…`.
+func ruleCmd(op string, cmd ...string) func(context.Context, string, string, rule) error {
+	return func(ctx context.Context, ns, chain string, r rule) error {
+		argv := append(append(append([]string(nil), cmd...), op, chain), r.iptablesArgs()...)
+		_, err := runIn(ctx, 0, ns, nil, argv...)
+		return err
+	}
+}
+
+// appendWith returns an appendRule that runs `cmd… -A CHAIN RULE…`.
+func appendWith(cmd ...string) func(context.Context, string, string, rule) error {
+	return ruleCmd("-A", cmd...)
+}
+
+// resetWith returns a reset that restores the empty ruleset with an
+// iptables-restore command.
+func resetWith(cmd ...string) func(context.Context, string) error {
+	empty := &ruleset{Chain: "FORWARD", Policy: "ACCEPT"}
+	return func(ctx context.Context, ns string) error {
+		_, err := runIn(ctx, 0, ns, strings.NewReader(empty.iptablesRestore(false)), cmd...)
+		return err
+	}
+}
+
+// nftLoad loads the ruleset as an nft script.
+func nftLoad(ctx context.Context, ns string, rs *ruleset) error {
+	_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(rs.nftScript()), "nft", "-f", "/dev/stdin")
+	return err
+}
+
+// nftReset flushes the nftables ruleset (iptables-nft's rules included).
+func nftReset(ctx context.Context, ns string) error {
+	return mustIn(ctx, ns, "nft", "flush", "ruleset")
 }
 
 // ipsetUpdate returns a setUpdate that runs `argv… add|del SET ADDR`.

@@ -10,6 +10,12 @@
 // It creates only its own namespaces ("xbench-<pid>-<hex>-{gen,fw,sink}"),
 // runs firewalls only inside them, sends traffic only between them, and
 // removes them on exit, error or signal.
+//
+// The benchmark drives the firewalls through their own command-line tools
+// (xfw's binary included). Of xfw's packages it imports only what the
+// BPF_PROG_TEST_RUN section loads without the binary (the iptables front
+// end and ir to parse a ruleset, the compiler, the data plane) and nettest
+// (entering and cleaning up its namespaces). Nothing imports it.
 package main
 
 import (

@@ -48,163 +48,198 @@ type report struct {
 
 // runFull runs every selected section and writes the report.
 func runFull(ctx context.Context, o *options) error {
+	r, err := startFullRun(ctx, o)
+	if err != nil {
+		return err
+	}
+	if err := r.runGenerator(); err != nil {
+		return err
+	}
+	if err := r.runRigSections(); err != nil {
+		return err
+	}
+	if err := r.runOtherSections(); err != nil {
+		return err
+	}
+	if err := r.save(); err != nil {
+		return err
+	}
+	progress("done in %s: %s", time.Since(r.rep.Started).Round(time.Second), filepath.Join(o.out, "bench.md"))
+	fmt.Print(headline(r.rep))
+	return nil
+}
+
+// fullRun is the state of runFull: the report being written, the one
+// already in -out (nil if none) and the firewalls compared.
+type fullRun struct {
+	ctx  context.Context
+	o    *options
+	rep  *report
+	prev *report
+	fws  map[string]*firewall
+}
+
+// startFullRun waits for the machine to be idle, describes it and reads
+// the report already in -out.
+func startFullRun(ctx context.Context, o *options) (*fullRun, error) {
 	rep := &report{Command: "make bench", Started: time.Now(), Reps: o.reps,
 		WarmMs: o.timing.Warm.Milliseconds(), WindowMs: o.timing.Window.Milliseconds()}
 	waitIdle(o.waitIdle)
 	var err error
 	rep.Machine, err = describeMachine(o.xfwBin)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	progress("machine: %s, %d cores, kernel %s, %s memory", rep.Machine.CPU, rep.Machine.Cores, rep.Machine.Kernel, rep.Machine.Memory)
 	o.runInfo = fmt.Sprintf("Measured by `%s`, started %s, xfw commit %s, load average %s at the start.",
 		commandLine(), rep.Started.UTC().Format("2006-01-02 15:04 MST"), rep.Machine.Versions["xfw commit"], rep.Machine.LoadAvg)
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", o.out, err)
+		return nil, fmt.Errorf("create %s: %w", o.out, err)
 	}
 	// A run of some sections only keeps the other sections of the
 	// report already in -out (and its header: machine, command, start).
 	prev, err := readPreviousReport(o.out, o.sections)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	save := func() error {
-		rep.Seconds = time.Since(rep.Started).Seconds()
-		if prev != nil {
-			return writeReport(o.out, mergeReports(prev, rep, o.sections))
-		}
-		return writeReport(o.out, rep)
-	}
-	fws := firewalls(o.xfwBin)
-	pick := func(names []string) []*firewall {
-		var out []*firewall
-		for _, n := range names {
-			out = append(out, fws[n])
-		}
-		return out
-	}
+	return &fullRun{ctx: ctx, o: o, rep: rep, prev: prev, fws: firewalls(o.xfwBin)}, nil
+}
 
-	if o.sections[secForward] || o.sections[secInput] {
-		progress("== generator capacity (empty path)")
-		if rep.Generator, err = runGenCapacity(ctx, o, fws[fwNone]); err != nil {
-			return err
-		}
-		if err := save(); err != nil {
-			return err
-		}
+// save writes the report measured so far (merged into the previous one).
+func (r *fullRun) save() error {
+	r.rep.Seconds = time.Since(r.rep.Started).Seconds()
+	if r.prev != nil {
+		return writeReport(r.o.out, mergeReports(r.prev, r.rep, r.o.sections))
 	}
-	if o.sections[secForward] || o.sections[secInput] || o.sections[secUpdate] {
-		rigs, err := newRigs(ctx, pick(scalingFirewalls))
-		if err != nil {
-			return err
-		}
-		err = func() error {
-			defer closeRigs(rigs)
-			for _, mode := range []string{secForward, secInput} {
-				if !o.sections[mode] {
-					continue
-				}
-				input := mode == secInput
-				chain := "FORWARD"
-				if input {
-					chain = "INPUT"
-				}
-				progress("== scaling, %s", chain)
-				sec, err := runScaling(ctx, o, rigs, scaleConfig{
-					title:  "Scaling, " + chain,
-					xLabel: "5-tuple rules",
-					xs:     scalingSizes,
-					input:  input,
-					rulesets: func(x int) (*ruleset, []flow) {
-						flows := fiveTupleFlows(max(x, 1), input)
-						return fiveTupleRuleset(chain, flows[:x]), flows
-					},
-				})
-				if err != nil {
-					return err
-				}
-				if input {
-					rep.Input = sec
-				} else {
-					rep.Forward = sec
-				}
-				if err := save(); err != nil {
-					return err
-				}
-			}
-			if o.sections[secUpdate] {
-				progress("== rule update latency")
-				var err error
-				if rep.Update, err = runUpdate(ctx, o, rigs, updateSizes); err != nil {
-					return err
-				}
-				return save()
-			}
-			return nil
-		}()
-		if err != nil {
-			return err
-		}
+	return writeReport(r.o.out, r.rep)
+}
+
+// pick returns the named firewalls.
+func (r *fullRun) pick(names []string) []*firewall {
+	var out []*firewall
+	for _, n := range names {
+		out = append(out, r.fws[n])
 	}
-	if o.sections[secSets] {
-		progress("== set-friendly rulesets")
-		if rep.Sets, err = runSets(ctx, o, fws); err != nil {
-			return err
-		}
-		if err := save(); err != nil {
-			return err
-		}
+	return out
+}
+
+// runGenerator measures the generator's capacity, which the forward and
+// input sections compare against.
+func (r *fullRun) runGenerator() error {
+	if !r.o.sections[secForward] && !r.o.sections[secInput] {
+		return nil
 	}
-	if o.sections[secDDoS] {
-		progress("== DDoS scenario")
-		if rep.DDoS, err = runDDoS(ctx, o, pick(scalingFirewalls)); err != nil {
-			return err
-		}
-		if err := save(); err != nil {
-			return err
-		}
-	}
-	if o.sections[secConntrack] {
-		progress("== connection tracking")
-		if rep.Conntrack, err = runConntrack(ctx, o, pick(scalingFirewalls)); err != nil {
-			return err
-		}
-		if err := save(); err != nil {
-			return err
-		}
-	}
-	if o.sections[secRFPF] {
-		progress("== RFPF configuration (allow, block and geo sets)")
-		if rep.RFPF, err = runRFPF(ctx, o); err != nil {
-			return err
-		}
-		if err := save(); err != nil {
-			return err
-		}
-	}
-	if o.sections[secSetLookup] {
-		progress("== set lookups (BPF_PROG_TEST_RUN)")
-		if rep.SetLookup, err = runSetLookup(ctx, o); err != nil {
-			return err
-		}
-		if err := save(); err != nil {
-			return err
-		}
-	}
-	if o.sections[secProgRun] {
-		progress("== data-plane cost (BPF_PROG_TEST_RUN)")
-		if rep.ProgRun, err = runProgRun(ctx, o); err != nil {
-			return err
-		}
-		if err := save(); err != nil {
-			return err
-		}
-	}
-	if err := save(); err != nil {
+	progress("== generator capacity (empty path)")
+	var err error
+	if r.rep.Generator, err = runGenCapacity(r.ctx, r.o, r.fws[fwNone]); err != nil {
 		return err
 	}
-	progress("done in %s: %s", time.Since(rep.Started).Round(time.Second), filepath.Join(o.out, "bench.md"))
-	fmt.Print(headline(rep))
+	return r.save()
+}
+
+// runRigSections runs the sections that share one set of rigs: scaling
+// (forward, input) and rule update latency.
+func (r *fullRun) runRigSections() error {
+	if !r.o.sections[secForward] && !r.o.sections[secInput] && !r.o.sections[secUpdate] {
+		return nil
+	}
+	rigs, err := newRigs(r.ctx, r.pick(scalingFirewalls))
+	if err != nil {
+		return err
+	}
+	defer closeRigs(rigs)
+	for _, mode := range []string{secForward, secInput} {
+		if !r.o.sections[mode] {
+			continue
+		}
+		if err := r.runScalingSection(rigs, mode == secInput); err != nil {
+			return err
+		}
+	}
+	if r.o.sections[secUpdate] {
+		progress("== rule update latency")
+		if r.rep.Update, err = runUpdate(r.ctx, r.o, rigs, updateSizes); err != nil {
+			return err
+		}
+		return r.save()
+	}
+	return nil
+}
+
+// runScalingSection sweeps the 5-tuple rule counts through FORWARD, or
+// INPUT if input.
+func (r *fullRun) runScalingSection(rigs []*rig, input bool) error {
+	chain := "FORWARD"
+	if input {
+		chain = "INPUT"
+	}
+	progress("== scaling, %s", chain)
+	sec, err := runScaling(r.ctx, r.o, rigs, scaleConfig{
+		title:  "Scaling, " + chain,
+		xLabel: "5-tuple rules",
+		xs:     scalingSizes,
+		input:  input,
+		rulesets: func(x int) (*ruleset, []flow) {
+			flows := fiveTupleFlows(max(x, 1), input)
+			return fiveTupleRuleset(chain, flows[:x]), flows
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if input {
+		r.rep.Input = sec
+	} else {
+		r.rep.Forward = sec
+	}
+	return r.save()
+}
+
+// runOtherSections runs the sections with rigs of their own, in order,
+// saving the report after each.
+func (r *fullRun) runOtherSections() error {
+	ctx, o := r.ctx, r.o
+	sections := []struct {
+		name, title string
+		run         func() error
+	}{
+		{secSets, "set-friendly rulesets", func() (err error) {
+			r.rep.Sets, err = runSets(ctx, o, r.fws)
+			return err
+		}},
+		{secDDoS, "DDoS scenario", func() (err error) {
+			r.rep.DDoS, err = runDDoS(ctx, o, r.pick(scalingFirewalls))
+			return err
+		}},
+		{secConntrack, "connection tracking", func() (err error) {
+			r.rep.Conntrack, err = runConntrack(ctx, o, r.pick(scalingFirewalls))
+			return err
+		}},
+		{secRFPF, "RFPF configuration (allow, block and geo sets)", func() (err error) {
+			r.rep.RFPF, err = runRFPF(ctx, o)
+			return err
+		}},
+		{secSetLookup, "set lookups (BPF_PROG_TEST_RUN)", func() (err error) {
+			r.rep.SetLookup, err = runSetLookup(ctx, o)
+			return err
+		}},
+		{secProgRun, "data-plane cost (BPF_PROG_TEST_RUN)", func() (err error) {
+			r.rep.ProgRun, err = runProgRun(ctx, o)
+			return err
+		}},
+	}
+	for _, sec := range sections {
+		if !o.sections[sec.name] {
+			continue
+		}
+		progress("== %s", sec.title)
+		if err := sec.run(); err != nil {
+			return err
+		}
+		if err := r.save(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

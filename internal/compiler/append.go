@@ -165,90 +165,15 @@ func (g *Generation) logConfig(o *ir.LogOptions) uint16 {
 // class) for an append, a rule's entry for a deletion. The
 // generation's arrays must be its own (AppendRule copies them).
 func (g *Generation) place(p uint32, cond Cond) (int, error) {
-	nchunks := int(g.NumChunks)
-	k := int(p) / ChunkBits
-	w := (int(p) % ChunkBits) / 64
-	bit := uint64(1) << (p % 64)
-	type variant struct {
-		class uint32
-		want  bool
-	}
-	made := map[variant]uint32{}
-	var setBitOnce func(c uint32, want bool) uint32
-	// answers[2c+want] is setBit(c, want)+1 once asked, for the classes
-	// there were before: tens of thousands of address bounds share a few
-	// thousand classes, and asking a class's chunk is two random reads.
-	answers := make([]uint32, 2*(len(g.ClassChunks)/max(nchunks, 1)))
-	// setBit returns the class whose entries are c's, with p in it or not
-	// (want): c itself when it already is so, else a copy.
-	setBit := func(c uint32, want bool) uint32 {
-		a := 2 * int(c)
-		if want {
-			a++
-		}
-		if a < len(answers) && answers[a] != 0 {
-			return answers[a] - 1
-		}
-		n := setBitOnce(c, want)
-		if a < len(answers) {
-			answers[a] = n + 1
-		}
-		return n
-	}
-	setBitOnce = func(c uint32, want bool) uint32 {
-		ids := g.ClassChunks[int(c)*nchunks : int(c+1)*nchunks]
-		if (g.Chunks[ids[k]].Words[w]&bit != 0) == want {
-			return c
-		}
-		v := variant{c, want}
-		if n, ok := made[v]; ok {
-			return n
-		}
-		nids := slices.Clone(ids)
-		ch := g.Chunks[ids[k]]
-		if want {
-			ch.Words[w] |= bit
-			ch.Summary |= 1 << uint(w)
-		} else {
-			ch.Words[w] &^= bit
-			if ch.Words[w] == 0 {
-				ch.Summary &^= 1 << uint(w)
-			}
-		}
-		if ch.Summary == 0 {
-			nids[k] = 0 // the empty chunk
-		} else {
-			nids[k] = uint32(len(g.Chunks))
-			g.Chunks = append(g.Chunks, ch)
-		}
-		n := uint32(len(g.ClassChunks) / nchunks)
-		g.ClassChunks = append(g.ClassChunks, nids...)
-		made[v] = n
-		return n
-	}
+	cs := newClassSetter(g, p)
+	setBit := cs.setBit
 
 	// The values cond holds for get a class with p, the others one
 	// without (a slack position is in no class: they keep theirs).
 	// The address fields' new bounds are written one after the other
 	// into one new array, in field order (AddrIndex follows it); fields
 	// not classified keep theirs.
-	oldBounds, oldBase, oldCount := g.Bounds, g.AddrBase, g.AddrCount
-	oldAddr := func(a int) []Bound { return oldBounds[oldBase[a] : oldBase[a]+oldCount[a]] }
-	extra := 0
-	for f := Field(0); f < NumFields; f++ {
-		if s := cond[f]; f.Kind() == KindAddr && s != nil {
-			extra += 2 * len(s.Ivs)
-		}
-	}
-	bounds := make([]Bound, 0, len(oldBounds)+extra)
-	prefault.Slice(bounds[:cap(bounds)])
-	nextAddr := 0 // the first address field not in bounds yet
-	copyAddr := func(upTo int) {
-		for ; nextAddr < upTo; nextAddr++ {
-			g.AddrBase[nextAddr] = uint32(len(bounds))
-			bounds = append(bounds, oldAddr(nextAddr)...)
-		}
-	}
+	br := newBoundsRewrite(g, cond)
 	for f := Field(0); f < NumFields; f++ {
 		if g.Active&(1<<uint(f)) == 0 {
 			continue
@@ -256,65 +181,208 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 		s := cond[f]
 		switch f.Kind() {
 		case KindSmall:
-			base, dom := int(g.SmallBase[f]), f.SmallDomain()
-			// Neighbouring values mostly share a class and an answer:
-			// remember the last one instead of asking for every value.
-			lastClass, lastWant, lastNew := uint32(0), false, uint32(0)
-			ivs := []Interval{{Lo: U64(0), Hi: maxU128}}
-			if s != nil {
-				ivs = s.Ivs
-			}
-			j := 0 // the first interval not below k
-			if f != FieldCt {
-				g.placeSmall(g.Small[base:base+dom], ivs, setBit)
-				break
-			}
-			// k runs in the order of the field's conditions, which
-			// for FieldCt is not the value order (Field.smallIndex).
-			for k := 0; k < dom; k++ {
-				uk, i := U64(uint64(k)), base+f.smallIndex(k)
-				for j < len(ivs) && ivs[j].Hi.Less(uk) {
-					j++
-				}
-				c, want := g.Small[i], j < len(ivs) && !uk.Less(ivs[j].Lo)
-				if k == 0 || c != lastClass || want != lastWant {
-					lastClass, lastWant, lastNew = c, want, setBit(c, want)
-				}
-				g.Small[i] = lastNew
-			}
+			g.placeSmallField(f, s, setBit)
 		case KindAddr:
-			a := f.AddrIndex()
-			if a < nextAddr {
-				return 0, fmt.Errorf("%w: address field %s out of order", ErrNotAppendable, f)
-			}
-			copyAddr(a)
-			start := len(bounds)
-			bounds = appendSetBounds(bounds, oldAddr(a), s, setBit)
-			g.AddrBase[a], g.AddrCount[a] = uint32(start), uint32(len(bounds)-start)
-			nextAddr = a + 1
-			if len(bounds)-start > MaxBounds {
-				return 0, fmt.Errorf("%w: too many bounds", ErrNotAppendable)
+			if err := br.place(f, s, setBit); err != nil {
+				return 0, err
 			}
 		case KindHash:
-			// Interfaces: the hash holds every interface the generation
-			// was compiled for (and 0, none), the default class the
-			// others, so a condition over the same interfaces (the
-			// caller's promise) is decided key by key. MAC conditions
-			// were refused unless absent.
-			for hk, c := range g.Hash {
-				if hk.Field == uint32(f) {
-					g.Hash[hk] = setBit(c, s.Contains(U64(hk.Value)))
-				}
-			}
-			g.DefaultClass[f] = setBit(g.DefaultClass[f], s.Contains(unmentioned(f, nil)))
+			g.placeHash(f, s, setBit)
 		}
-		if len(made) > maxAppendClasses {
+		if len(cs.made) > maxAppendClasses {
 			return 0, fmt.Errorf("%w: more than %d classes", ErrNotAppendable, maxAppendClasses)
 		}
 	}
-	copyAddr(NumAddrFields)
-	g.Bounds = bounds
-	return len(made), nil
+	br.finish()
+	return len(cs.made), nil
+}
+
+// classSetter makes the classes place needs: for a class c, the class
+// whose entries are c's with position p in it or not.
+type classSetter struct {
+	g       *Generation
+	nchunks int
+	k       int    // the chunk of p
+	w       int    // the word of p in its chunk
+	bit     uint64 // p's bit in its word
+	made    map[classVariant]uint32
+	// answers[2c+want] is setBit(c, want)+1 once asked, for the classes
+	// there were before: tens of thousands of address bounds share a few
+	// thousand classes, and asking a class's chunk is two random reads.
+	answers []uint32
+}
+
+// classVariant is a class with p (want) or without.
+type classVariant struct {
+	class uint32
+	want  bool
+}
+
+func newClassSetter(g *Generation, p uint32) *classSetter {
+	nchunks := int(g.NumChunks)
+	return &classSetter{
+		g:       g,
+		nchunks: nchunks,
+		k:       int(p) / ChunkBits,
+		w:       (int(p) % ChunkBits) / 64,
+		bit:     uint64(1) << (p % 64),
+		made:    map[classVariant]uint32{},
+		answers: make([]uint32, 2*(len(g.ClassChunks)/max(nchunks, 1))),
+	}
+}
+
+// setBit returns the class whose entries are c's, with p in it or not
+// (want): c itself when it already is so, else a copy.
+func (cs *classSetter) setBit(c uint32, want bool) uint32 {
+	a := 2 * int(c)
+	if want {
+		a++
+	}
+	if a < len(cs.answers) && cs.answers[a] != 0 {
+		return cs.answers[a] - 1
+	}
+	n := cs.setBitOnce(c, want)
+	if a < len(cs.answers) {
+		cs.answers[a] = n + 1
+	}
+	return n
+}
+
+// setBitOnce is setBit without the answers memo.
+func (cs *classSetter) setBitOnce(c uint32, want bool) uint32 {
+	g, nchunks, k, w, bit := cs.g, cs.nchunks, cs.k, cs.w, cs.bit
+	ids := g.ClassChunks[int(c)*nchunks : int(c+1)*nchunks]
+	if (g.Chunks[ids[k]].Words[w]&bit != 0) == want {
+		return c
+	}
+	v := classVariant{c, want}
+	if n, ok := cs.made[v]; ok {
+		return n
+	}
+	nids := slices.Clone(ids)
+	ch := g.Chunks[ids[k]]
+	if want {
+		ch.Words[w] |= bit
+		ch.Summary |= 1 << uint(w)
+	} else {
+		ch.Words[w] &^= bit
+		if ch.Words[w] == 0 {
+			ch.Summary &^= 1 << uint(w)
+		}
+	}
+	if ch.Summary == 0 {
+		nids[k] = 0 // the empty chunk
+	} else {
+		nids[k] = uint32(len(g.Chunks))
+		g.Chunks = append(g.Chunks, ch)
+	}
+	n := uint32(len(g.ClassChunks) / nchunks)
+	g.ClassChunks = append(g.ClassChunks, nids...)
+	cs.made[v] = n
+	return n
+}
+
+// boundsRewrite writes the address fields' bounds, changed or not, into
+// one new array for place.
+type boundsRewrite struct {
+	g                 *Generation
+	oldBounds         []Bound
+	oldBase, oldCount [NumAddrFields]uint32
+	bounds            []Bound
+	nextAddr          int // the first address field not in bounds yet
+}
+
+func newBoundsRewrite(g *Generation, cond Cond) *boundsRewrite {
+	extra := 0
+	for f := Field(0); f < NumFields; f++ {
+		if s := cond[f]; f.Kind() == KindAddr && s != nil {
+			extra += 2 * len(s.Ivs)
+		}
+	}
+	bounds := make([]Bound, 0, len(g.Bounds)+extra)
+	prefault.Slice(bounds[:cap(bounds)])
+	return &boundsRewrite{g: g, oldBounds: g.Bounds, oldBase: g.AddrBase, oldCount: g.AddrCount, bounds: bounds}
+}
+
+// oldAddr returns address field a's bounds before the rewrite.
+func (br *boundsRewrite) oldAddr(a int) []Bound {
+	return br.oldBounds[br.oldBase[a] : br.oldBase[a]+br.oldCount[a]]
+}
+
+// copyAddr copies the bounds of the address fields before upTo unchanged.
+func (br *boundsRewrite) copyAddr(upTo int) {
+	for ; br.nextAddr < upTo; br.nextAddr++ {
+		br.g.AddrBase[br.nextAddr] = uint32(len(br.bounds))
+		br.bounds = append(br.bounds, br.oldAddr(br.nextAddr)...)
+	}
+}
+
+// place writes address field f's bounds with p placed by s.
+func (br *boundsRewrite) place(f Field, s *Set, setBit func(c uint32, want bool) uint32) error {
+	a := f.AddrIndex()
+	if a < br.nextAddr {
+		return fmt.Errorf("%w: address field %s out of order", ErrNotAppendable, f)
+	}
+	br.copyAddr(a)
+	start := len(br.bounds)
+	br.bounds = appendSetBounds(br.bounds, br.oldAddr(a), s, setBit)
+	br.g.AddrBase[a], br.g.AddrCount[a] = uint32(start), uint32(len(br.bounds)-start)
+	br.nextAddr = a + 1
+	if len(br.bounds)-start > MaxBounds {
+		return fmt.Errorf("%w: too many bounds", ErrNotAppendable)
+	}
+	return nil
+}
+
+// finish copies the remaining address fields and installs the new array.
+func (br *boundsRewrite) finish() {
+	br.copyAddr(NumAddrFields)
+	br.g.Bounds = br.bounds
+}
+
+// placeSmallField is place for small field f (values in s, nil: all).
+func (g *Generation) placeSmallField(f Field, s *Set, setBit func(c uint32, want bool) uint32) {
+	base, dom := int(g.SmallBase[f]), f.SmallDomain()
+	// Neighbouring values mostly share a class and an answer:
+	// remember the last one instead of asking for every value.
+	lastClass, lastWant, lastNew := uint32(0), false, uint32(0)
+	ivs := []Interval{{Lo: U64(0), Hi: maxU128}}
+	if s != nil {
+		ivs = s.Ivs
+	}
+	j := 0 // the first interval not below k
+	if f != FieldCt {
+		g.placeSmall(g.Small[base:base+dom], ivs, setBit)
+		return
+	}
+	// k runs in the order of the field's conditions, which
+	// for FieldCt is not the value order (Field.smallIndex).
+	for k := 0; k < dom; k++ {
+		uk, i := U64(uint64(k)), base+f.smallIndex(k)
+		for j < len(ivs) && ivs[j].Hi.Less(uk) {
+			j++
+		}
+		c, want := g.Small[i], j < len(ivs) && !uk.Less(ivs[j].Lo)
+		if k == 0 || c != lastClass || want != lastWant {
+			lastClass, lastWant, lastNew = c, want, setBit(c, want)
+		}
+		g.Small[i] = lastNew
+	}
+}
+
+// placeHash is place for hashed field f (values in s).
+func (g *Generation) placeHash(f Field, s *Set, setBit func(c uint32, want bool) uint32) {
+	// Interfaces: the hash holds every interface the generation
+	// was compiled for (and 0, none), the default class the
+	// others, so a condition over the same interfaces (the
+	// caller's promise) is decided key by key. MAC conditions
+	// were refused unless absent.
+	for hk, c := range g.Hash {
+		if hk.Field == uint32(f) {
+			g.Hash[hk] = setBit(c, s.Contains(U64(hk.Value)))
+		}
+	}
+	g.DefaultClass[f] = setBit(g.DefaultClass[f], s.Contains(unmentioned(f, nil)))
 }
 
 // placeSmall is place for a small field whose values are in value order

@@ -1,7 +1,3 @@
-// Package compiler turns a ruleset IR into the contents of xfw's data plane
-// maps: it flattens user chains into one ordered entry list per base chain
-// and builds, per field, the value → class → bit-vector tables of linear
-// bit-vector search (LBVS). It is pure: no kernel, no BPF, only values.
 package compiler
 
 import (

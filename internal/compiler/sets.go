@@ -84,6 +84,16 @@ func (sc *setConds) condition(m *ir.SetMatch) (*Set, error) {
 	return setBitValues(k, !m.Invert), nil
 }
 
+// set adds a set match to a rule's condition.
+func (b *termBuilder) set(m *ir.SetMatch) error {
+	s, err := b.sets.condition(m)
+	if err != nil {
+		return err
+	}
+	b.and(FieldSets, s)
+	return nil
+}
+
 // setBitValues returns the FieldSets values whose bit k is set (want) or
 // clear.
 func setBitValues(k int, want bool) *Set {

@@ -144,195 +144,263 @@ var unsupported = map[string]bool{
 // extended and, after -p of a protocol with ports, --sport/--orig-port-src
 // and --dport/--orig-port-dst, and after -p tcp, --state. Errors are *Error.
 func ParseArgs(args []string) (Options, error) {
-	o := Options{Filter: NewFilter()}
-	seen := 0
-	setCmd := func(c Command) error {
-		if o.Cmd != CmdNone {
-			return errorf("Invalid commands combination")
-		}
-		o.Cmd = c
-		return nil
-	}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
+	p := &argParser{args: args, o: Options{Filter: NewFilter()}}
+	for p.i = 0; p.i < len(args); p.i++ {
+		a := args[p.i]
 		if !strings.HasPrefix(a, "-") || a == "-" {
 			continue // getopt permutes stray words to the end; unused
 		}
-		name, val, hasVal := a, "", false
-		if strings.HasPrefix(a, "--") {
-			if k := strings.IndexByte(a, '='); k >= 0 {
-				name, val, hasVal = a[:k], a[k+1:], true
-			}
-		} else if len(a) > 2 {
-			name, val, hasVal = a[:2], a[2:], true
-		}
-		// arg returns the option's argument (attached or the next word).
-		arg := func() (string, error) {
-			if hasVal {
-				return val, nil
-			}
-			if i+1 >= len(args) {
-				return "", errorf("option `%s' requires an argument", name)
-			}
-			i++
-			return args[i], nil
-		}
-		// table takes a command's optional table name.
-		table := func() error {
-			t := ""
-			if hasVal {
-				t = val
-			} else if i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-				i++
-				t = args[i]
-			}
-			switch t {
-			case "", "conntrack":
-				return nil
-			case "expect", "dying", "unconfirmed":
-				return errorf("table `%s' is not supported by xfw", t)
-			}
-			return errorf("unknown type `%s'", t)
-		}
-		var err error
-		switch name {
-		case "-L", "--dump":
-			if err = setCmd(CmdList); err == nil {
-				err = table()
-			}
-		case "-D", "--delete":
-			if err = setCmd(CmdDelete); err == nil {
-				err = table()
-			}
-		case "-F", "--flush":
-			if err = setCmd(CmdFlush); err == nil {
-				err = table()
-			}
-		case "-C", "--count":
-			if err = setCmd(CmdCount); err == nil {
-				err = table()
-			}
-		case "-h", "--help":
-			o.Cmd = CmdHelp
-			return o, nil
-		case "-V", "--version":
-			o.Cmd = CmdVersion
-			return o, nil
-		case "-s", "--src", "--orig-src", "-d", "--dst", "--orig-dst":
-			var v string
-			if v, err = arg(); err != nil {
-				break
-			}
-			var p netip.Prefix
-			if p, err = parseAddr(v); err != nil {
-				break
-			}
-			if err = o.Filter.setFamily(p.Addr()); err != nil {
-				break
-			}
-			if name == "-s" || name == "--src" || name == "--orig-src" {
-				o.Filter.Src, seen = p, seen|optSrc
-			} else {
-				o.Filter.Dst, seen = p, seen|optDst
-			}
-		case "-f", "--family":
-			var v string
-			if v, err = arg(); err != nil {
-				break
-			}
-			fam := 0
-			switch v {
-			case "ipv4":
-				fam = 4
-			case "ipv6":
-				fam = 6
-			default:
-				err = errorf("`%s' unsupported protocol", v)
-			}
-			if err != nil {
-				break
-			}
-			if o.Filter.Family != 0 && o.Filter.Family != fam {
-				err = errorf("mismatched address family")
-				break
-			}
-			o.Filter.Family, seen = fam, seen|optFamily
-		case "-p", "--protonum":
-			var v string
-			if v, err = arg(); err != nil {
-				break
-			}
-			var p int
-			if p, err = ParseProto(v); err == nil {
-				o.Filter.Proto, seen = p, seen|optProto
-			}
-		case "-o", "--output":
-			var v string
-			if v, err = arg(); err != nil {
-				break
-			}
-			for _, w := range strings.Split(v, ",") {
-				switch w {
-				case "extended":
-					o.Format.Extended = true
-				case "xml", "timestamp", "id", "ktimestamp", "labels", "userspace", "save":
-					err = errorf("output `%s' is not supported by xfw", w)
-				default:
-					err = errorf("Bad parameter `%s'", w)
-				}
-			}
-			seen |= optOutput
-		case "--sport", "--orig-port-src", "--dport", "--orig-port-dst":
-			if o.Filter.Proto < 0 || !hasPorts(uint8(o.Filter.Proto)) {
-				err = errorf("unknown option `%s'", name)
-				break
-			}
-			var v string
-			if v, err = arg(); err != nil {
-				break
-			}
-			port := int(uint16(atoi(v)))
-			if name == "--sport" || name == "--orig-port-src" {
-				o.Filter.SPort = port
-			} else {
-				o.Filter.DPort = port
-			}
-		case "--state":
-			if o.Filter.Proto != ProtoTCP {
-				err = errorf("unknown option `%s'", name)
-				break
-			}
-			var v string
-			if v, err = arg(); err != nil {
-				break
-			}
-			o.Filter.State = ParseTCPState(v)
-			if o.Filter.State < 0 {
-				err = errorf("unknown TCP state `%s'", v)
-			}
-		default:
-			if unsupported[name] {
-				err = errorf("option `%s' is not supported by xfw", name)
-			} else {
-				err = errorf("unknown option `%s'", a)
-			}
-		}
+		p.splitOption(a)
+		stop, err := p.option(a)
 		if err != nil {
-			return o, err
+			return p.o, err
+		}
+		if stop {
+			return p.o, nil
 		}
 	}
-	if o.Cmd == CmdNone && len(args) == 0 {
-		o.Cmd = CmdHelp
-		return o, nil
+	err := p.finish()
+	return p.o, err
+}
+
+// argParser is ParseArgs' state: the words, the one being read, the
+// options parsed so far and the option bits seen.
+type argParser struct {
+	args []string
+	i    int // the word being read
+	o    Options
+	seen int
+
+	// The option being read: its name, and its attached argument, if any
+	// ("--opt=val", "-oval").
+	name, val string
+	hasVal    bool
+}
+
+// splitOption splits option word a into its name and attached argument.
+func (p *argParser) splitOption(a string) {
+	name, val, hasVal := a, "", false
+	if strings.HasPrefix(a, "--") {
+		if k := strings.IndexByte(a, '='); k >= 0 {
+			name, val, hasVal = a[:k], a[k+1:], true
+		}
+	} else if len(a) > 2 {
+		name, val, hasVal = a[:2], a[2:], true
 	}
-	if bad := seen &^ legal[o.Cmd]; bad != 0 {
+	p.name, p.val, p.hasVal = name, val, hasVal
+}
+
+// option parses option word a (already split); stop is true for the
+// options that end parsing (-h, -V).
+func (p *argParser) option(a string) (stop bool, err error) {
+	switch p.name {
+	case "-L", "--dump":
+		err = p.command(CmdList)
+	case "-D", "--delete":
+		err = p.command(CmdDelete)
+	case "-F", "--flush":
+		err = p.command(CmdFlush)
+	case "-C", "--count":
+		err = p.command(CmdCount)
+	case "-h", "--help":
+		p.o.Cmd = CmdHelp
+		return true, nil
+	case "-V", "--version":
+		p.o.Cmd = CmdVersion
+		return true, nil
+	case "-s", "--src", "--orig-src", "-d", "--dst", "--orig-dst":
+		err = p.addrOption()
+	case "-f", "--family":
+		err = p.familyOption()
+	case "-p", "--protonum":
+		err = p.protoOption()
+	case "-o", "--output":
+		err = p.outputOption()
+	case "--sport", "--orig-port-src", "--dport", "--orig-port-dst":
+		err = p.portOption()
+	case "--state":
+		err = p.stateOption()
+	default:
+		if unsupported[p.name] {
+			err = errorf("option `%s' is not supported by xfw", p.name)
+		} else {
+			err = errorf("unknown option `%s'", a)
+		}
+	}
+	return false, err
+}
+
+// finish applies the checks that need the whole command line.
+func (p *argParser) finish() error {
+	if p.o.Cmd == CmdNone && len(p.args) == 0 {
+		p.o.Cmd = CmdHelp
+		return nil
+	}
+	if bad := p.seen &^ legal[p.o.Cmd]; bad != 0 {
 		for _, n := range optNames {
 			if bad&n.bit != 0 {
-				return o, errorf("Illegal option `--%s' with this command", n.name)
+				return errorf("Illegal option `--%s' with this command", n.name)
 			}
 		}
 	}
-	return o, nil
+	return nil
+}
+
+// arg returns the option's argument (attached or the next word).
+func (p *argParser) arg() (string, error) {
+	if p.hasVal {
+		return p.val, nil
+	}
+	if p.i+1 >= len(p.args) {
+		return "", errorf("option `%s' requires an argument", p.name)
+	}
+	p.i++
+	return p.args[p.i], nil
+}
+
+// command sets the command c and takes its optional table name.
+func (p *argParser) command(c Command) error {
+	if err := p.setCmd(c); err != nil {
+		return err
+	}
+	return p.table()
+}
+
+func (p *argParser) setCmd(c Command) error {
+	if p.o.Cmd != CmdNone {
+		return errorf("Invalid commands combination")
+	}
+	p.o.Cmd = c
+	return nil
+}
+
+// table takes a command's optional table name.
+func (p *argParser) table() error {
+	t := ""
+	if p.hasVal {
+		t = p.val
+	} else if p.i+1 < len(p.args) && !strings.HasPrefix(p.args[p.i+1], "-") {
+		p.i++
+		t = p.args[p.i]
+	}
+	switch t {
+	case "", "conntrack":
+		return nil
+	case "expect", "dying", "unconfirmed":
+		return errorf("table `%s' is not supported by xfw", t)
+	}
+	return errorf("unknown type `%s'", t)
+}
+
+// addrOption parses -s and -d (and their long names).
+func (p *argParser) addrOption() error {
+	v, err := p.arg()
+	if err != nil {
+		return err
+	}
+	pfx, err := parseAddr(v)
+	if err != nil {
+		return err
+	}
+	if err := p.o.Filter.setFamily(pfx.Addr()); err != nil {
+		return err
+	}
+	if p.name == "-s" || p.name == "--src" || p.name == "--orig-src" {
+		p.o.Filter.Src, p.seen = pfx, p.seen|optSrc
+	} else {
+		p.o.Filter.Dst, p.seen = pfx, p.seen|optDst
+	}
+	return nil
+}
+
+// familyOption parses -f.
+func (p *argParser) familyOption() error {
+	v, err := p.arg()
+	if err != nil {
+		return err
+	}
+	fam := 0
+	switch v {
+	case "ipv4":
+		fam = 4
+	case "ipv6":
+		fam = 6
+	default:
+		return errorf("`%s' unsupported protocol", v)
+	}
+	if p.o.Filter.Family != 0 && p.o.Filter.Family != fam {
+		return errorf("mismatched address family")
+	}
+	p.o.Filter.Family, p.seen = fam, p.seen|optFamily
+	return nil
+}
+
+// protoOption parses -p.
+func (p *argParser) protoOption() error {
+	v, err := p.arg()
+	if err != nil {
+		return err
+	}
+	proto, err := ParseProto(v)
+	if err == nil {
+		p.o.Filter.Proto, p.seen = proto, p.seen|optProto
+	}
+	return err
+}
+
+// outputOption parses -o; of its formats xfw has only "extended".
+func (p *argParser) outputOption() error {
+	v, err := p.arg()
+	if err != nil {
+		return err
+	}
+	for _, w := range strings.Split(v, ",") {
+		switch w {
+		case "extended":
+			p.o.Format.Extended = true
+		case "xml", "timestamp", "id", "ktimestamp", "labels", "userspace", "save":
+			err = errorf("output `%s' is not supported by xfw", w)
+		default:
+			err = errorf("Bad parameter `%s'", w)
+		}
+	}
+	p.seen |= optOutput
+	return err
+}
+
+// portOption parses --sport and --dport (and their long names), known
+// only after -p of a protocol with ports.
+func (p *argParser) portOption() error {
+	if p.o.Filter.Proto < 0 || !hasPorts(uint8(p.o.Filter.Proto)) {
+		return errorf("unknown option `%s'", p.name)
+	}
+	v, err := p.arg()
+	if err != nil {
+		return err
+	}
+	port := int(uint16(atoi(v)))
+	if p.name == "--sport" || p.name == "--orig-port-src" {
+		p.o.Filter.SPort = port
+	} else {
+		p.o.Filter.DPort = port
+	}
+	return nil
+}
+
+// stateOption parses --state, known only after -p tcp.
+func (p *argParser) stateOption() error {
+	if p.o.Filter.Proto != ProtoTCP {
+		return errorf("unknown option `%s'", p.name)
+	}
+	v, err := p.arg()
+	if err != nil {
+		return err
+	}
+	p.o.Filter.State = ParseTCPState(v)
+	if p.o.Filter.State < 0 {
+		return errorf("unknown TCP state `%s'", v)
+	}
+	return nil
 }
 
 // setFamily records the family an address implies.

@@ -1,11 +1,3 @@
-// Package conntrack is the part of `xfw conntrack` that needs no kernel:
-// the connection as conntrack-tools shows it (Conn), the listing line of
-// `conntrack -L` (Format), the command line of conntrack(8) (ParseArgs) and
-// the filter it builds (Filter). Reading and deleting the data plane's
-// connection tables is internal/dataplane's (conntrack.go).
-//
-// The formats are those of conntrack-tools 1.4.7 with libnetfilter_conntrack
-// 1.0.9, as observed against the kernel's tables.
 package conntrack
 
 import (

@@ -54,4 +54,10 @@
 //   - Types ipset knows but xfw does not serve (bitmap:ip, hash:mac,
 //     hash:net,net, …) fail as on a kernel without their module; skbinfo
 //     and its entry options are refused (Unknown argument).
+//
+// # Imports
+//
+// ipset imports nothing of xfw's: it knows neither the iptables front end
+// nor the data plane. The CLI (internal/cli) imports it: it runs ipset
+// against its Store and turns the Diff into data-plane updates.
 package ipset

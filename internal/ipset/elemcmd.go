@@ -33,31 +33,11 @@ type elemOp struct {
 // the set s.
 func parseElemOp(kind cmdKind, s *Set, args []string) (*elemOp, *Error) {
 	op := &elemOp{kind: kind, setName: s.Name, text: testText(s, args[1])}
-	if s.Type == ListSet && strings.Contains(args[1], ",") {
-		// NAME,before|after,REF is NAME before|after REF.
-		parts := strings.Split(args[1], ",")
-		if len(parts) != 3 || (parts[1] != "before" && parts[1] != "after") {
-			return nil, plainSyntaxErr("you must specify elements as setname,[before|after],setname")
-		}
-		args = append([]string{args[0], parts[0], parts[1], parts[2]}, args[2:]...)
+	args, err := listSetPosition(op, s, args)
+	if err != nil {
+		return nil, err
 	}
-	if s.Type == ListSet && len(args) >= 4 && (args[2] == "before" || args[2] == "after") {
-		// ipset 7.17 prints "after" for both.
-		op.text = args[1] + " after " + args[3]
-	}
-	elems, full, err := parseElement(s, args[1])
-	if (err == nil || err.kind == errKernel) && kind == cmdTest && s.Type == HashIP {
-		// hash:ip tests the address written (netmask-ed), ignoring a
-		// prefix length or range end.
-		if r, perr := parseAddrPart(strings.Split(args[1], ",")[0], s.Options.Family); perr == nil {
-			mask := s.Options.Family.bits()
-			if s.Options.Netmask != 0 {
-				mask = int(s.Options.Netmask)
-			}
-			p, _ := r.from.Prefix(mask)
-			elems, err = []Elem{{Prefix: p}}, nil
-		}
-	}
+	elems, full, err := parseOpElement(kind, s, args[1])
 	if err != nil && err.kind == errKernel {
 		op.deferred, err = err, nil
 	}
@@ -72,12 +52,57 @@ func parseElemOp(kind cmdKind, s *Set, args []string) (*elemOp, *Error) {
 		}
 	}
 	op.elems, op.full = elems, full
-	opts := args[2:]
+	if err := parseElemOptions(op, s.Type, kind, args[2:]); err != nil {
+		return nil, err
+	}
+	return op, nil
+}
+
+// listSetPosition rewrites a list:set element NAME,before|after,REF as
+// NAME before|after REF, and gives op the text ipset prints for it.
+func listSetPosition(op *elemOp, s *Set, args []string) ([]string, *Error) {
+	if s.Type == ListSet && strings.Contains(args[1], ",") {
+		// NAME,before|after,REF is NAME before|after REF.
+		parts := strings.Split(args[1], ",")
+		if len(parts) != 3 || (parts[1] != "before" && parts[1] != "after") {
+			return nil, plainSyntaxErr("you must specify elements as setname,[before|after],setname")
+		}
+		args = append([]string{args[0], parts[0], parts[1], parts[2]}, args[2:]...)
+	}
+	if s.Type == ListSet && len(args) >= 4 && (args[2] == "before" || args[2] == "after") {
+		// ipset 7.17 prints "after" for both.
+		op.text = args[1] + " after " + args[3]
+	}
+	return args, nil
+}
+
+// parseOpElement parses the element of an add, del or test (parseElement,
+// but a test of hash:ip takes the address written).
+func parseOpElement(kind cmdKind, s *Set, text string) ([]Elem, bool, *Error) {
+	elems, full, err := parseElement(s, text)
+	if (err == nil || err.kind == errKernel) && kind == cmdTest && s.Type == HashIP {
+		// hash:ip tests the address written (netmask-ed), ignoring a
+		// prefix length or range end.
+		if r, perr := parseAddrPart(strings.Split(text, ",")[0], s.Options.Family); perr == nil {
+			mask := s.Options.Family.bits()
+			if s.Options.Netmask != 0 {
+				mask = int(s.Options.Netmask)
+			}
+			p, _ := r.from.Prefix(mask)
+			elems, err = []Elem{{Prefix: p}}, nil
+		}
+	}
+	return elems, full, err
+}
+
+// parseElemOptions parses the entry options of an add, del or test of a
+// set of type t into op.
+func parseElemOptions(op *elemOp, t Type, kind cmdKind, opts []string) *Error {
 	seen := map[string]bool{}
 	for i := 0; i < len(opts); i++ {
 		key := opts[i]
-		if !elemOptionAllowed(s.Type, kind, key) {
-			return nil, usageErr("Unknown argument: `%s'", key)
+		if !elemOptionAllowed(t, kind, key) {
+			return usageErr("Unknown argument: `%s'", key)
 		}
 		if key != "nomatch" {
 			slot := key
@@ -85,7 +110,7 @@ func parseElemOp(kind cmdKind, s *Set, args []string) (*elemOp, *Error) {
 				slot = "before" // one reference attribute for both
 			}
 			if seen[slot] {
-				return nil, syntaxErr("%s already specified", key)
+				return syntaxErr("%s already specified", key)
 			}
 			seen[slot] = true
 		}
@@ -94,48 +119,55 @@ func parseElemOp(kind cmdKind, s *Set, args []string) (*elemOp, *Error) {
 			continue
 		}
 		if i+1 >= len(opts) {
-			return nil, usageErr("Missing mandatory argument of option `%s'", key)
+			return usageErr("Missing mandatory argument of option `%s'", key)
 		}
 		i++
-		val := opts[i]
-		switch key {
-		case "timeout":
-			n, err := parseUint(val, 0, maxTimeout)
-			if err != nil {
-				return nil, err
-			}
-			t := uint32(n)
-			op.timeout = &t
-		case "packets", "bytes":
-			n, err := parseUint(val, 0, 1<<64-1)
-			if err != nil {
-				return nil, err
-			}
-			if key == "packets" {
-				op.packets = &n
-			} else {
-				op.bytes = &n
-			}
-		case "comment":
-			if strings.Contains(val, `"`) {
-				return nil, syntaxErr(`" character is not permitted in comments`)
-			}
-			if len(val) > 255 {
-				val = val[:255]
-			}
-			op.comment = &val
-		case "before", "after":
-			if len(val) > maxNameLen {
-				return nil, syntaxErr("setname '%s' is longer than 31 characters", val)
-			}
-			if key == "before" {
-				op.before = val
-			} else {
-				op.after = val
-			}
+		if err := elemOptionValue(op, key, opts[i]); err != nil {
+			return err
 		}
 	}
-	return op, nil
+	return nil
+}
+
+// elemOptionValue sets entry option key to val.
+func elemOptionValue(op *elemOp, key, val string) *Error {
+	switch key {
+	case "timeout":
+		n, err := parseUint(val, 0, maxTimeout)
+		if err != nil {
+			return err
+		}
+		t := uint32(n)
+		op.timeout = &t
+	case "packets", "bytes":
+		n, err := parseUint(val, 0, 1<<64-1)
+		if err != nil {
+			return err
+		}
+		if key == "packets" {
+			op.packets = &n
+		} else {
+			op.bytes = &n
+		}
+	case "comment":
+		if strings.Contains(val, `"`) {
+			return syntaxErr(`" character is not permitted in comments`)
+		}
+		if len(val) > 255 {
+			val = val[:255]
+		}
+		op.comment = &val
+	case "before", "after":
+		if len(val) > maxNameLen {
+			return syntaxErr("setname '%s' is longer than 31 characters", val)
+		}
+		if key == "before" {
+			op.before = val
+		} else {
+			op.after = val
+		}
+	}
+	return nil
 }
 
 // elemOptionAllowed reports whether an add/del/test of the type takes the

@@ -22,4 +22,11 @@
 // (ParseOptions.Sets, RestoreOptions.Sets; xfw's CLI serves it from `xfw
 // ipset`'s store). Without one no set exists. Like iptables, the parser
 // does not compare the set's dimensions with the number of src/dst flags.
+//
+// # Imports
+//
+// iptables is the front end: it imports ir only, parsing into ir values and
+// printing them back. The compiler never sees it; the CLI (internal/cli),
+// the conntrack front end (for protocol names), the differential test and
+// the benchmarks import it.
 package iptables

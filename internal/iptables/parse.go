@@ -179,109 +179,139 @@ func (p *parser) run() *failure {
 			invert = false
 			continue
 		}
-		var f *failure
-		switch c {
-		case 'h':
-			p.cmd.Kind = CmdHelp
-			return nil
-		case 'V':
-			p.cmd.Kind = CmdVersion
-			return nil
-		case 'p':
-			f = p.optProtocol(optarg, invert)
-		case 's':
-			if f = p.setOption(optSource, invert); f == nil {
-				p.shost = optarg
+		if c == optNonOpt && optarg == "!" {
+			if invert {
+				return paramErr("multiple consecutive ! not allowed")
 			}
-		case 'd':
-			if f = p.setOption(optDestination, invert); f == nil {
-				p.dhost = optarg
-			}
-		case 'g':
-			if f = p.setOption(optJump, invert); f == nil {
-				p.gotoSet = true
-				p.jumpto, f = parseTargetName(optarg)
-			}
-		case 'j':
-			if f = p.setOption(optJump, invert); f == nil {
-				f = p.commandJump(optarg)
-			}
-		case 'i', 'o':
-			f = p.optIface(byte(c), optarg, invert)
-		case 'f':
-			if p.fam == ir.IPv6 {
-				f = paramErr("`-f' is not supported in IPv6, use -m frag instead")
-			} else if f = p.setOption(optFragment, invert); f == nil {
-				p.frag = true
-			}
-		case 'v':
-			if p.cmd.Verbose == 0 {
-				f = p.setOption(optVerbose, invert)
-			}
-			p.cmd.Verbose++
-		case 'm':
-			f = p.commandMatch(optarg, invert)
-		case 'n':
-			f = p.setOption(optNumeric, invert)
-			p.cmd.Numeric = true
-		case 't':
-			switch {
-			case invert:
-				f = paramErr("unexpected ! flag before --table")
-			case p.restore && p.tableSet:
-				f = paramErr("The -t option cannot be used in %s.\n", p.prog)
-			default:
-				p.table, p.tableSet = optarg, true
-			}
-		case 'x':
-			f = p.setOption(optExpanded, invert)
-			p.cmd.Exact = true
-		case 'w':
-			f = p.optWait()
-		case 'W':
-			f = p.optWaitInterval()
-		case '0':
-			f = p.setOption(optLineNumbers, invert)
-			p.cmd.LineNumbers = true
-		case 'M':
-			// --modprobe: xfw loads no kernel modules.
-		case 'c':
-			f = p.optCounters(optarg, invert)
-		case '4', '6':
-			own := byte('4')
-			if p.fam == ir.IPv6 {
-				own = '6'
-			}
-			if byte(c) == own {
-				break
-			}
-			if p.restore {
-				p.cmd.skip = true
-				p.cmd.Kind = kindOf(p.command)
-				return nil
-			}
-			f = tryHelp()
-		case optNonOpt:
-			if optarg == "!" {
-				if invert {
-					f = paramErr("multiple consecutive ! not allowed")
-					break
-				}
-				invert = true
-				continue
-			}
-			f = badArg(optarg)
-		default:
-			var again bool
-			again, f = p.commandDefault(c, invert)
-			if f == nil && again {
-				continue
-			}
+			invert = true
+			continue
 		}
-		if f != nil {
+		next, f := p.option(c, optarg, invert)
+		switch {
+		case f != nil:
 			return f
+		case next == stepStop:
+			return nil
+		case next == stepRetry:
+			continue
 		}
 		invert = false
 	}
 	return p.finish(invert)
+}
+
+// parseStep is what run does after an option.
+type parseStep int
+
+const (
+	// stepDone: the option is read; the next one starts without "!".
+	stepDone parseStep = iota
+	// stepRetry: the option is read again (a protocol match was loaded
+	// for it), "!" still applying.
+	stepRetry
+	// stepStop: parsing ends here, without do_parse's checks (-h, -V, a
+	// rule of the other family in iptables-restore).
+	stepStop
+)
+
+// option handles option c (not a command, not "!") of do_parse's switch.
+func (p *parser) option(c int, optarg string, invert bool) (parseStep, *failure) {
+	var f *failure
+	switch c {
+	case 'h':
+		p.cmd.Kind = CmdHelp
+		return stepStop, nil
+	case 'V':
+		p.cmd.Kind = CmdVersion
+		return stepStop, nil
+	case 'p':
+		f = p.optProtocol(optarg, invert)
+	case 's':
+		if f = p.setOption(optSource, invert); f == nil {
+			p.shost = optarg
+		}
+	case 'd':
+		if f = p.setOption(optDestination, invert); f == nil {
+			p.dhost = optarg
+		}
+	case 'g':
+		if f = p.setOption(optJump, invert); f == nil {
+			p.gotoSet = true
+			p.jumpto, f = parseTargetName(optarg)
+		}
+	case 'j':
+		if f = p.setOption(optJump, invert); f == nil {
+			f = p.commandJump(optarg)
+		}
+	case 'i', 'o':
+		f = p.optIface(byte(c), optarg, invert)
+	case 'f':
+		if p.fam == ir.IPv6 {
+			f = paramErr("`-f' is not supported in IPv6, use -m frag instead")
+		} else if f = p.setOption(optFragment, invert); f == nil {
+			p.frag = true
+		}
+	case 'v':
+		if p.cmd.Verbose == 0 {
+			f = p.setOption(optVerbose, invert)
+		}
+		p.cmd.Verbose++
+	case 'm':
+		f = p.commandMatch(optarg, invert)
+	case 'n':
+		f = p.setOption(optNumeric, invert)
+		p.cmd.Numeric = true
+	case 't':
+		switch {
+		case invert:
+			f = paramErr("unexpected ! flag before --table")
+		case p.restore && p.tableSet:
+			f = paramErr("The -t option cannot be used in %s.\n", p.prog)
+		default:
+			p.table, p.tableSet = optarg, true
+		}
+	case 'x':
+		f = p.setOption(optExpanded, invert)
+		p.cmd.Exact = true
+	case 'w':
+		f = p.optWait()
+	case 'W':
+		f = p.optWaitInterval()
+	case '0':
+		f = p.setOption(optLineNumbers, invert)
+		p.cmd.LineNumbers = true
+	case 'M':
+		// --modprobe: xfw loads no kernel modules.
+	case 'c':
+		f = p.optCounters(optarg, invert)
+	case '4', '6':
+		return p.optFamily(byte(c))
+	case optNonOpt:
+		f = badArg(optarg)
+	default:
+		again, f := p.commandDefault(c, invert)
+		if f == nil && again {
+			return stepRetry, nil
+		}
+		return stepDone, f
+	}
+	return stepDone, f
+}
+
+// optFamily handles -4 and -6: a rule of the other family is an error,
+// skipped by iptables-restore.
+func (p *parser) optFamily(c byte) (parseStep, *failure) {
+	own := byte('4')
+	if p.fam == ir.IPv6 {
+		own = '6'
+	}
+	if c == own {
+		return stepDone, nil
+	}
+	if p.restore {
+		p.cmd.skip = true
+		p.cmd.Kind = kindOf(p.command)
+		return stepStop, nil
+	}
+	return stepDone, tryHelp()
 }

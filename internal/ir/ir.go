@@ -1,11 +1,3 @@
-// Package ir is xfw's ruleset intermediate representation: the filter table
-// of one address family as pure data (chains, rules, matches, targets).
-//
-// The IR is what the front ends (iptables-restore, iptables commands) produce
-// and print back, and what the compiler consumes. It knows nothing of BPF or
-// of the kernel. Every field keeps enough of the user's spelling to print the
-// rule back exactly as iptables-save would, and enough meaning for the
-// compiler to enforce it.
 package ir
 
 import (

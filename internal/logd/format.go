@@ -1,28 +1,3 @@
-// Package logd turns xfw's LOG events into the lines the kernel's LOG target
-// (net/netfilter/nf_log_syslog.c) prints, and copies them from the data
-// plane's ring buffer to a writer and to the kernel log.
-//
-// Format reproduces the kernel's text byte for byte: field order, spacing
-// (every field ends with a space, so most lines end with one), upper-case
-// hex for TOS, PREC and option bytes, lower-case hex for the MAC, RES, SPI
-// and IPv6 fields, "INCOMPLETE [n bytes]" and "TRUNCATED" for short
-// headers, one level of ICMP/ICMPv6 error recursion, and the kernel's
-// 1 KiB line buffer. What the data plane cannot know is left out, as the
-// kernel leaves it out when it does not apply:
-//
-//   - UID= GID= (--log-uid): xfw has no socket for the packet; nothing is
-//     printed for the flag.
-//   - MARK=: the data plane does not carry skb->mark; nothing is printed.
-//   - PHYSIN= PHYSOUT= (bridge netfilter): xfw does not run on bridges.
-//
-// The packet is what the data plane saw, which differs from what netfilter
-// sees in a few cases the formatter compensates for: on FORWARD the kernel
-// has already decremented the TTL (hop limit), so Format prints the
-// received value minus one; a VLAN-tagged frame is printed as the VLAN
-// device sees it (tag removed from the MAC header); the packet is cut to its
-// IP length as the stack trims link-layer padding. Bytes beyond the event's
-// snapshot (the first 256 bytes of the frame) are unknown: a header that
-// lies past them is printed as the kernel prints a header cut short.
 package logd
 
 import (

@@ -84,4 +84,9 @@
 // switch). When the range table has no room, the update compacts: it rebuilds
 // every block and returns a Patch with Full set, which the caller applies by
 // filling a new map and swapping it in (an ARRAY_OF_MAPS slot).
+//
+// # Imports
+//
+// lpm imports nothing of xfw's. The CLI (internal/cli) builds the tables of
+// large sets with it; the LPM benchmark (bench/lpm) measures it.
 package lpm
