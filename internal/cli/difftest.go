@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xfw-dev/xfw/internal/difftest"
 	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/testkit/difftest"
 )
 
 // Exit statuses of xfw difftest besides exitOK and exitParameter.
@@ -57,7 +57,7 @@ flushed before each run, and the packets are --packets independent ones
 (no fragments: the kernel reassembles before conntrack) followed by
 --conversations conversations: TCP, UDP, ICMP and other flows sent packet
 by packet in order, each packet once the previous one has settled, with
-ICMP errors quoting them (see internal/difftest/conversation.go).
+ICMP errors quoting them (see internal/testkit/difftest/conversation.go).
 `
 
 // difftestArgs are xfw difftest's options.

@@ -1,4 +1,4 @@
-// Package difftest_test runs xfw's differential oracle (internal/difftest)
+// Package difftest_test runs xfw's differential oracle (internal/testkit/difftest)
 // as a test: random rulesets and the realistic ones through the kernel's
 // iptables-legacy and through xfw, in twin namespace topologies, packet by
 // packet. It needs root, iproute2, ethtool and iptables-legacy, and the
@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xfw-dev/xfw/internal/difftest"
 	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/testkit/difftest"
 )
 
 // Defaults of the bounded budget.
@@ -129,7 +129,7 @@ func check(t *testing.T, s *difftest.Session, c difftest.Case) {
 		t.Errorf("%s: inconclusive even after slower retries: %s", c.Name, r.Lossy)
 	case o.OnlyKnown():
 		// The documented differences of xfw's REJECT replies (README,
-		// "Known differences from iptables"; internal/difftest/known.go
+		// "Known differences from iptables"; internal/testkit/difftest/known.go
 		// says exactly which): the firewalls agree on everything with
 		// REJECT replaced by DROP on both sides, and each remaining
 		// difference is one of those. Reported in full, not hidden.
@@ -252,7 +252,7 @@ func runRandom(t *testing.T, seed, count int64, opts difftest.GenOptions, tune .
 }
 
 // TestRealisticRulesets compares the hand-written rulesets of
-// internal/difftest/testdata and the filter tables of the conformance
+// internal/testkit/difftest/testdata and the filter tables of the conformance
 // suite's iptables-save dumps.
 func TestRealisticRulesets(t *testing.T) {
 	seed := envInt(t, "DIFFTEST_SEED", defaultSeed)

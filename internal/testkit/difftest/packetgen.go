@@ -11,7 +11,7 @@ import (
 
 	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // This file writes packets aimed at the edges of a ruleset: the values just

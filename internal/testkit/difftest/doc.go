@@ -1,7 +1,7 @@
 // Package difftest is xfw's differential oracle: it runs the same
 // iptables-save ruleset and the same packets through the kernel's
 // iptables-legacy and through xfw, in two identical namespace topologies
-// (gen — fw — sink, see internal/nettest), and compares what became of
+// (gen — fw — sink, see internal/testkit/nettest), and compares what became of
 // every packet.
 //
 // Per packet (a probe) it compares where the packet went — fw's own socket

@@ -25,7 +25,7 @@ import (
 
 	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // Config configures a Session.

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // Markers tie observations to probes. Each probe of a run gets a number m,

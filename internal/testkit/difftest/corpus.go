@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // Origin is where a probe is sent from.

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xfw-dev/xfw/internal/lazyre"
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // This file holds the observers: what each topology saw, as events, and
