@@ -3,9 +3,8 @@ package difftest
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
-
-	"github.com/xfw-dev/xfw/internal/lazyre"
 )
 
 // Case is one ruleset and corpus to compare.
@@ -65,7 +64,7 @@ func diffKey(d Difference) string {
 }
 
 // rejectTarget matches a REJECT target with its options.
-var rejectTarget = lazyre.New(`(-j|--jump) REJECT( --reject-with \S+)?`)
+var rejectTarget = regexp.MustCompile(`(-j|--jump) REJECT( --reject-with \S+)?`)
 
 // WithoutReject returns ruleset with every REJECT target replaced by DROP.
 func WithoutReject(ruleset string) string {

@@ -3,11 +3,11 @@ package difftest
 import (
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/xfw-dev/xfw/internal/ir"
-	"github.com/xfw-dev/xfw/internal/lazyre"
 )
 
 // This file decides which differences are the documented ones of xfw's
@@ -49,10 +49,10 @@ import (
 // replyRe matches an observation of a reply fw sent (to gen, to sink, or
 // to its own sockets for a packet it sent itself): where, what, and the
 // bytes in hex.
-var replyRe = lazyre.New(`^(?:at (gen|sink)|fw's sockets got) ?:? ?(ICMP error quoting it|answer)(?:: [^\n]*\n\s*|: .*?, \d+ bytes: )([0-9a-f]+)$`)
+var replyRe = regexp.MustCompile(`^(?:at (gen|sink)|fw's sockets got) ?:? ?(ICMP error quoting it|answer)(?:: [^\n]*\n\s*|: .*?, \d+ bytes: )([0-9a-f]+)$`)
 
 // countsRe matches a counter pair "[packets:bytes]".
-var countsRe = lazyre.New(`^\[(\d+):(\d+)\]$`)
+var countsRe = regexp.MustCompile(`^\[(\d+):(\d+)\]$`)
 
 // replyBytes returns the transport bytes (ICMP or TCP header on) of the
 // reply a replyRe match shows: frames at gen and sink hold Ethernet and
@@ -89,14 +89,14 @@ func replyBytes(m []string) string {
 // the outer header of those (normLogLine). The outer header begins at
 // " IN=" (the log prefix before it may hold any text, "[UFW BLOCK] " too)
 // and ends where the quoted packet's "[SRC=" begins.
-var logReplyRe = lazyre.New(`^LOG: .*?\bIN=[^\[]*\b(ID|FLOWLBL)=\? `)
+var logReplyRe = regexp.MustCompile(`^LOG: .*?\bIN=[^\[]*\b(ID|FLOWLBL)=\? `)
 
 // logQuotesEchoReplyRe matches a LOG line of an ICMP error quoting an
 // echo reply.
-var logQuotesEchoReplyRe = lazyre.New(`\[SRC=.* PROTO=ICMP(?:v6)? TYPE=(?:0|129) CODE=0 `)
+var logQuotesEchoReplyRe = regexp.MustCompile(`\[SRC=.* PROTO=ICMP(?:v6)? TYPE=(?:0|129) CODE=0 `)
 
 // outerSrcRe matches the outer header's source address of a LOG line.
-var outerSrcRe = lazyre.New(`\bSRC=[0-9a-f.:]+ `)
+var outerSrcRe = regexp.MustCompile(`\bSRC=[0-9a-f.:]+ `)
 
 // withoutOuterSrc returns a LOG line with its first (outer) SRC= field
 // blanked.
@@ -380,7 +380,7 @@ func subjectChain(subject string) string {
 }
 
 // jumpRe matches a rule's chain and its jump or goto target.
-var jumpRe = lazyre.New(`^-A (\S+) .*(?:-j|--jump|-g|--goto) (\S+)`)
+var jumpRe = regexp.MustCompile(`^-A (\S+) .*(?:-j|--jump|-g|--goto) (\S+)`)
 
 // chainsReachedFrom returns the chains of ruleset (iptables-save text)
 // that a packet can pass from chain start, start included.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,7 +16,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xfw-dev/xfw/internal/lazyre"
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
@@ -150,11 +150,11 @@ func (e event) describe(rel relation) string {
 
 // Fields of kernel LOG lines (nf_log_syslog.c), for attribution.
 var (
-	logOuterRe = lazyre.New(`\bSRC=(\S+) DST=(\S+) `)
-	logIDRe    = lazyre.New(`\bID=(\d+)`)
-	logFlowRe  = lazyre.New(`\bFLOWLBL=(\d+)`)
-	logSeqRe   = lazyre.New(`\bSEQ=(\d+) ACK=(\d+)`)
-	logEchoRe  = lazyre.New(`\bTYPE=(0|129) CODE=0 ID=(\d+) SEQ=(\d+)`)
+	logOuterRe = regexp.MustCompile(`\bSRC=(\S+) DST=(\S+) `)
+	logIDRe    = regexp.MustCompile(`\bID=(\d+)`)
+	logFlowRe  = regexp.MustCompile(`\bFLOWLBL=(\d+)`)
+	logSeqRe   = regexp.MustCompile(`\bSEQ=(\d+) ACK=(\d+)`)
+	logEchoRe  = regexp.MustCompile(`\bTYPE=(0|129) CODE=0 ID=(\d+) SEQ=(\d+)`)
 )
 
 // logEvent turns a LOG line into an event.
@@ -225,7 +225,7 @@ func logCandidates(line string) []candidate {
 
 // logUIDRe matches the owner LOG --log-uid prints for a packet with a
 // local socket.
-var logUIDRe = lazyre.New(` UID=\d+ GID=\d+`)
+var logUIDRe = regexp.MustCompile(` UID=\d+ GID=\d+`)
 
 // normLogLine removes from a LOG line what is not compared: the owner of
 // the sending socket (xfw cannot print it: README, "Known differences from

@@ -5,13 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/xfw-dev/xfw/internal/ir"
-	"github.com/xfw-dev/xfw/internal/lazyre"
 )
 
 // RunOptions tune how a Run sends its probes.
@@ -436,8 +436,8 @@ type saveLine struct {
 }
 
 var (
-	saveRuleRe   = lazyre.New(`^\[(\d+:\d+)\] (-A .*)$`)
-	savePolicyRe = lazyre.New(`^:(\S+) (\S+) \[(\d+:\d+)\]$`)
+	saveRuleRe   = regexp.MustCompile(`^\[(\d+:\d+)\] (-A .*)$`)
+	savePolicyRe = regexp.MustCompile(`^:(\S+) (\S+) \[(\d+:\d+)\]$`)
 )
 
 // fullRangeRe matches what xfw's iptables-save prints and iptables 1.8.9's
@@ -446,12 +446,12 @@ var (
 // deliberate deviation, internal/iptables writePorts) and an inverted
 // interface wildcard "! -i +" / "! -o +". Not a difference in filtering
 // (README, "Known differences from iptables").
-var fullRangeRe = lazyre.New(` ! --(sport|dport) 0:65535| ! -[io] \+`)
+var fullRangeRe = regexp.MustCompile(` ! --(sport|dport) 0:65535| ! -[io] \+`)
 
 // icmpAnyRe matches type 255 with a code, which means any type to the
 // kernel: xfw's iptables-save prints it as later iptables releases do,
 // 1.8.9 prints "any" (internal/iptables writeICMP: a deliberate deviation).
-var icmpAnyRe = lazyre.New(`--icmp-type 255/\d+`)
+var icmpAnyRe = regexp.MustCompile(`--icmp-type 255/\d+`)
 
 // asSaved189 rewrites a rule as xfw prints it into what iptables 1.8.9
 // prints for the same kernel rule, where xfw deliberately deviates.
