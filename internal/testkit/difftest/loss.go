@@ -56,3 +56,79 @@ func softnetDrops() (uint64, error) {
 	}
 	return total, nil
 }
+
+// lossBaseline is what the loss counters said before a run's probes.
+type lossBaseline struct {
+	drops   [2]uint64 // linkDrops per side
+	softnet uint64    // softnetDrops
+	raw     [2]uint32 // fw's raw sockets' drops per side
+	kmsg    int       // kmsgReader overruns
+}
+
+// readLossBaseline reads the loss counters before a run (resetting the
+// captures' counts) and empties both sides' event logs.
+func (s *Session) readLossBaseline() (lossBaseline, error) {
+	var b lossBaseline
+	for i, sd := range s.sides {
+		d, err := linkDrops(sd.topo)
+		if err != nil {
+			return b, err
+		}
+		b.drops[i] = d
+		for _, cp := range sd.caps {
+			if _, err := cp.Dropped(); err != nil { // resets the count
+				return b, err
+			}
+		}
+	}
+	softnet, err := softnetDrops()
+	if err != nil {
+		return b, err
+	}
+	b.softnet = softnet
+	for i, sd := range s.sides {
+		for _, r := range sd.raws {
+			b.raw[i] += r.dropped()
+		}
+		sd.log.reset()
+	}
+	b.kmsg = s.kmsg.overruns()
+	return b, nil
+}
+
+// lossSince says what a run lost since baseline b ("": nothing).
+func (s *Session) lossSince(b lossBaseline) (string, error) {
+	var lossy []string
+	for i, sd := range s.sides {
+		d, err := linkDrops(sd.topo)
+		if err != nil {
+			return "", err
+		}
+		if d != b.drops[i] {
+			lossy = append(lossy, fmt.Sprintf("%s: %d frames dropped by veth queues", sd.name, d-b.drops[i]))
+		}
+		for _, cp := range sd.caps {
+			n, err := cp.Dropped()
+			if err != nil {
+				return "", err
+			}
+			if n > 0 {
+				lossy = append(lossy, fmt.Sprintf("%s: capture at %s dropped %d frames", sd.name, cp.NS, n))
+			}
+		}
+		var rd uint32
+		for _, r := range sd.raws {
+			rd += r.dropped()
+		}
+		if rd != b.raw[i] {
+			lossy = append(lossy, fmt.Sprintf("%s: fw's raw sockets dropped %d packets", sd.name, rd-b.raw[i]))
+		}
+	}
+	if softnet1, err := softnetDrops(); err == nil && softnet1 != b.softnet {
+		lossy = append(lossy, fmt.Sprintf("%d packets dropped by full CPU backlogs", softnet1-b.softnet))
+	}
+	if k := s.kmsg.overruns(); k != b.kmsg {
+		lossy = append(lossy, "kernel log records overwritten before they were read")
+	}
+	return strings.Join(lossy, "; "), nil
+}
