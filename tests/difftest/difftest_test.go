@@ -132,11 +132,11 @@ func check(t *testing.T, s *difftest.Session, c difftest.Case) {
 	case r.Lossy != "":
 		t.Errorf("%s: inconclusive even after slower retries: %s", c.Name, r.Lossy)
 	case o.OnlyKnown():
-		// The documented differences of xfw's REJECT replies (README,
-		// "Known differences from iptables"; internal/testkit/difftest/known.go
-		// says exactly which): the firewalls agree on everything with
-		// REJECT replaced by DROP on both sides, and each remaining
-		// difference is one of those. Reported in full, not hidden.
+		// The documented differences of xfw's REJECT replies
+		// (docs/differences.md; internal/testkit/difftest/known.go says
+		// exactly which): the firewalls agree on everything with REJECT
+		// replaced by DROP on both sides, and each remaining difference is
+		// one of those. Reported in full, not hidden.
 		t.Logf("%s(%v)", o.Report(), time.Since(start).Round(time.Millisecond))
 	case o.Failed():
 		t.Errorf("%s\nruleset:\n%s", o.Report(), c.Ruleset)

@@ -292,9 +292,8 @@ func (s *Session) restoreText(sd *side, text string) error {
 }
 
 // announceWait covers the multicast listener reports fw re-sends when
-// xfw attaches its XDP programs (README, "Known differences from
-// iptables"): a report and its retransmission, one unsolicited report
-// interval (1 s for MLDv2) apart.
+// xfw attaches its XDP programs (docs/differences.md): a report and its
+// retransmission, one unsolicited report interval (1 s for MLDv2) apart.
 const announceWait = 1200 * time.Millisecond
 
 // zero zeroes a side's counters (iptables -Z).

@@ -11,11 +11,11 @@ import (
 )
 
 // This file decides which differences are the documented ones of xfw's
-// REJECT replies (README, "Known differences from iptables"), and nothing
-// else. It is only asked about a case whose differences all vanish when
-// every REJECT is replaced by DROP on both sides (Outcome.RejectOnly): the
-// verdicts, LOG lines, counters and deliveries of everything else are then
-// proven equal. Of the replies themselves, only these are accepted:
+// REJECT replies (docs/differences.md), and nothing else. It is only asked
+// about a case whose differences all vanish when every REJECT is replaced by
+// DROP on both sides (Outcome.RejectOnly): the verdicts, LOG lines, counters
+// and deliveries of everything else are then proven equal. Of the replies
+// themselves, only these are accepted:
 //
 //   - xfw's replies do not pass OUTPUT (the kernel's REJECT sends its reply
 //     through ip_local_out, and through INPUT too when it is for fw): a

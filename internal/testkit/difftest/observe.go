@@ -102,7 +102,7 @@ func frameEvent(kind eventKind, c nettest.Captured) event {
 // of the probe; for replies fw generated, without the fields the kernel
 // fills at random per namespace or from per-boot secrets (the IPv4
 // identification with the header checksum that covers it, and the IPv6
-// flow label: README, "Known differences from iptables").
+// flow label: docs/differences.md).
 func normFrame(raw []byte, l3 int, rel relation) []byte {
 	b := append([]byte(nil), raw...)
 	if rel == relCopy || l3 < 0 || len(b) < l3+1 {
@@ -228,10 +228,10 @@ func logCandidates(line string) []candidate {
 var logUIDRe = regexp.MustCompile(` UID=\d+ GID=\d+`)
 
 // normLogLine removes from a LOG line what is not compared: the owner of
-// the sending socket (xfw cannot print it: README, "Known differences from
-// iptables"); and for a reply fw generated, what differs between
-// namespaces: the IPv4 identification of the reply itself (the quoted
-// packet's stays) and the IPv6 flow label.
+// the sending socket (xfw cannot print it: docs/differences.md); and for a
+// reply fw generated, what differs between namespaces: the IPv4
+// identification of the reply itself (the quoted packet's stays) and the IPv6
+// flow label.
 func normLogLine(line string, rel relation) string {
 	line = logUIDRe.ReplaceAllString(line, "")
 	if rel == relCopy {

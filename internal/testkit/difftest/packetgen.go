@@ -19,8 +19,8 @@ import (
 // parsers get wrong (fragments, options, extension headers, truncated and
 // malformed headers, VLAN tags, other protocols, broadcast and multicast).
 //
-// Left out on purpose, as documented differences (README, "Known
-// differences from iptables"): multicast to groups fw has not joined.
+// Left out on purpose, as documented differences (docs/differences.md):
+// multicast to groups fw has not joined.
 
 // maxL3Len is the largest IP packet gen can send (its MTU).
 const maxL3Len = 1500
@@ -48,10 +48,9 @@ func GenerateCorpus(seed int64, plan Plan, ruleset string, n int) (*Corpus, erro
 	for tries := 0; len(c.Probes) < n && tries < maxGenTries*n; tries++ {
 		p := g.probe()
 		if g.e.multiport && shortPorts(p) {
-			// Left out, as a documented difference (README, "Known
-			// differences from iptables"): with multiport in the ruleset,
-			// a ports protocol whose header is cut short (xfw's multiport
-			// does not read its ports).
+			// Left out, as a documented difference (docs/differences.md):
+			// with multiport in the ruleset, a ports protocol whose header is
+			// cut short (xfw's multiport does not read its ports).
 			continue
 		}
 		c.Probes = append(c.Probes, p)
@@ -109,9 +108,8 @@ func (g *pgen) edgeAddr() netip.Addr {
 }
 
 // usable reports whether a is fine as a probe address: not multicast to a
-// group fw did not join (README: a documented difference), not the
-// unspecified address or a loopback one (those are chosen on purpose
-// elsewhere).
+// group fw did not join (docs/differences.md), not the unspecified address or
+// a loopback one (those are chosen on purpose elsewhere).
 func (g *pgen) usable(a netip.Addr) bool {
 	if a.IsUnspecified() || a.IsLoopback() {
 		return false
@@ -206,10 +204,10 @@ func (g *pgen) probe() Probe {
 			dst = g.edgeAddr()
 		}
 	}
-	// Left out, as a documented difference (README, "Known differences
-	// from iptables"): packets fw itself sends to a broadcast or multicast
-	// address, whose copy for fw's own sockets xfw does not see. Not from
-	// fw, then, and not from such sources, which fw's replies go to.
+	// Left out, as a documented difference (docs/differences.md): packets fw
+	// itself sends to a broadcast or multicast address, whose copy for fw's
+	// own sockets xfw does not see. Not from fw, then, and not from such
+	// sources, which fw's replies go to.
 	if g.plan.isGroup(src) {
 		src = map[Origin]netip.Addr{FromGen: p.Gen, FromSink: p.Sink, FromFw: p.FwOut}[pr.From]
 	}
@@ -218,8 +216,8 @@ func (g *pgen) probe() Probe {
 	}
 	// fw's packets to link-local addresses: the route picks an interface,
 	// the neighbour is never resolved, and the packet, counted by the
-	// kernel's OUTPUT, never reaches xfw's egress hook (README, "Known
-	// differences from iptables": not sent).
+	// kernel's OUTPUT, never reaches xfw's egress hook (docs/differences.md:
+	// not sent).
 	if pr.From == FromFw && dst.Is6() && dst.IsLinkLocalUnicast() {
 		dst = p.Sink
 	}
@@ -238,9 +236,8 @@ func (g *pgen) probe() Probe {
 	// stack answers (ip6_forward's "beyond scope" error before the
 	// FORWARD hook, a port unreachable...) goes to an address whose
 	// neighbour is never resolved: counted by the kernel's OUTPUT, it
-	// never reaches xfw's egress hook (README, "Known differences from
-	// iptables": not sent). Found by xfw difftest on the conformance dump
-	// fedora27-ip6tables.
+	// never reaches xfw's egress hook (docs/differences.md: not sent). Found
+	// by xfw difftest on the conformance dump fedora27-ip6tables.
 	if pr.From != FromFw && src.Is6() && src.IsLinkLocalUnicast() {
 		src = map[Origin]netip.Addr{FromGen: p.Gen, FromSink: p.Sink}[pr.From]
 	}

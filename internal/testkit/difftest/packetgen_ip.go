@@ -28,8 +28,7 @@ func (g *pgen) ipPacket(from Origin, src, dst netip.Addr) ([][]byte, string) {
 		// fw's answer (an echo reply is as long as the request) must not
 		// need fragmenting: the byte counts and -m length of a datagram
 		// the stack fragments are its first fragment's in xfw's OUTPUT, a
-		// documented difference (README, "Known differences from
-		// iptables").
+		// documented difference (docs/differences.md).
 		maxLen = outMTU
 	}
 	// A length the ruleset names, reached with payload.
@@ -92,11 +91,11 @@ func (g *pgen) ipv4(from Origin, src, dst netip.Addr, ttl uint8, t l4, note stri
 		h.TOS = uint8(g.rng.Intn(256))
 	}
 	frames := [][]byte{h.Packet(t.t)}
-	// Left out, as documented differences (README, "Known differences
-	// from iptables"): first fragments and fragmented datagrams for fw
-	// itself (the kernel reassembles before INPUT, xfw judges the first
-	// fragment for the datagram), and later fragments fw sends (xfw judges
-	// a datagram by its first fragment in OUTPUT too).
+	// Left out, as documented differences (docs/differences.md): first
+	// fragments and fragmented datagrams for fw itself (the kernel
+	// reassembles before INPUT, xfw judges the first fragment for the
+	// datagram), and later fragments fw sends (xfw judges a datagram by its
+	// first fragment in OUTPUT too).
 	local := g.plan.isLocal(dst)
 	switch k := g.rng.Intn(100); {
 	case k < 4 && !local: // a lone first fragment
@@ -166,7 +165,7 @@ func setTTL4(b []byte, ttl uint8) {
 // mayTruncate says whether the transport header of t may be cut short. Not
 // the ports' protocols when the ruleset uses multiport: xfw's multiport
 // does not read the ports of a header cut short, a documented difference
-// (README, "Known differences from iptables").
+// (docs/differences.md).
 func (g *pgen) mayTruncate(t l4) bool {
 	if !g.e.multiport {
 		return true
@@ -230,8 +229,8 @@ func (g *pgen) ipv6(from Origin, src, dst netip.Addr, ttl uint8, t l4, note stri
 	if r, ok := t.t.(nettest.Raw); ok && from == FromFw && r.Proto == nettest.ProtoFragment && len(r.Data) >= 4 {
 		// "Protocol 44" is a fragment header: its filler bytes would make
 		// a later fragment fw sends itself, which xfw's OUTPUT passes
-		// unjudged (README, "Known differences"; see ipv4). Make it a
-		// first fragment of nothing.
+		// unjudged (docs/differences.md; see ipv4). Make it a first fragment
+		// of nothing.
 		d := append([]byte(nil), r.Data...)
 		d[0], d[2], d[3] = nettest.ProtoNoNext, 0, 1
 		t.t = nettest.Raw{Proto: r.Proto, Data: d}

@@ -16,8 +16,9 @@ import (
 // The generator respects what iptables and the kernel refuse (-i in OUTPUT,
 // -o in INPUT, mac in chains OUTPUT reaches, tcp-reset without -p tcp,
 // protocol matches without their -p, jump loops) and what xfw documents it
-// does not support (README: --tcp-option, more than one multiport --ports
-// per rule, netmasks with more than 16 non-contiguous bits).
+// does not support (docs/compatibility.md: --tcp-option, more than one
+// multiport --ports per rule, netmasks with more than 16 non-contiguous
+// bits).
 
 // GenOptions bound the size of a generated ruleset.
 type GenOptions struct {

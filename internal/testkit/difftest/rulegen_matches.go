@@ -54,7 +54,7 @@ func (g *rgen) prefixLen() int {
 }
 
 // maxFreeMaskBits keeps non-contiguous netmasks within what xfw's compiler
-// supports (16 free bits above the lowest set bit; README "What works").
+// supports (16 free bits above the lowest set bit; docs/compatibility.md).
 const maxFreeMaskBits = 12
 
 // addrSpec returns an -s/-d value: an address, with a prefix length, a

@@ -194,9 +194,8 @@ func (s *Session) loadBoth(ruleset string, res *Result) (bool, error) {
 	if s.cfg.Family == ir.IPv6 {
 		// Attaching XDP through netlink announces a device change, and
 		// fw re-sends its multicast listener reports through OUTPUT: a
-		// known, documented side effect of loading xfw (README, "Known
-		// differences from iptables"). Let them pass, then count from
-		// zero on both sides.
+		// known, documented side effect of loading xfw (docs/differences.md).
+		// Let them pass, then count from zero on both sides.
 		time.Sleep(announceWait)
 		var zeroErr [2]error
 		parallel(func(i int) { zeroErr[i] = s.zero(s.sides[i]) })
@@ -245,9 +244,8 @@ func (s *Session) sendProbes(ctx context.Context, c *Corpus, probes []markedProb
 					}
 					for _, f := range probes[k].frames {
 						// OUTPUT: the kernel's EPERM for an OUTPUT drop is
-						// not compared (README, "Known differences from
-						// iptables"), nor any other send error: packets on
-						// the wire are.
+						// not compared (docs/differences.md), nor any other
+						// send error: packets on the wire are.
 						_ = sd.send(c.Probes[k].From, f, v6)
 					}
 					if n++; n%opts.Batch == 0 {
@@ -386,7 +384,7 @@ var (
 // matches there): an inverted full port range of the tcp or udp match (a
 // deliberate deviation, internal/iptables writePorts) and an inverted
 // interface wildcard "! -i +" / "! -o +". Not a difference in filtering
-// (README, "Known differences from iptables").
+// (docs/differences.md).
 var fullRangeRe = regexp.MustCompile(` ! --(sport|dport) 0:65535| ! -[io] \+`)
 
 // icmpAnyRe matches type 255 with a code, which means any type to the

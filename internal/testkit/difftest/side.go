@@ -120,7 +120,7 @@ func (s *Session) routeCmds(fw string, v4, v6 Plan) [][]string {
 		// sends them needs no neighbour resolution, which would never
 		// succeed for made-up addresses (a packet waiting for it passed
 		// OUTPUT in the kernel but never reaches xfw's egress hook:
-		// README, "Known differences from iptables").
+		// docs/differences.md).
 		for _, h := range []struct {
 			n      netip.Prefix
 			via    netip.Addr
@@ -160,9 +160,8 @@ func tuneFw(sd *side) error {
 	// not lower a route's MTU): a probe quoting fw's packet to gen with a
 	// small MTU would make fw fragment, or refuse, its later big packets
 	// to gen after the OUTPUT hook, where xfw's egress hook sees a first
-	// fragment or nothing (README, "Known differences from iptables";
-	// found by the stateful campaign, whose ICMP errors quote fw's own
-	// earlier packets).
+	// fragment or nothing (docs/differences.md; found by the stateful
+	// campaign, whose ICMP errors quote fw's own earlier packets).
 	err := nettest.InNamespace(fw, func() error {
 		for _, kv := range [][2]string{{"net/ipv4/icmp_msgs_per_sec", "1000000000"}, {"net/ipv4/icmp_msgs_burst", "1000000000"},
 			{"net/ipv4/ip_no_pmtu_disc", "2"},
