@@ -1,5 +1,7 @@
 # xfw build. `make` builds bin/xfw (BPF object compiled by clang, embedded
-# in the Go binary); `make test` runs every test; `make demo` runs the demo.
+# in the Go binary) and bin/xfw-difftest (the differential tester, a program
+# of its own so that no test harness is linked into xfw); `make test` runs
+# every test; `make demo` runs the demo.
 GO ?= go
 CLANG ?= clang
 BPF_CFLAGS := -O2 -g -Wall -Werror -target bpf -I/usr/include/$(shell uname -m)-linux-gnu
@@ -19,6 +21,7 @@ $(BPF_OBJ): $(BPF_SRC)
 
 build: $(BPF_OBJ)
 	$(GO) build -o bin/xfw ./cmd/xfw
+	$(GO) build -o bin/xfw-difftest ./cmd/xfw-difftest
 
 unit: $(BPF_OBJ)
 	$(GO) vet ./...
@@ -56,7 +59,7 @@ COUNT ?= 100
 PACKETS ?= 2000
 .PHONY: difftest
 difftest: build
-	./bin/xfw difftest --seed $(SEED) --rulesets $(COUNT) --packets $(PACKETS)
+	./bin/xfw-difftest --seed $(SEED) --rulesets $(COUNT) --packets $(PACKETS)
 
 # LPM benchmark for large address sets (issue #7; as root): xfw's DXR tables
 # vs the kernel's LPM trie and hash, ipset and nft build times; fetches its

@@ -30,7 +30,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // options are the command-line settings of a run.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // clockTicks is USER_HZ, the unit of /proc/stat (100 on every Linux

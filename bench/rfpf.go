@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // The RFPF section: the configuration of "Surgical DDoS filtering with fast

@@ -13,7 +13,7 @@ import (
 
 	"github.com/cilium/ebpf/link"
 
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // Rule counts of the scaling sweeps (issue #5: 0 … 100K 5-tuple rules).

@@ -1,5 +1,11 @@
 // Command xfw is an iptables-compatible packet filter enforced with eBPF
 // (XDP ingress, TCX egress). See README.md.
+//
+// It owns only the process: the garbage collector's tuning and the exit
+// status; every command is internal/cli's, which it imports and nothing
+// imports it. No test harness is linked in (internal/testkit is not among
+// its dependencies): `xfw difftest` execs the separate xfw-difftest
+// program.
 package main
 
 import (

@@ -1,35 +1,47 @@
 package cli
 
 import (
-	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
-func TestParseDifftestArgsConntrack(t *testing.T) {
+func TestFindDifftest(t *testing.T) {
+	withBoth := t.TempDir()
+	beside := filepath.Join(withBoth, difftestProgram)
+	if err := os.WriteFile(beside, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	inPath := t.TempDir()
+	onPath := filepath.Join(inPath, difftestProgram)
+	if err := os.WriteFile(onPath, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	alone := t.TempDir()
 	tests := []struct {
-		name      string
-		args      []string
-		wantErr   bool
-		conntrack bool
-		convs     int
-		skip      bool
+		name    string
+		self    string
+		path    string
+		want    string
+		wantErr bool
 	}{
-		{"default", []string{"--seed", "1"}, false, false, 60, false},
-		{"stateful", []string{"--conntrack", "--seed", "3"}, false, true, 60, false},
-		{"conversations", []string{"--conntrack", "--conversations", "5", "--skip-stack-errors"}, false, true, 5, true},
-		{"negative conversations", []string{"--conntrack", "--conversations", "-1"}, true, false, 0, false},
+		{"beside wins over PATH", filepath.Join(withBoth, "xfw"), inPath, beside, false},
+		{"PATH", filepath.Join(alone, "xfw"), inPath, onPath, false},
+		{"nowhere", filepath.Join(alone, "xfw"), alone, "", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a, err := parseDifftestArgs(tc.args, io.Discard)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("error %v, want error %v", err, tc.wantErr)
-			}
-			if err != nil {
+			t.Setenv("PATH", tc.path)
+			got, err := findDifftest(tc.self)
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "make build") {
+					t.Fatalf("got %q, %v; want an error saying how to build it", got, err)
+				}
 				return
 			}
-			if a.conntrack != tc.conntrack || a.convs != tc.convs || a.skipStack != tc.skip {
-				t.Errorf("conntrack %v conversations %d skip %v, want %v %d %v", a.conntrack, a.convs, a.skipStack, tc.conntrack, tc.convs, tc.skip)
+			if err != nil || got != tc.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
 			}
 		})
 	}

@@ -29,7 +29,7 @@ import (
 	"testing"
 
 	"github.com/xfw-dev/xfw/internal/ir"
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // Destination ports of the rules (see rjRules).

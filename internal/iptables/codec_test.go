@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xfw-dev/xfw/internal/difftest"
 	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/testkit/difftest"
 )
 
 // codecCorpus returns rulesets (restore text, by name) that cover every

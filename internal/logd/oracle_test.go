@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/xfw-dev/xfw/internal/ir"
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // This file asks the kernel: it sends real packets through namespaces where

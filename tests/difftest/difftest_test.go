@@ -1,14 +1,15 @@
-// Package difftest_test runs xfw's differential oracle (internal/difftest)
+// Package difftest_test runs xfw's differential oracle (internal/testkit/difftest)
 // as a test: random rulesets and the realistic ones through the kernel's
 // iptables-legacy and through xfw, in twin namespace topologies, packet by
 // packet. It needs root, iproute2, ethtool and iptables-legacy, and the
-// xfw binary `make build` makes; it fails, never skips, without them.
+// binaries `make build` makes, bin/xfw and bin/xfw-difftest (which the
+// Rerun lines of its reports name); it fails, never skips, without them.
 //
 // The budget is bounded (a few minutes on two cores); DIFFTEST_SEED,
 // DIFFTEST_COUNT (random rulesets per family), DIFFTEST_PACKETS (per random
 // ruleset) and DIFFTEST_REALISTIC_PACKETS change it, and
 // `make difftest SEED=… COUNT=…` runs a long campaign with the
-// xfw difftest command.
+// xfw-difftest program.
 package difftest_test
 
 import (
@@ -21,8 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xfw-dev/xfw/internal/difftest"
 	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/testkit/difftest"
 )
 
 // Defaults of the bounded budget.
@@ -65,14 +66,17 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// xfwPath returns the xfw binary built by `make build`.
+// xfwPath returns the xfw binary built by `make build`, after checking
+// that xfw-difftest, which reproduces a reported case, is beside it.
 func xfwPath(t *testing.T) string {
 	t.Helper()
-	p := filepath.Join(repoRoot(t), "bin", "xfw")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("xfw binary missing (%v): run `make build` (make test does)", err)
+	bin := filepath.Join(repoRoot(t), "bin")
+	for _, name := range []string{"xfw-difftest", "xfw"} {
+		if _, err := os.Stat(filepath.Join(bin, name)); err != nil {
+			t.Fatalf("%s binary missing (%v): run `make build` (make test does)", name, err)
+		}
 	}
-	return p
+	return filepath.Join(bin, "xfw")
 }
 
 // session opens a session of family fam for the test; it is closed (and
@@ -128,11 +132,11 @@ func check(t *testing.T, s *difftest.Session, c difftest.Case) {
 	case r.Lossy != "":
 		t.Errorf("%s: inconclusive even after slower retries: %s", c.Name, r.Lossy)
 	case o.OnlyKnown():
-		// The documented differences of xfw's REJECT replies (README,
-		// "Known differences from iptables"; internal/difftest/known.go
-		// says exactly which): the firewalls agree on everything with
-		// REJECT replaced by DROP on both sides, and each remaining
-		// difference is one of those. Reported in full, not hidden.
+		// The documented differences of xfw's REJECT replies
+		// (docs/differences.md; internal/testkit/difftest/known.go says
+		// exactly which): the firewalls agree on everything with REJECT
+		// replaced by DROP on both sides, and each remaining difference is
+		// one of those. Reported in full, not hidden.
 		t.Logf("%s(%v)", o.Report(), time.Since(start).Round(time.Millisecond))
 	case o.Failed():
 		t.Errorf("%s\nruleset:\n%s", o.Report(), c.Ruleset)
@@ -238,7 +242,7 @@ func runRandom(t *testing.T, seed, count int64, opts difftest.GenOptions, tune .
 				}
 				check(t, s, difftest.Case{
 					Name: fmt.Sprintf("random %s ruleset%s, seed %d", fam, what, sd), Ruleset: text, Corpus: corpus,
-					Rerun: fmt.Sprintf("bin/xfw difftest --family %d --seed %d --rulesets 1 --packets %d%s", fam, sd, packets, flag),
+					Rerun: fmt.Sprintf("bin/xfw-difftest --family %d --seed %d --rulesets 1 --packets %d%s", fam, sd, packets, flag),
 				})
 			}
 			if rules, inPlace := s.Appended(); rules > 0 {
@@ -252,7 +256,7 @@ func runRandom(t *testing.T, seed, count int64, opts difftest.GenOptions, tune .
 }
 
 // TestRealisticRulesets compares the hand-written rulesets of
-// internal/difftest/testdata and the filter tables of the conformance
+// internal/testkit/difftest/testdata and the filter tables of the conformance
 // suite's iptables-save dumps.
 func TestRealisticRulesets(t *testing.T) {
 	seed := envInt(t, "DIFFTEST_SEED", defaultSeed)

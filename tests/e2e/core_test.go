@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // chainRuleset exercises the three built-in chains, user chains, jump,

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // xfwPath returns the xfw binary built by `make build`.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // TestSetCountersAgainstKernel compares ipset's per-entry counters (sets

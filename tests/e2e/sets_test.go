@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // setPorts are the UDP ports of TestSetMatchAgainstKernel, one rule each.

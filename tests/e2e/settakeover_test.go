@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // TestSetTablesTakenOver checks that a ruleset change takes the running

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // The set types beyond hash:ip and hash:net, and timeouts, against the

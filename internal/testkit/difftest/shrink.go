@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-
-	"github.com/xfw-dev/xfw/internal/lazyre"
 )
 
 // Shrinking: given a ruleset and corpus on which the firewalls disagree,
@@ -195,7 +193,7 @@ func (r *reproducer) ddmin(ruleset string, probes []Probe) ([]Probe, error) {
 }
 
 // ruleLine matches a rule line of restore text.
-var ruleLine = lazyre.New(`^-[AI] `)
+var ruleLine = regexp.MustCompile(`^-[AI] `)
 
 // shrinkRules deletes rule lines while the difference persists: chunks of
 // decreasing size, then single lines; then built-in policies become ACCEPT

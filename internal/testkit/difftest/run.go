@@ -5,13 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/xfw-dev/xfw/internal/ir"
-	"github.com/xfw-dev/xfw/internal/lazyre"
 )
 
 // RunOptions tune how a Run sends its probes.
@@ -135,13 +135,48 @@ func (s *Session) Run(ctx context.Context, ruleset string, c *Corpus, opts RunOp
 // runOnce is one attempt of Run.
 func (s *Session) runOnce(ctx context.Context, ruleset string, c *Corpus, opts RunOptions) (*Result, error) {
 	res := &Result{Probes: len(c.Probes)}
-	// Load both.
+	if loaded, err := s.loadBoth(ruleset, res); err != nil {
+		return nil, err
+	} else if !loaded {
+		return res, nil
+	}
+	probes, byMarker := s.markProbes(c)
+	baseline, err := s.readLossBaseline()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.sendProbes(ctx, c, probes, opts); err != nil {
+		return nil, err
+	}
+	if res.Lossy, err = s.lossSince(baseline); err != nil {
+		return nil, err
+	}
+
+	// Counters.
+	var saveErr [2]error
+	parallel(func(i int) { res.Saves[i], saveErr[i] = s.save(s.sides[i]) })
+	if err := errors.Join(saveErr[:]...); err != nil {
+		return nil, err
+	}
+	if res.Lossy != "" {
+		return res, nil
+	}
+
+	s.compareObservations(c, byMarker, res)
+	return res, nil
+}
+
+// loadBoth loads ruleset into both sides and readies them for a run:
+// xfw's LOG reader started, IPv6's announcements let pass and counted out,
+// the connection tables flushed (Config.Conntrack). It reports false, with
+// res saying why, when either side refused the ruleset: the run ends there.
+func (s *Session) loadBoth(ruleset string, res *Result) (bool, error) {
 	var loadErr [2]error
 	parallel(func(i int) { loadErr[i] = s.restore(s.sides[i], ruleset) })
 	switch {
 	case loadErr[0] != nil && loadErr[1] != nil:
 		res.Rejected = fmt.Sprintf("kernel: %v\nxfw: %v", loadErr[0], loadErr[1])
-		return res, nil
+		return false, nil
 	case loadErr[0] != nil || loadErr[1] != nil:
 		d := Difference{Kind: DiffRestore, Probe: -1, Kernel: []string{"loaded"}, XFW: []string{"loaded"}}
 		if loadErr[0] != nil {
@@ -151,22 +186,21 @@ func (s *Session) runOnce(ctx context.Context, ruleset string, c *Corpus, opts R
 			d.XFW = []string{loadErr[1].Error()}
 		}
 		res.Differences = append(res.Differences, d)
-		return res, nil
+		return false, nil
 	}
 	if err := s.startLog(s.sides[sideXFW]); err != nil {
-		return nil, err
+		return false, err
 	}
 	if s.cfg.Family == ir.IPv6 {
 		// Attaching XDP through netlink announces a device change, and
 		// fw re-sends its multicast listener reports through OUTPUT: a
-		// known, documented side effect of loading xfw (README, "Known
-		// differences from iptables"). Let them pass, then count from
-		// zero on both sides.
+		// known, documented side effect of loading xfw (docs/differences.md).
+		// Let them pass, then count from zero on both sides.
 		time.Sleep(announceWait)
 		var zeroErr [2]error
 		parallel(func(i int) { zeroErr[i] = s.zero(s.sides[i]) })
 		if err := errors.Join(zeroErr[:]...); err != nil {
-			return nil, err
+			return false, err
 		}
 	}
 
@@ -177,69 +211,15 @@ func (s *Session) runOnce(ctx context.Context, ruleset string, c *Corpus, opts R
 		var flushErr [2]error
 		parallel(func(i int) { flushErr[i] = s.flushConntrack(s.sides[i]) })
 		if err := errors.Join(flushErr[:]...); err != nil {
-			return nil, err
+			return false, err
 		}
 	}
+	return true, nil
+}
 
-	// Mark the probes.
+// sendProbes sends the marked probes of c through both sides.
+func (s *Session) sendProbes(ctx context.Context, c *Corpus, probes []markedProbe, opts RunOptions) error {
 	v6 := s.cfg.Family == ir.IPv6
-	type marked struct {
-		frames [][]byte
-		marker uint32
-	}
-	probes := make([]marked, len(c.Probes))
-	byMarker := map[uint32]int{}
-	for i, p := range c.Probes {
-		m := s.next
-		s.next++
-		if s.next > maxMarker(v6) {
-			s.next = 1
-		}
-		ok := false
-		for _, f := range p.Frames {
-			b := append([]byte(nil), f...)
-			l3 := 0
-			if p.From != FromFw {
-				l3 = l3Offset(b)
-			}
-			if setMarker(b, l3, m, p.KeepL4) {
-				ok = true
-			}
-			probes[i].frames = append(probes[i].frames, b)
-		}
-		if ok {
-			probes[i].marker = m
-			byMarker[m] = i
-		}
-	}
-
-	// Loss accounting before.
-	var drops0 [2]uint64
-	for i, sd := range s.sides {
-		d, err := linkDrops(sd.topo)
-		if err != nil {
-			return nil, err
-		}
-		drops0[i] = d
-		for _, cp := range sd.caps {
-			if _, err := cp.Dropped(); err != nil { // resets the count
-				return nil, err
-			}
-		}
-	}
-	softnet0, err := softnetDrops()
-	if err != nil {
-		return nil, err
-	}
-	var rawDrops0 [2]uint32
-	for i, sd := range s.sides {
-		for _, r := range sd.raws {
-			rawDrops0[i] += r.dropped()
-		}
-		sd.log.reset()
-	}
-	kmsg0 := s.kmsg.overruns()
-
 	// Send, both sides at once, in paced batches, step by step (Probe.Step:
 	// the packets of conversations, each step once the one before has
 	// settled); within a step first what gen and sink send, then, once
@@ -264,9 +244,8 @@ func (s *Session) runOnce(ctx context.Context, ruleset string, c *Corpus, opts R
 					}
 					for _, f := range probes[k].frames {
 						// OUTPUT: the kernel's EPERM for an OUTPUT drop is
-						// not compared (README, "Known differences from
-						// iptables"), nor any other send error: packets on
-						// the wire are.
+						// not compared (docs/differences.md), nor any other
+						// send error: packets on the wire are.
 						_ = sd.send(c.Probes[k].From, f, v6)
 					}
 					if n++; n%opts.Batch == 0 {
@@ -278,59 +257,20 @@ func (s *Session) runOnce(ctx context.Context, ruleset string, c *Corpus, opts R
 				}
 			})
 			if err := errors.Join(sendErr[:]...); err != nil {
-				return nil, err
+				return err
 			}
 			if sent > 0 || step == 0 {
 				s.settle()
 			}
 		}
 	}
+	return nil
+}
 
-	// Loss accounting after.
-	var lossy []string
-	for i, sd := range s.sides {
-		d, err := linkDrops(sd.topo)
-		if err != nil {
-			return nil, err
-		}
-		if d != drops0[i] {
-			lossy = append(lossy, fmt.Sprintf("%s: %d frames dropped by veth queues", sd.name, d-drops0[i]))
-		}
-		for _, cp := range sd.caps {
-			n, err := cp.Dropped()
-			if err != nil {
-				return nil, err
-			}
-			if n > 0 {
-				lossy = append(lossy, fmt.Sprintf("%s: capture at %s dropped %d frames", sd.name, cp.NS, n))
-			}
-		}
-		var rd uint32
-		for _, r := range sd.raws {
-			rd += r.dropped()
-		}
-		if rd != rawDrops0[i] {
-			lossy = append(lossy, fmt.Sprintf("%s: fw's raw sockets dropped %d packets", sd.name, rd-rawDrops0[i]))
-		}
-	}
-	if softnet1, err := softnetDrops(); err == nil && softnet1 != softnet0 {
-		lossy = append(lossy, fmt.Sprintf("%d packets dropped by full CPU backlogs", softnet1-softnet0))
-	}
-	if k := s.kmsg.overruns(); k != kmsg0 {
-		lossy = append(lossy, "kernel log records overwritten before they were read")
-	}
-	res.Lossy = strings.Join(lossy, "; ")
-
-	// Counters.
-	var saveErr [2]error
-	parallel(func(i int) { res.Saves[i], saveErr[i] = s.save(s.sides[i]) })
-	if err := errors.Join(saveErr[:]...); err != nil {
-		return nil, err
-	}
-	if res.Lossy != "" {
-		return res, nil
-	}
-
+// compareObservations attributes both sides' observations to the probes
+// of c (by marker and addresses) and adds to res every probe and counter
+// the sides disagree on.
+func (s *Session) compareObservations(c *Corpus, byMarker map[uint32]int, res *Result) {
 	// Attribute and compare.
 	var obs [2][][]string
 	for i, sd := range s.sides {
@@ -366,7 +306,6 @@ func (s *Session) runOnce(ctx context.Context, ruleset string, c *Corpus, opts R
 		}
 	}
 	res.Differences = append(res.Differences, compareSaves(res.Saves[0], res.Saves[1])...)
-	return res, nil
 }
 
 // steps returns the steps of a corpus's probes in order, 0 always first.
@@ -436,8 +375,8 @@ type saveLine struct {
 }
 
 var (
-	saveRuleRe   = lazyre.New(`^\[(\d+:\d+)\] (-A .*)$`)
-	savePolicyRe = lazyre.New(`^:(\S+) (\S+) \[(\d+:\d+)\]$`)
+	saveRuleRe   = regexp.MustCompile(`^\[(\d+:\d+)\] (-A .*)$`)
+	savePolicyRe = regexp.MustCompile(`^:(\S+) (\S+) \[(\d+:\d+)\]$`)
 )
 
 // fullRangeRe matches what xfw's iptables-save prints and iptables 1.8.9's
@@ -445,13 +384,13 @@ var (
 // matches there): an inverted full port range of the tcp or udp match (a
 // deliberate deviation, internal/iptables writePorts) and an inverted
 // interface wildcard "! -i +" / "! -o +". Not a difference in filtering
-// (README, "Known differences from iptables").
-var fullRangeRe = lazyre.New(` ! --(sport|dport) 0:65535| ! -[io] \+`)
+// (docs/differences.md).
+var fullRangeRe = regexp.MustCompile(` ! --(sport|dport) 0:65535| ! -[io] \+`)
 
 // icmpAnyRe matches type 255 with a code, which means any type to the
 // kernel: xfw's iptables-save prints it as later iptables releases do,
 // 1.8.9 prints "any" (internal/iptables writeICMP: a deliberate deviation).
-var icmpAnyRe = lazyre.New(`--icmp-type 255/\d+`)
+var icmpAnyRe = regexp.MustCompile(`--icmp-type 255/\d+`)
 
 // asSaved189 rewrites a rule as xfw prints it into what iptables 1.8.9
 // prints for the same kernel rule, where xfw deliberately deviates.

@@ -1,7 +1,7 @@
 // Package difftest is xfw's differential oracle: it runs the same
 // iptables-save ruleset and the same packets through the kernel's
 // iptables-legacy and through xfw, in two identical namespace topologies
-// (gen — fw — sink, see internal/nettest), and compares what became of
+// (gen — fw — sink, see internal/testkit/nettest), and compares what became of
 // every packet.
 //
 // Per packet (a probe) it compares where the packet went — fw's own socket
@@ -39,4 +39,10 @@
 // supported match reads; the TCP sequence numbers and the ICMP echo
 // identifier for replies that do not quote the probe), so observations are
 // attributed to probes without waiting for each one.
+//
+// Imports point down: into nettest (the topologies and frames) and into
+// xfw's ruleset packages (ir, iptables, compiler) to read the rulesets it
+// generates and loads; it drives xfw itself as a program (Config.XFW). It is
+// imported by cmd/xfw-difftest, tests/difftest and tests of xfw's packages,
+// never by anything in bin/xfw.
 package difftest

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
-	"github.com/xfw-dev/xfw/internal/lazyre"
 )
 
 // Named is a ruleset with its name and family.
@@ -55,7 +55,7 @@ type Skipped struct {
 
 // unsupportedLine matches rule lines with matches or targets xfw does not
 // support (the parser names them; these are the ones real dumps use).
-var unsupportedLine = lazyre.New(`(-m|-j|--match|--jump) (limit|hashlimit|recent|addrtype|TCPMSS|NFLOG|NFQUEUE|CHECKSUM|CT|MARK|CONNMARK|set|owner|physdev|rt|pkttype|u32|string|time|connlimit|policy)\b`)
+var unsupportedLine = regexp.MustCompile(`(-m|-j|--match|--jump) (limit|hashlimit|recent|addrtype|TCPMSS|NFLOG|NFQUEUE|CHECKSUM|CT|MARK|CONNMARK|set|owner|physdev|rt|pkttype|u32|string|time|connlimit|policy)\b`)
 
 // Dumps returns the filter tables of the iptables-save dumps in dir (the
 // conformance suite's dumps/). A dump whose filter table uses what xfw
@@ -107,7 +107,7 @@ func Dumps(dir string) ([]Named, []Skipped, error) {
 
 // dropLines returns text without the lines re matches, and how many it
 // dropped.
-func dropLines(text string, re *lazyre.Regexp) (string, int) {
+func dropLines(text string, re *regexp.Regexp) (string, int) {
 	var kept []string
 	n := 0
 	for _, l := range strings.Split(text, "\n") {
@@ -121,7 +121,7 @@ func dropLines(text string, re *lazyre.Regexp) (string, int) {
 }
 
 // statefulRe matches a rule line that looks at connection tracking.
-var statefulRe = lazyre.New(`(-m|--match) (conntrack|state)\b`)
+var statefulRe = regexp.MustCompile(`(-m|--match) (conntrack|state)\b`)
 
 // Stateful reports whether a ruleset uses connection tracking (-m
 // conntrack, -m state): its packets then come from GenerateStatefulCorpus
@@ -166,7 +166,7 @@ func FilterTable(dump string) string {
 }
 
 // ifaceOpt matches an -i/-o option and its name.
-var ifaceOpt = lazyre.New(`(^| )(-i|-o|--in-interface|--out-interface) (\S+)`)
+var ifaceOpt = regexp.MustCompile(`(^| )(-i|-o|--in-interface|--out-interface) (\S+)`)
 
 // MapInterfaces renames the interfaces a ruleset names after fw's: the most
 // used name becomes in0, the next out0 (lo and wildcards stay).

@@ -10,13 +10,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/xfw-dev/xfw/internal/lazyre"
 )
 
 const (
@@ -61,7 +60,7 @@ const (
 )
 
 // baseRe is what a namespace name base (WithBase) may look like.
-var baseRe = lazyre.New(`^[a-z][a-z0-9]{0,7}$`)
+var baseRe = regexp.MustCompile(`^[a-z][a-z0-9]{0,7}$`)
 
 // Endpoint is one interface of a topology and the namespace it lives in.
 type Endpoint struct {
@@ -564,7 +563,7 @@ func SetNeighbor(ns, ifname string, ip netip.Addr, mac net.HardwareAddr) error {
 
 // staleRe matches the namespace names this package creates; the groups are
 // the base, the creating process's pid and the prefix without the role.
-var staleRe = lazyre.New(`^(([a-z][a-z0-9]{0,7})-([0-9]+)-[0-9a-f]{6})-(gen|fw|sink|probe)$`)
+var staleRe = regexp.MustCompile(`^(([a-z][a-z0-9]{0,7})-([0-9]+)-[0-9a-f]{6})-(gen|fw|sink|probe)$`)
 
 // CleanupStale deletes namespaces left behind by earlier runs that crashed
 // or were killed: only names made by this package with the given base

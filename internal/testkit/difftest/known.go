@@ -3,19 +3,19 @@ package difftest
 import (
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/xfw-dev/xfw/internal/ir"
-	"github.com/xfw-dev/xfw/internal/lazyre"
 )
 
 // This file decides which differences are the documented ones of xfw's
-// REJECT replies (README, "Known differences from iptables"), and nothing
-// else. It is only asked about a case whose differences all vanish when
-// every REJECT is replaced by DROP on both sides (Outcome.RejectOnly): the
-// verdicts, LOG lines, counters and deliveries of everything else are then
-// proven equal. Of the replies themselves, only these are accepted:
+// REJECT replies (docs/differences.md), and nothing else. It is only asked
+// about a case whose differences all vanish when every REJECT is replaced by
+// DROP on both sides (Outcome.RejectOnly): the verdicts, LOG lines, counters
+// and deliveries of everything else are then proven equal. Of the replies
+// themselves, only these are accepted:
 //
 //   - xfw's replies do not pass OUTPUT (the kernel's REJECT sends its reply
 //     through ip_local_out, and through INPUT too when it is for fw): a
@@ -49,10 +49,10 @@ import (
 // replyRe matches an observation of a reply fw sent (to gen, to sink, or
 // to its own sockets for a packet it sent itself): where, what, and the
 // bytes in hex.
-var replyRe = lazyre.New(`^(?:at (gen|sink)|fw's sockets got) ?:? ?(ICMP error quoting it|answer)(?:: [^\n]*\n\s*|: .*?, \d+ bytes: )([0-9a-f]+)$`)
+var replyRe = regexp.MustCompile(`^(?:at (gen|sink)|fw's sockets got) ?:? ?(ICMP error quoting it|answer)(?:: [^\n]*\n\s*|: .*?, \d+ bytes: )([0-9a-f]+)$`)
 
 // countsRe matches a counter pair "[packets:bytes]".
-var countsRe = lazyre.New(`^\[(\d+):(\d+)\]$`)
+var countsRe = regexp.MustCompile(`^\[(\d+):(\d+)\]$`)
 
 // replyBytes returns the transport bytes (ICMP or TCP header on) of the
 // reply a replyRe match shows: frames at gen and sink hold Ethernet and
@@ -89,14 +89,14 @@ func replyBytes(m []string) string {
 // the outer header of those (normLogLine). The outer header begins at
 // " IN=" (the log prefix before it may hold any text, "[UFW BLOCK] " too)
 // and ends where the quoted packet's "[SRC=" begins.
-var logReplyRe = lazyre.New(`^LOG: .*?\bIN=[^\[]*\b(ID|FLOWLBL)=\? `)
+var logReplyRe = regexp.MustCompile(`^LOG: .*?\bIN=[^\[]*\b(ID|FLOWLBL)=\? `)
 
 // logQuotesEchoReplyRe matches a LOG line of an ICMP error quoting an
 // echo reply.
-var logQuotesEchoReplyRe = lazyre.New(`\[SRC=.* PROTO=ICMP(?:v6)? TYPE=(?:0|129) CODE=0 `)
+var logQuotesEchoReplyRe = regexp.MustCompile(`\[SRC=.* PROTO=ICMP(?:v6)? TYPE=(?:0|129) CODE=0 `)
 
 // outerSrcRe matches the outer header's source address of a LOG line.
-var outerSrcRe = lazyre.New(`\bSRC=[0-9a-f.:]+ `)
+var outerSrcRe = regexp.MustCompile(`\bSRC=[0-9a-f.:]+ `)
 
 // withoutOuterSrc returns a LOG line with its first (outer) SRC= field
 // blanked.
@@ -155,81 +155,145 @@ func anyHead(m []string) string {
 func knownRejectDifference(d Difference, c *Corpus, inputSide, outputSide map[string]bool, ipv4 bool) string {
 	switch d.Kind {
 	case DiffCounters:
-		if len(d.Kernel) != 1 || len(d.XFW) != 1 {
-			return ""
-		}
-		k, x := countsRe.FindStringSubmatch(d.Kernel[0]), countsRe.FindStringSubmatch(d.XFW[0])
-		if k == nil || x == nil {
-			return ""
-		}
-		kp, _ := strconv.ParseUint(k[1], 10, 64)
-		kb, _ := strconv.ParseUint(k[2], 10, 64)
-		xp, _ := strconv.ParseUint(x[1], 10, 64)
-		xb, _ := strconv.ParseUint(x[2], 10, 64)
-		if kp > xp && kb > xb {
-			return "the kernel's REJECT replies pass OUTPUT (counted), xfw's do not"
-		}
-		// xfw's reply to a packet fw sent to itself goes back through lo
-		// and INPUT (and the chains INPUT reaches), but not OUTPUT:
-		// where the kernel's OUTPUT dropped its own, xfw's INPUT counts
-		// one the kernel's never saw.
-		if strings.HasPrefix(d.Subject, ":INPUT ") || inputSide[subjectChain(d.Subject)] {
-			if xp > kp && xb > kb {
-				return "xfw's reply to fw itself passes INPUT but not OUTPUT (counted in INPUT where the kernel's OUTPUT dropped its own)"
-			}
-		}
-		// xfw's replies to fw itself pass OUTPUT as the kernel's do, but
-		// xfw's IPv4 ICMP errors about packets fw sent come from the
-		// packet's destination (the kernel's from fw's address), so
-		// rules on the source count them differently; and xfw answers
-		// echo replies fw's stack sends, which the kernel cannot (its
-		// ICMP socket is busy sending them), and counts its answers.
-		if outputSide[subjectChain(d.Subject)] && xp > kp && xb > kb {
-			return "xfw's OUTPUT replies to fw itself counted in OUTPUT where the kernel sends none (echo replies of fw's stack) or counts them elsewhere (IPv4 source)"
-		}
-		if ipv4 && outputSide[subjectChain(d.Subject)] {
-			return "xfw's IPv4 OUTPUT reply to fw itself comes from the packet's destination (counted by other OUTPUT rules)"
-		}
-		return ""
+		return knownCountersDifference(d, inputSide, outputSide, ipv4)
 	case DiffProbe:
 		if d.Probe < 0 || d.Probe >= len(c.Probes) {
 			return ""
 		}
+		return knownProbeDifference(d, c.Probes[d.Probe], ipv4)
 	default:
 		return ""
 	}
-	// The observations only one side has.
+}
+
+// knownProbeDifference explains a probe's difference d (DiffProbe; p is
+// the probe) as documented ones of xfw's REJECT replies, or returns "".
+func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
+	kOnly, xOnly := oneSided(d.Kernel, d.XFW)
+	xOnly, fromDstLogs, otherWay := pairFromDstLogs(p, kOnly, xOnly, ipv4)
+	xOnly, stackEcho := withoutStackEchoLogs(xOnly)
+	r, ok := tallyXFWReplies(xOnly)
+	if !ok {
+		return ""
+	}
+	var why []string
+	if fromDstLogs > 0 {
+		why = append(why, fmt.Sprintf("%d LOG line of an OUTPUT reply from the packet's destination rather than fw's address", fromDstLogs))
+	}
+	if otherWay > 0 {
+		why = append(why, fmt.Sprintf("%d LOG line of an IPv4 OUTPUT reply from the packet's destination, where the kernel's, from fw's address, took another way through OUTPUT", otherWay))
+	}
+	if stackEcho > 0 {
+		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply to an echo reply fw's stack sent (the kernel's ICMP socket is busy sending it)", stackEcho))
+	}
+	t, ok := matchKernelReplies(p, kOnly, r, fromDstLogs)
+	if !ok {
+		return ""
+	}
+	why = append(why, t.why...)
+	if t.fromDst > 0 {
+		why = append(why, fmt.Sprintf("%d OUTPUT reply from the packet's destination rather than fw's address", t.fromDst))
+	}
+	if t.toSelf > 0 {
+		why = append(why, fmt.Sprintf("%d reply to a spoofed source of fw's own, delivered to fw by the kernel, not sent by xfw", t.toSelf))
+	}
+	if t.optioned > 0 {
+		why = append(why, fmt.Sprintf("%d reply to a packet with IPv4 options, options not echoed", t.optioned))
+	}
+	if t.routed > 0 {
+		why = append(why, fmt.Sprintf("%d reply routed by the kernel, sent back by the input interface by xfw", t.routed))
+	}
+	if t.spoofed > 0 {
+		why = append(why, fmt.Sprintf("%d reply to a spoofed source, routed by the kernel from the input interface's address, sent back by xfw", t.spoofed))
+	}
+	if n := len(xOnly) - t.routed - t.optioned - t.fromDst - t.spoofed; n > 0 {
+		why = append(why, fmt.Sprintf("%d reply the kernel did not send (dropped in its OUTPUT, or none for this packet)", n))
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return strings.Join(why, "; ")
+}
+
+// knownCountersDifference explains a counter difference (DiffCounters)
+// as a documented one of xfw's REJECT replies, or returns "".
+func knownCountersDifference(d Difference, inputSide, outputSide map[string]bool, ipv4 bool) string {
+	if len(d.Kernel) != 1 || len(d.XFW) != 1 {
+		return ""
+	}
+	k, x := countsRe.FindStringSubmatch(d.Kernel[0]), countsRe.FindStringSubmatch(d.XFW[0])
+	if k == nil || x == nil {
+		return ""
+	}
+	kp, _ := strconv.ParseUint(k[1], 10, 64)
+	kb, _ := strconv.ParseUint(k[2], 10, 64)
+	xp, _ := strconv.ParseUint(x[1], 10, 64)
+	xb, _ := strconv.ParseUint(x[2], 10, 64)
+	if kp > xp && kb > xb {
+		return "the kernel's REJECT replies pass OUTPUT (counted), xfw's do not"
+	}
+	// xfw's reply to a packet fw sent to itself goes back through lo
+	// and INPUT (and the chains INPUT reaches), but not OUTPUT:
+	// where the kernel's OUTPUT dropped its own, xfw's INPUT counts
+	// one the kernel's never saw.
+	if strings.HasPrefix(d.Subject, ":INPUT ") || inputSide[subjectChain(d.Subject)] {
+		if xp > kp && xb > kb {
+			return "xfw's reply to fw itself passes INPUT but not OUTPUT (counted in INPUT where the kernel's OUTPUT dropped its own)"
+		}
+	}
+	// xfw's replies to fw itself pass OUTPUT as the kernel's do, but
+	// xfw's IPv4 ICMP errors about packets fw sent come from the
+	// packet's destination (the kernel's from fw's address), so
+	// rules on the source count them differently; and xfw answers
+	// echo replies fw's stack sends, which the kernel cannot (its
+	// ICMP socket is busy sending them), and counts its answers.
+	if outputSide[subjectChain(d.Subject)] && xp > kp && xb > kb {
+		return "xfw's OUTPUT replies to fw itself counted in OUTPUT where the kernel sends none (echo replies of fw's stack) or counts them elsewhere (IPv4 source)"
+	}
+	if ipv4 && outputSide[subjectChain(d.Subject)] {
+		return "xfw's IPv4 OUTPUT reply to fw itself comes from the packet's destination (counted by other OUTPUT rules)"
+	}
+	return ""
+}
+
+// oneSided returns the observations only the kernel has and those only
+// xfw has (each observation counted as often as it occurs).
+func oneSided(kernel, xfw []string) (kOnly, xOnly []string) {
 	count := map[string]int{}
-	for _, o := range d.Kernel {
+	for _, o := range kernel {
 		count[o]++
 	}
-	var xOnly []string
-	for _, o := range d.XFW {
+	for _, o := range xfw {
 		if count[o] > 0 {
 			count[o]--
 		} else {
 			xOnly = append(xOnly, o)
 		}
 	}
-	var kOnly []string
-	for _, o := range d.Kernel {
+	for _, o := range kernel {
 		if count[o] > 0 {
 			count[o]--
 			kOnly = append(kOnly, o)
 		}
 	}
+	return kOnly, xOnly
+}
+
+// pairFromDstLogs pairs the LOG lines of xfw's OUTPUT replies to fw
+// itself with the kernel's (the same but for the outer source address)
+// when probe p is fw's own, and returns the rest of xOnly with the pairs
+// and the IPv4 lines of another way through OUTPUT counted.
+func pairFromDstLogs(p Probe, kOnly, xOnly []string, ipv4 bool) (rest []string, fromDstLogs, otherWay int) {
 	// xfw's IPv4 OUTPUT replies to fw itself pass OUTPUT (logged) from
 	// the packet's destination, the kernel's from fw's address: the same
 	// LOG line but for the outer source address.
-	fromDstLogs, otherWay := 0, 0
-	if c.Probes[d.Probe].From == FromFw {
+	if p.From == FromFw {
 		kLogs := map[string]int{}
 		for _, o := range kOnly {
 			if isLogOfReply(o) {
 				kLogs[withoutOuterSrc(o)]++
 			}
 		}
-		var rest []string
 		for _, o := range xOnly {
 			if k := withoutOuterSrc(o); isLogOfReply(o) && kLogs[k] > 0 {
 				kLogs[k]--
@@ -247,80 +311,97 @@ func knownRejectDifference(d Difference, c *Corpus, inputSide, outputSide map[st
 		}
 		xOnly = rest
 	}
+	return xOnly, fromDstLogs, otherWay
+}
+
+// withoutStackEchoLogs returns xOnly without the LOG lines of xfw's
+// replies to echo replies fw's stack sent, and how many there were.
+func withoutStackEchoLogs(xOnly []string) (rest []string, stackEcho int) {
 	// xfw answers (and its reply passes OUTPUT, logged) an echo reply
 	// fw's stack sends when OUTPUT rejects it; the kernel cannot: the
 	// stack sends it holding its ICMP socket, which icmp_send then finds
 	// taken (icmp_xmit_lock, icmpv6_xmit_lock).
-	stackEcho := 0
-	{
-		var rest []string
-		for _, o := range xOnly {
-			if isLogOfReply(o) && logQuotesEchoReplyRe.MatchString(o) {
-				stackEcho++
-				continue
-			}
-			rest = append(rest, o)
+	for _, o := range xOnly {
+		if isLogOfReply(o) && logQuotesEchoReplyRe.MatchString(o) {
+			stackEcho++
+			continue
 		}
-		xOnly = rest
+		rest = append(rest, o)
 	}
-	// Replies the kernel sent: each must be one xfw sent too, elsewhere.
-	xReplies, xHeads, xAny := map[string]int{}, map[string]int{}, map[string]int{}
+	return rest, stackEcho
+}
+
+// xfwReplies are the replies only xfw sent, for matching the kernel's:
+// by kind and bytes, by ICMP head, and by head and place.
+type xfwReplies struct {
+	sent, heads, anywhere map[string]int
+}
+
+// tallyXFWReplies tallies xOnly's replies; it reports false when one of
+// them is not a reply.
+func tallyXFWReplies(xOnly []string) (xfwReplies, bool) {
+	r := xfwReplies{sent: map[string]int{}, heads: map[string]int{}, anywhere: map[string]int{}}
 	for _, o := range xOnly {
 		m := replyRe.FindStringSubmatch(o)
 		if m == nil {
-			return ""
+			return r, false
 		}
-		xReplies[m[2]+"/"+replyBytes(m)]++
-		xHeads[icmpHead(m)]++
+		r.sent[m[2]+"/"+replyBytes(m)]++
+		r.heads[icmpHead(m)]++
 		if m[1] != "" {
-			xAny[anyHead(m)+"@"+m[1]]++
+			r.anywhere[anyHead(m)+"@"+m[1]]++
 		}
 	}
-	var why []string
-	routed, optioned, toSelf, fromDst, spoofed := 0, 0, 0, 0, 0
-	if fromDstLogs > 0 {
-		why = append(why, fmt.Sprintf("%d LOG line of an OUTPUT reply from the packet's destination rather than fw's address", fromDstLogs))
-	}
-	if otherWay > 0 {
-		why = append(why, fmt.Sprintf("%d LOG line of an IPv4 OUTPUT reply from the packet's destination, where the kernel's, from fw's address, took another way through OUTPUT", otherWay))
-	}
-	if stackEcho > 0 {
-		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply to an echo reply fw's stack sent (the kernel's ICMP socket is busy sending it)", stackEcho))
-	}
+	return r, true
+}
+
+// replyTally counts the kernel's one-sided replies by the documented
+// difference that explains each, with why's lines for its logged ones.
+type replyTally struct {
+	routed, optioned, toSelf, fromDst, spoofed int
+	why                                        []string
+}
+
+// matchKernelReplies explains each of the kernel's one-sided observations
+// of probe p by one of xfw's (r), pairing fromDstLogs of its LOG lines
+// with xfw's; it reports false when one is not explained.
+func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, fromDstLogs int) (replyTally, bool) {
+	var t replyTally
+	// Replies the kernel sent: each must be one xfw sent too, elsewhere.
 	for _, o := range kOnly {
 		if isLogOfReply(o) {
-			// (Paired with xfw's own line above, if any.)
+			// (Paired with xfw's own line by pairFromDstLogs, if any.)
 			if fromDstLogs > 0 {
 				fromDstLogs--
 				continue
 			}
-			why = append(why, "the kernel's reply passed its chains (logged)")
+			t.why = append(t.why, "the kernel's reply passed its chains (logged)")
 			continue
 		}
 		m := replyRe.FindStringSubmatch(o)
 		if m == nil {
-			return ""
+			return t, false
 		}
 		key := m[2] + "/" + replyBytes(m)
-		if xReplies[key] > 0 {
-			xReplies[key]--
-			routed++
+		if r.sent[key] > 0 {
+			r.sent[key]--
+			t.routed++
 			continue
 		}
 		// A packet with IPv4 options: the same reply at the same place,
 		// but for the options (xfw neither echoes nor records them).
-		if hasIPv4Options(c.Probes[d.Probe]) && xHeads[icmpHead(m)] > 0 {
-			xHeads[icmpHead(m)]--
-			optioned++
+		if hasIPv4Options(p) && r.heads[icmpHead(m)] > 0 {
+			r.heads[icmpHead(m)]--
+			t.optioned++
 			continue
 		}
 		// A packet fw sent (with a source of another host's, or the
 		// reply would be fw's own): xfw's OUTPUT ICMP error comes from the
 		// packet's destination and is handed to fw's stack, which routes
 		// it on; the kernel's comes from fw's address.
-		if c.Probes[d.Probe].From == FromFw && xHeads[icmpHead(m)] > 0 {
-			xHeads[icmpHead(m)]--
-			fromDst++
+		if p.From == FromFw && r.heads[icmpHead(m)] > 0 {
+			r.heads[icmpHead(m)]--
+			t.fromDst++
 			continue
 		}
 		// A packet from outside with a spoofed source, behind fw's other
@@ -329,41 +410,20 @@ func knownRejectDifference(d Difference, c *Corpus, inputSide, outputSide map[st
 		// that interface, from the address of the route towards the
 		// source. The same reply (ICMP type and code) elsewhere.
 		other := map[string]string{"gen": "sink", "sink": "gen"}[m[1]]
-		if k := anyHead(m) + "@" + other; m[1] != "" && xAny[k] > 0 {
-			xAny[k]--
-			spoofed++
+		if k := anyHead(m) + "@" + other; m[1] != "" && r.anywhere[k] > 0 {
+			r.anywhere[k]--
+			t.spoofed++
 			continue
 		}
 		// A packet from outside with a (spoofed) source of fw's own: the
 		// kernel routes its reply to itself; xfw sends none.
-		if m[1] == "" && c.Probes[d.Probe].From != FromFw {
-			toSelf++
+		if m[1] == "" && p.From != FromFw {
+			t.toSelf++
 			continue
 		}
-		return "" // a reply xfw did not send, or with other bytes
+		return t, false // a reply xfw did not send, or with other bytes
 	}
-	if fromDst > 0 {
-		why = append(why, fmt.Sprintf("%d OUTPUT reply from the packet's destination rather than fw's address", fromDst))
-	}
-	if toSelf > 0 {
-		why = append(why, fmt.Sprintf("%d reply to a spoofed source of fw's own, delivered to fw by the kernel, not sent by xfw", toSelf))
-	}
-	if optioned > 0 {
-		why = append(why, fmt.Sprintf("%d reply to a packet with IPv4 options, options not echoed", optioned))
-	}
-	if routed > 0 {
-		why = append(why, fmt.Sprintf("%d reply routed by the kernel, sent back by the input interface by xfw", routed))
-	}
-	if spoofed > 0 {
-		why = append(why, fmt.Sprintf("%d reply to a spoofed source, routed by the kernel from the input interface's address, sent back by xfw", spoofed))
-	}
-	if n := len(xOnly) - routed - optioned - fromDst - spoofed; n > 0 {
-		why = append(why, fmt.Sprintf("%d reply the kernel did not send (dropped in its OUTPUT, or none for this packet)", n))
-	}
-	if len(why) == 0 {
-		return ""
-	}
-	return strings.Join(why, "; ")
+	return t, true
 }
 
 // subjectChain returns the chain of a counter difference's subject ("-A
@@ -380,7 +440,7 @@ func subjectChain(subject string) string {
 }
 
 // jumpRe matches a rule's chain and its jump or goto target.
-var jumpRe = lazyre.New(`^-A (\S+) .*(?:-j|--jump|-g|--goto) (\S+)`)
+var jumpRe = regexp.MustCompile(`^-A (\S+) .*(?:-j|--jump|-g|--goto) (\S+)`)
 
 // chainsReachedFrom returns the chains of ruleset (iptables-save text)
 // that a packet can pass from chain start, start included.

@@ -3,9 +3,8 @@ package difftest
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
-
-	"github.com/xfw-dev/xfw/internal/lazyre"
 )
 
 // Case is one ruleset and corpus to compare.
@@ -30,8 +29,7 @@ type Outcome struct {
 	Unconfirmed []Difference
 	// RejectOnly is set when every difference is about REJECT: with each
 	// REJECT replaced by DROP on both sides the firewalls agree. xfw's
-	// REJECT replies are being finished (bpf/reject.h); README, "Known
-	// differences from iptables".
+	// REJECT replies are being finished (bpf/reject.h); docs/differences.md.
 	RejectOnly bool
 	// Known holds, when every difference of a RejectOnly outcome is one of
 	// the documented differences of xfw's REJECT replies (known.go), the
@@ -53,7 +51,7 @@ type Outcome struct {
 func (o *Outcome) Failed() bool { return len(o.Result.Differences) > 0 }
 
 // OnlyKnown reports whether the firewalls disagreed only in the documented
-// ways of xfw's REJECT replies (README, "Known differences from iptables").
+// ways of xfw's REJECT replies (docs/differences.md).
 func (o *Outcome) OnlyKnown() bool { return o.Failed() && o.RejectOnly && o.Known != nil }
 
 // maxListed bounds the differences a report lists in full.
@@ -65,7 +63,7 @@ func diffKey(d Difference) string {
 }
 
 // rejectTarget matches a REJECT target with its options.
-var rejectTarget = lazyre.New(`(-j|--jump) REJECT( --reject-with \S+)?`)
+var rejectTarget = regexp.MustCompile(`(-j|--jump) REJECT( --reject-with \S+)?`)
 
 // WithoutReject returns ruleset with every REJECT target replaced by DROP.
 func WithoutReject(ruleset string) string {
@@ -199,7 +197,7 @@ func (o *Outcome) Report() string {
 	switch {
 	case o.OnlyKnown():
 		b.WriteString("  KNOWN DIFFERENCES ONLY: with REJECT replaced by DROP on both sides, the same behaviour, and\n" +
-			"  every difference is a documented one of xfw's REJECT replies (README, \"Known differences from iptables\"):\n")
+			"  every difference is a documented one of xfw's REJECT replies (docs/differences.md):\n")
 		seen := map[string]int{}
 		var order []string
 		for _, w := range o.Known {

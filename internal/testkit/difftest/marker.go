@@ -4,7 +4,8 @@ import (
 	"encoding/binary"
 	"net/netip"
 
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // Markers tie observations to probes. Each probe of a run gets a number m,
@@ -253,4 +254,42 @@ func candidates(p *nettest.Packet, l3 int) []candidate {
 		out = append([]candidate{{marker: p.ICMPRest, rel: relAnswer, src: p.Dst, dst: p.Src}}, out...)
 	}
 	return out
+}
+
+// markedProbe is a probe's frames as sent, with its marker (0: none).
+type markedProbe struct {
+	frames [][]byte
+	marker uint32
+}
+
+// markProbes gives the probes of c their markers (the next ones of the
+// session) and returns their marked frames, and the probes by marker.
+func (s *Session) markProbes(c *Corpus) ([]markedProbe, map[uint32]int) {
+	v6 := s.cfg.Family == ir.IPv6
+	probes := make([]markedProbe, len(c.Probes))
+	byMarker := map[uint32]int{}
+	for i, p := range c.Probes {
+		m := s.next
+		s.next++
+		if s.next > maxMarker(v6) {
+			s.next = 1
+		}
+		ok := false
+		for _, f := range p.Frames {
+			b := append([]byte(nil), f...)
+			l3 := 0
+			if p.From != FromFw {
+				l3 = l3Offset(b)
+			}
+			if setMarker(b, l3, m, p.KeepL4) {
+				ok = true
+			}
+			probes[i].frames = append(probes[i].frames, b)
+		}
+		if ok {
+			probes[i].marker = m
+			byMarker[m] = i
+		}
+	}
+	return probes, byMarker
 }

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/xfw-dev/xfw/internal/ir"
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // DefaultSubnet is X in the addresses of both topologies (10.X.… and

@@ -5,10 +5,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"strings"
 
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // Origin is where a probe is sent from.
@@ -230,4 +231,16 @@ func ParseCorpus(r io.Reader) (*Corpus, error) {
 		return nil, fmt.Errorf("read corpus: %w", err)
 	}
 	return c, nil
+}
+
+// addrOf returns the source and destination of a probe's first frame.
+func (p Probe) addrs() (src, dst netip.Addr) {
+	if len(p.Frames) == 0 {
+		return
+	}
+	pkt := p.decode(p.Frames[0])
+	if pkt == nil || pkt.IPVersion == 0 {
+		return
+	}
+	return pkt.Src, pkt.Dst
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,8 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xfw-dev/xfw/internal/lazyre"
-	"github.com/xfw-dev/xfw/internal/nettest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // This file holds the observers: what each topology saw, as events, and
@@ -102,7 +102,7 @@ func frameEvent(kind eventKind, c nettest.Captured) event {
 // of the probe; for replies fw generated, without the fields the kernel
 // fills at random per namespace or from per-boot secrets (the IPv4
 // identification with the header checksum that covers it, and the IPv6
-// flow label: README, "Known differences from iptables").
+// flow label: docs/differences.md).
 func normFrame(raw []byte, l3 int, rel relation) []byte {
 	b := append([]byte(nil), raw...)
 	if rel == relCopy || l3 < 0 || len(b) < l3+1 {
@@ -150,11 +150,11 @@ func (e event) describe(rel relation) string {
 
 // Fields of kernel LOG lines (nf_log_syslog.c), for attribution.
 var (
-	logOuterRe = lazyre.New(`\bSRC=(\S+) DST=(\S+) `)
-	logIDRe    = lazyre.New(`\bID=(\d+)`)
-	logFlowRe  = lazyre.New(`\bFLOWLBL=(\d+)`)
-	logSeqRe   = lazyre.New(`\bSEQ=(\d+) ACK=(\d+)`)
-	logEchoRe  = lazyre.New(`\bTYPE=(0|129) CODE=0 ID=(\d+) SEQ=(\d+)`)
+	logOuterRe = regexp.MustCompile(`\bSRC=(\S+) DST=(\S+) `)
+	logIDRe    = regexp.MustCompile(`\bID=(\d+)`)
+	logFlowRe  = regexp.MustCompile(`\bFLOWLBL=(\d+)`)
+	logSeqRe   = regexp.MustCompile(`\bSEQ=(\d+) ACK=(\d+)`)
+	logEchoRe  = regexp.MustCompile(`\bTYPE=(0|129) CODE=0 ID=(\d+) SEQ=(\d+)`)
 )
 
 // logEvent turns a LOG line into an event.
@@ -225,13 +225,13 @@ func logCandidates(line string) []candidate {
 
 // logUIDRe matches the owner LOG --log-uid prints for a packet with a
 // local socket.
-var logUIDRe = lazyre.New(` UID=\d+ GID=\d+`)
+var logUIDRe = regexp.MustCompile(` UID=\d+ GID=\d+`)
 
 // normLogLine removes from a LOG line what is not compared: the owner of
-// the sending socket (xfw cannot print it: README, "Known differences from
-// iptables"); and for a reply fw generated, what differs between
-// namespaces: the IPv4 identification of the reply itself (the quoted
-// packet's stays) and the IPv6 flow label.
+// the sending socket (xfw cannot print it: docs/differences.md); and for a
+// reply fw generated, what differs between namespaces: the IPv4
+// identification of the reply itself (the quoted packet's stays) and the IPv6
+// flow label.
 func normLogLine(line string, rel relation) string {
 	line = logUIDRe.ReplaceAllString(line, "")
 	if rel == relCopy {
