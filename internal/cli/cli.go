@@ -70,6 +70,9 @@ func Main(args []string, env Env) int {
 		usage(env.Stderr)
 		return exitParameter
 	}
+	if !unprivilegedOK[name] && !onlyInfo(rest) && !privileged() {
+		return refuseUnprivileged(name, env)
+	}
 	return runGuarded(fn, name, rest, env)
 }
 

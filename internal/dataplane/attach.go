@@ -368,11 +368,28 @@ func fillLocal(m4, m6 *ebpf.Map) error {
 
 // InterfaceStatus is what xfw has attached to one interface.
 type InterfaceStatus struct {
-	Name string
+	Name  string
+	Index int
 	// XDPMode is "native", "generic", "offload" or "-" (none of xfw's).
 	XDPMode string
 	// TCX is true when xfw's egress program is attached.
 	TCX bool
+}
+
+// Protected reports whether both of xfw's programs run on the interface.
+func (i InterfaceStatus) Protected() bool { return i.XDPMode != "-" && i.TCX }
+
+// Missing names the programs the interface lacks ("" when protected).
+func (i InterfaceStatus) Missing() string {
+	switch {
+	case i.XDPMode == "-" && !i.TCX:
+		return "XDP and TCX egress"
+	case i.XDPMode == "-":
+		return "XDP"
+	case !i.TCX:
+		return "TCX egress"
+	}
+	return ""
 }
 
 // NamespaceStatus describes xfw in the current network namespace.
@@ -380,6 +397,17 @@ type NamespaceStatus struct {
 	Loaded     bool
 	IPv4, IPv6 bool
 	Interfaces []InterfaceStatus
+}
+
+// Unprotected returns the interfaces that lack one of xfw's programs.
+func (st *NamespaceStatus) Unprotected() []InterfaceStatus {
+	var out []InterfaceStatus
+	for _, i := range st.Interfaces {
+		if !i.Protected() {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // Status reports what xfw has loaded and attached in this namespace.
@@ -400,7 +428,7 @@ func Status() (*NamespaceStatus, error) {
 		return nil, err
 	}
 	for _, ifc := range ifaces {
-		is := InterfaceStatus{Name: ifc.Name, XDPMode: "-"}
+		is := InterfaceStatus{Name: ifc.Name, Index: ifc.Index, XDPMode: "-"}
 		if x := ifc.link.Attrs().Xdp; x != nil && x.Attached && x.ProgId != 0 && programName(ebpf.ProgramID(x.ProgId)) == xdpProgName {
 			switch x.AttachMode {
 			case nl.XDP_ATTACHED_DRV:

@@ -1,0 +1,244 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/xfw-dev/xfw/internal/dataplane"
+	"github.com/xfw-dev/xfw/internal/logd"
+)
+
+func init() { commands["agent"] = runAgent }
+
+const agentUsage = `usage: xfw agent [--poll DURATION] [--no-log]
+
+Keeps xfw's programs on every interface of the current network namespace,
+in the foreground, until SIGINT or SIGTERM (the xfw-agent unit runs it):
+
+  - a new interface gets the programs and the running rulesets (recompiled
+    for it, as xfw sync does) as soon as the kernel announces it;
+  - an address change brings the local-address table up to date;
+  - a program removed from an interface (ip link set dev X xdp off, a
+    detached TCX program) is put back, and the event is logged;
+  - the data plane's LOG lines are written to standard output in the
+    kernel's format (to the journal under systemd), unless --no-log.
+
+The checks run on every link event and at least every --poll (default
+100ms: a detached TCX program sends no event). Filtering never depends on
+the agent: the programs stay attached when it stops or dies.
+`
+
+// agentPoll is the default interval of the attachment check.
+const agentPoll = 100 * time.Millisecond
+
+// addrSettle batches a burst of address events into one resync.
+const addrSettle = 50 * time.Millisecond
+
+// agent is `xfw agent`'s state.
+type agent struct {
+	out, errOut io.Writer
+	mu          sync.Mutex // serialises the writers of out and errOut
+	// seen are the interfaces (by index) the agent has found protected:
+	// one of them without the programs had them removed.
+	seen map[int]bool
+}
+
+func (a *agent) logf(format string, args ...any) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	fmt.Fprintf(a.errOut, "xfw agent: "+format+"\n", args...)
+}
+
+// runAgent is `xfw agent`.
+func runAgent(name string, args []string, env Env) int {
+	fs := flag.NewFlagSet("xfw agent", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	poll := fs.Duration("poll", agentPoll, "")
+	noLog := fs.Bool("no-log", false, "")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *poll <= 0 {
+		fmt.Fprint(env.Stderr, agentUsage)
+		return exitParameter
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a := &agent{out: env.Stdout, errOut: env.Stderr, seen: map[int]bool{}}
+	var wg sync.WaitGroup
+	if !*noLog {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.logLines(ctx)
+		}()
+	}
+	err := a.follow(ctx, *poll)
+	stop()
+	wg.Wait()
+	if err != nil {
+		a.logf("%v", err)
+		return exitOther
+	}
+	return exitOK
+}
+
+// logLines copies the data plane's LOG lines to the agent's output until
+// ctx ends, starting again after an error.
+func (a *agent) logLines(ctx context.Context) {
+	w := &lockedWriter{w: a.out, mu: &a.mu}
+	for ctx.Err() == nil {
+		err := logd.Run(ctx, w, false)
+		if err == nil || errors.Is(err, context.Canceled) {
+			return
+		}
+		a.logf("LOG lines: %v (again in 1s)", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// lockedWriter serialises writes to w with the agent's other output.
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// follow watches links and addresses and keeps the programs attached.
+func (a *agent) follow(ctx context.Context, poll time.Duration) error {
+	links := make(chan netlink.LinkUpdate, 256)
+	addrs := make(chan netlink.AddrUpdate, 256)
+	done := make(chan struct{})
+	defer close(done)
+	subErr := make(chan error, 2)
+	onErr := func(err error) {
+		select {
+		case subErr <- err:
+		default:
+		}
+	}
+	if err := netlink.LinkSubscribeWithOptions(links, done, netlink.LinkSubscribeOptions{ErrorCallback: onErr}); err != nil {
+		return fmt.Errorf("subscribe to link events: %w", err)
+	}
+	if err := netlink.AddrSubscribeWithOptions(addrs, done, netlink.AddrSubscribeOptions{ErrorCallback: onErr}); err != nil {
+		return fmt.Errorf("subscribe to address events: %w", err)
+	}
+	a.logf("following the interfaces of this network namespace (check every %v)", poll)
+	a.check("start")
+	ticker := time.NewTicker(poll)
+	defer ticker.Stop()
+	var settle <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-subErr:
+			return fmt.Errorf("netlink subscription: %w", err)
+		case u := <-links:
+			if u.Header.Type == unix.RTM_DELLINK {
+				continue // the kernel removed its attachments with it
+			}
+			drainLinks(links)
+			a.check("link event")
+		case <-addrs:
+			settle = time.After(addrSettle)
+		case <-settle:
+			settle = nil
+			a.resync("address change")
+		case <-ticker.C:
+			a.check("")
+		}
+	}
+}
+
+// drainLinks discards the link events already queued: one check covers them.
+func drainLinks(links chan netlink.LinkUpdate) {
+	for {
+		select {
+		case <-links:
+		default:
+			return
+		}
+	}
+}
+
+// check resyncs when an interface lacks xfw's programs, logging which and
+// how long the repair took.
+func (a *agent) check(why string) {
+	st, err := dataplane.Status()
+	if err != nil {
+		a.logf("status: %v", err)
+		return
+	}
+	if !st.Loaded {
+		return
+	}
+	bare := st.Unprotected()
+	if len(bare) == 0 {
+		a.remember(st)
+		return
+	}
+	start := time.Now()
+	err = resync()
+	took := time.Since(start)
+	for _, i := range bare {
+		verb := "attached to new interface"
+		if a.seen[i.Index] {
+			verb = "re-attached to"
+		}
+		if err != nil {
+			a.logf("%s lacks xfw's programs (%s) and could not be protected: %v", i.Name, i.Missing(), err)
+			continue
+		}
+		a.logf("%s %s (%s missing; %s, in %.1f ms)", verb, i.Name, i.Missing(), orEvent(why), float64(took.Microseconds())/1000)
+	}
+	if st, err := dataplane.Status(); err == nil {
+		a.remember(st)
+	}
+}
+
+// remember notes the interfaces that run both programs now.
+func (a *agent) remember(st *dataplane.NamespaceStatus) {
+	for _, i := range st.Interfaces {
+		if i.Protected() {
+			a.seen[i.Index] = true
+		}
+	}
+}
+
+func orEvent(why string) string {
+	if why == "" {
+		return "periodic check"
+	}
+	return why
+}
+
+// resync is xfw sync from the agent, logged.
+func (a *agent) resync(why string) {
+	st, err := dataplane.Status()
+	if err != nil || !st.Loaded {
+		return
+	}
+	start := time.Now()
+	if err := resync(); err != nil {
+		a.logf("%s: sync failed: %v", why, err)
+		return
+	}
+	a.logf("%s: synced in %.1f ms", why, float64(time.Since(start).Microseconds())/1000)
+}
