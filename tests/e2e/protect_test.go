@@ -1,0 +1,292 @@
+package e2e
+
+import (
+	"bytes"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
+)
+
+// protectRules drops UDP to port 7100 in FORWARD: a packet of gen's that
+// reaches sink on that port went past the ruleset.
+const protectRules = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n" +
+	"-A FORWARD -p udp -m udp --dport 7100 -j DROP\nCOMMIT\n"
+
+// forwardedTo7100 sends n datagrams from gen to sink's port 7100 and
+// returns how many arrived.
+func forwardedTo7100(t *testing.T, tp *nettest.Topology, n int) int {
+	t.Helper()
+	dst := netip.AddrPortFrom(tp.Sink.IPv4, 7100)
+	srv := nettest.StartUDPServer(t, tp.SinkNS, dst)
+	defer srv.Close()
+	for i := 0; i < n; i++ {
+		nettest.UDPSend(tp.GenNS, dst, []byte("x"))
+	}
+	return len(srv.Wait(n, arrivalWait))
+}
+
+// status runs xfw status in fw's namespace.
+func status(t *testing.T, bin string, tp *nettest.Topology) *nettest.Result {
+	t.Helper()
+	return execAny(t, tp.FwNS, bin, "status")
+}
+
+// execAny runs argv in ns and returns its result whatever its exit status;
+// it fails the test only when the command could not run.
+func execAny(t *testing.T, ns string, argv ...string) *nettest.Result {
+	t.Helper()
+	res, err := nettest.Exec(ns, argv...)
+	if err != nil && res.ExitCode < 0 {
+		t.Fatalf("%v: %v", argv, err)
+	}
+	return res
+}
+
+// detachXDP removes every XDP program from the fw namespace's interfaces,
+// as an administrator's `ip link set dev X xdp off` does.
+func detachXDP(t *testing.T, tp *nettest.Topology, ifnames ...string) {
+	t.Helper()
+	for _, n := range ifnames {
+		for _, mode := range []string{"xdp", "xdpgeneric"} {
+			if res, err := nettest.Exec(tp.FwNS, "ip", "link", "set", "dev", n, mode, "off"); err != nil || res.ExitCode != 0 {
+				t.Fatalf("ip link set dev %s %s off: %v %v", n, mode, err, res)
+			}
+		}
+	}
+}
+
+// TestDetachedProgramsKeepRuleset: with XDP removed from one interface the
+// ruleset no longer covers it and xfw status says so (exit 1); with XDP
+// removed from every interface the ruleset is still there (iptables-save
+// prints it) and xfw sync puts the programs back.
+func TestDetachedProgramsKeepRuleset(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t, nettest.WithStaticNeighbors())
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fw.restore(t, tp, 4, protectRules)
+	if res := status(t, bin, tp); res.ExitCode != 0 {
+		t.Fatalf("xfw status after restore: exit %d\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if got := forwardedTo7100(t, tp, 3); got != 0 {
+		t.Fatalf("%d datagrams to port 7100 forwarded before any detach", got)
+	}
+
+	detachXDP(t, tp, nettest.FwInIfname)
+	res := status(t, bin, tp)
+	if res.ExitCode != 1 || !strings.Contains(res.Stdout, "UNPROTECTED") || !strings.Contains(res.Stdout, nettest.FwInIfname) {
+		t.Errorf("xfw status with %s's XDP detached: exit %d, want 1 naming it\n%s%s", nettest.FwInIfname, res.ExitCode, res.Stdout, res.Stderr)
+	}
+
+	detachXDP(t, tp, nettest.FwInIfname, nettest.FwOutIfname, "lo")
+	if save := fw.save(t, tp, 4); !strings.Contains(save, "--dport 7100 -j DROP") {
+		t.Errorf("with XDP detached everywhere iptables-save lost the ruleset:\n%s", save)
+	}
+	nettest.MustExec(t, tp.FwNS, bin, "sync")
+	if res := status(t, bin, tp); res.ExitCode != 0 {
+		t.Errorf("xfw status after sync: exit %d\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if got := forwardedTo7100(t, tp, 3); got != 0 {
+		t.Errorf("%d datagrams to port 7100 forwarded after xfw sync", got)
+	}
+	if save := fw.save(t, tp, 4); !strings.Contains(save, "[6:") {
+		t.Errorf("the rule's counters were not kept across the detach and sync:\n%s", save)
+	}
+}
+
+// startAgent runs xfw agent in fw's namespace; the returned buffer fills
+// with its messages. The test ends it (by pid) at cleanup.
+func startAgent(t *testing.T, bin string, tp *nettest.Topology) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	out := &syncBuffer{}
+	cmd := exec.Command("ip", "netns", "exec", tp.FwNS, bin, "agent", "--no-log")
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start xfw agent: %v", err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	waitFor(t, "the agent to start", func() bool { return strings.Contains(out.String(), "following the interfaces") })
+	return cmd, out
+}
+
+// waitFor polls cond for up to 10 s (a bound against hanging, not a
+// timing requirement).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestAgentKeepsInterfacesProtected: the agent puts a detached XDP program
+// back and attaches to a new interface, logging both; killed with
+// SIGKILL, it leaves filtering as it was.
+func TestAgentKeepsInterfacesProtected(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t, nettest.WithStaticNeighbors())
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fw.restore(t, tp, 4, protectRules)
+	cmd, out := startAgent(t, bin, tp)
+
+	detachXDP(t, tp, nettest.FwInIfname)
+	waitFor(t, "the agent to re-attach", func() bool { return strings.Contains(out.String(), "re-attached to "+nettest.FwInIfname) })
+	if res := status(t, bin, tp); res.ExitCode != 0 {
+		t.Errorf("xfw status after the agent's re-attach: exit %d\n%s", res.ExitCode, res.Stdout)
+	}
+	if got := forwardedTo7100(t, tp, 3); got != 0 {
+		t.Errorf("%d datagrams to port 7100 forwarded after the re-attach", got)
+	}
+
+	nettest.MustExec(t, tp.FwNS, "ip", "link", "add", "name", "hot0", "type", "veth", "peer", "name", "hot1")
+	waitFor(t, "the agent to attach to hot0", func() bool { return strings.Contains(out.String(), "attached to new interface hot0") })
+	if res := status(t, bin, tp); res.ExitCode != 0 || !strings.Contains(res.Stdout, "hot0") {
+		t.Errorf("xfw status after the agent attached to hot0: exit %d\n%s", res.ExitCode, res.Stdout)
+	}
+
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if res := status(t, bin, tp); res.ExitCode != 0 {
+		t.Errorf("xfw status after kill -9 of the agent: exit %d\n%s", res.ExitCode, res.Stdout)
+	}
+	if got := forwardedTo7100(t, tp, 3); got != 0 {
+		t.Errorf("%d datagrams to port 7100 forwarded after the agent was killed", got)
+	}
+	t.Logf("agent:\n%s", out.String())
+}
+
+// TestUnprivilegedCommands: run as nobody, commands that read xfw's state
+// say they need root and exit as the tools they stand for exit; they never
+// print an empty ruleset or "not loaded".
+func TestUnprivilegedCommands(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "setpriv")
+	bin := xfwPath(t)
+	tp := nettest.New(t)
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fw.restore(t, tp, 4, protectRules)
+	// A copy nobody can run: the checkout may sit below a private directory.
+	dir, err := os.MkdirTemp("", "xfw-unpriv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	copyBin := filepath.Join(dir, "xfw")
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(copyBin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		exit int
+		msg  string
+	}{
+		{[]string{"status"}, 1, "xfw status: Permission denied (you must be root"},
+		{[]string{"iptables-save"}, 4, "iptables-save v1.8.9 (xfw): Could not read xfw's state: Permission denied (you must be root)"},
+		{[]string{"ip6tables", "-S"}, 4, "ip6tables v1.8.9 (xfw): Could not read xfw's state: Permission denied (you must be root)"},
+		{[]string{"iptables", "-A", "INPUT", "-j", "ACCEPT"}, 4, "Permission denied (you must be root)"},
+		{[]string{"ipset", "list"}, 1, "ipset v7.17: Kernel error received: Operation not permitted"},
+		{[]string{"conntrack", "-L"}, 1, "you must be root or get CAP_NET_ADMIN capability"},
+		{[]string{"sync"}, 1, "xfw sync: Permission denied"},
+		{[]string{"iptables", "--version"}, 0, ""},
+	} {
+		argv := append([]string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", copyBin}, tc.args...)
+		res := execAny(t, tp.FwNS, argv...)
+		if res.ExitCode != tc.exit || !strings.Contains(res.Stderr, tc.msg) || strings.Contains(res.Stdout, "*filter") {
+			t.Errorf("%v as nobody: exit %d, want %d with %q\nstdout: %s\nstderr: %s", tc.args, res.ExitCode, tc.exit, tc.msg, res.Stdout, res.Stderr)
+		}
+	}
+}
+
+// TestBootRestore runs the boot unit's command in fresh namespaces: the
+// files load (sets first); a damaged file is reported, exits 1 and its
+// last good copy is loaded instead.
+func TestBootRestore(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	etc, state := t.TempDir(), t.TempDir()
+	tp := nettest.New(t, nettest.WithStaticNeighbors())
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	// Every topology's addresses are in 10.0.0.0/8: the set blocks the
+	// sink of the second, fresh namespace too.
+	sets := "create blk hash:net family inet hashsize 1024 maxelem 65536\nadd blk 10.0.0.0/8\n"
+	v4 := "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n" +
+		"-A FORWARD -p udp -m set --match-set blk dst -m udp --dport 7100 -j DROP\nCOMMIT\n"
+	v6 := "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n"
+	for name, text := range map[string]string{"ipsets": sets, "rules.v4": v4, "rules.v6": v6} {
+		if err := os.WriteFile(filepath.Join(etc, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	boot := func(tp *nettest.Topology) *nettest.Result {
+		return execAny(t, tp.FwNS, bin, "boot-restore", "--dir", etc, "--state-dir", state)
+	}
+	if res := boot(tp); res.ExitCode != 0 {
+		t.Fatalf("boot-restore: exit %d\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if got := forwardedTo7100(t, tp, 3); got != 0 {
+		t.Errorf("%d datagrams to the blocked set member forwarded after boot-restore", got)
+	}
+	if save := fw.save(t, tp, 6); !strings.Contains(save, ":FORWARD DROP") {
+		t.Errorf("IPv6 ruleset not restored:\n%s", save)
+	}
+
+	// A damaged rules.v4 at the next boot (a fresh namespace).
+	if err := os.WriteFile(filepath.Join(etc, "rules.v4"), []byte("*filter\n-A FORWARD --bogus\nCOMMIT\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tp2 := nettest.New(t, nettest.WithStaticNeighbors())
+	t.Cleanup(func() { fw.stop(t, tp2) })
+	res := boot(tp2)
+	if res.ExitCode != 1 || !strings.Contains(res.Stderr, "rules.v4 not loaded") || !strings.Contains(res.Stderr, "loaded the last good copy") {
+		t.Errorf("boot-restore with a damaged rules.v4: exit %d, want 1 naming the file and the last good copy\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if got := forwardedTo7100(t, tp2, 3); got != 0 {
+		t.Errorf("%d datagrams forwarded: the last good IPv4 ruleset is not in force", got)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writing process and a reading test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
