@@ -7,6 +7,7 @@ CLANG ?= clang
 BPF_CFLAGS := -O2 -g -Wall -Werror -target bpf -I/usr/include/$(shell uname -m)-linux-gnu
 BPF_SRC := $(wildcard bpf/*.c bpf/*.h)
 BPF_OBJ := internal/dataplane/bpf/xfw.o
+GUARD_OBJ := internal/dataplane/bpf/guard.o
 
 .PHONY: all build test unit demo deps clean bench bench-quick
 
@@ -19,11 +20,16 @@ $(BPF_OBJ): $(BPF_SRC)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(BPF_CFLAGS) -c bpf/xfw.c -o $@
 
-build: $(BPF_OBJ)
+# The namespace-wide guard (bpf/guard.c) is an object of its own.
+$(GUARD_OBJ): bpf/guard.c
+	@mkdir -p $(dir $@)
+	$(CLANG) $(BPF_CFLAGS) -c bpf/guard.c -o $@
+
+build: $(BPF_OBJ) $(GUARD_OBJ)
 	$(GO) build -o bin/xfw ./cmd/xfw
 	$(GO) build -o bin/xfw-difftest ./cmd/xfw-difftest
 
-unit: $(BPF_OBJ)
+unit: $(BPF_OBJ) $(GUARD_OBJ)
 	$(GO) vet ./...
 	$(GO) test -count=1 ./internal/ir/ ./internal/compiler/ ./internal/iptables/
 
@@ -38,7 +44,7 @@ demo: deps
 	./scripts/demo.sh
 
 clean:
-	rm -rf bin $(BPF_OBJ)
+	rm -rf bin $(BPF_OBJ) $(GUARD_OBJ)
 
 # Benchmark suite (issue #5; as root): every section, results/ and the
 # README's Benchmarks section (some tens of minutes) or the headline ratios

@@ -21,7 +21,7 @@ import (
 
 func init() { commands["agent"] = runAgent }
 
-const agentUsage = `usage: xfw agent [--poll DURATION] [--no-log]
+const agentUsage = `usage: xfw agent [--poll DURATION] [--no-log] [--no-guard]
 
 Keeps xfw's programs on every interface of the current network namespace,
 in the foreground, until SIGINT or SIGTERM (the xfw-agent unit runs it):
@@ -32,7 +32,12 @@ in the foreground, until SIGINT or SIGTERM (the xfw-agent unit runs it):
   - a program removed from an interface (ip link set dev X xdp off, a
     detached TCX program) is put back, and the event is logged;
   - the data plane's LOG lines are written to standard output in the
-    kernel's format (to the journal under systemd), unless --no-log.
+    kernel's format (to the journal under systemd), unless --no-log;
+  - while a ruleset is loaded, a namespace-wide guard (netfilter hooks at
+    PRE_ROUTING and POST_ROUTING, before every other hook) drops the
+    packets of any interface that does not run xfw's programs yet, so a
+    new or stripped interface carries nothing unfiltered (--no-guard: no
+    guard; the guard goes with the agent).
 
 The checks run on every link event and at least every --poll (default
 100ms: a detached TCX program sends no event). Filtering never depends on
@@ -52,6 +57,10 @@ type agent struct {
 	// seen are the interfaces (by index) the agent has found protected:
 	// one of them without the programs had them removed.
 	seen map[int]bool
+	// guard is the namespace-wide backstop while xfw is loaded (nil with
+	// --no-guard, or while nothing is loaded).
+	guard   *dataplane.Guard
+	noGuard bool
 }
 
 func (a *agent) logf(format string, args ...any) {
@@ -66,13 +75,15 @@ func runAgent(name string, args []string, env Env) int {
 	fs.SetOutput(io.Discard)
 	poll := fs.Duration("poll", agentPoll, "")
 	noLog := fs.Bool("no-log", false, "")
+	noGuard := fs.Bool("no-guard", false, "")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *poll <= 0 {
 		fmt.Fprint(env.Stderr, agentUsage)
 		return exitParameter
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	a := &agent{out: env.Stdout, errOut: env.Stderr, seen: map[int]bool{}}
+	a := &agent{out: env.Stdout, errOut: env.Stderr, seen: map[int]bool{}, noGuard: *noGuard}
+	defer a.closeGuard()
 	var wg sync.WaitGroup
 	if !*noLog {
 		wg.Add(1)
@@ -157,6 +168,12 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 			drainLinks(links)
 			a.check("link event")
 		case <-addrs:
+			// The local-address table at once (a new address would
+			// otherwise pass as "not for this host" until the sync);
+			// the recompile after the burst.
+			if err := dataplane.RefreshLocal(); err != nil {
+				a.logf("address change: refresh the local addresses: %v", err)
+			}
 			settle = time.After(addrSettle)
 		case <-settle:
 			settle = nil
@@ -187,8 +204,10 @@ func (a *agent) check(why string) {
 		return
 	}
 	if !st.Loaded {
+		a.closeGuard()
 		return
 	}
+	a.guardTo(st)
 	bare := st.Unprotected()
 	if len(bare) == 0 {
 		a.remember(st)
@@ -209,8 +228,50 @@ func (a *agent) check(why string) {
 		a.logf("%s %s (%s missing; %s, in %.1f ms)", verb, i.Name, i.Missing(), orEvent(why), float64(took.Microseconds())/1000)
 	}
 	if st, err := dataplane.Status(); err == nil {
+		a.guardTo(st)
 		a.remember(st)
 	}
+}
+
+// guardTo starts the guard if needed and admits exactly st's protected
+// interfaces.
+func (a *agent) guardTo(st *dataplane.NamespaceStatus) {
+	if a.noGuard {
+		return
+	}
+	var ok []int
+	for _, i := range st.Interfaces {
+		if i.Protected() {
+			ok = append(ok, i.Index)
+		}
+	}
+	if a.guard == nil {
+		g, err := dataplane.StartGuard(ok)
+		if err != nil {
+			a.logf("guard not started (new interfaces are open until attached): %v", err)
+			return
+		}
+		a.guard = g
+		a.logf("guard started: %d interface(s) admitted, traffic of any other is dropped until xfw runs on it", len(ok))
+		return
+	}
+	if err := a.guard.SetProtected(ok); err != nil {
+		a.logf("guard: %v", err)
+	}
+}
+
+// closeGuard removes the guard (xfw was stopped, or the agent ends).
+func (a *agent) closeGuard() {
+	if a.guard == nil {
+		return
+	}
+	if in, out, err := a.guard.Drops(); err == nil {
+		a.logf("guard stopped; it dropped %d packet(s) arriving on and %d leaving by unprotected interfaces", in, out)
+	}
+	if err := a.guard.Close(); err != nil {
+		a.logf("guard: %v", err)
+	}
+	a.guard = nil
 }
 
 // remember notes the interfaces that run both programs now.

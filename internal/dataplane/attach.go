@@ -446,3 +446,16 @@ func Status() (*NamespaceStatus, error) {
 	}
 	return st, nil
 }
+
+// RefreshLocal copies the namespace's local routing table into the running
+// data plane at once (without a recompile): a new address of this host is
+// judged by INPUT from the next packet on, not passed as "no route" until
+// the next sync.
+func RefreshLocal() error {
+	cur, err := Current()
+	if err != nil || cur == nil {
+		return err
+	}
+	defer cur.Close()
+	return fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"])
+}
