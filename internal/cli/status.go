@@ -31,6 +31,9 @@ func runStatus(name string, args []string, env Env) int {
 		if !i.Protected() {
 			mark = "  UNPROTECTED: " + i.Missing() + " missing"
 		}
+		if i.ForeignXDP != "" {
+			mark += "; another XDP program runs there: " + i.ForeignXDP
+		}
 		fmt.Fprintf(env.Stdout, "  %-16s XDP %-8s TCX egress %s%s\n", i.Name, i.XDPMode, onOff(i.TCX), mark)
 	}
 	if bare := st.Unprotected(); len(bare) > 0 {

@@ -143,6 +143,30 @@ func pruneMap[K comparable](m *ebpf.Map, keep map[K]bool) error {
 	return nil
 }
 
+// ErrForeignProgram reports an interface that runs another XDP program
+// than xfw's: xfw does not replace it (that would silently remove someone
+// else's filter or load balancer), and does not load a ruleset it could
+// not enforce there.
+var ErrForeignProgram = errors.New("runs another XDP program")
+
+// checkForeignXDP returns an error naming every interface whose XDP hook
+// holds a program that is not xfw's (any build).
+func checkForeignXDP(ifaces []Interface) error {
+	var errs []error
+	for _, ifc := range ifaces {
+		x := ifc.link.Attrs().Xdp
+		if x == nil || !x.Attached || x.ProgId == 0 {
+			continue
+		}
+		name := programName(ebpf.ProgramID(x.ProgId))
+		if name == xdpProgName || name == "" { // "": detached meanwhile
+			continue
+		}
+		errs = append(errs, fmt.Errorf("interface %s %w (id %d, name %q): xfw will not replace it; detach it, or chain both programs with a dispatcher (docs/install.md, \"Coexistence\")", ifc.Name, ErrForeignProgram, x.ProgId, name))
+	}
+	return errors.Join(errs...)
+}
+
 // attachMissing attaches the namespace's programs to every interface that
 // does not run them yet (new interfaces, or the first load); interfaces
 // already running them are left alone.
@@ -374,6 +398,9 @@ type InterfaceStatus struct {
 	XDPMode string
 	// TCX is true when xfw's egress program is attached.
 	TCX bool
+	// ForeignXDP names another XDP program attached to the interface
+	// ("name (id N)"), "" when there is none.
+	ForeignXDP string
 }
 
 // Protected reports whether both of xfw's programs run on the interface.
@@ -438,6 +465,8 @@ func Status() (*NamespaceStatus, error) {
 			case nl.XDP_ATTACHED_HW:
 				is.XDPMode = "offload"
 			}
+		} else if x != nil && x.Attached && x.ProgId != 0 {
+			is.ForeignXDP = fmt.Sprintf("%q (id %d)", programName(ebpf.ProgramID(x.ProgId)), x.ProgId)
 		}
 		if id, err := ourTC(ifc); err == nil && id != 0 {
 			is.TCX = true

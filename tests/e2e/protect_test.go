@@ -14,6 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
@@ -396,5 +401,57 @@ func addHotplugLink(t *testing.T, tp *nettest.Topology, i int) {
 		{tp.GenNS, []string{"ip", "route", "replace", hotplugTarget.String() + "/32", "via", fwAddr, "dev", genName}},
 	} {
 		nettest.MustExec(t, c.ns, c.argv...)
+	}
+}
+
+// attachForeignXDP attaches an XDP program that is not xfw's (it passes
+// every frame) to ifname in ns, as another tool would.
+func attachForeignXDP(t *testing.T, ns, ifname string) *ebpf.Program {
+	t.Helper()
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: "other_pass", Type: ebpf.XDP, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2 /* XDP_PASS */), asm.Return()},
+	})
+	if err != nil {
+		t.Fatalf("load a foreign XDP program: %v", err)
+	}
+	t.Cleanup(func() { prog.Close() })
+	err = nettest.InNamespace(ns, func() error {
+		l, err := netlink.LinkByName(ifname)
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetXdpFdWithFlags(l, prog.FD(), nl.XDP_FLAGS_SKB_MODE)
+	})
+	if err != nil {
+		t.Fatalf("attach a foreign XDP program to %s: %v", ifname, err)
+	}
+	return prog
+}
+
+// TestForeignXDPNotReplaced: an interface that runs another XDP program
+// makes a restore fail, naming it, with nothing loaded; xfw status shows
+// the program; once it is gone the restore succeeds.
+func TestForeignXDPNotReplaced(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t, nettest.WithStaticNeighbors())
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	attachForeignXDP(t, tp.FwNS, nettest.FwOutIfname)
+	res, err := fw.try(tp, 4, "-restore", protectRules)
+	if err == nil || res.ExitCode == 0 || !strings.Contains(res.Stderr, "interface "+nettest.FwOutIfname+" runs another XDP program") || !strings.Contains(res.Stderr, "other_pass") {
+		t.Fatalf("restore beside a foreign XDP program: exit %d, want a failure naming %s and the program\n%s", res.ExitCode, nettest.FwOutIfname, res.Stderr)
+	}
+	if st := status(t, bin, tp); !strings.Contains(st.Stdout, "not loaded") {
+		t.Errorf("the failed restore left xfw loaded:\n%s", st.Stdout)
+	}
+	if out, _ := nettest.Exec(tp.FwNS, "ip", "link", "show", "dev", nettest.FwOutIfname); !strings.Contains(out.Stdout, "xdpgeneric") {
+		t.Errorf("the foreign program was removed:\n%s", out.Stdout)
+	}
+	nettest.MustExec(t, tp.FwNS, "ip", "link", "set", "dev", nettest.FwOutIfname, "xdpgeneric", "off")
+	fw.restore(t, tp, 4, protectRules)
+	if got := forwardedTo7100(t, tp, 3); got != 0 {
+		t.Errorf("%d datagrams to port 7100 forwarded once the foreign program was gone and the restore done", got)
 	}
 }
