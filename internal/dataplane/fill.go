@@ -15,29 +15,8 @@ import (
 // data plane reads is indexed by the generation's own data.
 func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, ncpu int) error {
 	g := u.Gen
-	for k, st := range u.Sets {
-		if st.Kind != SetKindDXR {
-			if st.Reuse > 0 || st.SameAs > 0 {
-				continue
-			}
-			if err := fillSetHash(m[setKind(setHashOuter, k)], st.Hash); err != nil {
-				return fmt.Errorf("set lookup %d (%s): %w", k, st.Set, err)
-			}
-			continue
-		}
-		for i, name := range setOuters {
-			words := st.Direct
-			if i == 1 {
-				words = st.Ranges
-			}
-			if err := putArray(m[setKind(name, k)], len(words), func(j int) uint64 { return words[j] }); err != nil {
-				return fmt.Errorf("fill table %d of set condition %d: %w", i, k, err)
-			}
-		}
-		rng := m[setKind(setOuters[1], k)]
-		if err := rng.Put(rng.MaxEntries()-1, uint64(st.Used)); err != nil {
-			return fmt.Errorf("mark the used ranges of set condition %d: %w", k, err)
-		}
+	if err := fillSetTables(m, u); err != nil {
+		return err
 	}
 	if !created["counters"] {
 		if err := putArray(m["counters"], g.NumCounters()*ncpu, func(int) bpfCounter { return bpfCounter{} }); err != nil {
@@ -117,6 +96,37 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 		}
 		return bpfCounter{Packets: c.Packets, Bytes: c.Bytes}
 	})
+}
+
+// fillSetTables writes the tables of u's set lookups that the slot builds:
+// a DXR lookup's direct and range arrays (and the ranges' high-water mark),
+// a hash lookup's entries unless it takes its table over or shares one.
+func fillSetTables(m map[string]*ebpf.Map, u *Update) error {
+	for k, st := range u.Sets {
+		if st.Kind != SetKindDXR {
+			if st.Reuse > 0 || st.SameAs > 0 {
+				continue
+			}
+			if err := fillSetHash(m[setKind(setHashOuter, k)], st.Hash); err != nil {
+				return fmt.Errorf("set lookup %d (%s): %w", k, st.Set, err)
+			}
+			continue
+		}
+		for i, name := range setOuters {
+			words := st.Direct
+			if i == 1 {
+				words = st.Ranges
+			}
+			if err := putArray(m[setKind(name, k)], len(words), func(j int) uint64 { return words[j] }); err != nil {
+				return fmt.Errorf("fill table %d of set condition %d: %w", i, k, err)
+			}
+		}
+		rng := m[setKind(setOuters[1], k)]
+		if err := rng.Put(rng.MaxEntries()-1, uint64(st.Used)); err != nil {
+			return fmt.Errorf("mark the used ranges of set condition %d: %w", k, err)
+		}
+	}
+	return nil
 }
 
 // fillSetHash writes a hash set table's entries into m, created for them

@@ -149,60 +149,122 @@ func buildSlot(cur *state, slot uint32, runSlot int64, u *Update) error {
 		return fmt.Errorf("count CPUs: %w", err)
 	}
 	sizes := mapSizes(u, ncpu)
-	// Hash tables taken over from the running generation or shared with
-	// an earlier lookup (and their element counters): installed, not
-	// built.
-	given := map[string]*ebpf.Map{}
-	defer func() {
-		for _, m := range given {
-			m.Close()
-		}
-	}()
-	for k, st := range u.Sets {
-		if st.Kind != SetKindDXR {
-			switch {
-			case st.Reuse > 0:
-				for _, outer := range []string{setHashOuter, setElemCtrOuter} {
-					m, err := cur.innerAt(outer, setKey(uint32(runSlot), st.Reuse-1))
-					if err != nil {
-						if outer == setElemCtrOuter && errors.Is(err, ebpf.ErrKeyNotExist) {
-							continue // no counters
-						}
-						return fmt.Errorf("set lookup %d (%s): the running table: %w", k, st.Set, err)
-					}
-					given[setKind(outer, k)] = m
-				}
-			case st.SameAs == 0:
-				sizes[setKind(setHashOuter, k)] = max(len(st.Hash), st.Capacity)
-				if st.Counters > 0 {
-					sizes[setKind(setElemCtrOuter, k)] = st.Counters
-				}
-			}
-			continue
-		}
-		sizes[setKind(setOuters[0], k)] = len(st.Direct)
-		sizes[setKind(setOuters[1], k)] = len(st.Ranges) + 1 // and the high-water mark
+	addSetTableSizes(sizes, u)
+	b := &slotBuild{slot: slot, ncpu: ncpu, given: map[string]*ebpf.Map{}}
+	defer b.close()
+	if err := b.takeOverTables(cur, runSlot, u); err != nil {
+		return err
 	}
 	t0 := time.Now()
-	maps := map[string]*ebpf.Map{} // every map of the generation, by kind
-	created := map[string]bool{}   // kinds whose map is new
-	stale := map[string]bool{}     // set tables to remove from the slot
-	defer func() {
-		for _, m := range maps {
+	b.maps = map[string]*ebpf.Map{}
+	b.created = map[string]bool{}
+	b.stale = map[string]bool{}
+	b.held = cur.slotMaps(slot)
+	if err := b.createMaps(sizes); err != nil {
+		return err
+	}
+	if err := b.shareTables(u); err != nil {
+		return err
+	}
+	b.planInstall(sizes)
+	t := TraceSince(fmt.Sprintf("apply: create %d maps, take over %d", len(b.created), len(b.given)), t0)
+	if err := fillGeneration(b.maps, b.created, u, ncpu); err != nil {
+		return err
+	}
+	if traceOn {
+		t = TraceSince(fmt.Sprintf("apply: fill maps %v", sizes), t)
+	}
+	if len(b.created)+len(b.stale)+len(b.install) == 0 {
+		return nil
+	}
+	err = b.installMaps(cur)
+	TraceSince(fmt.Sprintf("apply: install %d maps, free %d", len(b.created), len(b.stale)), t)
+	return err
+}
+
+// slotBuild is the maps of a generation being built in a slot (buildSlot),
+// by kind.
+type slotBuild struct {
+	slot uint32
+	ncpu int
+	// given are the hash tables taken over from the running generation
+	// or shared with an earlier lookup (and their element counters):
+	// installed, not built.
+	given map[string]*ebpf.Map
+	// maps is every map of the generation the slot builds or reuses;
+	// created the kinds whose map is new.
+	maps    map[string]*ebpf.Map
+	created map[string]bool
+	// held are the maps the slot held before (nil once reused).
+	held map[string]*ebpf.Map
+	// install are the given kinds the slot does not hold already; stale
+	// the set tables to remove from the slot.
+	install, stale map[string]bool
+}
+
+// close closes every map b opened.
+func (b *slotBuild) close() {
+	for _, m := range b.held {
+		if m != nil {
 			m.Close()
 		}
-	}()
-	held := cur.slotMaps(slot)
-	defer func() {
-		for _, m := range held {
-			if m != nil {
-				m.Close()
+	}
+	for _, m := range b.maps {
+		m.Close()
+	}
+	for _, m := range b.given {
+		m.Close()
+	}
+}
+
+// addSetTableSizes adds to sizes the maps of u's set lookups that the slot
+// builds: a DXR lookup's direct and range arrays, and the hash table (and
+// element counters) of a hash lookup that neither takes one over nor
+// shares one.
+func addSetTableSizes(sizes map[string]int, u *Update) {
+	for k, st := range u.Sets {
+		switch {
+		case st.Kind == SetKindDXR:
+			sizes[setKind(setOuters[0], k)] = len(st.Direct)
+			sizes[setKind(setOuters[1], k)] = len(st.Ranges) + 1 // and the high-water mark
+		case st.Reuse > 0: // taken over (takeOverTables)
+		case st.SameAs == 0:
+			sizes[setKind(setHashOuter, k)] = max(len(st.Hash), st.Capacity)
+			if st.Counters > 0 {
+				sizes[setKind(setElemCtrOuter, k)] = st.Counters
 			}
 		}
-	}()
+	}
+}
+
+// takeOverTables opens the running generation's (in runSlot) hash tables
+// and element counters that u's lookups take over into b.given.
+func (b *slotBuild) takeOverTables(cur *state, runSlot int64, u *Update) error {
+	for k, st := range u.Sets {
+		if st.Kind == SetKindDXR || st.Reuse <= 0 {
+			continue
+		}
+		for _, outer := range []string{setHashOuter, setElemCtrOuter} {
+			m, err := cur.innerAt(outer, setKey(uint32(runSlot), st.Reuse-1))
+			if err != nil {
+				if outer == setElemCtrOuter && errors.Is(err, ebpf.ErrKeyNotExist) {
+					continue // no counters
+				}
+				return fmt.Errorf("set lookup %d (%s): the running table: %w", k, st.Set, err)
+			}
+			b.given[setKind(outer, k)] = m
+		}
+	}
+	return nil
+}
+
+// createMaps gives every kind of sizes its map of n elements: the one the
+// slot holds when it is reusable (never a shared set table), else a new
+// one with headroom.
+func (b *slotBuild) createMaps(sizes map[string]int) error {
 	for kind, n := range sizes {
-		if m := held[kind]; m != nil && !sharedSetKind(kind) && reusable(kind, m, n, ncpu) {
-			maps[kind], held[kind] = m, nil
+		if m := b.held[kind]; m != nil && !sharedSetKind(kind) && reusable(kind, m, n, b.ncpu) {
+			b.maps[kind], b.held[kind] = m, nil
 			continue
 		}
 		outer := outerName(kind)
@@ -214,23 +276,27 @@ func buildSlot(cur *state, slot uint32, runSlot int64, u *Update) error {
 			return err
 		}
 		is.Name = mapName(kind)
-		is.MaxEntries = uint32(capacity(kind, n, ncpu))
+		is.MaxEntries = uint32(capacity(kind, n, b.ncpu))
 		m, err := ebpf.NewMap(is)
 		if err != nil {
 			return fmt.Errorf("create %s map (%d entries): %w", kind, n, err)
 		}
-		maps[kind], created[kind] = m, true
+		b.maps[kind], b.created[kind] = m, true
 	}
-	// Lookups sharing an earlier one's table get its maps.
+	return nil
+}
+
+// shareTables gives the lookups sharing an earlier one's table its maps.
+func (b *slotBuild) shareTables(u *Update) error {
 	for k, st := range u.Sets {
 		if st.Kind == SetKindDXR || st.SameAs == 0 {
 			continue
 		}
 		for _, outer := range []string{setHashOuter, setElemCtrOuter} {
 			src := setKind(outer, st.SameAs-1)
-			m := maps[src]
+			m := b.maps[src]
 			if m == nil {
-				m = given[src]
+				m = b.given[src]
 			}
 			if m == nil {
 				continue
@@ -239,53 +305,55 @@ func buildSlot(cur *state, slot uint32, runSlot int64, u *Update) error {
 			if err != nil {
 				return fmt.Errorf("set lookup %d (%s): %w", k, st.Set, err)
 			}
-			given[setKind(outer, k)] = c
+			b.given[setKind(outer, k)] = c
 		}
 	}
-	install := map[string]bool{} // given kinds not already in the slot
-	for kind, m := range given {
-		if h := held[kind]; h != nil && sameMap(h, m) {
+	return nil
+}
+
+// planInstall decides which of the slot's outer elements change besides
+// the created maps: the given maps the slot does not hold already
+// (install), and the set tables it holds that the generation, whose map
+// sizes are sizes, no longer uses (stale).
+func (b *slotBuild) planInstall(sizes map[string]int) {
+	b.install = map[string]bool{}
+	for kind, m := range b.given {
+		if h := b.held[kind]; h != nil && sameMap(h, m) {
 			continue
 		}
-		install[kind] = true
+		b.install[kind] = true
 	}
-	for kind, m := range held {
+	for kind, m := range b.held {
 		if m != nil && strings.IndexByte(kind, '/') >= 0 {
 			_, used := sizes[kind]
-			if _, ok := given[kind]; !used && !ok {
-				stale[kind] = true
+			if _, ok := b.given[kind]; !used && !ok {
+				b.stale[kind] = true
 			}
 		}
 	}
-	t := TraceSince(fmt.Sprintf("apply: create %d maps, take over %d", len(created), len(given)), t0)
-	if err := fillGeneration(maps, created, u, ncpu); err != nil {
-		return err
-	}
-	if traceOn {
-		t = TraceSince(fmt.Sprintf("apply: fill maps %v", sizes), t)
-	}
-	if len(created)+len(stale)+len(install) == 0 {
-		return nil
-	}
-	err = errors.Join(eachOuter(func(kind string, outer *ebpf.Map, key uint32) error {
+}
+
+// installMaps puts the installed and created maps into the slot's outer
+// elements and removes the stale ones, all outer maps at once (eachOuter).
+func (b *slotBuild) installMaps(cur *state) error {
+	slot := b.slot
+	return errors.Join(eachOuter(func(kind string, outer *ebpf.Map, key uint32) error {
 		switch {
-		case install[kind]:
-			if err := outer.Put(key, given[kind]); err != nil {
+		case b.install[kind]:
+			if err := outer.Put(key, b.given[kind]); err != nil {
 				return fmt.Errorf("install %s map in slot %d: %w", kind, slot, err)
 			}
-		case created[kind]:
-			if err := outer.Put(key, maps[kind]); err != nil {
+		case b.created[kind]:
+			if err := outer.Put(key, b.maps[kind]); err != nil {
 				return fmt.Errorf("install %s map in slot %d: %w", kind, slot, err)
 			}
-		case stale[kind]:
+		case b.stale[kind]:
 			if err := outer.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 				return fmt.Errorf("free %s map of slot %d: %w", kind, slot, err)
 			}
 		}
 		return nil
 	}, cur, slot)...)
-	TraceSince(fmt.Sprintf("apply: install %d maps, free %d", len(created), len(stale)), t)
-	return err
 }
 
 // withHeadroom is the number of elements a new generation map of n
