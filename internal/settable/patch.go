@@ -38,20 +38,8 @@ func Patch(old, new *ipset.Sets) (bool, error) {
 	if len(d.Created) > 0 || len(d.Destroyed) > 0 || len(d.Renamed) > 0 {
 		return false, nil
 	}
-	type work struct {
-		set     *ipset.Set
-		family  lpm.Family
-		entries []int // direct entries to rebuild
-		tables  []*dataplane.LiveSetTable
-	}
-	var todo []work
-	defer func() {
-		for _, w := range todo {
-			for _, t := range w.tables {
-				t.Close()
-			}
-		}
-	}()
+	p := &patchPlan{sets: new}
+	defer p.close()
 	// The running generations' set lookups, read once for every table
 	// the patch opens.
 	rsets, err := dataplane.OpenRunningSets()
@@ -59,124 +47,188 @@ func Patch(old, new *ipset.Sets) (bool, error) {
 		return false, err
 	}
 	defer rsets.Close()
+	p.rsets, p.running = rsets, runningLookups(rsets)
+	if p.clk, err = nowClock(); err != nil {
+		return false, err
+	}
+	for _, ch := range d.Changed {
+		if ok, err := p.add(ch); !ok || err != nil {
+			return false, err
+		}
+	}
+	// Build every block first, so that nothing is written unless every
+	// table has room for its blocks.
+	patches, ok, err := p.buildBlocks()
+	if !ok || err != nil {
+		return false, err
+	}
+	for _, tp := range patches {
+		tp.Apply()
+	}
+	if err := applyHashPatches(rsets, p.hashWork); err != nil {
+		// The reload the caller then makes builds every table afresh.
+		return false, err
+	}
+	return true, nil
+}
+
+// patchPlan is what a Patch changes in the running tables.
+type patchPlan struct {
+	// sets are the sets after the changes; rsets and running the
+	// running generations' set lookups.
+	sets    *ipset.Sets
+	rsets   *dataplane.RunningSets
+	running []runningLookup
+	clk     setClock
+	// total counts the member changes planned (maxPatchedMembers).
+	total int
+	// direct are the DXR tables to patch, hashWork the hash tables.
+	direct   []directPatch
+	hashWork []hashPatch
+}
+
+// directPatch is the change of the running DXR tables of one set.
+type directPatch struct {
+	set     *ipset.Set
+	family  lpm.Family
+	entries []int // direct entries to rebuild
+	tables  []*dataplane.LiveSetTable
+}
+
+// close closes the tables the plan opened.
+func (p *patchPlan) close() {
+	for _, w := range p.direct {
+		for _, t := range w.tables {
+			t.Close()
+		}
+	}
+}
+
+// runningLookups returns the set lookups of both families' running
+// generations.
+func runningLookups(rsets *dataplane.RunningSets) []runningLookup {
 	var running []runningLookup
 	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
 		for _, lk := range rsets.Lookups(fam) {
 			running = append(running, runningLookup{fam, lk})
 		}
 	}
-	clk, err := nowClock()
+	return running
+}
+
+// add plans the changes of the running tables that follow ch, one set's
+// member changes, reporting false when they cannot follow it in place.
+func (p *patchPlan) add(ch ipset.EntryChanges) (bool, error) {
+	s := ch.Set
+	used, hashed := false, []runningLookup(nil)
+	for _, r := range p.running {
+		if r.lk.Via == s.Name {
+			// A list:set's members changed: its lookups are
+			// built afresh.
+			return false, nil
+		}
+		if r.lk.Set == s.Name {
+			used = true
+			if r.lk.Kind != dataplane.SetKindDXR {
+				hashed = append(hashed, r)
+			}
+		}
+	}
+	if !used {
+		return true, nil // no rule uses it
+	}
+	if s.Options.Counters {
+		// Its entries' counters are numbered per generation
+		// (Build): built afresh, the counts carried over.
+		return false, nil
+	}
+	if ch.Flushed || s.Type == ipset.ListSet || s.Type == ipset.HashNetIface {
+		// hash:net,iface: a member change moves its network's
+		// blocker (ifaceBlocker), built afresh.
+		return false, nil
+	}
+	if p.total += len(ch.Added) + len(ch.Deleted); p.total > maxPatchedMembers {
+		return false, nil
+	}
+	for _, r := range hashed {
+		hp, err := planHashPatch(p.sets, r, ch, p.clk)
+		if err != nil || hp == nil {
+			return false, err // nil: built afresh
+		}
+		p.hashWork = append(p.hashWork, *hp)
+	}
+	if s.Options.HasTimeout || (s.Type != ipset.HashIP && s.Type != ipset.HashNet) {
+		return true, nil // no DXR table of it
+	}
+	return p.addDirect(ch)
+}
+
+// addDirect plans the direct entries of the running DXR tables of ch's set
+// (hash:ip or hash:net without timeouts) to rebuild, reporting false when
+// a changed member covers more than one.
+func (p *patchPlan) addDirect(ch ipset.EntryChanges) (bool, error) {
+	s := ch.Set
+	fam, lfam := ir.IPv4, lpm.IPv4
+	if s.Options.Family == ipset.Inet6 {
+		fam, lfam = ir.IPv6, lpm.IPv6
+	}
+	tables, err := p.rsets.Tables(fam, s.Name)
 	if err != nil {
 		return false, err
 	}
-	total := 0
-	var hashWork []hashPatch
-	for _, ch := range d.Changed {
-		s := ch.Set
-		used, hashed := false, []runningLookup(nil)
-		for _, r := range running {
-			if r.lk.Via == s.Name {
-				// A list:set's members changed: its lookups are
-				// built afresh.
-				return false, nil
-			}
-			if r.lk.Set == s.Name {
-				used = true
-				if r.lk.Kind != dataplane.SetKindDXR {
-					hashed = append(hashed, r)
-				}
-			}
-		}
-		if !used {
-			continue // no rule uses it
-		}
-		if s.Options.Counters {
-			// Its entries' counters are numbered per generation
-			// (Build): built afresh, the counts carried over.
-			return false, nil
-		}
-		if ch.Flushed || s.Type == ipset.ListSet || s.Type == ipset.HashNetIface {
-			// hash:net,iface: a member change moves its network's
-			// blocker (ifaceBlocker), built afresh.
-			return false, nil
-		}
-		if total += len(ch.Added) + len(ch.Deleted); total > maxPatchedMembers {
-			return false, nil
-		}
-		for _, r := range hashed {
-			hp, err := planHashPatch(new, r, ch, clk)
-			if err != nil || hp == nil {
-				return false, err // nil: built afresh
-			}
-			hashWork = append(hashWork, *hp)
-		}
-		if s.Options.HasTimeout || (s.Type != ipset.HashIP && s.Type != ipset.HashNet) {
-			continue // no DXR table of it
-		}
-		fam, lfam := ir.IPv4, lpm.IPv4
-		if s.Options.Family == ipset.Inet6 {
-			fam, lfam = ir.IPv6, lpm.IPv6
-		}
-		tables, err := rsets.Tables(fam, s.Name)
+	if len(tables) == 0 {
+		return true, nil
+	}
+	p.direct = append(p.direct, directPatch{set: s, family: lfam, tables: tables})
+	w := &p.direct[len(p.direct)-1]
+	seen := map[int]bool{}
+	changed := make([]netip.Prefix, 0, len(ch.Added)+len(ch.Deleted))
+	for _, e := range ch.Added {
+		changed = append(changed, e.Prefix)
+	}
+	for _, e := range ch.Deleted {
+		changed = append(changed, e.Prefix)
+	}
+	for _, pfx := range changed {
+		first, n, err := lpm.DirectSpan(lfam, pfx)
 		if err != nil {
-			return false, err
+			return false, fmt.Errorf("set %s: %w", s.Name, err)
 		}
-		if len(tables) == 0 {
-			continue
+		if n != 1 {
+			// Its direct entries would switch one by one.
+			return false, nil
 		}
-		todo = append(todo, work{set: s, family: lfam, tables: tables})
-		seen := map[int]bool{}
-		changed := make([]netip.Prefix, 0, len(ch.Added)+len(ch.Deleted))
-		for _, e := range ch.Added {
-			changed = append(changed, e.Prefix)
-		}
-		for _, e := range ch.Deleted {
-			changed = append(changed, e.Prefix)
-		}
-		for _, p := range changed {
-			first, n, err := lpm.DirectSpan(lfam, p)
-			if err != nil {
-				return false, fmt.Errorf("set %s: %w", s.Name, err)
-			}
-			if n != 1 {
-				// Its direct entries would switch one by one.
-				return false, nil
-			}
-			if !seen[first] {
-				seen[first] = true
-				todo[len(todo)-1].entries = append(todo[len(todo)-1].entries, first)
-			}
+		if !seen[first] {
+			seen[first] = true
+			w.entries = append(w.entries, first)
 		}
 	}
-	// Build every block first, so that nothing is written unless every
-	// table has room for its blocks.
+	return true, nil
+}
+
+// buildBlocks builds the new blocks of every DXR table to patch, written
+// by nothing yet, reporting false when a table has no room for its blocks.
+func (p *patchPlan) buildBlocks() ([]*dataplane.SetTablePatch, bool, error) {
 	var patches []*dataplane.SetTablePatch
-	for _, w := range todo {
+	for _, w := range p.direct {
 		deciding := make(map[int][]lpm.Entry, len(w.entries))
 		for _, slot := range w.entries {
 			deciding[slot] = decidingEntries(w.set, w.family, slot)
 		}
 		for _, t := range w.tables {
-			p, err := t.Plan(w.entries, func(slot int, base uint32) (uint64, []uint64, error) {
+			tp, err := t.Plan(w.entries, func(slot int, base uint32) (uint64, []uint64, error) {
 				return lpm.BuildBlock(w.family, slot, deciding[slot], base)
 			})
 			if errors.Is(err, dataplane.ErrNoRoom) {
-				return false, nil
+				return nil, false, nil
 			}
 			if err != nil {
-				return false, fmt.Errorf("set %s: patch the table of set condition %d: %w", w.set.Name, t.Cond, err)
+				return nil, false, fmt.Errorf("set %s: patch the table of set condition %d: %w", w.set.Name, t.Cond, err)
 			}
-			patches = append(patches, p)
+			patches = append(patches, tp)
 		}
 	}
-	for _, p := range patches {
-		p.Apply()
-	}
-	if err := applyHashPatches(rsets, hashWork); err != nil {
-		// The reload the caller then makes builds every table afresh.
-		return false, err
-	}
-	return true, nil
+	return patches, true, nil
 }
 
 // applyHashPatches writes the hash table patches, opening the running
