@@ -9,9 +9,9 @@ import (
 	"github.com/xfw-dev/xfw/internal/settable"
 )
 
-// Set entry counters (sets created with "counters"): settable keeps the
-// data plane's counts and the stored sets' together (see its package
-// comment). Here, the compiler learns which set matches count (setCounts),
+// Set entry counters (sets created with "counters"): how counts move
+// between the data plane and the stored sets is told in settable's package
+// comment. Here, the compiler learns which set matches count (setCounts),
 // an `xfw ipset` command takes the running counts when it loads the sets
 // (namespaceStore.Load, settable.TakeCounts), and the counts a replaced
 // generation hands back are kept in the stored sets (foldSetCounters).

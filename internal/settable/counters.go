@@ -63,9 +63,9 @@ func setEntryKeys(s *ipset.Set, ifaces []compiler.Interface, clk setClock) map[d
 	return out
 }
 
-// TakeCounts moves the running generations' set counts into ss (a
-// Clone of the loaded sets, as Commit wants it), reporting whether any
-// member changed.
+// TakeCounts moves the running generations' set counts into ss (a Clone
+// of the loaded sets, as ipset.Store.Commit wants it), reporting whether
+// any member changed.
 func TakeCounts(ss *ipset.Sets) (bool, error) {
 	var vals []dataplane.SetCounterValue
 	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
