@@ -1,7 +1,7 @@
 // Package cli implements xfw's commands: the iptables-compatible front ends
 // (iptables, iptables-restore, iptables-save and their ip6tables twins) and
-// xfw's own (ipset, stop, status, log, conntrack, sync, watch, difftest,
-// version). It wires the front end (iptables) to the compiler and the data
+// xfw's own (ipset, stop, status, log, conntrack, sync, watch, version;
+// `xfw difftest` only hands over to the separate xfw-difftest program). It wires the front end (iptables) to the compiler and the data
 // plane, and maps errors to iptables' exit codes.
 //
 // # What it owns
@@ -21,5 +21,6 @@
 //
 // cli is the top of the tree, imported only by cmd/xfw: it imports the
 // front end (iptables), ir, the compiler, settable, ipset, dataplane,
-// conntrack, logd, difftest and prefault; none of them imports cli.
+// conntrack, logd and prefault; none of them imports cli, and nothing of
+// the test harness (internal/testkit) is imported.
 package cli
