@@ -1,7 +1,3 @@
-// Package cli implements xfw's commands: the iptables-compatible front ends
-// (iptables-restore, iptables-save and their ip6tables twins) and xfw's own
-// (stop, log, conntrack, version). It wires the front end (iptables) to the compiler
-// and the data plane, and maps errors to iptables' exit codes.
 package cli
 
 import (

@@ -10,6 +10,7 @@ import (
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/ipset"
 	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/settable"
 )
 
 // newIpsetStore returns the store `xfw ipset` works on: the network
@@ -37,7 +38,7 @@ type namespaceStore struct {
 	loaded *ipset.Sets
 	// takeCounts makes Load move the data plane's running set entry
 	// counts into the sets it returns (and stores), so that an `ipset`
-	// command sees the true counters (takeSetCounts).
+	// command sees the true counters (settable.TakeCounts).
 	takeCounts bool
 }
 
@@ -62,7 +63,7 @@ func (n *namespaceStore) Load() (*ipset.Sets, error) {
 	dataplane.TraceSince("ipset: load sets", t)
 	if n.takeCounts && im != nil {
 		counted := ss.Clone()
-		changed, err := takeSetCounts(counted)
+		changed, err := settable.TakeCounts(counted)
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +147,7 @@ func runIpset(name string, args []string, env Env) int {
 		// use sets again, which builds every table afresh from the sets
 		// just committed (no second decoding of the store).
 		t := time.Now()
-		patched, err := patchSetTables(rs.loaded, rs.committed)
+		patched, err := settable.Patch(rs.loaded, rs.committed)
 		dataplane.TraceSince(fmt.Sprintf("ipset: patch set tables (%v, %v)", patched, err), t)
 		if !patched || err != nil {
 			fresh := map[string]bool{}

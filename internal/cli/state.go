@@ -11,6 +11,7 @@ import (
 	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
 	"github.com/xfw-dev/xfw/internal/prefault"
+	"github.com/xfw-dev/xfw/internal/settable"
 )
 
 // loadRunning returns fam's running ruleset with its live counters, or an
@@ -342,7 +343,7 @@ func install(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, iface
 	if err := checkDataPlaneSupport(rs, sets); err != nil {
 		return err
 	}
-	tables, ctrs, err := setTables(gen, sets, ifaces)
+	tables, ctrs, err := settable.Build(gen, sets.set, sets.fresh, ifaces)
 	if err != nil {
 		return err
 	}

@@ -1,12 +1,10 @@
-package cli
+package settable
 
 import (
 	"fmt"
 	"net/netip"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/dataplane"
@@ -15,72 +13,13 @@ import (
 	"github.com/xfw-dev/xfw/internal/lpm"
 )
 
-// Set lookups. Each set condition of a generation (compiler.SetCond: set,
-// directions, --return-nomatch) becomes data plane lookups whose answers
-// are OR-ed into its bit, as the kernel's ip_set_test answers it:
-//
-//   - a set of the other family, or of more dimensions than the match has
-//     directions, never matches (ip_set_test returns 0): no lookup;
-//   - hash:ip and hash:net without timeouts: one longest-prefix-match DXR
-//     table (internal/lpm), the fast path;
-//   - every other type, and hash:ip/hash:net with timeouts: one hash table
-//     keyed by the parts of the type (address masked to each prefix length
-//     present, protocol and port, interface), each entry with its expiry
-//     in CLOCK_MONOTONIC ns (bpf/classify.h xfw_set_hlookup);
-//   - list:set: one lookup per member, in list order (list_set_ktest tests
-//     the members in turn, the first match answers; without counters the
-//     OR is the same). Members of the other family or of more dimensions
-//     than the match has directions never match; a member entry with a
-//     timeout caps the expiry of every entry of the member's lookup, since
-//     the kernel skips an expired list entry.
-//
-// Hash tables are shared: the lookups of one set in a generation share one
-// table (SetTable.SameAs), and a generation takes the running one's table
-// of a set over (SetTable.Reuse) when the set has not changed since it was
-// built (the running tables follow every member change: patched in place,
-// or rebuilt by the reload that follows it), so a ruleset change does not
-// rebuild a million-entry table. hash:net,iface tables, which hold
-// interface indexes, are rebuilt.
-//
-// Set entry counters: every entry of a set with counters gets a counter of
-// its table (SetHashEntry.Ctr, 1…SetTable.Counters), and every entry of a
-// list:set with counters one of the generation for the member it names
-// (SetTable.ListCtr). The lookups of a set with counters, and of every
-// member of a list:set with counters, are hash lookups: the data plane
-// records which entry answered, which a DXR table does not say.
-
-// setClock converts the sets' wall-clock expiry times to the data plane's
-// CLOCK_MONOTONIC (bpf_ktime_get_ns) at one instant.
-type setClock struct {
-	wall time.Time
-	mono uint64 // ns
-}
-
-// nowClock reads both clocks.
-func nowClock() (setClock, error) {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return setClock{}, fmt.Errorf("read the monotonic clock: %w", err)
-	}
-	return setClock{wall: time.Now(), mono: uint64(ts.Nano())}, nil
-}
-
-// expiry returns the monotonic time of wall-clock time t (0 for the zero
-// time: never), and whether t is still ahead.
-func (c setClock) expiry(t time.Time) (uint64, bool) {
-	if t.IsZero() {
-		return 0, true
-	}
-	d := t.Sub(c.wall)
-	if d <= 0 {
-		return 0, false
-	}
-	return c.mono + uint64(d), true
-}
-
-// setTables builds the set lookups of gen's set conditions from the sets'
-// current members, for the namespace's interfaces ifaces.
-func setTables(gen *compiler.Generation, sets *ipsetLookup, ifaces []compiler.Interface) ([]dataplane.SetTable, []dataplane.SetCounterID, error) {
+// Build builds the set lookups of gen's set conditions from the sets'
+// current members, for the namespace's interfaces ifaces, and names the
+// generation's list:set entry counters (dataplane.Update.Sets and
+// SetCounters). get returns a set by name; fresh names the sets whose
+// members changed since the running generation's tables were built: their
+// hash tables are built afresh, the others' taken over.
+func Build(gen *compiler.Generation, get func(name string) (*ipset.Set, error), fresh map[string]bool, ifaces []compiler.Interface) ([]dataplane.SetTable, []dataplane.SetCounterID, error) {
 	clk, err := nowClock()
 	if err != nil {
 		return nil, nil, err
@@ -91,11 +30,23 @@ func setTables(gen *compiler.Generation, sets *ipsetLookup, ifaces []compiler.In
 		if err != nil {
 			return nil, nil, err
 		}
-		ctrs.running, ctrs.fresh = running.Lookups(gen.Family), sets.fresh
+		ctrs.running, ctrs.fresh = running.Lookups(gen.Family), fresh
 		running.Close()
 	}
-	tables, err := buildSetTables(gen.SetConds, sets.set, ifaces, clk, ctrs)
+	tables, err := buildSetTables(gen.SetConds, get, ifaces, clk, ctrs)
 	return tables, ctrs.ids, err
+}
+
+// Usable reports why the data plane cannot look packets up in s for a
+// rule (nil when it can): every type `xfw ipset` creates is served, with
+// or without timeouts (Build). Never accept and ignore: a rule the data
+// plane would skip changes what the firewall does.
+func Usable(s *ipset.Set) error {
+	switch s.Type {
+	case ipset.HashIP, ipset.HashNet, ipset.HashIPPort, ipset.HashNetPort, ipset.HashNetIface, ipset.BitmapPort, ipset.ListSet:
+		return nil
+	}
+	return fmt.Errorf("sets of type %s are not supported in rules yet", s.Type)
 }
 
 // setCounterAlloc numbers the list:set entry counters of one generation,
@@ -158,7 +109,7 @@ func (a *setCounterAlloc) ctr(id dataplane.SetCounterID) uint32 {
 	return c
 }
 
-// buildSetTables builds the set lookups of conds (see above), numbering
+// buildSetTables builds the set lookups of conds (see the package comment), numbering
 // their set entry counters in ctrs (nil: a throwaway numbering); get
 // returns a set by name.
 func buildSetTables(conds []compiler.SetCond, get func(string) (*ipset.Set, error), ifaces []compiler.Interface, clk setClock, ctrs *setCounterAlloc) ([]dataplane.SetTable, error) {
@@ -169,7 +120,7 @@ func buildSetTables(conds []compiler.SetCond, get func(string) (*ipset.Set, erro
 	for k, sc := range conds {
 		s, err := get(sc.Name)
 		if err == nil {
-			err = setUsable(s)
+			err = Usable(s)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("--match-set %s: %w", sc.Name, err)
@@ -336,62 +287,6 @@ func buildSetTable(n, k int, sc compiler.SetCond, s *ipset.Set, via string, list
 	return st, nil
 }
 
-// ifaceBlocker collects the entries of one network of a hash:net,iface set
-// (physdev ones aside: they hash elsewhere in the kernel) for its blocker
-// entry: the kernel's test stops at the longest prefix length where an
-// entry of the packet's network exists, whatever its interface
-// (IP_SET_HASH_WITH_MULTI; checked against the kernel: 10.0.0.0/30,out0
-// keeps 10.0.0.1 arriving on in0 from matching 10.0.0.0/28,in0).
-type ifaceBlocker struct {
-	n       int
-	ifindex uint32 // the only entry's interface (0: unresolved)
-	expires uint64 // the latest expiry (0: never)
-	never   bool   // some entry never expires
-	live    bool   // some entry has not expired
-}
-
-// add counts entry e.
-func (b *ifaceBlocker) add(e *ipset.Entry, listExp time.Time, ifaces []compiler.Interface, clk setClock) {
-	exp := e.Expires
-	if !listExp.IsZero() && (exp.IsZero() || listExp.Before(exp)) {
-		exp = listExp
-	}
-	mono, live := clk.expiry(exp)
-	if !live {
-		return
-	}
-	b.n++
-	b.live = true
-	if mono == 0 {
-		b.never = true
-	} else if mono > b.expires {
-		b.expires = mono
-	}
-	b.ifindex = 0
-	for _, ifc := range ifaces {
-		if ifc.Name == e.Iface {
-			b.ifindex = ifc.Index
-		}
-	}
-}
-
-// entry returns the blocker of network p, if it has live entries.
-func (b *ifaceBlocker) entry(p netip.Prefix) (dataplane.SetHashEntry, bool) {
-	if !b.live {
-		return dataplane.SetHashEntry{}, false
-	}
-	h := dataplane.SetHashEntry{Expires: b.expires}
-	if b.never {
-		h.Expires = 0
-	}
-	if b.n == 1 {
-		h.Aux = b.ifindex
-	}
-	h.Key.Hi, h.Key.Lo = addrWords(p.Addr())
-	h.Key.Plen = uint8(p.Bits())
-	return h, true
-}
-
 // setCapacity is the number of entries a hash lookup of s is created for:
 // every member s may hold (the kernel refuses more) and the meta keys.
 func setCapacity(s *ipset.Set) int {
@@ -403,68 +298,4 @@ func setCapacity(s *ipset.Set) int {
 		n *= 2 // and a blocker per network
 	}
 	return n + dataplane.SetMetaWords
-}
-
-// setHashEntries returns the hash table entries of set entry e (none when
-// it cannot match: expired, a physdev interface, an interface the
-// namespace lacks), its expiry capped by listExp.
-func setHashEntries(kind uint8, e *ipset.Entry, listExp time.Time, ifaces []compiler.Interface, clk setClock) []dataplane.SetHashEntry {
-	exp := e.Expires
-	if !listExp.IsZero() && (exp.IsZero() || listExp.Before(exp)) {
-		exp = listExp
-	}
-	mono, live := clk.expiry(exp)
-	if !live {
-		return nil
-	}
-	h := dataplane.SetHashEntry{Expires: mono, Answer: dataplane.SetMember}
-	if e.Nomatch {
-		h.Answer = dataplane.SetNomatch
-	}
-	if kind&dataplane.SetKindAddr != 0 {
-		h.Key.Hi, h.Key.Lo = addrWords(e.Prefix.Addr())
-		h.Key.Plen = uint8(e.Prefix.Bits())
-	}
-	if kind&(dataplane.SetKindPort|dataplane.SetKindTCPUDP) != 0 {
-		h.Key.Port = e.Port
-	}
-	if kind&dataplane.SetKindPort != 0 {
-		h.Key.Proto = e.Proto
-	}
-	if kind&dataplane.SetKindIface == 0 {
-		return []dataplane.SetHashEntry{h}
-	}
-	// The kernel's match never fills a physdev name (it would need the
-	// match's IPSET_FLAG_PHYSDEV, which iptables never sets): such
-	// entries never match.
-	if e.Physdev {
-		return nil
-	}
-	// Nor do wildcard entries ("eth+"): the kernel's test looks the
-	// packet's exact interface name up (checked against the kernel:
-	// 127.0.0.0/8,l+ does not match packets from lo).
-	if strings.HasSuffix(e.Iface, "+") {
-		return nil
-	}
-	for _, ifc := range ifaces {
-		if ifc.Name == e.Iface {
-			h.Key.Ifindex = ifc.Index
-			return []dataplane.SetHashEntry{h}
-		}
-	}
-	return nil
-}
-
-// addrWords splits an address as the data plane holds it: IPv4 in the low
-// word (host order), IPv6 in two big-endian halves.
-func addrWords(a netip.Addr) (hi, lo uint64) {
-	b := a.As16()
-	for i := 0; i < 8; i++ {
-		hi = hi<<8 | uint64(b[i])
-		lo = lo<<8 | uint64(b[8+i])
-	}
-	if a.Is4() {
-		return 0, lo & 0xffffffff
-	}
-	return hi, lo
 }

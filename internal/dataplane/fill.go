@@ -1,0 +1,148 @@
+package dataplane
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xfw-dev/xfw/internal/compiler"
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// fillGeneration writes u's generation into its maps (by kind, as
+// buildSlot names them). Reused maps (not in created) get their live
+// counters zeroed and their unused text pages cleared: everything else the
+// data plane reads is indexed by the generation's own data.
+func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, ncpu int) error {
+	g := u.Gen
+	if err := fillSetTables(m, u); err != nil {
+		return err
+	}
+	if !created["counters"] {
+		if err := putArray(m["counters"], g.NumCounters()*ncpu, func(int) bpfCounter { return bpfCounter{} }); err != nil {
+			return fmt.Errorf("zero counters: %w", err)
+		}
+	}
+	if !created["setctr"] {
+		if err := putArray(m["setctr"], len(u.SetCounters), func(int) bpfCounter { return bpfCounter{} }); err != nil {
+			return fmt.Errorf("zero set counters: %w", err)
+		}
+	}
+	if err := putU32s(m["small"], g.Small); err != nil {
+		return fmt.Errorf("fill small-field classes: %w", err)
+	}
+	if err := putArray(m["bounds"], len(g.Bounds), func(i int) bpfBound {
+		b := g.Bounds[i]
+		return bpfBound{Hi: b.Value.Hi, Lo: b.Value.Lo, Cls: b.Class}
+	}); err != nil {
+		return fmt.Errorf("fill address bounds: %w", err)
+	}
+	if !created["hcls"] {
+		if err := clearMap[bpfHKey, uint32](m["hcls"]); err != nil {
+			return fmt.Errorf("empty hashed classes: %w", err)
+		}
+	}
+	if len(g.Hash) > 0 {
+		keys := make([]bpfHKey, 0, len(g.Hash))
+		vals := make([]uint32, 0, len(g.Hash))
+		for k, v := range g.Hash {
+			keys = append(keys, bpfHKey{Field: k.Field, Value: k.Value})
+			vals = append(vals, v)
+		}
+		if _, err := m["hcls"].BatchUpdate(keys, vals, nil); err != nil {
+			return fmt.Errorf("fill hashed classes: %w", err)
+		}
+	}
+	if err := putU32s(m["clsch"], g.ClassChunks); err != nil {
+		return fmt.Errorf("fill class chunks: %w", err)
+	}
+	if err := putChunks(m["chunks"], g.Chunks); err != nil {
+		return fmt.Errorf("fill chunks: %w", err)
+	}
+	if err := putArray(m["entries"], len(g.Entries), func(i int) bpfEntry {
+		e := g.Entries[i]
+		return bpfEntry{Rule: e.Rule, Action: uint8(e.Action), Flags: e.Flags, Aux: e.Aux, Next: e.Next}
+	}); err != nil {
+		return fmt.Errorf("fill entries: %w", err)
+	}
+	if err := putArray(m["logcfg"], len(g.LogConfigs), func(i int) bpfLogCfg {
+		lc := g.LogConfigs[i]
+		var v bpfLogCfg
+		copy(v.Prefix[:compiler.LogPrefixLen-1], lc.Prefix)
+		v.Level, v.Flags = lc.Level, lc.Flags
+		return v
+	}); err != nil {
+		return fmt.Errorf("fill LOG options: %w", err)
+	}
+	blob := u.blob
+	pages := (len(blob) + statePage - 1) / statePage
+	if !created["state"] {
+		pages = int(m["state"].MaxEntries()) // clear the previous pages
+	}
+	if err := putArray(m["state"], pages, func(i int) (p [statePage]byte) {
+		if i*statePage < len(blob) {
+			copy(p[:], blob[i*statePage:])
+		}
+		return p
+	}); err != nil {
+		return fmt.Errorf("save ruleset: %w", err)
+	}
+	// Counter bases of counters that start fresh (carried ones are written
+	// after the swap).
+	return putArray(m["cbase"], len(u.Counters), func(i int) bpfCounter {
+		c := u.Counters[i].Initial
+		if u.Counters[i].From >= 0 {
+			c = ir.Counters{}
+		}
+		return bpfCounter{Packets: c.Packets, Bytes: c.Bytes}
+	})
+}
+
+// fillSetTables writes the tables of u's set lookups that the slot builds:
+// a DXR lookup's direct and range arrays (and the ranges' high-water mark),
+// a hash lookup's entries unless it takes its table over or shares one.
+func fillSetTables(m map[string]*ebpf.Map, u *Update) error {
+	for k, st := range u.Sets {
+		if st.Kind != SetKindDXR {
+			if st.Reuse > 0 || st.SameAs > 0 {
+				continue
+			}
+			if err := fillSetHash(m[setKind(setHashOuter, k)], st.Hash); err != nil {
+				return fmt.Errorf("set lookup %d (%s): %w", k, st.Set, err)
+			}
+			continue
+		}
+		for i, name := range setOuters {
+			words := st.Direct
+			if i == 1 {
+				words = st.Ranges
+			}
+			if err := putArray(m[setKind(name, k)], len(words), func(j int) uint64 { return words[j] }); err != nil {
+				return fmt.Errorf("fill table %d of set condition %d: %w", i, k, err)
+			}
+		}
+		rng := m[setKind(setOuters[1], k)]
+		if err := rng.Put(rng.MaxEntries()-1, uint64(st.Used)); err != nil {
+			return fmt.Errorf("mark the used ranges of set condition %d: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// fillSetHash writes a hash set table's entries into m, created for them
+// (a set table is never refilled: the running generation may share it).
+func fillSetHash(m *ebpf.Map, entries []SetHashEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	keys := make([]bpfSetKey, len(entries))
+	vals := make([]bpfSetVal, len(entries))
+	for i, e := range entries {
+		keys[i] = bpfSetKey(e.Key)
+		vals[i] = bpfSetVal{Expires: e.Expires, Answer: e.Answer, Aux: e.Aux, Ctr: e.Ctr}
+	}
+	if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
+		return fmt.Errorf("fill the hash table (%d entries): %w", len(entries), err)
+	}
+	return nil
+}

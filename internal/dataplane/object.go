@@ -1,0 +1,14 @@
+package dataplane
+
+import (
+	_ "embed"
+)
+
+//go:embed bpf/xfw.o
+var objectBytes []byte
+
+// Program names as the kernel keeps them (15 characters at most).
+const (
+	xdpProgName = "xfw_xdp"
+	tcProgName  = "xfw_tc_egress"
+)

@@ -1,0 +1,67 @@
+package dataplane
+
+import (
+	"encoding/binary"
+
+	"github.com/xfw-dev/xfw/internal/compiler"
+	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/prefault"
+)
+
+// CounterSource says where a new generation's counter starts from.
+type CounterSource struct {
+	// From is the old counter index to carry over, or -1.
+	From int
+	// Initial is the starting value when From is -1.
+	Initial ir.Counters
+}
+
+// Update is one family's new ruleset, ready to load.
+type Update struct {
+	Gen *compiler.Generation
+	// Saved is the ruleset in its binary form (ir.Ruleset.MarshalBinary),
+	// kept with the generation: what the next command reads back (Running).
+	Saved []byte
+	// Counters has one source per counter index of Gen (len NumCounters).
+	Counters []CounterSource
+	// Sets has the set lookups of Gen.SetConds (at most maxSetLookups):
+	// each answers one set and is OR-ed into its condition's bit (one per
+	// condition, or one per member of a list:set; none for a condition
+	// that never matches).
+	Sets []SetTable
+	// Interfaces are those Gen was compiled for, kept with it so that a
+	// later command can extend the running generation (RunningGeneration,
+	// compiler.AppendRule) while they have not changed.
+	Interfaces []compiler.Interface
+	// SetCounters names the generation's list:set entry counters (index i
+	// is SetTable.ListCtr i+1); a hash table's element counters are its
+	// own (SetTable.Counters). Counters start at zero: the stored sets hold
+	// what was counted before (the caller moves running counts there,
+	// TakeSetCounters). Apply carries the counts of the generation it
+	// replaces over to rebuilt tables and list entries (its packets keep
+	// counting until they end; a table taken over keeps its counters) and
+	// returns in SetLeftover those of entries this generation lacks, for
+	// the caller to keep in the stored sets.
+	SetCounters []SetCounterID
+	// SetLeftover is set by Apply (see SetCounters).
+	SetLeftover []SetCounterValue
+
+	// blob is what the slot's state pages hold: Saved and the generation's
+	// metadata, each after its little-endian length (stateBlob).
+	blob []byte
+}
+
+// stateBlob returns u's state pages' content: the saved ruleset and the
+// generation's metadata (generationMeta), each after its length.
+func stateBlob(u *Update) ([]byte, error) {
+	meta, err := generationMeta(u)
+	if err != nil {
+		return nil, err
+	}
+	blob := make([]byte, 0, 2*savedLenBytes+len(u.Saved)+len(meta))
+	prefault.Slice(blob[:cap(blob)])
+	blob = binary.LittleEndian.AppendUint64(blob, uint64(len(u.Saved)))
+	blob = append(blob, u.Saved...)
+	blob = binary.LittleEndian.AppendUint64(blob, uint64(len(meta)))
+	return append(blob, meta...), nil
+}
