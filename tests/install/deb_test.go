@@ -16,9 +16,6 @@ import (
 // never switches a host to it.
 var debianBackends = map[string]int{"legacy": 10, "nft": 20}
 
-// families are the alternatives groups xfw joins.
-var families = []string{"iptables", "ip6tables"}
-
 // TestDeb builds the package with `make deb` and checks its control fields,
 // its files, its maintainer scripts and what their update-alternatives
 // commands do (run with --root in a temporary tree; the package is never

@@ -23,16 +23,21 @@ import (
 	"testing"
 )
 
-// altNames are the names the iptables and ip6tables alternatives link to,
-// each with the command it stands for.
-var altNames = map[string]string{
-	"iptables-xfw":          "iptables",
-	"iptables-xfw-restore":  "iptables-restore",
-	"iptables-xfw-save":     "iptables-save",
-	"ip6tables-xfw":         "ip6tables",
-	"ip6tables-xfw-restore": "ip6tables-restore",
-	"ip6tables-xfw-save":    "ip6tables-save",
-}
+// families are the alternatives groups xfw joins.
+var families = []string{"iptables", "ip6tables"}
+
+// altNames are the names the iptables and ip6tables alternatives link to
+// (iptables-xfw, iptables-xfw-restore, …), each with the command it stands
+// for (iptables, iptables-restore, …).
+var altNames = func() map[string]string {
+	names := map[string]string{}
+	for _, fam := range families {
+		for _, suffix := range []string{"", "-restore", "-save"} {
+			names[fam+"-xfw"+suffix] = fam + suffix
+		}
+	}
+	return names
+}()
 
 // units are the systemd units the install lays out.
 var units = []string{"xfw-restore.service", "xfw-agent.service"}
