@@ -74,3 +74,49 @@ difftest: build
 .PHONY: bench-lpm
 bench-lpm: deps
 	./bench/lpm/run.sh
+
+# Installing as the system's iptables (issue #18; docs/install.md).
+# `make install` (DESTDIR, PREFIX=/usr) lays out bin/xfw and
+# bin/xfw-difftest in SBINDIR, the names the iptables and ip6tables
+# alternatives link to (iptables-xfw, … → xfw), the systemd units, the
+# manual page and /etc/xfw. It registers no alternative and enables no unit:
+# the package's postinst registers (dist/deb), the admin switches and
+# enables. `make uninstall` removes what it laid out (keeping /etc/xfw if it
+# holds saved rules) and refuses while the system's iptables is xfw.
+# `make deb` builds bin/xfw_VERSION_ARCH.deb (scripts/mkdeb.sh).
+PREFIX ?= /usr
+SBINDIR ?= $(PREFIX)/sbin
+MANDIR ?= $(PREFIX)/share/man
+UNITDIR ?= /lib/systemd/system
+SYSCONFDIR ?= /etc
+XFW_UNITS := xfw-restore.service xfw-agent.service
+XFW_ALTNAMES := iptables-xfw iptables-xfw-restore iptables-xfw-save \
+	ip6tables-xfw ip6tables-xfw-restore ip6tables-xfw-save
+.PHONY: install uninstall deb
+install: build
+	install -d -m 0755 $(DESTDIR)$(SBINDIR) $(DESTDIR)$(UNITDIR) \
+		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SYSCONFDIR)/xfw
+	install -m 0755 bin/xfw bin/xfw-difftest $(DESTDIR)$(SBINDIR)/
+	for n in $(XFW_ALTNAMES); do ln -sfn xfw $(DESTDIR)$(SBINDIR)/$$n; done
+	for u in $(XFW_UNITS); do \
+		sed 's|/usr/sbin/xfw|$(SBINDIR)/xfw|g' dist/systemd/$$u >$(DESTDIR)$(UNITDIR)/$$u && \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
+	done
+	gzip -9n <docs/xfw.8 >$(DESTDIR)$(MANDIR)/man8/xfw.8.gz
+	chmod 0644 $(DESTDIR)$(MANDIR)/man8/xfw.8.gz
+
+uninstall:
+	@for g in iptables ip6tables; do \
+		if [ -z "$(DESTDIR)" ] && [ "$$(readlink /etc/alternatives/$$g)" = "$(SBINDIR)/$$g-xfw" ]; then \
+			echo "make uninstall: $$g is xfw (update-alternatives); switch back first: docs/install.md" >&2; \
+			exit 1; \
+		fi; \
+	done
+	rm -f $(DESTDIR)$(SBINDIR)/xfw $(DESTDIR)$(SBINDIR)/xfw-difftest \
+		$(addprefix $(DESTDIR)$(SBINDIR)/,$(XFW_ALTNAMES)) \
+		$(addprefix $(DESTDIR)$(UNITDIR)/,$(XFW_UNITS)) \
+		$(DESTDIR)$(MANDIR)/man8/xfw.8.gz
+	rmdir $(DESTDIR)$(SYSCONFDIR)/xfw 2>/dev/null || true
+
+deb: build
+	./scripts/mkdeb.sh

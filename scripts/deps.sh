@@ -13,6 +13,9 @@
 #     ipset, tcpdump, ethtool, iputils-ping, netcat-openbsd, conntrack (the
 #     conntrack e2e tests compare with it, the differential test's stateful
 #     runs flush the kernel's table);
+#   - packaging tools for `make deb` and tests/install: dpkg-dev
+#     (dpkg-shlibdeps), man-db and groff-base (the manual page), systemd
+#     (systemd-analyze verify of the units);
 #   - Go >= 1.24 (and >= the `go` line of go.mod): Debian's golang from
 #     bookworm-backports if `go` is missing; if the installed Go is older than
 #     go.mod asks for, Go's own toolchain switching fetches the right release
@@ -52,6 +55,7 @@ PACKAGES=(
 	clang llvm libbpf-dev linux-libc-dev bpftool make
 	iproute2 iptables nftables ipset
 	tcpdump ethtool iputils-ping netcat-openbsd conntrack
+	dpkg-dev man-db groff-base systemd # make deb, tests/install
 	ca-certificates # HTTPS to the Go module proxy (toolchain download)
 )
 # On amd64 gcc-multilib owns /usr/include/asm -> x86_64-linux-gnu/asm, which

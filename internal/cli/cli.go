@@ -37,9 +37,14 @@ type Env struct {
 
 // Main runs xfw with os.Args semantics and returns the exit status. Called
 // as iptables, ip6tables, iptables-save, … (a link to the binary) it acts as
-// that command.
+// that command; called as iptables-xfw, iptables-xfw-save, … (the names
+// the update-alternatives group links to) it acts as, and prints messages
+// as, the command without "-xfw".
 func Main(args []string, env Env) int {
 	name := filepath.Base(args[0])
+	if canonical, ok := alternativeNames[name]; ok {
+		name = canonical
+	}
 	rest := args[1:]
 	if _, ok := frontEnds[name]; !ok {
 		// xfw [--xdp-mode M] COMMAND ARGS…
@@ -97,6 +102,18 @@ var frontEnds = map[string]command{
 	"ip6tables-save":    runSave,
 	"iptables":          runIptables,
 	"ip6tables":         runIptables,
+}
+
+// alternativeNames maps the names under which Debian's iptables and
+// ip6tables alternatives groups link to xfw (as they link to
+// iptables-legacy and iptables-nft) to the front end each one is.
+var alternativeNames = map[string]string{
+	"iptables-xfw":          "iptables",
+	"iptables-xfw-restore":  "iptables-restore",
+	"iptables-xfw-save":     "iptables-save",
+	"ip6tables-xfw":         "ip6tables",
+	"ip6tables-xfw-restore": "ip6tables-restore",
+	"ip6tables-xfw-save":    "ip6tables-save",
 }
 
 // commands are xfw's own commands; files of this package add theirs in an
