@@ -1,10 +1,13 @@
-# xfw build. `make` builds bin/xfw (BPF object compiled by clang, embedded
+# xfw build. `make` builds bin/xfw (BPF objects compiled by clang, embedded
 # in the Go binary); `make test` runs every test; `make demo` runs the demo.
 GO ?= go
 CLANG ?= clang
 BPF_CFLAGS := -O2 -g -Wall -Werror -target bpf -I/usr/include/$(shell uname -m)-linux-gnu
 BPF_SRC := $(wildcard bpf/*.c bpf/*.h)
-BPF_OBJ := internal/dataplane/bpf/xfw.o
+# One object per bpf/*.c: xfw.o (the hooks) and ct_clock.o (the connection
+# tables' clock), embedded in the binary.
+BPF_DIR := internal/dataplane/bpf
+BPF_OBJ := $(patsubst bpf/%.c,$(BPF_DIR)/%.o,$(wildcard bpf/*.c))
 
 .PHONY: all build test unit demo deps clean bench bench-quick
 
@@ -13,9 +16,9 @@ all: build
 deps:
 	./scripts/deps.sh
 
-$(BPF_OBJ): $(BPF_SRC)
+$(BPF_DIR)/%.o: bpf/%.c $(BPF_SRC)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(BPF_CFLAGS) -c bpf/xfw.c -o $@
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
 build: $(BPF_OBJ)
 	$(GO) build -o bin/xfw ./cmd/xfw
@@ -35,7 +38,7 @@ demo: deps
 	./scripts/demo.sh
 
 clean:
-	rm -rf bin $(BPF_OBJ)
+	rm -rf bin $(BPF_DIR)/*.o
 
 # Benchmark suite (issue #5; as root): every section, results/ and the
 # README's Benchmarks section (some tens of minutes) or the headline ratios

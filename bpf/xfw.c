@@ -359,6 +359,4 @@ int xfw_tc_egress(struct __sk_buff *skb)
 	return rc;
 }
 
-#include "ct_clock.h"
-
 char _license[] SEC("license") = "GPL";
