@@ -753,10 +753,6 @@ func LogRing() (*ebpf.Map, error) {
 // load loads and verifies xfw's programs in the namespace (not attached
 // yet) and returns them as the namespace's state with no generation.
 func load(spec *ebpf.CollectionSpec) (*state, error) {
-	// The connection tables' clock is loaded on demand, on its own
-	// (conntrack.go): not part of the attached programs' collection.
-	delete(spec.Programs, ctClockProg)
-	delete(spec.Maps, ctClockMap)
 	sizeConnTables(spec)
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
 		Programs: ebpf.ProgramOptions{LogSizeStart: 1 << 20},
