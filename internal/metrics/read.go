@@ -88,17 +88,9 @@ func countConnections() (map[ir.Family]int, error) {
 		return nil, fmt.Errorf("open the connection tables: %w", err)
 	}
 	defer t.Close()
-	now, err := dataplane.Jiffies()
+	entries, err := t.LiveEntries()
 	if err != nil {
-		return nil, err
-	}
-	hz, err := dataplane.HZ()
-	if err != nil {
-		return nil, err
-	}
-	entries, err := t.Entries(now, hz)
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the connection tables: %w", err)
 	}
 	counts := map[ir.Family]int{ir.IPv4: 0, ir.IPv6: 0}
 	for _, e := range entries {
