@@ -172,6 +172,20 @@ func (t *CTTables) Entries(now, hz uint64) ([]CTEntry, error) {
 	return out, nil
 }
 
+// LiveEntries is Entries now: the connections alive at the data plane's
+// clock (Jiffies), their timeouts at the kernel's HZ.
+func (t *CTTables) LiveEntries() ([]CTEntry, error) {
+	now, err := Jiffies()
+	if err != nil {
+		return nil, err
+	}
+	hz, err := HZ()
+	if err != nil {
+		return nil, err
+	}
+	return t.Entries(now, hz)
+}
+
 // ctBatch is how many connections one batch lookup reads.
 const ctBatch = 4096
 
