@@ -1,4 +1,4 @@
-# xfw build. `make` builds bin/xfw (BPF object compiled by clang, embedded
+# xfw build. `make` builds bin/xfw (BPF objects compiled by clang, embedded
 # in the Go binary) and bin/xfw-difftest (the differential tester, a program
 # of its own so that no test harness is linked into xfw); `make test` runs
 # every test; `make demo` runs the demo.
@@ -6,8 +6,12 @@ GO ?= go
 CLANG ?= clang
 BPF_CFLAGS := -O2 -g -Wall -Werror -target bpf -I/usr/include/$(shell uname -m)-linux-gnu
 BPF_SRC := $(wildcard bpf/*.c bpf/*.h)
-BPF_OBJ := internal/dataplane/bpf/xfw.o
-GUARD_OBJ := internal/dataplane/bpf/guard.o
+# One object per bpf/*.c: xfw.o (the hooks), ct_clock.o (the connection
+# tables' clock) and guard.o (the namespace-wide guard the agent links),
+# embedded in the binary; layouts.o (BTF of the layouts shared with user
+# space), read by internal/dataplane's tests only.
+BPF_DIR := internal/dataplane/bpf
+BPF_OBJ := $(patsubst bpf/%.c,$(BPF_DIR)/%.o,$(wildcard bpf/*.c))
 
 .PHONY: all build test unit demo deps clean bench bench-quick
 
@@ -16,20 +20,15 @@ all: build
 deps:
 	./scripts/deps.sh
 
-$(BPF_OBJ): $(BPF_SRC)
+$(BPF_DIR)/%.o: bpf/%.c $(BPF_SRC)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(BPF_CFLAGS) -c bpf/xfw.c -o $@
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
-# The namespace-wide guard (bpf/guard.c) is an object of its own.
-$(GUARD_OBJ): bpf/guard.c
-	@mkdir -p $(dir $@)
-	$(CLANG) $(BPF_CFLAGS) -c bpf/guard.c -o $@
-
-build: $(BPF_OBJ) $(GUARD_OBJ)
+build: $(BPF_OBJ)
 	$(GO) build -o bin/xfw ./cmd/xfw
 	$(GO) build -o bin/xfw-difftest ./cmd/xfw-difftest
 
-unit: $(BPF_OBJ) $(GUARD_OBJ)
+unit: $(BPF_OBJ)
 	$(GO) vet ./...
 	$(GO) test -count=1 ./internal/ir/ ./internal/compiler/ ./internal/iptables/
 
@@ -44,7 +43,7 @@ demo: deps
 	./scripts/demo.sh
 
 clean:
-	rm -rf bin $(BPF_OBJ) $(GUARD_OBJ)
+	rm -rf bin $(BPF_DIR)/*.o
 
 # Benchmark suite (issue #5; as root): every section, results/ and the
 # README's Benchmarks section (some tens of minutes) or the headline ratios

@@ -1,13 +1,23 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * common.h — layouts and constants shared by every stage of xfw's data plane
- * and mirrored, field for field, by internal/dataplane/layout.go.
+ * common.h — constants shared by every stage of xfw's data plane and by
+ * user space (internal/compiler and internal/dataplane mirror them).
  *
  * Conventions for all BPF files of xfw:
- *  - Every map value and key layout lives here; a change here is a change in
- *    layout.go (the Go test TestLayoutSizes checks the sizes).
+ *  - One .c file per BPF object: xfw.c (the XDP and TC hooks, one object
+ *    loaded once per namespace), ct_clock.c (the connection tables' clock,
+ *    loaded on its own by user space) and layouts.c (the BTF of the layouts
+ *    user space shares, never loaded). Headers are split by concern: a
+ *    stage's logic in <stage>.h (and its parts), its own layouts in
+ *    <stage>_structs.h, its maps in <stage>_maps.h. Each header says at its
+ *    top what it owns and what it includes; each includes what it uses.
+ *  - Every map key and value layout user space reads or writes lives in
+ *    xfw_structs.h; a change there is a change in its Go mirror
+ *    (internal/dataplane: layout.go and the files that read the maps), which
+ *    the Go test TestLayoutMirrors checks field by field against the BTF of
+ *    the built objects.
  *  - Families: index 0 is IPv4 (iptables), index 1 is IPv6 (ip6tables). Each
- *    family has its own generation slots (classify.h), so replacing one
+ *    family has its own generation slots (classify_maps.h), so replacing one
  *    family's ruleset leaves the other's maps untouched.
  *  - Chains: index 0 INPUT, 1 FORWARD, 2 OUTPUT (XFW_CHAIN_*).
  *  - Addresses are kept as two host-order 64-bit halves (hi, lo) so IPv4 and
@@ -24,6 +34,15 @@
 
 #include <linux/types.h>
 #include <linux/bpf.h>
+
+/* Address families of bpf_fib_lookup requests (linux/socket.h's values; a
+ * BPF program cannot include the libc headers that define them). */
+#ifndef AF_INET
+#define AF_INET 2
+#endif
+#ifndef AF_INET6
+#define AF_INET6 10
+#endif
 
 /* Rules per chunk: a chunk is 64 words of 64 bits. Classification ANDs the
  * chunks of every active field; a per-chunk summary word (bit j set when
@@ -104,43 +123,6 @@ enum xfw_field {
 #define XFW_SET_MEMBER 1
 #define XFW_SET_NOMATCH 2
 
-/* One set lookup of a generation (xfw_family_cfg.setlk). */
-struct xfw_setlk {
-	__u8 bit;     /* the XFW_F_SETS bit its answer is OR-ed into */
-	__u8 flags;   /* XFW_SETLK_* */
-	__u8 kind;    /* XFW_SETK_* */
-	__u8 maxplen; /* hash kinds: longest prefix, 32 or 128 (0: no address) */
-};
-
-/* Key of a hash set table (inner maps of xfw_o_sethash): the packet's parts
- * the set type has, the others 0. The prefix lengths present are kept
- * under meta keys: plen XFW_SETKEY_META, port w, value.expires = bits
- * 64w..64w+63 (bit i: prefix length 64w+i has entries). */
-struct xfw_setkey {
-	__u64 hi, lo;   /* address masked to plen (IPv4: lo) */
-	__u32 ifindex;  /* XFW_SETK_IFACE */
-	__u16 port;     /* XFW_SETK_PORT, XFW_SETK_TCPUDP */
-	__u8 proto;     /* XFW_SETK_PORT */
-	__u8 plen;
-};
-#define XFW_SETKEY_META 255
-
-/* Value of a hash set table's entry. hash:net,iface also has a blocker per
- * network (key ifindex 0, answer 0): the kernel's test of a network stops
- * at the longest prefix length holding an entry of the packet's network,
- * whatever its interface (IP_SET_HASH_WITH_MULTI: mtype_test_cidrs leaves
- * its loop once an entry of the same network was seen); aux is then the
- * interface of the network's only entry (0: several, or none resolved),
- * which does not block (its own entry has expired). */
-struct xfw_setval {
-	__u64 expires; /* bpf_ktime_get_ns() time it times out at; 0: never */
-	__u32 answer;  /* XFW_SET_MEMBER or XFW_SET_NOMATCH; blocker: 0 */
-	__u32 aux;
-	__u32 ctr;     /* 1 + the entry's counter in its table's counters
-			* (xfw_o_setectr), 0: the set has no counters */
-	__u32 pad;
-};
-
 /* Sentinel values of the port, TCP flags and ICMP fields. */
 #define XFW_V_NONE 65536
 #define XFW_V_TRUNC 65537
@@ -176,7 +158,6 @@ enum xfw_action {
 #define XFW_SETCNT_COND 0xff
 #define XFW_SETCNT_SKIPSUB 0x100 /* "! --update-subcounters" */
 
-
 /* REJECT types (entry .aux for XFW_ACT_REJECT). */
 enum xfw_reject {
 	XFW_RJ_ICMP_NET_UNREACH = 0,
@@ -196,124 +177,23 @@ enum xfw_reject {
 	XFW_RJ_COUNT,
 };
 
-/* One flattened entry (12 bytes). */
-struct xfw_entry {
-	__u32 rule;   /* counter index, or XFW_NO_RULE */
-	__u8 action;  /* enum xfw_action */
-	__u8 flags;   /* XFW_EF_* */
-	__u16 aux;    /* reject type or log config index */
-	__u32 next;   /* XFW_ACT_CONTINUE: entry index to search from */
-};
-
 #define XFW_NO_RULE 0xffffffffu
 
-/* One chunk of a field's bit vector: summary word + 64 words. */
-struct xfw_chunk {
-	__u64 summary;
-	__u64 words[XFW_CHUNK_WORDS];
-};
-
-/* One interval lower bound of an address field. */
-struct xfw_bound {
-	__u64 hi;
-	__u64 lo;
-	__u32 cls;
-	__u32 pad;
-};
-
-/* Key of the hashed fields (interfaces, MAC). */
-struct xfw_hkey {
-	__u32 field;
-	__u32 pad;
-	__u64 value;
-};
-
-/* Per-rule counters (per CPU). */
-struct xfw_counter {
-	__u64 packets;
-	__u64 bytes;
-};
-
-/* LOG target options, indexed by entry .aux. */
+/* LOG: bytes of a rule's prefix (struct xfw_logcfg) and bytes of the frame
+ * a LOG event carries (struct xfw_log_event). */
 #define XFW_LOG_PREFIX_LEN 32
-struct xfw_logcfg {
-	char prefix[XFW_LOG_PREFIX_LEN];
-	__u8 level;
-	__u8 flags;
-	__u8 pad[6];
-};
-
-/* LOG event sent through the ring buffer: metadata and the first bytes of
- * the packet from its Ethernet header on. */
 #define XFW_LOG_SNAP 256
-struct xfw_log_event {
-	__u32 in_ifindex;
-	__u32 out_ifindex;
-	__u32 rule;
-	__u16 snap_len;    /* bytes of .pkt that are valid */
-	__u16 l3_off;      /* offset of the IP header in .pkt */
-	__u32 pkt_len;     /* whole frame length */
-	__u8 family;       /* 4 or 6 */
-	__u8 chain;        /* enum xfw_chain */
-	__u8 level;
-	__u8 flags;
-	__u8 has_mac;      /* 1 when .pkt starts with a real Ethernet header */
-	__u8 pad[3];
-	char prefix[XFW_LOG_PREFIX_LEN];
-	__u8 pkt[XFW_LOG_SNAP];
-};
 
 /* Room for the list of active fields (XFW_NFIELDS rounded up to 4). */
 #define XFW_FIELD_LIST 24
 /* Address fields (range search): SRC, DST, CTOSRC, CTODST. */
 #define XFW_NADDR 4
 
-/* Generation slots: slot = family index * 2 + bank (see classify.h). */
+/* Generation slots: slot = family index * 2 + bank (see classify_maps.h). */
 #define XFW_NSLOTS 4
 #define XFW_NO_SLOT 0xffffffffu
 
-/* Configuration of one generation slot (map xfw_cfg). */
-struct xfw_family_cfg {
-	__u32 enabled;          /* 0: no ruleset loaded, accept everything */
-	__u32 active;           /* bit mask of enum xfw_field */
-	__u32 nchunks;          /* chunks per field vector (<= XFW_MAX_CHUNKS) */
-	__u32 nentries;
-	__u32 chain_start[XFW_NCHAINS];
-	__u32 chain_end[XFW_NCHAINS];
-	__u32 policy_drop[XFW_NCHAINS]; /* 1 = DROP, 0 = ACCEPT */
-	__u32 small_base[XFW_NFIELDS];  /* offset in the slot's small map */
-	__u32 default_cls[XFW_NFIELDS]; /* class of hashed values not in map */
-	__u32 max_iters;                /* bpf_loop bound: nchunks + hops + 1 */
-	__u32 addr_base[XFW_NADDR];     /* first interval bound of SRC, DST,
-					 * CTOSRC, CTODST */
-	__u32 addr_count[XFW_NADDR];    /* their interval bounds */
-	__u32 ncounters;                /* counters per CPU (policies + rules) */
-	__u32 nfields;                  /* active fields, listed in .fields */
-	__u8 fields[XFW_FIELD_LIST];    /* the active fields' enum xfw_field */
-	__u32 nsetlk;                   /* set lookups (XFW_F_SETS bits) */
-	struct xfw_setlk setlk[XFW_MAX_SETLOOKUPS];
-	/* Set entry counters: 1 + the counter of the list:set entry naming
-	 * lookup k's set in the slot's xfw_o_setctr array (0: none), and
-	 * the size of that array, at least 1 when some set match counts (0:
-	 * none does, the packet's set hits are not counted). */
-	__u32 setlk_lctr[XFW_MAX_SETLOOKUPS];
-	__u32 nsetctr;
-	/* Established fast path (ct.h xfw_ct_fast): per chain, bit s set when
-	 * a packet in connection state s is accepted by entry ct_fast_entry
-	 * without classification (0: no fast path). */
-	__u32 ct_fast_states[XFW_NCHAINS];
-	__u32 ct_fast_entry[XFW_NCHAINS];
-};
-
-/* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid
- * 0 for the untagged device; a VLAN device is keyed by its parent's ifindex
- * and its VLAN id). */
-struct xfw_ifinfo {
-	__u8 mac[6];
-	__u16 flags;     /* XFW_IF_* */
-	__u32 ifindex;   /* the device netfilter sees (the VLAN device) */
-};
-
+/* struct xfw_ifinfo.flags. */
 #define XFW_IF_NOL2 0x01 /* no Ethernet header (loopback keeps one) */
 
 /*
@@ -342,31 +222,6 @@ struct xfw_ifinfo {
 /* xfw's own bits of xfw_ct_val.status, above the kernel's. */
 #define XFW_CTST_ORIG_B 0x100   /* the originator is endpoint b of the key */
 
-/* Connection key: one entry for both directions. The endpoints are
- * ordered (a <= b, comparing address then port) so both directions find
- * it; ports are host order. ICMP/ICMPv6 queries put the identifier in both
- * ports and the request's type and code in pad (xfw_ct_mkkey_icmp);
- * protocols without ports leave them 0. */
-struct xfw_ct_key {
-	__u64 a_hi, a_lo;
-	__u64 b_hi, b_lo;
-	__u16 a_port, b_port;
-	__u8 proto;
-	__u8 fam;           /* 0 IPv4, 1 IPv6 */
-	__u16 pad;          /* ICMP queries: request type | code << 8 */
-};
-
-/* One direction's TCP window data (the kernel's ip_ct_tcp_state). */
-struct xfw_ct_tcp_side {
-	__u32 end;
-	__u32 maxend;
-	__u32 maxwin;
-	__u32 maxack;
-	__u8 scale;
-	__u8 flags;         /* XFW_CT_TCPF_* */
-	__u8 pad[2];
-};
-
 /* TCP states, as the kernel numbers them (enum tcp_conntrack). */
 enum xfw_tcp_state {
 	XFW_TCP_NONE = 0,
@@ -386,39 +241,14 @@ enum xfw_tcp_state {
 	XFW_TCP_TIMEOUT_MAX,
 };
 
-/* A connection (the part of the map value the data plane reads and
- * writes; both tables put 8 bytes before it, see xfw_ct_main). Times are
- * jiffies (bpf_jiffies64, inlined by the JIT: no helper call). */
-struct xfw_ct_val {
-	__u64 expires;      /* jiffies when the entry dies */
-	__u64 stream_ts;    /* UDP: jiffies after which a replied flow is a stream */
-	__u64 packets[2];   /* per direction (0 original, 1 reply) */
-	__u64 bytes[2];
-	__u32 status;       /* XFW_CTST_* */
-	__u8 tcp_state;     /* enum xfw_tcp_state */
-	__u8 last_dir;
-	__u8 last_index;
-	__u8 last_wscale;
-	__u8 last_flags;
-	__u8 retrans;
-	__u8 icmp_type;     /* ICMP queries: the original direction's type */
-	__u8 icmp_code;
-	__u8 lo_state[2];   /* loopback: the XFW_F_CT value OUTPUT gave the
-			     * last packet of each direction, low byte */
-	__u16 last_win;
-	__u32 last_seq;
-	__u32 last_ack;
-	__u32 last_end;
-	struct xfw_ct_tcp_side side[2]; /* [0] original, [1] reply */
-};
-
-/* Value of both connection tables (xfw_ct of assured connections, xfw_ct_new
- * of the others, ct.h). lock serialises the tracker's updates from the two
- * directions, as the kernel's ct->lock: a bounded compare-and-swap lock,
- * since bpf_spin_lock forbids the calls the tracker makes. */
-struct xfw_ct_entry {
-	__u64 lock;         /* 64 bits: BPF's 32-bit atomics need -mcpu=v3 */
-	struct xfw_ct_val v;
-};
+/* Timeout slots of xfw_ct_cfg.timeout: the TCP states (enum
+ * xfw_tcp_state, RETRANS and UNACK included), then these. */
+#define XFW_CTT_UDP_UNREPLIED XFW_TCP_TIMEOUT_MAX
+#define XFW_CTT_UDP_REPLIED (XFW_TCP_TIMEOUT_MAX + 1)
+#define XFW_CTT_ICMP (XFW_TCP_TIMEOUT_MAX + 2)
+#define XFW_CTT_GENERIC (XFW_TCP_TIMEOUT_MAX + 3)
+#define XFW_CTT_UDP_STREAM (XFW_TCP_TIMEOUT_MAX + 4) /* 2 s: "still active" */
+#define XFW_CTT_ICMPV6 (XFW_TCP_TIMEOUT_MAX + 5) /* nf_conntrack_icmpv6_timeout */
+#define XFW_CTT_N (XFW_TCP_TIMEOUT_MAX + 6)
 
 #endif /* XFW_COMMON_H */

@@ -3,10 +3,12 @@
  * local.h — the namespace's local routing table as the data plane sees it:
  * which addresses are this host's (local, broadcast, anycast, multicast
  * routes), filled by the control plane (internal/dataplane/attach.go,
- * fillLocal). Used by chain selection (xfw.c) and by REJECT (reject.h).
+ * fillLocal). Used by chain selection (route.h) and by REJECT (reject.h).
  *
  * Conventions: addresses are passed as the two host-order halves of
  * common.h; lookups are exact-address (/32, /128) longest-prefix matches.
+ *
+ * Includes: common.h, xfw_structs.h (the keys, shared with user space).
  */
 #ifndef XFW_LOCAL_H
 #define XFW_LOCAL_H
@@ -15,20 +17,13 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "common.h"
+#include "xfw_structs.h"
 
 /* The namespace's local routing table (table 255: local, broadcast,
  * multicast and anycast routes), keyed for longest-prefix match. Consulted
  * when forwarding is off on the receiving device: bpf_fib_lookup then
  * refuses to look up anything (BPF_FIB_LKUP_RET_FWD_DISABLED), and the
  * packet is either for this host (INPUT) or dropped by the kernel. */
-struct xfw_lpm4_key {
-	__u32 prefixlen;
-	__u8 addr[4];
-};
-struct xfw_lpm6_key {
-	__u32 prefixlen;
-	__u8 addr[16];
-};
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
 	__type(key, struct xfw_lpm4_key);

@@ -39,6 +39,8 @@
  *    the new one whole.
  *  - Comparisons in the searches are branch-free (the verifier explores one
  *    path per halving, not two).
+ *
+ * Includes: no other xfw header.
  */
 #ifndef XFW_LPM_H
 #define XFW_LPM_H

@@ -16,6 +16,9 @@
  *    fragment, ICMP type/code likewise; XFW_V_TRUNC where the header is cut
  *    short (iptables "hotdrops" such a packet when a tcp/udp/icmp match looks
  *    at it).
+ *
+ * Includes: common.h only. Owns struct xfw_pkt (the packet facts every
+ * later stage reads) and the IPv4 option / IPv6 TLV walks route.h runs.
  */
 #ifndef XFW_PARSE_H
 #define XFW_PARSE_H

@@ -78,15 +78,7 @@ func runConntrack(name string, args []string, env Env) int {
 		fmt.Fprint(env.Stderr, conntrack.Flushed)
 		return exitOK
 	}
-	now, err := dataplane.Jiffies()
-	if err != nil {
-		return fail(err)
-	}
-	hz, err := dataplane.HZ()
-	if err != nil {
-		return fail(err)
-	}
-	entries, err := t.Entries(now, hz)
+	entries, err := t.LiveEntries()
 	if err != nil {
 		return fail(err)
 	}

@@ -52,11 +52,8 @@ func (n *namespaceStore) Load() (*ipset.Sets, error) {
 	}
 	ss := ipset.NewSets()
 	if im != nil {
-		if err := ss.UnmarshalPages(im.SnapshotPages()); err != nil {
-			return nil, fmt.Errorf("decode the network namespace's sets: %w", err)
-		}
-		if err := ss.ReplayJournal(im.Journal); err != nil {
-			return nil, fmt.Errorf("replay the network namespace's set changes: %w", err)
+		if ss, err = ipset.DecodeImage(im.SnapshotPages(), im.Journal); err != nil {
+			return nil, err
 		}
 	}
 	n.image, n.loaded = im, ss
@@ -196,24 +193,9 @@ func (r *ruleStore) References(name string) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("read the running %s ruleset: %w", fam, err)
 		}
-		n += setUses(rs, name)
+		n += rs.SetUses(name)
 	}
 	return n, nil
-}
-
-// setUses counts the set matches of rs naming set (name "" counts all).
-func setUses(rs *ir.Ruleset, set string) int {
-	n := 0
-	for _, c := range rs.Chains {
-		for _, r := range c.Rules {
-			for _, m := range r.Matches {
-				if sm, ok := m.(*ir.SetMatch); ok && (set == "" || sm.Name == set) {
-					n++
-				}
-			}
-		}
-	}
-	return n
 }
 
 // reapplySetRules loads the running rulesets that use sets again, so that
@@ -230,7 +212,7 @@ func reapplySetRules(sets *ipsetLookup) error {
 		if err != nil {
 			return err
 		}
-		if setUses(rs, "") == 0 {
+		if rs.SetUses("") == 0 {
 			continue
 		}
 		if err := commit(fam, rs, rs, true, opts, sets); err != nil {

@@ -57,7 +57,7 @@ func runIptables(name string, args []string, env Env) int {
 			defer run.gen.result()
 		}
 	}
-	old, encoded, err := loadRunningEncoded(fam)
+	old, encoded, err := dataplane.RunningRuleset(fam)
 	if err != nil {
 		return report(env, name, err)
 	}

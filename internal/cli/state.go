@@ -15,37 +15,11 @@ import (
 )
 
 // loadRunning returns fam's running ruleset with its live counters, or an
-// empty filter table when xfw holds none in this namespace. It decodes the
-// binary form saved with the running generation: the ruleset was checked
-// (sets included) when it was committed.
+// empty filter table when xfw holds none in this namespace
+// (dataplane.RunningRuleset).
 func loadRunning(fam ir.Family) (*ir.Ruleset, error) {
-	rs, _, err := loadRunningEncoded(fam)
+	rs, _, err := dataplane.RunningRuleset(fam)
 	return rs, err
-}
-
-// loadRunningEncoded is loadRunning, and returns where the running rules
-// lie in their binary form as well (nil when none is loaded), so that a
-// commit that keeps them encodes them by copying (install).
-func loadRunningEncoded(fam ir.Family) (*ir.Ruleset, *ir.Encoded, error) {
-	t := time.Now()
-	saved, counters, err := dataplane.Running(fam)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read running ruleset: %w", err)
-	}
-	if saved == nil {
-		return ir.NewRuleset(fam), nil, nil
-	}
-	t = dataplane.TraceSince("load: saved ruleset, counters", t)
-	rs, enc, err := ir.UnmarshalRulesetEncoded(saved)
-	if err == nil && rs.Family != fam {
-		err = fmt.Errorf("saved as the %s ruleset", rs.Family)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("running ruleset is unreadable (%w); `xfw stop` clears it", err)
-	}
-	applyCounters(rs, counters)
-	dataplane.TraceSince("load: decode", t)
-	return rs, enc, nil
 }
 
 // counterIndex returns the counter index of each rule of rs, as the
@@ -60,27 +34,6 @@ func counterIndex(rs *ir.Ruleset) map[*ir.Rule]int {
 		}
 	}
 	return idx
-}
-
-// applyCounters copies data-plane counters into the IR (indexed as the
-// compiler numbers them: policies 0–2, then rules chain by chain) and gives
-// every rule its Handle (its counter index + 1).
-func applyCounters(rs *ir.Ruleset, counters []ir.Counters) {
-	for hook, name := range ir.BuiltinChains {
-		if c := rs.Chain(name); c != nil && hook < len(counters) {
-			c.Counters = counters[hook]
-		}
-	}
-	i := compiler.NumChains
-	for _, c := range rs.Chains {
-		for _, r := range c.Rules {
-			if i < len(counters) {
-				r.Counters = counters[i]
-			}
-			r.Handle = uint32(i + 1)
-			i++
-		}
-	}
 }
 
 // counterSources says, for each counter of the new ruleset, whether it

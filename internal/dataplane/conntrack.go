@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"bytes"
+	_ "embed"
 	"errors"
 	"fmt"
 	"math"
@@ -13,14 +15,20 @@ import (
 	"github.com/xfw-dev/xfw/internal/conntrack"
 )
 
-// Names of the connection tables (bpf/ct.h) and of the clock program and
-// its map (bpf/ct_clock.h).
+// Names of the connection tables (bpf/ct_maps.h) and of the clock program
+// and its map (bpf/ct_clock.c).
 const (
 	ctMainMap   = "xfw_ct"
 	ctNewMap    = "xfw_ct_new"
 	ctClockProg = "xfw_ct_clock"
 	ctClockMap  = "xfw_ct_now"
 )
+
+// clockObjectBytes is the clock's own BPF object (bpf/ct_clock.c), loaded
+// apart from xfw's programs (Jiffies).
+//
+//go:embed bpf/ct_clock.o
+var clockObjectBytes []byte
 
 // ErrNoConntrack reports that the running data plane has no connection
 // tables (a build without connection tracking).
@@ -67,9 +75,8 @@ type bpfCTVal struct {
 	Pad        uint32 // tail padding of the C struct (8-byte alignment)
 }
 
-// bpfCTEntry is the value of both tables: struct xfw_ct_main (whose
-// bpf_spin_lock and pad the syscall lookup returns zeroed) and struct
-// xfw_ct_emb share this layout.
+// bpfCTEntry mirrors struct xfw_ct_entry, the value of both tables: Head
+// is the entry's lock word (xfw_ct_lock, bpf/ct_conn.h), not read here.
 type bpfCTEntry struct {
 	Head uint64
 	V    bpfCTVal
@@ -151,7 +158,7 @@ func (t *CTTables) Entries(now, hz uint64) ([]CTEntry, error) {
 			v := vals[i]
 			if v.V.Expires <= now {
 				// Expired (the kernel's nf_ct_is_expired), or killed and
-				// kept for a loopback INPUT (bpf/ct.h).
+				// kept for a loopback INPUT (bpf/ct_track.h).
 				continue
 			}
 			out = append(out, CTEntry{
@@ -163,6 +170,20 @@ func (t *CTTables) Entries(now, hz uint64) ([]CTEntry, error) {
 		}
 	}
 	return out, nil
+}
+
+// LiveEntries is Entries now: the connections alive at the data plane's
+// clock (Jiffies), their timeouts at the kernel's HZ.
+func (t *CTTables) LiveEntries() ([]CTEntry, error) {
+	now, err := Jiffies()
+	if err != nil {
+		return nil, err
+	}
+	hz, err := HZ()
+	if err != nil {
+		return nil, err
+	}
+	return t.Entries(now, hz)
 }
 
 // ctBatch is how many connections one batch lookup reads.
@@ -265,7 +286,7 @@ func ctAddr(fam uint8, hi, lo uint64) netip.Addr {
 	return netip.AddrFrom16(b)
 }
 
-// clock is the loaded clock program (bpf/ct_clock.h), loaded on first use
+// clock is the loaded clock program (bpf/ct_clock.c), loaded on first use
 // and kept for the process.
 var clock struct {
 	mu   sync.Mutex
@@ -286,9 +307,9 @@ func Jiffies() (uint64, error) {
 
 func jiffiesLocked() (uint64, error) {
 	if clock.prog == nil {
-		spec, err := loadSpec()
+		spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(clockObjectBytes))
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("load the connection tracking clock's object: %w", err)
 		}
 		if spec.Programs[ctClockProg] == nil || spec.Maps[ctClockMap] == nil {
 			return 0, errors.New("BPF object lacks the connection tracking clock")

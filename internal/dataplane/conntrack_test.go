@@ -6,59 +6,11 @@ import (
 	"os"
 	"sort"
 	"testing"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/btf"
 
 	"github.com/xfw-dev/xfw/internal/conntrack"
 )
-
-// TestCTLayout checks the Go mirrors of the connection tables' key and
-// value against bpf/common.h (sizes; and the object's BTF once a program
-// uses the structs).
-func TestCTLayout(t *testing.T) {
-	want := map[string]uintptr{
-		"xfw_ct_key":  unsafe.Sizeof(bpfCTKey{}),
-		"xfw_ct_val":  unsafe.Sizeof(bpfCTVal{}),
-		"xfw_ct_main": unsafe.Sizeof(bpfCTEntry{}),
-		"xfw_ct_emb":  unsafe.Sizeof(bpfCTEntry{}),
-	}
-	for name, size := range map[string]uintptr{"xfw_ct_key": 40, "xfw_ct_val": 120, "xfw_ct_main": 128} {
-		if want[name] != size {
-			t.Errorf("Go mirror of struct %s is %d bytes, want %d", name, want[name], size)
-		}
-	}
-	spec, err := loadSpec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, size := range want {
-		var s *btf.Struct
-		if err := spec.Types.TypeByName(name, &s); err != nil {
-			t.Logf("struct %s not in the object's BTF (not used yet): %v", name, err)
-			continue
-		}
-		if uintptr(s.Size) != size {
-			t.Errorf("struct %s is %d bytes in BPF, %d in Go", name, s.Size, size)
-		}
-	}
-	// Field offsets the reader depends on.
-	var v bpfCTVal
-	for _, f := range []struct {
-		name      string
-		got, want uintptr
-	}{
-		{"status", unsafe.Offsetof(v.Status), 48},
-		{"tcp_state", unsafe.Offsetof(v.TCPState), 52},
-		{"icmp_type", unsafe.Offsetof(v.ICMPType), 58},
-		{"side", unsafe.Offsetof(v.Side), 76},
-	} {
-		if f.got != f.want {
-			t.Errorf("xfw_ct_val.%s at %d, want %d", f.name, f.got, f.want)
-		}
-	}
-}
 
 // ctKeyOf builds the key and ORIG_B bit of a connection from its original
 // tuple, ordering the endpoints as the data plane does.

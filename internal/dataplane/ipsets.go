@@ -79,7 +79,7 @@ const imageChunk = 64 << 10
 
 // imagePages is a snapshot mapped piece by piece: chunks of imageChunk
 // bytes as read, and a mapping of its own for a piece across chunks. The
-// mappings stay for the rest of the process (the decoded sets' bytes).
+// mappings stay until the image's Close (the decoded sets' bytes).
 type imagePages struct {
 	mu     sync.Mutex
 	m      *ebpf.Map // open as long as the process may map more
@@ -88,6 +88,7 @@ type imagePages struct {
 	chunks map[int][]byte
 	last   int // the chunk Slice used last, and its memory
 	lastM  []byte
+	spans  [][]byte // the mappings of pieces across chunks
 }
 
 func (p *imagePages) Len() int { return p.n }
@@ -124,6 +125,7 @@ func (p *imagePages) Slice(off, n int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.spans = append(p.spans, mem)
 	b := mem[a-lo:]
 	return b[:n:n], nil
 }
@@ -138,8 +140,9 @@ func (p *imagePages) mmap(lo, hi int) ([]byte, error) {
 }
 
 // LoadIpsetImage returns the namespace's ipsets, or nil when there are none
-// (xfw not loaded, or no sets saved yet). The map stays mapped for the
-// rest of the process: the snapshot's bytes back the decoded sets.
+// (xfw not loaded, or no sets saved yet). The map stays mapped until the
+// image's Close (a command need not call it: the mappings end with the
+// process): the snapshot's bytes back the decoded sets.
 func LoadIpsetImage() (*IpsetImage, error) {
 	cur, err := Current()
 	if err != nil || cur == nil {
@@ -235,6 +238,37 @@ func parseIpsetImage(mem []byte) (*IpsetImage, error) {
 		return nil, err
 	}
 	return im, nil
+}
+
+// Close releases the image's mappings, and the map a large image keeps
+// open to map more of it. Neither the image nor the sets decoded from it
+// may be used after. A process that reads the sets again and again (a
+// long-running one) must close each image it loads.
+func (im *IpsetImage) Close() error {
+	var errs []error
+	unmap := func(mem []byte) {
+		if mem == nil {
+			return
+		}
+		if err := unix.Munmap(mem); err != nil {
+			errs = append(errs, fmt.Errorf("unmap the ipsets' map: %w", err))
+		}
+	}
+	unmap(im.mem)
+	if p := im.pages; p != nil {
+		p.mu.Lock()
+		for _, mem := range p.chunks {
+			unmap(mem)
+		}
+		for _, mem := range p.spans {
+			unmap(mem)
+		}
+		p.chunks, p.spans, p.lastM = nil, nil, nil
+		p.m.Close()
+		p.mu.Unlock()
+	}
+	im.mem, im.Snapshot, im.Journal, im.pages = nil, nil, nil, nil
+	return errors.Join(errs...)
 }
 
 // readJournal finds the journal after its length word.

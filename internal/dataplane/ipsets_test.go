@@ -2,7 +2,10 @@ package dataplane
 
 import (
 	"bytes"
+	"os"
 	"testing"
+
+	"github.com/cilium/ebpf"
 )
 
 // TestIpsetImageJournal lays out snapshots as SaveIpsetState does, appends
@@ -69,4 +72,70 @@ func TestIpsetImageRejectsBadLengths(t *testing.T) {
 	if _, err := parseIpsetImage(mem); err == nil {
 		t.Error("a journal length beyond the map was accepted")
 	}
+}
+
+// TestIpsetImageCloseUnmaps reads a large image piece by piece, as a
+// command decoding its sets does (chunks and a piece across chunks), and
+// checks that Close releases every mapping the reading made: a
+// long-running process loads the sets again and again.
+func TestIpsetImageCloseUnmaps(t *testing.T) {
+	snapshot := bytes.Repeat([]byte("xfw-ipset-snapshot "), 3*imageChunk/16)
+	blob, size := ipsetBlob(snapshot)
+	spec, err := innerMapSpec(ipsetsOuter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.MaxEntries = uint32((size + statePage - 1) / statePage)
+	if spec.MaxEntries <= wholeImagePages {
+		t.Fatalf("test premise: %d pages are mapped whole", spec.MaxEntries)
+	}
+	m, err := ebpf.NewMap(spec)
+	if err != nil {
+		t.Fatalf("create the ipsets' map: %v", err)
+	}
+	if err := putArray(m, (len(blob)+statePage-1)/statePage, func(i int) (p [statePage]byte) {
+		copy(p[:], blob[i*statePage:])
+		return p
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := mappingCount(t)
+	im, err := pagedIpsetImage(m, int(spec.MaxEntries)*statePage)
+	if err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	pages := im.SnapshotPages()
+	// The snapshot starts after its length word: the last piece crosses
+	// from the second chunk into the third.
+	across := 2*imageChunk - ipsetsLenBytes - 8
+	for _, piece := range []struct{ off, n int }{{0, 16}, {imageChunk + 5, 100}, {across, 16}} {
+		b, err := pages.Slice(piece.off, piece.n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b, snapshot[piece.off:piece.off+piece.n]) {
+			t.Errorf("bytes %d+%d read back wrong", piece.off, piece.n)
+		}
+	}
+	if got := mappingCount(t); got <= before {
+		t.Fatalf("test premise: reading the image mapped nothing (%d mappings, %d before)", got, before)
+	}
+	if err := im.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mappingCount(t); got != before {
+		t.Errorf("after Close the process has %d mappings, %d before loading the image", got, before)
+	}
+}
+
+// mappingCount returns how many mappings of BPF maps the process has (the
+// kernel names their file anon_inode:bpf-map).
+func mappingCount(t *testing.T) int {
+	t.Helper()
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Count(maps, []byte("bpf-map"))
 }

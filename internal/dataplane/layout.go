@@ -2,8 +2,11 @@ package dataplane
 
 import "github.com/xfw-dev/xfw/internal/compiler"
 
-// The Go mirrors of bpf/common.h's map layouts. Field order, sizes and
-// explicit padding match the C structs byte for byte (TestLayoutSizes).
+// The Go mirrors of bpf/xfw_structs.h's map layouts (those of the
+// connection tables are in conntrack.go and ctcfg.go, those of the local
+// routing table in attach.go). Field order, sizes and explicit padding
+// match the C structs byte for byte: TestLayoutMirrors checks each field
+// against the BTF of the built objects.
 
 type bpfBound struct {
 	Hi, Lo uint64
@@ -175,7 +178,7 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 }
 
 // bpfInflight is struct xfw_inflight: program runs begun and ended on one
-// CPU (bpf/classify.h, "Quiescence").
+// CPU (bpf/generation.h, "Quiescence").
 type bpfInflight struct {
 	Begun, Ended uint64
 }

@@ -863,11 +863,8 @@ func LogRing() (*ebpf.Map, error) {
 }
 
 // trimSpec prepares spec for loading the attached programs: the
-// connection tables' clock is loaded on demand, on its own (conntrack.go),
-// and the connection tables are sized.
+// connection tables are sized.
 func trimSpec(spec *ebpf.CollectionSpec) {
-	delete(spec.Programs, ctClockProg)
-	delete(spec.Maps, ctClockMap)
 	sizeConnTables(spec)
 }
 

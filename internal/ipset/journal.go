@@ -101,3 +101,18 @@ func (ss *Sets) ReplayJournal(j []byte) error {
 	}
 	return nil
 }
+
+// DecodeImage returns the sets of a stored image: the snapshot
+// (MarshalBinary's encoding, read in place from snapshot) with the journal
+// of the changes committed since (JournalRecord's records) replayed. The
+// snapshot's bytes must not change while the sets are in use.
+func DecodeImage(snapshot Pages, journal []byte) (*Sets, error) {
+	ss := NewSets()
+	if err := ss.UnmarshalPages(snapshot); err != nil {
+		return nil, fmt.Errorf("decode the network namespace's sets: %w", err)
+	}
+	if err := ss.ReplayJournal(journal); err != nil {
+		return nil, fmt.Errorf("replay the network namespace's set changes: %w", err)
+	}
+	return ss, nil
+}

@@ -522,8 +522,8 @@ func (ss *Sets) add(s *Set) {
 	ss.slots = append(ss.slots, s)
 }
 
-// listReferences returns how many list:set sets hold the set called name.
-func (ss *Sets) listReferences(name string) int {
+// ListReferences returns how many list:set sets hold the set called name.
+func (ss *Sets) ListReferences(name string) int {
 	n := 0
 	for _, s := range ss.slots {
 		if s != nil && s.Type == ListSet {

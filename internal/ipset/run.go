@@ -260,7 +260,7 @@ func (s *session) references(set *Set) (int, *Error) {
 	if err != nil {
 		return 0, kernelErr(fmt.Sprintf("references of %s: %v", set.Name, err))
 	}
-	return n + s.sets.listReferences(set.Name), nil
+	return n + s.sets.ListReferences(set.Name), nil
 }
 
 func (s *session) destroy(c *command) *Error {
@@ -283,7 +283,7 @@ func (s *session) destroy(c *command) *Error {
 		if err != nil {
 			return kernelErr(fmt.Sprintf("references of %s: %v", v.Name, err))
 		}
-		if n+s.sets.listReferences(v.Name) > 0 {
+		if n+s.sets.ListReferences(v.Name) > 0 {
 			return kernelErr(msgDestroyInUse)
 		}
 	}

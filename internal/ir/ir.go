@@ -585,6 +585,21 @@ func (*SetMatch) ModuleName() string { return "set" }
 // CloneMatch implements Match.
 func (m *SetMatch) CloneMatch() Match { c := *m; return &c }
 
+// SetUses counts the set matches of rs naming set ("" counts all).
+func (rs *Ruleset) SetUses(set string) int {
+	n := 0
+	for _, c := range rs.Chains {
+		for _, r := range c.Rules {
+			for _, m := range r.Matches {
+				if sm, ok := m.(*SetMatch); ok && (set == "" || sm.Name == set) {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
 // Connection-tracking state bits of ConntrackMatch.States, with the values
 // of the kernel's xt_conntrack.h (XT_CONNTRACK_STATE_*): bit 0 is INVALID,
 // XT_CONNTRACK_STATE_BIT(ctinfo) is 1 << (ctinfo + 1) for ESTABLISHED (0),

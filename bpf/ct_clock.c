@@ -1,15 +1,19 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+// SPDX-License-Identifier: GPL-2.0
 /*
- * ct_clock.h — the connection tables' clock for user space.
+ * ct_clock.c — the connection tables' clock for user space, an object of
+ * its own (internal/dataplane/bpf/ct_clock.o).
  *
  * Connection expiry times are bpf_jiffies64() values, which user space
  * cannot read directly. xfw_ct_clock is never attached: the control plane
  * loads it on demand (with its own xfw_ct_now), runs it once with
  * BPF_PROG_TEST_RUN and reads the jiffies it stored (internal/dataplane,
- * conntrack.go). The main loader leaves both out of the collection.
+ * conntrack.go). It shares nothing with xfw.o, so loading it needs no
+ * running xfw and leaves xfw's programs alone.
+ *
+ * Includes: the kernel's UAPI and libbpf's helpers only.
  */
-#ifndef XFW_CT_CLOCK_H
-#define XFW_CT_CLOCK_H
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -29,4 +33,4 @@ int xfw_ct_clock(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
-#endif /* XFW_CT_CLOCK_H */
+char _license[] SEC("license") = "GPL";

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * classify_structs.h — the classifier's own layouts and limits (stages 2
+ * and 3: classify.h, set_lookup.h): what the hook and the search share,
+ * the search's state, the set lookups' walk and findings, the statistics
+ * slots. None is seen by user space (those are in xfw_structs.h).
+ *
+ * Includes: common.h, xfw_structs.h.
+ */
+#ifndef XFW_CLASSIFY_STRUCTS_H
+#define XFW_CLASSIFY_STRUCTS_H
+
+#include <linux/types.h>
+#include "common.h"
+#include "xfw_structs.h"
+
+/* Pending LOG events per packet; more LOG rules matching one packet than
+ * this are counted in stats but not logged. */
+#define XFW_MAX_PENDING_LOGS 8
+
+/* Results of a search besides an entry index. */
+#define XFW_RES_END 0xffffffffu     /* fell off the chain: policy */
+#define XFW_RES_HOTDROP 0xfffffffeu /* hotdropped: DROP, uncounted */
+
+/* Binary search steps for the address fields: 2^22 interval bounds. */
+#define XFW_BSEARCH_STEPS 22
+#define XFW_MAX_BOUNDS (1u << XFW_BSEARCH_STEPS)
+
+/* What the hook and xfw_classify share: the generation slot the hook chose
+ * (in), the LOG entries the packet met (out; the hook owns the context
+ * needed to copy the packet). */
+struct xfw_pending {
+	__u32 slot;
+	__u32 nlogs;
+	__u32 logs[XFW_MAX_PENDING_LOGS];
+};
+
+struct xfw_cls {
+	__u32 cls[XFW_NFIELDS];
+	__u32 pos;
+	__u32 end;
+	__u32 result;
+	__u32 l3len;
+	__u32 hotdrop; /* XFW_EF_HOTDROP_* defects of the packet */
+	__u32 nlogs;
+	__u32 logs[XFW_MAX_PENDING_LOGS];
+	__u32 chunk;   /* chunk whose summary is cached, or ~0 */
+	__u32 slot;    /* generation slot (family * 2 + bank) */
+	__u64 summary; /* AND of the active fields' summaries of .chunk */
+};
+
+/* Statistics slots (stats map, per CPU). */
+enum xfw_stat {
+	XFW_STAT_LOG_LOST = 0, /* LOG events not sent (ring full, too many) */
+	XFW_STAT_LOOP_EXHAUSTED = 1,
+	XFW_NSTATS = 4,
+};
+
+/* Bits of xfw_set_hlookup's result that hold the answer (the counter
+ * index is above them). */
+#define XFW_SET_ANSWER_BITS 2
+
+/* Prefix-length words of a hash set table's meta keys: 129 bits. */
+#define XFW_SET_PLEN_WORDS 3
+
+/* State of one hash set lookup's walk over prefix lengths (bpf_loop). */
+struct xfw_hwalk {
+	struct xfw_setkey key;
+	__u64 hi, lo;         /* the address, unmasked */
+	__u64 words[XFW_SET_PLEN_WORDS]; /* present prefix lengths */
+	__u64 now;            /* bpf_ktime_get_ns(), 0 until needed */
+	__u32 idx;            /* the table's element of xfw_o_sethash */
+	__u32 maxplen;        /* 32 or 128 (0: no address) */
+	__u32 answer;
+	__u32 ctr;            /* the answering entry's xfw_setval.ctr */
+	__u32 next;           /* 1 + the longest prefix length left to try
+			       * (0: none) */
+	__u32 pad;
+};
+
+/* What a packet's set lookups found, for the counting probes the
+ * classification meets later (xfw_set_count): per hash lookup k, the
+ * answering entry's counter (xfw_setval.ctr) above XFW_SET_ANSWER_BITS and
+ * its answer below (0: nothing found). xfw_set_bits clears it for every
+ * packet before its lookups; runs of one CPU do not nest (see Quiescence,
+ * generation.h). Lookups of a condition that counts are hash lookups: a DXR
+ * table's answer is not recorded. */
+struct xfw_sethits {
+	__u32 hit[XFW_MAX_SETLOOKUPS];
+	/* Counting probes met by the walk, per set condition: without and
+	 * with "! --update-subcounters" (xfw_set_probe). */
+	__u16 probes[XFW_MAX_SETCONDS];
+	__u16 probes_nosub[XFW_MAX_SETCONDS];
+};
+
+#endif /* XFW_CLASSIFY_STRUCTS_H */

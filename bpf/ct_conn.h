@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * ct_conn.h — what every part of the tracker shares about a connection:
+ * the ICMP types that are queries or errors, the key of a connection
+ * (endpoints ordered, ICMP queries by requester), looking it up in the two
+ * tables, its entry's lock, the XFW_F_CT value (xfw_ctv) and the original
+ * tuple a packet gets from it (xfw_ct_tuple); and the readers of the
+ * scratch buffer (cs->buf) the hook copies headers into.
+ *
+ * Includes: common.h, xfw_structs.h, parse.h (struct xfw_pkt),
+ * ct_structs.h, ct_maps.h.
+ */
+#ifndef XFW_CT_CONN_H
+#define XFW_CT_CONN_H
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include "common.h"
+#include "xfw_structs.h"
+#include "parse.h"
+#include "ct_structs.h"
+#include "ct_maps.h"
+
+/* xfw_ix masks a buffer index in a way the compiler keeps (it would drop a
+ * mask an earlier bound makes redundant, which the verifier may not have
+ * followed). */
+static __always_inline __u32 xfw_ix(__u32 i)
+{
+	xfw_barrier_var(i);
+	return i & XFW_CT_BUF_MASK;
+}
+
+static __always_inline __u32 xfw_rd32(const __u8 *b, __u32 off)
+{
+	off &= XFW_CT_BUF_MASK - 3;
+	return ((__u32)b[off] << 24) | ((__u32)b[off + 1] << 16) |
+	       ((__u32)b[off + 2] << 8) | (__u32)b[off + 3];
+}
+
+static __always_inline __u32 xfw_rd16(const __u8 *b, __u32 off)
+{
+	off &= XFW_CT_BUF_MASK - 1;
+	return ((__u32)b[off] << 8) | (__u32)b[off + 1];
+}
+
+/* ICMP types (RFC 792) and ICMPv6 types (RFC 4443, 2710, 4861, 3810). */
+#define XFW_ICMP_ECHOREPLY 0
+#define XFW_ICMP_ECHO 8
+#define XFW_ICMP_MAX_TYPE 18 /* NR_ICMP_TYPES */
+#define XFW_ICMP6_ECHO 128
+#define XFW_ICMP6_NI_QUERY 139
+#define XFW_ICMP6_NI_REPLY 140
+
+/* xfw_icmp_is_err: the ICMP (v4) error types: unreachable, source quench,
+ * redirect, time exceeded, parameter problem. */
+static __always_inline int xfw_icmp_is_err(__u32 t)
+{
+	return t == 3 || t == 4 || t == 5 || t == 11 || t == 12;
+}
+
+/* xfw_icmp_query returns the request type of a query or reply type (the
+ * kernel's invmap), or -1 when the type is neither. *reply is set for a
+ * reply type. */
+static __always_inline int xfw_icmp_query(__u8 fam, __u32 t, int *reply)
+{
+	*reply = 0;
+	if (fam == 0) {
+		switch (t) {
+		case 8: case 13: case 15: case 17:
+			return t;
+		case 0:
+			*reply = 1;
+			return 8;
+		case 14: case 16: case 18:
+			*reply = 1;
+			return t - 1;
+		}
+		return -1;
+	}
+	switch (t) {
+	case XFW_ICMP6_ECHO:
+	case XFW_ICMP6_NI_QUERY:
+		return t;
+	case XFW_ICMP6_ECHO + 1:
+	case XFW_ICMP6_NI_REPLY:
+		*reply = 1;
+		return t - 1;
+	}
+	return -1;
+}
+
+/* xfw_icmp6_untracked: MLD, neighbour discovery and multicast router
+ * discovery advertisements and solicitations (151, 152) are never
+ * tracked (noct_valid_new in nf_conntrack_proto_icmpv6.c). */
+static __always_inline int xfw_icmp6_untracked(__u32 t)
+{
+	return (t >= 130 && t <= 136) || t == 143 || t == 151 || t == 152;
+}
+
+/* xfw_ct_ports reports whether the protocol's key carries ports (TCP,
+ * UDP, UDP-Lite; SCTP and DCCP are tracked as generic). */
+static __always_inline int xfw_ct_ports(__u32 proto)
+{
+	return proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_UDPLITE;
+}
+
+/* xfw_ct_mkkey fills k for a packet from (shi,slo,sport) to (dhi,dlo,dport)
+ * and returns 1 when the source is endpoint b. Endpoints are ordered, so
+ * both directions share the key. */
+static __always_inline int xfw_ct_mkkey(struct xfw_ct_key *k, __u8 fam, __u8 proto,
+					__u64 shi, __u64 slo, __u16 sport,
+					__u64 dhi, __u64 dlo, __u16 dport)
+{
+	int swap = shi > dhi || (shi == dhi && (slo > dlo || (slo == dlo && sport > dport)));
+
+	k->fam = fam;
+	k->proto = proto;
+	k->pad = 0;
+	if (swap) {
+		k->a_hi = dhi; k->a_lo = dlo; k->a_port = dport;
+		k->b_hi = shi; k->b_lo = slo; k->b_port = sport;
+	} else {
+		k->a_hi = shi; k->a_lo = slo; k->a_port = sport;
+		k->b_hi = dhi; k->b_lo = dlo; k->b_port = dport;
+	}
+	return swap;
+}
+
+/* xfw_ct_mkkey_icmp fills k for an ICMP query: endpoint a is always the
+ * requester, and the request type and the code are part of the key (pad:
+ * type in the low byte, code in the high one), so echo and timestamp
+ * queries with one id, queries each way, or echo requests with different
+ * codes are different connections, as in the kernel, whose tuples carry
+ * type, code and id (icmp_pkt_to_tuple; a reply keeps the request's code,
+ * icmp_invert_tuple). */
+static __always_inline void xfw_ct_mkkey_icmp(struct xfw_ct_key *k, __u8 fam, __u8 proto,
+					      __u64 rhi, __u64 rlo, __u64 thi, __u64 tlo,
+					      __u16 id, __u8 reqtype, __u8 code)
+{
+	k->fam = fam;
+	k->proto = proto;
+	k->pad = reqtype | (__u16)code << 8;
+	k->a_hi = rhi; k->a_lo = rlo;
+	k->b_hi = thi; k->b_lo = tlo;
+	k->a_port = id;
+	k->b_port = id;
+}
+
+/* xfw_ct_self reports whether k's tuple is its own inverse: both
+ * endpoints the same address and port (a host talking to itself). */
+static __always_inline int xfw_ct_self(const struct xfw_ct_key *k)
+{
+	return k->a_hi == k->b_hi && k->a_lo == k->b_lo && k->a_port == k->b_port;
+}
+
+/* Which table holds a found entry. */
+#define XFW_CTT_NONE 0
+#define XFW_CTT_MAIN 1
+#define XFW_CTT_EMB 2
+
+/* xfw_ct_find looks k up in both tables; an expired entry is deleted and
+ * not returned. */
+static __always_inline struct xfw_ct_entry *xfw_ct_find(struct xfw_ct_key *k, __u64 now,
+							int *table)
+{
+	struct xfw_ct_entry *e;
+
+	*table = XFW_CTT_NONE;
+	e = bpf_map_lookup_elem(&xfw_ct, k);
+	if (e) {
+		if ((__s64)(e->v.expires - now) > 0) {
+			*table = XFW_CTT_MAIN;
+			return e;
+		}
+		bpf_map_delete_elem(&xfw_ct, k);
+	}
+	e = bpf_map_lookup_elem(&xfw_ct_new, k);
+	if (e) {
+		if ((__s64)(e->v.expires - now) > 0) {
+			*table = XFW_CTT_EMB;
+			return e;
+		}
+		bpf_map_delete_elem(&xfw_ct_new, k);
+	}
+	return 0;
+}
+
+/* xfw_ct_peek looks k up in both tables, expired entries included (the
+ * loopback INPUT reads what OUTPUT left, xfw_ct_track). */
+static __always_inline struct xfw_ct_entry *xfw_ct_peek(struct xfw_ct_key *k, int *table)
+{
+	struct xfw_ct_entry *e;
+
+	*table = XFW_CTT_MAIN;
+	e = bpf_map_lookup_elem(&xfw_ct, k);
+	if (e)
+		return e;
+	*table = XFW_CTT_EMB;
+	e = bpf_map_lookup_elem(&xfw_ct_new, k);
+	if (!e)
+		*table = XFW_CTT_NONE;
+	return e;
+}
+
+static __always_inline void xfw_ct_delete(struct xfw_ct_key *k, int table)
+{
+	if (table == XFW_CTT_MAIN)
+		bpf_map_delete_elem(&xfw_ct, k);
+	else
+		bpf_map_delete_elem(&xfw_ct_new, k);
+}
+
+/* Compare-and-swap attempts before updating without the lock (the holder
+ * runs on another CPU; a tracker run takes well under a microsecond). */
+#define XFW_CT_LOCK_TRIES 64
+
+static __always_inline int xfw_ct_lock(__u64 *lk)
+{
+#pragma unroll
+	for (int i = 0; i < XFW_CT_LOCK_TRIES; i++) {
+		if (__sync_val_compare_and_swap(lk, 0, 1) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline void xfw_ct_unlock(__u64 *lk)
+{
+	__sync_lock_test_and_set(lk, 0);
+}
+
+static __always_inline __u32 xfw_ctv(__u32 state, __u32 reply, __u32 status, __u32 proto)
+{
+	return state | (reply ? XFW_CTV_DIR_REPLY : 0) |
+	       ((status & 0xf) << XFW_CTV_STATUS_SHIFT) | ((proto & 0xff) << XFW_CTV_PROTO_SHIFT);
+}
+
+/* xfw_ct_icmp_ports sets an ICMP connection's "ports" as the kernel's
+ * tuples have them: the identifier as source both ways, type << 8 | code as
+ * destination, the request's in the original tuple, the reply's (the
+ * request's type + 1 for every query xfw tracks: 8/0 excepted) in the
+ * reply tuple. */
+static __always_inline void xfw_ct_icmp_ports(struct xfw_pkt *p, __u32 id, __u32 type, __u32 code)
+{
+	__u32 rtype = type == XFW_ICMP_ECHO ? XFW_ICMP_ECHOREPLY : type + 1;
+
+	p->ct_osport = id;
+	p->ct_odport = (type << 8) | code;
+	p->ct_rsport = id;
+	p->ct_rdport = ((rtype & 0xff) << 8) | code;
+}
+
+/* xfw_ct_tuple gives p its connection's original tuple (XFW_F_CTOSRC …):
+ * the originator's end of key k first; ICMP queries: the identifier and
+ * the request's type << 8 | code, as the kernel's tuple has them. */
+static __always_inline void xfw_ct_tuple(struct xfw_pkt *p, struct xfw_ct_key *k,
+					 struct xfw_ct_val *v)
+{
+	if (v->status & XFW_CTST_ORIG_B) {
+		p->ct_osrc_hi = k->b_hi;
+		p->ct_osrc_lo = k->b_lo;
+		p->ct_odst_hi = k->a_hi;
+		p->ct_odst_lo = k->a_lo;
+		p->ct_osport = k->b_port;
+		p->ct_odport = k->a_port;
+	} else {
+		p->ct_osrc_hi = k->a_hi;
+		p->ct_osrc_lo = k->a_lo;
+		p->ct_odst_hi = k->b_hi;
+		p->ct_odst_lo = k->b_lo;
+		p->ct_osport = k->a_port;
+		p->ct_odport = k->b_port;
+	}
+	p->ct_rsport = p->ct_odport;
+	p->ct_rdport = p->ct_osport;
+	if (k->proto == IPPROTO_ICMP || k->proto == IPPROTO_ICMPV6)
+		xfw_ct_icmp_ports(p, p->ct_osport, v->icmp_type, v->icmp_code);
+}
+
+#endif /* XFW_CT_CONN_H */

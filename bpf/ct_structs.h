@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * ct_structs.h — connection tracking's own layouts and limits (ct.h and
+ * its parts): the per-packet tracking scratch (struct xfw_ct_scratch) with
+ * the TCP segment's facts, the connection facts kept across REJECT's reply
+ * and the loopback handoff, the sweep's bookkeeping, and the TCP flag bits
+ * every part reads. The connection tables' key and value, shared with user
+ * space, are in xfw_structs.h.
+ *
+ * Includes: common.h, xfw_structs.h.
+ */
+#ifndef XFW_CT_STRUCTS_H
+#define XFW_CT_STRUCTS_H
+
+#include <linux/types.h>
+#include "common.h"
+#include "xfw_structs.h"
+
+/* Bytes of the transport header copied for TCP (header and options) or of
+ * an ICMP error's quoted packet (IPv4 header with options, or IPv6 header,
+ * and 8 bytes of its transport header). */
+#define XFW_CT_BUF 128
+/* The ICMP/ICMPv6 header before an error's quoted packet. */
+#define XFW_CT_ICMP_HLEN 8
+#define XFW_CT_BUF_MASK (XFW_CT_BUF - 1)
+
+/* Extension headers of an ICMPv6 error's quoted packet walked at most. */
+#define XFW_CT_INNER_EXTS 4
+
+/* What waits for the verdict (xfw_ct_scratch.pending). */
+#define XFW_CTP_NONE 0
+#define XFW_CTP_CREATE 1 /* insert .nv under .key when accepted */
+
+/* Facts of the TCP segment in the scratch buffer. */
+struct xfw_tcp_seg {
+	__u32 seq, ack, sack, end, win;
+	__u32 doff;   /* header length in bytes */
+	__u8 flags;
+	__u8 index;   /* XFW_TI_* */
+	__u8 opt_wscale;  /* window scale option (0 when absent) */
+	__u8 opt_flags;   /* XFW_CT_TCPF_WINDOW_SCALE | _SACK_PERM seen */
+	__u32 max_sack;   /* highest SACK block right edge (valid if has_sack) */
+	__u8 has_sack;
+};
+
+/* A packet's connection facts (struct xfw_pkt's ct fields), kept across
+ * the parse of REJECT's reply, which the offending packet's connection
+ * may be attached to (xfw_ct_reply). */
+struct xfw_ct_facts {
+	__u64 osrc_hi, osrc_lo, odst_hi, odst_lo;
+	__u32 ct, osport, odport, rsport, rdport;
+	__u32 pad;
+};
+
+/* A loopback packet's fingerprint: the key of the loopback handoff
+ * (xfw_ct_lo_handoff). */
+struct xfw_ct_lo_key {
+	__u64 src_hi, src_lo, dst_hi, dst_lo;
+	__u8 head[16];   /* the first bytes copied into cs->buf (xfw_ct_copy_len) */
+	__u32 l4len;
+	__u16 icmp;      /* ICMP type << 8 | code */
+	__u8 proto;
+	__u8 fam;
+};
+
+/* Per-packet tracking state: one per CPU and hook (index 0 XDP, 1 TC). */
+struct xfw_ct_scratch {
+	struct xfw_ct_key key;
+	__u64 nv_pad;     /* with nv: the image of an xfw_ct_emb/xfw_ct_main value */
+	struct xfw_ct_val nv;
+	__u8 buf[XFW_CT_BUF];
+	__u32 buflen;     /* valid bytes of buf */
+	__u32 l4len;      /* bytes from the transport header to the packet's end */
+	__u32 pending;    /* XFW_CTP_* */
+	__u32 hook;       /* this scratch's index (xfw_ct_scratch_get) */
+	__u32 stack_icmp; /* TC: the packet comes from the stack's ICMP socket */
+	struct xfw_tcp_seg seg; /* TCP: the segment's facts (xfw_tcp_seg_read) */
+	struct xfw_ct_facts orig; /* TC REJECT: the offending packet's facts */
+	__u32 attached;   /* TC: the state is an attached connection's (no entry) */
+	__u32 pad2;
+	struct xfw_ct_lo_key lokey; /* the loopback handoff's key */
+};
+
+/* TCP flag bits (byte 13 of the header). */
+#define XFW_TH_FIN 0x01
+#define XFW_TH_SYN 0x02
+#define XFW_TH_RST 0x04
+#define XFW_TH_PSH 0x08
+#define XFW_TH_ACK 0x10
+#define XFW_TH_URG 0x20
+#define XFW_TH_ECE 0x40
+#define XFW_TH_CWR 0x80
+
+/* The sweep's bookkeeping (map xfw_ct_sweep; see xfw_ct_sweep_main). */
+struct xfw_ct_sweep {
+	__u64 last;     /* jiffies of the last walk */
+	__u64 deleted;  /* entries the walks deleted (statistics) */
+};
+
+#endif /* XFW_CT_STRUCTS_H */

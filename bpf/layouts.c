@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * layouts.c — the BTF of every layout the data plane shares with user
+ * space (xfw_structs.h) and of the enums user space mirrors (common.h), in
+ * an object of its own (internal/dataplane/bpf/layouts.o) that is never
+ * loaded. Clang puts a struct in an object's BTF only when a program's
+ * arguments or a map's key or value reach it, which leaves out most of
+ * the layouts xfw.o reaches through inner maps sized by hand
+ * (classify_maps.h); here each is a member of one global variable. The Go
+ * test TestLayoutMirrors (internal/dataplane) checks the Go mirrors
+ * against this BTF field by field, and against xfw.o's where xfw.o has
+ * the struct too; TestEnumMirrors checks the Go constants that mirror the
+ * enums.
+ *
+ * Includes: common.h, xfw_structs.h. Add a member here for every struct
+ * added there.
+ */
+#include <linux/types.h>
+#include "common.h"
+#include "xfw_structs.h"
+
+struct xfw_layouts {
+	struct xfw_setlk setlk;
+	struct xfw_setkey setkey;
+	struct xfw_setval setval;
+	struct xfw_entry entry;
+	struct xfw_chunk chunk;
+	struct xfw_bound bound;
+	struct xfw_hkey hkey;
+	struct xfw_counter counter;
+	struct xfw_logcfg logcfg;
+	struct xfw_log_event log_event;
+	struct xfw_family_cfg family_cfg;
+	struct xfw_ifinfo ifinfo;
+	struct xfw_inflight inflight;
+	struct xfw_state_page state_page;
+	struct xfw_lpm4_key lpm4_key;
+	struct xfw_lpm6_key lpm6_key;
+	struct xfw_ct_key ct_key;
+	struct xfw_ct_tcp_side ct_tcp_side;
+	struct xfw_ct_val ct_val;
+	struct xfw_ct_entry ct_entry;
+	struct xfw_ct_cfg ct_cfg;
+	enum xfw_chain chain;
+	enum xfw_field field;
+	enum xfw_action action;
+	enum xfw_reject reject;
+	enum xfw_tcp_state tcp_state;
+};
+
+struct xfw_layouts xfw_layouts;

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * log.h — the LOG target's events: for each LOG entry a packet met during
+ * classification (struct xfw_pending .logs), an event with the rule's
+ * options and the first XFW_LOG_SNAP bytes of the frame, sent through the
+ * ring buffer xfw_logring to user space (internal/dataplane, logring.go),
+ * which formats the kernel's LOG line.
+ *
+ * Conventions: one emitter per hook (XDP copies from the xdp_md, TC from
+ * the skb); copy sizes are constants or masked in the very register the
+ * helper gets, so the verifier keeps its bounds. An event the ring has no
+ * room for is counted (XFW_STAT_LOG_LOST), not waited for.
+ *
+ * Includes: common.h, xfw_structs.h, parse.h, classify_structs.h,
+ * classify_maps.h, generation.h, xfw_maps.h.
+ */
+#ifndef XFW_LOG_H
+#define XFW_LOG_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "common.h"
+#include "xfw_structs.h"
+#include "parse.h"
+#include "classify_structs.h"
+#include "classify_maps.h"
+#include "generation.h"
+#include "xfw_maps.h"
+
+/* xfw_log_event reserves and fills a LOG event for entry e of generation
+ * slot, or returns NULL. */
+static __always_inline struct xfw_log_event *xfw_log_event(__u32 slot, __u32 e,
+		struct xfw_pkt *p, __u32 chain, __u32 iif, __u32 oif)
+{
+	void *entries = xfw_inner(&xfw_o_entries, slot);
+	void *logcfg = xfw_inner(&xfw_o_logcfg, slot);
+	struct xfw_entry *ent;
+	struct xfw_logcfg *lc;
+	struct xfw_log_event *ev;
+	__u32 aux;
+
+	if (!entries || !logcfg)
+		return NULL;
+	ent = bpf_map_lookup_elem(entries, &e);
+	if (!ent)
+		return NULL;
+	aux = ent->aux;
+	lc = bpf_map_lookup_elem(logcfg, &aux);
+	if (!lc)
+		return NULL;
+	ev = bpf_ringbuf_reserve(&xfw_logring, sizeof(*ev), 0);
+	if (!ev) {
+		xfw_stat_inc(XFW_STAT_LOG_LOST);
+		return NULL;
+	}
+	ev->in_ifindex = iif;
+	ev->out_ifindex = oif;
+	ev->rule = ent->rule;
+	ev->l3_off = p->l3_off;
+	ev->family = p->fam == 0 ? 4 : 6;
+	ev->chain = chain;
+	ev->level = lc->level;
+	ev->flags = lc->flags;
+	ev->has_mac = chain != XFW_CHAIN_OUTPUT;
+	__builtin_memcpy(ev->prefix, lc->prefix, XFW_LOG_PREFIX_LEN);
+	return ev;
+}
+
+/* xfw_mask_snap masks a length below XFW_LOG_SNAP in the very register
+ * passed to the helper (clang would otherwise reuse an unmasked copy and the
+ * verifier would see an unbounded size). */
+static __always_inline __u64 xfw_mask_snap(__u64 n)
+{
+	asm volatile("%[n] &= 255" : [n] "+r"(n));
+	return n;
+}
+
+/* xfw_snap_len bounds the bytes of a frame copied into a LOG event. */
+static __always_inline __u32 xfw_snap_len(__u32 len)
+{
+	if (len > XFW_LOG_SNAP)
+		len = XFW_LOG_SNAP;
+	return len;
+}
+
+static __always_inline void xfw_emit_logs_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
+					      struct xfw_pending *st, __u32 chain,
+					      __u32 iif, __u32 oif)
+{
+	__u32 frame = (__u32)(ctx->data_end - ctx->data);
+
+	for (int i = 0; i < XFW_MAX_PENDING_LOGS; i++) {
+		struct xfw_log_event *ev;
+		__u32 n;
+
+		if (i >= st->nlogs)
+			break;
+		ev = xfw_log_event(st->slot, st->logs[i], p, chain, iif, oif);
+		if (!ev)
+			continue;
+		ev->pkt_len = frame;
+		ev->snap_len = xfw_snap_len(frame);
+		/* Constant or masked sizes keep the verifier's bounds. */
+		if (frame >= XFW_LOG_SNAP)
+			n = bpf_xdp_load_bytes(ctx, 0, ev->pkt, XFW_LOG_SNAP);
+		else if ((frame & (XFW_LOG_SNAP - 1)) > 0)
+			n = bpf_xdp_load_bytes(ctx, 0, ev->pkt, xfw_mask_snap(frame - 1) + 1);
+		else
+			n = -1;
+		if ((int)n < 0)
+			ev->snap_len = 0;
+		bpf_ringbuf_submit(ev, 0);
+	}
+}
+
+static __always_inline void xfw_emit_logs_tc(struct __sk_buff *skb, struct xfw_pkt *p,
+					     struct xfw_pending *st, __u32 chain,
+					     __u32 iif, __u32 oif)
+{
+	for (int i = 0; i < XFW_MAX_PENDING_LOGS; i++) {
+		struct xfw_log_event *ev;
+		__u32 n;
+
+		if (i >= st->nlogs)
+			break;
+		ev = xfw_log_event(st->slot, st->logs[i], p, chain, iif, oif);
+		if (!ev)
+			continue;
+		__u32 len = skb->len;
+
+		ev->pkt_len = len;
+		ev->snap_len = xfw_snap_len(len);
+		if (len >= XFW_LOG_SNAP)
+			n = bpf_skb_load_bytes(skb, 0, ev->pkt, XFW_LOG_SNAP);
+		else if ((len & (XFW_LOG_SNAP - 1)) > 0)
+			n = bpf_skb_load_bytes(skb, 0, ev->pkt, xfw_mask_snap(len - 1) + 1);
+		else
+			n = -1;
+		if ((int)n < 0)
+			ev->snap_len = 0;
+		bpf_ringbuf_submit(ev, 0);
+	}
+}
+
+#endif /* XFW_LOG_H */

@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * reject_route.h — where a reply goes, as the kernel's routing would send
+ * it: the FIB lookups (bpf_fib_lookup) for an ICMP error's source, for a
+ * reply that leaves by another device than the offending packet's, and
+ * for OUTPUT replies to another host (xfw_rj_tc_route, xfw_rj_tc_out);
+ * whether a reply is for the host itself (the local table, local.h).
+ *
+ * Includes: common.h, local.h, reject_structs.h.
+ */
+#ifndef XFW_REJECT_ROUTE_H
+#define XFW_REJECT_ROUTE_H
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <bpf/bpf_helpers.h>
+#include "common.h"
+#include "local.h"
+#include "reject_structs.h"
+
+/* xfw_rj_fib_init prepares a FIB request for the reply r: to r->daddr, as
+ * if on device ifindex; with r->saddr as source when with_src (else the
+ * lookup may pick one, BPF_FIB_LOOKUP_SRC); l4 the reply's protocol (0:
+ * none given). */
+static __always_inline void xfw_rj_fib_init(struct bpf_fib_lookup *fib, const struct xfw_rj *r,
+					    __u32 ifindex, int v6, int with_src, __u8 l4)
+{
+	__builtin_memset(fib, 0, sizeof(*fib));
+	fib->ifindex = ifindex;
+	fib->l4_protocol = l4;
+	if (v6) {
+		fib->family = AF_INET6;
+		if (with_src)
+			__builtin_memcpy(fib->ipv6_src, r->saddr, 16);
+		__builtin_memcpy(fib->ipv6_dst, r->daddr, 16);
+	} else {
+		fib->family = AF_INET;
+		if (with_src)
+			fib->ipv4_src = r->saddr[0];
+		fib->ipv4_dst = r->daddr[0];
+	}
+}
+
+/* xfw_rj_fib_src sets r->saddr to the address the kernel's routing picks
+ * for a packet to r->daddr (BPF_FIB_LOOKUP_SRC, kernel >= 6.7): the source
+ * of an ICMP error about a forwarded packet. */
+static __always_inline int xfw_rj_fib_src(struct xdp_md *ctx, struct xfw_rj *r,
+					  struct bpf_fib_lookup *fib, int v6)
+{
+	int rc;
+
+	xfw_rj_fib_init(fib, r, ctx->ingress_ifindex, v6, 0, v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP);
+	rc = bpf_fib_lookup(ctx, fib, sizeof(*fib),
+			    BPF_FIB_LOOKUP_SRC | BPF_FIB_LOOKUP_SKIP_NEIGH);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+		return -1;
+	if (v6)
+		__builtin_memcpy(r->saddr, fib->ipv6_src, 16);
+	else
+		r->saddr[0] = fib->ipv4_src;
+	return 0;
+}
+
+/* xfw_rj_route_type returns the local table's route type of the address a
+ * (network byte order, IPv4 in a[0]): XFW_RTN_LOCAL for the host's own
+ * addresses, XFW_RTN_ANYCAST, …, or 0 when it has none. */
+static __always_inline __u8 xfw_rj_route_type(const __u32 *a, int v6)
+{
+	__u8 *v;
+
+	if (v6) {
+		struct xfw_lpm6_key k = { .prefixlen = 128 };
+
+		__builtin_memcpy(k.addr, a, 16);
+		v = bpf_map_lookup_elem(&xfw_local6, &k);
+	} else {
+		struct xfw_lpm4_key k = { .prefixlen = 32 };
+
+		__builtin_memcpy(k.addr, a, 4);
+		v = bpf_map_lookup_elem(&xfw_local4, &k);
+	}
+	return v ? *v : 0;
+}
+
+/* xfw_rj_is_local reports whether the address a is one of the host's own
+ * (a local route of the local table). */
+static __always_inline int xfw_rj_is_local(const __u32 *a, int v6)
+{
+	return xfw_rj_route_type(a, v6) == XFW_RTN_LOCAL;
+}
+
+/* xfw_rj_for_host reports whether a reply to the address a is delivered
+ * to the host itself: one of its own addresses, or for IPv6 one of its
+ * anycast addresses (the local table's anycast routes, such as the
+ * subnet-router anycast address a forwarding host joins: ip6_route_output
+ * delivers to them; found by xfw difftest, a TCP RST to one). */
+static __always_inline int xfw_rj_for_host(const __u32 *a, int v6)
+{
+	__u8 type = xfw_rj_route_type(a, v6);
+
+	return type == XFW_RTN_LOCAL || (v6 && type == XFW_RTN_ANYCAST);
+}
+
+/* xfw_rj_lo_route finds where the kernel sends a reply to a packet the
+ * host sent itself through loopback with another host's source address
+ * (INPUT on lo): it routes the reply out (icmp6_send / icmp_send /
+ * nf_send_reset route it as a locally generated packet; the source stays
+ * the packet's destination, one of the host's addresses). XDP_TX would
+ * hand it back to the stack on lo, which would forward it (judged in
+ * FORWARD). Returns the output device with the frame addressed in r->l2,
+ * or 0 (no route, or the neighbour unknown to the FIB: the stack gets it,
+ * as before, and resolves it). Loopback runs generic XDP, so the redirect
+ * works whatever the target device's driver. */
+static __always_inline __u32 xfw_rj_lo_route(struct xdp_md *ctx, struct xfw_rj *r,
+					     struct bpf_fib_lookup *fib, int v6)
+{
+	xfw_rj_fib_init(fib, r, ctx->ingress_ifindex, v6, 1, 0);
+	if (bpf_fib_lookup(ctx, fib, sizeof(*fib), 0) != BPF_FIB_LKUP_RET_SUCCESS)
+		return 0;
+	__builtin_memcpy(r->l2, fib->dmac, ETH_ALEN);
+	__builtin_memcpy(r->l2 + ETH_ALEN, fib->smac, ETH_ALEN);
+	return fib->ifindex;
+}
+
+/* xfw_rj_l2_route addresses the reply to the neighbour the kernel's routing
+ * picks for r->daddr (its icmp_send / nf_send_reset route and neighbour
+ * entry) when that route leaves by the input interface: the offending
+ * frame's source MAC may be another host's (found by xfw difftest). When
+ * the route leaves elsewhere or the neighbour is unknown, the reply keeps
+ * the swapped addresses (README, "Known differences"). */
+static __always_inline void xfw_rj_l2_route(struct xdp_md *ctx, struct xfw_rj *r,
+					    struct bpf_fib_lookup *fib, int v6)
+{
+	xfw_rj_fib_init(fib, r, ctx->ingress_ifindex, v6, 0, 0);
+	/* As output: no forwarding check on the input device. */
+	if (bpf_fib_lookup(ctx, fib, sizeof(*fib), BPF_FIB_LOOKUP_OUTPUT) != BPF_FIB_LKUP_RET_SUCCESS)
+		return;
+	if (fib->ifindex != ctx->ingress_ifindex)
+		return;
+	__builtin_memcpy(r->l2, fib->dmac, 6);
+}
+
+/* xfw_rj_tc_route finds the route of an OUTPUT reply whose destination is
+ * not the host (a packet the host sent with another host's source
+ * address): the kernel routes it as a locally generated packet (icmp_send,
+ * nf_send_reset), and picks the source of an ICMP error by that route, as
+ * the offending packet's destination is not the host's (icmp_send's
+ * RTCF_LOCAL test, icmp6_send's ipv6_chk_addr). Handed to the local stack
+ * instead, the reply would be forwarded and judged in FORWARD (found by
+ * xfw difftest). The lookup is made as if the reply came in by the device
+ * the offending packet was leaving by (the routing table as for
+ * forwarding); on a host that does not forward, bpf_fib_lookup refuses
+ * that, and the route out of that same device is taken. Returns 0 with
+ * the route in *fib (next hop in its destination fields) and, when the
+ * neighbour is known, its addresses in r->l2; or -1: no route, no reply,
+ * as in the kernel. */
+static __always_inline int xfw_rj_tc_route(struct __sk_buff *skb, struct xfw_rj *r,
+					   struct bpf_fib_lookup *fib, int v6, int icmp)
+{
+	__u32 flags = 0;
+	long rc;
+
+	if (icmp)
+		flags |= BPF_FIB_LOOKUP_SRC;
+	xfw_rj_fib_init(fib, r, skb->ifindex, v6, !icmp,
+			icmp ? (v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP) : IPPROTO_TCP);
+	rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags);
+	if (rc == BPF_FIB_LKUP_RET_FWD_DISABLED)
+		rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags | BPF_FIB_LOOKUP_OUTPUT);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
+		return -1;
+	if (icmp) {
+		if (v6)
+			__builtin_memcpy(r->saddr, fib->ipv6_src, 16);
+		else
+			r->saddr[0] = fib->ipv4_src;
+	}
+	/* A known neighbour: address the frame now (xfw_rj_tc_out then sends
+	 * it with a plain redirect). tot_len marks the case; the lookup does
+	 * not read it back. */
+	fib->tot_len = rc == BPF_FIB_LKUP_RET_SUCCESS;
+	if (fib->tot_len) {
+		__builtin_memcpy(r->l2, fib->dmac, ETH_ALEN);
+		__builtin_memcpy(r->l2 + ETH_ALEN, fib->smac, ETH_ALEN);
+	}
+	return 0;
+}
+
+/* xfw_rj_tc_out sends the reply out of the device of the route
+ * xfw_rj_tc_route found, to its next hop's neighbour. It leaves through
+ * that device's TC egress, where it is judged in OUTPUT, as the kernel's
+ * reply is. With the neighbour known, the frame is addressed already and
+ * a plain redirect sends it; else bpf_redirect_neigh resolves it (which
+ * counts a drop in OUTPUT as the device's tx_dropped). */
+static __always_inline int xfw_rj_tc_out(const struct bpf_fib_lookup *fib)
+{
+	struct bpf_redir_neigh nh;
+
+	if (fib->tot_len)
+		return bpf_redirect(fib->ifindex, 0);
+	__builtin_memset(&nh, 0, sizeof(nh));
+	nh.nh_family = fib->family;
+	if (fib->family == AF_INET6)
+		__builtin_memcpy(nh.ipv6_nh, fib->ipv6_dst, 16);
+	else
+		nh.ipv4_nh = fib->ipv4_dst;
+	return bpf_redirect_neigh(fib->ifindex, &nh, sizeof(nh), 0);
+}
+
+#endif /* XFW_REJECT_ROUTE_H */

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * xfw_maps.h — the hooks' own maps (xfw.c): their per-CPU packet scratch,
+ * the interfaces' facts, the LOG ring, the saved state of each generation
+ * and of the namespace's ipsets, the counters' user-space offsets and the
+ * object's build identity. The control plane (internal/dataplane) finds
+ * them by these names; the state maps are only referenced, never read, by
+ * the programs (xfw_touch_state, xfw.c).
+ *
+ * Includes: xfw_structs.h, parse.h (struct xfw_pkt), classify_structs.h
+ * (struct xfw_pending), classify_maps.h (the map-template macros).
+ */
+#ifndef XFW_MAPS_H
+#define XFW_MAPS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "xfw_structs.h"
+#include "parse.h"
+#include "classify_structs.h"
+#include "classify_maps.h"
+
+/* Each hook's packet facts and pending LOG list, one per CPU and hook (XDP
+ * and TC run to completion on their CPU and do not nest): on the stack
+ * they would push the deepest call chain (the hook, xfw_classify and its
+ * bit-vector walk) past 512 bytes. */
+struct xfw_xdp_scratch {
+	struct xfw_pkt p;
+	struct xfw_pending st;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xfw_xdp_scratch);
+	__uint(max_entries, 2);   /* 0: XDP, 1: TC */
+} xfw_xdp_scratch SEC(".maps");
+
+/* Interface facts (struct xfw_ifinfo), filled by the control plane. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u64);
+	__type(value, struct xfw_ifinfo);
+	__uint(max_entries, 4096);
+} xfw_ifinfo SEC(".maps");
+
+/* LOG events: 1 MiB of ring (about 3,000 events in flight). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} xfw_logring SEC(".maps");
+
+/* The saved ruleset of each generation slot (iptables-save text in 4 KiB
+ * pages) and the user-space counter offsets; read and written by the
+ * control plane only. */
+XFW_INNER_ARRAY(xfw_state_m, struct xfw_state_page);
+XFW_INNER_ARRAY(xfw_cbase_m, struct xfw_counter);
+XFW_OUTER(xfw_o_state, xfw_state_m);
+/* The namespace's ipsets (xfw ipset), encoded by internal/ipset, in element
+ * 0: pages of a little-endian 64-bit length, then the bytes. Kept here, in
+ * the namespace, like the rulesets' text: they live as long as xfw's
+ * programs do. */
+XFW_OUTER(xfw_o_ipsets, xfw_state_m);
+XFW_OUTER(xfw_o_cbase, xfw_cbase_m);
+
+/* An 8-byte identity of the loaded object (written by the loader), so a
+ * control plane of another build never reuses programs or maps whose
+ * layout it does not know. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} xfw_build SEC(".maps");
+
+#endif /* XFW_MAPS_H */

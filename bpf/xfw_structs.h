@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * xfw_structs.h — every layout the data plane shares with user space: the
+ * keys and values of the maps the control plane (internal/dataplane) fills
+ * or reads, and the events it receives. Each has a Go mirror, field for
+ * field (layout.go, conntrack.go, ctcfg.go, attach.go); TestLayoutMirrors
+ * checks the mirrors against the BTF of the built objects (layouts.c puts
+ * every struct of this file in BTF). A stage's private layouts live in its
+ * own <stage>_structs.h.
+ *
+ * Includes: common.h (the constants that size these layouts) only.
+ */
+#ifndef XFW_STRUCTS_H
+#define XFW_STRUCTS_H
+
+#include <linux/types.h>
+#include "common.h"
+
+/* One set lookup of a generation (xfw_family_cfg.setlk). */
+struct xfw_setlk {
+	__u8 bit;     /* the XFW_F_SETS bit its answer is OR-ed into */
+	__u8 flags;   /* XFW_SETLK_* */
+	__u8 kind;    /* XFW_SETK_* */
+	__u8 maxplen; /* hash kinds: longest prefix, 32 or 128 (0: no address) */
+};
+
+/* Key of a hash set table (inner maps of xfw_o_sethash): the packet's parts
+ * the set type has, the others 0. The prefix lengths present are kept
+ * under meta keys: plen XFW_SETKEY_META, port w, value.expires = bits
+ * 64w..64w+63 (bit i: prefix length 64w+i has entries). */
+struct xfw_setkey {
+	__u64 hi, lo;   /* address masked to plen (IPv4: lo) */
+	__u32 ifindex;  /* XFW_SETK_IFACE */
+	__u16 port;     /* XFW_SETK_PORT, XFW_SETK_TCPUDP */
+	__u8 proto;     /* XFW_SETK_PORT */
+	__u8 plen;
+};
+#define XFW_SETKEY_META 255
+
+/* Value of a hash set table's entry. hash:net,iface also has a blocker per
+ * network (key ifindex 0, answer 0): the kernel's test of a network stops
+ * at the longest prefix length holding an entry of the packet's network,
+ * whatever its interface (IP_SET_HASH_WITH_MULTI: mtype_test_cidrs leaves
+ * its loop once an entry of the same network was seen); aux is then the
+ * interface of the network's only entry (0: several, or none resolved),
+ * which does not block (its own entry has expired). */
+struct xfw_setval {
+	__u64 expires; /* bpf_ktime_get_ns() time it times out at; 0: never */
+	__u32 answer;  /* XFW_SET_MEMBER or XFW_SET_NOMATCH; blocker: 0 */
+	__u32 aux;
+	__u32 ctr;     /* 1 + the entry's counter in its table's counters
+			* (xfw_o_setectr), 0: the set has no counters */
+	__u32 pad;
+};
+
+/* One flattened entry (12 bytes). */
+struct xfw_entry {
+	__u32 rule;   /* counter index, or XFW_NO_RULE */
+	__u8 action;  /* enum xfw_action */
+	__u8 flags;   /* XFW_EF_* */
+	__u16 aux;    /* reject type or log config index */
+	__u32 next;   /* XFW_ACT_CONTINUE: entry index to search from */
+};
+
+/* One chunk of a field's bit vector: summary word + 64 words. */
+struct xfw_chunk {
+	__u64 summary;
+	__u64 words[XFW_CHUNK_WORDS];
+};
+
+/* One interval lower bound of an address field. */
+struct xfw_bound {
+	__u64 hi;
+	__u64 lo;
+	__u32 cls;
+	__u32 pad;
+};
+
+/* Key of the hashed fields (interfaces, MAC). */
+struct xfw_hkey {
+	__u32 field;
+	__u32 pad;
+	__u64 value;
+};
+
+/* Per-rule counters (per CPU). */
+struct xfw_counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* LOG target options, indexed by entry .aux. */
+struct xfw_logcfg {
+	char prefix[XFW_LOG_PREFIX_LEN];
+	__u8 level;
+	__u8 flags;
+	__u8 pad[6];
+};
+
+/* LOG event sent through the ring buffer: metadata and the first bytes of
+ * the packet from its Ethernet header on. */
+struct xfw_log_event {
+	__u32 in_ifindex;
+	__u32 out_ifindex;
+	__u32 rule;
+	__u16 snap_len;    /* bytes of .pkt that are valid */
+	__u16 l3_off;      /* offset of the IP header in .pkt */
+	__u32 pkt_len;     /* whole frame length */
+	__u8 family;       /* 4 or 6 */
+	__u8 chain;        /* enum xfw_chain */
+	__u8 level;
+	__u8 flags;
+	__u8 has_mac;      /* 1 when .pkt starts with a real Ethernet header */
+	__u8 pad[3];
+	char prefix[XFW_LOG_PREFIX_LEN];
+	__u8 pkt[XFW_LOG_SNAP];
+};
+
+/* Configuration of one generation slot (map xfw_cfg). */
+struct xfw_family_cfg {
+	__u32 enabled;          /* 0: no ruleset loaded, accept everything */
+	__u32 active;           /* bit mask of enum xfw_field */
+	__u32 nchunks;          /* chunks per field vector (<= XFW_MAX_CHUNKS) */
+	__u32 nentries;
+	__u32 chain_start[XFW_NCHAINS];
+	__u32 chain_end[XFW_NCHAINS];
+	__u32 policy_drop[XFW_NCHAINS]; /* 1 = DROP, 0 = ACCEPT */
+	__u32 small_base[XFW_NFIELDS];  /* offset in the slot's small map */
+	__u32 default_cls[XFW_NFIELDS]; /* class of hashed values not in map */
+	__u32 max_iters;                /* bpf_loop bound: nchunks + hops + 1 */
+	__u32 addr_base[XFW_NADDR];     /* first interval bound of SRC, DST,
+					 * CTOSRC, CTODST */
+	__u32 addr_count[XFW_NADDR];    /* their interval bounds */
+	__u32 ncounters;                /* counters per CPU (policies + rules) */
+	__u32 nfields;                  /* active fields, listed in .fields */
+	__u8 fields[XFW_FIELD_LIST];    /* the active fields' enum xfw_field */
+	__u32 nsetlk;                   /* set lookups (XFW_F_SETS bits) */
+	struct xfw_setlk setlk[XFW_MAX_SETLOOKUPS];
+	/* Set entry counters: 1 + the counter of the list:set entry naming
+	 * lookup k's set in the slot's xfw_o_setctr array (0: none), and
+	 * the size of that array, at least 1 when some set match counts (0:
+	 * none does, the packet's set hits are not counted). */
+	__u32 setlk_lctr[XFW_MAX_SETLOOKUPS];
+	__u32 nsetctr;
+	/* Established fast path (ct.h xfw_ct_fast): per chain, bit s set when
+	 * a packet in connection state s is accepted by entry ct_fast_entry
+	 * without classification (0: no fast path). */
+	__u32 ct_fast_states[XFW_NCHAINS];
+	__u32 ct_fast_entry[XFW_NCHAINS];
+};
+
+/* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid
+ * 0 for the untagged device; a VLAN device is keyed by its parent's ifindex
+ * and its VLAN id). */
+struct xfw_ifinfo {
+	__u8 mac[6];
+	__u16 flags;     /* XFW_IF_* */
+	__u32 ifindex;   /* the device netfilter sees (the VLAN device) */
+};
+
+/* Program runs begun and ended on one CPU (map xfw_inflight; see
+ * Quiescence in generation.h). */
+struct xfw_inflight {
+	__u64 begun;
+	__u64 ended;
+};
+
+/* One page of a generation's saved state or of the namespace's ipsets
+ * (maps xfw_o_state, xfw_o_ipsets: xfw_maps.h). */
+#define XFW_STATE_PAGE 4096
+struct xfw_state_page {
+	__u8 b[XFW_STATE_PAGE];
+};
+
+/* Keys of the local routing table (maps xfw_local4, xfw_local6: local.h):
+ * a prefix length and the address in network byte order. */
+struct xfw_lpm4_key {
+	__u32 prefixlen;
+	__u8 addr[4];
+};
+struct xfw_lpm6_key {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+
+/* Connection key: one entry for both directions. The endpoints are
+ * ordered (a <= b, comparing address then port) so both directions find
+ * it; ports are host order. ICMP/ICMPv6 queries put the identifier in both
+ * ports and the request's type and code in pad (xfw_ct_mkkey_icmp);
+ * protocols without ports leave them 0. */
+struct xfw_ct_key {
+	__u64 a_hi, a_lo;
+	__u64 b_hi, b_lo;
+	__u16 a_port, b_port;
+	__u8 proto;
+	__u8 fam;           /* 0 IPv4, 1 IPv6 */
+	__u16 pad;          /* ICMP queries: request type | code << 8 */
+};
+
+/* One direction's TCP window data (the kernel's ip_ct_tcp_state). */
+struct xfw_ct_tcp_side {
+	__u32 end;
+	__u32 maxend;
+	__u32 maxwin;
+	__u32 maxack;
+	__u8 scale;
+	__u8 flags;         /* XFW_CT_TCPF_* */
+	__u8 pad[2];
+};
+
+/* A connection (the part of the map value the data plane reads and
+ * writes; both tables put 8 bytes before it, see xfw_ct_entry). Times are
+ * jiffies (bpf_jiffies64, inlined by the JIT: no helper call). */
+struct xfw_ct_val {
+	__u64 expires;      /* jiffies when the entry dies */
+	__u64 stream_ts;    /* UDP: jiffies after which a replied flow is a stream */
+	__u64 packets[2];   /* per direction (0 original, 1 reply) */
+	__u64 bytes[2];
+	__u32 status;       /* XFW_CTST_* */
+	__u8 tcp_state;     /* enum xfw_tcp_state */
+	__u8 last_dir;
+	__u8 last_index;
+	__u8 last_wscale;
+	__u8 last_flags;
+	__u8 retrans;
+	__u8 icmp_type;     /* ICMP queries: the original direction's type */
+	__u8 icmp_code;
+	__u8 lo_state[2];   /* loopback: the XFW_F_CT value OUTPUT gave the
+			     * last packet of each direction, low byte */
+	__u16 last_win;
+	__u32 last_seq;
+	__u32 last_ack;
+	__u32 last_end;
+	struct xfw_ct_tcp_side side[2]; /* [0] original, [1] reply */
+};
+
+/* Value of both connection tables (xfw_ct of assured connections, xfw_ct_new
+ * of the others, ct.h). lock serialises the tracker's updates from the two
+ * directions, as the kernel's ct->lock: a bounded compare-and-swap lock,
+ * since bpf_spin_lock forbids the calls the tracker makes. */
+struct xfw_ct_entry {
+	__u64 lock;         /* 64 bits: BPF's 32-bit atomics need -mcpu=v3 */
+	struct xfw_ct_val v;
+};
+
+/* Tracking settings, filled by the control plane (internal/dataplane). */
+struct xfw_ct_cfg {
+	__u64 timeout[XFW_CTT_N];     /* jiffies */
+	__u32 tcp_loose;              /* nf_conntrack_tcp_loose (1) */
+	__u32 tcp_liberal;            /* nf_conntrack_tcp_be_liberal (0) */
+	__u32 tcp_max_retrans;        /* nf_conntrack_tcp_max_retrans (3) */
+	__u32 tcp_ignore_invalid_rst; /* nf_conntrack_tcp_ignore_invalid_rst (0) */
+	__u32 ready;                  /* 1 once filled */
+	__u32 hz;                     /* jiffies per second (for user space) */
+};
+
+#endif /* XFW_STRUCTS_H */
