@@ -17,11 +17,12 @@ import (
 
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/logd"
+	"github.com/xfw-dev/xfw/internal/metrics"
 )
 
 func init() { commands["agent"] = runAgent }
 
-const agentUsage = `usage: xfw agent [--poll DURATION] [--no-log] [--no-guard]
+const agentUsage = `usage: xfw agent [--poll DURATION] [--metrics ADDR] [--no-log] [--no-guard]
 
 Keeps xfw's programs on every interface of the current network namespace,
 in the foreground, until SIGINT or SIGTERM (the xfw-agent unit runs it):
@@ -33,6 +34,9 @@ in the foreground, until SIGINT or SIGTERM (the xfw-agent unit runs it):
     detached TCX program) is put back, and the event is logged;
   - the data plane's LOG lines are written to standard output in the
     kernel's format (to the journal under systemd), unless --no-log;
+  - with --metrics ADDR (host:port), Prometheus metrics are served at
+    http://ADDR/metrics (xfw metrics' text, with the agent's attach events
+    and the guard's drops);
   - while a ruleset is loaded, a namespace-wide guard (netfilter hooks at
     PRE_ROUTING and POST_ROUTING, before every other hook) drops the
     packets of any interface that does not run xfw's programs yet, so a
@@ -61,6 +65,12 @@ type agent struct {
 	// --no-guard, or while nothing is loaded).
 	guard   *dataplane.Guard
 	noGuard bool
+	// guardMu guards guard against the metrics' readers.
+	guardMu sync.Mutex
+	// events count the attachments, for the metrics.
+	events metrics.Events
+	// lastErr is the last error of the periodic check, logged once.
+	lastErr string
 }
 
 func (a *agent) logf(format string, args ...any) {
@@ -76,6 +86,7 @@ func runAgent(name string, args []string, env Env) int {
 	poll := fs.Duration("poll", agentPoll, "")
 	noLog := fs.Bool("no-log", false, "")
 	noGuard := fs.Bool("no-guard", false, "")
+	metricsAddr := fs.String("metrics", "", "")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *poll <= 0 {
 		fmt.Fprint(env.Stderr, agentUsage)
 		return exitParameter
@@ -90,6 +101,19 @@ func runAgent(name string, args []string, env Env) int {
 		go func() {
 			defer wg.Done()
 			a.logLines(ctx)
+		}()
+	}
+	if *metricsAddr != "" {
+		c := &metrics.Collector{Events: &a.events, GuardDrops: a.guardDrops,
+			Lock: func() (func(), error) { return lock(waitSpec{set: true}) }}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.logf("serving metrics at http://%s%s", *metricsAddr, metrics.MetricsPath)
+			if err := c.Serve(ctx, *metricsAddr, a.logf); err != nil {
+				a.logf("metrics: %v", err)
+				stop()
+			}
 		}()
 	}
 	err := a.follow(ctx, *poll)
@@ -117,6 +141,17 @@ func (a *agent) logLines(ctx context.Context) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// logOnce logs a message unless it repeats the previous one (a check that
+// fails every --poll would flood the journal).
+func (a *agent) logOnce(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if msg == a.lastErr {
+		return
+	}
+	a.lastErr = msg
+	a.logf("%s", msg)
 }
 
 // lockedWriter serialises writes to w with the agent's other output.
@@ -200,9 +235,10 @@ func drainLinks(links chan netlink.LinkUpdate) {
 func (a *agent) check(why string) {
 	st, err := dataplane.Status()
 	if err != nil {
-		a.logf("status: %v", err)
+		a.logOnce("status: %v", err)
 		return
 	}
+	a.lastErr = ""
 	if !st.Loaded {
 		a.closeGuard()
 		return
@@ -217,14 +253,15 @@ func (a *agent) check(why string) {
 	err = resync()
 	took := time.Since(start)
 	for _, i := range bare {
-		verb := "attached to new interface"
+		verb, kind := "attached to new interface", metrics.Attach
 		if a.seen[i.Index] {
-			verb = "re-attached to"
+			verb, kind = "re-attached to", metrics.Reattach
 		}
 		if err != nil {
 			a.logf("%s lacks xfw's programs (%s) and could not be protected: %v", i.Name, i.Missing(), err)
 			continue
 		}
+		a.events.Add(i.Name, kind)
 		a.logf("%s %s (%s missing; %s, in %.1f ms)", verb, i.Name, i.Missing(), orEvent(why), float64(took.Microseconds())/1000)
 	}
 	if st, err := dataplane.Status(); err == nil {
@@ -245,6 +282,8 @@ func (a *agent) guardTo(st *dataplane.NamespaceStatus) {
 			ok = append(ok, i.Index)
 		}
 	}
+	a.guardMu.Lock()
+	defer a.guardMu.Unlock()
 	if a.guard == nil {
 		g, err := dataplane.StartGuard(ok)
 		if err != nil {
@@ -260,8 +299,21 @@ func (a *agent) guardTo(st *dataplane.NamespaceStatus) {
 	}
 }
 
+// guardDrops reads the guard's drop counts for the metrics.
+func (a *agent) guardDrops() (in, out uint64, ok bool) {
+	a.guardMu.Lock()
+	defer a.guardMu.Unlock()
+	if a.guard == nil {
+		return 0, 0, false
+	}
+	in, out, err := a.guard.Drops()
+	return in, out, err == nil
+}
+
 // closeGuard removes the guard (xfw was stopped, or the agent ends).
 func (a *agent) closeGuard() {
+	a.guardMu.Lock()
+	defer a.guardMu.Unlock()
 	if a.guard == nil {
 		return
 	}

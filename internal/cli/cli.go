@@ -142,6 +142,7 @@ xfw's own:
   sync       take in new interfaces and addresses, put back removed programs
   agent      keep every interface covered, in the foreground (the xfw-agent unit)
   boot-restore  load /etc/xfw/{ipsets,rules.v4,rules.v6} (the xfw-restore unit)
+  metrics    print Prometheus metrics once (rule, policy and drop counters, conntrack, sets, attachments)
   stop       remove every xfw program from this network namespace
   log        print LOG lines as the kernel formats them (--kmsg: also to the kernel log)
   conntrack  list (-L), delete (-D), flush (-F) or count (-C) tracked connections,

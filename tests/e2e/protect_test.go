@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -112,10 +115,10 @@ func TestDetachedProgramsKeepRuleset(t *testing.T) {
 
 // startAgent runs xfw agent in fw's namespace; the returned buffer fills
 // with its messages. The test ends it (by pid) at cleanup.
-func startAgent(t *testing.T, bin string, tp *nettest.Topology) (*exec.Cmd, *syncBuffer) {
+func startAgent(t *testing.T, bin string, tp *nettest.Topology, extra ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	out := &syncBuffer{}
-	cmd := exec.Command("ip", "netns", "exec", tp.FwNS, bin, "agent", "--no-log")
+	cmd := exec.Command("ip", append([]string{"netns", "exec", tp.FwNS, bin, "agent", "--no-log"}, extra...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start xfw agent: %v", err)
@@ -126,6 +129,40 @@ func startAgent(t *testing.T, bin string, tp *nettest.Topology) (*exec.Cmd, *syn
 	})
 	waitFor(t, "the agent to start", func() bool { return strings.Contains(out.String(), "following the interfaces") })
 	return cmd, out
+}
+
+// agentMetricsAddr is where the agent serves metrics in fw's namespace
+// (its own loopback: the namespace is the test's).
+const agentMetricsAddr = "127.0.0.1:9741"
+
+// scrape fetches http://addr/metrics from inside namespace ns (the
+// connection is made on a thread in ns: an http.Client would dial from
+// another goroutine, in another namespace).
+func scrape(ns, addr string) (string, error) {
+	var conn net.Conn
+	err := nettest.InNamespace(ns, func() error {
+		var err error
+		conn, err = net.DialTimeout("tcp", addr, 5*time.Second)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := fmt.Fprintf(conn, "GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n", addr); err != nil {
+		return "", err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("status %s: %s", resp.Status, body)
+	}
+	return string(body), err
 }
 
 // waitFor polls cond for up to 10 s (a bound against hanging, not a
@@ -151,7 +188,9 @@ func TestAgentKeepsInterfacesProtected(t *testing.T) {
 	fw := firewall{kind: "xfw", bin: bin}
 	t.Cleanup(func() { fw.stop(t, tp) })
 	fw.restore(t, tp, 4, protectRules)
-	cmd, out := startAgent(t, bin, tp)
+	nettest.MustExec(t, tp.FwNS, "ip", "link", "set", "dev", "lo", "up") // the metrics' listener
+	cmd, out := startAgent(t, bin, tp, "--metrics", agentMetricsAddr)
+	waitFor(t, "the metrics server", func() bool { return strings.Contains(out.String(), "serving metrics") })
 
 	detachXDP(t, tp, nettest.FwInIfname)
 	waitFor(t, "the agent to re-attach", func() bool { return strings.Contains(out.String(), "re-attached to "+nettest.FwInIfname) })
@@ -166,6 +205,24 @@ func TestAgentKeepsInterfacesProtected(t *testing.T) {
 	waitFor(t, "the agent to attach to hot0", func() bool { return strings.Contains(out.String(), "attached to new interface hot0") })
 	if res := status(t, bin, tp); res.ExitCode != 0 || !strings.Contains(res.Stdout, "hot0") {
 		t.Errorf("xfw status after the agent attached to hot0: exit %d\n%s", res.ExitCode, res.Stdout)
+	}
+
+	var m string
+	waitFor(t, "a scrape of the agent's metrics", func() bool {
+		var err error
+		m, err = scrape(tp.FwNS, agentMetricsAddr)
+		return err == nil
+	})
+	for _, want := range []string{
+		`xfw_attach_events_total{interface="` + nettest.FwInIfname + `",kind="reattach"} 1`,
+		`xfw_attach_events_total{interface="hot0",kind="attach"} 1`,
+		`xfw_guard_drops_packets_total{hook="prerouting"} `,
+		`xfw_interfaces_attached{interface="hot0",hook="xdp"} 1`,
+		`xfw_rule_packets_total{family="ipv4",table="filter",chain="FORWARD",rule="1",comment=""} 3`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("the agent's metrics lack %s\n%s", want, m)
+		}
 	}
 
 	if err := cmd.Process.Kill(); err != nil {
