@@ -46,7 +46,7 @@ clean:
 	rm -rf bin $(BPF_DIR)/*.o
 
 # Benchmark suite (issue #5; as root): every section, results/ and the
-# README's Benchmarks section (some tens of minutes) or the headline ratios
+# Benchmarks section of docs/benchmarks.md (some tens of minutes) or the headline ratios
 # only (under a minute). See bench/run.sh.
 bench: deps
 	$(MAKE) build

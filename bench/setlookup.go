@@ -97,7 +97,7 @@ func runSetLookup(ctx context.Context, o *options) (*setLookupSection, error) {
 	sec := &setLookupSection{Notes: []string{
 		"ns/packet: the kernel's mean duration of one run of xfw_xdp (BPF_PROG_TEST_RUN, on CPU 1), median of the calls [min–max]; FORWARD, 64-byte UDP, ingress_ifindex fw's ingress veth (FIB lookup and chain selection as for real traffic).",
 		"Ruleset: one rule `-A FORWARD -m set --match-set s src[,dst] -j DROP` (the baseline: `-A FORWARD -s 192.0.2.1 -j DROP`), policy ACCEPT. member: the frame's source is in the set (dropped); other: it is in no entry (forwarded).",
-		"Tables: DXR (hash:ip, hash:net without timeouts or counters: bpf/lpm.h); hash (one BPF hash map lookup per prefix length present, longest first: bpf/classify.h xfw_set_hlookup); hash + counters (the same, and a counting probe before the rule, two atomic adds on the entry's counter).",
+		"Tables: DXR (hash:ip, hash:net without timeouts or counters: bpf/lpm.h); hash (one BPF hash map lookup per prefix length present, longest first: bpf/set_lookup.h xfw_set_hlookup); hash + counters (the same, and a counting probe before the rule, two atomic adds on the entry's counter).",
 		"Each call runs one frame over and over: the set's entries it reads stay in the CPU caches, so these are the lookups' instruction costs, not their cache misses (for those, random keys over 1M-entry tables: results/lpm.md, where a BPF hash map lookup of a 1M /32 set costs 177–214 ns). ipset's cost is part of the sets section's forwarding rates.",
 		"A frame of no entry costs more with counters: the counting probe is an entry every packet reaching the rule meets (a CONTINUE entry of the walk), whether or not the set holds it.",
 	}}

@@ -366,7 +366,7 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 	if (fc->nsetctr)
 		xfw_set_count(slot, p->l3len); /* some set match counts */
 	/* LOG rules met before a hotdrop log, as in the kernel (found by the
-	 * differential test, internal/difftest). */
+	 * differential test, internal/testkit/difftest). */
 	ps->nlogs = local.nlogs;
 	__builtin_memcpy(ps->logs, local.logs, sizeof(local.logs));
 	if (res == XFW_RES_HOTDROP)

@@ -37,8 +37,8 @@
  * any packet at OUTPUT: an RST within a connection's window closes it
  * (found by xfw difftest on the conformance dump ipt-save-filter.txt: a
  * reset out-of-window segment's RST closed fw's own connection). Like
- * every XDP reply, it is not judged by OUTPUT's rules (README, "Known
- * differences"). p is overwritten with the reply's facts. A global
+ * every XDP reply, it is not judged by OUTPUT's rules (docs/differences.md).
+ * p is overwritten with the reply's facts. A global
  * function: verified once. */
 __attribute__((noinline)) int xfw_ct_track_rst(struct xfw_pkt *p, struct xfw_ct_scratch *cs)
 {

@@ -228,7 +228,7 @@ struct xfw_opts {
  * accept_source_route is off unless set for "all" and the device (assumed
  * off). A CIPSO option is an error too: no CIPSO domain is configured and
  * cipso_v4_validate refuses it. Returns 1 to stop the walk. Found by the
- * differential test, internal/difftest. */
+ * differential test, internal/testkit/difftest. */
 static long xfw_ipv4_opt_step(__u64 i, void *arg)
 {
 	struct xfw_opts *o = arg;
@@ -328,7 +328,7 @@ struct xfw_tlv {
  * no jumbo option (a jumbogram needs more than 64 KiB), no CALIPSO (no
  * domain configured), IOAM ignored (ioam6_enabled off), unknown options by
  * their two high bits (00 skip, anything else drop). Returns 1 to stop.
- * Found by the differential test, internal/difftest. */
+ * Found by the differential test, internal/testkit/difftest. */
 static long xfw_ipv6_tlv_step(__u64 i, void *arg)
 {
 	struct xfw_tlv *t = arg;
@@ -470,7 +470,7 @@ static __always_inline int xfw_parse_ipv6(struct xfw_pkt *p, void *data, void *d
 	 * checked against the packet (ip6_rcv_core: a jumbogram, whose
 	 * length a jumbo option gives): the packet is all the frame holds
 	 * after the header, and the kernel filters it as such, -m length
-	 * seeing 40 (found by the differential test, internal/difftest).
+	 * seeing 40 (found by the differential test, internal/testkit/difftest).
 	 * A jumbo option in a frame of our sizes is an error the kernel drops
 	 * for before any chain; its options are not read here. */
 	if (plen == 0 && ip6->nexthdr == XFW_NH_HOP)
@@ -491,7 +491,7 @@ static __always_inline int xfw_parse_ipv6(struct xfw_pkt *p, void *data, void *d
 		/* ipv6_find_hdr reads only each header's first two bytes (next
 		 * header, length) — four for a fragment header and for a
 		 * routing header (struct ipv6_rt_hdr: found by the differential
-		 * test, internal/difftest) — and walks on by the stated length
+		 * test, internal/testkit/difftest) — and walks on by the stated length
 		 * even past the packet's end. */
 		if ((void *)(h + 2) > data_end || (void *)(h + 2) > end)
 			goto bad;
@@ -515,7 +515,7 @@ static __always_inline int xfw_parse_ipv6(struct xfw_pkt *p, void *data, void *d
 				 * another extension header it fails with the
 				 * fragment offset left at 0, and rules with -p
 				 * hotdrop the packet (found by the differential
-				 * test, internal/difftest). */
+				 * test, internal/testkit/difftest). */
 				if (xfw_ipv6_is_ext(h[0]))
 					goto bad;
 				p->proto = h[0];

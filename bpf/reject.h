@@ -244,7 +244,7 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 	 * source selection picks the destination itself (RFC 6724 rule 1).
 	 * (IPv4 picks the same, but a frame from one of the host's own
 	 * addresses handed to the stack on a device is a martian: there the
-	 * source stays the packet's destination, README.) */
+	 * source stays the packet's destination, docs/differences.md.) */
 	if (!routed && kind == XFW_RJK_ICMP6 && !xfw_rj_is_local(r->saddr, v6))
 		__builtin_memcpy(r->saddr, r->daddr, 16);
 

@@ -129,7 +129,7 @@ static __always_inline __u32 xfw_rj_lo_route(struct xdp_md *ctx, struct xfw_rj *
  * entry) when that route leaves by the input interface: the offending
  * frame's source MAC may be another host's (found by xfw difftest). When
  * the route leaves elsewhere or the neighbour is unknown, the reply keeps
- * the swapped addresses (README, "Known differences"). */
+ * the swapped addresses (docs/differences.md). */
 static __always_inline void xfw_rj_l2_route(struct xdp_md *ctx, struct xfw_rj *r,
 					    struct bpf_fib_lookup *fib, int v6)
 {

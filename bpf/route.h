@@ -10,7 +10,7 @@
  * Conventions: xfw_route, xfw_ipv4_opts_ok and xfw_ipv6_hbh_ok are global
  * functions with their own stacks (the FIB request, the options' copy),
  * not live while classification runs. Sysctls are taken at their defaults
- * (README, "Known differences").
+ * (docs/differences.md).
  *
  * Includes: common.h, parse.h (struct xfw_pkt, the option walks), local.h.
  */
@@ -40,7 +40,7 @@ static __always_inline int xfw_src_is_ours(struct xfw_pkt *p)
 #define XFW_V4_LOCAL_MC(a) (((a) & 0xffffff00) == 0xe0000000) /* 224.0.0.0/24 */
 #define XFW_V4_LBCAST(a) ((a) == 0xffffffff)
 /* ipv4_is_zeronet: 0.0.0.0 only since Linux 5.3 (0.0.0.0/8 is usable
- * unicast; found by the differential test, internal/difftest). */
+ * unicast; found by the differential test, internal/testkit/difftest). */
 #define XFW_V4_ZERONET(a) ((a) == 0)
 #define XFW_V4_LOOPBACK(a) (((a) & 0xff000000) == 0x7f000000)
 
@@ -62,7 +62,7 @@ static __always_inline int xfw_v6_loopback(__u64 hi, __u64 lo)
  * default sysctls (route_localnet, accept_local off). It returns 1 when
  * the kernel drops the packet there, 2 for IPv4's limited broadcast (local
  * delivery without a route lookup), 0 otherwise. Multicast destinations
- * are taken as joined: README, "Known differences". */
+ * are taken as joined: docs/differences.md. */
 static __always_inline int xfw_martian(struct xfw_pkt *p)
 {
 	if (p->fam == 0) {
@@ -174,7 +174,7 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 	 * destination in fe80::/64 (the route every IPv6 interface has) is
 	 * forwarded back out of that interface, and ip6_forward skips its
 	 * source checks for such a hairpin; the rest of fe80::/10 has no route
-	 * (found by the differential test, internal/difftest). */
+	 * (found by the differential test, internal/testkit/difftest). */
 	if (p->fam == 1 && !lo && XFW_V6_LINKLOCAL(p->dst_hi) && rc != BPF_FIB_LKUP_RET_FWD_DISABLED) {
 		if (p->dst_hi != 0xfe80000000000000ULL)
 			return xfw_local_type(p->fam, p->dst_hi, p->dst_lo) ?

@@ -1,5 +1,5 @@
 // Command xfw is an iptables-compatible packet filter enforced with eBPF
-// (XDP ingress, TCX egress). See README.md.
+// (XDP ingress, TCX egress). See README.md and docs/.
 //
 // It owns only the process: the garbage collector's tuning and the exit
 // status; every command is internal/cli's, which it imports and nothing

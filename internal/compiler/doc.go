@@ -20,6 +20,6 @@
 //
 // The compiler imports ir (its input) and prefault only. The data plane
 // (internal/dataplane), the CLI (internal/cli), the differential test
-// (internal/difftest) and the benchmarks import it; it imports none of
+// (internal/testkit/difftest) and the benchmarks import it; it imports none of
 // them, nor any front end: it sees rules only as ir values.
 package compiler

@@ -1,7 +1,7 @@
 package compiler
 
 // Field numbers, value sentinels, actions and flags: the same values as
-// bpf/common.h (TestLayoutMatchesC in the dataplane package checks them).
+// bpf/common.h (TestEnumMirrors in the dataplane package checks the enums).
 
 // Field is a classification field (enum xfw_field).
 type Field int
@@ -128,7 +128,7 @@ const (
 	// matches it, inverted or not (mac_mt checks the device type). It lies
 	// beyond the 48-bit addresses, so no MAC condition contains it; the
 	// compiler gives it its own hash entry. (XFW_MAC_NONE; found by the
-	// differential test, internal/difftest.)
+	// differential test, internal/testkit/difftest.)
 	MACNone = 1 << 48
 )
 

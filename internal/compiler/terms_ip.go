@@ -10,7 +10,7 @@ func (b *termBuilder) proto(p ir.ProtoMatch) {
 	// included, and ip6_packet_match then walks the extension headers:
 	// it hotdrops a packet whose chain cannot be walked (ipv6_find_hdr
 	// fails with the fragment offset at 0), "-p all" too (found by the
-	// differential test, internal/difftest; a header running past the
+	// differential test, internal/testkit/difftest; a header running past the
 	// packet's end is walkable: ipv6_find_hdr does not read beyond it).
 	if b.fam == ir.IPv6 && p.Set {
 		b.hotdropAt(FieldProto, ProtoErr, EFHotdropProto)

@@ -12,7 +12,7 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-// ctCfgMap is the tracker's settings (struct xfw_ct_cfg, bpf/ct.h).
+// ctCfgMap is the tracker's settings (struct xfw_ct_cfg, bpf/xfw_structs.h).
 const ctCfgMap = "xfw_ct_cfg"
 
 // Timeout slots of struct xfw_ct_cfg: the TCP states (enum xfw_tcp_state,

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ipsetsOuter holds the namespace's encoded ipsets in element 0 (bpf/xfw.c
+// ipsetsOuter holds the namespace's encoded ipsets in element 0 (bpf/xfw_maps.h
 // xfw_o_ipsets): pages of an 8-byte little-endian length, then the bytes
 // of the snapshot (ipset.Sets.MarshalBinary), padded to 8 bytes; then the
 // journal of the member changes committed since (ipset.JournalRecord's

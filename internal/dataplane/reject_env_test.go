@@ -1,6 +1,6 @@
 package dataplane
 
-// Helpers of reject_test.go: two identical topologies (internal/nettest),
+// Helpers of reject_test.go: two identical topologies (internal/testkit/nettest),
 // one filtered by xfw and one by the kernel's own iptables-legacy, the
 // REJECT rules loaded into both, and a "signature" of a reply packet that
 // can be compared between them.

@@ -4,7 +4,7 @@ package dataplane
 // packets, and compares each with the reply the kernel's own REJECT target
 // (iptables-legacy, ip6tables-legacy) sends in an identical topology:
 //
-//	gen <-veth-> fw <-veth-> sink     (internal/nettest)
+//	gen <-veth-> fw <-veth-> sink     (internal/testkit/nettest)
 //
 // The same rules are loaded into fw of three topologies: xfw with native
 // XDP, xfw with generic XDP, and the kernel. Offending packets are injected

@@ -13,7 +13,7 @@ import (
 )
 
 // Set entry counters (ipset's "counters" extension), updated by the data
-// plane with atomic adds (bpf/classify.h xfw_set_count):
+// plane with atomic adds (bpf/set_lookup.h xfw_set_count):
 //
 //   - a hash table of a set with counters has an array of element counters
 //     beside it (map kind "xfw_o_setectr/k"), its entries naming theirs

@@ -2,7 +2,7 @@ package dataplane
 
 // SetTable is one set lookup of a generation: the set it looks up (as a
 // longest-prefix-match table, internal/lpm's flat arrays looked up by
-// bpf/lpm.h, or as a hash table, bpf/classify.h xfw_set_hlookup), how, and
+// bpf/lpm.h, or as a hash table, bpf/set_lookup.h xfw_set_hlookup), how, and
 // the set condition its answer goes to. Its values are SetMember and
 // SetNomatch.
 type SetTable struct {

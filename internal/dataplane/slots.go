@@ -21,7 +21,7 @@ func familyIndex(f ir.Family) int {
 }
 
 // generationMaps are the kinds of per-generation inner maps; the outer map
-// of kind k is "xfw_o_"+k (bpf/classify.h, bpf/xfw.c).
+// of kind k is "xfw_o_"+k (bpf/classify_maps.h, bpf/xfw_maps.h).
 var generationMaps = []string{"small", "bounds", "hcls", "clsch", "chunks",
 	"entries", "counters", "logcfg", "state", "cbase", "setctr"}
 
@@ -32,7 +32,7 @@ func outerName(kind string) string { return "xfw_o_" + kind }
 func slotOf(fam ir.Family, bank uint32) uint32 { return uint32(familyIndex(fam))*2 + bank&1 }
 
 // setOuters are the outer maps of the DXR set lookups' tables, element
-// slot * maxSetLookups + lookup (bpf/classify.h); setHashOuter that of the
+// slot * maxSetLookups + lookup (bpf/classify_maps.h); setHashOuter that of the
 // hash ones.
 var setOuters = []string{"xfw_o_setdir", "xfw_o_setrng"}
 

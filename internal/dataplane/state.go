@@ -508,7 +508,7 @@ func (s *state) slotMaps(slot uint32) map[string]*ebpf.Map {
 // waitForReaders returns once no program run that may have read the bank
 // index before the last flip still runs, so that the old slot's counters
 // are final and its maps may be rewritten. It snapshots the runs begun on
-// every CPU (xfw_inflight, bpf/classify.h "Quiescence") and waits until as
+// every CPU (xfw_inflight, bpf/generation.h "Quiescence") and waits until as
 // many have ended, as x_tables does with its per-CPU sequence counts:
 // microseconds, where an RCU grace period takes 10–25 ms. On PREEMPT_RT,
 // where runs may nest, or if a CPU makes no progress within

@@ -256,7 +256,7 @@ func ipLength(fam ir.Family, l3 []byte, frameL3 uint32) uint32 {
 		} else if l3[6] != 0 {
 			// Payload length 0 without a hop-by-hop header (which could
 			// announce a jumbogram): ip6_rcv_core trims the packet to its
-			// header (found by the differential test, internal/difftest).
+			// header (found by the differential test, internal/testkit/difftest).
 			n = ipv6HeaderLen
 		}
 	}

@@ -17,7 +17,7 @@
 //   - every other type, and hash:ip/hash:net with timeouts: one hash table
 //     keyed by the parts of the type (address masked to each prefix length
 //     present, protocol and port, interface), each entry with its expiry
-//     in CLOCK_MONOTONIC ns (bpf/classify.h xfw_set_hlookup);
+//     in CLOCK_MONOTONIC ns (bpf/set_lookup.h xfw_set_hlookup);
 //   - list:set: one lookup per member, in list order (list_set_ktest tests
 //     the members in turn, the first match answers; without counters the
 //     OR is the same). Members of the other family or of more dimensions

@@ -1115,7 +1115,7 @@ func TestConntrackICMPv6Timeout(t *testing.T) {
 }
 
 // Table-full test parameters: the LRU table of unassured connections holds
-// ctNewTableSize entries (bpf/ct.h XFW_CT_NEW_MAX); the flood sends twice
+// ctNewTableSize entries (bpf/ct_maps.h XFW_CT_NEW_MAX); the flood sends twice
 // as many SYNs, each of a different connection, in batches, so the oldest
 // entries are surely evicted even if the veth drops some.
 const (

@@ -101,7 +101,7 @@ func chainScenarios() []scenario {
 			srv := nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(sink, 8100))
 			defer srv.Close()
 			// The socket error differs by design (EPERM vs silent drop,
-			// README: known differences): compare the wire.
+			// docs/differences.md): compare the wire.
 			nettest.UDPSend(tp.FwNS, netip.AddrPortFrom(sink, 8100), []byte("x"))
 			if len(srv.Wait(1, arrivalWait)) > 0 {
 				return "arrived"
