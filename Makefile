@@ -6,9 +6,10 @@ GO ?= go
 CLANG ?= clang
 BPF_CFLAGS := -O2 -g -Wall -Werror -target bpf -I/usr/include/$(shell uname -m)-linux-gnu
 BPF_SRC := $(wildcard bpf/*.c bpf/*.h)
-# One object per bpf/*.c: xfw.o (the hooks) and ct_clock.o (the connection
-# tables' clock), embedded in the binary; layouts.o (BTF of the layouts
-# shared with user space), read by internal/dataplane's tests only.
+# One object per bpf/*.c: xfw.o (the hooks), ct_clock.o (the connection
+# tables' clock) and guard.o (the namespace-wide guard the agent links),
+# embedded in the binary; layouts.o (BTF of the layouts shared with user
+# space), read by internal/dataplane's tests only.
 BPF_DIR := internal/dataplane/bpf
 BPF_OBJ := $(patsubst bpf/%.c,$(BPF_DIR)/%.o,$(wildcard bpf/*.c))
 

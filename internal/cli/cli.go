@@ -71,6 +71,9 @@ func Main(args []string, env Env) int {
 		usage(env.Stderr)
 		return exitParameter
 	}
+	if !unprivilegedOK[name] && !onlyInfo(rest) && !privileged() {
+		return refuseUnprivileged(name, env)
+	}
 	return runGuarded(fn, name, rest, env)
 }
 
@@ -132,9 +135,14 @@ iptables-compatible commands (filter table, enforced with eBPF):
   iptables-save [-c] [-t filter]
   ip6tables-save …
   iptables …, ip6tables …
-  ipset …    ipset 7.17's commands (sets kept in a file per namespace for now)
+  ipset …    ipset 7.17's commands (sets kept in the namespace, or in $XFW_IPSET_FILE)
 
 xfw's own:
+  status     what runs where (exit 1 while an interface is not covered)
+  sync       take in new interfaces and addresses, put back removed programs
+  agent      keep every interface covered, in the foreground (the xfw-agent unit)
+  boot-restore  load /etc/xfw/{ipsets,rules.v4,rules.v6} (the xfw-restore unit)
+  metrics    print Prometheus metrics once (rule, policy and drop counters, conntrack, sets, attachments)
   stop       remove every xfw program from this network namespace
   log        print LOG lines as the kernel formats them (--kmsg: also to the kernel log)
   conntrack  list (-L), delete (-D), flush (-F) or count (-C) tracked connections,

@@ -1,6 +1,10 @@
 package cli
 
 import (
+	"strings"
+
+	"github.com/xfw-dev/xfw/internal/statefile"
+
 	"errors"
 	"fmt"
 	"os"
@@ -29,9 +33,9 @@ const lockPoll = 10 * time.Millisecond
 // lock takes the xfw lock and returns its release; while it is held, the
 // command's data-plane steps share one opened state (dataplane.BeginSession).
 func lock(w waitSpec) (func(), error) {
-	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := statefile.OpenLock(lockPath)
 	if err != nil {
-		return nil, fmt.Errorf("Fatal: can't open lock file %s: %v", lockPath, err)
+		return nil, fmt.Errorf("Fatal: can't open lock file %s: %s", lockPath, strerror(err))
 	}
 	deadline := time.Now().Add(time.Duration(w.seconds) * time.Second)
 	how := syscall.LOCK_EX | syscall.LOCK_NB
@@ -117,4 +121,18 @@ func testCompile(rs *ir.Ruleset, sets *ipsetLookup) error {
 		return err
 	}
 	return checkDataPlaneSupport(rs, sets)
+}
+
+// strerror is C's strerror(3) text of err's errno ("Permission denied"),
+// as iptables prints it, or err's own text when it carries no errno.
+func strerror(err error) string {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return err.Error()
+	}
+	t := errno.Error()
+	if t == "" {
+		return t
+	}
+	return strings.ToUpper(t[:1]) + t[1:]
 }

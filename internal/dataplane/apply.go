@@ -269,6 +269,9 @@ func loadedState() (*state, []Interface, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkForeignXDP(ifaces); err != nil {
+		return nil, nil, err
+	}
 	cur, err := Current()
 	if err != nil {
 		return nil, nil, err

@@ -143,6 +143,30 @@ func pruneMap[K comparable](m *ebpf.Map, keep map[K]bool) error {
 	return nil
 }
 
+// ErrForeignProgram reports an interface that runs another XDP program
+// than xfw's: xfw does not replace it (that would silently remove someone
+// else's filter or load balancer), and does not load a ruleset it could
+// not enforce there.
+var ErrForeignProgram = errors.New("runs another XDP program")
+
+// checkForeignXDP returns an error naming every interface whose XDP hook
+// holds a program that is not xfw's (any build).
+func checkForeignXDP(ifaces []Interface) error {
+	var errs []error
+	for _, ifc := range ifaces {
+		x := ifc.link.Attrs().Xdp
+		if x == nil || !x.Attached || x.ProgId == 0 {
+			continue
+		}
+		name := programName(ebpf.ProgramID(x.ProgId))
+		if name == xdpProgName || name == "" { // "": detached meanwhile
+			continue
+		}
+		errs = append(errs, fmt.Errorf("interface %s %w (id %d, name %q): xfw will not replace it; detach it, or chain both programs with a dispatcher (docs/install.md, \"Coexistence\")", ifc.Name, ErrForeignProgram, x.ProgId, name))
+	}
+	return errors.Join(errs...)
+}
+
 // attachMissing attaches the namespace's programs to every interface that
 // does not run them yet (new interfaces, or the first load); interfaces
 // already running them are left alone.
@@ -368,11 +392,31 @@ func fillLocal(m4, m6 *ebpf.Map) error {
 
 // InterfaceStatus is what xfw has attached to one interface.
 type InterfaceStatus struct {
-	Name string
+	Name  string
+	Index int
 	// XDPMode is "native", "generic", "offload" or "-" (none of xfw's).
 	XDPMode string
 	// TCX is true when xfw's egress program is attached.
 	TCX bool
+	// ForeignXDP names another XDP program attached to the interface
+	// ("name (id N)"), "" when there is none.
+	ForeignXDP string
+}
+
+// Protected reports whether both of xfw's programs run on the interface.
+func (i InterfaceStatus) Protected() bool { return i.XDPMode != "-" && i.TCX }
+
+// Missing names the programs the interface lacks ("" when protected).
+func (i InterfaceStatus) Missing() string {
+	switch {
+	case i.XDPMode == "-" && !i.TCX:
+		return "XDP and TCX egress"
+	case i.XDPMode == "-":
+		return "XDP"
+	case !i.TCX:
+		return "TCX egress"
+	}
+	return ""
 }
 
 // NamespaceStatus describes xfw in the current network namespace.
@@ -380,6 +424,17 @@ type NamespaceStatus struct {
 	Loaded     bool
 	IPv4, IPv6 bool
 	Interfaces []InterfaceStatus
+}
+
+// Unprotected returns the interfaces that lack one of xfw's programs.
+func (st *NamespaceStatus) Unprotected() []InterfaceStatus {
+	var out []InterfaceStatus
+	for _, i := range st.Interfaces {
+		if !i.Protected() {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // Status reports what xfw has loaded and attached in this namespace.
@@ -400,7 +455,7 @@ func Status() (*NamespaceStatus, error) {
 		return nil, err
 	}
 	for _, ifc := range ifaces {
-		is := InterfaceStatus{Name: ifc.Name, XDPMode: "-"}
+		is := InterfaceStatus{Name: ifc.Name, Index: ifc.Index, XDPMode: "-"}
 		if x := ifc.link.Attrs().Xdp; x != nil && x.Attached && x.ProgId != 0 && programName(ebpf.ProgramID(x.ProgId)) == xdpProgName {
 			switch x.AttachMode {
 			case nl.XDP_ATTACHED_DRV:
@@ -410,6 +465,8 @@ func Status() (*NamespaceStatus, error) {
 			case nl.XDP_ATTACHED_HW:
 				is.XDPMode = "offload"
 			}
+		} else if x != nil && x.Attached && x.ProgId != 0 {
+			is.ForeignXDP = fmt.Sprintf("%q (id %d)", programName(ebpf.ProgramID(x.ProgId)), x.ProgId)
 		}
 		if id, err := ourTC(ifc); err == nil && id != 0 {
 			is.TCX = true
@@ -417,4 +474,17 @@ func Status() (*NamespaceStatus, error) {
 		st.Interfaces = append(st.Interfaces, is)
 	}
 	return st, nil
+}
+
+// RefreshLocal copies the namespace's local routing table into the running
+// data plane at once (without a recompile): a new address of this host is
+// judged by INPUT from the next packet on, not passed as "no route" until
+// the next sync.
+func RefreshLocal() error {
+	cur, err := Current()
+	if err != nil || cur == nil {
+		return err
+	}
+	defer cur.Close()
+	return fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"])
 }

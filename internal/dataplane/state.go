@@ -123,6 +123,10 @@ func parseSpec() error {
 	return specErr
 }
 
+// ErrPermission reports that the process may not read xfw's programs and
+// maps (it lacks CAP_BPF/CAP_SYS_ADMIN): it cannot tell whether xfw runs.
+var ErrPermission = errors.New("Permission denied (you must be root)")
+
 // ErrOtherBuild reports that the xfw running in the namespace was loaded by
 // a build whose BPF object differs from this one's.
 var ErrOtherBuild = errors.New("xfw in this network namespace was loaded by another build of xfw; run `xfw stop`, then load the rulesets again")
@@ -228,6 +232,9 @@ func currentUncached() (*state, error) {
 			continue
 		}
 		prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId))
+		if errors.Is(err, unix.EPERM) {
+			return nil, ErrPermission
+		}
 		if err != nil {
 			continue // detached meanwhile
 		}
@@ -237,19 +244,9 @@ func currentUncached() (*state, error) {
 			continue
 		}
 		s := &state{xdp: prog, maps: map[string]*ebpf.Map{}, xdpID: facts.ID}
-		for _, id := range facts.MapIDs {
-			m, err := ebpf.NewMapFromID(id)
-			if err != nil {
-				s.Close()
-				return nil, fmt.Errorf("open map %d of the running program: %w", id, err)
-			}
-			name, _, err := mapFacts(m)
-			if err != nil {
-				m.Close()
-				s.Close()
-				return nil, fmt.Errorf("map %d: %w", id, err)
-			}
-			s.maps[name] = m
+		if err := s.openMaps(facts.MapIDs); err != nil {
+			s.Close()
+			return nil, err
 		}
 		if err := s.readConfig(); err != nil {
 			s.Close()
@@ -261,7 +258,122 @@ func currentUncached() (*state, error) {
 		}
 		return s, nil
 	}
+	return currentFromEgress(links)
+}
+
+// currentFromEgress finds the running state from xfw's egress program when
+// no interface runs its XDP program any more (ip link set dev X xdp off on
+// every one): the egress program holds the same maps, so the rulesets,
+// counters and connections are all there, and a new copy of the XDP
+// program bound to them (reviveXDP) is attached again by the next sync.
+// It returns nil when no interface runs either program.
+func currentFromEgress(links []netlink.Link) (*state, error) {
+	for _, l := range links {
+		id, err := ourTC(Interface{Name: l.Attrs().Name, Index: l.Attrs().Index, link: l})
+		if err != nil {
+			if errors.Is(err, unix.EPERM) {
+				return nil, ErrPermission
+			}
+			continue
+		}
+		if id == 0 {
+			continue
+		}
+		prog, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue // detached meanwhile
+		}
+		facts, err := programFacts(prog)
+		if err != nil {
+			prog.Close()
+			continue
+		}
+		s := &state{tc: prog, tcID: facts.ID, maps: map[string]*ebpf.Map{}}
+		if err := s.openMaps(facts.MapIDs); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if err := s.reviveXDP(); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if err := s.readConfig(); err != nil {
+			s.Close()
+			return nil, err
+		}
+		return s, nil
+	}
 	return nil, nil
+}
+
+// openMaps opens the maps of ids into s.maps, by their kernel names.
+func (s *state) openMaps(ids []ebpf.MapID) error {
+	for _, id := range ids {
+		m, err := ebpf.NewMapFromID(id)
+		if err != nil {
+			return fmt.Errorf("open map %d of the running program: %w", id, err)
+		}
+		name, _, err := mapFacts(m)
+		if err != nil {
+			m.Close()
+			return fmt.Errorf("map %d: %w", id, err)
+		}
+		s.maps[name] = m
+	}
+	return nil
+}
+
+// kernelNameLen is BPF_OBJ_NAME_LEN less its NUL: the kernel keeps the
+// first 15 characters of a map's name.
+const kernelNameLen = 15
+
+// reviveXDP loads a new copy of the XDP program bound to s's maps (those
+// the running egress program holds; a map only the XDP program used, such
+// as its scratch space or the interface facts, is created afresh and
+// added to s).
+func (s *state) reviveXDP() error {
+	spec, err := loadSpec()
+	if err != nil {
+		return err
+	}
+	trimSpec(spec)
+	for name := range spec.Programs {
+		if name != xdpProgName {
+			delete(spec.Programs, name)
+		}
+	}
+	repl := map[string]*ebpf.Map{}
+	for name, ms := range spec.Maps {
+		m := s.maps[name[:min(len(name), kernelNameLen)]]
+		if m == nil {
+			continue
+		}
+		info, err := m.Info()
+		if err != nil {
+			return fmt.Errorf("map %s: %w", name, err)
+		}
+		ms.MaxEntries, ms.Flags = info.MaxEntries, info.Flags
+		repl[name] = m
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})
+	if err != nil {
+		return fmt.Errorf("load xfw's XDP program again, bound to the running maps: %w", err)
+	}
+	s.xdp = coll.Programs[xdpProgName]
+	delete(coll.Programs, xdpProgName)
+	// The maps created afresh (those only the XDP program used: interface
+	// facts, local addresses, scratch) join the state; sync refills them.
+	for name, m := range coll.Maps {
+		if repl[name] == nil {
+			s.maps[name] = m
+		}
+		delete(coll.Maps, name)
+	}
+	coll.Close()
+	if s.xdp == nil {
+		return errors.New("BPF object lacks its XDP program")
+	}
+	return nil
 }
 
 // readConfig checks the build and reads the banks and slot configurations.
@@ -750,10 +862,16 @@ func LogRing() (*ebpf.Map, error) {
 	return c, err
 }
 
+// trimSpec prepares spec for loading the attached programs: the
+// connection tables are sized.
+func trimSpec(spec *ebpf.CollectionSpec) {
+	sizeConnTables(spec)
+}
+
 // load loads and verifies xfw's programs in the namespace (not attached
 // yet) and returns them as the namespace's state with no generation.
 func load(spec *ebpf.CollectionSpec) (*state, error) {
-	sizeConnTables(spec)
+	trimSpec(spec)
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
 		Programs: ebpf.ProgramOptions{LogSizeStart: 1 << 20},
 	})

@@ -1,6 +1,8 @@
 package ipset
 
 import (
+	"github.com/xfw-dev/xfw/internal/statefile"
+
 	"errors"
 	"fmt"
 	"io/fs"
@@ -114,7 +116,7 @@ func NewFileStore() (*FileStore, error) {
 
 // Load reads the file; a missing file is an empty collection.
 func (f *FileStore) Load() (*Sets, error) {
-	data, err := os.ReadFile(f.Path)
+	data, err := statefile.ReadFile(f.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return NewSets(), nil
 	}
@@ -128,23 +130,14 @@ func (f *FileStore) Load() (*Sets, error) {
 	return ss, nil
 }
 
-// Commit writes new to a temporary file and renames it over the old one.
+// Commit writes new to a new file of a random name (O_EXCL, mode 0600, no
+// symbolic link followed) and renames it over the old one.
 func (f *FileStore) Commit(old, new *Sets) error {
 	data, err := new.MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("encode sets: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(f.Path), 0o755); err != nil {
-		return fmt.Errorf("create directory of %s: %w", f.Path, err)
-	}
-	tmp := f.Path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, f.Path); err != nil {
-		return fmt.Errorf("replace %s: %w", f.Path, err)
-	}
-	return nil
+	return statefile.WriteAtomic(f.Path, data)
 }
 
 // References returns 0: no firewall rule uses sets yet.

@@ -17,7 +17,19 @@ func (s *snapshot) families() []*family {
 	fams := rulesetFamilies(s.rulesets)
 	fams = append(fams, s.conntrackFamily())
 	fams = append(fams, s.setFamilies()...)
-	return append(fams, s.attachFamilies()...)
+	fams = append(fams, s.attachFamilies()...)
+	return append(fams, s.guardFamily())
+}
+
+// guardFamily returns the guard's drops (no samples without a guard).
+func (s *snapshot) guardFamily() *family {
+	f := &family{name: "xfw_guard_drops_packets_total", typ: counter,
+		help: "Packets the agent's guard dropped because their interface did not run xfw's programs yet: arriving (prerouting) or leaving (postrouting)."}
+	if s.guard != nil {
+		f.add(s.guard.in, "hook", "prerouting")
+		f.add(s.guard.out, "hook", "postrouting")
+	}
+	return f
 }
 
 // rulesetFamilies returns the rule, policy and drop counters of rulesets,

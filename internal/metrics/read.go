@@ -29,7 +29,12 @@ type snapshot struct {
 	sets []setInfo
 	// events are the agent's attach events.
 	events []eventCount
+	// guard is what the agent's guard dropped; nil without a guard.
+	guard *guardDrops
 }
+
+// guardDrops are the guard's drop counts at each of its hooks.
+type guardDrops struct{ in, out uint64 }
 
 // setInfo is what the metrics say of one set.
 type setInfo struct {

@@ -21,6 +21,10 @@ type Collector struct {
 	// after: xfw's lock, so that no command changes the rulesets or the
 	// sets while they are read.
 	Lock func() (unlock func(), err error)
+	// GuardDrops, when set, reads the agent's guard: the packets it
+	// dropped arriving on (in) and leaving by (out) unprotected
+	// interfaces; ok is false while there is no guard.
+	GuardDrops func() (in, out uint64, ok bool)
 
 	// read replaces readDataPlane in tests.
 	read func() (*snapshot, error)
@@ -38,6 +42,11 @@ func (c *Collector) Write(w io.Writer) error {
 		return err
 	}
 	snap.events = c.Events.snapshot()
+	if c.GuardDrops != nil {
+		if in, out, ok := c.GuardDrops(); ok {
+			snap.guard = &guardDrops{in: in, out: out}
+		}
+	}
 	return writeFamilies(w, snap.families())
 }
 

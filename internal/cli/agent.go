@@ -1,0 +1,357 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/xfw-dev/xfw/internal/dataplane"
+	"github.com/xfw-dev/xfw/internal/logd"
+	"github.com/xfw-dev/xfw/internal/metrics"
+)
+
+func init() { commands["agent"] = runAgent }
+
+const agentUsage = `usage: xfw agent [--poll DURATION] [--metrics ADDR] [--no-log] [--no-guard]
+
+Keeps xfw's programs on every interface of the current network namespace,
+in the foreground, until SIGINT or SIGTERM (the xfw-agent unit runs it):
+
+  - a new interface gets the programs and the running rulesets (recompiled
+    for it, as xfw sync does) as soon as the kernel announces it;
+  - an address change brings the local-address table up to date;
+  - a program removed from an interface (ip link set dev X xdp off, a
+    detached TCX program) is put back, and the event is logged;
+  - the data plane's LOG lines are written to standard output in the
+    kernel's format (to the journal under systemd), unless --no-log;
+  - with --metrics ADDR (host:port), Prometheus metrics are served at
+    http://ADDR/metrics (xfw metrics' text, with the agent's attach events
+    and the guard's drops);
+  - while a ruleset is loaded, a namespace-wide guard (netfilter hooks at
+    PRE_ROUTING and POST_ROUTING, before every other hook) drops the
+    packets of any interface that does not run xfw's programs yet, so a
+    new or stripped interface carries nothing unfiltered (--no-guard: no
+    guard; the guard goes with the agent).
+
+The checks run on every link event and at least every --poll (default
+100ms: a detached TCX program sends no event). Filtering never depends on
+the agent: the programs stay attached when it stops or dies.
+`
+
+// agentPoll is the default interval of the attachment check.
+const agentPoll = 100 * time.Millisecond
+
+// addrSettle batches a burst of address events into one resync.
+const addrSettle = 50 * time.Millisecond
+
+// agent is `xfw agent`'s state.
+type agent struct {
+	out, errOut io.Writer
+	mu          sync.Mutex // serialises the writers of out and errOut
+	// seen are the interfaces (by index) the agent has found protected:
+	// one of them without the programs had them removed.
+	seen map[int]bool
+	// guard is the namespace-wide backstop while xfw is loaded (nil with
+	// --no-guard, or while nothing is loaded).
+	guard   *dataplane.Guard
+	noGuard bool
+	// guardMu guards guard against the metrics' readers.
+	guardMu sync.Mutex
+	// events count the attachments, for the metrics.
+	events metrics.Events
+	// lastErr is the last error of the periodic check, logged once.
+	lastErr string
+}
+
+func (a *agent) logf(format string, args ...any) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	fmt.Fprintf(a.errOut, "xfw agent: "+format+"\n", args...)
+}
+
+// runAgent is `xfw agent`.
+func runAgent(name string, args []string, env Env) int {
+	fs := flag.NewFlagSet("xfw agent", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	poll := fs.Duration("poll", agentPoll, "")
+	noLog := fs.Bool("no-log", false, "")
+	noGuard := fs.Bool("no-guard", false, "")
+	metricsAddr := fs.String("metrics", "", "")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *poll <= 0 {
+		fmt.Fprint(env.Stderr, agentUsage)
+		return exitParameter
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a := &agent{out: env.Stdout, errOut: env.Stderr, seen: map[int]bool{}, noGuard: *noGuard}
+	defer a.closeGuard()
+	var wg sync.WaitGroup
+	if !*noLog {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.logLines(ctx)
+		}()
+	}
+	if *metricsAddr != "" {
+		c := &metrics.Collector{Events: &a.events, GuardDrops: a.guardDrops,
+			Lock: func() (func(), error) { return lock(waitSpec{set: true}) }}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.logf("serving metrics at http://%s%s", *metricsAddr, metrics.MetricsPath)
+			if err := c.Serve(ctx, *metricsAddr, a.logf); err != nil {
+				a.logf("metrics: %v", err)
+				stop()
+			}
+		}()
+	}
+	err := a.follow(ctx, *poll)
+	stop()
+	wg.Wait()
+	if err != nil {
+		a.logf("%v", err)
+		return exitOther
+	}
+	return exitOK
+}
+
+// logLines copies the data plane's LOG lines to the agent's output until
+// ctx ends, starting again after an error.
+func (a *agent) logLines(ctx context.Context) {
+	w := &lockedWriter{w: a.out, mu: &a.mu}
+	for ctx.Err() == nil {
+		err := logd.Run(ctx, w, false)
+		if err == nil || errors.Is(err, context.Canceled) {
+			return
+		}
+		a.logf("LOG lines: %v (again in 1s)", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// logOnce logs a message unless it repeats the previous one (a check that
+// fails every --poll would flood the journal).
+func (a *agent) logOnce(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if msg == a.lastErr {
+		return
+	}
+	a.lastErr = msg
+	a.logf("%s", msg)
+}
+
+// lockedWriter serialises writes to w with the agent's other output.
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// follow watches links and addresses and keeps the programs attached.
+func (a *agent) follow(ctx context.Context, poll time.Duration) error {
+	links := make(chan netlink.LinkUpdate, 256)
+	addrs := make(chan netlink.AddrUpdate, 256)
+	done := make(chan struct{})
+	defer close(done)
+	subErr := make(chan error, 2)
+	onErr := func(err error) {
+		select {
+		case subErr <- err:
+		default:
+		}
+	}
+	if err := netlink.LinkSubscribeWithOptions(links, done, netlink.LinkSubscribeOptions{ErrorCallback: onErr}); err != nil {
+		return fmt.Errorf("subscribe to link events: %w", err)
+	}
+	if err := netlink.AddrSubscribeWithOptions(addrs, done, netlink.AddrSubscribeOptions{ErrorCallback: onErr}); err != nil {
+		return fmt.Errorf("subscribe to address events: %w", err)
+	}
+	a.logf("following the interfaces of this network namespace (check every %v)", poll)
+	a.check("start")
+	ticker := time.NewTicker(poll)
+	defer ticker.Stop()
+	var settle <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-subErr:
+			return fmt.Errorf("netlink subscription: %w", err)
+		case u := <-links:
+			if u.Header.Type == unix.RTM_DELLINK {
+				continue // the kernel removed its attachments with it
+			}
+			drainLinks(links)
+			a.check("link event")
+		case <-addrs:
+			// The local-address table at once (a new address would
+			// otherwise pass as "not for this host" until the sync);
+			// the recompile after the burst.
+			if err := dataplane.RefreshLocal(); err != nil {
+				a.logf("address change: refresh the local addresses: %v", err)
+			}
+			settle = time.After(addrSettle)
+		case <-settle:
+			settle = nil
+			a.resync("address change")
+		case <-ticker.C:
+			a.check("")
+		}
+	}
+}
+
+// drainLinks discards the link events already queued: one check covers them.
+func drainLinks(links chan netlink.LinkUpdate) {
+	for {
+		select {
+		case <-links:
+		default:
+			return
+		}
+	}
+}
+
+// check resyncs when an interface lacks xfw's programs, logging which and
+// how long the repair took.
+func (a *agent) check(why string) {
+	st, err := dataplane.Status()
+	if err != nil {
+		a.logOnce("status: %v", err)
+		return
+	}
+	a.lastErr = ""
+	if !st.Loaded {
+		a.closeGuard()
+		return
+	}
+	a.guardTo(st)
+	bare := st.Unprotected()
+	if len(bare) == 0 {
+		a.remember(st)
+		return
+	}
+	start := time.Now()
+	err = resync()
+	took := time.Since(start)
+	for _, i := range bare {
+		verb, kind := "attached to new interface", metrics.Attach
+		if a.seen[i.Index] {
+			verb, kind = "re-attached to", metrics.Reattach
+		}
+		if err != nil {
+			a.logf("%s lacks xfw's programs (%s) and could not be protected: %v", i.Name, i.Missing(), err)
+			continue
+		}
+		a.events.Add(i.Name, kind)
+		a.logf("%s %s (%s missing; %s, in %.1f ms)", verb, i.Name, i.Missing(), orEvent(why), float64(took.Microseconds())/1000)
+	}
+	if st, err := dataplane.Status(); err == nil {
+		a.guardTo(st)
+		a.remember(st)
+	}
+}
+
+// guardTo starts the guard if needed and admits exactly st's protected
+// interfaces.
+func (a *agent) guardTo(st *dataplane.NamespaceStatus) {
+	if a.noGuard {
+		return
+	}
+	var ok []int
+	for _, i := range st.Interfaces {
+		if i.Protected() {
+			ok = append(ok, i.Index)
+		}
+	}
+	a.guardMu.Lock()
+	defer a.guardMu.Unlock()
+	if a.guard == nil {
+		g, err := dataplane.StartGuard(ok)
+		if err != nil {
+			a.logf("guard not started (new interfaces are open until attached): %v", err)
+			return
+		}
+		a.guard = g
+		a.logf("guard started: %d interface(s) admitted, traffic of any other is dropped until xfw runs on it", len(ok))
+		return
+	}
+	if err := a.guard.SetProtected(ok); err != nil {
+		a.logf("guard: %v", err)
+	}
+}
+
+// guardDrops reads the guard's drop counts for the metrics.
+func (a *agent) guardDrops() (in, out uint64, ok bool) {
+	a.guardMu.Lock()
+	defer a.guardMu.Unlock()
+	if a.guard == nil {
+		return 0, 0, false
+	}
+	in, out, err := a.guard.Drops()
+	return in, out, err == nil
+}
+
+// closeGuard removes the guard (xfw was stopped, or the agent ends).
+func (a *agent) closeGuard() {
+	a.guardMu.Lock()
+	defer a.guardMu.Unlock()
+	if a.guard == nil {
+		return
+	}
+	if in, out, err := a.guard.Drops(); err == nil {
+		a.logf("guard stopped; it dropped %d packet(s) arriving on and %d leaving by unprotected interfaces", in, out)
+	}
+	if err := a.guard.Close(); err != nil {
+		a.logf("guard: %v", err)
+	}
+	a.guard = nil
+}
+
+// remember notes the interfaces that run both programs now.
+func (a *agent) remember(st *dataplane.NamespaceStatus) {
+	for _, i := range st.Interfaces {
+		if i.Protected() {
+			a.seen[i.Index] = true
+		}
+	}
+}
+
+func orEvent(why string) string {
+	if why == "" {
+		return "periodic check"
+	}
+	return why
+}
+
+// resync is xfw sync from the agent, logged.
+func (a *agent) resync(why string) {
+	st, err := dataplane.Status()
+	if err != nil || !st.Loaded {
+		return
+	}
+	start := time.Now()
+	if err := resync(); err != nil {
+		a.logf("%s: sync failed: %v", why, err)
+		return
+	}
+	a.logf("%s: synced in %.1f ms", why, float64(time.Since(start).Microseconds())/1000)
+}
