@@ -276,10 +276,10 @@ func (a *agent) guardTo(st *dataplane.NamespaceStatus) {
 	if a.noGuard {
 		return
 	}
-	var ok []int
+	ok := map[int]dataplane.GuardedInterface{}
 	for _, i := range st.Interfaces {
 		if i.Protected() {
-			ok = append(ok, i.Index)
+			ok[i.Index] = dataplane.GuardedInterface{XDPProgID: i.XDPProgID, Veth: i.Kind == "veth"}
 		}
 	}
 	a.guardMu.Lock()

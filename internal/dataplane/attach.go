@@ -396,6 +396,10 @@ type InterfaceStatus struct {
 	Index int
 	// XDPMode is "native", "generic", "offload" or "-" (none of xfw's).
 	XDPMode string
+	// XDPProgID is the id of xfw's XDP program there (0: none).
+	XDPProgID uint32
+	// Kind is the device's kind ("veth", "bridge", "device", …).
+	Kind string
 	// TCX is true when xfw's egress program is attached.
 	TCX bool
 	// ForeignXDP names another XDP program attached to the interface
@@ -455,7 +459,7 @@ func Status() (*NamespaceStatus, error) {
 		return nil, err
 	}
 	for _, ifc := range ifaces {
-		is := InterfaceStatus{Name: ifc.Name, Index: ifc.Index, XDPMode: "-"}
+		is := InterfaceStatus{Name: ifc.Name, Index: ifc.Index, XDPMode: "-", Kind: ifc.link.Type()}
 		if x := ifc.link.Attrs().Xdp; x != nil && x.Attached && x.ProgId != 0 && programName(ebpf.ProgramID(x.ProgId)) == xdpProgName {
 			switch x.AttachMode {
 			case nl.XDP_ATTACHED_DRV:
@@ -465,6 +469,7 @@ func Status() (*NamespaceStatus, error) {
 			case nl.XDP_ATTACHED_HW:
 				is.XDPMode = "offload"
 			}
+			is.XDPProgID = x.ProgId
 		} else if x != nil && x.Attached && x.ProgId != 0 {
 			is.ForeignXDP = fmt.Sprintf("%q (id %d)", programName(ebpf.ProgramID(x.ProgId)), x.ProgId)
 		}

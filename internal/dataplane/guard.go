@@ -38,13 +38,13 @@ type Guard struct {
 	ifs   *ebpf.Map
 	drops *ebpf.Map
 	links []link.Link
-	known map[uint32]bool
+	known map[uint32]guardIf // what xfw_guard_ifs holds
 }
 
 // StartGuard loads the guard, fills its interfaces with protected (so that
 // the interfaces already covered carry traffic from the first packet on),
 // and links it to the current namespace's hooks.
-func StartGuard(protected []int) (_ *Guard, err error) {
+func StartGuard(protected map[int]GuardedInterface) (_ *Guard, err error) {
 	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(guardObject))
 	if err != nil {
 		return nil, fmt.Errorf("guard object: %w", err)
@@ -53,7 +53,7 @@ func StartGuard(protected []int) (_ *Guard, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("load the guard: %w", err)
 	}
-	g := &Guard{prog: coll.Programs[guardProgName], ifs: coll.Maps[guardIfsMap], drops: coll.Maps[guardDropsMap], known: map[uint32]bool{}}
+	g := &Guard{prog: coll.Programs[guardProgName], ifs: coll.Maps[guardIfsMap], drops: coll.Maps[guardDropsMap], known: map[uint32]guardIf{}}
 	delete(coll.Programs, guardProgName)
 	delete(coll.Maps, guardIfsMap)
 	delete(coll.Maps, guardDropsMap)
@@ -81,28 +81,49 @@ func StartGuard(protected []int) (_ *Guard, err error) {
 	return g, nil
 }
 
-// SetProtected makes the guard's interfaces exactly protected: packets of
-// any other interface are dropped from now on.
-func (g *Guard) SetProtected(protected []int) error {
-	want := make(map[uint32]bool, len(protected))
-	for _, i := range protected {
-		want[uint32(i)] = true
-	}
+// GuardedInterface is what the guard knows of a protected interface.
+type GuardedInterface struct {
+	// XDPProgID is the id of xfw's XDP program the interface runs: a
+	// packet arriving while it runs another (or none) is dropped.
+	XDPProgID uint32
+	// Veth: the device's own program pointer decides (a veth clears it
+	// before the kernel records a removal).
+	Veth bool
+}
+
+// guardIf mirrors struct xfw_guard_if (bpf/guard.c).
+type guardIf struct {
+	ProgID uint32
+	Flags  uint32
+}
+
+// guardIfVeth is XFW_GUARD_IF_VETH.
+const guardIfVeth = 1
+
+// SetProtected makes the guard's interfaces exactly protected (by
+// ifindex): packets of any other interface, or arriving on one that no
+// longer runs xfw's XDP program, are dropped from now on.
+func (g *Guard) SetProtected(protected map[int]GuardedInterface) error {
 	for i := range g.known {
-		if !want[i] {
+		if _, ok := protected[int(i)]; !ok {
 			if err := g.ifs.Delete(i); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 				return fmt.Errorf("guard: forget interface %d: %w", i, err)
 			}
 			delete(g.known, i)
 		}
 	}
-	for i := range want {
-		if !g.known[i] {
-			if err := g.ifs.Put(i, uint32(1)); err != nil {
-				return fmt.Errorf("guard: admit interface %d: %w", i, err)
-			}
-			g.known[i] = true
+	for i, gi := range protected {
+		v := guardIf{ProgID: gi.XDPProgID}
+		if gi.Veth {
+			v.Flags |= guardIfVeth
 		}
+		if old, ok := g.known[uint32(i)]; ok && old == v {
+			continue
+		}
+		if err := g.ifs.Put(uint32(i), v); err != nil {
+			return fmt.Errorf("guard: admit interface %d: %w", i, err)
+		}
+		g.known[uint32(i)] = v
 	}
 	return nil
 }

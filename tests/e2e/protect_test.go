@@ -512,3 +512,84 @@ func TestForeignXDPNotReplaced(t *testing.T) {
 		t.Errorf("%d datagrams to port 7100 forwarded once the foreign program was gone and the restore done", got)
 	}
 }
+
+// detachRounds is how often TestDetachUnderTraffic removes the XDP program.
+const detachRounds = 10
+
+// TestDetachUnderTraffic removes xfw's XDP program from fw's input
+// interface again and again while gen sends, without pause, datagrams
+// FORWARD drops: with the agent running, none may reach sink (the guard
+// reads the program the device runs for every packet, the agent puts it
+// back), with the program attached natively (veth's own) or generically.
+func TestDetachUnderTraffic(t *testing.T) {
+	nettest.RequireRoot(t)
+	for _, mode := range []string{"auto", "generic"} {
+		t.Run(mode, func(t *testing.T) { detachUnderTraffic(t, mode) })
+	}
+}
+
+// detachUnderTraffic is TestDetachUnderTraffic with the XDP mode given.
+func detachUnderTraffic(t *testing.T, mode string) {
+	bin := xfwPath(t)
+	tp := nettest.New(t, nettest.WithStaticNeighbors())
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	if res, err := nettest.ExecStdin(nettest.DefaultExecTimeout, tp.FwNS, protectRules, bin, "--xdp-mode", mode, "iptables-restore"); err != nil {
+		t.Fatalf("restore (XDP mode %s): %v", mode, err)
+	} else if res.ExitCode != 0 {
+		t.Fatalf("restore (XDP mode %s): %s", mode, res)
+	}
+	t.Setenv("XFW_XDP_MODE", mode) // the agent's re-attachments too
+	_, out := startAgent(t, bin, tp)
+	waitFor(t, "the guard", func() bool { return strings.Contains(out.String(), "guard started") })
+	t.Log(nettest.MustExec(t, tp.FwNS, "ip", "link", "show", "dev", nettest.FwInIfname))
+	dst := netip.AddrPortFrom(tp.Sink.IPv4, 7100)
+	srv := nettest.StartUDPServer(t, tp.SinkNS, dst)
+	stop, sent := make(chan struct{}), make(chan int, 1)
+	err := nettest.InNamespace(tp.GenNS, func() error {
+		conn, err := net.ListenUDP("udp4", nil)
+		if err != nil {
+			return err
+		}
+		go floodAddr(conn, dst, stop, sent)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < detachRounds; i++ {
+		detachXDP(t, tp, nettest.FwInIfname)
+		time.Sleep(150 * time.Millisecond)
+	}
+	waitFor(t, "the programs back", func() bool { return status(t, bin, tp).ExitCode == 0 })
+	close(stop)
+	n := <-sent
+	leaked := len(srv.Wait(1, arrivalWait))
+	reattached := strings.Count(out.String(), "re-attached to "+nettest.FwInIfname)
+	t.Logf("%d datagrams sent through %d removals (%d re-attachments): %d reached sink", n, detachRounds, reattached, leaked)
+	if leaked != 0 {
+		t.Errorf("%d datagrams FORWARD drops reached sink while the XDP program was being removed and put back", leaked)
+	}
+	if reattached < detachRounds {
+		t.Errorf("the agent re-attached %d times for %d removals", reattached, detachRounds)
+	}
+}
+
+// floodAddr sends datagrams to dst until stop, and reports how many the
+// kernel took.
+func floodAddr(conn *net.UDPConn, dst netip.AddrPort, stop chan struct{}, sent chan int) {
+	defer conn.Close()
+	n := 0
+	for {
+		select {
+		case <-stop:
+			sent <- n
+			return
+		default:
+		}
+		if _, err := conn.WriteToUDPAddrPort([]byte("detach"), dst); err == nil {
+			n++
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
