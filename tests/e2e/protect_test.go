@@ -593,3 +593,75 @@ func floodAddr(conn *net.UDPConn, dst netip.AddrPort, stop chan struct{}, sent c
 		time.Sleep(50 * time.Microsecond)
 	}
 }
+
+// mountBPFFS mounts a BPF file system of the test's own for the guard's
+// pins (GuardPinEnv) and unmounts it at the end.
+func mountBPFFS(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/run", "xfw-test-bpffs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+		os.Remove(dir)
+		t.Fatalf("mount a bpffs on %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+		os.Remove(dir)
+	})
+	return dir
+}
+
+// TestGuardOutlivesAgent: with a bpffs, the guard is pinned. An agent
+// killed with SIGKILL leaves it in force: an interface added afterwards
+// carries nothing (no agent attaches to it) instead of carrying traffic
+// unfiltered; the next agent takes the guard over and covers the
+// interface; xfw stop removes the guard.
+func TestGuardOutlivesAgent(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	pins := mountBPFFS(t)
+	t.Setenv("XFW_BPFFS", pins)
+	tp := nettest.New(t, nettest.WithStaticNeighbors())
+	nettest.MustExec(t, tp.FwNS, "ip", "addr", "add", hotplugTarget.String()+"/32", "dev", "lo")
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fw.restore(t, tp, 4, "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"+
+		"-A INPUT -p udp -m udp --dport 7200 -j DROP\nCOMMIT\n")
+	cmd, out := startAgent(t, bin, tp)
+	waitFor(t, "the guard", func() bool { return strings.Contains(out.String(), "guard started") })
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+
+	addHotplugLink(t, tp, 1)
+	dropped := nettest.StartUDPServer(t, tp.FwNS, netip.AddrPortFrom(hotplugTarget, 7200))
+	allowed := nettest.StartUDPServer(t, tp.FwNS, netip.AddrPortFrom(hotplugTarget, 7201))
+	send := func() {
+		for i := 0; i < 5; i++ {
+			for _, port := range []uint16{7200, 7201} {
+				nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(hotplugTarget, port), []byte("x"))
+			}
+		}
+	}
+	send()
+	if d, a := len(dropped.Wait(1, arrivalWait)), len(allowed.Wait(1, arrivalWait)); d+a != 0 {
+		t.Errorf("with the agent dead, the new interface carried %d datagrams to the dropped port and %d to the accepted one; want none (the pinned guard)", d, a)
+	}
+
+	_, out2 := startAgent(t, bin, tp)
+	waitFor(t, "the next agent to take the guard over", func() bool { return strings.Contains(out2.String(), "guard found in force") })
+	waitFor(t, "the new interface covered", func() bool { return status(t, bin, tp).ExitCode == 0 })
+	send()
+	if d, a := len(dropped.Wait(1, arrivalWait)), len(allowed.Wait(5, arrivalWait)); d != 0 || a == 0 {
+		t.Errorf("after the next agent: %d datagrams to the dropped port, %d to the accepted one; want 0 and some", d, a)
+	}
+	nettest.MustExec(t, tp.FwNS, bin, "stop")
+	if ents, _ := os.ReadDir(filepath.Join(pins, "xfw")); len(ents) != 0 {
+		t.Errorf("xfw stop left the guard pinned: %v", ents)
+	}
+}
