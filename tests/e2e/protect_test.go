@@ -19,6 +19,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 
@@ -486,6 +487,35 @@ func attachForeignXDP(t *testing.T, ns, ifname string) *ebpf.Program {
 	return prog
 }
 
+// attachForeignTCX attaches a TCX egress program that is not xfw's (it
+// passes every packet) to ifname in ns, held by a link the test closes.
+func attachForeignTCX(t *testing.T, ns, ifname string) {
+	t.Helper()
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: "other_tc", Type: ebpf.SchedCLS, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1 /* TCX_NEXT */), asm.Return()},
+	})
+	if err != nil {
+		t.Fatalf("load a foreign TC program: %v", err)
+	}
+	t.Cleanup(func() { prog.Close() })
+	err = nettest.InNamespace(ns, func() error {
+		l, err := netlink.LinkByName(ifname)
+		if err != nil {
+			return err
+		}
+		tl, err := link.AttachTCX(link.TCXOptions{Interface: l.Attrs().Index, Program: prog, Attach: ebpf.AttachTCXEgress})
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { tl.Close() })
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("attach a foreign TCX egress program to %s: %v", ifname, err)
+	}
+}
+
 // TestForeignXDPNotReplaced: an interface that runs another XDP program
 // makes a restore fail, naming it, with nothing loaded; xfw status shows
 // the program; once it is gone the restore succeeds.
@@ -507,7 +537,11 @@ func TestForeignXDPNotReplaced(t *testing.T) {
 		t.Errorf("the foreign program was removed:\n%s", out.Stdout)
 	}
 	nettest.MustExec(t, tp.FwNS, "ip", "link", "set", "dev", nettest.FwOutIfname, "xdpgeneric", "off")
+	attachForeignTCX(t, tp.FwNS, nettest.FwOutIfname)
 	fw.restore(t, tp, 4, protectRules)
+	if st := status(t, bin, tp); st.ExitCode != 0 || !strings.Contains(st.Stdout, `TCX egress also runs: "other_tc"`) {
+		t.Errorf("xfw status beside another TCX egress program: exit %d, want 0 naming it\n%s", st.ExitCode, st.Stdout)
+	}
 	if got := forwardedTo7100(t, tp, 3); got != 0 {
 		t.Errorf("%d datagrams to port 7100 forwarded once the foreign program was gone and the restore done", got)
 	}
