@@ -222,6 +222,22 @@ enum xfw_reject {
 /* xfw's own bits of xfw_ct_val.status, above the kernel's. */
 #define XFW_CTST_ORIG_B 0x100   /* the originator is endpoint b of the key */
 
+/* Connection tracking statistics: the per-CPU counters of xfw_ct_stats
+ * (ct_maps.h), read by internal/dataplane (CTTables.Stats). The tracker
+ * counts what enters and leaves each table; user space counts what it
+ * deletes itself (conntrack -D, -F) in the last two, which the programs
+ * never write; what left xfw_ct_new uncounted was evicted by its LRU. */
+enum xfw_ctstat {
+	XFW_CTSTAT_INSERT = 0,       /* connections entered in xfw_ct_new */
+	XFW_CTSTAT_NEW_GONE = 1,     /* removed from it by the tracker */
+	XFW_CTSTAT_PROMOTE = 2,      /* moved to xfw_ct (assured) */
+	XFW_CTSTAT_MAIN_GONE = 3,    /* removed from xfw_ct by the tracker */
+	XFW_CTSTAT_PROMOTE_FULL = 4, /* promotions refused: xfw_ct full */
+	XFW_CTSTAT_USER_NEW = 5,     /* removed from xfw_ct_new by user space */
+	XFW_CTSTAT_USER_MAIN = 6,    /* removed from xfw_ct by user space */
+	XFW_NCTSTATS = 7,
+};
+
 /* TCP states, as the kernel numbers them (enum tcp_conntrack). */
 enum xfw_tcp_state {
 	XFW_TCP_NONE = 0,

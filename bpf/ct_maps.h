@@ -50,6 +50,14 @@ struct {
 	__uint(max_entries, 2);
 } xfw_ct_scratch SEC(".maps");
 
+/* Statistics (enum xfw_ctstat), per CPU: xfw_ctstat_add. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, XFW_NCTSTATS);
+} xfw_ct_stats SEC(".maps");
+
 /* The sweep's bookkeeping: one element (xfw_ct_sweep_main, ct_track.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

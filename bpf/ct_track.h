@@ -124,6 +124,7 @@ static __always_inline int xfw_ct_sweep_main(__u64 now, __u64 hz)
 		return 0; /* another CPU walks */
 	bpf_for_each_map_elem(&xfw_ct, xfw_ct_sweep_one, &deleted, 0);
 	__sync_fetch_and_add(&sw->deleted, deleted);
+	xfw_ctstat_add(XFW_CTSTAT_MAIN_GONE, deleted);
 	return 1;
 }
 
@@ -140,8 +141,15 @@ static __always_inline void xfw_ct_promote(struct xfw_ct_scratch *cs, struct xfw
 	rc = bpf_map_update_elem(&xfw_ct, &cs->key, &cs->nv_pad, BPF_NOEXIST);
 	if (rc == -7 /* E2BIG: full */ && xfw_ct_sweep_main(now, cfg->hz))
 		rc = bpf_map_update_elem(&xfw_ct, &cs->key, &cs->nv_pad, BPF_NOEXIST);
-	if (rc == 0)
-		bpf_map_delete_elem(&xfw_ct_new, &cs->key);
+	if (rc != 0) {
+		/* -EEXIST: another CPU promoted it first. */
+		if (rc == -7)
+			xfw_ctstat_add(XFW_CTSTAT_PROMOTE_FULL, 1);
+		return;
+	}
+	xfw_ctstat_add(XFW_CTSTAT_PROMOTE, 1);
+	if (bpf_map_delete_elem(&xfw_ct_new, &cs->key) == 0)
+		xfw_ct_gone(XFW_CTT_EMB);
 }
 
 /* xfw_ct_save keeps p's connection facts in cs->orig (before p is reused
@@ -428,7 +436,8 @@ static __always_inline void xfw_ct_confirm(struct xfw_ct_scratch *cs)
 		return;
 	cs->pending = XFW_CTP_NONE;
 	cs->nv_pad = 0;
-	bpf_map_update_elem(&xfw_ct_new, &cs->key, &cs->nv_pad, BPF_NOEXIST);
+	if (bpf_map_update_elem(&xfw_ct_new, &cs->key, &cs->nv_pad, BPF_NOEXIST) == 0)
+		xfw_ctstat_add(XFW_CTSTAT_INSERT, 1);
 }
 
 /* xfw_ct_confirm_out confirms a packet OUTPUT accepted; one leaving by

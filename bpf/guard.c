@@ -11,10 +11,13 @@
  * 6.4) linked at PRE_ROUTING and POST_ROUTING of both families, before
  * every other hook, that drops a packet whose input (PRE_ROUTING) or
  * output (POST_ROUTING) device is not in xfw_guard_ifs, the interfaces the
- * agent has seen running both of xfw's programs. Packets of protected
- * interfaces pass on to the stack unchanged: the guard never judges a
- * packet by the ruleset, it only refuses the ones the ruleset could not
- * have judged.
+ * agent has seen running both of xfw's programs. At PRE_ROUTING it also
+ * reads which XDP program the input device runs now (its xdp_state, generic
+ * and native): a packet that arrived after xfw's program was removed, or
+ * replaced by another, is dropped from the first one on, before the agent
+ * even hears of the change. Packets of protected interfaces pass on to the
+ * stack unchanged: the guard never judges a packet by the ruleset, it only
+ * refuses the ones the ruleset could not have judged.
  *
  * Conventions: one map of facts the agent writes (xfw_guard_ifs), one
  * per-CPU array of counts the agent reads (xfw_guard_drops); kernel
@@ -43,8 +46,41 @@
 #define XFW_GUARD_DROP_OUT 1
 #define XFW_GUARD_NCOUNTS 2
 
+/* XDP attachment modes: indexes of net_device.xdp_state (enum
+ * bpf_xdp_mode: XDP_MODE_SKB, XDP_MODE_DRV). */
+#define XFW_XDP_MODE_SKB 0
+#define XFW_XDP_MODE_DRV 1
+
+struct bpf_prog_aux {
+	__u32 id;
+} __attribute__((preserve_access_index));
+
+struct bpf_prog {
+	struct bpf_prog_aux *aux;
+} __attribute__((preserve_access_index));
+
+struct bpf_xdp_entity {
+	struct bpf_prog *prog;
+} __attribute__((preserve_access_index));
+
+/* veth keeps its own pointer to the program (the receive path reads it,
+ * per queue); the device's, in its private area, is cleared first on
+ * removal. */
+struct veth_priv {
+	struct bpf_prog *_xdp_prog;
+} __attribute__((preserve_access_index));
+
+/* struct xfw_guard_if.flags. */
+#define XFW_GUARD_IF_VETH 1 /* a veth: its own program pointer decides */
+
+/* NETDEV_ALIGN: a device's private area follows struct net_device at this
+ * alignment (netdev_priv). */
+#define XFW_NETDEV_ALIGN 32
+
 struct net_device {
 	int ifindex;
+	struct bpf_prog *xdp_prog; /* generic XDP: what the receive path runs */
+	struct bpf_xdp_entity xdp_state[3];
 } __attribute__((preserve_access_index));
 
 struct nf_hook_state {
@@ -61,11 +97,18 @@ struct bpf_nf_ctx {
 	struct sk_buff *skb;
 } __attribute__((preserve_access_index));
 
-/* ifindex -> 1: the interface runs xfw's XDP and TCX egress programs. */
+/* What the agent saw of a protected interface: the id of xfw's XDP program
+ * it ran (with xfw's TCX egress program), and XFW_GUARD_IF_* flags. */
+struct xfw_guard_if {
+	__u32 prog_id;
+	__u32 flags;
+};
+
+/* ifindex -> struct xfw_guard_if. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct xfw_guard_if);
 	__uint(max_entries, XFW_GUARD_MAX_IFS);
 } xfw_guard_ifs SEC(".maps");
 
@@ -86,11 +129,58 @@ static __always_inline int xfw_guard_drop(__u32 i)
 	return XFW_NF_DROP;
 }
 
+/* xfw_prog_is reports whether prog is the program of id want. */
+static __always_inline int xfw_prog_is(struct bpf_prog *prog, __u32 want)
+{
+	return prog && BPF_CORE_READ(prog, aux, id) == want;
+}
+
+/* xfw_guard_veth_runs reports whether the veth dev runs the program of id
+ * want, by its own pointer; -1 when the kernel's types do not say where
+ * that is (veth a module whose types the loader did not see). */
+static __always_inline int xfw_guard_veth_runs(struct net_device *dev, __u32 want)
+{
+	struct bpf_prog *prog = 0;
+	__u64 priv;
+
+	if (!bpf_core_type_exists(struct veth_priv))
+		return -1;
+	priv = (__u64)dev + ((bpf_core_type_size(struct net_device) + XFW_NETDEV_ALIGN - 1) &
+			     ~(__u64)(XFW_NETDEV_ALIGN - 1));
+	if (bpf_probe_read_kernel(&prog, sizeof(prog),
+				  (void *)(priv + bpf_core_field_offset(struct veth_priv, _xdp_prog))))
+		return 0;
+	return xfw_prog_is(prog, want);
+}
+
+/* xfw_guard_runs reports whether dev runs the XDP program of id want, in
+ * generic or native mode. */
+static __always_inline int xfw_guard_runs(struct net_device *dev, const struct xfw_guard_if *want)
+{
+	struct bpf_prog *prog;
+	int veth;
+
+	if (want->flags & XFW_GUARD_IF_VETH) {
+		veth = xfw_guard_veth_runs(dev, want->prog_id);
+		if (veth >= 0)
+			return veth;
+	}
+
+	/* Generic XDP: the pointer the receive path reads, which the kernel
+	 * clears before it records the removal in xdp_state. */
+	prog = BPF_CORE_READ(dev, xdp_prog);
+	if (xfw_prog_is(prog, want->prog_id))
+		return 1;
+	prog = BPF_CORE_READ(dev, xdp_state[XFW_XDP_MODE_DRV].prog);
+	return xfw_prog_is(prog, want->prog_id);
+}
+
 SEC("netfilter")
 int xfw_guard(struct bpf_nf_ctx *ctx)
 {
 	const struct nf_hook_state *st = ctx->state;
 	struct net_device *dev;
+	struct xfw_guard_if *want;
 	__u32 ifindex, count;
 
 	if (st->hook == XFW_NF_PRE_ROUTING) {
@@ -103,7 +193,10 @@ int xfw_guard(struct bpf_nf_ctx *ctx)
 	if (!dev)
 		return XFW_NF_ACCEPT; /* no device to answer for */
 	ifindex = (__u32)BPF_CORE_READ(dev, ifindex);
-	if (bpf_map_lookup_elem(&xfw_guard_ifs, &ifindex))
+	want = bpf_map_lookup_elem(&xfw_guard_ifs, &ifindex);
+	if (!want)
+		return xfw_guard_drop(count);
+	if (count == XFW_GUARD_DROP_OUT || xfw_guard_runs(dev, want))
 		return XFW_NF_ACCEPT;
 	return xfw_guard_drop(count);
 }

@@ -46,6 +46,7 @@ struct xfw_layouts {
 	enum xfw_action action;
 	enum xfw_reject reject;
 	enum xfw_tcp_state tcp_state;
+	enum xfw_ctstat ctstat;
 };
 
 struct xfw_layouts xfw_layouts;

@@ -41,7 +41,9 @@ in the foreground, until SIGINT or SIGTERM (the xfw-agent unit runs it):
     PRE_ROUTING and POST_ROUTING, before every other hook) drops the
     packets of any interface that does not run xfw's programs yet, so a
     new or stripped interface carries nothing unfiltered (--no-guard: no
-    guard; the guard goes with the agent).
+    guard). Where a bpffs is mounted ($XFW_BPFFS, default /sys/fs/bpf)
+    the guard is pinned: an agent that dies leaves it in force and the
+    next one takes it over; one told to end removes it, as xfw stop does.
 
 The checks run on every link event and at least every --poll (default
 100ms: a detached TCX program sends no event). Filtering never depends on
@@ -276,10 +278,10 @@ func (a *agent) guardTo(st *dataplane.NamespaceStatus) {
 	if a.noGuard {
 		return
 	}
-	var ok []int
+	ok := map[int]dataplane.GuardedInterface{}
 	for _, i := range st.Interfaces {
 		if i.Protected() {
-			ok = append(ok, i.Index)
+			ok[i.Index] = dataplane.GuardedInterface{XDPProgID: i.XDPProgID, Veth: i.Kind == "veth"}
 		}
 	}
 	a.guardMu.Lock()
@@ -291,7 +293,11 @@ func (a *agent) guardTo(st *dataplane.NamespaceStatus) {
 			return
 		}
 		a.guard = g
-		a.logf("guard started: %d interface(s) admitted, traffic of any other is dropped until xfw runs on it", len(ok))
+		how := "started"
+		if g.Reused {
+			how = "found in force (an earlier agent left it pinned)"
+		}
+		a.logf("guard %s: %d interface(s) admitted, traffic of any other is dropped until xfw runs on it", how, len(ok))
 		return
 	}
 	if err := a.guard.SetProtected(ok); err != nil {
@@ -310,7 +316,10 @@ func (a *agent) guardDrops() (in, out uint64, ok bool) {
 	return in, out, err == nil
 }
 
-// closeGuard removes the guard (xfw was stopped, or the agent ends).
+// closeGuard removes the guard, pins included (xfw was stopped, or the
+// agent is told to end: a guard nobody keeps would drop the traffic of
+// every interface added later). An agent that dies leaves a pinned guard in
+// force, and the next one takes it over.
 func (a *agent) closeGuard() {
 	a.guardMu.Lock()
 	defer a.guardMu.Unlock()
@@ -320,7 +329,7 @@ func (a *agent) closeGuard() {
 	if in, out, err := a.guard.Drops(); err == nil {
 		a.logf("guard stopped; it dropped %d packet(s) arriving on and %d leaving by unprotected interfaces", in, out)
 	}
-	if err := a.guard.Close(); err != nil {
+	if err := a.guard.Remove(); err != nil {
 		a.logf("guard: %v", err)
 	}
 	a.guard = nil

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/xfw-dev/xfw/internal/dataplane"
 )
@@ -33,6 +34,9 @@ func runStatus(name string, args []string, env Env) int {
 		}
 		if i.ForeignXDP != "" {
 			mark += "; another XDP program runs there: " + i.ForeignXDP
+		}
+		if len(i.OtherTCX) > 0 {
+			mark += "; TCX egress also runs: " + strings.Join(i.OtherTCX, ", ")
 		}
 		fmt.Fprintf(env.Stdout, "  %-16s XDP %-8s TCX egress %s%s\n", i.Name, i.XDPMode, onOff(i.TCX), mark)
 	}

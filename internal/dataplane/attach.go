@@ -230,6 +230,24 @@ func attachXDP(prog *ebpf.Program, ifc Interface, mode XDPMode) error {
 	return nil
 }
 
+// tcxEgressPrograms reports whether xfw's egress program runs on ifc's
+// TCX egress hook and names the others there.
+func tcxEgressPrograms(ifc Interface) (ours bool, others []string) {
+	res, err := link.QueryPrograms(link.QueryOptions{Target: ifc.Index, Attach: ebpf.AttachTCXEgress})
+	if err != nil {
+		return false, nil
+	}
+	for _, p := range res.Programs {
+		name := programName(p.ID)
+		if name == tcProgName {
+			ours = true
+			continue
+		}
+		others = append(others, fmt.Sprintf("%q (id %d)", name, p.ID))
+	}
+	return ours, others
+}
+
 // ourTC returns the id of xfw's egress program attached to ifc, or 0.
 func ourTC(ifc Interface) (ebpf.ProgramID, error) {
 	res, err := link.QueryPrograms(link.QueryOptions{Target: ifc.Index, Attach: ebpf.AttachTCXEgress})
@@ -396,11 +414,18 @@ type InterfaceStatus struct {
 	Index int
 	// XDPMode is "native", "generic", "offload" or "-" (none of xfw's).
 	XDPMode string
+	// XDPProgID is the id of xfw's XDP program there (0: none).
+	XDPProgID uint32
+	// Kind is the device's kind ("veth", "bridge", "device", …).
+	Kind string
 	// TCX is true when xfw's egress program is attached.
 	TCX bool
 	// ForeignXDP names another XDP program attached to the interface
 	// ("name (id N)"), "" when there is none.
 	ForeignXDP string
+	// OtherTCX names the other programs on the interface's TCX egress
+	// hook, in their order ("name (id N)"; xfw's runs last).
+	OtherTCX []string
 }
 
 // Protected reports whether both of xfw's programs run on the interface.
@@ -455,7 +480,7 @@ func Status() (*NamespaceStatus, error) {
 		return nil, err
 	}
 	for _, ifc := range ifaces {
-		is := InterfaceStatus{Name: ifc.Name, Index: ifc.Index, XDPMode: "-"}
+		is := InterfaceStatus{Name: ifc.Name, Index: ifc.Index, XDPMode: "-", Kind: ifc.link.Type()}
 		if x := ifc.link.Attrs().Xdp; x != nil && x.Attached && x.ProgId != 0 && programName(ebpf.ProgramID(x.ProgId)) == xdpProgName {
 			switch x.AttachMode {
 			case nl.XDP_ATTACHED_DRV:
@@ -465,12 +490,11 @@ func Status() (*NamespaceStatus, error) {
 			case nl.XDP_ATTACHED_HW:
 				is.XDPMode = "offload"
 			}
+			is.XDPProgID = x.ProgId
 		} else if x != nil && x.Attached && x.ProgId != 0 {
 			is.ForeignXDP = fmt.Sprintf("%q (id %d)", programName(ebpf.ProgramID(x.ProgId)), x.ProgId)
 		}
-		if id, err := ourTC(ifc); err == nil && id != 0 {
-			is.TCX = true
-		}
+		is.TCX, is.OtherTCX = tcxEgressPrograms(ifc)
 		st.Interfaces = append(st.Interfaces, is)
 	}
 	return st, nil

@@ -20,6 +20,7 @@ import (
 const (
 	ctMainMap   = "xfw_ct"
 	ctNewMap    = "xfw_ct_new"
+	ctStatsMap  = "xfw_ct_stats"
 	ctClockProg = "xfw_ct_clock"
 	ctClockMap  = "xfw_ct_now"
 )
@@ -86,6 +87,9 @@ type bpfCTEntry struct {
 // connections) and xfw_ct_new (connections not yet assured).
 type CTTables struct {
 	maps [2]*ebpf.Map
+	// stats are the tracker's counters (xfw_ct_stats), nil when the
+	// tables were given (NewCTTables).
+	stats *ebpf.Map
 }
 
 // OpenCT opens the connection tables of the xfw running in this network
@@ -112,6 +116,12 @@ func OpenCT() (*CTTables, error) {
 			return nil, fmt.Errorf("open connection table %s: %w", name, err)
 		}
 	}
+	if m := cur.maps[ctStatsMap]; m != nil {
+		if t.stats, err = m.Clone(); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("open %s: %w", ctStatsMap, err)
+		}
+	}
 	return t, nil
 }
 
@@ -123,7 +133,7 @@ func NewCTTables(assured, fresh *ebpf.Map) *CTTables {
 
 // Close closes the tables' descriptors.
 func (t *CTTables) Close() {
-	for _, m := range t.maps {
+	for _, m := range append(t.maps[:], t.stats) {
 		if m != nil {
 			m.Close()
 		}
@@ -219,7 +229,7 @@ func (t *CTTables) Delete(e CTEntry) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("delete connection: %w", err)
 	}
-	return true, nil
+	return true, t.countUserDeletes(e.table, 1)
 }
 
 // Flush deletes every connection of both tables.
@@ -236,10 +246,18 @@ func (t *CTTables) Flush() error {
 			if len(keys) == 0 {
 				break
 			}
+			deleted := uint64(0)
 			for _, k := range keys {
-				if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				err := m.Delete(k)
+				if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 					return fmt.Errorf("delete connection: %w", err)
 				}
+				if err == nil {
+					deleted++
+				}
+			}
+			if err := t.countUserDeletes(ti, deleted); err != nil {
+				return err
 			}
 		}
 	}

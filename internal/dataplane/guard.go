@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -30,21 +31,64 @@ const (
 
 // Guard is the namespace-wide backstop of bpf/guard.c: netfilter links at
 // PRE_ROUTING and POST_ROUTING of both families that drop the packets of
-// every interface not known to run xfw's programs (SetProtected). It lives
-// as long as its holder keeps it open (the agent): the links go with the
-// last file descriptor.
+// every interface not known to run xfw's programs (SetProtected). Where a
+// bpffs is mounted (GuardPinEnv) it is pinned there, one directory per
+// namespace, and outlives its holder (the agent) until Remove or xfw stop;
+// elsewhere it lives as long as its holder keeps it open.
 type Guard struct {
 	prog  *ebpf.Program
 	ifs   *ebpf.Map
 	drops *ebpf.Map
 	links []link.Link
-	known map[uint32]bool
+	known map[uint32]guardIf // what xfw_guard_ifs holds
+	// pinDir is the guard's pin directory ("" when not pinned); Reused
+	// reports a guard found pinned there rather than made.
+	pinDir string
+	Reused bool
 }
 
-// StartGuard loads the guard, fills its interfaces with protected (so that
-// the interfaces already covered carry traffic from the first packet on),
-// and links it to the current namespace's hooks.
-func StartGuard(protected []int) (_ *Guard, err error) {
+// StartGuard returns the namespace's guard admitting exactly protected:
+// the pinned one when there is one (an agent that died left it), else a
+// new one, filled before it is linked to the hooks (so the interfaces
+// already covered carry traffic from the first packet on) and pinned when
+// a bpffs is mounted.
+func StartGuard(protected map[int]GuardedInterface) (_ *Guard, err error) {
+	dir, err := guardPinDir()
+	if err != nil {
+		return nil, err
+	}
+	if dir != "" {
+		if g, err := openPinnedGuard(dir); err == nil {
+			return g, g.SetProtected(protected)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+	g, err := newGuard()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			g.Remove()
+		}
+	}()
+	if err := g.SetProtected(protected); err != nil {
+		return nil, err
+	}
+	if err := g.link(); err != nil {
+		return nil, err
+	}
+	if dir != "" {
+		if err := g.pin(dir); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+// newGuard loads the guard's program and maps (not linked yet).
+func newGuard() (*Guard, error) {
 	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(guardObject))
 	if err != nil {
 		return nil, fmt.Errorf("guard object: %w", err)
@@ -53,56 +97,85 @@ func StartGuard(protected []int) (_ *Guard, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("load the guard: %w", err)
 	}
-	g := &Guard{prog: coll.Programs[guardProgName], ifs: coll.Maps[guardIfsMap], drops: coll.Maps[guardDropsMap], known: map[uint32]bool{}}
+	g := &Guard{prog: coll.Programs[guardProgName], ifs: coll.Maps[guardIfsMap], drops: coll.Maps[guardDropsMap], known: map[uint32]guardIf{}}
 	delete(coll.Programs, guardProgName)
 	delete(coll.Maps, guardIfsMap)
 	delete(coll.Maps, guardDropsMap)
 	coll.Close()
-	defer func() {
-		if err != nil {
-			g.Close()
-		}
-	}()
 	if g.prog == nil || g.ifs == nil || g.drops == nil {
+		g.Close()
 		return nil, errors.New("guard object lacks its program or maps")
-	}
-	if err := g.SetProtected(protected); err != nil {
-		return nil, err
-	}
-	for _, proto := range []link.NetfilterProtocolFamily{guardProtoIPv4, guardProtoIPv6} {
-		for _, hook := range []link.NetfilterInetHook{guardHookPre, guardHookPost} {
-			l, err := link.AttachNetfilter(link.NetfilterOptions{Program: g.prog, ProtocolFamily: proto, Hook: hook, Priority: guardPriority})
-			if err != nil {
-				return nil, fmt.Errorf("link the guard to netfilter (family %d, hook %d): %w", proto, hook, err)
-			}
-			g.links = append(g.links, l)
-		}
 	}
 	return g, nil
 }
 
-// SetProtected makes the guard's interfaces exactly protected: packets of
-// any other interface are dropped from now on.
-func (g *Guard) SetProtected(protected []int) error {
-	want := make(map[uint32]bool, len(protected))
-	for _, i := range protected {
-		want[uint32(i)] = true
+// guardLinks are the guard's hooks, in the order of its links (and pins).
+var guardLinks = []struct {
+	name  string
+	proto link.NetfilterProtocolFamily
+	hook  link.NetfilterInetHook
+}{
+	{"ipv4-prerouting", guardProtoIPv4, guardHookPre},
+	{"ipv4-postrouting", guardProtoIPv4, guardHookPost},
+	{"ipv6-prerouting", guardProtoIPv6, guardHookPre},
+	{"ipv6-postrouting", guardProtoIPv6, guardHookPost},
+}
+
+// link links the guard's program to its hooks.
+func (g *Guard) link() error {
+	for _, h := range guardLinks {
+		l, err := link.AttachNetfilter(link.NetfilterOptions{Program: g.prog, ProtocolFamily: h.proto, Hook: h.hook, Priority: guardPriority})
+		if err != nil {
+			return fmt.Errorf("link the guard to netfilter (%s): %w", h.name, err)
+		}
+		g.links = append(g.links, l)
 	}
+	return nil
+}
+
+// GuardedInterface is what the guard knows of a protected interface.
+type GuardedInterface struct {
+	// XDPProgID is the id of xfw's XDP program the interface runs: a
+	// packet arriving while it runs another (or none) is dropped.
+	XDPProgID uint32
+	// Veth: the device's own program pointer decides (a veth clears it
+	// before the kernel records a removal).
+	Veth bool
+}
+
+// guardIf mirrors struct xfw_guard_if (bpf/guard.c).
+type guardIf struct {
+	ProgID uint32
+	Flags  uint32
+}
+
+// guardIfVeth is XFW_GUARD_IF_VETH.
+const guardIfVeth = 1
+
+// SetProtected makes the guard's interfaces exactly protected (by
+// ifindex): packets of any other interface, or arriving on one that no
+// longer runs xfw's XDP program, are dropped from now on.
+func (g *Guard) SetProtected(protected map[int]GuardedInterface) error {
 	for i := range g.known {
-		if !want[i] {
+		if _, ok := protected[int(i)]; !ok {
 			if err := g.ifs.Delete(i); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 				return fmt.Errorf("guard: forget interface %d: %w", i, err)
 			}
 			delete(g.known, i)
 		}
 	}
-	for i := range want {
-		if !g.known[i] {
-			if err := g.ifs.Put(i, uint32(1)); err != nil {
-				return fmt.Errorf("guard: admit interface %d: %w", i, err)
-			}
-			g.known[i] = true
+	for i, gi := range protected {
+		v := guardIf{ProgID: gi.XDPProgID}
+		if gi.Veth {
+			v.Flags |= guardIfVeth
 		}
+		if old, ok := g.known[uint32(i)]; ok && old == v {
+			continue
+		}
+		if err := g.ifs.Put(uint32(i), v); err != nil {
+			return fmt.Errorf("guard: admit interface %d: %w", i, err)
+		}
+		g.known[uint32(i)] = v
 	}
 	return nil
 }
@@ -128,8 +201,8 @@ func (g *Guard) Drops() (in, out uint64, err error) {
 	return in, out, err
 }
 
-// Close unlinks the guard: every interface carries traffic again as its
-// own programs (or their absence) decide.
+// Close releases the guard's descriptors: a pinned guard stays in force,
+// one that is not is unlinked with them.
 func (g *Guard) Close() error {
 	var errs []error
 	for _, l := range g.links {
@@ -145,4 +218,14 @@ func (g *Guard) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Remove unpins and unlinks the guard: every interface carries traffic
+// again as its own programs (or their absence) decide.
+func (g *Guard) Remove() error {
+	var errs []error
+	if g.pinDir != "" {
+		errs = append(errs, os.RemoveAll(g.pinDir))
+	}
+	return errors.Join(append(errs, g.Close())...)
 }

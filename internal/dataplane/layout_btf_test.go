@@ -313,6 +313,12 @@ func enumMirrors() []enumMirror {
 			"XFW_ACT_REJECT": int64(compiler.ActReject), "XFW_ACT_CONTINUE": int64(compiler.ActContinue),
 		}},
 		{c: "xfw_reject", mirror: "compiler.RejectTypes", values: rejects},
+		{c: "xfw_ctstat", mirror: "ctStat* (ctstats.go)", values: map[string]int64{
+			"XFW_CTSTAT_INSERT": ctStatInsert, "XFW_CTSTAT_NEW_GONE": ctStatNewGone,
+			"XFW_CTSTAT_PROMOTE": ctStatPromote, "XFW_CTSTAT_MAIN_GONE": ctStatMainGone,
+			"XFW_CTSTAT_PROMOTE_FULL": ctStatPromoteFull, "XFW_CTSTAT_USER_NEW": ctStatUserNew,
+			"XFW_CTSTAT_USER_MAIN": ctStatUserMain, "XFW_NCTSTATS": numCTStats,
+		}},
 		{c: "xfw_tcp_state", mirror: "conntrack.TCPStates", values: states,
 			unmirrored: []string{"XFW_TCP_IGNORE", "XFW_TCP_RETRANS", "XFW_TCP_UNACK", "XFW_TCP_TIMEOUT_MAX"}},
 		// The timeout slots of struct xfw_ct_cfg (ctcfg.go) start with

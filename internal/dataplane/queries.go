@@ -14,7 +14,8 @@ func Stop() error {
 	if err != nil {
 		return err
 	}
-	var errs []error
+	// The guard first: with the programs gone it would drop everything.
+	errs := []error{RemovePinnedGuard()}
 	for _, ifc := range ifaces {
 		if err := detachInterface(ifc); err != nil {
 			errs = append(errs, err)

@@ -1,6 +1,8 @@
 package ipset
 
 import (
+	"github.com/xfw-dev/xfw/internal/netns"
+
 	"github.com/xfw-dev/xfw/internal/statefile"
 
 	"errors"
@@ -9,8 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // Store keeps the sets of one network namespace.
@@ -80,20 +80,6 @@ const FileEnv = "XFW_IPSET_FILE"
 // gone): /run/xfw/ipset-netns-4097.state.
 const DefaultDir = "/run/xfw"
 
-// netnsCookie returns the current network namespace's cookie.
-func netnsCookie() (uint64, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, fmt.Errorf("socket: %w", err)
-	}
-	defer unix.Close(fd)
-	c, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
-	if err != nil {
-		return 0, fmt.Errorf("SO_NETNS_COOKIE (kernel >= 5.14): %w", err)
-	}
-	return c, nil
-}
-
 // FileStore keeps the sets in a file (MarshalBinary's format), replaced
 // atomically by rename on Commit. It has no rule references. Callers
 // serialise invocations (xfw's lock).
@@ -107,7 +93,7 @@ func NewFileStore() (*FileStore, error) {
 	if p := os.Getenv(FileEnv); p != "" {
 		return &FileStore{Path: p}, nil
 	}
-	c, err := netnsCookie()
+	c, err := netns.Cookie()
 	if err != nil {
 		return nil, fmt.Errorf("the network namespace's sets: %w", err)
 	}

@@ -16,6 +16,7 @@ const table = "filter"
 func (s *snapshot) families() []*family {
 	fams := rulesetFamilies(s.rulesets)
 	fams = append(fams, s.conntrackFamily())
+	fams = append(fams, s.conntrackCounters()...)
 	fams = append(fams, s.setFamilies()...)
 	fams = append(fams, s.attachFamilies()...)
 	return append(fams, s.guardFamily())
@@ -86,6 +87,30 @@ func comment(r *ir.Rule) string {
 		}
 	}
 	return strings.Join(texts, " ")
+}
+
+// conntrackCounters returns the connection tracker's counters (no samples
+// without them).
+func (s *snapshot) conntrackCounters() []*family {
+	inserts := &family{name: "xfw_conntrack_inserts_total", typ: counter,
+		help: "Connections the data plane started tracking (entered in its table of new connections)."}
+	assured := &family{name: "xfw_conntrack_assured_total", typ: counter,
+		help: "Connections moved to the table of assured connections."}
+	full := &family{name: "xfw_conntrack_assured_table_full_total", typ: counter,
+		help: "Moves to the table of assured connections refused because it was full of live ones."}
+	removed := &family{name: "xfw_conntrack_removed_total", typ: counter,
+		help: "Entries removed: by the tracker (expired, closed, moved) or by the user (xfw conntrack -D, -F)."}
+	evicted := &family{name: "xfw_conntrack_evictions_total", typ: counter,
+		help: "New connections the full table of new connections dropped to make room (least recently used first)."}
+	if c := s.ctStats; c != nil {
+		inserts.add(c.Inserts)
+		assured.add(c.Assured)
+		full.add(c.AssuredFull)
+		removed.add(c.RemovedByTracker, "by", "tracker")
+		removed.add(c.RemovedByUser, "by", "user")
+		evicted.add(c.Evictions)
+	}
+	return []*family{inserts, assured, full, removed, evicted}
 }
 
 // conntrackFamily returns the number of live connections by family

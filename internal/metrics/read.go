@@ -25,6 +25,8 @@ type snapshot struct {
 	// plane has no connection tables (xfw not loaded, or a build without
 	// them).
 	conntrack map[ir.Family]int
+	// ctStats are the connection tracker's counters; nil without them.
+	ctStats *dataplane.CTStats
 	// sets are the namespace's sets, by name.
 	sets []setInfo
 	// events are the agent's attach events.
@@ -71,7 +73,7 @@ func (c *Collector) readDataPlane() (*snapshot, error) {
 		snap.rulesets = append(snap.rulesets, rs)
 	}
 	if st.Loaded {
-		if snap.conntrack, err = countConnections(); err != nil {
+		if snap.conntrack, snap.ctStats, err = readConnections(); err != nil {
 			return nil, err
 		}
 	}
@@ -81,21 +83,29 @@ func (c *Collector) readDataPlane() (*snapshot, error) {
 	return snap, nil
 }
 
-// countConnections counts the live connections of the data plane's
-// connection tables by family (as `xfw conntrack -C` counts them all);
-// nil when the running build has no tables.
-func countConnections() (map[ir.Family]int, error) {
+// readConnections counts the live connections of the data plane's
+// connection tables by family (as `xfw conntrack -C` counts them all) and
+// reads the tracker's counters; nil when the running build has no tables
+// (or no counters).
+func readConnections() (map[ir.Family]int, *dataplane.CTStats, error) {
 	t, err := dataplane.OpenCT()
 	if errors.Is(err, dataplane.ErrNoConntrack) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open the connection tables: %w", err)
+		return nil, nil, fmt.Errorf("open the connection tables: %w", err)
 	}
 	defer t.Close()
+	var stats *dataplane.CTStats
+	switch st, err := t.Stats(); {
+	case err == nil:
+		stats = &st
+	case !errors.Is(err, dataplane.ErrNoConntrack):
+		return nil, nil, fmt.Errorf("read the connection tracker's counters: %w", err)
+	}
 	entries, err := t.LiveEntries()
 	if err != nil {
-		return nil, fmt.Errorf("read the connection tables: %w", err)
+		return nil, nil, fmt.Errorf("read the connection tables: %w", err)
 	}
 	counts := map[ir.Family]int{ir.IPv4: 0, ir.IPv6: 0}
 	for _, e := range entries {
@@ -105,7 +115,7 @@ func countConnections() (map[ir.Family]int, error) {
 			counts[ir.IPv4]++
 		}
 	}
-	return counts, nil
+	return counts, stats, nil
 }
 
 // readSets describes the namespace's sets, by name; rulesets are the

@@ -420,12 +420,13 @@ func TestSyncAttachesNewInterfaces(t *testing.T) {
 	t.Cleanup(func() { fw.stop(t, tp) })
 	fw.restore(t, tp, 4, "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A INPUT -i late+ -j DROP\nCOMMIT\n")
 	nettest.MustExec(t, tp.FwNS, "ip", "link", "add", "late0", "type", "veth", "peer", "name", "late1")
-	status := func() string { return nettest.MustExec(t, tp.FwNS, bin, "status") }
-	if s := status(); !strings.Contains(s, "late0            XDP -") {
-		t.Fatalf("new interface already attached before sync?\n%s", s)
+	// Before the sync, status names the new interfaces and exits 1.
+	before, _ := nettest.Exec(tp.FwNS, bin, "status")
+	if before.ExitCode != 1 || !strings.Contains(before.Stdout, "late0            XDP -") || !strings.Contains(before.Stdout, "UNPROTECTED") {
+		t.Fatalf("before sync, xfw status: exit %d, want 1 with late0 unprotected\n%s", before.ExitCode, before.Stdout)
 	}
 	nettest.MustExec(t, tp.FwNS, bin, "sync")
-	s := status()
+	s := nettest.MustExec(t, tp.FwNS, bin, "status")
 	for _, name := range []string{"late0", "late1"} {
 		if !strings.Contains(s, name) || strings.Contains(s, name+"            XDP -") || !strings.Contains(s, "TCX egress loaded") {
 			t.Errorf("%s not attached after sync:\n%s", name, s)

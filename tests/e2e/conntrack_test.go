@@ -1221,6 +1221,48 @@ COMMIT
 	}
 	c.Close()
 	<-srv
+	checkFloodCounters(t, bin, tp)
+}
+
+// checkFloodCounters checks the tracker's counters after the flood of
+// TestConntrackTableFull: the table of new connections overflowed, so it
+// evicted; what entered is what is there, removed or evicted; a flush is
+// counted as the user's removals.
+func checkFloodCounters(t *testing.T, bin string, tp *nettest.Topology) {
+	t.Helper()
+	m := metricValues(t, bin, tp)
+	inserts, removed, evicted := m["xfw_conntrack_inserts_total"], m[`xfw_conntrack_removed_total{by="tracker"}`], m["xfw_conntrack_evictions_total"]
+	t.Logf("after the flood: inserts %d, removed by the tracker %d, evictions %d, assured %d", inserts, removed, evicted, m["xfw_conntrack_assured_total"])
+	if inserts < ctNewTableSize || evicted == 0 {
+		t.Errorf("after %d SYNs into a table of %d: inserts %d, evictions %d; want the table overflowed and evicting", ctFloodSYNs, ctNewTableSize, inserts, evicted)
+	}
+	if inserts > ctFloodSYNs+16 {
+		t.Errorf("inserts %d: more connections than the %d SYNs and the few real ones", inserts, ctFloodSYNs)
+	}
+	present := uint64(ctCount(t, bin, tp))
+	nettest.MustExec(t, tp.FwNS, bin, "conntrack", "-F")
+	m = metricValues(t, bin, tp)
+	if user := m[`xfw_conntrack_removed_total{by="user"}`]; user < present {
+		t.Errorf("conntrack -F of %d entries counted %d removals by the user", present, user)
+	}
+}
+
+// metricValues runs xfw metrics in tp's fw namespace and returns each
+// sample's value by its name and labels as printed.
+func metricValues(t *testing.T, bin string, tp *nettest.Topology) map[string]uint64 {
+	t.Helper()
+	out := nettest.MustExec(t, tp.FwNS, bin, "metrics")
+	vals := map[string]uint64{}
+	for _, line := range strings.Split(out, "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if v, err := strconv.ParseUint(line[i+1:], 10, 64); err == nil {
+			vals[line[:i]] = v
+		}
+	}
+	return vals
 }
 
 // icmpErrorBack injects pkt from gen and reports the ICMP error gen gets

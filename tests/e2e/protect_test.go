@@ -19,6 +19,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 
@@ -486,6 +487,35 @@ func attachForeignXDP(t *testing.T, ns, ifname string) *ebpf.Program {
 	return prog
 }
 
+// attachForeignTCX attaches a TCX egress program that is not xfw's (it
+// passes every packet) to ifname in ns, held by a link the test closes.
+func attachForeignTCX(t *testing.T, ns, ifname string) {
+	t.Helper()
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: "other_tc", Type: ebpf.SchedCLS, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1 /* TCX_NEXT */), asm.Return()},
+	})
+	if err != nil {
+		t.Fatalf("load a foreign TC program: %v", err)
+	}
+	t.Cleanup(func() { prog.Close() })
+	err = nettest.InNamespace(ns, func() error {
+		l, err := netlink.LinkByName(ifname)
+		if err != nil {
+			return err
+		}
+		tl, err := link.AttachTCX(link.TCXOptions{Interface: l.Attrs().Index, Program: prog, Attach: ebpf.AttachTCXEgress})
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { tl.Close() })
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("attach a foreign TCX egress program to %s: %v", ifname, err)
+	}
+}
+
 // TestForeignXDPNotReplaced: an interface that runs another XDP program
 // makes a restore fail, naming it, with nothing loaded; xfw status shows
 // the program; once it is gone the restore succeeds.
@@ -507,8 +537,165 @@ func TestForeignXDPNotReplaced(t *testing.T) {
 		t.Errorf("the foreign program was removed:\n%s", out.Stdout)
 	}
 	nettest.MustExec(t, tp.FwNS, "ip", "link", "set", "dev", nettest.FwOutIfname, "xdpgeneric", "off")
+	attachForeignTCX(t, tp.FwNS, nettest.FwOutIfname)
 	fw.restore(t, tp, 4, protectRules)
+	if st := status(t, bin, tp); st.ExitCode != 0 || !strings.Contains(st.Stdout, `TCX egress also runs: "other_tc"`) {
+		t.Errorf("xfw status beside another TCX egress program: exit %d, want 0 naming it\n%s", st.ExitCode, st.Stdout)
+	}
 	if got := forwardedTo7100(t, tp, 3); got != 0 {
 		t.Errorf("%d datagrams to port 7100 forwarded once the foreign program was gone and the restore done", got)
+	}
+}
+
+// detachRounds is how often TestDetachUnderTraffic removes the XDP program.
+const detachRounds = 10
+
+// TestDetachUnderTraffic removes xfw's XDP program from fw's input
+// interface again and again while gen sends, without pause, datagrams
+// FORWARD drops: with the agent running, none may reach sink (the guard
+// reads the program the device runs for every packet, the agent puts it
+// back), with the program attached natively (veth's own) or generically.
+func TestDetachUnderTraffic(t *testing.T) {
+	nettest.RequireRoot(t)
+	for _, mode := range []string{"auto", "generic"} {
+		t.Run(mode, func(t *testing.T) { detachUnderTraffic(t, mode) })
+	}
+}
+
+// detachUnderTraffic is TestDetachUnderTraffic with the XDP mode given.
+func detachUnderTraffic(t *testing.T, mode string) {
+	bin := xfwPath(t)
+	tp := nettest.New(t, nettest.WithStaticNeighbors())
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	if res, err := nettest.ExecStdin(nettest.DefaultExecTimeout, tp.FwNS, protectRules, bin, "--xdp-mode", mode, "iptables-restore"); err != nil {
+		t.Fatalf("restore (XDP mode %s): %v", mode, err)
+	} else if res.ExitCode != 0 {
+		t.Fatalf("restore (XDP mode %s): %s", mode, res)
+	}
+	t.Setenv("XFW_XDP_MODE", mode) // the agent's re-attachments too
+	_, out := startAgent(t, bin, tp)
+	waitFor(t, "the guard", func() bool { return strings.Contains(out.String(), "guard started") })
+	t.Log(nettest.MustExec(t, tp.FwNS, "ip", "link", "show", "dev", nettest.FwInIfname))
+	dst := netip.AddrPortFrom(tp.Sink.IPv4, 7100)
+	srv := nettest.StartUDPServer(t, tp.SinkNS, dst)
+	stop, sent := make(chan struct{}), make(chan int, 1)
+	err := nettest.InNamespace(tp.GenNS, func() error {
+		conn, err := net.ListenUDP("udp4", nil)
+		if err != nil {
+			return err
+		}
+		go floodAddr(conn, dst, stop, sent)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < detachRounds; i++ {
+		detachXDP(t, tp, nettest.FwInIfname)
+		time.Sleep(150 * time.Millisecond)
+	}
+	waitFor(t, "the programs back", func() bool { return status(t, bin, tp).ExitCode == 0 })
+	close(stop)
+	n := <-sent
+	leaked := len(srv.Wait(1, arrivalWait))
+	reattached := strings.Count(out.String(), "re-attached to "+nettest.FwInIfname)
+	t.Logf("%d datagrams sent through %d removals (%d re-attachments): %d reached sink", n, detachRounds, reattached, leaked)
+	if leaked != 0 {
+		t.Errorf("%d datagrams FORWARD drops reached sink while the XDP program was being removed and put back", leaked)
+	}
+	if reattached < detachRounds {
+		t.Errorf("the agent re-attached %d times for %d removals", reattached, detachRounds)
+	}
+}
+
+// floodAddr sends datagrams to dst until stop, and reports how many the
+// kernel took.
+func floodAddr(conn *net.UDPConn, dst netip.AddrPort, stop chan struct{}, sent chan int) {
+	defer conn.Close()
+	n := 0
+	for {
+		select {
+		case <-stop:
+			sent <- n
+			return
+		default:
+		}
+		if _, err := conn.WriteToUDPAddrPort([]byte("detach"), dst); err == nil {
+			n++
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// mountBPFFS mounts a BPF file system of the test's own for the guard's
+// pins (GuardPinEnv) and unmounts it at the end.
+func mountBPFFS(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/run", "xfw-test-bpffs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+		os.Remove(dir)
+		t.Fatalf("mount a bpffs on %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+		os.Remove(dir)
+	})
+	return dir
+}
+
+// TestGuardOutlivesAgent: with a bpffs, the guard is pinned. An agent
+// killed with SIGKILL leaves it in force: an interface added afterwards
+// carries nothing (no agent attaches to it) instead of carrying traffic
+// unfiltered; the next agent takes the guard over and covers the
+// interface; xfw stop removes the guard.
+func TestGuardOutlivesAgent(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	pins := mountBPFFS(t)
+	t.Setenv("XFW_BPFFS", pins)
+	tp := nettest.New(t, nettest.WithStaticNeighbors())
+	nettest.MustExec(t, tp.FwNS, "ip", "addr", "add", hotplugTarget.String()+"/32", "dev", "lo")
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fw.restore(t, tp, 4, "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"+
+		"-A INPUT -p udp -m udp --dport 7200 -j DROP\nCOMMIT\n")
+	cmd, out := startAgent(t, bin, tp)
+	waitFor(t, "the guard", func() bool { return strings.Contains(out.String(), "guard started") })
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+
+	addHotplugLink(t, tp, 1)
+	dropped := nettest.StartUDPServer(t, tp.FwNS, netip.AddrPortFrom(hotplugTarget, 7200))
+	allowed := nettest.StartUDPServer(t, tp.FwNS, netip.AddrPortFrom(hotplugTarget, 7201))
+	send := func() {
+		for i := 0; i < 5; i++ {
+			for _, port := range []uint16{7200, 7201} {
+				nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(hotplugTarget, port), []byte("x"))
+			}
+		}
+	}
+	send()
+	if d, a := len(dropped.Wait(1, arrivalWait)), len(allowed.Wait(1, arrivalWait)); d+a != 0 {
+		t.Errorf("with the agent dead, the new interface carried %d datagrams to the dropped port and %d to the accepted one; want none (the pinned guard)", d, a)
+	}
+
+	_, out2 := startAgent(t, bin, tp)
+	waitFor(t, "the next agent to take the guard over", func() bool { return strings.Contains(out2.String(), "guard found in force") })
+	waitFor(t, "the new interface covered", func() bool { return status(t, bin, tp).ExitCode == 0 })
+	send()
+	if d, a := len(dropped.Wait(1, arrivalWait)), len(allowed.Wait(5, arrivalWait)); d != 0 || a == 0 {
+		t.Errorf("after the next agent: %d datagrams to the dropped port, %d to the accepted one; want 0 and some", d, a)
+	}
+	nettest.MustExec(t, tp.FwNS, bin, "stop")
+	if ents, _ := os.ReadDir(filepath.Join(pins, "xfw")); len(ents) != 0 {
+		t.Errorf("xfw stop left the guard pinned: %v", ents)
 	}
 }
