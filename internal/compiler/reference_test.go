@@ -415,6 +415,11 @@ func prefixMask(n, bits int) U128 {
 // refRun walks chain with netfilter's semantics (jump pushes a return
 // point, goto does not, RETURN pops, end of a base chain = policy).
 func refRun(rs *ir.Ruleset, chain string, p *Packet) refVerdict {
+	return refRunWith(rs, chain, p, refRuleMatch)
+}
+
+// refRunWith is refRun with the rules matched by match.
+func refRunWith(rs *ir.Ruleset, chain string, p *Packet, match func(ir.Family, *ir.Rule, *Packet) refResult) refVerdict {
 	type frame struct {
 		c *ir.Chain
 		i int
@@ -432,7 +437,7 @@ func refRun(rs *ir.Ruleset, chain string, p *Packet) refVerdict {
 		}
 		r := cur.c.Rules[cur.i]
 		cur.i++
-		switch refRuleMatch(rs.Family, r, p) {
+		switch match(rs.Family, r, p) {
 		case refNoMatch:
 			continue
 		case refHotdrop:
