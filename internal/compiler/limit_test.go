@@ -125,53 +125,15 @@ func TestLimitProbesAcrossChanges(t *testing.T) {
 			t.Fatalf("ruleset %d: %v", iter, err)
 		}
 		for step := 0; step < 1+rng.Intn(12); step++ {
-			hook := rng.Intn(NumChains)
-			chain := rs.Chain(ir.BuiltinChains[hook])
-			var ng *Generation
-			if len(chain.Rules) > 0 && rng.Intn(3) == 0 {
-				k := rng.Intn(len(chain.Rules))
-				r := chain.Rules[k]
-				counter := counterIn(rs, chain, k)
-				chain.Rules = append(chain.Rules[:k:k], chain.Rules[k+1:]...)
-				ng, err = DeleteRule(g, r, hook, counter, testIfaces)
-			} else {
-				one := genRuleset(rng, fam, 1, 0)
-				var r *ir.Rule
-				for h, name := range ir.BuiltinChains {
-					if c := one.Chain(name); c != nil && len(c.Rules) == 1 {
-						r, hook = c.Rules[0], h
-					}
-				}
-				if r == nil {
-					continue
-				}
-				chain = rs.Chain(ir.BuiltinChains[hook])
-				if rng.Intn(3) == 0 {
-					chain.Rules = append([]*ir.Rule{r}, chain.Rules...)
-					ng, err = InsertRule(g, r, hook, counterIn(rs, chain, 0), RuleRef{Chain: chain.Name, Index: 0}, testIfaces)
-				} else {
-					chain.Rules = append(chain.Rules, r)
-					k := len(chain.Rules) - 1
-					ng, err = AppendRule(g, r, hook, counterIn(rs, chain, k), RuleRef{Chain: chain.Name, Index: k}, testIfaces)
-				}
+			ng, ok, err := randomChange(rng, rs, g, 3)
+			if !ok {
+				continue
 			}
 			g = tally.outcome(t, rs, ng, err, iter, step)
 			checkLimitPackets(t, rng, iter*1000+step, rs, g, 60)
 		}
 	}
 	tally.check(t, 100)
-}
-
-// counterIn is the counter index of rule k of chain in rs.
-func counterIn(rs *ir.Ruleset, chain *ir.Chain, k int) uint32 {
-	n := uint32(NumChains)
-	for _, c := range rs.Chains {
-		if c == chain {
-			break
-		}
-		n += uint32(len(c.Rules))
-	}
-	return n + uint32(k)
 }
 
 // checkLimitPackets judges n random packets in every base chain with g

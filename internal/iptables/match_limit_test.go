@@ -1,9 +1,7 @@
 package iptables
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -58,27 +56,7 @@ func TestLimitMatchOracle(t *testing.T) {
 		{"testdata/limit_oracle_v4.txt", ir.IPv4},
 		{"testdata/limit_oracle_v6.txt", ir.IPv6},
 	} {
-		f, err := os.Open(tc.file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var cases []string // each: the case's lines, newline-terminated
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "#") || line == "":
-			case strings.HasPrefix(line, "  "):
-				cases[len(cases)-1] += line + "\n"
-			default:
-				cases = append(cases, line+"\n")
-			}
-		}
-		f.Close()
-		if len(cases) == 0 {
-			t.Fatalf("%s: no cases", tc.file)
-		}
-		for _, want := range cases {
+		for _, want := range transcriptCases(t, tc.file) {
 			args, _, _ := strings.Cut(want, "\n")
 			got, err := limitTranscript(tc.fam, args)
 			if err != nil {

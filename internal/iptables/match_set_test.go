@@ -72,27 +72,7 @@ func TestSetMatchOracle(t *testing.T) {
 		{"testdata/set_oracle_v4.txt", ir.IPv4},
 		{"testdata/set_oracle_v6.txt", ir.IPv6},
 	} {
-		f, err := os.Open(tc.file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var cases []string // each: the case's lines, newline-terminated
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "#") || line == "":
-			case strings.HasPrefix(line, "  "):
-				cases[len(cases)-1] += line + "\n"
-			default:
-				cases = append(cases, line+"\n")
-			}
-		}
-		f.Close()
-		if len(cases) == 0 {
-			t.Fatalf("%s: no cases", tc.file)
-		}
-		for _, want := range cases {
+		for _, want := range transcriptCases(t, tc.file) {
 			args, _, _ := strings.Cut(want, "\n")
 			got, err := setTranscript(tc.fam, args)
 			if err != nil {
@@ -104,6 +84,34 @@ func TestSetMatchOracle(t *testing.T) {
 			}
 		}
 	}
+}
+
+// transcriptCases reads a recorded transcript: its cases, each its
+// unindented first line and the indented lines after it, newline-terminated
+// ("#" lines and blank ones left out).
+func transcriptCases(t *testing.T, file string) []string {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var cases []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "#") || line == "":
+		case strings.HasPrefix(line, "  "):
+			cases[len(cases)-1] += line + "\n"
+		default:
+			cases = append(cases, line+"\n")
+		}
+	}
+	if len(cases) == 0 {
+		t.Fatalf("%s: no cases", file)
+	}
+	return cases
 }
 
 // TestSetMatchParse checks the IR the parser builds for the set match's
