@@ -49,25 +49,7 @@ func limitTranscript(fam ir.Family, line string) (string, error) {
 func TestLimitMatchOracle(t *testing.T) {
 	defer func(f func() uint32) { KernelHZ = f }(KernelHZ)
 	KernelHZ = func() uint32 { return 250 }
-	for _, tc := range []struct {
-		file string
-		fam  ir.Family
-	}{
-		{"testdata/limit_oracle_v4.txt", ir.IPv4},
-		{"testdata/limit_oracle_v6.txt", ir.IPv6},
-	} {
-		for _, want := range transcriptCases(t, tc.file) {
-			args, _, _ := strings.Cut(want, "\n")
-			got, err := limitTranscript(tc.fam, args)
-			if err != nil {
-				t.Error(err)
-				continue
-			}
-			if got != want {
-				t.Errorf("%s:\n got: %q\nwant: %q", tc.file, got, want)
-			}
-		}
-	}
+	replayTranscripts(t, "testdata/limit_oracle_v4.txt", "testdata/limit_oracle_v6.txt", limitTranscript)
 }
 
 // TestLimitRateString checks print_rate's choice of unit against periods
