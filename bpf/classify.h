@@ -21,8 +21,11 @@
  * policy. Positions only grow, so the walk runs under one bpf_loop() of at
  * most nchunks * 65 (words and chunk skips) + CONTINUE entries + 1 steps.
  *
+ * A limit probe (XFW_EF_LIMIT) asks its bucket for a token (limit.h): the
+ * search goes on at the next entry when given one, at .next when refused.
+ *
  * Includes: common.h, xfw_structs.h, parse.h, bits.h, classify_structs.h,
- * classify_maps.h, generation.h, set_lookup.h.
+ * classify_maps.h, generation.h, set_lookup.h, limit.h.
  */
 #ifndef XFW_CLASSIFY_H
 #define XFW_CLASSIFY_H
@@ -37,6 +40,7 @@
 #include "classify_maps.h"
 #include "generation.h"
 #include "set_lookup.h"
+#include "limit.h"
 
 /* xfw_defects returns the packet's XFW_EF_HOTDROP_* bits. A hotdrop either
  * is such a flagged rule entry, or an uncounted DROP entry of no rule that
@@ -304,6 +308,11 @@ static long xfw_step(__u32 iter, struct xfw_cls *st)
 	if (ent->action != XFW_ACT_CONTINUE) {
 		st->result = e;
 		return 1;
+	}
+	if (ent->flags & XFW_EF_LIMIT) {
+		/* On to the rule with a token, past it without. */
+		st->pos = xfw_limit_take(st->slot, ent->aux) ? e + 1 : ent->next;
+		return 0;
 	}
 	if (ent->flags & XFW_EF_SETCOUNT)
 		xfw_set_probe(ent->aux);

@@ -59,6 +59,7 @@ XFW_INNER_ARRAY(xfw_clsch_m, __u32);
 XFW_INNER_ARRAY(xfw_chunks_m, struct xfw_chunk);
 XFW_INNER_ARRAY(xfw_entries_m, struct xfw_entry);
 XFW_INNER_ARRAY(xfw_logcfg_m, struct xfw_logcfg);
+XFW_INNER_ARRAY(xfw_limit_m, struct xfw_limit);
 struct xfw_hcls_m {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(key_size, sizeof(struct xfw_hkey));
@@ -90,6 +91,10 @@ XFW_OUTER(xfw_o_chunks, xfw_chunks_m);
 XFW_OUTER(xfw_o_entries, xfw_entries_m);
 XFW_OUTER(xfw_o_counters, xfw_counters_m);
 XFW_OUTER(xfw_o_logcfg, xfw_logcfg_m);
+/* Limit matches' token buckets (limit.h): shared by the CPUs, one per
+ * match, written full with each generation (the kernel's buckets start
+ * full whenever iptables replaces the table). */
+XFW_OUTER(xfw_o_limit, xfw_limit_m);
 /* Set entry counters: shared by the CPUs and updated with atomic adds, as
  * the kernel's ipset counters are (one element is rarely hit by several
  * CPUs at once, and a set may hold millions of elements: per-CPU copies

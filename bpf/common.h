@@ -157,6 +157,11 @@ enum xfw_action {
 #define XFW_EF_SETCOUNT 0x10
 #define XFW_SETCNT_COND 0xff
 #define XFW_SETCNT_SKIPSUB 0x100 /* "! --update-subcounters" */
+/* A limit probe (a CONTINUE entry of no rule): the packet reached a rule's
+ * limit match and takes a token from bucket .aux (limit.h): given one, the
+ * search goes on at the next entry (the rule), refused, at .next (past
+ * the rule). */
+#define XFW_EF_LIMIT 0x20
 
 /* REJECT types (entry .aux for XFW_ACT_REJECT). */
 enum xfw_reject {

@@ -24,6 +24,7 @@ struct xfw_layouts {
 	struct xfw_setkey setkey;
 	struct xfw_setval setval;
 	struct xfw_entry entry;
+	struct xfw_limit limit;
 	struct xfw_chunk chunk;
 	struct xfw_bound bound;
 	struct xfw_hkey hkey;

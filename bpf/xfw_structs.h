@@ -62,6 +62,20 @@ struct xfw_entry {
 	__u32 next;   /* XFW_ACT_CONTINUE: entry index to search from */
 };
 
+/* The token bucket of one limit match (xt_limit's xt_limit_priv and the
+ * parameters limit_mt_check computes), element .aux of a probe's slot's
+ * xfw_o_limit map (limit.h). prev and credit change under packets
+ * (atomics); the control plane writes the bucket full, prev the jiffies
+ * of the fill. credit holds 32 bits, in 64 for the 64-bit compare-and-swap. */
+struct xfw_limit {
+	__u64 prev;   /* jiffies of the last token asked */
+	__u64 credit; /* credits held, at most .cap */
+	__u32 cost;   /* credits a packet takes */
+	__u32 cap;    /* the full bucket: burst * cost */
+	__u32 cpj;    /* credits gained per jiffy (CREDITS_PER_JIFFY) */
+	__u32 pad;
+};
+
 /* One chunk of a field's bit vector: summary word + 64 words. */
 struct xfw_chunk {
 	__u64 summary;

@@ -94,8 +94,12 @@ func runIptables(name string, args []string, env Env) int {
 		}
 		fallthrough
 	case iptables.CmdZero, iptables.CmdZeroNum:
-		// Counters only: no new generation, the bases move.
+		// Counters only: no new generation, the bases move. The kernel's
+		// limit buckets start full again (iptables replaces the table).
 		if err := dataplane.SetCounters(fam, allCounters(rs)); err != nil {
+			return report(env, name, err)
+		}
+		if err := dataplane.ResetLimits(fam); err != nil {
 			return report(env, name, err)
 		}
 		return exitOK

@@ -24,10 +24,12 @@ import (
 // Compile numbers them (chain order).
 //
 // AppendRule returns ErrNotAppendable when the rule or the generation is
-// outside what this handles (no slack left, a set match, a rule that is
-// not one plain term with a verdict, a field the generation does not
-// classify, an interface or MAC condition, too many classes to copy); the
-// caller then compiles the whole ruleset, which also renews the slack.
+// outside what this handles (no slack left, a set or limit match, a rule
+// that is not one plain term with a verdict, a field the generation does
+// not classify, an interface or MAC condition, too many classes to copy);
+// the caller then compiles the whole ruleset, which also renews the slack.
+// A limit probe refused a token continues at the position after its rule,
+// the old end for the chain's last rule: an appended rule is its next.
 
 // ErrNotAppendable says AppendRule cannot add the rule in place.
 var ErrNotAppendable = fmt.Errorf("rule cannot be appended in place")
@@ -63,8 +65,8 @@ func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, i
 	if counter < NumChains || int(counter-NumChains) > len(g.Rules) {
 		return nil, fmt.Errorf("%w: counter index %d out of range", ErrNotAppendable, counter)
 	}
-	if hasSetMatch(r) || checkHook(r, hook) != nil {
-		return nil, fmt.Errorf("%w: set match or hook", ErrNotAppendable)
+	if hasSetMatch(r) || hasLimitMatch(r) || checkHook(r, hook) != nil {
+		return nil, fmt.Errorf("%w: set or limit match, or hook", ErrNotAppendable)
 	}
 	terms, err := ruleTerms(g.Family, r, ifaces, nil)
 	if err != nil {
@@ -107,6 +109,7 @@ func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, i
 			e.Rule++
 		}
 	}
+	out.shiftLimitRules(counter, 1)
 	classes := 0
 	for i, t := range terms {
 		p := start + uint32(i)
@@ -504,8 +507,8 @@ func DeleteRule(g *Generation, r *ir.Rule, hook int, counter uint32, ifaces []In
 	case ir.TargetJump, ir.TargetGoto:
 		return nil, fmt.Errorf("%w: target", ErrNotAppendable)
 	}
-	if hasSetMatch(r) {
-		return nil, fmt.Errorf("%w: set match", ErrNotAppendable)
+	if hasSetMatch(r) || hasLimitMatch(r) {
+		return nil, fmt.Errorf("%w: set or limit match", ErrNotAppendable)
 	}
 	terms, err := ruleTerms(g.Family, r, ifaces, nil)
 	if err != nil {
@@ -569,6 +572,7 @@ func DeleteRule(g *Generation, r *ir.Rule, hook int, counter uint32, ifaces []In
 			e.Rule--
 		}
 	}
+	g.shiftLimitRules(counter+1, -1)
 	gone := g.Rules[counter-NumChains]
 	g.Rules = slices.Delete(g.Rules, int(counter-NumChains), int(counter-NumChains)+1)
 	for i := range g.Rules {

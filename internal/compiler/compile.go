@@ -42,6 +42,10 @@ type Generation struct {
 	Rules []RuleRef
 	// Layout is what AppendRule needs beyond the data plane's maps.
 	Layout Layout
+	// Limits are the token buckets of the rules' limit matches, one per
+	// match however often user chains flatten its rule; limit probes
+	// (EFLimit) name them by index.
+	Limits []Limit
 }
 
 // Layout describes a generation's entry list for AppendRule: the slack
@@ -112,6 +116,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	neverInAnyClass(g)
 	g.LogConfigs = fl.logs
 	g.SetConds = fl.sets.conds
+	g.Limits = fl.limits
 	n := len(g.Entries)
 	g.NumChunks = uint32((n + ChunkBits - 1) / ChunkBits)
 	if g.NumChunks == 0 {

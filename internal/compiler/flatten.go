@@ -61,6 +61,10 @@ type flattener struct {
 	// maxHops counts the non-terminal entries, a bound on the actions a
 	// packet can meet on its way through one chain.
 	hops uint32
+	// limits are the limit matches' buckets, limitIDs their indexes
+	// (limitIndex).
+	limits   []Limit
+	limitIDs map[limitKey]uint16
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with
@@ -107,7 +111,8 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 			}
 			fl.terms[r] = terms
 		}
-		if err := fl.setProbes(r, outer); err != nil {
+		past, err := fl.probes(r, outer)
+		if err != nil {
 			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 		}
 		id := fl.ruleID[r]
@@ -161,38 +166,56 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 				}
 			}
 		}
+		if past != nil {
+			past.pos, past.resolved = uint32(len(fl.entries)), true
+		}
 	}
 	return nil
 }
 
-// setProbes emits the set counting probes of rule r (under the outer
-// condition): one per set match that updates set entry counters, with the
-// condition under which the kernel evaluates it: the rule's IP header part
-// and the matches before it (the kernel counts the element the lookup
-// finds, whatever the match then answers). A match before it that can
-// hotdrop hotdrops here, uncounted, as the rule itself would.
-func (fl *flattener) setProbes(r *ir.Rule, outer Cond) error {
-	if fl.counts == nil {
-		return nil
-	}
+// probes emits the probes of rule r (under the outer condition), in the
+// order of its matches, which is the order the kernel evaluates them in:
+// a set counting probe per set match that updates set entry counters, a
+// limit probe per limit match. Each has the condition under which the
+// kernel evaluates its match: the rule's IP header part and the matches
+// before it (the kernel counts the element the lookup finds, and takes a
+// token, whatever the rule's later matches answer). A match before it that
+// can hotdrop hotdrops here, uncounted, as the rule itself would. A limit
+// probe whose bucket refuses the packet continues at the label returned
+// (nil: r has no limit match), which the caller resolves to the position
+// after r's entries, so later probes of r are not met either.
+func (fl *flattener) probes(r *ir.Rule, outer Cond) (past *label, err error) {
 	for i, m := range r.Matches {
-		sm, ok := m.(*ir.SetMatch)
-		if !ok || !fl.counts(sm) {
+		sm, isSet := m.(*ir.SetMatch)
+		lm, isLimit := m.(*ir.LimitMatch)
+		if !isLimit && (!isSet || fl.counts == nil || !fl.counts(sm)) {
 			continue
 		}
 		before := *r
 		before.Matches = r.Matches[:i]
 		terms, err := ruleTerms(fl.rs.Family, &before, fl.ifaces, fl.sets)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		k, err := fl.sets.index(sm)
-		if err != nil {
-			return err
-		}
-		aux := uint16(k)
-		if sm.SkipSubcounterUpdate {
-			aux |= SetCountSkipSub
+		var probe Entry
+		if isSet {
+			k, err := fl.sets.index(sm)
+			if err != nil {
+				return nil, err
+			}
+			probe = Entry{Flags: EFSetCount, Aux: uint16(k)}
+			if sm.SkipSubcounterUpdate {
+				probe.Aux |= SetCountSkipSub
+			}
+		} else {
+			if past == nil {
+				past = &label{}
+			}
+			k, err := fl.limitIndex(r, i, lm)
+			if err != nil {
+				return nil, err
+			}
+			probe = Entry{Flags: EFLimit, Aux: k, nextLabel: past}
 		}
 		for _, t := range terms {
 			cond, ok := outer.and(t.cond)
@@ -203,11 +226,15 @@ func (fl *flattener) setProbes(r *ir.Rule, outer Cond) error {
 				fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActDrop})
 				continue
 			}
-			fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActContinue, Flags: EFSetCount | t.flags, Aux: aux})
-			fl.fallthroughNext()
+			e := probe
+			e.Cond, e.Rule, e.Action, e.Flags = cond, NoRule, ActContinue, probe.Flags|t.flags
+			fl.emit(e)
+			if e.nextLabel == nil {
+				fl.fallthroughNext()
+			}
 		}
 	}
-	return nil
+	return past, nil
 }
 
 // verdictEntry sets e's action for the targets whose entry needs no label:

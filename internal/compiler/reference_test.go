@@ -415,6 +415,11 @@ func prefixMask(n, bits int) U128 {
 // refRun walks chain with netfilter's semantics (jump pushes a return
 // point, goto does not, RETURN pops, end of a base chain = policy).
 func refRun(rs *ir.Ruleset, chain string, p *Packet) refVerdict {
+	return refRunWith(rs, chain, p, refRuleMatch)
+}
+
+// refRunWith is refRun with the rules matched by match.
+func refRunWith(rs *ir.Ruleset, chain string, p *Packet, match func(ir.Family, *ir.Rule, *Packet) refResult) refVerdict {
 	type frame struct {
 		c *ir.Chain
 		i int
@@ -432,7 +437,7 @@ func refRun(rs *ir.Ruleset, chain string, p *Packet) refVerdict {
 		}
 		r := cur.c.Rules[cur.i]
 		cur.i++
-		switch refRuleMatch(rs.Family, r, p) {
+		switch match(rs.Family, r, p) {
 		case refNoMatch:
 			continue
 		case refHotdrop:
@@ -920,17 +925,6 @@ func TestAppendRuleMatchesReference(t *testing.T) {
 func TestDeleteRuleMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewSource(11))
 	tally := &changeTally{}
-	counterOf := func(rs *ir.Ruleset, chain *ir.Chain, k int) uint32 {
-		n := uint32(NumChains)
-		for _, c := range rs.Chains {
-			if c == chain {
-				return n + uint32(k)
-			}
-			n += uint32(len(c.Rules))
-		}
-		t.Fatalf("chain %s not in the ruleset", chain.Name)
-		return 0
-	}
 	for iter := 0; iter < 200; iter++ {
 		fam := ir.IPv4
 		if iter%2 == 1 {
@@ -942,36 +936,9 @@ func TestDeleteRuleMatchesReference(t *testing.T) {
 			t.Fatalf("ruleset %d: %v", iter, err)
 		}
 		for step := 0; step < 1+rng.Intn(16); step++ {
-			hook := rng.Intn(NumChains)
-			chain := rs.Chain(ir.BuiltinChains[hook])
-			var ng *Generation
-			if len(chain.Rules) > 0 && rng.Intn(4) != 0 {
-				k := rng.Intn(len(chain.Rules))
-				r := chain.Rules[k]
-				counter := counterOf(rs, chain, k)
-				chain.Rules = append(chain.Rules[:k:k], chain.Rules[k+1:]...)
-				ng, err = DeleteRule(g, r, hook, counter, testIfaces)
-			} else {
-				// A one-rule ruleset gives a random rule valid in its chain.
-				one := genRuleset(rng, fam, 1, 0)
-				var r *ir.Rule
-				for h, name := range ir.BuiltinChains {
-					if c := one.Chain(name); c != nil && len(c.Rules) == 1 {
-						r, hook = c.Rules[0], h
-					}
-				}
-				if r == nil {
-					continue
-				}
-				chain = rs.Chain(ir.BuiltinChains[hook])
-				if rng.Intn(2) == 0 {
-					chain.Rules = append([]*ir.Rule{r}, chain.Rules...)
-					ng, err = InsertRule(g, r, hook, counterOf(rs, chain, 0), RuleRef{Chain: chain.Name, Index: 0}, testIfaces)
-				} else {
-					chain.Rules = append(chain.Rules, r)
-					k := len(chain.Rules) - 1
-					ng, err = AppendRule(g, r, hook, counterOf(rs, chain, k), RuleRef{Chain: chain.Name, Index: k}, testIfaces)
-				}
+			ng, ok, err := randomChange(rng, rs, g, 4)
+			if !ok {
+				continue
 			}
 			g = tally.outcome(t, rs, ng, err, iter, step)
 			// RuleRefs follow the ruleset (AppendRule and DeleteRule keep
@@ -980,6 +947,57 @@ func TestDeleteRuleMatchesReference(t *testing.T) {
 		}
 	}
 	tally.check(t, 500)
+}
+
+// randomChange changes rs by one random rule of a base chain, and g by
+// the same change in place: with odds 1 - 1/deleteOdds it deletes one of
+// the chain's rules (DeleteRule), else it adds a random rule at the
+// chain's head or end (InsertRule, AppendRule). ok is false when no rule
+// was changed. g must not be used afterwards.
+func randomChange(rng *rand.Rand, rs *ir.Ruleset, g *Generation, deleteOdds int) (ng *Generation, ok bool, err error) {
+	hook := rng.Intn(NumChains)
+	chain := rs.Chain(ir.BuiltinChains[hook])
+	if len(chain.Rules) > 0 && rng.Intn(deleteOdds) != 0 {
+		k := rng.Intn(len(chain.Rules))
+		r := chain.Rules[k]
+		counter := counterIn(rs, chain, k)
+		chain.Rules = append(chain.Rules[:k:k], chain.Rules[k+1:]...)
+		ng, err = DeleteRule(g, r, hook, counter, testIfaces)
+		return ng, true, err
+	}
+	// A one-rule ruleset gives a random rule valid in its chain.
+	one := genRuleset(rng, rs.Family, 1, 0)
+	var r *ir.Rule
+	for h, name := range ir.BuiltinChains {
+		if c := one.Chain(name); c != nil && len(c.Rules) == 1 {
+			r, hook = c.Rules[0], h
+		}
+	}
+	if r == nil {
+		return nil, false, nil
+	}
+	chain = rs.Chain(ir.BuiltinChains[hook])
+	if rng.Intn(2) == 0 {
+		chain.Rules = append([]*ir.Rule{r}, chain.Rules...)
+		ng, err = InsertRule(g, r, hook, counterIn(rs, chain, 0), RuleRef{Chain: chain.Name, Index: 0}, testIfaces)
+	} else {
+		chain.Rules = append(chain.Rules, r)
+		k := len(chain.Rules) - 1
+		ng, err = AppendRule(g, r, hook, counterIn(rs, chain, k), RuleRef{Chain: chain.Name, Index: k}, testIfaces)
+	}
+	return ng, true, err
+}
+
+// counterIn is the counter index of rule k of chain in rs.
+func counterIn(rs *ir.Ruleset, chain *ir.Chain, k int) uint32 {
+	n := uint32(NumChains)
+	for _, c := range rs.Chains {
+		if c == chain {
+			break
+		}
+		n += uint32(len(c.Rules))
+	}
+	return n + uint32(k)
 }
 
 // changeTally counts the in-place changes of a test and why others were

@@ -22,6 +22,9 @@ type Packet struct {
 	CtOrigSport, CtOrigDport uint32
 	// CtReplSport and CtReplDport are the reply tuple's ports.
 	CtReplSport, CtReplDport uint32
+	// Limit decides the limit probes the walk meets: whether bucket k
+	// (Generation.Limits) gives the packet a token. Nil: every one does.
+	Limit func(k int) bool
 }
 
 // hotdropBits returns the packet's defects as EFHotdrop* bits, as the BPF
@@ -210,6 +213,9 @@ func (g *Generation) Classify(p *Packet, chain int) Result {
 		}
 		res.Path = append(res.Path, int(e))
 		pos = ent.Next
+		if ent.Flags&EFLimit != 0 && (p.Limit == nil || p.Limit(int(ent.Aux))) {
+			pos = e + 1 // given a token: on to the rule
+		}
 	}
 	return res
 }

@@ -28,6 +28,9 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 			return fmt.Errorf("zero set counters: %w", err)
 		}
 	}
+	if err := fillLimits(m["limit"], g.Limits); err != nil {
+		return err
+	}
 	if err := putU32s(m["small"], g.Small); err != nil {
 		return fmt.Errorf("fill small-field classes: %w", err)
 	}

@@ -43,6 +43,7 @@ var layoutMirrors = []layoutMirror{
 	{c: "xfw_setkey", goType: reflect.TypeOf(bpfSetKey{})},
 	{c: "xfw_setval", goType: reflect.TypeOf(bpfSetVal{})},
 	{c: "xfw_entry", goType: reflect.TypeOf(bpfEntry{})},
+	{c: "xfw_limit", goType: reflect.TypeOf(bpfLimit{}), renamed: map[string]string{"CPJ": "cpj"}},
 	{c: "xfw_chunk", goType: reflect.TypeOf(bpfChunk{})},
 	{c: "xfw_bound", goType: reflect.TypeOf(bpfBound{})},
 	{c: "xfw_hkey", goType: reflect.TypeOf(bpfHKey{})},

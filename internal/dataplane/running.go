@@ -31,6 +31,8 @@ type genMeta struct {
 	// SetLookups describe Update.Sets: what a patch of a set's members
 	// needs to find the tables that look it up.
 	SetLookups []SetLookupInfo `json:",omitempty"`
+	// Limits are the generation's limit buckets (compiler.Generation).
+	Limits []compiler.Limit `json:",omitempty"`
 }
 
 // SetLookupInfo describes one set lookup of a running generation.
@@ -57,7 +59,7 @@ func generationMeta(u *Update) ([]byte, error) {
 	b, err := json.Marshal(genMeta{
 		Small: len(g.Small), ClassChunks: len(g.ClassChunks), Chunks: len(g.Chunks), LogConfigs: len(g.LogConfigs),
 		Layout: g.Layout, SetConds: g.SetConds, Interfaces: u.Interfaces,
-		SetLookups: setLookupInfos(u.Sets),
+		SetLookups: setLookupInfos(u.Sets), Limits: g.Limits,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode generation metadata: %w", err)
@@ -99,6 +101,7 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 		ChainStart: c.ChainStart, ChainEnd: c.ChainEnd, MaxIters: c.MaxIters,
 		AddrBase: c.AddrBase, AddrCount: c.AddrCount,
 		Hash: map[compiler.HashKey]uint32{}, Layout: meta.Layout, SetConds: meta.SetConds,
+		Limits: meta.Limits,
 	}
 	for i, d := range c.PolicyDrop {
 		g.PolicyDrop[i] = d != 0

@@ -71,6 +71,7 @@ const (
 	xtUint32RC
 	xtProtocol
 	xtHostMask
+	xtUint32
 )
 
 // Guided option flags (XTOPT_*).

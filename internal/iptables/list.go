@@ -393,6 +393,8 @@ var logLevelNames = [...]string{"emerg", "alert", "crit", "err", "warn", "notice
 func (l *lister) match(r *ir.Rule, m ir.Match) {
 	numeric := l.opts.Numeric
 	switch m := m.(type) {
+	case *ir.LimitMatch:
+		l.b.WriteString(limitListing(m))
 	case *ir.TCPMatch:
 		l.b.WriteString(" tcp")
 		l.ports("spt", m.SrcPort, "tcp")

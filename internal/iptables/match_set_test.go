@@ -65,45 +65,55 @@ func setTranscript(fam ir.Family, line string) (string, error) {
 // 1.8.9: every accepted form prints back as iptables -S does, every error
 // has iptables' message and exit status.
 func TestSetMatchOracle(t *testing.T) {
-	for _, tc := range []struct {
-		file string
-		fam  ir.Family
-	}{
-		{"testdata/set_oracle_v4.txt", ir.IPv4},
-		{"testdata/set_oracle_v6.txt", ir.IPv6},
-	} {
-		f, err := os.Open(tc.file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var cases []string // each: the case's lines, newline-terminated
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "#") || line == "":
-			case strings.HasPrefix(line, "  "):
-				cases[len(cases)-1] += line + "\n"
-			default:
-				cases = append(cases, line+"\n")
-			}
-		}
-		f.Close()
-		if len(cases) == 0 {
-			t.Fatalf("%s: no cases", tc.file)
-		}
-		for _, want := range cases {
+	replayTranscripts(t, "testdata/set_oracle_v4.txt", "testdata/set_oracle_v6.txt", setTranscript)
+}
+
+// replayTranscripts renders every case of the IPv4 and the IPv6
+// transcript with render (given the family and the case's arguments) and
+// requires the recorded text.
+func replayTranscripts(t *testing.T, v4, v6 string, render func(ir.Family, string) (string, error)) {
+	t.Helper()
+	for fam, file := range map[ir.Family]string{ir.IPv4: v4, ir.IPv6: v6} {
+		for _, want := range transcriptCases(t, file) {
 			args, _, _ := strings.Cut(want, "\n")
-			got, err := setTranscript(tc.fam, args)
+			got, err := render(fam, args)
 			if err != nil {
 				t.Error(err)
 				continue
 			}
 			if got != want {
-				t.Errorf("%s:\n got: %q\nwant: %q", tc.file, got, want)
+				t.Errorf("%s:\n got: %q\nwant: %q", file, got, want)
 			}
 		}
 	}
+}
+
+// transcriptCases reads a recorded transcript: its cases, each its
+// unindented first line and the indented lines after it, newline-terminated
+// ("#" lines and blank ones left out).
+func transcriptCases(t *testing.T, file string) []string {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var cases []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "#") || line == "":
+		case strings.HasPrefix(line, "  "):
+			cases[len(cases)-1] += line + "\n"
+		default:
+			cases = append(cases, line+"\n")
+		}
+	}
+	if len(cases) == 0 {
+		t.Fatalf("%s: no cases", file)
+	}
+	return cases
 }
 
 // TestSetMatchParse checks the IR the parser builds for the set match's

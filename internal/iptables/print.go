@@ -133,6 +133,8 @@ func tcpFlagString(v uint8) string {
 // writeMatch prints a match's options (its save function).
 func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 	switch m := m.(type) {
+	case *ir.LimitMatch:
+		writeLimit(b, m)
 	case *ir.TCPMatch:
 		writePorts(b, "sport", m.SrcPort)
 		writePorts(b, "dport", m.DstPort)

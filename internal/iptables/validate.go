@@ -125,6 +125,10 @@ func checkEntry(fam ir.Family, r *ir.Rule, hooks hookMask) *failure {
 	for _, m := range r.Matches {
 		ok := true
 		switch m := m.(type) {
+		case *ir.LimitMatch:
+			if f := checkLimit(m); f != nil {
+				return f
+			}
 		case *ir.TCPMatch:
 			ok = needsProto(r, protoTCP)
 		case *ir.UDPMatch:

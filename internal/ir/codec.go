@@ -203,6 +203,8 @@ func (e *encoder) rule(r *Rule) error {
 
 func (e *encoder) match(m Match) error {
 	switch m := m.(type) {
+	case *LimitMatch:
+		e.limit(m)
 	case *TCPMatch:
 		e.u8(tagTCP)
 		e.port(m.SrcPort)
@@ -556,6 +558,8 @@ func (d *decoder) rule(r *Rule) {
 
 func (d *decoder) match() Match {
 	switch tag := d.u8(); tag {
+	case tagLimit:
+		return d.limit()
 	case tagTCP:
 		m := d.newTCP()
 		d.port(&m.SrcPort)

@@ -1,0 +1,79 @@
+package compiler
+
+import (
+	"fmt"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// The limit match (xt_limit) in the walk. Its answer depends on a token
+// bucket the packet changes, so it cannot be a classification field: the
+// flattener puts a limit probe (EFLimit) before the rule, with the
+// condition under which the kernel evaluates the match (the rule's IP part
+// and its matches before the limit match; flattener.probes), and leaves
+// the match out of the rule's own terms. Only packets that reach the rule
+// and pass its earlier matches meet the probe, which takes a token from
+// the rule's bucket: given one, the search goes on with the next entry
+// (the rule's own entries, which test the matches after the limit match,
+// or the rule's next probe); refused, it goes on past the rule. A token
+// is spent even when a later match fails, as in the kernel. A rule's
+// terms are disjoint, so a packet meets one probe entry per limit match.
+
+// Limit is the token bucket of one limit match of one rule.
+type Limit struct {
+	// Rule is the rule's counter index, Match the match's index among
+	// its matches.
+	Rule  uint32
+	Match int
+	// Avg and Burst are the match's (ir.LimitMatch).
+	Avg, Burst uint32
+}
+
+// MaxLimits bounds a generation's buckets (a probe's Aux names one).
+const MaxLimits = 1 << 16
+
+// limitKey names a limit match: the rule and the match's index.
+type limitKey struct {
+	rule  *ir.Rule
+	match int
+}
+
+// limitIndex returns the bucket of match i (m) of rule r, numbered in the
+// order flattening meets them: a rule that user chains flatten more than
+// once keeps one bucket, as the kernel has one match instance.
+func (fl *flattener) limitIndex(r *ir.Rule, i int, m *ir.LimitMatch) (uint16, error) {
+	key := limitKey{r, i}
+	if k, ok := fl.limitIDs[key]; ok {
+		return k, nil
+	}
+	if len(fl.limits) >= MaxLimits {
+		return 0, fmt.Errorf("more than %d limit matches", MaxLimits)
+	}
+	if fl.limitIDs == nil {
+		fl.limitIDs = map[limitKey]uint16{}
+	}
+	k := uint16(len(fl.limits))
+	fl.limitIDs[key] = k
+	fl.limits = append(fl.limits, Limit{Rule: fl.ruleID[r], Match: i, Avg: m.Avg, Burst: m.Burst})
+	return k, nil
+}
+
+// hasLimitMatch reports whether r has a limit match.
+func hasLimitMatch(r *ir.Rule) bool {
+	for _, m := range r.Matches {
+		if _, ok := m.(*ir.LimitMatch); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// shiftLimitRules moves the counter indexes of the buckets' rules from
+// counter on by delta (a rule inserted or deleted before them).
+func (g *Generation) shiftLimitRules(counter uint32, delta int) {
+	for i := range g.Limits {
+		if l := &g.Limits[i]; l.Rule >= counter {
+			l.Rule = uint32(int(l.Rule) + delta)
+		}
+	}
+}

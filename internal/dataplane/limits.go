@@ -1,0 +1,120 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xfw-dev/xfw/internal/compiler"
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// The limit matches' token buckets (bpf/limit.h): one struct xfw_limit per
+// bucket of the generation (compiler.Generation.Limits) in the slot's
+// "limit" map. The kernel sets a limit match's bucket up full whenever
+// iptables replaces the table (every committed change, -Z included:
+// limit_mt_check of the new table's matches), so a new generation's
+// buckets are written full, prev the jiffies of the fill, and ResetLimits
+// fills the running ones again for the commands that change counters only.
+
+// bpfLimit mirrors struct xfw_limit.
+type bpfLimit struct {
+	Prev   uint64
+	Credit uint64
+	Cost   uint32
+	Cap    uint32
+	CPJ    uint32
+	Pad    uint32
+}
+
+// limitStride is the size of struct xfw_limit in a mapped array.
+const limitStride = int(unsafe.Sizeof(bpfLimit{}))
+
+// limitBuckets returns the full buckets of limits on this kernel, prev
+// its jiffies now.
+func limitBuckets(limits []compiler.Limit) ([]bpfLimit, error) {
+	if len(limits) == 0 {
+		return nil, nil
+	}
+	hz, err := kernelHZ()
+	if err != nil {
+		return nil, err
+	}
+	now, err := Jiffies()
+	if err != nil {
+		return nil, fmt.Errorf("limit buckets: %w", err)
+	}
+	out := make([]bpfLimit, len(limits))
+	for i, l := range limits {
+		m := ir.LimitMatch{Avg: l.Avg, Burst: l.Burst}
+		b, ok := m.Bucket(uint32(hz))
+		if !ok {
+			// The front end refuses these (the kernel's ERANGE).
+			return nil, fmt.Errorf("limit match %d of rule %d: its credits overflow at HZ %d", l.Match+1, l.Rule, hz)
+		}
+		out[i] = bpfLimit{Prev: now, Credit: uint64(b.Capacity), Cost: b.Cost, Cap: b.Capacity, CPJ: b.CreditsPerJiffy}
+	}
+	return out, nil
+}
+
+// fillLimits writes u's buckets into m, full.
+func fillLimits(m *ebpf.Map, limits []compiler.Limit) error {
+	buckets, err := limitBuckets(limits)
+	if err != nil {
+		return err
+	}
+	if err := putArray(m, len(buckets), func(i int) bpfLimit { return buckets[i] }); err != nil {
+		return fmt.Errorf("fill limit buckets: %w", err)
+	}
+	return nil
+}
+
+// ResetLimits fills the buckets of fam's running generation again, as the
+// kernel's are when iptables replaces the table without changing a rule
+// (iptables -Z, -L -Z). Packets may be taking tokens meanwhile: the
+// stores are atomic, and a packet whose compare-and-swap then fails
+// starts again from the new credit.
+func ResetLimits(fam ir.Family) error {
+	defer unmapOutsideSession()
+	cur, err := Current()
+	if err != nil || cur == nil {
+		return err
+	}
+	defer cur.Close()
+	if !cur.hasFamily(fam) {
+		return nil
+	}
+	m, err := cur.inner("limit", cur.slot(fam))
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return nil // loaded by a build without limit buckets
+	}
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	n := int(m.MaxEntries())
+	mem, _, stride, err := mappedArray[bpfLimit](m, n)
+	if err != nil {
+		return fmt.Errorf("limit buckets: %w", err)
+	}
+	if stride != limitStride {
+		return fmt.Errorf("limit buckets %s: stride %d", m, stride)
+	}
+	now, err := Jiffies()
+	if err != nil {
+		return fmt.Errorf("limit buckets: %w", err)
+	}
+	buckets := unsafe.Slice((*bpfLimit)(unsafe.Pointer(&mem[0])), n)
+	for i := range buckets {
+		b := &buckets[i]
+		if b.CPJ == 0 {
+			continue // not a bucket of the generation
+		}
+		atomic.StoreUint64(&b.Prev, now)
+		atomic.StoreUint64(&b.Credit, uint64(b.Cap))
+	}
+	return nil
+}
