@@ -363,6 +363,20 @@ const hotplugRounds = 12
 // that gen reaches through the newest hot-plugged interface.
 var hotplugTarget = netip.MustParseAddr("10.252.0.1")
 
+// hotplugTopology builds a topology whose fw has hotplugTarget on lo and
+// an xfw ruleset whose INPUT drops UDP to port 7200.
+func hotplugTopology(t *testing.T) (string, *nettest.Topology) {
+	t.Helper()
+	bin := xfwPath(t)
+	tp := nettest.New(t, nettest.WithStaticNeighbors())
+	nettest.MustExec(t, tp.FwNS, "ip", "addr", "add", hotplugTarget.String()+"/32", "dev", "lo")
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fw.restore(t, tp, 4, "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"+
+		"-A INPUT -p udp -m udp --dport 7200 -j DROP\nCOMMIT\n")
+	return bin, tp
+}
+
 // TestHotplugNeverUnfiltered adds interfaces to fw, one after another,
 // each brought up at once with its address, while gen sends without pause
 // through the newest one to an address of fw's: to port 7200, which INPUT
@@ -374,13 +388,7 @@ var hotplugTarget = netip.MustParseAddr("10.252.0.1")
 // of its own, docs/design.md.)
 func TestHotplugNeverUnfiltered(t *testing.T) {
 	nettest.RequireRoot(t)
-	bin := xfwPath(t)
-	tp := nettest.New(t, nettest.WithStaticNeighbors())
-	nettest.MustExec(t, tp.FwNS, "ip", "addr", "add", hotplugTarget.String()+"/32", "dev", "lo")
-	fw := firewall{kind: "xfw", bin: bin}
-	t.Cleanup(func() { fw.stop(t, tp) })
-	fw.restore(t, tp, 4, "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"+
-		"-A INPUT -p udp -m udp --dport 7200 -j DROP\nCOMMIT\n")
+	bin, tp := hotplugTopology(t)
 	_, out := startAgent(t, bin, tp)
 	waitFor(t, "the guard", func() bool { return strings.Contains(out.String(), "guard started") })
 	dropped := nettest.StartUDPServer(t, tp.FwNS, netip.AddrPortFrom(hotplugTarget, 7200))
@@ -392,7 +400,7 @@ func TestHotplugNeverUnfiltered(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		go floodTarget(conn, stop, sent)
+		go flood(conn, []netip.AddrPort{netip.AddrPortFrom(hotplugTarget, 7200), netip.AddrPortFrom(hotplugTarget, 7201)}, stop, sent)
 		return nil
 	})
 	if err != nil {
@@ -417,9 +425,9 @@ func TestHotplugNeverUnfiltered(t *testing.T) {
 	t.Logf("agent:\n%s", out.String())
 }
 
-// floodTarget sends, until stop, datagrams to ports 7200 and 7201 of
-// hotplugTarget in turn, and reports how many the kernel took.
-func floodTarget(conn *net.UDPConn, stop chan struct{}, sent chan int) {
+// flood sends, until stop, one datagram to each of dsts in turn, again and
+// again, and reports how many the kernel took.
+func flood(conn *net.UDPConn, dsts []netip.AddrPort, stop chan struct{}, sent chan int) {
 	defer conn.Close()
 	n := 0
 	for {
@@ -429,12 +437,12 @@ func floodTarget(conn *net.UDPConn, stop chan struct{}, sent chan int) {
 			return
 		default:
 		}
-		for _, port := range []uint16{7200, 7201} {
-			if _, err := conn.WriteToUDPAddrPort([]byte("hotplug"), netip.AddrPortFrom(hotplugTarget, port)); err == nil {
+		for _, dst := range dsts {
+			if _, err := conn.WriteToUDPAddrPort([]byte("flood"), dst); err == nil {
 				n++
 			}
 		}
-		time.Sleep(200 * time.Microsecond)
+		time.Sleep(100 * time.Microsecond)
 	}
 }
 
@@ -585,7 +593,7 @@ func detachUnderTraffic(t *testing.T, mode string) {
 		if err != nil {
 			return err
 		}
-		go floodAddr(conn, dst, stop, sent)
+		go flood(conn, []netip.AddrPort{dst}, stop, sent)
 		return nil
 	})
 	if err != nil {
@@ -606,25 +614,6 @@ func detachUnderTraffic(t *testing.T, mode string) {
 	}
 	if reattached < detachRounds {
 		t.Errorf("the agent re-attached %d times for %d removals", reattached, detachRounds)
-	}
-}
-
-// floodAddr sends datagrams to dst until stop, and reports how many the
-// kernel took.
-func floodAddr(conn *net.UDPConn, dst netip.AddrPort, stop chan struct{}, sent chan int) {
-	defer conn.Close()
-	n := 0
-	for {
-		select {
-		case <-stop:
-			sent <- n
-			return
-		default:
-		}
-		if _, err := conn.WriteToUDPAddrPort([]byte("detach"), dst); err == nil {
-			n++
-		}
-		time.Sleep(50 * time.Microsecond)
 	}
 }
 
@@ -656,15 +645,9 @@ func mountBPFFS(t *testing.T) string {
 // interface; xfw stop removes the guard.
 func TestGuardOutlivesAgent(t *testing.T) {
 	nettest.RequireRoot(t)
-	bin := xfwPath(t)
 	pins := mountBPFFS(t)
 	t.Setenv("XFW_BPFFS", pins)
-	tp := nettest.New(t, nettest.WithStaticNeighbors())
-	nettest.MustExec(t, tp.FwNS, "ip", "addr", "add", hotplugTarget.String()+"/32", "dev", "lo")
-	fw := firewall{kind: "xfw", bin: bin}
-	t.Cleanup(func() { fw.stop(t, tp) })
-	fw.restore(t, tp, 4, "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"+
-		"-A INPUT -p udp -m udp --dport 7200 -j DROP\nCOMMIT\n")
+	bin, tp := hotplugTopology(t)
 	cmd, out := startAgent(t, bin, tp)
 	waitFor(t, "the guard", func() bool { return strings.Contains(out.String(), "guard started") })
 	if err := cmd.Process.Kill(); err != nil {
