@@ -199,8 +199,8 @@ func (r *ruleStore) References(name string) (int, error) {
 }
 
 // reapplySetRules loads the running rulesets that use sets again, so that
-// the data plane's set tables follow the sets' new members (counters
-// carried); sets serves the sets (those just committed). The caller holds
+// the data plane's set tables follow the sets' new members (counters and
+// limit buckets carried, recommit); sets serves the sets (those just committed). The caller holds
 // the lock.
 func reapplySetRules(sets *ipsetLookup) error {
 	opts, err := attachOptions()
@@ -215,7 +215,7 @@ func reapplySetRules(sets *ipsetLookup) error {
 		if rs.SetUses("") == 0 {
 			continue
 		}
-		if err := commit(fam, rs, rs, true, opts, sets); err != nil {
+		if err := recommit(fam, rs, rs, opts, sets); err != nil {
 			return fmt.Errorf("reload the %s ruleset: %w", fam, err)
 		}
 	}

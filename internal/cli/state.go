@@ -82,6 +82,30 @@ func counterSources(old, nw *ir.Ruleset, keepOld bool) []dataplane.CounterSource
 // commit compiles rs and swaps it in. keepCounters carries counters of
 // unchanged rules (and the policies) over from the running ruleset.
 func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplane.AttachOptions, sets *ipsetLookup) error {
+	return compileAndInstall(fam, old, rs, installMode{keepCounters: keepCounters}, opts, sets)
+}
+
+// recommit compiles rs, the running ruleset old read back unchanged, again
+// and swaps it in, counters kept: for the namespace's interfaces and
+// addresses now (xfw sync, the agent) or the sets' new members. The kernel
+// replaces no table for these, so the limit buckets go on
+// (dataplane.Update.SameRules).
+func recommit(fam ir.Family, old, rs *ir.Ruleset, opts dataplane.AttachOptions, sets *ipsetLookup) error {
+	return compileAndInstall(fam, old, rs, installMode{keepCounters: true, sameRules: true}, opts, sets)
+}
+
+// installMode is how install carries the running generation's state over.
+type installMode struct {
+	// keepCounters carries counters of unchanged rules (and the
+	// policies) over from the running ruleset.
+	keepCounters bool
+	// sameRules says the rules are the running ones, unchanged: the
+	// limit buckets are kept.
+	sameRules bool
+}
+
+// compileAndInstall compiles rs and swaps it in (install).
+func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opts dataplane.AttachOptions, sets *ipsetLookup) error {
 	// Counter indexes follow chain order; use the order the saved ruleset
 	// has (iptables-save's), which is the order loadRunning reads it back in.
 	t := time.Now()
@@ -95,7 +119,7 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplan
 		return err
 	}
 	t = dataplane.TraceSince("commit: compile", t)
-	return install(fam, old, rs, gen, ifaces, keepCounters, opts, sets, nil)
+	return install(fam, old, rs, gen, ifaces, mode, opts, sets, nil)
 }
 
 // commitAppend commits rs, the running ruleset old with rules appended to
@@ -208,7 +232,7 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 		return commit(fam, old, rs, true, opts, sets)
 	}
 	dataplane.TraceSince("commit: "+what+" in place", t)
-	return install(fam, old, rs, gen, ifaces, true, opts, sets, run.encoded)
+	return install(fam, old, rs, gen, ifaces, installMode{keepCounters: true}, opts, sets, run.encoded)
 }
 
 // runningParts is what a command read of the running state besides the
@@ -290,8 +314,9 @@ func runningGeneration(fam ir.Family, old *ir.Ruleset, gr *generationReader) (*c
 
 // install swaps gen, compiled from rs for ifaces, in. encoded, when not
 // nil, is where the rules rs shares with the running ruleset, unchanged,
-// lie in its binary form (ir.Ruleset.MarshalBinaryReusing).
-func install(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, ifaces []compiler.Interface, keepCounters bool, opts dataplane.AttachOptions, sets *ipsetLookup, encoded *ir.Encoded) error {
+// lie in its binary form (ir.Ruleset.MarshalBinaryReusing); mode says what
+// goes on from the running generation.
+func install(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, ifaces []compiler.Interface, mode installMode, opts dataplane.AttachOptions, sets *ipsetLookup, encoded *ir.Encoded) error {
 	t := time.Now()
 	if err := checkDataPlaneSupport(rs, sets); err != nil {
 		return err
@@ -304,7 +329,7 @@ func install(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, iface
 	if err != nil {
 		return fmt.Errorf("save the ruleset: %w", err)
 	}
-	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counterSources(old, rs, keepCounters), Sets: tables, Interfaces: ifaces, SetCounters: ctrs}
+	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counterSources(old, rs, mode.keepCounters), Sets: tables, Interfaces: ifaces, SetCounters: ctrs, SameRules: mode.sameRules}
 	dataplane.TraceSince("commit: sets, encode, counters", t)
 	if err := dataplane.Apply(fam, u, opts); err != nil {
 		return err

@@ -22,7 +22,7 @@ func init() {
 // resync recompiles the running rulesets against the namespace's current
 // interfaces and addresses and swaps them in, counters kept: new interfaces
 // get the programs, -i/-o names and the local-address table are brought up
-// to date.
+// to date. The limit buckets go on, as the kernel's (recommit).
 func resync() error {
 	unlock, err := lock(waitSpec{set: true})
 	if err != nil {
@@ -46,7 +46,7 @@ func resync() error {
 		if err != nil {
 			return err
 		}
-		if err := commit(fam, rs, rs.Clone(), true, ao, sets); err != nil {
+		if err := recommit(fam, rs, rs.Clone(), ao, sets); err != nil {
 			return fmt.Errorf("%s: %w", fam, err)
 		}
 	}

@@ -45,6 +45,7 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 	if err := checkSetSharing(u, old.meta); err != nil {
 		return err
 	}
+	u.keepLimits = keepsLimits(u, old.meta)
 
 	if u.Gen.Active&(1<<compiler.FieldCt) != 0 {
 		if err := configureConntrack(cur); err != nil {
@@ -122,8 +123,9 @@ type replacedGeneration struct {
 	cfg bpfFamilyCfg
 	// live and base are its counters, held open across its removal.
 	live, base *ebpf.Map
-	// meta is its metadata, read only when a table is taken over from it
-	// or its set counters are carried over (most generations do neither).
+	// meta is its metadata, read only when a table or the limit buckets
+	// may be taken over from it or its set counters are carried over
+	// (most generations do none of these).
 	meta *genMeta
 }
 
@@ -141,7 +143,7 @@ func (r *replacedGeneration) open(cur *state, u *Update) error {
 	if r.base, err = cur.inner("cbase", r.slot); err != nil {
 		return err
 	}
-	needMeta := r.cfg.NSetCtr > 0
+	needMeta := r.cfg.NSetCtr > 0 || (u.SameRules && len(u.Gen.Limits) > 0)
 	for _, st := range u.Sets {
 		needMeta = needMeta || st.Reuse > 0
 	}

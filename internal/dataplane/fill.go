@@ -12,7 +12,9 @@ import (
 // fillGeneration writes u's generation into its maps (by kind, as
 // buildSlot names them). Reused maps (not in created) get their live
 // counters zeroed and their unused text pages cleared: everything else the
-// data plane reads is indexed by the generation's own data.
+// data plane reads is indexed by the generation's own data. Limit buckets
+// taken over from the running generation (Update.SameRules) are not
+// written.
 func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, ncpu int) error {
 	g := u.Gen
 	if err := fillSetTables(m, u); err != nil {
@@ -28,8 +30,10 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 			return fmt.Errorf("zero set counters: %w", err)
 		}
 	}
-	if err := fillLimits(m["limit"], g.Limits); err != nil {
-		return err
+	if !u.keepLimits {
+		if err := fillLimits(m["limit"], g.Limits); err != nil {
+			return err
+		}
 	}
 	if err := putU32s(m["small"], g.Small); err != nil {
 		return fmt.Errorf("fill small-field classes: %w", err)

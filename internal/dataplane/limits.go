@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"unsafe"
 
@@ -19,6 +20,13 @@ import (
 // limit_mt_check of the new table's matches), so a new generation's
 // buckets are written full, prev the jiffies of the fill, and ResetLimits
 // fills the running ones again for the commands that change counters only.
+// A generation that compiles the running ruleset again (Update.SameRules:
+// a resync, a set's new members) is no table replacement the kernel would
+// see: when its limit matches are the running generation's, it takes the
+// running "limit" map over (the slot installs the same map), so that no
+// token taken meanwhile is lost. Both slots then hold that map: the next
+// generation built in the idle slot does not reuse it (dropRunningLimits),
+// since the running generation still reads it.
 
 // bpfLimit mirrors struct xfw_limit.
 type bpfLimit struct {
@@ -115,6 +123,69 @@ func ResetLimits(fam ir.Family) error {
 		}
 		atomic.StoreUint64(&b.Prev, now)
 		atomic.StoreUint64(&b.Credit, uint64(b.Cap))
+	}
+	return nil
+}
+
+// keepsLimits says whether u's generation takes over the limit buckets of
+// the running generation, whose metadata is running (nil when not read):
+// u compiles the same rules (SameRules) and its limit matches are the
+// running ones, in the same order, so that bucket i is the same match's in
+// both. The caller's word is not enough: a ruleset read back differently
+// would give a match another's bucket.
+func keepsLimits(u *Update, running *genMeta) bool {
+	return u.SameRules && running != nil && len(u.Gen.Limits) > 0 && slices.Equal(running.Limits, u.Gen.Limits)
+}
+
+// takeOverLimits opens the running generation's (in runSlot) limit map
+// into b.given when u keeps its buckets (keepsLimits). A running slot
+// without one, or with one too small for u's buckets, is not taken over:
+// u's buckets are then filled full.
+func (b *slotBuild) takeOverLimits(cur *state, runSlot int64, u *Update) error {
+	if !u.keepLimits {
+		return nil
+	}
+	if runSlot < 0 {
+		u.keepLimits = false
+		return nil
+	}
+	m, err := cur.inner("limit", uint32(runSlot))
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		u.keepLimits = false
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("limit buckets: the running ones: %w", err)
+	}
+	if int(m.MaxEntries()) < len(u.Gen.Limits) {
+		m.Close()
+		u.keepLimits = false
+		return nil
+	}
+	b.given["limit"] = m
+	return nil
+}
+
+// dropRunningLimits keeps the slot from reusing the limit map it holds
+// when that is the running generation's (in runSlot; taken over by the
+// generation the slot held before): filling it would change the running
+// buckets. The slot then gets a new map.
+func (b *slotBuild) dropRunningLimits(cur *state, runSlot int64) error {
+	held := b.held["limit"]
+	if _, given := b.given["limit"]; given || held == nil || runSlot < 0 {
+		return nil
+	}
+	running, err := cur.inner("limit", uint32(runSlot))
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("limit buckets: the running ones: %w", err)
+	}
+	defer running.Close()
+	if sameMap(held, running) {
+		held.Close()
+		b.held["limit"] = nil
 	}
 	return nil
 }

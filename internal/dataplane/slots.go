@@ -156,11 +156,20 @@ func buildSlot(cur *state, slot uint32, runSlot int64, u *Update) error {
 	if err := b.takeOverTables(cur, runSlot, u); err != nil {
 		return err
 	}
+	if err := b.takeOverLimits(cur, runSlot, u); err != nil {
+		return err
+	}
+	if u.keepLimits {
+		delete(sizes, "limit")
+	}
 	t0 := time.Now()
 	b.maps = map[string]*ebpf.Map{}
 	b.created = map[string]bool{}
 	b.stale = map[string]bool{}
 	b.held = cur.slotMaps(slot)
+	if err := b.dropRunningLimits(cur, runSlot); err != nil {
+		return err
+	}
 	if err := b.createMaps(sizes); err != nil {
 		return err
 	}

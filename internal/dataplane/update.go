@@ -45,10 +45,20 @@ type Update struct {
 	SetCounters []SetCounterID
 	// SetLeftover is set by Apply (see SetCounters).
 	SetLeftover []SetCounterValue
+	// SameRules says Gen compiles the running generation's ruleset again,
+	// unchanged (for other interfaces, addresses or set members): the
+	// kernel would not have replaced its table, so its limit buckets go
+	// on. Apply then takes the running generation's buckets over when
+	// its limit matches are Gen's (same parameters, same order); without
+	// SameRules, or when they differ, the buckets start full.
+	SameRules bool
 
 	// blob is what the slot's state pages hold: Saved and the generation's
 	// metadata, each after its little-endian length (stateBlob).
 	blob []byte
+	// keepLimits is set by Apply: the generation takes the running
+	// generation's limit buckets over (SameRules).
+	keepLimits bool
 }
 
 // stateBlob returns u's state pages' content: the saved ruleset and the
