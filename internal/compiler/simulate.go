@@ -22,6 +22,10 @@ type Packet struct {
 	CtOrigSport, CtOrigDport uint32
 	// CtReplSport and CtReplDport are the reply tuple's ports.
 	CtReplSport, CtReplDport uint32
+	// AddrType is the route-type facts of the addresses (FieldAddrType,
+	// packed as terms_type.go describes), PktType the packet type
+	// (FieldPktType).
+	AddrType, PktType uint32
 }
 
 // hotdropBits returns the packet's defects as EFHotdrop* bits, as the BPF
@@ -94,6 +98,10 @@ func (p *Packet) FieldValue(f Field) U128 {
 		return U64(uint64(p.CtReplDport))
 	case FieldCt:
 		return U64(uint64(p.Ct))
+	case FieldAddrType:
+		return U64(uint64(p.AddrType))
+	case FieldPktType:
+		return U64(uint64(p.PktType))
 	}
 	return U128{}
 }
