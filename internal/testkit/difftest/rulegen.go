@@ -14,11 +14,12 @@ import (
 // netmasks and prefix lengths), so the comparison covers the front end too.
 //
 // The generator respects what iptables and the kernel refuse (-i in OUTPUT,
-// -o in INPUT, mac in chains OUTPUT reaches, tcp-reset without -p tcp,
+// -o in INPUT, mac in chains OUTPUT reaches, addrtype's device limits in
+// the chains the kernel refuses them in, tcp-reset without -p tcp,
 // protocol matches without their -p, jump loops) and what xfw documents it
 // does not support (docs/compatibility.md: --tcp-option, more than one
 // multiport --ports per rule, netmasks with more than 16 non-contiguous
-// bits).
+// bits, addrtype's UNREACHABLE and device limits in IPv6).
 
 // GenOptions bound the size of a generated ruleset.
 type GenOptions struct {
@@ -294,6 +295,12 @@ func (g *rgen) fillRule(r *grule) {
 	}
 	if g.ct && g.chance(35) {
 		add(g.ctSpec()...)
+	}
+	if g.chance(8) {
+		add(g.addrTypeSpec(hooks)...)
+	}
+	if g.chance(5) {
+		add(g.pktTypeSpec()...)
 	}
 	if g.chance(8) {
 		add("-m", "comment", "--comment", quote(pick(g.rng, []string{"allow web", "block-it", "say \\\"hi\\\"", "x", "ssh from lan"})))
