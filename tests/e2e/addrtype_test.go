@@ -211,22 +211,15 @@ func sendTypeProbe(t *testing.T, tp *nettest.Topology, pr typeProbe) {
 func TestAddrTypePktTypeAgainstKernel(t *testing.T) {
 	nettest.RequireRoot(t)
 	requireTools(t, "iptables-legacy", "ip6tables-legacy", "ping")
-	bin := xfwPath(t)
-	tps := map[string]*nettest.Topology{
-		"kernel": nettest.New(t, nettest.WithStaticNeighbors()),
-		"xfw":    nettest.New(t, nettest.WithStaticNeighbors()),
-	}
-	fws := map[string]firewall{"kernel": {kind: "kernel"}, "xfw": {kind: "xfw", bin: bin}}
-	for _, tp := range tps {
+	tw := newTwins(t, xfwPath(t))
+	tps, fws := tw.tps, tw.fws
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
 		for _, argv := range typeRoutes(tp) {
 			nettest.MustExec(t, tp.FwNS, argv...)
 		}
-	}
-	t.Cleanup(func() { fws["xfw"].stop(t, tps["xfw"]) })
-	for kind, tp := range tps {
-		fws[kind].restore(t, tp, 4, typeRuleset(4))
-		fws[kind].restore(t, tp, 6, typeRuleset(6))
-	}
+		fw.restore(t, tp, 4, typeRuleset(4))
+		fw.restore(t, tp, 6, typeRuleset(6))
+	})
 	if t.Failed() {
 		return
 	}
@@ -246,22 +239,15 @@ func TestAddrTypePktTypeAgainstKernel(t *testing.T) {
 		t.Run(pr.name, func(t *testing.T) {
 			saves := map[string]string{}
 			var mu sync.Mutex
-			var wg sync.WaitGroup
-			for kind, tp := range tps {
-				kind, tp := kind, tp
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					nettest.MustExec(t, tp.FwNS, append(fws[kind].cmd(pr.fam, ""), "-w", "10", "-Z")...)
-					sendTypeProbe(t, tp, pr)
-					time.Sleep(typeSettle)
-					save := fws[kind].save(t, tp, pr.fam)
-					mu.Lock()
-					saves[kind] = save
-					mu.Unlock()
-				}()
-			}
-			wg.Wait()
+			tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+				nettest.MustExec(t, tp.FwNS, append(fw.cmd(pr.fam, ""), "-w", "10", "-Z")...)
+				sendTypeProbe(t, tp, pr)
+				time.Sleep(typeSettle)
+				save := fw.save(t, tp, pr.fam)
+				mu.Lock()
+				saves[kind] = save
+				mu.Unlock()
+			})
 			if t.Failed() {
 				return
 			}
