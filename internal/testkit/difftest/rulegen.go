@@ -79,6 +79,10 @@ type rgen struct {
 	setConds [][]string
 	// ct is set for stateful rulesets (GenOptions.Conntrack).
 	ct bool
+	// types draws the addrtype and pkttype matches (rulegen_types.go)
+	// from a stream of its own, so that they leave the rest of a seed's
+	// ruleset as it was before they existed.
+	types *rgen
 }
 
 // GenerateRuleset returns a random filter table for plan's family, as
@@ -96,6 +100,7 @@ func GenerateRuleset(seed int64, plan Plan, opts GenOptions) string {
 		opts.MaxUserChains = len(userChainNames)
 	}
 	g := &rgen{rng: rand.New(rand.NewSource(seed)), plan: plan, fam: plan.Family, ct: opts.Conntrack}
+	g.types = &rgen{rng: rand.New(rand.NewSource(seed ^ typesSeedMix)), plan: plan, fam: plan.Family}
 	g.chains = append([]string(nil), ir.BuiltinChains...)
 	nuser := 0
 	if opts.MaxUserChains > 0 {
@@ -296,11 +301,11 @@ func (g *rgen) fillRule(r *grule) {
 	if g.ct && g.chance(35) {
 		add(g.ctSpec()...)
 	}
-	if g.chance(8) {
-		add(g.addrTypeSpec(hooks)...)
+	if g.types.chance(8) {
+		add(g.types.addrTypeSpec(hooks)...)
 	}
-	if g.chance(5) {
-		add(g.pktTypeSpec()...)
+	if g.types.chance(5) {
+		add(g.types.pktTypeSpec()...)
 	}
 	if g.chance(8) {
 		add("-m", "comment", "--comment", quote(pick(g.rng, []string{"allow web", "block-it", "say \\\"hi\\\"", "x", "ssh from lan"})))

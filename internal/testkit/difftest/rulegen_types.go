@@ -6,7 +6,11 @@ import (
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
-// This file writes the generator's -m addrtype and -m pkttype matches.
+// This file writes the generator's -m addrtype and -m pkttype matches,
+// from the generator's second random stream (rgen.types).
+
+// typesSeedMix derives the second stream's seed from the ruleset's.
+const typesSeedMix = 0x5eed_7e5
 
 // addrTypeNames are the address types a rule may name, by family: in IPv6
 // the kernel refuses BROADCAST, BLACKHOLE and the types after UNREACHABLE,
