@@ -121,8 +121,9 @@ static __always_inline int xfw_hash_cls(struct xfw_cls *st, struct xfw_family_cf
 
 /* xfw_addrtype_value returns the packet's XFW_F_ADDRTYPE value: the facts
  * of its source and destination addresses (enum xfw_addrtype), the routes'
- * devices compared with iif and oif. A global function, verified once:
- * inlined, its branches multiply xfw_resolve's paths. */
+ * devices compared with iif and oif. A global function, verified once on
+ * its own, called by xfw_classify (its stack would not fit below
+ * xfw_resolve's). */
 __attribute__((noinline)) __u32 xfw_addrtype_value(struct xfw_pkt *p, __u32 iif, __u32 oif)
 {
 	if (!p)

@@ -211,17 +211,21 @@ func refRuleMatch(fam ir.Family, r *ir.Rule, p *Packet) refResult {
 			if !refConntrack(m, p, fam) {
 				return refNoMatch
 			}
-		case *ir.AddrTypeMatch:
-			if !refAddrType(fam, m, p.AddrType) {
-				return refNoMatch
-			}
-		case *ir.PktTypeMatch:
-			if (p.PktType == uint32(m.Type)) == m.Invert {
+		case *ir.AddrTypeMatch, *ir.PktTypeMatch:
+			if !refTypeMatch(fam, m, p) {
 				return refNoMatch
 			}
 		}
 	}
 	return refMatch
+}
+
+// refTypeMatch evaluates an addrtype or pkttype match.
+func refTypeMatch(fam ir.Family, m ir.Match, p *Packet) bool {
+	if pm, ok := m.(*ir.PktTypeMatch); ok {
+		return (p.PktType == uint32(pm.Type)) != pm.Invert
+	}
+	return refAddrType(fam, m.(*ir.AddrTypeMatch), p.AddrType)
 }
 
 // refAddrType is addrtype_mt_v1 on the facts packed in a packet's
