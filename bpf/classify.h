@@ -25,7 +25,8 @@
  * search goes on at the next entry when given one, at .next when refused.
  *
  * Includes: common.h, xfw_structs.h, parse.h, bits.h, classify_structs.h,
- * classify_maps.h, generation.h, set_lookup.h, limit.h.
+ * classify_maps.h, generation.h, set_lookup.h, limit.h, local.h (-m
+ * addrtype's route types).
  */
 #ifndef XFW_CLASSIFY_H
 #define XFW_CLASSIFY_H
@@ -41,6 +42,7 @@
 #include "generation.h"
 #include "set_lookup.h"
 #include "limit.h"
+#include "local.h"
 
 /* xfw_defects returns the packet's XFW_EF_HOTDROP_* bits. A hotdrop either
  * is such a flagged rule entry, or an uncounted DROP entry of no rule that
@@ -121,6 +123,22 @@ static __always_inline int xfw_hash_cls(struct xfw_cls *st, struct xfw_family_cf
 	return 1;
 }
 
+/* xfw_addrtype_value returns the packet's XFW_F_ADDRTYPE value: the facts
+ * of its source and destination addresses (enum xfw_addrtype), the routes'
+ * devices compared with iif and oif. A global function, verified once on
+ * its own, called by xfw_classify (its stack would not fit below
+ * xfw_resolve's). */
+__attribute__((noinline)) __u32 xfw_addrtype_value(struct xfw_pkt *p, __u32 iif, __u32 oif)
+{
+	if (!p)
+		return 0;
+	if (p->fam == 0)
+		return xfw_addrtype4((__u32)p->src_lo, iif, oif) |
+		       xfw_addrtype4((__u32)p->dst_lo, iif, oif) << XFW_AT_DST_SHIFT;
+	return xfw_addrtype6(p->src_hi, p->src_lo) |
+	       xfw_addrtype6(p->dst_hi, p->dst_lo) << XFW_AT_DST_SHIFT;
+}
+
 /* xfw_resolve maps every active field to its class; 0 when some field's
  * class is empty, so no entry can match (early break). A global function:
  * its temporaries stay off the deepest call chain's stack (XDP program →
@@ -190,6 +208,11 @@ __attribute__((noinline)) int xfw_resolve(struct xfw_pkt *p, __u32 iif, __u32 oi
 		return 0;
 	if ((act & (1u << XFW_F_CTODST)) &&
 	    !xfw_addr_cls(st, fc, XFW_F_CTODST, 3, p->ct_odst_hi, p->ct_odst_lo))
+		return 0;
+	if ((act & (1u << XFW_F_PKTTYPE)) && !xfw_small_cls(st, fc, small, XFW_F_PKTTYPE, p->pkttype))
+		return 0;
+	if ((act & (1u << XFW_F_ADDRTYPE)) &&
+	    !xfw_small_cls(st, fc, small, XFW_F_ADDRTYPE, p->addrtype))
 		return 0;
 	return 1;
 }
@@ -363,8 +386,11 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 		return XFW_RES_END;
 	local.pos = fc->chain_start[chain];
 	local.end = fc->chain_end[chain];
-	/* The set lookups run here, not in xfw_resolve: one call deeper
-	 * would pass the 512-byte stack of the call chain. */
+	/* The route lookups of -m addrtype and the set lookups run here,
+	 * not in xfw_resolve: one call deeper would pass the 512-byte stack
+	 * of the call chain. */
+	if (fc->active & (1u << XFW_F_ADDRTYPE))
+		p->addrtype = xfw_addrtype_value(p, iif, oif);
 	if (xfw_resolve(p, iif, oif, &local,
 			(fc->active & (1u << XFW_F_SETS)) ? xfw_set_bits(p, slot, iif, oif) : 0)) {
 		local.result = XFW_RES_END;

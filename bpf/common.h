@@ -93,7 +93,35 @@ enum xfw_field {
 	XFW_F_CTRSPORT = 19, /* its reply tuple's source port */
 	XFW_F_CTRDPORT = 20, /* its reply tuple's destination port (ICMP:
 			      * the reply's type << 8 | code) */
-	XFW_NFIELDS = 21,
+	XFW_F_ADDRTYPE = 21, /* route types of the addresses (direct array,
+			      * 1024: enum xfw_addrtype, local.h) */
+	XFW_F_PKTTYPE = 22,  /* skb->pkt_type: PACKET_HOST, _BROADCAST,
+			      * _MULTICAST (direct array, 4) */
+	XFW_NFIELDS = 23,
+};
+
+/* The XFW_F_ADDRTYPE value (-m addrtype): the source address's facts in
+ * bits 0-4, the destination's in bits 5-9 (internal/compiler
+ * terms_type.go says what the compiler makes of them).
+ *  IPv4: the route type inet_dev_addr_type gives (RTN_UNICAST for an
+ *    address without a local-table route), and whether that route's
+ *    device is the packet's input / output device (set for the types no
+ *    route decides: 0.0.0.0, 255.255.255.255, 224.0.0.0/4).
+ *  IPv6: the class ipv6_addr_type gives, and whether the local table's
+ *    route is a local or an anycast one. */
+enum xfw_addrtype {
+	XFW_AT_BITS = 5,         /* bits of one address's facts */
+	XFW_AT_DST_SHIFT = 5,    /* where the destination's start */
+	XFW_AT_RTN = 0x7,        /* IPv4: the route type (RTN_*) */
+	XFW_AT_VIA_IN = 0x8,     /* IPv4: through the input device */
+	XFW_AT_VIA_OUT = 0x10,   /* IPv4: through the output device */
+	XFW_AT_CLASS = 0x3,      /* IPv6: the address class: */
+	XFW_AT_CLASS_OTHER = 0,  /*   IPv4-mapped: neither of the others */
+	XFW_AT_CLASS_UNICAST = 1,
+	XFW_AT_CLASS_MULTICAST = 2,
+	XFW_AT_CLASS_ANY = 3,    /*   :: */
+	XFW_AT6_LOCAL = 0x4,     /* IPv6: a local route (RTF_LOCAL) */
+	XFW_AT6_ANYCAST = 0x8,   /* IPv6: an anycast route */
 };
 
 /* -m set: distinct set conditions (set, directions, --return-nomatch) of

@@ -37,6 +37,7 @@ struct xfw_layouts {
 	struct xfw_state_page state_page;
 	struct xfw_lpm4_key lpm4_key;
 	struct xfw_lpm6_key lpm6_key;
+	struct xfw_local_val local_val;
 	struct xfw_ct_key ct_key;
 	struct xfw_ct_tcp_side ct_tcp_side;
 	struct xfw_ct_val ct_val;
@@ -48,6 +49,7 @@ struct xfw_layouts {
 	enum xfw_reject reject;
 	enum xfw_tcp_state tcp_state;
 	enum xfw_ctstat ctstat;
+	enum xfw_addrtype addrtype;
 };
 
 struct xfw_layouts xfw_layouts;

@@ -85,6 +85,8 @@ struct xfw_pkt {
 	__u32 ct_odport;
 	__u32 ct_rsport;   /* XFW_F_CTRSPORT, XFW_F_CTRDPORT */
 	__u32 ct_rdport;
+	__u32 addrtype;    /* XFW_F_ADDRTYPE, set by xfw_classify when a
+			    * rule uses it */
 	__u64 ct_osrc_hi, ct_osrc_lo; /* XFW_F_CTOSRC (0 without a connection) */
 	__u64 ct_odst_hi, ct_odst_lo; /* XFW_F_CTODST */
 	__u8 fam;          /* 0 IPv4, 1 IPv6 */
@@ -97,6 +99,8 @@ struct xfw_pkt {
 	__u8 df;           /* IPv4 "don't fragment" */
 	__u8 reject;       /* REJECT type (enum xfw_reject), set by the XDP
 			    * hook for xfw_xdp_reject; not by the parser */
+	__u8 pkttype;      /* XFW_F_PKTTYPE: skb->pkt_type, set by the XDP
+			    * hook (0, PACKET_HOST, on egress) */
 };
 
 static __always_inline __u64 xfw_mac48(const __u8 *m)

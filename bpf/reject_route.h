@@ -68,7 +68,7 @@ static __always_inline int xfw_rj_fib_src(struct xdp_md *ctx, struct xfw_rj *r,
  * addresses, XFW_RTN_ANYCAST, …, or 0 when it has none. */
 static __always_inline __u8 xfw_rj_route_type(const __u32 *a, int v6)
 {
-	__u8 *v;
+	struct xfw_local_val *v;
 
 	if (v6) {
 		struct xfw_lpm6_key k = { .prefixlen = 128 };
@@ -81,7 +81,7 @@ static __always_inline __u8 xfw_rj_route_type(const __u32 *a, int v6)
 		__builtin_memcpy(k.addr, a, 4);
 		v = bpf_map_lookup_elem(&xfw_local4, &k);
 	}
-	return v ? *v : 0;
+	return xfw_host_type(v);
 }
 
 /* xfw_rj_is_local reports whether the address a is one of the host's own

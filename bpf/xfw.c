@@ -22,6 +22,7 @@
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 #include <linux/if_ether.h>
+#include <linux/if_packet.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
@@ -41,6 +42,8 @@ const volatile __u32 xfw_anchor = 0;
 #include "route.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
+/* The Ethernet broadcast address as a 48-bit number. */
+#define XFW_MAC_BCAST 0xffffffffffffULL
 
 /* xfw_touch_state references the state maps (see xfw_anchor). */
 static __always_inline void xfw_touch_state(void)
@@ -129,6 +132,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	/* Frames for another host (PACKET_OTHERHOST) never reach IP. */
 	if (p->dst_unicast && xfw_mac48(p->dst_mac) != xfw_mac48(ifi->mac))
 		return XDP_PASS;
+	/* skb->pkt_type as eth_type_trans sets it (-m pkttype). */
+	if (!p->dst_unicast)
+		p->pkttype = xfw_mac48(p->dst_mac) == XFW_MAC_BCAST ? PACKET_BROADCAST : PACKET_MULTICAST;
 	iif = ifi->ifindex;
 	/* mac_mt matches nothing on a device that is not Ethernet. */
 	if (iif == XFW_LOOPBACK_IFINDEX)

@@ -196,6 +196,15 @@ struct xfw_lpm6_key {
 	__u32 prefixlen;
 	__u8 addr[16];
 };
+/* Their values: the route's type (RTN_*: LOCAL, BROADCAST, ANYCAST,
+ * MULTICAST; RTN_UNICAST for the table's other routes, which are not this
+ * host's) and its device (0: the type depends on no device, as for
+ * 255.255.255.255 and 224.0.0.0/4). */
+struct xfw_local_val {
+	__u8 type;
+	__u8 pad[3];
+	__u32 ifindex;
+};
 
 /* Connection key: one entry for both directions. The endpoints are
  * ordered (a <= b, comparing address then port) so both directions find

@@ -10,7 +10,8 @@ import (
 // matches and its -m modules with a termBuilder, one method per match,
 // found in the file of the match's family (terms_addr.go: addresses and
 // interfaces; terms_ip.go: protocol, fragment, length, TTL; terms_l4.go:
-// tcp, udp, multiport, icmp; terms_ct.go: conntrack; sets.go: set).
+// tcp, udp, multiport, icmp; terms_ct.go: conntrack; sets.go: set;
+// terms_type.go: addrtype, pkttype).
 
 // Cond is a conjunction: for each field the set of values a packet may have
 // (nil: any value). FieldCt's set holds keys (ctKey), not values.
@@ -164,6 +165,10 @@ func (b *termBuilder) addMatch(m ir.Match) error {
 		return b.conntrack(m)
 	case *ir.SetMatch:
 		return b.set(m)
+	case *ir.AddrTypeMatch:
+		return b.addrType(m)
+	case *ir.PktTypeMatch:
+		b.pktType(m)
 	default:
 		return fmt.Errorf("match %q is not supported by xfw's data plane", m.ModuleName())
 	}

@@ -47,12 +47,19 @@ const (
 	// destination.
 	FieldCtReplSport
 	FieldCtReplDport
+	// FieldAddrType is the route types of the packet's addresses, for
+	// -m addrtype: a small field of 10 bits packed as AddrTypeValue
+	// describes (XFW_F_ADDRTYPE).
+	FieldAddrType
+	// FieldPktType is the packet's skb->pkt_type (ir.PktType*), for
+	// -m pkttype (XFW_F_PKTTYPE).
+	FieldPktType
 	NumFields
 )
 
 var fieldNames = [NumFields]string{"src", "dst", "proto", "sport", "dport", "tcpflags",
 	"icmp", "iif", "oif", "frag", "len", "ttl", "mac", "sets", "ct", "ctosrc", "ctodst",
-	"ctosport", "ctodport", "ctrsport", "ctrdport"}
+	"ctosport", "ctodport", "ctrsport", "ctrdport", "addrtype", "pkttype"}
 
 // String names the field.
 func (f Field) String() string {
@@ -154,6 +161,10 @@ func (f Field) SmallDomain() int {
 		return 65536
 	case FieldCt:
 		return ctDomain
+	case FieldAddrType:
+		return addrTypeDomain
+	case FieldPktType:
+		return pktTypeDomain
 	}
 	return 0
 }

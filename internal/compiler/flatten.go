@@ -301,11 +301,19 @@ func (fl *flattener) logConfig(o *ir.LogOptions) uint16 {
 }
 
 // checkHook refuses matches the kernel refuses on a hook: -m mac outside
-// PREROUTING/INPUT/FORWARD.
+// PREROUTING/INPUT/FORWARD, addrtype's --limit-iface-out from INPUT and
+// --limit-iface-in from OUTPUT.
 func checkHook(r *ir.Rule, hook int) error {
 	for _, m := range r.Matches {
-		if _, ok := m.(*ir.MACMatch); ok && hook == ChainOutput {
-			return fmt.Errorf("mac match is only valid in the PREROUTING, INPUT and FORWARD chains (reached from OUTPUT)")
+		switch m := m.(type) {
+		case *ir.MACMatch:
+			if hook == ChainOutput {
+				return fmt.Errorf("mac match is only valid in the PREROUTING, INPUT and FORWARD chains (reached from OUTPUT)")
+			}
+		case *ir.AddrTypeMatch:
+			if (m.LimitOut && hook == ChainInput) || (m.LimitIn && hook == ChainOutput) {
+				return fmt.Errorf("addrtype match: --limit-iface-in is not valid from OUTPUT, --limit-iface-out not from INPUT")
+			}
 		}
 	}
 	return nil

@@ -25,6 +25,10 @@ type Packet struct {
 	// Limit decides the limit probes the walk meets: whether bucket k
 	// (Generation.Limits) gives the packet a token. Nil: every one does.
 	Limit func(k int) bool
+	// AddrType is the route-type facts of the addresses (FieldAddrType,
+	// packed as terms_type.go describes), PktType the packet type
+	// (FieldPktType).
+	AddrType, PktType uint32
 }
 
 // hotdropBits returns the packet's defects as EFHotdrop* bits, as the BPF
@@ -97,6 +101,10 @@ func (p *Packet) FieldValue(f Field) U128 {
 		return U64(uint64(p.CtReplDport))
 	case FieldCt:
 		return U64(uint64(p.Ct))
+	case FieldAddrType:
+		return U64(uint64(p.AddrType))
+	case FieldPktType:
+		return U64(uint64(p.PktType))
 	}
 	return U128{}
 }

@@ -349,50 +349,80 @@ type lpmKey6 struct {
 	Addr      [16]byte
 }
 
+// localVal mirrors struct xfw_local_val: a local-table route's type and
+// device (0: the type depends on no device).
+type localVal struct {
+	Type    uint8
+	Pad     [3]uint8
+	Ifindex uint32
+}
+
+// localRoute is one entry of the data plane's local table.
+type localRoute struct {
+	dst *net.IPNet
+	val localVal
+}
+
+// localRoutes returns the namespace's local routing table of family fam
+// as the data plane keeps it: this host's routes (local, broadcast,
+// anycast, multicast) with their type and device, the table's other
+// routes as RTN_UNICAST (an address they cover is not this host's, and
+// -m addrtype calls it UNICAST), and for IPv4 the addresses the kernel
+// delivers locally without a route (224.0.0.0/4, 255.255.255.255).
+func localRoutes(fam int) ([]localRoute, error) {
+	routes, err := netlink.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_LOCAL}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return nil, fmt.Errorf("list local routes: %w", err)
+	}
+	var out []localRoute
+	if fam == netlink.FAMILY_V4 {
+		_, mc, _ := net.ParseCIDR("224.0.0.0/4")
+		_, bc, _ := net.ParseCIDR("255.255.255.255/32")
+		out = append(out, localRoute{mc, localVal{Type: unix.RTN_MULTICAST}}, localRoute{bc, localVal{Type: unix.RTN_BROADCAST}})
+	}
+	for _, r := range routes {
+		dst := r.Dst
+		if dst == nil { // a default route of the local table
+			bits := 32
+			if fam == netlink.FAMILY_V6 {
+				bits = 128
+			}
+			dst = &net.IPNet{IP: make(net.IP, bits/8), Mask: net.CIDRMask(0, bits)}
+		}
+		v := localVal{Type: unix.RTN_UNICAST}
+		if localRouteTypes[r.Type] {
+			v = localVal{Type: uint8(r.Type), Ifindex: uint32(r.LinkIndex)}
+		}
+		out = append(out, localRoute{dst, v})
+	}
+	return out, nil
+}
+
 // fillLocal copies the namespace's local routing table (addresses of this
 // host, broadcast, multicast, anycast) into the data plane, which needs it
-// to tell INPUT from "dropped by the kernel" when forwarding is off.
+// to tell INPUT from "dropped by the kernel" when forwarding is off, and
+// for -m addrtype.
 func fillLocal(m4, m6 *ebpf.Map) error {
 	keep4, keep6 := map[lpmKey4]bool{}, map[lpmKey6]bool{}
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		routes, err := netlink.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_LOCAL}, netlink.RT_FILTER_TABLE)
+		routes, err := localRoutes(fam)
 		if err != nil {
-			return fmt.Errorf("list local routes: %w", err)
+			return err
 		}
-		// The value is the route's type (RTN_LOCAL, RTN_BROADCAST, …): the
-		// data plane tells "this host's address" (a source the kernel
-		// calls martian) from a broadcast one.
-		type localRoute struct {
-			dst *net.IPNet
-			typ uint8
-		}
-		var extra []localRoute
-		if fam == netlink.FAMILY_V4 {
-			// Multicast and limited broadcast are delivered locally
-			// without local-table entries.
-			_, mc, _ := net.ParseCIDR("224.0.0.0/4")
-			_, bc, _ := net.ParseCIDR("255.255.255.255/32")
-			extra = append(extra, localRoute{mc, unix.RTN_MULTICAST}, localRoute{bc, unix.RTN_BROADCAST})
-		}
-		for _, r := range routes {
-			if localRouteTypes[r.Type] && r.Dst != nil {
-				extra = append(extra, localRoute{r.Dst, uint8(r.Type)})
-			}
-		}
-		for _, lr := range extra {
+		for _, lr := range routes {
 			dst := lr.dst
 			ones, _ := dst.Mask.Size()
 			if ip4 := dst.IP.To4(); ip4 != nil && fam == netlink.FAMILY_V4 {
 				k := lpmKey4{Prefixlen: uint32(ones)}
 				copy(k.Addr[:], ip4)
-				if err := m4.Put(k, lr.typ); err != nil {
+				if err := m4.Put(k, lr.val); err != nil {
 					return fmt.Errorf("record local route %s: %w", dst, err)
 				}
 				keep4[k] = true
 			} else if fam == netlink.FAMILY_V6 {
 				k := lpmKey6{Prefixlen: uint32(ones)}
 				copy(k.Addr[:], dst.IP.To16())
-				if err := m6.Put(k, lr.typ); err != nil {
+				if err := m6.Put(k, lr.val); err != nil {
 					return fmt.Errorf("record local route %s: %w", dst, err)
 				}
 				keep6[k] = true

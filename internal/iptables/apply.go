@@ -121,7 +121,7 @@ func (c *Command) resolveTargets(rs *ir.Ruleset) ([]*ir.Rule, *failure) {
 		// finds no target "standard".
 		return nil, iptcErr(errNoChain)
 	case ext == nil && !std && !isChain:
-		return nil, paramErr("Couldn't load target `%s':No such file or directory\n", c.target)
+		return nil, missingTarget(c.Family, c.target)
 	}
 	return c.Rules, nil
 }

@@ -38,7 +38,7 @@ var conformanceExtensions = map[string]bool{
 	"tcp": true, "udp": true, "multiport": true, "icmp": true, "icmp6": true,
 	"iprange": true, "comment": true, "length": true, "ttl": true, "hl": true,
 	"mac": true, "standard": true, "REJECT": true, "LOG": true, "set": true,
-	"conntrack": true, "state": true,
+	"conntrack": true, "state": true, "addrtype": true, "pkttype": true,
 	"limit": true,
 }
 

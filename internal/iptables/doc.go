@@ -9,8 +9,12 @@
 // the xtables option parsers, so accepted spellings, canonical output and
 // error messages (with their exit statuses) are those of the real tools.
 // The model is "iptables 1.8.9 with only the extensions xfw supports
-// installed": an unsupported match or target behaves exactly like a missing
-// extension library (for example "Couldn't load match `foo'").
+// installed": a match or target name iptables has no module for fails
+// exactly as with iptables ("Couldn't load match `foo':No such file or
+// directory", exit 2); one of iptables' own modules that xfw does not
+// support fails the same way but says why ("Couldn't load match
+// `hashlimit': not supported by xfw"), on -m or -j, or on the first option
+// of such a target or protocol match (ext.go: missingMatch, missingTarget).
 //
 // Where iptables 1.8.9 has a bug that later releases fixed and that the
 // upstream conformance suite (shared/conformance/iptables) tests for, this

@@ -289,7 +289,8 @@ func registerTarget(e *extension) *extension {
 
 // otherTargets are the target modules iptables 1.8.9 ships that xfw does not
 // support, by family (0 for both). A new chain may not take their names,
-// exactly as with iptables, so that rulesets stay loadable by it.
+// exactly as with iptables, so that rulesets stay loadable by it; naming
+// one fails as a missing module does (missingTarget).
 var otherTargets = map[string]ir.Family{
 	"AUDIT": 0, "CHECKSUM": 0, "CLASSIFY": 0, "CONNMARK": 0, "CONNSECMARK": 0,
 	"CT": 0, "DNAT": 0, "DSCP": 0, "HMARK": 0, "IDLETIMER": 0, "LED": 0,
@@ -299,6 +300,67 @@ var otherTargets = map[string]ir.Family{
 	"TPROXY": 0, "TRACE": 0, "NETMAP": 0,
 	"CLUSTERIP": ir.IPv4, "ECN": ir.IPv4, "TTL": ir.IPv4, "ULOG": ir.IPv4,
 	"DNPT": ir.IPv6, "HL": ir.IPv6, "SNPT": ir.IPv6,
+}
+
+// iptablesMatches are the match modules iptables 1.8.9 ships, by family (0
+// for both): those xfw does not support are refused as "not supported by
+// xfw" (missingMatch), other names as iptables refuses a name it has no
+// module for.
+var iptablesMatches = map[string]ir.Family{
+	"addrtype": 0, "bpf": 0, "cgroup": 0, "cluster": 0, "comment": 0, "connbytes": 0,
+	"connlabel": 0, "connlimit": 0, "connmark": 0, "conntrack": 0, "cpu": 0, "dccp": 0,
+	"devgroup": 0, "dscp": 0, "ecn": 0, "esp": 0, "hashlimit": 0, "helper": 0, "ipcomp": 0,
+	"iprange": 0, "ipvs": 0, "length": 0, "limit": 0, "mac": 0, "mark": 0, "multiport": 0,
+	"nfacct": 0, "osf": 0, "owner": 0, "physdev": 0, "pkttype": 0, "policy": 0, "quota": 0,
+	"rateest": 0, "recent": 0, "rpfilter": 0, "sctp": 0, "set": 0, "socket": 0, "state": 0,
+	"statistic": 0, "string": 0, "tcp": 0, "tcpmss": 0, "time": 0, "tos": 0, "u32": 0, "udp": 0,
+	"ah":   0,
+	"icmp": ir.IPv4, "realm": ir.IPv4, "ttl": ir.IPv4,
+	"dst": ir.IPv6, "eui64": ir.IPv6, "frag": ir.IPv6, "hbh": ir.IPv6, "hl": ir.IPv6,
+	"icmp6": ir.IPv6, "ipv6header": ir.IPv6, "mh": ir.IPv6, "rt": ir.IPv6, "srh": ir.IPv6,
+}
+
+// shipped reports whether iptables 1.8.9 has module name (in table, by
+// family) for family fam.
+func shipped(table map[string]ir.Family, fam ir.Family, name string) bool {
+	f, ok := table[name]
+	return ok && (f == 0 || f == fam)
+}
+
+// Why a module cannot be loaded: libxtables appends strerror(errno) to
+// "Couldn't load match `NAME':" for a name it has no library for; xfw
+// says why for the modules iptables has and xfw does not.
+const (
+	noSuchModule    = "No such file or directory"
+	notSupported    = " not supported by xfw"
+	helpersMissing  = " connection tracking helpers (FTP, SIP, ...) are not supported by xfw"
+	rawTableMissing = " the raw table and connection tracking helpers (FTP, SIP, ...) are not supported by xfw"
+)
+
+// missingMatch is the failure of -m name (or of the protocol match -p
+// name would load) when xfw has no such match module.
+func missingMatch(fam ir.Family, name string) *failure {
+	why := noSuchModule
+	switch {
+	case name == "helper":
+		why = helpersMissing
+	case shipped(iptablesMatches, fam, name):
+		why = notSupported
+	}
+	return paramErr("Couldn't load match `%s':%s\n", name, why)
+}
+
+// missingTarget is the failure of -j name when name is neither a chain nor
+// a target module xfw has.
+func missingTarget(fam ir.Family, name string) *failure {
+	why := noSuchModule
+	switch {
+	case name == "CT":
+		why = rawTableMissing
+	case name == "QUEUE" || shipped(otherTargets, fam, name):
+		why = notSupported
+	}
+	return paramErr("Couldn't load target `%s':%s\n", name, why)
 }
 
 // findMatch is xtables_find_match's name resolution for family fam: the

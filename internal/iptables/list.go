@@ -474,6 +474,10 @@ func (l *lister) match(r *ir.Rule, m ir.Match) {
 		}
 		a := m.Addr
 		l.printf(" %02x:%02x:%02x:%02x:%02x:%02x", a[0], a[1], a[2], a[3], a[4], a[5])
+	case *ir.AddrTypeMatch:
+		listAddrType(&l.b, m)
+	case *ir.PktTypeMatch:
+		listPktType(&l.b, m)
 	case *ir.SetMatch:
 		var sb strings.Builder
 		writeSetMatch(&sb, m, "")

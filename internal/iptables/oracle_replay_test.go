@@ -59,15 +59,16 @@ var ruleDeviations = map[string]deviation{
 		why: "1.8.9 accepts a decreasing port range (and saves 5:0 as 5); the conformance suite expects 4:3 to fail"},
 	"4 INPUT -m conntrack --ctexpire 4:3": {rc: 2, msg: "iptables v1.8.9 (legacy): conntrack: bad value for option \"--ctexpire\" near \"3\", or out of range (4-4294967295).\n\nTry `iptables -h' or 'iptables --help' for more information.",
 		why: "1.8.9 accepts a decreasing range; the conformance suite expects a failure"},
-	"4 INPUT -p sctp --dport 5":    unsupported("unknown option \"--dport\"\n"),
-	"4 INPUT -j MARK --set-mark 1": unsupported("unknown option \"--set-mark\"\n"),
-	"4 INPUT -j NFLOG":             unsupported("Couldn't load target `NFLOG':No such file or directory\n\n"),
-	"4 INPUT -j QUEUE":             unsupported("Couldn't load target `QUEUE':No such file or directory\n\n"),
-	"4 INPUT -j NFQUEUE":           unsupported("Couldn't load target `NFQUEUE':No such file or directory\n\n"),
+	"4 INPUT -p sctp --dport 5":    unsupported("Couldn't load match `sctp': not supported by xfw\n\n"),
+	"4 INPUT -j MARK --set-mark 1": unsupported("Couldn't load target `MARK': not supported by xfw\n\n"),
+	"4 INPUT -j NFLOG":             unsupported("Couldn't load target `NFLOG': not supported by xfw\n\n"),
+	"4 INPUT -j QUEUE":             unsupported("Couldn't load target `QUEUE': not supported by xfw\n\n"),
+	"4 INPUT -j NFQUEUE":           unsupported("Couldn't load target `NFQUEUE': not supported by xfw\n\n"),
 }
 
-// unsupported is the deviation of a rule using a module xfw does not have:
-// iptables' message for a missing extension library.
+// unsupported is the deviation of a rule using a module iptables 1.8.9 has
+// and xfw does not: iptables' message for a missing extension library,
+// saying why (missingMatch, missingTarget).
 func unsupported(msg string) deviation {
 	return deviation{rc: 2, msg: "iptables v1.8.9 (legacy): " + msg + "Try `iptables -h' or 'iptables --help' for more information.",
 		why: "module not supported by xfw"}

@@ -38,7 +38,7 @@ func (p *parser) assertValidChainName(name string) *failure {
 // clashesWithTarget reports whether a chain name is also a target name.
 func clashesWithTarget(fam ir.Family, name string) bool {
 	e, std := findTarget(fam, name)
-	if f, ok := otherTargets[name]; ok && (f == 0 || f == fam) {
+	if shipped(otherTargets, fam, name) {
 		return true
 	}
 	return e != nil || std

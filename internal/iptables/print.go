@@ -198,6 +198,10 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 		}
 		a := m.Addr
 		fmt.Fprintf(b, " --mac-source %02x:%02x:%02x:%02x:%02x:%02x", a[0], a[1], a[2], a[3], a[4], a[5])
+	case *ir.AddrTypeMatch:
+		writeAddrType(b, m)
+	case *ir.PktTypeMatch:
+		writePktType(b, m)
 	}
 }
 

@@ -145,6 +145,8 @@ func checkEntry(fam ir.Family, r *ir.Rule, hooks hookMask) *failure {
 			ok = m.HL == (fam == ir.IPv6)
 		case *ir.MACMatch:
 			ok = hooks&^macHooks == 0
+		case *ir.AddrTypeMatch:
+			ok = addrTypeHookOK(fam, m, hooks)
 		}
 		if !ok {
 			return kernelEINVAL()

@@ -40,6 +40,8 @@ const (
 	tagMAC
 	tagSet
 	tagConntrack
+	tagAddrType
+	tagPktType
 )
 
 // encoder appends the binary form to buf.
@@ -275,6 +277,15 @@ func (e *encoder) match(m Match) error {
 		if err := e.conntrack(m); err != nil {
 			return err
 		}
+	case *AddrTypeMatch:
+		e.u8(tagAddrType)
+		e.flags(m.InvSrc, m.InvDst, m.LimitIn, m.LimitOut)
+		e.u16(m.Src)
+		e.u16(m.Dst)
+	case *PktTypeMatch:
+		e.u8(tagPktType)
+		e.flags(m.Invert)
+		e.u8(m.Type)
 	default:
 		return fmt.Errorf("match %T (-m %s) has no binary form", m, m.ModuleName())
 	}
@@ -630,6 +641,16 @@ func (d *decoder) match() Match {
 		return m
 	case tagConntrack:
 		return d.conntrack()
+	case tagAddrType:
+		m := &AddrTypeMatch{}
+		d.flags(&m.InvSrc, &m.InvDst, &m.LimitIn, &m.LimitOut)
+		m.Src, m.Dst = d.u16(), d.u16()
+		return m
+	case tagPktType:
+		m := &PktTypeMatch{}
+		d.flags(&m.Invert)
+		m.Type = d.u8()
+		return m
 	default:
 		d.fail(fmt.Errorf("unknown match tag %d", tag))
 		return &CommentMatch{}

@@ -452,6 +452,68 @@ func (*MACMatch) ModuleName() string { return "mac" }
 // CloneMatch implements Match.
 func (m *MACMatch) CloneMatch() Match { c := *m; return &c }
 
+// Address types of -m addrtype: bit n of a mask is route type n of
+// linux/rtnetlink.h (RTN_UNSPEC 0 … RTN_XRESOLVE 11), as xt_addrtype.h's
+// XT_ADDRTYPE_* values.
+const (
+	AddrTypeUnspec uint16 = 1 << iota
+	AddrTypeUnicast
+	AddrTypeLocal
+	AddrTypeBroadcast
+	AddrTypeAnycast
+	AddrTypeMulticast
+	AddrTypeBlackhole
+	AddrTypeUnreachable
+	AddrTypeProhibit
+	AddrTypeThrow
+	AddrTypeNAT
+	AddrTypeXResolve
+)
+
+// AddrTypeNames are the type names iptables prints, indexed by bit.
+var AddrTypeNames = []string{"UNSPEC", "UNICAST", "LOCAL", "BROADCAST", "ANYCAST", "MULTICAST",
+	"BLACKHOLE", "UNREACHABLE", "PROHIBIT", "THROW", "NAT", "XRESOLVE"}
+
+// AddrTypeMatch is -m addrtype (revision 1): the route types of the
+// source and destination addresses.
+type AddrTypeMatch struct {
+	// Src and Dst are masks of AddrType* bits; 0 when not given.
+	Src, Dst       uint16
+	InvSrc, InvDst bool
+	// LimitIn and LimitOut are --limit-iface-in and --limit-iface-out:
+	// a route counts only when it goes through the packet's input
+	// (output) device.
+	LimitIn, LimitOut bool
+}
+
+// ModuleName implements Match.
+func (*AddrTypeMatch) ModuleName() string { return "addrtype" }
+
+// CloneMatch implements Match.
+func (m *AddrTypeMatch) CloneMatch() Match { c := *m; return &c }
+
+// Packet types of -m pkttype (the kernel's PACKET_* values of
+// skb->pkt_type).
+const (
+	PktTypeHost      uint8 = 0 // "unicast"
+	PktTypeBroadcast uint8 = 1
+	PktTypeMulticast uint8 = 2
+	PktTypeOtherHost uint8 = 3
+)
+
+// PktTypeMatch is -m pkttype --pkt-type.
+type PktTypeMatch struct {
+	Invert bool
+	// Type is a PktType* value.
+	Type uint8
+}
+
+// ModuleName implements Match.
+func (*PktTypeMatch) ModuleName() string { return "pkttype" }
+
+// CloneMatch implements Match.
+func (m *PktTypeMatch) CloneMatch() Match { c := *m; return &c }
+
 // TargetKind is what a rule does when it matches.
 type TargetKind uint8
 

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -159,6 +160,42 @@ func peerXDP(t *testing.T, bin string, tp *nettest.Topology) {
 			t.Fatalf("accept-all xfw in %s: %v %s", ns, err, res.Stderr)
 		}
 	}
+}
+
+// twins are two topologies built alike, fw running the kernel's iptables
+// in one ("kernel") and xfw in the other ("xfw"), for tests that send the
+// same packets through both and compare.
+type twins struct {
+	tps map[string]*nettest.Topology
+	fws map[string]firewall
+}
+
+// newTwins builds the twin topologies (static neighbours: no address
+// resolution traffic) and removes xfw from its namespace at the end.
+func newTwins(t *testing.T, bin string) *twins {
+	t.Helper()
+	tw := &twins{
+		tps: map[string]*nettest.Topology{
+			"kernel": nettest.New(t, nettest.WithStaticNeighbors()),
+			"xfw":    nettest.New(t, nettest.WithStaticNeighbors()),
+		},
+		fws: map[string]firewall{"kernel": {kind: "kernel"}, "xfw": {kind: "xfw", bin: bin}},
+	}
+	t.Cleanup(func() { tw.fws["xfw"].stop(t, tw.tps["xfw"]) })
+	return tw
+}
+
+// each runs fn for both firewalls at once and waits for both.
+func (tw *twins) each(fn func(kind string, tp *nettest.Topology, fw firewall)) {
+	var wg sync.WaitGroup
+	for kind, tp := range tw.tps {
+		wg.Add(1)
+		go func(kind string, tp *nettest.Topology) {
+			defer wg.Done()
+			fn(kind, tp, tw.fws[kind])
+		}(kind, tp)
+	}
+	wg.Wait()
 }
 
 // lockFile and unlockFile hold xfw's lock file like a running command does.

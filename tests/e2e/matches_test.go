@@ -299,16 +299,11 @@ const arrivalRecheckWait = 3 * time.Second
 func TestMatchesAgainstKernel(t *testing.T) {
 	nettest.RequireRoot(t)
 	requireTools(t, "iptables-legacy", "ip6tables-legacy")
-	bin := xfwPath(t)
-	tps := map[string]*nettest.Topology{
-		"kernel": nettest.New(t, nettest.WithStaticNeighbors()),
-		"xfw":    nettest.New(t, nettest.WithStaticNeighbors()),
-	}
-	fws := map[string]firewall{"kernel": {kind: "kernel"}, "xfw": {kind: "xfw", bin: bin}}
+	tw := newTwins(t, xfwPath(t))
+	tps, fws := tw.tps, tw.fws
 	for _, tp := range tps {
 		quietSink(t, tp)
 	}
-	t.Cleanup(func() { fws["xfw"].stop(t, tps["xfw"]) })
 
 	for _, mc := range matchCases() {
 		mc := mc
@@ -317,21 +312,14 @@ func TestMatchesAgainstKernel(t *testing.T) {
 			results := map[string][]outcome{}
 			saves := map[string]string{}
 			var mu sync.Mutex
-			var wg sync.WaitGroup
-			for kind, tp := range tps {
-				kind, tp := kind, tp
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					rules := fmt.Sprintf("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A FORWARD %s -j DROP\nCOMMIT\n", expand(tp, mc.rule))
-					fws[kind].restore(t, tp, mc.fam, rules)
-					res := runProbes(t, tp, probes)
-					mu.Lock()
-					results[kind] = res
-					mu.Unlock()
-				}()
-			}
-			wg.Wait()
+			tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+				rules := fmt.Sprintf("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A FORWARD %s -j DROP\nCOMMIT\n", expand(tp, mc.rule))
+				fw.restore(t, tp, mc.fam, rules)
+				res := runProbes(t, tp, probes)
+				mu.Lock()
+				results[kind] = res
+				mu.Unlock()
+			})
 			if t.Failed() {
 				return
 			}

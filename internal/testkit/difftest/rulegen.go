@@ -14,11 +14,12 @@ import (
 // netmasks and prefix lengths), so the comparison covers the front end too.
 //
 // The generator respects what iptables and the kernel refuse (-i in OUTPUT,
-// -o in INPUT, mac in chains OUTPUT reaches, tcp-reset without -p tcp,
+// -o in INPUT, mac in chains OUTPUT reaches, addrtype's device limits in
+// the chains the kernel refuses them in, tcp-reset without -p tcp,
 // protocol matches without their -p, jump loops) and what xfw documents it
 // does not support (docs/compatibility.md: --tcp-option, more than one
 // multiport --ports per rule, netmasks with more than 16 non-contiguous
-// bits).
+// bits, addrtype's UNREACHABLE and device limits in IPv6).
 
 // GenOptions bound the size of a generated ruleset.
 type GenOptions struct {
@@ -78,6 +79,10 @@ type rgen struct {
 	setConds [][]string
 	// ct is set for stateful rulesets (GenOptions.Conntrack).
 	ct bool
+	// types draws the addrtype and pkttype matches (rulegen_types.go)
+	// from a stream of its own, so that they leave the rest of a seed's
+	// ruleset as it was before they existed.
+	types *rgen
 }
 
 // GenerateRuleset returns a random filter table for plan's family, as
@@ -95,6 +100,7 @@ func GenerateRuleset(seed int64, plan Plan, opts GenOptions) string {
 		opts.MaxUserChains = len(userChainNames)
 	}
 	g := &rgen{rng: rand.New(rand.NewSource(seed)), plan: plan, fam: plan.Family, ct: opts.Conntrack}
+	g.types = &rgen{rng: rand.New(rand.NewSource(seed ^ typesSeedMix)), plan: plan, fam: plan.Family}
 	g.chains = append([]string(nil), ir.BuiltinChains...)
 	nuser := 0
 	if opts.MaxUserChains > 0 {
@@ -294,6 +300,12 @@ func (g *rgen) fillRule(r *grule) {
 	}
 	if g.ct && g.chance(35) {
 		add(g.ctSpec()...)
+	}
+	if g.types.chance(8) {
+		add(g.types.addrTypeSpec(hooks)...)
+	}
+	if g.types.chance(5) {
+		add(g.types.pktTypeSpec()...)
 	}
 	if g.chance(8) {
 		add("-m", "comment", "--comment", quote(pick(g.rng, []string{"allow web", "block-it", "say \\\"hi\\\"", "x", "ssh from lan"})))

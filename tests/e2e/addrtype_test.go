@@ -1,0 +1,297 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
+)
+
+// -m addrtype and -m pkttype against the kernel: the same counting rules in
+// INPUT, FORWARD and OUTPUT through xfw and through iptables-legacy in twin
+// topologies, the same packets (injected at gen, or sent by fw itself),
+// and every rule's counters compared after each packet.
+
+// typeProbe is one packet (or ping) of the addrtype/pkttype test.
+type typeProbe struct {
+	name string
+	fam  int
+	// frame builds a frame injected at gen; nil for a command run in fw.
+	frame func(tp *nettest.Topology) []byte
+	// cmd is the command run in fw (a ping: OUTPUT traffic).
+	cmd func(tp *nettest.Topology) []string
+}
+
+// addrTypesOf are the address types each family's rules name (ip6tables
+// refuses the others; xfw refuses UNREACHABLE in IPv6).
+var addrTypesOf = map[int][]string{
+	4: {"UNSPEC", "UNICAST", "LOCAL", "BROADCAST", "ANYCAST", "MULTICAST", "BLACKHOLE", "UNREACHABLE",
+		"PROHIBIT", "THROW", "NAT", "XRESOLVE"},
+	6: {"UNSPEC", "UNICAST", "LOCAL", "ANYCAST", "MULTICAST"},
+}
+
+// typeRuleset returns the counting rules: every type as source and as
+// destination type in each chain, inverted and combined types, the device
+// limits the kernel allows in each chain (IPv4), and every packet type.
+// INPUT and FORWARD count UDP only, OUTPUT echo requests only, so that no
+// other traffic (neighbour discovery, MLD, ICMP errors) disturbs the counts.
+func typeRuleset(fam int) string {
+	sel := map[string]string{"INPUT": "-p udp", "FORWARD": "-p udp", "OUTPUT": "-p icmp -m icmp --icmp-type 8"}
+	combos := []string{"! --src-type LOCAL ! --dst-type UNICAST", "--src-type UNICAST,LOCAL --dst-type LOCAL,BROADCAST,MULTICAST"}
+	limits := map[string][]string{"INPUT": {"--limit-iface-in"}, "FORWARD": {"--limit-iface-in", "--limit-iface-out"},
+		"OUTPUT": {"--limit-iface-out"}}
+	if fam == 6 {
+		sel["OUTPUT"] = "-p ipv6-icmp -m icmp6 --icmpv6-type 128"
+		combos = []string{"! --src-type LOCAL ! --dst-type UNICAST", "--dst-type LOCAL,ANYCAST", "--dst-type MULTICAST,UNICAST",
+			"! --src-type UNSPEC --dst-type UNICAST,LOCAL"}
+		limits = nil
+	}
+	var b strings.Builder
+	b.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n")
+	for _, chain := range []string{"INPUT", "FORWARD", "OUTPUT"} {
+		add := func(spec string) { fmt.Fprintf(&b, "-A %s %s %s\n", chain, sel[chain], spec) }
+		for _, typ := range addrTypesOf[fam] {
+			add("-m addrtype --src-type " + typ)
+			add("-m addrtype --dst-type " + typ)
+		}
+		for _, c := range combos {
+			add("-m addrtype " + c)
+		}
+		for _, l := range limits[chain] {
+			for _, typ := range []string{"UNICAST", "LOCAL", "BROADCAST", "MULTICAST"} {
+				add("-m addrtype --src-type " + typ + " " + l)
+				add("-m addrtype --dst-type " + typ + " " + l)
+			}
+			add("-m addrtype ! --dst-type LOCAL " + l)
+		}
+		for _, pt := range []string{"unicast", "broadcast", "multicast", "otherhost"} {
+			add("-m pkttype --pkt-type " + pt)
+		}
+		add("-m pkttype ! --pkt-type unicast")
+	}
+	b.WriteString("COMMIT\n")
+	return b.String()
+}
+
+// In fw, besides the topology's addresses: a local route covering a whole
+// prefix (through lo) and a blackhole route, in both families.
+func typeRoutes(tp *nettest.Topology) [][]string {
+	x := tp.Subnet
+	return [][]string{
+		{"ip", "route", "add", "local", fmt.Sprintf("10.%d.9.0/24", x), "dev", "lo", "table", "local"},
+		{"ip", "route", "add", "blackhole", fmt.Sprintf("10.%d.8.0/24", x)},
+		{"ip", "-6", "route", "add", "local", fmt.Sprintf("fd00:%d:9::/64", x), "dev", "lo", "table", "local"},
+		{"ip", "-6", "route", "add", "blackhole", fmt.Sprintf("fd00:%d:8::/64", x)},
+	}
+}
+
+// in4 and in6 name an address of the topology's numbering plan
+// (10.X.net.host, fd00:X:net::host).
+func in4(tp *nettest.Topology, net, host byte) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, tp.Subnet, net, host})
+}
+
+func in6(tp *nettest.Topology, net, host uint16) netip.Addr {
+	return netip.MustParseAddr(fmt.Sprintf("fd00:%d:%x::%x", tp.Subnet, net, host))
+}
+
+// udpFrame builds a UDP datagram src → dst from gen, with the destination
+// MAC dmac ("" for fw's).
+func udpFrame(src, dst func(*nettest.Topology) netip.Addr, dmac string) func(*nettest.Topology) []byte {
+	return func(tp *nettest.Topology) []byte {
+		eth := tp.GenToFw()
+		if dmac != "" {
+			eth.Dst, _ = net.ParseMAC(dmac)
+		}
+		ip := nettest.IPPacket(src(tp), dst(tp), nettest.UDP{SrcPort: 4000, DstPort: 9999, Payload: []byte("xfw-type-probe")})
+		return eth.Frame(ip)
+	}
+}
+
+// addr returns a constant address builder.
+func addr(s string) func(*nettest.Topology) netip.Addr {
+	a := netip.MustParseAddr(s)
+	return func(*nettest.Topology) netip.Addr { return a }
+}
+
+// ping returns a ping command from fw.
+func ping(args ...string) func(tp *nettest.Topology) []string {
+	return func(tp *nettest.Topology) []string {
+		out := []string{"ping", "-n", "-c", "1", "-W", "1"}
+		for _, a := range args {
+			a = strings.ReplaceAll(a, "X", fmt.Sprint(tp.Subnet))
+			out = append(out, a)
+		}
+		return out
+	}
+}
+
+func typeProbes() []typeProbe {
+	gen4 := func(tp *nettest.Topology) netip.Addr { return tp.Gen.IPv4 }
+	gen6 := func(tp *nettest.Topology) netip.Addr { return tp.Gen.IPv6 }
+	a4 := func(n, h byte) func(*nettest.Topology) netip.Addr {
+		return func(tp *nettest.Topology) netip.Addr { return in4(tp, n, h) }
+	}
+	a6 := func(n, h uint16) func(*nettest.Topology) netip.Addr {
+		return func(tp *nettest.Topology) netip.Addr { return in6(tp, n, h) }
+	}
+	const bcast, mcast4, mcast6 = "ff:ff:ff:ff:ff:ff", "01:00:5e:00:00:01", "33:33:00:00:00:01"
+	return []typeProbe{
+		{name: "v4 to fw's in0 address", fam: 4, frame: udpFrame(gen4, a4(1, 1), "")},
+		{name: "v4 to fw's out0 address", fam: 4, frame: udpFrame(gen4, a4(2, 1), "")},
+		{name: "v4 forwarded to sink", fam: 4, frame: udpFrame(gen4, a4(2, 2), "")},
+		{name: "v4 to in0's subnet broadcast", fam: 4, frame: udpFrame(gen4, a4(1, 255), bcast)},
+		{name: "v4 to out0's subnet broadcast, unicast MAC", fam: 4, frame: udpFrame(gen4, a4(2, 255), "")},
+		{name: "v4 limited broadcast", fam: 4, frame: udpFrame(gen4, addr("255.255.255.255"), bcast)},
+		{name: "v4 from 0.0.0.0 to the limited broadcast", fam: 4, frame: udpFrame(addr("0.0.0.0"), addr("255.255.255.255"), bcast)},
+		{name: "v4 from 0.1.2.3 to the limited broadcast", fam: 4, frame: udpFrame(addr("0.1.2.3"), addr("255.255.255.255"), bcast)},
+		{name: "v4 multicast", fam: 4, frame: udpFrame(gen4, addr("224.0.0.1"), mcast4)},
+		{name: "v4 to a local /24 through lo", fam: 4, frame: udpFrame(gen4, a4(9, 5), "")},
+		{name: "v4 from a blackholed source", fam: 4, frame: udpFrame(a4(8, 5), a4(1, 1), "")},
+		{name: "v4 to fw, broadcast MAC", fam: 4, frame: udpFrame(gen4, a4(1, 1), bcast)},
+		{name: "v4 to fw, multicast MAC", fam: 4, frame: udpFrame(gen4, a4(1, 1), mcast4)},
+		{name: "v4 fw pings gen", fam: 4, cmd: ping("10.X.1.2")},
+		{name: "v4 fw pings itself", fam: 4, cmd: ping("10.X.2.1")},
+		{name: "v4 fw pings 127.0.0.1", fam: 4, cmd: ping("127.0.0.1")},
+		{name: "v4 fw pings from its local /24", fam: 4, cmd: ping("-I", "10.X.9.5", "10.X.1.2")},
+		{name: "v4 fw pings a subnet broadcast", fam: 4, cmd: ping("-b", "10.X.1.255")},
+		{name: "v4 fw pings a multicast group", fam: 4, cmd: ping("-I", "in0", "224.0.0.1")},
+		{name: "v6 to fw's in0 address", fam: 6, frame: udpFrame(gen6, a6(1, 1), "")},
+		{name: "v6 to fw's out0 address", fam: 6, frame: udpFrame(gen6, a6(2, 1), "")},
+		{name: "v6 forwarded to sink", fam: 6, frame: udpFrame(gen6, a6(2, 2), "")},
+		{name: "v6 to in0's subnet-router anycast", fam: 6, frame: udpFrame(gen6, a6(1, 0), "")},
+		{name: "v6 to out0's subnet-router anycast", fam: 6, frame: udpFrame(gen6, a6(2, 0), "")},
+		{name: "v6 multicast", fam: 6, frame: udpFrame(gen6, addr("ff02::1"), mcast6)},
+		{name: "v6 from ::", fam: 6, frame: udpFrame(addr("::"), a6(1, 1), "")},
+		{name: "v6 from an IPv4-mapped address", fam: 6, frame: udpFrame(addr("::ffff:10.0.0.1"), a6(1, 1), "")},
+		{name: "v6 from a blackholed source", fam: 6, frame: udpFrame(a6(8, 5), a6(1, 1), "")},
+		{name: "v6 to a local /64 through lo", fam: 6, frame: udpFrame(gen6, a6(9, 5), "")},
+		{name: "v6 to fw, broadcast MAC", fam: 6, frame: udpFrame(gen6, a6(1, 1), bcast)},
+		{name: "v6 fw pings gen", fam: 6, cmd: ping("-6", "fd00:X:1::2")},
+		{name: "v6 fw pings itself", fam: 6, cmd: ping("-6", "fd00:X:2::1")},
+		{name: "v6 fw pings ::1", fam: 6, cmd: ping("-6", "::1")},
+		{name: "v6 fw pings all nodes", fam: 6, cmd: ping("-6", "-I", "in0", "ff02::1")},
+	}
+}
+
+// ruleCountersOf returns the counters of every rule (policies left out).
+func ruleCountersOf(t *testing.T, save string) map[string]counter {
+	out := map[string]counter{}
+	for k, v := range counters(t, save) {
+		if !strings.HasPrefix(k, ":") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// sendTypeProbe sends one probe in a topology.
+func sendTypeProbe(t *testing.T, tp *nettest.Topology, pr typeProbe) {
+	if pr.frame != nil {
+		if err := tp.InjectFromGen(pr.frame(tp)); err != nil {
+			t.Errorf("%s: inject: %v", pr.name, err)
+		}
+		return
+	}
+	// A ping to a group gets no answer from gen: its exit status says
+	// nothing; what counts is that the request left.
+	if res, err := nettest.Exec(tp.FwNS, pr.cmd(tp)...); res.ExitCode < 0 {
+		t.Errorf("%s: %v", pr.name, err)
+	}
+}
+
+// TestAddrTypePktTypeAgainstKernel checks -m addrtype and -m pkttype in
+// every chain of both families against the kernel, packet by packet.
+func TestAddrTypePktTypeAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy", "ping")
+	tw := newTwins(t, xfwPath(t))
+	tps, fws := tw.tps, tw.fws
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		for _, argv := range typeRoutes(tp) {
+			nettest.MustExec(t, tp.FwNS, argv...)
+		}
+		fw.restore(t, tp, 4, typeRuleset(4))
+		fw.restore(t, tp, 6, typeRuleset(6))
+	})
+	if t.Failed() {
+		return
+	}
+	// What xfw's data plane cannot decide in IPv6 is refused, with exit 1
+	// and the running ruleset kept (iptables-legacy accepts both).
+	for _, spec := range []string{"--src-type UNREACHABLE", "--dst-type LOCAL --limit-iface-in"} {
+		rules := "*filter\n-A INPUT -m addrtype " + spec + "\nCOMMIT\n"
+		res, _ := fws["xfw"].try(tps["xfw"], 6, "-restore", rules)
+		if res == nil || res.ExitCode != 1 || !strings.Contains(res.Stderr, "not supported by xfw's data plane in IPv6") {
+			t.Errorf("ip6tables-restore of %q: want exit 1 saying it is not supported, got %v", spec, res)
+		}
+		if res, _ := fws["kernel"].try(tps["kernel"], 6, "-restore", rules, "--test"); res == nil || res.ExitCode != 0 {
+			t.Errorf("iptables-legacy refused %q: %v", spec, res)
+		}
+	}
+	for _, pr := range typeProbes() {
+		t.Run(pr.name, func(t *testing.T) {
+			saves := map[string]string{}
+			var mu sync.Mutex
+			tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+				nettest.MustExec(t, tp.FwNS, append(fw.cmd(pr.fam, ""), "-w", "10", "-Z")...)
+				sendTypeProbe(t, tp, pr)
+				time.Sleep(typeSettle)
+				save := fw.save(t, tp, pr.fam)
+				mu.Lock()
+				saves[kind] = save
+				mu.Unlock()
+			})
+			if t.Failed() {
+				return
+			}
+			k, x := ruleCountersOf(t, saves["kernel"]), ruleCountersOf(t, saves["xfw"])
+			compareTypeCounters(t, k, x)
+			if countedRules(k) == 0 {
+				t.Errorf("the kernel counted the packet in no rule (fix the probe)")
+			}
+			t.Logf("%d rules counted the packet", countedRules(k))
+		})
+	}
+}
+
+// typeSettle is how long a probe may take through fw (its counters are
+// read afterwards).
+const typeSettle = 300 * time.Millisecond
+
+// countedRules returns how many rules counted a packet.
+func countedRules(c map[string]counter) int {
+	n := 0
+	for _, v := range c {
+		if v.packets > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// compareTypeCounters reports the rules whose counters differ.
+func compareTypeCounters(t *testing.T, kernel, xfw map[string]counter) {
+	t.Helper()
+	var keys []string
+	for k := range kernel {
+		keys = append(keys, k)
+	}
+	for k := range xfw {
+		if _, ok := kernel[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if kernel[k].packets != xfw[k].packets {
+			t.Errorf("%s: kernel counted %d, xfw %d", k, kernel[k].packets, xfw[k].packets)
+		}
+	}
+}
