@@ -1,0 +1,246 @@
+package dataplane
+
+// Finding the running state: from the XDP program attached to the
+// namespace's interfaces, or, when it was removed from every one, from the
+// egress program, which holds the same maps (a new XDP program is then
+// bound to them).
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// currentUncached finds and opens the running state.
+func currentUncached() (*state, error) {
+	// This build's identity (a checksum of the 600 KB object, ~0.5 ms)
+	// is computed on another CPU while the interfaces are listed and the
+	// maps opened; readConfig waits for it.
+	go buildID()
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list interfaces: %w", err)
+	}
+	for _, l := range links {
+		x := l.Attrs().Xdp
+		if x == nil || !x.Attached || x.ProgId == 0 {
+			continue
+		}
+		prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId))
+		if errors.Is(err, unix.EPERM) {
+			return nil, ErrPermission
+		}
+		if err != nil {
+			continue // detached meanwhile
+		}
+		facts, err := programFacts(prog)
+		if err != nil || facts.Name != xdpProgName {
+			prog.Close()
+			continue
+		}
+		s := &state{xdp: prog, maps: map[string]*ebpf.Map{}, xdpID: facts.ID}
+		if err := s.openMaps(facts.MapIDs); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if err := s.readConfig(); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if err := s.findTC(links); err != nil {
+			s.Close()
+			return nil, err
+		}
+		return s, nil
+	}
+	return currentFromEgress(links)
+}
+
+// currentFromEgress finds the running state from xfw's egress program when
+// no interface runs its XDP program any more (ip link set dev X xdp off on
+// every one): the egress program holds the same maps, so the rulesets,
+// counters and connections are all there, and a new copy of the XDP
+// program bound to them (reviveXDP) is attached again by the next sync.
+// It returns nil when no interface runs either program.
+func currentFromEgress(links []netlink.Link) (*state, error) {
+	for _, l := range links {
+		id, err := ourTC(Interface{Name: l.Attrs().Name, Index: l.Attrs().Index, link: l})
+		if err != nil {
+			if errors.Is(err, unix.EPERM) {
+				return nil, ErrPermission
+			}
+			continue
+		}
+		if id == 0 {
+			continue
+		}
+		prog, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue // detached meanwhile
+		}
+		facts, err := programFacts(prog)
+		if err != nil {
+			prog.Close()
+			continue
+		}
+		s := &state{tc: prog, tcID: facts.ID, maps: map[string]*ebpf.Map{}}
+		if err := s.openMaps(facts.MapIDs); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if err := s.reviveXDP(); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if err := s.readConfig(); err != nil {
+			s.Close()
+			return nil, err
+		}
+		return s, nil
+	}
+	return nil, nil
+}
+
+// openMaps opens the maps of ids into s.maps, by their kernel names.
+func (s *state) openMaps(ids []ebpf.MapID) error {
+	for _, id := range ids {
+		m, err := ebpf.NewMapFromID(id)
+		if err != nil {
+			return fmt.Errorf("open map %d of the running program: %w", id, err)
+		}
+		name, _, err := mapFacts(m)
+		if err != nil {
+			m.Close()
+			return fmt.Errorf("map %d: %w", id, err)
+		}
+		s.maps[name] = m
+	}
+	return nil
+}
+
+// kernelNameLen is BPF_OBJ_NAME_LEN less its NUL: the kernel keeps the
+// first 15 characters of a map's name.
+const kernelNameLen = 15
+
+// reviveXDP loads a new copy of the XDP program bound to s's maps (those
+// the running egress program holds; a map only the XDP program used, such
+// as its scratch space or the interface facts, is created afresh and
+// added to s).
+func (s *state) reviveXDP() error {
+	spec, err := loadSpec()
+	if err != nil {
+		return err
+	}
+	trimSpec(spec)
+	for name := range spec.Programs {
+		if name != xdpProgName {
+			delete(spec.Programs, name)
+		}
+	}
+	repl := map[string]*ebpf.Map{}
+	for name, ms := range spec.Maps {
+		m := s.maps[name[:min(len(name), kernelNameLen)]]
+		if m == nil {
+			continue
+		}
+		info, err := m.Info()
+		if err != nil {
+			return fmt.Errorf("map %s: %w", name, err)
+		}
+		ms.MaxEntries, ms.Flags = info.MaxEntries, info.Flags
+		repl[name] = m
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})
+	if err != nil {
+		return fmt.Errorf("load xfw's XDP program again, bound to the running maps: %w", err)
+	}
+	s.xdp = coll.Programs[xdpProgName]
+	delete(coll.Programs, xdpProgName)
+	// The maps created afresh (those only the XDP program used: interface
+	// facts, local addresses, scratch) join the state; sync refills them.
+	for name, m := range coll.Maps {
+		if repl[name] == nil {
+			s.maps[name] = m
+		}
+		delete(coll.Maps, name)
+	}
+	coll.Close()
+	if s.xdp == nil {
+		return errors.New("BPF object lacks its XDP program")
+	}
+	return nil
+}
+
+// readConfig checks the build and reads the banks and slot configurations.
+func (s *state) readConfig() error {
+	bm := s.maps["xfw_build"]
+	if bm == nil {
+		return ErrOtherBuild
+	}
+	var id uint64
+	if err := bm.Lookup(uint32(0), &id); err != nil {
+		return fmt.Errorf("read the running build identity: %w", err)
+	}
+	if id != buildID() {
+		return ErrOtherBuild
+	}
+	for _, name := range append([]string{"xfw_cfg", "xfw_bank", "xfw_ifinfo", "xfw_local4", "xfw_local6"}, outerNames()...) {
+		if s.maps[name] == nil {
+			return fmt.Errorf("running xfw program lacks map %s", name)
+		}
+	}
+	for fi := range s.banks {
+		if err := s.maps["xfw_bank"].Lookup(uint32(fi), &s.banks[fi]); err != nil {
+			return fmt.Errorf("read active bank: %w", err)
+		}
+	}
+	for i := range s.cfgs {
+		if err := s.maps["xfw_cfg"].Lookup(uint32(i), &s.cfgs[i]); err != nil {
+			return fmt.Errorf("read generation configuration: %w", err)
+		}
+	}
+	return nil
+}
+
+func outerNames() []string {
+	out := make([]string, len(generationMaps))
+	for i, k := range generationMaps {
+		out[i] = outerName(k)
+	}
+	return out
+}
+
+// findTC opens the egress program that belongs with s.xdp (it shares its
+// configuration map), if one is attached anywhere.
+func (s *state) findTC(links []netlink.Link) error {
+	_, cfgID, err := mapFacts(s.maps["xfw_cfg"])
+	if err != nil {
+		return fmt.Errorf("configuration map: %w", err)
+	}
+	for _, l := range links {
+		id, err := ourTC(Interface{Name: l.Attrs().Name, Index: l.Attrs().Index, link: l})
+		if err != nil || id == 0 {
+			continue
+		}
+		prog, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue
+		}
+		facts, err := programFacts(prog)
+		if err != nil {
+			prog.Close()
+			continue
+		}
+		for _, mid := range facts.MapIDs {
+			if mid == cfgID {
+				s.tc, s.tcID = prog, id
+				return nil
+			}
+		}
+		prog.Close()
+	}
+	return nil
+}
