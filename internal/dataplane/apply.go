@@ -271,11 +271,21 @@ func loadedState() (*state, []Interface, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := checkForeignXDP(ifaces); err != nil {
-		return nil, nil, err
-	}
 	cur, err := Current()
 	if err != nil {
+		return nil, nil, err
+	}
+	var ours ebpf.ProgramID
+	if cur != nil {
+		if ours, _, err = cur.programIDs(); err != nil {
+			cur.Close()
+			return nil, nil, err
+		}
+	}
+	if err := checkForeignXDP(ifaces, ours); err != nil {
+		if cur != nil {
+			cur.Close()
+		}
 		return nil, nil, err
 	}
 	if cur == nil {

@@ -150,12 +150,14 @@ func pruneMap[K comparable](m *ebpf.Map, keep map[K]bool) error {
 var ErrForeignProgram = errors.New("runs another XDP program")
 
 // checkForeignXDP returns an error naming every interface whose XDP hook
-// holds a program that is not xfw's (any build).
-func checkForeignXDP(ifaces []Interface) error {
+// holds a program that is not xfw's (any build). ours is the running XDP
+// program's id (0: none), recognised without asking the kernel: a ruleset
+// change pays no system call per interface that runs it.
+func checkForeignXDP(ifaces []Interface, ours ebpf.ProgramID) error {
 	var errs []error
 	for _, ifc := range ifaces {
 		x := ifc.link.Attrs().Xdp
-		if x == nil || !x.Attached || x.ProgId == 0 {
+		if x == nil || !x.Attached || x.ProgId == 0 || ebpf.ProgramID(x.ProgId) == ours {
 			continue
 		}
 		name := programName(ebpf.ProgramID(x.ProgId))
