@@ -21,11 +21,12 @@
  * policy. Positions only grow, so the walk runs under one bpf_loop() of at
  * most nchunks * 65 (words and chunk skips) + CONTINUE entries + 1 steps.
  *
- * A limit probe (XFW_EF_LIMIT) asks its bucket for a token (limit.h): the
- * search goes on at the next entry when given one, at .next when refused.
+ * A probe (XFW_EF_PROBE: a limit match's token, probe.h) answers in rule
+ * order: the search goes on at the next entry when it says true, at .next
+ * when it says false.
  *
  * Includes: common.h, xfw_structs.h, parse.h, bits.h, classify_structs.h,
- * classify_maps.h, generation.h, set_lookup.h, limit.h, local.h (-m
+ * classify_maps.h, generation.h, set_lookup.h, probe.h, local.h (-m
  * addrtype's route types).
  */
 #ifndef XFW_CLASSIFY_H
@@ -41,7 +42,7 @@
 #include "classify_maps.h"
 #include "generation.h"
 #include "set_lookup.h"
-#include "limit.h"
+#include "probe.h"
 #include "local.h"
 
 /* xfw_defects returns the packet's XFW_EF_HOTDROP_* bits. A hotdrop either
@@ -332,9 +333,9 @@ static long xfw_step(__u32 iter, struct xfw_cls *st)
 		st->result = e;
 		return 1;
 	}
-	if (ent->flags & XFW_EF_LIMIT) {
-		/* On to the rule with a token, past it without. */
-		st->pos = xfw_limit_take(st->slot, ent->aux) ? e + 1 : ent->next;
+	if (ent->flags & XFW_EF_PROBE) {
+		/* On to the rule when the probe says true, past it if not. */
+		st->pos = xfw_probe(st->hook, st->slot, ent->aux) ? e + 1 : ent->next;
 		return 0;
 	}
 	if (ent->flags & XFW_EF_SETCOUNT)
@@ -377,6 +378,7 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 		return XFW_RES_END;
 	/* bpf_loop wants its context on this function's stack. */
 	local.slot = slot;
+	local.hook = ps->hook;
 	local.l3len = p->l3len;
 	local.hotdrop = xfw_defects(p);
 	local.nlogs = 0;

@@ -60,6 +60,7 @@ XFW_INNER_ARRAY(xfw_chunks_m, struct xfw_chunk);
 XFW_INNER_ARRAY(xfw_entries_m, struct xfw_entry);
 XFW_INNER_ARRAY(xfw_logcfg_m, struct xfw_logcfg);
 XFW_INNER_ARRAY(xfw_limit_m, struct xfw_limit);
+XFW_INNER_ARRAY(xfw_probe_m, struct xfw_probe);
 struct xfw_hcls_m {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(key_size, sizeof(struct xfw_hkey));
@@ -95,6 +96,8 @@ XFW_OUTER(xfw_o_logcfg, xfw_logcfg_m);
  * match, written full with each generation (the kernel's buckets start
  * full whenever iptables replaces the table). */
 XFW_OUTER(xfw_o_limit, xfw_limit_m);
+/* The probes the walk's XFW_EF_PROBE entries name (probe.h). */
+XFW_OUTER(xfw_o_probe, xfw_probe_m);
 /* Set entry counters: shared by the CPUs and updated with atomic adds, as
  * the kernel's ipset counters are (one element is rarely hit by several
  * CPUs at once, and a set may hold millions of elements: per-CPU copies

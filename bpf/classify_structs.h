@@ -31,6 +31,9 @@
  * needed to copy the packet). */
 struct xfw_pending {
 	__u32 slot;
+	__u32 hook;    /* the xfw_xdp_scratch entry holding the packet
+			* (XFW_SCRATCH_XDP or _TC, xfw_maps.h): the probes
+			* read the packet there (probe.h) */
 	__u32 nlogs;
 	__u32 logs[XFW_MAX_PENDING_LOGS];
 };
@@ -41,7 +44,9 @@ struct xfw_cls {
 	__u32 end;
 	__u32 result;
 	__u32 l3len;
-	__u32 hotdrop; /* XFW_EF_HOTDROP_* defects of the packet */
+	__u16 hotdrop; /* XFW_EF_HOTDROP_* defects of the packet */
+	__u16 hook;    /* xfw_pending.hook (16 bits: the call chain's
+			* stack has no 8 bytes to spare) */
 	__u32 nlogs;
 	__u32 logs[XFW_MAX_PENDING_LOGS];
 	__u32 chunk;   /* chunk whose summary is cached, or ~0 */

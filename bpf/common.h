@@ -185,11 +185,19 @@ enum xfw_action {
 #define XFW_EF_SETCOUNT 0x10
 #define XFW_SETCNT_COND 0xff
 #define XFW_SETCNT_SKIPSUB 0x100 /* "! --update-subcounters" */
-/* A limit probe (a CONTINUE entry of no rule): the packet reached a rule's
- * limit match and takes a token from bucket .aux (limit.h): given one, the
- * search goes on at the next entry (the rule), refused, at .next (past
- * the rule). */
-#define XFW_EF_LIMIT 0x20
+/* A probe (a CONTINUE entry of no rule): the packet reached a rule's match
+ * whose answer the walk must ask in order (it changes state, as a limit
+ * match's token bucket, or is no classification field); .aux is the
+ * probe's index in the slot's xfw_o_probe (struct xfw_probe, probe.h).
+ * True, the search goes on at the next entry (the rule), false, at .next
+ * (past the rule). */
+#define XFW_EF_PROBE 0x20
+
+/* What a probe evaluates (struct xfw_probe .kind; probe.h dispatches). */
+enum xfw_probe_kind {
+	XFW_PROBE_LIMIT = 0, /* -m limit: a token from bucket .arg (limit.h) */
+	XFW_NPROBE_KINDS,
+};
 
 /* REJECT types (entry .aux for XFW_ACT_REJECT). */
 enum xfw_reject {

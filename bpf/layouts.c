@@ -25,6 +25,7 @@ struct xfw_layouts {
 	struct xfw_setval setval;
 	struct xfw_entry entry;
 	struct xfw_limit limit;
+	struct xfw_probe probe;
 	struct xfw_chunk chunk;
 	struct xfw_bound bound;
 	struct xfw_hkey hkey;
@@ -50,6 +51,7 @@ struct xfw_layouts {
 	enum xfw_tcp_state tcp_state;
 	enum xfw_ctstat ctstat;
 	enum xfw_addrtype addrtype;
+	enum xfw_probe_kind probe_kind;
 };
 
 struct xfw_layouts xfw_layouts;

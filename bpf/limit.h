@@ -36,9 +36,11 @@
 #define XFW_READ_ONCE(x) (*(volatile __typeof__(x) *)&(x))
 
 /* xfw_limit_take asks bucket k of slot for a token: 1 given, 0 refused
- * (also for a bucket the generation lacks). A global function, verified
- * once: it is called from the walk's step, the deepest call chain. */
-__attribute__((noinline)) int xfw_limit_take(__u32 slot, __u32 k)
+ * (also for a bucket the generation lacks). Inlined into the global
+ * xfw_probe (probe.h), which is verified once: a frame of its own would
+ * pass the 512 bytes of the deepest call chain (the hook, xfw_classify,
+ * the walk's step, xfw_probe). */
+static __always_inline int xfw_limit_take(__u32 slot, __u32 k)
 {
 	void *m = xfw_inner(&xfw_o_limit, slot);
 	struct xfw_limit *b;

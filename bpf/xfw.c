@@ -115,6 +115,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		return XDP_PASS;
 	p = &sc->p;
 	st = &sc->st;
+	st->hook = XFW_SCRATCH_XDP;
 	if (xfw_parse(p, data, data_end, (__u32)(data_end - data), 1) != XFW_PARSE_JUDGE)
 		return XDP_PASS;
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
@@ -312,6 +313,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	if (p->fragmented && p->frag)
 		return TC_ACT_OK;
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
+	st->hook = XFW_SCRATCH_TC;
 	if (st->slot == XFW_NO_SLOT)
 		return TC_ACT_OK;
 	oif = skb->ifindex;

@@ -32,8 +32,10 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
 	__type(value, struct xfw_xdp_scratch);
-	__uint(max_entries, 2);   /* 0: XDP, 1: TC */
+	__uint(max_entries, 2);   /* XFW_SCRATCH_XDP, XFW_SCRATCH_TC */
 } xfw_xdp_scratch SEC(".maps");
+#define XFW_SCRATCH_XDP 0
+#define XFW_SCRATCH_TC 1
 
 /* Interface facts (struct xfw_ifinfo), filled by the control plane. */
 struct {

@@ -62,6 +62,14 @@ struct xfw_entry {
 	__u32 next;   /* XFW_ACT_CONTINUE: entry index to search from */
 };
 
+/* One probe of a generation (XFW_EF_PROBE entries name it by index in the
+ * slot's xfw_o_probe): what it evaluates (enum xfw_probe_kind) and the
+ * kind's argument (XFW_PROBE_LIMIT: the bucket's index in xfw_o_limit). */
+struct xfw_probe {
+	__u32 kind;
+	__u32 arg;
+};
+
 /* The token bucket of one limit match (xt_limit's xt_limit_priv and the
  * parameters limit_mt_check computes), element .aux of a probe's slot's
  * xfw_o_limit map (limit.h). prev and credit change under packets

@@ -24,7 +24,7 @@ import (
 // Compile numbers them (chain order).
 //
 // AppendRule returns ErrNotAppendable when the rule or the generation is
-// outside what this handles (no slack left, a set or limit match, a rule
+// outside what this handles (no slack left, a set or probed match, a rule
 // that is not one plain term with a verdict, a field the generation does
 // not classify, an interface or MAC condition, too many classes to copy);
 // the caller then compiles the whole ruleset, which also renews the slack.
@@ -65,8 +65,8 @@ func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, i
 	if counter < NumChains || int(counter-NumChains) > len(g.Rules) {
 		return nil, fmt.Errorf("%w: counter index %d out of range", ErrNotAppendable, counter)
 	}
-	if hasSetMatch(r) || hasLimitMatch(r) || checkHook(r, hook) != nil {
-		return nil, fmt.Errorf("%w: set or limit match, or hook", ErrNotAppendable)
+	if hasSetMatch(r) || hasProbedMatch(r) || checkHook(r, hook) != nil {
+		return nil, fmt.Errorf("%w: set or probed match, or hook", ErrNotAppendable)
 	}
 	terms, err := ruleTerms(g.Family, r, ifaces, nil)
 	if err != nil {
@@ -507,8 +507,8 @@ func DeleteRule(g *Generation, r *ir.Rule, hook int, counter uint32, ifaces []In
 	case ir.TargetJump, ir.TargetGoto:
 		return nil, fmt.Errorf("%w: target", ErrNotAppendable)
 	}
-	if hasSetMatch(r) || hasLimitMatch(r) {
-		return nil, fmt.Errorf("%w: set or limit match", ErrNotAppendable)
+	if hasSetMatch(r) || hasProbedMatch(r) {
+		return nil, fmt.Errorf("%w: set or probed match", ErrNotAppendable)
 	}
 	terms, err := ruleTerms(g.Family, r, ifaces, nil)
 	if err != nil {

@@ -44,8 +44,11 @@ type Generation struct {
 	Layout Layout
 	// Limits are the token buckets of the rules' limit matches, one per
 	// match however often user chains flatten its rule; limit probes
-	// (EFLimit) name them by index.
+	// (Probes of kind ProbeLimit) name them by index.
 	Limits []Limit
+	// Probes are the matches the walk asks in rule order (probe.go);
+	// probe entries (EFProbe) name them by index.
+	Probes []Probe
 }
 
 // Layout describes a generation's entry list for AppendRule: the slack
@@ -117,6 +120,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	g.LogConfigs = fl.logs
 	g.SetConds = fl.sets.conds
 	g.Limits = fl.limits
+	g.Probes = fl.probeList
 	n := len(g.Entries)
 	g.NumChunks = uint32((n + ChunkBits - 1) / ChunkBits)
 	if g.NumChunks == 0 {

@@ -216,13 +216,13 @@ const (
 	// that match (the rule's other conditions before it); Aux is the set
 	// condition, with SetCountSkipSub for "! --update-subcounters".
 	EFSetCount uint8 = 0x10
-	// EFLimit marks a limit probe (XFW_EF_LIMIT): a CONTINUE entry of no
-	// rule, placed before a rule with -m limit, with the condition under
-	// which the kernel evaluates that match (the rule's other conditions
-	// before it); Aux is the bucket (Generation.Limits). The packet takes
-	// a token: when the bucket gives one the search goes on at the next
-	// entry, otherwise at Next, past the rule (limit.go).
-	EFLimit uint8 = 0x20
+	// EFProbe marks a probe (XFW_EF_PROBE): a CONTINUE entry of no rule,
+	// placed before a rule with a probed match (-m limit, ...), with the
+	// condition under which the kernel evaluates that match (the rule's
+	// other conditions before it); Aux is the probe (Generation.Probes).
+	// When the probe answers true the search goes on at the next entry,
+	// otherwise at Next, past the rule (probe.go).
+	EFProbe uint8 = 0x20
 )
 
 // SetCountSkipSub is the Aux bit of a set counting probe whose match has

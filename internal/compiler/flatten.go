@@ -65,6 +65,10 @@ type flattener struct {
 	// (limitIndex).
 	limits   []Limit
 	limitIDs map[limitKey]uint16
+	// probeList are the generation's probes, probeIDs their indexes
+	// (probeIndex).
+	probeList []Probe
+	probeIDs  map[Probe]uint16
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with
@@ -176,19 +180,19 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 // probes emits the probes of rule r (under the outer condition), in the
 // order of its matches, which is the order the kernel evaluates them in:
 // a set counting probe per set match that updates set entry counters, a
-// limit probe per limit match. Each has the condition under which the
-// kernel evaluates its match: the rule's IP header part and the matches
-// before it (the kernel counts the element the lookup finds, and takes a
-// token, whatever the rule's later matches answer). A match before it that
-// can hotdrop hotdrops here, uncounted, as the rule itself would. A limit
-// probe whose bucket refuses the packet continues at the label returned
-// (nil: r has no limit match), which the caller resolves to the position
-// after r's entries, so later probes of r are not met either.
+// probe (probe.go) per probed match (limit, ...). Each has the condition
+// under which the kernel evaluates its match: the rule's IP header part
+// and the matches before it (the kernel counts the element the lookup
+// finds, and takes a token, whatever the rule's later matches answer). A
+// match before it that can hotdrop hotdrops here, uncounted, as the rule
+// itself would. A probe that answers false continues at the label
+// returned (nil: r has no probed match), which the caller resolves to the
+// position after r's entries, so later probes of r are not met either.
 func (fl *flattener) probes(r *ir.Rule, outer Cond) (past *label, err error) {
 	for i, m := range r.Matches {
 		sm, isSet := m.(*ir.SetMatch)
-		lm, isLimit := m.(*ir.LimitMatch)
-		if !isLimit && (!isSet || fl.counts == nil || !fl.counts(sm)) {
+		probed := probedMatch(m)
+		if !probed && (!isSet || fl.counts == nil || !fl.counts(sm)) {
 			continue
 		}
 		before := *r
@@ -211,11 +215,15 @@ func (fl *flattener) probes(r *ir.Rule, outer Cond) (past *label, err error) {
 			if past == nil {
 				past = &label{}
 			}
-			k, err := fl.limitIndex(r, i, lm)
+			pr, err := fl.probeOf(r, i, m)
 			if err != nil {
 				return nil, err
 			}
-			probe = Entry{Flags: EFLimit, Aux: k, nextLabel: past}
+			k, err := fl.probeIndex(pr)
+			if err != nil {
+				return nil, err
+			}
+			probe = Entry{Flags: EFProbe, Aux: k, nextLabel: past}
 		}
 		for _, t := range terms {
 			cond, ok := outer.and(t.cond)

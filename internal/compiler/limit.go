@@ -7,17 +7,12 @@ import (
 )
 
 // The limit match (xt_limit) in the walk. Its answer depends on a token
-// bucket the packet changes, so it cannot be a classification field: the
-// flattener puts a limit probe (EFLimit) before the rule, with the
-// condition under which the kernel evaluates the match (the rule's IP part
-// and its matches before the limit match; flattener.probes), and leaves
-// the match out of the rule's own terms. Only packets that reach the rule
-// and pass its earlier matches meet the probe, which takes a token from
-// the rule's bucket: given one, the search goes on with the next entry
-// (the rule's own entries, which test the matches after the limit match,
-// or the rule's next probe); refused, it goes on past the rule. A token
-// is spent even when a later match fails, as in the kernel. A rule's
-// terms are disjoint, so a packet meets one probe entry per limit match.
+// bucket the packet changes, so it cannot be a classification field: it
+// is a probe of kind ProbeLimit (probe.go), whose Arg is the match's
+// bucket. Only packets that reach the rule and pass its earlier matches
+// meet the probe, which takes a token from the rule's bucket: given one,
+// the search goes on with the rule; refused, past it. A token is spent
+// even when a later match fails, as in the kernel.
 
 // Limit is the token bucket of one limit match of one rule.
 type Limit struct {
@@ -56,16 +51,6 @@ func (fl *flattener) limitIndex(r *ir.Rule, i int, m *ir.LimitMatch) (uint16, er
 	fl.limitIDs[key] = k
 	fl.limits = append(fl.limits, Limit{Rule: fl.ruleID[r], Match: i, Avg: m.Avg, Burst: m.Burst})
 	return k, nil
-}
-
-// hasLimitMatch reports whether r has a limit match.
-func hasLimitMatch(r *ir.Rule) bool {
-	for _, m := range r.Matches {
-		if _, ok := m.(*ir.LimitMatch); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // shiftLimitRules moves the counter indexes of the buckets' rules from

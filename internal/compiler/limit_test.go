@@ -94,7 +94,7 @@ func TestLimitProbesMatchReference(t *testing.T) {
 			t.Fatalf("ruleset %d: %v", iter, err)
 		}
 		for _, e := range g.Entries {
-			if e.Flags&EFLimit != 0 {
+			if e.Flags&EFProbe != 0 && g.Probes[e.Aux].Kind == ProbeLimit {
 				probes++
 			}
 		}

@@ -31,6 +31,16 @@ type Packet struct {
 	AddrType, PktType uint32
 }
 
+// probe answers probe pr for the packet, as the data plane's evaluator
+// of its kind would (bpf/probe.h).
+func (p *Packet) probe(pr Probe) bool {
+	switch pr.Kind {
+	case ProbeLimit:
+		return p.Limit == nil || p.Limit(int(pr.Arg))
+	}
+	return false
+}
+
 // hotdropBits returns the packet's defects as EFHotdrop* bits, as the BPF
 // parser derives them.
 func (p *Packet) hotdropBits() uint8 {
@@ -221,8 +231,8 @@ func (g *Generation) Classify(p *Packet, chain int) Result {
 		}
 		res.Path = append(res.Path, int(e))
 		pos = ent.Next
-		if ent.Flags&EFLimit != 0 && (p.Limit == nil || p.Limit(int(ent.Aux))) {
-			pos = e + 1 // given a token: on to the rule
+		if ent.Flags&EFProbe != 0 && p.probe(g.Probes[ent.Aux]) {
+			pos = e + 1 // the probe says true: on to the rule
 		}
 	}
 	return res

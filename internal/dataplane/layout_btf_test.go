@@ -44,6 +44,7 @@ var layoutMirrors = []layoutMirror{
 	{c: "xfw_setval", goType: reflect.TypeOf(bpfSetVal{})},
 	{c: "xfw_entry", goType: reflect.TypeOf(bpfEntry{})},
 	{c: "xfw_limit", goType: reflect.TypeOf(bpfLimit{}), renamed: map[string]string{"CPJ": "cpj"}},
+	{c: "xfw_probe", goType: reflect.TypeOf(bpfProbe{})},
 	{c: "xfw_chunk", goType: reflect.TypeOf(bpfChunk{})},
 	{c: "xfw_bound", goType: reflect.TypeOf(bpfBound{})},
 	{c: "xfw_hkey", goType: reflect.TypeOf(bpfHKey{})},
@@ -324,6 +325,9 @@ func enumMirrors() []enumMirror {
 			"XFW_ACT_REJECT": int64(compiler.ActReject), "XFW_ACT_CONTINUE": int64(compiler.ActContinue),
 		}},
 		{c: "xfw_reject", mirror: "compiler.RejectTypes", values: rejects},
+		{c: "xfw_probe_kind", mirror: "compiler.ProbeKind", values: map[string]int64{
+			"XFW_PROBE_LIMIT": int64(compiler.ProbeLimit), "XFW_NPROBE_KINDS": int64(compiler.NumProbeKinds),
+		}},
 		{c: "xfw_ctstat", mirror: "ctStat* (ctstats.go)", values: map[string]int64{
 			"XFW_CTSTAT_INSERT": ctStatInsert, "XFW_CTSTAT_NEW_GONE": ctStatNewGone,
 			"XFW_CTSTAT_PROMOTE": ctStatPromote, "XFW_CTSTAT_MAIN_GONE": ctStatMainGone,

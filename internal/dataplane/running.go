@@ -33,6 +33,9 @@ type genMeta struct {
 	SetLookups []SetLookupInfo `json:",omitempty"`
 	// Limits are the generation's limit buckets (compiler.Generation).
 	Limits []compiler.Limit `json:",omitempty"`
+	// Probes are the generation's probes (compiler.Generation): an
+	// in-place change of the running generation keeps them.
+	Probes []compiler.Probe `json:",omitempty"`
 }
 
 // SetLookupInfo describes one set lookup of a running generation.
@@ -59,7 +62,7 @@ func generationMeta(u *Update) ([]byte, error) {
 	b, err := json.Marshal(genMeta{
 		Small: len(g.Small), ClassChunks: len(g.ClassChunks), Chunks: len(g.Chunks), LogConfigs: len(g.LogConfigs),
 		Layout: g.Layout, SetConds: g.SetConds, Interfaces: u.Interfaces,
-		SetLookups: setLookupInfos(u.Sets), Limits: g.Limits,
+		SetLookups: setLookupInfos(u.Sets), Limits: g.Limits, Probes: g.Probes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode generation metadata: %w", err)
@@ -101,7 +104,7 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 		ChainStart: c.ChainStart, ChainEnd: c.ChainEnd, MaxIters: c.MaxIters,
 		AddrBase: c.AddrBase, AddrCount: c.AddrCount,
 		Hash: map[compiler.HashKey]uint32{}, Layout: meta.Layout, SetConds: meta.SetConds,
-		Limits: meta.Limits,
+		Limits: meta.Limits, Probes: meta.Probes,
 	}
 	for i, d := range c.PolicyDrop {
 		g.PolicyDrop[i] = d != 0

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * probe.h — the walk's probes (XFW_EF_PROBE entries, classify.h): matches
+ * whose answer the walk asks in rule order, because asking changes state
+ * (a limit match's token bucket) or because the answer is no
+ * classification field.
+ *
+ * A probe entry sits before its rule, under the conditions under which the
+ * kernel evaluates the match (the rule's IP part and its matches before
+ * it; internal/compiler/probe.go). Its .aux names a struct xfw_probe of
+ * the slot's xfw_o_probe: the kind says which evaluator answers, .arg is
+ * the kind's own (the limit bucket's index). True, the walk goes on at the
+ * next entry (the rule, or the rule's next probe); false, past the rule.
+ *
+ * Adding a kind: a value of enum xfw_probe_kind (common.h), a case in
+ * xfw_probe, the evaluator in a header of its own (as limit.h), the Go
+ * side in internal/compiler/probe.go. An evaluator is given the parsed
+ * packet (struct xfw_pkt, read-only: the hook's scratch copy, since a
+ * pointer kept in the walk's state would not survive the verifier's view
+ * of the global functions the walk calls) and the slot.
+ *
+ * Includes: common.h, xfw_structs.h, parse.h, classify_maps.h,
+ * generation.h, xfw_maps.h (the hooks' scratch), limit.h.
+ */
+#ifndef XFW_PROBE_H
+#define XFW_PROBE_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "common.h"
+#include "xfw_structs.h"
+#include "parse.h"
+#include "classify_maps.h"
+#include "generation.h"
+#include "xfw_maps.h"
+#include "limit.h"
+
+/* xfw_probe answers probe k of slot for the packet in the scratch of hook
+ * (xfw_pending.hook): 1 true, 0 false (also for a probe or a kind the
+ * generation lacks: nothing passes a rule whose probe cannot be asked). A
+ * global function, verified once: it is called from the walk's step, the
+ * deepest call chain. */
+__attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
+{
+	void *m = xfw_inner(&xfw_o_probe, slot);
+	struct xfw_xdp_scratch *sc;
+	struct xfw_pkt *p;
+	struct xfw_probe *pr;
+	__u32 key = hook; /* one stack slot for both keys: the stack is short */
+
+	sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &key);
+	if (!sc || !m)
+		return 0;
+	p = &sc->p;
+	key = k;
+	pr = bpf_map_lookup_elem(m, &key);
+	if (!pr)
+		return 0;
+	switch (pr->kind) {
+	case XFW_PROBE_LIMIT:
+		return xfw_limit_take(slot, pr->arg);
+	default:
+		(void)p; /* the kinds to come read the packet */
+		return 0;
+	}
+}
+
+#endif /* XFW_PROBE_H */

@@ -1,0 +1,96 @@
+package compiler
+
+import (
+	"fmt"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// Probes: the matches the walk asks in rule order (bpf/probe.h). A match
+// whose answer changes state when asked (a limit match's token bucket) or
+// that is no classification field cannot be one of the rule's terms: the
+// flattener puts a probe entry (EFProbe) before the rule, with the
+// condition under which the kernel evaluates the match (the rule's IP part
+// and its matches before it; flattener.probes), and leaves the match out
+// of the rule's own terms. The entry's Aux names one of the generation's
+// Probes: its kind says which data-plane evaluator answers, its Arg is the
+// kind's own (for ProbeLimit, the bucket in Generation.Limits). True, the
+// search goes on with the next entry (the rule's own entries, which test
+// the matches after the probed one, or the rule's next probe); false, it
+// goes on past the rule. A rule's terms are disjoint, so a packet meets
+// one probe entry per probed match.
+//
+// Adding a kind: a ProbeKind (and enum xfw_probe_kind in bpf/common.h), a
+// case in probedMatch and in flattener.probeOf, the simulator's answer
+// (Packet.probe), and the evaluator in bpf/probe.h.
+
+// ProbeKind says what a probe evaluates (enum xfw_probe_kind).
+type ProbeKind uint32
+
+// Probe kinds.
+const (
+	// ProbeLimit takes a token from limit bucket Arg (Generation.Limits).
+	ProbeLimit ProbeKind = iota
+	// NumProbeKinds counts the kinds.
+	NumProbeKinds
+)
+
+// Probe is one probe of a generation (struct xfw_probe).
+type Probe struct {
+	Kind ProbeKind
+	// Arg is the kind's argument: ProbeLimit's bucket index.
+	Arg uint32
+}
+
+// MaxProbes bounds a generation's probes (an entry's Aux names one).
+const MaxProbes = 1 << 16
+
+// probedMatch reports whether match m is asked by a probe.
+func probedMatch(m ir.Match) bool {
+	switch m.(type) {
+	case *ir.LimitMatch:
+		return true
+	}
+	return false
+}
+
+// hasProbedMatch reports whether r has a match asked by a probe: such a
+// rule is never added or deleted in place (its probes and their state
+// come with a full compile).
+func hasProbedMatch(r *ir.Rule) bool {
+	for _, m := range r.Matches {
+		if probedMatch(m) {
+			return true
+		}
+	}
+	return false
+}
+
+// probeOf returns the probe that asks match i (m, probedMatch) of rule r.
+func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match) (Probe, error) {
+	switch m := m.(type) {
+	case *ir.LimitMatch:
+		k, err := fl.limitIndex(r, i, m)
+		return Probe{Kind: ProbeLimit, Arg: uint32(k)}, err
+	}
+	return Probe{}, fmt.Errorf("match %T is not probed", m)
+}
+
+// probeIndex returns the index in the generation's probes of pr, adding
+// it the first time: a rule that user chains flatten more than once asks
+// one probe (and one bucket), as the kernel has one match instance.
+func (fl *flattener) probeIndex(pr Probe) (uint16, error) {
+	if k, ok := fl.probeIDs[pr]; ok {
+		return k, nil
+	}
+	if len(fl.probeList) >= MaxProbes {
+		return 0, fmt.Errorf("more than %d probed matches (limit, ...)", MaxProbes)
+	}
+	if fl.probeIDs == nil {
+		fl.probeIDs = map[Probe]uint16{}
+	}
+	k := uint16(len(fl.probeList))
+	fl.probeIDs[pr] = k
+	fl.probeList = append(fl.probeList, pr)
+	return k, nil
+}
