@@ -245,12 +245,13 @@ func (c *Command) applyRule(rs *ir.Ruleset, rules []*ir.Rule) *failure {
 }
 
 // mismatchErr is what -D and -C report when no rule matches: libiptc's
-// "Bad rule" for a standard verdict or a jump, the plain ENOENT message
-// when the rule's target is a target module (as iptables-legacy 1.8.9
-// prints it: the module's lookup leaves libiptc's last function changed).
+// "Bad rule" for a standard verdict (or no target), the plain ENOENT
+// message when the rule jumps to a chain or its target is a module (as
+// iptables-legacy 1.8.9 prints it: looking the target up leaves libiptc's
+// last function changed).
 func mismatchErr(t ir.Target) *failure {
 	switch t.Kind {
-	case ir.TargetNone, ir.TargetAccept, ir.TargetDrop, ir.TargetReturn, ir.TargetJump, ir.TargetGoto:
+	case ir.TargetNone, ir.TargetAccept, ir.TargetDrop, ir.TargetReturn:
 		return iptcErr(errBadRule)
 	}
 	return iptcErr(errNoChain)
