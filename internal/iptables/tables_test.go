@@ -21,11 +21,11 @@ func TestSaveAllTables(t *testing.T) {
 		"*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n:FOO - [0:0]\n" +
 		"-A POSTROUTING -j FOO\n-A FOO -s 10.0.0.0/24 -j MASQUERADE\nCOMMIT\n" +
 		"*filter\n:INPUT DROP [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n"
-	if got := stripComments(SaveAll(rs, "", false)); got != want {
+	if got := stripSaveComments(SaveAll(rs, "", false)); got != want {
 		t.Errorf("save:\n%s\nwant:\n%s", got, want)
 	}
 	wantMangle := "*mangle\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\nCOMMIT\n"
-	if got := stripComments(SaveAll(rs, "mangle", false)); got != wantMangle {
+	if got := stripSaveComments(SaveAll(rs, "mangle", false)); got != wantMangle {
 		t.Errorf("save -t mangle:\n%s\nwant:\n%s", got, wantMangle)
 	}
 	// The saved text restores to the same tables, created in the saved
@@ -37,7 +37,7 @@ func TestSaveAllTables(t *testing.T) {
 	rawBlock, rest, _ := strings.Cut(want, "*nat\n")
 	natBlock, filterBlock, _ := strings.Cut(rest, "*filter\n")
 	want = "*nat\n" + natBlock + rawBlock + "*filter\n" + filterBlock
-	if got := stripComments(SaveAll(back, "", false)); got != want {
+	if got := stripSaveComments(SaveAll(back, "", false)); got != want {
 		t.Errorf("save after restore of save:\n%s\nwant:\n%s", got, want)
 	}
 }
@@ -73,15 +73,4 @@ func TestTableCommandCreatesTable(t *testing.T) {
 	if rs.TableByName("mangle") != nil {
 		t.Error("mangle exists before any command used it")
 	}
-}
-
-// stripComments drops iptables-save's comment lines.
-func stripComments(s string) string {
-	var b strings.Builder
-	for _, l := range strings.SplitAfter(s, "\n") {
-		if !strings.HasPrefix(l, "#") {
-			b.WriteString(l)
-		}
-	}
-	return b.String()
 }

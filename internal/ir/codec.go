@@ -266,6 +266,20 @@ func (d *decoder) natRange() *NatRange {
 	return n
 }
 
+// chainHeader reads what encoder.chainHeader wrote: the chain (without
+// rules) and its rule count.
+func (d *decoder) chainHeader() (*Chain, uint64) {
+	c := &Chain{Name: d.str()}
+	d.flags(&c.Builtin)
+	c.Policy = Verdict(d.u8())
+	n := d.uv()
+	if n > uint64(len(d.buf)) {
+		d.fail(errTruncated)
+		return c, 0
+	}
+	return c, n
+}
+
 // tables reads what encoder.tables wrote into rs.Tables.
 func (d *decoder) tables(rs *Ruleset) {
 	n := d.uv()
@@ -281,14 +295,7 @@ func (d *decoder) tables(rs *Ruleset) {
 			return
 		}
 		for j := uint64(0); j < nchains && d.err == nil; j++ {
-			c := &Chain{Name: d.str()}
-			d.flags(&c.Builtin)
-			c.Policy = Verdict(d.u8())
-			nrules := d.uv()
-			if nrules > uint64(len(d.buf)) {
-				d.fail(errTruncated)
-				return
-			}
+			c, nrules := d.chainHeader()
 			for k := uint64(0); k < nrules && d.err == nil; k++ {
 				r := &Rule{}
 				d.rule(r)
@@ -597,12 +604,8 @@ func UnmarshalRulesetEncoded(data []byte) (*Ruleset, *Encoded, error) {
 		d.fail(errTruncated)
 	}
 	for i := uint64(0); i < nchains && d.err == nil; i++ {
-		c := &Chain{Name: d.str()}
-		d.flags(&c.Builtin)
-		c.Policy = Verdict(d.u8())
-		nrules := d.uv()
-		if nrules > uint64(len(d.buf)) {
-			d.fail(errTruncated)
+		c, nrules := d.chainHeader()
+		if d.err != nil {
 			break
 		}
 		ec := encodedChain{start: uint32(len(data) - len(d.buf))}

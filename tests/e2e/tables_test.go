@@ -59,7 +59,7 @@ func TestTablesMatchKernel(t *testing.T) {
 			return
 		}
 		mu.Lock()
-		results[kind], saves[kind] = got, stripSaveComments(res.Stdout)
+		results[kind], saves[kind] = got, stripComments(res.Stdout)
 		mu.Unlock()
 	})
 	for i, step := range tableSteps {
@@ -107,20 +107,9 @@ func TestTableRulesRefused(t *testing.T) {
 	if res == nil || res.ExitCode == 0 || !strings.Contains(res.Stderr, "rules in the nat table are not supported") {
 		t.Errorf("restore of a nat rule: %+v", res)
 	}
-	if after := fw.save(t, tp, 4); stripSaveComments(after) != stripSaveComments(before) {
+	if after := fw.save(t, tp, 4); stripComments(after) != stripComments(before) {
 		t.Errorf("ruleset changed by refused commands\nbefore:\n%s\nafter:\n%s", before, after)
 	}
-}
-
-// stripSaveComments drops iptables-save's comment lines.
-func stripSaveComments(s string) string {
-	var b strings.Builder
-	for _, l := range strings.SplitAfter(s, "\n") {
-		if !strings.HasPrefix(l, "#") {
-			b.WriteString(l)
-		}
-	}
-	return b.String()
 }
 
 // dropTables removes the blocks of the named tables from save output.
