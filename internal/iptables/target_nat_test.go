@@ -77,6 +77,7 @@ func prefixLines(b *strings.Builder, prefix, text string) {
 }
 
 // TestTablesOracle replays the transcripts recorded from iptables-legacy
+// (testdata/nat_oracle_record.sh records them again)
 // 1.8.9: the nat, mangle, raw and security tables' chains, the NAT
 // targets' options as iptables -S and -L print them, and every error
 // (iptables' option parsing, the kernel's table and hook checks) with
