@@ -77,11 +77,11 @@ func prefixLines(b *strings.Builder, prefix, text string) {
 }
 
 // TestTablesOracle replays the transcripts recorded from iptables-legacy
-// (testdata/nat_oracle_record.sh records them again)
-// 1.8.9: the nat, mangle, raw and security tables' chains, the NAT
-// targets' options as iptables -S and -L print them, and every error
-// (iptables' option parsing, the kernel's table and hook checks) with
-// iptables' message and status.
+// 1.8.9 (testdata/nat_oracle_record.sh records them again): the nat,
+// mangle, raw and security tables' chains, the NAT targets' options as
+// iptables -S and -L print them, and every error (iptables' option
+// parsing, the kernel's table and hook checks) with iptables' message and
+// status.
 func TestTablesOracle(t *testing.T) {
 	replayTranscripts(t, "testdata/nat_oracle_v4.txt", "testdata/nat_oracle_v6.txt", tablesTranscript)
 }
