@@ -212,10 +212,11 @@ func runRestore(name string, args []string, env Env) int {
 		case strings.HasPrefix(a, "--wait-interval="):
 		case a == "-T" || a == "--table":
 			i++
-			if i >= len(args) || args[i] != "filter" {
-				fmt.Fprintf(env.Stderr, "%s: xfw serves only the filter table\n", name)
+			if i >= len(args) {
+				fmt.Fprintf(env.Stderr, "%s: option '%s' requires an argument\n", name, a)
 				return exitParameter
 			}
+			opts.Table = args[i]
 		case a == "-h" || a == "--help":
 			fmt.Fprintf(env.Stdout, "Usage: %s [-c] [-v] [-V] [-t] [-h] [-n] [-w secs] [-W usecs] [-T table] [-M command] [file]\n", name)
 			return exitOK
@@ -295,21 +296,20 @@ func runRestore(name string, args []string, env Env) int {
 func runSave(name string, args []string, env Env) int {
 	fam := familyOf(name)
 	counters := false
+	table := ""
 	for i := 0; i < len(args); i++ {
 		switch a := args[i]; {
 		case a == "-c" || a == "--counters":
 			counters = true
 		case a == "-t" || a == "--table":
 			i++
-			if i >= len(args) || args[i] != "filter" {
-				fmt.Fprintf(env.Stderr, "%s: xfw serves only the filter table\n", name)
-				return exitOther
+			if i >= len(args) {
+				fmt.Fprintf(env.Stderr, "%s: option '%s' requires an argument\n", name, a)
+				return exitParameter
 			}
+			table = args[i]
 		case strings.HasPrefix(a, "--table="):
-			if strings.TrimPrefix(a, "--table=") != "filter" {
-				fmt.Fprintf(env.Stderr, "%s: xfw serves only the filter table\n", name)
-				return exitOther
-			}
+			table = strings.TrimPrefix(a, "--table=")
 		case a == "-M" || a == "--modprobe":
 			i++
 		case a == "-V" || a == "--version":
@@ -323,11 +323,15 @@ func runSave(name string, args []string, env Env) int {
 			return exitParameter
 		}
 	}
+	if table != "" && !ir.IsTable(table) {
+		fmt.Fprintf(env.Stderr, "%s v1.8.9 (legacy): Cannot initialize: Table does not exist (do you need to insmod?)\n", name)
+		return exitOther
+	}
 	rs, err := loadRunning(fam)
 	if err != nil {
 		return report(env, name, err)
 	}
-	fmt.Fprint(env.Stdout, iptables.Save(rs, counters))
+	fmt.Fprint(env.Stdout, iptables.SaveAll(rs, table, counters))
 	return exitOK
 }
 

@@ -30,7 +30,7 @@ func runIptables(name string, args []string, env Env) int {
 		fmt.Fprintf(env.Stdout, "%s v1.8.9 (xfw %s)\n", name, Version)
 		return exitOK
 	case iptables.CmdHelp:
-		fmt.Fprintf(env.Stdout, "%s v1.8.9 (xfw %s)\n\nSee iptables(8); xfw serves the filter table.\n", name, Version)
+		fmt.Fprintf(env.Stdout, "%s v1.8.9 (xfw %s)\n\nSee iptables(8); xfw enforces the filter table (the nat, mangle, raw and security tables take no rules yet).\n", name, Version)
 		return exitOK
 	}
 
@@ -75,9 +75,13 @@ func runIptables(name string, args []string, env Env) int {
 	}
 	var out string
 	if cmd.Kind == iptables.CmdList {
-		out, err = listChains(rs, cmd)
+		table := rs.TableByName(cmd.Table)
+		if table == nil {
+			table = ir.NewTable(fam, cmd.Table)
+		}
+		out, err = listChains(table, cmd)
 		if err == nil && cmd.Zero {
-			_, err = (&iptables.Command{Kind: iptables.CmdZero, Family: fam, Chain: cmd.Chain}).Apply(rs)
+			_, err = (&iptables.Command{Kind: iptables.CmdZero, Family: fam, Table: cmd.Table, Chain: cmd.Chain}).Apply(rs)
 		}
 	} else {
 		out, err = cmd.Apply(rs)
@@ -108,12 +112,15 @@ func runIptables(name string, args []string, env Env) int {
 	if err != nil {
 		return report(env, name, err)
 	}
-	switch cmd.Kind {
-	case iptables.CmdAppend:
+	switch {
+	case cmd.Table != ir.TableFilter:
+		// Only the filter table's base chains change in place.
+		err = commit(fam, old, rs, true, ao, locked)
+	case cmd.Kind == iptables.CmdAppend:
 		err = commitAppend(fam, old, rs, cmd.Chain, ao, locked, run)
-	case iptables.CmdInsert:
+	case cmd.Kind == iptables.CmdInsert:
 		err = commitInsert(fam, old, rs, cmd.Chain, ao, locked, run)
-	case iptables.CmdDelete, iptables.CmdDeleteNum:
+	case cmd.Kind == iptables.CmdDelete || cmd.Kind == iptables.CmdDeleteNum:
 		err = commitDelete(fam, old, rs, cmd.Chain, ao, locked, run)
 	default:
 		err = commit(fam, old, rs, true, ao, locked)
@@ -130,7 +137,7 @@ func runIptables(name string, args []string, env Env) int {
 func mayChangeInPlace(cmd *iptables.Command) bool {
 	switch cmd.Kind {
 	case iptables.CmdAppend, iptables.CmdInsert, iptables.CmdDelete, iptables.CmdDeleteNum:
-		return slices.Contains(ir.BuiltinChains[:], cmd.Chain)
+		return cmd.Table == ir.TableFilter && slices.Contains(ir.BuiltinChains[:], cmd.Chain)
 	}
 	return false
 }

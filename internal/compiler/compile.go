@@ -85,8 +85,12 @@ type Options struct {
 	SetCounts func(m *ir.SetMatch) bool
 }
 
-// Compile compiles the filter table rs.
+// Compile compiles the filter table rs (and refuses rules of its other
+// tables, which the data plane does not enforce yet).
 func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
+	if err := checkOtherTables(rs); err != nil {
+		return nil, err
+	}
 	g := &Generation{Family: rs.Family, Hash: map[HashKey]uint32{}}
 	fl := &flattener{
 		rs:       rs,

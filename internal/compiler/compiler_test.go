@@ -195,3 +195,35 @@ func TestMapChoice(t *testing.T) {
 		t.Errorf("proto/dport not active: %#x", g.Active)
 	}
 }
+
+// TestOtherTablesRefused checks that rules of the tables besides filter
+// are refused (the data plane does not enforce them yet) while empty
+// tables, with ACCEPT policies and empty user chains, compile.
+func TestOtherTablesRefused(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		table   func(*ir.Ruleset)
+		wantErr string
+	}{
+		{"empty tables", func(t *ir.Ruleset) {
+			t.Chains = append(t.Chains, &ir.Chain{Name: "DOCKER"})
+		}, ""},
+		{"a rule", func(t *ir.Ruleset) {
+			t.Chains[0].Rules = []*ir.Rule{{Target: ir.Target{Kind: ir.TargetAccept}}}
+		}, "table nat chain PREROUTING rule 1: rules in the nat table are not supported by xfw's data plane yet"},
+		{"a DROP policy", func(t *ir.Ruleset) {
+			t.Chains[0].Policy = ir.VerdictDrop
+		}, "table nat: policy DROP of chain PREROUTING is not supported by xfw's data plane yet"},
+	} {
+		rs := ir.NewRuleset(ir.IPv4)
+		c.table(rs.EnsureTable(ir.TableNat))
+		rs.EnsureTable(ir.TableRaw)
+		_, err := Compile(rs, Options{})
+		switch {
+		case c.wantErr == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.wantErr != "" && (err == nil || err.Error() != c.wantErr):
+			t.Errorf("%s: error %v, want %q", c.name, err, c.wantErr)
+		}
+	}
+}

@@ -44,15 +44,18 @@ func (c *Command) Apply(rs *ir.Ruleset) (string, error) {
 	return out, nil
 }
 
-// applyCommit runs the command on a copy of rs, validates the copy and, if
-// all went well, makes it the new content of rs.
+// applyCommit runs the command on the table of a copy of rs (created
+// empty if the command is the first to use it, as the kernel does),
+// validates the table and, if all went well, makes the copy the new
+// content of rs.
 func (c *Command) applyCommit(rs *ir.Ruleset) (string, *failure) {
 	work := c.workCopy(rs)
-	out, f := c.apply(work)
+	table := work.EnsureTable(c.Table)
+	out, f := c.apply(table)
 	if f != nil {
 		return "", f
 	}
-	if f := validate(work); f != nil {
+	if f := validate(table); f != nil {
 		return "", f
 	}
 	*rs = *work
@@ -235,10 +238,23 @@ func (c *Command) applyRule(rs *ir.Ruleset, rules []*ir.Rule) *failure {
 			}
 		}
 		if failed {
-			return iptcErr(errBadRule)
+			return mismatchErr(rules[0].Target)
 		}
 	}
 	return nil
+}
+
+// mismatchErr is what -D and -C report when no rule matches: libiptc's
+// "Bad rule" for a standard verdict (or no target), the plain ENOENT
+// message when the rule jumps to a chain or its target is a module (as
+// iptables-legacy 1.8.9 prints it: looking the target up leaves libiptc's
+// last function changed).
+func mismatchErr(t ir.Target) *failure {
+	switch t.Kind {
+	case ir.TargetNone, ir.TargetAccept, ir.TargetDrop, ir.TargetReturn:
+		return iptcErr(errBadRule)
+	}
+	return iptcErr(errNoChain)
 }
 
 // findRule returns the index of the first rule of ch equal to r, or -1.

@@ -57,6 +57,13 @@ func codecCorpus(t *testing.T) map[string]struct {
 			sets iptables.SetLookup
 		}{fam, text, nil}
 	}
+	for name, c := range tablesCorpus(t) {
+		out[name] = struct {
+			fam  ir.Family
+			text string
+			sets iptables.SetLookup
+		}{c.fam, c.text, nil}
+	}
 	named, err := difftest.Realistic()
 	if err != nil {
 		t.Fatal(err)
@@ -97,12 +104,20 @@ func TestBinaryRulesetRoundTrip(t *testing.T) {
 		if err != nil {
 			continue // a specification iptables refuses
 		}
-		for _, ch := range rs.Chains {
-			ch.Counters = ir.Counters{}
-			for _, r := range ch.Rules {
-				r.Counters = ir.Counters{}
-				for _, m := range r.Matches {
-					matches[m.ModuleName()] = true
+		for _, table := range iptables.SaveOrder(rs) {
+			for _, ch := range table.Chains {
+				ch.Counters = ir.Counters{}
+				if len(ch.Rules) == 0 {
+					ch.Rules = nil // a cloned, untouched chain has an empty list
+				}
+				for _, r := range ch.Rules {
+					r.Counters = ir.Counters{}
+					for _, m := range r.Matches {
+						matches[m.ModuleName()] = true
+					}
+					if r.Target.Nat != nil {
+						matches["target "+iptables.FormatRule(rs.Family, "", r, false)[4:]] = true
+					}
 				}
 			}
 		}
@@ -120,7 +135,7 @@ func TestBinaryRulesetRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(rs, back) {
 			t.Errorf("%s: decoded IR differs: %s", name, irDiff(rs, back))
 		}
-		if a, b := iptables.Save(rs, false), iptables.Save(back, false); a != b {
+		if a, b := iptables.SaveAll(rs, "", false), iptables.SaveAll(back, "", false); a != b {
 			t.Errorf("%s: saved text differs\nwant %s\ngot  %s", name, a, b)
 		}
 		for cut := 0; cut < len(data); cut += 1 + len(data)/7 {
@@ -137,7 +152,73 @@ func TestBinaryRulesetRoundTrip(t *testing.T) {
 			t.Errorf("no ruleset of the corpus uses -m %s", m)
 		}
 	}
+	nat := 0
+	for m := range matches {
+		if strings.HasPrefix(m, "target ") {
+			nat++
+		}
+	}
+	if nat < 40 {
+		t.Errorf("only %d NAT target rules in the corpus", nat)
+	}
 	t.Logf("%d rulesets round-tripped; matches %v", tried, matches)
+}
+
+// tablesCorpus returns, for every accepted case of the recorded tables
+// transcripts (testdata/nat_oracle_*.txt), its table as iptables -S
+// printed it, as restore text.
+func tablesCorpus(t *testing.T) map[string]struct {
+	fam  ir.Family
+	text string
+} {
+	out := map[string]struct {
+		fam  ir.Family
+		text string
+	}{}
+	for fam, file := range map[ir.Family]string{ir.IPv4: "testdata/nat_oracle_v4.txt", ir.IPv6: "testdata/nat_oracle_v6.txt"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var name string
+		var text strings.Builder
+		flush := func() {
+			if text.Len() > 0 {
+				out[file+":"+name] = struct {
+					fam  ir.Family
+					text string
+				}{fam, text.String() + "COMMIT\n"}
+			}
+			text.Reset()
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			switch {
+			case strings.HasPrefix(l, "#") || l == "":
+			case !strings.HasPrefix(l, "  "):
+				flush()
+				name = l
+			case strings.HasPrefix(l, "  S: "):
+				if text.Len() == 0 {
+					table := "filter"
+					if f := strings.Fields(name); len(f) > 1 && f[0] == "-t" {
+						table = f[1]
+					}
+					text.WriteString("*" + table + "\n")
+				}
+				words := strings.Fields(l[5:])
+				switch words[0] {
+				case "-P":
+					fmt.Fprintf(&text, ":%s %s [0:0]\n", words[1], words[2])
+				case "-N":
+					fmt.Fprintf(&text, ":%s - [0:0]\n", words[1])
+				default:
+					text.WriteString(l[5:] + "\n")
+				}
+			}
+		}
+		flush()
+	}
+	return out
 }
 
 // irDiff describes the first difference between two rulesets.

@@ -52,6 +52,8 @@ type Command struct {
 	Kind CommandKind
 	// Family is the family the command was parsed for.
 	Family ir.Family
+	// Table is the -t table ("filter" unless given).
+	Table string
 	// Chain is the chain operated on ("" when the command applies to all
 	// chains).
 	Chain string

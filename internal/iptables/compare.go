@@ -100,6 +100,7 @@ type targetCmp struct {
 	chain      string
 	rejectWith string
 	log        ir.LogOptions
+	nat        ir.NatRange
 }
 
 // targetKey normalises a target.
@@ -108,6 +109,9 @@ func targetKey(t ir.Target) targetCmp {
 	if t.Log != nil {
 		k.log = *t.Log
 		k.log.LevelSet = false
+	}
+	if t.Nat != nil {
+		k.nat = *t.Nat
 	}
 	return k
 }

@@ -40,6 +40,7 @@ var conformanceExtensions = map[string]bool{
 	"mac": true, "standard": true, "REJECT": true, "LOG": true, "set": true,
 	"conntrack": true, "state": true, "addrtype": true, "pkttype": true,
 	"limit": true,
+	"DNAT":  true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
 }
 
 // conformanceSets is the set lookup of the conformance cases: upstream's
@@ -137,7 +138,7 @@ func runConformanceFile(path string) (FileReport, error) {
 		case !supported:
 			skip("unsupported extension")
 			continue
-		case table != "filter":
+		case !ir.IsTable(table):
 			skip("table " + table)
 			continue
 		case len(fields) > 3 && fields[3] == "NFT":
@@ -145,7 +146,7 @@ func runConformanceFile(path string) (FileReport, error) {
 			continue
 		}
 		for _, fam := range fams {
-			msg, ok, skipped := conformanceCase(fam, chains, fields[0], fields[1], fields[2])
+			msg, ok, skipped := conformanceCase(fam, table, chains, fields[0], fields[1], fields[2])
 			switch {
 			case skipped:
 				fr.Skipped++
@@ -164,9 +165,9 @@ func runConformanceFile(path string) (FileReport, error) {
 	return fr, nil
 }
 
-// conformanceCase checks one rule line for one family in every filter
-// chain listed.
-func conformanceCase(fam ir.Family, chains []string, rule, expected, result string) (msg string, ok, skipped bool) {
+// conformanceCase checks one rule line for one family in every built-in
+// chain of table listed.
+func conformanceCase(fam ir.Family, table string, chains []string, rule, expected, result string) (msg string, ok, skipped bool) {
 	args, err := shellSplit(rule)
 	if err != nil {
 		return err.Error(), false, false
@@ -176,11 +177,11 @@ func conformanceCase(fam ir.Family, chains []string, rule, expected, result stri
 	}
 	tried := 0
 	for _, chain := range chains {
-		if !ir.IsBuiltinChain(chain) {
+		if !ir.IsTableBuiltin(table, chain) {
 			continue
 		}
 		tried++
-		got, err := addToEmpty(fam, chain, args)
+		got, err := addToEmpty(fam, table, chain, args)
 		switch result {
 		case "OK":
 			if err != nil {
@@ -201,11 +202,11 @@ func conformanceCase(fam ir.Family, chains []string, rule, expected, result stri
 	return "", tried > 0, tried == 0
 }
 
-// addToEmpty runs "iptables -A chain args" on an empty filter table and
-// returns the rules "iptables -S chain" prints.
-func addToEmpty(fam ir.Family, chain string, args []string) ([]string, error) {
+// addToEmpty runs "iptables -t table -A chain args" on an empty table and
+// returns the rules "iptables -t table -S chain" prints.
+func addToEmpty(fam ir.Family, table, chain string, args []string) ([]string, error) {
 	rs := ir.NewRuleset(fam)
-	cmd, err := ParseCommandWith(fam, append([]string{"-A", chain}, args...), ParseOptions{Sets: conformanceSets})
+	cmd, err := ParseCommandWith(fam, append([]string{"-t", table, "-A", chain}, args...), ParseOptions{Sets: conformanceSets})
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +214,7 @@ func addToEmpty(fam ir.Family, chain string, args []string) ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	for _, r := range rs.Chain(chain).Rules {
+	for _, r := range rs.TableByName(table).Chain(chain).Rules {
 		out = append(out, FormatRule(fam, chain, r, false))
 	}
 	return out, nil

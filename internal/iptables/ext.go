@@ -293,9 +293,9 @@ func registerTarget(e *extension) *extension {
 // one fails as a missing module does (missingTarget).
 var otherTargets = map[string]ir.Family{
 	"AUDIT": 0, "CHECKSUM": 0, "CLASSIFY": 0, "CONNMARK": 0, "CONNSECMARK": 0,
-	"CT": 0, "DNAT": 0, "DSCP": 0, "HMARK": 0, "IDLETIMER": 0, "LED": 0,
-	"MARK": 0, "MASQUERADE": 0, "NFLOG": 0, "NFQUEUE": 0, "NOTRACK": 0,
-	"RATEEST": 0, "REDIRECT": 0, "SECMARK": 0, "SET": 0, "SNAT": 0,
+	"CT": 0, "DSCP": 0, "HMARK": 0, "IDLETIMER": 0, "LED": 0,
+	"MARK": 0, "NFLOG": 0, "NFQUEUE": 0, "NOTRACK": 0,
+	"RATEEST": 0, "SECMARK": 0, "SET": 0,
 	"SYNPROXY": 0, "TCPMSS": 0, "TCPOPTSTRIP": 0, "TEE": 0, "TOS": 0,
 	"TPROXY": 0, "TRACE": 0, "NETMAP": 0,
 	"CLUSTERIP": ir.IPv4, "ECN": ir.IPv4, "TTL": ir.IPv4, "ULOG": ir.IPv4,
@@ -334,7 +334,7 @@ const (
 	noSuchModule    = "No such file or directory"
 	notSupported    = " not supported by xfw"
 	helpersMissing  = " connection tracking helpers (FTP, SIP, ...) are not supported by xfw"
-	rawTableMissing = " the raw table and connection tracking helpers (FTP, SIP, ...) are not supported by xfw"
+	rawTableMissing = " the CT target and connection tracking helpers (FTP, SIP, ...) are not supported by xfw"
 )
 
 // missingMatch is the failure of -m name (or of the protocol match -p

@@ -178,6 +178,14 @@ func targetName(t ir.Target) string {
 		return "REJECT"
 	case ir.TargetLog:
 		return "LOG"
+	case ir.TargetDNAT:
+		return "DNAT"
+	case ir.TargetSNAT:
+		return "SNAT"
+	case ir.TargetMasquerade:
+		return "MASQUERADE"
+	case ir.TargetRedirect:
+		return "REDIRECT"
 	}
 	return ""
 }
@@ -550,6 +558,10 @@ func (l *lister) addrRange(dir string, r ir.AddrRange) {
 // target prints the target's own part (standard verdicts and chains have
 // none).
 func (l *lister) target(t ir.Target) {
+	if isNatTarget(t.Kind) {
+		l.b.WriteString(natTargetText(l.fam, t, false))
+		return
+	}
 	switch t.Kind {
 	case ir.TargetReject:
 		l.printf(" reject-with %s", t.RejectWith)

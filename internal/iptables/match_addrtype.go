@@ -168,9 +168,9 @@ func addrTypeHookOK(fam ir.Family, m *ir.AddrTypeMatch, hooks hookMask) bool {
 	switch {
 	case m.LimitIn && m.LimitOut:
 		return false
-	case m.LimitOut && hooks&hookLocalIn != 0:
+	case m.LimitOut && hooks&(hookLocalIn|hookPreRouting) != 0:
 		return false
-	case m.LimitIn && hooks&hookLocalOut != 0:
+	case m.LimitIn && hooks&(hookLocalOut|hookPostRouting) != 0:
 		return false
 	}
 	if fam == ir.IPv6 {

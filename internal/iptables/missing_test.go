@@ -54,7 +54,7 @@ func TestMissingModuleMessages(t *testing.T) {
 		{ir.IPv6, "-A INPUT -j NFLOG --nflog-group 2", couldnt("ip6tables", "target `NFLOG': not supported by xfw")},
 		{ir.IPv4, "-A INPUT -j QUEUE", couldnt("iptables", "target `QUEUE': not supported by xfw")},
 		{ir.IPv4, "-A INPUT -j CT --notrack", couldnt("iptables",
-			"target `CT': the raw table and connection tracking helpers (FTP, SIP, ...) are not supported by xfw")},
+			"target `CT': the CT target and connection tracking helpers (FTP, SIP, ...) are not supported by xfw")},
 		// TTL is an IPv4 target only: ip6tables takes the name for a chain.
 		{ir.IPv6, "-I INPUT -j TTL", couldnt("ip6tables", "target `TTL':No such file or directory")},
 		{ir.IPv4, "-C INPUT -j FOO", couldnt("iptables", "target `FOO':No such file or directory")},

@@ -75,14 +75,7 @@ func unsupported(msg string) deviation {
 }
 
 // stepDeviations are keyed by "SCENARIO: step N"; msg "" means success.
-var stepDeviations = map[string]deviation{
-	"command combinations: step 16": {rc: 3, msg: "iptables v1.8.9 (legacy): can't initialize iptables table `nat': xfw serves only the filter table\nPerhaps iptables or your kernel needs to be upgraded.",
-		why: "xfw serves only the filter table"},
-	"table option: step 3": {rc: 2, msg: "iptables-restore v1.8.9 (legacy): iptables-restore: unable to initialize table 'nat': xfw serves only the filter table\nError occurred at line: 1\nTry `iptables-restore -h' or 'iptables-restore --help' for more information.",
-		why: "xfw serves only the filter table"},
-	"table option: step 4": {rc: 2, msg: "iptables-restore v1.8.9 (legacy): iptables-restore: unable to initialize table 'raw': xfw serves only the filter table\nError occurred at line: 1\nTry `iptables-restore -h' or 'iptables-restore --help' for more information.",
-		why: "xfw serves only the filter table"},
-}
+var stepDeviations = map[string]deviation{}
 
 // sameSave compares iptables-save -c outputs. iptables-legacy loses the
 // policy counters of built-in chains whenever it commits a change (a

@@ -102,7 +102,7 @@ func ParseRule(fam ir.Family, chain string, spec []string) ([]*ir.Rule, error) {
 		hooks = h
 	}
 	for _, r := range rules {
-		if f := checkEntry(fam, r, hooks); f != nil {
+		if f := checkEntry(fam, "", r, hooks); f != nil {
 			return nil, f.render(ProgramName(fam), 0)
 		}
 	}

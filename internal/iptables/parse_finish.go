@@ -59,10 +59,14 @@ func (p *parser) finish(invert bool) *failure {
 			}
 		}
 	}
+	if f := natDropInhibited(p.table, p.cmd.Policy, p.jumpto); f != nil {
+		return f
+	}
 	if f := checkTable(p.fam, p.table); f != nil {
 		return f
 	}
 	p.cmd.Kind = kind
+	p.cmd.Table = p.table
 	if p.command&(cmdList|cmdListRules) != 0 && p.command&cmdZero != 0 {
 		p.cmd.Zero = true
 	}
@@ -77,22 +81,15 @@ func (p *parser) finish(invert bool) *failure {
 	return nil
 }
 
-// kernelTables are the tables the kernel offers besides filter.
-var kernelTables = map[string]bool{"nat": true, "mangle": true, "raw": true, "security": true}
-
-// checkTable is iptc_init's verdict on -t: xfw serves only the filter
-// table; other kernel tables are refused with the reason, unknown ones as
-// iptables refuses them.
+// checkTable is iptc_init's verdict on -t: the kernel's tables (filter,
+// nat, mangle, raw, security) exist, others are refused as iptables
+// refuses them.
 func checkTable(fam ir.Family, table string) *failure {
-	if table == "filter" {
+	if ir.IsTable(table) {
 		return nil
 	}
-	reason := "Table does not exist (do you need to insmod?)"
-	if kernelTables[table] {
-		reason = "xfw serves only the filter table"
-	}
 	return &failure{kind: failXT, status: StatusVersion,
-		msg: fmt.Sprintf("can't initialize %s table `%s': %s", ProgramName(fam), table, reason)}
+		msg: fmt.Sprintf("can't initialize %s table `%s': Table does not exist (do you need to insmod?)", ProgramName(fam), table)}
 }
 
 // parseAddresses is the address part of ipv4_post_parse/ipv6_post_parse.

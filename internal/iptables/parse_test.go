@@ -165,7 +165,7 @@ func TestParseErrors(t *testing.T) {
 		{ir.IPv4, "INPUT", "--foo", 2, `iptables v1.8.9 (legacy): unknown option "--foo"` + try4},
 		{ir.IPv4, "INPUT", "-m foo", 2, "iptables v1.8.9 (legacy): Couldn't load match `foo':No such file or directory\n" + try4},
 		{ir.IPv4, "INPUT", "-p tcp --dport 21 -m helper --helper ftp", 2, "iptables v1.8.9 (legacy): Couldn't load match `helper': connection tracking helpers (FTP, SIP, ...) are not supported by xfw\n" + try4},
-		{ir.IPv4, "INPUT", "-j CT --helper ftp", 2, "iptables v1.8.9 (legacy): Couldn't load target `CT': the raw table and connection tracking helpers (FTP, SIP, ...) are not supported by xfw\n" + try4},
+		{ir.IPv4, "INPUT", "-j CT --helper ftp", 2, "iptables v1.8.9 (legacy): Couldn't load target `CT': the CT target and connection tracking helpers (FTP, SIP, ...) are not supported by xfw\n" + try4},
 		{ir.IPv4, "INPUT", "-s foo.example", 2, "iptables v1.8.9 (legacy): host/network `foo.example' not found" + try4},
 		{ir.IPv4, "INPUT", "-s localhost", 2, "iptables v1.8.9 (legacy): host/network `localhost' not found" + try4},
 		{ir.IPv4, "INPUT", "-p tcp --dport 65536", 2, "iptables v1.8.9 (legacy): invalid port/service `65536' specified" + try4},
@@ -188,7 +188,7 @@ func TestParseErrors(t *testing.T) {
 		{ir.IPv6, "INPUT", "-m ttl --ttl-eq 1", 2, "ip6tables v1.8.9 (legacy): Couldn't load match `ttl':No such file or directory\n\nTry `ip6tables -h' or 'ip6tables --help' for more information."},
 		// Deviation: iptables without libxt_sctp says unknown option "--dport".
 		{ir.IPv4, "INPUT", "-p sctp --dport 1", 2, "iptables v1.8.9 (legacy): Couldn't load match `sctp': not supported by xfw\n" + try4},
-		{ir.IPv4, "INPUT", "-t nat -j ACCEPT", 3, "iptables v1.8.9 (legacy): can't initialize iptables table `nat': xfw serves only the filter table\nPerhaps iptables or your kernel needs to be upgraded."},
+		{ir.IPv4, "INPUT", "-t foo -j ACCEPT", 3, "iptables v1.8.9 (legacy): can't initialize iptables table `foo': Table does not exist (do you need to insmod?)\nPerhaps iptables or your kernel needs to be upgraded."},
 	}
 	for _, tt := range tests {
 		args, err := shellSplit(tt.in)

@@ -10,7 +10,7 @@ import (
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
-// iptables-restore (legacy, ip46tables_restore_main) for the filter table.
+// iptables-restore (legacy, ip46tables_restore_main) for the kernel's tables.
 
 // RestoreOptions are iptables-restore's command-line options.
 type RestoreOptions struct {
@@ -22,8 +22,7 @@ type RestoreOptions struct {
 	// reset the policy counters.
 	Counters bool
 	// Table is --table: only the block of that table is restored, other
-	// blocks are skipped unread. "" restores every block, and blocks of a
-	// table other than filter are an error.
+	// blocks are skipped unread. "" restores every block.
 	Table string
 	// Test is --test: parse and execute, but commit nothing.
 	Test bool
@@ -62,10 +61,6 @@ func Restore(fam ir.Family, input io.Reader, base *ir.Ruleset, opts RestoreOptio
 		base = ir.NewRuleset(fam)
 	}
 	r := &restorer{fam: fam, opts: opts, prog: restoreProgramName(fam), committed: base.Clone()}
-	if opts.Table != "" && opts.Table != "filter" {
-		f := paramErr("%s: unable to initialize table '%s': xfw serves only the filter table", r.prog, opts.Table)
-		return r.committed, f.render(r.prog, 0)
-	}
 	err := r.run(bufio.NewReader(input))
 	return r.committed, err
 }
@@ -77,8 +72,11 @@ type restorer struct {
 	prog      string
 	committed *ir.Ruleset
 	// tested is what --test would have committed.
-	tested   *ir.Ruleset
+	tested *ir.Ruleset
+	// work is the whole ruleset the current block changes, table its
+	// table.
 	work     *ir.Ruleset
+	table    *ir.Ruleset
 	curtable string
 	line     int
 }
@@ -151,12 +149,12 @@ func (r *restorer) handle(chunk string) (ok, skip bool, err error) {
 	switch {
 	case chunk == "COMMIT\n" && inTable:
 		if !r.opts.Test {
-			if f := validate(r.work); f != nil {
+			if f := validate(r.table); f != nil {
 				return false, false, r.fail(f)
 			}
 			r.committed = r.work
 		} else if r.opts.Tested != nil {
-			if f := validate(r.work); f != nil {
+			if f := validate(r.table); f != nil {
 				return false, false, r.fail(f)
 			}
 			r.opts.Tested(r.work)
@@ -189,21 +187,22 @@ func (r *restorer) startTable(chunk string) (ok, skip bool, err error) {
 	if r.opts.Table != "" && r.opts.Table != table {
 		return true, true, nil
 	}
-	if table != "filter" {
-		return false, false, r.fail(paramErr("%s: unable to initialize table '%s': xfw serves only the filter table", r.prog, table))
+	if !ir.IsTable(table) {
+		return false, false, r.fail(paramErr("%s: unable to initialize table '%s'", r.prog, table))
 	}
 	r.work = r.committed.Clone()
+	r.table = r.work.EnsureTable(table)
 	if !r.opts.NoFlush {
-		for _, c := range r.work.Chains {
+		for _, c := range r.table.Chains {
 			c.Rules = nil
 		}
-		kept := r.work.Chains[:0]
-		for _, c := range r.work.Chains {
+		kept := r.table.Chains[:0]
+		for _, c := range r.table.Chains {
 			if c.Builtin {
 				kept = append(kept, c)
 			}
 		}
-		r.work.Chains = kept
+		r.table.Chains = kept
 	}
 	return true, false, nil
 }
@@ -220,13 +219,13 @@ func (r *restorer) chainLine(chunk string) error {
 	if len(chain) >= maxNameLen {
 		return r.fail(paramErr("Invalid chain name `%s' (%d chars max)", chain, maxNameLen-1))
 	}
-	if !ir.IsBuiltinChain(chain) {
-		if c := r.work.Chain(chain); c != nil && r.opts.NoFlush {
+	if !ir.IsTableBuiltin(r.table.Table, chain) {
+		if c := r.table.Chain(chain); c != nil && r.opts.NoFlush {
 			c.Rules = nil
 		} else if c != nil || isVerdictName(chain) {
 			return r.fail(paramErr("error creating chain '%s':%s", chain, errFileExists))
 		} else {
-			r.work.Chains = append(r.work.Chains, &ir.Chain{Name: chain, Policy: ir.VerdictNone})
+			r.table.Chains = append(r.table.Chains, &ir.Chain{Name: chain, Policy: ir.VerdictNone})
 		}
 	}
 	p := strtok(buf, -1, " \t\n", &save)
@@ -249,7 +248,7 @@ func (r *restorer) chainLine(chunk string) error {
 		}
 		count = ir.Counters{Packets: v[0], Bytes: v[1]}
 	}
-	if f := setPolicy(r.work, chain, policy, &count); f != nil {
+	if f := setPolicy(r.table, chain, policy, &count); f != nil {
 		return r.fail(otherErr("Can't set policy `%s' on `%s' line %d: %s", policy, chain, r.line, f.msg))
 	}
 	return nil
@@ -277,7 +276,7 @@ func (r *restorer) commandLine(chunk string) error {
 	case CmdHelp, CmdVersion:
 		return nil
 	}
-	out, f := cmd.apply(r.work)
+	out, f := cmd.apply(r.table)
 	if f != nil {
 		return r.fail(f)
 	}

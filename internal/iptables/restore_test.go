@@ -78,10 +78,10 @@ func TestRestore(t *testing.T) {
 			msg:    "iptables-restore: COMMIT expected at line 3",
 		},
 		{
-			name:   "other table",
-			input:  "# x\n*nat\n:PREROUTING ACCEPT [0:0]\nCOMMIT\n",
+			name:   "unknown table",
+			input:  "# x\n*foo\n:PREROUTING ACCEPT [0:0]\nCOMMIT\n",
 			status: 2,
-			msg:    "iptables-restore v1.8.9 (legacy): iptables-restore: unable to initialize table 'nat': xfw serves only the filter table\nError occurred at line: 2\nTry `iptables-restore -h' or 'iptables-restore --help' for more information.",
+			msg:    "iptables-restore v1.8.9 (legacy): iptables-restore: unable to initialize table 'foo'\nError occurred at line: 2\nTry `iptables-restore -h' or 'iptables-restore --help' for more information.",
 		},
 		{
 			name:  "other tables skipped with Table",

@@ -15,14 +15,17 @@ import (
 // hookMask is a set of netfilter hooks, as the kernel's comefrom/hook_mask.
 type hookMask uint8
 
-// Hooks of the filter table.
+// The netfilter hooks.
 const (
 	hookLocalIn hookMask = 1 << iota
 	hookForward
 	hookLocalOut
+	hookPreRouting
+	hookPostRouting
 )
 
-// builtinHook returns the hook of a built-in filter chain.
+// builtinHook returns the hook of a built-in chain (of any table: a
+// chain's name is its hook's).
 func builtinHook(chain string) (hookMask, bool) {
 	switch chain {
 	case ir.ChainInput:
@@ -31,24 +34,33 @@ func builtinHook(chain string) (hookMask, bool) {
 		return hookForward, true
 	case ir.ChainOutput:
 		return hookLocalOut, true
+	case ir.ChainPrerouting:
+		return hookPreRouting, true
+	case ir.ChainPostrouting:
+		return hookPostRouting, true
 	}
 	return 0, false
 }
 
-// macHooks are the hooks the mac match may be used from (PREROUTING,
-// INPUT and FORWARD; only the last two exist in the filter table).
-const macHooks = hookLocalIn | hookForward
+// macHooks are the hooks the mac match may be used from.
+const macHooks = hookPreRouting | hookLocalIn | hookForward
 
-// Validate applies the kernel's checks to a whole ruleset, as committing it
-// with iptables-legacy would. The error is an *Error with iptables' message.
+// Validate applies the kernel's checks to a whole ruleset (every table),
+// as committing it with iptables-legacy would. The error is an *Error with
+// iptables' message.
 func Validate(rs *ir.Ruleset) error {
 	if f := validate(rs); f != nil {
 		return f.render(ProgramName(rs.Family), 0)
 	}
+	for _, t := range rs.Tables {
+		if f := validate(t); f != nil {
+			return f.render(ProgramName(rs.Family), 0)
+		}
+	}
 	return nil
 }
 
-// validate implements Validate.
+// validate applies the kernel's checks to one table.
 func validate(rs *ir.Ruleset) *failure {
 	hooks, f := chainHooks(rs)
 	if f != nil {
@@ -56,7 +68,7 @@ func validate(rs *ir.Ruleset) *failure {
 	}
 	for _, c := range OrderedChains(rs) {
 		for _, r := range c.Rules {
-			if f := checkEntry(rs.Family, r, hooks[c.Name]); f != nil {
+			if f := checkEntry(rs.Family, rs.Table, r, hooks[c.Name]); f != nil {
 				return f
 			}
 		}
@@ -74,7 +86,7 @@ func chainHooks(rs *ir.Ruleset) (map[string]hookMask, *failure) {
 		onStack
 		done
 	)
-	for _, name := range ir.BuiltinChains {
+	for _, name := range ir.TableBuiltins(rs.Table) {
 		h, _ := builtinHook(name)
 		c := rs.Chain(name)
 		if c == nil {
@@ -119,9 +131,9 @@ func needsProto(r *ir.Rule, proto uint8) bool {
 	return r.Proto.Num == proto && !r.Proto.Invert
 }
 
-// checkEntry applies the per-rule kernel checks for a rule in a chain
-// reachable from hooks.
-func checkEntry(fam ir.Family, r *ir.Rule, hooks hookMask) *failure {
+// checkEntry applies the per-rule kernel checks for a rule in a chain of
+// table reachable from hooks.
+func checkEntry(fam ir.Family, table string, r *ir.Rule, hooks hookMask) *failure {
 	for _, m := range r.Matches {
 		ok := true
 		switch m := m.(type) {
@@ -151,6 +163,9 @@ func checkEntry(fam ir.Family, r *ir.Rule, hooks hookMask) *failure {
 		if !ok {
 			return kernelEINVAL()
 		}
+	}
+	if f := checkTableTarget(table, r.Target, hooks); f != nil {
+		return f
 	}
 	switch t := r.Target; t.Kind {
 	case ir.TargetReject:

@@ -18,14 +18,17 @@ import (
 // version byte.
 //
 // Layout: the version byte, the family, the chain count, then each chain
-// (name, built-in flag, policy, rule count, rules). A rule is its fixed
+// (name, built-in flag, policy, rule count, rules), then the other tables
+// (their count, then each table's name, chain count and chains). A rule is its fixed
 // IP-level fields, its matches (a tag byte each, then the match's fields)
 // and its target. Integers are unsigned varints, strings a length and the
 // bytes, addresses a family byte (0 none, 4, 6) and the address bytes.
 // Counters and Handle are not kept: the data plane holds the counters.
 
 // codecVersion is the first byte of every encoded ruleset.
-const codecVersion = 1
+// Version 2 added the tables besides filter (after filter's chains) and
+// the NAT targets' ranges.
+const codecVersion = 2
 
 // Match tags of the binary form.
 const (
@@ -117,6 +120,9 @@ func (rs *Ruleset) MarshalBinary() ([]byte, error) {
 			}
 		}
 	}
+	if err := e.tables(rs); err != nil {
+		return nil, err
+	}
 	return e.buf, nil
 }
 
@@ -154,7 +160,29 @@ func (rs *Ruleset) MarshalBinaryReusing(enc *Encoded) ([]byte, error) {
 			i += n
 		}
 	}
+	if err := e.tables(rs); err != nil {
+		return nil, err
+	}
 	return e.buf, nil
+}
+
+// tables writes rs's other tables: their count, then each one's name,
+// chain count and chains.
+func (e *encoder) tables(rs *Ruleset) error {
+	e.uv(uint64(len(rs.Tables)))
+	for _, t := range rs.Tables {
+		e.str(t.Table)
+		e.uv(uint64(len(t.Chains)))
+		for _, c := range t.Chains {
+			e.chainHeader(c)
+			for i, r := range c.Rules {
+				if err := e.rule(r); err != nil {
+					return fmt.Errorf("encode rule %d of chain %s of table %s: %w", i+1, c.Name, t.Table, err)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func (rs *Ruleset) ruleCount() int {
@@ -200,7 +228,83 @@ func (e *encoder) rule(r *Rule) error {
 		e.u8(t.Log.Flags)
 		e.str(t.Log.Prefix)
 	}
+	return e.natRange(t.Nat)
+}
+
+// natRange writes a NAT target's range: a presence byte, then the flags,
+// the addresses and the ports.
+func (e *encoder) natRange(n *NatRange) error {
+	if n == nil {
+		e.u8(0)
+		return nil
+	}
+	e.u8(1)
+	e.u8(uint8(n.Flags))
+	if err := e.addr(n.MinAddr); err != nil {
+		return err
+	}
+	if err := e.addr(n.MaxAddr); err != nil {
+		return err
+	}
+	e.u16(n.MinPort)
+	e.u16(n.MaxPort)
+	e.u16(n.BasePort)
 	return nil
+}
+
+// natRange reads what encoder.natRange wrote.
+func (d *decoder) natRange() *NatRange {
+	if d.u8() == 0 {
+		return nil
+	}
+	n := &NatRange{Flags: NatFlags(d.u8())}
+	n.MinAddr = d.addr()
+	n.MaxAddr = d.addr()
+	n.MinPort = d.u16()
+	n.MaxPort = d.u16()
+	n.BasePort = d.u16()
+	return n
+}
+
+// chainHeader reads what encoder.chainHeader wrote: the chain (without
+// rules) and its rule count.
+func (d *decoder) chainHeader() (*Chain, uint64) {
+	c := &Chain{Name: d.str()}
+	d.flags(&c.Builtin)
+	c.Policy = Verdict(d.u8())
+	n := d.uv()
+	if n > uint64(len(d.buf)) {
+		d.fail(errTruncated)
+		return c, 0
+	}
+	return c, n
+}
+
+// tables reads what encoder.tables wrote into rs.Tables.
+func (d *decoder) tables(rs *Ruleset) {
+	n := d.uv()
+	if n > uint64(len(d.buf)) {
+		d.fail(errTruncated)
+		return
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		t := &Ruleset{Family: rs.Family, Table: d.str()}
+		nchains := d.uv()
+		if nchains > uint64(len(d.buf)) {
+			d.fail(errTruncated)
+			return
+		}
+		for j := uint64(0); j < nchains && d.err == nil; j++ {
+			c, nrules := d.chainHeader()
+			for k := uint64(0); k < nrules && d.err == nil; k++ {
+				r := &Rule{}
+				d.rule(r)
+				c.Rules = append(c.Rules, r)
+			}
+			t.Chains = append(t.Chains, c)
+		}
+		rs.Tables = append(rs.Tables, t)
+	}
 }
 
 func (e *encoder) match(m Match) error {
@@ -500,12 +604,8 @@ func UnmarshalRulesetEncoded(data []byte) (*Ruleset, *Encoded, error) {
 		d.fail(errTruncated)
 	}
 	for i := uint64(0); i < nchains && d.err == nil; i++ {
-		c := &Chain{Name: d.str()}
-		d.flags(&c.Builtin)
-		c.Policy = Verdict(d.u8())
-		nrules := d.uv()
-		if nrules > uint64(len(d.buf)) {
-			d.fail(errTruncated)
+		c, nrules := d.chainHeader()
+		if d.err != nil {
 			break
 		}
 		ec := encodedChain{start: uint32(len(data) - len(d.buf))}
@@ -524,8 +624,11 @@ func UnmarshalRulesetEncoded(data []byte) (*Ruleset, *Encoded, error) {
 		rs.Chains = append(rs.Chains, c)
 		enc.chains = append(enc.chains, ec)
 	}
+	if d.err == nil {
+		d.tables(rs)
+	}
 	if d.err == nil && len(d.buf) != 0 {
-		d.fail(fmt.Errorf("%d bytes after the last chain", len(d.buf)))
+		d.fail(fmt.Errorf("%d bytes after the last table", len(d.buf)))
 	}
 	if d.err != nil {
 		return nil, nil, fmt.Errorf("decode binary ruleset: %w", d.err)
@@ -565,6 +668,7 @@ func (d *decoder) rule(r *Rule) {
 		l.Prefix = d.str()
 		r.Target.Log = l
 	}
+	r.Target.Nat = d.natRange()
 }
 
 func (d *decoder) match() Match {

@@ -53,12 +53,19 @@ type Counters struct {
 	Bytes   uint64
 }
 
-// Ruleset is the filter table of one family.
+// Ruleset is the filter table of one family, with the family's other
+// tables (nat, mangle, raw, security) in Tables. A table other than filter
+// is itself a Ruleset whose Table names it and whose Tables is empty.
 type Ruleset struct {
 	Family Family
+	// Table is the table's name; "" is the filter table.
+	Table string
 	// Chains holds the built-in chains first (INPUT, FORWARD, OUTPUT), then
 	// user-defined chains in creation order.
 	Chains []*Chain
+	// Tables are the other tables that exist (a command used them), in
+	// the order they were created.
+	Tables []*Ruleset
 }
 
 // NewRuleset returns an empty filter table with the three built-in chains,
@@ -84,7 +91,10 @@ func (rs *Ruleset) Chain(name string) *Chain {
 // Clone returns a deep copy of the ruleset, so a command can edit the copy
 // and leave the original untouched when it fails.
 func (rs *Ruleset) Clone() *Ruleset {
-	out := &Ruleset{Family: rs.Family}
+	out := &Ruleset{Family: rs.Family, Table: rs.Table}
+	for _, t := range rs.Tables {
+		out.Tables = append(out.Tables, t.Clone())
+	}
 	for _, c := range rs.Chains {
 		nc := *c
 		nc.Rules = make([]*Rule, len(c.Rules))
@@ -102,7 +112,10 @@ func (rs *Ruleset) Clone() *Ruleset {
 // and changes none in place, at a fraction of Clone's cost on large
 // rulesets (one pointer per rule instead of a deep copy).
 func (rs *Ruleset) CloneChains() *Ruleset {
-	out := &Ruleset{Family: rs.Family, Chains: make([]*Chain, len(rs.Chains))}
+	out := &Ruleset{Family: rs.Family, Table: rs.Table, Chains: make([]*Chain, len(rs.Chains))}
+	for _, t := range rs.Tables {
+		out.Tables = append(out.Tables, t.CloneChains())
+	}
 	for i, c := range rs.Chains {
 		nc := *c
 		nc.Rules = slices.Clone(c.Rules)
@@ -179,6 +192,10 @@ func (r *Rule) Clone() *Rule {
 	if r.Target.Log != nil {
 		l := *r.Target.Log
 		nr.Target.Log = &l
+	}
+	if r.Target.Nat != nil {
+		n := *r.Target.Nat
+		nr.Target.Nat = &n
 	}
 	return &nr
 }
@@ -534,6 +551,14 @@ const (
 	TargetReject
 	// TargetLog is -j LOG.
 	TargetLog
+	// TargetDNAT is -j DNAT (nat table; options in Target.Nat).
+	TargetDNAT
+	// TargetSNAT is -j SNAT (nat table; options in Target.Nat).
+	TargetSNAT
+	// TargetMasquerade is -j MASQUERADE (nat table; options in Target.Nat).
+	TargetMasquerade
+	// TargetRedirect is -j REDIRECT (nat table; options in Target.Nat).
+	TargetRedirect
 )
 
 // Target is the -j/-g part of a rule.
@@ -546,6 +571,8 @@ type Target struct {
 	RejectWith string
 	// Log holds the LOG target's options.
 	Log *LogOptions
+	// Nat holds the options of DNAT, SNAT, MASQUERADE and REDIRECT.
+	Nat *NatRange
 }
 
 // LogOptions are the options of the LOG target.
