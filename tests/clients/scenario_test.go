@@ -3,6 +3,7 @@ package clients
 import (
 	"fmt"
 	"net/netip"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -56,6 +57,8 @@ type scenario struct {
 	start func(t *testing.T, s *stack) error
 	steps []step
 	fams  []int
+	// sets: `ipset save` is compared too.
+	sets  bool
 	ports []uint16
 }
 
@@ -102,7 +105,7 @@ func runScenario(t *testing.T, sc scenario) {
 		results := map[string]*stepResult{}
 		var mu sync.Mutex
 		each(stacks, func(s *stack) error {
-			r := runStep(s, st, sc.fams)
+			r := runStep(s, st, sc.fams, sc.sets)
 			mu.Lock()
 			results[s.kind] = r
 			mu.Unlock()
@@ -134,7 +137,7 @@ func each(stacks map[string]*stack, fn func(s *stack) error) map[string]error {
 }
 
 // runStep runs one step on one stack.
-func runStep(s *stack, st step, fams []int) *stepResult {
+func runStep(s *stack, st step, fams []int, sets bool) *stepResult {
 	r := &stepResult{saves: map[int]string{}}
 	if st.run != nil {
 		if r.err = st.run(s); r.err != nil {
@@ -154,6 +157,14 @@ func runStep(s *stack, st step, fams []int) *stepResult {
 			return r
 		}
 		r.saves[fam] = subnetNeutral(s, save)
+	}
+	if sets {
+		out, err := s.run("ipset", "save")
+		if err != nil {
+			r.err = err
+			return r
+		}
+		r.saves[setsKey] = subnetNeutral(s, setInitval.ReplaceAllString(out, ""))
 	}
 	return r
 }
@@ -192,8 +203,18 @@ func compareStep(t *testing.T, sc scenario, st step, stacks map[string]*stack, r
 		t.Errorf("%s, step %q: IPv%d ruleset differs from the kernel's:\n%s\nxfw on the kernel's ruleset: %s",
 			sc.name, st.name, fam, lineDiff(k.saves[fam], x.saves[fam]), whyRefused(stacks[kindKernel], stacks[kindXFW], fam))
 	}
+	if sc.sets && k.saves[setsKey] != x.saves[setsKey] {
+		ok = false
+		t.Errorf("%s, step %q: the sets (ipset save) differ from the kernel's:\n%s", sc.name, st.name, lineDiff(k.saves[setsKey], x.saves[setsKey]))
+	}
 	return ok
 }
+
+// setsKey is the key of `ipset save`'s output among a step's saves.
+const setsKey = 0
+
+// setInitval is the random hash seed in `ipset save`.
+var setInitval = regexp.MustCompile(` initval 0x[0-9a-f]+`)
 
 // subnetNeutral writes the stack's addresses with "N" for the topology's
 // subnet number, which differs between the two stacks.

@@ -130,7 +130,22 @@ func newStack(t *testing.T, kind, xfw string, binds []bind) *stack {
 		all = append(all, bind{xfw, "/usr/sbin/ipset"})
 	}
 	s.startHolder(t, all)
+	if kind == kindXFW {
+		s.peerXDP(t)
+	}
 	return s
+}
+
+// peerXDP loads an accept-everything xfw ruleset into the client namespace.
+// On veth, frames a native XDP program sends back with XDP_TX (xfw's REJECT
+// replies) reach the peer promptly only when the peer runs an XDP program
+// too; real NICs have no such quirk.
+func (s *stack) peerXDP(t *testing.T) {
+	t.Helper()
+	if res, err := nettest.Exec(s.topo.GenNS, s.xfw, "iptables-restore", "-w", "10", "/dev/null"); err != nil {
+		t.Fatalf("accept-all xfw in the client namespace: %v %s", err, res.Stderr)
+	}
+	t.Cleanup(func() { _, _ = nettest.Exec(s.topo.GenNS, s.xfw, "stop") })
 }
 
 // startHolder starts the process whose mount namespace the stack's commands
@@ -296,7 +311,7 @@ func whyRefused(kernel, xfw *stack, fam int) string {
 	if err := os.WriteFile(f, []byte(save), 0o600); err != nil {
 		return err.Error()
 	}
-	out, err := xfw.run(xfw.xfw, prog+"-restore", "--test", f)
+	out, err := xfw.run(xfw.xfw, prog+"-restore", "-w", "10", "--test", f)
 	if err == nil {
 		return "xfw accepts the kernel's ruleset (" + prog + "-restore --test)"
 	}
