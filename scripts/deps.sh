@@ -13,6 +13,11 @@
 #     ipset, tcpdump, ethtool, iputils-ping, netcat-openbsd, conntrack (the
 #     conntrack e2e tests compare with it, the differential test's stateful
 #     runs flush the kernel's table);
+#   - the real iptables clients tests/clients runs: ufw, fail2ban, firewalld,
+#     busybox-static. Installed with a policy-rc.d that forbids starting
+#     services (when the machine has none) and with firewalld's and
+#     fail2ban's units disabled afterwards: they must never start on the
+#     host, at installation or at boot;
 #   - packaging tools for `make deb` and tests/install: dpkg-dev
 #     (dpkg-shlibdeps), man-db and groff-base (the manual page), systemd
 #     (systemd-analyze verify of the units);
@@ -102,6 +107,48 @@ if [[ "${#MISSING[@]}" -gt 0 ]]; then
 	apt_install "${MISSING[@]}"
 else
 	log "all Debian packages present: ${PACKAGES[*]}"
+fi
+
+# --- the iptables clients tests/clients runs ---------------------------------------
+
+CLIENT_PACKAGES=(ufw fail2ban firewalld busybox-static)
+CLIENT_SERVICES=(firewalld.service fail2ban.service)
+readonly POLICY_RC=/usr/sbin/policy-rc.d
+
+# install_clients installs the missing client packages without letting
+# their maintainer scripts start a daemon, then disables the daemons'
+# units (the tests start them in namespaces of their own).
+install_clients() {
+	local own_policy=0
+	if [[ ! -e "${POLICY_RC}" ]]; then
+		printf '#!/bin/sh\n# deps.sh: no service starts while it installs packages\nexit 101\n' >"${POLICY_RC}"
+		chmod 0755 "${POLICY_RC}"
+		own_policy=1
+		trap 'rm -f "${POLICY_RC}"' EXIT
+	fi
+	apt_install "$@"
+	if [[ "${own_policy}" -eq 1 ]]; then
+		rm -f "${POLICY_RC}"
+		trap - EXIT
+	fi
+	local unit
+	for unit in "${CLIENT_SERVICES[@]}"; do
+		if command -v systemctl >/dev/null 2>&1; then
+			# Works on the unit files, with or without a running systemd.
+			systemctl disable "${unit}" >/dev/null 2>&1 || log "warning: could not disable ${unit}"
+		fi
+	done
+}
+
+mapfile -t MISSING < <(missing_packages "${CLIENT_PACKAGES[@]}")
+if [[ "${#MISSING[@]}" -gt 0 ]]; then
+	if [[ "${XFW_DEPS_DRY_RUN:-0}" == "1" ]]; then
+		log "would install: ${MISSING[*]}"
+	else
+		install_clients "${MISSING[@]}"
+	fi
+else
+	log "all client packages present: ${CLIENT_PACKAGES[*]}"
 fi
 
 # --- BPF headers -------------------------------------------------------------------

@@ -30,7 +30,7 @@ func runIptables(name string, args []string, env Env) int {
 		fmt.Fprintf(env.Stdout, "%s v1.8.9 (xfw %s)\n", name, Version)
 		return exitOK
 	case iptables.CmdHelp:
-		fmt.Fprintf(env.Stdout, "%s v1.8.9 (xfw %s)\n\nSee iptables(8); xfw enforces the filter table (the nat, mangle, raw and security tables take no rules yet).\n", name, Version)
+		fmt.Fprintf(env.Stdout, "%s v1.8.9 (xfw %s)\n%s", name, Version, iptables.HelpText(fam, cmd.HelpProtocol))
 		return exitOK
 	}
 

@@ -79,6 +79,9 @@ type Command struct {
 	// Notices are warnings iptables prints on standard error while
 	// accepting the command (without trailing newlines).
 	Notices []string
+	// HelpProtocol is the -p argument given before -h (lower-cased): the
+	// help text then includes that protocol's match help (HelpText).
+	HelpProtocol string
 
 	// target is the -j/-g name as given; resolved against the ruleset's
 	// chains by Apply.

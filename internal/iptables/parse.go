@@ -220,6 +220,9 @@ func (p *parser) option(c int, optarg string, invert bool) (parseStep, *failure)
 	switch c {
 	case 'h':
 		p.cmd.Kind = CmdHelp
+		if p.protoSet {
+			p.cmd.HelpProtocol = p.protoSpelling
+		}
 		return stepStop, nil
 	case 'V':
 		p.cmd.Kind = CmdVersion
