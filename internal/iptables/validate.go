@@ -147,6 +147,10 @@ func checkEntry(fam ir.Family, r *ir.Rule, hooks hookMask) *failure {
 			ok = hooks&^macHooks == 0
 		case *ir.AddrTypeMatch:
 			ok = addrTypeHookOK(fam, m, hooks)
+		case *ir.ECNMatch:
+			ok = ecnProtoOK(r, m)
+		case *ir.TCPMSSMatch:
+			ok = needsProto(r, protoTCP)
 		}
 		if !ok {
 			return kernelEINVAL()
