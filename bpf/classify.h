@@ -214,6 +214,10 @@ __attribute__((noinline)) int xfw_resolve(struct xfw_pkt *p, __u32 iif, __u32 oi
 	if ((act & (1u << XFW_F_ADDRTYPE)) &&
 	    !xfw_small_cls(st, fc, small, XFW_F_ADDRTYPE, p->addrtype))
 		return 0;
+	if ((act & (1u << XFW_F_TOS)) && !xfw_small_cls(st, fc, small, XFW_F_TOS, p->tos))
+		return 0;
+	if ((act & (1u << XFW_F_TCPMSS)) && !xfw_small_cls(st, fc, small, XFW_F_TCPMSS, p->tcpmss))
+		return 0;
 	return 1;
 }
 

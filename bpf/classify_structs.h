@@ -41,8 +41,10 @@ struct xfw_cls {
 	__u32 end;
 	__u32 result;
 	__u32 l3len;
-	__u32 hotdrop; /* XFW_EF_HOTDROP_* defects of the packet */
-	__u32 nlogs;
+	/* 16 bits each: this struct lives on xfw_classify's stack, whose
+	 * call chain is at the 512-byte limit. */
+	__u16 hotdrop; /* XFW_EF_HOTDROP_* defects of the packet */
+	__u16 nlogs;   /* at most XFW_MAX_HOPS */
 	__u32 logs[XFW_MAX_PENDING_LOGS];
 	__u32 chunk;   /* chunk whose summary is cached, or ~0 */
 	__u32 slot;    /* generation slot (family * 2 + bank) */

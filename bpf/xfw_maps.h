@@ -27,6 +27,7 @@
 struct xfw_xdp_scratch {
 	struct xfw_pkt p;
 	struct xfw_pending st;
+	struct xfw_tcpopt opt; /* -m tcpmss's option walk (tcpopt.h) */
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
