@@ -126,25 +126,36 @@ func TestHeaderMatchesAgainstKernel(t *testing.T) {
 	}
 	for _, pr := range headerProbes() {
 		t.Run(pr.name, func(t *testing.T) {
-			saves := map[string]string{}
-			var mu sync.Mutex
-			tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-				nettest.MustExec(t, tp.FwNS, append(fw.cmd(pr.fam, ""), "-w", "10", "-Z")...)
+			k := compareAfterProbe(t, tw, pr.fam, func(t *testing.T, tp *nettest.Topology) {
 				if err := tp.InjectFromGen(headerFrame(tp, pr)); err != nil {
 					t.Errorf("inject: %v", err)
 				}
-				time.Sleep(typeSettle)
-				save := fw.save(t, tp, pr.fam)
-				mu.Lock()
-				saves[kind] = save
-				mu.Unlock()
 			})
-			if t.Failed() {
-				return
-			}
-			k, x := ruleCountersOf(t, saves["kernel"]), ruleCountersOf(t, saves["xfw"])
-			compareTypeCounters(t, k, x)
 			t.Logf("%d rules counted the packet", countedRules(k))
 		})
 	}
+}
+
+// compareAfterProbe zeroes the counters of family fam in both twins, sends
+// one probe in each, and reports every rule whose counters differ; it
+// returns the kernel's rule counters.
+func compareAfterProbe(t *testing.T, tw *twins, fam int, send func(*testing.T, *nettest.Topology)) map[string]counter {
+	t.Helper()
+	saves := map[string]string{}
+	var mu sync.Mutex
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		nettest.MustExec(t, tp.FwNS, append(fw.cmd(fam, ""), "-w", "10", "-Z")...)
+		send(t, tp)
+		time.Sleep(typeSettle)
+		save := fw.save(t, tp, fam)
+		mu.Lock()
+		saves[kind] = save
+		mu.Unlock()
+	})
+	if t.Failed() {
+		return nil
+	}
+	k, x := ruleCountersOf(t, saves["kernel"]), ruleCountersOf(t, saves["xfw"])
+	compareTypeCounters(t, k, x)
+	return k
 }
