@@ -215,6 +215,10 @@ __attribute__((noinline)) int xfw_resolve(struct xfw_pkt *p, __u32 iif, __u32 oi
 	if ((act & (1u << XFW_F_ADDRTYPE)) &&
 	    !xfw_small_cls(st, fc, small, XFW_F_ADDRTYPE, p->addrtype))
 		return 0;
+	if ((act & (1u << XFW_F_TOS)) && !xfw_small_cls(st, fc, small, XFW_F_TOS, p->tos))
+		return 0;
+	if ((act & (1u << XFW_F_TCPMSS)) && !xfw_small_cls(st, fc, small, XFW_F_TCPMSS, p->tcpmss))
+		return 0;
 	return 1;
 }
 
@@ -278,13 +282,17 @@ __attribute__((noinline)) __u64 xfw_and_fields(struct xfw_cls *st, __u32 c, __u3
  * can hold a match) and either moves pos forward, acts on a CONTINUE entry
  * and moves on, or stops at a terminal entry or the chain's end. One word
  * per iteration keeps the callback loop-free for the verifier. */
-static long xfw_step(__u32 iter, struct xfw_cls *st)
+static long xfw_step(__u32 iter, struct xfw_walk *walk)
 {
-	__u32 pos = st->pos, c, j, e;
+	struct xfw_cls *st = walk->st;
+	__u32 pos, c, j, e;
 	__u64 summ, w;
 	struct xfw_entry *ent;
 	void *entries;
 
+	if (!st)
+		return 1;
+	pos = st->pos;
 	if (pos >= st->end) {
 		st->result = XFW_RES_END;
 		return 1;
@@ -364,48 +372,58 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 {
 	struct xfw_family_cfg *fc;
 	struct xfw_entry *ent;
-	struct xfw_cls local = {};
+	struct xfw_xdp_scratch *sc;
+	struct xfw_cls *local;
+	struct xfw_walk walk;
 	void *entries;
-	__u32 res, slot;
+	__u32 res, slot, hook;
 
 	/* A global function: verified once, on its own, with these checks. */
 	if (!p || !ps)
 		return XFW_RES_END;
 	ps->nlogs = 0;
 	slot = ps->slot;
+	hook = ps->hook;
 	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
 	if (!fc)
 		return XFW_RES_END;
-	/* bpf_loop wants its context on this function's stack. */
-	local.slot = slot;
-	local.hook = ps->hook;
-	local.l3len = p->l3len;
-	local.hotdrop = xfw_defects(p);
-	local.nlogs = 0;
-	local.chunk = ~0u;
-	local.result = XFW_RES_END;
+	sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &hook);
+	if (!sc)
+		return XFW_RES_END;
+	/* Every field the walk reads is set here or by xfw_resolve (the
+	 * classes of the active fields), or before it is read (.summary
+	 * with .chunk, .logs up to .nlogs). */
+	local = &sc->cls;
+	local->slot = slot;
+	local->hook = hook;
+	local->l3len = p->l3len;
+	local->hotdrop = xfw_defects(p);
+	local->nlogs = 0;
+	local->chunk = ~0u;
+	local->result = XFW_RES_END;
 	if (chain >= XFW_NCHAINS)
 		return XFW_RES_END;
-	local.pos = fc->chain_start[chain];
-	local.end = fc->chain_end[chain];
+	local->pos = fc->chain_start[chain];
+	local->end = fc->chain_end[chain];
 	/* The route lookups of -m addrtype and the set lookups run here,
 	 * not in xfw_resolve: one call deeper would pass the 512-byte stack
 	 * of the call chain. */
 	if (fc->active & (1u << XFW_F_ADDRTYPE))
 		p->addrtype = xfw_addrtype_value(p, iif, oif);
-	if (xfw_resolve(p, iif, oif, &local,
+	if (xfw_resolve(p, iif, oif, local,
 			(fc->active & (1u << XFW_F_SETS)) ? xfw_set_bits(p, slot, iif, oif) : 0)) {
-		local.result = XFW_RES_END;
-		if (bpf_loop(fc->max_iters, xfw_step, &local, 0) < 0)
-			local.result = XFW_RES_END;
+		local->result = XFW_RES_END;
+		walk.st = local;
+		if (bpf_loop(fc->max_iters, xfw_step, &walk, 0) < 0)
+			local->result = XFW_RES_END;
 	}
-	res = local.result;
+	res = local->result;
 	if (fc->nsetctr)
 		xfw_set_count(slot, p->l3len); /* some set match counts */
 	/* LOG rules met before a hotdrop log, as in the kernel (found by the
 	 * differential test, internal/testkit/difftest). */
-	ps->nlogs = local.nlogs;
-	__builtin_memcpy(ps->logs, local.logs, sizeof(local.logs));
+	ps->nlogs = local->nlogs;
+	__builtin_memcpy(ps->logs, local->logs, sizeof(local->logs));
 	if (res == XFW_RES_HOTDROP)
 		return res;
 	if (res == XFW_RES_END) {

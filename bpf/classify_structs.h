@@ -38,6 +38,10 @@ struct xfw_pending {
 	__u32 logs[XFW_MAX_PENDING_LOGS];
 };
 
+/* The walk's state (classify.h): in the hook's per-CPU scratch
+ * (xfw_xdp_scratch, xfw_maps.h), since one word per classification field
+ * would not fit the deepest call chain's 512 bytes of stack; bpf_loop's
+ * context on xfw_classify's stack is a struct xfw_walk pointing here. */
 struct xfw_cls {
 	__u32 cls[XFW_NFIELDS];
 	__u32 pos;
@@ -45,13 +49,19 @@ struct xfw_cls {
 	__u32 result;
 	__u32 l3len;
 	__u16 hotdrop; /* XFW_EF_HOTDROP_* defects of the packet */
-	__u16 hook;    /* xfw_pending.hook (16 bits: the call chain's
-			* stack has no 8 bytes to spare) */
-	__u32 nlogs;
+	__u16 nlogs;   /* at most XFW_MAX_HOPS */
+	__u16 hook;    /* xfw_pending.hook */
 	__u32 logs[XFW_MAX_PENDING_LOGS];
 	__u32 chunk;   /* chunk whose summary is cached, or ~0 */
 	__u32 slot;    /* generation slot (family * 2 + bank) */
 	__u64 summary; /* AND of the active fields' summaries of .chunk */
+};
+
+/* bpf_loop's context (it must be on the caller's stack): the walk's
+ * state. The pointer survives there because no global function is given
+ * the context (the verifier forgets what such a function may write). */
+struct xfw_walk {
+	struct xfw_cls *st;
 };
 
 /* Statistics slots (stats map, per CPU). */

@@ -97,7 +97,12 @@ enum xfw_field {
 			      * 1024: enum xfw_addrtype, local.h) */
 	XFW_F_PKTTYPE = 22,  /* skb->pkt_type: PACKET_HOST, _BROADCAST,
 			      * _MULTICAST (direct array, 4) */
-	XFW_NFIELDS = 23,
+	XFW_F_TOS = 23,      /* IPv4 TOS / IPv6 traffic class byte (direct
+			      * array, 256: -m dscp, tos, ecn) */
+	XFW_F_TCPMSS = 24,   /* TCP MSS option value, XFW_V_NONE without
+			      * one, XFW_V_TRUNC cut short (direct array:
+			      * tcpopt.h) */
+	XFW_NFIELDS = 25,
 };
 
 /* The XFW_F_ADDRTYPE value (-m addrtype): the source address's facts in
@@ -226,7 +231,7 @@ enum xfw_reject {
 #define XFW_LOG_SNAP 256
 
 /* Room for the list of active fields (XFW_NFIELDS rounded up to 4). */
-#define XFW_FIELD_LIST 24
+#define XFW_FIELD_LIST 28
 /* Address fields (range search): SRC, DST, CTOSRC, CTODST. */
 #define XFW_NADDR 4
 

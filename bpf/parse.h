@@ -87,6 +87,12 @@ struct xfw_pkt {
 	__u32 ct_rdport;
 	__u32 addrtype;    /* XFW_F_ADDRTYPE, set by xfw_classify when a
 			    * rule uses it */
+	__u32 tcpmss;      /* XFW_F_TCPMSS, set by the hooks when a rule
+			    * uses it (tcpopt.h); XFW_V_NONE otherwise */
+	__u32 thoff;       /* where netfilter's matches read the transport
+			    * header (par->thoff), IPv6 later fragments
+			    * included; 0 when none or an IPv4 later
+			    * fragment (tcpopt.h finds it) */
 	__u64 ct_osrc_hi, ct_osrc_lo; /* XFW_F_CTOSRC (0 without a connection) */
 	__u64 ct_odst_hi, ct_odst_lo; /* XFW_F_CTODST */
 	__u8 fam;          /* 0 IPv4, 1 IPv6 */
@@ -154,6 +160,7 @@ static __always_inline void xfw_parse_l4(struct xfw_pkt *p, void *data, void *da
 		end = data_end;
 	avail = l4 < end ? (__u32)(end - l4) : 0;
 	p->l4_off = (__u32)(l4 - data);
+	p->thoff = p->l4_off;
 
 	switch (p->proto) {
 	case IPPROTO_TCP:
@@ -302,6 +309,13 @@ bad:
 	o->bad = 1;
 	return 1;
 }
+
+/* The TCP options -m tcpmss walks (tcpopt.h): a copy kept in the hooks'
+ * per-CPU scratch. */
+#define XFW_TCPOPT_BUF 64    /* 40 option bytes; a power of two to mask */
+struct xfw_tcpopt {
+	__u8 b[XFW_TCPOPT_BUF];
+};
 
 /* IPv6 hop-by-hop options being checked (xfw_ipv6_hbh_ok in xfw.c): a
  * copy of the header and the walk's state, for one bpf_loop() step per
@@ -524,6 +538,7 @@ static __always_inline int xfw_parse_ipv6(struct xfw_pkt *p, void *data, void *d
 					goto bad;
 				p->proto = h[0];
 				p->frag = 1;
+				p->thoff = (__u32)((void *)h - data) + 8;
 				return XFW_PARSE_JUDGE;
 			}
 			hl = 8;
@@ -566,6 +581,7 @@ static __always_inline int xfw_parse(struct xfw_pkt *p, void *data, void *data_e
 	p->sport = p->dport = XFW_V_NONE;
 	p->tcpflags = XFW_FLAGS_NONE;
 	p->icmp = XFW_V_NONE;
+	p->tcpmss = XFW_V_NONE;
 
 	if ((void *)(eth + 1) > data_end)
 		return XFW_PARSE_PASS;

@@ -40,6 +40,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "xfw_maps.h"
 #include "log.h"
 #include "route.h"
+#include "tcpopt.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The Ethernet broadcast address as a 48-bit number. */
@@ -121,6 +122,8 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	if (st->slot == XFW_NO_SLOT)
 		return XDP_PASS;
+	/* -m tcpmss's value, when a rule uses it (tcpopt.h). */
+	xfw_tcpmss_set_xdp(ctx, p, &sc->opt, st->slot);
 	/* Options the stack refuses: dropped before any chain. */
 	if (p->fam == 0 && !xfw_ipv4_opts_ok(ctx, p->l3_off))
 		return XDP_PASS;
@@ -330,6 +333,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		st->nlogs = 0;
 		verdict = XFW_ACT_ACCEPT;
 	} else {
+		xfw_tcpmss_set_skb(skb, p, &sc->opt, st->slot);
 		verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
 	}
 	if (verdict == XFW_ACT_ACCEPT && cs)

@@ -20,13 +20,15 @@
 #include "classify_structs.h"
 #include "classify_maps.h"
 
-/* Each hook's packet facts and pending LOG list, one per CPU and hook (XDP
- * and TC run to completion on their CPU and do not nest): on the stack
- * they would push the deepest call chain (the hook, xfw_classify and its
- * bit-vector walk) past 512 bytes. */
+/* Each hook's packet facts, pending LOG list and walk state, one per CPU
+ * and hook (XDP and TC run to completion on their CPU and do not nest):
+ * on the stack they would push the deepest call chain (the hook,
+ * xfw_classify and its bit-vector walk) past 512 bytes. */
 struct xfw_xdp_scratch {
 	struct xfw_pkt p;
 	struct xfw_pending st;
+	struct xfw_cls cls;     /* the walk's state (classify.h) */
+	struct xfw_tcpopt opt; /* -m tcpmss's option walk (tcpopt.h) */
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -11,7 +11,8 @@ import (
 // found in the file of the match's family (terms_addr.go: addresses and
 // interfaces; terms_ip.go: protocol, fragment, length, TTL; terms_l4.go:
 // tcp, udp, multiport, icmp; terms_ct.go: conntrack; sets.go: set;
-// terms_type.go: addrtype, pkttype).
+// terms_type.go: addrtype, pkttype; terms_header.go: dscp, tos, ecn,
+// tcpmss).
 
 // Cond is a conjunction: for each field the set of values a packet may have
 // (nil: any value). FieldCt's set holds keys (ctKey), not values.
@@ -169,6 +170,8 @@ func (b *termBuilder) addMatch(m ir.Match) error {
 		return b.addrType(m)
 	case *ir.PktTypeMatch:
 		b.pktType(m)
+	case *ir.DSCPMatch, *ir.TOSMatch, *ir.ECNMatch, *ir.TCPMSSMatch:
+		b.headerMatch(m)
 	default:
 		return fmt.Errorf("match %q is not supported by xfw's data plane", m.ModuleName())
 	}

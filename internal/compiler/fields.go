@@ -54,12 +54,21 @@ const (
 	// FieldPktType is the packet's skb->pkt_type (ir.PktType*), for
 	// -m pkttype (XFW_F_PKTTYPE).
 	FieldPktType
+	// FieldTOS is the IPv4 TOS / IPv6 traffic class byte, for -m dscp,
+	// -m tos and -m ecn's --ecn-ip-ect (XFW_F_TOS).
+	FieldTOS
+	// FieldTCPMSS is a TCP packet's maximum segment size option, for
+	// -m tcpmss: 0-65535, ValNone without one, ValTrunc when the header
+	// or its options are cut short or the data offset is below 5
+	// (XFW_F_TCPMSS; terms_header.go).
+	FieldTCPMSS
 	NumFields
 )
 
 var fieldNames = [NumFields]string{"src", "dst", "proto", "sport", "dport", "tcpflags",
 	"icmp", "iif", "oif", "frag", "len", "ttl", "mac", "sets", "ct", "ctosrc", "ctodst",
-	"ctosport", "ctodport", "ctrsport", "ctrdport", "addrtype", "pkttype"}
+	"ctosport", "ctodport", "ctrsport", "ctrdport", "addrtype", "pkttype",
+	"tos", "tcpmss"}
 
 // String names the field.
 func (f Field) String() string {
@@ -165,6 +174,10 @@ func (f Field) SmallDomain() int {
 		return addrTypeDomain
 	case FieldPktType:
 		return pktTypeDomain
+	case FieldTOS:
+		return tosDomain
+	case FieldTCPMSS:
+		return ValTrunc + 1
 	}
 	return 0
 }

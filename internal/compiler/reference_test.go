@@ -215,6 +215,10 @@ func refRuleMatch(fam ir.Family, r *ir.Rule, p *Packet) refResult {
 			if !refTypeMatch(fam, m, p) {
 				return refNoMatch
 			}
+		case *ir.DSCPMatch, *ir.TOSMatch, *ir.ECNMatch, *ir.TCPMSSMatch:
+			if res := refHeaderMatch(m, p); res != refMatch {
+				return res
+			}
 		}
 	}
 	return refMatch
@@ -558,6 +562,9 @@ func refRunWith(rs *ir.Ruleset, chain string, p *Packet, match func(ir.Family, *
 // overlap often.
 func genRuleset(rng *rand.Rand, fam ir.Family, nrules, nuser int) *ir.Ruleset {
 	rs := ir.NewRuleset(fam)
+	// The header matches draw from their own stream, so the rest of the
+	// ruleset is what it was before they existed.
+	hdrRng := rand.New(rand.NewSource(int64(nrules)<<8 | int64(nuser)<<1 | int64(fam)))
 	for i := 0; i < nuser; i++ {
 		rs.Chains = append(rs.Chains, &ir.Chain{Name: string(rune('A' + i))})
 	}
@@ -718,6 +725,7 @@ func genRuleset(rng *rand.Rand, fam ir.Family, nrules, nuser int) *ir.Ruleset {
 			r.Matches = append(r.Matches, &ir.MACMatch{Invert: rng.Intn(2) == 0, Addr: [6]byte{2, 0, 0, 0, 0, byte(rng.Intn(3))}})
 		}
 		r.Matches = append(r.Matches, genTypeMatches(rng, fam, c.Name)...)
+		r.Matches = append(r.Matches, genHeaderMatches(hdrRng, r)...)
 		// Targets: jumps only to chains later in the list, so no loops.
 		idx := 0
 		for i, cc := range rs.Chains {
@@ -826,6 +834,7 @@ func genPacket(rng *rand.Rand, fam ir.Family) *Packet {
 	}
 	p.AddrType = uint32(rng.Intn(1 << 10))
 	p.PktType = uint32(rng.Intn(3))
+	genHeaderFacts(rng, p)
 	p.Ct = genCt(rng, p.Proto)
 	if p.Ct&7 != 0 && p.Ct&7 != 4 { // a connection: its original tuple
 		p.CtOrigSrc, p.CtOrigDst = ctTupleAddr(rng), ctTupleAddr(rng)

@@ -29,6 +29,9 @@ type Packet struct {
 	// packed as terms_type.go describes), PktType the packet type
 	// (FieldPktType).
 	AddrType, PktType uint32
+	// TOS is the TOS / traffic class byte (FieldTOS), TCPMSS the MSS
+	// option's value or sentinel (FieldTCPMSS).
+	TOS, TCPMSS uint32
 }
 
 // probe answers probe pr for the packet, as the data plane's evaluator
@@ -115,6 +118,10 @@ func (p *Packet) FieldValue(f Field) U128 {
 		return U64(uint64(p.AddrType))
 	case FieldPktType:
 		return U64(uint64(p.PktType))
+	case FieldTOS:
+		return U64(uint64(p.TOS))
+	case FieldTCPMSS:
+		return U64(uint64(p.TCPMSS))
 	}
 	return U128{}
 }

@@ -311,6 +311,7 @@ func enumMirrors() []enumMirror {
 			"XFW_F_CTODPORT": int64(compiler.FieldCtOrigDport), "XFW_F_CTRSPORT": int64(compiler.FieldCtReplSport),
 			"XFW_F_CTRDPORT": int64(compiler.FieldCtReplDport), "XFW_F_ADDRTYPE": int64(compiler.FieldAddrType),
 			"XFW_F_PKTTYPE": int64(compiler.FieldPktType), "XFW_NFIELDS": int64(compiler.NumFields),
+			"XFW_F_TOS": int64(compiler.FieldTOS), "XFW_F_TCPMSS": int64(compiler.FieldTCPMSS),
 		}},
 		{c: "xfw_addrtype", mirror: "compiler.AddrType*", values: map[string]int64{
 			"XFW_AT_BITS": compiler.AddrTypeBits, "XFW_AT_DST_SHIFT": compiler.AddrTypeDstShift,

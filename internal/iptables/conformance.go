@@ -39,6 +39,7 @@ var conformanceExtensions = map[string]bool{
 	"iprange": true, "comment": true, "length": true, "ttl": true, "hl": true,
 	"mac": true, "standard": true, "REJECT": true, "LOG": true, "set": true,
 	"conntrack": true, "state": true, "addrtype": true, "pkttype": true,
+	"dscp": true, "tos": true, "ecn": true, "tcpmss": true,
 	"limit": true,
 	"DNAT":  true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
 }

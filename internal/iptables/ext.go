@@ -94,6 +94,9 @@ type x6opt struct {
 	// size is the destination size for strings (truncation) in bytes,
 	// including the terminating NUL.
 	size int
+	// keepMin bounds a range's second value by min, not by the first
+	// value, as iptables 1.8.9 does (the module checks the order).
+	keepMin bool
 }
 
 // initOpts fills in the getopt table of an extension from its guided
@@ -255,7 +258,10 @@ func (o *x6opt) parseUintRange(ext, arg string, lmax uint64) (lo, hi uint64, n i
 			if e < len(rest) && rest[e] != ':' {
 				return 0, 0, 0, paramErr("%s: Argument to \"--%s\" has unexpected characters near \"%s\".\n", ext, o.name, rest[e:])
 			}
-			value, end, lmin = v, e, v
+			value, end = v, e
+			if !o.keepMin {
+				lmin = v
+			}
 		}
 		vals[n] = value
 		n++

@@ -486,6 +486,14 @@ func (l *lister) match(r *ir.Rule, m ir.Match) {
 		listAddrType(&l.b, m)
 	case *ir.PktTypeMatch:
 		listPktType(&l.b, m)
+	case *ir.DSCPMatch:
+		listDSCP(&l.b, m)
+	case *ir.TOSMatch:
+		listTOS(&l.b, m, numeric)
+	case *ir.ECNMatch:
+		listECN(&l.b, m)
+	case *ir.TCPMSSMatch:
+		listTCPMSS(&l.b, m)
 	case *ir.SetMatch:
 		var sb strings.Builder
 		writeSetMatch(&sb, m, "")

@@ -202,6 +202,14 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 		writeAddrType(b, m)
 	case *ir.PktTypeMatch:
 		writePktType(b, m)
+	case *ir.DSCPMatch:
+		writeDSCP(b, m)
+	case *ir.TOSMatch:
+		writeTOS(b, m)
+	case *ir.ECNMatch:
+		writeECN(b, m)
+	case *ir.TCPMSSMatch:
+		writeTCPMSS(b, m)
 	}
 }
 

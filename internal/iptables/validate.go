@@ -159,6 +159,10 @@ func checkEntry(fam ir.Family, table string, r *ir.Rule, hooks hookMask) *failur
 			ok = hooks&^macHooks == 0
 		case *ir.AddrTypeMatch:
 			ok = addrTypeHookOK(fam, m, hooks)
+		case *ir.ECNMatch:
+			ok = ecnProtoOK(r, m)
+		case *ir.TCPMSSMatch:
+			ok = needsProto(r, protoTCP)
 		}
 		if !ok {
 			return kernelEINVAL()

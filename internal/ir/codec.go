@@ -45,6 +45,11 @@ const (
 	tagConntrack
 	tagAddrType
 	tagPktType
+	// header.go's matches.
+	tagDSCP
+	tagTOS
+	tagECN
+	tagTCPMSS
 )
 
 // encoder appends the binary form to buf.
@@ -390,6 +395,8 @@ func (e *encoder) match(m Match) error {
 		e.u8(tagPktType)
 		e.flags(m.Invert)
 		e.u8(m.Type)
+	case *DSCPMatch, *TOSMatch, *ECNMatch, *TCPMSSMatch:
+		e.headerMatch(m)
 	default:
 		return fmt.Errorf("match %T (-m %s) has no binary form", m, m.ModuleName())
 	}
@@ -755,6 +762,8 @@ func (d *decoder) match() Match {
 		d.flags(&m.Invert)
 		m.Type = d.u8()
 		return m
+	case tagDSCP, tagTOS, tagECN, tagTCPMSS:
+		return d.headerMatch(tag)
 	default:
 		d.fail(fmt.Errorf("unknown match tag %d", tag))
 		return &CommentMatch{}

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -237,22 +236,10 @@ func TestAddrTypePktTypeAgainstKernel(t *testing.T) {
 	}
 	for _, pr := range typeProbes() {
 		t.Run(pr.name, func(t *testing.T) {
-			saves := map[string]string{}
-			var mu sync.Mutex
-			tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-				nettest.MustExec(t, tp.FwNS, append(fw.cmd(pr.fam, ""), "-w", "10", "-Z")...)
-				sendTypeProbe(t, tp, pr)
-				time.Sleep(typeSettle)
-				save := fw.save(t, tp, pr.fam)
-				mu.Lock()
-				saves[kind] = save
-				mu.Unlock()
-			})
+			k := compareAfterProbe(t, tw, pr.fam, func(t *testing.T, tp *nettest.Topology) { sendTypeProbe(t, tp, pr) })
 			if t.Failed() {
 				return
 			}
-			k, x := ruleCountersOf(t, saves["kernel"]), ruleCountersOf(t, saves["xfw"])
-			compareTypeCounters(t, k, x)
 			if countedRules(k) == 0 {
 				t.Errorf("the kernel counted the packet in no rule (fix the probe)")
 			}

@@ -83,6 +83,9 @@ type rgen struct {
 	// from a stream of its own, so that they leave the rest of a seed's
 	// ruleset as it was before they existed.
 	types *rgen
+	// hdr draws the dscp, tos, ecn and tcpmss matches (rulegen_header.go)
+	// from a third stream, for the same reason.
+	hdr *rgen
 }
 
 // GenerateRuleset returns a random filter table for plan's family, as
@@ -101,6 +104,7 @@ func GenerateRuleset(seed int64, plan Plan, opts GenOptions) string {
 	}
 	g := &rgen{rng: rand.New(rand.NewSource(seed)), plan: plan, fam: plan.Family, ct: opts.Conntrack}
 	g.types = &rgen{rng: rand.New(rand.NewSource(seed ^ typesSeedMix)), plan: plan, fam: plan.Family}
+	g.hdr = &rgen{rng: rand.New(rand.NewSource(seed ^ headerSeedMix)), plan: plan, fam: plan.Family}
 	g.chains = append([]string(nil), ir.BuiltinChains...)
 	nuser := 0
 	if opts.MaxUserChains > 0 {
@@ -307,6 +311,7 @@ func (g *rgen) fillRule(r *grule) {
 	if g.types.chance(5) {
 		add(g.types.pktTypeSpec()...)
 	}
+	add(g.hdr.headerSpecs(pc.num == protoNumTCP && !pc.invert)...)
 	if g.chance(8) {
 		add("-m", "comment", "--comment", quote(pick(g.rng, []string{"allow web", "block-it", "say \\\"hi\\\"", "x", "ssh from lan"})))
 	}

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * tcpopt.h — the TCP option scan of -m tcpmss: the packet's XFW_F_TCPMSS
+ * value, computed by the hooks before classification only when the
+ * generation uses the field.
+ *
+ * As xt_tcpmss.c's tcpmss_mt: the 20-byte header at par->thoff (also in
+ * a later fragment, which the kernel reads as a header too), the data
+ * offset at least 5, the options all there, else XFW_V_TRUNC (the match
+ * hotdrops); then the options walked from the start, one byte for kinds
+ * 0 and 1 (the walk does not stop at End of Option List), the stated
+ * length for the others (0 counts as 1); the first kind 2 of length 4
+ * with 4 bytes left gives the value, none gives XFW_V_NONE.
+ *
+ * Conventions: the option bytes are copied into a buffer in the hook's
+ * per-CPU scratch (struct xfw_xdp_scratch: the stack has no room left)
+ * and walked under bpf_loop(), one option per step.
+ *
+ * Includes: common.h, parse.h (struct xfw_pkt), classify_maps.h (xfw_cfg).
+ */
+#ifndef XFW_TCPOPT_H
+#define XFW_TCPOPT_H
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include "common.h"
+#include "parse.h"
+#include "classify_maps.h"
+
+#define XFW_TCPHDR_LEN 20    /* struct tcphdr */
+#define XFW_TCPOPT_MAX 40    /* option bytes: data offset 15 */
+#define XFW_TCPOPT_MSS 2     /* TCPOPT_MSS */
+#define XFW_TCPOLEN_MSS 4    /* TCPOLEN_MSS */
+#define XFW_TCPOPT_NOP 1     /* kinds below this and it are one byte */
+
+
+/* The walk's state, on the stack (bpf_loop wants its context there); the
+ * bytes stay in the scratch. */
+struct xfw_tcpwalk {
+	struct xfw_tcpopt *o;
+	__u32 off;   /* next option */
+	__u32 len;   /* option bytes */
+	__u32 mss;   /* the result */
+	__u32 pad;
+};
+
+/* xfw_tcpopt_step looks at the option at w->off; returns 1 to stop. */
+static long xfw_tcpopt_step(__u64 i, void *arg)
+{
+	struct xfw_tcpwalk *w = arg;
+	struct xfw_tcpopt *o = w->o;
+	__u32 off = w->off, len;
+	__u8 kind;
+
+	if (!o || off >= w->len || off >= XFW_TCPOPT_MAX)
+		return 1;
+	kind = o->b[off & (XFW_TCPOPT_BUF - 1)];
+	if (kind == XFW_TCPOPT_MSS && w->len - off >= XFW_TCPOLEN_MSS &&
+	    o->b[(off + 1) & (XFW_TCPOPT_BUF - 1)] == XFW_TCPOLEN_MSS) {
+		w->mss = (__u32)o->b[(off + 2) & (XFW_TCPOPT_BUF - 1)] << 8 |
+			 o->b[(off + 3) & (XFW_TCPOPT_BUF - 1)];
+		return 1;
+	}
+	if (kind <= XFW_TCPOPT_NOP) {
+		w->off = off + 1;
+		return 0;
+	}
+	/* The kernel reads the length byte even past the options (then it
+	 * only ends the walk). */
+	len = o->b[(off + 1) & (XFW_TCPOPT_BUF - 1)];
+	w->off = off + (len ? len : 1);
+	return 0;
+}
+
+/* xfw_tcpmss_walk returns the XFW_F_TCPMSS value of the len option bytes
+ * copied into o->b (load says whether they could be read). */
+static __always_inline __u32 xfw_tcpmss_walk(struct xfw_tcpopt *o, __u32 len, int load)
+{
+	struct xfw_tcpwalk w = { .o = o, .len = len, .mss = XFW_V_NONE };
+
+	if (!load)
+		return XFW_V_TRUNC;
+	bpf_loop(XFW_TCPOPT_MAX, xfw_tcpopt_step, &w, 0);
+	return w.mss;
+}
+
+/* xfw_tcpopt_len returns the option bytes of the header whose data offset
+ * byte is doff_byte, or -1 for a data offset below 5, and whether
+ * thoff + header + options lie inside the packet's l4_end. */
+static __always_inline int xfw_tcpopt_len(__u8 doff_byte, __u32 thoff, __u32 l4_end)
+{
+	__u32 hl = (doff_byte >> 4) * 4;
+
+	if (hl < XFW_TCPHDR_LEN || thoff + hl > l4_end)
+		return -1;
+	return hl - XFW_TCPHDR_LEN;
+}
+
+/* xfw_tcpmss_xdp returns the XFW_F_TCPMSS value of the TCP packet whose
+ * header is at thoff of the XDP frame, the IP packet ending at l4_end,
+ * copying its options into o. A global function, verified once. */
+__attribute__((noinline)) __u32 xfw_tcpmss_xdp(struct xdp_md *ctx, struct xfw_tcpopt *o,
+					       __u32 thoff, __u32 l4_end)
+{
+	__u64 len;
+	__u8 doff;
+	int n;
+
+	if (!ctx || !o || thoff == 0 || thoff + XFW_TCPHDR_LEN > l4_end)
+		return XFW_V_TRUNC;
+	if (bpf_xdp_load_bytes(ctx, thoff + 12, &doff, 1) < 0)
+		return XFW_V_TRUNC;
+	n = xfw_tcpopt_len(doff, thoff, l4_end);
+	if (n < 0 || n > XFW_TCPOPT_MAX)
+		return XFW_V_TRUNC;
+	len = (__u32)n;
+	/* The bounds checked on the register the helper call reads (64
+	 * bits: no zero extension into another register). */
+	xfw_barrier_var(len);
+	if (len == 0 || len > XFW_TCPOPT_MAX)
+		return XFW_V_NONE;
+	return xfw_tcpmss_walk(o, len, bpf_xdp_load_bytes(ctx, thoff + XFW_TCPHDR_LEN, o->b, len) == 0);
+}
+
+/* xfw_tcpmss_skb is xfw_tcpmss_xdp for an skb (TC egress). */
+__attribute__((noinline)) __u32 xfw_tcpmss_skb(struct __sk_buff *skb, struct xfw_tcpopt *o,
+					       __u32 thoff, __u32 l4_end)
+{
+	__u64 len;
+	__u8 doff;
+	int n;
+
+	if (!skb || !o || thoff == 0 || thoff + XFW_TCPHDR_LEN > l4_end)
+		return XFW_V_TRUNC;
+	if (bpf_skb_load_bytes(skb, thoff + 12, &doff, 1) < 0)
+		return XFW_V_TRUNC;
+	n = xfw_tcpopt_len(doff, thoff, l4_end);
+	if (n < 0 || n > XFW_TCPOPT_MAX)
+		return XFW_V_TRUNC;
+	len = (__u32)n;
+	/* The bounds checked on the register the helper call reads (64
+	 * bits: no zero extension into another register). */
+	xfw_barrier_var(len);
+	if (len == 0 || len > XFW_TCPOPT_MAX)
+		return XFW_V_NONE;
+	return xfw_tcpmss_walk(o, len, bpf_skb_load_bytes(skb, thoff + XFW_TCPHDR_LEN, o->b, len) == 0);
+}
+
+/* xfw_uses_tcpmss reports whether generation slot's rules read
+ * XFW_F_TCPMSS (and the packet is TCP, the only kind they test). */
+static __always_inline int xfw_uses_tcpmss(__u32 slot, struct xfw_pkt *p)
+{
+	struct xfw_family_cfg *fc;
+
+	if (p->proto != IPPROTO_TCP)
+		return 0;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	return fc && (fc->active & (1u << XFW_F_TCPMSS));
+}
+
+/* xfw_tcpmss_set_xdp and xfw_tcpmss_set_skb set p->tcpmss when generation
+ * slot uses it. Global functions: the hooks' own stacks, at the limit of
+ * the deepest call chain, take no temporaries of theirs. */
+__attribute__((noinline)) int xfw_tcpmss_set_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
+						 struct xfw_tcpopt *o, __u32 slot)
+{
+	__u32 thoff;
+	__u8 vihl;
+
+	if (!ctx || !p || !o || !xfw_uses_tcpmss(slot, p))
+		return 0;
+	thoff = p->thoff;
+	/* An IPv4 later fragment: the parser leaves thoff to us (a store
+	 * there would cost the hook a stack slot). */
+	if (!thoff && p->fam == 0 && p->frag) {
+		if (bpf_xdp_load_bytes(ctx, p->l3_off, &vihl, 1) < 0)
+			return 0;
+		thoff = p->l3_off + (vihl & 0xf) * 4;
+	}
+	p->tcpmss = xfw_tcpmss_xdp(ctx, o, thoff, p->l4_end);
+	return 1;
+}
+
+__attribute__((noinline)) int xfw_tcpmss_set_skb(struct __sk_buff *skb, struct xfw_pkt *p,
+						 struct xfw_tcpopt *o, __u32 slot)
+{
+	__u32 thoff;
+	__u8 vihl;
+
+	if (!skb || !p || !o || !xfw_uses_tcpmss(slot, p))
+		return 0;
+	thoff = p->thoff;
+	/* An IPv4 later fragment: the parser leaves thoff to us (a store
+	 * there would cost the hook a stack slot). */
+	if (!thoff && p->fam == 0 && p->frag) {
+		if (bpf_skb_load_bytes(skb, p->l3_off, &vihl, 1) < 0)
+			return 0;
+		thoff = p->l3_off + (vihl & 0xf) * 4;
+	}
+	p->tcpmss = xfw_tcpmss_skb(skb, o, thoff, p->l4_end);
+	return 1;
+}
+
+#endif /* XFW_TCPOPT_H */
