@@ -39,6 +39,7 @@ var conformanceExtensions = map[string]bool{
 	"iprange": true, "comment": true, "length": true, "ttl": true, "hl": true,
 	"mac": true, "standard": true, "REJECT": true, "LOG": true, "set": true,
 	"conntrack": true, "state": true, "addrtype": true, "pkttype": true,
+	"rt": true, "frag": true, "ip6:ah": true, // ip6:NAME: only libip6t_NAME.t
 	"limit": true,
 }
 
@@ -59,7 +60,8 @@ func conformanceFamilies(name string) ([]ir.Family, bool) {
 	case strings.HasPrefix(base, "libipt_"):
 		return []ir.Family{ir.IPv4}, conformanceExtensions[strings.TrimPrefix(base, "libipt_")]
 	case strings.HasPrefix(base, "libip6t_"):
-		return []ir.Family{ir.IPv6}, conformanceExtensions[strings.TrimPrefix(base, "libip6t_")]
+		ext := strings.TrimPrefix(base, "libip6t_")
+		return []ir.Family{ir.IPv6}, conformanceExtensions[ext] || conformanceExtensions["ip6:"+ext]
 	}
 	return []ir.Family{ir.IPv4}, false
 }

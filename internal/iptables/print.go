@@ -202,6 +202,8 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 		writeAddrType(b, m)
 	case *ir.PktTypeMatch:
 		writePktType(b, m)
+	default:
+		writeIP6Ext(b, m)
 	}
 }
 

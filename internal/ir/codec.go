@@ -287,6 +287,9 @@ func (e *encoder) match(m Match) error {
 		e.flags(m.Invert)
 		e.u8(m.Type)
 	default:
+		if e.ip6ext(m) {
+			return nil
+		}
 		return fmt.Errorf("match %T (-m %s) has no binary form", m, m.ModuleName())
 	}
 	return nil
@@ -652,6 +655,9 @@ func (d *decoder) match() Match {
 		m.Type = d.u8()
 		return m
 	default:
+		if m := d.ip6ext(tag); m != nil {
+			return m
+		}
 		d.fail(fmt.Errorf("unknown match tag %d", tag))
 		return &CommentMatch{}
 	}
