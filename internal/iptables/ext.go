@@ -269,7 +269,7 @@ func (o *x6opt) parseUintRange(ext, arg string, lmax uint64) (lo, hi uint64, n i
 
 // supported lists the modules xfw supports, by kind and name.
 var (
-	matchExts  = map[string]*extension{}
+	matchExts = map[string]*extension{}
 	// matchExts6 holds IPv6 modules whose name an IPv4 module also has
 	// (libip6t_ah beside libipt_ah): registerMatch6.
 	matchExts6 = map[string]*extension{}
