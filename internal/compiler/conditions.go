@@ -11,7 +11,7 @@ import (
 // found in the file of the match's family (terms_addr.go: addresses and
 // interfaces; terms_ip.go: protocol, fragment, length, TTL; terms_l4.go:
 // tcp, udp, multiport, icmp; terms_ct.go: conntrack; sets.go: set;
-// terms_type.go: addrtype, pkttype).
+// terms_type.go: addrtype, pkttype; terms_ip6ext.go: rt, frag, ah).
 
 // Cond is a conjunction: for each field the set of values a packet may have
 // (nil: any value). FieldCt's set holds keys (ctKey), not values.
@@ -170,6 +170,9 @@ func (b *termBuilder) addMatch(m ir.Match) error {
 	case *ir.PktTypeMatch:
 		b.pktType(m)
 	default:
+		if kind, ok := Ext6Kind(m); ok {
+			return b.ip6ext(m, kind)
+		}
 		return fmt.Errorf("match %q is not supported by xfw's data plane", m.ModuleName())
 	}
 	return nil

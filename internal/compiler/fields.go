@@ -54,12 +54,15 @@ const (
 	// FieldPktType is the packet's skb->pkt_type (ir.PktType*), for
 	// -m pkttype (XFW_F_PKTTYPE).
 	FieldPktType
+	// FieldExt6 is the answers of the generation's IPv6 extension header
+	// matches (terms_ip6ext.go, XFW_F_EXT6).
+	FieldExt6
 	NumFields
 )
 
 var fieldNames = [NumFields]string{"src", "dst", "proto", "sport", "dport", "tcpflags",
 	"icmp", "iif", "oif", "frag", "len", "ttl", "mac", "sets", "ct", "ctosrc", "ctodst",
-	"ctosport", "ctodport", "ctrsport", "ctrdport", "addrtype", "pkttype"}
+	"ctosport", "ctodport", "ctrsport", "ctrdport", "addrtype", "pkttype", "ext6"}
 
 // String names the field.
 func (f Field) String() string {
@@ -165,6 +168,8 @@ func (f Field) SmallDomain() int {
 		return addrTypeDomain
 	case FieldPktType:
 		return pktTypeDomain
+	case FieldExt6:
+		return ext6Domain
 	}
 	return 0
 }

@@ -29,6 +29,9 @@ type Packet struct {
 	// packed as terms_type.go describes), PktType the packet type
 	// (FieldPktType).
 	AddrType, PktType uint32
+	// Ext6 is the answers of the IPv6 extension header conditions
+	// (FieldExt6, terms_ip6ext.go).
+	Ext6 uint32
 }
 
 // hotdropBits returns the packet's defects as EFHotdrop* bits, as the BPF
@@ -105,6 +108,8 @@ func (p *Packet) FieldValue(f Field) U128 {
 		return U64(uint64(p.AddrType))
 	case FieldPktType:
 		return U64(uint64(p.PktType))
+	case FieldExt6:
+		return U64(uint64(p.Ext6))
 	}
 	return U128{}
 }
