@@ -321,53 +321,32 @@ static __always_inline int xfw_e6_cond_at(void *ctx, int is_xdp, __u32 slot, __u
 		v | hot << XFW_EXT6_HOT_SHIFT;                                         \
 	})
 
-/* The global functions of each program type (verified once each): the
- * walk, one condition, and the entry point that sets p->ext6 when the
- * generation in slot uses IPv6 extension header matches. */
-__attribute__((noinline)) int xfw_e6w_xdp(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_ext6_found *f)
-{
-	if (!p || !f)
-		return 0;
-	xfw_e6_walk(ctx, 1, p, f);
-	return 0;
-}
+/* The global functions of a program type (verified once each): the walk,
+ * one condition, and the entry point that sets p->ext6 when the generation
+ * in slot uses IPv6 extension header matches. */
+#define XFW_E6_GLOBALS(SUF, CTX_T, IS_XDP)                                                        \
+	__attribute__((noinline)) int xfw_e6w_##SUF(CTX_T *ctx, struct xfw_pkt *p,               \
+						    struct xfw_ext6_found *f)                    \
+	{                                                                                         \
+		if (!p || !f)                                                                     \
+			return 0;                                                                 \
+		xfw_e6_walk(ctx, IS_XDP, p, f);                                                   \
+		return 0;                                                                         \
+	}                                                                                         \
+	__attribute__((noinline)) int xfw_e6c_##SUF(CTX_T *ctx, __u32 slot, __u32 k, __u32 off)  \
+	{                                                                                         \
+		return xfw_e6_cond_at(ctx, IS_XDP, slot, k, off);                                 \
+	}                                                                                         \
+	__attribute__((noinline)) int xfw_ext6_##SUF(CTX_T *ctx, struct xfw_pkt *p, __u32 slot)  \
+	{                                                                                         \
+		const int is_xdp = IS_XDP;                                                        \
+		if (!p)                                                                           \
+			return 0;                                                                 \
+		p->ext6 = XFW_E6_VALUE(ctx, p, slot, xfw_e6w_##SUF, xfw_e6c_##SUF);               \
+		return 0;                                                                         \
+	}
 
-__attribute__((noinline)) int xfw_e6c_xdp(struct xdp_md *ctx, __u32 slot, __u32 k, __u32 off)
-{
-	return xfw_e6_cond_at(ctx, 1, slot, k, off);
-}
-
-__attribute__((noinline)) int xfw_ext6_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 slot)
-{
-	const int is_xdp = 1;
-
-	if (!p)
-		return 0;
-	p->ext6 = XFW_E6_VALUE(ctx, p, slot, xfw_e6w_xdp, xfw_e6c_xdp);
-	return 0;
-}
-
-__attribute__((noinline)) int xfw_e6w_tc(struct __sk_buff *ctx, struct xfw_pkt *p, struct xfw_ext6_found *f)
-{
-	if (!p || !f)
-		return 0;
-	xfw_e6_walk(ctx, 0, p, f);
-	return 0;
-}
-
-__attribute__((noinline)) int xfw_e6c_tc(struct __sk_buff *ctx, __u32 slot, __u32 k, __u32 off)
-{
-	return xfw_e6_cond_at(ctx, 0, slot, k, off);
-}
-
-__attribute__((noinline)) int xfw_ext6_tc(struct __sk_buff *ctx, struct xfw_pkt *p, __u32 slot)
-{
-	const int is_xdp = 0;
-
-	if (!p)
-		return 0;
-	p->ext6 = XFW_E6_VALUE(ctx, p, slot, xfw_e6w_tc, xfw_e6c_tc);
-	return 0;
-}
+XFW_E6_GLOBALS(xdp, struct xdp_md, 1)
+XFW_E6_GLOBALS(tc, struct __sk_buff, 0)
 
 #endif /* XFW_IP6EXT_H */

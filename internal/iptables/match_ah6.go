@@ -100,32 +100,31 @@ func listAH6(b *strings.Builder, m *ir.AH6Match) {
 
 // writeIP6Ext prints an IPv6 extension header match as its save function
 // does; false when m is none.
-func writeIP6Ext(b *strings.Builder, m ir.Match) bool {
+func writeIP6Ext(b *strings.Builder, m ir.Match) bool { return formatIP6Ext(b, m, false) }
+
+// listIP6Ext prints an IPv6 extension header match as its print function
+// does (-L); false when m is none.
+func listIP6Ext(b *strings.Builder, m ir.Match) bool { return formatIP6Ext(b, m, true) }
+
+// formatIP6Ext is writeIP6Ext (list false) and listIP6Ext (list true).
+func formatIP6Ext(b *strings.Builder, m ir.Match, list bool) bool {
 	switch m := m.(type) {
 	case *ir.RTMatch:
-		writeRT(b, m)
+		pick2(list, listRT, writeRT)(b, m)
 	case *ir.FragMatch:
-		writeFrag(b, m)
+		pick2(list, listFrag, writeFrag)(b, m)
 	case *ir.AH6Match:
-		writeAH6(b, m)
+		pick2(list, listAH6, writeAH6)(b, m)
 	default:
 		return false
 	}
 	return true
 }
 
-// listIP6Ext prints an IPv6 extension header match as its print function
-// does (-L); false when m is none.
-func listIP6Ext(b *strings.Builder, m ir.Match) bool {
-	switch m := m.(type) {
-	case *ir.RTMatch:
-		listRT(b, m)
-	case *ir.FragMatch:
-		listFrag(b, m)
-	case *ir.AH6Match:
-		listAH6(b, m)
-	default:
-		return false
+// pick2 returns a when first, else b.
+func pick2[T any](first bool, a, b T) T {
+	if first {
+		return a
 	}
-	return true
+	return b
 }
