@@ -102,8 +102,39 @@ enum xfw_field {
 	XFW_F_TCPMSS = 24,   /* TCP MSS option value, XFW_V_NONE without
 			      * one, XFW_V_TRUNC cut short (direct array:
 			      * tcpopt.h) */
-	XFW_NFIELDS = 25,
+	XFW_F_EXT6 = 25,     /* IPv6 extension header matches' answers
+			      * (direct array, 2048: enum xfw_ext6, ip6ext.h) */
+	XFW_NFIELDS = 26,
 };
+
+/* The XFW_F_EXT6 value: bit k the answer of the generation's IPv6
+ * extension header condition k (-m rt, -m frag, -m ah; xfw_family_cfg.ext6),
+ * bit XFW_EXT6_HOT_SHIFT + kind set when matches of that kind hotdrop the
+ * packet (internal/compiler terms_ip6ext.go). */
+enum xfw_ext6 {
+	XFW_EXT6_RT = 0,          /* condition kinds */
+	XFW_EXT6_FRAG = 1,
+	XFW_EXT6_AH = 2,
+	XFW_EXT6_NKINDS = 3,
+	XFW_EXT6_HOT_SHIFT = 8,   /* = XFW_MAX_EXT6CONDS */
+	/* struct xfw_ext6cond.flags: what is tested */
+	XFW_E6_TYPE = 0x01,       /* rt: the type */
+	XFW_E6_LEN = 0x02,        /* rt: the length (ah: len != 0 or inverted) */
+	XFW_E6_RES = 0x04,        /* rt, frag, ah: the reserved field */
+	XFW_E6_ADDRS = 0x08,      /* rt: type-0 addresses */
+	XFW_E6_NSTRICT = 0x10,    /* rt: not a strict list */
+	XFW_E6_FIRST = 0x20,      /* frag: offset 0 */
+	XFW_E6_MORE = 0x40,       /* frag: more fragments */
+	XFW_E6_LAST = 0x80,       /* frag: no more fragments */
+	/* struct xfw_ext6cond.inv */
+	XFW_E6I_RANGE = 0x1,      /* the range (segments left, id, SPI) */
+	XFW_E6I_TYPE = 0x2,
+	XFW_E6I_LEN = 0x4,
+};
+/* IPv6 extension header conditions per generation (compiler.MaxExt6Conds)
+ * and -m rt addresses among them all. */
+#define XFW_MAX_EXT6CONDS 8
+#define XFW_EXT6_MAX_ADDRS 16
 
 /* The XFW_F_ADDRTYPE value (-m addrtype): the source address's facts in
  * bits 0-4, the destination's in bits 5-9 (internal/compiler

@@ -39,6 +39,7 @@ struct xfw_layouts {
 	struct xfw_lpm4_key lpm4_key;
 	struct xfw_lpm6_key lpm6_key;
 	struct xfw_local_val local_val;
+	struct xfw_ext6cond ext6cond;
 	struct xfw_ct_key ct_key;
 	struct xfw_ct_tcp_side ct_tcp_side;
 	struct xfw_ct_val ct_val;
@@ -52,6 +53,7 @@ struct xfw_layouts {
 	enum xfw_ctstat ctstat;
 	enum xfw_addrtype addrtype;
 	enum xfw_probe_kind probe_kind;
+	enum xfw_ext6 ext6;
 };
 
 struct xfw_layouts xfw_layouts;

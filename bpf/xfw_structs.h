@@ -24,6 +24,19 @@ struct xfw_setlk {
 	__u8 maxplen; /* hash kinds: longest prefix, 32 or 128 (0: no address) */
 };
 
+/* One IPv6 extension header condition (xfw_family_cfg.ext6, ip6ext.h). */
+struct xfw_ext6cond {
+	__u8 kind;    /* XFW_EXT6_RT, _FRAG, _AH */
+	__u8 flags;   /* XFW_E6_* */
+	__u8 inv;     /* XFW_E6I_* */
+	__u8 naddr;   /* rt: addresses, from ext6_addr[addr0] */
+	__u8 addr0;
+	__u8 pad[3];
+	__u32 lo, hi; /* rt segments left, frag id, ah SPI: inclusive range */
+	__u32 type;   /* rt type */
+	__u32 len;    /* rt, ah: header length in bytes */
+};
+
 /* Key of a hash set table (inner maps of xfw_o_sethash): the packet's parts
  * the set type has, the others 0. The prefix lengths present are kept
  * under meta keys: plen XFW_SETKEY_META, port w, value.expires = bits
@@ -169,6 +182,11 @@ struct xfw_family_cfg {
 	 * without classification (0: no fast path). */
 	__u32 ct_fast_states[XFW_NCHAINS];
 	__u32 ct_fast_entry[XFW_NCHAINS];
+	/* IPv6 extension header conditions (XFW_F_EXT6 bits) and the rt
+	 * addresses they compare. */
+	__u32 next6;
+	struct xfw_ext6cond ext6[XFW_MAX_EXT6CONDS];
+	__u8 ext6_addr[XFW_EXT6_MAX_ADDRS][16];
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid

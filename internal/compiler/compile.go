@@ -37,6 +37,8 @@ type Generation struct {
 	// SetConds are the set conditions the rules test, at most MaxSetConds:
 	// FieldSets' bit k is the packet's result for SetConds[k].
 	SetConds []SetCond
+	// ext6 are the IPv6 extension header conditions (Ext6Conds).
+	ext6 []ir.Match
 	// Rules maps counter indexes to rules: index i ≥ NumChains is
 	// Rules[i-NumChains]; indexes 0–2 are the built-in chains' policies.
 	Rules []RuleRef
@@ -123,6 +125,9 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	neverInAnyClass(g)
 	g.LogConfigs = fl.logs
 	g.SetConds = fl.sets.conds
+	if fl.sets.ext6 != nil {
+		g.ext6 = fl.sets.ext6.conds
+	}
 	g.Limits = fl.limits
 	g.Probes = fl.probeList
 	n := len(g.Entries)

@@ -12,7 +12,7 @@ import (
 // interfaces; terms_ip.go: protocol, fragment, length, TTL; terms_l4.go:
 // tcp, udp, multiport, icmp; terms_ct.go: conntrack; sets.go: set;
 // terms_type.go: addrtype, pkttype; terms_header.go: dscp, tos, ecn,
-// tcpmss).
+// tcpmss; terms_ip6ext.go: rt, frag, ah).
 
 // Cond is a conjunction: for each field the set of values a packet may have
 // (nil: any value). FieldCt's set holds keys (ctKey), not values.
@@ -173,6 +173,9 @@ func (b *termBuilder) addMatch(m ir.Match) error {
 	case *ir.DSCPMatch, *ir.TOSMatch, *ir.ECNMatch, *ir.TCPMSSMatch:
 		b.headerMatch(m)
 	default:
+		if kind, ok := Ext6Kind(m); ok {
+			return b.ip6ext(m, kind)
+		}
 		return fmt.Errorf("match %q is not supported by xfw's data plane", m.ModuleName())
 	}
 	return nil

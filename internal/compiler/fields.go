@@ -62,13 +62,16 @@ const (
 	// or its options are cut short or the data offset is below 5
 	// (XFW_F_TCPMSS; terms_header.go).
 	FieldTCPMSS
+	// FieldExt6 is the answers of the generation's IPv6 extension header
+	// matches (terms_ip6ext.go, XFW_F_EXT6).
+	FieldExt6
 	NumFields
 )
 
 var fieldNames = [NumFields]string{"src", "dst", "proto", "sport", "dport", "tcpflags",
 	"icmp", "iif", "oif", "frag", "len", "ttl", "mac", "sets", "ct", "ctosrc", "ctodst",
 	"ctosport", "ctodport", "ctrsport", "ctrdport", "addrtype", "pkttype",
-	"tos", "tcpmss"}
+	"tos", "tcpmss", "ext6"}
 
 // String names the field.
 func (f Field) String() string {
@@ -178,6 +181,8 @@ func (f Field) SmallDomain() int {
 		return tosDomain
 	case FieldTCPMSS:
 		return ValTrunc + 1
+	case FieldExt6:
+		return ext6Domain
 	}
 	return 0
 }

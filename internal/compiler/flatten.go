@@ -444,10 +444,15 @@ func (fl *flattener) precomputeTerms() {
 	}
 }
 
-// hasSetMatch reports whether r has a -m set match.
+// hasSetMatch reports whether r has a -m set match, or an IPv6
+// extension header match, whose conditions are numbered the same way (in
+// the order flattening meets them).
 func hasSetMatch(r *ir.Rule) bool {
 	for _, m := range r.Matches {
 		if _, ok := m.(*ir.SetMatch); ok {
+			return true
+		}
+		if _, ok := Ext6Kind(m); ok {
 			return true
 		}
 	}

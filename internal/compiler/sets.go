@@ -48,6 +48,9 @@ type SetCond struct {
 type setConds struct {
 	fam   ir.Family
 	conds []SetCond
+	// ext6 numbers the IPv6 extension header matches the same way
+	// (terms_ip6ext.go).
+	ext6 *ext6Conds
 }
 
 // index returns the bit of the condition m tests, allocating one for a

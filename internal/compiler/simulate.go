@@ -32,6 +32,9 @@ type Packet struct {
 	// TOS is the TOS / traffic class byte (FieldTOS), TCPMSS the MSS
 	// option's value or sentinel (FieldTCPMSS).
 	TOS, TCPMSS uint32
+	// Ext6 is the answers of the IPv6 extension header conditions
+	// (FieldExt6, terms_ip6ext.go).
+	Ext6 uint32
 }
 
 // probe answers probe pr for the packet, as the data plane's evaluator
@@ -122,6 +125,8 @@ func (p *Packet) FieldValue(f Field) U128 {
 		return U64(uint64(p.TOS))
 	case FieldTCPMSS:
 		return U64(uint64(p.TCPMSS))
+	case FieldExt6:
+		return U64(uint64(p.Ext6))
 	}
 	return U128{}
 }

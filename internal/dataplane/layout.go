@@ -81,6 +81,11 @@ type bpfFamilyCfg struct {
 	// path (compiler.Generation.CtFastPath).
 	CtFastStates [compiler.NumChains]uint32
 	CtFastEntry  [compiler.NumChains]uint32
+	// Next6, Ext6 and Ext6Addr are the IPv6 extension header conditions
+	// (ext6.go).
+	Next6    uint32
+	Ext6     [compiler.MaxExt6Conds]bpfExt6Cond
+	Ext6Addr [ext6MaxAddrs][16]byte
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
@@ -163,6 +168,7 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 			c.CtFastStates[h], c.CtFastEntry[h] = uint32(states), e
 		}
 	}
+	fillExt6(&c, g.Ext6Conds())
 	for f := compiler.Field(0); f < bpfNumFields; f++ {
 		if g.Active&(1<<f) != 0 {
 			c.Fields[c.NFields] = uint8(f)

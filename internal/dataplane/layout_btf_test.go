@@ -40,6 +40,7 @@ type layoutMirror struct {
 // memory-mapped elements and the LOG event.
 var layoutMirrors = []layoutMirror{
 	{c: "xfw_setlk", goType: reflect.TypeOf(bpfSetLk{})},
+	{c: "xfw_ext6cond", goType: reflect.TypeOf(bpfExt6Cond{})},
 	{c: "xfw_setkey", goType: reflect.TypeOf(bpfSetKey{})},
 	{c: "xfw_setval", goType: reflect.TypeOf(bpfSetVal{})},
 	{c: "xfw_entry", goType: reflect.TypeOf(bpfEntry{})},
@@ -312,6 +313,7 @@ func enumMirrors() []enumMirror {
 			"XFW_F_CTRDPORT": int64(compiler.FieldCtReplDport), "XFW_F_ADDRTYPE": int64(compiler.FieldAddrType),
 			"XFW_F_PKTTYPE": int64(compiler.FieldPktType), "XFW_NFIELDS": int64(compiler.NumFields),
 			"XFW_F_TOS": int64(compiler.FieldTOS), "XFW_F_TCPMSS": int64(compiler.FieldTCPMSS),
+			"XFW_F_EXT6": int64(compiler.FieldExt6),
 		}},
 		{c: "xfw_addrtype", mirror: "compiler.AddrType*", values: map[string]int64{
 			"XFW_AT_BITS": compiler.AddrTypeBits, "XFW_AT_DST_SHIFT": compiler.AddrTypeDstShift,

@@ -40,6 +40,7 @@ var conformanceExtensions = map[string]bool{
 	"mac": true, "standard": true, "REJECT": true, "LOG": true, "set": true,
 	"conntrack": true, "state": true, "addrtype": true, "pkttype": true,
 	"dscp": true, "tos": true, "ecn": true, "tcpmss": true,
+	"rt": true, "frag": true, "ip6:ah": true, // ip6:NAME: only libip6t_NAME.t
 	"limit": true,
 	"DNAT":  true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
 }
@@ -61,7 +62,8 @@ func conformanceFamilies(name string) ([]ir.Family, bool) {
 	case strings.HasPrefix(base, "libipt_"):
 		return []ir.Family{ir.IPv4}, conformanceExtensions[strings.TrimPrefix(base, "libipt_")]
 	case strings.HasPrefix(base, "libip6t_"):
-		return []ir.Family{ir.IPv6}, conformanceExtensions[strings.TrimPrefix(base, "libip6t_")]
+		ext := strings.TrimPrefix(base, "libip6t_")
+		return []ir.Family{ir.IPv6}, conformanceExtensions[ext] || conformanceExtensions["ip6:"+ext]
 	}
 	return []ir.Family{ir.IPv4}, false
 }

@@ -275,7 +275,10 @@ func (o *x6opt) parseUintRange(ext, arg string, lmax uint64) (lo, hi uint64, n i
 
 // supported lists the modules xfw supports, by kind and name.
 var (
-	matchExts  = map[string]*extension{}
+	matchExts = map[string]*extension{}
+	// matchExts6 holds IPv6 modules whose name an IPv4 module also has
+	// (libip6t_ah beside libipt_ah): registerMatch6.
+	matchExts6 = map[string]*extension{}
 	targetExts = map[string]*extension{}
 )
 
@@ -283,6 +286,14 @@ var (
 func registerMatch(e *extension) *extension {
 	e.initOpts()
 	matchExts[e.name] = e
+	return e
+}
+
+// registerMatch6 adds an IPv6-only match module that shares its name with
+// an IPv4 one; findMatch prefers it in IPv6.
+func registerMatch6(e *extension) *extension {
+	e.initOpts()
+	matchExts6[e.name] = e
 	return e
 }
 
@@ -374,6 +385,9 @@ func missingTarget(fam ir.Family, name string) *failure {
 func findMatch(fam ir.Family, name string) (*extension, string) {
 	if name == "icmpv6" || name == "ipv6-icmp" {
 		name = "icmp6"
+	}
+	if e := matchExts6[name]; e != nil && fam == ir.IPv6 {
+		return e, name
 	}
 	e := matchExts[name]
 	if e == nil || (e.family != 0 && e.family != fam) {

@@ -503,7 +503,9 @@ func (l *lister) match(r *ir.Rule, m ir.Match) {
 		writeConntrack(&sb, m, "", numeric)
 		l.b.WriteString(sb.String())
 	default:
-		l.printf(" %s ", m.ModuleName())
+		if !listIP6Ext(&l.b, m) {
+			l.printf(" %s ", m.ModuleName())
+		}
 	}
 }
 

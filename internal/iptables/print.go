@@ -210,6 +210,8 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 		writeECN(b, m)
 	case *ir.TCPMSSMatch:
 		writeTCPMSS(b, m)
+	default:
+		writeIP6Ext(b, m)
 	}
 }
 

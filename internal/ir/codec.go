@@ -398,6 +398,9 @@ func (e *encoder) match(m Match) error {
 	case *DSCPMatch, *TOSMatch, *ECNMatch, *TCPMSSMatch:
 		e.headerMatch(m)
 	default:
+		if e.ip6ext(m) {
+			return nil
+		}
 		return fmt.Errorf("match %T (-m %s) has no binary form", m, m.ModuleName())
 	}
 	return nil
@@ -765,6 +768,9 @@ func (d *decoder) match() Match {
 	case tagDSCP, tagTOS, tagECN, tagTCPMSS:
 		return d.headerMatch(tag)
 	default:
+		if m := d.ip6ext(tag); m != nil {
+			return m
+		}
 		d.fail(fmt.Errorf("unknown match tag %d", tag))
 		return &CommentMatch{}
 	}

@@ -297,6 +297,12 @@ const arrivalRecheckWait = 3 * time.Second
 // the kernel's iptables (legacy) in twin topologies, and requires the same
 // deliveries and counters from both, and the deliveries the case expects.
 func TestMatchesAgainstKernel(t *testing.T) {
+	runMatchCases(t, matchCases())
+}
+
+// runMatchCases runs each case in twin topologies, one with
+// iptables-legacy and one with xfw, and compares arrivals and counters.
+func runMatchCases(t *testing.T, cases []matchCase) {
 	nettest.RequireRoot(t)
 	requireTools(t, "iptables-legacy", "ip6tables-legacy")
 	tw := newTwins(t, xfwPath(t))
@@ -305,7 +311,7 @@ func TestMatchesAgainstKernel(t *testing.T) {
 		quietSink(t, tp)
 	}
 
-	for _, mc := range matchCases() {
+	for _, mc := range cases {
 		mc := mc
 		t.Run(mc.name, func(t *testing.T) {
 			probes := append(append(append([]probe{}, mc.match...), mc.hotdrop...), mc.nomatch...)

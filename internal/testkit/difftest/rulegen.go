@@ -86,6 +86,10 @@ type rgen struct {
 	// hdr draws the dscp, tos, ecn and tcpmss matches (rulegen_header.go)
 	// from a third stream, for the same reason.
 	hdr *rgen
+	// ext6 draws the IPv6 extension header matches (rulegen_ip6ext.go)
+	// from a stream of its own, and keeps the ruleset's distinct ones.
+	ext6      *rgen
+	ext6Specs [][]string
 }
 
 // GenerateRuleset returns a random filter table for plan's family, as
@@ -105,6 +109,7 @@ func GenerateRuleset(seed int64, plan Plan, opts GenOptions) string {
 	g := &rgen{rng: rand.New(rand.NewSource(seed)), plan: plan, fam: plan.Family, ct: opts.Conntrack}
 	g.types = &rgen{rng: rand.New(rand.NewSource(seed ^ typesSeedMix)), plan: plan, fam: plan.Family}
 	g.hdr = &rgen{rng: rand.New(rand.NewSource(seed ^ headerSeedMix)), plan: plan, fam: plan.Family}
+	g.ext6 = &rgen{rng: rand.New(rand.NewSource(seed ^ ext6SeedMix)), plan: plan, fam: plan.Family}
 	g.chains = append([]string(nil), ir.BuiltinChains...)
 	nuser := 0
 	if opts.MaxUserChains > 0 {
@@ -307,6 +312,9 @@ func (g *rgen) fillRule(r *grule) {
 	}
 	if g.types.chance(8) {
 		add(g.types.addrTypeSpec(hooks)...)
+	}
+	if g.fam == ir.IPv6 && g.ext6.chance(10) {
+		add(g.ip6extSpec()...)
 	}
 	if g.types.chance(5) {
 		add(g.types.pktTypeSpec()...)
