@@ -38,8 +38,8 @@ var conformanceExtensions = map[string]bool{
 	"tcp": true, "udp": true, "multiport": true, "icmp": true, "icmp6": true,
 	"iprange": true, "comment": true, "length": true, "ttl": true, "hl": true,
 	"mac": true, "standard": true, "REJECT": true, "LOG": true, "set": true,
-	"conntrack": true, "state": true, "addrtype": true, "pkttype": true,
-	"limit": true, "recent": true,
+	"conntrack": true, "state": true, "addrtype": true, "pkttype": true, "recent": true,
+	"limit": true,
 	"DNAT":  true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
 }
 
