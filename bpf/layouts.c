@@ -18,6 +18,7 @@
 #include <linux/types.h>
 #include "common.h"
 #include "xfw_structs.h"
+#include "recent_structs.h"
 
 struct xfw_layouts {
 	struct xfw_setlk setlk;
@@ -54,6 +55,10 @@ struct xfw_layouts {
 	enum xfw_addrtype addrtype;
 	enum xfw_probe_kind probe_kind;
 	enum xfw_ext6 ext6;
+	struct xfw_rc_key rc_key;
+	struct xfw_rc_ent rc_ent;
+	struct xfw_rc_list rc_list;
+	struct xfw_rc_rule rc_rule;
 };
 
 struct xfw_layouts xfw_layouts;

@@ -34,6 +34,7 @@
 #include "generation.h"
 #include "xfw_maps.h"
 #include "limit.h"
+#include "recent.h"
 
 /* xfw_probe answers probe k of slot for the packet in the scratch of hook
  * (xfw_pending.hook): 1 true, 0 false (also for a probe or a kind the
@@ -59,8 +60,9 @@ __attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
 	switch (pr->kind) {
 	case XFW_PROBE_LIMIT:
 		return xfw_limit_take(slot, pr->arg);
+	case XFW_PROBE_RECENT:
+		return xfw_recent_match(slot, pr->arg, p);
 	default:
-		(void)p; /* the kinds to come read the packet */
 		return 0;
 	}
 }

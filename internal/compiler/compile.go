@@ -51,6 +51,10 @@ type Generation struct {
 	// Probes are the matches the walk asks in rule order (probe.go);
 	// probe entries (EFProbe) name them by index.
 	Probes []Probe
+	// Recents are the rules' recent matches, one per match however
+	// often user chains flatten its rule; recent probes (ProbeRecent)
+	// name them by index.
+	Recents []Recent
 }
 
 // Layout describes a generation's entry list for AppendRule: the slack
@@ -130,6 +134,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	}
 	g.Limits = fl.limits
 	g.Probes = fl.probeList
+	g.Recents = fl.recents
 	n := len(g.Entries)
 	g.NumChunks = uint32((n + ChunkBits - 1) / ChunkBits)
 	if g.NumChunks == 0 {

@@ -69,6 +69,10 @@ type flattener struct {
 	// (probeIndex).
 	probeList []Probe
 	probeIDs  map[Probe]uint16
+	// recents are the recent matches, recentIDs their indexes
+	// (recentIndex).
+	recents   []Recent
+	recentIDs map[recentKey]uint32
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with

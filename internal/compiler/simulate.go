@@ -25,6 +25,8 @@ type Packet struct {
 	// Limit decides the limit probes the walk meets: whether bucket k
 	// (Generation.Limits) gives the packet a token. Nil: every one does.
 	Limit func(k int) bool
+	// Recent answers the recent probes the walk meets (RecentAnswer).
+	Recent RecentAnswer
 	// AddrType is the route-type facts of the addresses (FieldAddrType,
 	// packed as terms_type.go describes), PktType the packet type
 	// (FieldPktType).
@@ -39,10 +41,18 @@ type Packet struct {
 
 // probe answers probe pr for the packet, as the data plane's evaluator
 // of its kind would (bpf/probe.h).
-func (p *Packet) probe(pr Probe) bool {
+func (p *Packet) probe(g *Generation, pr Probe) bool {
 	switch pr.Kind {
 	case ProbeLimit:
 		return p.Limit == nil || p.Limit(int(pr.Arg))
+	case ProbeRecent:
+		if int(pr.Arg) >= len(g.Recents) {
+			return false
+		}
+		if p.Recent == nil {
+			return recentEmpty(&g.Recents[pr.Arg].RecentMatch)
+		}
+		return p.Recent(int(pr.Arg), &g.Recents[pr.Arg].RecentMatch)
 	}
 	return false
 }
@@ -243,7 +253,7 @@ func (g *Generation) Classify(p *Packet, chain int) Result {
 		}
 		res.Path = append(res.Path, int(e))
 		pos = ent.Next
-		if ent.Flags&EFProbe != 0 && p.probe(g.Probes[ent.Aux]) {
+		if ent.Flags&EFProbe != 0 && p.probe(g, g.Probes[ent.Aux]) {
 			pos = e + 1 // the probe says true: on to the rule
 		}
 	}

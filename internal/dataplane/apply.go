@@ -56,6 +56,10 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		clearSlot(cur, newSlot)
 		return err
 	}
+	if err := prepareRecent(cur, fam, newSlot, u.Gen); err != nil {
+		clearSlot(cur, newSlot)
+		return err
+	}
 	t = TraceSince("apply: build generation", t)
 	if err := swapIn(cur, fam, newBank, slotConfig(u)); err != nil {
 		return err
@@ -69,6 +73,9 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 
 	t = TraceSince("apply: swap, attach", t)
 	if err := old.retire(cur); err != nil {
+		return err
+	}
+	if err := releaseRecent(cur, fam, u.Gen); err != nil {
 		return err
 	}
 	t = TraceSince("apply: wait for old readers", t)

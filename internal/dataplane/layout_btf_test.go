@@ -46,6 +46,11 @@ var layoutMirrors = []layoutMirror{
 	{c: "xfw_entry", goType: reflect.TypeOf(bpfEntry{})},
 	{c: "xfw_limit", goType: reflect.TypeOf(bpfLimit{}), renamed: map[string]string{"CPJ": "cpj"}},
 	{c: "xfw_probe", goType: reflect.TypeOf(bpfProbe{})},
+	{c: "bpf_spin_lock", goType: reflect.TypeOf(bpfSpinLock{})},
+	{c: "xfw_rc_key", goType: reflect.TypeOf(bpfRecentKey{})},
+	{c: "xfw_rc_ent", goType: reflect.TypeOf(bpfRecentEnt{}), renamed: map[string]string{"TTL": "ttl", "NStamps": "nstamps", "LRU": "lru"}},
+	{c: "xfw_rc_list", goType: reflect.TypeOf(bpfRecentList{})},
+	{c: "xfw_rc_rule", goType: reflect.TypeOf(bpfRecentRule{})},
 	{c: "xfw_chunk", goType: reflect.TypeOf(bpfChunk{})},
 	{c: "xfw_bound", goType: reflect.TypeOf(bpfBound{})},
 	{c: "xfw_hkey", goType: reflect.TypeOf(bpfHKey{})},
@@ -330,6 +335,7 @@ func enumMirrors() []enumMirror {
 		{c: "xfw_reject", mirror: "compiler.RejectTypes", values: rejects},
 		{c: "xfw_probe_kind", mirror: "compiler.ProbeKind", values: map[string]int64{
 			"XFW_PROBE_LIMIT": int64(compiler.ProbeLimit), "XFW_NPROBE_KINDS": int64(compiler.NumProbeKinds),
+			"XFW_PROBE_RECENT": int64(compiler.ProbeRecent),
 		}},
 		{c: "xfw_ctstat", mirror: "ctStat* (ctstats.go)", values: map[string]int64{
 			"XFW_CTSTAT_INSERT": ctStatInsert, "XFW_CTSTAT_NEW_GONE": ctStatNewGone,

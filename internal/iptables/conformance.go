@@ -38,7 +38,7 @@ var conformanceExtensions = map[string]bool{
 	"tcp": true, "udp": true, "multiport": true, "icmp": true, "icmp6": true,
 	"iprange": true, "comment": true, "length": true, "ttl": true, "hl": true,
 	"mac": true, "standard": true, "REJECT": true, "LOG": true, "set": true,
-	"conntrack": true, "state": true, "addrtype": true, "pkttype": true,
+	"conntrack": true, "state": true, "addrtype": true, "pkttype": true, "recent": true,
 	"dscp": true, "tos": true, "ecn": true, "tcpmss": true,
 	"rt": true, "frag": true, "ip6:ah": true, // ip6:NAME: only libip6t_NAME.t
 	"limit": true,

@@ -316,6 +316,8 @@ func (e *encoder) match(m Match) error {
 	switch m := m.(type) {
 	case *LimitMatch:
 		e.limit(m)
+	case *RecentMatch:
+		e.recent(m)
 	case *TCPMatch:
 		e.u8(tagTCP)
 		e.port(m.SrcPort)
@@ -685,6 +687,8 @@ func (d *decoder) match() Match {
 	switch tag := d.u8(); tag {
 	case tagLimit:
 		return d.limit()
+	case tagRecent:
+		return d.recent()
 	case tagTCP:
 		m := d.newTCP()
 		d.port(&m.SrcPort)
