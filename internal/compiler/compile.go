@@ -49,6 +49,10 @@ type Generation struct {
 	// Probes are the matches the walk asks in rule order (probe.go);
 	// probe entries (EFProbe) name them by index.
 	Probes []Probe
+	// HashLimits are the rules' hashlimit matches, one per match however
+	// often user chains flatten its rule; hashlimit probes (Probes of
+	// kind ProbeHashLimit) name them by index.
+	HashLimits []HashLimit
 }
 
 // Layout describes a generation's entry list for AppendRule: the slack
@@ -125,6 +129,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	g.SetConds = fl.sets.conds
 	g.Limits = fl.limits
 	g.Probes = fl.probeList
+	g.HashLimits = fl.hashLimits
 	n := len(g.Entries)
 	g.NumChunks = uint32((n + ChunkBits - 1) / ChunkBits)
 	if g.NumChunks == 0 {

@@ -141,8 +141,9 @@ func (b *termBuilder) addIPMatches(r *ir.Rule) error {
 // addMatch adds one -m module's condition.
 func (b *termBuilder) addMatch(m ir.Match) error {
 	switch m := m.(type) {
-	case *ir.LimitMatch:
-		// Decided by the rule's limit probes (limit.go), not by its terms.
+	case *ir.LimitMatch, *ir.HashLimitMatch:
+		// Decided by the rule's probes (limit.go, hashlimit.go), not by
+		// its terms.
 	case *ir.TCPMatch:
 		return b.tcp(m)
 	case *ir.UDPMatch:

@@ -69,6 +69,10 @@ type flattener struct {
 	// (probeIndex).
 	probeList []Probe
 	probeIDs  map[Probe]uint16
+	// hashLimits are the hashlimit matches, hashLimitIDs their indexes
+	// (hashLimitIndex).
+	hashLimits   []HashLimit
+	hashLimitIDs map[limitKey]uint16
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with

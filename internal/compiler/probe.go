@@ -31,6 +31,8 @@ type ProbeKind uint32
 const (
 	// ProbeLimit takes a token from limit bucket Arg (Generation.Limits).
 	ProbeLimit ProbeKind = iota
+	// ProbeHashLimit asks hashlimit match Arg (Generation.HashLimits).
+	ProbeHashLimit
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )
@@ -48,7 +50,7 @@ const MaxProbes = 1 << 16
 // probedMatch reports whether match m is asked by a probe.
 func probedMatch(m ir.Match) bool {
 	switch m.(type) {
-	case *ir.LimitMatch:
+	case *ir.LimitMatch, *ir.HashLimitMatch:
 		return true
 	}
 	return false
@@ -72,6 +74,9 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match) (Probe, error) {
 	case *ir.LimitMatch:
 		k, err := fl.limitIndex(r, i, m)
 		return Probe{Kind: ProbeLimit, Arg: uint32(k)}, err
+	case *ir.HashLimitMatch:
+		k, err := fl.hashLimitIndex(r, i, m)
+		return Probe{Kind: ProbeHashLimit, Arg: uint32(k)}, err
 	}
 	return Probe{}, fmt.Errorf("match %T is not probed", m)
 }

@@ -25,6 +25,10 @@ type Packet struct {
 	// Limit decides the limit probes the walk meets: whether bucket k
 	// (Generation.Limits) gives the packet a token. Nil: every one does.
 	Limit func(k int) bool
+	// HashLimit decides the hashlimit probes the walk meets: whether
+	// match k (Generation.HashLimits) is true for the packet. Nil: every
+	// one is. (A full table's hotdrop is not simulated.)
+	HashLimit func(k int) bool
 	// AddrType is the route-type facts of the addresses (FieldAddrType,
 	// packed as terms_type.go describes), PktType the packet type
 	// (FieldPktType).
@@ -37,6 +41,8 @@ func (p *Packet) probe(pr Probe) bool {
 	switch pr.Kind {
 	case ProbeLimit:
 		return p.Limit == nil || p.Limit(int(pr.Arg))
+	case ProbeHashLimit:
+		return p.HashLimit == nil || p.HashLimit(int(pr.Arg))
 	}
 	return false
 }
