@@ -34,9 +34,14 @@
 #include "generation.h"
 #include "xfw_maps.h"
 #include "limit.h"
+#include "hashlimit.h"
+
+/* xfw_probe's answer that drops the packet at once (the kernel's hotdrop:
+ * a full hashlimit table). */
+#define XFW_PROBE_HOTDROP XFW_HL_HOTDROP
 
 /* xfw_probe answers probe k of slot for the packet in the scratch of hook
- * (xfw_pending.hook): 1 true, 0 false (also for a probe or a kind the
+ * (xfw_pending.hook): 1 true, XFW_PROBE_HOTDROP, 0 false (also for a probe or a kind the
  * generation lacks: nothing passes a rule whose probe cannot be asked). A
  * global function, verified once: it is called from the walk's step, the
  * deepest call chain. */
@@ -59,8 +64,9 @@ __attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
 	switch (pr->kind) {
 	case XFW_PROBE_LIMIT:
 		return xfw_limit_take(slot, pr->arg);
+	case XFW_PROBE_HASHLIMIT:
+		return xfw_hashlimit(p, pr->arg);
 	default:
-		(void)p; /* the kinds to come read the packet */
 		return 0;
 	}
 }

@@ -45,6 +45,8 @@ var layoutMirrors = []layoutMirror{
 	{c: "xfw_entry", goType: reflect.TypeOf(bpfEntry{})},
 	{c: "xfw_limit", goType: reflect.TypeOf(bpfLimit{}), renamed: map[string]string{"CPJ": "cpj"}},
 	{c: "xfw_probe", goType: reflect.TypeOf(bpfProbe{})},
+	{c: "xfw_hl_table", goType: reflect.TypeOf(bpfHLTable{}), renamed: map[string]string{"CPJ": "cpj", "GC": "gc", "NextGC": "next_gc"}},
+	{c: "xfw_hl_key", goType: reflect.TypeOf(bpfHLKey{})},
 	{c: "xfw_chunk", goType: reflect.TypeOf(bpfChunk{})},
 	{c: "xfw_bound", goType: reflect.TypeOf(bpfBound{})},
 	{c: "xfw_hkey", goType: reflect.TypeOf(bpfHKey{})},
@@ -327,6 +329,7 @@ func enumMirrors() []enumMirror {
 		{c: "xfw_reject", mirror: "compiler.RejectTypes", values: rejects},
 		{c: "xfw_probe_kind", mirror: "compiler.ProbeKind", values: map[string]int64{
 			"XFW_PROBE_LIMIT": int64(compiler.ProbeLimit), "XFW_NPROBE_KINDS": int64(compiler.NumProbeKinds),
+			"XFW_PROBE_HASHLIMIT": int64(compiler.ProbeHashLimit),
 		}},
 		{c: "xfw_ctstat", mirror: "ctStat* (ctstats.go)", values: map[string]int64{
 			"XFW_CTSTAT_INSERT": ctStatInsert, "XFW_CTSTAT_NEW_GONE": ctStatNewGone,
