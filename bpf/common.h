@@ -233,6 +233,8 @@ enum xfw_action {
 enum xfw_probe_kind {
 	XFW_PROBE_LIMIT = 0, /* -m limit: a token from bucket .arg (limit.h) */
 	XFW_PROBE_RECENT,    /* -m recent: the slot's recent match .arg (recent.h) */
+	XFW_PROBE_HASHLIMIT = 2, /* -m hashlimit: table and rule bits in .arg
+				  * (hashlimit.h) */
 	XFW_NPROBE_KINDS,
 };
 

@@ -19,6 +19,7 @@
 #include "common.h"
 #include "xfw_structs.h"
 #include "recent_structs.h"
+#include "hashlimit_structs.h"
 
 struct xfw_layouts {
 	struct xfw_setlk setlk;
@@ -27,6 +28,8 @@ struct xfw_layouts {
 	struct xfw_entry entry;
 	struct xfw_limit limit;
 	struct xfw_probe probe;
+	struct xfw_hl_table hl_table;
+	struct xfw_hl_key hl_key;
 	struct xfw_chunk chunk;
 	struct xfw_bound bound;
 	struct xfw_hkey hkey;

@@ -35,9 +35,14 @@
 #include "xfw_maps.h"
 #include "limit.h"
 #include "recent.h"
+#include "hashlimit.h"
+
+/* xfw_probe's answer that drops the packet at once (the kernel's hotdrop:
+ * a full hashlimit table). */
+#define XFW_PROBE_HOTDROP XFW_HL_HOTDROP
 
 /* xfw_probe answers probe k of slot for the packet in the scratch of hook
- * (xfw_pending.hook): 1 true, 0 false (also for a probe or a kind the
+ * (xfw_pending.hook): 1 true, XFW_PROBE_HOTDROP, 0 false (also for a probe or a kind the
  * generation lacks: nothing passes a rule whose probe cannot be asked). A
  * global function, verified once: it is called from the walk's step, the
  * deepest call chain. */
@@ -62,6 +67,8 @@ __attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
 		return xfw_limit_take(slot, pr->arg);
 	case XFW_PROBE_RECENT:
 		return xfw_recent_match(slot, pr->arg, p);
+	case XFW_PROBE_HASHLIMIT:
+		return xfw_hashlimit(p, pr->arg);
 	default:
 		return 0;
 	}

@@ -55,6 +55,10 @@ type Generation struct {
 	// often user chains flatten its rule; recent probes (ProbeRecent)
 	// name them by index.
 	Recents []Recent
+	// HashLimits are the rules' hashlimit matches, one per match however
+	// often user chains flatten its rule; hashlimit probes (Probes of
+	// kind ProbeHashLimit) name them by index.
+	HashLimits []HashLimit
 }
 
 // Layout describes a generation's entry list for AppendRule: the slack
@@ -135,6 +139,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	g.Limits = fl.limits
 	g.Probes = fl.probeList
 	g.Recents = fl.recents
+	g.HashLimits = fl.hashLimits
 	n := len(g.Entries)
 	g.NumChunks = uint32((n + ChunkBits - 1) / ChunkBits)
 	if g.NumChunks == 0 {

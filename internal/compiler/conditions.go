@@ -142,8 +142,9 @@ func (b *termBuilder) addIPMatches(r *ir.Rule) error {
 // addMatch adds one -m module's condition.
 func (b *termBuilder) addMatch(m ir.Match) error {
 	switch m := m.(type) {
-	case *ir.LimitMatch, *ir.RecentMatch:
-		// Decided by the rule's probes (limit.go, recent.go), not by its terms.
+	case *ir.LimitMatch, *ir.RecentMatch, *ir.HashLimitMatch:
+		// Decided by the rule's probes (limit.go, recent.go, hashlimit.go),
+		// not by its terms.
 	case *ir.TCPMatch:
 		return b.tcp(m)
 	case *ir.UDPMatch:

@@ -73,6 +73,10 @@ type flattener struct {
 	// (recentIndex).
 	recents   []Recent
 	recentIDs map[recentKey]uint32
+	// hashLimits are the hashlimit matches, hashLimitIDs their indexes
+	// (hashLimitIndex).
+	hashLimits   []HashLimit
+	hashLimitIDs map[limitKey]uint16
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with

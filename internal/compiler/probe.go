@@ -33,6 +33,8 @@ const (
 	ProbeLimit ProbeKind = iota
 	// ProbeRecent asks recent match Arg (Generation.Recents).
 	ProbeRecent
+	// ProbeHashLimit asks hashlimit match Arg (Generation.HashLimits).
+	ProbeHashLimit
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )
@@ -50,7 +52,7 @@ const MaxProbes = 1 << 16
 // probedMatch reports whether match m is asked by a probe.
 func probedMatch(m ir.Match) bool {
 	switch m.(type) {
-	case *ir.LimitMatch, *ir.RecentMatch:
+	case *ir.LimitMatch, *ir.RecentMatch, *ir.HashLimitMatch:
 		return true
 	}
 	return false
@@ -77,6 +79,9 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match) (Probe, error) {
 	case *ir.RecentMatch:
 		k, err := fl.recentIndex(r, i, m)
 		return Probe{Kind: ProbeRecent, Arg: k}, err
+	case *ir.HashLimitMatch:
+		k, err := fl.hashLimitIndex(r, i, m)
+		return Probe{Kind: ProbeHashLimit, Arg: uint32(k)}, err
 	}
 	return Probe{}, fmt.Errorf("match %T is not probed", m)
 }

@@ -27,6 +27,10 @@ type Packet struct {
 	Limit func(k int) bool
 	// Recent answers the recent probes the walk meets (RecentAnswer).
 	Recent RecentAnswer
+	// HashLimit decides the hashlimit probes the walk meets: whether
+	// match k (Generation.HashLimits) is true for the packet. Nil: every
+	// one is. (A full table's hotdrop is not simulated.)
+	HashLimit func(k int) bool
 	// AddrType is the route-type facts of the addresses (FieldAddrType,
 	// packed as terms_type.go describes), PktType the packet type
 	// (FieldPktType).
@@ -53,6 +57,8 @@ func (p *Packet) probe(g *Generation, pr Probe) bool {
 			return recentEmpty(&g.Recents[pr.Arg].RecentMatch)
 		}
 		return p.Recent(int(pr.Arg), &g.Recents[pr.Arg].RecentMatch)
+	case ProbeHashLimit:
+		return p.HashLimit == nil || p.HashLimit(int(pr.Arg))
 	}
 	return false
 }

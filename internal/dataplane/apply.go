@@ -52,6 +52,9 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 			return err
 		}
 	}
+	if err := registerHashLimits(cur, fam, u); err != nil {
+		return err
+	}
 	if err := buildSlot(cur, newSlot, old.runSlot(), u); err != nil {
 		clearSlot(cur, newSlot)
 		return err
@@ -79,6 +82,9 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		return err
 	}
 	t = TraceSince("apply: wait for old readers", t)
+	if err := dropHashLimitTables(cur, fam, u.Gen); err != nil {
+		return err
+	}
 	if err := old.carryOver(cur, newSlot, u); err != nil {
 		return err
 	}

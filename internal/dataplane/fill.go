@@ -35,7 +35,11 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 			return err
 		}
 	}
-	if err := fillProbes(m["probe"], g.Probes); err != nil {
+	probes, err := hashLimitProbes(g.Probes, u.hashLimitArgs)
+	if err != nil {
+		return err
+	}
+	if err := fillProbes(m["probe"], probes); err != nil {
 		return err
 	}
 	if err := putU32s(m["small"], g.Small); err != nil {

@@ -51,6 +51,8 @@ var layoutMirrors = []layoutMirror{
 	{c: "xfw_rc_ent", goType: reflect.TypeOf(bpfRecentEnt{}), renamed: map[string]string{"TTL": "ttl", "NStamps": "nstamps", "LRU": "lru"}},
 	{c: "xfw_rc_list", goType: reflect.TypeOf(bpfRecentList{})},
 	{c: "xfw_rc_rule", goType: reflect.TypeOf(bpfRecentRule{})},
+	{c: "xfw_hl_table", goType: reflect.TypeOf(bpfHLTable{}), renamed: map[string]string{"CPJ": "cpj", "GC": "gc", "NextGC": "next_gc"}},
+	{c: "xfw_hl_key", goType: reflect.TypeOf(bpfHLKey{})},
 	{c: "xfw_chunk", goType: reflect.TypeOf(bpfChunk{})},
 	{c: "xfw_bound", goType: reflect.TypeOf(bpfBound{})},
 	{c: "xfw_hkey", goType: reflect.TypeOf(bpfHKey{})},
@@ -336,6 +338,7 @@ func enumMirrors() []enumMirror {
 		{c: "xfw_probe_kind", mirror: "compiler.ProbeKind", values: map[string]int64{
 			"XFW_PROBE_LIMIT": int64(compiler.ProbeLimit), "XFW_NPROBE_KINDS": int64(compiler.NumProbeKinds),
 			"XFW_PROBE_RECENT": int64(compiler.ProbeRecent),
+			"XFW_PROBE_HASHLIMIT": int64(compiler.ProbeHashLimit),
 		}},
 		{c: "xfw_ctstat", mirror: "ctStat* (ctstats.go)", values: map[string]int64{
 			"XFW_CTSTAT_INSERT": ctStatInsert, "XFW_CTSTAT_NEW_GONE": ctStatNewGone,

@@ -38,6 +38,9 @@ type genMeta struct {
 	Probes []compiler.Probe `json:",omitempty"`
 	// Recents are the generation's recent matches (compiler.Generation).
 	Recents []compiler.Recent `json:",omitempty"`
+	// HashLimits are the generation's hashlimit matches, which its
+	// hashlimit probes name.
+	HashLimits []compiler.HashLimit `json:",omitempty"`
 }
 
 // SetLookupInfo describes one set lookup of a running generation.
@@ -65,7 +68,8 @@ func generationMeta(u *Update) ([]byte, error) {
 		Small: len(g.Small), ClassChunks: len(g.ClassChunks), Chunks: len(g.Chunks), LogConfigs: len(g.LogConfigs),
 		Layout: g.Layout, SetConds: g.SetConds, Interfaces: u.Interfaces,
 		SetLookups: setLookupInfos(u.Sets), Limits: g.Limits, Probes: g.Probes,
-		Recents: g.Recents,
+		Recents:    g.Recents,
+		HashLimits: g.HashLimits,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode generation metadata: %w", err)
@@ -108,7 +112,7 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 		AddrBase: c.AddrBase, AddrCount: c.AddrCount,
 		Hash: map[compiler.HashKey]uint32{}, Layout: meta.Layout, SetConds: meta.SetConds,
 		Limits: meta.Limits, Probes: meta.Probes,
-		Recents: meta.Recents,
+		Recents: meta.Recents, HashLimits: meta.HashLimits,
 	}
 	for i, d := range c.PolicyDrop {
 		g.PolicyDrop[i] = d != 0

@@ -59,6 +59,9 @@ type Update struct {
 	// keepLimits is set by Apply: the generation takes the running
 	// generation's limit buckets over (SameRules).
 	keepLimits bool
+	// hashLimitArgs are the data plane's arguments of the hashlimit
+	// probes, by hashlimit match (registerHashLimits).
+	hashLimitArgs []uint32
 }
 
 // stateBlob returns u's state pages' content: the saved ruleset and the

@@ -41,8 +41,8 @@ var conformanceExtensions = map[string]bool{
 	"conntrack": true, "state": true, "addrtype": true, "pkttype": true, "recent": true,
 	"dscp": true, "tos": true, "ecn": true, "tcpmss": true,
 	"rt": true, "frag": true, "ip6:ah": true, // ip6:NAME: only libip6t_NAME.t
-	"limit": true,
-	"DNAT":  true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
+	"limit": true, "hashlimit": true,
+	"DNAT": true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
 }
 
 // conformanceSets is the set lookup of the conformance cases: upstream's

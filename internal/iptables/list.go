@@ -405,6 +405,8 @@ func (l *lister) match(r *ir.Rule, m ir.Match) {
 		l.b.WriteString(limitListing(m))
 	case *ir.RecentMatch:
 		l.b.WriteString(recentListing(l.fam, m))
+	case *ir.HashLimitMatch:
+		l.b.WriteString(hashLimitText(l.fam, m, false))
 	case *ir.TCPMatch:
 		l.b.WriteString(" tcp")
 		l.ports("spt", m.SrcPort, "tcp")

@@ -294,28 +294,11 @@ func parseCtHost(fam ir.Family, host string) (netip.Addr, *failure) {
 // parseCtMask is the mask half of xtopt_parse_hostmask: the prefix length
 // it stands for (a non-prefix netmask stands for the full length).
 func parseCtMask(fam ir.Family, optName, text string) (int, *failure) {
-	maxBits := ipv4Bits
-	if fam == ir.IPv6 {
-		maxBits = ipv6Bits
+	n, f := parsePlen(fam, "conntrack", optName, text)
+	if n < 0 {
+		n = fam.AddrBits()
 	}
-	if v, ok := xtStrtoui(text, 0, uint64(maxBits)); ok {
-		return int(v), nil
-	}
-	var mask netip.Addr
-	if fam == ir.IPv4 {
-		if m, ok := inetAton4(text); ok {
-			mask = netip.AddrFrom4(m)
-		}
-	} else if m, ok := inetPton6(text); ok {
-		mask = netip.AddrFrom16(m)
-	}
-	if !mask.IsValid() {
-		return 0, paramErr("conntrack: bad value for option \"--%s\", neither a valid network mask nor valid CIDR (0-%d).\n", optName, maxBits)
-	}
-	if n := maskBits(mask); n >= 0 {
-		return n, nil
-	}
-	return maxBits, nil
+	return n, f
 }
 
 // prefixMaskAddr returns the netmask of a prefix length as an address.

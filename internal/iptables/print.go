@@ -137,6 +137,8 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 		writeLimit(b, m)
 	case *ir.RecentMatch:
 		writeRecent(b, fam, m)
+	case *ir.HashLimitMatch:
+		b.WriteString(hashLimitText(fam, m, true))
 	case *ir.TCPMatch:
 		writePorts(b, "sport", m.SrcPort)
 		writePorts(b, "dport", m.DstPort)

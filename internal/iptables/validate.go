@@ -145,6 +145,10 @@ func checkEntry(fam ir.Family, table string, r *ir.Rule, hooks hookMask) *failur
 			if f := checkRecent(m); f != nil {
 				return f
 			}
+		case *ir.HashLimitMatch:
+			if f := checkHashLimit(fam, m); f != nil {
+				return f
+			}
 		case *ir.TCPMatch:
 			ok = needsProto(r, protoTCP)
 		case *ir.UDPMatch:

@@ -318,6 +318,8 @@ func (e *encoder) match(m Match) error {
 		e.limit(m)
 	case *RecentMatch:
 		e.recent(m)
+	case *HashLimitMatch:
+		e.hashLimit(m)
 	case *TCPMatch:
 		e.u8(tagTCP)
 		e.port(m.SrcPort)
@@ -689,6 +691,8 @@ func (d *decoder) match() Match {
 		return d.limit()
 	case tagRecent:
 		return d.recent()
+	case tagHashLimit:
+		return d.hashLimit()
 	case tagTCP:
 		m := d.newTCP()
 		d.port(&m.SrcPort)

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * hashlimit.h — the hashlimit match (xt_hashlimit revision 3,
+ * net/netfilter/xt_hashlimit.c), for the hashlimit probes of the walk
+ * (XFW_PROBE_HASHLIMIT, probe.h).
+ *
+ * The namespace's tables live in xfw_hl_tab (one per name and family,
+ * written by the control plane with the configuration of the rule that
+ * created it, kept while a rule names it: internal/dataplane/hashlimit.go)
+ * and their entries in xfw_hl_ent, keyed by the table's id and the masked
+ * addresses and ports the table's mode keeps. An entry is the kernel's
+ * dsthash_ent: a token bucket under a spin lock (no call is made while it
+ * is held), charged with the kernel's arithmetic (rateinfo_recalc,
+ * hashlimit_byte_cost) in 64 bits.
+ *
+ * A table at its maximum refuses new entries and the packet is dropped
+ * (the kernel's hotdrop), as is a packet whose ports cannot be read. The
+ * kernel collects expired entries every --hashlimit-htable-gcinterval
+ * ms; here an expired entry a packet meets starts again (as a new one
+ * would), and a full table collects its expired entries, at most once per
+ * interval, before refusing one.
+ *
+ * Includes: common.h, parse.h (struct xfw_pkt), hashlimit_structs.h.
+ */
+#ifndef XFW_HASHLIMIT_H
+#define XFW_HASHLIMIT_H
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include "common.h"
+#include "parse.h"
+#include "hashlimit_structs.h"
+
+/* The namespace's tables, by id (the control plane numbers them). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct xfw_hl_table);
+	__uint(max_entries, 1024);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} xfw_hl_tab SEC(".maps");
+
+/* The tables' entries: memory only for the entries in use, up to the sum
+ * of HASHLIMIT_MAX_SIZE-sized tables a busy host would hold. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct xfw_hl_key);
+	__type(value, struct xfw_hl_entry);
+	__uint(max_entries, 1 << 20);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} xfw_hl_ent SEC(".maps");
+
+/* Per-CPU room for a key and a new entry: the probe's frame is short. */
+struct xfw_hl_scratch {
+	struct xfw_hl_key key;
+	struct xfw_hl_init init;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xfw_hl_scratch);
+	__uint(max_entries, 1);
+} xfw_hl_scratch SEC(".maps");
+
+/* What the evaluator answers beyond true and false. */
+#define XFW_HL_HOTDROP 2
+
+/* The collection's state, on xfw_hl_gc's stack for its callback. */
+struct xfw_hl_gc_ctx {
+	__u64 now;
+	__u64 freed;
+	__u32 table;
+	__u32 pad;
+};
+
+/* xfw_hl_gc_one frees entry key of the collected table when it expired
+ * (select_gc: time_after_eq(jiffies, expires)). */
+static long xfw_hl_gc_one(void *map, struct xfw_hl_key *key, struct xfw_hl_entry *e,
+			  struct xfw_hl_gc_ctx *c)
+{
+	if (key->table == c->table && (__s64)(c->now - e->expires) >= 0 &&
+	    bpf_map_delete_elem(map, key) == 0)
+		c->freed++;
+	return 0;
+}
+
+/* xfw_hl_gc collects the expired entries of table `table` (htable_gc) and
+ * returns how many it freed. A global function, verified once. */
+__attribute__((noinline)) int xfw_hl_gc(__u32 table, __u64 now)
+{
+	struct xfw_hl_gc_ctx c = {.now = now, .table = table};
+
+	bpf_for_each_map_elem(&xfw_hl_ent, xfw_hl_gc_one, &c, 0);
+	return (int)c.freed;
+}
+
+/* xfw_hl_key_of builds the packet's key in k (hashlimit_init_dst): 0, or
+ * -1 when the ports the mode wants cannot be read (a cut-short header). */
+static __always_inline int xfw_hl_key_of(const struct xfw_pkt *p, const struct xfw_hl_table *t,
+					 __u32 table, struct xfw_hl_key *k)
+{
+	__u32 sport = 0, dport = 0;
+
+	k->table = table;
+	k->src_hi = p->src_hi & t->src_hi;
+	k->src_lo = p->src_lo & t->src_lo;
+	k->dst_hi = p->dst_hi & t->dst_hi;
+	k->dst_lo = p->dst_lo & t->dst_lo;
+	k->ports = 0;
+	if (!(t->mode & (XFW_HL_SPT | XFW_HL_DPT)))
+		return 0;
+	switch (p->proto) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+	case IPPROTO_UDPLITE:
+	case IPPROTO_SCTP:
+	case IPPROTO_DCCP:
+		if (p->sport == XFW_V_TRUNC)
+			return -1;
+		if (p->sport < XFW_V_NONE) {
+			sport = p->sport;
+			dport = p->dport;
+		}
+		break;
+	}
+	if (t->mode & XFW_HL_SPT)
+		k->ports = sport << 16;
+	if (t->mode & XFW_HL_DPT)
+		k->ports |= dport;
+	return 0;
+}
+
+/* xfw_hl_recalc is rateinfo_recalc: the credits the jiffies since the
+ * last packet bring, capped. */
+static __always_inline void xfw_hl_recalc(struct xfw_hl_entry *e, const struct xfw_hl_table *t,
+					  __u64 now)
+{
+	__u64 delta = now - e->prev, old = e->credit, cap = e->credit_cap;
+
+	if (delta == 0)
+		return;
+	e->prev = now;
+	if (t->mode & XFW_HL_BYTES) {
+		e->credit += t->cpj * delta;
+		cap = t->bfull;
+		if (old >= e->credit) { /* overflow */
+			e->credit = cap;
+			return;
+		}
+	} else {
+		e->credit += delta * t->cpj;
+	}
+	if (e->credit > cap)
+		e->credit = cap;
+}
+
+/* xfw_hl_fill writes a new entry's bucket (rateinfo_init) into n. */
+static __always_inline void xfw_hl_fill(struct xfw_hl_init *n, const struct xfw_hl_table *t,
+					__u64 now)
+{
+	n->lock = 0;
+	n->pad = 0;
+	n->expires = now + t->expire;
+	n->prev = now;
+	n->credit = t->credit;
+	n->cost = t->cost;
+	n->credit_cap = (t->mode & XFW_HL_BYTES) ? t->refills : t->cap;
+}
+
+/* xfw_hl_insert adds the new entry of s->key to table t (id table):
+ * 0, or -1 when the table is full (after a collection, if one is due) or
+ * the map refuses it. Another CPU may have added it meanwhile: that is
+ * no error (the kernel's race), the caller looks it up again. */
+static __always_inline int xfw_hl_insert(struct xfw_hl_table *t, __u32 table,
+					 struct xfw_hl_scratch *s, __u64 now)
+{
+	long err;
+
+	if (__sync_fetch_and_add(&t->count, 1) >= t->max) {
+		__sync_fetch_and_add(&t->count, -1);
+		if ((__s64)(now - t->next_gc) < 0)
+			return -1;
+		t->next_gc = now + t->gc;
+		__sync_fetch_and_add(&t->count, -(__s64)xfw_hl_gc(table, now));
+		if (__sync_fetch_and_add(&t->count, 1) >= t->max) {
+			__sync_fetch_and_add(&t->count, -1);
+			return -1;
+		}
+	}
+	xfw_hl_fill(&s->init, t, now);
+	err = bpf_map_update_elem(&xfw_hl_ent, &s->key, &s->init, BPF_NOEXIST);
+	if (err) {
+		__sync_fetch_and_add(&t->count, -1);
+		if (err != -17) /* -EEXIST: another CPU added it */
+			return -1;
+	}
+	return 0;
+}
+
+/* xfw_hashlimit answers a hashlimit probe (hashlimit_mt_common) of arg
+ * (XFW_HL_ARG_*) for packet p: 1 true, 0 false, XFW_HL_HOTDROP. Inlined
+ * into the global xfw_probe (probe.h). */
+static __always_inline int xfw_hashlimit(const struct xfw_pkt *p, __u32 arg)
+{
+	__u32 zero = 0, table = arg & XFW_HL_ARG_TABLE;
+	struct xfw_hl_scratch *s = bpf_map_lookup_elem(&xfw_hl_scratch, &zero);
+	struct xfw_hl_table *t = bpf_map_lookup_elem(&xfw_hl_tab, &table);
+	struct xfw_hl_entry *e;
+	__u64 now, cost;
+	int under;
+
+	if (!s || !t || xfw_hl_key_of(p, t, table, &s->key) < 0)
+		return XFW_HL_HOTDROP;
+	now = bpf_jiffies64();
+	e = bpf_map_lookup_elem(&xfw_hl_ent, &s->key);
+	if (!e) {
+		if (xfw_hl_insert(t, table, s, now) < 0)
+			return XFW_HL_HOTDROP;
+		e = bpf_map_lookup_elem(&xfw_hl_ent, &s->key);
+		if (!e)
+			return XFW_HL_HOTDROP;
+	}
+	bpf_spin_lock(&e->lock);
+	if ((__s64)(now - e->expires) >= 0) {
+		/* Expired: what the kernel's collection would have freed
+		 * starts again as a new entry. */
+		e->prev = now;
+		e->credit = t->credit;
+		e->cost = t->cost;
+		e->credit_cap = (t->mode & XFW_HL_BYTES) ? t->refills : t->cap;
+	} else {
+		xfw_hl_recalc(e, t, now);
+	}
+	e->expires = now + t->expire;
+	if (arg & XFW_HL_ARG_BYTES) {
+		/* hashlimit_byte_cost: chunks of the length, at most a full
+		 * bucket; an empty bucket is refilled while refills last. */
+		cost = (((__u64)p->l3len >> 4) + 1) * e->cost;
+		if (cost > t->bfull)
+			cost = t->bfull;
+		if (e->credit < cost && e->credit_cap) {
+			e->credit_cap--;
+			e->credit = t->bfull;
+		}
+	} else {
+		cost = e->cost;
+	}
+	under = e->credit >= cost;
+	if (under)
+		e->credit -= cost;
+	bpf_spin_unlock(&e->lock);
+	return under ^ !!(arg & XFW_HL_ARG_INVERT);
+}
+
+#endif /* XFW_HASHLIMIT_H */

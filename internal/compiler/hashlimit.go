@@ -1,0 +1,49 @@
+package compiler
+
+import (
+	"fmt"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// The hashlimit match (xt_hashlimit) in the walk. Its answer depends on a
+// token bucket per key in a table the packet changes, so it is a probe of
+// kind ProbeHashLimit (probe.go) whose Arg names one of the generation's
+// HashLimits: the match as the rule has it. Which table it uses (the
+// namespace's table of that name and family, created by the first rule
+// that names it and kept while a rule does) is the data plane's business:
+// the probe's argument there is the table's id and the rule's own bits
+// (internal/dataplane/hashlimit.go, bpf/hashlimit.h).
+
+// HashLimit is one hashlimit match of one rule.
+type HashLimit struct {
+	// Match is the match as the rule has it.
+	Match ir.HashLimitMatch
+}
+
+// MaxHashLimits bounds a generation's hashlimit matches.
+const MaxHashLimits = 1 << 16
+
+// hashLimitIndex returns the index of match i (m) of rule r among the
+// generation's hashlimit matches, numbered in the order flattening meets
+// them: a rule that user chains flatten more than once is one match, as
+// the kernel has one match instance.
+func (fl *flattener) hashLimitIndex(r *ir.Rule, i int, m *ir.HashLimitMatch) (uint16, error) {
+	if m.Mode&ir.HashLimitRateMatch != 0 {
+		return 0, fmt.Errorf("hashlimit match %s: --hashlimit-rate-match is not supported by xfw's data plane", m.Name)
+	}
+	key := limitKey{r, i}
+	if k, ok := fl.hashLimitIDs[key]; ok {
+		return k, nil
+	}
+	if len(fl.hashLimits) >= MaxHashLimits {
+		return 0, fmt.Errorf("more than %d hashlimit matches", MaxHashLimits)
+	}
+	if fl.hashLimitIDs == nil {
+		fl.hashLimitIDs = map[limitKey]uint16{}
+	}
+	k := uint16(len(fl.hashLimits))
+	fl.hashLimitIDs[key] = k
+	fl.hashLimits = append(fl.hashLimits, HashLimit{Match: *m})
+	return k, nil
+}
