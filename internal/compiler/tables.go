@@ -128,19 +128,16 @@ func checkOtherTables(rs *ir.Ruleset) error {
 	return nil
 }
 
-// targetName names the targets checkOtherTables refuses.
+// refusedTargets names the targets checkOtherTables refuses.
+var refusedTargets = map[ir.TargetKind]string{
+	ir.TargetDNAT: "DNAT", ir.TargetSNAT: "SNAT", ir.TargetMasquerade: "MASQUERADE",
+	ir.TargetRedirect: "REDIRECT", ir.TargetReject: "REJECT",
+}
+
+// targetName names a target checkOtherTables refuses.
 func targetName(k ir.TargetKind) string {
-	switch k {
-	case ir.TargetDNAT:
-		return "DNAT"
-	case ir.TargetSNAT:
-		return "SNAT"
-	case ir.TargetMasquerade:
-		return "MASQUERADE"
-	case ir.TargetRedirect:
-		return "REDIRECT"
-	case ir.TargetReject:
-		return "REJECT"
+	if name, ok := refusedTargets[k]; ok {
+		return name
 	}
 	return fmt.Sprintf("#%d", k)
 }
