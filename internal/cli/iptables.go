@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -150,9 +151,13 @@ func allCounters(rs *ir.Ruleset) map[int]ir.Counters {
 			out[hook] = c.Counters
 		}
 	}
-	for r, i := range counterIndex(rs) {
-		out[i] = r.Counters
-	}
+	compiler.ForEachCounter(rs, func(i int, _ compiler.RuleRef, c *ir.Chain, r *ir.Rule) {
+		if r != nil {
+			out[i] = r.Counters
+		} else {
+			out[i] = c.Counters
+		}
+	})
 	return out
 }
 

@@ -23,17 +23,23 @@ func loadRunning(fam ir.Family) (*ir.Ruleset, error) {
 }
 
 // counterIndex returns the counter index of each rule of rs, as the
-// compiler numbers them: policies 0–2, then rules chain by chain.
+// compiler numbers them (compiler.ForEachCounter): policies 0–2, then
+// rules chain by chain, then the other tables' policies and rules.
 func counterIndex(rs *ir.Ruleset) map[*ir.Rule]int {
 	idx := map[*ir.Rule]int{}
-	n := compiler.NumChains
-	for _, c := range rs.Chains {
-		for _, r := range c.Rules {
-			idx[r] = n
-			n++
+	compiler.ForEachCounter(rs, func(i int, _ compiler.RuleRef, _ *ir.Chain, r *ir.Rule) {
+		if r != nil {
+			idx[r] = i
 		}
-	}
+	})
 	return idx
+}
+
+// numCounters returns the number of counters of rs.
+func numCounters(rs *ir.Ruleset) int {
+	n := compiler.NumChains
+	compiler.ForEachCounter(rs, func(int, compiler.RuleRef, *ir.Chain, *ir.Rule) { n++ })
+	return n
 }
 
 // counterSources says, for each counter of the new ruleset, whether it
@@ -43,13 +49,10 @@ func counterIndex(rs *ir.Ruleset) map[*ir.Rule]int {
 // counters, whatever else the command changed (-E renames keep them); a
 // rule the command added starts from zero even when a running rule has the
 // same text: -R, and iptables-restore --noflush re-adding a flushed chain's
-// rules, zero counters in the kernel too.
+// rules, zero counters in the kernel too. A policy carries over from the
+// same table's chain.
 func counterSources(old, nw *ir.Ruleset, keepOld bool) []dataplane.CounterSource {
-	n := compiler.NumChains
-	for _, c := range nw.Chains {
-		n += len(c.Rules)
-	}
-	src := make([]dataplane.CounterSource, n)
+	src := make([]dataplane.CounterSource, numCounters(nw))
 	prefault.Slice(src)
 	for hook, name := range ir.BuiltinChains {
 		src[hook].From = -1
@@ -60,22 +63,28 @@ func counterSources(old, nw *ir.Ruleset, keepOld bool) []dataplane.CounterSource
 			}
 		}
 	}
-	oldN := compiler.NumChains
-	for _, c := range old.Chains {
-		oldN += len(c.Rules)
-	}
-	carried := make([]bool, oldN+1) // by Handle
-	i := compiler.NumChains
-	for _, c := range nw.Chains {
-		for _, r := range c.Rules {
-			src[i] = dataplane.CounterSource{From: -1, Initial: r.Counters}
-			if h := r.Handle; keepOld && h > 0 && int(h) <= oldN && !carried[h] {
-				src[i].From = int(h) - 1
-				carried[h] = true
-			}
-			i++
+	oldN := numCounters(old)
+	oldPolicy := map[compiler.RuleRef]int{}
+	compiler.ForEachCounter(old, func(i int, ref compiler.RuleRef, _ *ir.Chain, r *ir.Rule) {
+		if r == nil {
+			oldPolicy[ref] = i
 		}
-	}
+	})
+	carried := make([]bool, oldN+1) // by Handle
+	compiler.ForEachCounter(nw, func(i int, ref compiler.RuleRef, c *ir.Chain, r *ir.Rule) {
+		if r == nil {
+			src[i] = dataplane.CounterSource{From: -1, Initial: c.Counters}
+			if from, ok := oldPolicy[ref]; ok && keepOld {
+				src[i].From = from
+			}
+			return
+		}
+		src[i] = dataplane.CounterSource{From: -1, Initial: r.Counters}
+		if h := r.Handle; keepOld && h > 0 && int(h) <= oldN && !carried[h] {
+			src[i].From = int(h) - 1
+			carried[h] = true
+		}
+	})
 	return src
 }
 
@@ -109,7 +118,7 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 	// Counter indexes follow chain order; use the order the saved ruleset
 	// has (iptables-save's), which is the order loadRunning reads it back in.
 	t := time.Now()
-	rs.Chains = iptables.OrderedChains(rs)
+	orderChains(rs)
 	ifaces, err := dataplane.CompilerInterfaces()
 	if err != nil {
 		return err
@@ -209,9 +218,11 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 	}
 	t := time.Now()
 	hook := slices.Index(ir.BuiltinChains[:], chain)
-	rs.Chains = iptables.OrderedChains(rs)
+	orderChains(rs)
 	oldChain, newChain := old.Chain(chain), rs.Chain(chain)
-	if hook < 0 || oldChain == nil || newChain == nil || !shape(oldChain, newChain) {
+	// Walks through other tables are compiled in full (compiler.Walks).
+	if hook < 0 || oldChain == nil || newChain == nil || !shape(oldChain, newChain) ||
+		compiler.UsesOtherTables(old) || compiler.UsesOtherTables(rs) {
 		return commit(fam, old, rs, true, opts, sets)
 	}
 	gen, ifaces, err := runningGeneration(fam, old, run.gen)
@@ -297,19 +308,23 @@ func runningGeneration(fam ir.Family, old *ir.Ruleset, gr *generationReader) (*c
 	if !slices.Equal(ifaces, at) {
 		return nil, nil, errors.New("interfaces changed")
 	}
-	n := 0
-	for _, c := range old.Chains {
-		n += len(c.Rules)
-	}
 	// Room for the rule an in-place change may add.
-	gen.Rules = make([]compiler.RuleRef, 0, n+1)
+	gen.Rules = make([]compiler.RuleRef, 0, numCounters(old)-compiler.NumChains+1)
 	prefault.Slice(gen.Rules[:cap(gen.Rules)])
-	for _, c := range old.Chains {
-		for i := range c.Rules {
-			gen.Rules = append(gen.Rules, compiler.RuleRef{Chain: c.Name, Index: i})
-		}
-	}
+	compiler.ForEachCounter(old, func(_ int, ref compiler.RuleRef, _ *ir.Chain, _ *ir.Rule) {
+		gen.Rules = append(gen.Rules, ref)
+	})
 	return gen, ifaces, nil
+}
+
+// orderChains puts the chains of every table of rs in the order
+// iptables-save prints them, which is the order the saved ruleset keeps
+// and the counters follow (compiler.ForEachCounter).
+func orderChains(rs *ir.Ruleset) {
+	rs.Chains = iptables.OrderedChains(rs)
+	for _, t := range rs.Tables {
+		t.Chains = iptables.OrderedChains(t)
+	}
 }
 
 // install swaps gen, compiled from rs for ifaces, in. encoded, when not

@@ -59,6 +59,9 @@ func InsertRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef
 
 // addRule is AppendRule (at the chain's end) and InsertRule (atHead).
 func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, ifaces []Interface, atHead bool) (*Generation, error) {
+	if g.Walks() {
+		return nil, fmt.Errorf("%w: walks through other tables", ErrNotAppendable)
+	}
 	if hook < 0 || hook >= NumChains {
 		return nil, fmt.Errorf("%w: hook %d", ErrNotAppendable, hook)
 	}
@@ -99,7 +102,7 @@ func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, i
 	if atHead {
 		// The chain's other rules move down one place.
 		for i := range out.Rules {
-			if rr := &out.Rules[i]; i != int(counter-NumChains) && rr.Chain == ref.Chain && rr.Index >= ref.Index {
+			if rr := &out.Rules[i]; i != int(counter-NumChains) && rr.Table == ref.Table && rr.Chain == ref.Chain && rr.Index >= ref.Index {
 				rr.Index++
 			}
 		}
@@ -497,6 +500,9 @@ const maxDeadEntries = 64
 // the chain has maxDeadEntries dead positions already. Like AppendRule it
 // changes g in place: g must not be used afterwards, also on error.
 func DeleteRule(g *Generation, r *ir.Rule, hook int, counter uint32, ifaces []Interface) (*Generation, error) {
+	if g.Walks() {
+		return nil, fmt.Errorf("%w: walks through other tables", ErrNotAppendable)
+	}
 	if hook < 0 || hook >= NumChains {
 		return nil, fmt.Errorf("%w: hook %d", ErrNotAppendable, hook)
 	}
@@ -576,7 +582,7 @@ func DeleteRule(g *Generation, r *ir.Rule, hook int, counter uint32, ifaces []In
 	gone := g.Rules[counter-NumChains]
 	g.Rules = slices.Delete(g.Rules, int(counter-NumChains), int(counter-NumChains)+1)
 	for i := range g.Rules {
-		if ref := &g.Rules[i]; ref.Chain == gone.Chain && ref.Index > gone.Index {
+		if ref := &g.Rules[i]; ref.Table == gone.Table && ref.Chain == gone.Chain && ref.Index > gone.Index {
 			ref.Index--
 		}
 	}

@@ -40,7 +40,9 @@ type Generation struct {
 	// ext6 are the IPv6 extension header conditions (Ext6Conds).
 	ext6 []ir.Match
 	// Rules maps counter indexes to rules: index i ≥ NumChains is
-	// Rules[i-NumChains]; indexes 0–2 are the built-in chains' policies.
+	// Rules[i-NumChains]; indexes 0–2 are the filter table's built-in
+	// chains' policies, the other tables' policies are among Rules
+	// (ForEachCounter).
 	Rules []RuleRef
 	// Layout is what AppendRule needs beyond the data plane's maps.
 	Layout Layout
@@ -76,9 +78,28 @@ type Layout struct {
 	// its end (RETURN from the base chain, the end of a chain it goes to):
 	// they must skip an appended rule.
 	EndRefs [NumChains][]uint32
+	// WalkStart and WalkEnd bound the entries the data plane walks for
+	// each base chain when the ruleset has other tables (tables.go): the
+	// chains of every table the kernel runs on that path, filter's
+	// (ChainStart to ChainEnd) among them. WalkEnd[h] == 0: the walk is
+	// filter's chain alone. Such a generation is not changed in place.
+	WalkStart, WalkEnd [NumChains]uint32
 	// Dead[h] counts the positions of base chain h whose rules DeleteRule
 	// removed: in no class, never reused until the next full compile.
 	Dead [NumChains]uint32
+}
+
+// Walks reports whether the generation walks other tables' chains
+// (Layout.WalkEnd).
+func (g *Generation) Walks() bool { return g.Layout.WalkEnd != [NumChains]uint32{} }
+
+// Walk returns the entries the data plane walks for base chain h: its
+// walk through every table (WalkStart), or filter's chain alone.
+func (g *Generation) Walk(h int) (start, end uint32) {
+	if g.Layout.WalkEnd[h] != 0 {
+		return g.Layout.WalkStart[h], g.Layout.WalkEnd[h]
+	}
+	return g.ChainStart[h], g.ChainEnd[h]
 }
 
 // NumCounters is the size of the counters map.
@@ -95,8 +116,8 @@ type Options struct {
 	SetCounts func(m *ir.SetMatch) bool
 }
 
-// Compile compiles the filter table rs (and refuses rules of its other
-// tables, which the data plane does not enforce yet).
+// Compile compiles rs: its filter table and the chains of its other
+// tables (tables.go), refusing what the data plane cannot enforce.
 func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	if err := checkOtherTables(rs); err != nil {
 		return nil, err
@@ -110,13 +131,16 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 		logIndex: map[LogConfig]uint16{},
 		sets:     &setConds{fam: rs.Family},
 		counts:   opts.SetCounts,
+		policyID: map[RuleRef]uint32{},
 	}
-	for _, c := range rs.Chains {
-		for i, r := range c.Rules {
-			fl.ruleID[r] = uint32(NumChains + len(g.Rules))
-			g.Rules = append(g.Rules, RuleRef{Chain: c.Name, Index: i})
+	ForEachCounter(rs, func(i int, ref RuleRef, _ *ir.Chain, r *ir.Rule) {
+		g.Rules = append(g.Rules, ref)
+		if r != nil {
+			fl.ruleID[r] = uint32(i)
+		} else {
+			fl.policyID[ref] = uint32(i)
 		}
-	}
+	})
 	for hook, name := range ir.BuiltinChains {
 		if c := rs.Chain(name); c != nil {
 			g.PolicyDrop[hook] = c.Policy == ir.VerdictDrop
@@ -129,6 +153,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 		return nil, err
 	}
 	g.Entries = fl.entries
+	fl.layout.WalkStart, fl.layout.WalkEnd = fl.walkStart, fl.walkEnd
 	g.Layout = fl.layout
 	neverInAnyClass(g)
 	g.LogConfigs = fl.logs

@@ -196,9 +196,9 @@ func TestMapChoice(t *testing.T) {
 	}
 }
 
-// TestOtherTablesRefused checks that rules of the tables besides filter
-// are refused (the data plane does not enforce them yet) while empty
-// tables, with ACCEPT policies and empty user chains, compile.
+// TestOtherTablesRefused checks what the tables besides filter may hold:
+// empty tables, with empty user chains, and ACCEPT rules compile; a NAT
+// target and a DROP policy in nat are refused.
 func TestOtherTablesRefused(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -208,12 +208,15 @@ func TestOtherTablesRefused(t *testing.T) {
 		{"empty tables", func(t *ir.Ruleset) {
 			t.Chains = append(t.Chains, &ir.Chain{Name: "DOCKER"})
 		}, ""},
-		{"a rule", func(t *ir.Ruleset) {
+		{"an ACCEPT rule", func(t *ir.Ruleset) {
 			t.Chains[0].Rules = []*ir.Rule{{Target: ir.Target{Kind: ir.TargetAccept}}}
-		}, "table nat chain PREROUTING rule 1: rules in the nat table are not supported by xfw's data plane yet"},
+		}, ""},
+		{"a NAT rule", func(t *ir.Ruleset) {
+			t.Chains[0].Rules = []*ir.Rule{{Target: ir.Target{Kind: ir.TargetMasquerade}}}
+		}, "table nat chain PREROUTING rule 1: target MASQUERADE is not supported by xfw's data plane yet"},
 		{"a DROP policy", func(t *ir.Ruleset) {
 			t.Chains[0].Policy = ir.VerdictDrop
-		}, "table nat: policy DROP of chain PREROUTING is not supported by xfw's data plane yet"},
+		}, "table nat: policy DROP of chain PREROUTING is not supported by xfw"},
 	} {
 		rs := ir.NewRuleset(ir.IPv4)
 		c.table(rs.EnsureTable(ir.TableNat))

@@ -12,7 +12,8 @@ package compiler
 // it accepts, when that rule is an ACCEPT whose only condition is on the
 // connection state; ok is false otherwise.
 func (g *Generation) CtFastPath(h int) (entry uint32, states uint8, ok bool) {
-	if g.Active&(1<<FieldCt) == 0 || h < 0 || h >= NumChains {
+	// A walk through other tables first (or after) is no shortcut.
+	if g.Active&(1<<FieldCt) == 0 || h < 0 || h >= NumChains || g.Walks() {
 		return 0, 0, false
 	}
 	for i := g.ChainStart[h]; i < g.ChainEnd[h] && int(i) < len(g.Entries); i++ {

@@ -36,8 +36,10 @@ type LogConfig struct {
 
 // RuleRef names the rule behind a counter index.
 type RuleRef struct {
+	// Table is the rule's table, "" for filter.
+	Table string
 	Chain string
-	Index int // 0-based position in the chain
+	Index int // 0-based position in the chain; PolicyIndex: its policy
 }
 
 // flattener turns the chain graph into per-base-chain entry lists.
@@ -77,6 +79,15 @@ type flattener struct {
 	// (hashLimitIndex).
 	hashLimits   []HashLimit
 	hashLimitIDs map[limitKey]uint16
+	// policyID are the counter indexes of the other tables' policies;
+	// walkStart and walkEnd the walks' bounds (Generation.WalkStart);
+	// acceptTo, when set, is where ACCEPT continues (the next table of
+	// the walk); logView the LOG view bits of the segment being
+	// flattened (tables.go).
+	policyID           map[RuleRef]uint32
+	walkStart, walkEnd [NumChains]uint32
+	acceptTo           *label
+	logView            uint8
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with
@@ -171,6 +182,10 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 				}
 				if !ok {
 					return fmt.Errorf("chain %s rule %d: unsupported target", chain.Name, i+1)
+				}
+				if base.Action == ActAccept && fl.acceptTo != nil {
+					// ACCEPT ends this table's chain only.
+					base.Action, base.nextLabel = ActContinue, fl.acceptTo
 				}
 				fl.emit(base)
 				if base.Action == ActContinue {
@@ -307,6 +322,7 @@ func logConfigOf(o *ir.LogOptions) LogConfig {
 // first use.
 func (fl *flattener) logConfig(o *ir.LogOptions) uint16 {
 	lc := logConfigOf(o)
+	lc.Flags |= fl.logView
 	if i, ok := fl.logIndex[lc]; ok {
 		return i
 	}
@@ -339,8 +355,15 @@ func checkHook(r *ir.Rule, hook int) error {
 // OUTPUT's. It returns the chain ranges.
 func (fl *flattener) flatten() (start, end [NumChains]uint32, err error) {
 	var endLabels [NumChains]*label
+	rs := fl.rs
+	walks := UsesOtherTables(rs)
 	for hook, name := range ir.BuiltinChains {
-		c := fl.rs.Chain(name)
+		c := rs.Chain(name)
+		if walks {
+			if err := fl.walkBefore(rs, hook); err != nil {
+				return start, end, err
+			}
+		}
 		// Slack before the chain's entries too, for rules inserted at its
 		// head (InsertRule).
 		fl.layout.SlackStart[hook] = uint32(len(fl.entries))
@@ -364,6 +387,11 @@ func (fl *flattener) flatten() (start, end [NumChains]uint32, err error) {
 			fl.entries = append(fl.entries, Entry{Cond: neverCond(), Rule: NoRule, Action: ActDrop})
 		}
 		fl.layout.SlackEnd[hook] = uint32(len(fl.entries))
+		if walks {
+			if err := fl.walkAfter(rs, hook, end[hook]); err != nil {
+				return start, end, err
+			}
+		}
 	}
 	if len(fl.entries) > MaxEntries {
 		return start, end, fmt.Errorf("ruleset too large: %d entries after flattening user chains, the data plane holds %d (%d chunks of %d)", len(fl.entries), MaxEntries, MaxChunks, ChunkBits)

@@ -193,7 +193,7 @@ func (g *Generation) Classify(p *Packet, chain int) Result {
 			return res
 		}
 	}
-	pos, end := g.ChainStart[chain], g.ChainEnd[chain]
+	pos, end := g.Walk(chain)
 	chunkOf := func(f Field, c uint32) *Chunk {
 		id := g.ClassChunks[cls[f]*g.NumChunks+c]
 		if id == 0 {

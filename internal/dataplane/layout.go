@@ -150,19 +150,20 @@ const bpfNumFields = compiler.NumFields
 // familyCfg renders a generation's slot configuration (map xfw_cfg).
 func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 	c := bpfFamilyCfg{
-		Enabled:    1,
-		Active:     g.Active,
-		NChunks:    g.NumChunks,
-		NEntries:   uint32(len(g.Entries)),
-		ChainStart: g.ChainStart,
-		ChainEnd:   g.ChainEnd,
-		MaxIters:   g.MaxIters,
-		AddrBase:   g.AddrBase,
-		AddrCount:  g.AddrCount,
-		NCounters:  uint32(g.NumCounters()),
+		Enabled:   1,
+		Active:    g.Active,
+		NChunks:   g.NumChunks,
+		NEntries:  uint32(len(g.Entries)),
+		MaxIters:  g.MaxIters,
+		AddrBase:  g.AddrBase,
+		AddrCount: g.AddrCount,
+		NCounters: uint32(g.NumCounters()),
 	}
 	copy(c.SmallBase[:], g.SmallBase[:])
 	copy(c.DefaultCls[:], g.DefaultClass[:])
+	for h := 0; h < compiler.NumChains; h++ {
+		c.ChainStart[h], c.ChainEnd[h] = g.Walk(h)
+	}
 	for h := 0; h < compiler.NumChains; h++ {
 		if e, states, ok := g.CtFastPath(h); ok {
 			c.CtFastStates[h], c.CtFastEntry[h] = uint32(states), e

@@ -37,22 +37,27 @@ func RunningRuleset(fam ir.Family) (*ir.Ruleset, *ir.Encoded, error) {
 }
 
 // applyCounters copies data-plane counters into the IR (indexed as the
-// compiler numbers them: policies 0–2, then rules chain by chain) and gives
-// every rule its Handle (its counter index + 1).
+// compiler numbers them: filter's policies 0–2, then its rules chain by
+// chain, then the other tables' policies and rules,
+// compiler.ForEachCounter) and gives every rule its Handle (its counter
+// index + 1).
 func applyCounters(rs *ir.Ruleset, counters []ir.Counters) {
 	for hook, name := range ir.BuiltinChains {
 		if c := rs.Chain(name); c != nil && hook < len(counters) {
 			c.Counters = counters[hook]
 		}
 	}
-	i := compiler.NumChains
-	for _, c := range rs.Chains {
-		for _, r := range c.Rules {
+	compiler.ForEachCounter(rs, func(i int, _ compiler.RuleRef, c *ir.Chain, r *ir.Rule) {
+		switch {
+		case r == nil:
+			if i < len(counters) {
+				c.Counters = counters[i]
+			}
+		default:
 			if i < len(counters) {
 				r.Counters = counters[i]
 			}
 			r.Handle = uint32(i + 1)
-			i++
 		}
-	}
+	})
 }

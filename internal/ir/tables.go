@@ -128,6 +128,17 @@ func (rs *Ruleset) HasRules() bool {
 	return false
 }
 
+// LOG view bits: xfw's own, ORed into the data plane's LOG options above
+// the LOG target's LogFlag* bits (never printed): the rule is in a
+// PREROUTING chain (the line names no output device and shows the packet
+// as received, before the stack's IPv4 option processing and ip_forward's
+// TTL decrement) or in a POSTROUTING chain (no input device, no MAC
+// header).
+const (
+	LogViewPrerouting  uint8 = 0x40
+	LogViewPostrouting uint8 = 0x80
+)
+
 // NatFlags are the flags of a NAT range (NF_NAT_RANGE_*, the kernel's
 // values).
 type NatFlags uint8

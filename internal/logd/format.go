@@ -211,6 +211,16 @@ func formatEvent(ev Event, ifName func(index uint32) string, h host) string {
 		received: ev.Chain != ir.ChainOutput,
 		input:    ev.Chain == ir.ChainInput,
 	}
+	// A PREROUTING chain's line: no output device, the packet as
+	// received; a POSTROUTING chain's: no input device (ir.LogView*).
+	prerouting := ev.Flags&ir.LogViewPrerouting != 0
+	if prerouting {
+		ev.OutIfindex = 0
+		f.received, f.input = false, false
+	}
+	if ev.Flags&ir.LogViewPostrouting != 0 {
+		ev.InIfindex = 0
+	}
 	name := func(i uint32) string {
 		if i == 0 || ifName == nil {
 			return ""
@@ -231,7 +241,7 @@ func formatEvent(ev Event, ifName func(index uint32) string, h host) string {
 	if uint32(len(f.p.data)) > f.p.skbLen {
 		f.p.data = f.p.data[:f.p.skbLen]
 	}
-	if ev.Chain == ir.ChainForward {
+	if ev.Chain == ir.ChainForward && !prerouting {
 		f.ttlDelta = 1
 	}
 	if ev.Family == ir.IPv6 {

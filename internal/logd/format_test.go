@@ -68,6 +68,18 @@ func TestFormatEdges(t *testing.T) {
 			want: "IN= OUT= MAC=02:00:00:00:00:01:02:00:00:00:00:02:08:00 " + udp4Line,
 		},
 		{
+			name: "PREROUTING of a forwarded packet: no output device, TTL as received",
+			ev: Event{InIfindex: 2, OutIfindex: 4, Family: ir.IPv4, Chain: ir.ChainForward, HasMAC: true, L3Off: 14,
+				Flags: ir.LogViewPrerouting, Frame: mustHex(t, ethV4+udp4)},
+			want: "IN=eth0 OUT= MAC=02:00:00:00:00:01:02:00:00:00:00:02:08:00 " + udp4Line,
+		},
+		{
+			name: "POSTROUTING of a forwarded packet: no input device, no MAC, TTL decremented",
+			ev: Event{InIfindex: 2, OutIfindex: 4, Family: ir.IPv4, Chain: ir.ChainForward, HasMAC: true, L3Off: 14,
+				Flags: ir.LogViewPostrouting, Frame: mustHex(t, ethV4+udp4)},
+			want: "IN= OUT=wg0 " + strings.Replace(udp4Line, "TTL=64", "TTL=63", 1),
+		},
+		{
 			name: "prefix and level",
 			ev: Event{OutIfindex: 2, Family: ir.IPv4, Chain: ir.ChainOutput, L3Off: 14, Prefix: "my prefix: ",
 				Level: 1, Frame: mustHex(t, ethV4+udp4)},
