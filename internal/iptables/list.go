@@ -403,6 +403,12 @@ func (l *lister) match(r *ir.Rule, m ir.Match) {
 	switch m := m.(type) {
 	case *ir.LimitMatch:
 		l.b.WriteString(limitListing(m))
+	case *ir.StringMatch:
+		l.b.WriteString(stringListing(m))
+	case *ir.U32Match:
+		l.b.WriteString(u32Listing(m))
+	case *ir.TimeMatch:
+		l.b.WriteString(timeListing(m))
 	case *ir.TCPMatch:
 		l.b.WriteString(" tcp")
 		l.ports("spt", m.SrcPort, "tcp")

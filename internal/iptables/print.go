@@ -135,6 +135,12 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 	switch m := m.(type) {
 	case *ir.LimitMatch:
 		writeLimit(b, m)
+	case *ir.StringMatch:
+		writeString(b, m)
+	case *ir.U32Match:
+		writeU32(b, m)
+	case *ir.TimeMatch:
+		writeTime(b, m)
 	case *ir.TCPMatch:
 		writePorts(b, "sport", m.SrcPort)
 		writePorts(b, "dport", m.DstPort)

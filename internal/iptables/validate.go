@@ -141,6 +141,14 @@ func checkEntry(fam ir.Family, table string, r *ir.Rule, hooks hookMask) *failur
 			if f := checkLimit(m); f != nil {
 				return f
 			}
+		case *ir.StringMatch:
+			if f := checkString(m); f != nil {
+				return f
+			}
+		case *ir.TimeMatch:
+			if f := checkTime(m); f != nil {
+				return f
+			}
 		case *ir.TCPMatch:
 			ok = needsProto(r, protoTCP)
 		case *ir.UDPMatch:

@@ -391,6 +391,9 @@ func (e *encoder) match(m Match) error {
 		e.flags(m.Invert)
 		e.u8(m.Type)
 	default:
+		if e.predMatch(m) {
+			return nil
+		}
 		return fmt.Errorf("match %T (-m %s) has no binary form", m, m.ModuleName())
 	}
 	return nil
@@ -756,6 +759,9 @@ func (d *decoder) match() Match {
 		m.Type = d.u8()
 		return m
 	default:
+		if m := d.predMatch(tag); m != nil {
+			return m
+		}
 		d.fail(fmt.Errorf("unknown match tag %d", tag))
 		return &CommentMatch{}
 	}
