@@ -196,6 +196,7 @@ enum xfw_action {
 /* What a probe evaluates (struct xfw_probe .kind; probe.h dispatches). */
 enum xfw_probe_kind {
 	XFW_PROBE_LIMIT = 0, /* -m limit: a token from bucket .arg (limit.h) */
+	XFW_PROBE_PRED,      /* string, u32, time: predicate .arg's answer (pred.h) */
 	XFW_NPROBE_KINDS,
 };
 

@@ -18,6 +18,7 @@
 #include <linux/types.h>
 #include "common.h"
 #include "xfw_structs.h"
+#include "pred_structs.h"
 
 struct xfw_layouts {
 	struct xfw_setlk setlk;
@@ -26,6 +27,8 @@ struct xfw_layouts {
 	struct xfw_entry entry;
 	struct xfw_limit limit;
 	struct xfw_probe probe;
+	struct xfw_pred pred;
+	struct xfw_u32_test u32_test;
 	struct xfw_chunk chunk;
 	struct xfw_bound bound;
 	struct xfw_hkey hkey;

@@ -20,7 +20,7 @@
  * of the global functions the walk calls) and the slot.
  *
  * Includes: common.h, xfw_structs.h, parse.h, classify_maps.h,
- * generation.h, xfw_maps.h (the hooks' scratch), limit.h.
+ * generation.h, xfw_maps.h (the hooks' scratch), limit.h, pred.h.
  */
 #ifndef XFW_PROBE_H
 #define XFW_PROBE_H
@@ -34,6 +34,7 @@
 #include "generation.h"
 #include "xfw_maps.h"
 #include "limit.h"
+#include "pred.h"
 
 /* xfw_probe answers probe k of slot for the packet in the scratch of hook
  * (xfw_pending.hook): 1 true, 0 false (also for a probe or a kind the
@@ -59,6 +60,8 @@ __attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
 	switch (pr->kind) {
 	case XFW_PROBE_LIMIT:
 		return xfw_limit_take(slot, pr->arg);
+	case XFW_PROBE_PRED:
+		return xfw_pred_bit(hook, pr->arg);
 	default:
 		(void)p; /* the kinds to come read the packet */
 		return 0;

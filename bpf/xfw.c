@@ -40,6 +40,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "xfw_maps.h"
 #include "log.h"
 #include "route.h"
+#include "pred.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The Ethernet broadcast address as a 48-bit number. */
@@ -175,6 +176,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		st->nlogs = 0;
 		verdict = XFW_ACT_ACCEPT;
 	} else {
+		xfw_preds_xdp(ctx, p, st->slot);
 		verdict = xfw_judge(p, chain, iif, oif, st, &rj);
 	}
 	if (verdict == XFW_ACT_ACCEPT && cs)
@@ -249,6 +251,7 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	/* cs is set when the offending packet was tracked. */
 	if (cs)
 		xfw_ct_reply(skb, p, cs);
+	xfw_preds_tc(skb, p, st->slot);
 	verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX, st, &rj);
 	if (verdict == XFW_ACT_ACCEPT && cs)
 		xfw_ct_confirm_out(p, cs, skb->ifindex);
@@ -330,6 +333,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		st->nlogs = 0;
 		verdict = XFW_ACT_ACCEPT;
 	} else {
+		xfw_preds_tc(skb, p, st->slot);
 		verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
 	}
 	if (verdict == XFW_ACT_ACCEPT && cs)

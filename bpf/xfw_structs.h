@@ -169,6 +169,9 @@ struct xfw_family_cfg {
 	 * without classification (0: no fast path). */
 	__u32 ct_fast_states[XFW_NCHAINS];
 	__u32 ct_fast_entry[XFW_NCHAINS];
+	/* Predicates (pred.h: string, u32, time) in the slot's xfw_o_pred,
+	 * answered at the hook before the walk (0: none). */
+	__u32 npreds;
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid

@@ -143,6 +143,8 @@ func (b *termBuilder) addMatch(m ir.Match) error {
 	switch m := m.(type) {
 	case *ir.LimitMatch:
 		// Decided by the rule's limit probes (limit.go), not by its terms.
+	case *ir.StringMatch, *ir.U32Match, *ir.TimeMatch:
+		// Decided by the rule's predicate probes (pred.go).
 	case *ir.TCPMatch:
 		return b.tcp(m)
 	case *ir.UDPMatch:

@@ -69,6 +69,10 @@ type flattener struct {
 	// (probeIndex).
 	probeList []Probe
 	probeIDs  map[Probe]uint16
+	// preds are the generation's predicates, predIDs their indexes
+	// (predIndex).
+	preds   []Pred
+	predIDs map[predKey]uint32
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with

@@ -31,6 +31,9 @@ type ProbeKind uint32
 const (
 	// ProbeLimit takes a token from limit bucket Arg (Generation.Limits).
 	ProbeLimit ProbeKind = iota
+	// ProbePred answers predicate Arg (Generation.Preds: string, u32,
+	// time; pred.go).
+	ProbePred
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )
@@ -51,7 +54,7 @@ func probedMatch(m ir.Match) bool {
 	case *ir.LimitMatch:
 		return true
 	}
-	return false
+	return isPred(m)
 }
 
 // hasProbedMatch reports whether r has a match asked by a probe: such a
@@ -72,6 +75,9 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match) (Probe, error) {
 	case *ir.LimitMatch:
 		k, err := fl.limitIndex(r, i, m)
 		return Probe{Kind: ProbeLimit, Arg: uint32(k)}, err
+	case *ir.StringMatch, *ir.U32Match, *ir.TimeMatch:
+		k, err := fl.predIndex(r, i, m)
+		return Probe{Kind: ProbePred, Arg: k}, err
 	}
 	return Probe{}, fmt.Errorf("match %T is not probed", m)
 }

@@ -29,6 +29,10 @@ type Packet struct {
 	// packed as terms_type.go describes), PktType the packet type
 	// (FieldPktType).
 	AddrType, PktType uint32
+	// Preds are the answers of the generation's predicates
+	// (Generation.Preds): bit k is predicate k's, as the data plane
+	// evaluates it at the hook.
+	Preds uint64
 }
 
 // probe answers probe pr for the packet, as the data plane's evaluator
@@ -37,6 +41,8 @@ func (p *Packet) probe(pr Probe) bool {
 	switch pr.Kind {
 	case ProbeLimit:
 		return p.Limit == nil || p.Limit(int(pr.Arg))
+	case ProbePred:
+		return p.Preds>>pr.Arg&1 != 0
 	}
 	return false
 }

@@ -81,6 +81,8 @@ type bpfFamilyCfg struct {
 	// path (compiler.Generation.CtFastPath).
 	CtFastStates [compiler.NumChains]uint32
 	CtFastEntry  [compiler.NumChains]uint32
+	// NPreds is the generation's predicates (compiler.Generation.Preds).
+	NPreds uint32
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
@@ -155,6 +157,7 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 		AddrBase:   g.AddrBase,
 		AddrCount:  g.AddrCount,
 		NCounters:  uint32(g.NumCounters()),
+		NPreds:     uint32(len(g.Preds)),
 	}
 	copy(c.SmallBase[:], g.SmallBase[:])
 	copy(c.DefaultCls[:], g.DefaultClass[:])

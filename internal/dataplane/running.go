@@ -36,6 +36,8 @@ type genMeta struct {
 	// Probes are the generation's probes (compiler.Generation): an
 	// in-place change of the running generation keeps them.
 	Probes []compiler.Probe `json:",omitempty"`
+	// Preds are the generation's predicates (compiler.Generation).
+	Preds []predMeta `json:",omitempty"`
 }
 
 // SetLookupInfo describes one set lookup of a running generation.
@@ -63,6 +65,7 @@ func generationMeta(u *Update) ([]byte, error) {
 		Small: len(g.Small), ClassChunks: len(g.ClassChunks), Chunks: len(g.Chunks), LogConfigs: len(g.LogConfigs),
 		Layout: g.Layout, SetConds: g.SetConds, Interfaces: u.Interfaces,
 		SetLookups: setLookupInfos(u.Sets), Limits: g.Limits, Probes: g.Probes,
+		Preds: predMetas(g.Preds),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode generation metadata: %w", err)
@@ -104,7 +107,7 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 		ChainStart: c.ChainStart, ChainEnd: c.ChainEnd, MaxIters: c.MaxIters,
 		AddrBase: c.AddrBase, AddrCount: c.AddrCount,
 		Hash: map[compiler.HashKey]uint32{}, Layout: meta.Layout, SetConds: meta.SetConds,
-		Limits: meta.Limits, Probes: meta.Probes,
+		Limits: meta.Limits, Probes: meta.Probes, Preds: predsOfMeta(meta.Preds),
 	}
 	for i, d := range c.PolicyDrop {
 		g.PolicyDrop[i] = d != 0

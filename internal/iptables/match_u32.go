@@ -261,6 +261,21 @@ func writeU32(b *strings.Builder, m *ir.U32Match) {
 	b.WriteString(" --u32" + u32Text(m))
 }
 
+// u32MaxShift is the largest shift count u32_mt_checkentry allows.
+const u32MaxShift = 31
+
+// checkU32 is u32_mt_checkentry: shift counts up to 31 (EINVAL beyond).
+func checkU32(m *ir.U32Match) *failure {
+	for _, t := range m.Tests {
+		for _, l := range t.Loc[1:] {
+			if (l.Op == ir.U32LeftShift || l.Op == ir.U32RightShift) && l.Num > u32MaxShift {
+				return kernelEINVAL()
+			}
+		}
+	}
+	return nil
+}
+
 // u32Listing is a u32 match in iptables -L's listing (u32_print).
 func u32Listing(m *ir.U32Match) string {
 	if m.Invert {

@@ -145,6 +145,10 @@ func checkEntry(fam ir.Family, table string, r *ir.Rule, hooks hookMask) *failur
 			if f := checkString(m); f != nil {
 				return f
 			}
+		case *ir.U32Match:
+			if f := checkU32(m); f != nil {
+				return f
+			}
 		case *ir.TimeMatch:
 			if f := checkTime(m); f != nil {
 				return f
