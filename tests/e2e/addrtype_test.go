@@ -236,29 +236,35 @@ func TestAddrTypePktTypeAgainstKernel(t *testing.T) {
 		}
 	}
 	for _, pr := range typeProbes() {
-		t.Run(pr.name, func(t *testing.T) {
-			saves := map[string]string{}
-			var mu sync.Mutex
-			tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-				nettest.MustExec(t, tp.FwNS, append(fw.cmd(pr.fam, ""), "-w", "10", "-Z")...)
-				sendTypeProbe(t, tp, pr)
-				time.Sleep(typeSettle)
-				save := fw.save(t, tp, pr.fam)
-				mu.Lock()
-				saves[kind] = save
-				mu.Unlock()
-			})
-			if t.Failed() {
-				return
-			}
-			k, x := ruleCountersOf(t, saves["kernel"]), ruleCountersOf(t, saves["xfw"])
-			compareTypeCounters(t, k, x)
-			if countedRules(k) == 0 {
-				t.Errorf("the kernel counted the packet in no rule (fix the probe)")
-			}
-			t.Logf("%d rules counted the packet", countedRules(k))
-		})
+		t.Run(pr.name, func(t *testing.T) { compareProbeCounters(t, tw, pr) })
 	}
+}
+
+// compareProbeCounters zeroes the counters of both twins, sends probe pr
+// through each and compares every rule's counters; the kernel must have
+// counted the packet somewhere.
+func compareProbeCounters(t *testing.T, tw *twins, pr typeProbe) {
+	saves := map[string]string{}
+	var mu sync.Mutex
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		// A long wait: other namespaces' commands share the lock file.
+		nettest.MustExec(t, tp.FwNS, append(fw.cmd(pr.fam, ""), "-w", "60", "-Z")...)
+		sendTypeProbe(t, tp, pr)
+		time.Sleep(typeSettle)
+		save := fw.save(t, tp, pr.fam)
+		mu.Lock()
+		saves[kind] = save
+		mu.Unlock()
+	})
+	if t.Failed() {
+		return
+	}
+	k, x := ruleCountersOf(t, saves["kernel"]), ruleCountersOf(t, saves["xfw"])
+	compareTypeCounters(t, k, x)
+	if countedRules(k) == 0 {
+		t.Errorf("the kernel counted the packet in no rule (fix the probe)")
+	}
+	t.Logf("%d rules counted the packet", countedRules(k))
 }
 
 // typeSettle is how long a probe may take through fw (its counters are

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -192,28 +191,7 @@ func predChainAgainstKernel(t *testing.T, tw *twins, chain string, now time.Time
 		})
 	}
 	for _, pr := range probes {
-		t.Run(pr.name, func(t *testing.T) {
-			saves := map[string]string{}
-			var mu sync.Mutex
-			tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-				nettest.MustExec(t, tp.FwNS, append(fw.cmd(pr.fam, ""), "-w", "60", "-Z")...)
-				sendTypeProbe(t, tp, pr)
-				time.Sleep(typeSettle)
-				save := fw.save(t, tp, pr.fam)
-				mu.Lock()
-				saves[kind] = save
-				mu.Unlock()
-			})
-			if t.Failed() {
-				return
-			}
-			k, x := ruleCountersOf(t, saves["kernel"]), ruleCountersOf(t, saves["xfw"])
-			compareTypeCounters(t, k, x)
-			if countedRules(k) == 0 {
-				t.Errorf("the kernel counted the packet in no rule (fix the probe)")
-			}
-			t.Logf("%d rules counted the packet", countedRules(k))
-		})
+		t.Run(pr.name, func(t *testing.T) { compareProbeCounters(t, tw, pr) })
 	}
 }
 
