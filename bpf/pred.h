@@ -24,7 +24,8 @@
  * string: a Boyer-Moore-Horspool search of the pattern in [from, min(to,
  * len)) (skb_find_text: the whole match within the window), comparing with
  * the kernel's toupper (Latin-1, lib/ctype.c) under --icase; the pattern
- * (folded) and the shift table by raw byte come from the control plane.
+ * (folded), the folding table and the shift table by raw byte come from
+ * the control plane.
  * Linear data: bm and kmp give the same answer, and so does xfw.
  * u32: xt_u32's u32_match_it with its bounds checks (out of the packet: no
  * match); shifts of 32 or more shift by the count modulo 32, as x86 does.
@@ -87,15 +88,6 @@ static __always_inline int xfw_pred_bit(__u32 hook, __u32 k)
 	return (b->bits >> (k & (XFW_PRED_MAX - 1))) & 1;
 }
 
-/* xfw_toupper is the kernel's toupper (lib/ctype.c: Latin-1 lower case
- * letters, 0xdf and 0xff included, lose 0x20). */
-static __always_inline __u8 xfw_toupper(__u8 c)
-{
-	if ((c >= 'a' && c <= 'z') || (c >= 0xdf && c != 0xf7))
-		return c - 0x20;
-	return c;
-}
-
 /* Search state of one string predicate (bpf_loop context). */
 struct xfw_search {
 	__u32 key;   /* xfw_pktbytes element */
@@ -128,9 +120,7 @@ static long xfw_search_step(__u32 step, void *ctx)
 			s->found = 1;
 			return 1;
 		}
-		c = b->data[(i - j) & XFW_PKTBYTES_MASK];
-		if (pr->flags & XFW_PREDF_ICASE)
-			c = xfw_toupper(c);
+		c = pr->fold[b->data[(i - j) & XFW_PKTBYTES_MASK]];
 		if (c != pr->pattern[(n - 1 - j) & (XFW_PRED_PATMAX - 1)])
 			break;
 	}

@@ -17,7 +17,7 @@
 #define XFW_U32_SLOTS 16         /* test slots (a power of two) */
 #define XFW_PKTBYTES_MAX 65536   /* bytes of a packet copied */
 #define XFW_PKTBYTES_MASK 0xffff /* offsets within them */
-#define XFW_PKTBYTES_CHUNK 1024  /* bytes copied per helper call */
+#define XFW_PKTBYTES_CHUNK 4096  /* bytes copied per helper call */
 #define XFW_SECONDS_PER_DAY 86400
 #define XFW_NS_PER_SEC 1000000000ULL
 
@@ -63,6 +63,8 @@ struct xfw_pred {
 	__s64 tai_off;       /* time: CLOCK_TAI - CLOCK_REALTIME in ns */
 	__u8 pattern[XFW_PRED_PATMAX]; /* string: folded under --icase */
 	__u8 shift[256];     /* string: Horspool shift by raw byte */
+	__u8 fold[256];      /* string: each byte as compared (the kernel's
+			      * toupper under --icase, else itself) */
 	/* u32: tests; 16 slots, 10 used: an index masked with 15 is one */
 	struct xfw_u32_test tests[XFW_U32_SLOTS];
 };

@@ -34,6 +34,7 @@ type bpfPred struct {
 	TAIOff                    int64
 	Pattern                   [ir.StringMaxPattern]uint8
 	Shift                     [256]uint8
+	Fold                      [256]uint8
 	Tests                     [u32TestSlots]bpfU32Test
 }
 
@@ -102,6 +103,7 @@ func stringPred(m *ir.StringMatch) bpfPred {
 	}
 	for t := range p.Shift {
 		p.Shift[t] = uint8(shift[fold(byte(t))])
+		p.Fold[t] = fold(byte(t))
 	}
 	return p
 }

@@ -19,11 +19,7 @@ func horspoolFind(p bpfPred, text []byte) bool {
 	for i := int(p.From) + n - 1; i < end; i += int(p.Shift[text[i]]) {
 		j := 0
 		for ; j < n; j++ {
-			c := text[i-j]
-			if p.Flags&predICase != 0 {
-				c = kernelToUpper(c)
-			}
-			if c != p.Pattern[n-1-j] {
+			if p.Fold[text[i-j]] != p.Pattern[n-1-j] {
 				break
 			}
 		}
