@@ -235,6 +235,7 @@ enum xfw_probe_kind {
 	XFW_PROBE_RECENT,    /* -m recent: the slot's recent match .arg (recent.h) */
 	XFW_PROBE_HASHLIMIT = 2, /* -m hashlimit: table and rule bits in .arg
 				  * (hashlimit.h) */
+	XFW_PROBE_PRED,      /* string, u32, time: predicate .arg's answer (pred.h) */
 	XFW_NPROBE_KINDS,
 };
 

@@ -20,6 +20,7 @@
 #include "xfw_structs.h"
 #include "recent_structs.h"
 #include "hashlimit_structs.h"
+#include "pred_structs.h"
 
 struct xfw_layouts {
 	struct xfw_setlk setlk;
@@ -30,6 +31,8 @@ struct xfw_layouts {
 	struct xfw_probe probe;
 	struct xfw_hl_table hl_table;
 	struct xfw_hl_key hl_key;
+	struct xfw_pred pred;
+	struct xfw_u32_test u32_test;
 	struct xfw_chunk chunk;
 	struct xfw_bound bound;
 	struct xfw_hkey hkey;

@@ -20,7 +20,7 @@
  * of the global functions the walk calls) and the slot.
  *
  * Includes: common.h, xfw_structs.h, parse.h, classify_maps.h,
- * generation.h, xfw_maps.h (the hooks' scratch), limit.h.
+ * generation.h, xfw_maps.h (the hooks' scratch), limit.h, pred.h.
  */
 #ifndef XFW_PROBE_H
 #define XFW_PROBE_H
@@ -40,6 +40,7 @@
 /* xfw_probe's answer that drops the packet at once (the kernel's hotdrop:
  * a full hashlimit table). */
 #define XFW_PROBE_HOTDROP XFW_HL_HOTDROP
+#include "pred.h"
 
 /* xfw_probe answers probe k of slot for the packet in the scratch of hook
  * (xfw_pending.hook): 1 true, XFW_PROBE_HOTDROP, 0 false (also for a probe or a kind the
@@ -69,6 +70,8 @@ __attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
 		return xfw_recent_match(slot, pr->arg, p);
 	case XFW_PROBE_HASHLIMIT:
 		return xfw_hashlimit(p, pr->arg);
+	case XFW_PROBE_PRED:
+		return xfw_pred_bit(hook, pr->arg);
 	default:
 		return 0;
 	}

@@ -187,6 +187,9 @@ struct xfw_family_cfg {
 	__u32 next6;
 	struct xfw_ext6cond ext6[XFW_MAX_EXT6CONDS];
 	__u8 ext6_addr[XFW_EXT6_MAX_ADDRS][16];
+	/* Predicates (pred.h: string, u32, time) in the slot's xfw_o_pred,
+	 * answered at the hook before the walk (0: none). */
+	__u32 npreds;
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid

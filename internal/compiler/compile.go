@@ -61,6 +61,9 @@ type Generation struct {
 	// often user chains flatten its rule; hashlimit probes (Probes of
 	// kind ProbeHashLimit) name them by index.
 	HashLimits []HashLimit
+	// Preds are the string, u32 and time matches (pred.go); probes of
+	// kind ProbePred name them by index.
+	Preds []Pred
 }
 
 // Layout describes a generation's entry list for AppendRule: the slack
@@ -165,6 +168,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	g.Probes = fl.probeList
 	g.Recents = fl.recents
 	g.HashLimits = fl.hashLimits
+	g.Preds = fl.preds
 	n := len(g.Entries)
 	g.NumChunks = uint32((n + ChunkBits - 1) / ChunkBits)
 	if g.NumChunks == 0 {

@@ -145,6 +145,8 @@ func (b *termBuilder) addMatch(m ir.Match) error {
 	case *ir.LimitMatch, *ir.RecentMatch, *ir.HashLimitMatch:
 		// Decided by the rule's probes (limit.go, recent.go, hashlimit.go),
 		// not by its terms.
+	case *ir.StringMatch, *ir.U32Match, *ir.TimeMatch:
+		// Decided by the rule's predicate probes (pred.go).
 	case *ir.TCPMatch:
 		return b.tcp(m)
 	case *ir.UDPMatch:

@@ -88,6 +88,10 @@ type flattener struct {
 	walkStart, walkEnd [NumChains]uint32
 	acceptTo           *label
 	logView            uint8
+	// preds are the generation's predicates, predIDs their indexes
+	// (predIndex).
+	preds   []Pred
+	predIDs map[predKey]uint32
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with

@@ -35,6 +35,9 @@ const (
 	ProbeRecent
 	// ProbeHashLimit asks hashlimit match Arg (Generation.HashLimits).
 	ProbeHashLimit
+	// ProbePred answers predicate Arg (Generation.Preds: string, u32,
+	// time; pred.go).
+	ProbePred
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )
@@ -55,7 +58,7 @@ func probedMatch(m ir.Match) bool {
 	case *ir.LimitMatch, *ir.RecentMatch, *ir.HashLimitMatch:
 		return true
 	}
-	return false
+	return isPred(m)
 }
 
 // hasProbedMatch reports whether r has a match asked by a probe: such a
@@ -82,6 +85,9 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match) (Probe, error) {
 	case *ir.HashLimitMatch:
 		k, err := fl.hashLimitIndex(r, i, m)
 		return Probe{Kind: ProbeHashLimit, Arg: uint32(k)}, err
+	case *ir.StringMatch, *ir.U32Match, *ir.TimeMatch:
+		k, err := fl.predIndex(r, i, m)
+		return Probe{Kind: ProbePred, Arg: k}, err
 	}
 	return Probe{}, fmt.Errorf("match %T is not probed", m)
 }

@@ -41,6 +41,10 @@ type Packet struct {
 	// Ext6 is the answers of the IPv6 extension header conditions
 	// (FieldExt6, terms_ip6ext.go).
 	Ext6 uint32
+	// Preds are the answers of the generation's predicates
+	// (Generation.Preds): bit k is predicate k's, as the data plane
+	// evaluates it at the hook.
+	Preds uint64
 }
 
 // probe answers probe pr for the packet, as the data plane's evaluator
@@ -59,6 +63,8 @@ func (p *Packet) probe(g *Generation, pr Probe) bool {
 		return p.Recent(int(pr.Arg), &g.Recents[pr.Arg].RecentMatch)
 	case ProbeHashLimit:
 		return p.HashLimit == nil || p.HashLimit(int(pr.Arg))
+	case ProbePred:
+		return p.Preds>>pr.Arg&1 != 0
 	}
 	return false
 }

@@ -42,6 +42,9 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 	if err := fillProbes(m["probe"], probes); err != nil {
 		return err
 	}
+	if err := fillPreds(m["pred"], g.Preds); err != nil {
+		return err
+	}
 	if err := putU32s(m["small"], g.Small); err != nil {
 		return fmt.Errorf("fill small-field classes: %w", err)
 	}

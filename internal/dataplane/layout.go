@@ -86,6 +86,8 @@ type bpfFamilyCfg struct {
 	Next6    uint32
 	Ext6     [compiler.MaxExt6Conds]bpfExt6Cond
 	Ext6Addr [ext6MaxAddrs][16]byte
+	// NPreds is the generation's predicates (compiler.Generation.Preds).
+	NPreds uint32
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
@@ -158,6 +160,7 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 		AddrBase:  g.AddrBase,
 		AddrCount: g.AddrCount,
 		NCounters: uint32(g.NumCounters()),
+		NPreds:    uint32(len(g.Preds)),
 	}
 	copy(c.SmallBase[:], g.SmallBase[:])
 	copy(c.DefaultCls[:], g.DefaultClass[:])

@@ -53,6 +53,8 @@ var layoutMirrors = []layoutMirror{
 	{c: "xfw_rc_rule", goType: reflect.TypeOf(bpfRecentRule{})},
 	{c: "xfw_hl_table", goType: reflect.TypeOf(bpfHLTable{}), renamed: map[string]string{"CPJ": "cpj", "GC": "gc", "NextGC": "next_gc"}},
 	{c: "xfw_hl_key", goType: reflect.TypeOf(bpfHLKey{})},
+	{c: "xfw_pred", goType: reflect.TypeOf(bpfPred{}), renamed: map[string]string{"TZWest": "tz_west", "TAIOff": "tai_off", "N": "n"}},
+	{c: "xfw_u32_test", goType: reflect.TypeOf(bpfU32Test{}), renamed: map[string]string{"NNums": "nnums", "NValues": "nvalues"}},
 	{c: "xfw_chunk", goType: reflect.TypeOf(bpfChunk{})},
 	{c: "xfw_bound", goType: reflect.TypeOf(bpfBound{})},
 	{c: "xfw_hkey", goType: reflect.TypeOf(bpfHKey{})},
@@ -339,6 +341,7 @@ func enumMirrors() []enumMirror {
 			"XFW_PROBE_LIMIT": int64(compiler.ProbeLimit), "XFW_NPROBE_KINDS": int64(compiler.NumProbeKinds),
 			"XFW_PROBE_RECENT":    int64(compiler.ProbeRecent),
 			"XFW_PROBE_HASHLIMIT": int64(compiler.ProbeHashLimit),
+			"XFW_PROBE_PRED":      int64(compiler.ProbePred),
 		}},
 		{c: "xfw_ctstat", mirror: "ctStat* (ctstats.go)", values: map[string]int64{
 			"XFW_CTSTAT_INSERT": ctStatInsert, "XFW_CTSTAT_NEW_GONE": ctStatNewGone,

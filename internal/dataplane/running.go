@@ -41,6 +41,8 @@ type genMeta struct {
 	// HashLimits are the generation's hashlimit matches, which its
 	// hashlimit probes name.
 	HashLimits []compiler.HashLimit `json:",omitempty"`
+	// Preds are the generation's predicates (compiler.Generation).
+	Preds []predMeta `json:",omitempty"`
 }
 
 // SetLookupInfo describes one set lookup of a running generation.
@@ -70,6 +72,7 @@ func generationMeta(u *Update) ([]byte, error) {
 		SetLookups: setLookupInfos(u.Sets), Limits: g.Limits, Probes: g.Probes,
 		Recents:    g.Recents,
 		HashLimits: g.HashLimits,
+		Preds:      predMetas(g.Preds),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode generation metadata: %w", err)
@@ -112,7 +115,7 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 		AddrBase: c.AddrBase, AddrCount: c.AddrCount,
 		Hash: map[compiler.HashKey]uint32{}, Layout: meta.Layout, SetConds: meta.SetConds,
 		Limits: meta.Limits, Probes: meta.Probes,
-		Recents: meta.Recents, HashLimits: meta.HashLimits,
+		Recents: meta.Recents, HashLimits: meta.HashLimits, Preds: predsOfMeta(meta.Preds),
 	}
 	for i, d := range c.PolicyDrop {
 		g.PolicyDrop[i] = d != 0

@@ -23,7 +23,7 @@ func familyIndex(f ir.Family) int {
 // generationMaps are the kinds of per-generation inner maps; the outer map
 // of kind k is "xfw_o_"+k (bpf/classify_maps.h, bpf/xfw_maps.h).
 var generationMaps = []string{"small", "bounds", "hcls", "clsch", "chunks",
-	"entries", "counters", "logcfg", "state", "cbase", "setctr", "limit", "probe"}
+	"entries", "counters", "logcfg", "state", "cbase", "setctr", "limit", "probe", "pred"}
 
 // outerName is the outer (ARRAY_OF_MAPS) map of a generation map kind.
 func outerName(kind string) string { return "xfw_o_" + kind }
@@ -79,6 +79,7 @@ func mapSizes(u *Update, ncpu int) map[string]int {
 		"setctr":   max(1, len(u.SetCounters)),
 		"limit":    max(1, len(g.Limits)),
 		"probe":    max(1, len(g.Probes)),
+		"pred":     max(1, len(g.Preds)),
 	}
 }
 

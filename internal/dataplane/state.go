@@ -634,6 +634,7 @@ func LogRing() (*ebpf.Map, error) {
 // connection tables are sized.
 func trimSpec(spec *ebpf.CollectionSpec) {
 	sizeConnTables(spec)
+	sizePktBytes(spec)
 }
 
 // load loads and verifies xfw's programs in the namespace (not attached

@@ -407,6 +407,12 @@ func (l *lister) match(r *ir.Rule, m ir.Match) {
 		l.b.WriteString(recentListing(l.fam, m))
 	case *ir.HashLimitMatch:
 		l.b.WriteString(hashLimitText(l.fam, m, false))
+	case *ir.StringMatch:
+		l.b.WriteString(stringListing(m))
+	case *ir.U32Match:
+		l.b.WriteString(u32Listing(m))
+	case *ir.TimeMatch:
+		l.b.WriteString(timeListing(m))
 	case *ir.TCPMatch:
 		l.b.WriteString(" tcp")
 		l.ports("spt", m.SrcPort, "tcp")

@@ -139,6 +139,12 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 		writeRecent(b, fam, m)
 	case *ir.HashLimitMatch:
 		b.WriteString(hashLimitText(fam, m, true))
+	case *ir.StringMatch:
+		writeString(b, m)
+	case *ir.U32Match:
+		writeU32(b, m)
+	case *ir.TimeMatch:
+		writeTime(b, m)
 	case *ir.TCPMatch:
 		writePorts(b, "sport", m.SrcPort)
 		writePorts(b, "dport", m.DstPort)

@@ -149,6 +149,18 @@ func checkEntry(fam ir.Family, table string, r *ir.Rule, hooks hookMask) *failur
 			if f := checkHashLimit(fam, m); f != nil {
 				return f
 			}
+		case *ir.StringMatch:
+			if f := checkString(m); f != nil {
+				return f
+			}
+		case *ir.U32Match:
+			if f := checkU32(m); f != nil {
+				return f
+			}
+		case *ir.TimeMatch:
+			if f := checkTime(m); f != nil {
+				return f
+			}
 		case *ir.TCPMatch:
 			ok = needsProto(r, protoTCP)
 		case *ir.UDPMatch:

@@ -235,17 +235,22 @@ func TestAddrTypePktTypeAgainstKernel(t *testing.T) {
 		}
 	}
 	for _, pr := range typeProbes() {
-		t.Run(pr.name, func(t *testing.T) {
-			k := compareAfterProbe(t, tw, pr.fam, func(t *testing.T, tp *nettest.Topology) { sendTypeProbe(t, tp, pr) })
-			if t.Failed() {
-				return
-			}
-			if countedRules(k) == 0 {
-				t.Errorf("the kernel counted the packet in no rule (fix the probe)")
-			}
-			t.Logf("%d rules counted the packet", countedRules(k))
-		})
+		t.Run(pr.name, func(t *testing.T) { compareProbeCounters(t, tw, pr) })
 	}
+}
+
+// compareProbeCounters zeroes the counters of both twins, sends probe pr
+// through each and compares every rule's counters; the kernel must have
+// counted the packet somewhere.
+func compareProbeCounters(t *testing.T, tw *twins, pr typeProbe) {
+	k := compareAfterProbe(t, tw, pr.fam, func(t *testing.T, tp *nettest.Topology) { sendTypeProbe(t, tp, pr) })
+	if t.Failed() {
+		return
+	}
+	if countedRules(k) == 0 {
+		t.Errorf("the kernel counted the packet in no rule (fix the probe)")
+	}
+	t.Logf("%d rules counted the packet", countedRules(k))
 }
 
 // typeSettle is how long a probe may take through fw (its counters are
