@@ -42,6 +42,7 @@ var conformanceExtensions = map[string]bool{
 	"dscp": true, "tos": true, "ecn": true, "tcpmss": true,
 	"rt": true, "frag": true, "ip6:ah": true, // ip6:NAME: only libip6t_NAME.t
 	"limit": true, "hashlimit": true,
+	"hbh": true, "dst": true, "ipv6header": true, "mh": true,
 	"DNAT": true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
 }
 
