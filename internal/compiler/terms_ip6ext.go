@@ -97,24 +97,31 @@ func (ec *ext6Conds) index(m ir.Match) (int, error) {
 
 // addrs counts the rt addresses of the conditions so far.
 func (ec *ext6Conds) addrs() int {
-	n := 0
-	for _, c := range ec.conds {
-		if rt, ok := c.(*ir.RTMatch); ok {
-			n += len(rt.Addrs)
+	return ec.count(func(m ir.Match) int {
+		if rt, ok := m.(*ir.RTMatch); ok {
+			return len(rt.Addrs)
 		}
-	}
-	return n
+		return 0
+	})
 }
 
 // opts counts the hbh and dst options of the conditions so far.
 func (ec *ext6Conds) opts() int {
-	n := 0
-	for _, c := range ec.conds {
-		if o, ok := c.(*ir.OptsMatch); ok {
-			n += len(o.Opts)
+	return ec.count(func(m ir.Match) int {
+		if o, ok := m.(*ir.OptsMatch); ok {
+			return len(o.Opts)
 		}
+		return 0
+	})
+}
+
+// count sums n over the conditions so far.
+func (ec *ext6Conds) count(n func(ir.Match) int) int {
+	sum := 0
+	for _, c := range ec.conds {
+		sum += n(c)
 	}
-	return n
+	return sum
 }
 
 // ext6Values returns the FieldExt6 values with bit b set (want) or clear.
