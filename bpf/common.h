@@ -115,7 +115,12 @@ enum xfw_ext6 {
 	XFW_EXT6_RT = 0,          /* condition kinds */
 	XFW_EXT6_FRAG = 1,
 	XFW_EXT6_AH = 2,
-	XFW_EXT6_NKINDS = 3,
+	XFW_EXT6_HBH = 3,
+	XFW_EXT6_DST = 4,
+	XFW_EXT6_MH = 5,
+	XFW_EXT6_IP6HDR = 6,      /* -m ipv6header */
+	XFW_EXT6_NKINDS = 7,
+	XFW_EXT6_NWALK = 5,       /* kinds found by the ipv6_find_hdr walk */
 	XFW_EXT6_HOT_SHIFT = 8,   /* = XFW_MAX_EXT6CONDS */
 	/* struct xfw_ext6cond.flags: what is tested */
 	XFW_E6_TYPE = 0x01,       /* rt: the type */
@@ -126,6 +131,8 @@ enum xfw_ext6 {
 	XFW_E6_FIRST = 0x20,      /* frag: offset 0 */
 	XFW_E6_MORE = 0x40,       /* frag: more fragments */
 	XFW_E6_LAST = 0x80,       /* frag: no more fragments */
+	XFW_E6_OPTS = 0x08,       /* hbh, dst: the options (ext6_opt[addr0]) */
+	XFW_E6_SOFT = 0x10,       /* ipv6header: --soft */
 	/* struct xfw_ext6cond.inv */
 	XFW_E6I_RANGE = 0x1,      /* the range (segments left, id, SPI) */
 	XFW_E6I_TYPE = 0x2,
@@ -135,6 +142,8 @@ enum xfw_ext6 {
  * and -m rt addresses among them all. */
 #define XFW_MAX_EXT6CONDS 8
 #define XFW_EXT6_MAX_ADDRS 16
+/* --hbh-opts / --dst-opts options among all conditions. */
+#define XFW_EXT6_MAX_OPTS 32
 
 /* The XFW_F_ADDRTYPE value (-m addrtype): the source address's facts in
  * bits 0-4, the destination's in bits 5-9 (internal/compiler

@@ -26,13 +26,15 @@ struct xfw_setlk {
 
 /* One IPv6 extension header condition (xfw_family_cfg.ext6, ip6ext.h). */
 struct xfw_ext6cond {
-	__u8 kind;    /* XFW_EXT6_RT, _FRAG, _AH */
+	__u8 kind;    /* enum xfw_ext6 kind */
 	__u8 flags;   /* XFW_E6_* */
 	__u8 inv;     /* XFW_E6I_* */
-	__u8 naddr;   /* rt: addresses, from ext6_addr[addr0] */
+	__u8 naddr;   /* rt: addresses, from ext6_addr[addr0]; hbh, dst:
+		       * options, from ext6_opt[addr0] */
 	__u8 addr0;
 	__u8 pad[3];
-	__u32 lo, hi; /* rt segments left, frag id, ah SPI: inclusive range */
+	__u32 lo, hi; /* rt segments left, frag id, ah SPI, mh type: inclusive
+		       * range; ipv6header: lo the header bits, hi inverted */
 	__u32 type;   /* rt type */
 	__u32 len;    /* rt, ah: header length in bytes */
 };
@@ -190,6 +192,10 @@ struct xfw_family_cfg {
 	/* Predicates (pred.h: string, u32, time) in the slot's xfw_o_pred,
 	 * answered at the hook before the walk (0: none). */
 	__u32 npreds;
+	/* Bit k: some condition is of kind k (enum xfw_ext6); the hbh and
+	 * dst options (type << 8 | length, 0xff: any length). */
+	__u32 ext6_kinds;
+	__u16 ext6_opt[XFW_EXT6_MAX_OPTS];
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid

@@ -7,45 +7,63 @@ import (
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
-// IPv6 extension header matches: -m rt, -m frag and IPv6's -m ah. Each
+// IPv6 extension header matches: -m rt, -m frag, IPv6's -m ah, -m hbh,
+// -m dst, -m mh and -m ipv6header. Each
 // distinct match of a generation is a condition the data plane evaluates
 // once per packet, as the kernel's match would (bpf/ip6ext.h), and
 // FieldExt6 carries the answers: bit k is condition k's result, and bit
 // Ext6HotShift+kind is set when a match of that kind hotdrops the packet
 // (its header cannot be read: ipv6_find_hdr fails with -EBADMSG, the
-// header is cut short, or a routing header is longer than the packet).
+// header is cut short, or a routing header is longer than the packet; a
+// Mobility Header cut short or not followed by "no next header"; for
+// ipv6header a chain longer than the data plane walks).
 // Whether a match hotdrops depends on the packet and the kind alone, and
 // a packet a kind hotdrops has no condition of that kind true.
 
 // MaxExt6Conds is how many distinct IPv6 extension header matches one
-// ruleset may use (XFW_MAX_EXT6CONDS), and Ext6MaxAddrs how many -m rt
-// addresses they may hold together (XFW_EXT6_MAX_ADDRS).
+// ruleset may use (XFW_MAX_EXT6CONDS), Ext6MaxAddrs how many -m rt
+// addresses they may hold together (XFW_EXT6_MAX_ADDRS) and Ext6MaxOpts
+// how many --hbh-opts / --dst-opts options (XFW_EXT6_MAX_OPTS).
 const (
 	MaxExt6Conds = 8
 	Ext6MaxAddrs = 16
+	Ext6MaxOpts  = 32
 )
 
 // Ext6 condition kinds (XFW_EXT6_*), and where FieldExt6's hotdrop bits
 // start.
 const (
-	Ext6KindRT   = 0
-	Ext6KindFrag = 1
-	Ext6KindAH   = 2
-	numExt6Kinds = 3
-	Ext6HotShift = MaxExt6Conds
-	ext6Domain   = 1 << (MaxExt6Conds + numExt6Kinds)
+	Ext6KindRT     = 0
+	Ext6KindFrag   = 1
+	Ext6KindAH     = 2
+	Ext6KindHBH    = 3
+	Ext6KindDst    = 4
+	Ext6KindMH     = 5
+	Ext6KindIP6Hdr = 6
+	numExt6Kinds   = 7
+	Ext6HotShift   = MaxExt6Conds
+	ext6Domain     = 1 << (MaxExt6Conds + numExt6Kinds)
 )
 
 // Ext6Kind returns the kind of an IPv6 extension header match, false for
 // other matches.
 func Ext6Kind(m ir.Match) (int, bool) {
-	switch m.(type) {
+	switch m := m.(type) {
 	case *ir.RTMatch:
 		return Ext6KindRT, true
 	case *ir.FragMatch:
 		return Ext6KindFrag, true
 	case *ir.AH6Match:
 		return Ext6KindAH, true
+	case *ir.OptsMatch:
+		if m.Dst {
+			return Ext6KindDst, true
+		}
+		return Ext6KindHBH, true
+	case *ir.MHMatch:
+		return Ext6KindMH, true
+	case *ir.IPv6HeaderMatch:
+		return Ext6KindIP6Hdr, true
 	}
 	return 0, false
 }
@@ -65,7 +83,10 @@ func (ec *ext6Conds) index(m ir.Match) (int, error) {
 		}
 	}
 	if len(ec.conds) == MaxExt6Conds {
-		return 0, fmt.Errorf("%s match: xfw supports at most %d distinct IPv6 extension header matches (rt, frag, ah) per ruleset, and this ruleset uses more", m.ModuleName(), MaxExt6Conds)
+		return 0, fmt.Errorf("%s match: xfw supports at most %d distinct IPv6 extension header matches (rt, frag, ah, hbh, dst, mh, ipv6header; equal ones count once) per ruleset, and this ruleset uses more", m.ModuleName(), MaxExt6Conds)
+	}
+	if o, ok := m.(*ir.OptsMatch); ok && ec.opts()+len(o.Opts) > Ext6MaxOpts {
+		return 0, fmt.Errorf("%s match: xfw supports at most %d --hbh-opts/--dst-opts options in all of a ruleset's distinct hbh and dst matches together", m.ModuleName(), Ext6MaxOpts)
 	}
 	if rt, ok := m.(*ir.RTMatch); ok && ec.addrs()+len(rt.Addrs) > Ext6MaxAddrs {
 		return 0, fmt.Errorf("rt match: xfw supports at most %d --rt-0-addrs addresses in all of a ruleset's distinct rt matches together", Ext6MaxAddrs)
@@ -76,13 +97,31 @@ func (ec *ext6Conds) index(m ir.Match) (int, error) {
 
 // addrs counts the rt addresses of the conditions so far.
 func (ec *ext6Conds) addrs() int {
-	n := 0
-	for _, c := range ec.conds {
-		if rt, ok := c.(*ir.RTMatch); ok {
-			n += len(rt.Addrs)
+	return ec.count(func(m ir.Match) int {
+		if rt, ok := m.(*ir.RTMatch); ok {
+			return len(rt.Addrs)
 		}
+		return 0
+	})
+}
+
+// opts counts the hbh and dst options of the conditions so far.
+func (ec *ext6Conds) opts() int {
+	return ec.count(func(m ir.Match) int {
+		if o, ok := m.(*ir.OptsMatch); ok {
+			return len(o.Opts)
+		}
+		return 0
+	})
+}
+
+// count sums n over the conditions so far.
+func (ec *ext6Conds) count(n func(ir.Match) int) int {
+	sum := 0
+	for _, c := range ec.conds {
+		sum += n(c)
 	}
-	return n
+	return sum
 }
 
 // ext6Values returns the FieldExt6 values with bit b set (want) or clear.

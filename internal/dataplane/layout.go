@@ -88,6 +88,10 @@ type bpfFamilyCfg struct {
 	Ext6Addr [ext6MaxAddrs][16]byte
 	// NPreds is the generation's predicates (compiler.Generation.Preds).
 	NPreds uint32
+	// Ext6Kinds and Ext6Opt are the kinds of the conditions (a bit each)
+	// and the hbh / dst options (ext6.go).
+	Ext6Kinds uint32
+	Ext6Opt   [compiler.Ext6MaxOpts]uint16
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.

@@ -116,7 +116,7 @@ func formatIP6Ext(b *strings.Builder, m ir.Match, list bool) bool {
 	case *ir.AH6Match:
 		pick2(list, listAH6, writeAH6)(b, m)
 	default:
-		return false
+		return !list && writeIP6Hdr2(b, m)
 	}
 	return true
 }

@@ -183,6 +183,8 @@ func checkEntry(fam ir.Family, table string, r *ir.Rule, hooks hookMask) *failur
 			ok = ecnProtoOK(r, m)
 		case *ir.TCPMSSMatch:
 			ok = needsProto(r, protoTCP)
+		case *ir.MHMatch:
+			ok = needsProto(r, protoMH)
 		}
 		if !ok {
 			return kernelEINVAL()

@@ -119,7 +119,7 @@ func (e *encoder) ip6ext(m Match) bool {
 		e.uv(uint64(m.SPIs[1]))
 		e.uv(uint64(m.Len))
 	default:
-		return false
+		return e.ip6hdr(m)
 	}
 	return true
 }
@@ -158,5 +158,5 @@ func (d *decoder) ip6ext(tag uint8) Match {
 		m.Len = d.u32()
 		return m
 	}
-	return nil
+	return d.ip6hdr(tag)
 }
