@@ -40,6 +40,7 @@ var conformanceExtensions = map[string]bool{
 	"mac": true, "standard": true, "REJECT": true, "LOG": true, "set": true,
 	"conntrack": true, "state": true, "addrtype": true, "pkttype": true,
 	"limit": true,
+	"connlimit": true,
 	"DNAT":  true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
 }
 

@@ -403,6 +403,8 @@ func (l *lister) match(r *ir.Rule, m ir.Match) {
 	switch m := m.(type) {
 	case *ir.LimitMatch:
 		l.b.WriteString(limitListing(m))
+	case *ir.ConnlimitMatch:
+		l.b.WriteString(connlimitListing(m))
 	case *ir.TCPMatch:
 		l.b.WriteString(" tcp")
 		l.ports("spt", m.SrcPort, "tcp")

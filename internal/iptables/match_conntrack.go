@@ -294,6 +294,15 @@ func parseCtHost(fam ir.Family, host string) (netip.Addr, *failure) {
 // parseCtMask is the mask half of xtopt_parse_hostmask: the prefix length
 // it stands for (a non-prefix netmask stands for the full length).
 func parseCtMask(fam ir.Family, optName, text string) (int, *failure) {
+	return parsePlenMask(fam, conntrackExt.name, optName, text)
+}
+
+// parsePlenMask is xtopt_parse_plen (the prefix length of a PLEN or
+// PLENMASK option of extension ext): a number in base 0 up to the
+// family's address length or, failing that, an address-form netmask; a
+// netmask that is not a prefix stands for the full length, as iptables
+// 1.8.9 leaves the full mask in place.
+func parsePlenMask(fam ir.Family, ext, optName, text string) (int, *failure) {
 	maxBits := ipv4Bits
 	if fam == ir.IPv6 {
 		maxBits = ipv6Bits
@@ -310,7 +319,7 @@ func parseCtMask(fam ir.Family, optName, text string) (int, *failure) {
 		mask = netip.AddrFrom16(m)
 	}
 	if !mask.IsValid() {
-		return 0, paramErr("conntrack: bad value for option \"--%s\", neither a valid network mask nor valid CIDR (0-%d).\n", optName, maxBits)
+		return 0, paramErr("%s: bad value for option \"--%s\", neither a valid network mask nor valid CIDR (0-%d).\n", ext, optName, maxBits)
 	}
 	if n := maskBits(mask); n >= 0 {
 		return n, nil

@@ -135,6 +135,8 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 	switch m := m.(type) {
 	case *ir.LimitMatch:
 		writeLimit(b, m)
+	case *ir.ConnlimitMatch:
+		writeConnlimit(b, m)
 	case *ir.TCPMatch:
 		writePorts(b, "sport", m.SrcPort)
 		writePorts(b, "dport", m.DstPort)

@@ -311,6 +311,8 @@ func (e *encoder) match(m Match) error {
 	switch m := m.(type) {
 	case *LimitMatch:
 		e.limit(m)
+	case *ConnlimitMatch:
+		e.connlimit(m)
 	case *TCPMatch:
 		e.u8(tagTCP)
 		e.port(m.SrcPort)
@@ -675,6 +677,8 @@ func (d *decoder) match() Match {
 	switch tag := d.u8(); tag {
 	case tagLimit:
 		return d.limit()
+	case tagConnlimit:
+		return d.connlimit()
 	case tagTCP:
 		m := d.newTCP()
 		d.port(&m.SrcPort)
