@@ -39,9 +39,9 @@ var conformanceExtensions = map[string]bool{
 	"iprange": true, "comment": true, "length": true, "ttl": true, "hl": true,
 	"mac": true, "standard": true, "REJECT": true, "LOG": true, "set": true,
 	"conntrack": true, "state": true, "addrtype": true, "pkttype": true,
-	"limit": true,
+	"limit":     true,
 	"connlimit": true,
-	"DNAT":  true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
+	"DNAT":      true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
 }
 
 // conformanceSets is the set lookup of the conformance cases: upstream's
