@@ -335,7 +335,13 @@ static long xfw_step(__u32 iter, struct xfw_cls *st)
 	}
 	if (ent->flags & XFW_EF_PROBE) {
 		/* On to the rule when the probe says true, past it if not. */
-		st->pos = xfw_probe(st->hook, st->slot, ent->aux) ? e + 1 : ent->next;
+		int said = xfw_probe(st->hook, st->slot, ent->aux);
+
+		if (said == XFW_PROBE_HOTDROP) {
+			st->result = XFW_RES_HOTDROP;
+			return 1;
+		}
+		st->pos = said ? e + 1 : ent->next;
 		return 0;
 	}
 	if (ent->flags & XFW_EF_SETCOUNT)

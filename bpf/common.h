@@ -196,6 +196,7 @@ enum xfw_action {
 /* What a probe evaluates (struct xfw_probe .kind; probe.h dispatches). */
 enum xfw_probe_kind {
 	XFW_PROBE_LIMIT = 0, /* -m limit: a token from bucket .arg (limit.h) */
+	XFW_PROBE_CONNLIMIT = 1, /* -m connlimit: .arg packs the match (connlimit.h) */
 	XFW_NPROBE_KINDS,
 };
 

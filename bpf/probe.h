@@ -20,7 +20,7 @@
  * of the global functions the walk calls) and the slot.
  *
  * Includes: common.h, xfw_structs.h, parse.h, classify_maps.h,
- * generation.h, xfw_maps.h (the hooks' scratch), limit.h.
+ * generation.h, xfw_maps.h (the hooks' scratch), limit.h, connlimit.h.
  */
 #ifndef XFW_PROBE_H
 #define XFW_PROBE_H
@@ -34,9 +34,11 @@
 #include "generation.h"
 #include "xfw_maps.h"
 #include "limit.h"
+#include "connlimit.h"
 
 /* xfw_probe answers probe k of slot for the packet in the scratch of hook
- * (xfw_pending.hook): 1 true, 0 false (also for a probe or a kind the
+ * (xfw_pending.hook): 1 true, 0 false, XFW_PROBE_HOTDROP (connlimit.h)
+ * to drop the packet at once (0 also for a probe or a kind the
  * generation lacks: nothing passes a rule whose probe cannot be asked). A
  * global function, verified once: it is called from the walk's step, the
  * deepest call chain. */
@@ -59,6 +61,8 @@ __attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
 	switch (pr->kind) {
 	case XFW_PROBE_LIMIT:
 		return xfw_limit_take(slot, pr->arg);
+	case XFW_PROBE_CONNLIMIT:
+		return xfw_connlimit_probe(p, hook, slot, pr->arg);
 	default:
 		(void)p; /* the kinds to come read the packet */
 		return 0;

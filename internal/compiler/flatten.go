@@ -69,6 +69,8 @@ type flattener struct {
 	// (probeIndex).
 	probeList []Probe
 	probeIDs  map[Probe]uint16
+	// connlimitIDs index the connlimit matches (connlimitIndex).
+	connlimitIDs map[connlimitKey]int
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with
@@ -224,9 +226,15 @@ func (fl *flattener) probes(r *ir.Rule, outer Cond) (past *label, err error) {
 				return nil, err
 			}
 			probe = Entry{Flags: EFProbe, Aux: k, nextLabel: past}
+			if probeNeedsCt(pr.Kind) {
+				probe.Cond[FieldCt] = ctFullKeys
+			}
 		}
 		for _, t := range terms {
 			cond, ok := outer.and(t.cond)
+			if ok && probe.Cond[FieldCt] != nil {
+				cond, ok = cond.and(Cond{FieldCt: probe.Cond[FieldCt]})
+			}
 			if !ok {
 				continue
 			}

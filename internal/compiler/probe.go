@@ -31,6 +31,9 @@ type ProbeKind uint32
 const (
 	// ProbeLimit takes a token from limit bucket Arg (Generation.Limits).
 	ProbeLimit ProbeKind = iota
+	// ProbeConnlimit counts the packet's connection under its masked
+	// address (connlimit.go; Arg is ConnlimitArg).
+	ProbeConnlimit
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )
@@ -48,7 +51,7 @@ const MaxProbes = 1 << 16
 // probedMatch reports whether match m is asked by a probe.
 func probedMatch(m ir.Match) bool {
 	switch m.(type) {
-	case *ir.LimitMatch:
+	case *ir.LimitMatch, *ir.ConnlimitMatch:
 		return true
 	}
 	return false
@@ -72,6 +75,9 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match) (Probe, error) {
 	case *ir.LimitMatch:
 		k, err := fl.limitIndex(r, i, m)
 		return Probe{Kind: ProbeLimit, Arg: uint32(k)}, err
+	case *ir.ConnlimitMatch:
+		k, err := fl.connlimitIndex(r, i, m)
+		return Probe{Kind: ProbeConnlimit, Arg: ConnlimitArg(k, m)}, err
 	}
 	return Probe{}, fmt.Errorf("match %T is not probed", m)
 }

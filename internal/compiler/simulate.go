@@ -25,6 +25,10 @@ type Packet struct {
 	// Limit decides the limit probes the walk meets: whether bucket k
 	// (Generation.Limits) gives the packet a token. Nil: every one does.
 	Limit func(k int) bool
+	// Connlimit decides the connlimit probes the walk meets: whether the
+	// match whose ConnlimitArg is arg holds for the packet. Nil: every
+	// one does.
+	Connlimit func(arg uint32) bool
 	// AddrType is the route-type facts of the addresses (FieldAddrType,
 	// packed as terms_type.go describes), PktType the packet type
 	// (FieldPktType).
@@ -37,6 +41,8 @@ func (p *Packet) probe(pr Probe) bool {
 	switch pr.Kind {
 	case ProbeLimit:
 		return p.Limit == nil || p.Limit(int(pr.Arg))
+	case ProbeConnlimit:
+		return p.Connlimit == nil || p.Connlimit(pr.Arg)
 	}
 	return false
 }
