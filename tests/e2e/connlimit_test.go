@@ -53,7 +53,7 @@ var clScenario = []clStep{
 	{open: true, src: 1, port: 7101}, {open: true, src: 2, port: 7101}, // one network…
 	{open: true, src: 1, port: 7101}, {open: true, src: 2, port: 7101}, // …3 of 4
 	{open: true, port: 7102}, {open: true, src: 1, port: 7102}, // per destination: 1
-	{open: true, port: 7103}, // the SYN and every later packet counted once
+	{open: true, port: 7103},         // the SYN and every later packet counted once
 	{open: true, port: 7103},         // a second connection from the address
 	{open: true, src: 2, port: 7103}, // another address: its own count
 }
