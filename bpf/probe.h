@@ -20,7 +20,7 @@
  * of the global functions the walk calls) and the slot.
  *
  * Includes: common.h, xfw_structs.h, parse.h, classify_maps.h,
- * generation.h, xfw_maps.h (the hooks' scratch), limit.h, connlimit.h.
+ * generation.h, xfw_maps.h (the hooks' scratch), limit.h, connlimit.h, ctexpire.h.
  */
 #ifndef XFW_PROBE_H
 #define XFW_PROBE_H
@@ -35,6 +35,7 @@
 #include "xfw_maps.h"
 #include "limit.h"
 #include "connlimit.h"
+#include "ctexpire.h"
 
 /* xfw_probe answers probe k of slot for the packet in the scratch of hook
  * (xfw_pending.hook): 1 true, 0 false, XFW_PROBE_HOTDROP (connlimit.h)
@@ -63,6 +64,8 @@ __attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
 		return xfw_limit_take(slot, pr->arg);
 	case XFW_PROBE_CONNLIMIT:
 		return xfw_connlimit_probe(p, hook, slot, pr->arg);
+	case XFW_PROBE_CTEXPIRE:
+		return xfw_ctexpire_probe(p, hook, slot, pr->arg);
 	default:
 		(void)p; /* the kinds to come read the packet */
 		return 0;

@@ -49,6 +49,9 @@ type Generation struct {
 	// Probes are the matches the walk asks in rule order (probe.go);
 	// probe entries (EFProbe) name them by index.
 	Probes []Probe
+	// CtExpires are the conntrack matches' --ctexpire ranges; probes of
+	// kind ProbeCtExpire name them by index (ctexpire.go).
+	CtExpires []CtExpire
 }
 
 // Layout describes a generation's entry list for AppendRule: the slack
@@ -125,6 +128,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	g.SetConds = fl.sets.conds
 	g.Limits = fl.limits
 	g.Probes = fl.probeList
+	g.CtExpires = fl.ctExpires
 	n := len(g.Entries)
 	g.NumChunks = uint32((n + ChunkBits - 1) / ChunkBits)
 	if g.NumChunks == 0 {

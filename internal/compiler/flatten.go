@@ -71,6 +71,10 @@ type flattener struct {
 	probeIDs  map[Probe]uint16
 	// connlimitIDs index the connlimit matches (connlimitIndex).
 	connlimitIDs map[connlimitKey]int
+	// ctExpires are the --ctexpire options, ctExpireIDs their indexes
+	// (ctExpireIndex).
+	ctExpires   []CtExpire
+	ctExpireIDs map[connlimitKey]int
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with

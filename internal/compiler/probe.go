@@ -34,6 +34,9 @@ const (
 	// ProbeConnlimit counts the packet's connection under its masked
 	// address (connlimit.go; Arg is ConnlimitArg).
 	ProbeConnlimit
+	// ProbeCtExpire compares the seconds left to the packet's connection
+	// with CtExpires[Arg] (ctexpire.go).
+	ProbeCtExpire
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )
@@ -50,9 +53,11 @@ const MaxProbes = 1 << 16
 
 // probedMatch reports whether match m is asked by a probe.
 func probedMatch(m ir.Match) bool {
-	switch m.(type) {
+	switch m := m.(type) {
 	case *ir.LimitMatch, *ir.ConnlimitMatch:
 		return true
+	case *ir.ConntrackMatch:
+		return m.Expire.Set
 	}
 	return false
 }
@@ -78,6 +83,9 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match) (Probe, error) {
 	case *ir.ConnlimitMatch:
 		k, err := fl.connlimitIndex(r, i, m)
 		return Probe{Kind: ProbeConnlimit, Arg: ConnlimitArg(k, m)}, err
+	case *ir.ConntrackMatch:
+		k, err := fl.ctExpireIndex(r, i, m)
+		return Probe{Kind: ProbeCtExpire, Arg: uint32(k)}, err
 	}
 	return Probe{}, fmt.Errorf("match %T is not probed", m)
 }

@@ -29,6 +29,9 @@ type Packet struct {
 	// match whose ConnlimitArg is arg holds for the packet. Nil: every
 	// one does.
 	Connlimit func(arg uint32) bool
+	// CtExpire decides the --ctexpire probes: whether the packet's
+	// connection expires within CtExpires[k]. Nil: every one does.
+	CtExpire func(k int) bool
 	// AddrType is the route-type facts of the addresses (FieldAddrType,
 	// packed as terms_type.go describes), PktType the packet type
 	// (FieldPktType).
@@ -43,6 +46,8 @@ func (p *Packet) probe(pr Probe) bool {
 		return p.Limit == nil || p.Limit(int(pr.Arg))
 	case ProbeConnlimit:
 		return p.Connlimit == nil || p.Connlimit(pr.Arg)
+	case ProbeCtExpire:
+		return p.CtExpire == nil || p.CtExpire(int(pr.Arg))
 	}
 	return false
 }
