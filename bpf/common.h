@@ -198,6 +198,7 @@ enum xfw_probe_kind {
 	XFW_PROBE_LIMIT = 0, /* -m limit: a token from bucket .arg (limit.h) */
 	XFW_PROBE_CONNLIMIT = 1, /* -m connlimit: .arg packs the match (connlimit.h) */
 	XFW_PROBE_CTEXPIRE = 2,  /* --ctexpire: range .arg (ctexpire.h) */
+	XFW_PROBE_CPU = 3,       /* -m cpu: .arg the CPU, bit 31 "!" (probe.h) */
 	XFW_NPROBE_KINDS,
 };
 

@@ -36,7 +36,7 @@
  * walk is a bpf_loop callback (one frame, verified once).
  *
  * Includes: common.h, xfw_structs.h, parse.h, ct_structs.h, ct_maps.h,
- * ct_conn.h (the tables and the entry lock).
+ * ct_conn.h (the tables and the entry lock), conn_structs.h.
  */
 #ifndef XFW_CONNLIMIT_H
 #define XFW_CONNLIMIT_H
@@ -50,9 +50,8 @@
 #include "ct_structs.h"
 #include "ct_maps.h"
 #include "ct_conn.h"
+#include "conn_structs.h"
 
-/* Connections one list holds (internal/compiler ConnlimitSlots). */
-#define XFW_CONNLIMIT_SLOTS 64
 /* Lists (match, masked address) of all generations at most. */
 #define XFW_CONNLIMIT_KEYS 16384
 /* Jiffies a connection another CPU added and the tables do not hold yet
@@ -69,41 +68,6 @@
 #define XFW_CL_UPTO (1u << 24)
 #define XFW_CL_DADDR (1u << 25)
 
-struct xfw_connlimit_key {
-	__u64 hi, lo;  /* the masked address (IPv4 in lo's low 32 bits) */
-	__u32 slot;    /* generation slot */
-	__u16 index;   /* the match's index in the generation */
-	__u8 fam;
-	__u8 pad;
-};
-
-/* A connection counted: its key in the connection tables, and when and
- * where it was added. */
-struct xfw_connlimit_conn {
-	struct xfw_ct_key key;
-	__u32 added;   /* jiffies, low 32 bits */
-	__u32 cpu;
-};
-
-struct xfw_connlimit_list {
-	__u64 lock;    /* xfw_ct_lock */
-	__u32 n;       /* connections in conn[0..n), in the order added */
-	__u32 pad;
-	struct xfw_connlimit_conn conn[XFW_CONNLIMIT_SLOTS];
-};
-
-/* The evaluator's state (per CPU): the stack of xfw_probe is short. */
-struct xfw_connlimit_scratch {
-	struct xfw_connlimit_key key;
-	__u32 kept;    /* connections kept so far (the write index) */
-	__u32 found;   /* the packet's connection is in the list */
-	__u32 now32;
-	__u32 cpu;
-	__u32 hook;
-	__u32 has_own; /* the packet has a connection: own is its key */
-	struct xfw_ct_key own;
-	struct xfw_connlimit_list empty; /* a new list's image */
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

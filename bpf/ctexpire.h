@@ -18,7 +18,8 @@
  * slot, written by the control plane with the generation
  * (internal/dataplane/ctexpire.go); the probe's argument is the index.
  *
- * Includes: common.h, xfw_structs.h, parse.h, ct_structs.h, ct_maps.h.
+ * Includes: common.h, xfw_structs.h, parse.h, ct_structs.h, ct_maps.h,
+ * conn_structs.h.
  */
 #ifndef XFW_CTEXPIRE_H
 #define XFW_CTEXPIRE_H
@@ -30,15 +31,11 @@
 #include "parse.h"
 #include "ct_structs.h"
 #include "ct_maps.h"
+#include "conn_structs.h"
 
 /* Ranges per generation slot (internal/compiler MaxCtExpires). */
 #define XFW_CTEXPIRE_PER_SLOT 256
 
-struct xfw_ctexpire {
-	__u32 min, max; /* seconds, inclusive */
-	__u32 invert;   /* ! --ctexpire */
-	__u32 pad;
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

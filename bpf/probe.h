@@ -66,6 +66,9 @@ __attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
 		return xfw_connlimit_probe(p, hook, slot, pr->arg);
 	case XFW_PROBE_CTEXPIRE:
 		return xfw_ctexpire_probe(p, hook, slot, pr->arg);
+	case XFW_PROBE_CPU:
+		/* xt_cpu: the CPU processing the packet; bit 31 inverts. */
+		return (bpf_get_smp_processor_id() == (pr->arg & 0x7fffffff)) != (pr->arg >> 31);
 	default:
 		(void)p; /* the kinds to come read the packet */
 		return 0;

@@ -143,8 +143,8 @@ func (b *termBuilder) addMatch(m ir.Match) error {
 	switch m := m.(type) {
 	case *ir.LimitMatch:
 		// Decided by the rule's limit probes (limit.go), not by its terms.
-	case *ir.ConnlimitMatch:
-		// Decided by the rule's connlimit probes (connlimit.go).
+	case *ir.ConnlimitMatch, *ir.CPUMatch:
+		// Decided by the rule's probes (connlimit.go, cpu.go).
 	case *ir.TCPMatch:
 		return b.tcp(m)
 	case *ir.UDPMatch:

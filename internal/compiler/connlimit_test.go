@@ -79,3 +79,30 @@ func TestConnlimitLimitRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUProbes checks that the cpu match is a probe answering by the
+// packet's CPU, inverted with "!", a CPU number beyond 2^31-1 matching no
+// CPU.
+func TestCPUProbes(t *testing.T) {
+	for _, c := range []struct {
+		rule  string
+		cpu   uint32
+		match bool
+	}{
+		{"-A INPUT -m cpu --cpu 1 -j DROP", 1, true},
+		{"-A INPUT -m cpu --cpu 1 -j DROP", 0, false},
+		{"-A INPUT -m cpu ! --cpu 1 -j DROP", 0, true},
+		{"-A INPUT -m cpu ! --cpu 1 -j DROP", 1, false},
+		{"-A INPUT -m cpu --cpu 4294967295 -j DROP", 0x7fffffff, true}, // no such CPU exists
+		{"-A INPUT -m cpu ! --cpu 4294967295 -j DROP", 3, true},
+	} {
+		g, err := Compile(parseRuleset(t, ir.IPv4, c.rule), Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.rule, err)
+		}
+		p := &Packet{Proto: 17, Src: U64(1), Dst: U64(2), CPU: c.cpu}
+		if res := g.Classify(p, ChainInput); (res.Entry >= 0) != c.match {
+			t.Errorf("%s on CPU %d: entry %d, want match %v", c.rule, c.cpu, res.Entry, c.match)
+		}
+	}
+}

@@ -37,6 +37,9 @@ const (
 	// ProbeCtExpire compares the seconds left to the packet's connection
 	// with CtExpires[Arg] (ctexpire.go).
 	ProbeCtExpire
+	// ProbeCPU compares the CPU processing the packet with the cpu
+	// match's (cpu.go; Arg is CPUArg).
+	ProbeCPU
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )
@@ -54,7 +57,7 @@ const MaxProbes = 1 << 16
 // probedMatch reports whether match m is asked by a probe.
 func probedMatch(m ir.Match) bool {
 	switch m := m.(type) {
-	case *ir.LimitMatch, *ir.ConnlimitMatch:
+	case *ir.LimitMatch, *ir.ConnlimitMatch, *ir.CPUMatch:
 		return true
 	case *ir.ConntrackMatch:
 		return m.Expire.Set
@@ -83,6 +86,8 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match) (Probe, error) {
 	case *ir.ConnlimitMatch:
 		k, err := fl.connlimitIndex(r, i, m)
 		return Probe{Kind: ProbeConnlimit, Arg: ConnlimitArg(k, m)}, err
+	case *ir.CPUMatch:
+		return Probe{Kind: ProbeCPU, Arg: CPUArg(m)}, nil
 	case *ir.ConntrackMatch:
 		k, err := fl.ctExpireIndex(r, i, m)
 		return Probe{Kind: ProbeCtExpire, Arg: uint32(k)}, err

@@ -32,6 +32,8 @@ type Packet struct {
 	// CtExpire decides the --ctexpire probes: whether the packet's
 	// connection expires within CtExpires[k]. Nil: every one does.
 	CtExpire func(k int) bool
+	// CPU is the CPU processing the packet (the cpu match).
+	CPU uint32
 	// AddrType is the route-type facts of the addresses (FieldAddrType,
 	// packed as terms_type.go describes), PktType the packet type
 	// (FieldPktType).
@@ -48,6 +50,8 @@ func (p *Packet) probe(pr Probe) bool {
 		return p.Connlimit == nil || p.Connlimit(pr.Arg)
 	case ProbeCtExpire:
 		return p.CtExpire == nil || p.CtExpire(int(pr.Arg))
+	case ProbeCPU:
+		return (p.CPU == pr.Arg&(cpuInvertBit-1)) != (pr.Arg&cpuInvertBit != 0)
 	}
 	return false
 }

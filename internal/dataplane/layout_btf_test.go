@@ -45,6 +45,8 @@ var layoutMirrors = []layoutMirror{
 	{c: "xfw_entry", goType: reflect.TypeOf(bpfEntry{})},
 	{c: "xfw_limit", goType: reflect.TypeOf(bpfLimit{}), renamed: map[string]string{"CPJ": "cpj"}},
 	{c: "xfw_probe", goType: reflect.TypeOf(bpfProbe{})},
+	{c: "xfw_connlimit_key", goType: reflect.TypeOf(bpfConnlimitKey{})},
+	{c: "xfw_ctexpire", goType: reflect.TypeOf(bpfCtExpire{})},
 	{c: "xfw_chunk", goType: reflect.TypeOf(bpfChunk{})},
 	{c: "xfw_bound", goType: reflect.TypeOf(bpfBound{})},
 	{c: "xfw_hkey", goType: reflect.TypeOf(bpfHKey{})},
@@ -326,7 +328,9 @@ func enumMirrors() []enumMirror {
 		}},
 		{c: "xfw_reject", mirror: "compiler.RejectTypes", values: rejects},
 		{c: "xfw_probe_kind", mirror: "compiler.ProbeKind", values: map[string]int64{
-			"XFW_PROBE_LIMIT": int64(compiler.ProbeLimit), "XFW_NPROBE_KINDS": int64(compiler.NumProbeKinds),
+			"XFW_PROBE_LIMIT":     int64(compiler.ProbeLimit),
+			"XFW_PROBE_CONNLIMIT": int64(compiler.ProbeConnlimit), "XFW_PROBE_CTEXPIRE": int64(compiler.ProbeCtExpire), "XFW_PROBE_CPU": int64(compiler.ProbeCPU),
+			"XFW_NPROBE_KINDS": int64(compiler.NumProbeKinds),
 		}},
 		{c: "xfw_ctstat", mirror: "ctStat* (ctstats.go)", values: map[string]int64{
 			"XFW_CTSTAT_INSERT": ctStatInsert, "XFW_CTSTAT_NEW_GONE": ctStatNewGone,

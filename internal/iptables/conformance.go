@@ -41,6 +41,7 @@ var conformanceExtensions = map[string]bool{
 	"conntrack": true, "state": true, "addrtype": true, "pkttype": true,
 	"limit":     true,
 	"connlimit": true,
+	"cpu":       true,
 	"DNAT":      true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
 }
 

@@ -10,3 +10,9 @@ import "testing"
 func TestConnlimitMatchOracle(t *testing.T) {
 	replayTranscripts(t, "testdata/connlimit_oracle_v4.txt", "testdata/connlimit_oracle_v6.txt", limitTranscript)
 }
+
+// TestCPUMatchOracle replays the cpu match's transcripts recorded from
+// iptables-legacy 1.8.9 (the mandatory --cpu, its range and inversion).
+func TestCPUMatchOracle(t *testing.T) {
+	replayTranscripts(t, "testdata/cpu_oracle_v4.txt", "testdata/cpu_oracle_v6.txt", limitTranscript)
+}

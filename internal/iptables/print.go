@@ -137,6 +137,8 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 		writeLimit(b, m)
 	case *ir.ConnlimitMatch:
 		writeConnlimit(b, m)
+	case *ir.CPUMatch:
+		writeCPU(b, m)
 	case *ir.TCPMatch:
 		writePorts(b, "sport", m.SrcPort)
 		writePorts(b, "dport", m.DstPort)

@@ -313,6 +313,8 @@ func (e *encoder) match(m Match) error {
 		e.limit(m)
 	case *ConnlimitMatch:
 		e.connlimit(m)
+	case *CPUMatch:
+		e.cpu(m)
 	case *TCPMatch:
 		e.u8(tagTCP)
 		e.port(m.SrcPort)
@@ -679,6 +681,8 @@ func (d *decoder) match() Match {
 		return d.limit()
 	case tagConnlimit:
 		return d.connlimit()
+	case tagCPU:
+		return d.cpu()
 	case tagTCP:
 		m := d.newTCP()
 		d.port(&m.SrcPort)
