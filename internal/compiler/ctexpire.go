@@ -1,10 +1,6 @@
 package compiler
 
-import (
-	"fmt"
-
-	"github.com/xfw-dev/xfw/internal/ir"
-)
+import "github.com/xfw-dev/xfw/internal/ir"
 
 // The conntrack match's --ctexpire MIN[:MAX] (conntrack_mt): the seconds
 // left before the packet's connection expires, as nf_ct_expires computes
@@ -31,18 +27,9 @@ const MaxCtExpires = 256
 // --ctexpire of match i (m) of rule r, numbered in the order flattening
 // meets them.
 func (fl *flattener) ctExpireIndex(r *ir.Rule, i int, m *ir.ConntrackMatch) (int, error) {
-	key := connlimitKey{r, i}
-	if k, ok := fl.ctExpireIDs[key]; ok {
-		return k, nil
+	k, fresh, err := matchIndex(&fl.ctExpireIDs, matchKey{r, i}, MaxCtExpires, "conntrack matches with --ctexpire")
+	if fresh {
+		fl.ctExpires = append(fl.ctExpires, CtExpire{Min: m.Expire.Min, Max: m.Expire.Max, Invert: m.Expire.Invert})
 	}
-	if len(fl.ctExpires) >= MaxCtExpires {
-		return 0, fmt.Errorf("more than %d conntrack matches with --ctexpire", MaxCtExpires)
-	}
-	if fl.ctExpireIDs == nil {
-		fl.ctExpireIDs = map[connlimitKey]int{}
-	}
-	k := len(fl.ctExpires)
-	fl.ctExpireIDs[key] = k
-	fl.ctExpires = append(fl.ctExpires, CtExpire{Min: m.Expire.Min, Max: m.Expire.Max, Invert: m.Expire.Invert})
-	return k, nil
+	return k, err
 }

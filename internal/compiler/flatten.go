@@ -70,11 +70,11 @@ type flattener struct {
 	probeList []Probe
 	probeIDs  map[Probe]uint16
 	// connlimitIDs index the connlimit matches (connlimitIndex).
-	connlimitIDs map[connlimitKey]int
+	connlimitIDs map[matchKey]int
 	// ctExpires are the --ctexpire options, ctExpireIDs their indexes
 	// (ctExpireIndex).
 	ctExpires   []CtExpire
-	ctExpireIDs map[connlimitKey]int
+	ctExpireIDs map[matchKey]int
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with

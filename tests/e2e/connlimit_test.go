@@ -83,14 +83,8 @@ type clOutcome struct {
 }
 
 func connlimitAgainstKernel(t *testing.T, bin string, fam int) {
-	var mu sync.Mutex
-	out := map[string]clOutcome{}
-	tw := newTwins(t, bin)
-	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-		o := runConnlimit(t, kind, tp, fw, fam)
-		mu.Lock()
-		out[kind] = o
-		mu.Unlock()
+	out := collectTwins(newTwins(t, bin), func(kind string, tp *nettest.Topology, fw firewall) clOutcome {
+		return runConnlimit(t, kind, tp, fw, fam)
 	})
 	k, x := out["kernel"], out["xfw"]
 	r := "connection refused"
@@ -175,6 +169,20 @@ func runConnlimit(t *testing.T, kind string, tp *nettest.Topology, fw firewall, 
 	o.counters = counters(t, sv)
 	t.Logf("%s: %v", kind, o.results)
 	return o
+}
+
+// collectTwins runs fn for both firewalls at once (twins.each) and returns
+// what each run returned, by kind.
+func collectTwins[T any](tw *twins, fn func(kind string, tp *nettest.Topology, fw firewall) T) map[string]T {
+	var mu sync.Mutex
+	out := map[string]T{}
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		v := fn(kind, tp, fw)
+		mu.Lock()
+		out[kind] = v
+		mu.Unlock()
+	})
+	return out
 }
 
 // clHost is a's address with last byte b.

@@ -3,7 +3,6 @@ package e2e
 import (
 	"net/netip"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,19 +32,13 @@ func TestCPUAgainstKernel(t *testing.T) {
 		t.Fatalf("needs 2 CPUs, the machine has %d", runtime.NumCPU())
 	}
 	const on0, on1 = 40, 25
-	var mu sync.Mutex
-	got := map[string]map[string]counter{}
-	tw := newTwins(t, xfwPath(t))
-	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+	got := collectTwins(newTwins(t, xfwPath(t)), func(kind string, tp *nettest.Topology, fw firewall) map[string]counter {
 		fw.restore(t, tp, 4, cpuRules)
 		frame := tp.GenToFw().Frame(nettest.UDPPacket(netip.AddrPortFrom(tp.Gen.IPv4, 5000), netip.AddrPortFrom(tp.Sink.IPv4, 7300), []byte("x")))
 		sendPinned(t, []pinnedSender{{tp.GenNS, tp.Gen.Ifname, 0, frame}}, on0)
 		sendPinned(t, []pinnedSender{{tp.GenNS, tp.Gen.Ifname, 1, frame}}, on1)
 		time.Sleep(200 * time.Millisecond)
-		c := counters(t, fw.save(t, tp, 4))
-		mu.Lock()
-		got[kind] = c
-		mu.Unlock()
+		return counters(t, fw.save(t, tp, 4))
 	})
 	want := map[string]uint64{
 		"FORWARD -p udp -m udp --dport 7300 -m cpu --cpu 0":          on0,

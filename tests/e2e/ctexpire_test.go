@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,10 +49,7 @@ func TestCtExpireAgainstKernel(t *testing.T) {
 }
 
 func ctExpireAgainstKernel(t *testing.T, bin string, fam int) {
-	var mu sync.Mutex
-	got := map[string]map[string]counter{}
-	tw := newTwins(t, bin)
-	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+	got := collectTwins(newTwins(t, bin), func(kind string, tp *nettest.Topology, fw firewall) map[string]counter {
 		gen, sink := tp.Gen.IPv4, tp.Sink.IPv4
 		if fam == 6 {
 			gen, sink = tp.Gen.IPv6, tp.Sink.IPv6
@@ -75,10 +71,7 @@ func ctExpireAgainstKernel(t *testing.T, bin string, fam int) {
 			c.Close()
 		}
 		time.Sleep(300 * time.Millisecond)
-		cs := counters(t, fw.save(t, tp, fam))
-		mu.Lock()
-		got[kind] = cs
-		mu.Unlock()
+		return counters(t, fw.save(t, tp, fam))
 	})
 	k, x := got["kernel"], got["xfw"]
 	for key, kc := range k {
