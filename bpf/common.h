@@ -242,11 +242,19 @@ enum xfw_action {
 enum xfw_probe_kind {
 	XFW_PROBE_LIMIT = 0, /* -m limit: a token from bucket .arg (limit.h) */
 	XFW_PROBE_RECENT,    /* -m recent: the slot's recent match .arg (recent.h) */
-	XFW_PROBE_HASHLIMIT = 2, /* -m hashlimit: table and rule bits in .arg
-				  * (hashlimit.h) */
+	XFW_PROBE_HASHLIMIT, /* -m hashlimit: table and rule bits in .arg
+			      * (hashlimit.h) */
 	XFW_PROBE_PRED,      /* string, u32, time: predicate .arg's answer (pred.h) */
+	XFW_PROBE_CONNLIMIT, /* -m connlimit: .arg packs the match (connlimit.h) */
+	XFW_PROBE_CTEXPIRE, /* --ctexpire: range .arg (ctexpire.h) */
+	XFW_PROBE_CPU, /* -m cpu: .arg the CPU, bit 31 "!" (probe.h) */
 	XFW_NPROBE_KINDS,
 };
+
+/* xfw_probe's answer (besides 1 true and 0 false) that drops the packet at
+ * once, uncounted: the kernel's hotdrop (a full hashlimit table, a
+ * connlimit list that cannot be allocated). */
+#define XFW_PROBE_HOTDROP 2
 
 /* REJECT types (entry .aux for XFW_ACT_REJECT). */
 enum xfw_reject {

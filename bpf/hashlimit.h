@@ -64,7 +64,7 @@ struct {
 } xfw_hl_scratch SEC(".maps");
 
 /* What the evaluator answers beyond true and false. */
-#define XFW_HL_HOTDROP 2
+#define XFW_HL_HOTDROP XFW_PROBE_HOTDROP
 
 /* The collection's state, on xfw_hl_gc's stack for its callback. */
 struct xfw_hl_gc_ctx {

@@ -12,7 +12,7 @@
  * the struct too; TestEnumMirrors checks the Go constants that mirror the
  * enums.
  *
- * Includes: common.h, xfw_structs.h. Add a member here for every struct
+ * Includes: common.h, xfw_structs.h, conn_structs.h. Add a member here for every struct
  * added there.
  */
 #include <linux/types.h>
@@ -21,6 +21,7 @@
 #include "recent_structs.h"
 #include "hashlimit_structs.h"
 #include "pred_structs.h"
+#include "conn_structs.h"
 
 struct xfw_layouts {
 	struct xfw_setlk setlk;
@@ -52,6 +53,8 @@ struct xfw_layouts {
 	struct xfw_ct_val ct_val;
 	struct xfw_ct_entry ct_entry;
 	struct xfw_ct_cfg ct_cfg;
+	struct xfw_connlimit_key connlimit_key;
+	struct xfw_ctexpire ctexpire;
 	enum xfw_chain chain;
 	enum xfw_field field;
 	enum xfw_action action;

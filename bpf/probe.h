@@ -20,7 +20,8 @@
  * of the global functions the walk calls) and the slot.
  *
  * Includes: common.h, xfw_structs.h, parse.h, classify_maps.h,
- * generation.h, xfw_maps.h (the hooks' scratch), limit.h, pred.h.
+ * generation.h, xfw_maps.h (the hooks' scratch), limit.h, recent.h, hashlimit.h,
+ * pred.h, connlimit.h, ctexpire.h.
  */
 #ifndef XFW_PROBE_H
 #define XFW_PROBE_H
@@ -36,14 +37,13 @@
 #include "limit.h"
 #include "recent.h"
 #include "hashlimit.h"
-
-/* xfw_probe's answer that drops the packet at once (the kernel's hotdrop:
- * a full hashlimit table). */
-#define XFW_PROBE_HOTDROP XFW_HL_HOTDROP
 #include "pred.h"
+#include "connlimit.h"
+#include "ctexpire.h"
 
 /* xfw_probe answers probe k of slot for the packet in the scratch of hook
- * (xfw_pending.hook): 1 true, XFW_PROBE_HOTDROP, 0 false (also for a probe or a kind the
+ * (xfw_pending.hook): 1 true, 0 false, XFW_PROBE_HOTDROP (common.h) to
+ * drop the packet at once (0 also for a probe or a kind the
  * generation lacks: nothing passes a rule whose probe cannot be asked). A
  * global function, verified once: it is called from the walk's step, the
  * deepest call chain. */
@@ -72,6 +72,13 @@ __attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
 		return xfw_hashlimit(p, pr->arg);
 	case XFW_PROBE_PRED:
 		return xfw_pred_bit(hook, pr->arg);
+	case XFW_PROBE_CONNLIMIT:
+		return xfw_connlimit_probe(p, hook, slot, pr->arg);
+	case XFW_PROBE_CTEXPIRE:
+		return xfw_ctexpire_probe(p, hook, slot, pr->arg);
+	case XFW_PROBE_CPU:
+		/* xt_cpu: the CPU processing the packet; bit 31 inverts. */
+		return (bpf_get_smp_processor_id() == (pr->arg & 0x7fffffff)) != (pr->arg >> 31);
 	default:
 		return 0;
 	}

@@ -64,6 +64,9 @@ type Generation struct {
 	// Preds are the string, u32 and time matches (pred.go); probes of
 	// kind ProbePred name them by index.
 	Preds []Pred
+	// CtExpires are the conntrack matches' --ctexpire ranges; probes of
+	// kind ProbeCtExpire name them by index (ctexpire.go).
+	CtExpires []CtExpire
 }
 
 // Layout describes a generation's entry list for AppendRule: the slack
@@ -169,6 +172,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	g.Recents = fl.recents
 	g.HashLimits = fl.hashLimits
 	g.Preds = fl.preds
+	g.CtExpires = fl.ctExpires
 	n := len(g.Entries)
 	g.NumChunks = uint32((n + ChunkBits - 1) / ChunkBits)
 	if g.NumChunks == 0 {

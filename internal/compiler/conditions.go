@@ -147,6 +147,8 @@ func (b *termBuilder) addMatch(m ir.Match) error {
 		// not by its terms.
 	case *ir.StringMatch, *ir.U32Match, *ir.TimeMatch:
 		// Decided by the rule's predicate probes (pred.go).
+	case *ir.ConnlimitMatch, *ir.CPUMatch:
+		// Decided by the rule's probes (connlimit.go, cpu.go).
 	case *ir.TCPMatch:
 		return b.tcp(m)
 	case *ir.UDPMatch:

@@ -65,25 +65,61 @@ func TestConntrackCompiles(t *testing.T) {
 }
 
 // TestConntrackUnsupported checks that rules with conntrack options the
-// data plane does not match (the connection's expiry; tuple options in two
-// conntrack matches of one rule) are refused with a message naming them.
+// data plane does not match (tuple options in two conntrack matches of
+// one rule) are refused with a message naming them.
 func TestConntrackUnsupported(t *testing.T) {
 	tests := []struct {
 		fam     ir.Family
 		rules   []string
 		wantErr string
 	}{
-		{ir.IPv4, []string{"-A FORWARD -p tcp --dport 22 -m conntrack ! --ctproto udp --ctorigsrc 10.0.0.0/8 --ctreplsrcport 80 --ctstatus ASSURED --ctexpire 1:9 --ctdir REPLY"},
-			"chain FORWARD rule 1: conntrack match: --ctexpire is not supported by xfw's data plane yet"},
 		{ir.IPv4, []string{"-A INPUT -m conntrack --ctorigsrc 10.0.0.1 -m conntrack --ctorigdstport 80 -j ACCEPT"},
 			"chain INPUT rule 1: conntrack match: one conntrack match per rule may test the connection's addresses or ports"},
-		{ir.IPv4, []string{"-A INPUT -m conntrack ! --ctexpire 5 -j ACCEPT"},
-			"chain INPUT rule 1: conntrack match: --ctexpire is not supported by xfw's data plane yet"},
 	}
 	for _, tt := range tests {
 		rs := parseRuleset(t, tt.fam, tt.rules...)
 		if _, err := Compile(rs, Options{}); err == nil || err.Error() != tt.wantErr {
 			t.Errorf("%v:\n got %v\nwant %s", tt.rules, err, tt.wantErr)
+		}
+	}
+}
+
+// TestCtExpireProbes checks that a conntrack match with --ctexpire gets a
+// probe before its rule naming its range, while its other options stay
+// the rule's terms.
+func TestCtExpireProbes(t *testing.T) {
+	rs := parseRuleset(t, ir.IPv4,
+		"-A FORWARD -p tcp --dport 22 -m conntrack ! --ctproto udp --ctorigsrc 10.0.0.0/8 --ctreplsrcport 80 --ctstatus ASSURED --ctexpire 1:9 --ctdir REPLY",
+		"-A INPUT -m conntrack ! --ctexpire 5 -j ACCEPT")
+	g, err := Compile(rs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []CtExpire{{Min: 5, Max: 5, Invert: true}, {Min: 1, Max: 9}} // INPUT flattens first
+	if len(g.CtExpires) != len(want) {
+		t.Fatalf("CtExpires %+v, want %+v", g.CtExpires, want)
+	}
+	for i, w := range want {
+		if g.CtExpires[i] != w {
+			t.Errorf("CtExpires[%d] = %+v, want %+v", i, g.CtExpires[i], w)
+		}
+	}
+	kinds := 0
+	for _, p := range g.Probes {
+		if p.Kind == ProbeCtExpire {
+			kinds++
+		}
+	}
+	if kinds != 2 || g.Active&(1<<FieldCt) == 0 {
+		t.Errorf("probes %+v, active %#x: want two ProbeCtExpire and FieldCt active", g.Probes, g.Active)
+	}
+	// The expiry decides: a packet of an established connection passes
+	// the INPUT rule only when its probe says the expiry is outside 5.
+	for _, in := range []bool{true, false} {
+		p := &Packet{Proto: 17, Src: U64(0x0a000001), Dst: U64(0x0a000002), Sport: 1, Dport: 2,
+			Ct: CtValue(CtsEstablished, false, uint8(ir.CtStatusConfirmed), 17), CtExpire: func(int) bool { return in }}
+		if res := g.Classify(p, ChainInput); (res.Entry >= 0) != in {
+			t.Errorf("probe %v: entry %d", in, res.Entry)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package compiler
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -180,11 +179,8 @@ var ctCache struct {
 }
 
 // ctCondition returns the FieldCt keys (see ctKey) of the values m
-// matches, or an error naming the options xfw's data plane cannot match.
+// matches (its --ctexpire is a probe's, ctexpire.go).
 func ctCondition(m *ir.ConntrackMatch) (*Set, error) {
-	if err := conntrackUnsupported(m); err != nil {
-		return nil, err
-	}
 	o := ctOptionsOf(m)
 	ctCache.Lock()
 	s, ok := ctCache.sets[o]
@@ -223,33 +219,6 @@ func buildCtSet(o ctOptions) *Set {
 		s.Ivs = append(s.Ivs, Interval{U64(uint64(start)), U64(ctDomain - 1)})
 	}
 	return s
-}
-
-// conntrackUnsupported returns the error for a conntrack match with
-// options xfw's data plane does not match yet (the connection's tuples and
-// its expiry), or nil. The state match has only --state, always supported.
-func conntrackUnsupported(m *ir.ConntrackMatch) error {
-	opts := conntrackUnsupportedOptions(m)
-	switch len(opts) {
-	case 0:
-		return nil
-	case 1:
-		return fmt.Errorf("conntrack match: %s is not supported by xfw's data plane yet", opts[0])
-	}
-	return fmt.Errorf("conntrack match: %s are not supported by xfw's data plane yet", strings.Join(opts, ", "))
-}
-
-// conntrackUnsupportedOptions names the options of m the data plane does
-// not match, in the order iptables-save prints them.
-func conntrackUnsupportedOptions(m *ir.ConntrackMatch) []string {
-	var opts []string
-	add := func(set bool, name string) {
-		if set {
-			opts = append(opts, name)
-		}
-	}
-	add(m.Expire.Set, "--ctexpire")
-	return opts
 }
 
 // The tuple options (--ctorigsrc … --ctrepldstport) test the connection's

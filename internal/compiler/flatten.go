@@ -92,6 +92,12 @@ type flattener struct {
 	// (predIndex).
 	preds   []Pred
 	predIDs map[predKey]uint32
+	// connlimitIDs index the connlimit matches (connlimitIndex).
+	connlimitIDs map[matchKey]int
+	// ctExpires are the --ctexpire options, ctExpireIDs their indexes
+	// (ctExpireIndex).
+	ctExpires   []CtExpire
+	ctExpireIDs map[matchKey]int
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with
@@ -251,9 +257,15 @@ func (fl *flattener) probes(r *ir.Rule, outer Cond) (past *label, err error) {
 				return nil, err
 			}
 			probe = Entry{Flags: EFProbe, Aux: k, nextLabel: past}
+			if probeNeedsCt(pr.Kind) {
+				probe.Cond[FieldCt] = ctFullKeys
+			}
 		}
 		for _, t := range terms {
 			cond, ok := outer.and(t.cond)
+			if ok && probe.Cond[FieldCt] != nil {
+				cond, ok = cond.and(Cond{FieldCt: probe.Cond[FieldCt]})
+			}
 			if !ok {
 				continue
 			}

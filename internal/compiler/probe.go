@@ -38,6 +38,15 @@ const (
 	// ProbePred answers predicate Arg (Generation.Preds: string, u32,
 	// time; pred.go).
 	ProbePred
+	// ProbeConnlimit counts the packet's connection under its masked
+	// address (connlimit.go; Arg is ConnlimitArg).
+	ProbeConnlimit
+	// ProbeCtExpire compares the seconds left to the packet's connection
+	// with CtExpires[Arg] (ctexpire.go).
+	ProbeCtExpire
+	// ProbeCPU compares the CPU processing the packet with the cpu
+	// match's (cpu.go; Arg is CPUArg).
+	ProbeCPU
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )
@@ -54,9 +63,11 @@ const MaxProbes = 1 << 16
 
 // probedMatch reports whether match m is asked by a probe.
 func probedMatch(m ir.Match) bool {
-	switch m.(type) {
-	case *ir.LimitMatch, *ir.RecentMatch, *ir.HashLimitMatch:
+	switch m := m.(type) {
+	case *ir.LimitMatch, *ir.RecentMatch, *ir.HashLimitMatch, *ir.ConnlimitMatch, *ir.CPUMatch:
 		return true
+	case *ir.ConntrackMatch:
+		return m.Expire.Set
 	}
 	return isPred(m)
 }
@@ -88,6 +99,14 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match) (Probe, error) {
 	case *ir.StringMatch, *ir.U32Match, *ir.TimeMatch:
 		k, err := fl.predIndex(r, i, m)
 		return Probe{Kind: ProbePred, Arg: k}, err
+	case *ir.ConnlimitMatch:
+		k, err := fl.connlimitIndex(r, i, m)
+		return Probe{Kind: ProbeConnlimit, Arg: ConnlimitArg(k, m)}, err
+	case *ir.CPUMatch:
+		return Probe{Kind: ProbeCPU, Arg: CPUArg(m)}, nil
+	case *ir.ConntrackMatch:
+		k, err := fl.ctExpireIndex(r, i, m)
+		return Probe{Kind: ProbeCtExpire, Arg: uint32(k)}, err
 	}
 	return Probe{}, fmt.Errorf("match %T is not probed", m)
 }

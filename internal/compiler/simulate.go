@@ -31,6 +31,15 @@ type Packet struct {
 	// match k (Generation.HashLimits) is true for the packet. Nil: every
 	// one is. (A full table's hotdrop is not simulated.)
 	HashLimit func(k int) bool
+	// Connlimit decides the connlimit probes the walk meets: whether the
+	// match whose ConnlimitArg is arg holds for the packet. Nil: every
+	// one does.
+	Connlimit func(arg uint32) bool
+	// CtExpire decides the --ctexpire probes: whether the packet's
+	// connection expires within CtExpires[k]. Nil: every one does.
+	CtExpire func(k int) bool
+	// CPU is the CPU processing the packet (the cpu match).
+	CPU uint32
 	// AddrType is the route-type facts of the addresses (FieldAddrType,
 	// packed as terms_type.go describes), PktType the packet type
 	// (FieldPktType).
@@ -65,6 +74,12 @@ func (p *Packet) probe(g *Generation, pr Probe) bool {
 		return p.HashLimit == nil || p.HashLimit(int(pr.Arg))
 	case ProbePred:
 		return p.Preds>>pr.Arg&1 != 0
+	case ProbeConnlimit:
+		return p.Connlimit == nil || p.Connlimit(pr.Arg)
+	case ProbeCtExpire:
+		return p.CtExpire == nil || p.CtExpire(int(pr.Arg))
+	case ProbeCPU:
+		return (p.CPU == pr.Arg&(cpuInvertBit-1)) != (pr.Arg&cpuInvertBit != 0)
 	}
 	return false
 }

@@ -55,6 +55,8 @@ var layoutMirrors = []layoutMirror{
 	{c: "xfw_hl_key", goType: reflect.TypeOf(bpfHLKey{})},
 	{c: "xfw_pred", goType: reflect.TypeOf(bpfPred{}), renamed: map[string]string{"TZWest": "tz_west", "TAIOff": "tai_off", "N": "n"}},
 	{c: "xfw_u32_test", goType: reflect.TypeOf(bpfU32Test{}), renamed: map[string]string{"NNums": "nnums", "NValues": "nvalues"}},
+	{c: "xfw_connlimit_key", goType: reflect.TypeOf(bpfConnlimitKey{})},
+	{c: "xfw_ctexpire", goType: reflect.TypeOf(bpfCtExpire{})},
 	{c: "xfw_chunk", goType: reflect.TypeOf(bpfChunk{})},
 	{c: "xfw_bound", goType: reflect.TypeOf(bpfBound{})},
 	{c: "xfw_hkey", goType: reflect.TypeOf(bpfHKey{})},
@@ -342,6 +344,7 @@ func enumMirrors() []enumMirror {
 			"XFW_PROBE_RECENT":    int64(compiler.ProbeRecent),
 			"XFW_PROBE_HASHLIMIT": int64(compiler.ProbeHashLimit),
 			"XFW_PROBE_PRED":      int64(compiler.ProbePred),
+			"XFW_PROBE_CONNLIMIT": int64(compiler.ProbeConnlimit), "XFW_PROBE_CTEXPIRE": int64(compiler.ProbeCtExpire), "XFW_PROBE_CPU": int64(compiler.ProbeCPU),
 		}},
 		{c: "xfw_ctstat", mirror: "ctStat* (ctstats.go)", values: map[string]int64{
 			"XFW_CTSTAT_INSERT": ctStatInsert, "XFW_CTSTAT_NEW_GONE": ctStatNewGone,

@@ -183,6 +183,12 @@ func buildSlot(cur *state, slot uint32, runSlot int64, u *Update) error {
 	if err := fillGeneration(b.maps, b.created, u, ncpu); err != nil {
 		return err
 	}
+	if err := resetConnlimits(cur, slot, runSlot, u); err != nil {
+		return err
+	}
+	if err := fillCtExpires(cur, slot, u.Gen.CtExpires); err != nil {
+		return err
+	}
 	if traceOn {
 		t = TraceSince(fmt.Sprintf("apply: fill maps %v", sizes), t)
 	}

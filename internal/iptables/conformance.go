@@ -41,7 +41,7 @@ var conformanceExtensions = map[string]bool{
 	"conntrack": true, "state": true, "addrtype": true, "pkttype": true, "recent": true,
 	"dscp": true, "tos": true, "ecn": true, "tcpmss": true,
 	"rt": true, "frag": true, "ip6:ah": true, // ip6:NAME: only libip6t_NAME.t
-	"limit": true, "hashlimit": true,
+	"limit": true, "hashlimit": true, "connlimit": true, "cpu": true,
 	"string": true, "u32": true, "time": true,
 	"hbh": true, "dst": true, "ipv6header": true, "mh": true,
 	"DNAT": true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,

@@ -413,6 +413,10 @@ func (l *lister) match(r *ir.Rule, m ir.Match) {
 		l.b.WriteString(u32Listing(m))
 	case *ir.TimeMatch:
 		l.b.WriteString(timeListing(m))
+	case *ir.ConnlimitMatch:
+		l.b.WriteString(connlimitListing(m))
+	case *ir.CPUMatch:
+		l.b.WriteString(cpuListing(m))
 	case *ir.TCPMatch:
 		l.b.WriteString(" tcp")
 		l.ports("spt", m.SrcPort, "tcp")

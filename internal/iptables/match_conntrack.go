@@ -294,8 +294,15 @@ func parseCtHost(fam ir.Family, host string) (netip.Addr, *failure) {
 // parseCtMask is the mask half of xtopt_parse_hostmask: the prefix length
 // it stands for (a non-prefix netmask stands for the full length).
 func parseCtMask(fam ir.Family, optName, text string) (int, *failure) {
-	n, f := parsePlen(fam, "conntrack", optName, text)
-	if n < 0 {
+	return parsePlenMask(fam, conntrackExt.name, optName, text)
+}
+
+// parsePlenMask is parsePlen where a netmask that is not a prefix stands
+// for the full length, as iptables 1.8.9 leaves the full mask in place
+// (conntrack's and connlimit's masks).
+func parsePlenMask(fam ir.Family, ext, optName, text string) (int, *failure) {
+	n, f := parsePlen(fam, ext, optName, text)
+	if f == nil && n < 0 {
 		n = fam.AddrBits()
 	}
 	return n, f

@@ -145,6 +145,10 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 		writeU32(b, m)
 	case *ir.TimeMatch:
 		writeTime(b, m)
+	case *ir.ConnlimitMatch:
+		writeConnlimit(b, m)
+	case *ir.CPUMatch:
+		writeCPU(b, m)
 	case *ir.TCPMatch:
 		writePorts(b, "sport", m.SrcPort)
 		writePorts(b, "dport", m.DstPort)

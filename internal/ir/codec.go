@@ -30,7 +30,11 @@ import (
 // the NAT targets' ranges.
 const codecVersion = 2
 
-// Match tags of the binary form.
+// Match tags of the binary form. Tags defined beside their matches take
+// ranges of their own: limit 64, hashlimit 65, recent 72, the IPv6
+// extension headers 80-82 (ip6ext.go) and 90-92 (ip6hdr.go), connlimit
+// 84, cpu 85, the predicates 96-98 (pred.go); a new file picks a free
+// range and adds it here (TestBinaryRulesetRoundTrip catches collisions).
 const (
 	tagTCP = iota + 1
 	tagUDP
@@ -320,6 +324,10 @@ func (e *encoder) match(m Match) error {
 		e.recent(m)
 	case *HashLimitMatch:
 		e.hashLimit(m)
+	case *ConnlimitMatch:
+		e.connlimit(m)
+	case *CPUMatch:
+		e.cpu(m)
 	case *TCPMatch:
 		e.u8(tagTCP)
 		e.port(m.SrcPort)
@@ -693,6 +701,10 @@ func (d *decoder) match() Match {
 		return d.recent()
 	case tagHashLimit:
 		return d.hashLimit()
+	case tagConnlimit:
+		return d.connlimit()
+	case tagCPU:
+		return d.cpu()
 	case tagTCP:
 		m := d.newTCP()
 		d.port(&m.SrcPort)
