@@ -61,22 +61,16 @@ type flattener struct {
 	// maxHops counts the non-terminal entries, a bound on the actions a
 	// packet can meet on its way through one chain.
 	hops uint32
-	// limits are the limit matches' buckets, limitIDs their indexes
-	// (limitIndex).
-	limits   []Limit
-	limitIDs map[limitKey]uint16
+	// limits, recents and hashLimits are the limit matches' buckets,
+	// the recent and the hashlimit matches (limitIndex, recentIndex,
+	// hashLimitIndex).
+	limits     matchIndex[Limit]
+	recents    matchIndex[Recent]
+	hashLimits matchIndex[HashLimit]
 	// probeList are the generation's probes, probeIDs their indexes
 	// (probeIndex).
 	probeList []Probe
 	probeIDs  map[Probe]uint16
-	// recents are the recent matches, recentIDs their indexes
-	// (recentIndex).
-	recents   []Recent
-	recentIDs map[recentKey]uint32
-	// hashLimits are the hashlimit matches, hashLimitIDs their indexes
-	// (hashLimitIndex).
-	hashLimits   []HashLimit
-	hashLimitIDs map[limitKey]uint16
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with

@@ -75,13 +75,13 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match) (Probe, error) {
 	switch m := m.(type) {
 	case *ir.LimitMatch:
 		k, err := fl.limitIndex(r, i, m)
-		return Probe{Kind: ProbeLimit, Arg: uint32(k)}, err
+		return Probe{Kind: ProbeLimit, Arg: k}, err
 	case *ir.RecentMatch:
 		k, err := fl.recentIndex(r, i, m)
 		return Probe{Kind: ProbeRecent, Arg: k}, err
 	case *ir.HashLimitMatch:
 		k, err := fl.hashLimitIndex(r, i, m)
-		return Probe{Kind: ProbeHashLimit, Arg: uint32(k)}, err
+		return Probe{Kind: ProbeHashLimit, Arg: k}, err
 	}
 	return Probe{}, fmt.Errorf("match %T is not probed", m)
 }

@@ -337,7 +337,7 @@ func enumMirrors() []enumMirror {
 		{c: "xfw_reject", mirror: "compiler.RejectTypes", values: rejects},
 		{c: "xfw_probe_kind", mirror: "compiler.ProbeKind", values: map[string]int64{
 			"XFW_PROBE_LIMIT": int64(compiler.ProbeLimit), "XFW_NPROBE_KINDS": int64(compiler.NumProbeKinds),
-			"XFW_PROBE_RECENT": int64(compiler.ProbeRecent),
+			"XFW_PROBE_RECENT":    int64(compiler.ProbeRecent),
 			"XFW_PROBE_HASHLIMIT": int64(compiler.ProbeHashLimit),
 		}},
 		{c: "xfw_ctstat", mirror: "ctStat* (ctstats.go)", values: map[string]int64{
