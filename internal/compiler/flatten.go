@@ -117,7 +117,7 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 			}
 			fl.terms[r] = terms
 		}
-		past, err := fl.probes(r, outer)
+		past, err := fl.probes(r, outer, hook)
 		if err != nil {
 			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 		}
@@ -190,7 +190,7 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 // itself would. A probe that answers false continues at the label
 // returned (nil: r has no probed match), which the caller resolves to the
 // position after r's entries, so later probes of r are not met either.
-func (fl *flattener) probes(r *ir.Rule, outer Cond) (past *label, err error) {
+func (fl *flattener) probes(r *ir.Rule, outer Cond, hook int) (past *label, err error) {
 	for i, m := range r.Matches {
 		sm, isSet := m.(*ir.SetMatch)
 		probed := probedMatch(m)
@@ -217,7 +217,7 @@ func (fl *flattener) probes(r *ir.Rule, outer Cond) (past *label, err error) {
 			if past == nil {
 				past = &label{}
 			}
-			pr, err := fl.probeOf(r, i, m)
+			pr, err := fl.probeOf(r, i, m, hook)
 			if err != nil {
 				return nil, err
 			}

@@ -24,6 +24,11 @@ type Recent struct {
 // per-slot table of them, XFW_RECENT_RULES in bpf/recent.h).
 const MaxRecents = 256
 
+// RecentArgForward marks the Arg of a recent probe met in FORWARD
+// (XFW_RC_ARG_FWD): recent_mt takes the TTL the packet had before
+// forwarding, one more than FORWARD's rules see.
+const RecentArgForward = 1 << 31
+
 // MaxRecentStamps bounds the timestamps an entry keeps
 // (XFW_RECENT_STAMPS): a list's ring is the kernel's but for --hitcount
 // above this, which xfw refuses.
