@@ -199,3 +199,60 @@ func hostNamer(host func(byte) netip.Addr, n byte) func(netip.Addr) string {
 		return a.String()
 	}
 }
+
+// TestRecentEvictionAgainstKernel fills a recent list to the kernel's
+// ip_list_tot (100 addresses) with packets, stamps the first address
+// again, and adds a 101st by a packet and a 102nd through the list's file:
+// each evicts the least recently stamped entry (hosts 2, then 3). The
+// listings and the traffic the list lets through are compared with the
+// kernel's, in both families.
+func TestRecentEvictionAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy")
+	bin := xfwPath(t)
+	for _, fam := range []int{4, 6} {
+		t.Run(fmt.Sprintf("IPv%d", fam), func(t *testing.T) { recentEvictionAgainstKernel(t, bin, fam) })
+	}
+}
+
+// recListTot is the kernel's ip_list_tot: the entries a list keeps.
+const recListTot = 100
+
+func recentEvictionAgainstKernel(t *testing.T, bin string, fam int) {
+	tw := newTwins(t, bin)
+	var mu sync.Mutex
+	listings := map[string][]string{}
+	results := tw.rounds(t, func(kind string, tp *nettest.Topology, fw firewall, record twinRecorder) {
+		silenceSink(t, tp)
+		rh := newRecentHosts(tp, fam)
+		fw.restore(t, tp, fam, recProcRules)
+		for h := byte(1); h <= recListTot; h++ {
+			rh.send(t, tp, kind, recSend{h, 1, 64, 1})
+		}
+		rh.send(t, tp, kind, recSend{1, 1, 64, 1})              // host 1 most recent again
+		rh.send(t, tp, kind, recSend{recListTot + 1, 1, 64, 1}) // evicts host 2
+		files := recentFiles{fw: fw, tp: tp}
+		if !files.write(t, "proc", "+"+rh.host(recListTot+2).String()+"\n", false) { // evicts host 3
+			t.Errorf("%s: adding host %d failed", kind, recListTot+2)
+		}
+		text, _ := files.read(t, "proc")
+		for _, h := range []byte{1, 2, 3, 4, recListTot + 1, recListTot + 2} {
+			rh.send(t, tp, kind, recSend{h, 2, 64, 1})
+		}
+		time.Sleep(200 * time.Millisecond)
+		record(fw.save(t, tp, fam))
+		mu.Lock()
+		listings[kind] = recentListing(t, text, hostNamer(rh.host, recListTot+2))
+		mu.Unlock()
+	})
+	k := compareRounds(t, results, ":INPUT", ":OUTPUT")
+	if kl, xl := listings["kernel"], listings["xfw"]; !slices.Equal(kl, xl) {
+		t.Errorf("list entries differ:\nkernel:\n  %s\nxfw:\n  %s", strings.Join(kl, "\n  "), strings.Join(xl, "\n  "))
+	}
+	// The kernel's own answers show the evictions: hosts 1, 4, 101 and
+	// 102 pass, 2 and 3 are gone.
+	key := "FORWARD -p udp -m udp --dport 2 -m recent --rcheck --name proc --mask " + map[int]string{4: "255.255.255.255", 6: "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"}[fam] + " --rsource -j ACCEPT"
+	if len(k) == 1 && k[0][key].packets != 4 {
+		t.Errorf("kernel: %s: %d packets, want 4", key, k[0][key].packets)
+	}
+}
