@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -68,12 +67,7 @@ var hlBatch = []hlSend{
 // keys of the first round stay refused; a restore without a name drops
 // its table, and the name's rule back starts a fresh one.
 func TestHashLimitAgainstKernel(t *testing.T) {
-	nettest.RequireRoot(t)
-	requireTools(t, "iptables-legacy", "ip6tables-legacy")
-	bin := xfwPath(t)
-	for _, fam := range []int{4, 6} {
-		t.Run(fmt.Sprintf("IPv%d", fam), func(t *testing.T) { hashLimitAgainstKernel(t, bin, fam) })
-	}
+	eachFamily(t, hashLimitAgainstKernel)
 }
 
 // hlBysrc is table bysrc's rule, which the last command drops and adds

@@ -89,12 +89,7 @@ var recBatch = []recSend{
 // lists keeps their entries, and one that no longer names a list drops
 // it (recent_mt_destroy of its last rule).
 func TestRecentAgainstKernel(t *testing.T) {
-	nettest.RequireRoot(t)
-	requireTools(t, "iptables-legacy", "ip6tables-legacy")
-	bin := xfwPath(t)
-	for _, fam := range []int{4, 6} {
-		t.Run(fmt.Sprintf("IPv%d", fam), func(t *testing.T) { recentAgainstKernel(t, bin, fam) })
-	}
+	eachFamily(t, recentAgainstKernel)
 }
 
 func recentAgainstKernel(t *testing.T, bin string, fam int) {

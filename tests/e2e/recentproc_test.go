@@ -138,31 +138,19 @@ var recProcSteps = []recProcStep{
 // success, the listings (jiffies left out) and the traffic the list then
 // lets through, in both families.
 func TestRecentFilesAgainstKernel(t *testing.T) {
-	nettest.RequireRoot(t)
-	requireTools(t, "iptables-legacy", "ip6tables-legacy")
-	bin := xfwPath(t)
-	for _, fam := range []int{4, 6} {
-		t.Run(fmt.Sprintf("IPv%d", fam), func(t *testing.T) { recentFilesAgainstKernel(t, bin, fam) })
-	}
+	eachFamily(t, recentFilesAgainstKernel)
 }
 
 func recentFilesAgainstKernel(t *testing.T, bin string, fam int) {
-	tw := newTwins(t, bin)
-	var mu sync.Mutex
-	transcripts := map[string][]string{}
-	results := tw.rounds(t, func(kind string, tp *nettest.Topology, fw firewall, record twinRecorder) {
-		silenceSink(t, tp)
-		rh := newRecentHosts(tp, fam)
-		fw.restore(t, tp, fam, recProcRules)
+	recentProcTwins(t, bin, fam, func(kind string, tp *nettest.Topology, fw firewall, rh recentHosts, record twinRecorder, note func(...string)) {
 		files := recentFiles{fw: fw, tp: tp}
 		named := hostNamer(rh.host, 4)
-		var lines []string
 		for i, s := range recProcSteps {
 			switch {
 			case s.read != "":
 				text, ok := files.read(t, s.read)
-				lines = append(lines, fmt.Sprintf("step %d: read %s: exists %v", i+1, s.read, ok))
-				lines = append(lines, recentListing(t, text, named)...)
+				note(fmt.Sprintf("step %d: read %s: exists %v", i+1, s.read, ok))
+				note(recentListing(t, text, named)...)
 			case s.hosts != nil:
 				for _, h := range s.hosts {
 					rh.send(t, tp, kind, recSend{h, s.dport, 64, 1})
@@ -170,19 +158,34 @@ func recentFilesAgainstKernel(t *testing.T, bin string, fam int) {
 				time.Sleep(200 * time.Millisecond)
 				record(nameHosts(fw.save(t, tp, fam), rh.host, 4))
 			default:
-				text := rh.rules(s.write)
-				ok := files.write(t, "proc", text, s.stdin)
-				lines = append(lines, fmt.Sprintf("step %d: %s: success %v", i+1, s.describe, ok))
+				ok := files.write(t, "proc", rh.rules(s.write), s.stdin)
+				note(fmt.Sprintf("step %d: %s: success %v", i+1, s.describe, ok))
 			}
 		}
-		mu.Lock()
-		transcripts[kind] = lines
-		mu.Unlock()
 	})
-	compareRounds(t, results, ":INPUT", ":OUTPUT")
-	if k, x := transcripts["kernel"], transcripts["xfw"]; !slices.Equal(k, x) {
-		t.Errorf("recent list files differ:\nkernel:\n  %s\nxfw:\n  %s", strings.Join(k, "\n  "), strings.Join(x, "\n  "))
+}
+
+// recentProcTwins runs fn in twins loaded with recProcRules, fn recording
+// rounds of counters and noting lines of what it reads, and compares
+// both; it returns the kernel's rounds.
+func recentProcTwins(t *testing.T, bin string, fam int, fn func(kind string, tp *nettest.Topology, fw firewall, rh recentHosts, record twinRecorder, note func(...string))) []map[string]counter {
+	tw := newTwins(t, bin)
+	var mu sync.Mutex
+	notes := map[string][]string{}
+	results := tw.rounds(t, func(kind string, tp *nettest.Topology, fw firewall, record twinRecorder) {
+		silenceSink(t, tp)
+		fw.restore(t, tp, fam, recProcRules)
+		fn(kind, tp, fw, newRecentHosts(tp, fam), record, func(lines ...string) {
+			mu.Lock()
+			defer mu.Unlock()
+			notes[kind] = append(notes[kind], lines...)
+		})
+	})
+	k := compareRounds(t, results, ":INPUT", ":OUTPUT")
+	if kn, xn := notes["kernel"], notes["xfw"]; !slices.Equal(kn, xn) {
+		t.Errorf("recent lists differ:\nkernel:\n  %s\nxfw:\n  %s", strings.Join(kn, "\n  "), strings.Join(xn, "\n  "))
 	}
+	return k
 }
 
 // hostNamer returns a function naming hosts 1 to n of host "@Hn" and
@@ -207,25 +210,14 @@ func hostNamer(host func(byte) netip.Addr, n byte) func(netip.Addr) string {
 // listings and the traffic the list lets through are compared with the
 // kernel's, in both families.
 func TestRecentEvictionAgainstKernel(t *testing.T) {
-	nettest.RequireRoot(t)
-	requireTools(t, "iptables-legacy", "ip6tables-legacy")
-	bin := xfwPath(t)
-	for _, fam := range []int{4, 6} {
-		t.Run(fmt.Sprintf("IPv%d", fam), func(t *testing.T) { recentEvictionAgainstKernel(t, bin, fam) })
-	}
+	eachFamily(t, recentEvictionAgainstKernel)
 }
 
 // recListTot is the kernel's ip_list_tot: the entries a list keeps.
 const recListTot = 100
 
 func recentEvictionAgainstKernel(t *testing.T, bin string, fam int) {
-	tw := newTwins(t, bin)
-	var mu sync.Mutex
-	listings := map[string][]string{}
-	results := tw.rounds(t, func(kind string, tp *nettest.Topology, fw firewall, record twinRecorder) {
-		silenceSink(t, tp)
-		rh := newRecentHosts(tp, fam)
-		fw.restore(t, tp, fam, recProcRules)
+	k := recentProcTwins(t, bin, fam, func(kind string, tp *nettest.Topology, fw firewall, rh recentHosts, record twinRecorder, note func(...string)) {
 		for h := byte(1); h <= recListTot; h++ {
 			rh.send(t, tp, kind, recSend{h, 1, 64, 1})
 		}
@@ -236,19 +228,13 @@ func recentEvictionAgainstKernel(t *testing.T, bin string, fam int) {
 			t.Errorf("%s: adding host %d failed", kind, recListTot+2)
 		}
 		text, _ := files.read(t, "proc")
+		note(recentListing(t, text, hostNamer(rh.host, recListTot+2))...)
 		for _, h := range []byte{1, 2, 3, 4, recListTot + 1, recListTot + 2} {
 			rh.send(t, tp, kind, recSend{h, 2, 64, 1})
 		}
 		time.Sleep(200 * time.Millisecond)
 		record(fw.save(t, tp, fam))
-		mu.Lock()
-		listings[kind] = recentListing(t, text, hostNamer(rh.host, recListTot+2))
-		mu.Unlock()
 	})
-	k := compareRounds(t, results, ":INPUT", ":OUTPUT")
-	if kl, xl := listings["kernel"], listings["xfw"]; !slices.Equal(kl, xl) {
-		t.Errorf("list entries differ:\nkernel:\n  %s\nxfw:\n  %s", strings.Join(kl, "\n  "), strings.Join(xl, "\n  "))
-	}
 	// The kernel's own answers show the evictions: hosts 1, 4, 101 and
 	// 102 pass, 2 and 3 are gone.
 	key := "FORWARD -p udp -m udp --dport 2 -m recent --rcheck --name proc --mask " + map[int]string{4: "255.255.255.255", 6: "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"}[fam] + " --rsource -j ACCEPT"

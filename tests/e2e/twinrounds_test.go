@@ -16,6 +16,17 @@ import (
 // iptables and xfw, run the same commands between rounds, and compare each
 // round's iptables-save -c.
 
+// eachFamily runs fn as a subtest per family (4, 6) with the xfw binary,
+// after the checks every twin test needs (root, iptables-legacy).
+func eachFamily(t *testing.T, fn func(t *testing.T, bin string, fam int)) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy")
+	bin := xfwPath(t)
+	for _, fam := range []int{4, 6} {
+		t.Run(fmt.Sprintf("IPv%d", fam), func(t *testing.T) { fn(t, bin, fam) })
+	}
+}
+
 // twinCommand is a command run in both twins between rounds: iptables
 // with args, or iptables-restore of a ruleset (with restoreArgs, e.g.
 // --noflush); then, when set, another command.
