@@ -190,11 +190,15 @@ static __always_inline void xfw_rc_reap(struct xfw_rc_scratch *s, struct xfw_rc_
 		xfw_rc_remove(l, &s->oldest);
 }
 
-/* xfw_recent_match is recent_mt for recent match k of slot and the packet
- * p: 1 the match is true, 0 false. */
-static __always_inline int xfw_recent_match(__u32 slot, __u32 k, const struct xfw_pkt *p)
+/* xfw_recent_match is recent_mt for the recent probe of argument arg (its
+ * match's index in slot, XFW_RC_ARG_FWD) and the packet p: 1 the match is
+ * true, 0 false. */
+static __always_inline int xfw_recent_match(__u32 slot, __u32 arg, const struct xfw_pkt *p)
 {
+	__u32 k = arg & ~XFW_RC_ARG_FWD;
 	__u32 idx = slot * XFW_RECENT_RULES + (k & (XFW_RECENT_RULES - 1));
+	/* "use TTL as seen before forwarding": FORWARD's p->ttl is one less. */
+	__u8 ttl = p->ttl + !!(arg & XFW_RC_ARG_FWD);
 	struct xfw_rc_scratch *s;
 	struct xfw_rc_rule *r;
 	struct xfw_rc_list *l;
@@ -222,12 +226,12 @@ static __always_inline int xfw_recent_match(__u32 slot, __u32 k, const struct xf
 	}
 	now = bpf_jiffies64();
 	e = bpf_map_lookup_elem(&xfw_rc_ent, &s->key);
-	if (e && (r->flags & XFW_RC_TTL) && p->ttl && e->ttl && e->ttl != p->ttl)
+	if (e && (r->flags & XFW_RC_TTL) && ttl && e->ttl && e->ttl != ttl)
 		e = NULL;
 	if (!e) {
 		if (!(r->flags & XFW_RC_SET))
 			return ret;
-		if (!xfw_rc_insert(s, l, p->ttl, now))
+		if (!xfw_rc_insert(s, l, ttl, now))
 			return 0;
 		return !ret;
 	}
@@ -247,7 +251,7 @@ static __always_inline int xfw_recent_match(__u32 slot, __u32 k, const struct xf
 		/* Reaped meanwhile (not this entry, unless --set): look again. */
 		e = bpf_map_lookup_elem(&xfw_rc_ent, &s->key);
 		if (e)
-			xfw_rc_stamp(l, e, p->ttl, now);
+			xfw_rc_stamp(l, e, ttl, now);
 	}
 	return ret;
 }

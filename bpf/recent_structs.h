@@ -17,6 +17,11 @@
 #define XFW_RECENT_RULES 256    /* recent matches of one slot */
 #define XFW_RECENT_NAME 200     /* XT_RECENT_NAME_LEN */
 
+/* A recent probe's argument: the match's index in its slot, and this bit
+ * for a probe met in FORWARD (compiler.RecentArgForward): the TTL
+ * recent_mt records and compares is the one before forwarding. */
+#define XFW_RC_ARG_FWD (1u << 31)
+
 /* check_set bits (XT_RECENT_*). */
 #define XFW_RC_CHECK 0x01
 #define XFW_RC_SET 0x02

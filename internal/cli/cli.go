@@ -147,6 +147,8 @@ xfw's own:
   log        print LOG lines as the kernel formats them (--kmsg: also to the kernel log)
   conntrack  list (-L), delete (-D), flush (-F) or count (-C) tracked connections,
              as conntrack-tools' conntrack (-f, -p, -s, -d, --sport, --dport, --state)
+  recent     the recent lists, as /proc/net/xt_recent: NAME lists its entries,
+             NAME +ADDR / -ADDR / / adds, removes, flushes (NAME - reads that from stdin)
   version    print the version
 
 Linked or copied under the name iptables, ip6tables, iptables-save, ipset, … the

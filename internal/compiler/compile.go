@@ -167,12 +167,12 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	if fl.sets.ext6 != nil {
 		g.ext6 = fl.sets.ext6.conds
 	}
-	g.Limits = fl.limits
+	g.Limits = fl.limits.items
 	g.Probes = fl.probeList
-	g.Recents = fl.recents
-	g.HashLimits = fl.hashLimits
+	g.Recents = fl.recents.items
+	g.HashLimits = fl.hashLimits.items
 	g.Preds = fl.preds
-	g.CtExpires = fl.ctExpires
+	g.CtExpires = fl.ctExpires.items
 	n := len(g.Entries)
 	g.NumChunks = uint32((n + ChunkBits - 1) / ChunkBits)
 	if g.NumChunks == 0 {

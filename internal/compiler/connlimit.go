@@ -42,31 +42,6 @@ func ConnlimitArg(index int, m *ir.ConnlimitMatch) uint32 {
 	return arg
 }
 
-// matchKey names a match of a rule: the rule and the match's index.
-type matchKey struct {
-	rule  *ir.Rule
-	match int
-}
-
-// matchIndex returns the index ids gives match key, numbering a match it
-// has not seen next (fresh is then true), and an error past max matches
-// (what names them). A rule that user chains flatten more than once keeps
-// one index per match, as the kernel has one match instance.
-func matchIndex(ids *map[matchKey]int, key matchKey, max int, what string) (k int, fresh bool, err error) {
-	if k, ok := (*ids)[key]; ok {
-		return k, false, nil
-	}
-	if len(*ids) >= max {
-		return 0, false, fmt.Errorf("more than %d %s", max, what)
-	}
-	if *ids == nil {
-		*ids = map[matchKey]int{}
-	}
-	k = len(*ids)
-	(*ids)[key] = k
-	return k, true, nil
-}
-
 // connlimitIndex returns the index of match i (m) of rule r among the
 // generation's connlimit matches, numbered in the order flattening meets
 // them.
@@ -75,8 +50,8 @@ func (fl *flattener) connlimitIndex(r *ir.Rule, i int, m *ir.ConnlimitMatch) (in
 		return 0, fmt.Errorf("connlimit match: a limit above %d connections is not supported by xfw (--connlimit-%s %d)",
 			ConnlimitSlots, map[bool]string{true: "upto", false: "above"}[m.Upto], m.Limit)
 	}
-	k, _, err := matchIndex(&fl.connlimitIDs, matchKey{r, i}, MaxConnlimits, "connlimit matches")
-	return k, err
+	k, err := fl.connlimits.index(r, i, MaxConnlimits, "connlimit matches", func() struct{} { return struct{}{} })
+	return int(k), err
 }
 
 // ctFullKeys is every FieldCt key: the condition a connlimit probe puts on

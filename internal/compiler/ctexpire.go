@@ -27,9 +27,8 @@ const MaxCtExpires = 256
 // --ctexpire of match i (m) of rule r, numbered in the order flattening
 // meets them.
 func (fl *flattener) ctExpireIndex(r *ir.Rule, i int, m *ir.ConntrackMatch) (int, error) {
-	k, fresh, err := matchIndex(&fl.ctExpireIDs, matchKey{r, i}, MaxCtExpires, "conntrack matches with --ctexpire")
-	if fresh {
-		fl.ctExpires = append(fl.ctExpires, CtExpire{Min: m.Expire.Min, Max: m.Expire.Max, Invert: m.Expire.Invert})
-	}
-	return k, err
+	k, err := fl.ctExpires.index(r, i, MaxCtExpires, "conntrack matches with --ctexpire", func() CtExpire {
+		return CtExpire{Min: m.Expire.Min, Max: m.Expire.Max, Invert: m.Expire.Invert}
+	})
+	return int(k), err
 }

@@ -63,22 +63,16 @@ type flattener struct {
 	// maxHops counts the non-terminal entries, a bound on the actions a
 	// packet can meet on its way through one chain.
 	hops uint32
-	// limits are the limit matches' buckets, limitIDs their indexes
-	// (limitIndex).
-	limits   []Limit
-	limitIDs map[limitKey]uint16
+	// limits, recents and hashLimits are the limit matches' buckets,
+	// the recent and the hashlimit matches (limitIndex, recentIndex,
+	// hashLimitIndex).
+	limits     matchIndex[Limit]
+	recents    matchIndex[Recent]
+	hashLimits matchIndex[HashLimit]
 	// probeList are the generation's probes, probeIDs their indexes
 	// (probeIndex).
 	probeList []Probe
 	probeIDs  map[Probe]uint16
-	// recents are the recent matches, recentIDs their indexes
-	// (recentIndex).
-	recents   []Recent
-	recentIDs map[recentKey]uint32
-	// hashLimits are the hashlimit matches, hashLimitIDs their indexes
-	// (hashLimitIndex).
-	hashLimits   []HashLimit
-	hashLimitIDs map[limitKey]uint16
 	// policyID are the counter indexes of the other tables' policies;
 	// walkStart and walkEnd the walks' bounds (Generation.WalkStart);
 	// acceptTo, when set, is where ACCEPT continues (the next table of
@@ -92,12 +86,10 @@ type flattener struct {
 	// (predIndex).
 	preds   []Pred
 	predIDs map[predKey]uint32
-	// connlimitIDs index the connlimit matches (connlimitIndex).
-	connlimitIDs map[matchKey]int
-	// ctExpires are the --ctexpire options, ctExpireIDs their indexes
-	// (ctExpireIndex).
-	ctExpires   []CtExpire
-	ctExpireIDs map[matchKey]int
+	// connlimits numbers the connlimit matches (connlimitIndex),
+	// ctExpires the --ctexpire options (ctExpireIndex).
+	connlimits matchIndex[struct{}]
+	ctExpires  matchIndex[CtExpire]
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with
@@ -144,7 +136,7 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 			}
 			fl.terms[r] = terms
 		}
-		past, err := fl.probes(r, outer)
+		past, err := fl.probes(r, outer, hook)
 		if err != nil {
 			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 		}
@@ -221,7 +213,7 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 // itself would. A probe that answers false continues at the label
 // returned (nil: r has no probed match), which the caller resolves to the
 // position after r's entries, so later probes of r are not met either.
-func (fl *flattener) probes(r *ir.Rule, outer Cond) (past *label, err error) {
+func (fl *flattener) probes(r *ir.Rule, outer Cond, hook int) (past *label, err error) {
 	for i, m := range r.Matches {
 		sm, isSet := m.(*ir.SetMatch)
 		probed := probedMatch(m)
@@ -248,7 +240,7 @@ func (fl *flattener) probes(r *ir.Rule, outer Cond) (past *label, err error) {
 			if past == nil {
 				past = &label{}
 			}
-			pr, err := fl.probeOf(r, i, m)
+			pr, err := fl.probeOf(r, i, m, hook)
 			if err != nil {
 				return nil, err
 			}

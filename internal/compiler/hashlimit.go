@@ -25,25 +25,12 @@ type HashLimit struct {
 const MaxHashLimits = 1 << 16
 
 // hashLimitIndex returns the index of match i (m) of rule r among the
-// generation's hashlimit matches, numbered in the order flattening meets
-// them: a rule that user chains flatten more than once is one match, as
-// the kernel has one match instance.
-func (fl *flattener) hashLimitIndex(r *ir.Rule, i int, m *ir.HashLimitMatch) (uint16, error) {
+// generation's hashlimit matches (matchIndex).
+func (fl *flattener) hashLimitIndex(r *ir.Rule, i int, m *ir.HashLimitMatch) (uint32, error) {
 	if m.Mode&ir.HashLimitRateMatch != 0 {
 		return 0, fmt.Errorf("hashlimit match %s: --hashlimit-rate-match is not supported by xfw's data plane", m.Name)
 	}
-	key := limitKey{r, i}
-	if k, ok := fl.hashLimitIDs[key]; ok {
-		return k, nil
-	}
-	if len(fl.hashLimits) >= MaxHashLimits {
-		return 0, fmt.Errorf("more than %d hashlimit matches", MaxHashLimits)
-	}
-	if fl.hashLimitIDs == nil {
-		fl.hashLimitIDs = map[limitKey]uint16{}
-	}
-	k := uint16(len(fl.hashLimits))
-	fl.hashLimitIDs[key] = k
-	fl.hashLimits = append(fl.hashLimits, HashLimit{Match: *m})
-	return k, nil
+	return fl.hashLimits.index(r, i, MaxHashLimits, "hashlimit matches", func() HashLimit {
+		return HashLimit{Match: *m}
+	})
 }

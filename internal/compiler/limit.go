@@ -1,8 +1,6 @@
 package compiler
 
 import (
-	"fmt"
-
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
@@ -27,30 +25,11 @@ type Limit struct {
 // MaxLimits bounds a generation's buckets (a probe's Aux names one).
 const MaxLimits = 1 << 16
 
-// limitKey names a limit match: the rule and the match's index.
-type limitKey struct {
-	rule  *ir.Rule
-	match int
-}
-
-// limitIndex returns the bucket of match i (m) of rule r, numbered in the
-// order flattening meets them: a rule that user chains flatten more than
-// once keeps one bucket, as the kernel has one match instance.
-func (fl *flattener) limitIndex(r *ir.Rule, i int, m *ir.LimitMatch) (uint16, error) {
-	key := limitKey{r, i}
-	if k, ok := fl.limitIDs[key]; ok {
-		return k, nil
-	}
-	if len(fl.limits) >= MaxLimits {
-		return 0, fmt.Errorf("more than %d limit matches", MaxLimits)
-	}
-	if fl.limitIDs == nil {
-		fl.limitIDs = map[limitKey]uint16{}
-	}
-	k := uint16(len(fl.limits))
-	fl.limitIDs[key] = k
-	fl.limits = append(fl.limits, Limit{Rule: fl.ruleID[r], Match: i, Avg: m.Avg, Burst: m.Burst})
-	return k, nil
+// limitIndex returns the bucket of match i (m) of rule r (matchIndex).
+func (fl *flattener) limitIndex(r *ir.Rule, i int, m *ir.LimitMatch) (uint32, error) {
+	return fl.limits.index(r, i, MaxLimits, "limit matches", func() Limit {
+		return Limit{Rule: fl.ruleID[r], Match: i, Avg: m.Avg, Burst: m.Burst}
+	})
 }
 
 // shiftLimitRules moves the counter indexes of the buckets' rules from

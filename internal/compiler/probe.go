@@ -84,18 +84,22 @@ func hasProbedMatch(r *ir.Rule) bool {
 	return false
 }
 
-// probeOf returns the probe that asks match i (m, probedMatch) of rule r.
-func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match) (Probe, error) {
+// probeOf returns the probe that asks match i (m, probedMatch) of rule r
+// met in base chain hook.
+func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match, hook int) (Probe, error) {
 	switch m := m.(type) {
 	case *ir.LimitMatch:
 		k, err := fl.limitIndex(r, i, m)
-		return Probe{Kind: ProbeLimit, Arg: uint32(k)}, err
+		return Probe{Kind: ProbeLimit, Arg: k}, err
 	case *ir.RecentMatch:
 		k, err := fl.recentIndex(r, i, m)
+		if hook == ChainForward {
+			k |= RecentArgForward
+		}
 		return Probe{Kind: ProbeRecent, Arg: k}, err
 	case *ir.HashLimitMatch:
 		k, err := fl.hashLimitIndex(r, i, m)
-		return Probe{Kind: ProbeHashLimit, Arg: uint32(k)}, err
+		return Probe{Kind: ProbeHashLimit, Arg: k}, err
 	case *ir.StringMatch, *ir.U32Match, *ir.TimeMatch:
 		k, err := fl.predIndex(r, i, m)
 		return Probe{Kind: ProbePred, Arg: k}, err

@@ -24,38 +24,25 @@ type Recent struct {
 // per-slot table of them, XFW_RECENT_RULES in bpf/recent.h).
 const MaxRecents = 256
 
+// RecentArgForward marks the Arg of a recent probe met in FORWARD
+// (XFW_RC_ARG_FWD): recent_mt takes the TTL the packet had before
+// forwarding, one more than FORWARD's rules see.
+const RecentArgForward = 1 << 31
+
 // MaxRecentStamps bounds the timestamps an entry keeps
 // (XFW_RECENT_STAMPS): a list's ring is the kernel's but for --hitcount
 // above this, which xfw refuses.
 const MaxRecentStamps = 256
 
-// recentKey names a recent match: the rule and the match's index.
-type recentKey struct {
-	rule  *ir.Rule
-	match int
-}
-
 // recentIndex returns the index of match i (m) of rule r among the
-// generation's recent matches: a rule that user chains flatten more than
-// once asks one match, as the kernel has one match instance.
+// generation's recent matches (matchIndex).
 func (fl *flattener) recentIndex(r *ir.Rule, i int, m *ir.RecentMatch) (uint32, error) {
-	key := recentKey{r, i}
-	if k, ok := fl.recentIDs[key]; ok {
-		return k, nil
-	}
 	if m.StampsMask() >= MaxRecentStamps {
 		return 0, fmt.Errorf("recent: --hitcount %d: more than %d timestamps per address are not supported by xfw", m.HitCount, MaxRecentStamps)
 	}
-	if len(fl.recents) >= MaxRecents {
-		return 0, fmt.Errorf("recent: more than %d recent matches in a family's ruleset are not supported by xfw", MaxRecents)
-	}
-	if fl.recentIDs == nil {
-		fl.recentIDs = map[recentKey]uint32{}
-	}
-	k := uint32(len(fl.recents))
-	fl.recentIDs[key] = k
-	fl.recents = append(fl.recents, Recent{RecentMatch: *m})
-	return k, nil
+	return fl.recents.index(r, i, MaxRecents, "recent matches in a family's ruleset are not supported by xfw", func() Recent {
+		return Recent{RecentMatch: *m}
+	})
 }
 
 // RecentAnswer is the simulator's recent list: whether match k

@@ -63,13 +63,14 @@ func (p *Packet) probe(g *Generation, pr Probe) bool {
 	case ProbeLimit:
 		return p.Limit == nil || p.Limit(int(pr.Arg))
 	case ProbeRecent:
-		if int(pr.Arg) >= len(g.Recents) {
+		k := int(pr.Arg &^ RecentArgForward)
+		if k >= len(g.Recents) {
 			return false
 		}
 		if p.Recent == nil {
-			return recentEmpty(&g.Recents[pr.Arg].RecentMatch)
+			return recentEmpty(&g.Recents[k].RecentMatch)
 		}
-		return p.Recent(int(pr.Arg), &g.Recents[pr.Arg].RecentMatch)
+		return p.Recent(k, &g.Recents[k].RecentMatch)
 	case ProbeHashLimit:
 		return p.HashLimit == nil || p.HashLimit(int(pr.Arg))
 	case ProbePred:

@@ -48,7 +48,7 @@ var layoutMirrors = []layoutMirror{
 	{c: "xfw_probe", goType: reflect.TypeOf(bpfProbe{})},
 	{c: "bpf_spin_lock", goType: reflect.TypeOf(bpfSpinLock{})},
 	{c: "xfw_rc_key", goType: reflect.TypeOf(bpfRecentKey{})},
-	{c: "xfw_rc_ent", goType: reflect.TypeOf(bpfRecentEnt{}), renamed: map[string]string{"TTL": "ttl", "NStamps": "nstamps", "LRU": "lru"}},
+	{c: "xfw_rc_ent", goType: reflect.TypeOf(bpfRecentEnt{}), renamed: map[string]string{"TTL": "ttl", "NStamps": "nstamps", "LRU": "lru"}, padding: []string{"Pad3"}},
 	{c: "xfw_rc_list", goType: reflect.TypeOf(bpfRecentList{})},
 	{c: "xfw_rc_rule", goType: reflect.TypeOf(bpfRecentRule{})},
 	{c: "xfw_hl_table", goType: reflect.TypeOf(bpfHLTable{}), renamed: map[string]string{"CPJ": "cpj", "GC": "gc", "NextGC": "next_gc"}},

@@ -62,6 +62,7 @@ type bpfRecentEnt struct {
 	Index   uint16
 	NStamps uint16
 	Pad2    uint16
+	Pad3    uint32 // the C struct's hole before lru
 	LRU     uint64
 	Stamps  [recentStamps]uint64
 }

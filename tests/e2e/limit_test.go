@@ -151,11 +151,7 @@ func limitAgainstKernel(t *testing.T, bin string, fam int) {
 			time.Sleep(200 * time.Millisecond)
 			// The twins' subnets differ: name the hosts as the
 			// ruleset does.
-			sv := fw.save(t, tp, fam)
-			for h := byte(7); h >= 1; h-- {
-				sv = strings.ReplaceAll(sv, host(h).String(), fmt.Sprintf("@H%d", h))
-			}
-			r.rounds = append(r.rounds, counters(t, sv))
+			r.rounds = append(r.rounds, counters(t, nameHosts(fw.save(t, tp, fam), host, 7)))
 			then()
 		}
 		round(func() { ipt("-C", "FORWARD", "-s", host(1).String(), "-j", "DROP") })

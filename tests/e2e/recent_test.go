@@ -89,100 +89,41 @@ var recBatch = []recSend{
 // lists keeps their entries, and one that no longer names a list drops
 // it (recent_mt_destroy of its last rule).
 func TestRecentAgainstKernel(t *testing.T) {
-	nettest.RequireRoot(t)
-	requireTools(t, "iptables-legacy", "ip6tables-legacy")
-	bin := xfwPath(t)
-	for _, fam := range []int{4, 6} {
-		t.Run(fmt.Sprintf("IPv%d", fam), func(t *testing.T) { recentAgainstKernel(t, bin, fam) })
-	}
+	eachFamily(t, recentAgainstKernel)
 }
 
 func recentAgainstKernel(t *testing.T, bin string, fam int) {
 	tw := newTwins(t, bin)
-	results := map[string][]map[string]counter{}
-	var mu = make(chan struct{}, 1)
-	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+	results := tw.rounds(t, func(kind string, tp *nettest.Topology, fw firewall, record twinRecorder) {
 		silenceSink(t, tp)
-		gen, sink := tp.Gen.IPv4, tp.Sink.IPv4
-		full, mask := "255.255.255.255", "255.255.255.0"
-		if fam == 6 {
-			gen, sink = tp.Gen.IPv6, tp.Sink.IPv6
-			full, mask = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "ffff:ffff:ffff:ffff::"
-		}
-		host := func(h byte) netip.Addr {
-			b := gen.AsSlice()
-			b[len(b)-1] = 0x40 + h
-			a, _ := netip.AddrFromSlice(b)
-			return a
-		}
-		rules := strings.NewReplacer("@FULL", full, "@MASK", mask).Replace(recRules)
-		for h := byte(1); h <= 7; h++ {
-			rules = strings.ReplaceAll(rules, fmt.Sprintf("@H%d", h), host(h).String())
-		}
+		rh := newRecentHosts(tp, fam)
+		rules := rh.rules(recRules)
 		fw.restore(t, tp, fam, rules)
-		send := func(s recSend) {
-			l4 := nettest.UDP{SrcPort: 5000, DstPort: s.dport, Payload: []byte("x")}
-			var pkt []byte
-			if fam == 6 {
-				pkt = nettest.IPv6{Src: host(s.host), Dst: sink, HopLimit: s.ttl}.Packet(l4)
-			} else {
-				pkt = nettest.IPv4{Src: host(s.host), Dst: sink, TTL: s.ttl}.Packet(l4)
-			}
-			frame := tp.GenToFw().Frame(pkt)
-			for i := 0; i < s.n; i++ {
-				if err := tp.InjectFromGen(frame); err != nil {
-					t.Errorf("%s: inject: %v", kind, err)
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
+		save := func() {
+			time.Sleep(200 * time.Millisecond)
+			record(nameHosts(fw.save(t, tp, fam), rh.host, 7))
 		}
-		var rounds []map[string]counter
 		round := func() {
 			for _, s := range recBatch {
-				send(s)
+				rh.send(t, tp, kind, s)
 			}
-			time.Sleep(200 * time.Millisecond)
-			sv := fw.save(t, tp, fam)
-			for h := byte(7); h >= 1; h-- {
-				sv = strings.ReplaceAll(sv, host(h).String(), fmt.Sprintf("@H%d", h))
-			}
-			rounds = append(rounds, counters(t, sv))
+			save()
 		}
 		round()
 		// The same rules again (a reload naming every list): the
 		// entries stay, so the ufw host stays refused.
 		fw.restore(t, tp, fam, rules)
-		send(recSend{1, 22, 64, 2})
-		time.Sleep(200 * time.Millisecond)
-		sv := fw.save(t, tp, fam)
-		for h := byte(7); h >= 1; h-- {
-			sv = strings.ReplaceAll(sv, host(h).String(), fmt.Sprintf("@H%d", h))
-		}
-		rounds = append(rounds, counters(t, sv))
+		rh.send(t, tp, kind, recSend{1, 22, 64, 2})
+		save()
 		// Without the ufw rules the DEFAULT list goes; with them back,
 		// the host starts afresh.
 		noUfw := strings.Join(filterLines(strings.Split(rules, "\n"), "DEFAULT"), "\n")
 		fw.restore(t, tp, fam, noUfw)
 		fw.restore(t, tp, fam, rules)
 		round()
-		mu <- struct{}{}
-		results[kind] = rounds
-		<-mu
 	})
-	k, x := results["kernel"], results["xfw"]
-	if len(k) != len(x) {
-		t.Fatalf("rounds: kernel %d, xfw %d", len(k), len(x))
-	}
-	for i := range k {
-		for key, kc := range k[i] {
-			if key == ":OUTPUT" || key == ":INPUT" {
-				continue // fw's own traffic (IPv6 neighbour and router discovery)
-			}
-			if xc := x[i][key]; xc.packets != kc.packets {
-				t.Errorf("round %d: %s: xfw %d packets, kernel %d", i+1, key, xc.packets, kc.packets)
-			}
-		}
-	}
+	// Policies: fw's own traffic (IPv6 neighbour and router discovery).
+	k := compareRounds(t, results, ":OUTPUT", ":INPUT")
 	// The kernel's own counts show the cases are exercised: ufw's limit
 	// refused the 6th to 8th connection.
 	for key, kc := range k[0] {
@@ -190,6 +131,52 @@ func recentAgainstKernel(t *testing.T, bin string, fam int) {
 			t.Errorf("kernel: %s: %d packets, want 5", key, kc.packets)
 		}
 	}
+}
+
+// recentHosts are the addresses of a twin's recent tests: gen's subnet
+// with last byte 0x40+h for host h, the sink, the full and the subnet's
+// mask of the family.
+type recentHosts struct {
+	fam        int
+	gen, sink  netip.Addr
+	full, mask string
+}
+
+// newRecentHosts returns tp's addresses of family fam.
+func newRecentHosts(tp *nettest.Topology, fam int) recentHosts {
+	if fam == 6 {
+		return recentHosts{fam, tp.Gen.IPv6, tp.Sink.IPv6, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "ffff:ffff:ffff:ffff::"}
+	}
+	return recentHosts{fam, tp.Gen.IPv4, tp.Sink.IPv4, "255.255.255.255", "255.255.255.0"}
+}
+
+// host returns host h's address.
+func (rh recentHosts) host(h byte) netip.Addr {
+	b := rh.gen.AsSlice()
+	b[len(b)-1] = 0x40 + h
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// rules returns a ruleset with its @FULL, @MASK and @H1 to @H7 named.
+func (rh recentHosts) rules(text string) string {
+	text = strings.NewReplacer("@FULL", rh.full, "@MASK", rh.mask).Replace(text)
+	for h := byte(7); h >= 1; h-- {
+		text = strings.ReplaceAll(text, fmt.Sprintf("@H%d", h), rh.host(h).String())
+	}
+	return text
+}
+
+// send sends s's datagrams from gen.
+func (rh recentHosts) send(t *testing.T, tp *nettest.Topology, kind string, s recSend) {
+	l4 := nettest.UDP{SrcPort: 5000, DstPort: s.dport, Payload: []byte("x")}
+	var pkt []byte
+	if rh.fam == 6 {
+		pkt = nettest.IPv6{Src: rh.host(s.host), Dst: rh.sink, HopLimit: s.ttl}.Packet(l4)
+	} else {
+		pkt = nettest.IPv4{Src: rh.host(s.host), Dst: rh.sink, TTL: s.ttl}.Packet(l4)
+	}
+	injectN(t, tp, kind, tp.GenToFw().Frame(pkt), s.n)
 }
 
 // filterLines returns the lines without the word.
