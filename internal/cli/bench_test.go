@@ -53,7 +53,7 @@ func BenchmarkUpdatePhases10K(b *testing.B) {
 	})
 	b.Run("counters", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			_ = counterSources(rs, rs, true)
+			_ = counterSources(rs, rs, true, nil)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -273,7 +274,8 @@ func runRestore(name string, args []string, env Env) int {
 	// Restore flushes the base itself unless --noflush; the base carries
 	// the built-in chains' policies and counters either way.
 	opts.Sets = sets.lookup
-	rs, err := iptables.Restore(fam, in, old.Clone(), opts)
+	tables := &restoreTables{}
+	rs, err := iptables.Restore(fam, io.TeeReader(in, tables), old.Clone(), opts)
 	if err != nil {
 		return report(env, name, sets.setsErr(err))
 	}
@@ -289,11 +291,50 @@ func runRestore(name string, args []string, env Env) int {
 	}
 	// Counters carry over for rules kept by --noflush (as libiptc maps
 	// them); a flushing restore starts from zero or from its -c values.
-	if err := commit(fam, old, rs, opts.NoFlush && !opts.Counters, ao, sets); err != nil {
+	if err := commit(fam, old, rs, opts.NoFlush && !opts.Counters, tables.names, ao, sets); err != nil {
 		return report(env, name, err)
 	}
 	return exitOK
 }
+
+// restoreTables collects the tables an iptables-restore input names
+// ("*TABLE" lines) as the input passes through it: the tables the restore
+// commits.
+type restoreTables struct {
+	names []string
+	// midLine is set past a line's first byte.
+	midLine bool
+	// line holds a "*" line's text while it is read.
+	line    []byte
+	inTable bool
+}
+
+// Write notes every line that starts with "*".
+func (t *restoreTables) Write(p []byte) (int, error) {
+	for _, c := range p {
+		switch {
+		case c == '\n':
+			if t.inTable {
+				name := strings.TrimSpace(string(t.line))
+				if name != "" && !slices.Contains(t.names, name) {
+					t.names = append(t.names, name)
+				}
+			}
+			t.inTable, t.line, t.midLine = false, t.line[:0], false
+			continue
+		case !t.midLine && c == '*':
+			t.inTable = true
+		case t.inTable && len(t.line) < maxTableName:
+			t.line = append(t.line, c)
+		}
+		t.midLine = true
+	}
+	return len(p), nil
+}
+
+// maxTableName bounds what restoreTables keeps of a "*" line (table names
+// are at most XT_TABLE_MAXNAMELEN, 32, bytes).
+const maxTableName = 32
 
 func runSave(name string, args []string, env Env) int {
 	fam := familyOf(name)

@@ -100,7 +100,10 @@ func runIptables(name string, args []string, env Env) int {
 		fallthrough
 	case iptables.CmdZero, iptables.CmdZeroNum:
 		// Counters only: no new generation, the bases move. The kernel's
-		// limit buckets start full again (iptables replaces the table).
+		// limit buckets start full again (iptables replaces the table),
+		// and libiptc's commit writes the table's policy counters back
+		// as zero (counterSources).
+		restartPolicies(rs, cmd.Table)
 		if err := dataplane.SetCounters(fam, allCounters(rs)); err != nil {
 			return report(env, name, err)
 		}
@@ -116,7 +119,7 @@ func runIptables(name string, args []string, env Env) int {
 	switch {
 	case cmd.Table != ir.TableFilter:
 		// Only the filter table's base chains change in place.
-		err = commit(fam, old, rs, true, ao, locked)
+		err = commit(fam, old, rs, true, []string{cmd.Table}, ao, locked)
 	case cmd.Kind == iptables.CmdAppend:
 		err = commitAppend(fam, old, rs, cmd.Chain, ao, locked, run)
 	case cmd.Kind == iptables.CmdInsert:
@@ -124,7 +127,7 @@ func runIptables(name string, args []string, env Env) int {
 	case cmd.Kind == iptables.CmdDelete || cmd.Kind == iptables.CmdDeleteNum:
 		err = commitDelete(fam, old, rs, cmd.Chain, ao, locked, run)
 	default:
-		err = commit(fam, old, rs, true, ao, locked)
+		err = commit(fam, old, rs, true, []string{cmd.Table}, ao, locked)
 	}
 	if err != nil {
 		return report(env, name, err)
@@ -199,4 +202,18 @@ func listChains(rs *ir.Ruleset, cmd *iptables.Command) (string, error) {
 		LineNumbers: cmd.LineNumbers,
 		RuleNum:     cmd.RuleNum,
 	})
+}
+
+// restartPolicies zeroes the counters of table's built-in chains in rs, as
+// iptables-legacy's commit of the table does.
+func restartPolicies(rs *ir.Ruleset, table string) {
+	t := rs.TableByName(table)
+	if t == nil {
+		return
+	}
+	for _, name := range ir.TableBuiltins(table) {
+		if c := t.Chain(name); c != nil {
+			c.Counters = ir.Counters{}
+		}
+	}
 }

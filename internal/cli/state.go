@@ -50,16 +50,24 @@ func numCounters(rs *ir.Ruleset) int {
 // rule the command added starts from zero even when a running rule has the
 // same text: -R, and iptables-restore --noflush re-adding a flushed chain's
 // rules, zero counters in the kernel too. A policy carries over from the
-// same table's chain.
-func counterSources(old, nw *ir.Ruleset, keepOld bool) []dataplane.CounterSource {
+// same table's chain, except in the tables the command committed
+// (restarted): iptables-legacy's libiptc writes the built-in chains'
+// counters back as zero whenever it commits a table, so every iptables
+// command that changes a table restarts its policies' counters (the rules'
+// go on). xfw sync, the agent and ipset changes commit nothing: restarted
+// is empty for them.
+func counterSources(old, nw *ir.Ruleset, keepOld bool, restarted []string) []dataplane.CounterSource {
 	src := make([]dataplane.CounterSource, numCounters(nw))
 	prefault.Slice(src)
+	keepPolicy := func(table string) bool { return keepOld && !slices.Contains(restarted, table) }
 	for hook, name := range ir.BuiltinChains {
 		src[hook].From = -1
 		if c := nw.Chain(name); c != nil {
 			src[hook].Initial = c.Counters
-			if keepOld {
+			if keepPolicy(ir.TableFilter) {
 				src[hook].From = hook
+			} else if keepOld {
+				src[hook].Initial = ir.Counters{}
 			}
 		}
 	}
@@ -74,8 +82,10 @@ func counterSources(old, nw *ir.Ruleset, keepOld bool) []dataplane.CounterSource
 	compiler.ForEachCounter(nw, func(i int, ref compiler.RuleRef, c *ir.Chain, r *ir.Rule) {
 		if r == nil {
 			src[i] = dataplane.CounterSource{From: -1, Initial: c.Counters}
-			if from, ok := oldPolicy[ref]; ok && keepOld {
+			if from, ok := oldPolicy[ref]; ok && keepPolicy(ref.Table) {
 				src[i].From = from
+			} else if keepOld {
+				src[i].Initial = ir.Counters{}
 			}
 			return
 		}
@@ -89,9 +99,11 @@ func counterSources(old, nw *ir.Ruleset, keepOld bool) []dataplane.CounterSource
 }
 
 // commit compiles rs and swaps it in. keepCounters carries counters of
-// unchanged rules (and the policies) over from the running ruleset.
-func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, opts dataplane.AttachOptions, sets *ipsetLookup) error {
-	return compileAndInstall(fam, old, rs, installMode{keepCounters: keepCounters}, opts, sets)
+// unchanged rules (and the policies) over from the running ruleset;
+// committed names the tables the iptables command committed, whose
+// policies' counters restart (counterSources).
+func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, committed []string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
+	return compileAndInstall(fam, old, rs, installMode{keepCounters: keepCounters, committed: committed}, opts, sets)
 }
 
 // recommit compiles rs, the running ruleset old read back unchanged, again
@@ -111,6 +123,9 @@ type installMode struct {
 	// sameRules says the rules are the running ones, unchanged: the
 	// limit buckets are kept.
 	sameRules bool
+	// committed names the tables an iptables command committed: their
+	// built-in chains' policy counters restart (counterSources).
+	committed []string
 }
 
 // compileAndInstall compiles rs and swaps it in (install).
@@ -223,12 +238,12 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 	// Walks through other tables are compiled in full (compiler.Walks).
 	if hook < 0 || oldChain == nil || newChain == nil || !shape(oldChain, newChain) ||
 		compiler.UsesOtherTables(old) || compiler.UsesOtherTables(rs) {
-		return commit(fam, old, rs, true, opts, sets)
+		return commit(fam, old, rs, true, filterOnly, opts, sets)
 	}
 	gen, ifaces, err := runningGeneration(fam, old, run.gen)
 	if err != nil || gen == nil {
 		dataplane.TraceSince(fmt.Sprintf("commit: no running generation (%v)", err), t)
-		return commit(fam, old, rs, true, opts, sets)
+		return commit(fam, old, rs, true, filterOnly, opts, sets)
 	}
 	first := uint32(compiler.NumChains)
 	for _, c := range rs.Chains {
@@ -240,11 +255,14 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 	t = dataplane.TraceSince("commit: read running generation", t)
 	if gen, err = change(gen, hook, first, oldChain, newChain, ifaces); err != nil {
 		dataplane.TraceSince(fmt.Sprintf("commit: not in place (%v)", err), t)
-		return commit(fam, old, rs, true, opts, sets)
+		return commit(fam, old, rs, true, filterOnly, opts, sets)
 	}
 	dataplane.TraceSince("commit: "+what+" in place", t)
-	return install(fam, old, rs, gen, ifaces, installMode{keepCounters: true}, opts, sets, run.encoded)
+	return install(fam, old, rs, gen, ifaces, installMode{keepCounters: true, committed: filterOnly}, opts, sets, run.encoded)
 }
+
+// filterOnly is what a command changing the filter table in place commits.
+var filterOnly = []string{ir.TableFilter}
 
 // runningParts is what a command read of the running state besides the
 // ruleset, for changeInPlace; the zero value has nothing.
@@ -344,7 +362,7 @@ func install(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, iface
 	if err != nil {
 		return fmt.Errorf("save the ruleset: %w", err)
 	}
-	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counterSources(old, rs, mode.keepCounters), Sets: tables, Interfaces: ifaces, SetCounters: ctrs, SameRules: mode.sameRules}
+	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counterSources(old, rs, mode.keepCounters, mode.committed), Sets: tables, Interfaces: ifaces, SetCounters: ctrs, SameRules: mode.sameRules}
 	dataplane.TraceSince("commit: sets, encode, counters", t)
 	if err := dataplane.Apply(fam, u, opts); err != nil {
 		return err
