@@ -110,6 +110,20 @@
 #include "reject_plan.h"
 #include "reject_put.h"
 #include "reject_route.h"
+#include "reject_send.h"
+
+/* xfw_rj_xdp_out sends the reply built in ctx's frame: out of device out
+ * when a loopback reply was routed (xfw_rj_lo_route), back to loopback, or
+ * else handed to xfw_tc_ingress (reject_send.h). */
+static __always_inline int xfw_rj_xdp_out(struct xdp_md *ctx, const struct xfw_rj *r, __u32 out,
+					  __u16 vlan, int v6)
+{
+	if (out)
+		return bpf_redirect(out, 0);
+	if (ctx->ingress_ifindex == XFW_LOOPBACK_IFINDEX)
+		return XDP_TX;
+	return xfw_rj_xdp_handoff(ctx, r->l2len, vlan, v6);
+}
 
 /* xfw_rj_xdp builds the reply to a packet received on ctx and judged in
  * chain (INPUT or FORWARD). */
@@ -157,7 +171,7 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 		data_end = (void *)(long)ctx->data_end;
 		if (v6 ? xfw_rj_put_rst(data, data_end, r, 1) : xfw_rj_put_rst(data, data_end, r, 0))
 			return XDP_DROP;
-		return out ? bpf_redirect(out, 0) : XDP_TX;
+		return xfw_rj_xdp_out(ctx, r, out, p->vlan, v6);
 	}
 
 	if (chain == XFW_CHAIN_FORWARD) {
@@ -188,7 +202,7 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	if (off > XFW_RJ_OFF_MAX || data + off + XFW_RJ_ICMP_HLEN > data_end)
 		return XDP_DROP;
 	*(__u16 *)(data + off + 2) = xfw_rj_finish(sum + cs);
-	return out ? bpf_redirect(out, 0) : XDP_TX;
+	return xfw_rj_xdp_out(ctx, r, out, p->vlan, v6);
 }
 
 /* XFW_RJ_TC_LOCAL, returned by xfw_rj_tc: the skb now holds a reply for the host
