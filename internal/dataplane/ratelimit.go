@@ -39,6 +39,9 @@ type rateCfg struct {
 // the data plane keeps (REJECT sends type 3, ICMPv6 type 1).
 const rateMaskTypes = 32
 
+// ipv6HostPlen is a host route's prefix length (XFW_RL_V6_HOST_PLEN).
+const ipv6HostPlen = 128
+
 // The sysctls, under /proc/sys (read in the calling thread's namespace).
 const (
 	sysctlMsgsPerSec  = "net/ipv4/icmp_msgs_per_sec"
@@ -151,7 +154,9 @@ func fillRateLimits(maps map[string]*ebpf.Map) error {
 
 // fillRoutes6 records the prefix length of each route of the main IPv6
 // table (icmpv6_xrlim_allow charges less for a destination on a wider
-// route).
+// route). A destination on a route without a gateway (on-link) counts as
+// a /128: the kernel's route to it is a host clone (found against the
+// kernel: ratelimit_test.go), so those routes are recorded as such.
 func fillRoutes6(m *ebpf.Map) error {
 	routes, err := netlink.RouteListFiltered(netlink.FAMILY_V6, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
 	if err != nil {
@@ -166,7 +171,11 @@ func fillRoutes6(m *ebpf.Map) error {
 		ones, _ := dst.Mask.Size()
 		k := lpmKey6{Prefixlen: uint32(ones)}
 		copy(k.Addr[:], dst.IP.To16())
-		if err := m.Put(k, uint32(ones)); err != nil {
+		plen := uint32(ones)
+		if r.Gw == nil && len(r.MultiPath) == 0 {
+			plen = ipv6HostPlen
+		}
+		if err := m.Put(k, plen); err != nil {
 			return fmt.Errorf("record IPv6 route %s: %w", dst, err)
 		}
 		keep[k] = true

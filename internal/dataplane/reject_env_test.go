@@ -131,10 +131,13 @@ func (r rjRule) irRule(fam ir.Family) *ir.Rule {
 
 // newRjEnv builds a topology. gen and sink run no XDP program, as a
 // container's end of a veth does not: xfw's replies must reach them all
-// the same (bpf/reject_send.h). fw's interfaces compute checksums in
-// software (tx-checksumming off), so the kernel's replies carry complete
-// checksums, as on a wire, rather than CHECKSUM_PARTIAL ones veth never
-// completes.
+// the same (bpf/reject_send.h). In the kernel's topology fw's interfaces
+// compute checksums in software (tx-checksumming off), so its replies
+// carry complete checksums, as on a wire, rather than CHECKSUM_PARTIAL
+// ones veth never completes. xfw's keep the default (on): a reply built in
+// a CHECKSUM_PARTIAL skb (gen's own stack sent the offending packet) keeps
+// its stale offload offsets, which a device completing checksums itself
+// would apply to the reply (docs/differences.md).
 func newRjEnv(t *testing.T, name string, kernel bool) *rjEnv {
 	t.Helper()
 	topo := nettest.New(t, nettest.WithBase(rjNamespaceBase), nettest.WithStaticNeighbors())
