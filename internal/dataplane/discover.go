@@ -59,11 +59,9 @@ func currentUncached() (*state, error) {
 			s.Close()
 			return nil, err
 		}
-		if s.tcIn == nil {
-			if s.tcIn, err = s.revive(tcInProgName); err != nil {
-				s.Close()
-				return nil, err
-			}
+		if err := s.reviveIngress(); err != nil {
+			s.Close()
+			return nil, err
 		}
 		return s, nil
 	}
@@ -117,11 +115,9 @@ func currentFromEgress(links []netlink.Link) (*state, error) {
 			s.Close()
 			return nil, err
 		}
-		if s.tcIn == nil {
-			if s.tcIn, err = s.revive(tcInProgName); err != nil {
-				s.Close()
-				return nil, err
-			}
+		if err := s.reviveIngress(); err != nil {
+			s.Close()
+			return nil, err
 		}
 		return s, nil
 	}
@@ -159,6 +155,20 @@ func (s *state) reviveXDP() error {
 		return err
 	}
 	s.xdp = prog
+	return nil
+}
+
+// reviveIngress loads a copy of the TCX ingress program bound to s's maps
+// when findIngress found none attached.
+func (s *state) reviveIngress() error {
+	if s.tcIn != nil {
+		return nil
+	}
+	prog, err := s.revive(tcInProgName)
+	if err != nil {
+		return err
+	}
+	s.tcIn = prog
 	return nil
 }
 
@@ -251,33 +261,11 @@ func outerNames() []string {
 // findTC opens the egress program that belongs with s.xdp (it shares its
 // configuration map), if one is attached anywhere.
 func (s *state) findTC(links []netlink.Link) error {
-	_, cfgID, err := mapFacts(s.maps["xfw_cfg"])
-	if err != nil {
-		return fmt.Errorf("configuration map: %w", err)
+	prog, id, _, err := s.findAttached(links, egressHook)
+	if err == nil && prog != nil {
+		s.tc, s.tcID = prog, id
 	}
-	for _, l := range links {
-		id, err := ourTC(Interface{Name: l.Attrs().Name, Index: l.Attrs().Index, link: l})
-		if err != nil || id == 0 {
-			continue
-		}
-		prog, err := ebpf.NewProgramFromID(id)
-		if err != nil {
-			continue
-		}
-		facts, err := programFacts(prog)
-		if err != nil {
-			prog.Close()
-			continue
-		}
-		for _, mid := range facts.MapIDs {
-			if mid == cfgID {
-				s.tc, s.tcID = prog, id
-				return nil
-			}
-		}
-		prog.Close()
-	}
-	return nil
+	return err
 }
 
 // findIngress opens the TCX ingress program that belongs with s (it shares
@@ -285,12 +273,27 @@ func (s *state) findTC(links []netlink.Link) error {
 // it holds that s lacks. When none is, s.tcIn stays nil: the caller loads
 // a copy bound to s's maps (revive), which the next sync attaches.
 func (s *state) findIngress(links []netlink.Link) error {
+	prog, id, mapIDs, err := s.findAttached(links, ingressHook)
+	if err != nil || prog == nil {
+		return err
+	}
+	s.tcIn, s.tcInID = prog, id
+	if s.maps[rateCfgMap] != nil {
+		return nil // found from the XDP program, which holds them
+	}
+	return s.openMissingMaps(mapIDs)
+}
+
+// findAttached opens xfw's program of hook that shares s's configuration
+// map, attached to any of links, and returns it with its id and map ids
+// (nil when there is none).
+func (s *state) findAttached(links []netlink.Link, hook tcxHook) (*ebpf.Program, ebpf.ProgramID, []ebpf.MapID, error) {
 	_, cfgID, err := mapFacts(s.maps["xfw_cfg"])
 	if err != nil {
-		return fmt.Errorf("configuration map: %w", err)
+		return nil, 0, nil, fmt.Errorf("configuration map: %w", err)
 	}
 	for _, l := range links {
-		id, err := ourTCX(Interface{Name: l.Attrs().Name, Index: l.Attrs().Index, link: l}, ingressHook)
+		id, err := ourTCX(Interface{Name: l.Attrs().Name, Index: l.Attrs().Index, link: l}, hook)
 		if err != nil || id == 0 {
 			continue
 		}
@@ -303,13 +306,9 @@ func (s *state) findIngress(links []netlink.Link) error {
 			prog.Close()
 			continue
 		}
-		s.tcIn, s.tcInID = prog, id
-		if s.maps[rateCfgMap] != nil {
-			return nil // found from the XDP program, which holds them
-		}
-		return s.openMissingMaps(facts.MapIDs)
+		return prog, id, facts.MapIDs, nil
 	}
-	return nil
+	return nil, 0, nil, nil
 }
 
 // openMissingMaps opens those of the maps of ids that s does not hold yet.
