@@ -115,17 +115,20 @@ static __always_inline int xfw_rj_xdp_handoff(struct xdp_md *ctx, __u32 l2len, _
 	return XDP_PASS;
 }
 
-/* xfw_rj_send_fib fills fib for the reply's route and looks it up as
- * xfw_rj_tc_route does (as if forwarded from iif; on a device that does
- * not forward, the route out of iif). Returns the lookup's result. */
+/* xfw_rj_send_fib looks up the reply's route in fib: as if forwarded from
+ * iif (the whole table); when that fails (a device that does not forward,
+ * a link-local destination, which is never forwarded: found by xfw
+ * difftest), the route out of iif. Returns the lookup's result. */
 static __always_inline long xfw_rj_send_fib(struct __sk_buff *skb, struct bpf_fib_lookup *fib)
 {
-	__u32 flags = BPF_FIB_LOOKUP_SKIP_NEIGH;
+	__u32 flags = BPF_FIB_LOOKUP_SKIP_NEIGH, iif = fib->ifindex;
 	long rc;
 
 	rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags);
-	if (rc == BPF_FIB_LKUP_RET_FWD_DISABLED)
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
+		fib->ifindex = iif;
 		rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags | BPF_FIB_LOOKUP_OUTPUT);
+	}
 	return rc;
 }
 
