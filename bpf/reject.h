@@ -6,8 +6,13 @@
  *
  * Conventions:
  *  - The offending frame is rewritten in place into the reply. XDP (INPUT,
- *    FORWARD): the reply leaves by the interface the packet came in on
- *    (XDP_TX) with the Ethernet addresses swapped and any VLAN tag kept.
+ *    FORWARD): the reply is handed, marked in the XDP metadata, to xfw's
+ *    TCX ingress program, which rate-limits it as the kernel's ICMP errors,
+ *    routes it and sends it to the route's neighbour (reject_send.h,
+ *    reject_rate.h), as icmp_send / nf_send_reset route and send theirs.
+ *    Without XDP metadata (a driver that lacks it) and on loopback it
+ *    leaves by the interface it came in on (XDP_TX) with the Ethernet
+ *    addresses swapped and any VLAN tag kept.
  *    TC egress (OUTPUT): a reply for one of the host's addresses is handed
  *    to the local stack as if it had arrived on the device
  *    (bpf_redirect(BPF_F_INGRESS)), with the device's own MAC as Ethernet
@@ -61,30 +66,37 @@
  *    locked); xfw cannot tell those from a raw socket's and answers them.
  *  - IPv4 options are not echoed in ICMP errors (icmp_send reverses record
  *    route / timestamp / source route options).
- *  - ICMP errors are not rate-limited (icmp_ratelimit, icmp_msgs_per_sec).
+ *  - ICMP errors are rate-limited with the kernel's buckets and sysctls
+ *    (reject_rate.h), whose random costs make counts agree statistically;
+ *    replies to packets that arrived on lo and OUTPUT replies are not.
  *  - A unicast frame to an IPv4 subnet-directed broadcast address gets a
  *    reply (the route type is not known here); limited broadcast and
  *    multicast destinations get none, as in the kernel.
- *  - INPUT and FORWARD replies leave by the input interface (to the
- *    route's neighbour when the route back leaves there); the kernel routes
- *    them (the same interface unless routing is asymmetric). Replies to a
- *    packet the host sent itself through loopback, and OUTPUT replies for
- *    another host, are routed (bpf_fib_lookup, then a redirect).
+ *  - INPUT and FORWARD replies are routed as for a packet forwarded from
+ *    the input interface, or, when it does not forward, as leaving by it
+ *    (reject_send.h): on a host that does not forward, a reply whose route
+ *    back leaves by another interface is not sent. Replies to a packet the
+ *    host sent itself through loopback, and OUTPUT replies for another
+ *    host, are routed (bpf_fib_lookup, then a redirect).
  *  - TTL / hop limit 64: the defaults, not a changed sysctl or route metric.
  *  - The ICMPv6 flow label is a hash of the addresses, type and code, like
  *    the kernel's automatic one (auto_flowlabels) but not the same value.
  *
- * Deployment notes: with native XDP on a veth, XDP_TX frames reach the peer
- * at once only when the peer runs an XDP program itself (else they wait in
- * its ring for the next frame). Generic XDP transmits the received skb, so a
- * CHECKSUM_PARTIAL one (from a local veth peer) keeps its offload offsets:
- * harmless when the peer's stack receives it, wrong if it is forwarded on to
- * a device that completes checksums.
+ * Deployment notes: a reply built in a CHECKSUM_PARTIAL skb (the offending
+ * packet came from a local veth peer's stack: veth with native XDP keeps
+ * the skb, as generic XDP does) keeps its offload offsets, which BPF cannot
+ * clear: harmless when the reply leaves by a veth that offloads checksums
+ * (the default: the peer's stack trusts it), wrong when it leaves by a
+ * device that completes checksums itself (tx checksumming off, a NIC).
+ * (XDP_TX, used only without XDP metadata, reaches a veth peer at once only
+ * when the peer runs an XDP program itself.)
  *
  * Parts: reject_structs.h (constants, struct xfw_rj) and reject_maps.h
  * (its scratch); reject_plan.h (step 1: whether and what to answer);
  * reject_put.h (step 3: the headers); reject_csum.h (checksums, and the
- * check of the offending packet's); reject_route.h (where a reply goes).
+ * check of the offending packet's); reject_route.h (where a reply goes);
+ * reject_send.h (the XDP replies' way out: the TCX ingress program) and
+ * reject_rate.h (the ICMP rate limits).
  * This file holds the per-hook entry points, which reshape the frame
  * (step 2) between the two.
  *
@@ -110,6 +122,20 @@
 #include "reject_plan.h"
 #include "reject_put.h"
 #include "reject_route.h"
+#include "reject_send.h"
+
+/* xfw_rj_xdp_out sends the reply built in ctx's frame: out of device out
+ * when a loopback reply was routed (xfw_rj_lo_route), back to loopback, or
+ * else handed to xfw_tc_ingress (reject_send.h). */
+static __always_inline int xfw_rj_xdp_out(struct xdp_md *ctx, const struct xfw_rj *r, __u32 out,
+					  __u16 vlan, int v6)
+{
+	if (out)
+		return bpf_redirect(out, 0);
+	if (ctx->ingress_ifindex == XFW_LOOPBACK_IFINDEX)
+		return XDP_TX;
+	return xfw_rj_xdp_handoff(ctx, r->l2len, vlan, v6);
+}
 
 /* xfw_rj_xdp builds the reply to a packet received on ctx and judged in
  * chain (INPUT or FORWARD). */
@@ -157,7 +183,7 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 		data_end = (void *)(long)ctx->data_end;
 		if (v6 ? xfw_rj_put_rst(data, data_end, r, 1) : xfw_rj_put_rst(data, data_end, r, 0))
 			return XDP_DROP;
-		return out ? bpf_redirect(out, 0) : XDP_TX;
+		return xfw_rj_xdp_out(ctx, r, out, p->vlan, v6);
 	}
 
 	if (chain == XFW_CHAIN_FORWARD) {
@@ -188,7 +214,7 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	if (off > XFW_RJ_OFF_MAX || data + off + XFW_RJ_ICMP_HLEN > data_end)
 		return XDP_DROP;
 	*(__u16 *)(data + off + 2) = xfw_rj_finish(sum + cs);
-	return out ? bpf_redirect(out, 0) : XDP_TX;
+	return xfw_rj_xdp_out(ctx, r, out, p->vlan, v6);
 }
 
 /* XFW_RJ_TC_LOCAL, returned by xfw_rj_tc: the skb now holds a reply for the host
@@ -302,9 +328,10 @@ static __always_inline int xfw_rj_tc_deliver(struct __sk_buff *skb)
 }
 
 /* xfw_xdp_reject: the packet arrived on ingress and was judged REJECT
- * (type p->reject) in chain (INPUT or FORWARD): returns XDP_TX with the
- * reply in place of the frame, or XDP_DROP when the kernel would send
- * nothing. */
+ * (type p->reject) in chain (INPUT or FORWARD): returns XDP_PASS with the
+ * reply, marked for xfw_tc_ingress, in place of the frame (XDP_TX or a
+ * redirect on loopback or without XDP metadata), or XDP_DROP when the
+ * kernel would send nothing. */
 static __always_inline int xfw_xdp_reject(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain)
 {
 	return xfw_rj_xdp(ctx, p, chain);

@@ -38,7 +38,7 @@ func runStatus(name string, args []string, env Env) int {
 		if len(i.OtherTCX) > 0 {
 			mark += "; TCX egress also runs: " + strings.Join(i.OtherTCX, ", ")
 		}
-		fmt.Fprintf(env.Stdout, "  %-16s XDP %-8s TCX egress %s%s\n", i.Name, i.XDPMode, onOff(i.TCX), mark)
+		fmt.Fprintf(env.Stdout, "  %-16s XDP %-8s TCX egress %s ingress %s%s\n", i.Name, i.XDPMode, onOff(i.TCX), onOff(i.TCXIngress), mark)
 	}
 	if bare := st.Unprotected(); len(bare) > 0 {
 		fmt.Fprintf(env.Stderr, "xfw status: %d interface(s) without xfw's programs: the ruleset does not cover them; `xfw sync` (or the agent) attaches them\n", len(bare))

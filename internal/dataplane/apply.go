@@ -318,6 +318,10 @@ func loadedState() (*state, []Interface, error) {
 		cur.Close()
 		return nil, nil, err
 	}
+	if err := fillRateLimits(cur.maps); err != nil {
+		cur.Close()
+		return nil, nil, err
+	}
 	return cur, ifaces, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -173,10 +174,14 @@ func checkForeignXDP(ifaces []Interface, ours ebpf.ProgramID) error {
 // does not run them yet (new interfaces, or the first load); interfaces
 // already running them are left alone.
 func attachMissing(cur *state, ifaces []Interface, opts AttachOptions) error {
-	if cur.xdp == nil || cur.tc == nil {
+	if cur.xdp == nil || cur.tc == nil || cur.tcIn == nil {
 		return errors.New("xfw's entry programs are not loaded")
 	}
 	xdpID, tcID, err := cur.programIDs()
+	if err != nil {
+		return err
+	}
+	tcInID, err := cur.ingressID()
 	if err != nil {
 		return err
 	}
@@ -186,8 +191,13 @@ func attachMissing(cur *state, ifaces []Interface, opts AttachOptions) error {
 				return err
 			}
 		}
-		if !tcAttached(ifc, tcID) {
-			if err := attachTC(cur.tc, ifc); err != nil {
+		if !tcxAttached(ifc, egressHook, tcID) {
+			if err := attachTCX(cur.tc, ifc, egressHook); err != nil {
+				return err
+			}
+		}
+		if !tcxAttached(ifc, ingressHook, tcInID) {
+			if err := attachTCX(cur.tcIn, ifc, ingressHook); err != nil {
 				return err
 			}
 		}
@@ -232,16 +242,33 @@ func attachXDP(prog *ebpf.Program, ifc Interface, mode XDPMode) error {
 	return nil
 }
 
-// tcxEgressPrograms reports whether xfw's egress program runs on ifc's
-// TCX egress hook and names the others there.
-func tcxEgressPrograms(ifc Interface) (ours bool, others []string) {
-	res, err := link.QueryPrograms(link.QueryOptions{Target: ifc.Index, Attach: ebpf.AttachTCXEgress})
+// tcxHook is one of xfw's TCX hooks: where its program is attached, the
+// program's name, and whether it goes first or last there.
+type tcxHook struct {
+	attach ebpf.AttachType
+	prog   string
+	label  string
+	first  bool
+}
+
+var (
+	// egressHook judges OUTPUT; it runs last, after the others' programs.
+	egressHook = tcxHook{attach: ebpf.AttachTCXEgress, prog: tcProgName, label: "TCX egress"}
+	// ingressHook sends REJECT replies; it runs first, so that no other
+	// program sees a reply frame as a received packet.
+	ingressHook = tcxHook{attach: ebpf.AttachTCXIngress, prog: tcInProgName, label: "TCX ingress", first: true}
+)
+
+// tcxPrograms reports whether xfw's program of hook runs on ifc and names
+// the others there.
+func tcxPrograms(ifc Interface, hook tcxHook) (ours bool, others []string) {
+	res, err := link.QueryPrograms(link.QueryOptions{Target: ifc.Index, Attach: hook.attach})
 	if err != nil {
 		return false, nil
 	}
 	for _, p := range res.Programs {
 		name := programName(p.ID)
-		if name == tcProgName {
+		if name == hook.prog {
 			ours = true
 			continue
 		}
@@ -252,22 +279,27 @@ func tcxEgressPrograms(ifc Interface) (ours bool, others []string) {
 
 // ourTC returns the id of xfw's egress program attached to ifc, or 0.
 func ourTC(ifc Interface) (ebpf.ProgramID, error) {
-	res, err := link.QueryPrograms(link.QueryOptions{Target: ifc.Index, Attach: ebpf.AttachTCXEgress})
+	return ourTCX(ifc, egressHook)
+}
+
+// ourTCX returns the id of xfw's program of hook attached to ifc, or 0.
+func ourTCX(ifc Interface, hook tcxHook) (ebpf.ProgramID, error) {
+	res, err := link.QueryPrograms(link.QueryOptions{Target: ifc.Index, Attach: hook.attach})
 	if err != nil {
-		return 0, fmt.Errorf("query TCX egress of %s: %w", ifc.Name, err)
+		return 0, fmt.Errorf("query %s of %s: %w", hook.label, ifc.Name, err)
 	}
 	for _, p := range res.Programs {
-		if programName(p.ID) == tcProgName {
+		if programName(p.ID) == hook.prog {
 			return p.ID, nil
 		}
 	}
 	return 0, nil
 }
 
-// tcAttached reports whether the egress program of id is attached to ifc
-// (a query, without opening the programs as ourTC does).
-func tcAttached(ifc Interface, id ebpf.ProgramID) bool {
-	res, err := link.QueryPrograms(link.QueryOptions{Target: ifc.Index, Attach: ebpf.AttachTCXEgress})
+// tcxAttached reports whether the program of id is attached to ifc's hook
+// (a query, without opening the programs as ourTCX does).
+func tcxAttached(ifc Interface, hook tcxHook, id ebpf.ProgramID) bool {
+	res, err := link.QueryPrograms(link.QueryOptions{Target: ifc.Index, Attach: hook.attach})
 	if err != nil {
 		return false
 	}
@@ -279,26 +311,47 @@ func tcAttached(ifc Interface, id ebpf.ProgramID) bool {
 	return false
 }
 
-func attachTC(prog *ebpf.Program, ifc Interface) error {
-	old, err := ourTC(ifc)
+// attachTCX attaches prog to ifc's hook, replacing xfw's program there.
+func attachTCX(prog *ebpf.Program, ifc Interface, hook tcxHook) error {
+	old, err := ourTCX(ifc, hook)
 	if err != nil {
 		return err
 	}
-	opts := link.RawAttachProgramOptions{Target: ifc.Index, Program: prog, Attach: ebpf.AttachTCXEgress}
-	if old != 0 {
+	opts := link.RawAttachProgramOptions{Target: ifc.Index, Program: prog, Attach: hook.attach}
+	switch {
+	case old != 0:
 		// Replace by file descriptor: the ID form of the anchor is
 		// refused for program (non-link) attachments.
 		oldProg, err := ebpf.NewProgramFromID(old)
 		if err != nil {
-			return fmt.Errorf("open running egress program of %s: %w", ifc.Name, err)
+			return fmt.Errorf("open running %s program of %s: %w", hook.label, ifc.Name, err)
 		}
 		defer oldProg.Close()
 		opts.Anchor = link.ReplaceProgram(oldProg)
-	} else {
+	case hook.first:
+		opts.Anchor = link.Head()
+	default:
 		opts.Anchor = link.Tail()
 	}
 	if err := link.RawAttachProgram(opts); err != nil {
-		return fmt.Errorf("attach TCX egress to %s: %w", ifc.Name, err)
+		return fmt.Errorf("attach %s to %s: %w", hook.label, ifc.Name, err)
+	}
+	return nil
+}
+
+// detachTCX removes xfw's program of hook from ifc.
+func detachTCX(ifc Interface, hook tcxHook) error {
+	id, err := ourTCX(ifc, hook)
+	if err != nil || id == 0 {
+		return err
+	}
+	prog, err := ebpf.NewProgramFromID(id)
+	if err == nil {
+		err = link.RawDetachProgram(link.RawDetachProgramOptions{Target: ifc.Index, Program: prog, Attach: hook.attach})
+		prog.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("detach %s from %s: %w", hook.label, ifc.Name, err)
 	}
 	return nil
 }
@@ -319,17 +372,9 @@ func detachInterface(ifc Interface) error {
 			errs = append(errs, fmt.Errorf("detach XDP from %s: %w", ifc.Name, err))
 		}
 	}
-	id, err := ourTC(ifc)
-	if err != nil {
-		errs = append(errs, err)
-	} else if id != 0 {
-		prog, err := ebpf.NewProgramFromID(id)
-		if err == nil {
-			err = link.RawDetachProgram(link.RawDetachProgramOptions{Target: ifc.Index, Program: prog, Attach: ebpf.AttachTCXEgress})
-			prog.Close()
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("detach TCX egress from %s: %w", ifc.Name, err))
+	for _, hook := range []tcxHook{egressHook, ingressHook} {
+		if err := detachTCX(ifc, hook); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -452,6 +497,9 @@ type InterfaceStatus struct {
 	Kind string
 	// TCX is true when xfw's egress program is attached.
 	TCX bool
+	// TCXIngress is true when xfw's ingress program (REJECT replies) is
+	// attached.
+	TCXIngress bool
 	// ForeignXDP names another XDP program attached to the interface
 	// ("name (id N)"), "" when there is none.
 	ForeignXDP string
@@ -460,20 +508,28 @@ type InterfaceStatus struct {
 	OtherTCX []string
 }
 
-// Protected reports whether both of xfw's programs run on the interface.
-func (i InterfaceStatus) Protected() bool { return i.XDPMode != "-" && i.TCX }
+// Protected reports whether all of xfw's programs run on the interface.
+func (i InterfaceStatus) Protected() bool { return i.XDPMode != "-" && i.TCX && i.TCXIngress }
 
 // Missing names the programs the interface lacks ("" when protected).
 func (i InterfaceStatus) Missing() string {
-	switch {
-	case i.XDPMode == "-" && !i.TCX:
-		return "XDP and TCX egress"
-	case i.XDPMode == "-":
-		return "XDP"
-	case !i.TCX:
-		return "TCX egress"
+	var miss []string
+	if i.XDPMode == "-" {
+		miss = append(miss, "XDP")
 	}
-	return ""
+	if !i.TCX {
+		miss = append(miss, "TCX egress")
+	}
+	if !i.TCXIngress {
+		miss = append(miss, "TCX ingress")
+	}
+	switch len(miss) {
+	case 0:
+		return ""
+	case 1:
+		return miss[0]
+	}
+	return strings.Join(miss[:len(miss)-1], ", ") + " and " + miss[len(miss)-1]
 }
 
 // NamespaceStatus describes xfw in the current network namespace.
@@ -526,7 +582,8 @@ func Status() (*NamespaceStatus, error) {
 		} else if x != nil && x.Attached && x.ProgId != 0 {
 			is.ForeignXDP = fmt.Sprintf("%q (id %d)", programName(ebpf.ProgramID(x.ProgId)), x.ProgId)
 		}
-		is.TCX, is.OtherTCX = tcxEgressPrograms(ifc)
+		is.TCX, is.OtherTCX = tcxPrograms(ifc, egressHook)
+		is.TCXIngress, _ = tcxPrograms(ifc, ingressHook)
 		st.Interfaces = append(st.Interfaces, is)
 	}
 	return st, nil
@@ -535,12 +592,16 @@ func Status() (*NamespaceStatus, error) {
 // RefreshLocal copies the namespace's local routing table into the running
 // data plane at once (without a recompile): a new address of this host is
 // judged by INPUT from the next packet on, not passed as "no route" until
-// the next sync.
+// the next sync. The ICMP rate limit sysctls and IPv6 routes REJECT's
+// replies follow (ratelimit.go) are refreshed with it.
 func RefreshLocal() error {
 	cur, err := Current()
 	if err != nil || cur == nil {
 		return err
 	}
 	defer cur.Close()
-	return fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"])
+	if err := fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"]); err != nil {
+		return err
+	}
+	return fillRateLimits(cur.maps)
 }

@@ -8,6 +8,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
@@ -54,6 +55,14 @@ func currentUncached() (*state, error) {
 			s.Close()
 			return nil, err
 		}
+		if err := s.findIngress(links); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if err := s.reviveIngress(); err != nil {
+			s.Close()
+			return nil, err
+		}
 		return s, nil
 	}
 	return currentFromEgress(links)
@@ -91,11 +100,22 @@ func currentFromEgress(links []netlink.Link) (*state, error) {
 			s.Close()
 			return nil, err
 		}
+		// The ingress program holds the rate limiter's maps, which
+		// the egress program lacks: found first, they are the ones
+		// the revived XDP program is bound to.
+		if err := s.findIngress(links); err != nil {
+			s.Close()
+			return nil, err
+		}
 		if err := s.reviveXDP(); err != nil {
 			s.Close()
 			return nil, err
 		}
 		if err := s.readConfig(); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if err := s.reviveIngress(); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -130,13 +150,38 @@ const kernelNameLen = 15
 // as its scratch space or the interface facts, is created afresh and
 // added to s).
 func (s *state) reviveXDP() error {
-	spec, err := loadSpec()
+	prog, err := s.revive(xdpProgName)
 	if err != nil {
 		return err
 	}
+	s.xdp = prog
+	return nil
+}
+
+// reviveIngress loads a copy of the TCX ingress program bound to s's maps
+// when findIngress found none attached.
+func (s *state) reviveIngress() error {
+	if s.tcIn != nil {
+		return nil
+	}
+	prog, err := s.revive(tcInProgName)
+	if err != nil {
+		return err
+	}
+	s.tcIn = prog
+	return nil
+}
+
+// revive loads a new copy of xfw's program name bound to s's maps; the
+// maps it needs that s lacks are created afresh and added to s.
+func (s *state) revive(progName string) (*ebpf.Program, error) {
+	spec, err := loadSpec()
+	if err != nil {
+		return nil, err
+	}
 	trimSpec(spec)
 	for name := range spec.Programs {
-		if name != xdpProgName {
+		if name != progName {
 			delete(spec.Programs, name)
 		}
 	}
@@ -148,17 +193,17 @@ func (s *state) reviveXDP() error {
 		}
 		info, err := m.Info()
 		if err != nil {
-			return fmt.Errorf("map %s: %w", name, err)
+			return nil, fmt.Errorf("map %s: %w", name, err)
 		}
 		ms.MaxEntries, ms.Flags = info.MaxEntries, info.Flags
 		repl[name] = m
 	}
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})
 	if err != nil {
-		return fmt.Errorf("load xfw's XDP program again, bound to the running maps: %w", err)
+		return nil, fmt.Errorf("load xfw's program %s again, bound to the running maps: %w", progName, err)
 	}
-	s.xdp = coll.Programs[xdpProgName]
-	delete(coll.Programs, xdpProgName)
+	prog := coll.Programs[progName]
+	delete(coll.Programs, progName)
 	// The maps created afresh (those only the XDP program used: interface
 	// facts, local addresses, scratch) join the state; sync refills them.
 	for name, m := range coll.Maps {
@@ -168,10 +213,10 @@ func (s *state) reviveXDP() error {
 		delete(coll.Maps, name)
 	}
 	coll.Close()
-	if s.xdp == nil {
-		return errors.New("BPF object lacks its XDP program")
+	if prog == nil {
+		return nil, fmt.Errorf("BPF object lacks its program %s", progName)
 	}
-	return nil
+	return prog, nil
 }
 
 // readConfig checks the build and reads the banks and slot configurations.
@@ -216,12 +261,39 @@ func outerNames() []string {
 // findTC opens the egress program that belongs with s.xdp (it shares its
 // configuration map), if one is attached anywhere.
 func (s *state) findTC(links []netlink.Link) error {
+	prog, id, _, err := s.findAttached(links, egressHook)
+	if err == nil && prog != nil {
+		s.tc, s.tcID = prog, id
+	}
+	return err
+}
+
+// findIngress opens the TCX ingress program that belongs with s (it shares
+// the configuration map), if one is attached anywhere, and adds the maps
+// it holds that s lacks. When none is, s.tcIn stays nil: the caller loads
+// a copy bound to s's maps (revive), which the next sync attaches.
+func (s *state) findIngress(links []netlink.Link) error {
+	prog, id, mapIDs, err := s.findAttached(links, ingressHook)
+	if err != nil || prog == nil {
+		return err
+	}
+	s.tcIn, s.tcInID = prog, id
+	if s.maps[rateCfgMap] != nil {
+		return nil // found from the XDP program, which holds them
+	}
+	return s.openMissingMaps(mapIDs)
+}
+
+// findAttached opens xfw's program of hook that shares s's configuration
+// map, attached to any of links, and returns it with its id and map ids
+// (nil when there is none).
+func (s *state) findAttached(links []netlink.Link, hook tcxHook) (*ebpf.Program, ebpf.ProgramID, []ebpf.MapID, error) {
 	_, cfgID, err := mapFacts(s.maps["xfw_cfg"])
 	if err != nil {
-		return fmt.Errorf("configuration map: %w", err)
+		return nil, 0, nil, fmt.Errorf("configuration map: %w", err)
 	}
 	for _, l := range links {
-		id, err := ourTC(Interface{Name: l.Attrs().Name, Index: l.Attrs().Index, link: l})
+		id, err := ourTCX(Interface{Name: l.Attrs().Name, Index: l.Attrs().Index, link: l}, hook)
 		if err != nil || id == 0 {
 			continue
 		}
@@ -230,17 +302,28 @@ func (s *state) findTC(links []netlink.Link) error {
 			continue
 		}
 		facts, err := programFacts(prog)
-		if err != nil {
+		if err != nil || !slices.Contains(facts.MapIDs, cfgID) {
 			prog.Close()
 			continue
 		}
-		for _, mid := range facts.MapIDs {
-			if mid == cfgID {
-				s.tc, s.tcID = prog, id
-				return nil
-			}
-		}
-		prog.Close()
+		return prog, id, facts.MapIDs, nil
 	}
-	return nil
+	return nil, 0, nil, nil
+}
+
+// openMissingMaps opens those of the maps of ids that s does not hold yet.
+func (s *state) openMissingMaps(ids []ebpf.MapID) error {
+	held := map[ebpf.MapID]bool{}
+	for _, m := range s.maps {
+		if _, id, err := mapFacts(m); err == nil {
+			held[id] = true
+		}
+	}
+	var missing []ebpf.MapID
+	for _, id := range ids {
+		if !held[id] {
+			missing = append(missing, id)
+		}
+	}
+	return s.openMaps(missing)
 }

@@ -11,4 +11,7 @@ var objectBytes []byte
 const (
 	xdpProgName = "xfw_xdp"
 	tcProgName  = "xfw_tc_egress"
+	// tcInProgName is the TCX ingress program that sends the REJECT
+	// replies the XDP program builds (bpf/reject_send.h).
+	tcInProgName = "xfw_tc_ingress"
 )

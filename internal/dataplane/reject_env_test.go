@@ -16,10 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/xfw-dev/xfw/internal/compiler"
@@ -133,51 +129,24 @@ func (r rjRule) irRule(fam ir.Family) *ir.Rule {
 	return rule
 }
 
-// newRjEnv builds a topology.
-//
-//   - gen's and sink's veths get an XDP program that passes everything: a
-//     veth delivers frames its peer sends back with native XDP_TX only when
-//     it runs XDP itself (veth_xdp_flush schedules the receiver's NAPI only
-//     then; with GRO alone they wait in the ring for the next frame).
-//   - fw's interfaces compute checksums in software (tx-checksumming off),
-//     so the kernel's replies carry complete checksums, as on a wire,
-//     rather than CHECKSUM_PARTIAL ones veth never completes.
+// newRjEnv builds a topology. gen and sink run no XDP program, as a
+// container's end of a veth does not: xfw's replies must reach them all
+// the same (bpf/reject_send.h). In the kernel's topology fw's interfaces
+// compute checksums in software (tx-checksumming off), so its replies
+// carry complete checksums, as on a wire, rather than CHECKSUM_PARTIAL
+// ones veth never completes. xfw's keep the default (on): a reply built in
+// a CHECKSUM_PARTIAL skb (gen's own stack sent the offending packet) keeps
+// its stale offload offsets, which a device completing checksums itself
+// would apply to the reply (docs/differences.md).
 func newRjEnv(t *testing.T, name string, kernel bool) *rjEnv {
 	t.Helper()
 	topo := nettest.New(t, nettest.WithBase(rjNamespaceBase), nettest.WithStaticNeighbors())
-	for _, ns := range []string{topo.GenNS, topo.SinkNS} {
-		if err := nettest.InNamespace(ns, func() error { return rjAttachXDPPass(nettest.GenIfname) }); err != nil {
-			t.Fatalf("%s: XDP pass program in %s: %v", name, ns, err)
+	if kernel {
+		for _, ifname := range []string{nettest.FwInIfname, nettest.FwOutIfname, "lo"} {
+			nettest.MustExec(t, topo.FwNS, "ethtool", "-K", ifname, "tx", "off")
 		}
 	}
-	for _, ifname := range []string{nettest.FwInIfname, nettest.FwOutIfname, "lo"} {
-		nettest.MustExec(t, topo.FwNS, "ethtool", "-K", ifname, "tx", "off")
-	}
 	return &rjEnv{name: name, kernel: kernel, topo: topo}
-}
-
-// rjAttachXDPPass attaches "return XDP_PASS" to ifname (native mode) in
-// the calling thread's namespace. The interface keeps the program; the
-// namespace's removal frees it.
-func rjAttachXDPPass(ifname string) error {
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name:    "rj_xdp_pass",
-		Type:    ebpf.XDP,
-		License: "GPL",
-		Instructions: asm.Instructions{
-			asm.Mov.Imm(asm.R0, 2), // XDP_PASS
-			asm.Return(),
-		},
-	})
-	if err != nil {
-		return err
-	}
-	defer prog.Close()
-	l, err := netlink.LinkByName(ifname)
-	if err != nil {
-		return err
-	}
-	return netlink.LinkSetXdpFdWithFlags(l, prog.FD(), nl.XDP_FLAGS_DRV_MODE)
 }
 
 // load installs the rules: with iptables-legacy / ip6tables-legacy in a

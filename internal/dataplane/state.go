@@ -26,14 +26,17 @@ import (
 // family's active bank and slot configurations.
 type state struct {
 	xdp, tc *ebpf.Program
-	maps    map[string]*ebpf.Map
-	banks   [2]uint32
-	cfgs    [slots]bpfFamilyCfg
+	// tcIn is the TCX ingress program (REJECT replies' way out).
+	tcIn  *ebpf.Program
+	maps  map[string]*ebpf.Map
+	banks [2]uint32
+	cfgs  [slots]bpfFamilyCfg
 	// shared marks the state of a session (BeginSession): Close leaves it
 	// open for the session's next user.
 	shared bool
 	// xdpID and tcID are the programs' ids once programIDs has asked.
 	xdpID, tcID ebpf.ProgramID
+	tcInID      ebpf.ProgramID
 }
 
 // programIDs returns the ids of the XDP and egress programs.
@@ -53,6 +56,19 @@ func (s *state) programIDs() (xdp, tc ebpf.ProgramID, err error) {
 	return s.xdpID, s.tcID, nil
 }
 
+// ingressID returns the id of the TCX ingress program.
+func (s *state) ingressID() (ebpf.ProgramID, error) {
+	if s.tcInID != 0 {
+		return s.tcInID, nil
+	}
+	facts, err := programFacts(s.tcIn)
+	if err != nil {
+		return 0, fmt.Errorf("ingress program: %w", err)
+	}
+	s.tcInID = facts.ID
+	return s.tcInID, nil
+}
+
 // slots is XFW_NSLOTS: two banks per family.
 const slots = 4
 
@@ -67,6 +83,9 @@ func (s *state) Close() {
 	}
 	if s.tc != nil {
 		s.tc.Close()
+	}
+	if s.tcIn != nil {
+		s.tcIn.Close()
 	}
 	for _, m := range s.maps {
 		m.Close()
@@ -655,12 +674,14 @@ func load(spec *ebpf.CollectionSpec) (*state, error) {
 	s.xdp, s.tc = coll.Programs[xdpProgName], coll.Programs[tcProgName]
 	delete(coll.Programs, xdpProgName)
 	delete(coll.Programs, tcProgName)
+	s.tcIn = coll.Programs[tcInProgName]
+	delete(coll.Programs, tcInProgName)
 	for name, m := range coll.Maps {
 		s.maps[name] = m
 	}
 	coll.Maps = nil
 	coll.Close()
-	if s.xdp == nil || s.tc == nil {
+	if s.xdp == nil || s.tc == nil || s.tcIn == nil {
 		s.Close()
 		return nil, errors.New("BPF object lacks its entry programs")
 	}

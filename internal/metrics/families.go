@@ -144,7 +144,7 @@ func (s *snapshot) setFamilies() []*family {
 // attach events.
 func (s *snapshot) attachFamilies() []*family {
 	attached := &family{name: "xfw_interfaces_attached", typ: gauge,
-		help: "1 when xfw's program is attached to the interface at the hook (xdp: ingress, tcx_egress: egress), else 0."}
+		help: "1 when xfw's program is attached to the interface at the hook (xdp: ingress, tcx_egress: egress, tcx_ingress: REJECT replies' way out), else 0."}
 	loaded := &family{name: "xfw_loaded", typ: gauge,
 		help: "1 when a ruleset of the family is loaded in the network namespace, else 0."}
 	events := &family{name: "xfw_attach_events_total", typ: counter,
@@ -154,6 +154,7 @@ func (s *snapshot) attachFamilies() []*family {
 		for _, i := range st.Interfaces {
 			attached.add(oneIf(i.XDPMode != "-"), "interface", i.Name, "hook", "xdp")
 			attached.add(oneIf(i.TCX), "interface", i.Name, "hook", "tcx_egress")
+			attached.add(oneIf(i.TCXIngress), "interface", i.Name, "hook", "tcx_ingress")
 		}
 		loadedFam[ir.IPv4], loadedFam[ir.IPv6] = st.IPv4, st.IPv6
 	}

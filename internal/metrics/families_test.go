@@ -148,10 +148,10 @@ func TestStateFamilies(t *testing.T) {
 		{
 			name: "interfaces and families loaded",
 			snap: &snapshot{status: &dataplane.NamespaceStatus{Loaded: true, IPv4: true, Interfaces: []dataplane.InterfaceStatus{
-				{Name: "lo", XDPMode: "generic", TCX: true}, {Name: "eth0", XDPMode: "-", TCX: false}}}},
-			want: "# HELP xfw_interfaces_attached 1 when xfw's program is attached to the interface at the hook (xdp: ingress, tcx_egress: egress), else 0.\n# TYPE xfw_interfaces_attached gauge\n" +
-				"xfw_interfaces_attached{interface=\"lo\",hook=\"xdp\"} 1\nxfw_interfaces_attached{interface=\"lo\",hook=\"tcx_egress\"} 1\n" +
-				"xfw_interfaces_attached{interface=\"eth0\",hook=\"xdp\"} 0\nxfw_interfaces_attached{interface=\"eth0\",hook=\"tcx_egress\"} 0\n" +
+				{Name: "lo", XDPMode: "generic", TCX: true, TCXIngress: true}, {Name: "eth0", XDPMode: "-", TCX: false}}}},
+			want: "# HELP xfw_interfaces_attached 1 when xfw's program is attached to the interface at the hook (xdp: ingress, tcx_egress: egress, tcx_ingress: REJECT replies' way out), else 0.\n# TYPE xfw_interfaces_attached gauge\n" +
+				"xfw_interfaces_attached{interface=\"lo\",hook=\"xdp\"} 1\nxfw_interfaces_attached{interface=\"lo\",hook=\"tcx_egress\"} 1\nxfw_interfaces_attached{interface=\"lo\",hook=\"tcx_ingress\"} 1\n" +
+				"xfw_interfaces_attached{interface=\"eth0\",hook=\"xdp\"} 0\nxfw_interfaces_attached{interface=\"eth0\",hook=\"tcx_egress\"} 0\nxfw_interfaces_attached{interface=\"eth0\",hook=\"tcx_ingress\"} 0\n" +
 				loadedOnly + "xfw_loaded{family=\"ipv4\"} 1\nxfw_loaded{family=\"ipv6\"} 0\n",
 		},
 		{

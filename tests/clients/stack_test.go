@@ -130,22 +130,7 @@ func newStack(t *testing.T, kind, xfw string, binds []bind) *stack {
 		all = append(all, bind{xfw, "/usr/sbin/ipset"})
 	}
 	s.startHolder(t, all)
-	if kind == kindXFW {
-		s.peerXDP(t)
-	}
 	return s
-}
-
-// peerXDP loads an accept-everything xfw ruleset into the client namespace.
-// On veth, frames a native XDP program sends back with XDP_TX (xfw's REJECT
-// replies) reach the peer promptly only when the peer runs an XDP program
-// too; real NICs have no such quirk.
-func (s *stack) peerXDP(t *testing.T) {
-	t.Helper()
-	if res, err := nettest.Exec(s.topo.GenNS, s.xfw, "iptables-restore", "-w", "10", "/dev/null"); err != nil {
-		t.Fatalf("accept-all xfw in the client namespace: %v %s", err, res.Stderr)
-	}
-	t.Cleanup(func() { _, _ = nettest.Exec(s.topo.GenNS, s.xfw, "stop") })
 }
 
 // startHolder starts the process whose mount namespace the stack's commands

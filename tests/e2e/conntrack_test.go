@@ -251,9 +251,6 @@ func stateOnlyKey(key string) bool {
 type ctOptions struct {
 	// sysctls are set in fw (net/netfilter/...) before the ruleset loads.
 	sysctls map[string]string
-	// forward loads an accept-all xfw into gen and sink of the xfw twin
-	// (peerXDP), for traffic xfw forwards.
-	forward bool
 }
 
 // newCtTwins builds the kernel and xfw twins for fam and loads rules.
@@ -267,9 +264,6 @@ func newCtTwins(t *testing.T, fam int, rules string, opt ctOptions) []*ctTwin {
 		tw.fw.restore(t, tw.tp, fam, rules)
 		if kind == "xfw" {
 			t.Cleanup(func() { tw.fw.stop(t, tw.tp) })
-			if opt.forward {
-				peerXDP(t, bin, tw.tp)
-			}
 		}
 		twins = append(twins, tw)
 	}
@@ -1308,7 +1302,7 @@ func (tw *ctTwin) sinkAddr() netip.Addr {
 // datagram's unconfirmed connection to them).
 func TestConntrackForward(t *testing.T) {
 	ctFamilies(t, func(t *testing.T, fam int) {
-		runCtScenarios(t, fam, ctOptions{forward: true}, []ctScenario{
+		runCtScenarios(t, fam, ctOptions{}, []ctScenario{
 			{name: "tcp gen → sink: data both ways", run: func(t *testing.T, tw *ctTwin) string {
 				nettest.StartTCPServer(t, tw.tp.SinkNS, netip.AddrPortFrom(tw.sinkAddr(), 7000), nettest.Echo())
 				return attempt(nettest.TCPConnect(tw.tp.GenNS, netip.AddrPortFrom(tw.sinkAddr(), 7000), nettest.WithPayload([]byte("through fw"))))

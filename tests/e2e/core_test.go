@@ -148,7 +148,6 @@ func TestChainsAgainstKernel(t *testing.T) {
 			for _, f := range fws {
 				f.fw.restore(t, f.tp, fam, rules)
 			}
-			peerXDP(t, bin, xfw)
 			t.Cleanup(func() { fws[1].fw.stop(t, xfw) })
 			// Servers in fw for the INPUT ports.
 			for _, f := range fws {

@@ -148,20 +148,6 @@ func requireTools(t testing.TB, tools ...string) {
 	}
 }
 
-// peerXDP loads an accept-everything xfw ruleset into gen and sink. On veth,
-// frames a native XDP program sends back with XDP_TX (REJECT replies) reach
-// the peer promptly only when the peer runs an XDP program too (otherwise
-// they wait in its queue for the next frame); real NICs have no such quirk.
-func peerXDP(t *testing.T, bin string, tp *nettest.Topology) {
-	t.Helper()
-	for _, ns := range []string{tp.GenNS, tp.SinkNS} {
-		res, err := nettest.Exec(ns, bin, "iptables-restore", "-w", "10", "/dev/null")
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("accept-all xfw in %s: %v %s", ns, err, res.Stderr)
-		}
-	}
-}
-
 // twins are two topologies built alike, fw running the kernel's iptables
 // in one ("kernel") and xfw in the other ("xfw"), for tests that send the
 // same packets through both and compare.

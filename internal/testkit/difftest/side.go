@@ -11,10 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -190,17 +186,12 @@ func tuneFw(sd *side) error {
 	return nil
 }
 
-// quietEnds readies gen and sink: XDP on their interfaces, and no traffic
-// through their stacks.
+// quietEnds readies gen and sink: no traffic through their stacks. They
+// run no XDP program, as a container's end of a veth does not: xfw's
+// REJECT replies must reach them as the kernel's do.
 func quietEnds(sd *side) error {
 	tp := sd.topo
 	for _, ns := range []string{tp.GenNS, tp.SinkNS} {
-		// gen and sink receive fw's native XDP_TX frames (REJECT) at once
-		// only when they run XDP themselves (captures see frames before
-		// netfilter).
-		if err := nettest.InNamespace(ns, func() error { return attachXDPPass(nettest.GenIfname) }); err != nil {
-			return fmt.Errorf("%s: XDP pass program in %s: %w", sd.name, ns, err)
-		}
 		// Quiet: gen and sink neither receive nor send anything through
 		// their stacks (no replies, no neighbour solicitations, no
 		// listener reports); the probes leave by AF_PACKET, which
@@ -223,32 +214,6 @@ func halves(n netip.Prefix) [2]netip.Prefix {
 	b[n.Bits()/8] |= 0x80 >> uint(n.Bits()%8)
 	hi, _ := netip.AddrFromSlice(b)
 	return [2]netip.Prefix{lo, netip.PrefixFrom(hi, n.Bits()+1)}
-}
-
-// attachXDPPass attaches "return XDP_PASS" (native mode) to ifname in the
-// calling thread's namespace; the namespace's removal frees it.
-func attachXDPPass(ifname string) error {
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name:    "xdt_xdp_pass",
-		Type:    ebpf.XDP,
-		License: "GPL",
-		Instructions: asm.Instructions{
-			asm.Mov.Imm(asm.R0, 2), // XDP_PASS
-			asm.Return(),
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("load XDP pass program: %w", err)
-	}
-	defer prog.Close()
-	l, err := netlink.LinkByName(ifname)
-	if err != nil {
-		return fmt.Errorf("find %s: %w", ifname, err)
-	}
-	if err := netlink.LinkSetXdpFdWithFlags(l, prog.FD(), nl.XDP_FLAGS_DRV_MODE); err != nil {
-		return fmt.Errorf("attach XDP to %s: %w", ifname, err)
-	}
-	return nil
 }
 
 // captureLife bounds a capture; a session's runs end long before.

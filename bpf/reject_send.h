@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * reject_send.h — how an INPUT or FORWARD reply built at XDP leaves: as
+ * the kernel's own (icmp_send, icmp6_send, nf_send_reset: routed as a
+ * locally generated packet, to the route's neighbour, resolved if need
+ * be; rate-limited as ICMP errors are: reject_rate.h).
+ *
+ * XDP cannot route or resolve a neighbour, and its XDP_TX only reaches a
+ * veth peer that runs XDP itself. So the XDP hook builds the reply in
+ * place (reject.h), marks it with XDP metadata (struct xfw_rj_meta: a
+ * magic number and the device netfilter saw it arrive on) and passes it
+ * (xfw_rj_xdp_handoff). xfw's TCX ingress program (xfw_tc_ingress, on every
+ * interface with the XDP program) finds the mark before anything else sees
+ * the frame, applies the rate limits, routes the reply (bpf_fib_lookup)
+ * and sends it with bpf_redirect_neigh to the route's next hop
+ * (xfw_rj_send): neighbour resolution as the kernel's output path does it
+ * (queued while the neighbour is probed; dropped when it does not answer).
+ *
+ * Fail closed: the marked frame is addressed to Ethernet 00:00:00:00:00:00
+ * (and untagged: a VLAN tag is removed at XDP, the mark names the VLAN
+ * device). Without the TCX program the stack gets a frame for another host
+ * (PACKET_OTHERHOST), which IP drops before any hook or socket.
+ *
+ * Conventions: the reply's headers are xfw's own (Ethernet, an option-less
+ * IPv4 or an extension-less IPv6 header, ICMP or TCP), so xfw_rj_send reads
+ * them at fixed offsets. A driver without XDP metadata (bpf_xdp_adjust_meta
+ * fails) gets the reply back with XDP_TX as before (docs/differences.md).
+ * Loopback keeps XDP_TX / the redirect of xfw_rj_lo_route.
+ *
+ * Includes: common.h, xfw_maps.h (interface facts), reject_structs.h,
+ * reject_rate.h.
+ */
+#ifndef XFW_REJECT_SEND_H
+#define XFW_REJECT_SEND_H
+
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+#include "common.h"
+#include "xfw_maps.h"
+#include "reject_structs.h"
+#include "reject_rate.h"
+
+/* "xfwR": the mark of a reply in the XDP metadata. */
+#define XFW_RJ_META_MAGIC 0x78667752
+
+/* The mark (a multiple of 4 bytes, as XDP metadata must be). */
+struct xfw_rj_meta {
+	__u32 magic;
+	__u32 ifindex; /* the device netfilter saw (a VLAN device) */
+};
+
+/* TCX verdict "not mine: the next program decides" (TCX_NEXT). */
+#define XFW_TCX_NEXT (-1)
+
+/* Offsets in the reply frame (untagged Ethernet). */
+#define XFW_RJ_SEND_L3 XFW_RJ_ETH_HLEN
+#define XFW_RJ_SEND_L4_4 (XFW_RJ_ETH_HLEN + XFW_RJ_IP4_HLEN)
+#define XFW_RJ_SEND_L4_6 (XFW_RJ_ETH_HLEN + XFW_RJ_IP6_HLEN)
+
+/* xfw_rj_anchor_maps references the maps both REJECT programs must hold
+ * (see xfw_anchor, never true): the XDP program holds the rate limiter's,
+ * so the control plane finds them from it; the ingress program holds the
+ * configuration and build maps, by which the control plane tells it is
+ * xfw's of this namespace and this build. */
+static __always_inline void xfw_rj_anchor_maps(void)
+{
+	struct xfw_rl_peer_key pk = { 0 };
+	struct xfw_lpm6_key lk = { 0 };
+	__u32 k = 0;
+
+	if (xfw_anchor) {
+		bpf_map_lookup_elem(&xfw_rl_cfg, &k);
+		bpf_map_lookup_elem(&xfw_rl_global, &k);
+		bpf_map_lookup_elem(&xfw_rl_rt6, &lk);
+		bpf_map_lookup_elem(&xfw_rl_peers, &pk);
+		bpf_map_lookup_elem(&xfw_cfg, &k);
+		bpf_map_lookup_elem(&xfw_build, &k);
+	}
+}
+
+/* xfw_rj_xdp_handoff marks the reply now in ctx's frame (L2 header of
+ * l2len bytes) for xfw_tc_ingress and passes it; the reply is IPv6 when v6.
+ * Returns the XDP action. */
+static __always_inline int xfw_rj_xdp_handoff(struct xdp_md *ctx, __u32 l2len, __u16 vlan, int v6)
+{
+	__u64 key = (__u64)ctx->ingress_ifindex | ((__u64)vlan << 32);
+	struct xfw_ifinfo *ifi = bpf_map_lookup_elem(&xfw_ifinfo, &key);
+	struct xfw_rj_meta *m;
+	struct ethhdr *eth;
+	void *data;
+
+	xfw_rj_anchor_maps();
+	if (!ifi)
+		return XDP_DROP;
+	/* Without metadata, the old way: back out of the input device. */
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct xfw_rj_meta)))
+		return XDP_TX;
+	if (l2len == XFW_RJ_VLAN_HLEN &&
+	    bpf_xdp_adjust_head(ctx, XFW_RJ_VLAN_HLEN - XFW_RJ_ETH_HLEN))
+		return XDP_DROP;
+	data = (void *)(long)ctx->data;
+	m = (void *)(long)ctx->data_meta;
+	eth = data;
+	if ((void *)(m + 1) > data || (void *)(eth + 1) > (void *)(long)ctx->data_end)
+		return XDP_DROP;
+	__builtin_memset(eth, 0, 2 * ETH_ALEN);
+	eth->h_proto = bpf_htons(v6 ? ETH_P_IPV6 : ETH_P_IP);
+	m->magic = XFW_RJ_META_MAGIC;
+	m->ifindex = ifi->ifindex;
+	return XDP_PASS;
+}
+
+/* xfw_rj_send_fib looks up the reply's route in fib: as if forwarded from
+ * iif (the whole table); when that fails (a device that does not forward,
+ * a link-local destination, which is never forwarded: found by xfw
+ * difftest), the route out of iif. Returns the lookup's result. */
+static __always_inline long xfw_rj_send_fib(struct __sk_buff *skb, struct bpf_fib_lookup *fib)
+{
+	__u32 flags = BPF_FIB_LOOKUP_SKIP_NEIGH, iif = fib->ifindex;
+	long rc;
+
+	rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
+		fib->ifindex = iif;
+		rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags | BPF_FIB_LOOKUP_OUTPUT);
+	}
+	return rc;
+}
+
+/* xfw_rj_send rate-limits, routes and sends the reply in skb (marked by
+ * the XDP hook on device iif). A global function, verified once. */
+__attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif)
+{
+	struct bpf_fib_lookup fib;
+	struct bpf_redir_neigh nh;
+	struct xfw_rl_cfg *cfg;
+	void *data, *data_end;
+	__u32 dst[4] = { 0 };
+	__u8 *l4;
+	int v6, icmp, limited = 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u16 proto;
+
+	if (!skb)
+		return TC_ACT_SHOT;
+	data = (void *)(long)skb->data;
+	data_end = (void *)(long)skb->data_end;
+	if (data + XFW_RJ_SEND_L4_6 + XFW_RJ_ICMP_HLEN > data_end &&
+	    data + XFW_RJ_SEND_L4_4 + XFW_RJ_ICMP_HLEN > data_end)
+		return TC_ACT_SHOT;
+	proto = ((struct ethhdr *)data)->h_proto;
+	__builtin_memset(&fib, 0, sizeof(fib));
+	fib.ifindex = iif;
+	if (proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = data + XFW_RJ_SEND_L3;
+
+		if ((void *)(ip + 1) + XFW_RJ_ICMP_HLEN > data_end)
+			return TC_ACT_SHOT;
+		v6 = 0;
+		fib.family = AF_INET;
+		fib.l4_protocol = ip->protocol;
+		fib.ipv4_src = ip->saddr;
+		fib.ipv4_dst = dst[0] = ip->daddr;
+		icmp = ip->protocol == IPPROTO_ICMP;
+		l4 = data + XFW_RJ_SEND_L4_4;
+	} else if (proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = data + XFW_RJ_SEND_L3;
+
+		if ((void *)(ip6 + 1) + XFW_RJ_ICMP_HLEN > data_end)
+			return TC_ACT_SHOT;
+		v6 = 1;
+		fib.family = AF_INET6;
+		fib.l4_protocol = ip6->nexthdr;
+		__builtin_memcpy(fib.ipv6_src, &ip6->saddr, 16);
+		__builtin_memcpy(fib.ipv6_dst, &ip6->daddr, 16);
+		__builtin_memcpy(dst, &ip6->daddr, 16);
+		icmp = ip6->nexthdr == IPPROTO_ICMPV6;
+		l4 = data + XFW_RJ_SEND_L4_6;
+	} else {
+		return TC_ACT_SHOT;
+	}
+	if ((void *)(l4 + 2) > data_end)
+		return TC_ACT_SHOT;
+	/* icmp_send / icmp6_send: the global bucket first (a message it
+	 * refuses is not even routed), then the route, then the
+	 * destination's bucket, and the global credit is spent last. */
+	cfg = xfw_rl_config();
+	if (icmp && cfg && xfw_rl_masked(cfg, l4[0], l4[1], v6)) {
+		if (!xfw_rl_global_allow(cfg, now))
+			return TC_ACT_SHOT;
+		limited = 1;
+	}
+	if (xfw_rj_send_fib(skb, &fib) != BPF_FIB_LKUP_RET_SUCCESS)
+		return TC_ACT_SHOT;
+	if (limited) {
+		if (!xfw_rl_peer_allow(cfg, dst, v6, now))
+			return TC_ACT_SHOT;
+		xfw_rl_global_consume();
+	}
+	__builtin_memset(&nh, 0, sizeof(nh));
+	nh.nh_family = fib.family;
+	if (v6)
+		__builtin_memcpy(nh.ipv6_nh, fib.ipv6_dst, 16);
+	else
+		nh.ipv4_nh = fib.ipv4_dst;
+	return bpf_redirect_neigh(fib.ifindex, &nh, sizeof(nh), 0);
+}
+
+/* xfw_tc_ingress: a frame marked by the XDP hook is a REJECT reply to
+ * send (xfw_rj_send); anything else is left to the next program. */
+SEC("tc")
+int xfw_tc_ingress(struct __sk_buff *skb)
+{
+	struct xfw_rj_meta *m = (void *)(long)skb->data_meta;
+
+	xfw_rj_anchor_maps();
+	if ((void *)(m + 1) > (void *)(long)skb->data || m->magic != XFW_RJ_META_MAGIC)
+		return XFW_TCX_NEXT;
+	return xfw_rj_send(skb, m->ifindex);
+}
+
+#endif /* XFW_REJECT_SEND_H */

@@ -1,0 +1,187 @@
+package dataplane
+
+// The kernel's ICMP error rate limits, as REJECT's replies obey them
+// (bpf/reject_rate.h): the namespace's sysctls and its IPv6 routes' prefix
+// lengths, copied into the data plane at each sync.
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Maps of bpf/reject_rate.h.
+const (
+	rateCfgMap    = "xfw_rl_cfg"
+	rateRoute6Map = "xfw_rl_rt6"
+)
+
+// rateCfg mirrors struct xfw_rl_cfg.
+type rateCfg struct {
+	MsgsPerSec   uint64
+	MsgsBurst    uint64
+	Ratelimit4NS uint64
+	Ratelimit6NS uint64
+	Ratemask4    uint32
+	Ratemask6    uint32
+	Set          uint32
+	Pad          uint32
+}
+
+// rateMaskTypes is XFW_RL_MASK_TYPES: the ICMP types whose ratemask bits
+// the data plane keeps (REJECT sends type 3, ICMPv6 type 1).
+const rateMaskTypes = 32
+
+// ipv6HostPlen is a host route's prefix length (XFW_RL_V6_HOST_PLEN).
+const ipv6HostPlen = 128
+
+// The sysctls, under /proc/sys (read in the calling thread's namespace).
+const (
+	sysctlMsgsPerSec  = "net/ipv4/icmp_msgs_per_sec"
+	sysctlMsgsBurst   = "net/ipv4/icmp_msgs_burst"
+	sysctlRatelimit4  = "net/ipv4/icmp_ratelimit"
+	sysctlRatemask4   = "net/ipv4/icmp_ratemask"
+	sysctlRatelimit6  = "net/ipv6/icmp/ratelimit"
+	sysctlRatemask6   = "net/ipv6/icmp/ratemask"
+	nanosPerMilli     = 1_000_000
+	sysctlProcPrefix  = "/proc/sys/"
+	defaultRatemask6  = "0-1,3-127" // the kernel's, when IPv6 is off
+	defaultRatelimit6 = 1000        // ms
+)
+
+// readRateCfg reads the namespace's ICMP rate limit sysctls.
+func readRateCfg() (rateCfg, error) {
+	c := rateCfg{Set: 1}
+	ints := []struct {
+		name string
+		dst  *uint64
+	}{{sysctlMsgsPerSec, &c.MsgsPerSec}, {sysctlMsgsBurst, &c.MsgsBurst}, {sysctlRatelimit4, &c.Ratelimit4NS}}
+	for _, v := range ints {
+		n, err := readSysctlInt(v.name)
+		if err != nil {
+			return c, err
+		}
+		*v.dst = uint64(max(n, 0))
+	}
+	c.Ratelimit4NS *= nanosPerMilli
+	mask4, err := readSysctlInt(sysctlRatemask4)
+	if err != nil {
+		return c, err
+	}
+	c.Ratemask4 = uint32(mask4)
+	// IPv6's sysctls are absent when IPv6 is disabled: its defaults then.
+	rl6, err := readSysctlInt(sysctlRatelimit6)
+	if errors.Is(err, os.ErrNotExist) {
+		rl6 = defaultRatelimit6
+	} else if err != nil {
+		return c, err
+	}
+	c.Ratelimit6NS = uint64(max(rl6, 0)) * nanosPerMilli
+	list, err := os.ReadFile(sysctlProcPrefix + sysctlRatemask6)
+	if errors.Is(err, os.ErrNotExist) {
+		list = []byte(defaultRatemask6)
+	} else if err != nil {
+		return c, fmt.Errorf("read %s: %w", sysctlRatemask6, err)
+	}
+	if c.Ratemask6, err = parseTypeList(strings.TrimSpace(string(list))); err != nil {
+		return c, fmt.Errorf("%s: %w", sysctlRatemask6, err)
+	}
+	return c, nil
+}
+
+// readSysctlInt reads an integer sysctl.
+func readSysctlInt(name string) (int64, error) {
+	b, err := os.ReadFile(sysctlProcPrefix + name)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", name, err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	return n, nil
+}
+
+// parseTypeList turns a bitmap sysctl's list ("0-1,3-127", "" for none)
+// into the bits of types 0..31.
+func parseTypeList(s string) (uint32, error) {
+	var mask uint32
+	if s == "" {
+		return 0, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		from, err := strconv.Atoi(lo)
+		if err != nil {
+			return 0, fmt.Errorf("bad type list %q", s)
+		}
+		to := from
+		if isRange {
+			if to, err = strconv.Atoi(hi); err != nil {
+				return 0, fmt.Errorf("bad type list %q", s)
+			}
+		}
+		for t := from; t <= to && t < rateMaskTypes; t++ {
+			mask |= 1 << uint(t)
+		}
+	}
+	return mask, nil
+}
+
+// fillRateLimits copies the namespace's ICMP rate limit sysctls and its
+// IPv6 routes' prefix lengths into the data plane.
+func fillRateLimits(maps map[string]*ebpf.Map) error {
+	cfgMap, rt6 := maps[rateCfgMap], maps[rateRoute6Map]
+	if cfgMap == nil || rt6 == nil {
+		return errors.New("running xfw program lacks its rate limit maps")
+	}
+	c, err := readRateCfg()
+	if err != nil {
+		return fmt.Errorf("ICMP rate limits: %w", err)
+	}
+	if err := cfgMap.Put(uint32(0), c); err != nil {
+		return fmt.Errorf("record ICMP rate limits: %w", err)
+	}
+	return fillRoutes6(rt6)
+}
+
+// fillRoutes6 records the prefix length of each route of the main IPv6
+// table (icmpv6_xrlim_allow charges less for a destination on a wider
+// route). A destination on a route without a gateway (on-link) counts as
+// a /128: the kernel's route to it is a host clone (found against the
+// kernel: ratelimit_test.go), so those routes are recorded as such.
+func fillRoutes6(m *ebpf.Map) error {
+	routes, err := netlink.RouteListFiltered(netlink.FAMILY_V6, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return fmt.Errorf("list IPv6 routes: %w", err)
+	}
+	keep := map[lpmKey6]bool{}
+	for _, r := range routes {
+		dst := r.Dst
+		if dst == nil {
+			dst = &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
+		}
+		ones, _ := dst.Mask.Size()
+		k := lpmKey6{Prefixlen: uint32(ones)}
+		copy(k.Addr[:], dst.IP.To16())
+		plen := uint32(ones)
+		if r.Gw == nil && len(r.MultiPath) == 0 {
+			plen = ipv6HostPlen
+		}
+		if err := m.Put(k, plen); err != nil {
+			return fmt.Errorf("record IPv6 route %s: %w", dst, err)
+		}
+		keep[k] = true
+	}
+	if err := pruneMap(m, keep); err != nil {
+		return fmt.Errorf("forget removed IPv6 routes: %w", err)
+	}
+	return nil
+}
