@@ -42,6 +42,7 @@ var conformanceExtensions = map[string]bool{
 	"dscp": true, "tos": true, "ecn": true, "tcpmss": true,
 	"rt": true, "frag": true, "ip6:ah": true, // ip6:NAME: only libip6t_NAME.t
 	"limit": true, "hashlimit": true,
+	"sctp": true, "dccp": true, "esp": true, "ah": true, // "ah": libipt_ah.t
 	"DNAT": true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
 }
 

@@ -507,7 +507,7 @@ func (l *lister) match(r *ir.Rule, m ir.Match) {
 		writeConntrack(&sb, m, "", numeric)
 		l.b.WriteString(sb.String())
 	default:
-		if !listIP6Ext(&l.b, m) {
+		if !listIP6Ext(&l.b, m) && !l.listHdr4(m) {
 			l.printf(" %s ", m.ModuleName())
 		}
 	}

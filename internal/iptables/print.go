@@ -215,7 +215,9 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 	case *ir.TCPMSSMatch:
 		writeTCPMSS(b, m)
 	default:
-		writeIP6Ext(b, m)
+		if !writeIP6Ext(b, m) {
+			writeHdr4(b, m)
+		}
 	}
 }
 

@@ -171,6 +171,8 @@ func checkEntry(fam ir.Family, table string, r *ir.Rule, hooks hookMask) *failur
 			ok = ecnProtoOK(r, m)
 		case *ir.TCPMSSMatch:
 			ok = needsProto(r, protoTCP)
+		case *ir.SCTPMatch, *ir.DCCPMatch, *ir.ESPMatch, *ir.AH4Match:
+			ok = hdr4ProtoOK(r, m)
 		}
 		if !ok {
 			return kernelEINVAL()

@@ -402,7 +402,7 @@ func (e *encoder) match(m Match) error {
 	case *DSCPMatch, *TOSMatch, *ECNMatch, *TCPMSSMatch:
 		e.headerMatch(m)
 	default:
-		if e.ip6ext(m) {
+		if e.ip6ext(m) || e.hdr4(m) {
 			return nil
 		}
 		return fmt.Errorf("match %T (-m %s) has no binary form", m, m.ModuleName())
@@ -777,6 +777,9 @@ func (d *decoder) match() Match {
 		return d.headerMatch(tag)
 	default:
 		if m := d.ip6ext(tag); m != nil {
+			return m
+		}
+		if m := d.hdr4(tag); m != nil {
 			return m
 		}
 		d.fail(fmt.Errorf("unknown match tag %d", tag))
