@@ -57,22 +57,7 @@ func TestHdr4Conditions(t *testing.T) {
 		if tc.dport == ValNone {
 			p.Sport = ValNone
 		}
-		res := g.Classify(p, ChainInput)
-		hot := res.Hotdrop || (res.Entry >= 0 && g.Entries[res.Entry].Rule == NoRule)
-		if hot != tc.hotdrop {
-			t.Errorf("%s: hotdrop %v, want %v", tc.name, hot, tc.hotdrop)
-			continue
-		}
-		if tc.hotdrop {
-			continue
-		}
-		got := 0
-		if res.Entry >= 0 {
-			got = int(g.Entries[res.Entry].Rule) - NumChains + 1
-		}
-		if got != tc.rule {
-			t.Errorf("%s: rule %d, want %d", tc.name, got, tc.rule)
-		}
+		checkInputVerdict(t, g, p, tc.name, tc.rule, tc.hotdrop)
 	}
 
 	var many []*ir.Rule
@@ -82,5 +67,27 @@ func TestHdr4Conditions(t *testing.T) {
 	rs.Chains[0].Rules = many
 	if _, err := Compile(rs, Options{}); err == nil {
 		t.Errorf("%d distinct esp matches compiled; want a refusal", len(many))
+	}
+}
+
+// checkInputVerdict classifies p in INPUT and checks that it hotdrops
+// (hotdrop) or that INPUT's 1-based rule (0: the policy) takes it.
+func checkInputVerdict(t *testing.T, g *Generation, p *Packet, name string, rule int, hotdrop bool) {
+	t.Helper()
+	res := g.Classify(p, ChainInput)
+	hot := res.Hotdrop || (res.Entry >= 0 && g.Entries[res.Entry].Rule == NoRule)
+	if hot != hotdrop {
+		t.Errorf("%s: hotdrop %v, want %v", name, hot, hotdrop)
+		return
+	}
+	if hotdrop {
+		return
+	}
+	got := 0
+	if res.Entry >= 0 {
+		got = int(g.Entries[res.Entry].Rule) - NumChains + 1
+	}
+	if got != rule {
+		t.Errorf("%s: rule %d, want %d", name, got, rule)
 	}
 }

@@ -95,10 +95,14 @@ func usesHdr4(m ir.Match) bool {
 }
 
 // hdr4Values returns the FieldHdr4 values with bit b set (want) or clear.
-func hdr4Values(b int, want bool) *Set {
+func hdr4Values(b int, want bool) *Set { return bitValues(b, want, hdr4Domain) }
+
+// bitValues returns the values below domain (a power of two) with bit b
+// set (want) or clear.
+func bitValues(b int, want bool, domain uint64) *Set {
 	var ivs []Interval
 	run := uint64(1) << b
-	for v := uint64(0); v < hdr4Domain; v += run {
+	for v := uint64(0); v < domain; v += run {
 		if (v>>b&1 == 1) == want {
 			ivs = append(ivs, Interval{U64(v), U64(v + run - 1)})
 		}
@@ -112,19 +116,25 @@ func (b *termBuilder) hdr4Hot(bit int) {
 	h := b.c
 	h[FieldHdr4] = Intersect(h[FieldHdr4], hdr4Values(bit, true))
 	if !h[FieldHdr4].Empty() {
-		hot := []term{{cond: h}}
-		if b.either != nil {
-			hot = eitherPortTerms(h, b.either)
-		}
-		for _, t := range hot {
-			t.hotdrop = true
-			b.hot = append(b.hot, t)
-		}
+		b.hotdropTerms(h)
 	}
 	// The hotdrop terms cannot be merged into the rule's own entry: no
 	// entry flag stands for them.
 	b.dirty = true
 	b.and(FieldHdr4, hdr4Values(bit, false))
+}
+
+// hotdropTerms records the hotdrop terms of condition h, split as the
+// rule's own term is under an earlier --ports match.
+func (b *termBuilder) hotdropTerms(h Cond) {
+	hot := []term{{cond: h}}
+	if b.either != nil {
+		hot = eitherPortTerms(h, b.either)
+	}
+	for _, t := range hot {
+		t.hotdrop = true
+		b.hot = append(b.hot, t)
+	}
 }
 
 // hdr4Cond adds condition c: its hotdrops, then its answer.

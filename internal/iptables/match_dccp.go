@@ -154,12 +154,7 @@ func writeDCCP(b *strings.Builder, m *ir.DCCPMatch) {
 // listDCCP prints the match as dccp_print does (-L).
 func (l *lister) listDCCP(m *ir.DCCPMatch) {
 	l.b.WriteString(" dccp")
-	if m.SrcPort.Set {
-		l.ports("spt", m.SrcPort, "dccp")
-	}
-	if m.DstPort.Set {
-		l.ports("dpt", m.DstPort, "dccp")
-	}
+	l.givenPorts(m.SrcPort, m.DstPort, "dccp")
 	if m.HasTypes {
 		l.b.WriteString(invSpace(m.InvTypes))
 		dccpTypes(&l.b, m.TypeMask, l.opts.Numeric)

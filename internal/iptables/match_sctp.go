@@ -61,7 +61,7 @@ func (s *sctpState) parse(c *parseCtx, o *optDef, arg string, invert bool) *fail
 	}
 	switch o.id {
 	case sctpOptSport, sctpOptDport:
-		r, f := parseSCTPPorts(arg)
+		r, f := parseProtoPorts(arg, "sctp")
 		if f != nil {
 			return f
 		}
@@ -85,23 +85,24 @@ func (s *sctpState) parse(c *parseCtx, o *optDef, arg string, invert bool) *fail
 	return nil
 }
 
-// parseSCTPPorts is parse_sctp_ports: "port" or "[port]:[port]", each a
-// number or an sctp service name.
-func parseSCTPPorts(arg string) (ir.PortRange, *failure) {
+// parseProtoPorts is libxt_tcp's parse_tcp_ports and libxt_sctp's
+// parse_sctp_ports: "port" or "[port]:[port]", each a number or a service
+// name of proto.
+func parseProtoPorts(arg, proto string) (ir.PortRange, *failure) {
 	first, last, ranged := strings.Cut(arg, ":")
 	if !ranged {
-		p, f := parsePort(arg, "sctp")
+		p, f := parsePort(arg, proto)
 		return ir.PortRange{First: p, Last: p}, f
 	}
 	r := fullPortRange
 	var f *failure
 	if first != "" {
-		if r.First, f = parsePort(first, "sctp"); f != nil {
+		if r.First, f = parsePort(first, proto); f != nil {
 			return r, f
 		}
 	}
 	if last != "" {
-		if r.Last, f = parsePort(last, "sctp"); f != nil {
+		if r.Last, f = parsePort(last, proto); f != nil {
 			return r, f
 		}
 	}
@@ -232,15 +233,21 @@ func writeSCTP(b *strings.Builder, m *ir.SCTPMatch) {
 // listSCTP prints the match as sctp_print does (-L).
 func (l *lister) listSCTP(m *ir.SCTPMatch) {
 	l.b.WriteString(" sctp")
-	if m.SrcPort.Set {
-		l.ports("spt", m.SrcPort, "sctp")
-	}
-	if m.DstPort.Set {
-		l.ports("dpt", m.DstPort, "sctp")
-	}
+	l.givenPorts(m.SrcPort, m.DstPort, "sctp")
 	if m.HasChunks {
 		l.b.WriteString(invSpace(m.InvChunks))
 		sctpChunks(&l.b, m, l.opts.Numeric)
+	}
+}
+
+// givenPorts prints the port options given, as sctp_print and dccp_print
+// do.
+func (l *lister) givenPorts(src, dst ir.PortMatch, proto string) {
+	if src.Set {
+		l.ports("spt", src, proto)
+	}
+	if dst.Set {
+		l.ports("dpt", dst, proto)
 	}
 }
 
