@@ -256,7 +256,10 @@ static __always_inline __u32 xfw_h4_dccp(void *ctx, int is_xdp, const struct xfw
 		return XFW_H4R_TRUE;
 	hl = xfw_dccp_hdr_len(h[8]);
 	dl = (__u32)h[4] * 4;
-	if (dl < hl || thoff + dl > end)
+	/* dccp_find_option: a data offset below the header is invalid; no
+	 * options answer false before they are read; options beyond the
+	 * packet cannot be read. */
+	if (dl < hl || (dl > hl && thoff + dl > end))
 		return XFW_H4R_HOT;
 	found = dl > hl && xfw_h4_find_option(ctx, is_xdp, thoff + hl, dl - hl, end, c->option);
 	return xfw_h4_check(c, XFW_H4F_OPTION, found) ? XFW_H4R_TRUE : 0;

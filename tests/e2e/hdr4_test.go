@@ -175,6 +175,7 @@ func dccpGroup() hdr4Group {
 			{name: "type 12", l4: dccpPacket(4000, 9999, 12, true, nil)},
 			{name: "REQUEST with data offset below its header", l4: dccpPacket(4000, 9999, 0, true, nil, 4)},
 			{name: "REQUEST with options beyond the packet", l4: dccpPacket(4000, 9999, 0, true, []byte{1, 1}, 60)},
+			{name: "REQUEST without options cut within its header", l4: nettest.Raw{Proto: protoDCCP, Data: dccpPacket(4000, 9999, 0, true, nil).Data[:16]}},
 			{name: "header cut short", l4: nettest.Raw{Proto: protoDCCP, Data: dccpPacket(4000, 9999, 2, true, nil).Data[:10]}},
 		},
 	}
