@@ -221,6 +221,8 @@ __attribute__((noinline)) int xfw_resolve(struct xfw_pkt *p, __u32 iif, __u32 oi
 		return 0;
 	if ((act & (1u << XFW_F_EXT6)) && !xfw_small_cls(st, fc, small, XFW_F_EXT6, p->ext6))
 		return 0;
+	if ((act & (1u << XFW_F_HDR4)) && !xfw_small_cls(st, fc, small, XFW_F_HDR4, p->hdr4))
+		return 0;
 	return 1;
 }
 

@@ -104,8 +104,37 @@ enum xfw_field {
 			      * tcpopt.h) */
 	XFW_F_EXT6 = 25,     /* IPv6 extension header matches' answers
 			      * (direct array, 2048: enum xfw_ext6, ip6ext.h) */
-	XFW_NFIELDS = 26,
+	XFW_F_HDR4 = 26,     /* sctp, dccp, esp, ah, tcp option conditions'
+			      * answers (direct array, 65536: enum
+			      * xfw_hdr4, hdr4.h) */
+	XFW_NFIELDS = 27,
 };
+
+/* The XFW_F_HDR4 value (internal/compiler terms_hdr4.go): bit k the answer
+ * of the generation's condition k (xfw_family_cfg.h4), bit
+ * XFW_H4_HOT_SHIFT + k set when it hotdrops the packet, and the
+ * short-header bits of sctp and dccp first fragments. */
+enum xfw_hdr4 {
+	XFW_H4_SCTP = 0,          /* condition kinds */
+	XFW_H4_DCCP = 1,
+	XFW_H4_ESP = 2,
+	XFW_H4_AH = 3,
+	XFW_H4_TCPOPT = 4,
+	XFW_H4_HOT_SHIFT = 7,     /* = XFW_MAX_HDR4CONDS */
+	XFW_H4_SHORT_SCTP = 14,
+	XFW_H4_SHORT_DCCP = 15,
+	/* struct xfw_h4cond.flags and .inv: what is tested (inverted) */
+	XFW_H4F_SPORTS = 0x01,
+	XFW_H4F_DPORTS = 0x02,
+	XFW_H4F_TYPES = 0x04,     /* sctp chunk types, dccp packet types, SPI */
+	XFW_H4F_OPTION = 0x08,    /* dccp, tcp option */
+	/* struct xfw_h4cond.mtype: SCTP_CHUNK_MATCH_* */
+	XFW_H4M_ANY = 1,
+	XFW_H4M_ALL = 2,
+	XFW_H4M_ONLY = 4,
+};
+/* Transport header conditions per generation (compiler.MaxHdr4Conds). */
+#define XFW_MAX_HDR4CONDS 7
 
 /* The XFW_F_EXT6 value: bit k the answer of the generation's IPv6
  * extension header condition k (-m rt, -m frag, -m ah; xfw_family_cfg.ext6),

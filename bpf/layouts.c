@@ -48,6 +48,8 @@ struct xfw_layouts {
 	struct xfw_lpm6_key lpm6_key;
 	struct xfw_local_val local_val;
 	struct xfw_ext6cond ext6cond;
+	struct xfw_h4cond h4cond;
+	struct xfw_h4flag h4flag;
 	struct xfw_ct_key ct_key;
 	struct xfw_ct_tcp_side ct_tcp_side;
 	struct xfw_ct_val ct_val;
@@ -64,6 +66,7 @@ struct xfw_layouts {
 	enum xfw_addrtype addrtype;
 	enum xfw_probe_kind probe_kind;
 	enum xfw_ext6 ext6;
+	enum xfw_hdr4 hdr4;
 	struct xfw_rc_key rc_key;
 	struct xfw_rc_ent rc_ent;
 	struct xfw_rc_list rc_list;

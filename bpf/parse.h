@@ -95,6 +95,8 @@ struct xfw_pkt {
 			    * fragment (tcpopt.h finds it) */
 	__u32 ext6;        /* XFW_F_EXT6, set by the hook (ip6ext.h) when
 			    * a rule uses it */
+	__u32 hdr4;        /* XFW_F_HDR4, set by the hook (hdr4.h) when a
+			    * rule uses it */
 	__u64 ct_osrc_hi, ct_osrc_lo; /* XFW_F_CTOSRC (0 without a connection) */
 	__u64 ct_odst_hi, ct_odst_lo; /* XFW_F_CTODST */
 	__u8 fam;          /* 0 IPv4, 1 IPv6 */

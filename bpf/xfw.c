@@ -43,6 +43,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "tcpopt.h"
 #include "ip6ext.h"
 #include "pred.h"
+#include "hdr4.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The Ethernet broadcast address as a 48-bit number. */
@@ -182,6 +183,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	} else {
 		xfw_ext6_xdp(ctx, p, st->slot);
 		xfw_preds_xdp(ctx, p, st->slot);
+		xfw_hdr4_xdp(ctx, p, st->slot);
 		verdict = xfw_judge(p, chain, iif, oif, st, &rj);
 	}
 	if (verdict == XFW_ACT_ACCEPT && cs)
@@ -258,6 +260,7 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 		xfw_ct_reply(skb, p, cs);
 	xfw_ext6_tc(skb, p, st->slot);
 	xfw_preds_tc(skb, p, st->slot);
+	xfw_hdr4_tc(skb, p, st->slot);
 	verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX, st, &rj);
 	if (verdict == XFW_ACT_ACCEPT && cs)
 		xfw_ct_confirm_out(p, cs, skb->ifindex);
@@ -342,6 +345,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		xfw_tcpmss_set_skb(skb, p, &sc->opt, st->slot);
 		xfw_ext6_tc(skb, p, st->slot);
 		xfw_preds_tc(skb, p, st->slot);
+		xfw_hdr4_tc(skb, p, st->slot);
 		verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
 	}
 	if (verdict == XFW_ACT_ACCEPT && cs)

@@ -25,6 +25,29 @@ struct xfw_setlk {
 };
 
 /* One IPv6 extension header condition (xfw_family_cfg.ext6, ip6ext.h). */
+/* An sctp chunk type's flag test (struct xt_sctp_flag_info). */
+struct xfw_h4flag {
+	__u8 type, flag, mask, pad;
+};
+
+/* One XFW_F_HDR4 condition (hdr4.h): an sctp match with --chunk-types, a
+ * dccp match with --dccp-types or --dccp-option, an esp or ah match, or
+ * tcp's --tcp-option. */
+struct xfw_h4cond {
+	__u8 kind;        /* XFW_H4_SCTP … XFW_H4_TCPOPT */
+	__u8 flags;       /* XFW_H4F_* tested */
+	__u8 inv;         /* XFW_H4F_* inverted */
+	__u8 mtype;       /* sctp: XFW_H4M_* */
+	__u16 sport[2];   /* sctp, dccp: inclusive port ranges */
+	__u16 dport[2];
+	__u32 spi[2];     /* esp, ah: inclusive SPI range */
+	__u8 option;      /* dccp, tcp: the option kind */
+	__u8 nflags;      /* sctp: flag tests in fl */
+	__u16 types;      /* dccp: bit t for packet type t */
+	__u32 chunkmap[8];/* sctp: bit t for chunk type t */
+	struct xfw_h4flag fl[4]; /* sctp: flag tests */
+};
+
 struct xfw_ext6cond {
 	__u8 kind;    /* enum xfw_ext6 kind */
 	__u8 flags;   /* XFW_E6_* */
@@ -196,6 +219,9 @@ struct xfw_family_cfg {
 	 * dst options (type << 8 | length, 0xff: any length). */
 	__u32 ext6_kinds;
 	__u16 ext6_opt[XFW_EXT6_MAX_OPTS];
+	/* Transport header conditions (XFW_F_HDR4 bits, hdr4.h). */
+	__u32 nh4;
+	struct xfw_h4cond h4[XFW_MAX_HDR4CONDS];
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid

@@ -39,6 +39,8 @@ type Generation struct {
 	SetConds []SetCond
 	// ext6 are the IPv6 extension header conditions (Ext6Conds).
 	ext6 []ir.Match
+	// hdr4 are the transport header conditions (Hdr4Conds).
+	hdr4 []Hdr4Cond
 	// Rules maps counter indexes to rules: index i ≥ NumChains is
 	// Rules[i-NumChains]; indexes 0–2 are the filter table's built-in
 	// chains' policies, the other tables' policies are among Rules
@@ -166,6 +168,9 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	g.SetConds = fl.sets.conds
 	if fl.sets.ext6 != nil {
 		g.ext6 = fl.sets.ext6.conds
+	}
+	if fl.sets.hdr4 != nil {
+		g.hdr4 = fl.sets.hdr4.conds
 	}
 	g.Limits = fl.limits.items
 	g.Probes = fl.probeList

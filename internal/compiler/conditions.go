@@ -181,6 +181,9 @@ func (b *termBuilder) addMatch(m ir.Match) error {
 		if kind, ok := Ext6Kind(m); ok {
 			return b.ip6ext(m, kind)
 		}
+		if usesHdr4(m) {
+			return b.hdr4(m)
+		}
 		return fmt.Errorf("match %q is not supported by xfw's data plane", m.ModuleName())
 	}
 	return nil

@@ -65,13 +65,16 @@ const (
 	// FieldExt6 is the answers of the generation's IPv6 extension header
 	// matches (terms_ip6ext.go, XFW_F_EXT6).
 	FieldExt6
+	// FieldHdr4 is the answers of the generation's sctp, dccp, esp, ah
+	// and tcp option conditions (terms_hdr4.go, XFW_F_HDR4).
+	FieldHdr4
 	NumFields
 )
 
 var fieldNames = [NumFields]string{"src", "dst", "proto", "sport", "dport", "tcpflags",
 	"icmp", "iif", "oif", "frag", "len", "ttl", "mac", "sets", "ct", "ctosrc", "ctodst",
 	"ctosport", "ctodport", "ctrsport", "ctrdport", "addrtype", "pkttype",
-	"tos", "tcpmss", "ext6"}
+	"tos", "tcpmss", "ext6", "hdr4"}
 
 // String names the field.
 func (f Field) String() string {
@@ -183,6 +186,8 @@ func (f Field) SmallDomain() int {
 		return ValTrunc + 1
 	case FieldExt6:
 		return ext6Domain
+	case FieldHdr4:
+		return hdr4Domain
 	}
 	return 0
 }

@@ -499,6 +499,9 @@ func hasSetMatch(r *ir.Rule) bool {
 		if _, ok := Ext6Kind(m); ok {
 			return true
 		}
+		if usesHdr4(m) {
+			return true
+		}
 	}
 	return false
 }

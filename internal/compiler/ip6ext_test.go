@@ -44,22 +44,7 @@ func TestExt6Conditions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		p := &Packet{Src: U64(1), Dst: U64(2), Proto: 17, Sport: 1, Dport: 2, Ext6: tc.ext6, MAC: 1}
-		res := g.Classify(p, ChainInput)
-		hot := res.Hotdrop || (res.Entry >= 0 && g.Entries[res.Entry].Rule == NoRule)
-		if hot != tc.hotdrop {
-			t.Errorf("%s: hotdrop %v, want %v", tc.name, hot, tc.hotdrop)
-			continue
-		}
-		if tc.hotdrop {
-			continue
-		}
-		got := 0
-		if res.Entry >= 0 {
-			got = int(g.Entries[res.Entry].Rule) - NumChains + 1
-		}
-		if got != tc.rule {
-			t.Errorf("%s: rule %d, want %d", tc.name, got, tc.rule)
-		}
+		checkInputVerdict(t, g, p, tc.name, tc.rule, tc.hotdrop)
 	}
 
 	var many []*ir.Rule

@@ -51,6 +51,8 @@ type setConds struct {
 	// ext6 numbers the IPv6 extension header matches the same way
 	// (terms_ip6ext.go).
 	ext6 *ext6Conds
+	// hdr4 numbers the transport header conditions (terms_hdr4.go).
+	hdr4 *hdr4Conds
 }
 
 // index returns the bit of the condition m tests, allocating one for a

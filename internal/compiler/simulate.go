@@ -47,6 +47,9 @@ type Packet struct {
 	// TOS is the TOS / traffic class byte (FieldTOS), TCPMSS the MSS
 	// option's value or sentinel (FieldTCPMSS).
 	TOS, TCPMSS uint32
+	// Hdr4 is the transport header conditions' answers (FieldHdr4,
+	// terms_hdr4.go).
+	Hdr4 uint32
 	// Ext6 is the answers of the IPv6 extension header conditions
 	// (FieldExt6, terms_ip6ext.go).
 	Ext6 uint32
@@ -165,6 +168,8 @@ func (p *Packet) FieldValue(f Field) U128 {
 		return U64(uint64(p.TCPMSS))
 	case FieldExt6:
 		return U64(uint64(p.Ext6))
+	case FieldHdr4:
+		return U64(uint64(p.Hdr4))
 	}
 	return U128{}
 }

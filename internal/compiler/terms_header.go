@@ -90,14 +90,7 @@ func (b *termBuilder) tcpMSS(m *ir.TCPMSSMatch) {
 	h := b.c
 	h[FieldTCPMSS] = Intersect(h[FieldTCPMSS], Point(U64(ValTrunc)))
 	if !h[FieldTCPMSS].Empty() {
-		hot := []term{{cond: h}}
-		if b.either != nil {
-			hot = eitherPortTerms(h, b.either)
-		}
-		for _, t := range hot {
-			t.hotdrop = true
-			b.hot = append(b.hot, t)
-		}
+		b.hotdropTerms(h)
 	}
 	in := Range(U64(uint64(m.Min)), U64(uint64(m.Max)))
 	b.and(FieldTCPMSS, invertIf(in, m.Invert, U64(0), U64(ValNone)))

@@ -125,16 +125,7 @@ func (ec *ext6Conds) count(n func(ir.Match) int) int {
 }
 
 // ext6Values returns the FieldExt6 values with bit b set (want) or clear.
-func ext6Values(b int, want bool) *Set {
-	var ivs []Interval
-	run := uint64(1) << b
-	for v := uint64(0); v < ext6Domain; v += run {
-		if (v>>b&1 == 1) == want {
-			ivs = append(ivs, Interval{U64(v), U64(v + run - 1)})
-		}
-	}
-	return NewSet(ivs...)
-}
+func ext6Values(b int, want bool) *Set { return bitValues(b, want, ext6Domain) }
 
 // ip6ext adds an IPv6 extension header match: the packets its kind
 // hotdrops are dropped where the rule reaches it, the others must have

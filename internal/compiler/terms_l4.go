@@ -35,9 +35,6 @@ func portListSet(ports []ir.PortRange) *Set {
 
 // tcp adds a tcp match.
 func (b *termBuilder) tcp(m *ir.TCPMatch) error {
-	if m.Option.Set {
-		return fmt.Errorf("tcp match: --tcp-option is not supported by xfw's data plane")
-	}
 	b.hotdropAt(FieldSport, ValTrunc, EFHotdropL4)
 	b.and(FieldSport, portSet(m.SrcPort))
 	b.and(FieldDport, portSet(m.DstPort))
@@ -49,6 +46,9 @@ func (b *termBuilder) tcp(m *ir.TCPMatch) error {
 			}
 		}
 		b.and(FieldTCPFlags, NewSet(ivs...))
+	}
+	if m.Option.Set {
+		return b.tcpOption(m.Option)
 	}
 	return nil
 }

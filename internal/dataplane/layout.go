@@ -92,6 +92,9 @@ type bpfFamilyCfg struct {
 	// and the hbh / dst options (ext6.go).
 	Ext6Kinds uint32
 	Ext6Opt   [compiler.Ext6MaxOpts]uint16
+	// NH4 and H4 are the transport header conditions (hdr4.go).
+	NH4 uint32
+	H4  [compiler.MaxHdr4Conds]bpfH4Cond
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
@@ -177,6 +180,7 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 		}
 	}
 	fillExt6(&c, g.Ext6Conds())
+	fillHdr4(&c, g.Hdr4Conds())
 	for f := compiler.Field(0); f < bpfNumFields; f++ {
 		if g.Active&(1<<f) != 0 {
 			c.Fields[c.NFields] = uint8(f)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/conntrack"
+	"github.com/xfw-dev/xfw/internal/ir"
 )
 
 // layoutsObject is bpf/layouts.c compiled by `make build`: never loaded,
@@ -41,6 +42,8 @@ type layoutMirror struct {
 var layoutMirrors = []layoutMirror{
 	{c: "xfw_setlk", goType: reflect.TypeOf(bpfSetLk{})},
 	{c: "xfw_ext6cond", goType: reflect.TypeOf(bpfExt6Cond{})},
+	{c: "xfw_h4cond", goType: reflect.TypeOf(bpfH4Cond{})},
+	{c: "xfw_h4flag", goType: reflect.TypeOf(bpfH4Flag{})},
 	{c: "xfw_setkey", goType: reflect.TypeOf(bpfSetKey{})},
 	{c: "xfw_setval", goType: reflect.TypeOf(bpfSetVal{})},
 	{c: "xfw_entry", goType: reflect.TypeOf(bpfEntry{})},
@@ -324,7 +327,16 @@ func enumMirrors() []enumMirror {
 			"XFW_F_CTRDPORT": int64(compiler.FieldCtReplDport), "XFW_F_ADDRTYPE": int64(compiler.FieldAddrType),
 			"XFW_F_PKTTYPE": int64(compiler.FieldPktType), "XFW_NFIELDS": int64(compiler.NumFields),
 			"XFW_F_TOS": int64(compiler.FieldTOS), "XFW_F_TCPMSS": int64(compiler.FieldTCPMSS),
-			"XFW_F_EXT6": int64(compiler.FieldExt6),
+			"XFW_F_EXT6": int64(compiler.FieldExt6), "XFW_F_HDR4": int64(compiler.FieldHdr4),
+		}},
+		{c: "xfw_hdr4", mirror: "compiler.Hdr4*", values: map[string]int64{
+			"XFW_H4_SCTP": compiler.Hdr4KindSCTP, "XFW_H4_DCCP": compiler.Hdr4KindDCCP,
+			"XFW_H4_ESP": compiler.Hdr4KindESP, "XFW_H4_AH": compiler.Hdr4KindAH,
+			"XFW_H4_TCPOPT": compiler.Hdr4KindTCPOpt, "XFW_H4_HOT_SHIFT": compiler.Hdr4HotShift,
+			"XFW_H4_SHORT_SCTP": compiler.Hdr4ShortSCTP, "XFW_H4_SHORT_DCCP": compiler.Hdr4ShortDCCP,
+			"XFW_H4F_SPORTS": h4Sports, "XFW_H4F_DPORTS": h4Dports, "XFW_H4F_TYPES": h4Types,
+			"XFW_H4F_OPTION": h4Option, "XFW_H4M_ANY": ir.SCTPChunkAny, "XFW_H4M_ALL": ir.SCTPChunkAll,
+			"XFW_H4M_ONLY": ir.SCTPChunkOnly,
 		}},
 		{c: "xfw_addrtype", mirror: "compiler.AddrType*", values: map[string]int64{
 			"XFW_AT_BITS": compiler.AddrTypeBits, "XFW_AT_DST_SHIFT": compiler.AddrTypeDstShift,

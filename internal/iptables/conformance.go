@@ -44,6 +44,7 @@ var conformanceExtensions = map[string]bool{
 	"limit": true, "hashlimit": true, "connlimit": true, "cpu": true,
 	"string": true, "u32": true, "time": true,
 	"hbh": true, "dst": true, "ipv6header": true, "mh": true,
+	"sctp": true, "dccp": true, "esp": true, "ah": true, // "ah": libipt_ah.t
 	"DNAT": true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
 }
 

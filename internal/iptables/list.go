@@ -517,7 +517,7 @@ func (l *lister) match(r *ir.Rule, m ir.Match) {
 		writeConntrack(&sb, m, "", numeric)
 		l.b.WriteString(sb.String())
 	default:
-		if !listIP6Ext(&l.b, m) && !listIP6Hdr2(&l.b, m, numeric) {
+		if !listIP6Ext(&l.b, m) && !listIP6Hdr2(&l.b, m, numeric) && !l.listHdr4(m) {
 			l.printf(" %s ", m.ModuleName())
 		}
 	}

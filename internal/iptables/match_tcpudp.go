@@ -92,29 +92,7 @@ func parseTCPFlagList(s string) (uint8, *failure) {
 }
 
 // parseTCPPorts is libxt_tcp's parse_tcp_ports.
-func parseTCPPorts(s string) (ir.PortRange, *failure) {
-	lo, hi, ok := strings.Cut(s, ":")
-	if !ok {
-		p, f := parsePort(s, "tcp")
-		return ir.PortRange{First: p, Last: p}, f
-	}
-	r := fullPortRange
-	var f *failure
-	if lo != "" {
-		if r.First, f = parsePort(lo, "tcp"); f != nil {
-			return r, f
-		}
-	}
-	if hi != "" {
-		if r.Last, f = parsePort(hi, "tcp"); f != nil {
-			return r, f
-		}
-	}
-	if r.First > r.Last {
-		return r, paramErr("invalid portrange (min > max)")
-	}
-	return r, nil
-}
+func parseTCPPorts(s string) (ir.PortRange, *failure) { return parseProtoPorts(s, "tcp") }
 
 // parse implements matchState.
 func (s *tcpState) parse(c *parseCtx, o *optDef, arg string, invert bool) *failure {

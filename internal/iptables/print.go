@@ -102,17 +102,10 @@ func writeIface(b *strings.Builder, letter byte, m ir.IfaceMatch) {
 // 1.8.9: an inverted full range is printed ("! --sport 0:65535"); 1.8.9
 // dropped it, changing the rule's meaning.
 func writePorts(b *strings.Builder, name string, p ir.PortMatch) {
-	if !p.Set || (p.Range == fullPortRange && !p.Invert) {
+	if p.Range == fullPortRange && !p.Invert {
 		return
 	}
-	if p.Invert {
-		b.WriteString(" !")
-	}
-	if p.Range.First != p.Range.Last {
-		fmt.Fprintf(b, " --%s %d:%d", name, p.Range.First, p.Range.Last)
-	} else {
-		fmt.Fprintf(b, " --%s %d", name, p.Range.First)
-	}
+	writeSCTPPorts(b, name, p)
 }
 
 // tcpFlagString prints a TCP flag set as libxt_tcp's print_tcpf does.
@@ -225,7 +218,9 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 	case *ir.TCPMSSMatch:
 		writeTCPMSS(b, m)
 	default:
-		writeIP6Ext(b, m)
+		if !writeIP6Ext(b, m) {
+			writeHdr4(b, m)
+		}
 	}
 }
 

@@ -185,6 +185,8 @@ func checkEntry(fam ir.Family, table string, r *ir.Rule, hooks hookMask) *failur
 			ok = needsProto(r, protoTCP)
 		case *ir.MHMatch:
 			ok = needsProto(r, protoMH)
+		case *ir.SCTPMatch, *ir.DCCPMatch, *ir.ESPMatch, *ir.AH4Match:
+			ok = hdr4ProtoOK(r, m)
 		}
 		if !ok {
 			return kernelEINVAL()

@@ -33,8 +33,9 @@ const codecVersion = 2
 // Match tags of the binary form. Tags defined beside their matches take
 // ranges of their own: limit 64, hashlimit 65, recent 72, the IPv6
 // extension headers 80-82 (ip6ext.go) and 90-92 (ip6hdr.go), connlimit
-// 84, cpu 85, the predicates 96-98 (pred.go); a new file picks a free
-// range and adds it here (TestBinaryRulesetRoundTrip catches collisions).
+// 84, cpu 85, the predicates 96-98 (pred.go), sctp, dccp, esp and ah
+// 100-103 (hdr4.go). A new file picks a free range, adds it here and to
+// TestMatchTagsDistinct.
 const (
 	tagTCP = iota + 1
 	tagUDP
@@ -410,7 +411,7 @@ func (e *encoder) match(m Match) error {
 	case *DSCPMatch, *TOSMatch, *ECNMatch, *TCPMSSMatch:
 		e.headerMatch(m)
 	default:
-		if e.ip6ext(m) || e.predMatch(m) {
+		if e.ip6ext(m) || e.predMatch(m) || e.hdr4(m) {
 			return nil
 		}
 		return fmt.Errorf("match %T (-m %s) has no binary form", m, m.ModuleName())
@@ -792,6 +793,9 @@ func (d *decoder) match() Match {
 			return m
 		}
 		if m := d.predMatch(tag); m != nil {
+			return m
+		}
+		if m := d.hdr4(tag); m != nil {
 			return m
 		}
 		d.fail(fmt.Errorf("unknown match tag %d", tag))

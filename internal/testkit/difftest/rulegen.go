@@ -90,6 +90,12 @@ type rgen struct {
 	// from a stream of its own, and keeps the ruleset's distinct ones.
 	ext6      *rgen
 	ext6Specs [][]string
+	// hdr4 draws the sctp, dccp, esp, ah and tcp option matches
+	// (rulegen_hdr4.go) from a stream of its own, and keeps the
+	// ruleset's distinct conditions by protocol.
+	hdr4      *rgen
+	hdr4Specs map[string][][]string
+	hdr4Count int
 }
 
 // GenerateRuleset returns a random filter table for plan's family, as
@@ -110,6 +116,7 @@ func GenerateRuleset(seed int64, plan Plan, opts GenOptions) string {
 	g.types = &rgen{rng: rand.New(rand.NewSource(seed ^ typesSeedMix)), plan: plan, fam: plan.Family}
 	g.hdr = &rgen{rng: rand.New(rand.NewSource(seed ^ headerSeedMix)), plan: plan, fam: plan.Family}
 	g.ext6 = &rgen{rng: rand.New(rand.NewSource(seed ^ ext6SeedMix)), plan: plan, fam: plan.Family}
+	g.hdr4 = &rgen{rng: rand.New(rand.NewSource(seed ^ hdr4SeedMix)), plan: plan, fam: plan.Family}
 	g.chains = append([]string(nil), ir.BuiltinChains...)
 	nuser := 0
 	if opts.MaxUserChains > 0 {
@@ -285,6 +292,7 @@ func (g *rgen) fillRule(r *grule) {
 	}
 	if !pc.invert {
 		add(g.protoMatches(pc.num)...)
+		add(g.hdr4Spec(pc.num)...)
 	}
 	if g.chance(8) {
 		add(g.iprangeSpec()...)
