@@ -43,6 +43,7 @@ var conformanceExtensions = map[string]bool{
 	"rt": true, "frag": true, "ip6:ah": true, // ip6:NAME: only libip6t_NAME.t
 	"limit": true, "hashlimit": true,
 	"string": true, "u32": true, "time": true,
+	"statistic": true, "mark": true, "MARK": true,
 	"DNAT": true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
 }
 

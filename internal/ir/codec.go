@@ -27,8 +27,8 @@ import (
 
 // codecVersion is the first byte of every encoded ruleset.
 // Version 2 added the tables besides filter (after filter's chains) and
-// the NAT targets' ranges.
-const codecVersion = 2
+// the NAT targets' ranges; version 3 the MARK target's values.
+const codecVersion = 3
 
 // Match tags of the binary form.
 const (
@@ -233,7 +233,11 @@ func (e *encoder) rule(r *Rule) error {
 		e.u8(t.Log.Flags)
 		e.str(t.Log.Prefix)
 	}
-	return e.natRange(t.Nat)
+	if err := e.natRange(t.Nat); err != nil {
+		return err
+	}
+	e.markTarget(t.Mark)
+	return nil
 }
 
 // natRange writes a NAT target's range: a presence byte, then the flags,
@@ -683,6 +687,7 @@ func (d *decoder) rule(r *Rule) {
 		r.Target.Log = l
 	}
 	r.Target.Nat = d.natRange()
+	r.Target.Mark = d.markTarget()
 }
 
 func (d *decoder) match() Match {
@@ -780,6 +785,9 @@ func (d *decoder) match() Match {
 			return m
 		}
 		if m := d.predMatch(tag); m != nil {
+			return m
+		}
+		if m := d.markMatch(tag); m != nil {
 			return m
 		}
 		d.fail(fmt.Errorf("unknown match tag %d", tag))
