@@ -41,6 +41,7 @@
  * a full hashlimit table). */
 #define XFW_PROBE_HOTDROP XFW_HL_HOTDROP
 #include "pred.h"
+#include "mark.h"
 
 /* xfw_probe answers probe k of slot for the packet in the scratch of hook
  * (xfw_pending.hook): 1 true, XFW_PROBE_HOTDROP, 0 false (also for a probe or a kind the
@@ -72,6 +73,12 @@ __attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
 		return xfw_hashlimit(p, pr->arg);
 	case XFW_PROBE_PRED:
 		return xfw_pred_bit(hook, pr->arg);
+	case XFW_PROBE_STATISTIC:
+		return xfw_statistic(pr);
+	case XFW_PROBE_MARK:
+		return xfw_mark_match(pr, p);
+	case XFW_PROBE_SETMARK:
+		return xfw_mark_set(pr, p);
 	default:
 		return 0;
 	}

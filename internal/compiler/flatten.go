@@ -92,6 +92,8 @@ type flattener struct {
 	// (predIndex).
 	preds   []Pred
 	predIDs map[predKey]uint32
+	// statIDs are the statistic matches' instances (mark.go).
+	statIDs map[statisticKey]uint32
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with
@@ -158,6 +160,12 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 				base.Action = ActContinue
 				base.nextLabel = ret
 				fl.emit(base)
+			case ir.TargetMark:
+				if err := fl.markAction(&base, r.Target.Mark); err != nil {
+					return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
+				}
+				fl.emit(base)
+				fl.fallthroughNext()
 			case ir.TargetJump, ir.TargetGoto:
 				target := fl.rs.Chain(r.Target.Chain)
 				if target == nil || target.Builtin {

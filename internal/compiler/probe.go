@@ -38,6 +38,14 @@ const (
 	// ProbePred answers predicate Arg (Generation.Preds: string, u32,
 	// time; pred.go).
 	ProbePred
+	// ProbeStatistic asks a statistic match (mark.go): Arg its mode and
+	// inversion (StatisticNth, StatisticInvert), Val and Mask its values.
+	ProbeStatistic
+	// ProbeMark asks a mark match: (mark & Mask) == Val, Arg 1 inverted.
+	ProbeMark
+	// ProbeSetMark is the MARK target's action (an EFAct entry's): mark =
+	// (mark & ^Mask) ^ Val.
+	ProbeSetMark
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )
@@ -47,6 +55,11 @@ type Probe struct {
 	Kind ProbeKind
 	// Arg is the kind's argument: ProbeLimit's bucket index.
 	Arg uint32
+	// Val and Mask are the values of the statistic and mark kinds.
+	Val, Mask uint32
+	// Inst tells apart probes that must not be shared: a statistic
+	// match's instance (its own counter). The data plane does not read it.
+	Inst uint32
 }
 
 // MaxProbes bounds a generation's probes (an entry's Aux names one).
@@ -55,7 +68,7 @@ const MaxProbes = 1 << 16
 // probedMatch reports whether match m is asked by a probe.
 func probedMatch(m ir.Match) bool {
 	switch m.(type) {
-	case *ir.LimitMatch, *ir.RecentMatch, *ir.HashLimitMatch:
+	case *ir.LimitMatch, *ir.RecentMatch, *ir.HashLimitMatch, *ir.StatisticMatch, *ir.MarkMatch:
 		return true
 	}
 	return isPred(m)
@@ -88,6 +101,10 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match) (Probe, error) {
 	case *ir.StringMatch, *ir.U32Match, *ir.TimeMatch:
 		k, err := fl.predIndex(r, i, m)
 		return Probe{Kind: ProbePred, Arg: k}, err
+	case *ir.StatisticMatch:
+		return fl.statisticProbe(r, i, m)
+	case *ir.MarkMatch:
+		return markProbe(m), nil
 	}
 	return Probe{}, fmt.Errorf("match %T is not probed", m)
 }

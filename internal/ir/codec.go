@@ -406,7 +406,7 @@ func (e *encoder) match(m Match) error {
 	case *DSCPMatch, *TOSMatch, *ECNMatch, *TCPMSSMatch:
 		e.headerMatch(m)
 	default:
-		if e.ip6ext(m) || e.predMatch(m) {
+		if e.ip6ext(m) || e.predMatch(m) || e.markMatch(m) {
 			return nil
 		}
 		return fmt.Errorf("match %T (-m %s) has no binary form", m, m.ModuleName())
