@@ -18,15 +18,7 @@ func TestMarkStatisticRoundTrip(t *testing.T) {
 	}
 	rs := NewRuleset(IPv4)
 	rs.Chain("INPUT").Rules = rules
-	b, err := rs.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := UnmarshalRuleset(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range got.Chain("INPUT").Rules {
+	for i, r := range roundTrip(t, rs).Chain("INPUT").Rules {
 		if !reflect.DeepEqual(r.Matches, rules[i].Matches) && len(rules[i].Matches) > 0 {
 			t.Errorf("rule %d: matches %+v, want %+v", i, r.Matches, rules[i].Matches)
 		}
@@ -37,4 +29,18 @@ func TestMarkStatisticRoundTrip(t *testing.T) {
 			t.Errorf("rule %d: clone differs", i)
 		}
 	}
+}
+
+// roundTrip returns rs encoded and decoded again.
+func roundTrip(t *testing.T, rs *Ruleset) *Ruleset {
+	t.Helper()
+	b, err := rs.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := UnmarshalRuleset(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

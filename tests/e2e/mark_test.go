@@ -23,11 +23,6 @@ import (
 // kernel's connection tracking on (nat chains see only tracked packets),
 // as kube-proxy's NAT targets do.
 const markRuleset = `*mangle
-:PREROUTING ACCEPT [0:0]
-:INPUT ACCEPT [0:0]
-:FORWARD ACCEPT [0:0]
-:OUTPUT ACCEPT [0:0]
-:POSTROUTING ACCEPT [0:0]
 -A PREROUTING -p udp -m udp --dport 9001 -j MARK --set-mark 0x11
 -A PREROUTING -p udp -m mark --mark 0x11
 -A PREROUTING -p udp -m mark --mark 0x10/0x10 -j MARK --or-mark 0x100
@@ -41,10 +36,6 @@ const markRuleset = `*mangle
 -A POSTROUTING -p icmp -m icmp --icmp-type 8 -m mark --mark 0x7
 COMMIT
 *nat
-:PREROUTING ACCEPT [0:0]
-:INPUT ACCEPT [0:0]
-:OUTPUT ACCEPT [0:0]
-:POSTROUTING ACCEPT [0:0]
 :KUBE-MARK-MASQ - [0:0]
 :KUBE-POSTROUTING - [0:0]
 -A PREROUTING -p udp -m udp --dport 9003 -j KUBE-MARK-MASQ
@@ -55,12 +46,9 @@ COMMIT
 -A KUBE-POSTROUTING -p udp
 COMMIT
 *filter
-:INPUT ACCEPT [0:0]
-:FORWARD ACCEPT [0:0]
-:OUTPUT ACCEPT [0:0]
 -A INPUT -p udp -m mark --mark 0x11
 -A INPUT -p udp -m statistic --mode nth --every 3 --packet 1
--A INPUT -p udp -m statistic --mode nth ! --every 2
+-A INPUT -p udp -m statistic --mode nth ! --every 2 --packet 0
 -A INPUT -p udp -m statistic --mode nth --every 1 --packet 0
 -A INPUT -p udp -m statistic --mode random --probability 1
 -A INPUT -p udp -m statistic --mode random --probability 0
@@ -73,8 +61,8 @@ COMMIT
 `
 
 // markRuleset6 is markRuleset for ip6tables (ICMPv6 echo requests).
-var markRuleset6 = strings.NewReplacer("-p icmp -m icmp --icmp-type 8", "-p ipv6-icmp -m icmp6 --icmpv6-type 128",
-	"--every 2\n", "--every 2 --packet 0\n").Replace(markRuleset)
+var markRuleset6 = strings.NewReplacer("-p icmp -m icmp --icmp-type 8",
+	"-p ipv6-icmp -m icmp6 --icmpv6-type 128").Replace(markRuleset)
 
 // TestMarkStatisticAgainstKernel checks the marks and statistic matches
 // of every table against the kernel, packet by packet, in both families.
@@ -84,17 +72,13 @@ func TestMarkStatisticAgainstKernel(t *testing.T) {
 	tw := newTwins(t, xfwPath(t))
 	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
 		silenceSink(t, tp)
-		fw.restore(t, tp, 4, strings.Replace(markRuleset, "--every 2\n", "--every 2 --packet 0\n", 1))
+		fw.restore(t, tp, 4, markRuleset)
 		fw.restore(t, tp, 6, markRuleset6)
 	})
 	if t.Failed() {
 		return
 	}
 	for _, fam := range []int{4, 6} {
-		pingGen := ping("10.X.1.2")
-		if fam == 6 {
-			pingGen = ping("-6", "fd00:X:1::2")
-		}
 		var probes []typeProbe
 		for i := 1; i <= 7; i++ {
 			probes = append(probes, typeProbe{name: fmt.Sprintf("udp to fw 9999, packet %d", i), fam: fam,
@@ -107,7 +91,7 @@ func TestMarkStatisticAgainstKernel(t *testing.T) {
 			typeProbe{name: "udp forwarded 9003 again (nat not walked)", fam: fam, frame: udpTo(fam, 2, 2, 9003)},
 			typeProbe{name: "udp forwarded 9004", fam: fam, frame: udpTo(fam, 2, 2, 9004)},
 			typeProbe{name: "udp forwarded 9005", fam: fam, frame: udpTo(fam, 2, 2, 9005)},
-			typeProbe{name: "fw pings gen (MARK in OUTPUT)", fam: fam, cmd: pingGen},
+			typeProbe{name: "fw pings gen (MARK in OUTPUT)", fam: fam, cmd: pingGen(fam)},
 		)
 		for _, pr := range probes {
 			compareTableCounters(t, tw, pr, false)
@@ -212,4 +196,12 @@ func TestStatisticRandomRate(t *testing.T) {
 			t.Logf("%s: %d of %d packets", rule, n, packets)
 		}
 	}
+}
+
+// pingGen is fw's ping of gen in family fam.
+func pingGen(fam int) func(tp *nettest.Topology) []string {
+	if fam == 6 {
+		return ping("-6", "fd00:X:1::2")
+	}
+	return ping("10.X.1.2")
 }
