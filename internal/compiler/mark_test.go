@@ -100,3 +100,28 @@ func TestStatisticProbes(t *testing.T) {
 		t.Errorf("counted %v, want %v", got.counted, wantCounted)
 	}
 }
+
+// TestMarkRuleDeletedInPlace checks that a MARK rule deleted in place no
+// longer marks: a later -m mark rule stops counting.
+func TestMarkRuleDeletedInPlace(t *testing.T) {
+	rs := parseRuleset(t, ir.IPv4, "-A OUTPUT -j MARK --set-mark 1", "-A OUTPUT -m mark --mark 1")
+	g, err := Compile(rs, Options{Interfaces: testIfaces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tcpPacket(0, 64)
+	if got := walk(g, p, ChainOutput); !slices.Equal(got.counted, []string{"filter/OUTPUT/1", "filter/OUTPUT/2", "filter/OUTPUT/policy"}) {
+		t.Fatalf("before: counted %v", got.counted)
+	}
+	chain := rs.Chain("OUTPUT")
+	first := chain.Rules[0]
+	chain.Rules = chain.Rules[1:]
+	ng, err := DeleteRule(g, first, ChainOutput, uint32(NumChains), testIfaces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = tcpPacket(0, 64)
+	if got := walk(ng, p, ChainOutput); !slices.Equal(got.counted, []string{"filter/OUTPUT/policy"}) || p.Mark != 0 {
+		t.Errorf("after the delete: counted %v, mark %#x", got.counted, p.Mark)
+	}
+}
