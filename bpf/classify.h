@@ -359,6 +359,8 @@ static long xfw_step(__u32 iter, struct xfw_walk *walk)
 	}
 	if (ent->flags & XFW_EF_SETCOUNT)
 		xfw_set_probe(ent->aux);
+	if (ent->flags & XFW_EF_ACT)
+		xfw_probe(st->hook, st->slot, ent->aux); /* -j MARK (mark.h) */
 	if (ent->flags & XFW_EF_COUNT)
 		xfw_count(st->slot, ent->rule, st->l3len);
 	if (ent->flags & XFW_EF_LOG) {

@@ -266,6 +266,10 @@ enum xfw_action {
  * True, the search goes on at the next entry (the rule), false, at .next
  * (past the rule). */
 #define XFW_EF_PROBE 0x20
+/* The entry of a rule whose target changes the packet and continues (-j
+ * MARK): the walk runs probe .aux for its effect (mark.h), counts the
+ * rule and goes on at .next. */
+#define XFW_EF_ACT 0x40
 
 /* What a probe evaluates (struct xfw_probe .kind; probe.h dispatches). */
 enum xfw_probe_kind {
@@ -275,8 +279,11 @@ enum xfw_probe_kind {
 			      * (hashlimit.h) */
 	XFW_PROBE_PRED,      /* string, u32, time: predicate .arg's answer (pred.h) */
 	XFW_PROBE_CONNLIMIT, /* -m connlimit: .arg packs the match (connlimit.h) */
-	XFW_PROBE_CTEXPIRE, /* --ctexpire: range .arg (ctexpire.h) */
-	XFW_PROBE_CPU, /* -m cpu: .arg the CPU, bit 31 "!" (probe.h) */
+	XFW_PROBE_CTEXPIRE,  /* --ctexpire: range .arg (ctexpire.h) */
+	XFW_PROBE_CPU,       /* -m cpu: .arg the CPU, bit 31 "!" (probe.h) */
+	XFW_PROBE_STATISTIC, /* -m statistic: .arg XFW_STAT_*, .val, .mask, .count (mark.h) */
+	XFW_PROBE_MARK,      /* -m mark: (mark & .mask) == .val, .arg inverts (mark.h) */
+	XFW_PROBE_SETMARK,   /* -j MARK (an XFW_EF_ACT entry): mark = (mark & ~.mask) ^ .val */
 	XFW_NPROBE_KINDS,
 };
 
@@ -284,6 +291,10 @@ enum xfw_probe_kind {
  * once, uncounted: the kernel's hotdrop (a full hashlimit table, a
  * connlimit list that cannot be allocated). */
 #define XFW_PROBE_HOTDROP 2
+
+/* XFW_PROBE_STATISTIC's .arg bits. */
+#define XFW_STAT_INVERT 0x1 /* XT_STATISTIC_INVERT */
+#define XFW_STAT_NTH 0x2    /* nth mode (else random) */
 
 /* REJECT types (entry .aux for XFW_ACT_REJECT). */
 enum xfw_reject {

@@ -111,6 +111,8 @@ struct xfw_pkt {
 			    * hook for xfw_xdp_reject; not by the parser */
 	__u8 pkttype;      /* XFW_F_PKTTYPE: skb->pkt_type, set by the XDP
 			    * hook (0, PACKET_HOST, on egress) */
+	__u32 mark;        /* the packet's mark as the walk has it (mark.h):
+			    * set by the hooks, changed by MARK entries */
 };
 
 static __always_inline __u64 xfw_mac48(const __u8 *m)

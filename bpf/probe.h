@@ -40,6 +40,7 @@
 #include "pred.h"
 #include "connlimit.h"
 #include "ctexpire.h"
+#include "mark.h"
 
 /* xfw_probe answers probe k of slot for the packet in the scratch of hook
  * (xfw_pending.hook): 1 true, 0 false, XFW_PROBE_HOTDROP (common.h) to
@@ -79,6 +80,12 @@ __attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
 	case XFW_PROBE_CPU:
 		/* xt_cpu: the CPU processing the packet; bit 31 inverts. */
 		return (bpf_get_smp_processor_id() == (pr->arg & 0x7fffffff)) != (pr->arg >> 31);
+	case XFW_PROBE_STATISTIC:
+		return xfw_statistic(pr);
+	case XFW_PROBE_MARK:
+		return xfw_mark_match(pr, p);
+	case XFW_PROBE_SETMARK:
+		return xfw_mark_set(pr, p);
 	default:
 		return 0;
 	}

@@ -122,6 +122,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	st->hook = XFW_SCRATCH_XDP;
 	if (xfw_parse(p, data, data_end, (__u32)(data_end - data), 1) != XFW_PARSE_JUDGE)
 		return XDP_PASS;
+	/* No skb yet: nothing before PREROUTING has marked the packet (a tc
+	 * ingress program would run after XDP). */
+	p->mark = 0;
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	if (st->slot == XFW_NO_SLOT)
 		return XDP_PASS;
@@ -252,6 +255,7 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	st->nlogs = 0;
 	if (xfw_tc_reparse(skb, p) != XFW_PARSE_JUDGE)
 		return XFW_ACT_DROP;
+	p->mark = 0; /* the kernel's reply is unmarked (fwmark_reflect off) */
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	if (st->slot == XFW_NO_SLOT)
 		return XFW_ACT_ACCEPT;
@@ -324,6 +328,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	 * datagram cannot be reassembled anyway). */
 	if (p->fragmented && p->frag)
 		return TC_ACT_OK;
+	p->mark = skb->mark;
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	st->hook = XFW_SCRATCH_TC;
 	if (st->slot == XFW_NO_SLOT)
@@ -354,6 +359,9 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		xfw_emit_logs_tc(skb, p, st, XFW_CHAIN_OUTPUT, 0, oif);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
+		/* MARK rules' mark goes on with the packet (mark.h). */
+		if (p->mark != skb->mark)
+			skb->mark = p->mark;
 		return TC_ACT_OK;
 	case XFW_ACT_REJECT:
 		if (cs)

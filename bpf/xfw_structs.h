@@ -106,6 +106,9 @@ struct xfw_entry {
 struct xfw_probe {
 	__u32 kind;
 	__u32 arg;
+	__u32 val;   /* statistic, mark, MARK: their values (mark.h) */
+	__u32 mask;
+	__u64 count; /* statistic nth: the counter, shared by the CPUs */
 };
 
 /* The token bucket of one limit match (xt_limit's xt_limit_priv and the

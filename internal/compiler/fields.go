@@ -246,6 +246,10 @@ const (
 	// When the probe answers true the search goes on at the next entry,
 	// otherwise at Next, past the rule (probe.go).
 	EFProbe uint8 = 0x20
+	// EFAct marks the entry of a rule whose target changes the packet and
+	// continues (XFW_EF_ACT: -j MARK): the walk runs probe Aux for its
+	// effect, then goes on at Next (mark.go).
+	EFAct uint8 = 0x40
 )
 
 // SetCountSkipSub is the Aux bit of a set counting probe whose match has

@@ -90,6 +90,8 @@ type flattener struct {
 	// ctExpires the --ctexpire options (ctExpireIndex).
 	connlimits matchIndex[struct{}]
 	ctExpires  matchIndex[CtExpire]
+	// statistics numbers the statistic matches' instances (mark.go).
+	statistics matchIndex[struct{}]
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with
@@ -156,6 +158,12 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 				base.Action = ActContinue
 				base.nextLabel = ret
 				fl.emit(base)
+			case ir.TargetMark:
+				if err := fl.markAction(&base, r.Target.Mark); err != nil {
+					return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
+				}
+				fl.emit(base)
+				fl.fallthroughNext()
 			case ir.TargetJump, ir.TargetGoto:
 				target := fl.rs.Chain(r.Target.Chain)
 				if target == nil || target.Builtin {

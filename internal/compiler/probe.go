@@ -47,6 +47,14 @@ const (
 	// ProbeCPU compares the CPU processing the packet with the cpu
 	// match's (cpu.go; Arg is CPUArg).
 	ProbeCPU
+	// ProbeStatistic asks a statistic match (mark.go): Arg its mode and
+	// inversion (StatisticNth, StatisticInvert), Val and Mask its values.
+	ProbeStatistic
+	// ProbeMark asks a mark match: (mark & Mask) == Val, Arg 1 inverted.
+	ProbeMark
+	// ProbeSetMark is the MARK target's action (an EFAct entry's): mark =
+	// (mark & ^Mask) ^ Val.
+	ProbeSetMark
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )
@@ -56,6 +64,11 @@ type Probe struct {
 	Kind ProbeKind
 	// Arg is the kind's argument: ProbeLimit's bucket index.
 	Arg uint32
+	// Val and Mask are the values of the statistic and mark kinds.
+	Val, Mask uint32
+	// Inst tells apart probes that must not be shared: a statistic
+	// match's instance (its own counter). The data plane does not read it.
+	Inst uint32
 }
 
 // MaxProbes bounds a generation's probes (an entry's Aux names one).
@@ -64,7 +77,8 @@ const MaxProbes = 1 << 16
 // probedMatch reports whether match m is asked by a probe.
 func probedMatch(m ir.Match) bool {
 	switch m := m.(type) {
-	case *ir.LimitMatch, *ir.RecentMatch, *ir.HashLimitMatch, *ir.ConnlimitMatch, *ir.CPUMatch:
+	case *ir.LimitMatch, *ir.RecentMatch, *ir.HashLimitMatch, *ir.ConnlimitMatch, *ir.CPUMatch,
+		*ir.StatisticMatch, *ir.MarkMatch:
 		return true
 	case *ir.ConntrackMatch:
 		return m.Expire.Set
@@ -111,6 +125,10 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match, hook int) (Probe, er
 	case *ir.ConntrackMatch:
 		k, err := fl.ctExpireIndex(r, i, m)
 		return Probe{Kind: ProbeCtExpire, Arg: uint32(k)}, err
+	case *ir.StatisticMatch:
+		return fl.statisticProbe(r, i, m)
+	case *ir.MarkMatch:
+		return markProbe(m), nil
 	}
 	return Probe{}, fmt.Errorf("match %T is not probed", m)
 }

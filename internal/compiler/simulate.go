@@ -57,6 +57,12 @@ type Packet struct {
 	// (Generation.Preds): bit k is predicate k's, as the data plane
 	// evaluates it at the hook.
 	Preds uint64
+	// Mark is the packet's mark, as the walk has it: MARK entries
+	// change it, mark probes read it.
+	Mark uint32
+	// Statistic decides the statistic probes the walk meets. Nil: every
+	// one matches.
+	Statistic func(pr Probe) bool
 }
 
 // probe answers probe pr for the packet, as the data plane's evaluator
@@ -85,7 +91,7 @@ func (p *Packet) probe(g *Generation, pr Probe) bool {
 	case ProbeCPU:
 		return (p.CPU == pr.Arg&(cpuInvertBit-1)) != (pr.Arg&cpuInvertBit != 0)
 	}
-	return false
+	return p.markAnswer(pr)
 }
 
 // hotdropBits returns the packet's defects as EFHotdrop* bits, as the BPF
@@ -286,6 +292,9 @@ func (g *Generation) Classify(p *Packet, chain int) Result {
 		}
 		res.Path = append(res.Path, int(e))
 		pos = ent.Next
+		if ent.Flags&EFAct != 0 {
+			p.probe(g, g.Probes[ent.Aux])
+		}
 		if ent.Flags&EFProbe != 0 && p.probe(g, g.Probes[ent.Aux]) {
 			pos = e + 1 // the probe says true: on to the rule
 		}

@@ -357,6 +357,9 @@ func enumMirrors() []enumMirror {
 			"XFW_PROBE_HASHLIMIT": int64(compiler.ProbeHashLimit),
 			"XFW_PROBE_PRED":      int64(compiler.ProbePred),
 			"XFW_PROBE_CONNLIMIT": int64(compiler.ProbeConnlimit), "XFW_PROBE_CTEXPIRE": int64(compiler.ProbeCtExpire), "XFW_PROBE_CPU": int64(compiler.ProbeCPU),
+			"XFW_PROBE_STATISTIC": int64(compiler.ProbeStatistic),
+			"XFW_PROBE_MARK":      int64(compiler.ProbeMark),
+			"XFW_PROBE_SETMARK":   int64(compiler.ProbeSetMark),
 		}},
 		{c: "xfw_ctstat", mirror: "ctStat* (ctstats.go)", values: map[string]int64{
 			"XFW_CTSTAT_INSERT": ctStatInsert, "XFW_CTSTAT_NEW_GONE": ctStatNewGone,

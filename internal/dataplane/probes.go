@@ -11,14 +11,25 @@ import (
 // bpfProbe mirrors struct xfw_probe: one of a generation's probes
 // (compiler.Generation.Probes), element k of the slot's xfw_o_probe.
 type bpfProbe struct {
-	Kind uint32
-	Arg  uint32
+	Kind  uint32
+	Arg   uint32
+	Val   uint32
+	Mask  uint32
+	Count uint64
 }
 
-// fillProbes writes a generation's probes into its xfw_o_probe map.
+// fillProbes writes a generation's probes into its xfw_o_probe map. An
+// nth statistic probe's counter starts where the kernel's does when
+// iptables replaces the table (compiler.NthInitialCount): every generation
+// has new counters.
 func fillProbes(m *ebpf.Map, probes []compiler.Probe) error {
 	err := putArray(m, len(probes), func(i int) bpfProbe {
-		return bpfProbe{Kind: uint32(probes[i].Kind), Arg: probes[i].Arg}
+		pr := probes[i]
+		b := bpfProbe{Kind: uint32(pr.Kind), Arg: pr.Arg, Val: pr.Val, Mask: pr.Mask}
+		if pr.Kind == compiler.ProbeStatistic && pr.Arg&compiler.StatisticNth != 0 {
+			b.Count = compiler.NthInitialCount(pr)
+		}
+		return b
 	})
 	if err != nil {
 		return fmt.Errorf("fill probes: %w", err)

@@ -101,11 +101,12 @@ type targetCmp struct {
 	rejectWith string
 	log        ir.LogOptions
 	nat        ir.NatRange
+	mark       ir.MarkTarget
 }
 
 // targetKey normalises a target.
 func targetKey(t ir.Target) targetCmp {
-	k := targetCmp{kind: t.Kind, chain: t.Chain, rejectWith: t.RejectWith}
+	k := targetCmp{kind: t.Kind, chain: t.Chain, rejectWith: t.RejectWith, mark: t.Mark}
 	if t.Log != nil {
 		k.log = *t.Log
 		k.log.LevelSet = false

@@ -45,6 +45,7 @@ var conformanceExtensions = map[string]bool{
 	"string": true, "u32": true, "time": true,
 	"hbh": true, "dst": true, "ipv6header": true, "mh": true,
 	"sctp": true, "dccp": true, "esp": true, "ah": true, // "ah": libipt_ah.t
+	"statistic": true, "mark": true, "MARK": true,
 	"DNAT": true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
 }
 

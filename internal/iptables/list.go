@@ -186,6 +186,8 @@ func targetName(t ir.Target) string {
 		return "MASQUERADE"
 	case ir.TargetRedirect:
 		return "REDIRECT"
+	case ir.TargetMark:
+		return "MARK"
 	}
 	return ""
 }
@@ -417,6 +419,10 @@ func (l *lister) match(r *ir.Rule, m ir.Match) {
 		l.b.WriteString(connlimitListing(m))
 	case *ir.CPUMatch:
 		l.b.WriteString(cpuListing(m))
+	case *ir.StatisticMatch:
+		l.b.WriteString(statisticListing(m))
+	case *ir.MarkMatch:
+		l.b.WriteString(markListing(m))
 	case *ir.TCPMatch:
 		l.b.WriteString(" tcp")
 		l.ports("spt", m.SrcPort, "tcp")
@@ -587,6 +593,8 @@ func (l *lister) target(t ir.Target) {
 		return
 	}
 	switch t.Kind {
+	case ir.TargetMark:
+		l.b.WriteString(markTargetListing(t.Mark))
 	case ir.TargetReject:
 		l.printf(" reject-with %s", t.RejectWith)
 	case ir.TargetLog:

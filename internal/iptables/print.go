@@ -142,6 +142,10 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 		writeConnlimit(b, m)
 	case *ir.CPUMatch:
 		writeCPU(b, m)
+	case *ir.StatisticMatch:
+		writeStatistic(b, m)
+	case *ir.MarkMatch:
+		writeMark(b, m)
 	case *ir.TCPMatch:
 		writePorts(b, "sport", m.SrcPort)
 		writePorts(b, "dport", m.DstPort)
@@ -326,6 +330,8 @@ func writeTarget(b *strings.Builder, fam ir.Family, t ir.Target) {
 		b.WriteString(" -g " + t.Chain)
 	case ir.TargetReject:
 		b.WriteString(" -j REJECT --reject-with " + t.RejectWith)
+	case ir.TargetMark:
+		b.WriteString(" -j MARK" + markTargetSave(t.Mark))
 	case ir.TargetLog:
 		b.WriteString(" -j LOG")
 		if t.Log == nil {

@@ -27,14 +27,14 @@ import (
 
 // codecVersion is the first byte of every encoded ruleset.
 // Version 2 added the tables besides filter (after filter's chains) and
-// the NAT targets' ranges.
-const codecVersion = 2
+// the NAT targets' ranges; version 3 the MARK target's values.
+const codecVersion = 3
 
 // Match tags of the binary form. Tags defined beside their matches take
 // ranges of their own: limit 64, hashlimit 65, recent 72, the IPv6
 // extension headers 80-82 (ip6ext.go) and 90-92 (ip6hdr.go), connlimit
 // 84, cpu 85, the predicates 96-98 (pred.go), sctp, dccp, esp and ah
-// 100-103 (hdr4.go). A new file picks a free range, adds it here and to
+// 100-103 (hdr4.go), statistic and mark 112-113 (mark.go). A new file picks a free range, adds it here and to
 // TestMatchTagsDistinct.
 const (
 	tagTCP = iota + 1
@@ -238,7 +238,11 @@ func (e *encoder) rule(r *Rule) error {
 		e.u8(t.Log.Flags)
 		e.str(t.Log.Prefix)
 	}
-	return e.natRange(t.Nat)
+	if err := e.natRange(t.Nat); err != nil {
+		return err
+	}
+	e.markTarget(t.Mark)
+	return nil
 }
 
 // natRange writes a NAT target's range: a presence byte, then the flags,
@@ -411,7 +415,7 @@ func (e *encoder) match(m Match) error {
 	case *DSCPMatch, *TOSMatch, *ECNMatch, *TCPMSSMatch:
 		e.headerMatch(m)
 	default:
-		if e.ip6ext(m) || e.predMatch(m) || e.hdr4(m) {
+		if e.ip6ext(m) || e.predMatch(m) || e.hdr4(m) || e.markMatch(m) {
 			return nil
 		}
 		return fmt.Errorf("match %T (-m %s) has no binary form", m, m.ModuleName())
@@ -692,6 +696,7 @@ func (d *decoder) rule(r *Rule) {
 		r.Target.Log = l
 	}
 	r.Target.Nat = d.natRange()
+	r.Target.Mark = d.markTarget()
 }
 
 func (d *decoder) match() Match {
@@ -796,6 +801,9 @@ func (d *decoder) match() Match {
 			return m
 		}
 		if m := d.hdr4(tag); m != nil {
+			return m
+		}
+		if m := d.markMatch(tag); m != nil {
 			return m
 		}
 		d.fail(fmt.Errorf("unknown match tag %d", tag))

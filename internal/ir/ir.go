@@ -559,6 +559,8 @@ const (
 	TargetMasquerade
 	// TargetRedirect is -j REDIRECT (nat table; options in Target.Nat).
 	TargetRedirect
+	// TargetMark is -j MARK (options in Target.Mark).
+	TargetMark
 )
 
 // Target is the -j/-g part of a rule.
@@ -573,6 +575,8 @@ type Target struct {
 	Log *LogOptions
 	// Nat holds the options of DNAT, SNAT, MASQUERADE and REDIRECT.
 	Nat *NatRange
+	// Mark holds the MARK target's values.
+	Mark MarkTarget
 }
 
 // LogOptions are the options of the LOG target.

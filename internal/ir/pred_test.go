@@ -23,15 +23,7 @@ func TestPredicateMatchesRoundTrip(t *testing.T) {
 	for _, m := range matches {
 		rs.Chain("INPUT").Rules = append(rs.Chain("INPUT").Rules, &Rule{Matches: []Match{m}})
 	}
-	b, err := rs.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := UnmarshalRuleset(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range got.Chain("INPUT").Rules {
+	for i, r := range roundTrip(t, rs).Chain("INPUT").Rules {
 		if !reflect.DeepEqual(r.Matches[0], matches[i]) {
 			t.Errorf("match %d: got %+v, want %+v", i, r.Matches[0], matches[i])
 		}

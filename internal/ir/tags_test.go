@@ -42,6 +42,8 @@ func TestMatchTagsDistinct(t *testing.T) {
 		"tagTime":       tagTime,
 		"tagU32":        tagU32,
 		"tagUDP":        tagUDP,
+		"tagStatistic":  tagStatistic,
+		"tagMark":       tagMark,
 	}
 	seen := map[int]string{}
 	for name, tag := range tags {
