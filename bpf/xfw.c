@@ -95,12 +95,22 @@ static __always_inline __u32 xfw_judge(struct xfw_pkt *p, __u32 chain, __u32 iif
 	return ent->action;
 }
 
+/* xfw_xdp_parse parses the frame into p. A global function: the parser is
+ * verified once, on its own. */
+__attribute__((noinline)) int xfw_xdp_parse(struct xdp_md *ctx, struct xfw_pkt *p)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+
+	if (!p)
+		return XFW_PARSE_PASS;
+	return xfw_parse(p, data, data_end, (__u32)(data_end - data), 1);
+}
+
 /* xfw_xdp_judged is the XDP hook's work; xfw_xdp brackets it for
  * quiescence (generation.h). */
 static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
 	struct xfw_ifinfo *ifi;
 	struct xfw_ct_scratch *cs = 0;
 	struct xfw_xdp_scratch *sc;
@@ -118,7 +128,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	p = &sc->p;
 	st = &sc->st;
 	st->hook = XFW_SCRATCH_XDP;
-	if (xfw_parse(p, data, data_end, (__u32)(data_end - data), 1) != XFW_PARSE_JUDGE)
+	if (xfw_xdp_parse(ctx, p) != XFW_PARSE_JUDGE)
 		return XDP_PASS;
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	if (st->slot == XFW_NO_SLOT)
@@ -217,9 +227,10 @@ int xfw_xdp(struct xdp_md *ctx)
  * tag, IPv6 with extension headers and a TCP header fit. */
 #define XFW_TC_PULL 256
 
-/* xfw_tc_reparse parses the skb again into p (REJECT's reply, built in
- * place). A global function: its stack is gone before classifying. */
-__attribute__((noinline)) int xfw_tc_reparse(struct __sk_buff *skb, struct xfw_pkt *p)
+/* xfw_tc_parse parses the skb into p: the packet the hook judges, and
+ * again REJECT's reply, built in place. A global function: the parser is
+ * verified once, on its own, and its stack is gone before classifying. */
+__attribute__((noinline)) int xfw_tc_parse(struct __sk_buff *skb, struct xfw_pkt *p)
 {
 	void *data, *data_end;
 	__u32 pull;
@@ -246,7 +257,7 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	if (!skb || !p || !st)
 		return XFW_ACT_DROP;
 	st->nlogs = 0;
-	if (xfw_tc_reparse(skb, p) != XFW_PARSE_JUDGE)
+	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE)
 		return XFW_ACT_DROP;
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	if (st->slot == XFW_NO_SLOT)
@@ -281,13 +292,12 @@ static __always_inline __u32 xfw_tc_stack_icmp(struct __sk_buff *skb)
  * quiescence (generation.h). */
 static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 {
-	void *data, *data_end;
 	struct xfw_xdp_scratch *sc;
 	struct xfw_pkt *p;
 	struct xfw_pending *st;
 	struct xfw_ct_scratch *cs = 0;
 	__u32 one = 1;
-	__u32 oif, rj = 0, verdict, pull;
+	__u32 oif, rj = 0, verdict;
 	int rc;
 
 	xfw_touch_state();
@@ -304,11 +314,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	/* A VLAN device's traffic was judged on the VLAN device itself. */
 	if (skb->vlan_present)
 		return TC_ACT_OK;
-	pull = skb->len < XFW_TC_PULL ? skb->len : XFW_TC_PULL;
-	bpf_skb_pull_data(skb, pull);
-	data = (void *)(long)skb->data;
-	data_end = (void *)(long)skb->data_end;
-	if (xfw_parse(p, data, data_end, skb->len, 0) != XFW_PARSE_JUDGE)
+	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE)
 		return TC_ACT_OK;
 	if (p->vlan)
 		return TC_ACT_OK;
