@@ -99,12 +99,9 @@ static __always_inline __u32 xfw_judge(struct xfw_pkt *p, __u32 chain, __u32 iif
  * verified once, on its own. */
 __attribute__((noinline)) int xfw_xdp_parse(struct xdp_md *ctx, struct xfw_pkt *p)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-
 	if (!p)
 		return XFW_PARSE_PASS;
-	return xfw_parse(p, data, data_end, (__u32)(data_end - data), 1);
+	return xfw_parse_frame(ctx, p, (__u32)(ctx->data_end - ctx->data), 1);
 }
 
 /* xfw_xdp_judged is the XDP hook's work; xfw_xdp brackets it for
@@ -232,16 +229,13 @@ int xfw_xdp(struct xdp_md *ctx)
  * verified once, on its own, and its stack is gone before classifying. */
 __attribute__((noinline)) int xfw_tc_parse(struct __sk_buff *skb, struct xfw_pkt *p)
 {
-	void *data, *data_end;
 	__u32 pull;
 
 	if (!skb || !p)
 		return XFW_PARSE_PASS;
 	pull = skb->len < XFW_TC_PULL ? skb->len : XFW_TC_PULL;
 	bpf_skb_pull_data(skb, pull);
-	data = (void *)(long)skb->data;
-	data_end = (void *)(long)skb->data_end;
-	return xfw_parse(p, data, data_end, skb->len, 0);
+	return xfw_parse_frame(skb, p, skb->len, 0);
 }
 
 /* xfw_tc_reply_judge judges, in OUTPUT, REJECT's reply for the host itself
