@@ -268,6 +268,28 @@ static __always_inline __u32 xfw_set_hlookup(struct xfw_pkt *p, __u32 idx, __u32
 	return kind;
 }
 
+/* xfw_set_dxr answers lookup idx (of lookup flags XFW_SETLK_*) from its
+ * DXR tables (lpm.h) for p's destination or source: the tables' value, or
+ * 0 (neither member nor nomatch) when they are missing. A global function:
+ * the binary searches are verified once, not once per lookup of
+ * xfw_set_bits' loop. */
+__attribute__((noinline)) __u32 xfw_set_dxr(struct xfw_pkt *p, __u32 idx, __u32 flags)
+{
+	void *dir, *rng;
+
+	if (!p)
+		return 0;
+	dir = xfw_inner(&xfw_o_setdir, idx);
+	rng = xfw_inner(&xfw_o_setrng, idx);
+	if (!dir || !rng)
+		return 0;
+	if (p->fam == 0)
+		return xfw_lpm4_lookup(dir, rng, (__u32)((flags & XFW_SETLK_DST1) ? p->dst_lo : p->src_lo));
+	if (flags & XFW_SETLK_DST1)
+		return xfw_lpm6_lookup(dir, rng, p->dst_hi, p->dst_lo);
+	return xfw_lpm6_lookup(dir, rng, p->src_hi, p->src_lo);
+}
+
 /* xfw_set_bits returns the packet's -m set results in slot: bit k set when
  * set condition k matches, as the kernel's set match (ip_set_test) answers
  * before any "!". Each lookup answers one set (a list:set condition has one
@@ -284,7 +306,6 @@ __attribute__((noinline)) __u32 xfw_set_bits(struct xfw_pkt *p, __u32 slot, __u3
 	__u32 bits = 0, n, idx, v, zero = 0;
 	struct xfw_sethits *hits;
 	struct xfw_setlk lk;
-	void *dir, *rng;
 
 	if (!p || slot >= XFW_NSLOTS)
 		return 0;
@@ -303,16 +324,7 @@ __attribute__((noinline)) __u32 xfw_set_bits(struct xfw_pkt *p, __u32 slot, __u3
 			v = xfw_set_hlookup(p, idx, (__u32)lk.maxplen << 24 | (__u32)lk.kind << 16 |
 						     (__u32)lk.flags << 8, iif, oif);
 		} else {
-			dir = xfw_inner(&xfw_o_setdir, idx);
-			rng = xfw_inner(&xfw_o_setrng, idx);
-			if (!dir || !rng)
-				continue;
-			if (p->fam == 0)
-				v = xfw_lpm4_lookup(dir, rng, (__u32)((lk.flags & XFW_SETLK_DST1) ? p->dst_lo : p->src_lo));
-			else if (lk.flags & XFW_SETLK_DST1)
-				v = xfw_lpm6_lookup(dir, rng, p->dst_hi, p->dst_lo);
-			else
-				v = xfw_lpm6_lookup(dir, rng, p->src_hi, p->src_lo);
+			v = xfw_set_dxr(p, idx, lk.flags);
 		}
 		/* --return-nomatch reverses the answer of an element of a set
 		 * type with nomatch entries: a nomatch one matches, a plain one
