@@ -83,11 +83,21 @@ static __always_inline __u32 xfw_snap_len(__u32 len)
 	return len;
 }
 
-static __always_inline void xfw_emit_logs_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
-					      struct xfw_pending *st, __u32 chain,
-					      __u32 iif, __u32 oif)
+/* xfw_emit_logs_xdp sends the events of the LOG entries the XDP hook's
+ * scratch sc holds (sc->st) for its packet (sc->p). A global function, as
+ * xfw_emit_logs_tc: verified once, not on every path of the hook that
+ * reaches it (the scratch, not p and st: five arguments at most). */
+__attribute__((noinline)) int xfw_emit_logs_xdp(struct xdp_md *ctx, struct xfw_xdp_scratch *sc,
+						__u32 chain, __u32 iif, __u32 oif)
 {
 	__u32 frame = (__u32)(ctx->data_end - ctx->data);
+	struct xfw_pending *st;
+	struct xfw_pkt *p;
+
+	if (!sc)
+		return 0;
+	p = &sc->p;
+	st = &sc->st;
 
 	for (int i = 0; i < XFW_MAX_PENDING_LOGS; i++) {
 		struct xfw_log_event *ev;
@@ -111,12 +121,21 @@ static __always_inline void xfw_emit_logs_xdp(struct xdp_md *ctx, struct xfw_pkt
 			ev->snap_len = 0;
 		bpf_ringbuf_submit(ev, 0);
 	}
+	return 0;
 }
 
-static __always_inline void xfw_emit_logs_tc(struct __sk_buff *skb, struct xfw_pkt *p,
-					     struct xfw_pending *st, __u32 chain,
-					     __u32 iif, __u32 oif)
+/* xfw_emit_logs_tc sends the events of the LOG entries the TC hook's
+ * scratch sc holds for its packet (a global function). */
+__attribute__((noinline)) int xfw_emit_logs_tc(struct __sk_buff *skb, struct xfw_xdp_scratch *sc,
+					       __u32 chain, __u32 iif, __u32 oif)
 {
+	struct xfw_pending *st;
+	struct xfw_pkt *p;
+
+	if (!sc)
+		return 0;
+	p = &sc->p;
+	st = &sc->st;
 	for (int i = 0; i < XFW_MAX_PENDING_LOGS; i++) {
 		struct xfw_log_event *ev;
 		__u32 n;
@@ -140,6 +159,7 @@ static __always_inline void xfw_emit_logs_tc(struct __sk_buff *skb, struct xfw_p
 			ev->snap_len = 0;
 		bpf_ringbuf_submit(ev, 0);
 	}
+	return 0;
 }
 
 #endif /* XFW_LOG_H */

@@ -195,7 +195,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	 * LOG calls: the stack has no slot to spare. */
 	p->reject = rj;
 	if (st->nlogs)
-		xfw_emit_logs_xdp(ctx, p, st, chain, iif, oif);
+		xfw_emit_logs_xdp(ctx, sc, chain, iif, oif);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
 		return XDP_PASS;
@@ -343,7 +343,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	if (verdict == XFW_ACT_ACCEPT && cs)
 		xfw_ct_confirm_out(p, cs, oif);
 	if (st->nlogs)
-		xfw_emit_logs_tc(skb, p, st, XFW_CHAIN_OUTPUT, 0, oif);
+		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
 		return TC_ACT_OK;
@@ -355,7 +355,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 			return rc;
 		verdict = xfw_tc_reply_judge(skb, p, st, cs);
 		if (st->nlogs)
-			xfw_emit_logs_tc(skb, p, st, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX);
+			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX);
 		/* A reply is never answered (no error about an ICMP error
 		 * or a RST): REJECT drops it. */
 		if (verdict != XFW_ACT_ACCEPT)
