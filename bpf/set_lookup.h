@@ -182,11 +182,12 @@ static long xfw_hwalk_step(__u32 i, void *unused)
  * present prefix lengths of the address are tried from the longest, an
  * expired entry is skipped as if absent, the first live entry decides.
  * Returns XFW_SET_MEMBER, XFW_SET_NOMATCH or 0, with the answering entry's
- * counter (xfw_setval.ctr) above XFW_SET_ANSWER_BITS. Inlined in xfw_set_bits
- * (a call frame more would pass the 512-byte stack); the walk is a
- * bpf_loop, its step verified once. */
-static __always_inline __u32 xfw_set_hlookup(struct xfw_pkt *p, __u32 idx, __u32 desc,
-					      __u32 iif, __u32 oif)
+ * counter (xfw_setval.ctr) above XFW_SET_ANSWER_BITS. A global function,
+ * verified once rather than once per lookup of xfw_set_bits' loop (its
+ * frame fits since the hooks' parse and LOG emission left their frames);
+ * the walk is a bpf_loop, its step verified once. */
+__attribute__((noinline)) __u32 xfw_set_hlookup(struct xfw_pkt *p, __u32 idx, __u32 desc,
+						__u32 iif, __u32 oif)
 {
 	struct xfw_sethits *hits;
 	struct xfw_hwalk *c;
