@@ -18,6 +18,24 @@
  * uses it) → classify.h (LBVS, counters) → reject.h (REJECT replies) →
  * log.h (LOG events to the ring buffer). The hooks' own maps are in
  * xfw_maps.h. The connection tables' clock is another object (ct_clock.c).
+ *
+ * Verifier budget (docs/design.md, "Verifier budget"): the kernel refuses
+ * a program past 1,000,000 processed instructions; TestVerifierBudget
+ * (internal/dataplane) fails past 600,000 and prints both programs' counts.
+ * Every change here reports them before and after. Rules:
+ *  - Inlined code is verified once per path reaching it (and per loop
+ *    iteration); a global (noinline) function once. Non-trivial work is a
+ *    global function, above all after branchy code (parse, tracker, walk),
+ *    in a loop body or called from several places, as the stages are (parse,
+ *    ct, classify and its set lookups, probes, REJECT, LOG emission).
+ *  - A global function: at most five arguments, a scalar result, the
+ *    context first (struct xdp_md * / struct __sk_buff *), offsets instead
+ *    of packet pointers (bounds re-checked inside), pointer arguments
+ *    checked for NULL, larger inputs in a per-CPU scratch.
+ *  - Join paths before common work: record a walk's result in memory and
+ *    read it back (xfw_parse_frame); no unrolled branchy loops inline.
+ *  - 512 bytes of stack for the deepest chain of frames, bpf_loop
+ *    callbacks included; each global function adds a frame.
  */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
