@@ -380,6 +380,61 @@ __attribute__((noinline)) int xfw_set_probe(__u32 aux)
 	return 0;
 }
 
+/* xfw_mask_lookup returns k, a lookup below XFW_MAX_SETLOOKUPS, masked in
+ * the register the accesses use (clang would drop a plain mask it knows to
+ * change nothing, and index with a copy whose bounds the verifier lacks). */
+static __always_inline __u32 xfw_mask_lookup(__u64 k)
+{
+	asm volatile("%[k] &= %[m]" : [k] "+r"(k) : [m] "i"(XFW_MAX_SETLOOKUPS - 1));
+	return k;
+}
+
+/* xfw_set_count_at is xfw_set_count's step for lookup k: it counts what
+ * lookup k found and returns done (the list:set conditions a member of
+ * which matched) updated. A global function: verified once, not once per
+ * lookup. */
+__attribute__((noinline)) __u32 xfw_set_count_at(__u32 slot, __u32 k, __u32 len, __u32 done)
+{
+	struct xfw_family_cfg *fc;
+	struct xfw_sethits *hits;
+	__u32 zero = 0, c, all, sub, hit, matched, idx;
+
+	if (slot >= XFW_NSLOTS || k >= XFW_MAX_SETLOOKUPS)
+		return done;
+	k = xfw_mask_lookup(k);
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	hits = bpf_map_lookup_elem(&xfw_sethits_scratch, &zero);
+	if (!fc || !hits)
+		return done;
+	c = fc->setlk[k].bit & (XFW_MAX_SETCONDS - 1);
+	sub = hits->probes[c];
+	all = sub + hits->probes_nosub[c];
+	/* A later member of a list is tested only while no earlier
+	 * one matched. */
+	if (!all || ((done >> c) & 1))
+		return done;
+	if (!(fc->setlk[k].flags & XFW_SETLK_MEMBER))
+		sub = all;
+	hit = hits->hit[k];
+	if (hit >> XFW_SET_ANSWER_BITS) {
+		idx = slot * XFW_MAX_SETLOOKUPS + k;
+		xfw_setctr_add(bpf_map_lookup_elem(&xfw_o_setectr, &idx),
+			       hit >> XFW_SET_ANSWER_BITS, sub, len);
+	}
+	/* As xfw_set_bits answers. */
+	hit &= (1u << XFW_SET_ANSWER_BITS) - 1;
+	if (fc->setlk[k].flags & XFW_SETLK_RETURN_NOMATCH)
+		matched = hit == XFW_SET_NOMATCH;
+	else
+		matched = hit == XFW_SET_MEMBER;
+	if (matched) {
+		if (fc->setlk_lctr[k])
+			xfw_setctr_add(xfw_inner(&xfw_o_setctr, slot), fc->setlk_lctr[k], all, len);
+		done |= 1u << c;
+	}
+	return done;
+}
+
 /* xfw_set_count counts the packet (len bytes) on the set entries its
  * lookups found, once per counting probe the walk met, as the kernel's set
  * match updates the counters of the element it finds each time a rule's
@@ -392,44 +447,17 @@ __attribute__((noinline)) int xfw_set_probe(__u32 aux)
 __attribute__((noinline)) int xfw_set_count(__u32 slot, __u32 len)
 {
 	struct xfw_family_cfg *fc;
-	struct xfw_sethits *hits;
-	__u32 zero = 0, c, all, sub, hit, matched, idx, done = 0;
+	__u32 done = 0;
 
 	if (slot >= XFW_NSLOTS)
 		return 0;
 	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
-	hits = bpf_map_lookup_elem(&xfw_sethits_scratch, &zero);
-	if (!fc || !hits)
+	if (!fc)
 		return 0;
 	for (__u32 k = 0; k < XFW_MAX_SETLOOKUPS; k++) {
 		if (k >= fc->nsetlk)
 			break;
-		c = fc->setlk[k].bit & (XFW_MAX_SETCONDS - 1);
-		sub = hits->probes[c];
-		all = sub + hits->probes_nosub[c];
-		/* A later member of a list is tested only while no earlier
-		 * one matched. */
-		if (!all || ((done >> c) & 1))
-			continue;
-		if (!(fc->setlk[k].flags & XFW_SETLK_MEMBER))
-			sub = all;
-		hit = hits->hit[k];
-		if (hit >> XFW_SET_ANSWER_BITS) {
-			idx = slot * XFW_MAX_SETLOOKUPS + k;
-			xfw_setctr_add(bpf_map_lookup_elem(&xfw_o_setectr, &idx),
-				       hit >> XFW_SET_ANSWER_BITS, sub, len);
-		}
-		/* As xfw_set_bits answers. */
-		hit &= (1u << XFW_SET_ANSWER_BITS) - 1;
-		if (fc->setlk[k].flags & XFW_SETLK_RETURN_NOMATCH)
-			matched = hit == XFW_SET_NOMATCH;
-		else
-			matched = hit == XFW_SET_MEMBER;
-		if (matched) {
-			if (fc->setlk_lctr[k])
-				xfw_setctr_add(xfw_inner(&xfw_o_setctr, slot), fc->setlk_lctr[k], all, len);
-			done |= 1u << c;
-		}
+		done = xfw_set_count_at(slot, k, len, done);
 	}
 	return 0;
 }
