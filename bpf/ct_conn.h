@@ -238,8 +238,13 @@ static __always_inline void xfw_ct_delete(struct xfw_ct_key *k, int table)
  * runs on another CPU; a tracker run takes well under a microsecond). */
 #define XFW_CT_LOCK_TRIES 64
 
-static __always_inline int xfw_ct_lock(__u64 *lk)
+/* xfw_ct_lock takes the lock word lk (1) or gives up (0). A global
+ * function: its unrolled attempts are verified once, not on every path of
+ * the tracker that reaches them. */
+__attribute__((noinline)) int xfw_ct_lock(__u64 *lk)
 {
+	if (!lk)
+		return 0;
 #pragma unroll
 	for (int i = 0; i < XFW_CT_LOCK_TRIES; i++) {
 		if (__sync_val_compare_and_swap(lk, 0, 1) == 0)

@@ -83,83 +83,29 @@ static __always_inline __u32 xfw_ct_attached(struct xfw_ct_scratch *cs, __u32 pr
 	return xfw_ctv(XFW_CTS_RELATED, 1, 0, proto);
 }
 
-/* xfw_ct_related handles an ICMP or ICMPv6 error: RELATED when the packet
- * it quotes (in cs->buf) belongs to a tracked connection and the error goes
- * to that packet's source (nf_conntrack_inet_error); INVALID otherwise.
- * A global function: verified once. */
-__attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_scratch *cs)
+/* xfw_ct_quoted is xfw_ct_related's second half: the connection of the
+ * quoted packet (cs->quote). A global function: verified once, not once
+ * per way through the IPv6 extension header walk before it. */
+__attribute__((noinline)) __u32 xfw_ct_quoted(struct xfw_pkt *p, struct xfw_ct_scratch *cs)
 {
+	struct xfw_ct_quote *q;
 	struct xfw_ct_entry *e;
 	__u64 shi, slo, dhi, dlo, now = bpf_jiffies64();
-	__u32 hl, proto, need, sport = 0, dport = 0, qdir, status, ol4;
+	__u32 hl, proto, sport = 0, dport = 0, qdir, status, ol4, need;
 	int table, srcb, reply = 0;
 	__u8 *b;
 
 	if (!p || !cs)
 		return XFW_CTS_INVALID;
 	b = cs->buf;
-	if (p->fam == 0) {
-		if (cs->buflen < 20 || (b[0] >> 4) != 4)
-			return XFW_CTS_INVALID;
-		hl = (b[0] & 0xf) * 4;
-		if (hl < 20)
-			return XFW_CTS_INVALID;
-		/* A quoted later fragment has no transport header. */
-		if (((b[6] & 0x1f) | b[7]) != 0)
-			return XFW_CTS_INVALID;
-		proto = b[9];
-		ol4 = xfw_rd16(b, 2); /* total length */
-		shi = 0;
-		slo = xfw_rd32(b, 12);
-		dhi = 0;
-		dlo = xfw_rd32(b, 16);
-	} else {
-		if (cs->buflen < 40 || (b[0] >> 4) != 6)
-			return XFW_CTS_INVALID;
-		hl = 40;
-		proto = b[6];
-		ol4 = xfw_rd16(b, 4) + 40; /* payload length + header */
-		/* Payload length 0 before a hop-by-hop header: ip6_rcv_core
-		 * leaves the packet untrimmed (a jumbogram's form), so the
-		 * kernel tracked it at its whole length: the quote's (found by
-		 * the stateful campaign, IPv6 seed 705). */
-		if (ol4 == 40 && proto == XFW_NH_HOP)
-			ol4 = cs->l4len > XFW_CT_ICMP_HLEN ? cs->l4len - XFW_CT_ICMP_HLEN : 0;
-		/* The quoted packet's extension headers, as ipv6_skip_exthdr
-		 * walks them (a later fragment has no transport header). */
-		for (int i = 0; i < XFW_CT_INNER_EXTS; i++) {
-			__u32 nh, len;
-
-			if (!xfw_ipv6_is_ext(proto))
-				break;
-			/* ipv6_skip_exthdr reads two bytes of a header (four
-			 * of a fragment header) and walks on by its length,
-			 * whatever follows. */
-			if (cs->buflen < hl + (proto == XFW_NH_FRAGMENT ? 4 : 2) || hl > XFW_CT_BUF - 16)
-				return XFW_CTS_INVALID;
-			nh = b[xfw_ix(hl)];
-			len = b[xfw_ix(hl + 1)];
-			if (proto == XFW_NH_FRAGMENT) {
-				if ((xfw_rd16(b, hl + 2) & 0xfff8) != 0)
-					return XFW_CTS_INVALID;
-				len = 8;
-			} else if (proto == XFW_NH_AUTH) {
-				len = (len + 2) * 4;
-			} else {
-				len = (len + 1) * 8;
-			}
-			proto = nh;
-			/* It may walk past the quoted bytes: fine for a
-			 * protocol without ports (the kernel's generic). */
-			hl = hl + len > 0xff ? 0xff : hl + len;
-		}
-		if (xfw_ipv6_is_ext(proto) || proto == XFW_NH_NONE)
-			return XFW_CTS_INVALID;
-		shi = ((__u64)xfw_rd32(b, 8) << 32) | xfw_rd32(b, 12);
-		slo = ((__u64)xfw_rd32(b, 16) << 32) | xfw_rd32(b, 20);
-		dhi = ((__u64)xfw_rd32(b, 24) << 32) | xfw_rd32(b, 28);
-		dlo = ((__u64)xfw_rd32(b, 32) << 32) | xfw_rd32(b, 36);
-	}
+	q = &cs->quote;
+	shi = q->shi;
+	slo = q->slo;
+	dhi = q->dhi;
+	dlo = q->dlo;
+	hl = q->hl;
+	proto = q->proto;
+	ol4 = q->ol4;
 	/* The error must go to the quoted packet's source. */
 	if (p->dst_hi != shi || p->dst_lo != slo)
 		return XFW_CTS_INVALID;
@@ -229,6 +175,93 @@ attached:
 			xfw_ct_icmp_ports(p, sport, dport >> 8, dport & 0xff);
 	}
 	return status;
+}
+
+
+/* xfw_ct_related handles an ICMP or ICMPv6 error: RELATED when the packet
+ * it quotes (in cs->buf) belongs to a tracked connection and the error goes
+ * to that packet's source (nf_conntrack_inet_error); INVALID otherwise.
+ * A global function: verified once; the second half is another
+ * (xfw_ct_quoted). */
+__attribute__((noinline)) __u32 xfw_ct_related(struct xfw_pkt *p, struct xfw_ct_scratch *cs)
+{
+	__u64 shi, slo, dhi, dlo;
+	__u32 hl, proto, ol4;
+	__u8 *b;
+
+	if (!p || !cs)
+		return XFW_CTS_INVALID;
+	b = cs->buf;
+	if (p->fam == 0) {
+		if (cs->buflen < 20 || (b[0] >> 4) != 4)
+			return XFW_CTS_INVALID;
+		hl = (b[0] & 0xf) * 4;
+		if (hl < 20)
+			return XFW_CTS_INVALID;
+		/* A quoted later fragment has no transport header. */
+		if (((b[6] & 0x1f) | b[7]) != 0)
+			return XFW_CTS_INVALID;
+		proto = b[9];
+		ol4 = xfw_rd16(b, 2); /* total length */
+		shi = 0;
+		slo = xfw_rd32(b, 12);
+		dhi = 0;
+		dlo = xfw_rd32(b, 16);
+	} else {
+		if (cs->buflen < 40 || (b[0] >> 4) != 6)
+			return XFW_CTS_INVALID;
+		hl = 40;
+		proto = b[6];
+		ol4 = xfw_rd16(b, 4) + 40; /* payload length + header */
+		/* Payload length 0 before a hop-by-hop header: ip6_rcv_core
+		 * leaves the packet untrimmed (a jumbogram's form), so the
+		 * kernel tracked it at its whole length: the quote's (found by
+		 * the stateful campaign, IPv6 seed 705). */
+		if (ol4 == 40 && proto == XFW_NH_HOP)
+			ol4 = cs->l4len > XFW_CT_ICMP_HLEN ? cs->l4len - XFW_CT_ICMP_HLEN : 0;
+		/* The quoted packet's extension headers, as ipv6_skip_exthdr
+		 * walks them (a later fragment has no transport header). */
+		for (int i = 0; i < XFW_CT_INNER_EXTS; i++) {
+			__u32 nh, len;
+
+			if (!xfw_ipv6_is_ext(proto))
+				break;
+			/* ipv6_skip_exthdr reads two bytes of a header (four
+			 * of a fragment header) and walks on by its length,
+			 * whatever follows. */
+			if (cs->buflen < hl + (proto == XFW_NH_FRAGMENT ? 4 : 2) || hl > XFW_CT_BUF - 16)
+				return XFW_CTS_INVALID;
+			nh = b[xfw_ix(hl)];
+			len = b[xfw_ix(hl + 1)];
+			if (proto == XFW_NH_FRAGMENT) {
+				if ((xfw_rd16(b, hl + 2) & 0xfff8) != 0)
+					return XFW_CTS_INVALID;
+				len = 8;
+			} else if (proto == XFW_NH_AUTH) {
+				len = (len + 2) * 4;
+			} else {
+				len = (len + 1) * 8;
+			}
+			proto = nh;
+			/* It may walk past the quoted bytes: fine for a
+			 * protocol without ports (the kernel's generic). */
+			hl = hl + len > 0xff ? 0xff : hl + len;
+		}
+		if (xfw_ipv6_is_ext(proto) || proto == XFW_NH_NONE)
+			return XFW_CTS_INVALID;
+		shi = ((__u64)xfw_rd32(b, 8) << 32) | xfw_rd32(b, 12);
+		slo = ((__u64)xfw_rd32(b, 16) << 32) | xfw_rd32(b, 20);
+		dhi = ((__u64)xfw_rd32(b, 24) << 32) | xfw_rd32(b, 28);
+		dlo = ((__u64)xfw_rd32(b, 32) << 32) | xfw_rd32(b, 36);
+	}
+	cs->quote.shi = shi;
+	cs->quote.slo = slo;
+	cs->quote.dhi = dhi;
+	cs->quote.dlo = dlo;
+	cs->quote.hl = hl;
+	cs->quote.proto = proto;
+	cs->quote.ol4 = ol4;
+	return xfw_ct_quoted(p, cs);
 }
 
 #endif /* XFW_CT_RELATED_H */

@@ -63,6 +63,16 @@ struct xfw_ct_lo_key {
 	__u8 fam;
 };
 
+/* An ICMP error's quoted packet, as xfw_ct_related decoded it for
+ * xfw_ct_quoted. */
+struct xfw_ct_quote {
+	__u64 shi, slo, dhi, dlo; /* source and destination addresses */
+	__u32 hl;                 /* offset of its transport header in buf */
+	__u32 proto;              /* its transport protocol */
+	__u32 ol4;                /* its length from its IP header */
+	__u32 pad;
+};
+
 /* Per-packet tracking state: one per CPU and hook (index 0 XDP, 1 TC). */
 struct xfw_ct_scratch {
 	struct xfw_ct_key key;
@@ -79,6 +89,7 @@ struct xfw_ct_scratch {
 	__u32 attached;   /* TC: the state is an attached connection's (no entry) */
 	__u32 pad2;
 	struct xfw_ct_lo_key lokey; /* the loopback handoff's key */
+	struct xfw_ct_quote quote; /* xfw_ct_related's decoded quote */
 };
 
 /* TCP flag bits (byte 13 of the header). */

@@ -6,7 +6,8 @@
  * ring buffer xfw_logring to user space (internal/dataplane, logring.go),
  * which formats the kernel's LOG line.
  *
- * Conventions: one emitter per hook (XDP copies from the xdp_md, TC from
+ * Conventions: one emitter per hook, a global function around
+ * xfw_emit_logs (XDP copies from the xdp_md, TC from
  * the skb); copy sizes are constants or masked in the very register the
  * helper gets, so the verifier keeps its bounds. An event the ring has no
  * room for is counted (XFW_STAT_LOG_LOST), not waited for.
@@ -83,63 +84,59 @@ static __always_inline __u32 xfw_snap_len(__u32 len)
 	return len;
 }
 
-static __always_inline void xfw_emit_logs_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
-					      struct xfw_pending *st, __u32 chain,
-					      __u32 iif, __u32 oif)
+/* xfw_emit_logs sends the events of the LOG entries the hook's scratch sc
+ * holds (sc->st) for its packet (sc->p) of len bytes: ctx is the XDP
+ * hook's struct xdp_md when xdp, else the TC hook's struct __sk_buff (the
+ * frame's bytes are copied by that hook's helper). */
+static __always_inline int xfw_emit_logs(void *ctx, int xdp, struct xfw_xdp_scratch *sc,
+					 __u32 len, __u32 chain, __u32 iif, __u32 oif)
 {
-	__u32 frame = (__u32)(ctx->data_end - ctx->data);
+	struct xfw_pending *st;
 
+	if (!sc)
+		return 0;
+	st = &sc->st;
 	for (int i = 0; i < XFW_MAX_PENDING_LOGS; i++) {
 		struct xfw_log_event *ev;
 		__u32 n;
 
 		if (i >= st->nlogs)
 			break;
-		ev = xfw_log_event(st->slot, st->logs[i], p, chain, iif, oif);
+		ev = xfw_log_event(st->slot, st->logs[i], &sc->p, chain, iif, oif);
 		if (!ev)
 			continue;
-		ev->pkt_len = frame;
-		ev->snap_len = xfw_snap_len(frame);
-		/* Constant or masked sizes keep the verifier's bounds. */
-		if (frame >= XFW_LOG_SNAP)
-			n = bpf_xdp_load_bytes(ctx, 0, ev->pkt, XFW_LOG_SNAP);
-		else if ((frame & (XFW_LOG_SNAP - 1)) > 0)
-			n = bpf_xdp_load_bytes(ctx, 0, ev->pkt, xfw_mask_snap(frame - 1) + 1);
-		else
-			n = -1;
-		if ((int)n < 0)
-			ev->snap_len = 0;
-		bpf_ringbuf_submit(ev, 0);
-	}
-}
-
-static __always_inline void xfw_emit_logs_tc(struct __sk_buff *skb, struct xfw_pkt *p,
-					     struct xfw_pending *st, __u32 chain,
-					     __u32 iif, __u32 oif)
-{
-	for (int i = 0; i < XFW_MAX_PENDING_LOGS; i++) {
-		struct xfw_log_event *ev;
-		__u32 n;
-
-		if (i >= st->nlogs)
-			break;
-		ev = xfw_log_event(st->slot, st->logs[i], p, chain, iif, oif);
-		if (!ev)
-			continue;
-		__u32 len = skb->len;
-
 		ev->pkt_len = len;
 		ev->snap_len = xfw_snap_len(len);
+		/* Constant or masked sizes keep the verifier's bounds. */
 		if (len >= XFW_LOG_SNAP)
-			n = bpf_skb_load_bytes(skb, 0, ev->pkt, XFW_LOG_SNAP);
+			n = xdp ? bpf_xdp_load_bytes(ctx, 0, ev->pkt, XFW_LOG_SNAP)
+				: bpf_skb_load_bytes(ctx, 0, ev->pkt, XFW_LOG_SNAP);
 		else if ((len & (XFW_LOG_SNAP - 1)) > 0)
-			n = bpf_skb_load_bytes(skb, 0, ev->pkt, xfw_mask_snap(len - 1) + 1);
+			n = xdp ? bpf_xdp_load_bytes(ctx, 0, ev->pkt, xfw_mask_snap(len - 1) + 1)
+				: bpf_skb_load_bytes(ctx, 0, ev->pkt, xfw_mask_snap(len - 1) + 1);
 		else
 			n = -1;
 		if ((int)n < 0)
 			ev->snap_len = 0;
 		bpf_ringbuf_submit(ev, 0);
 	}
+	return 0;
+}
+
+/* xfw_emit_logs_xdp is xfw_emit_logs for the XDP hook. A global function,
+ * as xfw_emit_logs_tc: verified once, not on every path of the hook that
+ * reaches it (given the scratch, not p and st: five arguments at most). */
+__attribute__((noinline)) int xfw_emit_logs_xdp(struct xdp_md *ctx, struct xfw_xdp_scratch *sc,
+						__u32 chain, __u32 iif, __u32 oif)
+{
+	return xfw_emit_logs(ctx, 1, sc, (__u32)(ctx->data_end - ctx->data), chain, iif, oif);
+}
+
+/* xfw_emit_logs_tc is xfw_emit_logs for the TC hook (a global function). */
+__attribute__((noinline)) int xfw_emit_logs_tc(struct __sk_buff *skb, struct xfw_xdp_scratch *sc,
+					       __u32 chain, __u32 iif, __u32 oif)
+{
+	return xfw_emit_logs(skb, 0, sc, skb->len, chain, iif, oif);
 }
 
 #endif /* XFW_LOG_H */

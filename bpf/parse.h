@@ -154,19 +154,44 @@ static __always_inline int xfw_ipv4_csum_ok(const __u16 *hdr, __u32 words, void 
 	return sum == 0xffff;
 }
 
-/* xfw_parse_l4 fills ports, TCP flags and ICMP type/code from the transport
- * header at l4 (first fragment only), checking what is inside the IP
- * packet (end), not only the frame. */
-static __always_inline void xfw_parse_l4(struct xfw_pkt *p, void *data, void *data_end,
-					 void *l4, void *end)
-{
-	__u32 avail;
+/* XFW_PARSE_L4: returned by xfw_parse when the transport header at
+ * p->l4_off is still to be read (xfw_parse_l4, called by the hook's
+ * parse function once every header path has joined). */
+#define XFW_PARSE_L4 2
+/* A bound on transport header offsets for the verifier: they are at most
+ * 18 + 40 + 8 × 2,048 bytes (the IPv6 extension header walk's reach), so
+ * the clamp to it in xfw_parse_l4 never acts. */
+#define XFW_L4_OFF_LIMIT 0x8000
 
-	if (end > data_end)
-		end = data_end;
-	avail = l4 < end ? (__u32)(end - l4) : 0;
+/* xfw_parse_l4_at records that the transport header is at l4 and returns
+ * XFW_PARSE_L4 (xfw_parse_l4 reads it). */
+static __always_inline int xfw_parse_l4_at(struct xfw_pkt *p, void *data, void *l4)
+{
 	p->l4_off = (__u32)(l4 - data);
 	p->thoff = p->l4_off;
+	return XFW_PARSE_L4;
+}
+
+/* xfw_parse_l4 fills ports, TCP flags and ICMP type/code from the transport
+ * header at p->l4_off (first fragment only), checking what is inside the IP
+ * packet (p->l4_end), not only the frame. It runs once after the header
+ * walks (xfw_parse_frame): inlined at each of their exits, its branches
+ * were verified once per exit. */
+static __always_inline void xfw_parse_l4(struct xfw_pkt *p, void *data, void *data_end)
+{
+	/* Read back from p (not the value the inlined header walk left in
+	 * a register, whose upper bits the verifier does not know). */
+	__u32 off = *(volatile __u32 *)&p->l4_off;
+	__u32 end = p->l4_end, len = (__u32)(data_end - data);
+	__u32 avail;
+	void *l4;
+
+	if (end > len)
+		end = len;
+	avail = off < end ? end - off : 0;
+	if (off > XFW_L4_OFF_LIMIT)
+		off = XFW_L4_OFF_LIMIT;
+	l4 = data + off;
 
 	switch (p->proto) {
 	case IPPROTO_TCP:
@@ -453,8 +478,7 @@ static __always_inline int xfw_parse_ipv4(struct xfw_pkt *p, void *data, void *d
 	}
 	if (hlen > 60)
 		return XFW_PARSE_PASS;
-	xfw_parse_l4(p, data, data_end, l3 + hlen, l3 + tot);
-	return XFW_PARSE_JUDGE;
+	return xfw_parse_l4_at(p, data, l3 + hlen);
 }
 
 static __always_inline int xfw_ipv6_is_ext(__u8 nh)
@@ -560,7 +584,7 @@ static __always_inline int xfw_parse_ipv6(struct xfw_pkt *p, void *data, void *d
 		goto bad;
 	p->proto = nh;
 	if (nh != XFW_NH_NONE)
-		xfw_parse_l4(p, data, data_end, cur, end);
+		return xfw_parse_l4_at(p, data, cur);
 	return XFW_PARSE_JUDGE;
 
 bad:
@@ -573,7 +597,8 @@ bad:
 	return XFW_PARSE_JUDGE;
 }
 
-/* xfw_parse parses the frame in [data, data_end); frame_len is the whole
+/* xfw_parse parses the frame in [data, data_end) up to the transport
+ * header (XFW_PARSE_L4: xfw_parse_frame reads it); frame_len is the whole
  * frame's length (on TC egress only the headers are linear). check_csum is
  * 1 on ingress (the stack verifies IPv4 header checksums), 0 on egress. */
 static __always_inline int xfw_parse(struct xfw_pkt *p, void *data, void *data_end,
@@ -615,5 +640,21 @@ static __always_inline int xfw_parse(struct xfw_pkt *p, void *data, void *data_e
 		return xfw_parse_ipv6(p, data, data_end, l3, frame_len);
 	return XFW_PARSE_PASS;
 }
+
+/* xfw_parse_frame parses the frame as xfw_parse does, then its transport
+ * header. ctx is the hook's (struct xdp_md or struct __sk_buff, whose
+ * data and data_end fields are read afresh for the transport header, so
+ * that every header path reaches it in one verifier state). */
+#define xfw_parse_frame(ctx, p, frame_len, check_csum)                                   \
+	({                                                                               \
+		int rc_ = xfw_parse(p, (void *)(long)(ctx)->data,                        \
+				    (void *)(long)(ctx)->data_end, frame_len, check_csum); \
+		if (rc_ == XFW_PARSE_L4) {                                               \
+			xfw_parse_l4(p, (void *)(long)(ctx)->data,                       \
+				     (void *)(long)(ctx)->data_end);                     \
+			rc_ = XFW_PARSE_JUDGE;                                           \
+		}                                                                        \
+		rc_;                                                                     \
+	})
 
 #endif /* XFW_PARSE_H */

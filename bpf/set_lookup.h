@@ -182,11 +182,12 @@ static long xfw_hwalk_step(__u32 i, void *unused)
  * present prefix lengths of the address are tried from the longest, an
  * expired entry is skipped as if absent, the first live entry decides.
  * Returns XFW_SET_MEMBER, XFW_SET_NOMATCH or 0, with the answering entry's
- * counter (xfw_setval.ctr) above XFW_SET_ANSWER_BITS. Inlined in xfw_set_bits
- * (a call frame more would pass the 512-byte stack); the walk is a
- * bpf_loop, its step verified once. */
-static __always_inline __u32 xfw_set_hlookup(struct xfw_pkt *p, __u32 idx, __u32 desc,
-					      __u32 iif, __u32 oif)
+ * counter (xfw_setval.ctr) above XFW_SET_ANSWER_BITS. A global function,
+ * verified once rather than once per lookup of xfw_set_bits' loop (its
+ * frame fits since the hooks' parse and LOG emission left their frames);
+ * the walk is a bpf_loop, its step verified once. */
+__attribute__((noinline)) __u32 xfw_set_hlookup(struct xfw_pkt *p, __u32 idx, __u32 desc,
+						__u32 iif, __u32 oif)
 {
 	struct xfw_sethits *hits;
 	struct xfw_hwalk *c;
@@ -268,6 +269,28 @@ static __always_inline __u32 xfw_set_hlookup(struct xfw_pkt *p, __u32 idx, __u32
 	return kind;
 }
 
+/* xfw_set_dxr answers lookup idx (of lookup flags XFW_SETLK_*) from its
+ * DXR tables (lpm.h) for p's destination or source: the tables' value, or
+ * 0 (neither member nor nomatch) when they are missing. A global function:
+ * the binary searches are verified once, not once per lookup of
+ * xfw_set_bits' loop. */
+__attribute__((noinline)) __u32 xfw_set_dxr(struct xfw_pkt *p, __u32 idx, __u32 flags)
+{
+	void *dir, *rng;
+
+	if (!p)
+		return 0;
+	dir = xfw_inner(&xfw_o_setdir, idx);
+	rng = xfw_inner(&xfw_o_setrng, idx);
+	if (!dir || !rng)
+		return 0;
+	if (p->fam == 0)
+		return xfw_lpm4_lookup(dir, rng, (__u32)((flags & XFW_SETLK_DST1) ? p->dst_lo : p->src_lo));
+	if (flags & XFW_SETLK_DST1)
+		return xfw_lpm6_lookup(dir, rng, p->dst_hi, p->dst_lo);
+	return xfw_lpm6_lookup(dir, rng, p->src_hi, p->src_lo);
+}
+
 /* xfw_set_bits returns the packet's -m set results in slot: bit k set when
  * set condition k matches, as the kernel's set match (ip_set_test) answers
  * before any "!". Each lookup answers one set (a list:set condition has one
@@ -284,7 +307,6 @@ __attribute__((noinline)) __u32 xfw_set_bits(struct xfw_pkt *p, __u32 slot, __u3
 	__u32 bits = 0, n, idx, v, zero = 0;
 	struct xfw_sethits *hits;
 	struct xfw_setlk lk;
-	void *dir, *rng;
 
 	if (!p || slot >= XFW_NSLOTS)
 		return 0;
@@ -303,16 +325,7 @@ __attribute__((noinline)) __u32 xfw_set_bits(struct xfw_pkt *p, __u32 slot, __u3
 			v = xfw_set_hlookup(p, idx, (__u32)lk.maxplen << 24 | (__u32)lk.kind << 16 |
 						     (__u32)lk.flags << 8, iif, oif);
 		} else {
-			dir = xfw_inner(&xfw_o_setdir, idx);
-			rng = xfw_inner(&xfw_o_setrng, idx);
-			if (!dir || !rng)
-				continue;
-			if (p->fam == 0)
-				v = xfw_lpm4_lookup(dir, rng, (__u32)((lk.flags & XFW_SETLK_DST1) ? p->dst_lo : p->src_lo));
-			else if (lk.flags & XFW_SETLK_DST1)
-				v = xfw_lpm6_lookup(dir, rng, p->dst_hi, p->dst_lo);
-			else
-				v = xfw_lpm6_lookup(dir, rng, p->src_hi, p->src_lo);
+			v = xfw_set_dxr(p, idx, lk.flags);
 		}
 		/* --return-nomatch reverses the answer of an element of a set
 		 * type with nomatch entries: a nomatch one matches, a plain one
@@ -367,6 +380,61 @@ __attribute__((noinline)) int xfw_set_probe(__u32 aux)
 	return 0;
 }
 
+/* xfw_mask_lookup returns k, a lookup below XFW_MAX_SETLOOKUPS, masked in
+ * the register the accesses use (clang would drop a plain mask it knows to
+ * change nothing, and index with a copy whose bounds the verifier lacks). */
+static __always_inline __u32 xfw_mask_lookup(__u64 k)
+{
+	asm volatile("%[k] &= %[m]" : [k] "+r"(k) : [m] "i"(XFW_MAX_SETLOOKUPS - 1));
+	return k;
+}
+
+/* xfw_set_count_at is xfw_set_count's step for lookup k: it counts what
+ * lookup k found and returns done (the list:set conditions a member of
+ * which matched) updated. A global function: verified once, not once per
+ * lookup. */
+__attribute__((noinline)) __u32 xfw_set_count_at(__u32 slot, __u32 k, __u32 len, __u32 done)
+{
+	struct xfw_family_cfg *fc;
+	struct xfw_sethits *hits;
+	__u32 zero = 0, c, all, sub, hit, matched, idx;
+
+	if (slot >= XFW_NSLOTS || k >= XFW_MAX_SETLOOKUPS)
+		return done;
+	k = xfw_mask_lookup(k);
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	hits = bpf_map_lookup_elem(&xfw_sethits_scratch, &zero);
+	if (!fc || !hits)
+		return done;
+	c = fc->setlk[k].bit & (XFW_MAX_SETCONDS - 1);
+	sub = hits->probes[c];
+	all = sub + hits->probes_nosub[c];
+	/* A later member of a list is tested only while no earlier
+	 * one matched. */
+	if (!all || ((done >> c) & 1))
+		return done;
+	if (!(fc->setlk[k].flags & XFW_SETLK_MEMBER))
+		sub = all;
+	hit = hits->hit[k];
+	if (hit >> XFW_SET_ANSWER_BITS) {
+		idx = slot * XFW_MAX_SETLOOKUPS + k;
+		xfw_setctr_add(bpf_map_lookup_elem(&xfw_o_setectr, &idx),
+			       hit >> XFW_SET_ANSWER_BITS, sub, len);
+	}
+	/* As xfw_set_bits answers. */
+	hit &= (1u << XFW_SET_ANSWER_BITS) - 1;
+	if (fc->setlk[k].flags & XFW_SETLK_RETURN_NOMATCH)
+		matched = hit == XFW_SET_NOMATCH;
+	else
+		matched = hit == XFW_SET_MEMBER;
+	if (matched) {
+		if (fc->setlk_lctr[k])
+			xfw_setctr_add(xfw_inner(&xfw_o_setctr, slot), fc->setlk_lctr[k], all, len);
+		done |= 1u << c;
+	}
+	return done;
+}
+
 /* xfw_set_count counts the packet (len bytes) on the set entries its
  * lookups found, once per counting probe the walk met, as the kernel's set
  * match updates the counters of the element it finds each time a rule's
@@ -379,44 +447,17 @@ __attribute__((noinline)) int xfw_set_probe(__u32 aux)
 __attribute__((noinline)) int xfw_set_count(__u32 slot, __u32 len)
 {
 	struct xfw_family_cfg *fc;
-	struct xfw_sethits *hits;
-	__u32 zero = 0, c, all, sub, hit, matched, idx, done = 0;
+	__u32 done = 0;
 
 	if (slot >= XFW_NSLOTS)
 		return 0;
 	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
-	hits = bpf_map_lookup_elem(&xfw_sethits_scratch, &zero);
-	if (!fc || !hits)
+	if (!fc)
 		return 0;
 	for (__u32 k = 0; k < XFW_MAX_SETLOOKUPS; k++) {
 		if (k >= fc->nsetlk)
 			break;
-		c = fc->setlk[k].bit & (XFW_MAX_SETCONDS - 1);
-		sub = hits->probes[c];
-		all = sub + hits->probes_nosub[c];
-		/* A later member of a list is tested only while no earlier
-		 * one matched. */
-		if (!all || ((done >> c) & 1))
-			continue;
-		if (!(fc->setlk[k].flags & XFW_SETLK_MEMBER))
-			sub = all;
-		hit = hits->hit[k];
-		if (hit >> XFW_SET_ANSWER_BITS) {
-			idx = slot * XFW_MAX_SETLOOKUPS + k;
-			xfw_setctr_add(bpf_map_lookup_elem(&xfw_o_setectr, &idx),
-				       hit >> XFW_SET_ANSWER_BITS, sub, len);
-		}
-		/* As xfw_set_bits answers. */
-		hit &= (1u << XFW_SET_ANSWER_BITS) - 1;
-		if (fc->setlk[k].flags & XFW_SETLK_RETURN_NOMATCH)
-			matched = hit == XFW_SET_NOMATCH;
-		else
-			matched = hit == XFW_SET_MEMBER;
-		if (matched) {
-			if (fc->setlk_lctr[k])
-				xfw_setctr_add(xfw_inner(&xfw_o_setctr, slot), fc->setlk_lctr[k], all, len);
-			done |= 1u << c;
-		}
+		done = xfw_set_count_at(slot, k, len, done);
 	}
 	return 0;
 }

@@ -18,6 +18,24 @@
  * uses it) → classify.h (LBVS, counters) → reject.h (REJECT replies) →
  * log.h (LOG events to the ring buffer). The hooks' own maps are in
  * xfw_maps.h. The connection tables' clock is another object (ct_clock.c).
+ *
+ * Verifier budget (docs/design.md, "Verifier budget"): the kernel refuses
+ * a program past 1,000,000 processed instructions; TestVerifierBudget
+ * (internal/dataplane) fails past 600,000 and prints both programs' counts.
+ * Every change here reports them before and after. Rules:
+ *  - Inlined code is verified once per path reaching it (and per loop
+ *    iteration); a global (noinline) function once. Non-trivial work is a
+ *    global function, above all after branchy code (parse, tracker, walk),
+ *    in a loop body or called from several places, as the stages are (parse,
+ *    ct, classify and its set lookups, probes, REJECT, LOG emission).
+ *  - A global function: at most five arguments, a scalar result, the
+ *    context first (struct xdp_md * / struct __sk_buff *), offsets instead
+ *    of packet pointers (bounds re-checked inside), pointer arguments
+ *    checked for NULL, larger inputs in a per-CPU scratch.
+ *  - Join paths before common work: record a walk's result in memory and
+ *    read it back (xfw_parse_frame); no unrolled branchy loops inline.
+ *  - 512 bytes of stack for the deepest chain of frames, bpf_loop
+ *    callbacks included; each global function adds a frame.
  */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
@@ -97,12 +115,19 @@ static __always_inline __u32 xfw_judge(struct xfw_pkt *p, __u32 chain, __u32 iif
 	return ent->action;
 }
 
+/* xfw_xdp_parse parses the frame into p. A global function: the parser is
+ * verified once, on its own. */
+__attribute__((noinline)) int xfw_xdp_parse(struct xdp_md *ctx, struct xfw_pkt *p)
+{
+	if (!p)
+		return XFW_PARSE_PASS;
+	return xfw_parse_frame(ctx, p, (__u32)(ctx->data_end - ctx->data), 1);
+}
+
 /* xfw_xdp_judged is the XDP hook's work; xfw_xdp brackets it for
  * quiescence (generation.h). */
 static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
 	struct xfw_ifinfo *ifi;
 	struct xfw_ct_scratch *cs = 0;
 	struct xfw_xdp_scratch *sc;
@@ -120,7 +145,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	p = &sc->p;
 	st = &sc->st;
 	st->hook = XFW_SCRATCH_XDP;
-	if (xfw_parse(p, data, data_end, (__u32)(data_end - data), 1) != XFW_PARSE_JUDGE)
+	if (xfw_xdp_parse(ctx, p) != XFW_PARSE_JUDGE)
 		return XDP_PASS;
 	/* No skb yet: nothing before PREROUTING has marked the packet (a tc
 	 * ingress program would run after XDP). */
@@ -195,7 +220,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	 * LOG calls: the stack has no slot to spare. */
 	p->reject = rj;
 	if (st->nlogs)
-		xfw_emit_logs_xdp(ctx, p, st, chain, iif, oif);
+		xfw_emit_logs_xdp(ctx, sc, chain, iif, oif);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
 		return XDP_PASS;
@@ -224,20 +249,18 @@ int xfw_xdp(struct xdp_md *ctx)
  * tag, IPv6 with extension headers and a TCP header fit. */
 #define XFW_TC_PULL 256
 
-/* xfw_tc_reparse parses the skb again into p (REJECT's reply, built in
- * place). A global function: its stack is gone before classifying. */
-__attribute__((noinline)) int xfw_tc_reparse(struct __sk_buff *skb, struct xfw_pkt *p)
+/* xfw_tc_parse parses the skb into p: the packet the hook judges, and
+ * again REJECT's reply, built in place. A global function: the parser is
+ * verified once, on its own, and its stack is gone before classifying. */
+__attribute__((noinline)) int xfw_tc_parse(struct __sk_buff *skb, struct xfw_pkt *p)
 {
-	void *data, *data_end;
 	__u32 pull;
 
 	if (!skb || !p)
 		return XFW_PARSE_PASS;
 	pull = skb->len < XFW_TC_PULL ? skb->len : XFW_TC_PULL;
 	bpf_skb_pull_data(skb, pull);
-	data = (void *)(long)skb->data;
-	data_end = (void *)(long)skb->data_end;
-	return xfw_parse(p, data, data_end, skb->len, 0);
+	return xfw_parse_frame(skb, p, skb->len, 0);
 }
 
 /* xfw_tc_reply_judge judges, in OUTPUT, REJECT's reply for the host itself
@@ -253,7 +276,7 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	if (!skb || !p || !st)
 		return XFW_ACT_DROP;
 	st->nlogs = 0;
-	if (xfw_tc_reparse(skb, p) != XFW_PARSE_JUDGE)
+	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE)
 		return XFW_ACT_DROP;
 	p->mark = 0; /* the kernel's reply is unmarked (fwmark_reflect off) */
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
@@ -291,13 +314,12 @@ static __always_inline __u32 xfw_tc_stack_icmp(struct __sk_buff *skb)
  * quiescence (generation.h). */
 static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 {
-	void *data, *data_end;
 	struct xfw_xdp_scratch *sc;
 	struct xfw_pkt *p;
 	struct xfw_pending *st;
 	struct xfw_ct_scratch *cs = 0;
 	__u32 one = 1;
-	__u32 oif, rj = 0, verdict, pull;
+	__u32 oif, rj = 0, verdict;
 	int rc;
 
 	xfw_touch_state();
@@ -314,11 +336,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	/* A VLAN device's traffic was judged on the VLAN device itself. */
 	if (skb->vlan_present)
 		return TC_ACT_OK;
-	pull = skb->len < XFW_TC_PULL ? skb->len : XFW_TC_PULL;
-	bpf_skb_pull_data(skb, pull);
-	data = (void *)(long)skb->data;
-	data_end = (void *)(long)skb->data_end;
-	if (xfw_parse(p, data, data_end, skb->len, 0) != XFW_PARSE_JUDGE)
+	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE)
 		return TC_ACT_OK;
 	if (p->vlan)
 		return TC_ACT_OK;
@@ -356,7 +374,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	if (verdict == XFW_ACT_ACCEPT && cs)
 		xfw_ct_confirm_out(p, cs, oif);
 	if (st->nlogs)
-		xfw_emit_logs_tc(skb, p, st, XFW_CHAIN_OUTPUT, 0, oif);
+		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
 		/* MARK rules' mark goes on with the packet (mark.h). */
@@ -371,7 +389,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 			return rc;
 		verdict = xfw_tc_reply_judge(skb, p, st, cs);
 		if (st->nlogs)
-			xfw_emit_logs_tc(skb, p, st, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX);
+			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX);
 		/* A reply is never answered (no error about an ICMP error
 		 * or a RST): REJECT drops it. */
 		if (verdict != XFW_ACT_ACCEPT)
