@@ -121,9 +121,6 @@ func runConnlimit(t *testing.T, kind string, tp *nettest.Topology, fw firewall, 
 		}
 		nettest.MustExec(t, tp.GenNS, args...)
 	}
-	if kind == "xfw" {
-		peerXDP(t, fw.bin, tp) // REJECT's replies by XDP_TX reach a veth peer promptly
-	}
 	for _, port := range []uint16{7100, 7101, 7102, 7103} {
 		nettest.StartTCPServer(t, tp.SinkNS, netip.AddrPortFrom(sink, port))
 	}

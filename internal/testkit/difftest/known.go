@@ -34,10 +34,10 @@ import (
 //   - an ICMP error about a packet fw sent comes, in xfw, from the packet's
 //     destination (and fw's stack routes it on), in the kernel from fw's
 //     address: the same reply (place, ICMP type and code), other bytes;
-//   - a reply to a spoofed source behind fw's other interface: the kernel
-//     routes it there from the input interface's address, xfw sends it
-//     back by the input interface from another address: the same reply
-//     (ICMP type and code), at another place, other bytes;
+//   - an ICMPv6 reply to a spoofed source behind fw's other interface:
+//     both route it there, the kernel's from the input interface's
+//     address, xfw's from that of the route back: the same reply (place,
+//     ICMP type and code), other bytes;
 //   - xfw's replies leave by the interface the packet came in on; the
 //     kernel routes them: the same reply, byte for byte from the IP header
 //     on, seen at gen by one and at sink by the other.
@@ -141,15 +141,6 @@ func icmpHead(m []string) string {
 	return m[1] + "/" + m[2] + "/" + t[:4]
 }
 
-// anyHead is icmpHead without the place.
-func anyHead(m []string) string {
-	t := replyBytes(m)
-	if len(t) < 4 {
-		return ""
-	}
-	return m[2] + "/" + t[:4]
-}
-
 // knownRejectDifference explains d as a documented difference of xfw's
 // REJECT replies, or returns "" when it is not one.
 func knownRejectDifference(d Difference, c *Corpus, inputSide, outputSide map[string]bool, ipv4 bool) string {
@@ -186,7 +177,7 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 	if stackEcho > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply to an echo reply fw's stack sent (the kernel's ICMP socket is busy sending it)", stackEcho))
 	}
-	t, ok := matchKernelReplies(p, kOnly, r, fromDstLogs)
+	t, ok := matchKernelReplies(p, kOnly, r, fromDstLogs, ipv4)
 	if !ok {
 		return ""
 	}
@@ -204,7 +195,7 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 		why = append(why, fmt.Sprintf("%d reply routed by the kernel, sent back by the input interface by xfw", t.routed))
 	}
 	if t.spoofed > 0 {
-		why = append(why, fmt.Sprintf("%d reply to a spoofed source, routed by the kernel from the input interface's address, sent back by xfw", t.spoofed))
+		why = append(why, fmt.Sprintf("%d ICMPv6 reply to a spoofed source behind the other interface, from the input interface's address in the kernel, from the route back's in xfw", t.spoofed))
 	}
 	if n := len(xOnly) - t.routed - t.optioned - t.fromDst - t.spoofed; n > 0 {
 		why = append(why, fmt.Sprintf("%d reply the kernel did not send (dropped in its OUTPUT, or none for this packet)", n))
@@ -332,15 +323,15 @@ func withoutStackEchoLogs(xOnly []string) (rest []string, stackEcho int) {
 }
 
 // xfwReplies are the replies only xfw sent, for matching the kernel's:
-// by kind and bytes, by ICMP head, and by head and place.
+// by kind and bytes, and by place and ICMP head.
 type xfwReplies struct {
-	sent, heads, anywhere map[string]int
+	sent, heads map[string]int
 }
 
 // tallyXFWReplies tallies xOnly's replies; it reports false when one of
 // them is not a reply.
 func tallyXFWReplies(xOnly []string) (xfwReplies, bool) {
-	r := xfwReplies{sent: map[string]int{}, heads: map[string]int{}, anywhere: map[string]int{}}
+	r := xfwReplies{sent: map[string]int{}, heads: map[string]int{}}
 	for _, o := range xOnly {
 		m := replyRe.FindStringSubmatch(o)
 		if m == nil {
@@ -348,9 +339,6 @@ func tallyXFWReplies(xOnly []string) (xfwReplies, bool) {
 		}
 		r.sent[m[2]+"/"+replyBytes(m)]++
 		r.heads[icmpHead(m)]++
-		if m[1] != "" {
-			r.anywhere[anyHead(m)+"@"+m[1]]++
-		}
 	}
 	return r, true
 }
@@ -365,7 +353,7 @@ type replyTally struct {
 // matchKernelReplies explains each of the kernel's one-sided observations
 // of probe p by one of xfw's (r), pairing fromDstLogs of its LOG lines
 // with xfw's; it reports false when one is not explained.
-func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, fromDstLogs int) (replyTally, bool) {
+func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, fromDstLogs int, ipv4 bool) (replyTally, bool) {
 	var t replyTally
 	// Replies the kernel sent: each must be one xfw sent too, elsewhere.
 	for _, o := range kOnly {
@@ -404,14 +392,14 @@ func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, fromDstLogs int) 
 			t.fromDst++
 			continue
 		}
-		// A packet from outside with a spoofed source, behind fw's other
-		// interface: the kernel routes its reply there, from the address
-		// of the interface the packet came in on; xfw sends it back by
-		// that interface, from the address of the route towards the
-		// source. The same reply (ICMP type and code) elsewhere.
-		other := map[string]string{"gen": "sink", "sink": "gen"}[m[1]]
-		if k := anyHead(m) + "@" + other; m[1] != "" && r.anywhere[k] > 0 {
-			r.anywhere[k]--
+		// An IPv6 packet from outside with a spoofed source behind fw's
+		// other interface: both route the ICMPv6 error there, the
+		// kernel's from the address of the interface the packet came in
+		// on, xfw's from that of the route back (so the checksum
+		// differs too). The same reply (ICMP type and code) at the same
+		// place, on the other side from the packet's sender.
+		if !ipv4 && repliedAcross(p, m[1]) && r.heads[icmpHead(m)] > 0 {
+			r.heads[icmpHead(m)]--
 			t.spoofed++
 			continue
 		}
@@ -424,6 +412,12 @@ func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, fromDstLogs int) 
 		return t, false // a reply xfw did not send, or with other bytes
 	}
 	return t, true
+}
+
+// repliedAcross reports whether a reply seen at place (gen or sink) went
+// to the other side from probe p's sender: its source was spoofed.
+func repliedAcross(p Probe, place string) bool {
+	return p.From == FromGen && place == "sink" || p.From == FromSink && place == "gen"
 }
 
 // subjectChain returns the chain of a counter difference's subject ("-A
