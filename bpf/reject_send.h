@@ -116,15 +116,21 @@ static __always_inline int xfw_rj_xdp_handoff(struct xdp_md *ctx, __u32 l2len, _
 }
 
 /* xfw_rj_send_fib looks up the reply's route in fib: as if forwarded from
- * iif (the whole table); when that fails (a device that does not forward,
- * a link-local destination, which is never forwarded: found by xfw
- * difftest), the route out of iif. Returns the lookup's result. */
+ * iif (the whole table); when that fails (a device that does not forward),
+ * the route out of iif. An IPv6 link-local destination is only ever
+ * reached out of iif: icmp6_send sets the flow's output device to the
+ * input device for an address that needs a scope id, and the table's
+ * fe80::/64 routes of other devices would take it elsewhere (found by xfw
+ * difftest). Returns the lookup's result. */
 static __always_inline long xfw_rj_send_fib(struct __sk_buff *skb, struct bpf_fib_lookup *fib)
 {
 	__u32 flags = BPF_FIB_LOOKUP_SKIP_NEIGH, iif = fib->ifindex;
-	long rc;
+	__u8 *d6 = (__u8 *)fib->ipv6_dst;
+	long rc = BPF_FIB_LKUP_RET_NOT_FWDED;
 
-	rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags);
+	/* fe80::/10: the first byte 0xfe, the top two bits of the next 10. */
+	if (fib->family != AF_INET6 || d6[0] != 0xfe || (d6[1] & 0xc0) != 0x80)
+		rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
 		fib->ifindex = iif;
 		rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags | BPF_FIB_LOOKUP_OUTPUT);
