@@ -115,22 +115,38 @@ static __always_inline int xfw_rj_xdp_handoff(struct xdp_md *ctx, __u32 l2len, _
 	return XDP_PASS;
 }
 
+/* xfw_rj_ll6 reports whether a is an IPv6 link-local address (fe80::/10:
+ * the first byte 0xfe, the top two bits of the second 10). */
+static __always_inline int xfw_rj_ll6(const __u32 *a)
+{
+	const __u8 *b = (const __u8 *)a;
+
+	return b[0] == 0xfe && (b[1] & 0xc0) == 0x80;
+}
+
 /* xfw_rj_send_fib looks up the reply's route in fib: as if forwarded from
  * iif (the whole table); when that fails (a device that does not forward),
- * the route out of iif. An IPv6 link-local destination is only ever
- * reached out of iif: icmp6_send sets the flow's output device to the
- * input device for an address that needs a scope id, and the table's
- * fe80::/64 routes of other devices would take it elsewhere (found by xfw
- * difftest). Returns the lookup's result. */
+ * the route out of iif. bpf_fib_lookup answers nothing for IPv6 link-local
+ * addresses ("never forwarded"): a link-local destination is on the link
+ * the packet came from (icmp6_send sends out of the input device for an
+ * address that needs a scope id), so the reply goes out of iif to the
+ * destination itself, the neighbour resolved by bpf_redirect_neigh; a
+ * reply from a link-local source to another address is routed as from no
+ * source, out of iif. (Found by xfw difftest.) Returns the lookup's
+ * result. */
 static __always_inline long xfw_rj_send_fib(struct __sk_buff *skb, struct bpf_fib_lookup *fib)
 {
 	__u32 flags = BPF_FIB_LOOKUP_SKIP_NEIGH, iif = fib->ifindex;
-	__u8 *d6 = (__u8 *)fib->ipv6_dst;
 	long rc = BPF_FIB_LKUP_RET_NOT_FWDED;
 
-	/* fe80::/10: the first byte 0xfe, the top two bits of the next 10. */
-	if (fib->family != AF_INET6 || d6[0] != 0xfe || (d6[1] & 0xc0) != 0x80)
+	if (fib->family == AF_INET6 && xfw_rj_ll6(fib->ipv6_dst))
+		return BPF_FIB_LKUP_RET_SUCCESS; /* out of iif, to dst */
+	if (fib->family == AF_INET6 && xfw_rj_ll6(fib->ipv6_src)) {
+		__builtin_memset(fib->ipv6_src, 0, sizeof(fib->ipv6_src));
+		flags |= BPF_FIB_LOOKUP_OUTPUT;
+	} else {
 		rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags);
+	}
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
 		fib->ifindex = iif;
 		rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags | BPF_FIB_LOOKUP_OUTPUT);
