@@ -402,72 +402,19 @@ var logLevelNames = [...]string{"emerg", "alert", "crit", "err", "warn", "notice
 // match prints a match as its module's print function does.
 func (l *lister) match(r *ir.Rule, m ir.Match) {
 	numeric := l.opts.Numeric
+	if text, ok := stateListing(l.fam, m); ok {
+		l.b.WriteString(text)
+		return
+	}
 	switch m := m.(type) {
-	case *ir.LimitMatch:
-		l.b.WriteString(limitListing(m))
-	case *ir.RecentMatch:
-		l.b.WriteString(recentListing(l.fam, m))
-	case *ir.HashLimitMatch:
-		l.b.WriteString(hashLimitText(l.fam, m, false))
-	case *ir.StringMatch:
-		l.b.WriteString(stringListing(m))
-	case *ir.U32Match:
-		l.b.WriteString(u32Listing(m))
-	case *ir.TimeMatch:
-		l.b.WriteString(timeListing(m))
-	case *ir.ConnlimitMatch:
-		l.b.WriteString(connlimitListing(m))
-	case *ir.CPUMatch:
-		l.b.WriteString(cpuListing(m))
-	case *ir.StatisticMatch:
-		l.b.WriteString(statisticListing(m))
-	case *ir.MarkMatch:
-		l.b.WriteString(markListing(m))
 	case *ir.TCPMatch:
-		l.b.WriteString(" tcp")
-		l.ports("spt", m.SrcPort, "tcp")
-		l.ports("dpt", m.DstPort, "tcp")
-		if m.Option.Kind != 0 || m.Option.Invert {
-			l.printf(" option=%s%d", invString(m.Option.Invert), m.Option.Kind)
-		}
-		if m.Flags.Mask != 0 || m.Flags.Invert {
-			l.printf(" flags:%s", invString(m.Flags.Invert))
-			if numeric {
-				l.printf("0x%02X/0x%02X", m.Flags.Mask, m.Flags.Comp)
-			} else {
-				l.printf("%s/%s", tcpFlagsList(m.Flags.Mask), tcpFlagsList(m.Flags.Comp))
-			}
-		}
+		l.tcp(m)
 	case *ir.UDPMatch:
 		l.b.WriteString(" udp")
 		l.ports("spt", m.SrcPort, "udp")
 		l.ports("dpt", m.DstPort, "udp")
 	case *ir.MultiportMatch:
-		l.b.WriteString(" multiport ")
-		switch m.Dir {
-		case ir.MultiportSource:
-			l.b.WriteString("sports ")
-		case ir.MultiportDestination:
-			l.b.WriteString("dports ")
-		case ir.MultiportEither:
-			l.b.WriteString("ports ")
-		default:
-			l.b.WriteString("ERROR ")
-		}
-		if m.Invert {
-			l.b.WriteString(" !")
-		}
-		proto := multiportProto(r.Proto.Num)
-		for i, p := range m.Ports {
-			if i > 0 {
-				l.b.WriteByte(',')
-			}
-			l.port(p.First, proto)
-			if p.First != p.Last {
-				l.b.WriteByte(':')
-				l.port(p.Last, proto)
-			}
-		}
+		l.multiport(r, m)
 	case *ir.ICMPMatch:
 		if m.V6 {
 			l.b.WriteString(" ipv6-icmp")
@@ -525,6 +472,82 @@ func (l *lister) match(r *ir.Rule, m ir.Match) {
 	default:
 		if !listIP6Ext(&l.b, m) && !listIP6Hdr2(&l.b, m, numeric) && !l.listHdr4(m) {
 			l.printf(" %s ", m.ModuleName())
+		}
+	}
+}
+
+// stateListing returns the -L text of the matches whose listing needs
+// nothing but the match (the rate limits, the predicates, the marks); false
+// for the others.
+func stateListing(fam ir.Family, m ir.Match) (string, bool) {
+	switch m := m.(type) {
+	case *ir.LimitMatch:
+		return limitListing(m), true
+	case *ir.RecentMatch:
+		return recentListing(fam, m), true
+	case *ir.HashLimitMatch:
+		return hashLimitText(fam, m, false), true
+	case *ir.StringMatch:
+		return stringListing(m), true
+	case *ir.U32Match:
+		return u32Listing(m), true
+	case *ir.TimeMatch:
+		return timeListing(m), true
+	case *ir.ConnlimitMatch:
+		return connlimitListing(m), true
+	case *ir.CPUMatch:
+		return cpuListing(m), true
+	case *ir.StatisticMatch:
+		return statisticListing(m), true
+	case *ir.MarkMatch:
+		return markListing(m), true
+	}
+	return "", false
+}
+
+// tcp lists a tcp match: ports, option, flags.
+func (l *lister) tcp(m *ir.TCPMatch) {
+	l.b.WriteString(" tcp")
+	l.ports("spt", m.SrcPort, "tcp")
+	l.ports("dpt", m.DstPort, "tcp")
+	if m.Option.Kind != 0 || m.Option.Invert {
+		l.printf(" option=%s%d", invString(m.Option.Invert), m.Option.Kind)
+	}
+	if m.Flags.Mask != 0 || m.Flags.Invert {
+		l.printf(" flags:%s", invString(m.Flags.Invert))
+		if l.opts.Numeric {
+			l.printf("0x%02X/0x%02X", m.Flags.Mask, m.Flags.Comp)
+		} else {
+			l.printf("%s/%s", tcpFlagsList(m.Flags.Mask), tcpFlagsList(m.Flags.Comp))
+		}
+	}
+}
+
+// multiport lists a multiport match of rule r.
+func (l *lister) multiport(r *ir.Rule, m *ir.MultiportMatch) {
+	l.b.WriteString(" multiport ")
+	switch m.Dir {
+	case ir.MultiportSource:
+		l.b.WriteString("sports ")
+	case ir.MultiportDestination:
+		l.b.WriteString("dports ")
+	case ir.MultiportEither:
+		l.b.WriteString("ports ")
+	default:
+		l.b.WriteString("ERROR ")
+	}
+	if m.Invert {
+		l.b.WriteString(" !")
+	}
+	proto := multiportProto(r.Proto.Num)
+	for i, p := range m.Ports {
+		if i > 0 {
+			l.b.WriteByte(',')
+		}
+		l.port(p.First, proto)
+		if p.First != p.Last {
+			l.b.WriteByte(':')
+			l.port(p.Last, proto)
 		}
 	}
 }
