@@ -187,6 +187,10 @@ struct xfw_family_cfg {
 	__u32 next6;
 	struct xfw_ext6cond ext6[XFW_MAX_EXT6CONDS];
 	__u8 ext6_addr[XFW_EXT6_MAX_ADDRS][16];
+	/* DNAT (nat.h): per chain, 1 + the entry after the walk's nat
+	 * PREROUTING segment, where a walk resumes after a DNAT changed the
+	 * route (0: no such segment). */
+	__u32 nat_resume[XFW_NCHAINS];
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid
@@ -281,6 +285,14 @@ struct xfw_ct_val {
 	__u32 last_ack;
 	__u32 last_end;
 	struct xfw_ct_tcp_side side[2]; /* [0] original, [1] reply */
+	/* NAT (nat.h): with XFW_NAT_F_DST in nat_flags the connection's
+	 * destination was translated (DNAT); the key holds the translated
+	 * tuple, nat_addr and nat_port (host order) the original
+	 * destination. */
+	__u32 nat_addr;
+	__u16 nat_port;
+	__u8 nat_flags;
+	__u8 nat_pad;
 };
 
 /* Value of both connection tables (xfw_ct of assured connections, xfw_ct_new

@@ -214,6 +214,9 @@ const (
 	ActDrop
 	ActReject
 	ActContinue
+	// ActDNAT is nat PREROUTING's DNAT (nat.go): Next holds the new IPv4
+	// address, Aux the new port (0: unchanged).
+	ActDNAT
 )
 
 // Entry flags (XFW_EF_*).

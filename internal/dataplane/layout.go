@@ -86,6 +86,9 @@ type bpfFamilyCfg struct {
 	Next6    uint32
 	Ext6     [compiler.MaxExt6Conds]bpfExt6Cond
 	Ext6Addr [ext6MaxAddrs][16]byte
+	// NatResume are the walks' resume positions after a DNAT
+	// (compiler.Layout.NatResume).
+	NatResume [compiler.NumChains]uint32
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
@@ -169,6 +172,7 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 			c.CtFastStates[h], c.CtFastEntry[h] = uint32(states), e
 		}
 	}
+	c.NatResume = g.Layout.NatResume
 	fillExt6(&c, g.Ext6Conds())
 	for f := compiler.Field(0); f < bpfNumFields; f++ {
 		if g.Active&(1<<f) != 0 {

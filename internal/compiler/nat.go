@@ -1,0 +1,120 @@
+package compiler
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// NAT in the walk (bpf/nat.h).
+//
+// DNAT in nat PREROUTING is an entry of its own action (ActDNAT): a
+// terminal entry whose Next carries the new IPv4 address (host order) and
+// Aux the new port (0: the packet's own). The data plane translates the
+// connection's first packet, routes it again (the kernel's PREROUTING runs
+// before its routing decision) and resumes the walk of the chain that
+// route picks after its nat PREROUTING segment (Layout.NatResume). The
+// translation is kept with the connection and applied to both directions.
+//
+// What the data plane translates, and so what is accepted: IPv4, one
+// address (--to-destination ADDR or ADDR:PORT), in a rule restricted to
+// TCP or UDP. Address and port ranges, --random, --persistent, DNAT
+// outside PREROUTING (nat OUTPUT), SNAT, MASQUERADE and REDIRECT are
+// refused, and so are conntrack options a translation changes the
+// meaning of (--ctstate SNAT/DNAT, --ctreplsrc), in a ruleset with DNAT.
+
+// dnatEntry sets e's action for rule r's DNAT target, refusing what the
+// data plane cannot translate.
+func (fl *flattener) dnatEntry(e *Entry, r *ir.Rule) error {
+	if !fl.natPrerouting {
+		return errors.New("target DNAT is supported by xfw's data plane in nat PREROUTING only")
+	}
+	if fl.rs.Family != ir.IPv4 {
+		return errors.New("target DNAT is not supported by xfw's data plane for IPv6 yet")
+	}
+	if !r.Proto.Set || r.Proto.Invert || (r.Proto.Num != protoTCP && r.Proto.Num != protoUDP) {
+		return errors.New("target DNAT is supported by xfw's data plane in rules matching -p tcp or -p udp only")
+	}
+	n := r.Target.Nat
+	if n == nil || n.Flags&ir.NatMapIPs == 0 || n.MinAddr != n.MaxAddr || !n.MinAddr.Is4() {
+		return errors.New("target DNAT is supported by xfw's data plane with one IPv4 address only")
+	}
+	if n.Flags&(ir.NatRandom|ir.NatPersistent|ir.NatRandomFully|ir.NatProtoOffset) != 0 {
+		return errors.New("target DNAT: --random, --persistent and port maps are not supported by xfw's data plane yet")
+	}
+	port := uint16(0)
+	if n.Flags&ir.NatProtoSpecified != 0 {
+		if n.MinPort != n.MaxPort || n.MinPort == 0 {
+			return errors.New("target DNAT is supported by xfw's data plane with one port only")
+		}
+		port = n.MinPort
+	}
+	a := n.MinAddr.As4()
+	e.Action = ActDNAT
+	e.Next = uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	e.Aux = port
+	return nil
+}
+
+// Protocol numbers DNAT translates.
+const (
+	protoTCP = 6
+	protoUDP = 17
+)
+
+// usesDNAT reports whether rs's nat table has a DNAT rule.
+func usesDNAT(rs *ir.Ruleset) bool {
+	t := rs.TableByName(ir.TableNat)
+	if t == nil {
+		return false
+	}
+	for _, c := range t.Chains {
+		for _, r := range c.Rules {
+			if r.Target.Kind == ir.TargetDNAT {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkNatMatches refuses, in a ruleset with DNAT, the conntrack options
+// whose answer a translation changes and the data plane does not give:
+// --ctstate SNAT and DNAT (the status bits are not in FieldCt) and
+// --ctreplsrc (compiled as the original destination).
+func checkNatMatches(rs *ir.Ruleset) error {
+	if !usesDNAT(rs) {
+		return nil
+	}
+	tables := append([]*ir.Ruleset{rs}, rs.Tables...)
+	for _, t := range tables {
+		for _, c := range t.Chains {
+			for i, r := range c.Rules {
+				for _, m := range r.Matches {
+					ct, ok := m.(*ir.ConntrackMatch)
+					if !ok {
+						continue
+					}
+					if ct.States.Set && ct.States.Bits&(ir.CtStateSNAT|ir.CtStateDNAT) != 0 {
+						return natMatchErr(t, c, i, "--ctstate SNAT and DNAT")
+					}
+					if ct.ReplSrc.Set {
+						return natMatchErr(t, c, i, "--ctreplsrc")
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// natMatchErr is checkNatMatches' error for rule i of chain c in table t.
+func natMatchErr(t *ir.Ruleset, c *ir.Chain, i int, what string) error {
+	table := t.Table
+	if table == "" {
+		table = ir.TableFilter
+	}
+	return fmt.Errorf("table %s chain %s rule %d: conntrack match: %s in a ruleset with DNAT are not supported by xfw's data plane yet",
+		table, c.Name, i+1, what)
+}

@@ -1,0 +1,261 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
+)
+
+// DNAT against the kernel: port forwards from gen to sink (TCP and UDP)
+// and to an address of fw itself, through xfw and through iptables-legacy
+// in twin topologies; what the clients and servers saw, every rule's
+// counter of the nat table (only first packets count there) and of
+// filter's rules that see the translated destination, and `conntrack -L`
+// with both tuples, compared.
+
+// natRuleset is TestDNATAgainstKernel's ruleset; X is the topology's
+// subnet. FORWARD drops what it does not accept: a packet reaches sink
+// only through the translation (--ctorigdst) or as an established reply.
+const natRuleset = `*nat
+:PREROUTING ACCEPT [0:0]
+:INPUT ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+:FWD - [0:0]
+-A PREROUTING -d 10.X.1.1/32 -j FWD
+-A PREROUTING -p tcp
+-A INPUT -p tcp
+-A POSTROUTING -p tcp
+-A POSTROUTING -p udp
+-A FWD -p tcp -m tcp --dport 8080 -j DNAT --to-destination 10.X.2.2:80
+-A FWD -p udp -m udp --dport 5353 -j DNAT --to-destination 10.X.2.2:53
+-A FWD -p tcp -m tcp --dport 2222 -j DNAT --to-destination 10.X.2.1:7022
+-A FWD -p tcp -m tcp --dport 8081 -j DNAT --to-destination 10.X.2.2
+COMMIT
+*filter
+:INPUT ACCEPT [0:0]
+:FORWARD DROP [0:0]
+:OUTPUT ACCEPT [0:0]
+-A INPUT -d 10.X.2.1/32 -p tcp -m tcp --dport 7022 -m conntrack --ctstate NEW --ctorigdst 10.X.1.1 --ctorigdstport 2222
+-A FORWARD -d 10.X.2.2/32 -p tcp -m tcp --dport 80 -m conntrack --ctstate NEW --ctorigdst 10.X.1.1 --ctorigdstport 8080 -j ACCEPT
+-A FORWARD -d 10.X.2.2/32 -p tcp -m tcp --dport 8081 -m conntrack --ctstate NEW -j ACCEPT
+-A FORWARD -d 10.X.2.2/32 -p udp -m udp --dport 53 -m conntrack --ctstate NEW --ctreplsrcport 53 -j ACCEPT
+-A FORWARD -m conntrack --ctstate ESTABLISHED -j ACCEPT
+COMMIT
+`
+
+// natStep is traffic both twins see; its outcome must be the same.
+type natStep struct {
+	name string
+	run  func(t *testing.T, tp *nettest.Topology) string
+}
+
+// natAddr is the address 10.X.net.host of tp.
+func natAddr(tp *nettest.Topology, net, host byte) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, tp.Subnet, net, host})
+}
+
+// natTCP connects from gen to fw's gen-side address port with a payload
+// echoed by a server at server (in ns) and says what both ends saw.
+func natTCP(ns string, server func(tp *nettest.Topology) netip.AddrPort, port uint16) func(*testing.T, *nettest.Topology) string {
+	return func(t *testing.T, tp *nettest.Topology) string {
+		srvNS := tp.SinkNS
+		if ns == "fw" {
+			srvNS = tp.FwNS
+		}
+		srv := nettest.StartTCPServer(t, srvNS, server(tp), nettest.Echo())
+		defer srv.Close()
+		a := nettest.TCPConnect(tp.GenNS, netip.AddrPortFrom(natAddr(tp, 1, 1), port),
+			nettest.WithPayload([]byte("through-nat")), nettest.WithTimeout(2*time.Second))
+		out := fmt.Sprintf("client %s reply %q", a.Outcome, a.Reply)
+		if a.Outcome == nettest.OK {
+			conns := srv.WaitFinished(1, 2*time.Second)
+			for _, c := range conns {
+				out += fmt.Sprintf("; server saw %s data %q", natName(tp, c.From.Addr()),
+					c.Data)
+			}
+		}
+		return out
+	}
+}
+
+// natName names an address of tp for comparisons between the twins.
+func natName(tp *nettest.Topology, a netip.Addr) string {
+	switch a {
+	case tp.Gen.IPv4:
+		return "GEN"
+	case tp.FwIn.IPv4:
+		return "FWIN"
+	case tp.FwOut.IPv4:
+		return "FWOUT"
+	case tp.Sink.IPv4:
+		return "SINK"
+	}
+	return a.String()
+}
+
+// natSteps are TestDNATAgainstKernel's steps, in order.
+var natSteps = []natStep{
+	{"tcp port forward to sink", natTCP("sink", func(tp *nettest.Topology) netip.AddrPort {
+		return netip.AddrPortFrom(natAddr(tp, 2, 2), 80)
+	}, 8080)},
+	{"tcp forward keeping the port", natTCP("sink", func(tp *nettest.Topology) netip.AddrPort {
+		return netip.AddrPortFrom(natAddr(tp, 2, 2), 8081)
+	}, 8081)},
+	{"tcp to fw's other address", natTCP("fw", func(tp *nettest.Topology) netip.AddrPort {
+		return netip.AddrPortFrom(natAddr(tp, 2, 1), 7022)
+	}, 2222)},
+	{"udp port forward, the reply from the original address", func(t *testing.T, tp *nettest.Topology) string {
+		srv := nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(natAddr(tp, 2, 2), 53), nettest.Echo())
+		defer srv.Close()
+		out := ""
+		for i := 0; i < 2; i++ {
+			a := nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(natAddr(tp, 1, 1), 5353), []byte("q"),
+				nettest.ExpectReply(), nettest.WithTimeout(2*time.Second),
+				nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, 40053)))
+			out += fmt.Sprintf("datagram %d: %s reply %q; ", i, a.Outcome, a.Reply)
+		}
+		for _, d := range srv.Wait(2, 2*time.Second) {
+			out += "server saw " + natName(tp, d.From.Addr()) + "; "
+		}
+		return out
+	}},
+	{"tcp straight to sink: not translated, dropped", func(t *testing.T, tp *nettest.Topology) string {
+		srv := nettest.StartTCPServer(t, tp.SinkNS, netip.AddrPortFrom(natAddr(tp, 2, 2), 80))
+		defer srv.Close()
+		a := nettest.TCPConnect(tp.GenNS, netip.AddrPortFrom(natAddr(tp, 2, 2), 80),
+			nettest.WithTimeout(time.Second))
+		return string(a.Outcome)
+	}},
+}
+
+// TestDNATAgainstKernel runs natSteps through both twins and compares the
+// outcomes, the counters and the connection tables.
+func TestDNATAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "conntrack")
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		fw.restore(t, tp, 4, strings.ReplaceAll(natRuleset, "10.X.", fmt.Sprintf("10.%d.", tp.Subnet)))
+	})
+	if t.Failed() {
+		return
+	}
+	for _, st := range natSteps {
+		outs := map[string]string{}
+		var mu sync.Mutex
+		tw.each(func(kind string, tp *nettest.Topology, _ firewall) {
+			out := st.run(t, tp)
+			mu.Lock()
+			outs[kind] = out
+			mu.Unlock()
+		})
+		if outs["kernel"] != outs["xfw"] {
+			t.Errorf("%s: kernel %q, xfw %q", st.name, outs["kernel"], outs["xfw"])
+		} else {
+			t.Logf("%s: %s", st.name, outs["kernel"])
+		}
+	}
+	compareNatCounters(t, tw)
+	compareNatConntrack(t, tw)
+}
+
+// compareNatCounters compares the nat table's counters and filter's rules
+// that see translated packets (not the ESTABLISHED rule: its segment
+// count depends on timing).
+func compareNatCounters(t *testing.T, tw *twins) {
+	t.Helper()
+	saves := map[string]map[string]uint64{}
+	var mu sync.Mutex
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		res, err := nettest.Exec(tp.FwNS, append(fw.cmd(4, "-save"), "-c")...)
+		if err != nil || res.ExitCode != 0 {
+			t.Errorf("%s save: %v", kind, err)
+			return
+		}
+		text := strings.ReplaceAll(res.Stdout, fmt.Sprintf("10.%d.", tp.Subnet), "10.X.")
+		mu.Lock()
+		saves[kind] = tableCounters(text)
+		mu.Unlock()
+	})
+	k, x := saves["kernel"], saves["xfw"]
+	var keys []string
+	for key := range k {
+		if (strings.HasPrefix(key, "nat ") && !strings.Contains(key, " :")) ||
+			(strings.HasPrefix(key, "filter -A") && !strings.Contains(key, "ESTABLISHED")) {
+			keys = append(keys, key)
+		}
+	}
+	sort.Strings(keys)
+	counted := 0
+	for _, key := range keys {
+		if k[key] > 0 {
+			counted++
+		}
+		if x[key] != k[key] {
+			t.Errorf("%s: kernel %d, xfw %d", key, k[key], x[key])
+		}
+	}
+	if counted < 6 {
+		t.Errorf("the kernel counted %d of %d rules (fix the steps)", counted, len(keys))
+	}
+}
+
+// compareNatConntrack compares `conntrack -L` of the translated
+// connections, addresses named, timeouts and the client's ports dropped.
+func compareNatConntrack(t *testing.T, tw *twins) {
+	t.Helper()
+	lists := map[string][]string{}
+	var mu sync.Mutex
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		argv := []string{"conntrack", "-L", "-d", tp.FwIn.IPv4.String()}
+		if kind == "xfw" {
+			argv = append([]string{fw.bin}, argv...)
+		}
+		res, err := nettest.Exec(tp.FwNS, argv...)
+		if err != nil || res.ExitCode != 0 {
+			t.Errorf("%s conntrack -L: %v %v", kind, err, res)
+			return
+		}
+		var lines []string
+		for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 3 {
+				continue
+			}
+			f = append(f[:2], f[3:]...) // the timeout ticks
+			for i, w := range f {
+				k, v, ok := strings.Cut(w, "=")
+				if !ok {
+					continue
+				}
+				if a, err := netip.ParseAddr(v); err == nil {
+					f[i] = k + "=" + natName(tp, a)
+				} else if p, err := strconv.Atoi(v); err == nil && p >= 32768 && p != 40053 {
+					f[i] = k + "=EPHEMERAL"
+				}
+			}
+			lines = append(lines, strings.Join(f, " "))
+		}
+		sort.Strings(lines)
+		mu.Lock()
+		lists[kind] = lines
+		mu.Unlock()
+	})
+	k, x := strings.Join(lists["kernel"], "\n"), strings.Join(lists["xfw"], "\n")
+	if k != x {
+		t.Errorf("conntrack -L differs:\nkernel:\n%s\nxfw:\n%s", k, x)
+	} else {
+		t.Logf("conntrack -L:\n%s", k)
+	}
+	if len(lists["kernel"]) < 4 {
+		t.Errorf("the kernel lists %d translated connections, want 4", len(lists["kernel"]))
+	}
+}
