@@ -259,3 +259,136 @@ func compareNatConntrack(t *testing.T, tw *twins) {
 		t.Errorf("the kernel lists %d translated connections, want 4", len(lists["kernel"]))
 	}
 }
+
+// TestDNATChecksums checks the checksums of translated packets through
+// both twins: a socket's segments from gen (a partial checksum on veth:
+// the field holds the pseudo-header sum), raw frames with full checksums
+// (translated at XDP), and sink's replies with full checksums (sink's
+// transmit checksumming off; translated back at TC egress). Every TCP
+// and UDP frame gen and sink receive must carry a consistent checksum,
+// full or partial, and the kinds must be the kernel's.
+func TestDNATChecksums(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ethtool")
+	tw := newTwins(t, xfwPath(t))
+	kinds := map[string][]string{}
+	var mu sync.Mutex
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		fw.restore(t, tp, 4, strings.ReplaceAll(natRuleset, "10.X.", fmt.Sprintf("10.%d.", tp.Subnet)))
+		if res, err := nettest.Exec(tp.SinkNS, "ethtool", "-K", tp.Sink.Ifname, "tx", "off"); err != nil || res.ExitCode != 0 {
+			t.Errorf("%s: ethtool: %v %v", kind, err, res)
+			return
+		}
+		l4 := func(c nettest.Captured) bool {
+			return !c.Outgoing && (c.Protocol == nettest.ProtoTCP || c.Protocol == nettest.ProtoUDP)
+		}
+		atSink := nettest.StartCapture(t, tp.SinkNS, tp.Sink.Ifname, l4)
+		atGen := nettest.StartCapture(t, tp.GenNS, tp.Gen.Ifname, l4)
+		natTCP("sink", func(tp *nettest.Topology) netip.AddrPort {
+			return netip.AddrPortFrom(natAddr(tp, 2, 2), 80)
+		}, 8080)(t, tp)
+		srv := nettest.StartTCPServer(t, tp.SinkNS, netip.AddrPortFrom(natAddr(tp, 2, 2), 8081))
+		defer srv.Close()
+		fwin := natAddr(tp, 1, 1)
+		syn := nettest.TCPPacket(netip.AddrPortFrom(tp.Gen.IPv4, 41000), netip.AddrPortFrom(fwin, 8081),
+			nettest.TCPSyn, 7, nil)
+		udp := nettest.UDPPacket(netip.AddrPortFrom(tp.Gen.IPv4, 41001), netip.AddrPortFrom(fwin, 5353),
+			[]byte("full-checksum"))
+		if err := tp.InjectFromGen(tp.GenToFw().Frame(syn), tp.GenToFw().Frame(udp)); err != nil {
+			t.Errorf("%s: inject: %v", kind, err)
+		}
+		if _, ok := atGen.WaitFor(func(c nettest.Captured) bool { return c.DstPort == 41000 }, 2*time.Second); !ok {
+			t.Errorf("%s: no SYN-ACK for the raw SYN", kind)
+		}
+		if _, ok := atSink.WaitFor(func(c nettest.Captured) bool { return c.SrcPort == 41001 }, 2*time.Second); !ok {
+			t.Errorf("%s: the raw datagram did not reach sink", kind)
+		}
+		var got []string
+		for where, c := range map[string]*nettest.Capture{"sink": atSink, "gen": atGen} {
+			for _, f := range c.Stop() {
+				got = append(got, fmt.Sprintf("%s %s %s", where, natFrameName(tp, f), checksumKind(f.Raw)))
+			}
+		}
+		sort.Strings(got)
+		got = slicesCompact(got)
+		mu.Lock()
+		kinds[kind] = got
+		mu.Unlock()
+	})
+	k, x := strings.Join(kinds["kernel"], "\n"), strings.Join(kinds["xfw"], "\n")
+	if k != x {
+		t.Errorf("checksums differ:\nkernel:\n%s\nxfw:\n%s", k, x)
+	} else {
+		t.Logf("checksums:\n%s", k)
+	}
+	for _, line := range kinds["xfw"] {
+		if strings.HasSuffix(line, " bad") {
+			t.Errorf("xfw: %s", line)
+		}
+	}
+	if !strings.Contains(x, "full") || !strings.Contains(x, "partial") {
+		t.Errorf("xfw: want both full and partial checksums checked, got:\n%s", x)
+	}
+}
+
+// natFrameName names a captured frame's protocol and endpoints for
+// comparisons between the twins (ephemeral ports dropped).
+func natFrameName(tp *nettest.Topology, f nettest.Captured) string {
+	port := func(p uint16) string {
+		if p >= 32768 && p != 41000 && p != 41001 { // the raw frames' ports stay
+			return "EPHEMERAL"
+		}
+		return strconv.Itoa(int(p))
+	}
+	return fmt.Sprintf("proto %d %s:%s>%s:%s", f.Protocol, natName(tp, f.Src), port(f.SrcPort),
+		natName(tp, f.Dst), port(f.DstPort))
+}
+
+// checksumKind says whether an Ethernet frame's IPv4 header checksum and
+// transport checksum are a valid full checksum ("full"), a partial one
+// (the field holds the pseudo-header sum: "partial"), or neither ("bad").
+func checksumKind(frame []byte) string {
+	const ethLen = 14
+	if len(frame) < ethLen+20 {
+		return "bad"
+	}
+	ip := frame[ethLen:]
+	ihl := int(ip[0]&0xf) * 4
+	total := int(ip[2])<<8 | int(ip[3])
+	if total > len(ip) || ihl < 20 || total < ihl {
+		return "bad"
+	}
+	if nettest.Checksum(ip[:ihl]) != 0 {
+		return "bad"
+	}
+	seg := ip[ihl:total]
+	csoff := 16
+	if ip[9] == nettest.ProtoUDP {
+		csoff = 6
+	}
+	if len(seg) < csoff+2 {
+		return "bad"
+	}
+	var pseudo []byte
+	pseudo = append(pseudo, ip[12:20]...)
+	pseudo = append(pseudo, 0, ip[9], byte(len(seg)>>8), byte(len(seg)))
+	if nettest.Checksum(append(append([]byte(nil), pseudo...), seg...)) == 0 {
+		return "full"
+	}
+	field := uint16(seg[csoff])<<8 | uint16(seg[csoff+1])
+	if field == ^nettest.Checksum(pseudo) {
+		return "partial"
+	}
+	return "bad"
+}
+
+// slicesCompact drops adjacent duplicates of a sorted slice.
+func slicesCompact(s []string) []string {
+	var out []string
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
