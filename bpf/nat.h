@@ -19,9 +19,13 @@
  *    get_unique_tuple no choice; the kernel's confirmation then fails).
  *  - Later packets: the original direction is translated before the
  *    route lookup (xfw_nat_pre_xdp, by the wire tuple in xfw_nat), the
- *    reply direction after the verdict (xfw_nat_post_xdp at XDP for
- *    forwarded replies, xfw_nat_post_tc at TC egress for the host's own),
- *    as the kernel's source manipulation runs at POSTROUTING.
+ *    reply direction at TC egress after the verdict (xfw_nat_fwd_tc for
+ *    forwarded replies, judged at ingress; xfw_nat_post_tc for the host's
+ *    own after OUTPUT), where the kernel's source manipulation runs
+ *    (POSTROUTING: the routing decision never sees the host's own
+ *    address as a forwarded packet's source).
+ *  - Not translated (docs/differences.md): ICMP errors about a translated
+ *    connection, fragments (dropped: no half translation).
  *  - Checksums are updated incrementally (RFC 1624). At XDP the skb's
  *    ip_summed is not visible: a transport checksum field holding
  *    exactly the pseudo-header sum is taken for a partial checksum
@@ -275,7 +279,7 @@ static __always_inline struct xfw_ct_entry *xfw_nat_conn(struct xfw_ct_key *k)
 }
 
 /* xfw_nat_translatable reports whether p can be translated: IPv4 TCP or
- * UDP with its ports, not a fragment. */
+ * UDP with its ports, not a fragment (a DNAT of a fragment drops it). */
 static __always_inline int xfw_nat_translatable(struct xfw_pkt *p)
 {
 	return p->fam == 0 && (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP) &&

@@ -12,7 +12,8 @@
  *     the FORWARD hook (no route, forwarding off, TTL ≤ 1, too big with DF)
  *     is passed unjudged, as netfilter never sees it (route.h).
  *   TC egress: only locally generated packets (skb->ingress_ifindex == 0)
- *     → OUTPUT; forwarded packets were judged once, at ingress.
+ *     → OUTPUT; forwarded packets were judged once, at ingress (a reply
+ *     of a DNAT connection gets its source back there: nat.h).
  *
  * Stages: parse.h (fields) → ct.h (connection tracking, when the ruleset
  * uses it) → classify.h (LBVS, counters) → reject.h (REJECT replies) →
