@@ -32,6 +32,9 @@
  *    (CHECKSUM_PARTIAL of a veth peer) and updated as one; at TC the
  *    kernel's helpers know.
  *
+ * REDIRECT is a DNAT to the input interface's primary address
+ * (xfw_nat_ifaddr; none: dropped, as the kernel drops it).
+ *
  * Tables: xfw_nat (LRU hash) maps the original direction's wire tuple to
  * the connection's key and translation; an entry whose connection is
  * gone is deleted by the lookup that finds it. xfw_nat_on turns the
@@ -44,7 +47,8 @@
  * and the skb helpers (TC). Addresses and ports are host order, as in
  * struct xfw_pkt.
  *
- * Includes: common.h, parse.h, ct.h (its maps, keys and scratch).
+ * Includes: common.h, parse.h, ct.h (its maps, keys and scratch),
+ * xfw_maps.h (xfw_ifinfo).
  */
 #ifndef XFW_NAT_H
 #define XFW_NAT_H
@@ -56,6 +60,7 @@
 #include "common.h"
 #include "parse.h"
 #include "ct.h"
+#include "xfw_maps.h"
 
 /* The original direction's wire tuple of a translated connection. */
 struct xfw_nat_key {
@@ -107,6 +112,22 @@ struct {
 	__type(value, __u32);
 	__uint(max_entries, 1);
 } xfw_nat_on SEC(".maps");
+
+/* REDIRECT's addresses: ifindex → the interface's primary IPv4 address
+ * (host order), filled by the control plane with the local addresses
+ * (internal/dataplane/nat.go). */
+#define XFW_NAT_IFADDRS 4096
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, XFW_NAT_IFADDRS);
+} xfw_nat_ifaddr SEC(".maps");
+
+/* An XFW_ACT_DNAT entry's address for REDIRECT: the input interface's
+ * primary address (nf_nat_redirect_ipv4; compiler.RedirectAddr). */
+#define XFW_NAT_REDIRECT 0
 
 /* Offsets in the IPv4 header (from its checksum) and the transport
  * headers. */
@@ -331,6 +352,24 @@ __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pk
 	if (!ctx || !p || !cs || !np)
 		return -1;
 	np->pending = 0;
+	if (addr == XFW_NAT_REDIRECT) {
+		__u32 iif = ctx->ingress_ifindex, *a;
+
+		/* A VLAN's packets come in on its parent: the VLAN device is
+		 * the input interface (xfw_ifinfo). */
+		if (p->vlan) {
+			__u64 key = (__u64)iif | ((__u64)p->vlan << 32);
+			struct xfw_ifinfo *ifi = bpf_map_lookup_elem(&xfw_ifinfo, &key);
+
+			if (!ifi)
+				return -1;
+			iif = ifi->ifindex;
+		}
+		a = bpf_map_lookup_elem(&xfw_nat_ifaddr, &iif);
+		if (!a || !*a)
+			return -1; /* no address: the kernel drops it */
+		addr = *a;
+	}
 	if (!xfw_nat_translatable(p) || cs->pending != XFW_CTP_CREATE)
 		return -1;
 	if (!port)

@@ -180,7 +180,7 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 					// Falling off the goto'd chain returns from this one.
 					fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActContinue, nextLabel: ret})
 				}
-			case ir.TargetDNAT:
+			case ir.TargetDNAT, ir.TargetRedirect:
 				if err := fl.dnatEntry(&base, r); err != nil {
 					return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 				}

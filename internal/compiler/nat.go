@@ -11,49 +11,66 @@ import (
 //
 // DNAT in nat PREROUTING is an entry of its own action (ActDNAT): a
 // terminal entry whose Next carries the new IPv4 address (host order) and
-// Aux the new port (0: the packet's own). The data plane translates the
+// Aux the new port (0: the packet's own). REDIRECT is a DNAT to the input
+// interface's primary address (Next RedirectAddr), as nf_nat_redirect_ipv4
+// picks it (the data plane's xfw_nat_ifaddr, filled by the control plane
+// with the local addresses). The data plane translates the
 // connection's first packet, routes it again (the kernel's PREROUTING runs
 // before its routing decision) and resumes the walk of the chain that
 // route picks after its nat PREROUTING segment (Layout.NatResume). The
 // translation is kept with the connection and applied to both directions.
 //
 // What the data plane translates, and so what is accepted: IPv4, one
-// address (--to-destination ADDR or ADDR:PORT), in a rule restricted to
-// TCP or UDP. Address and port ranges, --random, --persistent, DNAT
-// outside PREROUTING (nat OUTPUT), SNAT, MASQUERADE and REDIRECT are
-// refused, and so are conntrack options a translation changes the
+// address (--to-destination ADDR or ADDR:PORT) or REDIRECT with at most
+// one port, in a rule restricted to TCP or UDP. Address and port ranges,
+// --random, --persistent, DNAT and REDIRECT outside PREROUTING (nat
+// OUTPUT), SNAT and MASQUERADE are refused, and so are conntrack options a translation changes the
 // meaning of (--ctstate SNAT/DNAT, --ctreplsrc), in a ruleset with DNAT.
 
-// dnatEntry sets e's action for rule r's DNAT target, refusing what the
-// data plane cannot translate.
+// RedirectAddr is an ActDNAT entry's address for REDIRECT: the primary
+// IPv4 address of the packet's input interface (0.0.0.0, which DNAT never
+// translates to).
+const RedirectAddr = 0
+
+// dnatEntry sets e's action for rule r's DNAT or REDIRECT target,
+// refusing what the data plane cannot translate.
 func (fl *flattener) dnatEntry(e *Entry, r *ir.Rule) error {
+	name := "DNAT"
+	if r.Target.Kind == ir.TargetRedirect {
+		name = "REDIRECT"
+	}
 	if !fl.natPrerouting {
-		return errors.New("target DNAT is supported by xfw's data plane in nat PREROUTING only")
+		return fmt.Errorf("target %s is supported by xfw's data plane in nat PREROUTING only", name)
 	}
 	if fl.rs.Family != ir.IPv4 {
-		return errors.New("target DNAT is not supported by xfw's data plane for IPv6 yet")
+		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet", name)
 	}
 	if !r.Proto.Set || r.Proto.Invert || (r.Proto.Num != protoTCP && r.Proto.Num != protoUDP) {
-		return errors.New("target DNAT is supported by xfw's data plane in rules matching -p tcp or -p udp only")
+		return fmt.Errorf("target %s is supported by xfw's data plane in rules matching -p tcp or -p udp only", name)
 	}
 	n := r.Target.Nat
-	if n == nil || n.Flags&ir.NatMapIPs == 0 || n.MinAddr != n.MaxAddr || !n.MinAddr.Is4() {
-		return errors.New("target DNAT is supported by xfw's data plane with one IPv4 address only")
+	if n == nil {
+		n = &ir.NatRange{}
 	}
 	if n.Flags&(ir.NatRandom|ir.NatPersistent|ir.NatRandomFully|ir.NatProtoOffset) != 0 {
-		return errors.New("target DNAT: --random, --persistent and port maps are not supported by xfw's data plane yet")
+		return fmt.Errorf("target %s: --random, --persistent and port maps are not supported by xfw's data plane yet", name)
+	}
+	addr := uint32(RedirectAddr)
+	if r.Target.Kind == ir.TargetDNAT {
+		if n.Flags&ir.NatMapIPs == 0 || n.MinAddr != n.MaxAddr || !n.MinAddr.Is4() || n.MinAddr.IsUnspecified() {
+			return errors.New("target DNAT is supported by xfw's data plane with one IPv4 address only")
+		}
+		a := n.MinAddr.As4()
+		addr = uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
 	}
 	port := uint16(0)
 	if n.Flags&ir.NatProtoSpecified != 0 {
 		if n.MinPort != n.MaxPort || n.MinPort == 0 {
-			return errors.New("target DNAT is supported by xfw's data plane with one port only")
+			return fmt.Errorf("target %s is supported by xfw's data plane with one port only", name)
 		}
 		port = n.MinPort
 	}
-	a := n.MinAddr.As4()
-	e.Action = ActDNAT
-	e.Next = uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
-	e.Aux = port
+	e.Action, e.Next, e.Aux = ActDNAT, addr, port
 	return nil
 }
 
@@ -63,7 +80,7 @@ const (
 	protoUDP = 17
 )
 
-// usesDNAT reports whether rs's nat table has a DNAT rule.
+// usesDNAT reports whether rs's nat table has a DNAT or REDIRECT rule.
 func usesDNAT(rs *ir.Ruleset) bool {
 	t := rs.TableByName(ir.TableNat)
 	if t == nil {
@@ -71,7 +88,7 @@ func usesDNAT(rs *ir.Ruleset) bool {
 	}
 	for _, c := range t.Chains {
 		for _, r := range c.Rules {
-			if r.Target.Kind == ir.TargetDNAT {
+			if r.Target.Kind == ir.TargetDNAT || r.Target.Kind == ir.TargetRedirect {
 				return true
 			}
 		}

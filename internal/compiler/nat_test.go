@@ -69,6 +69,11 @@ func TestDNATRefusals(t *testing.T) {
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 10.0.0.2 --random"}},
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 10.0.0.2 --persistent"}},
 		{ir.IPv4, []string{"-t nat -A OUTPUT -p tcp -j DNAT --to-destination 10.0.0.2"}},
+		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 0.0.0.0"}},
+		{ir.IPv4, []string{"-t nat -A OUTPUT -p tcp -j REDIRECT --to-ports 8080"}},
+		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j REDIRECT --to-ports 8080-8090"}},
+		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j REDIRECT --random"}},
+		{ir.IPv4, []string{"-t nat -A PREROUTING -j REDIRECT"}},
 		{ir.IPv4, []string{"-t nat -N sub", "-t nat -A sub -p tcp -j DNAT --to-destination 10.0.0.2",
 			"-t nat -A OUTPUT -j sub"}},
 		{ir.IPv6, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [fd00::2]"}},
@@ -87,14 +92,28 @@ func TestDNATRefusals(t *testing.T) {
 }
 
 // TestDNATAccepted checks forms that compile: a user chain reached from
-// PREROUTING, conntrack options a DNAT does not change.
+// PREROUTING, REDIRECT, conntrack options a DNAT does not change.
 func TestDNATAccepted(t *testing.T) {
 	rs := parseRuleset(t, ir.IPv4,
 		"-t nat -N fwd",
 		"-t nat -A fwd -p udp --dport 53 -j DNAT --to-destination 10.0.0.2:5353",
 		"-t nat -A PREROUTING -i eth0 -j fwd",
+		"-t nat -A PREROUTING -p tcp --dport 80 -j REDIRECT --to-ports 3128",
+		"-t nat -A PREROUTING -p udp --dport 53 -j REDIRECT",
 		"-A FORWARD -m conntrack --ctorigdst 10.0.0.1 --ctorigdstport 53 -j ACCEPT")
-	if _, err := Compile(rs, Options{}); err != nil {
+	g, err := Compile(rs, Options{})
+	if err != nil {
 		t.Fatal(err)
+	}
+	var redirects []uint16
+	for _, e := range g.Entries {
+		if e.Action == ActDNAT && e.Next == RedirectAddr {
+			redirects = append(redirects, e.Aux)
+		}
+	}
+	// REDIRECT --to-ports 3128 and a REDIRECT keeping the port, in the
+	// INPUT and FORWARD walks.
+	if len(redirects) != 4 || redirects[0] != 3128 || redirects[1] != 0 {
+		t.Errorf("REDIRECT entries' ports %v, want [3128 0 3128 0]", redirects)
 	}
 }

@@ -117,7 +117,7 @@ func checkOtherTables(rs *ir.Ruleset) error {
 			for i, r := range c.Rules {
 				switch r.Target.Kind {
 				case ir.TargetNone, ir.TargetAccept, ir.TargetDrop, ir.TargetReturn, ir.TargetJump,
-					ir.TargetGoto, ir.TargetLog, ir.TargetDNAT:
+					ir.TargetGoto, ir.TargetLog, ir.TargetDNAT, ir.TargetRedirect:
 				default:
 					return fmt.Errorf("table %s chain %s rule %d: target %s is not supported by xfw's data plane yet",
 						t.Table, c.Name, i+1, targetName(r.Target.Kind))

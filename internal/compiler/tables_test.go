@@ -209,7 +209,6 @@ func TestTableSegmentViews(t *testing.T) {
 func TestTableRefusals(t *testing.T) {
 	for _, rule := range []string{
 		"-t nat -A POSTROUTING -j MASQUERADE",
-		"-t nat -A OUTPUT -p tcp -j REDIRECT --to-ports 8080",
 		"-t nat -A POSTROUTING -j SNAT --to-source 10.0.0.1",
 	} {
 		rs := parseRuleset(t, ir.IPv4, rule)

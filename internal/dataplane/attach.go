@@ -542,5 +542,8 @@ func RefreshLocal() error {
 		return err
 	}
 	defer cur.Close()
-	return fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"])
+	if err := fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"]); err != nil {
+		return err
+	}
+	return fillNatAddrs(cur.maps["xfw_nat_ifaddr"])
 }
