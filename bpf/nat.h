@@ -70,18 +70,25 @@ struct xfw_nat_key {
 	__u8 pad[3];
 };
 
-/* Its translation: the connection's key and the new destination. */
+/* Its translation: the connection's key and the new destination; kind
+ * says whose: XFW_NAT_F_DST a DNAT's original direction, XFW_NAT_F_SRC
+ * an SNAT's reply direction (the wire tuple is the reply's). */
 struct xfw_nat_val {
 	struct xfw_ct_key ct;
 	__u32 to_addr;
 	__u16 to_port;
-	__u16 pad;
+	__u8 kind;
+	__u8 pad;
 };
 
-/* A first packet's translation waiting for the verdict. */
+/* A first packet's translations waiting for the verdict: [XFW_NAT_PD] the
+ * DNAT's, [XFW_NAT_PS] the SNAT's; pending has XFW_NAT_F_DST and
+ * XFW_NAT_F_SRC for those waiting. */
+#define XFW_NAT_PD 0
+#define XFW_NAT_PS 1
 struct xfw_nat_pend {
-	struct xfw_nat_key key;
-	struct xfw_nat_val val;
+	struct xfw_nat_key key[2];
+	struct xfw_nat_val val[2];
 	struct xfw_ct_key fwd; /* xfw_nat_fwd_tc's key */
 	__u32 pending;
 	__u32 pad;
@@ -307,9 +314,22 @@ static __always_inline int xfw_nat_translatable(struct xfw_pkt *p)
 	       p->sport < 65536 && p->dport < 65536 && !p->fragmented;
 }
 
+/* xfw_nat_owns reports whether connection v still holds the translation
+ * of kind whose wire destination is addr:port (a mapping outliving its
+ * connection is not). */
+static __always_inline int xfw_nat_owns(struct xfw_ct_val *v, __u32 kind, __u32 addr, __u32 port)
+{
+	if (!(v->nat_flags & kind))
+		return 0;
+	if (kind == XFW_NAT_F_DST)
+		return v->nat_addr == addr && v->nat_port == port;
+	return v->snat_addr == addr && v->snat_port == port;
+}
+
 /* xfw_nat_pre_xdp translates, before the route lookup, the destination of
- * an original-direction packet of a translated connection. Returns 1 when
- * it did. A global function. */
+ * a packet of a translated connection: a DNAT's original direction, an
+ * SNAT's replies (the kernel's PREROUTING). Returns 1 when it did. A
+ * global function. */
 __attribute__((noinline)) int xfw_nat_pre_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
 {
 	struct xfw_nat_key k = {};
@@ -327,8 +347,7 @@ __attribute__((noinline)) int xfw_nat_pre_xdp(struct xdp_md *ctx, struct xfw_pkt
 	if (!v)
 		return 0;
 	e = xfw_nat_conn(&v->ct);
-	if (!e || !(e->v.nat_flags & XFW_NAT_F_DST) || e->v.nat_addr != k.daddr ||
-	    e->v.nat_port != k.dport) {
+	if (!e || !xfw_nat_owns(&e->v, v->kind, k.daddr, k.dport)) {
 		/* Its connection is gone: the packet opens a new one. */
 		bpf_map_delete_elem(&xfw_nat, &k);
 		return 0;
@@ -351,7 +370,7 @@ __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pk
 
 	if (!ctx || !p || !cs || !np)
 		return -1;
-	np->pending = 0;
+	np->pending = 0; /* the first translation of the packet */
 	if (addr == XFW_NAT_REDIRECT) {
 		__u32 iif = ctx->ingress_ifindex, *a;
 
@@ -374,30 +393,31 @@ __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pk
 		return -1;
 	if (!port)
 		port = p->dport;
-	__builtin_memset(&np->key, 0, sizeof(np->key));
-	np->key.saddr = p->src_lo;
-	np->key.daddr = p->dst_lo;
-	np->key.sport = p->sport;
-	np->key.dport = p->dport;
-	np->key.proto = p->proto;
-	srcb = xfw_ct_mkkey(&np->val.ct, 0, p->proto, 0, p->src_lo, p->sport, 0, addr, port);
-	if (xfw_nat_conn(&np->val.ct))
+	__builtin_memset(&np->key[XFW_NAT_PD], 0, sizeof(np->key[XFW_NAT_PD]));
+	np->key[XFW_NAT_PD].saddr = p->src_lo;
+	np->key[XFW_NAT_PD].daddr = p->dst_lo;
+	np->key[XFW_NAT_PD].sport = p->sport;
+	np->key[XFW_NAT_PD].dport = p->dport;
+	np->key[XFW_NAT_PD].proto = p->proto;
+	srcb = xfw_ct_mkkey(&np->val[XFW_NAT_PD].ct, 0, p->proto, 0, p->src_lo, p->sport, 0, addr, port);
+	if (xfw_nat_conn(&np->val[XFW_NAT_PD].ct))
 		return -1; /* the translated tuple is taken */
-	np->val.to_addr = addr;
-	np->val.to_port = port;
-	np->val.pad = 0;
+	np->val[XFW_NAT_PD].to_addr = addr;
+	np->val[XFW_NAT_PD].to_port = port;
+	np->val[XFW_NAT_PD].kind = XFW_NAT_F_DST;
+	np->val[XFW_NAT_PD].pad = 0;
 	cs->nv.nat_addr = p->dst_lo;
 	cs->nv.nat_port = p->dport;
 	cs->nv.nat_flags = XFW_NAT_F_DST;
 	if (xfw_nat_rewrite_xdp(ctx, p, 1, addr, port))
 		return -1;
-	cs->key = np->val.ct;
+	cs->key = np->val[XFW_NAT_PD].ct;
 	p->ct_rsport = port; /* the reply tuple comes from the new port */
 	if (srcb)
 		cs->nv.status |= XFW_CTST_ORIG_B;
 	else
 		cs->nv.status &= ~XFW_CTST_ORIG_B;
-	np->pending = 1;
+	np->pending = XFW_NAT_F_DST;
 	return 0;
 }
 
@@ -410,8 +430,11 @@ static __always_inline void xfw_nat_confirm(void)
 
 	if (!np || !np->pending)
 		return;
+	if (np->pending & XFW_NAT_F_DST)
+		bpf_map_update_elem(&xfw_nat, &np->key[XFW_NAT_PD], &np->val[XFW_NAT_PD], BPF_ANY);
+	if (np->pending & XFW_NAT_F_SRC)
+		bpf_map_update_elem(&xfw_nat, &np->key[XFW_NAT_PS], &np->val[XFW_NAT_PS], BPF_ANY);
 	np->pending = 0;
-	bpf_map_update_elem(&xfw_nat, &np->key, &np->val, BPF_ANY);
 	if (!xfw_nat_enabled())
 		bpf_map_update_elem(&xfw_nat_on, &zero, &one, BPF_ANY);
 }
@@ -437,32 +460,31 @@ static __always_inline void xfw_nat_undo_xdp(struct xdp_md *ctx, struct xfw_pkt 
 
 	if (!np || !np->pending)
 		return;
+	if (np->pending & XFW_NAT_F_DST)
+		xfw_nat_rewrite_xdp(ctx, p, 1, np->key[XFW_NAT_PD].daddr, np->key[XFW_NAT_PD].dport);
 	np->pending = 0;
-	xfw_nat_rewrite_xdp(ctx, p, 1, np->key.daddr, np->key.dport);
 }
 
-/* xfw_nat_reply_to returns, for an accepted reply-direction packet of a
- * translated connection (tracked into cs), the source it must be given
- * back: addr << 16 | port in *to. Returns 1 when there is one. */
-static __always_inline int xfw_nat_reply_to(struct xfw_pkt *p, struct xfw_ct_scratch *cs,
-					    __u64 *to)
+/* xfw_nat_src_of returns the source a leaving packet of connection e
+ * takes, in direction reply: a DNAT's replies its original destination,
+ * an SNAT's original direction the translated source; addr << 16 | port
+ * in *to. Returns 1 when there is one. */
+static __always_inline int xfw_nat_src_of(struct xfw_ct_entry *e, int reply, __u64 *to)
 {
-	struct xfw_ct_entry *e;
-	__u32 st = p->ct & 7;
-
-	if (!xfw_nat_enabled() || !xfw_nat_translatable(p) || !(p->ct & XFW_CTV_DIR_REPLY))
-		return 0;
-	if (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED)
-		return 0;
-	e = xfw_nat_conn(&cs->key);
-	if (!e || !(e->v.nat_flags & XFW_NAT_F_DST))
-		return 0;
-	*to = (__u64)e->v.nat_addr << 16 | e->v.nat_port;
-	return 1;
+	if (reply && (e->v.nat_flags & XFW_NAT_F_DST)) {
+		*to = (__u64)e->v.nat_addr << 16 | e->v.nat_port;
+		return 1;
+	}
+	if (!reply && (e->v.nat_flags & XFW_NAT_F_SRC)) {
+		*to = (__u64)e->v.snat_addr << 16 | e->v.snat_port;
+		return 1;
+	}
+	return 0;
 }
 
-/* xfw_nat_fwd_tc gives a forwarded reply of a translated connection its
- * original source back as it leaves (the kernel's POSTROUTING: after the
+/* xfw_nat_fwd_tc gives a forwarded packet of a translated connection its
+ * source as it leaves (a DNAT's replies the original destination, an
+ * SNAT's original direction the new source) (the kernel's POSTROUTING: after the
  * routing decision, which must not see a source of the host's own). p is
  * the parsed packet, judged at ingress. Returns -1 when the packet must
  * be dropped (the write failed). A global function. */
@@ -475,25 +497,34 @@ __attribute__((noinline)) int xfw_nat_fwd_tc(struct __sk_buff *skb, struct xfw_p
 
 	if (!skb || !p || !np || !xfw_nat_translatable(p))
 		return 0;
+	__u64 to = 0;
+
 	srcb = xfw_ct_mkkey(&np->fwd, 0, p->proto, 0, p->src_lo, p->sport, 0, p->dst_lo, p->dport);
 	e = xfw_nat_conn(&np->fwd);
-	if (!e || !(e->v.nat_flags & XFW_NAT_F_DST))
+	if (!e || !xfw_nat_src_of(e, srcb != !!(e->v.status & XFW_CTST_ORIG_B), &to))
 		return 0;
-	/* The original direction was translated before routing. */
-	if (srcb == !!(e->v.status & XFW_CTST_ORIG_B))
-		return 0;
-	return xfw_nat_rewrite_tc(skb, p, 0, e->v.nat_addr, e->v.nat_port);
+	return xfw_nat_rewrite_tc(skb, p, 0, to >> 16, to & 0xffff);
 }
 
-/* xfw_nat_post_tc gives an accepted reply of a translated connection its
- * original source back: the host's own replies, at TC egress. Returns -1
- * when the packet must be dropped (the write failed). A global function. */
+/* xfw_nat_post_tc gives an accepted packet of the host's own, at TC egress
+ * after OUTPUT, its translated source: a reply in a DNAT connection its
+ * original destination, an SNAT connection's packet the new source.
+ * Returns -1 when the packet must be dropped (the write failed). A global
+ * function. */
 __attribute__((noinline)) int xfw_nat_post_tc(struct __sk_buff *skb, struct xfw_pkt *p,
 					      struct xfw_ct_scratch *cs)
 {
+	struct xfw_ct_entry *e;
+	__u32 st;
 	__u64 to = 0;
 
-	if (!skb || !p || !cs || !xfw_nat_reply_to(p, cs, &to))
+	if (!skb || !p || !cs || !xfw_nat_enabled() || !xfw_nat_translatable(p))
+		return 0;
+	st = p->ct & 7;
+	if (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED)
+		return 0;
+	e = xfw_nat_conn(&cs->key);
+	if (!e || !xfw_nat_src_of(e, !!(p->ct & XFW_CTV_DIR_REPLY), &to))
 		return 0;
 	return xfw_nat_rewrite_tc(skb, p, 0, to >> 16, to & 0xffff);
 }

@@ -44,6 +44,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "tcpopt.h"
 #include "ip6ext.h"
 #include "nat.h"
+#include "nat_snat.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The Ethernet broadcast address as a 48-bit number. */
@@ -263,6 +264,10 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		chain = (route >> 32) & 0xff;
 		oif = (__u32)route;
 	}
+	/* nat POSTROUTING's SNAT or MASQUERADE (nat_snat.h). */
+	if (verdict == XFW_ACT_SNAT)
+		verdict = cs && !xfw_nat_snat(p, cs, st->nat_addr, st->nat_port, oif) ? XFW_ACT_ACCEPT
+										 : XFW_ACT_DROP;
 	if (verdict == XFW_ACT_ACCEPT && cs) {
 		xfw_ct_confirm(cs);
 		xfw_nat_confirm();
@@ -437,8 +442,16 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		xfw_ext6_tc(skb, p, st->slot);
 		verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
 	}
-	if (verdict == XFW_ACT_ACCEPT && cs)
+	/* nat POSTROUTING's SNAT or MASQUERADE (nat_snat.h). */
+	if (verdict == XFW_ACT_SNAT)
+		verdict = cs && !xfw_nat_snat(p, cs, st->nat_addr, st->nat_port, oif) ? XFW_ACT_ACCEPT
+										 : XFW_ACT_DROP;
+	if (verdict == XFW_ACT_ACCEPT && cs) {
 		xfw_ct_confirm_out(p, cs, oif);
+		xfw_nat_confirm();
+	} else {
+		xfw_nat_cancel();
+	}
 	if (st->nlogs)
 		xfw_emit_logs_tc(skb, p, st, XFW_CHAIN_OUTPUT, 0, oif);
 	switch (verdict) {

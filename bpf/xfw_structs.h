@@ -293,6 +293,11 @@ struct xfw_ct_val {
 	__u16 nat_port;
 	__u8 nat_flags;
 	__u8 nat_pad;
+	/* With XFW_NAT_F_SRC: the translated source (the key holds the
+	 * original one). */
+	__u32 snat_addr;
+	__u16 snat_port;
+	__u16 snat_pad;
 };
 
 /* Value of both connection tables (xfw_ct of assured connections, xfw_ct_new

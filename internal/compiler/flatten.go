@@ -91,8 +91,8 @@ type flattener struct {
 	// natPrerouting is set while the walk's nat PREROUTING segment is
 	// flattened (DNAT may be used there); natResume are the walks'
 	// resume positions after it (Layout.NatResume).
-	natPrerouting bool
-	natResume     [NumChains]uint32
+	natPrerouting, natPostrouting bool
+	natResume                     [NumChains]uint32
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with
@@ -180,8 +180,8 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 					// Falling off the goto'd chain returns from this one.
 					fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActContinue, nextLabel: ret})
 				}
-			case ir.TargetDNAT, ir.TargetRedirect:
-				if err := fl.dnatEntry(&base, r); err != nil {
+			case ir.TargetDNAT, ir.TargetRedirect, ir.TargetSNAT, ir.TargetMasquerade:
+				if err := fl.natEntry(&base, r); err != nil {
 					return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 				}
 				fl.emit(base)

@@ -1,7 +1,6 @@
 package compiler
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -32,21 +31,31 @@ import (
 // translates to).
 const RedirectAddr = 0
 
-// dnatEntry sets e's action for rule r's DNAT or REDIRECT target,
-// refusing what the data plane cannot translate.
-func (fl *flattener) dnatEntry(e *Entry, r *ir.Rule) error {
-	name := "DNAT"
-	if r.Target.Kind == ir.TargetRedirect {
-		name = "REDIRECT"
-	}
-	if !fl.natPrerouting {
-		return fmt.Errorf("target %s is supported by xfw's data plane in nat PREROUTING only", name)
+// MasqueradeAddr is an ActSNAT entry's address for MASQUERADE: the
+// output interface's primary IPv4 address.
+const MasqueradeAddr = 0
+
+// natTargetNames name the NAT targets in refusals.
+var natTargetNames = map[ir.TargetKind]string{ir.TargetDNAT: "DNAT", ir.TargetRedirect: "REDIRECT",
+	ir.TargetSNAT: "SNAT", ir.TargetMasquerade: "MASQUERADE"}
+
+// natEntry sets e's action for rule r's NAT target (DNAT or REDIRECT in
+// PREROUTING, SNAT or MASQUERADE in POSTROUTING), refusing what the data
+// plane cannot translate.
+func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
+	name := natTargetNames[r.Target.Kind]
+	source := r.Target.Kind == ir.TargetSNAT || r.Target.Kind == ir.TargetMasquerade
+	switch {
+	case !source && !fl.natPrerouting:
+		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat PREROUTING yet", name)
+	case source && !fl.natPostrouting:
+		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat POSTROUTING yet", name)
 	}
 	if fl.rs.Family != ir.IPv4 {
 		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet", name)
 	}
 	if !r.Proto.Set || r.Proto.Invert || (r.Proto.Num != protoTCP && r.Proto.Num != protoUDP) {
-		return fmt.Errorf("target %s is supported by xfw's data plane in rules matching -p tcp or -p udp only", name)
+		return fmt.Errorf("target %s is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp", name)
 	}
 	n := r.Target.Nat
 	if n == nil {
@@ -56,9 +65,9 @@ func (fl *flattener) dnatEntry(e *Entry, r *ir.Rule) error {
 		return fmt.Errorf("target %s: --random, --persistent and port maps are not supported by xfw's data plane yet", name)
 	}
 	addr := uint32(RedirectAddr)
-	if r.Target.Kind == ir.TargetDNAT {
+	if r.Target.Kind == ir.TargetDNAT || r.Target.Kind == ir.TargetSNAT {
 		if n.Flags&ir.NatMapIPs == 0 || n.MinAddr != n.MaxAddr || !n.MinAddr.Is4() || n.MinAddr.IsUnspecified() {
-			return errors.New("target DNAT is supported by xfw's data plane with one IPv4 address only")
+			return fmt.Errorf("target %s is not supported by xfw's data plane yet with other than one IPv4 address", name)
 		}
 		a := n.MinAddr.As4()
 		addr = uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
@@ -66,11 +75,14 @@ func (fl *flattener) dnatEntry(e *Entry, r *ir.Rule) error {
 	port := uint16(0)
 	if n.Flags&ir.NatProtoSpecified != 0 {
 		if n.MinPort != n.MaxPort || n.MinPort == 0 {
-			return fmt.Errorf("target %s is supported by xfw's data plane with one port only", name)
+			return fmt.Errorf("target %s is not supported by xfw's data plane yet with a port range", name)
 		}
 		port = n.MinPort
 	}
 	e.Action, e.Next, e.Aux = ActDNAT, addr, port
+	if source {
+		e.Action = ActSNAT
+	}
 	return nil
 }
 
@@ -80,15 +92,15 @@ const (
 	protoUDP = 17
 )
 
-// usesDNAT reports whether rs's nat table has a DNAT or REDIRECT rule.
-func usesDNAT(rs *ir.Ruleset) bool {
+// usesNAT reports whether rs's nat table has a NAT target.
+func usesNAT(rs *ir.Ruleset) bool {
 	t := rs.TableByName(ir.TableNat)
 	if t == nil {
 		return false
 	}
 	for _, c := range t.Chains {
 		for _, r := range c.Rules {
-			if r.Target.Kind == ir.TargetDNAT || r.Target.Kind == ir.TargetRedirect {
+			if _, ok := natTargetNames[r.Target.Kind]; ok {
 				return true
 			}
 		}
@@ -96,12 +108,13 @@ func usesDNAT(rs *ir.Ruleset) bool {
 	return false
 }
 
-// checkNatMatches refuses, in a ruleset with DNAT, the conntrack options
+// checkNatMatches refuses, in a ruleset with NAT, the conntrack options
 // whose answer a translation changes and the data plane does not give:
-// --ctstate SNAT and DNAT (the status bits are not in FieldCt) and
-// --ctreplsrc (compiled as the original destination).
+// --ctstate SNAT and DNAT (the status bits are not in FieldCt),
+// --ctreplsrc, --ctrepldst and --ctrepldstport (compiled from the
+// original tuple).
 func checkNatMatches(rs *ir.Ruleset) error {
-	if !usesDNAT(rs) {
+	if !usesNAT(rs) {
 		return nil
 	}
 	tables := append([]*ir.Ruleset{rs}, rs.Tables...)
@@ -116,8 +129,8 @@ func checkNatMatches(rs *ir.Ruleset) error {
 					if ct.States.Set && ct.States.Bits&(ir.CtStateSNAT|ir.CtStateDNAT) != 0 {
 						return natMatchErr(t, c, i, "--ctstate SNAT and DNAT")
 					}
-					if ct.ReplSrc.Set {
-						return natMatchErr(t, c, i, "--ctreplsrc")
+					if ct.ReplSrc.Set || ct.ReplDst.Set || ct.ReplDstPort.Set {
+						return natMatchErr(t, c, i, "--ctreplsrc, --ctrepldst and --ctrepldstport")
 					}
 				}
 			}
@@ -132,6 +145,6 @@ func natMatchErr(t *ir.Ruleset, c *ir.Chain, i int, what string) error {
 	if table == "" {
 		table = ir.TableFilter
 	}
-	return fmt.Errorf("table %s chain %s rule %d: conntrack match: %s in a ruleset with DNAT are not supported by xfw's data plane yet",
+	return fmt.Errorf("table %s chain %s rule %d: conntrack match: %s in a ruleset with NAT are not supported by xfw's data plane yet",
 		table, c.Name, i+1, what)
 }

@@ -84,8 +84,7 @@ func TestDNATRefusals(t *testing.T) {
 	} {
 		rs := parseRuleset(t, tc.fam, tc.rules...)
 		_, err := Compile(rs, Options{})
-		if err == nil || !strings.Contains(err.Error(), "not supported by xfw") &&
-			!strings.Contains(err.Error(), "supported by xfw's data plane") {
+		if err == nil || !strings.Contains(err.Error(), "not supported by xfw") {
 			t.Errorf("%q: got %v, want a refusal", tc.rules, err)
 		}
 	}
@@ -115,5 +114,57 @@ func TestDNATAccepted(t *testing.T) {
 	// INPUT and FORWARD walks.
 	if len(redirects) != 4 || redirects[0] != 3128 || redirects[1] != 0 {
 		t.Errorf("REDIRECT entries' ports %v, want [3128 0 3128 0]", redirects)
+	}
+}
+
+// TestSNATEntries checks SNAT's and MASQUERADE's entries and refusals.
+func TestSNATEntries(t *testing.T) {
+	rs := parseRuleset(t, ir.IPv4,
+		"-t nat -A POSTROUTING -p tcp -j MASQUERADE",
+		"-t nat -A POSTROUTING -p udp -j SNAT --to-source 192.0.2.1:5000",
+		"-t nat -A POSTROUTING -p udp -j MASQUERADE --to-ports 6000")
+	g, err := Compile(rs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type target struct {
+		addr uint32
+		port uint16
+	}
+	var got []target
+	for _, e := range g.Entries {
+		if e.Action == ActSNAT {
+			got = append(got, target{e.Next, e.Aux})
+		}
+	}
+	// POSTROUTING is in the FORWARD and OUTPUT walks.
+	want := []target{{MasqueradeAddr, 0}, {192<<24 | 2<<8 | 1, 5000}, {MasqueradeAddr, 6000}}
+	if len(got) != 2*len(want) {
+		t.Fatalf("SNAT entries %+v, want %+v in each of two walks", got, want)
+	}
+	for i, w := range want {
+		if got[i] != w || got[len(want)+i] != w {
+			t.Errorf("SNAT entry %d: %+v and %+v, want %+v", i, got[i], got[len(want)+i], w)
+		}
+	}
+	for _, rules := range [][]string{
+		{"-t nat -A POSTROUTING -j MASQUERADE"},
+		{"-t nat -A POSTROUTING -p tcp -j MASQUERADE --random-fully"},
+		{"-t nat -A POSTROUTING -p tcp -j MASQUERADE --random"},
+		{"-t nat -A POSTROUTING -p tcp -j MASQUERADE --to-ports 1000-2000"},
+		{"-t nat -A POSTROUTING -p tcp -j SNAT --to-source 192.0.2.1-192.0.2.9"},
+		{"-t nat -A POSTROUTING -p tcp -j SNAT --to-source 192.0.2.1 --persistent"},
+		{"-t nat -A INPUT -p tcp -j SNAT --to-source 192.0.2.1"},
+		{"-t nat -A POSTROUTING -p tcp -j MASQUERADE", "-A FORWARD -m conntrack --ctrepldst 10.0.0.1"},
+		{"-t nat -A POSTROUTING -p tcp -j MASQUERADE", "-A FORWARD -m conntrack --ctstate SNAT"},
+	} {
+		_, err := Compile(parseRuleset(t, ir.IPv4, rules...), Options{})
+		if err == nil || !strings.Contains(err.Error(), "not supported by xfw") {
+			t.Errorf("%q: got %v, want a refusal", rules, err)
+		}
+	}
+	_, err = Compile(parseRuleset(t, ir.IPv6, "-t nat -A POSTROUTING -p tcp -j MASQUERADE"), Options{})
+	if err == nil || !strings.Contains(err.Error(), "not supported by xfw") {
+		t.Errorf("IPv6 MASQUERADE: got %v, want a refusal", err)
 	}
 }

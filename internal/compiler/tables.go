@@ -117,7 +117,8 @@ func checkOtherTables(rs *ir.Ruleset) error {
 			for i, r := range c.Rules {
 				switch r.Target.Kind {
 				case ir.TargetNone, ir.TargetAccept, ir.TargetDrop, ir.TargetReturn, ir.TargetJump,
-					ir.TargetGoto, ir.TargetLog, ir.TargetDNAT, ir.TargetRedirect:
+					ir.TargetGoto, ir.TargetLog, ir.TargetDNAT, ir.TargetRedirect, ir.TargetSNAT,
+					ir.TargetMasquerade:
 				default:
 					return fmt.Errorf("table %s chain %s rule %d: target %s is not supported by xfw's data plane yet",
 						t.Table, c.Name, i+1, targetName(r.Target.Kind))
@@ -229,7 +230,8 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 		fl.logView, check = ir.LogViewPostrouting, ChainOutput
 	}
 	fl.natPrerouting = tc.table == ir.TableNat && tc.chain == ir.ChainPrerouting
-	defer func() { fl.natPrerouting = false }()
+	fl.natPostrouting = tc.table == ir.TableNat && tc.chain == ir.ChainPostrouting
+	defer func() { fl.natPrerouting, fl.natPostrouting = false, false }()
 	if tc.table == ir.TableNat {
 		var notFirst Cond
 		notFirst[FieldCt] = Complement(firstPacketStates(), U64(0), U64(ctDomain-1))

@@ -48,6 +48,11 @@ func TestFormat(t *testing.T) {
 			TCPState: 3, Status: StatusSeenReply | StatusAssured | StatusConfirmed, Timeout: 431999,
 			DNAT: true, ReplSrc: netip.MustParseAddr("10.8.2.2"), ReplSPort: 80}, FormatOptions{},
 			"tcp      6 431999 ESTABLISHED src=10.8.1.2 dst=10.8.1.1 sport=40962 dport=8080 src=10.8.2.2 dst=10.8.1.2 sport=80 dport=40962 [ASSURED] mark=0 use=1\n"},
+		// A masqueraded datagram whose port clashed.
+		{"snat", Conn{Proto: 17, Src: netip.MustParseAddr("10.8.1.2"), Dst: netip.MustParseAddr("10.8.2.2"), SPort: 40060, DPort: 53,
+			Status: StatusSeenReply | StatusConfirmed, Timeout: 29,
+			SNAT: true, ReplDst: netip.MustParseAddr("10.8.2.1"), ReplDPort: 28614}, FormatOptions{},
+			"udp      17 29 src=10.8.1.2 dst=10.8.2.2 sport=40060 dport=53 src=10.8.2.2 dst=10.8.2.1 sport=53 dport=28614 mark=0 use=1\n"},
 	} {
 		if got := Format(tc.c, tc.o); got != tc.want {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)

@@ -70,6 +70,11 @@ type Conn struct {
 	DNAT      bool
 	ReplSrc   netip.Addr
 	ReplSPort uint16
+	// SNAT says the source was translated: the reply goes to ReplDst
+	// port ReplDPort, not to Src and SPort.
+	SNAT      bool
+	ReplDst   netip.Addr
+	ReplDPort uint16
 }
 
 // ProtoName is libnetfilter_conntrack's name of a layer-4 protocol:
@@ -172,11 +177,14 @@ func Format(c Conn, o FormatOptions) string {
 	if c.Status&StatusSeenReply == 0 {
 		b.WriteString("[UNREPLIED] ")
 	}
-	rsrc, rsport := c.Dst, c.DPort
+	rsrc, rsport, rdst, rdport := c.Dst, c.DPort, c.Src, c.SPort
 	if c.DNAT {
 		rsrc, rsport = c.ReplSrc, c.ReplSPort
 	}
-	c.tuple(&b, rsrc, c.Src, rsport, c.SPort, ReplyICMPType(c.IPv6, c.ICMPType))
+	if c.SNAT {
+		rdst, rdport = c.ReplDst, c.ReplDPort
+	}
+	c.tuple(&b, rsrc, rdst, rsport, rdport, ReplyICMPType(c.IPv6, c.ICMPType))
 	if c.Status&StatusAssured != 0 {
 		b.WriteString("[ASSURED] ")
 	}
