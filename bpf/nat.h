@@ -191,6 +191,19 @@ static __always_inline __u32 xfw_nat_l4csum(__u32 f, __u32 pseudo, __u32 old, __
 	return ~xfw_nat_fold(sum) & 0xffff;
 }
 
+/* xfw_nat_set gives p's destination (dst 1) or source the translated
+ * address and port. */
+static __always_inline void xfw_nat_set(struct xfw_pkt *p, __u32 dst, __u32 addr, __u32 port)
+{
+	if (dst) {
+		p->dst_lo = addr;
+		p->dport = port;
+	} else {
+		p->src_lo = addr;
+		p->sport = port;
+	}
+}
+
 /* xfw_nat_rewrite_xdp translates p's destination (dst 1) or source (dst
  * 0) to addr:port in the packet and in p, checksums included. Returns 0,
  * or -1 when the headers cannot be read or written. A global function. */
@@ -242,13 +255,7 @@ __attribute__((noinline)) int xfw_nat_rewrite_xdp(struct xdp_md *ctx, struct xfw
 	} else if (bpf_xdp_store_bytes(ctx, p->l4_off, l4, XFW_NAT_UDP_LEN)) {
 		return -1;
 	}
-	if (dst) {
-		p->dst_lo = addr;
-		p->dport = port;
-	} else {
-		p->src_lo = addr;
-		p->sport = port;
-	}
+	xfw_nat_set(p, dst, addr, port);
 	return 0;
 }
 
@@ -282,13 +289,7 @@ __attribute__((noinline)) int xfw_nat_rewrite_tc(struct __sk_buff *skb, struct x
 	    bpf_skb_store_bytes(skb, aoff, &newa, sizeof(newa), 0) ||
 	    bpf_skb_store_bytes(skb, poff, &newp, sizeof(newp), 0))
 		return -1;
-	if (dst) {
-		p->dst_lo = addr;
-		p->dport = port;
-	} else {
-		p->src_lo = addr;
-		p->sport = port;
-	}
+	xfw_nat_set(p, dst, addr, port);
 	return 0;
 }
 

@@ -7,6 +7,23 @@ import (
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
+// target is a NAT entry's address and port.
+type target struct {
+	addr uint32
+	port uint16
+}
+
+// natTargets lists the targets of g's entries of action act, in order.
+func natTargets(g *Generation, act Action) []target {
+	var out []target
+	for _, e := range g.Entries {
+		if e.Action == act {
+			out = append(out, target{e.Next, e.Aux})
+		}
+	}
+	return out
+}
+
 // TestDNATEntries checks DNAT's entries: the address and port they carry,
 // and the walks' resume positions after nat PREROUTING.
 func TestDNATEntries(t *testing.T) {
@@ -19,16 +36,7 @@ func TestDNATEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type target struct {
-		addr uint32
-		port uint16
-	}
-	var got []target
-	for _, e := range g.Entries {
-		if e.Action == ActDNAT {
-			got = append(got, target{e.Next, e.Aux})
-		}
-	}
+	got := natTargets(g, ActDNAT)
 	// One pair per walk with a nat PREROUTING segment (INPUT, FORWARD).
 	want := target{10<<24 | 9<<16 | 2, 8080}
 	want2 := target{10<<24 | 9<<16 | 3, 0}
@@ -105,9 +113,9 @@ func TestDNATAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var redirects []uint16
-	for _, e := range g.Entries {
-		if e.Action == ActDNAT && e.Next == RedirectAddr {
-			redirects = append(redirects, e.Aux)
+	for _, tg := range natTargets(g, ActDNAT) {
+		if tg.addr == RedirectAddr {
+			redirects = append(redirects, tg.port)
 		}
 	}
 	// REDIRECT --to-ports 3128 and a REDIRECT keeping the port, in the
@@ -127,16 +135,7 @@ func TestSNATEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type target struct {
-		addr uint32
-		port uint16
-	}
-	var got []target
-	for _, e := range g.Entries {
-		if e.Action == ActSNAT {
-			got = append(got, target{e.Next, e.Aux})
-		}
-	}
+	got := natTargets(g, ActSNAT)
 	// POSTROUTING is in the FORWARD and OUTPUT walks.
 	want := []target{{MasqueradeAddr, 0}, {192<<24 | 2<<8 | 1, 5000}, {MasqueradeAddr, 6000}}
 	if len(got) != 2*len(want) {

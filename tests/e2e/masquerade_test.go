@@ -3,10 +3,8 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -108,72 +106,9 @@ func TestMasqueradeAgainstKernel(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	for _, st := range masqSteps {
-		outs := map[string]string{}
-		var mu sync.Mutex
-		tw.each(func(kind string, tp *nettest.Topology, _ firewall) {
-			out := st.run(t, tp)
-			mu.Lock()
-			outs[kind] = out
-			mu.Unlock()
-		})
-		if outs["kernel"] != outs["xfw"] {
-			t.Errorf("%s: kernel %q, xfw %q", st.name, outs["kernel"], outs["xfw"])
-		} else {
-			t.Logf("%s: %s", st.name, outs["kernel"])
-		}
-	}
+	runNatSteps(t, tw, masqSteps)
 	compareNatCounters(t, tw, 4)
-	compareMasqConntrack(t, tw)
-}
-
-// compareMasqConntrack compares `conntrack -L`, addresses named, the
-// timeouts dropped and the ports the steps do not choose named P.
-func compareMasqConntrack(t *testing.T, tw *twins) {
-	t.Helper()
-	lists := map[string]string{}
-	var mu sync.Mutex
-	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-		argv := []string{"conntrack", "-L"}
-		if kind == "xfw" {
-			argv = append([]string{fw.bin}, argv...)
-		}
-		res, err := nettest.Exec(tp.FwNS, argv...)
-		if err != nil || res.ExitCode != 0 {
-			t.Errorf("%s conntrack -L: %v %v", kind, err, res)
-			return
-		}
-		var lines []string
-		for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
-			f := strings.Fields(line)
-			if len(f) < 3 {
-				continue
-			}
-			f = append(f[:2], f[3:]...)
-			for i, w := range f {
-				k, v, ok := strings.Cut(w, "=")
-				if !ok {
-					continue
-				}
-				if a, err := netip.ParseAddr(v); err == nil {
-					f[i] = k + "=" + natName(tp, a)
-				} else if p, err := strconv.Atoi(v); err == nil && (k == "sport" || k == "dport") && !masqPorts[p] {
-					f[i] = k + "=P"
-				}
-			}
-			lines = append(lines, strings.Join(f, " "))
-		}
-		sort.Strings(lines)
-		mu.Lock()
-		lists[kind] = strings.Join(lines, "\n")
-		mu.Unlock()
-	})
-	if lists["kernel"] != lists["xfw"] {
-		t.Errorf("conntrack -L differs:\nkernel:\n%s\nxfw:\n%s", lists["kernel"], lists["xfw"])
-	} else {
-		t.Logf("conntrack -L:\n%s", lists["kernel"])
-	}
-	if strings.Count(lists["kernel"], "\n") < 3 {
-		t.Errorf("the kernel lists too few connections:\n%s", lists["kernel"])
-	}
+	compareNatConntrack(t, tw, func(key string, port int) bool {
+		return (key == "sport" || key == "dport") && !masqPorts[port]
+	}, 4)
 }
