@@ -307,6 +307,19 @@ static __always_inline struct xfw_ct_entry *xfw_nat_conn(struct xfw_ct_key *k)
 	return 0;
 }
 
+/* xfw_nat_tracked returns the connection of key k a packet accepted a
+ * moment ago was tracked in, expired or not: an RST that kills its
+ * connection still leaves translated, as the kernel's packet keeps its
+ * connection (xfw_ct_track deletes entries that expired before). */
+static __always_inline struct xfw_ct_entry *xfw_nat_tracked(struct xfw_ct_key *k)
+{
+	struct xfw_ct_entry *e = bpf_map_lookup_elem(&xfw_ct, k);
+
+	if (e)
+		return e;
+	return bpf_map_lookup_elem(&xfw_ct_new, k);
+}
+
 /* xfw_nat_translatable reports whether p can be translated: IPv4 TCP or
  * UDP with its ports, not a fragment (a DNAT of a fragment drops it). */
 static __always_inline int xfw_nat_translatable(struct xfw_pkt *p)
@@ -501,7 +514,7 @@ __attribute__((noinline)) int xfw_nat_fwd_tc(struct __sk_buff *skb, struct xfw_p
 	__u64 to = 0;
 
 	srcb = xfw_ct_mkkey(&np->fwd, 0, p->proto, 0, p->src_lo, p->sport, 0, p->dst_lo, p->dport);
-	e = xfw_nat_conn(&np->fwd);
+	e = xfw_nat_tracked(&np->fwd);
 	if (!e || !xfw_nat_src_of(e, srcb != !!(e->v.status & XFW_CTST_ORIG_B), &to))
 		return 0;
 	return xfw_nat_rewrite_tc(skb, p, 0, to >> 16, to & 0xffff);
@@ -524,7 +537,7 @@ __attribute__((noinline)) int xfw_nat_post_tc(struct __sk_buff *skb, struct xfw_
 	st = p->ct & 7;
 	if (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED)
 		return 0;
-	e = xfw_nat_conn(&cs->key);
+	e = xfw_nat_tracked(&cs->key);
 	if (!e || !xfw_nat_src_of(e, !!(p->ct & XFW_CTV_DIR_REPLY), &to))
 		return 0;
 	return xfw_nat_rewrite_tc(skb, p, 0, to >> 16, to & 0xffff);

@@ -39,6 +39,8 @@ const natRuleset = `*nat
 -A FWD -p udp -m udp --dport 5353 -j DNAT --to-destination 10.X.2.2:53
 -A FWD -p tcp -m tcp --dport 2222 -j DNAT --to-destination 10.X.2.1:7022
 -A FWD -p tcp -m tcp --dport 8081 -j DNAT --to-destination 10.X.2.2
+-A FWD -p udp -m udp --dport 5354 -j DNAT --to-destination 10.X.2.2:54
+-A FWD -p tcp -m tcp --dport 8082 -j DNAT --to-destination 10.X.2.2:82
 COMMIT
 *filter
 :INPUT ACCEPT [0:0]
@@ -49,7 +51,10 @@ COMMIT
 -A FORWARD -d 10.X.2.2/32 -p tcp -m tcp --dport 80 -m conntrack --ctstate NEW --ctorigdst 10.X.1.1 --ctorigdstport 8080 -j ACCEPT
 -A FORWARD -d 10.X.2.2/32 -p tcp -m tcp --dport 8081 -m conntrack --ctstate NEW -j ACCEPT
 -A FORWARD -d 10.X.2.2/32 -p udp -m udp --dport 53 -m conntrack --ctstate NEW --ctreplsrcport 53 -j ACCEPT
+-A FORWARD -d 10.X.2.2/32 -p udp -m udp --dport 54 -m conntrack --ctstate NEW -j ACCEPT
+-A FORWARD -d 10.X.2.2/32 -p tcp -m tcp --dport 82 -m conntrack --ctstate NEW -j ACCEPT
 -A FORWARD -m conntrack --ctstate ESTABLISHED -j ACCEPT
+-A FORWARD -p icmp -m conntrack --ctstate RELATED -j ACCEPT
 COMMIT
 `
 
@@ -135,6 +140,10 @@ var natSteps = []natStep{
 			out += "server saw " + natName(tp, d.From.Addr()) + "; "
 		}
 		return out
+	}},
+	{"tcp forwarded to a closed port: the reset translated back", func(t *testing.T, tp *nettest.Topology) string {
+		a := nettest.TCPConnect(tp.GenNS, netip.AddrPortFrom(natAddr(tp, 1, 1), 8082), nettest.WithTimeout(2*time.Second))
+		return string(a.Outcome)
 	}},
 	{"tcp straight to sink: not translated, dropped", func(t *testing.T, tp *nettest.Topology) string {
 		srv := nettest.StartTCPServer(t, tp.SinkNS, netip.AddrPortFrom(natAddr(tp, 2, 2), 80))
