@@ -81,6 +81,12 @@ struct xfw_nat_val {
 	__u8 pad;
 };
 
+/* The quoted headers an ICMP error's translation rewrites: the IPv4
+ * header without options and a TCP header (a UDP header: 28 bytes). */
+#define XFW_NAT_QUOTE 40
+#define XFW_NAT_QUOTE_UDP 28
+#define XFW_NAT_QUOTE_BUF 64 /* a power of two: offsets are masked into it */
+
 /* A first packet's translations waiting for the verdict: [XFW_NAT_PD] the
  * DNAT's, [XFW_NAT_PS] the SNAT's; pending has XFW_NAT_F_DST and
  * XFW_NAT_F_SRC for those waiting. */
@@ -90,6 +96,10 @@ struct xfw_nat_pend {
 	struct xfw_nat_key key[2];
 	struct xfw_nat_val val[2];
 	struct xfw_ct_key fwd; /* xfw_nat_fwd_tc's key */
+	/* An ICMP error's quoted headers before and after translation
+	 * (nat_icmp.h). */
+	__u8 icmp_old[XFW_NAT_QUOTE_BUF];
+	__u8 icmp_new[XFW_NAT_QUOTE_BUF];
 	__u32 pending;
 	__u32 pad;
 };

@@ -45,6 +45,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "ip6ext.h"
 #include "nat.h"
 #include "nat_snat.h"
+#include "nat_icmp.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The Ethernet broadcast address as a 48-bit number. */
@@ -359,6 +360,8 @@ __attribute__((noinline)) int xfw_tc_forwarded(struct __sk_buff *skb, struct xfw
 		return TC_ACT_OK;
 	if (xfw_tc_reparse(skb, p) != XFW_PARSE_JUDGE || p->vlan)
 		return TC_ACT_OK;
+	if (p->proto == IPPROTO_ICMP)
+		return xfw_nat_icmp_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
 	return xfw_nat_fwd_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
 }
 
