@@ -214,7 +214,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	if (iif == XFW_LOOPBACK_IFINDEX)
 		p->mac_src = XFW_MAC_NONE;
 	/* A later packet of a translated connection: DNAT before routing. */
-	xfw_nat_pre_xdp(ctx, p);
+	xfw_nat_pre(ctx, p);
 	route = xfw_route(ctx, p, iif);
 	if (route == XFW_ROUTE_PASS)
 		return XDP_PASS;

@@ -13,7 +13,8 @@ import (
 
 // SNAT and MASQUERADE against the kernel: gen's connections to sink
 // masqueraded behind fw's sink-side address (TCP and UDP, the port kept,
-// a clash with fw's own datagram resolved with another port), fw's own
+// a clash with fw's own datagram resolved with another port, an ICMP
+// error coming back), fw's own
 // connection SNATed to a given port, through xfw and iptables-legacy in
 // twin topologies; what clients and servers saw, the counters (FORWARD
 // sees the original source) and `conntrack -L` with both tuples.
@@ -36,6 +37,7 @@ COMMIT
 -A INPUT -s 10.X.2.2/32 -p tcp -m tcp --sport 9100 -m conntrack --ctstate ESTABLISHED
 -A FORWARD -s 10.X.1.2/32 -m conntrack --ctstate NEW -j ACCEPT
 -A FORWARD -m conntrack --ctstate ESTABLISHED -j ACCEPT
+-A FORWARD -p icmp -m conntrack --ctstate RELATED -j ACCEPT
 COMMIT
 `
 
@@ -77,6 +79,19 @@ var masqSteps = []natStep{
 				port = "P"
 			}
 			out += fmt.Sprintf("server saw %s:%s %q; ", natName(tp, d.From.Addr()), port, d.Payload)
+		}
+		return out
+	}},
+	{"udp from gen masqueraded to a closed port: the ICMP error translated back", func(t *testing.T, tp *nettest.Topology) string {
+		capture := nettest.StartCapture(t, tp.GenNS, tp.Gen.Ifname, func(c nettest.Captured) bool {
+			return !c.Outgoing && c.Protocol == nettest.ProtoICMP
+		})
+		a := nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(tp.Sink.IPv4, 54), []byte("closed"), nettest.ExpectReply(),
+			nettest.WithTimeout(2*time.Second), nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, 40053)))
+		out := string(a.Outcome)
+		capture.WaitFor(func(nettest.Captured) bool { return true }, time.Second)
+		for _, f := range capture.Stop() {
+			out += fmt.Sprintf("; icmp from %s to %s %s", natName(tp, f.Src), natName(tp, f.Dst), icmpErrorKind(tp, f.Raw))
 		}
 		return out
 	}},
