@@ -72,6 +72,17 @@ static __always_inline void xfw_nat_quote_fix(struct xfw_nat_pend *np, __u32 csu
 	xfw_nat_wr16(b, poff, port);
 }
 
+/* xfw_nat_quote_proto returns the quoted packet's protocol when it can be
+ * translated (an IPv4 header without options, TCP or UDP), else 0. */
+static __always_inline __u32 xfw_nat_quote_proto(struct xfw_nat_pend *np)
+{
+	__u32 proto = np->icmp_old[9];
+
+	if (np->icmp_old[0] != 0x45) /* version 4, 20-byte header */
+		return 0;
+	return proto == IPPROTO_TCP || proto == IPPROTO_UDP ? proto : 0;
+}
+
 /* xfw_nat_quote_csum returns the offset of the quoted transport checksum
  * in the buffer for proto (TCP: when its whole header is quoted, full),
  * 0 for none. */
@@ -100,10 +111,8 @@ __attribute__((noinline)) int xfw_nat_icmp_tc(struct __sk_buff *skb, struct xfw_
 	in = p->l4_off + XFW_NQ_ICMP_HLEN;
 	if (bpf_skb_load_bytes(skb, in, np->icmp_old, XFW_NAT_QUOTE_UDP))
 		return 0;
-	if (np->icmp_old[0] != 0x45) /* IPv4 without options */
-		return 0;
-	proto = np->icmp_old[9];
-	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
+	proto = xfw_nat_quote_proto(np);
+	if (!proto)
 		return 0;
 	/* A TCP header cut short: the ports only. */
 	if (proto == IPPROTO_UDP || bpf_skb_load_bytes(skb, in, np->icmp_old, XFW_NAT_QUOTE))
@@ -161,10 +170,10 @@ __attribute__((noinline)) int xfw_nat_icmp_pre_xdp(struct xdp_md *ctx, struct xf
 	    !xfw_icmp_is_err(p->icmp >> 8) || p->fragmented || !xfw_nat_enabled())
 		return 0;
 	in = p->l4_off + XFW_NQ_ICMP_HLEN;
-	if (bpf_xdp_load_bytes(ctx, in, np->icmp_old, XFW_NAT_QUOTE_UDP) || np->icmp_old[0] != 0x45)
+	if (bpf_xdp_load_bytes(ctx, in, np->icmp_old, XFW_NAT_QUOTE_UDP))
 		return 0;
-	proto = np->icmp_old[9];
-	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
+	proto = xfw_nat_quote_proto(np);
+	if (!proto)
 		return 0;
 	if (proto == IPPROTO_UDP || bpf_xdp_load_bytes(ctx, in, np->icmp_old, XFW_NAT_QUOTE))
 		n = XFW_NAT_QUOTE_UDP;
