@@ -272,13 +272,14 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	if (verdict == XFW_ACT_ACCEPT && cs) {
 		xfw_ct_confirm(cs);
 		xfw_nat_confirm();
-	} else {
-		/* REJECT answers the packet as it came (the kernel translates
-		 * its answer back). */
-		xfw_nat_undo_xdp(ctx, p);
 	}
 	if (st->nlogs)
 		xfw_emit_logs_xdp(ctx, p, st, chain, iif, oif);
+	/* A translation the verdict did not accept is undone: REJECT
+	 * answers the packet as it came (the kernel translates its answer
+	 * back). */
+	if (verdict != XFW_ACT_ACCEPT || !cs)
+		xfw_nat_undo_xdp(ctx, p);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
 		return XDP_PASS;

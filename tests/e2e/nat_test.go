@@ -23,6 +23,8 @@ import (
 // natRuleset is TestDNATAgainstKernel's ruleset; X is the topology's
 // subnet. FORWARD drops what it does not accept: a packet reaches sink
 // only through the translation (--ctorigdst) or as an established reply.
+// nat POSTROUTING counts SYNs: the kernel's REJECT reset of a forwarded
+// packet passes it too, xfw's does not (docs/differences.md).
 const natRuleset = `*nat
 :PREROUTING ACCEPT [0:0]
 :INPUT ACCEPT [0:0]
@@ -33,7 +35,7 @@ const natRuleset = `*nat
 -A PREROUTING -p tcp -m tcp --dport 2223 -j REDIRECT --to-ports 7023
 -A PREROUTING -p tcp
 -A INPUT -p tcp
--A POSTROUTING -p tcp
+-A POSTROUTING -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN
 -A POSTROUTING -p udp
 -A FWD -p tcp -m tcp --dport 8080 -j DNAT --to-destination 10.X.2.2:80
 -A FWD -p udp -m udp --dport 5353 -j DNAT --to-destination 10.X.2.2:53
@@ -41,6 +43,8 @@ const natRuleset = `*nat
 -A FWD -p tcp -m tcp --dport 8081 -j DNAT --to-destination 10.X.2.2
 -A FWD -p udp -m udp --dport 5354 -j DNAT --to-destination 10.X.2.2:54
 -A FWD -p tcp -m tcp --dport 8082 -j DNAT --to-destination 10.X.2.2:82
+-A FWD -p tcp -m tcp --dport 8083 -j DNAT --to-destination 10.X.2.2:83
+-A FWD -p udp -m udp --dport 5355 -j DNAT --to-destination 10.X.2.2:55
 COMMIT
 *filter
 :INPUT ACCEPT [0:0]
@@ -53,6 +57,8 @@ COMMIT
 -A FORWARD -d 10.X.2.2/32 -p udp -m udp --dport 53 -m conntrack --ctstate NEW --ctreplsrcport 53 -j ACCEPT
 -A FORWARD -d 10.X.2.2/32 -p udp -m udp --dport 54 -m conntrack --ctstate NEW -j ACCEPT
 -A FORWARD -d 10.X.2.2/32 -p tcp -m tcp --dport 82 -m conntrack --ctstate NEW -j ACCEPT
+-A FORWARD -d 10.X.2.2/32 -p tcp -m tcp --dport 83 -j REJECT --reject-with tcp-reset
+-A FORWARD -d 10.X.2.2/32 -p udp -m udp --dport 55 -j REJECT --reject-with icmp-port-unreachable
 -A FORWARD -m conntrack --ctstate ESTABLISHED -j ACCEPT
 -A FORWARD -p icmp -m conntrack --ctstate RELATED -j ACCEPT
 COMMIT
@@ -150,6 +156,15 @@ var natSteps = []natStep{
 		a := nettest.TCPConnect(tp.GenNS, netip.AddrPortFrom(natAddr(tp, 1, 1), 8082), nettest.WithTimeout(2*time.Second))
 		return string(a.Outcome)
 	}},
+	{"tcp forwarded, then rejected with a reset: the reset from the original destination", func(t *testing.T, tp *nettest.Topology) string {
+		a := nettest.TCPConnect(tp.GenNS, netip.AddrPortFrom(natAddr(tp, 1, 1), 8083), nettest.WithTimeout(2*time.Second))
+		return string(a.Outcome)
+	}},
+	{"udp forwarded, then rejected: the error about the original destination", func(t *testing.T, tp *nettest.Topology) string {
+		a := nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(natAddr(tp, 1, 1), 5355), []byte("q"),
+			nettest.ExpectReply(), nettest.WithTimeout(2*time.Second))
+		return string(a.Outcome)
+	}},
 	{"tcp straight to sink: not translated, dropped", func(t *testing.T, tp *nettest.Topology) string {
 		srv := nettest.StartTCPServer(t, tp.SinkNS, netip.AddrPortFrom(natAddr(tp, 2, 2), 80))
 		defer srv.Close()
@@ -165,8 +180,11 @@ func TestDNATAgainstKernel(t *testing.T) {
 	nettest.RequireRoot(t)
 	requireTools(t, "iptables-legacy", "conntrack")
 	tw := newTwins(t, xfwPath(t))
-	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
 		fw.restore(t, tp, 4, strings.ReplaceAll(natRuleset, "10.X.", fmt.Sprintf("10.%d.", tp.Subnet)))
+		if kind == "xfw" {
+			peerXDP(t, fw.bin, tp) // REJECT's replies leave by XDP_TX
+		}
 	})
 	if t.Failed() {
 		return
