@@ -417,6 +417,8 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 	if (chain >= XFW_NCHAINS)
 		return XFW_RES_END;
 	local->pos = fc->chain_start[chain];
+	if (ps->start)
+		local->pos = ps->start - 1; /* a walk resumed after DNAT */
 	local->end = fc->chain_end[chain];
 	/* The route lookups of -m addrtype and the set lookups run here,
 	 * not in xfw_resolve: one call deeper would pass the 512-byte stack

@@ -36,6 +36,13 @@ struct xfw_pending {
 			* read the packet there (probe.h) */
 	__u32 nlogs;
 	__u32 logs[XFW_MAX_PENDING_LOGS];
+	/* DNAT (nat.h): 1 + the entry the walk starts from instead of the
+	 * chain's start (0: the start), set by the hook; the DNAT entry's
+	 * address and port, set by xfw_judge. */
+	__u32 start;
+	__u32 nat_addr;
+	__u32 nat_port;
+	__u32 pad;
 };
 
 /* The walk's state (classify.h): in the hook's per-CPU scratch

@@ -243,6 +243,13 @@ enum xfw_action {
 	XFW_ACT_REJECT = 2,
 	/* Count (and log), then go on searching at entry .next. */
 	XFW_ACT_CONTINUE = 3,
+	/* nat PREROUTING's DNAT (nat.h): .next the new IPv4 address (host
+	 * order), .aux the new port (0: unchanged). */
+	XFW_ACT_DNAT = 4,
+	/* nat POSTROUTING's SNAT and MASQUERADE (nat.h): accept, the source
+	 * translated; .next the new IPv4 address (0: the output interface's,
+	 * MASQUERADE), .aux the new port (0: chosen as the kernel does). */
+	XFW_ACT_SNAT = 5,
 };
 
 /* Entry flags. */
@@ -359,6 +366,10 @@ enum xfw_reject {
 #define XFW_CTST_CONFIRMED 0x8
 /* xfw's own bits of xfw_ct_val.status, above the kernel's. */
 #define XFW_CTST_ORIG_B 0x100   /* the originator is endpoint b of the key */
+
+/* xfw_ct_val.nat_flags (nat.h). */
+#define XFW_NAT_F_DST 0x1 /* the destination was translated (DNAT) */
+#define XFW_NAT_F_SRC 0x2 /* the source was translated (SNAT, MASQUERADE) */
 
 /* Connection tracking statistics: the per-CPU counters of xfw_ct_stats
  * (ct_maps.h), read by internal/dataplane (CTTables.Stats). The tracker

@@ -302,6 +302,13 @@ static __always_inline void xfw_ct_tuple(struct xfw_pkt *p, struct xfw_ct_key *k
 	}
 	p->ct_rsport = p->ct_odport;
 	p->ct_rdport = p->ct_osport;
+	/* DNAT: the key holds the translated tuple; the original
+	 * destination is kept with the connection (nat.h). */
+	if (v->nat_flags & XFW_NAT_F_DST) {
+		p->ct_odst_hi = 0;
+		p->ct_odst_lo = v->nat_addr;
+		p->ct_odport = v->nat_port;
+	}
 	if (k->proto == IPPROTO_ICMP || k->proto == IPPROTO_ICMPV6)
 		xfw_ct_icmp_ports(p, p->ct_osport, v->icmp_type, v->icmp_code);
 }

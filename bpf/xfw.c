@@ -12,7 +12,8 @@
  *     the FORWARD hook (no route, forwarding off, TTL ≤ 1, too big with DF)
  *     is passed unjudged, as netfilter never sees it (route.h).
  *   TC egress: only locally generated packets (skb->ingress_ifindex == 0)
- *     → OUTPUT; forwarded packets were judged once, at ingress.
+ *     → OUTPUT; forwarded packets were judged once, at ingress (a reply
+ *     of a DNAT connection gets its source back there: nat.h).
  *
  * Stages: parse.h (fields) → ct.h (connection tracking, when the ruleset
  * uses it) → classify.h (LBVS, counters) → reject.h (REJECT replies) →
@@ -62,6 +63,9 @@ const volatile __u32 xfw_anchor = 0;
 #include "ip6ext.h"
 #include "pred.h"
 #include "hdr4.h"
+#include "nat.h"
+#include "nat_snat.h"
+#include "nat_icmp.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The Ethernet broadcast address as a 48-bit number. */
@@ -112,6 +116,8 @@ static __always_inline __u32 xfw_judge(struct xfw_pkt *p, __u32 chain, __u32 iif
 	if (!ent)
 		return XFW_ACT_DROP;
 	*reject = ent->aux;
+	st->nat_addr = ent->next; /* XFW_ACT_DNAT's address and port */
+	st->nat_port = ent->aux;
 	return ent->action;
 }
 
@@ -122,6 +128,69 @@ __attribute__((noinline)) int xfw_xdp_parse(struct xdp_md *ctx, struct xfw_pkt *
 	if (!p)
 		return XFW_PARSE_PASS;
 	return xfw_parse_frame(ctx, p, (__u32)(ctx->data_end - ctx->data), 1);
+}
+
+/* xfw_xdp_dnat_logs emits the LOG lines of the walk a DNAT ended, before
+ * the packet changes. A global function: one copy of the emitter. */
+__attribute__((noinline)) int xfw_xdp_dnat_logs(struct xdp_md *ctx, struct xfw_xdp_scratch *sc,
+						__u32 chain, __u64 ifs)
+{
+	if (ctx && sc && sc->st.nlogs)
+		xfw_emit_logs_xdp(ctx, sc, chain, (__u32)ifs, ifs >> 32);
+	if (sc)
+		sc->st.nlogs = 0;
+	return 0;
+}
+
+/* What xfw_xdp_dnat returns: the resumed walk's verdict << 40 | chain <<
+ * 32 | output ifindex, or XFW_DNAT_PASS when the kernel's routing does not
+ * bring the translated packet to netfilter (it goes on unjudged, its
+ * translation unconfirmed). */
+#define XFW_DNAT_PASS (~0ULL)
+#define XFW_DNAT_VERDICT_SHIFT 40
+
+/* xfw_xdp_dnat applies the DNAT verdict of a first packet's walk in chain
+ * (chain_iif: chain << 32 | input ifindex; the entry's address and port
+ * in st) after its LOG lines were emitted (xfw_xdp_dnat_logs): the
+ * translation (nat.h), the route lookup for the translated destination
+ * (the kernel routes after nat PREROUTING) and the walk of the chain it
+ * picks, resumed after its nat PREROUTING segment. The REJECT type goes
+ * to p->reject. A global function. */
+__attribute__((noinline)) __u64 xfw_xdp_dnat(struct xdp_md *ctx, struct xfw_pkt *p,
+					     struct xfw_pending *st, struct xfw_ct_scratch *cs,
+					     __u64 chain_iif)
+{
+	struct xfw_family_cfg *fc;
+	__u32 slot, rj = 0, verdict, oif, chain = chain_iif >> 32, iif = (__u32)chain_iif;
+	__u64 route;
+
+	if (!ctx || !p || !st)
+		return (__u64)XFW_ACT_DROP << XFW_DNAT_VERDICT_SHIFT;
+	if (!cs || xfw_nat_dnat_xdp(ctx, p, cs, st->nat_addr, st->nat_port))
+		return (__u64)XFW_ACT_DROP << XFW_DNAT_VERDICT_SHIFT;
+	if (chain == XFW_CHAIN_FORWARD)
+		p->ttl += 1; /* the route decides the decrement anew */
+	route = xfw_route(ctx, p, iif);
+	if (route == XFW_ROUTE_PASS) {
+		xfw_nat_cancel();
+		return XFW_DNAT_PASS;
+	}
+	chain = (route >> 32) & 3;
+	oif = (__u32)route;
+	if (chain == XFW_CHAIN_FORWARD)
+		p->ttl -= 1;
+	slot = st->slot;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	if (!fc || chain >= XFW_NCHAINS || !fc->nat_resume[chain])
+		return (__u64)XFW_ACT_DROP << XFW_DNAT_VERDICT_SHIFT;
+	st->start = fc->nat_resume[chain];
+	verdict = xfw_judge(p, chain, iif, oif, st, &rj);
+	st->start = 0;
+	/* nat chains after PREROUTING hold no DNAT (the compiler refuses it). */
+	if (verdict == XFW_ACT_DNAT)
+		verdict = XFW_ACT_DROP;
+	p->reject = rj;
+	return (__u64)verdict << XFW_DNAT_VERDICT_SHIFT | (__u64)chain << 32 | oif;
 }
 
 /* xfw_xdp_judged is the XDP hook's work; xfw_xdp brackets it for
@@ -174,6 +243,8 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	/* mac_mt matches nothing on a device that is not Ethernet. */
 	if (iif == XFW_LOOPBACK_IFINDEX)
 		p->mac_src = XFW_MAC_NONE;
+	/* A later packet of a translated connection: DNAT before routing. */
+	xfw_nat_pre(ctx, p);
 	route = xfw_route(ctx, p, iif);
 	if (route == XFW_ROUTE_PASS)
 		return XDP_PASS;
@@ -214,13 +285,33 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		xfw_hdr4_xdp(ctx, p, st->slot);
 		verdict = xfw_judge(p, chain, iif, oif, st, &rj);
 	}
-	if (verdict == XFW_ACT_ACCEPT && cs)
-		xfw_ct_confirm(cs);
 	/* The REJECT type waits in p, not in a register spilled across the
 	 * LOG calls: the stack has no slot to spare. */
 	p->reject = rj;
+	if (verdict == XFW_ACT_DNAT) {
+		xfw_xdp_dnat_logs(ctx, sc, chain, (__u64)oif << 32 | iif);
+		route = xfw_xdp_dnat(ctx, p, st, cs, (__u64)chain << 32 | iif);
+		if (route == XFW_DNAT_PASS)
+			return XDP_PASS;
+		verdict = route >> XFW_DNAT_VERDICT_SHIFT;
+		chain = (route >> 32) & 0xff;
+		oif = (__u32)route;
+	}
+	/* nat POSTROUTING's SNAT or MASQUERADE (nat_snat.h). */
+	if (verdict == XFW_ACT_SNAT)
+		verdict = cs && !xfw_nat_snat(p, cs, st->nat_addr, st->nat_port, oif) ? XFW_ACT_ACCEPT
+										 : XFW_ACT_DROP;
+	if (verdict == XFW_ACT_ACCEPT && cs) {
+		xfw_ct_confirm(cs);
+		xfw_nat_confirm();
+	}
 	if (st->nlogs)
 		xfw_emit_logs_xdp(ctx, sc, chain, iif, oif);
+	/* A translation the verdict did not accept is undone: REJECT
+	 * answers the packet as it came (the kernel translates its answer
+	 * back). */
+	if (verdict != XFW_ACT_ACCEPT || !cs)
+		xfw_nat_undo_xdp(ctx, p);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
 		return XDP_PASS;
@@ -294,6 +385,20 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	return verdict;
 }
 
+/* xfw_tc_forwarded is the TC hook's work for a forwarded packet, judged
+ * at ingress: once a translated connection exists (nat.h), a reply of
+ * one gets its original source back. A global function. */
+__attribute__((noinline)) int xfw_tc_forwarded(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	if (!skb || !p || !xfw_nat_enabled() || skb->vlan_present)
+		return TC_ACT_OK;
+	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE || p->vlan)
+		return TC_ACT_OK;
+	if (p->proto == IPPROTO_ICMP)
+		return xfw_nat_icmp_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
+	return xfw_nat_fwd_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
+}
+
 /* xfw_tc_stack_icmp reports whether skb comes from the stack's own ICMP
  * or ICMPv6 socket (icmp_send, icmp6_send: a raw socket of that protocol)
  * rather than from a process's raw socket writing whole packets. */
@@ -330,9 +435,10 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	p = &sc->p;
 	st = &sc->st;
-	/* Forwarded packets were judged at ingress (FORWARD). */
+	/* Forwarded packets were judged at ingress (FORWARD); a reply of a
+	 * translated connection gets its source back here (POSTROUTING). */
 	if (skb->ingress_ifindex != 0)
-		return TC_ACT_OK;
+		return xfw_tc_forwarded(skb, p);
 	/* A VLAN device's traffic was judged on the VLAN device itself. */
 	if (skb->vlan_present)
 		return TC_ACT_OK;
@@ -371,8 +477,16 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		xfw_hdr4_tc(skb, p, st->slot);
 		verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
 	}
-	if (verdict == XFW_ACT_ACCEPT && cs)
+	/* nat POSTROUTING's SNAT or MASQUERADE (nat_snat.h). */
+	if (verdict == XFW_ACT_SNAT)
+		verdict = cs && !xfw_nat_snat(p, cs, st->nat_addr, st->nat_port, oif) ? XFW_ACT_ACCEPT
+										 : XFW_ACT_DROP;
+	if (verdict == XFW_ACT_ACCEPT && cs) {
 		xfw_ct_confirm_out(p, cs, oif);
+		xfw_nat_confirm();
+	} else {
+		xfw_nat_cancel();
+	}
 	if (st->nlogs)
 		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
 	switch (verdict) {
@@ -380,6 +494,9 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		/* MARK rules' mark goes on with the packet (mark.h). */
 		if (p->mark != skb->mark)
 			skb->mark = p->mark;
+		/* The host's reply in a translated connection (nat.h). */
+		if (cs && xfw_nat_post_tc(skb, p, cs))
+			return TC_ACT_SHOT;
 		return TC_ACT_OK;
 	case XFW_ACT_REJECT:
 		if (cs)

@@ -225,6 +225,10 @@ struct xfw_family_cfg {
 	/* Transport header conditions (XFW_F_HDR4 bits, hdr4.h). */
 	__u32 nh4;
 	struct xfw_h4cond h4[XFW_MAX_HDR4CONDS];
+	/* DNAT (nat.h): per chain, 1 + the entry after the walk's nat
+	 * PREROUTING segment, where a walk resumes after a DNAT changed the
+	 * route (0: no such segment). */
+	__u32 nat_resume[XFW_NCHAINS];
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid
@@ -319,6 +323,19 @@ struct xfw_ct_val {
 	__u32 last_ack;
 	__u32 last_end;
 	struct xfw_ct_tcp_side side[2]; /* [0] original, [1] reply */
+	/* NAT (nat.h): with XFW_NAT_F_DST in nat_flags the connection's
+	 * destination was translated (DNAT); the key holds the translated
+	 * tuple, nat_addr and nat_port (host order) the original
+	 * destination. */
+	__u32 nat_addr;
+	__u16 nat_port;
+	__u8 nat_flags;
+	__u8 nat_pad;
+	/* With XFW_NAT_F_SRC: the translated source (the key holds the
+	 * original one). */
+	__u32 snat_addr;
+	__u16 snat_port;
+	__u16 snat_pad;
 };
 
 /* Value of both connection tables (xfw_ct of assured connections, xfw_ct_new

@@ -95,6 +95,10 @@ type Layout struct {
 	// Dead[h] counts the positions of base chain h whose rules DeleteRule
 	// removed: in no class, never reused until the next full compile.
 	Dead [NumChains]uint32
+	// NatResume[h] is 1 + the position after the nat PREROUTING segment
+	// of base chain h's walk, where the data plane resumes the walk of
+	// a packet a DNAT sent there (0: no such segment; nat.go).
+	NatResume [NumChains]uint32
 }
 
 // Walks reports whether the generation walks other tables' chains
@@ -162,6 +166,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	}
 	g.Entries = fl.entries
 	fl.layout.WalkStart, fl.layout.WalkEnd = fl.walkStart, fl.walkEnd
+	fl.layout.NatResume = fl.natResume
 	g.Layout = fl.layout
 	neverInAnyClass(g)
 	g.LogConfigs = fl.logs

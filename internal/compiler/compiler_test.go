@@ -211,9 +211,9 @@ func TestOtherTablesRefused(t *testing.T) {
 		{"an ACCEPT rule", func(t *ir.Ruleset) {
 			t.Chains[0].Rules = []*ir.Rule{{Target: ir.Target{Kind: ir.TargetAccept}}}
 		}, ""},
-		{"a NAT rule", func(t *ir.Ruleset) {
+		{"a NAT rule where it cannot be applied", func(t *ir.Ruleset) {
 			t.Chains[0].Rules = []*ir.Rule{{Target: ir.Target{Kind: ir.TargetMasquerade}}}
-		}, "table nat chain PREROUTING rule 1: target MASQUERADE is not supported by xfw's data plane yet"},
+		}, "table nat: chain PREROUTING rule 1: target MASQUERADE is not supported by xfw's data plane outside nat POSTROUTING yet"},
 		{"a DROP policy", func(t *ir.Ruleset) {
 			t.Chains[0].Policy = ir.VerdictDrop
 		}, "table nat: policy DROP of chain PREROUTING is not supported by xfw"},

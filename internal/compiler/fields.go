@@ -219,6 +219,13 @@ const (
 	ActDrop
 	ActReject
 	ActContinue
+	// ActDNAT is nat PREROUTING's DNAT (nat.go): Next holds the new IPv4
+	// address, Aux the new port (0: unchanged).
+	ActDNAT
+	// ActSNAT is nat POSTROUTING's SNAT or MASQUERADE (nat.go): accept,
+	// the source translated; Next the new IPv4 address (MasqueradeAddr:
+	// the output interface's), Aux the new port (0: chosen).
+	ActSNAT
 )
 
 // Entry flags (XFW_EF_*).

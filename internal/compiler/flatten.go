@@ -92,6 +92,11 @@ type flattener struct {
 	ctExpires  matchIndex[CtExpire]
 	// statistics numbers the statistic matches' instances (mark.go).
 	statistics matchIndex[struct{}]
+	// natPrerouting is set while the walk's nat PREROUTING segment is
+	// flattened (DNAT may be used there); natResume are the walks'
+	// resume positions after it (Layout.NatResume).
+	natPrerouting, natPostrouting bool
+	natResume                     [NumChains]uint32
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with
@@ -185,6 +190,11 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 					// Falling off the goto'd chain returns from this one.
 					fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActContinue, nextLabel: ret})
 				}
+			case ir.TargetDNAT, ir.TargetRedirect, ir.TargetSNAT, ir.TargetMasquerade:
+				if err := fl.natEntry(&base, r); err != nil {
+					return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
+				}
+				fl.emit(base)
 			default:
 				ok, err := verdictEntry(&base, r.Target, fl.logConfig)
 				if err != nil {

@@ -117,7 +117,8 @@ func checkOtherTables(rs *ir.Ruleset) error {
 			for i, r := range c.Rules {
 				switch r.Target.Kind {
 				case ir.TargetNone, ir.TargetAccept, ir.TargetDrop, ir.TargetReturn, ir.TargetJump,
-					ir.TargetGoto, ir.TargetLog, ir.TargetMark:
+					ir.TargetGoto, ir.TargetLog, ir.TargetMark, ir.TargetDNAT, ir.TargetRedirect,
+					ir.TargetSNAT, ir.TargetMasquerade:
 				default:
 					return fmt.Errorf("table %s chain %s rule %d: target %s is not supported by xfw's data plane yet",
 						t.Table, c.Name, i+1, targetName(r.Target.Kind))
@@ -125,7 +126,7 @@ func checkOtherTables(rs *ir.Ruleset) error {
 			}
 		}
 	}
-	return nil
+	return checkNatMatches(rs)
 }
 
 // refusedTargets names the targets checkOtherTables refuses.
@@ -228,6 +229,9 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	case ir.ChainPostrouting:
 		fl.logView, check = ir.LogViewPostrouting, ChainOutput
 	}
+	fl.natPrerouting = tc.table == ir.TableNat && tc.chain == ir.ChainPrerouting
+	fl.natPostrouting = tc.table == ir.TableNat && tc.chain == ir.ChainPostrouting
+	defer func() { fl.natPrerouting, fl.natPostrouting = false, false }()
 	if tc.table == ir.TableNat {
 		var notFirst Cond
 		notFirst[FieldCt] = Complement(firstPacketStates(), U64(0), U64(ctDomain-1))
@@ -245,6 +249,9 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	}
 	fl.emit(policy)
 	exit.pos, exit.resolved = uint32(len(fl.entries)), true
+	if fl.natPrerouting {
+		fl.natResume[hook] = exit.pos + 1
+	}
 	for i := first; i < len(fl.entries); i++ {
 		e := &fl.entries[i]
 		if !segmentView(&e.Cond, hook, tc) {

@@ -42,6 +42,17 @@ func TestFormat(t *testing.T) {
 			"ipv6     10 icmpv6   58 29 src=::1 dst=::1 type=128 code=0 id=1 src=::1 dst=::1 type=129 code=0 id=1 mark=0 use=1\n"},
 		{"tcp syn_sent", Conn{Proto: 6, Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), SPort: 1, DPort: 2, TCPState: 1, Timeout: 119}, FormatOptions{},
 			"tcp      6 119 SYN_SENT src=10.0.0.1 dst=10.0.0.2 sport=1 dport=2 [UNREPLIED] src=10.0.0.2 dst=10.0.0.1 sport=2 dport=1 mark=0 use=1\n"},
+		// A DNAT port forward (recorded from conntrack-tools: the reply
+		// tuple comes from the translated destination).
+		{"dnat", Conn{Proto: 6, Src: netip.MustParseAddr("10.8.1.2"), Dst: netip.MustParseAddr("10.8.1.1"), SPort: 40962, DPort: 8080,
+			TCPState: 3, Status: StatusSeenReply | StatusAssured | StatusConfirmed, Timeout: 431999,
+			DNAT: true, ReplSrc: netip.MustParseAddr("10.8.2.2"), ReplSPort: 80}, FormatOptions{},
+			"tcp      6 431999 ESTABLISHED src=10.8.1.2 dst=10.8.1.1 sport=40962 dport=8080 src=10.8.2.2 dst=10.8.1.2 sport=80 dport=40962 [ASSURED] mark=0 use=1\n"},
+		// A masqueraded datagram whose port clashed.
+		{"snat", Conn{Proto: 17, Src: netip.MustParseAddr("10.8.1.2"), Dst: netip.MustParseAddr("10.8.2.2"), SPort: 40060, DPort: 53,
+			Status: StatusSeenReply | StatusConfirmed, Timeout: 29,
+			SNAT: true, ReplDst: netip.MustParseAddr("10.8.2.1"), ReplDPort: 28614}, FormatOptions{},
+			"udp      17 29 src=10.8.1.2 dst=10.8.2.2 sport=40060 dport=53 src=10.8.2.2 dst=10.8.2.1 sport=53 dport=28614 mark=0 use=1\n"},
 	} {
 		if got := Format(tc.c, tc.o); got != tc.want {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)

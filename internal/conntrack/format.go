@@ -43,8 +43,8 @@ var TCPStates = [...]string{"NONE", "SYN_SENT", "SYN_RECV", "ESTABLISHED",
 	"FIN_WAIT", "CLOSE_WAIT", "LAST_ACK", "TIME_WAIT", "CLOSE", "SYN_SENT2"}
 
 // Conn is one tracked connection in the terms conntrack prints it: the
-// original direction's tuple (the reply tuple is its mirror; xfw does no
-// NAT) and the connection's state.
+// original direction's tuple, the reply tuple when a translation makes it
+// other than its mirror, and the connection's state.
 type Conn struct {
 	// IPv6 is the address family (false: IPv4).
 	IPv6 bool
@@ -65,6 +65,16 @@ type Conn struct {
 	Timeout uint64
 	// Packets and Bytes count each direction (0 original, 1 reply).
 	Packets, Bytes [2]uint64
+	// DNAT says the destination was translated: the reply comes from
+	// ReplSrc port ReplSPort, not from Dst and DPort.
+	DNAT      bool
+	ReplSrc   netip.Addr
+	ReplSPort uint16
+	// SNAT says the source was translated: the reply goes to ReplDst
+	// port ReplDPort, not to Src and SPort.
+	SNAT      bool
+	ReplDst   netip.Addr
+	ReplDPort uint16
 }
 
 // ProtoName is libnetfilter_conntrack's name of a layer-4 protocol:
@@ -167,7 +177,14 @@ func Format(c Conn, o FormatOptions) string {
 	if c.Status&StatusSeenReply == 0 {
 		b.WriteString("[UNREPLIED] ")
 	}
-	c.tuple(&b, c.Dst, c.Src, c.DPort, c.SPort, ReplyICMPType(c.IPv6, c.ICMPType))
+	rsrc, rsport, rdst, rdport := c.Dst, c.DPort, c.Src, c.SPort
+	if c.DNAT {
+		rsrc, rsport = c.ReplSrc, c.ReplSPort
+	}
+	if c.SNAT {
+		rdst, rdport = c.ReplDst, c.ReplDPort
+	}
+	c.tuple(&b, rsrc, rdst, rsport, rdport, ReplyICMPType(c.IPv6, c.ICMPType))
 	if c.Status&StatusAssured != 0 {
 		b.WriteString("[ASSURED] ")
 	}

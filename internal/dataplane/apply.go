@@ -322,6 +322,10 @@ func loadedState() (*state, []Interface, error) {
 		cur.Close()
 		return nil, nil, err
 	}
+	if err := fillNatAddrs(cur.maps["xfw_nat_ifaddr"]); err != nil {
+		cur.Close()
+		return nil, nil, err
+	}
 	return cur, ifaces, nil
 }
 

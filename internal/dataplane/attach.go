@@ -603,5 +603,8 @@ func RefreshLocal() error {
 	if err := fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"]); err != nil {
 		return err
 	}
-	return fillRateLimits(cur.maps)
+	if err := fillRateLimits(cur.maps); err != nil {
+		return err
+	}
+	return fillNatAddrs(cur.maps["xfw_nat_ifaddr"])
 }

@@ -73,7 +73,18 @@ type bpfCTVal struct {
 	LastAck    uint32
 	LastEnd    uint32
 	Side       [2]bpfCTTCPSide
-	Pad        uint32 // tail padding of the C struct (8-byte alignment)
+	// NatAddr and NatPort are a translated connection's original
+	// destination, with ctNatDst in NatFlags (bpf/nat.h).
+	NatAddr  uint32
+	NatPort  uint16
+	NatFlags uint8
+	NatPad   uint8
+	// SNatAddr and SNatPort are a translated connection's new source,
+	// with ctNatSrc in NatFlags.
+	SNatAddr uint32
+	SNatPort uint16
+	SNatPad  uint16
+	Pad      uint32 // tail padding of the C struct (8-byte alignment)
 }
 
 // bpfCTEntry mirrors struct xfw_ct_entry, the value of both tables: Head
@@ -284,11 +295,28 @@ func ctConn(k bpfCTKey, v bpfCTVal, now, hz uint64) conntrack.Conn {
 		c.Src, c.Dst = c.Dst, c.Src
 		c.SPort, c.DPort = c.DPort, c.SPort
 	}
+	if v.NatFlags&ctNatDst != 0 {
+		// The key holds the translated tuple (bpf/nat.h).
+		c.DNAT, c.ReplSrc, c.ReplSPort = true, c.Dst, c.DPort
+		c.Dst = ctAddr(0, 0, uint64(v.NatAddr))
+		c.DPort = v.NatPort
+	}
+	if v.NatFlags&ctNatSrc != 0 {
+		// The key holds the original source (bpf/nat_snat.h).
+		c.SNAT, c.ReplDst, c.ReplDPort = true, ctAddr(0, 0, uint64(v.SNatAddr)), v.SNatPort
+	}
 	if v.Expires > now {
 		c.Timeout = (v.Expires - now) / hz
 	}
 	return c
 }
+
+// ctNatDst is XFW_NAT_F_DST of bpfCTVal.NatFlags: a translated
+// destination.
+const ctNatDst = 0x1
+
+// ctNatSrc is XFW_NAT_F_SRC: a translated source.
+const ctNatSrc = 0x2
 
 // ctAddr is a key's address: its numeric value in two host-order halves
 // (IPv4: hi 0, lo the address).

@@ -87,7 +87,7 @@ func TestCTTablesRoot(t *testing.T) {
 	t.Logf("jiffies %d, HZ %d", now, hz)
 
 	newMap := func(typ ebpf.MapType) *ebpf.Map {
-		m, err := ebpf.NewMap(&ebpf.MapSpec{Type: typ, KeySize: 40, ValueSize: 128, MaxEntries: 64})
+		m, err := ebpf.NewMap(&ebpf.MapSpec{Type: typ, KeySize: 40, ValueSize: uint32(binary.Size(bpfCTEntry{})), MaxEntries: 64})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -95,6 +95,9 @@ type bpfFamilyCfg struct {
 	// NH4 and H4 are the transport header conditions (hdr4.go).
 	NH4 uint32
 	H4  [compiler.MaxHdr4Conds]bpfH4Cond
+	// NatResume are the walks' resume positions after a DNAT
+	// (compiler.Layout.NatResume).
+	NatResume [compiler.NumChains]uint32
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
@@ -179,6 +182,7 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 			c.CtFastStates[h], c.CtFastEntry[h] = uint32(states), e
 		}
 	}
+	c.NatResume = g.Layout.NatResume
 	fillExt6(&c, g.Ext6Conds())
 	fillHdr4(&c, g.Hdr4Conds())
 	for f := compiler.Field(0); f < bpfNumFields; f++ {

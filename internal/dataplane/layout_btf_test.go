@@ -349,6 +349,7 @@ func enumMirrors() []enumMirror {
 		{c: "xfw_action", mirror: "compiler.Action", values: map[string]int64{
 			"XFW_ACT_ACCEPT": int64(compiler.ActAccept), "XFW_ACT_DROP": int64(compiler.ActDrop),
 			"XFW_ACT_REJECT": int64(compiler.ActReject), "XFW_ACT_CONTINUE": int64(compiler.ActContinue),
+			"XFW_ACT_DNAT": int64(compiler.ActDNAT), "XFW_ACT_SNAT": int64(compiler.ActSNAT),
 		}},
 		{c: "xfw_reject", mirror: "compiler.RejectTypes", values: rejects},
 		{c: "xfw_probe_kind", mirror: "compiler.ProbeKind", values: map[string]int64{

@@ -88,18 +88,18 @@ func TestTableRulesRefused(t *testing.T) {
 	before := fw.save(t, tp, 4)
 	for _, step := range [][]string{
 		{"-t", "nat", "-A", "POSTROUTING", "-s", "10.0.0.0/24", "-j", "MASQUERADE"},
-		{"-t", "nat", "-A", "DOCKER", "-p", "tcp", "-j", "DNAT", "--to-destination", "10.0.0.2:80"},
+		{"-t", "nat", "-A", "OUTPUT", "-p", "tcp", "-j", "DNAT", "--to-destination", "10.0.0.2:80"},
 		{"-t", "nat", "-A", "POSTROUTING", "-j", "SNAT", "--to-source", "10.0.0.1"},
 	} {
 		res, err := nettest.Exec(tp.FwNS, append([]string{bin, "iptables", "-w", "60"}, step...)...)
 		if res == nil {
 			t.Fatal(err)
 		}
-		if res.ExitCode == 0 || !strings.Contains(res.Stderr, "is not supported by xfw's data plane yet") {
+		if res.ExitCode == 0 || !strings.Contains(res.Stderr, "not supported by xfw's data plane") {
 			t.Errorf("%v: exit %d %q, want a refusal", step, res.ExitCode, res.Stderr)
 		}
 	}
-	res, _ := fw.try(tp, 4, "-restore", "*nat\n-A PREROUTING -p tcp -j REDIRECT --to-ports 8080\nCOMMIT\n")
+	res, _ := fw.try(tp, 4, "-restore", "*nat\n-A OUTPUT -p tcp -j REDIRECT --to-ports 8080\nCOMMIT\n")
 	if res == nil || res.ExitCode == 0 || !strings.Contains(res.Stderr, "target REDIRECT is not supported by xfw") {
 		t.Errorf("restore of a nat rule: %+v", res)
 	}

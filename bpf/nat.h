@@ -1,0 +1,556 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * nat.h — destination NAT (nat PREROUTING's DNAT) for IPv4 TCP and UDP,
+ * with the kernel's semantics (nf_nat_core.c, nf_nat_proto.c):
+ *
+ *  - Only a connection's first packet traverses the nat chains. A DNAT
+ *    verdict (entry action XFW_ACT_DNAT, from the walk's nat PREROUTING
+ *    segment) translates its destination before the route lookup, as
+ *    the kernel's PREROUTING does: the XDP hook routes the packet again
+ *    and resumes the walk of the chain that route picks after the nat
+ *    PREROUTING segment (xfw_family_cfg.nat_resume), so INPUT or FORWARD
+ *    see the translated destination, as in the kernel.
+ *  - The connection is tracked under its translated tuple (both
+ *    directions look like it where the filter chains see them); its
+ *    entry keeps the original destination (xfw_ct_val.nat_*), which
+ *    --ctorigdst and --ctorigdstport read (ct_conn.h xfw_ct_tuple) and
+ *    `xfw conntrack -L` prints. A DNAT whose translated tuple is
+ *    already a connection is dropped (a single address and port leave
+ *    get_unique_tuple no choice; the kernel's confirmation then fails).
+ *  - Later packets: the original direction is translated before the
+ *    route lookup (xfw_nat_pre_xdp, by the wire tuple in xfw_nat), the
+ *    reply direction at TC egress after the verdict (xfw_nat_fwd_tc for
+ *    forwarded replies, judged at ingress; xfw_nat_post_tc for the host's
+ *    own after OUTPUT), where the kernel's source manipulation runs
+ *    (POSTROUTING: the routing decision never sees the host's own
+ *    address as a forwarded packet's source).
+ *  - Not translated (docs/differences.md): ICMP errors about a translated
+ *    connection, fragments (dropped: no half translation).
+ *  - Checksums are updated incrementally (RFC 1624). At XDP the skb's
+ *    ip_summed is not visible: a transport checksum field holding
+ *    exactly the pseudo-header sum is taken for a partial checksum
+ *    (CHECKSUM_PARTIAL of a veth peer) and updated as one; at TC the
+ *    kernel's helpers know.
+ *
+ * REDIRECT is a DNAT to the input interface's primary address
+ * (xfw_nat_ifaddr; none: dropped, as the kernel drops it).
+ *
+ * Tables: xfw_nat (LRU hash) maps the original direction's wire tuple to
+ * the connection's key and translation; an entry whose connection is
+ * gone is deleted by the lookup that finds it. xfw_nat_on turns the
+ * lookups on once a translated connection exists (connections outlive
+ * the rulesets that made them). xfw_nat_scratch holds a first packet's
+ * translation until the verdict confirms it.
+ *
+ * Conventions: the translations are global functions, verified once;
+ * packet bytes go through bpf_xdp_load_bytes/bpf_xdp_store_bytes (XDP)
+ * and the skb helpers (TC). Addresses and ports are host order, as in
+ * struct xfw_pkt.
+ *
+ * Includes: common.h, parse.h, ct.h (its maps, keys and scratch),
+ * xfw_maps.h (xfw_ifinfo).
+ */
+#ifndef XFW_NAT_H
+#define XFW_NAT_H
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "common.h"
+#include "parse.h"
+#include "ct.h"
+#include "xfw_maps.h"
+
+/* The original direction's wire tuple of a translated connection. */
+struct xfw_nat_key {
+	__u32 saddr, daddr;
+	__u16 sport, dport;
+	__u8 proto;
+	__u8 pad[3];
+};
+
+/* Its translation: the connection's key and the new destination; kind
+ * says whose: XFW_NAT_F_DST a DNAT's original direction, XFW_NAT_F_SRC
+ * an SNAT's reply direction (the wire tuple is the reply's). */
+struct xfw_nat_val {
+	struct xfw_ct_key ct;
+	__u32 to_addr;
+	__u16 to_port;
+	__u8 kind;
+	__u8 pad;
+};
+
+/* The quoted headers an ICMP error's translation rewrites: the IPv4
+ * header without options and a TCP header (a UDP header: 28 bytes). */
+#define XFW_NAT_QUOTE 40
+#define XFW_NAT_QUOTE_UDP 28
+#define XFW_NAT_QUOTE_BUF 64 /* a power of two: offsets are masked into it */
+
+/* A first packet's translations waiting for the verdict: [XFW_NAT_PD] the
+ * DNAT's, [XFW_NAT_PS] the SNAT's; pending has XFW_NAT_F_DST and
+ * XFW_NAT_F_SRC for those waiting. */
+#define XFW_NAT_PD 0
+#define XFW_NAT_PS 1
+struct xfw_nat_pend {
+	struct xfw_nat_key key[2];
+	struct xfw_nat_val val[2];
+	struct xfw_ct_key fwd; /* xfw_nat_fwd_tc's key */
+	/* An ICMP error's quoted headers before and after translation
+	 * (nat_icmp.h). */
+	__u8 icmp_old[XFW_NAT_QUOTE_BUF];
+	__u8 icmp_new[XFW_NAT_QUOTE_BUF];
+	__u32 pending;
+	__u32 pad;
+};
+
+/* Translated connections tracked at most; past it the oldest mapping is
+ * forgotten (its connection's later original-direction packets are then
+ * new connections, dropped as clashes: docs/differences.md). */
+#define XFW_NAT_MAX 65536
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct xfw_nat_key);
+	__type(value, struct xfw_nat_val);
+	__uint(max_entries, XFW_NAT_MAX);
+} xfw_nat SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xfw_nat_pend);
+	__uint(max_entries, 1);
+} xfw_nat_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 1);
+} xfw_nat_on SEC(".maps");
+
+/* REDIRECT's addresses: ifindex → the interface's primary IPv4 address
+ * (host order), filled by the control plane with the local addresses
+ * (internal/dataplane/nat.go). */
+#define XFW_NAT_IFADDRS 4096
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, XFW_NAT_IFADDRS);
+} xfw_nat_ifaddr SEC(".maps");
+
+/* An XFW_ACT_DNAT entry's address for REDIRECT: the input interface's
+ * primary address (nf_nat_redirect_ipv4; compiler.RedirectAddr). */
+#define XFW_NAT_REDIRECT 0
+
+/* Offsets in the IPv4 header (from its checksum) and the transport
+ * headers. */
+#define XFW_NAT_IP_OFF 10   /* the checksum, then source and destination */
+#define XFW_NAT_IP_LEN 10
+#define XFW_NAT_TCP_LEN 20  /* ports at 0 and 2, checksum at 16 */
+#define XFW_NAT_TCP_CSUM 16
+#define XFW_NAT_UDP_LEN 8   /* ports at 0 and 2, checksum at 6 */
+#define XFW_NAT_UDP_CSUM 6
+
+/* xfw_nat_enabled reports whether a translated connection may exist. */
+static __always_inline int xfw_nat_enabled(void)
+{
+	__u32 zero = 0, *on = bpf_map_lookup_elem(&xfw_nat_on, &zero);
+
+	return on && *on;
+}
+
+static __always_inline __u32 xfw_nat_fold(__u32 s)
+{
+	s = (s & 0xffff) + (s >> 16);
+	return (s & 0xffff) + (s >> 16);
+}
+
+/* The one's complement sum that replaces old by new (RFC 1624). */
+static __always_inline __u32 xfw_nat_diff32(__u32 old, __u32 new)
+{
+	return (~old >> 16) + (~old & 0xffff) + (new >> 16) + (new & 0xffff);
+}
+
+static __always_inline __u32 xfw_nat_rd16(const __u8 *b, __u32 off)
+{
+	return ((__u32)b[off] << 8) | b[off + 1];
+}
+
+static __always_inline void xfw_nat_wr16(__u8 *b, __u32 off, __u32 v)
+{
+	b[off] = v >> 8;
+	b[off + 1] = v;
+}
+
+/* xfw_nat_l4csum returns transport checksum f updated for the address
+ * old → addr and the port oldport → port; pseudo is the pseudo-header
+ * sum before the change (a partial checksum holds exactly it, and does
+ * not cover the ports). */
+static __always_inline __u32 xfw_nat_l4csum(__u32 f, __u32 pseudo, __u32 old, __u32 addr,
+					    __u32 oldport, __u32 port)
+{
+	__u32 sum;
+
+	if (f == pseudo)
+		return xfw_nat_fold(f + xfw_nat_diff32(old, addr));
+	sum = (~f & 0xffff) + xfw_nat_diff32(old, addr) + (~oldport & 0xffff) + port;
+	return ~xfw_nat_fold(sum) & 0xffff;
+}
+
+/* xfw_nat_set gives p's destination (dst 1) or source the translated
+ * address and port. */
+static __always_inline void xfw_nat_set(struct xfw_pkt *p, __u32 dst, __u32 addr, __u32 port)
+{
+	if (dst) {
+		p->dst_lo = addr;
+		p->dport = port;
+	} else {
+		p->src_lo = addr;
+		p->sport = port;
+	}
+}
+
+/* xfw_nat_rewrite_xdp translates p's destination (dst 1) or source (dst
+ * 0) to addr:port in the packet and in p, checksums included. Returns 0,
+ * or -1 when the headers cannot be read or written. A global function. */
+__attribute__((noinline)) int xfw_nat_rewrite_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
+						  __u32 dst, __u32 addr, __u32 port)
+{
+	__u8 ip[XFW_NAT_IP_LEN], l4[XFW_NAT_TCP_LEN];
+	__u32 old, oldport, f, pseudo, csoff, aoff = dst ? 6 : 2, poff = dst ? 2 : 0;
+	int tcp;
+
+	if (!ctx || !p || p->fam != 0 || !p->l4_off || p->l4_end <= p->l4_off)
+		return -1;
+	tcp = p->proto == IPPROTO_TCP;
+	if (!tcp && p->proto != IPPROTO_UDP)
+		return -1;
+	if (bpf_xdp_load_bytes(ctx, p->l3_off + XFW_NAT_IP_OFF, ip, XFW_NAT_IP_LEN))
+		return -1;
+	if (tcp) {
+		if (bpf_xdp_load_bytes(ctx, p->l4_off, l4, XFW_NAT_TCP_LEN))
+			return -1;
+		csoff = XFW_NAT_TCP_CSUM;
+	} else {
+		if (bpf_xdp_load_bytes(ctx, p->l4_off, l4, XFW_NAT_UDP_LEN))
+			return -1;
+		csoff = XFW_NAT_UDP_CSUM;
+	}
+	old = xfw_nat_rd16(ip, aoff) << 16 | xfw_nat_rd16(ip, aoff + 2);
+	oldport = xfw_nat_rd16(l4, poff);
+	f = xfw_nat_rd16(l4, csoff);
+	/* A UDP checksum of 0 is none. */
+	if (tcp || f != 0) {
+		pseudo = xfw_nat_fold(xfw_nat_rd16(ip, 2) + xfw_nat_rd16(ip, 4) + xfw_nat_rd16(ip, 6) +
+				      xfw_nat_rd16(ip, 8) + p->proto + (p->l4_end - p->l4_off));
+		f = xfw_nat_l4csum(f, pseudo, old, addr, oldport, port);
+		if (!tcp && f == 0)
+			f = 0xffff;
+		xfw_nat_wr16(l4, csoff, f);
+	}
+	f = (~xfw_nat_rd16(ip, 0) & 0xffff) + xfw_nat_diff32(old, addr);
+	xfw_nat_wr16(ip, 0, ~xfw_nat_fold(f));
+	xfw_nat_wr16(ip, aoff, addr >> 16);
+	xfw_nat_wr16(ip, aoff + 2, addr);
+	xfw_nat_wr16(l4, poff, port);
+	if (bpf_xdp_store_bytes(ctx, p->l3_off + XFW_NAT_IP_OFF, ip, XFW_NAT_IP_LEN))
+		return -1;
+	if (tcp) {
+		if (bpf_xdp_store_bytes(ctx, p->l4_off, l4, XFW_NAT_TCP_LEN))
+			return -1;
+	} else if (bpf_xdp_store_bytes(ctx, p->l4_off, l4, XFW_NAT_UDP_LEN)) {
+		return -1;
+	}
+	xfw_nat_set(p, dst, addr, port);
+	return 0;
+}
+
+/* xfw_nat_rewrite_tc is xfw_nat_rewrite_xdp on an skb at TC egress, with
+ * the kernel's checksum helpers (they follow ip_summed). */
+__attribute__((noinline)) int xfw_nat_rewrite_tc(struct __sk_buff *skb, struct xfw_pkt *p,
+						 __u32 dst, __u32 addr, __u32 port)
+{
+	__u32 aoff, poff, csoff, mangled0 = 0;
+	__be32 olda, newa = bpf_htonl(addr);
+	__be16 oldp, newp = bpf_htons(port);
+
+	if (!skb || !p || p->fam != 0 || !p->l4_off)
+		return -1;
+	if (p->proto == IPPROTO_TCP) {
+		csoff = p->l4_off + XFW_NAT_TCP_CSUM;
+	} else if (p->proto == IPPROTO_UDP) {
+		csoff = p->l4_off + XFW_NAT_UDP_CSUM;
+		mangled0 = BPF_F_MARK_MANGLED_0;
+	} else {
+		return -1;
+	}
+	aoff = p->l3_off + XFW_NAT_IP_OFF + (dst ? 6 : 2);
+	poff = p->l4_off + (dst ? 2 : 0);
+	if (bpf_skb_load_bytes(skb, aoff, &olda, sizeof(olda)) ||
+	    bpf_skb_load_bytes(skb, poff, &oldp, sizeof(oldp)))
+		return -1;
+	if (bpf_l4_csum_replace(skb, csoff, olda, newa, BPF_F_PSEUDO_HDR | mangled0 | sizeof(newa)) ||
+	    bpf_l4_csum_replace(skb, csoff, oldp, newp, mangled0 | sizeof(newp)) ||
+	    bpf_l3_csum_replace(skb, p->l3_off + XFW_NAT_IP_OFF, olda, newa, sizeof(newa)) ||
+	    bpf_skb_store_bytes(skb, aoff, &newa, sizeof(newa), 0) ||
+	    bpf_skb_store_bytes(skb, poff, &newp, sizeof(newp), 0))
+		return -1;
+	xfw_nat_set(p, dst, addr, port);
+	return 0;
+}
+
+/* xfw_nat_conn returns the live connection of key k, or 0. */
+static __always_inline struct xfw_ct_entry *xfw_nat_conn(struct xfw_ct_key *k)
+{
+	__u64 now = bpf_jiffies64();
+	struct xfw_ct_entry *e = bpf_map_lookup_elem(&xfw_ct, k);
+
+	if (e && (__s64)(e->v.expires - now) > 0)
+		return e;
+	e = bpf_map_lookup_elem(&xfw_ct_new, k);
+	if (e && (__s64)(e->v.expires - now) > 0)
+		return e;
+	return 0;
+}
+
+/* xfw_nat_tracked returns the connection of key k a packet accepted a
+ * moment ago was tracked in, expired or not: an RST that kills its
+ * connection still leaves translated, as the kernel's packet keeps its
+ * connection (xfw_ct_track deletes entries that expired before). */
+static __always_inline struct xfw_ct_entry *xfw_nat_tracked(struct xfw_ct_key *k)
+{
+	struct xfw_ct_entry *e = bpf_map_lookup_elem(&xfw_ct, k);
+
+	if (e)
+		return e;
+	return bpf_map_lookup_elem(&xfw_ct_new, k);
+}
+
+/* xfw_nat_translatable reports whether p can be translated: IPv4 TCP or
+ * UDP with its ports, not a fragment (a DNAT of a fragment drops it). */
+static __always_inline int xfw_nat_translatable(struct xfw_pkt *p)
+{
+	return p->fam == 0 && (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP) &&
+	       p->sport < 65536 && p->dport < 65536 && !p->fragmented;
+}
+
+/* xfw_nat_owns reports whether connection v still holds the translation
+ * of kind whose wire destination is addr:port (a mapping outliving its
+ * connection is not). */
+static __always_inline int xfw_nat_owns(struct xfw_ct_val *v, __u32 kind, __u32 addr, __u32 port)
+{
+	if (!(v->nat_flags & kind))
+		return 0;
+	if (kind == XFW_NAT_F_DST)
+		return v->nat_addr == addr && v->nat_port == port;
+	return v->snat_addr == addr && v->snat_port == port;
+}
+
+/* xfw_nat_pre_xdp translates, before the route lookup, the destination of
+ * a packet of a translated connection: a DNAT's original direction, an
+ * SNAT's replies (the kernel's PREROUTING). Returns 1 when it did. A
+ * global function. */
+__attribute__((noinline)) int xfw_nat_pre_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
+{
+	struct xfw_nat_key k = {};
+	struct xfw_nat_val *v;
+	struct xfw_ct_entry *e;
+
+	if (!ctx || !p || !xfw_nat_enabled() || !xfw_nat_translatable(p))
+		return 0;
+	k.saddr = p->src_lo;
+	k.daddr = p->dst_lo;
+	k.sport = p->sport;
+	k.dport = p->dport;
+	k.proto = p->proto;
+	v = bpf_map_lookup_elem(&xfw_nat, &k);
+	if (!v)
+		return 0;
+	e = xfw_nat_conn(&v->ct);
+	if (!e || !xfw_nat_owns(&e->v, v->kind, k.daddr, k.dport)) {
+		/* Its connection is gone: the packet opens a new one. */
+		bpf_map_delete_elem(&xfw_nat, &k);
+		return 0;
+	}
+	return xfw_nat_rewrite_xdp(ctx, p, 1, v->to_addr, v->to_port) == 0;
+}
+
+/* xfw_nat_dnat_xdp applies a DNAT verdict to a connection's first packet
+ * (cs: its tracking, a new connection pending): the connection is rekeyed
+ * to the translated tuple, which keeps the original destination, the
+ * packet translated, the mapping left for xfw_nat_confirm. port 0 keeps
+ * the port. Returns 0, or -1 when the packet must be dropped (not
+ * translatable, a clash, a failed write). A global function. */
+__attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
+					       struct xfw_ct_scratch *cs, __u32 addr, __u32 port)
+{
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	int srcb;
+
+	if (!ctx || !p || !cs || !np)
+		return -1;
+	np->pending = 0; /* the first translation of the packet */
+	if (addr == XFW_NAT_REDIRECT) {
+		__u32 iif = ctx->ingress_ifindex, *a;
+
+		/* A VLAN's packets come in on its parent: the VLAN device is
+		 * the input interface (xfw_ifinfo). */
+		if (p->vlan) {
+			__u64 key = (__u64)iif | ((__u64)p->vlan << 32);
+			struct xfw_ifinfo *ifi = bpf_map_lookup_elem(&xfw_ifinfo, &key);
+
+			if (!ifi)
+				return -1;
+			iif = ifi->ifindex;
+		}
+		a = bpf_map_lookup_elem(&xfw_nat_ifaddr, &iif);
+		if (!a || !*a)
+			return -1; /* no address: the kernel drops it */
+		addr = *a;
+	}
+	if (!xfw_nat_translatable(p) || cs->pending != XFW_CTP_CREATE)
+		return -1;
+	if (!port)
+		port = p->dport;
+	__builtin_memset(&np->key[XFW_NAT_PD], 0, sizeof(np->key[XFW_NAT_PD]));
+	np->key[XFW_NAT_PD].saddr = p->src_lo;
+	np->key[XFW_NAT_PD].daddr = p->dst_lo;
+	np->key[XFW_NAT_PD].sport = p->sport;
+	np->key[XFW_NAT_PD].dport = p->dport;
+	np->key[XFW_NAT_PD].proto = p->proto;
+	srcb = xfw_ct_mkkey(&np->val[XFW_NAT_PD].ct, 0, p->proto, 0, p->src_lo, p->sport, 0, addr, port);
+	if (xfw_nat_conn(&np->val[XFW_NAT_PD].ct))
+		return -1; /* the translated tuple is taken */
+	np->val[XFW_NAT_PD].to_addr = addr;
+	np->val[XFW_NAT_PD].to_port = port;
+	np->val[XFW_NAT_PD].kind = XFW_NAT_F_DST;
+	np->val[XFW_NAT_PD].pad = 0;
+	cs->nv.nat_addr = p->dst_lo;
+	cs->nv.nat_port = p->dport;
+	cs->nv.nat_flags = XFW_NAT_F_DST;
+	if (xfw_nat_rewrite_xdp(ctx, p, 1, addr, port))
+		return -1;
+	cs->key = np->val[XFW_NAT_PD].ct;
+	p->ct_rsport = port; /* the reply tuple comes from the new port */
+	if (srcb)
+		cs->nv.status |= XFW_CTST_ORIG_B;
+	else
+		cs->nv.status &= ~XFW_CTST_ORIG_B;
+	np->pending = XFW_NAT_F_DST;
+	return 0;
+}
+
+/* xfw_nat_confirm records the translation of an accepted first packet
+ * (with its connection, xfw_ct_confirm). */
+static __always_inline void xfw_nat_confirm(void)
+{
+	__u32 zero = 0, one = 1;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+
+	if (!np || !np->pending)
+		return;
+	if (np->pending & XFW_NAT_F_DST)
+		bpf_map_update_elem(&xfw_nat, &np->key[XFW_NAT_PD], &np->val[XFW_NAT_PD], BPF_ANY);
+	if (np->pending & XFW_NAT_F_SRC)
+		bpf_map_update_elem(&xfw_nat, &np->key[XFW_NAT_PS], &np->val[XFW_NAT_PS], BPF_ANY);
+	np->pending = 0;
+	if (!xfw_nat_enabled())
+		bpf_map_update_elem(&xfw_nat_on, &zero, &one, BPF_ANY);
+}
+
+/* xfw_nat_cancel forgets a first packet's translation the kernel's
+ * routing does not bring to netfilter. */
+static __always_inline void xfw_nat_cancel(void)
+{
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+
+	if (np)
+		np->pending = 0;
+}
+
+/* xfw_nat_undo_xdp forgets a first packet's translation the verdict did
+ * not accept and gives the packet its destination back (REJECT answers
+ * it as it came, as the kernel's translation of the answer shows it). */
+static __always_inline void xfw_nat_undo_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
+{
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+
+	if (!np || !np->pending)
+		return;
+	if (np->pending & XFW_NAT_F_DST)
+		xfw_nat_rewrite_xdp(ctx, p, 1, np->key[XFW_NAT_PD].daddr, np->key[XFW_NAT_PD].dport);
+	np->pending = 0;
+}
+
+/* xfw_nat_src_of returns the source a leaving packet of connection e
+ * takes, in direction reply: a DNAT's replies its original destination,
+ * an SNAT's original direction the translated source; addr << 16 | port
+ * in *to. Returns 1 when there is one. */
+static __always_inline int xfw_nat_src_of(struct xfw_ct_entry *e, int reply, __u64 *to)
+{
+	if (reply && (e->v.nat_flags & XFW_NAT_F_DST)) {
+		*to = (__u64)e->v.nat_addr << 16 | e->v.nat_port;
+		return 1;
+	}
+	if (!reply && (e->v.nat_flags & XFW_NAT_F_SRC)) {
+		*to = (__u64)e->v.snat_addr << 16 | e->v.snat_port;
+		return 1;
+	}
+	return 0;
+}
+
+/* xfw_nat_fwd_tc gives a forwarded packet of a translated connection its
+ * source as it leaves (a DNAT's replies the original destination, an
+ * SNAT's original direction the new source) (the kernel's POSTROUTING: after the
+ * routing decision, which must not see a source of the host's own). p is
+ * the parsed packet, judged at ingress. Returns -1 when the packet must
+ * be dropped (the write failed). A global function. */
+__attribute__((noinline)) int xfw_nat_fwd_tc(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_ct_entry *e;
+	int srcb;
+
+	if (!skb || !p || !np || !xfw_nat_translatable(p))
+		return 0;
+	__u64 to = 0;
+
+	srcb = xfw_ct_mkkey(&np->fwd, 0, p->proto, 0, p->src_lo, p->sport, 0, p->dst_lo, p->dport);
+	e = xfw_nat_tracked(&np->fwd);
+	if (!e || !xfw_nat_src_of(e, srcb != !!(e->v.status & XFW_CTST_ORIG_B), &to))
+		return 0;
+	return xfw_nat_rewrite_tc(skb, p, 0, to >> 16, to & 0xffff);
+}
+
+/* xfw_nat_post_tc gives an accepted packet of the host's own, at TC egress
+ * after OUTPUT, its translated source: a reply in a DNAT connection its
+ * original destination, an SNAT connection's packet the new source.
+ * Returns -1 when the packet must be dropped (the write failed). A global
+ * function. */
+__attribute__((noinline)) int xfw_nat_post_tc(struct __sk_buff *skb, struct xfw_pkt *p,
+					      struct xfw_ct_scratch *cs)
+{
+	struct xfw_ct_entry *e;
+	__u32 st;
+	__u64 to = 0;
+
+	if (!skb || !p || !cs || !xfw_nat_enabled() || !xfw_nat_translatable(p))
+		return 0;
+	st = p->ct & 7;
+	if (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED)
+		return 0;
+	e = xfw_nat_tracked(&cs->key);
+	if (!e || !xfw_nat_src_of(e, !!(p->ct & XFW_CTV_DIR_REPLY), &to))
+		return 0;
+	return xfw_nat_rewrite_tc(skb, p, 0, to >> 16, to & 0xffff);
+}
+
+#endif /* XFW_NAT_H */

@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * nat_icmp.h — ICMP errors about a DNAT connection, translated back as the
+ * kernel's nf_nat_icmp_reply_translation does: an error forwarded toward
+ * the client (from the translated destination, or a router on the way)
+ * quotes the translated packet; as it leaves (POSTROUTING, xfw_tc_forwarded)
+ * the quoted packet gets its original destination back (address, port,
+ * the quoted IPv4 and transport checksums) and the error its source: the
+ * original destination, whoever sent it, as the kernel's outer manip.
+ *
+ * Scope: IPv4 errors quoting an IPv4 header without options and a TCP or
+ * UDP header (a TCP header cut short keeps its checksum, as the kernel's
+ * tcp_manip_pkt does). Errors the host sends itself about a translated
+ * packet are not translated (docs/differences.md).
+ *
+ * Conventions: the quoted bytes are copied into the per-CPU scratch
+ * (xfw_nat_pend), rewritten there, and the ICMP checksum updated by their
+ * difference (bpf_csum_diff).
+ *
+ * Includes: nat.h.
+ */
+#ifndef XFW_NAT_ICMP_H
+#define XFW_NAT_ICMP_H
+
+#include "nat.h"
+
+/* Offsets in the quoted headers. */
+#define XFW_NQ_CSUM 10      /* the quoted IPv4 checksum */
+#define XFW_NQ_SADDR 12
+#define XFW_NQ_DADDR 16
+#define XFW_NQ_L4 20        /* the quoted transport header */
+#define XFW_NQ_ICMP_CSUM 2  /* the ICMP checksum in the error's header */
+#define XFW_NQ_ICMP_HLEN 8
+
+/* A pseudo-header sum no 16-bit checksum field equals: xfw_nat_l4csum
+ * then updates the field as a full checksum. */
+#define XFW_NQ_NO_PSEUDO 0x10000
+
+/* The mask keeping an even offset inside the quote buffer. */
+#define XFW_NQ_MASK (XFW_NAT_QUOTE_BUF - 2)
+
+/* xfw_nat_quote_fix rewrites the quoted packet in np->icmp_new (a copy of
+ * icmp_old) to destination (dst 1) or source addr:port, checksums
+ * included; csum is the quoted transport checksum's offset in the buffer
+ * (0: none present). */
+static __always_inline void xfw_nat_quote_fix(struct xfw_nat_pend *np, __u32 csum, __u32 dst,
+					      __u32 addr, __u32 port)
+{
+	__u8 *b = np->icmp_new;
+	__u32 old, oldport, f;
+	__u32 aoff = dst ? XFW_NQ_DADDR : XFW_NQ_SADDR, poff = XFW_NQ_L4 + (dst ? 2 : 0);
+
+	old = xfw_nat_rd16(b, aoff) << 16 | xfw_nat_rd16(b, aoff + 2);
+	oldport = xfw_nat_rd16(b, poff);
+	if (csum) {
+		f = xfw_nat_rd16(b, csum & XFW_NQ_MASK);
+		/* A UDP checksum of 0 is none. */
+		if (f != 0 || b[9] == IPPROTO_TCP) {
+			/* Updated as a full checksum, whatever it holds, as the
+			 * kernel's manipulation of the quoted packet (the error
+			 * is no partial checksum): pseudo never matches. */
+			f = xfw_nat_l4csum(f, XFW_NQ_NO_PSEUDO, old, addr, oldport, port);
+			if (b[9] == IPPROTO_UDP && f == 0)
+				f = 0xffff;
+			xfw_nat_wr16(b, csum & XFW_NQ_MASK, f);
+		}
+	}
+	f = (~xfw_nat_rd16(b, XFW_NQ_CSUM) & 0xffff) + xfw_nat_diff32(old, addr);
+	xfw_nat_wr16(b, XFW_NQ_CSUM, ~xfw_nat_fold(f));
+	xfw_nat_wr16(b, aoff, addr >> 16);
+	xfw_nat_wr16(b, aoff + 2, addr);
+	xfw_nat_wr16(b, poff, port);
+}
+
+/* xfw_nat_quote_proto returns the quoted packet's protocol when it can be
+ * translated (an IPv4 header without options, TCP or UDP), else 0. */
+static __always_inline __u32 xfw_nat_quote_proto(struct xfw_nat_pend *np)
+{
+	__u32 proto = np->icmp_old[9];
+
+	if (np->icmp_old[0] != 0x45) /* version 4, 20-byte header */
+		return 0;
+	return proto == IPPROTO_TCP || proto == IPPROTO_UDP ? proto : 0;
+}
+
+/* xfw_nat_quote_csum returns the offset of the quoted transport checksum
+ * in the buffer for proto (TCP: when its whole header is quoted, full),
+ * 0 for none. */
+static __always_inline __u32 xfw_nat_quote_csum(__u32 proto, int full)
+{
+	if (proto == IPPROTO_UDP)
+		return XFW_NQ_L4 + XFW_NAT_UDP_CSUM;
+	return full ? XFW_NQ_L4 + XFW_NAT_TCP_CSUM : 0;
+}
+
+/* xfw_nat_icmp_tc translates a forwarded ICMP error (p) about a DNAT
+ * connection as it leaves. Returns -1 when the packet must be dropped (a
+ * failed write). A global function. */
+__attribute__((noinline)) int xfw_nat_icmp_tc(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	__u32 zero = 0, in, n = XFW_NAT_QUOTE, csum, proto, isrc, idst;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_ct_entry *e;
+	__s64 diff;
+	__be32 olda, newa;
+	int srcb;
+
+	if (!skb || !p || !np || p->fam != 0 || p->icmp > 0xffff || !p->l4_off ||
+	    !xfw_icmp_is_err(p->icmp >> 8))
+		return 0;
+	in = p->l4_off + XFW_NQ_ICMP_HLEN;
+	if (bpf_skb_load_bytes(skb, in, np->icmp_old, XFW_NAT_QUOTE_UDP))
+		return 0;
+	proto = xfw_nat_quote_proto(np);
+	if (!proto)
+		return 0;
+	/* A TCP header cut short: the ports only. */
+	if (proto == IPPROTO_UDP || bpf_skb_load_bytes(skb, in, np->icmp_old, XFW_NAT_QUOTE))
+		n = XFW_NAT_QUOTE_UDP;
+	csum = xfw_nat_quote_csum(proto, n == XFW_NAT_QUOTE);
+	isrc = xfw_nat_rd16(np->icmp_old, 12) << 16 | xfw_nat_rd16(np->icmp_old, 14);
+	idst = xfw_nat_rd16(np->icmp_old, 16) << 16 | xfw_nat_rd16(np->icmp_old, 18);
+	srcb = xfw_ct_mkkey(&np->fwd, 0, proto, 0, isrc, xfw_nat_rd16(np->icmp_old, XFW_NQ_L4), 0, idst,
+			    xfw_nat_rd16(np->icmp_old, XFW_NQ_L4 + 2));
+	e = xfw_nat_tracked(&np->fwd);
+	/* The quoted packet went the original way, translated. */
+	if (!e || !(e->v.nat_flags & XFW_NAT_F_DST) || srcb != !!(e->v.status & XFW_CTST_ORIG_B))
+		return 0;
+	__builtin_memcpy(np->icmp_new, np->icmp_old, XFW_NAT_QUOTE);
+	xfw_nat_quote_fix(np, csum, 1, e->v.nat_addr, e->v.nat_port);
+	if (n == XFW_NAT_QUOTE) {
+		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_NAT_QUOTE, (__be32 *)np->icmp_new,
+				     XFW_NAT_QUOTE, 0);
+		if (bpf_skb_store_bytes(skb, in, np->icmp_new, XFW_NAT_QUOTE, 0))
+			return -1;
+	} else {
+		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_NAT_QUOTE_UDP, (__be32 *)np->icmp_new,
+				     XFW_NAT_QUOTE_UDP, 0);
+		if (bpf_skb_store_bytes(skb, in, np->icmp_new, XFW_NAT_QUOTE_UDP, 0))
+			return -1;
+	}
+	if (diff < 0 || bpf_l4_csum_replace(skb, p->l4_off + XFW_NQ_ICMP_CSUM, 0, diff, 0))
+		return -1;
+	/* The error comes from the original destination. */
+	olda = bpf_htonl(p->src_lo);
+	newa = bpf_htonl(e->v.nat_addr);
+	if (bpf_l3_csum_replace(skb, p->l3_off + XFW_NAT_IP_OFF, olda, newa, sizeof(newa)) ||
+	    bpf_skb_store_bytes(skb, p->l3_off + XFW_NAT_IP_OFF + 2, &newa, sizeof(newa), 0))
+		return -1;
+	p->src_lo = e->v.nat_addr;
+	return 0;
+}
+
+/* xfw_nat_icmp_pre_xdp translates, before the route lookup, an ICMP
+ * error (p) about an SNAT connection coming back to the translated
+ * source: the quoted packet gets its original source back, the error its
+ * original destination (the kernel's PREROUTING). Returns 1 when it did.
+ * A global function. */
+__attribute__((noinline)) int xfw_nat_icmp_pre_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
+{
+	__u32 zero = 0, in, n = XFW_NAT_QUOTE, csum, f, proto;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_key k = {};
+	struct xfw_nat_val *v;
+	struct xfw_ct_entry *e;
+	__u8 hdr[XFW_NAT_IP_LEN];
+	__s64 diff;
+
+	if (!ctx || !p || !np || p->fam != 0 || p->icmp > 0xffff || !p->l4_off ||
+	    !xfw_icmp_is_err(p->icmp >> 8) || p->fragmented || !xfw_nat_enabled())
+		return 0;
+	in = p->l4_off + XFW_NQ_ICMP_HLEN;
+	if (bpf_xdp_load_bytes(ctx, in, np->icmp_old, XFW_NAT_QUOTE_UDP))
+		return 0;
+	proto = xfw_nat_quote_proto(np);
+	if (!proto)
+		return 0;
+	if (proto == IPPROTO_UDP || bpf_xdp_load_bytes(ctx, in, np->icmp_old, XFW_NAT_QUOTE))
+		n = XFW_NAT_QUOTE_UDP;
+	csum = xfw_nat_quote_csum(proto, n == XFW_NAT_QUOTE);
+	/* The quoted packet left translated: its reply's wire tuple is the
+	 * mapping's key. */
+	k.saddr = xfw_nat_rd16(np->icmp_old, XFW_NQ_DADDR) << 16 | xfw_nat_rd16(np->icmp_old, XFW_NQ_DADDR + 2);
+	k.daddr = xfw_nat_rd16(np->icmp_old, XFW_NQ_SADDR) << 16 | xfw_nat_rd16(np->icmp_old, XFW_NQ_SADDR + 2);
+	k.sport = xfw_nat_rd16(np->icmp_old, XFW_NQ_L4 + 2);
+	k.dport = xfw_nat_rd16(np->icmp_old, XFW_NQ_L4);
+	k.proto = proto;
+	v = bpf_map_lookup_elem(&xfw_nat, &k);
+	if (!v || v->kind != XFW_NAT_F_SRC)
+		return 0;
+	e = xfw_nat_conn(&v->ct);
+	if (!e || !xfw_nat_owns(&e->v, XFW_NAT_F_SRC, k.daddr, k.dport))
+		return 0;
+	__builtin_memcpy(np->icmp_new, np->icmp_old, XFW_NAT_QUOTE);
+	xfw_nat_quote_fix(np, csum, 0, v->to_addr, v->to_port);
+	if (n == XFW_NAT_QUOTE) {
+		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_NAT_QUOTE, (__be32 *)np->icmp_new,
+				     XFW_NAT_QUOTE, 0);
+		if (bpf_xdp_store_bytes(ctx, in, np->icmp_new, XFW_NAT_QUOTE))
+			return 0;
+	} else {
+		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_NAT_QUOTE_UDP, (__be32 *)np->icmp_new,
+				     XFW_NAT_QUOTE_UDP, 0);
+		if (bpf_xdp_store_bytes(ctx, in, np->icmp_new, XFW_NAT_QUOTE_UDP))
+			return 0;
+	}
+	/* The ICMP checksum (no pseudo-header) by the quoted bytes' change:
+	 * bpf_csum_diff sums the bytes as the host reads 16-bit words, so
+	 * its folded sum is in host byte order. */
+	if (diff < 0 || bpf_xdp_load_bytes(ctx, p->l4_off, hdr, 4))
+		return 0;
+	f = (~xfw_nat_rd16(hdr, XFW_NQ_ICMP_CSUM) & 0xffff) + bpf_ntohs(xfw_nat_fold((__u32)diff));
+	xfw_nat_wr16(hdr, XFW_NQ_ICMP_CSUM, ~xfw_nat_fold(f));
+	if (bpf_xdp_store_bytes(ctx, p->l4_off, hdr, 4))
+		return 0;
+	/* The error goes to the original source. */
+	if (bpf_xdp_load_bytes(ctx, p->l3_off + XFW_NAT_IP_OFF, hdr, XFW_NAT_IP_LEN))
+		return 0;
+	f = (~xfw_nat_rd16(hdr, 0) & 0xffff) + xfw_nat_diff32(p->dst_lo, v->to_addr);
+	xfw_nat_wr16(hdr, 0, ~xfw_nat_fold(f));
+	xfw_nat_wr16(hdr, 6, v->to_addr >> 16);
+	xfw_nat_wr16(hdr, 8, v->to_addr);
+	if (bpf_xdp_store_bytes(ctx, p->l3_off + XFW_NAT_IP_OFF, hdr, XFW_NAT_IP_LEN))
+		return 0;
+	p->dst_lo = v->to_addr;
+	return 1;
+}
+
+/* xfw_nat_pre translates a packet of a translated connection before the
+ * route lookup (the kernel's PREROUTING): xfw_nat_pre_xdp, or for an ICMP
+ * error xfw_nat_icmp_pre_xdp. */
+static __always_inline void xfw_nat_pre(struct xdp_md *ctx, struct xfw_pkt *p)
+{
+	if (p->proto == IPPROTO_ICMP)
+		xfw_nat_icmp_pre_xdp(ctx, p);
+	else
+		xfw_nat_pre_xdp(ctx, p);
+}
+
+#endif /* XFW_NAT_ICMP_H */

@@ -1,0 +1,150 @@
+package compiler
+
+import (
+	"fmt"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// NAT in the walk (bpf/nat.h).
+//
+// DNAT in nat PREROUTING is an entry of its own action (ActDNAT): a
+// terminal entry whose Next carries the new IPv4 address (host order) and
+// Aux the new port (0: the packet's own). REDIRECT is a DNAT to the input
+// interface's primary address (Next RedirectAddr), as nf_nat_redirect_ipv4
+// picks it (the data plane's xfw_nat_ifaddr, filled by the control plane
+// with the local addresses). The data plane translates the
+// connection's first packet, routes it again (the kernel's PREROUTING runs
+// before its routing decision) and resumes the walk of the chain that
+// route picks after its nat PREROUTING segment (Layout.NatResume). The
+// translation is kept with the connection and applied to both directions.
+//
+// What the data plane translates, and so what is accepted: IPv4, one
+// address (--to-destination ADDR or ADDR:PORT) or REDIRECT with at most
+// one port, in a rule restricted to TCP or UDP. Address and port ranges,
+// --random, --persistent, DNAT and REDIRECT outside PREROUTING (nat
+// OUTPUT), SNAT and MASQUERADE are refused, and so are conntrack options a translation changes the
+// meaning of (--ctstate SNAT/DNAT, --ctreplsrc), in a ruleset with DNAT.
+
+// RedirectAddr is an ActDNAT entry's address for REDIRECT: the primary
+// IPv4 address of the packet's input interface (0.0.0.0, which DNAT never
+// translates to).
+const RedirectAddr = 0
+
+// MasqueradeAddr is an ActSNAT entry's address for MASQUERADE: the
+// output interface's primary IPv4 address.
+const MasqueradeAddr = 0
+
+// natTargetNames name the NAT targets in refusals.
+var natTargetNames = map[ir.TargetKind]string{ir.TargetDNAT: "DNAT", ir.TargetRedirect: "REDIRECT",
+	ir.TargetSNAT: "SNAT", ir.TargetMasquerade: "MASQUERADE"}
+
+// natEntry sets e's action for rule r's NAT target (DNAT or REDIRECT in
+// PREROUTING, SNAT or MASQUERADE in POSTROUTING), refusing what the data
+// plane cannot translate.
+func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
+	name := natTargetNames[r.Target.Kind]
+	source := r.Target.Kind == ir.TargetSNAT || r.Target.Kind == ir.TargetMasquerade
+	switch {
+	case !source && !fl.natPrerouting:
+		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat PREROUTING yet", name)
+	case source && !fl.natPostrouting:
+		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat POSTROUTING yet", name)
+	}
+	if fl.rs.Family != ir.IPv4 {
+		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet", name)
+	}
+	if !r.Proto.Set || r.Proto.Invert || (r.Proto.Num != protoTCP && r.Proto.Num != protoUDP) {
+		return fmt.Errorf("target %s is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp", name)
+	}
+	n := r.Target.Nat
+	if n == nil {
+		n = &ir.NatRange{}
+	}
+	if n.Flags&(ir.NatRandom|ir.NatPersistent|ir.NatRandomFully|ir.NatProtoOffset) != 0 {
+		return fmt.Errorf("target %s: --random, --persistent and port maps are not supported by xfw's data plane yet", name)
+	}
+	addr := uint32(RedirectAddr)
+	if r.Target.Kind == ir.TargetDNAT || r.Target.Kind == ir.TargetSNAT {
+		if n.Flags&ir.NatMapIPs == 0 || n.MinAddr != n.MaxAddr || !n.MinAddr.Is4() || n.MinAddr.IsUnspecified() {
+			return fmt.Errorf("target %s is not supported by xfw's data plane yet with other than one IPv4 address", name)
+		}
+		a := n.MinAddr.As4()
+		addr = uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	}
+	port := uint16(0)
+	if n.Flags&ir.NatProtoSpecified != 0 {
+		if n.MinPort != n.MaxPort || n.MinPort == 0 {
+			return fmt.Errorf("target %s is not supported by xfw's data plane yet with a port range", name)
+		}
+		port = n.MinPort
+	}
+	e.Action, e.Next, e.Aux = ActDNAT, addr, port
+	if source {
+		e.Action = ActSNAT
+	}
+	return nil
+}
+
+// Protocol numbers DNAT translates.
+const (
+	protoTCP = 6
+	protoUDP = 17
+)
+
+// usesNAT reports whether rs's nat table has a NAT target.
+func usesNAT(rs *ir.Ruleset) bool {
+	t := rs.TableByName(ir.TableNat)
+	if t == nil {
+		return false
+	}
+	for _, c := range t.Chains {
+		for _, r := range c.Rules {
+			if _, ok := natTargetNames[r.Target.Kind]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkNatMatches refuses, in a ruleset with NAT, the conntrack options
+// whose answer a translation changes and the data plane does not give:
+// --ctstate SNAT and DNAT (the status bits are not in FieldCt),
+// --ctreplsrc, --ctrepldst and --ctrepldstport (compiled from the
+// original tuple).
+func checkNatMatches(rs *ir.Ruleset) error {
+	if !usesNAT(rs) {
+		return nil
+	}
+	tables := append([]*ir.Ruleset{rs}, rs.Tables...)
+	for _, t := range tables {
+		for _, c := range t.Chains {
+			for i, r := range c.Rules {
+				for _, m := range r.Matches {
+					ct, ok := m.(*ir.ConntrackMatch)
+					if !ok {
+						continue
+					}
+					if ct.States.Set && ct.States.Bits&(ir.CtStateSNAT|ir.CtStateDNAT) != 0 {
+						return natMatchErr(t, c, i, "--ctstate SNAT and DNAT")
+					}
+					if ct.ReplSrc.Set || ct.ReplDst.Set || ct.ReplDstPort.Set {
+						return natMatchErr(t, c, i, "--ctreplsrc, --ctrepldst and --ctrepldstport")
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// natMatchErr is checkNatMatches' error for rule i of chain c in table t.
+func natMatchErr(t *ir.Ruleset, c *ir.Chain, i int, what string) error {
+	table := t.Table
+	if table == "" {
+		table = ir.TableFilter
+	}
+	return fmt.Errorf("table %s chain %s rule %d: conntrack match: %s in a ruleset with NAT are not supported by xfw's data plane yet",
+		table, c.Name, i+1, what)
+}
