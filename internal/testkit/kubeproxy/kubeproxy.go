@@ -127,12 +127,12 @@ func hash32(s string) string {
 }
 
 // SVCChain is kube-proxy's servicePortChainName: KUBE-SVC-<16 chars>.
-func (s *Service) SVCChain() string { return "KUBE-SVC-" + hash32(s.String()+s.Proto)[:16] }
+func (s *Service) SVCChain() string { return "KUBE-SVC-" + hash32(s.String() + s.Proto)[:16] }
 
 // EXTChain is kube-proxy's serviceExternalChainName: KUBE-EXT-<16 chars>.
-func (s *Service) EXTChain() string { return "KUBE-EXT-" + hash32(s.String()+s.Proto)[:16] }
+func (s *Service) EXTChain() string { return "KUBE-EXT-" + hash32(s.String() + s.Proto)[:16] }
 
 // SEPChain is kube-proxy's servicePortEndpointChainName for endpoint ep.
 func (s *Service) SEPChain(ep netip.AddrPort) string {
-	return "KUBE-SEP-" + hash32(s.String()+s.Proto+ep.String())[:16]
+	return "KUBE-SEP-" + hash32(s.String() + s.Proto + ep.String())[:16]
 }

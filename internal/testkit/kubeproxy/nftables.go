@@ -59,7 +59,9 @@ add rule ip kube-proxy service-endpoints-check ip daddr . meta l4proto . th dpor
 `
 
 // nftName is the tail of kube-proxy's nftables chain names: "ns/name/proto/port".
-func (s *Service) nftName() string { return s.Namespace + "/" + s.Name + "/" + s.Proto + "/" + s.PortName }
+func (s *Service) nftName() string {
+	return s.Namespace + "/" + s.Name + "/" + s.Proto + "/" + s.PortName
+}
 
 // NFTServiceChain is kube-proxy's nftables service chain name.
 func (s *Service) NFTServiceChain() string {
