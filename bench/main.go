@@ -95,6 +95,10 @@ func main() {
 			err = runDocs(os.Args[2:])
 		case "render":
 			err = runRender(os.Args[2:])
+		case "kubeproxy":
+			err = runKubeProxy(os.Args[2:])
+		case "kubeproxy-gen":
+			err = runKubeProxyGen(os.Args[2:])
 		default:
 			handled = false
 		}
