@@ -196,19 +196,28 @@ func nodePortsLast(c *chainSet) {
 func IPTables(svcs []Service, clusterCIDR netip.Prefix, o IPTablesOptions) string {
 	var b strings.Builder
 	writeFilter(&b, o)
-	nat := newChainSet(natChains)
-	natFixed(nat, o)
-	for i := range svcs {
-		serviceJumps(nat, &svcs[i])
-		serviceChains(nat, &svcs[i], clusterCIDR, o)
-	}
-	nodePortsLast(nat)
+	nat := natTable(svcs, func(int) bool { return true }, clusterCIDR, o)
 	var builtin, extra []string
 	if o.Bootstrap {
 		builtin, extra = []string{"PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"}, bootstrapNat
 	}
 	nat.write(&b, "nat", len(natChains), builtin, extra, nil)
 	return b.String()
+}
+
+// natTable is the nat table with every service's jumps and the chains of
+// the services withChains selects.
+func natTable(svcs []Service, withChains func(int) bool, clusterCIDR netip.Prefix, o IPTablesOptions) *chainSet {
+	nat := newChainSet(natChains)
+	natFixed(nat, o)
+	for i := range svcs {
+		serviceJumps(nat, &svcs[i])
+		if withChains(i) {
+			serviceChains(nat, &svcs[i], clusterCIDR, o)
+		}
+	}
+	nodePortsLast(nat)
+	return nat
 }
 
 // writeFilter writes the filter table (rewritten whole in every sync).
@@ -230,13 +239,7 @@ func IPTablesUpdate(svcs []Service, changed int, old *Service, clusterCIDR netip
 	var b strings.Builder
 	o.Bootstrap = false // a partial sync never touches the built-in chains
 	writeFilter(&b, o)
-	nat := newChainSet(natChains)
-	natFixed(nat, o)
-	for i := range svcs {
-		serviceJumps(nat, &svcs[i])
-	}
-	serviceChains(nat, &svcs[changed], clusterCIDR, o)
-	nodePortsLast(nat)
+	nat := natTable(svcs, func(i int) bool { return i == changed }, clusterCIDR, o)
 	still := map[string]bool{}
 	for _, ep := range svcs[changed].Endpoints {
 		still[svcs[changed].SEPChain(ep)] = true
