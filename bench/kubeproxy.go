@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/kubeproxy"
@@ -94,19 +92,9 @@ func runKubeProxy(args []string) error {
 		}
 		ns = append(ns, n)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := cleanupOnSignal()
 	defer cancel()
 	defer closeAllTopologies()
-	// On a signal: delete the namespaces, exit (as run does).
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	go func() {
-		s := <-sig
-		progress("%v: cleaning up", s)
-		cancel()
-		closeAllTopologies()
-		os.Exit(130)
-	}()
 	sec := &kpSection{Command: commandLine(), Notes: kpNotes}
 	for _, n := range ns {
 		rows, pkt, err := kpMeasure(ctx, bin, n, *endpoints, *reps)
