@@ -56,6 +56,18 @@ bench-quick: deps
 	$(MAKE) build
 	./bench/run.sh quick
 
+# kube-proxy's rulesets (issue 19; as root): restore, one-service update and
+# per-packet cost of 1K/5K/10K services × 10 endpoints on xfw, iptables-nft,
+# iptables-legacy and nftables; writes results/kubeproxy.{md,json}. Not part
+# of `make bench`. KP_FLAGS passes xfwbench kubeproxy flags (-services, -reps).
+KP_FLAGS ?=
+.PHONY: bench-kubeproxy
+bench-kubeproxy: build
+	mkdir -p results/tmp
+	cp bin/xfw results/tmp/xfw
+	$(GO) build -o bin/xfwbench ./bench
+	./bin/xfwbench kubeproxy -xfw results/tmp/xfw $(KP_FLAGS)
+
 # The differential oracle, a long campaign: random rulesets (COUNT per
 # family, from SEED) through the kernel's iptables-legacy and through xfw.
 # (`make test` runs a bounded one: tests/difftest.)

@@ -95,6 +95,10 @@ func main() {
 			err = runDocs(os.Args[2:])
 		case "render":
 			err = runRender(os.Args[2:])
+		case "kubeproxy":
+			err = runKubeProxy(os.Args[2:])
+		case "kubeproxy-gen":
+			err = runKubeProxyGen(os.Args[2:])
 		default:
 			handled = false
 		}
@@ -162,19 +166,8 @@ func run() int {
 	}
 	o.xfwBin = abs
 
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := cleanupOnSignal()
 	defer cancel()
-	// On a signal: stop helpers, delete namespaces, exit.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	go func() {
-		s := <-sig
-		progress("%v: cleaning up", s)
-		cancel()
-		stopAllHelpers()
-		closeAllTopologies()
-		os.Exit(130)
-	}()
 	defer closeAllTopologies()
 	defer stopAllHelpers()
 	if removed, err := nettest.CleanupStale(nsBase); err != nil {
@@ -196,4 +189,21 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+// cleanupOnSignal returns the run's context; on a signal it cancels it,
+// stops the helpers, deletes the namespaces and exits.
+func cleanupOnSignal() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		s := <-sig
+		progress("%v: cleaning up", s)
+		cancel()
+		stopAllHelpers()
+		closeAllTopologies()
+		os.Exit(130)
+	}()
+	return ctx, cancel
 }

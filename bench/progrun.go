@@ -165,8 +165,13 @@ func runProgRun(ctx context.Context, o *options) (*progRunSection, error) {
 // applyInProcess parses, compiles and loads rs with the dataplane package in
 // the calling thread's namespace, timing each phase.
 func applyInProcess(rs *ruleset, row *progRunRow) (*compiler.Generation, error) {
+	return applyTextInProcess(rs.iptablesRestore(false), row)
+}
+
+// applyTextInProcess is applyInProcess of iptables-restore input text.
+func applyTextInProcess(text string, row *progRunRow) (*compiler.Generation, error) {
 	start := time.Now()
-	irs, err := iptables.Restore(ir.IPv4, strings.NewReader(rs.iptablesRestore(false)), nil, iptables.RestoreOptions{})
+	irs, err := iptables.Restore(ir.IPv4, strings.NewReader(text), nil, iptables.RestoreOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("parse ruleset: %w", err)
 	}
