@@ -1,3 +1,5 @@
+//go:build pending
+
 package e2e
 
 import (
@@ -10,6 +12,10 @@ import (
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
+// Built only with -tags pending (docs/testing.md): it fails until xfw's
+// NAT takes kube-proxy's whole ruleset (--ctstate DNAT with NAT,
+// MASQUERADE without -p and with --random-fully).
+//
 // kube-proxy's own ruleset (internal/testkit/kubeproxy: 3 services × 3
 // endpoints, one a NodePort service) in xfw and in iptables-legacy twins:
 // new TCP connections from gen to every ClusterIP, then the counters of
