@@ -99,6 +99,9 @@ func connlimitAgainstKernel(t *testing.T, bin string, fam int) {
 		if key == ":OUTPUT" {
 			continue // REJECT's replies pass OUTPUT in the kernel only (differences.md)
 		}
+		if fam == 6 && key == ":INPUT" {
+			continue // fw's own link traffic (router solicitations, MLD) at times that differ between the twins
+		}
 		if xc := x.counters[key]; xc.packets != kc.packets {
 			t.Errorf("%s: xfw %d packets, kernel %d", key, xc.packets, kc.packets)
 		}

@@ -166,6 +166,9 @@ func limitAgainstKernel(t *testing.T, bin string, fam int) {
 			if key == ":OUTPUT" {
 				continue // REJECT's replies pass OUTPUT in the kernel only (differences.md)
 			}
+			if fam == 6 && key == ":INPUT" {
+				continue // fw's own link traffic (router solicitations, MLD): the twins run one after the other
+			}
 			if xc := x.rounds[i][key]; xc.packets != kc.packets {
 				t.Errorf("round %d: %s: xfw %d packets, kernel %d", i+1, key, xc.packets, kc.packets)
 			}
