@@ -46,17 +46,23 @@ func predTimeSpecs(now time.Time) []string {
 	day := func(d time.Duration) string { return u.Add(d).Format("2006-01-02T15:04:05") }
 	hm := func(d time.Duration) string { return u.Add(d).Format("15:04") }
 	wd := func(t time.Time) string { return t.Weekday().String()[:3] }
-	return []string{
+	specs := []string{
 		"--datestart " + day(-48*time.Hour) + " --datestop " + day(48*time.Hour),
 		"--datestop " + day(-48*time.Hour), "--datestart " + day(48*time.Hour),
 		"--timestart " + hm(-2*time.Hour) + " --timestop " + hm(2*time.Hour),
 		"--timestart " + hm(2*time.Hour) + " --timestop " + hm(4*time.Hour),
-		"--timestart " + hm(2*time.Hour) + " --timestop " + hm(-2*time.Hour) + " --contiguous",
 		"--timestart " + hm(-2*time.Hour) + " --timestop " + hm(-4*time.Hour),
 		"--weekdays " + wd(u), "--weekdays " + wd(u.Add(24*time.Hour)), "! --weekdays " + wd(u),
 		fmt.Sprintf("--monthdays %d", u.Day()), fmt.Sprintf("! --monthdays %d", u.Day()),
 		"--kerneltz --datestart " + day(-48*time.Hour), "--utc --weekdays " + wd(u) + " --monthdays " + fmt.Sprint(u.Day()),
 	}
+	// --contiguous needs the stop time before the start time on the
+	// clock (the kernel refuses it otherwise): true for now+2h and now-2h
+	// except within two hours of midnight.
+	if start, stop := hm(2*time.Hour), hm(-2*time.Hour); stop < start {
+		specs = append(specs, "--timestart "+start+" --timestop "+stop+" --contiguous")
+	}
+	return specs
 }
 
 // predRuleset returns the counting rules of family fam: every spec in
