@@ -24,7 +24,7 @@
  *  - Evaluators are global functions per program type (verified once).
  *
  * Includes: common.h, xfw_structs.h, parse.h, classify_maps.h (xfw_cfg),
- * ip6ext.h (xfw_e6_load, xfw_be32).
+ * ip6ext.h (xfw_be32); xfw_load_bytes is parse.h's.
  */
 #ifndef XFW_HDR4_H
 #define XFW_HDR4_H
@@ -155,7 +155,7 @@ static __always_inline __u32 xfw_h4_sctp_step(void *ctx, int is_xdp, __u32 slot,
 
 	if (!c || !s)
 		return XFW_H4W_END + XFW_H4R_HOT;
-	if (off + XFW_SCTP_CHUNK_LEN > end || xfw_e6_load(ctx, is_xdp, off, h, sizeof(h)) < 0)
+	if (off + XFW_SCTP_CHUNK_LEN > end || xfw_load_bytes(ctx, is_xdp, off, h, sizeof(h)) < 0)
 		return XFW_H4W_END + XFW_H4R_HOT;
 	len = (__u32)h[2] << 8 | h[3];
 	if (!len)
@@ -226,7 +226,7 @@ static __always_inline int xfw_h4_find_option(void *ctx, int is_xdp, __u32 off, 
 	xfw_barrier_var(n);
 	if (n == 0 || n > XFW_H4_OPTMAX)
 		return 0;
-	if (xfw_e6_load(ctx, is_xdp, off, s->opt, n) < 0)
+	if (xfw_load_bytes(ctx, is_xdp, off, s->opt, n) < 0)
 		return 0;
 	bpf_loop(XFW_H4_OPTBUF, xfw_h4_ostep, &w, 0);
 	return w.found;
@@ -273,7 +273,7 @@ static __always_inline __u32 xfw_h4_tcpopt(void *ctx, int is_xdp, const struct x
 	__u32 hl, inv = !!(c->inv & XFW_H4F_OPTION), found;
 	__u8 doff;
 
-	if (thoff + XFW_H4_TCPHDR_LEN > end || xfw_e6_load(ctx, is_xdp, thoff + 12, &doff, 1) < 0)
+	if (thoff + XFW_H4_TCPHDR_LEN > end || xfw_load_bytes(ctx, is_xdp, thoff + 12, &doff, 1) < 0)
 		return XFW_H4R_HOT;
 	hl = (doff >> 4) * 4;
 	if (hl < XFW_H4_TCPHDR_LEN || thoff + hl > end)
@@ -292,7 +292,7 @@ static __always_inline __u32 xfw_h4_spi(void *ctx, int is_xdp, const struct xfw_
 	__u8 b[4];
 	__u32 spi;
 
-	if (thoff + hl > end || xfw_e6_load(ctx, is_xdp, thoff + spi_at, b, sizeof(b)) < 0)
+	if (thoff + hl > end || xfw_load_bytes(ctx, is_xdp, thoff + spi_at, b, sizeof(b)) < 0)
 		return XFW_H4R_HOT;
 	spi = xfw_be32(b);
 	return (spi >= c->spi[0] && spi <= c->spi[1]) != !!(c->inv & XFW_H4F_TYPES) ? XFW_H4R_TRUE : 0;
@@ -320,14 +320,14 @@ static __always_inline __u32 xfw_h4_spi(void *ctx, int is_xdp, const struct xfw_
 				break;                                                         \
 			case XFW_H4_DCCP:                                                      \
 				if (thoff + XFW_DCCP_HDR_LEN > end ||                          \
-				    xfw_e6_load(ctx, is_xdp, thoff, h, sizeof(h)) < 0)        \
+				    xfw_load_bytes(ctx, is_xdp, thoff, h, sizeof(h)) < 0)        \
 					r = XFW_H4R_HOT;                                       \
 				else                                                           \
 					r = xfw_h4_dccp(ctx, is_xdp, c, h, thoff, end);        \
 				break;                                                         \
 			case XFW_H4_SCTP:                                                      \
 				if (thoff + XFW_SCTP_HDR_LEN > end ||                          \
-				    xfw_e6_load(ctx, is_xdp, thoff, h, 4) < 0) {              \
+				    xfw_load_bytes(ctx, is_xdp, thoff, h, 4) < 0) {              \
 					r = XFW_H4R_HOT;                                       \
 					break;                                                 \
 				}                                                              \

@@ -110,13 +110,6 @@ static __always_inline __u32 xfw_e6_off(const struct xfw_ext6_found *f, __u32 k)
 	return f->hdrs;
 }
 
-static __always_inline long xfw_e6_load(void *ctx, int is_xdp, __u32 off, void *buf, __u32 len)
-{
-	if (is_xdp)
-		return bpf_xdp_load_bytes(ctx, off, buf, len);
-	return bpf_skb_load_bytes(ctx, off, buf, len);
-}
-
 static __always_inline int xfw_e6_kind(__u8 nh)
 {
 	switch (nh) {
@@ -148,7 +141,7 @@ static __always_inline void xfw_e6_walk(void *ctx, int is_xdp, struct xfw_pkt *p
 	__u8 h[4] = {}, nh;
 	int k;
 
-	if (xfw_e6_load(ctx, is_xdp, p->l3_off + 6, &nh, 1) < 0) { /* ipv6hdr.nexthdr */
+	if (xfw_load_bytes(ctx, is_xdp, p->l3_off + 6, &nh, 1) < 0) { /* ipv6hdr.nexthdr */
 		xfw_e6_fail(f);
 		return;
 	}
@@ -158,9 +151,9 @@ static __always_inline void xfw_e6_walk(void *ctx, int is_xdp, struct xfw_pkt *p
 		/* ipv6_find_hdr reads two bytes, four of a routing header
 		 * and of a fragment header. */
 		if (nh == XFW_NH_ROUTING || nh == XFW_NH_FRAGMENT) {
-			if (start + 4 > end || xfw_e6_load(ctx, is_xdp, start, h, 4) < 0)
+			if (start + 4 > end || xfw_load_bytes(ctx, is_xdp, start, h, 4) < 0)
 				goto bad;
-		} else if (start + 2 > end || xfw_e6_load(ctx, is_xdp, start, h, 2) < 0) {
+		} else if (start + 2 > end || xfw_load_bytes(ctx, is_xdp, start, h, 2) < 0) {
 			goto bad;
 		}
 		k = xfw_e6_kind(nh);
@@ -219,7 +212,7 @@ static __always_inline int xfw_e6_addr_eq(void *ctx, int is_xdp, __u32 slot, __u
 
 	if (!fc || k >= XFW_MAX_EXT6CONDS || t >= XFW_EXT6_MAX_ADDRS)
 		return -1;
-	if (xfw_e6_load(ctx, is_xdp, off + XFW_RT0_HDR_LEN + t * XFW_IN6_LEN, a, sizeof(a)) < 0)
+	if (xfw_load_bytes(ctx, is_xdp, off + XFW_RT0_HDR_LEN + t * XFW_IN6_LEN, a, sizeof(a)) < 0)
 		return -1;
 	n = (fc->ext6[k & (XFW_MAX_EXT6CONDS - 1)].addr0 + i) & (XFW_EXT6_MAX_ADDRS - 1);
 	w = (__u64 *)fc->ext6_addr[n];
@@ -282,7 +275,7 @@ static __always_inline int xfw_e6_opts(void *ctx, int is_xdp, const struct xfw_f
 		if (rem < 1)
 			return 0;
 		o[1] = 0;
-		if (xfw_e6_load(ctx, is_xdp, ptr, o, rem < 2 ? 1 : 2) < 0)
+		if (xfw_load_bytes(ctx, is_xdp, ptr, o, rem < 2 ? 1 : 2) < 0)
 			return 0;
 		want = fc->ext6_opt[(c->addr0 + t) & (XFW_EXT6_MAX_OPTS - 1)];
 		if (o[0] != want >> 8)
@@ -331,7 +324,7 @@ static __always_inline int xfw_e6_cond(void *ctx, int is_xdp, const struct xfw_f
 
 	switch (c->kind) {
 	case XFW_EXT6_RT:
-		if (xfw_e6_load(ctx, is_xdp, off, h, XFW_RT0_HDR_LEN) < 0)
+		if (xfw_load_bytes(ctx, is_xdp, off, h, XFW_RT0_HDR_LEN) < 0)
 			return 0;
 		hl = ((__u32)h[1] + 1) * 8;
 		ok = xfw_e6_in(h[3], c) &&
@@ -343,7 +336,7 @@ static __always_inline int xfw_e6_cond(void *ctx, int is_xdp, const struct xfw_f
 			ok = xfw_e6_addrs(ctx, is_xdp, slot, k, c, off, hl);
 		return ok;
 	case XFW_EXT6_FRAG:
-		if (xfw_e6_load(ctx, is_xdp, off, h, XFW_FRAG_HDR_LEN) < 0)
+		if (xfw_load_bytes(ctx, is_xdp, off, h, XFW_FRAG_HDR_LEN) < 0)
 			return 0;
 		fo = (__u32)h[2] << 8 | h[3];
 		return xfw_e6_in(xfw_be32(h + 4), c) &&
@@ -352,7 +345,7 @@ static __always_inline int xfw_e6_cond(void *ctx, int is_xdp, const struct xfw_f
 		       !((c->flags & XFW_E6_MORE) && !(fo & 1)) &&
 		       !((c->flags & XFW_E6_LAST) && (fo & 1));
 	case XFW_EXT6_AH:
-		if (xfw_e6_load(ctx, is_xdp, off, h, XFW_AUTH_HDR_LEN) < 0)
+		if (xfw_load_bytes(ctx, is_xdp, off, h, XFW_AUTH_HDR_LEN) < 0)
 			return 0;
 		hl = ((__u32)h[1] + 2) * 4;
 		return xfw_e6_in(xfw_be32(h + 4), c) &&
@@ -360,7 +353,7 @@ static __always_inline int xfw_e6_cond(void *ctx, int is_xdp, const struct xfw_f
 		       !((c->flags & XFW_E6_RES) && (h[2] || h[3]));
 	case XFW_EXT6_HBH:
 	case XFW_EXT6_DST:
-		if (xfw_e6_load(ctx, is_xdp, off, h, 2) < 0)
+		if (xfw_load_bytes(ctx, is_xdp, off, h, 2) < 0)
 			return 0;
 		hl = ((__u32)h[1] + 1) * 8;
 		/* Shorter than its length field: false, no hotdrop. */
@@ -371,7 +364,7 @@ static __always_inline int xfw_e6_cond(void *ctx, int is_xdp, const struct xfw_f
 			ok = xfw_e6_opts(ctx, is_xdp, fc, c, off, hl);
 		return ok;
 	case XFW_EXT6_MH:
-		if (xfw_e6_load(ctx, is_xdp, off + XFW_MH_TYPE_OFF, h, 1) < 0)
+		if (xfw_load_bytes(ctx, is_xdp, off + XFW_MH_TYPE_OFF, h, 1) < 0)
 			return 0;
 		return xfw_e6_in(h[0], c);
 	case XFW_EXT6_IP6HDR:
@@ -395,7 +388,7 @@ static __always_inline int xfw_e6_hot(void *ctx, int is_xdp, struct xfw_ext6_fou
 		return 0;
 	switch (k) {
 	case XFW_EXT6_RT:
-		if (xfw_e6_load(ctx, is_xdp, off, h, 2) < 0)
+		if (xfw_load_bytes(ctx, is_xdp, off, h, 2) < 0)
 			return 1;
 		return end - off < ((__u32)h[1] + 1) * 8;
 	case XFW_EXT6_FRAG:
@@ -432,7 +425,7 @@ static __always_inline int xfw_e6_mh(void *ctx, int is_xdp, struct xfw_pkt *p,
 	if (p->proto != XFW_NH_MH || p->frag || !p->thoff)
 		return 0;
 	if (p->thoff + XFW_MH_LEN > p->l4_end ||
-	    xfw_e6_load(ctx, is_xdp, p->thoff, &proto, 1) < 0 || proto != XFW_NH_NONE)
+	    xfw_load_bytes(ctx, is_xdp, p->thoff, &proto, 1) < 0 || proto != XFW_NH_NONE)
 		return 1;
 	f->found |= 1u << XFW_EXT6_MH;
 	f->thoff = p->thoff;
@@ -465,7 +458,7 @@ static __always_inline __u32 xfw_e6h_walk(void *ctx, int is_xdp, struct xfw_pkt 
 	__u32 ptr = p->l3_off + sizeof(struct ipv6hdr), end = p->l4_end, temp = 0, bit;
 	__u8 h[2], nh;
 
-	if (xfw_e6_load(ctx, is_xdp, p->l3_off + 6, &nh, 1) < 0) /* ipv6hdr.nexthdr */
+	if (xfw_load_bytes(ctx, is_xdp, p->l3_off + 6, &nh, 1) < 0) /* ipv6hdr.nexthdr */
 		return XFW_E6H_HOT;
 	for (int i = 0; i <= XFW_EXT6_MAX_HDRS; i++) {
 		bit = xfw_e6h_bit(nh);
@@ -477,7 +470,7 @@ static __always_inline __u32 xfw_e6h_walk(void *ctx, int is_xdp, struct xfw_pkt 
 			return XFW_E6H_FALSE;
 		if (nh == XFW_NH_ESP)
 			return temp | XFW_E6H_ESP;
-		if (i == XFW_EXT6_MAX_HDRS || xfw_e6_load(ctx, is_xdp, ptr, h, 2) < 0)
+		if (i == XFW_EXT6_MAX_HDRS || xfw_load_bytes(ctx, is_xdp, ptr, h, 2) < 0)
 			return XFW_E6H_HOT;
 		temp |= bit;
 		if (nh == XFW_NH_FRAGMENT)

@@ -115,6 +115,17 @@ struct xfw_pkt {
 			    * set by the hooks, changed by MARK entries */
 };
 
+/* xfw_load_bytes copies len bytes at off of the packet: an XDP frame
+ * (is_xdp) or an skb. For code shared by both program types, inlined into
+ * one global function per type (the verifier checks the helper against
+ * the context's real type there). */
+static __always_inline long xfw_load_bytes(void *ctx, int is_xdp, __u32 off, void *buf, __u32 len)
+{
+	if (is_xdp)
+		return bpf_xdp_load_bytes(ctx, off, buf, len);
+	return bpf_skb_load_bytes(ctx, off, buf, len);
+}
+
 static __always_inline __u64 xfw_mac48(const __u8 *m)
 {
 	return ((__u64)m[0] << 40) | ((__u64)m[1] << 32) | ((__u64)m[2] << 24) |

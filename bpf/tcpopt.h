@@ -97,11 +97,12 @@ static __always_inline int xfw_tcpopt_len(__u8 doff_byte, __u32 thoff, __u32 l4_
 	return hl - XFW_TCPHDR_LEN;
 }
 
-/* xfw_tcpmss_xdp returns the XFW_F_TCPMSS value of the TCP packet whose
- * header is at thoff of the XDP frame, the IP packet ending at l4_end,
- * copying its options into o. A global function, verified once. */
-__attribute__((noinline)) __u32 xfw_tcpmss_xdp(struct xdp_md *ctx, struct xfw_tcpopt *o,
-					       __u32 thoff, __u32 l4_end)
+/* xfw_tcpmss_at returns the XFW_F_TCPMSS value of the TCP packet whose
+ * header is at thoff of the frame (XDP, is_xdp) or skb, the IP packet
+ * ending at l4_end, copying its options into o. Inlined into the two
+ * global functions below, one per program type. */
+static __always_inline __u32 xfw_tcpmss_at(void *ctx, int is_xdp, struct xfw_tcpopt *o,
+					   __u32 thoff, __u32 l4_end)
 {
 	__u64 len;
 	__u8 doff;
@@ -109,7 +110,7 @@ __attribute__((noinline)) __u32 xfw_tcpmss_xdp(struct xdp_md *ctx, struct xfw_tc
 
 	if (!ctx || !o || thoff == 0 || thoff + XFW_TCPHDR_LEN > l4_end)
 		return XFW_V_TRUNC;
-	if (bpf_xdp_load_bytes(ctx, thoff + 12, &doff, 1) < 0)
+	if (xfw_load_bytes(ctx, is_xdp, thoff + 12, &doff, 1) < 0)
 		return XFW_V_TRUNC;
 	n = xfw_tcpopt_len(doff, thoff, l4_end);
 	if (n < 0 || n > XFW_TCPOPT_MAX)
@@ -120,31 +121,22 @@ __attribute__((noinline)) __u32 xfw_tcpmss_xdp(struct xdp_md *ctx, struct xfw_tc
 	xfw_barrier_var(len);
 	if (len == 0 || len > XFW_TCPOPT_MAX)
 		return XFW_V_NONE;
-	return xfw_tcpmss_walk(o, len, bpf_xdp_load_bytes(ctx, thoff + XFW_TCPHDR_LEN, o->b, len) == 0);
+	return xfw_tcpmss_walk(o, len, xfw_load_bytes(ctx, is_xdp, thoff + XFW_TCPHDR_LEN, o->b, len) == 0);
 }
 
-/* xfw_tcpmss_skb is xfw_tcpmss_xdp for an skb (TC egress). */
+/* xfw_tcpmss_xdp is xfw_tcpmss_at for an XDP frame. A global function,
+ * verified once. */
+__attribute__((noinline)) __u32 xfw_tcpmss_xdp(struct xdp_md *ctx, struct xfw_tcpopt *o,
+					       __u32 thoff, __u32 l4_end)
+{
+	return xfw_tcpmss_at(ctx, 1, o, thoff, l4_end);
+}
+
+/* xfw_tcpmss_skb is xfw_tcpmss_at for an skb (TC egress). */
 __attribute__((noinline)) __u32 xfw_tcpmss_skb(struct __sk_buff *skb, struct xfw_tcpopt *o,
 					       __u32 thoff, __u32 l4_end)
 {
-	__u64 len;
-	__u8 doff;
-	int n;
-
-	if (!skb || !o || thoff == 0 || thoff + XFW_TCPHDR_LEN > l4_end)
-		return XFW_V_TRUNC;
-	if (bpf_skb_load_bytes(skb, thoff + 12, &doff, 1) < 0)
-		return XFW_V_TRUNC;
-	n = xfw_tcpopt_len(doff, thoff, l4_end);
-	if (n < 0 || n > XFW_TCPOPT_MAX)
-		return XFW_V_TRUNC;
-	len = (__u32)n;
-	/* The bounds checked on the register the helper call reads (64
-	 * bits: no zero extension into another register). */
-	xfw_barrier_var(len);
-	if (len == 0 || len > XFW_TCPOPT_MAX)
-		return XFW_V_NONE;
-	return xfw_tcpmss_walk(o, len, bpf_skb_load_bytes(skb, thoff + XFW_TCPHDR_LEN, o->b, len) == 0);
+	return xfw_tcpmss_at(skb, 0, o, thoff, l4_end);
 }
 
 /* xfw_uses_tcpmss reports whether generation slot's rules read
