@@ -14,8 +14,8 @@ set -euo pipefail
 
 readonly REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly OBJ=internal/dataplane/bpf/xfw.o
-readonly STOPS=(1 2 3 4 5 6 7 8 9 10 11 12 13 full)
-readonly NAMES=(enter parse slot opts device natpre fib route fields walksetup resolve walk judge full)
+readonly STOPS=(14 1 2 3 4 5 6 7 8 9 10 11 12 13 full)
+readonly NAMES=(bare enter parse slot opts device natpre fib route fields walksetup resolve walk judge full)
 
 rounds=3
 sizes=0,50

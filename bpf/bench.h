@@ -28,6 +28,8 @@ enum xfw_bench_stop {
 	XFW_BS_RESOLVE,   /* value → class of the active fields */
 	XFW_BS_WALK,      /* the bpf_loop walk */
 	XFW_BS_JUDGE,     /* counters and the verdict's entry or policy */
+	XFW_BS_BARE,      /* nothing: the test-run harness alone (checked
+			   * first, before XFW_BS_ENTER's work) */
 };
 
 #ifdef XFW_BENCH_STOP

@@ -363,8 +363,12 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 SEC("xdp")
 int xfw_xdp(struct xdp_md *ctx)
 {
-	struct xfw_inflight *f = xfw_enter();
-	int rc = xfw_xdp_judged(ctx);
+	struct xfw_inflight *f;
+	int rc;
+
+	XFW_BENCH_AT(XFW_BS_BARE, XDP_PASS);
+	f = xfw_enter();
+	rc = xfw_xdp_judged(ctx);
 
 	xfw_leave(f);
 	return rc;
