@@ -52,6 +52,8 @@ type options struct {
 	rfpfMix     trafficMix
 	rfpfSystems map[string]bool
 	rfpfFlows   int
+	// progRunSizes are the progrun section's rule counts.
+	progRunSizes []int
 }
 
 // Section names for -sections.
@@ -116,6 +118,7 @@ func main() {
 // run is the benchmark driver; it returns the exit status.
 func run() int {
 	o := &options{sections: map[string]bool{}}
+	var err error
 	quick := flag.Bool("quick", false, "headline ratios only (under a minute)")
 	flag.StringVar(&o.out, "out", "results", "output directory")
 	flag.StringVar(&o.xfwBin, "xfw", "bin/xfw", "xfw binary")
@@ -130,8 +133,17 @@ func run() int {
 	rfpfSys := flag.String("rfpf-systems", "", "rfpf section: comma-separated systems to measure (default all: "+
 		strings.Join([]string{rfpfXFW, rfpfLegacy, rfpfIptNFT, rfpfNFT}, ", ")+")")
 	flag.IntVar(&o.rfpfFlows, "rfpf-flows", rfpfFlows, "rfpf section: distinct flows (sources) the generator cycles through")
+	progRunSizesFlag := flag.String("progrun-sizes", joinInts(progRunSizes), "progrun section: comma-separated rule counts")
+	quickSizesFlag := flag.String("quick-sizes", joinInts(quickSizes), "-quick and the headline: comma-separated FORWARD rule counts")
 	flag.Parse()
-	var err error
+	if o.progRunSizes, err = parseInts(*progRunSizesFlag); err != nil {
+		fmt.Fprintf(os.Stderr, "xfwbench: -progrun-sizes: %v\n", err)
+		return 2
+	}
+	if quickSizes, err = parseInts(*quickSizesFlag); err != nil {
+		fmt.Fprintf(os.Stderr, "xfwbench: -quick-sizes: %v\n", err)
+		return 2
+	}
 	if o.rfpfMix, err = parseMix(*rfpfMix); err != nil {
 		fmt.Fprintf(os.Stderr, "xfwbench: -rfpf-mix: %v\n", err)
 		return 2

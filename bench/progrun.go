@@ -92,7 +92,7 @@ func runProgRun(ctx context.Context, o *options) (*progRunSection, error) {
 			"steps/lookups: instruction proxy, counted by a user-space replica of the BPF search over the compiled generation (cross-checked against compiler.Generation.Classify): bpf_loop steps and BPF map lookups of the classification. perf has no hardware counters on this VM.",
 		},
 	}
-	for _, n := range progRunSizes {
+	for _, n := range o.progRunSizes {
 		flows := fiveTupleFlows(max(n, 1), false)
 		rs := fiveTupleRuleset("FORWARD", flows[:n])
 		row := progRunRow{Rules: n}

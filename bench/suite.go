@@ -259,8 +259,8 @@ func runQuick(ctx context.Context, o *options) error {
 	rep.Forward, err = runScaling(ctx, o, rigs, scaleConfig{
 		title: "Scaling, FORWARD", xLabel: "5-tuple rules", xs: quickSizes,
 		rulesets: func(x int) (*ruleset, []flow) {
-			flows := fiveTupleFlows(x, false)
-			return fiveTupleRuleset("FORWARD", flows), flows
+			flows := fiveTupleFlows(max(x, 1), false)
+			return fiveTupleRuleset("FORWARD", flows[:x]), flows
 		},
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -131,4 +132,29 @@ func humanDuration(sec float64) string {
 		return fmt.Sprintf("%.1f ms", sec*1e3)
 	}
 	return fmt.Sprintf("%.0f µs", sec*1e6)
+}
+
+// joinInts writes xs comma-separated.
+func joinInts(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.Itoa(x)
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseInts reads a comma-separated list of non-negative integers.
+func parseInts(s string) ([]int, error) {
+	var xs []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		x, err := strconv.Atoi(f)
+		if err != nil || x < 0 {
+			return nil, fmt.Errorf("%q: not a rule count", f)
+		}
+		xs = append(xs, x)
+	}
+	return xs, nil
 }

@@ -44,6 +44,7 @@
 #include "set_lookup.h"
 #include "probe.h"
 #include "local.h"
+#include "bench.h"
 
 /* xfw_defects returns the packet's XFW_EF_HOTDROP_* bits. A hotdrop either
  * is such a flagged rule entry, or an uncounted DROP entry of no rule that
@@ -420,18 +421,27 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 	if (ps->start)
 		local->pos = ps->start - 1; /* a walk resumed after DNAT */
 	local->end = fc->chain_end[chain];
+	/* An empty chain (or a walk resumed at its end): the policy decides,
+	 * with no field, set or class lookup (the walk would end at once). */
+	if (local->pos >= local->end) {
+		xfw_count(slot, chain, p->l3len);
+		return XFW_RES_END;
+	}
 	/* The route lookups of -m addrtype and the set lookups run here,
 	 * not in xfw_resolve: one call deeper would pass the 512-byte stack
 	 * of the call chain. */
 	if (fc->active & (1u << XFW_F_ADDRTYPE))
 		p->addrtype = xfw_addrtype_value(p, iif, oif);
+	XFW_BENCH_AT(XFW_BS_WALKSETUP, XFW_RES_END);
 	if (xfw_resolve(p, iif, oif, local,
 			(fc->active & (1u << XFW_F_SETS)) ? xfw_set_bits(p, slot, iif, oif) : 0)) {
+		XFW_BENCH_AT(XFW_BS_RESOLVE, XFW_RES_END);
 		local->result = XFW_RES_END;
 		walk.st = local;
 		if (bpf_loop(fc->max_iters, xfw_step, &walk, 0) < 0)
 			local->result = XFW_RES_END;
 	}
+	XFW_BENCH_AT(XFW_BS_WALK, XFW_RES_END);
 	res = local->result;
 	if (fc->nsetctr)
 		xfw_set_count(slot, p->l3len); /* some set match counts */

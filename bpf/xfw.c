@@ -66,8 +66,11 @@ const volatile __u32 xfw_anchor = 0;
 #include "nat.h"
 #include "nat_snat.h"
 #include "nat_icmp.h"
+#include "bench.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
+/* The length of an IPv4 header without options. */
+#define XFW_IPV4_MIN_HLEN 20
 /* The Ethernet broadcast address as a 48-bit number. */
 #define XFW_MAC_BCAST 0xffffffffffffULL
 
@@ -92,6 +95,20 @@ static __always_inline __u32 xfw_policy(__u32 slot, __u32 chain)
 	if (!fc || chain >= XFW_NCHAINS)
 		return XFW_ACT_DROP;
 	return fc->policy_drop[chain] ? XFW_ACT_DROP : XFW_ACT_ACCEPT;
+}
+
+/* The fields the hooks compute before the walk, each only for a
+ * generation that uses it: IPv6 extension headers (ip6ext.h), IPv4 header
+ * conditions (hdr4.h), and predicates (pred.h, fc->npreds). */
+#define XFW_PREWALK_FIELDS ((1u << XFW_F_EXT6) | (1u << XFW_F_HDR4))
+
+/* xfw_prewalk_used reports whether generation slot uses any of them: one
+ * test on the common path instead of a call per field. */
+static __always_inline int xfw_prewalk_used(__u32 slot)
+{
+	struct xfw_family_cfg *fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+
+	return fc && ((fc->active & XFW_PREWALK_FIELDS) || fc->npreds);
 }
 
 /* xfw_judge classifies p in chain of generation slot st->slot and returns
@@ -214,21 +231,28 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	p = &sc->p;
 	st = &sc->st;
 	st->hook = XFW_SCRATCH_XDP;
+	XFW_BENCH_AT(XFW_BS_ENTER, XDP_PASS);
 	if (xfw_xdp_parse(ctx, p) != XFW_PARSE_JUDGE)
 		return XDP_PASS;
+	XFW_BENCH_AT(XFW_BS_PARSE, XDP_PASS);
 	/* No skb yet: nothing before PREROUTING has marked the packet (a tc
 	 * ingress program would run after XDP). */
 	p->mark = 0;
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	if (st->slot == XFW_NO_SLOT)
 		return XDP_PASS;
+	XFW_BENCH_AT(XFW_BS_SLOT, XDP_PASS);
 	/* -m tcpmss's value, when a rule uses it (tcpopt.h). */
 	xfw_tcpmss_set_xdp(ctx, p, &sc->opt, st->slot);
-	/* Options the stack refuses: dropped before any chain. */
-	if (p->fam == 0 && !xfw_ipv4_opts_ok(ctx, p->l3_off))
+	/* Options the stack refuses: dropped before any chain. A header
+	 * without options (the transport header right after its 20 bytes;
+	 * thoff is 0 for a later fragment) has none to check. */
+	if (p->fam == 0 && p->thoff != p->l3_off + XFW_IPV4_MIN_HLEN &&
+	    !xfw_ipv4_opts_ok(ctx, p->l3_off))
 		return XDP_PASS;
 	if (p->fam == 1 && !xfw_ipv6_hbh_ok(ctx, p->l3_off, p->l3len))
 		return XDP_PASS;
+	XFW_BENCH_AT(XFW_BS_OPTS, XDP_PASS);
 	key = (__u64)ctx->ingress_ifindex | ((__u64)p->vlan << 32);
 	ifi = bpf_map_lookup_elem(&xfw_ifinfo, &key);
 	if (!ifi)
@@ -243,11 +267,17 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	/* mac_mt matches nothing on a device that is not Ethernet. */
 	if (iif == XFW_LOOPBACK_IFINDEX)
 		p->mac_src = XFW_MAC_NONE;
-	/* A later packet of a translated connection: DNAT before routing. */
-	xfw_nat_pre(ctx, p);
+	XFW_BENCH_AT(XFW_BS_DEVICE, XDP_PASS);
+	/* A later packet of a translated connection: DNAT before routing
+	 * (none before the first translated connection). */
+	if (xfw_nat_enabled())
+		xfw_nat_pre(ctx, p);
+	XFW_BENCH_AT(XFW_BS_NATPRE, XDP_PASS);
 	route = xfw_route(ctx, p, iif);
+	XFW_BENCH_AFTER(XFW_BS_FIB, XFW_BS_FIB, XDP_PASS);
 	if (route == XFW_ROUTE_PASS)
 		return XDP_PASS;
+	XFW_BENCH_AT(XFW_BS_ROUTE, XDP_PASS);
 	chain = route >> 32;
 	oif = (__u32)route;
 	/* ip_forward and ip6_forward decrement the TTL / hop limit before
@@ -280,10 +310,14 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		st->nlogs = 0;
 		verdict = XFW_ACT_ACCEPT;
 	} else {
-		xfw_ext6_xdp(ctx, p, st->slot);
-		xfw_preds_xdp(ctx, p, st->slot);
-		xfw_hdr4_xdp(ctx, p, st->slot);
+		if (xfw_prewalk_used(st->slot)) {
+			xfw_ext6_xdp(ctx, p, st->slot);
+			xfw_preds_xdp(ctx, p, st->slot);
+			xfw_hdr4_xdp(ctx, p, st->slot);
+		}
+		XFW_BENCH_AT(XFW_BS_FIELDS, XDP_PASS);
 		verdict = xfw_judge(p, chain, iif, oif, st, &rj);
+		XFW_BENCH_AFTER(XFW_BS_WALKSETUP, XFW_BS_JUDGE, XDP_PASS);
 	}
 	/* The REJECT type waits in p, not in a register spilled across the
 	 * LOG calls: the stack has no slot to spare. */
@@ -329,8 +363,12 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 SEC("xdp")
 int xfw_xdp(struct xdp_md *ctx)
 {
-	struct xfw_inflight *f = xfw_enter();
-	int rc = xfw_xdp_judged(ctx);
+	struct xfw_inflight *f;
+	int rc;
+
+	XFW_BENCH_AT(XFW_BS_BARE, XDP_PASS);
+	f = xfw_enter();
+	rc = xfw_xdp_judged(ctx);
 
 	xfw_leave(f);
 	return rc;
@@ -472,9 +510,11 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		verdict = XFW_ACT_ACCEPT;
 	} else {
 		xfw_tcpmss_set_skb(skb, p, &sc->opt, st->slot);
-		xfw_ext6_tc(skb, p, st->slot);
-		xfw_preds_tc(skb, p, st->slot);
-		xfw_hdr4_tc(skb, p, st->slot);
+		if (xfw_prewalk_used(st->slot)) {
+			xfw_ext6_tc(skb, p, st->slot);
+			xfw_preds_tc(skb, p, st->slot);
+			xfw_hdr4_tc(skb, p, st->slot);
+		}
 		verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
 	}
 	/* nat POSTROUTING's SNAT or MASQUERADE (nat_snat.h). */
