@@ -73,7 +73,7 @@ func ip6extCases() []matchCase {
 			match:   []probe{u("spi 8 len 20", ext6(ahHeader(0, 8, 6)))},
 			nomatch: []probe{u("spi 7", ext6(ahHeader(0, 7, 6))), u("len 16", ext6(ahHeader(0, 8, 2)))}},
 		{name: "ah hotdrop", fam: 6, rule: "-m ah",
-			match:   []probe{u("ah", ext6(ahHeader(0, 1, 2)))},
+			match: []probe{u("ah", ext6(ahHeader(0, 1, 2)))},
 			hotdrop: []probe{p("ah cut to eight bytes", raw6(0x10, 51, []byte{17, 4, 0, 0, 0, 0, 0, 1}, nettest.IPv6{})),
 				p("ah longer than the packet", raw6(0x10, 51, []byte{17, 4, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1}, nettest.IPv6{}))}},
 		{name: "rt and frag combined", fam: 6, rule: "-m rt --rt-type 0 -m frag --fragfirst",
