@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 	"unsafe"
@@ -43,7 +44,16 @@ type genMeta struct {
 	HashLimits []compiler.HashLimit `json:",omitempty"`
 	// Preds are the generation's predicates (compiler.Generation).
 	Preds []predMeta `json:",omitempty"`
+	// HeaderConds counts the generation's IPv6 extension header and
+	// transport header conditions (compiler.Generation Ext6Conds,
+	// Hdr4Conds), which the metadata does not keep: a generation with
+	// any is not read back, and a change compiles the ruleset in full.
+	HeaderConds int `json:",omitempty"`
 }
+
+// errHeaderConds says the running generation's header conditions cannot
+// be read back (genMeta.HeaderConds).
+var errHeaderConds = errors.New("the running generation's header match conditions are not kept")
 
 // SetLookupInfo describes one set lookup of a running generation.
 type SetLookupInfo struct {
@@ -70,9 +80,10 @@ func generationMeta(u *Update) ([]byte, error) {
 		Small: len(g.Small), ClassChunks: len(g.ClassChunks), Chunks: len(g.Chunks), LogConfigs: len(g.LogConfigs),
 		Layout: g.Layout, SetConds: g.SetConds, Interfaces: u.Interfaces,
 		SetLookups: setLookupInfos(u.Sets), Limits: g.Limits, Probes: g.Probes,
-		Recents:    g.Recents,
-		HashLimits: g.HashLimits,
-		Preds:      predMetas(g.Preds),
+		Recents:     g.Recents,
+		HashLimits:  g.HashLimits,
+		Preds:       predMetas(g.Preds),
+		HeaderConds: len(g.Ext6Conds()) + len(g.Hdr4Conds()),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode generation metadata: %w", err)
@@ -106,6 +117,9 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 	var meta genMeta
 	if err := json.Unmarshal(metaBytes, &meta); err != nil {
 		return nil, nil, fmt.Errorf("decode generation metadata: %w", err)
+	}
+	if meta.HeaderConds > 0 {
+		return nil, nil, errHeaderConds
 	}
 	t0 = TraceSince("gen: blob, meta", t0)
 	c := cur.cfgs[slot]
