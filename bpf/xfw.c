@@ -66,6 +66,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "nat.h"
 #include "nat_snat.h"
 #include "nat_icmp.h"
+#include "frag.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The Ethernet broadcast address as a 48-bit number. */
@@ -265,9 +266,10 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	if (xfw_ct_active(st->slot)) {
 		/* Connection tracking reassembles (nf_defrag) before any
 		 * chain, in both families and both paths: the first fragment
-		 * stands for its datagram, later ones go on unjudged. */
+		 * stands for its datagram, later ones follow its verdict
+		 * (frag.h). */
 		if (p->frag)
-			return XDP_PASS;
+			return xfw_frag_later_xdp(ctx, p);
 		cs = xfw_ct_scratch_get(0);
 		if (cs) {
 			xfw_ct_load_xdp(ctx, p, cs);
@@ -305,6 +307,8 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		xfw_ct_confirm(cs);
 		xfw_nat_confirm();
 	}
+	if (cs && p->fragmented)
+		xfw_frag_note_xdp(ctx, p, verdict == XFW_ACT_ACCEPT);
 	if (st->nlogs)
 		xfw_emit_logs_xdp(ctx, sc, chain, iif, oif);
 	/* A translation the verdict did not accept is undone: REJECT
@@ -446,17 +450,20 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	if (p->vlan)
 		return TC_ACT_OK;
-	/* The stack fragments after the OUTPUT hook (ip_finish_output,
-	 * ip6_finish_output): OUTPUT saw the whole datagram. Judge the first
-	 * fragment for it; later ones go out unjudged (without the first the
-	 * datagram cannot be reassembled anyway). */
-	if (p->fragmented && p->frag)
-		return TC_ACT_OK;
 	p->mark = skb->mark;
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	st->hook = XFW_SCRATCH_TC;
 	if (st->slot == XFW_NO_SLOT)
 		return TC_ACT_OK;
+	/* The stack fragments after the OUTPUT hook (ip_finish_output,
+	 * ip6_finish_output): OUTPUT saw the whole datagram, the first
+	 * fragment stands for it and later ones follow its verdict; a raw
+	 * socket's own fragments are judged one by one (frag.h). */
+	if (p->frag) {
+		rc = xfw_frag_later_tc(skb, p, xfw_ct_active(st->slot));
+		if (rc != XFW_FRAG_JUDGE)
+			return rc;
+	}
 	oif = skb->ifindex;
 	if (xfw_ct_active(st->slot)) {
 		cs = xfw_ct_scratch_get(1);
@@ -487,6 +494,8 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	} else {
 		xfw_nat_cancel();
 	}
+	if (p->fragmented && !p->frag)
+		xfw_frag_note_tc(skb, p, cs != 0, verdict == XFW_ACT_ACCEPT);
 	if (st->nlogs)
 		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
 	switch (verdict) {
