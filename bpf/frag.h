@@ -73,12 +73,36 @@ struct {
 	__uint(max_entries, XFW_FRAG_DATAGRAMS);
 } xfw_frag_dg SEC(".maps");
 
+/* xfw_frag_hdr6 finds the fragment header of IPv6 fragment p, walking the
+ * chain as parse.h did (at most XFW_MAX_EXTHDRS headers); 0 when none. A
+ * walk of its own rather than an offset the parser keeps: a store in the
+ * parser's unrolled walk costs the verifier more than this loop, which
+ * runs for fragments only. */
+static __always_inline __u32 xfw_frag_hdr6(void *ctx, int is_xdp, const struct xfw_pkt *p)
+{
+	__u32 off = p->l3_off + sizeof(struct ipv6hdr);
+	__u8 h[2], nh;
+
+	if (xfw_load_bytes(ctx, is_xdp, p->l3_off + 6, &nh, 1) < 0) /* ipv6hdr.nexthdr */
+		return 0;
+	for (int i = 0; i < XFW_MAX_EXTHDRS; i++) {
+		if (nh == XFW_NH_FRAGMENT)
+			return off;
+		if (!xfw_ipv6_is_ext(nh) || off + 2 > p->l4_end ||
+		    xfw_load_bytes(ctx, is_xdp, off, h, 2) < 0)
+			return 0;
+		off += nh == XFW_NH_AUTH ? ((__u32)h[1] + 2) * 4 : ((__u32)h[1] + 1) * 8;
+		nh = h[0];
+	}
+	return 0;
+}
+
 /* xfw_frag_key_of fills k for fragment p; -1 when its identification
  * cannot be read. */
 static __always_inline int xfw_frag_key_of(void *ctx, int is_xdp, const struct xfw_pkt *p,
 					   struct xfw_frag_key *k)
 {
-	__u32 id = 0;
+	__u32 id = 0, off;
 
 	__builtin_memset(k, 0, sizeof(*k));
 	k->src_hi = p->src_hi;
@@ -90,9 +114,10 @@ static __always_inline int xfw_frag_key_of(void *ctx, int is_xdp, const struct x
 		if (xfw_load_bytes(ctx, is_xdp, p->l3_off + XFW_FRAG_ID4_OFF, &id, 2) < 0)
 			return -1;
 		k->proto = (__u8)p->proto;
-	} else if (!p->frag_hdr ||
-		   xfw_load_bytes(ctx, is_xdp, p->frag_hdr + XFW_FRAG_ID6_OFF, &id, 4) < 0) {
-		return -1;
+	} else {
+		off = xfw_frag_hdr6(ctx, is_xdp, p);
+		if (!off || xfw_load_bytes(ctx, is_xdp, off + XFW_FRAG_ID6_OFF, &id, 4) < 0)
+			return -1;
 	}
 	k->id = id;
 	return 0;
@@ -146,11 +171,12 @@ __attribute__((noinline)) int xfw_frag_later_xdp(struct xdp_md *ctx, struct xfw_
 	return xfw_frag_seen(ctx, 1, p) == XFW_FRAG_DG_PASS ? XDP_PASS : XDP_DROP;
 }
 
-/* xfw_frag_note_xdp records first fragment p's verdict at ingress. */
-__attribute__((noinline)) int xfw_frag_note_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 pass)
+/* xfw_frag_note_xdp records p's verdict at ingress when p is a first
+ * fragment. */
+__attribute__((noinline)) int xfw_frag_note_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 verdict)
 {
-	if (ctx && p)
-		xfw_frag_note(ctx, 1, p, pass);
+	if (ctx && p && p->fragmented && !p->frag)
+		xfw_frag_note(ctx, 1, p, verdict == XFW_ACT_ACCEPT);
 	return 0;
 }
 
@@ -175,15 +201,16 @@ __attribute__((noinline)) int xfw_frag_later_tc(struct __sk_buff *skb, struct xf
 	return XFW_FRAG_JUDGE;
 }
 
-/* xfw_frag_note_tc records first fragment p's verdict in OUTPUT, unless
- * the rules judge its datagram's later fragments on their own (a socket
- * writing whole packets, without connection tracking). */
+/* xfw_frag_note_tc records p's verdict in OUTPUT when p is a first
+ * fragment, unless the rules judge its datagram's later fragments on
+ * their own (a socket writing whole packets, without connection
+ * tracking). */
 __attribute__((noinline)) int xfw_frag_note_tc(struct __sk_buff *skb, struct xfw_pkt *p, __u32 ct,
-					       __u32 pass)
+					       __u32 verdict)
 {
-	if (!skb || !p || (!ct && xfw_frag_hdrincl(skb)))
+	if (!skb || !p || !p->fragmented || p->frag || (!ct && xfw_frag_hdrincl(skb)))
 		return 0;
-	xfw_frag_note(skb, 0, p, pass);
+	xfw_frag_note(skb, 0, p, verdict == XFW_ACT_ACCEPT);
 	return 0;
 }
 

@@ -113,8 +113,6 @@ struct xfw_pkt {
 			    * hook (0, PACKET_HOST, on egress) */
 	__u32 mark;        /* the packet's mark as the walk has it (mark.h):
 			    * set by the hooks, changed by MARK entries */
-	__u32 frag_hdr;    /* offset of the IPv6 fragment header, 0 when
-			    * none (frag.h reads its identification) */
 };
 
 /* xfw_load_bytes copies len bytes at off of the packet: an XDP frame
@@ -569,7 +567,6 @@ static __always_inline int xfw_parse_ipv6(struct xfw_pkt *p, void *data, void *d
 
 			/* XFW_FRAG_MORE: "more fragments" set. */
 			p->fragmented = 1 | (h[3] & 1 ? XFW_FRAG_MORE : 0);
-			p->frag_hdr = (__u32)((void *)h - data);
 			if (off) {
 				/* A later fragment: ipv6_find_hdr returns the
 				 * fragment header's next header when it is a

@@ -307,8 +307,8 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		xfw_ct_confirm(cs);
 		xfw_nat_confirm();
 	}
-	if (cs && p->fragmented)
-		xfw_frag_note_xdp(ctx, p, verdict == XFW_ACT_ACCEPT);
+	if (cs)
+		xfw_frag_note_xdp(ctx, p, verdict);
 	if (st->nlogs)
 		xfw_emit_logs_xdp(ctx, sc, chain, iif, oif);
 	/* A translation the verdict did not accept is undone: REJECT
@@ -494,8 +494,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	} else {
 		xfw_nat_cancel();
 	}
-	if (p->fragmented && !p->frag)
-		xfw_frag_note_tc(skb, p, cs != 0, verdict == XFW_ACT_ACCEPT);
+	xfw_frag_note_tc(skb, p, cs != 0, verdict);
 	if (st->nlogs)
 		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
 	switch (verdict) {
