@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 	"unsafe"
@@ -44,16 +43,10 @@ type genMeta struct {
 	HashLimits []compiler.HashLimit `json:",omitempty"`
 	// Preds are the generation's predicates (compiler.Generation).
 	Preds []predMeta `json:",omitempty"`
-	// HeaderConds counts the generation's IPv6 extension header and
-	// transport header conditions (compiler.Generation Ext6Conds,
-	// Hdr4Conds), which the metadata does not keep: a generation with
-	// any is not read back, and a change compiles the ruleset in full.
-	HeaderConds int `json:",omitempty"`
+	// Headers are the generation's IPv6 extension header and transport
+	// header conditions (headermeta.go), which its maps do not say.
+	Headers *headerMeta `json:",omitempty"`
 }
-
-// errHeaderConds says the running generation's header conditions cannot
-// be read back (genMeta.HeaderConds).
-var errHeaderConds = errors.New("the running generation's header match conditions are not kept")
 
 // SetLookupInfo describes one set lookup of a running generation.
 type SetLookupInfo struct {
@@ -76,14 +69,18 @@ type SetLookupInfo struct {
 // generationMeta encodes u's generation metadata.
 func generationMeta(u *Update) ([]byte, error) {
 	g := u.Gen
+	hm, err := headerMetaOf(g)
+	if err != nil {
+		return nil, err
+	}
 	b, err := json.Marshal(genMeta{
 		Small: len(g.Small), ClassChunks: len(g.ClassChunks), Chunks: len(g.Chunks), LogConfigs: len(g.LogConfigs),
 		Layout: g.Layout, SetConds: g.SetConds, Interfaces: u.Interfaces,
 		SetLookups: setLookupInfos(u.Sets), Limits: g.Limits, Probes: g.Probes,
-		Recents:     g.Recents,
-		HashLimits:  g.HashLimits,
-		Preds:       predMetas(g.Preds),
-		HeaderConds: len(g.Ext6Conds()) + len(g.Hdr4Conds()),
+		Recents:    g.Recents,
+		HashLimits: g.HashLimits,
+		Preds:      predMetas(g.Preds),
+		Headers:    hm,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode generation metadata: %w", err)
@@ -118,9 +115,6 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 	if err := json.Unmarshal(metaBytes, &meta); err != nil {
 		return nil, nil, fmt.Errorf("decode generation metadata: %w", err)
 	}
-	if meta.HeaderConds > 0 {
-		return nil, nil, errHeaderConds
-	}
 	t0 = TraceSince("gen: blob, meta", t0)
 	c := cur.cfgs[slot]
 	g := &compiler.Generation{
@@ -130,6 +124,11 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 		Hash: map[compiler.HashKey]uint32{}, Layout: meta.Layout, SetConds: meta.SetConds,
 		Limits: meta.Limits, Probes: meta.Probes,
 		Recents: meta.Recents, HashLimits: meta.HashLimits, Preds: predsOfMeta(meta.Preds),
+	}
+	if meta.Headers != nil {
+		if err := meta.Headers.restore(g); err != nil {
+			return nil, nil, err
+		}
 	}
 	for i, d := range c.PolicyDrop {
 		g.PolicyDrop[i] = d != 0
