@@ -147,9 +147,10 @@ static __always_inline __u32 xfw_frag_seen(void *ctx, int is_xdp, const struct x
 	return v ? *v : 0;
 }
 
-/* xfw_frag_hdrincl reports whether skb comes from a socket writing whole
- * IP packets (OUTPUT judged it as it is; the stack never fragments it). */
-static __always_inline int xfw_frag_hdrincl(struct __sk_buff *skb)
+/* xfw_sk_kind returns skb's socket as XFW_SK_KIND(type, protocol), 0
+ * when it has no full socket. */
+#define XFW_SK_KIND(type, proto) ((__u32)(type) << 16 | (__u32)(proto))
+static __always_inline __u32 xfw_sk_kind(struct __sk_buff *skb)
 {
 	struct bpf_sock *sk = skb->sk;
 
@@ -158,7 +159,14 @@ static __always_inline int xfw_frag_hdrincl(struct __sk_buff *skb)
 	sk = bpf_sk_fullsock(sk);
 	if (!sk)
 		return 0;
-	return sk->type == XFW_FRAG_SOCK_RAW && sk->protocol == XFW_FRAG_IPPROTO_RAW;
+	return XFW_SK_KIND(sk->type, sk->protocol);
+}
+
+/* xfw_frag_hdrincl reports whether skb comes from a socket writing whole
+ * IP packets (OUTPUT judged it as it is; the stack never fragments it). */
+static __always_inline int xfw_frag_hdrincl(struct __sk_buff *skb)
+{
+	return xfw_sk_kind(skb) == XFW_SK_KIND(XFW_FRAG_SOCK_RAW, XFW_FRAG_IPPROTO_RAW);
 }
 
 /* xfw_frag_later_xdp decides a later fragment at ingress while connection

@@ -408,15 +408,10 @@ __attribute__((noinline)) int xfw_tc_forwarded(struct __sk_buff *skb, struct xfw
  * rather than from a process's raw socket writing whole packets. */
 static __always_inline __u32 xfw_tc_stack_icmp(struct __sk_buff *skb)
 {
-	struct bpf_sock *sk = skb->sk;
+	__u32 k = xfw_sk_kind(skb); /* frag.h */
 
-	if (!sk)
-		return 0;
-	sk = bpf_sk_fullsock(sk);
-	if (!sk)
-		return 0;
-	return sk->type == XFW_SOCK_RAW &&
-	       (sk->protocol == IPPROTO_ICMP || sk->protocol == IPPROTO_ICMPV6);
+	return k == XFW_SK_KIND(XFW_SOCK_RAW, IPPROTO_ICMP) ||
+	       k == XFW_SK_KIND(XFW_SOCK_RAW, IPPROTO_ICMPV6);
 }
 
 /* xfw_tc_judged is the TC hook's work; xfw_tc_egress brackets it for

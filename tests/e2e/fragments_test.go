@@ -166,92 +166,90 @@ func compareFrag(t *testing.T, got map[string]fragOutcome, want int) {
 	}
 }
 
-// TestFragmentsOutputAgainstKernel: fragments fw sends, without
-// connection tracking, both families.
-func TestFragmentsOutputAgainstKernel(t *testing.T) {
+// fragCase is one probe of the fragment tests and the fragments the
+// kernel delivers to sink for it.
+type fragCase struct {
+	name string
+	want int
+	send func(*testing.T, *nettest.Topology)
+}
+
+// runFragCases loads rules(fam) into both twins and compares the cases of
+// each family.
+func runFragCases(t *testing.T, rules func(fam int) string, cases func(fam int) []fragCase) {
 	nettest.RequireRoot(t)
 	requireTools(t, "iptables-legacy", "ip6tables-legacy")
 	tw := newTwins(t, xfwPath(t))
 	for _, fam := range []int{4, 6} {
 		t.Run(fmt.Sprintf("IPv%d", fam), func(t *testing.T) {
-			tw.each(func(_ string, tp *nettest.Topology, fw firewall) { fw.restore(t, tp, fam, fragOutputRules(fam)) })
-			from := func(tp *nettest.Topology) (netip.Addr, netip.Addr) {
-				if fam == 4 {
-					return tp.FwOut.IPv4, tp.Sink.IPv4
-				}
-				return tp.FwOut.IPv6, tp.Sink.IPv6
-			}
-			// IPv6's rule drops the last of the three crafted fragments only.
-			raw6 := 0
-			if fam == 6 {
-				raw6 = 1
-			}
-			cases := []struct {
-				name string
-				want int
-				send func(*testing.T, *nettest.Topology)
-			}{
-				{"raw socket's fragments: the first by its port, the later ones dropped", 1 + raw6, func(t *testing.T, tp *nettest.Topology) {
-					src, dst := from(tp)
-					sendRawFromFw(t, tp, fam, fragments(t, fam, src, dst, fragPortOK))
-				}},
-				{"raw socket's later fragments alone", raw6, func(t *testing.T, tp *nettest.Topology) {
-					src, dst := from(tp)
-					sendRawFromFw(t, tp, fam, fragments(t, fam, src, dst, fragPortOK)[1:])
-				}},
-				{"stack's fragments of an accepted datagram", 3, func(t *testing.T, tp *nettest.Topology) {
-					_, dst := from(tp)
-					nettest.UDPSend(tp.FwNS, netip.AddrPortFrom(dst, fragPortOK), make([]byte, fragStackPayload))
-				}},
-				{"stack's fragments of a dropped datagram", 0, func(t *testing.T, tp *nettest.Topology) {
-					_, dst := from(tp)
-					nettest.UDPSend(tp.FwNS, netip.AddrPortFrom(dst, fragPortDrop), make([]byte, fragStackPayload))
-				}},
-			}
-			for _, c := range cases {
+			tw.each(func(_ string, tp *nettest.Topology, fw firewall) { fw.restore(t, tp, fam, rules(fam)) })
+			for _, c := range cases(fam) {
 				t.Run(c.name, func(t *testing.T) { compareFrag(t, fragProbe(t, tw, fam, c.send), c.want) })
 			}
 		})
 	}
 }
 
+// TestFragmentsOutputAgainstKernel: fragments fw sends, without
+// connection tracking, both families.
+func TestFragmentsOutputAgainstKernel(t *testing.T) {
+	runFragCases(t, fragOutputRules, func(fam int) []fragCase {
+		from := func(tp *nettest.Topology) (netip.Addr, netip.Addr) {
+			if fam == 4 {
+				return tp.FwOut.IPv4, tp.Sink.IPv4
+			}
+			return tp.FwOut.IPv6, tp.Sink.IPv6
+		}
+		// IPv6's rule drops the last of the three crafted fragments only.
+		raw6 := 0
+		if fam == 6 {
+			raw6 = 1
+		}
+		return []fragCase{
+			{"raw socket's fragments: the first by its port, the later ones dropped", 1 + raw6, func(t *testing.T, tp *nettest.Topology) {
+				src, dst := from(tp)
+				sendRawFromFw(t, tp, fam, fragments(t, fam, src, dst, fragPortOK))
+			}},
+			{"raw socket's later fragments alone", raw6, func(t *testing.T, tp *nettest.Topology) {
+				src, dst := from(tp)
+				sendRawFromFw(t, tp, fam, fragments(t, fam, src, dst, fragPortOK)[1:])
+			}},
+			{"stack's fragments of an accepted datagram", 3, func(t *testing.T, tp *nettest.Topology) {
+				_, dst := from(tp)
+				nettest.UDPSend(tp.FwNS, netip.AddrPortFrom(dst, fragPortOK), make([]byte, fragStackPayload))
+			}},
+			{"stack's fragments of a dropped datagram", 0, func(t *testing.T, tp *nettest.Topology) {
+				_, dst := from(tp)
+				nettest.UDPSend(tp.FwNS, netip.AddrPortFrom(dst, fragPortDrop), make([]byte, fragStackPayload))
+			}},
+		}
+	})
+}
+
 // TestFragmentsConntrackAgainstKernel: forwarded fragments with
 // connection tracking (the kernel reassembles before FORWARD and sends the
 // datagram on in fragments of the sizes it came in), both families.
 func TestFragmentsConntrackAgainstKernel(t *testing.T) {
-	nettest.RequireRoot(t)
-	requireTools(t, "iptables-legacy", "ip6tables-legacy")
-	tw := newTwins(t, xfwPath(t))
-	for _, fam := range []int{4, 6} {
-		t.Run(fmt.Sprintf("IPv%d", fam), func(t *testing.T) {
-			tw.each(func(_ string, tp *nettest.Topology, fw firewall) { fw.restore(t, tp, fam, fragForwardRules()) })
-			inject := func(port uint16, from int) func(*testing.T, *nettest.Topology) {
-				return func(t *testing.T, tp *nettest.Topology) {
-					src, dst := v4(tp, 0x10), tp.Sink.IPv4
-					if fam == 6 {
-						src, dst = v6(tp, 0x10), tp.Sink.IPv6
-					}
-					var frames [][]byte
-					for _, f := range fragments(t, fam, src, dst, port)[from:] {
-						frames = append(frames, frame(tp, f))
-					}
-					if err := tp.InjectFromGen(frames...); err != nil {
-						t.Errorf("inject: %v", err)
-					}
+	runFragCases(t, func(int) string { return fragForwardRules() }, func(fam int) []fragCase {
+		inject := func(port uint16, from int) func(*testing.T, *nettest.Topology) {
+			return func(t *testing.T, tp *nettest.Topology) {
+				src, dst := v4(tp, 0x10), tp.Sink.IPv4
+				if fam == 6 {
+					src, dst = v6(tp, 0x10), tp.Sink.IPv6
+				}
+				var frames [][]byte
+				for _, f := range fragments(t, fam, src, dst, port)[from:] {
+					frames = append(frames, frame(tp, f))
+				}
+				if err := tp.InjectFromGen(frames...); err != nil {
+					t.Errorf("inject: %v", err)
 				}
 			}
-			cases := []struct {
-				name string
-				want int
-				send func(*testing.T, *nettest.Topology)
-			}{
-				{"fragments of an accepted datagram", 3, inject(fragPortOK, 0)},
-				{"fragments of a dropped datagram", 0, inject(fragPortDrop, 0)},
-				{"later fragments whose first never came", 0, inject(fragPortOK, 1)},
-			}
-			for _, c := range cases {
-				t.Run(c.name, func(t *testing.T) { compareFrag(t, fragProbe(t, tw, fam, c.send), c.want) })
-			}
-		})
-	}
+		}
+		return []fragCase{
+			{"fragments of an accepted datagram", 3, inject(fragPortOK, 0)},
+			{"fragments of a dropped datagram", 0, inject(fragPortDrop, 0)},
+			{"later fragments whose first never came", 0, inject(fragPortOK, 1)},
+		}
+	})
 }
