@@ -285,11 +285,14 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 	} else if (proto == IPPROTO_UDP || proto == IPPROTO_UDPLITE) {
 		__u32 ulen;
 
-		/* udp_error: the length field must cover the header and fit. */
+		/* udp_error: the length field must cover the header and fit
+		 * (the reassembled datagram, of which a first fragment, "more
+		 * fragments" set, is the start: frag.h). */
 		if (p->sport > 0xffff || cs->buflen < 8)
 			return XFW_CTS_INVALID;
 		ulen = xfw_rd16(cs->buf, 4);
-		if (proto == IPPROTO_UDP && (ulen < 8 || ulen > cs->l4len))
+		if (proto == IPPROTO_UDP &&
+		    (ulen < 8 || (ulen > cs->l4len && !(p->fragmented & XFW_FRAG_MORE))))
 			return XFW_CTS_INVALID;
 		/* udplite_error: the length field is the checksum coverage, 0
 		 * (everything) or at least the header and within the packet;

@@ -356,7 +356,7 @@ static __always_inline int xfw_e6_cond(void *ctx, int is_xdp, const struct xfw_f
 		if (xfw_load_bytes(ctx, is_xdp, off, h, 2) < 0)
 			return 0;
 		hl = ((__u32)h[1] + 1) * 8;
-		/* Shorter than its length field: false, no hotdrop. */
+		/* Shorter than its length field: hotdropped (xfw_e6_hot). */
 		if (end - off < hl)
 			return 0;
 		ok = !(c->flags & XFW_E6_LEN) || ((c->len == hl) != !!(c->inv & XFW_E6I_LEN));
@@ -374,8 +374,11 @@ static __always_inline int xfw_e6_cond(void *ctx, int is_xdp, const struct xfw_f
 }
 
 /* xfw_e6_hot reports whether matches of kind k hotdrop the packet: the
- * walk could not reach their header, or it is cut short (a routing
- * header longer than the packet: rt_mt6's length check). */
+ * walk could not reach their header, or it is cut short: its fixed part,
+ * or the length its length field claims (rt_mt6's, hbh_mt6's and, since
+ * the kernel's "mark malformed IPv6 extension headers for hotdrop" fix,
+ * ah_mt6's check; older kernels answered false without a hotdrop for a
+ * routing or options header, and did not check an AH header's length). */
 static __always_inline int xfw_e6_hot(void *ctx, int is_xdp, struct xfw_ext6_found *f,
 				      int k, __u32 end)
 {
@@ -394,7 +397,14 @@ static __always_inline int xfw_e6_hot(void *ctx, int is_xdp, struct xfw_ext6_fou
 	case XFW_EXT6_FRAG:
 		return off + XFW_FRAG_HDR_LEN > end;
 	case XFW_EXT6_AH:
-		return off + XFW_AUTH_HDR_LEN > end;
+		if (off + XFW_AUTH_HDR_LEN > end || xfw_load_bytes(ctx, is_xdp, off, h, 2) < 0)
+			return 1;
+		return end - off < ((__u32)h[1] + 2) * 4;
+	case XFW_EXT6_HBH:
+	case XFW_EXT6_DST:
+		if (xfw_load_bytes(ctx, is_xdp, off, h, 2) < 0)
+			return 1;
+		return end - off < ((__u32)h[1] + 1) * 8;
 	}
 	return 0;
 }

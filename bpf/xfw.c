@@ -67,6 +67,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "nat_snat.h"
 #include "nat_icmp.h"
 #include "bench.h"
+#include "frag.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The length of an IPv4 header without options. */
@@ -295,9 +296,10 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	if (xfw_ct_active(st->slot)) {
 		/* Connection tracking reassembles (nf_defrag) before any
 		 * chain, in both families and both paths: the first fragment
-		 * stands for its datagram, later ones go on unjudged. */
+		 * stands for its datagram, later ones follow its verdict
+		 * (frag.h). */
 		if (p->frag)
-			return XDP_PASS;
+			return xfw_frag_later_xdp(ctx, p);
 		cs = xfw_ct_scratch_get(0);
 		if (cs) {
 			xfw_ct_load_xdp(ctx, p, cs);
@@ -339,6 +341,8 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		xfw_ct_confirm(cs);
 		xfw_nat_confirm();
 	}
+	if (cs)
+		xfw_frag_note_xdp(ctx, p, verdict);
 	if (st->nlogs)
 		xfw_emit_logs_xdp(ctx, sc, chain, iif, oif);
 	/* A translation the verdict did not accept is undone: REJECT
@@ -442,15 +446,10 @@ __attribute__((noinline)) int xfw_tc_forwarded(struct __sk_buff *skb, struct xfw
  * rather than from a process's raw socket writing whole packets. */
 static __always_inline __u32 xfw_tc_stack_icmp(struct __sk_buff *skb)
 {
-	struct bpf_sock *sk = skb->sk;
+	__u32 k = xfw_sk_kind(skb); /* frag.h */
 
-	if (!sk)
-		return 0;
-	sk = bpf_sk_fullsock(sk);
-	if (!sk)
-		return 0;
-	return sk->type == XFW_SOCK_RAW &&
-	       (sk->protocol == IPPROTO_ICMP || sk->protocol == IPPROTO_ICMPV6);
+	return k == XFW_SK_KIND(XFW_SOCK_RAW, IPPROTO_ICMP) ||
+	       k == XFW_SK_KIND(XFW_SOCK_RAW, IPPROTO_ICMPV6);
 }
 
 /* xfw_tc_judged is the TC hook's work; xfw_tc_egress brackets it for
@@ -484,17 +483,20 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	if (p->vlan)
 		return TC_ACT_OK;
-	/* The stack fragments after the OUTPUT hook (ip_finish_output,
-	 * ip6_finish_output): OUTPUT saw the whole datagram. Judge the first
-	 * fragment for it; later ones go out unjudged (without the first the
-	 * datagram cannot be reassembled anyway). */
-	if (p->fragmented && p->frag)
-		return TC_ACT_OK;
 	p->mark = skb->mark;
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	st->hook = XFW_SCRATCH_TC;
 	if (st->slot == XFW_NO_SLOT)
 		return TC_ACT_OK;
+	/* The stack fragments after the OUTPUT hook (ip_finish_output,
+	 * ip6_finish_output): OUTPUT saw the whole datagram, the first
+	 * fragment stands for it and later ones follow its verdict; a raw
+	 * socket's own fragments are judged one by one (frag.h). */
+	if (p->frag) {
+		rc = xfw_frag_later_tc(skb, p, xfw_ct_active(st->slot));
+		if (rc != XFW_FRAG_JUDGE)
+			return rc;
+	}
 	oif = skb->ifindex;
 	if (xfw_ct_active(st->slot)) {
 		cs = xfw_ct_scratch_get(1);
@@ -527,6 +529,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	} else {
 		xfw_nat_cancel();
 	}
+	xfw_frag_note_tc(skb, p, cs != 0, verdict);
 	if (st->nlogs)
 		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
 	switch (verdict) {

@@ -198,3 +198,11 @@ func (b *termBuilder) tcpOption(o ir.TCPOptionMatch) error {
 // Hdr4Conds returns the generation's FieldHdr4 conditions: bit k is the
 // packet's answer for Hdr4Conds()[k].
 func (g *Generation) Hdr4Conds() []Hdr4Cond { return g.hdr4 }
+
+// SetHeaderConds gives a generation read back from the data plane its
+// IPv6 extension header (Ext6Conds) and transport header (Hdr4Conds)
+// conditions, which its maps do not say: an in-place change renders the
+// slot's configuration from them again.
+func (g *Generation) SetHeaderConds(ext6 []ir.Match, hdr4 []Hdr4Cond) {
+	g.ext6, g.hdr4 = ext6, hdr4
+}

@@ -14,7 +14,8 @@ import (
 // FieldExt6 carries the answers: bit k is condition k's result, and bit
 // Ext6HotShift+kind is set when a match of that kind hotdrops the packet
 // (its header cannot be read: ipv6_find_hdr fails with -EBADMSG, the
-// header is cut short, or a routing header is longer than the packet; a
+// header is cut short, or a routing, options or AH header claims more
+// bytes than the packet has; a
 // Mobility Header cut short or not followed by "no next header"; for
 // ipv6header a chain longer than the data plane walks).
 // Whether a match hotdrops depends on the packet and the kind alone, and

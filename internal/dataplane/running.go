@@ -43,6 +43,9 @@ type genMeta struct {
 	HashLimits []compiler.HashLimit `json:",omitempty"`
 	// Preds are the generation's predicates (compiler.Generation).
 	Preds []predMeta `json:",omitempty"`
+	// Headers are the generation's IPv6 extension header and transport
+	// header conditions (headermeta.go), which its maps do not say.
+	Headers *headerMeta `json:",omitempty"`
 }
 
 // SetLookupInfo describes one set lookup of a running generation.
@@ -66,6 +69,10 @@ type SetLookupInfo struct {
 // generationMeta encodes u's generation metadata.
 func generationMeta(u *Update) ([]byte, error) {
 	g := u.Gen
+	hm, err := headerMetaOf(g)
+	if err != nil {
+		return nil, err
+	}
 	b, err := json.Marshal(genMeta{
 		Small: len(g.Small), ClassChunks: len(g.ClassChunks), Chunks: len(g.Chunks), LogConfigs: len(g.LogConfigs),
 		Layout: g.Layout, SetConds: g.SetConds, Interfaces: u.Interfaces,
@@ -73,6 +80,7 @@ func generationMeta(u *Update) ([]byte, error) {
 		Recents:    g.Recents,
 		HashLimits: g.HashLimits,
 		Preds:      predMetas(g.Preds),
+		Headers:    hm,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode generation metadata: %w", err)
@@ -116,6 +124,11 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 		Hash: map[compiler.HashKey]uint32{}, Layout: meta.Layout, SetConds: meta.SetConds,
 		Limits: meta.Limits, Probes: meta.Probes,
 		Recents: meta.Recents, HashLimits: meta.HashLimits, Preds: predsOfMeta(meta.Preds),
+	}
+	if meta.Headers != nil {
+		if err := meta.Headers.restore(g); err != nil {
+			return nil, nil, err
+		}
 	}
 	for i, d := range c.PolicyDrop {
 		g.PolicyDrop[i] = d != 0

@@ -203,9 +203,13 @@ func sendOutputProbes(t *testing.T, tw *twins) {
 		{"mh payload protocol 6 (hotdrop)", nil, mh(6, 5)},
 		{"mh cut to five bytes (hotdrop)", nil, nettest.Raw{Proto: 135, Data: mhHeader(59, 5)[:5]}},
 		{"no next header", nil, short(59)},
-		// (A destination options header longer than the packet never
-		// reaches the kernel's OUTPUT chain from a raw socket.)
 		{"dst cut to one byte (hotdrop)", nil, short(60, 17)},
+		// Headers whose length field claims more than the packet has
+		// (the kernel hotdrops them since its fix "mark malformed IPv6
+		// extension headers for hotdrop").
+		{"dst longer than the packet (hotdrop)", nil, short(60, 17, 2, 1, 4, 0, 0, 0, 0)},
+		{"hbh longer than the packet (hotdrop)", nil, short(0, 17, 2, 1, 4, 0, 0, 0, 0)},
+		{"ah longer than the packet (hotdrop)", nil, short(51, 17, 4, 0, 0, 0, 0, 0, 5, 0, 0, 0, 1)},
 		{"hbh behind a dst longer than the packet (hotdrop)", nil, short(60, 0, 2, 1, 4, 0, 0, 0, 0)},
 	}
 	for _, pr := range probes {

@@ -360,6 +360,9 @@ func TestCompareSaves(t *testing.T) {
 		{"counters", "[2:80] -A INPUT -p tcp -j ACCEPT", "[1:40] -A INPUT -p tcp -j ACCEPT", []DiffKind{DiffCounters}, "-A INPUT -p tcp -j ACCEPT"},
 		{"text", "[0:0] -A INPUT -p tcp -j ACCEPT", "[0:0] -A INPUT -p udp -j ACCEPT", []DiffKind{DiffSave}, "#4"},
 		{"inverted full range printed by xfw only", "[0:0] -A INPUT -p tcp -m tcp -j DROP", "[0:0] -A INPUT -p tcp -m tcp ! --dport 0:65535 -j DROP", nil, ""},
+		{"inverted full segments-left range printed by xfw only", "[0:0] -A INPUT -m rt", "[0:0] -A INPUT -m rt ! --rt-segsleft 0:4294967295", nil, ""},
+		{"inverted full spi range printed by xfw only", "[0:0] -A INPUT -p esp -m esp -j DROP", "[0:0] -A INPUT -p esp -m esp ! --espspi 0:4294967295 -j DROP", nil, ""},
+		{"inverted partial spi range", "[0:0] -A INPUT -m ah", "[0:0] -A INPUT -m ah ! --ahspi 0:5", []DiffKind{DiffSave}, "#4"},
 		{"inverted interface wildcard printed by xfw only", "[0:0] -A FORWARD -j DROP", "[0:0] -A FORWARD ! -i + -j DROP", nil, ""},
 		{"icmp type 255 with a code", "[0:0] -A INPUT -p icmp -m icmp --icmp-type any", "[0:0] -A INPUT -p icmp -m icmp --icmp-type 255/4", nil, ""},
 	}

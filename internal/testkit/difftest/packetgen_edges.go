@@ -24,6 +24,8 @@ type edges struct {
 	protos []uint8
 	// multiport is set when a rule uses the multiport match.
 	multiport bool
+	// ecnTCP is set when a rule tests the TCP ECE or CWR bits (-m ecn).
+	ecnTCP bool
 }
 
 // collectEdges gathers the interesting values of rs and of the topology.
@@ -77,6 +79,10 @@ func collectEdges(rs *ir.Ruleset, plan Plan) edges {
 						if pm.Set {
 							addRange(pm.Range)
 						}
+					}
+				case *ir.ECNMatch:
+					if m.Ops&(ir.ECNMatchECE|ir.ECNMatchCWR) != 0 {
+						e.ecnTCP = true
 					}
 				case *ir.MultiportMatch:
 					e.multiport = true

@@ -381,11 +381,13 @@ var (
 
 // fullRangeRe matches what xfw's iptables-save prints and iptables 1.8.9's
 // leaves out although the kernel's rule has it (the rule still never
-// matches there): an inverted full port range of the tcp or udp match (a
-// deliberate deviation, internal/iptables writePorts) and an inverted
+// matches there): an inverted full port range of the tcp, udp, sctp or
+// dccp match (a deliberate deviation, internal/iptables writePorts), an
+// inverted full 32-bit range of -m rt, -m frag, -m ah and -m esp (the same
+// deviation: writeRT, writeFrag, writeAH6, writeSPIs) and an inverted
 // interface wildcard "! -i +" / "! -o +". Not a difference in filtering
 // (docs/differences.md).
-var fullRangeRe = regexp.MustCompile(` ! --(sport|dport) 0:65535| ! -[io] \+`)
+var fullRangeRe = regexp.MustCompile(` ! --(sport|dport) 0:65535| ! --(rt-segsleft|fragid|ahspi|espspi) 0:4294967295| ! -[io] \+`)
 
 // icmpAnyRe matches type 255 with a code, which means any type to the
 // kernel: xfw's iptables-save prints it as later iptables releases do,
