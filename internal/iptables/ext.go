@@ -309,7 +309,7 @@ func registerTarget(e *extension) *extension {
 // exactly as with iptables, so that rulesets stay loadable by it; naming
 // one fails as a missing module does (missingTarget).
 var otherTargets = map[string]ir.Family{
-	"AUDIT": 0, "CHECKSUM": 0, "CLASSIFY": 0, "CONNMARK": 0, "CONNSECMARK": 0,
+	"AUDIT": 0, "CHECKSUM": 0, "CLASSIFY": 0, "CONNSECMARK": 0,
 	"CT": 0, "DSCP": 0, "HMARK": 0, "IDLETIMER": 0, "LED": 0,
 	"NFLOG": 0, "NFQUEUE": 0, "NOTRACK": 0,
 	"RATEEST": 0, "SECMARK": 0, "SET": 0,

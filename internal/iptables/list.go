@@ -188,6 +188,8 @@ func targetName(t ir.Target) string {
 		return "REDIRECT"
 	case ir.TargetMark:
 		return "MARK"
+	case ir.TargetConnmark:
+		return "CONNMARK"
 	}
 	return ""
 }
@@ -501,6 +503,8 @@ func stateListing(fam ir.Family, m ir.Match) (string, bool) {
 		return statisticListing(m), true
 	case *ir.MarkMatch:
 		return markListing(m), true
+	case *ir.ConnmarkMatch:
+		return connmarkListing(m), true
 	}
 	return "", false
 }
@@ -618,6 +622,8 @@ func (l *lister) target(t ir.Target) {
 	switch t.Kind {
 	case ir.TargetMark:
 		l.b.WriteString(markTargetListing(t.Mark))
+	case ir.TargetConnmark:
+		l.b.WriteString(connmarkTargetListing(t.Connmark))
 	case ir.TargetReject:
 		l.printf(" reject-with %s", t.RejectWith)
 	case ir.TargetLog:

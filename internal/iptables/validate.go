@@ -200,6 +200,10 @@ func checkEntry(fam ir.Family, table string, r *ir.Rule, hooks hookMask) *failur
 		if t.RejectWith == RejectTCPReset && !needsProto(r, protoTCP) {
 			return kernelEINVAL()
 		}
+	case ir.TargetConnmark:
+		if f := checkConnmarkTarget(t.Connmark); f != nil {
+			return f
+		}
 	case ir.TargetLog:
 		const maxLevel = 7
 		if t.Log != nil && (t.Log.Level > maxLevel || len(t.Log.Prefix) >= logPrefixSize) {

@@ -14,6 +14,7 @@ func TestMatchTagsDistinct(t *testing.T) {
 		"tagComment":    tagComment,
 		"tagConnlimit":  tagConnlimit,
 		"tagConntrack":  tagConntrack,
+		"tagConnmark":   tagConnmark,
 		"tagDCCP":       tagDCCP,
 		"tagDSCP":       tagDSCP,
 		"tagECN":        tagECN,
