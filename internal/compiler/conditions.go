@@ -142,7 +142,8 @@ func (b *termBuilder) addIPMatches(r *ir.Rule) error {
 // addMatch adds one -m module's condition.
 func (b *termBuilder) addMatch(m ir.Match) error {
 	switch m := m.(type) {
-	case *ir.LimitMatch, *ir.RecentMatch, *ir.HashLimitMatch, *ir.StatisticMatch, *ir.MarkMatch:
+	case *ir.LimitMatch, *ir.RecentMatch, *ir.HashLimitMatch, *ir.StatisticMatch, *ir.MarkMatch,
+		*ir.ConnmarkMatch:
 		// Decided by the rule's probes (limit.go, recent.go, hashlimit.go),
 		// not by its terms.
 	case *ir.StringMatch, *ir.U32Match, *ir.TimeMatch:

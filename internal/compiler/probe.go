@@ -55,6 +55,12 @@ const (
 	// ProbeSetMark is the MARK target's action (an EFAct entry's): mark =
 	// (mark & ^Mask) ^ Val.
 	ProbeSetMark
+	// ProbeConnmark asks a connmark match (connmark.go): (ctmark & Mask)
+	// == Val, Arg 1 inverted; false without a connection.
+	ProbeConnmark
+	// ProbeSetConnmark is the CONNMARK target's action (an EFAct entry's;
+	// ConnmarkSetProbe packs it).
+	ProbeSetConnmark
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )
@@ -78,7 +84,7 @@ const MaxProbes = 1 << 16
 func probedMatch(m ir.Match) bool {
 	switch m := m.(type) {
 	case *ir.LimitMatch, *ir.RecentMatch, *ir.HashLimitMatch, *ir.ConnlimitMatch, *ir.CPUMatch,
-		*ir.StatisticMatch, *ir.MarkMatch:
+		*ir.StatisticMatch, *ir.MarkMatch, *ir.ConnmarkMatch:
 		return true
 	case *ir.ConntrackMatch:
 		return m.Expire.Set
@@ -129,6 +135,8 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match, hook int) (Probe, er
 		return fl.statisticProbe(r, i, m)
 	case *ir.MarkMatch:
 		return markProbe(m), nil
+	case *ir.ConnmarkMatch:
+		return connmarkProbe(m), nil
 	}
 	return Probe{}, fmt.Errorf("match %T is not probed", m)
 }
