@@ -291,6 +291,8 @@ enum xfw_probe_kind {
 	XFW_PROBE_STATISTIC, /* -m statistic: .arg XFW_STAT_*, .val, .mask, .count (mark.h) */
 	XFW_PROBE_MARK,      /* -m mark: (mark & .mask) == .val, .arg inverts (mark.h) */
 	XFW_PROBE_SETMARK,   /* -j MARK (an XFW_EF_ACT entry): mark = (mark & ~.mask) ^ .val */
+	XFW_PROBE_CONNMARK,  /* -m connmark: (ctmark & .mask) == .val, .arg inverts (connmark.h) */
+	XFW_PROBE_SETCONNMARK, /* -j CONNMARK (an XFW_EF_ACT entry): .arg XFW_CONNMARK_* (connmark.h) */
 	XFW_NPROBE_KINDS,
 };
 
@@ -298,6 +300,18 @@ enum xfw_probe_kind {
  * once, uncounted: the kernel's hotdrop (a full hashlimit table, a
  * connlimit list that cannot be allocated). */
 #define XFW_PROBE_HOTDROP 2
+
+/* XFW_PROBE_SETCONNMARK's .arg: the mode (XT_CONNMARK_*) in the low byte,
+ * the shift's direction and width above it (internal/compiler connmark.go). */
+enum xfw_connmark_arg {
+	XFW_CONNMARK_SET = 0,
+	XFW_CONNMARK_SAVE = 1,
+	XFW_CONNMARK_RESTORE = 2,
+	XFW_CONNMARK_MODE = 0xff,
+	XFW_CONNMARK_SHIFT_RIGHT = 0x100,
+	XFW_CONNMARK_SHIFT_BITS = 31,   /* the width's mask, after the shift */
+	XFW_CONNMARK_SHIFT_POS = 16,
+};
 
 /* XFW_PROBE_STATISTIC's .arg bits. */
 #define XFW_STAT_INVERT 0x1 /* XT_STATISTIC_INVERT */

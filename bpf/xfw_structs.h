@@ -336,6 +336,9 @@ struct xfw_ct_val {
 	__u32 snat_addr;
 	__u16 snat_port;
 	__u16 snat_pad;
+	/* The connection's mark (ct->mark): CONNMARK sets it, -m connmark
+	 * reads it (connmark.h); 0 when created. */
+	__u32 mark;
 };
 
 /* Value of both connection tables (xfw_ct of assured connections, xfw_ct_new

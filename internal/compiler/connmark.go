@@ -28,10 +28,10 @@ const (
 	ConnmarkShiftRight = 1 << 8
 	// ConnmarkShiftPos is the position of the shift's width (0-31).
 	ConnmarkShiftPos = 16
-	// connmarkShiftBits selects the width after the shift: a 32-bit
+	// ConnmarkShiftBits selects the width after the shift: a 32-bit
 	// shift in C takes the count modulo 32 on the machines the kernel
 	// runs on, and the kernel refuses 32 anyway (iptables' check).
-	connmarkShiftBits = 31
+	ConnmarkShiftBits = 31
 )
 
 // connmarkProbe returns the probe of a connmark match: Arg 1 when
@@ -52,7 +52,7 @@ func ConnmarkSetProbe(t *ir.ConnmarkTarget) (Probe, error) {
 		return Probe{}, fmt.Errorf("CONNMARK target: mode %d is not supported by xfw", t.Mode)
 	}
 	pr := Probe{Kind: ProbeSetConnmark, Mask: t.CtMask, Val: t.CtMark,
-		Arg: uint32(t.Mode) | uint32(t.ShiftBits&connmarkShiftBits)<<ConnmarkShiftPos}
+		Arg: uint32(t.Mode) | uint32(t.ShiftBits&ConnmarkShiftBits)<<ConnmarkShiftPos}
 	if t.ShiftRight {
 		pr.Arg |= ConnmarkShiftRight
 	}
@@ -86,7 +86,7 @@ func (fl *flattener) connmarkAction(e *Entry, t *ir.ConnmarkTarget) error {
 
 // connmarkShift shifts v as the probe's Arg says.
 func connmarkShift(arg, v uint32) uint32 {
-	n := arg >> ConnmarkShiftPos & connmarkShiftBits
+	n := arg >> ConnmarkShiftPos & ConnmarkShiftBits
 	if arg&ConnmarkShiftRight != 0 {
 		return v >> n
 	}
