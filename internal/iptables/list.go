@@ -471,6 +471,8 @@ func (l *lister) match(r *ir.Rule, m ir.Match) {
 		var sb strings.Builder
 		writeConntrack(&sb, m, "", numeric)
 		l.b.WriteString(sb.String())
+	case *ir.OwnerMatch:
+		l.b.WriteString(ownerListing(m, numeric))
 	default:
 		if !listIP6Ext(&l.b, m) && !listIP6Hdr2(&l.b, m, numeric) && !l.listHdr4(m) {
 			l.printf(" %s ", m.ModuleName())

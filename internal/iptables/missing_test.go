@@ -43,7 +43,7 @@ func TestMissingModuleMessages(t *testing.T) {
 		{ir.IPv4, "-A INPUT -m foo", couldnt("iptables", "match `foo':No such file or directory")},
 		{ir.IPv6, "-A INPUT -m foo", couldnt("ip6tables", "match `foo':No such file or directory")},
 		{ir.IPv4, "-A INPUT -m connbytes --connbytes 2", couldnt("iptables", "match `connbytes': not supported by xfw")},
-		{ir.IPv6, "-A INPUT -m owner --uid-owner 0", couldnt("ip6tables", "match `owner': not supported by xfw")},
+		{ir.IPv6, "-A INPUT -m cgroup --path x", couldnt("ip6tables", "match `cgroup': not supported by xfw")},
 		// ip6tables has no ttl module (hl is its twin), iptables no hl.
 		{ir.IPv6, "-A INPUT -m ttl --ttl-eq 1", couldnt("ip6tables", "match `ttl':No such file or directory")},
 		{ir.IPv4, "-A INPUT -m rt", couldnt("iptables", "match `rt':No such file or directory")},
@@ -63,7 +63,7 @@ func TestMissingModuleMessages(t *testing.T) {
 		{ir.IPv6, "-I INPUT -j TTL", couldnt("ip6tables", "target `TTL':No such file or directory")},
 		{ir.IPv4, "-C INPUT -j FOO", couldnt("iptables", "target `FOO':No such file or directory")},
 		{ir.IPv4, "-A INPUT -j FOO --bar 1", "iptables v1.8.9 (legacy): unknown option \"--bar\"\n" + missingHint("iptables")},
-		{ir.IPv6, "-A OUTPUT -m owner --uid-owner 0", couldnt("ip6tables", "match `owner': not supported by xfw")},
+		{ir.IPv6, "-A OUTPUT -m cgroup --cgroup 1", couldnt("ip6tables", "match `cgroup': not supported by xfw")},
 		{ir.IPv4, "-A INPUT -p gre --dport 5", "iptables v1.8.9 (legacy): unknown option \"--dport\"\n" + missingHint("iptables")},
 	}
 	for _, c := range cases {
@@ -95,7 +95,7 @@ func TestMissingModuleRestoreMessages(t *testing.T) {
 	}{
 		{ir.IPv4, "-A INPUT -m foo", at("iptables-restore", "Couldn't load match `foo':No such file or directory\n\n", "3")},
 		{ir.IPv4, "-A INPUT -j FOO", at("iptables-restore", "Couldn't load target `FOO':No such file or directory\n\n", "3")},
-		{ir.IPv4, "-A INPUT -m owner --uid-owner 0", at("iptables-restore", "Couldn't load match `owner': not supported by xfw\n\n", "3")},
+		{ir.IPv4, "-A INPUT -m cgroup --path x", at("iptables-restore", "Couldn't load match `cgroup': not supported by xfw\n\n", "3")},
 		{ir.IPv6, "-A INPUT -j TEE --gateway ::1", at("ip6tables-restore", "Couldn't load target `TEE': not supported by xfw\n\n", "3")},
 		{ir.IPv6, "-A INPUT -j TEE", at("ip6tables-restore", "Couldn't load target `TEE': not supported by xfw\n\n", "3")},
 	}

@@ -148,6 +148,8 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 		writeMark(b, m)
 	case *ir.ConnmarkMatch:
 		writeConnmark(b, m)
+	case *ir.OwnerMatch:
+		writeOwner(b, m)
 	case *ir.TCPMatch:
 		writePorts(b, "sport", m.SrcPort)
 		writePorts(b, "dport", m.DstPort)

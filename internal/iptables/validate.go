@@ -179,6 +179,8 @@ func checkEntry(fam ir.Family, table string, r *ir.Rule, hooks hookMask) *failur
 			ok = hooks&^macHooks == 0
 		case *ir.AddrTypeMatch:
 			ok = addrTypeHookOK(fam, m, hooks)
+		case *ir.OwnerMatch:
+			ok = ownerOK(m, hooks)
 		case *ir.ECNMatch:
 			ok = ecnProtoOK(r, m)
 		case *ir.TCPMSSMatch:

@@ -15,6 +15,7 @@ func TestMatchTagsDistinct(t *testing.T) {
 		"tagConnlimit":  tagConnlimit,
 		"tagConntrack":  tagConntrack,
 		"tagConnmark":   tagConnmark,
+		"tagOwner":      tagOwner,
 		"tagDCCP":       tagDCCP,
 		"tagDSCP":       tagDSCP,
 		"tagECN":        tagECN,
