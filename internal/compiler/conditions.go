@@ -143,7 +143,7 @@ func (b *termBuilder) addIPMatches(r *ir.Rule) error {
 func (b *termBuilder) addMatch(m ir.Match) error {
 	switch m := m.(type) {
 	case *ir.LimitMatch, *ir.RecentMatch, *ir.HashLimitMatch, *ir.StatisticMatch, *ir.MarkMatch,
-		*ir.ConnmarkMatch:
+		*ir.ConnmarkMatch, *ir.OwnerMatch:
 		// Decided by the rule's probes (limit.go, recent.go, hashlimit.go),
 		// not by its terms.
 	case *ir.StringMatch, *ir.U32Match, *ir.TimeMatch:

@@ -66,6 +66,9 @@ type Packet struct {
 	// CtMark is the mark of the packet's connection (none without one):
 	// CONNMARK entries change it, connmark probes read it.
 	CtMark uint32
+	// Owner is what the TC egress hook read of the packet's socket (the
+	// owner match; nothing at XDP).
+	Owner SocketOwner
 }
 
 // probe answers probe pr for the packet, as the data plane's evaluator
@@ -96,6 +99,9 @@ func (p *Packet) probe(g *Generation, pr Probe) bool {
 	}
 	if pr.Kind == ProbeConnmark || pr.Kind == ProbeSetConnmark {
 		return p.connmarkAnswer(pr)
+	}
+	if pr.Kind == ProbeOwner {
+		return OwnerAnswer(pr, p.Owner)
 	}
 	return p.markAnswer(pr)
 }
