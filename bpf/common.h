@@ -293,6 +293,7 @@ enum xfw_probe_kind {
 	XFW_PROBE_SETMARK,   /* -j MARK (an XFW_EF_ACT entry): mark = (mark & ~.mask) ^ .val */
 	XFW_PROBE_CONNMARK,  /* -m connmark: (ctmark & .mask) == .val, .arg inverts (connmark.h) */
 	XFW_PROBE_SETCONNMARK, /* -j CONNMARK (an XFW_EF_ACT entry): .arg XFW_CONNMARK_* (connmark.h) */
+	XFW_PROBE_OWNER,     /* -m owner: .arg XFW_OWNER_*, uid range .val-.mask, gid range .count (owner.h) */
 	XFW_NPROBE_KINDS,
 };
 
@@ -311,6 +312,18 @@ enum xfw_connmark_arg {
 	XFW_CONNMARK_SHIFT_RIGHT = 0x100,
 	XFW_CONNMARK_SHIFT_BITS = 31,   /* the width's mask, after the shift */
 	XFW_CONNMARK_SHIFT_POS = 16,
+};
+
+/* XFW_PROBE_OWNER's .arg: the options given (XT_OWNER_* bits) in the low
+ * byte, those inverted in the next (internal/compiler owner.go); and the
+ * facts the TC hook read of the packet's socket (struct xfw_pkt .owner). */
+enum xfw_owner_bits {
+	XFW_OWNER_UID = 1,
+	XFW_OWNER_GID = 2,
+	XFW_OWNER_SOCKET = 4,
+	XFW_OWNER_INV_SHIFT = 8,
+	XFW_OWNER_F_SOCKET = 1, /* a full socket with a struct socket */
+	XFW_OWNER_F_FILE = 2,   /* ... and a file: .owner_uid/.owner_gid hold */
 };
 
 /* XFW_PROBE_STATISTIC's .arg bits. */

@@ -229,6 +229,9 @@ struct xfw_family_cfg {
 	 * PREROUTING segment, where a walk resumes after a DNAT changed the
 	 * route (0: no such segment). */
 	__u32 nat_resume[XFW_NCHAINS];
+	/* 1: some probe is an owner match; TC egress reads the packet's
+	 * socket (owner.h). */
+	__u32 owner;
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid

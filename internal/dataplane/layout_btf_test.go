@@ -363,6 +363,7 @@ func enumMirrors() []enumMirror {
 			"XFW_PROBE_SETMARK":     int64(compiler.ProbeSetMark),
 			"XFW_PROBE_CONNMARK":    int64(compiler.ProbeConnmark),
 			"XFW_PROBE_SETCONNMARK": int64(compiler.ProbeSetConnmark),
+			"XFW_PROBE_OWNER":       int64(compiler.ProbeOwner),
 		}},
 		{c: "xfw_connmark_arg", mirror: "compiler.Connmark* and ir.Connmark*", values: map[string]int64{
 			"XFW_CONNMARK_SET": int64(ir.ConnmarkSet), "XFW_CONNMARK_SAVE": int64(ir.ConnmarkSave),
@@ -370,6 +371,10 @@ func enumMirrors() []enumMirror {
 			"XFW_CONNMARK_SHIFT_RIGHT": compiler.ConnmarkShiftRight, "XFW_CONNMARK_SHIFT_BITS": compiler.ConnmarkShiftBits,
 			"XFW_CONNMARK_SHIFT_POS": compiler.ConnmarkShiftPos,
 		}},
+		{c: "xfw_owner_bits", mirror: "ir.Owner* and compiler.OwnerInvertShift", values: map[string]int64{
+			"XFW_OWNER_UID": int64(ir.OwnerUID), "XFW_OWNER_GID": int64(ir.OwnerGID),
+			"XFW_OWNER_SOCKET": int64(ir.OwnerSocket), "XFW_OWNER_INV_SHIFT": compiler.OwnerInvertShift,
+		}, unmirrored: []string{"XFW_OWNER_F_SOCKET", "XFW_OWNER_F_FILE"}},
 		{c: "xfw_ctstat", mirror: "ctStat* (ctstats.go)", values: map[string]int64{
 			"XFW_CTSTAT_INSERT": ctStatInsert, "XFW_CTSTAT_NEW_GONE": ctStatNewGone,
 			"XFW_CTSTAT_PROMOTE": ctStatPromote, "XFW_CTSTAT_MAIN_GONE": ctStatMainGone,
