@@ -349,6 +349,9 @@ func (g *rgen) fillRule(r *grule) {
 	if g.ct && g.cm.chance(8) {
 		add(g.cm.connmarkSpec()...)
 	}
+	if hooks&^hookOut == 0 && g.cm.chance(10) {
+		add(g.cm.ownerSpec()...)
+	}
 	add(g.hdr.headerSpecs(pc.num == protoNumTCP && !pc.invert)...)
 	if g.chance(8) {
 		add("-m", "comment", "--comment", quote(pick(g.rng, []string{"allow web", "block-it", "say \\\"hi\\\"", "x", "ssh from lan"})))
