@@ -352,6 +352,10 @@ const (
 	notSupported    = " not supported by xfw"
 	helpersMissing  = " connection tracking helpers (FTP, SIP, ...) are not supported by xfw"
 	rawTableMissing = " the CT target and connection tracking helpers (FTP, SIP, ...) are not supported by xfw"
+	// rpfilterMissing: the route lookup BPF programs may make
+	// (bpf_fib_lookup) fails on interfaces that do not forward
+	// (docs/differences.md).
+	rpfilterMissing = " reverse path filtering is not supported by xfw (BPF route lookups need forwarding on)"
 )
 
 // missingMatch is the failure of -m name (or of the protocol match -p
@@ -361,6 +365,8 @@ func missingMatch(fam ir.Family, name string) *failure {
 	switch {
 	case name == "helper":
 		why = helpersMissing
+	case name == "rpfilter":
+		why = rpfilterMissing
 	case shipped(iptablesMatches, fam, name):
 		why = notSupported
 	}
