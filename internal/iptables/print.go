@@ -150,6 +150,8 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 		writeConnmark(b, m)
 	case *ir.OwnerMatch:
 		writeOwner(b, m)
+	case *ir.DevGroupMatch:
+		b.WriteString(devGroupText(m, "--", false))
 	case *ir.TCPMatch:
 		writePorts(b, "sport", m.SrcPort)
 		writePorts(b, "dport", m.DstPort)

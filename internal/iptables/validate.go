@@ -181,6 +181,8 @@ func checkEntry(fam ir.Family, table string, r *ir.Rule, hooks hookMask) *failur
 			ok = addrTypeHookOK(fam, m, hooks)
 		case *ir.OwnerMatch:
 			ok = ownerOK(m, hooks)
+		case *ir.DevGroupMatch:
+			ok = devGroupOK(m, hooks)
 		case *ir.ECNMatch:
 			ok = ecnProtoOK(r, m)
 		case *ir.TCPMSSMatch:

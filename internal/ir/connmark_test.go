@@ -13,6 +13,8 @@ func TestConnmarkRoundTrip(t *testing.T) {
 		{Matches: []Match{&ConnmarkMatch{Value: 0x10, Mask: 0xff, Invert: true}}},
 		{Matches: []Match{&OwnerMatch{UIDMin: 1, UIDMax: 4294967294, GIDMin: 7, GIDMax: 7,
 			Match: OwnerUID | OwnerGID | OwnerSocket | OwnerSupplGroups, Invert: OwnerUID | OwnerSocket}}},
+		{Matches: []Match{&DevGroupMatch{SrcGroup: 1, SrcMask: 0xf, DstGroup: 0xffffffff, DstMask: 3,
+			Flags: DevGroupMatchSrc | DevGroupMatchDst | DevGroupInvertDst}}},
 		{Target: Target{Kind: TargetConnmark, Connmark: &ConnmarkTarget{Mode: ConnmarkSet, CtMark: 5, CtMask: 0xf, NfMask: 0xffffffff}}},
 		{Target: Target{Kind: TargetConnmark, Connmark: &ConnmarkTarget{Mode: ConnmarkSave, CtMask: 1, NfMask: 1, ShiftBits: 8}}},
 		{Matches: []Match{&ConnmarkMatch{Value: 1, Mask: 1}},

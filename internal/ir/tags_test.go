@@ -16,6 +16,7 @@ func TestMatchTagsDistinct(t *testing.T) {
 		"tagConntrack":  tagConntrack,
 		"tagConnmark":   tagConnmark,
 		"tagOwner":      tagOwner,
+		"tagDevGroup":   tagDevGroup,
 		"tagDCCP":       tagDCCP,
 		"tagDSCP":       tagDSCP,
 		"tagECN":        tagECN,
