@@ -18,35 +18,8 @@ var connmarkExt = registerMatch(&extension{
 	x6: []x6opt{
 		{name: "mark", id: 0, typ: xtString, flags: xtMand | xtInvert},
 	},
-	newMatch: func(*parseCtx) matchState { return &connmarkState{} },
+	newMatch: func(*parseCtx) matchState { return &markState{name: "connmark"} },
 })
-
-// connmarkState is one connmark match being parsed.
-type connmarkState struct {
-	m     ir.ConnmarkMatch
-	flags x6flags
-}
-
-// parse implements matchState.
-func (s *connmarkState) parse(_ *parseCtx, o *optDef, arg string, invert bool) *failure {
-	x, f := s.flags.begin(connmarkExt, o.id, invert)
-	if f != nil {
-		return f
-	}
-	v, m, f := parseMarkMask(connmarkExt.name, x.name, arg)
-	if f != nil {
-		return f
-	}
-	s.m = ir.ConnmarkMatch{Value: v, Mask: m, Invert: invert}
-	s.flags.done(o.id)
-	return nil
-}
-
-// final implements matchState.
-func (s *connmarkState) final(*parseCtx) *failure { return s.flags.fcheck(connmarkExt) }
-
-// build implements matchState.
-func (s *connmarkState) build() ir.Match { m := s.m; return &m }
 
 // writeConnmark prints the connmark match as iptables-save does.
 func writeConnmark(b *strings.Builder, m *ir.ConnmarkMatch) {
@@ -231,25 +204,24 @@ func connmarkTargetListing(t *ir.ConnmarkTarget) string {
 		s = markTargetListing(ir.MarkTarget{Value: t.CtMark, Mask: t.CtMask})
 		s = " CONNMARK" + s[len(" MARK"):]
 	case ir.ConnmarkSave:
-		switch {
-		case t.NfMask == math.MaxUint32 && t.CtMask == math.MaxUint32:
-			s = " CONNMARK save"
-		case t.NfMask == t.CtMask:
-			s = fmt.Sprintf(" CONNMARK save mask 0x%x", t.NfMask)
-		default:
-			s = fmt.Sprintf(" CONNMARK save nfmask 0x%x ctmask ~0x%x", t.NfMask, t.CtMask)
-		}
+		s = connmarkMaskListing("save", t.NfMask, t.CtMask, "nfmask", "ctmask")
 	default:
-		switch {
-		case t.CtMask == math.MaxUint32 && t.NfMask == math.MaxUint32:
-			s = " CONNMARK restore"
-		case t.CtMask == t.NfMask:
-			s = fmt.Sprintf(" CONNMARK restore mask 0x%x", t.CtMask)
-		default:
-			s = fmt.Sprintf(" CONNMARK restore ctmask 0x%x nfmask ~0x%x", t.CtMask, t.NfMask)
-		}
+		s = connmarkMaskListing("restore", t.CtMask, t.NfMask, "ctmask", "nfmask")
 	}
 	return s + connmarkShiftText(t, "")
+}
+
+// connmarkMaskListing is the listing of --save-mark (restore) with its
+// masks: a first mask named a, a second b (connmark_tg_print_v2 labels the
+// second with "~").
+func connmarkMaskListing(verb string, a, b uint32, aName, bName string) string {
+	switch {
+	case a == math.MaxUint32 && b == math.MaxUint32:
+		return " CONNMARK " + verb
+	case a == b:
+		return fmt.Sprintf(" CONNMARK %s mask 0x%x", verb, a)
+	}
+	return fmt.Sprintf(" CONNMARK %s %s 0x%x %s ~0x%x", verb, aName, a, bName, b)
 }
 
 // checkConnmarkTarget is connmark_tg_check_v2's refusal of a shift the
