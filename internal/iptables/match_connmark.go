@@ -21,12 +21,10 @@ var connmarkExt = registerMatch(&extension{
 	newMatch: func(*parseCtx) matchState { return &markState{name: "connmark"} },
 })
 
-// writeConnmark prints the connmark match as iptables-save does.
+// writeConnmark prints the connmark match as iptables-save does: as the
+// mark match's options.
 func writeConnmark(b *strings.Builder, m *ir.ConnmarkMatch) {
-	if m.Invert {
-		b.WriteString(" !")
-	}
-	b.WriteString(" --mark" + markText(m.Value, m.Mask))
+	writeMark(b, &ir.MarkMatch{Value: m.Value, Mask: m.Mask, Invert: m.Invert})
 }
 
 // connmarkListing is the connmark match as iptables -L prints it
