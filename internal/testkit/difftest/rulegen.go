@@ -352,6 +352,9 @@ func (g *rgen) fillRule(r *grule) {
 	if hooks&^hookOut == 0 && g.cm.chance(10) {
 		add(g.cm.ownerSpec()...)
 	}
+	if g.cm.chance(5) {
+		add(g.cm.devGroupSpec(hooks)...)
+	}
 	add(g.hdr.headerSpecs(pc.num == protoNumTCP && !pc.invert)...)
 	if g.chance(8) {
 		add("-m", "comment", "--comment", quote(pick(g.rng, []string{"allow web", "block-it", "say \\\"hi\\\"", "x", "ssh from lan"})))

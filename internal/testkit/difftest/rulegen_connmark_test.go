@@ -26,7 +26,8 @@ func TestGenerateConnmark(t *testing.T) {
 	if strings.Contains(strings.ToLower(stateless.String()), "connmark") {
 		t.Error("a stateless ruleset uses connmark")
 	}
-	for _, w := range []string{"-m owner --uid-owner", "! --uid-owner", "--gid-owner", "--socket-exists"} {
+	for _, w := range []string{"-m owner --uid-owner", "! --uid-owner", "--gid-owner", "--socket-exists",
+		"-m devgroup --src-group", "! --dst-group", "--src-group default"} {
 		if !strings.Contains(stateless.String(), w) {
 			t.Errorf("no ruleset has %q", w)
 		}
