@@ -291,6 +291,9 @@ enum xfw_probe_kind {
 	XFW_PROBE_STATISTIC, /* -m statistic: .arg XFW_STAT_*, .val, .mask, .count (mark.h) */
 	XFW_PROBE_MARK,      /* -m mark: (mark & .mask) == .val, .arg inverts (mark.h) */
 	XFW_PROBE_SETMARK,   /* -j MARK (an XFW_EF_ACT entry): mark = (mark & ~.mask) ^ .val */
+	XFW_PROBE_CONNMARK,  /* -m connmark: (ctmark & .mask) == .val, .arg inverts (connmark.h) */
+	XFW_PROBE_SETCONNMARK, /* -j CONNMARK (an XFW_EF_ACT entry): .arg XFW_CONNMARK_* (connmark.h) */
+	XFW_PROBE_OWNER,     /* -m owner: .arg XFW_OWNER_*, uid range .val-.mask, gid range .count (owner.h) */
 	XFW_NPROBE_KINDS,
 };
 
@@ -298,6 +301,30 @@ enum xfw_probe_kind {
  * once, uncounted: the kernel's hotdrop (a full hashlimit table, a
  * connlimit list that cannot be allocated). */
 #define XFW_PROBE_HOTDROP 2
+
+/* XFW_PROBE_SETCONNMARK's .arg: the mode (XT_CONNMARK_*) in the low byte,
+ * the shift's direction and width above it (internal/compiler connmark.go). */
+enum xfw_connmark_arg {
+	XFW_CONNMARK_SET = 0,
+	XFW_CONNMARK_SAVE = 1,
+	XFW_CONNMARK_RESTORE = 2,
+	XFW_CONNMARK_MODE = 0xff,
+	XFW_CONNMARK_SHIFT_RIGHT = 0x100,
+	XFW_CONNMARK_SHIFT_BITS = 31,   /* the width's mask, after the shift */
+	XFW_CONNMARK_SHIFT_POS = 16,
+};
+
+/* XFW_PROBE_OWNER's .arg: the options given (XT_OWNER_* bits) in the low
+ * byte, those inverted in the next (internal/compiler owner.go); and the
+ * facts the TC hook read of the packet's socket (struct xfw_pkt .owner). */
+enum xfw_owner_bits {
+	XFW_OWNER_UID = 1,
+	XFW_OWNER_GID = 2,
+	XFW_OWNER_SOCKET = 4,
+	XFW_OWNER_INV_SHIFT = 8,
+	XFW_OWNER_F_SOCKET = 1, /* a full socket with a struct socket */
+	XFW_OWNER_F_FILE = 2,   /* ... and a file: .owner_uid/.owner_gid hold */
+};
 
 /* XFW_PROBE_STATISTIC's .arg bits. */
 #define XFW_STAT_INVERT 0x1 /* XT_STATISTIC_INVERT */

@@ -65,6 +65,8 @@ struct xfw_layouts {
 	enum xfw_ctstat ctstat;
 	enum xfw_addrtype addrtype;
 	enum xfw_probe_kind probe_kind;
+	enum xfw_connmark_arg connmark_arg;
+	enum xfw_owner_bits owner_bits;
 	enum xfw_ext6 ext6;
 	enum xfw_hdr4 hdr4;
 	struct xfw_rc_key rc_key;

@@ -113,6 +113,10 @@ struct xfw_pkt {
 			    * hook (0, PACKET_HOST, on egress) */
 	__u32 mark;        /* the packet's mark as the walk has it (mark.h):
 			    * set by the hooks, changed by MARK entries */
+	__u32 owner;       /* XFW_OWNER_F_* of the packet's socket (owner.h):
+			    * set by the hooks, 0 at XDP */
+	__u32 owner_uid;   /* its file's fsuid and fsgid (with F_FILE) */
+	__u32 owner_gid;
 };
 
 /* xfw_load_bytes copies len bytes at off of the packet: an XDP frame

@@ -239,6 +239,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	/* No skb yet: nothing before PREROUTING has marked the packet (a tc
 	 * ingress program would run after XDP). */
 	p->mark = 0;
+	p->owner = 0; /* no socket at XDP (-m owner, owner.h) */
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	if (st->slot == XFW_NO_SLOT)
 		return XDP_PASS;
@@ -412,6 +413,7 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE)
 		return XFW_ACT_DROP;
 	p->mark = 0; /* the kernel's reply is unmarked (fwmark_reflect off) */
+	p->owner = 0; /* and owned by no socket (-m owner) */
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	if (st->slot == XFW_NO_SLOT)
 		return XFW_ACT_ACCEPT;
@@ -498,6 +500,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 			return rc;
 	}
 	oif = skb->ifindex;
+	xfw_owner_tc(skb, p, st->slot);
 	if (xfw_ct_active(st->slot)) {
 		cs = xfw_ct_scratch_get(1);
 		if (cs) {

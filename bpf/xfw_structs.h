@@ -229,6 +229,9 @@ struct xfw_family_cfg {
 	 * PREROUTING segment, where a walk resumes after a DNAT changed the
 	 * route (0: no such segment). */
 	__u32 nat_resume[XFW_NCHAINS];
+	/* 1: some probe is an owner match; TC egress reads the packet's
+	 * socket (owner.h). */
+	__u32 owner;
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid
@@ -336,6 +339,9 @@ struct xfw_ct_val {
 	__u32 snat_addr;
 	__u16 snat_port;
 	__u16 snat_pad;
+	/* The connection's mark (ct->mark): CONNMARK sets it, -m connmark
+	 * reads it (connmark.h); 0 when created. */
+	__u32 mark;
 };
 
 /* Value of both connection tables (xfw_ct of assured connections, xfw_ct_new

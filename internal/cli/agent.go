@@ -73,6 +73,8 @@ type agent struct {
 	events metrics.Events
 	// lastErr is the last error of the periodic check, logged once.
 	lastErr string
+	// groups are the device groups last seen (agent_groups.go).
+	groups map[int]uint32
 }
 
 func (a *agent) logf(format string, args ...any) {
@@ -188,6 +190,7 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 		return fmt.Errorf("subscribe to address events: %w", err)
 	}
 	a.logf("following the interfaces of this network namespace (check every %v)", poll)
+	a.groups = deviceGroups()
 	a.check("start")
 	ticker := time.NewTicker(poll)
 	defer ticker.Stop()
@@ -203,6 +206,10 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 				continue // the kernel removed its attachments with it
 			}
 			drainLinks(links)
+			if a.groupsChanged() {
+				// -m devgroup's interface sets are compiled.
+				a.resync("device group change")
+			}
 			a.check("link event")
 		case <-addrs:
 			// The local-address table at once (a new address would

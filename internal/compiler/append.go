@@ -510,7 +510,8 @@ func DeleteRule(g *Generation, r *ir.Rule, hook int, counter uint32, ifaces []In
 		return nil, fmt.Errorf("%w: counter index %d out of range", ErrNotAppendable, counter)
 	}
 	switch r.Target.Kind {
-	case ir.TargetJump, ir.TargetGoto:
+	case ir.TargetJump, ir.TargetGoto, ir.TargetConnmark:
+		// (CONNMARK's entries carry the tracking condition, not its terms.)
 		return nil, fmt.Errorf("%w: target", ErrNotAppendable)
 	}
 	if hasSetMatch(r) || hasProbedMatch(r) {

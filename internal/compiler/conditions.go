@@ -46,6 +46,9 @@ type term struct {
 type Interface struct {
 	Index uint32
 	Name  string
+	// Group is the device's group (ip link set DEV group N; -m
+	// devgroup).
+	Group uint32
 }
 
 // Numeric domains of the fields (sentinels excluded).
@@ -142,11 +145,14 @@ func (b *termBuilder) addIPMatches(r *ir.Rule) error {
 // addMatch adds one -m module's condition.
 func (b *termBuilder) addMatch(m ir.Match) error {
 	switch m := m.(type) {
-	case *ir.LimitMatch, *ir.RecentMatch, *ir.HashLimitMatch, *ir.StatisticMatch, *ir.MarkMatch:
+	case *ir.LimitMatch, *ir.RecentMatch, *ir.HashLimitMatch, *ir.StatisticMatch, *ir.MarkMatch,
+		*ir.ConnmarkMatch, *ir.OwnerMatch:
 		// Decided by the rule's probes (limit.go, recent.go, hashlimit.go),
 		// not by its terms.
 	case *ir.StringMatch, *ir.U32Match, *ir.TimeMatch:
 		// Decided by the rule's predicate probes (pred.go).
+	case *ir.DevGroupMatch:
+		b.devGroup(m)
 	case *ir.ConnlimitMatch, *ir.CPUMatch:
 		// Decided by the rule's probes (connlimit.go, cpu.go).
 	case *ir.TCPMatch:

@@ -61,4 +61,6 @@ var ctFullKeys = NewSet(Interval{U64(0), U64(ctDomain - 1)})
 
 // probeNeedsCt reports whether probes of kind k read the packet's
 // connection.
-func probeNeedsCt(k ProbeKind) bool { return k == ProbeConnlimit || k == ProbeCtExpire }
+func probeNeedsCt(k ProbeKind) bool {
+	return k == ProbeConnlimit || k == ProbeCtExpire || k == ProbeConnmark
+}

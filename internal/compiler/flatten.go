@@ -169,6 +169,12 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 				}
 				fl.emit(base)
 				fl.fallthroughNext()
+			case ir.TargetConnmark:
+				if err := fl.connmarkAction(&base, r.Target.Connmark); err != nil {
+					return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
+				}
+				fl.emit(base)
+				fl.fallthroughNext()
 			case ir.TargetJump, ir.TargetGoto:
 				target := fl.rs.Chain(r.Target.Chain)
 				if target == nil || target.Builtin {

@@ -55,6 +55,15 @@ const (
 	// ProbeSetMark is the MARK target's action (an EFAct entry's): mark =
 	// (mark & ^Mask) ^ Val.
 	ProbeSetMark
+	// ProbeConnmark asks a connmark match (connmark.go): (ctmark & Mask)
+	// == Val, Arg 1 inverted; false without a connection.
+	ProbeConnmark
+	// ProbeSetConnmark is the CONNMARK target's action (an EFAct entry's;
+	// ConnmarkSetProbe packs it).
+	ProbeSetConnmark
+	// ProbeOwner asks an owner match (owner.go) about the packet's
+	// socket.
+	ProbeOwner
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )
@@ -69,6 +78,9 @@ type Probe struct {
 	// Inst tells apart probes that must not be shared: a statistic
 	// match's instance (its own counter). The data plane does not read it.
 	Inst uint32
+	// Wide is a kind's 64-bit value, the data plane's count word
+	// (ProbeOwner: the gid range, OwnerGIDRange).
+	Wide uint64
 }
 
 // MaxProbes bounds a generation's probes (an entry's Aux names one).
@@ -78,7 +90,7 @@ const MaxProbes = 1 << 16
 func probedMatch(m ir.Match) bool {
 	switch m := m.(type) {
 	case *ir.LimitMatch, *ir.RecentMatch, *ir.HashLimitMatch, *ir.ConnlimitMatch, *ir.CPUMatch,
-		*ir.StatisticMatch, *ir.MarkMatch:
+		*ir.StatisticMatch, *ir.MarkMatch, *ir.ConnmarkMatch, *ir.OwnerMatch:
 		return true
 	case *ir.ConntrackMatch:
 		return m.Expire.Set
@@ -129,6 +141,10 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match, hook int) (Probe, er
 		return fl.statisticProbe(r, i, m)
 	case *ir.MarkMatch:
 		return markProbe(m), nil
+	case *ir.ConnmarkMatch:
+		return connmarkProbe(m), nil
+	case *ir.OwnerMatch:
+		return ownerProbe(m)
 	}
 	return Probe{}, fmt.Errorf("match %T is not probed", m)
 }

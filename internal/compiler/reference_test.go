@@ -24,7 +24,7 @@ type refVerdict struct {
 	counted []*ir.Rule
 }
 
-var testIfaces = []Interface{{1, "lo"}, {2, "eth0"}, {3, "eth1"}, {4, "wlan0"}}
+var testIfaces = []Interface{{1, "lo", 0}, {2, "eth0", 0}, {3, "eth1", 5}, {4, "wlan0", 0x12}}
 
 func ifName(idx uint32) string {
 	for _, i := range testIfaces {

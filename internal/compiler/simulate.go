@@ -63,6 +63,12 @@ type Packet struct {
 	// Statistic decides the statistic probes the walk meets. Nil: every
 	// one matches.
 	Statistic func(pr Probe) bool
+	// CtMark is the mark of the packet's connection (none without one):
+	// CONNMARK entries change it, connmark probes read it.
+	CtMark uint32
+	// Owner is what the TC egress hook read of the packet's socket (the
+	// owner match; nothing at XDP).
+	Owner SocketOwner
 }
 
 // probe answers probe pr for the packet, as the data plane's evaluator
@@ -90,6 +96,12 @@ func (p *Packet) probe(g *Generation, pr Probe) bool {
 		return p.CtExpire == nil || p.CtExpire(int(pr.Arg))
 	case ProbeCPU:
 		return (p.CPU == pr.Arg&(cpuInvertBit-1)) != (pr.Arg&cpuInvertBit != 0)
+	}
+	if pr.Kind == ProbeConnmark || pr.Kind == ProbeSetConnmark {
+		return p.connmarkAnswer(pr)
+	}
+	if pr.Kind == ProbeOwner {
+		return OwnerAnswer(pr, p.Owner)
 	}
 	return p.markAnswer(pr)
 }

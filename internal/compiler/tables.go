@@ -118,7 +118,7 @@ func checkOtherTables(rs *ir.Ruleset) error {
 				switch r.Target.Kind {
 				case ir.TargetNone, ir.TargetAccept, ir.TargetDrop, ir.TargetReturn, ir.TargetJump,
 					ir.TargetGoto, ir.TargetLog, ir.TargetMark, ir.TargetDNAT, ir.TargetRedirect,
-					ir.TargetSNAT, ir.TargetMasquerade:
+					ir.TargetSNAT, ir.TargetMasquerade, ir.TargetConnmark:
 				default:
 					return fmt.Errorf("table %s chain %s rule %d: target %s is not supported by xfw's data plane yet",
 						t.Table, c.Name, i+1, targetName(r.Target.Kind))

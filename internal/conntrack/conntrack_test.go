@@ -34,6 +34,10 @@ func TestFormat(t *testing.T) {
 			"icmp     1 29 src=127.0.0.1 dst=127.0.0.1 type=8 code=0 id=27456 src=127.0.0.1 dst=127.0.0.1 type=0 code=0 id=27456 mark=0 use=1\n"},
 		{"icmpv6", Conn{IPv6: true, Proto: 58, Src: lo6, Dst: lo6, SPort: 27457, DPort: 27457, ICMPType: 128, Status: StatusSeenReply, Timeout: 29}, FormatOptions{},
 			"icmpv6   58 29 src=::1 dst=::1 type=128 code=0 id=27457 src=::1 dst=::1 type=129 code=0 id=27457 mark=0 use=1\n"},
+		// A connection marked by CONNMARK: conntrack prints the mark in
+		// decimal (%u).
+		{"udp marked", Conn{Proto: 17, Src: lo4, Dst: lo4, SPort: 45816, DPort: 6000, Status: StatusSeenReply, Timeout: 29, Mark: 0x80000001}, FormatOptions{},
+			"udp      17 29 src=127.0.0.1 dst=127.0.0.1 sport=45816 dport=6000 src=127.0.0.1 dst=127.0.0.1 sport=6000 dport=45816 mark=2147483649 use=1\n"},
 		{"generic", Conn{Proto: 253, Src: lo4, Dst: lo4, Timeout: 599}, FormatOptions{},
 			"unknown  253 599 src=127.0.0.1 dst=127.0.0.1 [UNREPLIED] src=127.0.0.1 dst=127.0.0.1 mark=0 use=1\n"},
 		{"extended", Conn{Proto: 253, Src: lo4, Dst: lo4, Timeout: 584}, FormatOptions{Extended: true},

@@ -75,6 +75,8 @@ type Conn struct {
 	SNAT      bool
 	ReplDst   netip.Addr
 	ReplDPort uint16
+	// Mark is the connection's mark (CONNMARK).
+	Mark uint32
 }
 
 // ProtoName is libnetfilter_conntrack's name of a layer-4 protocol:
@@ -154,7 +156,7 @@ type FormatOptions struct {
 
 // Format returns c as one line of `conntrack -L` (with its newline):
 //
-//	tcp      6 431999 ESTABLISHED src=… dst=… sport=… dport=… src=… … [ASSURED] mark=0 use=1
+//	tcp      6 431999 ESTABLISHED src=… dst=… sport=… dport=… src=… … [ASSURED] mark=N use=1
 func Format(c Conn, o FormatOptions) string {
 	var b strings.Builder
 	if o.Extended {
@@ -188,7 +190,7 @@ func Format(c Conn, o FormatOptions) string {
 	if c.Status&StatusAssured != 0 {
 		b.WriteString("[ASSURED] ")
 	}
-	b.WriteString("mark=0 use=1\n")
+	fmt.Fprintf(&b, "mark=%d use=1\n", c.Mark)
 	return b.String()
 }
 

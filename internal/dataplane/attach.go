@@ -46,6 +46,7 @@ type AttachOptions struct {
 type Interface struct {
 	Index  int
 	Name   string
+	Group  uint32 // the device's group (-m devgroup)
 	MAC    net.HardwareAddr
 	VLAN   int // VLAN id of a VLAN device
 	Parent int // its parent's ifindex
@@ -65,7 +66,7 @@ func listInterfaces() ([]Interface, error) {
 		if a.EncapType != "ether" && a.EncapType != "loopback" {
 			return nil, fmt.Errorf("interface %s (%s, link type %s) has no Ethernet header: xfw cannot filter it, and will not leave it unfiltered; remove it or keep it out of this namespace", a.Name, l.Type(), a.EncapType)
 		}
-		ifc := Interface{Index: a.Index, Name: a.Name, MAC: a.HardwareAddr, link: l}
+		ifc := Interface{Index: a.Index, Name: a.Name, Group: a.Group, MAC: a.HardwareAddr, link: l}
 		if v, ok := l.(*netlink.Vlan); ok {
 			ifc.VLAN = v.VlanId
 			ifc.Parent = a.ParentIndex
@@ -83,7 +84,7 @@ func CompilerInterfaces() ([]compiler.Interface, error) {
 	}
 	out := make([]compiler.Interface, len(ifs))
 	for i, ifc := range ifs {
-		out[i] = compiler.Interface{Index: uint32(ifc.Index), Name: ifc.Name}
+		out[i] = compiler.Interface{Index: uint32(ifc.Index), Name: ifc.Name, Group: ifc.Group}
 	}
 	return out, nil
 }

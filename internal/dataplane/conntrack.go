@@ -84,7 +84,8 @@ type bpfCTVal struct {
 	SNatAddr uint32
 	SNatPort uint16
 	SNatPad  uint16
-	Pad      uint32 // tail padding of the C struct (8-byte alignment)
+	// Mark is the connection's mark (bpf/connmark.h).
+	Mark uint32
 }
 
 // bpfCTEntry mirrors struct xfw_ct_entry, the value of both tables: Head
@@ -290,6 +291,7 @@ func ctConn(k bpfCTKey, v bpfCTVal, now, hz uint64) conntrack.Conn {
 		Status:   v.Status,
 		Packets:  v.Packets,
 		Bytes:    v.Bytes,
+		Mark:     v.Mark,
 	}
 	if v.Status&conntrack.StatusOrigB != 0 {
 		c.Src, c.Dst = c.Dst, c.Src

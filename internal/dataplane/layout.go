@@ -98,6 +98,9 @@ type bpfFamilyCfg struct {
 	// NatResume are the walks' resume positions after a DNAT
 	// (compiler.Layout.NatResume).
 	NatResume [compiler.NumChains]uint32
+	// Owner is 1 when some probe is an owner match: TC egress reads the
+	// packet's socket (bpf/owner.h).
+	Owner uint32
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
@@ -183,6 +186,9 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 		}
 	}
 	c.NatResume = g.Layout.NatResume
+	if g.UsesOwner() {
+		c.Owner = 1
+	}
 	fillExt6(&c, g.Ext6Conds())
 	fillHdr4(&c, g.Hdr4Conds())
 	for f := compiler.Field(0); f < bpfNumFields; f++ {

@@ -29,6 +29,9 @@ func fillProbes(m *ebpf.Map, probes []compiler.Probe) error {
 		if pr.Kind == compiler.ProbeStatistic && pr.Arg&compiler.StatisticNth != 0 {
 			b.Count = compiler.NthInitialCount(pr)
 		}
+		if pr.Kind == compiler.ProbeOwner {
+			b.Count = pr.Wide // the gid range (bpf/owner.h)
+		}
 		return b
 	})
 	if err != nil {

@@ -102,6 +102,7 @@ type targetCmp struct {
 	log        ir.LogOptions
 	nat        ir.NatRange
 	mark       ir.MarkTarget
+	connmark   ir.ConnmarkTarget
 }
 
 // targetKey normalises a target.
@@ -113,6 +114,9 @@ func targetKey(t ir.Target) targetCmp {
 	}
 	if t.Nat != nil {
 		k.nat = *t.Nat
+	}
+	if t.Connmark != nil {
+		k.connmark = *t.Connmark
 	}
 	return k
 }

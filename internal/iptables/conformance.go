@@ -46,6 +46,7 @@ var conformanceExtensions = map[string]bool{
 	"hbh": true, "dst": true, "ipv6header": true, "mh": true,
 	"sctp": true, "dccp": true, "esp": true, "ah": true, // "ah": libipt_ah.t
 	"statistic": true, "mark": true, "MARK": true,
+	"connmark": true, "CONNMARK": true, "owner": true,
 	"DNAT": true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
 }
 

@@ -309,7 +309,7 @@ func registerTarget(e *extension) *extension {
 // exactly as with iptables, so that rulesets stay loadable by it; naming
 // one fails as a missing module does (missingTarget).
 var otherTargets = map[string]ir.Family{
-	"AUDIT": 0, "CHECKSUM": 0, "CLASSIFY": 0, "CONNMARK": 0, "CONNSECMARK": 0,
+	"AUDIT": 0, "CHECKSUM": 0, "CLASSIFY": 0, "CONNSECMARK": 0,
 	"CT": 0, "DSCP": 0, "HMARK": 0, "IDLETIMER": 0, "LED": 0,
 	"NFLOG": 0, "NFQUEUE": 0, "NOTRACK": 0,
 	"RATEEST": 0, "SECMARK": 0, "SET": 0,
@@ -352,6 +352,10 @@ const (
 	notSupported    = " not supported by xfw"
 	helpersMissing  = " connection tracking helpers (FTP, SIP, ...) are not supported by xfw"
 	rawTableMissing = " the CT target and connection tracking helpers (FTP, SIP, ...) are not supported by xfw"
+	// rpfilterMissing: the route lookup BPF programs may make
+	// (bpf_fib_lookup) fails on interfaces that do not forward
+	// (docs/differences.md).
+	rpfilterMissing = " reverse path filtering is not supported by xfw (BPF route lookups need forwarding on)"
 )
 
 // missingMatch is the failure of -m name (or of the protocol match -p
@@ -361,6 +365,8 @@ func missingMatch(fam ir.Family, name string) *failure {
 	switch {
 	case name == "helper":
 		why = helpersMissing
+	case name == "rpfilter":
+		why = rpfilterMissing
 	case shipped(iptablesMatches, fam, name):
 		why = notSupported
 	}

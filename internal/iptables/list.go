@@ -188,6 +188,8 @@ func targetName(t ir.Target) string {
 		return "REDIRECT"
 	case ir.TargetMark:
 		return "MARK"
+	case ir.TargetConnmark:
+		return "CONNMARK"
 	}
 	return ""
 }
@@ -469,6 +471,10 @@ func (l *lister) match(r *ir.Rule, m ir.Match) {
 		var sb strings.Builder
 		writeConntrack(&sb, m, "", numeric)
 		l.b.WriteString(sb.String())
+	case *ir.OwnerMatch:
+		l.b.WriteString(ownerListing(m, numeric))
+	case *ir.DevGroupMatch:
+		l.b.WriteString(devGroupText(m, "", numeric))
 	default:
 		if !listIP6Ext(&l.b, m) && !listIP6Hdr2(&l.b, m, numeric) && !l.listHdr4(m) {
 			l.printf(" %s ", m.ModuleName())
@@ -501,6 +507,8 @@ func stateListing(fam ir.Family, m ir.Match) (string, bool) {
 		return statisticListing(m), true
 	case *ir.MarkMatch:
 		return markListing(m), true
+	case *ir.ConnmarkMatch:
+		return connmarkListing(m), true
 	}
 	return "", false
 }
@@ -618,6 +626,8 @@ func (l *lister) target(t ir.Target) {
 	switch t.Kind {
 	case ir.TargetMark:
 		l.b.WriteString(markTargetListing(t.Mark))
+	case ir.TargetConnmark:
+		l.b.WriteString(connmarkTargetListing(t.Connmark))
 	case ir.TargetReject:
 		l.printf(" reject-with %s", t.RejectWith)
 	case ir.TargetLog:

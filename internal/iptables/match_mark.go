@@ -18,22 +18,24 @@ var markExt = registerMatch(&extension{
 	x6: []x6opt{
 		{name: "mark", id: 0, typ: xtString, flags: xtMand | xtInvert},
 	},
-	newMatch: func(*parseCtx) matchState { return &markState{} },
+	newMatch: func(*parseCtx) matchState { return &markState{name: "mark"} },
 })
 
-// markState is one mark match being parsed.
+// markState is one mark or connmark match being parsed: both take one
+// [!] --mark VALUE[/MASK].
 type markState struct {
+	name  string // the module: "mark" or "connmark" (match_connmark.go)
 	m     ir.MarkMatch
 	flags x6flags
 }
 
 // parse implements matchState.
 func (s *markState) parse(_ *parseCtx, o *optDef, arg string, invert bool) *failure {
-	x, f := s.flags.begin(markExt, o.id, invert)
+	x, f := s.flags.begin(matchExts[s.name], o.id, invert)
 	if f != nil {
 		return f
 	}
-	v, m, f := parseMarkMask(markExt.name, x.name, arg)
+	v, m, f := parseMarkMask(s.name, x.name, arg)
 	if f != nil {
 		return f
 	}
@@ -43,10 +45,16 @@ func (s *markState) parse(_ *parseCtx, o *optDef, arg string, invert bool) *fail
 }
 
 // final implements matchState.
-func (s *markState) final(*parseCtx) *failure { return s.flags.fcheck(markExt) }
+func (s *markState) final(*parseCtx) *failure { return s.flags.fcheck(matchExts[s.name]) }
 
 // build implements matchState.
-func (s *markState) build() ir.Match { m := s.m; return &m }
+func (s *markState) build() ir.Match {
+	m := s.m
+	if s.name == connmarkExt.name {
+		return &ir.ConnmarkMatch{Value: m.Value, Mask: m.Mask, Invert: m.Invert}
+	}
+	return &m
+}
 
 // parseMarkMask is xtopt_parse_markmask: VALUE[/MASK], the mask all ones
 // when absent.

@@ -15,7 +15,7 @@ import (
 //	iptables -A INPUT -m foo     → exit 2, "iptables v1.8.9 (legacy): Couldn't
 //	  load match `foo':No such file or directory", an empty line, "Try `iptables
 //	  -h' or 'iptables --help' for more information."
-//	iptables -A INPUT -j CONNMARK → the same with "Couldn't load target `CONNMARK'"
+//	iptables -A INPUT -j TEE → the same with "Couldn't load target `TEE'"
 //	iptables-restore, line 3 "-A INPUT -m foo" → "iptables-restore v1.8.9
 //	  (legacy): Couldn't load match `foo':No such file or directory", an empty
 //	  line, "Error occurred at line: 3", "Try `iptables-restore -h' …"
@@ -23,8 +23,8 @@ import (
 // A module iptables 1.8.9 has and xfw does not says "not supported by xfw"
 // instead of "No such file or directory", and a rule naming one fails on
 // the module even where iptables without the library would have reported
-// its first option as unknown ("-j CONNMARK --set-mark 1": unknown option
-// "--set-mark").
+// its first option as unknown ("-j TEE --gateway 1.2.3.4": unknown option
+// "--gateway").
 
 // missingHint is the end of every parameter problem's message.
 func missingHint(prog string) string {
@@ -42,15 +42,19 @@ func TestMissingModuleMessages(t *testing.T) {
 	}{
 		{ir.IPv4, "-A INPUT -m foo", couldnt("iptables", "match `foo':No such file or directory")},
 		{ir.IPv6, "-A INPUT -m foo", couldnt("ip6tables", "match `foo':No such file or directory")},
-		{ir.IPv4, "-A INPUT -m connmark --mark 2", couldnt("iptables", "match `connmark': not supported by xfw")},
-		{ir.IPv6, "-A INPUT -m owner --uid-owner 0", couldnt("ip6tables", "match `owner': not supported by xfw")},
+		{ir.IPv4, "-A INPUT -m connbytes --connbytes 2", couldnt("iptables", "match `connbytes': not supported by xfw")},
+		{ir.IPv6, "-A INPUT -m cgroup --path x", couldnt("ip6tables", "match `cgroup': not supported by xfw")},
 		// ip6tables has no ttl module (hl is its twin), iptables no hl.
 		{ir.IPv6, "-A INPUT -m ttl --ttl-eq 1", couldnt("ip6tables", "match `ttl':No such file or directory")},
 		{ir.IPv4, "-A INPUT -m rt", couldnt("iptables", "match `rt':No such file or directory")},
 		{ir.IPv4, "-A INPUT -m helper --helper ftp", couldnt("iptables",
 			"match `helper': connection tracking helpers (FTP, SIP, ...) are not supported by xfw")},
-		{ir.IPv4, "-A INPUT -j CONNMARK", couldnt("iptables", "target `CONNMARK': not supported by xfw")},
-		{ir.IPv4, "-A INPUT -j CONNMARK --save-mark", couldnt("iptables", "target `CONNMARK': not supported by xfw")},
+		{ir.IPv4, "-A INPUT -m rpfilter --invert", couldnt("iptables",
+			"match `rpfilter': reverse path filtering is not supported by xfw (BPF route lookups need forwarding on)")},
+		{ir.IPv6, "-A INPUT -m rpfilter", couldnt("ip6tables",
+			"match `rpfilter': reverse path filtering is not supported by xfw (BPF route lookups need forwarding on)")},
+		{ir.IPv4, "-A INPUT -j TEE", couldnt("iptables", "target `TEE': not supported by xfw")},
+		{ir.IPv4, "-A INPUT -j TEE --gateway 1.2.3.4", couldnt("iptables", "target `TEE': not supported by xfw")},
 		{ir.IPv4, "-A INPUT -j NOTRACK", couldnt("iptables", "target `NOTRACK': not supported by xfw")},
 		{ir.IPv6, "-A INPUT -j NFLOG --nflog-group 2", couldnt("ip6tables", "target `NFLOG': not supported by xfw")},
 		{ir.IPv4, "-A INPUT -j NFLOG --nflog-prefix x --nflog-range 1", couldnt("iptables", "target `NFLOG': not supported by xfw")},
@@ -63,7 +67,7 @@ func TestMissingModuleMessages(t *testing.T) {
 		{ir.IPv6, "-I INPUT -j TTL", couldnt("ip6tables", "target `TTL':No such file or directory")},
 		{ir.IPv4, "-C INPUT -j FOO", couldnt("iptables", "target `FOO':No such file or directory")},
 		{ir.IPv4, "-A INPUT -j FOO --bar 1", "iptables v1.8.9 (legacy): unknown option \"--bar\"\n" + missingHint("iptables")},
-		{ir.IPv6, "-A OUTPUT -m owner --uid-owner 0", couldnt("ip6tables", "match `owner': not supported by xfw")},
+		{ir.IPv6, "-A OUTPUT -m cgroup --cgroup 1", couldnt("ip6tables", "match `cgroup': not supported by xfw")},
 		{ir.IPv4, "-A INPUT -p gre --dport 5", "iptables v1.8.9 (legacy): unknown option \"--dport\"\n" + missingHint("iptables")},
 	}
 	for _, c := range cases {
@@ -95,9 +99,9 @@ func TestMissingModuleRestoreMessages(t *testing.T) {
 	}{
 		{ir.IPv4, "-A INPUT -m foo", at("iptables-restore", "Couldn't load match `foo':No such file or directory\n\n", "3")},
 		{ir.IPv4, "-A INPUT -j FOO", at("iptables-restore", "Couldn't load target `FOO':No such file or directory\n\n", "3")},
-		{ir.IPv4, "-A INPUT -m owner --uid-owner 0", at("iptables-restore", "Couldn't load match `owner': not supported by xfw\n\n", "3")},
-		{ir.IPv6, "-A INPUT -j CONNMARK --set-mark 1", at("ip6tables-restore", "Couldn't load target `CONNMARK': not supported by xfw\n\n", "3")},
-		{ir.IPv6, "-A INPUT -j CONNMARK", at("ip6tables-restore", "Couldn't load target `CONNMARK': not supported by xfw\n\n", "3")},
+		{ir.IPv4, "-A INPUT -m cgroup --path x", at("iptables-restore", "Couldn't load match `cgroup': not supported by xfw\n\n", "3")},
+		{ir.IPv6, "-A INPUT -j TEE --gateway ::1", at("ip6tables-restore", "Couldn't load target `TEE': not supported by xfw\n\n", "3")},
+		{ir.IPv6, "-A INPUT -j TEE", at("ip6tables-restore", "Couldn't load target `TEE': not supported by xfw\n\n", "3")},
 	}
 	for _, c := range cases {
 		t.Run(c.fam.String()+" "+c.rule, func(t *testing.T) {
@@ -113,8 +117,8 @@ func TestMissingModuleRestoreMessages(t *testing.T) {
 		})
 	}
 	// A chain may bear a target module's name in a restore: -j jumps to it.
-	text := "*filter\n:INPUT ACCEPT [0:0]\n:CONNMARK - [0:0]\n-A INPUT -j CONNMARK\nCOMMIT\n"
+	text := "*filter\n:INPUT ACCEPT [0:0]\n:NOTRACK - [0:0]\n-A INPUT -j NOTRACK\nCOMMIT\n"
 	if _, err := Restore(ir.IPv4, strings.NewReader(text), ir.NewRuleset(ir.IPv4), RestoreOptions{}); err != nil {
-		t.Errorf("jump to a chain named CONNMARK: %v", err)
+		t.Errorf("jump to a chain named NOTRACK: %v", err)
 	}
 }

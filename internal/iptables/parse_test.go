@@ -186,7 +186,7 @@ func TestParseErrors(t *testing.T) {
 		{ir.IPv4, "INPUT", "-p icmp -m icmp --icmp-type echo", 2, "iptables v1.8.9 (legacy): Ambiguous ICMP type `echo': `echo-reply' or `echo-request'?" + try4},
 		{ir.IPv6, "INPUT", "-f", 2, "ip6tables v1.8.9 (legacy): `-f' is not supported in IPv6, use -m frag instead\nTry `ip6tables -h' or 'ip6tables --help' for more information."},
 		{ir.IPv6, "INPUT", "-m ttl --ttl-eq 1", 2, "ip6tables v1.8.9 (legacy): Couldn't load match `ttl':No such file or directory\n\nTry `ip6tables -h' or 'ip6tables --help' for more information."},
-		{ir.IPv6, "OUTPUT", "-m owner --uid-owner 0", 2, "ip6tables v1.8.9 (legacy): Couldn't load match `owner': not supported by xfw\n\nTry `ip6tables -h' or 'ip6tables --help' for more information."},
+		{ir.IPv6, "OUTPUT", "-m cgroup --cgroup 1", 2, "ip6tables v1.8.9 (legacy): Couldn't load match `cgroup': not supported by xfw\n\nTry `ip6tables -h' or 'ip6tables --help' for more information."},
 		{ir.IPv4, "INPUT", "-t foo -j ACCEPT", 3, "iptables v1.8.9 (legacy): can't initialize iptables table `foo': Table does not exist (do you need to insmod?)\nPerhaps iptables or your kernel needs to be upgraded."},
 	}
 	for _, tt := range tests {

@@ -146,6 +146,12 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 		writeStatistic(b, m)
 	case *ir.MarkMatch:
 		writeMark(b, m)
+	case *ir.ConnmarkMatch:
+		writeConnmark(b, m)
+	case *ir.OwnerMatch:
+		writeOwner(b, m)
+	case *ir.DevGroupMatch:
+		b.WriteString(devGroupText(m, "--", false))
 	case *ir.TCPMatch:
 		writePorts(b, "sport", m.SrcPort)
 		writePorts(b, "dport", m.DstPort)
@@ -332,6 +338,8 @@ func writeTarget(b *strings.Builder, fam ir.Family, t ir.Target) {
 		b.WriteString(" -j REJECT --reject-with " + t.RejectWith)
 	case ir.TargetMark:
 		b.WriteString(" -j MARK" + markTargetSave(t.Mark))
+	case ir.TargetConnmark:
+		b.WriteString(" -j CONNMARK" + connmarkTargetSave(t.Connmark))
 	case ir.TargetLog:
 		b.WriteString(" -j LOG")
 		if t.Log == nil {

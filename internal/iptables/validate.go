@@ -179,6 +179,10 @@ func checkEntry(fam ir.Family, table string, r *ir.Rule, hooks hookMask) *failur
 			ok = hooks&^macHooks == 0
 		case *ir.AddrTypeMatch:
 			ok = addrTypeHookOK(fam, m, hooks)
+		case *ir.OwnerMatch:
+			ok = ownerOK(m, hooks)
+		case *ir.DevGroupMatch:
+			ok = devGroupOK(m, hooks)
 		case *ir.ECNMatch:
 			ok = ecnProtoOK(r, m)
 		case *ir.TCPMSSMatch:
@@ -199,6 +203,10 @@ func checkEntry(fam ir.Family, table string, r *ir.Rule, hooks hookMask) *failur
 	case ir.TargetReject:
 		if t.RejectWith == RejectTCPReset && !needsProto(r, protoTCP) {
 			return kernelEINVAL()
+		}
+	case ir.TargetConnmark:
+		if f := checkConnmarkTarget(t.Connmark); f != nil {
+			return f
 		}
 	case ir.TargetLog:
 		const maxLevel = 7

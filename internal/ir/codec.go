@@ -26,14 +26,15 @@ import (
 
 // codecVersion is the first byte of every encoded ruleset.
 // Version 2 added the tables besides filter (after filter's chains) and
-// the NAT targets' ranges; version 3 the MARK target's values.
-const codecVersion = 3
+// the NAT targets' ranges; version 3 the MARK target's values; version 4
+// the CONNMARK target's (connmark.go).
+const codecVersion = 4
 
 // Match tags of the binary form. Tags defined beside their matches take
 // ranges of their own: limit 64, hashlimit 65, recent 72, the IPv6
 // extension headers 80-82 (ip6ext.go) and 90-92 (ip6hdr.go), connlimit
 // 84, cpu 85, the predicates 96-98 (pred.go), sctp, dccp, esp and ah
-// 100-103 (hdr4.go), statistic and mark 112-113 (mark.go). A new file picks a free range, adds it here and to
+// 100-103 (hdr4.go), statistic and mark 112-113 (mark.go), connmark 120 (connmark.go), owner 121 (owner.go), devgroup 122 (devgroup.go). A new file picks a free range, adds it here and to
 // TestMatchTagsDistinct.
 const (
 	tagTCP = iota + 1
@@ -241,6 +242,7 @@ func (e *encoder) rule(r *Rule) error {
 		return err
 	}
 	e.markTarget(t.Mark)
+	e.connmarkTarget(t.Connmark)
 	return nil
 }
 
@@ -573,6 +575,7 @@ func (d *decoder) rule(r *Rule) {
 	}
 	r.Target.Nat = d.natRange()
 	r.Target.Mark = d.markTarget()
+	r.Target.Connmark = d.connmarkTarget()
 }
 
 // u32 reads a uvarint that must fit 32 bits.

@@ -102,7 +102,7 @@ func (e *encoder) match(m Match) error {
 	case *DSCPMatch, *TOSMatch, *ECNMatch, *TCPMSSMatch:
 		e.headerMatch(m)
 	default:
-		if e.ip6ext(m) || e.predMatch(m) || e.hdr4(m) || e.markMatch(m) {
+		if e.ip6ext(m) || e.predMatch(m) || e.hdr4(m) || e.markMatch(m) || e.connmarkMatch(m) || e.ownerMatch(m) || e.devGroupMatch(m) {
 			return nil
 		}
 		return fmt.Errorf("match %T (-m %s) has no binary form", m, m.ModuleName())
@@ -236,6 +236,15 @@ func (d *decoder) match() Match {
 			return m
 		}
 		if m := d.markMatch(tag); m != nil {
+			return m
+		}
+		if m := d.connmarkMatch(tag); m != nil {
+			return m
+		}
+		if m := d.ownerMatch(tag); m != nil {
+			return m
+		}
+		if m := d.devGroupMatch(tag); m != nil {
 			return m
 		}
 		d.fail(fmt.Errorf("unknown match tag %d", tag))

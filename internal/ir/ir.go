@@ -197,6 +197,10 @@ func (r *Rule) Clone() *Rule {
 		n := *r.Target.Nat
 		nr.Target.Nat = &n
 	}
+	if r.Target.Connmark != nil {
+		c := *r.Target.Connmark
+		nr.Target.Connmark = &c
+	}
 	return &nr
 }
 
@@ -561,6 +565,8 @@ const (
 	TargetRedirect
 	// TargetMark is -j MARK (options in Target.Mark).
 	TargetMark
+	// TargetConnmark is -j CONNMARK (options in Target.Connmark).
+	TargetConnmark
 )
 
 // Target is the -j/-g part of a rule.
@@ -577,6 +583,8 @@ type Target struct {
 	Nat *NatRange
 	// Mark holds the MARK target's values.
 	Mark MarkTarget
+	// Connmark holds the CONNMARK target's values.
+	Connmark *ConnmarkTarget
 }
 
 // LogOptions are the options of the LOG target.

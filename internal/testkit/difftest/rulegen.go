@@ -96,6 +96,9 @@ type rgen struct {
 	hdr4      *rgen
 	hdr4Specs map[string][][]string
 	hdr4Count int
+	// cm draws the connmark matches and CONNMARK targets
+	// (rulegen_connmark.go) of stateful rulesets from a stream of its own.
+	cm *rgen
 }
 
 // drawTransportHeaders and drawIP6ExtHeaders say whether the random
@@ -129,6 +132,7 @@ func GenerateRuleset(seed int64, plan Plan, opts GenOptions) string {
 	g.hdr = &rgen{rng: rand.New(rand.NewSource(seed ^ headerSeedMix)), plan: plan, fam: plan.Family}
 	g.ext6 = &rgen{rng: rand.New(rand.NewSource(seed ^ ext6SeedMix)), plan: plan, fam: plan.Family}
 	g.hdr4 = &rgen{rng: rand.New(rand.NewSource(seed ^ hdr4SeedMix)), plan: plan, fam: plan.Family}
+	g.cm = &rgen{rng: rand.New(rand.NewSource(seed ^ connmarkSeedMix)), plan: plan, fam: plan.Family}
 	g.chains = append([]string(nil), ir.BuiltinChains...)
 	nuser := 0
 	if opts.MaxUserChains > 0 {
@@ -341,6 +345,15 @@ func (g *rgen) fillRule(r *grule) {
 	if g.types.chance(5) {
 		add(g.types.pktTypeSpec()...)
 	}
+	if g.ct && g.cm.chance(8) {
+		add(g.cm.connmarkSpec()...)
+	}
+	if hooks&^hookOut == 0 && g.cm.chance(10) {
+		add(g.cm.ownerSpec()...)
+	}
+	if g.cm.chance(5) {
+		add(g.cm.devGroupSpec(hooks)...)
+	}
 	add(g.hdr.headerSpecs(pc.num == protoNumTCP && !pc.invert)...)
 	if g.chance(8) {
 		add("-m", "comment", "--comment", quote(pick(g.rng, []string{"allow web", "block-it", "say \\\"hi\\\"", "x", "ssh from lan"})))
@@ -374,6 +387,9 @@ var logPrefixes = []string{"dt: ", "IN-DROP ", "[UFW BLOCK] ", "fw", "a b c: ", 
 func (g *rgen) targetSpec(r *grule, pc protoChoice) []string {
 	switch r.target {
 	case "":
+		if g.ct && g.cm.chance(40) {
+			return g.cm.connmarkTargetSpec()
+		}
 		return nil
 	case "jump":
 		return []string{"-j", g.chains[r.to]}

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * connmark.h — the connmark match and the CONNMARK target (xt_connmark.c)
+ * as probes of the walk (probe.h).
+ *
+ * The connection's mark is struct xfw_ct_val .mark: in the tracking
+ * scratch's pending value for a connection this packet opens (created
+ * with the mark the walk left, if the packet is accepted: the kernel's
+ * unconfirmed connection dies with a dropped packet, its mark with it),
+ * else in the entry of either connection table under the scratch's key
+ * (the connection's, or a RELATED packet's master). A packet without a
+ * connection (INVALID, UNTRACKED) matches no connmark rule, inverted or
+ * not, and CONNMARK leaves its marks alone, as nf_ct_get finds none.
+ *
+ * CONNMARK (connmark_tg_shift, revision 2): .arg's XFW_CONNMARK_* mode
+ * and shift, .mask the ctmask, .val the ctmark (set) or the nfmask (save,
+ * restore). The packet's mark is the walk's copy (mark.h). The entry's
+ * mark is written with one 32-bit store, as the kernel's WRITE_ONCE.
+ *
+ * Includes: common.h, xfw_structs.h, parse.h, ct_structs.h, ct_maps.h.
+ */
+#ifndef XFW_CONNMARK_H
+#define XFW_CONNMARK_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "common.h"
+#include "xfw_structs.h"
+#include "parse.h"
+#include "ct_structs.h"
+#include "ct_maps.h"
+
+/* xfw_connmark_val returns the connection value of packet p of hook, NULL
+ * when it has none. */
+static __always_inline struct xfw_ct_val *xfw_connmark_val(const struct xfw_pkt *p, __u32 hook)
+{
+	struct xfw_ct_scratch *cs;
+	struct xfw_ct_entry *e;
+	__u32 key = hook, state = p->ct & 7;
+
+	if (state == XFW_CTS_INVALID || state == XFW_CTS_UNTRACKED)
+		return NULL;
+	cs = bpf_map_lookup_elem(&xfw_ct_scratch, &key);
+	if (!cs)
+		return NULL;
+	if (cs->pending == XFW_CTP_CREATE)
+		return &cs->nv;
+	e = bpf_map_lookup_elem(&xfw_ct, &cs->key);
+	if (!e)
+		e = bpf_map_lookup_elem(&xfw_ct_new, &cs->key);
+	if (!e)
+		return NULL;
+	/* Keep the NULL check before the offset (the verifier refuses
+	 * arithmetic on a pointer that may be NULL). */
+	asm volatile("" : "+r"(e));
+	return &e->v;
+}
+
+/* xfw_connmark_match answers connmark probe pr for packet p of hook. */
+static __always_inline int xfw_connmark_match(struct xfw_probe *pr, struct xfw_pkt *p, __u32 hook)
+{
+	struct xfw_ct_val *v = xfw_connmark_val(p, hook);
+
+	if (!v)
+		return 0;
+	return ((v->mark & pr->mask) == pr->val) ^ !!pr->arg;
+}
+
+/* xfw_connmark_shift shifts x as CONNMARK probe argument arg says. */
+static __always_inline __u32 xfw_connmark_shift(__u32 arg, __u32 x)
+{
+	__u32 n = (arg >> XFW_CONNMARK_SHIFT_POS) & XFW_CONNMARK_SHIFT_BITS;
+
+	return (arg & XFW_CONNMARK_SHIFT_RIGHT) ? x >> n : x << n;
+}
+
+/* xfw_connmark_set is the CONNMARK target for packet p of hook (always
+ * true: the walk goes on). */
+static __always_inline int xfw_connmark_set(struct xfw_probe *pr, struct xfw_pkt *p, __u32 hook)
+{
+	struct xfw_ct_val *v = xfw_connmark_val(p, hook);
+	__u32 arg = pr->arg, ct, next;
+
+	if (!v)
+		return 1;
+	ct = v->mark;
+	switch (arg & XFW_CONNMARK_MODE) {
+	case XFW_CONNMARK_SET:
+		next = xfw_connmark_shift(arg, (ct & ~pr->mask) ^ pr->val);
+		break;
+	case XFW_CONNMARK_SAVE:
+		next = (ct & ~pr->mask) ^ xfw_connmark_shift(arg, p->mark & pr->val);
+		break;
+	case XFW_CONNMARK_RESTORE:
+		p->mark = (p->mark & ~pr->val) ^ xfw_connmark_shift(arg, ct & pr->mask);
+		return 1;
+	default:
+		return 1;
+	}
+	if (next != ct)
+		v->mark = next;
+	return 1;
+}
+
+#endif /* XFW_CONNMARK_H */

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * owner.h — the owner match (xt_owner.c): what the TC egress hook reads
+ * of the packet's socket (xfw_owner_tc, before the walk, only when the
+ * generation has owner probes) and the probe answering from it
+ * (xfw_owner_match).
+ *
+ * The socket is the kernel's skb_to_full_sk: skb->sk, a request socket's
+ * listener, none for a TIME_WAIT socket. The match then needs its struct
+ * socket (kernel sockets without a file: owned by nobody) and the file's
+ * credentials (fsuid, fsgid), which no helper gives: the hook reads them
+ * from the kernel's structures, the skb through bpf_cast_to_kern_ctx and
+ * the rest with CO-RE reads (BPF_CORE_READ: bpf_probe_read_kernel at the
+ * offsets of the running kernel; only the members used are declared, the
+ * object builds without vmlinux.h). A read that faults gives 0.
+ *
+ * The ids are the kernel's (the initial user namespace's), as xt_owner
+ * compares them for a network namespace of the initial user namespace.
+ * XDP has no socket (forwarded packets in POSTROUTING have none in the
+ * kernel either): the hooks set .owner to 0.
+ *
+ * Includes: common.h, xfw_structs.h, parse.h, classify_maps.h.
+ */
+#ifndef XFW_OWNER_H
+#define XFW_OWNER_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include "common.h"
+#include "xfw_structs.h"
+#include "parse.h"
+#include "classify_maps.h"
+
+/* Socket states (include/net/tcp_states.h; not enum xfw_tcp_state, the
+ * tracker's). */
+#define XFW_SK_TIME_WAIT 6
+#define XFW_SK_NEW_SYN_RECV 12
+
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+
+struct xfw_kid {
+	__u32 val;
+};
+
+struct cred___xfw {
+	struct xfw_kid fsuid;
+	struct xfw_kid fsgid;
+} __attribute__((preserve_access_index));
+
+struct file___xfw {
+	const struct cred___xfw *f_cred;
+} __attribute__((preserve_access_index));
+
+struct socket___xfw {
+	struct file___xfw *file;
+} __attribute__((preserve_access_index));
+
+struct sock___xfw {
+	struct socket___xfw *sk_socket;
+} __attribute__((preserve_access_index));
+
+/* A request socket's listener is its sock_common's skc_listener
+ * (request_sock.h's rsk_listener). */
+struct sock_common___xfw {
+	struct sock___xfw *skc_listener;
+} __attribute__((preserve_access_index));
+
+struct sk_buff___xfw {
+	struct sock___xfw *sk;
+} __attribute__((preserve_access_index));
+
+/* xfw_owner_read fills p's owner facts from skb's socket. A global
+ * function: verified once. */
+__attribute__((noinline)) int xfw_owner_read(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	struct sk_buff___xfw *k;
+	struct sock___xfw *sk;
+	struct socket___xfw *so;
+	struct file___xfw *f;
+	const struct cred___xfw *cr;
+	struct bpf_sock *bs;
+	__u32 state;
+
+	if (!skb || !p)
+		return 0;
+	p->owner = 0;
+	/* The socket's state from the context's view of it (struct
+	 * bpf_sock), the rest from the kernel's structures. */
+	bs = skb->sk;
+	if (!bs)
+		return 0;
+	state = bs->state;
+	if (state == XFW_SK_TIME_WAIT)
+		return 0;
+	k = bpf_cast_to_kern_ctx(skb);
+	sk = BPF_CORE_READ(k, sk);
+	if (state == XFW_SK_NEW_SYN_RECV)
+		sk = BPF_CORE_READ((struct sock_common___xfw *)sk, skc_listener);
+	if (!sk)
+		return 0;
+	so = BPF_CORE_READ(sk, sk_socket);
+	if (!so)
+		return 0;
+	p->owner = XFW_OWNER_F_SOCKET;
+	f = BPF_CORE_READ(so, file);
+	if (!f)
+		return 0;
+	cr = BPF_CORE_READ(f, f_cred);
+	if (!cr)
+		return 0;
+	p->owner_uid = BPF_CORE_READ(cr, fsuid.val);
+	p->owner_gid = BPF_CORE_READ(cr, fsgid.val);
+	p->owner |= XFW_OWNER_F_FILE;
+	return 0;
+}
+
+/* xfw_owner_tc reads the socket of a packet TC egress judges when
+ * generation slot has owner probes; else it leaves no facts. */
+static __always_inline void xfw_owner_tc(struct __sk_buff *skb, struct xfw_pkt *p, __u32 slot)
+{
+	struct xfw_family_cfg *fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+
+	p->owner = 0;
+	if (fc && fc->owner)
+		xfw_owner_read(skb, p);
+}
+
+/* xfw_owner_in says whether id lies in [lo, hi]. */
+static __always_inline int xfw_owner_in(__u32 id, __u32 lo, __u32 hi)
+{
+	return id >= lo && id <= hi;
+}
+
+/* xfw_owner_match answers owner probe pr (owner_mt). */
+static __always_inline int xfw_owner_match(struct xfw_probe *pr, struct xfw_pkt *p)
+{
+	__u32 match = pr->arg & 0xff, inv = (pr->arg >> XFW_OWNER_INV_SHIFT) & 0xff;
+
+	if (!(p->owner & XFW_OWNER_F_SOCKET))
+		return (match ^ inv) == 0;
+	if (match & inv & XFW_OWNER_SOCKET)
+		return 0;
+	if (!(p->owner & XFW_OWNER_F_FILE))
+		return ((match ^ inv) & (XFW_OWNER_UID | XFW_OWNER_GID)) == 0;
+	if ((match & XFW_OWNER_UID) &&
+	    xfw_owner_in(p->owner_uid, pr->val, pr->mask) == !!(inv & XFW_OWNER_UID))
+		return 0;
+	if ((match & XFW_OWNER_GID) &&
+	    xfw_owner_in(p->owner_gid, (__u32)pr->count, (__u32)(pr->count >> 32)) == !!(inv & XFW_OWNER_GID))
+		return 0;
+	return 1;
+}
+
+#endif /* XFW_OWNER_H */
