@@ -21,9 +21,12 @@ import (
 //
 // What the data plane translates, and so what is accepted: IPv4, one
 // address (--to-destination ADDR or ADDR:PORT) or REDIRECT with at most
-// one port, in a rule restricted to TCP or UDP. Address and port ranges,
-// --random, --persistent, DNAT and REDIRECT outside PREROUTING (nat
-// OUTPUT), SNAT and MASQUERADE are refused, and so are conntrack options a translation changes the
+// one port, in a rule restricted to TCP or UDP; SNAT and MASQUERADE in
+// nat POSTROUTING for any protocol (TCP and UDP ports, the ICMP echo
+// identifier, other protocols address only, as nf_nat_proto.c does).
+// Address and port ranges, --random, --persistent, DNAT and REDIRECT in nat
+// OUTPUT other than to the host's own addresses (natOutputEntry) are
+// refused, and so are conntrack options a translation changes the
 // meaning of (--ctstate SNAT/DNAT, --ctreplsrc), in a ruleset with DNAT.
 
 // RedirectAddr is an ActDNAT entry's address for REDIRECT: the primary
@@ -46,6 +49,8 @@ func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
 	name := natTargetNames[r.Target.Kind]
 	source := r.Target.Kind == ir.TargetSNAT || r.Target.Kind == ir.TargetMasquerade
 	switch {
+	case !source && fl.natOutput:
+		return fl.natOutputEntry(e, name)
 	case !source && !fl.natPrerouting:
 		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat PREROUTING yet", name)
 	case source && !fl.natPostrouting:
@@ -54,7 +59,7 @@ func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
 	if fl.rs.Family != ir.IPv4 {
 		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet", name)
 	}
-	if !r.Proto.Set || r.Proto.Invert || (r.Proto.Num != protoTCP && r.Proto.Num != protoUDP) {
+	if !source && (!r.Proto.Set || r.Proto.Invert || (r.Proto.Num != protoTCP && r.Proto.Num != protoUDP)) {
 		return fmt.Errorf("target %s is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp", name)
 	}
 	n := r.Target.Nat

@@ -147,7 +147,6 @@ func TestSNATEntries(t *testing.T) {
 		}
 	}
 	for _, rules := range [][]string{
-		{"-t nat -A POSTROUTING -j MASQUERADE"},
 		{"-t nat -A POSTROUTING -p tcp -j MASQUERADE --random-fully"},
 		{"-t nat -A POSTROUTING -p tcp -j MASQUERADE --random"},
 		{"-t nat -A POSTROUTING -p tcp -j MASQUERADE --to-ports 1000-2000"},

@@ -231,7 +231,8 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	}
 	fl.natPrerouting = tc.table == ir.TableNat && tc.chain == ir.ChainPrerouting
 	fl.natPostrouting = tc.table == ir.TableNat && tc.chain == ir.ChainPostrouting
-	defer func() { fl.natPrerouting, fl.natPostrouting = false, false }()
+	fl.natOutput = tc.table == ir.TableNat && tc.chain == ir.ChainOutput
+	defer func() { fl.natPrerouting, fl.natPostrouting, fl.natOutput = false, false, false }()
 	if tc.table == ir.TableNat {
 		var notFirst Cond
 		notFirst[FieldCt] = Complement(firstPacketStates(), U64(0), U64(ctDomain-1))
