@@ -17,12 +17,13 @@
  * (xfw_nat_pend), rewritten there, and the ICMP checksum updated by their
  * difference (bpf_csum_diff).
  *
- * Includes: nat.h.
+ * Includes: nat.h, nat_query.h.
  */
 #ifndef XFW_NAT_ICMP_H
 #define XFW_NAT_ICMP_H
 
 #include "nat.h"
+#include "nat_query.h"
 
 /* Offsets in the quoted headers. */
 #define XFW_NQ_CSUM 10      /* the quoted IPv4 checksum */
@@ -231,10 +232,12 @@ __attribute__((noinline)) int xfw_nat_icmp_pre_xdp(struct xdp_md *ctx, struct xf
  * error xfw_nat_icmp_pre_xdp. */
 static __always_inline void xfw_nat_pre(struct xdp_md *ctx, struct xfw_pkt *p)
 {
-	if (p->proto == IPPROTO_ICMP)
+	if (xfw_nat_translatable(p))
+		xfw_nat_pre_xdp(ctx, p);
+	else if (p->proto == IPPROTO_ICMP && p->icmp <= 0xffff && xfw_icmp_is_err(p->icmp >> 8))
 		xfw_nat_icmp_pre_xdp(ctx, p);
 	else
-		xfw_nat_pre_xdp(ctx, p);
+		xfw_nat_query_pre_xdp(ctx, p); /* nat_query.h */
 }
 
 #endif /* XFW_NAT_ICMP_H */

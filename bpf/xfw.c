@@ -64,6 +64,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "pred.h"
 #include "hdr4.h"
 #include "nat.h"
+#include "nat_query.h"
 #include "nat_snat.h"
 #include "nat_icmp.h"
 
@@ -394,9 +395,11 @@ __attribute__((noinline)) int xfw_tc_forwarded(struct __sk_buff *skb, struct xfw
 		return TC_ACT_OK;
 	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE || p->vlan)
 		return TC_ACT_OK;
-	if (p->proto == IPPROTO_ICMP)
+	if (xfw_nat_translatable(p))
+		return xfw_nat_fwd_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
+	if (p->proto == IPPROTO_ICMP && p->icmp <= 0xffff && xfw_icmp_is_err(p->icmp >> 8))
 		return xfw_nat_icmp_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
-	return xfw_nat_fwd_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
+	return xfw_nat_query_fwd_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
 }
 
 /* xfw_tc_stack_icmp reports whether skb comes from the stack's own ICMP
@@ -495,7 +498,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		if (p->mark != skb->mark)
 			skb->mark = p->mark;
 		/* The host's reply in a translated connection (nat.h). */
-		if (cs && xfw_nat_post_tc(skb, p, cs))
+		if (cs && (xfw_nat_post_tc(skb, p, cs) || xfw_nat_query_post_tc(skb, p, cs)))
 			return TC_ACT_SHOT;
 		return TC_ACT_OK;
 	case XFW_ACT_REJECT:
