@@ -127,12 +127,18 @@ func docker(s *stack, args ...string) (string, error) {
 	return s.runEnv(dockerEnv(s), append([]string{dockerBin}, args...)...)
 }
 
-// startDocker starts dockerd in the stack, imports the image and runs the
-// container publishing dockerPort. The cleanups remove the container, stop
-// dockerd (and the containerd it started) and remove its cgroups.
+// startDocker starts dockerd in the stack (with xfw, the agent first),
+// imports the image and runs the container publishing dockerPort. The
+// cleanups remove the container, stop dockerd (and the containerd it
+// started) and the agent, and remove the cgroups.
 func startDocker(t *testing.T, s *stack) error {
 	d := dockerDirsOf(s)
 	t.Cleanup(func() { removeCgroups(d.cgroup) })
+	if s.kind == kindXFW {
+		// As on a real host (the xfw-agent unit): containers' interfaces
+		// appear between commands, under the guard.
+		s.startDaemon(t, nil, filepath.Join(s.confDir, "agent.log"), s.xfw, "agent", "--no-log")
+	}
 	outsideServers.Store(s, nettest.StartTCPServer(t, s.topo.GenNS,
 		netip.AddrPortFrom(clientAddr(s, fromClient, 4), outsidePort)))
 	t.Cleanup(func() { outsideServers.Delete(s) })
