@@ -289,9 +289,25 @@ func dockerRemove(s *stack) error {
 	return err
 }
 
+// checkHairpin connects from the container to its own published port on
+// fw's address: DNAT back to itself, and Docker's hairpin MASQUERADE
+// (`-s C -d C -p tcp --dport 80`) so that its reply finds the way.
+func checkHairpin(s *stack) error {
+	cmd := fmt.Sprintf(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 %s %d`, fwAddr(s, 4), dockerPort)
+	out, err := docker(s, "exec", dockerContainer, "sh", "-c", cmd)
+	if err != nil {
+		return err
+	}
+	if !strings.HasSuffix(out, "hello\n") {
+		return fmt.Errorf("the container's connection to its own published port got %q, want the page", out)
+	}
+	return nil
+}
+
 // TestDockerAgainstKernel runs Debian's dockerd (userland proxy off) with a
 // container publishing a port: reached from the client through the DNAT,
-// masqueraded to the outside (TCP and ping), a DOCKER-USER rule enforced,
+// masqueraded to the outside (TCP and ping), reached by itself through its
+// published port (hairpin NAT), a DOCKER-USER rule enforced,
 // nothing left of the port once the container is removed.
 func TestDockerAgainstKernel(t *testing.T) {
 	runScenario(t, scenario{
@@ -305,6 +321,7 @@ func TestDockerAgainstKernel(t *testing.T) {
 				{fromOther, 4, dockerPort, nettest.OK},
 			}},
 			{"masquerade", checkMasquerade, nil},
+			{"hairpin", checkHairpin, nil},
 			{"DOCKER-USER", dockerUser, []probe{
 				{fromClient, 4, dockerPort, nettest.OK},
 				{fromOther, 4, dockerPort, nettest.TimedOut},
