@@ -21,21 +21,23 @@ import (
 // sees them only with br_netfilter's bridge-nf-call-iptables, which xfw
 // does not reproduce (docs/differences.md).
 
-// A veth that is down while its peer is in the same namespace is taken
-// for one end of a pair being set up (Docker creates both ends here, then
-// moves one into the container and renames it eth0): programs attached to
-// it would leave with it and judge the container's own traffic with this
-// namespace's maps. It is attached once it is up (the next command, or the
-// agent's link event; the guard drops its traffic until then).
+// A veth that is down while its peer is a bridge port of the same
+// namespace is taken for a container's end of a pair being set up (Docker
+// creates both ends here, puts one on docker0, then moves the other into
+// the container and renames it eth0): programs attached to it would leave
+// with it and judge the container's own traffic with this namespace's
+// maps. It is attached once it is up (the next command, or the agent's
+// link event; the guard drops its traffic until then).
 
-// isPendingVeth reports whether l is a down veth whose peer is among links.
+// isPendingVeth reports whether l is a down veth whose peer is a bridge
+// port among links.
 func isPendingVeth(l netlink.Link, byIndex map[int]netlink.Link) bool {
 	a := l.Attrs()
 	if l.Type() != "veth" || a.Flags&net.FlagUp != 0 || a.NetNsID >= 0 || a.ParentIndex == 0 {
 		return false
 	}
-	_, ok := byIndex[a.ParentIndex]
-	return ok
+	peer, ok := byIndex[a.ParentIndex]
+	return ok && isBridgePort(peer, byIndex)
 }
 
 // isBridgePort reports whether l is enslaved to a bridge among links.

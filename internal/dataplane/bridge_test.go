@@ -8,8 +8,9 @@ import (
 )
 
 // TestBridgePortsAndPendingVeths checks which links xfw leaves alone: a
-// bridge's ports (not another master's), and a down veth whose peer is in
-// the namespace (not one that is up, nor one whose peer is elsewhere).
+// bridge's ports (not another master's), and a down veth whose peer is a
+// bridge port of the namespace (not one that is up, nor one whose peer is
+// elsewhere or no port).
 func TestBridgePortsAndPendingVeths(t *testing.T) {
 	attrs := func(index, master, peer, nsid int, up bool) netlink.LinkAttrs {
 		a := netlink.LinkAttrs{Index: index, MasterIndex: master, ParentIndex: peer, NetNsID: nsid}
@@ -30,9 +31,11 @@ func TestBridgePortsAndPendingVeths(t *testing.T) {
 		{"the bridge", bridge, false, false},
 		{"a bridge's port, up", &netlink.Veth{LinkAttrs: attrs(10, 1, 11, -1, true)}, true, false},
 		{"a bond's slave", &netlink.Device{LinkAttrs: attrs(12, 2, 0, -1, true)}, false, false},
-		{"a down veth, peer here", &netlink.Veth{LinkAttrs: attrs(11, 0, 10, -1, false)}, false, true},
+		{"a down veth, peer a bridge port here", &netlink.Veth{LinkAttrs: attrs(11, 0, 10, -1, false)}, false, true},
+		{"a down veth, peer here", &netlink.Veth{LinkAttrs: attrs(17, 0, 18, -1, false)}, false, false},
+		{"its peer, down", &netlink.Veth{LinkAttrs: attrs(18, 0, 17, -1, false)}, false, false},
 		{"a down veth, peer elsewhere", &netlink.Veth{LinkAttrs: attrs(13, 0, 5, elsewhere, false)}, false, false},
-		{"an up veth, peer here", &netlink.Veth{LinkAttrs: attrs(14, 0, 10, -1, true)}, false, false},
+		{"an up veth, peer a bridge port here", &netlink.Veth{LinkAttrs: attrs(14, 0, 10, -1, true)}, false, false},
 		{"a down veth, peer unknown", &netlink.Veth{LinkAttrs: attrs(15, 0, 99, -1, false)}, false, false},
 		{"a down device", &netlink.Device{LinkAttrs: attrs(16, 0, 10, -1, false)}, false, false},
 	}
