@@ -530,6 +530,21 @@ __attribute__((noinline)) int xfw_nat_fwd_tc(struct __sk_buff *skb, struct xfw_p
 	return xfw_nat_rewrite_tc(skb, p, 0, to >> 16, to & 0xffff);
 }
 
+/* xfw_nat_own_src returns in *to (addr << 16 | port) the source an
+ * accepted packet of the host's own (p, tracked in cs) takes as it leaves
+ * after OUTPUT: a reply in a DNAT connection its original destination, an
+ * SNAT connection's packet the new source. Returns 1 when there is one. */
+static __always_inline int xfw_nat_own_src(struct xfw_pkt *p, struct xfw_ct_scratch *cs, __u64 *to)
+{
+	struct xfw_ct_entry *e;
+	__u32 st = p->ct & 7;
+
+	if (!xfw_nat_enabled() || (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED))
+		return 0;
+	e = xfw_nat_tracked(&cs->key);
+	return e && xfw_nat_src_of(e, !!(p->ct & XFW_CTV_DIR_REPLY), to);
+}
+
 /* xfw_nat_post_tc gives an accepted packet of the host's own, at TC egress
  * after OUTPUT, its translated source: a reply in a DNAT connection its
  * original destination, an SNAT connection's packet the new source.
@@ -538,17 +553,9 @@ __attribute__((noinline)) int xfw_nat_fwd_tc(struct __sk_buff *skb, struct xfw_p
 __attribute__((noinline)) int xfw_nat_post_tc(struct __sk_buff *skb, struct xfw_pkt *p,
 					      struct xfw_ct_scratch *cs)
 {
-	struct xfw_ct_entry *e;
-	__u32 st;
 	__u64 to = 0;
 
-	if (!skb || !p || !cs || !xfw_nat_enabled() || !xfw_nat_translatable(p))
-		return 0;
-	st = p->ct & 7;
-	if (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED)
-		return 0;
-	e = xfw_nat_tracked(&cs->key);
-	if (!e || !xfw_nat_src_of(e, !!(p->ct & XFW_CTV_DIR_REPLY), &to))
+	if (!skb || !p || !cs || !xfw_nat_translatable(p) || !xfw_nat_own_src(p, cs, &to))
 		return 0;
 	return xfw_nat_rewrite_tc(skb, p, 0, to >> 16, to & 0xffff);
 }

@@ -110,6 +110,16 @@ static __always_inline int xfw_natq_reply(struct xfw_ct_entry *e, __u32 kind, in
 	return order != !!(e->v.status & XFW_CTST_ORIG_B);
 }
 
+/* xfw_natq_set gives p its translated destination (dst 1) or source
+ * address. */
+static __always_inline void xfw_natq_set(struct xfw_pkt *p, __u32 dst, __u32 addr)
+{
+	if (dst)
+		p->dst_lo = addr;
+	else
+		p->src_lo = addr;
+}
+
 /* xfw_natq_addr_xdp rewrites p's destination (dst 1) or source address to
  * addr and the IPv4 checksum. Returns 0, or -1 when the header cannot be
  * read or written. A global function. */
@@ -129,10 +139,7 @@ __attribute__((noinline)) int xfw_natq_addr_xdp(struct xdp_md *ctx, struct xfw_p
 	xfw_nat_wr16(ip, aoff + 2, addr);
 	if (bpf_xdp_store_bytes(ctx, p->l3_off + XFW_NAT_IP_OFF, ip, XFW_NAT_IP_LEN))
 		return -1;
-	if (dst)
-		p->dst_lo = addr;
-	else
-		p->src_lo = addr;
+	xfw_natq_set(p, dst, addr);
 	return 0;
 }
 
@@ -149,10 +156,7 @@ __attribute__((noinline)) int xfw_natq_addr_tc(struct __sk_buff *skb, struct xfw
 	    bpf_l3_csum_replace(skb, p->l3_off + XFW_NAT_IP_OFF, olda, newa, sizeof(newa)) ||
 	    bpf_skb_store_bytes(skb, aoff, &newa, sizeof(newa), 0))
 		return -1;
-	if (dst)
-		p->dst_lo = addr;
-	else
-		p->src_lo = addr;
+	xfw_natq_set(p, dst, addr);
 	return 0;
 }
 
@@ -216,17 +220,9 @@ __attribute__((noinline)) int xfw_nat_query_fwd_tc(struct __sk_buff *skb, struct
 __attribute__((noinline)) int xfw_nat_query_post_tc(struct __sk_buff *skb, struct xfw_pkt *p,
 						    struct xfw_ct_scratch *cs)
 {
-	struct xfw_ct_entry *e;
-	__u32 st;
 	__u64 to = 0;
 
-	if (!skb || !p || !cs || !xfw_nat_enabled() || xfw_natq_kind(p) == XFW_NATQ_NONE)
-		return 0;
-	st = p->ct & 7;
-	if (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED)
-		return 0;
-	e = xfw_nat_tracked(&cs->key);
-	if (!e || !xfw_nat_src_of(e, !!(p->ct & XFW_CTV_DIR_REPLY), &to))
+	if (!skb || !p || !cs || xfw_natq_kind(p) == XFW_NATQ_NONE || !xfw_nat_own_src(p, cs, &to))
 		return 0;
 	return xfw_natq_addr_tc(skb, p, 0, to >> 16);
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/binary"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -96,13 +95,7 @@ func echoID(f nettest.Captured) uint16 {
 // TestMasqueradeAnyProtocolAgainstKernel runs masqAnySteps through both
 // twins and compares the outcomes, the counters and the connection tables.
 func TestMasqueradeAnyProtocolAgainstKernel(t *testing.T) {
-	nettest.RequireRoot(t)
-	requireTools(t, "iptables-legacy", "conntrack")
-	tw := newTwins(t, xfwPath(t))
-	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
-		rules := strings.ReplaceAll(masqAnyRuleset, "10.X.", fmt.Sprintf("10.%d.", tp.Subnet))
-		fw.restore(t, tp, 4, strings.ReplaceAll(rules, "-o OUT", "-o "+tp.FwOut.Ifname))
-	})
+	tw := masqTwins(t, masqAnyRuleset)
 	if t.Failed() {
 		return
 	}
