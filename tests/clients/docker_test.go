@@ -315,6 +315,7 @@ func TestDockerAgainstKernel(t *testing.T) {
 		prepare: prepareDocker,
 		start:   startDocker,
 		fams:    []int{4},
+		nat:     true,
 		steps: []step{
 			{"run -p 8080:80", nil, []probe{
 				{fromClient, 4, dockerPort, nettest.OK},

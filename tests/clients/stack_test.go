@@ -260,11 +260,17 @@ func shellQuote(s string) string {
 // savedRuleset returns the family's filter table as iptables-save prints
 // it, without comments and counters, for comparing the two firewalls.
 func (s *stack) savedRuleset(fam int) (string, error) {
+	return s.savedTable(fam, "filter")
+}
+
+// savedTable returns the family's table as iptables-save prints it,
+// without comments and counters.
+func (s *stack) savedTable(fam int, table string) (string, error) {
 	prog := "iptables-save"
 	if fam == 6 {
 		prog = "ip6tables-save"
 	}
-	out, err := s.run(prog, "-t", "filter")
+	out, err := s.run(prog, "-t", table)
 	if err != nil {
 		return "", err
 	}
