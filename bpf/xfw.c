@@ -63,6 +63,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "ip6ext.h"
 #include "pred.h"
 #include "hdr4.h"
+#include "netns.h"
 #include "nat.h"
 #include "nat_query.h"
 #include "nat_snat.h"
@@ -330,8 +331,14 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 SEC("xdp")
 int xfw_xdp(struct xdp_md *ctx)
 {
-	struct xfw_inflight *f = xfw_enter();
-	int rc = xfw_xdp_judged(ctx);
+	struct xfw_inflight *f;
+	int rc;
+
+	/* A device that left xfw's namespace (netns.h). */
+	if (xfw_xdp_away(ctx))
+		return XDP_PASS;
+	f = xfw_enter();
+	rc = xfw_xdp_judged(ctx);
 
 	xfw_leave(f);
 	return rc;
@@ -522,8 +529,13 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 SEC("tc")
 int xfw_tc_egress(struct __sk_buff *skb)
 {
-	struct xfw_inflight *f = xfw_enter();
-	int rc = xfw_tc_judged(skb);
+	struct xfw_inflight *f;
+	int rc;
+
+	if (xfw_skb_away(skb))
+		return TC_ACT_OK;
+	f = xfw_enter();
+	rc = xfw_tc_judged(skb);
 
 	xfw_leave(f);
 	return rc;
