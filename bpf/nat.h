@@ -379,18 +379,56 @@ __attribute__((noinline)) int xfw_nat_pre_xdp(struct xdp_md *ctx, struct xfw_pkt
 	return xfw_nat_rewrite_xdp(ctx, p, 1, v->to_addr, v->to_port) == 0;
 }
 
+/* xfw_nat_dnat_prep readies the DNAT of a connection's first packet p (cs:
+ * its tracking, a new connection pending) to addr:port (port 0 keeps the
+ * port): the mapping waits in np for xfw_nat_confirm, the connection is
+ * rekeyed to the translated tuple, which keeps the original destination.
+ * The caller rewrites the packet, then marks np pending. Returns 0, or -1
+ * when the packet must be dropped (not translatable, a clash). */
+static __always_inline int xfw_nat_dnat_prep(struct xfw_pkt *p, struct xfw_ct_scratch *cs,
+					     struct xfw_nat_pend *np, __u32 addr, __u32 port)
+{
+	int srcb;
+
+	if (!xfw_nat_translatable(p) || cs->pending != XFW_CTP_CREATE)
+		return -1;
+	if (!port)
+		port = p->dport;
+	__builtin_memset(&np->key[XFW_NAT_PD], 0, sizeof(np->key[XFW_NAT_PD]));
+	np->key[XFW_NAT_PD].saddr = p->src_lo;
+	np->key[XFW_NAT_PD].daddr = p->dst_lo;
+	np->key[XFW_NAT_PD].sport = p->sport;
+	np->key[XFW_NAT_PD].dport = p->dport;
+	np->key[XFW_NAT_PD].proto = p->proto;
+	srcb = xfw_ct_mkkey(&np->val[XFW_NAT_PD].ct, 0, p->proto, 0, p->src_lo, p->sport, 0, addr, port);
+	if (xfw_nat_conn(&np->val[XFW_NAT_PD].ct))
+		return -1; /* the translated tuple is taken */
+	np->val[XFW_NAT_PD].to_addr = addr;
+	np->val[XFW_NAT_PD].to_port = port;
+	np->val[XFW_NAT_PD].kind = XFW_NAT_F_DST;
+	np->val[XFW_NAT_PD].pad = 0;
+	cs->nv.nat_addr = p->dst_lo;
+	cs->nv.nat_port = p->dport;
+	cs->nv.nat_flags = XFW_NAT_F_DST;
+	cs->key = np->val[XFW_NAT_PD].ct;
+	p->ct_rsport = port; /* the reply tuple comes from the new port */
+	if (srcb)
+		cs->nv.status |= XFW_CTST_ORIG_B;
+	else
+		cs->nv.status &= ~XFW_CTST_ORIG_B;
+	return 0;
+}
+
 /* xfw_nat_dnat_xdp applies a DNAT verdict to a connection's first packet
- * (cs: its tracking, a new connection pending): the connection is rekeyed
- * to the translated tuple, which keeps the original destination, the
- * packet translated, the mapping left for xfw_nat_confirm. port 0 keeps
- * the port. Returns 0, or -1 when the packet must be dropped (not
- * translatable, a clash, a failed write). A global function. */
+ * (cs: its tracking, a new connection pending): xfw_nat_dnat_prep, then
+ * the packet translated. port 0 keeps the port. Returns 0, or -1 when
+ * the packet must be dropped (not translatable, a clash, a failed write).
+ * A global function. */
 __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
 					       struct xfw_ct_scratch *cs, __u32 addr, __u32 port)
 {
 	__u32 zero = 0;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
-	int srcb;
 
 	if (!ctx || !p || !cs || !np)
 		return -1;
@@ -413,34 +451,12 @@ __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pk
 			return -1; /* no address: the kernel drops it */
 		addr = *a;
 	}
-	if (!xfw_nat_translatable(p) || cs->pending != XFW_CTP_CREATE)
-		return -1;
 	if (!port)
 		port = p->dport;
-	__builtin_memset(&np->key[XFW_NAT_PD], 0, sizeof(np->key[XFW_NAT_PD]));
-	np->key[XFW_NAT_PD].saddr = p->src_lo;
-	np->key[XFW_NAT_PD].daddr = p->dst_lo;
-	np->key[XFW_NAT_PD].sport = p->sport;
-	np->key[XFW_NAT_PD].dport = p->dport;
-	np->key[XFW_NAT_PD].proto = p->proto;
-	srcb = xfw_ct_mkkey(&np->val[XFW_NAT_PD].ct, 0, p->proto, 0, p->src_lo, p->sport, 0, addr, port);
-	if (xfw_nat_conn(&np->val[XFW_NAT_PD].ct))
-		return -1; /* the translated tuple is taken */
-	np->val[XFW_NAT_PD].to_addr = addr;
-	np->val[XFW_NAT_PD].to_port = port;
-	np->val[XFW_NAT_PD].kind = XFW_NAT_F_DST;
-	np->val[XFW_NAT_PD].pad = 0;
-	cs->nv.nat_addr = p->dst_lo;
-	cs->nv.nat_port = p->dport;
-	cs->nv.nat_flags = XFW_NAT_F_DST;
+	if (xfw_nat_dnat_prep(p, cs, np, addr, port))
+		return -1;
 	if (xfw_nat_rewrite_xdp(ctx, p, 1, addr, port))
 		return -1;
-	cs->key = np->val[XFW_NAT_PD].ct;
-	p->ct_rsport = port; /* the reply tuple comes from the new port */
-	if (srcb)
-		cs->nv.status |= XFW_CTST_ORIG_B;
-	else
-		cs->nv.status &= ~XFW_CTST_ORIG_B;
 	np->pending = XFW_NAT_F_DST;
 	return 0;
 }

@@ -68,6 +68,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "nat_query.h"
 #include "nat_snat.h"
 #include "nat_icmp.h"
+#include "nat_out.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The Ethernet broadcast address as a 48-bit number. */
@@ -245,6 +246,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	/* mac_mt matches nothing on a device that is not Ethernet. */
 	if (iif == XFW_LOOPBACK_IFINDEX)
 		p->mac_src = XFW_MAC_NONE;
+	/* A reply nat OUTPUT translated back, judged where it came in. */
+	if (iif == XFW_LOOPBACK_IFINDEX && xfw_nat_lo_passed(p))
+		return XDP_PASS;
 	/* A later packet of a translated connection: DNAT before routing. */
 	xfw_nat_pre(ctx, p);
 	route = xfw_route(ctx, p, iif);
@@ -316,6 +320,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		xfw_nat_undo_xdp(ctx, p);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
+		/* A reply in a connection nat OUTPUT translated (nat_out.h). */
+		if (cs && chain == XFW_CHAIN_INPUT && xfw_nat_in_xdp(ctx, p, cs) < 0)
+			return XDP_DROP;
 		return XDP_PASS;
 	case XFW_ACT_REJECT:
 		rc = xfw_xdp_reject(ctx, p, chain);
@@ -409,6 +416,38 @@ __attribute__((noinline)) int xfw_tc_forwarded(struct __sk_buff *skb, struct xfw
 	return xfw_nat_query_fwd_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
 }
 
+/* xfw_tc_out_dnat applies nat OUTPUT's DNAT verdict of a first packet of
+ * the host's own (the entry's address and port in st), after its LOG
+ * lines were emitted: the translation and the new route (nat_out.h), and
+ * the walk of OUTPUT resumed after its nat OUTPUT segment with the new
+ * device, as the kernel's filter OUTPUT sees the rerouted packet. Returns
+ * the verdict << 32 | the output ifindex; the REJECT type goes to
+ * p->reject. A global function. */
+__attribute__((noinline)) __u64 xfw_tc_out_dnat(struct __sk_buff *skb, struct xfw_pkt *p,
+						struct xfw_pending *st, struct xfw_ct_scratch *cs)
+{
+	struct xfw_family_cfg *fc;
+	__u32 slot, rj = 0, verdict, oif;
+
+	if (!skb || !p || !st || !cs)
+		return (__u64)XFW_ACT_DROP << 32;
+	oif = xfw_nat_out_dnat_tc(skb, p, cs, st->nat_addr, st->nat_port);
+	if (!oif)
+		return (__u64)XFW_ACT_DROP << 32;
+	slot = st->slot;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	if (!fc || !fc->nat_resume[XFW_CHAIN_OUTPUT])
+		return (__u64)XFW_ACT_DROP << 32;
+	st->start = fc->nat_resume[XFW_CHAIN_OUTPUT];
+	verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
+	st->start = 0;
+	/* nat POSTROUTING holds no DNAT (the compiler refuses it). */
+	if (verdict == XFW_ACT_DNAT)
+		verdict = XFW_ACT_DROP;
+	p->reject = rj;
+	return (__u64)verdict << 32 | oif;
+}
+
 /* xfw_tc_stack_icmp reports whether skb comes from the stack's own ICMP
  * or ICMPv6 socket (icmp_send, icmp6_send: a raw socket of that protocol)
  * rather than from a process's raw socket writing whole packets. */
@@ -435,6 +474,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	struct xfw_ct_scratch *cs = 0;
 	__u32 one = 1;
 	__u32 oif, rj = 0, verdict;
+	__u64 route;
 	int rc;
 
 	xfw_touch_state();
@@ -447,6 +487,10 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	st = &sc->st;
 	/* Forwarded packets were judged at ingress (FORWARD); a reply of a
 	 * translated connection gets its source back here (POSTROUTING). */
+	/* Translated in nat OUTPUT and judged on the device its first route
+	 * picked, or a reply translated back on its way to the socket. */
+	if (xfw_nat_out_judged(skb))
+		return TC_ACT_OK;
 	if (skb->ingress_ifindex != 0)
 		return xfw_tc_forwarded(skb, p);
 	/* A VLAN device's traffic was judged on the VLAN device itself. */
@@ -468,6 +512,13 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	if (st->slot == XFW_NO_SLOT)
 		return TC_ACT_OK;
 	oif = skb->ifindex;
+	/* A later packet of a connection nat OUTPUT translated: translated
+	 * and routed again before tracking (nat_out.h). */
+	route = xfw_nat_out_pre_tc(skb, p);
+	if (route == XFW_NAT_OUT_DROP)
+		return TC_ACT_SHOT;
+	if (route)
+		oif = route;
 	if (xfw_ct_active(st->slot)) {
 		cs = xfw_ct_scratch_get(1);
 		if (cs) {
@@ -487,6 +538,16 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		xfw_hdr4_tc(skb, p, st->slot);
 		verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
 	}
+	/* nat OUTPUT's DNAT or REDIRECT (nat_out.h). */
+	if (verdict == XFW_ACT_DNAT) {
+		if (st->nlogs)
+			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
+		st->nlogs = 0;
+		route = xfw_tc_out_dnat(skb, p, st, cs);
+		verdict = route >> 32;
+		oif = (__u32)route;
+		rj = p->reject;
+	}
 	/* nat POSTROUTING's SNAT or MASQUERADE (nat_snat.h). */
 	if (verdict == XFW_ACT_SNAT)
 		verdict = cs && !xfw_nat_snat(p, cs, st->nat_addr, st->nat_port, oif) ? XFW_ACT_ACCEPT
@@ -496,6 +557,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		xfw_nat_confirm();
 	} else {
 		xfw_nat_cancel();
+		xfw_nat_out_undo(skb, p);
 	}
 	if (st->nlogs)
 		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
@@ -507,7 +569,8 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		/* The host's reply in a translated connection (nat.h). */
 		if (cs && (xfw_nat_post_tc(skb, p, cs) || xfw_nat_query_post_tc(skb, p, cs)))
 			return TC_ACT_SHOT;
-		return TC_ACT_OK;
+		/* Translated in nat OUTPUT: out by the new route. */
+		return xfw_nat_out_send(skb);
 	case XFW_ACT_REJECT:
 		if (cs)
 			xfw_ct_save(cs, p);

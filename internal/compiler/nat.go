@@ -24,8 +24,8 @@ import (
 // one port, in a rule restricted to TCP or UDP; SNAT and MASQUERADE in
 // nat POSTROUTING for any protocol (TCP and UDP ports, the ICMP echo
 // identifier, other protocols address only, as nf_nat_proto.c does).
-// Address and port ranges, --random, --persistent, DNAT and REDIRECT in nat
-// OUTPUT other than to the host's own addresses (natOutputEntry) are
+// DNAT and REDIRECT in nat OUTPUT are translated at TC egress
+// (nat_output.go). Address and port ranges, --random, --persistent are
 // refused, and so are conntrack options a translation changes the
 // meaning of (--ctstate SNAT/DNAT, --ctreplsrc), in a ruleset with DNAT.
 
@@ -49,9 +49,7 @@ func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
 	name := natTargetNames[r.Target.Kind]
 	source := r.Target.Kind == ir.TargetSNAT || r.Target.Kind == ir.TargetMasquerade
 	switch {
-	case !source && fl.natOutput:
-		return fl.natOutputEntry(e, name)
-	case !source && !fl.natPrerouting:
+	case !source && !fl.natPrerouting && !fl.natOutput:
 		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat PREROUTING yet", name)
 	case source && !fl.natPostrouting:
 		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat POSTROUTING yet", name)
@@ -70,6 +68,9 @@ func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
 		return fmt.Errorf("target %s: --random, --persistent and port maps are not supported by xfw's data plane yet", name)
 	}
 	addr := uint32(RedirectAddr)
+	if fl.natOutput && r.Target.Kind == ir.TargetRedirect {
+		addr = redirectOutputAddr
+	}
 	if r.Target.Kind == ir.TargetDNAT || r.Target.Kind == ir.TargetSNAT {
 		if n.Flags&ir.NatMapIPs == 0 || n.MinAddr != n.MaxAddr || !n.MinAddr.Is4() || n.MinAddr.IsUnspecified() {
 			return fmt.Errorf("target %s is not supported by xfw's data plane yet with other than one IPv4 address", name)

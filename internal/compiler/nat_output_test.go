@@ -1,7 +1,7 @@
 package compiler
 
 import (
-	"strings"
+	"slices"
 	"testing"
 
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -34,10 +34,9 @@ var dockerRules = []string{
 }
 
 // TestDockerRuleset checks that Docker's ruleset compiles: the DNAT is
-// translated in nat PREROUTING (the INPUT and FORWARD walks) and ends nat
-// OUTPUT untranslated for the host's own addresses; the MASQUERADE of any
-// protocol and the hairpin one are SNAT entries of the FORWARD and OUTPUT
-// walks.
+// translated in nat PREROUTING (the INPUT and FORWARD walks) and in nat
+// OUTPUT (the OUTPUT walk); the MASQUERADE of any protocol and the
+// hairpin one are SNAT entries of the FORWARD and OUTPUT walks.
 func TestDockerRuleset(t *testing.T) {
 	g, err := Compile(parseRuleset(t, ir.IPv4, dockerRules...), Options{})
 	if err != nil {
@@ -45,36 +44,50 @@ func TestDockerRuleset(t *testing.T) {
 	}
 	want := target{172<<24 | 17<<16 | 2, 80}
 	dnat := natTargets(g, ActDNAT)
-	if len(dnat) != 2 || dnat[0] != want || dnat[1] != want {
-		t.Errorf("DNAT entries %+v, want %+v in the INPUT and FORWARD walks only", dnat, want)
+	if len(dnat) != 3 || dnat[0] != want || dnat[1] != want || dnat[2] != want {
+		t.Errorf("DNAT entries %+v, want %+v in the INPUT, FORWARD and OUTPUT walks", dnat, want)
 	}
 	if snat := natTargets(g, ActSNAT); len(snat) != 4 {
 		t.Errorf("SNAT entries %+v, want two in each of the FORWARD and OUTPUT walks", snat)
 	}
 }
 
-// TestNatOutputRefusals checks that a DNAT or REDIRECT in nat OUTPUT that
-// may see a destination other than the host's own is refused.
-func TestNatOutputRefusals(t *testing.T) {
-	for _, rules := range [][]string{
-		{"-t nat -A OUTPUT -p tcp -j DNAT --to-destination 10.0.0.2"},
-		{"-t nat -A OUTPUT -p tcp -m addrtype ! --dst-type LOCAL -j DNAT --to-destination 10.0.0.2"},
-		{"-t nat -A OUTPUT -p tcp -m addrtype --dst-type LOCAL,UNICAST -j DNAT --to-destination 10.0.0.2"},
-		{"-t nat -A OUTPUT -p tcp -m addrtype --src-type LOCAL -j REDIRECT --to-ports 8080"},
-		{"-t nat -N D", "-t nat -A OUTPUT -m addrtype --dst-type LOCAL -j D", "-t nat -A OUTPUT -j D",
-			"-t nat -A D -p tcp -j DNAT --to-destination 10.0.0.2"},
+// TestNatOutputEntries checks DNAT and REDIRECT in nat OUTPUT: entries of
+// the OUTPUT walk before its resume position, REDIRECT to 127.0.0.1
+// (nf_nat_redirect_ipv4 at LOCAL_OUT), to any destination.
+func TestNatOutputEntries(t *testing.T) {
+	for _, tc := range []struct {
+		rules []string
+		want  []target
+	}{
+		{[]string{"-t nat -A OUTPUT -p tcp -j DNAT --to-destination 10.0.0.2"},
+			[]target{{10<<24 | 2, 0}}},
+		{[]string{"-t nat -A OUTPUT -p udp -m addrtype ! --dst-type LOCAL -j DNAT --to-destination 10.0.0.2:53"},
+			[]target{{10<<24 | 2, 53}}},
+		{[]string{"-t nat -A OUTPUT -p tcp -m addrtype --dst-type LOCAL -j REDIRECT --to-ports 8080"},
+			[]target{{redirectOutputAddr, 8080}}},
+		{[]string{"-t nat -N D", "-t nat -A OUTPUT -j D", "-t nat -A D -p tcp -j REDIRECT",
+			"-t nat -A PREROUTING -p tcp -j REDIRECT"},
+			[]target{{RedirectAddr, 0}, {RedirectAddr, 0}, {redirectOutputAddr, 0}}},
 	} {
-		_, err := Compile(parseRuleset(t, ir.IPv4, rules...), Options{})
-		if err == nil || !strings.Contains(err.Error(), "nat OUTPUT is not supported by xfw") {
-			t.Errorf("%q: got %v, want a refusal", rules, err)
+		g, err := Compile(parseRuleset(t, ir.IPv4, tc.rules...), Options{})
+		if err != nil {
+			t.Errorf("%q: %v", tc.rules, err)
+			continue
 		}
-	}
-	for _, rules := range [][]string{
-		{"-t nat -A OUTPUT -p tcp -m addrtype --dst-type LOCAL -j DNAT --to-destination 10.0.0.2"},
-		{"-t nat -A OUTPUT -m addrtype --dst-type LOCAL -p tcp -j REDIRECT --to-ports 8080"},
-	} {
-		if _, err := Compile(parseRuleset(t, ir.IPv4, rules...), Options{}); err != nil {
-			t.Errorf("%q: %v", rules, err)
+		if got := natTargets(g, ActDNAT); !slices.Equal(got, tc.want) {
+			t.Errorf("%q: DNAT entries %+v, want %+v", tc.rules, got, tc.want)
+		}
+		r := g.Layout.NatResume[ChainOutput]
+		start, end := g.Walk(ChainOutput)
+		if r == 0 || r-1 <= start || r-1 >= end {
+			t.Errorf("%q: OUTPUT resume %d outside its walk [%d,%d)", tc.rules, r, start, end)
+			continue
+		}
+		for i := start; i < end; i++ {
+			if g.Entries[i].Action == ActDNAT && i >= r-1 {
+				t.Errorf("%q: DNAT entry %d after OUTPUT's resume position %d", tc.rules, i, r-1)
+			}
 		}
 	}
 }

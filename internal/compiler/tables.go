@@ -250,7 +250,7 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	}
 	fl.emit(policy)
 	exit.pos, exit.resolved = uint32(len(fl.entries)), true
-	if fl.natPrerouting {
+	if fl.natPrerouting || fl.natOutput {
 		fl.natResume[hook] = exit.pos + 1
 	}
 	for i := first; i < len(fl.entries); i++ {

@@ -205,12 +205,11 @@ func TestTableSegmentViews(t *testing.T) {
 }
 
 // TestTableRefusals checks what the walk cannot do yet: NAT to address
-// ranges, DNAT in nat OUTPUT to other than the host's own addresses
-// (nat_test.go, nat_output_test.go).
+// ranges (nat_test.go, nat_output_test.go).
 func TestTableRefusals(t *testing.T) {
 	for _, rule := range []string{
 		"-t nat -A POSTROUTING -j SNAT --to-source 10.0.0.1-10.0.0.5",
-		"-t nat -A OUTPUT -p tcp -j DNAT --to-destination 10.0.0.1",
+		"-t nat -A OUTPUT -p tcp -j DNAT --to-destination 10.0.0.1-10.0.0.2",
 	} {
 		rs := parseRuleset(t, ir.IPv4, rule)
 		_, err := Compile(rs, Options{})

@@ -235,6 +235,7 @@ func compareNatCounters(t *testing.T, tw *twins, want int) {
 			return
 		}
 		text := strings.ReplaceAll(res.Stdout, fmt.Sprintf("10.%d.", tp.Subnet), "10.X.")
+		text = strings.NewReplacer(" "+tp.FwOut.Ifname+" ", " FWOUT ", " "+tp.FwIn.Ifname+" ", " FWIN ").Replace(text)
 		mu.Lock()
 		saves[kind] = tableCounters(text)
 		mu.Unlock()
