@@ -304,10 +304,25 @@ func checkHairpin(s *stack) error {
 	return nil
 }
 
+// checkFromHost connects from the host itself (fw's namespace) to the
+// published port on its own address: nat OUTPUT's DNAT takes the
+// connection to the container (no userland proxy listens on the port).
+func checkFromHost(s *stack) error {
+	req := []byte("GET / HTTP/1.0\r\n\r\n")
+	a := nettest.TCPConnect(s.topo.FwNS, netip.AddrPortFrom(fwAddr(s, 4), dockerPort),
+		nettest.WithPayload(req), nettest.WithTimeout(probeTimeout))
+	if a.Outcome != nettest.OK || !strings.HasPrefix(string(a.Reply), "HTTP/1.") ||
+		!strings.Contains(string(a.Reply), " 200 ") {
+		return fmt.Errorf("the host's connection to its published port: %s %q, want the page's status line", a.Outcome, a.Reply)
+	}
+	return nil
+}
+
 // TestDockerAgainstKernel runs Debian's dockerd (userland proxy off) with a
 // container publishing a port: reached from the client through the DNAT,
 // masqueraded to the outside (TCP and ping), reached by itself through its
-// published port (hairpin NAT), a DOCKER-USER rule enforced,
+// published port (hairpin NAT), reached by the host itself through the
+// port on its own address (nat OUTPUT's DNAT), a DOCKER-USER rule enforced,
 // nothing left of the port once the container is removed.
 func TestDockerAgainstKernel(t *testing.T) {
 	runScenario(t, scenario{
@@ -323,6 +338,7 @@ func TestDockerAgainstKernel(t *testing.T) {
 			}},
 			{"masquerade", checkMasquerade, nil},
 			{"hairpin", checkHairpin, nil},
+			{"from the host itself", checkFromHost, nil},
 			{"DOCKER-USER", dockerUser, []probe{
 				{fromClient, 4, dockerPort, nettest.OK},
 				{fromOther, 4, dockerPort, nettest.TimedOut},
