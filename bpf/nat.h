@@ -350,6 +350,36 @@ static __always_inline int xfw_nat_owns(struct xfw_ct_val *v, __u32 kind, __u32 
 	return v->snat_addr == addr && v->snat_port == port;
 }
 
+/* xfw_nat_tuple_key fills k with p's wire tuple. */
+static __always_inline void xfw_nat_tuple_key(struct xfw_nat_key *k, struct xfw_pkt *p)
+{
+	k->saddr = p->src_lo;
+	k->daddr = p->dst_lo;
+	k->sport = p->sport;
+	k->dport = p->dport;
+	k->proto = p->proto;
+}
+
+/* xfw_nat_live returns the translation of p's wire tuple (left in k)
+ * whose connection still holds it, or 0; a mapping outliving its
+ * connection is deleted (the packet opens a new one). */
+static __always_inline struct xfw_nat_val *xfw_nat_live(struct xfw_nat_key *k, struct xfw_pkt *p)
+{
+	struct xfw_nat_val *v;
+	struct xfw_ct_entry *e;
+
+	xfw_nat_tuple_key(k, p);
+	v = bpf_map_lookup_elem(&xfw_nat, k);
+	if (!v)
+		return 0;
+	e = xfw_nat_conn(&v->ct);
+	if (!e || !xfw_nat_owns(&e->v, v->kind, k->daddr, k->dport)) {
+		bpf_map_delete_elem(&xfw_nat, k);
+		return 0;
+	}
+	return v;
+}
+
 /* xfw_nat_pre_xdp translates, before the route lookup, the destination of
  * a packet of a translated connection: a DNAT's original direction, an
  * SNAT's replies (the kernel's PREROUTING). Returns 1 when it did. A
@@ -358,24 +388,12 @@ __attribute__((noinline)) int xfw_nat_pre_xdp(struct xdp_md *ctx, struct xfw_pkt
 {
 	struct xfw_nat_key k = {};
 	struct xfw_nat_val *v;
-	struct xfw_ct_entry *e;
 
 	if (!ctx || !p || !xfw_nat_enabled() || !xfw_nat_translatable(p))
 		return 0;
-	k.saddr = p->src_lo;
-	k.daddr = p->dst_lo;
-	k.sport = p->sport;
-	k.dport = p->dport;
-	k.proto = p->proto;
-	v = bpf_map_lookup_elem(&xfw_nat, &k);
+	v = xfw_nat_live(&k, p);
 	if (!v)
 		return 0;
-	e = xfw_nat_conn(&v->ct);
-	if (!e || !xfw_nat_owns(&e->v, v->kind, k.daddr, k.dport)) {
-		/* Its connection is gone: the packet opens a new one. */
-		bpf_map_delete_elem(&xfw_nat, &k);
-		return 0;
-	}
 	return xfw_nat_rewrite_xdp(ctx, p, 1, v->to_addr, v->to_port) == 0;
 }
 

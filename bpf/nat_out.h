@@ -130,26 +130,15 @@ __attribute__((noinline)) __u32 xfw_nat_out_pre_tc(struct __sk_buff *skb, struct
 	struct xfw_nat_out *o = xfw_nat_out_get();
 	struct xfw_nat_key k = {};
 	struct xfw_nat_val *v;
-	struct xfw_ct_entry *e;
 
 	if (!skb || !p || !o)
 		return 0;
 	o->oif = 0;
 	if (!xfw_nat_enabled() || !xfw_nat_translatable(p))
 		return 0;
-	k.saddr = p->src_lo;
-	k.daddr = p->dst_lo;
-	k.sport = p->sport;
-	k.dport = p->dport;
-	k.proto = p->proto;
-	v = bpf_map_lookup_elem(&xfw_nat, &k);
+	v = xfw_nat_live(&k, p);
 	if (!v || v->kind != XFW_NAT_F_DST)
 		return 0;
-	e = xfw_nat_conn(&v->ct);
-	if (!e || !xfw_nat_owns(&e->v, v->kind, k.daddr, k.dport)) {
-		bpf_map_delete_elem(&xfw_nat, &k);
-		return 0;
-	}
 	o->orig_addr = k.daddr;
 	o->orig_port = k.dport;
 	if (xfw_nat_rewrite_tc(skb, p, 1, v->to_addr, v->to_port))
@@ -248,16 +237,6 @@ struct {
 	__type(value, __u32);
 	__uint(max_entries, XFW_NAT_LO_PASS_MAX);
 } xfw_nat_lo_pass SEC(".maps");
-
-/* xfw_nat_tuple_key fills k with p's wire tuple. */
-static __always_inline void xfw_nat_tuple_key(struct xfw_nat_key *k, struct xfw_pkt *p)
-{
-	k->saddr = p->src_lo;
-	k->daddr = p->dst_lo;
-	k->sport = p->sport;
-	k->dport = p->dport;
-	k->proto = p->proto;
-}
 
 /* xfw_nat_in_xdp gives a reply INPUT accepted in a connection whose
  * destination was translated (p tracked in cs) its source back before

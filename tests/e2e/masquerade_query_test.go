@@ -18,12 +18,7 @@ import (
 
 // masqAnyRuleset is TestMasqueradeAnyProtocolAgainstKernel's ruleset; X
 // is the topology's subnet, OUT fw's sink-side interface.
-const masqAnyRuleset = `*nat
-:PREROUTING ACCEPT [0:0]
-:INPUT ACCEPT [0:0]
-:OUTPUT ACCEPT [0:0]
-:POSTROUTING ACCEPT [0:0]
--A POSTROUTING -s 10.X.1.0/24 -o OUT -j MASQUERADE
+const masqAnyRuleset = natTableStart + `-A POSTROUTING -s 10.X.1.0/24 -o OUT -j MASQUERADE
 COMMIT
 *filter
 :INPUT ACCEPT [0:0]

@@ -21,12 +21,7 @@ import (
 
 // masqRuleset is TestMasqueradeAgainstKernel's ruleset; X is the
 // topology's subnet, OUT fw's sink-side interface.
-const masqRuleset = `*nat
-:PREROUTING ACCEPT [0:0]
-:INPUT ACCEPT [0:0]
-:OUTPUT ACCEPT [0:0]
-:POSTROUTING ACCEPT [0:0]
--A POSTROUTING -d 10.X.2.2/32 -p tcp -m tcp --dport 9100 -j SNAT --to-source 10.X.2.1:9101
+const masqRuleset = natTableStart + `-A POSTROUTING -d 10.X.2.2/32 -p tcp -m tcp --dport 9100 -j SNAT --to-source 10.X.2.1:9101
 -A POSTROUTING -o OUT -p tcp -j MASQUERADE
 -A POSTROUTING -o OUT -p udp -j MASQUERADE
 COMMIT

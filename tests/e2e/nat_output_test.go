@@ -20,14 +20,13 @@ import (
 // compared. (filter OUTPUT's -o is the device of the first route in the
 // kernel, the new one in xfw: docs/differences.md.)
 
+// natTableStart opens a nat table with its built-in chains, as
+// iptables-save prints them.
+const natTableStart = "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n"
+
 // natOutputRuleset is TestNatOutputAgainstKernel's ruleset; X is the
 // topology's subnet, FWOUT fw's interface facing sink.
-const natOutputRuleset = `*nat
-:PREROUTING ACCEPT [0:0]
-:INPUT ACCEPT [0:0]
-:OUTPUT ACCEPT [0:0]
-:POSTROUTING ACCEPT [0:0]
--A OUTPUT -d 10.X.1.1/32 -p tcp -m tcp --dport 8090 -j DNAT --to-destination 10.X.2.2:80
+const natOutputRuleset = natTableStart + `-A OUTPUT -d 10.X.1.1/32 -p tcp -m tcp --dport 8090 -j DNAT --to-destination 10.X.2.2:80
 -A OUTPUT -d 10.X.1.2/32 -p tcp -m tcp --dport 8091 -j DNAT --to-destination 10.X.2.2:80
 -A OUTPUT -d 10.X.2.2/32 -p udp -m udp --dport 5390 -j DNAT --to-destination 10.X.2.2:53
 -A OUTPUT -d 10.X.1.1/32 -p tcp -m tcp --dport 8092 -j DNAT --to-destination 10.X.2.2:83
@@ -79,25 +78,36 @@ func natAt(net, host byte, port uint16) func(tp *nettest.Topology) netip.AddrPor
 	}
 }
 
-// natOutputSteps are TestNatOutputAgainstKernel's steps, in order.
-var natOutputSteps = []natStep{
-	{"tcp to fw's own address, translated to sink", outTCP(natAt(1, 1, 8090), natAt(2, 2, 80), false)},
-	{"tcp to gen, translated to sink (another device)", outTCP(natAt(1, 2, 8091), natAt(2, 2, 80), false)},
-	{"udp to sink, another port; the second datagram translated as a later packet", func(t *testing.T, tp *nettest.Topology) string {
+// natUDPEcho sends two datagrams from the client's namespace and source
+// (client) to dst, echoed by a server at sink's port 53, and says what
+// both ends saw.
+func natUDPEcho(client func(tp *nettest.Topology) (string, netip.AddrPort),
+	dst func(tp *nettest.Topology) netip.AddrPort) func(*testing.T, *nettest.Topology) string {
+	return func(t *testing.T, tp *nettest.Topology) string {
 		srv := nettest.StartUDPServer(t, tp.SinkNS, natAt(2, 2, 53)(tp), nettest.Echo())
 		defer srv.Close()
+		ns, src := client(tp)
 		out := ""
 		for i := 0; i < 2; i++ {
-			a := nettest.UDPSend(tp.FwNS, natAt(2, 2, 5390)(tp), []byte("q"),
-				nettest.ExpectReply(), nettest.WithTimeout(2*time.Second),
-				nettest.WithSource(netip.AddrPortFrom(tp.FwOut.IPv4, 40090)))
+			a := nettest.UDPSend(ns, dst(tp), []byte("q"), nettest.ExpectReply(),
+				nettest.WithTimeout(2*time.Second), nettest.WithSource(src))
 			out += fmt.Sprintf("datagram %d: %s reply %q; ", i, a.Outcome, a.Reply)
 		}
 		for _, d := range srv.Wait(2, 2*time.Second) {
 			out += "server saw " + natName(tp, d.From.Addr()) + "; "
 		}
 		return out
-	}},
+	}
+}
+
+// natOutputSteps are TestNatOutputAgainstKernel's steps, in order.
+var natOutputSteps = []natStep{
+	{"tcp to fw's own address, translated to sink", outTCP(natAt(1, 1, 8090), natAt(2, 2, 80), false)},
+	{"tcp to gen, translated to sink (another device)", outTCP(natAt(1, 2, 8091), natAt(2, 2, 80), false)},
+	{"udp to sink, another port; the second datagram translated as a later packet", natUDPEcho(
+		func(tp *nettest.Topology) (string, netip.AddrPort) {
+			return tp.FwNS, netip.AddrPortFrom(tp.FwOut.IPv4, 40090)
+		}, natAt(2, 2, 5390))},
 	{"tcp translated, then rejected in filter OUTPUT: the reset from the original destination", func(t *testing.T, tp *nettest.Topology) string {
 		a := nettest.TCPConnect(tp.FwNS, natAt(1, 1, 8092)(tp), nettest.WithTimeout(2*time.Second))
 		return string(a.Outcome)
