@@ -26,7 +26,9 @@
  *    nat INPUT hook after filter INPUT), and reach it through loopback
  *    with the local route (xfw_nat_in_send): the source may be the
  *    host's own, which input routing refuses from outside; loopback's
- *    XDP lets them pass unjudged (xfw_nat_lo_pass).
+ *    XDP lets them pass unjudged (xfw_nat_lo_pass). So do ICMP errors
+ *    about such a connection, the quoted packet translated back
+ *    (xfw_nat_icmp_in_xdp, nat_icmp.h).
  *  - REDIRECT is compiled to 127.0.0.1 (nf_nat_redirect_ipv4 at
  *    LOCAL_OUT).
  *  - Checksums: at TC the kernel's helpers follow ip_summed
@@ -41,7 +43,7 @@
  * xfw_nat_out_scratch holds the packet's new route from the translation
  * to the send. Addresses and ports host order, as in struct xfw_pkt.
  *
- * Includes: nat.h (its maps and rewrites), local.h (xfw_local_type),
+ * Includes: nat.h (its maps and rewrites), nat_icmp.h, local.h (xfw_local_type),
  * reject_send.h (the XDP metadata's mark, xfw_tc_ingress).
  */
 #ifndef XFW_NAT_OUT_H
@@ -55,6 +57,7 @@
 #include "common.h"
 #include "local.h"
 #include "nat.h"
+#include "nat_icmp.h"
 #include "reject_send.h"
 
 /* skb->tc_index of a translated packet sent on to its new device, judged
@@ -254,17 +257,25 @@ __attribute__((noinline)) int xfw_nat_in_xdp(struct xdp_md *ctx, struct xfw_pkt 
 	struct xfw_rj_meta *m;
 	struct xfw_ct_entry *e;
 	__u32 st, one = 1, *n;
+	int r;
 
-	if (!ctx || !p || !cs || !xfw_nat_enabled() || !xfw_nat_translatable(p))
+	if (!ctx || !p || !cs || !xfw_nat_enabled())
 		return 0;
-	st = p->ct & 7;
-	if (!(p->ct & XFW_CTV_DIR_REPLY) || (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED))
-		return 0;
-	e = xfw_nat_tracked(&cs->key);
-	if (!e || !(e->v.nat_flags & XFW_NAT_F_DST))
-		return 0;
-	if (xfw_nat_rewrite_xdp(ctx, p, 0, e->v.nat_addr, e->v.nat_port))
-		return -1;
+	if (xfw_nat_translatable(p)) {
+		st = p->ct & 7;
+		if (!(p->ct & XFW_CTV_DIR_REPLY) || (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED))
+			return 0;
+		e = xfw_nat_tracked(&cs->key);
+		if (!e || !(e->v.nat_flags & XFW_NAT_F_DST))
+			return 0;
+		if (xfw_nat_rewrite_xdp(ctx, p, 0, e->v.nat_addr, e->v.nat_port))
+			return -1;
+	} else {
+		/* An ICMP error about such a connection (nat_icmp.h). */
+		r = xfw_nat_icmp_in_xdp(ctx, p);
+		if (r <= 0)
+			return r;
+	}
 	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct xfw_rj_meta)))
 		return -1;
 	m = (void *)(long)ctx->data_meta;
@@ -301,7 +312,7 @@ static __always_inline int xfw_nat_lo_passed(struct xfw_pkt *p)
 	struct xfw_nat_key k = {};
 	__u32 *n;
 
-	if (!xfw_nat_enabled() || !xfw_nat_translatable(p))
+	if (!xfw_nat_enabled() || (!xfw_nat_translatable(p) && p->proto != IPPROTO_ICMP))
 		return 0;
 	xfw_nat_tuple_key(&k, p);
 	n = bpf_map_lookup_elem(&xfw_nat_lo_pass, &k);

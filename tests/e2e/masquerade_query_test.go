@@ -45,6 +45,9 @@ var masqAnySteps = []natStep{
 		})
 		a := nettest.Ping(tp.GenNS, tp.Sink.IPv4, nettest.WithTimeout(2*time.Second))
 		out := string(a.Outcome)
+		// Both captures hold their frame before they stop (a loaded
+		// machine delivers them late).
+		sent.WaitFor(func(nettest.Captured) bool { return true }, time.Second)
 		capture.WaitFor(func(nettest.Captured) bool { return true }, time.Second)
 		for _, f := range append(sent.Stop(), capture.Stop()...) {
 			ids = append(ids, echoID(f))

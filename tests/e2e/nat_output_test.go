@@ -31,6 +31,7 @@ const natOutputRuleset = natTableStart + `-A OUTPUT -d 10.X.1.1/32 -p tcp -m tcp
 -A OUTPUT -d 10.X.2.2/32 -p udp -m udp --dport 5390 -j DNAT --to-destination 10.X.2.2:53
 -A OUTPUT -d 10.X.1.1/32 -p tcp -m tcp --dport 8092 -j DNAT --to-destination 10.X.2.2:83
 -A OUTPUT -d 10.X.2.2/32 -p tcp -m tcp --dport 2290 -j REDIRECT --to-ports 7090
+-A OUTPUT -d 10.X.1.1/32 -p udp -m udp --dport 5391 -j DNAT --to-destination 10.X.2.2:54
 -A POSTROUTING -o FWOUT -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN
 -A POSTROUTING -o lo -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN
 -A POSTROUTING -o FWOUT -p udp
@@ -41,6 +42,7 @@ COMMIT
 :OUTPUT ACCEPT [0:0]
 -A INPUT -s 10.X.2.2/32 -p tcp -m tcp --sport 80 --tcp-flags SYN,ACK SYN,ACK
 -A INPUT -s 10.X.2.2/32 -p udp -m udp --sport 53
+-A INPUT -s 10.X.2.2/32 -p icmp -m conntrack --ctstate RELATED
 -A OUTPUT -d 10.X.2.2/32 -p tcp -m tcp --dport 80 -m conntrack --ctstate NEW --ctorigdst 10.X.1.1 --ctorigdstport 8090 -j ACCEPT
 -A OUTPUT -d 10.X.2.2/32 -p tcp -m tcp --dport 80 -m conntrack --ctstate NEW --ctorigdst 10.X.1.2 -j ACCEPT
 -A OUTPUT -d 10.X.2.2/32 -p udp -m udp --dport 53 -m conntrack --ctorigdstport 5390
@@ -108,6 +110,11 @@ var natOutputSteps = []natStep{
 		func(tp *nettest.Topology) (string, netip.AddrPort) {
 			return tp.FwNS, netip.AddrPortFrom(tp.FwOut.IPv4, 40090)
 		}, natAt(2, 2, 5390))},
+	{"udp to fw's own address translated to a closed port of sink: the port unreachable translated back", func(t *testing.T, tp *nettest.Topology) string {
+		a := nettest.UDPSend(tp.FwNS, natAt(1, 1, 5391)(tp), []byte("q"),
+			nettest.ExpectReply(), nettest.WithTimeout(2*time.Second))
+		return string(a.Outcome)
+	}},
 	{"tcp translated, then rejected in filter OUTPUT: the reset from the original destination", func(t *testing.T, tp *nettest.Topology) string {
 		a := nettest.TCPConnect(tp.FwNS, natAt(1, 1, 8092)(tp), nettest.WithTimeout(2*time.Second))
 		return string(a.Outcome)
@@ -131,7 +138,7 @@ func TestNatOutputAgainstKernel(t *testing.T) {
 		return
 	}
 	runNatSteps(t, tw, natOutputSteps)
-	compareNatCounters(t, tw, 8)
+	compareNatCounters(t, tw, 10)
 	compareNatConntrack(t, tw, func(key string, port int) bool {
 		return (key == "sport" || key == "dport") && port >= 32768 && port != 40090
 	}, 4)
