@@ -420,6 +420,8 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 	if (ps->start)
 		local->pos = ps->start - 1; /* a walk resumed after DNAT */
 	local->end = fc->chain_end[chain];
+	if (ps->end)
+		local->end = ps->end - 1; /* a walk stopped before POSTROUTING */
 	/* The route lookups of -m addrtype and the set lookups run here,
 	 * not in xfw_resolve: one call deeper would pass the 512-byte stack
 	 * of the call chain. */

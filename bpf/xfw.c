@@ -416,36 +416,44 @@ __attribute__((noinline)) int xfw_tc_forwarded(struct __sk_buff *skb, struct xfw
 	return xfw_nat_query_fwd_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
 }
 
-/* xfw_tc_out_dnat applies nat OUTPUT's DNAT verdict of a first packet of
- * the host's own (the entry's address and port in st), after its LOG
- * lines were emitted: the translation and the new route (nat_out.h), and
- * the walk of OUTPUT resumed after its nat OUTPUT segment with the new
- * device, as the kernel's filter OUTPUT sees the rerouted packet. Returns
- * the verdict << 32 | the output ifindex; the REJECT type goes to
- * p->reject. A global function. */
-__attribute__((noinline)) __u64 xfw_tc_out_dnat(struct __sk_buff *skb, struct xfw_pkt *p,
-						struct xfw_pending *st, struct xfw_ct_scratch *cs)
+/* xfw_tc_out_walk judges in OUTPUT a packet nat OUTPUT translated and
+ * routed again (nat_out.h), from the walk's start or, for the first
+ * packet (resume), after its nat OUTPUT segment: the OUTPUT chains with
+ * the first route's device (the kernel's hook keeps it), POSTROUTING with
+ * the new route's (oifs: first << 32 | new). The LOG lines before
+ * POSTROUTING are emitted here. Returns the verdict; the REJECT type goes
+ * to p->reject. A global function. */
+__attribute__((noinline)) __u32 xfw_tc_out_walk(struct __sk_buff *skb, struct xfw_xdp_scratch *sc,
+						__u32 resume, __u64 oifs)
 {
 	struct xfw_family_cfg *fc;
-	__u32 slot, rj = 0, verdict, oif;
+	__u32 slot, rj = 0, verdict, post;
 
-	if (!skb || !p || !st || !cs)
-		return (__u64)XFW_ACT_DROP << 32;
-	oif = xfw_nat_out_dnat_tc(skb, p, cs, st->nat_addr, st->nat_port);
-	if (!oif)
-		return (__u64)XFW_ACT_DROP << 32;
-	slot = st->slot;
+	if (!skb || !sc)
+		return XFW_ACT_DROP;
+	slot = sc->st.slot;
 	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
-	if (!fc || !fc->nat_resume[XFW_CHAIN_OUTPUT])
-		return (__u64)XFW_ACT_DROP << 32;
-	st->start = fc->nat_resume[XFW_CHAIN_OUTPUT];
-	verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
-	st->start = 0;
-	/* nat POSTROUTING holds no DNAT (the compiler refuses it). */
+	if (!fc || (resume && !fc->nat_resume[XFW_CHAIN_OUTPUT]))
+		return XFW_ACT_DROP;
+	post = fc->post_start[XFW_CHAIN_OUTPUT];
+	sc->st.start = resume ? fc->nat_resume[XFW_CHAIN_OUTPUT] : 0;
+	sc->st.end = post;
+	verdict = xfw_judge(&sc->p, XFW_CHAIN_OUTPUT, 0, oifs >> 32, &sc->st, &rj);
+	sc->st.end = 0;
+	/* The OUTPUT chains accepted it: POSTROUTING with the new device. */
+	if (verdict == XFW_ACT_ACCEPT && post) {
+		if (sc->st.nlogs)
+			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oifs >> 32);
+		sc->st.start = post;
+		verdict = xfw_judge(&sc->p, XFW_CHAIN_OUTPUT, 0, (__u32)oifs, &sc->st, &rj);
+	}
+	sc->st.start = 0;
+	/* Only the first packet meets nat OUTPUT; POSTROUTING holds no DNAT
+	 * (the compiler refuses it). */
 	if (verdict == XFW_ACT_DNAT)
 		verdict = XFW_ACT_DROP;
-	p->reject = rj;
-	return (__u64)verdict << 32 | oif;
+	sc->p.reject = rj;
+	return verdict;
 }
 
 /* xfw_tc_stack_icmp reports whether skb comes from the stack's own ICMP
@@ -536,16 +544,22 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		xfw_ext6_tc(skb, p, st->slot);
 		xfw_preds_tc(skb, p, st->slot);
 		xfw_hdr4_tc(skb, p, st->slot);
-		verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
+		if (route) {
+			verdict = xfw_tc_out_walk(skb, sc, 0, (__u64)skb->ifindex << 32 | oif);
+			rj = p->reject;
+		} else {
+			verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
+		}
 	}
 	/* nat OUTPUT's DNAT or REDIRECT (nat_out.h). */
 	if (verdict == XFW_ACT_DNAT) {
 		if (st->nlogs)
 			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
 		st->nlogs = 0;
-		route = xfw_tc_out_dnat(skb, p, st, cs);
-		verdict = route >> 32;
-		oif = (__u32)route;
+		route = cs ? xfw_nat_out_dnat_tc(skb, p, cs, st->nat_addr, st->nat_port) : 0;
+		verdict = route ? xfw_tc_out_walk(skb, sc, 1, (__u64)oif << 32 | route) : XFW_ACT_DROP;
+		if (route)
+			oif = route;
 		rj = p->reject;
 	}
 	/* nat POSTROUTING's SNAT or MASQUERADE (nat_snat.h). */

@@ -229,6 +229,10 @@ struct xfw_family_cfg {
 	 * PREROUTING segment, where a walk resumes after a DNAT changed the
 	 * route (0: no such segment). */
 	__u32 nat_resume[XFW_NCHAINS];
+	/* nat OUTPUT's DNAT (nat_out.h): per chain, 1 + the entry of the
+	 * walk's first POSTROUTING segment (0: none), where a rerouted
+	 * packet's new output device takes over. */
+	__u32 post_start[XFW_NCHAINS];
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid

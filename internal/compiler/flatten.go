@@ -100,6 +100,9 @@ type flattener struct {
 	// (nat_output.go).
 	natOutput bool
 	natResume [NumChains]uint32
+	// postStart are the walks' first POSTROUTING positions
+	// (Layout.PostStart).
+	postStart [NumChains]uint32
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with

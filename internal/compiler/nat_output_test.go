@@ -54,7 +54,8 @@ func TestDockerRuleset(t *testing.T) {
 
 // TestNatOutputEntries checks DNAT and REDIRECT in nat OUTPUT: entries of
 // the OUTPUT walk before its resume position, REDIRECT to 127.0.0.1
-// (nf_nat_redirect_ipv4 at LOCAL_OUT), to any destination.
+// (nf_nat_redirect_ipv4 at LOCAL_OUT), to any destination; POSTROUTING's
+// start after the resume position.
 func TestNatOutputEntries(t *testing.T) {
 	for _, tc := range []struct {
 		rules []string
@@ -88,6 +89,10 @@ func TestNatOutputEntries(t *testing.T) {
 			if g.Entries[i].Action == ActDNAT && i >= r-1 {
 				t.Errorf("%q: DNAT entry %d after OUTPUT's resume position %d", tc.rules, i, r-1)
 			}
+		}
+		// POSTROUTING (nat's, at least) follows the OUTPUT chains.
+		if p := g.Layout.PostStart[ChainOutput]; p <= r || p-1 >= end {
+			t.Errorf("%q: OUTPUT's POSTROUTING start %d outside (%d,%d)", tc.rules, p, r, end)
 		}
 	}
 }

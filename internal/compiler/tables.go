@@ -218,6 +218,9 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	t := rs.TableByName(tc.table)
 	c := t.Chain(tc.chain)
 	first := len(fl.entries)
+	if tc.chain == ir.ChainPostrouting && fl.postStart[hook] == 0 {
+		fl.postStart[hook] = uint32(first) + 1
+	}
 	exit := &label{}
 	savedRS, savedAccept, savedView := fl.rs, fl.acceptTo, fl.logView
 	defer func() { fl.rs, fl.acceptTo, fl.logView = savedRS, savedAccept, savedView }()

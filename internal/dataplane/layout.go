@@ -98,6 +98,9 @@ type bpfFamilyCfg struct {
 	// NatResume are the walks' resume positions after a DNAT
 	// (compiler.Layout.NatResume).
 	NatResume [compiler.NumChains]uint32
+	// PostStart are the walks' first POSTROUTING positions
+	// (compiler.Layout.PostStart).
+	PostStart [compiler.NumChains]uint32
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
@@ -183,6 +186,7 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 		}
 	}
 	c.NatResume = g.Layout.NatResume
+	c.PostStart = g.Layout.PostStart
 	fillExt6(&c, g.Ext6Conds())
 	fillHdr4(&c, g.Hdr4Conds())
 	for f := compiler.Field(0); f < bpfNumFields; f++ {

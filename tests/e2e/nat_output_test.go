@@ -15,17 +15,16 @@ import (
 // translated to sink or to fw's loopback, through xfw and through
 // iptables-legacy in twin topologies; what the clients and servers saw,
 // the counters of the nat table (POSTROUTING with the new output device)
-// and of filter's rules that see the translated packet (OUTPUT, INPUT
-// the reply before its source is translated back) and `conntrack -L`,
-// compared. (filter OUTPUT's -o is the device of the first route in the
-// kernel, the new one in xfw: docs/differences.md.)
+// and of filter's rules that see the translated packet (OUTPUT with the
+// first route's device, as the kernel's hook keeps it; INPUT the reply
+// before its source is translated back) and `conntrack -L`, compared.
 
 // natTableStart opens a nat table with its built-in chains, as
 // iptables-save prints them.
 const natTableStart = "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n"
 
 // natOutputRuleset is TestNatOutputAgainstKernel's ruleset; X is the
-// topology's subnet, FWOUT fw's interface facing sink.
+// topology's subnet, FWOUT and FWIN fw's interfaces facing sink and gen.
 const natOutputRuleset = natTableStart + `-A OUTPUT -d 10.X.1.1/32 -p tcp -m tcp --dport 8090 -j DNAT --to-destination 10.X.2.2:80
 -A OUTPUT -d 10.X.1.2/32 -p tcp -m tcp --dport 8091 -j DNAT --to-destination 10.X.2.2:80
 -A OUTPUT -d 10.X.2.2/32 -p udp -m udp --dport 5390 -j DNAT --to-destination 10.X.2.2:53
@@ -43,11 +42,13 @@ COMMIT
 -A INPUT -s 10.X.2.2/32 -p tcp -m tcp --sport 80 --tcp-flags SYN,ACK SYN,ACK
 -A INPUT -s 10.X.2.2/32 -p udp -m udp --sport 53
 -A INPUT -s 10.X.2.2/32 -p icmp -m conntrack --ctstate RELATED
--A OUTPUT -d 10.X.2.2/32 -p tcp -m tcp --dport 80 -m conntrack --ctstate NEW --ctorigdst 10.X.1.1 --ctorigdstport 8090 -j ACCEPT
--A OUTPUT -d 10.X.2.2/32 -p tcp -m tcp --dport 80 -m conntrack --ctstate NEW --ctorigdst 10.X.1.2 -j ACCEPT
+-A OUTPUT -d 10.X.2.2/32 -o FWOUT -p tcp -m tcp --dport 80
+-A OUTPUT -d 10.X.2.2/32 -o lo -p tcp -m tcp --dport 80 -m conntrack --ctstate NEW --ctorigdst 10.X.1.1 --ctorigdstport 8090 -j ACCEPT
+-A OUTPUT -d 10.X.2.2/32 -o FWIN -p tcp -m tcp --dport 80 -m conntrack --ctstate NEW --ctorigdst 10.X.1.2 -j ACCEPT
+-A OUTPUT -d 10.X.2.2/32 -o lo -p tcp -m tcp --dport 80
 -A OUTPUT -d 10.X.2.2/32 -p udp -m udp --dport 53 -m conntrack --ctorigdstport 5390
 -A OUTPUT -d 10.X.2.2/32 -p tcp -m tcp --dport 83 -j REJECT --reject-with tcp-reset
--A OUTPUT -d 127.0.0.1/32 -p tcp -m tcp --dport 7090 -m conntrack --ctstate NEW
+-A OUTPUT -d 127.0.0.1/32 -o FWOUT -p tcp -m tcp --dport 7090 -m conntrack --ctstate NEW
 COMMIT
 `
 
@@ -132,7 +133,8 @@ func TestNatOutputAgainstKernel(t *testing.T) {
 	tw := newTwins(t, xfwPath(t))
 	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
 		rules := strings.ReplaceAll(natOutputRuleset, "10.X.", fmt.Sprintf("10.%d.", tp.Subnet))
-		fw.restore(t, tp, 4, strings.ReplaceAll(rules, "FWOUT", tp.FwOut.Ifname))
+		rules = strings.NewReplacer("FWOUT", tp.FwOut.Ifname, "FWIN", tp.FwIn.Ifname).Replace(rules)
+		fw.restore(t, tp, 4, rules)
 	})
 	if t.Failed() {
 		return
