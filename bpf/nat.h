@@ -591,7 +591,16 @@ __attribute__((noinline)) int xfw_nat_post_tc(struct __sk_buff *skb, struct xfw_
 
 	if (!skb || !p || !cs || !xfw_nat_translatable(p) || !xfw_nat_own_src(p, cs, &to))
 		return 0;
-	return xfw_nat_rewrite_tc(skb, p, 0, to >> 16, to & 0xffff);
+	if (xfw_nat_rewrite_tc(skb, p, 0, to >> 16, to & 0xffff))
+		return -1;
+	/* Loopback brings it in again under a tuple no connection is keyed
+	 * by (the reply of a REDIRECT in nat OUTPUT): its connection facts go
+	 * to loopback's INPUT by the loopback handoff (ct_track.h). */
+	if (skb->ifindex == XFW_LOOPBACK_IFINDEX) {
+		xfw_ct_load_tc(skb, p, cs);
+		xfw_ct_lo_put(p, cs);
+	}
+	return 0;
 }
 
 #endif /* XFW_NAT_H */

@@ -320,8 +320,10 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		xfw_nat_undo_xdp(ctx, p);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
-		/* A reply in a connection nat OUTPUT translated (nat_out.h). */
-		if (cs && chain == XFW_CHAIN_INPUT && xfw_nat_in_xdp(ctx, p, cs) < 0)
+		/* A reply in a connection nat OUTPUT translated (nat_out.h);
+		 * loopback's were translated as they left by it. */
+		if (cs && chain == XFW_CHAIN_INPUT && iif != XFW_LOOPBACK_IFINDEX &&
+		    xfw_nat_in_xdp(ctx, p, cs) < 0)
 			return XDP_DROP;
 		return XDP_PASS;
 	case XFW_ACT_REJECT:

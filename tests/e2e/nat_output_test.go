@@ -42,6 +42,7 @@ COMMIT
 -A INPUT -s 10.X.2.2/32 -p tcp -m tcp --sport 80 --tcp-flags SYN,ACK SYN,ACK
 -A INPUT -s 10.X.2.2/32 -p udp -m udp --sport 53
 -A INPUT -s 10.X.2.2/32 -p icmp -m conntrack --ctstate RELATED
+-A INPUT -s 10.X.2.2/32 -i lo -p tcp -m tcp --sport 2290 --tcp-flags SYN,ACK SYN,ACK -m conntrack ! --ctstate INVALID
 -A OUTPUT -d 10.X.2.2/32 -o FWOUT -p tcp -m tcp --dport 80
 -A OUTPUT -d 10.X.2.2/32 -o lo -p tcp -m tcp --dport 80 -m conntrack --ctstate NEW --ctorigdst 10.X.1.1 --ctorigdstport 8090 -j ACCEPT
 -A OUTPUT -d 10.X.2.2/32 -o FWIN -p tcp -m tcp --dport 80 -m conntrack --ctstate NEW --ctorigdst 10.X.1.2 -j ACCEPT
@@ -140,7 +141,7 @@ func TestNatOutputAgainstKernel(t *testing.T) {
 		return
 	}
 	runNatSteps(t, tw, natOutputSteps)
-	compareNatCounters(t, tw, 10)
+	compareNatCounters(t, tw, 11)
 	compareNatConntrack(t, tw, func(key string, port int) bool {
 		return (key == "sport" || key == "dport") && port >= 32768 && port != 40090
 	}, 4)
