@@ -421,6 +421,8 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 	if (ps->start)
 		local->pos = ps->start - 1; /* a walk resumed after DNAT */
 	local->end = fc->chain_end[chain];
+	if (ps->end)
+		local->end = ps->end - 1; /* a walk stopped before POSTROUTING */
 	/* An empty chain (or a walk resumed at its end): the policy decides,
 	 * with no field, set or class lookup (the walk would end at once). */
 	if (local->pos >= local->end) {

@@ -42,7 +42,9 @@ struct xfw_pending {
 	__u32 start;
 	__u32 nat_addr;
 	__u32 nat_port;
-	__u32 pad;
+	/* nat OUTPUT's DNAT (nat_out.h): 1 + the entry the walk stops
+	 * before (0: the chain's end), set by the hook. */
+	__u32 end;
 };
 
 /* The walk's state (classify.h): in the hook's per-CPU scratch

@@ -350,6 +350,36 @@ static __always_inline int xfw_nat_owns(struct xfw_ct_val *v, __u32 kind, __u32 
 	return v->snat_addr == addr && v->snat_port == port;
 }
 
+/* xfw_nat_tuple_key fills k with p's wire tuple. */
+static __always_inline void xfw_nat_tuple_key(struct xfw_nat_key *k, struct xfw_pkt *p)
+{
+	k->saddr = p->src_lo;
+	k->daddr = p->dst_lo;
+	k->sport = p->sport;
+	k->dport = p->dport;
+	k->proto = p->proto;
+}
+
+/* xfw_nat_live returns the translation of p's wire tuple (left in k)
+ * whose connection still holds it, or 0; a mapping outliving its
+ * connection is deleted (the packet opens a new one). */
+static __always_inline struct xfw_nat_val *xfw_nat_live(struct xfw_nat_key *k, struct xfw_pkt *p)
+{
+	struct xfw_nat_val *v;
+	struct xfw_ct_entry *e;
+
+	xfw_nat_tuple_key(k, p);
+	v = bpf_map_lookup_elem(&xfw_nat, k);
+	if (!v)
+		return 0;
+	e = xfw_nat_conn(&v->ct);
+	if (!e || !xfw_nat_owns(&e->v, v->kind, k->daddr, k->dport)) {
+		bpf_map_delete_elem(&xfw_nat, k);
+		return 0;
+	}
+	return v;
+}
+
 /* xfw_nat_pre_xdp translates, before the route lookup, the destination of
  * a packet of a translated connection: a DNAT's original direction, an
  * SNAT's replies (the kernel's PREROUTING). Returns 1 when it did. A
@@ -358,39 +388,65 @@ __attribute__((noinline)) int xfw_nat_pre_xdp(struct xdp_md *ctx, struct xfw_pkt
 {
 	struct xfw_nat_key k = {};
 	struct xfw_nat_val *v;
-	struct xfw_ct_entry *e;
 
 	if (!ctx || !p || !xfw_nat_enabled() || !xfw_nat_translatable(p))
 		return 0;
-	k.saddr = p->src_lo;
-	k.daddr = p->dst_lo;
-	k.sport = p->sport;
-	k.dport = p->dport;
-	k.proto = p->proto;
-	v = bpf_map_lookup_elem(&xfw_nat, &k);
+	v = xfw_nat_live(&k, p);
 	if (!v)
 		return 0;
-	e = xfw_nat_conn(&v->ct);
-	if (!e || !xfw_nat_owns(&e->v, v->kind, k.daddr, k.dport)) {
-		/* Its connection is gone: the packet opens a new one. */
-		bpf_map_delete_elem(&xfw_nat, &k);
-		return 0;
-	}
 	return xfw_nat_rewrite_xdp(ctx, p, 1, v->to_addr, v->to_port) == 0;
 }
 
+/* xfw_nat_dnat_prep readies the DNAT of a connection's first packet p (cs:
+ * its tracking, a new connection pending) to addr:port (port 0 keeps the
+ * port): the mapping waits in np for xfw_nat_confirm, the connection is
+ * rekeyed to the translated tuple, which keeps the original destination.
+ * The caller rewrites the packet, then marks np pending. Returns 0, or -1
+ * when the packet must be dropped (not translatable, a clash). */
+static __always_inline int xfw_nat_dnat_prep(struct xfw_pkt *p, struct xfw_ct_scratch *cs,
+					     struct xfw_nat_pend *np, __u32 addr, __u32 port)
+{
+	int srcb;
+
+	if (!xfw_nat_translatable(p) || cs->pending != XFW_CTP_CREATE)
+		return -1;
+	if (!port)
+		port = p->dport;
+	__builtin_memset(&np->key[XFW_NAT_PD], 0, sizeof(np->key[XFW_NAT_PD]));
+	np->key[XFW_NAT_PD].saddr = p->src_lo;
+	np->key[XFW_NAT_PD].daddr = p->dst_lo;
+	np->key[XFW_NAT_PD].sport = p->sport;
+	np->key[XFW_NAT_PD].dport = p->dport;
+	np->key[XFW_NAT_PD].proto = p->proto;
+	srcb = xfw_ct_mkkey(&np->val[XFW_NAT_PD].ct, 0, p->proto, 0, p->src_lo, p->sport, 0, addr, port);
+	if (xfw_nat_conn(&np->val[XFW_NAT_PD].ct))
+		return -1; /* the translated tuple is taken */
+	np->val[XFW_NAT_PD].to_addr = addr;
+	np->val[XFW_NAT_PD].to_port = port;
+	np->val[XFW_NAT_PD].kind = XFW_NAT_F_DST;
+	np->val[XFW_NAT_PD].pad = 0;
+	cs->nv.nat_addr = p->dst_lo;
+	cs->nv.nat_port = p->dport;
+	cs->nv.nat_flags = XFW_NAT_F_DST;
+	cs->key = np->val[XFW_NAT_PD].ct;
+	p->ct_rsport = port; /* the reply tuple comes from the new port */
+	if (srcb)
+		cs->nv.status |= XFW_CTST_ORIG_B;
+	else
+		cs->nv.status &= ~XFW_CTST_ORIG_B;
+	return 0;
+}
+
 /* xfw_nat_dnat_xdp applies a DNAT verdict to a connection's first packet
- * (cs: its tracking, a new connection pending): the connection is rekeyed
- * to the translated tuple, which keeps the original destination, the
- * packet translated, the mapping left for xfw_nat_confirm. port 0 keeps
- * the port. Returns 0, or -1 when the packet must be dropped (not
- * translatable, a clash, a failed write). A global function. */
+ * (cs: its tracking, a new connection pending): xfw_nat_dnat_prep, then
+ * the packet translated. port 0 keeps the port. Returns 0, or -1 when
+ * the packet must be dropped (not translatable, a clash, a failed write).
+ * A global function. */
 __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
 					       struct xfw_ct_scratch *cs, __u32 addr, __u32 port)
 {
 	__u32 zero = 0;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
-	int srcb;
 
 	if (!ctx || !p || !cs || !np)
 		return -1;
@@ -413,34 +469,12 @@ __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pk
 			return -1; /* no address: the kernel drops it */
 		addr = *a;
 	}
-	if (!xfw_nat_translatable(p) || cs->pending != XFW_CTP_CREATE)
-		return -1;
 	if (!port)
 		port = p->dport;
-	__builtin_memset(&np->key[XFW_NAT_PD], 0, sizeof(np->key[XFW_NAT_PD]));
-	np->key[XFW_NAT_PD].saddr = p->src_lo;
-	np->key[XFW_NAT_PD].daddr = p->dst_lo;
-	np->key[XFW_NAT_PD].sport = p->sport;
-	np->key[XFW_NAT_PD].dport = p->dport;
-	np->key[XFW_NAT_PD].proto = p->proto;
-	srcb = xfw_ct_mkkey(&np->val[XFW_NAT_PD].ct, 0, p->proto, 0, p->src_lo, p->sport, 0, addr, port);
-	if (xfw_nat_conn(&np->val[XFW_NAT_PD].ct))
-		return -1; /* the translated tuple is taken */
-	np->val[XFW_NAT_PD].to_addr = addr;
-	np->val[XFW_NAT_PD].to_port = port;
-	np->val[XFW_NAT_PD].kind = XFW_NAT_F_DST;
-	np->val[XFW_NAT_PD].pad = 0;
-	cs->nv.nat_addr = p->dst_lo;
-	cs->nv.nat_port = p->dport;
-	cs->nv.nat_flags = XFW_NAT_F_DST;
+	if (xfw_nat_dnat_prep(p, cs, np, addr, port))
+		return -1;
 	if (xfw_nat_rewrite_xdp(ctx, p, 1, addr, port))
 		return -1;
-	cs->key = np->val[XFW_NAT_PD].ct;
-	p->ct_rsport = port; /* the reply tuple comes from the new port */
-	if (srcb)
-		cs->nv.status |= XFW_CTST_ORIG_B;
-	else
-		cs->nv.status &= ~XFW_CTST_ORIG_B;
 	np->pending = XFW_NAT_F_DST;
 	return 0;
 }
@@ -530,6 +564,21 @@ __attribute__((noinline)) int xfw_nat_fwd_tc(struct __sk_buff *skb, struct xfw_p
 	return xfw_nat_rewrite_tc(skb, p, 0, to >> 16, to & 0xffff);
 }
 
+/* xfw_nat_own_src returns in *to (addr << 16 | port) the source an
+ * accepted packet of the host's own (p, tracked in cs) takes as it leaves
+ * after OUTPUT: a reply in a DNAT connection its original destination, an
+ * SNAT connection's packet the new source. Returns 1 when there is one. */
+static __always_inline int xfw_nat_own_src(struct xfw_pkt *p, struct xfw_ct_scratch *cs, __u64 *to)
+{
+	struct xfw_ct_entry *e;
+	__u32 st = p->ct & 7;
+
+	if (!xfw_nat_enabled() || (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED))
+		return 0;
+	e = xfw_nat_tracked(&cs->key);
+	return e && xfw_nat_src_of(e, !!(p->ct & XFW_CTV_DIR_REPLY), to);
+}
+
 /* xfw_nat_post_tc gives an accepted packet of the host's own, at TC egress
  * after OUTPUT, its translated source: a reply in a DNAT connection its
  * original destination, an SNAT connection's packet the new source.
@@ -538,19 +587,20 @@ __attribute__((noinline)) int xfw_nat_fwd_tc(struct __sk_buff *skb, struct xfw_p
 __attribute__((noinline)) int xfw_nat_post_tc(struct __sk_buff *skb, struct xfw_pkt *p,
 					      struct xfw_ct_scratch *cs)
 {
-	struct xfw_ct_entry *e;
-	__u32 st;
 	__u64 to = 0;
 
-	if (!skb || !p || !cs || !xfw_nat_enabled() || !xfw_nat_translatable(p))
+	if (!skb || !p || !cs || !xfw_nat_translatable(p) || !xfw_nat_own_src(p, cs, &to))
 		return 0;
-	st = p->ct & 7;
-	if (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED)
-		return 0;
-	e = xfw_nat_tracked(&cs->key);
-	if (!e || !xfw_nat_src_of(e, !!(p->ct & XFW_CTV_DIR_REPLY), &to))
-		return 0;
-	return xfw_nat_rewrite_tc(skb, p, 0, to >> 16, to & 0xffff);
+	if (xfw_nat_rewrite_tc(skb, p, 0, to >> 16, to & 0xffff))
+		return -1;
+	/* Loopback brings it in again under a tuple no connection is keyed
+	 * by (the reply of a REDIRECT in nat OUTPUT): its connection facts go
+	 * to loopback's INPUT by the loopback handoff (ct_track.h). */
+	if (skb->ifindex == XFW_LOOPBACK_IFINDEX) {
+		xfw_ct_load_tc(skb, p, cs);
+		xfw_ct_lo_put(p, cs);
+	}
+	return 0;
 }
 
 #endif /* XFW_NAT_H */

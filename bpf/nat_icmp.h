@@ -10,19 +10,23 @@
  *
  * Scope: IPv4 errors quoting an IPv4 header without options and a TCP or
  * UDP header (a TCP header cut short keeps its checksum, as the kernel's
- * tcp_manip_pkt does). Errors the host sends itself about a translated
- * packet are not translated (docs/differences.md).
+ * tcp_manip_pkt does). An error coming back to the host about its own
+ * packet nat OUTPUT translated is translated after INPUT
+ * (xfw_nat_icmp_in_xdp, delivered by nat_out.h). Errors the host sends
+ * itself about a translated packet are not translated
+ * (docs/differences.md).
  *
  * Conventions: the quoted bytes are copied into the per-CPU scratch
  * (xfw_nat_pend), rewritten there, and the ICMP checksum updated by their
  * difference (bpf_csum_diff).
  *
- * Includes: nat.h.
+ * Includes: nat.h, nat_query.h.
  */
 #ifndef XFW_NAT_ICMP_H
 #define XFW_NAT_ICMP_H
 
 #include "nat.h"
+#include "nat_query.h"
 
 /* Offsets in the quoted headers. */
 #define XFW_NQ_CSUM 10      /* the quoted IPv4 checksum */
@@ -151,6 +155,83 @@ __attribute__((noinline)) int xfw_nat_icmp_tc(struct __sk_buff *skb, struct xfw_
 	return 0;
 }
 
+/* xfw_nat_quote_store_xdp writes the translated quote of n bytes
+ * (np->icmp_new) into the ICMP error p and updates its checksum by the
+ * change. Returns 0, or -1 when a write failed. */
+static __always_inline int xfw_nat_quote_store_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
+						   struct xfw_nat_pend *np, __u32 n)
+{
+	__u32 in = p->l4_off + XFW_NQ_ICMP_HLEN, f;
+	__u8 hdr[4];
+	__s64 diff;
+
+	if (n == XFW_NAT_QUOTE) {
+		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_NAT_QUOTE, (__be32 *)np->icmp_new,
+				     XFW_NAT_QUOTE, 0);
+		if (bpf_xdp_store_bytes(ctx, in, np->icmp_new, XFW_NAT_QUOTE))
+			return -1;
+	} else {
+		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_NAT_QUOTE_UDP, (__be32 *)np->icmp_new,
+				     XFW_NAT_QUOTE_UDP, 0);
+		if (bpf_xdp_store_bytes(ctx, in, np->icmp_new, XFW_NAT_QUOTE_UDP))
+			return -1;
+	}
+	/* The ICMP checksum (no pseudo-header) by the quoted bytes' change:
+	 * bpf_csum_diff sums the bytes as the host reads 16-bit words, so
+	 * its folded sum is in host byte order. */
+	if (diff < 0 || bpf_xdp_load_bytes(ctx, p->l4_off, hdr, 4))
+		return -1;
+	f = (~xfw_nat_rd16(hdr, XFW_NQ_ICMP_CSUM) & 0xffff) + bpf_ntohs(xfw_nat_fold((__u32)diff));
+	xfw_nat_wr16(hdr, XFW_NQ_ICMP_CSUM, ~xfw_nat_fold(f));
+	return bpf_xdp_store_bytes(ctx, p->l4_off, hdr, 4) ? -1 : 0;
+}
+
+/* xfw_nat_quote_load_xdp copies the quoted headers of ICMP error p into
+ * np->icmp_old (n: the bytes, a TCP header cut short: the UDP length) and
+ * returns the quoted protocol, or 0 when p is no IPv4 error quoting TCP
+ * or UDP. */
+static __always_inline __u32 xfw_nat_quote_load_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
+						    struct xfw_nat_pend *np, __u32 *n)
+{
+	__u32 in = p->l4_off + XFW_NQ_ICMP_HLEN, proto;
+
+	if (p->fam != 0 || p->icmp > 0xffff || !p->l4_off || !xfw_icmp_is_err(p->icmp >> 8) ||
+	    p->fragmented)
+		return 0;
+	if (bpf_xdp_load_bytes(ctx, in, np->icmp_old, XFW_NAT_QUOTE_UDP))
+		return 0;
+	proto = xfw_nat_quote_proto(np);
+	if (!proto)
+		return 0;
+	*n = XFW_NAT_QUOTE;
+	if (proto == IPPROTO_UDP || bpf_xdp_load_bytes(ctx, in, np->icmp_old, XFW_NAT_QUOTE))
+		*n = XFW_NAT_QUOTE_UDP;
+	return proto;
+}
+
+/* xfw_nat_addr_xdp gives p its destination (dst 1) or source address
+ * addr, the IPv4 checksum updated. Returns 0, or -1 when a write failed. */
+static __always_inline int xfw_nat_addr_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 dst,
+					    __u32 addr)
+{
+	__u32 off = dst ? 6 : 2, old = dst ? p->dst_lo : p->src_lo, f;
+	__u8 hdr[XFW_NAT_IP_LEN];
+
+	if (bpf_xdp_load_bytes(ctx, p->l3_off + XFW_NAT_IP_OFF, hdr, XFW_NAT_IP_LEN))
+		return -1;
+	f = (~xfw_nat_rd16(hdr, 0) & 0xffff) + xfw_nat_diff32(old, addr);
+	xfw_nat_wr16(hdr, 0, ~xfw_nat_fold(f));
+	xfw_nat_wr16(hdr, off, addr >> 16);
+	xfw_nat_wr16(hdr, off + 2, addr);
+	if (bpf_xdp_store_bytes(ctx, p->l3_off + XFW_NAT_IP_OFF, hdr, XFW_NAT_IP_LEN))
+		return -1;
+	if (dst)
+		p->dst_lo = addr;
+	else
+		p->src_lo = addr;
+	return 0;
+}
+
 /* xfw_nat_icmp_pre_xdp translates, before the route lookup, an ICMP
  * error (p) about an SNAT connection coming back to the translated
  * source: the quoted packet gets its original source back, the error its
@@ -158,25 +239,17 @@ __attribute__((noinline)) int xfw_nat_icmp_tc(struct __sk_buff *skb, struct xfw_
  * A global function. */
 __attribute__((noinline)) int xfw_nat_icmp_pre_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
 {
-	__u32 zero = 0, in, n = XFW_NAT_QUOTE, csum, f, proto;
+	__u32 zero = 0, n, csum, proto;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	struct xfw_nat_key k = {};
 	struct xfw_nat_val *v;
 	struct xfw_ct_entry *e;
-	__u8 hdr[XFW_NAT_IP_LEN];
-	__s64 diff;
 
-	if (!ctx || !p || !np || p->fam != 0 || p->icmp > 0xffff || !p->l4_off ||
-	    !xfw_icmp_is_err(p->icmp >> 8) || p->fragmented || !xfw_nat_enabled())
+	if (!ctx || !p || !np || !xfw_nat_enabled())
 		return 0;
-	in = p->l4_off + XFW_NQ_ICMP_HLEN;
-	if (bpf_xdp_load_bytes(ctx, in, np->icmp_old, XFW_NAT_QUOTE_UDP))
-		return 0;
-	proto = xfw_nat_quote_proto(np);
+	proto = xfw_nat_quote_load_xdp(ctx, p, np, &n);
 	if (!proto)
 		return 0;
-	if (proto == IPPROTO_UDP || bpf_xdp_load_bytes(ctx, in, np->icmp_old, XFW_NAT_QUOTE))
-		n = XFW_NAT_QUOTE_UDP;
 	csum = xfw_nat_quote_csum(proto, n == XFW_NAT_QUOTE);
 	/* The quoted packet left translated: its reply's wire tuple is the
 	 * mapping's key. */
@@ -193,36 +266,44 @@ __attribute__((noinline)) int xfw_nat_icmp_pre_xdp(struct xdp_md *ctx, struct xf
 		return 0;
 	__builtin_memcpy(np->icmp_new, np->icmp_old, XFW_NAT_QUOTE);
 	xfw_nat_quote_fix(np, csum, 0, v->to_addr, v->to_port);
-	if (n == XFW_NAT_QUOTE) {
-		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_NAT_QUOTE, (__be32 *)np->icmp_new,
-				     XFW_NAT_QUOTE, 0);
-		if (bpf_xdp_store_bytes(ctx, in, np->icmp_new, XFW_NAT_QUOTE))
-			return 0;
-	} else {
-		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_NAT_QUOTE_UDP, (__be32 *)np->icmp_new,
-				     XFW_NAT_QUOTE_UDP, 0);
-		if (bpf_xdp_store_bytes(ctx, in, np->icmp_new, XFW_NAT_QUOTE_UDP))
-			return 0;
-	}
-	/* The ICMP checksum (no pseudo-header) by the quoted bytes' change:
-	 * bpf_csum_diff sums the bytes as the host reads 16-bit words, so
-	 * its folded sum is in host byte order. */
-	if (diff < 0 || bpf_xdp_load_bytes(ctx, p->l4_off, hdr, 4))
-		return 0;
-	f = (~xfw_nat_rd16(hdr, XFW_NQ_ICMP_CSUM) & 0xffff) + bpf_ntohs(xfw_nat_fold((__u32)diff));
-	xfw_nat_wr16(hdr, XFW_NQ_ICMP_CSUM, ~xfw_nat_fold(f));
-	if (bpf_xdp_store_bytes(ctx, p->l4_off, hdr, 4))
-		return 0;
 	/* The error goes to the original source. */
-	if (bpf_xdp_load_bytes(ctx, p->l3_off + XFW_NAT_IP_OFF, hdr, XFW_NAT_IP_LEN))
+	if (xfw_nat_quote_store_xdp(ctx, p, np, n) || xfw_nat_addr_xdp(ctx, p, 1, v->to_addr))
 		return 0;
-	f = (~xfw_nat_rd16(hdr, 0) & 0xffff) + xfw_nat_diff32(p->dst_lo, v->to_addr);
-	xfw_nat_wr16(hdr, 0, ~xfw_nat_fold(f));
-	xfw_nat_wr16(hdr, 6, v->to_addr >> 16);
-	xfw_nat_wr16(hdr, 8, v->to_addr);
-	if (bpf_xdp_store_bytes(ctx, p->l3_off + XFW_NAT_IP_OFF, hdr, XFW_NAT_IP_LEN))
+	return 1;
+}
+
+/* xfw_nat_icmp_in_xdp translates, after INPUT accepted it, an ICMP error
+ * (p) about a connection of the host's own that nat OUTPUT translated (a
+ * DNAT connection whose quoted packet went the original way): the quoted
+ * packet gets its original destination back, the error its source, as
+ * the kernel's nat INPUT hook (nf_nat_icmp_reply_translation). Returns 1
+ * when it did, 0 when p is no such error, -1 when a write failed. A
+ * global function (nat_out.h delivers the error). */
+__attribute__((noinline)) int xfw_nat_icmp_in_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
+{
+	__u32 zero = 0, n, csum, proto, isrc, idst;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_ct_entry *e;
+	int srcb;
+
+	if (!ctx || !p || !np)
 		return 0;
-	p->dst_lo = v->to_addr;
+	proto = xfw_nat_quote_load_xdp(ctx, p, np, &n);
+	if (!proto)
+		return 0;
+	csum = xfw_nat_quote_csum(proto, n == XFW_NAT_QUOTE);
+	isrc = xfw_nat_rd16(np->icmp_old, XFW_NQ_SADDR) << 16 | xfw_nat_rd16(np->icmp_old, XFW_NQ_SADDR + 2);
+	idst = xfw_nat_rd16(np->icmp_old, XFW_NQ_DADDR) << 16 | xfw_nat_rd16(np->icmp_old, XFW_NQ_DADDR + 2);
+	srcb = xfw_ct_mkkey(&np->fwd, 0, proto, 0, isrc, xfw_nat_rd16(np->icmp_old, XFW_NQ_L4), 0, idst,
+			    xfw_nat_rd16(np->icmp_old, XFW_NQ_L4 + 2));
+	e = xfw_nat_tracked(&np->fwd);
+	if (!e || !(e->v.nat_flags & XFW_NAT_F_DST) || srcb != !!(e->v.status & XFW_CTST_ORIG_B))
+		return 0;
+	__builtin_memcpy(np->icmp_new, np->icmp_old, XFW_NAT_QUOTE);
+	xfw_nat_quote_fix(np, csum, 1, e->v.nat_addr, e->v.nat_port);
+	/* The error comes from the original destination. */
+	if (xfw_nat_quote_store_xdp(ctx, p, np, n) || xfw_nat_addr_xdp(ctx, p, 0, e->v.nat_addr))
+		return -1;
 	return 1;
 }
 
@@ -231,10 +312,12 @@ __attribute__((noinline)) int xfw_nat_icmp_pre_xdp(struct xdp_md *ctx, struct xf
  * error xfw_nat_icmp_pre_xdp. */
 static __always_inline void xfw_nat_pre(struct xdp_md *ctx, struct xfw_pkt *p)
 {
-	if (p->proto == IPPROTO_ICMP)
+	if (xfw_nat_translatable(p))
+		xfw_nat_pre_xdp(ctx, p);
+	else if (p->proto == IPPROTO_ICMP && p->icmp <= 0xffff && xfw_icmp_is_err(p->icmp >> 8))
 		xfw_nat_icmp_pre_xdp(ctx, p);
 	else
-		xfw_nat_pre_xdp(ctx, p);
+		xfw_nat_query_pre_xdp(ctx, p); /* nat_query.h */
 }
 
 #endif /* XFW_NAT_ICMP_H */

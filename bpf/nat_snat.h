@@ -28,12 +28,16 @@
  * Conventions: xfw_nat_snat is a global function; the port search runs
  * under bpf_loop (one candidate per step).
  *
- * Includes: nat.h.
+ * Packets without TCP or UDP ports (ICMP echo, protocols without ports)
+ * keep their identifier: nat_query.h.
+ *
+ * Includes: nat.h, nat_query.h.
  */
 #ifndef XFW_NAT_SNAT_H
 #define XFW_NAT_SNAT_H
 
 #include "nat.h"
+#include "nat_query.h"
 
 /* The kernel's source port ranges when none is given, after the
  * original port (nf_nat_l4proto_unique_tuple). */
@@ -129,12 +133,23 @@ __attribute__((noinline)) int xfw_nat_snat(struct xfw_pkt *p, struct xfw_ct_scra
 	struct xfw_nat_key *k;
 	struct xfw_nat_val *v;
 
+	__u32 kind = XFW_NATQ_NONE, sport, dport;
+
 	if (!p || !cs || !np)
 		return -1;
+	sport = p->sport;
+	dport = p->dport;
+	if (!xfw_nat_translatable(p)) {
+		/* Without ports (nat_query.h): the echo identifier or none,
+		 * kept. */
+		kind = xfw_natq_kind(p);
+		if (kind == XFW_NATQ_NONE || (kind == XFW_NATQ_ECHO && (p->icmp >> 8) != XFW_ICMP_ECHO))
+			return -1;
+		sport = dport = kind == XFW_NATQ_ECHO ? xfw_rd16(cs->buf, XFW_ICMP_ID_OFF) : 0;
+	}
 	/* Loopback's packets are the host's own both ways: not translated
 	 * (docs/differences.md). */
-	if (!xfw_nat_translatable(p) || cs->pending != XFW_CTP_CREATE ||
-	    oif == XFW_LOOPBACK_IFINDEX)
+	if (cs->pending != XFW_CTP_CREATE || oif == XFW_LOOPBACK_IFINDEX)
 		return -1;
 	if (!addr) {
 		a = bpf_map_lookup_elem(&xfw_nat_ifaddr, &oif);
@@ -146,9 +161,17 @@ __attribute__((noinline)) int xfw_nat_snat(struct xfw_pkt *p, struct xfw_ct_scra
 	__builtin_memset(k, 0, sizeof(*k));
 	k->saddr = p->dst_lo;
 	k->daddr = addr;
-	k->sport = p->dport;
+	k->sport = dport;
 	k->proto = p->proto;
-	if (port) {
+	if (kind != XFW_NATQ_NONE) {
+		/* No other identifier is searched (docs/differences.md);
+		 * --to-ports does not apply (the kernel's range is the
+		 * ports'). */
+		port = sport;
+		k->dport = port;
+		if (xfw_natq_taken(np, kind, p->icmp & 0xff))
+			return -1;
+	} else if (port) {
 		if (xfw_snat_taken(np, port))
 			return -1;
 	} else if (!xfw_snat_taken(np, p->sport)) {
@@ -162,7 +185,7 @@ __attribute__((noinline)) int xfw_nat_snat(struct xfw_pkt *p, struct xfw_ct_scra
 	v = &np->val[XFW_NAT_PS];
 	v->ct = cs->key;
 	v->to_addr = p->src_lo;
-	v->to_port = p->sport;
+	v->to_port = sport;
 	v->kind = XFW_NAT_F_SRC;
 	v->pad = 0;
 	cs->nv.snat_addr = addr;

@@ -19,7 +19,7 @@
  * XDP has no socket (forwarded packets in POSTROUTING have none in the
  * kernel either): the hooks set .owner to 0.
  *
- * Includes: common.h, xfw_structs.h, parse.h, classify_maps.h.
+ * Includes: common.h, kern.h, xfw_structs.h, parse.h, classify_maps.h.
  */
 #ifndef XFW_OWNER_H
 #define XFW_OWNER_H
@@ -28,6 +28,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include "common.h"
+#include "kern.h"
 #include "xfw_structs.h"
 #include "parse.h"
 #include "classify_maps.h"
@@ -36,8 +37,6 @@
  * tracker's). */
 #define XFW_SK_TIME_WAIT 6
 #define XFW_SK_NEW_SYN_RECV 12
-
-extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 
 struct xfw_kid {
 	__u32 val;
@@ -64,10 +63,6 @@ struct sock___xfw {
  * (request_sock.h's rsk_listener). */
 struct sock_common___xfw {
 	struct sock___xfw *skc_listener;
-} __attribute__((preserve_access_index));
-
-struct sk_buff___xfw {
-	struct sock___xfw *sk;
 } __attribute__((preserve_access_index));
 
 /* xfw_owner_read fills p's owner facts from skb's socket. A global

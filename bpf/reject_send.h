@@ -48,6 +48,11 @@
 /* "xfwR": the mark of a reply in the XDP metadata. */
 #define XFW_RJ_META_MAGIC 0x78667752
 
+/* "xfwN": a reply nat_out.h translated back, to deliver through loopback
+ * (xfw_nat_in_send, defined there). */
+#define XFW_NAT_IN_META_MAGIC 0x7866774e
+int xfw_nat_in_send(struct __sk_buff *skb);
+
 /* The mark (a multiple of 4 bytes, as XDP metadata must be). */
 struct xfw_rj_meta {
 	__u32 magic;
@@ -234,14 +239,22 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif)
 }
 
 /* xfw_tc_ingress: a frame marked by the XDP hook is a REJECT reply to
- * send (xfw_rj_send); anything else is left to the next program. */
+ * send (xfw_rj_send) or a reply nat_out.h translated back, to deliver
+ * (xfw_nat_in_send); anything else is left to the next program. */
 SEC("tc")
 int xfw_tc_ingress(struct __sk_buff *skb)
 {
 	struct xfw_rj_meta *m = (void *)(long)skb->data_meta;
 
 	xfw_rj_anchor_maps();
-	if ((void *)(m + 1) > (void *)(long)skb->data || m->magic != XFW_RJ_META_MAGIC)
+	if ((void *)(m + 1) > (void *)(long)skb->data)
+		return XFW_TCX_NEXT;
+	/* The metadata goes along with the skb: the mark is taken off. */
+	if (m->magic == XFW_NAT_IN_META_MAGIC) {
+		m->magic = 0;
+		return xfw_nat_in_send(skb);
+	}
+	if (m->magic != XFW_RJ_META_MAGIC)
 		return XFW_TCX_NEXT;
 	return xfw_rj_send(skb, m->ifindex);
 }

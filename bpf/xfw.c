@@ -63,11 +63,14 @@ const volatile __u32 xfw_anchor = 0;
 #include "ip6ext.h"
 #include "pred.h"
 #include "hdr4.h"
+#include "netns.h"
 #include "nat.h"
+#include "nat_query.h"
 #include "nat_snat.h"
 #include "nat_icmp.h"
 #include "bench.h"
 #include "frag.h"
+#include "nat_out.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The length of an IPv4 header without options. */
@@ -270,6 +273,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	if (iif == XFW_LOOPBACK_IFINDEX)
 		p->mac_src = XFW_MAC_NONE;
 	XFW_BENCH_AT(XFW_BS_DEVICE, XDP_PASS);
+	/* A reply nat OUTPUT translated back, judged where it came in. */
+	if (iif == XFW_LOOPBACK_IFINDEX && xfw_nat_lo_passed(p))
+		return XDP_PASS;
 	/* A later packet of a translated connection: DNAT before routing
 	 * (none before the first translated connection). */
 	if (xfw_nat_enabled())
@@ -353,6 +359,11 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		xfw_nat_undo_xdp(ctx, p);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
+		/* A reply in a connection nat OUTPUT translated (nat_out.h);
+		 * loopback's were translated as they left by it. */
+		if (cs && chain == XFW_CHAIN_INPUT && iif != XFW_LOOPBACK_IFINDEX &&
+		    xfw_nat_in_xdp(ctx, p, cs) < 0)
+			return XDP_DROP;
 		return XDP_PASS;
 	case XFW_ACT_REJECT:
 		rc = xfw_xdp_reject(ctx, p, chain);
@@ -372,6 +383,9 @@ int xfw_xdp(struct xdp_md *ctx)
 	int rc;
 
 	XFW_BENCH_AT(XFW_BS_BARE, XDP_PASS);
+	/* A device that left xfw's namespace (netns.h). */
+	if (xfw_xdp_away(ctx))
+		return XDP_PASS;
 	f = xfw_enter();
 	rc = xfw_xdp_judged(ctx);
 
@@ -438,9 +452,51 @@ __attribute__((noinline)) int xfw_tc_forwarded(struct __sk_buff *skb, struct xfw
 		return TC_ACT_OK;
 	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE || p->vlan)
 		return TC_ACT_OK;
-	if (p->proto == IPPROTO_ICMP)
+	if (xfw_nat_translatable(p))
+		return xfw_nat_fwd_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
+	if (p->proto == IPPROTO_ICMP && p->icmp <= 0xffff && xfw_icmp_is_err(p->icmp >> 8))
 		return xfw_nat_icmp_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
-	return xfw_nat_fwd_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
+	return xfw_nat_query_fwd_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
+}
+
+/* xfw_tc_out_walk judges in OUTPUT a packet nat OUTPUT translated and
+ * routed again (nat_out.h), from the walk's start or, for the first
+ * packet (resume), after its nat OUTPUT segment: the OUTPUT chains with
+ * the first route's device (the kernel's hook keeps it), POSTROUTING with
+ * the new route's (oifs: first << 32 | new). The LOG lines before
+ * POSTROUTING are emitted here. Returns the verdict; the REJECT type goes
+ * to p->reject. A global function. */
+__attribute__((noinline)) __u32 xfw_tc_out_walk(struct __sk_buff *skb, struct xfw_xdp_scratch *sc,
+						__u32 resume, __u64 oifs)
+{
+	struct xfw_family_cfg *fc;
+	__u32 slot, rj = 0, verdict, post;
+
+	if (!skb || !sc)
+		return XFW_ACT_DROP;
+	slot = sc->st.slot;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	if (!fc || (resume && !fc->nat_resume[XFW_CHAIN_OUTPUT]))
+		return XFW_ACT_DROP;
+	post = fc->post_start[XFW_CHAIN_OUTPUT];
+	sc->st.start = resume ? fc->nat_resume[XFW_CHAIN_OUTPUT] : 0;
+	sc->st.end = post;
+	verdict = xfw_judge(&sc->p, XFW_CHAIN_OUTPUT, 0, oifs >> 32, &sc->st, &rj);
+	sc->st.end = 0;
+	/* The OUTPUT chains accepted it: POSTROUTING with the new device. */
+	if (verdict == XFW_ACT_ACCEPT && post) {
+		if (sc->st.nlogs)
+			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oifs >> 32);
+		sc->st.start = post;
+		verdict = xfw_judge(&sc->p, XFW_CHAIN_OUTPUT, 0, (__u32)oifs, &sc->st, &rj);
+	}
+	sc->st.start = 0;
+	/* Only the first packet meets nat OUTPUT; POSTROUTING holds no DNAT
+	 * (the compiler refuses it). */
+	if (verdict == XFW_ACT_DNAT)
+		verdict = XFW_ACT_DROP;
+	sc->p.reject = rj;
+	return verdict;
 }
 
 /* xfw_tc_stack_icmp reports whether skb comes from the stack's own ICMP
@@ -464,6 +520,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	struct xfw_ct_scratch *cs = 0;
 	__u32 one = 1;
 	__u32 oif, rj = 0, verdict;
+	__u64 route;
 	int rc;
 
 	xfw_touch_state();
@@ -476,6 +533,10 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	st = &sc->st;
 	/* Forwarded packets were judged at ingress (FORWARD); a reply of a
 	 * translated connection gets its source back here (POSTROUTING). */
+	/* Translated in nat OUTPUT and judged on the device its first route
+	 * picked, or a reply translated back on its way to the socket. */
+	if (xfw_nat_out_judged(skb))
+		return TC_ACT_OK;
 	if (skb->ingress_ifindex != 0)
 		return xfw_tc_forwarded(skb, p);
 	/* A VLAN device's traffic was judged on the VLAN device itself. */
@@ -501,6 +562,13 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	}
 	oif = skb->ifindex;
 	xfw_owner_tc(skb, p, st->slot);
+	/* A later packet of a connection nat OUTPUT translated: translated
+	 * and routed again before tracking (nat_out.h). */
+	route = xfw_nat_out_pre_tc(skb, p);
+	if (route == XFW_NAT_OUT_DROP)
+		return TC_ACT_SHOT;
+	if (route)
+		oif = route;
 	if (xfw_ct_active(st->slot)) {
 		cs = xfw_ct_scratch_get(1);
 		if (cs) {
@@ -520,7 +588,23 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 			xfw_preds_tc(skb, p, st->slot);
 			xfw_hdr4_tc(skb, p, st->slot);
 		}
-		verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
+		if (route) {
+			verdict = xfw_tc_out_walk(skb, sc, 0, (__u64)skb->ifindex << 32 | oif);
+			rj = p->reject;
+		} else {
+			verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
+		}
+	}
+	/* nat OUTPUT's DNAT or REDIRECT (nat_out.h). */
+	if (verdict == XFW_ACT_DNAT) {
+		if (st->nlogs)
+			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
+		st->nlogs = 0;
+		route = cs ? xfw_nat_out_dnat_tc(skb, p, cs, st->nat_addr, st->nat_port) : 0;
+		verdict = route ? xfw_tc_out_walk(skb, sc, 1, (__u64)oif << 32 | route) : XFW_ACT_DROP;
+		if (route)
+			oif = route;
+		rj = p->reject;
 	}
 	/* nat POSTROUTING's SNAT or MASQUERADE (nat_snat.h). */
 	if (verdict == XFW_ACT_SNAT)
@@ -531,6 +615,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		xfw_nat_confirm();
 	} else {
 		xfw_nat_cancel();
+		xfw_nat_out_undo(skb, p);
 	}
 	xfw_frag_note_tc(skb, p, cs != 0, verdict);
 	if (st->nlogs)
@@ -541,9 +626,10 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		if (p->mark != skb->mark)
 			skb->mark = p->mark;
 		/* The host's reply in a translated connection (nat.h). */
-		if (cs && xfw_nat_post_tc(skb, p, cs))
+		if (cs && (xfw_nat_post_tc(skb, p, cs) || xfw_nat_query_post_tc(skb, p, cs)))
 			return TC_ACT_SHOT;
-		return TC_ACT_OK;
+		/* Translated in nat OUTPUT: out by the new route. */
+		return xfw_nat_out_send(skb);
 	case XFW_ACT_REJECT:
 		if (cs)
 			xfw_ct_save(cs, p);
@@ -565,8 +651,13 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 SEC("tc")
 int xfw_tc_egress(struct __sk_buff *skb)
 {
-	struct xfw_inflight *f = xfw_enter();
-	int rc = xfw_tc_judged(skb);
+	struct xfw_inflight *f;
+	int rc;
+
+	if (xfw_skb_away(skb))
+		return TC_ACT_OK;
+	f = xfw_enter();
+	rc = xfw_tc_judged(skb);
 
 	xfw_leave(f);
 	return rc;

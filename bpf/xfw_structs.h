@@ -232,6 +232,10 @@ struct xfw_family_cfg {
 	/* 1: some probe is an owner match; TC egress reads the packet's
 	 * socket (owner.h). */
 	__u32 owner;
+	/* nat OUTPUT's DNAT (nat_out.h): per chain, 1 + the entry of the
+	 * walk's first POSTROUTING segment (0: none), where a rerouted
+	 * packet's new output device takes over. */
+	__u32 post_start[XFW_NCHAINS];
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid

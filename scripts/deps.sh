@@ -14,10 +14,10 @@
 #     conntrack e2e tests compare with it, the differential test's stateful
 #     runs flush the kernel's table);
 #   - the real iptables clients tests/clients runs: ufw, fail2ban, firewalld,
-#     busybox-static. Installed with a policy-rc.d that forbids starting
-#     services (when the machine has none) and with firewalld's and
-#     fail2ban's units disabled afterwards: they must never start on the
-#     host, at installation or at boot;
+#     docker.io, busybox-static. Installed with a policy-rc.d that forbids
+#     starting services (when the machine has none) and with firewalld's,
+#     fail2ban's and Docker's units disabled afterwards: they must never
+#     start on the host, at installation or at boot;
 #   - packaging tools for `make deb` and tests/install: dpkg-dev
 #     (dpkg-shlibdeps), man-db and groff-base (the manual page), systemd
 #     (systemd-analyze verify of the units);
@@ -111,8 +111,8 @@ fi
 
 # --- the iptables clients tests/clients runs ---------------------------------------
 
-CLIENT_PACKAGES=(ufw fail2ban firewalld busybox-static)
-CLIENT_SERVICES=(firewalld.service fail2ban.service)
+CLIENT_PACKAGES=(ufw fail2ban firewalld busybox-static docker.io)
+CLIENT_SERVICES=(firewalld.service fail2ban.service docker.service docker.socket containerd.service)
 readonly POLICY_RC=/usr/sbin/policy-rc.d
 
 # install_clients installs the missing client packages without letting

@@ -99,6 +99,11 @@ type Layout struct {
 	// of base chain h's walk, where the data plane resumes the walk of
 	// a packet a DNAT sent there (0: no such segment; nat.go).
 	NatResume [NumChains]uint32
+	// PostStart[h] is 1 + the position of the first POSTROUTING segment
+	// of base chain h's walk (0: none): the data plane judges a packet
+	// nat OUTPUT rerouted with the first route's device before it and
+	// the new one from it (nat_output.go).
+	PostStart [NumChains]uint32
 }
 
 // Walks reports whether the generation walks other tables' chains
@@ -167,6 +172,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	g.Entries = fl.entries
 	fl.layout.WalkStart, fl.layout.WalkEnd = fl.walkStart, fl.walkEnd
 	fl.layout.NatResume = fl.natResume
+	fl.layout.PostStart = fl.postStart
 	g.Layout = fl.layout
 	neverInAnyClass(g)
 	g.LogConfigs = fl.logs

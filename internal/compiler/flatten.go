@@ -96,7 +96,13 @@ type flattener struct {
 	// flattened (DNAT may be used there); natResume are the walks'
 	// resume positions after it (Layout.NatResume).
 	natPrerouting, natPostrouting bool
-	natResume                     [NumChains]uint32
+	// natOutput is set while the walk's nat OUTPUT segment is flattened
+	// (nat_output.go).
+	natOutput bool
+	natResume [NumChains]uint32
+	// postStart are the walks' first POSTROUTING positions
+	// (Layout.PostStart).
+	postStart [NumChains]uint32
 }
 
 // maxDepth bounds nested jumps, as the kernel's ruleset check does with

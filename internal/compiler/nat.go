@@ -21,9 +21,12 @@ import (
 //
 // What the data plane translates, and so what is accepted: IPv4, one
 // address (--to-destination ADDR or ADDR:PORT) or REDIRECT with at most
-// one port, in a rule restricted to TCP or UDP. Address and port ranges,
-// --random, --persistent, DNAT and REDIRECT outside PREROUTING (nat
-// OUTPUT), SNAT and MASQUERADE are refused, and so are conntrack options a translation changes the
+// one port, in a rule restricted to TCP or UDP; SNAT and MASQUERADE in
+// nat POSTROUTING for any protocol (TCP and UDP ports, the ICMP echo
+// identifier, other protocols address only, as nf_nat_proto.c does).
+// DNAT and REDIRECT in nat OUTPUT are translated at TC egress
+// (nat_output.go). Address and port ranges, --random, --persistent are
+// refused, and so are conntrack options a translation changes the
 // meaning of (--ctstate SNAT/DNAT, --ctreplsrc), in a ruleset with DNAT.
 
 // RedirectAddr is an ActDNAT entry's address for REDIRECT: the primary
@@ -46,7 +49,7 @@ func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
 	name := natTargetNames[r.Target.Kind]
 	source := r.Target.Kind == ir.TargetSNAT || r.Target.Kind == ir.TargetMasquerade
 	switch {
-	case !source && !fl.natPrerouting:
+	case !source && !fl.natPrerouting && !fl.natOutput:
 		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat PREROUTING yet", name)
 	case source && !fl.natPostrouting:
 		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat POSTROUTING yet", name)
@@ -54,7 +57,7 @@ func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
 	if fl.rs.Family != ir.IPv4 {
 		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet", name)
 	}
-	if !r.Proto.Set || r.Proto.Invert || (r.Proto.Num != protoTCP && r.Proto.Num != protoUDP) {
+	if !source && (!r.Proto.Set || r.Proto.Invert || (r.Proto.Num != protoTCP && r.Proto.Num != protoUDP)) {
 		return fmt.Errorf("target %s is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp", name)
 	}
 	n := r.Target.Nat
@@ -65,6 +68,9 @@ func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
 		return fmt.Errorf("target %s: --random, --persistent and port maps are not supported by xfw's data plane yet", name)
 	}
 	addr := uint32(RedirectAddr)
+	if fl.natOutput && r.Target.Kind == ir.TargetRedirect {
+		addr = redirectOutputAddr
+	}
 	if r.Target.Kind == ir.TargetDNAT || r.Target.Kind == ir.TargetSNAT {
 		if n.Flags&ir.NatMapIPs == 0 || n.MinAddr != n.MaxAddr || !n.MinAddr.Is4() || n.MinAddr.IsUnspecified() {
 			return fmt.Errorf("target %s is not supported by xfw's data plane yet with other than one IPv4 address", name)

@@ -57,8 +57,8 @@ func TestDNATEntries(t *testing.T) {
 			}
 		}
 	}
-	if g.Layout.NatResume[ChainOutput] != 0 {
-		t.Errorf("OUTPUT has a resume position: %d", g.Layout.NatResume[ChainOutput])
+	if g.Layout.NatResume[ChainOutput] == 0 {
+		t.Errorf("OUTPUT has no resume position after its nat OUTPUT segment")
 	}
 }
 
@@ -76,13 +76,13 @@ func TestDNATRefusals(t *testing.T) {
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 10.0.0.2:80-90"}},
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 10.0.0.2 --random"}},
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 10.0.0.2 --persistent"}},
-		{ir.IPv4, []string{"-t nat -A OUTPUT -p tcp -j DNAT --to-destination 10.0.0.2"}},
+		{ir.IPv4, []string{"-t nat -A OUTPUT -j DNAT --to-destination 10.0.0.2"}},
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 0.0.0.0"}},
-		{ir.IPv4, []string{"-t nat -A OUTPUT -p tcp -j REDIRECT --to-ports 8080"}},
+		{ir.IPv4, []string{"-t nat -A OUTPUT -p tcp -j REDIRECT --to-ports 8080-8090"}},
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j REDIRECT --to-ports 8080-8090"}},
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j REDIRECT --random"}},
 		{ir.IPv4, []string{"-t nat -A PREROUTING -j REDIRECT"}},
-		{ir.IPv4, []string{"-t nat -N sub", "-t nat -A sub -p tcp -j DNAT --to-destination 10.0.0.2",
+		{ir.IPv4, []string{"-t nat -N sub", "-t nat -A sub -p tcp -j DNAT --to-destination 10.0.0.2 --random",
 			"-t nat -A OUTPUT -j sub"}},
 		{ir.IPv6, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [fd00::2]"}},
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 10.0.0.2",
@@ -147,7 +147,6 @@ func TestSNATEntries(t *testing.T) {
 		}
 	}
 	for _, rules := range [][]string{
-		{"-t nat -A POSTROUTING -j MASQUERADE"},
 		{"-t nat -A POSTROUTING -p tcp -j MASQUERADE --random-fully"},
 		{"-t nat -A POSTROUTING -p tcp -j MASQUERADE --random"},
 		{"-t nat -A POSTROUTING -p tcp -j MASQUERADE --to-ports 1000-2000"},

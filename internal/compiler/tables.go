@@ -218,6 +218,9 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	t := rs.TableByName(tc.table)
 	c := t.Chain(tc.chain)
 	first := len(fl.entries)
+	if tc.chain == ir.ChainPostrouting && fl.postStart[hook] == 0 {
+		fl.postStart[hook] = uint32(first) + 1
+	}
 	exit := &label{}
 	savedRS, savedAccept, savedView := fl.rs, fl.acceptTo, fl.logView
 	defer func() { fl.rs, fl.acceptTo, fl.logView = savedRS, savedAccept, savedView }()
@@ -231,7 +234,8 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	}
 	fl.natPrerouting = tc.table == ir.TableNat && tc.chain == ir.ChainPrerouting
 	fl.natPostrouting = tc.table == ir.TableNat && tc.chain == ir.ChainPostrouting
-	defer func() { fl.natPrerouting, fl.natPostrouting = false, false }()
+	fl.natOutput = tc.table == ir.TableNat && tc.chain == ir.ChainOutput
+	defer func() { fl.natPrerouting, fl.natPostrouting, fl.natOutput = false, false, false }()
 	if tc.table == ir.TableNat {
 		var notFirst Cond
 		notFirst[FieldCt] = Complement(firstPacketStates(), U64(0), U64(ctDomain-1))
@@ -249,7 +253,7 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	}
 	fl.emit(policy)
 	exit.pos, exit.resolved = uint32(len(fl.entries)), true
-	if fl.natPrerouting {
+	if fl.natPrerouting || fl.natOutput {
 		fl.natResume[hook] = exit.pos + 1
 	}
 	for i := first; i < len(fl.entries); i++ {

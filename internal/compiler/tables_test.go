@@ -204,12 +204,12 @@ func TestTableSegmentViews(t *testing.T) {
 	}
 }
 
-// TestTableRefusals checks what the walk cannot do yet: NAT targets
-// besides DNAT (nat_test.go).
+// TestTableRefusals checks what the walk cannot do yet: NAT to address
+// ranges (nat_test.go, nat_output_test.go).
 func TestTableRefusals(t *testing.T) {
 	for _, rule := range []string{
-		"-t nat -A POSTROUTING -j MASQUERADE",
-		"-t nat -A POSTROUTING -j SNAT --to-source 10.0.0.1",
+		"-t nat -A POSTROUTING -j SNAT --to-source 10.0.0.1-10.0.0.5",
+		"-t nat -A OUTPUT -p tcp -j DNAT --to-destination 10.0.0.1-10.0.0.2",
 	} {
 		rs := parseRuleset(t, ir.IPv4, rule)
 		_, err := Compile(rs, Options{})

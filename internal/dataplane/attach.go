@@ -50,7 +50,12 @@ type Interface struct {
 	MAC    net.HardwareAddr
 	VLAN   int // VLAN id of a VLAN device
 	Parent int // its parent's ifindex
-	link   netlink.Link
+	// BridgePort: enslaved to a bridge, where xfw runs instead (bridge.go).
+	BridgePort bool
+	// PendingVeth: a down veth whose peer is here, not attached yet
+	// (bridge.go).
+	PendingVeth bool
+	link        netlink.Link
 }
 
 // listInterfaces returns the namespace's devices, refusing kinds whose
@@ -61,12 +66,14 @@ func listInterfaces() ([]Interface, error) {
 		return nil, fmt.Errorf("list interfaces: %w", err)
 	}
 	var out []Interface
+	byIndex := linksByIndex(links)
 	for _, l := range links {
 		a := l.Attrs()
 		if a.EncapType != "ether" && a.EncapType != "loopback" {
 			return nil, fmt.Errorf("interface %s (%s, link type %s) has no Ethernet header: xfw cannot filter it, and will not leave it unfiltered; remove it or keep it out of this namespace", a.Name, l.Type(), a.EncapType)
 		}
-		ifc := Interface{Index: a.Index, Name: a.Name, Group: a.Group, MAC: a.HardwareAddr, link: l}
+		ifc := Interface{Index: a.Index, Name: a.Name, Group: a.Group, MAC: a.HardwareAddr, BridgePort: isBridgePort(l, byIndex),
+			PendingVeth: isPendingVeth(l, byIndex), link: l}
 		if v, ok := l.(*netlink.Vlan); ok {
 			ifc.VLAN = v.VlanId
 			ifc.Parent = a.ParentIndex
@@ -175,6 +182,10 @@ func checkForeignXDP(ifaces []Interface, ours ebpf.ProgramID) error {
 // does not run them yet (new interfaces, or the first load); interfaces
 // already running them are left alone.
 func attachMissing(cur *state, ifaces []Interface, opts AttachOptions) error {
+	ifaces, err := detachPorts(ifaces)
+	if err != nil {
+		return err
+	}
 	if cur.xdp == nil || cur.tc == nil || cur.tcIn == nil {
 		return errors.New("xfw's entry programs are not loaded")
 	}
@@ -569,6 +580,9 @@ func Status() (*NamespaceStatus, error) {
 		return nil, err
 	}
 	for _, ifc := range ifaces {
+		if ifc.BridgePort || ifc.PendingVeth {
+			continue // xfw runs on its bridge, or later (bridge.go)
+		}
 		is := InterfaceStatus{Name: ifc.Name, Index: ifc.Index, XDPMode: "-", Kind: ifc.link.Type()}
 		if x := ifc.link.Attrs().Xdp; x != nil && x.Attached && x.ProgId != 0 && programName(ebpf.ProgramID(x.ProgId)) == xdpProgName {
 			switch x.AttachMode {

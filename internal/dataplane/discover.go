@@ -179,7 +179,9 @@ func (s *state) revive(progName string) (*ebpf.Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	trimSpec(spec)
+	if err := trimSpec(spec); err != nil {
+		return nil, err
+	}
 	for name := range spec.Programs {
 		if name != progName {
 			delete(spec.Programs, name)

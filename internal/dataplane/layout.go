@@ -101,6 +101,9 @@ type bpfFamilyCfg struct {
 	// Owner is 1 when some probe is an owner match: TC egress reads the
 	// packet's socket (bpf/owner.h).
 	Owner uint32
+	// PostStart are the walks' first POSTROUTING positions
+	// (compiler.Layout.PostStart).
+	PostStart [compiler.NumChains]uint32
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
@@ -189,6 +192,7 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 	if g.UsesOwner() {
 		c.Owner = 1
 	}
+	c.PostStart = g.Layout.PostStart
 	fillExt6(&c, g.Ext6Conds())
 	fillHdr4(&c, g.Hdr4Conds())
 	for f := compiler.Field(0); f < bpfNumFields; f++ {

@@ -650,16 +650,19 @@ func LogRing() (*ebpf.Map, error) {
 }
 
 // trimSpec prepares spec for loading the attached programs: the
-// connection tables are sized.
-func trimSpec(spec *ebpf.CollectionSpec) {
+// connection tables are sized, the home namespace set (netns.go).
+func trimSpec(spec *ebpf.CollectionSpec) error {
 	sizeConnTables(spec)
 	sizePktBytes(spec)
+	return setHomeNetns(spec)
 }
 
 // load loads and verifies xfw's programs in the namespace (not attached
 // yet) and returns them as the namespace's state with no generation.
 func load(spec *ebpf.CollectionSpec) (*state, error) {
-	trimSpec(spec)
+	if err := trimSpec(spec); err != nil {
+		return nil, err
+	}
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
 		Programs: ebpf.ProgramOptions{LogSizeStart: 1 << 20},
 	})

@@ -51,7 +51,7 @@ func prepareFirewalld(t *testing.T, kind, dir string) []bind {
 	if err := os.WriteFile(filepath.Join(dir, "dbus.conf"), []byte(fmt.Sprintf(dbusConfig, filepath.Join(dir, "dbus"))), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return []bind{{etc, "/etc/firewalld"}}
+	return []bind{{src: etc, dst: "/etc/firewalld"}}
 }
 
 // busEnv points firewalld and firewall-cmd at the stack's bus.

@@ -57,8 +57,9 @@ type scenario struct {
 	start func(t *testing.T, s *stack) error
 	steps []step
 	fams  []int
-	// sets: `ipset save` is compared too.
+	// sets: `ipset save` is compared too; nat: the IPv4 nat table too.
 	sets  bool
+	nat   bool
 	ports []uint16
 }
 
@@ -105,7 +106,7 @@ func runScenario(t *testing.T, sc scenario) {
 		results := map[string]*stepResult{}
 		var mu sync.Mutex
 		each(stacks, func(s *stack) error {
-			r := runStep(s, st, sc.fams, sc.sets)
+			r := runStep(s, sc, st)
 			mu.Lock()
 			results[s.kind] = r
 			mu.Unlock()
@@ -136,8 +137,8 @@ func each(stacks map[string]*stack, fn func(s *stack) error) map[string]error {
 	return errs
 }
 
-// runStep runs one step on one stack.
-func runStep(s *stack, st step, fams []int, sets bool) *stepResult {
+// runStep runs one step of scenario sc on one stack.
+func runStep(s *stack, sc scenario, st step) *stepResult {
 	r := &stepResult{saves: map[int]string{}}
 	if st.run != nil {
 		if r.err = st.run(s); r.err != nil {
@@ -150,7 +151,7 @@ func runStep(s *stack, st step, fams []int, sets bool) *stepResult {
 		a := nettest.TCPConnect(s.topo.GenNS, dst, nettest.WithSource(src), nettest.WithTimeout(probeTimeout))
 		r.outcomes = append(r.outcomes, a.Outcome)
 	}
-	for _, fam := range fams {
+	for _, fam := range sc.fams {
 		save, err := s.savedRuleset(fam)
 		if err != nil {
 			r.err = err
@@ -158,7 +159,15 @@ func runStep(s *stack, st step, fams []int, sets bool) *stepResult {
 		}
 		r.saves[fam] = subnetNeutral(s, save)
 	}
-	if sets {
+	if sc.nat {
+		save, err := s.savedTable(4, "nat")
+		if err != nil {
+			r.err = err
+			return r
+		}
+		r.saves[natKey] = subnetNeutral(s, save)
+	}
+	if sc.sets {
 		out, err := s.run("ipset", "save")
 		if err != nil {
 			r.err = err
@@ -203,6 +212,10 @@ func compareStep(t *testing.T, sc scenario, st step, stacks map[string]*stack, r
 		t.Errorf("%s, step %q: IPv%d ruleset differs from the kernel's:\n%s\nxfw on the kernel's ruleset: %s",
 			sc.name, st.name, fam, lineDiff(k.saves[fam], x.saves[fam]), whyRefused(stacks[kindKernel], stacks[kindXFW], fam))
 	}
+	if sc.nat && k.saves[natKey] != x.saves[natKey] {
+		ok = false
+		t.Errorf("%s, step %q: the IPv4 nat table differs from the kernel's:\n%s", sc.name, st.name, lineDiff(k.saves[natKey], x.saves[natKey]))
+	}
 	if sc.sets && k.saves[setsKey] != x.saves[setsKey] {
 		ok = false
 		t.Errorf("%s, step %q: the sets (ipset save) differ from the kernel's:\n%s", sc.name, st.name, lineDiff(k.saves[setsKey], x.saves[setsKey]))
@@ -210,8 +223,13 @@ func compareStep(t *testing.T, sc scenario, st step, stacks map[string]*stack, r
 	return ok
 }
 
-// setsKey is the key of `ipset save`'s output among a step's saves.
-const setsKey = 0
+// setsKey and natKey are the keys of `ipset save`'s output and of the
+// IPv4 nat table among a step's saves (the families' filter tables are
+// under 4 and 6).
+const (
+	setsKey = 0
+	natKey  = -4
+)
 
 // setInitval is the random hash seed in `ipset save`.
 var setInitval = regexp.MustCompile(` initval 0x[0-9a-f]+`)

@@ -1,7 +1,7 @@
-// Package clients runs real iptables clients — ufw, fail2ban, firewalld —
-// unmodified, as Debian installs them, with xfw as the system's iptables and,
-// for comparison, with the kernel's iptables-legacy: same commands, same
-// probes from a client namespace, same rulesets required.
+// Package clients runs real iptables clients — ufw, fail2ban, firewalld,
+// Docker — unmodified, as Debian installs them, with xfw as the system's
+// iptables and, for comparison, with the kernel's iptables-legacy: same
+// commands, same probes from a client namespace, same rulesets required.
 //
 // Each client runs in the fw namespace of a topology the test builds, in a
 // private mount namespace (the one `ip netns exec` creates, kept alive by a
@@ -51,7 +51,7 @@ const (
 
 // clientPackages are the Debian packages the tests run (scripts/deps.sh
 // installs them).
-var clientPackages = []string{"ufw", "fail2ban", "firewalld", "ipset", "busybox-static"}
+var clientPackages = []string{"ufw", "fail2ban", "firewalld", "ipset", "busybox-static", "docker.io"}
 
 // iptablesNames are the alternatives a scenario points at its firewall.
 var iptablesNames = []string{
@@ -85,8 +85,10 @@ func requirePackages(t testing.TB) {
 	}
 }
 
-// bind is one bind mount made in the holder's mount namespace.
-type bind struct{ src, dst string }
+// bind is one bind mount made in the holder's mount namespace; with fstype,
+// a new mount of that type instead (src its source, opts its options, dst
+// made first).
+type bind struct{ src, dst, fstype, opts string }
 
 // stack is one firewall (the kernel's iptables-legacy or xfw) in the fw
 // namespace of its own topology, with the holder of its mount namespace.
@@ -125,9 +127,9 @@ func newStack(t *testing.T, kind, xfw string, binds []bind) *stack {
 			t.Fatal(err)
 		}
 	}
-	all := append([]bind{{alt, "/etc/alternatives"}}, binds...)
+	all := append([]bind{{src: alt, dst: "/etc/alternatives"}}, binds...)
 	if kind == kindXFW {
-		all = append(all, bind{xfw, "/usr/sbin/ipset"})
+		all = append(all, bind{src: xfw, dst: "/usr/sbin/ipset"})
 	}
 	s.startHolder(t, all)
 	return s
@@ -140,7 +142,12 @@ func (s *stack) startHolder(t *testing.T, binds []bind) {
 	var script strings.Builder
 	script.WriteString("set -e\n")
 	for _, b := range binds {
-		fmt.Fprintf(&script, "mount --bind %s %s\n", shellQuote(b.src), shellQuote(b.dst))
+		if b.fstype == "" {
+			fmt.Fprintf(&script, "mount --bind %s %s\n", shellQuote(b.src), shellQuote(b.dst))
+			continue
+		}
+		fmt.Fprintf(&script, "mkdir -p %s\nmount -t %s -o %s %s %s\n", shellQuote(b.dst), shellQuote(b.fstype),
+			shellQuote(b.opts), shellQuote(b.src), shellQuote(b.dst))
 	}
 	script.WriteString("mount -t tmpfs -o mode=0755 xfwtest /run\necho ready\nexec sleep " + holderLifetime + "\n")
 	cmd := exec.Command("ip", "netns", "exec", s.topo.FwNS, "sh", "-c", script.String())
@@ -253,11 +260,17 @@ func shellQuote(s string) string {
 // savedRuleset returns the family's filter table as iptables-save prints
 // it, without comments and counters, for comparing the two firewalls.
 func (s *stack) savedRuleset(fam int) (string, error) {
+	return s.savedTable(fam, "filter")
+}
+
+// savedTable returns the family's table as iptables-save prints it,
+// without comments and counters.
+func (s *stack) savedTable(fam int, table string) (string, error) {
 	prog := "iptables-save"
 	if fam == 6 {
 		prog = "ip6tables-save"
 	}
-	out, err := s.run(prog, "-t", "filter")
+	out, err := s.run(prog, "-t", table)
 	if err != nil {
 		return "", err
 	}

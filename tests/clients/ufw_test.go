@@ -45,7 +45,7 @@ func prepareUFW(ipv6 bool) func(t *testing.T, kind, dir string) []bind {
 		if err := os.WriteFile(defPath, def, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return []bind{{etc, "/etc/ufw"}, {defPath, "/etc/default/ufw"}}
+		return []bind{{src: etc, dst: "/etc/ufw"}, {src: defPath, dst: "/etc/default/ufw"}}
 	}
 }
 

@@ -21,12 +21,7 @@ import (
 
 // masqRuleset is TestMasqueradeAgainstKernel's ruleset; X is the
 // topology's subnet, OUT fw's sink-side interface.
-const masqRuleset = `*nat
-:PREROUTING ACCEPT [0:0]
-:INPUT ACCEPT [0:0]
-:OUTPUT ACCEPT [0:0]
-:POSTROUTING ACCEPT [0:0]
--A POSTROUTING -d 10.X.2.2/32 -p tcp -m tcp --dport 9100 -j SNAT --to-source 10.X.2.1:9101
+const masqRuleset = natTableStart + `-A POSTROUTING -d 10.X.2.2/32 -p tcp -m tcp --dport 9100 -j SNAT --to-source 10.X.2.1:9101
 -A POSTROUTING -o OUT -p tcp -j MASQUERADE
 -A POSTROUTING -o OUT -p udp -j MASQUERADE
 COMMIT
@@ -111,13 +106,7 @@ var masqSteps = []natStep{
 // TestMasqueradeAgainstKernel runs masqSteps through both twins and
 // compares the outcomes, the counters and the connection tables.
 func TestMasqueradeAgainstKernel(t *testing.T) {
-	nettest.RequireRoot(t)
-	requireTools(t, "iptables-legacy", "conntrack")
-	tw := newTwins(t, xfwPath(t))
-	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
-		rules := strings.ReplaceAll(masqRuleset, "10.X.", fmt.Sprintf("10.%d.", tp.Subnet))
-		fw.restore(t, tp, 4, strings.ReplaceAll(rules, "-o OUT", "-o "+tp.FwOut.Ifname))
-	})
+	tw := masqTwins(t, masqRuleset)
 	if t.Failed() {
 		return
 	}
@@ -126,4 +115,18 @@ func TestMasqueradeAgainstKernel(t *testing.T) {
 	compareNatConntrack(t, tw, func(key string, port int) bool {
 		return (key == "sport" || key == "dport") && !masqPorts[port]
 	}, 4)
+}
+
+// masqTwins builds the twins and loads ruleset into both (10.X. the
+// topology's subnet, OUT fw's sink-side interface).
+func masqTwins(t *testing.T, ruleset string) *twins {
+	t.Helper()
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "conntrack")
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		rules := strings.ReplaceAll(ruleset, "10.X.", fmt.Sprintf("10.%d.", tp.Subnet))
+		fw.restore(t, tp, 4, strings.ReplaceAll(rules, "-o OUT", "-o "+tp.FwOut.Ifname))
+	})
+	return tw
 }

@@ -132,21 +132,10 @@ var natSteps = []natStep{
 			nettest.WithPayload([]byte("redirected")), nettest.WithTimeout(2*time.Second))
 		return fmt.Sprintf("client %s reply %q", a.Outcome, a.Reply)
 	}},
-	{"udp port forward, the reply from the original address", func(t *testing.T, tp *nettest.Topology) string {
-		srv := nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(natAddr(tp, 2, 2), 53), nettest.Echo())
-		defer srv.Close()
-		out := ""
-		for i := 0; i < 2; i++ {
-			a := nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(natAddr(tp, 1, 1), 5353), []byte("q"),
-				nettest.ExpectReply(), nettest.WithTimeout(2*time.Second),
-				nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, 40053)))
-			out += fmt.Sprintf("datagram %d: %s reply %q; ", i, a.Outcome, a.Reply)
-		}
-		for _, d := range srv.Wait(2, 2*time.Second) {
-			out += "server saw " + natName(tp, d.From.Addr()) + "; "
-		}
-		return out
-	}},
+	{"udp port forward, the reply from the original address", natUDPEcho(
+		func(tp *nettest.Topology) (string, netip.AddrPort) {
+			return tp.GenNS, netip.AddrPortFrom(tp.Gen.IPv4, 40053)
+		}, natAt(1, 1, 5353))},
 	{"udp forwarded to a closed port: the ICMP error translated back", func(t *testing.T, tp *nettest.Topology) string {
 		a := nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(natAddr(tp, 1, 1), 5354), []byte("q"),
 			nettest.ExpectReply(), nettest.WithTimeout(2*time.Second))
@@ -235,6 +224,7 @@ func compareNatCounters(t *testing.T, tw *twins, want int) {
 			return
 		}
 		text := strings.ReplaceAll(res.Stdout, fmt.Sprintf("10.%d.", tp.Subnet), "10.X.")
+		text = strings.NewReplacer(" "+tp.FwOut.Ifname+" ", " FWOUT ", " "+tp.FwIn.Ifname+" ", " FWIN ").Replace(text)
 		mu.Lock()
 		saves[kind] = tableCounters(text)
 		mu.Unlock()

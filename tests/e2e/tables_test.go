@@ -87,9 +87,9 @@ func TestTableRulesRefused(t *testing.T) {
 	fw.restore(t, tp, 4, "*nat\n:DOCKER - [0:0]\nCOMMIT\n*filter\n:FORWARD DROP [0:0]\nCOMMIT\n")
 	before := fw.save(t, tp, 4)
 	for _, step := range [][]string{
-		{"-t", "nat", "-A", "POSTROUTING", "-s", "10.0.0.0/24", "-j", "MASQUERADE"},
-		{"-t", "nat", "-A", "OUTPUT", "-p", "tcp", "-j", "DNAT", "--to-destination", "10.0.0.2:80"},
-		{"-t", "nat", "-A", "POSTROUTING", "-j", "SNAT", "--to-source", "10.0.0.1"},
+		{"-t", "nat", "-A", "POSTROUTING", "-s", "10.0.0.0/24", "-j", "MASQUERADE", "--random"},
+		{"-t", "nat", "-A", "OUTPUT", "-p", "tcp", "-j", "DNAT", "--to-destination", "10.0.0.2-10.0.0.3"},
+		{"-t", "nat", "-A", "INPUT", "-j", "SNAT", "--to-source", "10.0.0.1"},
 	} {
 		res, err := nettest.Exec(tp.FwNS, append([]string{bin, "iptables", "-w", "60"}, step...)...)
 		if res == nil {
@@ -99,7 +99,7 @@ func TestTableRulesRefused(t *testing.T) {
 			t.Errorf("%v: exit %d %q, want a refusal", step, res.ExitCode, res.Stderr)
 		}
 	}
-	res, _ := fw.try(tp, 4, "-restore", "*nat\n-A OUTPUT -p tcp -j REDIRECT --to-ports 8080\nCOMMIT\n")
+	res, _ := fw.try(tp, 4, "-restore", "*nat\n-A OUTPUT -p tcp -j REDIRECT --to-ports 8080-8090\nCOMMIT\n")
 	if res == nil || res.ExitCode == 0 || !strings.Contains(res.Stderr, "target REDIRECT is not supported by xfw") {
 		t.Errorf("restore of a nat rule: %+v", res)
 	}

@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * nat_out.h — DNAT and REDIRECT in nat OUTPUT: the host's own packets,
+ * with the kernel's semantics (nf_nat_ipv4_local_fn, ip_route_me_harder,
+ * nf_nat_ipv4_local_in):
+ *
+ *  - The host's packets are seen at TC egress of the device their route
+ *    picked (loopback for a destination of the host's own). A
+ *    connection's first packet walks OUTPUT with that device; a DNAT
+ *    verdict of its nat OUTPUT segment translates the destination
+ *    (xfw_nat_dnat_prep, as nat PREROUTING's), routes the packet again
+ *    from its source (xfw_nat_out_route: bpf_fib_lookup, the local
+ *    routes for the host's own) and resumes the walk after the nat
+ *    OUTPUT segment with the new device (xfw_family_cfg.nat_resume), so
+ *    filter OUTPUT and POSTROUTING see the translated packet, as in the
+ *    kernel. Later packets of the original direction are translated
+ *    before tracking (xfw_nat_out_pre_tc, by the wire tuple in xfw_nat).
+ *  - An accepted translated packet leaves by the new route's device
+ *    (xfw_nat_out_send): bpf_redirect_neigh, which routes it out of that
+ *    device (the skb gets the route) and resolves the neighbour; to the
+ *    host's own address it goes to loopback (the local route) unless it
+ *    is there already. The redirected packet passes that device's TC egress
+ *    again, marked judged (skb->tc_index XFW_NAT_OUT_MARK).
+ *  - The replies: delivered locally, they get their source back after
+ *    INPUT accepted them, before the socket (xfw_nat_in_xdp: the kernel's
+ *    nat INPUT hook after filter INPUT), and reach it through loopback
+ *    with the local route (xfw_nat_in_send): the source may be the
+ *    host's own, which input routing refuses from outside; loopback's
+ *    XDP lets them pass unjudged (xfw_nat_lo_pass). So do ICMP errors
+ *    about such a connection, the quoted packet translated back
+ *    (xfw_nat_icmp_in_xdp, nat_icmp.h).
+ *  - REDIRECT is compiled to 127.0.0.1 (nf_nat_redirect_ipv4 at
+ *    LOCAL_OUT).
+ *  - Checksums: at TC the kernel's helpers follow ip_summed
+ *    (CHECKSUM_PARTIAL of a local socket: the pseudo-header sum only).
+ *
+ * Not translated the kernel's way (docs/differences.md): a translated
+ * packet bpf_fib_lookup finds no route for, or too big for the new
+ * device without GSO (the kernel fragments), is dropped; forwarding off
+ * on loopback makes the lookup refuse (dropped).
+ *
+ * Conventions: global functions, verified once; the per-CPU
+ * xfw_nat_out_scratch holds the packet's new route from the translation
+ * to the send. Addresses and ports host order, as in struct xfw_pkt.
+ *
+ * Includes: nat.h (its maps and rewrites), nat_icmp.h, local.h (xfw_local_type),
+ * reject_send.h (the XDP metadata's mark, xfw_tc_ingress).
+ */
+#ifndef XFW_NAT_OUT_H
+#define XFW_NAT_OUT_H
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "common.h"
+#include "local.h"
+#include "nat.h"
+#include "nat_icmp.h"
+#include "reject_send.h"
+
+/* skb->tc_index of a translated packet sent on to its new device, judged
+ * already. Nothing else uses tc_index since the dsmark qdisc and tcindex
+ * classifier went (Linux 6.3); redirection keeps it. */
+#define XFW_NAT_OUT_MARK 0x78f1
+
+#ifndef AF_INET
+#define AF_INET 2 /* bpf_fib_lookup's family */
+#endif
+
+/* A translated packet's new route, from the translation to the send. */
+struct xfw_nat_out {
+	__u32 oif;       /* the new route's device; 0: the packet is not translated */
+	__u32 local;     /* the new destination is the host's own */
+	__u32 orig_addr; /* the destination before the translation (REJECT's undo) */
+	__u32 orig_port;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xfw_nat_out);
+	__uint(max_entries, 1);
+} xfw_nat_out_scratch SEC(".maps");
+
+/* xfw_nat_out_get returns this CPU's xfw_nat_out_scratch. */
+static __always_inline struct xfw_nat_out *xfw_nat_out_get(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&xfw_nat_out_scratch, &zero);
+}
+
+/* xfw_nat_out_route routes translated p from its source as
+ * ip_route_me_harder does and leaves the device and next hop in o.
+ * Returns the device, or 0 when there is no route (the kernel drops the
+ * packet). The lookup is the output one of the kernel (the input
+ * interface loopback, as ip_route_output_key sets it). */
+static __always_inline __u32 xfw_nat_out_route(struct __sk_buff *skb, struct xfw_pkt *p,
+					       struct xfw_nat_out *o)
+{
+	struct bpf_fib_lookup fib = {};
+
+	if (xfw_local_type(0, 0, p->dst_lo) == XFW_RTN_LOCAL) {
+		o->local = 1;
+		o->oif = XFW_LOOPBACK_IFINDEX;
+		return o->oif;
+	}
+	fib.family = AF_INET;
+	fib.l4_protocol = p->proto;
+	fib.sport = bpf_htons(p->sport);
+	fib.dport = bpf_htons(p->dport);
+	fib.ipv4_src = bpf_htonl(p->src_lo);
+	fib.ipv4_dst = bpf_htonl(p->dst_lo);
+	fib.ifindex = XFW_LOOPBACK_IFINDEX;
+	if (bpf_fib_lookup(skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH) !=
+	    BPF_FIB_LKUP_RET_SUCCESS)
+		return 0;
+	o->local = 0;
+	o->oif = fib.ifindex;
+	return o->oif;
+}
+
+/* xfw_nat_out_pre_tc translates, before tracking, the destination of a
+ * later packet of the host's own in a connection nat OUTPUT translated
+ * (the original direction's wire tuple in xfw_nat) and routes it again.
+ * Returns the new device, 0 when the packet is not translated, or
+ * XFW_NAT_OUT_DROP. A global function. */
+#define XFW_NAT_OUT_DROP (~0u)
+__attribute__((noinline)) __u32 xfw_nat_out_pre_tc(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	struct xfw_nat_out *o = xfw_nat_out_get();
+	struct xfw_nat_key k = {};
+	struct xfw_nat_val *v;
+
+	if (!skb || !p || !o)
+		return 0;
+	o->oif = 0;
+	if (!xfw_nat_enabled() || !xfw_nat_translatable(p))
+		return 0;
+	v = xfw_nat_live(&k, p);
+	if (!v || v->kind != XFW_NAT_F_DST)
+		return 0;
+	o->orig_addr = k.daddr;
+	o->orig_port = k.dport;
+	if (xfw_nat_rewrite_tc(skb, p, 1, v->to_addr, v->to_port))
+		return XFW_NAT_OUT_DROP;
+	if (!xfw_nat_out_route(skb, p, o))
+		return XFW_NAT_OUT_DROP;
+	return o->oif;
+}
+
+/* xfw_nat_out_dnat_tc applies nat OUTPUT's DNAT verdict to a connection's
+ * first packet of the host's own (cs: its tracking, a new connection
+ * pending) to addr:port (port 0 keeps the port): translated, routed
+ * again. Returns the new device, or 0 when the packet must be dropped
+ * (not translatable, a clash, a failed write, no route). A global
+ * function. */
+__attribute__((noinline)) __u32 xfw_nat_out_dnat_tc(struct __sk_buff *skb, struct xfw_pkt *p,
+						    struct xfw_ct_scratch *cs, __u32 addr, __u32 port)
+{
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_out *o = xfw_nat_out_get();
+
+	if (!skb || !p || !cs || !np || !o)
+		return 0;
+	np->pending = 0;
+	o->oif = 0;
+	if (!addr)
+		return 0; /* the compiler gives REDIRECT its 127.0.0.1 */
+	if (!port)
+		port = p->dport;
+	o->orig_addr = p->dst_lo;
+	o->orig_port = p->dport;
+	if (xfw_nat_dnat_prep(p, cs, np, addr, port))
+		return 0;
+	if (xfw_nat_rewrite_tc(skb, p, 1, addr, port))
+		return 0;
+	np->pending = XFW_NAT_F_DST;
+	return xfw_nat_out_route(skb, p, o);
+}
+
+/* xfw_nat_out_undo gives a translated packet OUTPUT did not accept its
+ * destination back (REJECT answers it as it came, as the kernel's
+ * translation of the answer shows it) and forgets its new route. A
+ * global function. */
+__attribute__((noinline)) int xfw_nat_out_undo(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	struct xfw_nat_out *o = xfw_nat_out_get();
+
+	if (!skb || !p || !o || !o->oif)
+		return 0;
+	o->oif = 0;
+	return xfw_nat_rewrite_tc(skb, p, 1, o->orig_addr, o->orig_port);
+}
+
+/* xfw_nat_out_send sends an accepted translated packet on by its new
+ * route: the TC verdict. A packet not translated, or to the host's own
+ * address already on loopback, goes on (TC_ACT_OK). */
+static __always_inline int xfw_nat_out_send(struct __sk_buff *skb)
+{
+	struct xfw_nat_out *o = xfw_nat_out_get();
+	__u32 oif;
+
+	if (!o || !o->oif)
+		return TC_ACT_OK;
+	oif = o->oif;
+	o->oif = 0;
+	if (o->local && skb->ifindex == oif)
+		return TC_ACT_OK;
+	skb->tc_index = XFW_NAT_OUT_MARK;
+	/* Without a next hop given, bpf_redirect_neigh routes the packet out
+	 * of oif itself and gives the skb that route (ip_route_output_flow):
+	 * the neighbour of its gateway, or to loopback the local route,
+	 * whose input delivers it. */
+	return bpf_redirect_neigh(oif, 0, 0, 0);
+}
+
+/* xfw_nat_out_judged reports whether skb is a translated packet
+ * xfw_nat_out_send redirected here, judged already (and clears the
+ * mark). */
+static __always_inline int xfw_nat_out_judged(struct __sk_buff *skb)
+{
+	if (skb->tc_index != XFW_NAT_OUT_MARK)
+		return 0;
+	skb->tc_index = 0;
+	return 1;
+}
+
+/* Replies delivered through loopback, not judged again there: the
+ * translated tuple → packets on their way. LRU: a count left behind by a
+ * packet lost on the way is forgotten in time. */
+#define XFW_NAT_LO_PASS_MAX 4096
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct xfw_nat_key);
+	__type(value, __u32);
+	__uint(max_entries, XFW_NAT_LO_PASS_MAX);
+} xfw_nat_lo_pass SEC(".maps");
+
+/* xfw_nat_in_xdp gives a reply INPUT accepted in a connection whose
+ * destination was translated (p tracked in cs) its source back before
+ * local delivery (the kernel's nat INPUT hook, after filter INPUT), and
+ * hands it to xfw_tc_ingress (XDP metadata XFW_NAT_IN_META_MAGIC), which
+ * delivers it through loopback with the local route: the kernel's input
+ * routing would call a packet from outside with a source of the host's
+ * own a martian (the kernel translates after routing). Returns 0 (not
+ * such a reply) or 1 (pass it), or -1 when the packet must be dropped
+ * (the write failed; a driver without XDP metadata). A global function. */
+__attribute__((noinline)) int xfw_nat_in_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
+					     struct xfw_ct_scratch *cs)
+{
+	struct xfw_nat_key k = {};
+	struct xfw_rj_meta *m;
+	struct xfw_ct_entry *e;
+	__u32 st, one = 1, *n;
+	int r;
+
+	if (!ctx || !p || !cs || !xfw_nat_enabled())
+		return 0;
+	if (xfw_nat_translatable(p)) {
+		st = p->ct & 7;
+		if (!(p->ct & XFW_CTV_DIR_REPLY) || (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED))
+			return 0;
+		e = xfw_nat_tracked(&cs->key);
+		if (!e || !(e->v.nat_flags & XFW_NAT_F_DST))
+			return 0;
+		if (xfw_nat_rewrite_xdp(ctx, p, 0, e->v.nat_addr, e->v.nat_port))
+			return -1;
+	} else {
+		/* An ICMP error about such a connection (nat_icmp.h). */
+		r = xfw_nat_icmp_in_xdp(ctx, p);
+		if (r <= 0)
+			return r;
+	}
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct xfw_rj_meta)))
+		return -1;
+	m = (void *)(long)ctx->data_meta;
+	if ((void *)(m + 1) > (void *)(long)ctx->data)
+		return -1;
+	m->magic = XFW_NAT_IN_META_MAGIC;
+	m->ifindex = 0;
+	xfw_nat_tuple_key(&k, p);
+	n = bpf_map_lookup_elem(&xfw_nat_lo_pass, &k);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	else
+		bpf_map_update_elem(&xfw_nat_lo_pass, &k, &one, BPF_ANY);
+	return 1;
+}
+
+/* xfw_nat_in_send delivers a reply xfw_nat_in_xdp translated (called by
+ * xfw_tc_ingress) through loopback: bpf_redirect_neigh routes it to the
+ * host's own address (the local route, whose input delivers it without
+ * another routing decision); loopback's TC egress lets it pass
+ * (XFW_NAT_OUT_MARK). A global function. */
+__attribute__((noinline)) int xfw_nat_in_send(struct __sk_buff *skb)
+{
+	if (!skb)
+		return TC_ACT_SHOT;
+	skb->tc_index = XFW_NAT_OUT_MARK;
+	return bpf_redirect_neigh(XFW_LOOPBACK_IFINDEX, 0, 0, 0);
+}
+
+/* xfw_nat_lo_passed reports whether p, arriving on loopback, is a reply
+ * xfw_nat_in_xdp translated and judged already (and counts it off). */
+static __always_inline int xfw_nat_lo_passed(struct xfw_pkt *p)
+{
+	struct xfw_nat_key k = {};
+	__u32 *n;
+
+	if (!xfw_nat_enabled() || (!xfw_nat_translatable(p) && p->proto != IPPROTO_ICMP))
+		return 0;
+	xfw_nat_tuple_key(&k, p);
+	n = bpf_map_lookup_elem(&xfw_nat_lo_pass, &k);
+	if (!n || !*n)
+		return 0;
+	if (*n > 1)
+		__sync_fetch_and_add(n, -1);
+	else
+		bpf_map_delete_elem(&xfw_nat_lo_pass, &k);
+	return 1;
+}
+
+#endif /* XFW_NAT_OUT_H */

@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * nat_query.h — source NAT (SNAT, MASQUERADE) of IPv4 packets without
+ * ports, as the kernel's nf_nat_proto.c does for them:
+ *
+ *  - ICMP echo requests and their replies (the identifier plays the port:
+ *    nf_nat_icmp_unique_tuple, icmp_manip_pkt). The identifier is kept,
+ *    as the kernel keeps it when the translated tuple is free; when it is
+ *    taken xfw drops the request instead of choosing another identifier
+ *    (docs/differences.md). The other ICMP queries (timestamp, address
+ *    mask, information) are dropped by a translation.
+ *  - Protocols whose connections have no ports (GRE, ESP, OSPF, ...: the
+ *    kernel's generic tracker and nf_nat_proto's unknown protocol): the
+ *    address only.
+ *  - Protocols with ports other than TCP and UDP (UDP-Lite, SCTP, DCCP)
+ *    are not translated: such a packet is dropped (docs/differences.md).
+ *
+ * Only the address changes, so only the IPv4 header checksum (the ICMP
+ * checksum does not cover the addresses). The translation is decided in
+ * nat_snat.h (xfw_nat_snat), kept as for TCP and UDP in xfw_nat under the
+ * replies' wire tuple with the identifier (0 without one) as both ports;
+ * later packets are translated here: replies before routing
+ * (xfw_nat_query_pre_xdp), the original direction as it leaves
+ * (xfw_nat_query_fwd_tc forwarded, xfw_nat_query_post_tc the host's own).
+ *
+ * Conventions: the translations are global functions, verified once.
+ * Addresses are host order, as in struct xfw_pkt.
+ *
+ * Includes: nat.h.
+ */
+#ifndef XFW_NAT_QUERY_H
+#define XFW_NAT_QUERY_H
+
+#include "nat.h"
+
+/* What a translation changes of a packet without TCP or UDP ports. */
+#define XFW_NATQ_NONE 0 /* nothing it can: not translated here */
+#define XFW_NATQ_ECHO 1 /* an ICMP echo request or reply: the identifier */
+#define XFW_NATQ_ADDR 2 /* a protocol without ports: the address only */
+
+#define XFW_ICMP_ECHOREPLY 0
+#define XFW_ICMP_ECHO 8
+#define XFW_ICMP_ID_OFF 4 /* the identifier in the ICMP header */
+
+/* xfw_natq_kind returns what a translation changes of p. */
+static __always_inline __u32 xfw_natq_kind(struct xfw_pkt *p)
+{
+	__u32 t = p->icmp >> 8;
+
+	if (p->fam != 0 || p->fragmented || p->proto > 255)
+		return XFW_NATQ_NONE;
+	if (p->proto == IPPROTO_ICMP) {
+		if (!p->l4_off || p->icmp > 0xffff || (t != XFW_ICMP_ECHO && t != XFW_ICMP_ECHOREPLY))
+			return XFW_NATQ_NONE;
+		return XFW_NATQ_ECHO;
+	}
+	if (xfw_ct_ports(p->proto) || p->proto == IPPROTO_ICMPV6)
+		return XFW_NATQ_NONE;
+	return XFW_NATQ_ADDR;
+}
+
+/* xfw_natq_id reads p's echo identifier from the packet (an XDP frame, or
+ * an skb). Returns 0, or -1 when it cannot. */
+static __always_inline int xfw_natq_id(void *ctx, int is_xdp, struct xfw_pkt *p, __u32 *id)
+{
+	__u8 b[2];
+
+	if (xfw_load_bytes(ctx, is_xdp, p->l4_off + XFW_ICMP_ID_OFF, b, sizeof(b)))
+		return -1;
+	*id = (__u32)b[0] << 8 | b[1];
+	return 0;
+}
+
+/* xfw_natq_key fills k with p's wire tuple, id as both ports. */
+static __always_inline void xfw_natq_key(struct xfw_nat_key *k, struct xfw_pkt *p, __u32 id)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	k->saddr = p->src_lo;
+	k->daddr = p->dst_lo;
+	k->sport = id;
+	k->dport = id;
+	k->proto = p->proto;
+}
+
+/* xfw_natq_ctkey fills k with the connection key of p (kind, echo
+ * identifier id) and returns whether p goes the reply way: an echo reply;
+ * for a protocol without ports, when its key's order differs from the
+ * connection's first packet's (e's status, looked up after). */
+static __always_inline int xfw_natq_ctkey(struct xfw_ct_key *k, struct xfw_pkt *p, __u32 kind, __u32 id)
+{
+	if (kind == XFW_NATQ_ECHO) {
+		if ((p->icmp >> 8) == XFW_ICMP_ECHOREPLY) {
+			xfw_ct_mkkey_icmp(k, 0, IPPROTO_ICMP, 0, p->dst_lo, 0, p->src_lo, id, XFW_ICMP_ECHO,
+					  p->icmp & 0xff);
+			return 1;
+		}
+		xfw_ct_mkkey_icmp(k, 0, IPPROTO_ICMP, 0, p->src_lo, 0, p->dst_lo, id, XFW_ICMP_ECHO,
+				  p->icmp & 0xff);
+		return 0;
+	}
+	return xfw_ct_mkkey(k, 0, p->proto, 0, p->src_lo, 0, 0, p->dst_lo, 0);
+}
+
+/* xfw_natq_reply reports whether a packet whose key xfw_natq_ctkey made
+ * (returning order) goes connection e's reply way. */
+static __always_inline int xfw_natq_reply(struct xfw_ct_entry *e, __u32 kind, int order)
+{
+	if (kind == XFW_NATQ_ECHO)
+		return order;
+	return order != !!(e->v.status & XFW_CTST_ORIG_B);
+}
+
+/* xfw_natq_set gives p its translated destination (dst 1) or source
+ * address. */
+static __always_inline void xfw_natq_set(struct xfw_pkt *p, __u32 dst, __u32 addr)
+{
+	if (dst)
+		p->dst_lo = addr;
+	else
+		p->src_lo = addr;
+}
+
+/* xfw_natq_addr_xdp rewrites p's destination (dst 1) or source address to
+ * addr and the IPv4 checksum. Returns 0, or -1 when the header cannot be
+ * read or written. A global function. */
+__attribute__((noinline)) int xfw_natq_addr_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 dst, __u32 addr)
+{
+	__u8 ip[XFW_NAT_IP_LEN];
+	__u32 old, f, aoff = dst ? 6 : 2;
+
+	if (!ctx || !p)
+		return -1;
+	if (bpf_xdp_load_bytes(ctx, p->l3_off + XFW_NAT_IP_OFF, ip, XFW_NAT_IP_LEN))
+		return -1;
+	old = xfw_nat_rd16(ip, aoff) << 16 | xfw_nat_rd16(ip, aoff + 2);
+	f = (~xfw_nat_rd16(ip, 0) & 0xffff) + xfw_nat_diff32(old, addr);
+	xfw_nat_wr16(ip, 0, ~xfw_nat_fold(f));
+	xfw_nat_wr16(ip, aoff, addr >> 16);
+	xfw_nat_wr16(ip, aoff + 2, addr);
+	if (bpf_xdp_store_bytes(ctx, p->l3_off + XFW_NAT_IP_OFF, ip, XFW_NAT_IP_LEN))
+		return -1;
+	xfw_natq_set(p, dst, addr);
+	return 0;
+}
+
+/* xfw_natq_addr_tc is xfw_natq_addr_xdp on an skb at TC egress. */
+__attribute__((noinline)) int xfw_natq_addr_tc(struct __sk_buff *skb, struct xfw_pkt *p, __u32 dst, __u32 addr)
+{
+	__u32 aoff;
+	__be32 olda, newa = bpf_htonl(addr);
+
+	if (!skb || !p)
+		return -1;
+	aoff = p->l3_off + XFW_NAT_IP_OFF + (dst ? 6 : 2);
+	if (bpf_skb_load_bytes(skb, aoff, &olda, sizeof(olda)) ||
+	    bpf_l3_csum_replace(skb, p->l3_off + XFW_NAT_IP_OFF, olda, newa, sizeof(newa)) ||
+	    bpf_skb_store_bytes(skb, aoff, &newa, sizeof(newa), 0))
+		return -1;
+	xfw_natq_set(p, dst, addr);
+	return 0;
+}
+
+/* xfw_nat_query_pre_xdp gives a reply of a translated connection without
+ * ports (an echo reply, a protocol without ports) its destination back
+ * before the route lookup. Returns 1 when it did. A global function. */
+__attribute__((noinline)) int xfw_nat_query_pre_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
+{
+	struct xfw_nat_key k;
+	struct xfw_nat_val *v;
+	struct xfw_ct_entry *e;
+	__u32 id = 0, kind;
+
+	if (!ctx || !p || !xfw_nat_enabled())
+		return 0;
+	kind = xfw_natq_kind(p);
+	if (kind == XFW_NATQ_NONE)
+		return 0;
+	if (kind == XFW_NATQ_ECHO &&
+	    ((p->icmp >> 8) != XFW_ICMP_ECHOREPLY || xfw_natq_id(ctx, 1, p, &id)))
+		return 0;
+	xfw_natq_key(&k, p, id);
+	v = bpf_map_lookup_elem(&xfw_nat, &k);
+	if (!v)
+		return 0;
+	e = xfw_nat_conn(&v->ct);
+	if (!e || v->kind != XFW_NAT_F_SRC || !xfw_nat_owns(&e->v, v->kind, k.daddr, k.dport)) {
+		/* Its connection is gone: the packet opens a new one. */
+		bpf_map_delete_elem(&xfw_nat, &k);
+		return 0;
+	}
+	return xfw_natq_addr_xdp(ctx, p, 1, v->to_addr) == 0;
+}
+
+/* xfw_nat_query_fwd_tc gives a forwarded packet without ports of an SNAT
+ * connection its new source as it leaves (the kernel's POSTROUTING).
+ * Returns -1 when the packet must be dropped (the write failed). A global
+ * function. */
+__attribute__((noinline)) int xfw_nat_query_fwd_tc(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	__u32 zero = 0, id = 0, kind;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_ct_entry *e;
+	__u64 to = 0;
+	int order;
+
+	if (!skb || !p || !np)
+		return 0;
+	kind = xfw_natq_kind(p);
+	if (kind == XFW_NATQ_NONE || (kind == XFW_NATQ_ECHO && xfw_natq_id(skb, 0, p, &id)))
+		return 0;
+	order = xfw_natq_ctkey(&np->fwd, p, kind, id);
+	e = xfw_nat_tracked(&np->fwd);
+	if (!e || !xfw_nat_src_of(e, xfw_natq_reply(e, kind, order), &to))
+		return 0;
+	return xfw_natq_addr_tc(skb, p, 0, to >> 16);
+}
+
+/* xfw_nat_query_post_tc is xfw_nat_post_tc for the host's own packets
+ * without ports (cs: their tracking, after OUTPUT). A global function. */
+__attribute__((noinline)) int xfw_nat_query_post_tc(struct __sk_buff *skb, struct xfw_pkt *p,
+						    struct xfw_ct_scratch *cs)
+{
+	__u64 to = 0;
+
+	if (!skb || !p || !cs || xfw_natq_kind(p) == XFW_NATQ_NONE || !xfw_nat_own_src(p, cs, &to))
+		return 0;
+	return xfw_natq_addr_tc(skb, p, 0, to >> 16);
+}
+
+/* xfw_natq_taken reports whether the reply tuple np->key[XFW_NAT_PS] of
+ * an echo request with code code, or of a protocol without ports, is a
+ * live connection's (nat_snat.h's xfw_snat_taken for these). */
+static __always_inline int xfw_natq_taken(struct xfw_nat_pend *np, __u32 kind, __u32 code)
+{
+	struct xfw_nat_key *k = &np->key[XFW_NAT_PS];
+	struct xfw_nat_val *v = bpf_map_lookup_elem(&xfw_nat, k);
+	struct xfw_ct_entry *e;
+
+	if (v) {
+		e = xfw_nat_conn(&v->ct);
+		if (e && xfw_nat_owns(&e->v, v->kind, k->daddr, k->dport))
+			return 1;
+	}
+	if (kind == XFW_NATQ_ECHO)
+		xfw_ct_mkkey_icmp(&np->fwd, 0, IPPROTO_ICMP, 0, k->daddr, 0, k->saddr, k->dport, XFW_ICMP_ECHO,
+				  code);
+	else
+		xfw_ct_mkkey(&np->fwd, 0, k->proto, 0, k->daddr, 0, 0, k->saddr, 0);
+	return xfw_nat_conn(&np->fwd) != 0;
+}
+
+#endif /* XFW_NAT_QUERY_H */
