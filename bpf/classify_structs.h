@@ -62,6 +62,12 @@ struct xfw_cls {
 	__u32 chunk;   /* chunk whose summary is cached, or ~0 */
 	__u32 slot;    /* generation slot (family * 2 + bank) */
 	__u64 summary; /* AND of the active fields' summaries of .chunk */
+	/* The user chains' calls (XFW_ACT_CALL): .depth return positions
+	 * in .stack; .base_end is the walk's end, .end while in a region
+	 * is past every entry (the region's RETURN stops the search). */
+	__u32 depth;
+	__u32 base_end;
+	__u32 stack[XFW_MAX_CALLS];
 };
 
 /* bpf_loop's context (it must be on the caller's stack): the walk's

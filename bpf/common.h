@@ -250,7 +250,21 @@ enum xfw_action {
 	 * translated; .next the new IPv4 address (0: the output interface's,
 	 * MASQUERADE), .aux the new port (0: chosen as the kernel does). */
 	XFW_ACT_SNAT = 5,
+	/* A jump or goto (classify.h): count (and log) like CONTINUE, push
+	 * the position after the entry on the walk's call stack, search on
+	 * from .next, the first entry of the user chain's region. */
+	XFW_ACT_CALL = 6,
+	/* A region's last entry (every packet matches it): pop the call
+	 * stack and search on from the position popped. */
+	XFW_ACT_RETURN = 7,
+	/* ACCEPT in a region of a table's chain other tables follow in the
+	 * walk: count, empty the call stack, search on from .next. */
+	XFW_ACT_UNWIND = 8,
 };
+
+/* Depth of the walk's call stack (compiler.MaxCalls): jumps nesting
+ * deeper are refused by the compiler. */
+#define XFW_MAX_CALLS 64
 
 /* Entry flags. */
 #define XFW_EF_COUNT 0x01   /* increment counters[.rule] */

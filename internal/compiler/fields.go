@@ -226,6 +226,17 @@ const (
 	// the source translated; Next the new IPv4 address (MasqueradeAddr:
 	// the output interface's), Aux the new port (0: chosen).
 	ActSNAT
+	// ActCall enters a user chain's region (regions.go): counted as a
+	// CONTINUE entry, it pushes the position after it on the walk's
+	// call stack and goes on at Next, the region's first entry.
+	ActCall
+	// ActReturn ends a region (universal condition): the walk goes on at
+	// the position the matching ActCall pushed.
+	ActReturn
+	// ActUnwind is ACCEPT in a region of a table's chain followed by
+	// other tables in the walk: counted, it empties the call stack and
+	// goes on at Next, the next table's chain.
+	ActUnwind
 )
 
 // Entry flags (XFW_EF_*).

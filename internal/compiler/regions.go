@@ -1,0 +1,239 @@
+package compiler
+
+import (
+	"fmt"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// User chains as regions of the entry list.
+//
+// A user chain's rules are compiled once per view (below), not once per
+// jump into it: the chain's *region* is its entries followed by a RETURN
+// entry of universal condition. A jump or goto rule is a CALL entry (the
+// rule's condition and counter): the walk pushes the position after it on
+// a small call stack (XFW_MAX_CALLS, in the hook's per-CPU scratch) and
+// searches from the region's first entry; the search cannot pass the
+// region's RETURN, which every packet matches, and which pops the stack.
+// RETURN rules and a region's end continue at that RETURN entry; a goto is
+// a CALL followed by an entry of the goto rule's condition continuing at
+// the caller's own RETURN (or the base chain's end), so that falling off
+// the goto'd chain returns from the chain that went to it, as in the
+// kernel. Regions are placed after every walk's entries.
+//
+// A view is what the chain sees: the walk (the base chain the data plane
+// picked), the table's chain of the walk it is reached from (a segment,
+// tables.go: its conditions are rewritten for the segment, and ACCEPT
+// continues with the walk's next segment, an ActUnwind entry that empties
+// the call stack), and the hook the kernel's checks use. A chain reached
+// from several views has one region per view, so entries are linear in
+// rules times views (at most the walks' number of segments), whatever the
+// jumps.
+
+// viewCtx is the flattening context of a view (see above).
+type viewCtx struct {
+	rs *ir.Ruleset
+	// walk is the walk's base chain, check the hook the kernel's checks
+	// use (checkHook); seg the segment (nil: filter's own chain, no
+	// rewrite).
+	walk, check int
+	seg         *tableChain
+	// acceptTo is where ACCEPT continues (nil: ACCEPT is a verdict).
+	acceptTo *label
+	logView  uint8
+	// natPrerouting, natPostrouting: the segment is nat's (natEntry).
+	natPrerouting, natPostrouting bool
+}
+
+// regionKey names one region: a chain in a view.
+type regionKey struct {
+	walk  int
+	seg   tableChain
+	chain *ir.Chain
+}
+
+// pendingRegion is a region to emit: its chain, view and start label.
+type pendingRegion struct {
+	chain *ir.Chain
+	view  viewCtx
+	start *label
+}
+
+// regionSpan is an emitted region's range of entries [start, end), end
+// past its RETURN entry.
+type regionSpan struct {
+	start, end uint32
+}
+
+// key returns the region key of chain c in view v.
+func (v *viewCtx) key(c *ir.Chain) regionKey {
+	k := regionKey{walk: v.walk, chain: c}
+	if v.seg != nil {
+		k.seg = *v.seg
+	}
+	return k
+}
+
+// regionOf returns the start label of target's region in the current
+// view, queueing the region when it is new.
+func (fl *flattener) regionOf(target *ir.Chain) *label {
+	k := fl.view.key(target)
+	if l, ok := fl.regions[k]; ok {
+		return l
+	}
+	if fl.regions == nil {
+		fl.regions = map[regionKey]*label{}
+	}
+	l := &label{}
+	fl.regions[k] = l
+	fl.pending = append(fl.pending, pendingRegion{chain: target, view: fl.view, start: l})
+	return l
+}
+
+// emitRegions emits the queued regions (and those their CALLs queue).
+func (fl *flattener) emitRegions() error {
+	savedRS, savedAccept, savedView := fl.rs, fl.acceptTo, fl.logView
+	defer func() {
+		fl.rs, fl.acceptTo, fl.logView = savedRS, savedAccept, savedView
+		fl.natPrerouting, fl.natPostrouting, fl.inRegion = false, false, false
+	}()
+	for len(fl.pending) > 0 {
+		pr := fl.pending[0]
+		fl.pending = fl.pending[1:]
+		if len(fl.entries) > MaxEntries {
+			return fmt.Errorf("ruleset too large: more than %d entries after compiling user chains (limit of %d chunks of %d rules)", MaxEntries, MaxChunks, ChunkBits)
+		}
+		v := pr.view
+		fl.view, fl.inRegion = v, true
+		fl.rs, fl.acceptTo, fl.logView = v.rs, v.acceptTo, v.logView
+		fl.natPrerouting, fl.natPostrouting = v.natPrerouting, v.natPostrouting
+		first := uint32(len(fl.entries))
+		pr.start.pos, pr.start.resolved = first, true
+		ret := &label{}
+		if err := fl.block(pr.chain, Cond{}, ret, v.check); err != nil {
+			if v.seg != nil {
+				return fmt.Errorf("table %s: %w", v.seg.table, err)
+			}
+			return err
+		}
+		ret.pos, ret.resolved = uint32(len(fl.entries)), true
+		fl.emit(Entry{Rule: NoRule, Action: ActReturn})
+		if v.seg != nil {
+			for i := first; i < uint32(len(fl.entries))-1; i++ {
+				e := &fl.entries[i]
+				if !segmentView(&e.Cond, v.walk, *v.seg) {
+					e.Cond = neverCond()
+				}
+			}
+		}
+		fl.spans = append(fl.spans, regionSpan{start: first, end: uint32(len(fl.entries))})
+	}
+	return nil
+}
+
+// checkNesting refuses a jump to chain c (from the chain being flattened)
+// when c is part of a loop or its jumps nest deeper than maxDepth: the
+// walk's call stack holds maxDepth positions.
+func (fl *flattener) checkNesting(c *ir.Chain) error {
+	if fl.heights == nil {
+		fl.heights = map[*ir.Chain]int{}
+	}
+	h, err := fl.height(c, nil)
+	if err != nil {
+		return err
+	}
+	if h >= maxDepth {
+		return fmt.Errorf("chain %s: jumps nest deeper than %d levels", c.Name, maxDepth)
+	}
+	return nil
+}
+
+// height returns the longest chain of jumps and gotos from c (0: none),
+// memoised; path are the chains on the way to c (a loop is refused).
+func (fl *flattener) height(c *ir.Chain, path []string) (int, error) {
+	if h, ok := fl.heights[c]; ok {
+		if h < 0 {
+			return 0, fmt.Errorf("chain %s: jump loop (%v → %s)", c.Name, path, c.Name)
+		}
+		return h, nil
+	}
+	fl.heights[c] = -1 // on the path
+	path = append(path, c.Name)
+	h := 0
+	for i, r := range c.Rules {
+		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
+			continue
+		}
+		t := fl.rs.Chain(r.Target.Chain)
+		if t == nil || t.Builtin {
+			return 0, fmt.Errorf("chain %s rule %d: jump to unknown chain %q", c.Name, i+1, r.Target.Chain)
+		}
+		th, err := fl.height(t, path)
+		if err != nil {
+			return 0, err
+		}
+		if th+1 > maxDepth {
+			return 0, fmt.Errorf("chain %s: jumps nest deeper than %d levels", t.Name, maxDepth)
+		}
+		h = max(h, th+1)
+	}
+	fl.heights[c] = h
+	return h, nil
+}
+
+// MaxCalls is the depth of the walk's call stack (XFW_MAX_CALLS): a
+// CALL beyond it hotdrops (the compiler refuses deeper nesting, maxDepth).
+const MaxCalls = maxDepth
+
+// maxLoopIters is bpf_loop's largest number of iterations (1 << 23).
+const maxLoopIters = 1 << 23
+
+// iterBound returns a bound on the search steps of any walk (the
+// bpf_loop bound, Generation.MaxIters): the base walk's (a step per
+// word and chunk of the list, per non-terminal entry, one more) plus, per
+// CALL entry a walk can meet, the steps of the region it enters: its
+// words twice (skipped to, then examined), its chunks, its entries and the
+// RETURN's step, and so on for the CALLs in it.
+func (fl *flattener) iterBound(numChunks uint32, walkStart, walkEnd [NumChains]uint32) (uint32, error) {
+	base := uint64(numChunks)*(ChunkWords+1) + uint64(fl.hops) + 1
+	if len(fl.spans) == 0 {
+		return uint32(min(base, maxLoopIters)), nil
+	}
+	byStart := make(map[uint32]int, len(fl.spans))
+	for i, sp := range fl.spans {
+		byStart[sp.start] = i
+	}
+	total := make([]uint64, len(fl.spans)) // 0: not computed
+	var regionCost func(i int) uint64
+	regionCost = func(i int) uint64 {
+		if total[i] != 0 {
+			return total[i]
+		}
+		sp := fl.spans[i]
+		n := uint64(sp.end - sp.start)
+		words := n/64 + 2
+		chunks := n/ChunkBits + 2
+		cost := 2*words + chunks + n + 2
+		for p := sp.start; p < sp.end && cost < maxLoopIters; p++ {
+			if e := &fl.entries[p]; e.Action == ActCall {
+				cost += regionCost(byStart[e.Next])
+			}
+		}
+		total[i] = min(cost, maxLoopIters)
+		return total[i]
+	}
+	var bound uint64
+	for hook := 0; hook < NumChains; hook++ {
+		b := base
+		for p := walkStart[hook]; p < walkEnd[hook] && b < maxLoopIters; p++ {
+			if e := &fl.entries[p]; e.Action == ActCall {
+				b += regionCost(byStart[e.Next])
+			}
+		}
+		bound = max(bound, b)
+	}
+	if bound >= maxLoopIters {
+		return 0, fmt.Errorf("ruleset too large: a packet's walk through its user chains could take more than %d search steps", maxLoopIters)
+	}
+	return uint32(bound), nil
+}
