@@ -325,6 +325,7 @@ func lbvsCostOf(g *compiler.Generation, p *compiler.Packet, chain int) (lbvsCost
 	pos, end := g.ChainStart[chain], g.ChainEnd[chain]
 	baseEnd := end
 	var stack []uint32 // the user chains' calls (compiler/regions.go)
+	unwinding := false
 	cached := ^uint32(0)
 	var summary uint64
 	for steps := uint32(0); steps < g.MaxIters; steps++ {
@@ -394,7 +395,17 @@ func lbvsCostOf(g *compiler.Generation, p *compiler.Packet, chain int) (lbvsCost
 			}
 			continue
 		case compiler.ActUnwind:
-			stack, end = stack[:0], baseEnd
+			if len(stack) == 0 {
+				return c, -1
+			}
+			pos, stack, end, unwinding = stack[0], stack[:0], baseEnd, true
+			continue
+		case compiler.ActExit:
+			pos = e + 1
+			if unwinding {
+				pos, unwinding = ent.Next, false
+			}
+			continue
 		default:
 			return c, int(e)
 		}

@@ -322,6 +322,22 @@ static __always_inline long xfw_return(struct xfw_cls *st)
 	return 0;
 }
 
+/* xfw_unwind leaves every region for the position the outermost CALL
+ * pushed, its XFW_ACT_EXIT entry, which sends the unwinding walk to the
+ * next table's chain (an ACCEPT in a region). */
+static __always_inline long xfw_unwind(struct xfw_cls *st)
+{
+	if (!st->depth) {
+		st->result = XFW_RES_HOTDROP; /* the compiler emits no such entry */
+		return 1;
+	}
+	st->pos = st->stack[0];
+	st->depth = 0;
+	st->end = st->base_end;
+	st->unwinding = 1;
+	return 0;
+}
+
 /* xfw_step is one bpf_loop iteration: it examines one candidate word at
  * st->pos (the AND of the active fields' chunk summaries says which words
  * can hold a match) and either moves pos forward, acts on a CONTINUE entry
@@ -384,6 +400,11 @@ static long xfw_step(__u32 iter, struct xfw_walk *walk)
 	}
 	if (ent->action == XFW_ACT_RETURN)
 		return xfw_return(st);
+	if (ent->action == XFW_ACT_EXIT) {
+		st->pos = st->unwinding ? ent->next : e + 1;
+		st->unwinding = 0;
+		return 0;
+	}
 	if (ent->action != XFW_ACT_CONTINUE && ent->action != XFW_ACT_CALL &&
 	    ent->action != XFW_ACT_UNWIND) {
 		st->result = e;
@@ -416,10 +437,8 @@ static long xfw_step(__u32 iter, struct xfw_walk *walk)
 	}
 	if (ent->action == XFW_ACT_CALL)
 		return xfw_call(st, e, ent->next);
-	if (ent->action == XFW_ACT_UNWIND) {
-		st->depth = 0;
-		st->end = st->base_end;
-	}
+	if (ent->action == XFW_ACT_UNWIND)
+		return xfw_unwind(st);
 	/* The compiler guarantees next > e for CONTINUE: within a chain the
 	 * walk only moves forward. */
 	st->pos = ent->next;
@@ -473,6 +492,7 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 	local->end = fc->chain_end[chain];
 	local->base_end = local->end;
 	local->depth = 0;
+	local->unwinding = 0;
 	/* The route lookups of -m addrtype and the set lookups run here,
 	 * not in xfw_resolve: one call deeper would pass the 512-byte stack
 	 * of the call chain. */

@@ -67,6 +67,8 @@ struct xfw_cls {
 	 * is past every entry (the region's RETURN stops the search). */
 	__u32 depth;
 	__u32 base_end;
+	__u32 unwinding; /* an ACCEPT left the regions (XFW_ACT_UNWIND) */
+	__u32 pad2;
 	__u32 stack[XFW_MAX_CALLS];
 };
 

@@ -258,8 +258,13 @@ enum xfw_action {
 	 * stack and search on from the position popped. */
 	XFW_ACT_RETURN = 7,
 	/* ACCEPT in a region of a table's chain other tables follow in the
-	 * walk: count, empty the call stack, search on from .next. */
+	 * walk: count, empty the call stack, search on from the position the
+	 * outermost CALL pushed (its XFW_ACT_EXIT entry), unwinding. */
 	XFW_ACT_UNWIND = 8,
+	/* After a CALL of such a table's chain (every packet matches it,
+	 * uncounted): an unwinding walk goes on at .next, the next table's
+	 * chain; any other at the entry after it. */
+	XFW_ACT_EXIT = 9,
 };
 
 /* Depth of the walk's call stack (compiler.MaxCalls): jumps nesting

@@ -159,6 +159,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 		}
 	}
 	fl.precomputeTerms()
+	fl.entries = make([]Entry, 0, entriesEstimate(rs))
 	var err error
 	g.ChainStart, g.ChainEnd, err = fl.flatten()
 	if err != nil {

@@ -234,9 +234,14 @@ const (
 	// the position the matching ActCall pushed.
 	ActReturn
 	// ActUnwind is ACCEPT in a region of a table's chain followed by
-	// other tables in the walk: counted, it empties the call stack and
-	// goes on at Next, the next table's chain.
+	// other tables in the walk: counted, it empties the call stack, goes
+	// on at the position the outermost CALL pushed, its ActExit entry,
+	// and marks the walk as unwinding.
 	ActUnwind
+	// ActExit follows a CALL entry of a table's chain followed by other
+	// tables (universal condition, no rule): an unwinding walk goes on at
+	// Next, the next table's chain; any other at the entry after it.
+	ActExit
 )
 
 // Entry flags (XFW_EF_*).

@@ -107,6 +107,8 @@ type flattener struct {
 	pending  []pendingRegion
 	spans    []regionSpan
 	heights  map[*ir.Chain]int
+	// ttlChains memoises reachesTTL.
+	ttlChains map[*ir.Chain]bool
 }
 
 // maxDepth bounds nested jumps and gotos (the walk's call stack,
@@ -116,7 +118,7 @@ const maxDepth = 64
 
 func (fl *flattener) emit(e Entry) {
 	fl.entries = append(fl.entries, e)
-	if e.Action == ActContinue || e.Action == ActCall || e.Action == ActReturn || e.Action == ActUnwind {
+	if e.Action == ActContinue || e.Action == ActCall || e.Action == ActReturn || e.Action == ActUnwind || e.Action == ActExit {
 		fl.hops++
 	}
 }
@@ -182,6 +184,11 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 				}
 				base.Action, base.nextLabel = ActCall, fl.regionOf(target)
 				fl.emit(base)
+				if !fl.inRegion && fl.acceptTo != nil {
+					// Where an ACCEPT in the region (ActUnwind)
+					// leaves the table's chain.
+					fl.emit(Entry{Rule: NoRule, Action: ActExit, nextLabel: fl.acceptTo})
+				}
 				if r.Target.Kind == ir.TargetGoto {
 					// The CALL returns here: falling off (or RETURN
 					// from) the goto'd chain returns from this one.
@@ -205,7 +212,7 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 					// region: unwinding the calls).
 					base.Action, base.nextLabel = ActContinue, fl.acceptTo
 					if fl.inRegion {
-						base.Action = ActUnwind
+						base.Action, base.nextLabel = ActUnwind, nil
 					}
 				}
 				fl.emit(base)

@@ -47,9 +47,12 @@ type viewCtx struct {
 
 // regionKey names one region: a chain in a view.
 type regionKey struct {
-	walk  int
-	seg   tableChain
-	chain *ir.Chain
+	walk, check int
+	seg         tableChain
+	// unwinds: ACCEPT continues with the walk's next table (ActUnwind)
+	// rather than ending it.
+	unwinds bool
+	chain   *ir.Chain
 }
 
 // pendingRegion is a region to emit: its chain, view and start label.
@@ -65,19 +68,56 @@ type regionSpan struct {
 	start, end uint32
 }
 
-// key returns the region key of chain c in view v.
-func (v *viewCtx) key(c *ir.Chain) regionKey {
-	k := regionKey{walk: v.walk, chain: c}
+// sharedWalk is regionKey.walk of a region every walk shares.
+const sharedWalk = -1
+
+// regionKey returns the key of chain c's region in view v. Walks share it
+// (their PREROUTING or POSTROUTING segments, filter's user chains reached
+// from their chains under the same checks): the entries are the same,
+// but for a TTL condition in FORWARD's PREROUTING (segmentView).
+func (fl *flattener) regionKey(v *viewCtx, c *ir.Chain) regionKey {
+	k := regionKey{walk: sharedWalk, check: v.check, unwinds: v.acceptTo != nil, chain: c}
 	if v.seg != nil {
 		k.seg = *v.seg
+		if v.seg.chain == ir.ChainPrerouting && v.walk == ChainForward && fl.reachesTTL(c) {
+			k.walk = v.walk
+		}
 	}
 	return k
+}
+
+// reachesTTL reports whether a rule of chain c or of a chain it reaches
+// has a TTL (hop limit) match; memoised (the chain graph has no loops:
+// checkNesting ran first).
+func (fl *flattener) reachesTTL(c *ir.Chain) bool {
+	if v, ok := fl.ttlChains[c]; ok {
+		return v
+	}
+	if fl.ttlChains == nil {
+		fl.ttlChains = map[*ir.Chain]bool{}
+	}
+	fl.ttlChains[c] = false
+	for _, r := range c.Rules {
+		for _, m := range r.Matches {
+			if _, ok := m.(*ir.TTLMatch); ok {
+				fl.ttlChains[c] = true
+				return true
+			}
+		}
+		if r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto {
+			if t := fl.rs.Chain(r.Target.Chain); t != nil && fl.reachesTTL(t) {
+				fl.ttlChains[c] = true
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // regionOf returns the start label of target's region in the current
 // view, queueing the region when it is new.
 func (fl *flattener) regionOf(target *ir.Chain) *label {
-	k := fl.view.key(target)
+	k := fl.regionKey(&fl.view, target)
 	if l, ok := fl.regions[k]; ok {
 		return l
 	}
@@ -236,4 +276,24 @@ func (fl *flattener) iterBound(numChunks uint32, walkStart, walkEnd [NumChains]u
 		return 0, fmt.Errorf("ruleset too large: a packet's walk through its user chains could take more than %d search steps", maxLoopIters)
 	}
 	return uint32(bound), nil
+}
+
+// entriesEstimate guesses the entries rs compiles to, the capacity the
+// entry list starts with (growing a list of large entries by copying
+// was a fifth of a big ruleset's compile time): per rule an entry and a
+// probe, per chain a RETURN, in each walk, and the slack; at most the
+// data plane's limit.
+func entriesEstimate(rs *ir.Ruleset) int {
+	n := 0
+	for _, t := range append([]*ir.Ruleset{rs}, rs.Tables...) {
+		for _, c := range t.Chains {
+			n += 1 + len(c.Rules)
+			for _, r := range c.Rules {
+				if hasProbedMatch(r) {
+					n++
+				}
+			}
+		}
+	}
+	return min(n*NumChains+2*NumChains*AppendSlack+1, MaxEntries+1)
 }

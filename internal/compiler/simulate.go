@@ -229,6 +229,7 @@ func (g *Generation) Classify(p *Packet, chain int) Result {
 	pos, end := g.Walk(chain)
 	baseEnd := end
 	var stack []uint32 // the CALLs' return positions (regions.go)
+	unwinding := false // an ACCEPT left the regions (ActUnwind)
 	chunkOf := func(f Field, c uint32) *Chunk {
 		id := g.ClassChunks[cls[f]*g.NumChunks+c]
 		if id == 0 {
@@ -307,7 +308,19 @@ func (g *Generation) Classify(p *Packet, chain int) Result {
 			}
 			continue
 		case ActUnwind:
-			stack, end = stack[:0], baseEnd
+			if len(stack) == 0 {
+				res.Hotdrop = true // never emitted (xfw_unwind)
+				return res
+			}
+			res.Path = append(res.Path, int(e))
+			pos, stack, end, unwinding = stack[0], stack[:0], baseEnd, true
+			continue
+		case ActExit:
+			pos = e + 1
+			if unwinding {
+				pos, unwinding = ent.Next, false
+			}
+			continue
 		default:
 			res.Entry = int(e)
 			return res

@@ -2,6 +2,8 @@ package kubeproxy
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +15,21 @@ import (
 
 // BenchmarkCompileKubeProxy times the front end and the compiler on
 // kube-proxy's ruleset (NAT written as ACCEPT) of 1,000 services × 10
-// endpoints: `go test -run X -bench CompileKubeProxy -cpuprofile …`.
+// endpoints (KP_SERVICES: other numbers, comma-separated):
+// `go test -run X -bench CompileKubeProxy -cpuprofile …`.
 func BenchmarkCompileKubeProxy(b *testing.B) {
-	for _, n := range []int{1000} {
+	sizes := []int{1000}
+	if env := os.Getenv("KP_SERVICES"); env != "" {
+		sizes = nil
+		for _, f := range strings.Split(env, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				b.Fatalf("KP_SERVICES: %v", err)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, n := range sizes {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			svcs, err := Generate(DefaultOptions(n, 10))
 			if err != nil {
@@ -35,7 +49,7 @@ func BenchmarkCompileKubeProxy(b *testing.B) {
 					b.Fatal(err)
 				}
 				t2 := time.Now()
-				b.Logf("parse %v compile %v entries %d chunks %d iters %d", t1.Sub(t0), t2.Sub(t1), len(g.Entries), g.NumChunks, g.MaxIters)
+				b.Logf("parse %v compile %v entries %d chunks %d classes %d iters %d", t1.Sub(t0), t2.Sub(t1), len(g.Entries), g.NumChunks, len(g.ClassChunks)/int(g.NumChunks), g.MaxIters)
 			}
 		})
 	}
