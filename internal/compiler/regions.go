@@ -21,14 +21,21 @@ import (
 // the goto'd chain returns from the chain that went to it, as in the
 // kernel. Regions are placed after every walk's entries.
 //
-// A view is what the chain sees: the walk (the base chain the data plane
-// picked), the table's chain of the walk it is reached from (a segment,
-// tables.go: its conditions are rewritten for the segment, and ACCEPT
-// continues with the walk's next segment, an ActUnwind entry that empties
-// the call stack), and the hook the kernel's checks use. A chain reached
+// An ACCEPT in a region of a table's chain that other tables follow in
+// the walk (a segment, tables.go) ends that chain only: an ActUnwind entry
+// (counted) empties the call stack and resumes at the position the
+// outermost CALL pushed, an ActExit entry (universal, uncounted) that
+// sends an unwinding walk to the next table's chain and any other on to
+// the next entry. A region thus names no position of its walk.
+//
+// A view is what the chain sees: the table's chain of the walk it is
+// reached from (its conditions are rewritten for the segment), whether its
+// ACCEPT unwinds, and the hook the kernel's checks use. Walks share a
+// region where its entries are the same (regionKey): the PREROUTING
+// chains of the INPUT and FORWARD walks unless a TTL match is reached,
+// filter's user chains reached under the same checks. A chain reached
 // from several views has one region per view, so entries are linear in
-// rules times views (at most the walks' number of segments), whatever the
-// jumps.
+// rules times views, whatever the jumps.
 
 // viewCtx is the flattening context of a view (see above).
 type viewCtx struct {
