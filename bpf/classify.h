@@ -298,6 +298,8 @@ static __always_inline long xfw_call(struct xfw_cls *st, __u32 e, __u32 to)
 		return 1;
 	}
 	st->stack[d & (XFW_MAX_CALLS - 1)] = e + 1;
+	st->ret_chunk[d & (XFW_MAX_CALLS - 1)] = st->chunk;
+	st->ret_summary[d & (XFW_MAX_CALLS - 1)] = st->summary;
 	st->depth = d + 1;
 	st->end = XFW_MAX_CHUNKS * XFW_CHUNK_BITS;
 	st->pos = to;
@@ -317,6 +319,8 @@ static __always_inline long xfw_return(struct xfw_cls *st)
 	d--;
 	st->depth = d;
 	st->pos = st->stack[d & (XFW_MAX_CALLS - 1)];
+	st->chunk = st->ret_chunk[d & (XFW_MAX_CALLS - 1)];
+	st->summary = st->ret_summary[d & (XFW_MAX_CALLS - 1)];
 	if (!d)
 		st->end = st->base_end;
 	return 0;
@@ -332,6 +336,8 @@ static __always_inline long xfw_unwind(struct xfw_cls *st)
 		return 1;
 	}
 	st->pos = st->stack[0];
+	st->chunk = st->ret_chunk[0];
+	st->summary = st->ret_summary[0];
 	st->depth = 0;
 	st->end = st->base_end;
 	st->unwinding = 1;

@@ -70,6 +70,10 @@ struct xfw_cls {
 	__u32 unwinding; /* an ACCEPT left the regions (XFW_ACT_UNWIND) */
 	__u32 pad2;
 	__u32 stack[XFW_MAX_CALLS];
+	/* The caller's cached .chunk and .summary per call: a RETURN
+	 * restores them instead of ANDing the summaries again. */
+	__u32 ret_chunk[XFW_MAX_CALLS];
+	__u64 ret_summary[XFW_MAX_CALLS];
 };
 
 /* bpf_loop's context (it must be on the caller's stack): the walk's
