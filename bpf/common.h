@@ -49,8 +49,10 @@
  * word j is non-zero) lets it skip empty words. */
 #define XFW_CHUNK_WORDS 64
 #define XFW_CHUNK_BITS (XFW_CHUNK_WORDS * 64)
-/* At most 256 chunks: 1,048,576 flattened entries per family. */
-#define XFW_MAX_CHUNKS 256
+/* At most 1024 chunks: 4,194,304 flattened entries per family. Nothing in
+ * the walk is sized by it (it bounds a region walk's end); the walk's
+ * steps are bounded by the generation's max_iters (bpf_loop's 2^23). */
+#define XFW_MAX_CHUNKS 1024
 
 /* Upper bound on non-terminal actions (LOG, jumps, RETURN, counters-only
  * rules) a packet may meet on one path; the compiler rejects rulesets that

@@ -287,7 +287,7 @@ const (
 	ChunkWords = 64
 	ChunkBits  = ChunkWords * 64
 	// MaxChunks bounds the entries of one family (XFW_MAX_CHUNKS).
-	MaxChunks = 256
+	MaxChunks = 1024
 	// MaxEntries is the largest flattened ruleset of one family.
 	MaxEntries = MaxChunks * ChunkBits
 	// MaxBounds is the most interval bounds an address field may have

@@ -54,3 +54,41 @@ func BenchmarkCompileKubeProxy(b *testing.B) {
 		})
 	}
 }
+
+// TestTenThousandServicesCompile compiles kube-proxy's ruleset (NAT
+// written as ACCEPT) of 10,000 services × 10 endpoints: more entries than
+// the 1,048,576 (256 chunks) the data plane held before, and 90,000
+// random-mode statistic matches that share one probe per probability
+// (stateless, so sharing is exact), far below the 16-bit probe index.
+func TestTenThousandServicesCompile(t *testing.T) {
+	const services, endpoints = 10_000, 10
+	o := DefaultOptions(services, endpoints)
+	svcs, err := Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := IPTables(svcs, o.ClusterCIDR, IPTablesOptions{Bootstrap: true, NATAsAccept: true})
+	rs, err := iptables.Restore(ir.IPv4, strings.NewReader(text), nil, iptables.RestoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.Chains = iptables.OrderedChains(rs)
+	g, err := compiler.Compile(rs, compiler.Options{})
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	const oldMaxEntries = 256 * compiler.ChunkBits
+	if len(g.Entries) <= oldMaxEntries || len(g.Entries) > compiler.MaxEntries {
+		t.Errorf("%d entries, want past the old bound %d and within %d", len(g.Entries), oldMaxEntries, compiler.MaxEntries)
+	}
+	statistic := map[compiler.Probe]bool{}
+	for _, pr := range g.Probes {
+		if pr.Kind == compiler.ProbeStatistic {
+			statistic[pr] = true
+		}
+	}
+	// Probabilities 1/10, 1/9, …, 1/2: one probe each.
+	if len(statistic) != endpoints-1 || len(g.Probes) >= compiler.MaxProbes {
+		t.Errorf("%d statistic probes of %d, want %d", len(statistic), len(g.Probes), endpoints-1)
+	}
+}
