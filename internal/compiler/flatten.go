@@ -109,6 +109,8 @@ type flattener struct {
 	heights  map[*ir.Chain]int
 	// ttlChains memoises reachesTTL.
 	ttlChains map[*ir.Chain]bool
+	// targets memoises jumpTarget.
+	targets map[*ir.Rule]*ir.Chain
 }
 
 // maxDepth bounds nested jumps and gotos (the walk's call stack,
@@ -175,11 +177,8 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 				fl.emit(base)
 				fl.fallthroughNext()
 			case ir.TargetJump, ir.TargetGoto:
-				target := fl.rs.Chain(r.Target.Chain)
-				if target == nil || target.Builtin {
-					return fmt.Errorf("chain %s rule %d: jump to unknown chain %q", chain.Name, i+1, r.Target.Chain)
-				}
-				if err := fl.checkNesting(target); err != nil {
+				target, err := fl.jumpTarget(chain, i, r)
+				if err != nil {
 					return err
 				}
 				base.Action, base.nextLabel = ActCall, fl.regionOf(target)
