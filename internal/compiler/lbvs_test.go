@@ -55,3 +55,25 @@ func TestClassesDistinct(t *testing.T) {
 		t.Fatalf("%d classes: the test premise (several) does not hold", len(seen))
 	}
 }
+
+// TestSweepHashUpToDate checks that the sweep keeps each class's hash up
+// to date as chunks change: a stale hash finds classes only through the
+// collision lists (correct, but a linear scan), so a sweep over many
+// entries in many chunks must leave none.
+func TestSweepHashUpToDate(t *testing.T) {
+	const n = 5 * ChunkBits
+	entries := make([]Entry, n)
+	for i := range entries {
+		if i%3 != 0 { // every third entry a wildcard
+			entries[i].Cond[FieldDport] = Range(U64(uint64(i%1000)), U64(uint64(i%1000+7)))
+		}
+	}
+	vb := newVectorBuilder(n / ChunkBits)
+	fc, err := vb.buildField(FieldDport, entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fc.Bounds) < 100 || len(vb.classCollided) != 0 {
+		t.Errorf("%d bounds, %d hashes with collisions, want many bounds and no collision", len(fc.Bounds), len(vb.classCollided))
+	}
+}
