@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,9 +75,18 @@ func runKubeProxy(args []string) error {
 	reps := fs.Int("reps", 5, "repetitions of each point")
 	xfwBin := fs.String("xfw", "bin/xfw", "xfw binary")
 	out := fs.String("out", "results", "output directory (kubeproxy.json, kubeproxy.md)")
+	systems := fs.String("systems", strings.Join(kpSystems, ","), "systems to measure (comma-separated, of "+strings.Join(kpSystems, ", ")+")")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	var chosen []string
+	for _, s := range strings.Split(*systems, ",") {
+		if !slices.Contains(kpSystems, s) {
+			return fmt.Errorf("-systems: unknown system %q (of %s)", s, strings.Join(kpSystems, ", "))
+		}
+		chosen = append(chosen, s)
+	}
+	kpSystems = chosen
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("must run as root (network namespaces, BPF)")
 	}

@@ -323,6 +323,9 @@ func lbvsCostOf(g *compiler.Generation, p *compiler.Packet, chain int) (lbvsCost
 		return &g.Chunks[id]
 	}
 	pos, end := g.ChainStart[chain], g.ChainEnd[chain]
+	baseEnd := end
+	var stack []uint32 // the user chains' calls (compiler/regions.go)
+	unwinding := false
 	cached := ^uint32(0)
 	var summary uint64
 	for steps := uint32(0); steps < g.MaxIters; steps++ {
@@ -378,7 +381,32 @@ func lbvsCostOf(g *compiler.Generation, p *compiler.Packet, chain int) (lbvsCost
 		}
 		c.Lookups++ // the entry
 		ent := &g.Entries[e]
-		if ent.Action != compiler.ActContinue {
+		switch ent.Action {
+		case compiler.ActContinue:
+		case compiler.ActCall:
+			stack, end = append(stack, e+1), uint32(len(g.Entries))
+		case compiler.ActReturn:
+			if len(stack) == 0 {
+				return c, -1
+			}
+			pos, stack = stack[len(stack)-1], stack[:len(stack)-1]
+			if len(stack) == 0 {
+				end = baseEnd
+			}
+			continue
+		case compiler.ActUnwind:
+			if len(stack) == 0 {
+				return c, -1
+			}
+			pos, stack, end, unwinding = stack[0], stack[:0], baseEnd, true
+			continue
+		case compiler.ActExit:
+			pos = e + 1
+			if unwinding {
+				pos, unwinding = ent.Next, false
+			}
+			continue
+		default:
 			return c, int(e)
 		}
 		pos = ent.Next

@@ -16,10 +16,13 @@
  *
  * Search: from position pos, AND the chunk of every active field, skip words
  * whose summary bit is clear, take the first set bit ≥ pos. A CONTINUE entry
- * (LOG, jump, RETURN, counters-only rule) counts and moves pos forward to its
+ * (LOG, RETURN, counters-only rule) counts and moves pos forward to its
  * .next; a terminal entry ends the search; reaching the chain's end means the
- * policy. Positions only grow, so the walk runs under one bpf_loop() of at
- * most nchunks * 65 (words and chunk skips) + CONTINUE entries + 1 steps.
+ * policy. A user chain is a region of its own (internal/compiler/regions.go):
+ * a CALL entry (jump, goto) counts, pushes the position after it on the call
+ * stack in the walk's state and searches on from the region's start; the
+ * region's last entry, a RETURN every packet matches, pops it. The walk runs
+ * under one bpf_loop() whose bound the compiler computes (iterBound).
  *
  * A probe (XFW_EF_PROBE: a limit match's token, probe.h) answers in rule
  * order: the search goes on at the next entry when it says true, at .next
@@ -282,6 +285,66 @@ __attribute__((noinline)) __u64 xfw_and_fields(struct xfw_cls *st, __u32 c, __u3
 	return acc;
 }
 
+/* xfw_call enters a user chain's region at entry `to` from CALL entry e
+ * (XFW_ACT_CALL): the position after e is pushed. The region's RETURN
+ * entry, which every packet matches, ends the search there, so .end is
+ * lifted. A stack overflow (the compiler refuses such nesting) hotdrops:
+ * never fail open. */
+static __always_inline long xfw_call(struct xfw_cls *st, __u32 e, __u32 to)
+{
+	__u32 d = st->depth;
+
+	if (d >= XFW_MAX_CALLS) {
+		st->result = XFW_RES_HOTDROP;
+		return 1;
+	}
+	st->stack[d & (XFW_MAX_CALLS - 1)] = e + 1;
+	st->ret_chunk[d & (XFW_MAX_CALLS - 1)] = st->chunk;
+	st->ret_summary[d & (XFW_MAX_CALLS - 1)] = st->summary;
+	st->depth = d + 1;
+	st->end = XFW_MAX_CHUNKS * XFW_CHUNK_BITS;
+	st->pos = to;
+	return 0;
+}
+
+/* xfw_return pops the call stack at a region's RETURN entry; back at the
+ * walk's level, its end bounds the search again. */
+static __always_inline long xfw_return(struct xfw_cls *st)
+{
+	__u32 d = st->depth;
+
+	if (!d || d > XFW_MAX_CALLS) {
+		st->result = XFW_RES_HOTDROP; /* the compiler emits no such RETURN */
+		return 1;
+	}
+	d--;
+	st->depth = d;
+	st->pos = st->stack[d & (XFW_MAX_CALLS - 1)];
+	st->chunk = st->ret_chunk[d & (XFW_MAX_CALLS - 1)];
+	st->summary = st->ret_summary[d & (XFW_MAX_CALLS - 1)];
+	if (!d)
+		st->end = st->base_end;
+	return 0;
+}
+
+/* xfw_unwind leaves every region for the position the outermost CALL
+ * pushed, its XFW_ACT_EXIT entry, which sends the unwinding walk to the
+ * next table's chain (an ACCEPT in a region). */
+static __always_inline long xfw_unwind(struct xfw_cls *st)
+{
+	if (!st->depth) {
+		st->result = XFW_RES_HOTDROP; /* the compiler emits no such entry */
+		return 1;
+	}
+	st->pos = st->stack[0];
+	st->chunk = st->ret_chunk[0];
+	st->summary = st->ret_summary[0];
+	st->depth = 0;
+	st->end = st->base_end;
+	st->unwinding = 1;
+	return 0;
+}
+
 /* xfw_step is one bpf_loop iteration: it examines one candidate word at
  * st->pos (the AND of the active fields' chunk summaries says which words
  * can hold a match) and either moves pos forward, acts on a CONTINUE entry
@@ -342,7 +405,15 @@ static long xfw_step(__u32 iter, struct xfw_walk *walk)
 		st->result = XFW_RES_HOTDROP;
 		return 1;
 	}
-	if (ent->action != XFW_ACT_CONTINUE) {
+	if (ent->action == XFW_ACT_RETURN)
+		return xfw_return(st);
+	if (ent->action == XFW_ACT_EXIT) {
+		st->pos = st->unwinding ? ent->next : e + 1;
+		st->unwinding = 0;
+		return 0;
+	}
+	if (ent->action != XFW_ACT_CONTINUE && ent->action != XFW_ACT_CALL &&
+	    ent->action != XFW_ACT_UNWIND) {
 		st->result = e;
 		return 1;
 	}
@@ -371,7 +442,12 @@ static long xfw_step(__u32 iter, struct xfw_walk *walk)
 			xfw_stat_inc(XFW_STAT_LOG_LOST);
 		st->nlogs++;
 	}
-	/* The compiler guarantees next > e: the walk only moves forward. */
+	if (ent->action == XFW_ACT_CALL)
+		return xfw_call(st, e, ent->next);
+	if (ent->action == XFW_ACT_UNWIND)
+		return xfw_unwind(st);
+	/* The compiler guarantees next > e for CONTINUE: within a chain the
+	 * walk only moves forward. */
 	st->pos = ent->next;
 	return 0;
 }
@@ -423,6 +499,9 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 	local->end = fc->chain_end[chain];
 	if (ps->end)
 		local->end = ps->end - 1; /* a walk stopped before POSTROUTING */
+	local->base_end = local->end;
+	local->depth = 0;
+	local->unwinding = 0;
 	/* An empty chain (or a walk resumed at its end): the policy decides,
 	 * with no field, set or class lookup (the walk would end at once). */
 	if (local->pos >= local->end) {

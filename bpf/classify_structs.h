@@ -64,6 +64,18 @@ struct xfw_cls {
 	__u32 chunk;   /* chunk whose summary is cached, or ~0 */
 	__u32 slot;    /* generation slot (family * 2 + bank) */
 	__u64 summary; /* AND of the active fields' summaries of .chunk */
+	/* The user chains' calls (XFW_ACT_CALL): .depth return positions
+	 * in .stack; .base_end is the walk's end, .end while in a region
+	 * is past every entry (the region's RETURN stops the search). */
+	__u32 depth;
+	__u32 base_end;
+	__u32 unwinding; /* an ACCEPT left the regions (XFW_ACT_UNWIND) */
+	__u32 pad2;
+	__u32 stack[XFW_MAX_CALLS];
+	/* The caller's cached .chunk and .summary per call: a RETURN
+	 * restores them instead of ANDing the summaries again. */
+	__u32 ret_chunk[XFW_MAX_CALLS];
+	__u64 ret_summary[XFW_MAX_CALLS];
 };
 
 /* bpf_loop's context (it must be on the caller's stack): the walk's

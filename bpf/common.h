@@ -49,8 +49,10 @@
  * word j is non-zero) lets it skip empty words. */
 #define XFW_CHUNK_WORDS 64
 #define XFW_CHUNK_BITS (XFW_CHUNK_WORDS * 64)
-/* At most 256 chunks: 1,048,576 flattened entries per family. */
-#define XFW_MAX_CHUNKS 256
+/* At most 1024 chunks: 4,194,304 flattened entries per family. Nothing in
+ * the walk is sized by it (it bounds a region walk's end); the walk's
+ * steps are bounded by the generation's max_iters (bpf_loop's 2^23). */
+#define XFW_MAX_CHUNKS 1024
 
 /* Upper bound on non-terminal actions (LOG, jumps, RETURN, counters-only
  * rules) a packet may meet on one path; the compiler rejects rulesets that
@@ -250,7 +252,26 @@ enum xfw_action {
 	 * translated; .next the new IPv4 address (0: the output interface's,
 	 * MASQUERADE), .aux the new port (0: chosen as the kernel does). */
 	XFW_ACT_SNAT = 5,
+	/* A jump or goto (classify.h): count (and log) like CONTINUE, push
+	 * the position after the entry on the walk's call stack, search on
+	 * from .next, the first entry of the user chain's region. */
+	XFW_ACT_CALL = 6,
+	/* A region's last entry (every packet matches it): pop the call
+	 * stack and search on from the position popped. */
+	XFW_ACT_RETURN = 7,
+	/* ACCEPT in a region of a table's chain other tables follow in the
+	 * walk: count, empty the call stack, search on from the position the
+	 * outermost CALL pushed (its XFW_ACT_EXIT entry), unwinding. */
+	XFW_ACT_UNWIND = 8,
+	/* After a CALL of such a table's chain (every packet matches it,
+	 * uncounted): an unwinding walk goes on at .next, the next table's
+	 * chain; any other at the entry after it. */
+	XFW_ACT_EXIT = 9,
 };
+
+/* Depth of the walk's call stack (compiler.MaxCalls): jumps nesting
+ * deeper are refused by the compiler. */
+#define XFW_MAX_CALLS 64
 
 /* Entry flags. */
 #define XFW_EF_COUNT 0x01   /* increment counters[.rule] */

@@ -164,6 +164,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 		}
 	}
 	fl.precomputeTerms()
+	fl.entries = make([]Entry, 0, entriesEstimate(rs))
 	var err error
 	g.ChainStart, g.ChainEnd, err = fl.flatten()
 	if err != nil {
@@ -195,8 +196,15 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 		g.NumChunks = 1
 	}
 	// One bpf_loop step per examined word (64 a chunk, plus the step that
-	// leaves it), per CONTINUE entry, plus the step that finds the end.
-	g.MaxIters = g.NumChunks*(ChunkWords+1) + fl.hops + 1
+	// leaves it), per CONTINUE entry, plus the step that finds the end;
+	// plus the steps in the user chains' regions (iterBound).
+	var walkStart, walkEnd [NumChains]uint32
+	for h := range walkStart {
+		walkStart[h], walkEnd[h] = g.Walk(h)
+	}
+	if g.MaxIters, err = fl.iterBound(g.NumChunks, walkStart, walkEnd); err != nil {
+		return nil, err
+	}
 
 	vb := newVectorBuilder(int(g.NumChunks))
 	for f := Field(0); f < NumFields; f++ {

@@ -87,9 +87,11 @@ func TestMaskSet(t *testing.T) {
 	}
 }
 
-// TestFlattenActions checks the entry list of user chains: a jump counts
-// and continues, RETURN continues after the block, a goto's fall-through
-// returns from the caller, and conditions are inherited.
+// TestFlattenActions checks the entry list of user chains: a jump is a
+// counted CALL of the chain's region, a region ends with a RETURN entry
+// every packet matches, a RETURN rule continues at it, a goto is a CALL
+// followed by an entry of its condition returning from the caller, and a
+// chain reached from one view has one region.
 func TestFlattenActions(t *testing.T) {
 	rs := ir.NewRuleset(ir.IPv4)
 	sub := &ir.Chain{Name: "sub"}
@@ -98,11 +100,12 @@ func TestFlattenActions(t *testing.T) {
 	tcp := ir.ProtoMatch{Set: true, Num: 6}
 	in := rs.Chain("INPUT")
 	in.Rules = []*ir.Rule{
-		{Proto: tcp, Target: ir.Target{Kind: ir.TargetJump, Chain: "sub"}}, // 0
-		{Target: ir.Target{Kind: ir.TargetAccept}},                         // after the block
+		{Proto: tcp, Target: ir.Target{Kind: ir.TargetJump, Chain: "sub"}},
+		{Target: ir.Target{Kind: ir.TargetJump, Chain: "sub"}},
+		{Target: ir.Target{Kind: ir.TargetAccept}},
 	}
 	sub.Rules = []*ir.Rule{
-		{Target: ir.Target{Kind: ir.TargetGoto, Chain: "deep"}},
+		{Proto: tcp, Target: ir.Target{Kind: ir.TargetGoto, Chain: "deep"}},
 		{Target: ir.Target{Kind: ir.TargetDrop}},
 	}
 	deep.Rules = []*ir.Rule{{Target: ir.Target{Kind: ir.TargetReturn}}}
@@ -110,37 +113,44 @@ func TestFlattenActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// INPUT: [0] jump sub, [1] goto deep, [2] deep RETURN → end of sub's
-	// caller block, [3] goto fall-through → same, [4] DROP, [5] ACCEPT.
-	want := []struct {
+	type want struct {
 		act  Action
-		next uint32
-	}{{ActContinue, 1}, {ActContinue, 2}, {ActContinue, 5}, {ActContinue, 5}, {ActDrop, 0}, {ActAccept, 0}}
-	if got := g.ChainEnd[ChainInput] - g.ChainStart[ChainInput]; int(got) != len(want) {
-		t.Fatalf("%d INPUT entries, want %d", got, len(want))
+		next int // relative to the regions' start; -1: not checked
+		rule bool
 	}
-	base := g.ChainStart[ChainInput] // after the head slack
-	for i, w := range want {
-		e := g.Entries[base+uint32(i)]
-		if e.Action != w.act || (w.act == ActContinue && e.Next != base+w.next) {
-			t.Errorf("entry %d: action %d next %d, want %d next %d", i, e.Action, e.Next-base, w.act, w.next)
-		}
-		// Every entry inside the jump inherits -p tcp.
-		if i >= 1 && i <= 4 && !e.Cond[FieldProto].Contains(U64(6)) || i >= 1 && i <= 4 && e.Cond[FieldProto].Contains(U64(17)) {
-			t.Errorf("entry %d does not inherit the jump's condition", i)
+	check := func(what string, base uint32, ws []want) {
+		t.Helper()
+		for i, w := range ws {
+			e := g.Entries[base+uint32(i)]
+			if e.Action != w.act || (w.next >= 0 && e.Next != g.Layout.SlackEnd[ChainOutput]+uint32(w.next)) || (e.Rule != NoRule) != w.rule {
+				t.Errorf("%s entry %d: action %d next %d rule %d, want %+v", what, i, e.Action, int(e.Next)-int(g.Layout.SlackEnd[ChainOutput]), e.Rule, w)
+			}
 		}
 	}
-	// Counters: the goto fall-through entry belongs to no rule.
-	if g.Entries[base+3].Rule != NoRule {
-		t.Errorf("synthetic entry counts rule %d", g.Entries[base+3].Rule)
+	// INPUT: two CALLs of sub's one region, ACCEPT.
+	if got := g.ChainEnd[ChainInput] - g.ChainStart[ChainInput]; got != 3 {
+		t.Fatalf("%d INPUT entries, want 3", got)
+	}
+	check("INPUT", g.ChainStart[ChainInput], []want{{ActCall, 0, true}, {ActCall, 0, true}, {ActAccept, -1, true}})
+	// Regions after OUTPUT's slack: sub = [0] goto deep, [1] its return
+	// → sub's RETURN, [2] DROP, [3] RETURN; deep = [4] RETURN rule → [5]
+	// RETURN.
+	check("regions", g.Layout.SlackEnd[ChainOutput], []want{{ActCall, 4, true}, {ActContinue, 3, false}, {ActDrop, -1, true},
+		{ActReturn, -1, false}, {ActContinue, 5, true}, {ActReturn, -1, false}})
+	if n := len(g.Entries) - int(g.Layout.SlackEnd[ChainOutput]); n != 6 {
+		t.Errorf("%d region entries, want 6", n)
+	}
+	if e := g.Entries[g.Layout.SlackEnd[ChainOutput]+1]; !e.Cond[FieldProto].Contains(U64(6)) || e.Cond[FieldProto].Contains(U64(17)) {
+		t.Errorf("the goto's return entry does not have the goto rule's condition")
 	}
 }
 
 // TestFlattenLimits checks that rulesets the data plane cannot hold are
 // refused with a message naming the limit.
 func TestFlattenLimits(t *testing.T) {
-	// A chain of 1,100 rules reached from 1,000 jumps flattens to 1.1M
-	// entries: more than the data plane's 1,048,576.
+	// A chain of 1,100 rules reached from 1,000 jumps is 1,000 CALLs and
+	// one region of 1,101 entries; from 8,000 jumps a packet's walk could
+	// take more search steps than bpf_loop allows (1 << 23).
 	rs := ir.NewRuleset(ir.IPv4)
 	big := &ir.Chain{Name: "big"}
 	rs.Chains = append(rs.Chains, big)
@@ -151,9 +161,19 @@ func TestFlattenLimits(t *testing.T) {
 	for i := 0; i < 1000; i++ {
 		in.Rules = append(in.Rules, &ir.Rule{Target: ir.Target{Kind: ir.TargetJump, Chain: "big"}})
 	}
-	_, err := Compile(rs, Options{})
-	if err == nil || !strings.Contains(err.Error(), "ruleset too large") || !strings.Contains(err.Error(), "1048576") {
-		t.Errorf("got %v, want a 'ruleset too large' error naming the 1048576-entry limit", err)
+	g, err := Compile(rs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(g.Entries); n > 1000+1101+6*AppendSlack {
+		t.Errorf("%d entries for 1,000 jumps into a chain of 1,100 rules, want them linear in the rules", n)
+	}
+	for i := 0; i < 7000; i++ {
+		in.Rules = append(in.Rules, &ir.Rule{Target: ir.Target{Kind: ir.TargetJump, Chain: "big"}})
+	}
+	_, err = Compile(rs, Options{})
+	if err == nil || !strings.Contains(err.Error(), "ruleset too large") || !strings.Contains(err.Error(), "8388608") {
+		t.Errorf("got %v, want a 'ruleset too large' error naming the 8388608-step limit", err)
 	}
 	// A jump loop is refused.
 	loop := ir.NewRuleset(ir.IPv4)

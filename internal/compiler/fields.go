@@ -226,6 +226,22 @@ const (
 	// the source translated; Next the new IPv4 address (MasqueradeAddr:
 	// the output interface's), Aux the new port (0: chosen).
 	ActSNAT
+	// ActCall enters a user chain's region (regions.go): counted as a
+	// CONTINUE entry, it pushes the position after it on the walk's
+	// call stack and goes on at Next, the region's first entry.
+	ActCall
+	// ActReturn ends a region (universal condition): the walk goes on at
+	// the position the matching ActCall pushed.
+	ActReturn
+	// ActUnwind is ACCEPT in a region of a table's chain followed by
+	// other tables in the walk: counted, it empties the call stack, goes
+	// on at the position the outermost CALL pushed, its ActExit entry,
+	// and marks the walk as unwinding.
+	ActUnwind
+	// ActExit follows a CALL entry of a table's chain followed by other
+	// tables (universal condition, no rule): an unwinding walk goes on at
+	// Next, the next table's chain; any other at the entry after it.
+	ActExit
 )
 
 // Entry flags (XFW_EF_*).
@@ -271,7 +287,7 @@ const (
 	ChunkWords = 64
 	ChunkBits  = ChunkWords * 64
 	// MaxChunks bounds the entries of one family (XFW_MAX_CHUNKS).
-	MaxChunks = 256
+	MaxChunks = 1024
 	// MaxEntries is the largest flattened ruleset of one family.
 	MaxEntries = MaxChunks * ChunkBits
 	// MaxBounds is the most interval bounds an address field may have

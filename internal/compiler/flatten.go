@@ -103,32 +103,39 @@ type flattener struct {
 	// postStart are the walks' first POSTROUTING positions
 	// (Layout.PostStart).
 	postStart [NumChains]uint32
+	// view is what the chain being flattened sees (regions.go); inRegion
+	// is set while a user chain's region is emitted. regions are the
+	// user chains' regions by view, pending those not emitted yet,
+	// spans the emitted ones, heights the chains' nesting (checkNesting).
+	view     viewCtx
+	inRegion bool
+	regions  map[regionKey]*label
+	pending  []pendingRegion
+	spans    []regionSpan
+	heights  map[*ir.Chain]int
+	// ttlChains memoises reachesTTL.
+	ttlChains map[*ir.Chain]bool
+	// targets memoises jumpTarget.
+	targets map[*ir.Rule]*ir.Chain
 }
 
-// maxDepth bounds nested jumps, as the kernel's ruleset check does with
-// loops (iptables refuses loops; a chain nesting deeper than this is refused).
+// maxDepth bounds nested jumps and gotos (the walk's call stack,
+// XFW_MAX_CALLS); iptables refuses loops, a chain nesting deeper than this
+// is refused.
 const maxDepth = 64
 
 func (fl *flattener) emit(e Entry) {
 	fl.entries = append(fl.entries, e)
-	if e.Action == ActContinue {
+	if e.Action == ActContinue || e.Action == ActCall || e.Action == ActReturn || e.Action == ActUnwind || e.Action == ActExit {
 		fl.hops++
 	}
 }
 
 // block emits the rules of chain under the outer condition; RETURN and
-// falling off its end continue at ret (nil: the base chain's end, whose
-// position is patched by the caller through ret itself).
-func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, depth int, path []string) error {
-	if depth > maxDepth {
-		return fmt.Errorf("chain %s: jumps nest deeper than %d levels", chain.Name, maxDepth)
-	}
-	for _, p := range path {
-		if p == chain.Name {
-			return fmt.Errorf("chain %s: jump loop (%v → %s)", chain.Name, path, chain.Name)
-		}
-	}
-	path = append(path, chain.Name)
+// falling off its end continue at ret (the base chain's end, or the
+// region's RETURN entry). A jump or goto is a CALL of the target chain's
+// region (regions.go).
+func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) error {
 	for i, r := range chain.Rules {
 		if len(fl.entries) > MaxEntries {
 			return fmt.Errorf("ruleset too large: more than %d entries after flattening user chains (limit of %d chunks of %d rules)", MaxEntries, MaxChunks, ChunkBits)
@@ -182,24 +189,20 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 				fl.emit(base)
 				fl.fallthroughNext()
 			case ir.TargetJump, ir.TargetGoto:
-				target := fl.rs.Chain(r.Target.Chain)
-				if target == nil || target.Builtin {
-					return fmt.Errorf("chain %s rule %d: jump to unknown chain %q", chain.Name, i+1, r.Target.Chain)
+				target, err := fl.jumpTarget(chain, i, r)
+				if err != nil {
+					return err
 				}
-				base.Action = ActContinue
+				base.Action, base.nextLabel = ActCall, fl.regionOf(target)
 				fl.emit(base)
-				fl.fallthroughNext()
-				if r.Target.Kind == ir.TargetJump {
-					after := &label{}
-					if err := fl.block(target, cond, after, hook, depth+1, path); err != nil {
-						return err
-					}
-					after.pos, after.resolved = uint32(len(fl.entries)), true
-				} else {
-					if err := fl.block(target, cond, ret, hook, depth+1, path); err != nil {
-						return err
-					}
-					// Falling off the goto'd chain returns from this one.
+				if !fl.inRegion && fl.acceptTo != nil {
+					// Where an ACCEPT in the region (ActUnwind)
+					// leaves the table's chain.
+					fl.emit(Entry{Rule: NoRule, Action: ActExit, nextLabel: fl.acceptTo})
+				}
+				if r.Target.Kind == ir.TargetGoto {
+					// The CALL returns here: falling off (or RETURN
+					// from) the goto'd chain returns from this one.
 					fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActContinue, nextLabel: ret})
 				}
 			case ir.TargetDNAT, ir.TargetRedirect, ir.TargetSNAT, ir.TargetMasquerade:
@@ -216,8 +219,12 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int, de
 					return fmt.Errorf("chain %s rule %d: unsupported target", chain.Name, i+1)
 				}
 				if base.Action == ActAccept && fl.acceptTo != nil {
-					// ACCEPT ends this table's chain only.
+					// ACCEPT ends this table's chain only (from a
+					// region: unwinding the calls).
 					base.Action, base.nextLabel = ActContinue, fl.acceptTo
+					if fl.inRegion {
+						base.Action, base.nextLabel = ActUnwind, nil
+					}
 				}
 				fl.emit(base)
 				if base.Action == ActContinue {
@@ -413,7 +420,8 @@ func (fl *flattener) flatten() (start, end [NumChains]uint32, err error) {
 		endLabels[hook] = endLabel
 		if c != nil {
 			var universe Cond
-			if err := fl.block(c, universe, endLabel, hook, 0, nil); err != nil {
+			fl.view = viewCtx{rs: rs, walk: hook, check: hook, acceptTo: fl.acceptTo}
+			if err := fl.block(c, universe, endLabel, hook); err != nil {
 				return start, end, err
 			}
 		}
@@ -430,6 +438,9 @@ func (fl *flattener) flatten() (start, end [NumChains]uint32, err error) {
 				return start, end, err
 			}
 		}
+	}
+	if err := fl.emitRegions(); err != nil {
+		return start, end, err
 	}
 	if len(fl.entries) > MaxEntries {
 		return start, end, fmt.Errorf("ruleset too large: %d entries after flattening user chains, the data plane holds %d (%d chunks of %d)", len(fl.entries), MaxEntries, MaxChunks, ChunkBits)

@@ -9,10 +9,11 @@ import (
 // The statistic match, the mark match and the MARK target in the walk.
 //
 // A statistic match (xt_statistic) answers from a random number or from a
-// counter the packet advances, so it is a probe (ProbeStatistic): one per
-// match instance (a rule that user chains flatten more than once keeps
-// one counter, as the kernel has one match), its counter belonging to the
-// generation, as the kernel's belongs to the table iptables replaced.
+// counter the packet advances, so it is a probe (ProbeStatistic): an nth
+// match has one per match instance (a rule that user chains flatten more
+// than once keeps one counter, as the kernel has one match), its counter
+// belonging to the generation, as the kernel's belongs to the table
+// iptables replaced; random matches of one probability share one.
 //
 // The packet's mark changes during the walk (a MARK rule in mangle
 // PREROUTING changes what a later rule's -m mark sees), while the
@@ -33,13 +34,13 @@ const (
 
 // statisticProbe returns the probe of statistic match i (m) of rule r:
 // Val is the random mode's threshold or the nth mode's --every minus one,
-// Mask the nth mode's --packet, Inst the instance (its own counter).
+// Mask the nth mode's --packet, Inst the nth mode's instance (its own
+// counter). A random-mode match holds no state (xt_statistic draws a
+// number each time it is asked), so the random matches of one probability
+// and inversion share one probe: kube-proxy's 10K services × 10 endpoints
+// name 90,000 of them, beyond an entry's 16-bit probe index.
 func (fl *flattener) statisticProbe(r *ir.Rule, i int, m *ir.StatisticMatch) (Probe, error) {
-	inst, err := fl.statistics.index(r, i, MaxProbes, "statistic matches", func() struct{} { return struct{}{} })
-	if err != nil {
-		return Probe{}, err
-	}
-	pr := Probe{Kind: ProbeStatistic, Inst: inst}
+	pr := Probe{Kind: ProbeStatistic}
 	if m.Invert {
 		pr.Arg |= StatisticInvert
 	}
@@ -47,8 +48,12 @@ func (fl *flattener) statisticProbe(r *ir.Rule, i int, m *ir.StatisticMatch) (Pr
 	case ir.StatisticRandom:
 		pr.Val = m.Probability
 	case ir.StatisticNth:
+		inst, err := fl.statistics.index(r, i, MaxProbes, "statistic matches", func() struct{} { return struct{}{} })
+		if err != nil {
+			return Probe{}, err
+		}
 		pr.Arg |= StatisticNth
-		pr.Val, pr.Mask = m.Every, m.Packet
+		pr.Val, pr.Mask, pr.Inst = m.Every, m.Packet, inst
 	default:
 		return Probe{}, fmt.Errorf("statistic match: mode %d is not supported by xfw", m.Mode)
 	}

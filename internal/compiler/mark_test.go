@@ -61,13 +61,16 @@ func TestMarkWalks(t *testing.T) {
 	}
 }
 
-// TestStatisticProbes checks the statistic probes: one per match instance
-// (a rule that two jumps flatten twice keeps one counter), the values the
-// data plane reads, and the nth counter's start.
+// TestStatisticProbes checks the statistic probes: one per nth match
+// instance (a rule that two jumps flatten twice keeps one counter), one
+// per random mode probability and inversion (stateless: shared), the
+// values the data plane reads, and the nth counter's start.
 func TestStatisticProbes(t *testing.T) {
 	rs := parseRuleset(t, ir.IPv4,
 		"-N S", "-A S -m statistic --mode nth --every 3 --packet 1",
 		"-A S -m statistic --mode nth --every 3 --packet 1", "-A S -m statistic --mode random ! --probability 0.5",
+		"-A S -p tcp -m statistic --mode random ! --probability 0.5",
+		"-A S -m statistic --mode random --probability 0.5",
 		"-A INPUT -p tcp -j S", "-A INPUT -p udp -j S")
 	g, err := Compile(rs, Options{})
 	if err != nil {
@@ -82,7 +85,8 @@ func TestStatisticProbes(t *testing.T) {
 	want := []Probe{
 		{Kind: ProbeStatistic, Arg: StatisticNth, Val: 2, Mask: 1, Inst: 0},
 		{Kind: ProbeStatistic, Arg: StatisticNth, Val: 2, Mask: 1, Inst: 1},
-		{Kind: ProbeStatistic, Arg: StatisticInvert, Val: 0x40000000, Inst: 2},
+		{Kind: ProbeStatistic, Arg: StatisticInvert, Val: 0x40000000},
+		{Kind: ProbeStatistic, Val: 0x40000000},
 	}
 	if !slices.Equal(stats, want) {
 		t.Fatalf("statistic probes %+v, want %+v", stats, want)
@@ -93,7 +97,7 @@ func TestStatisticProbes(t *testing.T) {
 	// The simulator asks Packet.Statistic: none answering true for the
 	// first probe only, the rule after it counts.
 	p := tcpPacket(CtValue(CtsNew, false, 0, 6), 64)
-	p.Statistic = func(pr Probe) bool { return pr.Inst == 0 }
+	p.Statistic = func(pr Probe) bool { return pr.Arg == StatisticNth && pr.Inst == 0 }
 	got := walk(g, p, ChainInput)
 	wantCounted := []string{"filter/INPUT/1", "filter/S/1", "filter/INPUT/policy"}
 	if !slices.Equal(got.counted, wantCounted) {

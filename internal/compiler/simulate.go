@@ -239,6 +239,9 @@ func (g *Generation) Classify(p *Packet, chain int) Result {
 		}
 	}
 	pos, end := g.Walk(chain)
+	baseEnd := end
+	var stack []uint32 // the CALLs' return positions (regions.go)
+	unwinding := false // an ACCEPT left the regions (ActUnwind)
 	chunkOf := func(f Field, c uint32) *Chunk {
 		id := g.ClassChunks[cls[f]*g.NumChunks+c]
 		if id == 0 {
@@ -298,7 +301,39 @@ func (g *Generation) Classify(p *Packet, chain int) Result {
 			res.Hotdrop = true
 			return res
 		}
-		if ent.Action != ActContinue {
+		switch ent.Action {
+		case ActContinue:
+		case ActCall:
+			if len(stack) >= MaxCalls {
+				res.Hotdrop = true
+				return res
+			}
+			stack, end = append(stack, e+1), uint32(len(g.Entries))
+		case ActReturn:
+			if len(stack) == 0 {
+				res.Hotdrop = true // never emitted (xfw_return)
+				return res
+			}
+			pos, stack = stack[len(stack)-1], stack[:len(stack)-1]
+			if len(stack) == 0 {
+				end = baseEnd
+			}
+			continue
+		case ActUnwind:
+			if len(stack) == 0 {
+				res.Hotdrop = true // never emitted (xfw_unwind)
+				return res
+			}
+			res.Path = append(res.Path, int(e))
+			pos, stack, end, unwinding = stack[0], stack[:0], baseEnd, true
+			continue
+		case ActExit:
+			pos = e + 1
+			if unwinding {
+				pos, unwinding = ent.Next, false
+			}
+			continue
+		default:
 			res.Entry = int(e)
 			return res
 		}

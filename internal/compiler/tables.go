@@ -242,7 +242,10 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 		fl.emit(Entry{Cond: notFirst, Rule: NoRule, Action: ActContinue, nextLabel: exit})
 	}
 	end := &label{}
-	if err := fl.block(c, Cond{}, end, check, 0, nil); err != nil {
+	seg := tc
+	fl.view = viewCtx{rs: t, walk: hook, check: check, seg: &seg, acceptTo: exit, logView: fl.logView,
+		natPrerouting: fl.natPrerouting, natPostrouting: fl.natPostrouting, natOutput: fl.natOutput}
+	if err := fl.block(c, Cond{}, end, check); err != nil {
 		return fmt.Errorf("table %s: %w", tc.table, err)
 	}
 	end.pos, end.resolved = uint32(len(fl.entries)), true

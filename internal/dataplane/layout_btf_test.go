@@ -350,6 +350,8 @@ func enumMirrors() []enumMirror {
 			"XFW_ACT_ACCEPT": int64(compiler.ActAccept), "XFW_ACT_DROP": int64(compiler.ActDrop),
 			"XFW_ACT_REJECT": int64(compiler.ActReject), "XFW_ACT_CONTINUE": int64(compiler.ActContinue),
 			"XFW_ACT_DNAT": int64(compiler.ActDNAT), "XFW_ACT_SNAT": int64(compiler.ActSNAT),
+			"XFW_ACT_CALL": int64(compiler.ActCall), "XFW_ACT_RETURN": int64(compiler.ActReturn),
+			"XFW_ACT_UNWIND": int64(compiler.ActUnwind), "XFW_ACT_EXIT": int64(compiler.ActExit),
 		}},
 		{c: "xfw_reject", mirror: "compiler.RejectTypes", values: rejects},
 		{c: "xfw_probe_kind", mirror: "compiler.ProbeKind", values: map[string]int64{

@@ -372,7 +372,7 @@ func renameChain(rs *ir.Ruleset, oldName, newName string) *failure {
 		// The kernel keeps chain names in XT_FUNCTION_MAXNAMELEN bytes.
 		newName = newName[:maxFunctionNameLen-1]
 	}
-	ch.Name = newName
+	rs.RenameChain(ch, newName)
 	for _, c := range rs.Chains {
 		for _, r := range c.Rules {
 			if (r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto) && r.Target.Chain == oldName {

@@ -78,14 +78,18 @@ func NewRuleset(f Family) *Ruleset {
 	return rs
 }
 
-// Chain returns the chain called name, or nil.
+// Chain returns the chain called name, or nil. It looks the name up in an
+// index of rs.Chains kept up to date with the slice (chainIndex), so a
+// restore's lookup per rule does not scan every chain.
 func (rs *Ruleset) Chain(name string) *Chain {
-	for _, c := range rs.Chains {
-		if c.Name == name {
-			return c
-		}
-	}
-	return nil
+	return indexOf(rs).lookup(rs.Chains, name)
+}
+
+// RenameChain renames chain c of rs. Chain names change only through it,
+// so that the index of Chain sees the new name.
+func (rs *Ruleset) RenameChain(c *Chain, name string) {
+	c.Name = name
+	indexOf(rs).reset()
 }
 
 // Clone returns a deep copy of the ruleset, so a command can edit the copy

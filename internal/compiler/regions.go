@@ -1,0 +1,329 @@
+package compiler
+
+import (
+	"fmt"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// User chains as regions of the entry list.
+//
+// A user chain's rules are compiled once per view (below), not once per
+// jump into it: the chain's *region* is its entries followed by a RETURN
+// entry of universal condition. A jump or goto rule is a CALL entry (the
+// rule's condition and counter): the walk pushes the position after it on
+// a small call stack (XFW_MAX_CALLS, in the hook's per-CPU scratch) and
+// searches from the region's first entry; the search cannot pass the
+// region's RETURN, which every packet matches, and which pops the stack.
+// RETURN rules and a region's end continue at that RETURN entry; a goto is
+// a CALL followed by an entry of the goto rule's condition continuing at
+// the caller's own RETURN (or the base chain's end), so that falling off
+// the goto'd chain returns from the chain that went to it, as in the
+// kernel. Regions are placed after every walk's entries.
+//
+// An ACCEPT in a region of a table's chain that other tables follow in
+// the walk (a segment, tables.go) ends that chain only: an ActUnwind entry
+// (counted) empties the call stack and resumes at the position the
+// outermost CALL pushed, an ActExit entry (universal, uncounted) that
+// sends an unwinding walk to the next table's chain and any other on to
+// the next entry. A region thus names no position of its walk.
+//
+// A view is what the chain sees: the table's chain of the walk it is
+// reached from (its conditions are rewritten for the segment), whether its
+// ACCEPT unwinds, and the hook the kernel's checks use. Walks share a
+// region where its entries are the same (regionKey): the PREROUTING
+// chains of the INPUT and FORWARD walks unless a TTL match is reached,
+// filter's user chains reached under the same checks. A chain reached
+// from several views has one region per view, so entries are linear in
+// rules times views, whatever the jumps.
+
+// viewCtx is the flattening context of a view (see above).
+type viewCtx struct {
+	rs *ir.Ruleset
+	// walk is the walk's base chain, check the hook the kernel's checks
+	// use (checkHook); seg the segment (nil: filter's own chain, no
+	// rewrite).
+	walk, check int
+	seg         *tableChain
+	// acceptTo is where ACCEPT continues (nil: ACCEPT is a verdict).
+	acceptTo *label
+	logView  uint8
+	// natPrerouting, natPostrouting, natOutput: the segment is nat's
+	// (natEntry).
+	natPrerouting, natPostrouting, natOutput bool
+}
+
+// regionKey names one region: a chain in a view.
+type regionKey struct {
+	walk, check int
+	seg         tableChain
+	// unwinds: ACCEPT continues with the walk's next table (ActUnwind)
+	// rather than ending it.
+	unwinds bool
+	chain   *ir.Chain
+}
+
+// pendingRegion is a region to emit: its chain, view and start label.
+type pendingRegion struct {
+	chain *ir.Chain
+	view  viewCtx
+	start *label
+}
+
+// regionSpan is an emitted region's range of entries [start, end), end
+// past its RETURN entry.
+type regionSpan struct {
+	start, end uint32
+}
+
+// sharedWalk is regionKey.walk of a region every walk shares.
+const sharedWalk = -1
+
+// regionKey returns the key of chain c's region in view v. Walks share it
+// (their PREROUTING or POSTROUTING segments, filter's user chains reached
+// from their chains under the same checks): the entries are the same,
+// but for a TTL condition in FORWARD's PREROUTING (segmentView).
+func (fl *flattener) regionKey(v *viewCtx, c *ir.Chain) regionKey {
+	k := regionKey{walk: sharedWalk, check: v.check, unwinds: v.acceptTo != nil, chain: c}
+	if v.seg != nil {
+		k.seg = *v.seg
+		if v.seg.chain == ir.ChainPrerouting && v.walk == ChainForward && fl.reachesTTL(c) {
+			k.walk = v.walk
+		}
+	}
+	return k
+}
+
+// reachesTTL reports whether a rule of chain c or of a chain it reaches
+// has a TTL (hop limit) match; memoised (the chain graph has no loops:
+// checkNesting ran first).
+func (fl *flattener) reachesTTL(c *ir.Chain) bool {
+	if v, ok := fl.ttlChains[c]; ok {
+		return v
+	}
+	if fl.ttlChains == nil {
+		fl.ttlChains = map[*ir.Chain]bool{}
+	}
+	fl.ttlChains[c] = false
+	for _, r := range c.Rules {
+		for _, m := range r.Matches {
+			if _, ok := m.(*ir.TTLMatch); ok {
+				fl.ttlChains[c] = true
+				return true
+			}
+		}
+		if r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto {
+			if t := fl.rs.Chain(r.Target.Chain); t != nil && fl.reachesTTL(t) {
+				fl.ttlChains[c] = true
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// regionOf returns the start label of target's region in the current
+// view, queueing the region when it is new.
+func (fl *flattener) regionOf(target *ir.Chain) *label {
+	k := fl.regionKey(&fl.view, target)
+	if l, ok := fl.regions[k]; ok {
+		return l
+	}
+	if fl.regions == nil {
+		fl.regions = map[regionKey]*label{}
+	}
+	l := &label{}
+	fl.regions[k] = l
+	fl.pending = append(fl.pending, pendingRegion{chain: target, view: fl.view, start: l})
+	return l
+}
+
+// emitRegions emits the queued regions (and those their CALLs queue).
+func (fl *flattener) emitRegions() error {
+	savedRS, savedAccept, savedView := fl.rs, fl.acceptTo, fl.logView
+	defer func() {
+		fl.rs, fl.acceptTo, fl.logView = savedRS, savedAccept, savedView
+		fl.natPrerouting, fl.natPostrouting, fl.natOutput, fl.inRegion = false, false, false, false
+	}()
+	for len(fl.pending) > 0 {
+		pr := fl.pending[0]
+		fl.pending = fl.pending[1:]
+		if len(fl.entries) > MaxEntries {
+			return fmt.Errorf("ruleset too large: more than %d entries after compiling user chains (limit of %d chunks of %d rules)", MaxEntries, MaxChunks, ChunkBits)
+		}
+		v := pr.view
+		fl.view, fl.inRegion = v, true
+		fl.rs, fl.acceptTo, fl.logView = v.rs, v.acceptTo, v.logView
+		fl.natPrerouting, fl.natPostrouting, fl.natOutput = v.natPrerouting, v.natPostrouting, v.natOutput
+		first := uint32(len(fl.entries))
+		pr.start.pos, pr.start.resolved = first, true
+		ret := &label{}
+		if err := fl.block(pr.chain, Cond{}, ret, v.check); err != nil {
+			if v.seg != nil {
+				return fmt.Errorf("table %s: %w", v.seg.table, err)
+			}
+			return err
+		}
+		ret.pos, ret.resolved = uint32(len(fl.entries)), true
+		fl.emit(Entry{Rule: NoRule, Action: ActReturn})
+		if v.seg != nil {
+			for i := first; i < uint32(len(fl.entries))-1; i++ {
+				e := &fl.entries[i]
+				if !segmentView(&e.Cond, v.walk, *v.seg) {
+					e.Cond = neverCond()
+				}
+			}
+		}
+		fl.spans = append(fl.spans, regionSpan{start: first, end: uint32(len(fl.entries))})
+	}
+	return nil
+}
+
+// jumpTarget returns the chain that rule i (r) of chain jumps or goes to,
+// its nesting checked (checkNesting); memoised per rule, since a rule is
+// flattened once per view of its chain (kube-proxy's 10K services: about
+// 230,000 jumps, each met in two views).
+func (fl *flattener) jumpTarget(chain *ir.Chain, i int, r *ir.Rule) (*ir.Chain, error) {
+	if t, ok := fl.targets[r]; ok {
+		return t, nil
+	}
+	target := fl.rs.Chain(r.Target.Chain)
+	if target == nil || target.Builtin {
+		return nil, fmt.Errorf("chain %s rule %d: jump to unknown chain %q", chain.Name, i+1, r.Target.Chain)
+	}
+	if err := fl.checkNesting(target); err != nil {
+		return nil, err
+	}
+	if fl.targets == nil {
+		fl.targets = map[*ir.Rule]*ir.Chain{}
+	}
+	fl.targets[r] = target
+	return target, nil
+}
+
+// checkNesting refuses a jump to chain c (from the chain being flattened)
+// when c is part of a loop or its jumps nest deeper than maxDepth: the
+// walk's call stack holds maxDepth positions.
+func (fl *flattener) checkNesting(c *ir.Chain) error {
+	if fl.heights == nil {
+		fl.heights = map[*ir.Chain]int{}
+	}
+	h, err := fl.height(c, nil)
+	if err != nil {
+		return err
+	}
+	if h >= maxDepth {
+		return fmt.Errorf("chain %s: jumps nest deeper than %d levels", c.Name, maxDepth)
+	}
+	return nil
+}
+
+// height returns the longest chain of jumps and gotos from c (0: none),
+// memoised; path are the chains on the way to c (a loop is refused).
+func (fl *flattener) height(c *ir.Chain, path []string) (int, error) {
+	if h, ok := fl.heights[c]; ok {
+		if h < 0 {
+			return 0, fmt.Errorf("chain %s: jump loop (%v → %s)", c.Name, path, c.Name)
+		}
+		return h, nil
+	}
+	fl.heights[c] = -1 // on the path
+	path = append(path, c.Name)
+	h := 0
+	for i, r := range c.Rules {
+		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
+			continue
+		}
+		t := fl.rs.Chain(r.Target.Chain)
+		if t == nil || t.Builtin {
+			return 0, fmt.Errorf("chain %s rule %d: jump to unknown chain %q", c.Name, i+1, r.Target.Chain)
+		}
+		th, err := fl.height(t, path)
+		if err != nil {
+			return 0, err
+		}
+		if th+1 > maxDepth {
+			return 0, fmt.Errorf("chain %s: jumps nest deeper than %d levels", t.Name, maxDepth)
+		}
+		h = max(h, th+1)
+	}
+	fl.heights[c] = h
+	return h, nil
+}
+
+// MaxCalls is the depth of the walk's call stack (XFW_MAX_CALLS): a
+// CALL beyond it hotdrops (the compiler refuses deeper nesting, maxDepth).
+const MaxCalls = maxDepth
+
+// maxLoopIters is bpf_loop's largest number of iterations (1 << 23).
+const maxLoopIters = 1 << 23
+
+// iterBound returns a bound on the search steps of any walk (the
+// bpf_loop bound, Generation.MaxIters): the base walk's (a step per
+// word and chunk of the list, per non-terminal entry, one more) plus, per
+// CALL entry a walk can meet, the steps of the region it enters: its
+// words twice (skipped to, then examined), its chunks, its entries and the
+// RETURN's step, and so on for the CALLs in it.
+func (fl *flattener) iterBound(numChunks uint32, walkStart, walkEnd [NumChains]uint32) (uint32, error) {
+	base := uint64(numChunks)*(ChunkWords+1) + uint64(fl.hops) + 1
+	if len(fl.spans) == 0 {
+		return uint32(min(base, maxLoopIters)), nil
+	}
+	byStart := make(map[uint32]int, len(fl.spans))
+	for i, sp := range fl.spans {
+		byStart[sp.start] = i
+	}
+	total := make([]uint64, len(fl.spans)) // 0: not computed
+	var regionCost func(i int) uint64
+	regionCost = func(i int) uint64 {
+		if total[i] != 0 {
+			return total[i]
+		}
+		sp := fl.spans[i]
+		n := uint64(sp.end - sp.start)
+		words := n/64 + 2
+		chunks := n/ChunkBits + 2
+		cost := 2*words + chunks + n + 2
+		for p := sp.start; p < sp.end && cost < maxLoopIters; p++ {
+			if e := &fl.entries[p]; e.Action == ActCall {
+				cost += regionCost(byStart[e.Next])
+			}
+		}
+		total[i] = min(cost, maxLoopIters)
+		return total[i]
+	}
+	var bound uint64
+	for hook := 0; hook < NumChains; hook++ {
+		b := base
+		for p := walkStart[hook]; p < walkEnd[hook] && b < maxLoopIters; p++ {
+			if e := &fl.entries[p]; e.Action == ActCall {
+				b += regionCost(byStart[e.Next])
+			}
+		}
+		bound = max(bound, b)
+	}
+	if bound >= maxLoopIters {
+		return 0, fmt.Errorf("ruleset too large: a packet's walk through its user chains could take more than %d search steps", maxLoopIters)
+	}
+	return uint32(bound), nil
+}
+
+// entriesEstimate guesses the entries rs compiles to, the capacity the
+// entry list starts with (growing a list of large entries by copying
+// was a fifth of a big ruleset's compile time): per rule an entry and a
+// probe, per chain a RETURN, in each walk, and the slack; at most the
+// data plane's limit.
+func entriesEstimate(rs *ir.Ruleset) int {
+	n := 0
+	for _, t := range append([]*ir.Ruleset{rs}, rs.Tables...) {
+		for _, c := range t.Chains {
+			n += 1 + len(c.Rules)
+			for _, r := range c.Rules {
+				if hasProbedMatch(r) {
+					n++
+				}
+			}
+		}
+	}
+	return min(n*NumChains+2*NumChains*AppendSlack+1, MaxEntries+1)
+}

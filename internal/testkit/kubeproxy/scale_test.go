@@ -1,0 +1,94 @@
+package kubeproxy
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xfw-dev/xfw/internal/compiler"
+	"github.com/xfw-dev/xfw/internal/iptables"
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// BenchmarkCompileKubeProxy times the front end and the compiler on
+// kube-proxy's ruleset (NAT written as ACCEPT) of 1,000 services × 10
+// endpoints (KP_SERVICES: other numbers, comma-separated):
+// `go test -run X -bench CompileKubeProxy -cpuprofile …`.
+func BenchmarkCompileKubeProxy(b *testing.B) {
+	sizes := []int{1000}
+	if env := os.Getenv("KP_SERVICES"); env != "" {
+		sizes = nil
+		for _, f := range strings.Split(env, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				b.Fatalf("KP_SERVICES: %v", err)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			svcs, err := Generate(DefaultOptions(n, 10))
+			if err != nil {
+				b.Fatal(err)
+			}
+			text := IPTables(svcs, DefaultOptions(n, 10).ClusterCIDR, IPTablesOptions{Bootstrap: true, NATAsAccept: true})
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				rs, err := iptables.Restore(ir.IPv4, strings.NewReader(text), nil, iptables.RestoreOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				rs.Chains = iptables.OrderedChains(rs)
+				t1 := time.Now()
+				g, err := compiler.Compile(rs, compiler.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				t2 := time.Now()
+				b.Logf("parse %v compile %v entries %d chunks %d classes %d iters %d", t1.Sub(t0), t2.Sub(t1), len(g.Entries), g.NumChunks, len(g.ClassChunks)/int(g.NumChunks), g.MaxIters)
+			}
+		})
+	}
+}
+
+// TestTenThousandServicesCompile compiles kube-proxy's ruleset (NAT
+// written as ACCEPT) of 10,000 services × 10 endpoints: more entries than
+// the 1,048,576 (256 chunks) the data plane held before, and 90,000
+// random-mode statistic matches that share one probe per probability
+// (stateless, so sharing is exact), far below the 16-bit probe index.
+func TestTenThousandServicesCompile(t *testing.T) {
+	const services, endpoints = 10_000, 10
+	o := DefaultOptions(services, endpoints)
+	svcs, err := Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := IPTables(svcs, o.ClusterCIDR, IPTablesOptions{Bootstrap: true, NATAsAccept: true})
+	rs, err := iptables.Restore(ir.IPv4, strings.NewReader(text), nil, iptables.RestoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.Chains = iptables.OrderedChains(rs)
+	g, err := compiler.Compile(rs, compiler.Options{})
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	const oldMaxEntries = 256 * compiler.ChunkBits
+	if len(g.Entries) <= oldMaxEntries || len(g.Entries) > compiler.MaxEntries {
+		t.Errorf("%d entries, want past the old bound %d and within %d", len(g.Entries), oldMaxEntries, compiler.MaxEntries)
+	}
+	statistic := map[compiler.Probe]bool{}
+	for _, pr := range g.Probes {
+		if pr.Kind == compiler.ProbeStatistic {
+			statistic[pr] = true
+		}
+	}
+	// Probabilities 1/10, 1/9, …, 1/2: one probe each.
+	if len(statistic) != endpoints-1 || len(g.Probes) >= compiler.MaxProbes {
+		t.Errorf("%d statistic probes of %d, want %d", len(statistic), len(g.Probes), endpoints-1)
+	}
+}
