@@ -30,9 +30,13 @@
 #include "ct_structs.h"
 #include "ct_maps.h"
 
-/* xfw_connmark_val returns the connection value of packet p of hook, NULL
- * when it has none. */
-static __always_inline struct xfw_ct_val *xfw_connmark_val(const struct xfw_pkt *p, __u32 hook)
+/* xfw_connmark_ptr returns where the connection mark of packet p of hook
+ * lives, NULL when it has no connection. An ICMP error the host sends
+ * about a packet it neither forwarded nor delivered carries that packet's
+ * unconfirmed connection (attached, no entry: ct_related.h), whose mark is
+ * the scratch's amark, 0 with each packet (found by the differential
+ * test: a time-exceeded error matched the kernel's -m connmark --mark 0). */
+static __always_inline __u32 *xfw_connmark_ptr(const struct xfw_pkt *p, __u32 hook)
 {
 	struct xfw_ct_scratch *cs;
 	struct xfw_ct_entry *e;
@@ -44,26 +48,26 @@ static __always_inline struct xfw_ct_val *xfw_connmark_val(const struct xfw_pkt 
 	if (!cs)
 		return NULL;
 	if (cs->pending == XFW_CTP_CREATE)
-		return &cs->nv;
+		return &cs->nv.mark;
 	e = bpf_map_lookup_elem(&xfw_ct, &cs->key);
 	if (!e)
 		e = bpf_map_lookup_elem(&xfw_ct_new, &cs->key);
 	if (!e)
-		return NULL;
+		return cs->attached ? &cs->amark : NULL;
 	/* Keep the NULL check before the offset (the verifier refuses
 	 * arithmetic on a pointer that may be NULL). */
 	asm volatile("" : "+r"(e));
-	return &e->v;
+	return &e->v.mark;
 }
 
 /* xfw_connmark_match answers connmark probe pr for packet p of hook. */
 static __always_inline int xfw_connmark_match(struct xfw_probe *pr, struct xfw_pkt *p, __u32 hook)
 {
-	struct xfw_ct_val *v = xfw_connmark_val(p, hook);
+	__u32 *m = xfw_connmark_ptr(p, hook);
 
-	if (!v)
+	if (!m)
 		return 0;
-	return ((v->mark & pr->mask) == pr->val) ^ !!pr->arg;
+	return ((*m & pr->mask) == pr->val) ^ !!pr->arg;
 }
 
 /* xfw_connmark_shift shifts x as CONNMARK probe argument arg says. */
@@ -78,12 +82,12 @@ static __always_inline __u32 xfw_connmark_shift(__u32 arg, __u32 x)
  * true: the walk goes on). */
 static __always_inline int xfw_connmark_set(struct xfw_probe *pr, struct xfw_pkt *p, __u32 hook)
 {
-	struct xfw_ct_val *v = xfw_connmark_val(p, hook);
+	__u32 *m = xfw_connmark_ptr(p, hook);
 	__u32 arg = pr->arg, ct, next;
 
-	if (!v)
+	if (!m)
 		return 1;
-	ct = v->mark;
+	ct = *m;
 	switch (arg & XFW_CONNMARK_MODE) {
 	case XFW_CONNMARK_SET:
 		next = xfw_connmark_shift(arg, (ct & ~pr->mask) ^ pr->val);
@@ -98,7 +102,7 @@ static __always_inline int xfw_connmark_set(struct xfw_probe *pr, struct xfw_pkt
 		return 1;
 	}
 	if (next != ct)
-		v->mark = next;
+		*m = next;
 	return 1;
 }
 

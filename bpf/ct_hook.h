@@ -187,6 +187,7 @@ __attribute__((noinline)) int xfw_ct_reply(struct __sk_buff *skb, struct xfw_pkt
 	if (st == XFW_CTS_NEW || st == XFW_CTS_ESTABLISHED || st == XFW_CTS_RELATED) {
 		cs->pending = XFW_CTP_NONE;
 		cs->attached = 1;
+		cs->amark = 0;
 		p->ct = (v & ~(7u | XFW_CTV_DIR_REPLY)) | XFW_CTS_RELATED |
 			((v & XFW_CTV_DIR_REPLY) ^ XFW_CTV_DIR_REPLY);
 		xfw_ct_restore(p, &cs->orig);

@@ -87,7 +87,7 @@ struct xfw_ct_scratch {
 	struct xfw_tcp_seg seg; /* TCP: the segment's facts (xfw_tcp_seg_read) */
 	struct xfw_ct_facts orig; /* TC REJECT: the offending packet's facts */
 	__u32 attached;   /* TC: the state is an attached connection's (no entry) */
-	__u32 pad2;
+	__u32 amark;      /* an attached connection's mark (connmark.h), 0 per packet */
 	struct xfw_ct_lo_key lokey; /* the loopback handoff's key */
 	struct xfw_ct_quote quote; /* xfw_ct_related's decoded quote */
 };

@@ -261,6 +261,7 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		return XFW_CTS_INVALID;
 	cs->pending = XFW_CTP_NONE;
 	cs->attached = 0;
+	cs->amark = 0;
 	if (mode == XFW_CTM_LO_INPUT) {
 		r = xfw_ct_lo_take(p, cs);
 		if (r >= 0)
