@@ -118,6 +118,12 @@ func bootRun(f bootFile, data []byte) (string, error) {
 		// run of the unit); restore then replaces nothing silently, it
 		// adds the members the file lists.
 		args = append(args, "-exist", "restore")
+	} else {
+		// --wait: at boot another service (Docker, ufw, fail2ban) may
+		// hold the xtables lock for a moment; failing then would leave
+		// the host without its rules (found when tests ran beside other
+		// iptables users).
+		args = append(args, "--wait")
 	}
 	var out, errOut bytes.Buffer
 	env := Env{Stdin: bytes.NewReader(data), Stdout: &out, Stderr: &errOut}
