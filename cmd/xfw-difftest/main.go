@@ -170,7 +170,9 @@ func runDifftest(args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "xfw-difftest: %v\n", err)
 		return exitNoRun
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGPIPE too (output piped into head): the run stops and removes its
+	// namespaces and `xfw log` children instead of dying with them left.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
 	defer stop()
 
 	families := []ir.Family{ir.IPv4, ir.IPv6}
