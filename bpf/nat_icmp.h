@@ -309,9 +309,12 @@ __attribute__((noinline)) int xfw_nat_icmp_in_xdp(struct xdp_md *ctx, struct xfw
 
 /* xfw_nat_pre translates a packet of a translated connection before the
  * route lookup (the kernel's PREROUTING): xfw_nat_pre_xdp, or for an ICMP
- * error xfw_nat_icmp_pre_xdp. */
+ * error xfw_nat_icmp_pre_xdp. Before the first translated connection
+ * (xfw_nat_enabled) none of them is called. */
 static __always_inline void xfw_nat_pre(struct xdp_md *ctx, struct xfw_pkt *p)
 {
+	if (!xfw_nat_enabled())
+		return;
 	if (xfw_nat_translatable(p))
 		xfw_nat_pre_xdp(ctx, p);
 	else if (p->proto == IPPROTO_ICMP && p->icmp <= 0xffff && xfw_icmp_is_err(p->icmp >> 8))

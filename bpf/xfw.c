@@ -276,10 +276,8 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	/* A reply nat OUTPUT translated back, judged where it came in. */
 	if (iif == XFW_LOOPBACK_IFINDEX && xfw_nat_lo_passed(p))
 		return XDP_PASS;
-	/* A later packet of a translated connection: DNAT before routing
-	 * (none before the first translated connection). */
-	if (xfw_nat_enabled())
-		xfw_nat_pre(ctx, p);
+	/* A later packet of a translated connection: DNAT before routing. */
+	xfw_nat_pre(ctx, p);
 	XFW_BENCH_AT(XFW_BS_NATPRE, XDP_PASS);
 	route = xfw_route(ctx, p, iif);
 	XFW_BENCH_AFTER(XFW_BS_FIB, XFW_BS_FIB, XDP_PASS);
