@@ -660,6 +660,9 @@ func trimSpec(spec *ebpf.CollectionSpec) error {
 // load loads and verifies xfw's programs in the namespace (not attached
 // yet) and returns them as the namespace's state with no generation.
 func load(spec *ebpf.CollectionSpec) (*state, error) {
+	if err := checkKernel(); err != nil {
+		return nil, err
+	}
 	if err := trimSpec(spec); err != nil {
 		return nil, err
 	}
