@@ -168,3 +168,46 @@ func physdevSpec(m *ir.PhysdevMatch) string {
 	opt(ir.PhysdevBridged, " --physdev-is-bridged")
 	return s
 }
+
+// TestPhysdevAppendInPlace appends physdev rules, hotdrop terms included,
+// to a generation that already classifies the ports, and checks that the
+// result walks packets as the full compile of the same ruleset does.
+func TestPhysdevAppendInPlace(t *testing.T) {
+	base := []string{"-A FORWARD -m physdev --physdev-is-bridged -j ACCEPT"}
+	added := []string{
+		"-A FORWARD -m physdev --physdev-in eth+ ! --physdev-out wlan0",
+		"-A FORWARD -m physdev ! --physdev-in eth1 --physdev-is-in -j DROP",
+	}
+	rs := parseRuleset(t, ir.IPv4, base...)
+	g, err := Compile(rs, Options{Interfaces: testIfaces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := parseRuleset(t, ir.IPv4, append(base, added...)...)
+	chain := full.Chain("FORWARD")
+	for k := range added {
+		i := len(base) + k
+		g, err = AppendRule(g, chain.Rules[i], ChainForward, uint32(NumChains+i), RuleRef{Chain: "FORWARD", Index: i}, testIfaces)
+		if err != nil {
+			t.Fatalf("append %q: %v", added[k], err)
+		}
+	}
+	want, err := Compile(full, Options{Interfaces: testIfaces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := []uint32{PhysNone, PhysNull, PhysAnyPort, ifaceUnknown, 1, 2, 3, 4}
+	for _, in := range values {
+		for _, out := range values {
+			if (in == PhysNone) != (out == PhysNone) {
+				continue
+			}
+			p := tcpPacket(0, 64)
+			p.PhysIn, p.PhysOut = in, out
+			a, b := walk(g, p, ChainForward), walk(want, p, ChainForward)
+			if !slices.Equal(a.counted, b.counted) || a.verdict != b.verdict {
+				t.Errorf("in %#x out %#x: appended %v %v, compiled %v %v", in, out, a.counted, a.verdict, b.counted, b.verdict)
+			}
+		}
+	}
+}
