@@ -603,7 +603,7 @@ func Status() (*NamespaceStatus, error) {
 	}
 	for _, ifc := range ifaces {
 		if ifc.BridgePort || ifc.PendingVeth {
-			continue // xfw runs on its bridge, or later (bridge.go)
+			continue // xfw runs on its bridge (a port: TC egress only), or later (bridge.go)
 		}
 		is := InterfaceStatus{Name: ifc.Name, Index: ifc.Index, XDPMode: "-", Kind: ifc.link.Type()}
 		if x := ifc.link.Attrs().Xdp; x != nil && x.Attached && x.ProgId != 0 && programName(ebpf.ProgramID(x.ProgId)) == xdpProgName {
