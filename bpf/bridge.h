@@ -21,10 +21,17 @@
  *    host's packets, or routed ones) and was judged on the bridge.
  *    A frame from a device xfw was not told about (a port created since
  *    the last load) is judged too, its input port unnamed.
- *  - Frames passed up: the bridge's XDP hook sees them after the port:
- *    the input port is a port of that bridge the program cannot name
- *    (XFW_PHYS_ANYPORT), the output port none (XFW_PHYS_NULL; the
- *    kernel's hooks run before the bridge picks one) (xfw_phys_xdp).
+ *  - Frames passed up: the bridge's XDP hook sees them after the port,
+ *    in the same call chain on the same CPU (the port's receive hands
+ *    the frame to the bridge, which hands it to its own receive). The
+ *    port's TC ingress hook notes the frame it receives (its ifindex,
+ *    length and first XFW_BR_NOTE bytes, in a per-CPU slot:
+ *    xfw_br_note_tc); the bridge's XDP hook takes that port as the input
+ *    port when the frame it sees is the one noted (xfw_br_port_xdp),
+ *    else a port of that bridge it cannot name (XFW_PHYS_ANYPORT: the
+ *    frame was steered to another CPU, or the port runs no program yet).
+ *    The output port is none (XFW_PHYS_NULL; the kernel's hooks run
+ *    before the bridge picks one) (xfw_phys_xdp).
  *  - Everything else has no bridge information (XFW_PHYS_NONE, both
  *    fields 0 as the parser leaves them).
  *
@@ -53,6 +60,71 @@
 
 /* The Ethernet broadcast address as a 48-bit number. */
 #define XFW_BR_MAC_BCAST 0xffffffffffffULL
+/* Bytes of a frame a port notes: the Ethernet header and the start of
+ * the IP header (IPv4's length, identification and checksum, IPv6's flow
+ * label and payload length), as 8-byte words. */
+#define XFW_BR_NOTE 32
+#define XFW_BR_NOTE_WORDS (XFW_BR_NOTE / 8)
+
+/* The frame a port received last on this CPU. */
+struct xfw_br_note {
+	__u32 ifindex; /* 0: none */
+	__u32 len;
+	__u64 w[XFW_BR_NOTE_WORDS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xfw_br_note);
+	__uint(max_entries, 1);
+} xfw_br_notes SEC(".maps");
+
+/* xfw_br_note_tc notes the frame a bridge port receives (TC ingress),
+ * when its bridge passes IP to iptables. */
+static __always_inline void xfw_br_note_tc(struct __sk_buff *skb)
+{
+	__u64 key = skb->ifindex;
+	struct xfw_ifinfo *ifi = bpf_map_lookup_elem(&xfw_ifinfo, &key);
+	struct xfw_br_note *n;
+	__u32 zero = 0;
+
+	if (!ifi || !(ifi->flags & XFW_IF_PORT) || !(ifi->flags & (XFW_IF_BRNF4 | XFW_IF_BRNF6)))
+		return;
+	n = bpf_map_lookup_elem(&xfw_br_notes, &zero);
+	if (!n)
+		return;
+	n->ifindex = 0;
+	if (skb->len >= XFW_BR_NOTE && bpf_skb_load_bytes(skb, 0, n->w, XFW_BR_NOTE) == 0) {
+		n->len = skb->len;
+		n->ifindex = skb->ifindex;
+	}
+}
+
+/* xfw_br_port_xdp returns the port the frame in ctx came in by, as its
+ * TC ingress hook noted it, or XFW_PHYS_ANYPORT. A global function: its
+ * buffer stays off the hook's frame. */
+__attribute__((noinline)) __u32 xfw_br_port_xdp(struct xdp_md *ctx)
+{
+	__u64 w[XFW_BR_NOTE_WORDS];
+	struct xfw_br_note *n;
+	__u32 zero = 0, len;
+
+	if (!ctx)
+		return XFW_PHYS_ANYPORT;
+	len = ctx->data_end - ctx->data;
+	n = bpf_map_lookup_elem(&xfw_br_notes, &zero);
+	if (!n || !n->ifindex || n->len != len ||
+	    bpf_xdp_load_bytes(ctx, 0, w, XFW_BR_NOTE) != 0)
+		return XFW_PHYS_ANYPORT;
+	for (int i = 0; i < XFW_BR_NOTE_WORDS; i++)
+		if (w[i] != n->w[i])
+			return XFW_PHYS_ANYPORT;
+	/* Taken: a later frame of the bridge's own is no port's. */
+	len = n->ifindex;
+	n->ifindex = 0;
+	return len;
+}
 
 /* xfw_brnf_bit returns the XFW_IF_BRNF* bit of p's family. */
 static __always_inline __u16 xfw_brnf_bit(const struct xfw_pkt *p)
@@ -62,11 +134,12 @@ static __always_inline __u16 xfw_brnf_bit(const struct xfw_pkt *p)
 
 /* xfw_phys_xdp sets p's ports for a packet the bridge device's XDP hook
  * received from one of its ports (ifi: the device's facts). */
-static __always_inline void xfw_phys_xdp(struct xfw_pkt *p, const struct xfw_ifinfo *ifi)
+static __always_inline void xfw_phys_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
+					 const struct xfw_ifinfo *ifi)
 {
 	if (p->vlan || (ifi->flags & XFW_IF_PORT) || !(ifi->flags & xfw_brnf_bit(p)))
 		return;
-	p->physin = XFW_PHYS_ANYPORT;
+	p->physin = xfw_br_port_xdp(ctx);
 	p->physout = XFW_PHYS_NULL;
 }
 

@@ -52,6 +52,7 @@
 const volatile __u32 xfw_anchor = 0;
 
 #include "parse.h"
+#include "bridge.h"
 #include "classify.h"
 #include "local.h"
 #include "reject.h"
@@ -71,7 +72,6 @@ const volatile __u32 xfw_anchor = 0;
 #include "bench.h"
 #include "frag.h"
 #include "nat_out.h"
-#include "bridge.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The length of an IPv4 header without options. */
@@ -271,7 +271,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		p->pkttype = xfw_mac48(p->dst_mac) == XFW_MAC_BCAST ? PACKET_BROADCAST : PACKET_MULTICAST;
 	iif = ifi->ifindex;
 	/* Passed up by a bridge: -m physdev's ports (bridge.h). */
-	xfw_phys_xdp(p, ifi);
+	xfw_phys_xdp(ctx, p, ifi);
 	/* mac_mt matches nothing on a device that is not Ethernet. */
 	if (iif == XFW_LOOPBACK_IFINDEX)
 		p->mac_src = XFW_MAC_NONE;

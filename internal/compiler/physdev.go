@@ -11,13 +11,15 @@ import "github.com/xfw-dev/xfw/internal/ir"
 //     -ip6tables on): the match holds only when every option it has is
 //     inverted;
 //   - a port's ifindex: a frame bridged from port to port (both fields)
-//     is judged at its output port (bpf/bridge.h);
+//     is judged at its output port (bpf/bridge.h); the input port of a
+//     packet the bridge passed up to be routed or delivered, as the
+//     port's TC ingress hook noted it;
 //   - PhysNull: no port (the output port of a packet the bridge passed
 //     up to be routed or delivered: the kernel's hooks run before the
 //     bridge picks one);
-//   - PhysAnyPort: the input port of a packet the bridge passed up to be
-//     routed or delivered: a port of the bridge, which the data plane does
-//     not know (the bridge's own XDP hook sees the packet, not the port).
+//   - PhysAnyPort: the input port of such a packet when no note names
+//     it (the bridge's receive ran on another CPU than the port's): a
+//     port of the bridge the data plane cannot name.
 //
 // The match is a conjunction of a condition on the input side
 // (--physdev-is-in, --physdev-in) and one on the output side

@@ -218,11 +218,16 @@ func attachMissing(cur *state, ifaces []Interface, opts AttachOptions) error {
 			}
 		}
 	}
-	// A port runs the TC egress program only: frames bridged to it
-	// (bridge.go).
+	// A port runs the TC programs, not XDP: frames bridged to it, and
+	// the input port of what it passes up (bridge.go).
 	for _, ifc := range ports {
 		if !tcxAttached(ifc, egressHook, tcID) {
 			if err := attachTCX(cur.tc, ifc, egressHook); err != nil {
+				return err
+			}
+		}
+		if !tcxAttached(ifc, ingressHook, tcInID) {
+			if err := attachTCX(cur.tcIn, ifc, ingressHook); err != nil {
 				return err
 			}
 		}

@@ -15,7 +15,7 @@ import (
 // passed up by the bridge and enters the IP stack on the bridge device (its
 // generic XDP hook, `-i docker0`), and a routed packet leaves through the
 // bridge's egress (`-o docker0`) before the bridge hands it to a port. So
-// xfw's XDP and TC ingress programs run on the bridge and not on its ports.
+// xfw's XDP program runs on the bridge and not on its ports.
 //
 // Frames bridged from port to port never reach IP; with br_netfilter's
 // bridge-nf-call-iptables (-ip6tables) on, the kernel's iptables sees them
@@ -26,10 +26,13 @@ import (
 // ingress ifindex); the bridge's forwarding database, which picks the
 // output port, is not reachable from BPF, so a judgement at the input
 // port could not name it. Everything else leaving a port came from the
-// bridge device and was judged there. xfw_ifinfo tells the program which
-// devices are ports (XFW_IF_PORT, with the bridge as the device netfilter
-// sees) and whether the sysctl is on (XFW_IF_BRNF4/6, read from this
-// namespace whenever xfw applies or syncs).
+// bridge device and was judged there. The TC ingress program notes the
+// frames a port receives, so that the bridge's XDP program can name the
+// port of a frame the bridge passes up to it (bpf/bridge.h). xfw_ifinfo
+// tells the programs which devices are ports (XFW_IF_PORT, with the bridge
+// as the device netfilter sees) and whether the sysctl is on
+// (XFW_IF_BRNF4/6, read from this namespace whenever xfw applies or
+// syncs).
 
 // A veth that is down while its peer is a bridge port of the same
 // namespace is taken for a container's end of a pair being set up (Docker
@@ -70,9 +73,9 @@ func linksByIndex(links []netlink.Link) map[int]netlink.Link {
 }
 
 // splitPorts removes xfw's programs from the pending veths among ifaces
-// and its XDP and TC ingress programs from the bridge ports (attached
-// before the port was enslaved, or by an older xfw), and returns the
-// other interfaces and the ports.
+// and its XDP program from the bridge ports (attached before the port was
+// enslaved, or by an older xfw), and returns the other interfaces and the
+// ports.
 func splitPorts(ifaces []Interface) (rest, ports []Interface, err error) {
 	for _, ifc := range ifaces {
 		switch {
@@ -82,9 +85,6 @@ func splitPorts(ifaces []Interface) (rest, ports []Interface, err error) {
 			}
 		case ifc.BridgePort:
 			if err := detachXDP(ifc); err != nil {
-				return nil, nil, err
-			}
-			if err := detachTCX(ifc, ingressHook); err != nil {
 				return nil, nil, err
 			}
 			ports = append(ports, ifc)

@@ -80,19 +80,19 @@ func bridgeSetup(t *testing.T, tp *nettest.Topology, silent bool) {
 }
 
 // bridgedUDP builds a UDP datagram from gen to sink (back: from sink to
-// gen, ports swapped), or from gen to br0 (toBridge), as a frame the
+// gen, ports swapped), to br0 instead with toBridge, as a frame the
 // bridge forwards (or takes for itself).
 func bridgedUDP(fam int, port uint16, back, toBridge bool) func(tp *nettest.Topology) []byte {
 	return func(tp *nettest.Topology) []byte {
 		eth := nettest.Ethernet{Src: tp.Gen.MAC, Dst: tp.Sink.MAC}
 		src, dst := bridgeAddr(tp, fam, 1), bridgeAddr(tp, fam, 2)
 		udp := nettest.UDP{SrcPort: 4000, DstPort: port, Payload: []byte("xfw-bridge-probe")}
-		switch {
-		case back:
+		if back {
 			eth = nettest.Ethernet{Src: tp.Sink.MAC, Dst: tp.Gen.MAC}
 			src, dst = dst, src
 			udp.SrcPort, udp.DstPort = port, 4000
-		case toBridge:
+		}
+		if toBridge {
 			eth.Dst, _ = net.ParseMAC(bridgeMAC)
 			dst = bridgeAddr(tp, fam, 0xfe)
 		}
@@ -100,15 +100,17 @@ func bridgedUDP(fam int, port uint16, back, toBridge bool) func(tp *nettest.Topo
 	}
 }
 
-// bridgeRuleset counts bridged and delivered UDP by every physdev option
-// the kernel decides for both (a --physdev-in name in INPUT is one xfw
-// does not: it drops there, docs/differences.md), by the bridge as -i and
-// -o, by connection state, and drops some by source, by input and by
+// bridgeRuleset counts bridged and delivered UDP by physdev's options
+// (the input port of a datagram for br0 included), by the bridge as -i
+// and -o, by connection state, and drops some by source, by input and by
 // output port.
 const bridgeRuleset = `*filter
 -A INPUT -p udp -m physdev --physdev-is-in
 -A INPUT -p udp -m physdev ! --physdev-is-in
 -A INPUT -p udp -m physdev ! --physdev-is-bridged
+-A INPUT -p udp -m physdev --physdev-in in0
+-A INPUT -p udp -m physdev ! --physdev-in out+ -m physdev --physdev-in in+
+-A INPUT -p udp -m physdev --physdev-in out0
 -A INPUT -p udp -i br0 -m conntrack --ctstate NEW
 -A FORWARD -p udp -i br0 -o br0
 -A FORWARD -p udp -m physdev --physdev-is-bridged
@@ -170,6 +172,7 @@ func TestBridgedAgainstKernel(t *testing.T) {
 			{name: "dropped by output port", frame: bridgedUDP(fam, 9703, true, false), fromSink: true},
 			{name: "sink to gen, new", frame: bridgedUDP(fam, 9704, true, false), fromSink: true},
 			{name: "gen to br0", frame: bridgedUDP(fam, 9705, false, true)},
+			{name: "sink to br0", frame: bridgedUDP(fam, 9706, true, true), fromSink: true},
 		} {
 			pr.fam = fam
 			compareTableCounters(t, tw, pr, false)
