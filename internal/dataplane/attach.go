@@ -201,26 +201,18 @@ func attachMissing(cur *state, ifaces []Interface, opts AttachOptions) error {
 	if err != nil {
 		return err
 	}
-	for _, ifc := range ifaces {
-		if x := ifc.link.Attrs().Xdp; x == nil || !x.Attached || ebpf.ProgramID(x.ProgId) != xdpID {
+	// A bridge port runs the TC programs, not XDP: frames bridged to it,
+	// and the input port of what it passes up (bridge.go).
+	isPort := map[int]bool{}
+	for _, ifc := range ports {
+		isPort[ifc.Index] = true
+	}
+	for _, ifc := range append(ifaces, ports...) {
+		if x := ifc.link.Attrs().Xdp; !isPort[ifc.Index] && (x == nil || !x.Attached || ebpf.ProgramID(x.ProgId) != xdpID) {
 			if err := attachXDP(cur.xdp, ifc, opts.Mode); err != nil {
 				return err
 			}
 		}
-		if !tcxAttached(ifc, egressHook, tcID) {
-			if err := attachTCX(cur.tc, ifc, egressHook); err != nil {
-				return err
-			}
-		}
-		if !tcxAttached(ifc, ingressHook, tcInID) {
-			if err := attachTCX(cur.tcIn, ifc, ingressHook); err != nil {
-				return err
-			}
-		}
-	}
-	// A port runs the TC programs, not XDP: frames bridged to it, and
-	// the input port of what it passes up (bridge.go).
-	for _, ifc := range ports {
 		if !tcxAttached(ifc, egressHook, tcID) {
 			if err := attachTCX(cur.tc, ifc, egressHook); err != nil {
 				return err
