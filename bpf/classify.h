@@ -227,6 +227,10 @@ __attribute__((noinline)) int xfw_resolve(struct xfw_pkt *p, __u32 iif, __u32 oi
 		return 0;
 	if ((act & (1u << XFW_F_HDR4)) && !xfw_small_cls(st, fc, small, XFW_F_HDR4, p->hdr4))
 		return 0;
+	if ((act & (1u << XFW_F_PHYSIN)) && !xfw_hash_cls(st, fc, hcls, XFW_F_PHYSIN, p->physin))
+		return 0;
+	if ((act & (1u << XFW_F_PHYSOUT)) && !xfw_hash_cls(st, fc, hcls, XFW_F_PHYSOUT, p->physout))
+		return 0;
 	return 1;
 }
 

@@ -109,8 +109,18 @@ enum xfw_field {
 	XFW_F_HDR4 = 26,     /* sctp, dccp, esp, ah, tcp option conditions'
 			      * answers (direct array, 65536: enum
 			      * xfw_hdr4, hdr4.h) */
-	XFW_NFIELDS = 27,
+	XFW_F_PHYSIN = 27,   /* bridge ports of -m physdev (hash by ifindex,
+			      * XFW_PHYS_*: bridge.h) */
+	XFW_F_PHYSOUT = 28,
+	XFW_NFIELDS = 29,
 };
+
+/* XFW_F_PHYSIN / XFW_F_PHYSOUT values besides a port's ifindex
+ * (internal/compiler physdev.go): no bridge information (both fields),
+ * no port, a port the data plane cannot name. */
+#define XFW_PHYS_NONE 0
+#define XFW_PHYS_NULL 0xfffffffdu
+#define XFW_PHYS_ANYPORT 0xfffffffeu
 
 /* The XFW_F_HDR4 value (internal/compiler terms_hdr4.go): bit k the answer
  * of the generation's condition k (xfw_family_cfg.h4), bit
@@ -378,7 +388,7 @@ enum xfw_reject {
 #define XFW_LOG_SNAP 256
 
 /* Room for the list of active fields (XFW_NFIELDS rounded up to 4). */
-#define XFW_FIELD_LIST 28
+#define XFW_FIELD_LIST 32
 /* Address fields (range search): SRC, DST, CTOSRC, CTODST. */
 #define XFW_NADDR 4
 
@@ -388,6 +398,11 @@ enum xfw_reject {
 
 /* struct xfw_ifinfo.flags. */
 #define XFW_IF_NOL2 0x01 /* no Ethernet header (loopback keeps one) */
+/* A bridge whose IPv4 (IPv6) packets br_netfilter passes to iptables
+ * (bridge-nf-call-iptables, -ip6tables: bridge.h), and a port of one. */
+#define XFW_IF_BRNF4 0x02
+#define XFW_IF_BRNF6 0x04
+#define XFW_IF_PORT 0x08
 
 /*
  * Connection tracking (ct.h).

@@ -117,6 +117,9 @@ struct xfw_pkt {
 			    * set by the hooks, 0 at XDP */
 	__u32 owner_uid;   /* its file's fsuid and fsgid (with F_FILE) */
 	__u32 owner_gid;
+	__u32 physin;      /* XFW_F_PHYSIN, XFW_F_PHYSOUT: the bridge ports
+			    * (XFW_PHYS_*), set by the hooks (bridge.h) */
+	__u32 physout;
 };
 
 /* xfw_load_bytes copies len bytes at off of the packet: an XDP frame

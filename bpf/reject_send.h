@@ -247,6 +247,8 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 	struct xfw_rj_meta *m = (void *)(long)skb->data_meta;
 
 	xfw_rj_anchor_maps();
+	/* A bridge port's frame, for -m physdev (bridge.h). */
+	xfw_br_note_tc(skb);
 	if ((void *)(m + 1) > (void *)(long)skb->data)
 		return XFW_TCX_NEXT;
 	/* The metadata goes along with the skb: the mark is taken off. */

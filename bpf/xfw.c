@@ -52,6 +52,7 @@
 const volatile __u32 xfw_anchor = 0;
 
 #include "parse.h"
+#include "bridge.h"
 #include "classify.h"
 #include "local.h"
 #include "reject.h"
@@ -269,6 +270,8 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	if (!p->dst_unicast)
 		p->pkttype = xfw_mac48(p->dst_mac) == XFW_MAC_BCAST ? PACKET_BROADCAST : PACKET_MULTICAST;
 	iif = ifi->ifindex;
+	/* Passed up by a bridge: -m physdev's ports (bridge.h). */
+	xfw_phys_xdp(ctx, p, ifi);
 	/* mac_mt matches nothing on a device that is not Ethernet. */
 	if (iif == XFW_LOOPBACK_IFINDEX)
 		p->mac_src = XFW_MAC_NONE;
@@ -508,6 +511,9 @@ static __always_inline __u32 xfw_tc_stack_icmp(struct __sk_buff *skb)
 	       k == XFW_SK_KIND(XFW_SOCK_RAW, IPPROTO_ICMPV6);
 }
 
+/* Frames bridged from port to port (uses xfw_judge and xfw_tc_parse). */
+#include "bridge_tc.h"
+
 /* xfw_tc_judged is the TC hook's work; xfw_tc_egress brackets it for
  * quiescence (generation.h). */
 static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
@@ -518,7 +524,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	struct xfw_ct_scratch *cs = 0;
 	__u32 one = 1;
 	__u32 oif, rj = 0, verdict;
-	__u64 route;
+	__u64 route, port;
 	int rc;
 
 	xfw_touch_state();
@@ -529,6 +535,10 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	p = &sc->p;
 	st = &sc->st;
+	/* A bridge port: frames bridged to it (bridge.h). */
+	port = xfw_br_port(skb->ifindex);
+	if (port)
+		return xfw_tc_bridged(skb, sc, port);
 	/* Forwarded packets were judged at ingress (FORWARD); a reply of a
 	 * translated connection gets its source back here (POSTROUTING). */
 	/* Translated in nat OUTPUT and judged on the device its first route

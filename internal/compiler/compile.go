@@ -269,8 +269,12 @@ func hashPoints(f Field, entries []Entry, ifaces []Interface) []U128 {
 			out = append(out, v)
 		}
 	}
-	if f == FieldIIF || f == FieldOIF {
+	if isIfaceField(f) {
 		add(U64(0))
+		if f == FieldPhysIn || f == FieldPhysOut {
+			add(U64(PhysNull))
+			add(U64(PhysAnyPort))
+		}
 		for _, i := range ifaces {
 			add(U64(uint64(i.Index)))
 		}
@@ -306,7 +310,7 @@ func hashPoints(f Field, entries []Entry, ifaces []Interface) []U128 {
 // unmentioned returns a value of field f that no entry names: the class of
 // every value missing from the hash map.
 func unmentioned(f Field, points []U128) U128 {
-	if f == FieldIIF || f == FieldOIF {
+	if isIfaceField(f) {
 		return U64(ifaceUnknown)
 	}
 	seen := map[U128]bool{}

@@ -68,13 +68,20 @@ const (
 	// FieldHdr4 is the answers of the generation's sctp, dccp, esp, ah
 	// and tcp option conditions (terms_hdr4.go, XFW_F_HDR4).
 	FieldHdr4
+	// FieldPhysIn and FieldPhysOut are the bridge ports of a packet
+	// br_netfilter passes to iptables, for -m physdev (physdev.go): the
+	// ports' ifindexes, PhysNone without bridge information, PhysNull
+	// for no port, PhysAnyPort for a port the data plane cannot name
+	// (XFW_F_PHYSIN, XFW_F_PHYSOUT).
+	FieldPhysIn
+	FieldPhysOut
 	NumFields
 )
 
 var fieldNames = [NumFields]string{"src", "dst", "proto", "sport", "dport", "tcpflags",
 	"icmp", "iif", "oif", "frag", "len", "ttl", "mac", "sets", "ct", "ctosrc", "ctodst",
 	"ctosport", "ctodport", "ctrsport", "ctrdport", "addrtype", "pkttype",
-	"tos", "tcpmss", "ext6", "hdr4"}
+	"tos", "tcpmss", "ext6", "hdr4", "physin", "physout"}
 
 // String names the field.
 func (f Field) String() string {
@@ -101,10 +108,16 @@ func (f Field) Kind() FieldKind {
 	switch f {
 	case FieldSrc, FieldDst, FieldCtOrigSrc, FieldCtOrigDst:
 		return KindAddr
-	case FieldIIF, FieldOIF, FieldMAC:
+	case FieldIIF, FieldOIF, FieldMAC, FieldPhysIn, FieldPhysOut:
 		return KindHash
 	}
 	return KindSmall
+}
+
+// isIfaceField reports whether f's values are interface indexes (the
+// hash holds every known device, the default class the others).
+func isIfaceField(f Field) bool {
+	return f == FieldIIF || f == FieldOIF || f == FieldPhysIn || f == FieldPhysOut
 }
 
 // NumAddrFields is the number of KindAddr fields (xfw_family_cfg

@@ -7,7 +7,11 @@ type Packet struct {
 	// Field values as the BPF parser produces them.
 	Proto, Sport, Dport, TCPFlags, ICMP, Frag, Len, TTL uint32
 	IIF, OIF                                            uint32
-	MAC                                                 uint64
+	// PhysIn and PhysOut are the bridge ports (FieldPhysIn,
+	// FieldPhysOut; physdev.go): 0 (PhysNone) for a packet without
+	// bridge information.
+	PhysIn, PhysOut uint32
+	MAC             uint64
 	// Sets are the set-membership bits (FieldSets): bit k is whether the
 	// packet matches the generation's set condition k, as the data plane
 	// computes it by looking the packet up in the set (see
@@ -188,6 +192,10 @@ func (p *Packet) FieldValue(f Field) U128 {
 		return U64(uint64(p.Ext6))
 	case FieldHdr4:
 		return U64(uint64(p.Hdr4))
+	case FieldPhysIn:
+		return U64(uint64(p.PhysIn))
+	case FieldPhysOut:
+		return U64(uint64(p.PhysOut))
 	}
 	return U128{}
 }

@@ -55,7 +55,10 @@ type Interface struct {
 	// PendingVeth: a down veth whose peer is here, not attached yet
 	// (bridge.go).
 	PendingVeth bool
-	link        netlink.Link
+	// IsBridge: a bridge device; Master: a port's bridge (bridge.go).
+	IsBridge bool
+	Master   int
+	link     netlink.Link
 }
 
 // listInterfaces returns the namespace's devices, refusing kinds whose
@@ -73,7 +76,7 @@ func listInterfaces() ([]Interface, error) {
 			return nil, fmt.Errorf("interface %s (%s, link type %s) has no Ethernet header: xfw cannot filter it, and will not leave it unfiltered; remove it or keep it out of this namespace", a.Name, l.Type(), a.EncapType)
 		}
 		ifc := Interface{Index: a.Index, Name: a.Name, Group: a.Group, MAC: a.HardwareAddr, BridgePort: isBridgePort(l, byIndex),
-			PendingVeth: isPendingVeth(l, byIndex), link: l}
+			PendingVeth: isPendingVeth(l, byIndex), IsBridge: l.Type() == "bridge", Master: a.MasterIndex, link: l}
 		if v, ok := l.(*netlink.Vlan); ok {
 			ifc.VLAN = v.VlanId
 			ifc.Parent = a.ParentIndex
@@ -100,10 +103,11 @@ func CompilerInterfaces() ([]compiler.Interface, error) {
 // the VLAN devices' (parent, vid) keys.
 func fillIfInfo(m *ebpf.Map, ifaces []Interface) error {
 	keep := map[uint64]bool{}
+	brnf := brNFFlags()
 	for _, ifc := range ifaces {
 		var v bpfIfInfo
 		copy(v.MAC[:], ifc.MAC)
-		v.Ifindex = uint32(ifc.Index)
+		v.Flags, v.Ifindex = bridgeInfo(ifc, brnf)
 		key := uint64(ifc.Index)
 		if ifc.VLAN != 0 {
 			key = uint64(ifc.Parent) | uint64(ifc.VLAN)<<32
@@ -182,7 +186,7 @@ func checkForeignXDP(ifaces []Interface, ours ebpf.ProgramID) error {
 // does not run them yet (new interfaces, or the first load); interfaces
 // already running them are left alone.
 func attachMissing(cur *state, ifaces []Interface, opts AttachOptions) error {
-	ifaces, err := detachPorts(ifaces)
+	ifaces, ports, err := splitPorts(ifaces)
 	if err != nil {
 		return err
 	}
@@ -197,8 +201,14 @@ func attachMissing(cur *state, ifaces []Interface, opts AttachOptions) error {
 	if err != nil {
 		return err
 	}
-	for _, ifc := range ifaces {
-		if x := ifc.link.Attrs().Xdp; x == nil || !x.Attached || ebpf.ProgramID(x.ProgId) != xdpID {
+	// A bridge port runs the TC programs, not XDP: frames bridged to it,
+	// and the input port of what it passes up (bridge.go).
+	isPort := map[int]bool{}
+	for _, ifc := range ports {
+		isPort[ifc.Index] = true
+	}
+	for _, ifc := range append(ifaces, ports...) {
+		if x := ifc.link.Attrs().Xdp; !isPort[ifc.Index] && (x == nil || !x.Attached || ebpf.ProgramID(x.ProgId) != xdpID) {
 			if err := attachXDP(cur.xdp, ifc, opts.Mode); err != nil {
 				return err
 			}
@@ -371,18 +381,8 @@ func detachTCX(ifc Interface, hook tcxHook) error {
 // detachInterface removes xfw's programs from ifc (others' are left alone).
 func detachInterface(ifc Interface) error {
 	var errs []error
-	x := ifc.link.Attrs().Xdp
-	if x != nil && x.Attached && x.ProgId != 0 && programName(ebpf.ProgramID(x.ProgId)) == xdpProgName {
-		flags := 0
-		switch x.AttachMode {
-		case nl.XDP_ATTACHED_DRV:
-			flags = nl.XDP_FLAGS_DRV_MODE
-		case nl.XDP_ATTACHED_SKB:
-			flags = nl.XDP_FLAGS_SKB_MODE
-		}
-		if err := netlink.LinkSetXdpFdWithFlags(ifc.link, -1, flags); err != nil {
-			errs = append(errs, fmt.Errorf("detach XDP from %s: %w", ifc.Name, err))
-		}
+	if err := detachXDP(ifc); err != nil {
+		errs = append(errs, err)
 	}
 	for _, hook := range []tcxHook{egressHook, ingressHook} {
 		if err := detachTCX(ifc, hook); err != nil {
@@ -390,6 +390,25 @@ func detachInterface(ifc Interface) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// detachXDP removes xfw's XDP program from ifc, if it runs there.
+func detachXDP(ifc Interface) error {
+	x := ifc.link.Attrs().Xdp
+	if x == nil || !x.Attached || x.ProgId == 0 || programName(ebpf.ProgramID(x.ProgId)) != xdpProgName {
+		return nil
+	}
+	flags := 0
+	switch x.AttachMode {
+	case nl.XDP_ATTACHED_DRV:
+		flags = nl.XDP_FLAGS_DRV_MODE
+	case nl.XDP_ATTACHED_SKB:
+		flags = nl.XDP_FLAGS_SKB_MODE
+	}
+	if err := netlink.LinkSetXdpFdWithFlags(ifc.link, -1, flags); err != nil {
+		return fmt.Errorf("detach XDP from %s: %w", ifc.Name, err)
+	}
+	return nil
 }
 
 // Route types of the local table that mean "for this host".
@@ -581,7 +600,7 @@ func Status() (*NamespaceStatus, error) {
 	}
 	for _, ifc := range ifaces {
 		if ifc.BridgePort || ifc.PendingVeth {
-			continue // xfw runs on its bridge, or later (bridge.go)
+			continue // xfw runs on its bridge (a port: TC egress only), or later (bridge.go)
 		}
 		is := InterfaceStatus{Name: ifc.Name, Index: ifc.Index, XDPMode: "-", Kind: ifc.link.Type()}
 		if x := ifc.link.Attrs().Xdp; x != nil && x.Attached && x.ProgId != 0 && programName(ebpf.ProgramID(x.ProgId)) == xdpProgName {

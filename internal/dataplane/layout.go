@@ -67,7 +67,7 @@ type bpfFamilyCfg struct {
 	AddrCount  [compiler.NumAddrFields]uint32
 	NCounters  uint32
 	NFields    uint32
-	Fields     [28]uint8
+	Fields     [32]uint8
 	// NSetLk and SetLk are the generation's set lookups (struct
 	// xfw_setlk), from Update.Sets.
 	NSetLk uint32

@@ -328,6 +328,7 @@ func enumMirrors() []enumMirror {
 			"XFW_F_PKTTYPE": int64(compiler.FieldPktType), "XFW_NFIELDS": int64(compiler.NumFields),
 			"XFW_F_TOS": int64(compiler.FieldTOS), "XFW_F_TCPMSS": int64(compiler.FieldTCPMSS),
 			"XFW_F_EXT6": int64(compiler.FieldExt6), "XFW_F_HDR4": int64(compiler.FieldHdr4),
+			"XFW_F_PHYSIN": int64(compiler.FieldPhysIn), "XFW_F_PHYSOUT": int64(compiler.FieldPhysOut),
 		}},
 		{c: "xfw_hdr4", mirror: "compiler.Hdr4*", values: map[string]int64{
 			"XFW_H4_SCTP": compiler.Hdr4KindSCTP, "XFW_H4_DCCP": compiler.Hdr4KindDCCP,

@@ -48,6 +48,7 @@ var conformanceExtensions = map[string]bool{
 	"statistic": true, "mark": true, "MARK": true,
 	"connmark": true, "CONNMARK": true, "owner": true,
 	"DNAT": true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
+	"physdev": true,
 }
 
 // conformanceSets is the set lookup of the conformance cases: upstream's

@@ -475,6 +475,8 @@ func (l *lister) match(r *ir.Rule, m ir.Match) {
 		l.b.WriteString(ownerListing(m, numeric))
 	case *ir.DevGroupMatch:
 		l.b.WriteString(devGroupText(m, "", numeric))
+	case *ir.PhysdevMatch:
+		l.b.WriteString(" PHYSDEV match" + physdevText(m))
 	default:
 		if !listIP6Ext(&l.b, m) && !listIP6Hdr2(&l.b, m, numeric) && !l.listHdr4(m) {
 			l.printf(" %s ", m.ModuleName())

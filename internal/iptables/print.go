@@ -152,6 +152,8 @@ func writeMatch(b *strings.Builder, fam ir.Family, m ir.Match) {
 		writeOwner(b, m)
 	case *ir.DevGroupMatch:
 		b.WriteString(devGroupText(m, "--", false))
+	case *ir.PhysdevMatch:
+		b.WriteString(physdevText(m))
 	case *ir.TCPMatch:
 		writePorts(b, "sport", m.SrcPort)
 		writePorts(b, "dport", m.DstPort)

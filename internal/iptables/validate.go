@@ -183,6 +183,8 @@ func checkEntry(fam ir.Family, table string, r *ir.Rule, hooks hookMask) *failur
 			ok = ownerOK(m, hooks)
 		case *ir.DevGroupMatch:
 			ok = devGroupOK(m, hooks)
+		case *ir.PhysdevMatch:
+			ok = physdevOK(m, hooks)
 		case *ir.ECNMatch:
 			ok = ecnProtoOK(r, m)
 		case *ir.TCPMSSMatch:

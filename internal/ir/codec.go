@@ -34,7 +34,7 @@ const codecVersion = 4
 // ranges of their own: limit 64, hashlimit 65, recent 72, the IPv6
 // extension headers 80-82 (ip6ext.go) and 90-92 (ip6hdr.go), connlimit
 // 84, cpu 85, the predicates 96-98 (pred.go), sctp, dccp, esp and ah
-// 100-103 (hdr4.go), statistic and mark 112-113 (mark.go), connmark 120 (connmark.go), owner 121 (owner.go), devgroup 122 (devgroup.go). A new file picks a free range, adds it here and to
+// 100-103 (hdr4.go), statistic and mark 112-113 (mark.go), connmark 120 (connmark.go), owner 121 (owner.go), devgroup 122 (devgroup.go), physdev 123 (physdev.go). A new file picks a free range, adds it here and to
 // TestMatchTagsDistinct.
 const (
 	tagTCP = iota + 1

@@ -102,7 +102,8 @@ func (e *encoder) match(m Match) error {
 	case *DSCPMatch, *TOSMatch, *ECNMatch, *TCPMSSMatch:
 		e.headerMatch(m)
 	default:
-		if e.ip6ext(m) || e.predMatch(m) || e.hdr4(m) || e.markMatch(m) || e.connmarkMatch(m) || e.ownerMatch(m) || e.devGroupMatch(m) {
+		if e.ip6ext(m) || e.predMatch(m) || e.hdr4(m) || e.markMatch(m) || e.connmarkMatch(m) || e.ownerMatch(m) || e.devGroupMatch(m) ||
+			e.physdevMatch(m) {
 			return nil
 		}
 		return fmt.Errorf("match %T (-m %s) has no binary form", m, m.ModuleName())
@@ -245,6 +246,9 @@ func (d *decoder) match() Match {
 			return m
 		}
 		if m := d.devGroupMatch(tag); m != nil {
+			return m
+		}
+		if m := d.physdevMatch(tag); m != nil {
 			return m
 		}
 		d.fail(fmt.Errorf("unknown match tag %d", tag))

@@ -17,6 +17,7 @@ func TestMatchTagsDistinct(t *testing.T) {
 		"tagConnmark":   tagConnmark,
 		"tagOwner":      tagOwner,
 		"tagDevGroup":   tagDevGroup,
+		"tagPhysdev":    tagPhysdev,
 		"tagDCCP":       tagDCCP,
 		"tagDSCP":       tagDSCP,
 		"tagECN":        tagECN,

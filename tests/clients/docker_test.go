@@ -318,11 +318,57 @@ func checkFromHost(s *stack) error {
 	return nil
 }
 
+// peerContainer names the second container of checkInterContainer.
+const peerContainer = "peer"
+
+// fetchFrom asks container from for the page of web on its address in
+// the bridge's network, and reports whether it came.
+func fetchFrom(s *stack, from, addr string) bool {
+	cmd := fmt.Sprintf(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 %s %d`, addr, containerPort)
+	out, _ := docker(s, "exec", from, "sh", "-c", cmd)
+	return strings.HasSuffix(out, "hello\n")
+}
+
+// checkInterContainer runs a second container on docker0 and fetches the
+// first one's page from it, bridged from port to port: reached; then
+// with a DOCKER-USER rule dropping traffic between docker0's ports (what
+// --icc=false does in FORWARD, br_netfilter's view of bridged frames),
+// not reached; then the rule and the container go.
+func checkInterContainer(s *stack) error {
+	addr, err := docker(s, "inspect", "-f", "{{.NetworkSettings.IPAddress}}", dockerContainer)
+	if err != nil {
+		return err
+	}
+	addr = strings.TrimSpace(addr)
+	if _, err := docker(s, "run", "-d", "--name", peerContainer, dockerImage, "httpd", "-f", "-p",
+		fmt.Sprint(containerPort), "-h", "/www"); err != nil {
+		return err
+	}
+	defer func() { _, _ = docker(s, "rm", "-f", peerContainer) }()
+	if !fetchFrom(s, peerContainer, addr) {
+		return fmt.Errorf("container %s did not reach %s at %s", peerContainer, dockerContainer, addr)
+	}
+	rule := []string{"DOCKER-USER", "-i", "docker0", "-o", "docker0", "-j", "DROP"}
+	if _, err := s.run(append([]string{"iptables", "-I"}, rule...)...); err != nil {
+		return err
+	}
+	reached := fetchFrom(s, peerContainer, addr)
+	if _, err := s.run(append([]string{"iptables", "-D"}, rule...)...); err != nil {
+		return err
+	}
+	if reached {
+		return fmt.Errorf("container %s reached %s through -i docker0 -o docker0 -j DROP", peerContainer, dockerContainer)
+	}
+	return nil
+}
+
 // TestDockerAgainstKernel runs Debian's dockerd (userland proxy off) with a
 // container publishing a port: reached from the client through the DNAT,
 // masqueraded to the outside (TCP and ping), reached by itself through its
 // published port (hairpin NAT), reached by the host itself through the
-// port on its own address (nat OUTPUT's DNAT), a DOCKER-USER rule enforced,
+// port on its own address (nat OUTPUT's DNAT), reached by a second
+// container through the bridge unless a DOCKER-USER rule drops traffic
+// between docker0's ports, a DOCKER-USER rule enforced,
 // nothing left of the port once the container is removed.
 func TestDockerAgainstKernel(t *testing.T) {
 	runScenario(t, scenario{
@@ -339,6 +385,7 @@ func TestDockerAgainstKernel(t *testing.T) {
 			{"masquerade", checkMasquerade, nil},
 			{"hairpin", checkHairpin, nil},
 			{"from the host itself", checkFromHost, nil},
+			{"inter-container", checkInterContainer, nil},
 			{"DOCKER-USER", dockerUser, []probe{
 				{fromClient, 4, dockerPort, nettest.OK},
 				{fromOther, 4, dockerPort, nettest.TimedOut},

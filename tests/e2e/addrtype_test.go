@@ -21,8 +21,10 @@ import (
 type typeProbe struct {
 	name string
 	fam  int
-	// frame builds a frame injected at gen; nil for a command run in fw.
-	frame func(tp *nettest.Topology) []byte
+	// frame builds a frame injected at gen (at sink with fromSink); nil
+	// for a command run in fw.
+	frame    func(tp *nettest.Topology) []byte
+	fromSink bool
 	// cmd is the command run in fw (a ping: OUTPUT traffic).
 	cmd func(tp *nettest.Topology) []string
 }
@@ -193,7 +195,11 @@ func ruleCountersOf(t *testing.T, save string) map[string]counter {
 // sendTypeProbe sends one probe in a topology.
 func sendTypeProbe(t *testing.T, tp *nettest.Topology, pr typeProbe) {
 	if pr.frame != nil {
-		if err := tp.InjectFromGen(pr.frame(tp)); err != nil {
+		inject := tp.InjectFromGen
+		if pr.fromSink {
+			inject = tp.InjectFromSink
+		}
+		if err := inject(pr.frame(tp)); err != nil {
 			t.Errorf("%s: inject: %v", pr.name, err)
 		}
 		return
