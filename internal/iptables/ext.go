@@ -348,9 +348,9 @@ func shipped(table map[string]ir.Family, fam ir.Family, name string) bool {
 // "Couldn't load match `NAME':" for a name it has no library for; xfw
 // says why for the modules iptables has and xfw does not.
 const (
-	noSuchModule    = "No such file or directory"
-	notSupported    = " not supported by xfw"
-	helpersMissing  = " connection tracking helpers (FTP, SIP, ...) are not supported by xfw"
+	noSuchModule   = "No such file or directory"
+	notSupported   = " not supported by xfw"
+	helpersMissing = " connection tracking helpers (FTP, SIP, ...) are not supported by xfw"
 	// rpfilterMissing: the route lookup BPF programs may make
 	// (bpf_fib_lookup) fails on interfaces that do not forward
 	// (docs/differences.md).
