@@ -117,6 +117,8 @@ struct xfw_pkt {
 			    * set by the hooks, 0 at XDP */
 	__u32 owner_uid;   /* its file's fsuid and fsgid (with F_FILE) */
 	__u32 owner_gid;
+	__u32 mangle;      /* XFW_MG_* (mangle.h): 0 from the parser */
+	__u32 mss_new;     /* the lowest --set-mss of the walk (XFW_MG_MSS) */
 };
 
 /* xfw_load_bytes copies len bytes at off of the packet: an XDP frame

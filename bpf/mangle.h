@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * mangle.h — the packet-rewriting targets (TCPMSS, DSCP, TOS, TTL, HL) and
+ * the notrack targets (CT --notrack, NOTRACK) as action entries of the
+ * walk (XFW_EF_ACT, probe kind XFW_PROBE_MANGLE).
+ *
+ * The kernel rewrites the packet where the rule stands and goes on with
+ * the next rule (XT_CONTINUE), which sees the new values. Here the walk
+ * changes its copy of the packet (struct xfw_pkt: .tos, .ttl, .tcpmss,
+ * .ct) in rule order and looks the field's class up again, so later
+ * rules' -m dscp, -m tos, -m ttl, -m hl, -m tcpmss and -m conntrack see
+ * the rewritten value; .mangle records what the hook writes into the
+ * packet itself after an ACCEPT (mangle_apply.h). A notrack rule makes
+ * the packet UNTRACKED: the connection tracking found or opened is let
+ * go unconfirmed (no entry is created).
+ *
+ * TTL in FORWARD's PREROUTING: the walk holds the TTL after ip_forward's
+ * decrement (the hook decrements before the walk), the rule sees it
+ * before: XFW_MGOP_PREDEC computes on the value one higher.
+ *
+ * Conventions: evaluators inlined into the global xfw_probe (probe.h);
+ * the walk's state is the hook's scratch (struct xfw_xdp_scratch .cls).
+ *
+ * Includes: common.h, xfw_structs.h, parse.h, classify_structs.h,
+ * classify_maps.h, generation.h, xfw_maps.h, ct_maps.h.
+ */
+#ifndef XFW_MANGLE_H
+#define XFW_MANGLE_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "common.h"
+#include "xfw_structs.h"
+#include "parse.h"
+#include "classify_structs.h"
+#include "classify_maps.h"
+#include "generation.h"
+#include "xfw_maps.h"
+#include "ct_maps.h"
+
+#define XFW_MG_U8_MAX 255 /* TTL and hop limit */
+
+/* xfw_mangle_reclass looks field f's class up again for value (the walk
+ * changed it), when the generation classifies f, and forgets the cached
+ * chunk summaries (the walk's and those its calls saved). */
+static __always_inline void xfw_mangle_reclass(struct xfw_cls *st, __u32 slot, __u32 f, __u32 value)
+{
+	struct xfw_family_cfg *fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	void *small = xfw_inner(&xfw_o_small, slot);
+	__u32 key, *c;
+
+	if (!fc || !small || f >= XFW_NFIELDS || !(fc->active & (1u << f)))
+		return;
+	key = fc->small_base[f] + value;
+	c = bpf_map_lookup_elem(small, &key);
+	st->cls[f] = c ? *c : 0;
+	st->chunk = ~0u;
+	for (__u32 i = 0; i < XFW_MAX_CALLS; i++) {
+		if (i >= st->depth)
+			break;
+		st->ret_chunk[i] = ~0u;
+	}
+}
+
+/* xfw_mangle_ttl returns the TTL rule op's result (xt_HL's ttl_tg, hl_tg6)
+ * for the walk's value v. */
+static __always_inline __u32 xfw_mangle_ttl(__u32 arg, __u32 val, __u32 v)
+{
+	int predec = !!(arg & XFW_MGOP_PREDEC);
+
+	v += predec;
+	switch (arg & XFW_MGOP_MASK) {
+	case XFW_MGOP_TTL_SET:
+		v = val;
+		break;
+	case XFW_MGOP_TTL_INC:
+		v = v + val > XFW_MG_U8_MAX ? XFW_MG_U8_MAX : v + val;
+		break;
+	case XFW_MGOP_TTL_DEC:
+		v = v > val ? v - val : 0;
+		break;
+	}
+	/* A TTL of 0 or 1 is dropped by ip_forward after PREROUTING: the
+	 * walk's value stays at 0. */
+	return predec ? (v ? v - 1 : 0) : v;
+}
+
+/* xfw_mangle_act is mangle probe pr's effect on packet p of the walk st
+ * (hook's): always true. */
+static __always_inline int xfw_mangle_act(struct xfw_probe *pr, struct xfw_pkt *p,
+					  struct xfw_cls *st, __u32 hook)
+{
+	struct xfw_ct_scratch *cs;
+	__u32 slot = st->slot, key = hook;
+
+	switch (pr->arg & XFW_MGOP_MASK) {
+	case XFW_MGOP_TOS:
+		p->tos = (p->tos & ~pr->mask) ^ pr->val;
+		p->mangle |= XFW_MG_TOS;
+		xfw_mangle_reclass(st, slot, XFW_F_TOS, p->tos);
+		break;
+	case XFW_MGOP_TTL_SET:
+	case XFW_MGOP_TTL_INC:
+	case XFW_MGOP_TTL_DEC:
+		p->ttl = xfw_mangle_ttl(pr->arg, pr->val, p->ttl);
+		p->mangle |= XFW_MG_TTL;
+		xfw_mangle_reclass(st, slot, XFW_F_TTL, p->ttl);
+		break;
+	case XFW_MGOP_MSS:
+		if (!(p->mangle & XFW_MG_MSS) || pr->val < p->mss_new)
+			p->mss_new = pr->val;
+		p->mangle |= XFW_MG_MSS;
+		/* An MSS option the rule lowers: -m tcpmss sees the new value. */
+		if (p->tcpmss < p->mss_new)
+			break;
+		if (p->tcpmss <= 0xffff) {
+			p->tcpmss = p->mss_new;
+			xfw_mangle_reclass(st, slot, XFW_F_TCPMSS, p->tcpmss);
+		}
+		break;
+	case XFW_MGOP_CLAMP:
+		p->mangle |= XFW_MG_CLAMP;
+		break;
+	case XFW_MGOP_NOTRACK:
+		p->ct = XFW_CTS_UNTRACKED;
+		xfw_mangle_reclass(st, slot, XFW_F_CT, p->ct);
+		/* No connection is created for it (nf_conntrack_in skips a
+		 * packet with a template that says untracked). */
+		cs = bpf_map_lookup_elem(&xfw_ct_scratch, &key);
+		if (cs)
+			cs->pending = XFW_CTP_NONE;
+		break;
+	}
+	return 1;
+}
+
+#endif /* XFW_MANGLE_H */

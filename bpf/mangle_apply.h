@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * mangle_apply.h — writes the rewrites of the walk's TCPMSS, DSCP, TOS,
+ * TTL and HL rules (mangle.h: struct xfw_pkt .mangle) into an accepted
+ * packet: at XDP for the INPUT and FORWARD walks (their PREROUTING,
+ * FORWARD and POSTROUTING chains), at TC egress for OUTPUT's.
+ *
+ *  - The TOS byte (IPv6: traffic class) and the TTL (hop limit), the IPv4
+ *    header checksum updated incrementally (RFC 1624). A forwarded
+ *    packet's walk holds the TTL after ip_forward's decrement: the frame
+ *    gets one more (at most 255), which the kernel's forwarding takes off.
+ *  - TCPMSS as xt_TCPMSS's tcpmss_mangle_packet: not a later fragment;
+ *    a transport header shorter than 20 bytes or than its data offset
+ *    drops the packet (the kernel's NF_DROP); the new MSS is the lowest
+ *    --set-mss of the walk and, for --clamp-mss-to-pmtu, the smaller of
+ *    the output and input devices' MTUs minus 40 (IPv6: 60) bytes (an MTU
+ *    not above that drops); the options walked as -m tcpmss walks them
+ *    (tcpopt.h), the first MSS option lowered, never raised. A SYN
+ *    without an MSS option is left as it is (the kernel adds one:
+ *    docs/differences.md). The TCP checksum: at TC the kernel's helper,
+ *    which leaves a CHECKSUM_PARTIAL sum alone; at XDP a checksum field
+ *    holding exactly the pseudo-header sum is taken for a partial one (a
+ *    veth peer's offload) and left alone, as nat.h does. A value at an
+ *    odd offset changes the sum byte-swapped.
+ *
+ * Conventions: global functions, verified once, called by the hooks after
+ * an ACCEPT when .mangle is set; headers copied to the stack, option bytes
+ * to the hook's scratch (struct xfw_xdp_scratch .opt).
+ *
+ * Includes: common.h, parse.h, xfw_maps.h, tcpopt.h.
+ */
+#ifndef XFW_MANGLE_APPLY_H
+#define XFW_MANGLE_APPLY_H
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include "common.h"
+#include "parse.h"
+#include "xfw_maps.h"
+#include "tcpopt.h"
+
+#define XFW_MG_IP4_HDR 20  /* struct iphdr */
+#define XFW_MG_IP6_HDR 40  /* struct ipv6hdr */
+#define XFW_MG_IP4_CSUM 10 /* offset of the IPv4 header checksum */
+#define XFW_MG_TCP_DOFF 12 /* offset of the TCP data offset byte */
+#define XFW_MG_TCP_CSUM 16 /* offset of the TCP checksum */
+/* xt_TCPMSS's minlen: the IP and TCP headers the MSS leaves out of the
+ * MTU. */
+#define XFW_MG_MINLEN4 40
+#define XFW_MG_MINLEN6 60
+#define XFW_MG_NO_MSS 0xffff
+
+static __always_inline __u32 xfw_mg_fold(__u32 s)
+{
+	s = (s & 0xffff) + (s >> 16);
+	return (s & 0xffff) + (s >> 16);
+}
+
+/* xfw_mg_csum16 returns checksum f (host order) with the 16-bit word old
+ * replaced by new (RFC 1624 eqn. 3). */
+static __always_inline __u32 xfw_mg_csum16(__u32 f, __u32 old, __u32 new)
+{
+	return ~xfw_mg_fold((~f & 0xffff) + (~old & 0xffff) + new) & 0xffff;
+}
+
+static __always_inline __u32 xfw_mg_rd16(const __u8 *b, __u32 off)
+{
+	return (__u32)b[off] << 8 | b[off + 1];
+}
+
+/* xfw_mg_wire_ttl is the TTL the frame carries for the walk's value. */
+static __always_inline __u32 xfw_mg_wire_ttl(struct xfw_pkt *p, __u32 fwd)
+{
+	__u32 v = p->ttl + (fwd ? 1 : 0);
+
+	return v > 255 ? 255 : v;
+}
+
+/* xfw_mg_ip4 rewrites the TOS byte and TTL of the IPv4 header h (its
+ * first 20 bytes), the checksum updated. */
+static __always_inline void xfw_mg_ip4(__u8 *h, struct xfw_pkt *p, __u32 fwd)
+{
+	__u32 w0 = xfw_mg_rd16(h, 0), w8 = xfw_mg_rd16(h, 8);
+	__u32 f = xfw_mg_rd16(h, XFW_MG_IP4_CSUM);
+
+	if (p->mangle & XFW_MG_TOS)
+		h[1] = p->tos;
+	if (p->mangle & XFW_MG_TTL)
+		h[8] = xfw_mg_wire_ttl(p, fwd);
+	f = xfw_mg_csum16(f, w0, xfw_mg_rd16(h, 0));
+	f = xfw_mg_csum16(f, w8, xfw_mg_rd16(h, 8));
+	h[XFW_MG_IP4_CSUM] = f >> 8;
+	h[XFW_MG_IP4_CSUM + 1] = f;
+}
+
+/* xfw_mg_ip6 rewrites the traffic class and hop limit of the IPv6 header
+ * h (no checksum covers them). */
+static __always_inline void xfw_mg_ip6(__u8 *h, struct xfw_pkt *p, __u32 fwd)
+{
+	if (p->mangle & XFW_MG_TOS) {
+		h[0] = (h[0] & 0xf0) | (p->tos >> 4);
+		h[1] = (h[1] & 0x0f) | (__u8)(p->tos << 4);
+	}
+	if (p->mangle & XFW_MG_TTL)
+		h[7] = xfw_mg_wire_ttl(p, fwd);
+}
+
+/* xfw_mg_target_mss returns the MSS the walk's TCPMSS rules ask for, the
+ * path MTU given (0 when no rule clamps); -1 to drop (xt_TCPMSS: "unknown
+ * or invalid path-MTU"). */
+static __always_inline int xfw_mg_target_mss(struct xfw_pkt *p, __u32 mtu)
+{
+	__u32 mss = (p->mangle & XFW_MG_MSS) ? p->mss_new : XFW_MG_NO_MSS;
+	__u32 minlen = p->fam ? XFW_MG_MINLEN6 : XFW_MG_MINLEN4;
+
+	if (p->mangle & XFW_MG_CLAMP) {
+		if (mtu <= minlen)
+			return -1;
+		if (mtu - minlen < mss)
+			mss = mtu - minlen;
+	}
+	return mss;
+}
+
+/* xfw_mg_find_mss walks the TCP options of the packet (ctx, is_xdp) into
+ * o and returns the options' offset of its first MSS option, with the
+ * option's value in *old; -1 when it has none, -2 when the header is cut
+ * short (the kernel drops the packet). */
+static __always_inline int xfw_mg_find_mss(void *ctx, int is_xdp, struct xfw_pkt *p,
+					   struct xfw_tcpopt *o, __u32 *old)
+{
+	struct xfw_tcpwalk w = { .o = o, .mss = XFW_V_NONE };
+	__u32 thoff = p->thoff, hl;
+	__u64 len;
+	__u8 doff;
+
+	if (thoff == 0 || thoff + XFW_TCPHDR_LEN > p->l4_end)
+		return -2;
+	if (xfw_load_bytes(ctx, is_xdp, thoff + XFW_MG_TCP_DOFF, &doff, 1) < 0)
+		return -2;
+	hl = (doff >> 4) * 4;
+	if (hl < XFW_TCPHDR_LEN || thoff + hl > p->l4_end)
+		return -2;
+	len = hl - XFW_TCPHDR_LEN;
+	xfw_barrier_var(len);
+	if (len == 0 || len > XFW_TCPOPT_MAX)
+		return -1;
+	if (xfw_load_bytes(ctx, is_xdp, thoff + XFW_TCPHDR_LEN, o->b, len) < 0)
+		return -2;
+	w.len = len;
+	bpf_loop(XFW_TCPOPT_MAX, xfw_tcpopt_step, &w, 0);
+	if (w.mss > 0xffff)
+		return -1;
+	*old = w.mss;
+	return w.off;
+}
+
+/* xfw_mg_pseudo returns the TCP pseudo-header sum of the IP header h
+ * (IPv4: 20 bytes, IPv6: 40) for a transport length l4len. */
+static __always_inline __u32 xfw_mg_pseudo(const __u8 *h, __u32 fam, __u32 l4len)
+{
+	__u32 s = IPPROTO_TCP + l4len;
+
+	if (fam) {
+		for (__u32 i = 8; i < XFW_MG_IP6_HDR; i += 2) /* source, destination */
+			s += xfw_mg_rd16(h, i);
+	} else {
+		for (__u32 i = 12; i < XFW_MG_IP4_HDR; i += 2)
+			s += xfw_mg_rd16(h, i);
+	}
+	return xfw_mg_fold(xfw_mg_fold(s));
+}
+
+/* xfw_mg_mss_xdp lowers the frame's MSS option (see the top of this
+ * file). Returns 0, or -1 to drop the packet. */
+static __always_inline int xfw_mg_mss_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u8 *h,
+					  __u64 ifs)
+{
+	struct xfw_xdp_scratch *sc;
+	__u32 key = XFW_SCRATCH_XDP, mtu = 1, mtu2 = 1, old = 0, f, off, pseudo;
+	__u8 v[2];
+	int mss, at;
+
+	if (p->proto != IPPROTO_TCP || p->frag)
+		return 0;
+	if (p->mangle & XFW_MG_CLAMP) {
+		if (bpf_check_mtu(ctx, ifs >> 32, &mtu, 0, 0) < 0)
+			mtu = 0;
+		if (bpf_check_mtu(ctx, (__u32)ifs, &mtu2, 0, 0) >= 0 && mtu2 < mtu)
+			mtu = mtu2;
+	}
+	mss = xfw_mg_target_mss(p, mtu);
+	if (mss < 0)
+		return -1;
+	sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &key);
+	if (!sc)
+		return -1;
+	at = xfw_mg_find_mss(ctx, 1, p, &sc->opt, &old);
+	if (at == -2)
+		return -1;
+	if (at < 0 || old <= (__u32)mss)
+		return 0;
+	off = p->thoff + XFW_TCPHDR_LEN + at + 2;
+	if (bpf_xdp_load_bytes(ctx, p->thoff + XFW_MG_TCP_CSUM, v, 2))
+		return -1;
+	f = (__u32)v[0] << 8 | v[1];
+	pseudo = xfw_mg_pseudo(h, p->fam, p->l4_end - p->thoff);
+	if (f != pseudo) {
+		/* A value at an odd offset of the header sits byte-swapped
+		 * in the 16-bit words the sum adds. */
+		if (at & 1)
+			f = xfw_mg_csum16(f, __builtin_bswap16(old), __builtin_bswap16(mss));
+		else
+			f = xfw_mg_csum16(f, old, mss);
+		v[0] = f >> 8;
+		v[1] = f;
+		if (bpf_xdp_store_bytes(ctx, p->thoff + XFW_MG_TCP_CSUM, v, 2))
+			return -1;
+	}
+	v[0] = mss >> 8;
+	v[1] = mss;
+	if (bpf_xdp_store_bytes(ctx, off, v, 2))
+		return -1;
+	return 0;
+}
+
+/* xfw_mangle_xdp writes the walk's rewrites into the accepted frame; fwd
+ * says the walk was FORWARD's, ifs is output ifindex << 32 | input
+ * ifindex. Returns 0, or -1 to drop it. A global function. */
+__attribute__((noinline)) int xfw_mangle_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 fwd,
+					     __u64 ifs)
+{
+	__u8 h[XFW_MG_IP6_HDR];
+
+	if (!ctx || !p)
+		return 0;
+	if (p->fam == 0) {
+		if (bpf_xdp_load_bytes(ctx, p->l3_off, h, XFW_MG_IP4_HDR))
+			return -1;
+		if (p->mangle & (XFW_MG_TOS | XFW_MG_TTL)) {
+			xfw_mg_ip4(h, p, fwd);
+			if (bpf_xdp_store_bytes(ctx, p->l3_off, h, XFW_MG_IP4_HDR))
+				return -1;
+		}
+	} else {
+		if (bpf_xdp_load_bytes(ctx, p->l3_off, h, XFW_MG_IP6_HDR))
+			return -1;
+		if (p->mangle & (XFW_MG_TOS | XFW_MG_TTL)) {
+			xfw_mg_ip6(h, p, fwd);
+			if (bpf_xdp_store_bytes(ctx, p->l3_off, h, 8))
+				return -1;
+		}
+	}
+	if (p->mangle & (XFW_MG_MSS | XFW_MG_CLAMP))
+		return xfw_mg_mss_xdp(ctx, p, h, ifs);
+	return 0;
+}
+
+/* xfw_mg_mss_tc lowers the skb's MSS option (TC egress, OUTPUT's walk). */
+static __always_inline int xfw_mg_mss_tc(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	struct xfw_xdp_scratch *sc;
+	__u32 key = XFW_SCRATCH_TC, mtu = 1, old = 0;
+	__u16 from, to;
+	int mss, at;
+
+	if (p->proto != IPPROTO_TCP || p->frag)
+		return 0;
+	if ((p->mangle & XFW_MG_CLAMP) && bpf_check_mtu(skb, skb->ifindex, &mtu, 0, 0) < 0)
+		mtu = 0;
+	mss = xfw_mg_target_mss(p, mtu);
+	if (mss < 0)
+		return -1;
+	sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &key);
+	if (!sc)
+		return -1;
+	at = xfw_mg_find_mss(skb, 0, p, &sc->opt, &old);
+	if (at == -2)
+		return -1;
+	if (at < 0 || old <= (__u32)mss)
+		return 0;
+	from = bpf_htons(old);
+	to = bpf_htons(mss);
+	if (bpf_l4_csum_replace(skb, p->thoff + XFW_MG_TCP_CSUM, (at & 1) ? __builtin_bswap16(from) : from,
+				(at & 1) ? __builtin_bswap16(to) : to, sizeof(to)) ||
+	    bpf_skb_store_bytes(skb, p->thoff + XFW_TCPHDR_LEN + at + 2, &to, sizeof(to), 0))
+		return -1;
+	return 0;
+}
+
+/* xfw_mangle_tc writes the OUTPUT walk's rewrites into the accepted skb.
+ * Returns 0, or -1 to drop it. A global function. */
+__attribute__((noinline)) int xfw_mangle_tc(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	__u8 h[8];
+	__u16 old, new;
+
+	if (!skb || !p)
+		return 0;
+	if (p->mangle & (XFW_MG_TOS | XFW_MG_TTL)) {
+		if (bpf_skb_load_bytes(skb, p->l3_off, h, sizeof(h)))
+			return -1;
+		if (p->fam == 0) {
+			/* Words 0 (version, TOS) and 4 (TTL, protocol). */
+			__builtin_memcpy(&old, h, 2);
+			if (p->mangle & XFW_MG_TOS)
+				h[1] = p->tos;
+			__builtin_memcpy(&new, h, 2);
+			if (old != new && (bpf_l3_csum_replace(skb, p->l3_off + XFW_MG_IP4_CSUM, old, new, 2) ||
+					   bpf_skb_store_bytes(skb, p->l3_off, &new, 2, 0)))
+				return -1;
+			if (p->mangle & XFW_MG_TTL) {
+				if (bpf_skb_load_bytes(skb, p->l3_off + 8, &old, 2))
+					return -1;
+				new = old;
+				((__u8 *)&new)[0] = p->ttl;
+				if (old != new &&
+				    (bpf_l3_csum_replace(skb, p->l3_off + XFW_MG_IP4_CSUM, old, new, 2) ||
+				     bpf_skb_store_bytes(skb, p->l3_off + 8, &new, 2, 0)))
+					return -1;
+			}
+		} else {
+			xfw_mg_ip6(h, p, 0);
+			if (bpf_skb_store_bytes(skb, p->l3_off, h, sizeof(h), 0))
+				return -1;
+		}
+	}
+	if (p->mangle & (XFW_MG_MSS | XFW_MG_CLAMP))
+		return xfw_mg_mss_tc(skb, p);
+	return 0;
+}
+
+#endif /* XFW_MANGLE_APPLY_H */
