@@ -39,6 +39,9 @@
 #include "ct_maps.h"
 
 #define XFW_MG_U8_MAX 255 /* TTL and hop limit */
+/* xt_TCPMSS's minlen: the IP and TCP headers the MSS leaves out of the
+ * MTU (IPv4 40, IPv6 60). */
+#define XFW_MG_MINLEN(fam) ((fam) ? 60 : 40)
 
 /* xfw_mangle_reclass looks field f's class up again for value (the walk
  * changed it), when the generation classifies f, and forgets the cached
@@ -120,9 +123,19 @@ static __always_inline int xfw_mangle_act(struct xfw_probe *pr, struct xfw_pkt *
 		break;
 	case XFW_MGOP_CLAMP:
 		p->mangle |= XFW_MG_CLAMP;
+		/* -m tcpmss after it sees the clamped value: the hook gave
+		 * the path MTU to a packet whose MSS a rule reads. */
+		if (p->tcpmss > 0xffff || p->clamp_mtu <= XFW_MG_MINLEN(p->fam) ||
+		    p->clamp_mtu - XFW_MG_MINLEN(p->fam) >= p->tcpmss)
+			break;
+		p->tcpmss = p->clamp_mtu - XFW_MG_MINLEN(p->fam);
+		xfw_mangle_reclass(st, slot, XFW_F_TCPMSS, p->tcpmss);
 		break;
 	case XFW_MGOP_NOTRACK:
-		p->ct = XFW_CTS_UNTRACKED;
+		/* UNTRACKED with the direction bit, which the tracker never
+		 * sets without a connection: raw's later rules tell it from
+		 * the INVALID they see otherwise (compiler.CtNotrackValue). */
+		p->ct = XFW_CTS_UNTRACKED | XFW_CTV_DIR_REPLY;
 		xfw_mangle_reclass(st, slot, XFW_F_CT, p->ct);
 		/* No connection is created for it (nf_conntrack_in skips a
 		 * packet with a template that says untracked). */

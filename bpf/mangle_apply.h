@@ -27,7 +27,7 @@
  * an ACCEPT when .mangle is set; headers copied to the stack, option bytes
  * to the hook's scratch (struct xfw_xdp_scratch .opt).
  *
- * Includes: common.h, parse.h, xfw_maps.h, tcpopt.h.
+ * Includes: common.h, parse.h, xfw_maps.h, tcpopt.h, mangle.h.
  */
 #ifndef XFW_MANGLE_APPLY_H
 #define XFW_MANGLE_APPLY_H
@@ -39,16 +39,13 @@
 #include "parse.h"
 #include "xfw_maps.h"
 #include "tcpopt.h"
+#include "mangle.h"
 
 #define XFW_MG_IP4_HDR 20  /* struct iphdr */
 #define XFW_MG_IP6_HDR 40  /* struct ipv6hdr */
 #define XFW_MG_IP4_CSUM 10 /* offset of the IPv4 header checksum */
 #define XFW_MG_TCP_DOFF 12 /* offset of the TCP data offset byte */
 #define XFW_MG_TCP_CSUM 16 /* offset of the TCP checksum */
-/* xt_TCPMSS's minlen: the IP and TCP headers the MSS leaves out of the
- * MTU. */
-#define XFW_MG_MINLEN4 40
-#define XFW_MG_MINLEN6 60
 #define XFW_MG_NO_MSS 0xffff
 
 static __always_inline __u32 xfw_mg_fold(__u32 s)
@@ -112,7 +109,7 @@ static __always_inline void xfw_mg_ip6(__u8 *h, struct xfw_pkt *p, __u32 fwd)
 static __always_inline int xfw_mg_target_mss(struct xfw_pkt *p, __u32 mtu)
 {
 	__u32 mss = (p->mangle & XFW_MG_MSS) ? p->mss_new : XFW_MG_NO_MSS;
-	__u32 minlen = p->fam ? XFW_MG_MINLEN6 : XFW_MG_MINLEN4;
+	__u32 minlen = XFW_MG_MINLEN(p->fam);
 
 	if (p->mangle & XFW_MG_CLAMP) {
 		if (mtu <= minlen)
@@ -172,22 +169,58 @@ static __always_inline __u32 xfw_mg_pseudo(const __u8 *h, __u32 fam, __u32 l4len
 	return xfw_mg_fold(xfw_mg_fold(s));
 }
 
+/* xfw_mg_dev_mtu returns the MTU of device ifindex (0 when unknown). */
+static __always_inline __u32 xfw_mg_dev_mtu(void *ctx, __u32 ifindex)
+{
+	__u32 mtu = 1; /* a length to check: the helper reports the MTU */
+
+	if (bpf_check_mtu(ctx, ifindex, &mtu, 0, 0) < 0)
+		return 0;
+	return mtu;
+}
+
+/* xfw_mangle_mtu_xdp gives p the path MTU --clamp-mss-to-pmtu clamps to
+ * (the smaller of the output and input devices' MTUs; ifs as for
+ * xfw_mangle_xdp) before the walk, for -m tcpmss after a clamping rule.
+ * A global function. */
+__attribute__((noinline)) int xfw_mangle_mtu_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u64 ifs)
+{
+	__u32 a, b;
+
+	if (!ctx || !p)
+		return 0;
+	a = xfw_mg_dev_mtu(ctx, ifs >> 32);
+	b = xfw_mg_dev_mtu(ctx, (__u32)ifs);
+	p->clamp_mtu = b && b < a ? b : a;
+	return 0;
+}
+
+/* xfw_mangle_mtu_tc is xfw_mangle_mtu_xdp at TC egress: the output
+ * device's MTU (a local packet's reverse route is loopback's). */
+__attribute__((noinline)) int xfw_mangle_mtu_tc(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	if (!skb || !p)
+		return 0;
+	p->clamp_mtu = xfw_mg_dev_mtu(skb, skb->ifindex);
+	return 0;
+}
+
 /* xfw_mg_mss_xdp lowers the frame's MSS option (see the top of this
  * file). Returns 0, or -1 to drop the packet. */
 static __always_inline int xfw_mg_mss_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u8 *h,
 					  __u64 ifs)
 {
 	struct xfw_xdp_scratch *sc;
-	__u32 key = XFW_SCRATCH_XDP, mtu = 1, mtu2 = 1, old = 0, f, off, pseudo;
+	__u32 key = XFW_SCRATCH_XDP, mtu = 0, mtu2, old = 0, f, off, pseudo;
 	__u8 v[2];
 	int mss, at;
 
 	if (p->proto != IPPROTO_TCP || p->frag)
 		return 0;
 	if (p->mangle & XFW_MG_CLAMP) {
-		if (bpf_check_mtu(ctx, ifs >> 32, &mtu, 0, 0) < 0)
-			mtu = 0;
-		if (bpf_check_mtu(ctx, (__u32)ifs, &mtu2, 0, 0) >= 0 && mtu2 < mtu)
+		mtu = xfw_mg_dev_mtu(ctx, ifs >> 32);
+		mtu2 = xfw_mg_dev_mtu(ctx, (__u32)ifs);
+		if (mtu2 && mtu2 < mtu)
 			mtu = mtu2;
 	}
 	mss = xfw_mg_target_mss(p, mtu);
@@ -261,14 +294,14 @@ __attribute__((noinline)) int xfw_mangle_xdp(struct xdp_md *ctx, struct xfw_pkt 
 static __always_inline int xfw_mg_mss_tc(struct __sk_buff *skb, struct xfw_pkt *p)
 {
 	struct xfw_xdp_scratch *sc;
-	__u32 key = XFW_SCRATCH_TC, mtu = 1, old = 0;
+	__u32 key = XFW_SCRATCH_TC, mtu = 0, old = 0;
 	__u16 from, to;
 	int mss, at;
 
 	if (p->proto != IPPROTO_TCP || p->frag)
 		return 0;
-	if ((p->mangle & XFW_MG_CLAMP) && bpf_check_mtu(skb, skb->ifindex, &mtu, 0, 0) < 0)
-		mtu = 0;
+	if (p->mangle & XFW_MG_CLAMP)
+		mtu = xfw_mg_dev_mtu(skb, skb->ifindex);
 	mss = xfw_mg_target_mss(p, mtu);
 	if (mss < 0)
 		return -1;

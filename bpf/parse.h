@@ -119,6 +119,9 @@ struct xfw_pkt {
 	__u32 owner_gid;
 	__u32 mangle;      /* XFW_MG_* (mangle.h): 0 from the parser */
 	__u32 mss_new;     /* the lowest --set-mss of the walk (XFW_MG_MSS) */
+	__u32 clamp_mtu;   /* the path MTU --clamp-mss-to-pmtu clamps to, set
+			    * by the hooks before the walk only for a packet
+			    * -m tcpmss reads an MSS of (mangle_apply.h) */
 };
 
 /* xfw_load_bytes copies len bytes at off of the packet: an XDP frame

@@ -287,6 +287,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	XFW_BENCH_AT(XFW_BS_ROUTE, XDP_PASS);
 	chain = route >> 32;
 	oif = (__u32)route;
+	/* -m tcpmss after --clamp-mss-to-pmtu: the path MTU (mangle.h). */
+	if (p->tcpmss <= 0xffff)
+		xfw_mangle_mtu_xdp(ctx, p, (__u64)oif << 32 | iif);
 	/* ip_forward and ip6_forward decrement the TTL / hop limit before
 	 * the FORWARD hook: -m ttl / -m hl see the decremented value. */
 	if (chain == XFW_CHAIN_FORWARD)
@@ -586,6 +589,8 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		verdict = XFW_ACT_ACCEPT;
 	} else {
 		xfw_tcpmss_set_skb(skb, p, &sc->opt, st->slot);
+		if (p->tcpmss <= 0xffff)
+			xfw_mangle_mtu_tc(skb, p);
 		if (xfw_prewalk_used(st->slot)) {
 			xfw_ext6_tc(skb, p, st->slot);
 			xfw_preds_tc(skb, p, st->slot);

@@ -18,6 +18,14 @@ import (
 // after an ACCEPT (bpf/mangle_apply.h). A notrack rule makes the packet
 // UNTRACKED (FieldCt) and lets its connection go unconfirmed.
 
+// CtNotrackValue is the FieldCt value of a packet a notrack rule made
+// UNTRACKED: the state with the direction bit, which the tracker never
+// gives a packet without a connection. Later tables' conditions take it
+// for UNTRACKED as conntrack_mt does (it ignores the direction of a packet
+// without a connection); raw's, which otherwise see every packet as
+// INVALID (no connection yet), tell it apart (rawCtView).
+const CtNotrackValue = uint32(CtsUntracked) | CtValDirReply
+
 // ProbeMangle's Arg: the rewrite (enum xfw_mangle_op).
 const (
 	// MangleTOS sets tos = (tos & ^Mask) ^ Val (DSCP, TOS).
@@ -123,7 +131,7 @@ func (p *Packet) mangleAnswer(pr Probe) bool {
 			p.TCPMSS = pr.Val
 		}
 	case MangleNotrack:
-		p.Ct = CtValue(CtsUntracked, false, 0, 0)
+		p.Ct = CtNotrackValue
 	}
 	return true
 }
@@ -159,4 +167,38 @@ func MangledTTL(pr Probe, v uint32) uint32 {
 		v--
 	}
 	return v
+}
+
+// rawCtView rewrites a raw segment's condition s on FieldCt for the
+// walk's packet: raw runs before connection tracking, so conntrack_mt
+// sees INVALID there, or, when the table has notrack rules (notrack),
+// UNTRACKED after one (the walk's value CtNotrackValue). nil: every
+// packet matches; an empty set: none.
+func rawCtView(s *Set, notrack bool) *Set {
+	key := Point(U64(uint64(ctKey(CtNotrackValue))))
+	others := Complement(key, U64(0), U64(ctDomain-1))
+	invalid, untracked := s.Contains(U64(0)), notrack && s.Contains(U64(uint64(ctKey(CtNotrackValue))))
+	switch {
+	case invalid && (untracked || !notrack):
+		return nil
+	case invalid && untracked:
+		return nil
+	case invalid:
+		return others
+	case untracked:
+		return key
+	}
+	return &Set{}
+}
+
+// hasNotrack reports whether table t (raw) has a notrack rule.
+func hasNotrack(t *ir.Ruleset) bool {
+	for _, c := range t.Chains {
+		for _, r := range c.Rules {
+			if r.Target.Kind == ir.TargetNotrack || r.Target.Kind == ir.TargetCTNotrack {
+				return true
+			}
+		}
+	}
+	return false
 }

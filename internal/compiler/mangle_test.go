@@ -65,15 +65,17 @@ func TestMangleWalks(t *testing.T) {
 			"mangle/FORWARD/2", "mangle/FORWARD/policy", "filter/FORWARD/1", "filter/FORWARD/policy",
 			"mangle/POSTROUTING/1", "mangle/POSTROUTING/policy"}, wantTTL: 63, wantMSS: 1200},
 		{name: "NOTRACK: UNTRACKED for later tables, nat passed by", rules: []string{
-			"-t raw -A PREROUTING -p tcp -j NOTRACK", "-t raw -A PREROUTING -m conntrack --ctstate INVALID",
+			"-t raw -A PREROUTING -m conntrack --ctstate INVALID", "-t raw -A PREROUTING -p tcp -j NOTRACK",
+			"-t raw -A PREROUTING -m conntrack --ctstate INVALID", "-t raw -A PREROUTING -m state --state UNTRACKED",
 			"-t nat -A PREROUTING -p tcp", "-A INPUT -m conntrack --ctstate NEW",
 			"-A INPUT -m conntrack --ctstate UNTRACKED", "-A INPUT -m state --state UNTRACKED",
-		}, chain: ChainInput, ttl: 64, want: []string{"raw/PREROUTING/1", "raw/PREROUTING/2", "raw/PREROUTING/policy",
-			"filter/INPUT/2", "filter/INPUT/3", "filter/INPUT/policy"}, wantTTL: 64, wantCt: CtValue(CtsUntracked, false, 0, 0)},
+		}, chain: ChainInput, ttl: 64, want: []string{"raw/PREROUTING/1", "raw/PREROUTING/2", "raw/PREROUTING/4",
+			"raw/PREROUTING/policy", "filter/INPUT/2", "filter/INPUT/3", "filter/INPUT/policy"}, wantTTL: 64,
+			wantCt: CtNotrackValue},
 		{name: "CT --notrack in raw OUTPUT", rules: []string{
 			"-t raw -A OUTPUT -j CT --notrack", "-A OUTPUT -m conntrack --ctstate UNTRACKED",
 		}, chain: ChainOutput, ttl: 64, want: []string{"raw/OUTPUT/1", "raw/OUTPUT/policy", "filter/OUTPUT/1",
-			"filter/OUTPUT/policy"}, wantTTL: 64, wantCt: CtValue(CtsUntracked, false, 0, 0)},
+			"filter/OUTPUT/policy"}, wantTTL: 64, wantCt: CtNotrackValue},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

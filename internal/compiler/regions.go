@@ -174,7 +174,7 @@ func (fl *flattener) emitRegions() error {
 		if v.seg != nil {
 			for i := first; i < uint32(len(fl.entries))-1; i++ {
 				e := &fl.entries[i]
-				if !segmentView(&e.Cond, v.walk, *v.seg) {
+				if !segmentView(&e.Cond, v.walk, *v.seg, v.seg.table == ir.TableRaw && hasNotrack(v.rs)) {
 					e.Cond = neverCond()
 				}
 			}
