@@ -15,9 +15,12 @@
  *    --set-mss of the walk and, for --clamp-mss-to-pmtu, the smaller of
  *    the output and input devices' MTUs minus 40 (IPv6: 60) bytes (an MTU
  *    not above that drops); the options walked as -m tcpmss walks them
- *    (tcpopt.h), the first MSS option lowered, never raised. A SYN
- *    without an MSS option is left as it is (the kernel adds one:
- *    docs/differences.md). The TCP checksum: at TC the kernel's helper,
+ *    (tcpopt.h), the first MSS option lowered, never raised. A segment
+ *    without an MSS option and without data, whose header has room, gets
+ *    one of at most the default MSS (536, IPv6 1220) at the header's
+ *    end: the frame grows by 4 bytes (XDP: bpf_xdp_adjust_tail beyond
+ *    any Ethernet padding; TC: bpf_skb_change_tail), the data offset,
+ *    the IP length and the checksums follow. The TCP checksum: at TC the kernel's helper,
  *    which leaves a CHECKSUM_PARTIAL sum alone; at XDP a checksum field
  *    holding exactly the pseudo-header sum is taken for a partial one (a
  *    veth peer's offload) and left alone, as nat.h does. A value at an
@@ -123,9 +126,9 @@ static __always_inline int xfw_mg_target_mss(struct xfw_pkt *p, __u32 mtu)
 /* xfw_mg_find_mss walks the TCP options of the packet (ctx, is_xdp) into
  * o and returns the options' offset of its first MSS option, with the
  * option's value in *old; -1 when it has none, -2 when the header is cut
- * short (the kernel drops the packet). */
+ * short (the kernel drops the packet). *hlen is the header's length. */
 static __always_inline int xfw_mg_find_mss(void *ctx, int is_xdp, struct xfw_pkt *p,
-					   struct xfw_tcpopt *o, __u32 *old)
+					   struct xfw_tcpopt *o, __u32 *old, __u32 *hlen)
 {
 	struct xfw_tcpwalk w = { .o = o, .mss = XFW_V_NONE };
 	__u32 thoff = p->thoff, hl;
@@ -137,6 +140,7 @@ static __always_inline int xfw_mg_find_mss(void *ctx, int is_xdp, struct xfw_pkt
 	if (xfw_load_bytes(ctx, is_xdp, thoff + XFW_MG_TCP_DOFF, &doff, 1) < 0)
 		return -2;
 	hl = (doff >> 4) * 4;
+	*hlen = hl;
 	if (hl < XFW_TCPHDR_LEN || thoff + hl > p->l4_end)
 		return -2;
 	len = hl - XFW_TCPHDR_LEN;
@@ -167,6 +171,78 @@ static __always_inline __u32 xfw_mg_pseudo(const __u8 *h, __u32 fam, __u32 l4len
 			s += xfw_mg_rd16(h, i);
 	}
 	return xfw_mg_fold(xfw_mg_fold(s));
+}
+
+/* An added MSS option's value is at most the default MSS a peer assumes
+ * without one (RFC 1122: 536; IPv6: 1280 - 60). */
+#define XFW_MG_DEFAULT_MSS(fam) ((fam) ? 1220 : 536)
+#define XFW_MG_MAX_TCPHDR 60 /* data offset 15 */
+#define XFW_MG_OPT_MSS 0x0204 /* kind 2, length 4 */
+
+/* xfw_mg_can_add says whether xt_TCPMSS adds an MSS option to a segment
+ * with none whose header is hl bytes long: no data after the header, and
+ * room for 4 more header bytes. */
+static __always_inline int xfw_mg_can_add(struct xfw_pkt *p, __u32 hl)
+{
+	return p->l4_end - p->thoff <= hl && hl + XFW_TCPOLEN_MSS <= XFW_MG_MAX_TCPHDR;
+}
+
+/* xfw_mg_add_mss_xdp adds an MSS option of mss (at most the default MSS)
+ * at the end of the hl-byte TCP header of the frame, which ends there:
+ * the frame grows by 4 bytes (into its Ethernet padding first), the data
+ * offset, the IP length and both checksums follow (a partial TCP
+ * checksum gets the new length's pseudo-header sum). h holds the IP
+ * header. */
+static __always_inline int xfw_mg_add_mss_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u8 *h,
+					       __u32 hl, __u32 mss)
+{
+	__u32 l4len = p->l4_end - p->thoff, frame = ctx->data_end - ctx->data, f, w12, pseudo;
+	__u8 opt[XFW_TCPOLEN_MSS], v[2];
+
+	if (mss > XFW_MG_DEFAULT_MSS(p->fam))
+		mss = XFW_MG_DEFAULT_MSS(p->fam);
+	if (p->l4_end + XFW_TCPOLEN_MSS > frame &&
+	    bpf_xdp_adjust_tail(ctx, p->l4_end + XFW_TCPOLEN_MSS - frame))
+		return -1;
+	if (bpf_xdp_load_bytes(ctx, p->thoff + XFW_MG_TCP_DOFF, v, 2) ||
+	    bpf_xdp_load_bytes(ctx, p->thoff + XFW_MG_TCP_CSUM, opt, 2))
+		return -1;
+	w12 = xfw_mg_rd16(v, 0);
+	f = xfw_mg_rd16(opt, 0);
+	pseudo = xfw_mg_pseudo(h, p->fam, l4len);
+	if (f == pseudo) {
+		f = xfw_mg_pseudo(h, p->fam, l4len + XFW_TCPOLEN_MSS);
+	} else {
+		f = xfw_mg_csum16(f, l4len, l4len + XFW_TCPOLEN_MSS);
+		f = xfw_mg_csum16(f, w12, w12 + 0x1000); /* data offset + 1 */
+		f = xfw_mg_csum16(f, 0, XFW_MG_OPT_MSS);
+		f = xfw_mg_csum16(f, 0, mss);
+	}
+	v[0] += 0x10;
+	opt[0] = f >> 8;
+	opt[1] = f;
+	if (bpf_xdp_store_bytes(ctx, p->thoff + XFW_MG_TCP_DOFF, v, 2) ||
+	    bpf_xdp_store_bytes(ctx, p->thoff + XFW_MG_TCP_CSUM, opt, 2))
+		return -1;
+	opt[0] = XFW_MG_OPT_MSS >> 8;
+	opt[1] = XFW_TCPOLEN_MSS;
+	opt[2] = mss >> 8;
+	opt[3] = mss;
+	if (bpf_xdp_store_bytes(ctx, p->thoff + hl, opt, XFW_TCPOLEN_MSS))
+		return -1;
+	if (p->fam) {
+		f = xfw_mg_rd16(h, 4) + XFW_TCPOLEN_MSS; /* payload length */
+		v[0] = f >> 8;
+		v[1] = f;
+		return bpf_xdp_store_bytes(ctx, p->l3_off + 4, v, 2) ? -1 : 0;
+	}
+	f = xfw_mg_rd16(h, 2) + XFW_TCPOLEN_MSS; /* total length */
+	w12 = xfw_mg_csum16(xfw_mg_rd16(h, XFW_MG_IP4_CSUM), xfw_mg_rd16(h, 2), f);
+	h[2] = f >> 8;
+	h[3] = f;
+	h[XFW_MG_IP4_CSUM] = w12 >> 8;
+	h[XFW_MG_IP4_CSUM + 1] = w12;
+	return bpf_xdp_store_bytes(ctx, p->l3_off, h, XFW_MG_IP4_HDR) ? -1 : 0;
 }
 
 /* xfw_mg_dev_mtu returns the MTU of device ifindex (0 when unknown). */
@@ -211,7 +287,7 @@ static __always_inline int xfw_mg_mss_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
 					  __u64 ifs)
 {
 	struct xfw_xdp_scratch *sc;
-	__u32 key = XFW_SCRATCH_XDP, mtu = 0, mtu2, old = 0, f, off, pseudo;
+	__u32 key = XFW_SCRATCH_XDP, mtu = 0, mtu2, old = 0, hl = 0, f, off, pseudo;
 	__u8 v[2];
 	int mss, at;
 
@@ -229,10 +305,12 @@ static __always_inline int xfw_mg_mss_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
 	sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &key);
 	if (!sc)
 		return -1;
-	at = xfw_mg_find_mss(ctx, 1, p, &sc->opt, &old);
+	at = xfw_mg_find_mss(ctx, 1, p, &sc->opt, &old, &hl);
 	if (at == -2)
 		return -1;
-	if (at < 0 || old <= (__u32)mss)
+	if (at < 0)
+		return xfw_mg_can_add(p, hl) ? xfw_mg_add_mss_xdp(ctx, p, h, hl, mss) : 0;
+	if (old <= (__u32)mss)
 		return 0;
 	off = p->thoff + XFW_TCPHDR_LEN + at + 2;
 	if (bpf_xdp_load_bytes(ctx, p->thoff + XFW_MG_TCP_CSUM, v, 2))
@@ -290,11 +368,55 @@ __attribute__((noinline)) int xfw_mangle_xdp(struct xdp_md *ctx, struct xfw_pkt 
 	return 0;
 }
 
+/* xfw_mg_add_mss_tc is xfw_mg_add_mss_xdp for an skb at TC egress, with
+ * the kernel's checksum helpers (a partial checksum gets only the
+ * pseudo-header's length change). */
+static __always_inline int xfw_mg_add_mss_tc(struct __sk_buff *skb, struct xfw_pkt *p, __u32 hl, __u32 mss)
+{
+	__u32 l4len = p->l4_end - p->thoff, csoff = p->thoff + XFW_MG_TCP_CSUM, lenoff;
+	__u16 oldw, neww;
+	__u8 opt[XFW_TCPOLEN_MSS];
+	__u32 optw;
+
+	if (skb->len != p->l4_end)
+		return 0; /* bytes after the IP packet: none at egress */
+	if (mss > XFW_MG_DEFAULT_MSS(p->fam))
+		mss = XFW_MG_DEFAULT_MSS(p->fam);
+	if (bpf_skb_change_tail(skb, skb->len + XFW_TCPOLEN_MSS, 0))
+		return -1;
+	opt[0] = XFW_MG_OPT_MSS >> 8;
+	opt[1] = XFW_TCPOLEN_MSS;
+	opt[2] = mss >> 8;
+	opt[3] = mss;
+	__builtin_memcpy(&optw, opt, sizeof(optw));
+	if (bpf_skb_store_bytes(skb, p->thoff + hl, opt, XFW_TCPOLEN_MSS, 0) ||
+	    bpf_l4_csum_replace(skb, csoff, 0, optw, sizeof(optw)))
+		return -1;
+	if (bpf_skb_load_bytes(skb, p->thoff + XFW_MG_TCP_DOFF, &oldw, 2))
+		return -1;
+	neww = oldw;
+	((__u8 *)&neww)[0] += 0x10; /* data offset + 1 */
+	if (bpf_l4_csum_replace(skb, csoff, oldw, neww, 2) ||
+	    bpf_skb_store_bytes(skb, p->thoff + XFW_MG_TCP_DOFF, &neww, 2, 0))
+		return -1;
+	oldw = bpf_htons(l4len);
+	neww = bpf_htons(l4len + XFW_TCPOLEN_MSS);
+	if (bpf_l4_csum_replace(skb, csoff, oldw, neww, BPF_F_PSEUDO_HDR | 2))
+		return -1;
+	lenoff = p->l3_off + (p->fam ? 4 : 2); /* payload or total length */
+	if (bpf_skb_load_bytes(skb, lenoff, &oldw, 2))
+		return -1;
+	neww = bpf_htons(bpf_ntohs(oldw) + XFW_TCPOLEN_MSS);
+	if (!p->fam && bpf_l3_csum_replace(skb, p->l3_off + XFW_MG_IP4_CSUM, oldw, neww, 2))
+		return -1;
+	return bpf_skb_store_bytes(skb, lenoff, &neww, 2, 0) ? -1 : 0;
+}
+
 /* xfw_mg_mss_tc lowers the skb's MSS option (TC egress, OUTPUT's walk). */
 static __always_inline int xfw_mg_mss_tc(struct __sk_buff *skb, struct xfw_pkt *p)
 {
 	struct xfw_xdp_scratch *sc;
-	__u32 key = XFW_SCRATCH_TC, mtu = 0, old = 0;
+	__u32 key = XFW_SCRATCH_TC, mtu = 0, old = 0, hl = 0;
 	__u16 from, to;
 	int mss, at;
 
@@ -308,10 +430,12 @@ static __always_inline int xfw_mg_mss_tc(struct __sk_buff *skb, struct xfw_pkt *
 	sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &key);
 	if (!sc)
 		return -1;
-	at = xfw_mg_find_mss(skb, 0, p, &sc->opt, &old);
+	at = xfw_mg_find_mss(skb, 0, p, &sc->opt, &old, &hl);
 	if (at == -2)
 		return -1;
-	if (at < 0 || old <= (__u32)mss)
+	if (at < 0)
+		return xfw_mg_can_add(p, hl) ? xfw_mg_add_mss_tc(skb, p, hl, mss) : 0;
+	if (old <= (__u32)mss)
 		return 0;
 	from = bpf_htons(old);
 	to = bpf_htons(mss);

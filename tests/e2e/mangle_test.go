@@ -48,6 +48,7 @@ COMMIT
 -A FORWARD -p tcp -m tcpmss --mss 1300
 -A OUTPUT -p icmp -m icmp --icmp-type 8 -j DSCP --set-dscp 0x0a
 -A OUTPUT -p tcp -m tcp --dport 8003 --tcp-flags SYN,RST SYN -j TCPMSS --set-mss 1200
+-A OUTPUT -p tcp -m tcp --dport 8004 --tcp-flags SYN,RST SYN -j TCPMSS --set-mss 1200
 -A POSTROUTING -p udp -m udp --dport 9014 -j TTL --ttl-dec 60
 -A POSTROUTING -p udp -m udp --dport 9014 -m ttl --ttl-eq 3
 -A POSTROUTING -p icmp -m icmp --icmp-type 8 -m dscp --dscp 0x0a
@@ -102,20 +103,56 @@ func mangleUDP(fam int, net, host byte, port uint16) func(tp *nettest.Topology) 
 	}
 }
 
-// mangleSYN builds a TCP SYN from gen to sink's port with an MSS option of
-// 1460 after a NOP (the option's value at an odd offset when odd) and a
-// full checksum.
-func mangleSYN(fam int, port uint16, odd bool) func(tp *nettest.Topology) []byte {
+// The MSS options of the raw SYNs gen sends: none, 1460, 1460 after a NOP
+// (the value at an odd offset).
+const (
+	synNoMSS = iota
+	synMSS1460
+	synMSSOdd
+)
+
+// mangleSYN builds a TCP SYN from gen to sink's port with the MSS option
+// opt and a full checksum.
+func mangleSYN(fam int, port uint16, opt int) func(tp *nettest.Topology) []byte {
 	return func(tp *nettest.Topology) []byte {
-		opts := []byte{2, 4, 0x05, 0xb4}
-		if odd {
-			opts = []byte{1, 2, 4, 0x05, 0xb4, 1, 1, 1}
-		}
+		opts := map[int][]byte{synMSS1460: {2, 4, 0x05, 0xb4}, synMSSOdd: {1, 2, 4, 0x05, 0xb4, 1, 1, 1}}[opt]
 		syn := nettest.TCP{SrcPort: 41000, DstPort: port, Seq: 7, Flags: nettest.TCPSyn, Window: 1024, Options: opts}
 		if fam == 6 {
 			return tp.GenToFw().Frame(nettest.IPPacket(tp.Gen.IPv6, in6(tp, 2, 2), syn))
 		}
 		return tp.GenToFw().Frame(nettest.IPPacket(tp.Gen.IPv4, in4(tp, 2, 2), syn))
+	}
+}
+
+// rawSYNScript sends a TCP SYN without options from a raw socket (the
+// kernel adds the IP header and OUTPUT sees it): argv destination,
+// source (for the checksum's pseudo-header), port.
+const rawSYNScript = `
+import socket, struct, sys
+dst, src, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+fam = socket.AF_INET6 if ":" in dst else socket.AF_INET
+def csum(b):
+    if len(b) % 2: b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16: s = (s & 0xffff) + (s >> 16)
+    return ~s & 0xffff
+seg = struct.pack("!HHIIBBHHH", 41003, port, 7, 0, 5 << 4, 2, 1024, 0, 0)
+ps = socket.inet_pton(fam, src) + socket.inet_pton(fam, dst)
+ps += struct.pack("!HH", 6, len(seg)) if fam == socket.AF_INET else struct.pack("!IxxxB", len(seg), 6)
+seg = seg[:16] + struct.pack("!H", csum(ps + seg)) + seg[18:]
+s = socket.socket(fam, socket.SOCK_RAW, socket.IPPROTO_TCP)
+s.sendto(seg, (dst, 0))
+`
+
+// rawSYNFromFw is the command that sends rawSYNScript's SYN from fw to
+// sink's port.
+func rawSYNFromFw(fam int, port uint16) func(tp *nettest.Topology) []string {
+	return func(tp *nettest.Topology) []string {
+		dst, src := in4(tp, 2, 2).String(), in4(tp, 2, 1).String()
+		if fam == 6 {
+			dst, src = in6(tp, 2, 2).String(), in6(tp, 2, 1).String()
+		}
+		return []string{"python3", "-c", rawSYNScript, dst, src, fmt.Sprint(port)}
 	}
 }
 
@@ -156,9 +193,11 @@ func mangleProbes(fam int) []mangleProbe {
 	}
 	gen := func(tp *nettest.Topology) string { return tp.GenNS }
 	fw := func(tp *nettest.Topology) string { return tp.FwNS }
-	clamped := mangleOutMTU - 40
+	// An added MSS option is at most the default MSS (RFC 1122's 536;
+	// IPv6: 1280 - 60) and the rule's 1300.
+	clamped, defaultMSS := mangleOutMTU-40, 536
 	if fam == 6 {
-		clamped = mangleOutMTU - 60
+		clamped, defaultMSS = mangleOutMTU-60, 1220
 	}
 	return []mangleProbe{
 		pr("DSCP AF41 in PREROUTING, seen by -m dscp", mangleUDP(fam, 2, 2, 9010), "sink", 9010, tos(0x22<<2|3)+" ttl 63"),
@@ -170,8 +209,12 @@ func mangleProbes(fam int) []mangleProbe {
 		pr("NOTRACK to fw", mangleUDP(fam, 1, 1, 9020), "", 0, ""),
 		pr("NOTRACK forwarded", mangleUDP(fam, 2, 2, 9020), "sink", 9020, tos(0x0f)+" ttl 63"),
 		pr("CT --notrack forwarded", mangleUDP(fam, 2, 2, 9021), "sink", 9021, tos(0x0f)+" ttl 63"),
-		pr("a raw SYN's MSS lowered to 1300", mangleSYN(fam, 8001, false), "sink", 8001, "mss 1300"),
-		{typeProbe: typeProbe{name: "a raw SYN's MSS at an odd offset lowered", fam: fam, frame: mangleSYN(fam, 8001, true)},
+		pr("a raw SYN's MSS lowered to 1300", mangleSYN(fam, 8001, synMSS1460), "sink", 8001, "mss 1300"),
+		pr("a raw SYN without MSS gets one (at XDP)", mangleSYN(fam, 8001, synNoMSS), "sink", 8001,
+			fmt.Sprintf("mss %d", defaultMSS)),
+		{typeProbe: typeProbe{name: "fw's raw SYN without MSS gets one (at TC)", fam: fam, cmd: rawSYNFromFw(fam, 8004)},
+			at: "sink", port: 8004, want: fmt.Sprintf("mss %d", min(defaultMSS, 1200))},
+		{typeProbe: typeProbe{name: "a raw SYN's MSS at an odd offset lowered", fam: fam, frame: mangleSYN(fam, 8001, synMSSOdd)},
 			at: "sink", port: 8001, want: "mss 1300", kernelBad: true},
 		connect("gen's connection clamped to the path MTU", gen, 8002, fmt.Sprintf("mss %d", clamped)),
 		connect("fw's own connection, MSS set in OUTPUT", fw, 8003, "mss 1200"),
