@@ -443,7 +443,9 @@ func mangleTargetListing(t ir.Target, numeric bool) string {
 }
 
 // tosTargetListing is tos_tg_print: a symbolic name for a value with
-// mask 0x3f, else and/or/xor/set spelled out (numeric: always set).
+// mask 0x3f (tos_try_print_symbolic's " %s%s" of the prefix " TOS set"
+// and the name: two spaces before, none between), else and/or/xor/set
+// spelled out (numeric: always set).
 func tosTargetListing(m ir.MangleTarget, numeric bool) string {
 	set := fmt.Sprintf(" TOS set 0x%02x/0x%02x", m.Value, m.Mask)
 	if numeric {
@@ -452,7 +454,7 @@ func tosTargetListing(m ir.MangleTarget, numeric bool) string {
 	if m.Mask == tosSymbolMask {
 		for _, sym := range tosSymbols {
 			if sym.value == m.Value {
-				return " TOS set " + sym.name
+				return "  TOS set" + sym.name
 			}
 		}
 	}
