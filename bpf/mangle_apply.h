@@ -245,6 +245,35 @@ static __always_inline int xfw_mg_add_mss_xdp(struct xdp_md *ctx, struct xfw_pkt
 	return bpf_xdp_store_bytes(ctx, p->l3_off, h, XFW_MG_IP4_HDR) ? -1 : 0;
 }
 
+/* What xfw_mg_mss_plan says to do, besides an option's offset to lower. */
+#define XFW_MG_PLAN_DROP (-1) /* drop the packet (the kernel's NF_DROP) */
+#define XFW_MG_PLAN_KEEP (-2) /* leave it as it is */
+#define XFW_MG_PLAN_ADD (-3)  /* add an MSS option of *mss */
+
+/* xfw_mg_mss_plan decides TCPMSS's change to the packet (ctx, is_xdp)
+ * for the path MTU mtu: the options' offset of the MSS option to lower
+ * from *old to *mss, or XFW_MG_PLAN_*; *hl is the TCP header's length. */
+static __always_inline int xfw_mg_mss_plan(void *ctx, int is_xdp, struct xfw_pkt *p, __u32 mtu,
+					   __u32 *old, __u32 *hl, int *mss)
+{
+	struct xfw_xdp_scratch *sc;
+	__u32 key = is_xdp ? XFW_SCRATCH_XDP : XFW_SCRATCH_TC;
+	int at;
+
+	*mss = xfw_mg_target_mss(p, mtu);
+	if (*mss < 0)
+		return XFW_MG_PLAN_DROP;
+	sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &key);
+	if (!sc)
+		return XFW_MG_PLAN_DROP;
+	at = xfw_mg_find_mss(ctx, is_xdp, p, &sc->opt, old, hl);
+	if (at == -2)
+		return XFW_MG_PLAN_DROP;
+	if (at < 0)
+		return xfw_mg_can_add(p, *hl) ? XFW_MG_PLAN_ADD : XFW_MG_PLAN_KEEP;
+	return *old <= (__u32)*mss ? XFW_MG_PLAN_KEEP : at;
+}
+
 /* xfw_mg_dev_mtu returns the MTU of device ifindex (0 when unknown). */
 static __always_inline __u32 xfw_mg_dev_mtu(void *ctx, __u32 ifindex)
 {
@@ -286,10 +315,9 @@ __attribute__((noinline)) int xfw_mangle_mtu_tc(struct __sk_buff *skb, struct xf
 static __always_inline int xfw_mg_mss_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u8 *h,
 					  __u64 ifs)
 {
-	struct xfw_xdp_scratch *sc;
-	__u32 key = XFW_SCRATCH_XDP, mtu = 0, mtu2, old = 0, hl = 0, f, off, pseudo;
+	__u32 mtu = 0, mtu2, old = 0, hl = 0, f, off, pseudo;
 	__u8 v[2];
-	int mss, at;
+	int mss = 0, at;
 
 	if (p->proto != IPPROTO_TCP || p->frag)
 		return 0;
@@ -299,19 +327,11 @@ static __always_inline int xfw_mg_mss_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
 		if (mtu2 && mtu2 < mtu)
 			mtu = mtu2;
 	}
-	mss = xfw_mg_target_mss(p, mtu);
-	if (mss < 0)
-		return -1;
-	sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &key);
-	if (!sc)
-		return -1;
-	at = xfw_mg_find_mss(ctx, 1, p, &sc->opt, &old, &hl);
-	if (at == -2)
-		return -1;
+	at = xfw_mg_mss_plan(ctx, 1, p, mtu, &old, &hl, &mss);
+	if (at == XFW_MG_PLAN_ADD)
+		return xfw_mg_add_mss_xdp(ctx, p, h, hl, mss);
 	if (at < 0)
-		return xfw_mg_can_add(p, hl) ? xfw_mg_add_mss_xdp(ctx, p, h, hl, mss) : 0;
-	if (old <= (__u32)mss)
-		return 0;
+		return at == XFW_MG_PLAN_DROP ? -1 : 0;
 	off = p->thoff + XFW_TCPHDR_LEN + at + 2;
 	if (bpf_xdp_load_bytes(ctx, p->thoff + XFW_MG_TCP_CSUM, v, 2))
 		return -1;
@@ -415,28 +435,19 @@ static __always_inline int xfw_mg_add_mss_tc(struct __sk_buff *skb, struct xfw_p
 /* xfw_mg_mss_tc lowers the skb's MSS option (TC egress, OUTPUT's walk). */
 static __always_inline int xfw_mg_mss_tc(struct __sk_buff *skb, struct xfw_pkt *p)
 {
-	struct xfw_xdp_scratch *sc;
-	__u32 key = XFW_SCRATCH_TC, mtu = 0, old = 0, hl = 0;
+	__u32 mtu = 0, old = 0, hl = 0;
 	__u16 from, to;
-	int mss, at;
+	int mss = 0, at;
 
 	if (p->proto != IPPROTO_TCP || p->frag)
 		return 0;
 	if (p->mangle & XFW_MG_CLAMP)
 		mtu = xfw_mg_dev_mtu(skb, skb->ifindex);
-	mss = xfw_mg_target_mss(p, mtu);
-	if (mss < 0)
-		return -1;
-	sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &key);
-	if (!sc)
-		return -1;
-	at = xfw_mg_find_mss(skb, 0, p, &sc->opt, &old, &hl);
-	if (at == -2)
-		return -1;
+	at = xfw_mg_mss_plan(skb, 0, p, mtu, &old, &hl, &mss);
+	if (at == XFW_MG_PLAN_ADD)
+		return xfw_mg_add_mss_tc(skb, p, hl, mss);
 	if (at < 0)
-		return xfw_mg_can_add(p, hl) ? xfw_mg_add_mss_tc(skb, p, hl, mss) : 0;
-	if (old <= (__u32)mss)
-		return 0;
+		return at == XFW_MG_PLAN_DROP ? -1 : 0;
 	from = bpf_htons(old);
 	to = bpf_htons(mss);
 	if (bpf_l4_csum_replace(skb, p->thoff + XFW_MG_TCP_CSUM, (at & 1) ? __builtin_bswap16(from) : from,

@@ -71,7 +71,7 @@ func mangleProbe(t ir.Target, preDec bool) (Probe, error) {
 	case ir.TargetTTL, ir.TargetHL:
 		op, ok := ttlOps[m.Mode]
 		if !ok {
-			return Probe{}, fmt.Errorf("%s target: mode %d is not supported by xfw", targetKindName(t.Kind), m.Mode)
+			return Probe{}, fmt.Errorf("TTL (HL) target: mode %d is not supported by xfw", m.Mode)
 		}
 		pr.Arg, pr.Val = op, uint32(m.Value)
 		if preDec {
@@ -88,17 +88,6 @@ func mangleProbe(t ir.Target, preDec bool) (Probe, error) {
 		return Probe{}, fmt.Errorf("target %d is no packet-rewriting target", t.Kind)
 	}
 	return pr, nil
-}
-
-// targetKindName names a packet-rewriting target in messages.
-func targetKindName(k ir.TargetKind) string {
-	switch k {
-	case ir.TargetTTL:
-		return "TTL"
-	case ir.TargetHL:
-		return "HL"
-	}
-	return fmt.Sprintf("#%d", k)
 }
 
 // mangleAction fills e, the entry of a packet-rewriting or notrack rule:

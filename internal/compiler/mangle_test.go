@@ -64,6 +64,10 @@ func TestMangleWalks(t *testing.T) {
 		}, chain: ChainForward, ttl: 63, mss: 1460, want: []string{"mangle/PREROUTING/policy", "mangle/FORWARD/1",
 			"mangle/FORWARD/2", "mangle/FORWARD/policy", "filter/FORWARD/1", "filter/FORWARD/policy",
 			"mangle/POSTROUTING/1", "mangle/POSTROUTING/policy"}, wantTTL: 63, wantMSS: 1200},
+		{name: "TCPMSS in filter alone", rules: []string{
+			"-A FORWARD -p tcp --syn -j TCPMSS --set-mss 1000", "-A FORWARD -p tcp -m tcpmss --mss 1000",
+		}, chain: ChainForward, ttl: 63, mss: 1400, want: []string{"filter/FORWARD/1", "filter/FORWARD/2",
+			"filter/FORWARD/policy"}, wantTTL: 63, wantMSS: 1000},
 		{name: "NOTRACK: UNTRACKED for later tables, nat passed by", rules: []string{
 			"-t raw -A PREROUTING -m conntrack --ctstate INVALID", "-t raw -A PREROUTING -p tcp -j NOTRACK",
 			"-t raw -A PREROUTING -m conntrack --ctstate INVALID", "-t raw -A PREROUTING -m state --state UNTRACKED",

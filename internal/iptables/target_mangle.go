@@ -3,6 +3,7 @@ package iptables
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -387,57 +388,47 @@ var ttlModeWords = [...]struct{ opt, list string }{
 
 // mangleTargetSave is the target as iptables-save prints it, "-j NAME"
 // included.
-func mangleTargetSave(t ir.Target) string {
-	m := ir.MangleTarget{}
-	if t.Mangle != nil {
-		m = *t.Mangle
-	}
-	switch t.Kind {
-	case ir.TargetTCPMSS:
-		if m.MSS == ir.TCPMSSClampPMTU {
-			return " -j TCPMSS --clamp-mss-to-pmtu"
-		}
-		return fmt.Sprintf(" -j TCPMSS --set-mss %d", m.MSS)
-	case ir.TargetDSCP:
-		return fmt.Sprintf(" -j DSCP --set-dscp 0x%02x", m.Value)
-	case ir.TargetTOS:
-		return fmt.Sprintf(" -j TOS --set-tos 0x%02x/0x%02x", m.Value, m.Mask)
-	case ir.TargetTTL, ir.TargetHL:
-		name, opt := "TTL", "ttl"
-		if t.Kind == ir.TargetHL {
-			name, opt = "HL", "hl"
-		}
-		return fmt.Sprintf(" -j %s --%s-%s %d", name, opt, ttlModeWords[m.Mode%3].opt, m.Value)
-	case ir.TargetCTNotrack:
-		return " -j CT --notrack"
-	case ir.TargetNotrack:
-		return " -j NOTRACK"
-	}
-	return ""
-}
+func mangleTargetSave(t ir.Target) string { return mangleTargetText(t, true, true) }
 
 // mangleTargetListing is the target as iptables -L prints it.
 func mangleTargetListing(t ir.Target, numeric bool) string {
+	return mangleTargetText(t, false, numeric)
+}
+
+// mangleTargetText is the target as iptables-save (save) or iptables -L
+// prints it.
+func mangleTargetText(t ir.Target, save, numeric bool) string {
 	m := ir.MangleTarget{}
 	if t.Mangle != nil {
 		m = *t.Mangle
 	}
+	pick := func(saved, listed string) string {
+		if save {
+			return saved
+		}
+		return listed
+	}
 	switch t.Kind {
 	case ir.TargetTCPMSS:
 		if m.MSS == ir.TCPMSSClampPMTU {
-			return " TCPMSS clamp to PMTU"
+			return pick(" -j TCPMSS --clamp-mss-to-pmtu", " TCPMSS clamp to PMTU")
 		}
-		return fmt.Sprintf(" TCPMSS set %d", m.MSS)
+		return pick(fmt.Sprintf(" -j TCPMSS --set-mss %d", m.MSS), fmt.Sprintf(" TCPMSS set %d", m.MSS))
 	case ir.TargetDSCP:
-		return fmt.Sprintf(" DSCP set 0x%02x", m.Value)
+		return pick(" -j DSCP --set-dscp", " DSCP set") + fmt.Sprintf(" 0x%02x", m.Value)
 	case ir.TargetTOS:
+		if save {
+			return fmt.Sprintf(" -j TOS --set-tos 0x%02x/0x%02x", m.Value, m.Mask)
+		}
 		return tosTargetListing(m, numeric)
 	case ir.TargetTTL, ir.TargetHL:
-		return fmt.Sprintf(" %s %s %d", mangleTargetName(t.Kind), ttlModeWords[m.Mode%3].list, m.Value)
+		name, mode := mangleTargetName(t.Kind), ttlModeWords[m.Mode%3]
+		return pick(fmt.Sprintf(" -j %s --%s-%s", name, strings.ToLower(name), mode.opt),
+			fmt.Sprintf(" %s %s", name, mode.list)) + fmt.Sprintf(" %d", m.Value)
 	case ir.TargetCTNotrack:
-		return " CT notrack"
+		return pick(" -j CT --notrack", " CT notrack")
 	case ir.TargetNotrack:
-		return " NOTRACK"
+		return pick(" -j NOTRACK", " NOTRACK")
 	}
 	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -434,15 +435,12 @@ func compareMangled(t *testing.T, caps map[string]*nettest.Capture, pr manglePro
 	}
 }
 
-// ctDportLine picks the original destination port of a conntrack -L line.
-var ctDportLine = regexp.MustCompile(`dport=(\d+) `)
-
-// compareUntracked checks that the twins track the same UDP connections:
-// those of the probes to ports 9010-9015, none of the notrack ports 9020
-// and 9021.
-func compareUntracked(t *testing.T, tw *twins, fam int) {
+// twinUDPConnections lists the UDP connections of family fam each twin
+// tracks (xfw conntrack -L, conntrack-tools' conntrack -L), as pick
+// describes their lines ("" leaves a line out), sorted.
+func twinUDPConnections(t *testing.T, tw *twins, fam int, pick func(line string) string) map[string][]string {
 	t.Helper()
-	got := map[string]string{}
+	got := map[string][]string{}
 	var mu sync.Mutex
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
 		argv := []string{"conntrack", "-L", "-p", "udp", "-f", map[int]string{4: "ipv4", 6: "ipv6"}[fam]}
@@ -454,23 +452,40 @@ func compareUntracked(t *testing.T, tw *twins, fam int) {
 			t.Errorf("%s: %v: %v %v", kind, argv, err, res)
 			return
 		}
-		ports := map[string]bool{}
+		var lines []string
 		for _, l := range strings.Split(res.Stdout, "\n") {
-			if m := ctDportLine.FindStringSubmatch(l); m != nil {
-				ports[m[1]] = true
+			if s := pick(l); s != "" {
+				lines = append(lines, s)
 			}
 		}
-		var list []string
-		for p := range ports {
-			list = append(list, p)
-		}
-		sort.Strings(list)
+		sort.Strings(lines)
 		mu.Lock()
-		got[kind] = strings.Join(list, " ")
+		got[kind] = lines
 		mu.Unlock()
+	})
+	return got
+}
+
+// ctDportLine picks the original destination port of a conntrack -L line.
+var ctDportLine = regexp.MustCompile(`dport=(\d+) `)
+
+// compareUntracked checks that the twins track the same UDP connections:
+// those of the probes to ports 9010-9015, none of the notrack ports 9020
+// and 9021.
+func compareUntracked(t *testing.T, tw *twins, fam int) {
+	t.Helper()
+	lists := twinUDPConnections(t, tw, fam, func(l string) string {
+		if m := ctDportLine.FindStringSubmatch(l); m != nil {
+			return m[1]
+		}
+		return ""
 	})
 	if t.Failed() {
 		return
+	}
+	got := map[string]string{}
+	for kind, ports := range lists {
+		got[kind] = strings.Join(slices.Compact(ports), " ")
 	}
 	if want := "9010 9011 9012 9013 9014 9015"; got["kernel"] != want {
 		t.Fatalf("IPv%d: the kernel tracks UDP to %q, want %q: fix the test", fam, got["kernel"], want)
