@@ -372,6 +372,8 @@ enum xfw_mangle_op {
 			  * in a forwarded packet's walk) */
 #define XFW_MG_MSS 0x4   /* lower the MSS option to .mss_new */
 #define XFW_MG_CLAMP 0x8 /* ... and to the path MTU's */
+#define XFW_MG_GROWN 0x10 /* the walk counts it with the MSS option the
+			   * hook adds (mangle.h) */
 
 /* XFW_PROBE_STATISTIC's .arg bits. */
 #define XFW_STAT_INVERT 0x1 /* XT_STATISTIC_INVERT */

@@ -42,27 +42,36 @@
 /* xt_TCPMSS's minlen: the IP and TCP headers the MSS leaves out of the
  * MTU (IPv4 40, IPv6 60). */
 #define XFW_MG_MINLEN(fam) ((fam) ? 60 : 40)
+/* An added MSS option's value is at most the default MSS a peer assumes
+ * without one (RFC 1122: 536; IPv6: 1280 - 60). */
+#define XFW_MG_DEFAULT_MSS(fam) ((fam) ? 1220 : 536)
+#define XFW_MG_BARE_TCP 20 /* a TCP header without options */
+#define XFW_MG_OPTLEN 4    /* TCPOLEN_MSS */
 
 /* xfw_mangle_reclass looks field f's class up again for value (the walk
  * changed it), when the generation classifies f, and forgets the cached
- * chunk summaries (the walk's and those its calls saved). */
-static __always_inline void xfw_mangle_reclass(struct xfw_cls *st, __u32 slot, __u32 f, __u32 value)
+ * chunk summaries (the walk's and those its calls saved). A global
+ * function: one copy of its loop for every rewrite. */
+__attribute__((noinline)) int xfw_mangle_reclass(struct xfw_cls *st, __u32 slot, __u32 f, __u32 value)
 {
 	struct xfw_family_cfg *fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
 	void *small = xfw_inner(&xfw_o_small, slot);
+	__u64 i = f; /* 64 bits: the bound checked on the register the accesses use */
 	__u32 key, *c;
 
-	if (!fc || !small || f >= XFW_NFIELDS || !(fc->active & (1u << f)))
-		return;
-	key = fc->small_base[f] + value;
+	xfw_barrier_var(i);
+	if (!st || !fc || !small || i >= XFW_NFIELDS || !(fc->active & (1u << i)))
+		return 0;
+	key = fc->small_base[i] + value;
 	c = bpf_map_lookup_elem(small, &key);
-	st->cls[f] = c ? *c : 0;
+	st->cls[i] = c ? *c : 0;
 	st->chunk = ~0u;
-	for (__u32 i = 0; i < XFW_MAX_CALLS; i++) {
-		if (i >= st->depth)
+	for (__u32 d = 0; d < XFW_MAX_CALLS; d++) {
+		if (d >= st->depth)
 			break;
-		st->ret_chunk[i] = ~0u;
+		st->ret_chunk[d] = ~0u;
 	}
+	return 0;
 }
 
 /* xfw_mangle_ttl returns the TTL rule op's result (xt_HL's ttl_tg, hl_tg6)
@@ -86,6 +95,35 @@ static __always_inline __u32 xfw_mangle_ttl(__u32 arg, __u32 val, __u32 v)
 	/* A TTL of 0 or 1 is dropped by ip_forward after PREROUTING: the
 	 * walk's value stays at 0. */
 	return predec ? (v ? v - 1 : 0) : v;
+}
+
+/* xfw_mangle_mss_seen is what later rules see of a TCPMSS rule asking
+ * for mss (0: unknown, a clamp without the path MTU): a lower MSS option;
+ * and for a bare 20-byte TCP header (no options, no data), which
+ * certainly gets an MSS option (mangle_apply.h), a packet 4 bytes longer
+ * (-m length, the counters) with an option of at most the default MSS. */
+static __always_inline void xfw_mangle_mss_seen(struct xfw_pkt *p, struct xfw_cls *st, __u32 slot,
+						__u32 mss)
+{
+	__u32 v = p->tcpmss;
+
+	if (!p->frag && p->thoff && p->l4_end - p->thoff == XFW_MG_BARE_TCP) {
+		if (!(p->mangle & XFW_MG_GROWN)) {
+			p->mangle |= XFW_MG_GROWN;
+			p->l3len += XFW_MG_OPTLEN;
+			p->lenm += XFW_MG_OPTLEN;
+			st->l3len = p->l3len;
+			xfw_mangle_reclass(st, slot, XFW_F_LEN, p->lenm);
+		}
+		if (v == XFW_V_NONE && mss)
+			v = mss < XFW_MG_DEFAULT_MSS(p->fam) ? mss : XFW_MG_DEFAULT_MSS(p->fam);
+	}
+	if (v <= 0xffff && mss && mss < v)
+		v = mss;
+	if (v != p->tcpmss) {
+		p->tcpmss = v;
+		xfw_mangle_reclass(st, slot, XFW_F_TCPMSS, v);
+	}
 }
 
 /* xfw_mangle_act is mangle probe pr's effect on packet p of the walk st
@@ -113,23 +151,14 @@ static __always_inline int xfw_mangle_act(struct xfw_probe *pr, struct xfw_pkt *
 		if (!(p->mangle & XFW_MG_MSS) || pr->val < p->mss_new)
 			p->mss_new = pr->val;
 		p->mangle |= XFW_MG_MSS;
-		/* An MSS option the rule lowers: -m tcpmss sees the new value. */
-		if (p->tcpmss < p->mss_new)
-			break;
-		if (p->tcpmss <= 0xffff) {
-			p->tcpmss = p->mss_new;
-			xfw_mangle_reclass(st, slot, XFW_F_TCPMSS, p->tcpmss);
-		}
+		xfw_mangle_mss_seen(p, st, slot, p->mss_new);
 		break;
 	case XFW_MGOP_CLAMP:
 		p->mangle |= XFW_MG_CLAMP;
 		/* -m tcpmss after it sees the clamped value: the hook gave
 		 * the path MTU to a packet whose MSS a rule reads. */
-		if (p->tcpmss > 0xffff || p->clamp_mtu <= XFW_MG_MINLEN(p->fam) ||
-		    p->clamp_mtu - XFW_MG_MINLEN(p->fam) >= p->tcpmss)
-			break;
-		p->tcpmss = p->clamp_mtu - XFW_MG_MINLEN(p->fam);
-		xfw_mangle_reclass(st, slot, XFW_F_TCPMSS, p->tcpmss);
+		xfw_mangle_mss_seen(p, st, slot, p->clamp_mtu > XFW_MG_MINLEN(p->fam) ?
+						 p->clamp_mtu - XFW_MG_MINLEN(p->fam) : 0);
 		break;
 	case XFW_MGOP_NOTRACK:
 		/* UNTRACKED with the direction bit, which the tracker never

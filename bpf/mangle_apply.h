@@ -173,9 +173,6 @@ static __always_inline __u32 xfw_mg_pseudo(const __u8 *h, __u32 fam, __u32 l4len
 	return xfw_mg_fold(xfw_mg_fold(s));
 }
 
-/* An added MSS option's value is at most the default MSS a peer assumes
- * without one (RFC 1122: 536; IPv6: 1280 - 60). */
-#define XFW_MG_DEFAULT_MSS(fam) ((fam) ? 1220 : 536)
 #define XFW_MG_MAX_TCPHDR 60 /* data offset 15 */
 #define XFW_MG_OPT_MSS 0x0204 /* kind 2, length 4 */
 

@@ -56,6 +56,10 @@ COMMIT
 -A POSTROUTING -p tcp -m tcp --dport 8002 --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu
 -A POSTROUTING -p tcp -m tcp --dport 8002 -m tcpmss --mss CLAMPED
 -A POSTROUTING -p tcp -m tcp --dport 8003 -m tcpmss --mss 1200
+-A POSTROUTING -p tcp -m tcp --dport 8001 -m length --length GROWN
+-A POSTROUTING -p tcp -m tcp --dport 8001 -m tcpmss --mss ADDED
+-A POSTROUTING -p tcp -m tcp --dport 8004 -m length --length GROWN
+-A POSTROUTING -p tcp -m tcp --dport 8004 -m tcpmss --mss ADDED_OUT
 COMMIT
 *nat
 -A PREROUTING -p udp
@@ -78,14 +82,17 @@ COMMIT
 // mangleOutMTU is the MTU of fw's interface towards sink.
 const mangleOutMTU = 1400
 
-// mangleRulesetFor returns the ruleset for family fam (4 or 6).
+// mangleRulesetFor returns the ruleset for family fam (4 or 6): a SYN
+// without options grown by an MSS option is 44 bytes long (IPv6: 64), the
+// option added to it 536 (IPv6: 1220, and 1200 from OUTPUT's rule).
 func mangleRulesetFor(fam int) string {
 	if fam == 4 {
-		return strings.ReplaceAll(mangleRuleset, "CLAMPED", fmt.Sprint(mangleOutMTU-40))
+		return strings.NewReplacer("CLAMPED", fmt.Sprint(mangleOutMTU-40), "GROWN", "44",
+			"ADDED_OUT", "536", "ADDED", "536").Replace(mangleRuleset)
 	}
 	return strings.NewReplacer("-j TTL --ttl-", "-j HL --hl-", "-m ttl --ttl-eq", "-m hl --hl-eq",
 		"-p icmp -m icmp --icmp-type 8", "-p ipv6-icmp -m icmp6 --icmpv6-type 128",
-		"CLAMPED", fmt.Sprint(mangleOutMTU-60)).Replace(mangleRuleset)
+		"CLAMPED", fmt.Sprint(mangleOutMTU-60), "GROWN", "64", "ADDED_OUT", "1200", "ADDED", "1220").Replace(mangleRuleset)
 }
 
 // mangleTOSIn is the TOS byte (traffic class) of the probes gen sends.
