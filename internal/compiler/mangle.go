@@ -108,7 +108,9 @@ func (fl *flattener) mangleAction(e *Entry, t ir.Target) error {
 }
 
 // mangleAnswer applies a mangle probe to the simulated packet, as
-// bpf/mangle.h does (always true).
+// bpf/mangle.h does (always true). The simulated packet has no TCP header
+// length: the MSS option bpf/mangle.h counts a bare header with is not
+// simulated.
 func (p *Packet) mangleAnswer(pr Probe) bool {
 	switch pr.Arg & MangleOpMask {
 	case MangleTOS:
