@@ -325,6 +325,8 @@ enum xfw_probe_kind {
 	XFW_PROBE_CONNMARK,  /* -m connmark: (ctmark & .mask) == .val, .arg inverts (connmark.h) */
 	XFW_PROBE_SETCONNMARK, /* -j CONNMARK (an XFW_EF_ACT entry): .arg XFW_CONNMARK_* (connmark.h) */
 	XFW_PROBE_OWNER,     /* -m owner: .arg XFW_OWNER_*, uid range .val-.mask, gid range .count (owner.h) */
+	XFW_PROBE_MANGLE,    /* TCPMSS, DSCP, TOS, TTL, HL, CT --notrack, NOTRACK (an
+			      * XFW_EF_ACT entry): .arg XFW_MGOP_*, .val, .mask (mangle.h) */
 	XFW_NPROBE_KINDS,
 };
 
@@ -356,6 +358,32 @@ enum xfw_owner_bits {
 	XFW_OWNER_F_SOCKET = 1, /* a full socket with a struct socket */
 	XFW_OWNER_F_FILE = 2,   /* ... and a file: .owner_uid/.owner_gid hold */
 };
+
+/* XFW_PROBE_MANGLE's .arg: the rewrite in the low byte (internal/compiler
+ * mangle.go), and for the TTL ops whether the rule sees the TTL before
+ * ip_forward's decrement while the walk holds it after (PREROUTING of a
+ * forwarded packet). */
+enum xfw_mangle_op {
+	XFW_MGOP_TOS = 0,      /* tos = (tos & ~.mask) ^ .val (DSCP, TOS) */
+	XFW_MGOP_TTL_SET = 1,  /* TTL / hop limit = .val */
+	XFW_MGOP_TTL_INC = 2,  /* + .val, at most 255 */
+	XFW_MGOP_TTL_DEC = 3,  /* - .val, at least 0 */
+	XFW_MGOP_MSS = 4,      /* TCPMSS --set-mss .val */
+	XFW_MGOP_CLAMP = 5,    /* TCPMSS --clamp-mss-to-pmtu */
+	XFW_MGOP_NOTRACK = 6,  /* CT --notrack, NOTRACK */
+	XFW_MGOP_MASK = 0xff,
+	XFW_MGOP_PREDEC = 0x100,
+};
+
+/* struct xfw_pkt .mangle: what the walk's rewrites leave for the hook to
+ * write into the packet after an ACCEPT (mangle_apply.h). */
+#define XFW_MG_TOS 0x1   /* .tos */
+#define XFW_MG_TTL 0x2   /* .ttl (the walk's view: one below the wire's
+			  * in a forwarded packet's walk) */
+#define XFW_MG_MSS 0x4   /* lower the MSS option to .mss_new */
+#define XFW_MG_CLAMP 0x8 /* ... and to the path MTU's */
+#define XFW_MG_GROWN 0x10 /* the walk counts it with the MSS option the
+			   * hook adds (mangle.h) */
 
 /* XFW_PROBE_STATISTIC's .arg bits. */
 #define XFW_STAT_INVERT 0x1 /* XT_STATISTIC_INVERT */

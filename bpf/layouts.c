@@ -67,6 +67,7 @@ struct xfw_layouts {
 	enum xfw_probe_kind probe_kind;
 	enum xfw_connmark_arg connmark_arg;
 	enum xfw_owner_bits owner_bits;
+	enum xfw_mangle_op mangle_op;
 	enum xfw_ext6 ext6;
 	enum xfw_hdr4 hdr4;
 	struct xfw_rc_key rc_key;

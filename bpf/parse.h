@@ -120,6 +120,11 @@ struct xfw_pkt {
 	__u32 physin;      /* XFW_F_PHYSIN, XFW_F_PHYSOUT: the bridge ports
 			    * (XFW_PHYS_*), set by the hooks (bridge.h) */
 	__u32 physout;
+	__u32 mangle;      /* XFW_MG_* (mangle.h): 0 from the parser */
+	__u32 mss_new;     /* the lowest --set-mss of the walk (XFW_MG_MSS) */
+	__u32 clamp_mtu;   /* the path MTU --clamp-mss-to-pmtu clamps to, set
+			    * by the hooks before the walk only for a packet
+			    * -m tcpmss reads an MSS of (mangle_apply.h) */
 };
 
 /* xfw_load_bytes copies len bytes at off of the packet: an XDP frame

@@ -72,6 +72,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "bench.h"
 #include "frag.h"
 #include "nat_out.h"
+#include "mangle_apply.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The length of an IPv4 header without options. */
@@ -289,6 +290,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	XFW_BENCH_AT(XFW_BS_ROUTE, XDP_PASS);
 	chain = route >> 32;
 	oif = (__u32)route;
+	/* -m tcpmss after --clamp-mss-to-pmtu: the path MTU (mangle.h). */
+	if (p->tcpmss <= 0xffff)
+		xfw_mangle_mtu_xdp(ctx, p, (__u64)oif << 32 | iif);
 	/* ip_forward and ip6_forward decrement the TTL / hop limit before
 	 * the FORWARD hook: -m ttl / -m hl see the decremented value. */
 	if (chain == XFW_CHAIN_FORWARD)
@@ -360,6 +364,10 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		xfw_nat_undo_xdp(ctx, p);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
+		/* TCPMSS, DSCP, TOS, TTL, HL rewrites (mangle_apply.h). */
+		if (p->mangle &&
+		    xfw_mangle_xdp(ctx, p, chain == XFW_CHAIN_FORWARD, (__u64)oif << 32 | iif) < 0)
+			return XDP_DROP;
 		/* A reply in a connection nat OUTPUT translated (nat_out.h);
 		 * loopback's were translated as they left by it. */
 		if (cs && chain == XFW_CHAIN_INPUT && iif != XFW_LOOPBACK_IFINDEX &&
@@ -591,6 +599,8 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		verdict = XFW_ACT_ACCEPT;
 	} else {
 		xfw_tcpmss_set_skb(skb, p, &sc->opt, st->slot);
+		if (p->tcpmss <= 0xffff)
+			xfw_mangle_mtu_tc(skb, p);
 		if (xfw_prewalk_used(st->slot)) {
 			xfw_ext6_tc(skb, p, st->slot);
 			xfw_preds_tc(skb, p, st->slot);
@@ -630,6 +640,9 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
+		/* TCPMSS, DSCP, TOS, TTL, HL rewrites (mangle_apply.h). */
+		if (p->mangle && xfw_mangle_tc(skb, p) < 0)
+			return TC_ACT_SHOT;
 		/* MARK rules' mark goes on with the packet (mark.h). */
 		if (p->mark != skb->mark)
 			skb->mark = p->mark;

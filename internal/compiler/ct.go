@@ -236,7 +236,8 @@ var ctTupleFields = []Field{FieldCtOrigSrc, FieldCtOrigDst, FieldCtOrigSport, Fi
 // their state) and the others.
 var (
 	ctNoConnKeys = NewSet(Interval{U64(0), U64(0)},
-		Interval{U64(uint64(CtsUntracked) << ctKeyStateShift), U64(uint64(CtsUntracked) << ctKeyStateShift)})
+		Interval{U64(uint64(CtsUntracked) << ctKeyStateShift), U64(uint64(CtsUntracked) << ctKeyStateShift)},
+		Interval{U64(uint64(ctKey(CtNotrackValue))), U64(uint64(ctKey(CtNotrackValue)))})
 	ctConnKeys = Complement(ctNoConnKeys, U64(0), U64(ctDomain-1))
 )
 

@@ -188,6 +188,13 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 				}
 				fl.emit(base)
 				fl.fallthroughNext()
+			case ir.TargetTCPMSS, ir.TargetDSCP, ir.TargetTOS, ir.TargetTTL, ir.TargetHL,
+				ir.TargetCTNotrack, ir.TargetNotrack:
+				if err := fl.mangleAction(&base, r.Target); err != nil {
+					return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
+				}
+				fl.emit(base)
+				fl.fallthroughNext()
 			case ir.TargetJump, ir.TargetGoto:
 				target, err := fl.jumpTarget(chain, i, r)
 				if err != nil {

@@ -64,6 +64,9 @@ const (
 	// ProbeOwner asks an owner match (owner.go) about the packet's
 	// socket.
 	ProbeOwner
+	// ProbeMangle is a packet-rewriting or notrack target's action (an
+	// EFAct entry's; mangle.go): Arg the rewrite, Val and Mask its values.
+	ProbeMangle
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )

@@ -112,6 +112,11 @@ func (fl *flattener) reachesTTL(c *ir.Chain) bool {
 				return true
 			}
 		}
+		if r.Target.Kind == ir.TargetTTL || r.Target.Kind == ir.TargetHL {
+			// Its rewrite depends on the view too (ManglePreDec).
+			fl.ttlChains[c] = true
+			return true
+		}
 		if r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto {
 			if t := fl.rs.Chain(r.Target.Chain); t != nil && fl.reachesTTL(t) {
 				fl.ttlChains[c] = true
@@ -169,7 +174,7 @@ func (fl *flattener) emitRegions() error {
 		if v.seg != nil {
 			for i := first; i < uint32(len(fl.entries))-1; i++ {
 				e := &fl.entries[i]
-				if !segmentView(&e.Cond, v.walk, *v.seg) {
+				if !segmentView(&e.Cond, v.walk, *v.seg, v.seg.table == ir.TableRaw && hasNotrack(v.rs)) {
 					e.Cond = neverCond()
 				}
 			}

@@ -107,6 +107,9 @@ func (p *Packet) probe(g *Generation, pr Probe) bool {
 	if pr.Kind == ProbeOwner {
 		return OwnerAnswer(pr, p.Owner)
 	}
+	if pr.Kind == ProbeMangle {
+		return p.mangleAnswer(pr)
+	}
 	return p.markAnswer(pr)
 }
 
@@ -349,6 +352,13 @@ func (g *Generation) Classify(p *Packet, chain int) Result {
 		pos = ent.Next
 		if ent.Flags&EFAct != 0 {
 			p.probe(g, g.Probes[ent.Aux])
+			// A rewrite (mangle.go): the data plane looks the
+			// changed field's class up again.
+			for f := Field(0); f < NumFields; f++ {
+				if g.Active&(1<<uint(f)) != 0 {
+					cls[f] = g.classOf(p, f)
+				}
+			}
 		}
 		if ent.Flags&EFProbe != 0 && p.probe(g, g.Probes[ent.Aux]) {
 			pos = e + 1 // the probe says true: on to the rule

@@ -118,7 +118,9 @@ func checkOtherTables(rs *ir.Ruleset) error {
 				switch r.Target.Kind {
 				case ir.TargetNone, ir.TargetAccept, ir.TargetDrop, ir.TargetReturn, ir.TargetJump,
 					ir.TargetGoto, ir.TargetLog, ir.TargetMark, ir.TargetDNAT, ir.TargetRedirect,
-					ir.TargetSNAT, ir.TargetMasquerade, ir.TargetConnmark:
+					ir.TargetSNAT, ir.TargetMasquerade, ir.TargetConnmark,
+					ir.TargetTCPMSS, ir.TargetDSCP, ir.TargetTOS, ir.TargetTTL, ir.TargetHL,
+					ir.TargetCTNotrack, ir.TargetNotrack:
 				default:
 					return fmt.Errorf("table %s chain %s rule %d: target %s is not supported by xfw's data plane yet",
 						t.Table, c.Name, i+1, targetName(r.Target.Kind))
@@ -261,7 +263,7 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	}
 	for i := first; i < len(fl.entries); i++ {
 		e := &fl.entries[i]
-		if !segmentView(&e.Cond, hook, tc) {
+		if !segmentView(&e.Cond, hook, tc, tc.table == ir.TableRaw && hasNotrack(t)) {
 			e.Cond = neverCond()
 		}
 	}
@@ -284,18 +286,21 @@ func firstPacketStates() *Set {
 
 // segmentView rewrites condition c of an entry of segment tc in hook's
 // walk to the walk's packet (see the top of this file); false when no
-// packet can match it there.
-func segmentView(c *Cond, hook int, tc tableChain) bool {
+// packet can match it there. notrack says the raw table has notrack
+// rules (mangle.go).
+func segmentView(c *Cond, hook int, tc tableChain, notrack bool) bool {
 	if tc.table == ir.TableRaw && c[FieldCt] != nil {
-		// No connection yet: conntrack_mt sees INVALID, and ignores
-		// the tuple.
-		if !c[FieldCt].Contains(U64(uint64(ctKey(CtValue(CtsInvalid, false, 0, 0))))) {
+		// No connection yet: conntrack_mt sees INVALID (UNTRACKED
+		// after a notrack rule: rawCtView), and ignores the tuple.
+		ct := rawCtView(c[FieldCt], notrack)
+		if ct != nil && ct.Empty() {
 			return false
 		}
-		for _, f := range []Field{FieldCt, FieldCtOrigSrc, FieldCtOrigDst, FieldCtOrigSport, FieldCtOrigDport,
+		for _, f := range []Field{FieldCtOrigSrc, FieldCtOrigDst, FieldCtOrigSport, FieldCtOrigDport,
 			FieldCtReplSport, FieldCtReplDport} {
 			c[f] = nil
 		}
+		c[FieldCt] = ct
 	}
 	switch tc.chain {
 	case ir.ChainPrerouting:

@@ -367,6 +367,14 @@ func enumMirrors() []enumMirror {
 			"XFW_PROBE_CONNMARK":    int64(compiler.ProbeConnmark),
 			"XFW_PROBE_SETCONNMARK": int64(compiler.ProbeSetConnmark),
 			"XFW_PROBE_OWNER":       int64(compiler.ProbeOwner),
+			"XFW_PROBE_MANGLE":      int64(compiler.ProbeMangle),
+		}},
+		{c: "xfw_mangle_op", mirror: "compiler.Mangle*", values: map[string]int64{
+			"XFW_MGOP_TOS": compiler.MangleTOS, "XFW_MGOP_TTL_SET": compiler.MangleTTLSet,
+			"XFW_MGOP_TTL_INC": compiler.MangleTTLInc, "XFW_MGOP_TTL_DEC": compiler.MangleTTLDec,
+			"XFW_MGOP_MSS": compiler.MangleMSS, "XFW_MGOP_CLAMP": compiler.MangleClamp,
+			"XFW_MGOP_NOTRACK": compiler.MangleNotrack, "XFW_MGOP_MASK": compiler.MangleOpMask,
+			"XFW_MGOP_PREDEC": compiler.ManglePreDec,
 		}},
 		{c: "xfw_connmark_arg", mirror: "compiler.Connmark* and ir.Connmark*", values: map[string]int64{
 			"XFW_CONNMARK_SET": int64(ir.ConnmarkSet), "XFW_CONNMARK_SAVE": int64(ir.ConnmarkSave),

@@ -103,6 +103,7 @@ type targetCmp struct {
 	nat        ir.NatRange
 	mark       ir.MarkTarget
 	connmark   ir.ConnmarkTarget
+	mangle     ir.MangleTarget
 }
 
 // targetKey normalises a target.
@@ -117,6 +118,9 @@ func targetKey(t ir.Target) targetCmp {
 	}
 	if t.Connmark != nil {
 		k.connmark = *t.Connmark
+	}
+	if t.Mangle != nil {
+		k.mangle = *t.Mangle
 	}
 	return k
 }

@@ -47,6 +47,7 @@ var conformanceExtensions = map[string]bool{
 	"sctp": true, "dccp": true, "esp": true, "ah": true, // "ah": libipt_ah.t
 	"statistic": true, "mark": true, "MARK": true,
 	"connmark": true, "CONNMARK": true, "owner": true,
+	"TCPMSS": true, "DSCP": true, "TOS": true, "TTL": true, "HL": true, "NOTRACK": true,
 	"DNAT": true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
 	"physdev": true,
 }

@@ -310,13 +310,13 @@ func registerTarget(e *extension) *extension {
 // one fails as a missing module does (missingTarget).
 var otherTargets = map[string]ir.Family{
 	"AUDIT": 0, "CHECKSUM": 0, "CLASSIFY": 0, "CONNSECMARK": 0,
-	"CT": 0, "DSCP": 0, "HMARK": 0, "IDLETIMER": 0, "LED": 0,
-	"NFLOG": 0, "NFQUEUE": 0, "NOTRACK": 0,
+	"HMARK": 0, "IDLETIMER": 0, "LED": 0,
+	"NFLOG": 0, "NFQUEUE": 0,
 	"RATEEST": 0, "SECMARK": 0, "SET": 0,
-	"SYNPROXY": 0, "TCPMSS": 0, "TCPOPTSTRIP": 0, "TEE": 0, "TOS": 0,
+	"SYNPROXY": 0, "TCPOPTSTRIP": 0, "TEE": 0,
 	"TPROXY": 0, "TRACE": 0, "NETMAP": 0,
-	"CLUSTERIP": ir.IPv4, "ECN": ir.IPv4, "TTL": ir.IPv4, "ULOG": ir.IPv4,
-	"DNPT": ir.IPv6, "HL": ir.IPv6, "SNPT": ir.IPv6,
+	"CLUSTERIP": ir.IPv4, "ECN": ir.IPv4, "ULOG": ir.IPv4,
+	"DNPT": ir.IPv6, "SNPT": ir.IPv6,
 }
 
 // iptablesMatches are the match modules iptables 1.8.9 ships, by family (0
@@ -348,10 +348,9 @@ func shipped(table map[string]ir.Family, fam ir.Family, name string) bool {
 // "Couldn't load match `NAME':" for a name it has no library for; xfw
 // says why for the modules iptables has and xfw does not.
 const (
-	noSuchModule    = "No such file or directory"
-	notSupported    = " not supported by xfw"
-	helpersMissing  = " connection tracking helpers (FTP, SIP, ...) are not supported by xfw"
-	rawTableMissing = " the CT target and connection tracking helpers (FTP, SIP, ...) are not supported by xfw"
+	noSuchModule   = "No such file or directory"
+	notSupported   = " not supported by xfw"
+	helpersMissing = " connection tracking helpers (FTP, SIP, ...) are not supported by xfw"
 	// rpfilterMissing: the route lookup BPF programs may make
 	// (bpf_fib_lookup) fails on interfaces that do not forward
 	// (docs/differences.md).
@@ -378,8 +377,6 @@ func missingMatch(fam ir.Family, name string) *failure {
 func missingTarget(fam ir.Family, name string) *failure {
 	why := noSuchModule
 	switch {
-	case name == "CT":
-		why = rawTableMissing
 	case name == "QUEUE" || shipped(otherTargets, fam, name):
 		why = notSupported
 	}

@@ -191,6 +191,9 @@ func targetName(t ir.Target) string {
 	case ir.TargetConnmark:
 		return "CONNMARK"
 	}
+	if ir.IsMangleTarget(t.Kind) {
+		return mangleTargetName(t.Kind)
+	}
 	return ""
 }
 
@@ -630,6 +633,9 @@ func (l *lister) target(t ir.Target) {
 		l.b.WriteString(markTargetListing(t.Mark))
 	case ir.TargetConnmark:
 		l.b.WriteString(connmarkTargetListing(t.Connmark))
+	case ir.TargetTCPMSS, ir.TargetDSCP, ir.TargetTOS, ir.TargetTTL, ir.TargetHL,
+		ir.TargetCTNotrack, ir.TargetNotrack:
+		l.b.WriteString(mangleTargetListing(t, l.opts.Numeric))
 	case ir.TargetReject:
 		l.printf(" reject-with %s", t.RejectWith)
 	case ir.TargetLog:

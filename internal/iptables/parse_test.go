@@ -165,7 +165,7 @@ func TestParseErrors(t *testing.T) {
 		{ir.IPv4, "INPUT", "--foo", 2, `iptables v1.8.9 (legacy): unknown option "--foo"` + try4},
 		{ir.IPv4, "INPUT", "-m foo", 2, "iptables v1.8.9 (legacy): Couldn't load match `foo':No such file or directory\n" + try4},
 		{ir.IPv4, "INPUT", "-p tcp --dport 21 -m helper --helper ftp", 2, "iptables v1.8.9 (legacy): Couldn't load match `helper': connection tracking helpers (FTP, SIP, ...) are not supported by xfw\n" + try4},
-		{ir.IPv4, "INPUT", "-j CT --helper ftp", 2, "iptables v1.8.9 (legacy): Couldn't load target `CT': the CT target and connection tracking helpers (FTP, SIP, ...) are not supported by xfw\n" + try4},
+		{ir.IPv4, "INPUT", "-j CT --helper ftp", 2, "iptables v1.8.9 (legacy): Couldn't load target `CT': only -j CT --notrack is supported by xfw (zones, helpers, timeouts and event masks are not)\n" + try4},
 		{ir.IPv4, "INPUT", "-s foo.example", 2, "iptables v1.8.9 (legacy): host/network `foo.example' not found" + try4},
 		{ir.IPv4, "INPUT", "-s localhost", 2, "iptables v1.8.9 (legacy): host/network `localhost' not found" + try4},
 		{ir.IPv4, "INPUT", "-p tcp --dport 65536", 2, "iptables v1.8.9 (legacy): invalid port/service `65536' specified" + try4},

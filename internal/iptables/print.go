@@ -342,6 +342,9 @@ func writeTarget(b *strings.Builder, fam ir.Family, t ir.Target) {
 		b.WriteString(" -j MARK" + markTargetSave(t.Mark))
 	case ir.TargetConnmark:
 		b.WriteString(" -j CONNMARK" + connmarkTargetSave(t.Connmark))
+	case ir.TargetTCPMSS, ir.TargetDSCP, ir.TargetTOS, ir.TargetTTL, ir.TargetHL,
+		ir.TargetCTNotrack, ir.TargetNotrack:
+		b.WriteString(mangleTargetSave(t))
 	case ir.TargetLog:
 		b.WriteString(" -j LOG")
 		if t.Log == nil {

@@ -201,6 +201,9 @@ func checkEntry(fam ir.Family, table string, r *ir.Rule, hooks hookMask) *failur
 	if f := checkTableTarget(table, r.Target, hooks); f != nil {
 		return f
 	}
+	if f := checkMangleTarget(table, r, hooks); f != nil {
+		return f
+	}
 	switch t := r.Target; t.Kind {
 	case ir.TargetReject:
 		if t.RejectWith == RejectTCPReset && !needsProto(r, protoTCP) {

@@ -27,8 +27,9 @@ import (
 // codecVersion is the first byte of every encoded ruleset.
 // Version 2 added the tables besides filter (after filter's chains) and
 // the NAT targets' ranges; version 3 the MARK target's values; version 4
-// the CONNMARK target's (connmark.go).
-const codecVersion = 4
+// the CONNMARK target's (connmark.go); version 5 the packet-rewriting
+// targets' options (mangle.go).
+const codecVersion = 5
 
 // Match tags of the binary form. Tags defined beside their matches take
 // ranges of their own: limit 64, hashlimit 65, recent 72, the IPv6
@@ -243,6 +244,7 @@ func (e *encoder) rule(r *Rule) error {
 	}
 	e.markTarget(t.Mark)
 	e.connmarkTarget(t.Connmark)
+	e.mangleTarget(t.Mangle)
 	return nil
 }
 
@@ -576,6 +578,7 @@ func (d *decoder) rule(r *Rule) {
 	r.Target.Nat = d.natRange()
 	r.Target.Mark = d.markTarget()
 	r.Target.Connmark = d.connmarkTarget()
+	r.Target.Mangle = d.mangleTarget()
 }
 
 // u32 reads a uvarint that must fit 32 bits.

@@ -205,6 +205,10 @@ func (r *Rule) Clone() *Rule {
 		c := *r.Target.Connmark
 		nr.Target.Connmark = &c
 	}
+	if r.Target.Mangle != nil {
+		m := *r.Target.Mangle
+		nr.Target.Mangle = &m
+	}
 	return &nr
 }
 
@@ -571,6 +575,22 @@ const (
 	TargetMark
 	// TargetConnmark is -j CONNMARK (options in Target.Connmark).
 	TargetConnmark
+	// TargetTCPMSS is -j TCPMSS (options in Target.Mangle).
+	TargetTCPMSS
+	// TargetDSCP is -j DSCP (options in Target.Mangle).
+	TargetDSCP
+	// TargetTOS is -j TOS (options in Target.Mangle).
+	TargetTOS
+	// TargetTTL is IPv4's -j TTL (options in Target.Mangle).
+	TargetTTL
+	// TargetHL is IPv6's -j HL (options in Target.Mangle).
+	TargetHL
+	// TargetCTNotrack is -j CT --notrack (the CT target's other options
+	// are refused).
+	TargetCTNotrack
+	// TargetNotrack is -j NOTRACK (CT's alias of revision 0: a rule of
+	// its own, not the same as CT --notrack).
+	TargetNotrack
 )
 
 // Target is the -j/-g part of a rule.
@@ -589,6 +609,8 @@ type Target struct {
 	Mark MarkTarget
 	// Connmark holds the CONNMARK target's values.
 	Connmark *ConnmarkTarget
+	// Mangle holds the options of TCPMSS, DSCP, TOS, TTL and HL.
+	Mangle *MangleTarget
 }
 
 // LogOptions are the options of the LOG target.

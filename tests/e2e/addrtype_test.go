@@ -27,6 +27,8 @@ type typeProbe struct {
 	fromSink bool
 	// cmd is the command run in fw (a ping: OUTPUT traffic).
 	cmd func(tp *nettest.Topology) []string
+	// run, when set, sends the probe itself (a socket's connection).
+	run func(t *testing.T, tp *nettest.Topology)
 }
 
 // addrTypesOf are the address types each family's rules name (ip6tables
@@ -194,6 +196,10 @@ func ruleCountersOf(t *testing.T, save string) map[string]counter {
 
 // sendTypeProbe sends one probe in a topology.
 func sendTypeProbe(t *testing.T, tp *nettest.Topology, pr typeProbe) {
+	if pr.run != nil {
+		pr.run(t, tp)
+		return
+	}
 	if pr.frame != nil {
 		inject := tp.InjectFromGen
 		if pr.fromSink {

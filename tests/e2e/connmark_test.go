@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -125,28 +124,11 @@ var ctMarkLine = regexp.MustCompile(`^(\S+) .* dport=(\d+) .* mark=(\d+) `)
 // in the twins (xfw conntrack and conntrack-tools).
 func compareConnmarks(t *testing.T, tw *twins, fam int) {
 	t.Helper()
-	got := map[string][]string{}
-	var mu sync.Mutex
-	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-		argv := []string{"conntrack", "-L", "-p", "udp", "-f", map[int]string{4: "ipv4", 6: "ipv6"}[fam]}
-		if kind == "xfw" {
-			argv = append([]string{fw.bin}, argv...)
+	got := twinUDPConnections(t, tw, fam, func(l string) string {
+		if m := ctMarkLine.FindStringSubmatch(l); m != nil {
+			return fmt.Sprintf("%s dport=%s mark=%s", m[1], m[2], m[3])
 		}
-		res, err := nettest.Exec(tp.FwNS, argv...)
-		if err != nil || res.ExitCode != 0 {
-			t.Errorf("%s: %v: %v %v", kind, argv, err, res)
-			return
-		}
-		var marks []string
-		for _, l := range strings.Split(res.Stdout, "\n") {
-			if m := ctMarkLine.FindStringSubmatch(l); m != nil {
-				marks = append(marks, fmt.Sprintf("%s dport=%s mark=%s", m[1], m[2], m[3]))
-			}
-		}
-		sort.Strings(marks)
-		mu.Lock()
-		got[kind] = marks
-		mu.Unlock()
+		return ""
 	})
 	if t.Failed() {
 		return
