@@ -259,6 +259,7 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	if fl.natPrerouting || fl.natOutput {
 		fl.natResume[hook] = exit.pos + 1
 	}
+	fl.notePreEnd(hook, tc, exit.pos)
 	for i := first; i < len(fl.entries); i++ {
 		e := &fl.entries[i]
 		if !segmentView(&e.Cond, hook, tc) {
