@@ -12,7 +12,8 @@
  * not live while classification runs. Sysctls are taken at their defaults
  * (docs/differences.md).
  *
- * Includes: common.h, parse.h (struct xfw_pkt, the option walks), local.h.
+ * Includes: common.h, parse.h (struct xfw_pkt, the option walks), local.h,
+ * mark_route.h (the route lookup with the packet's mark).
  */
 #ifndef XFW_ROUTE_H
 #define XFW_ROUTE_H
@@ -27,6 +28,7 @@
 #include "parse.h"
 #include "local.h"
 #include "bench.h"
+#include "mark_route.h"
 
 /* xfw_src_is_ours reports whether an IPv4 source is one of this host's
  * addresses: fib_validate_source calls such a packet from outside a martian
@@ -112,7 +114,7 @@ static __always_inline int xfw_forward_dropped(struct xfw_pkt *p)
 }
 
 /* xfw_route decides INPUT or FORWARD for a packet received on iif, as the
- * kernel's routing would. Returns XFW_ROUTE_PASS to pass the packet
+ * kernel's routing would with the packet's mark (p->mark). Returns XFW_ROUTE_PASS to pass the packet
  * unjudged (netfilter never sees it: martians, no route, dropped before
  * the FORWARD hook), else chain << 32 | output ifindex. A global function,
  * so its stack (the FIB request) is not live while classification runs. */
@@ -121,6 +123,7 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 {
 	struct bpf_fib_lookup fib = {};
 	int rc, lo = iif == XFW_LOOPBACK_IFINDEX;
+	__u32 flags;
 	__u8 type;
 
 	if (!p)
@@ -170,8 +173,14 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 	}
 	/* The neighbour entry does not matter (SUCCESS and NO_NEIGH are
 	 * both forwarded): skip its lookup. A kernel before 6.5 refuses the
-	 * flag (a negative result): ask it again without. */
-	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
+	 * flag (a negative result): ask it again without. The mark a
+	 * PREROUTING rule gave the packet picks the route as in the kernel
+	 * (ip rule fwmark; mark_route.h): Linux 6.10, older kernels refuse
+	 * it too and route the packet unmarked (docs/install.md). */
+	flags = BPF_FIB_LOOKUP_SKIP_NEIGH;
+	if (p->mark)
+		flags |= xfw_fib_mark(&fib, p->mark);
+	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), flags);
 	if (rc < 0)
 		rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
 	XFW_BENCH_AT(XFW_BS_FIB, 0);

@@ -115,9 +115,19 @@ static __always_inline int xfw_prewalk_used(__u32 slot)
 	return fc && ((fc->active & XFW_PREWALK_FIELDS) || fc->npreds);
 }
 
+/* xfw_marks_route reports whether generation slot's PREROUTING chains
+ * can change the mark, so that chain's walk is split there to route the
+ * packet again (xfw_xdp_rerouted). */
+static __always_inline int xfw_marks_route(__u32 slot, __u32 chain)
+{
+	struct xfw_family_cfg *fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+
+	return fc && chain < XFW_NCHAINS && fc->pre_end[chain];
+}
+
 /* xfw_judge classifies p in chain of generation slot st->slot and returns
  * the verdict as XFW_ACT_ACCEPT, XFW_ACT_DROP or XFW_ACT_REJECT (*reject =
- * type). */
+ * type), XFW_ACT_DNAT or XFW_ACT_SNAT. */
 static __always_inline __u32 xfw_judge(struct xfw_pkt *p, __u32 chain, __u32 iif,
 				       __u32 oif, struct xfw_pending *st, __u32 *reject)
 {
@@ -128,8 +138,10 @@ static __always_inline __u32 xfw_judge(struct xfw_pkt *p, __u32 chain, __u32 iif
 	res = xfw_classify(p, chain, iif, oif, st);
 	if (res == XFW_RES_HOTDROP)
 		return XFW_ACT_DROP;
+	/* A walk stopped early (st->end) that got there was accepted by
+	 * every chain before: the chains after it decide. */
 	if (res == XFW_RES_END)
-		return xfw_policy(st->slot, chain);
+		return st->end ? XFW_ACT_ACCEPT : xfw_policy(st->slot, chain);
 	entries = xfw_inner(&xfw_o_entries, st->slot);
 	if (!entries)
 		return XFW_ACT_DROP;
@@ -191,6 +203,7 @@ __attribute__((noinline)) __u64 xfw_xdp_dnat(struct xdp_md *ctx, struct xfw_pkt 
 		return (__u64)XFW_ACT_DROP << XFW_DNAT_VERDICT_SHIFT;
 	if (chain == XFW_CHAIN_FORWARD)
 		p->ttl += 1; /* the route decides the decrement anew */
+	st->route_mark = p->mark; /* PREROUTING's mark routes it */
 	route = xfw_route(ctx, p, iif);
 	if (route == XFW_ROUTE_PASS) {
 		xfw_nat_cancel();
@@ -212,6 +225,84 @@ __attribute__((noinline)) __u64 xfw_xdp_dnat(struct xdp_md *ctx, struct xfw_pkt 
 		verdict = XFW_ACT_DROP;
 	p->reject = rj;
 	return (__u64)verdict << XFW_DNAT_VERDICT_SHIFT | (__u64)chain << 32 | oif;
+}
+
+/* xfw_xdp_rerouted judges p in the walk of chain (chain_iif: chain << 32
+ * | input ifindex; oif the route's device) of a generation whose
+ * PREROUTING chains can change the packet's mark (fc->pre_end): it stops
+ * the walk after them, emits its LOG lines, routes the packet again with
+ * the mark they left it, as the kernel routes after PREROUTING (ip rule
+ * fwmark), and resumes the walk of the chain that route picks there.
+ * Returns as xfw_xdp_dnat; a DNAT verdict comes back to the caller, whose
+ * DNAT path routes with the mark too. A global function. */
+__attribute__((noinline)) __u64 xfw_xdp_rerouted(struct xdp_md *ctx, struct xfw_xdp_scratch *sc,
+						 __u64 chain_iif, __u32 oif)
+{
+	struct xfw_family_cfg *fc;
+	__u32 slot, rj = 0, verdict, chain = chain_iif >> 32, iif = (__u32)chain_iif;
+	__u64 route;
+
+	if (!ctx || !sc)
+		return (__u64)XFW_ACT_DROP << XFW_DNAT_VERDICT_SHIFT;
+	slot = sc->st.slot;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	if (!fc || chain >= XFW_NCHAINS)
+		return (__u64)XFW_ACT_DROP << XFW_DNAT_VERDICT_SHIFT;
+	sc->st.end = fc->pre_end[chain];
+	verdict = xfw_judge(&sc->p, chain, iif, oif, &sc->st, &rj);
+	sc->st.end = 0;
+	sc->p.reject = rj;
+	if (verdict != XFW_ACT_ACCEPT)
+		return (__u64)verdict << XFW_DNAT_VERDICT_SHIFT | (__u64)chain << 32 | oif;
+	xfw_xdp_dnat_logs(ctx, sc, chain, (__u64)oif << 32 | iif);
+	sc->st.route_mark = sc->p.mark;
+	if (sc->p.mark) {
+		if (chain == XFW_CHAIN_FORWARD)
+			sc->p.ttl += 1; /* the route decides the decrement anew */
+		route = xfw_route(ctx, &sc->p, iif);
+		if (route == XFW_ROUTE_PASS)
+			return XFW_DNAT_PASS;
+		chain = (route >> 32) & 3;
+		oif = (__u32)route;
+		if (chain == XFW_CHAIN_FORWARD)
+			sc->p.ttl -= 1;
+	}
+	if (chain >= XFW_NCHAINS || !fc->pre_end[chain])
+		return (__u64)XFW_ACT_DROP << XFW_DNAT_VERDICT_SHIFT;
+	sc->st.start = fc->pre_end[chain];
+	verdict = xfw_judge(&sc->p, chain, iif, oif, &sc->st, &rj);
+	sc->st.start = 0;
+	sc->p.reject = rj;
+	return (__u64)verdict << XFW_DNAT_VERDICT_SHIFT | (__u64)chain << 32 | oif;
+}
+
+/* xfw_xdp_mark_out hands the mark the walk left p (sc's packet) to the
+ * kernel (mark_route.h), when it is not 0 (the mark a frame arrives with
+ * at XDP). route (chain << 32 | output ifindex, or XFW_ROUTE_PASS) is the
+ * route the packet was judged with, routed with st.route_mark; iif its
+ * input device. The kernel routes the packet once the skb has the mark:
+ * a mark set after routing (mangle INPUT, FORWARD, POSTROUTING) is handed
+ * over only when it routes the packet alike, else the routing mark is
+ * (docs/differences.md). Returns 0, or -1 when the packet must be
+ * dropped: its mark picked its route and the driver keeps no metadata. A
+ * global function. */
+__attribute__((noinline)) int xfw_xdp_mark_out(struct xdp_md *ctx, struct xfw_xdp_scratch *sc,
+					       __u64 route, __u32 iif)
+{
+	__u32 mark, fwd = (route >> 32) == XFW_CHAIN_FORWARD;
+
+	if (!ctx || !sc)
+		return 0;
+	mark = sc->p.mark;
+	if (mark != sc->st.route_mark) {
+		sc->p.ttl += fwd; /* as the route lookup before FORWARD saw it */
+		if (xfw_route(ctx, &sc->p, iif) != route)
+			mark = sc->st.route_mark;
+		sc->p.ttl -= fwd;
+	}
+	if (!mark || !xfw_mark_meta_put(ctx, mark))
+		return 0;
+	return sc->st.route_mark ? -1 : 0;
 }
 
 /* xfw_xdp_judged is the XDP hook's work; xfw_xdp brackets it for
@@ -242,6 +333,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	/* No skb yet: nothing before PREROUTING has marked the packet (a tc
 	 * ingress program would run after XDP). */
 	p->mark = 0;
+	st->route_mark = 0;
 	p->owner = 0; /* no socket at XDP (-m owner, owner.h) */
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	if (st->slot == XFW_NO_SLOT)
@@ -323,7 +415,18 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 			xfw_hdr4_xdp(ctx, p, st->slot);
 		}
 		XFW_BENCH_AT(XFW_BS_FIELDS, XDP_PASS);
-		verdict = xfw_judge(p, chain, iif, oif, st, &rj);
+		if (xfw_marks_route(st->slot, chain)) {
+			route = xfw_xdp_rerouted(ctx, sc, (__u64)chain << 32 | iif, oif);
+			/* Routed by its mark to where netfilter never sees it. */
+			if (route == XFW_DNAT_PASS)
+				return xfw_xdp_mark_out(ctx, sc, XFW_ROUTE_PASS, iif) ? XDP_DROP : XDP_PASS;
+			verdict = route >> XFW_DNAT_VERDICT_SHIFT;
+			chain = (route >> 32) & 0xff;
+			oif = (__u32)route;
+			rj = p->reject;
+		} else {
+			verdict = xfw_judge(p, chain, iif, oif, st, &rj);
+		}
 		XFW_BENCH_AFTER(XFW_BS_WALKSETUP, XFW_BS_JUDGE, XDP_PASS);
 	}
 	/* The REJECT type waits in p, not in a register spilled across the
@@ -361,6 +464,10 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		 * loopback's were translated as they left by it. */
 		if (cs && chain == XFW_CHAIN_INPUT && iif != XFW_LOOPBACK_IFINDEX &&
 		    xfw_nat_in_xdp(ctx, p, cs) < 0)
+			return XDP_DROP;
+		/* The mark the walk left, for the kernel (mark_route.h). */
+		if ((p->mark | st->route_mark) &&
+		    xfw_xdp_mark_out(ctx, sc, (__u64)chain << 32 | oif, iif))
 			return XDP_DROP;
 		return XDP_PASS;
 	case XFW_ACT_REJECT:
