@@ -218,30 +218,42 @@ print([int.from_bytes(d[:4], "little") for lvl, typ, d in anc if lvl == socket.S
 
 // TestMarkReachesReceiver checks that the mark the INPUT walk at XDP ends
 // with (set in mangle PREROUTING, changed in mangle INPUT) is the one the
-// receiving socket sees, as with iptables-legacy.
+// receiving socket sees, as with iptables-legacy: with the veth driver's
+// native XDP (mode auto) and with generic XDP (both keep the metadata
+// that carries the mark).
 func TestMarkReachesReceiver(t *testing.T) {
 	nettest.RequireRoot(t)
 	requireTools(t, "iptables-legacy", "python3")
-	tw := newTwins(t, xfwPath(t))
 	rules := "*mangle\n-A PREROUTING -p udp -m udp --dport 9100 -j MARK --set-mark 0x10\n" +
 		"-A INPUT -p udp -m udp --dport 9100 -j MARK --or-mark 0x2\nCOMMIT\n" +
 		"*filter\n-A INPUT -p udp -m mark --mark 0x12\nCOMMIT\n"
-	got := collectTwins(tw, func(kind string, tp *nettest.Topology, fw firewall) string {
-		fw.restore(t, tp, 4, rules)
-		res, err := nettest.Exec(tp.FwNS, "python3", "-c", markRxReceiver, tp.GenNS, tp.FwIn.IPv4.String())
-		if err != nil || res.ExitCode != 0 {
-			t.Errorf("%s: receiver: %v %v", kind, err, res)
-			return ""
-		}
-		return strings.TrimSpace(res.Stdout)
-	})
-	if t.Failed() {
-		return
-	}
-	if got["kernel"] != "[18]" {
-		t.Fatalf("the kernel's receiver saw marks %s, want [18] (0x12): fix the test", got["kernel"])
-	}
-	if got["xfw"] != got["kernel"] {
-		t.Errorf("xfw's receiver saw marks %s, the kernel's %s", got["xfw"], got["kernel"])
+	for _, mode := range []string{"auto", "generic"} {
+		t.Run(mode, func(t *testing.T) {
+			tw := newTwins(t, xfwPath(t))
+			got := collectTwins(tw, func(kind string, tp *nettest.Topology, fw firewall) string {
+				if kind == "kernel" {
+					fw.restore(t, tp, 4, rules)
+				} else if res, err := nettest.ExecStdin(nettest.DefaultExecTimeout, tp.FwNS, rules,
+					fw.bin, "--xdp-mode", mode, "iptables-restore"); err != nil || res.ExitCode != 0 {
+					t.Errorf("xfw --xdp-mode %s iptables-restore: %v %v", mode, err, res)
+					return ""
+				}
+				res, err := nettest.Exec(tp.FwNS, "python3", "-c", markRxReceiver, tp.GenNS, tp.FwIn.IPv4.String())
+				if err != nil || res.ExitCode != 0 {
+					t.Errorf("%s: receiver: %v %v", kind, err, res)
+					return ""
+				}
+				return strings.TrimSpace(res.Stdout)
+			})
+			if t.Failed() {
+				return
+			}
+			if got["kernel"] != "[18]" {
+				t.Fatalf("the kernel's receiver saw marks %s, want [18] (0x12): fix the test", got["kernel"])
+			}
+			if got["xfw"] != got["kernel"] {
+				t.Errorf("xfw's receiver saw marks %s, the kernel's %s", got["xfw"], got["kernel"])
+			}
+		})
 	}
 }
