@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -255,5 +256,84 @@ func TestMarkReachesReceiver(t *testing.T) {
 				t.Errorf("xfw's receiver saw marks %s, the kernel's %s", got["xfw"], got["kernel"])
 			}
 		})
+	}
+}
+
+// markLateRuleset is TestMarkAfterRoutingAgainstKernel's ruleset: marks
+// set after routing, in mangle FORWARD (0x3, which no ip rule names) and
+// mangle POSTROUTING (altMark, which routes by table 100 but comes too
+// late to route the packet).
+const markLateRuleset = `*mangle
+-A FORWARD -p udp -m udp --dport 7007 -j MARK --set-mark 0x3
+-A POSTROUTING -p udp -m udp --dport 7008 -j MARK --set-mark 0x1
+COMMIT
+*filter
+-A FORWARD -o out0 -p udp
+COMMIT
+`
+
+// markLateNft counts, in nftables' postrouting hook after iptables', the
+// packets of each mark.
+const markLateNft = `table ip xfwmark {
+	chain post {
+		type filter hook postrouting priority 300;
+		meta mark 0x3 counter
+		meta mark 0x1 counter
+	}
+}
+`
+
+var nftMarkCounter = regexp.MustCompile(`meta mark (0x[0-9a-f]+) counter packets (\d+)`)
+
+// TestMarkAfterRoutingAgainstKernel checks marks set after the route
+// lookup: they do not route the packet (it leaves by the route of mark 0,
+// as with the kernel), and a mark that would not route it elsewhere
+// reaches the kernel's skb (nftables' postrouting sees it). A mark that
+// would route it elsewhere (0x1 here) is not handed over
+// (docs/differences.md): the packet keeps the route the kernel gives it.
+func TestMarkAfterRoutingAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "nft")
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		addAltLink(t, tp, tp.SinkNS, in4(tp, 2, 2), in6(tp, 2, 2))
+		silenceSink(t, tp)
+		fw.restore(t, tp, 4, markLateRuleset)
+		if res, err := nettest.ExecStdin(nettest.DefaultExecTimeout, tp.FwNS, markLateNft, "nft", "-f", "-"); err != nil || res.ExitCode != 0 {
+			t.Errorf("nft -f: %v %v", err, res)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	for _, port := range []uint16{7007, 7008} {
+		pr := typeProbe{name: fmt.Sprintf("udp forwarded to %d", port), fam: 4, frame: udpTo(4, 2, 2, port)}
+		got := arrivals(t, tw, port, func() { compareTableCounters(t, tw, pr, false) })
+		for kind, where := range got {
+			if where != nettest.SinkIfname {
+				t.Errorf("%s: %s: arrived %s, want %s", pr.name, kind, where, nettest.SinkIfname)
+			}
+		}
+	}
+	marks := collectTwins(tw, func(kind string, tp *nettest.Topology, _ firewall) map[string]string {
+		res, err := nettest.Exec(tp.FwNS, "nft", "list", "chain", "ip", "xfwmark", "post")
+		if err != nil || res.ExitCode != 0 {
+			t.Errorf("%s: nft list: %v %v", kind, err, res)
+			return nil
+		}
+		out := map[string]string{}
+		for _, m := range nftMarkCounter.FindAllStringSubmatch(res.Stdout, -1) {
+			out[m[1]] = m[2]
+		}
+		return out
+	})
+	want := map[string]map[string]string{
+		"kernel": {"0x00000003": "1", "0x00000001": "1"},
+		"xfw":    {"0x00000003": "1", "0x00000001": "0"},
+	}
+	for kind, w := range want {
+		if fmt.Sprint(marks[kind]) != fmt.Sprint(w) {
+			t.Errorf("%s: nftables' postrouting counted marks %v, want %v", kind, marks[kind], w)
+		}
 	}
 }
