@@ -71,6 +71,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "bench.h"
 #include "frag.h"
 #include "nat_out.h"
+#include "mark_kernel.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The length of an IPv4 header without options. */
@@ -113,16 +114,6 @@ static __always_inline int xfw_prewalk_used(__u32 slot)
 	struct xfw_family_cfg *fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
 
 	return fc && ((fc->active & XFW_PREWALK_FIELDS) || fc->npreds);
-}
-
-/* xfw_marks_route reports whether generation slot's PREROUTING chains
- * can change the mark, so that chain's walk is split there to route the
- * packet again (xfw_xdp_rerouted). */
-static __always_inline int xfw_marks_route(__u32 slot, __u32 chain)
-{
-	struct xfw_family_cfg *fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
-
-	return fc && chain < XFW_NCHAINS && fc->pre_end[chain];
 }
 
 /* xfw_judge classifies p in chain of generation slot st->slot and returns
@@ -227,14 +218,13 @@ __attribute__((noinline)) __u64 xfw_xdp_dnat(struct xdp_md *ctx, struct xfw_pkt 
 	return (__u64)verdict << XFW_DNAT_VERDICT_SHIFT | (__u64)chain << 32 | oif;
 }
 
-/* xfw_xdp_rerouted judges p in the walk of chain (chain_iif: chain << 32
- * | input ifindex; oif the route's device) of a generation whose
- * PREROUTING chains can change the packet's mark (fc->pre_end): it stops
- * the walk after them, emits its LOG lines, routes the packet again with
- * the mark they left it, as the kernel routes after PREROUTING (ip rule
- * fwmark), and resumes the walk of the chain that route picks there.
- * Returns as xfw_xdp_dnat; a DNAT verdict comes back to the caller, whose
- * DNAT path routes with the mark too. A global function. */
+/* xfw_xdp_rerouted goes on with a walk of chain (chain_iif: chain << 32 |
+ * input ifindex; oif the route's device) that ended where the kernel
+ * routes the packet (XFW_ACT_REROUTE: PREROUTING left it a mark): it
+ * emits the walk's LOG lines, routes the packet with its mark (ip rule
+ * fwmark, route.h) and resumes the walk of the chain that route picks
+ * after its PREROUTING segments (fc->reroute). Returns as xfw_xdp_dnat. A
+ * global function. */
 __attribute__((noinline)) __u64 xfw_xdp_rerouted(struct xdp_md *ctx, struct xfw_xdp_scratch *sc,
 						 __u64 chain_iif, __u32 oif)
 {
@@ -244,65 +234,26 @@ __attribute__((noinline)) __u64 xfw_xdp_rerouted(struct xdp_md *ctx, struct xfw_
 
 	if (!ctx || !sc)
 		return (__u64)XFW_ACT_DROP << XFW_DNAT_VERDICT_SHIFT;
-	slot = sc->st.slot;
-	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
-	if (!fc || chain >= XFW_NCHAINS)
-		return (__u64)XFW_ACT_DROP << XFW_DNAT_VERDICT_SHIFT;
-	sc->st.end = fc->pre_end[chain];
-	verdict = xfw_judge(&sc->p, chain, iif, oif, &sc->st, &rj);
-	sc->st.end = 0;
-	sc->p.reject = rj;
-	if (verdict != XFW_ACT_ACCEPT)
-		return (__u64)verdict << XFW_DNAT_VERDICT_SHIFT | (__u64)chain << 32 | oif;
 	xfw_xdp_dnat_logs(ctx, sc, chain, (__u64)oif << 32 | iif);
 	sc->st.route_mark = sc->p.mark;
-	if (sc->p.mark) {
-		if (chain == XFW_CHAIN_FORWARD)
-			sc->p.ttl += 1; /* the route decides the decrement anew */
-		route = xfw_route(ctx, &sc->p, iif);
-		if (route == XFW_ROUTE_PASS)
-			return XFW_DNAT_PASS;
-		chain = (route >> 32) & 3;
-		oif = (__u32)route;
-		if (chain == XFW_CHAIN_FORWARD)
-			sc->p.ttl -= 1;
-	}
-	if (chain >= XFW_NCHAINS || !fc->pre_end[chain])
+	if (chain == XFW_CHAIN_FORWARD)
+		sc->p.ttl += 1; /* the route decides the decrement anew */
+	route = xfw_route(ctx, &sc->p, iif);
+	if (route == XFW_ROUTE_PASS)
+		return XFW_DNAT_PASS;
+	chain = (route >> 32) & 3;
+	oif = (__u32)route;
+	if (chain == XFW_CHAIN_FORWARD)
+		sc->p.ttl -= 1;
+	slot = sc->st.slot;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	if (!fc || chain >= XFW_NCHAINS || !fc->reroute[chain])
 		return (__u64)XFW_ACT_DROP << XFW_DNAT_VERDICT_SHIFT;
-	sc->st.start = fc->pre_end[chain];
+	sc->st.start = fc->reroute[chain];
 	verdict = xfw_judge(&sc->p, chain, iif, oif, &sc->st, &rj);
 	sc->st.start = 0;
 	sc->p.reject = rj;
 	return (__u64)verdict << XFW_DNAT_VERDICT_SHIFT | (__u64)chain << 32 | oif;
-}
-
-/* xfw_xdp_mark_out hands the mark the walk left p (sc's packet) to the
- * kernel (mark_route.h), when it is not 0 (the mark a frame arrives with
- * at XDP). route (chain << 32 | output ifindex, or XFW_ROUTE_PASS) is the
- * route the packet was judged with, routed with st.route_mark; iif its
- * input device. The kernel routes the packet once the skb has the mark:
- * a mark set after routing (mangle INPUT, FORWARD, POSTROUTING) is handed
- * over only when it routes the packet alike, else the routing mark is
- * (docs/differences.md). Returns 0, or -1 when the packet must be
- * dropped: its mark picked its route and the driver keeps no metadata. A
- * global function. */
-__attribute__((noinline)) int xfw_xdp_mark_out(struct xdp_md *ctx, struct xfw_xdp_scratch *sc,
-					       __u64 route, __u32 iif)
-{
-	__u32 mark, fwd = (route >> 32) == XFW_CHAIN_FORWARD;
-
-	if (!ctx || !sc)
-		return 0;
-	mark = sc->p.mark;
-	if (mark != sc->st.route_mark) {
-		sc->p.ttl += fwd; /* as the route lookup before FORWARD saw it */
-		if (xfw_route(ctx, &sc->p, iif) != route)
-			mark = sc->st.route_mark;
-		sc->p.ttl -= fwd;
-	}
-	if (!mark || !xfw_mark_meta_put(ctx, mark))
-		return 0;
-	return sc->st.route_mark ? -1 : 0;
 }
 
 /* xfw_xdp_judged is the XDP hook's work; xfw_xdp brackets it for
@@ -415,7 +366,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 			xfw_hdr4_xdp(ctx, p, st->slot);
 		}
 		XFW_BENCH_AT(XFW_BS_FIELDS, XDP_PASS);
-		if (xfw_marks_route(st->slot, chain)) {
+		verdict = xfw_judge(p, chain, iif, oif, st, &rj);
+		/* PREROUTING left it a mark: routed again (mark_kernel.h). */
+		if (verdict == XFW_ACT_REROUTE) {
 			route = xfw_xdp_rerouted(ctx, sc, (__u64)chain << 32 | iif, oif);
 			/* Routed by its mark to where netfilter never sees it. */
 			if (route == XFW_DNAT_PASS)
@@ -424,8 +377,6 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 			chain = (route >> 32) & 0xff;
 			oif = (__u32)route;
 			rj = p->reject;
-		} else {
-			verdict = xfw_judge(p, chain, iif, oif, st, &rj);
 		}
 		XFW_BENCH_AFTER(XFW_BS_WALKSETUP, XFW_BS_JUDGE, XDP_PASS);
 	}
@@ -532,6 +483,7 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE)
 		return XFW_ACT_DROP;
 	p->mark = 0; /* the kernel's reply is unmarked (fwmark_reflect off) */
+	st->route_mark = 0;
 	p->owner = 0; /* and owned by no socket (-m owner) */
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	if (st->slot == XFW_NO_SLOT)
@@ -587,6 +539,13 @@ __attribute__((noinline)) __u32 xfw_tc_out_walk(struct __sk_buff *skb, struct xf
 	sc->st.start = resume ? fc->nat_resume[XFW_CHAIN_OUTPUT] : 0;
 	sc->st.end = post;
 	verdict = xfw_judge(&sc->p, XFW_CHAIN_OUTPUT, 0, oifs >> 32, &sc->st, &rj);
+	/* nat's route stands: not routed again by a mangle OUTPUT mark. */
+	if (verdict == XFW_ACT_REROUTE) {
+		if (sc->st.nlogs)
+			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oifs >> 32);
+		sc->st.start = fc->reroute[XFW_CHAIN_OUTPUT];
+		verdict = xfw_judge(&sc->p, XFW_CHAIN_OUTPUT, 0, oifs >> 32, &sc->st, &rj);
+	}
 	sc->st.end = 0;
 	/* The OUTPUT chains accepted it: POSTROUTING with the new device. */
 	if (verdict == XFW_ACT_ACCEPT && post) {
@@ -602,6 +561,50 @@ __attribute__((noinline)) __u32 xfw_tc_out_walk(struct __sk_buff *skb, struct xf
 		verdict = XFW_ACT_DROP;
 	sc->p.reject = rj;
 	return verdict;
+}
+
+/* xfw_tc_rerouted goes on with an OUTPUT walk of the host's packet (sc's,
+ * leaving by oif) that ended where the kernel routes it again
+ * (XFW_ACT_REROUTE: mangle OUTPUT changed its mark): it routes the packet
+ * with its mark (ip_route_me_harder, xfw_mark_out_route) and resumes the
+ * walk after mangle OUTPUT (fc->reroute): the OUTPUT chains see the first
+ * route's device (the hook's out), POSTROUTING the new one. Returns the
+ * verdict << 32 | the new device (0: the route stays); the REJECT type
+ * goes to p->reject. LOG lines before the last part are emitted here. A
+ * global function. */
+__attribute__((noinline)) __u64 xfw_tc_rerouted(struct __sk_buff *skb, struct xfw_xdp_scratch *sc, __u32 oif)
+{
+	struct xfw_family_cfg *fc;
+	__u32 slot, rj = 0, verdict, post, moved;
+
+	if (!skb || !sc)
+		return (__u64)XFW_ACT_DROP << 32;
+	slot = sc->st.slot;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	if (!fc || !fc->reroute[XFW_CHAIN_OUTPUT])
+		return (__u64)XFW_ACT_DROP << 32;
+	if (sc->st.nlogs)
+		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
+	moved = xfw_mark_out_route(skb, &sc->p, sc->st.route_mark);
+	if (moved == XFW_MARK_OUT_NOROUTE) {
+		sc->st.nlogs = 0;
+		return (__u64)XFW_ACT_DROP << 32;
+	}
+	post = fc->post_start[XFW_CHAIN_OUTPUT];
+	sc->st.start = fc->reroute[XFW_CHAIN_OUTPUT];
+	sc->st.end = moved ? post : 0;
+	verdict = xfw_judge(&sc->p, XFW_CHAIN_OUTPUT, 0, oif, &sc->st, &rj);
+	sc->st.end = 0;
+	/* POSTROUTING with the new route's device. */
+	if (verdict == XFW_ACT_ACCEPT && moved && post) {
+		if (sc->st.nlogs)
+			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
+		sc->st.start = post;
+		verdict = xfw_judge(&sc->p, XFW_CHAIN_OUTPUT, 0, moved, &sc->st, &rj);
+	}
+	sc->st.start = 0;
+	sc->p.reject = rj;
+	return (__u64)verdict << 32 | moved;
 }
 
 /* xfw_tc_stack_icmp reports whether skb comes from the stack's own ICMP
@@ -624,7 +627,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	struct xfw_pending *st;
 	struct xfw_ct_scratch *cs = 0;
 	__u32 one = 1;
-	__u32 oif, rj = 0, verdict;
+	__u32 oif, rj = 0, verdict, moved = 0;
 	__u64 route;
 	int rc;
 
@@ -652,6 +655,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	if (p->vlan)
 		return TC_ACT_OK;
 	p->mark = skb->mark;
+	st->route_mark = p->mark; /* the mark its route was made with */
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	st->hook = XFW_SCRATCH_TC;
 	if (st->slot == XFW_NO_SLOT)
@@ -699,6 +703,17 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		} else {
 			verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
 		}
+		/* mangle OUTPUT changed the mark: routed again (mark_kernel.h);
+		 * a DNAT of nat OUTPUT routes the packet itself. */
+		if (verdict == XFW_ACT_REROUTE) {
+			route = xfw_tc_rerouted(skb, sc, oif);
+			verdict = route >> 32;
+			moved = verdict == XFW_ACT_DNAT ? 0 : (__u32)route;
+			if (moved)
+				oif = moved;
+			route = 0;
+			rj = p->reject;
+		}
 	}
 	/* nat OUTPUT's DNAT or REDIRECT (nat_out.h). */
 	if (verdict == XFW_ACT_DNAT) {
@@ -733,6 +748,9 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		/* The host's reply in a translated connection (nat.h). */
 		if (cs && (xfw_nat_post_tc(skb, p, cs) || xfw_nat_query_post_tc(skb, p, cs)))
 			return TC_ACT_SHOT;
+		/* Routed again by its new mark: out by the new route. */
+		if (moved)
+			return xfw_mark_out_send(skb, moved);
 		/* Translated in nat OUTPUT: out by the new route. */
 		return xfw_nat_out_send(skb);
 	case XFW_ACT_REJECT:

@@ -64,6 +64,9 @@ const (
 	// ProbeOwner asks an owner match (owner.go) about the packet's
 	// socket.
 	ProbeOwner
+	// ProbeMarkMoved says whether the packet's mark differs from the one
+	// its route was made with (mark_route.go).
+	ProbeMarkMoved
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )

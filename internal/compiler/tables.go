@@ -170,9 +170,19 @@ func splitWalk(rs *ir.Ruleset, hook int) (before, after []tableChain) {
 func (fl *flattener) walkBefore(rs *ir.Ruleset, hook int) error {
 	fl.walkStart[hook] = uint32(len(fl.entries))
 	before, after := splitWalk(rs, hook)
-	for _, tc := range before {
+	reroutes := marksBeforeRoute(rs, hook)
+	for i, tc := range before {
 		if err := fl.segment(rs, hook, tc); err != nil {
 			return err
+		}
+		var next *tableChain
+		if i+1 < len(before) {
+			next = &before[i+1]
+		}
+		if reroutes && isReroutePoint(hook, tc, next) {
+			if err := fl.emitReroute(hook); err != nil {
+				return err
+			}
 		}
 	}
 	fl.acceptTo = nil
@@ -259,7 +269,6 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	if fl.natPrerouting || fl.natOutput {
 		fl.natResume[hook] = exit.pos + 1
 	}
-	fl.notePreEnd(hook, tc, exit.pos)
 	for i := first; i < len(fl.entries); i++ {
 		e := &fl.entries[i]
 		if !segmentView(&e.Cond, hook, tc) {
