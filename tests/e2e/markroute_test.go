@@ -337,3 +337,64 @@ func TestMarkAfterRoutingAgainstKernel(t *testing.T) {
 		}
 	}
 }
+
+// markOutputRuleset is TestMarkOutputReroutesAgainstKernel's ruleset:
+// fw's datagrams to port 7010 are marked for table 100 in mangle OUTPUT,
+// those to 7011 for "prohibit", 7012 keep mark 0; the counting rules show
+// the devices each chain saw (filter OUTPUT the first route's, POSTROUTING
+// the new one).
+const markOutputRuleset = `*mangle
+-A OUTPUT -p udp -m udp --dport 7010 -j MARK --set-mark 0x1
+-A OUTPUT -p udp -m udp --dport 7011 -j MARK --set-mark 0x2
+-A POSTROUTING -o alt0 -p udp
+-A POSTROUTING -o out0 -p udp
+COMMIT
+*filter
+-A OUTPUT -o alt0 -p udp
+-A OUTPUT -o out0 -p udp
+COMMIT
+`
+
+// udpFromFw is a command fw runs to send one datagram to the sink's port.
+func udpFromFw(fam int, port uint16) func(tp *nettest.Topology) []string {
+	return func(tp *nettest.Topology) []string {
+		af, dst := "AF_INET", in4(tp, 2, 2).String()
+		if fam == 6 {
+			af, dst = "AF_INET6", in6(tp, 2, 2).String()
+		}
+		return []string{"python3", "-c", fmt.Sprintf(
+			"import socket; socket.socket(socket.%s, socket.SOCK_DGRAM).sendto(b'x', (%q, %d))", af, dst, port)}
+	}
+}
+
+// TestMarkOutputReroutesAgainstKernel checks that a mark mangle OUTPUT
+// gives the host's own packet routes it again, as ip_route_me_harder
+// does: out of the device table 100 names (POSTROUTING sees it, filter
+// OUTPUT the first route's), or nowhere ("prohibit"), in both families,
+// in xfw as with iptables-legacy.
+func TestMarkOutputReroutesAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy", "python3")
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		addAltLink(t, tp, tp.SinkNS, in4(tp, 2, 2), in6(tp, 2, 2))
+		silenceSink(t, tp)
+		fw.restore(t, tp, 4, markOutputRuleset)
+		fw.restore(t, tp, 6, markOutputRuleset)
+	})
+	if t.Failed() {
+		return
+	}
+	want := map[uint16]string{7010: altPeerIf, 7011: "nowhere", 7012: nettest.SinkIfname}
+	for _, fam := range []int{4, 6} {
+		for _, port := range []uint16{7010, 7011, 7012} {
+			pr := typeProbe{name: fmt.Sprintf("fw's udp to %d", port), fam: fam, cmd: udpFromFw(fam, port)}
+			got := arrivals(t, tw, port, func() { compareTableCounters(t, tw, pr, false) })
+			for kind, where := range got {
+				if where != want[port] {
+					t.Errorf("IPv%d %s: %s: arrived %s, want %s", fam, pr.name, kind, where, want[port])
+				}
+			}
+		}
+	}
+}
