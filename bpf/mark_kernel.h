@@ -93,27 +93,7 @@ static __always_inline int xfw_mark_out_lookup(struct __sk_buff *skb, struct xfw
 	int rc;
 
 	fib.ifindex = XFW_LOOPBACK_IFINDEX;
-	fib.l4_protocol = p->proto < 256 ? p->proto : 0;
-	if (p->sport < 65536) {
-		fib.sport = bpf_htons(p->sport);
-		fib.dport = bpf_htons(p->dport);
-	}
-	if (p->fam == 0) {
-		fib.family = AF_INET;
-		fib.tos = p->tos;
-		fib.ipv4_src = bpf_htonl((__u32)p->src_lo);
-		fib.ipv4_dst = bpf_htonl((__u32)p->dst_lo);
-	} else {
-		fib.family = AF_INET6;
-		fib.ipv6_src[0] = bpf_htonl(p->src_hi >> 32);
-		fib.ipv6_src[1] = bpf_htonl((__u32)p->src_hi);
-		fib.ipv6_src[2] = bpf_htonl(p->src_lo >> 32);
-		fib.ipv6_src[3] = bpf_htonl((__u32)p->src_lo);
-		fib.ipv6_dst[0] = bpf_htonl(p->dst_hi >> 32);
-		fib.ipv6_dst[1] = bpf_htonl((__u32)p->dst_hi);
-		fib.ipv6_dst[2] = bpf_htonl(p->dst_lo >> 32);
-		fib.ipv6_dst[3] = bpf_htonl((__u32)p->dst_lo);
-	}
+	xfw_fib_flow(&fib, p);
 	if (mark)
 		flags |= xfw_fib_mark(&fib, mark);
 	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), flags);

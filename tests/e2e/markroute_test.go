@@ -79,15 +79,7 @@ COMMIT
 // the device table 100 names, or nowhere ("prohibit"), with FORWARD's
 // output device and counters as the kernel's, in both families.
 func TestMarkPolicyRoutingAgainstKernel(t *testing.T) {
-	nettest.RequireRoot(t)
-	requireTools(t, "iptables-legacy", "ip6tables-legacy")
-	tw := newTwins(t, xfwPath(t))
-	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
-		addAltLink(t, tp, tp.SinkNS, in4(tp, 2, 2), in6(tp, 2, 2))
-		silenceSink(t, tp)
-		fw.restore(t, tp, 4, markRouteRuleset)
-		fw.restore(t, tp, 6, markRouteRuleset)
-	})
+	tw := altTwins(t, markRouteRuleset)
 	if t.Failed() {
 		return
 	}
@@ -95,12 +87,36 @@ func TestMarkPolicyRoutingAgainstKernel(t *testing.T) {
 	for _, fam := range []int{4, 6} {
 		for _, port := range []uint16{7001, 7002, 7003} {
 			pr := typeProbe{name: fmt.Sprintf("udp forwarded to %d", port), fam: fam, frame: udpTo(fam, 2, 2, port)}
-			got := arrivals(t, tw, port, func() { compareTableCounters(t, tw, pr, false) })
-			for kind, where := range got {
-				if where != want[port] {
-					t.Errorf("IPv%d %s: %s: arrived %s, want %s", fam, pr.name, kind, where, want[port])
-				}
-			}
+			compareArrivals(t, tw, pr, port, want[port])
+		}
+	}
+}
+
+// altTwins builds twins whose fw has the second link to the sink
+// (addAltLink), the sink silent, rules loaded in both families.
+func altTwins(t *testing.T, rules string) *twins {
+	t.Helper()
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy", "python3")
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		addAltLink(t, tp, tp.SinkNS, in4(tp, 2, 2), in6(tp, 2, 2))
+		silenceSink(t, tp)
+		fw.restore(t, tp, 4, rules)
+		fw.restore(t, tp, 6, rules)
+	})
+	return tw
+}
+
+// compareArrivals sends probe pr through both twins, compares every
+// table's counters with the kernel's, and checks that the datagram to
+// port arrived on the sink's interface want ("nowhere": none) in both.
+func compareArrivals(t *testing.T, tw *twins, pr typeProbe, port uint16, want string) {
+	t.Helper()
+	got := arrivals(t, tw, port, func() { compareTableCounters(t, tw, pr, false) })
+	for kind, where := range got {
+		if where != want {
+			t.Errorf("IPv%d %s: %s: arrived %s, want %s", pr.fam, pr.name, kind, where, want)
 		}
 	}
 }
@@ -292,13 +308,9 @@ var nftMarkCounter = regexp.MustCompile(`meta mark (0x[0-9a-f]+) counter packets
 // would route it elsewhere (0x1 here) is not handed over
 // (docs/differences.md): the packet keeps the route the kernel gives it.
 func TestMarkAfterRoutingAgainstKernel(t *testing.T) {
-	nettest.RequireRoot(t)
-	requireTools(t, "iptables-legacy", "nft")
-	tw := newTwins(t, xfwPath(t))
+	requireTools(t, "nft")
+	tw := altTwins(t, markLateRuleset)
 	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
-		addAltLink(t, tp, tp.SinkNS, in4(tp, 2, 2), in6(tp, 2, 2))
-		silenceSink(t, tp)
-		fw.restore(t, tp, 4, markLateRuleset)
 		if res, err := nettest.ExecStdin(nettest.DefaultExecTimeout, tp.FwNS, markLateNft, "nft", "-f", "-"); err != nil || res.ExitCode != 0 {
 			t.Errorf("nft -f: %v %v", err, res)
 		}
@@ -308,12 +320,7 @@ func TestMarkAfterRoutingAgainstKernel(t *testing.T) {
 	}
 	for _, port := range []uint16{7007, 7008} {
 		pr := typeProbe{name: fmt.Sprintf("udp forwarded to %d", port), fam: 4, frame: udpTo(4, 2, 2, port)}
-		got := arrivals(t, tw, port, func() { compareTableCounters(t, tw, pr, false) })
-		for kind, where := range got {
-			if where != nettest.SinkIfname {
-				t.Errorf("%s: %s: arrived %s, want %s", pr.name, kind, where, nettest.SinkIfname)
-			}
-		}
+		compareArrivals(t, tw, pr, port, nettest.SinkIfname)
 	}
 	marks := collectTwins(tw, func(kind string, tp *nettest.Topology, _ firewall) map[string]string {
 		res, err := nettest.Exec(tp.FwNS, "nft", "list", "chain", "ip", "xfwmark", "post")
@@ -373,15 +380,7 @@ func udpFromFw(fam int, port uint16) func(tp *nettest.Topology) []string {
 // OUTPUT the first route's), or nowhere ("prohibit"), in both families,
 // in xfw as with iptables-legacy.
 func TestMarkOutputReroutesAgainstKernel(t *testing.T) {
-	nettest.RequireRoot(t)
-	requireTools(t, "iptables-legacy", "ip6tables-legacy", "python3")
-	tw := newTwins(t, xfwPath(t))
-	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
-		addAltLink(t, tp, tp.SinkNS, in4(tp, 2, 2), in6(tp, 2, 2))
-		silenceSink(t, tp)
-		fw.restore(t, tp, 4, markOutputRuleset)
-		fw.restore(t, tp, 6, markOutputRuleset)
-	})
+	tw := altTwins(t, markOutputRuleset)
 	if t.Failed() {
 		return
 	}
@@ -389,12 +388,7 @@ func TestMarkOutputReroutesAgainstKernel(t *testing.T) {
 	for _, fam := range []int{4, 6} {
 		for _, port := range []uint16{7010, 7011, 7012} {
 			pr := typeProbe{name: fmt.Sprintf("fw's udp to %d", port), fam: fam, cmd: udpFromFw(fam, port)}
-			got := arrivals(t, tw, port, func() { compareTableCounters(t, tw, pr, false) })
-			for kind, where := range got {
-				if where != want[port] {
-					t.Errorf("IPv%d %s: %s: arrived %s, want %s", fam, pr.name, kind, where, want[port])
-				}
-			}
+			compareArrivals(t, tw, pr, port, want[port])
 		}
 	}
 }
