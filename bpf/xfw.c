@@ -475,6 +475,7 @@ __attribute__((noinline)) int xfw_tc_parse(struct __sk_buff *skb, struct xfw_pkt
 __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct xfw_pkt *p,
 						 struct xfw_pending *st, struct xfw_ct_scratch *cs)
 {
+	struct xfw_family_cfg *fc;
 	__u32 rj = 0, verdict;
 
 	if (!skb || !p || !st)
@@ -495,6 +496,12 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	xfw_preds_tc(skb, p, st->slot);
 	xfw_hdr4_tc(skb, p, st->slot);
 	verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX, st, &rj);
+	/* Marked in mangle OUTPUT: to the host itself, the route stays. */
+	if (verdict == XFW_ACT_REROUTE && (fc = bpf_map_lookup_elem(&xfw_cfg, &st->slot))) {
+		st->start = fc->reroute[XFW_CHAIN_OUTPUT];
+		verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX, st, &rj);
+		st->start = 0;
+	}
 	if (verdict == XFW_ACT_ACCEPT && cs)
 		xfw_ct_confirm_out(p, cs, skb->ifindex);
 	return verdict;

@@ -93,7 +93,8 @@ func TestMarkPolicyRoutingAgainstKernel(t *testing.T) {
 }
 
 // altTwins builds twins whose fw has the second link to the sink
-// (addAltLink), the sink silent, rules loaded in both families.
+// (addAltLink), the sink silent, rules loaded in both families (ICMP
+// spelt for ip6tables in IPv6: icmpTo6).
 func altTwins(t *testing.T, rules string) *twins {
 	t.Helper()
 	nettest.RequireRoot(t)
@@ -103,10 +104,13 @@ func altTwins(t *testing.T, rules string) *twins {
 		addAltLink(t, tp, tp.SinkNS, in4(tp, 2, 2), in6(tp, 2, 2))
 		silenceSink(t, tp)
 		fw.restore(t, tp, 4, rules)
-		fw.restore(t, tp, 6, rules)
+		fw.restore(t, tp, 6, icmpTo6.Replace(rules))
 	})
 	return tw
 }
+
+// icmpTo6 spells the IPv4 ICMP matches of the rulesets for ip6tables.
+var icmpTo6 = strings.NewReplacer("-p icmp -m icmp --icmp-type 3", "-p ipv6-icmp -m icmp6 --icmpv6-type 1")
 
 // compareArrivals sends probe pr through both twins, compares every
 // table's counters with the kernel's, and checks that the datagram to
@@ -347,18 +351,24 @@ func TestMarkAfterRoutingAgainstKernel(t *testing.T) {
 
 // markOutputRuleset is TestMarkOutputReroutesAgainstKernel's ruleset:
 // fw's datagrams to port 7010 are marked for table 100 in mangle OUTPUT,
-// those to 7011 for "prohibit", 7012 keep mark 0; the counting rules show
-// the devices each chain saw (filter OUTPUT the first route's, POSTROUTING
-// the new one).
+// those to 7011 for "prohibit", 7012 keep mark 0, those to 7013 are
+// rejected, and the error the kernel sends fw's own socket is marked 0x3
+// (routed again, to the host itself); the counting rules show the devices
+// each chain saw (filter OUTPUT the first route's, POSTROUTING the new
+// one).
 const markOutputRuleset = `*mangle
 -A OUTPUT -p udp -m udp --dport 7010 -j MARK --set-mark 0x1
 -A OUTPUT -p udp -m udp --dport 7011 -j MARK --set-mark 0x2
+-A OUTPUT -p icmp -m icmp --icmp-type 3 -j MARK --set-mark 0x3
 -A POSTROUTING -o alt0 -p udp
 -A POSTROUTING -o out0 -p udp
+-A POSTROUTING -o lo -p icmp -m icmp --icmp-type 3 -m mark --mark 0x3
 COMMIT
 *filter
 -A OUTPUT -o alt0 -p udp
 -A OUTPUT -o out0 -p udp
+-A OUTPUT -p udp -m udp --dport 7013 -j REJECT
+-A OUTPUT -o lo -p icmp -m icmp --icmp-type 3 -m mark --mark 0x3
 COMMIT
 `
 
@@ -377,16 +387,17 @@ func udpFromFw(fam int, port uint16) func(tp *nettest.Topology) []string {
 // TestMarkOutputReroutesAgainstKernel checks that a mark mangle OUTPUT
 // gives the host's own packet routes it again, as ip_route_me_harder
 // does: out of the device table 100 names (POSTROUTING sees it, filter
-// OUTPUT the first route's), or nowhere ("prohibit"), in both families,
-// in xfw as with iptables-legacy.
+// OUTPUT the first route's), or nowhere ("prohibit"); a REJECT's error to
+// fw's own socket, marked there, stays on loopback; in both families, in
+// xfw as with iptables-legacy.
 func TestMarkOutputReroutesAgainstKernel(t *testing.T) {
 	tw := altTwins(t, markOutputRuleset)
 	if t.Failed() {
 		return
 	}
-	want := map[uint16]string{7010: altPeerIf, 7011: "nowhere", 7012: nettest.SinkIfname}
+	want := map[uint16]string{7010: altPeerIf, 7011: "nowhere", 7012: nettest.SinkIfname, 7013: "nowhere"}
 	for _, fam := range []int{4, 6} {
-		for _, port := range []uint16{7010, 7011, 7012} {
+		for _, port := range []uint16{7010, 7011, 7012, 7013} {
 			pr := typeProbe{name: fmt.Sprintf("fw's udp to %d", port), fam: fam, cmd: udpFromFw(fam, port)}
 			compareArrivals(t, tw, pr, port, want[port])
 		}
