@@ -416,7 +416,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		if (cs && chain == XFW_CHAIN_INPUT && iif != XFW_LOOPBACK_IFINDEX &&
 		    xfw_nat_in_xdp(ctx, p, cs) < 0)
 			return XDP_DROP;
-		/* The mark the walk left, for the kernel (mark_route.h). */
+		/* The mark the walk left, for the kernel (mark_kernel.h). */
 		if ((p->mark | st->route_mark) &&
 		    xfw_xdp_mark_out(ctx, sc, (__u64)chain << 32 | oif, iif))
 			return XDP_DROP;
