@@ -45,6 +45,9 @@ struct xfw_pending {
 	/* nat OUTPUT's DNAT (nat_out.h): 1 + the entry the walk stops
 	 * before (0: the chain's end), set by the hook. */
 	__u32 end;
+	/* The mark the packet was routed with at XDP (the one PREROUTING
+	 * left it: xfw.c xfw_xdp_mark_out). */
+	__u32 route_mark;
 };
 
 /* The walk's state (classify.h): in the hook's per-CPU scratch

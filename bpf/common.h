@@ -277,6 +277,13 @@ enum xfw_action {
 	 * uncounted): an unwinding walk goes on at .next, the next table's
 	 * chain; any other at the entry after it. */
 	XFW_ACT_EXIT = 9,
+	/* The point of a walk where the kernel routes the packet again (after
+	 * PREROUTING; after mangle OUTPUT), reached by a packet whose mark
+	 * changed since its route was made (a XFW_PROBE_MARKMOVED probe
+	 * before it): the walk ends; the hook routes the packet with its mark
+	 * and resumes at .next (xfw_family_cfg.reroute) in the chain that
+	 * route picks (xfw.c, mark_kernel.h). */
+	XFW_ACT_REROUTE = 10,
 };
 
 /* Depth of the walk's call stack (compiler.MaxCalls): jumps nesting
@@ -327,6 +334,7 @@ enum xfw_probe_kind {
 	XFW_PROBE_OWNER,     /* -m owner: .arg XFW_OWNER_*, uid range .val-.mask, gid range .count (owner.h) */
 	XFW_PROBE_MANGLE,    /* TCPMSS, DSCP, TOS, TTL, HL, CT --notrack, NOTRACK (an
 			      * XFW_EF_ACT entry): .arg XFW_MGOP_*, .val, .mask (mangle.h) */
+	XFW_PROBE_MARKMOVED, /* mark != the mark the packet was routed with (xfw_pending.route_mark) */
 	XFW_NPROBE_KINDS,
 };
 

@@ -97,6 +97,8 @@ __attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
 		return xfw_owner_match(pr, p);
 	case XFW_PROBE_MANGLE:
 		return xfw_mangle_act(pr, p, &sc->cls, hook);
+	case XFW_PROBE_MARKMOVED:
+		return p->mark != sc->st.route_mark; /* mark_kernel.h */
 	default:
 		return 0;
 	}

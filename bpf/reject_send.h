@@ -28,7 +28,7 @@
  * Loopback keeps XDP_TX / the redirect of xfw_rj_lo_route.
  *
  * Includes: common.h, xfw_maps.h (interface facts), reject_structs.h,
- * reject_rate.h.
+ * reject_rate.h, mark_route.h (the packet's mark in the metadata).
  */
 #ifndef XFW_REJECT_SEND_H
 #define XFW_REJECT_SEND_H
@@ -44,6 +44,7 @@
 #include "xfw_maps.h"
 #include "reject_structs.h"
 #include "reject_rate.h"
+#include "mark_route.h"
 
 /* "xfwR": the mark of a reply in the XDP metadata. */
 #define XFW_RJ_META_MAGIC 0x78667752
@@ -240,15 +241,19 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif)
 
 /* xfw_tc_ingress: a frame marked by the XDP hook is a REJECT reply to
  * send (xfw_rj_send) or a reply nat_out.h translated back, to deliver
- * (xfw_nat_in_send); anything else is left to the next program. */
+ * (xfw_nat_in_send); anything else is left to the next program, with the
+ * packet's mark the XDP hook handed over (mark_route.h). */
 SEC("tc")
 int xfw_tc_ingress(struct __sk_buff *skb)
 {
-	struct xfw_rj_meta *m = (void *)(long)skb->data_meta;
+	struct xfw_rj_meta *m;
 
 	xfw_rj_anchor_maps();
 	/* A bridge port's frame, for -m physdev (bridge.h). */
 	xfw_br_note_tc(skb);
+	/* The packet's mark the XDP hook's walk left (mark_route.h): before
+	 * the stack routes the packet. */
+	m = xfw_mark_meta_take(skb);
 	if ((void *)(m + 1) > (void *)(long)skb->data)
 		return XFW_TCX_NEXT;
 	/* The metadata goes along with the skb: the mark is taken off. */

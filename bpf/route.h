@@ -12,7 +12,8 @@
  * not live while classification runs. Sysctls are taken at their defaults
  * (docs/differences.md).
  *
- * Includes: common.h, parse.h (struct xfw_pkt, the option walks), local.h.
+ * Includes: common.h, parse.h (struct xfw_pkt, the option walks), local.h,
+ * mark_route.h (the route lookup with the packet's mark).
  */
 #ifndef XFW_ROUTE_H
 #define XFW_ROUTE_H
@@ -27,6 +28,7 @@
 #include "parse.h"
 #include "local.h"
 #include "bench.h"
+#include "mark_route.h"
 
 /* xfw_src_is_ours reports whether an IPv4 source is one of this host's
  * addresses: fib_validate_source calls such a packet from outside a martian
@@ -111,8 +113,36 @@ static __always_inline int xfw_forward_dropped(struct xfw_pkt *p)
 	return XFW_V6_LINKLOCAL(p->src_hi);
 }
 
+/* xfw_fib_flow fills route lookup fib with p's flow: family, protocol,
+ * ports, TOS, addresses (the caller sets the device and the length). */
+static __always_inline void xfw_fib_flow(struct bpf_fib_lookup *fib, struct xfw_pkt *p)
+{
+	fib->l4_protocol = p->proto < 256 ? p->proto : 0;
+	if (p->sport < 65536) {
+		fib->sport = bpf_htons(p->sport);
+		fib->dport = bpf_htons(p->dport);
+	}
+	if (p->fam == 0) {
+		fib->family = AF_INET;
+		fib->tos = p->tos;
+		fib->ipv4_src = bpf_htonl((__u32)p->src_lo);
+		fib->ipv4_dst = bpf_htonl((__u32)p->dst_lo);
+		return;
+	}
+	fib->family = AF_INET6;
+	fib->flowinfo = 0;
+	fib->ipv6_src[0] = bpf_htonl(p->src_hi >> 32);
+	fib->ipv6_src[1] = bpf_htonl((__u32)p->src_hi);
+	fib->ipv6_src[2] = bpf_htonl(p->src_lo >> 32);
+	fib->ipv6_src[3] = bpf_htonl((__u32)p->src_lo);
+	fib->ipv6_dst[0] = bpf_htonl(p->dst_hi >> 32);
+	fib->ipv6_dst[1] = bpf_htonl((__u32)p->dst_hi);
+	fib->ipv6_dst[2] = bpf_htonl(p->dst_lo >> 32);
+	fib->ipv6_dst[3] = bpf_htonl((__u32)p->dst_lo);
+}
+
 /* xfw_route decides INPUT or FORWARD for a packet received on iif, as the
- * kernel's routing would. Returns XFW_ROUTE_PASS to pass the packet
+ * kernel's routing would with the packet's mark (p->mark). Returns XFW_ROUTE_PASS to pass the packet
  * unjudged (netfilter never sees it: martians, no route, dropped before
  * the FORWARD hook), else chain << 32 | output ifindex. A global function,
  * so its stack (the FIB request) is not live while classification runs. */
@@ -121,6 +151,7 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 {
 	struct bpf_fib_lookup fib = {};
 	int rc, lo = iif == XFW_LOOPBACK_IFINDEX;
+	__u32 flags;
 	__u8 type;
 
 	if (!p)
@@ -137,16 +168,8 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 		}
 	}
 	fib.ifindex = iif;
-	fib.l4_protocol = p->proto < 256 ? p->proto : 0;
-	if (p->sport < 65536) {
-		fib.sport = bpf_htons(p->sport);
-		fib.dport = bpf_htons(p->dport);
-	}
+	xfw_fib_flow(&fib, p);
 	if (p->fam == 0) {
-		fib.family = AF_INET;
-		fib.tos = p->tos;
-		fib.ipv4_src = bpf_htonl((__u32)p->src_lo);
-		fib.ipv4_dst = bpf_htonl((__u32)p->dst_lo);
 		/* ip_forward answers "fragmentation needed" before the FORWARD
 		 * hook only for DF packets; others are fragmented after it. */
 		if (p->df)
@@ -156,22 +179,18 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 		if (XFW_V4_MULTICAST((__u32)p->dst_lo))
 			return (__u64)XFW_CHAIN_INPUT << 32;
 	} else {
-		fib.family = AF_INET6;
-		fib.flowinfo = 0;
-		fib.ipv6_src[0] = bpf_htonl(p->src_hi >> 32);
-		fib.ipv6_src[1] = bpf_htonl((__u32)p->src_hi);
-		fib.ipv6_src[2] = bpf_htonl(p->src_lo >> 32);
-		fib.ipv6_src[3] = bpf_htonl((__u32)p->src_lo);
-		fib.ipv6_dst[0] = bpf_htonl(p->dst_hi >> 32);
-		fib.ipv6_dst[1] = bpf_htonl((__u32)p->dst_hi);
-		fib.ipv6_dst[2] = bpf_htonl(p->dst_lo >> 32);
-		fib.ipv6_dst[3] = bpf_htonl((__u32)p->dst_lo);
 		fib.tot_len = p->l3len;
 	}
 	/* The neighbour entry does not matter (SUCCESS and NO_NEIGH are
 	 * both forwarded): skip its lookup. A kernel before 6.5 refuses the
-	 * flag (a negative result): ask it again without. */
-	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
+	 * flag (a negative result): ask it again without. The mark a
+	 * PREROUTING rule gave the packet picks the route as in the kernel
+	 * (ip rule fwmark; mark_route.h): Linux 6.10, older kernels refuse
+	 * it too and route the packet unmarked (docs/install.md). */
+	flags = BPF_FIB_LOOKUP_SKIP_NEIGH;
+	if (p->mark)
+		flags |= xfw_fib_mark(&fib, p->mark);
+	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), flags);
 	if (rc < 0)
 		rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
 	XFW_BENCH_AT(XFW_BS_FIB, 0);

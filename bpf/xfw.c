@@ -73,6 +73,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "frag.h"
 #include "nat_out.h"
 #include "mangle_apply.h"
+#include "mark_kernel.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The length of an IPv4 header without options. */
@@ -119,7 +120,7 @@ static __always_inline int xfw_prewalk_used(__u32 slot)
 
 /* xfw_judge classifies p in chain of generation slot st->slot and returns
  * the verdict as XFW_ACT_ACCEPT, XFW_ACT_DROP or XFW_ACT_REJECT (*reject =
- * type). */
+ * type), XFW_ACT_DNAT or XFW_ACT_SNAT. */
 static __always_inline __u32 xfw_judge(struct xfw_pkt *p, __u32 chain, __u32 iif,
 				       __u32 oif, struct xfw_pending *st, __u32 *reject)
 {
@@ -130,8 +131,10 @@ static __always_inline __u32 xfw_judge(struct xfw_pkt *p, __u32 chain, __u32 iif
 	res = xfw_classify(p, chain, iif, oif, st);
 	if (res == XFW_RES_HOTDROP)
 		return XFW_ACT_DROP;
+	/* A walk stopped early (st->end) that got there was accepted by
+	 * every chain before: the chains after it decide. */
 	if (res == XFW_RES_END)
-		return xfw_policy(st->slot, chain);
+		return st->end ? XFW_ACT_ACCEPT : xfw_policy(st->slot, chain);
 	entries = xfw_inner(&xfw_o_entries, st->slot);
 	if (!entries)
 		return XFW_ACT_DROP;
@@ -193,6 +196,7 @@ __attribute__((noinline)) __u64 xfw_xdp_dnat(struct xdp_md *ctx, struct xfw_pkt 
 		return (__u64)XFW_ACT_DROP << XFW_DNAT_VERDICT_SHIFT;
 	if (chain == XFW_CHAIN_FORWARD)
 		p->ttl += 1; /* the route decides the decrement anew */
+	st->route_mark = p->mark; /* PREROUTING's mark routes it */
 	route = xfw_route(ctx, p, iif);
 	if (route == XFW_ROUTE_PASS) {
 		xfw_nat_cancel();
@@ -213,6 +217,44 @@ __attribute__((noinline)) __u64 xfw_xdp_dnat(struct xdp_md *ctx, struct xfw_pkt 
 	if (verdict == XFW_ACT_DNAT)
 		verdict = XFW_ACT_DROP;
 	p->reject = rj;
+	return (__u64)verdict << XFW_DNAT_VERDICT_SHIFT | (__u64)chain << 32 | oif;
+}
+
+/* xfw_xdp_rerouted goes on with a walk of chain (chain_iif: chain << 32 |
+ * input ifindex; oif the route's device) that ended where the kernel
+ * routes the packet (XFW_ACT_REROUTE: PREROUTING left it a mark): it
+ * emits the walk's LOG lines, routes the packet with its mark (ip rule
+ * fwmark, route.h) and resumes the walk of the chain that route picks
+ * after its PREROUTING segments (fc->reroute). Returns as xfw_xdp_dnat. A
+ * global function. */
+__attribute__((noinline)) __u64 xfw_xdp_rerouted(struct xdp_md *ctx, struct xfw_xdp_scratch *sc,
+						 __u64 chain_iif, __u32 oif)
+{
+	struct xfw_family_cfg *fc;
+	__u32 slot, rj = 0, verdict, chain = chain_iif >> 32, iif = (__u32)chain_iif;
+	__u64 route;
+
+	if (!ctx || !sc)
+		return (__u64)XFW_ACT_DROP << XFW_DNAT_VERDICT_SHIFT;
+	xfw_xdp_dnat_logs(ctx, sc, chain, (__u64)oif << 32 | iif);
+	sc->st.route_mark = sc->p.mark;
+	if (chain == XFW_CHAIN_FORWARD)
+		sc->p.ttl += 1; /* the route decides the decrement anew */
+	route = xfw_route(ctx, &sc->p, iif);
+	if (route == XFW_ROUTE_PASS)
+		return XFW_DNAT_PASS;
+	chain = (route >> 32) & 3;
+	oif = (__u32)route;
+	if (chain == XFW_CHAIN_FORWARD)
+		sc->p.ttl -= 1;
+	slot = sc->st.slot;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	if (!fc || chain >= XFW_NCHAINS || !fc->reroute[chain])
+		return (__u64)XFW_ACT_DROP << XFW_DNAT_VERDICT_SHIFT;
+	sc->st.start = fc->reroute[chain];
+	verdict = xfw_judge(&sc->p, chain, iif, oif, &sc->st, &rj);
+	sc->st.start = 0;
+	sc->p.reject = rj;
 	return (__u64)verdict << XFW_DNAT_VERDICT_SHIFT | (__u64)chain << 32 | oif;
 }
 
@@ -244,6 +286,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	/* No skb yet: nothing before PREROUTING has marked the packet (a tc
 	 * ingress program would run after XDP). */
 	p->mark = 0;
+	st->route_mark = 0;
 	p->owner = 0; /* no socket at XDP (-m owner, owner.h) */
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	if (st->slot == XFW_NO_SLOT)
@@ -331,6 +374,17 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		}
 		XFW_BENCH_AT(XFW_BS_FIELDS, XDP_PASS);
 		verdict = xfw_judge(p, chain, iif, oif, st, &rj);
+		/* PREROUTING left it a mark: routed again (mark_kernel.h). */
+		if (verdict == XFW_ACT_REROUTE) {
+			route = xfw_xdp_rerouted(ctx, sc, (__u64)chain << 32 | iif, oif);
+			/* Routed by its mark to where netfilter never sees it. */
+			if (route == XFW_DNAT_PASS)
+				return xfw_xdp_mark_out(ctx, sc, XFW_ROUTE_PASS, iif) ? XDP_DROP : XDP_PASS;
+			verdict = route >> XFW_DNAT_VERDICT_SHIFT;
+			chain = (route >> 32) & 0xff;
+			oif = (__u32)route;
+			rj = p->reject;
+		}
 		XFW_BENCH_AFTER(XFW_BS_WALKSETUP, XFW_BS_JUDGE, XDP_PASS);
 	}
 	/* The REJECT type waits in p, not in a register spilled across the
@@ -372,6 +426,10 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		 * loopback's were translated as they left by it. */
 		if (cs && chain == XFW_CHAIN_INPUT && iif != XFW_LOOPBACK_IFINDEX &&
 		    xfw_nat_in_xdp(ctx, p, cs) < 0)
+			return XDP_DROP;
+		/* The mark the walk left, for the kernel (mark_kernel.h). */
+		if ((p->mark | st->route_mark) &&
+		    xfw_xdp_mark_out(ctx, sc, (__u64)chain << 32 | oif, iif))
 			return XDP_DROP;
 		return XDP_PASS;
 	case XFW_ACT_REJECT:
@@ -428,6 +486,7 @@ __attribute__((noinline)) int xfw_tc_parse(struct __sk_buff *skb, struct xfw_pkt
 __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct xfw_pkt *p,
 						 struct xfw_pending *st, struct xfw_ct_scratch *cs)
 {
+	struct xfw_family_cfg *fc;
 	__u32 rj = 0, verdict;
 
 	if (!skb || !p || !st)
@@ -436,6 +495,7 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE)
 		return XFW_ACT_DROP;
 	p->mark = 0; /* the kernel's reply is unmarked (fwmark_reflect off) */
+	st->route_mark = 0;
 	p->owner = 0; /* and owned by no socket (-m owner) */
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	if (st->slot == XFW_NO_SLOT)
@@ -447,6 +507,12 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	xfw_preds_tc(skb, p, st->slot);
 	xfw_hdr4_tc(skb, p, st->slot);
 	verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX, st, &rj);
+	/* Marked in mangle OUTPUT: to the host itself, the route stays. */
+	if (verdict == XFW_ACT_REROUTE && (fc = bpf_map_lookup_elem(&xfw_cfg, &st->slot))) {
+		st->start = fc->reroute[XFW_CHAIN_OUTPUT];
+		verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX, st, &rj);
+		st->start = 0;
+	}
 	if (verdict == XFW_ACT_ACCEPT && cs)
 		xfw_ct_confirm_out(p, cs, skb->ifindex);
 	return verdict;
@@ -491,6 +557,13 @@ __attribute__((noinline)) __u32 xfw_tc_out_walk(struct __sk_buff *skb, struct xf
 	sc->st.start = resume ? fc->nat_resume[XFW_CHAIN_OUTPUT] : 0;
 	sc->st.end = post;
 	verdict = xfw_judge(&sc->p, XFW_CHAIN_OUTPUT, 0, oifs >> 32, &sc->st, &rj);
+	/* nat's route stands: not routed again by a mangle OUTPUT mark. */
+	if (verdict == XFW_ACT_REROUTE) {
+		if (sc->st.nlogs)
+			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oifs >> 32);
+		sc->st.start = fc->reroute[XFW_CHAIN_OUTPUT];
+		verdict = xfw_judge(&sc->p, XFW_CHAIN_OUTPUT, 0, oifs >> 32, &sc->st, &rj);
+	}
 	sc->st.end = 0;
 	/* The OUTPUT chains accepted it: POSTROUTING with the new device. */
 	if (verdict == XFW_ACT_ACCEPT && post) {
@@ -506,6 +579,50 @@ __attribute__((noinline)) __u32 xfw_tc_out_walk(struct __sk_buff *skb, struct xf
 		verdict = XFW_ACT_DROP;
 	sc->p.reject = rj;
 	return verdict;
+}
+
+/* xfw_tc_rerouted goes on with an OUTPUT walk of the host's packet (sc's,
+ * leaving by oif) that ended where the kernel routes it again
+ * (XFW_ACT_REROUTE: mangle OUTPUT changed its mark): it routes the packet
+ * with its mark (ip_route_me_harder, xfw_mark_out_route) and resumes the
+ * walk after mangle OUTPUT (fc->reroute): the OUTPUT chains see the first
+ * route's device (the hook's out), POSTROUTING the new one. Returns the
+ * verdict << 32 | the new device (0: the route stays); the REJECT type
+ * goes to p->reject. LOG lines before the last part are emitted here. A
+ * global function. */
+__attribute__((noinline)) __u64 xfw_tc_rerouted(struct __sk_buff *skb, struct xfw_xdp_scratch *sc, __u32 oif)
+{
+	struct xfw_family_cfg *fc;
+	__u32 slot, rj = 0, verdict, post, moved;
+
+	if (!skb || !sc)
+		return (__u64)XFW_ACT_DROP << 32;
+	slot = sc->st.slot;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	if (!fc || !fc->reroute[XFW_CHAIN_OUTPUT])
+		return (__u64)XFW_ACT_DROP << 32;
+	if (sc->st.nlogs)
+		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
+	moved = xfw_mark_out_route(skb, &sc->p, sc->st.route_mark);
+	if (moved == XFW_MARK_OUT_NOROUTE) {
+		sc->st.nlogs = 0;
+		return (__u64)XFW_ACT_DROP << 32;
+	}
+	post = fc->post_start[XFW_CHAIN_OUTPUT];
+	sc->st.start = fc->reroute[XFW_CHAIN_OUTPUT];
+	sc->st.end = moved ? post : 0;
+	verdict = xfw_judge(&sc->p, XFW_CHAIN_OUTPUT, 0, oif, &sc->st, &rj);
+	sc->st.end = 0;
+	/* POSTROUTING with the new route's device. */
+	if (verdict == XFW_ACT_ACCEPT && moved && post) {
+		if (sc->st.nlogs)
+			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
+		sc->st.start = post;
+		verdict = xfw_judge(&sc->p, XFW_CHAIN_OUTPUT, 0, moved, &sc->st, &rj);
+	}
+	sc->st.start = 0;
+	sc->p.reject = rj;
+	return (__u64)verdict << 32 | moved;
 }
 
 /* xfw_tc_stack_icmp reports whether skb comes from the stack's own ICMP
@@ -531,7 +648,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	struct xfw_pending *st;
 	struct xfw_ct_scratch *cs = 0;
 	__u32 one = 1;
-	__u32 oif, rj = 0, verdict;
+	__u32 oif, rj = 0, verdict, moved = 0;
 	__u64 route, port;
 	int rc;
 
@@ -563,6 +680,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	if (p->vlan)
 		return TC_ACT_OK;
 	p->mark = skb->mark;
+	st->route_mark = p->mark; /* the mark its route was made with */
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	st->hook = XFW_SCRATCH_TC;
 	if (st->slot == XFW_NO_SLOT)
@@ -612,6 +730,17 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		} else {
 			verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
 		}
+		/* mangle OUTPUT changed the mark: routed again (mark_kernel.h);
+		 * a DNAT of nat OUTPUT routes the packet itself. */
+		if (verdict == XFW_ACT_REROUTE) {
+			route = xfw_tc_rerouted(skb, sc, oif);
+			verdict = route >> 32;
+			moved = verdict == XFW_ACT_DNAT ? 0 : (__u32)route;
+			if (moved)
+				oif = moved;
+			route = 0;
+			rj = p->reject;
+		}
 	}
 	/* nat OUTPUT's DNAT or REDIRECT (nat_out.h). */
 	if (verdict == XFW_ACT_DNAT) {
@@ -649,6 +778,9 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		/* The host's reply in a translated connection (nat.h). */
 		if (cs && (xfw_nat_post_tc(skb, p, cs) || xfw_nat_query_post_tc(skb, p, cs)))
 			return TC_ACT_SHOT;
+		/* Routed again by its new mark: out by the new route. */
+		if (moved)
+			return xfw_mark_out_send(skb, moved);
 		/* Translated in nat OUTPUT: out by the new route. */
 		return xfw_nat_out_send(skb);
 	case XFW_ACT_REJECT:

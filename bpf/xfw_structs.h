@@ -236,6 +236,12 @@ struct xfw_family_cfg {
 	 * walk's first POSTROUTING segment (0: none), where a rerouted
 	 * packet's new output device takes over. */
 	__u32 post_start[XFW_NCHAINS];
+	/* Routing by mark (xfw.c xfw_xdp_rerouted, xfw_tc_rerouted): per
+	 * chain, 1 + the entry after the walk's PREROUTING segments (INPUT,
+	 * FORWARD) or its mangle OUTPUT segment (OUTPUT), where the packet
+	 * is routed again with the mark they left it (0: they change no
+	 * mark). */
+	__u32 reroute[XFW_NCHAINS];
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid

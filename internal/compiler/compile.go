@@ -104,6 +104,11 @@ type Layout struct {
 	// nat OUTPUT rerouted with the first route's device before it and
 	// the new one from it (nat_output.go).
 	PostStart [NumChains]uint32
+	// Reroute[h] is 1 + the position in base chain h's walk where the
+	// data plane routes the packet again with its mark (after the
+	// PREROUTING segments; after mangle OUTPUT), set only when the chains
+	// before it can change the mark (0: none; mark_route.go).
+	Reroute [NumChains]uint32
 }
 
 // Walks reports whether the generation walks other tables' chains
@@ -174,6 +179,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	fl.layout.WalkStart, fl.layout.WalkEnd = fl.walkStart, fl.walkEnd
 	fl.layout.NatResume = fl.natResume
 	fl.layout.PostStart = fl.postStart
+	fl.layout.Reroute = fl.reroute
 	g.Layout = fl.layout
 	neverInAnyClass(g)
 	g.LogConfigs = fl.logs

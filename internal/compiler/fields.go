@@ -255,6 +255,11 @@ const (
 	// tables (universal condition, no rule): an unwinding walk goes on at
 	// Next, the next table's chain; any other at the entry after it.
 	ActExit
+	// ActReroute ends the walk of a packet whose mark changed since its
+	// route was made, where the kernel routes it again (mark_route.go):
+	// the data plane routes it with its mark and resumes the walk at
+	// Next (Layout.Reroute), in the chain that route picks.
+	ActReroute
 )
 
 // Entry flags (XFW_EF_*).

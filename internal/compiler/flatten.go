@@ -103,6 +103,9 @@ type flattener struct {
 	// postStart are the walks' first POSTROUTING positions
 	// (Layout.PostStart).
 	postStart [NumChains]uint32
+	// reroute are the positions where the walks' packets are routed
+	// again with their mark (Layout.Reroute, mark_route.go).
+	reroute [NumChains]uint32
 	// view is what the chain being flattened sees (regions.go); inRegion
 	// is set while a user chain's region is emitted. regions are the
 	// user chains' regions by view, pending those not emitted yet,

@@ -67,6 +67,9 @@ const (
 	// ProbeMangle is a packet-rewriting or notrack target's action (an
 	// EFAct entry's; mangle.go): Arg the rewrite, Val and Mask its values.
 	ProbeMangle
+	// ProbeMarkMoved says whether the packet's mark differs from the one
+	// its route was made with (mark_route.go).
+	ProbeMarkMoved
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )

@@ -100,6 +100,8 @@ func (p *Packet) probe(g *Generation, pr Probe) bool {
 		return p.CtExpire == nil || p.CtExpire(int(pr.Arg))
 	case ProbeCPU:
 		return (p.CPU == pr.Arg&(cpuInvertBit-1)) != (pr.Arg&cpuInvertBit != 0)
+	case ProbeMarkMoved:
+		return false // the model routes once: the walk goes on
 	}
 	if pr.Kind == ProbeConnmark || pr.Kind == ProbeSetConnmark {
 		return p.connmarkAnswer(pr)
@@ -313,7 +315,7 @@ func (g *Generation) Classify(p *Packet, chain int) Result {
 			return res
 		}
 		switch ent.Action {
-		case ActContinue:
+		case ActContinue, ActReroute: // Next: the entry after it
 		case ActCall:
 			if len(stack) >= MaxCalls {
 				res.Hotdrop = true

@@ -172,9 +172,19 @@ func splitWalk(rs *ir.Ruleset, hook int) (before, after []tableChain) {
 func (fl *flattener) walkBefore(rs *ir.Ruleset, hook int) error {
 	fl.walkStart[hook] = uint32(len(fl.entries))
 	before, after := splitWalk(rs, hook)
-	for _, tc := range before {
+	reroutes := marksBeforeRoute(rs, hook)
+	for i, tc := range before {
 		if err := fl.segment(rs, hook, tc); err != nil {
 			return err
+		}
+		var next *tableChain
+		if i+1 < len(before) {
+			next = &before[i+1]
+		}
+		if reroutes && isReroutePoint(hook, tc, next) {
+			if err := fl.emitReroute(hook); err != nil {
+				return err
+			}
 		}
 	}
 	fl.acceptTo = nil

@@ -104,6 +104,9 @@ type bpfFamilyCfg struct {
 	// PostStart are the walks' first POSTROUTING positions
 	// (compiler.Layout.PostStart).
 	PostStart [compiler.NumChains]uint32
+	// Reroute are the walks' positions where a packet is routed again
+	// with its mark (compiler.Layout.Reroute).
+	Reroute [compiler.NumChains]uint32
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
@@ -193,6 +196,7 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 		c.Owner = 1
 	}
 	c.PostStart = g.Layout.PostStart
+	c.Reroute = g.Layout.Reroute
 	fillExt6(&c, g.Ext6Conds())
 	fillHdr4(&c, g.Hdr4Conds())
 	for f := compiler.Field(0); f < bpfNumFields; f++ {

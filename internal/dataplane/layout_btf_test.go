@@ -353,6 +353,7 @@ func enumMirrors() []enumMirror {
 			"XFW_ACT_DNAT": int64(compiler.ActDNAT), "XFW_ACT_SNAT": int64(compiler.ActSNAT),
 			"XFW_ACT_CALL": int64(compiler.ActCall), "XFW_ACT_RETURN": int64(compiler.ActReturn),
 			"XFW_ACT_UNWIND": int64(compiler.ActUnwind), "XFW_ACT_EXIT": int64(compiler.ActExit),
+			"XFW_ACT_REROUTE": int64(compiler.ActReroute),
 		}},
 		{c: "xfw_reject", mirror: "compiler.RejectTypes", values: rejects},
 		{c: "xfw_probe_kind", mirror: "compiler.ProbeKind", values: map[string]int64{
@@ -368,6 +369,7 @@ func enumMirrors() []enumMirror {
 			"XFW_PROBE_SETCONNMARK": int64(compiler.ProbeSetConnmark),
 			"XFW_PROBE_OWNER":       int64(compiler.ProbeOwner),
 			"XFW_PROBE_MANGLE":      int64(compiler.ProbeMangle),
+			"XFW_PROBE_MARKMOVED":   int64(compiler.ProbeMarkMoved),
 		}},
 		{c: "xfw_mangle_op", mirror: "compiler.Mangle*", values: map[string]int64{
 			"XFW_MGOP_TOS": compiler.MangleTOS, "XFW_MGOP_TTL_SET": compiler.MangleTTLSet,

@@ -1,0 +1,119 @@
+package compiler
+
+import (
+	"slices"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// Routing by the packet's mark. The kernel routes a received packet after
+// the PREROUTING chains (raw, mangle, nat) with the mark they left it
+// (ip rule fwmark), and routes the host's own packet again when mangle
+// OUTPUT changed its mark (ip_route_me_harder). The data plane routes
+// before its walk. When those chains can change the mark,
+// Layout.Reroute tells the data plane where each walk's packet is routed
+// again: after the PREROUTING segments (INPUT and FORWARD walks; it
+// resumes the walk of the chain that route picks at the same point,
+// bpf/xfw.c xfw_xdp_rerouted) and after the mangle OUTPUT segment (the
+// OUTPUT walk; POSTROUTING then sees the new device, xfw_tc_rerouted).
+// Only a packet whose mark changed stops there (emitReroute).
+
+// reroutePoints are, per walk, the segments after which the kernel routes
+// the packet again with its mark, and the tables whose chains of that
+// name can change it there.
+var reroutePoints = [NumChains]struct {
+	chain  string
+	tables []string
+}{
+	ChainInput:   {ir.ChainPrerouting, []string{ir.TableRaw, ir.TableMangle, ir.TableNat}},
+	ChainForward: {ir.ChainPrerouting, []string{ir.TableRaw, ir.TableMangle, ir.TableNat}},
+	ChainOutput:  {ir.ChainOutput, []string{ir.TableMangle}},
+}
+
+// marksBeforeRoute reports whether, in hook's walk, a chain the kernel
+// routes after (reroutePoints), or a user chain it reaches, holds a rule
+// that changes the packet's mark: MARK, or CONNMARK --restore-mark. (A
+// mark set in the other chains only, for tc or a socket, costs the data
+// plane no split walk.)
+func marksBeforeRoute(rs *ir.Ruleset, hook int) bool {
+	pt := reroutePoints[hook]
+	for _, name := range pt.tables {
+		t := rs.TableByName(name)
+		if t == nil {
+			continue
+		}
+		if c := t.Chain(pt.chain); c != nil && reachesMarkChange(t, c, map[*ir.Chain]bool{}) {
+			return true
+		}
+	}
+	return false
+}
+
+// reachesMarkChange reports whether chain c of table t, or a user chain it
+// jumps or goes to, changes the packet's mark; seen holds the chains
+// already looked at.
+func reachesMarkChange(t *ir.Ruleset, c *ir.Chain, seen map[*ir.Chain]bool) bool {
+	if seen[c] {
+		return false
+	}
+	seen[c] = true
+	for _, r := range c.Rules {
+		if changesMark(&r.Target) {
+			return true
+		}
+		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
+			continue
+		}
+		if next := t.Chain(r.Target.Chain); next != nil && reachesMarkChange(t, next, seen) {
+			return true
+		}
+	}
+	return false
+}
+
+// changesMark reports whether target t changes the packet's mark.
+func changesMark(t *ir.Target) bool {
+	switch t.Kind {
+	case ir.TargetMark:
+		return true
+	case ir.TargetConnmark:
+		return t.Connmark != nil && t.Connmark.Mode == ir.ConnmarkRestore
+	}
+	return false
+}
+
+// isReroutePoint reports whether segment tc of hook's walk is the last
+// before the point where the kernel routes the packet again
+// (reroutePoints), given next, the walk's segment after it (nil: none
+// before filter's chain).
+func isReroutePoint(hook int, tc tableChain, next *tableChain) bool {
+	pt := reroutePoints[hook]
+	if tc.chain != pt.chain || !slices.Contains(pt.tables, tc.table) {
+		return false
+	}
+	return next == nil || next.chain != pt.chain || !slices.Contains(pt.tables, next.table)
+}
+
+// emitReroute emits, where the kernel routes hook's packet again, the
+// entries that end the walk of a packet whose mark changed since its
+// route was made: a probe (ProbeMarkMoved) and, for the packets it says
+// true, an ActReroute entry. Layout.Reroute is the position after them,
+// where the data plane resumes the walk once it routed the packet again
+// (a DNAT walk of nat PREROUTING's, which routes with the mark itself,
+// resumes there too). Other packets pass them by: one probe per walk.
+func (fl *flattener) emitReroute(hook int) error {
+	k, err := fl.probeIndex(Probe{Kind: ProbeMarkMoved})
+	if err != nil {
+		return err
+	}
+	first := uint32(len(fl.entries))
+	past := &label{}
+	fl.emit(Entry{Flags: EFProbe, Rule: NoRule, Action: ActContinue, Aux: k, nextLabel: past})
+	fl.emit(Entry{Rule: NoRule, Action: ActReroute, Next: first + 2})
+	past.pos, past.resolved = first+2, true
+	if fl.natResume[hook] == first+1 {
+		fl.natResume[hook] = past.pos + 1
+	}
+	fl.reroute[hook] = past.pos + 1
+	return nil
+}

@@ -1,0 +1,76 @@
+package compiler
+
+import (
+	"testing"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// TestReroute checks Layout.Reroute and the entries before it (a
+// ProbeMarkMoved probe, an ActReroute entry): set for the INPUT and FORWARD walks
+// exactly when a PREROUTING chain, or a user chain it reaches, can change
+// the packet's mark, and then just after the walk's PREROUTING segments
+// (before filter's chain; at the DNAT resume position when nat PREROUTING
+// is the last of them); set for the OUTPUT walk exactly when mangle
+// OUTPUT can, and then after that segment (by filter's chain).
+func TestReroute(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		rules  []string
+		in     bool // INPUT and FORWARD
+		output bool
+	}{
+		{"filter only", []string{"-A INPUT -j ACCEPT"}, false, false},
+		{"MARK in mangle PREROUTING", []string{"-t mangle -A PREROUTING -p udp -j MARK --set-mark 1"}, true, false},
+		{"MARK in raw PREROUTING, nat present", []string{"-t raw -A PREROUTING -j MARK --set-mark 1",
+			"-t nat -A PREROUTING -p tcp --dport 80 -j DNAT --to-destination 10.0.0.1"}, true, false},
+		{"MARK in a chain mangle PREROUTING jumps to", []string{"-t mangle -N M", "-t mangle -N N",
+			"-t mangle -A M -j N", "-t mangle -A N -j MARK --set-mark 1", "-t mangle -A PREROUTING -g M"}, true, false},
+		{"CONNMARK --restore-mark in mangle PREROUTING", []string{"-t mangle -A PREROUTING -j CONNMARK --restore-mark"}, true, false},
+		{"CONNMARK --save-mark in mangle PREROUTING", []string{"-t mangle -A PREROUTING -j CONNMARK --save-mark"}, false, false},
+		{"MARK in mangle FORWARD and POSTROUTING only", []string{"-t mangle -A FORWARD -j MARK --set-mark 1",
+			"-t mangle -A POSTROUTING -j MARK --set-mark 2", "-t mangle -A PREROUTING -p udp"}, false, false},
+		{"MARK in a user chain PREROUTING does not reach", []string{"-t mangle -N M",
+			"-t mangle -A M -j MARK --set-mark 1", "-t mangle -A FORWARD -j M"}, false, false},
+		{"MARK in mangle OUTPUT", []string{"-t mangle -A OUTPUT -p tcp --dport 25 -j MARK --set-mark 1",
+			"-t nat -A OUTPUT -p tcp --dport 80 -j DNAT --to-destination 10.0.0.1"}, false, true},
+		{"MARK in raw and nat OUTPUT (no reroute in the kernel)", []string{"-t raw -A OUTPUT -j MARK --set-mark 1",
+			"-t nat -A OUTPUT -j MARK --set-mark 2"}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := Compile(parseRuleset(t, ir.IPv4, tc.rules...), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range []int{ChainInput, ChainForward, ChainOutput} {
+				want := tc.in
+				if h == ChainOutput {
+					want = tc.output
+				}
+				p := g.Layout.Reroute[h]
+				if (p != 0) != want {
+					t.Fatalf("chain %d: Reroute %d, want set %v", h, p, want)
+				}
+				if p == 0 {
+					continue
+				}
+				if start, _ := g.Walk(h); p-1 <= start || p-1 > g.ChainStart[h] {
+					t.Errorf("chain %d: Reroute-1 %d not after the walk's start %d and by filter's %d",
+						h, p-1, start, g.ChainStart[h])
+				}
+				probe, stop := g.Entries[p-3], g.Entries[p-2]
+				if probe.Flags&EFProbe == 0 || g.Probes[probe.Aux].Kind != ProbeMarkMoved || probe.Next != p-1 ||
+					stop.Action != ActReroute || stop.Next != p-1 || stop.Rule != NoRule {
+					t.Errorf("chain %d: entries before Reroute %d: %+v, %+v; want the ProbeMarkMoved probe and ActReroute",
+						h, p, probe, stop)
+				}
+				if r := g.Layout.NatResume[h]; h != ChainOutput && r != 0 && r != p {
+					t.Errorf("chain %d: Reroute %d, DNAT resumes at %d", h, p, r)
+				}
+				if r := g.Layout.NatResume[h]; h == ChainOutput && r != 0 && r <= p {
+					t.Errorf("OUTPUT: Reroute %d not before nat OUTPUT's resume position %d", p, r)
+				}
+			}
+		})
+	}
+}
