@@ -298,6 +298,10 @@ enum xfw_action {
  * MARK): the walk runs probe .aux for its effect (mark.h), counts the
  * rule and goes on at .next. */
 #define XFW_EF_ACT 0x40
+/* A NAT entry (XFW_ACT_DNAT, XFW_ACT_SNAT) with a range or random flags:
+ * .aux is the index of its XFW_PROBE_NATRANGE in the slot's xfw_o_probe
+ * (nat_range.h), .next the address as without the flag. */
+#define XFW_EF_NATRANGE 0x80
 
 /* What a probe evaluates (struct xfw_probe .kind; probe.h dispatches). */
 enum xfw_probe_kind {
@@ -315,6 +319,10 @@ enum xfw_probe_kind {
 	XFW_PROBE_CONNMARK,  /* -m connmark: (ctmark & .mask) == .val, .arg inverts (connmark.h) */
 	XFW_PROBE_SETCONNMARK, /* -j CONNMARK (an XFW_EF_ACT entry): .arg XFW_CONNMARK_* (connmark.h) */
 	XFW_PROBE_OWNER,     /* -m owner: .arg XFW_OWNER_*, uid range .val-.mask, gid range .count (owner.h) */
+	XFW_PROBE_NATRANGE,  /* never asked: a NAT entry's range (XFW_EF_NATRANGE): .arg the
+			      * NF_NAT_RANGE_* flags, .val-.mask the addresses, .count
+			      * min port << 16 | max port (nat_range.h) */
+	XFW_PROBE_CTNAT,     /* --ctstate with SNAT or DNAT: .val the states, .arg inverts (ctnat.h) */
 	XFW_NPROBE_KINDS,
 };
 

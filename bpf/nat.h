@@ -92,6 +92,18 @@ struct xfw_nat_val {
  * XFW_NAT_F_SRC for those waiting. */
 #define XFW_NAT_PD 0
 #define XFW_NAT_PS 1
+
+/* A NAT entry's range and the choice in progress (nat_range.h). */
+struct xfw_nat_range {
+	__u32 flags;              /* XFW_NATR_* (NF_NAT_RANGE_*) */
+	__u32 min_addr, max_addr; /* host order */
+	__u32 min_port, max_port;
+	__u32 addr;               /* the address chosen */
+	__u32 dst;                /* the destination is translated (DNAT) */
+	__u32 min, size, off;     /* the port search: its range and offset */
+	__u32 found, ok;          /* the free port found (ok 1) */
+};
+
 struct xfw_nat_pend {
 	struct xfw_nat_key key[2];
 	struct xfw_nat_val val[2];
@@ -102,7 +114,17 @@ struct xfw_nat_pend {
 	__u8 icmp_new[XFW_NAT_QUOTE_BUF];
 	__u32 pending;
 	__u32 pad;
+	struct xfw_nat_range range;
 };
+
+/* The port xfw_judge hands the NAT functions for an entry with a range
+ * (XFW_EF_NATRANGE): XFW_NAT_RANGED, the slot above it, the index of the
+ * range's probe in the low 16 bits (nat_range.h). */
+#define XFW_NAT_RANGED (1u << 16)
+#define XFW_NAT_RANGE_SLOT_SHIFT 17
+
+/* nat_range.h: a ranged DNAT's choice (addr << 16 | port, or ~0 to drop). */
+__u64 xfw_natr_dnat(struct xfw_pkt *p, __u32 addr, __u32 packed);
 
 /* Translated connections tracked at most; past it the oldest mapping is
  * forgotten (its connection's later original-direction packets are then
@@ -468,6 +490,14 @@ __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pk
 		if (!a || !*a)
 			return -1; /* no address: the kernel drops it */
 		addr = *a;
+	}
+	if (port & XFW_NAT_RANGED) {
+		__u64 to = xfw_natr_dnat(p, addr, port);
+
+		if (to == ~0ULL)
+			return -1;
+		addr = to >> 16;
+		port = to & 0xffff;
 	}
 	if (!port)
 		port = p->dport;

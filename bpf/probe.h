@@ -21,7 +21,7 @@
  *
  * Includes: common.h, xfw_structs.h, parse.h, classify_maps.h,
  * generation.h, xfw_maps.h (the hooks' scratch), limit.h, recent.h, hashlimit.h,
- * pred.h, connlimit.h, ctexpire.h, mark.h, connmark.h, owner.h.
+ * pred.h, connlimit.h, ctexpire.h, mark.h, connmark.h, owner.h, ctnat.h.
  */
 #ifndef XFW_PROBE_H
 #define XFW_PROBE_H
@@ -43,6 +43,7 @@
 #include "mark.h"
 #include "connmark.h"
 #include "owner.h"
+#include "ctnat.h"
 
 /* xfw_probe answers probe k of slot for the packet in the scratch of hook
  * (xfw_pending.hook): 1 true, 0 false, XFW_PROBE_HOTDROP (common.h) to
@@ -94,6 +95,8 @@ __attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
 		return xfw_connmark_set(pr, p, hook);
 	case XFW_PROBE_OWNER:
 		return xfw_owner_match(pr, p);
+	case XFW_PROBE_CTNAT:
+		return xfw_ctnat_match(pr, p, hook);
 	default:
 		return 0;
 	}

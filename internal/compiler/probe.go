@@ -64,6 +64,12 @@ const (
 	// ProbeOwner asks an owner match (owner.go) about the packet's
 	// socket.
 	ProbeOwner
+	// ProbeNatRange is never asked: it holds a NAT entry's range
+	// (EFNatRange; nat.go): Arg the NatFlags, Val and Mask the addresses,
+	// Wide the ports (min << 16 | max).
+	ProbeNatRange
+	// ProbeCtNat asks a --ctstate with SNAT or DNAT (ctnat.go).
+	ProbeCtNat
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )
@@ -93,7 +99,7 @@ func probedMatch(m ir.Match) bool {
 		*ir.StatisticMatch, *ir.MarkMatch, *ir.ConnmarkMatch, *ir.OwnerMatch:
 		return true
 	case *ir.ConntrackMatch:
-		return m.Expire.Set
+		return m.Expire.Set || ctNatProbed(m)
 	}
 	return isPred(m)
 }
@@ -135,6 +141,9 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match, hook int) (Probe, er
 	case *ir.CPUMatch:
 		return Probe{Kind: ProbeCPU, Arg: CPUArg(m)}, nil
 	case *ir.ConntrackMatch:
+		if ctNatProbed(m) {
+			return ctNatProbe(m)
+		}
 		k, err := fl.ctExpireIndex(r, i, m)
 		return Probe{Kind: ProbeCtExpire, Arg: uint32(k)}, err
 	case *ir.StatisticMatch:

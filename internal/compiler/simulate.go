@@ -69,6 +69,9 @@ type Packet struct {
 	// Owner is what the TC egress hook read of the packet's socket (the
 	// owner match; nothing at XDP).
 	Owner SocketOwner
+	// CtSNAT and CtDNAT say whether the packet's connection has its
+	// source or destination translated (--ctstate SNAT, DNAT).
+	CtSNAT, CtDNAT bool
 }
 
 // probe answers probe pr for the packet, as the data plane's evaluator
@@ -102,6 +105,9 @@ func (p *Packet) probe(g *Generation, pr Probe) bool {
 	}
 	if pr.Kind == ProbeOwner {
 		return OwnerAnswer(pr, p.Owner)
+	}
+	if pr.Kind == ProbeCtNat {
+		return CtNatAnswer(pr, p.Ct, p.CtSNAT, p.CtDNAT)
 	}
 	return p.markAnswer(pr)
 }
