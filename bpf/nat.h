@@ -15,8 +15,9 @@
  *    entry keeps the original destination (xfw_ct_val.nat_*), which
  *    --ctorigdst and --ctorigdstport read (ct_conn.h xfw_ct_tuple) and
  *    `xfw conntrack -L` prints. A DNAT whose translated tuple is
- *    already a connection is dropped (a single address and port leave
- *    get_unique_tuple no choice; the kernel's confirmation then fails).
+ *    already a connection is dropped (the kernel's null source binding
+ *    at POSTROUTING gives the new connection another source port:
+ *    docs/differences.md).
  *  - Later packets: the original direction is translated before the
  *    route lookup (xfw_nat_pre_xdp, by the wire tuple in xfw_nat), the
  *    reply direction at TC egress after the verdict (xfw_nat_fwd_tc for
