@@ -32,7 +32,11 @@ const natRangeRuleset = natTableStart + `-A PREROUTING -d 10.X.1.1/32 -p udp -m 
 -A PREROUTING -d 10.X.1.100/32 -p udp -m udp --dport 7001 -j DNAT --to-destination 10.X.2.10-10.X.2.13 --persistent
 -A PREROUTING -d 10.X.1.1/32 -p udp -m udp --dport 7002 -j DNAT --to-destination 10.X.2.2:8000-8009
 -A PREROUTING -d 10.X.1.1/32 -p udp -m udp --dport 8005 -j DNAT --to-destination 10.X.2.2:8000-8009
+-A PREROUTING -d 10.X.1.1/32 -p udp -m udp --dport 7020 -j REDIRECT --to-ports 7100-7109
+-A OUTPUT -d 10.X.2.2/32 -p udp -m udp --dport 7010 -j DNAT --to-destination 10.X.2.10-10.X.2.13
 -A POSTROUTING -d 10.X.2.2/32 -p udp -m udp --dport 9000 -j SNAT --to-source 10.X.2.1:20000-20009
+-A POSTROUTING -p udp -m udp --dport 7004 -j SNAT --to-source 10.X.2.100-10.X.2.103
+-A POSTROUTING -p udp -m udp --dport 7005 -j SNAT --to-source 10.X.2.100-10.X.2.103 --persistent
 -A POSTROUTING -d 10.X.2.2/32 -p udp -m udp --dport 9001 -j MASQUERADE --random-fully
 -A POSTROUTING -d 10.X.2.2/32 -p udp -m udp --dport 9002 -j SNAT --to-source 10.X.2.1:20000-20009 --random
 COMMIT
@@ -54,12 +58,16 @@ COMMIT
 const natRangeClients = 16
 
 // natRangeSetup gives tp's gen its client addresses, fw its second
-// address, sink its backends, and makes sink silent on the DNAT ports.
+// gen-side address and its SNAT addresses (10.X.2.100-103), sink its
+// backends, and makes sink silent on the DNAT ports.
 func natRangeSetup(t *testing.T, tp *nettest.Topology) {
 	for i := 0; i < natRangeClients; i++ {
 		nettest.MustExec(t, tp.GenNS, "ip", "addr", "add", natAddr(tp, 1, byte(20+i)).String()+"/24", "dev", tp.Gen.Ifname)
 	}
 	nettest.MustExec(t, tp.FwNS, "ip", "addr", "add", natAddr(tp, 1, 100).String()+"/24", "dev", tp.FwIn.Ifname)
+	for i := 100; i <= 103; i++ {
+		nettest.MustExec(t, tp.FwNS, "ip", "addr", "add", natAddr(tp, 2, byte(i)).String()+"/24", "dev", tp.FwOut.Ifname)
+	}
 	for i := 10; i <= 13; i++ {
 		nettest.MustExec(t, tp.SinkNS, "ip", "addr", "add", natAddr(tp, 2, byte(i)).String()+"/24", "dev", tp.Sink.Ifname)
 	}
@@ -202,6 +210,42 @@ func natJhash2(k []uint32, init uint32) uint32 {
 	return c
 }
 
+// natRangeSNATAddrStep: every client (its index the payload) to two
+// servers, with and without --persistent; how many sources match
+// find_best_ips_proto's choice, and --persistent one per client.
+func natRangeSNATAddrStep(t *testing.T, tp *nettest.Topology) string {
+	servers := []netip.Addr{tp.Sink.IPv4, natAddr(tp, 2, 10)}
+	frames := sinkUDP(t, tp, 4*natRangeClients, func() {
+		for i := 0; i < natRangeClients; i++ {
+			for j, port := range []uint16{7004, 7005} {
+				for k, srv := range servers {
+					nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(srv, port), []byte{byte(i)},
+						nettest.WithSource(netip.AddrPortFrom(natAddr(tp, 1, byte(20+i)), uint16(47000+2*j+k))))
+				}
+			}
+		}
+	})
+	lo, hi := natAddr(tp, 2, 100), natAddr(tp, 2, 103)
+	asKernel, used := 0, map[netip.Addr]bool{}
+	persistent := map[byte]netip.Addr{}
+	onePerClient := true
+	for _, f := range frames {
+		i := f.Payload[0]
+		used[f.Src] = true
+		if f.Src == natRangePick(lo, hi, natAddr(tp, 1, 20+i), f.Dst, f.DstPort == 7005) {
+			asKernel++
+		}
+		if f.DstPort == 7005 {
+			if a, ok := persistent[i]; ok && a != f.Src {
+				onePerClient = false
+			}
+			persistent[i] = f.Src
+		}
+	}
+	return fmt.Sprintf("received %d, as find_best_ips_proto picks %d, addresses used %d, persistent one per client %v",
+		len(frames), asKernel, len(used), onePerClient)
+}
+
 // natRangePortStep: DNAT to a port range, from ten client ports (a port
 // in the range each), then to a port in the range (kept).
 func natRangePortStep(t *testing.T, tp *nettest.Topology) string {
@@ -249,6 +293,45 @@ func natRangeSNAT(t *testing.T, tp *nettest.Topology, port uint16, base, n int) 
 var natRangeSteps = []natStep{
 	{"DNAT to an address range, with and without --persistent", natRangeAddrStep},
 	{"DNAT to a port range", natRangePortStep},
+	{"REDIRECT to a port range", func(t *testing.T, tp *nettest.Topology) string {
+		var srvs []*nettest.UDPServer
+		for port := uint16(7100); port <= 7109; port++ {
+			srvs = append(srvs, nettest.StartUDPServer(t, tp.FwNS, netip.AddrPortFrom(natAddr(tp, 1, 1), port)))
+		}
+		for i := 0; i < 5; i++ {
+			nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(natAddr(tp, 1, 1), 7020), []byte("redir"),
+				nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, uint16(44000+i))))
+		}
+		got := 0
+		deadline := time.Now().Add(time.Second)
+		for got < 5 && time.Now().Before(deadline) {
+			got = 0
+			for _, srv := range srvs {
+				got += len(srv.Received())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		for _, srv := range srvs {
+			srv.Close()
+		}
+		return fmt.Sprintf("received on 7100-7109: %d", got)
+	}},
+	{"nat OUTPUT: fw's own DNAT to an address range", func(t *testing.T, tp *nettest.Topology) string {
+		frames := sinkUDP(t, tp, 4, func() {
+			for i := 0; i < 4; i++ {
+				nettest.UDPSend(tp.FwNS, netip.AddrPortFrom(tp.Sink.IPv4, 7010), []byte("own"),
+					nettest.WithSource(netip.AddrPortFrom(tp.FwOut.IPv4, uint16(46000+i))))
+			}
+		})
+		asKernel := 0
+		for _, f := range frames {
+			if f.Dst == natRangePick(natAddr(tp, 2, 10), natAddr(tp, 2, 13), f.Src, tp.Sink.IPv4, false) {
+				asKernel++
+			}
+		}
+		return fmt.Sprintf("received %d, as find_best_ips_proto picks %d", len(frames), asKernel)
+	}},
+	{"SNAT to an address range, with and without --persistent", natRangeSNATAddrStep},
 	{"SNAT to ten ports: eleven clients, the last clashes", func(t *testing.T, tp *nettest.Topology) string {
 		echoed, ports := natRangeSNAT(t, tp, 9000, 42000, 11)
 		return fmt.Sprintf("echoed %d, sink saw ports %v", echoed, ports)
