@@ -19,9 +19,9 @@ import (
 // route picks after its nat PREROUTING segment (Layout.NatResume). The
 // translation is kept with the connection and applied to both directions.
 //
-// What the data plane translates, and so what is accepted: IPv4, one
-// address (--to-destination ADDR or ADDR:PORT) or REDIRECT with at most
-// one port, in a rule restricted to TCP or UDP; SNAT and MASQUERADE in
+// What the data plane translates, and so what is accepted: IPv4 DNAT
+// (--to-destination ADDR[-ADDR][:PORT[-PORT]]) or REDIRECT
+// ([--to-ports PORT[-PORT]]) in a rule restricted to TCP or UDP; SNAT and MASQUERADE in
 // nat POSTROUTING for any protocol (TCP and UDP ports, the ICMP echo
 // identifier, other protocols address only, as nf_nat_proto.c does).
 // DNAT and REDIRECT in nat OUTPUT are translated at TC egress
