@@ -366,6 +366,8 @@ func enumMirrors() []enumMirror {
 			"XFW_PROBE_CONNMARK":    int64(compiler.ProbeConnmark),
 			"XFW_PROBE_SETCONNMARK": int64(compiler.ProbeSetConnmark),
 			"XFW_PROBE_OWNER":       int64(compiler.ProbeOwner),
+			"XFW_PROBE_NATRANGE":    int64(compiler.ProbeNatRange),
+			"XFW_PROBE_CTNAT":       int64(compiler.ProbeCtNat),
 		}},
 		{c: "xfw_connmark_arg", mirror: "compiler.Connmark* and ir.Connmark*", values: map[string]int64{
 			"XFW_CONNMARK_SET": int64(ir.ConnmarkSet), "XFW_CONNMARK_SAVE": int64(ir.ConnmarkSave),

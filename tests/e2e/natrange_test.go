@@ -161,51 +161,31 @@ func natRangePick(lo, hi, src, dst netip.Addr, persistent bool) netip.Addr {
 func natJhash2(k []uint32, init uint32) uint32 {
 	a := 0xdeadbeef + uint32(len(k))<<2 + init
 	b, c := a, a
+	v := [3]*uint32{&a, &b, &c}
 	for len(k) > 3 {
 		a, b, c = a+k[0], b+k[1], c+k[2]
-		a -= c
-		a ^= bits.RotateLeft32(c, 4)
-		c += b
-		b -= a
-		b ^= bits.RotateLeft32(a, 6)
-		a += c
-		c -= b
-		c ^= bits.RotateLeft32(b, 8)
-		b += a
-		a -= c
-		a ^= bits.RotateLeft32(c, 16)
-		c += b
-		b -= a
-		b ^= bits.RotateLeft32(a, 19)
-		a += c
-		c -= b
-		c ^= bits.RotateLeft32(b, 4)
-		b += a
+		// __jhash_mix: x -= z; x ^= rol(z, r); z += y, over a, b, c
+		// in turn (z the one before x, y the one after).
+		for i, r := range []int{4, 6, 8, 16, 19, 4} {
+			x, z, y := v[i%3], v[(i+2)%3], v[(i+1)%3]
+			*x -= *z
+			*x ^= bits.RotateLeft32(*z, r)
+			*z += *y
+		}
 		k = k[3:]
 	}
-	switch len(k) {
-	case 3:
-		c += k[2]
-		fallthrough
-	case 2:
-		b += k[1]
-		fallthrough
-	case 1:
-		a += k[0]
-		c ^= b
-		c -= bits.RotateLeft32(b, 14)
-		a ^= c
-		a -= bits.RotateLeft32(c, 11)
-		b ^= a
-		b -= bits.RotateLeft32(a, 25)
-		c ^= b
-		c -= bits.RotateLeft32(b, 16)
-		a ^= c
-		a -= bits.RotateLeft32(c, 4)
-		b ^= a
-		b -= bits.RotateLeft32(a, 14)
-		c ^= b
-		c -= bits.RotateLeft32(b, 24)
+	if len(k) == 0 {
+		return c
+	}
+	for i := len(k) - 1; i >= 0; i-- {
+		*v[i] += k[i]
+	}
+	// __jhash_final: x ^= z; x -= rol(z, r), over c, a, b in turn (z the
+	// one before x).
+	for i, r := range []int{14, 11, 25, 16, 4, 14, 24} {
+		x, z := v[(i+2)%3], v[(i+1)%3]
+		*x ^= *z
+		*x -= bits.RotateLeft32(*z, r)
 	}
 	return c
 }
