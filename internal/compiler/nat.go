@@ -29,8 +29,8 @@ import (
 // --random-fully and --persistent flags name a range (nat_range.go).
 // Shifted port maps (DNAT's /BASE) are refused, and so are conntrack
 // options a translation changes the answer of and the data plane does
-// not give (--ctreplsrc, --ctrepldst, --ctrepldstport), in a ruleset
-// with NAT; --ctstate SNAT and DNAT are a probe's (ctnat.go).
+// not give (--ctreplsrc, --ctrepldst), in a ruleset with NAT; --ctstate
+// SNAT and DNAT are a probe's (ctnat.go).
 
 // RedirectAddr is an ActDNAT entry's address for REDIRECT: the primary
 // IPv4 address of the packet's input interface (0.0.0.0, which DNAT never
@@ -120,8 +120,10 @@ func usesNAT(rs *ir.Ruleset) bool {
 
 // checkNatMatches refuses, in a ruleset with NAT, the conntrack options
 // whose answer a translation changes and the data plane does not give:
-// --ctreplsrc, --ctrepldst and --ctrepldstport (compiled from the
-// original tuple). --ctstate SNAT and DNAT are a probe's (ctnat.go).
+// --ctreplsrc and --ctrepldst (compiled from the original tuple's
+// addresses). --ctstate SNAT and DNAT are a probe's (ctnat.go); the
+// reply tuple's ports are the translated ones (FieldCtReplSport,
+// FieldCtReplDport).
 func checkNatMatches(rs *ir.Ruleset) error {
 	if !usesNAT(rs) {
 		return nil
@@ -132,8 +134,8 @@ func checkNatMatches(rs *ir.Ruleset) error {
 			for i, r := range c.Rules {
 				for _, m := range r.Matches {
 					ct, ok := m.(*ir.ConntrackMatch)
-					if ok && (ct.ReplSrc.Set || ct.ReplDst.Set || ct.ReplDstPort.Set) {
-						return natMatchErr(t, c, i, "--ctreplsrc, --ctrepldst and --ctrepldstport")
+					if ok && (ct.ReplSrc.Set || ct.ReplDst.Set) {
+						return natMatchErr(t, c, i, "--ctreplsrc and --ctrepldst")
 					}
 				}
 			}

@@ -106,3 +106,25 @@ func TestCtNatProbe(t *testing.T) {
 		}
 	}
 }
+
+// TestNatReplyTupleOptions checks which reply tuple options compile in a
+// ruleset with NAT: the ports (the data plane gives the translated ones),
+// not the addresses.
+func TestNatReplyTupleOptions(t *testing.T) {
+	for _, tc := range []struct {
+		match string
+		ok    bool
+	}{
+		{"--ctrepldstport 20000:20009", true},
+		{"--ctreplsrcport 8000", true},
+		{"--ctreplsrc 10.0.0.2", false},
+		{"--ctrepldst 10.0.0.1", false},
+	} {
+		rs := parseRuleset(t, ir.IPv4, "-t nat -A POSTROUTING -p udp -j MASQUERADE --to-ports 20000-20009",
+			"-A FORWARD -m conntrack "+tc.match+" -j ACCEPT")
+		_, err := Compile(rs, Options{})
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want accepted %v", tc.match, err, tc.ok)
+		}
+	}
+}

@@ -48,6 +48,8 @@ COMMIT
 -A FORWARD -p udp -m conntrack --ctstate SNAT
 -A FORWARD -p udp -m conntrack ! --ctstate SNAT,DNAT
 -A FORWARD -p udp -m conntrack --ctstate NEW,DNAT
+-A FORWARD -p udp -m conntrack --ctrepldstport 20000:20009
+-A FORWARD -p udp -m conntrack --ctreplsrcport 8000:8009
 -A FORWARD -p udp -m conntrack --ctstate ESTABLISHED -j ACCEPT
 -A FORWARD -p udp -m conntrack --ctstate NEW -j ACCEPT
 COMMIT
