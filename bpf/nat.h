@@ -41,7 +41,8 @@
  * gone is deleted by the lookup that finds it. xfw_nat_on turns the
  * lookups on once a translated connection exists (connections outlive
  * the rulesets that made them). xfw_nat_scratch holds a first packet's
- * translation until the verdict confirms it.
+ * translation until the verdict confirms it. xfw_nat_bysrc keeps each
+ * source's latest SNAT mapping (nat_range.h).
  *
  * Conventions: the translations are global functions, verified once;
  * packet bytes go through bpf_xdp_load_bytes/bpf_xdp_store_bytes (XDP)
@@ -145,6 +146,30 @@ struct {
 	__type(value, struct xfw_nat_pend);
 	__uint(max_entries, 1);
 } xfw_nat_scratch SEC(".maps");
+
+/* The latest source translation of an original source (address, port,
+ * protocol): the kernel's nf_nat_bysource, which find_appropriate_src
+ * asks so that one source keeps its mapping (nat_range.h). */
+struct xfw_nat_src_key {
+	__u32 saddr;
+	__u16 sport;
+	__u8 proto;
+	__u8 pad;
+};
+
+struct xfw_nat_src_val {
+	struct xfw_ct_key ct; /* the connection that holds it */
+	__u32 addr;
+	__u16 port;
+	__u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct xfw_nat_src_key);
+	__type(value, struct xfw_nat_src_val);
+	__uint(max_entries, XFW_NAT_MAX);
+} xfw_nat_bysrc SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -521,8 +546,17 @@ static __always_inline void xfw_nat_confirm(void)
 		return;
 	if (np->pending & XFW_NAT_F_DST)
 		bpf_map_update_elem(&xfw_nat, &np->key[XFW_NAT_PD], &np->val[XFW_NAT_PD], BPF_ANY);
-	if (np->pending & XFW_NAT_F_SRC)
+	if (np->pending & XFW_NAT_F_SRC) {
+		struct xfw_nat_src_key sk = {.saddr = np->val[XFW_NAT_PS].to_addr,
+					     .sport = np->val[XFW_NAT_PS].to_port,
+					     .proto = np->key[XFW_NAT_PS].proto};
+		struct xfw_nat_src_val sv = {.ct = np->val[XFW_NAT_PS].ct,
+					     .addr = np->key[XFW_NAT_PS].daddr,
+					     .port = np->key[XFW_NAT_PS].dport};
+
 		bpf_map_update_elem(&xfw_nat, &np->key[XFW_NAT_PS], &np->val[XFW_NAT_PS], BPF_ANY);
+		bpf_map_update_elem(&xfw_nat_bysrc, &sk, &sv, BPF_ANY);
+	}
 	np->pending = 0;
 	if (!xfw_nat_enabled())
 		bpf_map_update_elem(&xfw_nat_on, &zero, &one, BPF_ANY);

@@ -22,9 +22,11 @@
  *    128 tries, then halving the tries (down to 8) from a new random
  *    offset each round. None free: dropped (the kernel's confirmation
  *    drops the clash).
- *  - Not done (docs/differences.md): the kernel's reuse of a source's
- *    existing mapping (find_appropriate_src), shifted port maps (the
- *    compiler refuses them); the random offsets are not the kernel's.
+ *  - SNAT then takes the source's current mapping (find_appropriate_src:
+ *    xfw_nat_bysrc, the latest SNAT of that address, port and protocol)
+ *    when it is in the range and free.
+ *  - Not done (docs/differences.md): shifted port maps (the compiler
+ *    refuses them); the random offsets are not the kernel's.
  *
  * A ranged entry (XFW_EF_NATRANGE) names its range, an XFW_PROBE_NATRANGE
  * of the generation; xfw_judge packs the probe's index and the slot into
@@ -223,6 +225,33 @@ static __always_inline int xfw_natr_in(struct xfw_nat_range *r, __u32 port)
 	return port >= r->min_port && port <= r->max_port;
 }
 
+/* xfw_natr_bysrc returns the mapping (addr << 16 | port) of p's source
+ * (port sport) that a live connection holds, when it is in np->range and
+ * its reply tuple to p's destination is free (find_appropriate_src), else
+ * XFW_NATR_NONE. np->key[XFW_NAT_PS] holds the reply tuple's source. */
+static __always_inline __u64 xfw_natr_bysrc(struct xfw_nat_pend *np, struct xfw_pkt *p, __u32 sport)
+{
+	struct xfw_nat_src_key sk = {.saddr = p->src_lo, .sport = sport, .proto = p->proto};
+	struct xfw_nat_range *r = &np->range;
+	struct xfw_nat_src_val *v = bpf_map_lookup_elem(&xfw_nat_bysrc, &sk);
+	struct xfw_ct_entry *e;
+	__u32 addr, port;
+
+	if (!v)
+		return XFW_NATR_NONE;
+	addr = v->addr;
+	port = v->port;
+	if (addr < r->min_addr || addr > r->max_addr || ((r->flags & XFW_NATR_PROTO) && !xfw_natr_in(r, port)))
+		return XFW_NATR_NONE;
+	e = xfw_nat_conn(&v->ct);
+	if (!e || !(e->v.nat_flags & XFW_NAT_F_SRC) || e->v.snat_addr != addr || e->v.snat_port != port)
+		return XFW_NATR_NONE;
+	np->key[XFW_NAT_PS].daddr = addr;
+	if (xfw_snat_taken(np, port))
+		return XFW_NATR_NONE;
+	return (__u64)addr << 16 | port;
+}
+
 /* xfw_natr_port picks the port of the translated tuple (np->range.addr
  * chosen) for the packet's own port orig, as get_unique_tuple's step 3:
  * the port, or -1 when none is free. src: the source is translated
@@ -320,12 +349,20 @@ __attribute__((noinline)) __u64 xfw_natr_snat(struct xfw_pkt *p, __u32 addr, __u
 	k->sport = dport_sport >> 16;
 	k->proto = p->proto;
 	/* get_unique_tuple's step 1: the original tuple, in the range and
-	 * free, is kept. */
-	if (ports && !(r->flags & XFW_NATR_RANDOM_ALL) && p->src_lo >= r->min_addr &&
-	    p->src_lo <= r->max_addr && (!(r->flags & XFW_NATR_PROTO) || xfw_natr_in(r, sport))) {
-		k->daddr = p->src_lo;
-		if (!xfw_snat_taken(np, sport))
-			return (__u64)p->src_lo << 16 | sport;
+	 * free, is kept; else the source's current mapping, in the range and
+	 * free (find_appropriate_src). */
+	if (ports && !(r->flags & XFW_NATR_RANDOM_ALL)) {
+		if (p->src_lo >= r->min_addr && p->src_lo <= r->max_addr &&
+		    (!(r->flags & XFW_NATR_PROTO) || xfw_natr_in(r, sport))) {
+			k->daddr = p->src_lo;
+			if (!xfw_snat_taken(np, sport))
+				return (__u64)p->src_lo << 16 | sport;
+		} else {
+			__u64 to = xfw_natr_bysrc(np, p, sport);
+
+			if (to != XFW_NATR_NONE)
+				return to;
+		}
 	}
 	r->addr = xfw_natr_addr(r, p->src_lo, p->dst_lo);
 	if (!ports)
