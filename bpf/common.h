@@ -323,6 +323,8 @@ enum xfw_probe_kind {
 			      * NF_NAT_RANGE_* flags, .val-.mask the addresses, .count
 			      * min port << 16 | max port (nat_range.h) */
 	XFW_PROBE_CTNAT,     /* --ctstate with SNAT or DNAT: .val the states, .arg inverts (ctnat.h) */
+	XFW_PROBE_CTREPL,    /* --ctreplsrc, --ctrepldst with NAT: .arg XFW_CTREPL_*, .val/.mask the
+			      * source, .count the destination << 32 | its mask (ctnat.h) */
 	XFW_NPROBE_KINDS,
 };
 

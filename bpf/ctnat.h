@@ -19,6 +19,11 @@
  * .val: the states, bit XFW_CTS_* for each state and XFW_CTNAT_SNAT,
  * XFW_CTNAT_DNAT; .arg 1 inverts.
  *
+ * --ctreplsrc and --ctrepldst in a ruleset with NAT are a probe too
+ * (XFW_PROBE_CTREPL, xfw_ctrepl_match): the reply tuple's addresses are
+ * the translated ones, which the classification fields (the original
+ * tuple's) do not give.
+ *
  * Includes: common.h, xfw_structs.h, parse.h, ct_structs.h, ct_maps.h.
  */
 #ifndef XFW_CTNAT_H
@@ -69,6 +74,63 @@ static __always_inline int xfw_ctnat_match(struct xfw_probe *pr, struct xfw_pkt 
 	if (nat & XFW_NAT_F_DST)
 		bits |= XFW_CTNAT_DNAT;
 	return ((bits & pr->val) != 0) != (pr->arg & 1);
+}
+
+/* XFW_PROBE_CTREPL's .arg: which of --ctreplsrc and --ctrepldst the match
+ * has, and their "!" (compiler.CtRepl*). */
+#define XFW_CTREPL_SRC 0x1
+#define XFW_CTREPL_SRC_INV 0x2
+#define XFW_CTREPL_DST 0x4
+#define XFW_CTREPL_DST_INV 0x8
+
+/* xfw_ctrepl_addr reports whether addr passes an address option: (addr &
+ * mask) == want (want masked already), "!" inverting. */
+static __always_inline int xfw_ctrepl_addr(__u32 addr, __u32 want, __u32 mask, __u32 inv)
+{
+	return ((addr & mask) == want) != !!inv;
+}
+
+/* xfw_ctrepl_match answers --ctreplsrc and --ctrepldst (IPv4, a ruleset
+ * with NAT) for packet p of hook: the reply tuple's source is the key's
+ * responder end (the translated destination after a DNAT), its
+ * destination the originator's address, or the translated source after
+ * an SNAT. A packet without a connection passes (conntrack_mt answers it
+ * by its state alone, which the rule's terms decide). */
+static __always_inline int xfw_ctrepl_match(struct xfw_probe *pr, struct xfw_pkt *p, __u32 hook)
+{
+	struct xfw_ct_scratch *cs;
+	struct xfw_ct_entry *e;
+	__u32 key = hook, state = p->ct & 7, status, nat, snat, src, dst;
+
+	if (state == XFW_CTS_INVALID || state == XFW_CTS_UNTRACKED)
+		return 1;
+	cs = bpf_map_lookup_elem(&xfw_ct_scratch, &key);
+	if (!cs)
+		return 0;
+	if (cs->pending == XFW_CTP_CREATE) {
+		status = cs->nv.status;
+		nat = cs->nv.nat_flags;
+		snat = cs->nv.snat_addr;
+	} else {
+		e = bpf_map_lookup_elem(&xfw_ct, &cs->key);
+		if (!e)
+			e = bpf_map_lookup_elem(&xfw_ct_new, &cs->key);
+		if (!e)
+			return 0;
+		status = e->v.status;
+		nat = e->v.nat_flags;
+		snat = e->v.snat_addr;
+	}
+	src = (status & XFW_CTST_ORIG_B) ? cs->key.a_lo : cs->key.b_lo;
+	dst = (status & XFW_CTST_ORIG_B) ? cs->key.b_lo : cs->key.a_lo;
+	if (nat & XFW_NAT_F_SRC)
+		dst = snat;
+	if ((pr->arg & XFW_CTREPL_SRC) && !xfw_ctrepl_addr(src, pr->val, pr->mask, pr->arg & XFW_CTREPL_SRC_INV))
+		return 0;
+	if ((pr->arg & XFW_CTREPL_DST) &&
+	    !xfw_ctrepl_addr(dst, pr->count >> 32, (__u32)pr->count, pr->arg & XFW_CTREPL_DST_INV))
+		return 0;
+	return 1;
 }
 
 #endif /* XFW_CTNAT_H */

@@ -97,6 +97,8 @@ __attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
 		return xfw_owner_match(pr, p);
 	case XFW_PROBE_CTNAT:
 		return xfw_ctnat_match(pr, p, hook);
+	case XFW_PROBE_CTREPL:
+		return xfw_ctrepl_match(pr, p, hook);
 	default:
 		return 0;
 	}

@@ -153,8 +153,8 @@ func (b *termBuilder) addMatch(m ir.Match) error {
 		// Decided by the rule's predicate probes (pred.go).
 	case *ir.DevGroupMatch:
 		b.devGroup(m)
-	case *ir.ConnlimitMatch, *ir.CPUMatch:
-		// Decided by the rule's probes (connlimit.go, cpu.go).
+	case *ir.ConnlimitMatch, *ir.CPUMatch, *ctReplMatch:
+		// Decided by the rule's probes (connlimit.go, cpu.go, ctrepl.go).
 	case *ir.TCPMatch:
 		return b.tcp(m)
 	case *ir.UDPMatch:

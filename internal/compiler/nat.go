@@ -27,10 +27,10 @@ import (
 // DNAT and REDIRECT in nat OUTPUT are translated at TC egress
 // (nat_output.go). Address and port ranges and the --random,
 // --random-fully and --persistent flags name a range (nat_range.go).
-// Shifted port maps (DNAT's /BASE) are refused, and so are conntrack
-// options a translation changes the answer of and the data plane does
-// not give (--ctreplsrc, --ctrepldst), in a ruleset with NAT; --ctstate
-// SNAT and DNAT are a probe's (ctnat.go).
+// Shifted port maps (DNAT's /BASE) are refused. The conntrack options a
+// translation changes the answer of: --ctstate SNAT and DNAT are a
+// probe's (ctnat.go), so are --ctreplsrc and --ctrepldst in a ruleset
+// with NAT (ctrepl.go); the reply tuple's ports are the translated ones.
 
 // RedirectAddr is an ActDNAT entry's address for REDIRECT: the primary
 // IPv4 address of the packet's input interface (0.0.0.0, which DNAT never
@@ -116,40 +116,4 @@ func usesNAT(rs *ir.Ruleset) bool {
 		}
 	}
 	return false
-}
-
-// checkNatMatches refuses, in a ruleset with NAT, the conntrack options
-// whose answer a translation changes and the data plane does not give:
-// --ctreplsrc and --ctrepldst (compiled from the original tuple's
-// addresses). --ctstate SNAT and DNAT are a probe's (ctnat.go); the
-// reply tuple's ports are the translated ones (FieldCtReplSport,
-// FieldCtReplDport).
-func checkNatMatches(rs *ir.Ruleset) error {
-	if !usesNAT(rs) {
-		return nil
-	}
-	tables := append([]*ir.Ruleset{rs}, rs.Tables...)
-	for _, t := range tables {
-		for _, c := range t.Chains {
-			for i, r := range c.Rules {
-				for _, m := range r.Matches {
-					ct, ok := m.(*ir.ConntrackMatch)
-					if ok && (ct.ReplSrc.Set || ct.ReplDst.Set) {
-						return natMatchErr(t, c, i, "--ctreplsrc and --ctrepldst")
-					}
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// natMatchErr is checkNatMatches' error for rule i of chain c in table t.
-func natMatchErr(t *ir.Ruleset, c *ir.Chain, i int, what string) error {
-	table := t.Table
-	if table == "" {
-		table = ir.TableFilter
-	}
-	return fmt.Errorf("table %s chain %s rule %d: conntrack match: %s in a ruleset with NAT are not supported by xfw's data plane yet",
-		table, c.Name, i+1, what)
 }

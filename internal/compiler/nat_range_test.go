@@ -107,24 +107,53 @@ func TestCtNatProbe(t *testing.T) {
 	}
 }
 
-// TestNatReplyTupleOptions checks which reply tuple options compile in a
-// ruleset with NAT: the ports (the data plane gives the translated ones),
-// not the addresses.
+// TestNatReplyTupleOptions checks the reply tuple options in a ruleset
+// with NAT: the ports stay the rule's terms (the data plane gives the
+// translated ones), --ctreplsrc and --ctrepldst become a ProbeCtRepl
+// answered from the translated tuple, and the ruleset given is left as it
+// was.
 func TestNatReplyTupleOptions(t *testing.T) {
+	const fw, gen = 10<<24 | 9<<16 | 1, 10<<24 | 1
+	est := CtValue(CtsEstablished, true, 0, 17)
 	for _, tc := range []struct {
-		match string
-		ok    bool
+		match    string
+		probed   bool
+		src, dst uint32 // the reply tuple
+		want     bool
 	}{
-		{"--ctrepldstport 20000:20009", true},
-		{"--ctreplsrcport 8000", true},
-		{"--ctreplsrc 10.0.0.2", false},
-		{"--ctrepldst 10.0.0.1", false},
+		{"--ctrepldstport 20000:20009", false, 0, 0, false},
+		{"--ctreplsrcport 8000", false, 0, 0, false},
+		{"--ctrepldst 10.9.0.1", true, gen, fw, true},
+		{"--ctrepldst 10.9.0.1", true, fw, gen, false},
+		{"! --ctrepldst 10.9.0.0/16", true, gen, fw, false},
+		{"--ctreplsrc 10.0.0.0/8 --ctrepldst 10.9.0.1", true, gen, fw, true},
+		{"--ctstate NEW --ctreplsrc 10.9.0.1", true, gen, fw, false},
 	} {
 		rs := parseRuleset(t, ir.IPv4, "-t nat -A POSTROUTING -p udp -j MASQUERADE --to-ports 20000-20009",
 			"-A FORWARD -m conntrack "+tc.match+" -j ACCEPT")
-		_, err := Compile(rs, Options{})
-		if (err == nil) != tc.ok {
-			t.Errorf("%s: %v, want accepted %v", tc.match, err, tc.ok)
+		g, err := Compile(rs, Options{})
+		if err != nil {
+			t.Errorf("%s: %v", tc.match, err)
+			continue
+		}
+		if _, ok := rs.Chain("FORWARD").Rules[0].Matches[0].(*ir.ConntrackMatch); !ok || len(rs.Chain("FORWARD").Rules[0].Matches) != 1 {
+			t.Errorf("%s: Compile changed the ruleset given: %+v", tc.match, rs.Chain("FORWARD").Rules[0].Matches)
+		}
+		var pr *Probe
+		for i := range g.Probes {
+			if g.Probes[i].Kind == ProbeCtRepl {
+				pr = &g.Probes[i]
+			}
+		}
+		if (pr != nil) != tc.probed {
+			t.Errorf("%s: ProbeCtRepl %v, want %v", tc.match, pr != nil, tc.probed)
+			continue
+		}
+		if pr != nil && CtReplAnswer(*pr, est, tc.src, tc.dst) != tc.want {
+			t.Errorf("%s: answer for reply %#x -> %#x: %v, want %v", tc.match, tc.src, tc.dst, !tc.want, tc.want)
+		}
+		if pr != nil && !CtReplAnswer(*pr, 0, 0, 0) {
+			t.Errorf("%s: a packet without a connection fails the probe", tc.match)
 		}
 	}
 }

@@ -79,8 +79,6 @@ func TestDNATRefusals(t *testing.T) {
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 10.0.0.2",
 			"-A FORWARD -m conntrack --ctstate DNAT --ctexpire 10 -j ACCEPT"}},
 		{ir.IPv6, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [fd00::2]"}},
-		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 10.0.0.2",
-			"-A FORWARD -m conntrack --ctreplsrc 10.0.0.2 -j ACCEPT"}},
 	} {
 		rs := parseRuleset(t, tc.fam, tc.rules...)
 		_, err := Compile(rs, Options{})
@@ -140,7 +138,6 @@ func TestSNATEntries(t *testing.T) {
 	}
 	for _, rules := range [][]string{
 		{"-t nat -A INPUT -p tcp -j SNAT --to-source 192.0.2.1"},
-		{"-t nat -A POSTROUTING -p tcp -j MASQUERADE", "-A FORWARD -m conntrack --ctrepldst 10.0.0.1"},
 	} {
 		_, err := Compile(parseRuleset(t, ir.IPv4, rules...), Options{})
 		if err == nil || !strings.Contains(err.Error(), "not supported by xfw") {

@@ -70,6 +70,9 @@ const (
 	ProbeNatRange
 	// ProbeCtNat asks a --ctstate with SNAT or DNAT (ctnat.go).
 	ProbeCtNat
+	// ProbeCtRepl asks --ctreplsrc and --ctrepldst in a ruleset with NAT
+	// (ctrepl.go).
+	ProbeCtRepl
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )
@@ -100,6 +103,8 @@ func probedMatch(m ir.Match) bool {
 		return true
 	case *ir.ConntrackMatch:
 		return m.Expire.Set || ctNatProbed(m)
+	case *ctReplMatch:
+		return true
 	}
 	return isPred(m)
 }
@@ -154,6 +159,8 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match, hook int) (Probe, er
 		return connmarkProbe(m), nil
 	case *ir.OwnerMatch:
 		return ownerProbe(m)
+	case *ctReplMatch:
+		return ctReplProbe(m), nil
 	}
 	return Probe{}, fmt.Errorf("match %T is not probed", m)
 }

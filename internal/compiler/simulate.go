@@ -72,6 +72,9 @@ type Packet struct {
 	// CtSNAT and CtDNAT say whether the packet's connection has its
 	// source or destination translated (--ctstate SNAT, DNAT).
 	CtSNAT, CtDNAT bool
+	// CtReplSrc and CtReplDst are its reply tuple's IPv4 addresses (host
+	// order), translations included (--ctreplsrc, --ctrepldst with NAT).
+	CtReplSrc, CtReplDst uint32
 }
 
 // probe answers probe pr for the packet, as the data plane's evaluator
@@ -108,6 +111,9 @@ func (p *Packet) probe(g *Generation, pr Probe) bool {
 	}
 	if pr.Kind == ProbeCtNat {
 		return CtNatAnswer(pr, p.Ct, p.CtSNAT, p.CtDNAT)
+	}
+	if pr.Kind == ProbeCtRepl {
+		return CtReplAnswer(pr, p.Ct, p.CtReplSrc, p.CtReplDst)
 	}
 	return p.markAnswer(pr)
 }

@@ -368,6 +368,7 @@ func enumMirrors() []enumMirror {
 			"XFW_PROBE_OWNER":       int64(compiler.ProbeOwner),
 			"XFW_PROBE_NATRANGE":    int64(compiler.ProbeNatRange),
 			"XFW_PROBE_CTNAT":       int64(compiler.ProbeCtNat),
+			"XFW_PROBE_CTREPL":      int64(compiler.ProbeCtRepl),
 		}},
 		{c: "xfw_connmark_arg", mirror: "compiler.Connmark* and ir.Connmark*", values: map[string]int64{
 			"XFW_CONNMARK_SET": int64(ir.ConnmarkSet), "XFW_CONNMARK_SAVE": int64(ir.ConnmarkSave),

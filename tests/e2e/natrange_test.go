@@ -50,6 +50,9 @@ COMMIT
 -A FORWARD -p udp -m conntrack --ctstate NEW,DNAT
 -A FORWARD -p udp -m conntrack --ctrepldstport 20000:20009
 -A FORWARD -p udp -m conntrack --ctreplsrcport 8000:8009
+-A FORWARD -p udp -m conntrack --ctreplsrc 10.X.2.8/29
+-A FORWARD -p udp -m conntrack ! --ctreplsrc 10.X.2.0/24
+-A FORWARD -p udp -m conntrack --ctrepldst 10.X.2.1
 -A FORWARD -p udp -m conntrack --ctstate ESTABLISHED -j ACCEPT
 -A FORWARD -p udp -m conntrack --ctstate NEW -j ACCEPT
 COMMIT
