@@ -42,9 +42,11 @@
 #define XFW_CTNAT_SNAT (1u << 5)
 #define XFW_CTNAT_DNAT (1u << 6)
 
-/* xfw_ctnat_flags returns the XFW_NAT_F_* of the connection of packet p
- * of hook (0 without one). */
-static __always_inline __u32 xfw_ctnat_flags(const struct xfw_pkt *p, __u32 hook)
+/* xfw_ctnat_conn returns the connection of packet p of hook (its
+ * tracking scratch in *csp): the pending value of one the packet opens,
+ * else the entry under the scratch's key; 0 without one. */
+static __always_inline struct xfw_ct_val *xfw_ctnat_conn(const struct xfw_pkt *p, __u32 hook,
+							 struct xfw_ct_scratch **csp)
 {
 	struct xfw_ct_scratch *cs;
 	struct xfw_ct_entry *e;
@@ -55,12 +57,27 @@ static __always_inline __u32 xfw_ctnat_flags(const struct xfw_pkt *p, __u32 hook
 	cs = bpf_map_lookup_elem(&xfw_ct_scratch, &key);
 	if (!cs)
 		return 0;
+	*csp = cs;
 	if (cs->pending == XFW_CTP_CREATE)
-		return cs->nv.nat_flags;
+		return &cs->nv;
 	e = bpf_map_lookup_elem(&xfw_ct, &cs->key);
 	if (!e)
 		e = bpf_map_lookup_elem(&xfw_ct_new, &cs->key);
-	return e ? e->v.nat_flags : 0;
+	if (!e)
+		return 0;
+	/* Keep the NULL check before the offset (connmark.h). */
+	asm volatile("" : "+r"(e));
+	return &e->v;
+}
+
+/* xfw_ctnat_flags returns the XFW_NAT_F_* of the connection of packet p
+ * of hook (0 without one). */
+static __always_inline __u32 xfw_ctnat_flags(const struct xfw_pkt *p, __u32 hook)
+{
+	struct xfw_ct_scratch *cs = 0;
+	struct xfw_ct_val *v = xfw_ctnat_conn(p, hook, &cs);
+
+	return v ? v->nat_flags : 0;
 }
 
 /* xfw_ctnat_match answers --ctstate probe pr for packet p of hook. */
@@ -98,33 +115,20 @@ static __always_inline int xfw_ctrepl_addr(__u32 addr, __u32 want, __u32 mask, _
  * by its state alone, which the rule's terms decide). */
 static __always_inline int xfw_ctrepl_match(struct xfw_probe *pr, struct xfw_pkt *p, __u32 hook)
 {
-	struct xfw_ct_scratch *cs;
-	struct xfw_ct_entry *e;
-	__u32 key = hook, state = p->ct & 7, status, nat, snat, src, dst;
+	struct xfw_ct_scratch *cs = 0;
+	struct xfw_ct_val *v;
+	__u32 state = p->ct & 7, status, src, dst;
 
 	if (state == XFW_CTS_INVALID || state == XFW_CTS_UNTRACKED)
 		return 1;
-	cs = bpf_map_lookup_elem(&xfw_ct_scratch, &key);
-	if (!cs)
+	v = xfw_ctnat_conn(p, hook, &cs);
+	if (!v || !cs)
 		return 0;
-	if (cs->pending == XFW_CTP_CREATE) {
-		status = cs->nv.status;
-		nat = cs->nv.nat_flags;
-		snat = cs->nv.snat_addr;
-	} else {
-		e = bpf_map_lookup_elem(&xfw_ct, &cs->key);
-		if (!e)
-			e = bpf_map_lookup_elem(&xfw_ct_new, &cs->key);
-		if (!e)
-			return 0;
-		status = e->v.status;
-		nat = e->v.nat_flags;
-		snat = e->v.snat_addr;
-	}
+	status = v->status;
 	src = (status & XFW_CTST_ORIG_B) ? cs->key.a_lo : cs->key.b_lo;
 	dst = (status & XFW_CTST_ORIG_B) ? cs->key.b_lo : cs->key.a_lo;
-	if (nat & XFW_NAT_F_SRC)
-		dst = snat;
+	if (v->nat_flags & XFW_NAT_F_SRC)
+		dst = v->snat_addr;
 	if ((pr->arg & XFW_CTREPL_SRC) && !xfw_ctrepl_addr(src, pr->val, pr->mask, pr->arg & XFW_CTREPL_SRC_INV))
 		return 0;
 	if ((pr->arg & XFW_CTREPL_DST) &&
