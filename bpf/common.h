@@ -315,6 +315,10 @@ enum xfw_action {
  * MARK): the walk runs probe .aux for its effect (mark.h), counts the
  * rule and goes on at .next. */
 #define XFW_EF_ACT 0x40
+/* A NAT entry (XFW_ACT_DNAT, XFW_ACT_SNAT) with a range or random flags:
+ * .aux is the index of its XFW_PROBE_NATRANGE in the slot's xfw_o_probe
+ * (nat_range.h), .next the address as without the flag. */
+#define XFW_EF_NATRANGE 0x80
 
 /* What a probe evaluates (struct xfw_probe .kind; probe.h dispatches). */
 enum xfw_probe_kind {
@@ -335,6 +339,12 @@ enum xfw_probe_kind {
 	XFW_PROBE_MANGLE,    /* TCPMSS, DSCP, TOS, TTL, HL, CT --notrack, NOTRACK (an
 			      * XFW_EF_ACT entry): .arg XFW_MGOP_*, .val, .mask (mangle.h) */
 	XFW_PROBE_MARKMOVED, /* mark != the mark the packet was routed with (xfw_pending.route_mark) */
+	XFW_PROBE_NATRANGE,  /* never asked: a NAT entry's range (XFW_EF_NATRANGE): .arg the
+			      * NF_NAT_RANGE_* flags, .val-.mask the addresses, .count
+			      * min port << 16 | max port (nat_range.h) */
+	XFW_PROBE_CTNAT,     /* --ctstate with SNAT or DNAT: .val the states, .arg inverts (ctnat.h) */
+	XFW_PROBE_CTREPL,    /* --ctreplsrc, --ctrepldst with NAT: .arg XFW_CTREPL_*, .val/.mask the
+			      * source, .count the destination << 32 | its mask (ctnat.h) */
 	XFW_NPROBE_KINDS,
 };
 

@@ -309,6 +309,10 @@ static __always_inline void xfw_ct_tuple(struct xfw_pkt *p, struct xfw_ct_key *k
 		p->ct_odst_lo = v->nat_addr;
 		p->ct_odport = v->nat_port;
 	}
+	/* SNAT: the replies come to the translated source port
+	 * (--ctrepldstport; nat_snat.h). */
+	if (v->nat_flags & XFW_NAT_F_SRC)
+		p->ct_rdport = v->snat_port;
 	if (k->proto == IPPROTO_ICMP || k->proto == IPPROTO_ICMPV6)
 		xfw_ct_icmp_ports(p, p->ct_osport, v->icmp_type, v->icmp_code);
 }

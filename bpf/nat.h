@@ -15,8 +15,9 @@
  *    entry keeps the original destination (xfw_ct_val.nat_*), which
  *    --ctorigdst and --ctorigdstport read (ct_conn.h xfw_ct_tuple) and
  *    `xfw conntrack -L` prints. A DNAT whose translated tuple is
- *    already a connection is dropped (a single address and port leave
- *    get_unique_tuple no choice; the kernel's confirmation then fails).
+ *    already a connection is dropped (the kernel's null source binding
+ *    at POSTROUTING gives the new connection another source port:
+ *    docs/differences.md).
  *  - Later packets: the original direction is translated before the
  *    route lookup (xfw_nat_pre_xdp, by the wire tuple in xfw_nat), the
  *    reply direction at TC egress after the verdict (xfw_nat_fwd_tc for
@@ -40,7 +41,8 @@
  * gone is deleted by the lookup that finds it. xfw_nat_on turns the
  * lookups on once a translated connection exists (connections outlive
  * the rulesets that made them). xfw_nat_scratch holds a first packet's
- * translation until the verdict confirms it.
+ * translation until the verdict confirms it. xfw_nat_bysrc keeps each
+ * source's latest SNAT mapping (nat_range.h).
  *
  * Conventions: the translations are global functions, verified once;
  * packet bytes go through bpf_xdp_load_bytes/bpf_xdp_store_bytes (XDP)
@@ -92,6 +94,18 @@ struct xfw_nat_val {
  * XFW_NAT_F_SRC for those waiting. */
 #define XFW_NAT_PD 0
 #define XFW_NAT_PS 1
+
+/* A NAT entry's range and the choice in progress (nat_range.h). */
+struct xfw_nat_range {
+	__u32 flags;              /* XFW_NATR_* (NF_NAT_RANGE_*) */
+	__u32 min_addr, max_addr; /* host order */
+	__u32 min_port, max_port;
+	__u32 addr;               /* the address chosen */
+	__u32 dst;                /* the destination is translated (DNAT) */
+	__u32 min, size, off;     /* the port search: its range and offset */
+	__u32 found, ok;          /* the free port found (ok 1) */
+};
+
 struct xfw_nat_pend {
 	struct xfw_nat_key key[2];
 	struct xfw_nat_val val[2];
@@ -102,7 +116,17 @@ struct xfw_nat_pend {
 	__u8 icmp_new[XFW_NAT_QUOTE_BUF];
 	__u32 pending;
 	__u32 pad;
+	struct xfw_nat_range range;
 };
+
+/* The port xfw_judge hands the NAT functions for an entry with a range
+ * (XFW_EF_NATRANGE): XFW_NAT_RANGED, the slot above it, the index of the
+ * range's probe in the low 16 bits (nat_range.h). */
+#define XFW_NAT_RANGED (1u << 16)
+#define XFW_NAT_RANGE_SLOT_SHIFT 17
+
+/* nat_range.h: a ranged DNAT's choice (addr << 16 | port, or ~0 to drop). */
+__u64 xfw_natr_dnat(struct xfw_pkt *p, __u32 addr, __u32 packed);
 
 /* Translated connections tracked at most; past it the oldest mapping is
  * forgotten (its connection's later original-direction packets are then
@@ -122,6 +146,30 @@ struct {
 	__type(value, struct xfw_nat_pend);
 	__uint(max_entries, 1);
 } xfw_nat_scratch SEC(".maps");
+
+/* The latest source translation of an original source (address, port,
+ * protocol): the kernel's nf_nat_bysource, which find_appropriate_src
+ * asks so that one source keeps its mapping (nat_range.h). */
+struct xfw_nat_src_key {
+	__u32 saddr;
+	__u16 sport;
+	__u8 proto;
+	__u8 pad;
+};
+
+struct xfw_nat_src_val {
+	struct xfw_ct_key ct; /* the connection that holds it */
+	__u32 addr;
+	__u16 port;
+	__u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct xfw_nat_src_key);
+	__type(value, struct xfw_nat_src_val);
+	__uint(max_entries, XFW_NAT_MAX);
+} xfw_nat_bysrc SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -469,6 +517,14 @@ __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pk
 			return -1; /* no address: the kernel drops it */
 		addr = *a;
 	}
+	if (port & XFW_NAT_RANGED) {
+		__u64 to = xfw_natr_dnat(p, addr, port);
+
+		if (to == ~0ULL)
+			return -1;
+		addr = to >> 16;
+		port = to & 0xffff;
+	}
 	if (!port)
 		port = p->dport;
 	if (xfw_nat_dnat_prep(p, cs, np, addr, port))
@@ -490,8 +546,17 @@ static __always_inline void xfw_nat_confirm(void)
 		return;
 	if (np->pending & XFW_NAT_F_DST)
 		bpf_map_update_elem(&xfw_nat, &np->key[XFW_NAT_PD], &np->val[XFW_NAT_PD], BPF_ANY);
-	if (np->pending & XFW_NAT_F_SRC)
+	if (np->pending & XFW_NAT_F_SRC) {
+		struct xfw_nat_src_key sk = {.saddr = np->val[XFW_NAT_PS].to_addr,
+					     .sport = np->val[XFW_NAT_PS].to_port,
+					     .proto = np->key[XFW_NAT_PS].proto};
+		struct xfw_nat_src_val sv = {.ct = np->val[XFW_NAT_PS].ct,
+					     .addr = np->key[XFW_NAT_PS].daddr,
+					     .port = np->key[XFW_NAT_PS].dport};
+
 		bpf_map_update_elem(&xfw_nat, &np->key[XFW_NAT_PS], &np->val[XFW_NAT_PS], BPF_ANY);
+		bpf_map_update_elem(&xfw_nat_bysrc, &sk, &sv, BPF_ANY);
+	}
 	np->pending = 0;
 	if (!xfw_nat_enabled())
 		bpf_map_update_elem(&xfw_nat_on, &zero, &one, BPF_ANY);

@@ -13,11 +13,12 @@
  *    kernel drops it). The port: the one given, else the packet's own if
  *    the translated tuple is free, else a free one in the kernel's range
  *    for it (1-511, 600-1023 or 1024-65535 after the original port's),
- *    searched from a random offset (128 tries, then 64, 32 and 16 from new
- *    offsets, as the kernel does); none free, or a given port taken:
- *    dropped, as the kernel's confirmation drops the clash. A tuple is
- *    taken when a live connection answers to it: a translation's wire
- *    tuple in xfw_nat, or a connection keyed by it.
+ *    searched from a random offset (nat_range.h, which also chooses in
+ *    address and port ranges and with --random, --random-fully,
+ *    --persistent); none free, or a given port taken: dropped, as the
+ *    kernel's confirmation drops the clash. A tuple is taken when a live
+ *    connection answers to it: a translation's wire tuple in xfw_nat, or
+ *    a connection keyed by it.
  *  - The connection keeps its original tuple as key (filter chains see
  *    the original source; replies come back to it at PREROUTING before
  *    routing) and the new source in xfw_ct_val.snat_*; xfw_nat maps the
@@ -25,99 +26,19 @@
  *    rewritten as the packet leaves (nat.h xfw_nat_fwd_tc, xfw_nat_post_tc),
  *    the replies' destination before routing (xfw_nat_pre_xdp).
  *
- * Conventions: xfw_nat_snat is a global function; the port search runs
- * under bpf_loop (one candidate per step).
+ * Conventions: xfw_nat_snat is a global function.
  *
  * Packets without TCP or UDP ports (ICMP echo, protocols without ports)
  * keep their identifier: nat_query.h.
  *
- * Includes: nat.h, nat_query.h.
+ * Includes: nat.h, nat_query.h, nat_range.h.
  */
 #ifndef XFW_NAT_SNAT_H
 #define XFW_NAT_SNAT_H
 
 #include "nat.h"
 #include "nat_query.h"
-
-/* The kernel's source port ranges when none is given, after the
- * original port (nf_nat_l4proto_unique_tuple). */
-#define XFW_SNAT_LOW_MIN 1
-#define XFW_SNAT_LOW_SIZE 511    /* 1-511 for ports below 512 */
-#define XFW_SNAT_MID_MIN 600
-#define XFW_SNAT_MID_SIZE 424    /* 600-1023 for ports below 1024 */
-#define XFW_SNAT_HIGH_MIN 1024
-#define XFW_SNAT_HIGH_SIZE 64512 /* 1024-65535 */
-#define XFW_SNAT_TRIES 128       /* the kernel's max_attempts */
-#define XFW_SNAT_LAST_TRIES 16   /* it halves the tries down to this */
-
-/* xfw_snat_taken reports whether the reply tuple np->key[XFW_NAT_PS] with
- * destination port port is a live connection's. */
-static __always_inline int xfw_snat_taken(struct xfw_nat_pend *np, __u32 port)
-{
-	struct xfw_nat_key *k = &np->key[XFW_NAT_PS];
-	struct xfw_nat_val *v;
-	struct xfw_ct_entry *e;
-
-	k->dport = port;
-	v = bpf_map_lookup_elem(&xfw_nat, k);
-	if (v) {
-		e = xfw_nat_conn(&v->ct);
-		if (e && xfw_nat_owns(&e->v, v->kind, k->daddr, port))
-			return 1;
-	}
-	xfw_ct_mkkey(&np->fwd, 0, k->proto, 0, k->daddr, port, 0, k->saddr, k->sport);
-	return xfw_nat_conn(&np->fwd) != 0;
-}
-
-/* The port search's state, on xfw_nat_snat's stack (bpf_loop's context). */
-struct xfw_snat_search {
-	struct xfw_nat_pend *np;
-	__u32 min, size, off;
-	__u32 found; /* the free port, 0 while none */
-};
-
-static long xfw_snat_try(__u32 i, struct xfw_snat_search *s)
-{
-	__u32 port;
-
-	if (!s->np || !s->size)
-		return 1;
-	port = s->min + (s->off + i) % s->size;
-	if (!xfw_snat_taken(s->np, port)) {
-		s->found = port;
-		return 1;
-	}
-	return 0;
-}
-
-/* xfw_snat_search finds a free source port for the pending reply tuple
- * in the kernel's range after orig, the original port: 0 when none. */
-static __always_inline __u32 xfw_snat_search(struct xfw_nat_pend *np, __u32 orig)
-{
-	struct xfw_snat_search s = {.np = np};
-	__u32 tries = XFW_SNAT_TRIES;
-
-	if (orig < 512) {
-		s.min = XFW_SNAT_LOW_MIN;
-		s.size = XFW_SNAT_LOW_SIZE;
-	} else if (orig < 1024) {
-		s.min = XFW_SNAT_MID_MIN;
-		s.size = XFW_SNAT_MID_SIZE;
-	} else {
-		s.min = XFW_SNAT_HIGH_MIN;
-		s.size = XFW_SNAT_HIGH_SIZE;
-	}
-	for (int round = 0; round < 4; round++) {
-		s.off = bpf_get_prandom_u32() % s.size;
-		bpf_loop(tries, xfw_snat_try, &s, 0);
-		if (s.found)
-			return s.found;
-		tries /= 2;
-		if (tries < XFW_SNAT_LAST_TRIES)
-			break;
-	}
-	return 0;
-}
+#include "nat_range.h"
 
 /* xfw_nat_snat applies an SNAT or MASQUERADE verdict (addr 0: the output
  * interface oif's address; port 0: chosen) to a connection's first packet
@@ -133,7 +54,7 @@ __attribute__((noinline)) int xfw_nat_snat(struct xfw_pkt *p, struct xfw_ct_scra
 	struct xfw_nat_key *k;
 	struct xfw_nat_val *v;
 
-	__u32 kind = XFW_NATQ_NONE, sport, dport;
+	__u32 kind = XFW_NATQ_NONE, sport, dport, chosen = 0;
 
 	if (!p || !cs || !np)
 		return -1;
@@ -157,6 +78,16 @@ __attribute__((noinline)) int xfw_nat_snat(struct xfw_pkt *p, struct xfw_ct_scra
 			return -1; /* MASQUERADE without an address drops */
 		addr = *a;
 	}
+	if ((port & XFW_NAT_RANGED) || (!port && kind == XFW_NATQ_NONE)) {
+		/* A range, random flags, or the port to choose. */
+		__u64 to = xfw_natr_snat(p, addr, port, dport << 16 | sport, kind == XFW_NATQ_NONE);
+
+		if (to == XFW_NATR_NONE)
+			return -1;
+		addr = to >> 16;
+		port = to & 0xffff;
+		chosen = 1;
+	}
 	k = &np->key[XFW_NAT_PS];
 	__builtin_memset(k, 0, sizeof(*k));
 	k->saddr = p->dst_lo;
@@ -171,15 +102,8 @@ __attribute__((noinline)) int xfw_nat_snat(struct xfw_pkt *p, struct xfw_ct_scra
 		k->dport = port;
 		if (xfw_natq_taken(np, kind, p->icmp & 0xff))
 			return -1;
-	} else if (port) {
-		if (xfw_snat_taken(np, port))
-			return -1;
-	} else if (!xfw_snat_taken(np, p->sport)) {
-		port = p->sport; /* the port is kept when the tuple is free */
-	} else {
-		port = xfw_snat_search(np, p->sport);
-		if (!port)
-			return -1;
+	} else if (!chosen && xfw_snat_taken(np, port)) {
+		return -1; /* the one port given is taken */
 	}
 	k->dport = port;
 	v = &np->val[XFW_NAT_PS];

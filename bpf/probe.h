@@ -21,7 +21,8 @@
  *
  * Includes: common.h, xfw_structs.h, parse.h, classify_maps.h,
  * generation.h, xfw_maps.h (the hooks' scratch), limit.h, recent.h, hashlimit.h,
- * pred.h, connlimit.h, ctexpire.h, mark.h, connmark.h, owner.h, mangle.h.
+ * pred.h, connlimit.h, ctexpire.h, mark.h, connmark.h, owner.h, mangle.h,
+ * ctnat.h.
  */
 #ifndef XFW_PROBE_H
 #define XFW_PROBE_H
@@ -44,6 +45,7 @@
 #include "connmark.h"
 #include "owner.h"
 #include "mangle.h"
+#include "ctnat.h"
 
 /* xfw_probe answers probe k of slot for the packet in the scratch of hook
  * (xfw_pending.hook): 1 true, 0 false, XFW_PROBE_HOTDROP (common.h) to
@@ -99,6 +101,10 @@ __attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
 		return xfw_mangle_act(pr, p, &sc->cls, hook);
 	case XFW_PROBE_MARKMOVED:
 		return p->mark != sc->st.route_mark; /* mark_kernel.h */
+	case XFW_PROBE_CTNAT:
+		return xfw_ctnat_match(pr, p, hook);
+	case XFW_PROBE_CTREPL:
+		return xfw_ctrepl_match(pr, p, hook);
 	default:
 		return 0;
 	}

@@ -67,6 +67,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "netns.h"
 #include "nat.h"
 #include "nat_query.h"
+#include "nat_range.h"
 #include "nat_snat.h"
 #include "nat_icmp.h"
 #include "bench.h"
@@ -144,6 +145,8 @@ static __always_inline __u32 xfw_judge(struct xfw_pkt *p, __u32 chain, __u32 iif
 	*reject = ent->aux;
 	st->nat_addr = ent->next; /* XFW_ACT_DNAT's address and port */
 	st->nat_port = ent->aux;
+	if (ent->flags & XFW_EF_NATRANGE) /* its range's probe (nat_range.h) */
+		st->nat_port |= XFW_NAT_RANGED | st->slot << XFW_NAT_RANGE_SLOT_SHIFT;
 	return ent->action;
 }
 

@@ -224,10 +224,11 @@ func buildCtSet(o ctOptions) *Set {
 // The tuple options (--ctorigsrc … --ctrepldstport) test the connection's
 // original tuple, which the data plane gives every packet of a connection
 // in FieldCtOrigSrc, FieldCtOrigDst, FieldCtOrigSport and FieldCtOrigDport.
-// xfw has no NAT, so the reply tuple is the original one inverted:
-// --ctreplsrc is the original destination, --ctrepldst the source. The
-// reply tuple's ports have fields of their own (FieldCtReplSport,
-// FieldCtReplDport): ICMP's are not the original ones swapped.
+// Without NAT the reply tuple is the original one inverted: --ctreplsrc
+// is the original destination, --ctrepldst the source (refused in a
+// ruleset with NAT: nat.go). The reply tuple's ports have fields of their
+// own (FieldCtReplSport, FieldCtReplDport): ICMP's are not the original
+// ones swapped, and a translation changes them.
 var ctTupleFields = []Field{FieldCtOrigSrc, FieldCtOrigDst, FieldCtOrigSport, FieldCtOrigDport,
 	FieldCtReplSport, FieldCtReplDport}
 

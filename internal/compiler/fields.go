@@ -291,6 +291,9 @@ const (
 	// continues (XFW_EF_ACT: -j MARK): the walk runs probe Aux for its
 	// effect, then goes on at Next (mark.go).
 	EFAct uint8 = 0x40
+	// EFNatRange marks a NAT entry (ActDNAT, ActSNAT) with a range or
+	// random flags (XFW_EF_NATRANGE): Aux is its ProbeNatRange (nat.go).
+	EFNatRange uint8 = 0x80
 )
 
 // SetCountSkipSub is the Aux bit of a set counting probe whose match has

@@ -19,15 +19,18 @@ import (
 // route picks after its nat PREROUTING segment (Layout.NatResume). The
 // translation is kept with the connection and applied to both directions.
 //
-// What the data plane translates, and so what is accepted: IPv4, one
-// address (--to-destination ADDR or ADDR:PORT) or REDIRECT with at most
-// one port, in a rule restricted to TCP or UDP; SNAT and MASQUERADE in
+// What the data plane translates, and so what is accepted: IPv4 DNAT
+// (--to-destination ADDR[-ADDR][:PORT[-PORT]]) or REDIRECT
+// ([--to-ports PORT[-PORT]]) in a rule restricted to TCP or UDP; SNAT and MASQUERADE in
 // nat POSTROUTING for any protocol (TCP and UDP ports, the ICMP echo
 // identifier, other protocols address only, as nf_nat_proto.c does).
 // DNAT and REDIRECT in nat OUTPUT are translated at TC egress
-// (nat_output.go). Address and port ranges, --random, --persistent are
-// refused, and so are conntrack options a translation changes the
-// meaning of (--ctstate SNAT/DNAT, --ctreplsrc), in a ruleset with DNAT.
+// (nat_output.go). Address and port ranges and the --random,
+// --random-fully and --persistent flags name a range (nat_range.go).
+// Shifted port maps (DNAT's /BASE) are refused. The conntrack options a
+// translation changes the answer of: --ctstate SNAT and DNAT are a
+// probe's (ctnat.go), so are --ctreplsrc and --ctrepldst in a ruleset
+// with NAT (ctrepl.go); the reply tuple's ports are the translated ones.
 
 // RedirectAddr is an ActDNAT entry's address for REDIRECT: the primary
 // IPv4 address of the packet's input interface (0.0.0.0, which DNAT never
@@ -64,30 +67,31 @@ func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
 	if n == nil {
 		n = &ir.NatRange{}
 	}
-	if n.Flags&(ir.NatRandom|ir.NatPersistent|ir.NatRandomFully|ir.NatProtoOffset) != 0 {
-		return fmt.Errorf("target %s: --random, --persistent and port maps are not supported by xfw's data plane yet", name)
+	if n.Flags&ir.NatProtoOffset != 0 {
+		return fmt.Errorf("target %s: port maps (/BASE) are not supported by xfw's data plane yet", name)
 	}
 	addr := uint32(RedirectAddr)
 	if fl.natOutput && r.Target.Kind == ir.TargetRedirect {
 		addr = redirectOutputAddr
 	}
 	if r.Target.Kind == ir.TargetDNAT || r.Target.Kind == ir.TargetSNAT {
-		if n.Flags&ir.NatMapIPs == 0 || n.MinAddr != n.MaxAddr || !n.MinAddr.Is4() || n.MinAddr.IsUnspecified() {
-			return fmt.Errorf("target %s is not supported by xfw's data plane yet with other than one IPv4 address", name)
+		if n.Flags&ir.NatMapIPs == 0 || !n.MinAddr.Is4() || !n.MaxAddr.Is4() || n.MinAddr.IsUnspecified() {
+			return fmt.Errorf("target %s is not supported by xfw's data plane yet with other than IPv4 addresses", name)
 		}
-		a := n.MinAddr.As4()
-		addr = uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+		addr = addr4(n.MinAddr)
 	}
-	port := uint16(0)
-	if n.Flags&ir.NatProtoSpecified != 0 {
-		if n.MinPort != n.MaxPort || n.MinPort == 0 {
-			return fmt.Errorf("target %s is not supported by xfw's data plane yet with a port range", name)
-		}
-		port = n.MinPort
-	}
-	e.Action, e.Next, e.Aux = ActDNAT, addr, port
+	e.Action, e.Next = ActDNAT, addr
 	if source {
 		e.Action = ActSNAT
+	}
+	if natRanged(n) {
+		return fl.natRangeEntry(e, n)
+	}
+	if n.Flags&ir.NatProtoSpecified != 0 {
+		if n.MinPort == 0 {
+			return fmt.Errorf("target %s is not supported by xfw's data plane yet with port 0", name)
+		}
+		e.Aux = n.MinPort
 	}
 	return nil
 }
@@ -112,45 +116,4 @@ func usesNAT(rs *ir.Ruleset) bool {
 		}
 	}
 	return false
-}
-
-// checkNatMatches refuses, in a ruleset with NAT, the conntrack options
-// whose answer a translation changes and the data plane does not give:
-// --ctstate SNAT and DNAT (the status bits are not in FieldCt),
-// --ctreplsrc, --ctrepldst and --ctrepldstport (compiled from the
-// original tuple).
-func checkNatMatches(rs *ir.Ruleset) error {
-	if !usesNAT(rs) {
-		return nil
-	}
-	tables := append([]*ir.Ruleset{rs}, rs.Tables...)
-	for _, t := range tables {
-		for _, c := range t.Chains {
-			for i, r := range c.Rules {
-				for _, m := range r.Matches {
-					ct, ok := m.(*ir.ConntrackMatch)
-					if !ok {
-						continue
-					}
-					if ct.States.Set && ct.States.Bits&(ir.CtStateSNAT|ir.CtStateDNAT) != 0 {
-						return natMatchErr(t, c, i, "--ctstate SNAT and DNAT")
-					}
-					if ct.ReplSrc.Set || ct.ReplDst.Set || ct.ReplDstPort.Set {
-						return natMatchErr(t, c, i, "--ctreplsrc, --ctrepldst and --ctrepldstport")
-					}
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// natMatchErr is checkNatMatches' error for rule i of chain c in table t.
-func natMatchErr(t *ir.Ruleset, c *ir.Chain, i int, what string) error {
-	table := t.Table
-	if table == "" {
-		table = ir.TableFilter
-	}
-	return fmt.Errorf("table %s chain %s rule %d: conntrack match: %s in a ruleset with NAT are not supported by xfw's data plane yet",
-		table, c.Name, i+1, what)
 }

@@ -9,8 +9,8 @@ package compiler
 // plane translates the connection's first packet, routes it again and
 // resumes the walk after the nat OUTPUT segment (Layout.NatResume) with
 // the new output device, then sends the packet out of it. The same
-// limits as nat PREROUTING's DNAT apply (natEntry): IPv4, TCP or UDP, one
-// address and at most one port.
+// limits as nat PREROUTING's DNAT apply (natEntry): IPv4, TCP or UDP,
+// ranges and flags as nat_range.go.
 
 // redirectOutputAddr is REDIRECT's address in nat OUTPUT: 127.0.0.1, as
 // nf_nat_redirect_ipv4 picks it for the host's own packets.

@@ -70,6 +70,15 @@ const (
 	// ProbeMarkMoved says whether the packet's mark differs from the one
 	// its route was made with (mark_route.go).
 	ProbeMarkMoved
+	// ProbeNatRange is never asked: it holds a NAT entry's range
+	// (EFNatRange; nat.go): Arg the NatFlags, Val and Mask the addresses,
+	// Wide the ports (min << 16 | max).
+	ProbeNatRange
+	// ProbeCtNat asks a --ctstate with SNAT or DNAT (ctnat.go).
+	ProbeCtNat
+	// ProbeCtRepl asks --ctreplsrc and --ctrepldst in a ruleset with NAT
+	// (ctrepl.go).
+	ProbeCtRepl
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )
@@ -99,7 +108,9 @@ func probedMatch(m ir.Match) bool {
 		*ir.StatisticMatch, *ir.MarkMatch, *ir.ConnmarkMatch, *ir.OwnerMatch:
 		return true
 	case *ir.ConntrackMatch:
-		return m.Expire.Set
+		return m.Expire.Set || ctNatProbed(m)
+	case *ctReplMatch:
+		return true
 	}
 	return isPred(m)
 }
@@ -141,6 +152,9 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match, hook int) (Probe, er
 	case *ir.CPUMatch:
 		return Probe{Kind: ProbeCPU, Arg: CPUArg(m)}, nil
 	case *ir.ConntrackMatch:
+		if ctNatProbed(m) {
+			return ctNatProbe(m)
+		}
 		k, err := fl.ctExpireIndex(r, i, m)
 		return Probe{Kind: ProbeCtExpire, Arg: uint32(k)}, err
 	case *ir.StatisticMatch:
@@ -151,6 +165,8 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match, hook int) (Probe, er
 		return connmarkProbe(m), nil
 	case *ir.OwnerMatch:
 		return ownerProbe(m)
+	case *ctReplMatch:
+		return ctReplProbe(m), nil
 	}
 	return Probe{}, fmt.Errorf("match %T is not probed", m)
 }

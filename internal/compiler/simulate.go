@@ -73,6 +73,12 @@ type Packet struct {
 	// Owner is what the TC egress hook read of the packet's socket (the
 	// owner match; nothing at XDP).
 	Owner SocketOwner
+	// CtSNAT and CtDNAT say whether the packet's connection has its
+	// source or destination translated (--ctstate SNAT, DNAT).
+	CtSNAT, CtDNAT bool
+	// CtReplSrc and CtReplDst are its reply tuple's IPv4 addresses (host
+	// order), translations included (--ctreplsrc, --ctrepldst with NAT).
+	CtReplSrc, CtReplDst uint32
 }
 
 // probe answers probe pr for the packet, as the data plane's evaluator
@@ -111,6 +117,12 @@ func (p *Packet) probe(g *Generation, pr Probe) bool {
 	}
 	if pr.Kind == ProbeMangle {
 		return p.mangleAnswer(pr)
+	}
+	if pr.Kind == ProbeCtNat {
+		return CtNatAnswer(pr, p.Ct, p.CtSNAT, p.CtDNAT)
+	}
+	if pr.Kind == ProbeCtRepl {
+		return CtReplAnswer(pr, p.Ct, p.CtReplSrc, p.CtReplDst)
 	}
 	return p.markAnswer(pr)
 }

@@ -11,6 +11,7 @@ import (
 
 // conntrack adds a conntrack match.
 func (b *termBuilder) conntrack(m *ir.ConntrackMatch) error {
+	m = ctNatTerms(m) // a --ctstate with SNAT or DNAT is a probe's
 	s, err := ctCondition(m)
 	if err != nil {
 		return err

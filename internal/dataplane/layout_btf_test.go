@@ -370,6 +370,9 @@ func enumMirrors() []enumMirror {
 			"XFW_PROBE_OWNER":       int64(compiler.ProbeOwner),
 			"XFW_PROBE_MANGLE":      int64(compiler.ProbeMangle),
 			"XFW_PROBE_MARKMOVED":   int64(compiler.ProbeMarkMoved),
+			"XFW_PROBE_NATRANGE":    int64(compiler.ProbeNatRange),
+			"XFW_PROBE_CTNAT":       int64(compiler.ProbeCtNat),
+			"XFW_PROBE_CTREPL":      int64(compiler.ProbeCtRepl),
 		}},
 		{c: "xfw_mangle_op", mirror: "compiler.Mangle*", values: map[string]int64{
 			"XFW_MGOP_TOS": compiler.MangleTOS, "XFW_MGOP_TTL_SET": compiler.MangleTTLSet,

@@ -29,8 +29,11 @@ func fillProbes(m *ebpf.Map, probes []compiler.Probe) error {
 		if pr.Kind == compiler.ProbeStatistic && pr.Arg&compiler.StatisticNth != 0 {
 			b.Count = compiler.NthInitialCount(pr)
 		}
-		if pr.Kind == compiler.ProbeOwner {
-			b.Count = pr.Wide // the gid range (bpf/owner.h)
+		switch pr.Kind {
+		case compiler.ProbeOwner, compiler.ProbeNatRange, compiler.ProbeCtRepl:
+			// The gid range (bpf/owner.h), the NAT ports
+			// (bpf/nat_range.h), --ctrepldst (bpf/ctnat.h).
+			b.Count = pr.Wide
 		}
 		return b
 	})

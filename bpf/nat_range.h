@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * nat_range.h — the NAT targets' address and port ranges and their
+ * --random, --random-fully and --persistent flags, with the kernel's
+ * choice (nf_nat_core.c get_unique_tuple, find_best_ips_proto,
+ * nf_nat_l4proto_unique_tuple; nf_nat_masquerade.c and nf_nat_redirect.c
+ * give MASQUERADE and REDIRECT the interface's address as a one-address
+ * range):
+ *
+ *  - The address (a range: XFW_NATR_MAP_IPS): the original source's
+ *    jhash2 with the original destination as initial value (0 with
+ *    --persistent), scaled into the range (reciprocal_scale): one client
+ *    (and server) keeps its address, as in the kernel, and xfw picks the
+ *    address the kernel picks.
+ *  - SNAT without random flags first keeps the original tuple when its
+ *    source is in the range and it is free.
+ *  - The port: without random flags the packet's own when it is in the
+ *    range (or none is given) and the translated tuple is free (a range
+ *    of one port is taken even when used); else searched in the range
+ *    (none given: SNAT's 1-511, 600-1023 or 1024-65535 after the
+ *    original port; DNAT keeps its port) from a random offset, at most
+ *    128 tries, then halving the tries (down to 8) from a new random
+ *    offset each round. None free: dropped (the kernel's confirmation
+ *    drops the clash).
+ *  - SNAT then takes the source's current mapping (find_appropriate_src:
+ *    xfw_nat_bysrc, the latest SNAT of that address, port and protocol)
+ *    when it is in the range and free.
+ *  - Not done (docs/differences.md): shifted port maps (the compiler
+ *    refuses them); the random offsets are not the kernel's.
+ *
+ * A ranged entry (XFW_EF_NATRANGE) names its range, an XFW_PROBE_NATRANGE
+ * of the generation; xfw_judge packs the probe's index and the slot into
+ * the port it hands the NAT functions (XFW_NAT_RANGED, nat.h).
+ *
+ * Conventions: xfw_natr_dnat and xfw_natr_snat are global functions; the
+ * port search runs under bpf_loop (one candidate per step); the state
+ * lives in the per-CPU NAT scratch (xfw_nat_pend.range).
+ *
+ * Includes: nat.h, classify_maps.h, generation.h.
+ */
+#ifndef XFW_NAT_RANGE_H
+#define XFW_NAT_RANGE_H
+
+#include "nat.h"
+#include "classify_maps.h"
+#include "generation.h"
+
+/* The range flags (NF_NAT_RANGE_*, the kernel's values: compiler
+ * NatFlags). */
+#define XFW_NATR_MAP_IPS 0x01
+#define XFW_NATR_PROTO 0x02
+#define XFW_NATR_RANDOM 0x04
+#define XFW_NATR_PERSISTENT 0x08
+#define XFW_NATR_RANDOM_FULLY 0x10
+#define XFW_NATR_RANDOM_ALL (XFW_NATR_RANDOM | XFW_NATR_RANDOM_FULLY)
+
+/* What xfw_natr_dnat and xfw_natr_snat return for a packet to drop. */
+#define XFW_NATR_NONE (~0ULL)
+
+/* The kernel's source port ranges when none is given, after the original
+ * port (nf_nat_l4proto_unique_tuple). */
+#define XFW_SNAT_LOW_MIN 1
+#define XFW_SNAT_LOW_SIZE 511    /* 1-511 for ports below 512 */
+#define XFW_SNAT_MID_MIN 600
+#define XFW_SNAT_MID_SIZE 424    /* 600-1023 for ports below 1024 */
+#define XFW_SNAT_HIGH_MIN 1024
+#define XFW_SNAT_HIGH_SIZE 64512 /* 1024-65535 */
+#define XFW_SNAT_TRIES 128       /* the kernel's max_attempts */
+#define XFW_SNAT_LAST_TRIES 16   /* no round after one of fewer tries */
+#define XFW_NATR_ROUNDS 5        /* 128, 64, 32, 16, 8 tries */
+
+#define XFW_JHASH_INITVAL 0xdeadbeef
+
+static __always_inline __u32 xfw_rol32(__u32 w, __u32 s)
+{
+	return (w << s) | (w >> (32 - s));
+}
+
+/* xfw_natr_hash is find_best_ips_proto's jhash2 of an IPv4 source (the
+ * four words of nf_inet_addr, three of them zero) with initial value
+ * init; addresses as the kernel's memory holds them (network order). */
+static __always_inline __u32 xfw_natr_hash(__u32 src_be, __u32 init)
+{
+	__u32 a, b, c;
+
+	a = b = c = XFW_JHASH_INITVAL + (4 << 2) + init;
+	a += src_be;
+	/* __jhash_mix */
+	a -= c; a ^= xfw_rol32(c, 4); c += b;
+	b -= a; b ^= xfw_rol32(a, 6); a += c;
+	c -= b; c ^= xfw_rol32(b, 8); b += a;
+	a -= c; a ^= xfw_rol32(c, 16); c += b;
+	b -= a; b ^= xfw_rol32(a, 19); a += c;
+	c -= b; c ^= xfw_rol32(b, 4); b += a;
+	/* the fourth word (0), then __jhash_final */
+	c ^= b; c -= xfw_rol32(b, 14);
+	a ^= c; a -= xfw_rol32(c, 11);
+	b ^= a; b -= xfw_rol32(a, 25);
+	c ^= b; c -= xfw_rol32(b, 16);
+	a ^= c; a -= xfw_rol32(c, 4);
+	b ^= a; b -= xfw_rol32(a, 14);
+	c ^= b; c -= xfw_rol32(b, 24);
+	return c;
+}
+
+/* xfw_natr_addr picks the address of range r for a connection from src
+ * to dst (host order), as find_best_ips_proto does. */
+static __always_inline __u32 xfw_natr_addr(struct xfw_nat_range *r, __u32 src, __u32 dst)
+{
+	__u32 init = (r->flags & XFW_NATR_PERSISTENT) ? 0 : bpf_htonl(dst);
+	__u32 j = xfw_natr_hash(bpf_htonl(src), init);
+	__u32 dist = r->max_addr - r->min_addr + 1;
+
+	if (r->min_addr == r->max_addr)
+		return r->min_addr;
+	return r->min_addr + (__u32)(((__u64)j * dist) >> 32);
+}
+
+/* xfw_natr_load reads the range of a ranged entry (packed: XFW_NAT_RANGED,
+ * the slot and the probe's index, nat.h) into r. Returns 0, or -1 when it
+ * is not there. */
+static __always_inline int xfw_natr_load(struct xfw_nat_range *r, __u32 packed)
+{
+	void *m = xfw_inner(&xfw_o_probe, (packed >> XFW_NAT_RANGE_SLOT_SHIFT) & (XFW_NSLOTS - 1));
+	__u32 k = packed & 0xffff;
+	struct xfw_probe *pr;
+
+	if (!m)
+		return -1;
+	pr = bpf_map_lookup_elem(m, &k);
+	if (!pr || pr->kind != XFW_PROBE_NATRANGE)
+		return -1;
+	r->flags = pr->arg;
+	r->min_addr = pr->val;
+	r->max_addr = pr->mask;
+	r->min_port = (pr->count >> 16) & 0xffff;
+	r->max_port = pr->count & 0xffff;
+	return 0;
+}
+
+/* xfw_snat_taken reports whether the reply tuple np->key[XFW_NAT_PS] with
+ * destination port port is a live connection's: a translation's wire
+ * tuple in xfw_nat, or a connection keyed by it. */
+static __always_inline int xfw_snat_taken(struct xfw_nat_pend *np, __u32 port)
+{
+	struct xfw_nat_key *k = &np->key[XFW_NAT_PS];
+	struct xfw_nat_val *v;
+	struct xfw_ct_entry *e;
+
+	k->dport = port;
+	v = bpf_map_lookup_elem(&xfw_nat, k);
+	if (v) {
+		e = xfw_nat_conn(&v->ct);
+		if (e && xfw_nat_owns(&e->v, v->kind, k->daddr, port))
+			return 1;
+	}
+	xfw_ct_mkkey(&np->fwd, 0, k->proto, 0, k->daddr, port, 0, k->saddr, k->sport);
+	return xfw_nat_conn(&np->fwd) != 0;
+}
+
+/* xfw_natr_taken reports whether the translated tuple with port port is a
+ * live connection's: for SNAT (dst 0) the reply tuple np->key[XFW_NAT_PS]
+ * (xfw_snat_taken); for DNAT the connection keyed by the translated
+ * tuple from np->key[XFW_NAT_PD]'s source to r's chosen address. */
+static __always_inline int xfw_natr_taken(struct xfw_nat_pend *np, __u32 port)
+{
+	struct xfw_nat_key *k = &np->key[XFW_NAT_PD];
+	struct xfw_nat_range *r = &np->range;
+
+	if (!r->dst)
+		return xfw_snat_taken(np, port);
+	xfw_ct_mkkey(&np->fwd, 0, k->proto, 0, k->saddr, k->sport, 0, r->addr, port);
+	return xfw_nat_conn(&np->fwd) != 0;
+}
+
+/* bpf_loop's context (on the stack, as the helper wants it). */
+struct xfw_natr_ctx {
+	struct xfw_nat_pend *np;
+};
+
+static long xfw_natr_try(__u32 i, struct xfw_natr_ctx *c)
+{
+	struct xfw_nat_pend *np = c->np;
+	struct xfw_nat_range *r;
+	__u32 port;
+
+	if (!np)
+		return 1;
+	r = &np->range;
+	if (!r->size)
+		return 1;
+	port = r->min + (__u16)(r->off + i) % r->size;
+	if (!xfw_natr_taken(np, port)) {
+		r->found = port;
+		r->ok = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* xfw_natr_search finds a free port in np->range's min..min+size-1 as
+ * nf_nat_l4proto_unique_tuple does. Returns 1 with it in range.found. */
+static __always_inline int xfw_natr_search(struct xfw_nat_pend *np)
+{
+	struct xfw_nat_range *r = &np->range;
+	struct xfw_natr_ctx c = {.np = np};
+	__u32 tries = r->size < XFW_SNAT_TRIES ? r->size : XFW_SNAT_TRIES;
+
+	r->ok = 0;
+	for (int round = 0; round < XFW_NATR_ROUNDS; round++) {
+		r->off = bpf_get_prandom_u32() & 0xffff; /* get_random_u16 */
+		bpf_loop(tries, xfw_natr_try, &c, 0);
+		if (r->ok)
+			return 1;
+		if (tries >= r->size || tries < XFW_SNAT_LAST_TRIES)
+			break;
+		tries /= 2;
+	}
+	return 0;
+}
+
+/* xfw_natr_in reports whether port is in range r's ports. */
+static __always_inline int xfw_natr_in(struct xfw_nat_range *r, __u32 port)
+{
+	return port >= r->min_port && port <= r->max_port;
+}
+
+/* xfw_natr_bysrc returns the mapping (addr << 16 | port) of p's source
+ * (port sport) that a live connection holds, when it is in np->range and
+ * its reply tuple to p's destination is free (find_appropriate_src), else
+ * XFW_NATR_NONE. np->key[XFW_NAT_PS] holds the reply tuple's source. */
+static __always_inline __u64 xfw_natr_bysrc(struct xfw_nat_pend *np, struct xfw_pkt *p, __u32 sport)
+{
+	struct xfw_nat_src_key sk = {.saddr = p->src_lo, .sport = sport, .proto = p->proto};
+	struct xfw_nat_range *r = &np->range;
+	struct xfw_nat_src_val *v = bpf_map_lookup_elem(&xfw_nat_bysrc, &sk);
+	struct xfw_ct_entry *e;
+	__u32 addr, port;
+
+	if (!v)
+		return XFW_NATR_NONE;
+	addr = v->addr;
+	port = v->port;
+	if (addr < r->min_addr || addr > r->max_addr || ((r->flags & XFW_NATR_PROTO) && !xfw_natr_in(r, port)))
+		return XFW_NATR_NONE;
+	e = xfw_nat_conn(&v->ct);
+	if (!e || !(e->v.nat_flags & XFW_NAT_F_SRC) || e->v.snat_addr != addr || e->v.snat_port != port)
+		return XFW_NATR_NONE;
+	np->key[XFW_NAT_PS].daddr = addr;
+	if (xfw_snat_taken(np, port))
+		return XFW_NATR_NONE;
+	return (__u64)addr << 16 | port;
+}
+
+/* xfw_natr_port picks the port of the translated tuple (np->range.addr
+ * chosen) for the packet's own port orig, as get_unique_tuple's step 3:
+ * the port, or -1 when none is free. src: the source is translated
+ * (SNAT's default ranges apply; DNAT keeps its port when none is given). */
+static __always_inline int xfw_natr_port(struct xfw_nat_pend *np, __u32 orig, int src)
+{
+	struct xfw_nat_range *r = &np->range;
+	__u32 flags = r->flags;
+
+	if (!(flags & XFW_NATR_RANDOM_ALL)) {
+		if (flags & XFW_NATR_PROTO) {
+			if (xfw_natr_in(r, orig) && (r->min_port == r->max_port || !xfw_natr_taken(np, orig)))
+				return orig;
+		} else if (!xfw_natr_taken(np, orig)) {
+			return orig;
+		}
+	}
+	if (flags & XFW_NATR_PROTO) {
+		r->min = r->min_port;
+		r->size = r->max_port - r->min_port + 1;
+	} else if (!src) {
+		/* A destination's port is never changed: the clash drops. */
+		return xfw_natr_taken(np, orig) ? -1 : (int)orig;
+	} else if (orig < 512) {
+		r->min = XFW_SNAT_LOW_MIN;
+		r->size = XFW_SNAT_LOW_SIZE;
+	} else if (orig < 1024) {
+		r->min = XFW_SNAT_MID_MIN;
+		r->size = XFW_SNAT_MID_SIZE;
+	} else {
+		r->min = XFW_SNAT_HIGH_MIN;
+		r->size = XFW_SNAT_HIGH_SIZE;
+	}
+	return xfw_natr_search(np) ? (int)r->found : -1;
+}
+
+/* xfw_natr_dnat chooses a ranged DNAT's (or REDIRECT's) new destination
+ * for p: addr is the entry's (REDIRECT's interface address resolved),
+ * packed the entry's range (nat.h). Returns addr << 16 | port, or
+ * XFW_NATR_NONE when the packet must be dropped. A global function. */
+__attribute__((noinline)) __u64 xfw_natr_dnat(struct xfw_pkt *p, __u32 addr, __u32 packed)
+{
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_range *r;
+	int port;
+
+	if (!p || !np || !xfw_nat_translatable(p))
+		return XFW_NATR_NONE;
+	r = &np->range;
+	if (xfw_natr_load(r, packed))
+		return XFW_NATR_NONE;
+	r->dst = 1;
+	r->addr = (r->flags & XFW_NATR_MAP_IPS) ? xfw_natr_addr(r, p->src_lo, p->dst_lo) : addr;
+	np->key[XFW_NAT_PD].saddr = p->src_lo;
+	np->key[XFW_NAT_PD].sport = p->sport;
+	np->key[XFW_NAT_PD].proto = p->proto;
+	port = xfw_natr_port(np, p->dport, 0);
+	if (port < 0)
+		return XFW_NATR_NONE;
+	return (__u64)r->addr << 16 | (__u32)port;
+}
+
+/* xfw_natr_snat chooses an SNAT's (or MASQUERADE's) new source for p:
+ * addr is the entry's (MASQUERADE's interface address resolved), packed
+ * the entry's range (without XFW_NAT_RANGED: addr alone, no flags),
+ * dport_sport the packet's ports (dport << 16 | sport), ports 0 when it
+ * has none to translate (an echo, a protocol without ports: the address
+ * only). Returns addr << 16 | port, or XFW_NATR_NONE when the packet must
+ * be dropped. A global function. */
+__attribute__((noinline)) __u64 xfw_natr_snat(struct xfw_pkt *p, __u32 addr, __u32 packed,
+					      __u32 dport_sport, __u32 ports)
+{
+	__u32 sport = dport_sport & 0xffff;
+
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_range *r;
+	struct xfw_nat_key *k;
+	int port;
+
+	if (!p || !np)
+		return XFW_NATR_NONE;
+	r = &np->range;
+	if (!(packed & XFW_NAT_RANGED))
+		r->flags = 0;
+	else if (xfw_natr_load(r, packed))
+		return XFW_NATR_NONE;
+	if (!(r->flags & XFW_NATR_MAP_IPS))
+		r->min_addr = r->max_addr = addr; /* one address: SNAT's, MASQUERADE's */
+	r->dst = 0;
+	k = &np->key[XFW_NAT_PS];
+	__builtin_memset(k, 0, sizeof(*k));
+	k->saddr = p->dst_lo;
+	k->sport = dport_sport >> 16;
+	k->proto = p->proto;
+	/* get_unique_tuple's step 1: the original tuple, in the range and
+	 * free, is kept; else the source's current mapping, in the range and
+	 * free (find_appropriate_src). */
+	if (ports && !(r->flags & XFW_NATR_RANDOM_ALL)) {
+		if (p->src_lo >= r->min_addr && p->src_lo <= r->max_addr &&
+		    (!(r->flags & XFW_NATR_PROTO) || xfw_natr_in(r, sport))) {
+			k->daddr = p->src_lo;
+			if (!xfw_snat_taken(np, sport))
+				return (__u64)p->src_lo << 16 | sport;
+		} else {
+			__u64 to = xfw_natr_bysrc(np, p, sport);
+
+			if (to != XFW_NATR_NONE)
+				return to;
+		}
+	}
+	r->addr = xfw_natr_addr(r, p->src_lo, p->dst_lo);
+	if (!ports)
+		return (__u64)r->addr << 16;
+	k->daddr = r->addr;
+	port = xfw_natr_port(np, sport, 1);
+	if (port < 0)
+		return XFW_NATR_NONE;
+	return (__u64)r->addr << 16 | (__u32)port;
+}
+
+#endif /* XFW_NAT_RANGE_H */
