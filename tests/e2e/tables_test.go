@@ -75,8 +75,8 @@ func TestTablesMatchKernel(t *testing.T) {
 	}
 }
 
-// TestTableRulesRefused checks that a rule xfw cannot enforce yet (a NAT
-// target) is refused with a message naming it, in commands and in
+// TestTableRulesRefused checks that a rule xfw cannot enforce yet (NAT
+// forms: DNAT's shifted port map, DNAT of ICMP, SNAT in nat INPUT) is refused with a message naming it, in commands and in
 // iptables-restore, leaving the running ruleset as it was.
 func TestTableRulesRefused(t *testing.T) {
 	nettest.RequireRoot(t)
@@ -87,8 +87,8 @@ func TestTableRulesRefused(t *testing.T) {
 	fw.restore(t, tp, 4, "*nat\n:DOCKER - [0:0]\nCOMMIT\n*filter\n:FORWARD DROP [0:0]\nCOMMIT\n")
 	before := fw.save(t, tp, 4)
 	for _, step := range [][]string{
-		{"-t", "nat", "-A", "POSTROUTING", "-s", "10.0.0.0/24", "-j", "MASQUERADE", "--random"},
-		{"-t", "nat", "-A", "OUTPUT", "-p", "tcp", "-j", "DNAT", "--to-destination", "10.0.0.2-10.0.0.3"},
+		{"-t", "nat", "-A", "PREROUTING", "-p", "tcp", "-j", "DNAT", "--to-destination", "10.0.0.2:1000-2000/3000"},
+		{"-t", "nat", "-A", "OUTPUT", "-p", "icmp", "-j", "DNAT", "--to-destination", "10.0.0.2"},
 		{"-t", "nat", "-A", "INPUT", "-j", "SNAT", "--to-source", "10.0.0.1"},
 	} {
 		res, err := nettest.Exec(tp.FwNS, append([]string{bin, "iptables", "-w", "60"}, step...)...)
@@ -99,8 +99,8 @@ func TestTableRulesRefused(t *testing.T) {
 			t.Errorf("%v: exit %d %q, want a refusal", step, res.ExitCode, res.Stderr)
 		}
 	}
-	res, _ := fw.try(tp, 4, "-restore", "*nat\n-A OUTPUT -p tcp -j REDIRECT --to-ports 8080-8090\nCOMMIT\n")
-	if res == nil || res.ExitCode == 0 || !strings.Contains(res.Stderr, "target REDIRECT is not supported by xfw") {
+	res, _ := fw.try(tp, 4, "-restore", "*nat\n-A INPUT -p tcp -j SNAT --to-source 10.0.0.1\nCOMMIT\n")
+	if res == nil || res.ExitCode == 0 || !strings.Contains(res.Stderr, "target SNAT is not supported by xfw") {
 		t.Errorf("restore of a nat rule: %+v", res)
 	}
 	if after := fw.save(t, tp, 4); stripComments(after) != stripComments(before) {
