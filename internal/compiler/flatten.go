@@ -136,10 +136,18 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 		if len(fl.entries) > MaxEntries {
 			return fmt.Errorf("ruleset too large: more than %d entries after flattening user chains (limit of %d chunks of %d rules)", MaxEntries, MaxChunks, ChunkBits)
 		}
-		if err := checkHook(r, hook); err != nil {
-			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
-		}
 		inf := fl.ruleInfo(r)
+		if inf.hookBound == hookBoundUnknown {
+			inf.hookBound = hookBoundNo
+			if hookBound(r) {
+				inf.hookBound = hookBoundYes
+			}
+		}
+		if inf.hookBound == hookBoundYes {
+			if err := checkHook(r, hook); err != nil {
+				return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
+			}
+		}
 		if !inf.hasTerms {
 			inf.terms, inf.err = ruleTerms(fl.rs.Family, r, fl.ifaces, fl.sets)
 			inf.hasTerms = true
@@ -388,6 +396,25 @@ func checkHook(r *ir.Rule, hook int) error {
 	return nil
 }
 
+// ruleInfo.hookBound values.
+const (
+	hookBoundUnknown = iota
+	hookBoundNo
+	hookBoundYes
+)
+
+// hookBound reports whether r has a match checkHook checks: whether its
+// validity depends on the hook it is reached from.
+func hookBound(r *ir.Rule) bool {
+	for _, m := range r.Matches {
+		switch m.(type) {
+		case *ir.MACMatch, *ir.AddrTypeMatch:
+			return true
+		}
+	}
+	return false
+}
+
 // flatten builds the entry list: INPUT's entries, then FORWARD's, then
 // OUTPUT's. It returns the chain ranges.
 func (fl *flattener) flatten() (start, end [NumChains]uint32, err error) {
@@ -479,9 +506,11 @@ func neverCond() Cond {
 type ruleInfo struct {
 	id       uint32
 	hasTerms bool
-	terms    []term
-	err      error
-	target   *ir.Chain
+	// hookBound: whether checkHook has anything to check (hookBound).
+	hookBound uint8
+	terms     []term
+	err       error
+	target    *ir.Chain
 }
 
 // ruleInfo returns r's ruleInfo, a new one (counter index 0) for a rule
