@@ -113,4 +113,3 @@ func TestReadChunkWaitsForNoMore(t *testing.T) {
 		t.Fatalf("readChunk = %q, %v", chunk, err)
 	}
 }
-
