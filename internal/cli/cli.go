@@ -275,7 +275,7 @@ func runRestore(name string, args []string, env Env) int {
 	// the built-in chains' policies and counters either way.
 	opts.Sets = sets.lookup
 	tables := &restoreTables{}
-	rs, err := iptables.Restore(fam, io.TeeReader(in, tables), old.Clone(), opts)
+	rs, err := iptables.Restore(fam, io.TeeReader(in, tables), old, opts)
 	if err != nil {
 		return report(env, name, sets.setsErr(err))
 	}

@@ -138,12 +138,16 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 	if err != nil {
 		return err
 	}
+	// What the counters need of the running ruleset, taken now: old is
+	// not needed past this point, so the compile of a large ruleset does
+	// not hold both in memory (the heap's limit, cmd/xfw).
+	counters := counterSources(old, rs, mode.keepCounters, mode.committed)
 	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets)})
 	if err != nil {
 		return err
 	}
 	t = dataplane.TraceSince("commit: compile", t)
-	return install(fam, old, rs, gen, ifaces, mode, opts, sets, nil)
+	return install(fam, counters, rs, gen, ifaces, mode, opts, sets, nil)
 }
 
 // commitAppend commits rs, the running ruleset old with rules appended to
@@ -258,7 +262,8 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 		return commit(fam, old, rs, true, filterOnly, opts, sets)
 	}
 	dataplane.TraceSince("commit: "+what+" in place", t)
-	return install(fam, old, rs, gen, ifaces, installMode{keepCounters: true, committed: filterOnly}, opts, sets, run.encoded)
+	mode := installMode{keepCounters: true, committed: filterOnly}
+	return install(fam, counterSources(old, rs, mode.keepCounters, mode.committed), rs, gen, ifaces, mode, opts, sets, run.encoded)
 }
 
 // filterOnly is what a command changing the filter table in place commits.
@@ -345,11 +350,12 @@ func orderChains(rs *ir.Ruleset) {
 	}
 }
 
-// install swaps gen, compiled from rs for ifaces, in. encoded, when not
-// nil, is where the rules rs shares with the running ruleset, unchanged,
-// lie in its binary form (ir.Ruleset.MarshalBinaryReusing); mode says what
-// goes on from the running generation.
-func install(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, ifaces []compiler.Interface, mode installMode, opts dataplane.AttachOptions, sets *ipsetLookup, encoded *ir.Encoded) error {
+// install swaps gen, compiled from rs for ifaces, in, its counters
+// starting from counters (counterSources). encoded, when not nil, is where
+// the rules rs shares with the running ruleset, unchanged, lie in its
+// binary form (ir.Ruleset.MarshalBinaryReusing); mode says what goes on
+// from the running generation.
+func install(fam ir.Family, counters []dataplane.CounterSource, rs *ir.Ruleset, gen *compiler.Generation, ifaces []compiler.Interface, mode installMode, opts dataplane.AttachOptions, sets *ipsetLookup, encoded *ir.Encoded) error {
 	t := time.Now()
 	if err := checkDataPlaneSupport(rs, sets); err != nil {
 		return err
@@ -362,7 +368,7 @@ func install(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, iface
 	if err != nil {
 		return fmt.Errorf("save the ruleset: %w", err)
 	}
-	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counterSources(old, rs, mode.keepCounters, mode.committed), Sets: tables, Interfaces: ifaces, SetCounters: ctrs, SameRules: mode.sameRules}
+	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counters, Sets: tables, Interfaces: ifaces, SetCounters: ctrs, SameRules: mode.sameRules}
 	dataplane.TraceSince("commit: sets, encode, counters", t)
 	if err := dataplane.Apply(fam, u, opts); err != nil {
 		return err

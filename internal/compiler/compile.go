@@ -149,21 +149,13 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	fl := &flattener{
 		rs:       rs,
 		ifaces:   opts.Interfaces,
-		ruleID:   map[*ir.Rule]uint32{},
-		terms:    map[*ir.Rule][]term{},
+		info:     map[*ir.Rule]*ruleInfo{},
 		logIndex: map[LogConfig]uint16{},
 		sets:     &setConds{fam: rs.Family},
 		counts:   opts.SetCounts,
 		policyID: map[RuleRef]uint32{},
 	}
-	ForEachCounter(rs, func(i int, ref RuleRef, _ *ir.Chain, r *ir.Rule) {
-		g.Rules = append(g.Rules, ref)
-		if r != nil {
-			fl.ruleID[r] = uint32(i)
-		} else {
-			fl.policyID[ref] = uint32(i)
-		}
-	})
+	g.Rules = fl.numberRules(rs)
 	for hook, name := range ir.BuiltinChains {
 		if c := rs.Chain(name); c != nil {
 			g.PolicyDrop[hook] = c.Policy == ir.VerdictDrop

@@ -47,12 +47,10 @@ type flattener struct {
 	rs      *ir.Ruleset
 	ifaces  []Interface
 	entries []Entry
-	ruleID  map[*ir.Rule]uint32
-	terms   map[*ir.Rule][]term
+	// info is what flattening needs of each rule (ruleInfo).
+	info map[*ir.Rule]*ruleInfo
 	// layout records the slack and end references (Generation.Layout).
-	layout Layout
-	// pre holds terms computed ahead, on all CPUs (precomputeTerms).
-	pre      map[*ir.Rule]termResult
+	layout   Layout
 	logIndex map[LogConfig]uint16
 	logs     []LogConfig
 	// sets allocates the set conditions (FieldSets bits).
@@ -107,19 +105,17 @@ type flattener struct {
 	// again with their mark (Layout.Reroute, mark_route.go).
 	reroute [NumChains]uint32
 	// view is what the chain being flattened sees (regions.go); inRegion
-	// is set while a user chain's region is emitted. regions are the
+	// is set while a user chain's region is emitted. chainStates hold the
 	// user chains' regions by view, pending those not emitted yet,
 	// spans the emitted ones, heights the chains' nesting (checkNesting).
-	view     viewCtx
-	inRegion bool
-	regions  map[regionKey]*label
-	pending  []pendingRegion
-	spans    []regionSpan
-	heights  map[*ir.Chain]int
-	// ttlChains memoises reachesTTL.
-	ttlChains map[*ir.Chain]bool
-	// targets memoises jumpTarget.
-	targets map[*ir.Rule]*ir.Chain
+	view        viewCtx
+	inRegion    bool
+	chainStates map[*ir.Chain]*chainState
+	pending     []pendingRegion
+	spans       []regionSpan
+	heights     map[*ir.Chain]int
+	// chainIndex indexes each table's chains by name (chainNamed).
+	chainIndex map[*ir.Ruleset]map[string]*ir.Chain
 }
 
 // maxDepth bounds nested jumps and gotos (the walk's call stack,
@@ -143,27 +139,31 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 		if len(fl.entries) > MaxEntries {
 			return fmt.Errorf("ruleset too large: more than %d entries after flattening user chains (limit of %d chunks of %d rules)", MaxEntries, MaxChunks, ChunkBits)
 		}
-		if err := checkHook(r, hook); err != nil {
-			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
-		}
-		terms, ok := fl.terms[r]
-		if !ok {
-			var err error
-			if p, ok := fl.pre[r]; ok {
-				terms, err = p.terms, p.err
-			} else {
-				terms, err = ruleTerms(fl.rs.Family, r, fl.ifaces, fl.sets)
+		inf := fl.ruleInfo(r)
+		if inf.hookBound == hookBoundUnknown {
+			inf.hookBound = hookBoundNo
+			if hookBound(r) {
+				inf.hookBound = hookBoundYes
 			}
-			if err != nil {
+		}
+		if inf.hookBound == hookBoundYes {
+			if err := checkHook(r, hook); err != nil {
 				return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 			}
-			fl.terms[r] = terms
 		}
+		if !inf.hasTerms {
+			inf.terms, inf.err = ruleTerms(fl.rs.Family, r, fl.ifaces, fl.sets)
+			inf.hasTerms = true
+		}
+		if inf.err != nil {
+			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, inf.err)
+		}
+		terms := inf.terms
 		past, err := fl.probes(r, outer, hook)
 		if err != nil {
 			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 		}
-		id := fl.ruleID[r]
+		id := inf.id
 		for _, t := range terms {
 			cond, ok := outer.and(t.cond)
 			if !ok {
@@ -199,7 +199,7 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 				fl.emit(base)
 				fl.fallthroughNext()
 			case ir.TargetJump, ir.TargetGoto:
-				target, err := fl.jumpTarget(chain, i, r)
+				target, err := fl.jumpTarget(chain, i, r, inf)
 				if err != nil {
 					return err
 				}
@@ -406,6 +406,25 @@ func checkHook(r *ir.Rule, hook int) error {
 	return nil
 }
 
+// ruleInfo.hookBound values.
+const (
+	hookBoundUnknown = iota
+	hookBoundNo
+	hookBoundYes
+)
+
+// hookBound reports whether r has a match checkHook checks: whether its
+// validity depends on the hook it is reached from.
+func hookBound(r *ir.Rule) bool {
+	for _, m := range r.Matches {
+		switch m.(type) {
+		case *ir.MACMatch, *ir.AddrTypeMatch:
+			return true
+		}
+	}
+	return false
+}
+
 // flatten builds the entry list: INPUT's entries, then FORWARD's, then
 // OUTPUT's. It returns the chain ranges.
 func (fl *flattener) flatten() (start, end [NumChains]uint32, err error) {
@@ -491,10 +510,49 @@ func neverCond() Cond {
 	return c
 }
 
-// termResult is ruleTerms' result for one rule.
-type termResult struct {
-	terms []term
-	err   error
+// ruleInfo is what flattening needs of one rule, found with one lookup
+// per rule and view: its counter index, its terms (ruleTerms, computed
+// once) and, for a jump or goto, its target (jumpTarget).
+type ruleInfo struct {
+	id       uint32
+	hasTerms bool
+	// hookBound: whether checkHook has anything to check (hookBound).
+	hookBound uint8
+	terms     []term
+	err       error
+	target    *ir.Chain
+}
+
+// ruleInfo returns r's ruleInfo, a new one (counter index 0) for a rule
+// Compile did not number.
+func (fl *flattener) ruleInfo(r *ir.Rule) *ruleInfo {
+	if inf, ok := fl.info[r]; ok {
+		return inf
+	}
+	inf := &ruleInfo{}
+	fl.info[r] = inf
+	return inf
+}
+
+// numberRules gives every rule of rs its ruleInfo with its counter index
+// (ForEachCounter) and collects the policies' counter indexes; it returns
+// the rules' references in counter order (Generation.Rules).
+func (fl *flattener) numberRules(rs *ir.Ruleset) []RuleRef {
+	var refs []RuleRef
+	var infos []ruleInfo
+	ForEachCounter(rs, func(i int, ref RuleRef, _ *ir.Chain, r *ir.Rule) {
+		refs = append(refs, ref)
+		if r == nil {
+			fl.policyID[ref] = uint32(i)
+			return
+		}
+		if len(infos) == cap(infos) {
+			infos = make([]ruleInfo, 0, 4096) // one allocation per 4,096 rules
+		}
+		infos = append(infos, ruleInfo{id: uint32(i)})
+		fl.info[r] = &infos[len(infos)-1]
+	})
+	return refs
 }
 
 // minParallelRules is the ruleset size from which precomputeTerms splits
@@ -505,13 +563,18 @@ const minParallelRules = 1024
 // all CPUs before flattening: ruleTerms is pure for them (set conditions
 // are numbered in the order flattening meets them, so rules with set
 // matches are left to it). Errors are kept and reported only if
-// flattening reaches the rule, as before.
+// flattening reaches the rule, as before. The rules of every table are
+// computed ahead (kube-proxy's are nat's).
 func (fl *flattener) precomputeTerms() {
 	var rules []*ir.Rule
-	for _, c := range fl.rs.Chains {
-		for _, r := range c.Rules {
-			if !hasSetMatch(r) {
-				rules = append(rules, r)
+	var infos []*ruleInfo
+	for _, t := range append([]*ir.Ruleset{fl.rs}, fl.rs.Tables...) {
+		for _, c := range t.Chains {
+			for _, r := range c.Rules {
+				if !hasSetMatch(r) {
+					rules = append(rules, r)
+					infos = append(infos, fl.ruleInfo(r))
+				}
 			}
 		}
 	}
@@ -519,7 +582,6 @@ func (fl *flattener) precomputeTerms() {
 	if workers < 2 || len(rules) < minParallelRules {
 		return
 	}
-	res := make([]termResult, len(rules))
 	per := (len(rules) + workers - 1) / workers
 	var wg sync.WaitGroup
 	for lo := 0; lo < len(rules); lo += per {
@@ -528,15 +590,13 @@ func (fl *flattener) precomputeTerms() {
 		go func() {
 			defer wg.Done()
 			for i := lo; i < hi; i++ {
-				res[i].terms, res[i].err = ruleTerms(fl.rs.Family, rules[i], fl.ifaces, nil)
+				inf := infos[i]
+				inf.terms, inf.err = ruleTerms(fl.rs.Family, rules[i], fl.ifaces, nil)
+				inf.hasTerms = true
 			}
 		}()
 	}
 	wg.Wait()
-	fl.pre = make(map[*ir.Rule]termResult, len(rules))
-	for i, r := range rules {
-		fl.pre[r] = res[i]
-	}
 }
 
 // hasSetMatch reports whether r has a -m set match, or an IPv6

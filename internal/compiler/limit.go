@@ -28,7 +28,7 @@ const MaxLimits = 1 << 16
 // limitIndex returns the bucket of match i (m) of rule r (matchIndex).
 func (fl *flattener) limitIndex(r *ir.Rule, i int, m *ir.LimitMatch) (uint32, error) {
 	return fl.limits.index(r, i, MaxLimits, "limit matches", func() Limit {
-		return Limit{Rule: fl.ruleID[r], Match: i, Avg: m.Avg, Burst: m.Burst}
+		return Limit{Rule: fl.ruleInfo(r).id, Match: i, Avg: m.Avg, Burst: m.Burst}
 	})
 }
 

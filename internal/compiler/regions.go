@@ -94,32 +94,85 @@ func (fl *flattener) regionKey(v *viewCtx, c *ir.Chain) regionKey {
 	return k
 }
 
+// chainState is what flattening memoises per user chain: its regions by
+// view and whether it reaches a TTL match. One map lookup per jump finds
+// it (a kube-proxy ruleset has about 230,000 jumps, each met in two views).
+type chainState struct {
+	regions []regionSlot
+	// ttl: 0 not known yet, ttlNo or ttlYes (reachesTTL).
+	ttl uint8
+}
+
+// regionSlot is one region of a chain: its view's key and start label.
+type regionSlot struct {
+	key   regionKey
+	start *label
+}
+
+// chainState.ttl values.
+const (
+	ttlNo = 1 + iota
+	ttlYes
+)
+
+// chainNamed returns the chain of the table being flattened (fl.rs)
+// called name, or nil, from an index of the table's chains built on first
+// use: lookups by name (ir.Ruleset.Chain) are shared by every caller and
+// cost several times a map's.
+func (fl *flattener) chainNamed(name string) *ir.Chain {
+	byName, ok := fl.chainIndex[fl.rs]
+	if !ok {
+		byName = make(map[string]*ir.Chain, len(fl.rs.Chains))
+		for _, c := range fl.rs.Chains {
+			if _, dup := byName[c.Name]; !dup {
+				byName[c.Name] = c
+			}
+		}
+		if fl.chainIndex == nil {
+			fl.chainIndex = map[*ir.Ruleset]map[string]*ir.Chain{}
+		}
+		fl.chainIndex[fl.rs] = byName
+	}
+	return byName[name]
+}
+
+// stateOf returns chain c's chainState, a new one on first use.
+func (fl *flattener) stateOf(c *ir.Chain) *chainState {
+	if st, ok := fl.chainStates[c]; ok {
+		return st
+	}
+	if fl.chainStates == nil {
+		fl.chainStates = map[*ir.Chain]*chainState{}
+	}
+	st := &chainState{}
+	fl.chainStates[c] = st
+	return st
+}
+
 // reachesTTL reports whether a rule of chain c or of a chain it reaches
-// has a TTL (hop limit) match; memoised (the chain graph has no loops:
+// has a TTL (hop limit) match or a TTL or HL target; memoised (the chain graph has no loops:
 // checkNesting ran first).
 func (fl *flattener) reachesTTL(c *ir.Chain) bool {
-	if v, ok := fl.ttlChains[c]; ok {
-		return v
+	st := fl.stateOf(c)
+	if st.ttl != 0 {
+		return st.ttl == ttlYes
 	}
-	if fl.ttlChains == nil {
-		fl.ttlChains = map[*ir.Chain]bool{}
-	}
-	fl.ttlChains[c] = false
+	st.ttl = ttlNo
 	for _, r := range c.Rules {
 		for _, m := range r.Matches {
 			if _, ok := m.(*ir.TTLMatch); ok {
-				fl.ttlChains[c] = true
+				st.ttl = ttlYes
 				return true
 			}
 		}
 		if r.Target.Kind == ir.TargetTTL || r.Target.Kind == ir.TargetHL {
 			// Its rewrite depends on the view too (ManglePreDec).
-			fl.ttlChains[c] = true
+			st.ttl = ttlYes
 			return true
 		}
 		if r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto {
-			if t := fl.rs.Chain(r.Target.Chain); t != nil && fl.reachesTTL(t) {
-				fl.ttlChains[c] = true
+			if t := fl.chainNamed(r.Target.Chain); t != nil && fl.reachesTTL(t) {
+				st.ttl = ttlYes
 				return true
 			}
 		}
@@ -131,14 +184,14 @@ func (fl *flattener) reachesTTL(c *ir.Chain) bool {
 // view, queueing the region when it is new.
 func (fl *flattener) regionOf(target *ir.Chain) *label {
 	k := fl.regionKey(&fl.view, target)
-	if l, ok := fl.regions[k]; ok {
-		return l
-	}
-	if fl.regions == nil {
-		fl.regions = map[regionKey]*label{}
+	st := fl.stateOf(target)
+	for i := range st.regions {
+		if st.regions[i].key == k {
+			return st.regions[i].start
+		}
 	}
 	l := &label{}
-	fl.regions[k] = l
+	st.regions = append(st.regions, regionSlot{key: k, start: l})
 	fl.pending = append(fl.pending, pendingRegion{chain: target, view: fl.view, start: l})
 	return l
 }
@@ -184,25 +237,21 @@ func (fl *flattener) emitRegions() error {
 	return nil
 }
 
-// jumpTarget returns the chain that rule i (r) of chain jumps or goes to,
-// its nesting checked (checkNesting); memoised per rule, since a rule is
-// flattened once per view of its chain (kube-proxy's 10K services: about
-// 230,000 jumps, each met in two views).
-func (fl *flattener) jumpTarget(chain *ir.Chain, i int, r *ir.Rule) (*ir.Chain, error) {
-	if t, ok := fl.targets[r]; ok {
-		return t, nil
+// jumpTarget returns the chain that rule i (r, whose ruleInfo is inf) of
+// chain jumps or goes to, its nesting checked (checkNesting); memoised in
+// inf, since a rule is flattened once per view of its chain.
+func (fl *flattener) jumpTarget(chain *ir.Chain, i int, r *ir.Rule, inf *ruleInfo) (*ir.Chain, error) {
+	if inf.target != nil {
+		return inf.target, nil
 	}
-	target := fl.rs.Chain(r.Target.Chain)
+	target := fl.chainNamed(r.Target.Chain)
 	if target == nil || target.Builtin {
 		return nil, fmt.Errorf("chain %s rule %d: jump to unknown chain %q", chain.Name, i+1, r.Target.Chain)
 	}
 	if err := fl.checkNesting(target); err != nil {
 		return nil, err
 	}
-	if fl.targets == nil {
-		fl.targets = map[*ir.Rule]*ir.Chain{}
-	}
-	fl.targets[r] = target
+	inf.target = target
 	return target, nil
 }
 
@@ -239,7 +288,7 @@ func (fl *flattener) height(c *ir.Chain, path []string) (int, error) {
 		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
 			continue
 		}
-		t := fl.rs.Chain(r.Target.Chain)
+		t := fl.chainNamed(r.Target.Chain)
 		if t == nil || t.Builtin {
 			return 0, fmt.Errorf("chain %s rule %d: jump to unknown chain %q", c.Name, i+1, r.Target.Chain)
 		}

@@ -2,6 +2,7 @@ package iptables
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -113,7 +114,7 @@ func (c *Command) resolveTargets(rs *ir.Ruleset) ([]*ir.Rule, *failure) {
 		}
 		rules := make([]*ir.Rule, len(c.Rules))
 		for i, r := range c.Rules {
-			rules[i] = r.Clone()
+			rules[i] = c.ownRule(r)
 			rules[i].Target = ir.Target{Kind: kind, Chain: c.target}
 		}
 		return rules, nil
@@ -184,6 +185,15 @@ func (c *Command) apply(rs *ir.Ruleset) (string, *failure) {
 	return "", nil
 }
 
+// ownRule returns rule r of the command to put into a ruleset: r itself
+// when the command owns its rules (ownsRules), else a copy.
+func (c *Command) ownRule(r *ir.Rule) *ir.Rule {
+	if c.ownsRules {
+		return r
+	}
+	return r.Clone()
+}
+
 // applyRule executes -A, -I, -R, -D and -C with the resolved rules.
 func (c *Command) applyRule(rs *ir.Ruleset, rules []*ir.Rule) *failure {
 	ch := rs.Chain(c.Chain)
@@ -193,7 +203,7 @@ func (c *Command) applyRule(rs *ir.Ruleset, rules []*ir.Rule) *failure {
 			return iptcErr(errNoChain)
 		}
 		for _, r := range rules {
-			ch.Rules = append(ch.Rules, r.Clone())
+			ch.Rules = append(ch.Rules, c.ownRule(r))
 		}
 	case CmdInsert:
 		if ch == nil {
@@ -204,7 +214,7 @@ func (c *Command) applyRule(rs *ir.Ruleset, rules []*ir.Rule) *failure {
 			if pos > len(ch.Rules) {
 				return iptcErr(errInsertBig)
 			}
-			ch.Rules = append(ch.Rules[:pos], append([]*ir.Rule{r.Clone()}, ch.Rules[pos:]...)...)
+			ch.Rules = slices.Insert(ch.Rules, pos, c.ownRule(r))
 		}
 	case CmdReplace:
 		if ch == nil {
@@ -213,7 +223,7 @@ func (c *Command) applyRule(rs *ir.Ruleset, rules []*ir.Rule) *failure {
 		if c.RuleNum-1 >= len(ch.Rules) {
 			return iptcErr(errReplaceBig)
 		}
-		ch.Rules[c.RuleNum-1] = rules[0].Clone()
+		ch.Rules[c.RuleNum-1] = c.ownRule(rules[0])
 	case CmdDeleteNum:
 		if ch == nil {
 			return iptcErr(errNoChain)

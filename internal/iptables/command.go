@@ -90,6 +90,10 @@ type Command struct {
 	// skip is set by iptables-restore for a line meant for the other
 	// family (-6 in iptables-restore): rule commands then do nothing.
 	skip bool
+	// ownsRules is set by iptables-restore, which applies each parsed
+	// command once and drops it: its Rules go into the ruleset as they
+	// are, not copied (a kube-proxy restore has hundreds of thousands).
+	ownsRules bool
 }
 
 // kindOf maps command bits to a CommandKind.

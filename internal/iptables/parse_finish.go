@@ -140,9 +140,16 @@ func (p *parser) buildRules(srcs, dsts []addrPair) {
 		base.Matches = append(base.Matches, m.state.build())
 	}
 	base.Target = p.buildTarget()
-	for _, s := range srcs {
-		for _, d := range dsts {
-			r := base.Clone()
+	if base.Matches == nil {
+		base.Matches = []ir.Match{} // as Rule.Clone makes it
+	}
+	last := len(srcs)*len(dsts) - 1
+	for i, s := range srcs {
+		for j, d := range dsts {
+			r := base
+			if i*len(dsts)+j != last {
+				r = base.Clone() // the last rule takes base itself
+			}
 			r.Src = addrMatchOf(s, p.invflags&optSource != 0)
 			r.Dst = addrMatchOf(d, p.invflags&optDestination != 0)
 			p.cmd.Rules = append(p.cmd.Rules, r)

@@ -2,6 +2,7 @@ package iptables
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +52,9 @@ const tableNameLen = 32
 // other lines are iptables commands (-A, -I, -D, -R, -N, -X, -F, -Z, -P,
 // -E, …), and "COMMIT" applies the block after the kernel's checks.
 //
+// base is left as it is: the result shares the rules no command changed
+// with it.
+//
 // It returns the ruleset as the kernel holds it afterwards. On error the
 // returned ruleset is the state after the last successful COMMIT (base if
 // there was none) and the error is an *Error carrying iptables-restore's
@@ -60,8 +64,11 @@ func Restore(fam ir.Family, input io.Reader, base *ir.Ruleset, opts RestoreOptio
 	if base == nil {
 		base = ir.NewRuleset(fam)
 	}
-	r := &restorer{fam: fam, opts: opts, prog: restoreProgramName(fam), committed: base.Clone()}
-	err := r.run(bufio.NewReader(input))
+	// Rules are shared with base until a command changes one in place
+	// (ownTableRules): copying a large ruleset per table was most of a
+	// --noflush restore's time.
+	r := &restorer{fam: fam, opts: opts, prog: restoreProgramName(fam), committed: base.CloneChains()}
+	err := r.run(newRestoreReader(input))
 	return r.committed, err
 }
 
@@ -79,26 +86,51 @@ type restorer struct {
 	table    *ir.Ruleset
 	curtable string
 	line     int
+	// ownsTable says table's rules are copies of the committed ones,
+	// which commands may change in place (ownTableRules).
+	ownsTable bool
 }
 
 // readChunk reads like fgets with iptables-restore's buffer: up to and
-// including a newline, at most restoreBufLen-1 bytes.
+// including a newline, at most restoreBufLen-1 bytes. br's buffer holds
+// more than that (newRestoreReader). It waits for no more input than it
+// returns, as fgets: an input kept open between lines is read line by line.
 func readChunk(br *bufio.Reader) (string, error) {
-	var b strings.Builder
-	for b.Len() < restoreBufLen-1 {
-		c, err := br.ReadByte()
-		if err != nil {
-			if err == io.EOF && b.Len() > 0 {
-				return b.String(), nil
-			}
-			return b.String(), err
+	const most = restoreBufLen - 1
+	for {
+		p, _ := br.Peek(br.Buffered()) // what is buffered: no read
+		n := -1
+		if i := bytes.IndexByte(p[:min(len(p), most)], '\n'); i >= 0 {
+			n = i + 1
+		} else if len(p) >= most {
+			n = most
 		}
-		b.WriteByte(c)
-		if c == '\n' {
-			break
+		if n < 0 {
+			// Read once more: one read of the input at most.
+			if q, err := br.Peek(len(p) + 1); len(q) == len(p) {
+				if len(p) > 0 && errors.Is(err, io.EOF) {
+					n = len(p)
+				} else {
+					return "", err
+				}
+			}
+		}
+		if n >= 0 {
+			chunk := string(p[:n])
+			_, err := br.Discard(n)
+			return chunk, err
 		}
 	}
-	return b.String(), nil
+}
+
+// restoreReadBuf is the read buffer of a restore: far more than a line
+// (restoreBufLen), so that readChunk's Peek seldom moves the buffered
+// bytes.
+const restoreReadBuf = 1 << 20
+
+// newRestoreReader returns the buffered reader readChunk reads input with.
+func newRestoreReader(input io.Reader) *bufio.Reader {
+	return bufio.NewReaderSize(input, restoreReadBuf)
 }
 
 // fail converts a failure at the current line into the returned error.
@@ -190,8 +222,9 @@ func (r *restorer) startTable(chunk string) (ok, skip bool, err error) {
 	if !ir.IsTable(table) {
 		return false, false, r.fail(paramErr("%s: unable to initialize table '%s'", r.prog, table))
 	}
-	r.work = r.committed.Clone()
+	r.work = r.committed.CloneChains()
 	r.table = r.work.EnsureTable(table)
+	r.ownsTable = false
 	if !r.opts.NoFlush {
 		for _, c := range r.table.Chains {
 			c.Rules = nil
@@ -276,6 +309,10 @@ func (r *restorer) commandLine(chunk string) error {
 	case CmdHelp, CmdVersion:
 		return nil
 	}
+	if !cmd.LeavesRulesAlone() {
+		r.ownTableRules()
+	}
+	cmd.ownsRules = true
 	out, f := cmd.apply(r.table)
 	if f != nil {
 		return r.fail(f)
@@ -286,4 +323,20 @@ func (r *restorer) commandLine(chunk string) error {
 		}
 	}
 	return nil
+}
+
+// ownTableRules replaces the rules of the current table, shared with the
+// committed ruleset (and the caller's base) until now, by copies, before a
+// command that changes rules in place (-Z, -E …) runs: the committed
+// ruleset must stay as it was if the block fails.
+func (r *restorer) ownTableRules() {
+	if r.ownsTable {
+		return
+	}
+	for _, c := range r.table.Chains {
+		for i, rule := range c.Rules {
+			c.Rules[i] = rule.Clone()
+		}
+	}
+	r.ownsTable = true
 }

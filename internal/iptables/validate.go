@@ -79,50 +79,104 @@ func validate(rs *ir.Ruleset) *failure {
 // chainHooks walks the chain graph from the built-in chains, as the
 // kernel's mark_source_chains does: it finds loops and jumps to built-in or
 // missing chains, and returns for every chain the hooks it is reachable from.
+// Chains are numbered and each jump's target looked up once (a kube-proxy
+// table has a hundred thousand chains, reached from several hooks).
 func chainHooks(rs *ir.Ruleset) (map[string]hookMask, *failure) {
-	hooks := map[string]hookMask{}
+	g := newJumpGraph(rs)
+	masks := make([]hookMask, len(rs.Chains))
 	const (
 		unvisited = iota
 		onStack
 		done
 	)
+	state := make([]uint8, len(rs.Chains))
 	for _, name := range ir.TableBuiltins(rs.Table) {
 		h, _ := builtinHook(name)
-		c := rs.Chain(name)
-		if c == nil {
+		c, ok := g.index[name]
+		if !ok {
 			continue
 		}
-		state := map[string]int{}
-		var walk func(c *ir.Chain) *failure
-		walk = func(c *ir.Chain) *failure {
-			state[c.Name] = onStack
-			hooks[c.Name] |= h
-			for _, r := range c.Rules {
-				if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
-					continue
-				}
-				next := rs.Chain(r.Target.Chain)
+		clear(state)
+		var walk func(c int32) *failure
+		walk = func(c int32) *failure {
+			state[c] = onStack
+			masks[c] |= h
+			for _, next := range g.targetsOf(c) {
 				switch {
-				case next == nil:
+				case next == jumpMissing:
 					return iptcErr(errNoChain)
-				case next.Builtin:
+				case next == jumpBuiltin:
 					return kernelEINVAL()
-				case state[next.Name] == onStack:
+				case state[next] == onStack:
 					return kernelELOOP()
-				case state[next.Name] == unvisited:
+				case state[next] == unvisited:
 					if f := walk(next); f != nil {
 						return f
 					}
 				}
 			}
-			state[c.Name] = done
+			state[c] = done
 			return nil
 		}
 		if f := walk(c); f != nil {
 			return nil, f
 		}
 	}
+	hooks := make(map[string]hookMask, len(rs.Chains))
+	for i, c := range rs.Chains {
+		if masks[i] != 0 {
+			hooks[c.Name] |= masks[i]
+		}
+	}
 	return hooks, nil
+}
+
+// Targets of a jump that is no chain index (jumpGraph.targetsOf).
+const (
+	jumpMissing = -1 // no chain of that name
+	jumpBuiltin = -2 // a built-in chain
+)
+
+// jumpGraph numbers a table's chains (their index in Chains, the first of
+// a name as ir.Ruleset.Chain finds it) and resolves their jumps on demand.
+type jumpGraph struct {
+	rs      *ir.Ruleset
+	index   map[string]int32
+	targets [][]int32 // per chain, its jumps' targets in rule order; nil: not resolved yet
+}
+
+func newJumpGraph(rs *ir.Ruleset) *jumpGraph {
+	g := &jumpGraph{rs: rs, index: make(map[string]int32, len(rs.Chains)), targets: make([][]int32, len(rs.Chains))}
+	for i, c := range rs.Chains {
+		if _, dup := g.index[c.Name]; !dup {
+			g.index[c.Name] = int32(i)
+		}
+	}
+	return g
+}
+
+// targetsOf returns the targets of chain c's jumps and gotos, in rule
+// order: chain indexes, jumpMissing or jumpBuiltin.
+func (g *jumpGraph) targetsOf(c int32) []int32 {
+	if t := g.targets[c]; t != nil {
+		return t
+	}
+	t := []int32{}
+	for _, r := range g.rs.Chains[c].Rules {
+		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
+			continue
+		}
+		next, ok := g.index[r.Target.Chain]
+		switch {
+		case !ok:
+			next = jumpMissing
+		case g.rs.Chains[next].Builtin:
+			next = jumpBuiltin
+		}
+		t = append(t, next)
+	}
+	g.targets[c] = t
+	return t
 }
 
 // needsProto checks the protocol a match module is restricted to

@@ -3,6 +3,8 @@ package kubeproxy
 import (
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,7 +18,8 @@ import (
 // BenchmarkCompileKubeProxy times the front end and the compiler on
 // kube-proxy's ruleset (NAT written as ACCEPT) of 1,000 services × 10
 // endpoints (KP_SERVICES: other numbers, comma-separated):
-// `go test -run X -bench CompileKubeProxy -cpuprofile …`.
+// `go test -run X -bench CompileKubeProxy -cpuprofile …`; KP_HEAPPROFILE=FILE
+// writes the live heap after the compile.
 func BenchmarkCompileKubeProxy(b *testing.B) {
 	sizes := []int{1000}
 	if env := os.Getenv("KP_SERVICES"); env != "" {
@@ -49,10 +52,28 @@ func BenchmarkCompileKubeProxy(b *testing.B) {
 					b.Fatal(err)
 				}
 				t2 := time.Now()
+				if path := os.Getenv("KP_HEAPPROFILE"); path != "" {
+					writeHeapProfile(b, path, g)
+				}
 				b.Logf("parse %v compile %v entries %d chunks %d classes %d iters %d", t1.Sub(t0), t2.Sub(t1), len(g.Entries), g.NumChunks, len(g.ClassChunks)/int(g.NumChunks), g.MaxIters)
 			}
 		})
 	}
+}
+
+// writeHeapProfile writes the heap's live objects to path while g (the
+// compiled generation) is still in use: what a restore holds at its peak.
+func writeHeapProfile(b *testing.B, path string, g *compiler.Generation) {
+	runtime.GC()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	runtime.KeepAlive(g)
 }
 
 // TestTenThousandServicesCompile compiles kube-proxy's ruleset (NAT
