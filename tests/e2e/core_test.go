@@ -417,9 +417,9 @@ func TestBadInputKeepsRuleset(t *testing.T) {
 			t.Errorf("running ruleset changed by a failed restore:\n%s", after)
 		}
 	}
-	// A NAT rule xfw cannot apply yet (MASQUERADE --random) is refused,
+	// A NAT rule xfw cannot apply yet (SNAT in nat INPUT) is refused,
 	// with a message, and changes nothing.
-	xr, _ := x.try(tp, 4, "-restore", "*nat\n-A POSTROUTING -j MASQUERADE --random\nCOMMIT\n")
+	xr, _ := x.try(tp, 4, "-restore", "*nat\n-A INPUT -j SNAT --to-source 10.0.0.1\nCOMMIT\n")
 	if xr == nil || xr.ExitCode == 0 || !strings.Contains(xr.Stderr, "not supported by xfw") {
 		t.Errorf("a nat table was not refused clearly: %+v", xr)
 	}
