@@ -59,6 +59,8 @@
 #include "nat.h"
 #include "nat_icmp.h"
 #include "reject_send.h"
+#include "route.h"
+#include "mark_route.h"
 
 /* skb->tc_index of a translated packet sent on to its new device, judged
  * already. Nothing else uses tc_index since the dsmark qdisc and tcindex
@@ -101,21 +103,30 @@ static __always_inline __u32 xfw_nat_out_route(struct __sk_buff *skb, struct xfw
 					       struct xfw_nat_out *o)
 {
 	struct bpf_fib_lookup fib = {};
+	__u32 flags;
+	int rc;
 
 	if (xfw_local_type(0, 0, p->dst_lo) == XFW_RTN_LOCAL) {
 		o->local = 1;
 		o->oif = XFW_LOOPBACK_IFINDEX;
 		return o->oif;
 	}
-	fib.family = AF_INET;
-	fib.l4_protocol = p->proto;
-	fib.sport = bpf_htons(p->sport);
-	fib.dport = bpf_htons(p->dport);
-	fib.ipv4_src = bpf_htonl(p->src_lo);
-	fib.ipv4_dst = bpf_htonl(p->dst_lo);
 	fib.ifindex = XFW_LOOPBACK_IFINDEX;
-	if (bpf_fib_lookup(skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH) !=
-	    BPF_FIB_LKUP_RET_SUCCESS)
+	xfw_fib_flow(&fib, p);
+	/* With the packet's mark, as ip_route_me_harder routes (policy
+	 * routing by fwmark); a kernel before 6.10 refuses the flag (a
+	 * negative answer): asked again without the mark. */
+	flags = BPF_FIB_LOOKUP_SKIP_NEIGH;
+	if (p->mark)
+		flags |= xfw_fib_mark(&fib, p->mark);
+	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), flags);
+	if (rc < 0 && p->mark) {
+		__builtin_memset(&fib, 0, sizeof(fib));
+		fib.ifindex = XFW_LOOPBACK_IFINDEX;
+		xfw_fib_flow(&fib, p);
+		rc = bpf_fib_lookup(skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
+	}
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
 		return 0;
 	o->local = 0;
 	o->oif = fib.ifindex;

@@ -403,3 +403,51 @@ func TestMarkOutputReroutesAgainstKernel(t *testing.T) {
 		}
 	}
 }
+
+// natOutputMarkRuleset is TestNatOutputRoutesByMarkAgainstKernel's
+// ruleset: fw's datagrams to port 7014 are marked for table 100 in mangle
+// OUTPUT and sent to port 7015 by nat OUTPUT's DNAT; those to 7016 are
+// translated the same way unmarked. 192.0.2.77 is routed to the sink by
+// both tables: through out0 by the main one, alt0 by table 100.
+const natOutputMarkRuleset = `*mangle
+-A OUTPUT -p udp -m udp --dport 7014 -j MARK --set-mark 0x1
+-A POSTROUTING -o alt0 -p udp
+-A POSTROUTING -o out0 -p udp
+COMMIT
+*nat
+-A OUTPUT -p udp -m udp --dport 7014 -j DNAT --to-destination 192.0.2.77:7015
+-A OUTPUT -p udp -m udp --dport 7016 -j DNAT --to-destination 192.0.2.77:7017
+COMMIT
+*filter
+-A OUTPUT -o alt0 -p udp
+-A OUTPUT -o out0 -p udp
+COMMIT
+`
+
+// TestNatOutputRoutesByMarkAgainstKernel checks that nat OUTPUT's DNAT
+// routes the host's translated packet with the mark mangle OUTPUT gave it
+// (ip_route_me_harder with the skb's mark): out of the device table 100
+// names, and the unmarked one by the main table; IPv4 (xfw refuses IPv6
+// NAT), in xfw as with iptables-legacy.
+func TestNatOutputRoutesByMarkAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "python3")
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		addAltLink(t, tp, tp.SinkNS, in4(tp, 2, 2), in6(tp, 2, 2))
+		silenceSink(t, tp)
+		nettest.MustExec(t, tp.FwNS, "ip", "route", "add", "192.0.2.77/32", "via", tp.Sink.IPv4.String(), "dev", nettest.FwOutIfname)
+		nettest.MustExec(t, tp.FwNS, "ip", "route", "add", "192.0.2.77/32", "via", altPeer4, "dev", altFwIf, "table", altTable)
+		fw.restore(t, tp, 4, natOutputMarkRuleset)
+	})
+	if t.Failed() {
+		return
+	}
+	for _, c := range []struct {
+		port, to uint16
+		want     string
+	}{{7014, 7015, altPeerIf}, {7016, 7017, nettest.SinkIfname}} {
+		pr := typeProbe{name: fmt.Sprintf("fw's udp to %d", c.port), fam: 4, cmd: udpFromFw(4, c.port)}
+		compareArrivals(t, tw, pr, c.to, c.want)
+	}
+}
