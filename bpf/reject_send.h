@@ -53,6 +53,11 @@
 #define XFW_NAT_IN_META_MAGIC 0x7866774e
 int xfw_nat_in_send(struct __sk_buff *skb);
 
+/* "xfwD": a packet FORWARD dropped, passed on for the kernel's ICMP
+ * redirect (xfw_rd_tc_ingress, defined in redirect.h). */
+#define XFW_RD_META_MAGIC 0x78667744
+int xfw_rd_tc_ingress(struct __sk_buff *skb);
+
 /* The mark (a multiple of 4 bytes, as XDP metadata must be). */
 struct xfw_rj_meta {
 	__u32 magic;
@@ -239,8 +244,10 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif)
 }
 
 /* xfw_tc_ingress: a frame marked by the XDP hook is a REJECT reply to
- * send (xfw_rj_send) or a reply nat_out.h translated back, to deliver
- * (xfw_nat_in_send); anything else is left to the next program. */
+ * send (xfw_rj_send), a reply nat_out.h translated back, to deliver
+ * (xfw_nat_in_send), or a packet FORWARD dropped, for the kernel's
+ * redirect (xfw_rd_tc_ingress); anything else is left to the next
+ * program. */
 SEC("tc")
 int xfw_tc_ingress(struct __sk_buff *skb)
 {
@@ -253,6 +260,10 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 	if (m->magic == XFW_NAT_IN_META_MAGIC) {
 		m->magic = 0;
 		return xfw_nat_in_send(skb);
+	}
+	if (m->magic == XFW_RD_META_MAGIC) {
+		m->magic = 0;
+		return xfw_rd_tc_ingress(skb);
 	}
 	if (m->magic != XFW_RJ_META_MAGIC)
 		return XFW_TCX_NEXT;

@@ -71,6 +71,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "bench.h"
 #include "frag.h"
 #include "nat_out.h"
+#include "redirect.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The length of an IPv4 header without options. */
@@ -371,6 +372,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 			xfw_ct_track_rst(p, cs);
 		return rc;
 	}
+	/* A hairpin: the kernel's redirect goes out all the same (redirect.h). */
+	if (chain == XFW_CHAIN_FORWARD && oif == iif)
+		return xfw_rd_xdp(ctx, p, iif);
 	return XDP_DROP;
 }
 
@@ -535,6 +539,9 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	 * picked, or a reply translated back on its way to the socket. */
 	if (xfw_nat_out_judged(skb))
 		return TC_ACT_OK;
+	/* FORWARD dropped it; passed on only for the kernel's redirect. */
+	if (xfw_rd_tc_egress_drop(skb))
+		return TC_ACT_SHOT;
 	if (skb->ingress_ifindex != 0)
 		return xfw_tc_forwarded(skb, p);
 	/* A VLAN device's traffic was judged on the VLAN device itself. */
