@@ -58,6 +58,22 @@ int xfw_nat_in_send(struct __sk_buff *skb);
 #define XFW_RD_META_MAGIC 0x78667744
 int xfw_rd_tc_ingress(struct __sk_buff *skb);
 
+/* skb->tc_index of a reply xfw_rj_send sends on: xfw_tc_egress judges it
+ * in OUTPUT, as the kernel's reply passes OUTPUT (xfw.c, xfw_tc_rj_out).
+ * (nat_out.h's XFW_NAT_OUT_MARK is 0x78f1, redirect.h's XFW_RD_MARK
+ * 0x78f2; a redirect keeps tc_index.) */
+#define XFW_RJ_OUT_MARK 0x78f3
+
+/* xfw_rj_out_marked reports whether skb is such a reply (and clears the
+ * mark). */
+static __always_inline int xfw_rj_out_marked(struct __sk_buff *skb)
+{
+	if (skb->tc_index != XFW_RJ_OUT_MARK)
+		return 0;
+	skb->tc_index = 0;
+	return 1;
+}
+
 /* The mark (a multiple of 4 bytes, as XDP metadata must be). */
 struct xfw_rj_meta {
 	__u32 magic;
@@ -234,6 +250,8 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif)
 			return TC_ACT_SHOT;
 		xfw_rl_global_consume();
 	}
+	/* The output device's xfw_tc_egress judges it in OUTPUT. */
+	skb->tc_index = XFW_RJ_OUT_MARK;
 	__builtin_memset(&nh, 0, sizeof(nh));
 	nh.nh_family = fib.family;
 	if (v6)

@@ -413,13 +413,16 @@ __attribute__((noinline)) int xfw_tc_parse(struct __sk_buff *skb, struct xfw_pkt
 	return xfw_parse_frame(skb, p, skb->len, 0);
 }
 
-/* xfw_tc_reply_judge judges, in OUTPUT, REJECT's reply for the host itself
- * that xfw_tc_reject left in the skb (the kernel's reply passes OUTPUT,
- * leaving by lo, where rules count, log and may drop it). p and st are the
- * caller's, reused; the caller emits the LOG lines. A global function: the
- * second parse and judgement are verified once, on their own. */
+/* xfw_tc_reply_judge judges, in OUTPUT with output device oif, a REJECT
+ * reply in the skb: the one for the host itself that xfw_tc_reject left
+ * there (the kernel's reply passes OUTPUT, leaving by lo, where rules
+ * count, log and may drop it), or one to a packet that arrived, sent on by
+ * xfw_tc_ingress (xfw_tc_rj_out). p and st are the caller's, reused; the
+ * caller emits the LOG lines. A global function: the second parse and
+ * judgement are verified once, on their own. */
 __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct xfw_pkt *p,
-						 struct xfw_pending *st, struct xfw_ct_scratch *cs)
+						 struct xfw_pending *st, struct xfw_ct_scratch *cs,
+						 __u32 oif)
 {
 	__u32 rj = 0, verdict;
 
@@ -439,7 +442,7 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	xfw_ext6_tc(skb, p, st->slot);
 	xfw_preds_tc(skb, p, st->slot);
 	xfw_hdr4_tc(skb, p, st->slot);
-	verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX, st, &rj);
+	verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
 	if (verdict == XFW_ACT_ACCEPT && cs)
 		xfw_ct_confirm_out(p, cs, skb->ifindex);
 	return verdict;
@@ -501,6 +504,30 @@ __attribute__((noinline)) __u32 xfw_tc_out_walk(struct __sk_buff *skb, struct xf
 	return verdict;
 }
 
+/* xfw_tc_rj_out judges in OUTPUT (and POSTROUTING) the REJECT reply to a
+ * packet that arrived (INPUT, FORWARD), which xfw_tc_ingress routed out of
+ * this device (reject_send.h), as the kernel's reply from icmp_send or
+ * nf_send_reset passes OUTPUT: counted, logged, dropped by any verdict but
+ * ACCEPT (the kernel answers no ICMP error and no reset). With connection
+ * tracking in use the reply's state (the kernel attaches the offending
+ * packet's connection) is not known here: it leaves unjudged, as before
+ * (docs/differences.md). A global function. */
+__attribute__((noinline)) int xfw_tc_rj_out(struct __sk_buff *skb, struct xfw_xdp_scratch *sc)
+{
+	__u32 slot, verdict;
+
+	if (!skb || !sc)
+		return TC_ACT_SHOT;
+	slot = xfw_active_slot(skb->protocol == bpf_htons(ETH_P_IPV6) ? 1 : 0);
+	if (slot == XFW_NO_SLOT || xfw_ct_active(slot))
+		return TC_ACT_OK;
+	sc->st.hook = XFW_SCRATCH_TC;
+	verdict = xfw_tc_reply_judge(skb, &sc->p, &sc->st, 0, skb->ifindex);
+	if (sc->st.nlogs)
+		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, skb->ifindex);
+	return verdict == XFW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
+}
+
 /* xfw_tc_stack_icmp reports whether skb comes from the stack's own ICMP
  * or ICMPv6 socket (icmp_send, icmp6_send: a raw socket of that protocol)
  * rather than from a process's raw socket writing whole packets. */
@@ -542,6 +569,9 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	/* FORWARD dropped it; passed on only for the kernel's redirect. */
 	if (xfw_rd_tc_egress_drop(skb))
 		return TC_ACT_SHOT;
+	/* A REJECT reply to a packet that arrived: OUTPUT. */
+	if (xfw_rj_out_marked(skb))
+		return xfw_tc_rj_out(skb, sc);
 	if (skb->ingress_ifindex != 0)
 		return xfw_tc_forwarded(skb, p);
 	/* A VLAN device's traffic was judged on the VLAN device itself. */
@@ -641,7 +671,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		rc = xfw_tc_reject(skb, p, rj);
 		if (rc != XFW_RJ_TC_LOCAL)
 			return rc;
-		verdict = xfw_tc_reply_judge(skb, p, st, cs);
+		verdict = xfw_tc_reply_judge(skb, p, st, cs, XFW_LOOPBACK_IFINDEX);
 		if (st->nlogs)
 			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX);
 		/* A reply is never answered (no error about an ICMP error

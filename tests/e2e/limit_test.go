@@ -164,7 +164,7 @@ func limitAgainstKernel(t *testing.T, bin string, fam int) {
 	for i := range k.rounds {
 		for key, kc := range k.rounds[i] {
 			if key == ":OUTPUT" {
-				continue // REJECT's replies pass OUTPUT in the kernel only (differences.md)
+				continue // REJECT's replies to made-up hosts: counted by the kernel's OUTPUT only, the neighbour never resolves (differences.md)
 			}
 			if fam == 6 && key == ":INPUT" {
 				continue // fw's own link traffic (router solicitations, MLD): the twins run one after the other
