@@ -58,21 +58,9 @@ int xfw_nat_in_send(struct __sk_buff *skb);
 #define XFW_RD_META_MAGIC 0x78667744
 int xfw_rd_tc_ingress(struct __sk_buff *skb);
 
-/* skb->tc_index of a reply xfw_rj_send sends on: xfw_tc_egress judges it
- * in OUTPUT, as the kernel's reply passes OUTPUT (xfw.c, xfw_tc_rj_out).
- * (nat_out.h's XFW_NAT_OUT_MARK is 0x78f1, redirect.h's XFW_RD_MARK
- * 0x78f2; a redirect keeps tc_index.) */
-#define XFW_RJ_OUT_MARK 0x78f3
-
-/* xfw_rj_out_marked reports whether skb is such a reply (and clears the
- * mark). */
-static __always_inline int xfw_rj_out_marked(struct __sk_buff *skb)
-{
-	if (skb->tc_index != XFW_RJ_OUT_MARK)
-		return 0;
-	skb->tc_index = 0;
-	return 1;
-}
+/* xfw_rj_out_judge judges the reply in skb in OUTPUT with output device
+ * oif (defined in xfw.c): TC_ACT_OK when it may leave. */
+int xfw_rj_out_judge(struct __sk_buff *skb, __u32 oif);
 
 /* The mark (a multiple of 4 bytes, as XDP metadata must be). */
 struct xfw_rj_meta {
@@ -181,8 +169,9 @@ static __always_inline long xfw_rj_send_fib(struct __sk_buff *skb, struct bpf_fi
 }
 
 /* xfw_rj_send rate-limits, routes and sends the reply in skb (marked by
- * the XDP hook on device iif). A global function, verified once. */
-__attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif)
+ * the XDP hook on device iif); the route's device goes to *oif. A global
+ * function, verified once. */
+__attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif, __u32 *oif)
 {
 	struct bpf_fib_lookup fib;
 	struct bpf_redir_neigh nh;
@@ -194,7 +183,7 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif)
 	__u64 now = bpf_ktime_get_ns();
 	__u16 proto;
 
-	if (!skb)
+	if (!skb || !oif)
 		return TC_ACT_SHOT;
 	data = (void *)(long)skb->data;
 	data_end = (void *)(long)skb->data_end;
@@ -250,8 +239,7 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif)
 			return TC_ACT_SHOT;
 		xfw_rl_global_consume();
 	}
-	/* The output device's xfw_tc_egress judges it in OUTPUT. */
-	skb->tc_index = XFW_RJ_OUT_MARK;
+	*oif = fib.ifindex;
 	__builtin_memset(&nh, 0, sizeof(nh));
 	nh.nh_family = fib.family;
 	if (v6)
@@ -270,6 +258,8 @@ SEC("tc")
 int xfw_tc_ingress(struct __sk_buff *skb)
 {
 	struct xfw_rj_meta *m = (void *)(long)skb->data_meta;
+	__u32 oif = 0;
+	int rc;
 
 	xfw_rj_anchor_maps();
 	if ((void *)(m + 1) > (void *)(long)skb->data)
@@ -285,7 +275,15 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 	}
 	if (m->magic != XFW_RJ_META_MAGIC)
 		return XFW_TCX_NEXT;
-	return xfw_rj_send(skb, m->ifindex);
+	rc = xfw_rj_send(skb, m->ifindex, &oif);
+	/* The kernel's reply passes OUTPUT (and POSTROUTING) with its
+	 * route's device: judged before it leaves (the redirect is only
+	 * recorded until the program returns TC_ACT_REDIRECT); a reply
+	 * dropped after bpf_redirect_neigh would count as the device's
+	 * drop. */
+	if (rc == TC_ACT_REDIRECT && xfw_rj_out_judge(skb, oif) != TC_ACT_OK)
+		return TC_ACT_SHOT;
+	return rc;
 }
 
 #endif /* XFW_REJECT_SEND_H */

@@ -417,7 +417,7 @@ __attribute__((noinline)) int xfw_tc_parse(struct __sk_buff *skb, struct xfw_pkt
  * reply in the skb: the one for the host itself that xfw_tc_reject left
  * there (the kernel's reply passes OUTPUT, leaving by lo, where rules
  * count, log and may drop it), or one to a packet that arrived, sent on by
- * xfw_tc_ingress (xfw_tc_rj_out). p and st are the caller's, reused; the
+ * xfw_tc_ingress (xfw_rj_out_judge). p and st are the caller's, reused; the
  * caller emits the LOG lines. A global function: the second parse and
  * judgement are verified once, on their own. */
 __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct xfw_pkt *p,
@@ -504,27 +504,35 @@ __attribute__((noinline)) __u32 xfw_tc_out_walk(struct __sk_buff *skb, struct xf
 	return verdict;
 }
 
-/* xfw_tc_rj_out judges in OUTPUT (and POSTROUTING) the REJECT reply to a
- * packet that arrived (INPUT, FORWARD), which xfw_tc_ingress routed out of
- * this device (reject_send.h), as the kernel's reply from icmp_send or
- * nf_send_reset passes OUTPUT: counted, logged, dropped by any verdict but
- * ACCEPT (the kernel answers no ICMP error and no reset). With connection
- * tracking in use the reply's state (the kernel attaches the offending
- * packet's connection) is not known here: it leaves unjudged, as before
- * (docs/differences.md). A global function. */
-__attribute__((noinline)) int xfw_tc_rj_out(struct __sk_buff *skb, struct xfw_xdp_scratch *sc)
+/* xfw_rj_out_judge judges in OUTPUT (and POSTROUTING), with the output
+ * device oif, the REJECT reply to a packet that arrived (INPUT, FORWARD)
+ * that xfw_tc_ingress is about to send (reject_send.h), as the kernel's
+ * reply from icmp_send or nf_send_reset passes OUTPUT: counted, logged,
+ * dropped by any verdict but ACCEPT (the kernel answers no ICMP error and
+ * no reset). With connection tracking in use the reply's state (the
+ * kernel attaches the offending packet's connection) is not known here:
+ * it leaves unjudged, as before (docs/differences.md). Runs in TCX
+ * ingress: bracketed for quiescence itself, with TC's scratch (TC egress
+ * on this CPU never runs at the same time: both run with bottom halves
+ * off). A global function. */
+__attribute__((noinline)) int xfw_rj_out_judge(struct __sk_buff *skb, __u32 oif)
 {
-	__u32 slot, verdict;
+	struct xfw_xdp_scratch *sc;
+	struct xfw_inflight *f;
+	__u32 one = 1, slot, verdict = XFW_ACT_ACCEPT;
 
-	if (!skb || !sc)
+	if (!skb)
 		return TC_ACT_SHOT;
+	f = xfw_enter();
+	sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &one);
 	slot = xfw_active_slot(skb->protocol == bpf_htons(ETH_P_IPV6) ? 1 : 0);
-	if (slot == XFW_NO_SLOT || xfw_ct_active(slot))
-		return TC_ACT_OK;
-	sc->st.hook = XFW_SCRATCH_TC;
-	verdict = xfw_tc_reply_judge(skb, &sc->p, &sc->st, 0, skb->ifindex);
-	if (sc->st.nlogs)
-		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, skb->ifindex);
+	if (sc && slot != XFW_NO_SLOT && !xfw_ct_active(slot)) {
+		sc->st.hook = XFW_SCRATCH_TC;
+		verdict = xfw_tc_reply_judge(skb, &sc->p, &sc->st, 0, oif);
+		if (sc->st.nlogs)
+			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
+	}
+	xfw_leave(f);
 	return verdict == XFW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
 }
 
@@ -569,9 +577,6 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	/* FORWARD dropped it; passed on only for the kernel's redirect. */
 	if (xfw_rd_tc_egress_drop(skb))
 		return TC_ACT_SHOT;
-	/* A REJECT reply to a packet that arrived: OUTPUT. */
-	if (xfw_rj_out_marked(skb))
-		return xfw_tc_rj_out(skb, sc);
 	if (skb->ingress_ifindex != 0)
 		return xfw_tc_forwarded(skb, p);
 	/* A VLAN device's traffic was judged on the VLAN device itself. */

@@ -79,7 +79,7 @@ func rejectOutRound(t *testing.T, tp *nettest.Topology, fam int) rejectOutSeen {
 }
 
 // TestRejectOutputAgainstKernel compares REJECT replies passing OUTPUT
-// (xfw_tc_rj_out in bpf/xfw.c).
+// (xfw_rj_out_judge in bpf/xfw.c, called by xfw_tc_ingress).
 func TestRejectOutputAgainstKernel(t *testing.T) {
 	bin := xfwPath(t)
 	for _, fam := range []int{4, 6} {
