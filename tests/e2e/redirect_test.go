@@ -100,14 +100,18 @@ func redirectRound(t *testing.T, tp *nettest.Topology, fam int, far netip.Addr, 
 // TestRedirectAgainstKernel compares the redirects of hairpin traffic that
 // FORWARD accepts or drops (redirect.h).
 func TestRedirectAgainstKernel(t *testing.T) {
+	twinsPerFamily(t, redirectAgainstKernel)
+}
+
+// twinsPerFamily runs fn in a subtest per family, each with new twins.
+func twinsPerFamily(t *testing.T, fn func(t *testing.T, tw *twins, fam int)) {
 	bin := xfwPath(t)
 	for _, fam := range []int{4, 6} {
-		t.Run(fmt.Sprintf("ipv%d", fam), func(t *testing.T) { redirectAgainstKernel(t, bin, fam) })
+		t.Run(fmt.Sprintf("ipv%d", fam), func(t *testing.T) { fn(t, newTwins(t, bin), fam) })
 	}
 }
 
-func redirectAgainstKernel(t *testing.T, bin string, fam int) {
-	tw := newTwins(t, bin)
+func redirectAgainstKernel(t *testing.T, tw *twins, fam int) {
 	type round struct {
 		name          string
 		dport         uint16

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -81,14 +80,10 @@ func rejectOutRound(t *testing.T, tp *nettest.Topology, fam int) rejectOutSeen {
 // TestRejectOutputAgainstKernel compares REJECT replies passing OUTPUT
 // (xfw_rj_out_judge in bpf/xfw.c, called by xfw_tc_ingress).
 func TestRejectOutputAgainstKernel(t *testing.T) {
-	bin := xfwPath(t)
-	for _, fam := range []int{4, 6} {
-		t.Run(fmt.Sprintf("ipv%d", fam), func(t *testing.T) { rejectOutAgainstKernel(t, bin, fam) })
-	}
+	twinsPerFamily(t, rejectOutAgainstKernel)
 }
 
-func rejectOutAgainstKernel(t *testing.T, bin string, fam int) {
-	tw := newTwins(t, bin)
+func rejectOutAgainstKernel(t *testing.T, tw *twins, fam int) {
 	icmp := "icmp --icmp-type"
 	if fam == 6 {
 		icmp = "icmpv6 --icmpv6-type"

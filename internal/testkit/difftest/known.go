@@ -289,18 +289,9 @@ func pairFromDstLogs(p Probe, kOnly, xOnly []string, ipv4 bool) (rest []string, 
 	// the packet's destination, the kernel's from fw's address: the same
 	// LOG line but for the outer source address.
 	if p.From == FromFw {
-		kLogs := map[string]int{}
-		for _, o := range kOnly {
-			if isLogOfReply(o) {
-				kLogs[withoutOuterSrc(o)]++
-			}
-		}
-		for _, o := range xOnly {
-			if k := withoutOuterSrc(o); isLogOfReply(o) && kLogs[k] > 0 {
-				kLogs[k]--
-				fromDstLogs++
-				continue
-			}
+		var unpaired []string
+		unpaired, fromDstLogs = pairLogsButSrc(kOnly, xOnly)
+		for _, o := range unpaired {
 			// IPv4: with another source, the kernel's reply may
 			// take another way through OUTPUT (dropped before the
 			// LOG rule xfw's reaches).
@@ -342,6 +333,13 @@ func pairSpoofedLogs(p Probe, kOnly, xOnly []string, ipv4 bool) (rest []string, 
 	if ipv4 || p.From == FromFw {
 		return xOnly, 0
 	}
+	return pairLogsButSrc(kOnly, xOnly)
+}
+
+// pairLogsButSrc pairs xOnly's LOG lines about replies with kOnly's that
+// differ only in the outer source address, and returns the rest of xOnly
+// and the pairs.
+func pairLogsButSrc(kOnly, xOnly []string) (rest []string, pairs int) {
 	kLogs := map[string]int{}
 	for _, o := range kOnly {
 		if isLogOfReply(o) {
