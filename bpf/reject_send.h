@@ -54,6 +54,15 @@
 #define XFW_NAT_IN_META_MAGIC 0x7866774e
 int xfw_nat_in_send(struct __sk_buff *skb);
 
+/* "xfwD": a packet FORWARD dropped, passed on for the kernel's ICMP
+ * redirect (xfw_rd_tc_ingress, defined in redirect.h). */
+#define XFW_RD_META_MAGIC 0x78667744
+int xfw_rd_tc_ingress(struct __sk_buff *skb);
+
+/* xfw_rj_out_judge judges the reply in skb in OUTPUT with output device
+ * oif (defined in xfw.c): TC_ACT_OK when it may leave. */
+int xfw_rj_out_judge(struct __sk_buff *skb, __u32 oif);
+
 /* The mark (a multiple of 4 bytes, as XDP metadata must be). */
 struct xfw_rj_meta {
 	__u32 magic;
@@ -161,8 +170,9 @@ static __always_inline long xfw_rj_send_fib(struct __sk_buff *skb, struct bpf_fi
 }
 
 /* xfw_rj_send rate-limits, routes and sends the reply in skb (marked by
- * the XDP hook on device iif). A global function, verified once. */
-__attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif)
+ * the XDP hook on device iif); the route's device goes to *oif. A global
+ * function, verified once. */
+__attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif, __u32 *oif)
 {
 	struct bpf_fib_lookup fib;
 	struct bpf_redir_neigh nh;
@@ -174,7 +184,7 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif)
 	__u64 now = bpf_ktime_get_ns();
 	__u16 proto;
 
-	if (!skb)
+	if (!skb || !oif)
 		return TC_ACT_SHOT;
 	data = (void *)(long)skb->data;
 	data_end = (void *)(long)skb->data_end;
@@ -230,6 +240,7 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif)
 			return TC_ACT_SHOT;
 		xfw_rl_global_consume();
 	}
+	*oif = fib.ifindex;
 	__builtin_memset(&nh, 0, sizeof(nh));
 	nh.nh_family = fib.family;
 	if (v6)
@@ -240,13 +251,17 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif)
 }
 
 /* xfw_tc_ingress: a frame marked by the XDP hook is a REJECT reply to
- * send (xfw_rj_send) or a reply nat_out.h translated back, to deliver
- * (xfw_nat_in_send); anything else is left to the next program, with the
- * packet's mark the XDP hook handed over (mark_route.h). */
+ * send (xfw_rj_send), a reply nat_out.h translated back, to deliver
+ * (xfw_nat_in_send), or a packet FORWARD dropped, for the kernel's
+ * redirect (xfw_rd_tc_ingress); anything else is left to the next
+ * program, with the packet's mark the XDP hook handed over
+ * (mark_route.h). */
 SEC("tc")
 int xfw_tc_ingress(struct __sk_buff *skb)
 {
 	struct xfw_rj_meta *m;
+	__u32 oif = 0;
+	int rc;
 
 	xfw_rj_anchor_maps();
 	/* A bridge port's frame, for -m physdev (bridge.h). */
@@ -261,9 +276,21 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 		m->magic = 0;
 		return xfw_nat_in_send(skb);
 	}
+	if (m->magic == XFW_RD_META_MAGIC) {
+		m->magic = 0;
+		return xfw_rd_tc_ingress(skb);
+	}
 	if (m->magic != XFW_RJ_META_MAGIC)
 		return XFW_TCX_NEXT;
-	return xfw_rj_send(skb, m->ifindex);
+	rc = xfw_rj_send(skb, m->ifindex, &oif);
+	/* The kernel's reply passes OUTPUT (and POSTROUTING) with its
+	 * route's device: judged before it leaves (the redirect is only
+	 * recorded until the program returns TC_ACT_REDIRECT); a reply
+	 * dropped after bpf_redirect_neigh would count as the device's
+	 * drop. */
+	if (rc == TC_ACT_REDIRECT && xfw_rj_out_judge(skb, oif) != TC_ACT_OK)
+		return TC_ACT_SHOT;
+	return rc;
 }
 
 #endif /* XFW_REJECT_SEND_H */

@@ -75,6 +75,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "nat_out.h"
 #include "mangle_apply.h"
 #include "mark_kernel.h"
+#include "redirect.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The length of an IPv4 header without options. */
@@ -443,6 +444,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 			xfw_ct_track_rst(p, cs);
 		return rc;
 	}
+	/* A hairpin: the kernel's redirect goes out all the same (redirect.h). */
+	if (chain == XFW_CHAIN_FORWARD && oif == iif)
+		return xfw_rd_xdp(ctx, p, iif);
 	return XDP_DROP;
 }
 
@@ -481,13 +485,16 @@ __attribute__((noinline)) int xfw_tc_parse(struct __sk_buff *skb, struct xfw_pkt
 	return xfw_parse_frame(skb, p, skb->len, 0);
 }
 
-/* xfw_tc_reply_judge judges, in OUTPUT, REJECT's reply for the host itself
- * that xfw_tc_reject left in the skb (the kernel's reply passes OUTPUT,
- * leaving by lo, where rules count, log and may drop it). p and st are the
- * caller's, reused; the caller emits the LOG lines. A global function: the
- * second parse and judgement are verified once, on their own. */
+/* xfw_tc_reply_judge judges, in OUTPUT with output device oif, a REJECT
+ * reply in the skb: the one for the host itself that xfw_tc_reject left
+ * there (the kernel's reply passes OUTPUT, leaving by lo, where rules
+ * count, log and may drop it), or one to a packet that arrived, sent on by
+ * xfw_tc_ingress (xfw_rj_out_judge). p and st are the caller's, reused; the
+ * caller emits the LOG lines. A global function: the second parse and
+ * judgement are verified once, on their own. */
 __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct xfw_pkt *p,
-						 struct xfw_pending *st, struct xfw_ct_scratch *cs)
+						 struct xfw_pending *st, struct xfw_ct_scratch *cs,
+						 __u32 oif)
 {
 	struct xfw_family_cfg *fc;
 	__u32 rj = 0, verdict;
@@ -509,11 +516,12 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	xfw_ext6_tc(skb, p, st->slot);
 	xfw_preds_tc(skb, p, st->slot);
 	xfw_hdr4_tc(skb, p, st->slot);
-	verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX, st, &rj);
-	/* Marked in mangle OUTPUT: to the host itself, the route stays. */
+	verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
+	/* Marked in mangle OUTPUT: the reply's route stays (to the host
+	 * itself it is loopback in the kernel too). */
 	if (verdict == XFW_ACT_REROUTE && (fc = bpf_map_lookup_elem(&xfw_cfg, &st->slot))) {
 		st->start = fc->reroute[XFW_CHAIN_OUTPUT];
-		verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX, st, &rj);
+		verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
 		st->start = 0;
 	}
 	if (verdict == XFW_ACT_ACCEPT && cs)
@@ -628,6 +636,38 @@ __attribute__((noinline)) __u64 xfw_tc_rerouted(struct __sk_buff *skb, struct xf
 	return (__u64)verdict << 32 | moved;
 }
 
+/* xfw_rj_out_judge judges in OUTPUT (and POSTROUTING), with the output
+ * device oif, the REJECT reply to a packet that arrived (INPUT, FORWARD)
+ * that xfw_tc_ingress is about to send (reject_send.h), as the kernel's
+ * reply from icmp_send or nf_send_reset passes OUTPUT: counted, logged,
+ * dropped by any verdict but ACCEPT (the kernel answers no ICMP error and
+ * no reset). With connection tracking in use the reply's state (the
+ * kernel attaches the offending packet's connection) is not known here:
+ * it leaves unjudged, as before (docs/differences.md). Runs in TCX
+ * ingress: bracketed for quiescence itself, with TC's scratch (TC egress
+ * on this CPU never runs at the same time: both run with bottom halves
+ * off). A global function. */
+__attribute__((noinline)) int xfw_rj_out_judge(struct __sk_buff *skb, __u32 oif)
+{
+	struct xfw_xdp_scratch *sc;
+	struct xfw_inflight *f;
+	__u32 one = 1, slot, verdict = XFW_ACT_ACCEPT;
+
+	if (!skb)
+		return TC_ACT_SHOT;
+	f = xfw_enter();
+	sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &one);
+	slot = xfw_active_slot(skb->protocol == bpf_htons(ETH_P_IPV6) ? 1 : 0);
+	if (sc && slot != XFW_NO_SLOT && !xfw_ct_active(slot)) {
+		sc->st.hook = XFW_SCRATCH_TC;
+		verdict = xfw_tc_reply_judge(skb, &sc->p, &sc->st, 0, oif);
+		if (sc->st.nlogs)
+			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
+	}
+	xfw_leave(f);
+	return verdict == XFW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
+}
+
 /* xfw_tc_stack_icmp reports whether skb comes from the stack's own ICMP
  * or ICMPv6 socket (icmp_send, icmp6_send: a raw socket of that protocol)
  * rather than from a process's raw socket writing whole packets. */
@@ -673,6 +713,9 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	 * picked, or a reply translated back on its way to the socket. */
 	if (xfw_nat_out_judged(skb))
 		return TC_ACT_OK;
+	/* FORWARD dropped it; passed on only for the kernel's redirect. */
+	if (xfw_rd_tc_egress_drop(skb))
+		return TC_ACT_SHOT;
 	if (skb->ingress_ifindex != 0)
 		return xfw_tc_forwarded(skb, p);
 	/* A VLAN device's traffic was judged on the VLAN device itself. */
@@ -792,7 +835,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		rc = xfw_tc_reject(skb, p, rj);
 		if (rc != XFW_RJ_TC_LOCAL)
 			return rc;
-		verdict = xfw_tc_reply_judge(skb, p, st, cs);
+		verdict = xfw_tc_reply_judge(skb, p, st, cs, XFW_LOOPBACK_IFINDEX);
 		if (st->nlogs)
 			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX);
 		/* A reply is never answered (no error about an ICMP error

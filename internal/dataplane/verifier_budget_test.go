@@ -30,7 +30,7 @@ func TestVerifierBudget(t *testing.T) {
 		for _, prog := range []struct {
 			name string
 			prog *ebpf.Program
-		}{{xdpProgName, s.xdp}, {tcProgName, s.tc}} {
+		}{{xdpProgName, s.xdp}, {tcProgName, s.tc}, {tcInProgName, s.tcIn}} {
 			info, err := prog.prog.Info()
 			if err != nil {
 				t.Fatalf("%s: %v", prog.name, err)

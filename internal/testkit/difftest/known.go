@@ -17,12 +17,14 @@ import (
 // and deliveries of everything else are then proven equal. Of the replies
 // themselves, only these are accepted:
 //
-//   - xfw's replies do not pass OUTPUT (the kernel's REJECT sends its reply
-//     through ip_local_out, and through INPUT too when it is for fw): a
-//     reply xfw sends where the kernel's OUTPUT dropped its own (or where
-//     the kernel sends none: a first fragment, whose checksum it cannot
-//     verify; a subnet broadcast); kernel-only LOG lines about its replies;
-//     counters that are higher in the kernel;
+//   - xfw's replies to packets that arrived pass no chain when the ruleset
+//     tracks connections, and none through lo's INPUT (the kernel's REJECT
+//     sends its reply through ip_local_out, and through INPUT too when it
+//     is for fw): a reply xfw sends where the kernel's OUTPUT dropped its
+//     own (or where the kernel sends none: a first fragment, whose checksum
+//     it cannot verify; a subnet broadcast), counted in xfw's OUTPUT;
+//     kernel-only LOG lines about its replies; counters that are higher in
+//     the kernel;
 //   - xfw's reply to a packet fw sent to itself comes back through lo and
 //     INPUT, but passes no OUTPUT: INPUT counters higher in xfw;
 //   - IPv4 options are neither echoed nor recorded in xfw's replies: for a
@@ -162,7 +164,9 @@ func knownRejectDifference(d Difference, c *Corpus, inputSide, outputSide map[st
 func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 	kOnly, xOnly := oneSided(d.Kernel, d.XFW)
 	xOnly, fromDstLogs, otherWay := pairFromDstLogs(p, kOnly, xOnly, ipv4)
+	xOnly, spoofedLogs := pairSpoofedLogs(p, kOnly, xOnly, ipv4)
 	xOnly, stackEcho := withoutStackEchoLogs(xOnly)
+	xOnly, ownReply := withoutOwnReplyLogs(p, kOnly, xOnly)
 	r, ok := tallyXFWReplies(xOnly)
 	if !ok {
 		return ""
@@ -171,13 +175,19 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 	if fromDstLogs > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of an OUTPUT reply from the packet's destination rather than fw's address", fromDstLogs))
 	}
+	if spoofedLogs > 0 {
+		why = append(why, fmt.Sprintf("%d LOG line of an ICMPv6 reply to a spoofed source behind the other interface, from the route back's address in xfw", spoofedLogs))
+	}
 	if otherWay > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of an IPv4 OUTPUT reply from the packet's destination, where the kernel's, from fw's address, took another way through OUTPUT", otherWay))
+	}
+	if ownReply > 0 {
+		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply passing OUTPUT, where the kernel sent none", ownReply))
 	}
 	if stackEcho > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply to an echo reply fw's stack sent (the kernel's ICMP socket is busy sending it)", stackEcho))
 	}
-	t, ok := matchKernelReplies(p, kOnly, r, fromDstLogs, ipv4)
+	t, ok := matchKernelReplies(p, kOnly, r, fromDstLogs+spoofedLogs, ipv4)
 	if !ok {
 		return ""
 	}
@@ -279,18 +289,9 @@ func pairFromDstLogs(p Probe, kOnly, xOnly []string, ipv4 bool) (rest []string, 
 	// the packet's destination, the kernel's from fw's address: the same
 	// LOG line but for the outer source address.
 	if p.From == FromFw {
-		kLogs := map[string]int{}
-		for _, o := range kOnly {
-			if isLogOfReply(o) {
-				kLogs[withoutOuterSrc(o)]++
-			}
-		}
-		for _, o := range xOnly {
-			if k := withoutOuterSrc(o); isLogOfReply(o) && kLogs[k] > 0 {
-				kLogs[k]--
-				fromDstLogs++
-				continue
-			}
+		var unpaired []string
+		unpaired, fromDstLogs = pairLogsButSrc(kOnly, xOnly)
+		for _, o := range unpaired {
 			// IPv4: with another source, the kernel's reply may
 			// take another way through OUTPUT (dropped before the
 			// LOG rule xfw's reaches).
@@ -320,6 +321,64 @@ func withoutStackEchoLogs(xOnly []string) (rest []string, stackEcho int) {
 		rest = append(rest, o)
 	}
 	return rest, stackEcho
+}
+
+// pairSpoofedLogs pairs the LOG lines of xfw's ICMPv6 replies to a packet
+// from outside with the kernel's that differ only in the outer source
+// address: a spoofed source behind fw's other interface, where the
+// kernel's reply comes from the input interface's address and xfw's from
+// the route back's (both pass OUTPUT). It returns the rest of xOnly and
+// the pairs.
+func pairSpoofedLogs(p Probe, kOnly, xOnly []string, ipv4 bool) (rest []string, pairs int) {
+	if ipv4 || p.From == FromFw {
+		return xOnly, 0
+	}
+	return pairLogsButSrc(kOnly, xOnly)
+}
+
+// pairLogsButSrc pairs xOnly's LOG lines about replies with kOnly's that
+// differ only in the outer source address, and returns the rest of xOnly
+// and the pairs.
+func pairLogsButSrc(kOnly, xOnly []string) (rest []string, pairs int) {
+	kLogs := map[string]int{}
+	for _, o := range kOnly {
+		if isLogOfReply(o) {
+			kLogs[withoutOuterSrc(o)]++
+		}
+	}
+	for _, o := range xOnly {
+		if k := withoutOuterSrc(o); isLogOfReply(o) && kLogs[k] > 0 {
+			kLogs[k]--
+			pairs++
+			continue
+		}
+		rest = append(rest, o)
+	}
+	return rest, pairs
+}
+
+// withoutOwnReplyLogs takes out of xOnly xfw's LOG lines about its reply
+// to a packet from outside when the kernel logged none of its own: xfw's
+// replies pass OUTPUT as the kernel's do, so a reply the kernel does not
+// send (options it will not echo, a first fragment) is logged by xfw
+// alone. It returns the rest and how many it took.
+func withoutOwnReplyLogs(p Probe, kOnly, xOnly []string) (rest []string, own int) {
+	if p.From == FromFw {
+		return xOnly, 0
+	}
+	for _, o := range kOnly {
+		if isLogOfReply(o) {
+			return xOnly, 0
+		}
+	}
+	for _, o := range xOnly {
+		if isLogOfReply(o) {
+			own++
+			continue
+		}
+		rest = append(rest, o)
+	}
+	return rest, own
 }
 
 // xfwReplies are the replies only xfw sent, for matching the kernel's:

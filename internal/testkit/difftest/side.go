@@ -148,10 +148,14 @@ func tuneFw(sd *side) error {
 	fw := sd.topo.FwNS
 	// No global ICMP rate limit in fw (nettest turns the per-destination
 	// one off): every error a probe causes must be sent, on both sides.
-	// No IPv4 redirects either: their rate limit (per destination, with
-	// backoff) depends on timing, so two runs would send different
-	// numbers of them. (IPv6 has no such switch: the generator leaves
-	// IPv6 hairpin forwarding out, see packetgen.go.) And no IPv4 path
+	// send_redirects stays at the kernel's default: xfw lets the kernel
+	// send its redirects for packets FORWARD drops too (bpf/redirect.h).
+	// fw sends no IPv4 redirect in this topology all the same: the rest
+	// of each link is routed via gen or sink (routeCmds), so a source is
+	// never directly on the link (fib_validate_source), which the kernel
+	// requires; the redirects' rate limit (per source, with backoff) would
+	// make their number depend on timing. (The generator leaves IPv6
+	// hairpin forwarding out, see packetgen.go.) And no IPv4 path
 	// MTU learning (ip_no_pmtu_disc 2: "fragmentation needed" errors do
 	// not lower a route's MTU): a probe quoting fw's packet to gen with a
 	// small MTU would make fw fragment, or refuse, its later big packets
@@ -160,9 +164,7 @@ func tuneFw(sd *side) error {
 	// campaign, whose ICMP errors quote fw's own earlier packets).
 	err := nettest.InNamespace(fw, func() error {
 		for _, kv := range [][2]string{{"net/ipv4/icmp_msgs_per_sec", "1000000000"}, {"net/ipv4/icmp_msgs_burst", "1000000000"},
-			{"net/ipv4/ip_no_pmtu_disc", "2"},
-			{"net/ipv4/conf/all/send_redirects", "0"}, {"net/ipv4/conf/default/send_redirects", "0"},
-			{"net/ipv4/conf/" + nettest.FwInIfname + "/send_redirects", "0"}, {"net/ipv4/conf/" + nettest.FwOutIfname + "/send_redirects", "0"}} {
+			{"net/ipv4/ip_no_pmtu_disc", "2"}} {
 			if err := os.WriteFile("/proc/sys/"+kv[0], []byte(kv[1]), 0o644); err != nil {
 				return fmt.Errorf("sysctl %s: %w", kv[0], err)
 			}
