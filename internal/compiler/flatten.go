@@ -544,7 +544,19 @@ func (fl *flattener) ruleInfo(r *ir.Rule) *ruleInfo {
 // (ForEachCounter) and collects the policies' counter indexes; it returns
 // the rules' references in counter order (Generation.Rules).
 func (fl *flattener) numberRules(rs *ir.Ruleset) []RuleRef {
-	var refs []RuleRef
+	// Sized ahead: grown by append, the references of kube-proxy's
+	// 430,000 rules (10K services) allocated 67 MB for 17 MB kept.
+	rules := 0
+	for _, t := range append([]*ir.Ruleset{rs}, rs.Tables...) {
+		rules += len(ir.TableBuiltins(t.Table)) // at most one policy each
+		for _, c := range t.Chains {
+			rules += len(c.Rules)
+		}
+	}
+	refs := make([]RuleRef, 0, rules)
+	if len(fl.info) == 0 {
+		fl.info = make(map[*ir.Rule]*ruleInfo, rules)
+	}
 	var infos []ruleInfo
 	ForEachCounter(rs, func(i int, ref RuleRef, _ *ir.Chain, r *ir.Rule) {
 		refs = append(refs, ref)
