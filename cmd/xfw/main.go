@@ -17,17 +17,20 @@ import (
 	"github.com/xfw-dev/xfw/internal/cli"
 )
 
-// gcPercent and the memory limit tune the garbage collector for short
-// commands that allocate most of what they use at once (a decoded ruleset,
-// the compiler's interval sets): at 10,000 rules Go's default (100) spends
-// about a third of the compile time collecting. The limit bounds the heap
-// of large rulesets: an eighth of the machine's memory, from 1 GiB to
-// 4 GiB. A fixed 1 GiB was less than kube-proxy's 10,000 services × 10
-// endpoints hold live while compiling (about 1 GiB), so the collector ran
-// without pause: 11 of a 17 s restore replacing that ruleset, 3 s with
-// 2 GiB. GOGC and GOMEMLIMIT in the environment win.
+// The memory limit tunes the garbage collector for short commands that
+// allocate most of what they use at once (a decoded ruleset, the
+// compiler's interval sets): it bounds the heap of large rulesets, an
+// eighth of the machine's memory, from 1 GiB to 4 GiB, so that a ruleset
+// whose live heap comes near 1 GiB does not make the collector run
+// without pause (11 of a 17 s restore of kube-proxy's 10,000 services ×
+// 10 endpoints once did). The collector's pace is Go's default (GOGC
+// 100): since the compiler's entries hold sparse conditions (a few
+// pointers each instead of one per field) that ruleset holds about 350 MB
+// live after the compile instead of 630 MB, and the 400 this used to set
+// saved about a second of CPU per restore of it for no wall time on two
+// cores, while raising its peak RSS from 1.3 to 1.7 GB (2.2 GB replacing
+// it; docs/benchmarks.md). GOGC and GOMEMLIMIT in the environment win.
 const (
-	gcPercent      = 400
 	minMemoryLimit = 1 << 30
 	maxMemoryLimit = 4 << 30
 	// memoryShare is the machine's memory divided by the limit.
@@ -45,9 +48,6 @@ func memoryLimit() int64 {
 }
 
 func main() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
-	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(memoryLimit())
 	}

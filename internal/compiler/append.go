@@ -113,6 +113,7 @@ func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, i
 		}
 	}
 	out.shiftLimitRules(counter, 1)
+	out.reserveClasses(len(terms))
 	classes := 0
 	for i, t := range terms {
 		p := start + uint32(i)
@@ -195,12 +196,23 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 		case KindHash:
 			g.placeHash(f, s, setBit)
 		}
-		if len(cs.made) > maxAppendClasses {
+		if cs.over {
 			return 0, fmt.Errorf("%w: more than %d classes", ErrNotAppendable, maxAppendClasses)
 		}
 	}
 	br.finish()
 	return len(cs.made), nil
+}
+
+// reserveClasses makes room in g's chunk and class arrays for the classes
+// the places of n positions may copy (up to maxAppendClasses each): the
+// arrays read from a running generation have no spare capacity, and
+// appending a class at a time regrew the chunk array (520 bytes a chunk)
+// again and again.
+func (g *Generation) reserveClasses(n int) {
+	classes := n * maxAppendClasses
+	g.Chunks = slices.Grow(g.Chunks, classes)
+	g.ClassChunks = slices.Grow(g.ClassChunks, classes*int(g.NumChunks))
 }
 
 // classSetter makes the classes place needs: for a class c, the class
@@ -212,6 +224,9 @@ type classSetter struct {
 	w       int    // the word of p in its chunk
 	bit     uint64 // p's bit in its word
 	made    map[classVariant]uint32
+	// over says a class past maxAppendClasses was asked for (and not
+	// made): the place fails.
+	over bool
 	// answers[2c+want] is setBit(c, want)+1 once asked, for the classes
 	// there were before: tens of thousands of address bounds share a few
 	// thousand classes, and asking a class's chunk is two random reads.
@@ -264,6 +279,12 @@ func (cs *classSetter) setBitOnce(c uint32, want bool) uint32 {
 	v := classVariant{c, want}
 	if n, ok := cs.made[v]; ok {
 		return n
+	}
+	if len(cs.made) >= maxAppendClasses {
+		// One more would pass the bound: place refuses the append
+		// after this field, and makes no more copies before.
+		cs.over = true
+		return c
 	}
 	nids := slices.Clone(ids)
 	ch := g.Chunks[ids[k]]

@@ -206,15 +206,14 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	}
 
 	vb := newVectorBuilder(int(g.NumChunks))
-	for f := Field(0); f < NumFields; f++ {
-		used := false
-		for i := range g.Entries {
-			if g.Entries[i].Cond[f] != nil {
-				used = true
-				break
-			}
+	var used [NumFields]bool
+	for i := range g.Entries {
+		for _, fs := range g.Entries[i].Cond {
+			used[fs.Field] = true
 		}
-		if !used {
+	}
+	for f := Field(0); f < NumFields; f++ {
+		if !used[f] {
 			continue
 		}
 		g.Active |= 1 << uint(f)
@@ -283,7 +282,7 @@ func hashPoints(f Field, entries []Entry, ifaces []Interface) []U128 {
 		// not), not the default class of unnamed addresses.
 		add(U64(MACNone))
 		for i := range entries {
-			s := entries[i].Cond[f]
+			s := entries[i].Cond.Get(f)
 			if s == nil {
 				continue
 			}
@@ -349,10 +348,8 @@ func neverInAnyClass(g *Generation) {
 		if slack(i) {
 			continue
 		}
-		for f, s := range g.Entries[i].Cond {
-			if s != nil {
-				used[f], any = true, true
-			}
+		for _, fs := range g.Entries[i].Cond {
+			used[fs.Field], any = true, true
 		}
 	}
 	if !any {
@@ -364,9 +361,10 @@ func neverInAnyClass(g *Generation) {
 			never[f] = &Set{}
 		}
 	}
+	neverList := never.List()
 	for i := range g.Entries {
 		if slack(i) {
-			g.Entries[i].Cond = never
+			g.Entries[i].Cond = neverList
 		}
 	}
 }

@@ -140,7 +140,7 @@ func TestFlattenActions(t *testing.T) {
 	if n := len(g.Entries) - int(g.Layout.SlackEnd[ChainOutput]); n != 6 {
 		t.Errorf("%d region entries, want 6", n)
 	}
-	if e := g.Entries[g.Layout.SlackEnd[ChainOutput]+1]; !e.Cond[FieldProto].Contains(U64(6)) || e.Cond[FieldProto].Contains(U64(17)) {
+	if e := g.Entries[g.Layout.SlackEnd[ChainOutput]+1]; !e.Cond.Get(FieldProto).Contains(U64(6)) || e.Cond.Get(FieldProto).Contains(U64(17)) {
 		t.Errorf("the goto's return entry does not have the goto rule's condition")
 	}
 }

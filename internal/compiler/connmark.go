@@ -77,8 +77,8 @@ func (fl *flattener) connmarkAction(e *Entry, t *ir.ConnmarkTarget) error {
 	if err != nil {
 		return err
 	}
-	cond, _ := e.Cond.and(Cond{FieldCt: ctFullKeys})
-	e.Cond = cond
+	cond, _ := e.Cond.Full().and(Cond{FieldCt: ctFullKeys})
+	e.Cond = cond.List()
 	e.Action, e.Aux = ActContinue, k
 	e.Flags |= EFAct
 	return nil

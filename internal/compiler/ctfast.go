@@ -24,12 +24,12 @@ func (g *Generation) CtFastPath(h int) (entry uint32, states uint8, ok bool) {
 		if e.Rule == NoRule || e.Action != ActAccept || e.Flags&^EFCount != 0 {
 			return 0, 0, false
 		}
-		for f := Field(0); f < NumFields; f++ {
-			if f != FieldCt && e.Cond[f] != nil {
+		for _, fs := range e.Cond {
+			if fs.Field != FieldCt {
 				return 0, 0, false
 			}
 		}
-		states, ok := ctStatesOnly(e.Cond[FieldCt])
+		states, ok := ctStatesOnly(e.Cond.Get(FieldCt))
 		if !ok || states == 0 {
 			return 0, 0, false
 		}
@@ -43,13 +43,11 @@ func (g *Generation) CtFastPath(h int) (entry uint32, states uint8, ok bool) {
 // condition-less uncounted DROP that is in no class).
 func neverMatches(e *Entry) bool {
 	empty := true
-	for f := Field(0); f < NumFields; f++ {
-		if e.Cond[f] != nil {
-			if e.Cond[f].Empty() {
-				return true
-			}
-			empty = false
+	for _, fs := range e.Cond {
+		if fs.Set.Empty() {
+			return true
 		}
+		empty = false
 	}
 	return empty && e.Rule == NoRule && e.Action == ActDrop && e.Flags == 0
 }

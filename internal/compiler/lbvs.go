@@ -190,13 +190,13 @@ func (vb *vectorBuilder) buildField(f Field, entries []Entry) (*fieldClasses, er
 	cur := make([]Chunk, nchunks)
 	n := 0
 	for i := range entries {
-		if s := entries[i].Cond[f]; s != nil {
+		if s := entries[i].Cond.Get(f); s != nil {
 			n += 2 * len(s.Ivs)
 		}
 	}
 	events := make([]event, 0, n)
 	for i := range entries {
-		s := entries[i].Cond[f]
+		s := entries[i].Cond.Get(f)
 		if s == nil {
 			wild[i/ChunkBits].Words[(i%ChunkBits)/64] |= 1 << uint(i%64)
 			continue

@@ -65,7 +65,7 @@ func TestSweepHashUpToDate(t *testing.T) {
 	entries := make([]Entry, n)
 	for i := range entries {
 		if i%3 != 0 { // every third entry a wildcard
-			entries[i].Cond[FieldDport] = Range(U64(uint64(i%1000)), U64(uint64(i%1000+7)))
+			entries[i].Cond = CondList{{Field: FieldDport, Set: Range(U64(uint64(i%1000)), U64(uint64(i%1000+7)))}}
 		}
 	}
 	vb := newVectorBuilder(n / ChunkBits)

@@ -227,8 +227,11 @@ func (fl *flattener) emitRegions() error {
 		if v.seg != nil {
 			for i := first; i < uint32(len(fl.entries))-1; i++ {
 				e := &fl.entries[i]
-				if !segmentView(&e.Cond, v.walk, *v.seg, v.seg.table == ir.TableRaw && hasNotrack(v.rs)) {
-					e.Cond = neverCond()
+				cond := e.Cond.Full()
+				if segmentView(&cond, v.walk, *v.seg, v.seg.table == ir.TableRaw && hasNotrack(v.rs)) {
+					e.Cond = fl.slab.list(cond)
+				} else {
+					e.Cond = neverList
 				}
 			}
 		}

@@ -224,14 +224,14 @@ func TestSetCountingProbes(t *testing.T) {
 				if p.Aux != tc.probes[i] {
 					t.Errorf("probe %d: aux %#x, want %#x", i, p.Aux, tc.probes[i])
 				}
-				if p.Cond[FieldSets] != nil && i == 0 {
-					t.Errorf("probe %d tests the set bits %v: the first set match is evaluated whatever it answers", i, p.Cond[FieldSets])
+				if p.Cond.Get(FieldSets) != nil && i == 0 {
+					t.Errorf("probe %d tests the set bits %v: the first set match is evaluated whatever it answers", i, p.Cond.Get(FieldSets))
 				}
-				if (p.Cond[FieldDport] != nil) != tc.dport {
-					t.Errorf("probe %d: destination port condition %v, want one: %v", i, p.Cond[FieldDport], tc.dport)
+				if (p.Cond.Get(FieldDport) != nil) != tc.dport {
+					t.Errorf("probe %d: destination port condition %v, want one: %v", i, p.Cond.Get(FieldDport), tc.dport)
 				}
 			}
-			if len(tc.probes) == 2 && probes[1].Cond[FieldSets] == nil {
+			if len(tc.probes) == 2 && probes[1].Cond.Get(FieldSets) == nil {
 				t.Errorf("the second set match's probe does not require the first match")
 			}
 		})

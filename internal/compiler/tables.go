@@ -251,7 +251,7 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	if tc.table == ir.TableNat {
 		var notFirst Cond
 		notFirst[FieldCt] = Complement(firstPacketStates(), U64(0), U64(ctDomain-1))
-		fl.emit(Entry{Cond: notFirst, Rule: NoRule, Action: ActContinue, nextLabel: exit})
+		fl.emit(Entry{Cond: notFirst.List(), Rule: NoRule, Action: ActContinue, nextLabel: exit})
 	}
 	end := &label{}
 	seg := tc
@@ -273,8 +273,11 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	}
 	for i := first; i < len(fl.entries); i++ {
 		e := &fl.entries[i]
-		if !segmentView(&e.Cond, hook, tc, tc.table == ir.TableRaw && hasNotrack(t)) {
-			e.Cond = neverCond()
+		cond := e.Cond.Full()
+		if segmentView(&cond, hook, tc, tc.table == ir.TableRaw && hasNotrack(t)) {
+			e.Cond = fl.slab.list(cond)
+		} else {
+			e.Cond = neverList
 		}
 	}
 	return nil
