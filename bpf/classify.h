@@ -435,10 +435,12 @@ static long xfw_step(__u32 iter, struct xfw_walk *walk)
 	}
 	if (ent->flags & XFW_EF_SETCOUNT)
 		xfw_set_probe(ent->aux);
-	if (ent->flags & XFW_EF_ACT)
-		xfw_probe(st->hook, st->slot, ent->aux); /* -j MARK (mark.h) */
+	/* Counted before its target acts, as ipt_do_table does: TCPMSS's
+	 * added option is not in its own rule's byte count (mangle.h). */
 	if (ent->flags & XFW_EF_COUNT)
 		xfw_count(st->slot, ent->rule, st->l3len);
+	if (ent->flags & XFW_EF_ACT)
+		xfw_probe(st->hook, st->slot, ent->aux); /* -j MARK (mark.h) */
 	if (ent->flags & XFW_EF_LOG) {
 		if (st->nlogs < XFW_MAX_PENDING_LOGS)
 			st->logs[st->nlogs & (XFW_MAX_PENDING_LOGS - 1)] = e;
