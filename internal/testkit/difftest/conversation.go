@@ -88,11 +88,12 @@ func GenerateStatefulCorpus(seed int64, plan Plan, ruleset string, opts Stateful
 	g := &pgen{rng: rand.New(rand.NewSource(seed)), plan: plan, fam: plan.Family, e: e}
 	nat := HasNATTable(ruleset)
 	sports, nextPort := map[uint16]bool{}, uint16(firstFreePort)
+	echoes := map[netip.Addr]netip.Addr{}
 	c := &Corpus{}
 	for tries := 0; len(c.Probes) < opts.Probes && tries < maxGenTries*opts.Probes; tries++ {
 		p := g.probe()
 		if g.e.multiport && shortPorts(p) || isFragmented(p) || trackedAsGeneric(p) || extToFw(p, plan) || badL4Checksum(p) ||
-			opts.SkipStackErrors && stackErrorProbe(p, plan) || nat && (natUnrouted(p, plan) || stackErrorProbe(p, plan)) {
+			opts.SkipStackErrors && stackErrorProbe(p, plan) || nat && (natUnrouted(p, plan) || stackErrorProbe(p, plan) || natQuery(p) || natLoopback(p, plan, ruleset) || natEchoClash(p, echoes)) {
 			continue
 		}
 		if nat {

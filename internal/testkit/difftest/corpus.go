@@ -59,11 +59,11 @@ type Probe struct {
 	// sequence numbers or the ICMP echo identifier, which the packets of
 	// a conversation must keep consistent.
 	KeepL4 bool
-	// Answer makes the probe sink's answer to an earlier probe from gen
-	// (the one whose addresses and ports its frame reverses): built when
-	// it is sent, on each side from the copy sink received there (after
-	// that side's translations), its addresses and ports swapped; not sent
-	// where sink received none. Its frame says what the answer is without
+	// Answer makes the probe the answer of sink (or gen) to an earlier
+	// probe from the other end (the one whose addresses and ports its
+	// frame reverses): built when it is sent, on each side from the copy
+	// that arrived there (after that side's translations), its addresses
+	// and ports swapped; not sent where none arrived. Its frame says what the answer is without
 	// translation (nat.go).
 	Answer bool
 }

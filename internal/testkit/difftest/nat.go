@@ -120,7 +120,7 @@ const answerTTL = 64
 const answerSeq = 0x5eed0000
 
 // answerFrames returns the frame of answer probe k on side sd: the copy
-// sink received there of the probe it answers, turned around (MACs,
+// the other end (sink, or gen) received there of the probe it answers, turned around (MACs,
 // addresses and ports swapped; a TCP SYN answered by SYN,ACK, anything
 // else by ACK, acknowledging what it carried), marked with k's marker; or
 // nothing when sink received no copy.
@@ -131,8 +131,12 @@ func (s *Session) answerFrames(sd *side, c *Corpus, probes []markedProbe, k int)
 	}
 	events, _ := sd.log.snapshot()
 	osrc, odst := c.Probes[orig].addrs()
+	at := evSink
+	if c.Probes[k].From == FromGen {
+		at = evGen
+	}
 	for _, e := range events {
-		if e.kind != evSink || e.l3 < 0 {
+		if e.kind != at || e.l3 < 0 {
 			continue
 		}
 		for _, cand := range e.cands {
@@ -150,7 +154,8 @@ func (s *Session) answerFrames(sd *side, c *Corpus, probes []markedProbe, k int)
 	return nil
 }
 
-// answeredProbe returns the earlier probe from gen answer probe k answers:
+// answeredProbe returns the earlier probe from the other end that answer
+// probe k answers:
 // the first whose addresses and ports its frame reverses, or -1.
 func answeredProbe(c *Corpus, k int) int {
 	if len(c.Probes[k].Frames) == 0 {
@@ -162,7 +167,7 @@ func answeredProbe(c *Corpus, k int) int {
 	}
 	for j := 0; j < k; j++ {
 		p := c.Probes[j]
-		if p.From != FromGen || p.Answer || len(p.Frames) != 1 || p.Step >= c.Probes[k].Step {
+		if p.From == FromFw || p.From == c.Probes[k].From || p.Answer || len(p.Frames) != 1 || p.Step >= c.Probes[k].Step {
 			continue
 		}
 		o := p.decode(p.Frames[0])
@@ -298,17 +303,18 @@ const firstFreePort = 20000
 // gen that sink answers in nat rulesets' corpora.
 const answerShare = 40
 
-// answers returns sink's answers (Probe.Answer, step 1) to a share of the
-// single-frame TCP and UDP probes from gen whose source fw routes to gen.
+// answers returns the answers (Probe.Answer, step 1) to a share of the
+// single-frame TCP and UDP probes from gen or sink whose source fw routes
+// back there, sent from the other end.
 func answers(g *pgen, probes []Probe) []Probe {
 	var out []Probe
 	for _, p := range probes {
-		if p.From != FromGen || len(p.Frames) != 1 || !g.chance(answerShare) {
+		if p.From == FromFw || len(p.Frames) != 1 || !g.chance(answerShare) {
 			continue
 		}
 		o := p.decode(p.Frames[0])
 		if o == nil || o.IPVersion != 4 || o.Fragment || o.Protocol != nettest.ProtoTCP && o.Protocol != nettest.ProtoUDP ||
-			g.plan.via(o.Src) != FromGen {
+			g.plan.via(o.Src) != p.From {
 			// (An answer fw has no route for is dropped before any
 			// chain, where the kernel counts it in PREROUTING.)
 			continue
@@ -317,15 +323,85 @@ func answers(g *pgen, probes []Probe) []Probe {
 		if b == nil {
 			continue
 		}
-		// Without translation the answer comes from sink's side: sink's
-		// MAC to fw's out0.
-		copy(b[0:6], g.plan.FwOutMAC)
-		copy(b[6:12], g.plan.SinkMAC)
-		out = append(out, Probe{From: FromSink, Path: PathForward, Frames: [][]byte{b}, Step: 1, KeepL4: true, Answer: true,
-			Note: "sink's answer to " + p.Note})
+		// Without translation the answer comes from the other end.
+		from, fwMAC, endMAC := FromSink, g.plan.FwOutMAC, g.plan.SinkMAC
+		if p.From == FromSink {
+			from, fwMAC, endMAC = FromGen, g.plan.FwInMAC, g.plan.GenMAC
+		}
+		copy(b[0:6], fwMAC)
+		copy(b[6:12], endMAC)
+		out = append(out, Probe{From: from, Path: PathForward, Frames: [][]byte{b}, Step: 1, KeepL4: true, Answer: true,
+			Note: fmt.Sprintf("%s's answer to %s", from, p.Note)})
 	}
 	return out
 }
+
+// sourceNATRe matches a source translation's target.
+var sourceNATRe = regexp.MustCompile(`-j (SNAT|MASQUERADE)\b`)
+
+// natLoopback reports whether a probe is fw's own packet to itself while
+// ruleset translates sources: the kernel translates loopback traffic,
+// xfw drops it (documented: docs/differences.md "Tables"). Left out of
+// such rulesets' packets.
+func natLoopback(p Probe, plan Plan, ruleset string) bool {
+	if p.From != FromFw || !sourceNATRe.MatchString(ruleset) {
+		return false
+	}
+	_, dst := p.addrs()
+	return plan.isLocal(dst)
+}
+
+// natEchoClash reports whether a probe is an ICMP echo request to a
+// destination an earlier one from another source went to (seen: the first
+// source by destination, updated). Every probe's echo identifier is 0
+// (the marker is in the sequence number), so translated to one source two
+// such requests clash: the kernel picks another identifier, xfw drops the
+// request (documented: docs/differences.md "Tables"). Left out of nat
+// rulesets' packets.
+func natEchoClash(p Probe, seen map[netip.Addr]netip.Addr) bool {
+	if len(p.Frames) == 0 {
+		return false
+	}
+	o := p.decode(p.Frames[0])
+	if o == nil || o.Protocol != nettest.ProtoICMP || o.ICMPType != nettest.ICMPv4EchoRequest {
+		return false
+	}
+	if first, ok := seen[o.Dst]; ok {
+		return first != o.Src
+	}
+	seen[o.Dst] = o.Src
+	return false
+}
+
+// natQuery reports whether a probe is of a protocol whose source
+// translation differs in documented ways (docs/differences.md "Tables"):
+// UDP-Lite, and the ICMP queries other than echo (timestamp, information,
+// address mask), which xfw drops when it translates them. Left out of nat
+// rulesets' packets (SCTP and DCCP are left out of every stateful corpus).
+func natQuery(p Probe) bool {
+	if len(p.Frames) == 0 {
+		return false
+	}
+	o := p.decode(p.Frames[0])
+	if o == nil {
+		return false
+	}
+	switch o.Protocol {
+	case protoUDPLite:
+		return true
+	case nettest.ProtoICMP:
+		return o.ICMPType == icmpTimestamp || o.ICMPType == icmpInfoRequest || o.ICMPType == icmpAddressMask
+	}
+	return false
+}
+
+// Protocol and ICMP type numbers natQuery leaves out.
+const (
+	protoUDPLite    = 136
+	icmpTimestamp   = 13
+	icmpInfoRequest = 15
+	icmpAddressMask = 17
+)
 
 // randomPorts are the translated ports a nat ruleset may pick at random
 // (after a clash in an SNAT or MASQUERADE port range, or with --random,
