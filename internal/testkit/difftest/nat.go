@@ -94,7 +94,9 @@ func (s *Session) attribute(e event, c *Corpus, byMarker map[uint32]int) (int, r
 
 // clearNAT empties a side's nat table (the rules and user chains an
 // earlier ruleset left: iptables-restore replaces only the tables its text
-// names).
+// names). The empty table stays, in the kernel and in xfw (which then
+// tracks connections): a session checks rulesets without a nat table
+// before those with one (tests/difftest TestRealisticRulesets).
 func (s *Session) clearNAT(sd *side) error {
 	prog := "iptables"
 	if s.cfg.Family == ir.IPv6 {
