@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -277,6 +278,13 @@ func TestRealisticRulesets(t *testing.T) {
 		t.Logf("dumps/%s skipped: %s", s.Name, s.Reason)
 	}
 	sets = append(sets, dumps...)
+	// Rulesets with a nat table last: the kernel keeps a nat table once
+	// made (emptied, not removed, for the next ruleset), and xfw tracks
+	// connections while one exists, so a ruleset after them would run
+	// stateful in both.
+	slices.SortStableFunc(sets, func(a, b difftest.Named) int {
+		return btoi(difftest.HasNATTable(a.Text)) - btoi(difftest.HasNATTable(b.Text))
+	})
 	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
 		t.Run(fam.String(), func(t *testing.T) {
 			// Dumps with -m conntrack or -m state: both connection
@@ -303,4 +311,12 @@ func TestRealisticRulesets(t *testing.T) {
 			}
 		})
 	}
+}
+
+// btoi is 1 for true, 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

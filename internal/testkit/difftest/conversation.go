@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"net/netip"
-	"strings"
 
-	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -83,20 +81,31 @@ type StatefulOptions struct {
 // whole, or refragmented by the MTU), while xfw judges first fragments and
 // passes later ones unjudged (a documented difference).
 func GenerateStatefulCorpus(seed int64, plan Plan, ruleset string, opts StatefulOptions) (*Corpus, error) {
-	rs, err := iptables.Restore(plan.Family, strings.NewReader(ruleset), nil, iptables.RestoreOptions{Table: "filter", Sets: SetLookup(ruleset)})
+	e, err := rulesetEdges(ruleset, plan)
 	if err != nil {
-		return nil, fmt.Errorf("parse ruleset for its edges: %w", err)
+		return nil, err
 	}
-	g := &pgen{rng: rand.New(rand.NewSource(seed)), plan: plan, fam: plan.Family}
-	g.e = collectEdges(rs, plan)
+	g := &pgen{rng: rand.New(rand.NewSource(seed)), plan: plan, fam: plan.Family, e: e}
+	nat := HasNATTable(ruleset)
+	sports, nextPort := map[uint16]bool{}, uint16(firstFreePort)
+	echoes := map[netip.Addr]netip.Addr{}
 	c := &Corpus{}
 	for tries := 0; len(c.Probes) < opts.Probes && tries < maxGenTries*opts.Probes; tries++ {
 		p := g.probe()
 		if g.e.multiport && shortPorts(p) || isFragmented(p) || trackedAsGeneric(p) || extToFw(p, plan) || badL4Checksum(p) ||
-			opts.SkipStackErrors && stackErrorProbe(p, plan) {
+			opts.SkipStackErrors && stackErrorProbe(p, plan) || nat && (natUnrouted(p, plan) || stackErrorProbe(p, plan) || natQuery(p) || natLoopback(p, plan, ruleset) || natEchoClash(p, echoes) || natOwnOther(p)) {
 			continue
 		}
+		if nat {
+			uniqueSourcePort(p, sports, &nextPort)
+		}
 		c.Probes = append(c.Probes, p)
+	}
+	if nat {
+		// Sink's answers instead of conversations, whose packets do not
+		// follow the translations (nat.go).
+		c.Probes = append(c.Probes, answers(g, c.Probes)...)
+		return c, nil
 	}
 	cg := &cgen{pgen: g, rng: rand.New(rand.NewSource(seed ^ 0x5eed))}
 	for i := 0; i < opts.Conversations; i++ {

@@ -59,6 +59,13 @@ type Probe struct {
 	// sequence numbers or the ICMP echo identifier, which the packets of
 	// a conversation must keep consistent.
 	KeepL4 bool
+	// Answer makes the probe the answer of sink (or gen) to an earlier
+	// probe from the other end (the one whose addresses and ports its
+	// frame reverses): built when it is sent, on each side from the copy
+	// that arrived there (after that side's translations), its addresses
+	// and ports swapped; not sent where none arrived. Its frame says what the answer is without
+	// translation (nat.go).
+	Answer bool
 }
 
 // String describes the probe for reports: where it goes and each frame
@@ -126,7 +133,7 @@ type Corpus struct {
 }
 
 // corpusHeader starts a corpus file.
-const corpusHeader = "# xfw difftest corpus v1: ORIGIN PATH [step=N] [keep-l4] HEX[,HEX...] [# NOTE]"
+const corpusHeader = "# xfw difftest corpus v1: ORIGIN PATH [step=N] [keep-l4] [answer] HEX[,HEX...] [# NOTE]"
 
 // Format writes the corpus as text, one probe per line: origin (gen, sink,
 // fw), path (input, forward, output), "step=N" for a probe of a later step
@@ -157,6 +164,9 @@ func FormatProbe(p Probe) string {
 	if p.KeepL4 {
 		line += "keep-l4 "
 	}
+	if p.Answer {
+		line += "answer "
+	}
 	line += strings.Join(hexes, ",")
 	if p.Note != "" {
 		line += " # " + p.Note
@@ -183,8 +193,8 @@ func ParseCorpus(r io.Reader) (*Corpus, error) {
 			line, note = line[:i], strings.TrimSpace(line[i+3:])
 		}
 		f := strings.Fields(line)
-		if len(f) < 3 || len(f) > 5 {
-			return nil, fmt.Errorf("corpus line %d: want ORIGIN PATH [step=N] [keep-l4] HEX[,HEX...], got %d fields", n, len(f))
+		if len(f) < 3 || len(f) > 6 {
+			return nil, fmt.Errorf("corpus line %d: want ORIGIN PATH [step=N] [keep-l4] [answer] HEX[,HEX...], got %d fields", n, len(f))
 		}
 		p := Probe{From: Origin(f[0]), Path: Path(f[1]), Note: note}
 		for _, opt := range f[2 : len(f)-1] {
@@ -197,8 +207,10 @@ func ParseCorpus(r io.Reader) (*Corpus, error) {
 				p.Step = st
 			case opt == "keep-l4":
 				p.KeepL4 = true
+			case opt == "answer":
+				p.Answer = true
 			default:
-				return nil, fmt.Errorf("corpus line %d: unknown option %q (step=N, keep-l4)", n, opt)
+				return nil, fmt.Errorf("corpus line %d: unknown option %q (step=N, keep-l4, answer)", n, opt)
 			}
 		}
 		f = []string{f[0], f[1], f[len(f)-1]}

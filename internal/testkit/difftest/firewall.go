@@ -302,27 +302,30 @@ func (s *Session) zero(sd *side) error {
 	if s.cfg.Family == ir.IPv6 {
 		prog = "ip6tables"
 	}
-	argv := []string{prog + "-legacy", "-w", "-Z"}
-	if !sd.kernel {
-		argv = []string{s.cfg.XFW, prog, "-w", "-Z"}
-	}
-	if res, err := nettest.ExecTimeout(toolTimeout, sd.topo.FwNS, argv...); err != nil {
-		return fmt.Errorf("%s: zero counters: %v %s", sd.name, err, res.Stderr)
+	for _, table := range s.savedTables() {
+		argv := []string{prog + "-legacy", "-w", "-t", table, "-Z"}
+		if !sd.kernel {
+			argv = []string{s.cfg.XFW, prog, "-w", "-t", table, "-Z"}
+		}
+		if res, err := nettest.ExecTimeout(toolTimeout, sd.topo.FwNS, argv...); err != nil {
+			return fmt.Errorf("%s: zero %s counters: %v %s", sd.name, table, err, res.Stderr)
+		}
 	}
 	return nil
 }
 
 // save returns a side's iptables-save -c output.
 func (s *Session) save(sd *side) (string, error) {
-	argv := append(s.firewallCmd(sd, "-save"), "-c")
-	if sd.kernel {
-		argv = append(argv, "-t", "filter")
+	var out strings.Builder
+	for _, table := range s.savedTables() {
+		argv := append(s.firewallCmd(sd, "-save"), "-c", "-t", table)
+		res, err := nettest.ExecTimeout(toolTimeout, sd.topo.FwNS, argv...)
+		if err != nil {
+			return "", fmt.Errorf("%s save -t %s: %w", sd.name, table, err)
+		}
+		out.WriteString(res.Stdout)
 	}
-	res, err := nettest.ExecTimeout(toolTimeout, sd.topo.FwNS, argv...)
-	if err != nil {
-		return "", fmt.Errorf("%s save: %w", sd.name, err)
-	}
-	return res.Stdout, nil
+	return out.String(), nil
 }
 
 // flushConntrack empties a side's connection table: conntrack -F in the

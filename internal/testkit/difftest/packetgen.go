@@ -38,12 +38,11 @@ type pgen struct {
 // restore text of plan's family), determined by seed and the ruleset. The
 // ruleset must parse (xfw's parser: the matches it supports).
 func GenerateCorpus(seed int64, plan Plan, ruleset string, n int) (*Corpus, error) {
-	rs, err := iptables.Restore(plan.Family, strings.NewReader(ruleset), nil, iptables.RestoreOptions{Table: "filter", Sets: SetLookup(ruleset)})
+	e, err := rulesetEdges(ruleset, plan)
 	if err != nil {
-		return nil, fmt.Errorf("parse ruleset for its edges: %w", err)
+		return nil, err
 	}
-	g := &pgen{rng: rand.New(rand.NewSource(seed)), plan: plan, fam: plan.Family}
-	g.e = collectEdges(rs, plan)
+	g := &pgen{rng: rand.New(rand.NewSource(seed)), plan: plan, fam: plan.Family, e: e}
 	c := &Corpus{}
 	for tries := 0; len(c.Probes) < n && tries < maxGenTries*n; tries++ {
 		p := g.probe()
@@ -62,6 +61,23 @@ func GenerateCorpus(seed int64, plan Plan, ruleset string, n int) (*Corpus, erro
 		c.Probes = append(c.Probes, p)
 	}
 	return c, nil
+}
+
+// rulesetEdges returns the edges of the filter table of ruleset, and of
+// its nat table when it has one (the translations' addresses and ports).
+func rulesetEdges(ruleset string, plan Plan) (edges, error) {
+	rs, err := iptables.Restore(plan.Family, strings.NewReader(ruleset), nil, iptables.RestoreOptions{Table: "filter", Sets: SetLookup(ruleset)})
+	if err != nil {
+		return edges{}, fmt.Errorf("parse ruleset for its edges: %w", err)
+	}
+	if HasNATTable(ruleset) {
+		nat, err := iptables.Restore(plan.Family, strings.NewReader(ruleset), nil, iptables.RestoreOptions{Table: "nat", Sets: SetLookup(ruleset)})
+		if err != nil {
+			return edges{}, fmt.Errorf("parse the nat table for its edges: %w", err)
+		}
+		rs.Chains = append(rs.Chains, nat.Chains...)
+	}
+	return collectEdges(rs, plan), nil
 }
 
 // maxGenTries bounds the probes generated per probe kept.

@@ -124,9 +124,10 @@ func dropLines(text string, re *regexp.Regexp) (string, int) {
 var statefulRe = regexp.MustCompile(`(-m|--match) (conntrack|state)\b`)
 
 // Stateful reports whether a ruleset uses connection tracking (-m
-// conntrack, -m state): its packets then come from GenerateStatefulCorpus
-// and its sessions flush the connection tables (Config.Conntrack).
-func Stateful(ruleset string) bool { return statefulRe.MatchString(ruleset) }
+// conntrack, -m state, or a nat table): its packets then come from
+// GenerateStatefulCorpus and its sessions flush the connection tables
+// (Config.Conntrack).
+func Stateful(ruleset string) bool { return statefulRe.MatchString(ruleset) || HasNATTable(ruleset) }
 
 // supported reports why xfw cannot load text, or nil.
 func supported(fam ir.Family, text string) error {

@@ -171,6 +171,17 @@ func (s *Session) runOnce(ctx context.Context, ruleset string, c *Corpus, opts R
 // the connection tables flushed (Config.Conntrack). It reports false, with
 // res saying why, when either side refused the ruleset: the run ends there.
 func (s *Session) loadBoth(ruleset string, res *Result) (bool, error) {
+	wasNAT := s.nat
+	s.nat = HasNATTable(ruleset)
+	s.randomPorts = natRandomPorts(ruleset)
+	if wasNAT && !s.nat {
+		// iptables-restore replaces only the tables its text has.
+		var clearErr [2]error
+		parallel(func(i int) { clearErr[i] = s.clearNAT(s.sides[i]) })
+		if err := errors.Join(clearErr[:]...); err != nil {
+			return false, err
+		}
+	}
 	var loadErr [2]error
 	parallel(func(i int) { loadErr[i] = s.restore(s.sides[i], ruleset) })
 	switch {
@@ -204,10 +215,11 @@ func (s *Session) loadBoth(ruleset string, res *Result) (bool, error) {
 		}
 	}
 
-	if s.cfg.Conntrack {
+	if s.cfg.Conntrack || s.nat {
 		// Every run starts with empty connection tables: what an
 		// earlier run (or the announcements above) left would make
-		// its probes' fate depend on the order of the runs.
+		// its probes' fate depend on the order of the runs (and, with
+		// NAT, which translation a connection keeps).
 		var flushErr [2]error
 		parallel(func(i int) { flushErr[i] = s.flushConntrack(s.sides[i]) })
 		if err := errors.Join(flushErr[:]...); err != nil {
@@ -242,7 +254,11 @@ func (s *Session) sendProbes(ctx context.Context, c *Corpus, probes []markedProb
 						sendErr[i] = ctx.Err()
 						return
 					}
-					for _, f := range probes[k].frames {
+					frames := probes[k].frames
+					if c.Probes[k].Answer {
+						frames = s.answerFrames(sd, c, probes, k)
+					}
+					for _, f := range frames {
 						// OUTPUT: the kernel's EPERM for an OUTPUT drop is
 						// not compared (docs/differences.md), nor any other
 						// send error: packets on the wire are.
@@ -282,18 +298,10 @@ func (s *Session) compareObservations(c *Corpus, byMarker map[uint32]int, res *R
 		}
 		obs[i] = make([][]string, len(c.Probes))
 		for _, e := range events {
-			for _, cand := range e.cands {
-				pi, ok := byMarker[cand.marker]
-				if !ok || cand.marker == 0 {
-					continue
-				}
-				src, dst := c.Probes[pi].addrs()
-				if cand.src != src || cand.dst != dst {
-					continue
-				}
-				obs[i][pi] = append(obs[i][pi], e.describe(cand.rel))
+			if pi, rel, ok := s.attribute(e, c, byMarker); ok {
+				e = maskRandomPorts(e, rel, c.Probes[pi], s.randomPorts)
+				obs[i][pi] = append(obs[i][pi], e.describe(rel))
 				res.Observed[i]++
-				break
 			}
 		}
 	}

@@ -75,6 +75,11 @@ type Session struct {
 	// appended and inPlace count the -A and -D commands of
 	// Config.AppendTail and those done in place.
 	appended, inPlace int
+	// nat is set while the loaded ruleset has a nat table (HasNATTable).
+	nat bool
+	// randomPorts are the ports its nat table picks at random (nil:
+	// none), compared by range (maskRandomPorts).
+	randomPorts *randomPorts
 }
 
 // sideKernel and sideXFW index Session.sides.

@@ -1,0 +1,291 @@
+package difftest
+
+import (
+	"fmt"
+	"math/rand"
+	"net/netip"
+	"strings"
+)
+
+// This file writes the random nat rulesets (xfw-difftest --nat): a nat
+// table with DNAT and REDIRECT in PREROUTING (not yet in OUTPUT: see
+// GenerateNATRuleset), SNAT and
+// MASQUERADE in POSTROUTING (single addresses and ranges, ports and port
+// ranges, --random, --random-fully, --persistent), matched by -s, -d, -p,
+// --dport, -i and -o; in front of a small stateful filter table (NAT needs
+// connection tracking) whose first FORWARD and INPUT rules name the
+// translated addresses and ports. IPv4 only: xfw refuses IPv6 NAT.
+
+// natSeedMix derives the nat table's random stream from the ruleset's.
+const natSeedMix = 0x5eed_a7
+
+// natFilterRules bounds the random filter table of a nat ruleset: small,
+// so that most probes reach the translations.
+const natFilterRules = 12
+
+// natGen draws one nat table.
+type natGen struct {
+	rng  *rand.Rand
+	plan Plan
+	// targets are the translated addresses and ports the nat rules use
+	// (for the filter rules that name them).
+	targets []natTarget
+}
+
+// natTarget is a translation a rule makes: an address and a port (0:
+// none).
+type natTarget struct {
+	addr  netip.Addr
+	proto string
+	port  uint16
+}
+
+// GenerateNATRuleset returns a random IPv4 ruleset with a nat table and a
+// stateful filter table, as iptables-restore text, determined by seed.
+func GenerateNATRuleset(seed int64, plan Plan) string {
+	g := &natGen{rng: rand.New(rand.NewSource(seed ^ natSeedMix)), plan: plan}
+	var nat strings.Builder
+	fmt.Fprintf(&nat, "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n")
+	// No rules in nat OUTPUT while xfw counts the packets a DNAT there
+	// translates twice in filter OUTPUT (an open difference:
+	// docs/difftest.md "Open differences").
+	for _, chain := range []string{"PREROUTING", "POSTROUTING"} {
+		for n := g.rng.Intn(5); n > 0; n-- {
+			fmt.Fprintf(&nat, "-A %s %s\n", chain, strings.Join(g.natRule(chain), " "))
+		}
+	}
+	nat.WriteString("COMMIT\n")
+	filter := GenerateRuleset(seed, plan, GenOptions{Conntrack: true, MaxRules: natFilterRules})
+	filter = strings.Replace(filter, "*filter\n", nat.String()+"*filter\n", 1)
+	// The rules naming the translations go first in their chains: after
+	// the filter table's chain lines.
+	lines := strings.SplitAfter(filter, "\n")
+	at := len(lines)
+	inFilter := false
+	for i, l := range lines {
+		inFilter = inFilter || l == "*filter\n"
+		if inFilter && (strings.HasPrefix(l, "-A ") || l == "COMMIT\n") {
+			at = i
+			break
+		}
+	}
+	head := strings.Join(lines[:at], "")
+	return head + g.filterLines() + strings.Join(lines[at:], "")
+}
+
+// filterLines returns filter rules naming up to four of the translated
+// addresses and ports: in INPUT for fw's own addresses, else in FORWARD.
+func (g *natGen) filterLines() string {
+	var b strings.Builder
+	for i, t := range g.targets {
+		if i == 4 || !t.addr.IsValid() {
+			break
+		}
+		chain := "FORWARD"
+		if t.addr == g.plan.FwIn || t.addr == g.plan.FwOut {
+			chain = "INPUT"
+		}
+		spec := []string{"-A", chain, "-d", t.addr.String()}
+		if t.port != 0 {
+			spec = append(spec, "-p", t.proto, "--dport", fmt.Sprint(t.port))
+		}
+		spec = append(spec, "-j", pick(g.rng, []string{"ACCEPT", "DROP", "LOG --log-prefix nat-seen:"}))
+		b.WriteString(strings.Join(spec, " ") + "\n")
+	}
+	return b.String()
+}
+
+// natRule returns the spec of one rule of a nat chain.
+func (g *natGen) natRule(chain string) []string {
+	var s []string
+	proto := pick(g.rng, []string{"", "tcp", "tcp", "udp", "udp", "icmp"})
+	if chain == "POSTROUTING" && proto == "" {
+		// Source translation of other protocols than TCP, UDP and ICMP
+		// echo differs in documented ways (docs/differences.md
+		// "Tables": SCTP, DCCP, UDP-Lite and ICMP timestamps are dropped).
+		proto = pick(g.rng, []string{"tcp", "udp", "icmp"})
+	}
+	if chain != "POSTROUTING" && proto != "tcp" && proto != "udp" {
+		// xfw translates destinations of TCP and UDP only (and refuses
+		// DNAT and REDIRECT in rules not restricted to them).
+		proto = pick(g.rng, []string{"tcp", "udp"})
+	}
+	switch chain {
+	case "PREROUTING":
+		if g.chance(50) {
+			s = append(s, g.neg(15), "-i", pick(g.rng, []string{"in0", "in0", "out0", "in+"}))
+		}
+	case "POSTROUTING":
+		if g.chance(50) {
+			s = append(s, g.neg(15), "-o", pick(g.rng, []string{"out0", "out0", "in0", "out+"}))
+		}
+	}
+	if g.chance(40) {
+		s = append(s, g.neg(15), "-s", g.prefix())
+	}
+	if g.chance(40) {
+		s = append(s, g.neg(15), "-d", g.prefix())
+	}
+	if proto != "" {
+		s = append(s, "-p", proto)
+		switch {
+		case proto == "icmp":
+			s = append(s, "-m", "icmp", "--icmp-type", pick(g.rng, []string{"echo-request", "8"}))
+		case g.chance(70):
+			s = append(s, "--dport", g.portMatch())
+		}
+	}
+	s = append(s, "-j")
+	switch {
+	case g.chance(10):
+		s = append(s, pick(g.rng, []string{"ACCEPT", "RETURN"}))
+	case chain == "POSTROUTING":
+		s = append(s, g.snat(proto)...)
+	default:
+		s = append(s, g.dnat(proto)...)
+	}
+	return dropEmpty(s)
+}
+
+// dnat returns a DNAT or REDIRECT target for a rule of protocol proto.
+func (g *natGen) dnat(proto string) []string {
+	ports := proto == "tcp" || proto == "udp"
+	// UDP goes to fw itself only untranslated: fw's stack answers it
+	// with "port unreachable", which xfw does not translate back
+	// (docs/differences.md "Tables": errors the host itself sends about a
+	// translated packet).
+	local := proto == "tcp"
+	if local && g.chance(25) {
+		s := []string{"REDIRECT"}
+		if ports && g.chance(70) {
+			s = append(s, "--to-ports", g.portRange(proto, "-"))
+		}
+		if g.chance(20) { // REDIRECT has no --random-fully
+			s = append(s, "--random")
+		}
+		return s
+	}
+	addrs := []netip.Addr{g.plan.Sink, g.farSink(10), g.farSink(20), g.farGen()}
+	if local {
+		addrs = append(addrs, g.plan.FwOut, g.plan.FwIn)
+	}
+	to := g.addrRange(addrs)
+	if ports && g.chance(60) {
+		to += ":" + g.portRange(proto, "-")
+	}
+	return append([]string{"DNAT", "--to-destination", to}, g.flags(true, false, true)...)
+}
+
+// snat returns an SNAT or MASQUERADE target for a rule of protocol proto.
+func (g *natGen) snat(proto string) []string {
+	ports := proto == "tcp" || proto == "udp"
+	if g.chance(35) {
+		s := []string{"MASQUERADE"}
+		if ports && g.chance(50) {
+			s = append(s, "--to-ports", g.portRange(proto, "-"))
+		}
+		return append(s, g.flags(ports, ports, false)...)
+	}
+	to := g.addrRange([]netip.Addr{g.plan.FwOut, g.plan.FwIn, g.farSink(30)})
+	if ports && g.chance(50) {
+		to += ":" + g.portRange(proto, "-")
+	}
+	return append([]string{"SNAT", "--to-source", to}, g.flags(ports, ports, true)...)
+}
+
+// flags returns the random and persistent options of a target
+// (--random-fully only with SNAT and MASQUERADE, --persistent only with
+// DNAT and SNAT; no --random for ICMP, whose echo identifier xfw keeps
+// where the kernel picks one at random: docs/differences.md "Tables").
+func (g *natGen) flags(random, fully, persistent bool) []string {
+	var s []string
+	switch k := g.rng.Intn(10); {
+	case k < 2 && random:
+		s = append(s, "--random")
+	case k < 3 && fully:
+		s = append(s, "--random-fully")
+	}
+	if persistent && g.chance(15) {
+		s = append(s, "--persistent")
+	}
+	return s
+}
+
+// addrRange returns one of addrs, or a short range starting at it, and
+// remembers it as a target.
+func (g *natGen) addrRange(addrs []netip.Addr) string {
+	a := pick(g.rng, addrs)
+	g.targets = append(g.targets, natTarget{addr: a})
+	if g.chance(25) {
+		b := a.As4()
+		b[3] += byte(1 + g.rng.Intn(3))
+		return fmt.Sprintf("%s-%s", a, netip.AddrFrom4(b))
+	}
+	return a.String()
+}
+
+// portRange returns a port or a range "a<sep>b" for protocol proto, and
+// remembers the port with the last target address.
+func (g *natGen) portRange(proto, sep string) string {
+	p := pick(g.rng, []uint16{22, 80, 443, 8080, 1024, 5000, 65535})
+	if n := len(g.targets); n > 0 && !g.targets[n-1].addr.IsValid() || n > 0 && g.targets[n-1].port == 0 {
+		g.targets[n-1].port, g.targets[n-1].proto = p, proto
+	}
+	if g.chance(30) && p < 65000 {
+		return fmt.Sprintf("%d%s%d", p, sep, p+uint16(1+g.rng.Intn(8)))
+	}
+	return fmt.Sprint(p)
+}
+
+// portMatch returns a --dport value: a common port or a short range.
+func (g *natGen) portMatch() string {
+	p := pick(g.rng, []uint16{22, 53, 80, 443, 1024, 8080})
+	if g.chance(20) {
+		return fmt.Sprintf("%d:%d", p, p+100)
+	}
+	return fmt.Sprint(p)
+}
+
+// prefix returns an -s/-d value among the topology's addresses and
+// networks.
+func (g *natGen) prefix() string {
+	p := g.plan
+	return pick(g.rng, []string{p.Gen.String(), p.GenNet.String(), p.Sink.String(), p.SinkNet.String(),
+		p.FwIn.String(), p.FwOut.String(), p.FarSink.String(), p.FarGen.String(), g.farSink(10).String()})
+}
+
+// farSink returns the n-th address of the network beyond sink.
+func (g *natGen) farSink(n byte) netip.Addr {
+	b := g.plan.FarSink.Addr().As4()
+	b[3] = n
+	return netip.AddrFrom4(b)
+}
+
+// farGen returns an address of the network beyond gen.
+func (g *natGen) farGen() netip.Addr {
+	b := g.plan.FarGen.Addr().As4()
+	b[3] = 7
+	return netip.AddrFrom4(b)
+}
+
+// chance returns true pct percent of the time.
+func (g *natGen) chance(pct int) bool { return g.rng.Intn(100) < pct }
+
+// neg returns "!" pct percent of the time, "" otherwise.
+func (g *natGen) neg(pct int) string {
+	if g.chance(pct) {
+		return "!"
+	}
+	return ""
+}
+
+// dropEmpty removes the empty words of s.
+func dropEmpty(s []string) []string {
+	out := s[:0]
+	for _, w := range s {
+		if w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}

@@ -1,0 +1,41 @@
+package difftest
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/xfw-dev/xfw/internal/compiler"
+	"github.com/xfw-dev/xfw/internal/iptables"
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// TestNATRulesetsLoad: the random nat rulesets parse and compile in xfw
+// (both tables), use every translation, and are the same for a seed.
+func TestNATRulesetsLoad(t *testing.T) {
+	plan := NewPlan(ir.IPv4, DefaultSubnet)
+	seen := map[string]bool{}
+	for seed := int64(1); seed <= 60; seed++ {
+		text := GenerateNATRuleset(seed, plan)
+		if text != GenerateNATRuleset(seed, plan) {
+			t.Fatalf("seed %d: two rulesets", seed)
+		}
+		rs, err := iptables.Restore(ir.IPv4, strings.NewReader(text), nil, iptables.RestoreOptions{})
+		if err != nil {
+			t.Fatalf("seed %d: %v\n%s", seed, err, text)
+		}
+		if _, err := compiler.Compile(rs, compiler.Options{}); err != nil {
+			t.Fatalf("seed %d: compile: %v\n%s", seed, err, text)
+		}
+		for _, w := range []string{"-j DNAT", "-j SNAT", "-j MASQUERADE", "-j REDIRECT", "--random-fully", "--persistent", "--to-ports"} {
+			if strings.Contains(text, w) {
+				seen[w] = true
+			}
+		}
+		if !HasNATTable(text) || !Stateful(text) {
+			t.Fatalf("seed %d: not a stateful nat ruleset", seed)
+		}
+	}
+	if len(seen) != 7 {
+		t.Errorf("the rulesets use only %v", seen)
+	}
+}
