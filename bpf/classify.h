@@ -511,7 +511,8 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 	/* An empty chain (or a walk resumed at its end): the policy decides,
 	 * with no field, set or class lookup (the walk would end at once). */
 	if (local->pos >= local->end) {
-		xfw_count(slot, chain, p->l3len);
+		if (!ps->end)
+			xfw_count(slot, chain, p->l3len);
 		return XFW_RES_END;
 	}
 	/* The route lookups of -m addrtype and the set lookups run here,
@@ -538,8 +539,12 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 	__builtin_memcpy(ps->logs, local->logs, sizeof(local->logs));
 	if (res == XFW_RES_HOTDROP)
 		return res;
+	/* The policy decides at the walk's end, counted; not where a walk
+	 * stopped early (ps->end: before POSTROUTING, or where the kernel
+	 * routes again), whose policy entry was counted on the way. */
 	if (res == XFW_RES_END) {
-		xfw_count(slot, chain, p->l3len);
+		if (!ps->end)
+			xfw_count(slot, chain, p->l3len);
 		return res;
 	}
 	entries = xfw_inner(&xfw_o_entries, slot);
