@@ -77,31 +77,6 @@ __attribute__((noinline)) int xfw_xdp_mark_out(struct xdp_md *ctx, struct xfw_xd
 #define XFW_MARK_OUT_NOROUTE (~0u)
 
 /* The device and next hop of a route (bpf_fib_lookup's answer). */
-struct xfw_mark_hop {
-	__u32 ifindex;
-	__u32 nh[4];
-};
-
-/* xfw_mark_out_lookup routes the host's packet p with mark as the
- * kernel's output route lookup does (from loopback) into hop. Returns
- * bpf_fib_lookup's answer. */
-static __always_inline int xfw_mark_out_lookup(struct __sk_buff *skb, struct xfw_pkt *p, __u32 mark,
-					       struct xfw_mark_hop *hop)
-{
-	struct bpf_fib_lookup fib = {};
-	__u32 flags = BPF_FIB_LOOKUP_SKIP_NEIGH;
-	int rc;
-
-	fib.ifindex = XFW_LOOPBACK_IFINDEX;
-	xfw_fib_flow(&fib, p);
-	if (mark)
-		flags |= xfw_fib_mark(&fib, mark);
-	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), flags);
-	hop->ifindex = fib.ifindex;
-	__builtin_memcpy(hop->nh, fib.ipv6_dst, sizeof(hop->nh)); /* ipv4_dst is its first word */
-	return rc;
-}
-
 /* xfw_mark_out_unicast reports whether p's destination is another
  * host's unicast address: not one of this host's (local table), not
  * multicast, not IPv4's limited broadcast. */
@@ -124,12 +99,12 @@ static __always_inline int xfw_mark_out_unicast(struct xfw_pkt *p)
  * host). A global function. */
 __attribute__((noinline)) __u32 xfw_mark_out_route(struct __sk_buff *skb, struct xfw_pkt *p, __u32 old)
 {
-	struct xfw_mark_hop now = {}, before = {};
+	struct xfw_out_hop now = {}, before = {};
 	int rc;
 
 	if (!skb || !p)
 		return 0;
-	rc = xfw_mark_out_lookup(skb, p, p->mark, &now);
+	rc = xfw_out_lookup(skb, p, p->mark, &now);
 	switch (rc) {
 	case BPF_FIB_LKUP_RET_SUCCESS:
 	case BPF_FIB_LKUP_RET_NO_NEIGH:
@@ -145,7 +120,7 @@ __attribute__((noinline)) __u32 xfw_mark_out_route(struct __sk_buff *skb, struct
 	default:
 		return 0;
 	}
-	rc = xfw_mark_out_lookup(skb, p, old, &before);
+	rc = xfw_out_lookup(skb, p, old, &before);
 	if ((rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH) &&
 	    now.ifindex == before.ifindex && now.nh[0] == before.nh[0] && now.nh[1] == before.nh[1] &&
 	    now.nh[2] == before.nh[2] && now.nh[3] == before.nh[3])

@@ -60,7 +60,6 @@
 #include "nat_icmp.h"
 #include "reject_send.h"
 #include "route.h"
-#include "mark_route.h"
 
 /* skb->tc_index of a translated packet sent on to its new device, judged
  * already. Nothing else uses tc_index since the dsmark qdisc and tcindex
@@ -102,8 +101,7 @@ static __always_inline struct xfw_nat_out *xfw_nat_out_get(void)
 static __always_inline __u32 xfw_nat_out_route(struct __sk_buff *skb, struct xfw_pkt *p,
 					       struct xfw_nat_out *o)
 {
-	struct bpf_fib_lookup fib = {};
-	__u32 flags;
+	struct xfw_out_hop hop = {};
 	int rc;
 
 	if (xfw_local_type(0, 0, p->dst_lo) == XFW_RTN_LOCAL) {
@@ -111,25 +109,16 @@ static __always_inline __u32 xfw_nat_out_route(struct __sk_buff *skb, struct xfw
 		o->oif = XFW_LOOPBACK_IFINDEX;
 		return o->oif;
 	}
-	fib.ifindex = XFW_LOOPBACK_IFINDEX;
-	xfw_fib_flow(&fib, p);
 	/* With the packet's mark, as ip_route_me_harder routes (policy
-	 * routing by fwmark); a kernel before 6.10 refuses the flag (a
-	 * negative answer): asked again without the mark. */
-	flags = BPF_FIB_LOOKUP_SKIP_NEIGH;
-	if (p->mark)
-		flags |= xfw_fib_mark(&fib, p->mark);
-	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), flags);
-	if (rc < 0 && p->mark) {
-		__builtin_memset(&fib, 0, sizeof(fib));
-		fib.ifindex = XFW_LOOPBACK_IFINDEX;
-		xfw_fib_flow(&fib, p);
-		rc = bpf_fib_lookup(skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
-	}
+	 * routing by fwmark); a kernel before 6.10 refuses the mark: asked
+	 * again without it. */
+	rc = xfw_out_lookup(skb, p, p->mark, &hop);
+	if (rc < 0 && p->mark)
+		rc = xfw_out_lookup(skb, p, 0, &hop);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
 		return 0;
 	o->local = 0;
-	o->oif = fib.ifindex;
+	o->oif = hop.ifindex;
 	return o->oif;
 }
 

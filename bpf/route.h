@@ -141,6 +141,33 @@ static __always_inline void xfw_fib_flow(struct bpf_fib_lookup *fib, struct xfw_
 	fib->ipv6_dst[3] = bpf_htonl((__u32)p->dst_lo);
 }
 
+/* xfw_out_hop is the route xfw_out_lookup found: device and next hop. */
+struct xfw_out_hop {
+	__u32 ifindex;
+	__u32 nh[4];
+};
+
+/* xfw_out_lookup routes the host's packet p with mark (0: none) as the
+ * kernel's output route lookup does (from loopback) into hop: the device
+ * and next hop. Returns bpf_fib_lookup's answer (negative for a mark on a
+ * kernel before 6.10, which refuses BPF_FIB_LOOKUP_MARK). */
+static __always_inline int xfw_out_lookup(struct __sk_buff *skb, struct xfw_pkt *p, __u32 mark,
+					       struct xfw_out_hop *hop)
+{
+	struct bpf_fib_lookup fib = {};
+	__u32 flags = BPF_FIB_LOOKUP_SKIP_NEIGH;
+	int rc;
+
+	fib.ifindex = XFW_LOOPBACK_IFINDEX;
+	xfw_fib_flow(&fib, p);
+	if (mark)
+		flags |= xfw_fib_mark(&fib, mark);
+	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), flags);
+	hop->ifindex = fib.ifindex;
+	__builtin_memcpy(hop->nh, fib.ipv6_dst, sizeof(hop->nh)); /* ipv4_dst is its first word */
+	return rc;
+}
+
 /* xfw_route decides INPUT or FORWARD for a packet received on iif, as the
  * kernel's routing would with the packet's mark (p->mark). Returns XFW_ROUTE_PASS to pass the packet
  * unjudged (netfilter never sees it: martians, no route, dropped before
