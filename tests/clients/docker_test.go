@@ -279,7 +279,9 @@ var outsideServers sync.Map
 // address, as Docker's documentation tells users to restrict a published
 // port.
 func dockerUser(s *stack) error {
-	_, err := s.run("iptables", "-I", "DOCKER-USER", "-s", otherAddr(s, 4).String(), "-j", "DROP")
+	// -w: under xfw the agent holds the xtables lock while it follows the
+	// interfaces the previous step's containers removed (docs/usage.md).
+	_, err := s.run("iptables", "-w", "10", "-I", "DOCKER-USER", "-s", otherAddr(s, 4).String(), "-j", "DROP")
 	return err
 }
 
@@ -349,11 +351,11 @@ func checkInterContainer(s *stack) error {
 		return fmt.Errorf("container %s did not reach %s at %s", peerContainer, dockerContainer, addr)
 	}
 	rule := []string{"DOCKER-USER", "-i", "docker0", "-o", "docker0", "-j", "DROP"}
-	if _, err := s.run(append([]string{"iptables", "-I"}, rule...)...); err != nil {
+	if _, err := s.run(append([]string{"iptables", "-w", "10", "-I"}, rule...)...); err != nil {
 		return err
 	}
 	reached := fetchFrom(s, peerContainer, addr)
-	if _, err := s.run(append([]string{"iptables", "-D"}, rule...)...); err != nil {
+	if _, err := s.run(append([]string{"iptables", "-w", "10", "-D"}, rule...)...); err != nil {
 		return err
 	}
 	if reached {
