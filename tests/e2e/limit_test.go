@@ -42,6 +42,7 @@ const limRules = `*filter
 -A ufw-user-limit -m limit --limit 3/min -j LOG --log-prefix "[UFW LIMIT BLOCK] "
 -A ufw-user-limit -j REJECT --reject-with icmp-port-unreachable
 -A twice -m limit --limit 1/hour --limit-burst 3
+-A OUTPUT @UNREACH
 COMMIT
 `
 
@@ -89,6 +90,12 @@ func TestLimitAgainstKernel(t *testing.T) {
 }
 
 func limitAgainstKernel(t *testing.T, bin string, fam int) {
+	// OUTPUT counts the REJECT replies by a rule: in IPv6 the policy's
+	// count holds fw's own MLD reports too.
+	unreach := "-p icmp -m icmp --icmp-type 3"
+	if fam == 6 {
+		unreach = "-p ipv6-icmp -m icmp6 --icmpv6-type 1"
+	}
 	type result struct{ rounds []map[string]counter }
 	run := func(kind string) result {
 		tp := nettest.New(t, nettest.WithStaticNeighbors())
@@ -115,6 +122,7 @@ func limitAgainstKernel(t *testing.T, bin string, fam int) {
 		if fam == 6 {
 			rules = strings.ReplaceAll(rules, "icmp-port-unreachable", "icmp6-port-unreachable")
 		}
+		rules = strings.ReplaceAll(rules, "@UNREACH", unreach)
 		fw.restore(t, tp, fam, rules)
 		send := func(s limSend) {
 			t.Helper()
@@ -163,8 +171,8 @@ func limitAgainstKernel(t *testing.T, bin string, fam int) {
 	k, x := run("kernel"), run("xfw")
 	for i := range k.rounds {
 		for key, kc := range k.rounds[i] {
-			if fam == 6 && key == ":INPUT" {
-				continue // fw's own link traffic (router solicitations, MLD): the twins run one after the other
+			if fam == 6 && (key == ":INPUT" || key == ":OUTPUT") {
+				continue // fw's own link traffic (MLD reports): the twins run one after the other
 			}
 			if xc := x.rounds[i][key]; xc.packets != kc.packets {
 				t.Errorf("round %d: %s: xfw %d packets, kernel %d", i+1, key, xc.packets, kc.packets)
@@ -173,7 +181,12 @@ func limitAgainstKernel(t *testing.T, bin string, fam int) {
 	}
 	// The kernel's own counts show that each case is exercised: after
 	// the first round, burst-limited rules passed exactly their bursts.
-	want := map[string]uint64{"INPUT -p udp -m udp --dport 7010 -m limit --limit 1/hour --limit-burst 2 -j ACCEPT": 2}
+	want := map[string]uint64{
+		"INPUT -p udp -m udp --dport 7010 -m limit --limit 1/hour --limit-burst 2 -j ACCEPT": 2,
+		// ufw-user-limit's 8 REJECT replies, and fw's port unreachables
+		// for the 2 datagrams INPUT accepted to port 7010.
+		"OUTPUT " + unreach: 10,
+	}
 	for key, n := range want {
 		if got := k.rounds[0][key].packets; got != n {
 			t.Errorf("kernel, round 1: %s: %d packets, want %d", key, got, n)

@@ -127,6 +127,9 @@ func startAgent(t *testing.T, bin string, tp *nettest.Topology, extra ...string)
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
+		if t.Failed() || testing.Verbose() {
+			t.Logf("agent's output:\n%s", out.String())
+		}
 	})
 	waitFor(t, "the agent to start", func() bool { return strings.Contains(out.String(), "following the interfaces") })
 	return cmd, out
@@ -236,7 +239,6 @@ func TestAgentKeepsInterfacesProtected(t *testing.T) {
 	if got := forwardedTo7100(t, tp, 3); got != 0 {
 		t.Errorf("%d datagrams to port 7100 forwarded after the agent was killed", got)
 	}
-	t.Logf("agent:\n%s", out.String())
 }
 
 // TestUnprivilegedCommands: run as nobody, commands that read xfw's state
