@@ -189,9 +189,12 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 	if err := netlink.AddrSubscribeWithOptions(addrs, done, netlink.AddrSubscribeOptions{ErrorCallback: onErr}); err != nil {
 		return fmt.Errorf("subscribe to address events: %w", err)
 	}
-	a.logf("following the interfaces of this network namespace (check every %v)", poll)
 	a.groups = deviceGroups()
 	a.check("start")
+	// Logged after the first check: from here on, an interface found
+	// without the programs had them removed (re-attached), and a caller
+	// waiting for this line knows which interfaces the agent has seen.
+	a.logf("following the interfaces of this network namespace (check every %v)", poll)
 	ticker := time.NewTicker(poll)
 	defer ticker.Stop()
 	var settle <-chan time.Time
