@@ -20,8 +20,9 @@
  *    (none given: SNAT's 1-511, 600-1023 or 1024-65535 after the
  *    original port; DNAT keeps its port) from a random offset, at most
  *    128 tries, then halving the tries (down to 8) from a new random
- *    offset each round. None free: dropped (the kernel's confirmation
- *    drops the clash).
+ *    offset each round. None free: SNAT drops (the kernel's confirmation
+ *    drops the clash); DNAT takes a port of the range and the clash a
+ *    new source port (nat_clash.h).
  *  - SNAT then takes the source's current mapping (find_appropriate_src:
  *    xfw_nat_bysrc, the latest SNAT of that address, port and protocol)
  *    when it is in the range and free.
@@ -273,8 +274,9 @@ static __always_inline int xfw_natr_port(struct xfw_nat_pend *np, __u32 orig, in
 		r->min = r->min_port;
 		r->size = r->max_port - r->min_port + 1;
 	} else if (!src) {
-		/* A destination's port is never changed: the clash drops. */
-		return xfw_natr_taken(np, orig) ? -1 : (int)orig;
+		/* A destination's port is never changed: a clash gets another
+		 * source port (nat_clash.h). */
+		return (int)orig;
 	} else if (orig < 512) {
 		r->min = XFW_SNAT_LOW_MIN;
 		r->size = XFW_SNAT_LOW_SIZE;
@@ -285,7 +287,12 @@ static __always_inline int xfw_natr_port(struct xfw_nat_pend *np, __u32 orig, in
 		r->min = XFW_SNAT_HIGH_MIN;
 		r->size = XFW_SNAT_HIGH_SIZE;
 	}
-	return xfw_natr_search(np) ? (int)r->found : -1;
+	if (xfw_natr_search(np))
+		return (int)r->found;
+	/* None free: a destination takes a port of the range anyway (the
+	 * kernel keeps the last one tried) and the clash gets another source
+	 * port (nat_clash.h); a source has none. */
+	return src ? -1 : (int)(r->min + (__u16)r->off % r->size);
 }
 
 /* xfw_natr_dnat chooses a ranged DNAT's (or REDIRECT's) new destination
