@@ -18,7 +18,8 @@
  *    range (or none is given) and the translated tuple is free (a range
  *    of one port is taken even when used); else searched in the range
  *    (none given: SNAT's 1-511, 600-1023 or 1024-65535 after the
- *    original port; DNAT keeps its port) from a random offset, at most
+ *    original port; DNAT keeps its port) from a random offset (DNAT
+ *    without random flags: from the range's first port), at most
  *    128 tries, then halving the tries (down to 8) from a new random
  *    offset each round. None free: SNAT drops (the kernel's confirmation
  *    drops the clash); DNAT takes a port of the range and the clash a
@@ -191,8 +192,8 @@ static long xfw_natr_try(__u32 i, struct xfw_natr_ctx *c)
 	if (!r->size)
 		return 1;
 	port = r->min + (__u16)(r->off + i) % r->size;
+	r->found = port; /* the last one tried when none is free */
 	if (!xfw_natr_taken(np, port)) {
-		r->found = port;
 		r->ok = 1;
 		return 1;
 	}
@@ -209,7 +210,11 @@ static __always_inline int xfw_natr_search(struct xfw_nat_pend *np)
 
 	r->ok = 0;
 	for (int round = 0; round < XFW_NATR_ROUNDS; round++) {
-		r->off = bpf_get_prandom_u32() & 0xffff; /* get_random_u16 */
+		/* get_random_u16, but a destination's first round without
+		 * random flags starts at the range's first port. */
+		r->off = bpf_get_prandom_u32() & 0xffff;
+		if (!round && r->dst && !(r->flags & XFW_NATR_RANDOM_ALL))
+			r->off = 0;
 		bpf_loop(tries, xfw_natr_try, &c, 0);
 		if (r->ok)
 			return 1;
@@ -289,10 +294,10 @@ static __always_inline int xfw_natr_port(struct xfw_nat_pend *np, __u32 orig, in
 	}
 	if (xfw_natr_search(np))
 		return (int)r->found;
-	/* None free: a destination takes a port of the range anyway (the
-	 * kernel keeps the last one tried) and the clash gets another source
-	 * port (nat_clash.h); a source has none. */
-	return src ? -1 : (int)(r->min + (__u16)r->off % r->size);
+	/* None free: a destination keeps the last port tried, as the kernel
+	 * does, and the clash gets another source port (nat_clash.h); a
+	 * source has none. */
+	return src ? -1 : (int)r->found;
 }
 
 /* xfw_natr_dnat chooses a ranged DNAT's (or REDIRECT's) new destination
