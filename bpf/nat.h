@@ -198,6 +198,13 @@ struct {
  * primary address (nf_nat_redirect_ipv4; compiler.RedirectAddr). */
 #define XFW_NAT_REDIRECT 0
 
+/* An XFW_ACT_DNAT or XFW_ACT_SNAT entry's address for a translation
+ * without one (`--to-destination :PORT`, `--to-source :PORT`): the
+ * packet's own destination or source is kept, as the kernel keeps it
+ * without NF_NAT_RANGE_MAP_IPS (compiler.KeepAddr: 255.255.255.255,
+ * which a translation to is refused). */
+#define XFW_NAT_KEEP_ADDR 0xffffffff
+
 /* Offsets in the IPv4 header (from its checksum) and the transport
  * headers. */
 #define XFW_NAT_IP_OFF 10   /* the checksum, then source and destination */
@@ -527,6 +534,8 @@ __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pk
 			return -1; /* no address: the kernel drops it */
 		addr = *a;
 	}
+	if (addr == XFW_NAT_KEEP_ADDR)
+		addr = p->dst_lo;
 	if (port & XFW_NAT_RANGED) {
 		__u64 to = xfw_natr_dnat(p, addr, port);
 
