@@ -104,6 +104,7 @@ struct xfw_nat_range {
 	__u32 addr;               /* the address chosen */
 	__u32 dst;                /* the destination is translated (DNAT) */
 	__u32 min, size, off;     /* the port search: its range and offset */
+	__u32 shift;              /* a port map's first offset (XFW_NATR_OFFSET) */
 	__u32 found, ok;          /* the free port found (ok 1) */
 };
 

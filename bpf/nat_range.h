@@ -27,8 +27,10 @@
  *  - SNAT then takes the source's current mapping (find_appropriate_src:
  *    xfw_nat_bysrc, the latest SNAT of that address, port and protocol)
  *    when it is in the range and free.
- *  - Not done (docs/differences.md): shifted port maps (the compiler
- *    refuses them); the random offsets are not the kernel's.
+ *  - A shifted port map (DNAT's /BASE, XFW_NATR_OFFSET) never keeps the
+ *    port: the search starts at the original port less the base.
+ *  - Not done (docs/differences.md): the random offsets are not the
+ *    kernel's.
  *
  * A ranged entry (XFW_EF_NATRANGE) names its range, an XFW_PROBE_NATRANGE
  * of the generation; xfw_judge packs the probe's index and the slot into
@@ -54,7 +56,12 @@
 #define XFW_NATR_RANDOM 0x04
 #define XFW_NATR_PERSISTENT 0x08
 #define XFW_NATR_RANDOM_FULLY 0x10
+#define XFW_NATR_OFFSET 0x20 /* a shifted port map (DNAT's /BASE) */
 #define XFW_NATR_RANDOM_ALL (XFW_NATR_RANDOM | XFW_NATR_RANDOM_FULLY)
+
+/* Where a range probe's count holds a port map's base (compiler
+ * natRangeBaseShift). */
+#define XFW_NATR_BASE_SHIFT 32
 
 /* What xfw_natr_dnat and xfw_natr_snat return for a packet to drop. */
 #define XFW_NATR_NONE (~0ULL)
@@ -137,6 +144,7 @@ static __always_inline int xfw_natr_load(struct xfw_nat_range *r, __u32 packed)
 	r->max_addr = pr->mask;
 	r->min_port = (pr->count >> 16) & 0xffff;
 	r->max_port = pr->count & 0xffff;
+	r->shift = (pr->count >> XFW_NATR_BASE_SHIFT) & 0xffff; /* the base, for now */
 	return 0;
 }
 
@@ -210,10 +218,13 @@ static __always_inline int xfw_natr_search(struct xfw_nat_pend *np)
 
 	r->ok = 0;
 	for (int round = 0; round < XFW_NATR_ROUNDS; round++) {
-		/* get_random_u16, but a destination's first round without
-		 * random flags starts at the range's first port. */
+		/* get_random_u16, but a port map's first round starts at its
+		 * shifted port, a destination's without random flags at the
+		 * range's first port. */
 		r->off = bpf_get_prandom_u32() & 0xffff;
-		if (!round && r->dst && !(r->flags & XFW_NATR_RANDOM_ALL))
+		if (!round && (r->flags & XFW_NATR_OFFSET))
+			r->off = r->shift;
+		else if (!round && r->dst && !(r->flags & XFW_NATR_RANDOM_ALL))
 			r->off = 0;
 		bpf_loop(tries, xfw_natr_try, &c, 0);
 		if (r->ok)
@@ -267,7 +278,10 @@ static __always_inline int xfw_natr_port(struct xfw_nat_pend *np, __u32 orig, in
 	struct xfw_nat_range *r = &np->range;
 	__u32 flags = r->flags;
 
-	if (!(flags & XFW_NATR_RANDOM_ALL)) {
+	/* A port map's offset: the original port less the base, in 16 bits
+	 * (nf_nat_l4proto_unique_tuple's u16 off). */
+	r->shift = (__u16)(orig - r->shift);
+	if (!(flags & XFW_NATR_RANDOM_ALL) && !(flags & XFW_NATR_OFFSET)) {
 		if (flags & XFW_NATR_PROTO) {
 			if (xfw_natr_in(r, orig) && (r->min_port == r->max_port || !xfw_natr_taken(np, orig)))
 				return orig;

@@ -28,7 +28,8 @@ import (
 // DNAT and REDIRECT in nat OUTPUT are translated at TC egress
 // (nat_output.go). Address and port ranges and the --random,
 // --random-fully and --persistent flags name a range (nat_range.go).
-// Shifted port maps (DNAT's /BASE) are refused. The conntrack options a
+// DNAT's shifted port maps (/BASE) are a range (nat_range.go); SNAT's and
+// MASQUERADE's are refused. The conntrack options a
 // translation changes the answer of: --ctstate SNAT and DNAT are a
 // probe's (ctnat.go), so are --ctreplsrc and --ctrepldst in a ruleset
 // with NAT (ctrepl.go); the reply tuple's ports are the translated ones.
@@ -94,7 +95,7 @@ func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
 	if n == nil {
 		n = &ir.NatRange{}
 	}
-	if n.Flags&ir.NatProtoOffset != 0 {
+	if n.Flags&ir.NatProtoOffset != 0 && r.Target.Kind != ir.TargetDNAT {
 		return fmt.Errorf("target %s: port maps (/BASE) are not supported by xfw's data plane yet", name)
 	}
 	addr := uint32(RedirectAddr)
