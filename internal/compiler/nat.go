@@ -29,7 +29,9 @@ import (
 // (nat_output.go). Address and port ranges and the --random,
 // --random-fully and --persistent flags name a range (nat_range.go).
 // DNAT's shifted port maps (/BASE) are a range (nat_range.go); SNAT's and
-// MASQUERADE's are refused. The conntrack options a
+// MASQUERADE's are refused. SNAT in nat INPUT is refused: its replies
+// would need their destination translated back and a new route before
+// OUTPUT's walk at TC egress (docs/compatibility.md). The conntrack options a
 // translation changes the answer of: --ctstate SNAT and DNAT are a
 // probe's (ctnat.go), so are --ctreplsrc and --ctrepldst in a ruleset
 // with NAT (ctrepl.go); the reply tuple's ports are the translated ones.
