@@ -201,6 +201,25 @@ func clashRange(t *testing.T, tp *nettest.Topology) string {
 	return out + clashSources(tp, clashRangePort, from)
 }
 
+// natTwins builds twin topologies, runs setup (when given) in each and
+// loads ruleset (10.X. the topology's subnet) into both firewalls; nil
+// when that failed.
+func natTwins(t *testing.T, ruleset string, setup func(*testing.T, *nettest.Topology)) *twins {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "conntrack")
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		if setup != nil {
+			setup(t, tp)
+		}
+		fw.restore(t, tp, 4, strings.ReplaceAll(ruleset, "10.X.", fmt.Sprintf("10.%d.", tp.Subnet)))
+	})
+	if t.Failed() {
+		return nil
+	}
+	return tw
+}
+
 // natClashSteps are TestNatClashAgainstKernel's steps, in order.
 var natClashSteps = []natStep{
 	{"udp: one client port to two forwards to the same server", clashUDP("sink", natAt(2, 2, 6000), clashUDPPort, 6001, 6002)},
@@ -212,13 +231,8 @@ var natClashSteps = []natStep{
 // TestNatClashAgainstKernel runs natClashSteps through both twins and
 // compares the outcomes, the counters and the UDP connections.
 func TestNatClashAgainstKernel(t *testing.T) {
-	nettest.RequireRoot(t)
-	requireTools(t, "iptables-legacy", "conntrack")
-	tw := newTwins(t, xfwPath(t))
-	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
-		fw.restore(t, tp, 4, strings.ReplaceAll(natClashRuleset, "10.X.", fmt.Sprintf("10.%d.", tp.Subnet)))
-	})
-	if t.Failed() {
+	tw := natTwins(t, natClashRuleset, nil)
+	if tw == nil {
 		return
 	}
 	runNatSteps(t, tw, natClashSteps)
