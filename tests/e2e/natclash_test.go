@@ -43,6 +43,7 @@ COMMIT
 -A INPUT -p udp -m udp --dport 6010 -m conntrack --ctstate NEW --ctorigdst 10.X.1.1
 -A INPUT -p udp -m udp --dport 6010 -m conntrack --ctstate SNAT
 -A FORWARD -p udp -m conntrack --ctstate SNAT
+-A FORWARD -p udp -m conntrack --ctstate SNAT --ctorigsrcport 45000 --ctorigdstport 6002
 -A FORWARD -p udp -m conntrack --ctstate NEW --ctorigdst 10.X.1.1 -j ACCEPT
 -A FORWARD -p tcp -m conntrack --ctstate NEW --ctorigdst 10.X.1.1 -j ACCEPT
 -A FORWARD -m conntrack --ctstate ESTABLISHED -j ACCEPT
@@ -236,7 +237,7 @@ func TestNatClashAgainstKernel(t *testing.T) {
 		return
 	}
 	runNatSteps(t, tw, natClashSteps)
-	compareNatCounters(t, tw, 10)
+	compareNatCounters(t, tw, 11)
 	// Every port but the clash's new ones is fixed.
 	known := map[int]bool{clashUDPPort: true, clashLocalPort: true, clashTCPPort: true, clashRangePort: true, 80: true,
 		6000: true, 6001: true, 6002: true, 6010: true, 6011: true, 6012: true, 8001: true, 8002: true,
