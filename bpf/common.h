@@ -479,6 +479,9 @@ enum xfw_reject {
 /* xfw_ct_val.nat_flags (nat.h). */
 #define XFW_NAT_F_DST 0x1 /* the destination was translated (DNAT) */
 #define XFW_NAT_F_SRC 0x2 /* the source was translated (SNAT, MASQUERADE) */
+/* A DNAT whose translated tuple was taken: the source port was changed
+ * too (the kernel's null source binding, nat_clash.h). */
+#define XFW_NAT_F_CLASH 0x4
 
 /* Connection tracking statistics: the per-CPU counters of xfw_ct_stats
  * (ct_maps.h), read by internal/dataplane (CTTables.Stats). The tracker

@@ -313,6 +313,10 @@ static __always_inline void xfw_ct_tuple(struct xfw_pkt *p, struct xfw_ct_key *k
 	 * (--ctrepldstport; nat_snat.h). */
 	if (v->nat_flags & XFW_NAT_F_SRC)
 		p->ct_rdport = v->snat_port;
+	/* A DNAT clash: the key holds the new source port, which the
+	 * replies come to (nat_clash.h). */
+	if (v->nat_flags & XFW_NAT_F_CLASH)
+		p->ct_osport = v->nat_sport;
 	if (k->proto == IPPROTO_ICMP || k->proto == IPPROTO_ICMPV6)
 		xfw_ct_icmp_ports(p, p->ct_osport, v->icmp_type, v->icmp_code);
 }

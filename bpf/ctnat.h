@@ -77,7 +77,13 @@ static __always_inline __u32 xfw_ctnat_flags(const struct xfw_pkt *p, __u32 hook
 	struct xfw_ct_scratch *cs = 0;
 	struct xfw_ct_val *v = xfw_ctnat_conn(p, hook, &cs);
 
-	return v ? v->nat_flags : 0;
+	if (!v)
+		return 0;
+	/* A DNAT clash's source port is the kernel's after POSTROUTING: its
+	 * first packet's chains do not see SNAT (nat_clash.h). */
+	if (cs && cs->pending == XFW_CTP_CREATE)
+		return v->nat_flags & ~XFW_NAT_F_CLASH;
+	return v->nat_flags;
 }
 
 /* xfw_ctnat_match answers --ctstate probe pr for packet p of hook. */
@@ -86,7 +92,7 @@ static __always_inline int xfw_ctnat_match(struct xfw_probe *pr, struct xfw_pkt 
 	__u32 nat = xfw_ctnat_flags(p, hook);
 	__u32 bits = 1u << (p->ct & 7);
 
-	if (nat & XFW_NAT_F_SRC)
+	if (nat & (XFW_NAT_F_SRC | XFW_NAT_F_CLASH))
 		bits |= XFW_CTNAT_SNAT;
 	if (nat & XFW_NAT_F_DST)
 		bits |= XFW_CTNAT_DNAT;

@@ -15,9 +15,8 @@
  *    entry keeps the original destination (xfw_ct_val.nat_*), which
  *    --ctorigdst and --ctorigdstport read (ct_conn.h xfw_ct_tuple) and
  *    `xfw conntrack -L` prints. A DNAT whose translated tuple is
- *    already a connection is dropped (the kernel's null source binding
- *    at POSTROUTING gives the new connection another source port:
- *    docs/differences.md).
+ *    already a connection gets another source port too, as the kernel's
+ *    null source binding gives it (nat_clash.h).
  *  - Later packets: the original direction is translated before the
  *    route lookup (xfw_nat_pre_xdp, by the wire tuple in xfw_nat), the
  *    reply direction at TC egress after the verdict (xfw_nat_fwd_tc for
@@ -81,6 +80,8 @@ struct xfw_nat_val {
 	__u16 to_port;
 	__u8 kind;
 	__u8 pad;
+	/* A DNAT clash's new source port, 0 for none (nat_clash.h). */
+	__u16 clash_sport;
 };
 
 /* The quoted headers an ICMP error's translation rewrites: the IPv4
@@ -103,6 +104,7 @@ struct xfw_nat_range {
 	__u32 addr;               /* the address chosen */
 	__u32 dst;                /* the destination is translated (DNAT) */
 	__u32 min, size, off;     /* the port search: its range and offset */
+	__u32 shift;              /* a port map's first offset (XFW_NATR_OFFSET) */
 	__u32 found, ok;          /* the free port found (ok 1) */
 };
 
@@ -127,6 +129,9 @@ struct xfw_nat_pend {
 
 /* nat_range.h: a ranged DNAT's choice (addr << 16 | port, or ~0 to drop). */
 __u64 xfw_natr_dnat(struct xfw_pkt *p, __u32 addr, __u32 packed);
+/* nat_clash.h: a DNAT whose translated tuple is taken gets a new source
+ * port (0, or -1 to drop). */
+int xfw_nat_clash_xdp(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_ct_scratch *cs);
 
 /* Translated connections tracked at most; past it the oldest mapping is
  * forgotten (its connection's later original-direction packets are then
@@ -193,6 +198,13 @@ struct {
 /* An XFW_ACT_DNAT entry's address for REDIRECT: the input interface's
  * primary address (nf_nat_redirect_ipv4; compiler.RedirectAddr). */
 #define XFW_NAT_REDIRECT 0
+
+/* An XFW_ACT_DNAT or XFW_ACT_SNAT entry's address for a translation
+ * without one (`--to-destination :PORT`, `--to-source :PORT`): the
+ * packet's own destination or source is kept, as the kernel keeps it
+ * without NF_NAT_RANGE_MAP_IPS (compiler.KeepAddr: 255.255.255.255,
+ * which a translation to is refused). */
+#define XFW_NAT_KEEP_ADDR 0xffffffff
 
 /* Offsets in the IPv4 header (from its checksum) and the transport
  * headers. */
@@ -442,6 +454,8 @@ __attribute__((noinline)) int xfw_nat_pre_xdp(struct xdp_md *ctx, struct xfw_pkt
 	v = xfw_nat_live(&k, p);
 	if (!v)
 		return 0;
+	if (v->clash_sport && xfw_nat_rewrite_xdp(ctx, p, 0, p->src_lo, v->clash_sport))
+		return 0;
 	return xfw_nat_rewrite_xdp(ctx, p, 1, v->to_addr, v->to_port) == 0;
 }
 
@@ -449,8 +463,10 @@ __attribute__((noinline)) int xfw_nat_pre_xdp(struct xdp_md *ctx, struct xfw_pkt
  * its tracking, a new connection pending) to addr:port (port 0 keeps the
  * port): the mapping waits in np for xfw_nat_confirm, the connection is
  * rekeyed to the translated tuple, which keeps the original destination.
- * The caller rewrites the packet, then marks np pending. Returns 0, or -1
- * when the packet must be dropped (not translatable, a clash). */
+ * The caller rewrites the packet, then marks np pending. Returns 0, 1
+ * when the translated tuple is already a connection's (a clash: the
+ * connection needs another source port, nat_clash.h), or -1 when the
+ * packet must be dropped (not translatable). */
 static __always_inline int xfw_nat_dnat_prep(struct xfw_pkt *p, struct xfw_ct_scratch *cs,
 					     struct xfw_nat_pend *np, __u32 addr, __u32 port)
 {
@@ -467,12 +483,11 @@ static __always_inline int xfw_nat_dnat_prep(struct xfw_pkt *p, struct xfw_ct_sc
 	np->key[XFW_NAT_PD].dport = p->dport;
 	np->key[XFW_NAT_PD].proto = p->proto;
 	srcb = xfw_ct_mkkey(&np->val[XFW_NAT_PD].ct, 0, p->proto, 0, p->src_lo, p->sport, 0, addr, port);
-	if (xfw_nat_conn(&np->val[XFW_NAT_PD].ct))
-		return -1; /* the translated tuple is taken */
 	np->val[XFW_NAT_PD].to_addr = addr;
 	np->val[XFW_NAT_PD].to_port = port;
 	np->val[XFW_NAT_PD].kind = XFW_NAT_F_DST;
 	np->val[XFW_NAT_PD].pad = 0;
+	np->val[XFW_NAT_PD].clash_sport = 0;
 	cs->nv.nat_addr = p->dst_lo;
 	cs->nv.nat_port = p->dport;
 	cs->nv.nat_flags = XFW_NAT_F_DST;
@@ -482,19 +497,22 @@ static __always_inline int xfw_nat_dnat_prep(struct xfw_pkt *p, struct xfw_ct_sc
 		cs->nv.status |= XFW_CTST_ORIG_B;
 	else
 		cs->nv.status &= ~XFW_CTST_ORIG_B;
-	return 0;
+	/* The translated tuple is taken: a clash. */
+	return xfw_nat_conn(&np->val[XFW_NAT_PD].ct) ? 1 : 0;
 }
 
 /* xfw_nat_dnat_xdp applies a DNAT verdict to a connection's first packet
  * (cs: its tracking, a new connection pending): xfw_nat_dnat_prep, then
- * the packet translated. port 0 keeps the port. Returns 0, or -1 when
- * the packet must be dropped (not translatable, a clash, a failed write).
- * A global function. */
+ * the packet translated; a clash gets a new source port (nat_clash.h).
+ * port 0 keeps the port. Returns 0, or -1 when the packet must be dropped
+ * (not translatable, no free source port, a failed write). A global
+ * function. */
 __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
 					       struct xfw_ct_scratch *cs, __u32 addr, __u32 port)
 {
 	__u32 zero = 0;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	int clash;
 
 	if (!ctx || !p || !cs || !np)
 		return -1;
@@ -517,6 +535,8 @@ __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pk
 			return -1; /* no address: the kernel drops it */
 		addr = *a;
 	}
+	if (addr == XFW_NAT_KEEP_ADDR)
+		addr = p->dst_lo;
 	if (port & XFW_NAT_RANGED) {
 		__u64 to = xfw_natr_dnat(p, addr, port);
 
@@ -527,9 +547,12 @@ __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pk
 	}
 	if (!port)
 		port = p->dport;
-	if (xfw_nat_dnat_prep(p, cs, np, addr, port))
+	clash = xfw_nat_dnat_prep(p, cs, np, addr, port);
+	if (clash < 0)
 		return -1;
 	if (xfw_nat_rewrite_xdp(ctx, p, 1, addr, port))
+		return -1;
+	if (clash && xfw_nat_clash_xdp(ctx, p, cs))
 		return -1;
 	np->pending = XFW_NAT_F_DST;
 	return 0;
@@ -583,10 +606,18 @@ static __always_inline void xfw_nat_undo_xdp(struct xdp_md *ctx, struct xfw_pkt 
 
 	if (!np || !np->pending)
 		return;
-	if (np->pending & XFW_NAT_F_DST)
+	if (np->pending & XFW_NAT_F_DST) {
 		xfw_nat_rewrite_xdp(ctx, p, 1, np->key[XFW_NAT_PD].daddr, np->key[XFW_NAT_PD].dport);
+		if (np->val[XFW_NAT_PD].clash_sport)
+			xfw_nat_rewrite_xdp(ctx, p, 0, p->src_lo, np->key[XFW_NAT_PD].sport);
+	}
 	np->pending = 0;
 }
+
+/* xfw_nat_own_src's answer for a clash's reply carries the original
+ * source port above the address and port (bits 48-63). */
+#define XFW_NAT_CLASH_SHIFT 48
+#define XFW_NAT_CLASH_MASK ((1ULL << XFW_NAT_CLASH_SHIFT) - 1)
 
 /* xfw_nat_src_of returns the source a leaving packet of connection e
  * takes, in direction reply: a DNAT's replies its original destination,
@@ -616,7 +647,7 @@ __attribute__((noinline)) int xfw_nat_fwd_tc(struct __sk_buff *skb, struct xfw_p
 	__u32 zero = 0;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	struct xfw_ct_entry *e;
-	int srcb;
+	int srcb, reply;
 
 	if (!skb || !p || !np || !xfw_nat_translatable(p))
 		return 0;
@@ -624,15 +655,22 @@ __attribute__((noinline)) int xfw_nat_fwd_tc(struct __sk_buff *skb, struct xfw_p
 
 	srcb = xfw_ct_mkkey(&np->fwd, 0, p->proto, 0, p->src_lo, p->sport, 0, p->dst_lo, p->dport);
 	e = xfw_nat_tracked(&np->fwd);
-	if (!e || !xfw_nat_src_of(e, srcb != !!(e->v.status & XFW_CTST_ORIG_B), &to))
+	reply = e && srcb != !!(e->v.status & XFW_CTST_ORIG_B);
+	if (!e || !xfw_nat_src_of(e, reply, &to))
 		return 0;
+	/* A clash's reply: its destination port back (nat_clash.h). */
+	if (reply && (e->v.nat_flags & XFW_NAT_F_CLASH) &&
+	    xfw_nat_rewrite_tc(skb, p, 1, p->dst_lo, e->v.nat_sport))
+		return -1;
 	return xfw_nat_rewrite_tc(skb, p, 0, to >> 16, to & 0xffff);
 }
 
 /* xfw_nat_own_src returns in *to (addr << 16 | port) the source an
  * accepted packet of the host's own (p, tracked in cs) takes as it leaves
  * after OUTPUT: a reply in a DNAT connection its original destination, an
- * SNAT connection's packet the new source. Returns 1 when there is one. */
+ * SNAT connection's packet the new source; a clash's reply has its
+ * destination port above (XFW_NAT_CLASH_SHIFT). Returns 1 when there is
+ * one. */
 static __always_inline int xfw_nat_own_src(struct xfw_pkt *p, struct xfw_ct_scratch *cs, __u64 *to)
 {
 	struct xfw_ct_entry *e;
@@ -641,7 +679,12 @@ static __always_inline int xfw_nat_own_src(struct xfw_pkt *p, struct xfw_ct_scra
 	if (!xfw_nat_enabled() || (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED))
 		return 0;
 	e = xfw_nat_tracked(&cs->key);
-	return e && xfw_nat_src_of(e, !!(p->ct & XFW_CTV_DIR_REPLY), to);
+	if (!e || !xfw_nat_src_of(e, !!(p->ct & XFW_CTV_DIR_REPLY), to))
+		return 0;
+	/* A clash's reply: its destination port back first (nat_clash.h). */
+	if ((p->ct & XFW_CTV_DIR_REPLY) && (e->v.nat_flags & XFW_NAT_F_CLASH))
+		*to |= (__u64)e->v.nat_sport << XFW_NAT_CLASH_SHIFT;
+	return 1;
 }
 
 /* xfw_nat_post_tc gives an accepted packet of the host's own, at TC egress
@@ -656,7 +699,11 @@ __attribute__((noinline)) int xfw_nat_post_tc(struct __sk_buff *skb, struct xfw_
 
 	if (!skb || !p || !cs || !xfw_nat_translatable(p) || !xfw_nat_own_src(p, cs, &to))
 		return 0;
-	if (xfw_nat_rewrite_tc(skb, p, 0, to >> 16, to & 0xffff))
+	if ((to >> XFW_NAT_CLASH_SHIFT) &&
+	    xfw_nat_rewrite_tc(skb, p, 1, p->dst_lo, (to >> XFW_NAT_CLASH_SHIFT) & 0xffff))
+		return -1;
+	to &= XFW_NAT_CLASH_MASK;
+	if (xfw_nat_rewrite_tc(skb, p, 0, (to >> 16) & 0xffffffff, to & 0xffff))
 		return -1;
 	/* Loopback brings it in again under a tuple no connection is keyed
 	 * by (the reply of a REDIRECT in nat OUTPUT): its connection facts go

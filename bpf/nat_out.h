@@ -170,6 +170,8 @@ __attribute__((noinline)) __u32 xfw_nat_out_dnat_tc(struct __sk_buff *skb, struc
 	o->oif = 0;
 	if (!addr)
 		return 0; /* the compiler gives REDIRECT its 127.0.0.1 */
+	if (addr == XFW_NAT_KEEP_ADDR)
+		addr = p->dst_lo;
 	if (port & XFW_NAT_RANGED) {
 		__u64 to = xfw_natr_dnat(p, addr, port);
 

@@ -18,15 +18,19 @@
  *    range (or none is given) and the translated tuple is free (a range
  *    of one port is taken even when used); else searched in the range
  *    (none given: SNAT's 1-511, 600-1023 or 1024-65535 after the
- *    original port; DNAT keeps its port) from a random offset, at most
+ *    original port; DNAT keeps its port) from a random offset (DNAT
+ *    without random flags: from the range's first port), at most
  *    128 tries, then halving the tries (down to 8) from a new random
- *    offset each round. None free: dropped (the kernel's confirmation
- *    drops the clash).
+ *    offset each round. None free: SNAT drops (the kernel's confirmation
+ *    drops the clash); DNAT takes a port of the range and the clash a
+ *    new source port (nat_clash.h).
  *  - SNAT then takes the source's current mapping (find_appropriate_src:
  *    xfw_nat_bysrc, the latest SNAT of that address, port and protocol)
  *    when it is in the range and free.
- *  - Not done (docs/differences.md): shifted port maps (the compiler
- *    refuses them); the random offsets are not the kernel's.
+ *  - A shifted port map (DNAT's /BASE, XFW_NATR_OFFSET) never keeps the
+ *    port: the search starts at the original port less the base.
+ *  - Not done (docs/differences.md): the random offsets are not the
+ *    kernel's.
  *
  * A ranged entry (XFW_EF_NATRANGE) names its range, an XFW_PROBE_NATRANGE
  * of the generation; xfw_judge packs the probe's index and the slot into
@@ -52,7 +56,12 @@
 #define XFW_NATR_RANDOM 0x04
 #define XFW_NATR_PERSISTENT 0x08
 #define XFW_NATR_RANDOM_FULLY 0x10
+#define XFW_NATR_OFFSET 0x20 /* a shifted port map (DNAT's /BASE) */
 #define XFW_NATR_RANDOM_ALL (XFW_NATR_RANDOM | XFW_NATR_RANDOM_FULLY)
+
+/* Where a range probe's count holds a port map's base (compiler
+ * natRangeBaseShift). */
+#define XFW_NATR_BASE_SHIFT 32
 
 /* What xfw_natr_dnat and xfw_natr_snat return for a packet to drop. */
 #define XFW_NATR_NONE (~0ULL)
@@ -135,6 +144,7 @@ static __always_inline int xfw_natr_load(struct xfw_nat_range *r, __u32 packed)
 	r->max_addr = pr->mask;
 	r->min_port = (pr->count >> 16) & 0xffff;
 	r->max_port = pr->count & 0xffff;
+	r->shift = (pr->count >> XFW_NATR_BASE_SHIFT) & 0xffff; /* the base, for now */
 	return 0;
 }
 
@@ -190,8 +200,8 @@ static long xfw_natr_try(__u32 i, struct xfw_natr_ctx *c)
 	if (!r->size)
 		return 1;
 	port = r->min + (__u16)(r->off + i) % r->size;
+	r->found = port; /* the last one tried when none is free */
 	if (!xfw_natr_taken(np, port)) {
-		r->found = port;
 		r->ok = 1;
 		return 1;
 	}
@@ -208,7 +218,14 @@ static __always_inline int xfw_natr_search(struct xfw_nat_pend *np)
 
 	r->ok = 0;
 	for (int round = 0; round < XFW_NATR_ROUNDS; round++) {
-		r->off = bpf_get_prandom_u32() & 0xffff; /* get_random_u16 */
+		/* get_random_u16, but a port map's first round starts at its
+		 * shifted port, a destination's without random flags at the
+		 * range's first port. */
+		r->off = bpf_get_prandom_u32() & 0xffff;
+		if (!round && (r->flags & XFW_NATR_OFFSET))
+			r->off = r->shift;
+		else if (!round && r->dst && !(r->flags & XFW_NATR_RANDOM_ALL))
+			r->off = 0;
 		bpf_loop(tries, xfw_natr_try, &c, 0);
 		if (r->ok)
 			return 1;
@@ -261,7 +278,10 @@ static __always_inline int xfw_natr_port(struct xfw_nat_pend *np, __u32 orig, in
 	struct xfw_nat_range *r = &np->range;
 	__u32 flags = r->flags;
 
-	if (!(flags & XFW_NATR_RANDOM_ALL)) {
+	/* A port map's offset: the original port less the base, in 16 bits
+	 * (nf_nat_l4proto_unique_tuple's u16 off). */
+	r->shift = (__u16)(orig - r->shift);
+	if (!(flags & XFW_NATR_RANDOM_ALL) && !(flags & XFW_NATR_OFFSET)) {
 		if (flags & XFW_NATR_PROTO) {
 			if (xfw_natr_in(r, orig) && (r->min_port == r->max_port || !xfw_natr_taken(np, orig)))
 				return orig;
@@ -273,8 +293,9 @@ static __always_inline int xfw_natr_port(struct xfw_nat_pend *np, __u32 orig, in
 		r->min = r->min_port;
 		r->size = r->max_port - r->min_port + 1;
 	} else if (!src) {
-		/* A destination's port is never changed: the clash drops. */
-		return xfw_natr_taken(np, orig) ? -1 : (int)orig;
+		/* A destination's port is never changed: a clash gets another
+		 * source port (nat_clash.h). */
+		return (int)orig;
 	} else if (orig < 512) {
 		r->min = XFW_SNAT_LOW_MIN;
 		r->size = XFW_SNAT_LOW_SIZE;
@@ -285,7 +306,12 @@ static __always_inline int xfw_natr_port(struct xfw_nat_pend *np, __u32 orig, in
 		r->min = XFW_SNAT_HIGH_MIN;
 		r->size = XFW_SNAT_HIGH_SIZE;
 	}
-	return xfw_natr_search(np) ? (int)r->found : -1;
+	if (xfw_natr_search(np))
+		return (int)r->found;
+	/* None free: a destination keeps the last port tried, as the kernel
+	 * does, and the clash gets another source port (nat_clash.h); a
+	 * source has none. */
+	return src ? -1 : (int)r->found;
 }
 
 /* xfw_natr_dnat chooses a ranged DNAT's (or REDIRECT's) new destination

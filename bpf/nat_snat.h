@@ -8,8 +8,9 @@
  *    segment (entry action XFW_ACT_SNAT, an ACCEPT with a translation):
  *    forwarded packets at XDP (the FORWARD walk ends with POSTROUTING),
  *    the host's own at TC egress (OUTPUT's walk).
- *  - The new source: SNAT's address, or MASQUERADE's, the output
- *    interface's primary address (xfw_nat_ifaddr; none: dropped, as the
+ *  - The new source: SNAT's address (without one, `--to-source :PORT`,
+ *    the packet's own), or MASQUERADE's, the output interface's primary
+ *    address (xfw_nat_ifaddr; none: dropped, as the
  *    kernel drops it). The port: the one given, else the packet's own if
  *    the translated tuple is free, else a free one in the kernel's range
  *    for it (1-511, 600-1023 or 1024-65535 after the original port's),
@@ -72,7 +73,9 @@ __attribute__((noinline)) int xfw_nat_snat(struct xfw_pkt *p, struct xfw_ct_scra
 	 * (docs/differences.md). */
 	if (cs->pending != XFW_CTP_CREATE || oif == XFW_LOOPBACK_IFINDEX)
 		return -1;
-	if (!addr) {
+	if (addr == XFW_NAT_KEEP_ADDR) {
+		addr = p->src_lo;
+	} else if (!addr) {
 		a = bpf_map_lookup_elem(&xfw_nat_ifaddr, &oif);
 		if (!a || !*a)
 			return -1; /* MASQUERADE without an address drops */

@@ -68,6 +68,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "nat.h"
 #include "nat_query.h"
 #include "nat_range.h"
+#include "nat_clash.h"
 #include "nat_snat.h"
 #include "nat_icmp.h"
 #include "bench.h"

@@ -348,7 +348,9 @@ struct xfw_ct_val {
 	 * original one). */
 	__u32 snat_addr;
 	__u16 snat_port;
-	__u16 snat_pad;
+	/* With XFW_NAT_F_CLASH: the original source port (the key holds the
+	 * new one, nat_clash.h). */
+	__u16 nat_sport;
 	/* The connection's mark (ct->mark): CONNMARK sets it, -m connmark
 	 * reads it (connmark.h); 0 when created. */
 	__u32 mark;

@@ -20,14 +20,18 @@ import (
 // translation is kept with the connection and applied to both directions.
 //
 // What the data plane translates, and so what is accepted: IPv4 DNAT
-// (--to-destination ADDR[-ADDR][:PORT[-PORT]]) or REDIRECT
+// (--to-destination [ADDR[-ADDR]][:PORT[-PORT]]; without an address the
+// destination's own is kept, KeepAddr) or REDIRECT
 // ([--to-ports PORT[-PORT]]) in a rule restricted to TCP or UDP; SNAT and MASQUERADE in
 // nat POSTROUTING for any protocol (TCP and UDP ports, the ICMP echo
 // identifier, other protocols address only, as nf_nat_proto.c does).
 // DNAT and REDIRECT in nat OUTPUT are translated at TC egress
 // (nat_output.go). Address and port ranges and the --random,
 // --random-fully and --persistent flags name a range (nat_range.go).
-// Shifted port maps (DNAT's /BASE) are refused. The conntrack options a
+// DNAT's shifted port maps (/BASE) are a range (nat_range.go); SNAT's and
+// MASQUERADE's are refused. SNAT in nat INPUT is refused: its replies
+// would need their destination translated back and a new route before
+// OUTPUT's walk at TC egress (docs/compatibility.md). The conntrack options a
 // translation changes the answer of: --ctstate SNAT and DNAT are a
 // probe's (ctnat.go), so are --ctreplsrc and --ctrepldst in a ruleset
 // with NAT (ctrepl.go); the reply tuple's ports are the translated ones.
@@ -40,6 +44,32 @@ const RedirectAddr = 0
 // MasqueradeAddr is an ActSNAT entry's address for MASQUERADE: the
 // output interface's primary IPv4 address.
 const MasqueradeAddr = 0
+
+// KeepAddr is an ActDNAT or ActSNAT entry's address for a translation
+// without one (`--to-destination :PORT`, `--to-source :PORT`): the
+// packet's own destination or source is kept, as the kernel keeps it
+// without NF_NAT_RANGE_MAP_IPS. A translation to 255.255.255.255 is
+// refused.
+const KeepAddr = 0xffffffff
+
+// natTargetAddr returns a DNAT's or SNAT's entry address for range n
+// (KeepAddr without an address, with ports), refusing what the data plane
+// cannot translate to.
+func natTargetAddr(name string, n *ir.NatRange) (uint32, error) {
+	if n.Flags&ir.NatMapIPs == 0 {
+		if n.Flags&ir.NatProtoSpecified == 0 {
+			return 0, fmt.Errorf("target %s is not supported by xfw's data plane yet without an address or a port", name)
+		}
+		return KeepAddr, nil
+	}
+	if !n.MinAddr.Is4() || !n.MaxAddr.Is4() || n.MinAddr.IsUnspecified() {
+		return 0, fmt.Errorf("target %s is not supported by xfw's data plane yet with other than IPv4 addresses", name)
+	}
+	if addr4(n.MinAddr) == KeepAddr || addr4(n.MaxAddr) == KeepAddr {
+		return 0, fmt.Errorf("target %s is not supported by xfw's data plane to 255.255.255.255", name)
+	}
+	return addr4(n.MinAddr), nil
+}
 
 // natTargetNames name the NAT targets in refusals.
 var natTargetNames = map[ir.TargetKind]string{ir.TargetDNAT: "DNAT", ir.TargetRedirect: "REDIRECT",
@@ -67,7 +97,7 @@ func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
 	if n == nil {
 		n = &ir.NatRange{}
 	}
-	if n.Flags&ir.NatProtoOffset != 0 {
+	if n.Flags&ir.NatProtoOffset != 0 && r.Target.Kind != ir.TargetDNAT {
 		return fmt.Errorf("target %s: port maps (/BASE) are not supported by xfw's data plane yet", name)
 	}
 	addr := uint32(RedirectAddr)
@@ -75,10 +105,11 @@ func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
 		addr = redirectOutputAddr
 	}
 	if r.Target.Kind == ir.TargetDNAT || r.Target.Kind == ir.TargetSNAT {
-		if n.Flags&ir.NatMapIPs == 0 || !n.MinAddr.Is4() || !n.MaxAddr.Is4() || n.MinAddr.IsUnspecified() {
-			return fmt.Errorf("target %s is not supported by xfw's data plane yet with other than IPv4 addresses", name)
+		a, err := natTargetAddr(name, n)
+		if err != nil {
+			return err
 		}
-		addr = addr4(n.MinAddr)
+		addr = a
 	}
 	e.Action, e.Next = ActDNAT, addr
 	if source {

@@ -13,17 +13,23 @@ import (
 // ProbeNatRange of the generation: Arg the range's NatFlags (the kernel's
 // NF_NAT_RANGE_* values), Val and Mask the first and last address (host
 // order; with NatMapIPs), Wide the first port << 16 | the last (with
-// NatProtoSpecified). The data plane chooses in it as the kernel's
-// get_unique_tuple does. One address and at most one port without flags
+// NatProtoSpecified), and a shifted port map's base (DNAT's /BASE, with
+// NatProtoOffset) in Wide's bits 32-47. The data plane chooses in it as
+// the kernel's get_unique_tuple does. One address and at most one port without flags
 // stay the plain entry (Next, Aux the port).
 
 // natRangeFlags are the NatFlags the data plane reads from a range.
-const natRangeFlags = ir.NatMapIPs | ir.NatProtoSpecified | ir.NatRandom | ir.NatPersistent | ir.NatRandomFully
+const natRangeFlags = ir.NatMapIPs | ir.NatProtoSpecified | ir.NatRandom | ir.NatPersistent | ir.NatRandomFully |
+	ir.NatProtoOffset
+
+// natRangeBaseShift is where a ProbeNatRange's Wide holds a port map's
+// base.
+const natRangeBaseShift = 32
 
 // natRanged reports whether n needs a range probe: more than one address
-// or port, or a random or persistent flag.
+// or port, a random or persistent flag, or a port map.
 func natRanged(n *ir.NatRange) bool {
-	if n.Flags&(ir.NatRandom|ir.NatPersistent|ir.NatRandomFully) != 0 {
+	if n.Flags&(ir.NatRandom|ir.NatPersistent|ir.NatRandomFully|ir.NatProtoOffset) != 0 {
 		return true
 	}
 	if n.Flags&ir.NatMapIPs != 0 && n.MinAddr != n.MaxAddr {
@@ -45,6 +51,9 @@ func NatRangeProbe(n *ir.NatRange) Probe {
 	if n.Flags&ir.NatProtoSpecified != 0 {
 		lo, hi := min(n.MinPort, n.MaxPort), max(n.MinPort, n.MaxPort)
 		pr.Wide = uint64(lo)<<16 | uint64(hi)
+	}
+	if n.Flags&ir.NatProtoOffset != 0 {
+		pr.Wide |= uint64(n.BasePort) << natRangeBaseShift
 	}
 	return pr
 }

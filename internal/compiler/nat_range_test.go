@@ -36,6 +36,12 @@ func TestNatRangeEntries(t *testing.T) {
 			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatMapIPs | ir.NatProtoSpecified | ir.NatRandom),
 				Val: a1, Mask: a3, Wide: 1000<<16 | 2000}, a1},
 		{"-t nat -A POSTROUTING -p udp -j SNAT --to-source 10.9.0.1:1000", ActSNAT, false, Probe{}, a1},
+		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 10.9.0.1:8000-8009/100", ActDNAT, true,
+			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatMapIPs | ir.NatProtoSpecified | ir.NatProtoOffset), Val: a1, Mask: a1,
+				Wide: 100<<32 | 8000<<16 | 8009}, a1},
+		{"-t nat -A OUTPUT -p udp -j DNAT --to-destination :8000-8009/100", ActDNAT, true,
+			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatProtoSpecified | ir.NatProtoOffset), Wide: 100<<32 | 8000<<16 | 8009},
+			KeepAddr},
 		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 10.9.0.1-10.9.0.1:80", ActDNAT, false, Probe{}, a1},
 	} {
 		g, err := Compile(parseRuleset(t, ir.IPv4, tc.rule), Options{})

@@ -204,12 +204,12 @@ func TestTableSegmentViews(t *testing.T) {
 	}
 }
 
-// TestTableRefusals checks what the walk cannot do yet: DNAT's shifted
-// port maps (nat_test.go, nat_output_test.go).
+// TestTableRefusals checks what the walk cannot do yet: SNAT's shifted
+// port maps (DNAT's are translated: nat_range_test.go).
 func TestTableRefusals(t *testing.T) {
 	for _, rule := range []string{
-		"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 10.0.0.1:1000-1010/80",
-		"-t nat -A OUTPUT -p tcp -j DNAT --to-destination 10.0.0.1-10.0.0.2:1000-1010/80",
+		"-t nat -A POSTROUTING -p tcp -j SNAT --to-source 10.0.0.1:1000-1010/80",
+		"-t nat -A POSTROUTING -p tcp -j SNAT --to-source 10.0.0.1-10.0.0.2:1000-1010/80",
 	} {
 		rs := parseRuleset(t, ir.IPv4, rule)
 		_, err := Compile(rs, Options{})

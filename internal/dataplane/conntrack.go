@@ -83,7 +83,9 @@ type bpfCTVal struct {
 	// with ctNatSrc in NatFlags.
 	SNatAddr uint32
 	SNatPort uint16
-	SNatPad  uint16
+	// NatSPort is the original source port of a DNAT whose translated
+	// tuple was taken, with ctNatClash in NatFlags (bpf/nat_clash.h).
+	NatSPort uint16
 	// Mark is the connection's mark (bpf/connmark.h).
 	Mark uint32
 }
@@ -303,6 +305,11 @@ func ctConn(k bpfCTKey, v bpfCTVal, now, hz uint64) conntrack.Conn {
 		c.Dst = ctAddr(0, 0, uint64(v.NatAddr))
 		c.DPort = v.NatPort
 	}
+	if v.NatFlags&ctNatClash != 0 {
+		// The key holds the new source port (bpf/nat_clash.h).
+		c.SNAT, c.ReplDst, c.ReplDPort = true, c.Src, c.SPort
+		c.SPort = v.NatSPort
+	}
 	if v.NatFlags&ctNatSrc != 0 {
 		// The key holds the original source (bpf/nat_snat.h).
 		c.SNAT, c.ReplDst, c.ReplDPort = true, ctAddr(0, 0, uint64(v.SNatAddr)), v.SNatPort
@@ -319,6 +326,10 @@ const ctNatDst = 0x1
 
 // ctNatSrc is XFW_NAT_F_SRC: a translated source.
 const ctNatSrc = 0x2
+
+// ctNatClash is XFW_NAT_F_CLASH: a DNAT whose translated tuple was taken
+// also changed the source port.
+const ctNatClash = 0x4
 
 // ctAddr is a key's address: its numeric value in two host-order halves
 // (IPv4: hi 0, lo the address).

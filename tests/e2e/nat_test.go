@@ -232,7 +232,7 @@ func compareNatCounters(t *testing.T, tw *twins, want int) {
 	k, x := saves["kernel"], saves["xfw"]
 	var keys []string
 	for key := range k {
-		if (strings.HasPrefix(key, "nat ") && !strings.Contains(key, " :")) ||
+		if (strings.HasPrefix(key, "nat ") && !strings.HasPrefix(key, "nat :")) ||
 			(strings.HasPrefix(key, "filter -A") && !strings.Contains(key, "ESTABLISHED")) {
 			keys = append(keys, key)
 		}

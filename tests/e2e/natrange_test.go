@@ -275,8 +275,9 @@ func natRangeSNATReuseStep(t *testing.T, tp *nettest.Topology) string {
 		"port kept by each address's first client only %v", len(frames), hashed, reused, portKept == 2*len(addrs))
 }
 
-// natRangePortStep: DNAT to a port range, from ten client ports (a port
-// in the range each), then to a port in the range (kept).
+// natRangePortStep: DNAT to a port range, from ten client ports (the
+// range's first port each, as the kernel searches it), then to a port in
+// the range (kept).
 func natRangePortStep(t *testing.T, tp *nettest.Topology) string {
 	frames := sinkUDP(t, tp, 11, func() {
 		for i := 0; i < 10; i++ {
@@ -287,15 +288,20 @@ func natRangePortStep(t *testing.T, tp *nettest.Topology) string {
 			nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, 41100)))
 	})
 	inRange, kept := 0, false
+	var ports []int
 	for _, f := range frames {
 		if f.DstPort >= 8000 && f.DstPort <= 8009 && natShort(f.Dst) == "2.2" {
 			inRange++
 		}
+		ports = append(ports, int(f.DstPort))
 		if f.SrcPort == 41100 {
 			kept = f.DstPort == 8005
 		}
 	}
-	return fmt.Sprintf("received %d, in 8000-8009 %d, 8005 kept %v", len(frames), inRange, kept)
+	// Without random flags the kernel searches a destination's range
+	// from its first port: every client gets the first free one.
+	sort.Ints(ports)
+	return fmt.Sprintf("received %d, in 8000-8009 %d, 8005 kept %v, ports %v", len(frames), inRange, kept, ports)
 }
 
 // natRangeSNAT sends n datagrams from gen ports base on to sink's echo

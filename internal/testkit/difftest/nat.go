@@ -261,8 +261,8 @@ func natUnrouted(p Probe, plan Plan) bool {
 // port an earlier probe of seen used (any addresses) an unused one from
 // next on, its checksum adjusted: no two connections of a nat corpus
 // share a source port, so no translation maps two of them to the same
-// tuple (the kernel then picks another source port; xfw drops the packet,
-// or picks another at random: docs/differences.md "Tables"). Translated
+// tuple (the kernel and xfw then pick another source port, each at
+// random: docs/differences.md "Tables"). Translated
 // ports still clash in SNAT port ranges and with --random (compared in
 // their range: maskRandomPorts).
 func uniqueSourcePort(p Probe, seen map[uint16]bool, next *uint16) {

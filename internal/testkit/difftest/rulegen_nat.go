@@ -8,7 +8,8 @@ import (
 )
 
 // This file writes the random nat rulesets (xfw-difftest --nat): a nat
-// table with DNAT and REDIRECT in PREROUTING (not yet in OUTPUT: see
+// table with DNAT (with and without an address, shifted port maps) and
+// REDIRECT in PREROUTING (not yet in OUTPUT: see
 // GenerateNATRuleset), SNAT and
 // MASQUERADE in POSTROUTING (single addresses and ranges, ports and port
 // ranges, --random, --random-fully, --persistent), matched by -s, -d, -p,
@@ -165,15 +166,34 @@ func (g *natGen) dnat(proto string) []string {
 		}
 		return s
 	}
+	if local && g.chance(10) {
+		// Without an address (TCP only: the destination may be fw's).
+		return append([]string{"DNAT", "--to-destination", g.dnatPortsOnly(proto)}, g.flags(true, false, false)...)
+	}
 	addrs := []netip.Addr{g.plan.Sink, g.farSink(10), g.farSink(20), g.farGen()}
 	if local {
 		addrs = append(addrs, g.plan.FwOut, g.plan.FwIn)
 	}
 	to := g.addrRange(addrs)
 	if ports && g.chance(60) {
-		to += ":" + g.portRange(proto, "-")
+		to += ":" + g.portMap(g.portRange(proto, "-"))
 	}
 	return append([]string{"DNAT", "--to-destination", to}, g.flags(true, false, true)...)
+}
+
+// dnatPortsOnly returns a DNAT's ports without an address (the
+// destination's own kept): ":PORT", ":PORT-PORT" or a shifted port map.
+func (g *natGen) dnatPortsOnly(proto string) string {
+	return ":" + g.portMap(g.portRange(proto, "-"))
+}
+
+// portMap gives a DNAT's port range a base (a shifted port map,
+// "PORT-PORT/BASE") a fifth of the time.
+func (g *natGen) portMap(ports string) string {
+	if strings.Contains(ports, "-") && g.chance(20) {
+		return ports + "/" + fmt.Sprint(pick(g.rng, []uint16{22, 80, 1000, 8000}))
+	}
+	return ports
 }
 
 // snat returns an SNAT or MASQUERADE target for a rule of protocol proto.
