@@ -17,7 +17,8 @@ const (
 
 // TestRouteChangesAgainstKernel sends one flow gen → sink through both
 // twins while fw's routing changes between bursts (a blackhole route to
-// sink, the route removed again, forwarding off and on again) and compares
+// sink, the route removed again, forwarding off and on again, out0's MTU
+// lowered under a DF datagram of the flow) and compares
 // the INPUT and FORWARD counters with the kernel's and with what the
 // kernel's routing makes of the flow after each change: a route lookup
 // xfw answered from its cache must never outlive the change.
@@ -32,21 +33,29 @@ func TestRouteChangesAgainstKernel(t *testing.T) {
 	steps := []struct {
 		name           string
 		change         func(tp *nettest.Topology) []string // a command in fw, nil: none
-		forward, input uint64                              // the burst's counts
+		size           int                                 // the datagrams' payload (0: small)
+		n              int                                 // datagrams (0: burst)
+		forward, input uint64                              // their counts
 	}{
-		{"forwarded", nil, burst, 0},
+		{"forwarded", nil, 0, 0, burst, 0},
 		{"blackhole route", func(tp *nettest.Topology) []string {
 			return []string{"ip", "route", "add", "blackhole", tp.Sink.IPv4.String() + "/32"}
-		}, 0, 0},
+		}, 0, 0, 0, 0},
 		{"blackhole removed", func(tp *nettest.Topology) []string {
 			return []string{"ip", "route", "del", "blackhole", tp.Sink.IPv4.String() + "/32"}
-		}, burst, 0},
+		}, 0, 0, burst, 0},
 		{"forwarding off", func(*nettest.Topology) []string {
 			return []string{"sysctl", "-qw", "net.ipv4.conf.all.forwarding=0"}
-		}, 0, 0},
+		}, 0, 0, 0, 0},
 		{"forwarding on", func(*nettest.Topology) []string {
 			return []string{"sysctl", "-qw", "net.ipv4.conf.all.forwarding=1"}
-		}, burst, 0},
+		}, 0, 0, burst, 0},
+		// DF is set (path MTU discovery): a datagram over the route's MTU
+		// is answered "fragmentation needed" before the FORWARD hook.
+		{"out0 MTU lowered", func(tp *nettest.Topology) []string {
+			return []string{"ip", "link", "set", tp.FwOut.Ifname, "mtu", "1280"}
+		}, 0, 0, burst, 0},
+		{"DF datagram over the MTU", nil, 1400, 1, 0, 0},
 	}
 	want := map[string]uint64{"FORWARD": 0, "INPUT": 0}
 	for _, st := range steps {
@@ -56,8 +65,15 @@ func TestRouteChangesAgainstKernel(t *testing.T) {
 			}
 			src := netip.AddrPortFrom(tp.Gen.IPv4, routeCacheSport)
 			dst := netip.AddrPortFrom(tp.Sink.IPv4, routeCacheDport)
-			for i := 0; i < burst; i++ {
-				if a := nettest.UDPSend(tp.GenNS, dst, []byte("route"), nettest.WithSource(src)); a.Outcome != nettest.OK {
+			payload, n := []byte("route"), burst
+			if st.size > 0 {
+				payload = make([]byte, st.size)
+			}
+			if st.n > 0 {
+				n = st.n
+			}
+			for i := 0; i < n; i++ {
+				if a := nettest.UDPSend(tp.GenNS, dst, payload, nettest.WithSource(src)); a.Outcome != nettest.OK {
 					t.Errorf("%s: %s: send: %v", kind, st.name, a.Outcome)
 				}
 			}
