@@ -54,6 +54,9 @@ type options struct {
 	rfpfFlows   int
 	// progRunSizes are the progrun section's rule counts.
 	progRunSizes []int
+	// progRunCT puts an ESTABLISHED,RELATED ACCEPT rule first in the
+	// progrun section's rulesets, so connection tracking runs.
+	progRunCT bool
 }
 
 // Section names for -sections.
@@ -134,6 +137,7 @@ func run() int {
 		strings.Join([]string{rfpfXFW, rfpfLegacy, rfpfIptNFT, rfpfNFT}, ", ")+")")
 	flag.IntVar(&o.rfpfFlows, "rfpf-flows", rfpfFlows, "rfpf section: distinct flows (sources) the generator cycles through")
 	progRunSizesFlag := flag.String("progrun-sizes", joinInts(progRunSizes), "progrun section: comma-separated rule counts")
+	flag.BoolVar(&o.progRunCT, "progrun-ct", false, "progrun section: an ESTABLISHED,RELATED ACCEPT rule first (connection tracking on)")
 	quickSizesFlag := flag.String("quick-sizes", joinInts(quickSizes), "-quick and the headline: comma-separated FORWARD rule counts")
 	flag.Parse()
 	if o.progRunSizes, err = parseInts(*progRunSizesFlag); err != nil {

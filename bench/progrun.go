@@ -95,6 +95,10 @@ func runProgRun(ctx context.Context, o *options) (*progRunSection, error) {
 	for _, n := range o.progRunSizes {
 		flows := fiveTupleFlows(max(n, 1), false)
 		rs := fiveTupleRuleset("FORWARD", flows[:n])
+		if o.progRunCT {
+			ctRule := rule{CtState: "ESTABLISHED,RELATED", Target: "ACCEPT"}
+			rs.Rules = append([]rule{ctRule}, rs.Rules...)
+		}
 		row := progRunRow{Rules: n}
 		cases := []struct {
 			name string

@@ -13,7 +13,8 @@
  * (docs/differences.md).
  *
  * Includes: common.h, parse.h (struct xfw_pkt, the option walks), local.h,
- * mark_route.h (the route lookup with the packet's mark).
+ * mark_route.h (the route lookup with the packet's mark), route_cache.h
+ * (IPv4 lookups answered from a per-CPU cache).
  */
 #ifndef XFW_ROUTE_H
 #define XFW_ROUTE_H
@@ -29,6 +30,7 @@
 #include "local.h"
 #include "bench.h"
 #include "mark_route.h"
+#include "route_cache.h"
 
 /* xfw_src_is_ours reports whether an IPv4 source is one of this host's
  * addresses: fib_validate_source calls such a packet from outside a martian
@@ -97,17 +99,39 @@ static __always_inline int xfw_martian(struct xfw_pkt *p)
 	return 0;
 }
 
+/* xfw_src_is_ours_cached is xfw_src_is_ours, kept in the route cache's
+ * entry rt for p's addresses (NULL: none). */
+static __always_inline int xfw_src_is_ours_cached(struct xfw_pkt *p, struct xfw_rtc_ent *rt)
+{
+	if (!rt)
+		return xfw_src_is_ours(p);
+	if (!rt->src_ours)
+		rt->src_ours = 1 + xfw_src_is_ours(p);
+	return rt->src_ours - 1;
+}
+
+/* xfw_dst_type_cached is xfw_local_type of p's destination, kept in rt
+ * as xfw_src_is_ours_cached. */
+static __always_inline __u8 xfw_dst_type_cached(struct xfw_pkt *p, struct xfw_rtc_ent *rt)
+{
+	if (!rt)
+		return xfw_local_type(p->fam, p->dst_hi, p->dst_lo);
+	if (!rt->dst_type)
+		rt->dst_type = 1 + xfw_local_type(p->fam, p->dst_hi, p->dst_lo);
+	return rt->dst_type - 1;
+}
+
 /* xfw_forward_dropped reports whether ip_forward / ip6_forward drop a
  * packet routed on before the FORWARD hook (besides TTL, MTU and the route
  * itself): a frame not addressed to this host's MAC (PACKET_BROADCAST,
  * PACKET_MULTICAST), an IPv4 source of this host (martian), an IPv6 source
  * that is unspecified, multicast, loopback or link-local. */
-static __always_inline int xfw_forward_dropped(struct xfw_pkt *p)
+static __always_inline int xfw_forward_dropped(struct xfw_pkt *p, struct xfw_rtc_ent *rt)
 {
 	if (!p->dst_unicast)
 		return 1;
 	if (p->fam == 0)
-		return xfw_src_is_ours(p);
+		return xfw_src_is_ours_cached(p, rt);
 	if (p->src_hi == 0 && p->src_lo == 0)
 		return 1;
 	return XFW_V6_LINKLOCAL(p->src_hi);
@@ -177,8 +201,10 @@ static __always_inline int xfw_out_lookup(struct __sk_buff *skb, struct xfw_pkt 
 __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p, __u32 iif)
 {
 	struct bpf_fib_lookup fib = {};
+	struct xfw_xdp_scratch *sc;
+	struct xfw_rtc_ent *rt = 0;
 	int rc, lo = iif == XFW_LOOPBACK_IFINDEX;
-	__u32 flags;
+	__u32 flags, hook = XFW_SCRATCH_XDP;
 	__u8 type;
 
 	if (!p)
@@ -217,9 +243,8 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 	flags = BPF_FIB_LOOKUP_SKIP_NEIGH;
 	if (p->mark)
 		flags |= xfw_fib_mark(&fib, p->mark);
-	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), flags);
-	if (rc < 0)
-		rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &hook);
+	rc = xfw_fib_lookup_cached(ctx, &fib, flags, p->fam, p->mark, sc ? sc->rtc : 0, &rt);
 	XFW_BENCH_AT(XFW_BS_FIB, 0);
 	/* An IPv6 link-local destination: the kernel's input route lookup is
 	 * strict to the interface the packet came in on (rt6_need_strict),
@@ -247,17 +272,17 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 		 * forwarding off, bpf_fib_lookup does not look at all. */
 		if (lo)
 			return (__u64)XFW_CHAIN_INPUT << 32;
-		type = xfw_local_type(p->fam, p->dst_hi, p->dst_lo);
+		type = xfw_dst_type_cached(p, rt);
 		if (!type)
 			return XFW_ROUTE_PASS;
-		if ((type == XFW_RTN_LOCAL || type == XFW_RTN_BROADCAST) && xfw_src_is_ours(p))
+		if ((type == XFW_RTN_LOCAL || type == XFW_RTN_BROADCAST) && xfw_src_is_ours_cached(p, rt))
 			return XFW_ROUTE_PASS;
 		return (__u64)XFW_CHAIN_INPUT << 32;
 	case BPF_FIB_LKUP_RET_SUCCESS:
 	case BPF_FIB_LKUP_RET_NO_NEIGH:
 		/* ip_forward / ip6_forward send "time exceeded" before the
 		 * FORWARD hook, and drop what they refuse to forward. */
-		if (p->ttl <= 1 || xfw_forward_dropped(p))
+		if (p->ttl <= 1 || xfw_forward_dropped(p, rt))
 			return XFW_ROUTE_PASS;
 		return (__u64)XFW_CHAIN_FORWARD << 32 | fib.ifindex;
 	}

@@ -19,6 +19,7 @@
 #include "parse.h"
 #include "classify_structs.h"
 #include "classify_maps.h"
+#include "route_cache.h"
 
 /* Each hook's packet facts, pending LOG list and walk state, one per CPU
  * and hook (XDP and TC run to completion on their CPU and do not nest):
@@ -29,6 +30,8 @@ struct xfw_xdp_scratch {
 	struct xfw_pending st;
 	struct xfw_cls cls;     /* the walk's state (classify.h) */
 	struct xfw_tcpopt opt; /* -m tcpmss's option walk (tcpopt.h) */
+	/* IPv4 route lookups (route_cache.h; the XDP entry's only). */
+	struct xfw_rtc_ent rtc[XFW_RTC_SLOTS];
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -513,7 +513,8 @@ func fillLocal(m4, m6 *ebpf.Map) error {
 	if err := pruneMap(m6, keep6); err != nil {
 		return fmt.Errorf("forget removed local routes: %w", err)
 	}
-	return nil
+	// Cached route answers hold what the map said (bpf/route_cache.h).
+	return flushRouteCache()
 }
 
 // InterfaceStatus is what xfw has attached to one interface.
