@@ -118,6 +118,9 @@ type flattener struct {
 	heights     map[*ir.Chain]int
 	// chainIndex indexes each table's chains by name (chainNamed).
 	chainIndex map[*ir.Ruleset]map[string]*ir.Chain
+	// chainInfos are the ruleInfos of each chain's rules, in order
+	// (precomputeTerms).
+	chainInfos map[*ir.Chain][]*ruleInfo
 }
 
 // maxDepth bounds nested jumps and gotos (the walk's call stack,
@@ -137,11 +140,12 @@ func (fl *flattener) emit(e Entry) {
 // region's RETURN entry). A jump or goto is a CALL of the target chain's
 // region (regions.go).
 func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) error {
+	infos := fl.chainInfos[chain]
 	for i, r := range chain.Rules {
 		if len(fl.entries) > MaxEntries {
 			return fmt.Errorf("ruleset too large: more than %d entries after flattening user chains (limit of %d chunks of %d rules)", MaxEntries, MaxChunks, ChunkBits)
 		}
-		inf := fl.ruleInfo(r)
+		inf := fl.infoAt(infos, chain, i, r)
 		if inf.hookBound == hookBoundUnknown {
 			inf.hookBound = hookBoundNo
 			if hookBound(r) {
@@ -527,6 +531,10 @@ type ruleInfo struct {
 	terms     []term
 	err       error
 	target    *ir.Chain
+	// jump is the chain a jump or goto names, when jumpResolved
+	// (resolveJump; its nesting not checked yet: jumpTarget).
+	jump         *ir.Chain
+	jumpResolved bool
 }
 
 // ruleInfo returns r's ruleInfo, a new one (counter index 0) for a rule
@@ -582,18 +590,33 @@ const minParallelRules = 1024
 // are numbered in the order flattening meets them, so rules with set
 // matches are left to it). Errors are kept and reported only if
 // flattening reaches the rule, as before. The rules of every table are
-// computed ahead (kube-proxy's are nat's).
+// computed ahead (kube-proxy's are nat's). It resolves the jumps' and
+// gotos' target chains too (resolveJumps), and indexes every chain's
+// ruleInfos (chainInfos).
 func (fl *flattener) precomputeTerms() {
 	var rules []*ir.Rule
 	var infos []*ruleInfo
+	var byName []map[string]*ir.Chain // the table of rules[i]'s chain index
+	total := 0
 	for _, t := range append([]*ir.Ruleset{fl.rs}, fl.rs.Tables...) {
 		for _, c := range t.Chains {
+			total += len(c.Rules)
+		}
+	}
+	all := make([]*ruleInfo, 0, total)
+	fl.chainInfos = make(map[*ir.Chain][]*ruleInfo, len(fl.rs.Chains))
+	for _, t := range append([]*ir.Ruleset{fl.rs}, fl.rs.Tables...) {
+		index := fl.chainIndexOf(t)
+		for _, c := range t.Chains {
+			first := len(all)
 			for _, r := range c.Rules {
-				if !hasSetMatch(r) {
-					rules = append(rules, r)
-					infos = append(infos, fl.ruleInfo(r))
-				}
+				inf := fl.ruleInfo(r)
+				all = append(all, inf)
+				rules = append(rules, r)
+				infos = append(infos, inf)
+				byName = append(byName, index)
 			}
+			fl.chainInfos[c] = all[first:len(all):len(all)]
 		}
 	}
 	workers := runtime.GOMAXPROCS(0)
@@ -608,13 +631,36 @@ func (fl *flattener) precomputeTerms() {
 		go func() {
 			defer wg.Done()
 			for i := lo; i < hi; i++ {
-				inf := infos[i]
-				inf.terms, inf.err = ruleTerms(fl.rs.Family, rules[i], fl.ifaces, nil)
+				r, inf := rules[i], infos[i]
+				resolveJump(inf, r, byName[i])
+				if hasSetMatch(r) {
+					continue
+				}
+				inf.terms, inf.err = ruleTerms(fl.rs.Family, r, fl.ifaces, nil)
 				inf.hasTerms = true
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// resolveJump records in inf the chain that r, a jump or goto, names in
+// its table (byName), nil if none: what chainNamed would return, looked up
+// ahead on all CPUs (a kube-proxy ruleset has about 230,000 jumps).
+func resolveJump(inf *ruleInfo, r *ir.Rule, byName map[string]*ir.Chain) {
+	if r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto {
+		inf.jump, inf.jumpResolved = byName[r.Target.Chain], true
+	}
+}
+
+// infoAt returns the ruleInfo of rule i (r) of chain c: from the chain's
+// index (chainInfos, one lookup per chain instead of one per rule), or
+// looked up by rule.
+func (fl *flattener) infoAt(infos []*ruleInfo, c *ir.Chain, i int, r *ir.Rule) *ruleInfo {
+	if len(infos) == len(c.Rules) {
+		return infos[i]
+	}
+	return fl.ruleInfo(r)
 }
 
 // hasSetMatch reports whether r has a -m set match, or an IPv6

@@ -120,10 +120,16 @@ const (
 // use: lookups by name (ir.Ruleset.Chain) are shared by every caller and
 // cost several times a map's.
 func (fl *flattener) chainNamed(name string) *ir.Chain {
-	byName, ok := fl.chainIndex[fl.rs]
+	return fl.chainIndexOf(fl.rs)[name]
+}
+
+// chainIndexOf returns table t's index of its chains by name, built on
+// first use.
+func (fl *flattener) chainIndexOf(t *ir.Ruleset) map[string]*ir.Chain {
+	byName, ok := fl.chainIndex[t]
 	if !ok {
-		byName = make(map[string]*ir.Chain, len(fl.rs.Chains))
-		for _, c := range fl.rs.Chains {
+		byName = make(map[string]*ir.Chain, len(t.Chains))
+		for _, c := range t.Chains {
 			if _, dup := byName[c.Name]; !dup {
 				byName[c.Name] = c
 			}
@@ -131,9 +137,9 @@ func (fl *flattener) chainNamed(name string) *ir.Chain {
 		if fl.chainIndex == nil {
 			fl.chainIndex = map[*ir.Ruleset]map[string]*ir.Chain{}
 		}
-		fl.chainIndex[fl.rs] = byName
+		fl.chainIndex[t] = byName
 	}
-	return byName[name]
+	return byName
 }
 
 // stateOf returns chain c's chainState, a new one on first use.
@@ -247,7 +253,10 @@ func (fl *flattener) jumpTarget(chain *ir.Chain, i int, r *ir.Rule, inf *ruleInf
 	if inf.target != nil {
 		return inf.target, nil
 	}
-	target := fl.chainNamed(r.Target.Chain)
+	target := inf.jump
+	if !inf.jumpResolved {
+		target = fl.chainNamed(r.Target.Chain)
+	}
 	if target == nil || target.Builtin {
 		return nil, fmt.Errorf("chain %s rule %d: jump to unknown chain %q", chain.Name, i+1, r.Target.Chain)
 	}
