@@ -142,6 +142,16 @@ func (fl *flattener) chainIndexOf(t *ir.Ruleset) map[string]*ir.Chain {
 	return byName
 }
 
+// jumpOf returns the chain that rule i (r) of chain c, a jump or goto,
+// names in the table being flattened: resolved ahead (resolveJump) when
+// c's ruleInfos are indexed (infos), looked up by name otherwise.
+func (fl *flattener) jumpOf(infos []*ruleInfo, c *ir.Chain, i int, r *ir.Rule) *ir.Chain {
+	if len(infos) == len(c.Rules) && infos[i].jumpResolved {
+		return infos[i].jump
+	}
+	return fl.chainNamed(r.Target.Chain)
+}
+
 // stateOf returns chain c's chainState, a new one on first use.
 func (fl *flattener) stateOf(c *ir.Chain) *chainState {
 	if st, ok := fl.chainStates[c]; ok {
@@ -164,7 +174,8 @@ func (fl *flattener) reachesTTL(c *ir.Chain) bool {
 		return st.ttl == ttlYes
 	}
 	st.ttl = ttlNo
-	for _, r := range c.Rules {
+	infos := fl.chainInfos[c]
+	for i, r := range c.Rules {
 		for _, m := range r.Matches {
 			if _, ok := m.(*ir.TTLMatch); ok {
 				st.ttl = ttlYes
@@ -177,7 +188,7 @@ func (fl *flattener) reachesTTL(c *ir.Chain) bool {
 			return true
 		}
 		if r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto {
-			if t := fl.chainNamed(r.Target.Chain); t != nil && fl.reachesTTL(t) {
+			if t := fl.jumpOf(infos, c, i, r); t != nil && fl.reachesTTL(t) {
 				st.ttl = ttlYes
 				return true
 			}
@@ -296,11 +307,12 @@ func (fl *flattener) height(c *ir.Chain, path []string) (int, error) {
 	fl.heights[c] = -1 // on the path
 	path = append(path, c.Name)
 	h := 0
+	infos := fl.chainInfos[c]
 	for i, r := range c.Rules {
 		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
 			continue
 		}
-		t := fl.chainNamed(r.Target.Chain)
+		t := fl.jumpOf(infos, c, i, r)
 		if t == nil || t.Builtin {
 			return 0, fmt.Errorf("chain %s rule %d: jump to unknown chain %q", c.Name, i+1, r.Target.Chain)
 		}
