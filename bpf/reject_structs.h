@@ -115,6 +115,10 @@ struct xfw_rj_scratch {
 	struct xfw_rj r;
 	struct bpf_fib_lookup fib;
 	__u8 buf[XFW_RJ_CHUNK]; /* packet bytes being checksummed */
+	/* The chunk walk of xfw_rj_csum_ok (its bpf_loop): the sum so far,
+	 * the next chunk's offset, the bytes left, 1 when a read failed. */
+	__u64 sum;
+	__u32 off, len, bad, pad;
 };
 
 #define XFW_RJ_SLOT_XDP 0
