@@ -371,9 +371,12 @@ struct xfw_tcpopt {
 	__u8 b[XFW_TCPOPT_BUF];
 };
 
-/* IPv6 hop-by-hop options being checked (xfw_ipv6_hbh_ok in xfw.c): a
+/* IPv6 hop-by-hop options being checked (xfw_ipv6_hbh_ok in route.h): a
  * copy of the header and the walk's state, for one bpf_loop() step per
- * option. */
+ * option. It lives in a per-CPU map (the bpf_loop context is a pointer to
+ * it): on the stack the verifier knew the walk's offsets and counts
+ * exactly and checked the step again for every value (~20,000
+ * instructions). */
 #define XFW_HBH_MAX 64 /* header bytes whose options are checked */
 struct xfw_tlv {
 	__u8 b[XFW_HBH_MAX];
@@ -403,10 +406,13 @@ struct xfw_tlv {
  * Found by the differential test, internal/testkit/difftest. */
 static long xfw_ipv6_tlv_step(__u64 i, void *arg)
 {
-	struct xfw_tlv *t = arg;
-	__u32 off = t->off, len, k;
+	struct xfw_tlv *t = *(struct xfw_tlv **)arg;
+	__u32 off, len, k;
 	__u8 type;
 
+	if (!t)
+		return 1;
+	off = t->off;
 	if (off >= t->end || off >= XFW_HBH_MAX)
 		return 1;
 	type = t->b[off & (XFW_HBH_MAX - 1)];

@@ -304,7 +304,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	if (p->fam == 0 && p->thoff != p->l3_off + XFW_IPV4_MIN_HLEN &&
 	    !xfw_ipv4_opts_ok(ctx, p->l3_off))
 		return XDP_PASS;
-	if (p->fam == 1 && !xfw_ipv6_hbh_ok(ctx, p->l3_off, p->l3len))
+	if (p->fam == 1 && !xfw_ipv6_hbh_ok(ctx, p->l3_off, p->l3len, &sc->tlv))
 		return XDP_PASS;
 	XFW_BENCH_AT(XFW_BS_OPTS, XDP_PASS);
 	key = (__u64)ctx->ingress_ifindex | ((__u64)p->vlan << 32);

@@ -29,6 +29,7 @@ struct xfw_xdp_scratch {
 	struct xfw_pending st;
 	struct xfw_cls cls;     /* the walk's state (classify.h) */
 	struct xfw_tcpopt opt; /* -m tcpmss's option walk (tcpopt.h) */
+	struct xfw_tlv tlv;    /* the hop-by-hop option walk (route.h) */
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
