@@ -668,8 +668,12 @@ static __always_inline int xfw_parse_ipv6(struct xfw_pkt *p, void *ctx, int xdp,
 	p->l4_off = (__u32)(l3 - data) + sizeof(*ip6);
 	walk.ctx = ctx;
 	walk.p = p;
-	walk.rc = XFW_EXTW_WALKING;
-	bpf_loop(XFW_MAX_EXTHDRS, xdp ? xfw_ext_step_xdp : xfw_ext_step_tc, &walk, 0);
+	walk.rc = XFW_EXTW_DONE;
+	/* Most packets have none: no loop for them. */
+	if (xfw_ipv6_is_ext(p->proto)) {
+		walk.rc = XFW_EXTW_WALKING;
+		bpf_loop(XFW_MAX_EXTHDRS, xdp ? xfw_ext_step_xdp : xfw_ext_step_tc, &walk, 0);
+	}
 	if (walk.rc == XFW_EXTW_LATER_FRAG) {
 		p->l4_off = 0;
 		return XFW_PARSE_JUDGE;
