@@ -77,7 +77,6 @@
  * goes beyond an Ethernet+VLAN header and IPv6 extension headers. Anything
  * larger is a bug; the reply is not built. */
 #define XFW_RJ_OFF_MAX 1023
-_Static_assert(XFW_RJ_OFF_MAX == 1023, "xfw_rj_sum's asm mask is XFW_RJ_OFF_MAX");
 /* Checksummed span: at most an ICMPv6 header and its quote. */
 #define XFW_RJ_SUM_MAX (XFW_RJ_ICMP6_MAX - XFW_RJ_IP6_HLEN)
 #define XFW_RJ_CHUNK 64 /* bytes per bpf_csum_diff() call (<= 512) */
