@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 )
@@ -32,6 +33,7 @@ func (o *loadedObject) close() {
 // first load costs about the longest program's verification instead of the
 // sum of all three (docs/design.md, "Loading").
 func loadObject(spec *ebpf.CollectionSpec) (*loadedObject, error) {
+	start := time.Now()
 	mapsOnly := spec.Copy()
 	mapsOnly.Programs = map[string]*ebpf.ProgramSpec{}
 	coll, err := ebpf.NewCollection(mapsOnly)
@@ -41,6 +43,7 @@ func loadObject(spec *ebpf.CollectionSpec) (*loadedObject, error) {
 	obj := &loadedObject{maps: coll.Maps, progs: map[string]*ebpf.Program{}}
 	coll.Maps = nil
 	coll.Close()
+	start = TraceSince("load: create maps", start)
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -56,6 +59,7 @@ func loadObject(spec *ebpf.CollectionSpec) (*loadedObject, error) {
 		go func() {
 			defer wg.Done()
 			prog, err := loadProgram(one, name, obj.maps)
+			TraceSince("load: program "+name, start)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
