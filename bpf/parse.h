@@ -547,10 +547,8 @@ static __always_inline long xfw_ext_step(struct xfw_ext_walk *w, void *data, voi
 	__u32 off, nh, hl;
 	__u8 *h;
 
-	if (!p) {
-		w->rc = XFW_EXTW_BAD;
-		return 1;
-	}
+	if (!p)
+		goto bad;
 	off = p->l4_off;
 	nh = p->proto;
 	if (!xfw_ipv6_is_ext(nh)) {
@@ -602,27 +600,26 @@ bad:
 	return 1;
 }
 
+/* xfw_ext_stop ends the walk as malformed. */
+static __always_inline long xfw_ext_stop(struct xfw_ext_walk *w)
+{
+	w->rc = XFW_EXTW_BAD;
+	return 1;
+}
+
 /* The step for each hook's context: the window read afresh from it. */
 static long xfw_ext_step_xdp(__u32 i, struct xfw_ext_walk *w)
 {
 	struct xdp_md *ctx = w->ctx;
 
-	if (!ctx) {
-		w->rc = XFW_EXTW_BAD;
-		return 1;
-	}
-	return xfw_ext_step(w, (void *)(long)ctx->data, (void *)(long)ctx->data_end);
+	return ctx ? xfw_ext_step(w, (void *)(long)ctx->data, (void *)(long)ctx->data_end) : xfw_ext_stop(w);
 }
 
 static long xfw_ext_step_tc(__u32 i, struct xfw_ext_walk *w)
 {
 	struct __sk_buff *ctx = w->ctx;
 
-	if (!ctx) {
-		w->rc = XFW_EXTW_BAD;
-		return 1;
-	}
-	return xfw_ext_step(w, (void *)(long)ctx->data, (void *)(long)ctx->data_end);
+	return ctx ? xfw_ext_step(w, (void *)(long)ctx->data, (void *)(long)ctx->data_end) : xfw_ext_stop(w);
 }
 
 static __always_inline int xfw_parse_ipv6(struct xfw_pkt *p, void *ctx, int xdp, void *data,

@@ -167,11 +167,11 @@ static __always_inline __u32 xfw_rj_sum_span(void *ctx, int xdp, struct xfw_rj_s
 	return xfw_rj_fold(sum);
 }
 
-/* Per-hook sums of the reply REJECT writes (len bytes at off): global
- * functions, their walk in the hook's REJECT scratch. */
-__attribute__((noinline)) __u32 xfw_rj_csum_xdp(struct xdp_md *ctx, __u32 off, __u32 len)
+/* xfw_rj_csum returns the folded sum of the reply REJECT writes (len
+ * bytes at off), its walk in the hook's REJECT scratch. */
+static __always_inline __u32 xfw_rj_csum(void *ctx, int xdp, __u32 off, __u32 len)
 {
-	__u32 slot = XFW_RJ_SLOT_XDP;
+	__u32 slot = xdp ? XFW_RJ_SLOT_XDP : XFW_RJ_SLOT_TC;
 	struct xfw_rj_scratch *sc;
 
 	if (!ctx || off > XFW_RJ_OFF_MAX || len > XFW_RJ_SUM_MAX)
@@ -179,20 +179,18 @@ __attribute__((noinline)) __u32 xfw_rj_csum_xdp(struct xdp_md *ctx, __u32 off, _
 	sc = bpf_map_lookup_elem(&xfw_rj_scratch, &slot);
 	if (!sc)
 		return XFW_RJ_CSUM_ERR;
-	return xfw_rj_sum_span(ctx, 1, sc, off, len, 0);
+	return xfw_rj_sum_span(ctx, xdp, sc, off, len, 0);
+}
+
+/* Per-hook entry points of xfw_rj_csum: global, verified once. */
+__attribute__((noinline)) __u32 xfw_rj_csum_xdp(struct xdp_md *ctx, __u32 off, __u32 len)
+{
+	return xfw_rj_csum(ctx, 1, off, len);
 }
 
 __attribute__((noinline)) __u32 xfw_rj_csum_tc(struct __sk_buff *skb, __u32 off, __u32 len)
 {
-	__u32 slot = XFW_RJ_SLOT_TC;
-	struct xfw_rj_scratch *sc;
-
-	if (!skb || off > XFW_RJ_OFF_MAX || len > XFW_RJ_SUM_MAX)
-		return XFW_RJ_CSUM_ERR;
-	sc = bpf_map_lookup_elem(&xfw_rj_scratch, &slot);
-	if (!sc)
-		return XFW_RJ_CSUM_ERR;
-	return xfw_rj_sum_span(skb, 0, sc, off, len, 0);
+	return xfw_rj_csum(skb, 0, off, len);
 }
 
 /* xfw_rj_csum_ok returns XFW_RJ_VERIFY_OK when the kernel's REJECT would

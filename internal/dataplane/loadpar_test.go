@@ -11,14 +11,7 @@ import (
 // private copy of a map would judge by a generation nobody fills.
 func TestLoadObjectSharesMaps(t *testing.T) {
 	inFreshNetns(t, func() {
-		spec, err := loadSpec()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := trimSpec(spec); err != nil {
-			t.Fatal(err)
-		}
-		obj, err := loadObject(spec)
+		obj, err := loadObject(trimmedSpec(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,4 +48,18 @@ func TestLoadObjectSharesMaps(t *testing.T) {
 			}
 		}
 	})
+}
+
+// trimmedSpec returns the embedded object's spec prepared as load prepares
+// it (trimSpec), in the calling thread's namespace.
+func trimmedSpec(t *testing.T) *ebpf.CollectionSpec {
+	t.Helper()
+	spec, err := loadSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trimSpec(spec); err != nil {
+		t.Fatal(err)
+	}
+	return spec
 }

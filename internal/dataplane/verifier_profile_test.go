@@ -26,13 +26,7 @@ func TestVerifierProfile(t *testing.T) {
 		t.Skip("set XFW_VERIFIER_PROFILE to a program name")
 	}
 	inFreshNetns(t, func() {
-		spec, err := loadSpec()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := trimSpec(spec); err != nil {
-			t.Fatal(err)
-		}
+		spec := trimmedSpec(t)
 		if spec.Programs[name] == nil {
 			t.Fatalf("BPF object lacks program %s", name)
 		}
