@@ -371,9 +371,12 @@ struct xfw_tcpopt {
 	__u8 b[XFW_TCPOPT_BUF];
 };
 
-/* IPv6 hop-by-hop options being checked (xfw_ipv6_hbh_ok in xfw.c): a
+/* IPv6 hop-by-hop options being checked (xfw_ipv6_hbh_ok in route.h): a
  * copy of the header and the walk's state, for one bpf_loop() step per
- * option. */
+ * option. It lives in a per-CPU map (the bpf_loop context is a pointer to
+ * it): on the stack the verifier knew the walk's offsets and counts
+ * exactly and checked the step again for every value (~20,000
+ * instructions). */
 #define XFW_HBH_MAX 64 /* header bytes whose options are checked */
 struct xfw_tlv {
 	__u8 b[XFW_HBH_MAX];
@@ -403,10 +406,13 @@ struct xfw_tlv {
  * Found by the differential test, internal/testkit/difftest. */
 static long xfw_ipv6_tlv_step(__u64 i, void *arg)
 {
-	struct xfw_tlv *t = arg;
-	__u32 off = t->off, len, k;
+	struct xfw_tlv *t = *(struct xfw_tlv **)arg;
+	__u32 off, len, k;
 	__u8 type;
 
+	if (!t)
+		return 1;
+	off = t->off;
 	if (off >= t->end || off >= XFW_HBH_MAX)
 		return 1;
 	type = t->b[off & (XFW_HBH_MAX - 1)];
@@ -510,13 +516,118 @@ static __always_inline int xfw_ipv6_is_ext(__u8 nh)
 	       nh == XFW_NH_AUTH || nh == XFW_NH_DEST;
 }
 
-static __always_inline int xfw_parse_ipv6(struct xfw_pkt *p, void *data, void *data_end,
-					  void *l3, __u32 frame_len)
+/* How an IPv6 extension header walk ended (struct xfw_ext_walk's rc):
+ * still walking (or out of steps), at a transport or "no next header",
+ * malformed, or at a later fragment (judged without its transport). */
+#define XFW_EXTW_WALKING 0
+#define XFW_EXTW_DONE 1
+#define XFW_EXTW_BAD 2
+#define XFW_EXTW_LATER_FRAG 3
+
+/* The extension header walk's bpf_loop context (on the parser's stack).
+ * The walk's position is in p, a per-CPU map value the verifier knows
+ * nothing of: p->l4_off is the next header's offset, p->proto its type.
+ * Unrolled, the walk's eight steps were verified again for every path
+ * and offset (~35,000 instructions per program); as a callback, once. */
+struct xfw_ext_walk {
+	void *ctx;
+	struct xfw_pkt *p;
+	__u32 rc;
+};
+
+/* xfw_ext_step reads the extension header at p->l4_off as
+ * ipv6_find_hdr(target = -1) does: only each header's first two bytes
+ * (next header, length), four for a fragment header and for a routing
+ * header (struct ipv6_rt_hdr: found by the differential test,
+ * internal/testkit/difftest), walking on by the stated length even past
+ * the packet's end; data and data_end are the hook's window. */
+static __always_inline long xfw_ext_step(struct xfw_ext_walk *w, void *data, void *data_end)
+{
+	struct xfw_pkt *p = w->p;
+	__u32 off, nh, hl;
+	__u8 *h;
+
+	if (!p)
+		goto bad;
+	off = p->l4_off;
+	nh = p->proto;
+	if (!xfw_ipv6_is_ext(nh)) {
+		w->rc = XFW_EXTW_DONE;
+		return 1;
+	}
+	if (off > XFW_L4_OFF_LIMIT)
+		goto bad; /* past any frame's end */
+	h = data + off;
+	if ((void *)(h + 2) > data_end || off + 2 > p->l4_end)
+		goto bad;
+	if (nh == XFW_NH_ROUTING && ((void *)(h + 4) > data_end || off + 4 > p->l4_end))
+		goto bad;
+	if (nh == XFW_NH_FRAGMENT) {
+		__u16 fo;
+
+		if ((void *)(h + 4) > data_end || off + 4 > p->l4_end)
+			goto bad;
+		fo = ((__u16)h[2] << 8 | h[3]) & 0xfff8;
+
+		/* XFW_FRAG_MORE: "more fragments" set. */
+		p->fragmented = 1 | (h[3] & 1 ? XFW_FRAG_MORE : 0);
+		if (fo) {
+			/* A later fragment: ipv6_find_hdr returns the fragment
+			 * header's next header when it is a transport or "no
+			 * next header"; when it is another extension header it
+			 * fails with the fragment offset left at 0, and rules
+			 * with -p hotdrop the packet (found by the differential
+			 * test, internal/testkit/difftest). */
+			if (xfw_ipv6_is_ext(h[0]))
+				goto bad;
+			p->proto = h[0];
+			p->frag = 1;
+			p->thoff = off + 8;
+			w->rc = XFW_EXTW_LATER_FRAG;
+			return 1;
+		}
+		hl = 8;
+	} else if (nh == XFW_NH_AUTH) {
+		hl = ((__u32)h[1] + 2) * 4;
+	} else {
+		hl = ((__u32)h[1] + 1) * 8;
+	}
+	p->proto = h[0];
+	p->l4_off = off + hl;
+	return 0;
+bad:
+	w->rc = XFW_EXTW_BAD;
+	return 1;
+}
+
+/* xfw_ext_stop ends the walk as malformed. */
+static __always_inline long xfw_ext_stop(struct xfw_ext_walk *w)
+{
+	w->rc = XFW_EXTW_BAD;
+	return 1;
+}
+
+/* The step for each hook's context: the window read afresh from it. */
+static long xfw_ext_step_xdp(__u32 i, struct xfw_ext_walk *w)
+{
+	struct xdp_md *ctx = w->ctx;
+
+	return ctx ? xfw_ext_step(w, (void *)(long)ctx->data, (void *)(long)ctx->data_end) : xfw_ext_stop(w);
+}
+
+static long xfw_ext_step_tc(__u32 i, struct xfw_ext_walk *w)
+{
+	struct __sk_buff *ctx = w->ctx;
+
+	return ctx ? xfw_ext_step(w, (void *)(long)ctx->data, (void *)(long)ctx->data_end) : xfw_ext_stop(w);
+}
+
+static __always_inline int xfw_parse_ipv6(struct xfw_pkt *p, void *ctx, int xdp, void *data,
+					  void *data_end, void *l3, __u32 frame_len)
 {
 	struct ipv6hdr *ip6 = l3;
-	void *cur, *end;
 	__u32 plen;
-	__u8 nh;
+	struct xfw_ext_walk walk;
 
 	if ((void *)(ip6 + 1) > data_end)
 		return XFW_PARSE_PASS;
@@ -547,72 +658,37 @@ static __always_inline int xfw_parse_ipv6(struct xfw_pkt *p, void *data, void *d
 	if (plen == 0 && ip6->nexthdr == XFW_NH_HOP)
 		p->l3len = frame_len - (__u32)(l3 - data);
 	p->l4_end = (__u32)(l3 - data) + p->l3len;
-	end = l3 + p->l3len;
 
-	/* Walk the extension headers as ipv6_find_hdr(target = -1) does. */
-	nh = ip6->nexthdr;
-	cur = l3 + sizeof(*ip6);
-#pragma unroll
-	for (int i = 0; i < XFW_MAX_EXTHDRS; i++) {
-		__u8 *h = cur;
-		__u32 hl;
-
-		if (!xfw_ipv6_is_ext(nh))
-			break;
-		/* ipv6_find_hdr reads only each header's first two bytes (next
-		 * header, length) — four for a fragment header and for a
-		 * routing header (struct ipv6_rt_hdr: found by the differential
-		 * test, internal/testkit/difftest) — and walks on by the stated length
-		 * even past the packet's end. */
-		if ((void *)(h + 2) > data_end || (void *)(h + 2) > end)
-			goto bad;
-		if (nh == XFW_NH_FRAGMENT) {
-			if ((void *)(h + 4) > data_end || (void *)(h + 4) > end)
-				goto bad;
-		}
-		if (nh == XFW_NH_ROUTING) {
-			if ((void *)(h + 4) > data_end || (void *)(h + 4) > end)
-				goto bad;
-		}
-		if (nh == XFW_NH_FRAGMENT) {
-			__u16 off = ((__u16)h[2] << 8 | h[3]) & 0xfff8;
-
-			/* XFW_FRAG_MORE: "more fragments" set. */
-			p->fragmented = 1 | (h[3] & 1 ? XFW_FRAG_MORE : 0);
-			if (off) {
-				/* A later fragment: ipv6_find_hdr returns the
-				 * fragment header's next header when it is a
-				 * transport or "no next header"; when it is
-				 * another extension header it fails with the
-				 * fragment offset left at 0, and rules with -p
-				 * hotdrop the packet (found by the differential
-				 * test, internal/testkit/difftest). */
-				if (xfw_ipv6_is_ext(h[0]))
-					goto bad;
-				p->proto = h[0];
-				p->frag = 1;
-				p->thoff = (__u32)((void *)h - data) + 8;
-				return XFW_PARSE_JUDGE;
-			}
-			hl = 8;
-		} else if (nh == XFW_NH_AUTH) {
-			hl = ((__u32)h[1] + 2) * 4;
-		} else {
-			hl = ((__u32)h[1] + 1) * 8;
-		}
-		nh = h[0];
-		cur += hl;
+	/* Walk the extension headers as ipv6_find_hdr(target = -1) does
+	 * (xfw_ext_step), from the header after the fixed one. */
+	p->proto = ip6->nexthdr;
+	p->l4_off = (__u32)(l3 - data) + sizeof(*ip6);
+	walk.ctx = ctx;
+	walk.p = p;
+	walk.rc = XFW_EXTW_DONE;
+	/* Most packets have none: no loop for them. */
+	if (xfw_ipv6_is_ext(p->proto)) {
+		walk.rc = XFW_EXTW_WALKING;
+		bpf_loop(XFW_MAX_EXTHDRS, xdp ? xfw_ext_step_xdp : xfw_ext_step_tc, &walk, 0);
 	}
-	if (xfw_ipv6_is_ext(nh))
+	if (walk.rc == XFW_EXTW_LATER_FRAG) {
+		p->l4_off = 0;
+		return XFW_PARSE_JUDGE;
+	}
+	/* Still an extension header after XFW_MAX_EXTHDRS: malformed. */
+	if (walk.rc != XFW_EXTW_DONE || xfw_ipv6_is_ext(p->proto))
 		goto bad;
-	p->proto = nh;
-	if (nh != XFW_NH_NONE)
-		return xfw_parse_l4_at(p, data, cur);
+	if (p->proto != XFW_NH_NONE) {
+		p->thoff = p->l4_off;
+		return XFW_PARSE_L4;
+	}
+	p->l4_off = 0;
 	return XFW_PARSE_JUDGE;
 
 bad:
 	/* Rules with -p hotdrop it; their transport sets take the cut-short
 	 * sentinels, so the packet carries them in every transport field. */
+	p->l4_off = 0;
 	p->proto = XFW_PROTO_ERR;
 	p->sport = p->dport = XFW_V_TRUNC;
 	p->tcpflags = XFW_FLAGS_TRUNC;
@@ -621,10 +697,12 @@ bad:
 }
 
 /* xfw_parse parses the frame in [data, data_end) up to the transport
- * header (XFW_PARSE_L4: xfw_parse_frame reads it); frame_len is the whole
+ * header (XFW_PARSE_L4: xfw_parse_frame reads it); ctx is the hook's
+ * context (xdp 1: struct xdp_md, 0: struct __sk_buff) for the extension
+ * header walk, frame_len is the whole
  * frame's length (on TC egress only the headers are linear). check_csum is
  * 1 on ingress (the stack verifies IPv4 header checksums), 0 on egress. */
-static __always_inline int xfw_parse(struct xfw_pkt *p, void *data, void *data_end,
+static __always_inline int xfw_parse(struct xfw_pkt *p, void *ctx, int xdp, void *data, void *data_end,
 				     __u32 frame_len, int check_csum)
 {
 	struct ethhdr *eth = data;
@@ -660,17 +738,17 @@ static __always_inline int xfw_parse(struct xfw_pkt *p, void *data, void *data_e
 	if (proto == ETH_P_IP)
 		return xfw_parse_ipv4(p, data, data_end, l3, frame_len, check_csum);
 	if (proto == ETH_P_IPV6)
-		return xfw_parse_ipv6(p, data, data_end, l3, frame_len);
+		return xfw_parse_ipv6(p, ctx, xdp, data, data_end, l3, frame_len);
 	return XFW_PARSE_PASS;
 }
 
 /* xfw_parse_frame parses the frame as xfw_parse does, then its transport
- * header. ctx is the hook's (struct xdp_md or struct __sk_buff, whose
+ * header. ctx is the hook's (xdp 1: struct xdp_md, 0: struct __sk_buff, whose
  * data and data_end fields are read afresh for the transport header, so
  * that every header path reaches it in one verifier state). */
-#define xfw_parse_frame(ctx, p, frame_len, check_csum)                                   \
+#define xfw_parse_frame(ctx, xdp, p, frame_len, check_csum)                              \
 	({                                                                               \
-		int rc_ = xfw_parse(p, (void *)(long)(ctx)->data,                        \
+		int rc_ = xfw_parse(p, ctx, xdp, (void *)(long)(ctx)->data,              \
 				    (void *)(long)(ctx)->data_end, frame_len, check_csum); \
 		if (rc_ == XFW_PARSE_L4) {                                               \
 			xfw_parse_l4(p, (void *)(long)(ctx)->data,                       \

@@ -91,6 +91,11 @@ struct xfw_rc_scratch {
 	__u32 list;
 	__u32 found;
 	struct xfw_rc_ent_init fresh;
+	/* The timestamp walk of xfw_rc_hits (its bpf_loop): stamps older
+	 * than since do not count; n stamps to read, hits counted, held 1
+	 * when the entry has enough. */
+	__u64 since;
+	__u32 n, hits, held, pad;
 };
 
 #endif /* XFW_RECENT_STRUCTS_H */

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * reject_csum.h — REJECT's checksums: the sums of the replies it writes
- * (xfw_rj_sum, folded and finished), and the check of the offending
+ * (xfw_rj_csum_*, folded and finished), and the check of the offending
  * packet's transport checksum the kernel makes before it answers
  * (xfw_rj_csum_ok).
  *
- * Conventions: sums run in bounded loops of bpf_csum_diff() over
- * XFW_RJ_CHUNK-byte chunks, then 4-, 2- and 1-byte steps; the per-hook
- * entry points are global functions, verified once per program type.
+ * Conventions: sums run in a bpf_loop of bpf_csum_diff() over
+ * XFW_RJ_CHUNK-byte chunks copied into the REJECT scratch, then one
+ * zero-padded chunk for the rest; the per-hook entry points are global
+ * functions, verified once per program type.
  *
  * Includes: common.h, parse.h (struct xfw_pkt), reject_structs.h,
  * reject_maps.h.
@@ -35,86 +36,6 @@ static __always_inline __u32 xfw_rj_fold(__u64 sum)
 	return (__u32)sum;
 }
 
-/* xfw_rj_sum adds up len bytes at data + off (off even relative to the
- * start of the checksummed span) and returns the folded sum, or
- * XFW_RJ_CSUM_ERR. */
-static __always_inline __u32 xfw_rj_sum(void *data, void *data_end, __u32 off32, __u32 len32)
-{
-	__u64 sum = 0, off = off32, len = len32;
-	void *ptr;
-
-	if (off > XFW_RJ_OFF_MAX || len > XFW_RJ_SUM_MAX)
-		return XFW_RJ_CSUM_ERR;
-	/* Re-bound off in the register used for the pointer (clang tests a
-	 * copy); the mask keeps the value, XFW_RJ_OFF_MAX being 2^n - 1. */
-	asm volatile("%[o] &= 1023" : [o] "+r"(off));
-	for (int i = 0; i < XFW_RJ_SUM_MAX / XFW_RJ_CHUNK; i++) {
-		__s64 r;
-
-		if (len < XFW_RJ_CHUNK)
-			break;
-		ptr = data + off;
-		xfw_barrier_var(ptr);
-		if (ptr + XFW_RJ_CHUNK > data_end)
-			return XFW_RJ_CSUM_ERR;
-		r = bpf_csum_diff(NULL, 0, ptr, XFW_RJ_CHUNK, 0);
-		if (r < 0)
-			return XFW_RJ_CSUM_ERR;
-		sum += (__u32)r;
-		off += XFW_RJ_CHUNK;
-		len -= XFW_RJ_CHUNK;
-	}
-	/* Fewer than XFW_RJ_CHUNK bytes remain. */
-	for (int i = 0; i < XFW_RJ_CHUNK / 4; i++) {
-		if (len < 4)
-			break;
-		ptr = data + off;
-		xfw_barrier_var(ptr);
-		if (ptr + 4 > data_end)
-			return XFW_RJ_CSUM_ERR;
-		sum += *(__u32 *)ptr;
-		off += 4;
-		len -= 4;
-	}
-	ptr = data + off;
-	xfw_barrier_var(ptr);
-	if (len >= 2) {
-		if (ptr + 2 > data_end)
-			return XFW_RJ_CSUM_ERR;
-		sum += *(__u16 *)ptr;
-		ptr += 2;
-		len -= 2;
-	}
-	if (len) {
-		/* A last odd byte is the high-order byte of a zero-padded
-		 * word: place it as it would sit in memory. */
-		__u16 w = 0;
-
-		xfw_barrier_var(ptr);
-		if (ptr + 1 > data_end)
-			return XFW_RJ_CSUM_ERR;
-		*(__u8 *)&w = *(__u8 *)ptr;
-		sum += w;
-	}
-	return xfw_rj_fold(sum);
-}
-
-/* Per-hook checksum functions: global, so the chunk loops are verified
- * once per program type rather than on every path of their callers. */
-__attribute__((noinline)) __u32 xfw_rj_csum_xdp(struct xdp_md *ctx, __u32 off, __u32 len)
-{
-	if (!ctx)
-		return XFW_RJ_CSUM_ERR;
-	return xfw_rj_sum((void *)(long)ctx->data, (void *)(long)ctx->data_end, off, len);
-}
-
-__attribute__((noinline)) __u32 xfw_rj_csum_tc(struct __sk_buff *skb, __u32 off, __u32 len)
-{
-	if (!skb)
-		return XFW_RJ_CSUM_ERR;
-	return xfw_rj_sum((void *)(long)skb->data, (void *)(long)skb->data_end, off, len);
-}
-
 /* Checking the offending packet's transport checksum, as the kernel's
  * REJECT does before it answers (nf_send_unreach: nf_reject_verify_csum
  * and nf_ip_checksum; reject6_csum_ok; nf_reject_ip_tcphdr_get and
@@ -128,6 +49,8 @@ __attribute__((noinline)) __u32 xfw_rj_csum_tc(struct __sk_buff *skb, __u32 off,
 /* Bytes of transport data checked at most (a jumbo frame); a longer
  * packet (a GSO one on egress) is not checked. */
 #define XFW_RJ_VERIFY_MAX 9216
+/* The chunk walk's bound covers the replies' sums too. */
+_Static_assert(XFW_RJ_SUM_MAX <= XFW_RJ_VERIFY_MAX, "xfw_rj_sum_chunks walks XFW_RJ_VERIFY_MAX bytes");
 _Static_assert(XFW_RJ_CHUNK - 1 == 63, "xfw_rj_load's mask is XFW_RJ_CHUNK - 1");
 #define XFW_RJ_VERIFY_OK 1
 #define XFW_RJ_FRAG_UNIT 8 /* fragment payloads are multiples of 8 bytes */
@@ -162,15 +85,124 @@ static __always_inline int xfw_rj_load(void *ctx, int xdp, __u32 off, __u8 *buf,
 	return bpf_skb_load_bytes(ctx, off, buf, n);
 }
 
+/* The chunk walk's bpf_loop context (on the caller's stack): the hook's
+ * context and the per-CPU scratch holding the walk's state (in the map
+ * value, so the verifier knows nothing of it and checks the step once). */
+struct xfw_rj_sum_walk {
+	void *ctx;
+	struct xfw_rj_scratch *sc;
+};
+
+/* XFW_RJ_SUM_STEP defines name, a bpf_loop callback adding the
+ * XFW_RJ_CHUNK bytes at sc->off to sc->sum until fewer are left (xdp: the
+ * hook is XDP). Verified once, not once per chunk (as an inlined loop,
+ * ~20,000 instructions per program). */
+#define XFW_RJ_SUM_STEP(name, xdp)                                                       \
+	static long name(__u32 i, struct xfw_rj_sum_walk *w)                             \
+	{                                                                                \
+		struct xfw_rj_scratch *sc = w->sc;                                       \
+		__s64 r;                                                                 \
+                                                                                         \
+		if (!sc || !w->ctx || sc->len < XFW_RJ_CHUNK)                            \
+			return 1;                                                        \
+		if (xfw_rj_load(w->ctx, xdp, sc->off, sc->buf, XFW_RJ_CHUNK)) {           \
+			sc->bad = 1;                                                     \
+			return 1;                                                        \
+		}                                                                        \
+		r = bpf_csum_diff(NULL, 0, (__be32 *)sc->buf, XFW_RJ_CHUNK, 0);           \
+		if (r < 0) {                                                             \
+			sc->bad = 1;                                                     \
+			return 1;                                                        \
+		}                                                                        \
+		sc->sum += (__u32)r;                                                     \
+		sc->off += XFW_RJ_CHUNK;                                                 \
+		sc->len -= XFW_RJ_CHUNK;                                                 \
+		return 0;                                                                \
+	}
+XFW_RJ_SUM_STEP(xfw_rj_sum_step_xdp, 1)
+XFW_RJ_SUM_STEP(xfw_rj_sum_step_tc, 0)
+
+/* xfw_rj_sum_chunks adds the whole chunks of the len bytes at off to sum
+ * (xfw_rj_sum_step_*); it leaves the offset and length of the rest in
+ * sc. Returns -1 when a read failed. */
+static __always_inline int xfw_rj_sum_chunks(void *ctx, int xdp, struct xfw_rj_scratch *sc,
+					     __u32 off, __u32 len, __u64 *sum)
+{
+	struct xfw_rj_sum_walk w = {.ctx = ctx, .sc = sc};
+
+	sc->sum = 0;
+	sc->off = off;
+	sc->len = len;
+	sc->bad = 0;
+	bpf_loop(XFW_RJ_VERIFY_MAX / XFW_RJ_CHUNK, xdp ? xfw_rj_sum_step_xdp : xfw_rj_sum_step_tc, &w, 0);
+	if (sc->bad)
+		return -1;
+	*sum += sc->sum;
+	return 0;
+}
+
+/* xfw_rj_sum_span returns the folded sum of sum and the len bytes at off
+ * (a last odd byte is the high-order byte of a zero-padded word, as in
+ * memory), or XFW_RJ_CSUM_ERR when a read failed. */
+static __always_inline __u32 xfw_rj_sum_span(void *ctx, int xdp, struct xfw_rj_scratch *sc,
+					     __u32 off, __u32 len, __u64 sum)
+{
+	__s64 r;
+
+	if (xfw_rj_sum_chunks(ctx, xdp, sc, off, len, &sum))
+		return XFW_RJ_CSUM_ERR;
+	/* The rest, read back from the scratch: less than a chunk. */
+	off = sc->off;
+	len = sc->len;
+	if (len >= XFW_RJ_CHUNK)
+		return XFW_RJ_CSUM_ERR;
+	if (len) {
+		if (xfw_rj_load(ctx, xdp, off, sc->buf, len))
+			return XFW_RJ_CSUM_ERR;
+		r = bpf_csum_diff(NULL, 0, (__be32 *)sc->buf, XFW_RJ_CHUNK, 0);
+		if (r < 0)
+			return XFW_RJ_CSUM_ERR;
+		sum += (__u32)r;
+	}
+	return xfw_rj_fold(sum);
+}
+
+/* xfw_rj_csum returns the folded sum of the reply REJECT writes (len
+ * bytes at off), its walk in the hook's REJECT scratch. */
+static __always_inline __u32 xfw_rj_csum(void *ctx, int xdp, __u32 off, __u32 len)
+{
+	__u32 slot = xdp ? XFW_RJ_SLOT_XDP : XFW_RJ_SLOT_TC;
+	struct xfw_rj_scratch *sc;
+
+	if (!ctx || off > XFW_RJ_OFF_MAX || len > XFW_RJ_SUM_MAX)
+		return XFW_RJ_CSUM_ERR;
+	sc = bpf_map_lookup_elem(&xfw_rj_scratch, &slot);
+	if (!sc)
+		return XFW_RJ_CSUM_ERR;
+	return xfw_rj_sum_span(ctx, xdp, sc, off, len, 0);
+}
+
+/* Per-hook entry points of xfw_rj_csum: global, verified once. */
+__attribute__((noinline)) __u32 xfw_rj_csum_xdp(struct xdp_md *ctx, __u32 off, __u32 len)
+{
+	return xfw_rj_csum(ctx, 1, off, len);
+}
+
+__attribute__((noinline)) __u32 xfw_rj_csum_tc(struct __sk_buff *skb, __u32 off, __u32 len)
+{
+	return xfw_rj_csum(skb, 0, off, len);
+}
+
 /* xfw_rj_csum_ok returns XFW_RJ_VERIFY_OK when the kernel's REJECT would
  * answer p as far as its transport checksum goes. whole: netfilter saw the
  * whole datagram where p is its first fragment (IPv4 INPUT reassembles
  * first; OUTPUT judges before the stack fragments): not checked. */
 static __always_inline int xfw_rj_csum_ok(void *ctx, int xdp, const struct xfw_pkt *p,
-					  int whole, __u8 *buf)
+					  int whole, struct xfw_rj_scratch *sc)
 {
-	__u32 l4 = p->l4_off, end = p->l4_end, proto = p->proto, len, off, n;
-	__u64 sum = 0, pseudo;
+	__u8 *buf = sc->buf;
+	__u32 l4 = p->l4_off, end = p->l4_end, proto = p->proto, len, n;
+	__u64 pseudo;
 	__u16 check = 0;
 	int v6 = p->fam, has_check = 0;
 
@@ -247,35 +279,9 @@ static __always_inline int xfw_rj_csum_ok(void *ctx, int xdp, const struct xfw_p
 		if (has_check && check == (__u16)xfw_rj_fold(pseudo))
 			return XFW_RJ_VERIFY_OK; /* CHECKSUM_PARTIAL form */
 	}
-	sum = pseudo;
-	off = l4;
-	/* Whole chunks, then the rest (zero-padded: a last odd byte is the
-	 * high-order byte of its word, as in memory). */
-	for (int i = 0; i < XFW_RJ_VERIFY_MAX / XFW_RJ_CHUNK; i++) {
-		__s64 r;
-
-		if (len < XFW_RJ_CHUNK)
-			break;
-		if (xfw_rj_load(ctx, xdp, off, buf, XFW_RJ_CHUNK))
-			return XFW_RJ_VERIFY_BAD;
-		r = bpf_csum_diff(NULL, 0, (__be32 *)buf, XFW_RJ_CHUNK, 0);
-		if (r < 0)
-			return XFW_RJ_VERIFY_BAD;
-		sum += (__u32)r;
-		off += XFW_RJ_CHUNK;
-		len -= XFW_RJ_CHUNK;
-	}
-	if (len) {
-		__s64 r;
-
-		if (xfw_rj_load(ctx, xdp, off, buf, len))
-			return XFW_RJ_VERIFY_BAD;
-		r = bpf_csum_diff(NULL, 0, (__be32 *)buf, XFW_RJ_CHUNK, 0);
-		if (r < 0)
-			return XFW_RJ_VERIFY_BAD;
-		sum += (__u32)r;
-	}
-	n = xfw_rj_fold(sum);
+	n = xfw_rj_sum_span(ctx, xdp, sc, l4, len, pseudo);
+	if (n >= XFW_RJ_CSUM_ERR)
+		return XFW_RJ_VERIFY_BAD;
 	/* All ones: the checksum holds. Without a pseudo-header (IPv4, not
 	 * TCP or UDP) an all-zero payload holds too, the header's own sum
 	 * (all ones) being added. */
@@ -293,7 +299,7 @@ __attribute__((noinline)) int xfw_rj_csum_ok_xdp(struct xdp_md *ctx, struct xfw_
 	sc = bpf_map_lookup_elem(&xfw_rj_scratch, &slot);
 	if (!sc)
 		return XFW_RJ_VERIFY_BAD;
-	return xfw_rj_csum_ok(ctx, 1, p, whole, sc->buf);
+	return xfw_rj_csum_ok(ctx, 1, p, whole, sc);
 }
 
 __attribute__((noinline)) int xfw_rj_csum_ok_tc(struct __sk_buff *skb, struct xfw_pkt *p, __u32 whole)
@@ -306,7 +312,7 @@ __attribute__((noinline)) int xfw_rj_csum_ok_tc(struct __sk_buff *skb, struct xf
 	sc = bpf_map_lookup_elem(&xfw_rj_scratch, &slot);
 	if (!sc)
 		return XFW_RJ_VERIFY_BAD;
-	return xfw_rj_csum_ok(skb, 0, p, whole, sc->buf);
+	return xfw_rj_csum_ok(skb, 0, p, whole, sc);
 }
 
 /* xfw_rj_sum_words adds n 32-bit words of an array (addresses). */

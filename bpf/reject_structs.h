@@ -77,7 +77,6 @@
  * goes beyond an Ethernet+VLAN header and IPv6 extension headers. Anything
  * larger is a bug; the reply is not built. */
 #define XFW_RJ_OFF_MAX 1023
-_Static_assert(XFW_RJ_OFF_MAX == 1023, "xfw_rj_sum's asm mask is XFW_RJ_OFF_MAX");
 /* Checksummed span: at most an ICMPv6 header and its quote. */
 #define XFW_RJ_SUM_MAX (XFW_RJ_ICMP6_MAX - XFW_RJ_IP6_HLEN)
 #define XFW_RJ_CHUNK 64 /* bytes per bpf_csum_diff() call (<= 512) */
@@ -115,6 +114,10 @@ struct xfw_rj_scratch {
 	struct xfw_rj r;
 	struct bpf_fib_lookup fib;
 	__u8 buf[XFW_RJ_CHUNK]; /* packet bytes being checksummed */
+	/* The chunk walk of xfw_rj_csum_ok (its bpf_loop): the sum so far,
+	 * the next chunk's offset, the bytes left, 1 when a read failed. */
+	__u64 sum;
+	__u32 off, len, bad, pad;
 };
 
 #define XFW_RJ_SLOT_XDP 0

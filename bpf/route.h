@@ -323,15 +323,16 @@ __attribute__((noinline)) int xfw_ipv4_opts_ok(struct xdp_md *ctx, __u32 l3_off)
  * as far as a hop-by-hop header goes (ipv6_parse_hopopts: the header must
  * be there whole, at least 8 bytes, and its options valid, see
  * xfw_ipv6_tlv_step; the options of a header longer than XFW_HBH_MAX are
- * not checked). A global function with its own stack for the copy. */
-__attribute__((noinline)) int xfw_ipv6_hbh_ok(struct xdp_md *ctx, __u32 l3_off, __u32 l3len)
+ * not checked). A global function; the copy and the walk's state are in
+ * t, the XDP hook's per-CPU scratch. */
+__attribute__((noinline)) int xfw_ipv6_hbh_ok(struct xdp_md *ctx, __u32 l3_off, __u32 l3len,
+					      struct xfw_tlv *t)
 {
-	struct xfw_tlv t = {};
 	struct ipv6hdr ip6;
 	__u8 h[2];
 	__u32 k, n;
 
-	if (!ctx || l3_off > XFW_MAX_L3_OFF)
+	if (!ctx || !t || l3_off > XFW_MAX_L3_OFF)
 		return 1;
 	if (bpf_xdp_load_bytes(ctx, l3_off, &ip6, sizeof(ip6)) < 0 || ip6.nexthdr != XFW_NH_HOP)
 		return 1;
@@ -347,12 +348,13 @@ __attribute__((noinline)) int xfw_ipv6_hbh_ok(struct xdp_md *ctx, __u32 l3_off, 
 	xfw_barrier_var(k);
 	k &= XFW_HBH_MAX / 8 - 1;
 	n = (k + 1) * 8;
-	if (bpf_xdp_load_bytes(ctx, l3_off + sizeof(ip6), t.b, n) < 0)
+	if (bpf_xdp_load_bytes(ctx, l3_off + sizeof(ip6), t->b, n) < 0)
 		return 1;
-	t.end = n;
-	t.off = 2;
+	t->end = n;
+	t->off = 2;
+	t->pad = t->count = t->bad = 0;
 	bpf_loop(XFW_HBH_MAX, xfw_ipv6_tlv_step, &t, 0);
-	return !t.bad;
+	return !t->bad;
 }
 
 #endif /* XFW_ROUTE_H */

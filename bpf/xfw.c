@@ -158,7 +158,7 @@ __attribute__((noinline)) int xfw_xdp_parse(struct xdp_md *ctx, struct xfw_pkt *
 {
 	if (!p)
 		return XFW_PARSE_PASS;
-	return xfw_parse_frame(ctx, p, (__u32)(ctx->data_end - ctx->data), 1);
+	return xfw_parse_frame(ctx, 1, p, (__u32)(ctx->data_end - ctx->data), 1);
 }
 
 /* xfw_xdp_dnat_logs emits the LOG lines of the walk a DNAT ended, before
@@ -305,7 +305,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	if (p->fam == 0 && p->thoff != p->l3_off + XFW_IPV4_MIN_HLEN &&
 	    !xfw_ipv4_opts_ok(ctx, p->l3_off))
 		return XDP_PASS;
-	if (p->fam == 1 && !xfw_ipv6_hbh_ok(ctx, p->l3_off, p->l3len))
+	if (p->fam == 1 && !xfw_ipv6_hbh_ok(ctx, p->l3_off, p->l3len, &sc->tlv))
 		return XDP_PASS;
 	XFW_BENCH_AT(XFW_BS_OPTS, XDP_PASS);
 	key = (__u64)ctx->ingress_ifindex | ((__u64)p->vlan << 32);
@@ -483,7 +483,7 @@ __attribute__((noinline)) int xfw_tc_parse(struct __sk_buff *skb, struct xfw_pkt
 		return XFW_PARSE_PASS;
 	pull = skb->len < XFW_TC_PULL ? skb->len : XFW_TC_PULL;
 	bpf_skb_pull_data(skb, pull);
-	return xfw_parse_frame(skb, p, skb->len, 0);
+	return xfw_parse_frame(skb, 0, p, skb->len, 0);
 }
 
 /* xfw_tc_reply_judge judges, in OUTPUT with output device oif, a REJECT

@@ -30,6 +30,7 @@ struct xfw_xdp_scratch {
 	struct xfw_pending st;
 	struct xfw_cls cls;     /* the walk's state (classify.h) */
 	struct xfw_tcpopt opt; /* -m tcpmss's option walk (tcpopt.h) */
+	struct xfw_tlv tlv;    /* the hop-by-hop option walk (route.h) */
 	/* IPv4 route lookups (route_cache.h; the XDP entry's only). */
 	struct xfw_rtc_ent rtc[XFW_RTC_SLOTS];
 };

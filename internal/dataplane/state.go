@@ -666,27 +666,17 @@ func load(spec *ebpf.CollectionSpec) (*state, error) {
 	if err := trimSpec(spec); err != nil {
 		return nil, err
 	}
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
-		Programs: ebpf.ProgramOptions{LogSizeStart: 1 << 20},
-	})
+	obj, err := loadObject(spec)
 	if err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("kernel verifier refused xfw's program: %+v", ve)
-		}
-		return nil, fmt.Errorf("load xfw into the kernel: %w", err)
+		return nil, err
 	}
-	s := &state{maps: map[string]*ebpf.Map{}}
-	s.xdp, s.tc = coll.Programs[xdpProgName], coll.Programs[tcProgName]
-	delete(coll.Programs, xdpProgName)
-	delete(coll.Programs, tcProgName)
-	s.tcIn = coll.Programs[tcInProgName]
-	delete(coll.Programs, tcInProgName)
-	for name, m := range coll.Maps {
-		s.maps[name] = m
-	}
-	coll.Maps = nil
-	coll.Close()
+	s := &state{maps: obj.maps}
+	s.xdp, s.tc, s.tcIn = obj.progs[xdpProgName], obj.progs[tcProgName], obj.progs[tcInProgName]
+	delete(obj.progs, xdpProgName)
+	delete(obj.progs, tcProgName)
+	delete(obj.progs, tcInProgName)
+	obj.maps = nil
+	obj.close()
 	if s.xdp == nil || s.tc == nil || s.tcIn == nil {
 		s.Close()
 		return nil, errors.New("BPF object lacks its entry programs")
