@@ -375,19 +375,6 @@ func natEchoClash(p Probe, seen map[netip.Addr]netip.Addr) bool {
 	return false
 }
 
-// natOwnOther reports whether a probe is fw's own packet of a protocol
-// other than TCP, UDP and ICMP: with the Docker-style nat ruleset the
-// kernel does not send one (protocol 255, 10.42.2.1 to sink), xfw does; an
-// open difference, not yet explained (docs/difftest.md "Open
-// differences"). Left out of nat rulesets' packets while it is open.
-func natOwnOther(p Probe) bool {
-	if p.From != FromFw || len(p.Frames) == 0 {
-		return false
-	}
-	proto, _, ok := transport(p.Frames[0], 0)
-	return ok && proto != nettest.ProtoTCP && proto != nettest.ProtoUDP && proto != nettest.ProtoICMP
-}
-
 // natQuery reports whether a probe is of a protocol whose source
 // translation differs in documented ways (docs/differences.md "Tables"):
 // UDP-Lite, and the ICMP queries other than echo (timestamp, information,
