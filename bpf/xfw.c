@@ -70,6 +70,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "nat_range.h"
 #include "nat_clash.h"
 #include "nat_snat.h"
+#include "nat_null.h"
 #include "nat_icmp.h"
 #include "bench.h"
 #include "frag.h"
@@ -408,6 +409,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	if (verdict == XFW_ACT_SNAT)
 		verdict = cs && !xfw_nat_snat(p, cs, st->nat_addr, st->nat_port, oif) ? XFW_ACT_ACCEPT
 										 : XFW_ACT_DROP;
+	/* A new connection's reply tuple taken by a translation (nat_null.h). */
+	if (verdict == XFW_ACT_ACCEPT && cs && xfw_nat_null_clash(p, cs))
+		verdict = XFW_ACT_DROP;
 	if (verdict == XFW_ACT_ACCEPT && cs) {
 		xfw_ct_confirm(cs);
 		xfw_nat_confirm();
@@ -804,6 +808,9 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	if (verdict == XFW_ACT_SNAT)
 		verdict = cs && !xfw_nat_snat(p, cs, st->nat_addr, st->nat_port, oif) ? XFW_ACT_ACCEPT
 										 : XFW_ACT_DROP;
+	/* A new connection's reply tuple taken by a translation (nat_null.h). */
+	if (verdict == XFW_ACT_ACCEPT && cs && xfw_nat_null_clash(p, cs))
+		verdict = XFW_ACT_DROP;
 	if (verdict == XFW_ACT_ACCEPT && cs) {
 		xfw_ct_confirm_out(p, cs, oif);
 		xfw_nat_confirm();

@@ -41,14 +41,17 @@ func ctReplProbe(m *ctReplMatch) Probe {
 		if m.Src.Invert {
 			pr.Arg |= CtReplSrcInv
 		}
-		pr.Val, pr.Mask = addr4(m.Src.Addr), addr4(m.Src.Mask)
+		// The conntrack match keeps the address as given, unmasked
+		// (conntrack_addrcmp masks both sides): the probe compares a
+		// masked want.
+		pr.Val, pr.Mask = addr4(m.Src.Addr)&addr4(m.Src.Mask), addr4(m.Src.Mask)
 	}
 	if m.Dst.Set {
 		pr.Arg |= CtReplDst
 		if m.Dst.Invert {
 			pr.Arg |= CtReplDstInv
 		}
-		pr.Wide = uint64(addr4(m.Dst.Addr))<<32 | uint64(addr4(m.Dst.Mask))
+		pr.Wide = uint64(addr4(m.Dst.Addr)&addr4(m.Dst.Mask))<<32 | uint64(addr4(m.Dst.Mask))
 	}
 	return pr
 }

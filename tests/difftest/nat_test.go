@@ -1,6 +1,7 @@
 package difftest_test
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"github.com/xfw-dev/xfw/internal/ir"
 	"github.com/xfw-dev/xfw/internal/testkit/difftest"
 	"github.com/xfw-dev/xfw/internal/testkit/kubeproxy"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // The bounded run's nat rulesets (IPv4: xfw refuses IPv6 NAT): natRulesets
@@ -77,4 +79,57 @@ func kubeProxyRuleset(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return kubeproxy.IPTables(svcs, o.ClusterCIDR, kubeproxy.IPTablesOptions{Bootstrap: true})
+}
+
+// TestNATNullBindingClash compares, with the Docker-style nat ruleset,
+// packets of protocols without ports whose tuples clash after a
+// translation: a container's packet to sink masqueraded to fw's address,
+// then fw's own packet of that protocol from that address to sink (its
+// reply tuple is the masqueraded one's: the kernel's confirmation drops
+// it, bpf/nat_null.h); and the other order, fw's own first, then the
+// container's, whose masquerade clashes (both drop it). Of the four
+// probes each firewall must deliver exactly the two first ones of each
+// pair: any other count means the clash did not happen as in the kernel.
+func TestNATNullBindingClash(t *testing.T) {
+	sets, err := difftest.Realistic()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ruleset string
+	for _, n := range sets {
+		if n.Name == "testdata/docker-nat.v4.rules" {
+			ruleset = n.Text
+		}
+	}
+	if ruleset == "" {
+		t.Fatal("testdata/docker-nat.v4.rules not found")
+	}
+	s := session(t, ir.IPv4, func(c *difftest.Config) { c.Conntrack = true })
+	p := s.Plan()
+	container := p.Gen // in 10.X.1.0/24: masqueraded
+	fromGen := func(proto uint8, step int) difftest.Probe {
+		pkt := nettest.IPv4{Src: container, Dst: p.Sink, TTL: 63}.Packet(nettest.Raw{Proto: proto, Data: []byte("null binding")})
+		frame := nettest.Ethernet{Dst: p.FwInMAC, Src: p.GenMAC}.Frame(pkt)
+		return difftest.Probe{From: difftest.FromGen, Path: difftest.PathForward, Frames: [][]byte{frame}, Step: step,
+			Note: fmt.Sprintf("container's protocol %d", proto)}
+	}
+	fromFw := func(proto uint8, step int) difftest.Probe {
+		pkt := nettest.IPv4{Src: p.FwOut, Dst: p.Sink}.Packet(nettest.Raw{Proto: proto, Data: []byte("null binding")})
+		return difftest.Probe{From: difftest.FromFw, Path: difftest.PathOutput, Frames: [][]byte{pkt}, Step: step,
+			Note: fmt.Sprintf("fw's own protocol %d", proto)}
+	}
+	corpus := &difftest.Corpus{Probes: []difftest.Probe{fromGen(255, 0), fromFw(255, 1), fromFw(253, 2), fromGen(253, 3)}}
+	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
+	defer cancel()
+	o, err := s.Check(ctx, difftest.Case{Name: "null binding clash", Ruleset: ruleset, Corpus: corpus}, difftest.CheckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Failed() || o.Result.Lossy != "" || o.Result.Rejected != "" {
+		t.Fatalf("%s\nlossy: %q rejected: %q", o.Report(), o.Result.Lossy, o.Result.Rejected)
+	}
+	if o.Result.Observed != [2]int{2, 2} {
+		t.Errorf("observations (kernel, xfw) = %v, want [2 2]: the first packet of each pair delivered, the second dropped\n%s",
+			o.Result.Observed, o.Report())
+	}
 }

@@ -169,7 +169,7 @@ func answeredProbe(c *Corpus, k int) int {
 	}
 	for j := 0; j < k; j++ {
 		p := c.Probes[j]
-		if p.From == FromFw || p.From == c.Probes[k].From || p.Answer || len(p.Frames) != 1 || p.Step >= c.Probes[k].Step {
+		if p.From == c.Probes[k].From || p.Answer || len(p.Frames) != 1 || p.Step >= c.Probes[k].Step {
 			continue
 		}
 		o := p.decode(p.Frames[0])
@@ -257,20 +257,24 @@ func natUnrouted(p Probe, plan Plan) bool {
 	return martian || dst.IsLoopback() || !dst.IsMulticast() && !plan.isLocal(dst) && plan.via(dst) == ""
 }
 
-// uniqueSourcePort gives a TCP or UDP probe from gen or sink whose source
-// port an earlier probe of seen used (any addresses) an unused one from
-// next on, its checksum adjusted: no two connections of a nat corpus
-// share a source port, so no translation maps two of them to the same
-// tuple (the kernel and xfw then pick another source port, each at
-// random: docs/differences.md "Tables"). Translated
-// ports still clash in SNAT port ranges and with --random (compared in
-// their range: maskRandomPorts).
+// uniqueSourcePort gives a TCP or UDP probe whose source port an earlier
+// probe of seen used (any addresses) an unused one from next on, its
+// checksum adjusted: no two connections of a nat corpus share a source
+// port, so no translation maps two of them to the same tuple (the kernel
+// then picks another source port at random; so does xfw, except in nat
+// OUTPUT, where it drops the packet: docs/differences.md "Tables"). fw's
+// own probes too: two of them from one port to two destinations nat
+// OUTPUT translates to one. Translated ports still clash in SNAT port
+// ranges and with --random (compared in their range: maskRandomPorts).
 func uniqueSourcePort(p Probe, seen map[uint16]bool, next *uint16) {
-	if len(p.Frames) != 1 || p.From == FromFw {
+	if len(p.Frames) != 1 {
 		return
 	}
 	b := p.Frames[0]
-	l3 := l3Offset(b)
+	l3 := 0
+	if p.From != FromFw {
+		l3 = l3Offset(b)
+	}
 	proto, off, ok := transport(b, l3)
 	if !ok || proto != nettest.ProtoTCP && proto != nettest.ProtoUDP || len(b) < off+8 {
 		return
@@ -307,11 +311,18 @@ const answerShare = 40
 
 // answers returns the answers (Probe.Answer, step 1) to a share of the
 // single-frame TCP and UDP probes from gen or sink whose source fw routes
-// back there, sent from the other end.
+// back there, sent from the other end, and to a share of fw's own TCP
+// probes (fwAnswer).
 func answers(g *pgen, probes []Probe) []Probe {
 	var out []Probe
 	for _, p := range probes {
-		if p.From == FromFw || len(p.Frames) != 1 || !g.chance(answerShare) {
+		if len(p.Frames) != 1 || !g.chance(answerShare) {
+			continue
+		}
+		if p.From == FromFw {
+			if a, ok := fwAnswer(g, p); ok {
+				out = append(out, a)
+			}
 			continue
 		}
 		o := p.decode(p.Frames[0])
@@ -336,6 +347,39 @@ func answers(g *pgen, probes []Probe) []Probe {
 			Note: fmt.Sprintf("%s's answer to %s", from, p.Note)})
 	}
 	return out
+}
+
+// fwAnswer returns the answer to probe p, fw's own TCP packet from one of
+// its interfaces' addresses: sent from the end fw routes p's destination
+// to (gen or sink), built there from the copy that arrived (after nat
+// OUTPUT's DNAT or REDIRECT), so that the answer comes back to fw
+// translated in reverse. fw's stack answers it in turn (a RST: no socket
+// holds the connection), in the connection's original direction. UDP is
+// not answered: fw's "port unreachable" about a translated packet is not
+// translated back by xfw (docs/differences.md "Tables"); nor probes with
+// IPv4 options (turned around, fw's stack answers their answer with a
+// parameter problem quoting a port an SNAT picked at random). An answer from
+// the other end than the copy reached is not sent (answerFrames).
+func fwAnswer(g *pgen, p Probe) (Probe, bool) {
+	o := p.decode(p.Frames[0])
+	if o == nil || o.IPVersion != 4 || o.Fragment || o.Protocol != nettest.ProtoTCP || len(o.IPv4Options) > 0 ||
+		o.Src != g.plan.FwIn && o.Src != g.plan.FwOut {
+		return Probe{}, false
+	}
+	from, fwMAC, endMAC := FromSink, g.plan.FwOutMAC, g.plan.SinkMAC
+	switch g.plan.via(o.Dst) {
+	case FromGen:
+		from, fwMAC, endMAC = FromGen, g.plan.FwInMAC, g.plan.GenMAC
+	case FromSink:
+	default:
+		return Probe{}, false
+	}
+	b := turnAround(nettest.Ethernet{Dst: endMAC, Src: fwMAC}.Frame(p.Frames[0]), ethHeaderLen)
+	if b == nil {
+		return Probe{}, false
+	}
+	return Probe{From: from, Path: PathInput, Frames: [][]byte{b}, Step: 1, KeepL4: true, Answer: true,
+		Note: fmt.Sprintf("%s's answer to fw's %s", from, p.Note)}, true
 }
 
 // sourceNATRe matches a source translation's target.
@@ -373,19 +417,6 @@ func natEchoClash(p Probe, seen map[netip.Addr]netip.Addr) bool {
 	}
 	seen[o.Dst] = o.Src
 	return false
-}
-
-// natOwnOther reports whether a probe is fw's own packet of a protocol
-// other than TCP, UDP and ICMP: with the Docker-style nat ruleset the
-// kernel does not send one (protocol 255, 10.42.2.1 to sink), xfw does; an
-// open difference, not yet explained (docs/difftest.md "Open
-// differences"). Left out of nat rulesets' packets while it is open.
-func natOwnOther(p Probe) bool {
-	if p.From != FromFw || len(p.Frames) == 0 {
-		return false
-	}
-	proto, _, ok := transport(p.Frames[0], 0)
-	return ok && proto != nettest.ProtoTCP && proto != nettest.ProtoUDP && proto != nettest.ProtoICMP
 }
 
 // natQuery reports whether a probe is of a protocol whose source
@@ -485,9 +516,13 @@ func (rp *randomPorts) allows(port uint16) bool {
 // maskRandomPorts returns e for comparison with the ports of a copy of
 // probe p that a random translation picked (they differ from p's and lie
 // in rp's ranges) written as 0, and its transport checksum, which covers
-// them, as 0 too.
+// them, as 0 too. The same for an answer to p (the far end's, or a RST)
+// whose ports are not p's reversed: an answer that opened a connection of
+// its own (p opened none: an invalid TCP segment) translated by an SNAT
+// or MASQUERADE to a random port. Answers translated back to p's ports
+// are compared exactly.
 func maskRandomPorts(e event, rel relation, p Probe, rp *randomPorts) event {
-	if rp == nil || rel != relCopy || e.pkt == nil || e.kind == evLog || len(p.Frames) != 1 {
+	if rp == nil || rel != relCopy && rel != relAnswer || e.pkt == nil || e.kind == evLog || len(p.Frames) != 1 {
 		return e
 	}
 	sent := p.decode(p.Frames[0])
@@ -502,7 +537,13 @@ func maskRandomPorts(e event, rel relation, p Probe, rp *randomPorts) event {
 	}
 	masked := false
 	for i, was := range []uint16{sent.SrcPort, sent.DstPort} {
-		if got := binary.BigEndian.Uint16(b[off+2*i:]); got != was && rp.allows(got) {
+		got := binary.BigEndian.Uint16(b[off+2*i:])
+		if rel == relAnswer && (got == sent.SrcPort || got == sent.DstPort) {
+			// An answer goes either way (the far end's, or fw's RST
+			// after it): a port of the probe's is kept.
+			continue
+		}
+		if got != was && rp.allows(got) {
 			binary.BigEndian.PutUint16(b[off+2*i:], 0)
 			masked = true
 		}

@@ -9,8 +9,8 @@ import (
 
 // This file writes the random nat rulesets (xfw-difftest --nat): a nat
 // table with DNAT (with and without an address, shifted port maps) and
-// REDIRECT in PREROUTING (not yet in OUTPUT: see
-// GenerateNATRuleset), SNAT and
+// REDIRECT in PREROUTING and OUTPUT (fw's own packets: the corpus's
+// probes from fw), SNAT and
 // MASQUERADE in POSTROUTING (single addresses and ranges, ports and port
 // ranges, --random, --random-fully, --persistent), matched by -s, -d, -p,
 // --dport, -i and -o; in front of a small stateful filter table (NAT needs
@@ -19,6 +19,19 @@ import (
 
 // natSeedMix derives the nat table's random stream from the ruleset's.
 const natSeedMix = 0x5eed_a7
+
+// natOutputSeedMix derives the nat OUTPUT rules' random stream from the
+// ruleset's: drawn apart, they leave a seed's other rules as they were
+// before nat OUTPUT was drawn.
+const natOutputSeedMix = 0x5eed_0a7
+
+// natOutputRules bounds the rules of nat OUTPUT (fewer than the other
+// chains': only the probes from fw reach them).
+const natOutputRules = 4
+
+// natOutputFilterRules bounds the filter OUTPUT rules naming nat OUTPUT's
+// translations (filter OUTPUT sees the translated destination).
+const natOutputFilterRules = 2
 
 // natFilterRules bounds the random filter table of a nat ruleset: small,
 // so that most probes reach the translations.
@@ -47,13 +60,14 @@ func GenerateNATRuleset(seed int64, plan Plan) string {
 	g := &natGen{rng: rand.New(rand.NewSource(seed ^ natSeedMix)), plan: plan}
 	var nat strings.Builder
 	fmt.Fprintf(&nat, "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n")
-	// No rules in nat OUTPUT yet: they were left out while xfw counted
-	// the packets a DNAT there translates twice in filter OUTPUT (fixed
-	// since, docs/difftest.md "Open differences"); drawing them is next.
 	for _, chain := range []string{"PREROUTING", "POSTROUTING"} {
 		for n := g.rng.Intn(5); n > 0; n-- {
 			fmt.Fprintf(&nat, "-A %s %s\n", chain, strings.Join(g.natRule(chain), " "))
 		}
+	}
+	out := &natGen{rng: rand.New(rand.NewSource(seed ^ natOutputSeedMix)), plan: plan}
+	for n := out.rng.Intn(natOutputRules + 1); n > 0; n-- {
+		fmt.Fprintf(&nat, "-A OUTPUT %s\n", strings.Join(out.natRule("OUTPUT"), " "))
 	}
 	nat.WriteString("COMMIT\n")
 	filter := GenerateRuleset(seed, plan, GenOptions{Conntrack: true, MaxRules: natFilterRules})
@@ -71,20 +85,25 @@ func GenerateNATRuleset(seed int64, plan Plan) string {
 		}
 	}
 	head := strings.Join(lines[:at], "")
-	return head + g.filterLines() + strings.Join(lines[at:], "")
+	return head + g.filterLines("", 4) + out.filterLines("OUTPUT", natOutputFilterRules) + strings.Join(lines[at:], "")
 }
 
-// filterLines returns filter rules naming up to four of the translated
-// addresses and ports: in INPUT for fw's own addresses, else in FORWARD.
-func (g *natGen) filterLines() string {
+// filterLines returns filter rules naming up to max of the translated
+// addresses and ports: in chain, or ("") in INPUT for fw's own
+// addresses, else in FORWARD.
+func (g *natGen) filterLines(chain string, max int) string {
 	var b strings.Builder
 	for i, t := range g.targets {
-		if i == 4 || !t.addr.IsValid() {
+		if i == max || !t.addr.IsValid() {
 			break
 		}
-		chain := "FORWARD"
-		if t.addr == g.plan.FwIn || t.addr == g.plan.FwOut {
+		chain := chain
+		switch {
+		case chain != "":
+		case t.addr == g.plan.FwIn || t.addr == g.plan.FwOut:
 			chain = "INPUT"
+		default:
+			chain = "FORWARD"
 		}
 		spec := []string{"-A", chain, "-d", t.addr.String()}
 		if t.port != 0 {
@@ -116,7 +135,7 @@ func (g *natGen) natRule(chain string) []string {
 		if g.chance(50) {
 			s = append(s, g.neg(15), "-i", pick(g.rng, []string{"in0", "in0", "out0", "in+"}))
 		}
-	case "POSTROUTING":
+	case "POSTROUTING", "OUTPUT":
 		if g.chance(50) {
 			s = append(s, g.neg(15), "-o", pick(g.rng, []string{"out0", "out0", "in0", "out+"}))
 		}

@@ -10,7 +10,8 @@ import (
 )
 
 // TestNATRulesetsLoad: the random nat rulesets parse and compile in xfw
-// (both tables), use every translation, and are the same for a seed.
+// (both tables), use every translation (DNAT and REDIRECT in nat OUTPUT
+// too), and are the same for a seed.
 func TestNATRulesetsLoad(t *testing.T) {
 	plan := NewPlan(ir.IPv4, DefaultSubnet)
 	seen := map[string]bool{}
@@ -31,11 +32,17 @@ func TestNATRulesetsLoad(t *testing.T) {
 				seen[w] = true
 			}
 		}
+		natTable := text[:strings.Index(text, "*filter")]
+		for _, l := range strings.Split(natTable, "\n") {
+			if strings.HasPrefix(l, "-A OUTPUT ") && (strings.Contains(l, "-j DNAT") || strings.Contains(l, "-j REDIRECT")) {
+				seen["nat OUTPUT"] = true
+			}
+		}
 		if !HasNATTable(text) || !Stateful(text) {
 			t.Fatalf("seed %d: not a stateful nat ruleset", seed)
 		}
 	}
-	if len(seen) != 7 {
+	if len(seen) != 8 {
 		t.Errorf("the rulesets use only %v", seen)
 	}
 }
