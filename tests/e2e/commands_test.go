@@ -404,8 +404,8 @@ func TestMultiCall(t *testing.T) {
 		t.Errorf("iptables -D nochain 1: %d %q", res.ExitCode, res.Stderr)
 	}
 	// An option xfw cannot enforce: refused, not ignored.
-	if res := run("iptables", "-t", "nat", "-A", "PREROUTING", "-p", "tcp", "-j", "DNAT", "--to-destination", "10.0.0.2:1000-2000/3000"); res.ExitCode == 0 {
-		t.Errorf("iptables -t nat -A PREROUTING -p tcp -j DNAT --to-destination 10.0.0.2:1000-2000/3000 accepted")
+	if res := run("iptables", "-t", "nat", "-A", "POSTROUTING", "-p", "tcp", "-j", "SNAT", "--to-source", "10.0.0.2:1000-2000/3000"); res.ExitCode == 0 {
+		t.Errorf("iptables -t nat -A POSTROUTING -p tcp -j SNAT --to-source 10.0.0.2:1000-2000/3000 accepted")
 	}
 }
 

@@ -76,7 +76,7 @@ func TestTablesMatchKernel(t *testing.T) {
 }
 
 // TestTableRulesRefused checks that a rule xfw cannot enforce yet (NAT
-// forms: DNAT's shifted port map, DNAT of ICMP, SNAT in nat INPUT) is refused with a message naming it, in commands and in
+// forms: SNAT's shifted port map, DNAT of ICMP, SNAT in nat INPUT) is refused with a message naming it, in commands and in
 // iptables-restore, leaving the running ruleset as it was.
 func TestTableRulesRefused(t *testing.T) {
 	nettest.RequireRoot(t)
@@ -87,7 +87,7 @@ func TestTableRulesRefused(t *testing.T) {
 	fw.restore(t, tp, 4, "*nat\n:DOCKER - [0:0]\nCOMMIT\n*filter\n:FORWARD DROP [0:0]\nCOMMIT\n")
 	before := fw.save(t, tp, 4)
 	for _, step := range [][]string{
-		{"-t", "nat", "-A", "PREROUTING", "-p", "tcp", "-j", "DNAT", "--to-destination", "10.0.0.2:1000-2000/3000"},
+		{"-t", "nat", "-A", "POSTROUTING", "-p", "tcp", "-j", "SNAT", "--to-source", "10.0.0.2:1000-2000/3000"},
 		{"-t", "nat", "-A", "OUTPUT", "-p", "icmp", "-j", "DNAT", "--to-destination", "10.0.0.2"},
 		{"-t", "nat", "-A", "INPUT", "-j", "SNAT", "--to-source", "10.0.0.1"},
 	} {
