@@ -188,6 +188,12 @@ __attribute__((noinline)) int xfw_nat_query_pre_xdp(struct xdp_md *ctx, struct x
 		bpf_map_delete_elem(&xfw_nat, &k);
 		return 0;
 	}
+	/* An echo reply with another code than its request's is not the
+	 * connection's reply (the kernel's tuples carry the code, and a
+	 * reply keeps the request's: icmp_invert_tuple); the mapping's key
+	 * has the identifier only. */
+	if (kind == XFW_NATQ_ECHO && (v->ct.pad >> 8) != (p->icmp & 0xff))
+		return 0;
 	return xfw_natq_addr_xdp(ctx, p, 1, v->to_addr) == 0;
 }
 
