@@ -84,8 +84,9 @@ func TestGenerateCorpus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(c.Probes) != 500 {
-				t.Fatalf("%d probes, want 500", len(c.Probes))
+			// 500, and the bursts aimed at the rate rules (rulegen_rate.go).
+			if want := 500 + len(rateBursts(3, plan, tc.rules)); len(c.Probes) != want {
+				t.Fatalf("%d probes, want %d", len(c.Probes), want)
 			}
 			paths := map[Path]int{}
 			for i, p := range c.Probes {
@@ -172,8 +173,9 @@ func TestGenerateStatefulCorpus(t *testing.T) {
 					}
 				}
 			}
-			if independent != opts.Probes {
-				t.Errorf("%d independent probes, want %d", independent, opts.Probes)
+			// The probes, and the bursts aimed at the rate rules.
+			if want := opts.Probes + len(rateBursts(5, plan, rules)); independent != want {
+				t.Errorf("%d independent probes, want %d", independent, want)
 			}
 			if len(steps) < 3 || steps[1] != opts.Conversations {
 				t.Errorf("steps %v: want every conversation to start at step 1", steps)

@@ -60,6 +60,7 @@ func GenerateCorpus(seed int64, plan Plan, ruleset string, n int) (*Corpus, erro
 		}
 		c.Probes = append(c.Probes, p)
 	}
+	c.Probes = append(c.Probes, rateBursts(seed, plan, ruleset)...)
 	return c, nil
 }
 

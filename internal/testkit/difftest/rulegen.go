@@ -99,6 +99,9 @@ type rgen struct {
 	// cm draws the connmark matches and CONNMARK targets
 	// (rulegen_connmark.go) of stateful rulesets from a stream of its own.
 	cm *rgen
+	// rate draws the rate-limiting rules (rulegen_rate.go) from a stream
+	// of its own.
+	rate *rgen
 }
 
 // drawTransportHeaders and drawIP6ExtHeaders say whether the random
@@ -133,6 +136,7 @@ func GenerateRuleset(seed int64, plan Plan, opts GenOptions) string {
 	g.ext6 = &rgen{rng: rand.New(rand.NewSource(seed ^ ext6SeedMix)), plan: plan, fam: plan.Family}
 	g.hdr4 = &rgen{rng: rand.New(rand.NewSource(seed ^ hdr4SeedMix)), plan: plan, fam: plan.Family}
 	g.cm = &rgen{rng: rand.New(rand.NewSource(seed ^ connmarkSeedMix)), plan: plan, fam: plan.Family}
+	g.rate = &rgen{rng: rand.New(rand.NewSource(seed ^ rateSeedMix)), plan: plan, fam: plan.Family}
 	g.chains = append([]string(nil), ir.BuiltinChains...)
 	nuser := 0
 	if opts.MaxUserChains > 0 {
@@ -142,9 +146,9 @@ func GenerateRuleset(seed int64, plan Plan, opts GenOptions) string {
 
 	// Phase 1: rules and their targets, jumps only to later chains (no
 	// loops, which the kernel refuses).
-	var rules []*grule
+	rules := g.rate.rateRules()
 	if g.ct {
-		rules = g.statefulShapes()
+		rules = append(rules, g.statefulShapes()...)
 	}
 	budget := 1 + g.rng.Intn(opts.MaxRules)
 	for budget > 0 {

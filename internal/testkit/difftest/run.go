@@ -182,6 +182,17 @@ func (s *Session) loadBoth(ruleset string, res *Result) (bool, error) {
 			return false, err
 		}
 	}
+	if strings.Contains(ruleset, "-m hashlimit") {
+		// hashlimit's tables outlive a restore that names them again
+		// (entries and all, on both sides): an empty filter table drops
+		// them, so that every run, a retry or a reduction too, starts
+		// with full buckets on both sides (rulegen_rate.go).
+		var resetErr [2]error
+		parallel(func(i int) { resetErr[i] = s.restoreText(s.sides[i], "*filter\nCOMMIT\n") })
+		if err := errors.Join(resetErr[:]...); err != nil {
+			return false, fmt.Errorf("drop the hashlimit tables: %w", err)
+		}
+	}
 	var loadErr [2]error
 	parallel(func(i int) { loadErr[i] = s.restore(s.sides[i], ruleset) })
 	switch {
