@@ -25,7 +25,7 @@
  *
  * The entry also keeps what the local table (local.h's xfw_local4, which
  * the control plane fills) says of its addresses; the control plane
- * flushes the kernel's route cache after each refill
+ * flushes the kernel's route cache after a refill that changed it
  * (internal/dataplane), which bumps the generation.
  *
  * Not cached: IPv6 (its routes have no single generation number), a

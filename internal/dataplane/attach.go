@@ -124,7 +124,7 @@ func fillIfInfo(m *ebpf.Map, ifaces []Interface) error {
 			keep[uint64(ifc.Index)] = true
 		}
 	}
-	if err := pruneMap(m, keep); err != nil {
+	if _, err := pruneMap(m, keep); err != nil {
 		return fmt.Errorf("forget removed interfaces: %w", err)
 	}
 	return nil
@@ -134,7 +134,7 @@ func fillIfInfo(m *ebpf.Map, ifaces []Interface) error {
 // facts outlive rule changes (the programs, and their maps, are loaded once
 // per namespace), so the facts of removed interfaces and addresses must be
 // deleted, not just the current ones written.
-func pruneMap[K comparable](m *ebpf.Map, keep map[K]bool) error {
+func pruneMap[K comparable](m *ebpf.Map, keep map[K]bool) (int, error) {
 	var stale []K
 	var cur, next K
 	err := m.NextKey(nil, &next)
@@ -146,14 +146,14 @@ func pruneMap[K comparable](m *ebpf.Map, keep map[K]bool) error {
 		err = m.NextKey(cur, &next)
 	}
 	if !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("list %s: %w", m.String(), err)
+		return 0, fmt.Errorf("list %s: %w", m.String(), err)
 	}
 	for _, k := range stale {
 		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("delete from %s: %w", m.String(), err)
+			return 0, fmt.Errorf("delete from %s: %w", m.String(), err)
 		}
 	}
-	return nil
+	return len(stale), nil
 }
 
 // ErrForeignProgram reports an interface that runs another XDP program
@@ -482,6 +482,7 @@ func localRoutes(fam int) ([]localRoute, error) {
 // for -m addrtype.
 func fillLocal(m4, m6 *ebpf.Map) error {
 	keep4, keep6 := map[lpmKey4]bool{}, map[lpmKey6]bool{}
+	changed4 := false // an IPv4 entry added, changed or removed
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		routes, err := localRoutes(fam)
 		if err != nil {
@@ -493,6 +494,10 @@ func fillLocal(m4, m6 *ebpf.Map) error {
 			if ip4 := dst.IP.To4(); ip4 != nil && fam == netlink.FAMILY_V4 {
 				k := lpmKey4{Prefixlen: uint32(ones)}
 				copy(k.Addr[:], ip4)
+				var old localVal
+				if m4.Lookup(k, &old) != nil || old != lr.val {
+					changed4 = true
+				}
 				if err := m4.Put(k, lr.val); err != nil {
 					return fmt.Errorf("record local route %s: %w", dst, err)
 				}
@@ -507,13 +512,18 @@ func fillLocal(m4, m6 *ebpf.Map) error {
 			}
 		}
 	}
-	if err := pruneMap(m4, keep4); err != nil {
+	removed4, err := pruneMap(m4, keep4)
+	if err != nil {
 		return fmt.Errorf("forget removed local routes: %w", err)
 	}
-	if err := pruneMap(m6, keep6); err != nil {
+	if _, err := pruneMap(m6, keep6); err != nil {
 		return fmt.Errorf("forget removed local routes: %w", err)
 	}
-	// Cached route answers hold what the map said (bpf/route_cache.h).
+	if !changed4 && removed4 == 0 {
+		return nil
+	}
+	// Cached route answers hold what the IPv4 map said
+	// (bpf/route_cache.h, which caches IPv4 only).
 	return flushRouteCache()
 }
 

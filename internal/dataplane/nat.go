@@ -41,7 +41,7 @@ func fillNatAddrs(m *ebpf.Map) error {
 		}
 		keep[idx] = true
 	}
-	if err := pruneMap(m, keep); err != nil {
+	if _, err := pruneMap(m, keep); err != nil {
 		return fmt.Errorf("forget removed interface addresses: %w", err)
 	}
 	return nil

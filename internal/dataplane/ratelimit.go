@@ -180,7 +180,7 @@ func fillRoutes6(m *ebpf.Map) error {
 		}
 		keep[k] = true
 	}
-	if err := pruneMap(m, keep); err != nil {
+	if _, err := pruneMap(m, keep); err != nil {
 		return fmt.Errorf("forget removed IPv6 routes: %w", err)
 	}
 	return nil
