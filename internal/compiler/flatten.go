@@ -165,12 +165,6 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, inf.err)
 		}
 		terms := inf.terms
-		if _, nat := natTargetNames[r.Target.Kind]; nat {
-			// Refused even where no term can match yet (checkNatRule).
-			if err := fl.checkNatRule(r); err != nil {
-				return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
-			}
-		}
 		past, err := fl.probes(r, outer, hook)
 		if err != nil {
 			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)

@@ -83,22 +83,25 @@ func natRangeOf(r *ir.Rule) *ir.NatRange {
 	return r.Target.Nat
 }
 
+// natContext says which nat chain a NAT rule is evaluated in.
+type natContext struct {
+	prerouting, postrouting, output bool
+}
+
 // checkNatRule refuses a NAT target (DNAT or REDIRECT in PREROUTING or
-// OUTPUT, SNAT or MASQUERADE in POSTROUTING) the data plane cannot
-// translate. The flattener asks it once per rule before the rule's terms,
-// so that a rule none of whose terms can match yet (`-o eth0` before eth0
-// exists) is refused as well: the compile that interface's appearance
-// triggers would refuse it, after the command had succeeded.
-func (fl *flattener) checkNatRule(r *ir.Rule) error {
+// OUTPUT, SNAT or MASQUERADE in POSTROUTING) of family fam in context at
+// that the data plane cannot translate (also asked for every rule a nat
+// chain reaches before flattening: checkNatReach).
+func checkNatRule(fam ir.Family, at natContext, r *ir.Rule) error {
 	name := natTargetNames[r.Target.Kind]
 	source := r.Target.Kind == ir.TargetSNAT || r.Target.Kind == ir.TargetMasquerade
 	switch {
-	case !source && !fl.natPrerouting && !fl.natOutput:
+	case !source && !at.prerouting && !at.output:
 		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat PREROUTING yet", name)
-	case source && !fl.natPostrouting:
+	case source && !at.postrouting:
 		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat POSTROUTING yet", name)
 	}
-	if fl.rs.Family != ir.IPv4 {
+	if fam != ir.IPv4 {
 		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet", name)
 	}
 	if !source && (!r.Proto.Set || r.Proto.Invert || (r.Proto.Num != protoTCP && r.Proto.Num != protoUDP)) {
@@ -122,7 +125,8 @@ func (fl *flattener) checkNatRule(r *ir.Rule) error {
 // natEntry sets e's action for rule r's NAT target (checkNatRule refuses
 // what the data plane cannot translate).
 func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
-	if err := fl.checkNatRule(r); err != nil {
+	at := natContext{prerouting: fl.natPrerouting, postrouting: fl.natPostrouting, output: fl.natOutput}
+	if err := checkNatRule(fl.rs.Family, at, r); err != nil {
 		return err
 	}
 	source := r.Target.Kind == ir.TargetSNAT || r.Target.Kind == ir.TargetMasquerade

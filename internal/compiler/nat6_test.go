@@ -36,6 +36,10 @@ func TestNatIPv6Refused(t *testing.T) {
 			t.Errorf("%q: got %v, want %q", tc.rule, err, want)
 		}
 	}
+	unreached := parseRuleset(t, ir.IPv6, "-t nat -N X", "-t nat -A X -j MASQUERADE")
+	if _, err := Compile(unreached, Options{}); err != nil {
+		t.Errorf("an IPv6 MASQUERADE in a chain nothing jumps to: %v", err)
+	}
 	rs := parseRuleset(t, ir.IPv6,
 		"-t nat -N DOCKER",
 		"-t nat -A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER",
@@ -48,9 +52,11 @@ func TestNatIPv6Refused(t *testing.T) {
 
 // TestNatRefusedWithoutTerms checks that a NAT rule the data plane cannot
 // translate is refused even when none of its terms can match yet (an
-// interface the compiler was not told about): the compile the
-// interface's appearance triggers would refuse it after the command had
-// succeeded.
+// interface the compiler was not told about), in its chain or in a chain
+// only such a rule jumps to: the compile the interface's appearance
+// triggers would refuse it after the command had succeeded
+// (checkNatReach). A chain no nat chain reaches is not checked (the
+// command that jumps to it is).
 func TestNatRefusedWithoutTerms(t *testing.T) {
 	for _, tc := range []struct {
 		fam        ir.Family
@@ -59,8 +65,12 @@ func TestNatRefusedWithoutTerms(t *testing.T) {
 		{ir.IPv6, "-t nat -A POSTROUTING -o eth0 -j MASQUERADE", "for IPv6"},
 		{ir.IPv4, "-t nat -A POSTROUTING -o eth0 -p tcp -j SNAT --to-source 10.0.0.2:80-90/100", "port maps"},
 		{ir.IPv4, "-t nat -A PREROUTING -i eth0 -p icmp -j DNAT --to-destination 10.0.0.2", "-p tcp or -p udp"},
+		// Only a rule that cannot match yet jumps to the chain.
+		{ir.IPv6, "-t nat -N X;-t nat -A X -j MASQUERADE;-t nat -A POSTROUTING -o eth0 -j X", "for IPv6"},
+		{ir.IPv4, "-t nat -N X;-t nat -A X -j SNAT --to-source 10.0.0.1;-t nat -A INPUT -i eth0 -g X",
+			"outside nat POSTROUTING"},
 	} {
-		rs := parseRuleset(t, tc.fam, tc.rule)
+		rs := parseRuleset(t, tc.fam, strings.Split(tc.rule, ";")...)
 		_, err := Compile(rs, Options{Interfaces: []Interface{{Index: 1, Name: "lo"}}})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: got %v, want a refusal saying %q", tc.rule, err, tc.want)

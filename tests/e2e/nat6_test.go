@@ -27,7 +27,8 @@ var nat6Refused = []struct {
 
 // TestNatIPv6RefusedAgainstKernel checks that every ip6tables NAT target
 // is refused by xfw (exit 1, the target and IPv6 named) in commands and
-// in ip6tables-restore, leaving the running ruleset as it was, while
+// in ip6tables-restore (also in a chain only a rule that cannot match
+// yet jumps to), leaving the running ruleset as it was, while
 // ip6tables-legacy accepts the same rules: xfw never accepts a
 // translation it would not apply.
 func TestNatIPv6RefusedAgainstKernel(t *testing.T) {
@@ -63,6 +64,16 @@ func TestNatIPv6RefusedAgainstKernel(t *testing.T) {
 	}
 	// The policies' counters count the namespace's own traffic meanwhile
 	// (neighbour discovery): the rules are compared.
+	// A chain only a rule that cannot match yet jumps to.
+	jump := "*nat\n:X - [0:0]\n-A X -j MASQUERADE\n-A POSTROUTING -o xt-absent0 -j X\nCOMMIT\n"
+	want := "chain X rule 1: target MASQUERADE is not supported by xfw's data plane for IPv6 yet"
+	if res, _ := fw.try(tp, 6, "-restore", jump, "--noflush"); res == nil || res.ExitCode != 1 ||
+		!strings.Contains(res.Stderr, want) {
+		t.Errorf("ip6tables-restore of a jump to a MASQUERADE chain: %+v, want exit 1 saying %q", res, want)
+	}
+	if res, _ := kernel.try(tp, 6, "-restore", jump, "--test"); res == nil || res.ExitCode != 0 {
+		t.Errorf("ip6tables-legacy refused a jump to a MASQUERADE chain: %+v", res)
+	}
 	if after := fw.save(t, tp, 6); saveRules(after) != saveRules(before) {
 		t.Errorf("ruleset changed by refused commands\nbefore:\n%s\nafter:\n%s", before, after)
 	}
