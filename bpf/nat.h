@@ -410,6 +410,39 @@ static __always_inline int xfw_nat_owns(struct xfw_ct_val *v, __u32 kind, __u32 
 	return v->snat_addr == addr && v->snat_port == port;
 }
 
+/* Both kinds of translation, for xfw_nat_held. */
+#define XFW_NAT_F_ANY (XFW_NAT_F_DST | XFW_NAT_F_SRC)
+
+/* xfw_nat_held reports whether the translation under wire tuple k
+ * (xfw_nat) is of a kind in kinds and its connection is alive and still
+ * holds it (xfw_nat_owns: its kind, k's destination); it copies the
+ * translation to out (when given). With prune a mapping outliving its
+ * connection, or of another kind, is deleted (the packet opens a new
+ * one). Every lookup of xfw_nat goes through it. A global function. */
+__attribute__((noinline)) int xfw_nat_held(struct xfw_nat_key *k, __u32 kinds, __u32 prune,
+					   struct xfw_nat_val *out)
+{
+	struct xfw_nat_val *v;
+	struct xfw_ct_entry *e;
+
+	if (!k)
+		return 0;
+	v = bpf_map_lookup_elem(&xfw_nat, k);
+	if (!v)
+		return 0;
+	if (v->kind & kinds) {
+		e = xfw_nat_conn(&v->ct);
+		if (e && xfw_nat_owns(&e->v, v->kind, k->daddr, k->dport)) {
+			if (out)
+				*out = *v;
+			return 1;
+		}
+	}
+	if (prune)
+		bpf_map_delete_elem(&xfw_nat, k);
+	return 0;
+}
+
 /* xfw_nat_tuple_key fills k with p's wire tuple. */
 static __always_inline void xfw_nat_tuple_key(struct xfw_nat_key *k, struct xfw_pkt *p)
 {
@@ -420,24 +453,13 @@ static __always_inline void xfw_nat_tuple_key(struct xfw_nat_key *k, struct xfw_
 	k->proto = p->proto;
 }
 
-/* xfw_nat_live returns the translation of p's wire tuple (left in k)
- * whose connection still holds it, or 0; a mapping outliving its
- * connection is deleted (the packet opens a new one). */
-static __always_inline struct xfw_nat_val *xfw_nat_live(struct xfw_nat_key *k, struct xfw_pkt *p)
+/* xfw_nat_live reports whether p's wire tuple (left in k) has a
+ * translation whose connection still holds it, copied to v; a mapping
+ * outliving its connection is deleted (the packet opens a new one). */
+static __always_inline int xfw_nat_live(struct xfw_nat_key *k, struct xfw_pkt *p, struct xfw_nat_val *v)
 {
-	struct xfw_nat_val *v;
-	struct xfw_ct_entry *e;
-
 	xfw_nat_tuple_key(k, p);
-	v = bpf_map_lookup_elem(&xfw_nat, k);
-	if (!v)
-		return 0;
-	e = xfw_nat_conn(&v->ct);
-	if (!e || !xfw_nat_owns(&e->v, v->kind, k->daddr, k->dport)) {
-		bpf_map_delete_elem(&xfw_nat, k);
-		return 0;
-	}
-	return v;
+	return xfw_nat_held(k, XFW_NAT_F_ANY, 1, v);
 }
 
 /* xfw_nat_pre_xdp translates, before the route lookup, the destination of
@@ -447,16 +469,15 @@ static __always_inline struct xfw_nat_val *xfw_nat_live(struct xfw_nat_key *k, s
 __attribute__((noinline)) int xfw_nat_pre_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
 {
 	struct xfw_nat_key k = {};
-	struct xfw_nat_val *v;
+	struct xfw_nat_val v;
 
 	if (!ctx || !p || !xfw_nat_enabled() || !xfw_nat_translatable(p))
 		return 0;
-	v = xfw_nat_live(&k, p);
-	if (!v)
+	if (!xfw_nat_live(&k, p, &v))
 		return 0;
-	if (v->clash_sport && xfw_nat_rewrite_xdp(ctx, p, 0, p->src_lo, v->clash_sport))
+	if (v.clash_sport && xfw_nat_rewrite_xdp(ctx, p, 0, p->src_lo, v.clash_sport))
 		return 0;
-	return xfw_nat_rewrite_xdp(ctx, p, 1, v->to_addr, v->to_port) == 0;
+	return xfw_nat_rewrite_xdp(ctx, p, 1, v.to_addr, v.to_port) == 0;
 }
 
 /* xfw_nat_dnat_prep readies the DNAT of a connection's first packet p (cs:

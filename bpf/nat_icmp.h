@@ -242,8 +242,7 @@ __attribute__((noinline)) int xfw_nat_icmp_pre_xdp(struct xdp_md *ctx, struct xf
 	__u32 zero = 0, n, csum, proto;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	struct xfw_nat_key k = {};
-	struct xfw_nat_val *v;
-	struct xfw_ct_entry *e;
+	struct xfw_nat_val v;
 
 	if (!ctx || !p || !np || !xfw_nat_enabled())
 		return 0;
@@ -258,16 +257,12 @@ __attribute__((noinline)) int xfw_nat_icmp_pre_xdp(struct xdp_md *ctx, struct xf
 	k.sport = xfw_nat_rd16(np->icmp_old, XFW_NQ_L4 + 2);
 	k.dport = xfw_nat_rd16(np->icmp_old, XFW_NQ_L4);
 	k.proto = proto;
-	v = bpf_map_lookup_elem(&xfw_nat, &k);
-	if (!v || v->kind != XFW_NAT_F_SRC)
-		return 0;
-	e = xfw_nat_conn(&v->ct);
-	if (!e || !xfw_nat_owns(&e->v, XFW_NAT_F_SRC, k.daddr, k.dport))
+	if (!xfw_nat_held(&k, XFW_NAT_F_SRC, 0, &v))
 		return 0;
 	__builtin_memcpy(np->icmp_new, np->icmp_old, XFW_NAT_QUOTE);
-	xfw_nat_quote_fix(np, csum, 0, v->to_addr, v->to_port);
+	xfw_nat_quote_fix(np, csum, 0, v.to_addr, v.to_port);
 	/* The error goes to the original source. */
-	if (xfw_nat_quote_store_xdp(ctx, p, np, n) || xfw_nat_addr_xdp(ctx, p, 1, v->to_addr))
+	if (xfw_nat_quote_store_xdp(ctx, p, np, n) || xfw_nat_addr_xdp(ctx, p, 1, v.to_addr))
 		return 0;
 	return 1;
 }

@@ -39,8 +39,6 @@
 __attribute__((noinline)) int xfw_nat_null_clash(struct xfw_pkt *p, struct xfw_ct_scratch *cs)
 {
 	struct xfw_nat_key k = {};
-	struct xfw_nat_val *v;
-	struct xfw_ct_entry *e;
 
 	if (!p || !cs || cs->pending != XFW_CTP_CREATE || (cs->nv.nat_flags & XFW_NAT_F_SRC))
 		return 0;
@@ -51,11 +49,7 @@ __attribute__((noinline)) int xfw_nat_null_clash(struct xfw_pkt *p, struct xfw_c
 	k.saddr = p->dst_lo;
 	k.daddr = p->src_lo;
 	k.proto = p->proto;
-	v = bpf_map_lookup_elem(&xfw_nat, &k);
-	if (!v || v->kind != XFW_NAT_F_SRC)
-		return 0;
-	e = xfw_nat_conn(&v->ct);
-	return e && xfw_nat_owns(&e->v, XFW_NAT_F_SRC, k.daddr, 0);
+	return xfw_nat_held(&k, XFW_NAT_F_SRC, 0, 0);
 }
 
 #endif /* XFW_NAT_NULL_H */

@@ -132,19 +132,18 @@ __attribute__((noinline)) __u32 xfw_nat_out_pre_tc(struct __sk_buff *skb, struct
 {
 	struct xfw_nat_out *o = xfw_nat_out_get();
 	struct xfw_nat_key k = {};
-	struct xfw_nat_val *v;
+	struct xfw_nat_val v;
 
 	if (!skb || !p || !o)
 		return 0;
 	o->oif = 0;
 	if (!xfw_nat_enabled() || !xfw_nat_translatable(p))
 		return 0;
-	v = xfw_nat_live(&k, p);
-	if (!v || v->kind != XFW_NAT_F_DST)
+	if (!xfw_nat_live(&k, p, &v) || v.kind != XFW_NAT_F_DST)
 		return 0;
 	o->orig_addr = k.daddr;
 	o->orig_port = k.dport;
-	if (xfw_nat_rewrite_tc(skb, p, 1, v->to_addr, v->to_port))
+	if (xfw_nat_rewrite_tc(skb, p, 1, v.to_addr, v.to_port))
 		return XFW_NAT_OUT_DROP;
 	if (!xfw_nat_out_route(skb, p, o))
 		return XFW_NAT_OUT_DROP;

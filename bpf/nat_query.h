@@ -166,8 +166,7 @@ __attribute__((noinline)) int xfw_natq_addr_tc(struct __sk_buff *skb, struct xfw
 __attribute__((noinline)) int xfw_nat_query_pre_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
 {
 	struct xfw_nat_key k;
-	struct xfw_nat_val *v;
-	struct xfw_ct_entry *e;
+	struct xfw_nat_val v;
 	__u32 id = 0, kind;
 
 	if (!ctx || !p || !xfw_nat_enabled())
@@ -179,22 +178,17 @@ __attribute__((noinline)) int xfw_nat_query_pre_xdp(struct xdp_md *ctx, struct x
 	    ((p->icmp >> 8) != XFW_ICMP_ECHOREPLY || xfw_natq_id(ctx, 1, p, &id)))
 		return 0;
 	xfw_natq_key(&k, p, id);
-	v = bpf_map_lookup_elem(&xfw_nat, &k);
-	if (!v)
+	/* A mapping whose connection is gone is deleted: the packet opens a
+	 * new one. */
+	if (!xfw_nat_held(&k, XFW_NAT_F_SRC, 1, &v))
 		return 0;
-	e = xfw_nat_conn(&v->ct);
-	if (!e || v->kind != XFW_NAT_F_SRC || !xfw_nat_owns(&e->v, v->kind, k.daddr, k.dport)) {
-		/* Its connection is gone: the packet opens a new one. */
-		bpf_map_delete_elem(&xfw_nat, &k);
-		return 0;
-	}
 	/* An echo reply with another code than its request's is not the
 	 * connection's reply (the kernel's tuples carry the code, and a
 	 * reply keeps the request's: icmp_invert_tuple); the mapping's key
 	 * has the identifier only. */
-	if (kind == XFW_NATQ_ECHO && (v->ct.pad >> 8) != (p->icmp & 0xff))
+	if (kind == XFW_NATQ_ECHO && (v.ct.pad >> 8) != (p->icmp & 0xff))
 		return 0;
-	return xfw_natq_addr_xdp(ctx, p, 1, v->to_addr) == 0;
+	return xfw_natq_addr_xdp(ctx, p, 1, v.to_addr) == 0;
 }
 
 /* xfw_nat_query_fwd_tc gives a forwarded packet without ports of an SNAT
@@ -239,14 +233,9 @@ __attribute__((noinline)) int xfw_nat_query_post_tc(struct __sk_buff *skb, struc
 static __always_inline int xfw_natq_taken(struct xfw_nat_pend *np, __u32 kind, __u32 code)
 {
 	struct xfw_nat_key *k = &np->key[XFW_NAT_PS];
-	struct xfw_nat_val *v = bpf_map_lookup_elem(&xfw_nat, k);
-	struct xfw_ct_entry *e;
 
-	if (v) {
-		e = xfw_nat_conn(&v->ct);
-		if (e && xfw_nat_owns(&e->v, v->kind, k->daddr, k->dport))
-			return 1;
-	}
+	if (xfw_nat_held(k, XFW_NAT_F_ANY, 0, 0))
+		return 1;
 	if (kind == XFW_NATQ_ECHO)
 		xfw_ct_mkkey_icmp(&np->fwd, 0, IPPROTO_ICMP, 0, k->daddr, 0, k->saddr, k->dport, XFW_ICMP_ECHO,
 				  code);

@@ -154,16 +154,10 @@ static __always_inline int xfw_natr_load(struct xfw_nat_range *r, __u32 packed)
 static __always_inline int xfw_snat_taken(struct xfw_nat_pend *np, __u32 port)
 {
 	struct xfw_nat_key *k = &np->key[XFW_NAT_PS];
-	struct xfw_nat_val *v;
-	struct xfw_ct_entry *e;
 
 	k->dport = port;
-	v = bpf_map_lookup_elem(&xfw_nat, k);
-	if (v) {
-		e = xfw_nat_conn(&v->ct);
-		if (e && xfw_nat_owns(&e->v, v->kind, k->daddr, port))
-			return 1;
-	}
+	if (xfw_nat_held(k, XFW_NAT_F_ANY, 0, 0))
+		return 1;
 	xfw_ct_mkkey(&np->fwd, 0, k->proto, 0, k->daddr, port, 0, k->saddr, k->sport);
 	return xfw_nat_conn(&np->fwd) != 0;
 }

@@ -144,6 +144,9 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	if err := checkOtherTables(rs); err != nil {
 		return nil, err
 	}
+	if err := checkNatReach(rs); err != nil {
+		return nil, err
+	}
 	rs = natReplRewrite(rs) // --ctreplsrc, --ctrepldst with NAT (ctrepl.go)
 	g := &Generation{Family: rs.Family, Hash: map[HashKey]uint32{}}
 	fl := &flattener{

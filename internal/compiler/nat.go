@@ -75,41 +75,68 @@ func natTargetAddr(name string, n *ir.NatRange) (uint32, error) {
 var natTargetNames = map[ir.TargetKind]string{ir.TargetDNAT: "DNAT", ir.TargetRedirect: "REDIRECT",
 	ir.TargetSNAT: "SNAT", ir.TargetMasquerade: "MASQUERADE"}
 
-// natEntry sets e's action for rule r's NAT target (DNAT or REDIRECT in
-// PREROUTING, SNAT or MASQUERADE in POSTROUTING), refusing what the data
-// plane cannot translate.
-func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
+// natRangeOf returns rule r's NAT range (an empty one without).
+func natRangeOf(r *ir.Rule) *ir.NatRange {
+	if r.Target.Nat == nil {
+		return &ir.NatRange{}
+	}
+	return r.Target.Nat
+}
+
+// natContext says which nat chain a NAT rule is evaluated in.
+type natContext struct {
+	prerouting, postrouting, output bool
+}
+
+// checkNatRule refuses a NAT target (DNAT or REDIRECT in PREROUTING or
+// OUTPUT, SNAT or MASQUERADE in POSTROUTING) of family fam in context at
+// that the data plane cannot translate (also asked for every rule a nat
+// chain reaches before flattening: checkNatReach).
+func checkNatRule(fam ir.Family, at natContext, r *ir.Rule) error {
 	name := natTargetNames[r.Target.Kind]
 	source := r.Target.Kind == ir.TargetSNAT || r.Target.Kind == ir.TargetMasquerade
 	switch {
-	case !source && !fl.natPrerouting && !fl.natOutput:
+	case !source && !at.prerouting && !at.output:
 		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat PREROUTING yet", name)
-	case source && !fl.natPostrouting:
+	case source && !at.postrouting:
 		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat POSTROUTING yet", name)
 	}
-	if fl.rs.Family != ir.IPv4 {
+	if fam != ir.IPv4 {
 		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet", name)
 	}
 	if !source && (!r.Proto.Set || r.Proto.Invert || (r.Proto.Num != protoTCP && r.Proto.Num != protoUDP)) {
 		return fmt.Errorf("target %s is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp", name)
 	}
-	n := r.Target.Nat
-	if n == nil {
-		n = &ir.NatRange{}
-	}
+	n := natRangeOf(r)
 	if n.Flags&ir.NatProtoOffset != 0 && r.Target.Kind != ir.TargetDNAT {
 		return fmt.Errorf("target %s: port maps (/BASE) are not supported by xfw's data plane yet", name)
 	}
+	if r.Target.Kind == ir.TargetDNAT || r.Target.Kind == ir.TargetSNAT {
+		if _, err := natTargetAddr(name, n); err != nil {
+			return err
+		}
+	}
+	if !natRanged(n) && n.Flags&ir.NatProtoSpecified != 0 && n.MinPort == 0 {
+		return fmt.Errorf("target %s is not supported by xfw's data plane yet with port 0", name)
+	}
+	return nil
+}
+
+// natEntry sets e's action for rule r's NAT target (checkNatRule refuses
+// what the data plane cannot translate).
+func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
+	at := natContext{prerouting: fl.natPrerouting, postrouting: fl.natPostrouting, output: fl.natOutput}
+	if err := checkNatRule(fl.rs.Family, at, r); err != nil {
+		return err
+	}
+	source := r.Target.Kind == ir.TargetSNAT || r.Target.Kind == ir.TargetMasquerade
+	n := natRangeOf(r)
 	addr := uint32(RedirectAddr)
 	if fl.natOutput && r.Target.Kind == ir.TargetRedirect {
 		addr = redirectOutputAddr
 	}
 	if r.Target.Kind == ir.TargetDNAT || r.Target.Kind == ir.TargetSNAT {
-		a, err := natTargetAddr(name, n)
-		if err != nil {
-			return err
-		}
-		addr = a
+		addr, _ = natTargetAddr(natTargetNames[r.Target.Kind], n) // checked above
 	}
 	e.Action, e.Next = ActDNAT, addr
 	if source {
@@ -119,9 +146,6 @@ func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
 		return fl.natRangeEntry(e, n)
 	}
 	if n.Flags&ir.NatProtoSpecified != 0 {
-		if n.MinPort == 0 {
-			return fmt.Errorf("target %s is not supported by xfw's data plane yet with port 0", name)
-		}
 		e.Aux = n.MinPort
 	}
 	return nil
