@@ -256,30 +256,54 @@ func (a *agent) check(why string) {
 		return
 	}
 	a.guardTo(st)
-	bare := st.Unprotected()
-	if len(bare) == 0 {
+	if len(st.Unprotected()) == 0 {
 		a.remember(st)
 		return
 	}
 	start := time.Now()
 	err = resync()
-	took := time.Since(start)
-	for _, i := range bare {
+	a.reportAttached(st, orEvent(why), time.Since(start), err)
+}
+
+// reportAttached logs the interfaces a sync (which took took) attached
+// xfw's programs to: those protected after it and not in before, the
+// status taken before it. An interface added while the sync ran is among
+// them (the sync attaches to every interface it finds). It then admits
+// them to the guard. When the sync failed, it logs before's unprotected
+// interfaces as left open to the guard.
+func (a *agent) reportAttached(before *dataplane.NamespaceStatus, why string, took time.Duration, err error) {
+	if err != nil {
+		for _, i := range before.Unprotected() {
+			a.logf("%s lacks xfw's programs (%s) and could not be protected: %v", i.Name, i.Missing(), err)
+		}
+		return
+	}
+	after, serr := dataplane.Status()
+	if serr != nil {
+		a.logOnce("status: %v", serr)
+		return
+	}
+	was := map[int]dataplane.InterfaceStatus{}
+	for _, i := range before.Interfaces {
+		was[i.Index] = i
+	}
+	for _, i := range after.Interfaces {
+		old, known := was[i.Index]
+		if !i.Protected() || (known && old.Protected()) {
+			continue
+		}
+		if !known {
+			old = dataplane.InterfaceStatus{XDPMode: "-"} // added during the sync: it had nothing
+		}
 		verb, kind := "attached to new interface", metrics.Attach
 		if a.seen[i.Index] {
 			verb, kind = "re-attached to", metrics.Reattach
 		}
-		if err != nil {
-			a.logf("%s lacks xfw's programs (%s) and could not be protected: %v", i.Name, i.Missing(), err)
-			continue
-		}
 		a.events.Add(i.Name, kind)
-		a.logf("%s %s (%s missing; %s, in %.1f ms)", verb, i.Name, i.Missing(), orEvent(why), float64(took.Microseconds())/1000)
+		a.logf("%s %s (%s missing; %s, in %.1f ms)", verb, i.Name, old.Missing(), why, float64(took.Microseconds())/1000)
 	}
-	if st, err := dataplane.Status(); err == nil {
-		a.guardTo(st)
-		a.remember(st)
-	}
+	a.guardTo(after)
+	a.remember(after)
 }
 
 // guardTo starts the guard if needed and admits exactly st's protected
@@ -361,16 +385,21 @@ func orEvent(why string) string {
 	return why
 }
 
-// resync is xfw sync from the agent, logged.
+// resync is xfw sync from the agent, logged; the interfaces it attached
+// to on the way (a sync attaches to every interface) are logged as check
+// logs them.
 func (a *agent) resync(why string) {
 	st, err := dataplane.Status()
 	if err != nil || !st.Loaded {
 		return
 	}
 	start := time.Now()
-	if err := resync(); err != nil {
+	err = resync()
+	took := time.Since(start)
+	if err != nil {
 		a.logf("%s: sync failed: %v", why, err)
 		return
 	}
-	a.logf("%s: synced in %.1f ms", why, float64(time.Since(start).Microseconds())/1000)
+	a.reportAttached(st, why, took, nil)
+	a.logf("%s: synced in %.1f ms", why, float64(took.Microseconds())/1000)
 }

@@ -82,6 +82,8 @@ type flattener struct {
 	walkStart, walkEnd [NumChains]uint32
 	acceptTo           *label
 	logView            uint8
+	// unreached are the chains checkUnreached has checked, per hook.
+	unreached map[unreachedKey]bool
 	// preds are the generation's predicates, predIDs their indexes
 	// (predIndex).
 	preds   []Pred
@@ -170,11 +172,13 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 		}
 		id := inf.id
+		emitted := false
 		for _, t := range terms {
 			cond, ok := outer.and(t.cond)
 			if !ok {
 				continue // can never match here
 			}
+			emitted = true
 			if t.hotdrop {
 				fl.emit(Entry{Cond: fl.slab.list(cond), Rule: NoRule, Action: ActDrop})
 				continue
@@ -250,6 +254,18 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 		}
 		if past != nil {
 			past.pos, past.resolved = uint32(len(fl.entries)), true
+		}
+		if !emitted && (r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto) {
+			// A jump that never matches here: its chain is not
+			// flattened, but what xfw refuses in it is refused all
+			// the same (unreached.go).
+			target, err := fl.jumpTarget(chain, i, r, inf)
+			if err != nil {
+				return err
+			}
+			if err := fl.checkUnreached(target, hook); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -173,9 +173,17 @@ func scrape(ns, addr string) (string, error) {
 // timing requirement).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	waitForOr(t, what, cond, func() {})
+}
+
+// waitForOr is waitFor that calls explain, to log what the test saw last,
+// before it fails.
+func waitForOr(t *testing.T, what string, cond func() bool, explain func()) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
+			explain()
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -412,7 +420,21 @@ func TestHotplugNeverUnfiltered(t *testing.T) {
 		addHotplugLink(t, tp, i)
 		time.Sleep(50 * time.Millisecond) // traffic flows while the agent works
 	}
-	waitFor(t, "every new interface to be protected", func() bool { return status(t, bin, tp).ExitCode == 0 })
+	var last *nettest.Result
+	waitForOr(t, "every new interface to be protected", func() bool {
+		last = status(t, bin, tp)
+		return last.ExitCode == 0
+	}, func() { t.Logf("xfw status (exit %d):\n%s%s", last.ExitCode, last.Stdout, last.Stderr) })
+	// Each attachment is logged, also those a sync made for an address
+	// change or for a link event of another interface.
+	waitFor(t, "the agent to log every new interface", func() bool {
+		for i := 1; i <= hotplugRounds; i++ {
+			if !strings.Contains(out.String(), fmt.Sprintf("attached to new interface hp%d ", i)) {
+				return false
+			}
+		}
+		return true
+	})
 	time.Sleep(100 * time.Millisecond)
 	close(stop)
 	n := <-sent
