@@ -58,3 +58,7 @@ func (d *decoder) u16v() uint16 {
 // errNFLogValue is the decoding error of an NFLOG group or threshold
 // beyond 16 bits.
 var errNFLogValue = errors.New("NFLOG value out of range")
+
+// LogFlagNFLog marks the data plane's LOG options of an NFLOG rule (the
+// kernel's XT_LOG_NFLOG bit, which the LOG target never sets).
+const LogFlagNFLog uint8 = 0x10
