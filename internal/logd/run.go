@@ -71,6 +71,13 @@ type runner struct {
 	// open returns the running ring, or nil when xfw is not loaded (a
 	// variable for tests).
 	open func() (*ebpf.Map, error)
+	// sink, when set, takes each event instead of write (xfw nflog).
+	sink func(Event) error
+	// skipOld discards the events the first ring holds when it is opened
+	// (NFLOG events nobody listened for).
+	skipOld bool
+	// opened, when set, is called once the first ring is read.
+	opened func()
 }
 
 // ring is an open ring buffer.
@@ -154,6 +161,14 @@ func (r *runner) run(ctx context.Context) error {
 			}
 			if cur, err = newRing(ctx, m); err != nil {
 				return err
+			}
+			if r.skipOld {
+				r.skipOld = false
+				skipPending(cur)
+			}
+			if r.opened != nil {
+				r.opened()
+				r.opened = nil
 			}
 			lastCheck = time.Now()
 		}
@@ -253,6 +268,9 @@ func (r *runner) handle(raw []byte) error {
 	ev, err := dataplane.DecodeLogEvent(raw)
 	if err != nil {
 		return err
+	}
+	if r.sink != nil {
+		return r.sink(ev)
 	}
 	return r.write(ev)
 }
