@@ -59,12 +59,9 @@ func (s *nflogState) parse(c *parseCtx, o *optDef, arg string, invert bool) *fai
 	}
 	switch o.id {
 	case nflogOptPrefix:
-		p, f := x.parseString(arg)
+		p, f := parseLogPrefix(x, arg)
 		if f != nil {
 			return f
-		}
-		if strings.Contains(arg, "\n") {
-			return paramErr("Newlines not allowed in --log-prefix")
 		}
 		s.o.Prefix = p
 	default:

@@ -18,13 +18,14 @@ import (
 // transcript leaves out one case: ip6tables-legacy -C finds a rule whose
 // NFLOG copy-length flag differs (docs/differences.md).
 func TestNFLogOracle(t *testing.T) {
-	replayTranscripts(t, "testdata/nflog_oracle_v4.txt", "testdata/nflog_oracle_v6.txt", nflogTranscript)
+	replayTranscripts(t, "testdata/nflog_oracle_v4.txt", "testdata/nflog_oracle_v6.txt", noticeTranscript)
 }
 
-// nflogTranscript is tablesTranscript with the warnings the last command
-// printed while parsing (--nflog-range's) at the head of its rc line's
-// standard error, as recorded (errors of parsing carry them already).
-func nflogTranscript(fam ir.Family, line string) (string, error) {
+// noticeTranscript is tablesTranscript with the warnings the last command
+// printed while parsing (--nflog-range's, a weird character in a physdev
+// name) at the head of its rc line's standard error, as recorded (errors
+// of parsing carry them already).
+func noticeTranscript(fam ir.Family, line string) (string, error) {
 	out, err := tablesTranscript(fam, line)
 	if err != nil {
 		return out, err

@@ -65,16 +65,7 @@ func RunNFLog(ctx context.Context, out io.Writer, o NFLogOptions) error {
 // openRunningNFLogRing returns the running NFLOG ring buffer, or nil when
 // xfw is not loaded in the namespace.
 func openRunningNFLogRing() (*ebpf.Map, error) {
-	m, err := dataplane.NFLogRing()
-	if err == nil {
-		return m, nil
-	}
-	cur, cerr := dataplane.Current()
-	if cerr == nil && cur == nil {
-		return nil, nil
-	}
-	cur.Close()
-	return nil, fmt.Errorf("open the NFLOG ring buffer: %w", err)
+	return openRunning(dataplane.NFLogRing, "NFLOG")
 }
 
 // skipPending discards the records g holds now.

@@ -96,10 +96,16 @@ func (g *ring) close() {
 	g.m.Close()
 }
 
-// openRunningRing returns the running ring buffer, or nil when xfw is not
-// loaded in the namespace.
+// openRunningRing returns the running LOG ring buffer, or nil when xfw is
+// not loaded in the namespace.
 func openRunningRing() (*ebpf.Map, error) {
-	m, err := dataplane.LogRing()
+	return openRunning(dataplane.LogRing, "LOG")
+}
+
+// openRunning returns the ring buffer ring opens (what names it in
+// errors), or nil when xfw is not loaded in the namespace.
+func openRunning(ring func() (*ebpf.Map, error), what string) (*ebpf.Map, error) {
+	m, err := ring()
 	if err == nil {
 		return m, nil
 	}
@@ -108,7 +114,7 @@ func openRunningRing() (*ebpf.Map, error) {
 		return nil, nil
 	}
 	cur.Close()
-	return nil, fmt.Errorf("open the LOG ring buffer: %w", err)
+	return nil, fmt.Errorf("open the %s ring buffer: %w", what, err)
 }
 
 // newRing starts reading m; ctx's cancellation flushes the reader.
