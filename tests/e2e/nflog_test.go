@@ -202,6 +202,7 @@ func (l *listener) stop() {
 // reads. Group 5's listeners must see exactly the same packets in the same
 // order: prefix, family, port, the bytes passed on (--nflog-size 30 cuts
 // the 128-byte packet) and its length; group 6's packet reaches neither.
+// Every NFLOG rule counts its packets as the kernel's does.
 func TestNFLogAgainstKernel(t *testing.T) {
 	requireTools(t, "tcpdump", "iptables-legacy", "ip6tables-legacy")
 	bin := xfwPath(t)
@@ -262,6 +263,20 @@ func TestNFLogAgainstKernel(t *testing.T) {
 	}
 	if !slices.Equal(gotPcap, wantPcap) {
 		t.Errorf("xfw's pcap holds %v, want %v", gotPcap, wantPcap)
+	}
+
+	// The NFLOG rules count as the kernel's (xfw saw two rounds).
+	for fam := 4; fam <= 6; fam += 2 {
+		kc := counters(t, tw.fws["kernel"].save(t, ktp, fam))
+		xc := counters(t, tw.fws["xfw"].save(t, xtp, fam))
+		for rule, k := range kc {
+			if !strings.Contains(rule, "NFLOG") {
+				continue
+			}
+			if x := xc[rule]; k.packets == 0 || x.packets != 2*k.packets || x.bytes != 2*k.bytes {
+				t.Errorf("IPv%d %s: xfw counted %+v in two rounds, the kernel %+v in one", fam, rule, x, k)
+			}
+		}
 	}
 }
 
