@@ -276,6 +276,7 @@ func runRestore(name string, args []string, env Env) int {
 	// Restore flushes the base itself unless --noflush; the base carries
 	// the built-in chains' policies and counters either way.
 	opts.Sets = sets.lookup
+	opts.Warnings = env.Stderr
 	tables := &restoreTables{}
 	rs, err := iptables.Restore(fam, io.TeeReader(in, tables), old, opts)
 	if err != nil {

@@ -75,3 +75,19 @@ func TestNFLogOptionsText(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreWarnings checks that iptables-restore writes the warnings of
+// the lines it parses, as iptables-legacy-restore does on standard error
+// (recorded: one --nflog-range warning per line using it).
+func TestRestoreWarnings(t *testing.T) {
+	in := "*filter\n-A INPUT -j NFLOG --nflog-range 5\n-A INPUT -j NFLOG --nflog-size 5\n" +
+		"-A INPUT -j NFLOG --nflog-range 7 --nflog-group 2\nCOMMIT\n"
+	var w strings.Builder
+	if _, err := Restore(ir.IPv4, strings.NewReader(in), nil, RestoreOptions{Warnings: &w}); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Repeat(nflogRangeWarning+"\n", 2)
+	if w.String() != want {
+		t.Errorf("warnings %q, want %q", w.String(), want)
+	}
+}
