@@ -430,8 +430,17 @@ enum xfw_reject {
 
 /* LOG: bytes of a rule's prefix (struct xfw_logcfg) and bytes of the frame
  * a LOG event carries (struct xfw_log_event). */
-#define XFW_LOG_PREFIX_LEN 32
+#define XFW_LOG_PREFIX_LEN 64
 #define XFW_LOG_SNAP 256
+/* struct xfw_logcfg .flags of an NFLOG rule (the kernel's XT_LOG_NFLOG
+ * bit, which LOG never sets): its events go to the NFLOG ring. */
+#define XFW_LOG_NFLOG 0x10
+/* The event rings of xfw_logrings. */
+enum xfw_ring {
+	XFW_RING_LOG = 0,
+	XFW_RING_NFLOG = 1,
+	XFW_NRINGS,
+};
 
 /* Room for the list of active fields (XFW_NFIELDS rounded up to 4). */
 #define XFW_FIELD_LIST 32

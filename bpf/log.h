@@ -3,8 +3,10 @@
  * log.h — the LOG target's events: for each LOG entry a packet met during
  * classification (struct xfw_pending .logs), an event with the rule's
  * options and the first XFW_LOG_SNAP bytes of the frame, sent through the
- * ring buffer xfw_logring to user space (internal/dataplane, logring.go),
- * which formats the kernel's LOG line.
+ * LOG ring buffer of xfw_logrings to user space (internal/dataplane,
+ * logring.go), which formats the kernel's LOG line. NFLOG entries are LOG
+ * entries whose options have XFW_LOG_NFLOG: their events go through the
+ * NFLOG ring (xfw nflog reads them), with the group and copy length.
  *
  * Conventions: one emitter per hook, a global function around
  * xfw_emit_logs (XDP copies from the xdp_md, TC from
@@ -38,7 +40,8 @@ static __always_inline struct xfw_log_event *xfw_log_event(__u32 slot, __u32 e,
 	struct xfw_entry *ent;
 	struct xfw_logcfg *lc;
 	struct xfw_log_event *ev;
-	__u32 aux;
+	__u32 aux, ring;
+	void *rb;
 
 	if (!entries || !logcfg)
 		return NULL;
@@ -49,7 +52,9 @@ static __always_inline struct xfw_log_event *xfw_log_event(__u32 slot, __u32 e,
 	lc = bpf_map_lookup_elem(logcfg, &aux);
 	if (!lc)
 		return NULL;
-	ev = bpf_ringbuf_reserve(&xfw_logring, sizeof(*ev), 0);
+	ring = lc->flags & XFW_LOG_NFLOG ? XFW_RING_NFLOG : XFW_RING_LOG;
+	rb = bpf_map_lookup_elem(&xfw_logrings, &ring);
+	ev = rb ? bpf_ringbuf_reserve(rb, sizeof(*ev), 0) : NULL;
 	if (!ev) {
 		xfw_stat_inc(XFW_STAT_LOG_LOST);
 		return NULL;
@@ -63,6 +68,8 @@ static __always_inline struct xfw_log_event *xfw_log_event(__u32 slot, __u32 e,
 	ev->level = lc->level;
 	ev->flags = lc->flags;
 	ev->has_mac = chain != XFW_CHAIN_OUTPUT;
+	ev->nflog_group = lc->nflog_group;
+	ev->nflog_len = lc->nflog_len;
 	__builtin_memcpy(ev->prefix, lc->prefix, XFW_LOG_PREFIX_LEN);
 	return ev;
 }

@@ -51,11 +51,21 @@ struct {
 	__uint(max_entries, 4096);
 } xfw_ifinfo SEC(".maps");
 
-/* LOG events: 1 MiB of ring (about 3,000 events in flight). */
-struct {
+/* LOG and NFLOG events: a ring each (enum xfw_ring), 1 MiB (about 3,000
+ * events in flight), so that xfw nflog and xfw log (the agent) read their
+ * own. One map of the program for both (a program may use 64 maps): an
+ * array of rings the control plane fills at load (internal/dataplane,
+ * logrings.go). */
+struct xfw_ring_m {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
-} xfw_logring SEC(".maps");
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(key_size, sizeof(__u32));
+	__uint(max_entries, XFW_NRINGS);
+	__array(values, struct xfw_ring_m);
+} xfw_logrings SEC(".maps");
 
 /* The saved ruleset of each generation slot (iptables-save text in 4 KiB
  * pages) and the user-space counter offsets; read and written by the

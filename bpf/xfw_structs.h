@@ -157,7 +157,8 @@ struct xfw_logcfg {
 	char prefix[XFW_LOG_PREFIX_LEN];
 	__u8 level;
 	__u8 flags;
-	__u8 pad[6];
+	__u16 nflog_group; /* NFLOG (flags XFW_LOG_NFLOG): --nflog-group */
+	__u32 nflog_len;   /* NFLOG: bytes of the packet to pass on */
 };
 
 /* LOG event sent through the ring buffer: metadata and the first bytes of
@@ -174,7 +175,9 @@ struct xfw_log_event {
 	__u8 level;
 	__u8 flags;
 	__u8 has_mac;      /* 1 when .pkt starts with a real Ethernet header */
-	__u8 pad[3];
+	__u8 pad;
+	__u16 nflog_group; /* NFLOG: the rule's group and copy length */
+	__u32 nflog_len;
 	char prefix[XFW_LOG_PREFIX_LEN];
 	__u8 pkt[XFW_LOG_SNAP];
 };

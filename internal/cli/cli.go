@@ -147,6 +147,7 @@ xfw's own:
   metrics    print Prometheus metrics once (rule, policy and drop counters, conntrack, sets, attachments)
   stop       remove every xfw program from this network namespace
   log        print LOG lines as the kernel formats them (--kmsg: also to the kernel log)
+  nflog      [-w FILE|-] GROUP: print the NFLOG events of a group as ulogd does, or write them as pcap
   conntrack  list (-L), delete (-D), flush (-F) or count (-C) tracked connections,
              as conntrack-tools' conntrack (-f, -p, -s, -d, --sport, --dport, --state)
   recent     the recent lists, as /proc/net/xt_recent: NAME lists its entries,
@@ -275,6 +276,7 @@ func runRestore(name string, args []string, env Env) int {
 	// Restore flushes the base itself unless --noflush; the base carries
 	// the built-in chains' policies and counters either way.
 	opts.Sets = sets.lookup
+	opts.Warnings = env.Stderr
 	tables := &restoreTables{}
 	rs, err := iptables.Restore(fam, io.TeeReader(in, tables), old, opts)
 	if err != nil {

@@ -155,10 +155,9 @@ func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, i
 	return out, nil
 }
 
-// logConfig returns the index of LOG options o in g.LogConfigs, adding
+// logConfig returns the index of LOG options lc in g.LogConfigs, adding
 // them when new (as the flattener numbers them).
-func (g *Generation) logConfig(o *ir.LogOptions) uint16 {
-	lc := logConfigOf(o)
+func (g *Generation) logConfig(lc LogConfig) uint16 {
 	if i := slices.Index(g.LogConfigs, lc); i >= 0 {
 		return uint16(i)
 	}

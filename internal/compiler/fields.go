@@ -314,8 +314,8 @@ const (
 	// MaxBounds is the most interval bounds an address field may have
 	// (the data plane's binary search takes 22 steps).
 	MaxBounds = 1 << 22
-	// LogPrefixLen is the size of a LOG prefix in the data plane.
-	LogPrefixLen = 32
+	// LogPrefixLen is the size of a LOG (NFLOG) prefix in the data plane.
+	LogPrefixLen = 64
 )
 
 // Reject types (enum xfw_reject), indexed by iptables' canonical name.

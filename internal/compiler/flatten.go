@@ -32,6 +32,10 @@ type LogConfig struct {
 	Prefix string
 	Level  uint8
 	Flags  uint8
+	// NFLogGroup and NFLogLen are an NFLOG rule's group and the bytes of
+	// the packet its events carry (Flags has ir.LogFlagNFLog; 0 for LOG).
+	NFLogGroup uint16
+	NFLogLen   uint32
 }
 
 // RuleRef names the rule behind a counter index.
@@ -348,10 +352,10 @@ func (fl *flattener) probes(r *ir.Rule, outer Cond, hook int) (past *label, err 
 
 // verdictEntry sets e's action for the targets whose entry needs no label:
 // ACCEPT, DROP, REJECT (Aux the reject type), none (count only) and LOG
-// (Aux the LOG options' index from logConfig); the last two continue at
+// or NFLOG (Aux the LOG options' index from logConfig); the last two continue at
 // the next entry, which the caller sets as e.Next. ok is false for other
 // targets.
-func verdictEntry(e *Entry, t ir.Target, logConfig func(*ir.LogOptions) uint16) (ok bool, err error) {
+func verdictEntry(e *Entry, t ir.Target, logConfig func(LogConfig) uint16) (ok bool, err error) {
 	switch t.Kind {
 	case ir.TargetAccept:
 		e.Action = ActAccept
@@ -368,7 +372,11 @@ func verdictEntry(e *Entry, t ir.Target, logConfig func(*ir.LogOptions) uint16) 
 	case ir.TargetLog:
 		e.Action = ActContinue
 		e.Flags |= EFLog
-		e.Aux = logConfig(t.Log)
+		e.Aux = logConfig(logConfigOf(t.Log))
+	case ir.TargetNFLog:
+		e.Action = ActContinue
+		e.Flags |= EFLog
+		e.Aux = logConfig(nflogConfigOf(t.NFLog))
 	default:
 		return false, nil
 	}
@@ -396,10 +404,9 @@ func logConfigOf(o *ir.LogOptions) LogConfig {
 	return lc
 }
 
-// logConfig returns the index of the LOG options o, numbered in order of
+// logConfig returns the index of the LOG options lc, numbered in order of
 // first use.
-func (fl *flattener) logConfig(o *ir.LogOptions) uint16 {
-	lc := logConfigOf(o)
+func (fl *flattener) logConfig(lc LogConfig) uint16 {
 	lc.Flags |= fl.logView
 	if i, ok := fl.logIndex[lc]; ok {
 		return i

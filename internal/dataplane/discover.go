@@ -218,6 +218,13 @@ func (s *state) revive(progName string) (*ebpf.Program, error) {
 	if prog == nil {
 		return nil, fmt.Errorf("BPF object lacks its program %s", progName)
 	}
+	// Event rings created afresh with it are empty arrays: fill them.
+	if repl[logRingsMap] == nil {
+		if err := fillRings(s.maps); err != nil {
+			prog.Close()
+			return nil, err
+		}
+	}
 	return prog, nil
 }
 

@@ -87,6 +87,7 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 		var v bpfLogCfg
 		copy(v.Prefix[:compiler.LogPrefixLen-1], lc.Prefix)
 		v.Level, v.Flags = lc.Level, lc.Flags
+		v.NFLogGroup, v.NFLogLen = lc.NFLogGroup, lc.NFLogLen
 		return v
 	}); err != nil {
 		return fmt.Errorf("fill LOG options: %w", err)

@@ -43,7 +43,9 @@ type bpfLogCfg struct {
 	Prefix [compiler.LogPrefixLen]byte
 	Level  uint8
 	Flags  uint8
-	Pad    [6]uint8
+	// NFLogGroup and NFLogLen are an NFLOG rule's (compiler.LogConfig).
+	NFLogGroup uint16
+	NFLogLen   uint32
 }
 
 type bpfIfInfo struct {
@@ -153,7 +155,9 @@ type bpfLogEvent struct {
 	Level      uint8
 	Flags      uint8
 	HasMAC     uint8
-	Pad        [3]uint8
+	Pad        uint8
+	NFLogGroup uint16
+	NFLogLen   uint32
 	Prefix     [compiler.LogPrefixLen]byte
 	Pkt        [logSnap]byte
 }

@@ -43,6 +43,11 @@ type LogEvent struct {
 	// Frame holds the first bytes of the frame, from its Ethernet header
 	// on (at most logSnap bytes).
 	Frame []byte
+	// NFLogGroup and NFLogLen are an NFLOG rule's group and copy length
+	// (compiler.NFLogWhole: no --nflog-size), when Flags has
+	// ir.LogFlagNFLog.
+	NFLogGroup uint16
+	NFLogLen   uint32
 }
 
 // logChains maps enum xfw_chain to the chain names.
@@ -82,5 +87,7 @@ func DecodeLogEvent(raw []byte) (LogEvent, error) {
 		L3Off:      int(ev.L3Off),
 		FrameLen:   int(ev.PktLen),
 		Frame:      append([]byte(nil), ev.Pkt[:snap]...),
+		NFLogGroup: ev.NFLogGroup,
+		NFLogLen:   ev.NFLogLen,
 	}, nil
 }

@@ -183,7 +183,8 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 		}),
 		read("logcfg", meta.LogConfigs, func(r *mapReader) error {
 			return readInto(r, &g.LogConfigs, func(v bpfLogCfg) compiler.LogConfig {
-				return compiler.LogConfig{Prefix: string(bytes.TrimRight(v.Prefix[:], "\x00")), Level: v.Level, Flags: v.Flags}
+				return compiler.LogConfig{Prefix: string(bytes.TrimRight(v.Prefix[:], "\x00")), Level: v.Level, Flags: v.Flags,
+					NFLogGroup: v.NFLogGroup, NFLogLen: v.NFLogLen}
 			})
 		}),
 		read("hcls", 0, func(r *mapReader) error {

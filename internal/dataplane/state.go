@@ -632,6 +632,18 @@ func SetCounters(fam ir.Family, values map[int]ir.Counters) error {
 
 // LogRing returns the running ring buffer of LOG events (caller closes).
 func LogRing() (*ebpf.Map, error) {
+	return eventRing(ringLog)
+}
+
+// NFLogRing returns the NFLOG event ring buffer of the running data plane
+// (events of ir.LogFlagNFLog options, struct xfw_log_event), as LogRing.
+func NFLogRing() (*ebpf.Map, error) {
+	return eventRing(ringNFLog)
+}
+
+// eventRing returns the running data plane's event ring buffer i (a map of
+// its own: the caller closes it).
+func eventRing(i ring) (*ebpf.Map, error) {
 	cur, err := Current()
 	if err != nil {
 		return nil, err
@@ -639,14 +651,9 @@ func LogRing() (*ebpf.Map, error) {
 	if cur == nil {
 		return nil, errors.New("xfw is not loaded in this network namespace")
 	}
-	m := cur.maps["xfw_logring"]
-	if m == nil {
-		cur.Close()
-		return nil, errors.New("running xfw program lacks its log ring")
-	}
-	c, err := m.Clone()
+	m, err := openRing(cur.maps, i)
 	cur.Close()
-	return c, err
+	return m, err
 }
 
 // trimSpec prepares spec for loading the attached programs: the
@@ -680,6 +687,10 @@ func load(spec *ebpf.CollectionSpec) (*state, error) {
 	if s.xdp == nil || s.tc == nil || s.tcIn == nil {
 		s.Close()
 		return nil, errors.New("BPF object lacks its entry programs")
+	}
+	if err := fillRings(s.maps); err != nil {
+		s.Close()
+		return nil, err
 	}
 	if err := s.maps["xfw_build"].Put(uint32(0), buildID()); err != nil {
 		s.Close()

@@ -104,6 +104,7 @@ type targetCmp struct {
 	mark       ir.MarkTarget
 	connmark   ir.ConnmarkTarget
 	mangle     ir.MangleTarget
+	nflog      ir.NFLogOptions
 }
 
 // targetKey normalises a target.
@@ -121,6 +122,9 @@ func targetKey(t ir.Target) targetCmp {
 	}
 	if t.Mangle != nil {
 		k.mangle = *t.Mangle
+	}
+	if t.NFLog != nil {
+		k.nflog = *t.NFLog
 	}
 	return k
 }

@@ -50,6 +50,7 @@ var conformanceExtensions = map[string]bool{
 	"TCPMSS": true, "DSCP": true, "TOS": true, "TTL": true, "HL": true, "NOTRACK": true,
 	"DNAT": true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
 	"physdev": true,
+	"NFLOG":   true,
 }
 
 // conformanceSets is the set lookup of the conformance cases: upstream's

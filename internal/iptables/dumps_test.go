@@ -63,7 +63,7 @@ func withCounters(lines []string) []string {
 }
 
 // unsupportedModule finds rule lines using modules xfw does not support.
-var unsupportedModule = regexp.MustCompile(`(-m|-j) (conntrack|state|limit|TCPMSS|NFLOG|CHECKSUM|CT)\b`)
+var unsupportedModule = regexp.MustCompile(`(-m|-j) (conntrack|state|limit|TCPMSS|CHECKSUM|CT)\b`)
 
 // TestDumpRoundTrip restores and saves every dump; dumps using
 // unsupported modules are skipped by name, then tested again without the

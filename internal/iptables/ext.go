@@ -311,7 +311,7 @@ func registerTarget(e *extension) *extension {
 var otherTargets = map[string]ir.Family{
 	"AUDIT": 0, "CHECKSUM": 0, "CLASSIFY": 0, "CONNSECMARK": 0,
 	"HMARK": 0, "IDLETIMER": 0, "LED": 0,
-	"NFLOG": 0, "NFQUEUE": 0,
+	"NFQUEUE": 0,
 	"RATEEST": 0, "SECMARK": 0, "SET": 0,
 	"SYNPROXY": 0, "TCPOPTSTRIP": 0, "TEE": 0,
 	"TPROXY": 0, "TRACE": 0, "NETMAP": 0,

@@ -178,6 +178,8 @@ func targetName(t ir.Target) string {
 		return "REJECT"
 	case ir.TargetLog:
 		return "LOG"
+	case ir.TargetNFLog:
+		return "NFLOG"
 	case ir.TargetDNAT:
 		return "DNAT"
 	case ir.TargetSNAT:
@@ -638,6 +640,8 @@ func (l *lister) target(t ir.Target) {
 		l.b.WriteString(mangleTargetListing(t, l.opts.Numeric))
 	case ir.TargetReject:
 		l.printf(" reject-with %s", t.RejectWith)
+	case ir.TargetNFLog:
+		l.b.WriteString(nflogOptionsText(t.NFLog, ""))
 	case ir.TargetLog:
 		o := ir.LogOptions{Level: DefaultLogLevel}
 		if t.Log != nil {

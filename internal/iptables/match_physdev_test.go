@@ -1,8 +1,6 @@
 package iptables
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -15,27 +13,7 @@ import (
 // through a user chain, and in mangle), as iptables -S and -L print them,
 // and every error with iptables' message and status.
 func TestPhysdevOracle(t *testing.T) {
-	replayTranscripts(t, "testdata/physdev_oracle_v4.txt", "testdata/physdev_oracle_v6.txt", physdevTranscript)
-}
-
-// physdevTranscript is tablesTranscript with the warnings iptables prints
-// on success (a weird character in a port name) in the rc line, as
-// recorded.
-func physdevTranscript(fam ir.Family, line string) (string, error) {
-	out, err := tablesTranscript(fam, line)
-	if err != nil || strings.Contains(line, " ;; ") {
-		return out, err
-	}
-	args, err := shellSplit(line)
-	if err != nil {
-		return "", fmt.Errorf("split %q: %w", line, err)
-	}
-	cmd, err := ParseCommand(fam, args)
-	if err != nil || len(cmd.Notices) == 0 {
-		return out, nil
-	}
-	head, rest, _ := strings.Cut(out, "\n  rc=0 \n")
-	return head + "\n  rc=0 " + strings.Join(cmd.Notices, "|") + "\n" + rest, nil
+	replayTranscripts(t, "testdata/physdev_oracle_v4.txt", "testdata/physdev_oracle_v6.txt", noticeTranscript)
 }
 
 // TestPhysdevNameMatches checks the name comparison of --physdev-in and

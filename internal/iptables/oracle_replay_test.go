@@ -75,7 +75,6 @@ var ruleDeviations = map[string]deviation{
 		why: "1.8.9 accepts a decreasing port range; the conformance suite expects 4:3 to fail"},
 	"4 INPUT -p esp ! --espspi 0:4294967295": {rules: []string{"-A INPUT -p esp -m esp ! --espspi 0:4294967295"},
 		why: "1.8.9 does not save an inverted full range; later releases and the conformance suite do"},
-	"4 INPUT -j NFLOG":   unsupported("Couldn't load target `NFLOG': not supported by xfw\n\n"),
 	"4 INPUT -j QUEUE":   unsupported("Couldn't load target `QUEUE': not supported by xfw\n\n"),
 	"4 INPUT -j NFQUEUE": unsupported("Couldn't load target `NFQUEUE': not supported by xfw\n\n"),
 }

@@ -345,6 +345,8 @@ func writeTarget(b *strings.Builder, fam ir.Family, t ir.Target) {
 	case ir.TargetTCPMSS, ir.TargetDSCP, ir.TargetTOS, ir.TargetTTL, ir.TargetHL,
 		ir.TargetCTNotrack, ir.TargetNotrack:
 		b.WriteString(mangleTargetSave(t))
+	case ir.TargetNFLog:
+		b.WriteString(" -j NFLOG" + nflogOptionsText(t.NFLog, "--"))
 	case ir.TargetLog:
 		b.WriteString(" -j LOG")
 		if t.Log == nil {

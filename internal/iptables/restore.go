@@ -36,6 +36,10 @@ type RestoreOptions struct {
 	// Output receives what commands print (-S lines in the input); nil
 	// discards it.
 	Output io.Writer
+	// Warnings receives the warnings iptables-restore prints on standard
+	// error while it parses a line (NFLOG's --nflog-range, …), one per
+	// line; nil discards them.
+	Warnings io.Writer
 }
 
 // restoreBufLen is the size of iptables-restore's line buffer: longer lines
@@ -304,6 +308,11 @@ func (r *restorer) commandLine(chunk string) error {
 	cmd, f := parseArgv(r.fam, append(argv, words...), true, r.prog, r.opts.Sets)
 	if f != nil {
 		return r.fail(f)
+	}
+	if r.opts.Warnings != nil {
+		for _, n := range cmd.Notices {
+			fmt.Fprintln(r.opts.Warnings, n)
+		}
 	}
 	switch cmd.Kind {
 	case CmdHelp, CmdVersion:

@@ -169,12 +169,9 @@ func (s *logState) parse(c *parseCtx, o *optDef, arg string, invert bool) *failu
 		}
 		s.o.Level, s.o.LevelSet = uint8(v), true
 	case logOptPrefix:
-		p, f := x.parseString(arg)
+		p, f := parseLogPrefix(x, arg)
 		if f != nil {
 			return f
-		}
-		if strings.Contains(arg, "\n") {
-			return paramErr("Newlines not allowed in --log-prefix")
 		}
 		s.o.Prefix = p
 	case logOptTCPSeq:
@@ -190,6 +187,20 @@ func (s *logState) parse(c *parseCtx, o *optDef, arg string, invert bool) *failu
 	}
 	s.flags.done(o.id)
 	return nil
+}
+
+// parseLogPrefix parses LOG's --log-prefix or NFLOG's --nflog-prefix (x):
+// the guided string checks and truncation, then no newline (both modules
+// say --log-prefix).
+func parseLogPrefix(x *x6opt, arg string) (string, *failure) {
+	p, f := x.parseString(arg)
+	if f != nil {
+		return "", f
+	}
+	if strings.Contains(arg, "\n") {
+		return "", paramErr("Newlines not allowed in --log-prefix")
+	}
+	return p, nil
 }
 
 // final implements targetState.

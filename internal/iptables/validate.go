@@ -267,6 +267,10 @@ func checkEntry(fam ir.Family, table string, r *ir.Rule, hooks hookMask) *failur
 		if f := checkConnmarkTarget(t.Connmark); f != nil {
 			return f
 		}
+	case ir.TargetNFLog:
+		if f := checkNFLogTarget(t.NFLog); f != nil {
+			return f
+		}
 	case ir.TargetLog:
 		const maxLevel = 7
 		if t.Log != nil && (t.Log.Level > maxLevel || len(t.Log.Prefix) >= logPrefixSize) {

@@ -209,6 +209,10 @@ func (r *Rule) Clone() *Rule {
 		m := *r.Target.Mangle
 		nr.Target.Mangle = &m
 	}
+	if r.Target.NFLog != nil {
+		n := *r.Target.NFLog
+		nr.Target.NFLog = &n
+	}
 	return &nr
 }
 
@@ -591,6 +595,8 @@ const (
 	// TargetNotrack is -j NOTRACK (CT's alias of revision 0: a rule of
 	// its own, not the same as CT --notrack).
 	TargetNotrack
+	// TargetNFLog is -j NFLOG (options in Target.NFLog).
+	TargetNFLog
 )
 
 // Target is the -j/-g part of a rule.
@@ -611,6 +617,8 @@ type Target struct {
 	Connmark *ConnmarkTarget
 	// Mangle holds the options of TCPMSS, DSCP, TOS, TTL and HL.
 	Mangle *MangleTarget
+	// NFLog holds the NFLOG target's options.
+	NFLog *NFLogOptions
 }
 
 // LogOptions are the options of the LOG target.

@@ -71,6 +71,13 @@ type runner struct {
 	// open returns the running ring, or nil when xfw is not loaded (a
 	// variable for tests).
 	open func() (*ebpf.Map, error)
+	// sink, when set, takes each event instead of write (xfw nflog).
+	sink func(Event) error
+	// skipOld discards the events the first ring holds when it is opened
+	// (NFLOG events nobody listened for).
+	skipOld bool
+	// opened, when set, is called once the first ring is read.
+	opened func()
 }
 
 // ring is an open ring buffer.
@@ -89,10 +96,16 @@ func (g *ring) close() {
 	g.m.Close()
 }
 
-// openRunningRing returns the running ring buffer, or nil when xfw is not
-// loaded in the namespace.
+// openRunningRing returns the running LOG ring buffer, or nil when xfw is
+// not loaded in the namespace.
 func openRunningRing() (*ebpf.Map, error) {
-	m, err := dataplane.LogRing()
+	return openRunning(dataplane.LogRing, "LOG")
+}
+
+// openRunning returns the ring buffer ring opens (what names it in
+// errors), or nil when xfw is not loaded in the namespace.
+func openRunning(ring func() (*ebpf.Map, error), what string) (*ebpf.Map, error) {
+	m, err := ring()
 	if err == nil {
 		return m, nil
 	}
@@ -101,7 +114,7 @@ func openRunningRing() (*ebpf.Map, error) {
 		return nil, nil
 	}
 	cur.Close()
-	return nil, fmt.Errorf("open the LOG ring buffer: %w", err)
+	return nil, fmt.Errorf("open the %s ring buffer: %w", what, err)
 }
 
 // newRing starts reading m; ctx's cancellation flushes the reader.
@@ -154,6 +167,14 @@ func (r *runner) run(ctx context.Context) error {
 			}
 			if cur, err = newRing(ctx, m); err != nil {
 				return err
+			}
+			if r.skipOld {
+				r.skipOld = false
+				skipPending(cur)
+			}
+			if r.opened != nil {
+				r.opened()
+				r.opened = nil
 			}
 			lastCheck = time.Now()
 		}
@@ -253,6 +274,9 @@ func (r *runner) handle(raw []byte) error {
 	ev, err := dataplane.DecodeLogEvent(raw)
 	if err != nil {
 		return err
+	}
+	if r.sink != nil {
+		return r.sink(ev)
 	}
 	return r.write(ev)
 }

@@ -55,7 +55,7 @@ type Skipped struct {
 
 // unsupportedLine matches rule lines with matches or targets xfw does not
 // support (the parser names them; these are the ones real dumps use).
-var unsupportedLine = regexp.MustCompile(`(-m|-j|--match|--jump) (limit|hashlimit|recent|addrtype|TCPMSS|NFLOG|NFQUEUE|CHECKSUM|CT|MARK|CONNMARK|set|owner|physdev|rt|pkttype|u32|string|time|connlimit|policy)\b`)
+var unsupportedLine = regexp.MustCompile(`(-m|-j|--match|--jump) (limit|hashlimit|recent|addrtype|TCPMSS|NFQUEUE|CHECKSUM|CT|MARK|CONNMARK|set|owner|physdev|rt|pkttype|u32|string|time|connlimit|policy)\b`)
 
 // Dumps returns the filter tables of the iptables-save dumps in dir (the
 // conformance suite's dumps/). A dump whose filter table uses what xfw
