@@ -258,7 +258,7 @@ func runRestore(name string, args []string, env Env) int {
 
 	// One view of the sets for the whole command (read under the lock).
 	sets := &ipsetLookup{}
-	old, err := loadRunning(fam)
+	old, enc, err := dataplane.RunningRuleset(fam)
 	if err != nil {
 		return report(env, name, err)
 	}
@@ -292,7 +292,7 @@ func runRestore(name string, args []string, env Env) int {
 	}
 	// Counters carry over for rules kept by --noflush (as libiptc maps
 	// them); a flushing restore starts from zero or from its -c values.
-	if err := commit(fam, old, rs, opts.NoFlush && !opts.Counters, tables.names, ao, sets); err != nil {
+	if err := restoreCommit(fam, old, enc, rs, opts.NoFlush && !opts.Counters, tables.names, ao, sets); err != nil {
 		return report(env, name, err)
 	}
 	return exitOK

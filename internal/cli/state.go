@@ -22,6 +22,16 @@ func loadRunning(fam ir.Family) (*ir.Ruleset, error) {
 	return rs, err
 }
 
+// restoreCommit commits rs, what a restore made of the running ruleset
+// old (decoded from enc; nil: none ran): the rules rs shares with old
+// are unchanged (iptables.Restore copies a table's rules before changing
+// any in place), so the saved form copies their bytes from enc instead
+// of encoding them again (kube-proxy's one-service update shares all but
+// a few of its 440,000 rules). The rest is commit's.
+func restoreCommit(fam ir.Family, old *ir.Ruleset, enc *ir.Encoded, rs *ir.Ruleset, keepCounters bool, committed []string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
+	return compileAndInstall(fam, old, rs, installMode{keepCounters: keepCounters, committed: committed, encoded: enc}, opts, sets)
+}
+
 // counterIndex returns the counter index of each rule of rs, as the
 // compiler numbers them (compiler.ForEachCounter): policies 0–2, then
 // rules chain by chain, then the other tables' policies and rules.
@@ -126,6 +136,9 @@ type installMode struct {
 	// committed names the tables an iptables command committed: their
 	// built-in chains' policy counters restart (counterSources).
 	committed []string
+	// encoded is where the rules the new ruleset shares, unchanged, with
+	// the running one lie in its binary form, or nil (restoreCommit).
+	encoded *ir.Encoded
 }
 
 // compileAndInstall compiles rs and swaps it in (install).
@@ -147,7 +160,7 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 		return err
 	}
 	t = dataplane.TraceSince("commit: compile", t)
-	return install(fam, counters, rs, gen, ifaces, mode, opts, sets, nil)
+	return install(fam, counters, rs, gen, ifaces, mode, opts, sets, mode.encoded)
 }
 
 // commitAppend commits rs, the running ruleset old with rules appended to
