@@ -262,6 +262,11 @@ func runRestore(name string, args []string, env Env) int {
 	if err != nil {
 		return report(env, name, err)
 	}
+	if !opts.Test {
+		// A first load's programs load and verify while the input is
+		// parsed and compiled.
+		dataplane.Preload()
+	}
 	// --test compiles what each COMMIT would produce too: what the data
 	// plane cannot enforce is an error now, not at the real load.
 	var testErr error
