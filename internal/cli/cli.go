@@ -258,14 +258,18 @@ func runRestore(name string, args []string, env Env) int {
 
 	// One view of the sets for the whole command (read under the lock).
 	sets := &ipsetLookup{}
-	old, enc, err := dataplane.RunningRuleset(fam)
-	if err != nil {
-		return report(env, name, err)
-	}
 	if !opts.Test {
 		// A first load's programs load and verify while the input is
 		// parsed and compiled.
 		dataplane.Preload()
+	}
+	// The running ruleset is decoded while the input is parsed ahead.
+	var old *ir.Ruleset
+	var enc *ir.Encoded
+	running := func() (*ir.Ruleset, error) {
+		var err error
+		old, enc, err = dataplane.RunningRuleset(fam)
+		return old, err
 	}
 	// --test compiles what each COMMIT would produce too: what the data
 	// plane cannot enforce is an error now, not at the real load.
@@ -281,7 +285,7 @@ func runRestore(name string, args []string, env Env) int {
 	// the built-in chains' policies and counters either way.
 	opts.Sets = sets.lookup
 	tables := &restoreTables{}
-	rs, err := iptables.Restore(fam, io.TeeReader(in, tables), old, opts)
+	rs, err := iptables.RestoreOnto(fam, io.TeeReader(in, tables), running, opts)
 	if err != nil {
 		return report(env, name, sets.setsErr(err))
 	}

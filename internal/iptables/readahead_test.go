@@ -41,7 +41,7 @@ func restoreObserved(t *testing.T, input string, opts RestoreOptions, parsers in
 	if err := run(t, base, "-N old", "-A INPUT -j old", "-A old -s 10.9.9.9 -j ACCEPT"); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := restoreWith(ir.IPv4, wrap(strings.NewReader(input)), base, opts, parsers)
+	rs, err := restoreWith(ir.IPv4, wrap(strings.NewReader(input)), func() (*ir.Ruleset, error) { return base, nil }, opts, parsers)
 	out.saved, out.output = savedRules(rs), output.String()
 	if err != nil {
 		out.err, out.status = err.Error(), -1
@@ -240,9 +240,35 @@ func TestRestoreReadAheadStopsOnError(t *testing.T) {
 		// The failing line; the writer then keeps the input open.
 		_, _ = io.WriteString(pw, "*filter\n-A INPUT --bogus\n")
 	}()
-	_, err := restoreWith(ir.IPv4, pr, nil, RestoreOptions{}, 2)
+	_, err := restoreWith(ir.IPv4, pr, func() (*ir.Ruleset, error) { return nil, nil }, RestoreOptions{}, 2)
 	var e *Error
 	if !errors.As(err, &e) || e.Status != StatusParameter {
 		t.Fatalf("error %v, want a parameter problem", err)
+	}
+}
+
+// TestRestoreOntoBase checks RestoreOnto's base: called once, its rules
+// kept under --noflush, its error returned as it is.
+func TestRestoreOntoBase(t *testing.T) {
+	calls := 0
+	base := func() (*ir.Ruleset, error) {
+		calls++
+		rs := ir.NewRuleset(ir.IPv4)
+		if err := run(t, rs, "-A INPUT -s 10.1.1.1 -j ACCEPT"); err != nil {
+			return nil, err
+		}
+		return rs, nil
+	}
+	rs, err := RestoreOnto(ir.IPv4, strings.NewReader("*filter\n-A INPUT -j DROP\nCOMMIT\n"), base, RestoreOptions{NoFlush: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := savedRules(rs); calls != 1 || !strings.Contains(got, "-A INPUT -s 10.1.1.1/32 -j ACCEPT\n[0:0] -A INPUT -j DROP\n") {
+		t.Errorf("%d calls of base, ruleset\n%s", calls, got)
+	}
+	unreadable := errors.New("running ruleset unreadable")
+	_, err = RestoreOnto(ir.IPv4, strings.NewReader("*filter\n-A INPUT --bogus\nCOMMIT\n"), func() (*ir.Ruleset, error) { return nil, unreadable }, RestoreOptions{})
+	if !errors.Is(err, unreadable) {
+		t.Errorf("error %v, want base's", err)
 	}
 }

@@ -60,27 +60,50 @@ const tableNameLen = 32
 // message (for example "iptables-restore: line 5 failed") and exit status.
 // Errors reading input are returned wrapped.
 func Restore(fam ir.Family, input io.Reader, base *ir.Ruleset, opts RestoreOptions) (*ir.Ruleset, error) {
+	return restoreWith(fam, input, func() (*ir.Ruleset, error) { return base, nil }, opts, aheadParsers())
+}
+
+// RestoreOnto is Restore with the base ruleset returned by base, which it
+// calls once, before it processes the first line but while the input is
+// already read and parsed ahead (readahead.go): a caller that decodes the
+// running ruleset (about half a second for kube-proxy's 10,000 services)
+// does so while the input's lines are parsed. An error of base is
+// returned as it is, and nothing of the input is processed then.
+func RestoreOnto(fam ir.Family, input io.Reader, base func() (*ir.Ruleset, error), opts RestoreOptions) (*ir.Ruleset, error) {
 	return restoreWith(fam, input, base, opts, aheadParsers())
 }
 
-// restoreWith is Restore with parsers goroutines parsing ahead (restorer).
-func restoreWith(fam ir.Family, input io.Reader, base *ir.Ruleset, opts RestoreOptions, parsers int) (*ir.Ruleset, error) {
-	if base == nil {
-		base = ir.NewRuleset(fam)
-	}
-	// Rules are shared with base until a command changes one in place
-	// (ownTableRules): copying a large ruleset per table was most of a
-	// --noflush restore's time.
-	r := &restorer{fam: fam, opts: opts, prog: restoreProgramName(fam), committed: base.CloneChains(), parsers: parsers}
+// restoreWith is RestoreOnto with parsers goroutines parsing ahead
+// (restorer).
+func restoreWith(fam ir.Family, input io.Reader, base func() (*ir.Ruleset, error), opts RestoreOptions, parsers int) (*ir.Ruleset, error) {
+	r := &restorer{fam: fam, opts: opts, prog: restoreProgramName(fam), base: base, parsers: parsers}
 	err := r.run(newRestoreReader(input))
 	return r.committed, err
 }
 
+// start sets the committed ruleset from the base (restoreWith). Rules are
+// shared with the base until a command changes one in place
+// (ownTableRules): copying a large ruleset per table was most of a
+// --noflush restore's time.
+func (r *restorer) start() error {
+	base, err := r.base()
+	if err != nil {
+		return err
+	}
+	if base == nil {
+		base = ir.NewRuleset(r.fam)
+	}
+	r.committed = base.CloneChains()
+	return nil
+}
+
 // restorer is the state of one restore run.
 type restorer struct {
-	fam       ir.Family
-	opts      RestoreOptions
-	prog      string
+	fam  ir.Family
+	opts RestoreOptions
+	prog string
+	// base returns the ruleset the restore starts from (start).
+	base      func() (*ir.Ruleset, error)
 	committed *ir.Ruleset
 	// tested is what --test would have committed.
 	tested *ir.Ruleset
@@ -152,6 +175,9 @@ func (r *restorer) fail(f *failure) error { return f.render(r.prog, r.line) }
 // which run does without them.
 func (r *restorer) run(br *bufio.Reader) error {
 	if r.parsers == 0 {
+		if err := r.start(); err != nil {
+			return err
+		}
 		for {
 			chunk, err := readChunk(br)
 			if errors.Is(err, io.EOF) {
@@ -164,6 +190,9 @@ func (r *restorer) run(br *bufio.Reader) error {
 	} else {
 		batches, stop := r.readAhead(br)
 		defer close(stop)
+		if err := r.start(); err != nil {
+			return err
+		}
 		for b := range batches {
 			<-b.parsed
 			for i := range b.lines {
