@@ -264,12 +264,11 @@ func runRestore(name string, args []string, env Env) int {
 		dataplane.Preload()
 	}
 	// The running ruleset is decoded while the input is parsed ahead.
-	var old *ir.Ruleset
-	var enc *ir.Encoded
-	running := func() (*ir.Ruleset, error) {
+	var running runningRuleset
+	decode := func() (*ir.Ruleset, error) {
 		var err error
-		old, enc, err = dataplane.RunningRuleset(fam)
-		return old, err
+		running.rs, running.enc, err = dataplane.RunningRuleset(fam)
+		return running.rs, err
 	}
 	// --test compiles what each COMMIT would produce too: what the data
 	// plane cannot enforce is an error now, not at the real load.
@@ -285,7 +284,7 @@ func runRestore(name string, args []string, env Env) int {
 	// the built-in chains' policies and counters either way.
 	opts.Sets = sets.lookup
 	tables := &restoreTables{}
-	rs, err := iptables.RestoreOnto(fam, io.TeeReader(in, tables), running, opts)
+	rs, err := iptables.RestoreOnto(fam, io.TeeReader(in, tables), decode, opts)
 	if err != nil {
 		return report(env, name, sets.setsErr(err))
 	}
@@ -301,7 +300,7 @@ func runRestore(name string, args []string, env Env) int {
 	}
 	// Counters carry over for rules kept by --noflush (as libiptc maps
 	// them); a flushing restore starts from zero or from its -c values.
-	if err := restoreCommit(fam, old, enc, rs, opts.NoFlush && !opts.Counters, tables.names, ao, sets); err != nil {
+	if err := restoreCommit(fam, &running, rs, opts.NoFlush && !opts.Counters, tables.names, ao, sets); err != nil {
 		return report(env, name, err)
 	}
 	return exitOK

@@ -542,6 +542,24 @@ func (enc *Encoded) locate(r *Rule) (chain, index int, ok bool) {
 	return 0, 0, false
 }
 
+// SharedBy reports whether a chain of rs (any table) starts with a rule
+// decoded into enc: whether MarshalBinaryReusing would copy anything
+// (nearly: a chain changed at its head only is not looked at). A caller
+// keeping enc for a ruleset that shares nothing with it keeps every
+// decoded rule in memory for nothing.
+func (enc *Encoded) SharedBy(rs *Ruleset) bool {
+	for _, t := range append([]*Ruleset{rs}, rs.Tables...) {
+		for _, c := range t.Chains {
+			if len(c.Rules) > 0 {
+				if _, _, ok := enc.locate(c.Rules[0]); ok {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // span returns where rules from to to-1 of decoded chain ci lie.
 func (enc *Encoded) span(ci, from, to int) []byte {
 	c := enc.chains[ci]

@@ -124,3 +124,28 @@ func TestMarshalBinaryReusing(t *testing.T) {
 		})
 	}
 }
+
+// TestEncodedSharedBy checks SharedBy: true for a ruleset keeping decoded
+// rules (in any table), false for one made afresh.
+func TestEncodedSharedBy(t *testing.T) {
+	text := "*filter\n-A INPUT -s 10.0.0.1/32 -j ACCEPT\nCOMMIT\n*nat\n:SVC - [0:0]\n-A SVC -j DNAT --to-destination 10.1.1.1\nCOMMIT\n"
+	data, err := restored(t, text).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, enc, err := ir.UnmarshalRulesetEncoded(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !enc.SharedBy(old.CloneChains()) {
+		t.Errorf("a copy of the decoded ruleset shares nothing")
+	}
+	natOnly := old.CloneChains()
+	natOnly.Chain("INPUT").Rules = nil
+	if !enc.SharedBy(natOnly) {
+		t.Errorf("a ruleset keeping nat's decoded rule shares nothing")
+	}
+	if enc.SharedBy(restored(t, text)) {
+		t.Errorf("a ruleset restored afresh shares rules")
+	}
+}
