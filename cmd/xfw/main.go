@@ -9,8 +9,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 
 	"golang.org/x/sys/unix"
 
@@ -51,5 +53,33 @@ func main() {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(memoryLimit())
 	}
-	os.Exit(cli.Main(os.Args, cli.Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
+	stop := startCPUProfile(os.Getenv("XFW_CPUPROFILE"))
+	code := cli.Main(os.Args, cli.Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+	stop()
+	os.Exit(code)
+}
+
+// startCPUProfile writes a CPU profile of the command to path (the
+// environment's XFW_CPUPROFILE; nothing when it is empty), for `go tool
+// pprof`; the returned function ends it. A profile that cannot be written
+// is reported on stderr and does not change the command's outcome.
+func startCPUProfile(path string) (stop func()) {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "xfw: XFW_CPUPROFILE: %v\n", err)
+		if f != nil {
+			f.Close()
+		}
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }

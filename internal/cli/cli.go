@@ -259,9 +259,17 @@ func runRestore(name string, args []string, env Env) int {
 
 	// One view of the sets for the whole command (read under the lock).
 	sets := &ipsetLookup{}
-	old, err := loadRunning(fam)
-	if err != nil {
-		return report(env, name, err)
+	if !opts.Test {
+		// A first load's programs load and verify while the input is
+		// parsed and compiled.
+		dataplane.Preload()
+	}
+	// The running ruleset is decoded while the input is parsed ahead.
+	var running runningRuleset
+	decode := func() (*ir.Ruleset, error) {
+		var err error
+		running.rs, running.enc, err = dataplane.RunningRuleset(fam)
+		return running.rs, err
 	}
 	// --test compiles what each COMMIT would produce too: what the data
 	// plane cannot enforce is an error now, not at the real load.
@@ -278,7 +286,7 @@ func runRestore(name string, args []string, env Env) int {
 	opts.Sets = sets.lookup
 	opts.Warnings = env.Stderr
 	tables := &restoreTables{}
-	rs, err := iptables.Restore(fam, io.TeeReader(in, tables), old, opts)
+	rs, err := iptables.RestoreOnto(fam, io.TeeReader(in, tables), decode, opts)
 	if err != nil {
 		return report(env, name, sets.setsErr(err))
 	}
@@ -294,7 +302,7 @@ func runRestore(name string, args []string, env Env) int {
 	}
 	// Counters carry over for rules kept by --noflush (as libiptc maps
 	// them); a flushing restore starts from zero or from its -c values.
-	if err := commit(fam, old, rs, opts.NoFlush && !opts.Counters, tables.names, ao, sets); err != nil {
+	if err := restoreCommit(fam, &running, rs, opts.NoFlush && !opts.Counters, tables.names, ao, sets); err != nil {
 		return report(env, name, err)
 	}
 	return exitOK

@@ -113,15 +113,15 @@ type flattener struct {
 	// again with their mark (Layout.Reroute, mark_route.go).
 	reroute [NumChains]uint32
 	// view is what the chain being flattened sees (regions.go); inRegion
-	// is set while a user chain's region is emitted. chainStates hold the
-	// user chains' regions by view, pending those not emitted yet,
-	// spans the emitted ones, heights the chains' nesting (checkNesting).
+	// is set while a user chain's region is emitted. chainStates hold
+	// what is memoised per user chain (its regions by view, its nesting:
+	// chainState), pending the regions not emitted yet, spans the
+	// emitted ones.
 	view        viewCtx
 	inRegion    bool
 	chainStates map[*ir.Chain]*chainState
 	pending     []pendingRegion
 	spans       []regionSpan
-	heights     map[*ir.Chain]int
 	// chainIndex indexes each table's chains by name (chainNamed).
 	chainIndex map[*ir.Ruleset]map[string]*ir.Chain
 	// chainInfos are the ruleInfos of each chain's rules, in order
@@ -213,11 +213,11 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 				fl.emit(base)
 				fl.fallthroughNext()
 			case ir.TargetJump, ir.TargetGoto:
-				target, err := fl.jumpTarget(chain, i, r, inf)
+				target, st, err := fl.jumpTarget(chain, i, r, inf)
 				if err != nil {
 					return err
 				}
-				base.Action, base.nextLabel = ActCall, fl.regionOf(target)
+				base.Action, base.nextLabel = ActCall, fl.regionOf(target, st)
 				fl.emit(base)
 				if !fl.inRegion && fl.acceptTo != nil {
 					// Where an ACCEPT in the region (ActUnwind)
@@ -263,7 +263,7 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 			// A jump that never matches here: its chain is not
 			// flattened, but what xfw refuses in it is refused all
 			// the same (unreached.go).
-			target, err := fl.jumpTarget(chain, i, r, inf)
+			target, _, err := fl.jumpTarget(chain, i, r, inf)
 			if err != nil {
 				return err
 			}
@@ -553,7 +553,10 @@ type ruleInfo struct {
 	hookBound uint8
 	terms     []term
 	err       error
-	target    *ir.Chain
+	// target is the chain a jump or goto reaches, its nesting checked,
+	// targetState its chainState (jumpTarget).
+	target      *ir.Chain
+	targetState *chainState
 	// jump is the chain a jump or goto names, when jumpResolved
 	// (resolveJump; its nesting not checked yet: jumpTarget).
 	jump         *ir.Chain

@@ -54,7 +54,7 @@ func (fl *flattener) checkUnreached(chain *ir.Chain, hook int) error {
 		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
 			continue
 		}
-		target, err := fl.jumpTarget(chain, i, r, inf)
+		target, _, err := fl.jumpTarget(chain, i, r, inf)
 		if err != nil {
 			return err
 		}

@@ -302,6 +302,11 @@ func loadedState() (*state, []Interface, error) {
 		return nil, nil, err
 	}
 	if cur == nil {
+		if cur, err = takePreload(); err != nil {
+			return nil, nil, err
+		}
+	}
+	if cur == nil {
 		spec, err := loadSpec()
 		if err != nil {
 			return nil, nil, err

@@ -166,6 +166,7 @@ func BeginSession() (end func()) {
 	session.active = true
 	session.mu.Unlock()
 	return func() {
+		discardPreload()
 		session.mu.Lock()
 		defer session.mu.Unlock()
 		session.active = false
@@ -667,6 +668,16 @@ func trimSpec(spec *ebpf.CollectionSpec) error {
 // load loads and verifies xfw's programs in the namespace (not attached
 // yet) and returns them as the namespace's state with no generation.
 func load(spec *ebpf.CollectionSpec) (*state, error) {
+	s, err := loadUnkept(spec)
+	if err != nil {
+		return nil, err
+	}
+	keepForSession(s)
+	return s, nil
+}
+
+// loadUnkept is load without making the state the session's.
+func loadUnkept(spec *ebpf.CollectionSpec) (*state, error) {
 	if err := checkKernel(); err != nil {
 		return nil, err
 	}
@@ -700,6 +711,5 @@ func load(spec *ebpf.CollectionSpec) (*state, error) {
 		s.Close()
 		return nil, err
 	}
-	keepForSession(s)
 	return s, nil
 }

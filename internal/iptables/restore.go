@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -65,22 +64,50 @@ const tableNameLen = 32
 // message (for example "iptables-restore: line 5 failed") and exit status.
 // Errors reading input are returned wrapped.
 func Restore(fam ir.Family, input io.Reader, base *ir.Ruleset, opts RestoreOptions) (*ir.Ruleset, error) {
-	if base == nil {
-		base = ir.NewRuleset(fam)
-	}
-	// Rules are shared with base until a command changes one in place
-	// (ownTableRules): copying a large ruleset per table was most of a
-	// --noflush restore's time.
-	r := &restorer{fam: fam, opts: opts, prog: restoreProgramName(fam), committed: base.CloneChains()}
+	return restoreWith(fam, input, func() (*ir.Ruleset, error) { return base, nil }, opts, aheadParsers())
+}
+
+// RestoreOnto is Restore with the base ruleset returned by base, which it
+// calls once, before it processes the first line but while the input is
+// already read and parsed ahead (readahead.go): a caller that decodes the
+// running ruleset (about half a second for kube-proxy's 10,000 services)
+// does so while the input's lines are parsed. An error of base is
+// returned as it is, and nothing of the input is processed then.
+func RestoreOnto(fam ir.Family, input io.Reader, base func() (*ir.Ruleset, error), opts RestoreOptions) (*ir.Ruleset, error) {
+	return restoreWith(fam, input, base, opts, aheadParsers())
+}
+
+// restoreWith is RestoreOnto with parsers goroutines parsing ahead
+// (restorer).
+func restoreWith(fam ir.Family, input io.Reader, base func() (*ir.Ruleset, error), opts RestoreOptions, parsers int) (*ir.Ruleset, error) {
+	r := &restorer{fam: fam, opts: opts, prog: restoreProgramName(fam), base: base, parsers: parsers}
 	err := r.run(newRestoreReader(input))
 	return r.committed, err
 }
 
+// start sets the committed ruleset from the base (restoreWith). Rules are
+// shared with the base until a command changes one in place
+// (ownTableRules): copying a large ruleset per table was most of a
+// --noflush restore's time.
+func (r *restorer) start() error {
+	base, err := r.base()
+	if err != nil {
+		return err
+	}
+	if base == nil {
+		base = ir.NewRuleset(r.fam)
+	}
+	r.committed = base.CloneChains()
+	return nil
+}
+
 // restorer is the state of one restore run.
 type restorer struct {
-	fam       ir.Family
-	opts      RestoreOptions
-	prog      string
+	fam  ir.Family
+	opts RestoreOptions
+	prog string
+	// base returns the ruleset the restore starts from (start).
+	base      func() (*ir.Ruleset, error)
 	committed *ir.Ruleset
 	// tested is what --test would have committed.
 	tested *ir.Ruleset
@@ -93,6 +120,12 @@ type restorer struct {
 	// ownsTable says table's rules are copies of the committed ones,
 	// which commands may change in place (ownTableRules).
 	ownsTable bool
+	// parsers is how many goroutines parse command lines ahead
+	// (readahead.go); 0: none, each line is parsed in its turn.
+	parsers int
+	// parsed is the current line's command as parsed ahead, nil when it
+	// was not.
+	parsed *parsedLine
 }
 
 // readChunk reads like fgets with iptables-restore's buffer: up to and
@@ -140,36 +173,66 @@ func newRestoreReader(input io.Reader) *bufio.Reader {
 // fail converts a failure at the current line into the returned error.
 func (r *restorer) fail(f *failure) error { return f.render(r.prog, r.line) }
 
-// run processes the input.
+// run processes the input. With parsers (more than one CPU) the lines
+// come from readAhead, which parses their commands ahead on the other
+// CPUs; the outcome is that of reading and parsing each line in its turn,
+// which run does without them.
 func (r *restorer) run(br *bufio.Reader) error {
-	for {
-		chunk, err := readChunk(br)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("read %s input: %w", r.prog, err)
-		}
-		r.line++
-		if i := strings.IndexByte(chunk, 0); i >= 0 {
-			chunk = chunk[:i]
-		}
-		if strings.HasPrefix(chunk, "\n") || strings.HasPrefix(chunk, "#") {
-			continue
-		}
-		ok, skip, err := r.handle(chunk)
-		if err != nil {
+	if r.parsers == 0 {
+		if err := r.start(); err != nil {
 			return err
 		}
-		if skip || (r.opts.Table != "" && r.opts.Table != r.curtable) {
-			continue
+		for {
+			chunk, err := readChunk(br)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err := r.process(&readLine{chunk: chunk, err: err}); err != nil {
+				return err
+			}
 		}
-		if !ok {
-			return r.fail(&failure{kind: failPlain, status: StatusOther, msg: fmt.Sprintf("%s: line %d failed", r.prog, r.line)})
+	} else {
+		batches, stop := r.readAhead(br)
+		defer close(stop)
+		if err := r.start(); err != nil {
+			return err
+		}
+		for b := range batches {
+			<-b.parsed
+			for i := range b.lines {
+				if err := r.process(&b.lines[i]); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	if r.work != nil {
 		return (&failure{kind: failPlain, status: StatusOther, msg: fmt.Sprintf("%s: COMMIT expected at line %d", r.prog, r.line+1)}).render(r.prog, 0)
+	}
+	return nil
+}
+
+// process handles one line read (readLine), or its read error.
+func (r *restorer) process(l *readLine) error {
+	if l.err != nil {
+		return fmt.Errorf("read %s input: %w", r.prog, l.err)
+	}
+	r.line++
+	chunk, skip := cleanChunk(l.chunk)
+	if skip {
+		return nil
+	}
+	r.parsed = l.parsed
+	ok, skip, err := r.handle(chunk)
+	r.parsed = nil
+	if err != nil {
+		return err
+	}
+	if skip || (r.opts.Table != "" && r.opts.Table != r.curtable) {
+		return nil
+	}
+	if !ok {
+		return r.fail(&failure{kind: failPlain, status: StatusOther, msg: fmt.Sprintf("%s: line %d failed", r.prog, r.line)})
 	}
 	return nil
 }
@@ -207,19 +270,31 @@ func (r *restorer) handle(chunk string) (ok, skip bool, err error) {
 	return false, false, nil
 }
 
-// startTable handles "*TABLE".
-func (r *restorer) startTable(chunk string) (ok, skip bool, err error) {
+// tableLineName returns the table a "*TABLE" line names, and that name
+// cut to XT_TABLE_MAXNAMELEN (the current table from then on); ok false
+// when the line names none.
+func tableLineName(chunk string) (table, cut string, ok bool) {
 	buf := []byte(chunk)
 	var save int
 	t := strtok(buf, 1, " \t\n", &save)
 	if t < 0 {
+		return "", "", false
+	}
+	table = cstr(buf[t:])
+	cut = table
+	if len(cut) > tableNameLen {
+		cut = cut[:tableNameLen]
+	}
+	return table, cut, true
+}
+
+// startTable handles "*TABLE".
+func (r *restorer) startTable(chunk string) (ok, skip bool, err error) {
+	table, cut, named := tableLineName(chunk)
+	if !named {
 		return false, false, r.fail(paramErr("%s: line %d table name invalid", r.prog, r.line))
 	}
-	table := cstr(buf[t:])
-	r.curtable = table
-	if len(r.curtable) > tableNameLen {
-		r.curtable = r.curtable[:tableNameLen]
-	}
+	r.curtable = cut
 	if r.opts.Table != "" && r.opts.Table != table {
 		return true, true, nil
 	}
@@ -293,19 +368,13 @@ func (r *restorer) chainLine(chunk string) error {
 
 // commandLine handles a command line ("[p:b] -A CHAIN …").
 func (r *restorer) commandLine(chunk string) error {
-	argv := []string{r.prog, "-t", r.curtable}
-	pcnt, bcnt, rest, has, f := ruleCounters(chunk, r.line)
-	if f != nil {
-		return r.fail(f)
+	var cmd *Command
+	var f *failure
+	if pre := r.parsed; pre != nil && pre.line == r.line && pre.table == r.curtable && !pre.again {
+		cmd, f = pre.cmd, pre.f
+	} else {
+		cmd, f = r.parseCommand(chunk, r.line, r.curtable, r.opts.Sets)
 	}
-	if r.opts.Counters && has {
-		argv = append(argv, "--set-counters", pcnt, bcnt)
-	}
-	words, f := tokenize(rest, len(argv))
-	if f != nil {
-		return r.fail(f)
-	}
-	cmd, f := parseArgv(r.fam, append(argv, words...), true, r.prog, r.opts.Sets)
 	if f != nil {
 		return r.fail(f)
 	}
@@ -332,6 +401,26 @@ func (r *restorer) commandLine(chunk string) error {
 		}
 	}
 	return nil
+}
+
+// parseCommand parses command line chunk (line lineNo of the input) of
+// table: its "[packets:bytes]" prefix, its words and its options. It
+// depends on nothing but its arguments and the restore's options, so
+// lines are parsed ahead of their turn (readahead.go).
+func (r *restorer) parseCommand(chunk string, lineNo int, table string, sets SetLookup) (*Command, *failure) {
+	argv := []string{r.prog, "-t", table}
+	pcnt, bcnt, rest, has, f := ruleCounters(chunk, lineNo)
+	if f != nil {
+		return nil, f
+	}
+	if r.opts.Counters && has {
+		argv = append(argv, "--set-counters", pcnt, bcnt)
+	}
+	words, f := tokenize(rest, len(argv))
+	if f != nil {
+		return nil, f
+	}
+	return parseArgv(r.fam, append(argv, words...), true, r.prog, sets)
 }
 
 // ownTableRules replaces the rules of the current table, shared with the

@@ -1,9 +1,11 @@
 package ir
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 	"unsafe"
 
 	"github.com/xfw-dev/xfw/internal/prefault"
@@ -125,13 +127,11 @@ func (rs *Ruleset) MarshalBinary() ([]byte, error) {
 	e.rulesetHeader(rs)
 	for _, c := range rs.Chains {
 		e.chainHeader(c)
-		for i, r := range c.Rules {
-			if err := e.rule(r); err != nil {
-				return nil, fmt.Errorf("encode rule %d of chain %s: %w", i+1, c.Name, err)
-			}
+		if err := e.rulesReusing(c, nil); err != nil {
+			return nil, err
 		}
 	}
-	if err := e.tables(rs); err != nil {
+	if err := e.tables(rs, nil); err != nil {
 		return nil, err
 	}
 	return e.buf, nil
@@ -152,44 +152,54 @@ func (rs *Ruleset) MarshalBinaryReusing(enc *Encoded) ([]byte, error) {
 	e.rulesetHeader(rs)
 	for _, c := range rs.Chains {
 		e.chainHeader(c)
-		for i := 0; i < len(c.Rules); {
-			ci, from, ok := enc.locate(c.Rules[i])
-			if !ok {
-				if err := e.rule(c.Rules[i]); err != nil {
-					return nil, fmt.Errorf("encode rule %d of chain %s: %w", i+1, c.Name, err)
-				}
-				i++
-				continue
-			}
-			// The run of rules that follow each other in both.
-			decoded := enc.chains[ci].rules
-			n := 1
-			for i+n < len(c.Rules) && from+n < len(decoded) && c.Rules[i+n] == &decoded[from+n] {
-				n++
-			}
-			e.buf = append(e.buf, enc.span(ci, from, from+n)...)
-			i += n
+		if err := e.rulesReusing(c, enc); err != nil {
+			return nil, err
 		}
 	}
-	if err := e.tables(rs); err != nil {
+	if err := e.tables(rs, enc); err != nil {
 		return nil, err
 	}
 	return e.buf, nil
 }
 
+// rulesReusing writes chain c's rules, copying the bytes of those decoded
+// from enc (in runs) and encoding the others; enc nil encodes every rule.
+func (e *encoder) rulesReusing(c *Chain, enc *Encoded) error {
+	for i := 0; i < len(c.Rules); {
+		ci, from, ok := 0, 0, false
+		if enc != nil {
+			ci, from, ok = enc.locate(c.Rules[i])
+		}
+		if !ok {
+			if err := e.rule(c.Rules[i]); err != nil {
+				return fmt.Errorf("encode rule %d of chain %s: %w", i+1, c.Name, err)
+			}
+			i++
+			continue
+		}
+		// The run of rules that follow each other in both.
+		decoded := enc.chains[ci].rules
+		n := 1
+		for i+n < len(c.Rules) && from+n < len(decoded) && c.Rules[i+n] == &decoded[from+n] {
+			n++
+		}
+		e.buf = append(e.buf, enc.span(ci, from, from+n)...)
+		i += n
+	}
+	return nil
+}
+
 // tables writes rs's other tables: their count, then each one's name,
 // chain count and chains.
-func (e *encoder) tables(rs *Ruleset) error {
+func (e *encoder) tables(rs *Ruleset, enc *Encoded) error {
 	e.uv(uint64(len(rs.Tables)))
 	for _, t := range rs.Tables {
 		e.str(t.Table)
 		e.uv(uint64(len(t.Chains)))
 		for _, c := range t.Chains {
 			e.chainHeader(c)
-			for i, r := range c.Rules {
-				if err := e.rule(r); err != nil {
-					return fmt.Errorf("encode rule %d of chain %s of table %s: %w", i+1, c.Name, t.Table, err)
-				}
+			if err := e.rulesReusing(c, enc); err != nil {
+				return fmt.Errorf("table %s: %w", t.Table, err)
 			}
 		}
 	}
@@ -298,8 +308,27 @@ func (d *decoder) chainHeader() (*Chain, uint64) {
 	return c, n
 }
 
+// chainRules reads chain c's nrules rules into one slab and records in
+// enc where they lie in enc.data.
+func (d *decoder) chainRules(c *Chain, nrules uint64, enc *Encoded) {
+	ec := encodedChain{start: uint32(len(enc.data) - len(d.buf))}
+	if nrules > 0 {
+		slab := make([]Rule, nrules)
+		prefault.Slice(slab)
+		c.Rules = make([]*Rule, nrules)
+		prefault.Slice(c.Rules)
+		ec.rules, ec.ends = slab, make([]uint32, nrules)
+		for j := range slab {
+			d.rule(&slab[j])
+			c.Rules[j] = &slab[j]
+			ec.ends[j] = uint32(len(enc.data) - len(d.buf))
+		}
+	}
+	enc.chains = append(enc.chains, ec)
+}
+
 // tables reads what encoder.tables wrote into rs.Tables.
-func (d *decoder) tables(rs *Ruleset) {
+func (d *decoder) tables(rs *Ruleset, enc *Encoded) {
 	n := d.uv()
 	if n > uint64(len(d.buf)) {
 		d.fail(errTruncated)
@@ -314,11 +343,7 @@ func (d *decoder) tables(rs *Ruleset) {
 		}
 		for j := uint64(0); j < nchains && d.err == nil; j++ {
 			c, nrules := d.chainHeader()
-			for k := uint64(0); k < nrules && d.err == nil; k++ {
-				r := &Rule{}
-				d.rule(r)
-				c.Rules = append(c.Rules, r)
-			}
+			d.chainRules(c, nrules, enc)
 			t.Chains = append(t.Chains, c)
 		}
 		rs.Tables = append(rs.Tables, t)
@@ -462,6 +487,9 @@ func UnmarshalRuleset(data []byte) (*Ruleset, error) {
 type Encoded struct {
 	data   []byte
 	chains []encodedChain
+	// byAddr are the indexes of the chains with rules in the order of
+	// their slabs' addresses (locate).
+	byAddr []int
 }
 
 // encodedChain is one chain's rules as decoded: the slab they were decoded
@@ -473,19 +501,64 @@ type encodedChain struct {
 	ends  []uint32
 }
 
-// locate returns the chain and index of the decoded rule r, if r is one.
-func (enc *Encoded) locate(r *Rule) (chain, index int, ok bool) {
-	p := uintptr(unsafe.Pointer(r))
+// index sorts the chains with rules by where their slabs lie in memory
+// (byAddr), for locate: a kube-proxy ruleset has over 100,000 chains.
+func (enc *Encoded) index() {
+	enc.byAddr = enc.byAddr[:0]
 	for ci, c := range enc.chains {
-		if len(c.rules) == 0 {
-			continue
-		}
-		base := uintptr(unsafe.Pointer(&c.rules[0]))
-		if size := unsafe.Sizeof(c.rules[0]); p >= base && p < base+uintptr(len(c.rules))*size {
-			return ci, int((p - base) / size), true
+		if len(c.rules) > 0 {
+			enc.byAddr = append(enc.byAddr, ci)
 		}
 	}
+	slices.SortFunc(enc.byAddr, func(a, b int) int {
+		return cmp.Compare(enc.slabStart(a), enc.slabStart(b))
+	})
+}
+
+// slabStart is the address of decoded chain ci's first rule (it has one).
+func (enc *Encoded) slabStart(ci int) uintptr {
+	return uintptr(unsafe.Pointer(&enc.chains[ci].rules[0]))
+}
+
+// locate returns the chain and index of the decoded rule r, if r is one.
+// (Go's heap does not move objects: a slab's address is fixed.)
+func (enc *Encoded) locate(r *Rule) (chain, index int, ok bool) {
+	p := uintptr(unsafe.Pointer(r))
+	// The last slab starting at or before p.
+	i, found := slices.BinarySearchFunc(enc.byAddr, p, func(ci int, p uintptr) int {
+		return cmp.Compare(enc.slabStart(ci), p)
+	})
+	if !found {
+		i--
+	}
+	if i < 0 {
+		return 0, 0, false
+	}
+	ci := enc.byAddr[i]
+	rules := enc.chains[ci].rules
+	base := enc.slabStart(ci)
+	if size := unsafe.Sizeof(rules[0]); p < base+uintptr(len(rules))*size {
+		return ci, int((p - base) / size), true
+	}
 	return 0, 0, false
+}
+
+// SharedBy reports whether a chain of rs (any table) starts with a rule
+// decoded into enc: whether MarshalBinaryReusing would copy anything
+// (nearly: a chain changed at its head only is not looked at). A caller
+// keeping enc for a ruleset that shares nothing with it keeps every
+// decoded rule in memory for nothing.
+func (enc *Encoded) SharedBy(rs *Ruleset) bool {
+	for _, t := range append([]*Ruleset{rs}, rs.Tables...) {
+		for _, c := range t.Chains {
+			if len(c.Rules) > 0 {
+				if _, _, ok := enc.locate(c.Rules[0]); ok {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // span returns where rules from to to-1 of decoded chain ci lie.
@@ -516,25 +589,13 @@ func UnmarshalRulesetEncoded(data []byte) (*Ruleset, *Encoded, error) {
 		if d.err != nil {
 			break
 		}
-		ec := encodedChain{start: uint32(len(data) - len(d.buf))}
-		if nrules > 0 {
-			slab := make([]Rule, nrules)
-			prefault.Slice(slab)
-			c.Rules = make([]*Rule, nrules)
-			prefault.Slice(c.Rules)
-			ec.rules, ec.ends = slab, make([]uint32, nrules)
-			for j := range slab {
-				d.rule(&slab[j])
-				c.Rules[j] = &slab[j]
-				ec.ends[j] = uint32(len(data) - len(d.buf))
-			}
-		}
+		d.chainRules(c, nrules, enc)
 		rs.Chains = append(rs.Chains, c)
-		enc.chains = append(enc.chains, ec)
 	}
 	if d.err == nil {
-		d.tables(rs)
+		d.tables(rs, enc)
 	}
+	enc.index()
 	if d.err == nil && len(d.buf) != 0 {
 		d.fail(fmt.Errorf("%d bytes after the last table", len(d.buf)))
 	}

@@ -31,6 +31,19 @@ func TestMarshalBinaryReusing(t *testing.T) {
 		fmt.Fprintf(&text, "-A INPUT -p tcp -m tcp --sport %d -m comment --comment \"c%d\" -j user\n", i, i)
 	}
 	text.WriteString("-A user -j LOG --log-prefix \"x \"\n-A OUTPUT -d 10.9.0.0/16 -j REJECT\nCOMMIT\n")
+	// Another table's chains, shaped as kube-proxy's (their rules are
+	// reused too).
+	text.WriteString("*nat\n:PREROUTING ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\n")
+	for i := 0; i < 30; i++ {
+		fmt.Fprintf(&text, ":KUBE-SVC-%d - [0:0]\n:KUBE-SEP-%d - [0:0]\n", i, i)
+	}
+	text.WriteString("-A PREROUTING -j KUBE-SERVICES\n-A OUTPUT -j KUBE-SERVICES\n")
+	for i := 0; i < 30; i++ {
+		fmt.Fprintf(&text, "-A KUBE-SERVICES -d 10.96.0.%d/32 -p tcp -m tcp --dport 80 -j KUBE-SVC-%d\n", i, i)
+		fmt.Fprintf(&text, "-A KUBE-SVC-%d -m statistic --mode random --probability 0.5 -j KUBE-SEP-%d\n", i, i)
+		fmt.Fprintf(&text, "-A KUBE-SEP-%d -p tcp -j DNAT --to-destination 10.244.0.%d:8080\n", i, i)
+	}
+	text.WriteString("COMMIT\n")
 	data, err := restored(t, text.String()).MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +84,20 @@ func TestMarshalBinaryReusing(t *testing.T) {
 			rs.Chains = append(rs.Chains, &ir.Chain{Name: "new", Rules: []*ir.Rule{fresh[1]}})
 			rs.Chain("user").Rules = nil
 		},
+		"nat: service chains rewritten": func(rs *ir.Ruleset) {
+			nat := rs.EnsureTable(ir.TableNat)
+			svc, sep := nat.Chain("KUBE-SVC-7"), nat.Chain("KUBE-SEP-7")
+			svc.Rules = []*ir.Rule{svc.Rules[0].Clone()}
+			sep.Rules = append(sep.Rules, fresh[0])
+		},
+		"nat: chain deleted, rule moved from filter": func(rs *ir.Ruleset) {
+			nat := rs.EnsureTable(ir.TableNat)
+			nat.Chains = append(nat.Chains[:5], nat.Chains[6:]...)
+			nat.Chain("KUBE-SEP-3").Rules = append(nat.Chain("KUBE-SEP-3").Rules, rs.Chain("FORWARD").Rules[2])
+		},
+		"nat: table dropped": func(rs *ir.Ruleset) {
+			rs.Tables = nil
+		},
 		"deep copy": func(rs *ir.Ruleset) {
 			*rs = *rs.Clone()
 		},
@@ -95,5 +122,30 @@ func TestMarshalBinaryReusing(t *testing.T) {
 				t.Fatalf("MarshalBinaryReusing gave %d bytes that differ from MarshalBinary's %d", len(got), len(want))
 			}
 		})
+	}
+}
+
+// TestEncodedSharedBy checks SharedBy: true for a ruleset keeping decoded
+// rules (in any table), false for one made afresh.
+func TestEncodedSharedBy(t *testing.T) {
+	text := "*filter\n-A INPUT -s 10.0.0.1/32 -j ACCEPT\nCOMMIT\n*nat\n:SVC - [0:0]\n-A SVC -j DNAT --to-destination 10.1.1.1\nCOMMIT\n"
+	data, err := restored(t, text).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, enc, err := ir.UnmarshalRulesetEncoded(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !enc.SharedBy(old.CloneChains()) {
+		t.Errorf("a copy of the decoded ruleset shares nothing")
+	}
+	natOnly := old.CloneChains()
+	natOnly.Chain("INPUT").Rules = nil
+	if !enc.SharedBy(natOnly) {
+		t.Errorf("a ruleset keeping nat's decoded rule shares nothing")
+	}
+	if enc.SharedBy(restored(t, text)) {
+		t.Errorf("a ruleset restored afresh shares rules")
 	}
 }

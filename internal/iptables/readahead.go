@@ -1,0 +1,224 @@
+package iptables
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"runtime"
+	"strings"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// Reading a restore's input ahead and parsing its command lines on every
+// CPU.
+//
+// Parsing a command line (its counters, words and options: parseCommand)
+// needs nothing of the rules before it, only the line, the table it is in
+// and the restore's options; it is most of a large restore's front end
+// (kube-proxy's 10,000 services are 440,000 lines). So a goroutine reads
+// the input in batches of lines, following which table each line is in as
+// handle does, and workers parse the batches' command lines while run
+// applies earlier batches in order. run takes a line's parsed command
+// only when the line number and table it was parsed for are the ones it
+// finds (else it parses the line itself), so the commands, failures and
+// their line numbers are the same as parsing each line in its turn. A
+// line whose parse looks up an ipset is parsed again in its turn with the
+// real lookup: loading the sets has effects (its failure replaces the
+// restore's error, cli) that lines after a failing one must not have. A
+// batch ends where the next line has not arrived yet, so a line is
+// processed as soon as it is complete, as before (fgets).
+
+// batchLines is the most lines a batch holds: large enough that handing
+// a batch to a worker costs little per line, small enough that the
+// workers and the applying goroutine overlap on a small input.
+const batchLines = 256
+
+// aheadBatches is how many batches may be read ahead of the one being
+// applied: it bounds the memory of commands parsed but not yet applied.
+const aheadBatches = 16
+
+// readLine is one line (fgets' chunk) of the input, or the error that
+// ended reading it.
+type readLine struct {
+	chunk string
+	err   error
+	// parsed is the line's command parsed ahead, nil for other lines.
+	parsed *parsedLine
+}
+
+// parsedLine is a command line's parse (parseCommand) done ahead.
+type parsedLine struct {
+	// line and table are the line number and current table it was
+	// parsed for.
+	line  int
+	table string
+	cmd   *Command
+	f     *failure
+	// again says the parse must be done again in the line's turn: it
+	// looked up an ipset, or it panicked (which its turn reports).
+	again bool
+}
+
+// lineBatch is a run of consecutive lines; parsed is closed once the
+// parse of each of its command lines is done.
+type lineBatch struct {
+	lines    []readLine
+	commands int
+	parsed   chan struct{}
+}
+
+// tableTracker follows the table a line is in as handle does, to tell
+// command lines from the others before their turn.
+type tableTracker struct {
+	inTable  bool
+	curtable string
+}
+
+// commandTable reports whether line chunk (NULs cut) is a command line and
+// the table it is in, and moves past it.
+func (t *tableTracker) commandTable(chunk string, only string) (string, bool) {
+	switch {
+	case chunk == "COMMIT\n" && t.inTable:
+		t.inTable = false
+	case strings.HasPrefix(chunk, "*") && !t.inTable:
+		// A line naming no table or an unknown one fails the restore:
+		// the lines after it are not processed.
+		table, cut, ok := tableLineName(chunk)
+		if ok {
+			t.curtable = cut
+			t.inTable = (only == "" || only == table) && ir.IsTable(table)
+		}
+	case strings.HasPrefix(chunk, ":"):
+	case t.inTable:
+		return t.curtable, true
+	}
+	return "", false
+}
+
+// cleanChunk cuts chunk at its first NUL (fgets' string ends there) and
+// reports whether the line is one to skip (empty or a comment).
+func cleanChunk(chunk string) (string, bool) {
+	if i := strings.IndexByte(chunk, 0); i >= 0 {
+		chunk = chunk[:i]
+	}
+	return chunk, strings.HasPrefix(chunk, "\n") || strings.HasPrefix(chunk, "#")
+}
+
+// aheadParsers returns how many goroutines parse ahead: one per CPU the
+// process may use, none with one (nothing would run beside the applying
+// goroutine).
+func aheadParsers() int {
+	if n := runtime.GOMAXPROCS(0); n > 1 {
+		return n
+	}
+	return 0
+}
+
+// readAhead starts reading br in batches and parsing their command lines;
+// the batches arrive in order on the channel returned. Closing stop ends
+// the reading (a read already waiting for input ends when it returns).
+func (r *restorer) readAhead(br *bufio.Reader) (<-chan *lineBatch, chan struct{}) {
+	batches := make(chan *lineBatch, aheadBatches)
+	jobs := make(chan *lineBatch, aheadBatches)
+	stop := make(chan struct{})
+	for range r.parsers {
+		go r.parseBatches(jobs)
+	}
+	go r.readBatches(br, batches, jobs, stop)
+	return batches, stop
+}
+
+// readBatches reads the input into batches, sent in order on batches and,
+// those with command lines, on jobs to be parsed.
+func (r *restorer) readBatches(br *bufio.Reader, batches, jobs chan<- *lineBatch, stop <-chan struct{}) {
+	defer close(jobs)
+	defer close(batches)
+	var tables tableTracker
+	lineNo := 0
+	b := &lineBatch{parsed: make(chan struct{})}
+	for {
+		chunk, err := readChunk(br)
+		end := err != nil
+		if end {
+			if !errors.Is(err, io.EOF) {
+				b.lines = append(b.lines, readLine{err: err})
+			}
+		} else {
+			lineNo++
+			l := readLine{chunk: chunk}
+			if clean, skip := cleanChunk(chunk); !skip {
+				if table, ok := tables.commandTable(clean, r.opts.Table); ok {
+					l.parsed = &parsedLine{line: lineNo, table: table}
+					b.commands++
+				}
+			}
+			b.lines = append(b.lines, l)
+		}
+		if end || len(b.lines) >= batchLines || !lineBuffered(br) {
+			if !sendBatch(b, batches, jobs, stop) || end {
+				return
+			}
+			b = &lineBatch{parsed: make(chan struct{})}
+		}
+	}
+}
+
+// sendBatch hands b on; false when stopped.
+func sendBatch(b *lineBatch, batches, jobs chan<- *lineBatch, stop <-chan struct{}) bool {
+	select {
+	case batches <- b:
+	case <-stop:
+		return false
+	}
+	if b.commands == 0 {
+		close(b.parsed)
+		return true
+	}
+	select {
+	case jobs <- b:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
+// lineBuffered reports whether readChunk can return br's next line without
+// reading the input (what it does then: readChunk).
+func lineBuffered(br *bufio.Reader) bool {
+	const most = restoreBufLen - 1
+	p, _ := br.Peek(br.Buffered())
+	return len(p) >= most || bytes.IndexByte(p, '\n') >= 0
+}
+
+// parseBatches parses the command lines of the batches from jobs.
+func (r *restorer) parseBatches(jobs <-chan *lineBatch) {
+	for b := range jobs {
+		for i := range b.lines {
+			if pl := b.lines[i].parsed; pl != nil {
+				clean, _ := cleanChunk(b.lines[i].chunk)
+				r.parseAhead(pl, clean)
+			}
+		}
+		close(b.parsed)
+	}
+}
+
+// parseAhead parses command line chunk into pl. A parse that looks up a
+// set, or panics, is marked to be done again in its turn.
+func (r *restorer) parseAhead(pl *parsedLine, chunk string) {
+	defer func() {
+		if recover() != nil {
+			pl.cmd, pl.f, pl.again = nil, nil, true
+		}
+	}()
+	var sets SetLookup
+	if r.opts.Sets != nil {
+		sets = func(string) (SetInfo, bool) {
+			pl.again = true
+			return SetInfo{}, false
+		}
+	}
+	pl.cmd, pl.f = r.parseCommand(chunk, pl.line, pl.table, sets)
+}
