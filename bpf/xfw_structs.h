@@ -180,6 +180,10 @@ struct xfw_log_event {
 };
 
 /* Configuration of one generation slot (map xfw_cfg). */
+/* The counters a trivial walk bumps at most (compiler.MaxTrivialCounters:
+ * FORWARD's walk has 8 tables' chains). */
+#define XFW_TRIVIAL_CTRS 8
+
 struct xfw_family_cfg {
 	__u32 enabled;          /* 0: no ruleset loaded, accept everything */
 	__u32 active;           /* bit mask of enum xfw_field */
@@ -242,6 +246,12 @@ struct xfw_family_cfg {
 	 * is routed again with the mark they left it (0: they change no
 	 * mark). */
 	__u32 reroute[XFW_NCHAINS];
+	/* Trivial walks (trivial.h; compiler.Generation.TrivialWalk): per
+	 * chain, 1 + the number of counters a walk that accepts every packet
+	 * without classifying it bumps, listed in trivial_ctr in walk order
+	 * (0: the walk classifies). */
+	__u32 trivial[XFW_NCHAINS];
+	__u32 trivial_ctr[XFW_NCHAINS][XFW_TRIVIAL_CTRS];
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid
