@@ -214,6 +214,9 @@ func (r *replacedGeneration) carryOver(cur *state, newSlot uint32, u *Update) er
 	if err != nil {
 		return err
 	}
+	if old, err = withTrivialCounts(old, cur.maps["xfw_stats"], r.slot, &r.cfg); err != nil {
+		return err
+	}
 	if err := carryCounters(cur, old, newSlot, u.Counters); err != nil {
 		return err
 	}

@@ -46,8 +46,9 @@ var trivialCases = []struct {
 // TestTrivialWalkCountsAgainstKernel loads rulesets whose walks accept
 // every packet without classification (the data plane's minimal path,
 // bpf/trivial.h) in both twins, sends the same traffic through both and
-// compares every counter of every table, packets and bytes; with no rule
-// the policies count exactly the packets sent. The classifier's scratch
+// compares every counter of every table, packets and bytes, and the
+// verbose listings, also after -Z of one chain and of all; with no rule the
+// policies count exactly the packets sent. The classifier's scratch
 // (its .l3len, written by every classification) shows whether xfw's XDP
 // hook classified anything: never on the minimal path; a case with a rule
 // the traffic meets is the control.
@@ -61,27 +62,27 @@ func TestTrivialWalkCountsAgainstKernel(t *testing.T) {
 		})
 		xtp := tw.tps["xfw"]
 		marker := newClassifyMarker(t, xtp)
-		marker.reset(t)
-		trivialTraffic(t, tw)
-		if got := marker.classified(t); got != tc.classified {
-			t.Errorf("%s: xfw's XDP hook classified packets: %v, want %v", tc.name, got, tc.classified)
-		}
-		for _, table := range append([]string{"filter"}, tc.tables...) {
-			k := counters(t, saveTable(t, tw.fws["kernel"], tw.tps["kernel"], table))
-			x := counters(t, saveTable(t, tw.fws["xfw"], xtp, table))
-			if len(k) == 0 {
-				t.Fatalf("%s: the kernel's table %s has no counters", tc.name, table)
+		// The traffic, then again after zeroing one chain and all.
+		for _, zero := range [][]string{nil, {"-Z", "FORWARD"}, {"-Z"}} {
+			if zero != nil {
+				tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+					if res, err := nettest.Exec(tp.FwNS, append(append(fw.cmd(4, ""), "-w", "10"), zero...)...); err != nil || res.ExitCode != 0 {
+						t.Errorf("%s: %s %v: %v %+v", tc.name, kind, zero, err, res)
+					}
+				})
 			}
-			for key, kc := range k {
-				if xc, ok := x[key]; !ok || xc != kc {
-					t.Errorf("%s: table %s %q: xfw %+v, kernel %+v", tc.name, table, key, x[key], kc)
-				}
+			marker.reset(t)
+			trivialTraffic(t, tw)
+			if got := marker.classified(t); got != tc.classified {
+				t.Errorf("%s: xfw's XDP hook classified packets: %v, want %v", tc.name, got, tc.classified)
 			}
+			compareTrivialCounters(t, tw, fmt.Sprintf("%s, after %v", tc.name, zero), tc.tables)
 		}
 		if tc.name == "no rule" {
+			// After "-Z": the last round alone. Pings to fw: INPUT,
+			// replies OUTPUT; pings to sink both ways and one datagram
+			// with its port-unreachable: FORWARD.
 			k := counters(t, saveTable(t, tw.fws["kernel"], tw.tps["kernel"], "filter"))
-			// Pings to fw: INPUT, replies OUTPUT; pings to sink both
-			// ways and one datagram with its port-unreachable: FORWARD.
 			want := map[string]uint64{":INPUT": trivialPings, ":OUTPUT": trivialPings, ":FORWARD": 2*trivialPings + 2}
 			for chain, n := range want {
 				if k[chain].packets != n {
@@ -89,6 +90,36 @@ func TestTrivialWalkCountsAgainstKernel(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// compareTrivialCounters compares the twins' counters of filter and the
+// given tables (iptables-save -c: packets and bytes of every policy and
+// rule) and their verbose listings of filter (-L -v -x -n).
+func compareTrivialCounters(t *testing.T, tw *twins, what string, tables []string) {
+	t.Helper()
+	for _, table := range append([]string{"filter"}, tables...) {
+		k := counters(t, saveTable(t, tw.fws["kernel"], tw.tps["kernel"], table))
+		x := counters(t, saveTable(t, tw.fws["xfw"], tw.tps["xfw"], table))
+		if len(k) == 0 {
+			t.Fatalf("%s: the kernel's table %s has no counters", what, table)
+		}
+		for key, kc := range k {
+			if xc, ok := x[key]; !ok || xc != kc {
+				t.Errorf("%s: table %s %q: xfw %+v, kernel %+v", what, table, key, x[key], kc)
+			}
+		}
+	}
+	listings := map[string]string{}
+	for kind, tp := range tw.tps {
+		res, err := nettest.Exec(tp.FwNS, append(tw.fws[kind].cmd(4, ""), "-w", "10", "-L", "-v", "-x", "-n")...)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%s: %s -L -v: %v %+v", what, kind, err, res)
+		}
+		listings[kind] = res.Stdout
+	}
+	if listings["kernel"] != listings["xfw"] {
+		t.Errorf("%s: -L -v -x -n differs:\nkernel:\n%s\nxfw:\n%s", what, listings["kernel"], listings["xfw"])
 	}
 }
 
