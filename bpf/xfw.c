@@ -79,6 +79,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "mark_kernel.h"
 #include "redirect.h"
 #include "trivial.h"
+#include "ifinfo_cache.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The length of an IPv4 header without options. */
@@ -313,7 +314,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		return XDP_PASS;
 	XFW_BENCH_AT(XFW_BS_OPTS, XDP_PASS);
 	key = (__u64)ctx->ingress_ifindex | ((__u64)p->vlan << 32);
-	ifi = bpf_map_lookup_elem(&xfw_ifinfo, &key);
+	ifi = xfw_ifinfo_get(sc, key);
 	if (!ifi)
 		return XDP_PASS; /* a VLAN with no device: the stack drops it */
 	/* Frames for another host (PACKET_OTHERHOST) never reach IP. */

@@ -263,6 +263,19 @@ struct xfw_ifinfo {
 	__u32 ifindex;   /* the device netfilter sees (the VLAN device) */
 };
 
+/* A cached xfw_ifinfo lookup of the XDP hook (ifinfo_cache.h): the key,
+ * the interface facts' generation it was read in (xfw_bank's
+ * XFW_BANK_IFGEN entry), and the facts. */
+#define XFW_IFC_SLOTS 8  /* cached lookups per CPU, direct-mapped */
+#define XFW_BANK_IFGEN 2 /* xfw_bank's entry: the interface facts' generation */
+struct xfw_ifc_ent {
+	__u64 key;
+	__u32 gen;
+	__u32 valid;
+	struct xfw_ifinfo v;
+	__u32 pad;
+};
+
 /* Program runs begun and ended on one CPU (map xfw_inflight; see
  * Quiescence in generation.h). */
 struct xfw_inflight {

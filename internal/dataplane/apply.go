@@ -317,6 +317,10 @@ func loadedState() (*state, []Interface, error) {
 		cur.Close()
 		return nil, nil, err
 	}
+	if err := bumpIfinfoGen(cur.maps["xfw_bank"]); err != nil {
+		cur.Close()
+		return nil, nil, err
+	}
 	if err := fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"]); err != nil {
 		cur.Close()
 		return nil, nil, err
