@@ -358,9 +358,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		if (p->frag)
 			return XDP_PASS;
 	}
-	/* A walk that accepts every packet: its counters bumped, accepted
-	 * (trivial.h). No connection tracked, no LOG, no mark, no rewrite;
-	 * no translation pending (undone as any untracked packet's). */
+	/* A walk that accepts every packet: counted, accepted (trivial.h).
+	 * No connection tracked, no LOG, no mark, no rewrite; no
+	 * translation pending (undone as any untracked packet's). */
 	if (xfw_trivial_walk(st->slot, chain, p->l3len)) {
 		xfw_nat_undo_xdp(ctx, p);
 		return XDP_PASS;
@@ -766,9 +766,9 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	if (route)
 		oif = route;
 	/* A walk that accepts every packet (trivial.h), of a packet nat
-	 * OUTPUT did not route again: its counters bumped, accepted as the
-	 * ACCEPT verdict below would (the datagram's verdict noted for its
-	 * later fragments). */
+	 * OUTPUT did not route again: counted, accepted as the ACCEPT
+	 * verdict below would (the datagram's verdict noted for its later
+	 * fragments). */
 	if (!route && xfw_trivial_walk(st->slot, XFW_CHAIN_OUTPUT, p->l3len)) {
 		xfw_nat_cancel();
 		if (p->fragmented)

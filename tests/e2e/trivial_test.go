@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"runtime"
@@ -329,17 +330,8 @@ func TestTrivialWalkThenConntrack(t *testing.T) {
 	twins := newCtTwins(t, 4, empty, ctOptions{})
 	outcome := make([][]string, len(twins))
 	for i, tw := range twins {
-		ln := listenTCP(t, tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), 7000))
-		acceptOne(ln, echoOnce)
-		c, err := dialTCP(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7000), 2*time.Second)
-		if err != nil {
-			t.Fatalf("%s: dial: %v", tw.fw.kind, err)
-		}
-		t.Cleanup(func() { c.Close() })
-		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-		_, _ = c.Write([]byte("hello"))
-		outcome[i] = append(outcome[i], readN(c, 5))
-		time.Sleep(ctSettle)
+		c, got := echoConnection(t, tw, 7000, "hello")
+		outcome[i] = append(outcome[i], got)
 		tw.fw.restore(t, tw.tp, 4, stateful)
 		_, _ = c.Write([]byte("after"))
 		outcome[i] = append(outcome[i], readN(c, 5))
@@ -348,19 +340,10 @@ func TestTrivialWalkThenConntrack(t *testing.T) {
 		// Back to no rule (untracked again), a new connection, then the
 		// state rules again: the new connection is picked up too.
 		tw.fw.restore(t, tw.tp, 4, empty)
-		ln2 := listenTCP(t, tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), 7001))
-		acceptOne(ln2, echoOnce)
-		c2, err := dialTCP(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), 7001), 2*time.Second)
-		if err != nil {
-			t.Fatalf("%s: dial again: %v", tw.fw.kind, err)
-		}
-		t.Cleanup(func() { c2.Close() })
-		_ = c2.SetDeadline(time.Now().Add(20 * time.Second))
-		_, _ = c2.Write([]byte("third"))
-		outcome[i] = append(outcome[i], readN(c2, 5))
-		time.Sleep(ctSettle)
+		c2, got := echoConnection(t, tw, 7001, "third")
+		outcome[i] = append(outcome[i], got)
 		tw.fw.restore(t, tw.tp, 4, stateful)
-		for _, conn := range []interface{ Write([]byte) (int, error) }{c, c2} {
+		for _, conn := range []*net.TCPConn{c, c2} {
 			_, _ = conn.Write([]byte("again"))
 		}
 		outcome[i] = append(outcome[i], readN(c, 5), readN(c2, 5))
@@ -374,6 +357,25 @@ func TestTrivialWalkThenConntrack(t *testing.T) {
 			t.Logf("step %d: %s", k, outcome[0][k])
 		}
 	}
+}
+
+// echoConnection opens a TCP connection from gen to an echo server on
+// fw's port, sends payload and returns the connection and what came back,
+// once the last ACKs have settled.
+func echoConnection(t *testing.T, tw *ctTwin, port uint16, payload string) (*net.TCPConn, string) {
+	t.Helper()
+	ln := listenTCP(t, tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), port))
+	acceptOne(ln, echoOnce)
+	c, err := dialTCP(tw.tp.GenNS, netip.AddrPortFrom(tw.fwAddr(), port), 2*time.Second)
+	if err != nil {
+		t.Fatalf("%s: dial port %d: %v", tw.fw.kind, port, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	_, _ = c.Write([]byte(payload))
+	got := readN(c, len(payload))
+	time.Sleep(ctSettle)
+	return c, got
 }
 
 // ruleCounts renders the INPUT rules' packet counters of tw's firewall.
