@@ -150,7 +150,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
 	__type(value, __u32);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3); /* the families' banks, then XFW_BANK_IFGEN */
 } xfw_bank SEC(".maps");
 
 /* Program runs begun and ended on one CPU (see Quiescence, generation.h). */

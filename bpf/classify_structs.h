@@ -92,7 +92,12 @@ struct xfw_walk {
 enum xfw_stat {
 	XFW_STAT_LOG_LOST = 0, /* LOG events not sent (ring full, too many) */
 	XFW_STAT_LOOP_EXHAUSTED = 1,
-	XFW_NSTATS = 4,
+	/* The trivial walks' counts (trivial.h): packets, then bytes, of
+	 * generation slot s's chain c at XFW_STAT_TRIVIAL + (s * XFW_NCHAINS
+	 * + c) * 2; the control plane adds them to the counters the slot's
+	 * configuration lists (trivial_ctr) and zeroes them with the slot. */
+	XFW_STAT_TRIVIAL = 4,
+	XFW_NSTATS = 28, /* XFW_STAT_TRIVIAL + 4 slots * XFW_NCHAINS * 2 */
 };
 
 /* Bits of xfw_set_hlookup's result that hold the answer (the counter

@@ -22,6 +22,7 @@
 #include "hashlimit_structs.h"
 #include "pred_structs.h"
 #include "conn_structs.h"
+#include "classify_structs.h"
 
 struct xfw_layouts {
 	struct xfw_setlk setlk;
@@ -70,6 +71,7 @@ struct xfw_layouts {
 	enum xfw_mangle_op mangle_op;
 	enum xfw_ext6 ext6;
 	enum xfw_hdr4 hdr4;
+	enum xfw_stat stat;
 	struct xfw_rc_key rc_key;
 	struct xfw_rc_ent rc_ent;
 	struct xfw_rc_list rc_list;

@@ -78,6 +78,8 @@ const volatile __u32 xfw_anchor = 0;
 #include "mangle_apply.h"
 #include "mark_kernel.h"
 #include "redirect.h"
+#include "trivial.h"
+#include "ifinfo_cache.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The length of an IPv4 header without options. */
@@ -298,8 +300,10 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	if (st->slot == XFW_NO_SLOT)
 		return XDP_PASS;
 	XFW_BENCH_AT(XFW_BS_SLOT, XDP_PASS);
-	/* -m tcpmss's value, when a rule uses it (tcpopt.h). */
-	xfw_tcpmss_set_xdp(ctx, p, &sc->opt, st->slot);
+	/* -m tcpmss's value, when a rule uses it (tcpopt.h; tested here: a
+	 * global call for nothing costs every packet). */
+	if (xfw_uses_tcpmss(st->slot, p))
+		xfw_tcpmss_set_xdp(ctx, p, &sc->opt, st->slot);
 	/* Options the stack refuses: dropped before any chain. A header
 	 * without options (the transport header right after its 20 bytes;
 	 * thoff is 0 for a later fragment) has none to check. */
@@ -310,7 +314,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		return XDP_PASS;
 	XFW_BENCH_AT(XFW_BS_OPTS, XDP_PASS);
 	key = (__u64)ctx->ingress_ifindex | ((__u64)p->vlan << 32);
-	ifi = bpf_map_lookup_elem(&xfw_ifinfo, &key);
+	ifi = xfw_ifinfo_get(sc, key);
 	if (!ifi)
 		return XDP_PASS; /* a VLAN with no device: the stack drops it */
 	/* Frames for another host (PACKET_OTHERHOST) never reach IP. */
@@ -353,6 +357,13 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	if (chain == XFW_CHAIN_INPUT && p->fam == 0 && p->fragmented) {
 		if (p->frag)
 			return XDP_PASS;
+	}
+	/* A walk that accepts every packet: counted, accepted (trivial.h).
+	 * No connection tracked, no LOG, no mark, no rewrite; no
+	 * translation pending (undone as any untracked packet's). */
+	if (xfw_trivial_walk(st->slot, chain, p->l3len)) {
+		xfw_nat_undo_xdp(ctx, p);
+		return XDP_PASS;
 	}
 	if (xfw_ct_active(st->slot)) {
 		/* Connection tracking reassembles (nf_defrag) before any
@@ -754,6 +765,16 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 	if (route)
 		oif = route;
+	/* A walk that accepts every packet (trivial.h), of a packet nat
+	 * OUTPUT did not route again: counted, accepted as the ACCEPT
+	 * verdict below would (the datagram's verdict noted for its later
+	 * fragments). */
+	if (!route && xfw_trivial_walk(st->slot, XFW_CHAIN_OUTPUT, p->l3len)) {
+		xfw_nat_cancel();
+		if (p->fragmented)
+			xfw_frag_note_tc(skb, p, 0, XFW_ACT_ACCEPT);
+		return xfw_nat_out_send(skb);
+	}
 	if (xfw_ct_active(st->slot)) {
 		cs = xfw_ct_scratch_get(1);
 		if (cs) {

@@ -8,7 +8,8 @@
  * the programs (xfw_touch_state, xfw.c).
  *
  * Includes: xfw_structs.h, parse.h (struct xfw_pkt), classify_structs.h
- * (struct xfw_pending), classify_maps.h (the map-template macros).
+ * (struct xfw_pending), classify_maps.h (the map-template macros), route_cache.h
+ * (struct xfw_rtc_ent).
  */
 #ifndef XFW_MAPS_H
 #define XFW_MAPS_H
@@ -33,6 +34,8 @@ struct xfw_xdp_scratch {
 	struct xfw_tlv tlv;    /* the hop-by-hop option walk (route.h) */
 	/* IPv4 route lookups (route_cache.h; the XDP entry's only). */
 	struct xfw_rtc_ent rtc[XFW_RTC_SLOTS];
+	/* Interface facts (ifinfo_cache.h; the XDP entry's only). */
+	struct xfw_ifc_ent ifc[XFW_IFC_SLOTS];
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -183,6 +183,10 @@ struct xfw_log_event {
 };
 
 /* Configuration of one generation slot (map xfw_cfg). */
+/* The counters a trivial walk bumps at most (compiler.MaxTrivialCounters:
+ * FORWARD's walk has 8 tables' chains). */
+#define XFW_TRIVIAL_CTRS 8
+
 struct xfw_family_cfg {
 	__u32 enabled;          /* 0: no ruleset loaded, accept everything */
 	__u32 active;           /* bit mask of enum xfw_field */
@@ -245,6 +249,12 @@ struct xfw_family_cfg {
 	 * is routed again with the mark they left it (0: they change no
 	 * mark). */
 	__u32 reroute[XFW_NCHAINS];
+	/* Trivial walks (trivial.h; compiler.Generation.TrivialWalk): per
+	 * chain, 1 + the number of counters a walk that accepts every packet
+	 * without classifying it bumps, listed in trivial_ctr in walk order
+	 * (0: the walk classifies). */
+	__u32 trivial[XFW_NCHAINS];
+	__u32 trivial_ctr[XFW_NCHAINS][XFW_TRIVIAL_CTRS];
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid
@@ -254,6 +264,19 @@ struct xfw_ifinfo {
 	__u8 mac[6];
 	__u16 flags;     /* XFW_IF_* */
 	__u32 ifindex;   /* the device netfilter sees (the VLAN device) */
+};
+
+/* A cached xfw_ifinfo lookup of the XDP hook (ifinfo_cache.h): the key,
+ * the interface facts' generation it was read in (xfw_bank's
+ * XFW_BANK_IFGEN entry), and the facts. */
+#define XFW_IFC_SLOTS 8  /* cached lookups per CPU, direct-mapped */
+#define XFW_BANK_IFGEN 2 /* xfw_bank's entry: the interface facts' generation */
+struct xfw_ifc_ent {
+	__u64 key;
+	__u32 gen;
+	__u32 valid;
+	struct xfw_ifinfo v;
+	__u32 pad;
 };
 
 /* Program runs begun and ended on one CPU (map xfw_inflight; see

@@ -113,6 +113,7 @@ func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, i
 		}
 	}
 	out.shiftLimitRules(counter, 1)
+	out.changeTrivial(hook, counter, 1)
 	out.reserveClasses(len(terms))
 	classes := 0
 	for i, t := range terms {
@@ -600,6 +601,7 @@ func DeleteRule(g *Generation, r *ir.Rule, hook int, counter uint32, ifaces []In
 		}
 	}
 	g.shiftLimitRules(counter+1, -1)
+	g.changeTrivial(hook, counter+1, -1)
 	gone := g.Rules[counter-NumChains]
 	g.Rules = slices.Delete(g.Rules, int(counter-NumChains), int(counter-NumChains)+1)
 	for i := range g.Rules {

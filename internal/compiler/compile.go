@@ -69,6 +69,9 @@ type Generation struct {
 	// CtExpires are the conntrack matches' --ctexpire ranges; probes of
 	// kind ProbeCtExpire name them by index (ctexpire.go).
 	CtExpires []CtExpire
+	// Trivial are the base chains' walks that accept every packet without
+	// classifying it, and the counters they bump (trivial.go).
+	Trivial [NumChains]TrivialInfo
 }
 
 // Layout describes a generation's entry list for AppendRule: the slack
@@ -254,6 +257,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	}
 	g.Chunks = vb.chunks
 	g.ClassChunks = vb.classes
+	g.decideTrivial()
 	return g, nil
 }
 

@@ -214,6 +214,9 @@ func (r *replacedGeneration) carryOver(cur *state, newSlot uint32, u *Update) er
 	if err != nil {
 		return err
 	}
+	if old, err = withTrivialCounts(old, cur.maps["xfw_stats"], r.slot, &r.cfg); err != nil {
+		return err
+	}
 	if err := carryCounters(cur, old, newSlot, u.Counters); err != nil {
 		return err
 	}
@@ -316,6 +319,10 @@ func loadedState() (*state, []Interface, error) {
 		}
 	}
 	if err := fillIfInfo(cur.maps["xfw_ifinfo"], ifaces); err != nil {
+		cur.Close()
+		return nil, nil, err
+	}
+	if err := bumpIfinfoGen(cur.maps["xfw_bank"]); err != nil {
 		cur.Close()
 		return nil, nil, err
 	}

@@ -130,6 +130,27 @@ func fillIfInfo(m *ebpf.Map, ifaces []Interface) error {
 	return nil
 }
 
+// ifinfoGenKey is XFW_BANK_IFGEN: the entry of map xfw_bank holding the
+// interface facts' generation, which tags the XDP hook's cached lookups
+// of xfw_ifinfo (bpf/ifinfo_cache.h).
+const ifinfoGenKey = 2
+
+// bumpIfinfoGen moves the interface facts' generation on after a refill of
+// xfw_ifinfo (fillIfInfo): every CPU's cached lookup is then stale.
+func bumpIfinfoGen(bank *ebpf.Map) error {
+	if bank == nil {
+		return errors.New("the running program lacks map xfw_bank")
+	}
+	var gen uint32
+	if err := bank.Lookup(uint32(ifinfoGenKey), &gen); err != nil {
+		return fmt.Errorf("read the interface facts' generation: %w", err)
+	}
+	if err := bank.Put(uint32(ifinfoGenKey), gen+1); err != nil {
+		return fmt.Errorf("renew the interface facts' generation: %w", err)
+	}
+	return nil
+}
+
 // pruneMap deletes the keys of m that keep lacks. The maps of interface
 // facts outlive rule changes (the programs, and their maps, are loaded once
 // per namespace), so the facts of removed interfaces and addresses must be

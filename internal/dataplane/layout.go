@@ -109,6 +109,11 @@ type bpfFamilyCfg struct {
 	// Reroute are the walks' positions where a packet is routed again
 	// with its mark (compiler.Layout.Reroute).
 	Reroute [compiler.NumChains]uint32
+	// Trivial and TrivialCtr are the walks that accept every packet
+	// without classifying it: 1 + the number of counters each bumps, and
+	// those counters (compiler.Generation.TrivialWalk; bpf/trivial.h).
+	Trivial    [compiler.NumChains]uint32
+	TrivialCtr [compiler.NumChains][compiler.MaxTrivialCounters]uint32
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
@@ -201,6 +206,11 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 	}
 	c.PostStart = g.Layout.PostStart
 	c.Reroute = g.Layout.Reroute
+	for h := 0; h < compiler.NumChains; h++ {
+		if counters, ok := g.TrivialWalk(h); ok {
+			c.Trivial[h] = uint32(1 + copy(c.TrivialCtr[h][:], counters))
+		}
+	}
 	fillExt6(&c, g.Ext6Conds())
 	fillHdr4(&c, g.Hdr4Conds())
 	for f := compiler.Field(0); f < bpfNumFields; f++ {
@@ -215,6 +225,18 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 		}
 	}
 	return c
+}
+
+// trivialOfCfg returns the trivial walks c holds (familyCfg's Trivial and
+// TrivialCtr), for a generation read back from the data plane.
+func trivialOfCfg(c *bpfFamilyCfg) (t [compiler.NumChains]compiler.TrivialInfo) {
+	for h, n := range c.Trivial {
+		if n == 0 || n > compiler.MaxTrivialCounters+1 {
+			continue
+		}
+		t[h] = compiler.TrivialInfo{OK: true, Counters: append([]uint32(nil), c.TrivialCtr[h][:n-1]...)}
+	}
+	return t
 }
 
 // bpfInflight is struct xfw_inflight: program runs begun and ended on one

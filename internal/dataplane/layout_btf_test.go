@@ -356,6 +356,9 @@ func enumMirrors() []enumMirror {
 			"XFW_ACT_REROUTE": int64(compiler.ActReroute),
 		}},
 		{c: "xfw_reject", mirror: "compiler.RejectTypes", values: rejects},
+		{c: "xfw_stat", mirror: "statTrivial", values: map[string]int64{
+			"XFW_STAT_TRIVIAL": statTrivial, "XFW_NSTATS": numStats,
+		}, unmirrored: []string{"XFW_STAT_LOG_LOST", "XFW_STAT_LOOP_EXHAUSTED"}},
 		{c: "xfw_probe_kind", mirror: "compiler.ProbeKind", values: map[string]int64{
 			"XFW_PROBE_LIMIT": int64(compiler.ProbeLimit), "XFW_NPROBE_KINDS": int64(compiler.NumProbeKinds),
 			"XFW_PROBE_RECENT":    int64(compiler.ProbeRecent),

@@ -133,6 +133,7 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 	for i, d := range c.PolicyDrop {
 		g.PolicyDrop[i] = d != 0
 	}
+	g.Trivial = trivialOfCfg(&c)
 	copy(g.SmallBase[:], c.SmallBase[:])
 	copy(g.DefaultClass[:], c.DefaultCls[:])
 	read := func(kind string, n int, each func(m *mapReader) error) error {

@@ -186,6 +186,9 @@ func buildSlot(cur *state, slot uint32, runSlot int64, u *Update) error {
 	if err := resetConnlimits(cur, slot, runSlot, u); err != nil {
 		return err
 	}
+	if err := resetTrivialCounts(cur.maps["xfw_stats"], slot); err != nil {
+		return err
+	}
 	if err := fillCtExpires(cur, slot, u.Gen.CtExpires); err != nil {
 		return err
 	}

@@ -379,7 +379,11 @@ func (s *state) readCounters(slot uint32) ([]ir.Counters, error) {
 		return nil, err
 	}
 	defer live.Close()
-	return counterTotals(base, live, int(s.cfgs[slot].NCounters))
+	out, err := counterTotals(base, live, int(s.cfgs[slot].NCounters))
+	if err != nil {
+		return nil, err
+	}
+	return withTrivialCounts(out, s.maps["xfw_stats"], slot, &s.cfgs[slot])
 }
 
 // counterTotals adds a generation's counter bases and the n counters of
@@ -610,11 +614,16 @@ func SetCounters(fam ir.Family, values map[int]ir.Counters) error {
 	if err != nil {
 		return fmt.Errorf("count CPUs: %w", err)
 	}
+	trivial, err := trivialCounts(cur.maps["xfw_stats"], slot)
+	if err != nil {
+		return err
+	}
 	for i, v := range values {
 		if i < 0 || i >= n {
 			return fmt.Errorf("counter %d does not exist", i)
 		}
-		var l bpfCounter
+		share := trivialShare(&cur.cfgs[slot], &trivial, uint32(i))
+		l := bpfCounter{Packets: share.Packets, Bytes: share.Bytes}
 		for cpu := 0; cpu < ncpu; cpu++ {
 			var c bpfCounter
 			if err := live.Lookup(uint32(cpu*n+i), &c); err != nil {
