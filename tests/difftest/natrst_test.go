@@ -1,0 +1,68 @@
+package difftest_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/testkit/difftest"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
+)
+
+// natResetPort is the source port of fw's own SYN in TestNATOutputReplyReset
+// (no socket of fw's has it: its stack answers the SYN,ACK with a RST).
+const natResetPort = 20012
+
+// TestNATOutputReplyReset compares fw's answer to the far end's SYN,ACK in
+// a connection nat OUTPUT translated, when fw has no socket for it (its
+// SYN came from a raw socket): fw's own SYN to gen's port 53 is given
+// another destination beyond gen by a DNAT, the far end (gen) answers, and
+// the answer, its source given back, meets no socket: the kernel's TCP
+// answers it with a RST (tcp_v4_send_reset, on the RTN_LOCAL route of the
+// answer's input routing), which leaves translated as the connection's.
+// xfw's answer went to the stack through loopback, whose route to the
+// host's address is RTN_UNICAST: no RST (difftest nat seeds 33 and 37).
+// Each firewall must show exactly the SYN at gen, the SYN,ACK at fw and the
+// RST at gen.
+func TestNATOutputReplyReset(t *testing.T) {
+	s := session(t, ir.IPv4, func(c *difftest.Config) { c.Conntrack = true })
+	p := s.Plan()
+	far := p.FarGen.Addr().Next().Next().Next().Next().Next().Next().Next() // .7, beyond gen
+	ruleset := fmt.Sprintf("*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n"+
+		"-A OUTPUT -p tcp -j DNAT --to-destination %s\nCOMMIT\n"+
+		"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"+
+		"-A OUTPUT -m conntrack --ctstate RELATED,ESTABLISHED --ctstatus SEEN_REPLY -j ACCEPT\n"+
+		"-A INPUT -m state --state INVALID -j DROP\nCOMMIT\n", far)
+	syn := nettest.IPv4{Src: p.FwOut, Dst: p.Gen}.Packet(nettest.TCP{SrcPort: natResetPort, DstPort: 53,
+		Flags: nettest.TCPSyn, Window: 512, Payload: []byte("fw's own syn")})
+	corpus := &difftest.Corpus{Probes: []difftest.Probe{
+		{From: difftest.FromFw, Path: difftest.PathOutput, Frames: [][]byte{syn}, Note: "fw's own tcp"},
+		answerFromGen(p, p.Gen, p.FwOut, 53, natResetPort, len("fw's own syn")),
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
+	defer cancel()
+	o, err := s.Check(ctx, difftest.Case{Name: "nat OUTPUT reply reset", Ruleset: ruleset, Corpus: corpus}, difftest.CheckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Failed() || o.Result.Lossy != "" || o.Result.Rejected != "" {
+		t.Fatalf("%s\nlossy: %q rejected: %q", o.Report(), o.Result.Lossy, o.Result.Rejected)
+	}
+	if o.Result.Observed != [2]int{3, 3} {
+		t.Errorf("observations (kernel, xfw) = %v, want [3 3]: the SYN at gen, the SYN,ACK at fw, fw's RST at gen\n%s",
+			o.Result.Observed, o.Report())
+	}
+}
+
+// answerFromGen is gen's SYN,ACK to fw's SYN of payload n bytes (from
+// src:sport, as it left fw untranslated, to dst:dport): an answer probe,
+// built on each side from the copy that arrived at gen.
+func answerFromGen(p difftest.Plan, src, dst netip.Addr, sport, dport uint16, n int) difftest.Probe {
+	pkt := nettest.IPv4{Src: src, Dst: dst}.Packet(nettest.TCP{SrcPort: sport, DstPort: dport,
+		Seq: 0x5eed0000, Ack: uint32(n) + 1, Flags: nettest.TCPSyn | nettest.TCPAck, Window: 512})
+	frame := nettest.Ethernet{Dst: p.FwInMAC, Src: p.GenMAC}.Frame(pkt)
+	return difftest.Probe{From: difftest.FromGen, Path: difftest.PathInput, Frames: [][]byte{frame}, Step: 1,
+		KeepL4: true, Answer: true, Note: "gen's answer to fw's tcp"}
+}
