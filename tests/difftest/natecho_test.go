@@ -1,7 +1,6 @@
 package difftest_test
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"testing"
@@ -35,18 +34,6 @@ func TestNATSnatRangeKeepsEchoSource(t *testing.T) {
 			Frames: [][]byte{nettest.EchoRequest(p.FwOut, p.Sink, id, 1, []byte("fw's own echo"))},
 			Note:   fmt.Sprintf("fw's echo %d", id)})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
-	defer cancel()
-	o, err := s.Check(ctx, difftest.Case{Name: "SNAT range keeps the echo's source", Ruleset: ruleset,
-		Corpus: &difftest.Corpus{Probes: probes}}, difftest.CheckOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.Failed() || o.Result.Lossy != "" || o.Result.Rejected != "" {
-		t.Fatalf("%s\nlossy: %q rejected: %q", o.Report(), o.Result.Lossy, o.Result.Rejected)
-	}
-	if o.Result.Observed != [2]int{4, 4} {
-		t.Errorf("observations (kernel, xfw) = %v, want [4 4]: each echo at sink from fw's own address\n%s",
-			o.Result.Observed, o.Report())
-	}
+	checkObserved(t, s, difftest.Case{Name: "SNAT range keeps the echo's source", Ruleset: ruleset,
+		Corpus: &difftest.Corpus{Probes: probes}}, [2]int{4, 4}, "each echo at sink from fw's own address")
 }

@@ -1,7 +1,6 @@
 package difftest_test
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"testing"
@@ -41,19 +40,8 @@ func TestNATOutputReplyReset(t *testing.T) {
 		{From: difftest.FromFw, Path: difftest.PathOutput, Frames: [][]byte{syn}, Note: "fw's own tcp"},
 		answerFromGen(p, p.Gen, p.FwOut, 53, natResetPort, len("fw's own syn")),
 	}}
-	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
-	defer cancel()
-	o, err := s.Check(ctx, difftest.Case{Name: "nat OUTPUT reply reset", Ruleset: ruleset, Corpus: corpus}, difftest.CheckOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.Failed() || o.Result.Lossy != "" || o.Result.Rejected != "" {
-		t.Fatalf("%s\nlossy: %q rejected: %q", o.Report(), o.Result.Lossy, o.Result.Rejected)
-	}
-	if o.Result.Observed != [2]int{3, 3} {
-		t.Errorf("observations (kernel, xfw) = %v, want [3 3]: the SYN at gen, the SYN,ACK at fw, fw's RST at gen\n%s",
-			o.Result.Observed, o.Report())
-	}
+	checkObserved(t, s, difftest.Case{Name: "nat OUTPUT reply reset", Ruleset: ruleset, Corpus: corpus}, [2]int{3, 3},
+		"the SYN at gen, the SYN,ACK at fw, fw's RST at gen")
 }
 
 // answerFromGen is gen's SYN,ACK to fw's SYN of payload n bytes (from
