@@ -260,7 +260,9 @@ struct {
  * fib_validate_source) accepts the new source — not a martian, not one
  * of the host's own addresses, and the route back to it leaves by that
  * device, so that strict reverse-path filtering passes too — and gives
- * the packet the local route (RTN_LOCAL) the kernel's own delivery has.
+ * the packet the local route (RTN_LOCAL) the kernel's own delivery has;
+ * with rp_filter off everywhere (xfw_rl_cfg) the route back may leave
+ * by any device.
  * The loopback detour's route is not one: routed out of lo, the host's
  * address gets an RTN_UNICAST route (local delivery, RTCF_LOCAL), and
  * tcp_v4_send_reset answers a segment without a socket only on an
@@ -270,9 +272,16 @@ struct {
 static __always_inline int xfw_nat_in_direct(struct xdp_md *ctx, struct xfw_pkt *p)
 {
 	struct bpf_fib_lookup fib = {};
+	struct xfw_rl_cfg *c;
+	__u32 zero = 0;
 
 	if (xfw_martian(p) || xfw_src_is_ours(p))
 		return 0;
+	/* Reverse-path filtering off for every device (the control plane
+	 * reads the sysctls at each sync): any route back will do. */
+	c = bpf_map_lookup_elem(&xfw_rl_cfg, &zero);
+	if (c && c->set && !c->rp_filter)
+		return 1;
 	fib.family = AF_INET;
 	fib.ifindex = ctx->ingress_ifindex;
 	fib.l4_protocol = p->proto;
