@@ -273,12 +273,13 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 	 * source stays the packet's destination, docs/differences.md.) */
 	if (!routed && kind == XFW_RJK_ICMP6 && !xfw_rj_is_local(r->saddr, v6))
 		__builtin_memcpy(r->saddr, r->daddr, 16);
-	/* An IPv4 one too: icmp_send routes the error of a packet the host
-	 * sent to the packet's source, whose local route's preferred source
+	/* An IPv4 one too: icmp_send keeps a local destination as the
+	 * source (the offending packet's route is local), else routes the
+	 * error to the packet's source, whose local route's preferred source
 	 * is that address itself. The stack gets it through loopback, with
 	 * an output route (xfw_rj_tc_via_lo): on another device its input
 	 * routing would call the source a martian. */
-	if (!routed && kind == XFW_RJK_ICMP4)
+	if (!routed && kind == XFW_RJK_ICMP4 && !xfw_rj_is_local(r->saddr, v6))
 		r->saddr[0] = r->daddr[0];
 
 	if (kind == XFW_RJK_RST4 || kind == XFW_RJK_RST6) {
