@@ -23,8 +23,11 @@
  *    again, marked judged (skb->tc_index XFW_NAT_OUT_MARK).
  *  - The replies: delivered locally, they get their source back after
  *    INPUT accepted them, before the socket (xfw_nat_in_xdp: the kernel's
- *    nat INPUT hook after filter INPUT), and reach it through loopback
- *    with the local route (xfw_nat_in_send): the source may be the
+ *    nat INPUT hook after filter INPUT), and go on to the stack where
+ *    they arrived when its input routing accepts the new source there
+ *    (xfw_nat_in_direct: they get the kernel's RTN_LOCAL route, which
+ *    a RST without a socket needs); the others reach it through loopback
+ *    with a route to the host (xfw_nat_in_send): the source may be the
  *    host's own, which input routing refuses from outside; loopback's
  *    XDP lets them pass unjudged (xfw_nat_lo_pass). So do ICMP errors
  *    about such a connection, the quoted packet translated back
@@ -250,15 +253,56 @@ struct {
 	__uint(max_entries, XFW_NAT_LO_PASS_MAX);
 } xfw_nat_lo_pass SEC(".maps");
 
+/* xfw_nat_in_direct reports whether a reply xfw_nat_in_xdp gave its
+ * source back (p, translated) may go on to the stack on the device it
+ * arrived on: the kernel's input routing there (ip_route_input_slow,
+ * fib_validate_source) accepts the new source — not a martian, not one
+ * of the host's own addresses, and the route back to it leaves by that
+ * device, so that strict reverse-path filtering passes too — and gives
+ * the packet the local route (RTN_LOCAL) the kernel's own delivery has;
+ * with rp_filter off everywhere (xfw_rl_cfg) the route back may leave
+ * by any device.
+ * The loopback detour's route is not one: routed out of lo, the host's
+ * address gets an RTN_UNICAST route (local delivery, RTCF_LOCAL), and
+ * tcp_v4_send_reset answers a segment without a socket only on an
+ * RTN_LOCAL route (found by xfw difftest: no RST to a SYN,ACK). A lookup
+ * that cannot tell (forwarding off on the device: bpf_fib_lookup
+ * answers nothing) keeps the detour. */
+static __always_inline int xfw_nat_in_direct(struct xdp_md *ctx, struct xfw_pkt *p)
+{
+	struct bpf_fib_lookup fib = {};
+	struct xfw_rl_cfg *c;
+	__u32 zero = 0;
+
+	if (xfw_martian(p) || xfw_src_is_ours(p))
+		return 0;
+	/* Reverse-path filtering off for every device (the control plane
+	 * reads the sysctls at each sync): any route back will do. */
+	c = bpf_map_lookup_elem(&xfw_rl_cfg, &zero);
+	if (c && c->set && !c->rp_filter)
+		return 1;
+	fib.family = AF_INET;
+	fib.ifindex = ctx->ingress_ifindex;
+	fib.l4_protocol = p->proto;
+	fib.ipv4_src = bpf_htonl((__u32)p->dst_lo);
+	fib.ipv4_dst = bpf_htonl((__u32)p->src_lo);
+	if (bpf_fib_lookup(ctx, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH) !=
+	    BPF_FIB_LKUP_RET_SUCCESS)
+		return 0;
+	return fib.ifindex == ctx->ingress_ifindex;
+}
+
 /* xfw_nat_in_xdp gives a reply INPUT accepted in a connection whose
  * destination was translated (p tracked in cs) its source back before
- * local delivery (the kernel's nat INPUT hook, after filter INPUT), and
- * hands it to xfw_tc_ingress (XDP metadata XFW_NAT_IN_META_MAGIC), which
- * delivers it through loopback with the local route: the kernel's input
- * routing would call a packet from outside with a source of the host's
- * own a martian (the kernel translates after routing). Returns 0 (not
- * such a reply) or 1 (pass it), or -1 when the packet must be dropped
- * (the write failed; a driver without XDP metadata). A global function. */
+ * local delivery (the kernel's nat INPUT hook, after filter INPUT). The
+ * translated reply goes on to the stack where it arrived when input
+ * routing accepts it there (xfw_nat_in_direct); else it is handed to
+ * xfw_tc_ingress (XDP metadata XFW_NAT_IN_META_MAGIC), which delivers it
+ * through loopback with a route to the host: the kernel's input routing
+ * would call a packet from outside with a source of the host's own a
+ * martian (the kernel translates after routing). Returns 0 (not such a
+ * reply) or 1 (pass it), or -1 when the packet must be dropped (the
+ * write failed; a driver without XDP metadata). A global function. */
 __attribute__((noinline)) int xfw_nat_in_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
 					     struct xfw_ct_scratch *cs)
 {
@@ -279,6 +323,8 @@ __attribute__((noinline)) int xfw_nat_in_xdp(struct xdp_md *ctx, struct xfw_pkt 
 			return 0;
 		if (xfw_nat_rewrite_xdp(ctx, p, 0, e->v.nat_addr, e->v.nat_port))
 			return -1;
+		if (xfw_nat_in_direct(ctx, p))
+			return 1;
 	} else {
 		/* An ICMP error about such a connection (nat_icmp.h). */
 		r = xfw_nat_icmp_in_xdp(ctx, p);

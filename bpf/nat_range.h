@@ -13,7 +13,8 @@
  *    (and server) keeps its address, as in the kernel, and xfw picks the
  *    address the kernel picks.
  *  - SNAT without random flags first keeps the original tuple when its
- *    source is in the range and it is free.
+ *    source is in the range and it is free (also without ports: an
+ *    echo's identifier, a protocol without ports).
  *  - The port: without random flags the packet's own when it is in the
  *    range (or none is given) and the translated tuple is free (a range
  *    of one port is taken even when used); else searched in the range
@@ -370,14 +371,19 @@ __attribute__((noinline)) __u64 xfw_natr_snat(struct xfw_pkt *p, __u32 addr, __u
 	k->proto = p->proto;
 	/* get_unique_tuple's step 1: the original tuple, in the range and
 	 * free, is kept; else the source's current mapping, in the range and
-	 * free (find_appropriate_src). */
-	if (ports && !(r->flags & XFW_NATR_RANDOM_ALL)) {
+	 * free (find_appropriate_src). Without ports (an echo, a protocol
+	 * without ports) too: the source in the range is kept, the caller
+	 * checks the tuple is free (difftest: an echo of the host's own
+	 * address, inside the SNAT's range, had been given the hash's). */
+	if (!(r->flags & XFW_NATR_RANDOM_ALL)) {
 		if (p->src_lo >= r->min_addr && p->src_lo <= r->max_addr &&
-		    (!(r->flags & XFW_NATR_PROTO) || xfw_natr_in(r, sport))) {
+		    (!ports || !(r->flags & XFW_NATR_PROTO) || xfw_natr_in(r, sport))) {
+			if (!ports)
+				return (__u64)p->src_lo << 16;
 			k->daddr = p->src_lo;
 			if (!xfw_snat_taken(np, sport))
 				return (__u64)p->src_lo << 16 | sport;
-		} else {
+		} else if (ports) {
 			__u64 to = xfw_natr_bysrc(np, p, sport);
 
 			if (to != XFW_NATR_NONE)

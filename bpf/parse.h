@@ -646,17 +646,19 @@ static __always_inline int xfw_parse_ipv6(struct xfw_pkt *p, void *ctx, int xdp,
 	p->ttl = ip6->hop_limit;
 	p->tos = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
 	p->l3len = plen + sizeof(*ip6);
-	/* -m length reads the payload length field (ip6t length_mt). */
-	p->lenm = p->l3len;
 	/* A zero payload length with a hop-by-hop header next is not
 	 * checked against the packet (ip6_rcv_core: a jumbogram, whose
 	 * length a jumbo option gives): the packet is all the frame holds
-	 * after the header, and the kernel filters it as such, -m length
-	 * seeing 40 (found by the differential test, internal/testkit/difftest).
-	 * A jumbo option in a frame of our sizes is an error the kernel drops
-	 * for before any chain; its options are not read here. */
+	 * after the header, and the kernel filters it as such. A jumbo
+	 * option in a frame of our sizes is an error the kernel drops for
+	 * before any chain; its options are not read here. */
 	if (plen == 0 && ip6->nexthdr == XFW_NH_HOP)
 		p->l3len = frame_len - (__u32)(l3 - data);
+	/* -m length compares the packet's length (length_mt6 reads skb->len
+	 * since Linux 6.3, for BIG TCP; before, the payload length field
+	 * plus 40, which made such a packet 40 bytes long): the frame's
+	 * bytes after the link header here too (difftest ipv6 seed 37). */
+	p->lenm = p->l3len;
 	p->l4_end = (__u32)(l3 - data) + p->l3len;
 
 	/* Walk the extension headers as ipv6_find_hdr(target = -1) does

@@ -273,6 +273,14 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 	 * source stays the packet's destination, docs/differences.md.) */
 	if (!routed && kind == XFW_RJK_ICMP6 && !xfw_rj_is_local(r->saddr, v6))
 		__builtin_memcpy(r->saddr, r->daddr, 16);
+	/* An IPv4 one too: icmp_send keeps a local destination as the
+	 * source (the offending packet's route is local), else routes the
+	 * error to the packet's source, whose local route's preferred source
+	 * is that address itself. The stack gets it through loopback, with
+	 * an output route (xfw_rj_tc_via_lo): on another device its input
+	 * routing would call the source a martian. */
+	if (!routed && kind == XFW_RJK_ICMP4 && !xfw_rj_is_local(r->saddr, v6))
+		r->saddr[0] = r->daddr[0];
 
 	if (kind == XFW_RJK_RST4 || kind == XFW_RJK_RST6) {
 		keep = r->l2len + (v6 ? XFW_RJ_IP6_HLEN : XFW_RJ_IP4_HLEN) + XFW_RJ_TCP_HLEN;
@@ -316,8 +324,20 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 	return XFW_RJ_TC_LOCAL;
 }
 
+/* xfw_rj_tc_via_lo reports whether a reply for the host itself in skb,
+ * parsed into p, reaches the stack through loopback, as the kernel's
+ * (an IPv4 ICMP error, from the host's own address: xfw_rj_tc), rather
+ * than on the device its offending packet was leaving by
+ * (xfw_rj_tc_deliver). The caller sends it (bpf_redirect_neigh to lo,
+ * marked judged for lo's TC egress; lo's INPUT judges it, with the
+ * connection state OUTPUT handed over). */
+static __always_inline int xfw_rj_tc_via_lo(const struct __sk_buff *skb, const struct xfw_pkt *p)
+{
+	return skb->ifindex != XFW_LOOPBACK_IFINDEX && p->fam == 0 && p->proto == IPPROTO_ICMP;
+}
+
 /* xfw_rj_tc_deliver hands a reply for the host itself (XFW_RJ_TC_LOCAL,
- * judged in OUTPUT since) to the local stack. */
+ * judged in OUTPUT since) to the local stack on the device it is on. */
 static __always_inline int xfw_rj_tc_deliver(struct __sk_buff *skb)
 {
 	/* Loopback loops the skb back with its route, which delivers it

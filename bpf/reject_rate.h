@@ -72,7 +72,9 @@ struct xfw_rl_cfg {
 	__u32 ratemask4;     /* net.ipv4.icmp_ratemask */
 	__u32 ratemask6;     /* net.ipv6.icmp.ratemask, types 0..31 */
 	__u32 set;           /* written by the control plane */
-	__u32 pad;
+	__u32 rp_filter;     /* nonzero: net.ipv4.conf's rp_filter is on for
+			      * some device (all, default or its own):
+			      * nat_out.h's xfw_nat_in_direct */
 };
 
 /* The global bucket (net->ipv4.icmp_global_credit, _stamp). */

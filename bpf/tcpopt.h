@@ -5,7 +5,8 @@
  * generation uses the field.
  *
  * As xt_tcpmss.c's tcpmss_mt: the 20-byte header at par->thoff (also in
- * a later fragment, which the kernel reads as a header too), the data
+ * a later fragment, which the kernel reads as a header too: IPv4's
+ * payload, IPv6's own header, xfw_tcpmss_thoff), the data
  * offset at least 5, the options all there, else XFW_V_TRUNC (the match
  * hotdrops); then the options walked from the start, one byte for kinds
  * 0 and 1 (the walk does not stop at End of Option List), the stated
@@ -151,6 +152,19 @@ static __always_inline int xfw_uses_tcpmss(__u32 slot, struct xfw_pkt *p)
 	return fc && (fc->active & (1u << XFW_F_TCPMSS));
 }
 
+/* xfw_tcpmss_thoff returns where -m tcpmss reads p's TCP header: p->thoff,
+ * but the IPv6 header itself for an IPv6 later fragment (ip6t_do_table's
+ * thoff stays 0: ipv6_find_hdr returns a later fragment's protocol
+ * without setting the offset, and tcpmss_mt, which does not look at the
+ * fragment offset, reads the IPv6 header as the TCP header: its data
+ * offset is the source address's fifth byte, and the kernel hotdrops
+ * the fragment when that is below 5; found by xfw difftest, ipv6 seed
+ * 27). */
+static __always_inline __u32 xfw_tcpmss_thoff(const struct xfw_pkt *p)
+{
+	return p->fam && p->frag ? p->l3_off : p->thoff;
+}
+
 /* xfw_tcpmss_set_xdp and xfw_tcpmss_set_skb set p->tcpmss when generation
  * slot uses it. Global functions: the hooks' own stacks, at the limit of
  * the deepest call chain, take no temporaries of theirs. */
@@ -162,7 +176,7 @@ __attribute__((noinline)) int xfw_tcpmss_set_xdp(struct xdp_md *ctx, struct xfw_
 
 	if (!ctx || !p || !o || !xfw_uses_tcpmss(slot, p))
 		return 0;
-	thoff = p->thoff;
+	thoff = xfw_tcpmss_thoff(p);
 	/* An IPv4 later fragment: the parser leaves thoff to us (a store
 	 * there would cost the hook a stack slot). */
 	if (!thoff && p->fam == 0 && p->frag) {
@@ -182,7 +196,7 @@ __attribute__((noinline)) int xfw_tcpmss_set_skb(struct __sk_buff *skb, struct x
 
 	if (!skb || !p || !o || !xfw_uses_tcpmss(slot, p))
 		return 0;
-	thoff = p->thoff;
+	thoff = xfw_tcpmss_thoff(p);
 	/* An IPv4 later fragment: the parser leaves thoff to us (a store
 	 * there would cost the hook a stack slot). */
 	if (!thoff && p->fam == 0 && p->frag) {

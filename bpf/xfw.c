@@ -540,8 +540,10 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 		verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
 		st->start = 0;
 	}
+	/* The reply's connection state goes along to lo's INPUT when it is
+	 * delivered through lo (xfw_rj_tc_via_lo). */
 	if (verdict == XFW_ACT_ACCEPT && cs)
-		xfw_ct_confirm_out(p, cs, skb->ifindex);
+		xfw_ct_confirm_out(p, cs, xfw_rj_tc_via_lo(skb, p) ? XFW_LOOPBACK_IFINDEX : skb->ifindex);
 	return verdict;
 }
 
@@ -871,6 +873,12 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		 * or a RST): REJECT drops it. */
 		if (verdict != XFW_ACT_ACCEPT)
 			return TC_ACT_SHOT;
+		if (xfw_rj_tc_via_lo(skb, p)) {
+			/* lo's TC egress lets it pass (judged); the route the
+			 * redirect gives it delivers it locally. */
+			skb->tc_index = XFW_NAT_OUT_MARK;
+			return bpf_redirect_neigh(XFW_LOOPBACK_IFINDEX, 0, 0, 0);
+		}
 		return xfw_rj_tc_deliver(skb);
 	}
 	return TC_ACT_SHOT;

@@ -32,7 +32,7 @@ type rateCfg struct {
 	Ratemask4    uint32
 	Ratemask6    uint32
 	Set          uint32
-	Pad          uint32
+	RPFilter     uint32 // rp_filter on for some device (rpfilter.go)
 }
 
 // rateMaskTypes is XFW_RL_MASK_TYPES: the ICMP types whose ratemask bits
@@ -145,6 +145,9 @@ func fillRateLimits(maps map[string]*ebpf.Map) error {
 	c, err := readRateCfg()
 	if err != nil {
 		return fmt.Errorf("ICMP rate limits: %w", err)
+	}
+	if c.RPFilter, err = readRPFilterOn(); err != nil {
+		return err
 	}
 	if err := cfgMap.Put(uint32(0), c); err != nil {
 		return fmt.Errorf("record ICMP rate limits: %w", err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -47,11 +48,14 @@ type natGen struct {
 }
 
 // natTarget is a translation a rule makes: an address and a port (0:
-// none).
+// none), the last port of its range (portHi, 0: a single port), and
+// whether the rule picks the port at random (--random, --random-fully).
 type natTarget struct {
-	addr  netip.Addr
-	proto string
-	port  uint16
+	addr   netip.Addr
+	proto  string
+	port   uint16
+	portHi uint16
+	random bool
 }
 
 // GenerateNATRuleset returns a random IPv4 ruleset with a nat table and a
@@ -106,7 +110,13 @@ func (g *natGen) filterLines(chain string, max int) string {
 			chain = "FORWARD"
 		}
 		spec := []string{"-A", chain, "-d", t.addr.String()}
-		if t.port != 0 {
+		switch {
+		case t.port != 0 && t.random && t.portHi > t.port:
+			// A port picked at random differs on each side by design
+			// (docs/differences.md "Tables"): the rule names the whole
+			// range (difftest nat seed 37: one port of 80-81 --random).
+			spec = append(spec, "-p", t.proto, "--dport", fmt.Sprintf("%d:%d", t.port, t.portHi))
+		case t.port != 0:
 			spec = append(spec, "-p", t.proto, "--dport", fmt.Sprint(t.port))
 		}
 		spec = append(spec, "-j", pick(g.rng, []string{"ACCEPT", "DROP", "LOG --log-prefix nat-seen:"}))
@@ -197,7 +207,7 @@ func (g *natGen) dnat(proto string) []string {
 	if ports && g.chance(60) {
 		to += ":" + g.portMap(g.portRange(proto, "-"))
 	}
-	return append([]string{"DNAT", "--to-destination", to}, g.flags(true, false, true)...)
+	return append([]string{"DNAT", "--to-destination", to}, g.randomFlags(true, false, true)...)
 }
 
 // dnatPortsOnly returns a DNAT's ports without an address (the
@@ -229,7 +239,7 @@ func (g *natGen) snat(proto string) []string {
 	if ports && g.chance(50) {
 		to += ":" + g.portRange(proto, "-")
 	}
-	return append([]string{"SNAT", "--to-source", to}, g.flags(ports, ports, true)...)
+	return append([]string{"SNAT", "--to-source", to}, g.randomFlags(ports, ports, true)...)
 }
 
 // flags returns the random and persistent options of a target
@@ -246,6 +256,16 @@ func (g *natGen) flags(random, fully, persistent bool) []string {
 	}
 	if persistent && g.chance(15) {
 		s = append(s, "--persistent")
+	}
+	return s
+}
+
+// randomFlags is flags for a target with an address, the last target:
+// marked as picking its port at random when the flags say so.
+func (g *natGen) randomFlags(random, fully, persistent bool) []string {
+	s := g.flags(random, fully, persistent)
+	if n := len(g.targets); n > 0 && (slices.Contains(s, "--random") || slices.Contains(s, "--random-fully")) {
+		g.targets[n-1].random = true
 	}
 	return s
 }
@@ -267,11 +287,17 @@ func (g *natGen) addrRange(addrs []netip.Addr) string {
 // remembers the port with the last target address.
 func (g *natGen) portRange(proto, sep string) string {
 	p := pick(g.rng, []uint16{22, 80, 443, 8080, 1024, 5000, 65535})
+	var t *natTarget // the target this port is remembered with
 	if n := len(g.targets); n > 0 && !g.targets[n-1].addr.IsValid() || n > 0 && g.targets[n-1].port == 0 {
-		g.targets[n-1].port, g.targets[n-1].proto = p, proto
+		t = &g.targets[n-1]
+		t.port, t.proto = p, proto
 	}
 	if g.chance(30) && p < 65000 {
-		return fmt.Sprintf("%d%s%d", p, sep, p+uint16(1+g.rng.Intn(8)))
+		hi := p + uint16(1+g.rng.Intn(8))
+		if t != nil {
+			t.portHi = hi
+		}
+		return fmt.Sprintf("%d%s%d", p, sep, hi)
 	}
 	return fmt.Sprint(p)
 }

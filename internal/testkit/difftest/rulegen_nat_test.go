@@ -1,6 +1,7 @@
 package difftest
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -44,5 +45,36 @@ func TestNATRulesetsLoad(t *testing.T) {
 	}
 	if len(seen) != 8 {
 		t.Errorf("the rulesets use only %v", seen)
+	}
+}
+
+// TestNATRandomRangeFilterNamesRange: a filter rule naming a translation
+// whose port a nat rule picks at random from a range (--random,
+// --random-fully) names the whole range, not its first port: each side
+// picks its own port (difftest nat seed 37: DNAT to 203.0.113.20:80-81
+// --random, and a DROP of port 80 in filter OUTPUT).
+func TestNATRandomRangeFilterNamesRange(t *testing.T) {
+	plan := NewPlan(ir.IPv4, DefaultSubnet)
+	target := regexp.MustCompile(`--to-(?:destination|source) ([0-9.]+)(?:-[0-9.]+)?:([0-9]+)-([0-9]+)\b.*--random`)
+	ranges := 0
+	for seed := int64(1); seed <= 400; seed++ {
+		text := GenerateNATRuleset(seed, plan)
+		at := strings.Index(text, "*filter")
+		for _, l := range strings.Split(text[:at], "\n") {
+			m := target.FindStringSubmatch(l)
+			if m == nil {
+				continue
+			}
+			ranges++
+			single := "-d " + m[1] + " -p "
+			for _, f := range strings.Split(text[at:], "\n") {
+				if strings.Contains(f, single) && strings.Contains(f, "--dport "+m[2]+" ") {
+					t.Errorf("seed %d: %q names one port of %q", seed, f, l)
+				}
+			}
+		}
+	}
+	if ranges == 0 {
+		t.Fatal("no nat rule picks a port at random from a range")
 	}
 }
