@@ -163,14 +163,10 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 				return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 			}
 		}
-		if !inf.hasTerms {
-			inf.terms, inf.err = ruleTerms(fl.rs.Family, r, fl.ifaces, fl.sets)
-			inf.hasTerms = true
+		terms, err := fl.termsOf(inf, r)
+		if err != nil {
+			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 		}
-		if inf.err != nil {
-			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, inf.err)
-		}
-		terms := inf.terms
 		past, err := fl.probes(r, outer, hook)
 		if err != nil {
 			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
@@ -273,6 +269,16 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 		}
 	}
 	return nil
+}
+
+// termsOf returns rule r's terms (ruleTerms), computed once and kept in
+// its ruleInfo inf, or the reason xfw refuses the rule.
+func (fl *flattener) termsOf(inf *ruleInfo, r *ir.Rule) ([]term, error) {
+	if !inf.hasTerms {
+		inf.terms, inf.err = ruleTerms(fl.rs.Family, r, fl.ifaces, fl.sets)
+		inf.hasTerms = true
+	}
+	return inf.terms, inf.err
 }
 
 // probes emits the probes of rule r (under the outer condition), in the

@@ -41,12 +41,8 @@ func (fl *flattener) checkUnreached(chain *ir.Chain, hook int) error {
 		if err := checkHook(r, hook); err != nil {
 			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 		}
-		if !inf.hasTerms {
-			inf.terms, inf.err = ruleTerms(fl.rs.Family, r, fl.ifaces, fl.sets)
-			inf.hasTerms = true
-		}
-		if inf.err != nil {
-			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, inf.err)
+		if _, err := fl.termsOf(inf, r); err != nil {
+			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 		}
 		if err := checkPureProbes(r); err != nil {
 			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
