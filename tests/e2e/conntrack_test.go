@@ -787,7 +787,10 @@ func TestConntrackLocalTraffic(t *testing.T) {
 				return attempt(nettest.UDPSend(tw.tp.FwNS, netip.AddrPortFrom(tw.fwAddr(), 7101), []byte("nobody"), nettest.ExpectReply()))
 			}},
 			{name: "ping own address", run: func(t *testing.T, tw *ctTwin) string {
-				return attempt(nettest.Ping(tw.tp.FwNS, tw.fwAddr()))
+				// A fixed identifier, outside the rules' port range
+				// 7000:7101 (--ctorigsrcport reads it): a random one fell
+				// inside it on one twin once.
+				return attempt(nettest.Ping(tw.tp.FwNS, tw.fwAddr(), nettest.WithEchoID(0x4242)))
 			}},
 			{name: "unrelated port unreachable (INVALID)", run: func(t *testing.T, tw *ctTwin) string {
 				tw.inject(t, tw.unrelatedPortUnreachable(45000, 7999))

@@ -127,6 +127,9 @@ type dialConfig struct {
 	source  netip.AddrPort
 	payload []byte
 	reply   bool
+	// echoID is Ping's echo identifier when hasEchoID (else random).
+	echoID    uint16
+	hasEchoID bool
 }
 
 // DialOption configures TCPConnect, UDPSend and Ping.
@@ -138,6 +141,13 @@ func WithTimeout(d time.Duration) DialOption { return func(c *dialConfig) { c.ti
 // WithSource binds the local address and/or port (zero parts are chosen by
 // the kernel).
 func WithSource(src netip.AddrPort) DialOption { return func(c *dialConfig) { c.source = src } }
+
+// WithEchoID makes Ping send its echo request with identifier id instead
+// of a random one (a test whose rules match the identifier, as
+// --ctorigsrcport does, must not depend on the draw).
+func WithEchoID(id uint16) DialOption {
+	return func(c *dialConfig) { c.echoID, c.hasEchoID = id, true }
+}
 
 // WithPayload makes TCPConnect send payload once connected and read until as
 // many bytes came back (from an echo server), EOF or the timeout.
@@ -307,6 +317,9 @@ func ping(a *Attempt, cfg dialConfig, dst netip.Addr, start time.Time) error {
 		return fmt.Errorf("random echo id: %w", err)
 	}
 	id, seq := binary.BigEndian.Uint16(idb[:]), uint16(1)
+	if cfg.hasEchoID {
+		id = cfg.echoID
+	}
 	rest := uint32(id)<<16 | uint32(seq)
 	var msg []byte
 	if reqType == ICMPv4EchoRequest {
