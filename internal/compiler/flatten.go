@@ -255,15 +255,11 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 		if past != nil {
 			past.pos, past.resolved = uint32(len(fl.entries)), true
 		}
-		if !emitted && (r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto) {
+		if !emitted {
 			// A jump that never matches here: its chain is not
 			// flattened, but what xfw refuses in it is refused all
 			// the same (unreached.go).
-			target, _, err := fl.jumpTarget(chain, i, r, inf)
-			if err != nil {
-				return err
-			}
-			if err := fl.checkUnreached(target, hook); err != nil {
+			if err := fl.checkJumpUnreached(chain, i, r, inf, hook); err != nil {
 				return err
 			}
 		}

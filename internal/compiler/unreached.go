@@ -47,18 +47,25 @@ func (fl *flattener) checkUnreached(chain *ir.Chain, hook int) error {
 		if err := checkPureProbes(r); err != nil {
 			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 		}
-		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
-			continue
-		}
-		target, _, err := fl.jumpTarget(chain, i, r, inf)
-		if err != nil {
-			return err
-		}
-		if err := fl.checkUnreached(target, hook); err != nil {
+		if err := fl.checkJumpUnreached(chain, i, r, inf, hook); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// checkJumpUnreached checks, with checkUnreached, the chain that rule i
+// (r, whose ruleInfo is inf) of chain jumps or goes to from hook; nothing
+// for a rule of another target.
+func (fl *flattener) checkJumpUnreached(chain *ir.Chain, i int, r *ir.Rule, inf *ruleInfo, hook int) error {
+	if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
+		return nil
+	}
+	target, _, err := fl.jumpTarget(chain, i, r, inf)
+	if err != nil {
+		return err
+	}
+	return fl.checkUnreached(target, hook)
 }
 
 // checkPureProbes converts r's probed matches whose conversion has no
