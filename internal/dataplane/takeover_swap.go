@@ -1,0 +1,264 @@
+package dataplane
+
+// The takeover's swap: every interface's XDP and TCX programs replaced in
+// place (XDP_FLAGS_REPLACE against the old program, BPF_F_REPLACE on the
+// TCX hooks), so that each hook runs the old program or the new one and
+// never neither; the guard's admissions follow each interface's XDP
+// program; on failure the interfaces already swapped get the old programs
+// back.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// Netlink's XDP attributes and flags that vishvananda/netlink lacks
+// (include/uapi/linux/if_link.h).
+const (
+	iflaXDPExpectedFD = 8      // IFLA_XDP_EXPECTED_FD
+	xdpFlagsReplace   = 1 << 4 // XDP_FLAGS_REPLACE
+)
+
+// swappedHook is one hook Commit replaced, to put back on failure.
+type swappedHook struct {
+	ifc  Interface
+	xdp  bool    // the XDP hook (else hook)
+	hook tcxHook // a TCX hook
+	mode int     // the XDP attach mode's flag
+}
+
+// Commit swaps this build's programs in on every interface and ends the
+// takeover: from its return the old build's programs run nowhere (the
+// kernel frees them, and their maps but the connection tables handed
+// over). On failure the old programs are back wherever they were replaced
+// and the error says why.
+func (t *Takeover) Commit() error {
+	if t.done {
+		return errors.New("takeover already ended")
+	}
+	attachHeld.Store(false)
+	ifaces, err := listInterfaces()
+	if err != nil {
+		return err
+	}
+	rest, ports, err := splitPorts(ifaces)
+	if err != nil {
+		return err
+	}
+	guard, err := pinnedGuardIfAny()
+	if err != nil {
+		return err
+	}
+	if guard != nil {
+		defer guard.Close()
+	}
+	var swapped []swappedHook
+	for _, ifc := range append(rest, ports...) {
+		done, err := t.swapInterface(ifc, !containsIndex(ports, ifc.Index), guard)
+		swapped = append(swapped, done...)
+		if err != nil {
+			if rerr := t.putBack(swapped, guard); rerr != nil {
+				err = fmt.Errorf("%w; putting the old programs back: %v", err, rerr)
+			}
+			return err
+		}
+		t.Swapped++
+	}
+	t.done = true
+	err = t.carryLateCounts()
+	t.old.Close()
+	return err
+}
+
+// containsIndex reports whether ifaces holds the interface of index.
+func containsIndex(ifaces []Interface, index int) bool {
+	for _, ifc := range ifaces {
+		if ifc.Index == index {
+			return true
+		}
+	}
+	return false
+}
+
+// swapInterface replaces xfw's programs on ifc (its XDP program unless it
+// is a bridge port) and returns the hooks it replaced.
+func (t *Takeover) swapInterface(ifc Interface, withXDP bool, guard *Guard) ([]swappedHook, error) {
+	var done []swappedHook
+	if withXDP {
+		mode, err := replaceXDP(ifc, t.next.xdp)
+		if err != nil {
+			return done, err
+		}
+		done = append(done, swappedHook{ifc: ifc, xdp: true, mode: mode})
+		if err := retargetGuard(guard, ifc.Index, t.next.xdp); err != nil {
+			return done, err
+		}
+	}
+	for _, h := range []struct {
+		hook tcxHook
+		prog *ebpf.Program
+	}{{egressHook, t.next.tc}, {ingressHook, t.next.tcIn}} {
+		if err := attachTCX(h.prog, ifc, h.hook); err != nil {
+			return done, err
+		}
+		done = append(done, swappedHook{ifc: ifc, hook: h.hook})
+	}
+	return done, nil
+}
+
+// replaceXDP attaches prog to ifc's XDP hook in place of the xfw program
+// running there, in its mode, by a compare-and-swap (XDP_FLAGS_REPLACE):
+// the kernel swaps the program a packet runs in one pointer store, and
+// refuses when the program there is no longer the one read. An interface
+// running no XDP program gets prog as attachXDP attaches it. It returns
+// the mode's flag.
+func replaceXDP(ifc Interface, prog *ebpf.Program) (int, error) {
+	x := ifc.link.Attrs().Xdp
+	if x == nil || !x.Attached || x.ProgId == 0 {
+		return 0, attachXDP(prog, ifc, XDPAuto)
+	}
+	mode := nl.XDP_FLAGS_DRV_MODE
+	if x.AttachMode == nl.XDP_ATTACHED_SKB {
+		mode = nl.XDP_FLAGS_SKB_MODE
+	}
+	running, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId))
+	if err != nil {
+		return 0, fmt.Errorf("open the XDP program running on %s: %w", ifc.Name, err)
+	}
+	defer running.Close()
+	if err := setXDPReplacing(ifc.Index, prog.FD(), running.FD(), mode); err != nil {
+		return 0, fmt.Errorf("replace the XDP program of %s: %w", ifc.Name, err)
+	}
+	return mode, nil
+}
+
+// setXDPReplacing is RTM_SETLINK with IFLA_XDP {FD, FLAGS|REPLACE,
+// EXPECTED_FD}.
+func setXDPReplacing(ifindex, fd, expectedFD, mode int) error {
+	req := nl.NewNetlinkRequest(unix.RTM_SETLINK, unix.NLM_F_ACK)
+	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
+	msg.Index = int32(ifindex)
+	req.AddData(msg)
+	attr := nl.NewRtAttr(unix.IFLA_XDP|unix.NLA_F_NESTED, nil)
+	attr.AddRtAttr(nl.IFLA_XDP_FD, nl.Uint32Attr(uint32(fd)))
+	attr.AddRtAttr(nl.IFLA_XDP_FLAGS, nl.Uint32Attr(uint32(mode|xdpFlagsReplace)))
+	attr.AddRtAttr(iflaXDPExpectedFD, nl.Uint32Attr(uint32(expectedFD)))
+	req.AddData(attr)
+	_, err := req.Execute(unix.NETLINK_ROUTE, 0)
+	return err
+}
+
+// putBack attaches the old build's programs again where the takeover had
+// replaced them, the guard following.
+func (t *Takeover) putBack(swapped []swappedHook, guard *Guard) error {
+	var errs []error
+	for _, h := range swapped {
+		l, err := netlink.LinkByIndex(h.ifc.Index)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("find %s: %w", h.ifc.Name, err))
+			continue
+		}
+		ifc := h.ifc
+		ifc.link = l
+		switch {
+		case h.xdp && t.old.xdp != nil:
+			if _, err := replaceXDP(ifc, t.old.xdp); err != nil {
+				errs = append(errs, err)
+			}
+			errs = append(errs, retargetGuard(guard, ifc.Index, t.old.xdp))
+		case !h.xdp:
+			if prog := t.oldTCX(h.hook); prog != nil {
+				errs = append(errs, attachTCX(prog, ifc, h.hook))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// oldTCX returns the old build's program of hook (nil when it is not open).
+func (t *Takeover) oldTCX(hook tcxHook) *ebpf.Program {
+	if hook.prog == tcProgName {
+		return t.old.tc
+	}
+	return t.old.tcIn
+}
+
+// pinnedGuardIfAny opens the namespace's pinned guard, or returns nil when
+// there is none.
+func pinnedGuardIfAny() (*Guard, error) {
+	dir, err := guardPinDir()
+	if err != nil || dir == "" {
+		return nil, err
+	}
+	g, err := openPinnedGuard(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return g, nil
+}
+
+// retargetGuard makes the guard admit ifc by prog, the XDP program it runs
+// now, where it admitted it by another program (an interface the guard
+// does not admit stays so).
+func retargetGuard(g *Guard, ifindex int, prog *ebpf.Program) error {
+	if g == nil {
+		return nil
+	}
+	facts, err := programFacts(prog)
+	if err != nil {
+		return err
+	}
+	var v guardIf
+	if err := g.ifs.Lookup(uint32(ifindex), &v); err != nil {
+		return nil // not admitted
+	}
+	v.ProgID = uint32(facts.ID)
+	if err := g.ifs.Put(uint32(ifindex), v); err != nil {
+		return fmt.Errorf("guard: admit interface %d by its new program: %w", ifindex, err)
+	}
+	return nil
+}
+
+// carryLateCounts adds to the new generations what the old programs
+// counted after BeginTakeover read their counters (packets of the
+// interfaces not swapped yet), once no old program runs.
+func (t *Takeover) carryLateCounts() error {
+	for fam, first := range t.first {
+		slot := t.old.slot(fam)
+		if err := t.old.waitForReaders(slot); err != nil {
+			return err
+		}
+		final, err := t.old.readCounters(slot)
+		if err != nil {
+			return fmt.Errorf("read the old %s counters: %w", fam, err)
+		}
+		now, err := Counters(fam)
+		if err != nil {
+			return err
+		}
+		late := map[int]ir.Counters{}
+		for i := 0; i < len(first) && i < len(final) && i < len(now); i++ {
+			dp, db := final[i].Packets-first[i].Packets, final[i].Bytes-first[i].Bytes
+			if dp != 0 || db != 0 {
+				late[i] = ir.Counters{Packets: now[i].Packets + dp, Bytes: now[i].Bytes + db}
+			}
+		}
+		if len(late) > 0 {
+			if err := SetCounters(fam, late); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
