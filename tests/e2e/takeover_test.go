@@ -1,0 +1,323 @@
+package e2e
+
+import (
+	"bufio"
+	"net"
+	"net/netip"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
+)
+
+// takeoverRules drops FORWARD by policy: a connection's packets pass only
+// as ESTABLISHED (its SYN as NEW), UDP to 7300 only from a member of set
+// tkallow, UDP to 7100 is dropped by a rule of its own (whose counter
+// counts every datagram sent there).
+const takeoverRules = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n" +
+	"-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT\n" +
+	"-A FORWARD -p tcp -m tcp --dport 7200 --tcp-flags FIN,SYN,RST,ACK SYN -m conntrack --ctstate NEW -j ACCEPT\n" +
+	"-A FORWARD -p udp -m set --match-set tkallow src -m udp --dport 7300 -j ACCEPT\n" +
+	"-A FORWARD -p udp -m udp --dport 7100 -j DROP\nCOMMIT\n"
+
+// dataplanePkg is the package whose test-only variables buildVariant sets.
+const dataplanePkg = "github.com/xfw-dev/xfw/internal/dataplane"
+
+// buildVariant builds xfw with the dataplane package's test-only variables
+// vars set (-ldflags -X): a second build whose identity (and, as asked,
+// handover format or connection layout) differs from bin/xfw's and whose
+// behaviour does not. It needs the BPF objects `make build` made.
+func buildVariant(t *testing.T, vars map[string]string) string {
+	t.Helper()
+	xfwPath(t) // make build ran
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	out := filepath.Join(t.TempDir(), "xfw")
+	var flags []string
+	for k, v := range vars {
+		flags = append(flags, "-X "+dataplanePkg+"."+k+"="+v)
+	}
+	cmd := exec.Command("go", "build", "-ldflags", strings.Join(flags, " "), "-o", out, "./cmd/xfw")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the variant %v: %v\n%s", vars, err, b)
+	}
+	return out
+}
+
+// takeoverSetup makes a topology in which the old binary runs
+// takeoverRules, the set holding gen's address, with no mid-stream pickup
+// of TCP connections (a connection the tables lose is then dropped).
+func takeoverSetup(t *testing.T, old string) *nettest.Topology {
+	t.Helper()
+	requireTools(t, "sysctl")
+	tp := nettest.New(t)
+	nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.netfilter.nf_conntrack_tcp_loose=0")
+	nettest.MustExec(t, tp.FwNS, old, "ipset", "create", "tkallow", "hash:ip")
+	nettest.MustExec(t, tp.FwNS, old, "ipset", "add", "tkallow", tp.Gen.IPv4.String())
+	firewall{kind: "xfw", bin: old}.restore(t, tp, 4, takeoverRules)
+	return tp
+}
+
+// echoConn is an open TCP connection from gen to sink's echo server.
+type echoConn struct {
+	c *net.TCPConn
+	r *bufio.Reader
+}
+
+// openEcho listens on sink's port 7200, echoing lines, and connects to it
+// from gen.
+func openEcho(t *testing.T, tp *nettest.Topology) *echoConn {
+	t.Helper()
+	ln := listenTCP(t, tp.SinkNS, netip.AddrPortFrom(tp.Sink.IPv4, 7200))
+	go func() {
+		c, err := ln.AcceptTCP()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if _, err := c.Write([]byte(line)); err != nil {
+				return
+			}
+		}
+	}()
+	c, err := dialTCP(tp.GenNS, netip.AddrPortFrom(tp.Sink.IPv4, 7200), 5*time.Second)
+	if err != nil {
+		t.Fatalf("connect to sink: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &echoConn{c: c, r: bufio.NewReader(c)}
+}
+
+// roundTrip sends a line and returns the echo, or an error text when none
+// came within wait (the connection's packets were dropped).
+func (e *echoConn) roundTrip(line string, wait time.Duration) (string, error) {
+	_ = e.c.SetDeadline(time.Now().Add(wait))
+	if _, err := e.c.Write([]byte(line + "\n")); err != nil {
+		return "", err
+	}
+	got, err := e.r.ReadString('\n')
+	return strings.TrimSuffix(got, "\n"), err
+}
+
+// udpFlood sends datagrams from gen to dst until stopped and counts those
+// the socket sent.
+type udpFlood struct {
+	sent atomic.Int64
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func startFlood(t *testing.T, ns string, dst netip.AddrPort) *udpFlood {
+	t.Helper()
+	var conn *net.UDPConn
+	if err := nettest.InNamespace(ns, func() (err error) {
+		conn, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(dst))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f := &udpFlood{stop: make(chan struct{})}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		defer conn.Close()
+		for {
+			select {
+			case <-f.stop:
+				return
+			default:
+			}
+			if _, err := conn.Write([]byte("flood")); err == nil {
+				f.sent.Add(1)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	return f
+}
+
+// halt stops the flood and returns how many datagrams it sent.
+func (f *udpFlood) halt() int64 {
+	close(f.stop)
+	f.wg.Wait()
+	return f.sent.Load()
+}
+
+// xdpProgID returns the id of the XDP program on fw's interface facing gen.
+func xdpProgID(t *testing.T, tp *nettest.Topology) string {
+	t.Helper()
+	out := nettest.MustExec(t, tp.FwNS, "ip", "-d", "link", "show", tp.FwIn.Ifname)
+	m := regexp.MustCompile(`prog/xdp id (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no XDP program on %s:\n%s", tp.FwIn.Ifname, out)
+	}
+	return m[1]
+}
+
+// savedRules strips iptables-save's date comments.
+func savedRules(save string) string {
+	var keep []string
+	for _, l := range strings.Split(save, "\n") {
+		if !strings.HasPrefix(l, "#") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+// TestTakeoverKeepsFilteringAndConnections loads a DROP-policy ruleset
+// with an "old" build (another build identity), opens a TCP connection
+// through it and floods a port it drops, and takes over with bin/xfw under
+// that traffic: no flooded datagram arrives, the connection goes on, the
+// rules, sets and counters are the old build's (the DROP rule's counter
+// counts every datagram sent, whichever build judged it), and the old
+// build is gone.
+func TestTakeoverKeepsFilteringAndConnections(t *testing.T) {
+	old := buildVariant(t, map[string]string{"buildIdentitySalt": "old"})
+	bin := xfwPath(t)
+	tp := takeoverSetup(t, old)
+	conn := openEcho(t, tp)
+	if got, err := conn.roundTrip("before", 5*time.Second); err != nil || got != "before" {
+		t.Fatalf("echo before the takeover: %q, %v", got, err)
+	}
+	if res := execAny(t, tp.FwNS, bin, "iptables", "-S"); res.ExitCode != 1 || !strings.Contains(res.Stderr, "xfw takeover") {
+		t.Fatalf("the new build before the takeover: exit %d, %s (want 1, naming xfw takeover)", res.ExitCode, res.Stderr)
+	}
+	sink := nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(tp.Sink.IPv4, 7100))
+	defer sink.Close()
+	before := nettest.MustExec(t, tp.FwNS, old, "iptables-save", "-c")
+	beforePlain := nettest.MustExec(t, tp.FwNS, old, "iptables-save")
+	oldXDP := xdpProgID(t, tp)
+
+	flood := startFlood(t, tp.GenNS, netip.AddrPortFrom(tp.Sink.IPv4, 7100))
+	time.Sleep(50 * time.Millisecond) // traffic before, during and after the swap
+	res := execAny(t, tp.FwNS, bin, "takeover")
+	time.Sleep(50 * time.Millisecond)
+	sent := flood.halt()
+	if res.ExitCode != 0 || !strings.Contains(res.Stderr, "connections and NAT mappings kept") {
+		t.Fatalf("xfw takeover: exit %d\n%s", res.ExitCode, res.Stderr)
+	}
+	t.Logf("xfw takeover (%d datagrams sent to the dropped port meanwhile):\n%s", sent, res.Stderr)
+	if got := len(sink.Wait(1, arrivalWait)); got != 0 {
+		t.Errorf("%d of %d datagrams to the dropped port arrived across the takeover", got, sent)
+	}
+	if got, err := conn.roundTrip("after", 5*time.Second); err != nil || got != "after" {
+		t.Errorf("the open connection after the takeover: %q, %v", got, err)
+	}
+	if xdpProgID(t, tp) == oldXDP {
+		t.Errorf("the old XDP program %s still runs", oldXDP)
+	}
+	if res := execAny(t, tp.FwNS, old, "iptables", "-S"); res.ExitCode != 1 {
+		t.Errorf("the old build still finds its own programs: exit %d", res.ExitCode)
+	}
+
+	after := nettest.MustExec(t, tp.FwNS, bin, "iptables-save", "-c")
+	if got := nettest.MustExec(t, tp.FwNS, bin, "iptables-save"); savedRules(got) != savedRules(beforePlain) {
+		t.Errorf("iptables-save differs across the takeover:\nbefore:\n%s\nafter:\n%s", beforePlain, got)
+	}
+	b, a := counters(t, before), counters(t, after)
+	drop := "FORWARD -p udp -m udp --dport 7100 -j DROP"
+	if a[drop].packets != b[drop].packets+uint64(sent) {
+		t.Errorf("the DROP rule counted %d datagrams across the takeover, %d were sent (before %d, after %d)", a[drop].packets-b[drop].packets, sent, b[drop].packets, a[drop].packets)
+	}
+	for rule, c := range b {
+		if a[rule].packets < c.packets || a[rule].bytes < c.bytes {
+			t.Errorf("counter of %q went back: %v before, %v after", rule, c, a[rule])
+		}
+	}
+	allowed := nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(tp.Sink.IPv4, 7300))
+	defer allowed.Close()
+	nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(tp.Sink.IPv4, 7300), []byte("member"))
+	if len(allowed.Wait(1, arrivalWait)) != 1 {
+		t.Errorf("a datagram from the set's member did not pass after the takeover")
+	}
+	if list := nettest.MustExec(t, tp.FwNS, bin, "ipset", "list", "tkallow"); !strings.Contains(list, tp.Gen.IPv4.String()) {
+		t.Errorf("set tkallow after the takeover:\n%s", list)
+	}
+	if res := execAny(t, tp.FwNS, bin, "takeover"); res.ExitCode != 0 || res.Stderr != "" {
+		t.Errorf("a second takeover (nothing to take over): exit %d, %s", res.ExitCode, res.Stderr)
+	}
+}
+
+// TestTakeoverRefusesUnreadableFormat: an old build that records a
+// handover format the new build does not read is refused (exit 1, the
+// format named), and its programs go on filtering, untouched.
+func TestTakeoverRefusesUnreadableFormat(t *testing.T) {
+	old := buildVariant(t, map[string]string{"buildIdentitySalt": "old", "handoverFormatOverride": "99"})
+	bin := xfwPath(t)
+	tp := takeoverSetup(t, old)
+	conn := openEcho(t, tp)
+	oldXDP := xdpProgID(t, tp)
+	before := nettest.MustExec(t, tp.FwNS, "bpftool", "net", "show")
+
+	res := execAny(t, tp.FwNS, bin, "takeover")
+	if res.ExitCode != 1 || !strings.Contains(res.Stderr, "handover format 99") {
+		t.Fatalf("xfw takeover of an unreadable format: exit %d, %s (want 1, naming format 99)", res.ExitCode, res.Stderr)
+	}
+	if got := xdpProgID(t, tp); got != oldXDP {
+		t.Errorf("XDP program %s replaced by %s", oldXDP, got)
+	}
+	if after := nettest.MustExec(t, tp.FwNS, "bpftool", "net", "show"); after != before {
+		t.Errorf("attachments changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if got := forwardedTo(t, tp, 7100, 5); got != 0 {
+		t.Errorf("%d of 5 datagrams to the dropped port arrived after the refused takeover", got)
+	}
+	if got, err := conn.roundTrip("still", 5*time.Second); err != nil || got != "still" {
+		t.Errorf("the open connection after the refused takeover: %q, %v", got, err)
+	}
+	if res := execAny(t, tp.FwNS, old, "iptables-save"); res.ExitCode != 0 {
+		t.Errorf("the old build lost its state: exit %d, %s", res.ExitCode, res.Stderr)
+	}
+}
+
+// TestTakeoverLosesConnectionsOfAnotherLayout: when the old build's
+// connection tables are laid out otherwise (another fingerprint), the
+// takeover says how many tracked connections it leaves behind, and an
+// open connection is then cut by the DROP policy, as the log says.
+func TestTakeoverLosesConnectionsOfAnotherLayout(t *testing.T) {
+	old := buildVariant(t, map[string]string{"buildIdentitySalt": "old", "connLayoutSalt": "other"})
+	bin := xfwPath(t)
+	tp := takeoverSetup(t, old)
+	conn := openEcho(t, tp)
+	if got, err := conn.roundTrip("before", 5*time.Second); err != nil || got != "before" {
+		t.Fatalf("echo before the takeover: %q, %v", got, err)
+	}
+	res := execAny(t, tp.FwNS, bin, "takeover")
+	if res.ExitCode != 0 || !regexp.MustCompile(`: [1-9]\d* tracked connections .* are lost`).MatchString(res.Stderr) {
+		t.Fatalf("xfw takeover: exit %d\n%s", res.ExitCode, res.Stderr)
+	}
+	if got, err := conn.roundTrip("after", 2*time.Second); err == nil {
+		t.Errorf("the connection went on (%q) though its tracking was lost", got)
+	}
+	if got := forwardedTo(t, tp, 7100, 5); got != 0 {
+		t.Errorf("%d of 5 datagrams to the dropped port arrived", got)
+	}
+}
+
+// forwardedTo sends n datagrams from gen to sink's port and returns how
+// many arrived.
+func forwardedTo(t *testing.T, tp *nettest.Topology, port uint16, n int) int {
+	t.Helper()
+	dst := netip.AddrPortFrom(tp.Sink.IPv4, port)
+	srv := nettest.StartUDPServer(t, tp.SinkNS, dst)
+	defer srv.Close()
+	for i := 0; i < n; i++ {
+		nettest.UDPSend(tp.GenNS, dst, []byte("x"))
+	}
+	return len(srv.Wait(n, arrivalWait))
+}
