@@ -194,7 +194,7 @@ func TestTakeoverKeepsFilteringAndConnections(t *testing.T) {
 	if got, err := conn.roundTrip("before", 5*time.Second); err != nil || got != "before" {
 		t.Fatalf("echo before the takeover: %q, %v", got, err)
 	}
-	if res := execAny(t, tp.FwNS, bin, "iptables", "-S"); res.ExitCode != 1 || !strings.Contains(res.Stderr, "xfw takeover") {
+	if res := execAny(t, tp.FwNS, bin, "iptables", "-w", "10", "-S"); res.ExitCode != 1 || !strings.Contains(res.Stderr, "xfw takeover") {
 		t.Fatalf("the new build before the takeover: exit %d, %s (want 1, naming xfw takeover)", res.ExitCode, res.Stderr)
 	}
 	sink := nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(tp.Sink.IPv4, 7100))
@@ -221,7 +221,7 @@ func TestTakeoverKeepsFilteringAndConnections(t *testing.T) {
 	if xdpProgID(t, tp) == oldXDP {
 		t.Errorf("the old XDP program %s still runs", oldXDP)
 	}
-	if res := execAny(t, tp.FwNS, old, "iptables", "-S"); res.ExitCode != 1 {
+	if res := execAny(t, tp.FwNS, old, "iptables", "-w", "10", "-S"); res.ExitCode != 1 {
 		t.Errorf("the old build still finds its own programs: exit %d", res.ExitCode)
 	}
 
