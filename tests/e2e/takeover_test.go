@@ -321,3 +321,54 @@ func forwardedTo(t *testing.T, tp *nettest.Topology, port uint16, n int) int {
 	}
 	return len(srv.Wait(n, arrivalWait))
 }
+
+// TestTakeoverKeepsGuard: with the old build's agent keeping a pinned
+// guard, the takeover moves the guard's admissions to the new XDP
+// programs: the open connection and the set member's datagrams still pass
+// (the guard would drop them, arriving by a program it does not know),
+// the dropped port stays dropped, and the new build's agent, started after
+// the old one dies, takes the guard over.
+func TestTakeoverKeepsGuard(t *testing.T) {
+	pins := mountBPFFS(t)
+	t.Setenv("XFW_BPFFS", pins)
+	old := buildVariant(t, map[string]string{"buildIdentitySalt": "old"})
+	bin := xfwPath(t)
+	tp := takeoverSetup(t, old)
+	conn := openEcho(t, tp)
+	agent, out := startAgent(t, old, tp)
+	waitFor(t, "the guard", func() bool { return strings.Contains(out.String(), "guard started") })
+
+	sink := nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(tp.Sink.IPv4, 7100))
+	flood := startFlood(t, tp.GenNS, netip.AddrPortFrom(tp.Sink.IPv4, 7100))
+	res := execAny(t, tp.FwNS, bin, "takeover")
+	sent := flood.halt()
+	if res.ExitCode != 0 {
+		t.Fatalf("xfw takeover: exit %d\n%s", res.ExitCode, res.Stderr)
+	}
+	if got := len(sink.Wait(1, arrivalWait)); got != 0 {
+		t.Errorf("%d of %d datagrams to the dropped port arrived across the takeover", got, sent)
+	}
+	sink.Close()
+	if got, err := conn.roundTrip("after", 5*time.Second); err != nil || got != "after" {
+		t.Errorf("the open connection after the takeover, through the guard: %q, %v", got, err)
+	}
+	if got := forwardedTo(t, tp, 7300, 3); got != 3 {
+		t.Errorf("%d of 3 datagrams from the set's member passed the guard after the takeover", got)
+	}
+
+	// The package's postinst restarts the agent; one that dies leaves the
+	// guard pinned, and the new build's takes it over.
+	if err := agent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	agent.Wait()
+	_, out2 := startAgent(t, bin, tp)
+	waitFor(t, "the new agent to take the guard over", func() bool { return strings.Contains(out2.String(), "guard found in force") })
+	waitFor(t, "every interface covered", func() bool { return status(t, bin, tp).ExitCode == 0 })
+	if got, err := conn.roundTrip("agent", 5*time.Second); err != nil || got != "agent" {
+		t.Errorf("the open connection under the new agent: %q, %v", got, err)
+	}
+	if got := forwardedTo(t, tp, 7100, 3); got != 0 {
+		t.Errorf("%d of 3 datagrams to the dropped port arrived under the new agent", got)
+	}
+}
