@@ -82,6 +82,11 @@ func takeover() ([]string, error) {
 	} else {
 		msg = append(msg, fmt.Sprintf("the connection tables' layout differs between the builds: %d tracked connections and their NAT mappings are lost (their packets are judged as new connections)", tk.ConnsLost))
 	}
-	msg = append(msg, "limit and hashlimit buckets start full, recent lists and connlimit counts empty, ipset member counters from their last stored value")
+	if tk.RatesCopied {
+		msg = append(msg, "hashlimit tables and recent lists kept")
+	} else {
+		msg = append(msg, "the hashlimit tables' and recent lists' layout differs between the builds: hashlimit buckets start full, recent lists empty")
+	}
+	msg = append(msg, "limit buckets start full, connlimit counts empty, ipset member counters from their last stored value")
 	return msg, nil
 }

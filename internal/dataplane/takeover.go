@@ -49,6 +49,9 @@ type Takeover struct {
 	// carried over (their layout differs between the builds).
 	ConnsShared bool
 	ConnsLost   int
+	// RatesCopied says the hashlimit tables and recent lists were copied
+	// into the new programs' maps (the builds lay them out alike).
+	RatesCopied bool
 	// OldBuild and NewBuild are the two builds' identities; Swapped
 	// counts the interfaces whose programs Commit replaced.
 	OldBuild, NewBuild uint64
@@ -97,6 +100,9 @@ func BeginTakeover() (_ *Takeover, err error) {
 		return nil, fmt.Errorf("load this build's programs: %w", err)
 	}
 	if err := t.copySets(); err != nil {
+		return nil, err
+	}
+	if err := t.copyRateState(); err != nil {
 		return nil, err
 	}
 	keepForSession(t.next)
@@ -276,6 +282,42 @@ func (t *Takeover) copySets() error {
 		return fmt.Errorf("%w: hand the running build's ipsets to this build's programs: %v", ErrHandoverFormat, err)
 	}
 	return nil
+}
+
+// copyRateState copies the old build's hashlimit tables and recent lists,
+// entries and all, into the new programs' maps when both builds lay them
+// out alike: the commit then finds them by name and keeps them, as a
+// ruleset change within one build does. What the old programs change in
+// them after the copy (until the swap) is not carried.
+func (t *Takeover) copyRateState() error {
+	mine, err := rateLayoutFingerprint()
+	if err != nil || t.facts.rateLayout != mine {
+		return err
+	}
+	for _, name := range rateStateMaps {
+		from, to := t.old.maps[kernelName(name)], t.next.maps[name]
+		if from == nil || to == nil {
+			return fmt.Errorf("%w: map %s missing", ErrHandoverFormat, name)
+		}
+		if err := copyEntries(from, to); err != nil {
+			return fmt.Errorf("copy %s: %w", name, err)
+		}
+	}
+	t.RatesCopied = true
+	return nil
+}
+
+// copyEntries copies every entry of from into to (maps of one layout),
+// as bytes.
+func copyEntries(from, to *ebpf.Map) error {
+	key, val := make([]byte, from.KeySize()), make([]byte, from.ValueSize())
+	it := from.Iterate()
+	for it.Next(&key, &val) {
+		if err := to.Put(key, val); err != nil {
+			return err
+		}
+	}
+	return it.Err()
 }
 
 // Abort ends a takeover that will not be committed: this build's programs

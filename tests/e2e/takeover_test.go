@@ -19,12 +19,15 @@ import (
 
 // takeoverRules drops FORWARD by policy: a connection's packets pass only
 // as ESTABLISHED (its SYN as NEW), UDP to 7300 only from a member of set
-// tkallow, UDP to 7100 is dropped by a rule of its own (whose counter
-// counts every datagram sent there).
+// tkallow, to 7400 recorded in recent list tkrecent, to 7500 within a
+// hashlimit burst of 2 an hour, UDP to 7100 is dropped by a rule of its
+// own (whose counter counts every datagram sent there).
 const takeoverRules = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n" +
 	"-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT\n" +
 	"-A FORWARD -p tcp -m tcp --dport 7200 --tcp-flags FIN,SYN,RST,ACK SYN -m conntrack --ctstate NEW -j ACCEPT\n" +
 	"-A FORWARD -p udp -m set --match-set tkallow src -m udp --dport 7300 -j ACCEPT\n" +
+	"-A FORWARD -p udp -m udp --dport 7400 -m recent --set --name tkrecent --mask 255.255.255.255 --rsource -j ACCEPT\n" +
+	"-A FORWARD -p udp -m udp --dport 7500 -m hashlimit --hashlimit-upto 1/hour --hashlimit-burst 2 --hashlimit-mode srcip --hashlimit-name tkhl -j ACCEPT\n" +
 	"-A FORWARD -p udp -m udp --dport 7100 -j DROP\nCOMMIT\n"
 
 // dataplanePkg is the package whose test-only variables buildVariant sets.
@@ -197,6 +200,12 @@ func TestTakeoverKeepsFilteringAndConnections(t *testing.T) {
 	if res := execAny(t, tp.FwNS, bin, "iptables", "-w", "10", "-S"); res.ExitCode != 1 || !strings.Contains(res.Stderr, "xfw takeover") {
 		t.Fatalf("the new build before the takeover: exit %d, %s (want 1, naming xfw takeover)", res.ExitCode, res.Stderr)
 	}
+	if got := forwardedTo(t, tp, 7400, 1); got != 1 {
+		t.Fatalf("%d of 1 datagram to the recent rule's port arrived", got)
+	}
+	if got := forwardedTo(t, tp, 7500, 2); got != 2 {
+		t.Fatalf("%d of 2 datagrams within the hashlimit burst arrived", got)
+	}
 	sink := nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(tp.Sink.IPv4, 7100))
 	defer sink.Close()
 	before := nettest.MustExec(t, tp.FwNS, old, "iptables-save", "-c")
@@ -247,6 +256,15 @@ func TestTakeoverKeepsFilteringAndConnections(t *testing.T) {
 	}
 	if list := nettest.MustExec(t, tp.FwNS, bin, "ipset", "list", "tkallow"); !strings.Contains(list, tp.Gen.IPv4.String()) {
 		t.Errorf("set tkallow after the takeover:\n%s", list)
+	}
+	if !strings.Contains(res.Stderr, "hashlimit tables and recent lists kept") {
+		t.Errorf("the takeover did not keep the hashlimit tables and recent lists:\n%s", res.Stderr)
+	}
+	if list := nettest.MustExec(t, tp.FwNS, bin, "recent", "tkrecent"); !strings.Contains(list, "src="+tp.Gen.IPv4.String()+" ") {
+		t.Errorf("recent list tkrecent after the takeover:\n%s", list)
+	}
+	if got := forwardedTo(t, tp, 7500, 1); got != 0 {
+		t.Errorf("a datagram past the hashlimit burst arrived after the takeover: the bucket started afresh")
 	}
 	if res := execAny(t, tp.FwNS, bin, "takeover"); res.ExitCode != 0 || res.Stderr != "" {
 		t.Errorf("a second takeover (nothing to take over): exit %d, %s", res.ExitCode, res.Stderr)
