@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
@@ -26,6 +27,11 @@ const (
 	iflaXDPExpectedFD = 8      // IFLA_XDP_EXPECTED_FD
 	xdpFlagsReplace   = 1 << 4 // XDP_FLAGS_REPLACE
 )
+
+// swapFailAfter, set only by tests (-ldflags -X), makes Commit fail after
+// swapping that many interfaces, to check that the old programs are put
+// back.
+var swapFailAfter string
 
 // swappedHook is one hook Commit replaced, to put back on failure.
 type swappedHook struct {
@@ -45,10 +51,14 @@ func (t *Takeover) Commit() error {
 		return errors.New("takeover already ended")
 	}
 	attachHeld.Store(false)
-	ifaces, err := listInterfaces()
+	// The interface facts and local addresses as they are now (Apply
+	// filled them, unless no family has a ruleset); another program's
+	// XDP hook is refused, not replaced.
+	cur, ifaces, err := loadedState()
 	if err != nil {
 		return err
 	}
+	cur.Close()
 	rest, ports, err := splitPorts(ifaces)
 	if err != nil {
 		return err
@@ -64,6 +74,9 @@ func (t *Takeover) Commit() error {
 	for _, ifc := range append(rest, ports...) {
 		done, err := t.swapInterface(ifc, !containsIndex(ports, ifc.Index), guard)
 		swapped = append(swapped, done...)
+		if err == nil && strconv.Itoa(t.Swapped+1) == swapFailAfter {
+			err = fmt.Errorf("swap failure injected after interface %s (a test build)", ifc.Name)
+		}
 		if err != nil {
 			if rerr := t.putBack(swapped, guard); rerr != nil {
 				err = fmt.Errorf("%w; putting the old programs back: %v", err, rerr)
@@ -174,6 +187,10 @@ func (t *Takeover) putBack(swapped []swappedHook, guard *Guard) error {
 				errs = append(errs, err)
 			}
 			errs = append(errs, retargetGuard(guard, ifc.Index, t.old.xdp))
+		case h.xdp:
+			// The old build ran no XDP program anywhere (found from
+			// its egress program): none again.
+			errs = append(errs, detachXDP(ifc))
 		case !h.xdp:
 			if prog := t.oldTCX(h.hook); prog != nil {
 				errs = append(errs, attachTCX(prog, ifc, h.hook))

@@ -390,3 +390,38 @@ func TestTakeoverKeepsGuard(t *testing.T) {
 		t.Errorf("%d of 3 datagrams to the dropped port arrived under the new agent", got)
 	}
 }
+
+// TestTakeoverFailedSwapPutsBack: a takeover whose swap fails after two of
+// fw's three interfaces (a new build with a failure injected) puts the old
+// programs back on them: exit 1, every attachment as before, the ruleset
+// still enforced, the connection alive; a takeover that succeeds follows.
+func TestTakeoverFailedSwapPutsBack(t *testing.T) {
+	old := buildVariant(t, map[string]string{"buildIdentitySalt": "old"})
+	failing := buildVariant(t, map[string]string{"swapFailAfter": "2"})
+	tp := takeoverSetup(t, old)
+	conn := openEcho(t, tp)
+	before := nettest.MustExec(t, tp.FwNS, "bpftool", "net", "show")
+
+	res := execAny(t, tp.FwNS, failing, "takeover")
+	if res.ExitCode != 1 || !strings.Contains(res.Stderr, "failure injected") || !strings.Contains(res.Stderr, "stay in charge") {
+		t.Fatalf("a takeover whose swap fails: exit %d, %s (want 1, the failure named)", res.ExitCode, res.Stderr)
+	}
+	if after := nettest.MustExec(t, tp.FwNS, "bpftool", "net", "show"); after != before {
+		t.Errorf("attachments not put back:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if got := forwardedTo(t, tp, 7100, 5); got != 0 {
+		t.Errorf("%d of 5 datagrams to the dropped port arrived after the failed takeover", got)
+	}
+	if got, err := conn.roundTrip("still", 5*time.Second); err != nil || got != "still" {
+		t.Errorf("the open connection after the failed takeover: %q, %v", got, err)
+	}
+	if res := execAny(t, tp.FwNS, old, "iptables-save"); res.ExitCode != 0 {
+		t.Errorf("the old build lost its state: exit %d, %s", res.ExitCode, res.Stderr)
+	}
+	if res := execAny(t, tp.FwNS, xfwPath(t), "takeover"); res.ExitCode != 0 {
+		t.Fatalf("the takeover after the failed one: exit %d, %s", res.ExitCode, res.Stderr)
+	}
+	if got, err := conn.roundTrip("after", 5*time.Second); err != nil || got != "after" {
+		t.Errorf("the open connection after the takeover: %q, %v", got, err)
+	}
+}
