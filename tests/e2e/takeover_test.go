@@ -69,6 +69,20 @@ func takeoverSetup(t *testing.T, old string) *nettest.Topology {
 	return tp
 }
 
+// takeoverScene builds the old binary of vars, sets the topology up with
+// it (takeoverSetup) and opens a connection through it, checked by an
+// echo; it returns them with bin/xfw, the new build.
+func takeoverScene(t *testing.T, vars map[string]string) (old, bin string, tp *nettest.Topology, conn *echoConn) {
+	t.Helper()
+	old = buildVariant(t, vars)
+	tp = takeoverSetup(t, old)
+	conn = openEcho(t, tp)
+	if got, err := conn.roundTrip("before", 5*time.Second); err != nil || got != "before" {
+		t.Fatalf("echo before the takeover: %q, %v", got, err)
+	}
+	return old, xfwPath(t), tp, conn
+}
+
 // echoConn is an open TCP connection from gen to sink's echo server.
 type echoConn struct {
 	c *net.TCPConn
@@ -171,17 +185,6 @@ func xdpProgID(t *testing.T, tp *nettest.Topology) string {
 	return m[1]
 }
 
-// savedRules strips iptables-save's date comments.
-func savedRules(save string) string {
-	var keep []string
-	for _, l := range strings.Split(save, "\n") {
-		if !strings.HasPrefix(l, "#") {
-			keep = append(keep, l)
-		}
-	}
-	return strings.Join(keep, "\n")
-}
-
 // TestTakeoverKeepsFilteringAndConnections loads a DROP-policy ruleset
 // with an "old" build (another build identity), opens a TCP connection
 // through it and floods a port it drops, and takes over with bin/xfw under
@@ -190,13 +193,7 @@ func savedRules(save string) string {
 // counts every datagram sent, whichever build judged it), and the old
 // build is gone.
 func TestTakeoverKeepsFilteringAndConnections(t *testing.T) {
-	old := buildVariant(t, map[string]string{"buildIdentitySalt": "old"})
-	bin := xfwPath(t)
-	tp := takeoverSetup(t, old)
-	conn := openEcho(t, tp)
-	if got, err := conn.roundTrip("before", 5*time.Second); err != nil || got != "before" {
-		t.Fatalf("echo before the takeover: %q, %v", got, err)
-	}
+	old, bin, tp, conn := takeoverScene(t, map[string]string{"buildIdentitySalt": "old"})
 	if res := execAny(t, tp.FwNS, bin, "iptables", "-w", "10", "-S"); res.ExitCode != 1 || !strings.Contains(res.Stderr, "xfw takeover") {
 		t.Fatalf("the new build before the takeover: exit %d, %s (want 1, naming xfw takeover)", res.ExitCode, res.Stderr)
 	}
@@ -235,7 +232,7 @@ func TestTakeoverKeepsFilteringAndConnections(t *testing.T) {
 	}
 
 	after := nettest.MustExec(t, tp.FwNS, bin, "iptables-save", "-c")
-	if got := nettest.MustExec(t, tp.FwNS, bin, "iptables-save"); savedRules(got) != savedRules(beforePlain) {
+	if got := nettest.MustExec(t, tp.FwNS, bin, "iptables-save"); stripComments(got) != stripComments(beforePlain) {
 		t.Errorf("iptables-save differs across the takeover:\nbefore:\n%s\nafter:\n%s", beforePlain, got)
 	}
 	b, a := counters(t, before), counters(t, after)
@@ -275,10 +272,7 @@ func TestTakeoverKeepsFilteringAndConnections(t *testing.T) {
 // handover format the new build does not read is refused (exit 1, the
 // format named), and its programs go on filtering, untouched.
 func TestTakeoverRefusesUnreadableFormat(t *testing.T) {
-	old := buildVariant(t, map[string]string{"buildIdentitySalt": "old", "handoverFormatOverride": "99"})
-	bin := xfwPath(t)
-	tp := takeoverSetup(t, old)
-	conn := openEcho(t, tp)
+	old, bin, tp, conn := takeoverScene(t, map[string]string{"buildIdentitySalt": "old", "handoverFormatOverride": "99"})
 	oldXDP := xdpProgID(t, tp)
 	before := nettest.MustExec(t, tp.FwNS, "bpftool", "net", "show")
 
@@ -289,14 +283,23 @@ func TestTakeoverRefusesUnreadableFormat(t *testing.T) {
 	if got := xdpProgID(t, tp); got != oldXDP {
 		t.Errorf("XDP program %s replaced by %s", oldXDP, got)
 	}
+	checkOldInCharge(t, tp, old, conn, before)
+}
+
+// checkOldInCharge checks, after a takeover that failed, that the old
+// build runs as before: the attachments (bpftool net show) are those of
+// before, the dropped port is dropped, the connection alive, the old
+// build's commands find their state.
+func checkOldInCharge(t *testing.T, tp *nettest.Topology, old string, conn *echoConn, before string) {
+	t.Helper()
 	if after := nettest.MustExec(t, tp.FwNS, "bpftool", "net", "show"); after != before {
 		t.Errorf("attachments changed:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 	if got := forwardedTo(t, tp, 7100, 5); got != 0 {
-		t.Errorf("%d of 5 datagrams to the dropped port arrived after the refused takeover", got)
+		t.Errorf("%d of 5 datagrams to the dropped port arrived after the failed takeover", got)
 	}
 	if got, err := conn.roundTrip("still", 5*time.Second); err != nil || got != "still" {
-		t.Errorf("the open connection after the refused takeover: %q, %v", got, err)
+		t.Errorf("the open connection after the failed takeover: %q, %v", got, err)
 	}
 	if res := execAny(t, tp.FwNS, old, "iptables-save"); res.ExitCode != 0 {
 		t.Errorf("the old build lost its state: exit %d, %s", res.ExitCode, res.Stderr)
@@ -308,13 +311,7 @@ func TestTakeoverRefusesUnreadableFormat(t *testing.T) {
 // takeover says how many tracked connections it leaves behind, and an
 // open connection is then cut by the DROP policy, as the log says.
 func TestTakeoverLosesConnectionsOfAnotherLayout(t *testing.T) {
-	old := buildVariant(t, map[string]string{"buildIdentitySalt": "old", "connLayoutSalt": "other"})
-	bin := xfwPath(t)
-	tp := takeoverSetup(t, old)
-	conn := openEcho(t, tp)
-	if got, err := conn.roundTrip("before", 5*time.Second); err != nil || got != "before" {
-		t.Fatalf("echo before the takeover: %q, %v", got, err)
-	}
+	_, bin, tp, conn := takeoverScene(t, map[string]string{"buildIdentitySalt": "old", "connLayoutSalt": "other"})
 	res := execAny(t, tp.FwNS, bin, "takeover")
 	if res.ExitCode != 0 || !regexp.MustCompile(`: [1-9]\d* tracked connections .* are lost`).MatchString(res.Stderr) {
 		t.Fatalf("xfw takeover: exit %d\n%s", res.ExitCode, res.Stderr)
@@ -349,10 +346,7 @@ func forwardedTo(t *testing.T, tp *nettest.Topology, port uint16, n int) int {
 func TestTakeoverKeepsGuard(t *testing.T) {
 	pins := mountBPFFS(t)
 	t.Setenv("XFW_BPFFS", pins)
-	old := buildVariant(t, map[string]string{"buildIdentitySalt": "old"})
-	bin := xfwPath(t)
-	tp := takeoverSetup(t, old)
-	conn := openEcho(t, tp)
+	old, bin, tp, conn := takeoverScene(t, map[string]string{"buildIdentitySalt": "old"})
 	agent, out := startAgent(t, old, tp)
 	waitFor(t, "the guard", func() bool { return strings.Contains(out.String(), "guard started") })
 
@@ -396,29 +390,16 @@ func TestTakeoverKeepsGuard(t *testing.T) {
 // programs back on them: exit 1, every attachment as before, the ruleset
 // still enforced, the connection alive; a takeover that succeeds follows.
 func TestTakeoverFailedSwapPutsBack(t *testing.T) {
-	old := buildVariant(t, map[string]string{"buildIdentitySalt": "old"})
+	old, bin, tp, conn := takeoverScene(t, map[string]string{"buildIdentitySalt": "old"})
 	failing := buildVariant(t, map[string]string{"swapFailAfter": "2"})
-	tp := takeoverSetup(t, old)
-	conn := openEcho(t, tp)
 	before := nettest.MustExec(t, tp.FwNS, "bpftool", "net", "show")
 
 	res := execAny(t, tp.FwNS, failing, "takeover")
 	if res.ExitCode != 1 || !strings.Contains(res.Stderr, "failure injected") || !strings.Contains(res.Stderr, "stay in charge") {
 		t.Fatalf("a takeover whose swap fails: exit %d, %s (want 1, the failure named)", res.ExitCode, res.Stderr)
 	}
-	if after := nettest.MustExec(t, tp.FwNS, "bpftool", "net", "show"); after != before {
-		t.Errorf("attachments not put back:\nbefore:\n%s\nafter:\n%s", before, after)
-	}
-	if got := forwardedTo(t, tp, 7100, 5); got != 0 {
-		t.Errorf("%d of 5 datagrams to the dropped port arrived after the failed takeover", got)
-	}
-	if got, err := conn.roundTrip("still", 5*time.Second); err != nil || got != "still" {
-		t.Errorf("the open connection after the failed takeover: %q, %v", got, err)
-	}
-	if res := execAny(t, tp.FwNS, old, "iptables-save"); res.ExitCode != 0 {
-		t.Errorf("the old build lost its state: exit %d, %s", res.ExitCode, res.Stderr)
-	}
-	if res := execAny(t, tp.FwNS, xfwPath(t), "takeover"); res.ExitCode != 0 {
+	checkOldInCharge(t, tp, old, conn, before)
+	if res := execAny(t, tp.FwNS, bin, "takeover"); res.ExitCode != 0 {
 		t.Fatalf("the takeover after the failed one: exit %d, %s", res.ExitCode, res.Stderr)
 	}
 	if got, err := conn.roundTrip("after", 5*time.Second); err != nil || got != "after" {
