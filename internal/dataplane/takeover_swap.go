@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
@@ -71,6 +72,7 @@ func (t *Takeover) Commit() error {
 		defer guard.Close()
 	}
 	var swapped []swappedHook
+	start := time.Now()
 	for _, ifc := range append(rest, ports...) {
 		done, err := t.swapInterface(ifc, !containsIndex(ports, ifc.Index), guard)
 		swapped = append(swapped, done...)
@@ -85,6 +87,7 @@ func (t *Takeover) Commit() error {
 		}
 		t.Swapped++
 	}
+	TraceSince("takeover: swap every interface", start)
 	t.done = true
 	err = t.carryLateCounts()
 	t.old.Close()
