@@ -30,6 +30,11 @@ const takeoverRules = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPU
 	"-A FORWARD -p udp -m udp --dport 7500 -m hashlimit --hashlimit-upto 1/hour --hashlimit-burst 2 --hashlimit-mode srcip --hashlimit-name tkhl -j ACCEPT\n" +
 	"-A FORWARD -p udp -m udp --dport 7100 -j DROP\nCOMMIT\n"
 
+// takeoverRules6 is the IPv6 ruleset beside takeoverRules: its counters
+// must come through the takeover unchanged (no IPv6 traffic meanwhile).
+const takeoverRules6 = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n" +
+	"-A FORWARD -p udp -m udp --dport 7100 -j DROP\nCOMMIT\n"
+
 // dataplanePkg is the package whose test-only variables buildVariant sets.
 const dataplanePkg = "github.com/xfw-dev/xfw/internal/dataplane"
 
@@ -203,6 +208,14 @@ func TestTakeoverKeepsFilteringAndConnections(t *testing.T) {
 	if got := forwardedTo(t, tp, 7500, 2); got != 2 {
 		t.Fatalf("%d of 2 datagrams within the hashlimit burst arrived", got)
 	}
+	firewall{kind: "xfw", bin: old}.restore(t, tp, 6, takeoverRules6)
+	for i := 0; i < 3; i++ {
+		nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(tp.Sink.IPv6, 7100), []byte("six"))
+	}
+	before6 := nettest.MustExec(t, tp.FwNS, old, "ip6tables-save", "-c")
+	if !strings.Contains(before6, "[3:") {
+		t.Fatalf("the IPv6 DROP rule did not count the datagrams:\n%s", before6)
+	}
 	sink := nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(tp.Sink.IPv4, 7100))
 	defer sink.Close()
 	before := nettest.MustExec(t, tp.FwNS, old, "iptables-save", "-c")
@@ -234,6 +247,19 @@ func TestTakeoverKeepsFilteringAndConnections(t *testing.T) {
 	after := nettest.MustExec(t, tp.FwNS, bin, "iptables-save", "-c")
 	if got := nettest.MustExec(t, tp.FwNS, bin, "iptables-save"); stripComments(got) != stripComments(beforePlain) {
 		t.Errorf("iptables-save differs across the takeover:\nbefore:\n%s\nafter:\n%s", beforePlain, got)
+	}
+	// fw's own neighbour discovery goes on meanwhile: the policies'
+	// counters may grow, the DROP rule's (no IPv6 datagram since) not.
+	after6 := nettest.MustExec(t, tp.FwNS, bin, "ip6tables-save", "-c")
+	strip := regexp.MustCompile(`\[\d+:\d+\]`)
+	if strip.ReplaceAllString(stripComments(after6), "") != strip.ReplaceAllString(stripComments(before6), "") {
+		t.Errorf("ip6tables-save differs across the takeover:\nbefore:\n%s\nafter:\n%s", before6, after6)
+	}
+	b6, a6 := counters(t, before6), counters(t, after6)
+	for key, c := range b6 {
+		if a := a6[key]; a.packets < c.packets || a.bytes < c.bytes || (!strings.HasPrefix(key, ":") && a != c) {
+			t.Errorf("IPv6 counter of %q: %v before, %v after", key, c, a)
+		}
 	}
 	b, a := counters(t, before), counters(t, after)
 	drop := "FORWARD -p udp -m udp --dport 7100 -j DROP"
