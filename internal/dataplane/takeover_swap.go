@@ -4,13 +4,12 @@ package dataplane
 // place (XDP_FLAGS_REPLACE against the old program, BPF_F_REPLACE on the
 // TCX hooks), so that each hook runs the old program or the new one and
 // never neither; the guard's admissions follow each interface's XDP
-// program; on failure the interfaces already swapped get the old programs
-// back.
+// program (takeover_guard.go); on failure the interfaces already swapped
+// get the old programs back.
 
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"time"
 
@@ -40,6 +39,8 @@ type swappedHook struct {
 	xdp  bool    // the XDP hook (else hook)
 	hook tcxHook // a TCX hook
 	mode int     // the XDP attach mode's flag
+	// was is the XDP program the interface ran before (0: none).
+	was ebpf.ProgramID
 }
 
 // Commit swaps this build's programs in on every interface and ends the
@@ -60,17 +61,18 @@ func (t *Takeover) Commit() error {
 		return err
 	}
 	cur.Close()
+	if _, _, err := t.next.programIDs(); err != nil {
+		return err
+	}
 	rest, ports, err := splitPorts(ifaces)
 	if err != nil {
 		return err
 	}
-	guard, err := pinnedGuardIfAny()
+	guard, err := openGuards()
 	if err != nil {
 		return err
 	}
-	if guard != nil {
-		defer guard.Close()
-	}
+	defer guard.close()
 	var swapped []swappedHook
 	start := time.Now()
 	for _, ifc := range append(rest, ports...) {
@@ -106,15 +108,19 @@ func containsIndex(ifaces []Interface, index int) bool {
 
 // swapInterface replaces xfw's programs on ifc (its XDP program unless it
 // is a bridge port) and returns the hooks it replaced.
-func (t *Takeover) swapInterface(ifc Interface, withXDP bool, guard *Guard) ([]swappedHook, error) {
+func (t *Takeover) swapInterface(ifc Interface, withXDP bool, guard guards) ([]swappedHook, error) {
 	var done []swappedHook
 	if withXDP {
+		var was ebpf.ProgramID
+		if x := ifc.link.Attrs().Xdp; x != nil && x.Attached {
+			was = ebpf.ProgramID(x.ProgId)
+		}
 		mode, err := replaceXDP(ifc, t.next.xdp)
 		if err != nil {
 			return done, err
 		}
-		done = append(done, swappedHook{ifc: ifc, xdp: true, mode: mode})
-		if err := retargetGuard(guard, ifc.Index, t.next.xdp); err != nil {
+		done = append(done, swappedHook{ifc: ifc, xdp: true, mode: mode, was: was})
+		if err := guard.retarget(ifc.Index, was, t.next.xdpID); err != nil {
 			return done, err
 		}
 	}
@@ -174,7 +180,7 @@ func setXDPReplacing(ifindex, fd, expectedFD, mode int) error {
 
 // putBack attaches the old build's programs again where the takeover had
 // replaced them, the guard following.
-func (t *Takeover) putBack(swapped []swappedHook, guard *Guard) error {
+func (t *Takeover) putBack(swapped []swappedHook, guard guards) error {
 	var errs []error
 	for _, h := range swapped {
 		l, err := netlink.LinkByIndex(h.ifc.Index)
@@ -189,7 +195,7 @@ func (t *Takeover) putBack(swapped []swappedHook, guard *Guard) error {
 			if _, err := replaceXDP(ifc, t.old.xdp); err != nil {
 				errs = append(errs, err)
 			}
-			errs = append(errs, retargetGuard(guard, ifc.Index, t.old.xdp))
+			errs = append(errs, guard.retarget(ifc.Index, t.next.xdpID, h.was))
 		case h.xdp:
 			// The old build ran no XDP program anywhere (found from
 			// its egress program): none again.
@@ -209,45 +215,6 @@ func (t *Takeover) oldTCX(hook tcxHook) *ebpf.Program {
 		return t.old.tc
 	}
 	return t.old.tcIn
-}
-
-// pinnedGuardIfAny opens the namespace's pinned guard, or returns nil when
-// there is none.
-func pinnedGuardIfAny() (*Guard, error) {
-	dir, err := guardPinDir()
-	if err != nil || dir == "" {
-		return nil, err
-	}
-	g, err := openPinnedGuard(dir)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	return g, nil
-}
-
-// retargetGuard makes the guard admit ifc by prog, the XDP program it runs
-// now, where it admitted it by another program (an interface the guard
-// does not admit stays so).
-func retargetGuard(g *Guard, ifindex int, prog *ebpf.Program) error {
-	if g == nil {
-		return nil
-	}
-	facts, err := programFacts(prog)
-	if err != nil {
-		return err
-	}
-	var v guardIf
-	if err := g.ifs.Lookup(uint32(ifindex), &v); err != nil {
-		return nil // not admitted
-	}
-	v.ProgID = uint32(facts.ID)
-	if err := g.ifs.Put(uint32(ifindex), v); err != nil {
-		return fmt.Errorf("guard: admit interface %d by its new program: %w", ifindex, err)
-	}
-	return nil
 }
 
 // carryLateCounts adds to the new generations what the old programs
