@@ -153,6 +153,14 @@ func openOtherBuild() (*state, error) {
 			s.Close()
 			return nil, err
 		}
+		// Its TCX programs, to put back if the swap fails.
+		if err := s.findIngress(links); err == nil && s.tc == nil {
+			err = s.findTC(links)
+		}
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
 		var build uint64
 		if bm := s.maps["xfw_build"]; bm != nil && bm.Lookup(uint32(buildKeyID), &build) == nil && build == buildID() {
 			s.Close()

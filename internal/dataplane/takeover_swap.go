@@ -39,7 +39,7 @@ type swappedHook struct {
 	xdp  bool    // the XDP hook (else hook)
 	hook tcxHook // a TCX hook
 	mode int     // the XDP attach mode's flag
-	// was is the XDP program the interface ran before (0: none).
+	// was is the program the hook ran before (0: none).
 	was ebpf.ProgramID
 }
 
@@ -128,10 +128,14 @@ func (t *Takeover) swapInterface(ifc Interface, withXDP bool, guard guards) ([]s
 		hook tcxHook
 		prog *ebpf.Program
 	}{{egressHook, t.next.tc}, {ingressHook, t.next.tcIn}} {
+		was, err := ourTCX(ifc, h.hook)
+		if err != nil {
+			return done, err
+		}
 		if err := attachTCX(h.prog, ifc, h.hook); err != nil {
 			return done, err
 		}
-		done = append(done, swappedHook{ifc: ifc, hook: h.hook})
+		done = append(done, swappedHook{ifc: ifc, hook: h.hook, was: was})
 	}
 	return done, nil
 }
@@ -190,20 +194,29 @@ func (t *Takeover) putBack(swapped []swappedHook, guard guards) error {
 		}
 		ifc := h.ifc
 		ifc.link = l
+		old := t.old.xdp
+		if !h.xdp {
+			old = t.oldTCX(h.hook)
+		}
 		switch {
-		case h.xdp && t.old.xdp != nil:
-			if _, err := replaceXDP(ifc, t.old.xdp); err != nil {
+		case h.was == 0:
+			// The hook ran none of the old programs: none again.
+			if h.xdp {
+				errs = append(errs, detachXDP(ifc))
+			} else {
+				errs = append(errs, detachTCX(ifc, h.hook))
+			}
+		case old == nil:
+			// Never left empty: this build's program, with the same
+			// rules, stays.
+			errs = append(errs, fmt.Errorf("%s: the old build's program of this hook is not at hand; this build's stays there", ifc.Name))
+		case h.xdp:
+			if _, err := replaceXDP(ifc, old); err != nil {
 				errs = append(errs, err)
 			}
 			errs = append(errs, guard.retarget(ifc.Index, t.next.xdpID, h.was))
-		case h.xdp:
-			// The old build ran no XDP program anywhere (found from
-			// its egress program): none again.
-			errs = append(errs, detachXDP(ifc))
-		case !h.xdp:
-			if prog := t.oldTCX(h.hook); prog != nil {
-				errs = append(errs, attachTCX(prog, ifc, h.hook))
-			}
+		default:
+			errs = append(errs, attachTCX(old, ifc, h.hook))
 		}
 	}
 	return errors.Join(errs...)
