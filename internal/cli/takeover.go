@@ -57,7 +57,7 @@ func takeover() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	tk, err := dataplane.BeginTakeover()
+	tk, err := dataplane.BeginTakeover(ao)
 	if err != nil {
 		return nil, err
 	}

@@ -57,19 +57,21 @@ type Takeover struct {
 	OldBuild, NewBuild uint64
 	Swapped            int
 	done               bool
+	// opts attach the new programs where no old one ran.
+	opts AttachOptions
 }
 
 // BeginTakeover reads the state of the other build running in the
 // namespace and loads this build's programs beside it, not attached: the
 // caller installs Rulesets (Apply attaches nothing meanwhile), then calls
 // Commit, or Abort. It changes nothing the old programs use.
-func BeginTakeover() (_ *Takeover, err error) {
+func BeginTakeover(opts AttachOptions) (_ *Takeover, err error) {
 	forgetSession()
 	old, err := openOtherBuild()
 	if err != nil || old == nil {
 		return nil, err
 	}
-	t := &Takeover{old: old, Rulesets: map[ir.Family]*ir.Ruleset{}, first: map[ir.Family][]ir.Counters{}, NewBuild: buildID()}
+	t := &Takeover{old: old, opts: opts, Rulesets: map[ir.Family]*ir.Ruleset{}, first: map[ir.Family][]ir.Counters{}, NewBuild: buildID()}
 	defer func() {
 		if err != nil {
 			t.Abort()

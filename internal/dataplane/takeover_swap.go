@@ -38,7 +38,6 @@ type swappedHook struct {
 	ifc  Interface
 	xdp  bool    // the XDP hook (else hook)
 	hook tcxHook // a TCX hook
-	mode int     // the XDP attach mode's flag
 	// was is the program the hook ran before (0: none).
 	was ebpf.ProgramID
 }
@@ -115,11 +114,10 @@ func (t *Takeover) swapInterface(ifc Interface, withXDP bool, guard guards) ([]s
 		if x := ifc.link.Attrs().Xdp; x != nil && x.Attached {
 			was = ebpf.ProgramID(x.ProgId)
 		}
-		mode, err := replaceXDP(ifc, t.next.xdp)
-		if err != nil {
+		if err := replaceXDP(ifc, t.next.xdp, t.opts.Mode); err != nil {
 			return done, err
 		}
-		done = append(done, swappedHook{ifc: ifc, xdp: true, mode: mode, was: was})
+		done = append(done, swappedHook{ifc: ifc, xdp: true, was: was})
 		if err := guard.retarget(ifc.Index, was, t.next.xdpID); err != nil {
 			return done, err
 		}
@@ -144,26 +142,25 @@ func (t *Takeover) swapInterface(ifc Interface, withXDP bool, guard guards) ([]s
 // running there, in its mode, by a compare-and-swap (XDP_FLAGS_REPLACE):
 // the kernel swaps the program a packet runs in one pointer store, and
 // refuses when the program there is no longer the one read. An interface
-// running no XDP program gets prog as attachXDP attaches it. It returns
-// the mode's flag.
-func replaceXDP(ifc Interface, prog *ebpf.Program) (int, error) {
+// running no XDP program gets prog as attachXDP attaches it in mode.
+func replaceXDP(ifc Interface, prog *ebpf.Program, mode XDPMode) error {
 	x := ifc.link.Attrs().Xdp
 	if x == nil || !x.Attached || x.ProgId == 0 {
-		return 0, attachXDP(prog, ifc, XDPAuto)
+		return attachXDP(prog, ifc, mode)
 	}
-	mode := nl.XDP_FLAGS_DRV_MODE
+	flags := nl.XDP_FLAGS_DRV_MODE
 	if x.AttachMode == nl.XDP_ATTACHED_SKB {
-		mode = nl.XDP_FLAGS_SKB_MODE
+		flags = nl.XDP_FLAGS_SKB_MODE
 	}
 	running, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId))
 	if err != nil {
-		return 0, fmt.Errorf("open the XDP program running on %s: %w", ifc.Name, err)
+		return fmt.Errorf("open the XDP program running on %s: %w", ifc.Name, err)
 	}
 	defer running.Close()
-	if err := setXDPReplacing(ifc.Index, prog.FD(), running.FD(), mode); err != nil {
-		return 0, fmt.Errorf("replace the XDP program of %s: %w", ifc.Name, err)
+	if err := setXDPReplacing(ifc.Index, prog.FD(), running.FD(), flags); err != nil {
+		return fmt.Errorf("replace the XDP program of %s: %w", ifc.Name, err)
 	}
-	return mode, nil
+	return nil
 }
 
 // setXDPReplacing is RTM_SETLINK with IFLA_XDP {FD, FLAGS|REPLACE,
@@ -211,7 +208,7 @@ func (t *Takeover) putBack(swapped []swappedHook, guard guards) error {
 			// rules, stays.
 			errs = append(errs, fmt.Errorf("%s: the old build's program of this hook is not at hand; this build's stays there", ifc.Name))
 		case h.xdp:
-			if _, err := replaceXDP(ifc, old); err != nil {
+			if err := replaceXDP(ifc, old, t.opts.Mode); err != nil {
 				errs = append(errs, err)
 			}
 			errs = append(errs, guard.retarget(ifc.Index, t.next.xdpID, h.was))
