@@ -70,11 +70,8 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 
 	// Attach last: a namespace loaded for the first time starts filtering
 	// with the complete ruleset, and interfaces added since are covered.
-	// A takeover attaches once every family's ruleset is in (takeover.go).
-	if !attachHeld.Load() {
-		if err := attachMissing(cur, ifaces, opts); err != nil {
-			return err
-		}
+	if err := attachMissing(cur, ifaces, opts); err != nil {
+		return err
 	}
 
 	t = TraceSince("apply: swap, attach", t)

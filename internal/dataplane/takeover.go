@@ -268,10 +268,13 @@ func countEntries(m *ebpf.Map) int {
 	return n
 }
 
-// copySets gives the new programs the old build's ipsets: the map holding
-// their image (whose encoding carries its own version, checked when the
-// new build decodes it) becomes the new outer map's too.
+// copySets gives the new programs a copy of the old build's ipsets: the
+// map holding their image (whose encoding carries its own version,
+// checked when the new build decodes it) is copied whole into a map of
+// the new build's, so that nothing the new build writes (a set's journal)
+// reaches the old build's before the swap.
 func (t *Takeover) copySets() error {
+	defer unmapOutsideSession()
 	outer := t.old.maps[ipsetsOuter]
 	if outer == nil {
 		return nil
@@ -283,13 +286,35 @@ func (t *Takeover) copySets() error {
 		}
 		return fmt.Errorf("find the running build's ipsets: %w", err)
 	}
-	m, err := ebpf.NewMapFromID(ebpf.MapID(id))
+	from, err := ebpf.NewMapFromID(ebpf.MapID(id))
 	if err != nil {
 		return fmt.Errorf("open the running build's ipsets: %w", err)
 	}
-	defer m.Close()
-	if err := t.next.maps[ipsetsOuter].Put(uint32(0), m); err != nil {
-		return fmt.Errorf("%w: hand the running build's ipsets to this build's programs: %v", ErrHandoverFormat, err)
+	defer from.Close()
+	spec, err := innerMapSpec(ipsetsOuter)
+	if err != nil {
+		return err
+	}
+	if from.ValueSize() != spec.ValueSize || from.Flags() != spec.Flags {
+		return fmt.Errorf("%w: the running build's ipsets map holds %d-byte values (flags %#x), this build's %d (%#x)", ErrHandoverFormat, from.ValueSize(), from.Flags(), spec.ValueSize, spec.Flags)
+	}
+	spec.Name, spec.MaxEntries = "xfw_ipsets", from.MaxEntries()
+	to, err := ebpf.NewMap(spec)
+	if err != nil {
+		return fmt.Errorf("create the ipsets' map (%d pages): %w", spec.MaxEntries, err)
+	}
+	defer to.Close()
+	src, err := mapped(from, 0)
+	if err != nil {
+		return err
+	}
+	dst, err := mapped(to, 0)
+	if err != nil {
+		return err
+	}
+	copy(dst, src)
+	if err := t.next.maps[ipsetsOuter].Put(uint32(0), to); err != nil {
+		return fmt.Errorf("install the ipsets' map: %w", err)
 	}
 	return nil
 }
