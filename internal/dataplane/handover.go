@@ -61,9 +61,10 @@ func recordedHandoverFormat() uint64 {
 }
 
 // connStateMaps are the maps that hold the tracked connections and their
-// NAT mappings: a takeover hands them, as they are, to the new build's
-// programs when both builds lay them out alike (connLayoutFingerprint).
-var connStateMaps = []string{ctMainMap, ctNewMap, "xfw_ct_lo_handoff", "xfw_nat", "xfw_nat_bysrc", "xfw_nat_lo_pass"}
+// NAT mappings (and xfw_nat_on, which turns the mappings' lookups on): a
+// takeover hands them, as they are, to the new build's programs when both
+// builds lay them out alike (connLayoutFingerprint).
+var connStateMaps = []string{ctMainMap, ctNewMap, "xfw_ct_lo_handoff", "xfw_nat", "xfw_nat_bysrc", "xfw_nat_lo_pass", "xfw_nat_on"}
 
 // rateStateMaps are the namespace's hashlimit tables and recent lists
 // with their entries: a takeover copies them into the new build's maps

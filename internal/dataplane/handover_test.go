@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,7 +103,9 @@ func TestLayoutFingerprint(t *testing.T) {
 		return v
 	}
 	conn := fp(connStateMaps, "")
-	if again := fp([]string{connStateMaps[1], connStateMaps[0], connStateMaps[2], connStateMaps[3], connStateMaps[4], connStateMaps[5]}, ""); again != conn {
+	reversed := slices.Clone(connStateMaps)
+	slices.Reverse(reversed)
+	if again := fp(reversed, ""); again != conn {
 		t.Errorf("the order of the names changed the fingerprint: %x, %x", conn, again)
 	}
 	if salted := fp(connStateMaps, "x"); salted == conn {
@@ -111,7 +114,7 @@ func TestLayoutFingerprint(t *testing.T) {
 	if rate := fp(rateStateMaps, ""); rate == conn {
 		t.Error("two sets of maps share a fingerprint")
 	}
-	if other := fp(connStateMaps[:5], ""); other == conn {
+	if other := fp(connStateMaps[1:], ""); other == conn {
 		t.Error("a map fewer left the fingerprint unchanged")
 	}
 	if _, err := layoutFingerprint([]string{"xfw_no_such_map"}, ""); err == nil {

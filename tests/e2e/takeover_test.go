@@ -104,6 +104,14 @@ type echoConn struct {
 // from gen.
 func openEcho(t *testing.T, tp *nettest.Topology) *echoConn {
 	t.Helper()
+	return openEchoVia(t, tp, netip.AddrPortFrom(tp.Sink.IPv4, 7200))
+}
+
+// openEchoVia listens on sink's port 7200, echoing lines, and connects
+// from gen to dst (the listener itself, or an address fw translates to
+// it).
+func openEchoVia(t *testing.T, tp *nettest.Topology, dst netip.AddrPort) *echoConn {
+	t.Helper()
 	ln := listenTCP(t, tp.SinkNS, netip.AddrPortFrom(tp.Sink.IPv4, 7200))
 	go func() {
 		c, err := ln.AcceptTCP()
@@ -122,7 +130,7 @@ func openEcho(t *testing.T, tp *nettest.Topology) *echoConn {
 			}
 		}
 	}()
-	c, err := dialTCP(tp.GenNS, netip.AddrPortFrom(tp.Sink.IPv4, 7200), 5*time.Second)
+	c, err := dialTCP(tp.GenNS, dst, 5*time.Second)
 	if err != nil {
 		t.Fatalf("connect to sink: %v", err)
 	}
@@ -507,5 +515,41 @@ func TestTakeoverFailedSwapPutsBack(t *testing.T) {
 	}
 	if got, err := conn.roundTrip("after", 5*time.Second); err != nil || got != "after" {
 		t.Errorf("the open connection after the takeover: %q, %v", got, err)
+	}
+}
+
+// TestTakeoverKeepsNATConnection: a connection gen opened to fw's port
+// 8080, which nat PREROUTING translates to sink's 7200, goes on across the
+// takeover (the NAT mapping handed over: its replies are translated back),
+// and the nat table's rules and counters come through.
+func TestTakeoverKeepsNATConnection(t *testing.T) {
+	old := buildVariant(t, map[string]string{"buildIdentitySalt": "old"})
+	bin := xfwPath(t)
+	tp := nettest.New(t)
+	nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.netfilter.nf_conntrack_tcp_loose=0")
+	rules := "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n" +
+		"-A PREROUTING -p tcp -m tcp --dport 8080 -j DNAT --to-destination " + tp.Sink.IPv4.String() + ":7200\nCOMMIT\n" +
+		"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n" +
+		"-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT\n" +
+		"-A FORWARD -p tcp -m tcp --dport 7200 --tcp-flags FIN,SYN,RST,ACK SYN -m conntrack --ctstate DNAT -j ACCEPT\nCOMMIT\n"
+	firewall{kind: "xfw", bin: old}.restore(t, tp, 4, rules)
+	conn := openEchoVia(t, tp, netip.AddrPortFrom(tp.FwIn.IPv4, 8080))
+	if got, err := conn.roundTrip("before", 5*time.Second); err != nil || got != "before" {
+		t.Fatalf("echo through the DNAT before the takeover: %q, %v", got, err)
+	}
+	before := nettest.MustExec(t, tp.FwNS, old, "iptables-save", "-c")
+
+	res := execAny(t, tp.FwNS, bin, "takeover")
+	if res.ExitCode != 0 || !strings.Contains(res.Stderr, "connections and NAT mappings kept") {
+		t.Fatalf("xfw takeover: exit %d\n%s", res.ExitCode, res.Stderr)
+	}
+	if got, err := conn.roundTrip("after", 5*time.Second); err != nil || got != "after" {
+		t.Errorf("the translated connection after the takeover: %q, %v", got, err)
+	}
+	after := nettest.MustExec(t, tp.FwNS, bin, "iptables-save", "-c")
+	b, a := counters(t, before), counters(t, after)
+	dnat := "PREROUTING -p tcp -m tcp --dport 8080 -j DNAT --to-destination " + tp.Sink.IPv4.String() + ":7200"
+	if b[dnat].packets != 1 || a[dnat] != b[dnat] {
+		t.Errorf("the DNAT rule's counter: %v before the takeover, %v after (want 1 packet, unchanged)\n%s", b[dnat], a[dnat], after)
 	}
 }
