@@ -61,10 +61,11 @@ func recordedHandoverFormat() uint64 {
 }
 
 // connStateMaps are the maps that hold the tracked connections and their
-// NAT mappings (and xfw_nat_on, which turns the mappings' lookups on): a
-// takeover hands them, as they are, to the new build's programs when both
-// builds lay them out alike (connLayoutFingerprint).
-var connStateMaps = []string{ctMainMap, ctNewMap, "xfw_ct_lo_handoff", "xfw_nat", "xfw_nat_bysrc", "xfw_nat_lo_pass", "xfw_nat_on"}
+// NAT mappings (and xfw_nat_on, which turns the mappings' lookups on), and
+// the verdicts of first fragments whose later fragments may be in flight
+// (xfw_frag_dg): a takeover hands them, as they are, to the new build's
+// programs when both builds lay them out alike (connLayoutFingerprint).
+var connStateMaps = []string{ctMainMap, ctNewMap, "xfw_ct_lo_handoff", "xfw_nat", "xfw_nat_bysrc", "xfw_nat_lo_pass", "xfw_nat_on", "xfw_frag_dg"}
 
 // rateStateMaps are the namespace's hashlimit tables and recent lists
 // with their entries: a takeover copies them into the new build's maps
