@@ -14,6 +14,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"unsafe"
 
@@ -112,24 +113,29 @@ func BeginTakeover(opts AttachOptions) (_ *Takeover, err error) {
 	return t, nil
 }
 
-// openOtherBuild opens the state of the xfw running in the namespace when
-// another build loaded it (nil when none runs, ErrNoOtherBuild when this
-// build does): found from its XDP program, or its egress program where no
-// interface runs the XDP one. Nothing of it is changed.
+// openOtherBuild opens the state of the xfw another build loaded in the
+// namespace (ErrNoOtherBuild when none runs, or only this build does):
+// found from its XDP program, or its egress program where no interface
+// runs the XDP one. Nothing of it is changed.
 func openOtherBuild() (*state, error) {
 	links, err := netlink.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list interfaces: %w", err)
 	}
 	var ids []ebpf.ProgramID
-	for _, l := range links {
-		if x := l.Attrs().Xdp; x != nil && x.Attached && x.ProgId != 0 {
-			ids = append(ids, ebpf.ProgramID(x.ProgId))
+	add := func(id ebpf.ProgramID) {
+		if id != 0 && !slices.Contains(ids, id) {
+			ids = append(ids, id)
 		}
 	}
 	for _, l := range links {
-		if id, err := ourTC(Interface{Name: l.Attrs().Name, Index: l.Attrs().Index, link: l}); err == nil && id != 0 {
-			ids = append(ids, id)
+		if x := l.Attrs().Xdp; x != nil && x.Attached {
+			add(ebpf.ProgramID(x.ProgId))
+		}
+	}
+	for _, l := range links {
+		if id, err := ourTC(Interface{Name: l.Attrs().Name, Index: l.Attrs().Index, link: l}); err == nil {
+			add(id)
 		}
 	}
 	for _, id := range ids {
@@ -155,6 +161,13 @@ func openOtherBuild() (*state, error) {
 			s.Close()
 			return nil, err
 		}
+		var build uint64
+		if bm := s.maps["xfw_build"]; bm != nil && bm.Lookup(uint32(buildKeyID), &build) == nil && build == buildID() {
+			// This build's (say, from a takeover killed part way):
+			// another build may still run on other interfaces.
+			s.Close()
+			continue
+		}
 		// Its TCX programs, to put back if the swap fails.
 		if err := s.findIngress(links); err == nil && s.tc == nil {
 			err = s.findTC(links)
@@ -162,11 +175,6 @@ func openOtherBuild() (*state, error) {
 		if err != nil {
 			s.Close()
 			return nil, err
-		}
-		var build uint64
-		if bm := s.maps["xfw_build"]; bm != nil && bm.Lookup(uint32(buildKeyID), &build) == nil && build == buildID() {
-			s.Close()
-			return nil, ErrNoOtherBuild
 		}
 		return s, nil
 	}
