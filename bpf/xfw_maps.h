@@ -85,12 +85,15 @@ XFW_OUTER(xfw_o_cbase, xfw_cbase_m);
 
 /* An 8-byte identity of the loaded object (written by the loader), so a
  * control plane of another build never reuses programs or maps whose
- * layout it does not know. */
+ * layout it does not know; then the handover format the state is kept in
+ * and the layout fingerprints of the connection tables and of the
+ * hashlimit tables and recent lists, which a takeover by another build
+ * reads (internal/dataplane/handover.go). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
 	__type(value, __u64);
-	__uint(max_entries, 1);
+	__uint(max_entries, 4); /* identity, handover format, connection and rate state layouts */
 } xfw_build SEC(".maps");
 
 #endif /* XFW_MAPS_H */

@@ -146,6 +146,8 @@ xfw's own:
   boot-restore  load /etc/xfw/{ipsets,rules.v4,rules.v6} (the xfw-restore unit)
   metrics    print Prometheus metrics once (rule, policy and drop counters, conntrack, sets, attachments)
   stop       remove every xfw program from this network namespace
+  takeover   replace another build's programs (the package before an upgrade) with
+             this build's, rulesets, counters, sets and connections kept, never unfiltered
   log        print LOG lines as the kernel formats them (--kmsg: also to the kernel log)
   nflog      [-w FILE|-] GROUP: print the NFLOG events of a group as ulogd does, or write them as pcap
   conntrack  list (-L), delete (-D), flush (-F) or count (-C) tracked connections,

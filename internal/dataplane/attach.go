@@ -206,7 +206,13 @@ func checkForeignXDP(ifaces []Interface, ours ebpf.ProgramID) error {
 // attachMissing attaches the namespace's programs to every interface that
 // does not run them yet (new interfaces, or the first load); interfaces
 // already running them are left alone.
+//
+// During a takeover it attaches nothing: the takeover swaps the programs in
+// once every family's ruleset is in them (takeover.go).
 func attachMissing(cur *state, ifaces []Interface, opts AttachOptions) error {
+	if attachHeld.Load() {
+		return nil
+	}
 	ifaces, ports, err := splitPorts(ifaces)
 	if err != nil {
 		return err

@@ -241,6 +241,11 @@ func (s *state) readConfig() error {
 	if id != buildID() {
 		return ErrOtherBuild
 	}
+	return s.readSlots()
+}
+
+// readSlots reads the families' active banks and the slot configurations.
+func (s *state) readSlots() error {
 	for _, name := range append([]string{"xfw_cfg", "xfw_bank", "xfw_ifinfo", "xfw_local4", "xfw_local6"}, outerNames()...) {
 		if s.maps[name] == nil {
 			return fmt.Errorf("running xfw program lacks map %s", name)

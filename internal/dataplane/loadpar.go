@@ -33,10 +33,24 @@ func (o *loadedObject) close() {
 // first load costs about the longest program's verification instead of the
 // sum of all three (docs/design.md, "Loading").
 func loadObject(spec *ebpf.CollectionSpec) (*loadedObject, error) {
+	return loadObjectSharing(spec, nil)
+}
+
+// loadObjectSharing is loadObject with the maps of shared (by spec name)
+// used instead of new ones: a takeover hands the running connection tables
+// to the new programs (takeover.go). Their sizes are the shared maps'.
+func loadObjectSharing(spec *ebpf.CollectionSpec, shared map[string]*ebpf.Map) (*loadedObject, error) {
 	start := time.Now()
 	mapsOnly := spec.Copy()
 	mapsOnly.Programs = map[string]*ebpf.ProgramSpec{}
-	coll, err := ebpf.NewCollection(mapsOnly)
+	for name, m := range shared {
+		for _, s := range []*ebpf.CollectionSpec{spec, mapsOnly} {
+			if ms := s.Maps[name]; ms != nil {
+				ms.MaxEntries = m.MaxEntries()
+			}
+		}
+	}
+	coll, err := ebpf.NewCollectionWithOptions(mapsOnly, ebpf.CollectionOptions{MapReplacements: shared})
 	if err != nil {
 		return nil, fmt.Errorf("create xfw's maps: %w", err)
 	}

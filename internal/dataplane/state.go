@@ -104,8 +104,14 @@ var (
 // the object's CRC-32C and CRC-32 (IEEE), both computed by the CPU's
 // instructions (a SHA-256 of the 600 KB object took ~0.5 ms of every
 // command): it tells builds apart, it does not resist forgery.
+// Tests build a second binary of another identity with buildIdentitySalt
+// (handover.go).
 var buildID = sync.OnceValue(func() uint64 {
-	return uint64(crc32.Checksum(objectBytes, crc32.MakeTable(crc32.Castagnoli)))<<32 | uint64(crc32.ChecksumIEEE(objectBytes))
+	id := uint64(crc32.Checksum(objectBytes, crc32.MakeTable(crc32.Castagnoli)))<<32 | uint64(crc32.ChecksumIEEE(objectBytes))
+	if buildIdentitySalt != "" {
+		id ^= uint64(crc32.ChecksumIEEE([]byte(buildIdentitySalt)))<<32 | uint64(crc32.Checksum([]byte(buildIdentitySalt), crc32.MakeTable(crc32.Castagnoli)))
+	}
+	return id
 })
 
 // loadSpec parses the embedded BPF object (once per process) and returns a
@@ -147,7 +153,7 @@ var ErrPermission = errors.New("Permission denied (you must be root)")
 
 // ErrOtherBuild reports that the xfw running in the namespace was loaded by
 // a build whose BPF object differs from this one's.
-var ErrOtherBuild = errors.New("xfw in this network namespace was loaded by another build of xfw; run `xfw stop`, then load the rulesets again")
+var ErrOtherBuild = errors.New("xfw in this network namespace was loaded by another build of xfw; run `xfw takeover` to replace its programs with this build's, rulesets and connections kept")
 
 // session is the state one command reuses under xfw's lock (BeginSession).
 var session struct {
@@ -687,13 +693,19 @@ func load(spec *ebpf.CollectionSpec) (*state, error) {
 
 // loadUnkept is load without making the state the session's.
 func loadUnkept(spec *ebpf.CollectionSpec) (*state, error) {
+	return loadUnkeptSharing(spec, nil)
+}
+
+// loadUnkeptSharing is loadUnkept with the maps of shared used instead of
+// new ones (loadObjectSharing).
+func loadUnkeptSharing(spec *ebpf.CollectionSpec, shared map[string]*ebpf.Map) (*state, error) {
 	if err := checkKernel(); err != nil {
 		return nil, err
 	}
 	if err := trimSpec(spec); err != nil {
 		return nil, err
 	}
-	obj, err := loadObject(spec)
+	obj, err := loadObjectSharing(spec, shared)
 	if err != nil {
 		return nil, err
 	}
@@ -712,9 +724,9 @@ func loadUnkept(spec *ebpf.CollectionSpec) (*state, error) {
 		s.Close()
 		return nil, err
 	}
-	if err := s.maps["xfw_build"].Put(uint32(0), buildID()); err != nil {
+	if err := recordHandover(s.maps["xfw_build"]); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("record build identity: %w", err)
+		return nil, err
 	}
 	if err := s.readConfig(); err != nil {
 		s.Close()

@@ -14,9 +14,10 @@ import (
 // The binary form of a ruleset: what the control plane keeps in the
 // kernel with a running ruleset, so the next command reads it back in
 // microseconds per rule instead of parsing iptables-save text (≈8 µs per
-// rule). It is private to one build of xfw (the data plane refuses state
-// written by another build), so it has no compatibility promises beyond a
-// version byte.
+// rule). Only the build that wrote it uses it, but for `xfw takeover` (an
+// upgrade: the new build reads the old one's rulesets, and refuses a
+// version it does not know), so it has no compatibility promises beyond a
+// version byte, which every change to the layout must bump.
 //
 // Layout: the version byte, the family, the chain count, then each chain
 // (name, built-in flag, policy, rule count, rules), then the other tables

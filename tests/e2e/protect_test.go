@@ -35,13 +35,7 @@ const protectRules = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTP
 // returns how many arrived.
 func forwardedTo7100(t *testing.T, tp *nettest.Topology, n int) int {
 	t.Helper()
-	dst := netip.AddrPortFrom(tp.Sink.IPv4, 7100)
-	srv := nettest.StartUDPServer(t, tp.SinkNS, dst)
-	defer srv.Close()
-	for i := 0; i < n; i++ {
-		nettest.UDPSend(tp.GenNS, dst, []byte("x"))
-	}
-	return len(srv.Wait(n, arrivalWait))
+	return forwardedTo(t, tp, 7100, n)
 }
 
 // status runs xfw status in fw's namespace.
