@@ -79,6 +79,10 @@ const (
 	// ProbeCtRepl asks --ctreplsrc and --ctrepldst in a ruleset with NAT
 	// (ctrepl.go).
 	ProbeCtRepl
+	// ProbeNatAddr6 is never asked: it holds an IPv6 NAT range's address
+	// (nat6.go), named by its ProbeNatRange's Val or Mask: Val and Mask
+	// the high 64 bits, Wide the low.
+	ProbeNatAddr6
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )
