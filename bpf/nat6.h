@@ -172,6 +172,43 @@ __attribute__((noinline)) int xfw_nat6_rewrite_tc(struct __sk_buff *skb, struct 
 	return 0;
 }
 
+/* An ICMPv6 error's quoted packet: after the 8-byte ICMPv6 header, its
+ * IPv6 header (40 bytes, next header at 6, addresses at 8) and its ports. */
+#define XFW_NAT6_ICMP_HLEN 8
+#define XFW_NAT6_QUOTE_LEN 44
+#define XFW_NAT6_QUOTE_NEXT 6
+#define XFW_NAT6_QUOTE_PORTS 40
+/* ICMPv6 types below 128 are errors (RFC 4443). */
+#define XFW_NAT6_ICMP_INFO 128
+
+/* xfw_nat6_icmp_tc decides a forwarded ICMPv6 error (p) leaving by TC
+ * egress: one whose quoted TCP or UDP packet belongs to a translated
+ * connection is dropped (returns -1), since xfw does not translate the
+ * quoted packet as the kernel does (docs/differences.md), and forwarding
+ * it untranslated would show the translated address. Others pass (0). A
+ * global function. */
+__attribute__((noinline)) int xfw_nat6_icmp_tc(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	__u32 zero = 0, proto;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_ct_entry *e;
+	__u8 *q;
+
+	if (!skb || !p || !np || p->fam != 1 || !p->l4_off || p->proto != IPPROTO_ICMPV6 ||
+	    p->icmp > 0xffff || (p->icmp >> 8) >= XFW_NAT6_ICMP_INFO)
+		return 0;
+	q = np->icmp_old;
+	if (bpf_skb_load_bytes(skb, p->l4_off + XFW_NAT6_ICMP_HLEN, q, XFW_NAT6_QUOTE_LEN))
+		return 0;
+	proto = q[XFW_NAT6_QUOTE_NEXT];
+	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
+		return 0;
+	xfw_ct_mkkey(&np->fwd, 1, proto, xfw_be64(q + 8), xfw_be64(q + 16), xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS),
+		     xfw_be64(q + 24), xfw_be64(q + 32), xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS + 2));
+	e = xfw_nat_tracked(&np->fwd);
+	return e && (e->v.nat_flags & XFW_NAT_F_ANY) ? -1 : 0;
+}
+
 #ifndef AF_INET6
 #define AF_INET6 10 /* bpf_fib_lookup's family */
 #endif
