@@ -314,6 +314,20 @@ static __always_inline void xfw_nat_set(struct xfw_pkt *p, __u32 dst, __u32 addr
 	}
 }
 
+/* xfw_nat_tc_csoff returns where p's TCP or UDP checksum is (0 for
+ * another protocol), and in *mangled0 the flag the skb helpers need for
+ * it (a UDP checksum is never 0: BPF_F_MARK_MANGLED_0). */
+static __always_inline __u32 xfw_nat_tc_csoff(struct xfw_pkt *p, __u32 *mangled0)
+{
+	*mangled0 = 0;
+	if (p->proto == IPPROTO_TCP)
+		return p->l4_off + XFW_NAT_TCP_CSUM;
+	if (p->proto != IPPROTO_UDP)
+		return 0;
+	*mangled0 = BPF_F_MARK_MANGLED_0;
+	return p->l4_off + XFW_NAT_UDP_CSUM;
+}
+
 /* xfw_nat_rewrite_xdp translates p's destination (dst 1) or source (dst
  * 0) to addr:port in the packet and in p, checksums included. Returns 0,
  * or -1 when the headers cannot be read or written. A global function. */
@@ -380,14 +394,9 @@ __attribute__((noinline)) int xfw_nat_rewrite_tc(struct __sk_buff *skb, struct x
 
 	if (!skb || !p || p->fam != 0 || !p->l4_off)
 		return -1;
-	if (p->proto == IPPROTO_TCP) {
-		csoff = p->l4_off + XFW_NAT_TCP_CSUM;
-	} else if (p->proto == IPPROTO_UDP) {
-		csoff = p->l4_off + XFW_NAT_UDP_CSUM;
-		mangled0 = BPF_F_MARK_MANGLED_0;
-	} else {
+	csoff = xfw_nat_tc_csoff(p, &mangled0);
+	if (!csoff)
 		return -1;
-	}
 	aoff = p->l3_off + XFW_NAT_IP_OFF + (dst ? 6 : 2);
 	poff = p->l4_off + (dst ? 2 : 0);
 	if (bpf_skb_load_bytes(skb, aoff, &olda, sizeof(olda)) ||

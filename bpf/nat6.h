@@ -146,14 +146,9 @@ __attribute__((noinline)) int xfw_nat6_rewrite_tc(struct __sk_buff *skb, struct 
 	if (!skb || !p || !np || p->fam != 1 || !p->l4_off)
 		return -1;
 	b = &np->b6;
-	if (p->proto == IPPROTO_TCP) {
-		csoff = p->l4_off + XFW_NAT_TCP_CSUM;
-	} else if (p->proto == IPPROTO_UDP) {
-		csoff = p->l4_off + XFW_NAT_UDP_CSUM;
-		mangled0 = BPF_F_MARK_MANGLED_0;
-	} else {
+	csoff = xfw_nat_tc_csoff(p, &mangled0);
+	if (!csoff)
 		return -1;
-	}
 	aoff = p->l3_off + XFW_NAT6_ADDRS_OFF + (dst ? XFW_NAT6_ADDR_LEN : 0);
 	poff = p->l4_off + (dst ? 2 : 0);
 	xfw_nat6_put(b->na, hi, lo);

@@ -104,16 +104,6 @@ func (fl *flattener) nat6Entry(e *Entry, r *ir.Rule, n *ir.NatRange) error {
 
 // NatAddr6Probe returns the ProbeNatAddr6 holding IPv6 address a.
 func NatAddr6Probe(a netip.Addr) Probe {
-	hi, lo := addr6Words(a)
-	return Probe{Kind: ProbeNatAddr6, Val: uint32(hi >> 32), Mask: uint32(hi), Wide: lo}
-}
-
-// addr6Words returns IPv6 address a's high and low 64 bits.
-func addr6Words(a netip.Addr) (hi, lo uint64) {
-	b := a.As16()
-	for i := 0; i < 8; i++ {
-		hi = hi<<8 | uint64(b[i])
-		lo = lo<<8 | uint64(b[8+i])
-	}
-	return hi, lo
+	w := AddrU128(a)
+	return Probe{Kind: ProbeNatAddr6, Val: uint32(w.Hi >> 32), Mask: uint32(w.Hi), Wide: w.Lo}
 }

@@ -55,12 +55,10 @@ func TestNatIPv6Refused(t *testing.T) {
 // keeps the packet's (KeepAddr), MASQUERADE is MasqueradeAddr; ports and
 // flags as for IPv4.
 func TestNat6Entries(t *testing.T) {
-	a := netip.MustParseAddr("fd00::2")
-	hi, lo := addr6Words(a)
-	if hi != 0xfd00<<48 || lo != 2 {
-		t.Fatalf("addr6Words(%s) = %#x, %#x", a, hi, lo)
+	addrProbe := Probe{Kind: ProbeNatAddr6, Val: 0xfd00 << 16, Mask: 0, Wide: 2} // fd00::2
+	if got := NatAddr6Probe(netip.MustParseAddr("fd00::2")); got != addrProbe {
+		t.Fatalf("NatAddr6Probe(fd00::2) = %+v, want %+v", got, addrProbe)
 	}
-	addrProbe := Probe{Kind: ProbeNatAddr6, Val: uint32(hi >> 32), Mask: uint32(hi), Wide: lo}
 	for _, tc := range []struct {
 		rule   string
 		act    Action

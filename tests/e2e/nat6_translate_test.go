@@ -3,8 +3,6 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -114,6 +112,14 @@ func nat6Setup(t *testing.T, tp *nettest.Topology) {
 	}
 }
 
+// nat6Load sets tp up (nat6Setup) and loads nat6Ruleset into fw.
+func nat6Load(t *testing.T, tp *nettest.Topology, fw firewall) {
+	t.Helper()
+	nat6Setup(t, tp)
+	fw.restore(t, tp, 6, strings.NewReplacer("fd00:X:", fmt.Sprintf("fd00:%d:", tp.Subnet),
+		" OUT ", " "+tp.FwOut.Ifname+" ").Replace(nat6Ruleset))
+}
+
 // nat6TCP connects from gen to dst with a payload echoed by a server at
 // srv (in srvNS: "sink" or "fw") and says what both ends saw, the
 // server's view of the client's port shown when keep says it is not
@@ -208,19 +214,17 @@ func TestNat6AgainstKernel(t *testing.T) {
 	nettest.RequireRoot(t)
 	requireTools(t, "ip6tables-legacy", "conntrack")
 	tw := newTwins(t, xfwPath(t))
-	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
-		nat6Setup(t, tp)
-		rules := strings.NewReplacer("fd00:X:", fmt.Sprintf("fd00:%d:", tp.Subnet), " OUT ", " "+tp.FwOut.Ifname+" ").
-			Replace(nat6Ruleset)
-		fw.restore(t, tp, 6, rules)
-	})
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) { nat6Load(t, tp, fw) })
 	if t.Failed() {
 		return
 	}
 	runNatSteps(t, tw, nat6Steps)
 	checkNat6ICMPErrorDropped(t, tw)
-	compareNat6Counters(t, tw, 14)
-	compareNat6Conntrack(t, tw, 9)
+	compareNatCountersFam(t, tw, 6, 14)
+	// Ephemeral ports and the ports chosen in 4000-4010 vary.
+	compareNatConntrackFam(t, tw, 6, func(key string, p int) bool {
+		return (key == "sport" || key == "dport") && (p >= 32768 || p >= 4000 && p <= 4010) && p != 40053 && p != 40054
+	}, 9)
 }
 
 // checkNat6ICMPErrorDropped sends a datagram DNATed to a closed port of
@@ -246,99 +250,6 @@ func checkNat6ICMPErrorDropped(t *testing.T, tw *twins) {
 	})
 }
 
-// compareNat6Counters compares the nat table's counters and filter's
-// rules that see translated packets (not the ESTABLISHED rules: their
-// segment counts depend on timing); the kernel must have counted at least
-// want.
-func compareNat6Counters(t *testing.T, tw *twins, want int) {
-	t.Helper()
-	saves := map[string]map[string]uint64{}
-	var mu sync.Mutex
-	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-		res, err := nettest.Exec(tp.FwNS, append(fw.cmd(6, "-save"), "-c")...)
-		if err != nil || res.ExitCode != 0 {
-			t.Errorf("%s save: %v", kind, err)
-			return
-		}
-		text := strings.ReplaceAll(res.Stdout, fmt.Sprintf("fd00:%d:", tp.Subnet), "fd00:X:")
-		text = strings.NewReplacer(" "+tp.FwOut.Ifname+" ", " FWOUT ", " "+tp.FwIn.Ifname+" ", " FWIN ").Replace(text)
-		mu.Lock()
-		saves[kind] = tableCounters(text)
-		mu.Unlock()
-	})
-	k, x := saves["kernel"], saves["xfw"]
-	var keys []string
-	for key := range k {
-		if (strings.HasPrefix(key, "nat ") && !strings.HasPrefix(key, "nat :")) ||
-			(strings.HasPrefix(key, "filter -A") && !strings.Contains(key, "ESTABLISHED")) {
-			keys = append(keys, key)
-		}
-	}
-	sort.Strings(keys)
-	counted := 0
-	for _, key := range keys {
-		if k[key] > 0 {
-			counted++
-		}
-		if x[key] != k[key] {
-			t.Errorf("%s: kernel %d, xfw %d", key, k[key], x[key])
-		}
-	}
-	if counted < want {
-		t.Errorf("the kernel counted %d of %d rules, want %d (fix the steps)", counted, len(keys), want)
-	}
-}
-
-// compareNat6Conntrack compares `conntrack -L -f ipv6` of both twins,
-// addresses named, the timeouts dropped and the ports that vary
-// (ephemeral, chosen in 4000-4010) named P; the kernel must list at least
-// want connections.
-func compareNat6Conntrack(t *testing.T, tw *twins, want int) {
-	t.Helper()
-	lists := map[string][]string{}
-	var mu sync.Mutex
-	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-		argv := []string{"conntrack", "-L", "-f", "ipv6"}
-		if kind == "xfw" {
-			argv = append([]string{fw.bin}, argv...)
-		}
-		res, err := nettest.Exec(tp.FwNS, argv...)
-		if err != nil || res.ExitCode != 0 {
-			t.Errorf("%s conntrack -L: %v %v", kind, err, res)
-			return
-		}
-		var lines []string
-		for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
-			f := strings.Fields(line)
-			if len(f) < 3 || f[0] != "tcp" && f[0] != "udp" {
-				continue // neighbour discovery and the like
-			}
-			f = append(f[:2], f[3:]...) // the timeout ticks
-			for i, w := range f {
-				k, v, ok := strings.Cut(w, "=")
-				if !ok {
-					continue
-				}
-				if a, err := netip.ParseAddr(v); err == nil {
-					f[i] = k + "=" + nat6Name(tp, a)
-				} else if p, err := strconv.Atoi(v); err == nil && (k == "sport" || k == "dport") &&
-					(p >= 32768 || p >= 4000 && p <= 4010) && p != 40053 && p != 40054 {
-					f[i] = k + "=P"
-				}
-			}
-			lines = append(lines, strings.Join(f, " "))
-		}
-		sort.Strings(lines)
-		mu.Lock()
-		lists[kind] = lines
-		mu.Unlock()
-	})
-	compareTwinText(t, "conntrack -L -f ipv6", strings.Join(lists["kernel"], "\n"), strings.Join(lists["xfw"], "\n"))
-	if len(lists["kernel"]) < want {
-		t.Errorf("the kernel lists %d connections, want %d", len(lists["kernel"]), want)
-	}
-}
-
 // TestNat6Checksums checks the transport checksums of translated IPv6
 // packets through both twins: a socket's segments from gen (a partial
 // checksum on veth: the field holds the pseudo-header sum), raw frames
@@ -355,9 +266,7 @@ func TestNat6Checksums(t *testing.T) {
 	kinds := map[string][]string{}
 	var mu sync.Mutex
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-		nat6Setup(t, tp)
-		fw.restore(t, tp, 6, strings.NewReplacer("fd00:X:", fmt.Sprintf("fd00:%d:", tp.Subnet),
-			" OUT ", " "+tp.FwOut.Ifname+" ").Replace(nat6Ruleset))
+		nat6Load(t, tp, fw)
 		if res, err := nettest.Exec(tp.SinkNS, "ethtool", "-K", tp.Sink.Ifname, "tx", "off"); err != nil || res.ExitCode != 0 {
 			t.Errorf("%s: ethtool: %v %v", kind, err, res)
 			return
@@ -384,41 +293,20 @@ func TestNat6Checksums(t *testing.T) {
 				t.Errorf("%s: no echo of the raw datagram from port %d", kind, port)
 			}
 		}
-		var got []string
-		for where, c := range map[string]*nettest.Capture{"sink": atSink, "gen": atGen} {
-			for _, f := range c.Stop() {
-				got = append(got, fmt.Sprintf("%s %s %s", where, nat6FrameName(tp, f), checksumKind6(f.Raw)))
-			}
-		}
-		sort.Strings(got)
-		got = slicesCompact(got)
+		got := frameKinds(map[string]*nettest.Capture{"sink": atSink, "gen": atGen}, func(f nettest.Captured) string {
+			return nat6FrameName(tp, f) + " " + checksumKind6(f.Raw)
+		})
 		mu.Lock()
 		kinds[kind] = got
 		mu.Unlock()
 	})
-	x := strings.Join(kinds["xfw"], "\n")
-	compareTwinText(t, "checksums", strings.Join(kinds["kernel"], "\n"), x)
-	for _, line := range kinds["xfw"] {
-		if strings.Contains(line, " bad") {
-			t.Errorf("xfw: %s", line)
-		}
-	}
-	if !strings.Contains(x, "full") || !strings.Contains(x, "partial") {
-		t.Errorf("xfw: want both full and partial checksums checked, got:\n%s", x)
-	}
+	compareChecksumKinds(t, kinds)
 }
 
 // nat6FrameName names a captured frame's protocol and endpoints for
 // comparisons between the twins (ephemeral ports dropped).
 func nat6FrameName(tp *nettest.Topology, f nettest.Captured) string {
-	port := func(p uint16) string {
-		if p >= 32768 && p != 41001 && p != 41003 { // the raw frames' ports stay
-			return "EPHEMERAL"
-		}
-		return strconv.Itoa(int(p))
-	}
-	return fmt.Sprintf("proto %d %s:%s>%s:%s", f.Protocol, nat6Name(tp, f.Src), port(f.SrcPort),
-		nat6Name(tp, f.Dst), port(f.DstPort))
+	return frameName(f, func(a netip.Addr) string { return nat6Name(tp, a) }, 41001, 41003)
 }
 
 // checksumKind6 says whether an Ethernet frame's IPv6 TCP or UDP checksum
@@ -455,12 +343,5 @@ func checksumKind6(frame []byte) string {
 	}
 	pseudo := append([]byte(nil), ip[8:40]...)
 	pseudo = append(pseudo, byte(len(seg)>>24), byte(len(seg)>>16), byte(len(seg)>>8), byte(len(seg)), 0, 0, 0, next)
-	if nettest.Checksum(append(append([]byte(nil), pseudo...), seg...)) == 0 {
-		return "full"
-	}
-	field := uint16(seg[csoff])<<8 | uint16(seg[csoff+1])
-	if field == ^nettest.Checksum(pseudo) {
-		return "partial"
-	}
-	return "bad"
+	return l4ChecksumKind(pseudo, seg, csoff)
 }
