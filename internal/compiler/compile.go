@@ -147,9 +147,6 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	if err := checkOtherTables(rs); err != nil {
 		return nil, err
 	}
-	if err := checkNat6Repl(rs); err != nil {
-		return nil, err
-	}
 	if err := checkNatReach(rs); err != nil {
 		return nil, err
 	}

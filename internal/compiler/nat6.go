@@ -15,7 +15,9 @@ import (
 // (EFNatRange), Next Nat6Addr, and its ProbeNatRange's Val and Mask name
 // the ProbeNatAddr6 probes of its first and last address. What stays
 // refused (checkNat6Rule): REDIRECT, nat OUTPUT, address ranges, a source
-// translation of other protocols than TCP and UDP.
+// translation of other protocols than TCP and UDP. --ctreplsrc and
+// --ctrepldst name their IPv6 addresses by ProbeNatAddr6 probes too
+// (ctReplProbe6).
 
 // Nat6Addr is an IPv6 ActDNAT or ActSNAT entry's Next when the
 // translation has an address: the address is its range's
@@ -38,27 +40,6 @@ func checkNat6Rule(at natContext, r *ir.Rule) error {
 		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet with an address range", name)
 	case n.Flags&ir.NatMapIPs != 0 && (!n.MinAddr.Is6() || n.MinAddr.Is4In6() || n.MinAddr.IsUnspecified()):
 		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet to %s", name, n.MinAddr)
-	}
-	return nil
-}
-
-// checkNat6Repl refuses --ctreplsrc and --ctrepldst in an IPv6 ruleset
-// with NAT: the reply tuple's translated addresses are asked by an IPv4
-// probe only (ctrepl.go); the classification fields answer the original
-// tuple's.
-func checkNat6Repl(rs *ir.Ruleset) error {
-	if rs.Family == ir.IPv4 || !usesNAT(rs) {
-		return nil
-	}
-	if anyRule(rs, func(r *ir.Rule) bool {
-		for _, m := range r.Matches {
-			if hasCtReplAddr(m) {
-				return true
-			}
-		}
-		return false
-	}) {
-		return fmt.Errorf("conntrack --ctreplsrc and --ctrepldst are not supported by xfw for IPv6 with NAT targets yet")
 	}
 	return nil
 }
@@ -103,7 +84,67 @@ func (fl *flattener) nat6Entry(e *Entry, r *ir.Rule, n *ir.NatRange) error {
 }
 
 // NatAddr6Probe returns the ProbeNatAddr6 holding IPv6 address a.
-func NatAddr6Probe(a netip.Addr) Probe {
-	w := AddrU128(a)
+func NatAddr6Probe(a netip.Addr) Probe { return addr6Probe(AddrU128(a)) }
+
+// addr6Probe returns the ProbeNatAddr6 holding the 128-bit value w.
+func addr6Probe(w U128) Probe {
 	return Probe{Kind: ProbeNatAddr6, Val: uint32(w.Hi >> 32), Mask: uint32(w.Hi), Wide: w.Lo}
+}
+
+// addr6Value returns the value a ProbeNatAddr6 holds.
+func addr6Value(pr Probe) U128 { return U128{Hi: uint64(pr.Val)<<32 | uint64(pr.Mask), Lo: pr.Wide} }
+
+// ctReplProbe6 returns the probe asking m in an IPv6 ruleset: Arg as
+// ctReplProbe's, Val and Mask the indexes of the ProbeNatAddr6 probes
+// holding the source option's masked address and its mask, Wide the
+// destination's (address index << 32 | mask index) (bpf/ctnat.h).
+func (fl *flattener) ctReplProbe6(m *ctReplMatch) (Probe, error) {
+	pr := ctReplProbe(&ctReplMatch{Src: ir.AddrMatch{Set: m.Src.Set, Invert: m.Src.Invert},
+		Dst: ir.AddrMatch{Set: m.Dst.Set, Invert: m.Dst.Invert}})
+	opt := func(a ir.AddrMatch) (uint32, uint32, error) {
+		mask := AddrU128(a.Mask)
+		addr := AddrU128(a.Addr)
+		ka, err := fl.probeIndex(addr6Probe(U128{Hi: addr.Hi & mask.Hi, Lo: addr.Lo & mask.Lo}))
+		if err != nil {
+			return 0, 0, err
+		}
+		km, err := fl.probeIndex(addr6Probe(mask))
+		return uint32(ka), uint32(km), err
+	}
+	if m.Src.Set {
+		ka, km, err := opt(m.Src)
+		if err != nil {
+			return Probe{}, err
+		}
+		pr.Val, pr.Mask = ka, km
+	}
+	if m.Dst.Set {
+		ka, km, err := opt(m.Dst)
+		if err != nil {
+			return Probe{}, err
+		}
+		pr.Wide = uint64(ka)<<32 | uint64(km)
+	}
+	return pr, nil
+}
+
+// CtReplAnswer6 is ProbeCtRepl's answer in IPv6 generation g for a packet
+// whose FieldCt value is ct and whose connection's reply tuple has
+// addresses src and dst (ctReplProbe6).
+func CtReplAnswer6(g *Generation, pr Probe, ct uint32, src, dst U128) bool {
+	state := uint8(ct & CtValStateMask)
+	if state == CtsInvalid || state == CtsUntracked {
+		return true
+	}
+	pass := func(a U128, ka, km uint64, inv bool) bool {
+		if int(ka) >= len(g.Probes) || int(km) >= len(g.Probes) {
+			return false
+		}
+		want, mask := addr6Value(g.Probes[ka]), addr6Value(g.Probes[km])
+		return (U128{Hi: a.Hi & mask.Hi, Lo: a.Lo & mask.Lo} == want) != inv
+	}
+	if pr.Arg&CtReplSrc != 0 && !pass(src, uint64(pr.Val), uint64(pr.Mask), pr.Arg&CtReplSrcInv != 0) {
+		return false
+	}
+	return pr.Arg&CtReplDst == 0 || pass(dst, pr.Wide>>32, pr.Wide&0xffffffff, pr.Arg&CtReplDstInv != 0)
 }

@@ -27,8 +27,6 @@ func TestNatIPv6Refused(t *testing.T) {
 		{"-t nat -A POSTROUTING -o eth0 -j MASQUERADE", "target MASQUERADE is not supported by xfw's data plane for IPv6 yet in a rule not restricted"},
 		{"-t nat -A PREROUTING ! -p tcp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane for IPv6 yet in a rule not restricted"},
 		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [::ffff:10.0.0.1]", "target DNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
-		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [fd00::2];-A FORWARD -m conntrack --ctrepldst fd00::1 -j ACCEPT",
-			"--ctreplsrc and --ctrepldst are not supported by xfw for IPv6 with NAT targets yet"},
 	} {
 		_, err := Compile(parseRuleset(t, ir.IPv6, strings.Split(tc.rule, ";")...), Options{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -151,5 +149,51 @@ func TestNatRefusedWithoutTerms(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: got %v, want a refusal saying %q", tc.rule, err, tc.want)
 		}
+	}
+}
+
+// TestCtReplProbe6 checks --ctreplsrc and --ctrepldst in an IPv6 ruleset
+// with NAT: a ProbeCtRepl naming the ProbeNatAddr6 probes of each
+// option's masked address and mask, answered on the reply tuple's
+// addresses as conntrack_mt answers (prefixes, "!").
+func TestCtReplProbe6(t *testing.T) {
+	rs := parseRuleset(t, ir.IPv6, "-t nat -A PREROUTING -p tcp -j DNAT --to-destination [fd00:2::2]",
+		"-A FORWARD -m conntrack --ctreplsrc fd00:2::/64 ! --ctrepldst fd00:1::1 -j ACCEPT")
+	g, err := Compile(rs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pr *Probe
+	for i := range g.Probes {
+		if g.Probes[i].Kind == ProbeCtRepl {
+			pr = &g.Probes[i]
+		}
+	}
+	if pr == nil || pr.Arg != CtReplSrc|CtReplDst|CtReplDstInv {
+		t.Fatalf("probes %+v: want one ProbeCtRepl with the source, the destination and its \"!\"", g.Probes)
+	}
+	a := func(s string) U128 { return AddrU128(netip.MustParseAddr(s)) }
+	if v := addr6Value(g.Probes[pr.Val]); v != a("fd00:2::") {
+		t.Errorf("source address probe holds %+v", v)
+	}
+	if v := addr6Value(g.Probes[pr.Mask]); v != a("ffff:ffff:ffff:ffff::") {
+		t.Errorf("source mask probe holds %+v", v)
+	}
+	ct := uint32(CtsEstablished)
+	for _, tc := range []struct {
+		src, dst string
+		want     bool
+	}{
+		{"fd00:2::2", "fd00:1::2", true},
+		{"fd00:2::ffff:1", "fd00:1::3", true},
+		{"fd00:3::2", "fd00:1::2", false}, // the source outside the prefix
+		{"fd00:2::2", "fd00:1::1", false}, // the destination excluded
+	} {
+		if got := CtReplAnswer6(g, *pr, ct, a(tc.src), a(tc.dst)); got != tc.want {
+			t.Errorf("CtReplAnswer6(%s > %s) = %v, want %v", tc.src, tc.dst, got, tc.want)
+		}
+	}
+	if !CtReplAnswer6(g, *pr, uint32(CtsInvalid), a("fd00:3::2"), a("fd00:1::1")) {
+		t.Errorf("an INVALID packet does not pass, as conntrack_mt passes it by its state alone")
 	}
 }

@@ -17,8 +17,9 @@ import (
 // (the source the kernel picks among two addresses of the out device) or
 // SNATed into a port range, through xfw and ip6tables-legacy in twin
 // topologies; what clients and servers saw, the nat table's counters
-// and filter's rules that see translated packets, and `conntrack -L -f
-// ipv6` with both tuples, compared.
+// and filter's rules that see translated packets (`--ctreplsrc`,
+// `--ctrepldst` among them), and `conntrack -L -f ipv6` with both tuples,
+// compared.
 
 // nat6Ruleset is TestNat6AgainstKernel's ruleset; X is the topology's
 // index, OUT fw's sink-side interface. FORWARD drops what it does not
@@ -40,6 +41,9 @@ COMMIT
 :INPUT ACCEPT [0:0]
 :FORWARD DROP [0:0]
 :OUTPUT ACCEPT [0:0]
+-A FORWARD -d fd00:X:2::2/128 -m conntrack --ctstate NEW --ctreplsrc fd00:X:2::2 --ctrepldst fd00:X:1::2
+-A FORWARD -m conntrack --ctstate NEW ! --ctreplsrc fd00:X:2::/64
+-A FORWARD -p udp -m conntrack --ctstate SNAT --ctrepldst fd00:X:2::1
 -A INPUT -d fd00:X:2::1/128 -p tcp -m tcp --dport 7022 -m conntrack --ctstate NEW,DNAT --ctorigdst fd00:X:1::1 --ctorigdstport 2222
 -A INPUT -d fd00:X:1::1/128 -p tcp -m tcp --dport 7023 -m conntrack --ctstate DNAT --ctorigdstport 7777
 -A FORWARD -d fd00:X:2::2/128 -p tcp -m tcp --dport 80 -m conntrack --ctstate NEW --ctorigdst fd00:X:1::1 --ctorigdstport 8080 -j ACCEPT
@@ -220,7 +224,7 @@ func TestNat6AgainstKernel(t *testing.T) {
 	}
 	runNatSteps(t, tw, nat6Steps)
 	checkNat6ICMPErrorDropped(t, tw)
-	compareNatCountersFam(t, tw, 6, 14)
+	compareNatCountersFam(t, tw, 6, 17)
 	// Ephemeral ports and the ports chosen in 4000-4010 vary.
 	compareNatConntrackFam(t, tw, 6, func(key string, p int) bool {
 		return (key == "sport" || key == "dport") && (p >= 32768 || p >= 4000 && p <= 4010) && p != 40053 && p != 40054

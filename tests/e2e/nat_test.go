@@ -269,6 +269,9 @@ func compareNatCountersFam(t *testing.T, tw *twins, fam, want int) {
 	if counted < want {
 		t.Errorf("the kernel counted %d of %d rules (fix the steps)", counted, len(keys))
 	}
+	for _, key := range keys {
+		t.Logf("%d %s", k[key], key)
+	}
 }
 
 // compareNatConntrack compares `conntrack -L` of the IPv4 twins
