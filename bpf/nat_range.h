@@ -86,15 +86,17 @@ static __always_inline __u32 xfw_rol32(__u32 w, __u32 s)
 	return (w << s) | (w >> (32 - s));
 }
 
-/* xfw_natr_hash is find_best_ips_proto's jhash2 of an IPv4 source (the
- * four words of nf_inet_addr, three of them zero) with initial value
- * init; addresses as the kernel's memory holds them (network order). */
-static __always_inline __u32 xfw_natr_hash(__u32 src_be, __u32 init)
+/* xfw_natr_hash is find_best_ips_proto's jhash2 of a source address (the
+ * four words of nf_inet_addr as the kernel's memory holds them: network
+ * order; an IPv4 address is w0, the others 0) with initial value init. */
+static __always_inline __u32 xfw_natr_hash(__u32 w0, __u32 w1, __u32 w2, __u32 w3, __u32 init)
 {
 	__u32 a, b, c;
 
 	a = b = c = XFW_JHASH_INITVAL + (4 << 2) + init;
-	a += src_be;
+	a += w0;
+	b += w1;
+	c += w2;
 	/* __jhash_mix */
 	a -= c; a ^= xfw_rol32(c, 4); c += b;
 	b -= a; b ^= xfw_rol32(a, 6); a += c;
@@ -102,7 +104,8 @@ static __always_inline __u32 xfw_natr_hash(__u32 src_be, __u32 init)
 	a -= c; a ^= xfw_rol32(c, 16); c += b;
 	b -= a; b ^= xfw_rol32(a, 19); a += c;
 	c -= b; c ^= xfw_rol32(b, 4); b += a;
-	/* the fourth word (0), then __jhash_final */
+	/* the fourth word, then __jhash_final */
+	a += w3;
 	c ^= b; c -= xfw_rol32(b, 14);
 	a ^= c; a -= xfw_rol32(c, 11);
 	b ^= a; b -= xfw_rol32(a, 25);
@@ -113,20 +116,71 @@ static __always_inline __u32 xfw_natr_hash(__u32 src_be, __u32 init)
 	return c;
 }
 
+/* xfw_natr_word returns 32-bit word i (0: the first) of address hi:lo, in
+ * host order. */
+static __always_inline __u32 xfw_natr_word(__u64 hi, __u64 lo, __u32 i)
+{
+	__u64 w = i < 2 ? hi : lo;
+
+	return (i & 1) ? (__u32)w : (__u32)(w >> 32);
+}
+
+/* xfw_natr_pick6 sets the NAT scratch's range's chosen address for an
+ * IPv6 connection of packet p, as find_best_ips_proto does: the source's
+ * jhash2 with the destination's last word as initial value (0 with
+ * --persistent); word by word, the range's first word plus the hash
+ * scaled into the distance to its last (the whole 32 bits once a word
+ * before was below the last's), the hash XORed with the destination's
+ * word after each (but with --persistent). A global function. */
+__attribute__((noinline)) int xfw_natr_pick6(struct xfw_pkt *p)
+{
+	__u32 zero = 0, j, init = 0, w, minw, dist, full = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_range *r;
+	__u64 hi = 0, lo = 0;
+
+	if (!p || !np)
+		return -1;
+	r = &np->range;
+	if (!(r->flags & XFW_NATR_PERSISTENT))
+		init = bpf_htonl((__u32)p->dst_lo);
+	j = xfw_natr_hash(bpf_htonl(p->src_hi >> 32), bpf_htonl((__u32)p->src_hi), bpf_htonl(p->src_lo >> 32),
+			  bpf_htonl((__u32)p->src_lo), init);
+	for (__u32 i = 0; i < 4; i++) {
+		minw = full ? 0 : xfw_natr_word(r->min_hi, r->min_addr, i);
+		dist = full ? ~0u : xfw_natr_word(r->max_hi, r->max_addr, i) - minw + 1;
+		w = minw + (__u32)(((__u64)j * dist) >> 32); /* reciprocal_scale */
+		if (w != xfw_natr_word(r->max_hi, r->max_addr, i))
+			full = 1;
+		if (!(r->flags & XFW_NATR_PERSISTENT))
+			j ^= bpf_htonl(xfw_natr_word(p->dst_hi, p->dst_lo, i));
+		if (i < 2)
+			hi = hi << 32 | w;
+		else
+			lo = lo << 32 | w;
+	}
+	r->addr_hi = hi;
+	r->addr = lo;
+	return 0;
+}
+
 /* xfw_natr_pick sets r's chosen address (addr_hi:addr) for a connection
- * of packet p, as find_best_ips_proto does: one address is it, an IPv4
- * range by the hash of p's source and destination. (An IPv6 range is
- * refused by the compiler: its first address.) */
+ * of packet p, as find_best_ips_proto does: one address is it, a range's
+ * by the hash of p's source and destination (IPv6: xfw_natr_pick6). */
 static __always_inline void xfw_natr_pick(struct xfw_nat_range *r, struct xfw_pkt *p)
 {
 	__u32 src = p->src_lo, dst = p->dst_lo, init, j, dist;
 
 	r->addr_hi = r->min_hi;
 	r->addr = r->min_addr;
-	if (p->fam != 0 || r->min_addr == r->max_addr)
+	if (r->min_hi == r->max_hi && r->min_addr == r->max_addr)
 		return;
+	if (p->fam != 0) {
+		xfw_natr_pick6(p);
+		return;
+	}
 	init = (r->flags & XFW_NATR_PERSISTENT) ? 0 : bpf_htonl(dst);
-	j = xfw_natr_hash(bpf_htonl(src), init);
+	j = xfw_natr_hash(bpf_htonl(src), 0, 0, 0, init);
 	dist = (__u32)(r->max_addr - r->min_addr) + 1;
 	r->addr = (__u32)r->min_addr + (__u32)(((__u64)j * dist) >> 32);
 }

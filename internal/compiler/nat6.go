@@ -13,9 +13,10 @@ import (
 // port ranges and the random flags. An entry's 32-bit Next cannot hold an
 // IPv6 address: an IPv6 NAT entry with an address is always a ranged one
 // (EFNatRange), Next Nat6Addr, and its ProbeNatRange's Val and Mask name
-// the ProbeNatAddr6 probes of its first and last address. What stays
-// refused (checkNat6Rule): REDIRECT, nat OUTPUT, address ranges, a source
-// translation of other protocols than TCP and UDP. --ctreplsrc and
+// the ProbeNatAddr6 probes of its first and last address (a range's
+// address is chosen as find_best_ips_proto does: bpf/nat_range.h
+// xfw_natr_pick6). What stays refused (checkNat6Rule): REDIRECT, nat
+// OUTPUT, a translation of other protocols than TCP and UDP. --ctreplsrc and
 // --ctrepldst name their IPv6 addresses by ProbeNatAddr6 probes too
 // (ctReplProbe6).
 
@@ -36,13 +37,18 @@ func checkNat6Rule(at natContext, r *ir.Rule) error {
 		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 in nat OUTPUT yet", name)
 	case !r.Proto.Set || r.Proto.Invert || (r.Proto.Num != protoTCP && r.Proto.Num != protoUDP):
 		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet in a rule not restricted to -p tcp or -p udp", name)
-	case n.Flags&ir.NatMapIPs != 0 && n.MinAddr != n.MaxAddr:
-		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet with an address range", name)
-	case n.Flags&ir.NatMapIPs != 0 && (!n.MinAddr.Is6() || n.MinAddr.Is4In6() || n.MinAddr.IsUnspecified()):
+	case n.Flags&ir.NatMapIPs != 0 && !nat6Addr(n.MinAddr):
 		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet to %s", name, n.MinAddr)
+	case n.Flags&ir.NatMapIPs != 0 && !nat6Addr(n.MaxAddr):
+		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet to %s", name, n.MaxAddr)
 	}
 	return nil
 }
+
+// nat6Addr reports whether the data plane translates to IPv6 address a:
+// not an IPv4-mapped one (the translated packet would carry it as IPv6),
+// not ::.
+func nat6Addr(a netip.Addr) bool { return a.Is6() && !a.Is4In6() && !a.IsUnspecified() }
 
 // nat6Entry sets e's address for IPv6 rule r's translation to range n
 // (e's action set): Nat6Addr and a range naming its address, KeepAddr

@@ -19,9 +19,7 @@ func TestNatIPv6Refused(t *testing.T) {
 		{"-t nat -A PREROUTING -p tcp -j REDIRECT --to-ports 3128", "target REDIRECT is not supported by xfw's data plane for IPv6 yet"},
 		{"-t nat -A OUTPUT -p tcp -j REDIRECT", "target REDIRECT is not supported by xfw's data plane for IPv6 yet"},
 		{"-t nat -A OUTPUT -p tcp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane for IPv6 in nat OUTPUT yet"},
-		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [fd00::2-fd00::9]:80-90 --random",
-			"target DNAT is not supported by xfw's data plane for IPv6 yet with an address range"},
-		{"-t nat -A POSTROUTING -p tcp -j SNAT --to-source fd00::1-fd00::3", "target SNAT is not supported by xfw's data plane for IPv6 yet with an address range"},
+		{"-t nat -A POSTROUTING -p tcp -j SNAT --to-source fd00::1-::ffff:10.0.0.1", "target SNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
 		{"-t nat -A POSTROUTING -j SNAT --to-source fd00::1", "target SNAT is not supported by xfw's data plane for IPv6 yet in a rule not restricted to -p tcp or -p udp"},
 		{"-t nat -A POSTROUTING -p icmpv6 -j MASQUERADE", "target MASQUERADE is not supported by xfw's data plane for IPv6 yet in a rule not restricted"},
 		{"-t nat -A POSTROUTING -o eth0 -j MASQUERADE", "target MASQUERADE is not supported by xfw's data plane for IPv6 yet in a rule not restricted"},
@@ -48,8 +46,9 @@ func TestNatIPv6Refused(t *testing.T) {
 }
 
 // TestNat6Entries checks the entries of the IPv6 translations the data
-// plane does: an address is always a range's (Next Nat6Addr, EFNatRange,
-// its ProbeNatRange naming the ProbeNatAddr6 that holds it), no address
+// plane does: an address (or a range's two) is always a range's (Next
+// Nat6Addr, EFNatRange, its ProbeNatRange naming the ProbeNatAddr6 probes
+// that hold them), no address
 // keeps the packet's (KeepAddr), MASQUERADE is MasqueradeAddr; ports and
 // flags as for IPv4.
 func TestNat6Entries(t *testing.T) {
@@ -75,6 +74,8 @@ func TestNat6Entries(t *testing.T) {
 		{"-t nat -A POSTROUTING -p tcp -j SNAT --to-source [fd00::2]:1000-2000 --random", ActSNAT, Nat6Addr, true,
 			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatMapIPs | ir.NatProtoSpecified | ir.NatRandom), Wide: 1000<<16 | 2000}, 0},
 		{"-t nat -A POSTROUTING -p udp -j MASQUERADE", ActSNAT, MasqueradeAddr, false, Probe{}, 0},
+		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [fd00::2-fd00::9]:80-90 --random", ActDNAT, Nat6Addr, true,
+			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatMapIPs | ir.NatProtoSpecified | ir.NatRandom), Wide: 80<<16 | 90}, 0},
 		{"-t nat -A POSTROUTING -p tcp -j MASQUERADE --to-ports 3000-3010", ActSNAT, MasqueradeAddr, true,
 			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatProtoSpecified), Wide: 3000<<16 | 3010}, 0},
 	} {
@@ -106,9 +107,13 @@ func TestNat6Entries(t *testing.T) {
 			}
 			got := g.Probes[e.Aux]
 			if tc.next == Nat6Addr {
-				for _, k := range []uint32{got.Val, got.Mask} {
-					if int(k) >= len(g.Probes) || g.Probes[k] != addrProbe {
-						t.Errorf("%s: address probe %d of %+v, want %+v", tc.rule, k, g.Probes, addrProbe)
+				last := addrProbe
+				if strings.Contains(tc.rule, "-fd00::9") {
+					last = NatAddr6Probe(netip.MustParseAddr("fd00::9"))
+				}
+				for i, k := range []uint32{got.Val, got.Mask} {
+					if want := []Probe{addrProbe, last}[i]; int(k) >= len(g.Probes) || g.Probes[k] != want {
+						t.Errorf("%s: address probe %d of %+v, want %+v", tc.rule, k, g.Probes, want)
 					}
 				}
 				want.Val, want.Mask = got.Val, got.Mask

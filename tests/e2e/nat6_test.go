@@ -10,8 +10,8 @@ import (
 
 // nat6Refused are ip6tables nat rules (Docker's and kube-proxy's forms
 // among them) that iptables-legacy accepts and xfw refuses while its data
-// plane does not translate them (REDIRECT, nat OUTPUT, address ranges,
-// protocols other than TCP and UDP), with the refusal's words. The
+// plane does not translate them (REDIRECT, nat OUTPUT, protocols other
+// than TCP and UDP), with the refusal's words. The
 // interface xt-absent0 does not exist: such a rule, none of whose terms
 // can match yet, is refused as well.
 var nat6Refused = []struct {
@@ -26,10 +26,10 @@ var nat6Refused = []struct {
 		"target MASQUERADE is not supported by xfw's data plane for IPv6 yet in a rule not restricted to -p tcp or -p udp"},
 	{[]string{"-A", "POSTROUTING", "-o", "xt-absent0", "-j", "MASQUERADE"},
 		"target MASQUERADE is not supported by xfw's data plane for IPv6 yet in a rule not restricted to -p tcp or -p udp"},
-	{[]string{"-A", "POSTROUTING", "-p", "tcp", "-j", "SNAT", "--to-source", "[fd00::1-fd00::2]:1000-2000", "--random"},
-		"target SNAT is not supported by xfw's data plane for IPv6 yet with an address range"},
-	{[]string{"-A", "PREROUTING", "-p", "tcp", "--dport", "80", "-j", "DNAT", "--to-destination", "[fd00::2-fd00::3]:8080"},
-		"target DNAT is not supported by xfw's data plane for IPv6 yet with an address range"},
+	{[]string{"-A", "POSTROUTING", "-p", "icmpv6", "-j", "SNAT", "--to-source", "fd00::1"},
+		"target SNAT is not supported by xfw's data plane for IPv6 yet in a rule not restricted to -p tcp or -p udp"},
+	{[]string{"-A", "PREROUTING", "-p", "udp", "-j", "REDIRECT"},
+		"target REDIRECT is not supported by xfw's data plane for IPv6 yet"},
 }
 
 // TestNatIPv6RefusedAgainstKernel checks that the ip6tables NAT forms xfw
