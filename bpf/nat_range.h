@@ -11,7 +11,8 @@
  *    jhash2 with the original destination as initial value (0 with
  *    --persistent), scaled into the range (reciprocal_scale): one client
  *    (and server) keeps its address, as in the kernel, and xfw picks the
- *    address the kernel picks.
+ *    address the kernel picks. IPv6: the four words of the source
+ *    hashed, the address chosen word by word (xfw_natr_pick6).
  *  - SNAT without random flags first keeps the original tuple when its
  *    source is in the range and it is free (also without ports: an
  *    echo's identifier, a protocol without ports).
