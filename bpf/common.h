@@ -345,6 +345,10 @@ enum xfw_probe_kind {
 	XFW_PROBE_CTNAT,     /* --ctstate with SNAT or DNAT: .val the states, .arg inverts (ctnat.h) */
 	XFW_PROBE_CTREPL,    /* --ctreplsrc, --ctrepldst with NAT: .arg XFW_CTREPL_*, .val/.mask the
 			      * source, .count the destination << 32 | its mask (ctnat.h) */
+	/* IPv6 NAT (nat_range.h). */
+	XFW_PROBE_NATADDR6,  /* never asked: an IPv6 NAT range's address, named by its
+			      * XFW_PROBE_NATRANGE's .val or .mask: .val:.mask the high 64
+			      * bits, .count the low */
 	XFW_NPROBE_KINDS,
 };
 

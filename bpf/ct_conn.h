@@ -305,7 +305,7 @@ static __always_inline void xfw_ct_tuple(struct xfw_pkt *p, struct xfw_ct_key *k
 	/* DNAT: the key holds the translated tuple; the original
 	 * destination is kept with the connection (nat.h). */
 	if (v->nat_flags & XFW_NAT_F_DST) {
-		p->ct_odst_hi = 0;
+		p->ct_odst_hi = v->nat_addr_hi;
 		p->ct_odst_lo = v->nat_addr;
 		p->ct_odport = v->nat_port;
 	}

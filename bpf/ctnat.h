@@ -113,13 +113,40 @@ static __always_inline int xfw_ctrepl_addr(__u32 addr, __u32 want, __u32 mask, _
 	return ((addr & mask) == want) != !!inv;
 }
 
-/* xfw_ctrepl_match answers --ctreplsrc and --ctrepldst (IPv4, a ruleset
- * with NAT) for packet p of hook: the reply tuple's source is the key's
+/* xfw_ctrepl6_addr reports whether IPv6 address hi:lo passes an address
+ * option whose masked address and mask are probes ka and km of probe map
+ * m (XFW_PROBE_NATADDR6: .val:.mask the high 64 bits, .count the low),
+ * "!" inverting. */
+static __always_inline int xfw_ctrepl6_addr(void *m, __u32 ka, __u32 km, __u64 hi, __u64 lo, __u32 inv)
+{
+	struct xfw_probe *a = bpf_map_lookup_elem(m, &ka), *mk = bpf_map_lookup_elem(m, &km);
+
+	if (!a || !mk)
+		return 0;
+	return ((hi & ((__u64)mk->val << 32 | mk->mask)) == ((__u64)a->val << 32 | a->mask) &&
+		(lo & mk->count) == a->count) != !!inv;
+}
+
+/* xfw_ctrepl6_match is xfw_ctrepl_match's IPv6 comparison of the reply
+ * tuple's source shi:slo and destination dhi:dlo, the options' addresses
+ * in probes of m (compiler ctReplProbe6). */
+static __always_inline int xfw_ctrepl6_match(struct xfw_probe *pr, void *m, __u64 shi, __u64 slo, __u64 dhi,
+					     __u64 dlo)
+{
+	if ((pr->arg & XFW_CTREPL_SRC) && !xfw_ctrepl6_addr(m, pr->val, pr->mask, shi, slo, pr->arg & XFW_CTREPL_SRC_INV))
+		return 0;
+	return !(pr->arg & XFW_CTREPL_DST) ||
+	       xfw_ctrepl6_addr(m, pr->count >> 32, (__u32)pr->count, dhi, dlo, pr->arg & XFW_CTREPL_DST_INV);
+}
+
+/* xfw_ctrepl_match answers --ctreplsrc and --ctrepldst (a ruleset with
+ * NAT) for packet p of hook: the reply tuple's source is the key's
  * responder end (the translated destination after a DNAT), its
  * destination the originator's address, or the translated source after
  * an SNAT. A packet without a connection passes (conntrack_mt answers it
- * by its state alone, which the rule's terms decide). */
-static __always_inline int xfw_ctrepl_match(struct xfw_probe *pr, struct xfw_pkt *p, __u32 hook)
+ * by its state alone, which the rule's terms decide). IPv6's addresses
+ * are probes of the slot's probe map m. */
+static __always_inline int xfw_ctrepl_match(struct xfw_probe *pr, struct xfw_pkt *p, __u32 hook, void *m)
 {
 	struct xfw_ct_scratch *cs = 0;
 	struct xfw_ct_val *v;
@@ -131,6 +158,14 @@ static __always_inline int xfw_ctrepl_match(struct xfw_probe *pr, struct xfw_pkt
 	if (!v || !cs)
 		return 0;
 	status = v->status;
+	if (p->fam == 1) {
+		struct xfw_ct_key *k = &cs->key;
+		int orig_b = !!(status & XFW_CTST_ORIG_B), snat = !!(v->nat_flags & XFW_NAT_F_SRC);
+
+		return xfw_ctrepl6_match(pr, m, orig_b ? k->a_hi : k->b_hi, orig_b ? k->a_lo : k->b_lo,
+					 snat ? v->snat_addr_hi : orig_b ? k->b_hi : k->a_hi,
+					 snat ? v->snat_addr : orig_b ? k->b_lo : k->a_lo);
+	}
 	src = (status & XFW_CTST_ORIG_B) ? cs->key.a_lo : cs->key.b_lo;
 	dst = (status & XFW_CTST_ORIG_B) ? cs->key.b_lo : cs->key.a_lo;
 	if (v->nat_flags & XFW_NAT_F_SRC)

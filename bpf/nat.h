@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * nat.h — destination NAT (nat PREROUTING's DNAT) for IPv4 TCP and UDP,
- * with the kernel's semantics (nf_nat_core.c, nf_nat_proto.c):
+ * nat.h — destination NAT (nat PREROUTING's DNAT) for IPv4 and IPv6 TCP
+ * and UDP, with the kernel's semantics (nf_nat_core.c, nf_nat_proto.c):
  *
  *  - Only a connection's first packet traverses the nat chains. A DNAT
  *    verdict (entry action XFW_ACT_DNAT, from the walk's nat PREROUTING
@@ -33,7 +33,13 @@
  *    kernel's helpers know.
  *
  * REDIRECT is a DNAT to the input interface's primary address
- * (xfw_nat_ifaddr; none: dropped, as the kernel drops it).
+ * (xfw_nat_ifaddr; none: dropped, as the kernel drops it); IPv4 only.
+ *
+ * IPv6: the tables hold 128-bit addresses (hi:lo as struct xfw_pkt, an
+ * IPv4 address in the low word), so both families share them and the
+ * logic; the packet writes are nat6.h's (xfw_nat_rw_xdp and _tc pick
+ * the family's). An IPv6 entry's address is its range probe's
+ * (XFW_NAT_ADDR6).
  *
  * Tables: xfw_nat (LRU hash) maps the original direction's wire tuple to
  * the connection's key and translation; an entry whose connection is
@@ -49,7 +55,7 @@
  * struct xfw_pkt.
  *
  * Includes: common.h, parse.h, ct.h (its maps, keys and scratch),
- * xfw_maps.h (xfw_ifinfo).
+ * xfw_maps.h (xfw_ifinfo); nat6.h at its end (the IPv6 writes).
  */
 #ifndef XFW_NAT_H
 #define XFW_NAT_H
@@ -63,12 +69,16 @@
 #include "ct.h"
 #include "xfw_maps.h"
 
-/* The original direction's wire tuple of a translated connection. */
+/* The original direction's wire tuple of a translated connection.
+ * Addresses are 128 bits, hi:lo as in struct xfw_pkt (IPv4: the address
+ * in the low word, the high word 0); fam 0 IPv4, 1 IPv6. */
 struct xfw_nat_key {
-	__u32 saddr, daddr;
+	__u64 saddr_hi, saddr;
+	__u64 daddr_hi, daddr;
 	__u16 sport, dport;
 	__u8 proto;
-	__u8 pad[3];
+	__u8 fam;
+	__u8 pad[2];
 };
 
 /* Its translation: the connection's key and the new destination; kind
@@ -76,7 +86,7 @@ struct xfw_nat_key {
  * an SNAT's reply direction (the wire tuple is the reply's). */
 struct xfw_nat_val {
 	struct xfw_ct_key ct;
-	__u32 to_addr;
+	__u64 to_hi, to_addr; /* the new address, hi:lo (xfw_nat_key) */
 	__u16 to_port;
 	__u8 kind;
 	__u8 pad;
@@ -98,14 +108,41 @@ struct xfw_nat_val {
 
 /* A NAT entry's range and the choice in progress (nat_range.h). */
 struct xfw_nat_range {
+	__u64 min_hi, min_addr;   /* host order, hi:lo (xfw_nat_key) */
+	__u64 max_hi, max_addr;
+	__u64 addr_hi, addr;      /* the address chosen */
 	__u32 flags;              /* XFW_NATR_* (NF_NAT_RANGE_*) */
-	__u32 min_addr, max_addr; /* host order */
 	__u32 min_port, max_port;
-	__u32 addr;               /* the address chosen */
 	__u32 dst;                /* the destination is translated (DNAT) */
 	__u32 min, size, off;     /* the port search: its range and offset */
 	__u32 shift;              /* a port map's first offset (XFW_NATR_OFFSET) */
 	__u32 found, ok;          /* the free port found (ok 1) */
+};
+
+/* The latest source translation of an original source (address, port,
+ * protocol): the kernel's nf_nat_bysource, which find_appropriate_src
+ * asks so that one source keeps its mapping (nat_range.h). */
+struct xfw_nat_src_key {
+	__u64 saddr_hi, saddr; /* hi:lo (xfw_nat_key) */
+	__u16 sport;
+	__u8 proto;
+	__u8 pad[5];
+};
+
+struct xfw_nat_src_val {
+	struct xfw_ct_key ct; /* the connection that holds it */
+	__u64 addr_hi, addr;
+	__u16 port;
+	__u16 pad[3];
+};
+
+/* The IPv6 rewrites' buffers (nat6.h): the addresses of the IPv6
+ * header, the transport header, the new address. */
+struct xfw_nat6_buf {
+	__u8 ip[32];
+	__u8 l4[20];
+	__u8 na[16];
+	__u8 pad[4];
 };
 
 struct xfw_nat_pend {
@@ -119,6 +156,20 @@ struct xfw_nat_pend {
 	__u32 pending;
 	__u32 pad;
 	struct xfw_nat_range range;
+	/* An IPv6 MASQUERADE's source, as the kernel's routing picks it
+	 * (nat6.h xfw_nat6_masq_xdp, _tc), with masq_ok 1. */
+	__u64 masq_hi, masq_lo;
+	__u32 masq_ok;
+	__u32 masq_pad;
+	struct bpf_fib_lookup fib; /* their FIB request (off the stack) */
+	/* Off the stack too (a 128-bit tuple is big): a lookup's key and
+	 * value (xfw_nat_pre_xdp, xfw_nat_lo_passed, ...), xfw_nat_confirm's
+	 * source mapping, the IPv6 rewrites' buffers. */
+	struct xfw_nat_key lk;
+	struct xfw_nat_val lv;
+	struct xfw_nat_src_key sk;
+	struct xfw_nat_src_val sv;
+	struct xfw_nat6_buf b6;
 };
 
 /* The port xfw_judge hands the NAT functions for an entry with a range
@@ -127,8 +178,9 @@ struct xfw_nat_pend {
 #define XFW_NAT_RANGED (1u << 16)
 #define XFW_NAT_RANGE_SLOT_SHIFT 17
 
-/* nat_range.h: a ranged DNAT's choice (addr << 16 | port, or ~0 to drop). */
-__u64 xfw_natr_dnat(struct xfw_pkt *p, __u32 addr, __u32 packed);
+/* nat_range.h: a ranged DNAT's choice: the port (the address in the NAT
+ * scratch's range.addr_hi:addr), or ~0 to drop. */
+__u64 xfw_natr_dnat(struct xfw_pkt *p, __u32 packed);
 /* nat_clash.h: a DNAT whose translated tuple is taken gets a new source
  * port (0, or -1 to drop). */
 int xfw_nat_clash_xdp(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_ct_scratch *cs);
@@ -151,23 +203,6 @@ struct {
 	__type(value, struct xfw_nat_pend);
 	__uint(max_entries, 1);
 } xfw_nat_scratch SEC(".maps");
-
-/* The latest source translation of an original source (address, port,
- * protocol): the kernel's nf_nat_bysource, which find_appropriate_src
- * asks so that one source keeps its mapping (nat_range.h). */
-struct xfw_nat_src_key {
-	__u32 saddr;
-	__u16 sport;
-	__u8 proto;
-	__u8 pad;
-};
-
-struct xfw_nat_src_val {
-	struct xfw_ct_key ct; /* the connection that holds it */
-	__u32 addr;
-	__u16 port;
-	__u16 pad;
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -205,6 +240,11 @@ struct {
  * without NF_NAT_RANGE_MAP_IPS (compiler.KeepAddr: 255.255.255.255,
  * which a translation to is refused). */
 #define XFW_NAT_KEEP_ADDR 0xffffffff
+
+/* An IPv6 XFW_ACT_DNAT or XFW_ACT_SNAT entry's address when it has one:
+ * the address is its range probe's (XFW_EF_NATRANGE, nat_range.h; the
+ * entry's 32 bits cannot hold it; compiler.Nat6Addr). */
+#define XFW_NAT_ADDR6 1
 
 /* Offsets in the IPv4 header (from its checksum) and the transport
  * headers. */
@@ -274,6 +314,20 @@ static __always_inline void xfw_nat_set(struct xfw_pkt *p, __u32 dst, __u32 addr
 	}
 }
 
+/* xfw_nat_tc_csoff returns where p's TCP or UDP checksum is (0 for
+ * another protocol), and in *mangled0 the flag the skb helpers need for
+ * it (a UDP checksum is never 0: BPF_F_MARK_MANGLED_0). */
+static __always_inline __u32 xfw_nat_tc_csoff(struct xfw_pkt *p, __u32 *mangled0)
+{
+	*mangled0 = 0;
+	if (p->proto == IPPROTO_TCP)
+		return p->l4_off + XFW_NAT_TCP_CSUM;
+	if (p->proto != IPPROTO_UDP)
+		return 0;
+	*mangled0 = BPF_F_MARK_MANGLED_0;
+	return p->l4_off + XFW_NAT_UDP_CSUM;
+}
+
 /* xfw_nat_rewrite_xdp translates p's destination (dst 1) or source (dst
  * 0) to addr:port in the packet and in p, checksums included. Returns 0,
  * or -1 when the headers cannot be read or written. A global function. */
@@ -340,14 +394,9 @@ __attribute__((noinline)) int xfw_nat_rewrite_tc(struct __sk_buff *skb, struct x
 
 	if (!skb || !p || p->fam != 0 || !p->l4_off)
 		return -1;
-	if (p->proto == IPPROTO_TCP) {
-		csoff = p->l4_off + XFW_NAT_TCP_CSUM;
-	} else if (p->proto == IPPROTO_UDP) {
-		csoff = p->l4_off + XFW_NAT_UDP_CSUM;
-		mangled0 = BPF_F_MARK_MANGLED_0;
-	} else {
+	csoff = xfw_nat_tc_csoff(p, &mangled0);
+	if (!csoff)
 		return -1;
-	}
 	aoff = p->l3_off + XFW_NAT_IP_OFF + (dst ? 6 : 2);
 	poff = p->l4_off + (dst ? 2 : 0);
 	if (bpf_skb_load_bytes(skb, aoff, &olda, sizeof(olda)) ||
@@ -361,6 +410,34 @@ __attribute__((noinline)) int xfw_nat_rewrite_tc(struct __sk_buff *skb, struct x
 		return -1;
 	xfw_nat_set(p, dst, addr, port);
 	return 0;
+}
+
+/* The destination flag above the port in the argument of the IPv6
+ * rewrites (nat6.h). */
+#define XFW_NAT_RW_DST (1u << 16)
+
+/* nat6.h: the IPv6 rewrites (global functions, verified once). */
+int xfw_nat6_rewrite_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 dst_port, __u64 hi, __u64 lo);
+int xfw_nat6_rewrite_tc(struct __sk_buff *skb, struct xfw_pkt *p, __u32 dst_port, __u64 hi, __u64 lo);
+
+/* xfw_nat_rw_xdp translates p's destination (dst 1) or source to the
+ * address hi:lo and port, for either family (xfw_nat_rewrite_xdp,
+ * xfw_nat6_rewrite_xdp). Returns 0 or -1 as they do. */
+static __always_inline int xfw_nat_rw_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 dst,
+					  __u64 hi, __u64 lo, __u32 port)
+{
+	if (p->fam == 1)
+		return xfw_nat6_rewrite_xdp(ctx, p, (dst ? XFW_NAT_RW_DST : 0) | (port & 0xffff), hi, lo);
+	return xfw_nat_rewrite_xdp(ctx, p, dst, (__u32)lo, port);
+}
+
+/* xfw_nat_rw_tc is xfw_nat_rw_xdp at TC egress. */
+static __always_inline int xfw_nat_rw_tc(struct __sk_buff *skb, struct xfw_pkt *p, __u32 dst,
+					 __u64 hi, __u64 lo, __u32 port)
+{
+	if (p->fam == 1)
+		return xfw_nat6_rewrite_tc(skb, p, (dst ? XFW_NAT_RW_DST : 0) | (port & 0xffff), hi, lo);
+	return xfw_nat_rewrite_tc(skb, p, dst, (__u32)lo, port);
 }
 
 /* xfw_nat_conn returns the live connection of key k, or 0. */
@@ -390,24 +467,26 @@ static __always_inline struct xfw_ct_entry *xfw_nat_tracked(struct xfw_ct_key *k
 	return bpf_map_lookup_elem(&xfw_ct_new, k);
 }
 
-/* xfw_nat_translatable reports whether p can be translated: IPv4 TCP or
- * UDP with its ports, not a fragment (a DNAT of a fragment drops it). */
+/* xfw_nat_translatable reports whether p can be translated: IPv4 or IPv6
+ * TCP or UDP with its ports, not a fragment (a DNAT of a fragment drops
+ * it). */
 static __always_inline int xfw_nat_translatable(struct xfw_pkt *p)
 {
-	return p->fam == 0 && (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP) &&
+	return p->fam <= 1 && (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP) &&
 	       p->sport < 65536 && p->dport < 65536 && !p->fragmented;
 }
 
 /* xfw_nat_owns reports whether connection v still holds the translation
- * of kind whose wire destination is addr:port (a mapping outliving its
+ * of kind whose wire destination is hi:lo, port (a mapping outliving its
  * connection is not). */
-static __always_inline int xfw_nat_owns(struct xfw_ct_val *v, __u32 kind, __u32 addr, __u32 port)
+static __always_inline int xfw_nat_owns(struct xfw_ct_val *v, __u32 kind, __u64 hi, __u64 lo,
+					__u32 port)
 {
 	if (!(v->nat_flags & kind))
 		return 0;
 	if (kind == XFW_NAT_F_DST)
-		return v->nat_addr == addr && v->nat_port == port;
-	return v->snat_addr == addr && v->snat_port == port;
+		return v->nat_addr_hi == hi && v->nat_addr == lo && v->nat_port == port;
+	return v->snat_addr_hi == hi && v->snat_addr == lo && v->snat_port == port;
 }
 
 /* Both kinds of translation, for xfw_nat_held. */
@@ -432,7 +511,7 @@ __attribute__((noinline)) int xfw_nat_held(struct xfw_nat_key *k, __u32 kinds, _
 		return 0;
 	if (v->kind & kinds) {
 		e = xfw_nat_conn(&v->ct);
-		if (e && xfw_nat_owns(&e->v, v->kind, k->daddr, k->dport)) {
+		if (e && xfw_nat_owns(&e->v, v->kind, k->daddr_hi, k->daddr, k->dport)) {
 			if (out)
 				*out = *v;
 			return 1;
@@ -446,11 +525,16 @@ __attribute__((noinline)) int xfw_nat_held(struct xfw_nat_key *k, __u32 kinds, _
 /* xfw_nat_tuple_key fills k with p's wire tuple. */
 static __always_inline void xfw_nat_tuple_key(struct xfw_nat_key *k, struct xfw_pkt *p)
 {
+	k->saddr_hi = p->src_hi;
 	k->saddr = p->src_lo;
+	k->daddr_hi = p->dst_hi;
 	k->daddr = p->dst_lo;
 	k->sport = p->sport;
 	k->dport = p->dport;
 	k->proto = p->proto;
+	k->fam = p->fam;
+	k->pad[0] = 0;
+	k->pad[1] = 0;
 }
 
 /* xfw_nat_live reports whether p's wire tuple (left in k) has a
@@ -468,28 +552,30 @@ static __always_inline int xfw_nat_live(struct xfw_nat_key *k, struct xfw_pkt *p
  * global function. */
 __attribute__((noinline)) int xfw_nat_pre_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
 {
-	struct xfw_nat_key k = {};
-	struct xfw_nat_val v;
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_val *v;
 
-	if (!ctx || !p || !xfw_nat_enabled() || !xfw_nat_translatable(p))
+	if (!ctx || !p || !np || !xfw_nat_enabled() || !xfw_nat_translatable(p))
 		return 0;
-	if (!xfw_nat_live(&k, p, &v))
+	v = &np->lv;
+	if (!xfw_nat_live(&np->lk, p, v))
 		return 0;
-	if (v.clash_sport && xfw_nat_rewrite_xdp(ctx, p, 0, p->src_lo, v.clash_sport))
+	if (v->clash_sport && xfw_nat_rw_xdp(ctx, p, 0, p->src_hi, p->src_lo, v->clash_sport))
 		return 0;
-	return xfw_nat_rewrite_xdp(ctx, p, 1, v.to_addr, v.to_port) == 0;
+	return xfw_nat_rw_xdp(ctx, p, 1, v->to_hi, v->to_addr, v->to_port) == 0;
 }
 
 /* xfw_nat_dnat_prep readies the DNAT of a connection's first packet p (cs:
- * its tracking, a new connection pending) to addr:port (port 0 keeps the
- * port): the mapping waits in np for xfw_nat_confirm, the connection is
+ * its tracking, a new connection pending) to hi:addr, port (port 0 keeps
+ * the port): the mapping waits in np for xfw_nat_confirm, the connection is
  * rekeyed to the translated tuple, which keeps the original destination.
  * The caller rewrites the packet, then marks np pending. Returns 0, 1
  * when the translated tuple is already a connection's (a clash: the
  * connection needs another source port, nat_clash.h), or -1 when the
  * packet must be dropped (not translatable). */
 static __always_inline int xfw_nat_dnat_prep(struct xfw_pkt *p, struct xfw_ct_scratch *cs,
-					     struct xfw_nat_pend *np, __u32 addr, __u32 port)
+					     struct xfw_nat_pend *np, __u64 hi, __u64 addr, __u32 port)
 {
 	int srcb;
 
@@ -498,17 +584,16 @@ static __always_inline int xfw_nat_dnat_prep(struct xfw_pkt *p, struct xfw_ct_sc
 	if (!port)
 		port = p->dport;
 	__builtin_memset(&np->key[XFW_NAT_PD], 0, sizeof(np->key[XFW_NAT_PD]));
-	np->key[XFW_NAT_PD].saddr = p->src_lo;
-	np->key[XFW_NAT_PD].daddr = p->dst_lo;
-	np->key[XFW_NAT_PD].sport = p->sport;
-	np->key[XFW_NAT_PD].dport = p->dport;
-	np->key[XFW_NAT_PD].proto = p->proto;
-	srcb = xfw_ct_mkkey(&np->val[XFW_NAT_PD].ct, 0, p->proto, 0, p->src_lo, p->sport, 0, addr, port);
+	xfw_nat_tuple_key(&np->key[XFW_NAT_PD], p);
+	srcb = xfw_ct_mkkey(&np->val[XFW_NAT_PD].ct, p->fam, p->proto, p->src_hi, p->src_lo, p->sport, hi,
+			    addr, port);
+	np->val[XFW_NAT_PD].to_hi = hi;
 	np->val[XFW_NAT_PD].to_addr = addr;
 	np->val[XFW_NAT_PD].to_port = port;
 	np->val[XFW_NAT_PD].kind = XFW_NAT_F_DST;
 	np->val[XFW_NAT_PD].pad = 0;
 	np->val[XFW_NAT_PD].clash_sport = 0;
+	cs->nv.nat_addr_hi = p->dst_hi;
 	cs->nv.nat_addr = p->dst_lo;
 	cs->nv.nat_port = p->dport;
 	cs->nv.nat_flags = XFW_NAT_F_DST;
@@ -524,23 +609,30 @@ static __always_inline int xfw_nat_dnat_prep(struct xfw_pkt *p, struct xfw_ct_sc
 
 /* xfw_nat_dnat_xdp applies a DNAT verdict to a connection's first packet
  * (cs: its tracking, a new connection pending): xfw_nat_dnat_prep, then
- * the packet translated; a clash gets a new source port (nat_clash.h).
- * port 0 keeps the port. Returns 0, or -1 when the packet must be dropped
- * (not translatable, no free source port, a failed write). A global
- * function. */
+ * the packet translated. port 0 keeps the port. Returns 0, 1 when the
+ * translated tuple is taken (a clash: the caller gives the packet a new
+ * source port with xfw_nat_clash_xdp, nat_clash.h, outside this call
+ * chain, whose stack is deep), or -1 when the packet must be dropped (not
+ * translatable, a failed write). A global function. */
 __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
 					       struct xfw_ct_scratch *cs, __u32 addr, __u32 port)
 {
 	__u32 zero = 0;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_range *r;
 	int clash;
 
 	if (!ctx || !p || !cs || !np)
 		return -1;
 	np->pending = 0; /* the first translation of the packet */
+	r = &np->range;
+	r->addr_hi = 0;
+	r->addr = addr;
 	if (addr == XFW_NAT_REDIRECT) {
 		__u32 iif = ctx->ingress_ifindex, *a;
 
+		if (p->fam != 0)
+			return -1; /* IPv6 REDIRECT is refused (compiler) */
 		/* A VLAN's packets come in on its parent: the VLAN device is
 		 * the input interface (xfw_ifinfo). */
 		if (p->vlan) {
@@ -554,27 +646,30 @@ __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pk
 		a = bpf_map_lookup_elem(&xfw_nat_ifaddr, &iif);
 		if (!a || !*a)
 			return -1; /* no address: the kernel drops it */
-		addr = *a;
+		r->addr = *a;
 	}
-	if (addr == XFW_NAT_KEEP_ADDR)
-		addr = p->dst_lo;
+	if (addr == XFW_NAT_KEEP_ADDR) {
+		r->addr_hi = p->dst_hi;
+		r->addr = p->dst_lo;
+	}
 	if (port & XFW_NAT_RANGED) {
-		__u64 to = xfw_natr_dnat(p, addr, port);
+		__u64 to = xfw_natr_dnat(p, port);
 
 		if (to == ~0ULL)
 			return -1;
-		addr = to >> 16;
 		port = to & 0xffff;
+	} else if (p->fam != 0 && addr != XFW_NAT_KEEP_ADDR) {
+		return -1; /* an IPv6 address is its range probe's (XFW_NAT_ADDR6) */
 	}
 	if (!port)
 		port = p->dport;
-	clash = xfw_nat_dnat_prep(p, cs, np, addr, port);
+	clash = xfw_nat_dnat_prep(p, cs, np, r->addr_hi, r->addr, port);
 	if (clash < 0)
 		return -1;
-	if (xfw_nat_rewrite_xdp(ctx, p, 1, addr, port))
+	if (xfw_nat_rw_xdp(ctx, p, 1, np->val[XFW_NAT_PD].to_hi, np->val[XFW_NAT_PD].to_addr, port))
 		return -1;
-	if (clash && xfw_nat_clash_xdp(ctx, p, cs))
-		return -1;
+	if (clash)
+		return 1; /* pending once xfw_nat_clash_xdp found a port */
 	np->pending = XFW_NAT_F_DST;
 	return 0;
 }
@@ -591,15 +686,21 @@ static __always_inline void xfw_nat_confirm(void)
 	if (np->pending & XFW_NAT_F_DST)
 		bpf_map_update_elem(&xfw_nat, &np->key[XFW_NAT_PD], &np->val[XFW_NAT_PD], BPF_ANY);
 	if (np->pending & XFW_NAT_F_SRC) {
-		struct xfw_nat_src_key sk = {.saddr = np->val[XFW_NAT_PS].to_addr,
-					     .sport = np->val[XFW_NAT_PS].to_port,
-					     .proto = np->key[XFW_NAT_PS].proto};
-		struct xfw_nat_src_val sv = {.ct = np->val[XFW_NAT_PS].ct,
-					     .addr = np->key[XFW_NAT_PS].daddr,
-					     .port = np->key[XFW_NAT_PS].dport};
+		struct xfw_nat_src_key *sk = &np->sk;
+		struct xfw_nat_src_val *sv = &np->sv;
 
+		__builtin_memset(sk, 0, sizeof(*sk));
+		__builtin_memset(sv, 0, sizeof(*sv));
+		sk->saddr_hi = np->val[XFW_NAT_PS].to_hi;
+		sk->saddr = np->val[XFW_NAT_PS].to_addr;
+		sk->sport = np->val[XFW_NAT_PS].to_port;
+		sk->proto = np->key[XFW_NAT_PS].proto;
+		sv->ct = np->val[XFW_NAT_PS].ct;
+		sv->addr_hi = np->key[XFW_NAT_PS].daddr_hi;
+		sv->addr = np->key[XFW_NAT_PS].daddr;
+		sv->port = np->key[XFW_NAT_PS].dport;
 		bpf_map_update_elem(&xfw_nat, &np->key[XFW_NAT_PS], &np->val[XFW_NAT_PS], BPF_ANY);
-		bpf_map_update_elem(&xfw_nat_bysrc, &sk, &sv, BPF_ANY);
+		bpf_map_update_elem(&xfw_nat_bysrc, sk, sv, BPF_ANY);
 	}
 	np->pending = 0;
 	if (!xfw_nat_enabled())
@@ -628,30 +729,40 @@ static __always_inline void xfw_nat_undo_xdp(struct xdp_md *ctx, struct xfw_pkt 
 	if (!np || !np->pending)
 		return;
 	if (np->pending & XFW_NAT_F_DST) {
-		xfw_nat_rewrite_xdp(ctx, p, 1, np->key[XFW_NAT_PD].daddr, np->key[XFW_NAT_PD].dport);
+		xfw_nat_rw_xdp(ctx, p, 1, np->key[XFW_NAT_PD].daddr_hi, np->key[XFW_NAT_PD].daddr,
+			       np->key[XFW_NAT_PD].dport);
 		if (np->val[XFW_NAT_PD].clash_sport)
-			xfw_nat_rewrite_xdp(ctx, p, 0, p->src_lo, np->key[XFW_NAT_PD].sport);
+			xfw_nat_rw_xdp(ctx, p, 0, p->src_hi, p->src_lo, np->key[XFW_NAT_PD].sport);
 	}
 	np->pending = 0;
 }
 
-/* xfw_nat_own_src's answer for a clash's reply carries the original
- * source port above the address and port (bits 48-63). */
-#define XFW_NAT_CLASH_SHIFT 48
-#define XFW_NAT_CLASH_MASK ((1ULL << XFW_NAT_CLASH_SHIFT) - 1)
+/* The source a leaving packet of a translated connection takes
+ * (xfw_nat_src_of): the address hi:lo and port; clash a clash's reply's
+ * original destination port to give back first (0: none). */
+struct xfw_nat_to {
+	__u64 hi, lo;
+	__u32 port;
+	__u32 clash;
+};
 
-/* xfw_nat_src_of returns the source a leaving packet of connection e
- * takes, in direction reply: a DNAT's replies its original destination,
- * an SNAT's original direction the translated source; addr << 16 | port
- * in *to. Returns 1 when there is one. */
-static __always_inline int xfw_nat_src_of(struct xfw_ct_entry *e, int reply, __u64 *to)
+/* xfw_nat_src_of fills *to with the source a leaving packet of connection
+ * e takes, in direction reply: a DNAT's replies its original destination,
+ * an SNAT's original direction the translated source. Returns 1 when
+ * there is one. */
+static __always_inline int xfw_nat_src_of(struct xfw_ct_entry *e, int reply, struct xfw_nat_to *to)
 {
+	to->clash = 0;
 	if (reply && (e->v.nat_flags & XFW_NAT_F_DST)) {
-		*to = (__u64)e->v.nat_addr << 16 | e->v.nat_port;
+		to->hi = e->v.nat_addr_hi;
+		to->lo = e->v.nat_addr;
+		to->port = e->v.nat_port;
 		return 1;
 	}
 	if (!reply && (e->v.nat_flags & XFW_NAT_F_SRC)) {
-		*to = (__u64)e->v.snat_addr << 16 | e->v.snat_port;
+		to->hi = e->v.snat_addr_hi;
+		to->lo = e->v.snat_addr;
+		to->port = e->v.snat_port;
 		return 1;
 	}
 	return 0;
@@ -667,32 +778,32 @@ __attribute__((noinline)) int xfw_nat_fwd_tc(struct __sk_buff *skb, struct xfw_p
 {
 	__u32 zero = 0;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_to to = {};
 	struct xfw_ct_entry *e;
 	int srcb, reply;
 
 	if (!skb || !p || !np || !xfw_nat_translatable(p))
 		return 0;
-	__u64 to = 0;
-
-	srcb = xfw_ct_mkkey(&np->fwd, 0, p->proto, 0, p->src_lo, p->sport, 0, p->dst_lo, p->dport);
+	srcb = xfw_ct_mkkey(&np->fwd, p->fam, p->proto, p->src_hi, p->src_lo, p->sport, p->dst_hi,
+			    p->dst_lo, p->dport);
 	e = xfw_nat_tracked(&np->fwd);
 	reply = e && srcb != !!(e->v.status & XFW_CTST_ORIG_B);
 	if (!e || !xfw_nat_src_of(e, reply, &to))
 		return 0;
 	/* A clash's reply: its destination port back (nat_clash.h). */
 	if (reply && (e->v.nat_flags & XFW_NAT_F_CLASH) &&
-	    xfw_nat_rewrite_tc(skb, p, 1, p->dst_lo, e->v.nat_sport))
+	    xfw_nat_rw_tc(skb, p, 1, p->dst_hi, p->dst_lo, e->v.nat_sport))
 		return -1;
-	return xfw_nat_rewrite_tc(skb, p, 0, to >> 16, to & 0xffff);
+	return xfw_nat_rw_tc(skb, p, 0, to.hi, to.lo, to.port);
 }
 
-/* xfw_nat_own_src returns in *to (addr << 16 | port) the source an
- * accepted packet of the host's own (p, tracked in cs) takes as it leaves
- * after OUTPUT: a reply in a DNAT connection its original destination, an
- * SNAT connection's packet the new source; a clash's reply has its
- * destination port above (XFW_NAT_CLASH_SHIFT). Returns 1 when there is
- * one. */
-static __always_inline int xfw_nat_own_src(struct xfw_pkt *p, struct xfw_ct_scratch *cs, __u64 *to)
+/* xfw_nat_own_src fills *to with the source an accepted packet of the
+ * host's own (p, tracked in cs) takes as it leaves after OUTPUT: a reply
+ * in a DNAT connection its original destination, an SNAT connection's
+ * packet the new source; a clash's reply its destination port back
+ * (to->clash). Returns 1 when there is one. */
+static __always_inline int xfw_nat_own_src(struct xfw_pkt *p, struct xfw_ct_scratch *cs,
+					   struct xfw_nat_to *to)
 {
 	struct xfw_ct_entry *e;
 	__u32 st = p->ct & 7;
@@ -704,7 +815,7 @@ static __always_inline int xfw_nat_own_src(struct xfw_pkt *p, struct xfw_ct_scra
 		return 0;
 	/* A clash's reply: its destination port back first (nat_clash.h). */
 	if ((p->ct & XFW_CTV_DIR_REPLY) && (e->v.nat_flags & XFW_NAT_F_CLASH))
-		*to |= (__u64)e->v.nat_sport << XFW_NAT_CLASH_SHIFT;
+		to->clash = e->v.nat_sport;
 	return 1;
 }
 
@@ -716,15 +827,13 @@ static __always_inline int xfw_nat_own_src(struct xfw_pkt *p, struct xfw_ct_scra
 __attribute__((noinline)) int xfw_nat_post_tc(struct __sk_buff *skb, struct xfw_pkt *p,
 					      struct xfw_ct_scratch *cs)
 {
-	__u64 to = 0;
+	struct xfw_nat_to to = {};
 
 	if (!skb || !p || !cs || !xfw_nat_translatable(p) || !xfw_nat_own_src(p, cs, &to))
 		return 0;
-	if ((to >> XFW_NAT_CLASH_SHIFT) &&
-	    xfw_nat_rewrite_tc(skb, p, 1, p->dst_lo, (to >> XFW_NAT_CLASH_SHIFT) & 0xffff))
+	if (to.clash && xfw_nat_rw_tc(skb, p, 1, p->dst_hi, p->dst_lo, to.clash))
 		return -1;
-	to &= XFW_NAT_CLASH_MASK;
-	if (xfw_nat_rewrite_tc(skb, p, 0, (to >> 16) & 0xffffffff, to & 0xffff))
+	if (xfw_nat_rw_tc(skb, p, 0, to.hi, to.lo, to.port))
 		return -1;
 	/* Loopback brings it in again under a tuple no connection is keyed
 	 * by (the reply of a REDIRECT in nat OUTPUT): its connection facts go
@@ -735,5 +844,7 @@ __attribute__((noinline)) int xfw_nat_post_tc(struct __sk_buff *skb, struct xfw_
 	}
 	return 0;
 }
+
+#include "nat6.h"
 
 #endif /* XFW_NAT_H */

@@ -37,8 +37,9 @@
 /* xfw_nat_clash_xdp gives the first packet p of a DNAT whose translated
  * tuple is taken (translated already; np->val[XFW_NAT_PD] its mapping, cs
  * its pending connection) a free source port, in the packet, its mapping
- * and its connection's key. Returns 0, or -1 when the packet must be
- * dropped (no free port, a failed write). A global function. */
+ * and its connection's key, and marks the DNAT pending. Returns 0, or -1
+ * when the packet must be dropped (no free port, a failed write). A
+ * global function, called after xfw_nat_dnat_xdp returned 1. */
 __attribute__((noinline)) int xfw_nat_clash_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
 						struct xfw_ct_scratch *cs)
 {
@@ -52,14 +53,16 @@ __attribute__((noinline)) int xfw_nat_clash_xdp(struct xdp_md *ctx, struct xfw_p
 	orig = p->sport;
 	/* The kernel's null binding: an SNAT to the packet's own address,
 	 * without a range or flags. */
-	to = xfw_natr_snat(p, p->src_lo, 0, p->dport << 16 | orig, 1);
+	np->range.addr_hi = p->src_hi;
+	np->range.addr = p->src_lo;
+	to = xfw_natr_snat(p, 0, p->dport << 16 | orig, 1);
 	if (to == XFW_NATR_NONE)
 		return -1;
 	port = to & 0xffff;
-	if (port == orig || xfw_nat_rewrite_xdp(ctx, p, 0, p->src_lo, port))
+	if (port == orig || xfw_nat_rw_xdp(ctx, p, 0, p->src_hi, p->src_lo, port))
 		return -1;
-	srcb = xfw_ct_mkkey(&np->val[XFW_NAT_PD].ct, 0, p->proto, 0, p->src_lo, port, 0, p->dst_lo,
-			    p->dport);
+	srcb = xfw_ct_mkkey(&np->val[XFW_NAT_PD].ct, p->fam, p->proto, p->src_hi, p->src_lo, port,
+			    p->dst_hi, p->dst_lo, p->dport);
 	np->val[XFW_NAT_PD].clash_sport = port;
 	cs->key = np->val[XFW_NAT_PD].ct;
 	cs->nv.nat_sport = orig;
@@ -68,6 +71,7 @@ __attribute__((noinline)) int xfw_nat_clash_xdp(struct xdp_md *ctx, struct xfw_p
 		cs->nv.status |= XFW_CTST_ORIG_B;
 	else
 		cs->nv.status &= ~XFW_CTST_ORIG_B;
+	np->pending = XFW_NAT_F_DST; /* the DNAT's, now complete */
 	return 0;
 }
 

@@ -140,7 +140,8 @@ __attribute__((noinline)) __u32 xfw_nat_out_pre_tc(struct __sk_buff *skb, struct
 	if (!skb || !p || !o)
 		return 0;
 	o->oif = 0;
-	if (!xfw_nat_enabled() || !xfw_nat_translatable(p))
+	/* IPv6: nat OUTPUT is refused (compiler). */
+	if (!xfw_nat_enabled() || !xfw_nat_translatable(p) || p->fam != 0)
 		return 0;
 	if (!xfw_nat_live(&k, p, &v) || v.kind != XFW_NAT_F_DST)
 		return 0;
@@ -170,23 +171,26 @@ __attribute__((noinline)) __u32 xfw_nat_out_dnat_tc(struct __sk_buff *skb, struc
 		return 0;
 	np->pending = 0;
 	o->oif = 0;
-	if (!addr)
-		return 0; /* the compiler gives REDIRECT its 127.0.0.1 */
+	if (!addr || p->fam != 0)
+		return 0; /* the compiler gives REDIRECT its 127.0.0.1, refuses IPv6 */
 	if (addr == XFW_NAT_KEEP_ADDR)
 		addr = p->dst_lo;
 	if (port & XFW_NAT_RANGED) {
-		__u64 to = xfw_natr_dnat(p, addr, port);
+		__u64 to;
 
+		np->range.addr_hi = 0;
+		np->range.addr = addr;
+		to = xfw_natr_dnat(p, port);
 		if (to == ~0ULL)
 			return 0;
-		addr = to >> 16;
+		addr = (__u32)np->range.addr;
 		port = to & 0xffff;
 	}
 	if (!port)
 		port = p->dport;
 	o->orig_addr = p->dst_lo;
 	o->orig_port = p->dport;
-	if (xfw_nat_dnat_prep(p, cs, np, addr, port))
+	if (xfw_nat_dnat_prep(p, cs, np, 0, addr, port))
 		return 0;
 	if (xfw_nat_rewrite_tc(skb, p, 1, addr, port))
 		return 0;
@@ -315,6 +319,8 @@ __attribute__((noinline)) int xfw_nat_in_xdp(struct xdp_md *ctx, struct xfw_pkt 
 	if (!ctx || !p || !cs || !xfw_nat_enabled())
 		return 0;
 	if (xfw_nat_translatable(p)) {
+		if (p->fam != 0)
+			return 0; /* IPv6: nat OUTPUT is refused (compiler) */
 		st = p->ct & 7;
 		if (!(p->ct & XFW_CTV_DIR_REPLY) || (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED))
 			return 0;
@@ -364,19 +370,23 @@ __attribute__((noinline)) int xfw_nat_in_send(struct __sk_buff *skb)
  * xfw_nat_in_xdp translated and judged already (and counts it off). */
 static __always_inline int xfw_nat_lo_passed(struct xfw_pkt *p)
 {
-	struct xfw_nat_key k = {};
-	__u32 *n;
+	__u32 zero = 0, *n;
+	struct xfw_nat_pend *np;
 
 	if (!xfw_nat_enabled() || (!xfw_nat_translatable(p) && p->proto != IPPROTO_ICMP))
 		return 0;
-	xfw_nat_tuple_key(&k, p);
-	n = bpf_map_lookup_elem(&xfw_nat_lo_pass, &k);
+	np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	if (!np)
+		return 0;
+	__builtin_memset(&np->lk, 0, sizeof(np->lk));
+	xfw_nat_tuple_key(&np->lk, p);
+	n = bpf_map_lookup_elem(&xfw_nat_lo_pass, &np->lk);
 	if (!n || !*n)
 		return 0;
 	if (*n > 1)
 		__sync_fetch_and_add(n, -1);
 	else
-		bpf_map_delete_elem(&xfw_nat_lo_pass, &k);
+		bpf_map_delete_elem(&xfw_nat_lo_pass, &np->lk);
 	return 1;
 }
 

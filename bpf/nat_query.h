@@ -200,7 +200,7 @@ __attribute__((noinline)) int xfw_nat_query_fwd_tc(struct __sk_buff *skb, struct
 	__u32 zero = 0, id = 0, kind;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	struct xfw_ct_entry *e;
-	__u64 to = 0;
+	struct xfw_nat_to to = {};
 	int order;
 
 	if (!skb || !p || !np)
@@ -212,7 +212,7 @@ __attribute__((noinline)) int xfw_nat_query_fwd_tc(struct __sk_buff *skb, struct
 	e = xfw_nat_tracked(&np->fwd);
 	if (!e || !xfw_nat_src_of(e, xfw_natq_reply(e, kind, order), &to))
 		return 0;
-	return xfw_natq_addr_tc(skb, p, 0, to >> 16);
+	return xfw_natq_addr_tc(skb, p, 0, (__u32)to.lo);
 }
 
 /* xfw_nat_query_post_tc is xfw_nat_post_tc for the host's own packets
@@ -220,11 +220,11 @@ __attribute__((noinline)) int xfw_nat_query_fwd_tc(struct __sk_buff *skb, struct
 __attribute__((noinline)) int xfw_nat_query_post_tc(struct __sk_buff *skb, struct xfw_pkt *p,
 						    struct xfw_ct_scratch *cs)
 {
-	__u64 to = 0;
+	struct xfw_nat_to to = {};
 
 	if (!skb || !p || !cs || xfw_natq_kind(p) == XFW_NATQ_NONE || !xfw_nat_own_src(p, cs, &to))
 		return 0;
-	return xfw_natq_addr_tc(skb, p, 0, to >> 16);
+	return xfw_natq_addr_tc(skb, p, 0, (__u32)to.lo);
 }
 
 /* xfw_natq_taken reports whether the reply tuple np->key[XFW_NAT_PS] of

@@ -11,7 +11,8 @@
  *    jhash2 with the original destination as initial value (0 with
  *    --persistent), scaled into the range (reciprocal_scale): one client
  *    (and server) keeps its address, as in the kernel, and xfw picks the
- *    address the kernel picks.
+ *    address the kernel picks. IPv6: the four words of the source
+ *    hashed, the address chosen word by word (xfw_natr_pick6).
  *  - SNAT without random flags first keeps the original tuple when its
  *    source is in the range and it is free (also without ports: an
  *    echo's identifier, a protocol without ports).
@@ -86,15 +87,17 @@ static __always_inline __u32 xfw_rol32(__u32 w, __u32 s)
 	return (w << s) | (w >> (32 - s));
 }
 
-/* xfw_natr_hash is find_best_ips_proto's jhash2 of an IPv4 source (the
- * four words of nf_inet_addr, three of them zero) with initial value
- * init; addresses as the kernel's memory holds them (network order). */
-static __always_inline __u32 xfw_natr_hash(__u32 src_be, __u32 init)
+/* xfw_natr_hash is find_best_ips_proto's jhash2 of a source address (the
+ * four words of nf_inet_addr as the kernel's memory holds them: network
+ * order; an IPv4 address is w0, the others 0) with initial value init. */
+static __always_inline __u32 xfw_natr_hash(__u32 w0, __u32 w1, __u32 w2, __u32 w3, __u32 init)
 {
 	__u32 a, b, c;
 
 	a = b = c = XFW_JHASH_INITVAL + (4 << 2) + init;
-	a += src_be;
+	a += w0;
+	b += w1;
+	c += w2;
 	/* __jhash_mix */
 	a -= c; a ^= xfw_rol32(c, 4); c += b;
 	b -= a; b ^= xfw_rol32(a, 6); a += c;
@@ -102,7 +105,8 @@ static __always_inline __u32 xfw_natr_hash(__u32 src_be, __u32 init)
 	a -= c; a ^= xfw_rol32(c, 16); c += b;
 	b -= a; b ^= xfw_rol32(a, 19); a += c;
 	c -= b; c ^= xfw_rol32(b, 4); b += a;
-	/* the fourth word (0), then __jhash_final */
+	/* the fourth word, then __jhash_final */
+	a += w3;
 	c ^= b; c -= xfw_rol32(b, 14);
 	a ^= c; a -= xfw_rol32(c, 11);
 	b ^= a; b -= xfw_rol32(a, 25);
@@ -113,23 +117,101 @@ static __always_inline __u32 xfw_natr_hash(__u32 src_be, __u32 init)
 	return c;
 }
 
-/* xfw_natr_addr picks the address of range r for a connection from src
- * to dst (host order), as find_best_ips_proto does. */
-static __always_inline __u32 xfw_natr_addr(struct xfw_nat_range *r, __u32 src, __u32 dst)
+/* xfw_natr_word returns 32-bit word i (0: the first) of address hi:lo, in
+ * host order. */
+static __always_inline __u32 xfw_natr_word(__u64 hi, __u64 lo, __u32 i)
 {
-	__u32 init = (r->flags & XFW_NATR_PERSISTENT) ? 0 : bpf_htonl(dst);
-	__u32 j = xfw_natr_hash(bpf_htonl(src), init);
-	__u32 dist = r->max_addr - r->min_addr + 1;
+	__u64 w = i < 2 ? hi : lo;
 
-	if (r->min_addr == r->max_addr)
-		return r->min_addr;
-	return r->min_addr + (__u32)(((__u64)j * dist) >> 32);
+	return (i & 1) ? (__u32)w : (__u32)(w >> 32);
+}
+
+/* xfw_natr_pick6 sets the NAT scratch's range's chosen address for an
+ * IPv6 connection of packet p, as find_best_ips_proto does: the source's
+ * jhash2 with the destination's last word as initial value (0 with
+ * --persistent); word by word, the range's first word plus the hash
+ * scaled into the distance to its last (the whole 32 bits once a word
+ * before was below the last's), the hash XORed with the destination's
+ * word after each (but with --persistent). A global function. */
+__attribute__((noinline)) int xfw_natr_pick6(struct xfw_pkt *p)
+{
+	__u32 zero = 0, j, init = 0, w, minw, dist, full = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_range *r;
+	__u64 hi = 0, lo = 0;
+
+	if (!p || !np)
+		return -1;
+	r = &np->range;
+	if (!(r->flags & XFW_NATR_PERSISTENT))
+		init = bpf_htonl((__u32)p->dst_lo);
+	j = xfw_natr_hash(bpf_htonl(p->src_hi >> 32), bpf_htonl((__u32)p->src_hi), bpf_htonl(p->src_lo >> 32),
+			  bpf_htonl((__u32)p->src_lo), init);
+	for (__u32 i = 0; i < 4; i++) {
+		minw = full ? 0 : xfw_natr_word(r->min_hi, r->min_addr, i);
+		dist = full ? ~0u : xfw_natr_word(r->max_hi, r->max_addr, i) - minw + 1;
+		w = minw + (__u32)(((__u64)j * dist) >> 32); /* reciprocal_scale */
+		if (w != xfw_natr_word(r->max_hi, r->max_addr, i))
+			full = 1;
+		if (!(r->flags & XFW_NATR_PERSISTENT))
+			j ^= bpf_htonl(xfw_natr_word(p->dst_hi, p->dst_lo, i));
+		if (i < 2)
+			hi = hi << 32 | w;
+		else
+			lo = lo << 32 | w;
+	}
+	r->addr_hi = hi;
+	r->addr = lo;
+	return 0;
+}
+
+/* xfw_natr_pick sets r's chosen address (addr_hi:addr) for a connection
+ * of packet p, as find_best_ips_proto does: one address is it, a range's
+ * by the hash of p's source and destination (IPv6: xfw_natr_pick6). */
+static __always_inline void xfw_natr_pick(struct xfw_nat_range *r, struct xfw_pkt *p)
+{
+	__u32 src = p->src_lo, dst = p->dst_lo, init, j, dist;
+
+	r->addr_hi = r->min_hi;
+	r->addr = r->min_addr;
+	if (r->min_hi == r->max_hi && r->min_addr == r->max_addr)
+		return;
+	if (p->fam != 0) {
+		xfw_natr_pick6(p);
+		return;
+	}
+	init = (r->flags & XFW_NATR_PERSISTENT) ? 0 : bpf_htonl(dst);
+	j = xfw_natr_hash(bpf_htonl(src), 0, 0, 0, init);
+	dist = (__u32)(r->max_addr - r->min_addr) + 1;
+	r->addr = (__u32)r->min_addr + (__u32)(((__u64)j * dist) >> 32);
+}
+
+/* xfw_natr_inaddr reports whether address hi:lo is in r's addresses. */
+static __always_inline int xfw_natr_inaddr(struct xfw_nat_range *r, __u64 hi, __u64 lo)
+{
+	if (hi < r->min_hi || (hi == r->min_hi && lo < r->min_addr))
+		return 0;
+	return hi < r->max_hi || (hi == r->max_hi && lo <= r->max_addr);
+}
+
+/* xfw_natr_addr6 reads the IPv6 address of XFW_PROBE_NATADDR6 k of probe
+ * map m into *hi:*lo. Returns 0, or -1 when it is not there. */
+static __always_inline int xfw_natr_addr6(void *m, __u32 k, __u64 *hi, __u64 *lo)
+{
+	struct xfw_probe *pr = bpf_map_lookup_elem(m, &k);
+
+	if (!pr || pr->kind != XFW_PROBE_NATADDR6)
+		return -1;
+	*hi = (__u64)pr->val << 32 | pr->mask;
+	*lo = pr->count;
+	return 0;
 }
 
 /* xfw_natr_load reads the range of a ranged entry (packed: XFW_NAT_RANGED,
- * the slot and the probe's index, nat.h) into r. Returns 0, or -1 when it
- * is not there. */
-static __always_inline int xfw_natr_load(struct xfw_nat_range *r, __u32 packed)
+ * the slot and the probe's index, nat.h) into r; an IPv6 range (fam 1)
+ * names its addresses' probes (XFW_PROBE_NATADDR6). Returns 0, or -1 when
+ * it is not there. */
+static __always_inline int xfw_natr_load(struct xfw_nat_range *r, __u32 packed, __u32 fam)
 {
 	void *m = xfw_inner(&xfw_o_probe, (packed >> XFW_NAT_RANGE_SLOT_SHIFT) & (XFW_NSLOTS - 1));
 	__u32 k = packed & 0xffff;
@@ -141,8 +223,13 @@ static __always_inline int xfw_natr_load(struct xfw_nat_range *r, __u32 packed)
 	if (!pr || pr->kind != XFW_PROBE_NATRANGE)
 		return -1;
 	r->flags = pr->arg;
+	r->min_hi = r->max_hi = 0;
 	r->min_addr = pr->val;
 	r->max_addr = pr->mask;
+	if (fam != 0 && (r->flags & XFW_NATR_MAP_IPS) &&
+	    (xfw_natr_addr6(m, pr->val, &r->min_hi, &r->min_addr) ||
+	     xfw_natr_addr6(m, pr->mask, &r->max_hi, &r->max_addr)))
+		return -1;
 	r->min_port = (pr->count >> 16) & 0xffff;
 	r->max_port = pr->count & 0xffff;
 	r->shift = (pr->count >> XFW_NATR_BASE_SHIFT) & 0xffff; /* the base, for now */
@@ -159,7 +246,7 @@ static __always_inline int xfw_snat_taken(struct xfw_nat_pend *np, __u32 port)
 	k->dport = port;
 	if (xfw_nat_held(k, XFW_NAT_F_ANY, 0, 0))
 		return 1;
-	xfw_ct_mkkey(&np->fwd, 0, k->proto, 0, k->daddr, port, 0, k->saddr, k->sport);
+	xfw_ct_mkkey(&np->fwd, k->fam, k->proto, k->daddr_hi, k->daddr, port, k->saddr_hi, k->saddr, k->sport);
 	return xfw_nat_conn(&np->fwd) != 0;
 }
 
@@ -174,7 +261,7 @@ static __always_inline int xfw_natr_taken(struct xfw_nat_pend *np, __u32 port)
 
 	if (!r->dst)
 		return xfw_snat_taken(np, port);
-	xfw_ct_mkkey(&np->fwd, 0, k->proto, 0, k->saddr, k->sport, 0, r->addr, port);
+	xfw_ct_mkkey(&np->fwd, k->fam, k->proto, k->saddr_hi, k->saddr, k->sport, r->addr_hi, r->addr, port);
 	return xfw_nat_conn(&np->fwd) != 0;
 }
 
@@ -237,31 +324,39 @@ static __always_inline int xfw_natr_in(struct xfw_nat_range *r, __u32 port)
 	return port >= r->min_port && port <= r->max_port;
 }
 
-/* xfw_natr_bysrc returns the mapping (addr << 16 | port) of p's source
- * (port sport) that a live connection holds, when it is in np->range and
- * its reply tuple to p's destination is free (find_appropriate_src), else
- * XFW_NATR_NONE. np->key[XFW_NAT_PS] holds the reply tuple's source. */
+/* xfw_natr_bysrc returns the port of the mapping of p's source (port
+ * sport) that a live connection holds, its address in np->range.addr_hi:
+ * addr, when it is in np->range and its reply tuple to p's destination is
+ * free (find_appropriate_src), else XFW_NATR_NONE. np->key[XFW_NAT_PS]
+ * holds the reply tuple's source. */
 static __always_inline __u64 xfw_natr_bysrc(struct xfw_nat_pend *np, struct xfw_pkt *p, __u32 sport)
 {
-	struct xfw_nat_src_key sk = {.saddr = p->src_lo, .sport = sport, .proto = p->proto};
+	struct xfw_nat_src_key sk = {.saddr_hi = p->src_hi, .saddr = p->src_lo, .sport = sport,
+				     .proto = p->proto};
 	struct xfw_nat_range *r = &np->range;
 	struct xfw_nat_src_val *v = bpf_map_lookup_elem(&xfw_nat_bysrc, &sk);
 	struct xfw_ct_entry *e;
-	__u32 addr, port;
+	__u64 hi, addr;
+	__u32 port;
 
 	if (!v)
 		return XFW_NATR_NONE;
+	hi = v->addr_hi;
 	addr = v->addr;
 	port = v->port;
-	if (addr < r->min_addr || addr > r->max_addr || ((r->flags & XFW_NATR_PROTO) && !xfw_natr_in(r, port)))
+	if (!xfw_natr_inaddr(r, hi, addr) || ((r->flags & XFW_NATR_PROTO) && !xfw_natr_in(r, port)))
 		return XFW_NATR_NONE;
 	e = xfw_nat_conn(&v->ct);
-	if (!e || !(e->v.nat_flags & XFW_NAT_F_SRC) || e->v.snat_addr != addr || e->v.snat_port != port)
+	if (!e || !(e->v.nat_flags & XFW_NAT_F_SRC) || e->v.snat_addr_hi != hi || e->v.snat_addr != addr ||
+	    e->v.snat_port != port)
 		return XFW_NATR_NONE;
+	np->key[XFW_NAT_PS].daddr_hi = hi;
 	np->key[XFW_NAT_PS].daddr = addr;
 	if (xfw_snat_taken(np, port))
 		return XFW_NATR_NONE;
-	return (__u64)addr << 16 | port;
+	r->addr_hi = hi;
+	r->addr = addr;
+	return port;
 }
 
 /* xfw_natr_port picks the port of the translated tuple (np->range.addr
@@ -310,10 +405,12 @@ static __always_inline int xfw_natr_port(struct xfw_nat_pend *np, __u32 orig, in
 }
 
 /* xfw_natr_dnat chooses a ranged DNAT's (or REDIRECT's) new destination
- * for p: addr is the entry's (REDIRECT's interface address resolved),
- * packed the entry's range (nat.h). Returns addr << 16 | port, or
- * XFW_NATR_NONE when the packet must be dropped. A global function. */
-__attribute__((noinline)) __u64 xfw_natr_dnat(struct xfw_pkt *p, __u32 addr, __u32 packed)
+ * for p: np->range.addr_hi:addr holds the entry's address (REDIRECT's
+ * interface address resolved, the packet's own to keep it), packed the
+ * entry's range (nat.h). Returns the port, the address chosen in
+ * np->range.addr_hi:addr, or XFW_NATR_NONE when the packet must be
+ * dropped. A global function. */
+__attribute__((noinline)) __u64 xfw_natr_dnat(struct xfw_pkt *p, __u32 packed)
 {
 	__u32 zero = 0;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
@@ -323,28 +420,29 @@ __attribute__((noinline)) __u64 xfw_natr_dnat(struct xfw_pkt *p, __u32 addr, __u
 	if (!p || !np || !xfw_nat_translatable(p))
 		return XFW_NATR_NONE;
 	r = &np->range;
-	if (xfw_natr_load(r, packed))
+	if (xfw_natr_load(r, packed, p->fam))
 		return XFW_NATR_NONE;
 	r->dst = 1;
-	r->addr = (r->flags & XFW_NATR_MAP_IPS) ? xfw_natr_addr(r, p->src_lo, p->dst_lo) : addr;
-	np->key[XFW_NAT_PD].saddr = p->src_lo;
-	np->key[XFW_NAT_PD].sport = p->sport;
-	np->key[XFW_NAT_PD].proto = p->proto;
+	if (r->flags & XFW_NATR_MAP_IPS)
+		xfw_natr_pick(r, p);
+	xfw_nat_tuple_key(&np->key[XFW_NAT_PD], p);
 	port = xfw_natr_port(np, p->dport, 0);
 	if (port < 0)
 		return XFW_NATR_NONE;
-	return (__u64)r->addr << 16 | (__u32)port;
+	return (__u32)port;
 }
 
 /* xfw_natr_snat chooses an SNAT's (or MASQUERADE's) new source for p:
- * addr is the entry's (MASQUERADE's interface address resolved), packed
- * the entry's range (without XFW_NAT_RANGED: addr alone, no flags),
- * dport_sport the packet's ports (dport << 16 | sport), ports 0 when it
- * has none to translate (an echo, a protocol without ports: the address
- * only). Returns addr << 16 | port, or XFW_NATR_NONE when the packet must
- * be dropped. A global function. */
-__attribute__((noinline)) __u64 xfw_natr_snat(struct xfw_pkt *p, __u32 addr, __u32 packed,
-					      __u32 dport_sport, __u32 ports)
+ * np->range.addr_hi:addr holds the entry's address (MASQUERADE's
+ * resolved, the packet's own to keep it), packed the entry's range
+ * (without XFW_NAT_RANGED: that address alone, no flags), dport_sport the
+ * packet's ports (dport << 16 | sport), ports 0 when it has none to
+ * translate (an echo, a protocol without ports: the address only).
+ * Returns the port (0 without ports), the address chosen in
+ * np->range.addr_hi:addr, or XFW_NATR_NONE when the packet must be
+ * dropped. A global function. */
+__attribute__((noinline)) __u64 xfw_natr_snat(struct xfw_pkt *p, __u32 packed, __u32 dport_sport,
+					      __u32 ports)
 {
 	__u32 sport = dport_sport & 0xffff;
 
@@ -352,6 +450,7 @@ __attribute__((noinline)) __u64 xfw_natr_snat(struct xfw_pkt *p, __u32 addr, __u
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	struct xfw_nat_range *r;
 	struct xfw_nat_key *k;
+	__u64 to;
 	int port;
 
 	if (!p || !np)
@@ -359,16 +458,21 @@ __attribute__((noinline)) __u64 xfw_natr_snat(struct xfw_pkt *p, __u32 addr, __u
 	r = &np->range;
 	if (!(packed & XFW_NAT_RANGED))
 		r->flags = 0;
-	else if (xfw_natr_load(r, packed))
+	else if (xfw_natr_load(r, packed, p->fam))
 		return XFW_NATR_NONE;
-	if (!(r->flags & XFW_NATR_MAP_IPS))
-		r->min_addr = r->max_addr = addr; /* one address: SNAT's, MASQUERADE's */
+	if (!(r->flags & XFW_NATR_MAP_IPS)) {
+		/* one address: SNAT's, MASQUERADE's */
+		r->min_hi = r->max_hi = r->addr_hi;
+		r->min_addr = r->max_addr = r->addr;
+	}
 	r->dst = 0;
 	k = &np->key[XFW_NAT_PS];
 	__builtin_memset(k, 0, sizeof(*k));
+	k->saddr_hi = p->dst_hi;
 	k->saddr = p->dst_lo;
 	k->sport = dport_sport >> 16;
 	k->proto = p->proto;
+	k->fam = p->fam;
 	/* get_unique_tuple's step 1: the original tuple, in the range and
 	 * free, is kept; else the source's current mapping, in the range and
 	 * free (find_appropriate_src). Without ports (an echo, a protocol
@@ -376,28 +480,31 @@ __attribute__((noinline)) __u64 xfw_natr_snat(struct xfw_pkt *p, __u32 addr, __u
 	 * checks the tuple is free (difftest: an echo of the host's own
 	 * address, inside the SNAT's range, had been given the hash's). */
 	if (!(r->flags & XFW_NATR_RANDOM_ALL)) {
-		if (p->src_lo >= r->min_addr && p->src_lo <= r->max_addr &&
+		if (xfw_natr_inaddr(r, p->src_hi, p->src_lo) &&
 		    (!ports || !(r->flags & XFW_NATR_PROTO) || xfw_natr_in(r, sport))) {
+			r->addr_hi = p->src_hi;
+			r->addr = p->src_lo;
 			if (!ports)
-				return (__u64)p->src_lo << 16;
+				return 0;
+			k->daddr_hi = p->src_hi;
 			k->daddr = p->src_lo;
 			if (!xfw_snat_taken(np, sport))
-				return (__u64)p->src_lo << 16 | sport;
+				return sport;
 		} else if (ports) {
-			__u64 to = xfw_natr_bysrc(np, p, sport);
-
+			to = xfw_natr_bysrc(np, p, sport);
 			if (to != XFW_NATR_NONE)
 				return to;
 		}
 	}
-	r->addr = xfw_natr_addr(r, p->src_lo, p->dst_lo);
+	xfw_natr_pick(r, p);
 	if (!ports)
-		return (__u64)r->addr << 16;
+		return 0;
+	k->daddr_hi = r->addr_hi;
 	k->daddr = r->addr;
 	port = xfw_natr_port(np, sport, 1);
 	if (port < 0)
 		return XFW_NATR_NONE;
-	return (__u64)r->addr << 16 | (__u32)port;
+	return (__u32)port;
 }
 
 #endif /* XFW_NAT_RANGE_H */

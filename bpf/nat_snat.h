@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * nat_snat.h — source NAT (nat POSTROUTING's SNAT and MASQUERADE) for
- * IPv4 TCP and UDP, with the kernel's semantics (nf_nat_core.c
+ * IPv4 and IPv6 TCP and UDP, with the kernel's semantics (nf_nat_core.c
  * get_unique_tuple and nf_nat_l4proto_unique_tuple, nf_nat_masquerade.c):
  *
  *  - Decided by a connection's first packet in the walk's nat POSTROUTING
@@ -11,7 +11,9 @@
  *  - The new source: SNAT's address (without one, `--to-source :PORT`,
  *    the packet's own), or MASQUERADE's, the output interface's primary
  *    address (xfw_nat_ifaddr; none: dropped, as the
- *    kernel drops it). The port: the one given, else the packet's own if
+ *    kernel drops it); IPv6's, the source the kernel's routing picks
+ *    for the destination on that interface (nat6.h xfw_nat6_masq_xdp).
+ *    The port: the one given, else the packet's own if
  *    the translated tuple is free, else a free one in the kernel's range
  *    for it (1-511, 600-1023 or 1024-65535 after the original port's),
  *    searched from a random offset (nat_range.h, which also chooses in
@@ -52,6 +54,7 @@ __attribute__((noinline)) int xfw_nat_snat(struct xfw_pkt *p, struct xfw_ct_scra
 {
 	__u32 zero = 0, *a;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_range *r;
 	struct xfw_nat_key *k;
 	struct xfw_nat_val *v;
 
@@ -61,7 +64,10 @@ __attribute__((noinline)) int xfw_nat_snat(struct xfw_pkt *p, struct xfw_ct_scra
 		return -1;
 	sport = p->sport;
 	dport = p->dport;
+	r = &np->range;
 	if (!xfw_nat_translatable(p)) {
+		if (p->fam != 0)
+			return -1; /* IPv6 without ports is refused (compiler) */
 		/* Without ports (nat_query.h): the echo identifier or none,
 		 * kept. */
 		kind = xfw_natq_kind(p);
@@ -73,30 +79,43 @@ __attribute__((noinline)) int xfw_nat_snat(struct xfw_pkt *p, struct xfw_ct_scra
 	 * (docs/differences.md). */
 	if (cs->pending != XFW_CTP_CREATE || oif == XFW_LOOPBACK_IFINDEX)
 		return -1;
+	r->addr_hi = 0;
+	r->addr = addr;
 	if (addr == XFW_NAT_KEEP_ADDR) {
-		addr = p->src_lo;
+		r->addr_hi = p->src_hi;
+		r->addr = p->src_lo;
 	} else if (!addr) {
-		a = bpf_map_lookup_elem(&xfw_nat_ifaddr, &oif);
-		if (!a || !*a)
-			return -1; /* MASQUERADE without an address drops */
-		addr = *a;
+		if (p->fam != 0) {
+			/* MASQUERADE: the kernel's source for the route (nat6.h) */
+			if (xfw_nat6_masq_src(np, p))
+				return -1;
+		} else {
+			a = bpf_map_lookup_elem(&xfw_nat_ifaddr, &oif);
+			if (!a || !*a)
+				return -1; /* MASQUERADE without an address drops */
+			r->addr = *a;
+		}
+	} else if (p->fam != 0 && !(port & XFW_NAT_RANGED)) {
+		return -1; /* an IPv6 address is its range probe's (XFW_NAT_ADDR6) */
 	}
 	if ((port & XFW_NAT_RANGED) || (!port && kind == XFW_NATQ_NONE)) {
 		/* A range, random flags, or the port to choose. */
-		__u64 to = xfw_natr_snat(p, addr, port, dport << 16 | sport, kind == XFW_NATQ_NONE);
+		__u64 to = xfw_natr_snat(p, port, dport << 16 | sport, kind == XFW_NATQ_NONE);
 
 		if (to == XFW_NATR_NONE)
 			return -1;
-		addr = to >> 16;
 		port = to & 0xffff;
 		chosen = 1;
 	}
 	k = &np->key[XFW_NAT_PS];
 	__builtin_memset(k, 0, sizeof(*k));
+	k->saddr_hi = p->dst_hi;
 	k->saddr = p->dst_lo;
-	k->daddr = addr;
+	k->daddr_hi = r->addr_hi;
+	k->daddr = r->addr;
 	k->sport = dport;
 	k->proto = p->proto;
+	k->fam = p->fam;
 	if (kind != XFW_NATQ_NONE) {
 		/* No other identifier is searched (docs/differences.md);
 		 * --to-ports does not apply (the kernel's range is the
@@ -111,11 +130,14 @@ __attribute__((noinline)) int xfw_nat_snat(struct xfw_pkt *p, struct xfw_ct_scra
 	k->dport = port;
 	v = &np->val[XFW_NAT_PS];
 	v->ct = cs->key;
+	v->to_hi = p->src_hi;
 	v->to_addr = p->src_lo;
 	v->to_port = sport;
 	v->kind = XFW_NAT_F_SRC;
 	v->pad = 0;
-	cs->nv.snat_addr = addr;
+	v->clash_sport = 0;
+	cs->nv.snat_addr_hi = k->daddr_hi;
+	cs->nv.snat_addr = k->daddr;
 	cs->nv.snat_port = port;
 	cs->nv.nat_flags |= XFW_NAT_F_SRC;
 	np->pending |= XFW_NAT_F_SRC;

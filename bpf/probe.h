@@ -104,7 +104,7 @@ __attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
 	case XFW_PROBE_CTNAT:
 		return xfw_ctnat_match(pr, p, hook);
 	case XFW_PROBE_CTREPL:
-		return xfw_ctrepl_match(pr, p, hook);
+		return xfw_ctrepl_match(pr, p, hook, m);
 	default:
 		return 0;
 	}

@@ -197,10 +197,17 @@ __attribute__((noinline)) __u64 xfw_xdp_dnat(struct xdp_md *ctx, struct xfw_pkt 
 	struct xfw_family_cfg *fc;
 	__u32 slot, rj = 0, verdict, oif, chain = chain_iif >> 32, iif = (__u32)chain_iif;
 	__u64 route;
+	int rc;
 
 	if (!ctx || !p || !st)
 		return (__u64)XFW_ACT_DROP << XFW_DNAT_VERDICT_SHIFT;
-	if (!cs || xfw_nat_dnat_xdp(ctx, p, cs, st->nat_addr, st->nat_port))
+	if (!cs)
+		return (__u64)XFW_ACT_DROP << XFW_DNAT_VERDICT_SHIFT;
+	rc = xfw_nat_dnat_xdp(ctx, p, cs, st->nat_addr, st->nat_port);
+	/* A clash: another source port (nat_clash.h). */
+	if (rc == 1)
+		rc = xfw_nat_clash_xdp(ctx, p, cs);
+	if (rc)
 		return (__u64)XFW_ACT_DROP << XFW_DNAT_VERDICT_SHIFT;
 	if (chain == XFW_CHAIN_FORWARD)
 		p->ttl += 1; /* the route decides the decrement anew */
@@ -416,7 +423,10 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		chain = (route >> 32) & 0xff;
 		oif = (__u32)route;
 	}
-	/* nat POSTROUTING's SNAT or MASQUERADE (nat_snat.h). */
+	/* nat POSTROUTING's SNAT or MASQUERADE (nat_snat.h); an IPv6
+	 * MASQUERADE's source by the route (nat6.h). */
+	if (verdict == XFW_ACT_SNAT && p->fam == 1 && !st->nat_addr)
+		xfw_nat6_masq_xdp(ctx, p, oif);
 	if (verdict == XFW_ACT_SNAT)
 		verdict = cs && !xfw_nat_snat(p, cs, st->nat_addr, st->nat_port, oif) ? XFW_ACT_ACCEPT
 										 : XFW_ACT_DROP;
@@ -560,6 +570,9 @@ __attribute__((noinline)) int xfw_tc_forwarded(struct __sk_buff *skb, struct xfw
 		return xfw_nat_fwd_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
 	if (p->proto == IPPROTO_ICMP && p->icmp <= 0xffff && xfw_icmp_is_err(p->icmp >> 8))
 		return xfw_nat_icmp_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
+	/* An ICMPv6 error about a translated connection (nat6.h). */
+	if (p->proto == IPPROTO_ICMPV6)
+		return xfw_nat6_icmp_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
 	return xfw_nat_query_fwd_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
 }
 
@@ -827,7 +840,10 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 			oif = route;
 		rj = p->reject;
 	}
-	/* nat POSTROUTING's SNAT or MASQUERADE (nat_snat.h). */
+	/* nat POSTROUTING's SNAT or MASQUERADE (nat_snat.h); an IPv6
+	 * MASQUERADE's source by the route (nat6.h). */
+	if (verdict == XFW_ACT_SNAT && p->fam == 1 && !st->nat_addr)
+		xfw_nat6_masq_tc(skb, p, oif);
 	if (verdict == XFW_ACT_SNAT)
 		verdict = cs && !xfw_nat_snat(p, cs, st->nat_addr, st->nat_port, oif) ? XFW_ACT_ACCEPT
 										 : XFW_ACT_DROP;

@@ -364,15 +364,13 @@ struct xfw_ct_val {
 	struct xfw_ct_tcp_side side[2]; /* [0] original, [1] reply */
 	/* NAT (nat.h): with XFW_NAT_F_DST in nat_flags the connection's
 	 * destination was translated (DNAT); the key holds the translated
-	 * tuple, nat_addr and nat_port (host order) the original
-	 * destination. */
-	__u32 nat_addr;
+	 * tuple, nat_addr_hi:nat_addr and nat_port (host order; IPv4: the
+	 * address in nat_addr, nat_addr_hi 0) the original destination. */
 	__u16 nat_port;
 	__u8 nat_flags;
 	__u8 nat_pad;
-	/* With XFW_NAT_F_SRC: the translated source (the key holds the
-	 * original one). */
-	__u32 snat_addr;
+	/* With XFW_NAT_F_SRC: the translated source snat_addr_hi:snat_addr,
+	 * snat_port (the key holds the original one). */
 	__u16 snat_port;
 	/* With XFW_NAT_F_CLASH: the original source port (the key holds the
 	 * new one, nat_clash.h). */
@@ -380,6 +378,8 @@ struct xfw_ct_val {
 	/* The connection's mark (ct->mark): CONNMARK sets it, -m connmark
 	 * reads it (connmark.h); 0 when created. */
 	__u32 mark;
+	__u64 nat_addr_hi, nat_addr;
+	__u64 snat_addr_hi, snat_addr;
 };
 
 /* Value of both connection tables (xfw_ct of assured connections, xfw_ct_new

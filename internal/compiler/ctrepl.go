@@ -78,11 +78,12 @@ func hasCtReplAddr(m ir.Match) bool {
 	return ok && (ct.ReplSrc.Set || ct.ReplDst.Set)
 }
 
-// natReplRewrite returns rs, or, when it is an IPv4 ruleset with NAT and
-// a conntrack match with --ctreplsrc or --ctrepldst, a copy in which each
-// such match is split into the match without them and a ctReplMatch.
+// natReplRewrite returns rs, or, when it is a ruleset with NAT and a
+// conntrack match with --ctreplsrc or --ctrepldst, a copy in which each
+// such match is split into the match without them and a ctReplMatch
+// (asked by ctReplProbe's probe, IPv6's by ctReplProbe6's).
 func natReplRewrite(rs *ir.Ruleset) *ir.Ruleset {
-	if rs.Family != ir.IPv4 || !usesNAT(rs) || !anyRule(rs, func(r *ir.Rule) bool {
+	if !usesNAT(rs) || !anyRule(rs, func(r *ir.Rule) bool {
 		for _, m := range r.Matches {
 			if hasCtReplAddr(m) {
 				return true

@@ -102,7 +102,9 @@ func checkNatRule(fam ir.Family, at natContext, r *ir.Rule) error {
 		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat POSTROUTING yet", name)
 	}
 	if fam != ir.IPv4 {
-		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet", name)
+		if err := checkNat6Rule(at, r); err != nil {
+			return err
+		}
 	}
 	if !source && (!r.Proto.Set || r.Proto.Invert || (r.Proto.Num != protoTCP && r.Proto.Num != protoUDP)) {
 		return fmt.Errorf("target %s is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp", name)
@@ -111,7 +113,7 @@ func checkNatRule(fam ir.Family, at natContext, r *ir.Rule) error {
 	if n.Flags&ir.NatProtoOffset != 0 && r.Target.Kind != ir.TargetDNAT {
 		return fmt.Errorf("target %s: port maps (/BASE) are not supported by xfw's data plane yet", name)
 	}
-	if r.Target.Kind == ir.TargetDNAT || r.Target.Kind == ir.TargetSNAT {
+	if fam == ir.IPv4 && (r.Target.Kind == ir.TargetDNAT || r.Target.Kind == ir.TargetSNAT) {
 		if _, err := natTargetAddr(name, n); err != nil {
 			return err
 		}
@@ -131,6 +133,13 @@ func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
 	}
 	source := r.Target.Kind == ir.TargetSNAT || r.Target.Kind == ir.TargetMasquerade
 	n := natRangeOf(r)
+	e.Action = ActDNAT
+	if source {
+		e.Action = ActSNAT
+	}
+	if fl.rs.Family != ir.IPv4 {
+		return fl.nat6Entry(e, r, n)
+	}
 	addr := uint32(RedirectAddr)
 	if fl.natOutput && r.Target.Kind == ir.TargetRedirect {
 		addr = redirectOutputAddr
@@ -138,10 +147,7 @@ func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
 	if r.Target.Kind == ir.TargetDNAT || r.Target.Kind == ir.TargetSNAT {
 		addr, _ = natTargetAddr(natTargetNames[r.Target.Kind], n) // checked above
 	}
-	e.Action, e.Next = ActDNAT, addr
-	if source {
-		e.Action = ActSNAT
-	}
+	e.Next = addr
 	if natRanged(n) {
 		return fl.natRangeEntry(e, n)
 	}

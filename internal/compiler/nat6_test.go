@@ -1,39 +1,34 @@
 package compiler
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
-// TestNatIPv6Refused checks that every NAT target of an ip6tables nat
-// table is refused, naming the target and IPv6, until the data plane
-// translates IPv6 (docs/compatibility.md, "NAT in IPv6"), while an IPv6
-// nat table without NAT targets (the chains Docker and kube-proxy create
-// first) compiles.
+// TestNatIPv6Refused checks the ip6tables NAT forms the data plane does
+// not translate yet, each refused naming the target and IPv6
+// (docs/compatibility.md, "NAT in IPv6"), while an IPv6 nat table without
+// NAT targets (the chains Docker and kube-proxy create first) compiles.
 func TestNatIPv6Refused(t *testing.T) {
 	for _, tc := range []struct {
-		rule, target string
+		rule, want string
 	}{
-		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [fd00::2]", "DNAT"},
-		{"-t nat -A PREROUTING -p udp --dport 53 -j DNAT --to-destination [fd00::2]:5353", "DNAT"},
-		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [fd00::2-fd00::9]:80-90 --random", "DNAT"},
-		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination :8080", "DNAT"},
-		{"-t nat -A OUTPUT -p tcp -j DNAT --to-destination [fd00::2]", "DNAT"},
-		{"-t nat -A PREROUTING -p tcp -j REDIRECT --to-ports 3128", "REDIRECT"},
-		{"-t nat -A OUTPUT -p tcp -j REDIRECT", "REDIRECT"},
-		{"-t nat -A POSTROUTING -p tcp -j SNAT --to-source [fd00::1]:1000-2000 --persistent", "SNAT"},
-		{"-t nat -A POSTROUTING -j SNAT --to-source fd00::1", "SNAT"},
-		{"-t nat -A POSTROUTING -p udp -j MASQUERADE --to-ports 6000 --random-fully", "MASQUERADE"},
-		{"-t nat -A POSTROUTING -o eth0 -j MASQUERADE", "MASQUERADE"},
-		{"-t nat -A POSTROUTING -s fd00:17::/64 ! -o docker0 -j MASQUERADE", "MASQUERADE"},
-		{"-t nat -A PREROUTING -i eth0 -p tcp -j DNAT --to-destination [fd00::2]:80", "DNAT"},
+		{"-t nat -A PREROUTING -p tcp -j REDIRECT --to-ports 3128", "target REDIRECT is not supported by xfw's data plane for IPv6 yet"},
+		{"-t nat -A OUTPUT -p tcp -j REDIRECT", "target REDIRECT is not supported by xfw's data plane for IPv6 yet"},
+		{"-t nat -A OUTPUT -p tcp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane for IPv6 in nat OUTPUT yet"},
+		{"-t nat -A POSTROUTING -p tcp -j SNAT --to-source fd00::1-::ffff:10.0.0.1", "target SNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
+		{"-t nat -A POSTROUTING -j SNAT --to-source fd00::1", "target SNAT is not supported by xfw's data plane for IPv6 yet in a rule not restricted to -p tcp or -p udp"},
+		{"-t nat -A POSTROUTING -p icmpv6 -j MASQUERADE", "target MASQUERADE is not supported by xfw's data plane for IPv6 yet in a rule not restricted"},
+		{"-t nat -A POSTROUTING -o eth0 -j MASQUERADE", "target MASQUERADE is not supported by xfw's data plane for IPv6 yet in a rule not restricted"},
+		{"-t nat -A PREROUTING ! -p tcp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane for IPv6 yet in a rule not restricted"},
+		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [::ffff:10.0.0.1]", "target DNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
 	} {
-		_, err := Compile(parseRuleset(t, ir.IPv6, tc.rule), Options{})
-		want := "target " + tc.target + " is not supported by xfw's data plane for IPv6 yet"
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: got %v, want %q", tc.rule, err, want)
+		_, err := Compile(parseRuleset(t, ir.IPv6, strings.Split(tc.rule, ";")...), Options{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want %q", tc.rule, err, tc.want)
 		}
 	}
 	unreached := parseRuleset(t, ir.IPv6, "-t nat -N X", "-t nat -A X -j MASQUERADE")
@@ -47,6 +42,89 @@ func TestNatIPv6Refused(t *testing.T) {
 		"-t nat -A DOCKER -i docker0 -j RETURN")
 	if _, err := Compile(rs, Options{}); err != nil {
 		t.Errorf("an IPv6 nat table without NAT targets: %v", err)
+	}
+}
+
+// TestNat6Entries checks the entries of the IPv6 translations the data
+// plane does: an address (or a range's two) is always a range's (Next
+// Nat6Addr, EFNatRange, its ProbeNatRange naming the ProbeNatAddr6 probes
+// that hold them), no address
+// keeps the packet's (KeepAddr), MASQUERADE is MasqueradeAddr; ports and
+// flags as for IPv4.
+func TestNat6Entries(t *testing.T) {
+	addrProbe := Probe{Kind: ProbeNatAddr6, Val: 0xfd00 << 16, Mask: 0, Wide: 2} // fd00::2
+	if got := NatAddr6Probe(netip.MustParseAddr("fd00::2")); got != addrProbe {
+		t.Fatalf("NatAddr6Probe(fd00::2) = %+v, want %+v", got, addrProbe)
+	}
+	for _, tc := range []struct {
+		rule   string
+		act    Action
+		next   uint32
+		ranged bool
+		want   Probe // the range, Val and Mask naming addrProbe when it has an address
+		port   uint16
+	}{
+		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [fd00::2]", ActDNAT, Nat6Addr, true,
+			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatMapIPs)}, 0},
+		{"-t nat -A PREROUTING -p udp -j DNAT --to-destination [fd00::2]:5353", ActDNAT, Nat6Addr, true,
+			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatMapIPs | ir.NatProtoSpecified), Wide: 5353<<16 | 5353}, 0},
+		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination :8080", ActDNAT, KeepAddr, false, Probe{}, 8080},
+		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination :8080-8090", ActDNAT, KeepAddr, true,
+			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatProtoSpecified), Wide: 8080<<16 | 8090}, 0},
+		{"-t nat -A POSTROUTING -p tcp -j SNAT --to-source [fd00::2]:1000-2000 --random", ActSNAT, Nat6Addr, true,
+			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatMapIPs | ir.NatProtoSpecified | ir.NatRandom), Wide: 1000<<16 | 2000}, 0},
+		{"-t nat -A POSTROUTING -p udp -j MASQUERADE", ActSNAT, MasqueradeAddr, false, Probe{}, 0},
+		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [fd00::2-fd00::9]:80-90 --random", ActDNAT, Nat6Addr, true,
+			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatMapIPs | ir.NatProtoSpecified | ir.NatRandom), Wide: 80<<16 | 90}, 0},
+		{"-t nat -A POSTROUTING -p tcp -j MASQUERADE --to-ports 3000-3010", ActSNAT, MasqueradeAddr, true,
+			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatProtoSpecified), Wide: 3000<<16 | 3010}, 0},
+	} {
+		g, err := Compile(parseRuleset(t, ir.IPv6, tc.rule), Options{})
+		if err != nil {
+			t.Errorf("%s: %v", tc.rule, err)
+			continue
+		}
+		n := 0
+		for _, e := range g.Entries {
+			if e.Action != tc.act {
+				continue
+			}
+			n++
+			if e.Next != tc.next || (e.Flags&EFNatRange != 0) != tc.ranged {
+				t.Errorf("%s: Next %#x ranged %v, want %#x %v", tc.rule, e.Next, e.Flags&EFNatRange != 0, tc.next, tc.ranged)
+				continue
+			}
+			if !tc.ranged {
+				if e.Aux != tc.port {
+					t.Errorf("%s: port %d, want %d", tc.rule, e.Aux, tc.port)
+				}
+				continue
+			}
+			want := tc.want
+			if int(e.Aux) >= len(g.Probes) {
+				t.Errorf("%s: probe %d of %d", tc.rule, e.Aux, len(g.Probes))
+				continue
+			}
+			got := g.Probes[e.Aux]
+			if tc.next == Nat6Addr {
+				last := addrProbe
+				if strings.Contains(tc.rule, "-fd00::9") {
+					last = NatAddr6Probe(netip.MustParseAddr("fd00::9"))
+				}
+				for i, k := range []uint32{got.Val, got.Mask} {
+					if want := []Probe{addrProbe, last}[i]; int(k) >= len(g.Probes) || g.Probes[k] != want {
+						t.Errorf("%s: address probe %d of %+v, want %+v", tc.rule, k, g.Probes, want)
+					}
+				}
+				want.Val, want.Mask = got.Val, got.Mask
+			}
+			if got != want {
+				t.Errorf("%s: range %+v, want %+v", tc.rule, got, want)
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no entry of action %d", tc.rule, tc.act)
+		}
 	}
 }
 
@@ -67,6 +145,7 @@ func TestNatRefusedWithoutTerms(t *testing.T) {
 		{ir.IPv4, "-t nat -A PREROUTING -i eth0 -p icmp -j DNAT --to-destination 10.0.0.2", "-p tcp or -p udp"},
 		// Only a rule that cannot match yet jumps to the chain.
 		{ir.IPv6, "-t nat -N X;-t nat -A X -j MASQUERADE;-t nat -A POSTROUTING -o eth0 -j X", "for IPv6"},
+		{ir.IPv6, "-t nat -N X;-t nat -A X -p tcp -j REDIRECT;-t nat -A PREROUTING -i eth0 -j X", "for IPv6"},
 		{ir.IPv4, "-t nat -N X;-t nat -A X -j SNAT --to-source 10.0.0.1;-t nat -A INPUT -i eth0 -g X",
 			"outside nat POSTROUTING"},
 	} {
@@ -75,5 +154,51 @@ func TestNatRefusedWithoutTerms(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: got %v, want a refusal saying %q", tc.rule, err, tc.want)
 		}
+	}
+}
+
+// TestCtReplProbe6 checks --ctreplsrc and --ctrepldst in an IPv6 ruleset
+// with NAT: a ProbeCtRepl naming the ProbeNatAddr6 probes of each
+// option's masked address and mask, answered on the reply tuple's
+// addresses as conntrack_mt answers (prefixes, "!").
+func TestCtReplProbe6(t *testing.T) {
+	rs := parseRuleset(t, ir.IPv6, "-t nat -A PREROUTING -p tcp -j DNAT --to-destination [fd00:2::2]",
+		"-A FORWARD -m conntrack --ctreplsrc fd00:2::/64 ! --ctrepldst fd00:1::1 -j ACCEPT")
+	g, err := Compile(rs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pr *Probe
+	for i := range g.Probes {
+		if g.Probes[i].Kind == ProbeCtRepl {
+			pr = &g.Probes[i]
+		}
+	}
+	if pr == nil || pr.Arg != CtReplSrc|CtReplDst|CtReplDstInv {
+		t.Fatalf("probes %+v: want one ProbeCtRepl with the source, the destination and its \"!\"", g.Probes)
+	}
+	a := func(s string) U128 { return AddrU128(netip.MustParseAddr(s)) }
+	if v := addr6Value(g.Probes[pr.Val]); v != a("fd00:2::") {
+		t.Errorf("source address probe holds %+v", v)
+	}
+	if v := addr6Value(g.Probes[pr.Mask]); v != a("ffff:ffff:ffff:ffff::") {
+		t.Errorf("source mask probe holds %+v", v)
+	}
+	ct := uint32(CtsEstablished)
+	for _, tc := range []struct {
+		src, dst string
+		want     bool
+	}{
+		{"fd00:2::2", "fd00:1::2", true},
+		{"fd00:2::ffff:1", "fd00:1::3", true},
+		{"fd00:3::2", "fd00:1::2", false}, // the source outside the prefix
+		{"fd00:2::2", "fd00:1::1", false}, // the destination excluded
+	} {
+		if got := CtReplAnswer6(g, *pr, ct, a(tc.src), a(tc.dst)); got != tc.want {
+			t.Errorf("CtReplAnswer6(%s > %s) = %v, want %v", tc.src, tc.dst, got, tc.want)
+		}
+	}
+	if !CtReplAnswer6(g, *pr, uint32(CtsInvalid), a("fd00:3::2"), a("fd00:1::1")) {
+		t.Errorf("an INVALID packet does not pass, as conntrack_mt passes it by its state alone")
 	}
 }

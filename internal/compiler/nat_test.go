@@ -79,7 +79,7 @@ func TestDNATRefusals(t *testing.T) {
 		{ir.IPv4, []string{"-t nat -A POSTROUTING -p tcp -j MASQUERADE --to-ports 80-90/100"}},
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 10.0.0.2",
 			"-A FORWARD -m conntrack --ctstate DNAT --ctexpire 10 -j ACCEPT"}},
-		{ir.IPv6, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [fd00::2]"}},
+		{ir.IPv6, []string{"-t nat -A PREROUTING -p tcp -j REDIRECT"}},
 	} {
 		rs := parseRuleset(t, tc.fam, tc.rules...)
 		_, err := Compile(rs, Options{})
@@ -145,8 +145,8 @@ func TestSNATEntries(t *testing.T) {
 			t.Errorf("%q: got %v, want a refusal", rules, err)
 		}
 	}
-	_, err = Compile(parseRuleset(t, ir.IPv6, "-t nat -A POSTROUTING -p tcp -j MASQUERADE"), Options{})
+	_, err = Compile(parseRuleset(t, ir.IPv6, "-t nat -A POSTROUTING -j MASQUERADE"), Options{})
 	if err == nil || !strings.Contains(err.Error(), "not supported by xfw") {
-		t.Errorf("IPv6 MASQUERADE: got %v, want a refusal", err)
+		t.Errorf("IPv6 MASQUERADE of any protocol: got %v, want a refusal", err)
 	}
 }

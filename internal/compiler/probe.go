@@ -79,6 +79,10 @@ const (
 	// ProbeCtRepl asks --ctreplsrc and --ctrepldst in a ruleset with NAT
 	// (ctrepl.go).
 	ProbeCtRepl
+	// ProbeNatAddr6 is never asked: it holds an IPv6 address (nat6.go)
+	// of a NAT range, named by its ProbeNatRange's Val or Mask, or of a
+	// ProbeCtRepl's option: Val and Mask the high 64 bits, Wide the low.
+	ProbeNatAddr6
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )
@@ -166,6 +170,9 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match, hook int) (Probe, er
 	case *ir.OwnerMatch:
 		return ownerProbe(m)
 	case *ctReplMatch:
+		if fl.rs.Family != ir.IPv4 {
+			return fl.ctReplProbe6(m) // nat6.go
+		}
 		return ctReplProbe(m), nil
 	}
 	return Probe{}, fmt.Errorf("match %T is not probed", m)

@@ -1,5 +1,7 @@
 package compiler
 
+import "github.com/xfw-dev/xfw/internal/ir"
+
 // Packet is the data plane's view of a packet (struct xfw_pkt's field
 // values, sentinels included), for simulating a generation in user space.
 type Packet struct {
@@ -79,6 +81,8 @@ type Packet struct {
 	// CtReplSrc and CtReplDst are its reply tuple's IPv4 addresses (host
 	// order), translations included (--ctreplsrc, --ctrepldst with NAT).
 	CtReplSrc, CtReplDst uint32
+	// CtReplSrc6 and CtReplDst6 are an IPv6 connection's (nat6.go).
+	CtReplSrc6, CtReplDst6 U128
 }
 
 // probe answers probe pr for the packet, as the data plane's evaluator
@@ -120,6 +124,9 @@ func (p *Packet) probe(g *Generation, pr Probe) bool {
 	}
 	if pr.Kind == ProbeCtNat {
 		return CtNatAnswer(pr, p.Ct, p.CtSNAT, p.CtDNAT)
+	}
+	if pr.Kind == ProbeCtRepl && g.Family != ir.IPv4 {
+		return CtReplAnswer6(g, pr, p.Ct, p.CtReplSrc6, p.CtReplDst6)
 	}
 	if pr.Kind == ProbeCtRepl {
 		return CtReplAnswer(pr, p.Ct, p.CtReplSrc, p.CtReplDst)

@@ -73,21 +73,25 @@ type bpfCTVal struct {
 	LastAck    uint32
 	LastEnd    uint32
 	Side       [2]bpfCTTCPSide
-	// NatAddr and NatPort are a translated connection's original
-	// destination, with ctNatDst in NatFlags (bpf/nat.h).
-	NatAddr  uint32
+	// NatPort is a translated connection's original destination port,
+	// with ctNatDst in NatFlags (bpf/nat.h); NatAddrHi:NatAddr its
+	// address.
 	NatPort  uint16
 	NatFlags uint8
 	NatPad   uint8
-	// SNatAddr and SNatPort are a translated connection's new source,
-	// with ctNatSrc in NatFlags.
-	SNatAddr uint32
+	// SNatPort is a translated connection's new source port, with
+	// ctNatSrc in NatFlags; SNatAddrHi:SNatAddr its address.
 	SNatPort uint16
 	// NatSPort is the original source port of a DNAT whose translated
 	// tuple was taken, with ctNatClash in NatFlags (bpf/nat_clash.h).
 	NatSPort uint16
 	// Mark is the connection's mark (bpf/connmark.h).
 	Mark uint32
+	// NatAddrHi and NatAddr are the original destination's address (IPv4:
+	// NatAddr, NatAddrHi 0).
+	NatAddrHi, NatAddr uint64
+	// SNatAddrHi and SNatAddr are the new source's address.
+	SNatAddrHi, SNatAddr uint64
 }
 
 // bpfCTEntry mirrors struct xfw_ct_entry, the value of both tables: Head
@@ -302,7 +306,7 @@ func ctConn(k bpfCTKey, v bpfCTVal, now, hz uint64) conntrack.Conn {
 	if v.NatFlags&ctNatDst != 0 {
 		// The key holds the translated tuple (bpf/nat.h).
 		c.DNAT, c.ReplSrc, c.ReplSPort = true, c.Dst, c.DPort
-		c.Dst = ctAddr(0, 0, uint64(v.NatAddr))
+		c.Dst = ctAddr(k.Fam, v.NatAddrHi, v.NatAddr)
 		c.DPort = v.NatPort
 	}
 	if v.NatFlags&ctNatClash != 0 {
@@ -312,7 +316,7 @@ func ctConn(k bpfCTKey, v bpfCTVal, now, hz uint64) conntrack.Conn {
 	}
 	if v.NatFlags&ctNatSrc != 0 {
 		// The key holds the original source (bpf/nat_snat.h).
-		c.SNAT, c.ReplDst, c.ReplDPort = true, ctAddr(0, 0, uint64(v.SNatAddr)), v.SNatPort
+		c.SNAT, c.ReplDst, c.ReplDPort = true, ctAddr(k.Fam, v.SNatAddrHi, v.SNatAddr), v.SNatPort
 	}
 	if v.Expires > now {
 		c.Timeout = (v.Expires - now) / hz

@@ -376,6 +376,7 @@ func enumMirrors() []enumMirror {
 			"XFW_PROBE_NATRANGE":    int64(compiler.ProbeNatRange),
 			"XFW_PROBE_CTNAT":       int64(compiler.ProbeCtNat),
 			"XFW_PROBE_CTREPL":      int64(compiler.ProbeCtRepl),
+			"XFW_PROBE_NATADDR6":    int64(compiler.ProbeNatAddr6),
 		}},
 		{c: "xfw_mangle_op", mirror: "compiler.Mangle*", values: map[string]int64{
 			"XFW_MGOP_TOS": compiler.MangleTOS, "XFW_MGOP_TTL_SET": compiler.MangleTTLSet,

@@ -30,9 +30,10 @@ func fillProbes(m *ebpf.Map, probes []compiler.Probe) error {
 			b.Count = compiler.NthInitialCount(pr)
 		}
 		switch pr.Kind {
-		case compiler.ProbeOwner, compiler.ProbeNatRange, compiler.ProbeCtRepl:
+		case compiler.ProbeOwner, compiler.ProbeNatRange, compiler.ProbeCtRepl, compiler.ProbeNatAddr6:
 			// The gid range (bpf/owner.h), the NAT ports
-			// (bpf/nat_range.h), --ctrepldst (bpf/ctnat.h).
+			// (bpf/nat_range.h), --ctrepldst (bpf/ctnat.h), an IPv6
+			// NAT address's low 64 bits.
 			b.Count = pr.Wide
 		}
 		return b

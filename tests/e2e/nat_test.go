@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -211,19 +212,37 @@ func compareTwinText(t *testing.T, what, kernel, xfw string) {
 }
 
 // compareNatCounters compares the nat table's counters and filter's rules
-// that see translated packets (not the ESTABLISHED rule: its segment
-// count depends on timing); the kernel must have counted at least want.
+// that see translated packets of the IPv4 twins (compareNatCountersFam).
 func compareNatCounters(t *testing.T, tw *twins, want int) {
+	t.Helper()
+	compareNatCountersFam(t, tw, 4, want)
+}
+
+// natSubnetText returns the text of tp's subnet in addresses of family fam
+// ("10.X." or "fd00:X:" with X its index) and what comparisons put for it.
+func natSubnetText(tp *nettest.Topology, fam int) (string, string) {
+	if fam == 6 {
+		return fmt.Sprintf("fd00:%d:", tp.Subnet), "fd00:X:"
+	}
+	return fmt.Sprintf("10.%d.", tp.Subnet), "10.X."
+}
+
+// compareNatCountersFam compares the nat table's counters and filter's
+// rules that see translated packets (not the ESTABLISHED rules: their
+// segment counts depend on timing) of family fam; the kernel must have
+// counted at least want.
+func compareNatCountersFam(t *testing.T, tw *twins, fam, want int) {
 	t.Helper()
 	saves := map[string]map[string]uint64{}
 	var mu sync.Mutex
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-		res, err := nettest.Exec(tp.FwNS, append(fw.cmd(4, "-save"), "-c")...)
+		res, err := nettest.Exec(tp.FwNS, append(fw.cmd(fam, "-save"), "-c")...)
 		if err != nil || res.ExitCode != 0 {
 			t.Errorf("%s save: %v", kind, err)
 			return
 		}
-		text := strings.ReplaceAll(res.Stdout, fmt.Sprintf("10.%d.", tp.Subnet), "10.X.")
+		subnet, named := natSubnetText(tp, fam)
+		text := strings.ReplaceAll(res.Stdout, subnet, named)
 		text = strings.NewReplacer(" "+tp.FwOut.Ifname+" ", " FWOUT ", " "+tp.FwIn.Ifname+" ", " FWIN ").Replace(text)
 		mu.Lock()
 		saves[kind] = tableCounters(text)
@@ -250,17 +269,32 @@ func compareNatCounters(t *testing.T, tw *twins, want int) {
 	if counted < want {
 		t.Errorf("the kernel counted %d of %d rules (fix the steps)", counted, len(keys))
 	}
+	for _, key := range keys {
+		t.Logf("%d %s", k[key], key)
+	}
 }
 
-// compareNatConntrack compares `conntrack -L` of both twins, addresses
-// named, the timeouts dropped and the ports anon says vary named P; the
-// kernel must list at least want connections.
+// compareNatConntrack compares `conntrack -L` of the IPv4 twins
+// (compareNatConntrackFam).
 func compareNatConntrack(t *testing.T, tw *twins, anon func(key string, port int) bool, want int) {
+	t.Helper()
+	compareNatConntrackFam(t, tw, 4, anon, want)
+}
+
+// compareNatConntrackFam compares `conntrack -L` of both twins for family
+// fam (IPv6: its TCP and UDP connections), addresses named (natName,
+// nat6Name), the timeouts dropped and the ports anon says vary named P;
+// the kernel must list at least want connections.
+func compareNatConntrackFam(t *testing.T, tw *twins, fam int, anon func(key string, port int) bool, want int) {
 	t.Helper()
 	lists := map[string][]string{}
 	var mu sync.Mutex
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
 		argv := []string{"conntrack", "-L"}
+		name := natName
+		if fam == 6 {
+			argv, name = append(argv, "-f", "ipv6"), nat6Name
+		}
 		if kind == "xfw" {
 			argv = append([]string{fw.bin}, argv...)
 		}
@@ -272,7 +306,7 @@ func compareNatConntrack(t *testing.T, tw *twins, anon func(key string, port int
 		var lines []string
 		for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
 			f := strings.Fields(line)
-			if len(f) < 3 {
+			if len(f) < 3 || fam == 6 && f[0] != "tcp" && f[0] != "udp" {
 				continue
 			}
 			f = append(f[:2], f[3:]...) // the timeout ticks
@@ -282,7 +316,7 @@ func compareNatConntrack(t *testing.T, tw *twins, anon func(key string, port int
 					continue
 				}
 				if a, err := netip.ParseAddr(v); err == nil {
-					f[i] = k + "=" + natName(tp, a)
+					f[i] = k + "=" + name(tp, a)
 				} else if p, err := strconv.Atoi(v); err == nil && anon(k, p) {
 					f[i] = k + "=P"
 				}
@@ -351,22 +385,37 @@ func TestDNATChecksums(t *testing.T) {
 		if _, ok := atGen.WaitFor(func(c nettest.Captured) bool { return c.Protocol == nettest.ProtoICMP }, 2*time.Second); !ok {
 			t.Errorf("%s: no port unreachable for the datagram to a closed port", kind)
 		}
-		var got []string
-		for where, c := range map[string]*nettest.Capture{"sink": atSink, "gen": atGen} {
-			for _, f := range c.Stop() {
-				if f.Protocol == nettest.ProtoICMP {
-					got = append(got, fmt.Sprintf("%s icmp from %s %s", where, natName(tp, f.Src), icmpErrorKind(tp, f.Raw)))
-					continue
-				}
-				got = append(got, fmt.Sprintf("%s %s %s", where, natFrameName(tp, f), checksumKind(f.Raw)))
+		got := frameKinds(map[string]*nettest.Capture{"sink": atSink, "gen": atGen}, func(f nettest.Captured) string {
+			if f.Protocol == nettest.ProtoICMP {
+				return fmt.Sprintf("icmp from %s %s", natName(tp, f.Src), icmpErrorKind(tp, f.Raw))
 			}
-		}
-		sort.Strings(got)
-		got = slicesCompact(got)
+			return fmt.Sprintf("%s %s", natFrameName(tp, f), checksumKind(f.Raw))
+		})
 		mu.Lock()
 		kinds[kind] = got
 		mu.Unlock()
 	})
+	compareChecksumKinds(t, kinds)
+}
+
+// frameKinds stops the captures (named by where they listen) and returns
+// "WHERE DESCRIPTION" for each frame, sorted, without repeats.
+func frameKinds(caps map[string]*nettest.Capture, describe func(nettest.Captured) string) []string {
+	var got []string
+	for where, c := range caps {
+		for _, f := range c.Stop() {
+			got = append(got, where+" "+describe(f))
+		}
+	}
+	sort.Strings(got)
+	return slicesCompact(got)
+}
+
+// compareChecksumKinds compares the twins' frame kinds (frameKinds): the
+// same as the kernel's, none of xfw's bad, full and partial checksums
+// both seen.
+func compareChecksumKinds(t *testing.T, kinds map[string][]string) {
+	t.Helper()
 	x := strings.Join(kinds["xfw"], "\n")
 	compareTwinText(t, "checksums", strings.Join(kinds["kernel"], "\n"), x)
 	for _, line := range kinds["xfw"] {
@@ -382,14 +431,19 @@ func TestDNATChecksums(t *testing.T) {
 // natFrameName names a captured frame's protocol and endpoints for
 // comparisons between the twins (ephemeral ports dropped).
 func natFrameName(tp *nettest.Topology, f nettest.Captured) string {
+	return frameName(f, func(a netip.Addr) string { return natName(tp, a) }, 41000, 41001)
+}
+
+// frameName names a captured frame's protocol and endpoints (addresses by
+// name), ephemeral ports dropped but for the raw frames' ports raw.
+func frameName(f nettest.Captured, name func(netip.Addr) string, raw ...uint16) string {
 	port := func(p uint16) string {
-		if p >= 32768 && p != 41000 && p != 41001 { // the raw frames' ports stay
+		if p >= 32768 && !slices.Contains(raw, p) {
 			return "EPHEMERAL"
 		}
 		return strconv.Itoa(int(p))
 	}
-	return fmt.Sprintf("proto %d %s:%s>%s:%s", f.Protocol, natName(tp, f.Src), port(f.SrcPort),
-		natName(tp, f.Dst), port(f.DstPort))
+	return fmt.Sprintf("proto %d %s:%s>%s:%s", f.Protocol, name(f.Src), port(f.SrcPort), name(f.Dst), port(f.DstPort))
 }
 
 // checksumKind says whether an Ethernet frame's IPv4 header checksum and
@@ -420,6 +474,14 @@ func checksumKind(frame []byte) string {
 	var pseudo []byte
 	pseudo = append(pseudo, ip[12:20]...)
 	pseudo = append(pseudo, 0, ip[9], byte(len(seg)>>8), byte(len(seg)))
+	return l4ChecksumKind(pseudo, seg, csoff)
+}
+
+// l4ChecksumKind says whether transport segment seg, whose checksum is at
+// csoff, carries a valid full checksum over pseudo-header pseudo and
+// itself ("full"), a partial one (the field holds the pseudo-header sum:
+// "partial"), or neither ("bad").
+func l4ChecksumKind(pseudo, seg []byte, csoff int) string {
 	if nettest.Checksum(append(append([]byte(nil), pseudo...), seg...)) == 0 {
 		return "full"
 	}
