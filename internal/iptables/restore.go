@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -412,12 +413,14 @@ const argvPrefix = 6
 // depends on nothing but its arguments and the restore's options, so
 // lines are parsed ahead of their turn (readahead.go).
 func (r *restorer) parseCommand(chunk string, lineNo int, table string, sets SetLookup) (*Command, *failure) {
-	argv := make([]string, 0, argvPrefix+tokenizeWordsHint)
-	argv = append(argv, r.prog, "-t", table)
 	pcnt, bcnt, rest, has, f := ruleCounters(chunk, lineNo)
 	if f != nil {
 		return nil, f
 	}
+	// Room for the words: one more than the spaces (a quoted word with
+	// spaces in it leaves some unused).
+	argv := make([]string, 0, argvPrefix+strings.Count(rest, " ")+1)
+	argv = append(argv, r.prog, "-t", table)
 	if r.opts.Counters && has {
 		argv = append(argv, "--set-counters", pcnt, bcnt)
 	}
