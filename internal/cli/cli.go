@@ -288,7 +288,9 @@ func runRestore(name string, args []string, env Env) int {
 	opts.Sets = sets.lookup
 	opts.Warnings = env.Stderr
 	tables := &restoreTables{}
+	resetPace := frontEndPace()
 	rs, err := iptables.RestoreOnto(fam, io.TeeReader(in, tables), decode, opts)
+	resetPace()
 	if err != nil {
 		return report(env, name, sets.setsErr(err))
 	}

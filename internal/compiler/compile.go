@@ -212,18 +212,14 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	}
 
 	vb := newVectorBuilder(int(g.NumChunks))
-	var used [NumFields]bool
-	for i := range g.Entries {
-		for _, fs := range g.Entries[i].Cond {
-			used[fs.Field] = true
-		}
-	}
+	constrained := constrainedBy(g.Entries)
 	for f := Field(0); f < NumFields; f++ {
-		if !used[f] {
+		if len(constrained[f]) == 0 {
 			continue
 		}
 		g.Active |= 1 << uint(f)
-		fc, err := vb.buildField(f, g.Entries)
+		fc, err := vb.buildField(f, g.Entries, constrained[f])
+		constrained[f] = nil // the sweep's garbage once done
 		if err != nil {
 			return nil, err
 		}

@@ -167,7 +167,7 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 		if err != nil {
 			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 		}
-		past, err := fl.probes(r, outer, hook)
+		past, err := fl.probes(inf, r, outer, hook)
 		if err != nil {
 			return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 		}
@@ -288,16 +288,14 @@ func (fl *flattener) termsOf(inf *ruleInfo, r *ir.Rule) ([]term, error) {
 // itself would. A probe that answers false continues at the label
 // returned (nil: r has no probed match), which the caller resolves to the
 // position after r's entries, so later probes of r are not met either.
-func (fl *flattener) probes(r *ir.Rule, outer Cond, hook int) (past *label, err error) {
+func (fl *flattener) probes(inf *ruleInfo, r *ir.Rule, outer Cond, hook int) (past *label, err error) {
 	for i, m := range r.Matches {
 		sm, isSet := m.(*ir.SetMatch)
 		probed := probedMatch(m)
 		if !probed && (!isSet || fl.counts == nil || !fl.counts(sm)) {
 			continue
 		}
-		before := *r
-		before.Matches = r.Matches[:i]
-		terms, err := ruleTerms(fl.rs.Family, &before, fl.ifaces, fl.sets)
+		terms, err := fl.prefixTerms(inf, r, i)
 		if err != nil {
 			return nil, err
 		}
@@ -563,6 +561,17 @@ type ruleInfo struct {
 	// (resolveJump; its nesting not checked yet: jumpTarget).
 	jump         *ir.Chain
 	jumpResolved bool
+	// prefix[i] are the terms of the rule's IP part and its matches
+	// before match i, for the probe of match i (prefixTerms).
+	prefix []prefixTerms
+}
+
+// prefixTerms are the terms of a rule's matches before a probed one, or
+// the reason xfw refuses them.
+type prefixTerms struct {
+	done  bool
+	terms []term
+	err   error
 }
 
 // ruleInfo returns r's ruleInfo, a new one (counter index 0) for a rule
@@ -707,4 +716,22 @@ func hasSetMatch(r *ir.Rule) bool {
 		}
 	}
 	return false
+}
+
+// prefixTerms returns the terms of rule r's IP part and matches before
+// match i (its probe's condition), computed once per rule and kept in
+// its ruleInfo inf: a rule flattened in several views (kube-proxy's
+// statistic matches) needs them in each.
+func (fl *flattener) prefixTerms(inf *ruleInfo, r *ir.Rule, i int) ([]term, error) {
+	if inf.prefix == nil {
+		inf.prefix = make([]prefixTerms, len(r.Matches))
+	}
+	if p := inf.prefix[i]; p.done {
+		return p.terms, p.err
+	}
+	before := *r
+	before.Matches = r.Matches[:i]
+	terms, err := ruleTerms(fl.rs.Family, &before, fl.ifaces, fl.sets)
+	inf.prefix[i] = prefixTerms{true, terms, err}
+	return terms, err
 }

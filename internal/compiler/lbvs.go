@@ -182,25 +182,61 @@ type event struct {
 	start bool
 }
 
+// constrainedBy lists, per field, the indexes of the entries whose
+// condition constrains it, in entry order: one pass over the entries'
+// conditions for every field's sweep (buildField), which would otherwise
+// read each entry's condition twice per field.
+func constrainedBy(entries []Entry) [NumFields][]uint32 {
+	var count [NumFields]int
+	for i := range entries {
+		for _, fs := range entries[i].Cond {
+			count[fs.Field]++
+		}
+	}
+	var out [NumFields][]uint32
+	for f, n := range count {
+		if n > 0 {
+			out[f] = make([]uint32, 0, n)
+		}
+	}
+	for i := range entries {
+		for _, fs := range entries[i].Cond {
+			out[fs.Field] = append(out[fs.Field], uint32(i))
+		}
+	}
+	return out
+}
+
+// setFirstBits sets the bits of the first n positions of chunks, position
+// i being bit i%64 of word (i%ChunkBits)/64 of chunk i/ChunkBits.
+func setFirstBits(chunks []Chunk, n int) {
+	for i := 0; i < n; i += 64 {
+		word := ^uint64(0)
+		if n-i < 64 {
+			word = 1<<uint(n-i) - 1
+		}
+		chunks[i/ChunkBits].Words[(i%ChunkBits)/64] = word
+	}
+}
+
 // buildField sweeps the domain of field f over all entries' sets and
-// returns the value→class partition.
-func (vb *vectorBuilder) buildField(f Field, entries []Entry) (*fieldClasses, error) {
+// returns the value→class partition; constrained are the indexes of the
+// entries whose condition constrains f, in order (constrainedBy), every
+// other entry holds for every value.
+func (vb *vectorBuilder) buildField(f Field, entries []Entry, constrained []uint32) (*fieldClasses, error) {
 	nchunks := vb.nchunks
 	wild := make([]Chunk, nchunks)
 	cur := make([]Chunk, nchunks)
+	setFirstBits(wild, len(entries))
 	n := 0
-	for i := range entries {
-		if s := entries[i].Cond.Get(f); s != nil {
-			n += 2 * len(s.Ivs)
-		}
+	for _, i := range constrained {
+		n += 2 * len(entries[i].Cond.Get(f).Ivs)
 	}
 	events := make([]event, 0, n)
-	for i := range entries {
+	for _, e := range constrained {
+		i := int(e)
+		wild[i/ChunkBits].Words[(i%ChunkBits)/64] &^= 1 << uint(i%64)
 		s := entries[i].Cond.Get(f)
-		if s == nil {
-			wild[i/ChunkBits].Words[(i%ChunkBits)/64] |= 1 << uint(i%64)
-			continue
-		}
 		for _, iv := range s.Ivs {
 			events = append(events, event{at: iv.Lo, entry: i, start: true})
 			if iv.Hi != maxU128 {

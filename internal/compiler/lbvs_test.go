@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -69,11 +70,50 @@ func TestSweepHashUpToDate(t *testing.T) {
 		}
 	}
 	vb := newVectorBuilder(n / ChunkBits)
-	fc, err := vb.buildField(FieldDport, entries)
+	fc, err := vb.buildField(FieldDport, entries, constrainedBy(entries)[FieldDport])
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(fc.Bounds) < 100 || len(vb.classCollided) != 0 {
 		t.Errorf("%d bounds, %d hashes with collisions, want many bounds and no collision", len(fc.Bounds), len(vb.classCollided))
+	}
+}
+
+// TestSetFirstBits checks the wildcard start of a field's sweep: the
+// first n positions set, word by word, against setting them one by one.
+func TestSetFirstBits(t *testing.T) {
+	for _, n := range []int{0, 1, 63, 64, 65, 127, ChunkBits - 1, ChunkBits, ChunkBits + 1, 2*ChunkBits + 70} {
+		got := make([]Chunk, 3)
+		setFirstBits(got, n)
+		want := make([]Chunk, 3)
+		for i := 0; i < n; i++ {
+			want[i/ChunkBits].Words[(i%ChunkBits)/64] |= 1 << uint(i%64)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("n=%d: the bits differ from setting them one by one", n)
+		}
+	}
+}
+
+// TestConstrainedBy checks the per-field entry lists of the sweep against
+// each entry's condition.
+func TestConstrainedBy(t *testing.T) {
+	entries := []Entry{
+		{},
+		{Cond: CondList{{Field: FieldDport, Set: Range(U64(1), U64(2))}}},
+		{Cond: CondList{{Field: FieldProto, Set: Range(U64(6), U64(6))}, {Field: FieldDport, Set: Range(U64(3), U64(4))}}},
+		{Cond: CondList{{Field: FieldProto, Set: Range(U64(17), U64(17))}}},
+	}
+	got := constrainedBy(entries)
+	for f := Field(0); f < NumFields; f++ {
+		var want []uint32
+		for i := range entries {
+			if entries[i].Cond.Get(f) != nil {
+				want = append(want, uint32(i))
+			}
+		}
+		if !slices.Equal(got[f], want) {
+			t.Errorf("field %s: entries %v, want %v", f, got[f], want)
+		}
 	}
 }

@@ -31,9 +31,21 @@ func checkNatReach(rs *ir.Ruleset) error {
 	if nat == nil {
 		return nil
 	}
+	if natReachChecks(nat, rs.Family) {
+		return nil
+	}
+	// Some rule fails: the walk names the first failure as it always has
+	// (context by context, depth first).
+	return checkNatWalk(nat, rs.Family)
+}
+
+// checkNatWalk walks the chains each of the nat table's built-in chains
+// reaches, context by context, and returns the first failing rule's
+// refusal.
+func checkNatWalk(nat *ir.Ruleset, fam ir.Family) error {
 	for _, cc := range natChainContexts {
 		seen := map[string]bool{}
-		if err := checkNatChain(nat, rs.Family, cc.at, cc.chain, seen); err != nil {
+		if err := checkNatChain(nat, fam, cc.at, cc.chain, seen); err != nil {
 			return fmt.Errorf("table %s: %w", ir.TableNat, err)
 		}
 	}
@@ -64,4 +76,75 @@ func checkNatChain(nat *ir.Ruleset, fam ir.Family, at natContext, name string, s
 		}
 	}
 	return nil
+}
+
+// natReachChecks reports whether every NAT rule the nat table's built-in
+// chains reach passes checkNatRule in every context reaching it: the same
+// (context, rule) pairs as checkNatChain's walks, found in one pass. Each
+// jump's target is looked up once (not once per context), and the
+// contexts reaching a chain propagate as a bit mask over chain indexes.
+func natReachChecks(nat *ir.Ruleset, fam ir.Family) bool {
+	index := make(map[string]int32, len(nat.Chains))
+	for i, c := range nat.Chains {
+		index[c.Name] = int32(i)
+	}
+	reached := make([]uint8, len(nat.Chains)) // bit k: natChainContexts[k]
+	type visit struct {
+		chain int32
+		mask  uint8
+	}
+	var stack []visit
+	for k, cc := range natChainContexts {
+		if i, ok := index[cc.chain]; ok {
+			stack = append(stack, visit{i, 1 << k})
+		}
+	}
+	targets := make([][]int32, len(nat.Chains)) // resolved once per chain
+	resolved := make([]bool, len(nat.Chains))
+	for len(stack) > 0 {
+		v := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		fresh := v.mask &^ reached[v.chain]
+		if fresh == 0 {
+			continue
+		}
+		reached[v.chain] |= fresh
+		if !resolved[v.chain] {
+			targets[v.chain], resolved[v.chain] = natJumpTargets(nat.Chains[v.chain], index), true
+		}
+		for _, t := range targets[v.chain] {
+			stack = append(stack, visit{t, fresh})
+		}
+	}
+	for i, c := range nat.Chains {
+		if reached[i] == 0 {
+			continue
+		}
+		for _, r := range c.Rules {
+			if _, ok := natTargetNames[r.Target.Kind]; !ok {
+				continue
+			}
+			for k, cc := range natChainContexts {
+				if reached[i]&(1<<k) != 0 && checkNatRule(fam, cc.at, r) != nil {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// natJumpTargets returns the indexes of the chains c's jumps and gotos
+// name (a missing chain is none: checkNatChain skips it too).
+func natJumpTargets(c *ir.Chain, index map[string]int32) []int32 {
+	var out []int32
+	for _, r := range c.Rules {
+		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
+			continue
+		}
+		if t, ok := index[r.Target.Chain]; ok {
+			out = append(out, t)
+		}
+	}
+	return out
 }

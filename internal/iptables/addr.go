@@ -26,15 +26,28 @@ func numericToIPv4(s string, isMask bool) ([ipv4Len]byte, bool) {
 	if len(s) > numericBufLen-1 {
 		s = s[:numericBufLen-1]
 	}
-	parts := strings.SplitN(s, ".", ipv4Len)
-	for i, p := range parts {
-		v, ok := xtStrtoui(p, 0, maxUint8)
+	// The parts of strings.SplitN(s, ".", ipv4Len), without the slice.
+	n := 0
+	for {
+		part, dot := s, -1
+		if n < ipv4Len-1 {
+			dot = strings.IndexByte(s, '.')
+		}
+		if dot >= 0 {
+			part = s[:dot]
+		}
+		v, ok := xtStrtoui(part, 0, maxUint8)
 		if !ok {
 			return a, false
 		}
-		a[i] = byte(v)
+		a[n] = byte(v)
+		n++
+		if dot < 0 {
+			break
+		}
+		s = s[dot+1:]
 	}
-	if len(parts) < ipv4Len && isMask {
+	if n < ipv4Len && isMask {
 		return a, false
 	}
 	return a, true

@@ -39,9 +39,8 @@ type parser struct {
 	protoUsed     bool
 
 	matches []*matchInst
-	loaded  map[*extension]bool
-	// optKey lists the loaded extensions in load order (mergeOpts).
-	optKey     string
+	// loaded lists the extensions whose options are in opts (mergeOpts).
+	loaded     []*extension
 	target     targetState
 	targetExt  *extension
 	jumpto     string
@@ -118,7 +117,6 @@ func parseArgv(fam ir.Family, argv []string, restore bool, prog string, sets Set
 		restore: restore,
 		prog:    prog,
 		opts:    globalOptTable,
-		loaded:  map[*extension]bool{},
 		table:   "filter",
 	}
 	p.ctx.fam = fam

@@ -3,6 +3,7 @@ package iptables
 import (
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -201,16 +202,14 @@ func (p *parser) optWaitInterval() *failure {
 // mergeOpts adds an extension's options to the getopt table, newest first
 // after the global options, as xtables_merge_options does.
 func (p *parser) mergeOpts(e *extension) {
-	if p.loaded[e] {
-		return
+	for _, l := range p.loaded {
+		if l == e {
+			return
+		}
 	}
-	p.loaded[e] = true
-	kind := "t"
-	if e.newMatch != nil {
-		kind = "m"
-	}
-	p.optKey += e.name + "/" + kind + "/" + string(rune('0'+e.family)) + ","
-	if cached, ok := mergedOptTables.Load(p.optKey); ok {
+	p.loaded = append(p.loaded, e)
+	key := optTransition{from: unsafe.SliceData(p.opts), n: len(p.opts), ext: e}
+	if cached, ok := mergedOptTables.Load(key); ok {
 		p.opts = cached.([]*optDef)
 		p.g.long = p.opts
 		return
@@ -219,15 +218,28 @@ func (p *parser) mergeOpts(e *extension) {
 	merged := append([]*optDef{}, p.opts[:numGlobal]...)
 	merged = append(merged, e.opts...)
 	merged = append(merged, p.opts[numGlobal:]...)
-	mergedOptTables.Store(p.optKey, merged)
+	if cached, loaded := mergedOptTables.LoadOrStore(key, merged); loaded {
+		merged = cached.([]*optDef) // another parser's, the same table
+	}
 	p.opts = merged
 	p.g.long = merged
 }
 
-// mergedOptTables caches option tables by the order in which extensions
-// were loaded (parser.optKey): the table is a function of that order, and
-// parsing a large ruleset would otherwise build the same tables per rule.
-// Tables are never modified once built.
+// optTransition names the option table mergeOpts makes of table from
+// (its first element and length: the global table or a table of
+// mergedOptTables, which are never changed nor freed) when extension ext
+// is loaded.
+type optTransition struct {
+	from **optDef
+	n    int
+	ext  *extension
+}
+
+// mergedOptTables caches option tables by the table they extend and the
+// extension loaded (optTransition): a table is a function of the order in
+// which extensions were loaded, and parsing a large ruleset would
+// otherwise build the same tables per rule. Tables are never modified
+// once built.
 var mergedOptTables sync.Map
 
 // addMatch appends an instance of e to the rule's matches; earlier

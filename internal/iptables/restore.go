@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -403,24 +404,31 @@ func (r *restorer) commandLine(chunk string) error {
 	return nil
 }
 
+// argvPrefix is the most words parseCommand puts before a line's own: the
+// program, "-t TABLE" and "--set-counters P B".
+const argvPrefix = 6
+
 // parseCommand parses command line chunk (line lineNo of the input) of
 // table: its "[packets:bytes]" prefix, its words and its options. It
 // depends on nothing but its arguments and the restore's options, so
 // lines are parsed ahead of their turn (readahead.go).
 func (r *restorer) parseCommand(chunk string, lineNo int, table string, sets SetLookup) (*Command, *failure) {
-	argv := []string{r.prog, "-t", table}
 	pcnt, bcnt, rest, has, f := ruleCounters(chunk, lineNo)
 	if f != nil {
 		return nil, f
 	}
+	// Room for the words: one more than the spaces (a quoted word with
+	// spaces in it leaves some unused).
+	argv := make([]string, 0, argvPrefix+strings.Count(rest, " ")+1)
+	argv = append(argv, r.prog, "-t", table)
 	if r.opts.Counters && has {
 		argv = append(argv, "--set-counters", pcnt, bcnt)
 	}
-	words, f := tokenize(rest, len(argv))
+	argv, f = tokenize(argv, rest)
 	if f != nil {
 		return nil, f
 	}
-	return parseArgv(r.fam, append(argv, words...), true, r.prog, sets)
+	return parseArgv(r.fam, argv, true, r.prog, sets)
 }
 
 // ownTableRules replaces the rules of the current table, shared with the

@@ -22,7 +22,7 @@ const (
 // quote ends the word (so `"a"b` is two words and `""` an empty word);
 // outside quotes backslashes and single quotes are ordinary characters.
 func Tokenize(line string) ([]string, error) {
-	words, f := tokenize(line, 0)
+	words, f := tokenize(nil, line)
 	if f != nil {
 		return nil, f.render("iptables-restore", 0)
 	}
@@ -33,12 +33,18 @@ func Tokenize(line string) ([]string, error) {
 // (kube-proxy's rules have 10 to 20).
 const tokenizeWordsHint = 24
 
-// tokenize implements Tokenize; prefix is the number of words already in
-// the argument vector (for the MAX_ARGC limit).
-func tokenize(line string, prefix int) ([]string, *failure) {
-	// One buffer for every word, copied once into its string: a
-	// kube-proxy restore tokenizes millions of words.
-	words := make([]string, 0, tokenizeWordsHint)
+// tokenize implements Tokenize: it appends line's words to argv, the
+// words already in the argument vector (for the MAX_ARGC limit), and
+// returns the vector.
+func tokenize(argv []string, line string) ([]string, *failure) {
+	// One buffer for every word, copied once into its string (or not at
+	// all for the words of internedWords): a kube-proxy restore tokenizes
+	// millions of words.
+	words := argv
+	if cap(words)-len(words) < tokenizeWordsHint {
+		words = make([]string, len(argv), len(argv)+tokenizeWordsHint)
+		copy(words, argv)
+	}
 	var space [maxParamLen]byte
 	param := space[:0]
 	quoteOpen, escaped := false, false
@@ -50,10 +56,14 @@ func tokenize(line string, prefix int) ([]string, *failure) {
 		return nil
 	}
 	emit := func() *failure {
-		if prefix+len(words)+1 >= maxArgc {
+		if len(words)+1 >= maxArgc {
 			return paramErr("Parser cannot handle more arguments")
 		}
-		words = append(words, string(param))
+		if w, ok := internedWords[string(param)]; ok {
+			words = append(words, w)
+		} else {
+			words = append(words, string(param))
+		}
 		param = param[:0]
 		return nil
 	}
@@ -105,6 +115,35 @@ func tokenize(line string, prefix int) ([]string, *failure) {
 	}
 	return words, nil
 }
+
+// internedWords are the words iptables-save lines repeat on every line
+// (options, modules, targets, kube-proxy's keywords): tokenize hands out
+// these strings instead of a copy per occurrence. Read only.
+var internedWords = func() map[string]string {
+	words := []string{
+		"-A", "-I", "-D", "-R", "-N", "-X", "-F", "-Z", "-P", "-E",
+		"-t", "-j", "-g", "-m", "-p", "-s", "-d", "-i", "-o", "-f", "!",
+		"--append", "--insert", "--delete", "--jump", "--goto", "--match",
+		"--protocol", "--source", "--destination", "--in-interface", "--out-interface",
+		"tcp", "udp", "icmp", "sctp", "all", "--dport", "--sport", "--dports", "--sports",
+		"--tcp-flags", "--syn", "multiport", "comment", "--comment",
+		"conntrack", "--ctstate", "state", "--state", "mark", "--mark", "set", "--match-set",
+		"statistic", "--mode", "random", "--probability", "nth", "--every", "--packet",
+		"addrtype", "--src-type", "--dst-type", "LOCAL", "--limit-iface-in",
+		"physdev", "recent", "limit", "--limit", "--limit-burst",
+		"ACCEPT", "DROP", "RETURN", "REJECT", "LOG", "MARK", "CONNMARK",
+		"DNAT", "SNAT", "MASQUERADE", "REDIRECT", "--reject-with",
+		"--to-destination", "--to-source", "--to-ports", "--set-xmark", "--xor-mark",
+		"--or-mark", "--random-fully", "--random",
+		"NEW", "ESTABLISHED", "RELATED", "INVALID", "RELATED,ESTABLISHED",
+		"INPUT", "OUTPUT", "FORWARD", "PREROUTING", "POSTROUTING",
+	}
+	m := make(map[string]string, len(words))
+	for _, w := range words {
+		m[w] = w
+	}
+	return m
+}()
 
 // cstr returns the C string at the start of b (up to the first NUL).
 func cstr(b []byte) string {

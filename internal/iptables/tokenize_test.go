@@ -43,6 +43,34 @@ func TestTokenize(t *testing.T) {
 	}
 }
 
+// TestTokenizeArgvLimit checks that the words already in the argument
+// vector (the program, "-t TABLE", "--set-counters P B") count towards
+// MAX_ARGC, and that tokenize appends to them: the line's last word that
+// fits and the first that does not.
+func TestTokenizeArgvLimit(t *testing.T) {
+	for _, tt := range []struct {
+		prefix []string
+		words  int
+		ok     bool
+	}{
+		{[]string{"iptables-restore", "-t", "filter"}, maxArgc - 4, true},
+		{[]string{"iptables-restore", "-t", "filter"}, maxArgc - 3, false},
+		{[]string{"iptables-restore", "-t", "filter", "--set-counters", "1", "2"}, maxArgc - 7, true},
+		{[]string{"iptables-restore", "-t", "filter", "--set-counters", "1", "2"}, maxArgc - 6, false},
+	} {
+		line := strings.TrimSpace(strings.Repeat("w ", tt.words))
+		argv := append(make([]string, 0, len(tt.prefix)), tt.prefix...)
+		got, f := tokenize(argv, line)
+		if (f == nil) != tt.ok {
+			t.Errorf("%d words after %d: got %v, want ok %v", tt.words, len(tt.prefix), f, tt.ok)
+			continue
+		}
+		if f == nil && (len(got) != len(tt.prefix)+tt.words || got[0] != tt.prefix[0] || got[len(got)-1] != "w") {
+			t.Errorf("%d words after %d: got %d words %q…", tt.words, len(tt.prefix), len(got), got[:len(tt.prefix)])
+		}
+	}
+}
+
 // TestRuleCounters checks the "[packets:bytes]" prefix of restore lines.
 func TestRuleCounters(t *testing.T) {
 	tests := []struct {
