@@ -33,9 +33,6 @@ import (
 //   - a packet from gen or sink with a (spoofed) source of fw's own IPv6
 //     addresses (IPv4 drops it as a martian before any chain): the kernel
 //     delivers its reply to fw's own sockets; xfw sends none;
-//   - an ICMP error about a packet fw sent comes, in xfw, from the packet's
-//     destination (and fw's stack routes it on), in the kernel from fw's
-//     address: the same reply (place, ICMP type and code), other bytes;
 //   - an ICMPv6 reply to a spoofed source behind fw's other interface:
 //     both route it there, the kernel's from the input interface's
 //     address, xfw's from that of the route back: the same reply (place,
@@ -148,7 +145,7 @@ func icmpHead(m []string) string {
 func knownRejectDifference(d Difference, c *Corpus, inputSide, outputSide map[string]bool, ipv4 bool) string {
 	switch d.Kind {
 	case DiffCounters:
-		return knownCountersDifference(d, inputSide, outputSide, ipv4)
+		return knownCountersDifference(d, inputSide, outputSide)
 	case DiffProbe:
 		if d.Probe < 0 || d.Probe >= len(c.Probes) {
 			return ""
@@ -163,7 +160,6 @@ func knownRejectDifference(d Difference, c *Corpus, inputSide, outputSide map[st
 // the probe) as documented ones of xfw's REJECT replies, or returns "".
 func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 	kOnly, xOnly := oneSided(d.Kernel, d.XFW)
-	xOnly, fromDstLogs, otherWay := pairFromDstLogs(p, kOnly, xOnly, ipv4)
 	xOnly, spoofedLogs := pairSpoofedLogs(p, kOnly, xOnly, ipv4)
 	xOnly, stackEcho := withoutStackEchoLogs(xOnly)
 	xOnly, ownReply := withoutOwnReplyLogs(p, kOnly, xOnly)
@@ -172,14 +168,8 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 		return ""
 	}
 	var why []string
-	if fromDstLogs > 0 {
-		why = append(why, fmt.Sprintf("%d LOG line of an OUTPUT reply from the packet's destination rather than fw's address", fromDstLogs))
-	}
 	if spoofedLogs > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of an ICMPv6 reply to a spoofed source behind the other interface, from the route back's address in xfw", spoofedLogs))
-	}
-	if otherWay > 0 {
-		why = append(why, fmt.Sprintf("%d LOG line of an IPv4 OUTPUT reply from the packet's destination, where the kernel's, from fw's address, took another way through OUTPUT", otherWay))
 	}
 	if ownReply > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply passing OUTPUT, where the kernel sent none", ownReply))
@@ -187,14 +177,11 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 	if stackEcho > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply to an echo reply fw's stack sent (the kernel's ICMP socket is busy sending it)", stackEcho))
 	}
-	t, ok := matchKernelReplies(p, kOnly, r, fromDstLogs+spoofedLogs, ipv4)
+	t, ok := matchKernelReplies(p, kOnly, r, spoofedLogs, ipv4)
 	if !ok {
 		return ""
 	}
 	why = append(why, t.why...)
-	if t.fromDst > 0 {
-		why = append(why, fmt.Sprintf("%d OUTPUT reply from the packet's destination rather than fw's address", t.fromDst))
-	}
 	if t.toSelf > 0 {
 		why = append(why, fmt.Sprintf("%d reply to a spoofed source of fw's own, delivered to fw by the kernel, not sent by xfw", t.toSelf))
 	}
@@ -207,7 +194,7 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 	if t.spoofed > 0 {
 		why = append(why, fmt.Sprintf("%d ICMPv6 reply to a spoofed source behind the other interface, from the input interface's address in the kernel, from the route back's in xfw", t.spoofed))
 	}
-	if n := len(xOnly) - t.routed - t.optioned - t.fromDst - t.spoofed; n > 0 {
+	if n := len(xOnly) - t.routed - t.optioned - t.spoofed; n > 0 {
 		why = append(why, fmt.Sprintf("%d reply the kernel did not send (dropped in its OUTPUT, or none for this packet)", n))
 	}
 	if len(why) == 0 {
@@ -218,7 +205,7 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 
 // knownCountersDifference explains a counter difference (DiffCounters)
 // as a documented one of xfw's REJECT replies, or returns "".
-func knownCountersDifference(d Difference, inputSide, outputSide map[string]bool, ipv4 bool) string {
+func knownCountersDifference(d Difference, inputSide, outputSide map[string]bool) string {
 	if len(d.Kernel) != 1 || len(d.XFW) != 1 {
 		return ""
 	}
@@ -243,16 +230,11 @@ func knownCountersDifference(d Difference, inputSide, outputSide map[string]bool
 		}
 	}
 	// xfw's replies to fw itself pass OUTPUT as the kernel's do, but
-	// xfw's IPv4 ICMP errors about packets fw sent come from the
-	// packet's destination (the kernel's from fw's address), so
-	// rules on the source count them differently; and xfw answers
-	// echo replies fw's stack sends, which the kernel cannot (its
-	// ICMP socket is busy sending them), and counts its answers.
+	// xfw answers echo replies fw's stack sends, which the kernel
+	// cannot (its ICMP socket is busy sending them), and counts its
+	// answers.
 	if outputSide[subjectChain(d.Subject)] && xp > kp && xb > kb {
-		return "xfw's OUTPUT replies to fw itself counted in OUTPUT where the kernel sends none (echo replies of fw's stack) or counts them elsewhere (IPv4 source)"
-	}
-	if ipv4 && outputSide[subjectChain(d.Subject)] {
-		return "xfw's IPv4 OUTPUT reply to fw itself comes from the packet's destination (counted by other OUTPUT rules)"
+		return "xfw's OUTPUT replies to fw itself counted in OUTPUT where the kernel sends none (echo replies of fw's stack)"
 	}
 	return ""
 }
@@ -278,32 +260,6 @@ func oneSided(kernel, xfw []string) (kOnly, xOnly []string) {
 		}
 	}
 	return kOnly, xOnly
-}
-
-// pairFromDstLogs pairs the LOG lines of xfw's OUTPUT replies to fw
-// itself with the kernel's (the same but for the outer source address)
-// when probe p is fw's own, and returns the rest of xOnly with the pairs
-// and the IPv4 lines of another way through OUTPUT counted.
-func pairFromDstLogs(p Probe, kOnly, xOnly []string, ipv4 bool) (rest []string, fromDstLogs, otherWay int) {
-	// xfw's IPv4 OUTPUT replies to fw itself pass OUTPUT (logged) from
-	// the packet's destination, the kernel's from fw's address: the same
-	// LOG line but for the outer source address.
-	if p.From == FromFw {
-		var unpaired []string
-		unpaired, fromDstLogs = pairLogsButSrc(kOnly, xOnly)
-		for _, o := range unpaired {
-			// IPv4: with another source, the kernel's reply may
-			// take another way through OUTPUT (dropped before the
-			// LOG rule xfw's reaches).
-			if ipv4 && isLogOfReply(o) {
-				otherWay++
-				continue
-			}
-			rest = append(rest, o)
-		}
-		xOnly = rest
-	}
-	return xOnly, fromDstLogs, otherWay
 }
 
 // withoutStackEchoLogs returns xOnly without the LOG lines of xfw's
@@ -405,21 +361,21 @@ func tallyXFWReplies(xOnly []string) (xfwReplies, bool) {
 // replyTally counts the kernel's one-sided replies by the documented
 // difference that explains each, with why's lines for its logged ones.
 type replyTally struct {
-	routed, optioned, toSelf, fromDst, spoofed int
-	why                                        []string
+	routed, optioned, toSelf, spoofed int
+	why                               []string
 }
 
 // matchKernelReplies explains each of the kernel's one-sided observations
-// of probe p by one of xfw's (r), pairing fromDstLogs of its LOG lines
+// of probe p by one of xfw's (r), pairing pairedLogs of its LOG lines
 // with xfw's; it reports false when one is not explained.
-func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, fromDstLogs int, ipv4 bool) (replyTally, bool) {
+func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, pairedLogs int, ipv4 bool) (replyTally, bool) {
 	var t replyTally
 	// Replies the kernel sent: each must be one xfw sent too, elsewhere.
 	for _, o := range kOnly {
 		if isLogOfReply(o) {
-			// (Paired with xfw's own line by pairFromDstLogs, if any.)
-			if fromDstLogs > 0 {
-				fromDstLogs--
+			// (Paired with xfw's own line by pairSpoofedLogs, if any.)
+			if pairedLogs > 0 {
+				pairedLogs--
 				continue
 			}
 			t.why = append(t.why, "the kernel's reply passed its chains (logged)")
@@ -440,15 +396,6 @@ func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, fromDstLogs int, 
 		if hasIPv4Options(p) && r.heads[icmpHead(m)] > 0 {
 			r.heads[icmpHead(m)]--
 			t.optioned++
-			continue
-		}
-		// A packet fw sent (with a source of another host's, or the
-		// reply would be fw's own): xfw's OUTPUT ICMP error comes from the
-		// packet's destination and is handed to fw's stack, which routes
-		// it on; the kernel's comes from fw's address.
-		if p.From == FromFw && r.heads[icmpHead(m)] > 0 {
-			r.heads[icmpHead(m)]--
-			t.fromDst++
 			continue
 		}
 		// An IPv6 packet from outside with a spoofed source behind fw's
