@@ -17,12 +17,12 @@ import (
 // and deliveries of everything else are then proven equal. Of the replies
 // themselves, only these are accepted:
 //
-//   - xfw's replies to packets that arrived pass no chain when the ruleset
-//     tracks connections, and none through lo's INPUT (the kernel's REJECT
-//     sends its reply through ip_local_out, and through INPUT too when it
-//     is for fw): a reply xfw sends where the kernel's OUTPUT dropped its
-//     own (or where the kernel sends none: a first fragment, whose checksum
-//     it cannot verify; a subnet broadcast), counted in xfw's OUTPUT;
+//   - xfw's replies sent back at once (on lo, or without XDP metadata)
+//     pass no chain, and none passes lo's INPUT (the kernel's REJECT sends
+//     its reply through ip_local_out, and through INPUT too when it is for
+//     fw): a reply xfw sends where the kernel's OUTPUT dropped its own (or
+//     where the kernel sends none: a first fragment, whose checksum it
+//     cannot verify; a subnet broadcast), counted in xfw's OUTPUT;
 //     kernel-only LOG lines about its replies; counters that are higher in
 //     the kernel;
 //   - xfw's reply to a packet fw sent to itself comes back through lo and
