@@ -3,9 +3,7 @@ package e2e
 import (
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -53,22 +51,14 @@ type rejectCtSeen struct {
 
 // rejectCtRound sends gen's packets and counts what gen receives. The echo
 // request that opens the echo connection goes first and alone, so its
-// reply is out before the second request (same identifier) arrives.
-func rejectCtRound(t *testing.T, tp *nettest.Topology, fam int, id uint16) rejectCtSeen {
+// reply is out before the second request (same identifier) arrives;
+// another identifier each round i opens a new echo connection.
+func rejectCtRound(t *testing.T, tp *nettest.Topology, fam, i int) rejectCtSeen {
 	t.Helper()
-	gen, fw, sink := tp.Gen.IPv4, tp.FwIn.IPv4, tp.Sink.IPv4
-	if fam == 6 {
-		gen, fw, sink = tp.Gen.IPv6, tp.FwIn.IPv6, tp.Sink.IPv6
-	}
-	c := nettest.StartCapture(t, tp.GenNS, nettest.GenIfname, func(f nettest.Captured) bool {
-		return !f.Outgoing && f.IPVersion == fam
-	})
+	gen, fw, sink := familyAddrs(tp, fam)
+	id := uint16(0x4200 + i)
 	eth := nettest.Ethernet{Dst: tp.FwIn.MAC, Src: tp.Gen.MAC}
-	if err := nettest.Inject(tp.GenNS, nettest.GenIfname,
-		eth.Frame(nettest.EchoRequest(gen, fw, id, 1, []byte("open")))); err != nil {
-		t.Fatalf("inject: %v", err)
-	}
-	time.Sleep(rejectOutSettle)
+	open := [][]byte{eth.Frame(nettest.EchoRequest(gen, fw, id, 1, []byte("open")))}
 	frames := [][]byte{
 		eth.Frame(nettest.EchoRequest(gen, fw, id, 2, []byte("established"))),
 		eth.Frame(nettest.UDPPacket(netip.AddrPortFrom(gen, 5200), netip.AddrPortFrom(fw, 7200), []byte("input"))),
@@ -77,15 +67,8 @@ func rejectCtRound(t *testing.T, tp *nettest.Topology, fam int, id uint16) rejec
 		eth.Frame(nettest.TCPPacket(netip.AddrPortFrom(gen, 5203), netip.AddrPortFrom(sink, 7203), nettest.TCPSyn, 1, nil)),
 		eth.Frame(nettest.TCPPacket(netip.AddrPortFrom(gen, 5204), netip.AddrPortFrom(fw, 7201), nettest.TCPSyn|nettest.TCPFin, 1, nil)),
 	}
-	if err := nettest.Inject(tp.GenNS, nettest.GenIfname, frames...); err != nil {
-		t.Fatalf("inject: %v", err)
-	}
-	time.Sleep(rejectOutSettle)
-	if err := c.Err(); err != nil {
-		t.Fatalf("capture: %v", err)
-	}
 	var seen rejectCtSeen
-	for _, f := range c.Stop() {
+	for _, f := range genReceives(t, tp, fam, open, frames) {
 		switch {
 		case f.IsICMPUnreachable():
 			seen.unreachable++
@@ -111,49 +94,24 @@ func rejectCtAgainstKernel(t *testing.T, tw *twins, fam int) {
 	if fam == 6 {
 		icmp = "icmpv6"
 	}
-	var mu sync.Mutex // guards seen and saves
-	seen := map[string][]rejectCtSeen{}
-	saves := map[string][]string{} // gen's address as "GEN"
-	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-		gen := tp.Gen.IPv4
-		if fam == 6 {
-			gen = tp.Gen.IPv6
-		}
-		for i, drop := range []bool{false, true} {
-			rules := strings.ReplaceAll(strings.ReplaceAll(rejectCtRules(drop), "ICMPP", icmp), "GEN", gen.String())
-			fw.restore(t, tp, fam, rules)
-			// Another echo identifier each round: a new echo connection.
-			got := rejectCtRound(t, tp, fam, uint16(0x4200+i))
-			save := strings.ReplaceAll(fw.save(t, tp, fam), gen.String(), "GEN")
-			mu.Lock()
-			seen[kind] = append(seen[kind], got)
-			saves[kind] = append(saves[kind], save)
-			mu.Unlock()
-		}
-	})
+	rulesets := []string{rejectCtRules(false), rejectCtRules(true)}
+	for i, r := range rulesets {
+		rulesets[i] = strings.ReplaceAll(r, "ICMPP", icmp)
+	}
+	seen, saves := twinRejectRounds(t, tw, fam, rulesets, rejectCtRound)
 	if t.Failed() {
 		return
 	}
 	for i, name := range []string{"counted", "RELATED ICMP and INVALID TCP dropped in OUTPUT"} {
-		k, x := seen["kernel"][i], seen["xfw"][i]
-		t.Logf("%s: kernel %+v, xfw %+v", name, k, x)
-		if k != x {
-			t.Errorf("%s: gen received %+v from the kernel, %+v from xfw", name, k, x)
-		}
-		kc, xc := counters(t, saves["kernel"][i]), counters(t, saves["xfw"][i])
-		related := 0
-		for key, c := range kc {
-			if strings.Contains(key, "RELATED") {
-				related += int(c.packets)
-			}
-			// Not the policy: xfw's restore makes fw re-send its IPv6
-			// listener reports (docs/differences.md), which it counts.
-			if key[0] != ':' && xc[key] != c {
-				t.Errorf("%s: counter %q: kernel %v, xfw %v", name, key, c, xc[key])
-			}
-		}
+		kc := compareRejectRound(t, name, seen["kernel"][i], seen["xfw"][i], saves["kernel"][i], saves["xfw"][i])
 		// The comparison means something only if the kernel's
 		// replies passed OUTPUT as RELATED.
+		related := uint64(0)
+		for key, c := range kc {
+			if strings.Contains(key, "RELATED") {
+				related += c.packets
+			}
+		}
 		if related == 0 {
 			t.Errorf("%s: no RELATED reply counted in the kernel's OUTPUT:\n%s", name, saves["kernel"][i])
 		}
