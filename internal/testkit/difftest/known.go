@@ -29,7 +29,8 @@ import (
 //     INPUT, but passes no OUTPUT: INPUT counters higher in xfw;
 //   - IPv4 options are neither echoed nor recorded in xfw's replies: for a
 //     packet with options, the same reply (place, ICMP type and code) with
-//     other bytes;
+//     other bytes, logged in OUTPUT without the options, counted with
+//     fewer bytes;
 //   - a packet from gen or sink with a (spoofed) source of fw's own IPv6
 //     addresses (IPv4 drops it as a martian before any chain): the kernel
 //     delivers its reply to fw's own sockets; xfw sends none;
@@ -145,7 +146,7 @@ func icmpHead(m []string) string {
 func knownRejectDifference(d Difference, c *Corpus, inputSide, outputSide map[string]bool, ipv4 bool) string {
 	switch d.Kind {
 	case DiffCounters:
-		return knownCountersDifference(d, inputSide, outputSide)
+		return knownCountersDifference(d, inputSide, outputSide, ipv4)
 	case DiffProbe:
 		if d.Probe < 0 || d.Probe >= len(c.Probes) {
 			return ""
@@ -161,6 +162,7 @@ func knownRejectDifference(d Difference, c *Corpus, inputSide, outputSide map[st
 func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 	kOnly, xOnly := oneSided(d.Kernel, d.XFW)
 	xOnly, spoofedLogs := pairSpoofedLogs(p, kOnly, xOnly, ipv4)
+	xOnly, optionLogs := pairOptionLogs(p, kOnly, xOnly)
 	xOnly, stackEcho := withoutStackEchoLogs(xOnly)
 	xOnly, ownReply := withoutOwnReplyLogs(p, kOnly, xOnly)
 	r, ok := tallyXFWReplies(xOnly)
@@ -168,6 +170,9 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 		return ""
 	}
 	var why []string
+	if optionLogs > 0 {
+		why = append(why, fmt.Sprintf("%d LOG line of a reply to a packet with IPv4 options, options not echoed", optionLogs))
+	}
 	if spoofedLogs > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of an ICMPv6 reply to a spoofed source behind the other interface, from the route back's address in xfw", spoofedLogs))
 	}
@@ -177,7 +182,7 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 	if stackEcho > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply to an echo reply fw's stack sent (the kernel's ICMP socket is busy sending it)", stackEcho))
 	}
-	t, ok := matchKernelReplies(p, kOnly, r, spoofedLogs, ipv4)
+	t, ok := matchKernelReplies(p, kOnly, r, spoofedLogs+optionLogs, ipv4)
 	if !ok {
 		return ""
 	}
@@ -205,7 +210,7 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 
 // knownCountersDifference explains a counter difference (DiffCounters)
 // as a documented one of xfw's REJECT replies, or returns "".
-func knownCountersDifference(d Difference, inputSide, outputSide map[string]bool) string {
+func knownCountersDifference(d Difference, inputSide, outputSide map[string]bool, ipv4 bool) string {
 	if len(d.Kernel) != 1 || len(d.XFW) != 1 {
 		return ""
 	}
@@ -219,6 +224,11 @@ func knownCountersDifference(d Difference, inputSide, outputSide map[string]bool
 	xb, _ := strconv.ParseUint(x[2], 10, 64)
 	if kp > xp && kb > xb {
 		return "the kernel's REJECT replies pass OUTPUT (counted), xfw's do not"
+	}
+	// The same replies counted, the kernel's longer: they echo the
+	// offending packet's IPv4 options, xfw's do not.
+	if ipv4 && kp == xp && kb > xb {
+		return "the kernel's REJECT replies echo IPv4 options (more bytes counted), xfw's do not"
 	}
 	// xfw's reply to a packet fw sent to itself goes back through lo
 	// and INPUT (and the chains INPUT reaches), but not OUTPUT:
@@ -289,21 +299,49 @@ func pairSpoofedLogs(p Probe, kOnly, xOnly []string, ipv4 bool) (rest []string, 
 	if ipv4 || p.From == FromFw {
 		return xOnly, 0
 	}
-	return pairLogsButSrc(kOnly, xOnly)
+	return pairLogsBy(kOnly, xOnly, withoutOuterSrc)
 }
 
-// pairLogsButSrc pairs xOnly's LOG lines about replies with kOnly's that
-// differ only in the outer source address, and returns the rest of xOnly
+// optionRe matches the IP options of a LOG line (--log-ip-options).
+var optionRe = regexp.MustCompile(` OPT \([0-9A-F]*\)`)
+
+// outerLenRe matches the outer header's length of a LOG line.
+var outerLenRe = regexp.MustCompile(`\bLEN=\d+ `)
+
+// withoutOptions returns a LOG line without its IP options and with its
+// first (outer) LEN= field blanked.
+func withoutOptions(obs string) string {
+	obs = optionRe.ReplaceAllString(obs, "")
+	if loc := outerLenRe.FindStringIndex(obs); loc != nil {
+		obs = obs[:loc[0]] + "LEN=? " + obs[loc[1]:]
+	}
+	return obs
+}
+
+// pairOptionLogs pairs the LOG lines of xfw's replies to a packet with
+// IPv4 options with the kernel's that differ only in the options: the
+// kernel's reply echoes them (its header's options and length) and quotes
+// the packet with a timestamp or record-route option filled in, xfw's does
+// neither (both pass OUTPUT). It returns the rest of xOnly and the pairs.
+func pairOptionLogs(p Probe, kOnly, xOnly []string) (rest []string, pairs int) {
+	if !hasIPv4Options(p) {
+		return xOnly, 0
+	}
+	return pairLogsBy(kOnly, xOnly, withoutOptions)
+}
+
+// pairLogsBy pairs xOnly's LOG lines about replies with kOnly's that are
+// the same once norm has rewritten both, and returns the rest of xOnly
 // and the pairs.
-func pairLogsButSrc(kOnly, xOnly []string) (rest []string, pairs int) {
+func pairLogsBy(kOnly, xOnly []string, norm func(string) string) (rest []string, pairs int) {
 	kLogs := map[string]int{}
 	for _, o := range kOnly {
 		if isLogOfReply(o) {
-			kLogs[withoutOuterSrc(o)]++
+			kLogs[norm(o)]++
 		}
 	}
 	for _, o := range xOnly {
-		if k := withoutOuterSrc(o); isLogOfReply(o) && kLogs[k] > 0 {
+		if k := norm(o); isLogOfReply(o) && kLogs[k] > 0 {
 			kLogs[k]--
 			pairs++
 			continue
