@@ -36,9 +36,10 @@
  * offending packet's, RELATED, only when it has one) and is tracked like
  * any packet at OUTPUT: an RST within a connection's window closes it
  * (found by xfw difftest on the conformance dump ipt-save-filter.txt: a
- * reset out-of-window segment's RST closed fw's own connection). Like
- * every XDP reply, it is not judged by OUTPUT's rules (docs/differences.md).
- * p is overwritten with the reply's facts. A global
+ * reset out-of-window segment's RST closed fw's own connection). Used
+ * for the RSTs sent at once (loopback, no XDP metadata), which pass no
+ * chain; one handed to xfw_tc_ingress is tracked there as it passes
+ * OUTPUT (reject_ct.h). p is overwritten with the reply's facts. A global
  * function: verified once. */
 __attribute__((noinline)) int xfw_ct_track_rst(struct xfw_pkt *p, struct xfw_ct_scratch *cs)
 {

@@ -52,13 +52,11 @@
  *    INPUT, where the kernel reassembles first and answers the whole
  *    datagram: xfw answers the first fragment, quoting it. Transport data
  *    beyond XFW_RJ_VERIFY_MAX bytes is not checked.
- *  - Replies to the host itself (OUTPUT) are judged in OUTPUT before they
- *    are delivered, as the kernel's are; INPUT and FORWARD replies (XDP)
- *    pass no chain. IPv4 OUTPUT ICMP errors come from the offending
- *    packet's destination, where the kernel's loop back through lo from
- *    the host's own address: a frame from a local address handed to the
- *    stack on an Ethernet device (or on lo without a route) is a martian.
- *    IPv6 ones come from the host's address, as the kernel's. The sender's
+ *  - Every reply passes OUTPUT, as the kernel's does: replies to the host
+ *    itself before they are delivered, INPUT and FORWARD replies (XDP) at
+ *    TCX ingress (reject_send.h), with the offending packet's connection
+ *    when tracking (reject_ct.h). OUTPUT ICMP errors for the host come
+ *    from its own address, as the kernel's (IPv4 through lo). The sender's
  *    send() succeeds where the kernel's fails with EPERM (NF_DROP); the
  *    error then arrives all the same (ECONNREFUSED on the next call).
  *  - The kernel sends no error about an ICMP message its own ICMP socket

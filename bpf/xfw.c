@@ -57,6 +57,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "local.h"
 #include "reject.h"
 #include "ct.h"
+#include "reject_ct.h"
 #include "xfw_maps.h"
 #include "log.h"
 #include "route.h"
@@ -464,9 +465,15 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		return XDP_PASS;
 	case XFW_ACT_REJECT:
 		rc = xfw_xdp_reject(ctx, p, chain);
-		/* A reset sent for a packet without a connection is tracked. */
-		if (cs && rc != XDP_DROP && (p->ct & 7) == XFW_CTS_INVALID &&
-		    p->proto == IPPROTO_TCP)
+		/* Handed to xfw_tc_ingress, which judges the reply in OUTPUT
+		 * with the connection the kernel attaches (reject_ct.h) or,
+		 * without one, tracks it. */
+		if (cs && rc == XDP_PASS)
+			xfw_rjct_put_xdp(ctx, p, cs);
+		/* Sent at once (loopback, no XDP metadata): a reset sent for
+		 * a packet without a connection is tracked here. */
+		else if (cs && rc != XDP_DROP && (p->ct & 7) == XFW_CTS_INVALID &&
+			 p->proto == IPPROTO_TCP)
 			xfw_ct_track_rst(p, cs);
 		return rc;
 	}
@@ -553,7 +560,9 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	/* The reply's connection state goes along to lo's INPUT when it is
 	 * delivered through lo (xfw_rj_tc_via_lo). */
 	if (verdict == XFW_ACT_ACCEPT && cs)
-		xfw_ct_confirm_out(p, cs, xfw_rj_tc_via_lo(skb, p) ? XFW_LOOPBACK_IFINDEX : skb->ifindex);
+		xfw_ct_confirm_out(p, cs,
+				   oif != XFW_LOOPBACK_IFINDEX ? oif :
+				   xfw_rj_tc_via_lo(skb, p) ? XFW_LOOPBACK_IFINDEX : skb->ifindex);
 	return verdict;
 }
 
@@ -672,26 +681,39 @@ __attribute__((noinline)) __u64 xfw_tc_rerouted(struct __sk_buff *skb, struct xf
  * that xfw_tc_ingress is about to send (reject_send.h), as the kernel's
  * reply from icmp_send or nf_send_reset passes OUTPUT: counted, logged,
  * dropped by any verdict but ACCEPT (the kernel answers no ICMP error and
- * no reset). With connection tracking in use the reply's state (the
- * kernel attaches the offending packet's connection) is not known here:
- * it leaves unjudged, as before (docs/differences.md). Runs in TCX
+ * no reset). With connection tracking in use the reply carries the
+ * offending packet's connection, as the kernel attaches it: the XDP hook
+ * handed it over (reject_ct.h); without one the reply is tracked like any
+ * packet (xfw_ct_reply). Runs in TCX
  * ingress: bracketed for quiescence itself, with TC's scratch (TC egress
  * on this CPU never runs at the same time: both run with bottom halves
  * off). A global function. */
 __attribute__((noinline)) int xfw_rj_out_judge(struct __sk_buff *skb, __u32 oif)
 {
 	struct xfw_xdp_scratch *sc;
+	struct xfw_ct_scratch *cs = 0;
 	struct xfw_inflight *f;
-	__u32 one = 1, slot, verdict = XFW_ACT_ACCEPT;
+	__u32 one = 1, slot, v6, verdict = XFW_ACT_ACCEPT;
 
 	if (!skb)
 		return TC_ACT_SHOT;
 	f = xfw_enter();
 	sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &one);
-	slot = xfw_active_slot(skb->protocol == bpf_htons(ETH_P_IPV6) ? 1 : 0);
-	if (sc && slot != XFW_NO_SLOT && !xfw_ct_active(slot)) {
+	v6 = skb->protocol == bpf_htons(ETH_P_IPV6);
+	slot = xfw_active_slot(v6);
+	if (sc && slot != XFW_NO_SLOT) {
+		/* With tracking, the connection the XDP hook handed over. */
+		if (xfw_ct_active(slot)) {
+			cs = xfw_ct_scratch_get(1);
+			if (cs)
+				xfw_rjct_take_tc(skb, XFW_RJ_ETH_HLEN, v6, cs);
+			else
+				verdict = XFW_ACT_DROP;
+		}
 		sc->st.hook = XFW_SCRATCH_TC;
-		verdict = xfw_tc_reply_judge(skb, &sc->p, &sc->st, 0, oif);
+		sc->st.nlogs = 0;
+		if (verdict == XFW_ACT_ACCEPT)
+			verdict = xfw_tc_reply_judge(skb, &sc->p, &sc->st, cs, oif);
 		if (sc->st.nlogs)
 			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
 	}
@@ -795,7 +817,13 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		if (cs) {
 			xfw_ct_load_tc(skb, p, cs);
 			cs->stack_icmp = xfw_tc_stack_icmp(skb);
-			p->ct = xfw_ct_track(p, cs, XFW_CTM_TRACK);
+			/* A REJECT reply routed here from another device's
+			 * OUTPUT carries its offending packet's connection
+			 * (reject_ct.h). */
+			if (xfw_rjct_maybe(p) && xfw_rjct_take_tc(skb, p->l3_off, p->fam, cs))
+				xfw_ct_reply(skb, p, cs);
+			else
+				p->ct = xfw_ct_track(p, cs, XFW_CTM_TRACK);
 		}
 	}
 
@@ -880,6 +908,10 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		if (cs)
 			xfw_ct_save(cs, p);
 		rc = xfw_tc_reject(skb, p, rj);
+		/* Routed out of another device, whose TC egress judges it:
+		 * the connection goes along (reject_ct.h). */
+		if (cs && rc != XFW_RJ_TC_LOCAL && rc != TC_ACT_SHOT)
+			xfw_rjct_put_tc(skb, p, cs);
 		if (rc != XFW_RJ_TC_LOCAL)
 			return rc;
 		verdict = xfw_tc_reply_judge(skb, p, st, cs, XFW_LOOPBACK_IFINDEX);

@@ -124,3 +124,44 @@ func TestRejectOutputErrorSource(t *testing.T) {
 	checkObserved(t, s, difftest.Case{Name: "OUTPUT REJECT's error to fw", Ruleset: ruleset,
 		Corpus: &difftest.Corpus{Probes: probes}}, [2]int{2, 2}, "each error at fw's sockets")
 }
+
+// TestRejectOutputRoutedReplyRelated compares REJECT's replies in OUTPUT
+// to packets fw sends with another host's source: the reply is routed out
+// (to that host, behind sink) and passes OUTPUT with the offending
+// packet's connection attached, RELATED, in the kernel; xfw judged it at
+// the out device's TC egress as a packet of its own, without it, and its
+// last rule dropped it (difftest conntrack seed 2: probes from 10.X.2.128
+// and 11.0.0.0). Each firewall must deliver the ICMP error and the RST
+// to sink, in both families.
+func TestRejectOutputRoutedReplyRelated(t *testing.T) {
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		// A subtest each: a session holds the host's lock until its
+		// test ends.
+		t.Run(fam.String(), func(t *testing.T) { routedReplyRelated(t, fam) })
+	}
+}
+
+func routedReplyRelated(t *testing.T, fam ir.Family) {
+	s := session(t, fam, func(c *difftest.Config) { c.Conntrack = true })
+	p := s.Plan()
+	icmp := "icmp --icmp-type echo-request -j REJECT --reject-with icmp-host-prohibited"
+	if fam == ir.IPv6 {
+		icmp = "icmpv6 --icmpv6-type echo-request -j REJECT --reject-with icmp6-adm-prohibited"
+	}
+	ruleset := "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n" +
+		"-A OUTPUT -m state --state RELATED,ESTABLISHED -j ACCEPT\n" +
+		"-A OUTPUT -p " + icmp + "\n" +
+		"-A OUTPUT -p tcp --syn -j REJECT --reject-with tcp-reset\n" +
+		"-A OUTPUT -j DROP\nCOMMIT\n"
+	// From a host behind sink, to one beyond gen: the replies go back
+	// out of out0.
+	src, dst := p.FarSink.Addr().Next(), p.FarGen.Addr().Next()
+	echo := nettest.EchoRequest(src, dst, 7, 1, []byte("another host's echo"))
+	syn := nettest.TCPPacket(netip.AddrPortFrom(src, 40000), netip.AddrPortFrom(dst, 80), nettest.TCPSyn, 1, nil)
+	probes := []difftest.Probe{
+		{From: difftest.FromFw, Path: difftest.PathOutput, Frames: [][]byte{echo}, Note: "echo from another host's address"},
+		{From: difftest.FromFw, Path: difftest.PathOutput, Frames: [][]byte{syn}, Note: "syn from another host's address"},
+	}
+	checkObserved(t, s, difftest.Case{Name: fmt.Sprintf("routed OUTPUT replies, %v", fam), Ruleset: ruleset,
+		Corpus: &difftest.Corpus{Probes: probes}}, [2]int{2, 2}, "the ICMP error and the RST at sink")
+}

@@ -43,30 +43,17 @@ type rejectOutSeen struct {
 
 // rejectOutRound injects gen's three packets (UDP and TCP to fw, UDP
 // through fw to sink) and counts the replies gen receives.
-func rejectOutRound(t *testing.T, tp *nettest.Topology, fam int) rejectOutSeen {
+func rejectOutRound(t *testing.T, tp *nettest.Topology, fam int, _ int) rejectOutSeen {
 	t.Helper()
-	gen, fw, sink := tp.Gen.IPv4, tp.FwIn.IPv4, tp.Sink.IPv4
-	if fam == 6 {
-		gen, fw, sink = tp.Gen.IPv6, tp.FwIn.IPv6, tp.Sink.IPv6
-	}
-	c := nettest.StartCapture(t, tp.GenNS, nettest.GenIfname, func(f nettest.Captured) bool {
-		return !f.Outgoing && f.IPVersion == fam
-	})
+	gen, fw, sink := familyAddrs(tp, fam)
 	eth := nettest.Ethernet{Dst: tp.FwIn.MAC, Src: tp.Gen.MAC}
 	frames := [][]byte{
 		eth.Frame(nettest.UDPPacket(netip.AddrPortFrom(gen, 5100), netip.AddrPortFrom(fw, 7100), []byte("input"))),
 		eth.Frame(nettest.TCPPacket(netip.AddrPortFrom(gen, 5101), netip.AddrPortFrom(fw, 7101), nettest.TCPSyn, 1, nil)),
 		eth.Frame(nettest.UDPPacket(netip.AddrPortFrom(gen, 5102), netip.AddrPortFrom(sink, 7102), []byte("forward"))),
 	}
-	if err := nettest.Inject(tp.GenNS, nettest.GenIfname, frames...); err != nil {
-		t.Fatalf("inject: %v", err)
-	}
-	time.Sleep(rejectOutSettle)
-	if err := c.Err(); err != nil {
-		t.Fatalf("capture: %v", err)
-	}
 	var seen rejectOutSeen
-	for _, f := range c.Stop() {
+	for _, f := range genReceives(t, tp, fam, frames) {
 		switch {
 		case f.IsICMPUnreachable():
 			seen.unreachable++
@@ -75,6 +62,34 @@ func rejectOutRound(t *testing.T, tp *nettest.Topology, fam int) rejectOutSeen {
 		}
 	}
 	return seen
+}
+
+// familyAddrs returns gen's, fw's (in0) and sink's addresses of family fam.
+func familyAddrs(tp *nettest.Topology, fam int) (gen, fw, sink netip.Addr) {
+	if fam == 6 {
+		return tp.Gen.IPv6, tp.FwIn.IPv6, tp.Sink.IPv6
+	}
+	return tp.Gen.IPv4, tp.FwIn.IPv4, tp.Sink.IPv4
+}
+
+// genReceives injects each batch of frames at gen (waiting rejectOutSettle
+// after each, so a batch's replies are out before the next one) and
+// returns the frames of family fam gen received meanwhile.
+func genReceives(t *testing.T, tp *nettest.Topology, fam int, batches ...[][]byte) []nettest.Captured {
+	t.Helper()
+	c := nettest.StartCapture(t, tp.GenNS, nettest.GenIfname, func(f nettest.Captured) bool {
+		return !f.Outgoing && f.IPVersion == fam
+	})
+	for _, frames := range batches {
+		if err := nettest.Inject(tp.GenNS, nettest.GenIfname, frames...); err != nil {
+			t.Fatalf("inject: %v", err)
+		}
+		time.Sleep(rejectOutSettle)
+	}
+	if err := c.Err(); err != nil {
+		t.Fatalf("capture: %v", err)
+	}
+	return c.Stop()
 }
 
 // TestRejectOutputAgainstKernel compares REJECT replies passing OUTPUT
@@ -88,18 +103,35 @@ func rejectOutAgainstKernel(t *testing.T, tw *twins, fam int) {
 	if fam == 6 {
 		icmp = "icmpv6 --icmpv6-type"
 	}
-	var mu sync.Mutex // guards seen and saves
-	seen := map[string][]rejectOutSeen{}
-	saves := map[string][]string{} // gen's address as "GEN"
-	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-		gen := tp.Gen.IPv4
-		if fam == 6 {
-			gen = tp.Gen.IPv6
+	rulesets := []string{rejectOutRules(false), rejectOutRules(true)}
+	for i, r := range rulesets {
+		rulesets[i] = strings.ReplaceAll(r, "ICMP-type", icmp)
+	}
+	seen, saves := twinRejectRounds(t, tw, fam, rulesets, rejectOutRound)
+	if t.Failed() {
+		return
+	}
+	for i, name := range []string{"counted", "ICMP errors dropped in OUTPUT"} {
+		compareRejectRound(t, name, seen["kernel"][i], seen["xfw"][i], saves["kernel"][i], saves["xfw"][i])
+		if want := (rejectOutSeen{unreachable: 2 * (1 - i), resets: 1}); seen["kernel"][i] != want {
+			t.Errorf("%s: the kernel's replies %+v, want %+v", name, seen["kernel"][i], want)
 		}
-		for _, drop := range []bool{false, true} {
-			rules := strings.ReplaceAll(strings.ReplaceAll(rejectOutRules(drop), "ICMP-type", icmp), "GEN", gen.String())
-			fw.restore(t, tp, fam, rules)
-			got := rejectOutRound(t, tp, fam)
+	}
+}
+
+// twinRejectRounds loads each ruleset (GEN standing for gen's address) on
+// both twins in turn and runs round (i: the ruleset's index) after each;
+// it returns, per firewall, what each round saw and the save after it
+// (gen's address as GEN).
+func twinRejectRounds[S any](t *testing.T, tw *twins, fam int, rulesets []string,
+	round func(t *testing.T, tp *nettest.Topology, fam, i int) S) (seen map[string][]S, saves map[string][]string) {
+	var mu sync.Mutex // guards seen and saves
+	seen, saves = map[string][]S{}, map[string][]string{}
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		gen, _, _ := familyAddrs(tp, fam)
+		for i, rules := range rulesets {
+			fw.restore(t, tp, fam, strings.ReplaceAll(rules, "GEN", gen.String()))
+			got := round(t, tp, fam, i)
 			save := strings.ReplaceAll(fw.save(t, tp, fam), gen.String(), "GEN")
 			mu.Lock()
 			seen[kind] = append(seen[kind], got)
@@ -107,25 +139,25 @@ func rejectOutAgainstKernel(t *testing.T, tw *twins, fam int) {
 			mu.Unlock()
 		}
 	})
-	if t.Failed() {
-		return
+	return seen, saves
+}
+
+// compareRejectRound fails the test when the kernel's and xfw's round
+// name differ in what gen received (k, x) or in any rule's counter
+// (ksave, xsave); it returns the kernel's counters.
+func compareRejectRound[S comparable](t *testing.T, name string, k, x S, ksave, xsave string) map[string]counter {
+	t.Helper()
+	t.Logf("%s: kernel %+v, xfw %+v", name, k, x)
+	if k != x {
+		t.Errorf("%s: gen received %+v from the kernel, %+v from xfw", name, k, x)
 	}
-	for i, name := range []string{"counted", "ICMP errors dropped in OUTPUT"} {
-		k, x := seen["kernel"][i], seen["xfw"][i]
-		t.Logf("%s: kernel %+v, xfw %+v", name, k, x)
-		if k != x {
-			t.Errorf("%s: gen received %+v from the kernel, %+v from xfw", name, k, x)
-		}
-		if want := (rejectOutSeen{unreachable: 2 * (1 - i), resets: 1}); k != want {
-			t.Errorf("%s: the kernel's replies %+v, want %+v", name, k, want)
-		}
-		kc, xc := counters(t, saves["kernel"][i]), counters(t, saves["xfw"][i])
-		// Not the policy: xfw's restore makes fw re-send its IPv6
-		// listener reports (docs/differences.md), which it counts.
-		for key, c := range kc {
-			if key[0] != ':' && xc[key] != c {
-				t.Errorf("%s: counter %q: kernel %v, xfw %v", name, key, c, xc[key])
-			}
+	kc, xc := counters(t, ksave), counters(t, xsave)
+	// Not the policy: xfw's restore makes fw re-send its IPv6
+	// listener reports (docs/differences.md), which it counts.
+	for key, c := range kc {
+		if key[0] != ':' && xc[key] != c {
+			t.Errorf("%s: counter %q: kernel %v, xfw %v", name, key, c, xc[key])
 		}
 	}
+	return kc
 }

@@ -17,25 +17,23 @@ import (
 // and deliveries of everything else are then proven equal. Of the replies
 // themselves, only these are accepted:
 //
-//   - xfw's replies to packets that arrived pass no chain when the ruleset
-//     tracks connections, and none through lo's INPUT (the kernel's REJECT
-//     sends its reply through ip_local_out, and through INPUT too when it
-//     is for fw): a reply xfw sends where the kernel's OUTPUT dropped its
-//     own (or where the kernel sends none: a first fragment, whose checksum
-//     it cannot verify; a subnet broadcast), counted in xfw's OUTPUT;
+//   - xfw's replies sent back at once (on lo, or without XDP metadata)
+//     pass no chain, and none passes lo's INPUT (the kernel's REJECT sends
+//     its reply through ip_local_out, and through INPUT too when it is for
+//     fw): a reply xfw sends where the kernel's OUTPUT dropped its own (or
+//     where the kernel sends none: a first fragment, whose checksum it
+//     cannot verify; a subnet broadcast), counted in xfw's OUTPUT;
 //     kernel-only LOG lines about its replies; counters that are higher in
 //     the kernel;
 //   - xfw's reply to a packet fw sent to itself comes back through lo and
 //     INPUT, but passes no OUTPUT: INPUT counters higher in xfw;
 //   - IPv4 options are neither echoed nor recorded in xfw's replies: for a
 //     packet with options, the same reply (place, ICMP type and code) with
-//     other bytes;
+//     other bytes, logged in OUTPUT without the options, counted with
+//     fewer bytes;
 //   - a packet from gen or sink with a (spoofed) source of fw's own IPv6
 //     addresses (IPv4 drops it as a martian before any chain): the kernel
 //     delivers its reply to fw's own sockets; xfw sends none;
-//   - an ICMP error about a packet fw sent comes, in xfw, from the packet's
-//     destination (and fw's stack routes it on), in the kernel from fw's
-//     address: the same reply (place, ICMP type and code), other bytes;
 //   - an ICMPv6 reply to a spoofed source behind fw's other interface:
 //     both route it there, the kernel's from the input interface's
 //     address, xfw's from that of the route back: the same reply (place,
@@ -163,8 +161,8 @@ func knownRejectDifference(d Difference, c *Corpus, inputSide, outputSide map[st
 // the probe) as documented ones of xfw's REJECT replies, or returns "".
 func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 	kOnly, xOnly := oneSided(d.Kernel, d.XFW)
-	xOnly, fromDstLogs, otherWay := pairFromDstLogs(p, kOnly, xOnly, ipv4)
 	xOnly, spoofedLogs := pairSpoofedLogs(p, kOnly, xOnly, ipv4)
+	xOnly, optionLogs := pairOptionLogs(p, kOnly, xOnly)
 	xOnly, stackEcho := withoutStackEchoLogs(xOnly)
 	xOnly, ownReply := withoutOwnReplyLogs(p, kOnly, xOnly)
 	r, ok := tallyXFWReplies(xOnly)
@@ -172,14 +170,11 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 		return ""
 	}
 	var why []string
-	if fromDstLogs > 0 {
-		why = append(why, fmt.Sprintf("%d LOG line of an OUTPUT reply from the packet's destination rather than fw's address", fromDstLogs))
+	if optionLogs > 0 {
+		why = append(why, fmt.Sprintf("%d LOG line of a reply to a packet with IPv4 options, options not echoed", optionLogs))
 	}
 	if spoofedLogs > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of an ICMPv6 reply to a spoofed source behind the other interface, from the route back's address in xfw", spoofedLogs))
-	}
-	if otherWay > 0 {
-		why = append(why, fmt.Sprintf("%d LOG line of an IPv4 OUTPUT reply from the packet's destination, where the kernel's, from fw's address, took another way through OUTPUT", otherWay))
 	}
 	if ownReply > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply passing OUTPUT, where the kernel sent none", ownReply))
@@ -187,14 +182,11 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 	if stackEcho > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply to an echo reply fw's stack sent (the kernel's ICMP socket is busy sending it)", stackEcho))
 	}
-	t, ok := matchKernelReplies(p, kOnly, r, fromDstLogs+spoofedLogs, ipv4)
+	t, ok := matchKernelReplies(p, kOnly, r, spoofedLogs+optionLogs, ipv4)
 	if !ok {
 		return ""
 	}
 	why = append(why, t.why...)
-	if t.fromDst > 0 {
-		why = append(why, fmt.Sprintf("%d OUTPUT reply from the packet's destination rather than fw's address", t.fromDst))
-	}
 	if t.toSelf > 0 {
 		why = append(why, fmt.Sprintf("%d reply to a spoofed source of fw's own, delivered to fw by the kernel, not sent by xfw", t.toSelf))
 	}
@@ -207,7 +199,7 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 	if t.spoofed > 0 {
 		why = append(why, fmt.Sprintf("%d ICMPv6 reply to a spoofed source behind the other interface, from the input interface's address in the kernel, from the route back's in xfw", t.spoofed))
 	}
-	if n := len(xOnly) - t.routed - t.optioned - t.fromDst - t.spoofed; n > 0 {
+	if n := len(xOnly) - t.routed - t.optioned - t.spoofed; n > 0 {
 		why = append(why, fmt.Sprintf("%d reply the kernel did not send (dropped in its OUTPUT, or none for this packet)", n))
 	}
 	if len(why) == 0 {
@@ -233,6 +225,11 @@ func knownCountersDifference(d Difference, inputSide, outputSide map[string]bool
 	if kp > xp && kb > xb {
 		return "the kernel's REJECT replies pass OUTPUT (counted), xfw's do not"
 	}
+	// The same replies counted, the kernel's longer: they echo the
+	// offending packet's IPv4 options, xfw's do not.
+	if ipv4 && kp == xp && kb > xb {
+		return "the kernel's REJECT replies echo IPv4 options (more bytes counted), xfw's do not"
+	}
 	// xfw's reply to a packet fw sent to itself goes back through lo
 	// and INPUT (and the chains INPUT reaches), but not OUTPUT:
 	// where the kernel's OUTPUT dropped its own, xfw's INPUT counts
@@ -243,16 +240,11 @@ func knownCountersDifference(d Difference, inputSide, outputSide map[string]bool
 		}
 	}
 	// xfw's replies to fw itself pass OUTPUT as the kernel's do, but
-	// xfw's IPv4 ICMP errors about packets fw sent come from the
-	// packet's destination (the kernel's from fw's address), so
-	// rules on the source count them differently; and xfw answers
-	// echo replies fw's stack sends, which the kernel cannot (its
-	// ICMP socket is busy sending them), and counts its answers.
+	// xfw answers echo replies fw's stack sends, which the kernel
+	// cannot (its ICMP socket is busy sending them), and counts its
+	// answers.
 	if outputSide[subjectChain(d.Subject)] && xp > kp && xb > kb {
-		return "xfw's OUTPUT replies to fw itself counted in OUTPUT where the kernel sends none (echo replies of fw's stack) or counts them elsewhere (IPv4 source)"
-	}
-	if ipv4 && outputSide[subjectChain(d.Subject)] {
-		return "xfw's IPv4 OUTPUT reply to fw itself comes from the packet's destination (counted by other OUTPUT rules)"
+		return "xfw's OUTPUT replies to fw itself counted in OUTPUT where the kernel sends none (echo replies of fw's stack)"
 	}
 	return ""
 }
@@ -278,32 +270,6 @@ func oneSided(kernel, xfw []string) (kOnly, xOnly []string) {
 		}
 	}
 	return kOnly, xOnly
-}
-
-// pairFromDstLogs pairs the LOG lines of xfw's OUTPUT replies to fw
-// itself with the kernel's (the same but for the outer source address)
-// when probe p is fw's own, and returns the rest of xOnly with the pairs
-// and the IPv4 lines of another way through OUTPUT counted.
-func pairFromDstLogs(p Probe, kOnly, xOnly []string, ipv4 bool) (rest []string, fromDstLogs, otherWay int) {
-	// xfw's IPv4 OUTPUT replies to fw itself pass OUTPUT (logged) from
-	// the packet's destination, the kernel's from fw's address: the same
-	// LOG line but for the outer source address.
-	if p.From == FromFw {
-		var unpaired []string
-		unpaired, fromDstLogs = pairLogsButSrc(kOnly, xOnly)
-		for _, o := range unpaired {
-			// IPv4: with another source, the kernel's reply may
-			// take another way through OUTPUT (dropped before the
-			// LOG rule xfw's reaches).
-			if ipv4 && isLogOfReply(o) {
-				otherWay++
-				continue
-			}
-			rest = append(rest, o)
-		}
-		xOnly = rest
-	}
-	return xOnly, fromDstLogs, otherWay
 }
 
 // withoutStackEchoLogs returns xOnly without the LOG lines of xfw's
@@ -333,21 +299,49 @@ func pairSpoofedLogs(p Probe, kOnly, xOnly []string, ipv4 bool) (rest []string, 
 	if ipv4 || p.From == FromFw {
 		return xOnly, 0
 	}
-	return pairLogsButSrc(kOnly, xOnly)
+	return pairLogsBy(kOnly, xOnly, withoutOuterSrc)
 }
 
-// pairLogsButSrc pairs xOnly's LOG lines about replies with kOnly's that
-// differ only in the outer source address, and returns the rest of xOnly
+// optionRe matches the IP options of a LOG line (--log-ip-options).
+var optionRe = regexp.MustCompile(` OPT \([0-9A-F]*\)`)
+
+// outerLenRe matches the outer header's length of a LOG line.
+var outerLenRe = regexp.MustCompile(`\bLEN=\d+ `)
+
+// withoutOptions returns a LOG line without its IP options and with its
+// first (outer) LEN= field blanked.
+func withoutOptions(obs string) string {
+	obs = optionRe.ReplaceAllString(obs, "")
+	if loc := outerLenRe.FindStringIndex(obs); loc != nil {
+		obs = obs[:loc[0]] + "LEN=? " + obs[loc[1]:]
+	}
+	return obs
+}
+
+// pairOptionLogs pairs the LOG lines of xfw's replies to a packet with
+// IPv4 options with the kernel's that differ only in the options: the
+// kernel's reply echoes them (its header's options and length) and quotes
+// the packet with a timestamp or record-route option filled in, xfw's does
+// neither (both pass OUTPUT). It returns the rest of xOnly and the pairs.
+func pairOptionLogs(p Probe, kOnly, xOnly []string) (rest []string, pairs int) {
+	if !hasIPv4Options(p) {
+		return xOnly, 0
+	}
+	return pairLogsBy(kOnly, xOnly, withoutOptions)
+}
+
+// pairLogsBy pairs xOnly's LOG lines about replies with kOnly's that are
+// the same once norm has rewritten both, and returns the rest of xOnly
 // and the pairs.
-func pairLogsButSrc(kOnly, xOnly []string) (rest []string, pairs int) {
+func pairLogsBy(kOnly, xOnly []string, norm func(string) string) (rest []string, pairs int) {
 	kLogs := map[string]int{}
 	for _, o := range kOnly {
 		if isLogOfReply(o) {
-			kLogs[withoutOuterSrc(o)]++
+			kLogs[norm(o)]++
 		}
 	}
 	for _, o := range xOnly {
-		if k := withoutOuterSrc(o); isLogOfReply(o) && kLogs[k] > 0 {
+		if k := norm(o); isLogOfReply(o) && kLogs[k] > 0 {
 			kLogs[k]--
 			pairs++
 			continue
@@ -405,21 +399,21 @@ func tallyXFWReplies(xOnly []string) (xfwReplies, bool) {
 // replyTally counts the kernel's one-sided replies by the documented
 // difference that explains each, with why's lines for its logged ones.
 type replyTally struct {
-	routed, optioned, toSelf, fromDst, spoofed int
-	why                                        []string
+	routed, optioned, toSelf, spoofed int
+	why                               []string
 }
 
 // matchKernelReplies explains each of the kernel's one-sided observations
-// of probe p by one of xfw's (r), pairing fromDstLogs of its LOG lines
+// of probe p by one of xfw's (r), pairing pairedLogs of its LOG lines
 // with xfw's; it reports false when one is not explained.
-func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, fromDstLogs int, ipv4 bool) (replyTally, bool) {
+func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, pairedLogs int, ipv4 bool) (replyTally, bool) {
 	var t replyTally
 	// Replies the kernel sent: each must be one xfw sent too, elsewhere.
 	for _, o := range kOnly {
 		if isLogOfReply(o) {
-			// (Paired with xfw's own line by pairFromDstLogs, if any.)
-			if fromDstLogs > 0 {
-				fromDstLogs--
+			// (Paired with xfw's own line by pairSpoofedLogs, if any.)
+			if pairedLogs > 0 {
+				pairedLogs--
 				continue
 			}
 			t.why = append(t.why, "the kernel's reply passed its chains (logged)")
@@ -440,15 +434,6 @@ func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, fromDstLogs int, 
 		if hasIPv4Options(p) && r.heads[icmpHead(m)] > 0 {
 			r.heads[icmpHead(m)]--
 			t.optioned++
-			continue
-		}
-		// A packet fw sent (with a source of another host's, or the
-		// reply would be fw's own): xfw's OUTPUT ICMP error comes from the
-		// packet's destination and is handed to fw's stack, which routes
-		// it on; the kernel's comes from fw's address.
-		if p.From == FromFw && r.heads[icmpHead(m)] > 0 {
-			r.heads[icmpHead(m)]--
-			t.fromDst++
 			continue
 		}
 		// An IPv6 packet from outside with a spoofed source behind fw's
