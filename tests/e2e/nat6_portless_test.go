@@ -1,0 +1,185 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
+)
+
+// IPv6 MASQUERADE in Docker's form (a source prefix, "! -o" the bridge,
+// no -p) against the kernel: ICMPv6 echo (the identifier as the kernel
+// maps it), a UDP and a TCP flow, and a protocol without ports (253, raw
+// frames both ways), through xfw and ip6tables-legacy in twin
+// topologies; what each end saw, the counters and `conntrack -L -f ipv6`
+// (ICMPv6 and unknown-protocol connections included), compared.
+
+// nat6DockerProto is the protocol without ports the test sends (RFC 3692
+// experimentation).
+const nat6DockerProto = 253
+
+// nat6DockerRuleset is TestNat6DockerMasqueradeAgainstKernel's ruleset; X
+// is the topology's index, IN fw's gen-side interface (Docker's bridge),
+// OUT its sink-side one.
+const nat6DockerRuleset = natTableStart + `-A POSTROUTING -s fd00:X:1::/64 ! -o IN -j MASQUERADE
+-A POSTROUTING -s fd00:X:2::1/128 -o OUT -p ipv6-icmp -j SNAT --to-source fd00:X:3::1
+COMMIT
+*filter
+:INPUT ACCEPT [0:0]
+:FORWARD DROP [0:0]
+:OUTPUT ACCEPT [0:0]
+-A FORWARD -s fd00:X:1::2/128 -p ipv6-icmp -m icmp6 --icmpv6-type 128 -m conntrack --ctstate NEW -j ACCEPT
+-A FORWARD -s fd00:X:1::2/128 -p 253 -m conntrack --ctstate NEW -j ACCEPT
+-A FORWARD -s fd00:X:1::2/128 -p udp -m conntrack --ctstate NEW -j ACCEPT
+-A FORWARD -s fd00:X:1::2/128 -p tcp -m conntrack --ctstate NEW -j ACCEPT
+-A FORWARD -d fd00:X:1::2/128 -p 253 -m conntrack --ctstate SNAT -j ACCEPT
+-A FORWARD -p ipv6-icmp -m conntrack --ctstate RELATED -j ACCEPT
+-A FORWARD -m conntrack --ctstate ESTABLISHED -j ACCEPT
+COMMIT
+`
+
+// nat6Ping pings dst from gen with echo identifier id and says whether
+// the reply came and whom, with which identifier, sink saw asking.
+func nat6Ping(id uint16, dst func(tp *nettest.Topology) netip.Addr) func(*testing.T, *nettest.Topology) string {
+	return nat6PingFrom(false, id, dst)
+}
+
+// nat6PingFrom is nat6Ping from gen, or with fw from fw's sink-side
+// address.
+func nat6PingFrom(fw bool, id uint16, dst func(tp *nettest.Topology) netip.Addr) func(*testing.T, *nettest.Topology) string {
+	return func(t *testing.T, tp *nettest.Topology) string {
+		ns, opts := tp.GenNS, []nettest.DialOption{nettest.WithEchoID(id), nettest.WithTimeout(2 * time.Second)}
+		if fw {
+			ns, opts = tp.FwNS, append(opts, nettest.WithSource(netip.AddrPortFrom(tp.FwOut.IPv6, 0)))
+		}
+		echo := func(c nettest.Captured) bool {
+			return !c.Outgoing && c.Protocol == nettest.ProtoICMPv6 && c.ICMPType == nettest.ICMPv6EchoRequest
+		}
+		at := nettest.StartCapture(t, tp.SinkNS, tp.Sink.Ifname, echo)
+		defer at.Stop()
+		a := nettest.Ping(ns, dst(tp), opts...)
+		out := fmt.Sprintf("ping %s;", a.Outcome)
+		if f, ok := at.WaitFor(echo, 2*time.Second); ok {
+			out += fmt.Sprintf(" sink saw %s ask %s id %#x", nat6Name(tp, f.Src), nat6Name(tp, f.Dst), f.ICMPRest>>16)
+		} else {
+			out += " sink saw no echo request"
+		}
+		return out
+	}
+}
+
+// nat6Raw sends a protocol-253 packet from gen to sink, then one from
+// sink back to the address it came from, and says what sink and gen
+// received of that protocol (addresses and payload).
+func nat6Raw(t *testing.T, tp *nettest.Topology) string {
+	proto := func(c nettest.Captured) bool { return !c.Outgoing && c.Protocol == nat6DockerProto }
+	atSink := nettest.StartCapture(t, tp.SinkNS, tp.Sink.Ifname, proto)
+	atGen := nettest.StartCapture(t, tp.GenNS, tp.Gen.Ifname, proto)
+	out := nettest.IPv6{Src: tp.Gen.IPv6, Dst: tp.Sink.IPv6, HopLimit: 64}.
+		Packet(nettest.Raw{Proto: nat6DockerProto, Data: []byte("raw-out-253")})
+	if err := tp.InjectFromGen(tp.GenToFw().Frame(out)); err != nil {
+		return "inject from gen: " + err.Error()
+	}
+	seen := "sink saw nothing"
+	f, ok := atSink.WaitFor(func(nettest.Captured) bool { return true }, 2*time.Second)
+	if !ok {
+		atSink.Stop()
+		atGen.Stop()
+		return seen
+	}
+	seen = fmt.Sprintf("sink saw %s -> %s %q", nat6Name(tp, f.Src), nat6Name(tp, f.Dst), f.Payload)
+	back := nettest.IPv6{Src: tp.Sink.IPv6, Dst: f.Src, HopLimit: 64}.
+		Packet(nettest.Raw{Proto: nat6DockerProto, Data: []byte("raw-back-253")})
+	if err := tp.InjectFromSink(tp.SinkToFw().Frame(back)); err != nil {
+		return seen + "; inject from sink: " + err.Error()
+	}
+	if g, ok := atGen.WaitFor(func(nettest.Captured) bool { return true }, 2*time.Second); ok {
+		seen += fmt.Sprintf("; gen saw %s -> %s %q", nat6Name(tp, g.Src), nat6Name(tp, g.Dst), g.Payload)
+	} else {
+		seen += "; gen saw nothing"
+	}
+	atSink.Stop()
+	atGen.Stop()
+	return seen
+}
+
+// nat6DockerSteps are TestNat6DockerMasqueradeAgainstKernel's steps, in
+// order.
+var nat6DockerSteps = []natStep{
+	{"ping6 masqueraded, the identifier kept", nat6Ping(0x1234, func(tp *nettest.Topology) netip.Addr { return tp.Sink.IPv6 })},
+	{"ping6 again with the same identifier (the same connection)", nat6Ping(0x1234, func(tp *nettest.Topology) netip.Addr { return tp.Sink.IPv6 })},
+	{"ping6 to sink's second address (fw's second address)", nat6Ping(0x4321, func(tp *nettest.Topology) netip.Addr { return nat6Addr(tp, 3, 2) })},
+	{"udp masqueraded, a later datagram", nat6UDP(40060, 60, nat6At(2, 2, 60))},
+	{"tcp masqueraded", nat6TCP("sink", nat6Any(81), nat6At(2, 2, 81))},
+	{"protocol 253 masqueraded, sink's answer translated back", nat6Raw},
+	{"ping6 of fw's own SNATed to its second address", nat6PingFrom(true, 0x2468, func(tp *nettest.Topology) netip.Addr { return tp.Sink.IPv6 })},
+	{"ping6 from fw to gen: not translated (out by the bridge)", func(t *testing.T, tp *nettest.Topology) string {
+		return string(nettest.Ping(tp.FwNS, tp.Gen.IPv6, nettest.WithEchoID(0x5678), nettest.WithTimeout(2*time.Second)).Outcome)
+	}},
+}
+
+// TestNat6DockerMasqueradeAgainstKernel runs nat6DockerSteps through both
+// twins and compares the outcomes, the counters and the connection
+// tables (TCP, UDP, ICMPv6 and the unknown protocol's).
+func TestNat6DockerMasqueradeAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "ip6tables-legacy", "conntrack")
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		nat6Setup(t, tp)
+		// Sink drops protocol 253 unanswered: its parameter problem
+		// would come back to fw's address, which xfw does not translate
+		// for IPv6 (docs/differences.md).
+		drop := []string{"ip6tables-legacy", "-w", "-A", "INPUT", "-p", "253", "-j", "DROP"}
+		if res, err := nettest.Exec(tp.SinkNS, drop...); err != nil || res.ExitCode != 0 {
+			t.Errorf("sink: %v: %v %+v", drop, err, res)
+		}
+		fw.restore(t, tp, 6, strings.NewReplacer("fd00:X:", fmt.Sprintf("fd00:%d:", tp.Subnet),
+			" IN ", " "+tp.FwIn.Ifname+" ", " OUT ", " "+tp.FwOut.Ifname+" ").Replace(nat6DockerRuleset))
+	})
+	if t.Failed() {
+		return
+	}
+	runNatSteps(t, tw, nat6DockerSteps)
+	checkNat6RawErrorNotLeaked(t, tw)
+	compareNatCountersFam(t, tw, 6, 7)
+	compareNatConntrackProtos(t, tw, 6, []string{"tcp", "udp", "icmpv6", "unknown"}, func(key string, p int) bool {
+		return (key == "sport" || key == "dport") && p >= 32768
+	}, 5)
+}
+
+// checkNat6RawErrorNotLeaked sends sink's protocol-253 packet to the
+// masqueraded connection again: gen, translated the packet, answers with
+// an ICMPv6 parameter problem (unknown next header) quoting it. The
+// kernel forwards the error translated (from FWOUT, quoting FWOUT); xfw
+// does not translate an ICMPv6 error's quoted packet and drops it
+// (docs/differences.md). Neither may show sink gen's address.
+func checkNat6RawErrorNotLeaked(t *testing.T, tw *twins) {
+	t.Helper()
+	want := map[string]string{"kernel": "error from FWOUT quoting SINK -> FWOUT", "xfw": "no error"}
+	tw.each(func(kind string, tp *nettest.Topology, _ firewall) {
+		isErr := func(c nettest.Captured) bool {
+			return !c.Outgoing && c.Protocol == nettest.ProtoICMPv6 && c.ICMPType == nettest.ICMPv6ParamProblem
+		}
+		at := nettest.StartCapture(t, tp.SinkNS, tp.Sink.Ifname, isErr)
+		back := nettest.IPv6{Src: tp.Sink.IPv6, Dst: tp.FwOut.IPv6, HopLimit: 64}.
+			Packet(nettest.Raw{Proto: nat6DockerProto, Data: []byte("raw-again-253")})
+		if err := tp.InjectFromSink(tp.SinkToFw().Frame(back)); err != nil {
+			t.Errorf("%s: inject from sink: %v", kind, err)
+		}
+		got := "no error"
+		if f, ok := at.WaitFor(isErr, 2*time.Second); ok {
+			got = fmt.Sprintf("error from %s", nat6Name(tp, f.Src))
+			if f.Inner != nil {
+				got += fmt.Sprintf(" quoting %s -> %s", nat6Name(tp, f.Inner.Src), nat6Name(tp, f.Inner.Dst))
+			}
+		}
+		at.Stop()
+		if got != want[kind] {
+			t.Errorf("%s: sink's protocol-253 packet to a masqueraded host: sink got %s, want %s", kind, got, want[kind])
+		}
+	})
+}
