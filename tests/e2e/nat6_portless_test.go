@@ -21,23 +21,44 @@ import (
 // experimentation).
 const nat6DockerProto = 253
 
-// nat6DockerRuleset is TestNat6DockerMasqueradeAgainstKernel's ruleset; X
-// is the topology's index, IN fw's gen-side interface (Docker's bridge),
-// OUT its sink-side one.
-const nat6DockerRuleset = natTableStart + `-A POSTROUTING -s fd00:X:1::/64 ! -o IN -j MASQUERADE
+// nat6DockerRuleset is TestNat6DockerMasqueradeAgainstKernel's ruleset:
+// the ip6tables ruleset Docker 20.10 writes with IPv6 on (fixed-cidr-v6
+// gen's prefix, no published port), gen's side as its bridge, and in
+// DOCKER-USER rules without a target counting what passes, as a user's;
+// fw's own ICMPv6 from its sink-side address SNATed to its second. X is
+// the topology's index, IN fw's gen-side interface, OUT its sink-side one.
+const nat6DockerRuleset = natTableStart + `:DOCKER - [0:0]
+-A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER
+-A OUTPUT ! -d ::1/128 -m addrtype --dst-type LOCAL -j DOCKER
+-A POSTROUTING -s fd00:X:1::/64 ! -o IN -j MASQUERADE
 -A POSTROUTING -s fd00:X:2::1/128 -o OUT -p ipv6-icmp -j SNAT --to-source fd00:X:3::1
+-A DOCKER -i IN -j RETURN
 COMMIT
 *filter
 :INPUT ACCEPT [0:0]
 :FORWARD DROP [0:0]
 :OUTPUT ACCEPT [0:0]
--A FORWARD -s fd00:X:1::2/128 -p ipv6-icmp -m icmp6 --icmpv6-type 128 -m conntrack --ctstate NEW -j ACCEPT
--A FORWARD -s fd00:X:1::2/128 -p 253 -m conntrack --ctstate NEW -j ACCEPT
--A FORWARD -s fd00:X:1::2/128 -p udp -m conntrack --ctstate NEW -j ACCEPT
--A FORWARD -s fd00:X:1::2/128 -p tcp -m conntrack --ctstate NEW -j ACCEPT
--A FORWARD -d fd00:X:1::2/128 -p 253 -m conntrack --ctstate SNAT -j ACCEPT
--A FORWARD -p ipv6-icmp -m conntrack --ctstate RELATED -j ACCEPT
--A FORWARD -m conntrack --ctstate ESTABLISHED -j ACCEPT
+:DOCKER - [0:0]
+:DOCKER-ISOLATION-STAGE-1 - [0:0]
+:DOCKER-ISOLATION-STAGE-2 - [0:0]
+:DOCKER-USER - [0:0]
+-A FORWARD -j DOCKER-USER
+-A FORWARD -j DOCKER-ISOLATION-STAGE-1
+-A FORWARD -o IN -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+-A FORWARD -o IN -j DOCKER
+-A FORWARD -i IN ! -o IN -j ACCEPT
+-A FORWARD -i IN -o IN -j ACCEPT
+-A DOCKER-ISOLATION-STAGE-1 -i IN ! -o IN -j DOCKER-ISOLATION-STAGE-2
+-A DOCKER-ISOLATION-STAGE-1 -j RETURN
+-A DOCKER-ISOLATION-STAGE-2 -o IN -j DROP
+-A DOCKER-ISOLATION-STAGE-2 -j RETURN
+-A DOCKER-USER -s fd00:X:1::2/128 -p ipv6-icmp -m icmp6 --icmpv6-type 128 -m conntrack --ctstate NEW
+-A DOCKER-USER -s fd00:X:1::2/128 -p 253 -m conntrack --ctstate NEW
+-A DOCKER-USER -s fd00:X:1::2/128 -p udp -m conntrack --ctstate NEW
+-A DOCKER-USER -s fd00:X:1::2/128 -p tcp -m conntrack --ctstate NEW
+-A DOCKER-USER -d fd00:X:1::2/128 -p 253 -m conntrack --ctstate SNAT
+-A DOCKER-USER -p ipv6-icmp -m conntrack --ctstate RELATED
+-A DOCKER-USER -j RETURN
 COMMIT
 `
 
