@@ -25,16 +25,11 @@
 
 #define XFW_ICMP6_CSUM_OFF 2 /* the checksum in the ICMPv6 header */
 
-/* xfw_natq6_set gives p its translated destination (dst 1) or source. */
+/* xfw_natq6_set gives p its translated destination (dst 1) or source,
+ * its ports as they were. */
 static __always_inline void xfw_natq6_set(struct xfw_pkt *p, __u32 dst, __u64 hi, __u64 lo)
 {
-	if (dst) {
-		p->dst_hi = hi;
-		p->dst_lo = lo;
-	} else {
-		p->src_hi = hi;
-		p->src_lo = lo;
-	}
+	xfw_nat6_set(p, dst, hi, lo, dst ? p->dport : p->sport);
 }
 
 /* xfw_natq6_addr_xdp rewrites IPv6 p's destination (dst 1) or source
