@@ -168,23 +168,66 @@ __attribute__((noinline)) int xfw_nat6_rewrite_tc(struct __sk_buff *skb, struct 
 }
 
 /* An ICMPv6 error's quoted packet: after the 8-byte ICMPv6 header, its
- * IPv6 header (40 bytes, next header at 6, addresses at 8) and its ports. */
+ * IPv6 header (40 bytes, next header at 6, addresses at 8) and its ports,
+ * or a quoted ICMPv6 query's type (at 40) and identifier (at 44). */
 #define XFW_NAT6_ICMP_HLEN 8
-#define XFW_NAT6_QUOTE_LEN 44
+#define XFW_NAT6_QUOTE_LEN 48
 #define XFW_NAT6_QUOTE_NEXT 6
 #define XFW_NAT6_QUOTE_PORTS 40
+#define XFW_NAT6_QUOTE_ID 44
 /* ICMPv6 types below 128 are errors (RFC 4443). */
 #define XFW_NAT6_ICMP_INFO 128
+#define XFW_ICMP6_ECHO 128
+#define XFW_ICMP6_ECHOREPLY 129
+
+/* What xfw_nat6_quote_key returns besides a key's endpoint order (0, 1:
+ * xfw_ct_mkkey's): a quoted echo request or reply (the requester is
+ * always endpoint a), or no translatable connection. */
+#define XFW_NAT6_QK_ECHO 2
+#define XFW_NAT6_QK_ECHOREPLY 3
+#define XFW_NAT6_QK_NONE 4
+
+/* xfw_nat6_quote_key fills np->fwd with the connection key of an ICMPv6
+ * error's quoted packet q: TCP and UDP with their ports, an ICMPv6 echo
+ * request or reply by its requester, identifier and code, another
+ * protocol without ports (the quote's extension headers are not
+ * skipped). Returns the key's endpoint order, XFW_NAT6_QK_ECHO or
+ * _ECHOREPLY, or XFW_NAT6_QK_NONE. */
+static __always_inline __u32 xfw_nat6_quote_key(struct xfw_nat_pend *np, __u8 *q)
+{
+	__u32 proto = q[XFW_NAT6_QUOTE_NEXT], t = q[XFW_NAT6_QUOTE_PORTS];
+	__u64 shi = xfw_be64(q + 8), slo = xfw_be64(q + 16), dhi = xfw_be64(q + 24), dlo = xfw_be64(q + 32);
+	__u16 id = xfw_nat_rd16(q, XFW_NAT6_QUOTE_ID);
+	__u8 code = q[XFW_NAT6_QUOTE_PORTS + 1];
+
+	if (proto == IPPROTO_TCP || proto == IPPROTO_UDP)
+		return xfw_ct_mkkey(&np->fwd, 1, proto, shi, slo, xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS), dhi, dlo,
+				    xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS + 2));
+	if (proto == IPPROTO_ICMPV6 && t == XFW_ICMP6_ECHO) {
+		xfw_ct_mkkey_icmp(&np->fwd, 1, proto, shi, slo, dhi, dlo, id, XFW_ICMP6_ECHO, code);
+		return XFW_NAT6_QK_ECHO;
+	}
+	if (proto == IPPROTO_ICMPV6 && t == XFW_ICMP6_ECHOREPLY) {
+		xfw_ct_mkkey_icmp(&np->fwd, 1, proto, dhi, dlo, shi, slo, id, XFW_ICMP6_ECHO, code);
+		return XFW_NAT6_QK_ECHOREPLY;
+	}
+	if (xfw_ct_ports(proto) || proto == IPPROTO_ICMPV6 || proto == IPPROTO_ICMP)
+		return XFW_NAT6_QK_NONE;
+	return xfw_ct_mkkey(&np->fwd, 1, proto, shi, slo, 0, dhi, dlo, 0);
+}
 
 /* xfw_nat6_icmp_tc decides a forwarded ICMPv6 error (p) leaving by TC
- * egress: one whose quoted TCP or UDP packet belongs to a translated
- * connection is dropped (returns -1), since xfw does not translate the
- * quoted packet as the kernel does (docs/differences.md), and forwarding
- * it untranslated would show the translated address. Others pass (0). A
+ * egress: one whose quoted packet (TCP, UDP, an ICMPv6 echo, a protocol
+ * without ports) belongs to a translated connection is dropped (returns
+ * -1), since xfw does not translate such a quoted packet as the kernel
+ * does (docs/differences.md), and forwarding it untranslated would show
+ * the translated address; but one quoting an SNAT connection's packet as
+ * its source sent it passes: it goes back to that source, translated
+ * before routing (nat6_icmp.h), as the kernel's. Others pass (0). A
  * global function. */
 __attribute__((noinline)) int xfw_nat6_icmp_tc(struct __sk_buff *skb, struct xfw_pkt *p)
 {
-	__u32 zero = 0, proto;
+	__u32 zero = 0, order, reply;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	struct xfw_ct_entry *e;
 	__u8 *q;
@@ -195,13 +238,17 @@ __attribute__((noinline)) int xfw_nat6_icmp_tc(struct __sk_buff *skb, struct xfw
 	q = np->icmp_old;
 	if (bpf_skb_load_bytes(skb, p->l4_off + XFW_NAT6_ICMP_HLEN, q, XFW_NAT6_QUOTE_LEN))
 		return 0;
-	proto = q[XFW_NAT6_QUOTE_NEXT];
-	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
+	order = xfw_nat6_quote_key(np, q);
+	if (order == XFW_NAT6_QK_NONE)
 		return 0;
-	xfw_ct_mkkey(&np->fwd, 1, proto, xfw_be64(q + 8), xfw_be64(q + 16), xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS),
-		     xfw_be64(q + 24), xfw_be64(q + 32), xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS + 2));
 	e = xfw_nat_tracked(&np->fwd);
-	return e && (e->v.nat_flags & XFW_NAT_F_ANY) ? -1 : 0;
+	if (!e || !(e->v.nat_flags & XFW_NAT_F_ANY))
+		return 0;
+	if (order >= XFW_NAT6_QK_ECHO)
+		reply = order == XFW_NAT6_QK_ECHOREPLY;
+	else
+		reply = order != !!(e->v.status & XFW_CTST_ORIG_B);
+	return !(e->v.nat_flags & XFW_NAT_F_DST) && !reply ? 0 : -1;
 }
 
 #ifndef AF_INET6

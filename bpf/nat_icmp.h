@@ -20,13 +20,16 @@
  * (xfw_nat_pend), rewritten there, and the ICMP checksum updated by their
  * difference (bpf_csum_diff).
  *
- * Includes: nat.h, nat_query.h.
+ * IPv6's errors about an SNAT connection: nat6_icmp.h.
+ *
+ * Includes: nat.h, nat_query.h, nat6_icmp.h.
  */
 #ifndef XFW_NAT_ICMP_H
 #define XFW_NAT_ICMP_H
 
 #include "nat.h"
 #include "nat_query.h"
+#include "nat6_icmp.h"
 
 /* Offsets in the quoted headers. */
 #define XFW_NQ_CSUM 10      /* the quoted IPv4 checksum */
@@ -314,6 +317,8 @@ static __always_inline void xfw_nat_pre(struct xdp_md *ctx, struct xfw_pkt *p)
 		xfw_nat_pre_xdp(ctx, p);
 	else if (p->proto == IPPROTO_ICMP && p->icmp <= 0xffff && xfw_icmp_is_err(p->icmp >> 8))
 		xfw_nat_icmp_pre_xdp(ctx, p);
+	else if (p->proto == IPPROTO_ICMPV6 && p->icmp <= 0xffff && (p->icmp >> 8) < XFW_NAT6_ICMP_INFO)
+		xfw_nat6_icmp_pre_xdp(ctx, p); /* nat6_icmp.h */
 	else
 		xfw_nat_query_pre_xdp(ctx, p); /* nat_query.h */
 }

@@ -46,9 +46,12 @@ __attribute__((noinline)) int xfw_nat_null_clash(struct xfw_pkt *p, struct xfw_c
 		return 0;
 	/* The reply's wire tuple: no ports (xfw_nat_snat keys a protocol
 	 * without ports with both 0). */
+	k.saddr_hi = p->dst_hi;
 	k.saddr = p->dst_lo;
+	k.daddr_hi = p->src_hi;
 	k.daddr = p->src_lo;
 	k.proto = p->proto;
+	k.fam = p->fam;
 	return xfw_nat_held(&k, XFW_NAT_F_SRC, 0, 0);
 }
 

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * nat_query.h — source NAT (SNAT, MASQUERADE) of IPv4 packets without
- * ports, as the kernel's nf_nat_proto.c does for them:
+ * nat_query.h — source NAT (SNAT, MASQUERADE) of packets without ports,
+ * as the kernel's nf_nat_proto.c does for them (IPv4 here; IPv6's
+ * rewrites, ICMPv6's checksum covering the addresses, in nat6_query.h):
  *
- *  - ICMP echo requests and their replies (the identifier plays the port:
- *    nf_nat_icmp_unique_tuple, icmp_manip_pkt). The identifier is kept,
+ *  - ICMP and ICMPv6 echo requests and their replies (the identifier
+ *    plays the port: nf_nat_icmp_unique_tuple, icmp_manip_pkt,
+ *    icmpv6_manip_pkt). The identifier is kept,
  *    as the kernel keeps it when the translated tuple is free; when it is
  *    taken xfw drops the request instead of choosing another identifier
  *    (docs/differences.md). The other ICMP queries (timestamp, address
- *    mask, information) are dropped by a translation.
+ *    mask, information; ICMPv6's others) are dropped by a translation.
  *  - Protocols whose connections have no ports (GRE, ESP, OSPF, ...: the
  *    kernel's generic tracker and nf_nat_proto's unknown protocol): the
  *    address only.
@@ -26,12 +28,13 @@
  * Conventions: the translations are global functions, verified once.
  * Addresses are host order, as in struct xfw_pkt.
  *
- * Includes: nat.h.
+ * Includes: nat.h, nat6_query.h.
  */
 #ifndef XFW_NAT_QUERY_H
 #define XFW_NAT_QUERY_H
 
 #include "nat.h"
+#include "nat6_query.h"
 
 /* What a translation changes of a packet without TCP or UDP ports. */
 #define XFW_NATQ_NONE 0 /* nothing it can: not translated here */
@@ -40,21 +43,37 @@
 
 #define XFW_ICMP_ECHOREPLY 0
 #define XFW_ICMP_ECHO 8
-#define XFW_ICMP_ID_OFF 4 /* the identifier in the ICMP header */
+#define XFW_ICMP_ID_OFF 4 /* the identifier in the ICMP (and ICMPv6) header */
+
+/* xfw_natq_icmp returns family fam's ICMP protocol (0 IPv4, 1 IPv6). */
+static __always_inline __u8 xfw_natq_icmp(__u32 fam)
+{
+	return fam ? IPPROTO_ICMPV6 : IPPROTO_ICMP;
+}
+
+/* xfw_natq_echo returns family fam's echo request type, or with reply
+ * its echo reply's (ICMPv6: 128 and 129, nat6_query.h). */
+static __always_inline __u8 xfw_natq_echo(__u32 fam, __u32 reply)
+{
+	if (fam)
+		return reply ? XFW_ICMP6_ECHOREPLY : XFW_ICMP6_ECHO;
+	return reply ? XFW_ICMP_ECHOREPLY : XFW_ICMP_ECHO;
+}
 
 /* xfw_natq_kind returns what a translation changes of p. */
 static __always_inline __u32 xfw_natq_kind(struct xfw_pkt *p)
 {
 	__u32 t = p->icmp >> 8;
 
-	if (p->fam != 0 || p->fragmented || p->proto > 255)
+	if (p->fam > 1 || p->fragmented || p->proto > 255)
 		return XFW_NATQ_NONE;
-	if (p->proto == IPPROTO_ICMP) {
-		if (!p->l4_off || p->icmp > 0xffff || (t != XFW_ICMP_ECHO && t != XFW_ICMP_ECHOREPLY))
+	if (p->proto == xfw_natq_icmp(p->fam)) {
+		if (!p->l4_off || p->icmp > 0xffff || (t != xfw_natq_echo(p->fam, 0) && t != xfw_natq_echo(p->fam, 1)))
 			return XFW_NATQ_NONE;
 		return XFW_NATQ_ECHO;
 	}
-	if (xfw_ct_ports(p->proto) || p->proto == IPPROTO_ICMPV6)
+	/* The other family's ICMP has no connection (ct_track.h). */
+	if (xfw_ct_ports(p->proto) || p->proto == IPPROTO_ICMPV6 || p->proto == IPPROTO_ICMP)
 		return XFW_NATQ_NONE;
 	return XFW_NATQ_ADDR;
 }
@@ -75,11 +94,14 @@ static __always_inline int xfw_natq_id(void *ctx, int is_xdp, struct xfw_pkt *p,
 static __always_inline void xfw_natq_key(struct xfw_nat_key *k, struct xfw_pkt *p, __u32 id)
 {
 	__builtin_memset(k, 0, sizeof(*k));
+	k->saddr_hi = p->src_hi;
 	k->saddr = p->src_lo;
+	k->daddr_hi = p->dst_hi;
 	k->daddr = p->dst_lo;
 	k->sport = id;
 	k->dport = id;
 	k->proto = p->proto;
+	k->fam = p->fam;
 }
 
 /* xfw_natq_ctkey fills k with the connection key of p (kind, echo
@@ -89,16 +111,18 @@ static __always_inline void xfw_natq_key(struct xfw_nat_key *k, struct xfw_pkt *
 static __always_inline int xfw_natq_ctkey(struct xfw_ct_key *k, struct xfw_pkt *p, __u32 kind, __u32 id)
 {
 	if (kind == XFW_NATQ_ECHO) {
-		if ((p->icmp >> 8) == XFW_ICMP_ECHOREPLY) {
-			xfw_ct_mkkey_icmp(k, 0, IPPROTO_ICMP, 0, p->dst_lo, 0, p->src_lo, id, XFW_ICMP_ECHO,
+		__u8 icmp = xfw_natq_icmp(p->fam), req = xfw_natq_echo(p->fam, 0);
+
+		if ((p->icmp >> 8) == xfw_natq_echo(p->fam, 1)) {
+			xfw_ct_mkkey_icmp(k, p->fam, icmp, p->dst_hi, p->dst_lo, p->src_hi, p->src_lo, id, req,
 					  p->icmp & 0xff);
 			return 1;
 		}
-		xfw_ct_mkkey_icmp(k, 0, IPPROTO_ICMP, 0, p->src_lo, 0, p->dst_lo, id, XFW_ICMP_ECHO,
+		xfw_ct_mkkey_icmp(k, p->fam, icmp, p->src_hi, p->src_lo, p->dst_hi, p->dst_lo, id, req,
 				  p->icmp & 0xff);
 		return 0;
 	}
-	return xfw_ct_mkkey(k, 0, p->proto, 0, p->src_lo, 0, 0, p->dst_lo, 0);
+	return xfw_ct_mkkey(k, p->fam, p->proto, p->src_hi, p->src_lo, 0, p->dst_hi, p->dst_lo, 0);
 }
 
 /* xfw_natq_reply reports whether a packet whose key xfw_natq_ctkey made
@@ -175,7 +199,7 @@ __attribute__((noinline)) int xfw_nat_query_pre_xdp(struct xdp_md *ctx, struct x
 	if (kind == XFW_NATQ_NONE)
 		return 0;
 	if (kind == XFW_NATQ_ECHO &&
-	    ((p->icmp >> 8) != XFW_ICMP_ECHOREPLY || xfw_natq_id(ctx, 1, p, &id)))
+	    ((p->icmp >> 8) != xfw_natq_echo(p->fam, 1) || xfw_natq_id(ctx, 1, p, &id)))
 		return 0;
 	xfw_natq_key(&k, p, id);
 	/* A mapping whose connection is gone is deleted: the packet opens a
@@ -188,6 +212,8 @@ __attribute__((noinline)) int xfw_nat_query_pre_xdp(struct xdp_md *ctx, struct x
 	 * has the identifier only. */
 	if (kind == XFW_NATQ_ECHO && (v.ct.pad >> 8) != (p->icmp & 0xff))
 		return 0;
+	if (p->fam)
+		return xfw_natq6_addr_xdp(ctx, p, 1, v.to_hi, v.to_addr) == 0;
 	return xfw_natq_addr_xdp(ctx, p, 1, v.to_addr) == 0;
 }
 
@@ -212,6 +238,8 @@ __attribute__((noinline)) int xfw_nat_query_fwd_tc(struct __sk_buff *skb, struct
 	e = xfw_nat_tracked(&np->fwd);
 	if (!e || !xfw_nat_src_of(e, xfw_natq_reply(e, kind, order), &to))
 		return 0;
+	if (p->fam)
+		return xfw_natq6_addr_tc(skb, p, 0, to.hi, to.lo);
 	return xfw_natq_addr_tc(skb, p, 0, (__u32)to.lo);
 }
 
@@ -224,6 +252,8 @@ __attribute__((noinline)) int xfw_nat_query_post_tc(struct __sk_buff *skb, struc
 
 	if (!skb || !p || !cs || xfw_natq_kind(p) == XFW_NATQ_NONE || !xfw_nat_own_src(p, cs, &to))
 		return 0;
+	if (p->fam)
+		return xfw_natq6_addr_tc(skb, p, 0, to.hi, to.lo);
 	return xfw_natq_addr_tc(skb, p, 0, (__u32)to.lo);
 }
 
@@ -237,10 +267,10 @@ static __always_inline int xfw_natq_taken(struct xfw_nat_pend *np, __u32 kind, _
 	if (xfw_nat_held(k, XFW_NAT_F_ANY, 0, 0))
 		return 1;
 	if (kind == XFW_NATQ_ECHO)
-		xfw_ct_mkkey_icmp(&np->fwd, 0, IPPROTO_ICMP, 0, k->daddr, 0, k->saddr, k->dport, XFW_ICMP_ECHO,
-				  code);
+		xfw_ct_mkkey_icmp(&np->fwd, k->fam, xfw_natq_icmp(k->fam), k->daddr_hi, k->daddr, k->saddr_hi,
+				  k->saddr, k->dport, xfw_natq_echo(k->fam, 0), code);
 	else
-		xfw_ct_mkkey(&np->fwd, 0, k->proto, 0, k->daddr, 0, 0, k->saddr, 0);
+		xfw_ct_mkkey(&np->fwd, k->fam, k->proto, k->daddr_hi, k->daddr, 0, k->saddr_hi, k->saddr, 0);
 	return xfw_nat_conn(&np->fwd) != 0;
 }
 

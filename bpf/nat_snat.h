@@ -31,8 +31,8 @@
  *
  * Conventions: xfw_nat_snat is a global function.
  *
- * Packets without TCP or UDP ports (ICMP echo, protocols without ports)
- * keep their identifier: nat_query.h.
+ * Packets without TCP or UDP ports (ICMP and ICMPv6 echo, protocols
+ * without ports) keep their identifier: nat_query.h.
  *
  * Includes: nat.h, nat_query.h, nat_range.h.
  */
@@ -66,12 +66,10 @@ __attribute__((noinline)) int xfw_nat_snat(struct xfw_pkt *p, struct xfw_ct_scra
 	dport = p->dport;
 	r = &np->range;
 	if (!xfw_nat_translatable(p)) {
-		if (p->fam != 0)
-			return -1; /* IPv6 without ports is refused (compiler) */
 		/* Without ports (nat_query.h): the echo identifier or none,
 		 * kept. */
 		kind = xfw_natq_kind(p);
-		if (kind == XFW_NATQ_NONE || (kind == XFW_NATQ_ECHO && (p->icmp >> 8) != XFW_ICMP_ECHO))
+		if (kind == XFW_NATQ_NONE || (kind == XFW_NATQ_ECHO && (p->icmp >> 8) != xfw_natq_echo(p->fam, 0)))
 			return -1;
 		sport = dport = kind == XFW_NATQ_ECHO ? xfw_rd16(cs->buf, XFW_ICMP_ID_OFF) : 0;
 	}

@@ -579,8 +579,9 @@ __attribute__((noinline)) int xfw_tc_forwarded(struct __sk_buff *skb, struct xfw
 		return xfw_nat_fwd_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
 	if (p->proto == IPPROTO_ICMP && p->icmp <= 0xffff && xfw_icmp_is_err(p->icmp >> 8))
 		return xfw_nat_icmp_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
-	/* An ICMPv6 error about a translated connection (nat6.h). */
-	if (p->proto == IPPROTO_ICMPV6)
+	/* An ICMPv6 error about a translated connection (nat6.h); echo
+	 * requests and replies are translated as queries (nat_query.h). */
+	if (p->proto == IPPROTO_ICMPV6 && p->icmp <= 0xffff && (p->icmp >> 8) < XFW_NAT6_ICMP_INFO)
 		return xfw_nat6_icmp_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
 	return xfw_nat_query_fwd_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
 }

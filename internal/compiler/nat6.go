@@ -15,8 +15,11 @@ import (
 // (EFNatRange), Next Nat6Addr, and its ProbeNatRange's Val and Mask name
 // the ProbeNatAddr6 probes of its first and last address (a range's
 // address is chosen as find_best_ips_proto does: bpf/nat_range.h
-// xfw_natr_pick6). What stays refused (checkNat6Rule): REDIRECT, nat
-// OUTPUT, a translation of other protocols than TCP and UDP. --ctreplsrc and
+// xfw_natr_pick6). SNAT and MASQUERADE also translate packets without
+// ports as the IPv4 side does (bpf/nat_query.h, bpf/nat6_query.h): ICMPv6
+// echo with its identifier kept, other protocols without ports by the
+// address alone. What stays refused (checkNat6Rule): REDIRECT, nat
+// OUTPUT, DNAT not restricted to -p tcp or -p udp (as in IPv4). --ctreplsrc and
 // --ctrepldst name their IPv6 addresses by ProbeNatAddr6 probes too
 // (ctReplProbe6).
 
@@ -35,8 +38,6 @@ func checkNat6Rule(at natContext, r *ir.Rule) error {
 		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet", name)
 	case at.output:
 		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 in nat OUTPUT yet", name)
-	case !r.Proto.Set || r.Proto.Invert || (r.Proto.Num != protoTCP && r.Proto.Num != protoUDP):
-		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet in a rule not restricted to -p tcp or -p udp", name)
 	case n.Flags&ir.NatMapIPs != 0 && !nat6Addr(n.MinAddr):
 		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet to %s", name, n.MinAddr)
 	case n.Flags&ir.NatMapIPs != 0 && !nat6Addr(n.MaxAddr):

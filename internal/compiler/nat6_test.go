@@ -20,10 +20,8 @@ func TestNatIPv6Refused(t *testing.T) {
 		{"-t nat -A OUTPUT -p tcp -j REDIRECT", "target REDIRECT is not supported by xfw's data plane for IPv6 yet"},
 		{"-t nat -A OUTPUT -p tcp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane for IPv6 in nat OUTPUT yet"},
 		{"-t nat -A POSTROUTING -p tcp -j SNAT --to-source fd00::1-::ffff:10.0.0.1", "target SNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
-		{"-t nat -A POSTROUTING -j SNAT --to-source fd00::1", "target SNAT is not supported by xfw's data plane for IPv6 yet in a rule not restricted to -p tcp or -p udp"},
-		{"-t nat -A POSTROUTING -p icmpv6 -j MASQUERADE", "target MASQUERADE is not supported by xfw's data plane for IPv6 yet in a rule not restricted"},
-		{"-t nat -A POSTROUTING -o eth0 -j MASQUERADE", "target MASQUERADE is not supported by xfw's data plane for IPv6 yet in a rule not restricted"},
-		{"-t nat -A PREROUTING ! -p tcp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane for IPv6 yet in a rule not restricted"},
+		{"-t nat -A PREROUTING ! -p tcp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp"},
+		{"-t nat -A PREROUTING -p icmpv6 -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp"},
 		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [::ffff:10.0.0.1]", "target DNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
 	} {
 		_, err := Compile(parseRuleset(t, ir.IPv6, strings.Split(tc.rule, ";")...), Options{})
@@ -78,6 +76,13 @@ func TestNat6Entries(t *testing.T) {
 			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatMapIPs | ir.NatProtoSpecified | ir.NatRandom), Wide: 80<<16 | 90}, 0},
 		{"-t nat -A POSTROUTING -p tcp -j MASQUERADE --to-ports 3000-3010", ActSNAT, MasqueradeAddr, true,
 			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatProtoSpecified), Wide: 3000<<16 | 3010}, 0},
+		// Without -p (ICMPv6 echo, protocols without ports: bpf/nat_query.h).
+		{"-t nat -A POSTROUTING -s fd00:dead:beef::/48 ! -o docker0 -j MASQUERADE", ActSNAT, MasqueradeAddr, false, Probe{}, 0},
+		{"-t nat -A POSTROUTING -p icmpv6 -j MASQUERADE", ActSNAT, MasqueradeAddr, false, Probe{}, 0},
+		{"-t nat -A POSTROUTING -j SNAT --to-source fd00::2", ActSNAT, Nat6Addr, true,
+			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatMapIPs)}, 0},
+		{"-t nat -A POSTROUTING -p 253 -j SNAT --to-source fd00::2-fd00::9", ActSNAT, Nat6Addr, true,
+			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatMapIPs)}, 0},
 	} {
 		g, err := Compile(parseRuleset(t, ir.IPv6, tc.rule), Options{})
 		if err != nil {
@@ -140,11 +145,11 @@ func TestNatRefusedWithoutTerms(t *testing.T) {
 		fam        ir.Family
 		rule, want string
 	}{
-		{ir.IPv6, "-t nat -A POSTROUTING -o eth0 -j MASQUERADE", "for IPv6"},
+		{ir.IPv6, "-t nat -A POSTROUTING -o eth0 -p tcp -j MASQUERADE --to-ports 80-90/100", "port maps"},
 		{ir.IPv4, "-t nat -A POSTROUTING -o eth0 -p tcp -j SNAT --to-source 10.0.0.2:80-90/100", "port maps"},
 		{ir.IPv4, "-t nat -A PREROUTING -i eth0 -p icmp -j DNAT --to-destination 10.0.0.2", "-p tcp or -p udp"},
 		// Only a rule that cannot match yet jumps to the chain.
-		{ir.IPv6, "-t nat -N X;-t nat -A X -j MASQUERADE;-t nat -A POSTROUTING -o eth0 -j X", "for IPv6"},
+		{ir.IPv6, "-t nat -N X;-t nat -A X -j DNAT --to-destination fd00::2;-t nat -A PREROUTING -i eth0 -j X", "-p tcp or -p udp"},
 		{ir.IPv6, "-t nat -N X;-t nat -A X -p tcp -j REDIRECT;-t nat -A PREROUTING -i eth0 -j X", "for IPv6"},
 		{ir.IPv4, "-t nat -N X;-t nat -A X -j SNAT --to-source 10.0.0.1;-t nat -A INPUT -i eth0 -g X",
 			"outside nat POSTROUTING"},

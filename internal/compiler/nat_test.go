@@ -145,8 +145,8 @@ func TestSNATEntries(t *testing.T) {
 			t.Errorf("%q: got %v, want a refusal", rules, err)
 		}
 	}
-	_, err = Compile(parseRuleset(t, ir.IPv6, "-t nat -A POSTROUTING -j MASQUERADE"), Options{})
+	_, err = Compile(parseRuleset(t, ir.IPv6, "-t nat -A INPUT -j SNAT --to-source fd00::1"), Options{})
 	if err == nil || !strings.Contains(err.Error(), "not supported by xfw") {
-		t.Errorf("IPv6 MASQUERADE of any protocol: got %v, want a refusal", err)
+		t.Errorf("IPv6 SNAT in nat INPUT: got %v, want a refusal", err)
 	}
 }

@@ -132,6 +132,17 @@ func docker(s *stack, args ...string) (string, error) {
 // cleanups remove the container, stop dockerd (and the containerd it
 // started) and the agent, and remove the cgroups.
 func startDocker(t *testing.T, s *stack) error {
+	if err := startDockerd(t, s); err != nil {
+		return err
+	}
+	_, err := docker(s, "run", "-d", "--name", dockerContainer, "-p", fmt.Sprintf("%d:%d", dockerPort, containerPort),
+		dockerImage, "httpd", "-f", "-p", fmt.Sprint(containerPort), "-h", "/www")
+	return err
+}
+
+// startDockerd is startDocker up to the container: the agent, the
+// client namespace's server, dockerd and the image.
+func startDockerd(t *testing.T, s *stack) error {
 	d := dockerDirsOf(s)
 	t.Cleanup(func() { removeCgroups(d.cgroup) })
 	if s.kind == kindXFW {
@@ -157,11 +168,7 @@ func startDocker(t *testing.T, s *stack) error {
 	if err != nil {
 		return err
 	}
-	if _, err := docker(s, "import", rootfs, dockerImage); err != nil {
-		return err
-	}
-	_, err = docker(s, "run", "-d", "--name", dockerContainer, "-p", fmt.Sprintf("%d:%d", dockerPort, containerPort),
-		dockerImage, "httpd", "-f", "-p", fmt.Sprint(containerPort), "-h", "/www")
+	_, err = docker(s, "import", rootfs, dockerImage)
 	return err
 }
 
@@ -238,13 +245,18 @@ func dirExists(path string) bool {
 // namespace and pings the client, and requires that the client saw both
 // come from fw's address (MASQUERADE) and that the ping was answered.
 func checkMasquerade(s *stack) error {
-	client := clientAddr(s, fromClient, 4)
-	fw := fwAddr(s, 4)
 	v, ok := outsideServers.Load(s)
 	if !ok {
 		return errors.New("no server in the client namespace")
 	}
-	srv := v.(*nettest.TCPServer)
+	return checkMasqueradeFam(s, 4, v.(*nettest.TCPServer))
+}
+
+// checkMasqueradeFam is checkMasquerade in family fam, srv the client
+// namespace's server on its address of that family.
+func checkMasqueradeFam(s *stack, fam int, srv *nettest.TCPServer) error {
+	client := clientAddr(s, fromClient, fam)
+	fw := fwAddr(s, fam)
 	cmd := fmt.Sprintf("echo hi | nc -w 2 %s %d", client, outsidePort)
 	if _, err := docker(s, "exec", dockerContainer, "sh", "-c", cmd); err != nil {
 		return err
@@ -254,6 +266,10 @@ func checkMasquerade(s *stack) error {
 		return fmt.Errorf("the container's connection reached the client as %v, want from %s", conns, fw)
 	}
 	isEcho := func(c nettest.Captured) bool {
+		if fam == 6 {
+			return !c.Outgoing && c.IPVersion == 6 && c.Protocol == nettest.ProtoICMPv6 &&
+				c.ICMPType == nettest.ICMPv6EchoRequest
+		}
 		return !c.Outgoing && c.IPVersion == 4 && c.Protocol == nettest.ProtoICMP
 	}
 	capture, err := nettest.StartCaptureFor(s.topo.GenNS, s.topo.Gen.Ifname, dockerTimeout, isEcho)

@@ -10,8 +10,8 @@ import (
 
 // nat6Refused are ip6tables nat rules (Docker's and kube-proxy's forms
 // among them) that iptables-legacy accepts and xfw refuses while its data
-// plane does not translate them (REDIRECT, nat OUTPUT, protocols other
-// than TCP and UDP), with the refusal's words. The
+// plane does not translate them (REDIRECT, nat OUTPUT, DNAT of protocols
+// other than TCP and UDP), with the refusal's words. The
 // interface xt-absent0 does not exist: such a rule, none of whose terms
 // can match yet, is refused as well.
 var nat6Refused = []struct {
@@ -22,12 +22,10 @@ var nat6Refused = []struct {
 		"target REDIRECT is not supported by xfw's data plane for IPv6 yet"},
 	{[]string{"-A", "OUTPUT", "-p", "udp", "-j", "DNAT", "--to-destination", "fd00::2"},
 		"target DNAT is not supported by xfw's data plane for IPv6 in nat OUTPUT yet"},
-	{[]string{"-A", "POSTROUTING", "-s", "fd00:17::/64", "!", "-o", "xt-absent0", "-j", "MASQUERADE"},
-		"target MASQUERADE is not supported by xfw's data plane for IPv6 yet in a rule not restricted to -p tcp or -p udp"},
-	{[]string{"-A", "POSTROUTING", "-o", "xt-absent0", "-j", "MASQUERADE"},
-		"target MASQUERADE is not supported by xfw's data plane for IPv6 yet in a rule not restricted to -p tcp or -p udp"},
-	{[]string{"-A", "POSTROUTING", "-p", "icmpv6", "-j", "SNAT", "--to-source", "fd00::1"},
-		"target SNAT is not supported by xfw's data plane for IPv6 yet in a rule not restricted to -p tcp or -p udp"},
+	{[]string{"-A", "PREROUTING", "-i", "xt-absent0", "-j", "DNAT", "--to-destination", "fd00::2"},
+		"target DNAT is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp"},
+	{[]string{"-A", "PREROUTING", "-p", "icmpv6", "-j", "DNAT", "--to-destination", "fd00::2"},
+		"target DNAT is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp"},
 	{[]string{"-A", "PREROUTING", "-p", "udp", "-j", "REDIRECT"},
 		"target REDIRECT is not supported by xfw's data plane for IPv6 yet"},
 }
@@ -72,14 +70,26 @@ func TestNatIPv6RefusedAgainstKernel(t *testing.T) {
 	// The policies' counters count the namespace's own traffic meanwhile
 	// (neighbour discovery): the rules are compared.
 	// A chain only a rule that cannot match yet jumps to.
-	jump := "*nat\n:X - [0:0]\n-A X -j MASQUERADE\n-A POSTROUTING -o xt-absent0 -j X\nCOMMIT\n"
-	want := "chain X rule 1: target MASQUERADE is not supported by xfw's data plane for IPv6 yet"
+	jump := "*nat\n:X - [0:0]\n-A X -p tcp -j REDIRECT\n-A PREROUTING -i xt-absent0 -j X\nCOMMIT\n"
+	want := "chain X rule 1: target REDIRECT is not supported by xfw's data plane for IPv6 yet"
 	if res, _ := fw.try(tp, 6, "-restore", jump, "--noflush"); res == nil || res.ExitCode != 1 ||
 		!strings.Contains(res.Stderr, want) {
-		t.Errorf("ip6tables-restore of a jump to a MASQUERADE chain: %+v, want exit 1 saying %q", res, want)
+		t.Errorf("ip6tables-restore of a jump to a REDIRECT chain: %+v, want exit 1 saying %q", res, want)
 	}
 	if res, _ := kernel.try(tp, 6, "-restore", jump, "--test"); res == nil || res.ExitCode != 0 {
-		t.Errorf("ip6tables-legacy refused a jump to a MASQUERADE chain: %+v", res)
+		t.Errorf("ip6tables-legacy refused a jump to a REDIRECT chain: %+v", res)
+	}
+	// Docker's published port with IPv6 on: its DNAT in DOCKER, which nat
+	// OUTPUT reaches for the host's own connections.
+	pub := "*nat\n:DOCKER6 - [0:0]\n-A OUTPUT ! -d ::1/128 -m addrtype --dst-type LOCAL -j DOCKER6\n" +
+		"-A DOCKER6 ! -i docker0 -p tcp -m tcp --dport 8080 -j DNAT --to-destination [fd00:dead:beef::2]:80\nCOMMIT\n"
+	want = "chain DOCKER6 rule 1: target DNAT is not supported by xfw's data plane for IPv6 in nat OUTPUT yet"
+	if res, _ := fw.try(tp, 6, "-restore", pub, "--noflush"); res == nil || res.ExitCode != 1 ||
+		!strings.Contains(res.Stderr, want) {
+		t.Errorf("ip6tables-restore of Docker's published port: %+v, want exit 1 saying %q", res, want)
+	}
+	if res, _ := kernel.try(tp, 6, "-restore", pub, "--test"); res == nil || res.ExitCode != 0 {
+		t.Errorf("ip6tables-legacy refused Docker's published port: %+v", res)
 	}
 	if after := fw.save(t, tp, 6); saveRules(after) != saveRules(before) {
 		t.Errorf("ruleset changed by refused commands\nbefore:\n%s\nafter:\n%s", before, after)

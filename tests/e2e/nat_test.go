@@ -287,6 +287,19 @@ func compareNatConntrack(t *testing.T, tw *twins, anon func(key string, port int
 // the kernel must list at least want connections.
 func compareNatConntrackFam(t *testing.T, tw *twins, fam int, anon func(key string, port int) bool, want int) {
 	t.Helper()
+	var protos []string
+	if fam == 6 {
+		protos = []string{"tcp", "udp"}
+	}
+	compareNatConntrackProtos(t, tw, fam, protos, anon, want)
+}
+
+// compareNatConntrackProtos is compareNatConntrackFam of the connections
+// whose protocol (conntrack's name: tcp, udp, icmpv6, unknown) is in
+// protos (nil: all).
+func compareNatConntrackProtos(t *testing.T, tw *twins, fam int, protos []string, anon func(key string, port int) bool,
+	want int) {
+	t.Helper()
 	lists := map[string][]string{}
 	var mu sync.Mutex
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
@@ -306,7 +319,7 @@ func compareNatConntrackFam(t *testing.T, tw *twins, fam int, anon func(key stri
 		var lines []string
 		for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
 			f := strings.Fields(line)
-			if len(f) < 3 || fam == 6 && f[0] != "tcp" && f[0] != "udp" {
+			if len(f) < 3 || protos != nil && !slices.Contains(protos, f[0]) {
 				continue
 			}
 			f = append(f[:2], f[3:]...) // the timeout ticks

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * nat6_icmp.h — an ICMPv6 error about an IPv6 SNAT or MASQUERADE
+ * connection coming back to the translated source, translated before the
+ * route lookup as the kernel's nf_nat_icmpv6_reply_translation does: the
+ * quoted packet gets its original source (address, a TCP or UDP port, the
+ * quoted transport checksum: its pseudo-header covers the address) and
+ * the error goes to the original source, the ICMPv6 checksum updated for
+ * both (its pseudo-header and the quoted bytes).
+ *
+ * Scope: errors quoting an IPv6 header directly followed by TCP, UDP, an
+ * ICMPv6 echo request, or another protocol without ports (the quote's
+ * extension headers are not skipped: such an error passes as it came). A
+ * TCP header cut short keeps its checksum, as tcp_manip_pkt does.
+ *
+ * Conventions: the quoted bytes are copied into the per-CPU scratch
+ * (xfw_nat_pend.icmp_old), rewritten into icmp_new, and the checksums
+ * updated by their difference (bpf_csum_diff), in the packet's byte order.
+ *
+ * Includes: nat.h (nat6.h), nat_query.h.
+ */
+#ifndef XFW_NAT6_ICMP_H
+#define XFW_NAT6_ICMP_H
+
+#include "nat.h"
+#include "nat_query.h"
+
+/* The quote's bytes read: the IPv6 header and 8 bytes (UDP, an ICMPv6
+ * header, the first 8 of a TCP header), or with TCP's checksum 20. */
+#define XFW_N6Q_SHORT 48
+#define XFW_N6Q_TCP 60
+#define XFW_N6Q_TCP_CSUM 56
+#define XFW_N6Q_UDP_CSUM 46
+#define XFW_N6Q_ICMP_CSUM 42
+#define XFW_N6Q_SADDR 8
+#define XFW_N6Q_DADDR 24
+/* The outer header's destination. */
+#define XFW_N6_DADDR 24
+
+/* xfw_nat6_quote_fields returns the quote's length to rewrite (q: its
+ * first XFW_N6Q_SHORT bytes, in np->icmp_old) and sets *csum to its
+ * transport checksum's offset (0: none to update) and *ports whether it
+ * carries ports, or returns 0 for a quote this does not translate. */
+static __always_inline __u32 xfw_nat6_quote_fields(struct xdp_md *ctx, __u32 in, struct xfw_nat_pend *np,
+						   __u32 *csum, __u32 *ports)
+{
+	__u8 *q = np->icmp_old;
+	__u32 proto = q[XFW_NAT6_QUOTE_NEXT];
+
+	*csum = 0;
+	*ports = proto == IPPROTO_TCP || proto == IPPROTO_UDP;
+	if (proto == IPPROTO_TCP) {
+		/* A TCP header cut short: ports only. */
+		if (bpf_xdp_load_bytes(ctx, in, q, XFW_N6Q_TCP))
+			return XFW_N6Q_SHORT;
+		*csum = XFW_N6Q_TCP_CSUM;
+		return XFW_N6Q_TCP;
+	}
+	if (proto == IPPROTO_UDP) {
+		/* A UDP checksum of 0 is none (IPv6 has none without). */
+		if (*(__u16 *)(q + XFW_N6Q_UDP_CSUM))
+			*csum = XFW_N6Q_UDP_CSUM;
+		return XFW_N6Q_SHORT;
+	}
+	if (proto == IPPROTO_ICMPV6) {
+		if (q[XFW_NAT6_QUOTE_PORTS] != XFW_ICMP6_ECHO)
+			return 0;
+		*csum = XFW_N6Q_ICMP_CSUM;
+		return XFW_N6Q_SHORT;
+	}
+	if (xfw_ct_ports(proto) || proto == IPPROTO_ICMP)
+		return 0;
+	return XFW_N6Q_SHORT;
+}
+
+/* xfw_nat6_quote_map finds the SNAT mapping of the quoted packet in
+ * np->icmp_old (its reply's wire tuple is the key, as nat_query.h and
+ * nat.h key them) and copies it to v. Returns 1 when there is one. */
+static __always_inline int xfw_nat6_quote_map(struct xfw_nat_pend *np, __u32 ports, struct xfw_nat_val *v)
+{
+	__u8 *q = np->icmp_old;
+	struct xfw_nat_key *k = &np->lk;
+	__u32 id;
+
+	__builtin_memset(k, 0, sizeof(*k));
+	k->saddr_hi = xfw_be64(q + XFW_N6Q_DADDR);
+	k->saddr = xfw_be64(q + XFW_N6Q_DADDR + 8);
+	k->daddr_hi = xfw_be64(q + XFW_N6Q_SADDR);
+	k->daddr = xfw_be64(q + XFW_N6Q_SADDR + 8);
+	k->proto = q[XFW_NAT6_QUOTE_NEXT];
+	k->fam = 1;
+	if (ports) {
+		k->sport = xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS + 2);
+		k->dport = xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS);
+	} else if (k->proto == IPPROTO_ICMPV6) {
+		id = xfw_nat_rd16(q, XFW_NAT6_QUOTE_ID);
+		k->sport = id;
+		k->dport = id;
+	}
+	if (!xfw_nat_held(k, XFW_NAT_F_SRC, 0, v))
+		return 0;
+	/* An echo's mapping is its request's code's (nat_query.h). */
+	return k->proto != IPPROTO_ICMPV6 || (v->ct.pad >> 8) == q[XFW_NAT6_QUOTE_PORTS + 1];
+}
+
+/* xfw_nat6_quote_fix writes into np->icmp_new the quoted packet of
+ * np->icmp_old with source v's address and (ports) port, its transport
+ * checksum (at csum, 0: none) updated. */
+static __always_inline void xfw_nat6_quote_fix(struct xfw_nat_pend *np, struct xfw_nat_val *v, __u32 csum,
+					       __u32 ports)
+{
+	__u8 *q = np->icmp_old, *n = np->icmp_new;
+	__u32 diff, f, oldport = 0, port = 0;
+
+	__builtin_memcpy(n, q, XFW_NAT_QUOTE_BUF);
+	xfw_nat6_put(n + XFW_N6Q_SADDR, v->to_hi, v->to_addr);
+	if (ports) {
+		oldport = *(__u16 *)(q + XFW_NAT6_QUOTE_PORTS);
+		port = bpf_htons(v->to_port);
+		*(__u16 *)(n + XFW_NAT6_QUOTE_PORTS) = port;
+	}
+	if (!csum || csum > XFW_N6Q_TCP_CSUM)
+		return;
+	diff = bpf_csum_diff((__be32 *)(q + XFW_N6Q_SADDR), XFW_NAT6_ADDR_LEN, (__be32 *)(n + XFW_N6Q_SADDR),
+			     XFW_NAT6_ADDR_LEN, 0);
+	f = *(__u16 *)(q + csum);
+	f = ~xfw_nat6_fold((__u64)(~f & 0xffff) + diff + (~oldport & 0xffff) + port) & 0xffff;
+	if (f == 0 && csum == XFW_N6Q_UDP_CSUM)
+		f = 0xffff;
+	*(__u16 *)(n + csum) = f;
+}
+
+/* xfw_nat6_icmp_pre_xdp translates, before the route lookup, an ICMPv6
+ * error (p) about an SNAT or MASQUERADE connection coming back to the
+ * translated source: the quoted packet gets its original source back,
+ * the error its original destination. Returns 1 when it did. A global
+ * function. */
+__attribute__((noinline)) int xfw_nat6_icmp_pre_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
+{
+	__u32 zero = 0, in, len, csum, ports, f, diff;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_val v;
+	__u8 *b;
+
+	if (!ctx || !p || !np || p->fam != 1 || !p->l4_off || p->proto != IPPROTO_ICMPV6 || p->icmp > 0xffff ||
+	    (p->icmp >> 8) >= XFW_NAT6_ICMP_INFO || p->fragmented)
+		return 0;
+	in = p->l4_off + XFW_NAT6_ICMP_HLEN;
+	if (bpf_xdp_load_bytes(ctx, in, np->icmp_old, XFW_N6Q_SHORT))
+		return 0;
+	len = xfw_nat6_quote_fields(ctx, in, np, &csum, &ports);
+	if (!len || !xfw_nat6_quote_map(np, ports, &v))
+		return 0;
+	xfw_nat6_quote_fix(np, &v, csum, ports);
+	/* The ICMPv6 checksum: the outer destination in its pseudo-header,
+	 * and the quoted bytes. */
+	b = np->b6.ip;
+	if (bpf_xdp_load_bytes(ctx, p->l3_off + XFW_N6_DADDR, b, XFW_NAT6_ADDR_LEN) ||
+	    bpf_xdp_load_bytes(ctx, p->l4_off + XFW_ICMP6_CSUM_OFF, np->b6.l4, sizeof(__u16)))
+		return 0;
+	xfw_nat6_put(np->b6.na, v.to_hi, v.to_addr);
+	diff = bpf_csum_diff((__be32 *)b, XFW_NAT6_ADDR_LEN, (__be32 *)np->b6.na, XFW_NAT6_ADDR_LEN, 0);
+	if (len == XFW_N6Q_TCP)
+		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_N6Q_TCP, (__be32 *)np->icmp_new, XFW_N6Q_TCP, diff);
+	else
+		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_N6Q_SHORT, (__be32 *)np->icmp_new, XFW_N6Q_SHORT,
+				     diff);
+	f = *(__u16 *)np->b6.l4;
+	*(__u16 *)np->b6.l4 = ~xfw_nat6_fold((__u64)(~f & 0xffff) + diff) & 0xffff;
+	if (len == XFW_N6Q_TCP) {
+		if (bpf_xdp_store_bytes(ctx, in, np->icmp_new, XFW_N6Q_TCP))
+			return 0;
+	} else if (bpf_xdp_store_bytes(ctx, in, np->icmp_new, XFW_N6Q_SHORT)) {
+		return 0;
+	}
+	if (bpf_xdp_store_bytes(ctx, p->l4_off + XFW_ICMP6_CSUM_OFF, np->b6.l4, sizeof(__u16)) ||
+	    bpf_xdp_store_bytes(ctx, p->l3_off + XFW_N6_DADDR, np->b6.na, XFW_NAT6_ADDR_LEN))
+		return 0;
+	p->dst_hi = v.to_hi;
+	p->dst_lo = v.to_addr;
+	return 1;
+}
+
+#endif /* XFW_NAT6_ICMP_H */
