@@ -18,8 +18,10 @@ import (
 // xfw_natr_pick6). SNAT and MASQUERADE also translate packets without
 // ports as the IPv4 side does (bpf/nat_query.h, bpf/nat6_query.h): ICMPv6
 // echo with its identifier kept, other protocols without ports by the
-// address alone. What stays refused (checkNat6Rule): REDIRECT, nat
-// OUTPUT, DNAT not restricted to -p tcp or -p udp (as in IPv4). --ctreplsrc and
+// address alone. DNAT in nat OUTPUT translates the host's own packets
+// as IPv4's does (nat_output.go, bpf/nat_out.h). What stays refused
+// (checkNat6Rule): REDIRECT, DNAT not restricted to -p tcp or -p udp (as
+// in IPv4). --ctreplsrc and
 // --ctrepldst name their IPv6 addresses by ProbeNatAddr6 probes too
 // (ctReplProbe6).
 
@@ -36,8 +38,6 @@ func checkNat6Rule(at natContext, r *ir.Rule) error {
 	switch {
 	case r.Target.Kind == ir.TargetRedirect:
 		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet", name)
-	case at.output:
-		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 in nat OUTPUT yet", name)
 	case n.Flags&ir.NatMapIPs != 0 && !nat6Addr(n.MinAddr):
 		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet to %s", name, n.MinAddr)
 	case n.Flags&ir.NatMapIPs != 0 && !nat6Addr(n.MaxAddr):

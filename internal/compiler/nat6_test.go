@@ -18,7 +18,6 @@ func TestNatIPv6Refused(t *testing.T) {
 	}{
 		{"-t nat -A PREROUTING -p tcp -j REDIRECT --to-ports 3128", "target REDIRECT is not supported by xfw's data plane for IPv6 yet"},
 		{"-t nat -A OUTPUT -p tcp -j REDIRECT", "target REDIRECT is not supported by xfw's data plane for IPv6 yet"},
-		{"-t nat -A OUTPUT -p tcp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane for IPv6 in nat OUTPUT yet"},
 		{"-t nat -A POSTROUTING -p tcp -j SNAT --to-source fd00::1-::ffff:10.0.0.1", "target SNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
 		{"-t nat -A PREROUTING ! -p tcp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp"},
 		{"-t nat -A PREROUTING -p icmpv6 -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp"},
@@ -205,5 +204,39 @@ func TestCtReplProbe6(t *testing.T) {
 	}
 	if !CtReplAnswer6(g, *pr, uint32(CtsInvalid), a("fd00:3::2"), a("fd00:1::1")) {
 		t.Errorf("an INVALID packet does not pass, as conntrack_mt passes it by its state alone")
+	}
+}
+
+// TestNat6OutputEntries checks IPv6 DNAT in nat OUTPUT (Docker's published
+// port reached from OUTPUT): the OUTPUT walk has its resume position, the
+// DNAT entries IPv6's ranged address (Nat6Addr).
+func TestNat6OutputEntries(t *testing.T) {
+	rs := parseRuleset(t, ir.IPv6,
+		"-t nat -N DOCKER",
+		"-t nat -A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER",
+		"-t nat -A OUTPUT ! -d ::1/128 -m addrtype --dst-type LOCAL -j DOCKER",
+		"-t nat -A DOCKER -i docker0 -j RETURN",
+		"-t nat -A DOCKER ! -i docker0 -p tcp -m tcp --dport 8080 -j DNAT --to-destination [fd00:dead:beef::2]:80")
+	g, err := Compile(rs, Options{})
+	if err != nil {
+		t.Fatalf("Docker's IPv6 published port: %v", err)
+	}
+	r := g.Layout.NatResume[ChainOutput]
+	start, end := g.Walk(ChainOutput)
+	if r == 0 || r-1 <= start || r-1 >= end {
+		t.Fatalf("OUTPUT resume %d outside its walk [%d,%d)", r, start, end)
+	}
+	found := 0
+	for i, e := range g.Entries {
+		if e.Action != ActDNAT {
+			continue
+		}
+		found++
+		if e.Next != Nat6Addr || e.Flags&EFNatRange == 0 {
+			t.Errorf("DNAT entry %d: Next %d flags %#x, want Nat6Addr and EFNatRange", i, e.Next, e.Flags)
+		}
+	}
+	if found == 0 {
+		t.Error("no DNAT entry for the published port")
 	}
 }
