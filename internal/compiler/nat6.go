@@ -19,9 +19,10 @@ import (
 // ports as the IPv4 side does (bpf/nat_query.h, bpf/nat6_query.h): ICMPv6
 // echo with its identifier kept, other protocols without ports by the
 // address alone. DNAT in nat OUTPUT translates the host's own packets
-// as IPv4's does (nat_output.go, bpf/nat_out.h). What stays refused
-// (checkNat6Rule): REDIRECT, DNAT not restricted to -p tcp or -p udp (as
-// in IPv4). --ctreplsrc and
+// as IPv4's does (nat_output.go, bpf/nat_out.h), REDIRECT there to ::1
+// (a DNAT to [::1] with REDIRECT's ports and flags). What stays refused
+// (checkNat6Rule): REDIRECT in nat PREROUTING, DNAT not restricted to -p
+// tcp or -p udp (as in IPv4). --ctreplsrc and
 // --ctrepldst name their IPv6 addresses by ProbeNatAddr6 probes too
 // (ctReplProbe6).
 
@@ -36,7 +37,7 @@ func checkNat6Rule(at natContext, r *ir.Rule) error {
 	name := natTargetNames[r.Target.Kind]
 	n := natRangeOf(r)
 	switch {
-	case r.Target.Kind == ir.TargetRedirect:
+	case r.Target.Kind == ir.TargetRedirect && !at.output:
 		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet", name)
 	case n.Flags&ir.NatMapIPs != 0 && !nat6Addr(n.MinAddr):
 		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet to %s", name, n.MinAddr)
@@ -55,6 +56,9 @@ func nat6Addr(a netip.Addr) bool { return a.Is6() && !a.Is4In6() && !a.IsUnspeci
 // (e's action set): Nat6Addr and a range naming its address, KeepAddr
 // without an address, MasqueradeAddr for MASQUERADE.
 func (fl *flattener) nat6Entry(e *Entry, r *ir.Rule, n *ir.NatRange) error {
+	if r.Target.Kind == ir.TargetRedirect && fl.natOutput {
+		n = redirectOutputRange6(n)
+	}
 	switch {
 	case r.Target.Kind == ir.TargetMasquerade:
 		e.Next = MasqueradeAddr
@@ -88,6 +92,20 @@ func (fl *flattener) nat6Entry(e *Entry, r *ir.Rule, n *ir.NatRange) error {
 	e.Aux = k
 	e.Flags |= EFNatRange
 	return nil
+}
+
+// redirectOutputAddr6 is REDIRECT's address in nat OUTPUT: ::1, as
+// nf_nat_redirect_ipv6 picks it for the host's own packets.
+var redirectOutputAddr6 = netip.IPv6Loopback()
+
+// redirectOutputRange6 returns REDIRECT's range n in nat OUTPUT as
+// nf_nat_redirect_ipv6 makes it: its flags and ports, and the address
+// ::1 (NF_NAT_RANGE_MAP_IPS).
+func redirectOutputRange6(n *ir.NatRange) *ir.NatRange {
+	out := *n
+	out.Flags |= ir.NatMapIPs
+	out.MinAddr, out.MaxAddr = redirectOutputAddr6, redirectOutputAddr6
+	return &out
 }
 
 // NatAddr6Probe returns the ProbeNatAddr6 holding IPv6 address a.

@@ -17,7 +17,6 @@ func TestNatIPv6Refused(t *testing.T) {
 		rule, want string
 	}{
 		{"-t nat -A PREROUTING -p tcp -j REDIRECT --to-ports 3128", "target REDIRECT is not supported by xfw's data plane for IPv6 yet"},
-		{"-t nat -A OUTPUT -p tcp -j REDIRECT", "target REDIRECT is not supported by xfw's data plane for IPv6 yet"},
 		{"-t nat -A POSTROUTING -p tcp -j SNAT --to-source fd00::1-::ffff:10.0.0.1", "target SNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
 		{"-t nat -A PREROUTING ! -p tcp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp"},
 		{"-t nat -A PREROUTING -p icmpv6 -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp"},
@@ -238,5 +237,53 @@ func TestNat6OutputEntries(t *testing.T) {
 	}
 	if found == 0 {
 		t.Error("no DNAT entry for the published port")
+	}
+}
+
+// TestNat6RedirectOutput checks IPv6 REDIRECT in nat OUTPUT: a DNAT to
+// ::1 (nf_nat_redirect_ipv6 for the host's own packets), with
+// REDIRECT's ports and flags and NF_NAT_RANGE_MAP_IPS.
+func TestNat6RedirectOutput(t *testing.T) {
+	loopback := NatAddr6Probe(netip.IPv6Loopback())
+	for _, tc := range []struct {
+		rule string
+		want Probe // Val and Mask name loopback
+	}{
+		{"-t nat -A OUTPUT -p tcp -j REDIRECT", Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatMapIPs)}},
+		{"-t nat -A OUTPUT -p tcp -j REDIRECT --to-ports 8080", Probe{Kind: ProbeNatRange,
+			Arg: uint32(ir.NatMapIPs | ir.NatProtoSpecified), Wide: 8080<<16 | 8080}},
+		{"-t nat -A OUTPUT -p udp -j REDIRECT --to-ports 5000-5010 --random", Probe{Kind: ProbeNatRange,
+			Arg: uint32(ir.NatMapIPs | ir.NatProtoSpecified | ir.NatRandom), Wide: 5000<<16 | 5010}},
+	} {
+		g, err := Compile(parseRuleset(t, ir.IPv6, tc.rule), Options{})
+		if err != nil {
+			t.Errorf("%s: %v", tc.rule, err)
+			continue
+		}
+		dnat := 0
+		for _, e := range g.Entries {
+			if e.Action != ActDNAT {
+				continue
+			}
+			dnat++
+			if e.Next != Nat6Addr || e.Flags&EFNatRange == 0 || int(e.Aux) >= len(g.Probes) {
+				t.Errorf("%s: entry %+v, want Nat6Addr and a range", tc.rule, e)
+				continue
+			}
+			got := g.Probes[e.Aux]
+			for _, k := range []uint32{got.Val, got.Mask} {
+				if int(k) >= len(g.Probes) || g.Probes[k] != loopback {
+					t.Errorf("%s: address probe %d of %+v, want %+v", tc.rule, k, g.Probes, loopback)
+				}
+			}
+			want := tc.want
+			want.Val, want.Mask = got.Val, got.Mask
+			if got != want {
+				t.Errorf("%s: range %+v, want %+v", tc.rule, got, want)
+			}
+		}
+		if dnat != 1 {
+			t.Errorf("%s: %d DNAT entries, want 1", tc.rule, dnat)
+		}
 	}
 }

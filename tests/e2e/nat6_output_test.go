@@ -10,10 +10,10 @@ import (
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
-// IPv6 DNAT in nat OUTPUT against the kernel: fw's own connections to its
-// own addresses (directly and through Docker's jump to DOCKER for local
-// destinations), to gen's address and to sink, translated to sink or to
-// fw's own address, through xfw and ip6tables-legacy in twin topologies;
+// IPv6 DNAT and REDIRECT in nat OUTPUT against the kernel: fw's own
+// connections to its own addresses (directly and through Docker's jump to
+// DOCKER for local destinations), to gen's address and to sink,
+// translated to sink, to fw's own address or redirected to ::1, through xfw and ip6tables-legacy in twin topologies;
 // what the clients and servers saw, the nat table's counters
 // (POSTROUTING with the new output device), filter's rules that see the
 // translated packet (OUTPUT with the first route's device, INPUT the
@@ -29,6 +29,7 @@ const nat6OutputRuleset = natTableStart + `:DOCKER - [0:0]
 -A OUTPUT -d fd00:X:2::2/128 -p udp -m udp --dport 5390 -j DNAT --to-destination [fd00:X:2::2]:53
 -A OUTPUT -d fd00:X:1::1/128 -p tcp -m tcp --dport 8092 -j DNAT --to-destination [fd00:X:2::2]:83
 -A OUTPUT -d fd00:X:2::2/128 -p tcp -m tcp --dport 2290 -j DNAT --to-destination [fd00:X:1::1]:7090
+-A OUTPUT -d fd00:X:2::2/128 -p tcp -m tcp --dport 2291 -j REDIRECT --to-ports 7091
 -A POSTROUTING -o FWOUT -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN
 -A POSTROUTING -o lo -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN
 -A POSTROUTING -o FWOUT -p udp
@@ -42,6 +43,7 @@ COMMIT
 -A INPUT -s fd00:X:2::2/128 -p tcp -m tcp --sport 80 --tcp-flags SYN,ACK SYN,ACK
 -A INPUT -s fd00:X:2::2/128 -p udp -m udp --sport 53
 -A INPUT -s fd00:X:2::2/128 -i lo -p tcp -m tcp --sport 2290 --tcp-flags SYN,ACK SYN,ACK -m conntrack ! --ctstate INVALID
+-A INPUT -s fd00:X:2::2/128 -i lo -p tcp -m tcp --sport 2291 --tcp-flags SYN,ACK SYN,ACK -m conntrack ! --ctstate INVALID
 -A OUTPUT -d fd00:X:2::2/128 -o FWOUT -p tcp -m tcp --dport 80
 -A OUTPUT -d fd00:X:2::2/128 -o lo -p tcp -m tcp --dport 80 -m conntrack --ctstate NEW --ctorigdst fd00:X:1::1 --ctorigdstport 8090 -j ACCEPT
 -A OUTPUT -d fd00:X:2::2/128 -o lo -p tcp -m tcp --dport 80 -m conntrack --ctstate NEW --ctorigdst fd00:X:2::1 --ctorigdstport 8093 -j ACCEPT
@@ -50,6 +52,7 @@ COMMIT
 -A OUTPUT -d fd00:X:2::2/128 -p udp -m udp --dport 53 -m conntrack --ctorigdstport 5390
 -A OUTPUT -d fd00:X:2::2/128 -p tcp -m tcp --dport 83 -j REJECT --reject-with tcp-reset
 -A OUTPUT -d fd00:X:1::1/128 -o FWOUT -p tcp -m tcp --dport 7090 -m conntrack --ctstate NEW
+-A OUTPUT -d ::1/128 -o FWOUT -p tcp -m tcp --dport 7091 -m conntrack --ctstate NEW --ctorigdstport 2291
 COMMIT
 `
 
@@ -106,6 +109,9 @@ var nat6OutputSteps = []natStep{
 		return string(a.Outcome)
 	}},
 	{"tcp to sink translated to fw's own address", out6TCP(nat6At(2, 2, 2290), nat6At(1, 1, 7090), true)},
+	{"tcp to sink redirected to fw's loopback (::1)", out6TCP(nat6At(2, 2, 2291), func(*nettest.Topology) netip.AddrPort {
+		return netip.MustParseAddrPort("[::1]:7091")
+	}, true)},
 }
 
 // TestNat6OutputAgainstKernel runs nat6OutputSteps through both twins and
@@ -123,8 +129,8 @@ func TestNat6OutputAgainstKernel(t *testing.T) {
 		return
 	}
 	runNatSteps(t, tw, nat6OutputSteps)
-	compareNatCountersFam(t, tw, 6, 12)
+	compareNatCountersFam(t, tw, 6, 15)
 	compareNatConntrackFam(t, tw, 6, func(key string, port int) bool {
 		return (key == "sport" || key == "dport") && port >= 32768 && port != 40090
-	}, 5)
+	}, 6)
 }

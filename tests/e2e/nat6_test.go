@@ -10,7 +10,7 @@ import (
 
 // nat6Refused are ip6tables nat rules (Docker's and kube-proxy's forms
 // among them) that iptables-legacy accepts and xfw refuses while its data
-// plane does not translate them (REDIRECT, DNAT of protocols
+// plane does not translate them (REDIRECT in nat PREROUTING, DNAT of protocols
 // other than TCP and UDP), with the refusal's words. The
 // interface xt-absent0 does not exist: such a rule, none of whose terms
 // can match yet, is refused as well.
@@ -19,8 +19,6 @@ var nat6Refused = []struct {
 	want string
 }{
 	{[]string{"-A", "PREROUTING", "-p", "tcp", "-j", "REDIRECT", "--to-ports", "3128"},
-		"target REDIRECT is not supported by xfw's data plane for IPv6 yet"},
-	{[]string{"-A", "OUTPUT", "-p", "udp", "-j", "REDIRECT", "--to-ports", "53"},
 		"target REDIRECT is not supported by xfw's data plane for IPv6 yet"},
 	{[]string{"-A", "PREROUTING", "-i", "xt-absent0", "-j", "DNAT", "--to-destination", "fd00::2"},
 		"target DNAT is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp"},
