@@ -16,7 +16,6 @@ func TestNatIPv6Refused(t *testing.T) {
 	for _, tc := range []struct {
 		rule, want string
 	}{
-		{"-t nat -A PREROUTING -p tcp -j REDIRECT --to-ports 3128", "target REDIRECT is not supported by xfw's data plane for IPv6 yet"},
 		{"-t nat -A POSTROUTING -p tcp -j SNAT --to-source fd00::1-::ffff:10.0.0.1", "target SNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
 		{"-t nat -A PREROUTING ! -p tcp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp"},
 		{"-t nat -A PREROUTING -p icmpv6 -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp"},
@@ -77,6 +76,11 @@ func TestNat6Entries(t *testing.T) {
 		// Without -p (ICMPv6 echo, protocols without ports: bpf/nat_query.h).
 		{"-t nat -A POSTROUTING -s fd00:dead:beef::/48 ! -o docker0 -j MASQUERADE", ActSNAT, MasqueradeAddr, false, Probe{}, 0},
 		{"-t nat -A POSTROUTING -p icmpv6 -j MASQUERADE", ActSNAT, MasqueradeAddr, false, Probe{}, 0},
+		// REDIRECT in PREROUTING: the input interface's address (bpf/nat.h).
+		{"-t nat -A PREROUTING -p tcp -j REDIRECT", ActDNAT, RedirectAddr, false, Probe{}, 0},
+		{"-t nat -A PREROUTING -p udp -j REDIRECT --to-ports 5353", ActDNAT, RedirectAddr, false, Probe{}, 5353},
+		{"-t nat -A PREROUTING -p tcp -j REDIRECT --to-ports 3000-3010 --random", ActDNAT, RedirectAddr, true,
+			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatProtoSpecified | ir.NatRandom), Wide: 3000<<16 | 3010}, 0},
 		{"-t nat -A POSTROUTING -j SNAT --to-source fd00::2", ActSNAT, Nat6Addr, true,
 			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatMapIPs)}, 0},
 		{"-t nat -A POSTROUTING -p 253 -j SNAT --to-source fd00::2-fd00::9", ActSNAT, Nat6Addr, true,
@@ -148,7 +152,7 @@ func TestNatRefusedWithoutTerms(t *testing.T) {
 		{ir.IPv4, "-t nat -A PREROUTING -i eth0 -p icmp -j DNAT --to-destination 10.0.0.2", "-p tcp or -p udp"},
 		// Only a rule that cannot match yet jumps to the chain.
 		{ir.IPv6, "-t nat -N X;-t nat -A X -j DNAT --to-destination fd00::2;-t nat -A PREROUTING -i eth0 -j X", "-p tcp or -p udp"},
-		{ir.IPv6, "-t nat -N X;-t nat -A X -p tcp -j REDIRECT;-t nat -A PREROUTING -i eth0 -j X", "for IPv6"},
+		{ir.IPv6, "-t nat -N X;-t nat -A X -p tcp -j DNAT --to-destination [::ffff:10.0.0.1];-t nat -A PREROUTING -i eth0 -j X", "for IPv6"},
 		{ir.IPv4, "-t nat -N X;-t nat -A X -j SNAT --to-source 10.0.0.1;-t nat -A INPUT -i eth0 -g X",
 			"outside nat POSTROUTING"},
 	} {
