@@ -36,9 +36,10 @@
  *    LOCAL_OUT).
  *  - IPv6 (nf_nat_ipv6_local_fn, ip6_route_me_harder) the same way: the
  *    128-bit addresses of xfw_nat_key, the rewrites nat.h's
- *    xfw_nat_rw_xdp/_tc pick by family; an IPv6 reply goes on to the
- *    stack where it arrived unless its source is ::1 (ip6_rcv_core's
- *    check: delivered through loopback).
+ *    xfw_nat_rw_xdp/_tc pick by family, REDIRECT compiled to ::1; an
+ *    IPv6 reply goes on to the stack where it arrived unless its source
+ *    is ::1 (ip6_rcv_core's check: delivered through loopback). ICMPv6
+ *    errors about such a connection are not translated back.
  *  - Checksums: at TC the kernel's helpers follow ip_summed
  *    (CHECKSUM_PARTIAL of a local socket: the pseudo-header sum only).
  *

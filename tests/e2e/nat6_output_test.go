@@ -30,6 +30,7 @@ const nat6OutputRuleset = natTableStart + `:DOCKER - [0:0]
 -A OUTPUT -d fd00:X:1::1/128 -p tcp -m tcp --dport 8092 -j DNAT --to-destination [fd00:X:2::2]:83
 -A OUTPUT -d fd00:X:2::2/128 -p tcp -m tcp --dport 2290 -j DNAT --to-destination [fd00:X:1::1]:7090
 -A OUTPUT -d fd00:X:2::2/128 -p tcp -m tcp --dport 2291 -j REDIRECT --to-ports 7091
+-A OUTPUT -d fd00:X:1::1/128 -p udp -m udp --dport 5391 -j DNAT --to-destination [fd00:X:2::2]:54
 -A POSTROUTING -o FWOUT -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN
 -A POSTROUTING -o lo -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN
 -A POSTROUTING -o FWOUT -p udp
@@ -129,8 +130,27 @@ func TestNat6OutputAgainstKernel(t *testing.T) {
 		return
 	}
 	runNatSteps(t, tw, nat6OutputSteps)
+	checkNat6OutputICMPError(t, tw)
 	compareNatCountersFam(t, tw, 6, 15)
 	compareNatConntrackFam(t, tw, 6, func(key string, port int) bool {
 		return (key == "sport" || key == "dport") && port >= 32768 && port != 40090
 	}, 6)
+}
+
+// checkNat6OutputICMPError sends fw's datagram to its own address,
+// translated in nat OUTPUT to a closed port of sink: the kernel
+// translates sink's port unreachable back (the socket is refused); xfw
+// does not translate an ICMPv6 error about a connection nat OUTPUT
+// translated (docs/differences.md): it reaches fw as it came, and the
+// socket, connected to the original destination, does not see it.
+func checkNat6OutputICMPError(t *testing.T, tw *twins) {
+	t.Helper()
+	want := map[string]nettest.Outcome{"kernel": nettest.Refused, "xfw": nettest.TimedOut}
+	tw.each(func(kind string, tp *nettest.Topology, _ firewall) {
+		a := nettest.UDPSend(tp.FwNS, nat6At(1, 1, 5391)(tp), []byte("q"), nettest.ExpectReply(),
+			nettest.WithTimeout(2*time.Second))
+		if a.Outcome != want[kind] {
+			t.Errorf("%s: fw's datagram translated to sink's closed port: %s, want %s", kind, a.Outcome, want[kind])
+		}
+	})
 }
