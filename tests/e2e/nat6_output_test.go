@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"fmt"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
@@ -57,45 +55,17 @@ COMMIT
 COMMIT
 `
 
-// out6TCP connects from fw to dst with a payload echoed by a server at
-// server (in sink, or fw when local) and says what both ends saw.
+// out6TCP is outTCP over IPv6.
 func out6TCP(dst, server func(tp *nettest.Topology) netip.AddrPort, local bool) func(*testing.T, *nettest.Topology) string {
-	return func(t *testing.T, tp *nettest.Topology) string {
-		srvNS := tp.SinkNS
-		if local {
-			srvNS = tp.FwNS
-		}
-		srv := nettest.StartTCPServer(t, srvNS, server(tp), nettest.Echo())
-		defer srv.Close()
-		a := nettest.TCPConnect(tp.FwNS, dst(tp), nettest.WithPayload([]byte("from-fw6")),
-			nettest.WithTimeout(2*time.Second))
-		out := fmt.Sprintf("client %s reply %q", a.Outcome, a.Reply)
-		if a.Outcome == nettest.OK {
-			for _, c := range srv.WaitFinished(1, 2*time.Second) {
-				out += fmt.Sprintf("; server saw %s data %q", nat6Name(tp, c.From.Addr()), c.Data)
-			}
-		}
-		return out
-	}
+	return outTCPNamed(dst, server, local, nat6Name)
 }
 
 // out6UDP sends two datagrams from fw's sink-side address, port 40090, to
 // dst, echoed by a server at sink's port 53, and says what both ends saw.
 func out6UDP(dst func(tp *nettest.Topology) netip.AddrPort) func(*testing.T, *nettest.Topology) string {
-	return func(t *testing.T, tp *nettest.Topology) string {
-		srv := nettest.StartUDPServer(t, tp.SinkNS, nat6At(2, 2, 53)(tp), nettest.Echo())
-		defer srv.Close()
-		out := ""
-		for i := 0; i < 2; i++ {
-			a := nettest.UDPSend(tp.FwNS, dst(tp), []byte("q"), nettest.ExpectReply(),
-				nettest.WithTimeout(2*time.Second), nettest.WithSource(netip.AddrPortFrom(tp.FwOut.IPv6, 40090)))
-			out += fmt.Sprintf("datagram %d: %s reply %q; ", i, a.Outcome, a.Reply)
-		}
-		for _, d := range srv.Wait(2, 2*time.Second) {
-			out += "server saw " + nat6Name(tp, d.From.Addr()) + "; "
-		}
-		return out
-	}
+	return natUDPEchoAt(nat6At(2, 2, 53), nat6Name, func(tp *nettest.Topology) (string, netip.AddrPort) {
+		return tp.FwNS, netip.AddrPortFrom(tp.FwOut.IPv6, 40090)
+	}, dst)
 }
 
 // nat6OutputSteps are TestNat6OutputAgainstKernel's steps, in order.
@@ -105,10 +75,7 @@ var nat6OutputSteps = []natStep{
 		out6TCP(nat6At(2, 1, 8093), nat6At(2, 2, 80), false)},
 	{"tcp to gen, translated to sink (another device)", out6TCP(nat6At(1, 2, 8091), nat6At(2, 2, 80), false)},
 	{"udp to sink, another port; the second datagram translated as a later packet", out6UDP(nat6At(2, 2, 5390))},
-	{"tcp translated, then rejected in filter OUTPUT: the reset from the original destination", func(t *testing.T, tp *nettest.Topology) string {
-		a := nettest.TCPConnect(tp.FwNS, nat6At(1, 1, 8092)(tp), nettest.WithTimeout(2*time.Second))
-		return string(a.Outcome)
-	}},
+	{"tcp translated, then rejected in filter OUTPUT: the reset from the original destination", outConnect(nat6At(1, 1, 8092))},
 	{"tcp to sink translated to fw's own address", out6TCP(nat6At(2, 2, 2290), nat6At(1, 1, 7090), true)},
 	{"tcp to sink redirected to fw's loopback (::1)", out6TCP(nat6At(2, 2, 2291), func(*nettest.Topology) netip.AddrPort {
 		return netip.MustParseAddrPort("[::1]:7091")
@@ -118,14 +85,7 @@ var nat6OutputSteps = []natStep{
 // TestNat6OutputAgainstKernel runs nat6OutputSteps through both twins and
 // compares the outcomes, the counters and the connection tables.
 func TestNat6OutputAgainstKernel(t *testing.T) {
-	nettest.RequireRoot(t)
-	requireTools(t, "ip6tables-legacy", "conntrack")
-	tw := newTwins(t, xfwPath(t))
-	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
-		rules := strings.ReplaceAll(nat6OutputRuleset, "fd00:X:", fmt.Sprintf("fd00:%d:", tp.Subnet))
-		rules = strings.NewReplacer("FWOUT", tp.FwOut.Ifname, "FWIN", tp.FwIn.Ifname).Replace(rules)
-		fw.restore(t, tp, 6, rules)
-	})
+	tw := natOutputTwins(t, 6, nat6OutputRuleset)
 	if t.Failed() {
 		return
 	}
