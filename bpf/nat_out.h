@@ -38,8 +38,9 @@
  *    128-bit addresses of xfw_nat_key, the rewrites nat.h's
  *    xfw_nat_rw_xdp/_tc pick by family, REDIRECT compiled to ::1; an
  *    IPv6 reply goes on to the stack where it arrived unless its source
- *    is ::1 (ip6_rcv_core's check: delivered through loopback). ICMPv6
- *    errors about such a connection are not translated back.
+ *    is ::1 (ip6_rcv_core's check: delivered through loopback), and so
+ *    does an ICMPv6 error about such a connection, its quote translated
+ *    back (xfw_nat6_icmp_in_xdp, nat6_icmp.h).
  *  - Checksums: at TC the kernel's helpers follow ip_summed
  *    (CHECKSUM_PARTIAL of a local socket: the pseudo-header sum only).
  *
@@ -52,7 +53,7 @@
  * xfw_nat_out_scratch holds the packet's new route from the translation
  * to the send. Addresses and ports host order, as in struct xfw_pkt.
  *
- * Includes: nat.h (its maps and rewrites), nat_icmp.h, local.h (xfw_local_type),
+ * Includes: nat.h (its maps and rewrites), nat_icmp.h (nat6_icmp.h), local.h (xfw_local_type),
  * reject_send.h (the XDP metadata's mark, xfw_tc_ingress).
  */
 #ifndef XFW_NAT_OUT_H
@@ -347,10 +348,14 @@ __attribute__((noinline)) int xfw_nat_in_xdp(struct xdp_md *ctx, struct xfw_pkt 
 		if (xfw_nat_in_direct(ctx, p))
 			return 1;
 	} else {
-		/* An ICMP error about such a connection (nat_icmp.h). */
-		r = xfw_nat_icmp_in_xdp(ctx, p);
+		/* An ICMP error about such a connection (nat_icmp.h,
+		 * nat6_icmp.h); IPv6's goes on where it arrived as a reply
+		 * does. */
+		r = p->fam ? xfw_nat6_icmp_in_xdp(ctx, p) : xfw_nat_icmp_in_xdp(ctx, p);
 		if (r <= 0)
 			return r;
+		if (p->fam && xfw_nat_in_direct(ctx, p))
+			return 1;
 	}
 	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct xfw_rj_meta)))
 		return -1;
@@ -388,7 +393,8 @@ static __always_inline int xfw_nat_lo_passed(struct xfw_pkt *p)
 	__u32 zero = 0, *n;
 	struct xfw_nat_pend *np;
 
-	if (!xfw_nat_enabled() || (!xfw_nat_translatable(p) && p->proto != IPPROTO_ICMP))
+	if (!xfw_nat_enabled() ||
+	    (!xfw_nat_translatable(p) && p->proto != IPPROTO_ICMP && p->proto != IPPROTO_ICMPV6))
 		return 0;
 	np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	if (!np)
