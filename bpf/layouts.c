@@ -76,6 +76,7 @@ struct xfw_layouts {
 	struct xfw_rc_ent rc_ent;
 	struct xfw_rc_list rc_list;
 	struct xfw_rc_rule rc_rule;
+	struct xfw_nat_ifaddr_val nat_ifaddr_val;
 };
 
 struct xfw_layouts xfw_layouts;

@@ -33,7 +33,8 @@
  *    kernel's helpers know.
  *
  * REDIRECT is a DNAT to the input interface's primary address
- * (xfw_nat_ifaddr; none: dropped, as the kernel drops it); IPv4 only.
+ * (xfw_nat_ifaddr; none: dropped, as the kernel drops it); IPv6 the
+ * first usable one of the device's list (xfw_nat_redirect_addr).
  *
  * IPv6: the tables hold 128-bit addresses (hi:lo as struct xfw_pkt, an
  * IPv4 address in the low word), so both families share them and the
@@ -218,17 +219,45 @@ struct {
 	__uint(max_entries, 1);
 } xfw_nat_on SEC(".maps");
 
-/* REDIRECT's addresses: ifindex → the interface's primary IPv4 address
- * (host order), filled by the control plane with the local addresses
- * (internal/dataplane/nat.go). */
+/* REDIRECT's addresses: ifindex → the interface's addresses REDIRECT
+ * (and IPv4 MASQUERADE) take, filled by the control plane with the local
+ * addresses (internal/dataplane/nat.go fillNatAddrs); the value is
+ * struct xfw_nat_ifaddr_val (xfw_structs.h). */
 #define XFW_NAT_IFADDRS 4096
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct xfw_nat_ifaddr_val);
 	__uint(max_entries, XFW_NAT_IFADDRS);
 } xfw_nat_ifaddr SEC(".maps");
+
+/* xfw_nat_redirect_addr leaves in r REDIRECT's address for p received on
+ * interface iif: IPv4 the primary address (nf_nat_redirect_ipv4); IPv6
+ * the first usable address of the device's list, a link-local one for a
+ * link-local destination (nf_nat_redirect_ipv6's scope test). Returns 0,
+ * or -1 when the interface has none (the kernel drops the packet). */
+static __always_inline int xfw_nat_redirect_addr(struct xfw_nat_range *r, struct xfw_pkt *p, __u32 iif)
+{
+	struct xfw_nat_ifaddr_val *a = bpf_map_lookup_elem(&xfw_nat_ifaddr, &iif);
+
+	if (!a)
+		return -1;
+	if (p->fam == 0) {
+		r->addr_hi = 0;
+		r->addr = a->addr4;
+		return a->addr4 ? 0 : -1;
+	}
+	/* fe80::/10: ipv6_addr_scope gives link-local scope. */
+	if ((p->dst_hi >> 54) == (0xfe80ULL >> 6)) {
+		r->addr_hi = a->ll_hi;
+		r->addr = a->ll_lo;
+		return a->flags6 & XFW_NAT_IFA6_LL ? 0 : -1;
+	}
+	r->addr_hi = a->any_hi;
+	r->addr = a->any_lo;
+	return a->flags6 & XFW_NAT_IFA6_ANY ? 0 : -1;
+}
 
 /* An XFW_ACT_DNAT entry's address for REDIRECT: the input interface's
  * primary address (nf_nat_redirect_ipv4; compiler.RedirectAddr). */
@@ -629,10 +658,8 @@ __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pk
 	r->addr_hi = 0;
 	r->addr = addr;
 	if (addr == XFW_NAT_REDIRECT) {
-		__u32 iif = ctx->ingress_ifindex, *a;
+		__u32 iif = ctx->ingress_ifindex;
 
-		if (p->fam != 0)
-			return -1; /* IPv6 REDIRECT is refused (compiler) */
 		/* A VLAN's packets come in on its parent: the VLAN device is
 		 * the input interface (xfw_ifinfo). */
 		if (p->vlan) {
@@ -643,10 +670,8 @@ __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pk
 				return -1;
 			iif = ifi->ifindex;
 		}
-		a = bpf_map_lookup_elem(&xfw_nat_ifaddr, &iif);
-		if (!a || !*a)
+		if (xfw_nat_redirect_addr(r, p, iif))
 			return -1; /* no address: the kernel drops it */
-		r->addr = *a;
 	}
 	if (addr == XFW_NAT_KEEP_ADDR) {
 		r->addr_hi = p->dst_hi;
@@ -658,7 +683,7 @@ __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pk
 		if (to == ~0ULL)
 			return -1;
 		port = to & 0xffff;
-	} else if (p->fam != 0 && addr != XFW_NAT_KEEP_ADDR) {
+	} else if (p->fam != 0 && addr != XFW_NAT_KEEP_ADDR && addr != XFW_NAT_REDIRECT) {
 		return -1; /* an IPv6 address is its range probe's (XFW_NAT_ADDR6) */
 	}
 	if (!port)

@@ -6,7 +6,10 @@
  * quoted packet gets its original source (address, a TCP or UDP port, the
  * quoted transport checksum: its pseudo-header covers the address) and
  * the error goes to the original source, the ICMPv6 checksum updated for
- * both (its pseudo-header and the quoted bytes).
+ * both (its pseudo-header and the quoted bytes). An error INPUT accepted
+ * about a connection nat OUTPUT's DNAT translated gets the quote's
+ * original destination and comes from it (xfw_nat6_icmp_in_xdp, after
+ * INPUT as the kernel's nat INPUT hook; delivered by nat_out.h).
  *
  * Scope: errors quoting an IPv6 header directly followed by TCP, UDP, an
  * ICMPv6 echo request, or another protocol without ports (the quote's
@@ -34,7 +37,8 @@
 #define XFW_N6Q_ICMP_CSUM 42
 #define XFW_N6Q_SADDR 8
 #define XFW_N6Q_DADDR 24
-/* The outer header's destination. */
+/* The outer header's source and destination. */
+#define XFW_N6_SADDR 8
 #define XFW_N6_DADDR 24
 
 /* xfw_nat6_quote_fields returns the quote's length to rewrite (q: its
@@ -104,25 +108,26 @@ static __always_inline int xfw_nat6_quote_map(struct xfw_nat_pend *np, __u32 por
 }
 
 /* xfw_nat6_quote_fix writes into np->icmp_new the quoted packet of
- * np->icmp_old with source v's address and (ports) port, its transport
- * checksum (at csum, 0: none) updated. */
-static __always_inline void xfw_nat6_quote_fix(struct xfw_nat_pend *np, struct xfw_nat_val *v, __u32 csum,
-					       __u32 ports)
+ * np->icmp_old with its source (qdst 0) or destination (qdst 1, a
+ * constant) address hi:lo and (ports) port, its transport checksum (at
+ * csum, 0: none) updated. */
+static __always_inline void xfw_nat6_quote_fix(struct xfw_nat_pend *np, __u64 hi, __u64 lo, __u32 to_port,
+					       __u32 csum, __u32 ports, __u32 qdst)
 {
 	__u8 *q = np->icmp_old, *n = np->icmp_new;
 	__u32 diff, f, oldport = 0, port = 0;
+	__u32 aoff = qdst ? XFW_N6Q_DADDR : XFW_N6Q_SADDR, poff = XFW_NAT6_QUOTE_PORTS + (qdst ? 2 : 0);
 
 	__builtin_memcpy(n, q, XFW_NAT_QUOTE_BUF);
-	xfw_nat6_put(n + XFW_N6Q_SADDR, v->to_hi, v->to_addr);
+	xfw_nat6_put(n + aoff, hi, lo);
 	if (ports) {
-		oldport = *(__u16 *)(q + XFW_NAT6_QUOTE_PORTS);
-		port = bpf_htons(v->to_port);
-		*(__u16 *)(n + XFW_NAT6_QUOTE_PORTS) = port;
+		oldport = *(__u16 *)(q + poff);
+		port = bpf_htons(to_port);
+		*(__u16 *)(n + poff) = port;
 	}
 	if (!csum || csum > XFW_N6Q_TCP_CSUM)
 		return;
-	diff = bpf_csum_diff((__be32 *)(q + XFW_N6Q_SADDR), XFW_NAT6_ADDR_LEN, (__be32 *)(n + XFW_N6Q_SADDR),
-			     XFW_NAT6_ADDR_LEN, 0);
+	diff = bpf_csum_diff((__be32 *)(q + aoff), XFW_NAT6_ADDR_LEN, (__be32 *)(n + aoff), XFW_NAT6_ADDR_LEN, 0);
 	f = *(__u16 *)(q + csum);
 	f = ~xfw_nat6_fold((__u64)(~f & 0xffff) + diff + (~oldport & 0xffff) + port) & 0xffff;
 	if (f == 0 && csum == XFW_N6Q_UDP_CSUM)
@@ -130,35 +135,36 @@ static __always_inline void xfw_nat6_quote_fix(struct xfw_nat_pend *np, struct x
 	*(__u16 *)(n + csum) = f;
 }
 
-/* xfw_nat6_icmp_pre_xdp translates, before the route lookup, an ICMPv6
- * error (p) about an SNAT or MASQUERADE connection coming back to the
- * translated source: the quoted packet gets its original source back,
- * the error its original destination. Returns 1 when it did. A global
- * function. */
-__attribute__((noinline)) int xfw_nat6_icmp_pre_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
+/* xfw_nat6_icmp_error loads the quote of ICMPv6 error p into
+ * np->icmp_old (in: its offset) and returns its length to rewrite
+ * (xfw_nat6_quote_fields), or 0 when p is no error this translates. */
+static __always_inline __u32 xfw_nat6_icmp_error(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_nat_pend *np,
+						 __u32 in, __u32 *csum, __u32 *ports)
 {
-	__u32 zero = 0, in, len, csum, ports, f, diff;
-	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
-	struct xfw_nat_val v;
-	__u8 *b;
-
-	if (!ctx || !p || !np || p->fam != 1 || !p->l4_off || p->proto != IPPROTO_ICMPV6 || p->icmp > 0xffff ||
+	if (p->fam != 1 || !p->l4_off || p->proto != IPPROTO_ICMPV6 || p->icmp > 0xffff ||
 	    (p->icmp >> 8) >= XFW_NAT6_ICMP_INFO || p->fragmented)
 		return 0;
-	in = p->l4_off + XFW_NAT6_ICMP_HLEN;
 	if (bpf_xdp_load_bytes(ctx, in, np->icmp_old, XFW_N6Q_SHORT))
 		return 0;
-	len = xfw_nat6_quote_fields(ctx, in, np, &csum, &ports);
-	if (!len || !xfw_nat6_quote_map(np, ports, &v))
-		return 0;
-	xfw_nat6_quote_fix(np, &v, csum, ports);
-	/* The ICMPv6 checksum: the outer destination in its pseudo-header,
-	 * and the quoted bytes. */
-	b = np->b6.ip;
-	if (bpf_xdp_load_bytes(ctx, p->l3_off + XFW_N6_DADDR, b, XFW_NAT6_ADDR_LEN) ||
+	return xfw_nat6_quote_fields(ctx, in, np, csum, ports);
+}
+
+/* xfw_nat6_icmp_write writes the quote xfw_nat6_quote_fix rewrote (len
+ * bytes at in) into error p and gives the error the address hi:lo as its
+ * destination (qdst 0: the quote's source was rewritten) or its source
+ * (qdst 1, a constant), the ICMPv6 checksum updated for both (its
+ * pseudo-header and the quoted bytes). Returns 0, or -1 when the packet
+ * cannot be read or written. */
+static __always_inline int xfw_nat6_icmp_write(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_nat_pend *np,
+					       __u32 in, __u32 len, __u64 hi, __u64 lo, __u32 qdst)
+{
+	__u32 aoff = p->l3_off + (qdst ? XFW_N6_SADDR : XFW_N6_DADDR), f, diff;
+	__u8 *b = np->b6.ip;
+
+	if (bpf_xdp_load_bytes(ctx, aoff, b, XFW_NAT6_ADDR_LEN) ||
 	    bpf_xdp_load_bytes(ctx, p->l4_off + XFW_ICMP6_CSUM_OFF, np->b6.l4, sizeof(__u16)))
-		return 0;
-	xfw_nat6_put(np->b6.na, v.to_hi, v.to_addr);
+		return -1;
+	xfw_nat6_put(np->b6.na, hi, lo);
 	diff = bpf_csum_diff((__be32 *)b, XFW_NAT6_ADDR_LEN, (__be32 *)np->b6.na, XFW_NAT6_ADDR_LEN, 0);
 	if (len == XFW_N6Q_TCP)
 		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_N6Q_TCP, (__be32 *)np->icmp_new, XFW_N6Q_TCP, diff);
@@ -169,15 +175,75 @@ __attribute__((noinline)) int xfw_nat6_icmp_pre_xdp(struct xdp_md *ctx, struct x
 	*(__u16 *)np->b6.l4 = ~xfw_nat6_fold((__u64)(~f & 0xffff) + diff) & 0xffff;
 	if (len == XFW_N6Q_TCP) {
 		if (bpf_xdp_store_bytes(ctx, in, np->icmp_new, XFW_N6Q_TCP))
-			return 0;
+			return -1;
 	} else if (bpf_xdp_store_bytes(ctx, in, np->icmp_new, XFW_N6Q_SHORT)) {
-		return 0;
+		return -1;
 	}
 	if (bpf_xdp_store_bytes(ctx, p->l4_off + XFW_ICMP6_CSUM_OFF, np->b6.l4, sizeof(__u16)) ||
-	    bpf_xdp_store_bytes(ctx, p->l3_off + XFW_N6_DADDR, np->b6.na, XFW_NAT6_ADDR_LEN))
+	    bpf_xdp_store_bytes(ctx, aoff, np->b6.na, XFW_NAT6_ADDR_LEN))
+		return -1;
+	return 0;
+}
+
+/* xfw_nat6_icmp_pre_xdp translates, before the route lookup, an ICMPv6
+ * error (p) about an SNAT or MASQUERADE connection coming back to the
+ * translated source: the quoted packet gets its original source back,
+ * the error its original destination. Returns 1 when it did. A global
+ * function. */
+__attribute__((noinline)) int xfw_nat6_icmp_pre_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
+{
+	__u32 zero = 0, in, len, csum, ports;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_val v;
+
+	if (!ctx || !p || !np)
+		return 0;
+	in = p->l4_off + XFW_NAT6_ICMP_HLEN;
+	len = xfw_nat6_icmp_error(ctx, p, np, in, &csum, &ports);
+	if (!len || !xfw_nat6_quote_map(np, ports, &v))
+		return 0;
+	xfw_nat6_quote_fix(np, v.to_hi, v.to_addr, v.to_port, csum, ports, 0);
+	if (xfw_nat6_icmp_write(ctx, p, np, in, len, v.to_hi, v.to_addr, 0))
 		return 0;
 	p->dst_hi = v.to_hi;
 	p->dst_lo = v.to_addr;
+	return 1;
+}
+
+/* xfw_nat6_icmp_in_xdp translates an ICMPv6 error INPUT accepted (p)
+ * about a connection whose destination nat OUTPUT translated (the quoted
+ * packet its original direction as it left), as the kernel's nat INPUT
+ * hook does: the quoted packet gets its original destination and port
+ * back, the error comes from the original destination. Returns 1 when
+ * it did, 0 when p is no such error, -1 when the write failed (drop). A
+ * global function (nat_out.h delivers the error). */
+__attribute__((noinline)) int xfw_nat6_icmp_in_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
+{
+	__u32 zero = 0, in, len, csum, ports;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_ct_entry *e;
+	__u8 *q;
+	int srcb;
+
+	if (!ctx || !p || !np)
+		return 0;
+	in = p->l4_off + XFW_NAT6_ICMP_HLEN;
+	len = xfw_nat6_icmp_error(ctx, p, np, in, &csum, &ports);
+	if (!len || !ports)
+		return 0; /* DNAT translates TCP and UDP only */
+	q = np->icmp_old;
+	srcb = xfw_ct_mkkey(&np->fwd, 1, q[XFW_NAT6_QUOTE_NEXT], xfw_be64(q + XFW_N6Q_SADDR),
+			    xfw_be64(q + XFW_N6Q_SADDR + 8), xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS),
+			    xfw_be64(q + XFW_N6Q_DADDR), xfw_be64(q + XFW_N6Q_DADDR + 8),
+			    xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS + 2));
+	e = xfw_nat_tracked(&np->fwd);
+	if (!e || !(e->v.nat_flags & XFW_NAT_F_DST) || srcb != !!(e->v.status & XFW_CTST_ORIG_B))
+		return 0;
+	xfw_nat6_quote_fix(np, e->v.nat_addr_hi, e->v.nat_addr, e->v.nat_port, csum, ports, 1);
+	if (xfw_nat6_icmp_write(ctx, p, np, in, len, e->v.nat_addr_hi, e->v.nat_addr, 1))
+		return -1;
+	p->src_hi = e->v.nat_addr_hi;
+	p->src_lo = e->v.nat_addr;
 	return 1;
 }
 

@@ -34,6 +34,13 @@
  *    (xfw_nat_icmp_in_xdp, nat_icmp.h).
  *  - REDIRECT is compiled to 127.0.0.1 (nf_nat_redirect_ipv4 at
  *    LOCAL_OUT).
+ *  - IPv6 (nf_nat_ipv6_local_fn, ip6_route_me_harder) the same way: the
+ *    128-bit addresses of xfw_nat_key, the rewrites nat.h's
+ *    xfw_nat_rw_xdp/_tc pick by family, REDIRECT compiled to ::1; an
+ *    IPv6 reply goes on to the stack where it arrived unless its source
+ *    is ::1 (ip6_rcv_core's check: delivered through loopback), and so
+ *    does an ICMPv6 error about such a connection, its quote translated
+ *    back (xfw_nat6_icmp_in_xdp, nat6_icmp.h).
  *  - Checksums: at TC the kernel's helpers follow ip_summed
  *    (CHECKSUM_PARTIAL of a local socket: the pseudo-header sum only).
  *
@@ -46,7 +53,7 @@
  * xfw_nat_out_scratch holds the packet's new route from the translation
  * to the send. Addresses and ports host order, as in struct xfw_pkt.
  *
- * Includes: nat.h (its maps and rewrites), nat_icmp.h, local.h (xfw_local_type),
+ * Includes: nat.h (its maps and rewrites), nat_icmp.h (nat6_icmp.h), local.h (xfw_local_type),
  * reject_send.h (the XDP metadata's mark, xfw_tc_ingress).
  */
 #ifndef XFW_NAT_OUT_H
@@ -77,8 +84,10 @@
 struct xfw_nat_out {
 	__u32 oif;       /* the new route's device; 0: the packet is not translated */
 	__u32 local;     /* the new destination is the host's own */
-	__u32 orig_addr; /* the destination before the translation (REJECT's undo) */
+	__u64 orig_hi;   /* the destination before the translation (REJECT's undo), */
+	__u64 orig_addr; /* hi:lo as struct xfw_pkt holds it (IPv4: hi 0) */
 	__u32 orig_port;
+	__u32 pad;
 };
 
 struct {
@@ -107,7 +116,7 @@ static __always_inline __u32 xfw_nat_out_route(struct __sk_buff *skb, struct xfw
 	struct xfw_out_hop hop = {};
 	int rc;
 
-	if (xfw_local_type(0, 0, p->dst_lo) == XFW_RTN_LOCAL) {
+	if (xfw_local_type(p->fam, p->dst_hi, p->dst_lo) == XFW_RTN_LOCAL) {
 		o->local = 1;
 		o->oif = XFW_LOOPBACK_IFINDEX;
 		return o->oif;
@@ -140,14 +149,14 @@ __attribute__((noinline)) __u32 xfw_nat_out_pre_tc(struct __sk_buff *skb, struct
 	if (!skb || !p || !o)
 		return 0;
 	o->oif = 0;
-	/* IPv6: nat OUTPUT is refused (compiler). */
-	if (!xfw_nat_enabled() || !xfw_nat_translatable(p) || p->fam != 0)
+	if (!xfw_nat_enabled() || !xfw_nat_translatable(p))
 		return 0;
 	if (!xfw_nat_live(&k, p, &v) || v.kind != XFW_NAT_F_DST)
 		return 0;
+	o->orig_hi = k.daddr_hi;
 	o->orig_addr = k.daddr;
 	o->orig_port = k.dport;
-	if (xfw_nat_rewrite_tc(skb, p, 1, v.to_addr, v.to_port))
+	if (xfw_nat_rw_tc(skb, p, 1, v.to_hi, v.to_addr, v.to_port))
 		return XFW_NAT_OUT_DROP;
 	if (!xfw_nat_out_route(skb, p, o))
 		return XFW_NAT_OUT_DROP;
@@ -157,9 +166,10 @@ __attribute__((noinline)) __u32 xfw_nat_out_pre_tc(struct __sk_buff *skb, struct
 /* xfw_nat_out_dnat_tc applies nat OUTPUT's DNAT verdict to a connection's
  * first packet of the host's own (cs: its tracking, a new connection
  * pending) to addr:port (port 0 keeps the port): translated, routed
- * again. Returns the new device, or 0 when the packet must be dropped
- * (not translatable, a clash, a failed write, no route). A global
- * function. */
+ * again. An IPv6 address is its range probe's (XFW_NAT_ADDR6, always
+ * ranged), as in nat PREROUTING. Returns the new device, or 0 when the
+ * packet must be dropped (not translatable, a clash, a failed write, no
+ * route). A global function. */
 __attribute__((noinline)) __u32 xfw_nat_out_dnat_tc(struct __sk_buff *skb, struct xfw_pkt *p,
 						    struct xfw_ct_scratch *cs, __u32 addr, __u32 port)
 {
@@ -171,28 +181,31 @@ __attribute__((noinline)) __u32 xfw_nat_out_dnat_tc(struct __sk_buff *skb, struc
 		return 0;
 	np->pending = 0;
 	o->oif = 0;
-	if (!addr || p->fam != 0)
-		return 0; /* the compiler gives REDIRECT its 127.0.0.1, refuses IPv6 */
-	if (addr == XFW_NAT_KEEP_ADDR)
-		addr = p->dst_lo;
+	if (!addr)
+		return 0; /* the compiler gives REDIRECT its loopback address */
+	np->range.addr_hi = 0;
+	np->range.addr = addr;
+	if (addr == XFW_NAT_KEEP_ADDR) {
+		np->range.addr_hi = p->dst_hi;
+		np->range.addr = p->dst_lo;
+	}
 	if (port & XFW_NAT_RANGED) {
-		__u64 to;
+		__u64 to = xfw_natr_dnat(p, port);
 
-		np->range.addr_hi = 0;
-		np->range.addr = addr;
-		to = xfw_natr_dnat(p, port);
 		if (to == ~0ULL)
 			return 0;
-		addr = (__u32)np->range.addr;
 		port = to & 0xffff;
+	} else if (p->fam != 0 && addr != XFW_NAT_KEEP_ADDR) {
+		return 0; /* an IPv6 address is its range probe's (XFW_NAT_ADDR6) */
 	}
 	if (!port)
 		port = p->dport;
+	o->orig_hi = p->dst_hi;
 	o->orig_addr = p->dst_lo;
 	o->orig_port = p->dport;
-	if (xfw_nat_dnat_prep(p, cs, np, 0, addr, port))
+	if (xfw_nat_dnat_prep(p, cs, np, np->range.addr_hi, np->range.addr, port))
 		return 0;
-	if (xfw_nat_rewrite_tc(skb, p, 1, addr, port))
+	if (xfw_nat_rw_tc(skb, p, 1, np->val[XFW_NAT_PD].to_hi, np->val[XFW_NAT_PD].to_addr, port))
 		return 0;
 	np->pending = XFW_NAT_F_DST;
 	return xfw_nat_out_route(skb, p, o);
@@ -209,7 +222,7 @@ __attribute__((noinline)) int xfw_nat_out_undo(struct __sk_buff *skb, struct xfw
 	if (!skb || !p || !o || !o->oif)
 		return 0;
 	o->oif = 0;
-	return xfw_nat_rewrite_tc(skb, p, 1, o->orig_addr, o->orig_port);
+	return xfw_nat_rw_tc(skb, p, 1, o->orig_hi, o->orig_addr, o->orig_port);
 }
 
 /* xfw_nat_out_send sends an accepted translated packet on by its new
@@ -280,6 +293,11 @@ static __always_inline int xfw_nat_in_direct(struct xdp_md *ctx, struct xfw_pkt 
 
 	if (xfw_martian(p) || xfw_src_is_ours(p))
 		return 0;
+	/* IPv6 input routing has no source check beyond ip6_rcv_core's
+	 * (xfw_martian): no reverse-path filter, a source of the host's own
+	 * accepted from outside, the local route given. */
+	if (p->fam != 0)
+		return 1;
 	/* Reverse-path filtering off for every device (the control plane
 	 * reads the sysctls at each sync): any route back will do. */
 	c = bpf_map_lookup_elem(&xfw_rl_cfg, &zero);
@@ -319,23 +337,25 @@ __attribute__((noinline)) int xfw_nat_in_xdp(struct xdp_md *ctx, struct xfw_pkt 
 	if (!ctx || !p || !cs || !xfw_nat_enabled())
 		return 0;
 	if (xfw_nat_translatable(p)) {
-		if (p->fam != 0)
-			return 0; /* IPv6: nat OUTPUT is refused (compiler) */
 		st = p->ct & 7;
 		if (!(p->ct & XFW_CTV_DIR_REPLY) || (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED))
 			return 0;
 		e = xfw_nat_tracked(&cs->key);
 		if (!e || !(e->v.nat_flags & XFW_NAT_F_DST))
 			return 0;
-		if (xfw_nat_rewrite_xdp(ctx, p, 0, e->v.nat_addr, e->v.nat_port))
+		if (xfw_nat_rw_xdp(ctx, p, 0, e->v.nat_addr_hi, e->v.nat_addr, e->v.nat_port))
 			return -1;
 		if (xfw_nat_in_direct(ctx, p))
 			return 1;
 	} else {
-		/* An ICMP error about such a connection (nat_icmp.h). */
-		r = xfw_nat_icmp_in_xdp(ctx, p);
+		/* An ICMP error about such a connection (nat_icmp.h,
+		 * nat6_icmp.h); IPv6's goes on where it arrived as a reply
+		 * does. */
+		r = p->fam ? xfw_nat6_icmp_in_xdp(ctx, p) : xfw_nat_icmp_in_xdp(ctx, p);
 		if (r <= 0)
 			return r;
+		if (p->fam && xfw_nat_in_direct(ctx, p))
+			return 1;
 	}
 	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct xfw_rj_meta)))
 		return -1;
@@ -373,7 +393,8 @@ static __always_inline int xfw_nat_lo_passed(struct xfw_pkt *p)
 	__u32 zero = 0, *n;
 	struct xfw_nat_pend *np;
 
-	if (!xfw_nat_enabled() || (!xfw_nat_translatable(p) && p->proto != IPPROTO_ICMP))
+	if (!xfw_nat_enabled() ||
+	    (!xfw_nat_translatable(p) && p->proto != IPPROTO_ICMP && p->proto != IPPROTO_ICMPV6))
 		return 0;
 	np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	if (!np)

@@ -52,7 +52,8 @@
 __attribute__((noinline)) int xfw_nat_snat(struct xfw_pkt *p, struct xfw_ct_scratch *cs,
 					   __u32 addr, __u32 port, __u32 oif)
 {
-	__u32 zero = 0, *a;
+	struct xfw_nat_ifaddr_val *a;
+	__u32 zero = 0;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	struct xfw_nat_range *r;
 	struct xfw_nat_key *k;
@@ -89,9 +90,9 @@ __attribute__((noinline)) int xfw_nat_snat(struct xfw_pkt *p, struct xfw_ct_scra
 				return -1;
 		} else {
 			a = bpf_map_lookup_elem(&xfw_nat_ifaddr, &oif);
-			if (!a || !*a)
+			if (!a || !a->addr4)
 				return -1; /* MASQUERADE without an address drops */
-			r->addr = *a;
+			r->addr = a->addr4;
 		}
 	} else if (p->fam != 0 && !(port & XFW_NAT_RANGED)) {
 		return -1; /* an IPv6 address is its range probe's (XFW_NAT_ADDR6) */

@@ -402,4 +402,19 @@ struct xfw_ct_cfg {
 	__u32 hz;                     /* jiffies per second (for user space) */
 };
 
+/* xfw_nat_ifaddr_val.flags6: which IPv6 addresses are set. */
+#define XFW_NAT_IFA6_ANY 1u /* any_hi:any_lo */
+#define XFW_NAT_IFA6_LL 2u  /* ll_hi:ll_lo */
+
+/* Value of xfw_nat_ifaddr (nat.h): an interface's addresses REDIRECT (and
+ * IPv4 MASQUERADE) take, filled by the control plane
+ * (internal/dataplane/nat.go). IPv6 addresses hi:lo, host order. */
+struct xfw_nat_ifaddr_val {
+	__u32 addr4;          /* the primary IPv4 address (host order); 0: none */
+	__u32 flags6;         /* XFW_NAT_IFA6_* */
+	__u64 any_hi, any_lo; /* the first usable IPv6 address of the device's list
+			       * (nf_nat_redirect_ipv6 for a destination of global scope) */
+	__u64 ll_hi, ll_lo;   /* the first usable link-local one (a link-local destination) */
+};
+
 #endif /* XFW_STRUCTS_H */

@@ -102,7 +102,7 @@ func checkNatRule(fam ir.Family, at natContext, r *ir.Rule) error {
 		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat POSTROUTING yet", name)
 	}
 	if fam != ir.IPv4 {
-		if err := checkNat6Rule(at, r); err != nil {
+		if err := checkNat6Rule(r); err != nil {
 			return err
 		}
 	}

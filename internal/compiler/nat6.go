@@ -18,8 +18,13 @@ import (
 // xfw_natr_pick6). SNAT and MASQUERADE also translate packets without
 // ports as the IPv4 side does (bpf/nat_query.h, bpf/nat6_query.h): ICMPv6
 // echo with its identifier kept, other protocols without ports by the
-// address alone. What stays refused (checkNat6Rule): REDIRECT, nat
-// OUTPUT, DNAT not restricted to -p tcp or -p udp (as in IPv4). --ctreplsrc and
+// address alone. DNAT in nat OUTPUT translates the host's own packets
+// as IPv4's does (nat_output.go, bpf/nat_out.h), REDIRECT there to ::1
+// (a DNAT to [::1] with REDIRECT's ports and flags); REDIRECT in nat
+// PREROUTING to the input interface's address (RedirectAddr: the first
+// usable one of its list, bpf/nat.h xfw_nat_redirect_addr). What stays
+// refused (checkNat6Rule): DNAT not restricted to -p tcp or -p udp (as in
+// IPv4), IPv4-mapped addresses. --ctreplsrc and
 // --ctrepldst name their IPv6 addresses by ProbeNatAddr6 probes too
 // (ctReplProbe6).
 
@@ -30,14 +35,10 @@ const Nat6Addr = 1
 
 // checkNat6Rule refuses an IPv6 NAT rule the data plane cannot translate
 // (checkNatRule asks it first for IPv6 rules).
-func checkNat6Rule(at natContext, r *ir.Rule) error {
+func checkNat6Rule(r *ir.Rule) error {
 	name := natTargetNames[r.Target.Kind]
 	n := natRangeOf(r)
 	switch {
-	case r.Target.Kind == ir.TargetRedirect:
-		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet", name)
-	case at.output:
-		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 in nat OUTPUT yet", name)
 	case n.Flags&ir.NatMapIPs != 0 && !nat6Addr(n.MinAddr):
 		return fmt.Errorf("target %s is not supported by xfw's data plane for IPv6 yet to %s", name, n.MinAddr)
 	case n.Flags&ir.NatMapIPs != 0 && !nat6Addr(n.MaxAddr):
@@ -53,9 +54,15 @@ func nat6Addr(a netip.Addr) bool { return a.Is6() && !a.Is4In6() && !a.IsUnspeci
 
 // nat6Entry sets e's address for IPv6 rule r's translation to range n
 // (e's action set): Nat6Addr and a range naming its address, KeepAddr
-// without an address, MasqueradeAddr for MASQUERADE.
+// without an address, MasqueradeAddr for MASQUERADE, RedirectAddr for
+// REDIRECT in PREROUTING (in OUTPUT ::1's range).
 func (fl *flattener) nat6Entry(e *Entry, r *ir.Rule, n *ir.NatRange) error {
+	if r.Target.Kind == ir.TargetRedirect && fl.natOutput {
+		n = redirectOutputRange6(n)
+	}
 	switch {
+	case r.Target.Kind == ir.TargetRedirect && !fl.natOutput:
+		e.Next = RedirectAddr // the input interface's (bpf/nat.h xfw_nat_redirect_addr)
 	case r.Target.Kind == ir.TargetMasquerade:
 		e.Next = MasqueradeAddr
 	case n.Flags&ir.NatMapIPs == 0:
@@ -88,6 +95,20 @@ func (fl *flattener) nat6Entry(e *Entry, r *ir.Rule, n *ir.NatRange) error {
 	e.Aux = k
 	e.Flags |= EFNatRange
 	return nil
+}
+
+// redirectOutputAddr6 is REDIRECT's address in nat OUTPUT: ::1, as
+// nf_nat_redirect_ipv6 picks it for the host's own packets.
+var redirectOutputAddr6 = netip.IPv6Loopback()
+
+// redirectOutputRange6 returns REDIRECT's range n in nat OUTPUT as
+// nf_nat_redirect_ipv6 makes it: its flags and ports, and the address
+// ::1 (NF_NAT_RANGE_MAP_IPS).
+func redirectOutputRange6(n *ir.NatRange) *ir.NatRange {
+	out := *n
+	out.Flags |= ir.NatMapIPs
+	out.MinAddr, out.MaxAddr = redirectOutputAddr6, redirectOutputAddr6
+	return &out
 }
 
 // NatAddr6Probe returns the ProbeNatAddr6 holding IPv6 address a.

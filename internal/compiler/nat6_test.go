@@ -16,9 +16,6 @@ func TestNatIPv6Refused(t *testing.T) {
 	for _, tc := range []struct {
 		rule, want string
 	}{
-		{"-t nat -A PREROUTING -p tcp -j REDIRECT --to-ports 3128", "target REDIRECT is not supported by xfw's data plane for IPv6 yet"},
-		{"-t nat -A OUTPUT -p tcp -j REDIRECT", "target REDIRECT is not supported by xfw's data plane for IPv6 yet"},
-		{"-t nat -A OUTPUT -p tcp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane for IPv6 in nat OUTPUT yet"},
 		{"-t nat -A POSTROUTING -p tcp -j SNAT --to-source fd00::1-::ffff:10.0.0.1", "target SNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
 		{"-t nat -A PREROUTING ! -p tcp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp"},
 		{"-t nat -A PREROUTING -p icmpv6 -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp"},
@@ -79,6 +76,11 @@ func TestNat6Entries(t *testing.T) {
 		// Without -p (ICMPv6 echo, protocols without ports: bpf/nat_query.h).
 		{"-t nat -A POSTROUTING -s fd00:dead:beef::/48 ! -o docker0 -j MASQUERADE", ActSNAT, MasqueradeAddr, false, Probe{}, 0},
 		{"-t nat -A POSTROUTING -p icmpv6 -j MASQUERADE", ActSNAT, MasqueradeAddr, false, Probe{}, 0},
+		// REDIRECT in PREROUTING: the input interface's address (bpf/nat.h).
+		{"-t nat -A PREROUTING -p tcp -j REDIRECT", ActDNAT, RedirectAddr, false, Probe{}, 0},
+		{"-t nat -A PREROUTING -p udp -j REDIRECT --to-ports 5353", ActDNAT, RedirectAddr, false, Probe{}, 5353},
+		{"-t nat -A PREROUTING -p tcp -j REDIRECT --to-ports 3000-3010 --random", ActDNAT, RedirectAddr, true,
+			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatProtoSpecified | ir.NatRandom), Wide: 3000<<16 | 3010}, 0},
 		{"-t nat -A POSTROUTING -j SNAT --to-source fd00::2", ActSNAT, Nat6Addr, true,
 			Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatMapIPs)}, 0},
 		{"-t nat -A POSTROUTING -p 253 -j SNAT --to-source fd00::2-fd00::9", ActSNAT, Nat6Addr, true,
@@ -150,7 +152,7 @@ func TestNatRefusedWithoutTerms(t *testing.T) {
 		{ir.IPv4, "-t nat -A PREROUTING -i eth0 -p icmp -j DNAT --to-destination 10.0.0.2", "-p tcp or -p udp"},
 		// Only a rule that cannot match yet jumps to the chain.
 		{ir.IPv6, "-t nat -N X;-t nat -A X -j DNAT --to-destination fd00::2;-t nat -A PREROUTING -i eth0 -j X", "-p tcp or -p udp"},
-		{ir.IPv6, "-t nat -N X;-t nat -A X -p tcp -j REDIRECT;-t nat -A PREROUTING -i eth0 -j X", "for IPv6"},
+		{ir.IPv6, "-t nat -N X;-t nat -A X -p tcp -j DNAT --to-destination [::ffff:10.0.0.1];-t nat -A PREROUTING -i eth0 -j X", "for IPv6"},
 		{ir.IPv4, "-t nat -N X;-t nat -A X -j SNAT --to-source 10.0.0.1;-t nat -A INPUT -i eth0 -g X",
 			"outside nat POSTROUTING"},
 	} {
@@ -205,5 +207,87 @@ func TestCtReplProbe6(t *testing.T) {
 	}
 	if !CtReplAnswer6(g, *pr, uint32(CtsInvalid), a("fd00:3::2"), a("fd00:1::1")) {
 		t.Errorf("an INVALID packet does not pass, as conntrack_mt passes it by its state alone")
+	}
+}
+
+// TestNat6OutputEntries checks IPv6 DNAT in nat OUTPUT (Docker's published
+// port reached from OUTPUT): the OUTPUT walk has its resume position, the
+// DNAT entries IPv6's ranged address (Nat6Addr).
+func TestNat6OutputEntries(t *testing.T) {
+	rs := parseRuleset(t, ir.IPv6,
+		"-t nat -N DOCKER",
+		"-t nat -A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER",
+		"-t nat -A OUTPUT ! -d ::1/128 -m addrtype --dst-type LOCAL -j DOCKER",
+		"-t nat -A DOCKER -i docker0 -j RETURN",
+		"-t nat -A DOCKER ! -i docker0 -p tcp -m tcp --dport 8080 -j DNAT --to-destination [fd00:dead:beef::2]:80")
+	g, err := Compile(rs, Options{})
+	if err != nil {
+		t.Fatalf("Docker's IPv6 published port: %v", err)
+	}
+	r := g.Layout.NatResume[ChainOutput]
+	start, end := g.Walk(ChainOutput)
+	if r == 0 || r-1 <= start || r-1 >= end {
+		t.Fatalf("OUTPUT resume %d outside its walk [%d,%d)", r, start, end)
+	}
+	found := 0
+	for i, e := range g.Entries {
+		if e.Action != ActDNAT {
+			continue
+		}
+		found++
+		if e.Next != Nat6Addr || e.Flags&EFNatRange == 0 {
+			t.Errorf("DNAT entry %d: Next %d flags %#x, want Nat6Addr and EFNatRange", i, e.Next, e.Flags)
+		}
+	}
+	if found == 0 {
+		t.Error("no DNAT entry for the published port")
+	}
+}
+
+// TestNat6RedirectOutput checks IPv6 REDIRECT in nat OUTPUT: a DNAT to
+// ::1 (nf_nat_redirect_ipv6 for the host's own packets), with
+// REDIRECT's ports and flags and NF_NAT_RANGE_MAP_IPS.
+func TestNat6RedirectOutput(t *testing.T) {
+	loopback := NatAddr6Probe(netip.IPv6Loopback())
+	for _, tc := range []struct {
+		rule string
+		want Probe // Val and Mask name loopback
+	}{
+		{"-t nat -A OUTPUT -p tcp -j REDIRECT", Probe{Kind: ProbeNatRange, Arg: uint32(ir.NatMapIPs)}},
+		{"-t nat -A OUTPUT -p tcp -j REDIRECT --to-ports 8080", Probe{Kind: ProbeNatRange,
+			Arg: uint32(ir.NatMapIPs | ir.NatProtoSpecified), Wide: 8080<<16 | 8080}},
+		{"-t nat -A OUTPUT -p udp -j REDIRECT --to-ports 5000-5010 --random", Probe{Kind: ProbeNatRange,
+			Arg: uint32(ir.NatMapIPs | ir.NatProtoSpecified | ir.NatRandom), Wide: 5000<<16 | 5010}},
+	} {
+		g, err := Compile(parseRuleset(t, ir.IPv6, tc.rule), Options{})
+		if err != nil {
+			t.Errorf("%s: %v", tc.rule, err)
+			continue
+		}
+		dnat := 0
+		for _, e := range g.Entries {
+			if e.Action != ActDNAT {
+				continue
+			}
+			dnat++
+			if e.Next != Nat6Addr || e.Flags&EFNatRange == 0 || int(e.Aux) >= len(g.Probes) {
+				t.Errorf("%s: entry %+v, want Nat6Addr and a range", tc.rule, e)
+				continue
+			}
+			got := g.Probes[e.Aux]
+			for _, k := range []uint32{got.Val, got.Mask} {
+				if int(k) >= len(g.Probes) || g.Probes[k] != loopback {
+					t.Errorf("%s: address probe %d of %+v, want %+v", tc.rule, k, g.Probes, loopback)
+				}
+			}
+			want := tc.want
+			want.Val, want.Mask = got.Val, got.Mask
+			if got != want {
+				t.Errorf("%s: range %+v, want %+v", tc.rule, got, want)
+			}
+		}
+		if dnat != 1 {
+			t.Errorf("%s: %d DNAT entries, want 1", tc.rule, dnat)
+		}
 	}
 }

@@ -79,7 +79,7 @@ func TestDNATRefusals(t *testing.T) {
 		{ir.IPv4, []string{"-t nat -A POSTROUTING -p tcp -j MASQUERADE --to-ports 80-90/100"}},
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 10.0.0.2",
 			"-A FORWARD -m conntrack --ctstate DNAT --ctexpire 10 -j ACCEPT"}},
-		{ir.IPv6, []string{"-t nat -A PREROUTING -p tcp -j REDIRECT"}},
+		{ir.IPv6, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [::ffff:10.0.0.2]"}},
 	} {
 		rs := parseRuleset(t, tc.fam, tc.rules...)
 		_, err := Compile(rs, Options{})

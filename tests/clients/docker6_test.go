@@ -32,8 +32,9 @@ func prepareDocker6(t *testing.T, kind, dir string) []bind {
 }
 
 // startDocker6 starts dockerd with IPv6 (startDockerd), a server on the
-// client namespace's IPv6 address, and the container without a published
-// port.
+// client namespace's IPv6 address, and the container publishing
+// dockerPort (Docker's DNAT to the container's addresses in both
+// families).
 func startDocker6(t *testing.T, s *stack) error {
 	if err := startDockerd(t, s); err != nil {
 		return err
@@ -41,8 +42,8 @@ func startDocker6(t *testing.T, s *stack) error {
 	srv := nettest.StartTCPServer(t, s.topo.GenNS, netip.AddrPortFrom(clientAddr(s, fromClient, 6), outsidePort))
 	outsideServers6.Store(s, srv)
 	t.Cleanup(func() { outsideServers6.Delete(s) })
-	_, err := docker(s, "run", "-d", "--name", dockerContainer, dockerImage, "httpd", "-f", "-p",
-		fmt.Sprint(containerPort), "-h", "/www")
+	_, err := docker(s, "run", "-d", "--name", dockerContainer, "-p", fmt.Sprintf("%d:%d", dockerPort, containerPort),
+		dockerImage, "httpd", "-f", "-p", fmt.Sprint(containerPort), "-h", "/www")
 	return err
 }
 
@@ -72,12 +73,24 @@ var outsideServers6 sync.Map
 // dockerNat6 holds each stack's IPv6 nat table after the masquerade step.
 var dockerNat6 sync.Map
 
+// checkFromHost6 is checkFromHost over IPv6: the host's connection to the
+// published port on its own IPv6 address, taken to the container by
+// Docker's DNAT in DOCKER, reached from nat OUTPUT.
+func checkFromHost6(s *stack) error { return checkFromHostFam(s, 6) }
+
+// checkHairpin6 is checkHairpin over IPv6: the container reaches its own
+// published port on fw's IPv6 address (DNAT back to itself, Docker's
+// hairpin MASQUERADE).
+func checkHairpin6(s *stack) error { return checkHairpinFam(s, 6) }
+
 // TestDockerIPv6AgainstKernel runs Docker with IPv6 on under the kernel's
 // iptables and under xfw: the rulesets of both families and the IPv4 nat
-// table compared after each step, the container's IPv6 connection and
-// ping masqueraded to fw's address, the IPv6 nat tables compared. No
-// published port: Docker's IPv6 DNAT is reached from nat OUTPUT, which
-// xfw refuses for IPv6 (docs/compatibility.md).
+// table compared after each step; the published port reached over IPv6
+// from the client and from another address, by the host itself on its
+// own IPv6 address (nat OUTPUT's DNAT) and by the container itself
+// (hairpin); the container's IPv6
+// connection and ping masqueraded to fw's address, the IPv6 nat tables
+// compared; nothing left of the port once the container is removed.
 func TestDockerIPv6AgainstKernel(t *testing.T) {
 	runScenario(t, scenario{
 		name:    "docker-ipv6",
@@ -86,8 +99,18 @@ func TestDockerIPv6AgainstKernel(t *testing.T) {
 		fams:    []int{4, 6},
 		nat:     true,
 		steps: []step{
+			{"run -p 8080:80", nil, []probe{
+				{fromClient, 4, dockerPort, nettest.OK},
+				{fromClient, 6, dockerPort, nettest.OK},
+				{fromOther, 6, dockerPort, nettest.OK},
+			}},
+			{"from the host itself over IPv6", checkFromHost6, nil},
+			{"hairpin over IPv6", checkHairpin6, nil},
 			{"masquerade over IPv4", checkMasquerade, nil},
 			{"masquerade over IPv6", checkMasquerade6, nil},
+			{"rm -f", dockerRemove, []probe{
+				{fromClient, 6, dockerPort, nettest.Refused},
+			}},
 		},
 	})
 	k, _ := dockerNat6.Load(kindKernel)

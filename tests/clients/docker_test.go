@@ -310,8 +310,11 @@ func dockerRemove(s *stack) error {
 // checkHairpin connects from the container to its own published port on
 // fw's address: DNAT back to itself, and Docker's hairpin MASQUERADE
 // (`-s C -d C -p tcp --dport 80`) so that its reply finds the way.
-func checkHairpin(s *stack) error {
-	cmd := fmt.Sprintf(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 %s %d`, fwAddr(s, 4), dockerPort)
+func checkHairpin(s *stack) error { return checkHairpinFam(s, 4) }
+
+// checkHairpinFam is checkHairpin to fw's address of family fam.
+func checkHairpinFam(s *stack, fam int) error {
+	cmd := fmt.Sprintf(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 %s %d`, fwAddr(s, fam), dockerPort)
 	out, err := docker(s, "exec", dockerContainer, "sh", "-c", cmd)
 	if err != nil {
 		return err
@@ -325,9 +328,12 @@ func checkHairpin(s *stack) error {
 // checkFromHost connects from the host itself (fw's namespace) to the
 // published port on its own address: nat OUTPUT's DNAT takes the
 // connection to the container (no userland proxy listens on the port).
-func checkFromHost(s *stack) error {
+func checkFromHost(s *stack) error { return checkFromHostFam(s, 4) }
+
+// checkFromHostFam is checkFromHost to fw's address of family fam.
+func checkFromHostFam(s *stack, fam int) error {
 	req := []byte("GET / HTTP/1.0\r\n\r\n")
-	a := nettest.TCPConnect(s.topo.FwNS, netip.AddrPortFrom(fwAddr(s, 4), dockerPort),
+	a := nettest.TCPConnect(s.topo.FwNS, netip.AddrPortFrom(fwAddr(s, fam), dockerPort),
 		nettest.WithPayload(req), nettest.WithTimeout(probeTimeout))
 	if a.Outcome != nettest.OK || !strings.HasPrefix(string(a.Reply), "HTTP/1.") ||
 		!strings.Contains(string(a.Reply), " 200 ") {

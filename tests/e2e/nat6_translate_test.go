@@ -86,6 +86,8 @@ func nat6Name(tp *nettest.Topology, a netip.Addr) string {
 		return "FWOUT3"
 	case nat6Addr(tp, 3, 2):
 		return "SINK3"
+	case nat6Addr(tp, 4, 1):
+		return "FWIN4"
 	case nat6Far(tp):
 		return "FAR"
 	}

@@ -56,6 +56,13 @@ COMMIT
 // outTCP connects from fw to dst:port with a payload echoed by a server
 // at server (in sink, or fw when local) and says what both ends saw.
 func outTCP(dst, server func(tp *nettest.Topology) netip.AddrPort, local bool) func(*testing.T, *nettest.Topology) string {
+	return outTCPNamed(dst, server, local, natName)
+}
+
+// outTCPNamed is outTCP with the server's view of the client named by
+// name (natName, nat6Name).
+func outTCPNamed(dst, server func(tp *nettest.Topology) netip.AddrPort, local bool,
+	name func(*nettest.Topology, netip.Addr) string) func(*testing.T, *nettest.Topology) string {
 	return func(t *testing.T, tp *nettest.Topology) string {
 		srvNS := tp.SinkNS
 		if local {
@@ -68,11 +75,39 @@ func outTCP(dst, server func(tp *nettest.Topology) netip.AddrPort, local bool) f
 		out := fmt.Sprintf("client %s reply %q", a.Outcome, a.Reply)
 		if a.Outcome == nettest.OK {
 			for _, c := range srv.WaitFinished(1, 2*time.Second) {
-				out += fmt.Sprintf("; server saw %s data %q", natName(tp, c.From.Addr()), c.Data)
+				out += fmt.Sprintf("; server saw %s data %q", name(tp, c.From.Addr()), c.Data)
 			}
 		}
 		return out
 	}
+}
+
+// outConnect connects from fw to dst and says how it ended.
+func outConnect(dst func(tp *nettest.Topology) netip.AddrPort) func(*testing.T, *nettest.Topology) string {
+	return func(t *testing.T, tp *nettest.Topology) string {
+		return string(nettest.TCPConnect(tp.FwNS, dst(tp), nettest.WithTimeout(2*time.Second)).Outcome)
+	}
+}
+
+// natOutputTwins makes the twins of a nat OUTPUT test of family fam (4,
+// 6) and loads ruleset into both: X is the topology's index in its
+// subnets (natSubnetText), FWOUT and FWIN fw's interfaces facing sink and
+// gen.
+func natOutputTwins(t *testing.T, fam int, ruleset string) *twins {
+	t.Helper()
+	nettest.RequireRoot(t)
+	tool := "iptables-legacy"
+	if fam == 6 {
+		tool = "ip6tables-legacy"
+	}
+	requireTools(t, tool, "conntrack")
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		subnet, named := natSubnetText(tp, fam)
+		rules := strings.NewReplacer(named, subnet, "FWOUT", tp.FwOut.Ifname, "FWIN", tp.FwIn.Ifname).Replace(ruleset)
+		fw.restore(t, tp, fam, rules)
+	})
+	return tw
 }
 
 // natAt returns a function giving 10.X.net.host:port of a topology.
@@ -87,8 +122,16 @@ func natAt(net, host byte, port uint16) func(tp *nettest.Topology) netip.AddrPor
 // both ends saw.
 func natUDPEcho(client func(tp *nettest.Topology) (string, netip.AddrPort),
 	dst func(tp *nettest.Topology) netip.AddrPort) func(*testing.T, *nettest.Topology) string {
+	return natUDPEchoAt(natAt(2, 2, 53), natName, client, dst)
+}
+
+// natUDPEchoAt is natUDPEcho with the server at server and its view of
+// the client named by name (natName, nat6Name).
+func natUDPEchoAt(server func(tp *nettest.Topology) netip.AddrPort, name func(*nettest.Topology, netip.Addr) string,
+	client func(tp *nettest.Topology) (string, netip.AddrPort),
+	dst func(tp *nettest.Topology) netip.AddrPort) func(*testing.T, *nettest.Topology) string {
 	return func(t *testing.T, tp *nettest.Topology) string {
-		srv := nettest.StartUDPServer(t, tp.SinkNS, natAt(2, 2, 53)(tp), nettest.Echo())
+		srv := nettest.StartUDPServer(t, tp.SinkNS, server(tp), nettest.Echo())
 		defer srv.Close()
 		ns, src := client(tp)
 		out := ""
@@ -98,7 +141,7 @@ func natUDPEcho(client func(tp *nettest.Topology) (string, netip.AddrPort),
 			out += fmt.Sprintf("datagram %d: %s reply %q; ", i, a.Outcome, a.Reply)
 		}
 		for _, d := range srv.Wait(2, 2*time.Second) {
-			out += "server saw " + natName(tp, d.From.Addr()) + "; "
+			out += "server saw " + name(tp, d.From.Addr()) + "; "
 		}
 		return out
 	}
@@ -117,10 +160,7 @@ var natOutputSteps = []natStep{
 			nettest.ExpectReply(), nettest.WithTimeout(2*time.Second))
 		return string(a.Outcome)
 	}},
-	{"tcp translated, then rejected in filter OUTPUT: the reset from the original destination", func(t *testing.T, tp *nettest.Topology) string {
-		a := nettest.TCPConnect(tp.FwNS, natAt(1, 1, 8092)(tp), nettest.WithTimeout(2*time.Second))
-		return string(a.Outcome)
-	}},
+	{"tcp translated, then rejected in filter OUTPUT: the reset from the original destination", outConnect(natAt(1, 1, 8092))},
 	{"tcp to sink redirected to fw's loopback", outTCP(natAt(2, 2, 2290), func(*nettest.Topology) netip.AddrPort {
 		return netip.MustParseAddrPort("127.0.0.1:7090")
 	}, true)},
@@ -129,14 +169,7 @@ var natOutputSteps = []natStep{
 // TestNatOutputAgainstKernel runs natOutputSteps through both twins and
 // compares the outcomes, the counters and the connection tables.
 func TestNatOutputAgainstKernel(t *testing.T) {
-	nettest.RequireRoot(t)
-	requireTools(t, "iptables-legacy", "conntrack")
-	tw := newTwins(t, xfwPath(t))
-	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
-		rules := strings.ReplaceAll(natOutputRuleset, "10.X.", fmt.Sprintf("10.%d.", tp.Subnet))
-		rules = strings.NewReplacer("FWOUT", tp.FwOut.Ifname, "FWIN", tp.FwIn.Ifname).Replace(rules)
-		fw.restore(t, tp, 4, rules)
-	})
+	tw := natOutputTwins(t, 4, natOutputRuleset)
 	if t.Failed() {
 		return
 	}
