@@ -31,6 +31,8 @@
 #define XFW_NAT6_ADDRS_OFF 8
 #define XFW_NAT6_ADDRS_LEN 32
 #define XFW_NAT6_ADDR_LEN 16
+#define XFW_NAT6_SADDR_OFF XFW_NAT6_ADDRS_OFF
+#define XFW_NAT6_DADDR_OFF (XFW_NAT6_ADDRS_OFF + XFW_NAT6_ADDR_LEN)
 
 /* xfw_nat6_set gives p's destination (dst 1) or source the translated
  * address and port. */
@@ -66,6 +68,14 @@ static __always_inline __u32 xfw_nat6_fold(__u64 s)
 	return (s & 0xffff) + (s >> 16);
 }
 
+/* xfw_nat6_csum_update returns the full checksum field f (as the packet
+ * holds it) updated by delta, the one's complement sum of what the change
+ * adds and removes (RFC 1624: HC' = ~(~HC + ~m + m')). */
+static __always_inline __u32 xfw_nat6_csum_update(__u32 f, __u64 delta)
+{
+	return ~xfw_nat6_fold((__u64)(~f & 0xffff) + delta) & 0xffff;
+}
+
 /* xfw_nat6_csum returns checksum field f (as the packet holds it, loaded
  * as is: every sum here is in the packet's byte order, which a one's
  * complement sum allows) updated for the address change whose sum diff
@@ -76,7 +86,7 @@ static __always_inline __u32 xfw_nat6_csum(__u32 f, __u32 pseudo, __u32 diff, __
 {
 	if (f == pseudo)
 		return xfw_nat6_fold((__u64)f + diff);
-	return ~xfw_nat6_fold((__u64)(~f & 0xffff) + diff + (~oldport & 0xffff) + port) & 0xffff;
+	return xfw_nat6_csum_update(f, (__u64)diff + (~oldport & 0xffff) + port);
 }
 
 /* xfw_nat6_rewrite_xdp translates IPv6 p's destination (XFW_NAT_RW_DST in

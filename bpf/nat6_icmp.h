@@ -35,11 +35,6 @@
 #define XFW_N6Q_TCP_CSUM 56
 #define XFW_N6Q_UDP_CSUM 46
 #define XFW_N6Q_ICMP_CSUM 42
-#define XFW_N6Q_SADDR 8
-#define XFW_N6Q_DADDR 24
-/* The outer header's source and destination. */
-#define XFW_N6_SADDR 8
-#define XFW_N6_DADDR 24
 
 /* xfw_nat6_quote_fields returns the quote's length to rewrite (q: its
  * first XFW_N6Q_SHORT bytes, in np->icmp_old) and sets *csum to its
@@ -87,10 +82,10 @@ static __always_inline int xfw_nat6_quote_map(struct xfw_nat_pend *np, __u32 por
 	__u32 id;
 
 	__builtin_memset(k, 0, sizeof(*k));
-	k->saddr_hi = xfw_be64(q + XFW_N6Q_DADDR);
-	k->saddr = xfw_be64(q + XFW_N6Q_DADDR + 8);
-	k->daddr_hi = xfw_be64(q + XFW_N6Q_SADDR);
-	k->daddr = xfw_be64(q + XFW_N6Q_SADDR + 8);
+	k->saddr_hi = xfw_be64(q + XFW_NAT6_DADDR_OFF);
+	k->saddr = xfw_be64(q + XFW_NAT6_DADDR_OFF + 8);
+	k->daddr_hi = xfw_be64(q + XFW_NAT6_SADDR_OFF);
+	k->daddr = xfw_be64(q + XFW_NAT6_SADDR_OFF + 8);
 	k->proto = q[XFW_NAT6_QUOTE_NEXT];
 	k->fam = 1;
 	if (ports) {
@@ -116,7 +111,7 @@ static __always_inline void xfw_nat6_quote_fix(struct xfw_nat_pend *np, __u64 hi
 {
 	__u8 *q = np->icmp_old, *n = np->icmp_new;
 	__u32 diff, f, oldport = 0, port = 0;
-	__u32 aoff = qdst ? XFW_N6Q_DADDR : XFW_N6Q_SADDR, poff = XFW_NAT6_QUOTE_PORTS + (qdst ? 2 : 0);
+	__u32 aoff = qdst ? XFW_NAT6_DADDR_OFF : XFW_NAT6_SADDR_OFF, poff = XFW_NAT6_QUOTE_PORTS + (qdst ? 2 : 0);
 
 	__builtin_memcpy(n, q, XFW_NAT_QUOTE_BUF);
 	xfw_nat6_put(n + aoff, hi, lo);
@@ -129,7 +124,7 @@ static __always_inline void xfw_nat6_quote_fix(struct xfw_nat_pend *np, __u64 hi
 		return;
 	diff = bpf_csum_diff((__be32 *)(q + aoff), XFW_NAT6_ADDR_LEN, (__be32 *)(n + aoff), XFW_NAT6_ADDR_LEN, 0);
 	f = *(__u16 *)(q + csum);
-	f = ~xfw_nat6_fold((__u64)(~f & 0xffff) + diff + (~oldport & 0xffff) + port) & 0xffff;
+	f = xfw_nat6_csum_update(f, (__u64)diff + (~oldport & 0xffff) + port);
 	if (f == 0 && csum == XFW_N6Q_UDP_CSUM)
 		f = 0xffff;
 	*(__u16 *)(n + csum) = f;
@@ -158,7 +153,7 @@ static __always_inline __u32 xfw_nat6_icmp_error(struct xdp_md *ctx, struct xfw_
 static __always_inline int xfw_nat6_icmp_write(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_nat_pend *np,
 					       __u32 in, __u32 len, __u64 hi, __u64 lo, __u32 qdst)
 {
-	__u32 aoff = p->l3_off + (qdst ? XFW_N6_SADDR : XFW_N6_DADDR), f, diff;
+	__u32 aoff = p->l3_off + (qdst ? XFW_NAT6_SADDR_OFF : XFW_NAT6_DADDR_OFF), f, diff;
 	__u8 *b = np->b6.ip;
 
 	if (bpf_xdp_load_bytes(ctx, aoff, b, XFW_NAT6_ADDR_LEN) ||
@@ -172,7 +167,7 @@ static __always_inline int xfw_nat6_icmp_write(struct xdp_md *ctx, struct xfw_pk
 		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_N6Q_SHORT, (__be32 *)np->icmp_new, XFW_N6Q_SHORT,
 				     diff);
 	f = *(__u16 *)np->b6.l4;
-	*(__u16 *)np->b6.l4 = ~xfw_nat6_fold((__u64)(~f & 0xffff) + diff) & 0xffff;
+	*(__u16 *)np->b6.l4 = xfw_nat6_csum_update(f, diff);
 	if (len == XFW_N6Q_TCP) {
 		if (bpf_xdp_store_bytes(ctx, in, np->icmp_new, XFW_N6Q_TCP))
 			return -1;
@@ -232,9 +227,9 @@ __attribute__((noinline)) int xfw_nat6_icmp_in_xdp(struct xdp_md *ctx, struct xf
 	if (!len || !ports)
 		return 0; /* DNAT translates TCP and UDP only */
 	q = np->icmp_old;
-	srcb = xfw_ct_mkkey(&np->fwd, 1, q[XFW_NAT6_QUOTE_NEXT], xfw_be64(q + XFW_N6Q_SADDR),
-			    xfw_be64(q + XFW_N6Q_SADDR + 8), xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS),
-			    xfw_be64(q + XFW_N6Q_DADDR), xfw_be64(q + XFW_N6Q_DADDR + 8),
+	srcb = xfw_ct_mkkey(&np->fwd, 1, q[XFW_NAT6_QUOTE_NEXT], xfw_be64(q + XFW_NAT6_SADDR_OFF),
+			    xfw_be64(q + XFW_NAT6_SADDR_OFF + 8), xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS),
+			    xfw_be64(q + XFW_NAT6_DADDR_OFF), xfw_be64(q + XFW_NAT6_DADDR_OFF + 8),
 			    xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS + 2));
 	e = xfw_nat_tracked(&np->fwd);
 	if (!e || !(e->v.nat_flags & XFW_NAT_F_DST) || srcb != !!(e->v.status & XFW_CTST_ORIG_B))

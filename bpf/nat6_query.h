@@ -54,7 +54,7 @@ __attribute__((noinline)) int xfw_natq6_addr_xdp(struct xdp_md *ctx, struct xfw_
 			return -1;
 		diff = bpf_csum_diff((__be32 *)b->ip, XFW_NAT6_ADDR_LEN, (__be32 *)b->na, XFW_NAT6_ADDR_LEN, 0);
 		f = *(__u16 *)b->l4;
-		*(__u16 *)b->l4 = ~xfw_nat6_fold((__u64)(~f & 0xffff) + diff) & 0xffff;
+		*(__u16 *)b->l4 = xfw_nat6_csum_update(f, diff);
 		if (bpf_xdp_store_bytes(ctx, p->l4_off + XFW_ICMP6_CSUM_OFF, b->l4, sizeof(__u16)))
 			return -1;
 	}
