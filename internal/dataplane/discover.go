@@ -145,6 +145,12 @@ func (s *state) openMaps(ids []ebpf.MapID) error {
 // first 15 characters of a map's name.
 const kernelNameLen = 15
 
+// kernelName is the name the kernel keeps of map name (its first 15
+// characters), which maps found from a running program are known by.
+func kernelName(name string) string {
+	return name[:min(len(name), kernelNameLen)]
+}
+
 // reviveXDP loads a new copy of the XDP program bound to s's maps (those
 // the running egress program holds; a map only the XDP program used, such
 // as its scratch space or the interface facts, is created afresh and
@@ -189,7 +195,7 @@ func (s *state) revive(progName string) (*ebpf.Program, error) {
 	}
 	repl := map[string]*ebpf.Map{}
 	for name, ms := range spec.Maps {
-		m := s.maps[name[:min(len(name), kernelNameLen)]]
+		m := s.maps[kernelName(name)]
 		if m == nil {
 			continue
 		}

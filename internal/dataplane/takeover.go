@@ -258,12 +258,6 @@ func (t *Takeover) connTables() (map[string]*ebpf.Map, error) {
 	return shared, nil
 }
 
-// kernelName is the name the kernel keeps of map name (its first 15
-// characters), which maps found from a running program are known by.
-func kernelName(name string) string {
-	return name[:min(len(name), kernelNameLen)]
-}
-
 // countEntries counts the keys of a hash map (0 when it cannot be read).
 func countEntries(m *ebpf.Map) int {
 	n := 0
