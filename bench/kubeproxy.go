@@ -136,6 +136,9 @@ type kpTexts struct {
 	full, fullAccept, nft string
 	// update[k] moves the changed service's endpoint (k = 0) or back (k = 1).
 	update, updateAccept, nftUpdate [2]string
+	// same, sameAccept are kube-proxy's partial sync when nothing
+	// changed (the changed service's chains written as they are).
+	same, sameAccept string
 }
 
 // kpGenerate writes the inputs of n services × m endpoints.
@@ -166,6 +169,8 @@ func kpGenerate(n, m int) (*kpTexts, error) {
 		t.updateAccept[k] = kubeproxy.IPTablesUpdate(list, changed, p[1], o.ClusterCIDR, accept)
 		t.nftUpdate[k] = kubeproxy.NFTablesUpdate(p[0], p[1], o.ClusterCIDR)
 	}
+	t.same = kubeproxy.IPTablesUpdate(svcs, changed, &before, o.ClusterCIDR, real)
+	t.sameAccept = kubeproxy.IPTablesUpdate(svcs, changed, &before, o.ClusterCIDR, accept)
 	return t, nil
 }
 
