@@ -20,7 +20,10 @@ import (
 // state go as after a compile (install's mode is the caller's).
 
 // checkReuseEnv, when set, makes a reusing restore compile anyway and fail
-// unless the compiled generation is the reused one (tests).
+// unless the compiled generation is the reused one (tests). A generation
+// an append, insert or deletion changed in place behaves as the compile
+// but is laid out otherwise (slack used, dead positions): the check
+// reports it too.
 const checkReuseEnv = "XFW_CHECK_REUSE"
 
 // reusableEncoding returns rs's binary form and whether rs is, rule for

@@ -21,16 +21,7 @@ import (
 // tables: the generation then depends on the sets' definitions
 // (Options.SetCounts), not on the ruleset alone.
 func UsesSetMatches(rs *ir.Ruleset) bool {
-	for _, t := range append([]*ir.Ruleset{rs}, rs.Tables...) {
-		for _, c := range t.Chains {
-			for _, r := range c.Rules {
-				if hasSetMatch(r) {
-					return true
-				}
-			}
-		}
-	}
-	return false
+	return anyRule(rs, hasSetMatch)
 }
 
 // DiffGenerations returns nil when a and b are the same generation, or an
