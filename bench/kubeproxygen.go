@@ -18,8 +18,22 @@ func runKubeProxyGen(args []string) error {
 	format := fs.String("format", "iptables", "iptables or nft")
 	bootstrap := fs.Bool("bootstrap", true, "iptables: include the built-in chains' jumps kube-proxy installs with iptables -I")
 	natAsAccept := fs.Bool("nat-as-accept", false, "iptables: ACCEPT in place of DNAT and MASQUERADE")
+	update := fs.Int("update", -1, "iptables: print `xfwbench kubeproxy`'s partial sync instead: 0 moves the middle service's endpoint, 1 moves it back, 2 changes nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *update >= 0 && *update <= 2 {
+		t, err := kpGenerate(*n, *m)
+		if err != nil {
+			return err
+		}
+		texts := [2][3]string{{t.update[0], t.update[1], t.same}, {t.updateAccept[0], t.updateAccept[1], t.sameAccept}}
+		k := 0
+		if *natAsAccept {
+			k = 1
+		}
+		fmt.Print(texts[k][*update])
+		return nil
 	}
 	o := kubeproxy.DefaultOptions(*n, *m)
 	svcs, err := kubeproxy.Generate(o)

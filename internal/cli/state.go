@@ -173,12 +173,22 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 	// when rs keeps any (a --noflush update), and the compile holds
 	// neither (the 28 MB form instead of about 300 MB of heap at
 	// kube-proxy's 10,000 services). A failure is install's to report.
+	//
+	// A restore that left the running rules as they were (compared in
+	// that form) installs the running generation again (reuse.go).
 	if mode.encoded != nil {
-		if mode.encoded.SharedBy(rs) {
-			mode.saved, _ = rs.MarshalBinaryReusing(mode.encoded)
-			t = dataplane.TraceSince("commit: encode", t)
+		saved, same := reusableEncoding(old, rs, mode.encoded)
+		mode.saved, mode.encoded = saved, nil
+		t = dataplane.TraceSince("commit: encode", t)
+		if same {
+			gen, at, err := reuseRunning(fam, rs, sets)
+			if err != nil {
+				return err
+			}
+			if gen != nil {
+				return install(fam, counters, rs, gen, at, mode, opts, sets, nil)
+			}
 		}
-		mode.encoded = nil
 	}
 	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets)})
 	if err != nil {

@@ -24,6 +24,9 @@ import (
 
 // genMeta is a generation's metadata kept in the state pages (JSON).
 type genMeta struct {
+	// Version is genMetaVersion when written: a generation whose
+	// metadata an older xfw wrote is not read back (RunningGeneration).
+	Version                                int `json:",omitempty"`
 	Small, ClassChunks, Chunks, LogConfigs int
 	Layout                                 compiler.Layout
 	SetConds                               []compiler.SetCond
@@ -46,6 +49,14 @@ type genMeta struct {
 	// Headers are the generation's IPv6 extension header and transport
 	// header conditions (headermeta.go), which its maps do not say.
 	Headers *headerMeta `json:",omitempty"`
+	// CtExpires are the generation's --ctexpire ranges
+	// (compiler.Generation), which its ctexpire probes name.
+	CtExpires []compiler.CtExpire `json:",omitempty"`
+	// FilterStart and FilterEnd are the filter table's base chains
+	// (compiler.Generation's ChainStart and ChainEnd) of a generation
+	// that walks other tables too: the configuration holds its walks
+	// (Generation.Walk) there instead.
+	FilterStart, FilterEnd *[compiler.NumChains]uint32 `json:",omitempty"`
 }
 
 // SetLookupInfo describes one set lookup of a running generation.
@@ -66,6 +77,11 @@ type SetLookupInfo struct {
 	Counters int    `json:",omitempty"`
 }
 
+// genMetaVersion numbers what genMeta holds: 1 added CtExpires and the
+// filter chains of a generation that walks other tables, without which
+// the generation read back is not the one compiled.
+const genMetaVersion = 1
+
 // generationMeta encodes u's generation metadata.
 func generationMeta(u *Update) ([]byte, error) {
 	g := u.Gen
@@ -73,15 +89,21 @@ func generationMeta(u *Update) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(genMeta{
-		Small: len(g.Small), ClassChunks: len(g.ClassChunks), Chunks: len(g.Chunks), LogConfigs: len(g.LogConfigs),
+	meta := genMeta{
+		Version: genMetaVersion,
+		Small:   len(g.Small), ClassChunks: len(g.ClassChunks), Chunks: len(g.Chunks), LogConfigs: len(g.LogConfigs),
 		Layout: g.Layout, SetConds: g.SetConds, Interfaces: u.Interfaces,
 		SetLookups: setLookupInfos(u.Sets), Limits: g.Limits, Probes: g.Probes,
 		Recents:    g.Recents,
 		HashLimits: g.HashLimits,
 		Preds:      predMetas(g.Preds),
 		Headers:    hm,
-	})
+		CtExpires:  g.CtExpires,
+	}
+	if g.Walks() {
+		meta.FilterStart, meta.FilterEnd = &g.ChainStart, &g.ChainEnd
+	}
+	b, err := json.Marshal(meta)
 	if err != nil {
 		return nil, fmt.Errorf("encode generation metadata: %w", err)
 	}
@@ -91,7 +113,7 @@ func generationMeta(u *Update) ([]byte, error) {
 // RunningGeneration returns fam's running generation as compiled (entry
 // conditions and Rules excepted: the caller knows its rules) and the
 // interfaces it was compiled for; nil when no ruleset of the family is
-// loaded.
+// loaded or an older xfw wrote its metadata (genMetaVersion).
 //
 // During a session its chunks may be the idle bank's memory (readChunks):
 // the generation is then valid until the session ends.
@@ -115,6 +137,9 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 	if err := json.Unmarshal(metaBytes, &meta); err != nil {
 		return nil, nil, fmt.Errorf("decode generation metadata: %w", err)
 	}
+	if meta.Version != genMetaVersion {
+		return nil, nil, nil // an older xfw's: compiled in full
+	}
 	t0 = TraceSince("gen: blob, meta", t0)
 	c := cur.cfgs[slot]
 	g := &compiler.Generation{
@@ -124,11 +149,15 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 		Hash: map[compiler.HashKey]uint32{}, Layout: meta.Layout, SetConds: meta.SetConds,
 		Limits: meta.Limits, Probes: meta.Probes,
 		Recents: meta.Recents, HashLimits: meta.HashLimits, Preds: predsOfMeta(meta.Preds),
+		CtExpires: meta.CtExpires,
 	}
 	if meta.Headers != nil {
 		if err := meta.Headers.restore(g); err != nil {
 			return nil, nil, err
 		}
+	}
+	if meta.FilterStart != nil && meta.FilterEnd != nil {
+		g.ChainStart, g.ChainEnd = *meta.FilterStart, *meta.FilterEnd
 	}
 	for i, d := range c.PolicyDrop {
 		g.PolicyDrop[i] = d != 0

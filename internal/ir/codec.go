@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"fmt"
@@ -560,6 +561,13 @@ func (enc *Encoded) SharedBy(rs *Ruleset) bool {
 		}
 	}
 	return false
+}
+
+// Encodes reports whether data is exactly the binary form enc was decoded
+// from: the ruleset data encodes is, rule for rule, the one enc's decoding
+// returned (the form keeps neither counters nor handles).
+func (enc *Encoded) Encodes(data []byte) bool {
+	return bytes.Equal(enc.data, data)
 }
 
 // span returns where rules from to to-1 of decoded chain ci lie.
