@@ -85,12 +85,15 @@ XFW_OUTER(xfw_o_cbase, xfw_cbase_m);
 
 /* An 8-byte identity of the loaded object (written by the loader), so a
  * control plane of another build never reuses programs or maps whose
- * layout it does not know. */
+ * layout it does not know. Entry 1 counts the commands of processes that
+ * opened the running state under xfw's lock: a resident process (the
+ * agent serving commands) keeps its opened state while it is unchanged.
+ * The programs read entry 0 only. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
 	__type(value, __u64);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 } xfw_build SEC(".maps");
 
 #endif /* XFW_MAPS_H */

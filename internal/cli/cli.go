@@ -73,6 +73,12 @@ func Main(args []string, env Env) int {
 		usage(env.Stderr)
 		return exitParameter
 	}
+	if _, frontEnd := frontEnds[name]; frontEnd {
+		// The namespace's agent runs it, when one serves commands.
+		if code, served := tryServer(name, rest, env); served {
+			return code
+		}
+	}
 	if !unprivilegedOK[name] && !onlyInfo(rest) && !privileged() {
 		return refuseUnprivileged(name, env)
 	}

@@ -154,6 +154,9 @@ var session struct {
 	mu     sync.Mutex
 	active bool
 	st     *state
+	// keep and seen: a resident process's sessions (keptsession.go).
+	keep bool
+	seen uint64
 }
 
 // BeginSession makes Current return one opened state until the returned
@@ -161,16 +164,24 @@ var session struct {
 // xfw's lock, during which no other xfw process changes what is loaded,
 // finding the programs and opening their thirty-odd maps once instead of
 // at every step (about 1–2 ms each). Stop and a first load reset it.
+// In a resident process (KeepSessionState) the state outlives the session
+// while no other process changes what is loaded.
 func BeginSession() (end func()) {
 	session.mu.Lock()
 	session.active = true
+	if session.keep {
+		reviveKeptLocked()
+	}
 	session.mu.Unlock()
 	return func() {
 		discardPreload()
 		session.mu.Lock()
 		defer session.mu.Unlock()
 		session.active = false
-		if session.st != nil {
+		if session.keep {
+			keepLocked()
+		}
+		if session.st != nil && !session.keep {
 			session.st.shared = false
 			session.st.Close()
 			session.st = nil
@@ -192,6 +203,10 @@ func keepForSession(s *state) {
 	}
 	s.shared = true
 	session.st = s
+	if !session.keep {
+		// A resident process holding an older view must open it again.
+		noteChange(s)
+	}
 }
 
 // forgetSession drops the session's state (xfw was stopped).
@@ -210,6 +225,9 @@ func forgetSession() {
 func Current() (*state, error) {
 	session.mu.Lock()
 	st := session.st
+	if !session.active {
+		st = nil // a resident process's kept state is for its sessions
+	}
 	session.mu.Unlock()
 	if st != nil {
 		// Under xfw's lock only this process changes the banks and the

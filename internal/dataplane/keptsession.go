@@ -1,0 +1,104 @@
+package dataplane
+
+import (
+	"time"
+
+	"github.com/cilium/ebpf"
+)
+
+// A resident process (the agent serving xfw's commands) keeps the running
+// state it opened from one session to the next instead of finding the
+// programs and opening their maps again for every command. Other processes
+// change what is loaded only under xfw's lock, and each one that opens the
+// running state under it counts that in the xfw_build map's changeKey
+// entry first (keepForSession): a session of the resident process that
+// finds the count moved since its last one opens the state again. xfw stop
+// opens the state, and so counts, before it removes the programs; a first
+// load makes new maps, which a kept state cannot be confused with since
+// the old ones were counted by that stop.
+
+// changeKey is the xfw_build entry that counts other processes' sessions
+// (entry 0 is the build identity).
+const changeKey = uint32(1)
+
+// KeepSessionState makes this process's sessions keep their opened state
+// for the next one while no other process has opened it under xfw's lock
+// meanwhile. For a resident process that runs one command at a time under
+// the lock; a short-lived command closes its state at the session's end.
+func KeepSessionState() {
+	session.mu.Lock()
+	defer session.mu.Unlock()
+	session.keep = true
+}
+
+// DropKeptState closes the kept state, so the next session opens it again
+// (after a command that failed in an unexpected way).
+func DropKeptState() {
+	session.mu.Lock()
+	defer session.mu.Unlock()
+	if session.st != nil && !session.active {
+		session.st.shared = false
+		session.st.Close()
+		session.st = nil
+	}
+}
+
+// changeCount reads the count of other processes' sessions in s's maps.
+func changeCount(s *state) (uint64, error) {
+	var n uint64
+	err := buildMap(s).Lookup(changeKey, &n)
+	return n, err
+}
+
+// buildMap returns s's xfw_build map.
+func buildMap(s *state) *ebpf.Map { return s.maps["xfw_build"] }
+
+// noteChange counts a session of a process that does not keep its state.
+// (Updating an array map's existing entry fails only on a closed
+// descriptor, which this process's own state is not.)
+func noteChange(s *state) {
+	if buildMap(s) == nil {
+		return
+	}
+	n, err := changeCount(s)
+	if err != nil {
+		return
+	}
+	_ = buildMap(s).Update(changeKey, n+1, ebpf.UpdateAny)
+}
+
+// reviveKeptLocked checks at a session's start (under xfw's lock) that the
+// kept state is still what is loaded: unchanged by any other process since
+// the last session ended. Otherwise it closes it. session.mu is held.
+func reviveKeptLocked() {
+	st := session.st
+	if st == nil {
+		return
+	}
+	t := time.Now()
+	if n, err := changeCount(st); err == nil && n == session.seen {
+		TraceSince("session: kept state reused", t)
+		return
+	}
+	TraceSince("session: kept state stale", t)
+	st.shared = false
+	st.Close()
+	session.st = nil
+}
+
+// keepLocked records, at a session's end (still under xfw's lock), the
+// count the next session compares with. session.mu is held.
+func keepLocked() {
+	st := session.st
+	if st == nil {
+		return
+	}
+	n, err := changeCount(st)
+	if err != nil {
+		st.shared = false
+		st.Close()
+		session.st = nil
+		return
+	}
+	session.seen = n
+}
