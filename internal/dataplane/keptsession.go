@@ -102,3 +102,20 @@ func keepLocked() {
 	}
 	session.seen = n
 }
+
+// adoptForSession makes s, a state Current opened, the session's unless
+// the session has one already: a reader without xfw's lock (the agent's
+// interface checks) may open its own while a session starts, and must not
+// replace, and so close, the state that session's command is using.
+func adoptForSession(s *state) {
+	session.mu.Lock()
+	defer session.mu.Unlock()
+	if !session.active || s == nil || session.st != nil {
+		return
+	}
+	s.shared = true
+	session.st = s
+	if !session.keep {
+		noteChange(s)
+	}
+}

@@ -237,7 +237,7 @@ func Current() (*state, error) {
 		return st, nil
 	}
 	s, err := currentUncached()
-	keepForSession(s)
+	adoptForSession(s)
 	return s, err
 }
 
