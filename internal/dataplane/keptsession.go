@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
 )
 
 // A resident process (the agent serving xfw's commands) keeps the running
@@ -36,10 +37,8 @@ func KeepSessionState() {
 func DropKeptState() {
 	session.mu.Lock()
 	defer session.mu.Unlock()
-	if session.st != nil && !session.active {
-		session.st.shared = false
-		session.st.Close()
-		session.st = nil
+	if !session.active {
+		dropKeptLocked()
 	}
 }
 
@@ -67,40 +66,95 @@ func noteChange(s *state) {
 	_ = buildMap(s).Update(changeKey, n+1, ebpf.UpdateAny)
 }
 
+// keptAt is an interface that runs the kept state's XDP program.
+type keptAt struct {
+	st      *state
+	ifindex int
+	prog    ebpf.ProgramID
+}
+
 // reviveKeptLocked checks at a session's start (under xfw's lock) that the
 // kept state is still what is loaded: unchanged by any other process since
-// the last session ended. Otherwise it closes it. session.mu is held.
+// the last session ended (the count), and its XDP program still attached
+// where it was (xfw stop, which removes it, and a build that cannot count
+// in this build's maps). Otherwise it closes it. session.mu is held.
 func reviveKeptLocked() {
 	st := session.st
 	if st == nil {
 		return
 	}
 	t := time.Now()
-	if n, err := changeCount(st); err == nil && n == session.seen {
+	if n, err := changeCount(st); err == nil && n == session.seen && stillAttached(session.kept, st) {
 		TraceSince("session: kept state reused", t)
 		return
 	}
 	TraceSince("session: kept state stale", t)
-	st.shared = false
-	st.Close()
-	session.st = nil
+	dropKeptLocked()
+}
+
+// stillAttached reports whether at's interface still runs st's XDP program
+// (one netlink request).
+func stillAttached(at keptAt, st *state) bool {
+	if at.st != st || at.ifindex == 0 {
+		return false
+	}
+	l, err := netlink.LinkByIndex(at.ifindex)
+	if err != nil {
+		return false
+	}
+	x := l.Attrs().Xdp
+	return x != nil && x.Attached && ebpf.ProgramID(x.ProgId) == at.prog
 }
 
 // keepLocked records, at a session's end (still under xfw's lock), the
-// count the next session compares with. session.mu is held.
+// count the next session compares with and, for a state opened in this
+// session, an interface its XDP program runs on; a state that runs on
+// none is not kept. session.mu is held.
 func keepLocked() {
 	st := session.st
 	if st == nil {
 		return
 	}
 	n, err := changeCount(st)
-	if err != nil {
-		st.shared = false
-		st.Close()
-		session.st = nil
+	if err != nil || !findAttached(st) {
+		dropKeptLocked()
 		return
 	}
 	session.seen = n
+}
+
+// findAttached makes session.kept an interface running st's XDP program,
+// unless it is one already.
+func findAttached(st *state) bool {
+	if session.kept.st == st && session.kept.ifindex != 0 {
+		return true
+	}
+	session.kept = keptAt{}
+	prog, _, err := st.programIDs()
+	if err != nil {
+		return false
+	}
+	links, err := netlink.LinkList()
+	if err != nil {
+		return false
+	}
+	for _, l := range links {
+		if x := l.Attrs().Xdp; x != nil && x.Attached && ebpf.ProgramID(x.ProgId) == prog {
+			session.kept = keptAt{st: st, ifindex: l.Attrs().Index, prog: prog}
+			return true
+		}
+	}
+	return false
+}
+
+// dropKeptLocked closes the kept state. session.mu is held.
+func dropKeptLocked() {
+	if session.st != nil {
+		session.st.shared = false
+		session.st.Close()
+		session.st = nil
+	}
+	session.kept = keptAt{}
 }
 
 // adoptForSession makes s, a state Current opened, the session's unless

@@ -157,6 +157,8 @@ var session struct {
 	// keep and seen: a resident process's sessions (keptsession.go).
 	keep bool
 	seen uint64
+	// kept is where the kept state's XDP program was last seen attached.
+	kept keptAt
 }
 
 // BeginSession makes Current return one opened state until the returned

@@ -52,7 +52,7 @@ var cmdSequence = []cmdStep{
 	{argv: []string{"iptables", "-w", "-L", "FORWARD", "-n", "--line-numbers"}},
 	{argv: []string{"iptables", "-w", "-L", "NOSUCH"}},
 	{argv: []string{"iptables-save"}},
-	{argv: []string{"ip6tables-save"}}, // no counters: the interfaces send IPv6 of their own
+	{argv: []string{"ip6tables", "-w", "-S"}}, // no counters: the interfaces send IPv6 of their own
 	{argv: []string{"iptables", "--version"}},
 }
 
@@ -240,5 +240,54 @@ func TestCmdServerStoppedAgent(t *testing.T) {
 	agent.Process.Signal(syscall.SIGCONT)
 	if save := fw.save(t, tp, 4); strings.Count(save, "--dport 30000 -j ACCEPT") != 1 {
 		t.Errorf("the rule added while the agent was stopped is not there once:\n%s", save)
+	}
+}
+
+// TestCmdServerSeesOtherProcesses interleaves commands the agent serves
+// with commands run in their own processes (an append, then xfw stop and
+// a new load, which makes new maps): the agent opens the state again
+// after each, and what it serves and enforces is the namespace's current
+// ruleset.
+func TestCmdServerSeesOtherProcesses(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t, nettest.WithStaticNeighbors())
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fw.restore(t, tp, 4, cmdBase)
+	startAgent(t, bin, tp)
+	run := func(mode string, args ...string) {
+		t.Helper()
+		argv := append([]string{"env", "XFW_CMDSERVER=" + mode, bin}, args...)
+		if res := execAny(t, tp.FwNS, argv...); res.ExitCode != 0 {
+			t.Fatalf("%s %v: exit %d: %s", mode, args, res.ExitCode, res.Stderr)
+		}
+	}
+	dropPort := func(port int) []string {
+		return []string{"iptables", "-w", "-A", "FORWARD", "-p", "udp", "--dport", fmt.Sprint(port), "-j", "DROP"}
+	}
+	run("only", dropPort(7101)...)
+	run("off", dropPort(7102)...)
+	run("only", dropPort(7103)...)
+	run("off", "stop")
+	if res, err := nettest.ExecStdin(nettest.DefaultExecTimeout, tp.FwNS, "*filter\n:FORWARD ACCEPT [0:0]\nCOMMIT\n",
+		"env", "XFW_CMDSERVER=off", bin, "iptables-restore", "-w"); err != nil {
+		t.Fatalf("a new load after xfw stop: %v %s", err, res.Stderr)
+	}
+	run("only", dropPort(7104)...)
+	run("off", dropPort(7105)...)
+	run("only", dropPort(7106)...)
+	res := execAny(t, tp.FwNS, "env", "XFW_CMDSERVER=only", bin, "iptables", "-w", "-S", "FORWARD")
+	want := "-P FORWARD ACCEPT\n" +
+		"-A FORWARD -p udp -m udp --dport 7104 -j DROP\n" +
+		"-A FORWARD -p udp -m udp --dport 7105 -j DROP\n" +
+		"-A FORWARD -p udp -m udp --dport 7106 -j DROP\n"
+	if res.ExitCode != 0 || res.Stdout != want {
+		t.Errorf("served -S FORWARD after the other processes' commands: exit %d\n%s%s\nwant:\n%s", res.ExitCode, res.Stdout, res.Stderr, want)
+	}
+	for port, wantArrived := range map[uint16]int{7100: 3, 7103: 3, 7104: 0, 7105: 0, 7106: 0} {
+		if got := udpArrivals(t, tp, port); got != wantArrived {
+			t.Errorf("port %d: %d of 3 datagrams forwarded, want %d", port, got, wantArrived)
+		}
 	}
 }
