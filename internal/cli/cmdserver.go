@@ -65,7 +65,10 @@ func (s *cmdServer) serve(ctx context.Context) {
 		s.ln.Close()
 	}()
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		wg.Wait()
+		s.logf("commands: served %d", s.served)
+	}()
 	for {
 		c, err := s.ln.AcceptUnix()
 		if err != nil {
