@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,18 +29,19 @@ const heartbeatEvery = 500 * time.Millisecond
 const requestTimeout = 2 * time.Second
 
 // cmdServer serves the iptables front ends to clients in the agent's
-// network namespace (cmdproto.go), one command at a time, in-process, with
-// the opened running state kept from one command to the next
-// (dataplane.KeepSessionState).
+// network namespace (cmdproto.go), in-process, with the opened running
+// state kept from one command to the next (dataplane.KeepSessionState).
+// Each command runs in a goroutine of its own and takes xfw's lock as it
+// would in a process of its own: the lock serialises them, with -w's
+// semantics (a command without -w fails at once while another, served or
+// not, holds the lock, instead of queueing behind it in the agent).
 type cmdServer struct {
 	ln    *net.UnixListener
 	build string
 	env   []string // the agent's own XFW_* environment, sorted
 	logf  func(format string, args ...any)
-	// run serialises the commands: they share the process's state.
-	run sync.Mutex
 	// served counts the commands run, for the log.
-	served int
+	served atomic.Int64
 }
 
 // listenCommands binds the namespace's command socket. A second agent in
@@ -67,7 +69,7 @@ func (s *cmdServer) serve(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer func() {
 		wg.Wait()
-		s.logf("commands: served %d", s.served)
+		s.logf("commands: served %d", s.served.Load())
 	}()
 	for {
 		c, err := s.ln.AcceptUnix()
@@ -256,9 +258,7 @@ func (s *cmdServer) runWithHeartbeat(c *net.UnixConn, args []string, env Env) in
 // panic is reported on the command's stderr, with Go's exit status for
 // it, and costs the kept state, not the agent.
 func (s *cmdServer) runServed(args []string, env Env) (code int) {
-	s.run.Lock()
-	defer s.run.Unlock()
-	s.served++
+	s.served.Add(1)
 	defer func() {
 		if p := recover(); p != nil {
 			fmt.Fprintf(env.Stderr, "panic: %v\n\n%s", p, debug.Stack())

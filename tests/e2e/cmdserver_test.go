@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -289,5 +290,44 @@ func TestCmdServerSeesOtherProcesses(t *testing.T) {
 		if got := udpArrivals(t, tp, port); got != wantArrived {
 			t.Errorf("port %d: %d of 3 datagrams forwarded, want %d", port, got, wantArrived)
 		}
+	}
+}
+
+// TestCmdServerWaitSemantics: while another process holds xfw's lock, a
+// served `iptables -w` waits for it and a served command without -w fails
+// at once with iptables' message and status 4 (it does not queue behind
+// the waiting one in the agent); both as in processes of their own.
+func TestCmdServerWaitSemantics(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t)
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fw.restore(t, tp, 4, cmdBase)
+	startAgent(t, bin, tp)
+	lockf, err := os.OpenFile("/run/xfw.lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lockf.Close()
+	if err := lockFile(lockf); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan *nettest.Result, 1)
+	go func() {
+		waited <- execAny(t, tp.FwNS, "env", "XFW_CMDSERVER=only", bin, "iptables", "-w", "-A", "INPUT", "-p", "tcp", "--dport", "40000", "-j", "ACCEPT")
+	}()
+	time.Sleep(200 * time.Millisecond) // the -w command is waiting in the agent
+	now := execAny(t, tp.FwNS, "env", "XFW_CMDSERVER=only", bin, "iptables", "-A", "INPUT", "-p", "tcp", "--dport", "40001", "-j", "ACCEPT")
+	unlockFile(lockf)
+	const busy = "Another app is currently holding the xtables lock. Perhaps you want to use the -w option?\n"
+	if now.ExitCode != 4 || now.Stderr != busy {
+		t.Errorf("a served command without -w while the lock is held: exit %d, stderr %q", now.ExitCode, now.Stderr)
+	}
+	if res := <-waited; res.ExitCode != 0 {
+		t.Errorf("a served command with -w: exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	if save := fw.save(t, tp, 4); !strings.Contains(save, "--dport 40000 -j ACCEPT") || strings.Contains(save, "--dport 40001") {
+		t.Errorf("after the lock was released:\n%s", save)
 	}
 }
