@@ -173,3 +173,11 @@ func adoptForSession(s *state) {
 		noteChange(s)
 	}
 }
+
+// currentOwn opens the running state for a reader that may run without
+// xfw's lock (the agent's interface checks and address refreshes, its LOG
+// reader), never sharing the session's: in the agent a served command
+// holding the lock may be changing that one's banks meanwhile.
+func currentOwn() (*state, error) {
+	return currentUncached()
+}

@@ -674,7 +674,7 @@ func NFLogRing() (*ebpf.Map, error) {
 // eventRing returns the running data plane's event ring buffer i (a map of
 // its own: the caller closes it).
 func eventRing(i ring) (*ebpf.Map, error) {
-	cur, err := Current()
+	cur, err := currentOwn()
 	if err != nil {
 		return nil, err
 	}
