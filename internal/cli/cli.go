@@ -35,6 +35,10 @@ const (
 type Env struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// Gone, when not nil, is closed when the caller is gone (the client
+	// of a command the agent serves ended): a command still waiting for
+	// xfw's lock gives up, as the process it stands for would have died.
+	Gone <-chan struct{}
 }
 
 // Main runs xfw with os.Args semantics and returns the exit status. Called
@@ -256,6 +260,7 @@ func runRestore(name string, args []string, env Env) int {
 		in = f
 	}
 
+	wait.gone = env.Gone
 	unlock, err := lock(wait)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)

@@ -230,11 +230,14 @@ func send(c *net.UnixConn, tag byte, payload string) error {
 	return err
 }
 
-// runWithHeartbeat runs the command while telling the client it still runs.
+// runWithHeartbeat runs the command while telling the client it still
+// runs, and tells the command when the client is gone (Env.Gone: the
+// connection ended, as when the client is killed).
 func (s *cmdServer) runWithHeartbeat(c *net.UnixConn, args []string, env Env) int {
 	done := make(chan struct{})
+	gone := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		t := time.NewTicker(heartbeatEvery)
@@ -248,8 +251,19 @@ func (s *cmdServer) runWithHeartbeat(c *net.UnixConn, args []string, env Env) in
 			}
 		}
 	}()
+	go func() {
+		defer wg.Done()
+		var b [1]byte
+		// The client sends nothing more: a read ends at its end, or at
+		// the deadline set below once the command is done.
+		if _, err := c.Read(b[:]); !errors.Is(err, os.ErrDeadlineExceeded) {
+			close(gone)
+		}
+	}()
+	env.Gone = gone
 	code := s.runServed(args, env)
 	close(done)
+	c.SetReadDeadline(time.Now())
 	wg.Wait()
 	return code
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
@@ -329,5 +330,45 @@ func TestCmdServerWaitSemantics(t *testing.T) {
 	}
 	if save := fw.save(t, tp, 4); !strings.Contains(save, "--dport 40000 -j ACCEPT") || strings.Contains(save, "--dport 40001") {
 		t.Errorf("after the lock was released:\n%s", save)
+	}
+}
+
+// TestCmdServerCallerGone: a served `iptables -w` waiting for the lock
+// whose caller is killed is called off, as the killed process's command
+// would have been: the rule is never added.
+func TestCmdServerCallerGone(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t)
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fw.restore(t, tp, 4, cmdBase)
+	startAgent(t, bin, tp)
+	lockf, err := os.OpenFile("/run/xfw.lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lockf.Close()
+	if err := lockFile(lockf); err != nil {
+		t.Fatal(err)
+	}
+	client := exec.Command("ip", "netns", "exec", tp.FwNS, "env", "XFW_CMDSERVER=only", bin, "iptables", "-w", "-A", "INPUT",
+		"-p", "tcp", "--dport", "41000", "-j", "ACCEPT")
+	if err := client.Start(); err != nil {
+		unlockFile(lockf)
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the command waits for the lock in the agent
+	client.Process.Signal(syscall.SIGKILL)
+	client.Wait()
+	time.Sleep(100 * time.Millisecond) // the agent sees the connection end
+	unlockFile(lockf)
+	// A served command after it: the agent has finished with the other.
+	if res := execAny(t, tp.FwNS, "env", "XFW_CMDSERVER=only", bin, "iptables", "-w", "-A", "INPUT", "-p", "tcp", "--dport", "41001", "-j", "ACCEPT"); res.ExitCode != 0 {
+		t.Fatalf("the next served command: exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	save := fw.save(t, tp, 4)
+	if strings.Contains(save, "--dport 41000") || !strings.Contains(save, "--dport 41001") {
+		t.Errorf("after the waiting command's caller was killed:\n%s", save)
 	}
 }
