@@ -48,8 +48,11 @@ func BenchmarkCmdLatency(b *testing.B) {
 				times := make([]time.Duration, 0, b.N)
 				b.ResetTimer()
 				for i := range b.N {
+					// A 5-tuple rule like the ruleset's, from a source
+					// outside its range.
 					cmd := exec.Command("ip", append([]string{"netns", "exec", tp.FwNS}, append(argv, "-w", "-A", "FORWARD",
-						"-p", "udp", "-s", fmt.Sprintf("10.99.%d.%d", i/250, i%250+1), "--dport", "53", "-j", "ACCEPT")...)...)
+						"-s", fmt.Sprintf("10.99.%d.%d/32", i/250, i%250+1), "-d", "10.2.0.1/32", "-p", "udp", "-m", "udp",
+						"--sport", fmt.Sprint(1000+i), "--dport", "53", "-j", "ACCEPT")...)...)
 					start := time.Now()
 					out, err := cmd.CombinedOutput()
 					times = append(times, time.Since(start))
