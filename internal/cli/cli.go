@@ -77,7 +77,7 @@ func Main(args []string, env Env) int {
 		usage(env.Stderr)
 		return exitParameter
 	}
-	if _, frontEnd := frontEnds[name]; frontEnd {
+	if servedCommands[name] {
 		// The namespace's agent runs it, when one serves commands.
 		if code, served := tryServer(name, rest, env); served {
 			return code

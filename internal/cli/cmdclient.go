@@ -51,18 +51,35 @@ func tryServer(name string, args []string, env Env) (int, bool) {
 	return 0, false
 }
 
+// servedCommands are the commands the agent serves: the iptables front
+// ends (not ipset, whose -file names files).
+var servedCommands = map[string]bool{
+	"iptables": true, "ip6tables": true,
+	"iptables-save": true, "ip6tables-save": true,
+	"iptables-restore": true, "ip6tables-restore": true,
+}
+
 // servable reports whether the agent may run the command: the iptables
 // front ends, except a restore naming a file (the agent's mount namespace
-// and working directory may differ from the caller's).
+// and working directory may differ from the caller's; "-" is stdin).
 func servable(name string, args []string) bool {
-	if _, ok := frontEnds[name]; !ok {
+	if !servedCommands[name] {
 		return false
 	}
-	if strings.HasSuffix(name, "-restore") {
-		for _, a := range args {
-			if !strings.HasPrefix(a, "-") {
-				return false // a file, or an option's value: run it here
+	if !strings.HasSuffix(name, "-restore") {
+		return true
+	}
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-w" || a == "--wait":
+			if i+1 < len(args) && isNumber(args[i+1]) {
+				i++
 			}
+		case a == "-W" || a == "--wait-interval" || a == "-T" || a == "--table":
+			i++
+		case a == "-" || strings.HasPrefix(a, "-"):
+		default:
+			return false // a file: run it here
 		}
 	}
 	return true

@@ -73,3 +73,25 @@ func TestFindGoBuildID(t *testing.T) {
 		t.Error("the test binary's own build id was not found")
 	}
 }
+
+func TestServable(t *testing.T) {
+	tests := []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"iptables", "-A", "INPUT", "-j", "ACCEPT"}, true},
+		{[]string{"ip6tables-save", "-c"}, true},
+		{[]string{"iptables-restore", "-w", "5", "--noflush"}, true},
+		{[]string{"iptables-restore", "-T", "filter", "-W", "100", "-"}, true},
+		{[]string{"iptables-restore", "rules.v4"}, false},
+		{[]string{"iptables-restore", "-w", "/etc/rules"}, false},
+		{[]string{"ip6tables-restore", "--noflush", "-c", "rules.v6"}, false},
+		{[]string{"ipset", "list"}, false},
+		{[]string{"stop"}, false},
+	}
+	for _, tt := range tests {
+		if got := servable(tt.args[0], tt.args[1:]); got != tt.want {
+			t.Errorf("servable(%q) = %v, want %v", tt.args, got, tt.want)
+		}
+	}
+}

@@ -46,7 +46,7 @@ var cmdSequence = []cmdStep{
 	{argv: []string{"iptables", "-w", "-N", "EMPTY"}},
 	{argv: []string{"iptables", "-w", "-X", "EMPTY"}},
 	{argv: []string{"ip6tables", "-w", "-A", "INPUT", "-p", "tcp", "--dport", "22", "-j", "ACCEPT"}},
-	{argv: []string{"iptables-restore", "-w", "--noflush"}, stdin: "*filter\n-A FORWARD -p udp --dport 7104 -j DROP\nCOMMIT\n"},
+	{argv: []string{"iptables-restore", "-w", "5", "--noflush", "-"}, stdin: "*filter\n-A FORWARD -p udp --dport 7104 -j DROP\nCOMMIT\n"},
 	{argv: []string{"iptables-restore", "-w", "--noflush"}, stdin: "*filter\n-A FORWARD -p udp --dport 7105 -j NOWHERE\nCOMMIT\n"},
 	{argv: []string{"iptables-restore", "-w", "--test"}, stdin: "*filter\n-A FORWARD -p udp --dport\nCOMMIT\n"},
 	{argv: []string{"iptables", "-w", "-S"}},
