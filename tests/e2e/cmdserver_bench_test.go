@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -43,7 +42,7 @@ func BenchmarkCmdLatency(b *testing.B) {
 					b.Fatalf("load %d rules: %v %s", n, err, res.Stderr)
 				}
 				if kind == "xfw-agent" {
-					startBenchAgent(b, bin, tp)
+					startAgent(b, bin, tp)
 				}
 				times := make([]time.Duration, 0, b.N)
 				b.ResetTimer()
@@ -81,25 +80,4 @@ func benchRuleset(n int) string {
 	}
 	sb.WriteString("COMMIT\n")
 	return sb.String()
-}
-
-// startBenchAgent runs xfw agent in fw's namespace until the benchmark ends
-// and waits until it serves commands.
-func startBenchAgent(b *testing.B, bin string, tp *nettest.Topology) {
-	out := &syncBuffer{}
-	cmd := exec.Command("ip", "netns", "exec", tp.FwNS, bin, "agent", "--no-log")
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		b.Fatalf("start xfw agent: %v", err)
-	}
-	b.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-	})
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "following the interfaces"); {
-		if time.Now().After(deadline) {
-			b.Fatalf("the agent did not start:\n%s", out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -120,14 +121,11 @@ func udpArrivals(t *testing.T, tp *nettest.Topology, port uint16) int {
 // root, which then runs the command itself and is refused as without an
 // agent.
 func TestCmdServerRefusesNonRoot(t *testing.T) {
-	nettest.RequireRoot(t)
 	requireTools(t, "setpriv")
-	bin := xfwPath(t)
-	tp := nettest.New(t)
-	fw := firewall{kind: "xfw", bin: bin}
-	t.Cleanup(func() { fw.stop(t, tp) })
-	fw.restore(t, tp, 4, cmdBase)
-	startAgent(t, bin, tp)
+	bin, tp, _, _ := servedTopology(t)
+	// Nobody runs a copy (the checkout may sit below a private
+	// directory); the same bytes, so the same build.
+	bin = copyForNobody(t, bin)
 	nobody := []string{"setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "env"}
 	only := execAny(t, tp.FwNS, append(nobody, "XFW_CMDSERVER=only", bin, "iptables", "-S")...)
 	if only.ExitCode != 1 || !strings.Contains(only.Stderr, "not served by the xfw agent: declined: the caller is not root") {
@@ -144,13 +142,7 @@ func TestCmdServerRefusesNonRoot(t *testing.T) {
 // TestCmdServerConcurrentClients: 20 clients at once, each appending a
 // rule through the agent, all succeed and every rule is there once.
 func TestCmdServerConcurrentClients(t *testing.T) {
-	nettest.RequireRoot(t)
-	bin := xfwPath(t)
-	tp := nettest.New(t)
-	fw := firewall{kind: "xfw", bin: bin}
-	t.Cleanup(func() { fw.stop(t, tp) })
-	fw.restore(t, tp, 4, cmdBase)
-	startAgent(t, bin, tp)
+	bin, tp, fw, _ := servedTopology(t)
 	const n = 20
 	var wg sync.WaitGroup
 	for i := range n {
@@ -180,13 +172,7 @@ func TestCmdServerConcurrentClients(t *testing.T) {
 // twice, and the namespace keeps filtering; the commands after the kill
 // run in their own processes.
 func TestCmdServerKilledAgent(t *testing.T) {
-	nettest.RequireRoot(t)
-	bin := xfwPath(t)
-	tp := nettest.New(t, nettest.WithStaticNeighbors())
-	fw := firewall{kind: "xfw", bin: bin}
-	t.Cleanup(func() { fw.stop(t, tp) })
-	fw.restore(t, tp, 4, cmdBase)
-	agent, _ := startAgent(t, bin, tp)
+	bin, tp, fw, agent := servedTopology(t, nettest.WithStaticNeighbors())
 	const n = 40
 	results := make([]*nettest.Result, n)
 	var wg sync.WaitGroup
@@ -221,13 +207,7 @@ func TestCmdServerKilledAgent(t *testing.T) {
 // not keep a command from running: the client runs it itself after the
 // handshake's timeout.
 func TestCmdServerStoppedAgent(t *testing.T) {
-	nettest.RequireRoot(t)
-	bin := xfwPath(t)
-	tp := nettest.New(t)
-	fw := firewall{kind: "xfw", bin: bin}
-	t.Cleanup(func() { fw.stop(t, tp) })
-	fw.restore(t, tp, 4, cmdBase)
-	agent, _ := startAgent(t, bin, tp)
+	bin, tp, fw, agent := servedTopology(t)
 	// ip netns exec execs the agent: the pid is the agent's.
 	agent.Process.Signal(syscall.SIGSTOP)
 	t.Cleanup(func() { agent.Process.Signal(syscall.SIGCONT) })
@@ -251,13 +231,7 @@ func TestCmdServerStoppedAgent(t *testing.T) {
 // after each, and what it serves and enforces is the namespace's current
 // ruleset.
 func TestCmdServerSeesOtherProcesses(t *testing.T) {
-	nettest.RequireRoot(t)
-	bin := xfwPath(t)
-	tp := nettest.New(t, nettest.WithStaticNeighbors())
-	fw := firewall{kind: "xfw", bin: bin}
-	t.Cleanup(func() { fw.stop(t, tp) })
-	fw.restore(t, tp, 4, cmdBase)
-	startAgent(t, bin, tp)
+	bin, tp, _, _ := servedTopology(t, nettest.WithStaticNeighbors())
 	run := func(mode string, args ...string) {
 		t.Helper()
 		argv := append([]string{"env", "XFW_CMDSERVER=" + mode, bin}, args...)
@@ -299,28 +273,15 @@ func TestCmdServerSeesOtherProcesses(t *testing.T) {
 // at once with iptables' message and status 4 (it does not queue behind
 // the waiting one in the agent); both as in processes of their own.
 func TestCmdServerWaitSemantics(t *testing.T) {
-	nettest.RequireRoot(t)
-	bin := xfwPath(t)
-	tp := nettest.New(t)
-	fw := firewall{kind: "xfw", bin: bin}
-	t.Cleanup(func() { fw.stop(t, tp) })
-	fw.restore(t, tp, 4, cmdBase)
-	startAgent(t, bin, tp)
-	lockf, err := os.OpenFile("/run/xfw.lock", os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lockf.Close()
-	if err := lockFile(lockf); err != nil {
-		t.Fatal(err)
-	}
+	bin, tp, fw, _ := servedTopology(t)
+	release := holdXfwLock(t)
 	waited := make(chan *nettest.Result, 1)
 	go func() {
 		waited <- execAny(t, tp.FwNS, "env", "XFW_CMDSERVER=only", bin, "iptables", "-w", "-A", "INPUT", "-p", "tcp", "--dport", "40000", "-j", "ACCEPT")
 	}()
 	time.Sleep(200 * time.Millisecond) // the -w command is waiting in the agent
 	now := execAny(t, tp.FwNS, "env", "XFW_CMDSERVER=only", bin, "iptables", "-A", "INPUT", "-p", "tcp", "--dport", "40001", "-j", "ACCEPT")
-	unlockFile(lockf)
+	release()
 	const busy = "Another app is currently holding the xtables lock. Perhaps you want to use the -w option?\n"
 	if now.ExitCode != 4 || now.Stderr != busy {
 		t.Errorf("a served command without -w while the lock is held: exit %d, stderr %q", now.ExitCode, now.Stderr)
@@ -337,32 +298,19 @@ func TestCmdServerWaitSemantics(t *testing.T) {
 // whose caller is killed is called off, as the killed process's command
 // would have been: the rule is never added.
 func TestCmdServerCallerGone(t *testing.T) {
-	nettest.RequireRoot(t)
-	bin := xfwPath(t)
-	tp := nettest.New(t)
-	fw := firewall{kind: "xfw", bin: bin}
-	t.Cleanup(func() { fw.stop(t, tp) })
-	fw.restore(t, tp, 4, cmdBase)
-	startAgent(t, bin, tp)
-	lockf, err := os.OpenFile("/run/xfw.lock", os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lockf.Close()
-	if err := lockFile(lockf); err != nil {
-		t.Fatal(err)
-	}
+	bin, tp, fw, _ := servedTopology(t)
+	release := holdXfwLock(t)
 	client := exec.Command("ip", "netns", "exec", tp.FwNS, "env", "XFW_CMDSERVER=only", bin, "iptables", "-w", "-A", "INPUT",
 		"-p", "tcp", "--dport", "41000", "-j", "ACCEPT")
 	if err := client.Start(); err != nil {
-		unlockFile(lockf)
+		release()
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond) // the command waits for the lock in the agent
 	client.Process.Signal(syscall.SIGKILL)
 	client.Wait()
 	time.Sleep(100 * time.Millisecond) // the agent sees the connection end
-	unlockFile(lockf)
+	release()
 	// A served command after it: the agent has finished with the other.
 	if res := execAny(t, tp.FwNS, "env", "XFW_CMDSERVER=only", bin, "iptables", "-w", "-A", "INPUT", "-p", "tcp", "--dport", "41001", "-j", "ACCEPT"); res.ExitCode != 0 {
 		t.Fatalf("the next served command: exit %d: %s", res.ExitCode, res.Stderr)
@@ -371,4 +319,58 @@ func TestCmdServerCallerGone(t *testing.T) {
 	if strings.Contains(save, "--dport 41000") || !strings.Contains(save, "--dport 41001") {
 		t.Errorf("after the waiting command's caller was killed:\n%s", save)
 	}
+}
+
+// servedTopology makes a topology whose fw runs xfw with cmdBase loaded and
+// an agent serving its commands; the test's cleanups end both.
+func servedTopology(t *testing.T, opts ...nettest.Option) (string, *nettest.Topology, firewall, *exec.Cmd) {
+	t.Helper()
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t, opts...)
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fw.restore(t, tp, 4, cmdBase)
+	agent, _ := startAgent(t, bin, tp)
+	return bin, tp, fw, agent
+}
+
+// holdXfwLock takes xfw's lock (one for all namespaces: keep it briefly)
+// and returns its release, which the test's end calls too.
+func holdXfwLock(t *testing.T) (release func()) {
+	t.Helper()
+	f, err := os.OpenFile("/run/xfw.lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lockFile(f); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { unlockFile(f); f.Close() }) }
+	t.Cleanup(release)
+	return release
+}
+
+// copyForNobody copies bin into a directory anyone may read and run.
+func copyForNobody(t *testing.T, bin string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "xfw-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := filepath.Join(dir, "xfw")
+	if err := os.WriteFile(copied, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return copied
 }
