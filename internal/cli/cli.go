@@ -36,8 +36,9 @@ type Env struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	// Gone, when not nil, is closed when the caller is gone (the client
-	// of a command the agent serves ended): a command still waiting for
-	// xfw's lock gives up, as the process it stands for would have died.
+	// of a command the agent serves ended) or the agent ends: a command
+	// still waiting for xfw's lock gives up, as the process it stands for
+	// would have died with its caller.
 	Gone <-chan struct{}
 }
 

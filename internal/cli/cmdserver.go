@@ -42,6 +42,9 @@ type cmdServer struct {
 	logf  func(format string, args ...any)
 	// served counts the commands run, for the log.
 	served atomic.Int64
+	// stopping is closed when the agent ends: commands still waiting for
+	// the lock give up (those that hold it finish first).
+	stopping <-chan struct{}
 }
 
 // listenCommands binds the namespace's command socket. A second agent in
@@ -62,6 +65,7 @@ func listenCommands(logf func(string, ...any)) (*cmdServer, error) {
 
 // serve accepts clients until ctx ends.
 func (s *cmdServer) serve(ctx context.Context) {
+	s.stopping = ctx.Done()
 	go func() {
 		<-ctx.Done()
 		s.ln.Close()
@@ -231,13 +235,14 @@ func send(c *net.UnixConn, tag byte, payload string) error {
 }
 
 // runWithHeartbeat runs the command while telling the client it still
-// runs, and tells the command when the client is gone (Env.Gone: the
-// connection ended, as when the client is killed).
+// runs, and calls the command off (Env.Gone) when the client is gone (the
+// connection ended, as when the client is killed) or the agent ends.
 func (s *cmdServer) runWithHeartbeat(c *net.UnixConn, args []string, env Env) int {
 	done := make(chan struct{})
 	gone := make(chan struct{})
+	callOff := sync.OnceFunc(func() { close(gone) })
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		t := time.NewTicker(heartbeatEvery)
@@ -257,7 +262,15 @@ func (s *cmdServer) runWithHeartbeat(c *net.UnixConn, args []string, env Env) in
 		// The client sends nothing more: a read ends at its end, or at
 		// the deadline set below once the command is done.
 		if _, err := c.Read(b[:]); !errors.Is(err, os.ErrDeadlineExceeded) {
-			close(gone)
+			callOff()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		select {
+		case <-s.stopping:
+			callOff()
+		case <-done:
 		}
 	}()
 	env.Gone = gone

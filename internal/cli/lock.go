@@ -31,7 +31,7 @@ type waitSpec struct {
 }
 
 // errCallerGone ends the lock wait of a command whose caller is gone.
-var errCallerGone = errors.New("Fatal: the caller of this command is gone; not waiting for the lock")
+var errCallerGone = errors.New("Fatal: called off while waiting for the lock (the caller or the xfw agent serving it ended)")
 
 // lockPoll is how often a waiting command retries the lock.
 const lockPoll = 10 * time.Millisecond

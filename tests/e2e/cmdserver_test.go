@@ -374,3 +374,33 @@ func copyForNobody(t *testing.T, bin string) string {
 	}
 	return copied
 }
+
+// TestCmdServerAgentEndsWhileWaiting: an agent told to end (SIGTERM) while
+// a served `iptables -w` waits for the lock ends without waiting for it:
+// the command is called off (exit 4, and the rule never added).
+func TestCmdServerAgentEndsWhileWaiting(t *testing.T) {
+	bin, tp, fw, agent := servedTopology(t)
+	release := holdXfwLock(t)
+	waited := make(chan *nettest.Result, 1)
+	go func() {
+		waited <- execAny(t, tp.FwNS, "env", "XFW_CMDSERVER=only", bin, "iptables", "-w", "-A", "INPUT", "-p", "tcp", "--dport", "42000", "-j", "ACCEPT")
+	}()
+	time.Sleep(300 * time.Millisecond) // the command waits for the lock in the agent
+	agent.Process.Signal(syscall.SIGTERM)
+	ended := make(chan error, 1)
+	go func() { ended <- agent.Wait() }()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		release()
+		t.Fatal("the agent did not end while a served command waited for the lock")
+	}
+	res := <-waited
+	release()
+	if res.ExitCode != 4 || !strings.Contains(res.Stderr, "called off while waiting for the lock") {
+		t.Errorf("the waiting command: exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	if save := fw.save(t, tp, 4); strings.Contains(save, "--dport 42000") {
+		t.Errorf("the called-off command's rule is there:\n%s", save)
+	}
+}
