@@ -12,11 +12,12 @@ import (
 // programs and opening their maps again for every command. Other processes
 // change what is loaded only under xfw's lock, and each one that opens the
 // running state under it counts that in the xfw_build map's changeKey
-// entry first (keepForSession): a session of the resident process that
-// finds the count moved since its last one opens the state again. xfw stop
-// opens the state, and so counts, before it removes the programs; a first
-// load makes new maps, which a kept state cannot be confused with since
-// the old ones were counted by that stop.
+// entry first (keepForSession, adoptForSession): a session of the
+// resident process that finds the count moved since its last one opens
+// the state again. xfw stop opens no state and so counts nowhere, and
+// another build cannot count in this one's maps: the kept state is also
+// given up when the interface it was last seen on no longer runs its XDP
+// program (stillAttached).
 
 // changeKey is the xfw_build entry that counts other processes' sessions
 // (entry 0 is the build identity).
@@ -24,8 +25,8 @@ const changeKey = uint32(1)
 
 // KeepSessionState makes this process's sessions keep their opened state
 // for the next one while no other process has opened it under xfw's lock
-// meanwhile. For a resident process that runs one command at a time under
-// the lock; a short-lived command closes its state at the session's end.
+// meanwhile. For a resident process whose commands each hold the lock; a
+// short-lived command closes its state at the session's end.
 func KeepSessionState() {
 	session.mu.Lock()
 	defer session.mu.Unlock()
@@ -33,13 +34,16 @@ func KeepSessionState() {
 }
 
 // DropKeptState closes the kept state, so the next session opens it again
-// (after a command that failed in an unexpected way).
+// (after a command that failed in an unexpected way). When another
+// command's session has begun meanwhile, the state is closed at its end.
 func DropKeptState() {
 	session.mu.Lock()
 	defer session.mu.Unlock()
-	if !session.active {
-		dropKeptLocked()
+	if session.active {
+		session.dropAtEnd = true
+		return
 	}
+	dropKeptLocked()
 }
 
 // changeCount reads the count of other processes' sessions in s's maps.
@@ -112,7 +116,9 @@ func stillAttached(at keptAt, st *state) bool {
 // none is not kept. session.mu is held.
 func keepLocked() {
 	st := session.st
-	if st == nil {
+	if st == nil || session.dropAtEnd {
+		session.dropAtEnd = false
+		dropKeptLocked()
 		return
 	}
 	n, err := changeCount(st)

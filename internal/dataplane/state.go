@@ -157,8 +157,10 @@ var session struct {
 	// keep and seen: a resident process's sessions (keptsession.go).
 	keep bool
 	seen uint64
-	// kept is where the kept state's XDP program was last seen attached.
-	kept keptAt
+	// kept is where the kept state's XDP program was last seen attached;
+	// dropAtEnd gives the kept state up at the session's end.
+	kept      keptAt
+	dropAtEnd bool
 }
 
 // BeginSession makes Current return one opened state until the returned
