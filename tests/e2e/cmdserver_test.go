@@ -180,7 +180,7 @@ func TestCmdServerKilledAgent(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := range n {
-			results[i] = execAny(t, tp.FwNS, bin, "iptables", "-w", "-A", "INPUT", "-p", "tcp", "--dport", fmt.Sprint(20000+i), "-j", "ACCEPT")
+			results[i], _ = nettest.Exec(tp.FwNS, bin, "iptables", "-w", "-A", "INPUT", "-p", "tcp", "--dport", fmt.Sprint(20000+i), "-j", "ACCEPT")
 		}
 	}()
 	time.Sleep(100 * time.Millisecond) // some commands served before the kill
@@ -275,10 +275,7 @@ func TestCmdServerSeesOtherProcesses(t *testing.T) {
 func TestCmdServerWaitSemantics(t *testing.T) {
 	bin, tp, fw, _ := servedTopology(t)
 	release := holdXfwLock(t)
-	waited := make(chan *nettest.Result, 1)
-	go func() {
-		waited <- execAny(t, tp.FwNS, "env", "XFW_CMDSERVER=only", bin, "iptables", "-w", "-A", "INPUT", "-p", "tcp", "--dport", "40000", "-j", "ACCEPT")
-	}()
+	waited := servedAppendLater(tp, bin, 40000)
 	time.Sleep(200 * time.Millisecond) // the -w command is waiting in the agent
 	now := execAny(t, tp.FwNS, "env", "XFW_CMDSERVER=only", bin, "iptables", "-A", "INPUT", "-p", "tcp", "--dport", "40001", "-j", "ACCEPT")
 	release()
@@ -381,10 +378,7 @@ func copyForNobody(t *testing.T, bin string) string {
 func TestCmdServerAgentEndsWhileWaiting(t *testing.T) {
 	bin, tp, fw, agent := servedTopology(t)
 	release := holdXfwLock(t)
-	waited := make(chan *nettest.Result, 1)
-	go func() {
-		waited <- execAny(t, tp.FwNS, "env", "XFW_CMDSERVER=only", bin, "iptables", "-w", "-A", "INPUT", "-p", "tcp", "--dport", "42000", "-j", "ACCEPT")
-	}()
+	waited := servedAppendLater(tp, bin, 42000)
 	time.Sleep(300 * time.Millisecond) // the command waits for the lock in the agent
 	agent.Process.Signal(syscall.SIGTERM)
 	ended := make(chan error, 1)
@@ -403,4 +397,16 @@ func TestCmdServerAgentEndsWhileWaiting(t *testing.T) {
 	if save := fw.save(t, tp, 4); strings.Contains(save, "--dport 42000") {
 		t.Errorf("the called-off command's rule is there:\n%s", save)
 	}
+}
+
+// servedAppendLater runs a served `iptables -w -A INPUT` of a rule for
+// port in the background; the channel yields its result.
+func servedAppendLater(tp *nettest.Topology, bin string, port int) <-chan *nettest.Result {
+	done := make(chan *nettest.Result, 1)
+	go func() {
+		res, _ := nettest.Exec(tp.FwNS, "env", "XFW_CMDSERVER=only", bin, "iptables", "-w", "-A", "INPUT",
+			"-p", "tcp", "--dport", fmt.Sprint(port), "-j", "ACCEPT")
+		done <- res
+	}()
+	return done
 }
