@@ -35,6 +35,7 @@ func runIptables(name string, args []string, env Env) int {
 		return exitOK
 	}
 
+	wait.gone = env.Gone
 	unlock, err := lock(wait)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
