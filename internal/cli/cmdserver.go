@@ -60,6 +60,7 @@ func listenCommands(logf func(string, ...any)) (*cmdServer, error) {
 		return nil, fmt.Errorf("listen for commands: %w", err)
 	}
 	dataplane.KeepSessionState()
+	enableCmdCache()
 	return &cmdServer{ln: ln, build: buildID(), env: commandEnv(os.Environ()), logf: logf}, nil
 }
 

@@ -42,6 +42,11 @@ func runIptables(name string, args []string, env Env) int {
 		return exitResource
 	}
 	defer unlock()
+	// The agent's cache learns how the command ended before the lock is
+	// released (cmdcache.go).
+	var committed *ir.Ruleset
+	succeeded := false
+	defer func() { cmdCache.afterCommand(fam, cmd.Kind, committed, succeeded) }()
 
 	// The parse above read the sets before the lock; what follows reads
 	// them again, once, under it.
@@ -59,7 +64,7 @@ func runIptables(name string, args []string, env Env) int {
 			defer run.gen.result()
 		}
 	}
-	old, encoded, err := dataplane.RunningRuleset(fam)
+	old, encoded, err := runningForCommand(fam)
 	if err != nil {
 		return report(env, name, err)
 	}
@@ -96,6 +101,7 @@ func runIptables(name string, args []string, env Env) int {
 	switch cmd.Kind {
 	case iptables.CmdList, iptables.CmdListRules, iptables.CmdCheck:
 		if !cmd.Zero {
+			succeeded = true
 			return exitOK
 		}
 		fallthrough
@@ -111,6 +117,7 @@ func runIptables(name string, args []string, env Env) int {
 		if err := dataplane.ResetLimits(fam); err != nil {
 			return report(env, name, err)
 		}
+		succeeded = true
 		return exitOK
 	}
 	ao, err := attachOptions()
@@ -133,6 +140,7 @@ func runIptables(name string, args []string, env Env) int {
 	if err != nil {
 		return report(env, name, err)
 	}
+	committed, succeeded = rs, true
 	return exitOK
 }
 

@@ -5,6 +5,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
+
+	"github.com/xfw-dev/xfw/internal/ir"
 )
 
 // A resident process (the agent serving xfw's commands) keeps the running
@@ -183,3 +185,46 @@ func adoptForSession(s *state) {
 func currentOwn() (*state, error) {
 	return currentUncached()
 }
+
+// Stamp identifies a family's running generation as a resident process's
+// session sees it: the kept state and the number of generations swapped in
+// through it. Two equal stamps mean nothing has changed the family's
+// ruleset in between: another process's session makes the session open the
+// state again (a new stamp), and this process's swaps count.
+type Stamp struct {
+	st    *state
+	swaps uint64
+}
+
+// SessionStamp returns the stamp of fam's running generation for the
+// current session, after OpenRunning reported xfw loaded; ok is false
+// outside a resident process's session (KeepSessionState), where nothing
+// outlives the command to be stamped.
+func SessionStamp(fam ir.Family) (stamp Stamp, ok bool) {
+	session.mu.Lock()
+	defer session.mu.Unlock()
+	if !session.active || !session.keep || session.st == nil || session.dropAtEnd {
+		return Stamp{}, false
+	}
+	return Stamp{st: session.st, swaps: session.st.swaps[familyIndex(fam)]}, true
+}
+
+// RunningCounters returns fam's live counters, indexed as RunningRuleset
+// applies them, for a caller that knows the running ruleset already (a
+// resident process's cache, SessionStamp); nil when none is loaded.
+func RunningCounters(fam ir.Family) ([]ir.Counters, error) {
+	defer unmapOutsideSession()
+	cur, err := Current()
+	if err != nil || cur == nil {
+		return nil, err
+	}
+	defer cur.Close()
+	if !cur.hasFamily(fam) {
+		return nil, nil
+	}
+	return cur.readCounters(cur.slot(fam))
+}
+
+// ApplyCounters copies counters (RunningCounters) into rs and numbers its
+// rules' Handles, as RunningRuleset does to the ruleset it decodes.
+func ApplyCounters(rs *ir.Ruleset, counters []ir.Counters) { applyCounters(rs, counters) }

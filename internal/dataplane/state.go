@@ -37,6 +37,10 @@ type state struct {
 	// xdpID and tcID are the programs' ids once programIDs has asked.
 	xdpID, tcID ebpf.ProgramID
 	tcInID      ebpf.ProgramID
+	// swaps counts each family's generation swaps through this state
+	// (swapIn): with the state itself, what a resident process's cache
+	// of the running ruleset is valid for (SessionStamp).
+	swaps [2]uint64
 }
 
 // programIDs returns the ids of the XDP and egress programs.

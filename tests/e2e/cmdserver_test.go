@@ -245,6 +245,20 @@ func TestCmdServerSeesOtherProcesses(t *testing.T) {
 	run("only", dropPort(7101)...)
 	run("off", dropPort(7102)...)
 	run("only", dropPort(7103)...)
+	// The agent keeps the ruleset its commands committed (its cache):
+	// another process's -I must reach it, or the served -D 1 would
+	// delete the wrong rule.
+	run("only", "iptables", "-w", "-D", "FORWARD", "-p", "udp", "--dport", "7101", "-j", "DROP")
+	run("off", "iptables", "-w", "-I", "FORWARD", "-p", "udp", "--dport", "7107", "-j", "ACCEPT")
+	run("only", "iptables", "-w", "-D", "FORWARD", "1")
+	res := execAny(t, tp.FwNS, "env", "XFW_CMDSERVER=only", bin, "iptables", "-w", "-S", "FORWARD")
+	want := "-P FORWARD ACCEPT\n" +
+		"-A FORWARD -p udp -m udp --dport 7100 -j DROP\n" +
+		"-A FORWARD -p udp -m udp --dport 7102 -j DROP\n" +
+		"-A FORWARD -p udp -m udp --dport 7103 -j DROP\n"
+	if res.ExitCode != 0 || res.Stdout != want {
+		t.Errorf("served -S FORWARD after commands of both kinds: exit %d\n%s%s\nwant:\n%s", res.ExitCode, res.Stdout, res.Stderr, want)
+	}
 	run("off", "stop")
 	if res, err := nettest.ExecStdin(nettest.DefaultExecTimeout, tp.FwNS, "*filter\n:FORWARD ACCEPT [0:0]\nCOMMIT\n",
 		"env", "XFW_CMDSERVER=off", bin, "iptables-restore", "-w"); err != nil {
@@ -253,8 +267,8 @@ func TestCmdServerSeesOtherProcesses(t *testing.T) {
 	run("only", dropPort(7104)...)
 	run("off", dropPort(7105)...)
 	run("only", dropPort(7106)...)
-	res := execAny(t, tp.FwNS, "env", "XFW_CMDSERVER=only", bin, "iptables", "-w", "-S", "FORWARD")
-	want := "-P FORWARD ACCEPT\n" +
+	res = execAny(t, tp.FwNS, "env", "XFW_CMDSERVER=only", bin, "iptables", "-w", "-S", "FORWARD")
+	want = "-P FORWARD ACCEPT\n" +
 		"-A FORWARD -p udp -m udp --dport 7104 -j DROP\n" +
 		"-A FORWARD -p udp -m udp --dport 7105 -j DROP\n" +
 		"-A FORWARD -p udp -m udp --dport 7106 -j DROP\n"
