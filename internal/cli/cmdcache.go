@@ -2,6 +2,7 @@ package cli
 
 import (
 	"sync"
+	"time"
 
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/iptables"
@@ -62,6 +63,7 @@ func familySlot(fam ir.Family) int {
 // read now, else the decoded saved form (dataplane.RunningRuleset) and
 // where its rules lie in it (nil when cached).
 func runningForCommand(fam ir.Family) (*ir.Ruleset, *ir.Encoded, error) {
+	t := time.Now()
 	if rs := cmdCache.lookup(fam); rs != nil {
 		counters, err := dataplane.RunningCounters(fam)
 		if err != nil {
@@ -69,6 +71,7 @@ func runningForCommand(fam ir.Family) (*ir.Ruleset, *ir.Encoded, error) {
 			return nil, nil, err
 		}
 		dataplane.ApplyCounters(rs, counters)
+		dataplane.TraceSince("load: cached ruleset, counters", t)
 		return rs, nil, nil
 	}
 	return dataplane.RunningRuleset(fam)

@@ -287,6 +287,7 @@ func (s *cmdServer) runWithHeartbeat(c *net.UnixConn, args []string, env Env) in
 // it, and costs the kept state, not the agent.
 func (s *cmdServer) runServed(args []string, env Env) (code int) {
 	s.served.Add(1)
+	defer dataplane.TraceSince("served: "+args[0], time.Now())
 	defer func() {
 		if p := recover(); p != nil {
 			fmt.Fprintf(env.Stderr, "panic: %v\n\n%s", p, debug.Stack())

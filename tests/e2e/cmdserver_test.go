@@ -76,32 +76,52 @@ func runStep(t *testing.T, ns, bin, mode string, s cmdStep) string {
 }
 
 // TestCmdServerSameAsInProcess runs one command sequence in a namespace
-// without an agent (every command in its own process) and in one whose
-// agent serves them (XFW_CMDSERVER=only: a command it does not serve
-// fails), and requires byte-identical output and exit statuses, then the
-// same fate for packets to the ports the rules name.
+// without an agent (every command in its own process) and in two whose
+// agent serves them, asked by xfw itself and by the C client xfw-cmd
+// (XFW_CMDSERVER=only: a command it does not serve fails), and requires
+// byte-identical output and exit statuses, then the same fate for packets
+// to the ports the rules name.
 func TestCmdServerSameAsInProcess(t *testing.T) {
 	nettest.RequireRoot(t)
 	bin := xfwPath(t)
+	client := cmdClientPath(t, bin)
 	own := nettest.New(t, nettest.WithStaticNeighbors())
 	served := nettest.New(t, nettest.WithStaticNeighbors())
-	for _, tp := range []*nettest.Topology{own, served} {
+	servedC := nettest.New(t, nettest.WithStaticNeighbors())
+	for _, tp := range []*nettest.Topology{own, served, servedC} {
 		fw := firewall{kind: "xfw", bin: bin}
 		t.Cleanup(func() { fw.stop(t, tp) })
 	}
 	startAgent(t, bin, served)
+	startAgent(t, bin, servedC)
 	for _, s := range cmdSequence {
 		want := runStep(t, own.FwNS, bin, "off", s)
-		got := runStep(t, served.FwNS, bin, "only", s)
-		if got != want {
+		if got := runStep(t, served.FwNS, bin, "only", s); got != want {
 			t.Errorf("%v: served by the agent:\n%s\n\nin its own process:\n%s", s.argv, got, want)
+		}
+		if got := runStep(t, servedC.FwNS, client, "only", s); got != want {
+			t.Errorf("%v: served by the agent, asked by xfw-cmd:\n%s\n\nin its own process:\n%s", s.argv, got, want)
 		}
 	}
 	for port := uint16(7100); port <= 7105; port++ {
-		if a, b := udpArrivals(t, own, port), udpArrivals(t, served, port); a != b {
+		a := udpArrivals(t, own, port)
+		if b := udpArrivals(t, served, port); a != b {
 			t.Errorf("port %d: %d of 3 datagrams forwarded with the agent serving, %d without", port, b, a)
 		}
+		if c := udpArrivals(t, servedC, port); a != c {
+			t.Errorf("port %d: %d of 3 datagrams forwarded with the agent serving xfw-cmd, %d without", port, c, a)
+		}
 	}
+}
+
+// cmdClientPath returns the C command client built beside bin (make build).
+func cmdClientPath(t testing.TB, bin string) string {
+	t.Helper()
+	p := filepath.Join(filepath.Dir(bin), "xfw-cmd")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("the command client: %v (make build builds it)", err)
+	}
+	return p
 }
 
 // udpArrivals sends 3 datagrams from gen to sink's port and returns how many
@@ -124,18 +144,73 @@ func TestCmdServerRefusesNonRoot(t *testing.T) {
 	requireTools(t, "setpriv")
 	bin, tp, _, _ := servedTopology(t)
 	// Nobody runs a copy (the checkout may sit below a private
-	// directory); the same bytes, so the same build.
+	// directory); the same bytes, so the same build. The C client is
+	// copied beside it, as it is installed.
+	client := cmdClientPath(t, bin)
 	bin = copyForNobody(t, bin)
+	client = copyBeside(t, client, bin)
 	nobody := []string{"setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "env"}
-	only := execAny(t, tp.FwNS, append(nobody, "XFW_CMDSERVER=only", bin, "iptables", "-S")...)
-	if only.ExitCode != 1 || !strings.Contains(only.Stderr, "not served by the xfw agent: declined: the caller is not root") {
-		t.Errorf("a non-root caller asking only the agent: exit %d, stderr %q", only.ExitCode, only.Stderr)
+	for _, asker := range []string{bin, client} {
+		only := execAny(t, tp.FwNS, append(nobody, "XFW_CMDSERVER=only", asker, "iptables", "-S")...)
+		if only.ExitCode != 1 || !strings.Contains(only.Stderr, "not served by the xfw agent: declined: the caller is not root") {
+			t.Errorf("%s: a non-root caller asking only the agent: exit %d, stderr %q", asker, only.ExitCode, only.Stderr)
+		}
+		tried := execAny(t, tp.FwNS, append(nobody, asker, "iptables", "-S")...)
+		alone := execAny(t, tp.FwNS, append(nobody, "XFW_CMDSERVER=off", bin, "iptables", "-S")...)
+		if tried.ExitCode == 0 || tried.ExitCode != alone.ExitCode || tried.Stderr != alone.Stderr || tried.Stdout != alone.Stdout {
+			t.Errorf("%s: a non-root caller with an agent: exit %d %q %q; without asking it: exit %d %q %q",
+				asker, tried.ExitCode, tried.Stdout, tried.Stderr, alone.ExitCode, alone.Stdout, alone.Stderr)
+		}
 	}
-	tried := execAny(t, tp.FwNS, append(nobody, bin, "iptables", "-S")...)
-	alone := execAny(t, tp.FwNS, append(nobody, "XFW_CMDSERVER=off", bin, "iptables", "-S")...)
-	if tried.ExitCode == 0 || tried.ExitCode != alone.ExitCode || tried.Stderr != alone.Stderr || tried.Stdout != alone.Stdout {
-		t.Errorf("a non-root caller with an agent: exit %d %q %q; without asking it: exit %d %q %q",
-			tried.ExitCode, tried.Stdout, tried.Stderr, alone.ExitCode, alone.Stdout, alone.Stderr)
+}
+
+// copyBeside copies the file src into the directory of beside, keeping its
+// name, and returns the copy's path.
+func copyBeside(t *testing.T, src, beside string) string {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := filepath.Join(filepath.Dir(beside), filepath.Base(src))
+	if err := os.WriteFile(copied, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return copied
+}
+
+// TestCmdClientWithoutAgent: the C client with no agent serving (none
+// started, then one killed) runs the command through xfw itself, once:
+// the same output and status as xfw's, the rule added once.
+func TestCmdClientWithoutAgent(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	client := cmdClientPath(t, bin)
+	tp := nettest.New(t)
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fw.restore(t, tp, 4, cmdBase)
+	add := []string{"iptables", "-w", "-A", "FORWARD", "-p", "udp", "--dport", "7101", "-j", "DROP"}
+	if res := execAny(t, tp.FwNS, append([]string{client}, add...)...); res.ExitCode != 0 {
+		t.Fatalf("xfw-cmd without an agent: exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	agent, _ := startAgent(t, bin, tp)
+	agent.Process.Kill()
+	agent.Wait()
+	if res := execAny(t, tp.FwNS, append([]string{client}, add...)...); res.ExitCode != 0 {
+		t.Fatalf("xfw-cmd after its agent was killed: exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	bad := []string{"iptables", "-w", "-A", "NOSUCH", "-j", "DROP"}
+	viaClient := execAny(t, tp.FwNS, append([]string{client}, bad...)...)
+	viaXfw := execAny(t, tp.FwNS, append([]string{"env", "XFW_CMDSERVER=off", bin}, bad...)...)
+	if viaClient.ExitCode != viaXfw.ExitCode || viaClient.Stderr != viaXfw.Stderr || viaClient.ExitCode == 0 {
+		t.Errorf("a bad command through xfw-cmd: exit %d %q; through xfw: exit %d %q", viaClient.ExitCode, viaClient.Stderr, viaXfw.ExitCode, viaXfw.Stderr)
+	}
+	res := execAny(t, tp.FwNS, client, "iptables", "-S", "FORWARD")
+	want := "-P FORWARD ACCEPT\n-A FORWARD -p udp -m udp --dport 7100 -j DROP\n" +
+		"-A FORWARD -p udp -m udp --dport 7101 -j DROP\n-A FORWARD -p udp -m udp --dport 7101 -j DROP\n"
+	if res.ExitCode != 0 || res.Stdout != want {
+		t.Errorf("-S FORWARD: exit %d\n%s%s\nwant:\n%s", res.ExitCode, res.Stdout, res.Stderr, want)
 	}
 }
 
