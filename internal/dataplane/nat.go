@@ -3,6 +3,7 @@ package dataplane
 import (
 	"encoding/binary"
 	"fmt"
+	"net"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
@@ -32,37 +33,23 @@ const (
 // IPv4 MASQUERADE's) and the IPv6 ones natIfAddr6 picks; interfaces
 // without any are forgotten. It runs with the local addresses
 // (fillLocal): at every commit and on the agent's address events.
+//
+// One dump of every address of both families answers for all
+// interfaces: the kernel walks each device's list in order, so an
+// interface's addresses of one family keep their order in it.
 func fillNatAddrs(m *ebpf.Map) error {
 	if m == nil {
 		return nil // a data plane without REDIRECT's table: nothing to fill
 	}
-	links, err := netlink.LinkList()
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
 	if err != nil {
-		return fmt.Errorf("list interfaces: %w", err)
+		return fmt.Errorf("list the interfaces' addresses: %w", err)
 	}
-	keep := map[uint32]bool{}
-	for _, l := range links {
-		var v natIfAddr
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
-		if err != nil {
-			return fmt.Errorf("list the addresses of %s: %w", l.Attrs().Name, err)
-		}
-		if len(addrs) > 0 {
-			if ip4 := addrs[0].IP.To4(); ip4 != nil {
-				v.Addr4 = binary.BigEndian.Uint32(ip4)
-			}
-		}
-		addrs, err = netlink.AddrList(l, netlink.FAMILY_V6)
-		if err != nil {
-			return fmt.Errorf("list the IPv6 addresses of %s: %w", l.Attrs().Name, err)
-		}
-		natIfAddr6(&v, addrs)
-		if v.Addr4 == 0 && v.Flags6 == 0 {
-			continue
-		}
-		idx := uint32(l.Attrs().Index)
-		if err := m.Put(idx, &v); err != nil {
-			return fmt.Errorf("record the addresses of %s: %w", l.Attrs().Name, err)
+	vals := natIfAddrs(addrs)
+	keep := make(map[uint32]bool, len(vals))
+	for idx, v := range vals {
+		if err := m.Put(idx, v); err != nil {
+			return fmt.Errorf("record the addresses of interface %d: %w", idx, err)
 		}
 		keep[idx] = true
 	}
@@ -70,6 +57,44 @@ func fillNatAddrs(m *ebpf.Map) error {
 		return fmt.Errorf("forget removed interface addresses: %w", err)
 	}
 	return nil
+}
+
+// natIfAddrs groups a dump of both families' addresses by interface
+// index into the values of xfw_nat_ifaddr, leaving out interfaces with
+// no usable address. The family is the address's length in the dump (an
+// IPv4-mapped IPv6 address also converts to IPv4, so To4 cannot tell).
+func natIfAddrs(addrs []netlink.Addr) map[uint32]*natIfAddr {
+	v6 := map[uint32][]netlink.Addr{}
+	vals := map[uint32]*natIfAddr{}
+	get := func(idx uint32) *natIfAddr {
+		if vals[idx] == nil {
+			vals[idx] = &natIfAddr{}
+		}
+		return vals[idx]
+	}
+	for _, a := range addrs {
+		if a.IPNet == nil {
+			continue
+		}
+		idx := uint32(a.LinkIndex)
+		switch len(a.IP) {
+		case net.IPv4len:
+			if v := get(idx); v.Addr4 == 0 {
+				v.Addr4 = binary.BigEndian.Uint32(a.IP)
+			}
+		case net.IPv6len:
+			v6[idx] = append(v6[idx], a)
+		}
+	}
+	for idx, list := range v6 {
+		natIfAddr6(get(idx), list)
+	}
+	for idx, v := range vals {
+		if v.Addr4 == 0 && v.Flags6 == 0 {
+			delete(vals, idx)
+		}
+	}
+	return vals
 }
 
 // natIfAddr6 sets v's IPv6 addresses from an interface's IPv6 addresses in

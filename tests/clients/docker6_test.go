@@ -22,7 +22,7 @@ const dockerDaemonConfig6 = `{"userland-proxy": false, "ipv6": true, "fixed-cidr
 const dockerSubnet6 = "fd00:dead:beef::/64"
 
 // prepareDocker6 is prepareDocker with dockerDaemonConfig6.
-func prepareDocker6(t *testing.T, kind, dir string) []bind {
+func prepareDocker6(t testing.TB, kind, dir string) []bind {
 	t.Helper()
 	binds := prepareDocker(t, kind, dir)
 	if err := os.WriteFile(filepath.Join(dir, "daemon.json"), []byte(dockerDaemonConfig6), 0o644); err != nil {
@@ -35,7 +35,7 @@ func prepareDocker6(t *testing.T, kind, dir string) []bind {
 // client namespace's IPv6 address, and the container publishing
 // dockerPort (Docker's DNAT to the container's addresses in both
 // families).
-func startDocker6(t *testing.T, s *stack) error {
+func startDocker6(t testing.TB, s *stack) error {
 	if err := startDockerd(t, s); err != nil {
 		return err
 	}

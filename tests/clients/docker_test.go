@@ -64,7 +64,7 @@ func dockerDirsOf(s *stack) dockerDirs {
 // prepareDocker makes the stack's Docker directories and returns the
 // mounts dockerd needs: /etc/docker (its key.json) a copy, and the cgroup
 // hierarchies `ip netns exec` hid with its /sys.
-func prepareDocker(t *testing.T, kind, dir string) []bind {
+func prepareDocker(t testing.TB, kind, dir string) []bind {
 	t.Helper()
 	short, err := os.MkdirTemp("", "xd")
 	if err != nil {
@@ -88,7 +88,7 @@ func prepareDocker(t *testing.T, kind, dir string) []bind {
 // cgroupMounts returns the mounts that give the holder's /sys the host's
 // cgroup hierarchies (the same hierarchies: mounting a cgroup v1
 // controller or cgroup2 again shows the existing one).
-func cgroupMounts(t *testing.T) []bind {
+func cgroupMounts(t testing.TB) []bind {
 	t.Helper()
 	f, err := os.Open("/proc/self/mounts")
 	if err != nil {
@@ -131,7 +131,7 @@ func docker(s *stack, args ...string) (string, error) {
 // imports the image and runs the container publishing dockerPort. The
 // cleanups remove the container, stop dockerd (and the containerd it
 // started) and the agent, and remove the cgroups.
-func startDocker(t *testing.T, s *stack) error {
+func startDocker(t testing.TB, s *stack) error {
 	if err := startDockerd(t, s); err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func startDocker(t *testing.T, s *stack) error {
 
 // startDockerd is startDocker up to the container: the agent, the
 // client namespace's server, dockerd and the image.
-func startDockerd(t *testing.T, s *stack) error {
+func startDockerd(t testing.TB, s *stack) error {
 	d := dockerDirsOf(s)
 	t.Cleanup(func() { removeCgroups(d.cgroup) })
 	if s.kind == kindXFW {

@@ -25,8 +25,8 @@ const (
 // prepareFail2ban writes a fail2ban configuration into dir: Debian's, with
 // its default sshd jail removed and one jail watching dir/auth.log with
 // the sshd filter and the given ban action, files in dir only.
-func prepareFail2ban(banaction string) func(t *testing.T, kind, dir string) []bind {
-	return func(t *testing.T, kind, dir string) []bind {
+func prepareFail2ban(banaction string) func(t testing.TB, kind, dir string) []bind {
+	return func(t testing.TB, kind, dir string) []bind {
 		t.Helper()
 		conf := filepath.Join(dir, "fail2ban")
 		if out, err := exec.Command("cp", "-a", "/etc/fail2ban", conf).CombinedOutput(); err != nil {
@@ -54,7 +54,7 @@ func prepareFail2ban(banaction string) func(t *testing.T, kind, dir string) []bi
 
 // startFail2ban starts fail2ban-server in the foreground and waits until
 // its jail runs.
-func startFail2ban(t *testing.T, s *stack) error {
+func startFail2ban(t testing.TB, s *stack) error {
 	conf := filepath.Join(s.confDir, "fail2ban")
 	s.startDaemon(t, nil, filepath.Join(s.confDir, "fail2ban-server.out"), "fail2ban-server", "-c", conf,
 		"-s", filepath.Join(s.confDir, "fail2ban.sock"), "-p", filepath.Join(s.confDir, "fail2ban.pid"), "-x", "-f")

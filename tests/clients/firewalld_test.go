@@ -32,7 +32,7 @@ const dbusConfig = `<busconfig><type>system</type><listen>unix:path=%s</listen><
 // prepareFirewalld copies /etc/firewalld with FirewallBackend=iptables.
 // IPv6_rpfilter is off: it needs -m rpfilter in the raw table, which xfw
 // does not have.
-func prepareFirewalld(t *testing.T, kind, dir string) []bind {
+func prepareFirewalld(t testing.TB, kind, dir string) []bind {
 	t.Helper()
 	etc := filepath.Join(dir, "firewalld")
 	if out, err := exec.Command("cp", "-a", "/etc/firewalld", etc).CombinedOutput(); err != nil {
@@ -61,7 +61,7 @@ func busEnv(s *stack) []string {
 
 // startFirewalld starts the bus and firewalld and waits until firewalld
 // runs (or says it failed).
-func startFirewalld(t *testing.T, s *stack) error {
+func startFirewalld(t testing.TB, s *stack) error {
 	s.startDaemon(t, nil, filepath.Join(s.confDir, "dbus.out"), "dbus-daemon", "--nofork", "--nopidfile",
 		"--config-file="+filepath.Join(s.confDir, "dbus.conf"))
 	if err := waitFor(firewalldTimeout, func() (bool, string) {

@@ -52,9 +52,9 @@ type scenario struct {
 	name string
 	// prepare returns the binds of a stack's mount namespace (copies of the
 	// client's configuration in dir).
-	prepare func(t *testing.T, kind, dir string) []bind
+	prepare func(t testing.TB, kind, dir string) []bind
 	// start starts the client's daemons in the stack, if it has any.
-	start func(t *testing.T, s *stack) error
+	start func(t testing.TB, s *stack) error
 	steps []step
 	fams  []int
 	// sets: `ipset save` is compared too; nat: the IPv4 nat table too.
@@ -270,7 +270,7 @@ func lineDiff(kernel, xfw string) string {
 const otherHost = 3
 
 // addOtherAddress gives the client namespace a second address on its link.
-func addOtherAddress(t *testing.T, s *stack) {
+func addOtherAddress(t testing.TB, s *stack) {
 	t.Helper()
 	for _, fam := range []int{4, 6} {
 		a := otherAddr(s, fam)

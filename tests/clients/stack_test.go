@@ -107,7 +107,7 @@ type stack struct {
 // the scenario asks for, a private /run. Everything is removed by
 // t.Cleanup: the daemons the test started first (registered later), then
 // xfw, the holder, the topology.
-func newStack(t *testing.T, kind, xfw string, binds []bind) *stack {
+func newStack(t testing.TB, kind, xfw string, binds []bind) *stack {
 	t.Helper()
 	s := &stack{kind: kind, xfw: xfw, topo: nettest.New(t, nettest.WithBase(nsBase)), dir: t.TempDir()}
 	alt := filepath.Join(s.dir, "alternatives")
@@ -137,7 +137,7 @@ func newStack(t *testing.T, kind, xfw string, binds []bind) *stack {
 
 // startHolder starts the process whose mount namespace the stack's commands
 // enter, and waits until its mounts are made.
-func (s *stack) startHolder(t *testing.T, binds []bind) {
+func (s *stack) startHolder(t testing.TB, binds []bind) {
 	t.Helper()
 	var script strings.Builder
 	script.WriteString("set -e\n")
@@ -216,7 +216,7 @@ func (s *stack) runEnv(env []string, argv ...string) (string, error) {
 
 // startDaemon starts argv in the stack's namespaces in the background; the
 // test's cleanup ends it (SIGTERM, then SIGKILL) before the holder.
-func (s *stack) startDaemon(t *testing.T, env []string, logPath string, argv ...string) *exec.Cmd {
+func (s *stack) startDaemon(t testing.TB, env []string, logPath string, argv ...string) *exec.Cmd {
 	t.Helper()
 	cmd := s.command(context.Background(), env, argv...)
 	logFile, err := os.Create(logPath)

@@ -25,8 +25,8 @@ const ufwLimitHits = 5
 
 // prepareUFW copies /etc/ufw and /etc/default/ufw (IPV6 set as asked) for
 // the stack: ufw rewrites its rules files and ufw.conf.
-func prepareUFW(ipv6 bool) func(t *testing.T, kind, dir string) []bind {
-	return func(t *testing.T, kind, dir string) []bind {
+func prepareUFW(ipv6 bool) func(t testing.TB, kind, dir string) []bind {
+	return func(t testing.TB, kind, dir string) []bind {
 		t.Helper()
 		etc := filepath.Join(dir, "ufw")
 		if out, err := exec.Command("cp", "-a", "/etc/ufw", etc).CombinedOutput(); err != nil {
