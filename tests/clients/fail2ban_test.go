@@ -192,19 +192,13 @@ func TestFail2banIpsetAgainstKernel(t *testing.T) {
 
 // TestFail2banMultiportWithAgentAgainstKernel: the same with xfw's agent
 // running on the xfw stack, as the xfw-agent unit runs it: fail2ban's
-// iptables commands are served by the agent.
+// iptables commands go through the alternatives to the C client xfw-cmd,
+// and the agent serves them.
 func TestFail2banMultiportWithAgentAgainstKernel(t *testing.T) {
 	sc := fail2banScenario("fail2ban iptables-multiport, agent serving", "iptables-multiport")
-	sc.start = func(t *testing.T, s *stack) error {
+	sc.start = func(t testing.TB, s *stack) error {
 		if s.kind == kindXFW {
-			agentLog := filepath.Join(s.confDir, "agent.log")
-			t.Cleanup(func() { // after the agent's end (cleanups run last first)
-				data, _ := os.ReadFile(agentLog)
-				if !regexp.MustCompile(`commands: served [1-9]`).Match(data) {
-					t.Errorf("the agent served none of fail2ban's commands:\n%s", data)
-				}
-			})
-			s.startDaemon(t, nil, agentLog, s.xfw, "agent", "--no-log")
+			s.serveByAgent(t)
 		}
 		return startFail2ban(t, s)
 	}
