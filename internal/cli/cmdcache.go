@@ -183,3 +183,24 @@ func asDecoded(rs *ir.Ruleset) error {
 	}
 	return nil
 }
+
+// readOnlyCommand reports whether name args is an iptables command that
+// changes nothing (-C, -L without -Z, -S): its failure (a -C that finds no
+// rule exits 1) is an answer, and the agent keeps its state and cache.
+func readOnlyCommand(name string, args []string) bool {
+	if name != "iptables" && name != "ip6tables" {
+		return false
+	}
+	_, rest := takeWait(args)
+	cmd, err := iptables.ParseCommandWith(familyOf(name), rest, iptables.ParseOptions{Sets: (&ipsetLookup{}).lookup})
+	if err != nil {
+		return false
+	}
+	switch cmd.Kind {
+	case iptables.CmdCheck, iptables.CmdListRules:
+		return true
+	case iptables.CmdList:
+		return !cmd.Zero
+	}
+	return false
+}

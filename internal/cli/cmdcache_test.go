@@ -45,10 +45,7 @@ func TestCmdCacheMatchesDecode(t *testing.T) {
 	for _, tt := range tests {
 		rs := ir.NewRuleset(tt.fam)
 		for _, line := range tt.cmds {
-			args, err := splitArgs(line)
-			if err != nil {
-				t.Fatal(err)
-			}
+			args := splitArgs(line)
 			cmd, err := iptables.ParseCommandWith(tt.fam, args, iptables.ParseOptions{})
 			if err != nil {
 				t.Fatalf("%s: %v", line, err)
@@ -83,7 +80,7 @@ func TestCmdCacheMatchesDecode(t *testing.T) {
 }
 
 // splitArgs splits a command line at spaces, keeping double-quoted words.
-func splitArgs(line string) ([]string, error) {
+func splitArgs(line string) []string {
 	var out []string
 	for i, part := range strings.Split(line, "\"") {
 		if i%2 == 1 {
@@ -92,5 +89,29 @@ func splitArgs(line string) ([]string, error) {
 		}
 		out = append(out, strings.Fields(part)...)
 	}
-	return out, nil
+	return out
+}
+
+// TestReadOnlyCommand: which failed commands leave the agent's kept state.
+func TestReadOnlyCommand(t *testing.T) {
+	tests := []struct {
+		name string
+		line string
+		want bool
+	}{
+		{"iptables", "-w -C INPUT -s 10.0.0.1/32 -j DROP", true},
+		{"ip6tables", "-S INPUT", true},
+		{"iptables", "-L -n -v", true},
+		{"iptables", "-L -Z", false},
+		{"iptables", "-A INPUT -j DROP", false},
+		{"iptables", "-D INPUT 1", false},
+		{"iptables", "--bogus", false},
+		{"iptables-restore", "-w", false},
+	}
+	for _, tt := range tests {
+		args := splitArgs(tt.line)
+		if got := readOnlyCommand(tt.name, args); got != tt.want {
+			t.Errorf("%s %s: read only %v, want %v", tt.name, tt.line, got, tt.want)
+		}
+	}
 }

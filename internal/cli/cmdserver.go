@@ -296,7 +296,7 @@ func (s *cmdServer) runServed(args []string, env Env) (code int) {
 		}
 	}()
 	code = runGuarded(frontEnds[args[0]], args[0], args[1:], env)
-	if code != exitOK && code != exitParameter {
+	if code != exitOK && code != exitParameter && !readOnlyCommand(args[0], args[1:]) {
 		// A command that failed past its parsing may have failed half-way
 		// through a change: the next one opens the state again, as a
 		// process of its own would.
