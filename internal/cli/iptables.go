@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/dataplane"
@@ -74,12 +75,14 @@ func runIptables(name string, args []string, env Env) int {
 	// The command works on a copy (its Apply copies again, and keeps the
 	// copy only when it succeeds); old stays the running ruleset, whose
 	// counters and rules the commit compares with.
+	t := time.Now()
 	var rs *ir.Ruleset
 	if cmd.LeavesRulesAlone() {
 		rs = old.CloneChains()
 	} else {
 		rs = old.Clone()
 	}
+	t = dataplane.TraceSince("command: copy the ruleset", t)
 	var out string
 	if cmd.Kind == iptables.CmdList {
 		table := rs.TableByName(cmd.Table)
@@ -96,6 +99,7 @@ func runIptables(name string, args []string, env Env) int {
 	if err != nil {
 		return report(env, name, err)
 	}
+	dataplane.TraceSince("command: apply", t)
 	fmt.Fprint(env.Stdout, out)
 
 	switch cmd.Kind {
