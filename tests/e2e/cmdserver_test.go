@@ -206,7 +206,7 @@ func TestCmdClientWithoutAgent(t *testing.T) {
 	if viaClient.ExitCode != viaXfw.ExitCode || viaClient.Stderr != viaXfw.Stderr || viaClient.ExitCode == 0 {
 		t.Errorf("a bad command through xfw-cmd: exit %d %q; through xfw: exit %d %q", viaClient.ExitCode, viaClient.Stderr, viaXfw.ExitCode, viaXfw.Stderr)
 	}
-	res := execAny(t, tp.FwNS, client, "iptables", "-S", "FORWARD")
+	res := execAny(t, tp.FwNS, client, "iptables", "-w", "-S", "FORWARD")
 	want := "-P FORWARD ACCEPT\n-A FORWARD -p udp -m udp --dport 7100 -j DROP\n" +
 		"-A FORWARD -p udp -m udp --dport 7101 -j DROP\n-A FORWARD -p udp -m udp --dport 7101 -j DROP\n"
 	if res.ExitCode != 0 || res.Stdout != want {
