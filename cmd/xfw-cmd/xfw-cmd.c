@@ -192,17 +192,19 @@ static ssize_t receive(int fd, unsigned char *buf, size_t cap, int timeout_ms)
 	}
 }
 
-/* connect_server connects to the namespace's agent; -1 when none listens. */
+/* connect_server connects to the namespace's agent; -1 when none listens
+ * or its backlog is full (a stopped agent): the connect is non-blocking, so
+ * the client never waits for an agent that does not accept. */
 static int connect_server(void)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	socklen_t len = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(SOCKET_NAME);
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 
 	if (fd < 0)
 		return -1;
 	memcpy(sa.sun_path + 1, SOCKET_NAME, strlen(SOCKET_NAME)); /* abstract: leading NUL */
-	if (connect(fd, (struct sockaddr *)&sa, len) < 0) {
+	if (connect(fd, (struct sockaddr *)&sa, len) < 0 || fcntl(fd, F_SETFL, 0) < 0) {
 		close(fd);
 		return -1;
 	}

@@ -294,9 +294,23 @@ func TestCmdServerStoppedAgent(t *testing.T) {
 	if only.ExitCode != 1 || !strings.Contains(only.Stderr, "not served by the xfw agent: stopped answering") {
 		t.Errorf("asking only a stopped agent: exit %d: %s", only.ExitCode, only.Stderr)
 	}
+	// The C client likewise gives up after the handshake's 2 s and runs
+	// xfw itself.
+	client := cmdClientPath(t, bin)
+	res = execAny(t, tp.FwNS, client, "iptables", "-w", "-A", "INPUT", "-p", "tcp", "--dport", "30001", "-j", "ACCEPT")
+	if res.ExitCode != 0 {
+		t.Fatalf("xfw-cmd with the agent stopped: exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	only = execAny(t, tp.FwNS, "env", "XFW_CMDSERVER=only", client, "iptables", "-w", "-S")
+	if only.ExitCode != 1 || !strings.Contains(only.Stderr, "not served by the xfw agent: no answer") {
+		t.Errorf("xfw-cmd asking only a stopped agent: exit %d: %s", only.ExitCode, only.Stderr)
+	}
 	agent.Process.Signal(syscall.SIGCONT)
-	if save := fw.save(t, tp, 4); strings.Count(save, "--dport 30000 -j ACCEPT") != 1 {
-		t.Errorf("the rule added while the agent was stopped is not there once:\n%s", save)
+	save := fw.save(t, tp, 4)
+	for _, port := range []string{"30000", "30001"} {
+		if strings.Count(save, "--dport "+port+" -j ACCEPT") != 1 {
+			t.Errorf("the rule for port %s added while the agent was stopped is not there once:\n%s", port, save)
+		}
 	}
 }
 
