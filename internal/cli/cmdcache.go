@@ -23,8 +23,10 @@ import (
 // Only commands whose effect on the ruleset is plain are stored: -A, -I,
 // -D and -N. Each rule such a command made is put through the binary form
 // (ir.Rule.RoundTrip), so the kept ruleset is the one a decode of what was
-// saved gives (TestCmdCacheMatchesDecode). Every other command that
-// commits, and every command that fails past its parsing, drops the entry.
+// saved gives (TestCmdCacheMatchesDecode). Read-only and counter commands
+// (-L, -S, -C, -Z) leave the entry, whether they succeed or not; every
+// other command that commits, and every other command that fails past its
+// parsing, drops it.
 
 // cmdCache is the agent's cache; disabled in a command's own process.
 var cmdCache rulesetCache
@@ -108,7 +110,10 @@ func (c *rulesetCache) drop(fam ir.Family) {
 // xfw's lock: committed is the ruleset it swapped in (nil when it swapped
 // none) and ok whether it succeeded.
 func (c *rulesetCache) afterCommand(fam ir.Family, kind iptables.CommandKind, committed *ir.Ruleset, ok bool) {
-	if !c.enabled {
+	c.mu.Lock()
+	enabled := c.enabled
+	c.mu.Unlock()
+	if !enabled {
 		return
 	}
 	switch {
