@@ -76,6 +76,14 @@ func BenchmarkCmdLatency(b *testing.B) {
 					}
 				}
 				b.StopTimer()
+				// The commands ran in fw's namespace: its FORWARD has them.
+				list := append(slices.Clone(argv), "-w", "-S", "FORWARD")
+				if strings.HasPrefix(kind, "xfw") {
+					list = []string{bin, "iptables", "-w", "-S", "FORWARD"}
+				}
+				if res, err := nettest.Exec(tp.FwNS, list...); err != nil || strings.Count(res.Stdout, "-s 10.99.") != b.N {
+					b.Fatalf("fw's FORWARD lacks the %d appended rules: %v", b.N, err)
+				}
 				slices.Sort(times)
 				ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 				b.ReportMetric(ms(times[len(times)/2]), "median-ms")
