@@ -12,6 +12,9 @@ BPF_SRC := $(wildcard bpf/*.c bpf/*.h)
 # space), read by internal/dataplane's tests only.
 BPF_DIR := internal/dataplane/bpf
 BPF_OBJ := $(patsubst bpf/%.c,$(BPF_DIR)/%.o,$(wildcard bpf/*.c))
+# bin/xfw-cmd: the agent's small command client in C (cmd/xfw-cmd), which
+# the iptables alternatives' names link to; libc only.
+CMD_CFLAGS := -O2 -Wall -Wextra -Werror
 
 .PHONY: all build test unit demo deps clean bench bench-quick
 
@@ -27,6 +30,7 @@ $(BPF_DIR)/%.o: bpf/%.c $(BPF_SRC)
 build: $(BPF_OBJ)
 	$(GO) build -o bin/xfw ./cmd/xfw
 	$(GO) build -o bin/xfw-difftest ./cmd/xfw-difftest
+	$(CC) $(CMD_CFLAGS) -o bin/xfw-cmd cmd/xfw-cmd/xfw-cmd.c
 
 unit: $(BPF_OBJ)
 	$(GO) vet ./...
@@ -87,9 +91,10 @@ bench-lpm: deps
 	./bench/lpm/run.sh
 
 # Installing as the system's iptables (issue #18; docs/install.md).
-# `make install` (DESTDIR, PREFIX=/usr) lays out bin/xfw and
+# `make install` (DESTDIR, PREFIX=/usr) lays out bin/xfw, bin/xfw-cmd and
 # bin/xfw-difftest in SBINDIR, the names the iptables and ip6tables
-# alternatives link to (iptables-xfw, … → xfw), the systemd units, the
+# alternatives link to (iptables-xfw, … → xfw-cmd, the agent's client,
+# which runs xfw when no agent serves the command), the systemd units, the
 # manual page and /etc/xfw. It registers no alternative and enables no unit:
 # the package's postinst registers (dist/deb), the admin switches and
 # enables. `make uninstall` removes what it laid out (keeping /etc/xfw if it
@@ -107,8 +112,8 @@ XFW_ALTNAMES := iptables-xfw iptables-xfw-restore iptables-xfw-save \
 install: build
 	install -d -m 0755 $(DESTDIR)$(SBINDIR) $(DESTDIR)$(UNITDIR) \
 		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SYSCONFDIR)/xfw
-	install -m 0755 bin/xfw bin/xfw-difftest $(DESTDIR)$(SBINDIR)/
-	for n in $(XFW_ALTNAMES); do ln -sfn xfw $(DESTDIR)$(SBINDIR)/$$n; done
+	install -m 0755 bin/xfw bin/xfw-cmd bin/xfw-difftest $(DESTDIR)$(SBINDIR)/
+	for n in $(XFW_ALTNAMES); do ln -sfn xfw-cmd $(DESTDIR)$(SBINDIR)/$$n; done
 	for u in $(XFW_UNITS); do \
 		sed 's|/usr/sbin/xfw|$(SBINDIR)/xfw|g' dist/systemd/$$u >$(DESTDIR)$(UNITDIR)/$$u && \
 		chmod 0644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
@@ -123,7 +128,7 @@ uninstall:
 			exit 1; \
 		fi; \
 	done
-	rm -f $(DESTDIR)$(SBINDIR)/xfw $(DESTDIR)$(SBINDIR)/xfw-difftest \
+	rm -f $(DESTDIR)$(SBINDIR)/xfw $(DESTDIR)$(SBINDIR)/xfw-cmd $(DESTDIR)$(SBINDIR)/xfw-difftest \
 		$(addprefix $(DESTDIR)$(SBINDIR)/,$(XFW_ALTNAMES)) \
 		$(addprefix $(DESTDIR)$(UNITDIR)/,$(XFW_UNITS)) \
 		$(DESTDIR)$(MANDIR)/man8/xfw.8.gz

@@ -88,12 +88,16 @@ XFW_OUTER(xfw_o_cbase, xfw_cbase_m);
  * layout it does not know; then the handover format the state is kept in
  * and the layout fingerprints of the connection tables and of the
  * hashlimit tables and recent lists, which a takeover by another build
- * reads (internal/dataplane/handover.go). */
+ * reads (internal/dataplane/handover.go). Entry 4 counts the commands of
+ * processes that opened the running state under xfw's lock: a resident
+ * process (the agent serving commands) keeps its opened state while it
+ * is unchanged (internal/dataplane/keptsession.go). The programs only
+ * reference the map (so the loader binds it), reading none of its values. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
 	__type(value, __u64);
-	__uint(max_entries, 4); /* identity, handover format, connection and rate state layouts */
+	__uint(max_entries, 5); /* identity, handover format, connection and rate state layouts, change count */
 } xfw_build SEC(".maps");
 
 #endif /* XFW_MAPS_H */

@@ -85,7 +85,7 @@ install -m 0755 "${REPO_DIR}/dist/deb/postinst" "${REPO_DIR}/dist/deb/prerm" \
 	"${REPO_DIR}/dist/deb/postrm" "${ROOT}/DEBIAN/"
 
 printf 'Source: xfw\n\nPackage: xfw\nArchitecture: any\n' >"${WORK}/debian/control"
-shlibs="$(cd "${WORK}" && dpkg-shlibdeps -O debian/xfw/usr/sbin/xfw debian/xfw/usr/sbin/xfw-difftest \
+shlibs="$(cd "${WORK}" && dpkg-shlibdeps -O debian/xfw/usr/sbin/xfw debian/xfw/usr/sbin/xfw-cmd debian/xfw/usr/sbin/xfw-difftest \
 	| sed -n 's/^shlibs:Depends=//p')"
 depends="iptables"
 if [[ -n "${shlibs}" ]]; then

@@ -22,7 +22,7 @@ import (
 
 func init() { commands["agent"] = runAgent }
 
-const agentUsage = `usage: xfw agent [--poll DURATION] [--metrics ADDR] [--no-log] [--no-guard]
+const agentUsage = `usage: xfw agent [--poll DURATION] [--metrics ADDR] [--no-log] [--no-guard] [--no-commands]
 
 Keeps xfw's programs on every interface of the current network namespace,
 in the foreground, until SIGINT or SIGTERM (the xfw-agent unit runs it):
@@ -43,7 +43,12 @@ in the foreground, until SIGINT or SIGTERM (the xfw-agent unit runs it):
     new or stripped interface carries nothing unfiltered (--no-guard: no
     guard). Where a bpffs is mounted ($XFW_BPFFS, default /sys/fs/bpf)
     the guard is pinned: an agent that dies leaves it in force and the
-    next one takes it over; one told to end removes it, as xfw stop does.
+    next one takes it over; one told to end removes it, as xfw stop does;
+  - the iptables commands run in the namespace (iptables, ip6tables, their
+    -save and -restore, by root, of this build) are served in the agent,
+    which keeps the running state open between them: they start in a
+    fraction of a process's time, with the same output and exit status
+    (--no-commands: each runs in its own process).
 
 The checks run on every link event and at least every --poll (default
 100ms: a detached TCX program sends no event). Filtering never depends on
@@ -90,6 +95,7 @@ func runAgent(name string, args []string, env Env) int {
 	poll := fs.Duration("poll", agentPoll, "")
 	noLog := fs.Bool("no-log", false, "")
 	noGuard := fs.Bool("no-guard", false, "")
+	noCommands := fs.Bool("no-commands", false, "")
 	metricsAddr := fs.String("metrics", "", "")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *poll <= 0 {
 		fmt.Fprint(env.Stderr, agentUsage)
@@ -119,6 +125,9 @@ func runAgent(name string, args []string, env Env) int {
 				stop()
 			}
 		}()
+	}
+	if !*noCommands {
+		a.serveCommands(ctx, &wg)
 	}
 	err := a.follow(ctx, *poll)
 	stop()
@@ -402,4 +411,24 @@ func (a *agent) resync(why string) {
 	}
 	a.reportAttached(st, why, took, nil)
 	a.logf("%s: synced in %.1f ms", why, float64(took.Microseconds())/1000)
+}
+
+// serveCommands serves the namespace's iptables commands until ctx ends
+// (cmdserver.go). Filtering does not depend on it: without the socket the
+// commands run in their own processes.
+func (a *agent) serveCommands(ctx context.Context, wg *sync.WaitGroup) {
+	srv, err := listenCommands(a.logf)
+	if err != nil {
+		a.logf("%v; the commands run in their own processes", err)
+		return
+	}
+	if srv == nil {
+		return
+	}
+	a.logf("serving the iptables commands of this namespace")
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		srv.serve(ctx)
+	}()
 }

@@ -35,6 +35,11 @@ const (
 type Env struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// Gone, when not nil, is closed when the caller is gone (the client
+	// of a command the agent serves ended) or the agent ends: a command
+	// still waiting for xfw's lock gives up, as the process it stands for
+	// would have died with its caller.
+	Gone <-chan struct{}
 }
 
 // Main runs xfw with os.Args semantics and returns the exit status. Called
@@ -72,6 +77,12 @@ func Main(args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "xfw: unknown command %q\n", name)
 		usage(env.Stderr)
 		return exitParameter
+	}
+	if servedCommands[name] {
+		// The namespace's agent runs it, when one serves commands.
+		if code, served := tryServer(name, rest, env); served {
+			return code
+		}
 	}
 	if !unprivilegedOK[name] && !onlyInfo(rest) && !privileged() {
 		return refuseUnprivileged(name, env)
@@ -252,6 +263,7 @@ func runRestore(name string, args []string, env Env) int {
 		in = f
 	}
 
+	wait.gone = env.Gone
 	unlock, err := lock(wait)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/dataplane"
@@ -35,12 +36,18 @@ func runIptables(name string, args []string, env Env) int {
 		return exitOK
 	}
 
+	wait.gone = env.Gone
 	unlock, err := lock(wait)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return exitResource
 	}
 	defer unlock()
+	// The agent's cache learns how the command ended before the lock is
+	// released (cmdcache.go).
+	var committed *ir.Ruleset
+	succeeded := false
+	defer func() { cmdCache.afterCommand(fam, cmd.Kind, committed, succeeded) }()
 
 	// The parse above read the sets before the lock; what follows reads
 	// them again, once, under it.
@@ -58,7 +65,7 @@ func runIptables(name string, args []string, env Env) int {
 			defer run.gen.result()
 		}
 	}
-	old, encoded, err := dataplane.RunningRuleset(fam)
+	old, encoded, err := runningForCommand(fam)
 	if err != nil {
 		return report(env, name, err)
 	}
@@ -68,12 +75,14 @@ func runIptables(name string, args []string, env Env) int {
 	// The command works on a copy (its Apply copies again, and keeps the
 	// copy only when it succeeds); old stays the running ruleset, whose
 	// counters and rules the commit compares with.
+	t := time.Now()
 	var rs *ir.Ruleset
 	if cmd.LeavesRulesAlone() {
 		rs = old.CloneChains()
 	} else {
 		rs = old.Clone()
 	}
+	t = dataplane.TraceSince("command: copy the ruleset", t)
 	var out string
 	if cmd.Kind == iptables.CmdList {
 		table := rs.TableByName(cmd.Table)
@@ -90,11 +99,13 @@ func runIptables(name string, args []string, env Env) int {
 	if err != nil {
 		return report(env, name, err)
 	}
+	dataplane.TraceSince("command: apply", t)
 	fmt.Fprint(env.Stdout, out)
 
 	switch cmd.Kind {
 	case iptables.CmdList, iptables.CmdListRules, iptables.CmdCheck:
 		if !cmd.Zero {
+			succeeded = true
 			return exitOK
 		}
 		fallthrough
@@ -110,6 +121,7 @@ func runIptables(name string, args []string, env Env) int {
 		if err := dataplane.ResetLimits(fam); err != nil {
 			return report(env, name, err)
 		}
+		succeeded = true
 		return exitOK
 	}
 	ao, err := attachOptions()
@@ -132,6 +144,7 @@ func runIptables(name string, args []string, env Env) int {
 	if err != nil {
 		return report(env, name, err)
 	}
+	committed, succeeded = rs, true
 	return exitOK
 }
 

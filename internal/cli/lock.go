@@ -25,7 +25,13 @@ const lockPath = "/run/xfw.lock"
 type waitSpec struct {
 	set     bool
 	seconds int // 0: forever
+	// gone ends the wait when closed (Env.Gone): the waiting is polled
+	// then, every lockPoll, since a blocking flock cannot be called off.
+	gone <-chan struct{}
 }
+
+// errCallerGone ends the lock wait of a command whose caller is gone.
+var errCallerGone = errors.New("Fatal: called off while waiting for the lock (the caller or the xfw agent serving it ended)")
 
 // lockPoll is how often a waiting command retries the lock.
 const lockPoll = 10 * time.Millisecond
@@ -39,7 +45,7 @@ func lock(w waitSpec) (func(), error) {
 	}
 	deadline := time.Now().Add(time.Duration(w.seconds) * time.Second)
 	how := syscall.LOCK_EX | syscall.LOCK_NB
-	if w.set && w.seconds == 0 {
+	if w.set && w.seconds == 0 && w.gone == nil {
 		// Waiting for ever: block in flock, which returns as soon as the
 		// holder releases the lock (polling would add up to lockPoll to
 		// every contended command).
@@ -64,7 +70,15 @@ func lock(w waitSpec) (func(), error) {
 			f.Close()
 			return nil, errors.New("Another app is currently holding the xtables lock. Perhaps you want to use the -w option?")
 		}
-		if w.seconds == 0 {
+		if w.gone != nil {
+			select {
+			case <-w.gone:
+				f.Close()
+				return nil, errCallerGone
+			default:
+			}
+		}
+		if w.seconds == 0 && w.gone == nil {
 			// Waiting without a limit: block in the kernel, which
 			// hands the lock over as soon as its holder lets go
 			// (polling would add up to lockPoll to every wait).
@@ -80,7 +94,7 @@ func lock(w waitSpec) (func(), error) {
 			}
 			continue // taken: the non-blocking attempt above now succeeds
 		}
-		if time.Now().After(deadline) {
+		if w.seconds != 0 && time.Now().After(deadline) {
 			f.Close()
 			return nil, fmt.Errorf("Another app is currently holding the xtables lock. Stopped waiting after %ds.", w.seconds)
 		}

@@ -309,9 +309,11 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 		dataplane.TraceSince(fmt.Sprintf("commit: not in place (%v)", err), t)
 		return commit(fam, old, rs, true, filterOnly, opts, sets)
 	}
-	dataplane.TraceSince("commit: "+what+" in place", t)
+	t = dataplane.TraceSince("commit: "+what+" in place", t)
 	mode := installMode{keepCounters: true, committed: filterOnly}
-	return install(fam, counterSources(old, rs, mode.keepCounters, mode.committed), rs, gen, ifaces, mode, opts, sets, run.encoded)
+	counters := counterSources(old, rs, mode.keepCounters, mode.committed)
+	dataplane.TraceSince("commit: counter sources", t)
+	return install(fam, counters, rs, gen, ifaces, mode, opts, sets, run.encoded)
 }
 
 // filterOnly is what a command changing the filter table in place commits.

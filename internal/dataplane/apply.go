@@ -275,6 +275,7 @@ func swapIn(cur *state, fam ir.Family, newBank uint32, fc bpfFamilyCfg) error {
 	}
 	cur.banks[fi] = newBank
 	cur.cfgs[newSlot] = fc
+	cur.swaps[fi]++
 	return nil
 }
 

@@ -622,7 +622,7 @@ func (st *NamespaceStatus) Unprotected() []InterfaceStatus {
 // Status reports what xfw has loaded and attached in this namespace.
 func Status() (*NamespaceStatus, error) {
 	st := &NamespaceStatus{}
-	cur, err := Current()
+	cur, err := currentOwn()
 	if err != nil {
 		return nil, err
 	}
@@ -667,7 +667,7 @@ func Status() (*NamespaceStatus, error) {
 // the next sync. The ICMP rate limit sysctls and IPv6 routes REJECT's
 // replies follow (ratelimit.go) are refreshed with it.
 func RefreshLocal() error {
-	cur, err := Current()
+	cur, err := currentOwn()
 	if err != nil || cur == nil {
 		return err
 	}

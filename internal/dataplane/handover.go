@@ -25,6 +25,11 @@ const (
 	buildKeyFormat     = 1 // handoverFormat
 	buildKeyConnLayout = 2 // connLayoutFingerprint
 	buildKeyRateLayout = 3 // rateLayoutFingerprint
+	// buildKeyChange counts the sessions of processes that do not keep
+	// their state (keptsession.go). Not part of the handover: a takeover
+	// loads new maps, whose count starts at zero, and a state kept of the
+	// old programs is given up once they no longer run.
+	buildKeyChange = 4
 )
 
 // handoverFormat numbers the layout of what a takeover reads of another

@@ -37,6 +37,10 @@ type state struct {
 	// xdpID and tcID are the programs' ids once programIDs has asked.
 	xdpID, tcID ebpf.ProgramID
 	tcInID      ebpf.ProgramID
+	// swaps counts each family's generation swaps through this state
+	// (swapIn): with the state itself, what a resident process's cache
+	// of the running ruleset is valid for (SessionStamp).
+	swaps [2]uint64
 }
 
 // programIDs returns the ids of the XDP and egress programs.
@@ -160,6 +164,13 @@ var session struct {
 	mu     sync.Mutex
 	active bool
 	st     *state
+	// keep and seen: a resident process's sessions (keptsession.go).
+	keep bool
+	seen uint64
+	// kept is where the kept state's XDP program was last seen attached;
+	// dropAtEnd gives the kept state up at the session's end.
+	kept      keptAt
+	dropAtEnd bool
 }
 
 // BeginSession makes Current return one opened state until the returned
@@ -167,16 +178,24 @@ var session struct {
 // xfw's lock, during which no other xfw process changes what is loaded,
 // finding the programs and opening their thirty-odd maps once instead of
 // at every step (about 1–2 ms each). Stop and a first load reset it.
+// In a resident process (KeepSessionState) the state outlives the session
+// while no other process changes what is loaded.
 func BeginSession() (end func()) {
 	session.mu.Lock()
 	session.active = true
+	if session.keep {
+		reviveKeptLocked()
+	}
 	session.mu.Unlock()
 	return func() {
 		discardPreload()
 		session.mu.Lock()
 		defer session.mu.Unlock()
 		session.active = false
-		if session.st != nil {
+		if session.keep {
+			keepLocked()
+		}
+		if session.st != nil && !session.keep {
 			session.st.shared = false
 			session.st.Close()
 			session.st = nil
@@ -198,6 +217,10 @@ func keepForSession(s *state) {
 	}
 	s.shared = true
 	session.st = s
+	if !session.keep {
+		// A resident process holding an older view must open it again.
+		noteChange(s)
+	}
 }
 
 // forgetSession drops the session's state (xfw was stopped).
@@ -216,6 +239,9 @@ func forgetSession() {
 func Current() (*state, error) {
 	session.mu.Lock()
 	st := session.st
+	if !session.active {
+		st = nil // a resident process's kept state is for its sessions
+	}
 	session.mu.Unlock()
 	if st != nil {
 		// Under xfw's lock only this process changes the banks and the
@@ -225,7 +251,7 @@ func Current() (*state, error) {
 		return st, nil
 	}
 	s, err := currentUncached()
-	keepForSession(s)
+	adoptForSession(s)
 	return s, err
 }
 
@@ -660,7 +686,7 @@ func NFLogRing() (*ebpf.Map, error) {
 // eventRing returns the running data plane's event ring buffer i (a map of
 // its own: the caller closes it).
 func eventRing(i ring) (*ebpf.Map, error) {
-	cur, err := Current()
+	cur, err := currentOwn()
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,8 @@ const (
 // BenchmarkFail2banBan measures how soon a fail2ban ban takes effect: from
 // the failed logins appended to the log the jail watches until the
 // client's connection to the banned port is refused, with xfw and with the
-// kernel's iptables-legacy as the system's iptables, for the
+// kernel's iptables-legacy as the system's iptables, and with xfw's agent
+// serving the commands (through the C client xfw-cmd, as installed), for the
 // iptables-multiport and iptables-ipset-proto6 actions. Each round bans
 // and unbans on every stack in turn (stacks alternating, never at once);
 // the first ban of a jail also runs the action's start (its chain or set
@@ -48,8 +49,15 @@ func BenchmarkFail2banBan(b *testing.B) {
 	xfw := xfwPath(b)
 	for _, actionName := range []string{"iptables-multiport", "iptables-ipset-proto6"} {
 		stacks := []*stack{}
-		for _, kind := range []string{kindKernel, kindXFW} {
-			stacks = append(stacks, f2bBenchStack(b, kind, xfw, actionName))
+		labels := map[*stack]string{}
+		for _, label := range []string{kindKernel, kindXFW, f2bAgentLabel} {
+			kind := label
+			if label == f2bAgentLabel {
+				kind = kindXFW
+			}
+			s := f2bBenchStack(b, kind, xfw, actionName, label == f2bAgentLabel)
+			stacks = append(stacks, s)
+			labels[s] = label
 		}
 		total := map[string][]time.Duration{}  // failed logins written → refused
 		action := map[string][]time.Duration{} // fail2ban's "Ban" → refused
@@ -60,33 +68,40 @@ func BenchmarkFail2banBan(b *testing.B) {
 				time.Sleep(time.Duration(rand.Int63n(int64(time.Second))))
 				t, a, err := timeBan(s)
 				if err != nil {
-					b.Fatalf("%s, %s, round %d: %v", actionName, s.kind, r+1, err)
+					b.Fatalf("%s, %s, round %d: %v", actionName, labels[s], r+1, err)
 				}
-				total[s.kind] = append(total[s.kind], t)
-				action[s.kind] = append(action[s.kind], a)
+				total[labels[s]] = append(total[labels[s]], t)
+				action[labels[s]] = append(action[labels[s]], a)
 				if err := unban(s); err != nil {
 					b.Fatal(err)
 				}
 			}
 		}
 		for _, s := range stacks {
-			t, a := total[s.kind], action[s.kind]
+			t, a := total[labels[s]], action[labels[s]]
 			b.Logf("%s, %s: first ban: logins→refused %v, Ban→refused %v; later %d: logins→refused %v (%v–%v), Ban→refused %v (%v–%v)",
-				actionName, s.kind, t[0].Round(time.Millisecond), a[0].Round(time.Millisecond), len(t)-1,
+				actionName, labels[s], t[0].Round(time.Millisecond), a[0].Round(time.Millisecond), len(t)-1,
 				median(t[1:]), minDur(t[1:]), maxDur(t[1:]), median(a[1:]), minDur(a[1:]), maxDur(a[1:]))
 		}
 	}
 }
 
+// f2bAgentLabel names the xfw stack whose agent serves the commands.
+const f2bAgentLabel = "xfw, agent serving"
+
 // f2bBenchStack builds one firewall's stack with the jail running and the
-// servers the probes connect to.
-func f2bBenchStack(b *testing.B, kind, xfw, action string) *stack {
+// servers the probes connect to; with agent, xfw's agent serves its
+// commands (serveByAgent).
+func f2bBenchStack(b *testing.B, kind, xfw, action string, agent bool) *stack {
 	dir := b.TempDir()
 	binds := prepareFail2ban(action)(b, kind, dir)
 	s := newStack(b, kind, xfw, binds)
 	s.confDir = dir
 	addOtherAddress(b, s)
 	nettest.StartTCPServer(b, s.topo.FwNS, netip.AddrPortFrom(fwAddr(s, 4), portSSH))
+	if agent {
+		s.serveByAgent(b)
+	}
 	if err := startFail2ban(b, s); err != nil {
 		b.Fatalf("fail2ban (%s) did not start: %v", kind, err)
 	}

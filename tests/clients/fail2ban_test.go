@@ -189,3 +189,18 @@ func TestFail2banMultiportAgainstKernel(t *testing.T) {
 func TestFail2banIpsetAgainstKernel(t *testing.T) {
 	runScenario(t, fail2banScenario("fail2ban iptables-ipset-proto6", "iptables-ipset-proto6"))
 }
+
+// TestFail2banMultiportWithAgentAgainstKernel: the same with xfw's agent
+// running on the xfw stack, as the xfw-agent unit runs it: fail2ban's
+// iptables commands go through the alternatives to the C client xfw-cmd,
+// and the agent serves them.
+func TestFail2banMultiportWithAgentAgainstKernel(t *testing.T) {
+	sc := fail2banScenario("fail2ban iptables-multiport, agent serving", "iptables-multiport")
+	sc.start = func(t testing.TB, s *stack) error {
+		if s.kind == kindXFW {
+			s.serveByAgent(t)
+		}
+		return startFail2ban(t, s)
+	}
+	runScenario(t, sc)
+}

@@ -110,7 +110,7 @@ func TestDetachedProgramsKeepRuleset(t *testing.T) {
 
 // startAgent runs xfw agent in fw's namespace; the returned buffer fills
 // with its messages. The test ends it (by pid) at cleanup.
-func startAgent(t *testing.T, bin string, tp *nettest.Topology, extra ...string) (*exec.Cmd, *syncBuffer) {
+func startAgent(t testing.TB, bin string, tp *nettest.Topology, extra ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	out := &syncBuffer{}
 	cmd := exec.Command("ip", append([]string{"netns", "exec", tp.FwNS, bin, "agent", "--no-log"}, extra...)...)
@@ -165,14 +165,14 @@ func scrape(ns, addr string) (string, error) {
 
 // waitFor polls cond for up to 10 s (a bound against hanging, not a
 // timing requirement).
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	waitForOr(t, what, cond, func() {})
 }
 
 // waitForOr is waitFor that calls explain, to log what the test saw last,
 // before it fails.
-func waitForOr(t *testing.T, what string, cond func() bool, explain func()) {
+func waitForOr(t testing.TB, what string, cond func() bool, explain func()) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {

@@ -236,8 +236,8 @@ func checkSwitchedToXfw(t *testing.T, root, fam string, ua func(...string) strin
 	for _, suffix := range []string{"", "-restore", "-save"} {
 		name := fam + suffix
 		alt := fam + "-xfw" + suffix
-		if got := resolveIn(t, root, "/usr/sbin/"+name); got != "/usr/sbin/xfw" {
-			t.Errorf("/usr/sbin/%s leads to %s, want /usr/sbin/xfw", name, got)
+		if got := resolveIn(t, root, "/usr/sbin/"+name); got != "/usr/sbin/xfw-cmd" {
+			t.Errorf("/usr/sbin/%s leads to %s, want /usr/sbin/xfw-cmd", name, got)
 		}
 		got := run(t, "", nil, filepath.Join(root, "usr/sbin", alt), "--version")
 		if want := xfwOutput(t, name, "--version"); got != want {

@@ -25,6 +25,7 @@ type installedEntry struct {
 func wantInstalled(sbin, man string) []installedEntry {
 	want := []installedEntry{
 		{path: filepath.Join(sbin, "xfw"), mode: 0o755},
+		{path: filepath.Join(sbin, "xfw-cmd"), mode: 0o755},
 		{path: filepath.Join(sbin, "xfw-difftest"), mode: 0o755},
 		{path: filepath.Join(man, "man8", "xfw.8.gz"), mode: 0o644},
 		{path: "etc/xfw", mode: fs.ModeDir | 0o755},
@@ -33,7 +34,7 @@ func wantInstalled(sbin, man string) []installedEntry {
 		want = append(want, installedEntry{path: filepath.Join("lib/systemd/system", u), mode: 0o644})
 	}
 	for alt := range altNames {
-		want = append(want, installedEntry{path: filepath.Join(sbin, alt), mode: fs.ModeSymlink | 0o777, link: "xfw"})
+		want = append(want, installedEntry{path: filepath.Join(sbin, alt), mode: fs.ModeSymlink | 0o777, link: "xfw-cmd"})
 	}
 	return want
 }

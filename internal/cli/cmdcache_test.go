@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/xfw-dev/xfw/internal/dataplane"
+	"github.com/xfw-dev/xfw/internal/iptables"
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// TestCmdCacheMatchesDecode: after each command the agent's cache keeps
+// (-A, -I, -D, -N in filter and nat, with match modules and targets of
+// every kind the codec carries), the kept ruleset is the one a decode of
+// its saved binary form gives, Handles and all.
+func TestCmdCacheMatchesDecode(t *testing.T) {
+	tests := []struct {
+		fam  ir.Family
+		cmds []string
+	}{
+		{ir.IPv4, []string{
+			"-A INPUT -s 10.0.0.1/32 -p tcp -m tcp --dport 22 -j ACCEPT",
+			"-N f2b-sshd",
+			"-A f2b-sshd -j RETURN",
+			"-I f2b-sshd 1 -s 192.0.2.7/32 -j REJECT --reject-with icmp-port-unreachable",
+			"-I INPUT -p tcp -m multiport --dports 22,80 -j f2b-sshd",
+			"-A FORWARD -i veth0 ! -o veth1 -p udp -m udp --sport 1000:2000 -m comment --comment \"a b\" -j DROP",
+			"-A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+			"-A INPUT -p icmp -m icmp --icmp-type 8 -m limit --limit 5/sec -j LOG --log-prefix \"ping \"",
+			"-A OUTPUT -m mark --mark 0x1/0xff -j MARK --set-xmark 0x2/0xff",
+			"-D f2b-sshd -s 192.0.2.7/32 -j REJECT --reject-with icmp-port-unreachable",
+			"-D INPUT 1",
+			"-t nat -A POSTROUTING -s 10.9.0.0/16 -o eth0 -j MASQUERADE",
+			"-t nat -N DOCKER",
+			"-t nat -I PREROUTING -m addrtype --dst-type LOCAL -j DOCKER",
+			"-t nat -A DOCKER -p tcp -m tcp --dport 8080 -j DNAT --to-destination 172.17.0.2:80",
+		}},
+		{ir.IPv6, []string{
+			"-A INPUT -s 2001:db8::1/128 -p tcp -m tcp --dport 22 -j ACCEPT",
+			"-I INPUT -p ipv6-icmp -m icmp6 --icmpv6-type 128 -j ACCEPT",
+			"-D INPUT -s 2001:db8::1/128 -p tcp -m tcp --dport 22 -j ACCEPT",
+		}},
+	}
+	for _, tt := range tests {
+		rs := ir.NewRuleset(tt.fam)
+		for _, line := range tt.cmds {
+			args := splitArgs(line)
+			cmd, err := iptables.ParseCommandWith(tt.fam, args, iptables.ParseOptions{})
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			next := rs.Clone()
+			if _, err := cmd.Apply(next); err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			if !cacheableChange(cmd.Kind) {
+				t.Fatalf("%s: not a command the cache keeps", line)
+			}
+			orderChains(next)
+			if err := asDecoded(next); err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			saved, err := next.MarshalBinary()
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			decoded, err := ir.UnmarshalRuleset(saved)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			dataplane.ApplyCounters(next, nil)
+			dataplane.ApplyCounters(decoded, nil)
+			if !reflect.DeepEqual(next, decoded) {
+				t.Fatalf("after %q the kept ruleset differs from its decode:\nkept    %+v\ndecoded %+v", line, next, decoded)
+			}
+			rs = next
+		}
+	}
+}
+
+// splitArgs splits a command line at spaces, keeping double-quoted words.
+func splitArgs(line string) []string {
+	var out []string
+	for i, part := range strings.Split(line, "\"") {
+		if i%2 == 1 {
+			out = append(out, part)
+			continue
+		}
+		out = append(out, strings.Fields(part)...)
+	}
+	return out
+}
+
+// TestReadOnlyCommand: which failed commands leave the agent's kept state.
+func TestReadOnlyCommand(t *testing.T) {
+	tests := []struct {
+		name string
+		line string
+		want bool
+	}{
+		{"iptables", "-w -C INPUT -s 10.0.0.1/32 -j DROP", true},
+		{"ip6tables", "-S INPUT", true},
+		{"iptables", "-L -n -v", true},
+		{"iptables", "-L -Z", false},
+		{"iptables", "-A INPUT -j DROP", false},
+		{"iptables", "-D INPUT 1", false},
+		{"iptables", "--bogus", false},
+		{"iptables-restore", "-w", false},
+	}
+	for _, tt := range tests {
+		args := splitArgs(tt.line)
+		if got := readOnlyCommand(tt.name, args); got != tt.want {
+			t.Errorf("%s %s: read only %v, want %v", tt.name, tt.line, got, tt.want)
+		}
+	}
+}

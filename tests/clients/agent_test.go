@@ -1,0 +1,39 @@
+package clients
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+)
+
+// serveByAgent makes an xfw stack's iptables commands go to xfw's agent,
+// as an installed xfw with the xfw-agent unit running has them: the
+// alternatives link to the C client xfw-cmd (built beside xfw), and the
+// agent runs in the fw namespace, logging to confDir/agent.log. The
+// test's end fails unless the agent served some command.
+func (s *stack) serveByAgent(t testing.TB) {
+	t.Helper()
+	client := filepath.Join(filepath.Dir(s.xfw), "xfw-cmd")
+	if _, err := os.Stat(client); err != nil {
+		t.Fatalf("the command client: %v (make build builds it)", err)
+	}
+	alt := filepath.Join(s.dir, "alternatives")
+	for _, name := range iptablesNames {
+		link := filepath.Join(alt, name)
+		if err := os.Remove(link); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(client, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agentLog := filepath.Join(s.confDir, "agent.log")
+	t.Cleanup(func() { // after the agent's end (cleanups run last first)
+		data, _ := os.ReadFile(agentLog)
+		if !regexp.MustCompile(`commands: served [1-9]`).Match(data) {
+			t.Errorf("the agent served none of the client's commands:\n%s", data)
+		}
+	})
+	s.startDaemon(t, nil, agentLog, s.xfw, "agent", "--no-log")
+}
