@@ -18,11 +18,12 @@ import (
 // chain (Trivial, TrivialCtr), and a slot's counts are zeroed when a new
 // generation is built into it.
 
-// statTrivial and numStats are XFW_STAT_TRIVIAL and XFW_NSTATS (enum
-// xfw_stat).
+// statTrivial, statFP and numStats are XFW_STAT_TRIVIAL, XFW_STAT_FP (the
+// fast path's outcomes, fastpath.go) and XFW_NSTATS (enum xfw_stat).
 const (
 	statTrivial = 4
-	numStats    = statTrivial + slots*compiler.NumChains*2
+	statFP      = statTrivial + slots*compiler.NumChains*2
+	numStats    = statFP + fpNumWhy
 )
 
 // trivialStat is the xfw_stats index of slot's chain's packet count (its
