@@ -7,7 +7,8 @@
  * next hop) and redirected to the output device at XDP, skipping the
  * stack. Everything else goes to the stack as before (XDP_PASS).
  *
- * What qualifies (docs/design.md, "XDP fast path"): an untagged frame, no
+ * What qualifies (docs/design.md, "XDP fast path"): an untagged frame
+ * (trailing bytes after the packet are cut off, as ip_rcv does), no
  * IPv4 options, no IPv6 hop-by-hop header, no fragment, a transport
  * checksum the sender finished (TCP, UDP, ICMP only), no translated
  * connection in the namespace (xfw_tc_egress's only work on forwarded
@@ -171,13 +172,31 @@ static __always_inline int xfw_fp_csum_unfinished(struct xdp_md *ctx, struct xfw
 	return bpf_ntohs(*field) == sum || (sum == 0xffff && *field == 0);
 }
 
+/* xfw_fp_trim cuts bytes after the IP packet off the frame (Ethernet
+ * padding, trailing garbage), as ip_rcv / ipv6_rcv trim the skb to the
+ * packet's length. Returns nonzero when the frame is shorter than the
+ * packet says, or the trim fails (the stack drops or trims it). */
+static __always_inline int xfw_fp_trim(struct xdp_md *ctx, struct xfw_pkt *p)
+{
+	__u32 have = ctx->data_end - ctx->data, want = p->l3_off + p->l3len;
+
+	if (have < want)
+		return 1;
+	if (have == want)
+		return 0;
+	return bpf_xdp_adjust_tail(ctx, -(int)(have - want)) < 0;
+}
+
 /* xfw_fp_prechecks returns the counter of what keeps p (routed from iif
  * to oif) on the stack, XFW_FP_TAKEN when nothing does. */
 static __always_inline __u32 xfw_fp_prechecks(struct xfw_pkt *p, __u32 iif, __u32 oif)
 {
 	if (p->fragmented)
 		return XFW_FP_FRAG;
-	if (p->vlan || oif == iif || (p->fam == 0 && p->thoff != p->l3_off + sizeof(struct iphdr)))
+	/* Any VLAN tag, also a priority tag (VLAN 0, which p->vlan does not
+	 * tell from none): the stack takes it off. */
+	if (p->l3_off != sizeof(struct ethhdr) || oif == iif ||
+	    (p->fam == 0 && p->thoff != p->l3_off + sizeof(struct iphdr)))
 		return XFW_FP_HEADER;
 	if (xfw_nat_enabled())
 		return XFW_FP_NAT;
@@ -224,7 +243,8 @@ __attribute__((noinline)) int xfw_fp_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 		xfw_fp_count(rc == BPF_FIB_LKUP_RET_SUCCESS ? XFW_FP_ROUTE : xfw_fp_why_route(rc));
 		return XDP_PASS;
 	}
-	if (p->fam == 0 ? xfw_fp_rewrite4(ctx, p->l3_off) : xfw_fp_rewrite6(ctx, p->l3_off)) {
+	if (xfw_fp_trim(ctx, p) ||
+	    (p->fam == 0 ? xfw_fp_rewrite4(ctx, p->l3_off) : xfw_fp_rewrite6(ctx, p->l3_off))) {
 		xfw_fp_count(XFW_FP_HEADER);
 		return XDP_PASS;
 	}

@@ -198,6 +198,45 @@ func TestFastPathForwards(t *testing.T) {
 	}
 }
 
+// TestFastPathFrameEdges: a frame with bytes after its IP packet is
+// forwarded at XDP without them (ip_rcv trims them); a frame with a VLAN
+// priority tag (VLAN 0) goes to the stack, which takes the tag off. Both
+// arrive as the kernel forwards them: untagged, as long as their packet.
+func TestFastPathFrameEdges(t *testing.T) {
+	tp, fw := fpTopology(t, true)
+	udp := nettest.UDP{SrcPort: fpSport, DstPort: fpPort, Payload: make([]byte, 32)}
+	pkt := nettest.IPv4{Src: tp.Gen.IPv4, Dst: tp.Sink.IPv4, ID: 9}.Packet(udp)
+	eth := nettest.Ethernet{Dst: tp.FwIn.MAC, Src: tp.Gen.MAC}
+	// A socket takes the datagrams: no port unreachable goes back.
+	srv := nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(tp.Sink.IPv4, fpPort))
+	defer srv.Close()
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		want  string // the outcome counted
+	}{
+		{"trailing bytes", append(eth.Frame(pkt), make([]byte, 20)...), "taken"},
+		{"priority tag", eth.WithVLAN(nettest.VLANTag{ID: 0}).Frame(pkt), "header"},
+	} {
+		isUDP := func(c nettest.Captured) bool { return !c.Outgoing && c.DstPort == fpPort }
+		capt := nettest.StartCapture(t, tp.SinkNS, tp.Sink.Ifname, isUDP)
+		before, _ := fpStats(t, fw.bin, tp)
+		if err := nettest.Inject(tp.GenNS, tp.Gen.Ifname, c.frame); err != nil {
+			t.Fatal(err)
+		}
+		got := capt.Wait(1, fpWait)
+		after, _ := fpStats(t, fw.bin, tp)
+		fpExpect(t, c.name, fpDelta(before, after), map[string]uint64{c.want: 1})
+		if len(got) != 1 {
+			t.Errorf("%s: sink captured %d frames, want 1", c.name, len(got))
+			continue
+		}
+		if n := len(got[0].Raw); n != 14+len(pkt) || len(got[0].VLANs) != 0 {
+			t.Errorf("%s: sink got a %d-byte frame with tags %v, want an untagged %d-byte one", c.name, n, got[0].VLANs, 14+len(pkt))
+		}
+	}
+}
+
 // TestFastPathTrivialWalk: with FORWARD empty and its policy ACCEPT (the
 // walk the data plane skips, trivial.h) the fast path forwards too, and
 // the policy counts every packet.
