@@ -37,13 +37,7 @@ func runFastPath(ctx context.Context, o *options) error {
 		return err
 	}
 	defer closeRigs(rigs)
-	sec, err := runScaling(ctx, o, rigs, scaleConfig{
-		title: "Scaling, FORWARD (fast path)", xLabel: "5-tuple rules", xs: quickSizes,
-		rulesets: func(x int) (*ruleset, []flow) {
-			flows := fiveTupleFlows(max(x, 1), false)
-			return fiveTupleRuleset("FORWARD", flows[:x]), flows
-		},
-	})
+	sec, err := runScaling(ctx, o, rigs, quickForward("Scaling, FORWARD (fast path)"))
 	if err != nil {
 		return err
 	}

@@ -16,26 +16,21 @@ func runFastPath(name string, args []string, env Env) int {
 		fmt.Fprintln(env.Stderr, "usage: xfw fastpath")
 		return exitParameter
 	}
-	stats, err := dataplane.FastPathStats()
+	st, err := dataplane.FastPath()
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "xfw fastpath: %v\n", err)
 		return exitOther
 	}
-	if stats == nil {
+	if st == nil {
 		fmt.Fprintln(env.Stdout, "xfw is not loaded in this network namespace")
 		return exitOK
 	}
-	targets, err := dataplane.FastPathTargets()
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "xfw fastpath: %v\n", err)
-		return exitOther
-	}
-	list := strings.Join(targets, " ")
+	list := strings.Join(st.Targets, " ")
 	if list == "" {
 		list = "none (" + dataplane.FastPathEnv + "=off at the last sync, or no device takes XDP frames)"
 	}
 	fmt.Fprintf(env.Stdout, "fast path targets: %s\n", list)
-	for i, n := range stats {
+	for i, n := range st.Outcomes {
 		fmt.Fprintf(env.Stdout, "  %-16s %d\n", dataplane.FastPathOutcomes[i], n)
 	}
 	return exitOK

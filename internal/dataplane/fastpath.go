@@ -6,7 +6,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
@@ -166,43 +165,33 @@ var FastPathOutcomes = [fpNumWhy]string{
 	"taken", "no-target", "no-neighbour", "mtu", "fragment", "nat", "header", "route", "mark-or-mangle", "checksum",
 }
 
-// FastPathStats returns the fast path's outcome counts (FastPathOutcomes'
-// order), summed over CPUs; nil when xfw is not loaded.
-func FastPathStats() ([]uint64, error) {
-	cur, err := Current()
-	if err != nil || cur == nil {
-		return nil, err
-	}
-	defer cur.Close()
-	stats := cur.maps["xfw_stats"]
-	if stats == nil {
-		return nil, errors.New("the running program lacks map xfw_stats")
-	}
-	ncpu, err := ebpf.PossibleCPU()
-	if err != nil {
-		return nil, fmt.Errorf("count CPUs: %w", err)
-	}
-	vals := make([]uint64, ncpu)
-	out := make([]uint64, fpNumWhy)
-	for i := range out {
-		if err := stats.Lookup(uint32(statFP+i), vals); err != nil {
-			return nil, fmt.Errorf("read the fast path's counts: %w", err)
-		}
-		for _, v := range vals {
-			out[i] += v
-		}
-	}
-	return out, nil
+// FastPathState is what `xfw fastpath` shows.
+type FastPathState struct {
+	// Targets are the devices xfw_ifinfo marks as fast-path targets.
+	Targets []string
+	// Outcomes are the outcome counts (FastPathOutcomes' order), summed
+	// over CPUs.
+	Outcomes []uint64
 }
 
-// FastPathTargets returns the names of the devices xfw_ifinfo marks as
-// fast-path targets; nil when xfw is not loaded.
-func FastPathTargets() ([]string, error) {
+// FastPath returns the fast path's targets and outcome counts; nil when
+// xfw is not loaded.
+func FastPath() (*FastPathState, error) {
 	cur, err := Current()
 	if err != nil || cur == nil {
 		return nil, err
 	}
 	defer cur.Close()
+	sum, err := statSummer(cur.maps["xfw_stats"])
+	if err != nil {
+		return nil, err
+	}
+	st := &FastPathState{Outcomes: make([]uint64, fpNumWhy)}
+	for i := range st.Outcomes {
+		if st.Outcomes[i], err = sum(uint32(statFP + i)); err != nil {
+			return nil, fmt.Errorf("the fast path's counts: %w", err)
+		}
+	}
 	m := cur.maps["xfw_ifinfo"]
 	if m == nil {
 		return nil, errors.New("the running program lacks map xfw_ifinfo")
@@ -211,12 +200,11 @@ func FastPathTargets() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []string
 	for _, ifc := range ifaces {
 		var v bpfIfInfo
 		if err := m.Lookup(uint64(ifc.Index), &v); err == nil && v.Flags&ifFastTX != 0 {
-			out = append(out, ifc.Name)
+			st.Targets = append(st.Targets, ifc.Name)
 		}
 	}
-	return out, nil
+	return st, nil
 }

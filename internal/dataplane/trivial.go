@@ -32,25 +32,33 @@ func trivialStat(slot uint32, chain int) uint32 {
 	return statTrivial + (slot*compiler.NumChains+uint32(chain))*2
 }
 
-// trivialCounts returns slot's trivial counts per chain, summed over CPUs.
-func trivialCounts(stats *ebpf.Map, slot uint32) (out [compiler.NumChains]ir.Counters, err error) {
+// statSummer returns a reader of one xfw_stats entry summed over CPUs.
+func statSummer(stats *ebpf.Map) (func(idx uint32) (uint64, error), error) {
 	if stats == nil {
-		return out, errors.New("the running program lacks map xfw_stats")
+		return nil, errors.New("the running program lacks map xfw_stats")
 	}
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
-		return out, fmt.Errorf("count CPUs: %w", err)
+		return nil, fmt.Errorf("count CPUs: %w", err)
 	}
 	vals := make([]uint64, ncpu)
-	sum := func(idx uint32) (uint64, error) {
+	return func(idx uint32) (uint64, error) {
 		if err := stats.Lookup(idx, vals); err != nil {
-			return 0, fmt.Errorf("read the trivial walks' counts: %w", err)
+			return 0, fmt.Errorf("read statistic %d: %w", idx, err)
 		}
 		var n uint64
 		for _, v := range vals {
 			n += v
 		}
 		return n, nil
+	}, nil
+}
+
+// trivialCounts returns slot's trivial counts per chain, summed over CPUs.
+func trivialCounts(stats *ebpf.Map, slot uint32) (out [compiler.NumChains]ir.Counters, err error) {
+	sum, err := statSummer(stats)
+	if err != nil {
+		return out, err
 	}
 	for h := range out {
 		if out[h].Packets, err = sum(trivialStat(slot, h)); err != nil {
