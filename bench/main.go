@@ -36,6 +36,7 @@ import (
 // options are the command-line settings of a run.
 type options struct {
 	quick    bool
+	fastPath bool // -fastpath (fastpath.go)
 	out      string
 	xfwBin   string
 	reps     int
@@ -123,6 +124,7 @@ func run() int {
 	o := &options{sections: map[string]bool{}}
 	var err error
 	quick := flag.Bool("quick", false, "headline ratios only (under a minute)")
+	fastPath := flag.Bool("fastpath", false, "FORWARD with xfw's XDP fast path on and off, the kernel with no firewall and iptables-nft, at the -quick-sizes rule counts")
 	flag.StringVar(&o.out, "out", "results", "output directory")
 	flag.StringVar(&o.xfwBin, "xfw", "bin/xfw", "xfw binary")
 	flag.IntVar(&o.reps, "reps", 5, "repetitions of each point")
@@ -165,6 +167,7 @@ func run() int {
 		}
 	}
 	o.quick = *quick
+	o.fastPath = *fastPath
 	o.timing = timing{Warm: *warm, Window: *window}
 	for _, s := range strings.Split(*sections, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -192,9 +195,12 @@ func run() int {
 		progress("removed namespaces of an earlier, killed run: %v", removed)
 	}
 
-	if o.quick {
+	switch {
+	case o.fastPath:
+		err = runFastPath(ctx, o)
+	case o.quick:
 		err = runQuick(ctx, o)
-	} else {
+	default:
 		err = runFull(ctx, o)
 	}
 	if err != nil {

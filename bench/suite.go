@@ -256,13 +256,7 @@ func runQuick(ctx context.Context, o *options) error {
 	}
 	defer closeRigs(rigs)
 	rep := &report{Command: "make bench-quick"}
-	rep.Forward, err = runScaling(ctx, o, rigs, scaleConfig{
-		title: "Scaling, FORWARD", xLabel: "5-tuple rules", xs: quickSizes,
-		rulesets: func(x int) (*ruleset, []flow) {
-			flows := fiveTupleFlows(max(x, 1), false)
-			return fiveTupleRuleset("FORWARD", flows[:x]), flows
-		},
-	})
+	rep.Forward, err = runScaling(ctx, o, rigs, quickForward("Scaling, FORWARD"))
 	if err != nil {
 		return err
 	}
@@ -271,6 +265,18 @@ func runQuick(ctx context.Context, o *options) error {
 	}
 	fmt.Print(headline(rep))
 	return nil
+}
+
+// quickForward is the FORWARD sweep of -quick (and -fastpath): 5-tuple
+// rules at the -quick-sizes counts.
+func quickForward(title string) scaleConfig {
+	return scaleConfig{
+		title: title, xLabel: "5-tuple rules", xs: quickSizes,
+		rulesets: func(x int) (*ruleset, []flow) {
+			flows := fiveTupleFlows(max(x, 1), false)
+			return fiveTupleRuleset("FORWARD", flows[:x]), flows
+		},
+	}
 }
 
 // genSection reports what the traffic generator reaches (issue item 8).

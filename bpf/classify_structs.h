@@ -88,6 +88,22 @@ struct xfw_walk {
 	struct xfw_cls *st;
 };
 
+/* What became of a packet FORWARD accepted at XDP (fastpath.h): forwarded
+ * there, or passed to the stack and why. */
+enum xfw_fp_why {
+	XFW_FP_TAKEN = 0,     /* rewritten and redirected */
+	XFW_FP_NO_TARGET = 1, /* the output device is no target (or the fast path is off) */
+	XFW_FP_NO_NEIGH = 2,  /* the next hop's neighbour is not resolved */
+	XFW_FP_MTU = 3,       /* longer than the route's MTU */
+	XFW_FP_FRAG = 4,      /* a fragment */
+	XFW_FP_NAT = 5,       /* translated connections may exist */
+	XFW_FP_HEADER = 6,    /* VLAN tag, IPv4 options, hop-by-hop, TTL, hairpin */
+	XFW_FP_ROUTE = 7,     /* the full route lookup answered otherwise */
+	XFW_FP_STACK = 8,     /* a mark or a mangle rewrite the stack needs */
+	XFW_FP_CSUM = 9,      /* a checksum left to offload, or not TCP/UDP/ICMP */
+	XFW_FP_NWHY = 10,
+};
+
 /* Statistics slots (stats map, per CPU). */
 enum xfw_stat {
 	XFW_STAT_LOG_LOST = 0, /* LOG events not sent (ring full, too many) */
@@ -97,7 +113,10 @@ enum xfw_stat {
 	 * + c) * 2; the control plane adds them to the counters the slot's
 	 * configuration lists (trivial_ctr) and zeroes them with the slot. */
 	XFW_STAT_TRIVIAL = 4,
-	XFW_NSTATS = 28, /* XFW_STAT_TRIVIAL + 4 slots * XFW_NCHAINS * 2 */
+	/* The XDP fast path's outcomes (fastpath.h): XFW_STAT_FP + enum
+	 * xfw_fp_why, packets. */
+	XFW_STAT_FP = 28, /* XFW_STAT_TRIVIAL + 4 slots * XFW_NCHAINS * 2 */
+	XFW_NSTATS = XFW_STAT_FP + XFW_FP_NWHY,
 };
 
 /* Bits of xfw_set_hlookup's result that hold the answer (the counter

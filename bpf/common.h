@@ -462,6 +462,9 @@ enum xfw_ring {
 #define XFW_IF_BRNF4 0x02
 #define XFW_IF_BRNF6 0x04
 #define XFW_IF_PORT 0x08
+/* The device takes XDP frames and nothing on its egress needs the skb:
+ * the XDP fast path may redirect forwarded packets to it (fastpath.h). */
+#define XFW_IF_FASTTX 0x10
 
 /*
  * Connection tracking (ct.h).

@@ -72,6 +72,7 @@ struct xfw_layouts {
 	enum xfw_ext6 ext6;
 	enum xfw_hdr4 hdr4;
 	enum xfw_stat stat;
+	enum xfw_fp_why fp_why;
 	struct xfw_rc_key rc_key;
 	struct xfw_rc_ent rc_ent;
 	struct xfw_rc_list rc_list;

@@ -81,6 +81,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "redirect.h"
 #include "trivial.h"
 #include "ifinfo_cache.h"
+#include "fastpath.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The length of an IPv4 header without options. */
@@ -371,6 +372,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	 * translation pending (undone as any untracked packet's). */
 	if (xfw_trivial_walk(st->slot, chain, p->l3len)) {
 		xfw_nat_undo_xdp(ctx, p);
+		/* Forwarded at XDP when it qualifies (fastpath.h). */
+		if (chain == XFW_CHAIN_FORWARD)
+			return xfw_fp_xdp(ctx, p, (__u64)oif << 32 | iif, 0);
 		return XDP_PASS;
 	}
 	if (xfw_ct_active(st->slot)) {
@@ -462,6 +466,11 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		if ((p->mark | st->route_mark) &&
 		    xfw_xdp_mark_out(ctx, sc, (__u64)chain << 32 | oif, iif))
 			return XDP_DROP;
+		/* Forwarded at XDP when it qualifies (fastpath.h); a mark or
+		 * a rewrite is the stack's to carry on. */
+		if (chain == XFW_CHAIN_FORWARD)
+			return xfw_fp_xdp(ctx, p, (__u64)oif << 32 | iif,
+					  p->mangle || (p->mark | st->route_mark));
 		return XDP_PASS;
 	case XFW_ACT_REJECT:
 		rc = xfw_xdp_reject(ctx, p, chain);

@@ -155,6 +155,7 @@ xfw's own:
   sync       take in new interfaces and addresses, put back removed programs
   agent      keep every interface covered, in the foreground (the xfw-agent unit)
   boot-restore  load /etc/xfw/{ipsets,rules.v4,rules.v6} (the xfw-restore unit)
+  fastpath   the XDP fast path for FORWARD: its target devices, packets taken and passed (why)
   metrics    print Prometheus metrics once (rule, policy and drop counters, conntrack, sets, attachments)
   stop       remove every xfw program from this network namespace
   takeover   replace another build's programs (the package before an upgrade) with

@@ -99,15 +99,20 @@ func CompilerInterfaces() ([]compiler.Interface, error) {
 	return out, nil
 }
 
-// fillIfInfo records each device's MAC (to tell frames for this host) and
-// the VLAN devices' (parent, vid) keys.
+// fillIfInfo records each device's MAC (to tell frames for this host),
+// the VLAN devices' (parent, vid) keys and the XDP fast path's targets
+// (fastpath.go).
 func fillIfInfo(m *ebpf.Map, ifaces []Interface) error {
 	keep := map[uint64]bool{}
 	brnf := brNFFlags()
+	fast := fastTargets(ifaces)
 	for _, ifc := range ifaces {
 		var v bpfIfInfo
 		copy(v.MAC[:], ifc.MAC)
 		v.Flags, v.Ifindex = bridgeInfo(ifc, brnf)
+		if fast[ifc.Index] {
+			v.Flags |= ifFastTX
+		}
 		key := uint64(ifc.Index)
 		if ifc.VLAN != 0 {
 			key = uint64(ifc.Parent) | uint64(ifc.VLAN)<<32

@@ -279,6 +279,16 @@ func normalName(s string) string {
 	return strings.ToLower(strings.ReplaceAll(s, "_", ""))
 }
 
+// fpWhyValues mirrors enum xfw_fp_why: FastPathOutcomes' indexes.
+func fpWhyValues() map[string]int64 {
+	out := map[string]int64{"XFW_FP_NWHY": int64(len(FastPathOutcomes))}
+	for i, c := range []string{"XFW_FP_TAKEN", "XFW_FP_NO_TARGET", "XFW_FP_NO_NEIGH", "XFW_FP_MTU",
+		"XFW_FP_FRAG", "XFW_FP_NAT", "XFW_FP_HEADER", "XFW_FP_ROUTE", "XFW_FP_STACK", "XFW_FP_CSUM"} {
+		out[c] = int64(i)
+	}
+	return out
+}
+
 // enumMirror pairs a C enum with Go constants that mirror its members.
 type enumMirror struct {
 	c      string           // the C enum's name
@@ -360,7 +370,9 @@ func enumMirrors() []enumMirror {
 		{c: "xfw_reject", mirror: "compiler.RejectTypes", values: rejects},
 		{c: "xfw_stat", mirror: "statTrivial", values: map[string]int64{
 			"XFW_STAT_TRIVIAL": statTrivial, "XFW_NSTATS": numStats,
+			"XFW_STAT_FP": statFP,
 		}, unmirrored: []string{"XFW_STAT_LOG_LOST", "XFW_STAT_LOOP_EXHAUSTED"}},
+		{c: "xfw_fp_why", mirror: "FastPathOutcomes", values: fpWhyValues()},
 		{c: "xfw_probe_kind", mirror: "compiler.ProbeKind", values: map[string]int64{
 			"XFW_PROBE_LIMIT": int64(compiler.ProbeLimit), "XFW_NPROBE_KINDS": int64(compiler.NumProbeKinds),
 			"XFW_PROBE_RECENT":    int64(compiler.ProbeRecent),

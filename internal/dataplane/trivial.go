@@ -18,11 +18,12 @@ import (
 // chain (Trivial, TrivialCtr), and a slot's counts are zeroed when a new
 // generation is built into it.
 
-// statTrivial and numStats are XFW_STAT_TRIVIAL and XFW_NSTATS (enum
-// xfw_stat).
+// statTrivial, statFP and numStats are XFW_STAT_TRIVIAL, XFW_STAT_FP (the
+// fast path's outcomes, fastpath.go) and XFW_NSTATS (enum xfw_stat).
 const (
 	statTrivial = 4
-	numStats    = statTrivial + slots*compiler.NumChains*2
+	statFP      = statTrivial + slots*compiler.NumChains*2
+	numStats    = statFP + fpNumWhy
 )
 
 // trivialStat is the xfw_stats index of slot's chain's packet count (its
@@ -31,25 +32,33 @@ func trivialStat(slot uint32, chain int) uint32 {
 	return statTrivial + (slot*compiler.NumChains+uint32(chain))*2
 }
 
-// trivialCounts returns slot's trivial counts per chain, summed over CPUs.
-func trivialCounts(stats *ebpf.Map, slot uint32) (out [compiler.NumChains]ir.Counters, err error) {
+// statSummer returns a reader of one xfw_stats entry summed over CPUs.
+func statSummer(stats *ebpf.Map) (func(idx uint32) (uint64, error), error) {
 	if stats == nil {
-		return out, errors.New("the running program lacks map xfw_stats")
+		return nil, errors.New("the running program lacks map xfw_stats")
 	}
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
-		return out, fmt.Errorf("count CPUs: %w", err)
+		return nil, fmt.Errorf("count CPUs: %w", err)
 	}
 	vals := make([]uint64, ncpu)
-	sum := func(idx uint32) (uint64, error) {
+	return func(idx uint32) (uint64, error) {
 		if err := stats.Lookup(idx, vals); err != nil {
-			return 0, fmt.Errorf("read the trivial walks' counts: %w", err)
+			return 0, fmt.Errorf("read statistic %d: %w", idx, err)
 		}
 		var n uint64
 		for _, v := range vals {
 			n += v
 		}
 		return n, nil
+	}, nil
+}
+
+// trivialCounts returns slot's trivial counts per chain, summed over CPUs.
+func trivialCounts(stats *ebpf.Map, slot uint32) (out [compiler.NumChains]ir.Counters, err error) {
+	sum, err := statSummer(stats)
+	if err != nil {
+		return out, err
 	}
 	for h := range out {
 		if out[h].Packets, err = sum(trivialStat(slot, h)); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -220,6 +221,9 @@ func (s *Session) Close() error {
 				*fd = -1
 			}
 		}
+		if sd.topo != nil && !sd.kernel {
+			s.logFastPath(sd)
+		}
 		if sd.topo != nil {
 			if err := sd.topo.Close(); err != nil {
 				errs = append(errs, err)
@@ -238,6 +242,23 @@ func (s *Session) Close() error {
 	}
 	s.undo = nil
 	return errors.Join(errs...)
+}
+
+// logFastPath logs how many packets xfw's side forwarded through the XDP
+// fast path (`xfw fastpath`), and what went to the stack.
+func (s *Session) logFastPath(sd *side) {
+	res, err := nettest.Exec(sd.topo.FwNS, s.cfg.XFW, "fastpath")
+	if err != nil || res.ExitCode != 0 {
+		s.cfg.Logf("%s: xfw fastpath: %v", sd.name, err)
+		return
+	}
+	var parts []string
+	for _, line := range strings.Split(res.Stdout, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[1] != "0" {
+			parts = append(parts, f[0]+" "+f[1])
+		}
+	}
+	s.cfg.Logf("%s: XDP fast path: %s", sd.name, strings.Join(parts, ", "))
 }
 
 // lockDir holds the session locks.

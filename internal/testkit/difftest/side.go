@@ -190,9 +190,14 @@ func tuneFw(sd *side) error {
 
 // quietEnds readies gen and sink: no traffic through their stacks. They
 // run no XDP program, as a container's end of a veth does not: xfw's
-// REJECT replies must reach them as the kernel's do.
+// REJECT replies must reach them as the kernel's do. Sink's interface has
+// GRO on (both sides): its veth then takes XDP frames, so xfw's fast path
+// forwards what FORWARD accepts (bpf/fastpath.h) and is compared too.
 func quietEnds(sd *side) error {
 	tp := sd.topo
+	if res, err := nettest.Exec(tp.SinkNS, "ethtool", "-K", nettest.SinkIfname, "gro", "on"); err != nil || res.ExitCode != 0 {
+		return fmt.Errorf("%s: ethtool -K %s gro on: %v %s", sd.name, nettest.SinkIfname, err, res.Stderr)
+	}
 	for _, ns := range []string{tp.GenNS, tp.SinkNS} {
 		// Quiet: gen and sink neither receive nor send anything through
 		// their stacks (no replies, no neighbour solicitations, no

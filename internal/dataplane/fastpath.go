@@ -1,0 +1,210 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+)
+
+// The XDP fast path for FORWARD (bpf/fastpath.h): a packet FORWARD accepts
+// is rewritten and redirected at XDP when its output device is a target,
+// a device marked ifFastTX in xfw_ifinfo at every sync (fillIfInfo). A
+// device is a target when it takes XDP frames (the kernel's xdp-features
+// say ndo-xmit: a veth whose peer runs an XDP program or has GRO on; a
+// driver with xfw's program attached natively, which gives it its XDP
+// transmit queues) and nothing on its egress needs the skb: the default
+// qdisc, no egress filter, no other TCX egress program. No device is a
+// target when the fast path is off (FastPathEnv), when another netfilter
+// user may see forwarded packets (iptables-legacy tables, tracked
+// connections of the kernel) or IPsec policies exist (ip_forward checks
+// them; the XDP route lookup does not).
+
+// ifFastTX is XFW_IF_FASTTX: the device is a fast-path target.
+const ifFastTX = 0x10
+
+// FastPathEnv is the environment variable that turns the fast path off
+// ("off" or "0") at every sync; any other value, or none, leaves it on.
+const FastPathEnv = "XFW_FASTPATH"
+
+// The netdev generic netlink family (include/uapi/linux/netdev.h).
+const (
+	netdevFamily          = "netdev"
+	netdevCmdDevGet       = 1
+	netdevADevIfindex     = 1
+	netdevADevXDPFeatures = 3
+	xdpActNdoXmit         = 1 << 2 // NETDEV_XDP_ACT_NDO_XMIT
+)
+
+// FastPathOn reports whether the fast path is on for this process's syncs.
+func FastPathOn() bool {
+	v := strings.ToLower(strings.TrimSpace(os.Getenv(FastPathEnv)))
+	return v != "off" && v != "0"
+}
+
+// xdpFeatures returns the xdp-features of the device ifindex (Linux 6.3's
+// netdev family; an error on older kernels). One request per device: the
+// family's dump replies are not marked multipart, and the netlink
+// library stops reading after the first.
+func xdpFeatures(familyID uint16, ifindex int) (uint64, error) {
+	req := nl.NewNetlinkRequest(int(familyID), 0)
+	req.AddData(&nl.Genlmsg{Command: netdevCmdDevGet, Version: 1})
+	req.AddData(nl.NewRtAttr(netdevADevIfindex, nl.Uint32Attr(uint32(ifindex))))
+	msgs, err := req.Execute(unix.NETLINK_GENERIC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("read the XDP features of device %d: %w", ifindex, err)
+	}
+	for _, m := range msgs {
+		if len(m) < nl.SizeofGenlmsg {
+			continue
+		}
+		attrs, err := nl.ParseRouteAttr(m[nl.SizeofGenlmsg:])
+		if err != nil {
+			return 0, fmt.Errorf("parse the XDP features of device %d: %w", ifindex, err)
+		}
+		for _, a := range attrs {
+			if a.Attr.Type == netdevADevXDPFeatures && len(a.Value) >= 8 {
+				return nl.NativeEndian().Uint64(a.Value), nil
+			}
+		}
+	}
+	return 0, nil
+}
+
+// otherNetfilterUser names what in this namespace would see forwarded
+// packets the fast path keeps from the stack, or "" for nothing.
+func otherNetfilterUser() string {
+	for _, f := range []string{"/proc/net/ip_tables_names", "/proc/net/ip6_tables_names"} {
+		if b, err := os.ReadFile(f); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			return "iptables-legacy tables (" + f + ")"
+		}
+	}
+	if n, err := readSysctlInt("net/netfilter/nf_conntrack_count"); err == nil && n > 0 {
+		return "the kernel's connection tracking"
+	}
+	if pols, err := netlink.XfrmPolicyList(netlink.FAMILY_ALL); err == nil && len(pols) > 0 {
+		return "IPsec policies"
+	}
+	return ""
+}
+
+// defaultEgress reports whether nothing on ifc's egress needs the skb: its
+// qdiscs are the kernel's defaults (handle 0), no clsact egress filter, no
+// TCX egress program besides xfw's.
+func defaultEgress(ifc Interface) bool {
+	qdiscs, err := netlink.QdiscList(ifc.link)
+	if err != nil {
+		return false
+	}
+	for _, q := range qdiscs {
+		a := q.Attrs()
+		if a.Parent == netlink.HANDLE_CLSACT {
+			if f, err := netlink.FilterList(ifc.link, netlink.HANDLE_MIN_EGRESS); err != nil || len(f) > 0 {
+				return false
+			}
+			continue
+		}
+		if a.Handle>>16 != 0 {
+			return false // configured by someone: shaping, priorities
+		}
+	}
+	_, others := tcxPrograms(ifc, egressHook)
+	return len(others) == 0
+}
+
+// fastTarget reports whether ifc, with xdp-features feat, is a target.
+func fastTarget(ifc Interface, feat uint64) bool {
+	if ifc.VLAN != 0 || ifc.BridgePort || ifc.IsBridge || ifc.PendingVeth || ifc.Name == "lo" || ifc.link == nil {
+		return false
+	}
+	if feat&xdpActNdoXmit == 0 {
+		return false
+	}
+	// A driver's XDP transmit queues exist while an XDP program runs
+	// natively on the device; veth's ndo-xmit bit already says its peer
+	// can take the frames.
+	if ifc.link.Type() != "veth" {
+		x := ifc.link.Attrs().Xdp
+		if x == nil || !x.Attached || x.AttachMode != nl.XDP_ATTACHED_DRV {
+			return false
+		}
+	}
+	return defaultEgress(ifc)
+}
+
+// fastTargets returns the ifindexes of the fast path's targets among
+// ifaces (none when it is off or unusable here).
+func fastTargets(ifaces []Interface) map[int]bool {
+	if !FastPathOn() || otherNetfilterUser() != "" {
+		return nil
+	}
+	fam, err := netlink.GenlFamilyGet(netdevFamily)
+	if err != nil {
+		return nil // an older kernel: no target, the stack forwards
+	}
+	out := map[int]bool{}
+	for _, ifc := range ifaces {
+		feat, err := xdpFeatures(fam.ID, ifc.Index)
+		if err == nil && fastTarget(ifc, feat) {
+			out[ifc.Index] = true
+		}
+	}
+	return out
+}
+
+// fpNumWhy is XFW_FP_NWHY: the fast path's outcomes (enum xfw_fp_why).
+const fpNumWhy = 10
+
+// FastPathOutcomes names the fast path's outcomes, indexed as enum
+// xfw_fp_why: "taken", then why a packet FORWARD accepted went to the stack.
+var FastPathOutcomes = [fpNumWhy]string{
+	"taken", "no-target", "no-neighbour", "mtu", "fragment", "nat", "header", "route", "mark-or-mangle", "checksum",
+}
+
+// FastPathState is what `xfw fastpath` shows.
+type FastPathState struct {
+	// Targets are the devices xfw_ifinfo marks as fast-path targets.
+	Targets []string
+	// Outcomes are the outcome counts (FastPathOutcomes' order), summed
+	// over CPUs.
+	Outcomes []uint64
+}
+
+// FastPath returns the fast path's targets and outcome counts; nil when
+// xfw is not loaded.
+func FastPath() (*FastPathState, error) {
+	cur, err := Current()
+	if err != nil || cur == nil {
+		return nil, err
+	}
+	defer cur.Close()
+	sum, err := statSummer(cur.maps["xfw_stats"])
+	if err != nil {
+		return nil, err
+	}
+	st := &FastPathState{Outcomes: make([]uint64, fpNumWhy)}
+	for i := range st.Outcomes {
+		if st.Outcomes[i], err = sum(uint32(statFP + i)); err != nil {
+			return nil, fmt.Errorf("the fast path's counts: %w", err)
+		}
+	}
+	m := cur.maps["xfw_ifinfo"]
+	if m == nil {
+		return nil, errors.New("the running program lacks map xfw_ifinfo")
+	}
+	ifaces, err := listInterfaces()
+	if err != nil {
+		return nil, err
+	}
+	for _, ifc := range ifaces {
+		var v bpfIfInfo
+		if err := m.Lookup(uint64(ifc.Index), &v); err == nil && v.Flags&ifFastTX != 0 {
+			st.Targets = append(st.Targets, ifc.Name)
+		}
+	}
+	return st, nil
+}
