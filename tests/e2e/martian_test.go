@@ -75,34 +75,18 @@ func TestConntrackMartianAgainstKernel(t *testing.T) {
 				tw.inject(t, tw.udpFrom(40300, 7100))
 				return "injected"
 			}, want: []string{seenReply("cin", "udp"), seenReply("cout", icmp)}},
-			{name: "udp gen → sink's closed port", run: func(t *testing.T, tw *ctTwin) string {
-				tw.inject(t, nettest.UDPPacket(netip.AddrPortFrom(tw.genAddr(), 40310),
-					netip.AddrPortFrom(tw.sinkAddr(), 7100), []byte("forwarded")))
-				return "injected"
-			}, want: []string{"cfwd -p udp -m conntrack --ctstate NEW"}},
+			{name: "udp gen → sink's closed port", run: forwardDatagram(40310), want: []string{"cfwd -p udp -m conntrack --ctstate NEW"}},
 			{name: "its reply with TTL 1 (time exceeded before FORWARD)", run: func(t *testing.T, tw *ctTwin) string {
 				tw.sinkInject(t, nil, tw.sinkPacket(40310, 1))
 				return "injected"
 			}, want: []string{seenReply("cout", icmp)}},
-			{name: "the forwarded flow's next datagram (SEEN_REPLY)", run: func(t *testing.T, tw *ctTwin) string {
-				tw.inject(t, nettest.UDPPacket(netip.AddrPortFrom(tw.genAddr(), 40310),
-					netip.AddrPortFrom(tw.sinkAddr(), 7100), []byte("forwarded")))
-				return "injected"
-			}, want: []string{seenReply("cfwd", "udp")}},
-			{name: "udp gen → sink again, another flow", run: func(t *testing.T, tw *ctTwin) string {
-				tw.inject(t, nettest.UDPPacket(netip.AddrPortFrom(tw.genAddr(), 40320),
-					netip.AddrPortFrom(tw.sinkAddr(), 7100), []byte("forwarded")))
-				return "injected"
-			}, want: []string{"cfwd -p udp -m conntrack --ctstate NEW"}},
+			{name: "the forwarded flow's next datagram (SEEN_REPLY)", run: forwardDatagram(40310), want: []string{seenReply("cfwd", "udp")}},
+			{name: "udp gen → sink again, another flow", run: forwardDatagram(40320), want: []string{"cfwd -p udp -m conntrack --ctstate NEW"}},
 			{name: "its reply in a broadcast frame (ip_forward drops it)", run: func(t *testing.T, tw *ctTwin) string {
 				tw.sinkInject(t, net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, tw.sinkPacket(40320, 0))
 				return "injected"
 			}},
-			{name: "that flow's next datagram (SEEN_REPLY)", run: func(t *testing.T, tw *ctTwin) string {
-				tw.inject(t, nettest.UDPPacket(netip.AddrPortFrom(tw.genAddr(), 40320),
-					netip.AddrPortFrom(tw.sinkAddr(), 7100), []byte("forwarded")))
-				return "injected"
-			}, want: []string{seenReply("cfwd", "udp")}},
+			{name: "that flow's next datagram (SEEN_REPLY)", run: forwardDatagram(40320), want: []string{seenReply("cfwd", "udp")}},
 		}
 		scenarios = append(scenarios, martianLoopbackScenarios(fam)...)
 		if fam == 4 {
@@ -111,6 +95,16 @@ func TestConntrackMartianAgainstKernel(t *testing.T) {
 		}
 		runCtScenarios(t, fam, ctOptions{}, scenarios)
 	})
+}
+
+// forwardDatagram returns a scenario step that sends a UDP datagram gen:sport
+// → sink:7100 (sink's closed port) through fw.
+func forwardDatagram(sport uint16) func(t *testing.T, tw *ctTwin) string {
+	return func(t *testing.T, tw *ctTwin) string {
+		tw.inject(t, nettest.UDPPacket(netip.AddrPortFrom(tw.genAddr(), sport),
+			netip.AddrPortFrom(tw.sinkAddr(), 7100), []byte("forwarded")))
+		return "injected"
+	}
 }
 
 // sinkPacket returns a UDP datagram sink:7100 → gen:dport with TTL (hop
@@ -157,11 +151,7 @@ func martianLoopbackScenarios(fam int) []ctScenario {
 // short): ip_rcv_options drops it after PREROUTING, where the kernel
 // tracked it (SEEN_REPLY), and answers a parameter problem.
 func martianOptionsScenarios() []ctScenario {
-	datagram := func(t *testing.T, tw *ctTwin) string {
-		tw.inject(t, nettest.UDPPacket(netip.AddrPortFrom(tw.genAddr(), 40340),
-			netip.AddrPortFrom(tw.sinkAddr(), 7100), []byte("forwarded")))
-		return "injected"
-	}
+	datagram := forwardDatagram(40340)
 	return []ctScenario{
 		{name: "udp gen → sink, a third flow", run: datagram, want: []string{"cfwd -p udp -m conntrack --ctstate NEW"}},
 		{name: "its reply with a bad record route option", run: func(t *testing.T, tw *ctTwin) string {
