@@ -14,7 +14,8 @@
  *    leaves by the interface it came in on (XDP_TX) with the Ethernet
  *    addresses swapped and any VLAN tag kept.
  *    TC egress (OUTPUT): a reply for one of the host's addresses is handed
- *    to the local stack as if it had arrived on the device
+ *    to the local stack through lo (IPv4, as the kernel's:
+ *    xfw_rj_tc_via_lo) or as if it had arrived on the device
  *    (bpf_redirect(BPF_F_INGRESS)), with the device's own MAC as Ethernet
  *    destination, so the sending socket sees ECONNREFUSED as with the
  *    kernel's REJECT; on loopback the rewritten skb simply goes on
@@ -56,7 +57,8 @@
  *    itself before they are delivered, INPUT and FORWARD replies (XDP) at
  *    TCX ingress (reject_send.h), with the offending packet's connection
  *    when tracking (reject_ct.h). OUTPUT ICMP errors for the host come
- *    from its own address, as the kernel's (IPv4 through lo). The sender's
+ *    from its own address, as the kernel's (IPv4 ones, and IPv4 resets,
+ *    through lo and its INPUT). The sender's
  *    send() succeeds where the kernel's fails with EPERM (NF_DROP); the
  *    error then arrives all the same (ECONNREFUSED on the next call).
  *  - The kernel sends no error about an ICMP message its own ICMP socket
