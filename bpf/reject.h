@@ -14,7 +14,8 @@
  *    leaves by the interface it came in on (XDP_TX) with the Ethernet
  *    addresses swapped and any VLAN tag kept.
  *    TC egress (OUTPUT): a reply for one of the host's addresses is handed
- *    to the local stack as if it had arrived on the device
+ *    to the local stack through lo (IPv4, as the kernel's:
+ *    xfw_rj_tc_via_lo) or as if it had arrived on the device
  *    (bpf_redirect(BPF_F_INGRESS)), with the device's own MAC as Ethernet
  *    destination, so the sending socket sees ECONNREFUSED as with the
  *    kernel's REJECT; on loopback the rewritten skb simply goes on
@@ -56,7 +57,8 @@
  *    itself before they are delivered, INPUT and FORWARD replies (XDP) at
  *    TCX ingress (reject_send.h), with the offending packet's connection
  *    when tracking (reject_ct.h). OUTPUT ICMP errors for the host come
- *    from its own address, as the kernel's (IPv4 through lo). The sender's
+ *    from its own address, as the kernel's (IPv4 ones, and IPv4 resets,
+ *    through lo and its INPUT). The sender's
  *    send() succeeds where the kernel's fails with EPERM (NF_DROP); the
  *    error then arrives all the same (ECONNREFUSED on the next call).
  *  - The kernel sends no error about an ICMP message its own ICMP socket
@@ -220,6 +222,34 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
  * (xfw_rj_tc_deliver). Not a TC action code. */
 #define XFW_RJ_TC_LOCAL 0x100
 
+/* xfw_rj_rst4_partial gives the IPv4 RST for the host itself in skb (its
+ * headers written by xfw_rj_put_rst) the checksum field the kernel's has:
+ * nf_reject_ip_tcphdr_put leaves the sum to the device (CHECKSUM_PARTIAL,
+ * the field holding the pseudo-header sum), and lo, the way the kernel's
+ * takes, never completes it (its checksum offload is fixed on), so the
+ * host's packet sockets and raw sockets see that field (found by xfw
+ * difftest, conntrack seed 14). The skb is marked verified (a checksum of
+ * CHECKSUM_NONE becomes UNNECESSARY; a PARTIAL one already counts as
+ * verified), so TCP takes the RST as the kernel's. IPv6's reset carries a
+ * complete checksum (nf_reject_ip6_tcphdr_put). Returns 0, or -1 when the
+ * headers are not there. */
+static __always_inline int xfw_rj_rst4_partial(struct __sk_buff *skb, struct xfw_rj *r)
+{
+	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
+	__u64 l3 = xfw_rj_l3(r), sum;
+	__u8 *th;
+
+	if (!l3)
+		return -1;
+	th = data + l3 + XFW_RJ_IP4_HLEN;
+	if ((void *)(th + XFW_RJ_TCP_HLEN) > data_end)
+		return -1;
+	sum = (__u64)r->saddr[0] + r->daddr[0] + bpf_htons(IPPROTO_TCP) + bpf_htons(XFW_RJ_TCP_HLEN);
+	*(__u16 *)(th + 16) = (__u16)xfw_rj_fold(sum);
+	bpf_csum_level(skb, BPF_CSUM_LEVEL_INC);
+	return 0;
+}
+
 /* xfw_rj_tc builds the reply to a locally generated packet judged in
  * OUTPUT: one for the host itself stays in the skb (XFW_RJ_TC_LOCAL); one
  * for another host is routed out (xfw_rj_tc_route). */
@@ -293,6 +323,8 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 		data_end = (void *)(long)skb->data_end;
 		if (v6 ? xfw_rj_put_rst(data, data_end, r, 1) : xfw_rj_put_rst(data, data_end, r, 0))
 			return TC_ACT_SHOT;
+		if (!routed && !v6 && xfw_rj_rst4_partial(skb, r))
+			return TC_ACT_SHOT;
 	} else {
 		keep = r->l2len + r->qlen;
 		if (keep < skb->len && bpf_skb_change_tail(skb, keep, 0))
@@ -324,14 +356,17 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 
 /* xfw_rj_tc_via_lo reports whether a reply for the host itself in skb,
  * parsed into p, reaches the stack through loopback, as the kernel's
- * (an IPv4 ICMP error, from the host's own address: xfw_rj_tc), rather
- * than on the device its offending packet was leaving by
+ * (an IPv4 ICMP error, from the host's own address: xfw_rj_tc; an IPv4
+ * TCP reset, so that it passes lo's INPUT as the kernel's does: found by
+ * xfw difftest, conntrack seed 19, where the kernel's INPUT dropped it),
+ * rather than on the device its offending packet was leaving by
  * (xfw_rj_tc_deliver). The caller sends it (bpf_redirect_neigh to lo,
  * marked judged for lo's TC egress; lo's INPUT judges it, with the
  * connection state OUTPUT handed over). */
 static __always_inline int xfw_rj_tc_via_lo(const struct __sk_buff *skb, const struct xfw_pkt *p)
 {
-	return skb->ifindex != XFW_LOOPBACK_IFINDEX && p->fam == 0 && p->proto == IPPROTO_ICMP;
+	return skb->ifindex != XFW_LOOPBACK_IFINDEX && p->fam == 0 &&
+	       (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_TCP);
 }
 
 /* xfw_rj_tc_deliver hands a reply for the host itself (XFW_RJ_TC_LOCAL,

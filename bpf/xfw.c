@@ -78,6 +78,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "nat_out.h"
 #include "mangle_apply.h"
 #include "mark_kernel.h"
+#include "ct_unrouted.h"
 #include "redirect.h"
 #include "trivial.h"
 #include "ifinfo_cache.h"
@@ -275,6 +276,17 @@ __attribute__((noinline)) __u64 xfw_xdp_rerouted(struct xdp_md *ctx, struct xfw_
 	return (__u64)verdict << XFW_DNAT_VERDICT_SHIFT | (__u64)chain << 32 | oif;
 }
 
+/* xfw_xdp_unrouted passes to the stack a packet it drops after PREROUTING
+ * (route.h), tracked first as the kernel's PREROUTING tracks it when the
+ * generation slot tracks connections (ct_unrouted.h). */
+static __always_inline int xfw_xdp_unrouted(struct xdp_md *ctx, struct xfw_pkt *p, __u32 slot,
+					    __u32 iif)
+{
+	if (xfw_ct_active(slot))
+		xfw_ct_unrouted(ctx, p, iif);
+	return XDP_PASS;
+}
+
 /* xfw_xdp_judged is the XDP hook's work; xfw_xdp brackets it for
  * quiescence (generation.h). */
 static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
@@ -313,12 +325,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	 * global call for nothing costs every packet). */
 	if (xfw_uses_tcpmss(st->slot, p))
 		xfw_tcpmss_set_xdp(ctx, p, &sc->opt, st->slot);
-	/* Options the stack refuses: dropped before any chain. A header
-	 * without options (the transport header right after its 20 bytes;
-	 * thoff is 0 for a later fragment) has none to check. */
-	if (p->fam == 0 && p->thoff != p->l3_off + XFW_IPV4_MIN_HLEN &&
-	    !xfw_ipv4_opts_ok(ctx, p->l3_off))
-		return XDP_PASS;
+	/* IPv6 options the stack refuses: dropped before any chain. */
 	if (p->fam == 1 && !xfw_ipv6_hbh_ok(ctx, p->l3_off, p->l3len, &sc->tlv))
 		return XDP_PASS;
 	XFW_BENCH_AT(XFW_BS_OPTS, XDP_PASS);
@@ -329,6 +336,13 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	/* Frames for another host (PACKET_OTHERHOST) never reach IP. */
 	if (p->dst_unicast && xfw_mac48(p->dst_mac) != xfw_mac48(ifi->mac))
 		return XDP_PASS;
+	/* IPv4 options the stack refuses (ip_rcv_options, after
+	 * PREROUTING): dropped before any other chain. A header without
+	 * options (the transport header right after its 20 bytes; thoff is
+	 * 0 for a later fragment) has none to check. */
+	if (p->fam == 0 && p->thoff != p->l3_off + XFW_IPV4_MIN_HLEN &&
+	    !xfw_ipv4_opts_ok(ctx, p->l3_off))
+		return xfw_xdp_unrouted(ctx, p, st->slot, ifi->ifindex);
 	/* skb->pkt_type as eth_type_trans sets it (-m pkttype). */
 	if (!p->dst_unicast)
 		p->pkttype = xfw_mac48(p->dst_mac) == XFW_MAC_BCAST ? PACKET_BROADCAST : PACKET_MULTICAST;
@@ -348,7 +362,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	route = xfw_route(ctx, p, iif);
 	XFW_BENCH_AFTER(XFW_BS_FIB, XFW_BS_FIB, XDP_PASS);
 	if (route == XFW_ROUTE_PASS)
-		return XDP_PASS;
+		return xfw_xdp_unrouted(ctx, p, st->slot, iif);
 	XFW_BENCH_AT(XFW_BS_ROUTE, XDP_PASS);
 	chain = route >> 32;
 	oif = (__u32)route;
