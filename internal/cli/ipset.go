@@ -58,6 +58,20 @@ func (n *namespaceStore) Load() (*ipset.Sets, error) {
 	}
 	n.image, n.loaded = im, ss
 	dataplane.TraceSince("ipset: load sets", t)
+	if im != nil {
+		// Members SET targets added or deleted (settable.TakeWrites).
+		written := ss.Clone()
+		changed, err := settable.TakeWrites(written)
+		if err != nil {
+			return nil, fmt.Errorf("read the members SET targets wrote: %w", err)
+		}
+		if changed {
+			if err := n.Commit(ss, written); err != nil {
+				return nil, fmt.Errorf("store the members SET targets wrote: %w", err)
+			}
+			ss = written
+		}
+	}
 	if n.takeCounts && im != nil {
 		counted := ss.Clone()
 		changed, err := settable.TakeCounts(counted)

@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/xfw-dev/xfw/internal/iptables"
+	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/settable"
+)
+
+// checkSetTargets refuses a ruleset whose SET targets write sets the data
+// plane cannot write (settable.WriteUsable), in any table and chain.
+func checkSetTargets(rs *ir.Ruleset, sets *ipsetLookup) error {
+	check := func(table string, chains []*ir.Chain) error {
+		for _, c := range chains {
+			for i, r := range c.Rules {
+				t := r.Target.Set
+				if r.Target.Kind != ir.TargetSet || t == nil {
+					continue
+				}
+				for _, w := range []struct {
+					opt, name string
+					dirs      ir.SetDirs
+				}{{"--add-set", t.AddName, t.AddDirs}, {"--del-set", t.DelName, t.DelDirs}} {
+					if w.dirs.Dim == 0 {
+						continue
+					}
+					s, err := sets.set(w.name)
+					if err == nil {
+						err = settable.WriteUsable(s)
+					}
+					if err != nil {
+						return &iptables.Error{
+							Status: statusSetUnsupported,
+							Msg: fmt.Sprintf("xfw: table %s chain %s rule %d: %s %s %s: %v",
+								table, c.Name, i+1, w.opt, w.name, w.dirs, err),
+						}
+					}
+				}
+			}
+		}
+		return nil
+	}
+	if err := check("filter", rs.Chains); err != nil {
+		return err
+	}
+	for _, t := range rs.Tables {
+		if err := check(t.Table, t.Chains); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncSetWrites moves the members SET targets wrote into the stored sets
+// before a ruleset change replaces the tables that hold them: loading the
+// sets does (namespaceStore.Load), so only a command that has not loaded
+// them yet loads them, when a running generation writes sets.
+func syncSetWrites(sets *ipsetLookup) error {
+	if sets == nil || sets.loaded {
+		return nil
+	}
+	writes, err := settable.RunningWrites()
+	if err != nil || !writes {
+		return err
+	}
+	sets.load()
+	return sets.err
+}

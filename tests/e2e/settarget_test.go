@@ -1,0 +1,183 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
+)
+
+// setjRules is TestSetTargetAgainstKernel's ruleset (recentHosts' @Hn):
+// a pf-style overload table (H1's connection attempts to port 22 ban it:
+// --exist --timeout, then every packet of a banned source dropped, the
+// first one included), an add then a delete (H4), a hash:net whose
+// elements take its longest prefix (H2), a set's own default timeout
+// (H3), and a destination added (H5).
+const setjRules = `*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A FORWARD -s @H4 -p udp -m udp --dport 3 -j SET --del-set banned src
+-A FORWARD -s @H1 -p udp -m udp --dport 22 -j SET --add-set banned src --exist --timeout 600
+-A FORWARD -s @H4 -p udp -m udp --dport 1 -j SET --add-set banned src
+-A FORWARD -m set --match-set banned src -j DROP
+-A FORWARD -s @H2 -p udp -m udp --dport 1 -j SET --add-set nets src
+-A FORWARD -s @H2 -p udp -m udp --dport 2 -m set --match-set nets src -j ACCEPT
+-A FORWARD -s @H3 -p udp -m udp --dport 1 -j SET --add-set short src
+-A FORWARD -s @H3 -p udp -m udp --dport 2 -m set --match-set short src -j ACCEPT
+-A FORWARD -s @H5 -p udp -m udp --dport 1 -j SET --add-set dsts dst
+-A FORWARD -s @H5 -m set --match-set dsts dst
+COMMIT
+`
+
+// setjShortTimeout is the default timeout (seconds) of the set "short".
+const setjShortTimeout = 3
+
+// setjFirst is the first round's datagrams.
+var setjFirst = []recSend{
+	{1, 22, 64, 3}, // banned by the first: all three dropped
+	{4, 5, 64, 1},  // not banned
+	{4, 1, 64, 1},  // added, dropped
+	{4, 5, 64, 1},  // dropped
+	{4, 3, 64, 1},  // deleted: passes
+	{4, 5, 64, 1},  // passes
+	{2, 2, 64, 1},  // nets lacks it
+	{2, 1, 64, 1},  // H2's /28 (/124) added
+	{2, 2, 64, 1},  // accepted
+	{3, 1, 64, 1},  // short: added with the set's timeout
+	{3, 2, 64, 1},  // accepted
+	{5, 1, 64, 1},  // sink added to dsts
+	{5, 9, 64, 1},  // counted by the dsts rule
+}
+
+// TestSetTargetAgainstKernel compares -j SET with the kernel's xt_SET and
+// ipset in twin topologies, by rule counters and the sets' members (as
+// ipset save and xfw ipset save list them, timeouts left out), in both
+// families: --add-set with --exist and --timeout, a later rule's
+// --match-set seeing what an earlier rule added to the same packet,
+// --del-set, hash:net's element prefix, the set's default timeout expiring
+// (checked after it has passed), then `ipset add`, a ruleset reload and
+// `ipset del` neither losing nor resurrecting the members the data plane
+// added.
+func TestSetTargetAgainstKernel(t *testing.T) {
+	eachFamily(t, setTargetAgainstKernel)
+}
+
+func setTargetAgainstKernel(t *testing.T, bin string, fam int) {
+	tw := newTwins(t, bin)
+	members := map[string][]string{}
+	var mu sync.Mutex
+	results := tw.rounds(t, func(kind string, tp *nettest.Topology, fw firewall, record twinRecorder) {
+		silenceSink(t, tp)
+		rh := newRecentHosts(tp, fam)
+		ipsetCmd := ipsetRunner(t, tp, kind, bin)
+		famName, net := "inet", "192.0.2.0/28"
+		if fam == 6 {
+			famName, net = "inet6", "2001:db8::/124"
+		}
+		ipsetCmd("create banned hash:ip family " + famName + " timeout 0")
+		ipsetCmd("create nets hash:net family " + famName)
+		ipsetCmd("add nets " + net)
+		ipsetCmd(fmt.Sprintf("create short hash:ip family %s timeout %d", famName, setjShortTimeout))
+		ipsetCmd("create dsts hash:ip family " + famName)
+		rules := rh.rules(setjRules)
+		fw.restore(t, tp, fam, rules)
+		// H2's network as nets holds it: its /28 (/124), named too.
+		h2net := netip.PrefixFrom(rh.host(2), rh.host(2).BitLen()-4).Masked().String()
+		list := func(round int) {
+			m := setjMembers(t, tp, kind, bin, func(s string) string {
+				s = strings.ReplaceAll(s, h2net, "@N2")
+				return strings.ReplaceAll(nameHosts(s, rh.host, 7), rh.sink.String(), "@SINK")
+			})
+			mu.Lock()
+			members[fmt.Sprintf("%s round %d", kind, round)] = m
+			mu.Unlock()
+		}
+		save := func() {
+			time.Sleep(200 * time.Millisecond)
+			record(nameHosts(fw.save(t, tp, fam), rh.host, 7))
+		}
+		for _, s := range setjFirst {
+			rh.send(t, tp, kind, s)
+		}
+		save()
+		list(1)
+		// The set's own timeout passes: H3 is no longer in it.
+		time.Sleep(setjShortTimeout*time.Second + 500*time.Millisecond)
+		rh.send(t, tp, kind, recSend{3, 2, 64, 1})
+		ipsetCmd("add banned " + rh.host(6).String())
+		rh.send(t, tp, kind, recSend{6, 9, 64, 1})
+		// A reload keeps the members the data plane added (H1).
+		fw.restore(t, tp, fam, rules)
+		rh.send(t, tp, kind, recSend{1, 9, 64, 1})
+		// Deleted by ipset, H1 passes and stays out.
+		ipsetCmd("del banned " + rh.host(1).String())
+		rh.send(t, tp, kind, recSend{1, 9, 64, 1})
+		save()
+		list(2)
+	})
+	k := compareRounds(t, results, ":OUTPUT", ":INPUT")
+	for round := 1; round <= 2; round++ {
+		km, xm := members[fmt.Sprintf("kernel round %d", round)], members[fmt.Sprintf("xfw round %d", round)]
+		if strings.Join(km, "\n") != strings.Join(xm, "\n") {
+			t.Errorf("round %d: members differ:\nkernel %q\nxfw    %q", round, km, xm)
+		}
+	}
+	// The kernel's own counts show the cases are exercised.
+	for key, kc := range k[0] {
+		if strings.Contains(key, "--match-set banned src -j DROP") && kc.packets != 5 {
+			t.Errorf("kernel: %s: %d packets, want 5", key, kc.packets)
+		}
+	}
+	for _, want := range []string{"add banned @H1", "add short @H3"} {
+		if !contains(members["kernel round 1"], want) || contains(members["kernel round 2"], want) {
+			t.Errorf("kernel members %q: want %q in round 1 only", members, want)
+		}
+	}
+	for _, want := range []string{"add nets @N2", "add dsts @SINK", "add banned @H6"} {
+		if !contains(members["kernel round 2"], want) {
+			t.Errorf("kernel members %q: want %q in round 2", members, want)
+		}
+	}
+}
+
+// contains reports whether list has s.
+func contains(list []string, s string) bool {
+	for _, l := range list {
+		if l == s {
+			return true
+		}
+	}
+	return false
+}
+
+// setjMembers returns the "add" lines of fw's ipset save (the kernel's
+// ipset, or xfw ipset), without their timeouts, renamed by name and sorted.
+func setjMembers(t *testing.T, tp *nettest.Topology, kind, bin string, name func(string) string) []string {
+	t.Helper()
+	argv := []string{"ipset", "save"}
+	if kind == "xfw" {
+		argv = append([]string{bin}, argv...)
+	}
+	res, err := nettest.Exec(tp.FwNS, argv...)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%s: ipset save: %v %s", kind, err, res)
+	}
+	var out []string
+	for _, l := range strings.Split(res.Stdout, "\n") {
+		if !strings.HasPrefix(l, "add ") {
+			continue
+		}
+		if i := strings.Index(l, " timeout "); i >= 0 {
+			l = l[:i]
+		}
+		out = append(out, name(l))
+	}
+	sort.Strings(out)
+	return out
+}
