@@ -17,7 +17,8 @@ import (
 // --exist --timeout, then every packet of a banned source dropped, the
 // first one included), an add then a delete (H4), a hash:net whose
 // elements take its longest prefix (H2), a set's own default timeout
-// (H3), and a destination added (H5).
+// (H3), a destination added (H5), and a full set (maxelem 1) refusing
+// H7.
 const setjRules = `*filter
 :INPUT ACCEPT [0:0]
 :FORWARD ACCEPT [0:0]
@@ -32,6 +33,8 @@ const setjRules = `*filter
 -A FORWARD -s @H3 -p udp -m udp --dport 2 -m set --match-set short src -j ACCEPT
 -A FORWARD -s @H5 -p udp -m udp --dport 1 -j SET --add-set dsts dst
 -A FORWARD -s @H5 -m set --match-set dsts dst
+-A FORWARD -s @H7 -p udp -m udp --dport 1 -j SET --add-set small src
+-A FORWARD -s @H7 -p udp -m udp --dport 2 -m set --match-set small src -j ACCEPT
 COMMIT
 `
 
@@ -53,6 +56,8 @@ var setjFirst = []recSend{
 	{3, 2, 64, 1},  // accepted
 	{5, 1, 64, 1},  // sink added to dsts
 	{5, 9, 64, 1},  // counted by the dsts rule
+	{7, 1, 64, 1},  // small is full: not added
+	{7, 2, 64, 1},  // not accepted
 }
 
 // TestSetTargetAgainstKernel compares -j SET with the kernel's xt_SET and
@@ -85,6 +90,8 @@ func setTargetAgainstKernel(t *testing.T, bin string, fam int) {
 		ipsetCmd("add nets " + net)
 		ipsetCmd(fmt.Sprintf("create short hash:ip family %s timeout %d", famName, setjShortTimeout))
 		ipsetCmd("create dsts hash:ip family " + famName)
+		ipsetCmd("create small hash:ip maxelem 1 family " + famName)
+		ipsetCmd("add small " + rh.sink.String())
 		rules := rh.rules(setjRules)
 		fw.restore(t, tp, fam, rules)
 		// H2's network as nets holds it: its /28 (/124), named too.
@@ -139,7 +146,7 @@ func setTargetAgainstKernel(t *testing.T, bin string, fam int) {
 			t.Errorf("kernel members %q: want %q in round 1 only", members, want)
 		}
 	}
-	for _, want := range []string{"add nets @N2", "add dsts @SINK", "add banned @H6"} {
+	for _, want := range []string{"add nets @N2", "add dsts @SINK", "add banned @H6", "add small @SINK"} {
 		if !contains(members["kernel round 2"], want) {
 			t.Errorf("kernel members %q: want %q in round 2", members, want)
 		}
@@ -180,4 +187,60 @@ func setjMembers(t *testing.T, tp *nettest.Topology, kind, bin string, name func
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestSetTargetRefused checks -j SET's bad input: what iptables refuses
+// (a set that does not exist, one of the other family, missing flags,
+// --exist without --add-set) fails in xfw with iptables-legacy's message
+// and exit status, and what xfw's data plane cannot write (hash:ip,port,
+// a set with counters, list:set) is refused with exit status 2; the
+// running ruleset stays as it was.
+func TestSetTargetRefused(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ipset")
+	bin := xfwPath(t)
+	tp := nettest.New(t)
+	xfw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { xfw.stop(t, tp) })
+	for _, kind := range []string{"kernel", "xfw"} {
+		ipsetCmd := ipsetRunner(t, tp, kind, bin)
+		ipsetCmd("create banned hash:ip")
+		ipsetCmd("create banned6 hash:ip family inet6")
+		ipsetCmd("create ipp hash:ip,port")
+		ipsetCmd("create ctr hash:ip counters")
+		ipsetCmd("create lst list:set")
+	}
+	run := func(fw firewall, args ...string) *nettest.Result {
+		t.Helper()
+		// A failing command is a result here, not an error.
+		res, err := nettest.Exec(tp.FwNS, append(append(fw.cmd(4, ""), "-w", "10"), args...)...)
+		if res == nil || res.ExitCode < 0 {
+			t.Fatalf("%s: %v", fw.kind, err)
+		}
+		return res
+	}
+	kernel := firewall{kind: "kernel"}
+	run(xfw, "-A", "INPUT", "-j", "SET", "--add-set", "banned", "src")
+	before := run(xfw, "-S").Stdout
+	for _, args := range [][]string{
+		{"--add-set", "nosuch", "src"},
+		{"--add-set", "banned6", "src"},
+		{"--add-set", "banned"},
+		{"--del-set", "banned", "src", "--exist"},
+	} {
+		argv := append([]string{"-A", "INPUT", "-j", "SET"}, args...)
+		k, x := run(kernel, argv...), run(xfw, argv...)
+		if k.ExitCode != 2 || x.ExitCode != k.ExitCode || x.Stderr != k.Stderr {
+			t.Errorf("%v:\nkernel %d %q\nxfw    %d %q", args, k.ExitCode, k.Stderr, x.ExitCode, x.Stderr)
+		}
+	}
+	for _, set := range []string{"ipp", "ctr", "lst"} {
+		x := run(xfw, "-A", "INPUT", "-j", "SET", "--add-set", set, "src,src")
+		if x.ExitCode != 2 || !strings.Contains(x.Stderr, "not supported by xfw") {
+			t.Errorf("--add-set %s: exit %d %q, want 2 and not supported by xfw", set, x.ExitCode, x.Stderr)
+		}
+	}
+	if after := run(xfw, "-S").Stdout; after != before {
+		t.Errorf("the ruleset changed:\n%s\nnow:\n%s", before, after)
+	}
 }
