@@ -21,7 +21,11 @@ import (
 // (reapplySetRules).
 var newIpsetStore = func() (ipset.Store, error) {
 	if os.Getenv(ipset.FileEnv) != "" {
-		return ipset.NewFileStore()
+		fs, err := ipset.NewFileStore()
+		if err != nil {
+			return nil, err
+		}
+		return writtenStore{fs}, nil
 	}
 	return &namespaceStore{}, nil
 }
@@ -59,17 +63,8 @@ func (n *namespaceStore) Load() (*ipset.Sets, error) {
 	n.image, n.loaded = im, ss
 	dataplane.TraceSince("ipset: load sets", t)
 	if im != nil {
-		// Members SET targets added or deleted (settable.TakeWrites).
-		written := ss.Clone()
-		changed, err := settable.TakeWrites(written)
-		if err != nil {
-			return nil, fmt.Errorf("read the members SET targets wrote: %w", err)
-		}
-		if changed {
-			if err := n.Commit(ss, written); err != nil {
-				return nil, fmt.Errorf("store the members SET targets wrote: %w", err)
-			}
-			ss = written
+		if ss, err = takeSetWrites(n, ss); err != nil {
+			return nil, err
 		}
 	}
 	if n.takeCounts && im != nil {

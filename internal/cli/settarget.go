@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 
+	"github.com/xfw-dev/xfw/internal/ipset"
 	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
 	"github.com/xfw-dev/xfw/internal/settable"
@@ -66,4 +67,36 @@ func syncSetWrites(sets *ipsetLookup) error {
 	}
 	sets.load()
 	return sets.err
+}
+
+// takeSetWrites moves the members SET targets wrote into ss, the sets
+// store holds (settable.TakeWrites), committing them when any changed, and
+// returns the sets as stored.
+func takeSetWrites(store ipset.Store, ss *ipset.Sets) (*ipset.Sets, error) {
+	written := ss.Clone()
+	changed, err := settable.TakeWrites(written)
+	if err != nil {
+		return nil, fmt.Errorf("read the members SET targets wrote: %w", err)
+	}
+	if !changed {
+		return ss, nil
+	}
+	if err := store.Commit(ss, written); err != nil {
+		return nil, fmt.Errorf("store the members SET targets wrote: %w", err)
+	}
+	return written, nil
+}
+
+// writtenStore is a store that is not the namespace's (XFW_IPSET_FILE)
+// whose Load, like namespaceStore's, moves in the members SET targets
+// wrote.
+type writtenStore struct{ ipset.Store }
+
+// Load implements ipset.Store.
+func (w writtenStore) Load() (*ipset.Sets, error) {
+	ss, err := w.Store.Load()
+	if err != nil {
+		return nil, err
+	}
+	return takeSetWrites(w.Store, ss)
 }

@@ -728,7 +728,8 @@ func (*SetMatch) ModuleName() string { return "set" }
 // CloneMatch implements Match.
 func (m *SetMatch) CloneMatch() Match { c := *m; return &c }
 
-// SetUses counts the set matches of rs naming set ("" counts all).
+// SetUses counts the set matches of rs naming set ("" counts all), and
+// its SET targets' set references (setTargetUses).
 func (rs *Ruleset) SetUses(set string) int {
 	n := 0
 	for _, c := range rs.Chains {
@@ -740,7 +741,7 @@ func (rs *Ruleset) SetUses(set string) int {
 			}
 		}
 	}
-	return n
+	return n + rs.setTargetUses(set)
 }
 
 // Connection-tracking state bits of ConntrackMatch.States, with the values

@@ -55,3 +55,27 @@ func (d *decoder) setTarget() *SetTarget {
 	t.Timeout = d.u32()
 	return t
 }
+
+// setTargetUses counts the SET targets' --add-set and --del-set of set
+// (any set when "") in every table of rs: each holds a reference to its
+// set, as the kernel's set_target_v3_checkentry takes one.
+func (rs *Ruleset) setTargetUses(set string) int {
+	n := 0
+	for _, t := range append([]*Ruleset{rs}, rs.Tables...) {
+		for _, c := range t.Chains {
+			for _, r := range c.Rules {
+				st := r.Target.Set
+				if r.Target.Kind != TargetSet || st == nil {
+					continue
+				}
+				if st.AddDirs.Dim != 0 && (set == "" || st.AddName == set) {
+					n++
+				}
+				if st.DelDirs.Dim != 0 && (set == "" || st.DelName == set) {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}

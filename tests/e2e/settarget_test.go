@@ -244,3 +244,63 @@ func TestSetTargetRefused(t *testing.T) {
 		t.Errorf("the ruleset changed:\n%s\nnow:\n%s", before, after)
 	}
 }
+
+// TestSetTargetOnlyWrites checks a set that rules write but never match,
+// against the kernel: the data plane's members are listed, the set is in
+// use (destroy refused), and a flush followed by an add leaves the added
+// member alone (the flushed ones are not brought back), after which the
+// SET rule adds again.
+func TestSetTargetOnlyWrites(t *testing.T) {
+	eachFamily(t, setTargetOnlyWrites)
+}
+
+func setTargetOnlyWrites(t *testing.T, bin string, fam int) {
+	tw := newTwins(t, bin)
+	var mu sync.Mutex
+	lists := map[string][]string{}
+	destroy := map[string]string{}
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		silenceSink(t, tp)
+		rh := newRecentHosts(tp, fam)
+		ipsetCmd := ipsetRunner(t, tp, kind, bin)
+		famName := map[int]string{4: "inet", 6: "inet6"}[fam]
+		ipsetCmd("create w hash:ip family " + famName)
+		fw.restore(t, tp, fam, rh.rules("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"+
+			"-A FORWARD -p udp -m udp --dport 9 -j SET --add-set w src\nCOMMIT\n"))
+		list := func(step string) {
+			m := setjMembers(t, tp, kind, bin, func(s string) string { return nameHosts(s, rh.host, 7) })
+			mu.Lock()
+			lists[kind+" "+step] = m
+			mu.Unlock()
+		}
+		rh.send(t, tp, kind, recSend{1, 9, 64, 1})
+		time.Sleep(200 * time.Millisecond)
+		list("added")
+		argv := []string{"ipset", "destroy", "w"}
+		if kind == "xfw" {
+			argv = append([]string{bin}, argv...)
+		}
+		res, _ := nettest.Exec(tp.FwNS, argv...)
+		mu.Lock()
+		destroy[kind] = fmt.Sprintf("exit %d: %s", res.ExitCode, res.Stderr)
+		mu.Unlock()
+		ipsetCmd("flush w")
+		ipsetCmd("add w " + rh.host(2).String())
+		list("flushed")
+		rh.send(t, tp, kind, recSend{1, 9, 64, 1})
+		time.Sleep(200 * time.Millisecond)
+		list("again")
+	})
+	if destroy["kernel"] != destroy["xfw"] || !strings.HasPrefix(destroy["kernel"], "exit 1") {
+		t.Errorf("ipset destroy of a written set:\nkernel %s\nxfw    %s", destroy["kernel"], destroy["xfw"])
+	}
+	for _, step := range []string{"added", "flushed", "again"} {
+		k, x := lists["kernel "+step], lists["xfw "+step]
+		if strings.Join(k, "\n") != strings.Join(x, "\n") {
+			t.Errorf("%s: members differ:\nkernel %q\nxfw    %q", step, k, x)
+		}
+	}
+	if want := []string{"add w @H2"}; strings.Join(lists["kernel flushed"], ",") != strings.Join(want, ",") {
+		t.Errorf("kernel after flush and add: %q, want %q", lists["kernel flushed"], want)
+	}
+}
