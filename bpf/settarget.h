@@ -51,22 +51,19 @@
 /* xfw_set_write's flags beside XFW_SETT_*: delete (else add). */
 #define XFW_SETT_OP_DEL (1u << 31)
 
-/* xfw_setw_key fills c->key with the element of c->hi:c->lo (the
- * packet's address) at prefix length plen of an address of maxplen bits. */
-static __always_inline void xfw_setw_key(struct xfw_hwalk *c, __u32 plen, __u32 maxplen)
+/* xfw_setw_table returns the hash table of written set w (1-based) of
+ * slot, its outer index in *idx; NULL when the generation has none. */
+static __always_inline void *xfw_setw_table(__u32 slot, __u32 w, __u32 *idx)
 {
-	c->key.plen = plen;
-	c->key.port = 0;
-	if (maxplen <= 32) {
-		c->key.hi = 0;
-		c->key.lo = plen ? c->lo & (0xffffffffULL << (32 - plen)) & 0xffffffffULL : 0;
-	} else if (plen <= 64) {
-		c->key.hi = c->hi & xfw_mask64(plen);
-		c->key.lo = 0;
-	} else {
-		c->key.hi = c->hi;
-		c->key.lo = c->lo & xfw_mask64(plen - 64);
-	}
+	struct xfw_family_cfg *fc;
+
+	if (!w || slot >= XFW_NSLOTS)
+		return NULL;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	if (!fc || fc->nsetlk + w - 1 >= XFW_MAX_SETLOOKUPS)
+		return NULL;
+	*idx = slot * XFW_MAX_SETLOOKUPS + fc->nsetlk + w - 1;
+	return bpf_map_lookup_elem(&xfw_o_sethash, idx);
 }
 
 /* xfw_setw_longest returns the longest prefix length present in table m
@@ -94,21 +91,16 @@ static __always_inline __u32 xfw_setw_longest(struct xfw_hwalk *c, void *m, __u3
 __attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32 w, __u32 flags,
 					    __u32 timeout)
 {
-	struct xfw_family_cfg *fc;
 	struct xfw_setval *v, val = {};
 	struct xfw_hwalk *c;
 	__u32 zero = 0, idx, plen;
 	void *m;
 
-	if (!p || !w || slot >= XFW_NSLOTS)
+	if (!p)
 		return 1;
-	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	m = xfw_setw_table(slot, w, &idx);
 	c = bpf_map_lookup_elem(&xfw_hwalk_scratch, &zero);
-	if (!fc || !c || fc->nsetlk + w - 1 >= XFW_MAX_SETLOOKUPS)
-		return 1;
-	idx = slot * XFW_MAX_SETLOOKUPS + fc->nsetlk + w - 1;
-	m = bpf_map_lookup_elem(&xfw_o_sethash, &idx);
-	if (!m)
+	if (!m || !c)
 		return 1;
 	__builtin_memset(&c->key, 0, sizeof(c->key));
 	c->key.plen = XFW_SETKEY_META;
@@ -132,7 +124,8 @@ __attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32
 		c->hi = p->src_hi;
 		c->lo = p->src_lo;
 	}
-	xfw_setw_key(c, plen, c->maxplen);
+	xfw_hwalk_mask(c, plen);
+	c->key.port = 0;
 	/* hash:ip: the address 0 (after the netmask) is no element. */
 	if (!(c->answer & XFW_SETW_NET) && !c->key.hi && !c->key.lo)
 		return 1;
@@ -162,7 +155,8 @@ __attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32
 	v = bpf_map_lookup_elem(m, &c->key);
 	if (v && !(v->expires & (1ULL << (plen & 63))))
 		__sync_fetch_and_or(&v->expires, 1ULL << (plen & 63));
-	xfw_setw_key(c, plen, c->maxplen);
+	xfw_hwalk_mask(c, plen);
+	c->key.port = 0;
 	bpf_map_update_elem(m, &c->key, &val, BPF_ANY);
 	return 1;
 }
@@ -174,21 +168,16 @@ __attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32
  * hash:net's answer. */
 __attribute__((noinline)) int xfw_set_written_match(struct xfw_pkt *p, __u32 slot, __u32 arg)
 {
-	struct xfw_family_cfg *fc;
 	struct xfw_setval *v;
 	struct xfw_hwalk *c;
-	__u32 zero = 0, w = arg & 0xff, idx;
+	__u32 zero = 0, w, idx;
 	void *m;
 
-	if (!p || !w || slot >= XFW_NSLOTS)
+	if (!p)
 		return 0;
-	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	m = xfw_setw_table(slot, arg & 0xff, &idx);
 	c = bpf_map_lookup_elem(&xfw_hwalk_scratch, &zero);
-	if (!fc || !c || fc->nsetlk + w - 1 >= XFW_MAX_SETLOOKUPS)
-		return 0;
-	idx = slot * XFW_MAX_SETLOOKUPS + fc->nsetlk + w - 1;
-	m = bpf_map_lookup_elem(&xfw_o_sethash, &idx);
-	if (!m)
+	if (!m || !c)
 		return 0;
 	__builtin_memset(c, 0, sizeof(*c));
 	c->idx = idx;

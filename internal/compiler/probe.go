@@ -186,6 +186,18 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match, hook int) (Probe, er
 	return Probe{}, fmt.Errorf("match %T is not probed", m)
 }
 
+// actionEntry makes e an action entry (EFAct) of probe pr: a CONTINUE
+// entry the walk runs pr for, then goes on.
+func (fl *flattener) actionEntry(e *Entry, pr Probe) error {
+	k, err := fl.probeIndex(pr)
+	if err != nil {
+		return err
+	}
+	e.Action, e.Aux = ActContinue, k
+	e.Flags |= EFAct
+	return nil
+}
+
 // probeIndex returns the index in the generation's probes of pr, adding
 // it the first time: a rule that user chains flatten more than once asks
 // one probe (and one bucket), as the kernel has one match instance.

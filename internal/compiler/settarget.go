@@ -89,13 +89,7 @@ func (fl *flattener) setAction(e *Entry, t *ir.SetTarget) error {
 	if err != nil {
 		return err
 	}
-	k, err := fl.probeIndex(pr)
-	if err != nil {
-		return err
-	}
-	e.Action, e.Aux = ActContinue, k
-	e.Flags |= EFAct
-	return nil
+	return fl.actionEntry(e, pr)
 }
 
 // A set match on a set the ruleset writes is asked in rule order, as the
