@@ -237,22 +237,29 @@ enum xfw_addrtype {
 #define XFW_SET_MEMBER 1
 #define XFW_SET_NOMATCH 2
 
-/* -j SET (settarget.h). XFW_PROBE_SETTARGET's .arg: 1 + the written set of
- * --add-set in the low byte, of --del-set in the next (0: none), then: */
-#define XFW_SETT_DEL_SHIFT 8
-#define XFW_SETT_EXIST (1u << 16)   /* --exist */
-#define XFW_SETT_ADD_DST (1u << 17) /* --add-set's address: the destination */
-#define XFW_SETT_DEL_DST (1u << 18) /* --del-set's address: the destination */
+/* -j SET (settarget.h; internal/compiler settarget.go). */
+enum xfw_settarget_arg {
+	/* XFW_PROBE_SETTARGET's .arg: 1 + the written set of --add-set in
+	 * the low byte, of --del-set in the next (0: none), then: */
+	XFW_SETT_DEL_SHIFT = 8,
+	XFW_SETT_EXIST = 1 << 16,   /* --exist */
+	XFW_SETT_ADD_DST = 1 << 17, /* --add-set's address: the destination */
+	XFW_SETT_DEL_DST = 1 << 18, /* --del-set's address: the destination */
+	/* XFW_PROBE_SETMATCH's .arg: 1 + the written set in the low byte,
+	 * then: */
+	XFW_SETM_DST = 1 << 8,            /* the destination (else the source) */
+	XFW_SETM_RETURN_NOMATCH = 1 << 9, /* --return-nomatch */
+	XFW_SETM_INVERT = 1 << 10,        /* ! --match-set */
+};
 /* A written set's table has a meta key of its own (plen XFW_SETKEY_META,
  * port XFW_SETW_META): value.expires the set's default timeout in seconds,
- * .aux hash:ip's prefix length (its netmask), .answer these bits: */
-#define XFW_SETW_META 3
-#define XFW_SETW_TIMEOUT 1 /* the set has timeouts */
-#define XFW_SETW_NET 2     /* hash:net: the longest prefix length present */
-/* XFW_PROBE_SETMATCH's .arg: 1 + the written set in the low byte, then: */
-#define XFW_SETM_DST (1u << 8)            /* the destination (else the source) */
-#define XFW_SETM_RETURN_NOMATCH (1u << 9) /* --return-nomatch */
-#define XFW_SETM_INVERT (1u << 10)        /* ! --match-set */
+ * .aux hash:ip's prefix length (its netmask), .answer these bits
+ * (internal/dataplane setwrite.go). */
+enum xfw_setw_meta {
+	XFW_SETW_META = 3,
+	XFW_SETW_TIMEOUT = 1, /* the set has timeouts */
+	XFW_SETW_NET = 2,     /* hash:net: the longest prefix length present */
+};
 
 /* Sentinel values of the port, TCP flags and ICMP fields. */
 #define XFW_V_NONE 65536

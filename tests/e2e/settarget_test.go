@@ -17,8 +17,8 @@ import (
 // --exist --timeout, then every packet of a banned source dropped, the
 // first one included), an add then a delete (H4), a hash:net whose
 // elements take its longest prefix (H2), a set's own default timeout
-// (H3), a destination added (H5), and a full set (maxelem 1) refusing
-// H7.
+// (H3), a destination added (H5), a full set (maxelem 1) refusing H7,
+// and a hash:ip with a netmask taking H7's network.
 const setjRules = `*filter
 :INPUT ACCEPT [0:0]
 :FORWARD ACCEPT [0:0]
@@ -35,6 +35,7 @@ const setjRules = `*filter
 -A FORWARD -s @H5 -m set --match-set dsts dst
 -A FORWARD -s @H7 -p udp -m udp --dport 1 -j SET --add-set small src
 -A FORWARD -s @H7 -p udp -m udp --dport 2 -m set --match-set small src -j ACCEPT
+-A FORWARD -s @H7 -p udp -m udp --dport 3 -j SET --add-set masked src
 COMMIT
 `
 
@@ -58,6 +59,7 @@ var setjFirst = []recSend{
 	{5, 9, 64, 1},  // counted by the dsts rule
 	{7, 1, 64, 1},  // small is full: not added
 	{7, 2, 64, 1},  // not accepted
+	{7, 3, 64, 1},  // masked: H7's /24 (/64)
 }
 
 // TestSetTargetAgainstKernel compares -j SET with the kernel's xt_SET and
@@ -92,12 +94,19 @@ func setTargetAgainstKernel(t *testing.T, bin string, fam int) {
 		ipsetCmd("create dsts hash:ip family " + famName)
 		ipsetCmd("create small hash:ip maxelem 1 family " + famName)
 		ipsetCmd("add small " + rh.sink.String())
+		netmask := map[int]int{4: 24, 6: 64}[fam]
+		ipsetCmd(fmt.Sprintf("create masked hash:ip family %s netmask %d", famName, netmask))
 		rules := rh.rules(setjRules)
 		fw.restore(t, tp, fam, rules)
 		// H2's network as nets holds it: its /28 (/124), named too.
 		h2net := netip.PrefixFrom(rh.host(2), rh.host(2).BitLen()-4).Masked().String()
+		// H7's network as masked holds it.
+		h7net := netip.PrefixFrom(rh.host(7), netmask).Masked().Addr().String()
 		list := func(round int) {
 			m := setjMembers(t, tp, kind, bin, func(s string) string {
+				if s == "add masked "+h7net {
+					return "add masked @M7"
+				}
 				s = strings.ReplaceAll(s, h2net, "@N2")
 				return strings.ReplaceAll(nameHosts(s, rh.host, 7), rh.sink.String(), "@SINK")
 			})
@@ -146,7 +155,7 @@ func setTargetAgainstKernel(t *testing.T, bin string, fam int) {
 			t.Errorf("kernel members %q: want %q in round 1 only", members, want)
 		}
 	}
-	for _, want := range []string{"add nets @N2", "add dsts @SINK", "add banned @H6", "add small @SINK"} {
+	for _, want := range []string{"add nets @N2", "add dsts @SINK", "add banned @H6", "add small @SINK", "add masked @M7"} {
 		if !contains(members["kernel round 2"], want) {
 			t.Errorf("kernel members %q: want %q in round 2", members, want)
 		}
