@@ -39,8 +39,9 @@ const setjRules = `*filter
 COMMIT
 `
 
-// setjShortTimeout is the default timeout (seconds) of the set "short".
-const setjShortTimeout = 3
+// setjShortTimeout is the default timeout (seconds) of the set "short":
+// long enough for round 1 to list H3 on a loaded machine.
+const setjShortTimeout = 10
 
 // setjFirst is the first round's datagrams.
 var setjFirst = []recSend{
