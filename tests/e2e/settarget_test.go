@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +19,9 @@ import (
 // first one included), an add then a delete (H4), a hash:net whose
 // elements take its longest prefix (H2), a set's own default timeout
 // (H3), a destination added (H5), a full set (maxelem 1) refusing H7,
-// and a hash:ip with a netmask taking H7's network.
+// a hash:ip with a netmask taking H7's network, and timeouts given by the
+// rule (H5's not refreshed without --exist, H6's refreshed with it and cut
+// to the longest, H7's 0: permanent).
 const setjRules = `*filter
 :INPUT ACCEPT [0:0]
 :FORWARD ACCEPT [0:0]
@@ -36,6 +39,11 @@ const setjRules = `*filter
 -A FORWARD -s @H7 -p udp -m udp --dport 1 -j SET --add-set small src
 -A FORWARD -s @H7 -p udp -m udp --dport 2 -m set --match-set small src -j ACCEPT
 -A FORWARD -s @H7 -p udp -m udp --dport 3 -j SET --add-set masked src
+-A FORWARD -s @H5 -p udp -m udp --dport 4 -j SET --add-set ex src --timeout 100
+-A FORWARD -s @H5 -p udp -m udp --dport 5 -j SET --add-set ex src --timeout 1000
+-A FORWARD -s @H6 -p udp -m udp --dport 4 -j SET --add-set ex src --timeout 100
+-A FORWARD -s @H6 -p udp -m udp --dport 5 -j SET --add-set ex src --exist --timeout 4294967294
+-A FORWARD -s @H7 -p udp -m udp --dport 4 -j SET --add-set ex src --timeout 0
 COMMIT
 `
 
@@ -61,6 +69,11 @@ var setjFirst = []recSend{
 	{7, 1, 64, 1},  // small is full: not added
 	{7, 2, 64, 1},  // not accepted
 	{7, 3, 64, 1},  // masked: H7's /24 (/64)
+	{5, 4, 64, 1},  // ex: 100 s
+	{5, 5, 64, 1},  // kept at 100 s: no --exist
+	{6, 4, 64, 1},  // ex: 100 s
+	{6, 5, 64, 1},  // --exist: refreshed, to the longest timeout
+	{7, 4, 64, 1},  // ex: permanent
 }
 
 // TestSetTargetAgainstKernel compares -j SET with the kernel's xt_SET and
@@ -97,6 +110,7 @@ func setTargetAgainstKernel(t *testing.T, bin string, fam int) {
 		ipsetCmd("add small " + rh.sink.String())
 		netmask := map[int]int{4: 24, 6: 64}[fam]
 		ipsetCmd(fmt.Sprintf("create masked hash:ip family %s netmask %d", famName, netmask))
+		ipsetCmd("create ex hash:ip timeout 5 family " + famName)
 		rules := rh.rules(setjRules)
 		fw.restore(t, tp, fam, rules)
 		// H2's network as nets holds it: its /28 (/124), named too.
@@ -151,12 +165,13 @@ func setTargetAgainstKernel(t *testing.T, bin string, fam int) {
 			t.Errorf("kernel: %s: %d packets, want 5", key, kc.packets)
 		}
 	}
-	for _, want := range []string{"add banned @H1", "add short @H3"} {
+	for _, want := range []string{"add banned @H1 long", "add short @H3"} {
 		if !contains(members["kernel round 1"], want) || contains(members["kernel round 2"], want) {
 			t.Errorf("kernel members %q: want %q in round 1 only", members, want)
 		}
 	}
-	for _, want := range []string{"add nets @N2", "add dsts @SINK", "add banned @H6", "add small @SINK", "add masked @M7"} {
+	for _, want := range []string{"add nets @N2", "add dsts @SINK", "add banned @H6 permanent", "add small @SINK", "add masked @M7",
+		"add ex @H5", "add ex @H6 long", "add ex @H7 permanent"} {
 		if !contains(members["kernel round 2"], want) {
 			t.Errorf("kernel members %q: want %q in round 2", members, want)
 		}
@@ -174,7 +189,9 @@ func contains(list []string, s string) bool {
 }
 
 // setjMembers returns the "add" lines of fw's ipset save (the kernel's
-// ipset, or xfw ipset), without their timeouts, renamed by name and sorted.
+// ipset, or xfw ipset), renamed by name and sorted, their timeouts told as
+// "permanent" (0), "long" (over 500 s) or left out (the seconds left
+// differ by the time the twins took).
 func setjMembers(t *testing.T, tp *nettest.Topology, kind, bin string, name func(string) string) []string {
 	t.Helper()
 	argv := []string{"ipset", "save"}
@@ -191,7 +208,14 @@ func setjMembers(t *testing.T, tp *nettest.Topology, kind, bin string, name func
 			continue
 		}
 		if i := strings.Index(l, " timeout "); i >= 0 {
+			secs, _ := strconv.Atoi(strings.Fields(l[i:])[1])
 			l = l[:i]
+			switch {
+			case secs == 0:
+				l += " permanent"
+			case secs > 500:
+				l += " long"
+			}
 		}
 		out = append(out, name(l))
 	}
