@@ -2,7 +2,9 @@ package cli
 
 import (
 	"fmt"
+	"time"
 
+	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/ipset"
 	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -73,8 +75,10 @@ func syncSetWrites(sets *ipsetLookup) error {
 // store holds (settable.TakeWrites), committing them when any changed, and
 // returns the sets as stored.
 func takeSetWrites(store ipset.Store, ss *ipset.Sets) (*ipset.Sets, error) {
+	t := time.Now()
 	written := ss.Clone()
 	changed, err := settable.TakeWrites(written)
+	dataplane.TraceSince("ipset: take the members SET targets wrote", t)
 	if err != nil {
 		return nil, fmt.Errorf("read the members SET targets wrote: %w", err)
 	}

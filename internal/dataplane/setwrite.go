@@ -82,13 +82,25 @@ func (h *LiveSetHash) DeleteExpired(entries []SetHashEntry, now uint64) error {
 	return nil
 }
 
-// Writes reports whether fam's running generation writes sets (has Write
-// lookups).
-func (r *RunningSets) Writes(fam ir.Family) bool {
-	for _, lk := range r.Lookups(fam) {
-		if lk.Write {
-			return true
+// RunningSetWrites reports whether a running generation writes sets: its
+// configuration has a lookup after its set conditions' (slotConfig), read
+// without the generation's metadata, which a large ruleset makes costly.
+func RunningSetWrites() (bool, error) {
+	cur, err := Current()
+	if err != nil || cur == nil {
+		return false, err
+	}
+	defer cur.Close()
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		if !cur.hasFamily(fam) {
+			continue
+		}
+		fc := &cur.cfgs[cur.slot(fam)]
+		for k := int(fc.NSetLk); k < maxSetLookups; k++ {
+			if fc.SetLk[k].Kind != SetKindDXR {
+				return true, nil
+			}
 		}
 	}
-	return false
+	return false, nil
 }

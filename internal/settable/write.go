@@ -77,6 +77,9 @@ func addWriteTables(tables []dataplane.SetTable, gen *compiler.Generation, get f
 // each written set's members become its table's live entries, with their
 // expiry; expired entries leave the table.
 func TakeWrites(ss *ipset.Sets) (bool, error) {
+	if writes, err := dataplane.RunningSetWrites(); err != nil || !writes {
+		return false, err
+	}
 	rsets, err := dataplane.OpenRunningSets()
 	if err != nil {
 		return false, err
@@ -103,14 +106,7 @@ func TakeWrites(ss *ipset.Sets) (bool, error) {
 }
 
 // RunningWrites reports whether a running generation writes sets.
-func RunningWrites() (bool, error) {
-	rsets, err := dataplane.OpenRunningSets()
-	if err != nil {
-		return false, err
-	}
-	defer rsets.Close()
-	return rsets.Writes(ir.IPv4) || rsets.Writes(ir.IPv6), nil
-}
+func RunningWrites() (bool, error) { return dataplane.RunningSetWrites() }
 
 // takeSetWrites makes the stored set of written lookup lk follow its table.
 func takeSetWrites(ss *ipset.Sets, rsets *dataplane.RunningSets, fam ir.Family, lk dataplane.SetLookupInfo, clk setClock) (bool, error) {
