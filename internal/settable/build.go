@@ -162,6 +162,9 @@ func buildSetTables(conds []compiler.SetCond, get func(string) (*ipset.Set, erro
 			if !setTestable(m.set, sc) {
 				continue
 			}
+			if via != "" && ctrs.written[m.set.Name] {
+				return nil, fmt.Errorf("--match-set %s: its member %s is written by a SET target: matching a written set through a list:set is not supported by xfw", sc.Name, m.set.Name)
+			}
 			st, err := buildSetTable(len(out), k, sc, m.set, via, m.expires, ifaces, clk, listCounted, ctrs)
 			if err != nil {
 				return nil, fmt.Errorf("--match-set %s: %w", sc.Name, err)
