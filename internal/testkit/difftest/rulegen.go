@@ -341,7 +341,7 @@ func (g *rgen) fillRule(r *grule) {
 	if len(g.setLines) > 0 && g.chance(15) {
 		add(g.setSpec()...)
 	}
-	if drawSetTargets && len(g.setLines) > 0 && g.setw.chance(10) {
+	if drawSetTargets && len(g.setLines) > 0 && g.setw.chance(15) {
 		add(g.setw.writtenSetMatchSpec()...)
 	}
 	if g.ct && g.chance(35) {
@@ -401,7 +401,7 @@ func (g *rgen) targetSpec(r *grule, pc protoChoice) []string {
 		if g.ct && g.cm.chance(40) {
 			return g.cm.connmarkTargetSpec()
 		}
-		if drawSetTargets && len(g.setLines) > 0 && g.setw.chance(10) {
+		if drawSetTargets && len(g.setLines) > 0 && g.setw.chance(60) {
 			return g.setw.setTargetSpec()
 		}
 		return nil
