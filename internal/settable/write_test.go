@@ -78,25 +78,10 @@ func TestSameSecond(t *testing.T) {
 // set written but not matched given a table of its own, and a written set
 // matched through a list:set refused.
 func TestWrittenSetTables(t *testing.T) {
-	store := ipset.NewMemStore()
-	for _, line := range []string{
+	get := storeSets(t, []string{
 		"create w hash:ip", "add w 10.0.0.1", "create n hash:net", "create plain hash:ip",
 		"create ls list:set", "add ls plain",
-	} {
-		if st := ipset.Run(strings.Fields(line), nil, io.Discard, io.Discard, store); st != 0 {
-			t.Fatalf("ipset %s: status %d", line, st)
-		}
-	}
-	sets, err := store.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	get := func(name string) (*ipset.Set, error) {
-		if s := sets.Get(name); s != nil {
-			return s, nil
-		}
-		return nil, fmt.Errorf("set %s does not exist", name)
-	}
+	})
 	clk := setClock{wall: time.Now(), mono: 1_000_000_000_000}
 	src := ir.SetDirs{Dim: 1, Src: 1}
 	gen := &compiler.Generation{Family: ir.IPv4, SetWrites: []string{"w", "n"},
@@ -129,5 +114,27 @@ func TestWrittenSetTables(t *testing.T) {
 	_, err = buildSetTables([]compiler.SetCond{{Family: ir.IPv4, Name: "ls", Dirs: src}}, get, nil, clk, ctrs)
 	if err == nil || !strings.Contains(err.Error(), "not supported by xfw") {
 		t.Errorf("a written set through a list:set: %v, want refused", err)
+	}
+}
+
+// storeSets runs the ipset commands lines on a store of its own and returns
+// a lookup of the sets they made.
+func storeSets(t *testing.T, lines []string) func(string) (*ipset.Set, error) {
+	t.Helper()
+	store := ipset.NewMemStore()
+	for _, line := range lines {
+		if st := ipset.Run(strings.Fields(line), nil, io.Discard, io.Discard, store); st != 0 {
+			t.Fatalf("ipset %s: status %d", line, st)
+		}
+	}
+	sets, err := store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(name string) (*ipset.Set, error) {
+		if s := sets.Get(name); s != nil {
+			return s, nil
+		}
+		return nil, fmt.Errorf("set %s does not exist", name)
 	}
 }
