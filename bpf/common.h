@@ -237,6 +237,30 @@ enum xfw_addrtype {
 #define XFW_SET_MEMBER 1
 #define XFW_SET_NOMATCH 2
 
+/* -j SET (settarget.h; internal/compiler settarget.go). */
+enum xfw_settarget_arg {
+	/* XFW_PROBE_SETTARGET's .arg: 1 + the written set of --add-set in
+	 * the low byte, of --del-set in the next (0: none), then: */
+	XFW_SETT_DEL_SHIFT = 8,
+	XFW_SETT_EXIST = 1 << 16,   /* --exist */
+	XFW_SETT_ADD_DST = 1 << 17, /* --add-set's address: the destination */
+	XFW_SETT_DEL_DST = 1 << 18, /* --del-set's address: the destination */
+	/* XFW_PROBE_SETMATCH's .arg: 1 + the written set in the low byte,
+	 * then: */
+	XFW_SETM_DST = 1 << 8,            /* the destination (else the source) */
+	XFW_SETM_RETURN_NOMATCH = 1 << 9, /* --return-nomatch */
+	XFW_SETM_INVERT = 1 << 10,        /* ! --match-set */
+};
+/* A written set's table has a meta key of its own (plen XFW_SETKEY_META,
+ * port XFW_SETW_META): value.expires the set's default timeout in seconds,
+ * .aux hash:ip's prefix length (its netmask), .answer these bits
+ * (internal/dataplane setwrite.go). */
+enum xfw_setw_meta {
+	XFW_SETW_META = 3,
+	XFW_SETW_TIMEOUT = 1, /* the set has timeouts */
+	XFW_SETW_NET = 2,     /* hash:net: the longest prefix length present */
+};
+
 /* Sentinel values of the port, TCP flags and ICMP fields. */
 #define XFW_V_NONE 65536
 #define XFW_V_TRUNC 65537
@@ -349,6 +373,9 @@ enum xfw_probe_kind {
 	XFW_PROBE_NATADDR6,  /* never asked: an IPv6 NAT range's address, named by its
 			      * XFW_PROBE_NATRANGE's .val or .mask: .val:.mask the high 64
 			      * bits, .count the low */
+	XFW_PROBE_SETTARGET, /* -j SET (an XFW_EF_ACT entry): .arg XFW_SETT_*, .val the
+			      * --timeout (settarget.h) */
+	XFW_PROBE_SETMATCH,  /* -m set on a set SET targets write: .arg XFW_SETM_* (settarget.h) */
 	XFW_NPROBE_KINDS,
 };
 

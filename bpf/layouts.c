@@ -67,6 +67,8 @@ struct xfw_layouts {
 	enum xfw_addrtype addrtype;
 	enum xfw_probe_kind probe_kind;
 	enum xfw_connmark_arg connmark_arg;
+	enum xfw_settarget_arg settarget_arg;
+	enum xfw_setw_meta setw_meta;
 	enum xfw_owner_bits owner_bits;
 	enum xfw_mangle_op mangle_op;
 	enum xfw_ext6 ext6;

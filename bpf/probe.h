@@ -22,7 +22,7 @@
  * Includes: common.h, xfw_structs.h, parse.h, classify_maps.h,
  * generation.h, xfw_maps.h (the hooks' scratch), limit.h, recent.h, hashlimit.h,
  * pred.h, connlimit.h, ctexpire.h, mark.h, connmark.h, owner.h, mangle.h,
- * ctnat.h.
+ * ctnat.h, settarget.h.
  */
 #ifndef XFW_PROBE_H
 #define XFW_PROBE_H
@@ -46,6 +46,7 @@
 #include "owner.h"
 #include "mangle.h"
 #include "ctnat.h"
+#include "settarget.h"
 
 /* xfw_probe answers probe k of slot for the packet in the scratch of hook
  * (xfw_pending.hook): 1 true, 0 false, XFW_PROBE_HOTDROP (common.h) to
@@ -105,6 +106,10 @@ __attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
 		return xfw_ctnat_match(pr, p, hook);
 	case XFW_PROBE_CTREPL:
 		return xfw_ctrepl_match(pr, p, hook, m);
+	case XFW_PROBE_SETTARGET:
+		return xfw_set_target(p, slot, pr->arg, pr->val);
+	case XFW_PROBE_SETMATCH:
+		return xfw_set_written_match(p, slot, pr->arg);
 	default:
 		return 0;
 	}

@@ -126,6 +126,23 @@ static __always_inline __u32 xfw_hwalk_next(struct xfw_hwalk *c)
 	return ~0u;
 }
 
+/* xfw_hwalk_mask sets c->key's address and prefix length to c->hi:c->lo
+ * (an address of c->maxplen bits) masked to plen. */
+static __always_inline void xfw_hwalk_mask(struct xfw_hwalk *c, __u32 plen)
+{
+	c->key.plen = plen;
+	if (c->maxplen <= 32) {
+		c->key.hi = 0;
+		c->key.lo = plen ? c->lo & (0xffffffffULL << (32 - plen)) & 0xffffffffULL : 0;
+	} else if (plen <= 64) {
+		c->key.hi = c->hi & xfw_mask64(plen);
+		c->key.lo = 0;
+	} else {
+		c->key.hi = c->hi;
+		c->key.lo = c->lo & xfw_mask64(plen - 64);
+	}
+}
+
 /* xfw_hwalk_step tries the next present prefix length: 1 stops the walk
  * (an answer, or none left). */
 static long xfw_hwalk_step(__u32 i, void *unused)
@@ -142,17 +159,7 @@ static long xfw_hwalk_step(__u32 i, void *unused)
 	if (plen > c->maxplen)
 		return 1;
 	c->next = plen;
-	c->key.plen = plen;
-	if (c->maxplen <= 32) {
-		c->key.hi = 0;
-		c->key.lo = plen ? c->lo & (0xffffffffULL << (32 - plen)) & 0xffffffffULL : 0;
-	} else if (plen <= 64) {
-		c->key.hi = c->hi & xfw_mask64(plen);
-		c->key.lo = 0;
-	} else {
-		c->key.hi = c->hi;
-		c->key.lo = c->lo & xfw_mask64(plen - 64);
-	}
+	xfw_hwalk_mask(c, plen);
 	m = bpf_map_lookup_elem(&xfw_o_sethash, &c->idx);
 	if (!m)
 		return 1;

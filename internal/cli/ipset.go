@@ -21,7 +21,11 @@ import (
 // (reapplySetRules).
 var newIpsetStore = func() (ipset.Store, error) {
 	if os.Getenv(ipset.FileEnv) != "" {
-		return ipset.NewFileStore()
+		fs, err := ipset.NewFileStore()
+		if err != nil {
+			return nil, err
+		}
+		return writtenStore{fs}, nil
 	}
 	return &namespaceStore{}, nil
 }
@@ -58,6 +62,11 @@ func (n *namespaceStore) Load() (*ipset.Sets, error) {
 	}
 	n.image, n.loaded = im, ss
 	dataplane.TraceSince("ipset: load sets", t)
+	if im != nil {
+		if ss, err = takeSetWrites(n, ss); err != nil {
+			return nil, err
+		}
+	}
 	if n.takeCounts && im != nil {
 		counted := ss.Clone()
 		changed, err := settable.TakeCounts(counted)

@@ -19,6 +19,9 @@ const statusSetUnsupported = iptables.StatusParameter
 // cannot evaluate, in any chain (also one no base chain reaches yet, so
 // that whether a ruleset loads does not depend on its jumps).
 func checkDataPlaneSupport(rs *ir.Ruleset, sets *ipsetLookup) error {
+	if err := checkSetTargets(rs, sets); err != nil {
+		return err
+	}
 	for _, c := range rs.Chains {
 		for i, r := range c.Rules {
 			for _, m := range r.Matches {

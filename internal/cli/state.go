@@ -410,6 +410,9 @@ func install(fam ir.Family, counters []dataplane.CounterSource, rs *ir.Ruleset, 
 	if err := checkDataPlaneSupport(rs, sets); err != nil {
 		return err
 	}
+	if err := syncSetWrites(sets); err != nil {
+		return err
+	}
 	tables, ctrs, err := settable.Build(gen, sets.set, sets.fresh, ifaces)
 	if err != nil {
 		return err

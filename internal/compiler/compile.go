@@ -72,6 +72,9 @@ type Generation struct {
 	// Trivial are the base chains' walks that accept every packet without
 	// classifying it, and the counters they bump (trivial.go).
 	Trivial [NumChains]TrivialInfo
+	// SetWrites are the sets SET targets write (settarget.go); probes of
+	// kind ProbeSetTarget name them by 1 + their index.
+	SetWrites []string
 }
 
 // Layout describes a generation's entry list for AppendRule: the slack
@@ -150,7 +153,8 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	if err := checkNatReach(rs); err != nil {
 		return nil, err
 	}
-	rs = natReplRewrite(rs) // --ctreplsrc, --ctrepldst with NAT (ctrepl.go)
+	rs = natReplRewrite(rs)              // --ctreplsrc, --ctrepldst with NAT (ctrepl.go)
+	rs, setWrites := setWriteRewrite(rs) // sets SET targets write (settarget.go)
 	g := &Generation{Family: rs.Family, Hash: map[HashKey]uint32{}}
 	fl := &flattener{
 		rs:       rs,
@@ -160,6 +164,8 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 		sets:     &setConds{fam: rs.Family},
 		counts:   opts.SetCounts,
 		policyID: map[RuleRef]uint32{},
+		// Written sets, numbered in the order their targets come.
+		setWrites: setWrites,
 	}
 	g.Rules = fl.numberRules(rs)
 	for hook, name := range ir.BuiltinChains {
@@ -195,6 +201,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	g.HashLimits = fl.hashLimits.items
 	g.Preds = fl.preds
 	g.CtExpires = fl.ctExpires.items
+	g.SetWrites = fl.setWrites
 	n := len(g.Entries)
 	g.NumChunks = uint32((n + ChunkBits - 1) / ChunkBits)
 	if g.NumChunks == 0 {

@@ -155,8 +155,9 @@ func (b *termBuilder) addMatch(m ir.Match) error {
 		b.devGroup(m)
 	case *ir.PhysdevMatch:
 		b.physdev(m)
-	case *ir.ConnlimitMatch, *ir.CPUMatch, *ctReplMatch:
-		// Decided by the rule's probes (connlimit.go, cpu.go, ctrepl.go).
+	case *ir.ConnlimitMatch, *ir.CPUMatch, *ctReplMatch, *writtenSetMatch:
+		// Decided by the rule's probes (connlimit.go, cpu.go, ctrepl.go,
+		// settarget.go).
 	case *ir.TCPMatch:
 		return b.tcp(m)
 	case *ir.UDPMatch:

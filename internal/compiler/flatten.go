@@ -76,6 +76,8 @@ type flattener struct {
 	// probeList are the generation's probes, probeIDs their indexes
 	// (probeIndex).
 	probeList []Probe
+	// setWrites are the sets SET targets write (settarget.go).
+	setWrites []string
 	probeIDs  map[Probe]uint16
 	// policyID are the counter indexes of the other tables' policies;
 	// walkStart and walkEnd the walks' bounds (Generation.WalkStart);
@@ -197,6 +199,12 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 				fl.fallthroughNext()
 			case ir.TargetConnmark:
 				if err := fl.connmarkAction(&base, r.Target.Connmark); err != nil {
+					return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
+				}
+				fl.emit(base)
+				fl.fallthroughNext()
+			case ir.TargetSet:
+				if err := fl.setAction(&base, r.Target.Set); err != nil {
 					return fmt.Errorf("chain %s rule %d: %w", chain.Name, i+1, err)
 				}
 				fl.emit(base)

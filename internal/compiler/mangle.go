@@ -98,13 +98,7 @@ func (fl *flattener) mangleAction(e *Entry, t ir.Target) error {
 	if err != nil {
 		return err
 	}
-	k, err := fl.probeIndex(pr)
-	if err != nil {
-		return err
-	}
-	e.Action, e.Aux = ActContinue, k
-	e.Flags |= EFAct
-	return nil
+	return fl.actionEntry(e, pr)
 }
 
 // mangleAnswer applies a mangle probe to the simulated packet, as

@@ -72,13 +72,7 @@ func markProbe(m *ir.MarkMatch) Probe {
 // markAction fills e, the entry of a MARK rule: a counted CONTINUE entry
 // whose probe sets the mark (ProbeSetMark).
 func (fl *flattener) markAction(e *Entry, t ir.MarkTarget) error {
-	k, err := fl.probeIndex(Probe{Kind: ProbeSetMark, Val: t.Value, Mask: t.Mask})
-	if err != nil {
-		return err
-	}
-	e.Action, e.Aux = ActContinue, k
-	e.Flags |= EFAct
-	return nil
+	return fl.actionEntry(e, Probe{Kind: ProbeSetMark, Val: t.Value, Mask: t.Mask})
 }
 
 // NthInitialCount is the counter an nth probe starts from

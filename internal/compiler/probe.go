@@ -83,6 +83,12 @@ const (
 	// of a NAT range, named by its ProbeNatRange's Val or Mask, or of a
 	// ProbeCtRepl's option: Val and Mask the high 64 bits, Wide the low.
 	ProbeNatAddr6
+	// ProbeSetTarget is the SET target's action (an EFAct entry's;
+	// settarget.go): Arg the sets and flags, Val the --timeout.
+	ProbeSetTarget
+	// ProbeSetMatch asks a set match on a set SET targets write
+	// (settarget.go): Arg the set and flags.
+	ProbeSetMatch
 	// NumProbeKinds counts the kinds.
 	NumProbeKinds
 )
@@ -113,7 +119,7 @@ func probedMatch(m ir.Match) bool {
 		return true
 	case *ir.ConntrackMatch:
 		return m.Expire.Set || ctNatProbed(m)
-	case *ctReplMatch:
+	case *ctReplMatch, *writtenSetMatch:
 		return true
 	}
 	return isPred(m)
@@ -169,6 +175,8 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match, hook int) (Probe, er
 		return connmarkProbe(m), nil
 	case *ir.OwnerMatch:
 		return ownerProbe(m)
+	case *writtenSetMatch:
+		return fl.writtenSetProbe(m)
 	case *ctReplMatch:
 		if fl.rs.Family != ir.IPv4 {
 			return fl.ctReplProbe6(m) // nat6.go
@@ -176,6 +184,18 @@ func (fl *flattener) probeOf(r *ir.Rule, i int, m ir.Match, hook int) (Probe, er
 		return ctReplProbe(m), nil
 	}
 	return Probe{}, fmt.Errorf("match %T is not probed", m)
+}
+
+// actionEntry makes e an action entry (EFAct) of probe pr: a CONTINUE
+// entry the walk runs pr for, then goes on.
+func (fl *flattener) actionEntry(e *Entry, pr Probe) error {
+	k, err := fl.probeIndex(pr)
+	if err != nil {
+		return err
+	}
+	e.Action, e.Aux = ActContinue, k
+	e.Flags |= EFAct
+	return nil
 }
 
 // probeIndex returns the index in the generation's probes of pr, adding

@@ -112,6 +112,11 @@ func (p *Packet) probe(g *Generation, pr Probe) bool {
 		return (p.CPU == pr.Arg&(cpuInvertBit-1)) != (pr.Arg&cpuInvertBit != 0)
 	case ProbeMarkMoved:
 		return false // the model routes once: the walk goes on
+	case ProbeSetTarget:
+		return true // the model holds no sets: the action goes on
+	case ProbeSetMatch:
+		// The model holds no sets: the written set is empty.
+		return pr.Arg&SetMatchInvert != 0
 	}
 	if pr.Kind == ProbeConnmark || pr.Kind == ProbeSetConnmark {
 		return p.connmarkAnswer(pr)

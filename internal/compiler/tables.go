@@ -120,7 +120,7 @@ func checkOtherTables(rs *ir.Ruleset) error {
 					ir.TargetGoto, ir.TargetLog, ir.TargetMark, ir.TargetDNAT, ir.TargetRedirect,
 					ir.TargetSNAT, ir.TargetMasquerade, ir.TargetConnmark,
 					ir.TargetTCPMSS, ir.TargetDSCP, ir.TargetTOS, ir.TargetTTL, ir.TargetHL,
-					ir.TargetCTNotrack, ir.TargetNotrack, ir.TargetNFLog:
+					ir.TargetCTNotrack, ir.TargetNotrack, ir.TargetNFLog, ir.TargetSet:
 				default:
 					return fmt.Errorf("table %s chain %s rule %d: target %s is not supported by xfw's data plane yet",
 						t.Table, c.Name, i+1, targetName(r.Target.Kind))

@@ -102,10 +102,24 @@ func checkUpdate(u *Update) error {
 	if len(u.Sets) > maxSetLookups {
 		return fmt.Errorf("generation needs %d set lookups, at most %d are supported", len(u.Sets), maxSetLookups)
 	}
+	writes := 0
 	for i, st := range u.Sets {
+		if st.Write {
+			if st.Kind == SetKindDXR || !st.Writable || writes >= len(u.Gen.SetWrites) || u.Gen.SetWrites[writes] != st.Set {
+				return fmt.Errorf("set lookup %d (%s) is no writable lookup of written set %d", i, st.Set, writes+1)
+			}
+			writes++
+			continue
+		}
+		if writes > 0 {
+			return fmt.Errorf("set lookup %d (%s) follows the written sets' lookups", i, st.Set)
+		}
 		if st.Cond < 0 || st.Cond >= len(u.Gen.SetConds) {
 			return fmt.Errorf("set lookup %d (%s) is for set condition %d of %d", i, st.Set, st.Cond, len(u.Gen.SetConds))
 		}
+	}
+	if writes != len(u.Gen.SetWrites) {
+		return fmt.Errorf("generation writes %d sets, %d have a lookup", len(u.Gen.SetWrites), writes)
 	}
 	return nil
 }
@@ -233,6 +247,14 @@ func (r *replacedGeneration) carryOver(cur *state, newSlot uint32, u *Update) er
 func slotConfig(u *Update) bpfFamilyCfg {
 	fc := familyCfg(u.Gen)
 	for k, st := range u.Sets {
+		if st.Write {
+			// After the conditions' lookups, which the packet's
+			// lookups stop at (NSetLk); the SET target finds it
+			// there (bpf/settarget.h).
+			fc.SetLk[k] = bpfSetLk{Kind: st.Kind, MaxPlen: st.MaxPlen}
+			continue
+		}
+		fc.NSetLk = uint32(k + 1)
 		lk := bpfSetLk{Bit: uint8(st.Cond), Kind: st.Kind, MaxPlen: st.MaxPlen}
 		if st.Dst1 {
 			lk.Flags |= setLkDst1
@@ -249,7 +271,6 @@ func slotConfig(u *Update) bpfFamilyCfg {
 		fc.SetLk[k] = lk
 		fc.SetLkLCtr[k] = st.ListCtr
 	}
-	fc.NSetLk = uint32(len(u.Sets))
 	if setCounting(u.Gen) {
 		fc.NSetCtr = uint32(max(1, len(u.SetCounters)))
 	}

@@ -391,6 +391,8 @@ func enumMirrors() []enumMirror {
 			"XFW_PROBE_CTNAT":       int64(compiler.ProbeCtNat),
 			"XFW_PROBE_CTREPL":      int64(compiler.ProbeCtRepl),
 			"XFW_PROBE_NATADDR6":    int64(compiler.ProbeNatAddr6),
+			"XFW_PROBE_SETTARGET":   int64(compiler.ProbeSetTarget),
+			"XFW_PROBE_SETMATCH":    int64(compiler.ProbeSetMatch),
 		}},
 		{c: "xfw_mangle_op", mirror: "compiler.Mangle*", values: map[string]int64{
 			"XFW_MGOP_TOS": compiler.MangleTOS, "XFW_MGOP_TTL_SET": compiler.MangleTTLSet,
@@ -398,6 +400,15 @@ func enumMirrors() []enumMirror {
 			"XFW_MGOP_MSS": compiler.MangleMSS, "XFW_MGOP_CLAMP": compiler.MangleClamp,
 			"XFW_MGOP_NOTRACK": compiler.MangleNotrack, "XFW_MGOP_MASK": compiler.MangleOpMask,
 			"XFW_MGOP_PREDEC": compiler.ManglePreDec,
+		}},
+		{c: "xfw_settarget_arg", mirror: "compiler.SetTarget* and compiler.SetMatch*", values: map[string]int64{
+			"XFW_SETT_DEL_SHIFT": compiler.SetTargetDelShift, "XFW_SETT_EXIST": compiler.SetTargetExist,
+			"XFW_SETT_ADD_DST": compiler.SetTargetAddDst, "XFW_SETT_DEL_DST": compiler.SetTargetDelDst,
+			"XFW_SETM_DST": compiler.SetMatchDst, "XFW_SETM_RETURN_NOMATCH": compiler.SetMatchReturnNomatch,
+			"XFW_SETM_INVERT": compiler.SetMatchInvert,
+		}},
+		{c: "xfw_setw_meta", mirror: "dataplane setWrite*", values: map[string]int64{
+			"XFW_SETW_META": setWriteMetaPort, "XFW_SETW_TIMEOUT": setWriteTimeout, "XFW_SETW_NET": setWriteNet,
 		}},
 		{c: "xfw_connmark_arg", mirror: "compiler.Connmark* and ir.Connmark*", values: map[string]int64{
 			"XFW_CONNMARK_SET": int64(ir.ConnmarkSet), "XFW_CONNMARK_SAVE": int64(ir.ConnmarkSave),

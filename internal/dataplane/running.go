@@ -75,6 +75,10 @@ type SetLookupInfo struct {
 	ID       uint64 `json:",omitempty"`
 	ListExp  int64  `json:",omitempty"`
 	Counters int    `json:",omitempty"`
+	// Write and Writable are SetTable's: the lookup of a set SET targets
+	// write, and a table holding the write parameters.
+	Write    bool `json:",omitempty"`
+	Writable bool `json:",omitempty"`
 }
 
 // genMetaVersion numbers what genMeta holds: 1 added CtExpires and the
@@ -338,7 +342,7 @@ func setLookupInfos(sets []SetTable) []SetLookupInfo {
 	out := make([]SetLookupInfo, len(sets))
 	for i, st := range sets {
 		out[i] = SetLookupInfo{Index: i, Set: st.Set, Via: st.Via, Kind: st.Kind, MaxPlen: st.MaxPlen,
-			ID: st.ID, ListExp: st.ListExp, Counters: st.Counters}
+			ID: st.ID, ListExp: st.ListExp, Counters: st.Counters, Write: st.Write, Writable: st.Writable}
 		if st.SameAs > 0 {
 			out[i].Counters = sets[st.SameAs-1].Counters
 		}

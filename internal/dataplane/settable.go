@@ -60,6 +60,14 @@ type SetTable struct {
 	// Capacity is the number of entries the hash table is created for:
 	// the set's maxelem and the meta keys, so that patches always fit.
 	Capacity int
+
+	// Write marks the lookup of a set the generation's SET targets write
+	// (compiler.Generation.SetWrites, in that order, after every set
+	// condition's lookup): it answers no condition (Cond is ignored), the
+	// data plane adds to and deletes from its table (bpf/settarget.h).
+	// Writable says the table has the write parameters
+	// (SetWriteMetaEntry): every lookup of a written set has it.
+	Write, Writable bool
 }
 
 // Kinds of set lookups (XFW_SETK_*): SetKindDXR, or a hash table whose

@@ -105,6 +105,7 @@ type targetCmp struct {
 	connmark   ir.ConnmarkTarget
 	mangle     ir.MangleTarget
 	nflog      ir.NFLogOptions
+	set        ir.SetTarget
 }
 
 // targetKey normalises a target.
@@ -125,6 +126,9 @@ func targetKey(t ir.Target) targetCmp {
 	}
 	if t.NFLog != nil {
 		k.nflog = *t.NFLog
+	}
+	if t.Set != nil {
+		k.set = *t.Set
 	}
 	return k
 }

@@ -51,6 +51,7 @@ var conformanceExtensions = map[string]bool{
 	"DNAT": true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true,
 	"physdev": true,
 	"NFLOG":   true,
+	"SET":     true,
 }
 
 // conformanceSets is the set lookup of the conformance cases: upstream's

@@ -312,7 +312,7 @@ var otherTargets = map[string]ir.Family{
 	"AUDIT": 0, "CHECKSUM": 0, "CLASSIFY": 0, "CONNSECMARK": 0,
 	"HMARK": 0, "IDLETIMER": 0, "LED": 0,
 	"NFQUEUE": 0,
-	"RATEEST": 0, "SECMARK": 0, "SET": 0,
+	"RATEEST": 0, "SECMARK": 0,
 	"SYNPROXY": 0, "TCPOPTSTRIP": 0, "TEE": 0,
 	"TPROXY": 0, "TRACE": 0, "NETMAP": 0,
 	"CLUSTERIP": ir.IPv4, "ECN": ir.IPv4, "ULOG": ir.IPv4,

@@ -180,6 +180,8 @@ func targetName(t ir.Target) string {
 		return "LOG"
 	case ir.TargetNFLog:
 		return "NFLOG"
+	case ir.TargetSet:
+		return "SET"
 	case ir.TargetDNAT:
 		return "DNAT"
 	case ir.TargetSNAT:
@@ -642,6 +644,8 @@ func (l *lister) target(t ir.Target) {
 		l.printf(" reject-with %s", t.RejectWith)
 	case ir.TargetNFLog:
 		l.b.WriteString(nflogOptionsText(t.NFLog, ""))
+	case ir.TargetSet:
+		l.b.WriteString(setTargetText(t.Set, ""))
 	case ir.TargetLog:
 		o := ir.LogOptions{Level: DefaultLogLevel}
 		if t.Log != nil {

@@ -106,12 +106,24 @@ func (s *setState) parseMatchSet(c *parseCtx, name string, invert bool) *failure
 	if invert {
 		s.m.Invert = true
 	}
+	dirs, f := parseSetArgs(c, "match-set", name)
+	if f != nil {
+		return f
+	}
+	s.m.Name, s.m.Dirs = name, dirs
+	return nil
+}
+
+// parseSetArgs is what libxt_set's set match and SET target do with
+// --OPTION NAME FLAGS (option what): FLAGS is the word after the option's
+// argument, the set must exist and be of the rule's family (or of none).
+func parseSetArgs(c *parseCtx, what, name string) (ir.SetDirs, *failure) {
 	g := c.g
 	if g.optind >= len(g.args) || strings.HasPrefix(g.args[g.optind], "-") || strings.HasPrefix(g.args[g.optind], "!") {
-		return paramErr("--match-set requires two args.")
+		return ir.SetDirs{}, paramErr("--%s requires two args.", what)
 	}
 	if len(name) > maxSetNameLen {
-		return paramErr("setname `%s' too long, max %d characters.", name, maxSetNameLen)
+		return ir.SetDirs{}, paramErr("setname `%s' too long, max %d characters.", name, maxSetNameLen)
 	}
 	var info SetInfo
 	ok := false
@@ -119,18 +131,17 @@ func (s *setState) parseMatchSet(c *parseCtx, name string, invert bool) *failure
 		info, ok = c.sets(name)
 	}
 	if !ok {
-		return paramErr("Set %s doesn't exist.\n", name)
+		return ir.SetDirs{}, paramErr("Set %s doesn't exist.\n", name)
 	}
 	if info.Family != 0 && info.Family != c.fam {
-		return paramErr("The protocol family of set %s is %s, which is not applicable.\n", name, setFamilyName(info.Family))
+		return ir.SetDirs{}, paramErr("The protocol family of set %s is %s, which is not applicable.\n", name, setFamilyName(info.Family))
 	}
 	dirs, f := parseSetDirs(g.args[g.optind])
 	if f != nil {
-		return f
+		return dirs, f
 	}
 	g.optind++
-	s.m.Name, s.m.Dirs = name, dirs
-	return nil
+	return dirs, nil
 }
 
 // setFamilyName is how libxt_set names a set's family in its messages.

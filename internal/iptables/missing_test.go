@@ -56,7 +56,6 @@ func TestMissingModuleMessages(t *testing.T) {
 		{ir.IPv4, "-A INPUT -j TEE", couldnt("iptables", "target `TEE': not supported by xfw")},
 		{ir.IPv4, "-A INPUT -j TEE --gateway 1.2.3.4", couldnt("iptables", "target `TEE': not supported by xfw")},
 		{ir.IPv4, "-A INPUT -j SYNPROXY", couldnt("iptables", "target `SYNPROXY': not supported by xfw")},
-		{ir.IPv4, "-A INPUT -j SET --add-set foo src,dst", couldnt("iptables", "target `SET': not supported by xfw")},
 		{ir.IPv6, "-A OUTPUT -j AUDIT --type drop", couldnt("ip6tables", "target `AUDIT': not supported by xfw")},
 		{ir.IPv4, "-A INPUT -j QUEUE", couldnt("iptables", "target `QUEUE': not supported by xfw")},
 		{ir.IPv4, "-t raw -A PREROUTING -j CT --zone 1", couldnt("iptables",

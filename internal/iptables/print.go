@@ -347,6 +347,8 @@ func writeTarget(b *strings.Builder, fam ir.Family, t ir.Target) {
 		b.WriteString(mangleTargetSave(t))
 	case ir.TargetNFLog:
 		b.WriteString(" -j NFLOG" + nflogOptionsText(t.NFLog, "--"))
+	case ir.TargetSet:
+		b.WriteString(" -j SET" + setTargetText(t.Set, "--"))
 	case ir.TargetLog:
 		b.WriteString(" -j LOG")
 		if t.Log == nil {

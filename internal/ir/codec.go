@@ -32,8 +32,9 @@ import (
 // Version 2 added the tables besides filter (after filter's chains) and
 // the NAT targets' ranges; version 3 the MARK target's values; version 4
 // the CONNMARK target's (connmark.go); version 5 the packet-rewriting
-// targets' options (mangle.go); version 6 the NFLOG target's (nflog.go).
-const codecVersion = 6
+// targets' options (mangle.go); version 6 the NFLOG target's (nflog.go);
+// version 7 the SET target's (settarget.go).
+const codecVersion = 7
 
 // Match tags of the binary form. Tags defined beside their matches take
 // ranges of their own: limit 64, hashlimit 65, recent 72, the IPv6
@@ -258,6 +259,7 @@ func (e *encoder) rule(r *Rule) error {
 	e.connmarkTarget(t.Connmark)
 	e.mangleTarget(t.Mangle)
 	e.nflogTarget(t.NFLog)
+	e.setTarget(t.Set)
 	return nil
 }
 
@@ -657,6 +659,7 @@ func (d *decoder) rule(r *Rule) {
 	r.Target.Connmark = d.connmarkTarget()
 	r.Target.Mangle = d.mangleTarget()
 	r.Target.NFLog = d.nflogTarget()
+	r.Target.Set = d.setTarget()
 }
 
 // u32 reads a uvarint that must fit 32 bits.

@@ -213,6 +213,10 @@ func (r *Rule) Clone() *Rule {
 		n := *r.Target.NFLog
 		nr.Target.NFLog = &n
 	}
+	if r.Target.Set != nil {
+		t := *r.Target.Set
+		nr.Target.Set = &t
+	}
 	return &nr
 }
 
@@ -597,6 +601,8 @@ const (
 	TargetNotrack
 	// TargetNFLog is -j NFLOG (options in Target.NFLog).
 	TargetNFLog
+	// TargetSet is -j SET (options in Target.Set).
+	TargetSet
 )
 
 // Target is the -j/-g part of a rule.
@@ -619,6 +625,8 @@ type Target struct {
 	Mangle *MangleTarget
 	// NFLog holds the NFLOG target's options.
 	NFLog *NFLogOptions
+	// Set holds the SET target's options.
+	Set *SetTarget
 }
 
 // LogOptions are the options of the LOG target.
@@ -720,7 +728,8 @@ func (*SetMatch) ModuleName() string { return "set" }
 // CloneMatch implements Match.
 func (m *SetMatch) CloneMatch() Match { c := *m; return &c }
 
-// SetUses counts the set matches of rs naming set ("" counts all).
+// SetUses counts the set matches of rs naming set ("" counts all), and
+// its SET targets' set references (setTargetUses).
 func (rs *Ruleset) SetUses(set string) int {
 	n := 0
 	for _, c := range rs.Chains {
@@ -732,7 +741,7 @@ func (rs *Ruleset) SetUses(set string) int {
 			}
 		}
 	}
-	return n
+	return n + rs.setTargetUses(set)
 }
 
 // Connection-tracking state bits of ConntrackMatch.States, with the values

@@ -24,8 +24,11 @@ func Build(gen *compiler.Generation, get func(name string) (*ipset.Set, error), 
 	if err != nil {
 		return nil, nil, err
 	}
-	ctrs := &setCounterAlloc{}
-	if len(gen.SetConds) > 0 {
+	ctrs := &setCounterAlloc{written: map[string]bool{}}
+	for _, name := range gen.SetWrites {
+		ctrs.written[name] = true
+	}
+	if len(gen.SetConds) > 0 || len(gen.SetWrites) > 0 {
 		running, err := dataplane.OpenRunningSets()
 		if err != nil {
 			return nil, nil, err
@@ -34,6 +37,10 @@ func Build(gen *compiler.Generation, get func(name string) (*ipset.Set, error), 
 		running.Close()
 	}
 	tables, err := buildSetTables(gen.SetConds, get, ifaces, clk, ctrs)
+	if err != nil {
+		return nil, nil, err
+	}
+	tables, err = addWriteTables(tables, gen, get, ifaces, clk, ctrs)
 	return tables, ctrs.ids, err
 }
 
@@ -58,6 +65,9 @@ type setCounterAlloc struct {
 	// over); fresh the sets changed since they were built.
 	running []dataplane.SetLookupInfo
 	fresh   map[string]bool
+	// written are the sets the generation's SET targets write: their
+	// tables are hash tables with the write parameters.
+	written map[string]bool
 	// tables are this generation's hash tables, by what they are built
 	// from: the index of the lookup that has them.
 	tables map[tableOrigin]int
@@ -87,7 +97,7 @@ func (a *setCounterAlloc) share(k int, st *dataplane.SetTable) bool {
 	}
 	for _, lk := range a.running {
 		if lk.Set == st.Set && lk.Via == st.Via && lk.ID == st.ID && lk.ListExp == st.ListExp &&
-			lk.Kind == st.Kind && lk.MaxPlen == st.MaxPlen {
+			lk.Kind == st.Kind && lk.MaxPlen == st.MaxPlen && lk.Writable == st.Writable {
 			st.Reuse, st.Counters = lk.Index+1, lk.Counters
 			return true
 		}
@@ -151,6 +161,9 @@ func buildSetTables(conds []compiler.SetCond, get func(string) (*ipset.Set, erro
 		for _, m := range members {
 			if !setTestable(m.set, sc) {
 				continue
+			}
+			if via != "" && ctrs.written[m.set.Name] {
+				return nil, fmt.Errorf("--match-set %s: its member %s is written by a SET target: matching a written set through a list:set is not supported by xfw", sc.Name, m.set.Name)
 			}
 			st, err := buildSetTable(len(out), k, sc, m.set, via, m.expires, ifaces, clk, listCounted, ctrs)
 			if err != nil {
@@ -220,8 +233,9 @@ func buildSetTable(n, k int, sc compiler.SetCond, s *ipset.Set, via string, list
 	if !listExp.IsZero() {
 		st.ListExp = listExp.UnixNano()
 	}
+	st.Writable = via == "" && ctrs.written[s.Name]
 	if (s.Type == ipset.HashIP || s.Type == ipset.HashNet) && !s.Options.HasTimeout && listExp.IsZero() &&
-		!s.Options.Counters && !listCounted {
+		!s.Options.Counters && !listCounted && !st.Writable {
 		fam := lpm.IPv4
 		if sc.Family == ir.IPv6 {
 			fam = lpm.IPv6
@@ -284,6 +298,10 @@ func buildSetTable(n, k int, sc compiler.SetCond, s *ipset.Set, via string, list
 	}
 	st.Hash = append(st.Hash, dataplane.SetMetaEntries(&plens)...)
 	st.Capacity = setCapacity(s)
+	if st.Writable {
+		st.Hash = append(st.Hash, writeMetaEntry(s, st.MaxPlen))
+		st.Capacity += dataplane.SetWriteMetaKeys
+	}
 	return st, nil
 }
 

@@ -2,14 +2,12 @@ package settable
 
 import (
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/dataplane"
-	"github.com/xfw-dev/xfw/internal/ipset"
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
@@ -18,8 +16,7 @@ import (
 // expansion (members of the other family or of more dimensions left
 // out), hash:net,iface blockers, and the limit of lookups.
 func TestBuildSetTables(t *testing.T) {
-	store := ipset.NewMemStore()
-	for _, line := range []string{
+	get := storeSets(t, []string{
 		"create ip hash:ip", "add ip 10.0.0.1",
 		"create ipp hash:ip,port", "add ipp 10.0.0.1,udp:53", "add ipp 10.0.0.2,icmp:echo-request",
 		"create np hash:net,port timeout 600", "add np 10.0.0.0/24,tcp:80 timeout 0", "add np 10.0.0.0/30,tcp:80 nomatch timeout 10",
@@ -27,21 +24,7 @@ func TestBuildSetTables(t *testing.T) {
 		"create bp bitmap:port range 1-100", "add bp 7",
 		"create ip6 hash:ip family inet6", "add ip6 2001:db8::1",
 		"create ls list:set timeout 600", "add ls ip timeout 20", "add ls ip6", "add ls bp", "add ls ipp",
-	} {
-		if st := ipset.Run(strings.Fields(line), nil, io.Discard, io.Discard, store); st != 0 {
-			t.Fatalf("ipset %s: status %d", line, st)
-		}
-	}
-	sets, err := store.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	get := func(name string) (*ipset.Set, error) {
-		if s := sets.Get(name); s != nil {
-			return s, nil
-		}
-		return nil, fmt.Errorf("set %s does not exist", name)
-	}
+	})
 	ifaces := []compiler.Interface{{Index: 7, Name: "in0"}, {Index: 8, Name: "out0"}}
 	clk := setClock{wall: time.Now(), mono: 1_000_000_000_000}
 	cond := func(name string, dim, src uint8, rn bool) compiler.SetCond {

@@ -35,3 +35,12 @@ func (c setClock) expiry(t time.Time) (uint64, bool) {
 	}
 	return c.mono + uint64(d), true
 }
+
+// wallOf returns the wall-clock time of monotonic time mono (ns; 0: the
+// zero time, never).
+func (c setClock) wallOf(mono uint64) time.Time {
+	if mono == 0 {
+		return time.Time{}
+	}
+	return c.wall.Add(time.Duration(int64(mono) - int64(c.mono))).Truncate(time.Second)
+}

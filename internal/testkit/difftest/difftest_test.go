@@ -551,9 +551,11 @@ func TestGeneratedSets(t *testing.T) {
 			len(SetLines(GenerateRuleset(3, plan, GenOptions{}))) != 0 {
 			t.Fatalf("%s: a ruleset without sets carries set lines or is not deterministic", fam)
 		}
-		matches := 0
+		matches, setTargets, writtenMatches := 0, 0, 0
 		for seed := int64(0); seed < 30; seed++ {
 			text := GenerateRuleset(seed, plan, GenOptions{Sets: true})
+			setTargets += strings.Count(text, "-j SET --")
+			writtenMatches += strings.Count(text, "--match-set xs-w ")
 			lines := SetLines(text)
 			if len(lines) < 4 || !strings.HasPrefix(lines[0], "create xs-net hash:net") || !strings.HasPrefix(lines[1], "create xs-ip hash:ip") {
 				t.Fatalf("%s seed %d: set lines %q", fam, seed, lines)
@@ -566,6 +568,9 @@ func TestGeneratedSets(t *testing.T) {
 		}
 		if matches == 0 {
 			t.Errorf("%s: 30 rulesets with sets use no set match", fam)
+		}
+		if setTargets == 0 || writtenMatches == 0 {
+			t.Errorf("%s: 30 rulesets with sets have %d SET targets and %d matches of the set they write", fam, setTargets, writtenMatches)
 		}
 		lookup := SetLookup("# ipset: create a hash:net family inet6\n# ipset: create b hash:ip\n*filter\nCOMMIT\n")
 		if info, ok := lookup("a"); !ok || info.Family != ir.IPv6 || info.Dims != 1 || info.Type != "hash:net" {

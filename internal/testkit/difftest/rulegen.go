@@ -102,6 +102,9 @@ type rgen struct {
 	// rate draws the rate-limiting rules (rulegen_rate.go) from a stream
 	// of its own.
 	rate *rgen
+	// setw draws the SET targets and the matches of the set they write
+	// (rulegen_setw.go) from a stream of its own.
+	setw *rgen
 }
 
 // drawTransportHeaders and drawIP6ExtHeaders say whether the random
@@ -137,6 +140,7 @@ func GenerateRuleset(seed int64, plan Plan, opts GenOptions) string {
 	g.hdr4 = &rgen{rng: rand.New(rand.NewSource(seed ^ hdr4SeedMix)), plan: plan, fam: plan.Family}
 	g.cm = &rgen{rng: rand.New(rand.NewSource(seed ^ connmarkSeedMix)), plan: plan, fam: plan.Family}
 	g.rate = &rgen{rng: rand.New(rand.NewSource(seed ^ rateSeedMix)), plan: plan, fam: plan.Family}
+	g.setw = &rgen{rng: rand.New(rand.NewSource(seed ^ setwSeedMix)), plan: plan, fam: plan.Family}
 	g.chains = append([]string(nil), ir.BuiltinChains...)
 	nuser := 0
 	if opts.MaxUserChains > 0 {
@@ -337,6 +341,9 @@ func (g *rgen) fillRule(r *grule) {
 	if len(g.setLines) > 0 && g.chance(15) {
 		add(g.setSpec()...)
 	}
+	if drawSetTargets && len(g.setLines) > 0 && g.setw.chance(15) {
+		add(g.setw.writtenSetMatchSpec()...)
+	}
 	if g.ct && g.chance(35) {
 		add(g.ctSpec()...)
 	}
@@ -393,6 +400,9 @@ func (g *rgen) targetSpec(r *grule, pc protoChoice) []string {
 	case "":
 		if g.ct && g.cm.chance(40) {
 			return g.cm.connmarkTargetSpec()
+		}
+		if drawSetTargets && len(g.setLines) > 0 && g.setw.chance(60) {
+			return g.setw.setTargetSpec()
 		}
 		return nil
 	case "jump":

@@ -109,6 +109,9 @@ func (g *rgen) genSets() {
 		g.setLines = append(g.setLines, fmt.Sprintf("add %s %s", genSetNames[1], a))
 	}
 	g.genPortSets(fam, addrs)
+	if drawSetTargets {
+		g.setLines = append(g.setLines, "create "+genWrittenSet+" hash:ip family "+fam)
+	}
 	for len(g.setConds) < 5 {
 		c := []string{"--match-set", pick(g.rng, genSetNames[:]), pick(g.rng, []string{"src", "dst", "src,dst", "dst,src", "dst,dst", "src,src"})}
 		if g.chance(20) {

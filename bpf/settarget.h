@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * settarget.h — -j SET: the packet's address added to and deleted from
+ * sets by the data plane, as the kernel's SET target (xt_set.c
+ * set_target_v3) and ipset's hash:ip and hash:net types (mtype_kadt,
+ * mtype_add, mtype_del) do.
+ *
+ * A set a generation writes has a hash table lookup (set_lookup.h's
+ * struct xfw_setkey tables) after its set conditions' lookups: written set
+ * w (1-based) of slot is lookup nsetlk + w - 1, whose table the set's
+ * matches share. The table's XFW_SETW_META key says how to make an
+ * element (hash:ip: the address masked to the set's netmask; hash:net: to
+ * the longest prefix length present, the host length when none, as
+ * nets[0].cidr) and the set's timeouts. An add marks the element's prefix
+ * length among the present ones (an atomic OR on its meta word), then
+ * writes the element: a lookup meanwhile tries one length more and finds
+ * nothing, as before. A full table refuses the element, as a full set
+ * (maxelem) does.
+ *
+ * Conventions: the evaluators run from xfw_probe, at the bottom of the
+ * deepest call chain, so they keep the key in the set walk's per-CPU
+ * scratch (struct xfw_hwalk, unused once the walk runs) and little on the
+ * stack. Global functions, verified once.
+ *
+ * A --match-set of a written set is asked in rule order too
+ * (XFW_PROBE_SETMATCH, xfw_set_written_match), so that a packet a SET rule
+ * added matches a later rule, as in the kernel; it walks the table as the
+ * packet's lookups do (set_lookup.h xfw_hwalk_step).
+ *
+ * Includes: common.h, xfw_structs.h, parse.h (struct xfw_pkt), bits.h,
+ * classify_structs.h, classify_maps.h, set_lookup.h.
+ */
+#ifndef XFW_SETTARGET_H
+#define XFW_SETTARGET_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "common.h"
+#include "xfw_structs.h"
+#include "parse.h"
+#include "bits.h"
+#include "classify_structs.h"
+#include "classify_maps.h"
+#include "set_lookup.h"
+
+/* IPSET_MAX_TIMEOUT: the longest timeout in seconds (set_target_v3 cuts
+ * longer ones to it). */
+#define XFW_SET_MAX_TIMEOUT 2147483
+/* Nanoseconds per second. */
+#define XFW_NS_PER_SEC 1000000000ULL
+/* xfw_set_write's flags beside XFW_SETT_*: delete (else add). */
+#define XFW_SETT_OP_DEL (1u << 31)
+
+/* xfw_setw_table returns the hash table of written set w (1-based) of
+ * slot, its outer index in *idx; NULL when the generation has none. */
+static __always_inline void *xfw_setw_table(__u32 slot, __u32 w, __u32 *idx)
+{
+	struct xfw_family_cfg *fc;
+
+	if (!w || slot >= XFW_NSLOTS)
+		return NULL;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	if (!fc || fc->nsetlk + w - 1 >= XFW_MAX_SETLOOKUPS)
+		return NULL;
+	*idx = slot * XFW_MAX_SETLOOKUPS + fc->nsetlk + w - 1;
+	return bpf_map_lookup_elem(&xfw_o_sethash, idx);
+}
+
+/* xfw_setw_longest returns the longest prefix length present in table m
+ * (its meta words), or maxplen when none is: hash:net's element length
+ * (INIT_CIDR(nets[0].cidr[0], HOST_MASK)). c->key is the meta key. */
+static __always_inline __u32 xfw_setw_longest(struct xfw_hwalk *c, void *m, __u32 maxplen)
+{
+	struct xfw_setval *v;
+
+	for (int w = XFW_SET_PLEN_WORDS - 1; w >= 0; w--) {
+		c->key.port = w;
+		v = bpf_map_lookup_elem(m, &c->key);
+		if (v && v->expires)
+			return (__u32)w * 64 + xfw_msb64(v->expires);
+	}
+	return maxplen;
+}
+
+/* xfw_set_write adds the packet's source (or destination: XFW_SETT_ADD_DST
+ * in flags) to written set w (1-based) of slot, or deletes it
+ * (XFW_SETT_OP_DEL, XFW_SETT_DEL_DST), with
+ * timeout seconds (~0: the set's default) and XFW_SETT_EXIST: an element
+ * already there gets the new timeout only with --exist, or when it has
+ * expired (mtype_add). Returns 1. */
+__attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32 w, __u32 flags,
+					    __u32 timeout)
+{
+	struct xfw_setval *v, val = {};
+	struct xfw_hwalk *c;
+	__u32 zero = 0, idx, plen;
+	void *m;
+
+	if (!p)
+		return 1;
+	m = xfw_setw_table(slot, w, &idx);
+	c = bpf_map_lookup_elem(&xfw_hwalk_scratch, &zero);
+	if (!m || !c)
+		return 1;
+	__builtin_memset(&c->key, 0, sizeof(c->key));
+	c->key.plen = XFW_SETKEY_META;
+	c->key.port = XFW_SETW_META;
+	v = bpf_map_lookup_elem(m, &c->key);
+	if (!v)
+		return 1;
+	/* The set's parameters, kept in the scratch (the stack is short). */
+	c->answer = v->answer;
+	c->ctr = (__u32)v->expires;
+	c->maxplen = p->fam ? 128 : 32;
+	plen = v->aux;
+	if (c->answer & XFW_SETW_NET)
+		plen = xfw_setw_longest(c, m, c->maxplen);
+	if (plen > c->maxplen)
+		return 1;
+	if (flags & ((flags & XFW_SETT_OP_DEL) ? XFW_SETT_DEL_DST : XFW_SETT_ADD_DST)) {
+		c->hi = p->dst_hi;
+		c->lo = p->dst_lo;
+	} else {
+		c->hi = p->src_hi;
+		c->lo = p->src_lo;
+	}
+	xfw_hwalk_mask(c, plen);
+	c->key.port = 0;
+	/* hash:ip: the address 0 (after the netmask) is no element. */
+	if (!(c->answer & XFW_SETW_NET) && !c->key.hi && !c->key.lo)
+		return 1;
+	if (flags & XFW_SETT_OP_DEL) {
+		bpf_map_delete_elem(m, &c->key);
+		return 1;
+	}
+	c->now = bpf_ktime_get_ns();
+	v = bpf_map_lookup_elem(m, &c->key);
+	if (v && !(flags & XFW_SETT_EXIST) && !(v->expires && c->now >= v->expires))
+		return 1; /* -IPSET_ERR_EXIST: left as it is */
+	if (c->answer & XFW_SETW_TIMEOUT) {
+		if (timeout == ~0u)
+			timeout = c->ctr;
+		if (timeout > XFW_SET_MAX_TIMEOUT)
+			timeout = XFW_SET_MAX_TIMEOUT;
+		if (timeout)
+			val.expires = c->now + (__u64)timeout * XFW_NS_PER_SEC;
+	}
+	val.answer = XFW_SET_MEMBER;
+	/* The prefix length first (a lookup then tries it and finds nothing
+	 * until the element is in). */
+	c->key.hi = 0;
+	c->key.lo = 0;
+	c->key.plen = XFW_SETKEY_META;
+	c->key.port = plen / 64; /* plen ≤ 128: word 0, 1 or 2 */
+	v = bpf_map_lookup_elem(m, &c->key);
+	if (v && !(v->expires & (1ULL << (plen & 63))))
+		__sync_fetch_and_or(&v->expires, 1ULL << (plen & 63));
+	xfw_hwalk_mask(c, plen);
+	c->key.port = 0;
+	bpf_map_update_elem(m, &c->key, &val, BPF_ANY);
+	return 1;
+}
+
+/* xfw_set_written_match answers a --match-set of written set arg & 0xff
+ * (XFW_PROBE_SETMATCH, flags XFW_SETM_*) of slot for p, as ip_set_test
+ * with a hash:ip or hash:net: the present prefix lengths are tried from
+ * the longest, an expired entry skipped; --return-nomatch reverses a
+ * hash:net's answer. */
+__attribute__((noinline)) int xfw_set_written_match(struct xfw_pkt *p, __u32 slot, __u32 arg)
+{
+	struct xfw_setval *v;
+	struct xfw_hwalk *c;
+	__u32 zero = 0, w, idx;
+	void *m;
+
+	if (!p)
+		return 0;
+	m = xfw_setw_table(slot, arg & 0xff, &idx);
+	c = bpf_map_lookup_elem(&xfw_hwalk_scratch, &zero);
+	if (!m || !c)
+		return 0;
+	__builtin_memset(c, 0, sizeof(*c));
+	c->idx = idx;
+	c->maxplen = p->fam ? 128 : 32;
+	c->key.plen = XFW_SETKEY_META;
+	for (int k = 0; k < XFW_SET_PLEN_WORDS; k++) {
+		c->key.port = k;
+		v = bpf_map_lookup_elem(m, &c->key);
+		if (v)
+			c->words[k] = v->expires;
+	}
+	c->key.port = XFW_SETW_META;
+	v = bpf_map_lookup_elem(m, &c->key);
+	if (!v)
+		return 0;
+	/* Only a type with nomatch entries honours --return-nomatch. */
+	if (!(v->answer & XFW_SETW_NET))
+		arg &= ~XFW_SETM_RETURN_NOMATCH;
+	c->key.port = 0;
+	if (arg & XFW_SETM_DST) {
+		c->hi = p->dst_hi;
+		c->lo = p->dst_lo;
+	} else {
+		c->hi = p->src_hi;
+		c->lo = p->src_lo;
+	}
+	c->next = c->maxplen + 1;
+	/* 129 prefix lengths at most: /128 to /0. */
+	bpf_loop(129, xfw_hwalk_step, NULL, 0);
+	if (arg & XFW_SETM_RETURN_NOMATCH)
+		w = c->answer == XFW_SET_NOMATCH;
+	else
+		w = c->answer == XFW_SET_MEMBER;
+	return w != !!(arg & XFW_SETM_INVERT);
+}
+
+/* xfw_set_target is the SET target's action (XFW_PROBE_SETTARGET, .arg
+ * and .val): --add-set, then --del-set, as set_target_v3; always true
+ * (XT_CONTINUE). */
+static __always_inline int xfw_set_target(struct xfw_pkt *p, __u32 slot, __u32 arg, __u32 timeout)
+{
+	xfw_set_write(p, slot, arg & 0xff, arg, timeout);
+	xfw_set_write(p, slot, (arg >> XFW_SETT_DEL_SHIFT) & 0xff, arg | XFW_SETT_OP_DEL, timeout);
+	return 1;
+}
+
+#endif /* XFW_SETTARGET_H */

@@ -1,0 +1,207 @@
+package settable
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/xfw-dev/xfw/internal/compiler"
+	"github.com/xfw-dev/xfw/internal/dataplane"
+	"github.com/xfw-dev/xfw/internal/ipset"
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// Sets the SET target writes (compiler.Generation.SetWrites). Each gets a
+// lookup after the set conditions' (dataplane.SetTable.Write): a hash
+// table with the write parameters (dataplane.SetWriteMetaEntry), shared
+// with the set's matches (their lookups are hash lookups too, so that they
+// see what the data plane adds) and taken over by the next generation like
+// any hash table. The data plane's adds and deletes live in that table
+// only: TakeWrites moves them into the stored sets (members, timeouts)
+// before an `xfw ipset` command or a ruleset change uses the sets, without
+// changing the sets' identities (the tables already hold them).
+
+// WriteUsable reports why the data plane cannot write s for a SET target
+// (nil when it can): hash:ip and hash:net without counters.
+func WriteUsable(s *ipset.Set) error {
+	if s.Type != ipset.HashIP && s.Type != ipset.HashNet {
+		return fmt.Errorf("sets of type %s are not supported by xfw's SET target (hash:ip and hash:net are)", s.Type)
+	}
+	if s.Options.Counters {
+		return fmt.Errorf("sets with counters are not supported by xfw's SET target")
+	}
+	return nil
+}
+
+// writeMetaEntry returns the write parameters of written set s's table of
+// addresses of maxPlen bits.
+func writeMetaEntry(s *ipset.Set, maxPlen uint8) dataplane.SetHashEntry {
+	plen := maxPlen
+	if s.Type == ipset.HashIP && s.Options.Netmask != 0 {
+		plen = s.Options.Netmask
+	}
+	return dataplane.SetWriteMetaEntry(s.Options.Timeout, s.Options.HasTimeout, s.Type == ipset.HashNet, plen)
+}
+
+// addWriteTables appends to tables, the set conditions' lookups, one
+// lookup per set gen writes, in gen.SetWrites' order.
+func addWriteTables(tables []dataplane.SetTable, gen *compiler.Generation, get func(string) (*ipset.Set, error), ifaces []compiler.Interface, clk setClock, ctrs *setCounterAlloc) ([]dataplane.SetTable, error) {
+	for _, name := range gen.SetWrites {
+		s, err := get(name)
+		if err == nil {
+			err = WriteUsable(s)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("SET %s: %w", name, err)
+		}
+		sc := compiler.SetCond{Family: gen.Family, Name: name, Dirs: ir.SetDirs{Dim: 1, Src: 1}}
+		if !setTestable(s, sc) {
+			return nil, fmt.Errorf("SET %s: the set is not of the rules' family", name)
+		}
+		st, err := buildSetTable(len(tables), 0, sc, s, "", time.Time{}, ifaces, clk, false, ctrs)
+		if err != nil {
+			return nil, fmt.Errorf("SET %s: %w", name, err)
+		}
+		st.Write = true
+		tables = append(tables, st)
+	}
+	if len(tables) > dataplane.MaxSetLookups {
+		return nil, fmt.Errorf("the set matches and SET targets need %d set lookups (one per set condition, one per member of a list:set, one per set written), xfw supports at most %d per family", len(tables), dataplane.MaxSetLookups)
+	}
+	return tables, nil
+}
+
+// TakeWrites moves the members the data plane added to and deleted from
+// the sets the running generations write into ss (a Clone of the loaded
+// sets, as ipset.Store.Commit wants it), reporting whether any changed:
+// each written set's members become its table's live entries, with their
+// expiry; expired entries leave the table.
+func TakeWrites(ss *ipset.Sets) (bool, error) {
+	if writes, err := dataplane.RunningSetWrites(); err != nil || !writes {
+		return false, err
+	}
+	rsets, err := dataplane.OpenRunningSets()
+	if err != nil {
+		return false, err
+	}
+	defer rsets.Close()
+	clk, err := nowClock()
+	if err != nil {
+		return false, err
+	}
+	changed := false
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		for _, lk := range rsets.Lookups(fam) {
+			if !lk.Write {
+				continue
+			}
+			c, err := takeSetWrites(ss, rsets, fam, lk, clk)
+			if err != nil {
+				return false, err
+			}
+			changed = changed || c
+		}
+	}
+	return changed, nil
+}
+
+// RunningWrites reports whether a running generation writes sets.
+func RunningWrites() (bool, error) { return dataplane.RunningSetWrites() }
+
+// takeSetWrites makes the stored set of written lookup lk follow its table.
+func takeSetWrites(ss *ipset.Sets, rsets *dataplane.RunningSets, fam ir.Family, lk dataplane.SetLookupInfo, clk setClock) (bool, error) {
+	s := ss.Get(lk.Set)
+	if s == nil || WriteUsable(s) != nil {
+		return false, nil
+	}
+	hashes, err := rsets.Hashes(fam, lk.Set)
+	if err != nil {
+		return false, err
+	}
+	defer closeHashes(hashes)
+	var h *dataplane.LiveSetHash
+	for _, c := range hashes {
+		if c.Info.Index == lk.Index {
+			h = c
+		}
+	}
+	if h == nil {
+		return false, nil
+	}
+	entries, err := h.Entries()
+	if err != nil {
+		return false, err
+	}
+	if err := h.DeleteExpired(entries, clk.mono); err != nil {
+		return false, err
+	}
+	live := map[dataplane.SetHashKey]dataplane.SetHashEntry{}
+	for _, e := range entries {
+		if e.Expires == 0 || e.Expires > clk.mono {
+			live[e.Key] = e
+		}
+	}
+	changed := false
+	kind := setHashKind(s.Type)
+	var gone []ipset.Elem
+	s.All(func(e *ipset.Entry) bool {
+		for _, h := range setHashEntries(kind, &ipset.Entry{Elem: e.Elem}, time.Time{}, nil, clk) {
+			t, ok := live[h.Key]
+			if !ok {
+				gone = append(gone, e.Elem)
+				continue
+			}
+			delete(live, h.Key)
+			if exp := clk.wallOf(t.Expires); t.Answer == dataplane.SetMember && !sameSecond(exp, e.Expires) {
+				n := *e
+				n.Expires = exp
+				s.PutLive(n)
+				changed = true
+			}
+		}
+		return true
+	})
+	for _, el := range gone {
+		s.RemoveLive(el)
+		changed = true
+	}
+	for k, t := range live {
+		if t.Answer != dataplane.SetMember {
+			continue
+		}
+		s.PutLive(ipset.Entry{Elem: ipset.Elem{Prefix: keyPrefix(k, fam)}, Expires: clk.wallOf(t.Expires)})
+		changed = true
+	}
+	return changed, nil
+}
+
+// sameSecond reports whether two expiry times are one (both zero, or
+// within a second: the clocks' conversion moves them by microseconds).
+func sameSecond(a, b time.Time) bool {
+	if a.IsZero() || b.IsZero() {
+		return a.IsZero() == b.IsZero()
+	}
+	d := a.Sub(b)
+	return d > -time.Second && d < time.Second
+}
+
+// closeHashes closes hash tables.
+func closeHashes(hs []*dataplane.LiveSetHash) {
+	for _, h := range hs {
+		h.Close()
+	}
+}
+
+// keyPrefix is the address prefix of a hash table key (addrWords' inverse).
+func keyPrefix(k dataplane.SetHashKey, fam ir.Family) netip.Prefix {
+	if fam == ir.IPv4 {
+		a := netip.AddrFrom4([4]byte{byte(k.Lo >> 24), byte(k.Lo >> 16), byte(k.Lo >> 8), byte(k.Lo)})
+		return netip.PrefixFrom(a, int(k.Plen)).Masked()
+	}
+	var b [16]byte
+	for i := 0; i < 8; i++ {
+		b[i] = byte(k.Hi >> (56 - 8*i))
+		b[8+i] = byte(k.Lo >> (56 - 8*i))
+	}
+	return netip.PrefixFrom(netip.AddrFrom16(b), int(k.Plen)).Masked()
+}
