@@ -18,10 +18,11 @@ import (
 
 // UsesSetMatches reports whether a rule of rs (any table) has a set match
 // or a header condition the data plane resolves through the sets' lookup
-// tables: the generation then depends on the sets' definitions
-// (Options.SetCounts), not on the ruleset alone.
+// tables, or a -j SET target (which writes a set's table): the generation
+// then depends on the sets' definitions (Options.SetCounts, the written
+// sets' types), not on the ruleset alone.
 func UsesSetMatches(rs *ir.Ruleset) bool {
-	return anyRule(rs, hasSetMatch)
+	return anyRule(rs, func(r *ir.Rule) bool { return hasSetMatch(r) || r.Target.Kind == ir.TargetSet })
 }
 
 // DiffGenerations returns nil when a and b are the same generation, or an

@@ -110,3 +110,13 @@ func TestUsesSetMatches(t *testing.T) {
 		t.Error("a set match in a user chain is not seen")
 	}
 }
+
+// TestUsesSetMatchesSetTarget: a -j SET target makes the generation
+// depend on the written set's definition too.
+func TestUsesSetMatchesSetTarget(t *testing.T) {
+	rs := parseRuleset(t, ir.IPv4, "-N X", "-A X -j DROP")
+	rs.Chain("X").Rules[0].Target = ir.Target{Kind: ir.TargetSet}
+	if !UsesSetMatches(rs) {
+		t.Error("a -j SET target is not seen")
+	}
+}
