@@ -53,7 +53,7 @@ func translatedCopy(e event, cand candidate, p Probe) bool {
 		return false
 	}
 	sent := p.decode(p.Frames[0])
-	if sent == nil || sent.IPVersion != 4 || sent.Fragment {
+	if sent == nil || sent.Fragment {
 		return false
 	}
 	switch cand.rel {
@@ -62,8 +62,13 @@ func translatedCopy(e event, cand candidate, p Probe) bool {
 	case relQuote:
 		return e.pkt.Inner != nil && e.pkt.Inner.Protocol == sent.Protocol
 	default:
-		return e.pkt.Protocol == sent.Protocol || e.pkt.Protocol == nettest.ProtoICMP && sent.Protocol == nettest.ProtoICMP
+		return e.pkt.Protocol == sent.Protocol || isICMP(e.pkt.Protocol) && isICMP(sent.Protocol)
 	}
+}
+
+// isICMP reports whether proto is ICMP or ICMPv6.
+func isICMP(proto uint8) bool {
+	return proto == nettest.ProtoICMP || proto == nettest.ProtoICMPv6
 }
 
 // attribute returns the probe event e belongs to and how: the first
@@ -116,6 +121,14 @@ func (s *Session) clearNAT(sd *side) error {
 
 // answerTTL is the TTL of sink's answers.
 const answerTTL = 64
+
+// Offsets in the IPv6 header turnAround writes.
+const (
+	ipv6HopLimitOffset = 7
+	ipv6SrcOffset      = 8
+	ipv6DstOffset      = 24
+	ipv6AddrLen        = 16
+)
 
 // answerSeq is the sequence number of sink's TCP answers (the marker is in
 // the IPv4 identification: answers keep their transport header).
@@ -181,12 +194,17 @@ func answeredProbe(c *Corpus, k int) int {
 	return -1
 }
 
-// turnAround returns the Ethernet frame raw (IPv4 at l3, TCP or UDP)
-// turned into its answer, or nil when it is not one to answer.
+// turnAround returns the Ethernet frame raw (IPv4 or IPv6 at l3, TCP or
+// UDP) turned into its answer, or nil when it is not one to answer.
 func turnAround(raw []byte, l3 int) []byte {
 	b := append([]byte(nil), raw...)
 	proto, off, ok := transport(b, l3)
-	if !ok || len(b) < l3+ipv4HeaderLen || b[l3]>>4 != 4 {
+	if !ok {
+		return nil
+	}
+	v6 := b[l3]>>4 == 6
+	if v6 && (len(b) < l3+ipv6HeaderLen || b[l3+6] != proto) || !v6 && (len(b) < l3+ipv4HeaderLen || b[l3]>>4 != 4) {
+		// (IPv6: no extension headers, which an answer would repeat.)
 		return nil
 	}
 	hdr := 8
@@ -208,14 +226,22 @@ func turnAround(raw []byte, l3 int) []byte {
 			b[x+i], b[y+i] = b[y+i], b[x+i]
 		}
 	}
-	swap(l3+12, l3+16, 4)
+	var payload int
+	if v6 {
+		swap(l3+ipv6SrcOffset, l3+ipv6DstOffset, ipv6AddrLen)
+		b[l3+ipv6HopLimitOffset] = answerTTL // no header checksum
+		payload = int(binary.BigEndian.Uint16(b[l3+4:])) - (off - l3 - ipv6HeaderLen)
+	} else {
+		swap(l3+12, l3+16, 4)
+		ttlProto := binary.BigEndian.Uint16(b[l3+8:])
+		put16(b, l3+8, answerTTL<<8|ttlProto&0xff, l3+10)
+		payload = int(binary.BigEndian.Uint16(b[l3+2:])) - (off - l3)
+	}
 	swap(off, off+2, 2)
-	ttlProto := binary.BigEndian.Uint16(b[l3+8:])
-	put16(b, l3+8, answerTTL<<8|ttlProto&0xff, l3+10)
 	if proto == nettest.ProtoTCP {
 		seq := binary.BigEndian.Uint32(b[off+4:])
 		flags := b[off+13]
-		payload := int(binary.BigEndian.Uint16(b[l3+2:])) - (off - l3) - int(b[off+12]>>4)*4
+		payload -= int(b[off+12]>>4) * 4
 		ack := seq + uint32(max(payload, 0))
 		newFlags := uint8(0x10)                 // ACK
 		if flags&0x02 != 0 && flags&0x10 == 0 { // SYN: SYN,ACK
@@ -326,7 +352,7 @@ func answers(g *pgen, probes []Probe) []Probe {
 			continue
 		}
 		o := p.decode(p.Frames[0])
-		if o == nil || o.IPVersion != 4 || o.Fragment || o.Protocol != nettest.ProtoTCP && o.Protocol != nettest.ProtoUDP ||
+		if o == nil || o.Fragment || o.Protocol != nettest.ProtoTCP && o.Protocol != nettest.ProtoUDP ||
 			g.plan.via(o.Src) != p.From {
 			// (An answer fw has no route for is dropped before any
 			// chain, where the kernel counts it in PREROUTING.)
@@ -362,7 +388,7 @@ func answers(g *pgen, probes []Probe) []Probe {
 // the other end than the copy reached is not sent (answerFrames).
 func fwAnswer(g *pgen, p Probe) (Probe, bool) {
 	o := p.decode(p.Frames[0])
-	if o == nil || o.IPVersion != 4 || o.Fragment || o.Protocol != nettest.ProtoTCP || len(o.IPv4Options) > 0 ||
+	if o == nil || o.Fragment || o.Protocol != nettest.ProtoTCP || len(o.IPv4Options) > 0 || len(o.ExtHeaders) > 0 ||
 		o.Src != g.plan.FwIn && o.Src != g.plan.FwOut {
 		return Probe{}, false
 	}
@@ -409,7 +435,8 @@ func natEchoClash(p Probe, seen map[netip.Addr]netip.Addr) bool {
 		return false
 	}
 	o := p.decode(p.Frames[0])
-	if o == nil || o.Protocol != nettest.ProtoICMP || o.ICMPType != nettest.ICMPv4EchoRequest {
+	if o == nil || !(o.Protocol == nettest.ProtoICMP && o.ICMPType == nettest.ICMPv4EchoRequest ||
+		o.Protocol == nettest.ProtoICMPv6 && o.ICMPType == nettest.ICMPv6EchoRequest) {
 		return false
 	}
 	if first, ok := seen[o.Dst]; ok {
@@ -437,6 +464,10 @@ func natQuery(p Probe) bool {
 		return true
 	case nettest.ProtoICMP:
 		return o.ICMPType == icmpTimestamp || o.ICMPType == icmpInfoRequest || o.ICMPType == icmpAddressMask
+	case nettest.ProtoICMPv6:
+		// The informational messages but echo (node information
+		// queries, neighbour discovery, MLD); errors are kept.
+		return o.ICMPType >= icmpv6Informational && o.ICMPType != nettest.ICMPv6EchoRequest && o.ICMPType != nettest.ICMPv6EchoReply
 	}
 	return false
 }
@@ -447,6 +478,9 @@ const (
 	icmpTimestamp   = 13
 	icmpInfoRequest = 15
 	icmpAddressMask = 17
+	// icmpv6Informational is the first ICMPv6 informational type (RFC
+	// 4443: the types below are errors).
+	icmpv6Informational = 128
 )
 
 // randomPorts are the translated ports a nat ruleset may pick at random
