@@ -89,6 +89,7 @@ func GenerateStatefulCorpus(seed int64, plan Plan, ruleset string, opts Stateful
 	nat := HasNATTable(ruleset)
 	sports, nextPort := map[uint16]bool{}, uint16(firstFreePort)
 	echoes := map[netip.Addr]netip.Addr{}
+	flows := map[flowEnds]bool{}
 	c := &Corpus{}
 	for tries := 0; len(c.Probes) < opts.Probes && tries < maxGenTries*opts.Probes; tries++ {
 		p := g.probe()
@@ -98,6 +99,9 @@ func GenerateStatefulCorpus(seed int64, plan Plan, ruleset string, opts Stateful
 		}
 		if nat {
 			uniqueSourcePort(p, sports, &nextPort)
+			if natReverse(p, ruleset, flows) {
+				continue
+			}
 		}
 		c.Probes = append(c.Probes, p)
 	}

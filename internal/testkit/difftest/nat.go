@@ -446,6 +446,40 @@ func natEchoClash(p Probe, seen map[netip.Addr]netip.Addr) bool {
 	return false
 }
 
+// flowEnds are a probe's protocol, addresses and (TCP, UDP) ports.
+type flowEnds struct {
+	proto      uint8
+	src, dst   netip.Addr
+	sport, dpt uint16
+}
+
+// natReverse reports whether a probe goes the other way of an earlier
+// one's flow (seen: the earlier probes' flows, updated) while ruleset
+// translates sources: the reverse of a connection an SNAT or MASQUERADE
+// translated, sent to its original source rather than to the translated
+// one. The kernel finds no connection for it (a new one, whose reply
+// tuple clashes with the translated connection's: another source port,
+// or INVALID for an echo reply, or dropped); xfw, which keys a connection
+// by its original tuple, takes it for the connection's reply
+// (documented: docs/differences.md "Tables"; difftest nat6 seed 2). Left
+// out of such rulesets' packets; the far end's answers (answers) come to
+// the translated source.
+func natReverse(p Probe, ruleset string, seen map[flowEnds]bool) bool {
+	if len(p.Frames) == 0 || !sourceNATRe.MatchString(ruleset) {
+		return false
+	}
+	o := p.decode(p.Frames[0])
+	if o == nil || !o.Src.IsValid() {
+		return false
+	}
+	f := flowEnds{proto: o.Protocol, src: o.Src, dst: o.Dst}
+	if o.Protocol == nettest.ProtoTCP || o.Protocol == nettest.ProtoUDP {
+		f.sport, f.dpt = o.SrcPort, o.DstPort
+	}
+	seen[f] = true
+	return seen[flowEnds{proto: f.proto, src: f.dst, dst: f.src, sport: f.dpt, dpt: f.sport}]
+}
+
 // natQuery reports whether a probe is of a protocol whose source
 // translation differs in documented ways (docs/differences.md "Tables"):
 // UDP-Lite, and the ICMP queries other than echo (timestamp, information,

@@ -1,0 +1,58 @@
+package difftest
+
+import (
+	"testing"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
+)
+
+// TestNATReverse: with a ruleset that translates sources, a probe going
+// the other way of an earlier probe's flow (an ICMPv6 echo reply to an
+// earlier request's source, a protocol without ports, UDP with the ports
+// swapped) is left out; other flows, and every flow without a source
+// translation, are kept.
+func TestNATReverse(t *testing.T) {
+	plan := NewPlan(ir.IPv6, DefaultSubnet)
+	const snat = "*nat\n-A POSTROUTING -j MASQUERADE\nCOMMIT\n"
+	const dnat = "*nat\n-A PREROUTING -p tcp -j DNAT --to-destination [::1]:80\nCOMMIT\n"
+	probe := func(from Origin, l4 nettest.Transport) Probe {
+		h := nettest.IPv6{Src: plan.Gen, Dst: plan.Sink}
+		eth := nettest.Ethernet{Dst: plan.FwInMAC, Src: plan.GenMAC}
+		if from == FromSink {
+			h = nettest.IPv6{Src: plan.Sink, Dst: plan.Gen}
+			eth = nettest.Ethernet{Dst: plan.FwOutMAC, Src: plan.SinkMAC}
+		}
+		return Probe{From: from, Path: PathForward, Frames: [][]byte{eth.Frame(h.Packet(l4))}}
+	}
+	echo := func(typ uint8) nettest.Transport { return nettest.ICMPv6{Type: typ, Payload: []byte("x")} }
+	tests := []struct {
+		name    string
+		ruleset string
+		first   Probe
+		then    Probe
+		dropped bool
+	}{
+		{"echo reply to a request's source", snat, probe(FromGen, echo(nettest.ICMPv6EchoRequest)),
+			probe(FromSink, echo(nettest.ICMPv6EchoReply)), true},
+		{"protocol without ports", snat, probe(FromGen, nettest.Raw{Proto: 253}), probe(FromSink, nettest.Raw{Proto: 253}), true},
+		{"udp ports swapped", snat, probe(FromGen, nettest.UDP{SrcPort: 1000, DstPort: 53}),
+			probe(FromSink, nettest.UDP{SrcPort: 53, DstPort: 1000}), true},
+		{"udp other ports", snat, probe(FromGen, nettest.UDP{SrcPort: 1000, DstPort: 53}),
+			probe(FromSink, nettest.UDP{SrcPort: 53, DstPort: 1001}), false},
+		{"same direction again", snat, probe(FromGen, nettest.Raw{Proto: 253}), probe(FromGen, nettest.Raw{Proto: 253}), false},
+		{"no source translation", dnat, probe(FromGen, echo(nettest.ICMPv6EchoRequest)),
+			probe(FromSink, echo(nettest.ICMPv6EchoReply)), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			seen := map[flowEnds]bool{}
+			if natReverse(tt.first, tt.ruleset, seen) {
+				t.Fatal("the first probe left out")
+			}
+			if got := natReverse(tt.then, tt.ruleset, seen); got != tt.dropped {
+				t.Errorf("left out %v, want %v", got, tt.dropped)
+			}
+		})
+	}
+}
