@@ -258,7 +258,7 @@ func turnAround(raw []byte, l3 int) []byte {
 }
 
 // natUnrouted reports whether a probe from gen or sink has a martian
-// source, is sent to a group MAC, or goes to a destination fw has no route
+// source (IPv6: a link-local one), is sent to a group MAC, or goes to a destination fw has no route
 // to (a loopback address from outside included): the kernel's nat PREROUTING translates it before routing,
 // where xfw passes it untranslated to the stack, which drops it (a
 // documented difference: docs/differences.md "Tables"). Left out of nat
@@ -280,6 +280,14 @@ func natUnrouted(p Probe, plan Plan) bool {
 	}
 	martian := src.IsLoopback() || src.IsUnspecified() || src.IsMulticast() || src == netip.AddrFrom4([4]byte{255, 255, 255, 255}) ||
 		slices.Contains(plan.FwAddrs(), src)
+	if src.Is6() && src.IsLinkLocalUnicast() {
+		// Not forwarded: to fw's own address a DNAT may send it on,
+		// and fw's stack answers "beyond scope of source address"
+		// quoting the translated packet (the kernel's quote is
+		// translated back; docs/differences.md "Tables": errors the host
+		// itself sends about a translated packet; difftest nat6 seed 5).
+		return true
+	}
 	return martian || dst.IsLoopback() || !dst.IsMulticast() && !plan.isLocal(dst) && plan.via(dst) == ""
 }
 
@@ -428,9 +436,12 @@ func natLoopback(p Probe, plan Plan, ruleset string) bool {
 // source by destination, updated). Every probe's echo identifier is 0
 // (the marker is in the sequence number), so translated to one source two
 // such requests clash: the kernel picks another identifier, xfw drops the
-// request (documented: docs/differences.md "Tables"). Left out of nat
+// request (documented: docs/differences.md "Tables"). A request to one
+// of fw's own addresses counts as that address's request to its source
+// too: a later one to that source masqueraded to that address takes the
+// reply tuple of the first (difftest nat6 seed 9). Left out of nat
 // rulesets' packets.
-func natEchoClash(p Probe, seen map[netip.Addr]netip.Addr) bool {
+func natEchoClash(p Probe, plan Plan, seen map[netip.Addr]netip.Addr) bool {
 	if len(p.Frames) == 0 {
 		return false
 	}
@@ -443,6 +454,9 @@ func natEchoClash(p Probe, seen map[netip.Addr]netip.Addr) bool {
 		return first != o.Src
 	}
 	seen[o.Dst] = o.Src
+	if _, ok := seen[o.Src]; !ok && slices.Contains(plan.FwAddrs(), o.Dst) {
+		seen[o.Src] = o.Dst
+	}
 	return false
 }
 
