@@ -12,15 +12,17 @@ import (
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
-// The bounded run's nat rulesets (IPv4: xfw refuses IPv6 NAT): natRulesets
-// random ones (seeds after the stateful ones; DIFFTEST_NAT_COUNT changes
-// it) and a kube-proxy one, natPackets independent probes each
-// (DIFFTEST_NAT_PACKETS), followed by the answers of sink or gen to a share
-// of them. The Docker-style nat ruleset is among the realistic ones
-// (internal/testkit/difftest/testdata/docker-nat.v4.rules).
+// The bounded run's nat rulesets: natRulesets random IPv4 ones (seeds
+// after the stateful ones; DIFFTEST_NAT_COUNT changes it), nat6Rulesets
+// random IPv6 ones (DIFFTEST_NAT6_COUNT) and a kube-proxy one, natPackets
+// independent probes each (DIFFTEST_NAT_PACKETS), followed by the answers
+// of sink or gen to a share of them. The Docker-style nat rulesets are
+// among the realistic ones
+// (internal/testkit/difftest/testdata/docker-nat.v4.rules, .v6.rules).
 const (
-	natRulesets = 6
-	natPackets  = 1000
+	natRulesets  = 6
+	nat6Rulesets = 2
+	natPackets   = 1000
 )
 
 // kubeProxyServices are the kube-proxy ruleset's services: one endpoint
@@ -59,6 +61,30 @@ func TestNATRulesets(t *testing.T) {
 		}
 		if answers == 0 {
 			t.Fatalf("%s: no answers in the corpus", c.Name)
+		}
+		c.Corpus = corpus
+		check(t, s, c)
+	}
+}
+
+// TestNAT6Rulesets compares random IPv6 rulesets with a nat table (as
+// TestNATRulesets: DNAT and REDIRECT in PREROUTING and OUTPUT, SNAT and
+// MASQUERADE in POSTROUTING, with and without -p, ICMPv6 echo) against
+// the kernel's: every probe where it arrives after translation, and the
+// far end's answers as they arrive back, translated in reverse.
+func TestNAT6Rulesets(t *testing.T) {
+	seed := envInt(t, "DIFFTEST_SEED", defaultSeed) + envInt(t, "DIFFTEST_COUNT", defaultCount) +
+		setRulesets + appendRulesets + envInt(t, "DIFFTEST_STATEFUL_COUNT", statefulRulesets)
+	count := envInt(t, "DIFFTEST_NAT6_COUNT", nat6Rulesets)
+	packets := int(envInt(t, "DIFFTEST_NAT_PACKETS", natPackets))
+	s := session(t, ir.IPv6, func(c *difftest.Config) { c.Conntrack = true })
+	for i := int64(0); i < count; i++ {
+		sd := seed + i
+		c := difftest.Case{Name: fmt.Sprintf("random ipv6 nat ruleset, seed %d", sd), Ruleset: difftest.GenerateNATRuleset(sd, s.Plan()),
+			Rerun: fmt.Sprintf("xfw-difftest --family 6 --nat --seed %d --rulesets 1 --packets %d", sd, packets)}
+		corpus, err := difftest.GenerateStatefulCorpus(sd, s.Plan(), c.Ruleset, difftest.StatefulOptions{Probes: packets})
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
 		}
 		c.Corpus = corpus
 		check(t, s, c)

@@ -105,7 +105,11 @@ func GenerateStatefulCorpus(seed int64, plan Plan, ruleset string, opts Stateful
 		}
 		c.Probes = append(c.Probes, p)
 	}
-	c.Probes = append(c.Probes, rateBursts(seed, plan, ruleset)...)
+	bursts := rateBursts(seed, plan, ruleset)
+	if nat {
+		uniqueBurstPorts(bursts, sports, &nextPort)
+	}
+	c.Probes = append(c.Probes, bursts...)
 	if nat {
 		// Sink's answers instead of conversations, whose packets do not
 		// follow the translations (nat.go).

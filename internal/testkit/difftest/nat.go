@@ -301,8 +301,54 @@ func natUnrouted(p Probe, plan Plan) bool {
 // OUTPUT translates to one. Translated ports still clash in SNAT port
 // ranges and with --random (compared in their range: maskRandomPorts).
 func uniqueSourcePort(p Probe, seen map[uint16]bool, next *uint16) {
-	if len(p.Frames) != 1 {
+	sport, ok := probeSourcePort(p)
+	if !ok {
 		return
+	}
+	if !seen[sport] {
+		seen[sport] = true
+		return
+	}
+	for seen[*next] {
+		*next++
+	}
+	setSourcePort(p, *next)
+	seen[*next] = true
+}
+
+// uniqueBurstPorts is uniqueSourcePort for the rate bursts
+// (packetgen_rate.go): the packets of one burst key (a source address and
+// port) keep one source port between them, a new one when an earlier
+// probe or key used theirs (difftest nat6 seed 5: two keys' bursts
+// masqueraded to one tuple, and the ports picked after the clash
+// differed).
+func uniqueBurstPorts(bursts []Probe, seen map[uint16]bool, next *uint16) {
+	type key struct {
+		src   netip.Addr
+		sport uint16
+	}
+	given := map[key]uint16{}
+	for _, p := range bursts {
+		sport, ok := probeSourcePort(p)
+		if !ok {
+			continue
+		}
+		src, _ := p.addrs()
+		k := key{src, sport}
+		if port, done := given[k]; done {
+			setSourcePort(p, port)
+			continue
+		}
+		uniqueSourcePort(p, seen, next)
+		given[k], _ = probeSourcePort(p)
+	}
+}
+
+// probeSourcePort returns the TCP or UDP source port of a single-frame
+// probe.
+func probeSourcePort(p Probe) (uint16, bool) {
+	if len(p.Frames) != 1 {
+		return 0, false
 	}
 	b := p.Frames[0]
 	l3 := 0
@@ -311,15 +357,22 @@ func uniqueSourcePort(p Probe, seen map[uint16]bool, next *uint16) {
 	}
 	proto, off, ok := transport(b, l3)
 	if !ok || proto != nettest.ProtoTCP && proto != nettest.ProtoUDP || len(b) < off+8 {
-		return
+		return 0, false
 	}
-	sport := binary.BigEndian.Uint16(b[off:])
-	if !seen[sport] {
-		seen[sport] = true
-		return
+	return binary.BigEndian.Uint16(b[off:]), true
+}
+
+// setSourcePort writes port as the TCP or UDP source port of a
+// single-frame probe, its checksum adjusted.
+func setSourcePort(p Probe, port uint16) {
+	b := p.Frames[0]
+	l3 := 0
+	if p.From != FromFw {
+		l3 = l3Offset(b)
 	}
-	for seen[*next] {
-		*next++
+	proto, off, ok := transport(b, l3)
+	if !ok || len(b) < off+8 {
+		return
 	}
 	csum := off + 16
 	if proto == nettest.ProtoUDP {
@@ -331,8 +384,7 @@ func uniqueSourcePort(p Probe, seen map[uint16]bool, next *uint16) {
 	if len(b) < off+tcpHeaderLen && proto == nettest.ProtoTCP {
 		csum = -1
 	}
-	put16(b, off, *next, csum)
-	seen[*next] = true
+	put16(b, off, port, csum)
 }
 
 // firstFreePort is where uniqueSourcePort starts looking for unused

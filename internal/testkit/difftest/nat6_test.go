@@ -1,6 +1,8 @@
 package difftest
 
 import (
+	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -55,4 +57,41 @@ func TestNATReverse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUniqueBurstPorts: the rate bursts' packets of one key keep one
+// source port, a new one when an earlier probe used it; keys of other
+// sources with the same port get ports of their own.
+func TestUniqueBurstPorts(t *testing.T) {
+	plan := NewPlan(ir.IPv6, DefaultSubnet)
+	burst := func(src netip.Addr, sport uint16) Probe {
+		pkt := nettest.IPv6{Src: src, Dst: plan.FwIn}.Packet(nettest.UDP{SrcPort: sport, DstPort: 4701, Payload: []byte("x")})
+		return Probe{From: FromGen, Path: PathInput, Frames: [][]byte{nettest.Ethernet{Dst: plan.FwInMAC, Src: plan.GenMAC}.Frame(pkt)}}
+	}
+	far := withLastByte(plan.FarGen.Addr(), 7)
+	bursts := []Probe{burst(plan.Gen, 1024), burst(plan.Gen, 1024), burst(far, 1024), burst(far, 1024), burst(plan.Gen, 1025)}
+	seen, next := map[uint16]bool{1024: true}, uint16(firstFreePort)
+	uniqueBurstPorts(bursts, seen, &next)
+	var got []uint16
+	for _, p := range bursts {
+		port, _ := probeSourcePort(p)
+		got = append(got, port)
+		if !validUDPChecksum(p) {
+			t.Errorf("port %d: bad checksum", port)
+		}
+	}
+	want := []uint16{firstFreePort, firstFreePort, firstFreePort + 1, firstFreePort + 1, 1025}
+	if !slices.Equal(got, want) {
+		t.Errorf("ports %v, want %v", got, want)
+	}
+}
+
+// validUDPChecksum reports whether a probe's UDP checksum is right.
+func validUDPChecksum(p Probe) bool {
+	o := p.decode(p.Frames[0])
+	if o == nil {
+		return false
+	}
+	want := nettest.IPv6{Src: o.Src, Dst: o.Dst}.Packet(nettest.UDP{SrcPort: o.SrcPort, DstPort: o.DstPort, Payload: o.Payload})
+	return string(want[40:48]) == string(p.Frames[0][len(p.Frames[0])-len(want)+40:][:8])
 }
