@@ -61,15 +61,15 @@ func TestNATReverse(t *testing.T) {
 
 // TestUniqueBurstPorts: the rate bursts' packets of one key keep one
 // source port, a new one when an earlier probe used it; keys of other
-// sources with the same port get ports of their own.
+// sources or destinations with the same port get ports of their own.
 func TestUniqueBurstPorts(t *testing.T) {
 	plan := NewPlan(ir.IPv6, DefaultSubnet)
 	burst := func(src netip.Addr, sport uint16) Probe {
-		pkt := nettest.IPv6{Src: src, Dst: plan.FwIn}.Packet(nettest.UDP{SrcPort: sport, DstPort: 4701, Payload: []byte("x")})
-		return Probe{From: FromGen, Path: PathInput, Frames: [][]byte{nettest.Ethernet{Dst: plan.FwInMAC, Src: plan.GenMAC}.Frame(pkt)}}
+		return burstTo(plan, src, plan.FwIn, sport)
 	}
 	far := withLastByte(plan.FarGen.Addr(), 7)
-	bursts := []Probe{burst(plan.Gen, 1024), burst(plan.Gen, 1024), burst(far, 1024), burst(far, 1024), burst(plan.Gen, 1025)}
+	bursts := []Probe{burst(plan.Gen, 1024), burst(plan.Gen, 1024), burst(far, 1024), burst(far, 1024), burst(plan.Gen, 1025),
+		burstTo(plan, plan.Gen, plan.FwOut, 1024), burst(plan.Gen, 1024)}
 	seen, next := map[uint16]bool{1024: true}, uint16(firstFreePort)
 	uniqueBurstPorts(bursts, seen, &next)
 	var got []uint16
@@ -80,10 +80,16 @@ func TestUniqueBurstPorts(t *testing.T) {
 			t.Errorf("port %d: bad checksum", port)
 		}
 	}
-	want := []uint16{firstFreePort, firstFreePort, firstFreePort + 1, firstFreePort + 1, 1025}
+	want := []uint16{firstFreePort, firstFreePort, firstFreePort + 1, firstFreePort + 1, 1025, firstFreePort + 2, firstFreePort}
 	if !slices.Equal(got, want) {
 		t.Errorf("ports %v, want %v", got, want)
 	}
+}
+
+// burstTo returns a rate burst's UDP packet from gen's side.
+func burstTo(plan Plan, src, dst netip.Addr, sport uint16) Probe {
+	pkt := nettest.IPv6{Src: src, Dst: dst}.Packet(nettest.UDP{SrcPort: sport, DstPort: 4701, Payload: []byte("x")})
+	return Probe{From: FromGen, Path: PathInput, Frames: [][]byte{nettest.Ethernet{Dst: plan.FwInMAC, Src: plan.GenMAC}.Frame(pkt)}}
 }
 
 // validUDPChecksum reports whether a probe's UDP checksum is right.
