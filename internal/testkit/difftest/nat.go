@@ -258,7 +258,8 @@ func turnAround(raw []byte, l3 int) []byte {
 }
 
 // natUnrouted reports whether a probe from gen or sink has a martian
-// source (IPv6: a link-local one), is sent to a group MAC, or goes to a destination fw has no route
+// source (IPv6: a link-local one, or the subnet-router anycast address of
+// one of fw's links), is sent to a group MAC, or goes to a destination fw has no route
 // to (a loopback address from outside included): the kernel's nat PREROUTING translates it before routing,
 // where xfw passes it untranslated to the stack, which drops it (a
 // documented difference: docs/differences.md "Tables"). Left out of nat
@@ -280,6 +281,14 @@ func natUnrouted(p Probe, plan Plan) bool {
 	}
 	martian := src.IsLoopback() || src.IsUnspecified() || src.IsMulticast() || src == netip.AddrFrom4([4]byte{255, 255, 255, 255}) ||
 		slices.Contains(plan.FwAddrs(), src)
+	for _, n := range []netip.Prefix{plan.GenNet, plan.SinkNet, plan.VLANNet} {
+		if src.Is6() && src == n.Masked().Addr() {
+			// fw's subnet-router anycast address: an answer to it is
+			// fw's, whose stack answers with an error about a
+			// translated packet (difftest nat6 seed 21).
+			return true
+		}
+	}
 	if src.Is6() && src.IsLinkLocalUnicast() {
 		// Not forwarded: to fw's own address a DNAT may send it on,
 		// and fw's stack answers "beyond scope of source address"
@@ -601,8 +610,11 @@ type randomPorts struct {
 var natTargetRe = regexp.MustCompile(`-j (SNAT|MASQUERADE|DNAT|REDIRECT)\b(.*)$`)
 
 // natPortRe matches a port or port range of --to-source,
-// --to-destination ("ADDR:PORT[-PORT]") or --to-ports ("PORT[-PORT]").
-var natPortRe = regexp.MustCompile(`(?:--to-(?:source|destination) \S*:|--to-ports )(\d+)(?:-(\d+))?`)
+// --to-destination ("ADDR:PORT[-PORT]", IPv6 "[ADDR]:PORT[-PORT]", a
+// shifted map's "/BASE" after it) or --to-ports ("PORT[-PORT]"); not the
+// last group of an IPv6 address without brackets (difftest nat6 seed 20:
+// "--to-source fd00:X:2::1 --random-fully" read as port 1).
+var natPortRe = regexp.MustCompile(`(?:--to-(?:source|destination) (?:[^\s:\[]*|\[[^\]\s]*\]):|--to-ports )(\d+)(?:-(\d+))?(?:/\d+)?(?:\s|$)`)
 
 // natRandomPorts returns the random ports of ruleset's nat table, or nil
 // when it picks none at random.

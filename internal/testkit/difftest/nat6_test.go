@@ -101,3 +101,26 @@ func validUDPChecksum(p Probe) bool {
 	want := nettest.IPv6{Src: o.Src, Dst: o.Dst}.Packet(nettest.UDP{SrcPort: o.SrcPort, DstPort: o.DstPort, Payload: o.Payload})
 	return string(want[40:48]) == string(p.Frames[0][len(p.Frames[0])-len(want)+40:][:8])
 }
+
+// TestNATRandomPorts6: the random ports of IPv6 nat rules: a port range
+// in brackets, an address without brackets and without ports (any port:
+// not its last group read as a port), a shifted port map, IPv4's too.
+func TestNATRandomPorts6(t *testing.T) {
+	tests := []struct {
+		line   string
+		ranges [][2]uint16
+		any    bool
+	}{
+		{"-A POSTROUTING -o out0 -p udp -j SNAT --to-source fd00:165:2::1 --random-fully", nil, true},
+		{"-A POSTROUTING -p udp -j SNAT --to-source [fd00:1::1-fd00:1::3]:1000-1010 --random", [][2]uint16{{1000, 1010}}, false},
+		{"-A PREROUTING -p tcp -j DNAT --to-destination [2001:db8:2::14]:80-87/22 --random", [][2]uint16{{80, 87}}, false},
+		{"-A PREROUTING -p tcp -j DNAT --to-destination 10.1.2.3-10.1.2.5:80-81 --random", [][2]uint16{{80, 81}}, false},
+		{"-A POSTROUTING -p udp -j MASQUERADE --to-ports 5000-5010 --random", [][2]uint16{{5000, 5010}}, false},
+	}
+	for _, tt := range tests {
+		rp := natRandomPorts(tt.line)
+		if rp == nil || rp.any != tt.any || !slices.Equal(rp.ranges, tt.ranges) {
+			t.Errorf("%s: %+v, want ranges %v any %v", tt.line, rp, tt.ranges, tt.any)
+		}
+	}
+}
