@@ -327,14 +327,14 @@ func uniqueSourcePort(p Probe, seen map[uint16]bool, next *uint16) {
 
 // uniqueBurstPorts is uniqueSourcePort for the rate bursts
 // (packetgen_rate.go): the packets of one burst key (a source address and
-// port, a destination) keep one source port between them, a new one when
+// port, a destination and port) keep one source port between them, a new one when
 // an earlier probe or key used theirs (difftest nat6 seed 5: two keys'
-// bursts masqueraded to one tuple, or DNATed to one, and the ports picked
-// after the clash differed).
+// bursts, or two rules' bursts, DNATed and masqueraded to one tuple, and
+// the ports picked after the clash differed).
 func uniqueBurstPorts(bursts []Probe, seen map[uint16]bool, next *uint16) {
 	type key struct {
-		src, dst netip.Addr
-		sport    uint16
+		src, dst    netip.Addr
+		sport, port uint16
 	}
 	given := map[key]uint16{}
 	for _, p := range bursts {
@@ -343,7 +343,11 @@ func uniqueBurstPorts(bursts []Probe, seen map[uint16]bool, next *uint16) {
 			continue
 		}
 		src, dst := p.addrs()
-		k := key{src, dst, sport}
+		o := p.decode(p.Frames[0])
+		if o == nil {
+			continue
+		}
+		k := key{src, dst, sport, o.DstPort}
 		if port, done := given[k]; done {
 			setSourcePort(p, port)
 			continue

@@ -61,7 +61,8 @@ func TestNATReverse(t *testing.T) {
 
 // TestUniqueBurstPorts: the rate bursts' packets of one key keep one
 // source port, a new one when an earlier probe used it; keys of other
-// sources or destinations with the same port get ports of their own.
+// sources, destinations or destination ports with the same source port
+// get ports of their own.
 func TestUniqueBurstPorts(t *testing.T) {
 	plan := NewPlan(ir.IPv6, DefaultSubnet)
 	burst := func(src netip.Addr, sport uint16) Probe {
@@ -69,7 +70,7 @@ func TestUniqueBurstPorts(t *testing.T) {
 	}
 	far := withLastByte(plan.FarGen.Addr(), 7)
 	bursts := []Probe{burst(plan.Gen, 1024), burst(plan.Gen, 1024), burst(far, 1024), burst(far, 1024), burst(plan.Gen, 1025),
-		burstTo(plan, plan.Gen, plan.FwOut, 1024), burst(plan.Gen, 1024)}
+		burstTo(plan, plan.Gen, plan.FwOut, 1024), burst(plan.Gen, 1024), burstToPort(plan, plan.Gen, plan.FwIn, 1024, 4702)}
 	seen, next := map[uint16]bool{1024: true}, uint16(firstFreePort)
 	uniqueBurstPorts(bursts, seen, &next)
 	var got []uint16
@@ -80,15 +81,21 @@ func TestUniqueBurstPorts(t *testing.T) {
 			t.Errorf("port %d: bad checksum", port)
 		}
 	}
-	want := []uint16{firstFreePort, firstFreePort, firstFreePort + 1, firstFreePort + 1, 1025, firstFreePort + 2, firstFreePort}
+	want := []uint16{firstFreePort, firstFreePort, firstFreePort + 1, firstFreePort + 1, 1025, firstFreePort + 2, firstFreePort,
+		firstFreePort + 3}
 	if !slices.Equal(got, want) {
 		t.Errorf("ports %v, want %v", got, want)
 	}
 }
 
-// burstTo returns a rate burst's UDP packet from gen's side.
+// burstTo returns a rate burst's UDP packet from gen's side to port 4701.
 func burstTo(plan Plan, src, dst netip.Addr, sport uint16) Probe {
-	pkt := nettest.IPv6{Src: src, Dst: dst}.Packet(nettest.UDP{SrcPort: sport, DstPort: 4701, Payload: []byte("x")})
+	return burstToPort(plan, src, dst, sport, 4701)
+}
+
+// burstToPort returns a rate burst's UDP packet from gen's side.
+func burstToPort(plan Plan, src, dst netip.Addr, sport, dport uint16) Probe {
+	pkt := nettest.IPv6{Src: src, Dst: dst}.Packet(nettest.UDP{SrcPort: sport, DstPort: dport, Payload: []byte("x")})
 	return Probe{From: FromGen, Path: PathInput, Frames: [][]byte{nettest.Ethernet{Dst: plan.FwInMAC, Src: plan.GenMAC}.Frame(pkt)}}
 }
 
