@@ -281,13 +281,11 @@ func natUnrouted(p Probe, plan Plan) bool {
 	}
 	martian := src.IsLoopback() || src.IsUnspecified() || src.IsMulticast() || src == netip.AddrFrom4([4]byte{255, 255, 255, 255}) ||
 		slices.Contains(plan.FwAddrs(), src)
-	for _, n := range []netip.Prefix{plan.GenNet, plan.SinkNet, plan.VLANNet} {
-		if src.Is6() && src == n.Masked().Addr() {
-			// fw's subnet-router anycast address: an answer to it is
-			// fw's, whose stack answers with an error about a
-			// translated packet (difftest nat6 seed 21).
-			return true
-		}
+	if subnetAnycast(plan, src) {
+		// fw's subnet-router anycast address: an answer to it is fw's,
+		// whose stack answers with an error about a translated packet
+		// (difftest nat6 seed 21).
+		return true
 	}
 	if src.Is6() && src.IsLinkLocalUnicast() {
 		// Not forwarded: to fw's own address a DNAT may send it on,
@@ -486,7 +484,8 @@ func fwAnswer(g *pgen, p Probe) (Probe, bool) {
 // sourceNATRe matches a source translation's target.
 var sourceNATRe = regexp.MustCompile(`-j (SNAT|MASQUERADE)\b`)
 
-// natLoopback reports whether a probe is fw's own packet to itself while
+// natLoopback reports whether a probe is fw's own packet to itself (its
+// subnet-router anycast addresses too) while
 // ruleset translates sources: the kernel translates loopback traffic,
 // xfw drops it (documented: docs/differences.md "Tables"). Left out of
 // such rulesets' packets.
@@ -495,7 +494,19 @@ func natLoopback(p Probe, plan Plan, ruleset string) bool {
 		return false
 	}
 	_, dst := p.addrs()
-	return plan.isLocal(dst)
+	return plan.isLocal(dst) || subnetAnycast(plan, dst)
+}
+
+// subnetAnycast reports whether a is the IPv6 subnet-router anycast
+// address of one of fw's links (fw's own, as its stack answers it; a
+// forwarding host joins it; difftest nat6 seeds 21 and 22).
+func subnetAnycast(plan Plan, a netip.Addr) bool {
+	for _, n := range []netip.Prefix{plan.GenNet, plan.SinkNet, plan.VLANNet} {
+		if a.Is6() && a == n.Masked().Addr() {
+			return true
+		}
+	}
+	return false
 }
 
 // natEchoClash reports whether a probe is an ICMP echo request to a
