@@ -113,7 +113,7 @@ func GenerateStatefulCorpus(seed int64, plan Plan, ruleset string, opts Stateful
 	if nat {
 		// Sink's answers instead of conversations, whose packets do not
 		// follow the translations (nat.go).
-		c.Probes = append(c.Probes, answers(g, c.Probes)...)
+		c.Probes = append(c.Probes, answers(g, c.Probes, sports)...)
 		return c, nil
 	}
 	cg := &cgen{pgen: g, rng: rand.New(rand.NewSource(seed ^ 0x5eed))}

@@ -409,15 +409,18 @@ const answerShare = 40
 // answers returns the answers (Probe.Answer, step 1) to a share of the
 // single-frame TCP and UDP probes from gen or sink whose source fw routes
 // back there, sent from the other end, and to a share of fw's own TCP
-// probes (fwAnswer).
-func answers(g *pgen, probes []Probe) []Probe {
+// probes (fwAnswer); none whose source port a probe used as its own
+// (sports, uniqueSourcePort's): an answer is a new connection when it
+// opens none, and DNATed onto that probe's tuple it would clash (another
+// source port, each side's own: difftest nat6 seed 22).
+func answers(g *pgen, probes []Probe, sports map[uint16]bool) []Probe {
 	var out []Probe
 	for _, p := range probes {
 		if len(p.Frames) != 1 || !g.chance(answerShare) {
 			continue
 		}
 		if p.From == FromFw {
-			if a, ok := fwAnswer(g, p); ok {
+			if a, ok := fwAnswer(g, p); ok && !answerPortUsed(a, sports) {
 				out = append(out, a)
 			}
 			continue
@@ -442,10 +445,20 @@ func answers(g *pgen, probes []Probe) []Probe {
 		}
 		copy(b[0:6], fwMAC)
 		copy(b[6:12], endMAC)
-		out = append(out, Probe{From: from, Path: PathForward, Frames: [][]byte{b}, Step: 1, KeepL4: true, Answer: true,
-			Note: fmt.Sprintf("%s's answer to %s", from, p.Note)})
+		a := Probe{From: from, Path: PathForward, Frames: [][]byte{b}, Step: 1, KeepL4: true, Answer: true,
+			Note: fmt.Sprintf("%s's answer to %s", from, p.Note)}
+		if !answerPortUsed(a, sports) {
+			out = append(out, a)
+		}
 	}
 	return out
+}
+
+// answerPortUsed reports whether answer a's source port is one a probe
+// used as its own.
+func answerPortUsed(a Probe, sports map[uint16]bool) bool {
+	port, ok := probeSourcePort(a)
+	return ok && sports[port]
 }
 
 // fwAnswer returns the answer to probe p, fw's own TCP packet from one of
