@@ -745,21 +745,25 @@ static __always_inline void xfw_nat_cancel(void)
 
 /* xfw_nat_undo_xdp forgets a first packet's translation the verdict did
  * not accept and gives the packet its destination back (REJECT answers
- * it as it came, as the kernel's translation of the answer shows it). */
-static __always_inline void xfw_nat_undo_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
+ * it as it came, as the kernel's translation of the answer shows it).
+ * Returns 1 when it gave a DNAT's destination back, else 0. */
+static __always_inline int xfw_nat_undo_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
 {
 	__u32 zero = 0;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	int undone = 0;
 
 	if (!np || !np->pending)
-		return;
+		return 0;
 	if (np->pending & XFW_NAT_F_DST) {
 		xfw_nat_rw_xdp(ctx, p, 1, np->key[XFW_NAT_PD].daddr_hi, np->key[XFW_NAT_PD].daddr,
 			       np->key[XFW_NAT_PD].dport);
 		if (np->val[XFW_NAT_PD].clash_sport)
 			xfw_nat_rw_xdp(ctx, p, 0, p->src_hi, p->src_lo, np->key[XFW_NAT_PD].sport);
+		undone = 1;
 	}
 	np->pending = 0;
+	return undone;
 }
 
 /* The source a leaving packet of a translated connection takes

@@ -132,7 +132,8 @@ static __always_inline __u32 xfw_natr_word(__u64 hi, __u64 lo, __u32 i)
  * --persistent); word by word, the range's first word plus the hash
  * scaled into the distance to its last (the whole 32 bits once a word
  * before was below the last's), the hash XORed with the destination's
- * word after each (but with --persistent). A global function. */
+ * word after each (but with --persistent; a DNAT's destination word is
+ * the one just chosen). A global function. */
 __attribute__((noinline)) int xfw_natr_pick6(struct xfw_pkt *p)
 {
 	__u32 zero = 0, j, init = 0, w, minw, dist, full = 0;
@@ -153,8 +154,10 @@ __attribute__((noinline)) int xfw_natr_pick6(struct xfw_pkt *p)
 		w = minw + (__u32)(((__u64)j * dist) >> 32); /* reciprocal_scale */
 		if (w != xfw_natr_word(r->max_hi, r->max_addr, i))
 			full = 1;
+		/* The kernel XORs tuple->dst's word, which a DNAT has just
+		 * written (var_ipp is tuple->dst): the chosen word. */
 		if (!(r->flags & XFW_NATR_PERSISTENT))
-			j ^= bpf_htonl(xfw_natr_word(p->dst_hi, p->dst_lo, i));
+			j ^= bpf_htonl(r->dst ? w : xfw_natr_word(p->dst_hi, p->dst_lo, i));
 		if (i < 2)
 			hi = hi << 32 | w;
 		else

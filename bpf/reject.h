@@ -138,8 +138,9 @@ static __always_inline int xfw_rj_xdp_out(struct xdp_md *ctx, const struct xfw_r
 }
 
 /* xfw_rj_xdp builds the reply to a packet received on ctx and judged in
- * chain (INPUT or FORWARD). */
-__attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain)
+ * chain (INPUT or FORWARD); dnat_undone: the packet's DNAT was given back
+ * (xfw_nat_undo_xdp). */
+__attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain, __u32 dnat_undone)
 {
 	__u32 frame, keep, hdrs, off = 0, len = 0, cs, slot = XFW_RJ_SLOT_XDP, out = 0;
 	struct xfw_rj_scratch *sc;
@@ -186,9 +187,13 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 		return xfw_rj_xdp_out(ctx, r, out, p->vlan, v6);
 	}
 
+	/* An ICMP error about a forwarded packet comes from the route
+	 * back's source; after a DNAT the kernel's nat translates that
+	 * source to the original destination (nf_nat_icmp_reply_translation
+	 * at POSTROUTING), which the packet given back carries: kept. */
 	if (chain == XFW_CHAIN_FORWARD) {
 		r->fwd = 1;
-		if (xfw_rj_fib_src(ctx, r, &sc->fib, v6))
+		if (!dnat_undone && xfw_rj_fib_src(ctx, r, &sc->fib, v6))
 			return XDP_DROP;
 	}
 	/* Keep the L2 header and the quote (dropping any Ethernet padding
@@ -381,13 +386,14 @@ static __always_inline int xfw_rj_tc_deliver(struct __sk_buff *skb)
 }
 
 /* xfw_xdp_reject: the packet arrived on ingress and was judged REJECT
- * (type p->reject) in chain (INPUT or FORWARD): returns XDP_PASS with the
+ * (type p->reject) in chain (INPUT or FORWARD), its DNAT given back when
+ * dnat_undone: returns XDP_PASS with the
  * reply, marked for xfw_tc_ingress, in place of the frame (XDP_TX or a
  * redirect on loopback or without XDP metadata), or XDP_DROP when the
  * kernel would send nothing. */
-static __always_inline int xfw_xdp_reject(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain)
+static __always_inline int xfw_xdp_reject(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain, __u32 dnat_undone)
 {
-	return xfw_rj_xdp(ctx, p, chain);
+	return xfw_rj_xdp(ctx, p, chain, dnat_undone);
 }
 
 /* xfw_tc_reject: the packet is locally generated and was judged REJECT in

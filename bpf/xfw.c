@@ -297,7 +297,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	struct xfw_pkt *p;
 	struct xfw_pending *st;
 	__u32 zero = 0;
-	__u32 chain, iif, oif = 0, rj = 0, verdict;
+	__u32 chain, iif, oif = 0, rj = 0, verdict, dnat_undone = 0;
 	int rc;
 	__u64 key, route;
 
@@ -464,7 +464,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	 * answers the packet as it came (the kernel translates its answer
 	 * back). */
 	if (verdict != XFW_ACT_ACCEPT || !cs)
-		xfw_nat_undo_xdp(ctx, p);
+		dnat_undone = xfw_nat_undo_xdp(ctx, p);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
 		/* TCPMSS, DSCP, TOS, TTL, HL rewrites (mangle_apply.h). */
@@ -487,7 +487,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 					  p->mangle || (p->mark | st->route_mark));
 		return XDP_PASS;
 	case XFW_ACT_REJECT:
-		rc = xfw_xdp_reject(ctx, p, chain);
+		rc = xfw_xdp_reject(ctx, p, chain, dnat_undone);
 		/* Handed to xfw_tc_ingress, which judges the reply in OUTPUT
 		 * with the connection the kernel attaches (reject_ct.h) or,
 		 * without one, tracks it. */

@@ -85,9 +85,10 @@ flushed before each run, and the packets are --packets independent ones
 by packet in order, each packet once the previous one has settled, with
 ICMP errors quoting them (see internal/testkit/difftest/conversation.go).
 
-With --nat (IPv4; implies --conntrack) the random rulesets have a nat
-table (DNAT, REDIRECT, SNAT, MASQUERADE) before a small stateful filter
-table, and the packets are compared as they arrive translated. A ruleset
+With --nat (implies --conntrack) the random rulesets of both families (or
+--family's) have a nat table (DNAT, REDIRECT, SNAT, MASQUERADE) before a
+small stateful filter table, and the packets are compared as they arrive
+translated. A ruleset
 file with a nat table is checked the same way.
 
 More in docs/difftest.md.
@@ -129,7 +130,7 @@ func parseDifftestArgs(args []string, stderr io.Writer) (*difftestArgs, error) {
 	fs.BoolVar(&a.noShrink, "no-shrink", false, "report differences without reducing them")
 	fs.BoolVar(&a.sets, "sets", false, "random rulesets also use ipsets (-m set; kernel ipset vs xfw ipset)")
 	fs.BoolVar(&a.conntrack, "conntrack", false, "stateful: random rulesets use -m conntrack and -m state, and conversations follow the packets")
-	fs.BoolVar(&a.nat, "nat", false, "random rulesets with a nat table (IPv4 only; implies --conntrack)")
+	fs.BoolVar(&a.nat, "nat", false, "random rulesets with a nat table (implies --conntrack)")
 	fs.IntVar(&a.convs, "conversations", 60, "conversations per ruleset (with --conntrack)")
 	fs.BoolVar(&a.skipStack, "skip-stack-errors", false, "with --conntrack, leave out packets fw's stack answers with an ICMP error before any chain (an open difference; lets a campaign see past it)")
 	fs.IntVar(&a.subnet, "subnet", difftest.DefaultSubnet, "X of the topologies' addresses 10.X.… and fd00:X:… (sessions with different X run side by side; the bundled rulesets name X=42)")
@@ -157,14 +158,9 @@ func parseDifftestArgs(args []string, stderr io.Writer) (*difftestArgs, error) {
 		return nil, errors.New("--corpus needs a RULESET-FILE")
 	case a.subnet < 1 || a.subnet > 254:
 		return nil, fmt.Errorf("--subnet must be 1-254, not %d", a.subnet)
-	case a.nat && a.family == 6:
-		return nil, errors.New("--nat is IPv4 only (xfw refuses IPv6 NAT)")
 	}
 	if a.nat {
 		a.conntrack = true
-		if a.family == 0 {
-			a.family = 4
-		}
 	}
 	return a, nil
 }
@@ -299,7 +295,7 @@ func difftestCase(a *difftestArgs, fam ir.Family, i int64, plan difftest.Plan) (
 		c.Ruleset = difftest.GenerateRuleset(seed, plan, difftest.GenOptions{Sets: a.sets, Conntrack: a.conntrack})
 		c.Rerun = fmt.Sprintf("xfw-difftest --family %d --seed %d --rulesets 1 --packets %d", fam, seed, a.packets)
 		if a.nat {
-			c.Name = fmt.Sprintf("random nat ruleset, seed %d", seed)
+			c.Name = fmt.Sprintf("random %s nat ruleset, seed %d", fam, seed)
 			c.Ruleset = difftest.GenerateNATRuleset(seed, plan)
 			c.Rerun += " --nat"
 		}

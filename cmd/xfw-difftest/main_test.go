@@ -9,6 +9,8 @@ import (
 	"testing"
 )
 
+// TestParseDifftestArgsConntrack: --conntrack and its options, and --nat
+// (both families, or --family's) implying it.
 func TestParseDifftestArgsConntrack(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -22,6 +24,8 @@ func TestParseDifftestArgsConntrack(t *testing.T) {
 		{"stateful", []string{"--conntrack", "--seed", "3"}, false, true, 60, false},
 		{"conversations", []string{"--conntrack", "--conversations", "5", "--skip-stack-errors"}, false, true, 5, true},
 		{"negative conversations", []string{"--conntrack", "--conversations", "-1"}, true, false, 0, false},
+		{"nat implies conntrack", []string{"--nat", "--seed", "5"}, false, true, 60, false},
+		{"IPv6 nat", []string{"--family", "6", "--nat"}, false, true, 60, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,15 +12,17 @@ import (
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
-// The bounded run's nat rulesets (IPv4: xfw refuses IPv6 NAT): natRulesets
-// random ones (seeds after the stateful ones; DIFFTEST_NAT_COUNT changes
-// it) and a kube-proxy one, natPackets independent probes each
-// (DIFFTEST_NAT_PACKETS), followed by the answers of sink or gen to a share
-// of them. The Docker-style nat ruleset is among the realistic ones
-// (internal/testkit/difftest/testdata/docker-nat.v4.rules).
+// The bounded run's nat rulesets: natRulesets random IPv4 ones (seeds
+// after the stateful ones; DIFFTEST_NAT_COUNT changes it), nat6Rulesets
+// random IPv6 ones (DIFFTEST_NAT6_COUNT) and a kube-proxy one, natPackets
+// independent probes each (DIFFTEST_NAT_PACKETS), followed by the answers
+// of sink or gen to a share of them. The Docker-style nat rulesets are
+// among the realistic ones
+// (internal/testkit/difftest/testdata/docker-nat.v4.rules, .v6.rules).
 const (
-	natRulesets = 6
-	natPackets  = 1000
+	natRulesets  = 6
+	nat6Rulesets = 2
+	natPackets   = 1000
 )
 
 // kubeProxyServices are the kube-proxy ruleset's services: one endpoint
@@ -34,18 +36,48 @@ const kubeProxyServices = 6
 // kernel's: every probe where it arrives after translation, and the
 // answers from the far end as they arrive back, translated in reverse.
 func TestNATRulesets(t *testing.T) {
-	seed := envInt(t, "DIFFTEST_SEED", defaultSeed) + envInt(t, "DIFFTEST_COUNT", defaultCount) +
-		setRulesets + appendRulesets + envInt(t, "DIFFTEST_STATEFUL_COUNT", statefulRulesets)
-	count := envInt(t, "DIFFTEST_NAT_COUNT", natRulesets)
-	packets := int(envInt(t, "DIFFTEST_NAT_PACKETS", natPackets))
 	s := session(t, ir.IPv4, func(c *difftest.Config) { c.Conntrack = true })
+	cases := randomNATCases(t, s, 4, envInt(t, "DIFFTEST_NAT_COUNT", natRulesets))
+	cases = append(cases, difftest.Case{Name: "kube-proxy nat ruleset", Ruleset: kubeProxyRuleset(t)})
+	checkNATCases(t, s, cases)
+}
+
+// TestNAT6Rulesets compares random IPv6 rulesets with a nat table (as
+// TestNATRulesets: DNAT and REDIRECT in PREROUTING and OUTPUT, SNAT and
+// MASQUERADE in POSTROUTING, with and without -p, ICMPv6 echo) against
+// the kernel's: every probe where it arrives after translation, and the
+// far end's answers as they arrive back, translated in reverse.
+func TestNAT6Rulesets(t *testing.T) {
+	s := session(t, ir.IPv6, func(c *difftest.Config) { c.Conntrack = true })
+	checkNATCases(t, s, randomNATCases(t, s, 6, envInt(t, "DIFFTEST_NAT6_COUNT", nat6Rulesets)))
+}
+
+// natFirstSeed is the seed of the bounded run's first random nat ruleset
+// (after the stateful ones), and of its first nat corpus.
+func natFirstSeed(t *testing.T) int64 {
+	return envInt(t, "DIFFTEST_SEED", defaultSeed) + envInt(t, "DIFFTEST_COUNT", defaultCount) +
+		setRulesets + appendRulesets + envInt(t, "DIFFTEST_STATEFUL_COUNT", statefulRulesets)
+}
+
+// randomNATCases returns count random nat rulesets of family fam (4 or 6,
+// s's) from natFirstSeed on.
+func randomNATCases(t *testing.T, s *difftest.Session, fam int, count int64) []difftest.Case {
+	seed, packets := natFirstSeed(t), envInt(t, "DIFFTEST_NAT_PACKETS", natPackets)
 	var cases []difftest.Case
 	for i := int64(0); i < count; i++ {
 		sd := seed + i
-		cases = append(cases, difftest.Case{Name: fmt.Sprintf("random nat ruleset, seed %d", sd), Ruleset: difftest.GenerateNATRuleset(sd, s.Plan()),
-			Rerun: fmt.Sprintf("xfw-difftest --nat --seed %d --rulesets 1 --packets %d", sd, packets)})
+		cases = append(cases, difftest.Case{Name: fmt.Sprintf("random ipv%d nat ruleset, seed %d", fam, sd),
+			Ruleset: difftest.GenerateNATRuleset(sd, s.Plan()),
+			Rerun:   fmt.Sprintf("xfw-difftest --family %d --nat --seed %d --rulesets 1 --packets %d", fam, sd, packets)})
 	}
-	cases = append(cases, difftest.Case{Name: "kube-proxy nat ruleset", Ruleset: kubeProxyRuleset(t)})
+	return cases
+}
+
+// checkNATCases compares each nat case with its stateful corpus (seed
+// natFirstSeed plus its index): natPackets independent probes and the far
+// end's answers to a share of them (there must be some).
+func checkNATCases(t *testing.T, s *difftest.Session, cases []difftest.Case) {
+	seed, packets := natFirstSeed(t), int(envInt(t, "DIFFTEST_NAT_PACKETS", natPackets))
 	for i, c := range cases {
 		corpus, err := difftest.GenerateStatefulCorpus(seed+int64(i), s.Plan(), c.Ruleset, difftest.StatefulOptions{Probes: packets})
 		if err != nil {

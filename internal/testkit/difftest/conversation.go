@@ -89,23 +89,31 @@ func GenerateStatefulCorpus(seed int64, plan Plan, ruleset string, opts Stateful
 	nat := HasNATTable(ruleset)
 	sports, nextPort := map[uint16]bool{}, uint16(firstFreePort)
 	echoes := map[netip.Addr]netip.Addr{}
+	flows := map[flowEnds]bool{}
 	c := &Corpus{}
 	for tries := 0; len(c.Probes) < opts.Probes && tries < maxGenTries*opts.Probes; tries++ {
 		p := g.probe()
 		if g.e.multiport && shortPorts(p) || isFragmented(p) || trackedAsGeneric(p) || extToFw(p, plan) || badL4Checksum(p) ||
-			opts.SkipStackErrors && stackErrorProbe(p, plan) || nat && (natUnrouted(p, plan) || stackErrorProbe(p, plan) || natQuery(p) || natLoopback(p, plan, ruleset) || natEchoClash(p, echoes)) {
+			opts.SkipStackErrors && stackErrorProbe(p, plan) || nat && (natUnrouted(p, plan) || stackErrorProbe(p, plan) || natQuery(p) || natLoopback(p, plan, ruleset) || natEchoClash(p, plan, echoes)) {
 			continue
 		}
 		if nat {
 			uniqueSourcePort(p, sports, &nextPort)
+			if natReverse(p, ruleset, flows) {
+				continue
+			}
 		}
 		c.Probes = append(c.Probes, p)
 	}
-	c.Probes = append(c.Probes, rateBursts(seed, plan, ruleset)...)
+	bursts := rateBursts(seed, plan, ruleset)
+	if nat {
+		uniqueBurstPorts(bursts, sports, &nextPort)
+	}
+	c.Probes = append(c.Probes, bursts...)
 	if nat {
 		// Sink's answers instead of conversations, whose packets do not
 		// follow the translations (nat.go).
-		c.Probes = append(c.Probes, answers(g, c.Probes)...)
+		c.Probes = append(c.Probes, answers(g, c.Probes, sports)...)
 		return c, nil
 	}
 	cg := &cgen{pgen: g, rng: rand.New(rand.NewSource(seed ^ 0x5eed))}

@@ -53,7 +53,7 @@ func translatedCopy(e event, cand candidate, p Probe) bool {
 		return false
 	}
 	sent := p.decode(p.Frames[0])
-	if sent == nil || sent.IPVersion != 4 || sent.Fragment {
+	if sent == nil || sent.Fragment {
 		return false
 	}
 	switch cand.rel {
@@ -62,8 +62,13 @@ func translatedCopy(e event, cand candidate, p Probe) bool {
 	case relQuote:
 		return e.pkt.Inner != nil && e.pkt.Inner.Protocol == sent.Protocol
 	default:
-		return e.pkt.Protocol == sent.Protocol || e.pkt.Protocol == nettest.ProtoICMP && sent.Protocol == nettest.ProtoICMP
+		return e.pkt.Protocol == sent.Protocol || isICMP(e.pkt.Protocol) && isICMP(sent.Protocol)
 	}
+}
+
+// isICMP reports whether proto is ICMP or ICMPv6.
+func isICMP(proto uint8) bool {
+	return proto == nettest.ProtoICMP || proto == nettest.ProtoICMPv6
 }
 
 // attribute returns the probe event e belongs to and how: the first
@@ -116,6 +121,14 @@ func (s *Session) clearNAT(sd *side) error {
 
 // answerTTL is the TTL of sink's answers.
 const answerTTL = 64
+
+// Offsets in the IPv6 header turnAround writes.
+const (
+	ipv6HopLimitOffset = 7
+	ipv6SrcOffset      = 8
+	ipv6DstOffset      = 24
+	ipv6AddrLen        = 16
+)
 
 // answerSeq is the sequence number of sink's TCP answers (the marker is in
 // the IPv4 identification: answers keep their transport header).
@@ -181,12 +194,17 @@ func answeredProbe(c *Corpus, k int) int {
 	return -1
 }
 
-// turnAround returns the Ethernet frame raw (IPv4 at l3, TCP or UDP)
-// turned into its answer, or nil when it is not one to answer.
+// turnAround returns the Ethernet frame raw (IPv4 or IPv6 at l3, TCP or
+// UDP) turned into its answer, or nil when it is not one to answer.
 func turnAround(raw []byte, l3 int) []byte {
 	b := append([]byte(nil), raw...)
 	proto, off, ok := transport(b, l3)
-	if !ok || len(b) < l3+ipv4HeaderLen || b[l3]>>4 != 4 {
+	if !ok {
+		return nil
+	}
+	v6 := b[l3]>>4 == 6
+	if v6 && (len(b) < l3+ipv6HeaderLen || b[l3+6] != proto) || !v6 && (len(b) < l3+ipv4HeaderLen || b[l3]>>4 != 4) {
+		// (IPv6: no extension headers, which an answer would repeat.)
 		return nil
 	}
 	hdr := 8
@@ -208,14 +226,22 @@ func turnAround(raw []byte, l3 int) []byte {
 			b[x+i], b[y+i] = b[y+i], b[x+i]
 		}
 	}
-	swap(l3+12, l3+16, 4)
+	var payload int
+	if v6 {
+		swap(l3+ipv6SrcOffset, l3+ipv6DstOffset, ipv6AddrLen)
+		b[l3+ipv6HopLimitOffset] = answerTTL // no header checksum
+		payload = int(binary.BigEndian.Uint16(b[l3+4:])) - (off - l3 - ipv6HeaderLen)
+	} else {
+		swap(l3+12, l3+16, 4)
+		ttlProto := binary.BigEndian.Uint16(b[l3+8:])
+		put16(b, l3+8, answerTTL<<8|ttlProto&0xff, l3+10)
+		payload = int(binary.BigEndian.Uint16(b[l3+2:])) - (off - l3)
+	}
 	swap(off, off+2, 2)
-	ttlProto := binary.BigEndian.Uint16(b[l3+8:])
-	put16(b, l3+8, answerTTL<<8|ttlProto&0xff, l3+10)
 	if proto == nettest.ProtoTCP {
 		seq := binary.BigEndian.Uint32(b[off+4:])
 		flags := b[off+13]
-		payload := int(binary.BigEndian.Uint16(b[l3+2:])) - (off - l3) - int(b[off+12]>>4)*4
+		payload -= int(b[off+12]>>4) * 4
 		ack := seq + uint32(max(payload, 0))
 		newFlags := uint8(0x10)                 // ACK
 		if flags&0x02 != 0 && flags&0x10 == 0 { // SYN: SYN,ACK
@@ -232,7 +258,8 @@ func turnAround(raw []byte, l3 int) []byte {
 }
 
 // natUnrouted reports whether a probe from gen or sink has a martian
-// source, is sent to a group MAC, or goes to a destination fw has no route
+// source (IPv6: a link-local one, or the subnet-router anycast address of
+// one of fw's links), is sent to a group MAC, or goes to a destination fw has no route
 // to (a loopback address from outside included): the kernel's nat PREROUTING translates it before routing,
 // where xfw passes it untranslated to the stack, which drops it (a
 // documented difference: docs/differences.md "Tables"). Left out of nat
@@ -254,6 +281,20 @@ func natUnrouted(p Probe, plan Plan) bool {
 	}
 	martian := src.IsLoopback() || src.IsUnspecified() || src.IsMulticast() || src == netip.AddrFrom4([4]byte{255, 255, 255, 255}) ||
 		slices.Contains(plan.FwAddrs(), src)
+	if subnetAnycast(plan, src) {
+		// fw's subnet-router anycast address: an answer to it is fw's,
+		// whose stack answers with an error about a translated packet
+		// (difftest nat6 seed 21).
+		return true
+	}
+	if src.Is6() && src.IsLinkLocalUnicast() {
+		// Not forwarded: to fw's own address a DNAT may send it on,
+		// and fw's stack answers "beyond scope of source address"
+		// quoting the translated packet (the kernel's quote is
+		// translated back; docs/differences.md "Tables": errors the host
+		// itself sends about a translated packet; difftest nat6 seed 5).
+		return true
+	}
 	return martian || dst.IsLoopback() || !dst.IsMulticast() && !plan.isLocal(dst) && plan.via(dst) == ""
 }
 
@@ -267,8 +308,58 @@ func natUnrouted(p Probe, plan Plan) bool {
 // OUTPUT translates to one. Translated ports still clash in SNAT port
 // ranges and with --random (compared in their range: maskRandomPorts).
 func uniqueSourcePort(p Probe, seen map[uint16]bool, next *uint16) {
-	if len(p.Frames) != 1 {
+	sport, ok := probeSourcePort(p)
+	if !ok {
 		return
+	}
+	if !seen[sport] {
+		seen[sport] = true
+		return
+	}
+	for seen[*next] {
+		*next++
+	}
+	setSourcePort(p, *next)
+	seen[*next] = true
+}
+
+// uniqueBurstPorts is uniqueSourcePort for the rate bursts
+// (packetgen_rate.go): the packets of one burst key (a source address and
+// port, a destination and port) keep one source port between them, a new one when
+// an earlier probe or key used theirs (difftest nat6 seed 5: two keys'
+// bursts, or two rules' bursts, DNATed and masqueraded to one tuple, and
+// the ports picked after the clash differed).
+func uniqueBurstPorts(bursts []Probe, seen map[uint16]bool, next *uint16) {
+	type key struct {
+		src, dst    netip.Addr
+		sport, port uint16
+	}
+	given := map[key]uint16{}
+	for _, p := range bursts {
+		sport, ok := probeSourcePort(p)
+		if !ok {
+			continue
+		}
+		src, dst := p.addrs()
+		o := p.decode(p.Frames[0])
+		if o == nil {
+			continue
+		}
+		k := key{src, dst, sport, o.DstPort}
+		if port, done := given[k]; done {
+			setSourcePort(p, port)
+			continue
+		}
+		uniqueSourcePort(p, seen, next)
+		given[k], _ = probeSourcePort(p)
+	}
+}
+
+// probeSourcePort returns the TCP or UDP source port of a single-frame
+// probe.
+func probeSourcePort(p Probe) (uint16, bool) {
+	if len(p.Frames) != 1 {
+		return 0, false
 	}
 	b := p.Frames[0]
 	l3 := 0
@@ -277,15 +368,22 @@ func uniqueSourcePort(p Probe, seen map[uint16]bool, next *uint16) {
 	}
 	proto, off, ok := transport(b, l3)
 	if !ok || proto != nettest.ProtoTCP && proto != nettest.ProtoUDP || len(b) < off+8 {
-		return
+		return 0, false
 	}
-	sport := binary.BigEndian.Uint16(b[off:])
-	if !seen[sport] {
-		seen[sport] = true
-		return
+	return binary.BigEndian.Uint16(b[off:]), true
+}
+
+// setSourcePort writes port as the TCP or UDP source port of a
+// single-frame probe, its checksum adjusted.
+func setSourcePort(p Probe, port uint16) {
+	b := p.Frames[0]
+	l3 := 0
+	if p.From != FromFw {
+		l3 = l3Offset(b)
 	}
-	for seen[*next] {
-		*next++
+	proto, off, ok := transport(b, l3)
+	if !ok || len(b) < off+8 {
+		return
 	}
 	csum := off + 16
 	if proto == nettest.ProtoUDP {
@@ -297,8 +395,7 @@ func uniqueSourcePort(p Probe, seen map[uint16]bool, next *uint16) {
 	if len(b) < off+tcpHeaderLen && proto == nettest.ProtoTCP {
 		csum = -1
 	}
-	put16(b, off, *next, csum)
-	seen[*next] = true
+	put16(b, off, port, csum)
 }
 
 // firstFreePort is where uniqueSourcePort starts looking for unused
@@ -312,24 +409,29 @@ const answerShare = 40
 // answers returns the answers (Probe.Answer, step 1) to a share of the
 // single-frame TCP and UDP probes from gen or sink whose source fw routes
 // back there, sent from the other end, and to a share of fw's own TCP
-// probes (fwAnswer).
-func answers(g *pgen, probes []Probe) []Probe {
+// probes (fwAnswer); none whose source port a probe used as its own
+// (sports, uniqueSourcePort's): an answer is a new connection when it
+// opens none, and DNATed onto that probe's tuple it would clash (another
+// source port, each side's own: difftest nat6 seed 22).
+func answers(g *pgen, probes []Probe, sports map[uint16]bool) []Probe {
 	var out []Probe
 	for _, p := range probes {
 		if len(p.Frames) != 1 || !g.chance(answerShare) {
 			continue
 		}
 		if p.From == FromFw {
-			if a, ok := fwAnswer(g, p); ok {
+			if a, ok := fwAnswer(g, p); ok && !answerPortUsed(a, sports) {
 				out = append(out, a)
 			}
 			continue
 		}
 		o := p.decode(p.Frames[0])
-		if o == nil || o.IPVersion != 4 || o.Fragment || o.Protocol != nettest.ProtoTCP && o.Protocol != nettest.ProtoUDP ||
-			g.plan.via(o.Src) != p.From {
+		if o == nil || o.Fragment || o.Protocol != nettest.ProtoTCP && o.Protocol != nettest.ProtoUDP ||
+			g.plan.via(o.Src) != p.From || g.plan.VLANNet.Contains(o.Src) {
 			// (An answer fw has no route for is dropped before any
-			// chain, where the kernel counts it in PREROUTING.)
+			// chain, where the kernel counts it in PREROUTING; the
+			// VLAN's prefix has none when the kernel has no VLAN
+			// devices, as stackErrorProbe says: difftest nat6 seed 9.)
 			continue
 		}
 		b := turnAround(p.Frames[0], l3Offset(p.Frames[0]))
@@ -343,10 +445,20 @@ func answers(g *pgen, probes []Probe) []Probe {
 		}
 		copy(b[0:6], fwMAC)
 		copy(b[6:12], endMAC)
-		out = append(out, Probe{From: from, Path: PathForward, Frames: [][]byte{b}, Step: 1, KeepL4: true, Answer: true,
-			Note: fmt.Sprintf("%s's answer to %s", from, p.Note)})
+		a := Probe{From: from, Path: PathForward, Frames: [][]byte{b}, Step: 1, KeepL4: true, Answer: true,
+			Note: fmt.Sprintf("%s's answer to %s", from, p.Note)}
+		if !answerPortUsed(a, sports) {
+			out = append(out, a)
+		}
 	}
 	return out
+}
+
+// answerPortUsed reports whether answer a's source port is one a probe
+// used as its own.
+func answerPortUsed(a Probe, sports map[uint16]bool) bool {
+	port, ok := probeSourcePort(a)
+	return ok && sports[port]
 }
 
 // fwAnswer returns the answer to probe p, fw's own TCP packet from one of
@@ -362,7 +474,7 @@ func answers(g *pgen, probes []Probe) []Probe {
 // the other end than the copy reached is not sent (answerFrames).
 func fwAnswer(g *pgen, p Probe) (Probe, bool) {
 	o := p.decode(p.Frames[0])
-	if o == nil || o.IPVersion != 4 || o.Fragment || o.Protocol != nettest.ProtoTCP || len(o.IPv4Options) > 0 ||
+	if o == nil || o.Fragment || o.Protocol != nettest.ProtoTCP || len(o.IPv4Options) > 0 || len(o.ExtHeaders) > 0 ||
 		o.Src != g.plan.FwIn && o.Src != g.plan.FwOut {
 		return Probe{}, false
 	}
@@ -385,7 +497,8 @@ func fwAnswer(g *pgen, p Probe) (Probe, bool) {
 // sourceNATRe matches a source translation's target.
 var sourceNATRe = regexp.MustCompile(`-j (SNAT|MASQUERADE)\b`)
 
-// natLoopback reports whether a probe is fw's own packet to itself while
+// natLoopback reports whether a probe is fw's own packet to itself (its
+// subnet-router anycast addresses too) while
 // ruleset translates sources: the kernel translates loopback traffic,
 // xfw drops it (documented: docs/differences.md "Tables"). Left out of
 // such rulesets' packets.
@@ -394,7 +507,19 @@ func natLoopback(p Probe, plan Plan, ruleset string) bool {
 		return false
 	}
 	_, dst := p.addrs()
-	return plan.isLocal(dst)
+	return plan.isLocal(dst) || subnetAnycast(plan, dst)
+}
+
+// subnetAnycast reports whether a is the IPv6 subnet-router anycast
+// address of one of fw's links (fw's own, as its stack answers it; a
+// forwarding host joins it; difftest nat6 seeds 21 and 22).
+func subnetAnycast(plan Plan, a netip.Addr) bool {
+	for _, n := range []netip.Prefix{plan.GenNet, plan.SinkNet, plan.VLANNet} {
+		if a.Is6() && a == n.Masked().Addr() {
+			return true
+		}
+	}
+	return false
 }
 
 // natEchoClash reports whether a probe is an ICMP echo request to a
@@ -402,21 +527,62 @@ func natLoopback(p Probe, plan Plan, ruleset string) bool {
 // source by destination, updated). Every probe's echo identifier is 0
 // (the marker is in the sequence number), so translated to one source two
 // such requests clash: the kernel picks another identifier, xfw drops the
-// request (documented: docs/differences.md "Tables"). Left out of nat
+// request (documented: docs/differences.md "Tables"). A request to one
+// of fw's own addresses counts as that address's request to its source
+// too: a later one to that source masqueraded to that address takes the
+// reply tuple of the first (difftest nat6 seed 9). Left out of nat
 // rulesets' packets.
-func natEchoClash(p Probe, seen map[netip.Addr]netip.Addr) bool {
+func natEchoClash(p Probe, plan Plan, seen map[netip.Addr]netip.Addr) bool {
 	if len(p.Frames) == 0 {
 		return false
 	}
 	o := p.decode(p.Frames[0])
-	if o == nil || o.Protocol != nettest.ProtoICMP || o.ICMPType != nettest.ICMPv4EchoRequest {
+	if o == nil || !(o.Protocol == nettest.ProtoICMP && o.ICMPType == nettest.ICMPv4EchoRequest ||
+		o.Protocol == nettest.ProtoICMPv6 && o.ICMPType == nettest.ICMPv6EchoRequest) {
 		return false
 	}
 	if first, ok := seen[o.Dst]; ok {
 		return first != o.Src
 	}
 	seen[o.Dst] = o.Src
+	if _, ok := seen[o.Src]; !ok && slices.Contains(plan.FwAddrs(), o.Dst) {
+		seen[o.Src] = o.Dst
+	}
 	return false
+}
+
+// flowEnds are a probe's protocol, addresses and (TCP, UDP) ports.
+type flowEnds struct {
+	proto      uint8
+	src, dst   netip.Addr
+	sport, dpt uint16
+}
+
+// natReverse reports whether a probe goes the other way of an earlier
+// one's flow (seen: the earlier probes' flows, updated) while ruleset
+// translates sources: the reverse of a connection an SNAT or MASQUERADE
+// translated, sent to its original source rather than to the translated
+// one. The kernel finds no connection for it (a new one, whose reply
+// tuple clashes with the translated connection's: another source port,
+// or INVALID for an echo reply, or dropped); xfw, which keys a connection
+// by its original tuple, takes it for the connection's reply
+// (documented: docs/differences.md "Tables"; difftest nat6 seed 2). Left
+// out of such rulesets' packets; the far end's answers (answers) come to
+// the translated source.
+func natReverse(p Probe, ruleset string, seen map[flowEnds]bool) bool {
+	if len(p.Frames) == 0 || !sourceNATRe.MatchString(ruleset) {
+		return false
+	}
+	o := p.decode(p.Frames[0])
+	if o == nil || !o.Src.IsValid() {
+		return false
+	}
+	f := flowEnds{proto: o.Protocol, src: o.Src, dst: o.Dst}
+	if o.Protocol == nettest.ProtoTCP || o.Protocol == nettest.ProtoUDP {
+		f.sport, f.dpt = o.SrcPort, o.DstPort
+	}
+	seen[f] = true
+	return seen[flowEnds{proto: f.proto, src: f.dst, dst: f.src, sport: f.dpt, dpt: f.sport}]
 }
 
 // natQuery reports whether a probe is of a protocol whose source
@@ -437,6 +603,10 @@ func natQuery(p Probe) bool {
 		return true
 	case nettest.ProtoICMP:
 		return o.ICMPType == icmpTimestamp || o.ICMPType == icmpInfoRequest || o.ICMPType == icmpAddressMask
+	case nettest.ProtoICMPv6:
+		// The informational messages but echo (node information
+		// queries, neighbour discovery, MLD); errors are kept.
+		return o.ICMPType >= icmpv6Informational && o.ICMPType != nettest.ICMPv6EchoRequest && o.ICMPType != nettest.ICMPv6EchoReply
 	}
 	return false
 }
@@ -447,6 +617,9 @@ const (
 	icmpTimestamp   = 13
 	icmpInfoRequest = 15
 	icmpAddressMask = 17
+	// icmpv6Informational is the first ICMPv6 informational type (RFC
+	// 4443: the types below are errors).
+	icmpv6Informational = 128
 )
 
 // randomPorts are the translated ports a nat ruleset may pick at random
@@ -465,8 +638,11 @@ type randomPorts struct {
 var natTargetRe = regexp.MustCompile(`-j (SNAT|MASQUERADE|DNAT|REDIRECT)\b(.*)$`)
 
 // natPortRe matches a port or port range of --to-source,
-// --to-destination ("ADDR:PORT[-PORT]") or --to-ports ("PORT[-PORT]").
-var natPortRe = regexp.MustCompile(`(?:--to-(?:source|destination) \S*:|--to-ports )(\d+)(?:-(\d+))?`)
+// --to-destination ("ADDR:PORT[-PORT]", IPv6 "[ADDR]:PORT[-PORT]", a
+// shifted map's "/BASE" after it) or --to-ports ("PORT[-PORT]"); not the
+// last group of an IPv6 address without brackets (difftest nat6 seed 20:
+// "--to-source fd00:X:2::1 --random-fully" read as port 1).
+var natPortRe = regexp.MustCompile(`(?:--to-(?:source|destination) (?:[^\s:\[]*|\[[^\]\s]*\]):|--to-ports )(\d+)(?:-(\d+))?(?:/\d+)?(?:\s|$)`)
 
 // natRandomPorts returns the random ports of ruleset's nat table, or nil
 // when it picks none at random.

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/xfw-dev/xfw/internal/ir"
 )
 
 // This file writes the random nat rulesets (xfw-difftest --nat): a nat
@@ -16,7 +18,11 @@ import (
 // ranges, --random, --random-fully, --persistent), matched by -s, -d, -p,
 // --dport, -i and -o; in front of a small stateful filter table (NAT needs
 // connection tracking) whose first FORWARD and INPUT rules name the
-// translated addresses and ports. IPv4 only: xfw refuses IPv6 NAT.
+// translated addresses and ports. Both families: an IPv6 ruleset names
+// ICMPv6 echo where an IPv4 one names ICMP echo, writes a DNAT's or SNAT's
+// address with ports in brackets ("[ADDR]:PORT", "[ADDR-ADDR]:PORT") as
+// ip6tables-save does, and translates sources without -p too (address
+// only for the protocols without ports).
 
 // natSeedMix derives the nat table's random stream from the ruleset's.
 const natSeedMix = 0x5eed_a7
@@ -58,8 +64,9 @@ type natTarget struct {
 	random bool
 }
 
-// GenerateNATRuleset returns a random IPv4 ruleset with a nat table and a
-// stateful filter table, as iptables-restore text, determined by seed.
+// GenerateNATRuleset returns a random ruleset of plan's family with a nat
+// table and a stateful filter table, as iptables-restore text, determined
+// by seed.
 func GenerateNATRuleset(seed int64, plan Plan) string {
 	g := &natGen{rng: rand.New(rand.NewSource(seed ^ natSeedMix)), plan: plan}
 	var nat strings.Builder
@@ -128,12 +135,16 @@ func (g *natGen) filterLines(chain string, max int) string {
 // natRule returns the spec of one rule of a nat chain.
 func (g *natGen) natRule(chain string) []string {
 	var s []string
-	proto := pick(g.rng, []string{"", "tcp", "tcp", "udp", "udp", "icmp"})
-	if chain == "POSTROUTING" && proto == "" {
+	icmp := g.icmpName()
+	proto := pick(g.rng, []string{"", "tcp", "tcp", "udp", "udp", icmp})
+	if chain == "POSTROUTING" && proto == "" && (g.plan.Family == ir.IPv4 || g.chance(50)) {
 		// Source translation of other protocols than TCP, UDP and ICMP
 		// echo differs in documented ways (docs/differences.md
-		// "Tables": SCTP, DCCP, UDP-Lite and ICMP timestamps are dropped).
-		proto = pick(g.rng, []string{"tcp", "udp", "icmp"})
+		// "Tables": SCTP, DCCP, UDP-Lite and ICMP timestamps are dropped;
+		// the corpus leaves those out). IPv6 rules translate every
+		// protocol half of the time (the protocols without ports address
+		// only, as the kernel).
+		proto = pick(g.rng, []string{"tcp", "udp", icmp})
 	}
 	if chain != "POSTROUTING" && proto != "tcp" && proto != "udp" {
 		// xfw translates destinations of TCP and UDP only (and refuses
@@ -161,6 +172,8 @@ func (g *natGen) natRule(chain string) []string {
 		switch {
 		case proto == "icmp":
 			s = append(s, "-m", "icmp", "--icmp-type", pick(g.rng, []string{"echo-request", "8"}))
+		case proto == icmp:
+			s = append(s, "-m", "icmp6", "--icmpv6-type", pick(g.rng, []string{"echo-request", "128"}))
 		case g.chance(70):
 			s = append(s, "--dport", g.portMatch())
 		}
@@ -205,7 +218,7 @@ func (g *natGen) dnat(proto string) []string {
 	}
 	to := g.addrRange(addrs)
 	if ports && g.chance(60) {
-		to += ":" + g.portMap(g.portRange(proto, "-"))
+		to = g.withPorts(to, g.portMap(g.portRange(proto, "-")))
 	}
 	return append([]string{"DNAT", "--to-destination", to}, g.randomFlags(true, false, true)...)
 }
@@ -237,7 +250,7 @@ func (g *natGen) snat(proto string) []string {
 	}
 	to := g.addrRange([]netip.Addr{g.plan.FwOut, g.plan.FwIn, g.farSink(30)})
 	if ports && g.chance(50) {
-		to += ":" + g.portRange(proto, "-")
+		to = g.withPorts(to, g.portRange(proto, "-"))
 	}
 	return append([]string{"SNAT", "--to-source", to}, g.randomFlags(ports, ports, true)...)
 }
@@ -276,11 +289,34 @@ func (g *natGen) addrRange(addrs []netip.Addr) string {
 	a := pick(g.rng, addrs)
 	g.targets = append(g.targets, natTarget{addr: a})
 	if g.chance(25) {
-		b := a.As4()
-		b[3] += byte(1 + g.rng.Intn(3))
-		return fmt.Sprintf("%s-%s", a, netip.AddrFrom4(b))
+		return fmt.Sprintf("%s-%s", a, withLastByte(a, a.AsSlice()[a.BitLen()/8-1]+byte(1+g.rng.Intn(3))))
 	}
 	return a.String()
+}
+
+// withPorts returns a target's address (or range) to followed by ports:
+// "ADDR:PORTS", for IPv6 "[ADDR]:PORTS" (ip6tables' spelling).
+func (g *natGen) withPorts(to, ports string) string {
+	if g.plan.Family == ir.IPv6 {
+		return "[" + to + "]:" + ports
+	}
+	return to + ":" + ports
+}
+
+// icmpName returns the name -p gives the family's ICMP.
+func (g *natGen) icmpName() string {
+	if g.plan.Family == ir.IPv6 {
+		return pick(g.rng, []string{"icmpv6", "ipv6-icmp"})
+	}
+	return "icmp"
+}
+
+// withLastByte returns address a with its last byte set to b.
+func withLastByte(a netip.Addr, b byte) netip.Addr {
+	s := a.AsSlice()
+	s[len(s)-1] = b
+	out, _ := netip.AddrFromSlice(s)
+	return out
 }
 
 // portRange returns a port or a range "a<sep>b" for protocol proto, and
@@ -321,16 +357,12 @@ func (g *natGen) prefix() string {
 
 // farSink returns the n-th address of the network beyond sink.
 func (g *natGen) farSink(n byte) netip.Addr {
-	b := g.plan.FarSink.Addr().As4()
-	b[3] = n
-	return netip.AddrFrom4(b)
+	return withLastByte(g.plan.FarSink.Addr(), n)
 }
 
 // farGen returns an address of the network beyond gen.
 func (g *natGen) farGen() netip.Addr {
-	b := g.plan.FarGen.Addr().As4()
-	b[3] = 7
-	return netip.AddrFrom4(b)
+	return withLastByte(g.plan.FarGen.Addr(), 7)
 }
 
 // chance returns true pct percent of the time.

@@ -14,20 +14,9 @@ import (
 // (both tables), use every translation (DNAT and REDIRECT in nat OUTPUT
 // too), and are the same for a seed.
 func TestNATRulesetsLoad(t *testing.T) {
-	plan := NewPlan(ir.IPv4, DefaultSubnet)
 	seen := map[string]bool{}
 	for seed := int64(1); seed <= 60; seed++ {
-		text := GenerateNATRuleset(seed, plan)
-		if text != GenerateNATRuleset(seed, plan) {
-			t.Fatalf("seed %d: two rulesets", seed)
-		}
-		rs, err := iptables.Restore(ir.IPv4, strings.NewReader(text), nil, iptables.RestoreOptions{})
-		if err != nil {
-			t.Fatalf("seed %d: %v\n%s", seed, err, text)
-		}
-		if _, err := compiler.Compile(rs, compiler.Options{}); err != nil {
-			t.Fatalf("seed %d: compile: %v\n%s", seed, err, text)
-		}
+		text := loadNATRuleset(t, ir.IPv4, seed)
 		for _, w := range []string{"-j DNAT", "-j SNAT", "-j MASQUERADE", "-j REDIRECT", "--random-fully", "--persistent", "--to-ports"} {
 			if strings.Contains(text, w) {
 				seen[w] = true
@@ -46,6 +35,26 @@ func TestNATRulesetsLoad(t *testing.T) {
 	if len(seen) != 8 {
 		t.Errorf("the rulesets use only %v", seen)
 	}
+}
+
+// loadNATRuleset returns the random nat ruleset of family fam and seed,
+// checked to be the same when drawn again and to parse and compile in xfw
+// (both tables).
+func loadNATRuleset(t *testing.T, fam ir.Family, seed int64) string {
+	t.Helper()
+	plan := NewPlan(fam, DefaultSubnet)
+	text := GenerateNATRuleset(seed, plan)
+	if text != GenerateNATRuleset(seed, plan) {
+		t.Fatalf("seed %d: two rulesets", seed)
+	}
+	rs, err := iptables.Restore(fam, strings.NewReader(text), nil, iptables.RestoreOptions{})
+	if err != nil {
+		t.Fatalf("seed %d: %v\n%s", seed, err, text)
+	}
+	if _, err := compiler.Compile(rs, compiler.Options{}); err != nil {
+		t.Fatalf("seed %d: compile: %v\n%s", seed, err, text)
+	}
+	return text
 }
 
 // TestNATRandomRangeFilterNamesRange: a filter rule naming a translation
@@ -76,5 +85,33 @@ func TestNATRandomRangeFilterNamesRange(t *testing.T) {
 	}
 	if ranges == 0 {
 		t.Fatal("no nat rule picks a port at random from a range")
+	}
+}
+
+// TestNAT6RulesetsLoad: the random IPv6 nat rulesets parse and compile in
+// xfw (both tables), use every translation, ICMPv6 echo, SNAT without -p,
+// ports in brackets, and are the same for a seed; the kernel's
+// ip6tables-restore accepting them is checked by the tester's runs.
+func TestNAT6RulesetsLoad(t *testing.T) {
+	seen := map[string]bool{}
+	for seed := int64(1); seed <= 60; seed++ {
+		text := loadNATRuleset(t, ir.IPv6, seed)
+		natTable := text[:strings.Index(text, "*filter")]
+		for _, w := range []string{"-j DNAT", "-j SNAT", "-j MASQUERADE", "-j REDIRECT", "--icmpv6-type", "]:", "--random"} {
+			if strings.Contains(natTable, w) {
+				seen[w] = true
+			}
+		}
+		for _, l := range strings.Split(natTable, "\n") {
+			if strings.HasPrefix(l, "-A POSTROUTING ") && !strings.Contains(l, " -p ") && strings.Contains(l, "NAT") {
+				seen["no -p"] = true
+			}
+			if strings.Contains(l, "10.") || strings.Contains(l, "icmp-type") {
+				t.Errorf("seed %d: an IPv4 rule: %s", seed, l)
+			}
+		}
+	}
+	if len(seen) != 8 {
+		t.Errorf("the rulesets use only %v", seen)
 	}
 }
