@@ -209,7 +209,8 @@ var nat6Steps = []natStep{
 	{"tcp straight to sink: not translated, dropped", func(t *testing.T, tp *nettest.Topology) string {
 		srv := nettest.StartTCPServer(t, tp.SinkNS, nat6At(2, 2, 80)(tp))
 		defer srv.Close()
-		a := nettest.TCPConnect(tp.GenNS, nat6At(2, 2, 80)(tp), nettest.WithTimeout(time.Second))
+		// One SYN in both twins (oneSYNTimeout).
+		a := nettest.TCPConnect(tp.GenNS, nat6At(2, 2, 80)(tp), nettest.WithTimeout(oneSYNTimeout))
 		return string(a.Outcome)
 	}},
 }

@@ -14,6 +14,12 @@ import (
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
+// oneSYNTimeout bounds a connection attempt meant to time out with one
+// SYN sent: shorter than TCP's initial retransmission timeout (1 s), so
+// that a loaded machine cannot make one twin retransmit where the other
+// did not (the twins' counters are compared).
+const oneSYNTimeout = 500 * time.Millisecond
+
 // DNAT against the kernel: port forwards from gen to sink (TCP and UDP),
 // to an address of fw itself, and REDIRECT, through xfw and through iptables-legacy
 // in twin topologies; what the clients and servers saw, every rule's
@@ -158,8 +164,10 @@ var natSteps = []natStep{
 	{"tcp straight to sink: not translated, dropped", func(t *testing.T, tp *nettest.Topology) string {
 		srv := nettest.StartTCPServer(t, tp.SinkNS, netip.AddrPortFrom(natAddr(tp, 2, 2), 80))
 		defer srv.Close()
+		// Shorter than the SYN retransmission timeout (1 s): one SYN in
+		// both twins, whatever the load (the counters compare them).
 		a := nettest.TCPConnect(tp.GenNS, netip.AddrPortFrom(natAddr(tp, 2, 2), 80),
-			nettest.WithTimeout(time.Second))
+			nettest.WithTimeout(oneSYNTimeout))
 		return string(a.Outcome)
 	}},
 }
