@@ -44,6 +44,8 @@
 #include "classify_maps.h"
 #include "xfw_maps.h"
 #include "nat.h"
+#include "nat6.h"
+#include "generation.h"
 
 /* The longest IPv4 header (60 bytes) or IPv6 header chain the transport
  * checksum test reads behind (longer ones go to the stack). */
@@ -52,14 +54,8 @@
 /* xfw_fp_count bumps this CPU's counter of outcome why. */
 static __always_inline void xfw_fp_count(__u32 why)
 {
-	__u32 idx = XFW_STAT_FP + why;
-	__u64 *n;
-
-	if (why >= XFW_FP_NWHY)
-		return;
-	n = bpf_map_lookup_elem(&xfw_stats, &idx);
-	if (n)
-		*n += 1;
+	if (why < XFW_FP_NWHY)
+		xfw_stat_inc(XFW_STAT_FP + why);
 }
 
 /* xfw_fp_target reports whether the control plane marked device ifindex
@@ -166,9 +162,7 @@ static __always_inline int xfw_fp_csum_unfinished(struct xdp_md *ctx, struct xfw
 	l4len = p->l3len - (p->thoff - p->l3_off);
 	sum = xfw_fp_words(p->src_hi) + xfw_fp_words(p->src_lo) + xfw_fp_words(p->dst_hi) +
 	      xfw_fp_words(p->dst_lo) + p->proto + l4len;
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
+	sum = xfw_nat6_fold(sum);
 	return bpf_ntohs(*field) == sum || (sum == 0xffff && *field == 0);
 }
 
