@@ -116,11 +116,15 @@ func defaultEgress(ifc Interface) bool {
 	return len(others) == 0
 }
 
-// fastTarget reports whether ifc, with xdp-features feat, is a target.
+// fastCandidate reports whether ifc is a kind of device the fast path may
+// send to at all, before anything is asked of the kernel about it.
+func fastCandidate(ifc Interface) bool {
+	return ifc.VLAN == 0 && !ifc.BridgePort && !ifc.IsBridge && !ifc.PendingVeth && ifc.Name != "lo" && ifc.link != nil
+}
+
+// fastTarget reports whether ifc, a fastCandidate with xdp-features feat,
+// is a target.
 func fastTarget(ifc Interface, feat uint64) bool {
-	if ifc.VLAN != 0 || ifc.BridgePort || ifc.IsBridge || ifc.PendingVeth || ifc.Name == "lo" || ifc.link == nil {
-		return false
-	}
 	if feat&xdpActNdoXmit == 0 {
 		return false
 	}
@@ -148,6 +152,9 @@ func fastTargets(ifaces []Interface) map[int]bool {
 	}
 	out := map[int]bool{}
 	for _, ifc := range ifaces {
+		if !fastCandidate(ifc) {
+			continue // no netlink request for devices never sent to
+		}
 		feat, err := xdpFeatures(fam.ID, ifc.Index)
 		if err == nil && fastTarget(ifc, feat) {
 			out[ifc.Index] = true
