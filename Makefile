@@ -13,7 +13,9 @@ BPF_SRC := $(wildcard bpf/*.c bpf/*.h)
 BPF_DIR := internal/dataplane/bpf
 BPF_OBJ := $(patsubst bpf/%.c,$(BPF_DIR)/%.o,$(wildcard bpf/*.c))
 # bin/xfw-cmd: the agent's small command client in C (cmd/xfw-cmd), which
-# the iptables alternatives' names link to; libc only.
+# the iptables alternatives' names link to; libc only. Compiled by clang,
+# which deps.sh installs on every machine (a C compiler named cc may be
+# missing where gcc-multilib is not installed).
 CMD_CFLAGS := -O2 -Wall -Wextra -Werror
 
 .PHONY: all build test unit demo deps clean bench bench-quick
@@ -30,7 +32,7 @@ $(BPF_DIR)/%.o: bpf/%.c $(BPF_SRC)
 build: $(BPF_OBJ)
 	$(GO) build -o bin/xfw ./cmd/xfw
 	$(GO) build -o bin/xfw-difftest ./cmd/xfw-difftest
-	$(CC) $(CMD_CFLAGS) -o bin/xfw-cmd cmd/xfw-cmd/xfw-cmd.c
+	$(CLANG) $(CMD_CFLAGS) -o bin/xfw-cmd cmd/xfw-cmd/xfw-cmd.c
 
 unit: $(BPF_OBJ)
 	$(GO) vet ./...
