@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -79,6 +80,7 @@ type progRunSection struct {
 // first rule, the last rule and no rule (FORWARD, ingress_ifindex of fw's
 // real ingress interface, so the FIB lookup routes them to sink).
 func runProgRun(ctx context.Context, o *options) (*progRunSection, error) {
+	defer fastPathOff()()
 	t, err := newTopology(ctx, "progrun")
 	if err != nil {
 		return nil, err
@@ -88,6 +90,7 @@ func runProgRun(ctx context.Context, o *options) (*progRunSection, error) {
 		Reference: bpfilterReference,
 		Notes: []string{
 			"ns/packet: the kernel's mean duration of one run of xfw_xdp (BPF_PROG_TEST_RUN, repeat ≥ 1,000, on CPU 1), median of 5 calls; the context's ingress_ifindex is fw's ingress veth, so the FIB lookup and chain selection run as for real traffic (FORWARD, 64-byte UDP).",
+			"The XDP fast path is off (XFW_FASTPATH=off): a test run repeats the program on one buffer, which the fast path's rewrite (destination MAC, TTL) would leave addressed to another host, so every later run would stop at the MAC check. Its cost shows in the forwarding rates of the fastpath section.",
 			"first/last: the frame matches the first/last of n 5-tuple ACCEPT rules; none: it matches no rule (policy DROP).",
 			"steps/lookups: instruction proxy, counted by a user-space replica of the BPF search over the compiled generation (cross-checked against compiler.Generation.Classify): bpf_loop steps and BPF map lookups of the classification. perf has no hardware counters on this VM.",
 		},
@@ -207,6 +210,23 @@ func applyTextInProcess(text string, row *progRunRow) (*compiler.Generation, err
 	}
 	row.ApplySeconds = time.Since(start).Seconds()
 	return gen, nil
+}
+
+// fastPathOff turns xfw's XDP fast path off for the syncs of this process
+// and the xfw commands it starts, and returns the function that restores
+// the environment. Test runs repeat the program on one buffer: a frame the
+// fast path rewrote for sink would be another host's frame in every later
+// run, which xfw passes after its MAC check without judging it.
+func fastPathOff() func() {
+	old, had := os.LookupEnv(dataplane.FastPathEnv)
+	os.Setenv(dataplane.FastPathEnv, "off")
+	return func() {
+		if had {
+			os.Setenv(dataplane.FastPathEnv, old)
+		} else {
+			os.Unsetenv(dataplane.FastPathEnv)
+		}
+	}
 }
 
 // attachedXDP opens the XDP program attached to ifname.

@@ -45,6 +45,7 @@ type setLookupSection struct {
 
 // runSetLookup measures each case in a fresh fw namespace's data plane.
 func runSetLookup(ctx context.Context, o *options) (*setLookupSection, error) {
+	defer fastPathOff()() // "other" frames are forwarded: see fastPathOff
 	t, err := newTopology(ctx, "setlookup")
 	if err != nil {
 		return nil, err
