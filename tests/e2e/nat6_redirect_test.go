@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,8 +80,17 @@ func redirect6TCP(srv, dst func(tp *nettest.Topology) netip.AddrPort) func(*test
 // reaches it (the zone gen's interface).
 func fwLinkLocal(port uint16) func(tp *nettest.Topology) netip.AddrPort {
 	return func(tp *nettest.Topology) netip.AddrPort {
-		return netip.AddrPortFrom(tp.FwIn.LinkLocal.WithZone(tp.Gen.Ifname), port)
+		return netip.AddrPortFrom(tp.FwIn.LinkLocal.WithZone(indexZone(tp.Gen)), port)
 	}
+}
+
+// indexZone is ep's interface as an IPv6 zone, by index. A zone by name
+// is resolved through Go's process-wide cache of interface names, filled
+// in whichever namespace last refreshed it (for a minute): there "eth0"
+// may be the host's, whose index gen's namespace does not have, and the
+// connection fails at once with ENETUNREACH.
+func indexZone(ep nettest.Endpoint) string {
+	return strconv.Itoa(ep.Ifindex)
 }
 
 // nat6RedirectSteps are TestNat6RedirectAgainstKernel's steps, in order.
@@ -109,7 +119,7 @@ var nat6RedirectSteps = []natStep{
 // addresses differ).
 var nat6RedirectLinkLocal = natStep{"tcp to fw's link-local address redirected to its link-local address",
 	redirect6TCP(func(tp *nettest.Topology) netip.AddrPort {
-		return netip.AddrPortFrom(tp.FwIn.LinkLocal.WithZone(tp.FwIn.Ifname), 7302)
+		return netip.AddrPortFrom(tp.FwIn.LinkLocal.WithZone(indexZone(tp.FwIn)), 7302)
 	}, fwLinkLocal(2302))}
 
 // TestNat6RedirectAgainstKernel runs nat6RedirectSteps through both twins
