@@ -78,9 +78,12 @@ const (
 	// secSetLookup: the per-packet cost of -m set lookups by kind of set
 	// table (setlookup.go).
 	secSetLookup = "setlookup"
+	// secXDPDrop: how many flood packets one core drops, xfw against a
+	// bare XDP_DROP program, iptables and nftables (xdpdrop.go).
+	secXDPDrop = "xdpdrop"
 )
 
-var allSections = []string{secForward, secInput, secSets, secDDoS, secProgRun, secUpdate, secConntrack, secRFPF, secSetLookup}
+var allSections = []string{secForward, secInput, secSets, secDDoS, secProgRun, secUpdate, secConntrack, secRFPF, secSetLookup, secXDPDrop}
 
 func main() {
 	if len(os.Args) > 1 {

@@ -86,6 +86,9 @@ func renderMarkdown(rep *report, imgDir string) string {
 	if s := rep.SetLookup; s != nil {
 		writeSetLookup(&b, s)
 	}
+	if s := rep.XDPDrop; s != nil {
+		writeXDPDrop(&b, s)
+	}
 	return b.String()
 }
 
@@ -501,6 +504,9 @@ func docsSection(rep *report, results string) string {
 	}
 	if rep.SetLookup != nil {
 		writeSetLookup(&b, rep.SetLookup)
+	}
+	if rep.XDPDrop != nil {
+		writeXDPDrop(&b, rep.XDPDrop)
 	}
 	b.WriteString(behindText(rep))
 	b.WriteString("INPUT, set-friendly rulesets, the DDoS scenario, the per-packet BPF_PROG_TEST_RUN cost and the traffic generator's capacity are in [results/bench.md](" + results + "bench.md).\n")

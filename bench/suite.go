@@ -44,6 +44,7 @@ type report struct {
 	Conntrack *ctSection         `json:"conntrack,omitempty"`
 	RFPF      *rfpfSection       `json:"rfpf,omitempty"`
 	SetLookup *setLookupSection  `json:"setlookup,omitempty"`
+	XDPDrop   *xdpDropSection    `json:"xdpdrop,omitempty"`
 }
 
 // runFull runs every selected section and writes the report.
@@ -221,6 +222,10 @@ func (r *fullRun) runOtherSections() error {
 		}},
 		{secSetLookup, "set lookups (BPF_PROG_TEST_RUN)", func() (err error) {
 			r.rep.SetLookup, err = runSetLookup(ctx, o)
+			return err
+		}},
+		{secXDPDrop, "flood drop rate per core", func() (err error) {
+			r.rep.XDPDrop, err = runXDPDrop(ctx, o)
 			return err
 		}},
 		{secProgRun, "data-plane cost (BPF_PROG_TEST_RUN)", func() (err error) {
@@ -520,6 +525,9 @@ func mergeReports(prev, rep *report, sections map[string]bool) *report {
 	}
 	if take(secSetLookup, rep.SetLookup != nil) {
 		out.SetLookup = rep.SetLookup
+	}
+	if take(secXDPDrop, rep.XDPDrop != nil) {
+		out.XDPDrop = rep.XDPDrop
 	}
 	return &out
 }
