@@ -53,6 +53,10 @@ type options struct {
 	rfpfMix     trafficMix
 	rfpfSystems map[string]bool
 	rfpfFlows   int
+	// dropFlows and dropSystems are the xdpdrop section's flood flows and
+	// the systems it measures (nil: all).
+	dropFlows   int
+	dropSystems map[string]bool
 	// progRunSizes are the progrun section's rule counts.
 	progRunSizes []int
 	// progRunCT puts an ESTABLISHED,RELATED ACCEPT rule first in the
@@ -141,6 +145,8 @@ func run() int {
 	rfpfSys := flag.String("rfpf-systems", "", "rfpf section: comma-separated systems to measure (default all: "+
 		strings.Join([]string{rfpfXFW, rfpfLegacy, rfpfIptNFT, rfpfNFT}, ", ")+")")
 	flag.IntVar(&o.rfpfFlows, "rfpf-flows", rfpfFlows, "rfpf section: distinct flows (sources) the generator cycles through")
+	flag.IntVar(&o.dropFlows, "xdpdrop-flows", dropFlowsDefault, "xdpdrop section: distinct flood flows (sources and ports) the generator cycles through")
+	dropSys := flag.String("xdpdrop-systems", "", "xdpdrop section: comma-separated systems to measure, by the start of their names (default all)")
 	progRunSizesFlag := flag.String("progrun-sizes", joinInts(progRunSizes), "progrun section: comma-separated rule counts")
 	flag.BoolVar(&o.progRunCT, "progrun-ct", false, "progrun section: an ESTABLISHED,RELATED ACCEPT rule first (connection tracking on)")
 	quickSizesFlag := flag.String("quick-sizes", joinInts(quickSizes), "-quick and the headline: comma-separated FORWARD rule counts")
@@ -156,6 +162,12 @@ func run() int {
 	if o.rfpfMix, err = parseMix(*rfpfMix); err != nil {
 		fmt.Fprintf(os.Stderr, "xfwbench: -rfpf-mix: %v\n", err)
 		return 2
+	}
+	if *dropSys != "" {
+		o.dropSystems = map[string]bool{}
+		for _, s := range strings.Split(*dropSys, ",") {
+			o.dropSystems[strings.TrimSpace(s)] = true
+		}
 	}
 	o.rfpfSystems = map[string]bool{}
 	for _, s := range strings.Split(*rfpfSys, ",") {

@@ -25,6 +25,11 @@ import (
 // dropSeed seeds the non-matching rules of the "policy" ruleset.
 const dropSeed = 5
 
+// dropFlowsDefault is how many flows the flood cycles through unless
+// -xdpdrop-flows says otherwise: more than xfw's per-CPU route cache holds
+// (64), as a flood from many sources is.
+const dropFlowsDefault = 1000
+
 // dropRules is the number of rules the flood passes before the policy in
 // the "policy" rulesets.
 const dropRules = 10000
@@ -80,13 +85,13 @@ func dropSystems() []dropSystem {
 		floodRange + " drop\n\t}\n}\n"
 	return []dropSystem{
 		{Name: "bare XDP_DROP", Rules: "a two-instruction XDP program returning XDP_DROP (native, fw's ingress veth)", load: loadBareDrop},
-		{Name: "xfw, raw PREROUTING", Rules: "`-t raw -A PREROUTING -s " + floodRange + " -j DROP`", load: xfwRestore(rawDrop)},
-		{Name: "xfw, FORWARD first rule", Rules: "`-A FORWARD -s " + floodRange + " -j DROP`", load: xfwRestore(filterDrop)},
-		{Name: "xfw, FORWARD policy after 10K rules", Rules: "10,000 5-tuple ACCEPT rules the flood does not match, policy DROP", load: xfwRestore(policy)},
-		{Name: "iptables-nft, raw PREROUTING", Rules: "`-t raw -A PREROUTING -s " + floodRange + " -j DROP`", load: cmdRestore(rawDrop, "iptables-nft-restore")},
-		{Name: "iptables-legacy, raw PREROUTING", Rules: "`-t raw -A PREROUTING -s " + floodRange + " -j DROP`", load: cmdRestore(rawDrop, "iptables-legacy-restore")},
-		{Name: "nftables, prerouting priority raw", Rules: "`ip saddr " + floodRange + " drop` in a prerouting chain at priority -300", load: cmdRestore(nftPrerouting, "nft", "-f", "-")},
-		{Name: "nftables, netdev ingress", Rules: "`ip saddr " + floodRange + " drop` in a netdev ingress chain of fw's ingress device",
+		{Name: "xfw raw PREROUTING", Rules: "`-t raw -A PREROUTING -s " + floodRange + " -j DROP`", load: xfwRestore(rawDrop)},
+		{Name: "xfw FORWARD first rule", Rules: "`-A FORWARD -s " + floodRange + " -j DROP`", load: xfwRestore(filterDrop)},
+		{Name: "xfw FORWARD policy after 10K rules", Rules: "10,000 5-tuple ACCEPT rules the flood does not match, policy DROP", load: xfwRestore(policy)},
+		{Name: "iptables-nft raw PREROUTING", Rules: "`-t raw -A PREROUTING -s " + floodRange + " -j DROP`", load: cmdRestore(rawDrop, "iptables-nft-restore")},
+		{Name: "iptables-legacy raw PREROUTING", Rules: "`-t raw -A PREROUTING -s " + floodRange + " -j DROP`", load: cmdRestore(rawDrop, "iptables-legacy-restore")},
+		{Name: "nftables prerouting priority raw", Rules: "`ip saddr " + floodRange + " drop` in a prerouting chain at priority -300", load: cmdRestore(nftPrerouting, "nft", "-f", "-")},
+		{Name: "nftables netdev ingress", Rules: "`ip saddr " + floodRange + " drop` in a netdev ingress chain of fw's ingress device",
 			load: func(ctx context.Context, t *topology, xfwBin string) (func(), error) {
 				return cmdRestore(nftIngress(t.FwIn), "nft", "-f", "-")(ctx, t, xfwBin)
 			}},
@@ -165,12 +170,15 @@ func loadBareDrop(_ context.Context, t *topology, _ string) (func(), error) {
 func runXDPDrop(ctx context.Context, o *options) (*xdpDropSection, error) {
 	defer fastPathOff()() // nothing is forwarded; keep the runs alike
 	sec := &xdpDropSection{Notes: []string{
-		"Flood: gen's XDP generator (CPU 0) sends 64-byte UDP frames from " + floodRange + " to FORWARD destinations, 1,000 flows, as fast as it goes; fw's ingress veth (GRO on, threaded NAPI pinned to CPU 1) drops every frame.",
+		fmt.Sprintf("Flood: gen's XDP generator (CPU 0) sends 64-byte UDP frames from %s to FORWARD destinations, cycling through %d flows (random sources, ports and destinations), as fast as it goes; fw's ingress veth (GRO on, threaded NAPI pinned to CPU 1) drops every frame.", floodRange, max(o.dropFlows, 1)),
 		"processed pps: frames fw's ingress took from its ring (rx_packets); fw ns/pkt: CPU time of fw's NAPI thread per processed frame; per-core rate: 10⁹ / (fw ns/pkt), what one core would drop if the flood kept it busy (the generator on CPU 0 may not: see fw busy).",
 		"× bare: the per-core rate over the bare XDP_DROP program's (issue 22 target 4: ≥ 0.7 for xfw).",
 		"forwarded: frames that reached sink over all repetitions (any would be a failed drop; the system is then reported broken).",
 	}}
 	for _, sys := range dropSystems() {
+		if !dropSelected(o.dropSystems, sys.Name) {
+			continue
+		}
 		res := measureDrop(ctx, o, sys)
 		sec.Results = append(sec.Results, res)
 		if res.Error != "" {
@@ -184,6 +192,20 @@ func runXDPDrop(ctx context.Context, o *options) (*xdpDropSection, error) {
 		}
 	}
 	return sec, nil
+}
+
+// dropSelected reports whether the system name is among the selected (by
+// the start of its name; nil selects all).
+func dropSelected(sel map[string]bool, name string) bool {
+	if sel == nil {
+		return true
+	}
+	for s := range sel {
+		if strings.HasPrefix(name, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // measureDrop sets sys up in a fresh topology and measures o.reps windows.
@@ -203,7 +225,7 @@ func measureDrop(ctx context.Context, o *options, sys dropSystem) dropResult {
 		return fail(err)
 	}
 	defer g.Close()
-	if err := g.setFlows(fiveTupleFlows(1000, false)); err != nil {
+	if err := g.setFlows(fiveTupleFlows(max(o.dropFlows, 1), false)); err != nil {
 		return fail(err)
 	}
 	undo, err := sys.load(ctx, t, o.xfwBin)
