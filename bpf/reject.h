@@ -78,7 +78,10 @@
  *    back leaves by another interface is not sent. Replies to a packet the
  *    host sent itself through loopback, and OUTPUT replies for another
  *    host, are routed (bpf_fib_lookup, then a redirect).
- *  - TTL / hop limit 64: the defaults, not a changed sysctl or route metric.
+ *  - TTL / hop limit: the namespace's ip_default_ttl, the IPv6 hop_limit
+ *    of the device the reply leaves by (lo for the host itself), copied at
+ *    sync; a route's hoplimit metric is not seen (bpf_fib_lookup does not
+ *    return it).
  *  - The ICMPv6 flow label is a hash of the addresses, type and code, like
  *    the kernel's automatic one (auto_flowlabels) but not the same value.
  *
@@ -172,6 +175,11 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 		xfw_rj_l2_route(ctx, r, &sc->fib, v6);
 	else if (!xfw_rj_for_host(r->daddr, v6))
 		out = xfw_rj_lo_route(ctx, r, &sc->fib, v6);
+	/* The TTL of the device it leaves by: the route's (a loopback reply
+	 * routed out), else the input device's (XDP_TX; a handed-off reply's
+	 * hop limit is set again by its route, xfw_rj_send). */
+	r->ttl = v6 ? xfw_rj_hop_limit6(out ? out : (__u64)ctx->ingress_ifindex | (__u64)p->vlan << 32)
+		    : xfw_rj_ttl4();
 
 	if (kind == XFW_RJK_RST4 || kind == XFW_RJK_RST6) {
 		/* Shrink to the RST; it never outgrows the segment. */
@@ -314,6 +322,9 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 	 * routing would call the source a martian. */
 	if (!routed && kind == XFW_RJK_ICMP4 && !xfw_rj_is_local(r->saddr, v6))
 		r->saddr[0] = r->daddr[0];
+	/* The route's device gives the TTL; a reply for the host itself
+	 * leaves by lo. */
+	r->ttl = !v6 ? xfw_rj_ttl4() : xfw_rj_hop_limit6(routed ? sc->fib.ifindex : XFW_LOOPBACK_IFINDEX);
 
 	if (kind == XFW_RJK_RST4 || kind == XFW_RJK_RST6) {
 		keep = r->l2len + (v6 ? XFW_RJ_IP6_HLEN : XFW_RJ_IP4_HLEN) + XFW_RJ_TCP_HLEN;
@@ -370,8 +381,8 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
  * connection state OUTPUT handed over). */
 static __always_inline int xfw_rj_tc_via_lo(const struct __sk_buff *skb, const struct xfw_pkt *p)
 {
-	return skb->ifindex != XFW_LOOPBACK_IFINDEX && p->fam == 0 &&
-	       (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_TCP);
+	return skb->ifindex != XFW_LOOPBACK_IFINDEX &&
+	       (p->proto == (p->fam ? IPPROTO_ICMPV6 : IPPROTO_ICMP) || p->proto == IPPROTO_TCP);
 }
 
 /* xfw_rj_tc_deliver hands a reply for the host itself (XFW_RJ_TC_LOCAL,

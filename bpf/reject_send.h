@@ -28,7 +28,8 @@
  * Loopback keeps XDP_TX / the redirect of xfw_rj_lo_route.
  *
  * Includes: common.h, xfw_maps.h (interface facts), reject_structs.h,
- * reject_rate.h, mark_route.h (the packet's mark in the metadata).
+ * reject_rate.h, reject_route.h (the hop limit), mark_route.h (the
+ * packet's mark in the metadata).
  */
 #ifndef XFW_REJECT_SEND_H
 #define XFW_REJECT_SEND_H
@@ -44,6 +45,7 @@
 #include "xfw_maps.h"
 #include "reject_structs.h"
 #include "reject_rate.h"
+#include "reject_route.h"
 #include "mark_route.h"
 
 /* "xfwR": the mark of a reply in the XDP metadata. */
@@ -241,6 +243,15 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif, __u3
 		xfw_rl_global_consume();
 	}
 	*oif = fib.ifindex;
+	/* IPv6: the hop limit of the route's device (the XDP hook could
+	 * only guess it); no checksum covers it. */
+	if (v6) {
+		struct ipv6hdr *ip6 = data + XFW_RJ_SEND_L3;
+
+		if ((void *)(ip6 + 1) > data_end)
+			return TC_ACT_SHOT;
+		ip6->hop_limit = xfw_rj_hop_limit6(fib.ifindex);
+	}
 	__builtin_memset(&nh, 0, sizeof(nh));
 	nh.nh_family = fib.family;
 	if (v6)
