@@ -14,11 +14,10 @@
  *    leaves by the interface it came in on (XDP_TX) with the Ethernet
  *    addresses swapped and any VLAN tag kept.
  *    TC egress (OUTPUT): a reply for one of the host's addresses is handed
- *    to the local stack through lo (IPv4, as the kernel's:
- *    xfw_rj_tc_via_lo) or as if it had arrived on the device
- *    (bpf_redirect(BPF_F_INGRESS)), with the device's own MAC as Ethernet
- *    destination, so the sending socket sees ECONNREFUSED as with the
- *    kernel's REJECT; on loopback the rewritten skb simply goes on
+ *    to the local stack through lo, as the kernel's (xfw_rj_tc_via_lo),
+ *    so the sending socket sees ECONNREFUSED as with the kernel's REJECT
+ *    (xfw_rj_tc_deliver's bpf_redirect(BPF_F_INGRESS) onto the device
+ *    remains for anything else); on loopback the rewritten skb simply goes on
  *    (TC_ACT_OK) and lo hands it back with its route. A reply for another
  *    host (the packet had a foreign source) is routed: bpf_fib_lookup, then
  *    bpf_redirect_neigh out of the route's device (xfw_rj_tc_route).
@@ -57,8 +56,8 @@
  *    itself before they are delivered, INPUT and FORWARD replies (XDP) at
  *    TCX ingress (reject_send.h), with the offending packet's connection
  *    when tracking (reject_ct.h). OUTPUT ICMP errors for the host come
- *    from its own address, as the kernel's (IPv4 ones, and IPv4 resets,
- *    through lo and its INPUT). The sender's
+ *    from its own address, as the kernel's (they, and resets, through lo
+ *    and its INPUT). The sender's
  *    send() succeeds where the kernel's fails with EPERM (NF_DROP); the
  *    error then arrives all the same (ECONNREFUSED on the next call).
  *  - The kernel sends no error about an ICMP message its own ICMP socket
@@ -372,13 +371,15 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 
 /* xfw_rj_tc_via_lo reports whether a reply for the host itself in skb,
  * parsed into p, reaches the stack through loopback, as the kernel's
- * (an IPv4 ICMP error, from the host's own address: xfw_rj_tc; an IPv4
- * TCP reset, so that it passes lo's INPUT as the kernel's does: found by
- * xfw difftest, conntrack seed 19, where the kernel's INPUT dropped it),
- * rather than on the device its offending packet was leaving by
- * (xfw_rj_tc_deliver). The caller sends it (bpf_redirect_neigh to lo,
- * marked judged for lo's TC egress; lo's INPUT judges it, with the
- * connection state OUTPUT handed over). */
+ * (its local route's device is lo): an ICMP or ICMPv6 error, from the
+ * host's own address (xfw_rj_tc), or a TCP reset, so that it passes lo's
+ * INPUT as the kernel's does (found by xfw difftest, conntrack seed 19,
+ * where the kernel's INPUT dropped an IPv4 one), rather than on the
+ * device its offending packet was leaving by (xfw_rj_tc_deliver). The
+ * caller sends it (bpf_redirect_neigh to lo, whose route lookup, as
+ * output from lo, finds the local route; marked judged for lo's TC
+ * egress; lo's INPUT judges it, with the connection state OUTPUT handed
+ * over). */
 static __always_inline int xfw_rj_tc_via_lo(const struct __sk_buff *skb, const struct xfw_pkt *p)
 {
 	return skb->ifindex != XFW_LOOPBACK_IFINDEX &&
