@@ -72,11 +72,13 @@
  *    reply (the route type is not known here); limited broadcast and
  *    multicast destinations get none, as in the kernel.
  *  - INPUT and FORWARD replies are routed as for a packet forwarded from
- *    the input interface, or, when it does not forward, as leaving by it
- *    (reject_send.h): on a host that does not forward, a reply whose route
- *    back leaves by another interface is not sent. Replies to a packet the
- *    host sent itself through loopback, and OUTPUT replies for another
- *    host, are routed (bpf_fib_lookup, then a redirect).
+ *    the input interface, or, when it does not forward, by
+ *    bpf_redirect_neigh's own lookup bound to it (reject_send.h): on a host
+ *    that does not forward, a reply whose route back leaves by another
+ *    interface leaves by the input one, as if on-link. Replies to a packet
+ *    the host sent itself through loopback, and OUTPUT replies for another
+ *    host, are routed (bpf_fib_lookup, then a redirect); the latter are not
+ *    sent from a device that does not forward.
  *  - TTL / hop limit: the namespace's ip_default_ttl, the IPv6 hop_limit
  *    of the device the reply leaves by (lo for the host itself), copied at
  *    sync; a route's hoplimit metric is not seen (bpf_fib_lookup does not

@@ -182,8 +182,9 @@ static __always_inline void xfw_rj_l2_route(struct xdp_md *ctx, struct xfw_rj *r
  * instead, the reply would be forwarded and judged in FORWARD (found by
  * xfw difftest). The lookup is made as if the reply came in by the device
  * the offending packet was leaving by (the routing table as for
- * forwarding); on a host that does not forward, bpf_fib_lookup refuses
- * that, and the route out of that same device is taken. Returns 0 with
+ * forwarding), else as leaving by it; from a device that does not
+ * forward bpf_fib_lookup refuses both (the kernel checks forwarding
+ * whatever the flags), and no reply is sent. Returns 0 with
  * the route in *fib (next hop in its destination fields) and, when the
  * neighbour is known, its addresses in r->l2; or -1: no route, no reply,
  * as in the kernel. */

@@ -52,24 +52,37 @@ COMMIT
 // (xfw_rj_ttl4, xfw_rj_hop_limit6) and the OUTPUT replies' way to fw
 // through lo (xfw_rj_tc_via_lo).
 func TestRejectTTLAgainstKernel(t *testing.T) {
-	twinsPerFamily(t, rejectTTLAgainstKernel)
+	twinsPerFamily(t, func(t *testing.T, tw *twins, fam int) { rejectTTLAgainstKernel(t, tw, fam, true) })
 }
 
-func rejectTTLAgainstKernel(t *testing.T, tw *twins, fam int) {
+// TestRejectNotForwardingAgainstKernel is the same on a host that does not
+// forward (ip_forward, IPv6 forwarding off; no FORWARD packet): its INPUT
+// replies must leave too (bpf_fib_lookup refuses every lookup there, and
+// xfw_rj_send lets bpf_redirect_neigh route them).
+func TestRejectNotForwardingAgainstKernel(t *testing.T) {
+	twinsPerFamily(t, func(t *testing.T, tw *twins, fam int) { rejectTTLAgainstKernel(t, tw, fam, false) })
+}
+
+func rejectTTLAgainstKernel(t *testing.T, tw *twins, fam int, forward bool) {
 	icmpp := "icmp"
 	if fam == 6 {
 		icmpp = "ipv6-icmp"
 	}
-	tw.each(func(_ string, tp *nettest.Topology, _ firewall) { rejectTTLSysctls(t, tp) })
+	tw.each(func(_ string, tp *nettest.Topology, _ firewall) {
+		rejectTTLSysctls(t, tp)
+		if !forward {
+			nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.ipv4.ip_forward=0", "net.ipv6.conf.all.forwarding=0")
+		}
+	})
 	rules := strings.ReplaceAll(rejectTTLRules, "ICMPP", icmpp)
 	seen, saves := twinRejectRounds(t, tw, fam, []string{rules},
 		func(t *testing.T, tp *nettest.Topology, fam, _ int) string {
-			return strings.Join(rejectTTLRound(t, tp, fam), "\n")
+			return strings.Join(rejectTTLRound(t, tp, fam, forward), "\n")
 		})
 	if t.Failed() {
 		return
 	}
-	if want := strings.Join(rejectTTLWant(fam), "\n"); seen["kernel"][0] != want {
+	if want := strings.Join(rejectTTLWant(fam, forward), "\n"); seen["kernel"][0] != want {
 		t.Errorf("the kernel's replies:\n%s\nwant:\n%s", seen["kernel"][0], want)
 	}
 	kc := compareRejectRound(t, "replies", seen["kernel"][0], seen["xfw"][0], saves["kernel"][0], saves["xfw"][0])
@@ -96,11 +109,11 @@ func rejectTTLSysctls(t *testing.T, tp *nettest.Topology) {
 	}
 }
 
-// rejectTTLRound sends gen's packets (UDP and TCP to fw, UDP through fw
-// to sink) and fw's own (UDP and a SYN to gen, REJECTed in OUTPUT) and
+// rejectTTLRound sends gen's packets (UDP and TCP to fw, with forward UDP
+// through fw to sink) and fw's own (UDP and a SYN to gen, REJECTed in OUTPUT) and
 // returns what gen and fw's lo received: each ICMP error and reset as
 // "where kind ttl", sorted.
-func rejectTTLRound(t *testing.T, tp *nettest.Topology, fam int) []string {
+func rejectTTLRound(t *testing.T, tp *nettest.Topology, fam int, forward bool) []string {
 	t.Helper()
 	gen, fw, sink := familyAddrs(tp, fam)
 	replies := func(f nettest.Captured) bool {
@@ -112,7 +125,9 @@ func rejectTTLRound(t *testing.T, tp *nettest.Topology, fam int) []string {
 	frames := [][]byte{
 		eth.Frame(nettest.UDPPacket(netip.AddrPortFrom(gen, 5100), netip.AddrPortFrom(fw, 7100), []byte("input"))),
 		eth.Frame(nettest.TCPPacket(netip.AddrPortFrom(gen, 5101), netip.AddrPortFrom(fw, 7101), nettest.TCPSyn, 1, nil)),
-		eth.Frame(nettest.UDPPacket(netip.AddrPortFrom(gen, 5102), netip.AddrPortFrom(sink, 7102), []byte("forward"))),
+	}
+	if forward {
+		frames = append(frames, eth.Frame(nettest.UDPPacket(netip.AddrPortFrom(gen, 5102), netip.AddrPortFrom(sink, 7102), []byte("forward"))))
 	}
 	if err := nettest.Inject(tp.GenNS, nettest.GenIfname, frames...); err != nil {
 		t.Fatalf("inject: %v", err)
@@ -138,19 +153,22 @@ func rejectTTLRound(t *testing.T, tp *nettest.Topology, fam int) []string {
 	return got
 }
 
-// rejectTTLWant is what the kernel sends: IPv4 replies carry
+// rejectTTLWant is what the kernel sends (an error about the forwarded
+// packet when forward): IPv4 replies carry
 // ip_default_ttl; IPv6 ones the hop limit of in0 (to gen) or lo (to fw).
-func rejectTTLWant(fam int) []string {
+func rejectTTLWant(fam int, forward bool) []string {
 	toGen, toLo := rejectTTL4, rejectTTL4
 	if fam == 6 {
 		toGen, toLo = rejectHopIn, rejectHopLo
 	}
 	want := []string{
 		fmt.Sprintf("gen icmp-error ttl %d", toGen), // INPUT
-		fmt.Sprintf("gen icmp-error ttl %d", toGen), // FORWARD
 		fmt.Sprintf("gen reset ttl %d", toGen),
 		fmt.Sprintf("lo icmp-error ttl %d", toLo),
 		fmt.Sprintf("lo reset ttl %d", toLo),
+	}
+	if forward {
+		want = append(want, fmt.Sprintf("gen icmp-error ttl %d", toGen))
 	}
 	slices.Sort(want)
 	return want
