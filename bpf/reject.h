@@ -14,11 +14,10 @@
  *    leaves by the interface it came in on (XDP_TX) with the Ethernet
  *    addresses swapped and any VLAN tag kept.
  *    TC egress (OUTPUT): a reply for one of the host's addresses is handed
- *    to the local stack through lo (IPv4, as the kernel's:
- *    xfw_rj_tc_via_lo) or as if it had arrived on the device
- *    (bpf_redirect(BPF_F_INGRESS)), with the device's own MAC as Ethernet
- *    destination, so the sending socket sees ECONNREFUSED as with the
- *    kernel's REJECT; on loopback the rewritten skb simply goes on
+ *    to the local stack through lo, as the kernel's (xfw_rj_tc_via_lo),
+ *    so the sending socket sees ECONNREFUSED as with the kernel's REJECT
+ *    (xfw_rj_tc_deliver's bpf_redirect(BPF_F_INGRESS) onto the device
+ *    remains for anything else); on loopback the rewritten skb simply goes on
  *    (TC_ACT_OK) and lo hands it back with its route. A reply for another
  *    host (the packet had a foreign source) is routed: bpf_fib_lookup, then
  *    bpf_redirect_neigh out of the route's device (xfw_rj_tc_route).
@@ -57,8 +56,8 @@
  *    itself before they are delivered, INPUT and FORWARD replies (XDP) at
  *    TCX ingress (reject_send.h), with the offending packet's connection
  *    when tracking (reject_ct.h). OUTPUT ICMP errors for the host come
- *    from its own address, as the kernel's (IPv4 ones, and IPv4 resets,
- *    through lo and its INPUT). The sender's
+ *    from its own address, as the kernel's (they, and resets, through lo
+ *    and its INPUT). The sender's
  *    send() succeeds where the kernel's fails with EPERM (NF_DROP); the
  *    error then arrives all the same (ECONNREFUSED on the next call).
  *  - The kernel sends no error about an ICMP message its own ICMP socket
@@ -73,12 +72,17 @@
  *    reply (the route type is not known here); limited broadcast and
  *    multicast destinations get none, as in the kernel.
  *  - INPUT and FORWARD replies are routed as for a packet forwarded from
- *    the input interface, or, when it does not forward, as leaving by it
- *    (reject_send.h): on a host that does not forward, a reply whose route
- *    back leaves by another interface is not sent. Replies to a packet the
- *    host sent itself through loopback, and OUTPUT replies for another
- *    host, are routed (bpf_fib_lookup, then a redirect).
- *  - TTL / hop limit 64: the defaults, not a changed sysctl or route metric.
+ *    the input interface, or, when it does not forward, by
+ *    bpf_redirect_neigh's own lookup bound to it (reject_send.h): on a host
+ *    that does not forward, a reply whose route back leaves by another
+ *    interface leaves by the input one, as if on-link. Replies to a packet
+ *    the host sent itself through loopback, and OUTPUT replies for another
+ *    host, are routed (bpf_fib_lookup, then a redirect); the latter are not
+ *    sent from a device that does not forward.
+ *  - TTL / hop limit: the namespace's ip_default_ttl, the IPv6 hop_limit
+ *    of the device the reply leaves by (lo for the host itself), copied at
+ *    sync; a route's hoplimit metric is not seen (bpf_fib_lookup does not
+ *    return it).
  *  - The ICMPv6 flow label is a hash of the addresses, type and code, like
  *    the kernel's automatic one (auto_flowlabels) but not the same value.
  *
@@ -172,6 +176,11 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 		xfw_rj_l2_route(ctx, r, &sc->fib, v6);
 	else if (!xfw_rj_for_host(r->daddr, v6))
 		out = xfw_rj_lo_route(ctx, r, &sc->fib, v6);
+	/* The TTL of the device it leaves by: the route's (a loopback reply
+	 * routed out), else the input device's (XDP_TX; a handed-off reply's
+	 * hop limit is set again by its route, xfw_rj_send). */
+	r->ttl = v6 ? xfw_rj_hop_limit6(out ? out : (__u64)ctx->ingress_ifindex | (__u64)p->vlan << 32)
+		    : xfw_rj_ttl4();
 
 	if (kind == XFW_RJK_RST4 || kind == XFW_RJK_RST6) {
 		/* Shrink to the RST; it never outgrows the segment. */
@@ -314,6 +323,9 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 	 * routing would call the source a martian. */
 	if (!routed && kind == XFW_RJK_ICMP4 && !xfw_rj_is_local(r->saddr, v6))
 		r->saddr[0] = r->daddr[0];
+	/* The route's device gives the TTL; a reply for the host itself
+	 * leaves by lo. */
+	r->ttl = !v6 ? xfw_rj_ttl4() : xfw_rj_hop_limit6(routed ? sc->fib.ifindex : XFW_LOOPBACK_IFINDEX);
 
 	if (kind == XFW_RJK_RST4 || kind == XFW_RJK_RST6) {
 		keep = r->l2len + (v6 ? XFW_RJ_IP6_HLEN : XFW_RJ_IP4_HLEN) + XFW_RJ_TCP_HLEN;
@@ -361,17 +373,19 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 
 /* xfw_rj_tc_via_lo reports whether a reply for the host itself in skb,
  * parsed into p, reaches the stack through loopback, as the kernel's
- * (an IPv4 ICMP error, from the host's own address: xfw_rj_tc; an IPv4
- * TCP reset, so that it passes lo's INPUT as the kernel's does: found by
- * xfw difftest, conntrack seed 19, where the kernel's INPUT dropped it),
- * rather than on the device its offending packet was leaving by
- * (xfw_rj_tc_deliver). The caller sends it (bpf_redirect_neigh to lo,
- * marked judged for lo's TC egress; lo's INPUT judges it, with the
- * connection state OUTPUT handed over). */
+ * (its local route's device is lo): an ICMP or ICMPv6 error, from the
+ * host's own address (xfw_rj_tc), or a TCP reset, so that it passes lo's
+ * INPUT as the kernel's does (found by xfw difftest, conntrack seed 19,
+ * where the kernel's INPUT dropped an IPv4 one), rather than on the
+ * device its offending packet was leaving by (xfw_rj_tc_deliver). The
+ * caller sends it (bpf_redirect_neigh to lo, whose route lookup, as
+ * output from lo, finds the local route; marked judged for lo's TC
+ * egress; lo's INPUT judges it, with the connection state OUTPUT handed
+ * over). */
 static __always_inline int xfw_rj_tc_via_lo(const struct __sk_buff *skb, const struct xfw_pkt *p)
 {
-	return skb->ifindex != XFW_LOOPBACK_IFINDEX && p->fam == 0 &&
-	       (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_TCP);
+	return skb->ifindex != XFW_LOOPBACK_IFINDEX &&
+	       (p->proto == (p->fam ? IPPROTO_ICMPV6 : IPPROTO_ICMP) || p->proto == IPPROTO_TCP);
 }
 
 /* xfw_rj_tc_deliver hands a reply for the host itself (XFW_RJ_TC_LOCAL,

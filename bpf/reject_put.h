@@ -4,7 +4,8 @@
  * reshaped frame [data, data_end): the L2 header, the IPv4 or IPv6 header,
  * then the TCP RST (xfw_rj_put_rst) or the ICMP / ICMPv6 error header in
  * front of its quote (xfw_rj_put_icmp), every checksum computed from
- * scratch.
+ * scratch. The TTL / hop limit is r->ttl, chosen by the caller for the
+ * device the reply leaves by (reject_route.h).
  *
  * Includes: common.h, parse.h, reject_structs.h, reject_csum.h.
  */
@@ -52,7 +53,8 @@ static __always_inline int xfw_rj_put_l2(void *data, void *data_end, struct xfw_
 
 /* xfw_rj_put_ip4 writes a 20-byte IPv4 header with its checksum. */
 static __always_inline void xfw_rj_put_ip4(struct iphdr *iph, __u8 tos, __u32 tot, __u16 id,
-					   __u16 frag, __u8 proto, __u32 saddr, __u32 daddr)
+					   __u16 frag, __u8 ttl, __u8 proto, __u32 saddr,
+					   __u32 daddr)
 {
 	__u16 *w = (__u16 *)iph;
 	__u64 sum = 0;
@@ -62,7 +64,7 @@ static __always_inline void xfw_rj_put_ip4(struct iphdr *iph, __u8 tos, __u32 to
 	iph->tot_len = bpf_htons(tot);
 	iph->id = id;
 	iph->frag_off = bpf_htons(frag);
-	iph->ttl = XFW_RJ_TTL;
+	iph->ttl = ttl;
 	iph->protocol = proto;
 	iph->check = 0;
 	iph->saddr = saddr;
@@ -74,13 +76,14 @@ static __always_inline void xfw_rj_put_ip4(struct iphdr *iph, __u8 tos, __u32 to
 
 /* xfw_rj_put_ip6 writes a 40-byte IPv6 header. */
 static __always_inline void xfw_rj_put_ip6(struct ipv6hdr *ip6, __u32 flowlabel, __u32 plen,
-					   __u8 nexthdr, const __u32 *saddr, const __u32 *daddr)
+					   __u8 nexthdr, __u8 hop_limit, const __u32 *saddr,
+					   const __u32 *daddr)
 {
 	*(__u32 *)ip6 = bpf_htonl((__u32)XFW_RJ_IP6_VERSION << 28 |
 				  (flowlabel & XFW_RJ_FLOWLABEL_MASK));
 	ip6->payload_len = bpf_htons(plen);
 	ip6->nexthdr = nexthdr;
-	ip6->hop_limit = XFW_RJ_TTL;
+	ip6->hop_limit = hop_limit;
 	__builtin_memcpy(&ip6->saddr, saddr, 16);
 	__builtin_memcpy(&ip6->daddr, daddr, 16);
 }
@@ -120,12 +123,13 @@ static __always_inline int xfw_rj_put_rst(void *data, void *data_end, struct xfw
 		return -1;
 	if (v6) {
 		/* nf_reject_ip6hdr_put: traffic class 0, flow label 0. */
-		xfw_rj_put_ip6((void *)ip, 0, XFW_RJ_TCP_HLEN, IPPROTO_TCP, r->saddr, r->daddr);
+		xfw_rj_put_ip6((void *)ip, 0, XFW_RJ_TCP_HLEN, IPPROTO_TCP, r->ttl, r->saddr,
+			       r->daddr);
 		sum = xfw_rj_sum_words(r->saddr, 4) + xfw_rj_sum_words(r->daddr, 4);
 	} else {
 		/* nf_reject_iphdr_put: TOS 0, ID 0, DF. */
 		xfw_rj_put_ip4((void *)ip, 0, XFW_RJ_IP4_HLEN + XFW_RJ_TCP_HLEN, 0, XFW_RJ_IP_DF,
-			       IPPROTO_TCP, r->saddr[0], r->daddr[0]);
+			       r->ttl, IPPROTO_TCP, r->saddr[0], r->daddr[0]);
 		sum = (__u64)r->saddr[0] + r->daddr[0];
 	}
 	*(__u16 *)th = r->sport;
@@ -170,7 +174,7 @@ static __always_inline int xfw_rj_put_icmp(void *data, void *data_end, struct xf
 		return -1;
 	if (v6) {
 		xfw_rj_put_ip6((void *)ip, xfw_rj_flowlabel(r), XFW_RJ_ICMP_HLEN + qlen,
-			       IPPROTO_ICMPV6, r->saddr, r->daddr);
+			       IPPROTO_ICMPV6, r->ttl, r->saddr, r->daddr);
 		/* ip6_forward decremented the hop limit before FORWARD. */
 		if (r->fwd)
 			q[7] -= 1;
@@ -180,8 +184,8 @@ static __always_inline int xfw_rj_put_icmp(void *data, void *data_end, struct xf
 		/* icmp_send: a fresh ID (ip_select_ident), no DF (the ICMP
 		 * socket's pmtudisc is IP_PMTUDISC_DONT). */
 		xfw_rj_put_ip4((void *)ip, r->tos, XFW_RJ_IP4_HLEN + XFW_RJ_ICMP_HLEN + qlen,
-			       (__u16)bpf_get_prandom_u32(), 0, IPPROTO_ICMP, r->saddr[0],
-			       r->daddr[0]);
+			       (__u16)bpf_get_prandom_u32(), 0, r->ttl, IPPROTO_ICMP,
+			       r->saddr[0], r->daddr[0]);
 		if (r->fwd) {
 			/* ip_decrease_ttl, as ip_forward ran it before the
 			 * FORWARD hook: TTL - 1, checksum + 0x0100. */

@@ -74,7 +74,9 @@ struct xfw_rl_cfg {
 	__u32 set;           /* written by the control plane */
 	__u32 rp_filter;     /* nonzero: net.ipv4.conf's rp_filter is on for
 			      * some device (all, default or its own):
-			      * nat_out.h's xfw_nat_in_direct */
+			      * nat_out.h's xfw_nat_in_direct */	__u32 ttl4;          /* net.ipv4.ip_default_ttl: REJECT's IPv4
+			      * replies' TTL (reject_route.h) */
+	__u32 pad;
 };
 
 /* The global bucket (net->ipv4.icmp_global_credit, _stamp). */

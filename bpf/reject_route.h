@@ -4,9 +4,11 @@
  * it: the FIB lookups (bpf_fib_lookup) for an ICMP error's source, for a
  * reply that leaves by another device than the offending packet's, and
  * for OUTPUT replies to another host (xfw_rj_tc_route, xfw_rj_tc_out);
- * whether a reply is for the host itself (the local table, local.h).
+ * whether a reply is for the host itself (the local table, local.h); the
+ * TTL / hop limit its route gives it (xfw_rj_ttl4, xfw_rj_hop_limit6).
  *
- * Includes: common.h, local.h, reject_structs.h.
+ * Includes: common.h, local.h, xfw_maps.h (interface facts),
+ * reject_structs.h, reject_rate.h (the namespace's sysctls).
  */
 #ifndef XFW_REJECT_ROUTE_H
 #define XFW_REJECT_ROUTE_H
@@ -18,7 +20,36 @@
 #include <bpf/bpf_helpers.h>
 #include "common.h"
 #include "local.h"
+#include "xfw_maps.h"
 #include "reject_structs.h"
+#include "reject_rate.h"
+
+/* xfw_rj_ttl4 returns the TTL of an IPv4 reply: the namespace's
+ * net.ipv4.ip_default_ttl, copied at sync (ip4_dst_hoplimit, which
+ * nf_send_reset and icmp_send take, when the route has no hoplimit
+ * metric: route metrics are not seen here, docs/differences.md). */
+static __always_inline __u8 xfw_rj_ttl4(void)
+{
+	__u32 zero = 0;
+	struct xfw_rl_cfg *c = bpf_map_lookup_elem(&xfw_rl_cfg, &zero);
+
+	if (!c || !c->set || !c->ttl4 || c->ttl4 > 0xff)
+		return XFW_RJ_TTL;
+	return (__u8)c->ttl4;
+}
+
+/* xfw_rj_hop_limit6 returns the hop limit of an IPv6 reply leaving by the
+ * device of key (xfw_ifinfo's: ifindex | VLAN id << 32): that device's
+ * net.ipv6.conf.<device>.hop_limit, copied at sync (ip6_dst_hoplimit, which
+ * nf_send_reset6 and icmp6_send take, when the route has no hoplimit
+ * metric). A reply for the host itself leaves by lo (its local route's
+ * device). */
+static __always_inline __u8 xfw_rj_hop_limit6(__u64 key)
+{
+	struct xfw_ifinfo *ifi = bpf_map_lookup_elem(&xfw_ifinfo, &key);
+
+	return ifi && ifi->hop_limit6 ? ifi->hop_limit6 : XFW_RJ_TTL;
+}
 
 /* xfw_rj_fib_init prepares a FIB request for the reply r: to r->daddr, as
  * if on device ifindex; with r->saddr as source when with_src (else the
@@ -151,8 +182,9 @@ static __always_inline void xfw_rj_l2_route(struct xdp_md *ctx, struct xfw_rj *r
  * instead, the reply would be forwarded and judged in FORWARD (found by
  * xfw difftest). The lookup is made as if the reply came in by the device
  * the offending packet was leaving by (the routing table as for
- * forwarding); on a host that does not forward, bpf_fib_lookup refuses
- * that, and the route out of that same device is taken. Returns 0 with
+ * forwarding), else as leaving by it; from a device that does not
+ * forward bpf_fib_lookup refuses both (the kernel checks forwarding
+ * whatever the flags), and no reply is sent. Returns 0 with
  * the route in *fib (next hop in its destination fields) and, when the
  * neighbour is known, its addresses in r->l2; or -1: no route, no reply,
  * as in the kernel. */

@@ -28,7 +28,8 @@
  * Loopback keeps XDP_TX / the redirect of xfw_rj_lo_route.
  *
  * Includes: common.h, xfw_maps.h (interface facts), reject_structs.h,
- * reject_rate.h, mark_route.h (the packet's mark in the metadata).
+ * reject_rate.h, reject_route.h (the hop limit), mark_route.h (the
+ * packet's mark in the metadata).
  */
 #ifndef XFW_REJECT_SEND_H
 #define XFW_REJECT_SEND_H
@@ -44,6 +45,7 @@
 #include "xfw_maps.h"
 #include "reject_structs.h"
 #include "reject_rate.h"
+#include "reject_route.h"
 #include "mark_route.h"
 
 /* "xfwR": the mark of a reply in the XDP metadata. */
@@ -140,8 +142,9 @@ static __always_inline int xfw_rj_ll6(const __u32 *a)
 }
 
 /* xfw_rj_send_fib looks up the reply's route in fib: as if forwarded from
- * iif (the whole table); when that fails (a device that does not forward),
- * the route out of iif. bpf_fib_lookup answers nothing for IPv6 link-local
+ * iif (the whole table); when that fails, the route out of iif (on a
+ * device that does not forward both fail, BPF_FIB_LKUP_RET_FWD_DISABLED:
+ * xfw_rj_send). bpf_fib_lookup answers nothing for IPv6 link-local
  * addresses ("never forwarded"): a link-local destination is on the link
  * the packet came from (icmp6_send sends out of the input device for an
  * address that needs a scope id), so the reply goes out of iif to the
@@ -181,6 +184,7 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif, __u3
 	__u32 dst[4] = { 0 };
 	__u8 *l4;
 	int v6, icmp, limited = 0;
+	long rc;
 	__u64 now = bpf_ktime_get_ns();
 	__u16 proto;
 
@@ -233,7 +237,16 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif, __u3
 			return TC_ACT_SHOT;
 		limited = 1;
 	}
-	if (xfw_rj_send_fib(skb, &fib) != BPF_FIB_LKUP_RET_SUCCESS)
+	/* bpf_fib_lookup refuses every lookup, output ones too, from a
+	 * device that does not forward (a host that is no router): then the
+	 * reply is routed by bpf_redirect_neigh itself, as output from iif
+	 * (the kernel's route lookup; on-link when no route leaves by iif).
+	 * Found against the kernel: INPUT replies of a host that does not
+	 * forward were never sent. */
+	rc = xfw_rj_send_fib(skb, &fib);
+	if (rc == BPF_FIB_LKUP_RET_FWD_DISABLED)
+		fib.ifindex = iif;
+	else if (rc != BPF_FIB_LKUP_RET_SUCCESS)
 		return TC_ACT_SHOT;
 	if (limited) {
 		if (!xfw_rl_peer_allow(cfg, dst, v6, now))
@@ -241,6 +254,17 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif, __u3
 		xfw_rl_global_consume();
 	}
 	*oif = fib.ifindex;
+	/* IPv6: the hop limit of the route's device (the XDP hook could
+	 * only guess it); no checksum covers it. */
+	if (v6) {
+		struct ipv6hdr *ip6 = data + XFW_RJ_SEND_L3;
+
+		if ((void *)(ip6 + 1) > data_end)
+			return TC_ACT_SHOT;
+		ip6->hop_limit = xfw_rj_hop_limit6(fib.ifindex);
+	}
+	if (rc == BPF_FIB_LKUP_RET_FWD_DISABLED)
+		return bpf_redirect_neigh(iif, 0, 0, 0);
 	__builtin_memset(&nh, 0, sizeof(nh));
 	nh.nh_family = fib.family;
 	if (v6)

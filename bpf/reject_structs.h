@@ -32,8 +32,10 @@
 #define XFW_RJ_QUOTE4_MAX (XFW_RJ_ICMP4_MAX - XFW_RJ_IP4_HLEN - XFW_RJ_ICMP_HLEN)
 #define XFW_RJ_QUOTE6_MAX (XFW_RJ_ICMP6_MAX - XFW_RJ_IP6_HLEN - XFW_RJ_ICMP_HLEN)
 
-/* TTL / hop limit of every reply: ip_default_ttl and the IPv6 hop_limit
- * default, which the kernel uses unless a route metric says otherwise. */
+/* TTL / hop limit of a reply when the control plane has not said (the
+ * kernel's defaults of ip_default_ttl and the IPv6 hop_limit): replies
+ * take the namespace's ip_default_ttl, or the IPv6 hop_limit of the device
+ * they leave by (xfw_rj_ttl4, xfw_rj_hop_limit6 in reject_route.h). */
 #define XFW_RJ_TTL 64
 
 /* icmp_send: TOS of an ICMP error = (original TOS & IPTOS_TOS_MASK) |
@@ -103,7 +105,8 @@ struct xfw_rj {
 	__u8 tcpflags;             /* RST */
 	__u8 tos;                  /* ICMPv4 */
 	__u8 fwd;                  /* FORWARD: the quote shows TTL - 1 */
-	__u8 pad[3];
+	__u8 ttl;                  /* the reply's TTL / hop limit */
+	__u8 pad[2];
 };
 
 /* Per-CPU scratch space for the reply's facts and the FIB request: the

@@ -264,6 +264,12 @@ struct xfw_ifinfo {
 	__u8 mac[6];
 	__u16 flags;     /* XFW_IF_* */
 	__u32 ifindex;   /* the device netfilter sees (the VLAN device) */
+	/* net.ipv6.conf.<device>.hop_limit of the device netfilter sees: the
+	 * hop limit of the host's IPv6 packets leaving by it (ip6_dst_hoplimit
+	 * without a route metric), REJECT's replies' (reject_route.h); 0
+	 * when unknown (IPv6 off on the device). */
+	__u8 hop_limit6;
+	__u8 pad[3];
 };
 
 /* A cached xfw_ifinfo lookup of the XDP hook (ifinfo_cache.h): the key,
@@ -276,7 +282,6 @@ struct xfw_ifc_ent {
 	__u32 gen;
 	__u32 valid;
 	struct xfw_ifinfo v;
-	__u32 pad;
 };
 
 /* Program runs begun and ended on one CPU (map xfw_inflight; see

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -100,9 +101,9 @@ func CompilerInterfaces() ([]compiler.Interface, error) {
 }
 
 // fillIfInfo records each device's MAC (to tell frames for this host),
-// the VLAN devices' (parent, vid) keys and the XDP fast path's targets
-// (fastpath.go).
-func fillIfInfo(m *ebpf.Map, ifaces []Interface) error {
+// the VLAN devices' (parent, vid) keys, the XDP fast path's targets
+// (fastpath.go) and the devices' IPv6 hop limits (REJECT's replies).
+func fillIfInfo(m *ebpf.Map, ifaces []Interface) (err error) {
 	keep := map[uint64]bool{}
 	brnf := brNFFlags()
 	fast := fastTargets(ifaces)
@@ -112,6 +113,9 @@ func fillIfInfo(m *ebpf.Map, ifaces []Interface) error {
 		v.Flags, v.Ifindex = bridgeInfo(ifc, brnf)
 		if fast[ifc.Index] {
 			v.Flags |= ifFastTX
+		}
+		if v.HopLimit6, err = readHopLimit6(ifc.Name); err != nil {
+			return err
 		}
 		key := uint64(ifc.Index)
 		if ifc.VLAN != 0 {
@@ -133,6 +137,24 @@ func fillIfInfo(m *ebpf.Map, ifaces []Interface) error {
 		return fmt.Errorf("forget removed interfaces: %w", err)
 	}
 	return nil
+}
+
+// readHopLimit6 returns net.ipv6.conf.<dev>.hop_limit, the hop limit of
+// the host's IPv6 packets leaving by dev when their route has no hop
+// limit metric (ip6_dst_hoplimit), or 0 when dev has no IPv6 (no such
+// sysctl).
+func readHopLimit6(dev string) (uint8, error) {
+	n, err := readSysctlInt("net/ipv6/conf/" + dev + "/hop_limit")
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("interface %s: %w", dev, err)
+	}
+	if n < 1 || n > 255 {
+		return 0, fmt.Errorf("interface %s: hop_limit %d out of range", dev, n)
+	}
+	return uint8(n), nil
 }
 
 // ifinfoGenKey is XFW_BANK_IFGEN: the entry of map xfw_bank holding the

@@ -49,9 +49,11 @@ type bpfLogCfg struct {
 }
 
 type bpfIfInfo struct {
-	MAC     [6]byte
-	Flags   uint16
-	Ifindex uint32
+	MAC       [6]byte
+	Flags     uint16
+	Ifindex   uint32
+	HopLimit6 uint8 // net.ipv6.conf.<device>.hop_limit (0: IPv6 off)
+	Pad       [3]byte
 }
 
 type bpfFamilyCfg struct {

@@ -33,6 +33,8 @@ type rateCfg struct {
 	Ratemask6    uint32
 	Set          uint32
 	RPFilter     uint32 // rp_filter on for some device (rpfilter.go)
+	TTL4         uint32 // net.ipv4.ip_default_ttl: REJECT's IPv4 replies' TTL
+	Pad          uint32
 }
 
 // rateMaskTypes is XFW_RL_MASK_TYPES: the ICMP types whose ratemask bits
@@ -50,6 +52,7 @@ const (
 	sysctlRatemask4   = "net/ipv4/icmp_ratemask"
 	sysctlRatelimit6  = "net/ipv6/icmp/ratelimit"
 	sysctlRatemask6   = "net/ipv6/icmp/ratemask"
+	sysctlDefaultTTL  = "net/ipv4/ip_default_ttl"
 	nanosPerMilli     = 1_000_000
 	sysctlProcPrefix  = "/proc/sys/"
 	defaultRatemask6  = "0-1,3-127" // the kernel's, when IPv6 is off
@@ -71,6 +74,11 @@ func readRateCfg() (rateCfg, error) {
 		*v.dst = uint64(max(n, 0))
 	}
 	c.Ratelimit4NS *= nanosPerMilli
+	ttl, err := readSysctlInt(sysctlDefaultTTL)
+	if err != nil {
+		return c, err
+	}
+	c.TTL4 = uint32(ttl)
 	mask4, err := readSysctlInt(sysctlRatemask4)
 	if err != nil {
 		return c, err

@@ -131,9 +131,6 @@ type rjScenario struct {
 	// nor do xfw's (xfw leaves IPv4 later fragments for the host to the
 	// kernel's reassembly, judging the first one for the datagram).
 	kernelNoMatch, xfwNoMatch bool
-	// xfwViaLo: xfw's reply to fw's own packet reaches fw's stack through
-	// lo, as the kernel's (captured there), not on fw's device.
-	xfwViaLo bool
 }
 
 // rjTCP, rjUDP and rjICMP build transports.
@@ -482,14 +479,13 @@ func rjScenarios() []rjScenario {
 		// CHECKSUM_PARTIAL checksum nothing completes (the field holds
 		// the pseudo-header sum); xfw's takes lo too and carries the
 		// same field (bpf/reject.h, xfw_rj_rst4_partial). IPv6's is
-		// complete, and xfw's enters fw's device.
+		// complete, and takes lo as well.
 		outRST["l4csum"] = map[ir.Family]string{v4: "false", v6: "true"}[fam]
 		add(rjScenario{name: pfx + "/output/tcp-reset/syn", fam: fam, from: rjFromFw,
 			pkt: func(e *rjEnv, sp uint16) []byte {
 				return rjIP(fwout(e, fam), sink(e, fam), 0, rjTCP(sp, rjPortOutReset, syn, 1000, 0, nil))
 			},
-			want:     outRST,
-			xfwViaLo: fam == v4,
+			want: outRST,
 		})
 		add(rjScenario{name: pfx + "/output/port-unreachable", fam: fam, from: rjFromFw,
 			pkt: func(e *rjEnv, sp uint16) []byte {
@@ -497,11 +493,9 @@ func rjScenarios() []rjScenario {
 			},
 			want: rjICMPErr("", icmp, map[ir.Family]string{v4: "40", v6: "60"}[fam], quoteInput),
 			// The kernel's error loops back through lo from the host's
-			// own address; so does xfw's IPv4 error (a device's input
-			// routing would call its source a martian). xfw's IPv6
-			// error enters fw's device (no such check there), from the
-			// same address as the kernel's.
-			xfwViaLo: fam == v4,
+			// own address; so does xfw's (IPv4: a device's input
+			// routing would call its source a martian; both: it passes
+			// lo's INPUT, as the kernel's).
 		})
 	}
 	return sc
@@ -543,11 +537,9 @@ func (e *rjEnv) rjRun(t *testing.T, sc rjScenario, sport uint16) rjSig {
 	var capt *nettest.Capture
 	withMACs := true
 	switch {
-	case sc.from == rjFromFw && (e.kernel || sc.xfwViaLo):
-		capt = rjCapture(t, tp.FwNS, "lo")
-		withMACs = false
 	case sc.from == rjFromFw:
-		capt = rjCapture(t, tp.FwNS, nettest.FwOutIfname)
+		// Replies to fw's own packets reach its stack through lo.
+		capt = rjCapture(t, tp.FwNS, "lo")
 		withMACs = false
 	default:
 		capt = rjCapture(t, tp.GenNS, nettest.GenIfname)

@@ -178,10 +178,17 @@ func routedReplyRelated(t *testing.T, fam ir.Family) {
 // for byte the same. Then the kernel's reset passes lo's INPUT, whose rule
 // drops it; xfw's entered fw's device and passed no INPUT (difftest
 // conntrack seed 19, where the kernel's INPUT dropped resets of INVALID
-// state): neither may reach fw's sockets. (IPv6's reset carries a complete
-// checksum, and xfw's still passes no INPUT: docs/differences.md.)
+// state): neither may reach fw's sockets. IPv6's reset carries a complete
+// checksum, and takes lo and its INPUT the same way (xfw's entered fw's
+// device before).
 func TestRejectOutputResetToFw(t *testing.T) {
-	s := session(t, ir.IPv4)
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		t.Run(fam.String(), func(t *testing.T) { rejectOutputResetToFw(t, fam) })
+	}
+}
+
+func rejectOutputResetToFw(t *testing.T, fam ir.Family) {
+	s := session(t, fam)
 	p := s.Plan()
 	rules := func(input string) string {
 		return "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n" + input +
