@@ -44,6 +44,11 @@ in the foreground, until SIGINT or SIGTERM (the xfw-agent unit runs it):
     guard). Where a bpffs is mounted ($XFW_BPFFS, default /sys/fs/bpf)
     the guard is pinned: an agent that dies leaves it in force and the
     next one takes it over; one told to end removes it, as xfw stop does;
+  - the XDP fast path's targets (xfw fastpath) are decided again as soon
+    as the kernel announces a change they depend on (tc qdiscs and
+    filters, nftables tables and chains, a device's XDP features), and
+    at least every second (connections tracked by the kernel, IPsec
+    policies, another user's TCX programs);
   - the iptables commands run in the namespace (iptables, ip6tables, their
     -save and -restore, by root, of this build) are served in the agent,
     which keeps the running state open between them: they start in a
@@ -198,8 +203,15 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 	if err := netlink.AddrSubscribeWithOptions(addrs, done, netlink.AddrSubscribeOptions{ErrorCallback: onErr}); err != nil {
 		return fmt.Errorf("subscribe to address events: %w", err)
 	}
+	fpEvents := make(chan string, 1)
+	a.watchFastPathFacts(ctx, fpEvents)
+	fpTicker := time.NewTicker(fpRecheck)
+	defer fpTicker.Stop()
+	var fpSettled <-chan time.Time
+	fpWhy := ""
 	a.groups = deviceGroups()
 	a.check("start")
+	a.refreshFastPath("start")
 	// Logged after the first check: from here on, an interface found
 	// without the programs had them removed (re-attached), and a caller
 	// waiting for this line knows which interfaces the agent has seen.
@@ -223,6 +235,9 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 				a.resync("device group change")
 			}
 			a.check("link event")
+			// A device's state (up, down, its peer) may change the
+			// fast path's targets.
+			a.refreshFastPath("link event")
 		case <-addrs:
 			// The local-address table at once (a new address would
 			// otherwise pass as "not for this host" until the sync);
@@ -236,6 +251,15 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 			a.resync("address change")
 		case <-ticker.C:
 			a.check("")
+		case why := <-fpEvents:
+			if fpSettled == nil {
+				fpSettled, fpWhy = time.After(fpSettle), why
+			}
+		case <-fpSettled:
+			fpSettled = nil
+			a.refreshFastPath(fpWhy + " notification")
+		case <-fpTicker.C:
+			a.refreshFastPath("periodic check")
 		}
 	}
 }

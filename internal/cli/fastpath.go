@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/xfw-dev/xfw/internal/dataplane"
@@ -30,6 +31,20 @@ func runFastPath(name string, args []string, env Env) int {
 		list = "none (" + dataplane.FastPathEnv + "=off at the last sync, or no device takes XDP frames)"
 	}
 	fmt.Fprintf(env.Stdout, "fast path targets: %s\n", list)
+	if st.Off != "" {
+		fmt.Fprintf(env.Stdout, "fast path off: %s\n", st.Off)
+	}
+	devs := make([]string, 0, len(st.NoSource))
+	for d := range st.NoSource {
+		devs = append(devs, d)
+	}
+	sort.Strings(devs)
+	for _, d := range devs {
+		fmt.Fprintf(env.Stdout, "fast path takes nothing arriving on %s: %s\n", d, st.NoSource[d])
+	}
+	if st.Stale {
+		fmt.Fprintln(env.Stdout, "fast path facts changed since the last sync (xfw sync, or the agent, applies them)")
+	}
 	for i, n := range st.Outcomes {
 		fmt.Fprintf(env.Stdout, "  %-16s %d\n", dataplane.FastPathOutcomes[i], n)
 	}

@@ -105,14 +105,12 @@ func CompilerInterfaces() ([]compiler.Interface, error) {
 func fillIfInfo(m *ebpf.Map, ifaces []Interface) error {
 	keep := map[uint64]bool{}
 	brnf := brNFFlags()
-	fast := fastTargets(ifaces)
+	fast := decideFastPath(ifaces)
 	for _, ifc := range ifaces {
 		var v bpfIfInfo
 		copy(v.MAC[:], ifc.MAC)
 		v.Flags, v.Ifindex = bridgeInfo(ifc, brnf)
-		if fast[ifc.Index] {
-			v.Flags |= ifFastTX
-		}
+		v.Flags |= fast.fastFlags(ifc)
 		key := uint64(ifc.Index)
 		if ifc.VLAN != 0 {
 			key = uint64(ifc.Parent) | uint64(ifc.VLAN)<<32
