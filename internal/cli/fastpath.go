@@ -34,13 +34,11 @@ func runFastPath(name string, args []string, env Env) int {
 	if st.Off != "" {
 		fmt.Fprintf(env.Stdout, "fast path off: %s\n", st.Off)
 	}
-	devs := make([]string, 0, len(st.NoSource))
-	for d := range st.NoSource {
-		devs = append(devs, d)
-	}
-	sort.Strings(devs)
-	for _, d := range devs {
+	for _, d := range sortedKeys(st.NoSource) {
 		fmt.Fprintf(env.Stdout, "fast path takes nothing arriving on %s: %s\n", d, st.NoSource[d])
+	}
+	for _, d := range sortedKeys(st.NoTarget) {
+		fmt.Fprintf(env.Stdout, "fast path sends nothing to %s: %s\n", d, st.NoTarget[d])
 	}
 	if st.Stale {
 		fmt.Fprintln(env.Stdout, "fast path facts changed since the last sync (xfw sync, or the agent, applies them)")
@@ -49,4 +47,14 @@ func runFastPath(name string, args []string, env Env) int {
 		fmt.Fprintf(env.Stdout, "  %-16s %d\n", dataplane.FastPathOutcomes[i], n)
 	}
 	return exitOK
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -151,9 +151,10 @@ type fastDecision struct {
 	// tx are the targets; rx the devices the fast path may take packets
 	// arriving on (nothing else sees them first), by ifindex.
 	tx, rx map[int]bool
-	// why names, by device name, what keeps a device from rx: another
-	// user's ingress hook.
-	why map[string]string
+	// whyRX names, by device name, what keeps a device from rx: another
+	// user's ingress hook; whyTX what keeps a device that could be one
+	// from tx: another user's nftables egress chain.
+	whyRX, whyTX map[string]string
 }
 
 // foreignIngress names what of another user on ifc's ingress would miss a
@@ -181,7 +182,7 @@ func foreignIngress(ifc Interface) string {
 // decideFastPath returns the fast path's targets and sources among
 // ifaces (none when it is off or unusable here).
 func decideFastPath(ifaces []Interface) fastDecision {
-	d := fastDecision{tx: map[int]bool{}, rx: map[int]bool{}, why: map[string]string{}}
+	d := fastDecision{tx: map[int]bool{}, rx: map[int]bool{}, whyRX: map[string]string{}, whyTX: map[string]string{}}
 	if !FastPathOn() {
 		d.off = FastPathEnv + "=off"
 		return d
@@ -208,13 +209,14 @@ func decideFastPath(ifaces []Interface) fastDecision {
 			continue // no netlink request for devices never sent to
 		}
 		if why := deviceLimit(nft.noRX, ifc.Name); why != "" {
-			d.why[ifc.Name] = why
+			d.whyRX[ifc.Name] = why
 		} else if why := foreignIngress(ifc); why != "" {
-			d.why[ifc.Name] = why
+			d.whyRX[ifc.Name] = why
 		} else {
 			d.rx[ifc.Index] = true
 		}
-		if deviceLimit(nft.noTX, ifc.Name) != "" {
+		if why := deviceLimit(nft.noTX, ifc.Name); why != "" {
+			d.whyTX[ifc.Name] = why
 			continue
 		}
 		feat, err := xdpFeatures(fam.ID, ifc.Index)
@@ -254,8 +256,9 @@ type FastPathState struct {
 	// when it may run (decided again, not read from the data plane).
 	Off string
 	// NoSource names, by device, what keeps the fast path from taking
-	// packets arriving on it now (another user's ingress hook).
-	NoSource map[string]string
+	// packets arriving on it now (another user's ingress hook); NoTarget
+	// what keeps it from sending to a device (an nftables egress chain).
+	NoSource, NoTarget map[string]string
 	// Stale is set when the data plane's marks differ from what is
 	// decided now: the last sync's facts changed since (the agent, or the
 	// next sync, applies the new decision).
@@ -292,7 +295,7 @@ func FastPath() (*FastPathState, error) {
 		return nil, err
 	}
 	d := decideFastPath(ifaces)
-	st.Off, st.NoSource = d.off, d.why
+	st.Off, st.NoSource, st.NoTarget = d.off, d.whyRX, d.whyTX
 	for _, ifc := range ifaces {
 		var v bpfIfInfo
 		if ifc.VLAN != 0 || m.Lookup(uint64(ifc.Index), &v) != nil {

@@ -81,12 +81,33 @@ func TestFastPathNftForwardChain(t *testing.T) {
 	fpSend(t, tp, 4, fpDatagram, 32)
 	after, _ = fpStats(t, fw.bin, tp)
 	fpExpect(t, "table removed", fpDelta(before, after), map[string]uint64{"taken": fpDatagram})
+
+	// netdev chains: an ingress chain on in0 keeps the fast path from
+	// what arrives there, an egress chain on out0 from sending to it.
+	for _, c := range []struct{ hook, dev, says, outcome string }{
+		{"ingress", tp.FwIn.Ifname, "fast path takes nothing arriving on " + tp.FwIn.Ifname, "no-source"},
+		{"egress", tp.FwOut.Ifname, "fast path sends nothing to " + tp.FwOut.Ifname, "no-target"},
+	} {
+		nftLoad(t, tp.FwNS, "table netdev other {\n chain c {\n  type filter hook "+c.hook+" device "+c.dev+
+			" priority 0; policy accept;\n }\n}\n")
+		nettest.MustExec(t, tp.FwNS, fw.bin, "sync")
+		want := c.says + ": nftables chain netdev other c (" + c.hook + " hook)"
+		if out := fpShow(t, fw.bin, tp); !strings.Contains(out, want) {
+			t.Errorf("netdev %s chain: xfw fastpath does not say %q:\n%s", c.hook, want, out)
+		}
+		before, _ = fpStats(t, fw.bin, tp)
+		fpSend(t, tp, 4, fpDatagram, 32)
+		after, _ = fpStats(t, fw.bin, tp)
+		fpExpect(t, "netdev "+c.hook+" chain", fpDelta(before, after), map[string]uint64{c.outcome: fpDatagram})
+		nettest.MustExec(t, tp.FwNS, "nft", "delete", "table", "netdev", "other")
+	}
 }
 
 // TestFastPathNftTableWithAgent: an nftables table added after the sync,
 // while the agent runs, turns the fast path off without a sync (the agent
 // follows nftables' notifications), and its removal turns it on again; a
-// tc ingress filter added later keeps the fast path from its device.
+// peer turning GRO off takes the target away; a tc ingress filter added
+// later keeps the fast path from its device.
 func TestFastPathNftTableWithAgent(t *testing.T) {
 	requireTools(t, "nft", "tc")
 	tp, fw := fpTopology(t, true)
@@ -109,6 +130,18 @@ func TestFastPathNftTableWithAgent(t *testing.T) {
 	fpSend(t, tp, 4, fpDatagram, 32)
 	after, _ = fpStats(t, fw.bin, tp)
 	fpExpect(t, "nftables table removed", fpDelta(before, after), map[string]uint64{"taken": fpDatagram})
+
+	// sink's veth turning GRO off stops taking XDP frames: the device's
+	// XDP features change, and out0 is no target any more (frames
+	// redirected to it would be lost).
+	nettest.MustExec(t, tp.SinkNS, "ethtool", "-K", tp.Sink.Ifname, "gro", "off")
+	waitFor(t, "the agent to drop the target", targetsAre("none"))
+	before, _ = fpStats(t, fw.bin, tp)
+	fpSend(t, tp, 4, fpDatagram, 32)
+	after, _ = fpStats(t, fw.bin, tp)
+	fpExpect(t, "GRO off", fpDelta(before, after), map[string]uint64{"no-target": fpDatagram})
+	nettest.MustExec(t, tp.SinkNS, "ethtool", "-K", tp.Sink.Ifname, "gro", "on")
+	waitFor(t, "the agent to take the target back", targetsAre(tp.FwOut.Ifname))
 
 	trapped := fpIngressFilter(t, tp)
 	waitFor(t, "the agent to keep the fast path from "+tp.FwIn.Ifname, func() bool {
