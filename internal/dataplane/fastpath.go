@@ -18,11 +18,16 @@ import (
 // say ndo-xmit: a veth whose peer runs an XDP program or has GRO on; a
 // driver with xfw's program attached natively, which gives it its XDP
 // transmit queues) and nothing on its egress needs the skb: the default
-// qdisc, no egress filter, no other TCX egress program. No device is a
-// target when the fast path is off (FastPathEnv), when another netfilter
-// user may see forwarded packets (iptables-legacy tables, tracked
-// connections of the kernel) or IPsec policies exist (ip_forward checks
-// them; the XDP route lookup does not).
+// qdisc, no egress filter, no other TCX egress program, no nftables egress
+// chain. A device is a source (ifFastRX: the fast path may take packets
+// arriving on it) when nothing of another user runs on its ingress, after
+// XDP: no tc ingress filter, TCX ingress program or nftables ingress
+// chain. No device is a target when the fast path is off (FastPathEnv),
+// when another netfilter user may see forwarded packets (iptables-legacy
+// tables, tracked connections of the kernel, nftables chains:
+// fastpath_nft.go) or IPsec policies exist (ip_forward checks them; the
+// XDP route lookup does not). The agent decides again when these change
+// (RefreshFastPath).
 
 // ifFastTX is XFW_IF_FASTTX: the device is a fast-path target; ifFastRX is
 // XFW_IF_FASTRX: the fast path may take packets arriving on it.
