@@ -41,7 +41,7 @@ func runFastPath(name string, args []string, env Env) int {
 		fmt.Fprintf(env.Stdout, "fast path sends nothing to %s: %s\n", d, st.NoTarget[d])
 	}
 	if st.Stale {
-		fmt.Fprintln(env.Stdout, "fast path facts changed since the last sync (xfw sync, or the agent, applies them)")
+		fmt.Fprintln(env.Stdout, "fast path stale: the running data plane's targets and sources differ from what a sync would decide now (xfw sync, or the agent, applies it)")
 	}
 	for i, n := range st.Outcomes {
 		fmt.Fprintf(env.Stdout, "  %-16s %d\n", dataplane.FastPathOutcomes[i], n)

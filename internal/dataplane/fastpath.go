@@ -265,8 +265,9 @@ type FastPathState struct {
 	// what keeps it from sending to a device (an nftables egress chain).
 	NoSource, NoTarget map[string]string
 	// Stale is set when the data plane's marks differ from what is
-	// decided now: the last sync's facts changed since (the agent, or the
-	// next sync, applies the new decision).
+	// decided now: the last sync's facts changed since, or the sync ran
+	// with another FastPathEnv (the agent, or the next sync, applies the
+	// new decision).
 	Stale bool
 	// Outcomes are the outcome counts (FastPathOutcomes' order), summed
 	// over CPUs.

@@ -146,7 +146,7 @@ func TestFastPathNftTableWithAgent(t *testing.T) {
 	trapped := fpIngressFilter(t, tp)
 	waitFor(t, "the agent to keep the fast path from "+tp.FwIn.Ifname, func() bool {
 		return strings.Contains(fpShow(t, fw.bin, tp), "arriving on "+tp.FwIn.Ifname) &&
-			!strings.Contains(fpShow(t, fw.bin, tp), "facts changed")
+			!strings.Contains(fpShow(t, fw.bin, tp), "fast path stale")
 	})
 	before, _ = fpStats(t, fw.bin, tp)
 	capt := trapped()
