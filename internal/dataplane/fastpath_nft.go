@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 
@@ -163,13 +164,39 @@ func classifyNFT(chains []nftChain, flowtables []string) nftLimits {
 	return l
 }
 
+// nftAbsent reports whether nf_tables is certainly absent from the kernel:
+// not a loaded module (/proc/modules) and not built in (the modules.builtin
+// list, when there is one). Then no table can exist, and the dump is not
+// asked for (it would load the module).
+func nftAbsent() bool {
+	mods, err := os.ReadFile("/proc/modules")
+	if err != nil || strings.Contains(string(mods), "nf_tables ") {
+		return false
+	}
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	release := unix.ByteSliceToString(u.Release[:])
+	builtin, err := os.ReadFile("/lib/modules/" + release + "/modules.builtin")
+	return err == nil && !strings.Contains(string(builtin), "/nf_tables.ko")
+}
+
 // nftDump sends an nf_tables dump request (msg) for every family and
 // returns the replies' families and attributes. No nf_tables in the
 // kernel is an empty answer.
 func nftDump(msg int) ([]uint8, [][]syscall.NetlinkRouteAttr, error) {
+	if nftAbsent() {
+		return nil, nil, nil
+	}
 	req := nl.NewNetlinkRequest(nfnlSubsysNFTables<<8|msg, unix.NLM_F_DUMP)
 	req.AddData(&nl.Nfgenmsg{NfgenFamily: unix.AF_UNSPEC, Version: 0})
 	msgs, err := req.Execute(unix.NETLINK_NETFILTER, 0)
+	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+		// A module loaded on the way, or the dump was interrupted by a
+		// change (NLM_F_DUMP_INTR): asked once more.
+		msgs, err = req.Execute(unix.NETLINK_NETFILTER, 0)
+	}
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EPROTONOSUPPORT) {
 		return nil, nil, nil // no nf_tables (or no nfnetlink) here: no chain
 	}
