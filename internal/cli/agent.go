@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -47,8 +48,8 @@ in the foreground, until SIGINT or SIGTERM (the xfw-agent unit runs it):
   - the XDP fast path's targets (xfw fastpath) are decided again as soon
     as the kernel announces a change they depend on (tc qdiscs and
     filters, nftables tables and chains, a device's XDP features), and
-    at least every second (connections tracked by the kernel, IPsec
-    policies, another user's TCX programs);
+    within a second of a change of connections tracked by the kernel,
+    IPsec policies or another user's TCX programs;
   - the iptables commands run in the namespace (iptables, ip6tables, their
     -save and -restore, by root, of this build) are served in the agent,
     which keeps the running state open between them: they start in a
@@ -85,6 +86,14 @@ type agent struct {
 	lastErr string
 	// groups are the device groups last seen (agent_groups.go).
 	groups map[int]uint32
+	// fpPolled are the fast path's polled facts last seen
+	// (agent_fastpath.go).
+	fpPolled string
+	// fpBlind is set when a notification the fast path's decision
+	// follows is not received: it is then decided again every fpRecheck.
+	fpBlind atomic.Bool
+	// fpPending is why a decision waits for the lock, "" for none.
+	fpPending string
 }
 
 func (a *agent) logf(format string, args ...any) {
@@ -211,6 +220,7 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 	fpWhy := ""
 	a.groups = deviceGroups()
 	a.check("start")
+	a.fpPolled = dataplane.FastPathPolledFacts()
 	a.refreshFastPath("start")
 	// Logged after the first check: from here on, an interface found
 	// without the programs had them removed (re-attached), and a caller
@@ -251,6 +261,9 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 			a.resync("address change")
 		case <-ticker.C:
 			a.check("")
+			if a.fpPending != "" {
+				a.refreshFastPath(a.fpPending)
+			}
 		case why := <-fpEvents:
 			if fpSettled == nil {
 				fpSettled, fpWhy = time.After(fpSettle), why
@@ -259,7 +272,10 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 			fpSettled = nil
 			a.refreshFastPath(fpWhy + " notification")
 		case <-fpTicker.C:
-			a.refreshFastPath("periodic check")
+			if f := dataplane.FastPathPolledFacts(); f != a.fpPolled || a.fpBlind.Load() {
+				a.fpPolled = f
+				a.refreshFastPath("periodic check")
+			}
 		}
 	}
 }

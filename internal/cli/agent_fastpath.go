@@ -18,8 +18,9 @@ import (
 // removing its XDP program), another user's tc filters, nftables chains,
 // the kernel's connection tracking. The agent follows the kernel's
 // notifications of the first three and decides again at once (after
-// fpSettle), and decides again every fpRecheck for what sends none (a
-// TCX program of another user, connections tracked, IPsec policies).
+// fpSettle); every fpRecheck it reads what sends none (a TCX program of
+// another user, connections tracked, IPsec policies) and decides again
+// when that changed.
 
 // fpSettle batches a burst of notifications into one decision.
 const fpSettle = 20 * time.Millisecond
@@ -72,6 +73,7 @@ func (a *agent) watchFastPathFacts(ctx context.Context, events chan<- string) {
 		}
 		if err != nil {
 			a.logf("fast path: follow %s notifications: %v (decided again every %v)", w.name, err, fpRecheck)
+			a.fpBlind.Store(true)
 			continue
 		}
 		go func() {
@@ -86,6 +88,7 @@ func (a *agent) watchFastPathFacts(ctx context.Context, events chan<- string) {
 				}
 				if err != nil && !errors.Is(err, unix.ENOBUFS) {
 					a.logf("fast path: %s notifications: %v (decided again every %v)", name, err, fpRecheck)
+					a.fpBlind.Store(true)
 					return
 				}
 				select {
@@ -98,13 +101,16 @@ func (a *agent) watchFastPathFacts(ctx context.Context, events chan<- string) {
 }
 
 // refreshFastPath decides the fast path's targets again, under xfw's lock,
-// and logs a change.
+// and logs a change. The lock is not waited for (it is one for all
+// namespaces, and a long command would stall the agent's other work): when
+// it is busy, the decision is left pending for the next check.
 func (a *agent) refreshFastPath(why string) {
-	unlock, err := lock(waitSpec{set: true})
+	unlock, err := lock(waitSpec{})
 	if err != nil {
-		a.logOnce("fast path: %v", err)
+		a.fpPending = why
 		return
 	}
+	a.fpPending = ""
 	changed, off, err := dataplane.RefreshFastPath()
 	unlock()
 	if err != nil {

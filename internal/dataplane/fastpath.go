@@ -359,3 +359,27 @@ func RefreshFastPath() (changed bool, off string, err error) {
 	}
 	return changed, d.off, nil
 }
+
+// FastPathPolledFacts returns a summary of the facts the fast path's
+// decision rests on that the kernel sends no notification of: another
+// netfilter user (legacy tables, tracked connections, IPsec policies) and
+// other users' TCX programs on the devices. The agent decides again when
+// it changes; it costs a fraction of a decision (no netlink request per
+// device).
+func FastPathPolledFacts() string {
+	var b strings.Builder
+	b.WriteString(otherNetfilterUser())
+	links, err := netlink.LinkList()
+	if err != nil {
+		return "links: " + err.Error()
+	}
+	for _, l := range links {
+		ifc := Interface{Index: l.Attrs().Index}
+		for _, h := range []tcxHook{ingressHook, egressHook} {
+			if _, others := tcxPrograms(ifc, h); len(others) > 0 {
+				fmt.Fprintf(&b, "|%d %s %s", ifc.Index, h.label, strings.Join(others, ","))
+			}
+		}
+	}
+	return b.String()
+}
