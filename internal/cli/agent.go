@@ -246,8 +246,11 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 			}
 			a.check("link event")
 			// A device's state (up, down, its peer) may change the
-			// fast path's targets.
-			a.refreshFastPath("link event")
+			// fast path's targets: decided after the burst, not
+			// before the next check.
+			if fpSettled == nil {
+				fpSettled, fpWhy = time.After(fpSettle), "link event"
+			}
 		case <-addrs:
 			// The local-address table at once (a new address would
 			// otherwise pass as "not for this host" until the sync);
@@ -266,11 +269,11 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 			}
 		case why := <-fpEvents:
 			if fpSettled == nil {
-				fpSettled, fpWhy = time.After(fpSettle), why
+				fpSettled, fpWhy = time.After(fpSettle), why+" notification"
 			}
 		case <-fpSettled:
 			fpSettled = nil
-			a.refreshFastPath(fpWhy + " notification")
+			a.refreshFastPath(fpWhy)
 		case <-fpTicker.C:
 			if f := dataplane.FastPathPolledFacts(); f != a.fpPolled || a.fpBlind.Load() {
 				a.fpPolled = f
