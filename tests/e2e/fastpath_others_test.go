@@ -143,6 +143,12 @@ func TestFastPathNftTableWithAgent(t *testing.T) {
 	nettest.MustExec(t, tp.SinkNS, "ethtool", "-K", tp.Sink.Ifname, "gro", "on")
 	waitFor(t, "the agent to take the target back", targetsAre(tp.FwOut.Ifname))
 
+	// The filter is added once the agent has attached to the trap devices
+	// (it resyncs then): only tc's notification tells it of the filter.
+	fpTrap(t, tp)
+	waitFor(t, "the agent to attach to the trap devices", func() bool {
+		return status(t, fw.bin, tp).ExitCode == 0 && strings.Contains(fpShow(t, fw.bin, tp), "trap0")
+	})
 	trapped := fpIngressFilter(t, tp)
 	waitFor(t, "the agent to keep the fast path from "+tp.FwIn.Ifname, func() bool {
 		return strings.Contains(fpShow(t, fw.bin, tp), "arriving on "+tp.FwIn.Ifname) &&
@@ -158,15 +164,20 @@ func TestFastPathNftTableWithAgent(t *testing.T) {
 	}
 }
 
-// fpIngressFilter adds another user's tc ingress filter on fw's input
-// device that takes the IPv4 datagrams to fpPort away: it redirects them to
-// a veth pair of fw's (trap0 → trap1). It returns a function that starts
-// capturing them at trap1.
-func fpIngressFilter(t *testing.T, tp *nettest.Topology) func() *nettest.Capture {
+// fpTrap adds a veth pair to fw (trap0 → trap1) for fpIngressFilter.
+func fpTrap(t *testing.T, tp *nettest.Topology) {
 	t.Helper()
 	nettest.MustExec(t, tp.FwNS, "ip", "link", "add", "trap0", "type", "veth", "peer", "name", "trap1")
 	nettest.MustExec(t, tp.FwNS, "ip", "link", "set", "trap0", "up")
 	nettest.MustExec(t, tp.FwNS, "ip", "link", "set", "trap1", "up")
+}
+
+// fpIngressFilter adds another user's tc ingress filter on fw's input
+// device that takes the IPv4 datagrams to fpPort away: it redirects them to
+// fpTrap's veth pair. It returns a function that starts capturing them at
+// trap1.
+func fpIngressFilter(t *testing.T, tp *nettest.Topology) func() *nettest.Capture {
+	t.Helper()
 	nettest.MustExec(t, tp.FwNS, "tc", "qdisc", "add", "dev", tp.FwIn.Ifname, "clsact")
 	nettest.MustExec(t, tp.FwNS, "tc", "filter", "add", "dev", tp.FwIn.Ifname, "ingress", "protocol", "ip",
 		"prio", "1", "u32", "match", "ip", "dport", "7777", "0xffff",
@@ -184,6 +195,7 @@ func fpIngressFilter(t *testing.T, tp *nettest.Topology) func() *nettest.Capture
 func TestFastPathForeignIngress(t *testing.T) {
 	requireTools(t, "tc")
 	tp, fw := fpTopology(t, true)
+	fpTrap(t, tp)
 	trapped := fpIngressFilter(t, tp)
 	nettest.MustExec(t, tp.FwNS, fw.bin, "sync")
 	out := fpShow(t, fw.bin, tp)
