@@ -101,7 +101,8 @@ enum xfw_fp_why {
 	XFW_FP_ROUTE = 7,     /* the full route lookup answered otherwise */
 	XFW_FP_STACK = 8,     /* a mark or a mangle rewrite the stack needs */
 	XFW_FP_CSUM = 9,      /* a checksum left to offload, or not TCP/UDP/ICMP */
-	XFW_FP_NWHY = 10,
+	XFW_FP_NO_SOURCE = 10, /* another user's ingress hook on the input device */
+	XFW_FP_NWHY = 11,
 };
 
 /* Statistics slots (stats map, per CPU). */

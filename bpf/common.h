@@ -492,6 +492,11 @@ enum xfw_ring {
 /* The device takes XDP frames and nothing on its egress needs the skb:
  * the XDP fast path may redirect forwarded packets to it (fastpath.h). */
 #define XFW_IF_FASTTX 0x10
+/* Nothing of another user (a tc ingress filter, a TCX ingress program, an
+ * nftables ingress chain) runs on the device's ingress, which a frame
+ * redirected at XDP would skip: the fast path may take packets arriving
+ * on it (fastpath.h). */
+#define XFW_IF_FASTRX 0x20
 
 /*
  * Connection tracking (ct.h).

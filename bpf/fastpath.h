@@ -14,9 +14,11 @@
  * connection in the namespace (xfw_tc_egress's only work on forwarded
  * packets), a full route lookup (with the neighbour, the MTU against the
  * packet's length) answering SUCCESS towards the device the walk saw, not
- * the input device, and an output device the control plane marked
+ * the input device, an output device the control plane marked
  * XFW_IF_FASTTX (it takes XDP frames, nothing on its egress needs the
- * skb; internal/dataplane/fastpath.go; none when the fast path is off).
+ * skb; internal/dataplane/fastpath.go; none when the fast path is off)
+ * and an input device it marked XFW_IF_FASTRX (no other user's tc or
+ * nftables ingress hook, which the redirected frame would skip).
  * The caller has checked the rest: FORWARD, ACCEPT, no mark, no mangle.
  *
  * Counters: xfw_stats' XFW_STAT_FP + enum xfw_fp_why, per CPU (`xfw
@@ -58,14 +60,14 @@ static __always_inline void xfw_fp_count(__u32 why)
 		xfw_stat_inc(XFW_STAT_FP + why);
 }
 
-/* xfw_fp_target reports whether the control plane marked device ifindex
- * a fast-path target (XFW_IF_FASTTX). */
-static __always_inline int xfw_fp_target(__u32 ifindex)
+/* xfw_fp_marked reports whether the control plane gave device ifindex
+ * flag (XFW_IF_FASTTX: a fast-path target; XFW_IF_FASTRX: a source). */
+static __always_inline int xfw_fp_marked(__u32 ifindex, __u16 flag)
 {
 	__u64 key = ifindex;
 	struct xfw_ifinfo *ifi = bpf_map_lookup_elem(&xfw_ifinfo, &key);
 
-	return ifi && (ifi->flags & XFW_IF_FASTTX);
+	return ifi && (ifi->flags & flag);
 }
 
 /* xfw_fp_why_route maps a refused route lookup's answer to its counter. */
@@ -194,8 +196,10 @@ static __always_inline __u32 xfw_fp_prechecks(struct xfw_pkt *p, __u32 iif, __u3
 		return XFW_FP_HEADER;
 	if (xfw_nat_enabled())
 		return XFW_FP_NAT;
-	if (!xfw_fp_target(oif))
+	if (!xfw_fp_marked(oif, XFW_IF_FASTTX))
 		return XFW_FP_NO_TARGET;
+	if (!xfw_fp_marked(iif, XFW_IF_FASTRX))
+		return XFW_FP_NO_SOURCE;
 	return XFW_FP_TAKEN;
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,6 +45,11 @@ in the foreground, until SIGINT or SIGTERM (the xfw-agent unit runs it):
     guard). Where a bpffs is mounted ($XFW_BPFFS, default /sys/fs/bpf)
     the guard is pinned: an agent that dies leaves it in force and the
     next one takes it over; one told to end removes it, as xfw stop does;
+  - the XDP fast path's targets (xfw fastpath) are decided again as soon
+    as the kernel announces a change they depend on (tc qdiscs and
+    filters, nftables tables and chains, a device's XDP features), and
+    within a second of a change of connections tracked by the kernel,
+    IPsec policies or another user's TCX programs;
   - the iptables commands run in the namespace (iptables, ip6tables, their
     -save and -restore, by root, of this build) are served in the agent,
     which keeps the running state open between them: they start in a
@@ -84,6 +90,14 @@ type agent struct {
 	// programs loaded and verified ahead while xfw is not loaded
 	// (dataplane.KeepLoadReady), for the first command it serves.
 	serving bool
+	// fpPolled are the fast path's polled facts last seen
+	// (agent_fastpath.go).
+	fpPolled string
+	// fpBlind is set when a notification the fast path's decision
+	// follows is not received: it is then decided again every fpRecheck.
+	fpBlind atomic.Bool
+	// fpPending is why a decision waits for the lock, "" for none.
+	fpPending string
 }
 
 func (a *agent) logf(format string, args ...any) {
@@ -203,8 +217,16 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 	if err := netlink.AddrSubscribeWithOptions(addrs, done, netlink.AddrSubscribeOptions{ErrorCallback: onErr}); err != nil {
 		return fmt.Errorf("subscribe to address events: %w", err)
 	}
+	fpEvents := make(chan string, 1)
+	a.watchFastPathFacts(ctx, fpEvents)
+	fpTicker := time.NewTicker(fpRecheck)
+	defer fpTicker.Stop()
+	var fpSettled <-chan time.Time
+	fpWhy := ""
 	a.groups = deviceGroups()
 	a.check("start")
+	a.fpPolled = dataplane.FastPathPolledFacts()
+	a.refreshFastPath("start")
 	// Logged after the first check: from here on, an interface found
 	// without the programs had them removed (re-attached), and a caller
 	// waiting for this line knows which interfaces the agent has seen.
@@ -228,6 +250,12 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 				a.resync("device group change")
 			}
 			a.check("link event")
+			// A device's state (up, down, its peer) may change the
+			// fast path's targets: decided after the burst, not
+			// before the next check.
+			if fpSettled == nil {
+				fpSettled, fpWhy = time.After(fpSettle), "link event"
+			}
 		case <-addrs:
 			// The local-address table at once (a new address would
 			// otherwise pass as "not for this host" until the sync);
@@ -241,6 +269,21 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 			a.resync("address change")
 		case <-ticker.C:
 			a.check("")
+			if a.fpPending != "" {
+				a.refreshFastPath(a.fpPending)
+			}
+		case why := <-fpEvents:
+			if fpSettled == nil {
+				fpSettled, fpWhy = time.After(fpSettle), why+" notification"
+			}
+		case <-fpSettled:
+			fpSettled = nil
+			a.refreshFastPath(fpWhy)
+		case <-fpTicker.C:
+			if f := dataplane.FastPathPolledFacts(); f != a.fpPolled || a.fpBlind.Load() {
+				a.fpPolled = f
+				a.refreshFastPath("periodic check")
+			}
 		}
 	}
 }

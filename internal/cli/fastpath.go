@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/xfw-dev/xfw/internal/dataplane"
@@ -30,8 +31,30 @@ func runFastPath(name string, args []string, env Env) int {
 		list = "none (" + dataplane.FastPathEnv + "=off at the last sync, or no device takes XDP frames)"
 	}
 	fmt.Fprintf(env.Stdout, "fast path targets: %s\n", list)
+	if st.Off != "" {
+		fmt.Fprintf(env.Stdout, "fast path off: %s\n", st.Off)
+	}
+	for _, d := range sortedKeys(st.NoSource) {
+		fmt.Fprintf(env.Stdout, "fast path takes nothing arriving on %s: %s\n", d, st.NoSource[d])
+	}
+	for _, d := range sortedKeys(st.NoTarget) {
+		fmt.Fprintf(env.Stdout, "fast path sends nothing to %s: %s\n", d, st.NoTarget[d])
+	}
+	if st.Stale {
+		fmt.Fprintln(env.Stdout, "fast path stale: the running data plane's targets and sources differ from what a sync would decide now (xfw sync, or the agent, applies it)")
+	}
 	for i, n := range st.Outcomes {
 		fmt.Fprintf(env.Stdout, "  %-16s %d\n", dataplane.FastPathOutcomes[i], n)
 	}
 	return exitOK
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

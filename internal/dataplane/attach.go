@@ -106,14 +106,12 @@ func CompilerInterfaces() ([]compiler.Interface, error) {
 func fillIfInfo(m *ebpf.Map, ifaces []Interface) (err error) {
 	keep := map[uint64]bool{}
 	brnf := brNFFlags()
-	fast := fastTargets(ifaces)
+	fast := decideFastPath(ifaces)
 	for _, ifc := range ifaces {
 		var v bpfIfInfo
 		copy(v.MAC[:], ifc.MAC)
 		v.Flags, v.Ifindex = bridgeInfo(ifc, brnf)
-		if fast[ifc.Index] {
-			v.Flags |= ifFastTX
-		}
+		v.Flags |= fast.fastFlags(ifc)
 		if v.HopLimit6, err = readHopLimit6(ifc.Name); err != nil {
 			return err
 		}

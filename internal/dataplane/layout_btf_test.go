@@ -283,7 +283,8 @@ func normalName(s string) string {
 func fpWhyValues() map[string]int64 {
 	out := map[string]int64{"XFW_FP_NWHY": int64(len(FastPathOutcomes))}
 	for i, c := range []string{"XFW_FP_TAKEN", "XFW_FP_NO_TARGET", "XFW_FP_NO_NEIGH", "XFW_FP_MTU",
-		"XFW_FP_FRAG", "XFW_FP_NAT", "XFW_FP_HEADER", "XFW_FP_ROUTE", "XFW_FP_STACK", "XFW_FP_CSUM"} {
+		"XFW_FP_FRAG", "XFW_FP_NAT", "XFW_FP_HEADER", "XFW_FP_ROUTE", "XFW_FP_STACK", "XFW_FP_CSUM",
+		"XFW_FP_NO_SOURCE"} {
 		out[c] = int64(i)
 	}
 	return out

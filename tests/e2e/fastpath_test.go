@@ -43,8 +43,8 @@ func fpStats(t *testing.T, bin string, tp *nettest.Topology) (map[string]uint64,
 			continue
 		}
 		f := strings.Fields(line)
-		if len(f) != 2 {
-			continue
+		if !strings.HasPrefix(line, "  ") || len(f) != 2 {
+			continue // not a count: a reason, a note
 		}
 		n, err := strconv.ParseUint(f[1], 10, 64)
 		if err != nil {
