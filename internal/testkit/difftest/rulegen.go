@@ -99,9 +99,10 @@ type rgen struct {
 	// cm draws the connmark matches and CONNMARK targets
 	// (rulegen_connmark.go) of stateful rulesets from a stream of its own.
 	cm *rgen
-	// rate draws the rate-limiting rules (rulegen_rate.go) from a stream
-	// of its own.
-	rate *rgen
+	// rate draws the rate-limiting rules of INPUT (rulegen_rate.go) from
+	// a stream of its own, rateFwd those of FORWARD from another (so the
+	// INPUT ones stay what they were before FORWARD's existed).
+	rate, rateFwd *rgen
 	// setw draws the SET targets and the matches of the set they write
 	// (rulegen_setw.go) from a stream of its own.
 	setw *rgen
@@ -140,6 +141,7 @@ func GenerateRuleset(seed int64, plan Plan, opts GenOptions) string {
 	g.hdr4 = &rgen{rng: rand.New(rand.NewSource(seed ^ hdr4SeedMix)), plan: plan, fam: plan.Family}
 	g.cm = &rgen{rng: rand.New(rand.NewSource(seed ^ connmarkSeedMix)), plan: plan, fam: plan.Family}
 	g.rate = &rgen{rng: rand.New(rand.NewSource(seed ^ rateSeedMix)), plan: plan, fam: plan.Family}
+	g.rateFwd = &rgen{rng: rand.New(rand.NewSource(seed ^ rateFwdSeedMix)), plan: plan, fam: plan.Family}
 	g.setw = &rgen{rng: rand.New(rand.NewSource(seed ^ setwSeedMix)), plan: plan, fam: plan.Family}
 	g.chains = append([]string(nil), ir.BuiltinChains...)
 	nuser := 0
@@ -150,7 +152,8 @@ func GenerateRuleset(seed int64, plan Plan, opts GenOptions) string {
 
 	// Phase 1: rules and their targets, jumps only to later chains (no
 	// loops, which the kernel refuses).
-	rules := g.rate.rateRules()
+	rules := g.rate.rateRules(rateInput)
+	rules = append(rules, g.rateFwd.rateRules(rateForward)...)
 	if g.ct {
 		rules = append(rules, g.statefulShapes()...)
 	}

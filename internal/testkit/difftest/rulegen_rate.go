@@ -14,9 +14,10 @@ import (
 // Their rates are so slow (a token an hour at most) that no bucket refills
 // during a run: which packets pass depends only on the sequence of packets
 // that reached the rule, which both firewalls see in the same order. Each
-// rule is first in INPUT and selects UDP to a port of its own (ratePorts),
-// followed by a rule with the opposite verdict for the same port, so that
-// the packets a bucket refuses are told apart from those it passes. The
+// rule is first in INPUT (or FORWARD) and selects UDP to a port of its own
+// (rateChain.ports), followed by a rule with the opposite verdict for the
+// same port, so that the packets a bucket refuses are told apart from
+// those it passes. The
 // packet generator sends bursts to these ports (packetgen_rate.go); its
 // other probes may reach the rules too and take tokens, the same ones on
 // both sides. Every run starts with fresh buckets on both sides: a
@@ -24,17 +25,35 @@ import (
 // before each load (Session.loadBoth), so that retries and reductions see
 // what a first run sees.
 
-// rateSeedMix derives the rate rules' stream from the seed.
-const rateSeedMix = 0x5eed_4a7e
+// rateSeedMix and rateFwdSeedMix derive the INPUT and FORWARD rate rules'
+// streams from the seed.
+const (
+	rateSeedMix    = 0x5eed_4a7e
+	rateFwdSeedMix = 0x5eed_4a7f
+)
 
 // drawRateLimits says whether the random rulesets use -m limit and -m
 // hashlimit: a switch to leave them out while a difference they find is
 // open (docs/difftest.md, "Open differences").
 const drawRateLimits = true
 
-// ratePorts are the UDP ports the rate rules select (one rule each), far
-// from the ports the other rules name.
-var ratePorts = []int{4701, 4702, 4703}
+// rateChain is where rate rules go: a built-in chain (its index among the
+// generator's chains), the UDP ports its rules select (one rule each, far
+// from the ports the other rules name), the chance of any, and the
+// hashlimit tables' name prefix.
+type rateChain struct {
+	chain  int
+	ports  []int
+	chance int
+	table  string
+}
+
+// rateInput and rateForward are INPUT's rate rules (to fw's addresses)
+// and FORWARD's (to sink and beyond).
+var (
+	rateInput   = rateChain{chain: 0, ports: []int{4701, 4702, 4703}, chance: 60, table: "dt-rate-"}
+	rateForward = rateChain{chain: 1, ports: []int{4711, 4712}, chance: 50, table: "dt-ratef-"}
+)
 
 // rateSlow are rates slow enough that nothing refills during a run,
 // spelled in the ways iptables accepts.
@@ -43,18 +62,18 @@ var rateSlow = []string{"1/hour", "1/h", "2/hour", "3/hour"}
 // hashlimitModes are --hashlimit-mode values (with the masks that apply).
 var hashlimitModes = []string{"srcip", "dstip", "srcport", "dstport", "srcip,dstport", "srcip,srcport", "dstip,dstport"}
 
-// rateRules returns the rate rules of INPUT (chain 0), or none.
-func (g *rgen) rateRules() []*grule {
-	if !drawRateLimits || !g.chance(60) {
+// rateRules returns the rate rules of rc's chain, or none.
+func (g *rgen) rateRules(rc rateChain) []*grule {
+	if !drawRateLimits || !g.chance(rc.chance) {
 		return nil
 	}
 	var rules []*grule
-	for i, port := range ratePorts[:1+g.rng.Intn(len(ratePorts))] {
+	for i, port := range rc.ports[:1+g.rng.Intn(len(rc.ports))] {
 		var m []string
 		if g.chance(45) {
 			m = g.limitSpec()
 		} else {
-			m = g.hashlimitSpec(i)
+			m = g.hashlimitSpec(rc.table + fmt.Sprint(i))
 		}
 		pass, rest := "ACCEPT", "DROP"
 		if g.chance(40) {
@@ -62,8 +81,8 @@ func (g *rgen) rateRules() []*grule {
 		}
 		sel := []string{"-p", "udp", "-m", "udp", "--dport", fmt.Sprint(port)}
 		rules = append(rules,
-			&grule{chain: 0, target: pass, fixed: true, spec: append(append(append([]string(nil), sel...), m...), "-j", pass)},
-			&grule{chain: 0, target: rest, fixed: true, spec: append(append([]string(nil), sel...), "-j", rest)})
+			&grule{chain: rc.chain, target: pass, fixed: true, spec: append(append(append([]string(nil), sel...), m...), "-j", pass)},
+			&grule{chain: rc.chain, target: rest, fixed: true, spec: append(append([]string(nil), sel...), "-j", rest)})
 	}
 	return rules
 }
@@ -78,9 +97,9 @@ func (g *rgen) limitSpec() []string {
 	return s
 }
 
-// hashlimitSpec returns a -m hashlimit match (table name dt-rate-I) with
-// a slow rate, a burst of 1–5, a mode and masks.
-func (g *rgen) hashlimitSpec(i int) []string {
+// hashlimitSpec returns a -m hashlimit match of table name with a slow
+// rate, a burst of 1–5, a mode and masks.
+func (g *rgen) hashlimitSpec(name string) []string {
 	op := "--hashlimit-upto"
 	if g.chance(25) {
 		op = "--hashlimit-above"
@@ -98,5 +117,5 @@ func (g *rgen) hashlimitSpec(i int) []string {
 	if strings.Contains(mode, "dstip") && g.chance(60) {
 		s = append(s, "--hashlimit-dstmask", fmt.Sprint(pick(g.rng, []int{bits, 24, 0})))
 	}
-	return append(s, "--hashlimit-name", fmt.Sprintf("dt-rate-%d", i))
+	return append(s, "--hashlimit-name", name)
 }

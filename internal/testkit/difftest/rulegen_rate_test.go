@@ -9,8 +9,9 @@ import (
 )
 
 // TestRateRulesAndBursts checks that the random rulesets carry rate rules
-// (limit and hashlimit, first in INPUT) and that the corpora aim bursts at
-// each: more packets than the rule's burst, per key.
+// (limit and hashlimit, first in INPUT and in FORWARD) and that the
+// corpora aim bursts at each: more packets than the rule's burst, per key,
+// through fw for FORWARD's.
 func TestRateRulesAndBursts(t *testing.T) {
 	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
 		plan := NewPlan(fam, DefaultSubnet)
@@ -18,6 +19,9 @@ func TestRateRulesAndBursts(t *testing.T) {
 		for seed := int64(1); seed <= 20; seed++ {
 			text := GenerateRuleset(seed, plan, GenOptions{})
 			targets := rateTargets(text)
+			for _, tg := range targets {
+				seen[fmt.Sprintf("forward %v", tg.forward)] = true
+			}
 			for _, m := range []string{"-m limit", "-m hashlimit", "--hashlimit-above", "--hashlimit-srcmask"} {
 				if strings.Contains(text, m) {
 					seen[m] = true
@@ -28,10 +32,12 @@ func TestRateRulesAndBursts(t *testing.T) {
 				t.Fatalf("%s seed %d: %v", fam, seed, err)
 			}
 			bursts := map[string]int{}
+			paths := map[string]Path{} // by "port N"
 			for _, p := range c.Probes {
 				if strings.HasPrefix(p.Note, "rate burst") {
 					f := strings.Fields(p.Note)
 					bursts[strings.Join(f[3:], " ")]++
+					paths[strings.Join(f[5:], " ")] = p.Path
 				}
 			}
 			for _, tg := range targets {
@@ -47,9 +53,16 @@ func TestRateRulesAndBursts(t *testing.T) {
 				if n < 2 {
 					t.Errorf("%s seed %d: port %d gets %d keys' bursts, want 2 or more", fam, seed, tg.port, n)
 				}
+				want := PathInput
+				if tg.forward {
+					want = PathForward
+				}
+				if got := paths[fmt.Sprintf("port %d", tg.port)]; got != want {
+					t.Errorf("%s seed %d: bursts to port %d take path %q, want %q", fam, seed, tg.port, got, want)
+				}
 			}
 		}
-		for _, m := range []string{"-m limit", "-m hashlimit", "--hashlimit-above", "--hashlimit-srcmask"} {
+		for _, m := range []string{"-m limit", "-m hashlimit", "--hashlimit-above", "--hashlimit-srcmask", "forward true", "forward false"} {
 			if !seen[m] {
 				t.Errorf("%s: no ruleset of seeds 1-20 has %s", fam, m)
 			}
