@@ -902,6 +902,12 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	/* A new connection's reply tuple taken by a translation (nat_null.h). */
 	if (verdict == XFW_ACT_ACCEPT && cs && xfw_nat_null_clash(p, cs))
 		verdict = XFW_ACT_DROP;
+	/* The LOG lines before a translation the verdict did not accept is
+	 * undone: the kernel's OUTPUT chains after nat OUTPUT log the packet
+	 * as nat OUTPUT translated it (an SNAT is applied later, on accept). */
+	if (st->nlogs)
+		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
+	st->nlogs = 0;
 	if (verdict == XFW_ACT_ACCEPT && cs) {
 		xfw_ct_confirm_out(p, cs, oif);
 		xfw_nat_confirm();
@@ -910,8 +916,6 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		xfw_nat_out_undo(skb, p);
 	}
 	xfw_frag_note_tc(skb, p, cs != 0, verdict);
-	if (st->nlogs)
-		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
 		/* TCPMSS, DSCP, TOS, TTL, HL rewrites (mangle_apply.h). */
