@@ -49,12 +49,15 @@ func (s *Session) savedTables() []string {
 // it): a packet of fw's own stack whose identification happens to equal a
 // marker is not taken for a probe.
 func translatedCopy(e event, cand candidate, p Probe) bool {
-	if len(p.Frames) == 0 || e.pkt == nil {
+	if len(p.Frames) == 0 || (e.pkt == nil && e.kind != evLog) {
 		return false
 	}
 	sent := p.decode(p.Frames[0])
 	if sent == nil || sent.Fragment {
 		return false
+	}
+	if e.kind == evLog {
+		return translatedLogLine(e.line, cand.rel, sent, len(p.Frames))
 	}
 	switch cand.rel {
 	case relCopy:
@@ -64,6 +67,70 @@ func translatedCopy(e event, cand candidate, p Probe) bool {
 	default:
 		return e.pkt.Protocol == sent.Protocol || isICMP(e.pkt.Protocol) && isICMP(sent.Protocol)
 	}
+}
+
+// translatedLogLine is translatedCopy for a LOG line: the packet it
+// prints (or the one it quotes, for rel relQuote) has the protocol of the
+// probe sent and, for a copy, its length. (A LOG rule after a translation
+// prints the packet as translated: its addresses are not the probe's.)
+func translatedLogLine(line string, rel relation, sent *nettest.Packet, frames int) bool {
+	in := strings.Index(line, "IN=")
+	if in < 0 {
+		return false
+	}
+	outer, inner := line[in:], ""
+	if i := strings.IndexByte(outer, '['); i >= 0 {
+		outer, inner = outer[:i], outer[i:]
+	}
+	switch rel {
+	case relCopy:
+		proto, ok := logProtocol(outer)
+		n, okLen := logLength(outer)
+		return ok && okLen && proto == sent.Protocol && n == l3Len(sent) && frames == 1
+	case relQuote:
+		proto, ok := logProtocol(inner)
+		return ok && proto == sent.Protocol
+	default:
+		proto, ok := logProtocol(outer)
+		return ok && (proto == sent.Protocol || isICMP(proto) && isICMP(sent.Protocol))
+	}
+}
+
+// Fields of a LOG line's packet: its IP length (the first LEN=, the
+// transport's follows) and its protocol, by name or number
+// (nf_log_syslog.c).
+var (
+	logLenRe   = regexp.MustCompile(`\bLEN=(\d+) `)
+	logProtoRe = regexp.MustCompile(`\bPROTO=(\w+) `)
+)
+
+// logProtoNames are the protocols a LOG line names rather than numbers.
+var logProtoNames = map[string]uint8{
+	"TCP": 6, "UDP": 17, "UDPLITE": 136, "ICMP": nettest.ProtoICMP, "ICMPv6": nettest.ProtoICMPv6,
+	"AH": 51, "ESP": 50,
+}
+
+// logProtocol returns the protocol of the packet LOG text s prints.
+func logProtocol(s string) (uint8, bool) {
+	m := logProtoRe.FindStringSubmatch(s)
+	if m == nil {
+		return 0, false
+	}
+	if p, ok := logProtoNames[m[1]]; ok {
+		return p, true
+	}
+	n, err := strconv.ParseUint(m[1], 10, 8)
+	return uint8(n), err == nil
+}
+
+// logLength returns the IP length of the packet LOG text s prints.
+func logLength(s string) (int, bool) {
+	m := logLenRe.FindStringSubmatch(s)
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(m[1])
+	return n, err == nil
 }
 
 // isICMP reports whether proto is ICMP or ICMPv6.
