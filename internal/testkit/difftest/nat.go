@@ -765,7 +765,16 @@ func (rp *randomPorts) allows(port uint16) bool {
 // or MASQUERADE to a random port. Answers translated back to p's ports
 // are compared exactly.
 func maskRandomPorts(e event, rel relation, p Probe, rp *randomPorts) event {
-	if rp == nil || rel != relCopy && rel != relAnswer || e.pkt == nil || e.kind == evLog || len(p.Frames) != 1 {
+	if rp == nil || rel != relCopy && rel != relAnswer || len(p.Frames) != 1 {
+		return e
+	}
+	if e.kind == evLog {
+		if sent := p.decode(p.Frames[0]); sent != nil {
+			e.line = maskRandomLogPorts(e.line, rel, sent, rp)
+		}
+		return e
+	}
+	if e.pkt == nil {
 		return e
 	}
 	sent := p.decode(p.Frames[0])
@@ -810,4 +819,41 @@ func maskRandomPorts(e event, rel relation, p Probe, rp *randomPorts) event {
 	}
 	e.pkt = pkt
 	return e
+}
+
+// logPortsRe matches the ports of a LOG line's TCP or UDP header.
+var logPortsRe = regexp.MustCompile(`\bSPT=(\d+) DPT=(\d+) `)
+
+// maskRandomLogPorts is maskRandomPorts for a LOG line printing a copy of
+// probe sent (rel relCopy) or an answer to it: the ports of its packet
+// (not of a packet it quotes) a random translation picked are written as
+// "?".
+func maskRandomLogPorts(line string, rel relation, sent *nettest.Packet, rp *randomPorts) string {
+	if sent.Protocol != nettest.ProtoTCP && sent.Protocol != nettest.ProtoUDP {
+		return line
+	}
+	outer, inner := line, ""
+	if in := strings.Index(line, "IN="); in >= 0 {
+		if i := strings.IndexByte(line[in:], '['); i >= 0 {
+			outer, inner = line[:in+i], line[in+i:]
+		}
+	}
+	m := logPortsRe.FindStringSubmatchIndex(outer)
+	if m == nil {
+		return line
+	}
+	masked := outer[:m[0]]
+	for i, was := range []uint16{sent.SrcPort, sent.DstPort} {
+		name := [2]string{"SPT=", " DPT="}[i]
+		text := outer[m[2+2*i]:m[3+2*i]]
+		n, err := strconv.ParseUint(text, 10, 16)
+		got := uint16(n)
+		keep := err != nil || got == was || !rp.allows(got) ||
+			rel == relAnswer && (got == sent.SrcPort || got == sent.DstPort)
+		if !keep {
+			text = "?"
+		}
+		masked += name + text
+	}
+	return masked + outer[m[1]-1:] + inner
 }

@@ -39,3 +39,34 @@ func TestTranslatedLogLine(t *testing.T) {
 		}
 	}
 }
+
+// TestMaskRandomLogPorts checks that a LOG line's ports a random
+// translation picked are masked, and no others.
+func TestMaskRandomLogPorts(t *testing.T) {
+	src, dst := netip.MustParseAddr("10.42.1.2"), netip.MustParseAddr("10.42.2.3")
+	tcp := nettest.IPv4{Src: src, Dst: dst, TTL: 64}.Packet(nettest.TCP{SrcPort: 20093, DstPort: 28, Flags: nettest.TCPSyn})
+	sent, err := nettest.ParseIP(tcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &randomPorts{ranges: [][2]uint16{{22, 27}}}
+	const head = "nat-seen:IN=in0 OUT=out0 SRC=10.42.1.2 DST=10.42.2.2 LEN=40 TOS=0x00 PREC=0x00 TTL=63 ID=37064 DF PROTO=TCP "
+	for _, tc := range []struct {
+		name, line string
+		rel        relation
+		want       string
+	}{
+		{"picked destination port", head + "SPT=20093 DPT=23 WINDOW=512 RES=0x00 SYN URGP=0 ", relCopy,
+			head + "SPT=20093 DPT=? WINDOW=512 RES=0x00 SYN URGP=0 "},
+		{"port outside the ranges", head + "SPT=20093 DPT=80 WINDOW=512 RES=0x00 SYN URGP=0 ", relCopy,
+			head + "SPT=20093 DPT=80 WINDOW=512 RES=0x00 SYN URGP=0 "},
+		{"the probe's own ports", head + "SPT=20093 DPT=28 WINDOW=512 ", relCopy, head + "SPT=20093 DPT=28 WINDOW=512 "},
+		{"an answer keeps the probe's ports", head + "SPT=25 DPT=20093 WINDOW=512 ", relAnswer, head + "SPT=? DPT=20093 WINDOW=512 "},
+		{"a quoted packet's ports stay", "IN=in0 OUT= SRC=1.2.3.4 DST=10.42.1.2 LEN=68 PROTO=ICMP TYPE=3 CODE=3 [SRC=10.42.1.2 DST=10.42.2.2 LEN=40 PROTO=TCP SPT=20093 DPT=23 ] ", relCopy,
+			"IN=in0 OUT= SRC=1.2.3.4 DST=10.42.1.2 LEN=68 PROTO=ICMP TYPE=3 CODE=3 [SRC=10.42.1.2 DST=10.42.2.2 LEN=40 PROTO=TCP SPT=20093 DPT=23 ] "},
+	} {
+		if got := maskRandomLogPorts(tc.line, tc.rel, sent, rp); got != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}
