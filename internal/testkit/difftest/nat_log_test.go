@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/xfw-dev/xfw/internal/ir"
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
@@ -67,6 +68,33 @@ func TestMaskRandomLogPorts(t *testing.T) {
 	} {
 		if got := maskRandomLogPorts(tc.line, tc.rel, sent, rp); got != tc.want {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestNATOutputMayReachFw checks which nat tables may send fw's own
+// packets to fw itself from nat OUTPUT.
+func TestNATOutputMayReachFw(t *testing.T) {
+	const head = "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n"
+	const tail = "COMMIT\n*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -j DNAT --to-destination 10.42.1.1\nCOMMIT\n"
+	p4, p6 := NewPlan(ir.IPv4, 42), NewPlan(ir.IPv6, 42)
+	for _, tc := range []struct {
+		name, rules string
+		plan        Plan
+		want        bool
+	}{
+		{"REDIRECT", "-A OUTPUT -p tcp -j REDIRECT --to-ports 80\n", p4, true},
+		{"DNAT to fw", "-A OUTPUT -p tcp -j DNAT --to-destination 10.42.1.1:80\n", p4, true},
+		{"DNAT to a range holding fw", "-A OUTPUT -p tcp -j DNAT --to-destination 10.42.2.0-10.42.2.2\n", p4, true},
+		{"DNAT to sink", "-A OUTPUT -p tcp -j DNAT --to-destination 10.42.2.2-10.42.2.4:80-90\n", p4, false},
+		{"ports only", "-A OUTPUT -p tcp -j DNAT --to-destination :8080\n", p4, false},
+		{"PREROUTING's", "-A PREROUTING -p tcp -j REDIRECT\n-A PREROUTING -p tcp -j DNAT --to-destination 10.42.1.1\n", p4, false},
+		{"IPv6 DNAT to fw with ports", "-A OUTPUT -p tcp -j DNAT --to-destination [fd00:42:1::1]:80\n", p6, true},
+		{"IPv6 DNAT to sink", "-A OUTPUT -p tcp -j DNAT --to-destination fd00:42:2::2\n", p6, false},
+		{"the filter table's text only", "", p4, false},
+	} {
+		if got := natOutputMayReachFw(head+tc.rules+tail, tc.plan); got != tc.want {
+			t.Errorf("%s: natOutputMayReachFw = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
