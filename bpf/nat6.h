@@ -226,41 +226,6 @@ static __always_inline __u32 xfw_nat6_quote_key(struct xfw_nat_pend *np, __u8 *q
 	return xfw_ct_mkkey(&np->fwd, 1, proto, shi, slo, 0, dhi, dlo, 0);
 }
 
-/* xfw_nat6_icmp_tc decides a forwarded ICMPv6 error (p) leaving by TC
- * egress: one whose quoted packet (TCP, UDP, an ICMPv6 echo, a protocol
- * without ports) belongs to a translated connection is dropped (returns
- * -1), since xfw does not translate such a quoted packet as the kernel
- * does (docs/differences.md), and forwarding it untranslated would show
- * the translated address; but one quoting an SNAT connection's packet as
- * its source sent it passes: it goes back to that source, translated
- * before routing (nat6_icmp.h), as the kernel's. Others pass (0). A
- * global function. */
-__attribute__((noinline)) int xfw_nat6_icmp_tc(struct __sk_buff *skb, struct xfw_pkt *p)
-{
-	__u32 zero = 0, order, reply;
-	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
-	struct xfw_ct_entry *e;
-	__u8 *q;
-
-	if (!skb || !p || !np || p->fam != 1 || !p->l4_off || p->proto != IPPROTO_ICMPV6 ||
-	    p->icmp > 0xffff || (p->icmp >> 8) >= XFW_NAT6_ICMP_INFO)
-		return 0;
-	q = np->icmp_old;
-	if (bpf_skb_load_bytes(skb, p->l4_off + XFW_NAT6_ICMP_HLEN, q, XFW_NAT6_QUOTE_LEN))
-		return 0;
-	order = xfw_nat6_quote_key(np, q);
-	if (order == XFW_NAT6_QK_NONE)
-		return 0;
-	e = xfw_nat_tracked(&np->fwd);
-	if (!e || !(e->v.nat_flags & XFW_NAT_F_ANY))
-		return 0;
-	if (order >= XFW_NAT6_QK_ECHO)
-		reply = order == XFW_NAT6_QK_ECHOREPLY;
-	else
-		reply = order != !!(e->v.status & XFW_CTST_ORIG_B);
-	return !(e->v.nat_flags & XFW_NAT_F_DST) && !reply ? 0 : -1;
-}
-
 #ifndef AF_INET6
 #define AF_INET6 10 /* bpf_fib_lookup's family */
 #endif

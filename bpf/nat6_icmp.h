@@ -9,7 +9,12 @@
  * both (its pseudo-header and the quoted bytes). An error INPUT accepted
  * about a connection nat OUTPUT's DNAT translated gets the quote's
  * original destination and comes from it (xfw_nat6_icmp_in_xdp, after
- * INPUT as the kernel's nat INPUT hook; delivered by nat_out.h).
+ * INPUT as the kernel's nat INPUT hook; delivered by nat_out.h). A
+ * forwarded error about a DNAT connection's packet (a DNATed server's
+ * port unreachable to the client) is translated as it leaves, at TC
+ * egress (xfw_nat6_icmp_tc: the quote's original destination, the error
+ * from it), as IPv4's (nat_icmp.h); other forwarded errors about a
+ * translated connection are dropped there.
  *
  * Scope: errors quoting an IPv6 header directly followed by TCP, UDP, an
  * ICMPv6 echo request, or another protocol without ports (the quote's
@@ -240,6 +245,102 @@ __attribute__((noinline)) int xfw_nat6_icmp_in_xdp(struct xdp_md *ctx, struct xf
 	p->src_hi = e->v.nat_addr_hi;
 	p->src_lo = e->v.nat_addr;
 	return 1;
+}
+
+/* xfw_nat6_icmp_dnat_tc translates a forwarded ICMPv6 error (p) quoting
+ * the packet of DNAT connection e as it went (its original direction,
+ * translated; the quote in np->icmp_old, XFW_NAT6_QUOTE_LEN bytes), as
+ * the kernel's nf_nat_icmpv6_reply_translation does: the quoted packet
+ * gets its original destination and port back (its transport checksum
+ * updated), the error comes from the original destination, whoever sent
+ * it, the ICMPv6 checksum updated for both. Returns 0, or -1 when the
+ * error cannot be translated (a quote without ports: dropped) or a write
+ * failed. */
+static __always_inline int xfw_nat6_icmp_dnat_tc(struct __sk_buff *skb, struct xfw_pkt *p, struct xfw_nat_pend *np,
+						  struct xfw_ct_entry *e)
+{
+	__u32 in = p->l4_off + XFW_NAT6_ICMP_HLEN, aoff = p->l3_off + XFW_NAT6_SADDR_OFF;
+	__u32 proto = np->icmp_old[XFW_NAT6_QUOTE_NEXT], len = XFW_N6Q_SHORT, csum = 0, f, diff;
+	__u64 hi = e->v.nat_addr_hi, lo = e->v.nat_addr;
+
+	if (proto == IPPROTO_TCP) {
+		/* A TCP header cut short: ports only. */
+		if (!bpf_skb_load_bytes(skb, in, np->icmp_old, XFW_N6Q_TCP)) {
+			len = XFW_N6Q_TCP;
+			csum = XFW_N6Q_TCP_CSUM;
+		}
+	} else if (proto == IPPROTO_UDP) {
+		/* A UDP checksum of 0 is none. */
+		if (*(__u16 *)(np->icmp_old + XFW_N6Q_UDP_CSUM))
+			csum = XFW_N6Q_UDP_CSUM;
+	} else {
+		return -1; /* DNAT translates TCP and UDP only */
+	}
+	xfw_nat6_quote_fix(np, hi, lo, e->v.nat_port, csum, 1, 1);
+	if (bpf_skb_load_bytes(skb, aoff, np->b6.ip, XFW_NAT6_ADDR_LEN) ||
+	    bpf_skb_load_bytes(skb, p->l4_off + XFW_ICMP6_CSUM_OFF, np->b6.l4, sizeof(__u16)))
+		return -1;
+	xfw_nat6_put(np->b6.na, hi, lo);
+	/* The ICMPv6 checksum: its pseudo-header's source and the quote. */
+	diff = bpf_csum_diff((__be32 *)np->b6.ip, XFW_NAT6_ADDR_LEN, (__be32 *)np->b6.na, XFW_NAT6_ADDR_LEN, 0);
+	if (len == XFW_N6Q_TCP)
+		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_N6Q_TCP, (__be32 *)np->icmp_new, XFW_N6Q_TCP, diff);
+	else
+		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_N6Q_SHORT, (__be32 *)np->icmp_new, XFW_N6Q_SHORT,
+				     diff);
+	f = *(__u16 *)np->b6.l4;
+	*(__u16 *)np->b6.l4 = xfw_nat6_csum_update(f, diff);
+	if (len == XFW_N6Q_TCP) {
+		if (bpf_skb_store_bytes(skb, in, np->icmp_new, XFW_N6Q_TCP, 0))
+			return -1;
+	} else if (bpf_skb_store_bytes(skb, in, np->icmp_new, XFW_N6Q_SHORT, 0)) {
+		return -1;
+	}
+	if (bpf_skb_store_bytes(skb, p->l4_off + XFW_ICMP6_CSUM_OFF, np->b6.l4, sizeof(__u16), 0) ||
+	    bpf_skb_store_bytes(skb, aoff, np->b6.na, XFW_NAT6_ADDR_LEN, 0))
+		return -1;
+	p->src_hi = hi;
+	p->src_lo = lo;
+	return 0;
+}
+
+/* xfw_nat6_icmp_tc decides a forwarded ICMPv6 error (p) leaving by TC
+ * egress whose quoted packet (TCP, UDP, an ICMPv6 echo, a protocol
+ * without ports) belongs to a translated connection: one quoting a DNAT
+ * connection's packet as it went (a DNATed server's port unreachable to
+ * the client) is translated back (xfw_nat6_icmp_dnat_tc); one quoting an
+ * SNAT connection's packet as its source sent it passes: it goes back to
+ * that source, translated before routing (xfw_nat6_icmp_pre_xdp), as the
+ * kernel's. The others are dropped (returns -1), since xfw does not
+ * translate such a quoted packet as the kernel does
+ * (docs/differences.md), and forwarding it untranslated would show the
+ * translated address. Others pass (0). A global function. */
+__attribute__((noinline)) int xfw_nat6_icmp_tc(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	__u32 zero = 0, order, reply;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_ct_entry *e;
+	__u8 *q;
+
+	if (!skb || !p || !np || p->fam != 1 || !p->l4_off || p->proto != IPPROTO_ICMPV6 ||
+	    p->icmp > 0xffff || (p->icmp >> 8) >= XFW_NAT6_ICMP_INFO)
+		return 0;
+	q = np->icmp_old;
+	if (bpf_skb_load_bytes(skb, p->l4_off + XFW_NAT6_ICMP_HLEN, q, XFW_NAT6_QUOTE_LEN))
+		return 0;
+	order = xfw_nat6_quote_key(np, q);
+	if (order == XFW_NAT6_QK_NONE)
+		return 0;
+	e = xfw_nat_tracked(&np->fwd);
+	if (!e || !(e->v.nat_flags & XFW_NAT_F_ANY))
+		return 0;
+	if (order >= XFW_NAT6_QK_ECHO)
+		reply = order == XFW_NAT6_QK_ECHOREPLY;
+	else
+		reply = order != !!(e->v.status & XFW_CTST_ORIG_B);
+	if (!(e->v.nat_flags & XFW_NAT_F_DST))
+		return reply ? -1 : 0;
+	return reply || order >= XFW_NAT6_QK_ECHO ? -1 : xfw_nat6_icmp_dnat_tc(skb, p, np, e);
 }
 
 #endif /* XFW_NAT6_ICMP_H */

@@ -20,7 +20,7 @@
  * (xfw_nat_pend), rewritten there, and the ICMP checksum updated by their
  * difference (bpf_csum_diff).
  *
- * IPv6's errors about an SNAT connection: nat6_icmp.h.
+ * IPv6's errors (an SNAT connection's, a forwarded one about a DNAT): nat6_icmp.h.
  *
  * Includes: nat.h, nat_query.h, nat6_icmp.h.
  */

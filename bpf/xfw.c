@@ -640,10 +640,13 @@ __attribute__((noinline)) __u32 xfw_tc_out_walk(struct __sk_buff *skb, struct xf
 		verdict = xfw_judge(&sc->p, XFW_CHAIN_OUTPUT, 0, oifs >> 32, &sc->st, &rj);
 	}
 	sc->st.end = 0;
+	/* The OUTPUT chains' LOG lines name the first route's device,
+	 * whatever their verdict. */
+	if (sc->st.nlogs)
+		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oifs >> 32);
+	sc->st.nlogs = 0;
 	/* The OUTPUT chains accepted it: POSTROUTING with the new device. */
 	if (verdict == XFW_ACT_ACCEPT && post) {
-		if (sc->st.nlogs)
-			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oifs >> 32);
 		sc->st.start = post;
 		verdict = xfw_judge(&sc->p, XFW_CHAIN_OUTPUT, 0, (__u32)oifs, &sc->st, &rj);
 	}
@@ -688,10 +691,15 @@ __attribute__((noinline)) __u64 xfw_tc_rerouted(struct __sk_buff *skb, struct xf
 	sc->st.end = moved ? post : 0;
 	verdict = xfw_judge(&sc->p, XFW_CHAIN_OUTPUT, 0, oif, &sc->st, &rj);
 	sc->st.end = 0;
-	/* POSTROUTING with the new route's device. */
-	if (verdict == XFW_ACT_ACCEPT && moved && post) {
+	/* The OUTPUT chains' LOG lines name the first route's device,
+	 * whatever their verdict (the caller's name the new one). */
+	if (moved) {
 		if (sc->st.nlogs)
 			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
+		sc->st.nlogs = 0;
+	}
+	/* POSTROUTING with the new route's device. */
+	if (verdict == XFW_ACT_ACCEPT && moved && post) {
 		sc->st.start = post;
 		verdict = xfw_judge(&sc->p, XFW_CHAIN_OUTPUT, 0, moved, &sc->st, &rj);
 	}
@@ -902,6 +910,12 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	/* A new connection's reply tuple taken by a translation (nat_null.h). */
 	if (verdict == XFW_ACT_ACCEPT && cs && xfw_nat_null_clash(p, cs))
 		verdict = XFW_ACT_DROP;
+	/* The LOG lines before a translation the verdict did not accept is
+	 * undone: the kernel's OUTPUT chains after nat OUTPUT log the packet
+	 * as nat OUTPUT translated it (an SNAT is applied later, on accept). */
+	if (st->nlogs)
+		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
+	st->nlogs = 0;
 	if (verdict == XFW_ACT_ACCEPT && cs) {
 		xfw_ct_confirm_out(p, cs, oif);
 		xfw_nat_confirm();
@@ -910,8 +924,6 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		xfw_nat_out_undo(skb, p);
 	}
 	xfw_frag_note_tc(skb, p, cs != 0, verdict);
-	if (st->nlogs)
-		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
 	switch (verdict) {
 	case XFW_ACT_ACCEPT:
 		/* TCPMSS, DSCP, TOS, TTL, HL rewrites (mangle_apply.h). */

@@ -208,3 +208,59 @@ func rejectOutputResetToFw(t *testing.T, fam ir.Family) {
 		Ruleset: rules("-A INPUT -i lo -p tcp --tcp-flags RST RST -j DROP\n"), Corpus: corpus},
 		[2]int{0, 0}, "no reset at fw's sockets")
 }
+
+// TestNATOutputLogAfterDNAT compares the LOG lines filter OUTPUT writes
+// about fw's own datagrams nat OUTPUT translated: the kernel's filter
+// OUTPUT runs after nat OUTPUT and logs the packet as translated (DST
+// the DNAT's address). xfw logged a packet its OUTPUT dropped after its
+// translation was undone, with the original destination (difftest nat
+// seed 5: fw's UDP to 10.X.2.3 and 10.X.2.0 DNATed to sink, logged by
+// `-d` sink before the DROP policy; the tester, which attributed no LOG
+// line of a translated packet, saw xfw's line alone). From fw's own
+// address and from another host's (behind sink), in both families (and
+// to a host beyond gen, whose first route leaves by in0); with
+// the DROP policy each firewall must show each datagram's LOG line, with
+// ACCEPT also the datagram at sink.
+func TestNATOutputLogAfterDNAT(t *testing.T) {
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		// A subtest each: a session holds the host's lock until its
+		// test ends.
+		t.Run(fam.String(), func(t *testing.T) { natOutputLogAfterDNAT(t, fam) })
+	}
+}
+
+func natOutputLogAfterDNAT(t *testing.T, fam ir.Family) {
+	s := session(t, fam, func(c *difftest.Config) { c.Conntrack = true })
+	p := s.Plan()
+	ruleset := func(policy string) string {
+		return fmt.Sprintf("*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n"+
+			"-A OUTPUT -o out0 -d %s -p udp -j DNAT --to-destination %s\n"+
+			"-A OUTPUT -o in0 -d %s -p udp -j DNAT --to-destination %s\nCOMMIT\n"+
+			"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT %s [0:0]\n"+
+			"-A OUTPUT -d %s -j LOG --log-prefix nat-seen:\nCOMMIT\n", p.SinkNet, p.Sink, p.FarGen, p.Sink, policy, p.Sink)
+	}
+	// To an address of sink's link no host holds, from fw's own address
+	// and from a host's behind sink; to a host beyond gen, DNATed to
+	// sink: filter OUTPUT's line names the first route's device (in0),
+	// which the hook keeps (xfw named the new one when nat POSTROUTING
+	// was empty: difftest nat seed 51).
+	var probes []difftest.Probe
+	for i, fromTo := range [][2]netip.Addr{{p.FwOut, p.Sink.Next()}, {p.FarSink.Addr().Next().Next(), p.Sink.Next()},
+		{p.FarSink.Addr().Next().Next(), p.FarGen.Addr().Next()}} {
+		from, to := fromTo[0], fromTo[1]
+		l4 := nettest.UDP{SrcPort: uint16(20060 + i), DstPort: 443, Payload: []byte("fw's own datagram")}
+		var pkt []byte
+		if fam == ir.IPv6 {
+			pkt = nettest.IPv6{Src: from, Dst: to, HopLimit: 64}.Packet(l4)
+		} else {
+			pkt = nettest.IPv4{Src: from, Dst: to, TTL: 64}.Packet(l4)
+		}
+		probes = append(probes, difftest.Probe{From: difftest.FromFw, Path: difftest.PathOutput,
+			Frames: [][]byte{pkt}, Note: fmt.Sprintf("fw's udp from %s to %s", from, to)})
+	}
+	corpus := &difftest.Corpus{Probes: probes}
+	checkObserved(t, s, difftest.Case{Name: "LOG after nat OUTPUT's DNAT, dropped", Ruleset: ruleset("DROP"), Corpus: corpus},
+		[2]int{3, 3}, "each datagram's LOG line")
+	checkObserved(t, s, difftest.Case{Name: "LOG after nat OUTPUT's DNAT, accepted", Ruleset: ruleset("ACCEPT"), Corpus: corpus},
+		[2]int{6, 6}, "each datagram's LOG line and the datagram at sink")
+}
