@@ -532,9 +532,14 @@ static long xfw_step(__u32 iter, struct xfw_walk *walk)
 	}
 	if (ent->action != XFW_ACT_CONTINUE && ent->action != XFW_ACT_CALL &&
 	    ent->action != XFW_ACT_UNWIND) {
-		/* A terminal entry: counted here, where it was read. */
+		/* A terminal entry: counted here, where it was read, and
+		 * what the verdict needs of it kept. */
 		if (ent->flags & XFW_EF_COUNT)
 			xfw_count(st->slot, ent->rule, st->l3len);
+		st->term_action = ent->action;
+		st->term_flags = ent->flags;
+		st->term_aux = ent->aux;
+		st->term_next = ent->next;
 		st->result = e;
 		return 1;
 	}
@@ -577,7 +582,8 @@ static long xfw_step(__u32 iter, struct xfw_walk *walk)
 
 /* xfw_classify runs chain `chain` of generation slot ps->slot for the packet
  * and returns the terminal entry's index, XFW_RES_END for the policy or
- * XFW_RES_HOTDROP. Counters of the terminal entry (in xfw_step) and the
+ * XFW_RES_HOTDROP; a terminal entry's action, flags, .aux and .next in
+ * ps->term_*. Counters of the terminal entry (in xfw_step) and the
  * policy are updated here. It is a global (non-inlined) function so the verifier checks it
  * once, not once per path of the parser before it. */
 __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u32 iif,
@@ -662,7 +668,13 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 	 * routes again), whose policy entry was counted on the way. */
 	if (res == XFW_RES_END && !ps->end)
 		xfw_count(slot, chain, p->l3len);
-	return res; /* a terminal entry was counted by xfw_step */
+	/* A terminal entry was counted by xfw_step, which kept what the
+	 * verdict needs of it. */
+	ps->term_action = local->term_action;
+	ps->term_flags = local->term_flags;
+	ps->term_aux = local->term_aux;
+	ps->term_next = local->term_next;
+	return res;
 }
 
 #endif /* XFW_CLASSIFY_H */

@@ -48,6 +48,13 @@ struct xfw_pending {
 	/* The mark the packet was routed with at XDP (the one PREROUTING
 	 * left it: xfw.c xfw_xdp_mark_out). */
 	__u32 route_mark;
+	/* The terminal entry's action, flags, .aux and .next, set by
+	 * xfw_classify when the walk ends at one (xfw_judge reads them
+	 * instead of the entry). */
+	__u32 term_action;
+	__u32 term_flags;
+	__u32 term_aux;
+	__u32 term_next;
 };
 
 /* The walk's state (classify.h): in the hook's per-CPU scratch
@@ -82,6 +89,11 @@ struct xfw_cls {
 	__u32 mask_w;
 	__u64 word;
 	__u32 mask;
+	/* The terminal entry's action and flags, .aux and .next (xfw_step). */
+	__u8 term_action;
+	__u8 term_flags;
+	__u16 term_aux;
+	__u32 term_next;
 	__u32 pad3;
 	__u32 ids[XFW_FIELD_LIST];
 	/* The user chains' calls (XFW_ACT_CALL): .depth return positions
