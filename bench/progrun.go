@@ -40,7 +40,7 @@ type lbvsCost struct {
 	// Lookups is the number of BPF map lookups: field classes (binary
 	// search probes included), class→chunk ids and chunks, the entry.
 	Lookups int `json:"lookups"`
-	// Probes is the number of binary-search probes over address bounds.
+	// Probes is the number of address search tree nodes read.
 	Probes int `json:"probes"`
 }
 
@@ -298,6 +298,8 @@ func compilerPacket(f flow, l3len int) *compiler.Packet {
 func lbvsCostOf(g *compiler.Generation, p *compiler.Packet, chain int) (lbvsCost, int) {
 	var c lbvsCost
 	var cls [compiler.NumFields]uint32
+	var nodes []compiler.BoundNode
+	var shape compiler.BoundTreeShape
 	active := func(f compiler.Field) bool { return g.Active&(1<<uint(f)) != 0 }
 	for f := compiler.Field(0); f < compiler.NumFields; f++ {
 		if !active(f) {
@@ -312,21 +314,18 @@ func lbvsCostOf(g *compiler.Generation, p *compiler.Packet, chain int) (lbvsCost
 			}
 			cls[f] = g.Small[int(g.SmallBase[f])+int(v.Lo)]
 		case compiler.KindAddr:
+			// One node per level of the field's search tree
+			// (compiler.BoundTrees, bpf/classify.h xfw_addr_cls).
 			a := f.AddrIndex()
-			bounds := g.Bounds[g.AddrBase[a] : g.AddrBase[a]+g.AddrCount[a]]
-			lo, hi := 0, len(bounds)-1
-			for lo < hi {
-				c.Probes++
-				c.Lookups++
-				mid := lo + (hi-lo+1)/2
-				if !v.Less(bounds[mid].Value) {
-					lo = mid
-				} else {
-					hi = mid - 1
+			if nodes == nil {
+				var err error
+				if nodes, shape, err = g.BoundTrees(); err != nil {
+					return c, -1
 				}
 			}
-			c.Lookups++
-			cls[f] = bounds[lo].Class
+			c.Probes += int(shape.Levels[a])
+			c.Lookups += int(shape.Levels[a])
+			cls[f] = compiler.SearchBoundTree(nodes, shape, a, v)
 		default:
 			c.Lookups++
 			var ok bool
@@ -338,13 +337,68 @@ func lbvsCostOf(g *compiler.Generation, p *compiler.Packet, chain int) (lbvsCost
 			return c, -1
 		}
 	}
-	chunkOf := func(f compiler.Field, k uint32) *compiler.Chunk {
-		c.Lookups += 2 // class→chunk id, then the chunk
-		id := g.ClassChunks[cls[f]*g.NumChunks+k]
-		if id == 0 {
-			return nil
+	// The walk's reads (bpf/classify.h): entering a chunk reads each
+	// field's chunk id and chunk (the summaries and the word the walk is
+	// at), a later word of that chunk each field's chunk by the ids kept
+	// (after a RETURN to the caller's chunk, both again).
+	walkFields := g.WalkFields() // xfw_family_cfg.fields
+	idsChunk, wordChunk, wordJ := ^uint32(0), ^uint32(0), ^uint32(0)
+	var word uint64
+	andChunk := func(k, j uint32) uint64 {
+		summary, w := ^uint64(0), ^uint64(0)
+		idsChunk, wordChunk, wordJ, word = ^uint32(0), k, j, 0
+		for _, f := range walkFields {
+			c.Lookups++ // class→chunk id
+			id := g.ClassChunks[cls[f]*g.NumChunks+k]
+			if id == 0 {
+				return 0
+			}
+			c.Lookups++ // the chunk
+			summary &= g.Chunks[id].Summary
+			w &= g.Chunks[id].Words[j]
 		}
-		return &g.Chunks[id]
+		idsChunk, word = k, w
+		return summary
+	}
+	// xfw_next_chunk: the chunks where every field's class has entries,
+	// by the AND of their chunk masks (one read per field and mask word).
+	masks, maskWords := g.ChunkMasks(), g.ChunkMaskWords()
+	maskW, mask := ^uint32(0), uint32(0)
+	nextChunk := func(n uint32) uint32 {
+		w := n / compiler.ChunkMaskBits
+		if w >= maskWords {
+			return n
+		}
+		if w != maskW {
+			maskW, mask = w, ^uint32(0)
+			for _, f := range walkFields {
+				if mask == 0 {
+					break
+				}
+				c.Lookups++ // the field's mask word
+				mask &= masks[cls[f]*maskWords+w]
+			}
+		}
+		m := mask & (^uint32(0) << (n % compiler.ChunkMaskBits))
+		if m == 0 {
+			return (w + 1) * compiler.ChunkMaskBits
+		}
+		return w*compiler.ChunkMaskBits + uint32(trailingZeros(uint64(m)))
+	}
+	wordAt := func(k, j uint32) uint64 {
+		switch {
+		case wordChunk == k && wordJ == j:
+		case idsChunk == k:
+			w := ^uint64(0)
+			for _, f := range walkFields {
+				c.Lookups++ // the chunk, by the id kept
+				w &= g.Chunks[g.ClassChunks[cls[f]*g.NumChunks+k]].Words[j]
+			}
+			wordChunk, wordJ, word = k, j, w
+		default:
+			andChunk(k, j)
+		}
+		return word
 	}
 	pos, end := g.ChainStart[chain], g.ChainEnd[chain]
 	baseEnd := end
@@ -358,43 +412,21 @@ func lbvsCostOf(g *compiler.Generation, p *compiler.Packet, chain int) (lbvsCost
 			return c, -1
 		}
 		k := pos / compiler.ChunkBits
+		j := (pos % compiler.ChunkBits) / 64
 		if k != cached {
-			summary = ^uint64(0)
-			for f := compiler.Field(0); f < compiler.NumFields; f++ {
-				if !active(f) {
-					continue
-				}
-				ch := chunkOf(f, k)
-				if ch == nil {
-					summary = 0
-					break
-				}
-				summary &= ch.Summary
-			}
+			summary = andChunk(k, j)
 			cached = k
 		}
-		j := (pos % compiler.ChunkBits) / 64
 		summ := summary & (^uint64(0) << j)
 		if summ == 0 {
-			pos = (k + 1) * compiler.ChunkBits
+			pos = nextChunk(k+1) * compiler.ChunkBits
 			continue
 		}
 		if tz := uint32(trailingZeros(summ)); tz != j {
 			pos = k*compiler.ChunkBits + tz*64
 			continue
 		}
-		w := ^uint64(0) << (pos % 64)
-		for f := compiler.Field(0); f < compiler.NumFields; f++ {
-			if !active(f) {
-				continue
-			}
-			ch := chunkOf(f, k)
-			if ch == nil {
-				w = 0
-				break
-			}
-			w &= ch.Words[j]
-		}
+		w := ^uint64(0) << (pos % 64) & wordAt(k, j)
 		if w == 0 {
 			pos = k*compiler.ChunkBits + (j+1)*64
 			continue

@@ -634,20 +634,22 @@ func causesText(rep *report) string {
   filled through mmap (BPF_F_MMAPABLE), so writing them is a memory copy.
 - **Inner-map lookups are calls.** Generation maps are inner maps with
   BPF_F_INNER_MAP (each generation sizes its own), so the verifier cannot
-  inline their lookups: a packet's 40–60 lookups cost about 250 ns more
-  than the inlined lookups of the first design (per-packet table), the
-  price of updates without the verifier; FORWARD throughput ratios did not
-  move measurably.
+  inline their lookups, the price of updates without the verifier. A
+  match now reads 18–22 of them (50 to 100K rules, the steps / lookups
+  columns), down from 40–58; inlining the rest (fixed-size inner maps,
+  tried) saved about 6 ns of ~165 at 10K rules: what is left is the
+  search's own instructions, not the calls.
 - **No sets yet.** A blocklist is one rule per address: the source is
-  classified by binary search over 2n interval bounds (about 18 probes at
-  100K) where ipset and nft sets do one hash lookup, and the class → chunk
+  classified by a search tree over 2n interval bounds (4 nodes of 32 keys
+  read at 100K) where ipset and nft sets do one hash lookup, and the class → chunk
   table (one class per address × n/4,096 chunks) grows quadratically: at a
   million addresses it would hold about 245 million entries, so the bench
   stops xfw at 100K.
-- **Per-packet cost grows in steps of 4,096 rules.** The search walks one
-  chunk summary per 4,096 rules before it reaches a late match (the steps
-  column of the BPF_PROG_TEST_RUN table), so a match near the end of a
-  100K chain costs about twice one near the start.
+- **Per-packet cost grows in steps of 4,096 rules.** The search reads the
+  chunks (4,096 rules each) where every field's class has entries, 32
+  chunks' masks at a time (the steps column of the BPF_PROG_TEST_RUN
+  table), so a match near the end of a 100K chain costs about 1.2–1.3×
+  one near the start (it was about twice before the chunk masks).
 - **veth fixed costs dominate small rulesets.** With few rules every
   firewall spends most of fw's CPU in the veth and forwarding path; xfw's
   XDP and TCX programs add a fixed cost there, so at 0–100 rules it can be

@@ -8,8 +8,9 @@
  * answers are one of its fields in set_lookup.h.
  *
  * Data of one slot (built by internal/compiler; layouts in xfw_structs.h):
- *   value → class:  o_small (direct arrays), o_bounds (sorted intervals,
- *                   binary search), o_hcls (hash, with a default class)
+ *   value → class:  o_small (direct arrays), o_bounds (sorted intervals
+ *                   as search trees of 32-key nodes), o_hcls (hash, with
+ *                   a default class)
  *   class → chunks: o_clsch[class * nchunks + k] = chunk id (0 = empty)
  *   chunk:          o_chunks[id] = summary word + 64 words of bits
  *   entries:        o_entries[i] = action of flattened entry i
@@ -83,49 +84,57 @@ static __always_inline int xfw_small_cls(struct xfw_cls *st, struct xfw_family_c
  * family's bounds) into xfw_addr_cls's argument fa. */
 #define XFW_ADDR_FA(f, a) ((f) << 8 | (a))
 
+/* xfw_bkey_le reports whether key k is at most address hi:lo. */
+static __always_inline int xfw_bkey_le(const struct xfw_bkey *k, __u64 hi, __u64 lo)
+{
+	return k->hi < hi || (k->hi == hi && k->lo <= lo);
+}
+
 /* xfw_addr_cls classifies address hi:lo of field fa (XFW_ADDR_FA) by a
- * binary search of the generation's bounds. A global function: the
- * search's steps are verified once, not at each of xfw_resolve's four
- * address fields (about 7,000 instructions per program). */
+ * search of the field's tree in the generation's bounds map (struct
+ * xfw_bnode): one node per level, a binary search of its keys for the
+ * last one ≤ the address (the first when none is: the tree's first key is
+ * the field's minimum), whose slot names the child, or at a leaf the
+ * class. A global function: the search's steps are verified once, not at
+ * each of xfw_resolve's four address fields. */
 __attribute__((noinline)) int xfw_addr_cls(struct xfw_cls *st, struct xfw_family_cfg *fc,
 					   __u32 fa, __u64 hi, __u64 lo)
 {
-	__u32 f = fa >> 8, a = fa & 0xff;
+	__u32 f = fa >> 8, a = fa & (XFW_NADDR - 1);
+	__u32 node, levels;
+	struct xfw_bnode *n;
 	void *bounds;
-	__u32 base, l = 0, h, key;
-	struct xfw_bound *b;
 
 	if (!st || !fc || f >= XFW_NFIELDS)
 		return 0;
 	bounds = xfw_inner(&xfw_o_bounds, st->slot);
-	base = fc->addr_base[a & (XFW_NADDR - 1)];
-	h = fc->addr_count[a & (XFW_NADDR - 1)] - 1;
 	if (!bounds)
 		return 0;
-	for (int i = 0; i < XFW_BSEARCH_STEPS; i++) {
-		__u32 mid;
+	node = fc->addr_root[a];
+	levels = fc->addr_levels[a];
+	if (!levels || levels > XFW_BTREE_LEVELS)
+		return 0; /* the control plane builds no deeper tree */
+	for (int l = 0; l < XFW_BTREE_LEVELS; l++) {
+		__u32 i = 0;
 
-		if (l >= h)
+		if (l >= levels)
 			break;
-		mid = l + (h - l + 1) / 2;
-		key = base + mid;
-		b = bpf_map_lookup_elem(bounds, &key);
-		if (!b)
+		n = bpf_map_lookup_elem(bounds, &node);
+		if (!n)
 			return 0;
-		if (b->hi < hi || (b->hi == hi && b->lo <= lo))
-			l = mid;
-		else
-			h = mid - 1;
+#pragma unroll
+		for (__u32 w = XFW_BTREE_FANOUT / 2; w; w /= 2)
+			if (xfw_bkey_le(&n->key[(i + w) & (XFW_BTREE_FANOUT - 1)], hi, lo))
+				i += w;
+		node = n->cls[i & (XFW_BTREE_FANOUT - 1)];
 	}
-	key = base + l;
-	b = bpf_map_lookup_elem(bounds, &key);
-	if (!b || !b->cls)
+	if (!node)
 		return 0;
 	/* The bound in the very register the store uses. */
 	xfw_barrier_var(f);
 	if (f >= XFW_NFIELDS)
 		return 0;
-	st->cls[f] = b->cls;
+	st->cls[f] = node;
 	return 1;
 }
 
@@ -164,7 +173,7 @@ __attribute__((noinline)) __u32 xfw_addrtype_value(struct xfw_pkt *p, __u32 iif,
 /* xfw_resolve maps every active field to its class; 0 when some field's
  * class is empty, so no entry can match (early break). A global function:
  * its temporaries stay off the deepest call chain's stack (XDP program →
- * xfw_classify → bpf_loop callback → xfw_and_fields), which must fit in 512
+ * xfw_classify → bpf_loop callback → xfw_and_chunk), which must fit in 512
  * bytes. */
 __attribute__((noinline)) int xfw_resolve(struct xfw_pkt *p, __u32 iif, __u32 oif,
 					  struct xfw_cls *st, __u32 setbits)
@@ -251,38 +260,28 @@ __attribute__((noinline)) int xfw_resolve(struct xfw_pkt *p, __u32 iif, __u32 oi
 	return 1;
 }
 
-/* xfw_chunk_of returns the chunk of field f for chunk index c, NULL when it
- * is empty. */
-static __always_inline struct xfw_chunk *xfw_chunk_of(struct xfw_cls *st, void *clsch,
-						      void *chunks, __u32 nchunks, __u32 f,
-						      __u32 c)
-{
-	__u32 key = st->cls[f] * nchunks + c;
-	__u32 *id = bpf_map_lookup_elem(clsch, &key);
-
-	if (!id || !*id)
-		return NULL;
-	return bpf_map_lookup_elem(chunks, id);
-}
-
-/* XFW_SUMMARY as the word index asks xfw_and_fields for the summaries. */
-#define XFW_SUMMARY XFW_CHUNK_WORDS
-
-/* xfw_and_fields returns the AND, over the active fields, of word j of
- * chunk c of each field's class (j == XFW_SUMMARY: the chunk summaries);
- * 0 when some field's chunk is empty. A global function, verified once on
- * its own: inlined into the bpf_loop callback, its per-field branches
- * multiply with the callback's and the verifier gives up. */
-__attribute__((noinline)) __u64 xfw_and_fields(struct xfw_cls *st, __u32 c, __u32 j)
+/* xfw_and_chunk returns the AND, over the active fields, of the summaries
+ * of chunk c of each field's class; 0 when some field's chunk is empty.
+ * From the same elements it ANDs word j into st->word (.word_chunk c,
+ * .word_j j: the word the walk is at) and keeps each field's chunk id
+ * (.ids, .ids_chunk c) for the chunk's later words (xfw_and_word). A
+ * global function, verified once on its own: inlined into the bpf_loop
+ * callback, its per-field branches multiply with the callback's and the
+ * verifier gives up. */
+__attribute__((noinline)) __u64 xfw_and_chunk(struct xfw_cls *st, __u32 c, __u32 j)
 {
 	struct xfw_family_cfg *fc;
 	void *clsch, *chunks;
 	struct xfw_chunk *ch;
-	__u64 acc = ~0ULL;
-	__u32 f, slot;
+	__u64 acc = ~0ULL, word = ~0ULL;
+	__u32 f, slot, key, *id;
 
 	if (!st)
 		return 0;
+	st->ids_chunk = ~0u;
+	st->word_chunk = c;
+	st->word_j = j;
+	st->word = 0;
 	slot = st->slot;
 	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
 	clsch = xfw_inner(&xfw_o_clsch, slot);
@@ -295,15 +294,112 @@ __attribute__((noinline)) __u64 xfw_and_fields(struct xfw_cls *st, __u32 c, __u3
 		f = fc->fields[i];
 		if (f >= XFW_NFIELDS)
 			return 0;
-		ch = xfw_chunk_of(st, clsch, chunks, fc->nchunks, f, c);
+		key = st->cls[f] * fc->nchunks + c;
+		id = bpf_map_lookup_elem(clsch, &key);
+		if (!id || !*id)
+			return 0;
+		st->ids[i & (XFW_FIELD_LIST - 1)] = *id;
+		ch = bpf_map_lookup_elem(chunks, id);
 		if (!ch)
 			return 0;
-		if (j >= XFW_SUMMARY)
-			acc &= ch->summary;
-		else
-			acc &= ch->words[j & (XFW_CHUNK_WORDS - 1)];
+		acc &= ch->summary;
+		word &= ch->words[j & (XFW_CHUNK_WORDS - 1)];
 	}
+	st->ids_chunk = c;
+	st->word = word;
 	return acc;
+}
+
+/* xfw_and_word returns the AND, over the active fields, of word j of the
+ * chunks xfw_and_chunk last found (st->ids: one lookup per field), and
+ * keeps it in st->word. A global function, as xfw_and_chunk. */
+__attribute__((noinline)) __u64 xfw_and_word(struct xfw_cls *st, __u32 j)
+{
+	struct xfw_family_cfg *fc;
+	struct xfw_chunk *ch;
+	__u64 acc = ~0ULL;
+	__u32 slot, id;
+	void *chunks;
+
+	if (!st)
+		return 0;
+	slot = st->slot;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	chunks = xfw_inner(&xfw_o_chunks, slot);
+	if (!fc || !chunks)
+		return 0;
+	for (__u32 i = 0; i < XFW_NFIELDS; i++) {
+		if (i >= fc->nfields)
+			break;
+		id = st->ids[i & (XFW_FIELD_LIST - 1)];
+		ch = bpf_map_lookup_elem(chunks, &id);
+		if (!ch)
+			return 0;
+		acc &= ch->words[j & (XFW_CHUNK_WORDS - 1)];
+	}
+	st->word_chunk = st->ids_chunk;
+	st->word_j = j;
+	st->word = acc;
+	return acc;
+}
+
+/* XFW_MASK_BITS is the number of chunks a chunk mask word covers
+ * (compiler.ChunkMaskBits). */
+#define XFW_MASK_BITS 32
+
+/* xfw_next_chunk returns the first chunk from n on where every active
+ * field's class has entries (by the AND of the fields' chunk masks of
+ * n's mask word, kept in st->mask), or the first chunk of the next mask
+ * word when none of n's word has; n itself when the masks say nothing. A
+ * global function, as xfw_and_chunk. */
+__attribute__((noinline)) __u32 xfw_next_chunk(struct xfw_cls *st, __u32 n)
+{
+	struct xfw_family_cfg *fc;
+	__u32 w = n / XFW_MASK_BITS, slot, f, key, acc, *m;
+	void *clsch;
+
+	if (!st)
+		return n;
+	if (st->mask_w != w) {
+		slot = st->slot;
+		fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+		clsch = xfw_inner(&xfw_o_clsch, slot);
+		if (!fc || !clsch || w >= fc->mask_words)
+			return n;
+		acc = ~0u;
+		for (__u32 i = 0; i < XFW_NFIELDS; i++) {
+			if (i >= fc->nfields || !acc)
+				break;
+			f = fc->fields[i];
+			if (f >= XFW_NFIELDS)
+				return n;
+			key = fc->mask_base + st->cls[f] * fc->mask_words + w;
+			m = bpf_map_lookup_elem(clsch, &key);
+			if (!m)
+				return n;
+			acc &= *m;
+		}
+		st->mask_w = w;
+		st->mask = acc;
+	}
+	acc = st->mask & (~0u << (n % XFW_MASK_BITS));
+	if (!acc)
+		return (w + 1) * XFW_MASK_BITS;
+	return w * XFW_MASK_BITS + xfw_ctz64(acc);
+}
+
+/* xfw_word_at returns the AND of the active fields' word j of chunk c:
+ * cached when xfw_and_chunk read it on entering the chunk, one lookup per
+ * field while the chunk's ids are kept, two after a RETURN brought the
+ * walk back to its caller's chunk. */
+static __always_inline __u64 xfw_word_at(struct xfw_cls *st, __u32 c, __u32 j)
+{
+	if (st->word_chunk == c && st->word_j == j)
+		return st->word;
+	if (st->ids_chunk == c)
+		return xfw_and_word(st, j);
+	xfw_and_chunk(st, c, j);
+	return st->word;
 }
 
 /* xfw_call enters a user chain's region at entry `to` from CALL entry e
@@ -387,14 +483,15 @@ static long xfw_step(__u32 iter, struct xfw_walk *walk)
 		return 1;
 	}
 	c = pos / XFW_CHUNK_BITS;
+	j = (pos % XFW_CHUNK_BITS) / 64;
 	if (c != st->chunk) {
 		st->chunk = c;
-		st->summary = xfw_and_fields(st, c, XFW_SUMMARY);
+		st->summary = xfw_and_chunk(st, c, j);
 	}
-	j = (pos % XFW_CHUNK_BITS) / 64;
 	summ = st->summary & (~0ULL << j);
 	if (!summ) {
-		st->pos = (c + 1) * XFW_CHUNK_BITS;
+		/* On to the next chunk that can hold a match. */
+		st->pos = xfw_next_chunk(st, c + 1) * XFW_CHUNK_BITS;
 		return 0;
 	}
 	if (xfw_ctz64(summ) != j) {
@@ -402,7 +499,7 @@ static long xfw_step(__u32 iter, struct xfw_walk *walk)
 		st->pos = c * XFW_CHUNK_BITS + xfw_ctz64(summ) * 64;
 		return 0;
 	}
-	w = (~0ULL << (pos % 64)) & xfw_and_fields(st, c, j);
+	w = (~0ULL << (pos % 64)) & xfw_word_at(st, c, j);
 	if (!w) {
 		st->pos = c * XFW_CHUNK_BITS + (j + 1) * 64;
 		return 0;
@@ -435,6 +532,14 @@ static long xfw_step(__u32 iter, struct xfw_walk *walk)
 	}
 	if (ent->action != XFW_ACT_CONTINUE && ent->action != XFW_ACT_CALL &&
 	    ent->action != XFW_ACT_UNWIND) {
+		/* A terminal entry: counted here, where it was read, and
+		 * what the verdict needs of it kept. */
+		if (ent->flags & XFW_EF_COUNT)
+			xfw_count(st->slot, ent->rule, st->l3len);
+		st->term_action = ent->action;
+		st->term_flags = ent->flags;
+		st->term_aux = ent->aux;
+		st->term_next = ent->next;
 		st->result = e;
 		return 1;
 	}
@@ -477,18 +582,17 @@ static long xfw_step(__u32 iter, struct xfw_walk *walk)
 
 /* xfw_classify runs chain `chain` of generation slot ps->slot for the packet
  * and returns the terminal entry's index, XFW_RES_END for the policy or
- * XFW_RES_HOTDROP. Counters of the terminal entry and the policy are updated
- * here. It is a global (non-inlined) function so the verifier checks it
+ * XFW_RES_HOTDROP; a terminal entry's action, flags, .aux and .next in
+ * ps->term_*. Counters of the terminal entry (in xfw_step) and the
+ * policy are updated here. It is a global (non-inlined) function so the verifier checks it
  * once, not once per path of the parser before it. */
 __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u32 iif,
 					     __u32 oif, struct xfw_pending *ps)
 {
 	struct xfw_family_cfg *fc;
-	struct xfw_entry *ent;
 	struct xfw_xdp_scratch *sc;
 	struct xfw_cls *local;
 	struct xfw_walk walk;
-	void *entries;
 	__u32 res, slot, hook;
 
 	/* A global function: verified once, on its own, with these checks. */
@@ -513,6 +617,9 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 	local->hotdrop = xfw_defects(p);
 	local->nlogs = 0;
 	local->chunk = ~0u;
+	local->ids_chunk = ~0u;
+	local->word_chunk = ~0u;
+	local->mask_w = ~0u;
 	local->result = XFW_RES_END;
 	if (chain >= XFW_NCHAINS)
 		return XFW_RES_END;
@@ -559,17 +666,14 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 	/* The policy decides at the walk's end, counted; not where a walk
 	 * stopped early (ps->end: before POSTROUTING, or where the kernel
 	 * routes again), whose policy entry was counted on the way. */
-	if (res == XFW_RES_END) {
-		if (!ps->end)
-			xfw_count(slot, chain, p->l3len);
-		return res;
-	}
-	entries = xfw_inner(&xfw_o_entries, slot);
-	if (!entries)
-		return res;
-	ent = bpf_map_lookup_elem(entries, &res);
-	if (ent && (ent->flags & XFW_EF_COUNT))
-		xfw_count(slot, ent->rule, p->l3len);
+	if (res == XFW_RES_END && !ps->end)
+		xfw_count(slot, chain, p->l3len);
+	/* A terminal entry was counted by xfw_step, which kept what the
+	 * verdict needs of it. */
+	ps->term_action = local->term_action;
+	ps->term_flags = local->term_flags;
+	ps->term_aux = local->term_aux;
+	ps->term_next = local->term_next;
 	return res;
 }
 

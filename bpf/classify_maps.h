@@ -54,7 +54,7 @@ struct name {                                                                   
 	__uint(map_flags, BPF_F_INNER_MAP | BPF_F_MMAPABLE);                       \
 }
 XFW_INNER_ARRAY(xfw_small_m, __u32);
-XFW_INNER_ARRAY(xfw_bounds_m, struct xfw_bound);
+XFW_INNER_ARRAY(xfw_bounds_m, struct xfw_bnode);
 XFW_INNER_ARRAY(xfw_clsch_m, __u32);
 XFW_INNER_ARRAY(xfw_chunks_m, struct xfw_chunk);
 XFW_INNER_ARRAY(xfw_entries_m, struct xfw_entry);

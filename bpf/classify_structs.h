@@ -48,6 +48,13 @@ struct xfw_pending {
 	/* The mark the packet was routed with at XDP (the one PREROUTING
 	 * left it: xfw.c xfw_xdp_mark_out). */
 	__u32 route_mark;
+	/* The terminal entry's action, flags, .aux and .next, set by
+	 * xfw_classify when the walk ends at one (xfw_judge reads them
+	 * instead of the entry). */
+	__u32 term_action;
+	__u32 term_flags;
+	__u32 term_aux;
+	__u32 term_next;
 };
 
 /* The walk's state (classify.h): in the hook's per-CPU scratch
@@ -67,6 +74,28 @@ struct xfw_cls {
 	__u32 chunk;   /* chunk whose summary is cached, or ~0 */
 	__u32 slot;    /* generation slot (family * 2 + bank) */
 	__u64 summary; /* AND of the active fields' summaries of .chunk */
+	/* What xfw_and_chunk read besides the summary: the chunk id of each
+	 * active field (in the order of xfw_family_cfg.fields) for chunk
+	 * .ids_chunk (~0: none), so a later word of that chunk reads one
+	 * element per field, not two; and the AND of word .word_j of chunk
+	 * .word_chunk (~0: none), the word the walk was at when it entered
+	 * the chunk. A class changed by the walk (mangle.h
+	 * xfw_mangle_reclass) forgets them, as it forgets .chunk. */
+	__u32 ids_chunk;
+	__u32 word_chunk;
+	__u32 word_j;
+	/* The AND of the active fields' chunk masks of mask word .mask_w
+	 * (~0: none read), xfw_next_chunk's. */
+	__u32 mask_w;
+	__u64 word;
+	__u32 mask;
+	/* The terminal entry's action and flags, .aux and .next (xfw_step). */
+	__u8 term_action;
+	__u8 term_flags;
+	__u16 term_aux;
+	__u32 term_next;
+	__u32 pad3;
+	__u32 ids[XFW_FIELD_LIST];
 	/* The user chains' calls (XFW_ACT_CALL): .depth return positions
 	 * in .stack; .base_end is the walk's end, .end while in a region
 	 * is past every entry (the region's RETURN stops the search). */

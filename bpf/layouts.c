@@ -36,7 +36,7 @@ struct xfw_layouts {
 	struct xfw_pred pred;
 	struct xfw_u32_test u32_test;
 	struct xfw_chunk chunk;
-	struct xfw_bound bound;
+	struct xfw_bnode bnode;
 	struct xfw_hkey hkey;
 	struct xfw_counter counter;
 	struct xfw_logcfg logcfg;

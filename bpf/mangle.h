@@ -49,8 +49,9 @@
 #define XFW_MG_OPTLEN 4    /* TCPOLEN_MSS */
 
 /* xfw_mangle_reclass looks field f's class up again for value (the walk
- * changed it), when the generation classifies f, and forgets the cached
- * chunk summaries (the walk's and those its calls saved). A global
+ * changed it), when the generation classifies f, and forgets what the
+ * walk cached from the old class: the chunk summaries (the walk's and
+ * those its calls saved), chunk ids, word and chunk masks. A global
  * function: one copy of its loop for every rewrite. */
 __attribute__((noinline)) int xfw_mangle_reclass(struct xfw_cls *st, __u32 slot, __u32 f, __u32 value)
 {
@@ -65,7 +66,12 @@ __attribute__((noinline)) int xfw_mangle_reclass(struct xfw_cls *st, __u32 slot,
 	key = fc->small_base[i] + value;
 	c = bpf_map_lookup_elem(small, &key);
 	st->cls[i] = c ? *c : 0;
+	/* Everything read with the old class: the summary, the chunk ids,
+	 * the word and the chunk masks (classify.h). */
 	st->chunk = ~0u;
+	st->ids_chunk = ~0u;
+	st->word_chunk = ~0u;
+	st->mask_w = ~0u;
 	for (__u32 d = 0; d < XFW_MAX_CALLS; d++) {
 		if (d >= st->depth)
 			break;

@@ -133,8 +133,6 @@ static __always_inline int xfw_prewalk_used(__u32 slot)
 static __always_inline __u32 xfw_judge(struct xfw_pkt *p, __u32 chain, __u32 iif,
 				       __u32 oif, struct xfw_pending *st, __u32 *reject)
 {
-	struct xfw_entry *ent;
-	void *entries;
 	__u32 res;
 
 	res = xfw_classify(p, chain, iif, oif, st);
@@ -144,18 +142,13 @@ static __always_inline __u32 xfw_judge(struct xfw_pkt *p, __u32 chain, __u32 iif
 	 * every chain before: the chains after it decide. */
 	if (res == XFW_RES_END)
 		return st->end ? XFW_ACT_ACCEPT : xfw_policy(st->slot, chain);
-	entries = xfw_inner(&xfw_o_entries, st->slot);
-	if (!entries)
-		return XFW_ACT_DROP;
-	ent = bpf_map_lookup_elem(entries, &res);
-	if (!ent)
-		return XFW_ACT_DROP;
-	*reject = ent->aux;
-	st->nat_addr = ent->next; /* XFW_ACT_DNAT's address and port */
-	st->nat_port = ent->aux;
-	if (ent->flags & XFW_EF_NATRANGE) /* its range's probe (nat_range.h) */
+	/* The terminal entry, as the walk read it (xfw_classify). */
+	*reject = st->term_aux;
+	st->nat_addr = st->term_next; /* XFW_ACT_DNAT's address and port */
+	st->nat_port = st->term_aux;
+	if (st->term_flags & XFW_EF_NATRANGE) /* its range's probe (nat_range.h) */
 		st->nat_port |= XFW_NAT_RANGED | st->slot << XFW_NAT_RANGE_SLOT_SHIFT;
-	return ent->action;
+	return st->term_action;
 }
 
 /* xfw_xdp_parse parses the frame into p. A global function: the parser is

@@ -131,12 +131,26 @@ struct xfw_chunk {
 	__u64 words[XFW_CHUNK_WORDS];
 };
 
-/* One interval lower bound of an address field. */
-struct xfw_bound {
+/* The address fields' interval bounds as static search trees (one per
+ * field, in the slot's bounds map; internal/compiler/boundtree.go): each
+ * node holds XFW_BTREE_FANOUT sorted keys, a leaf's with their classes, a
+ * parent's with the node index of the child each key starts. A search
+ * reads one node per level (at most XFW_BTREE_LEVELS) instead of one
+ * bound per binary search step: every read of a generation's map is a
+ * helper call. */
+#define XFW_BTREE_FANOUT 32
+#define XFW_BTREE_LEVELS 5 /* XFW_BTREE_FANOUT^5 >= 2^22 bounds */
+
+/* An address, high and low words: the key of a search tree node. */
+struct xfw_bkey {
 	__u64 hi;
 	__u64 lo;
-	__u32 cls;
-	__u32 pad;
+};
+
+/* One search tree node. Slots past the node's last real key repeat it. */
+struct xfw_bnode {
+	struct xfw_bkey key[XFW_BTREE_FANOUT];
+	__u32 cls[XFW_BTREE_FANOUT]; /* leaf: class; parent: child node */
 };
 
 /* Key of the hashed fields (interfaces, MAC). */
@@ -199,8 +213,10 @@ struct xfw_family_cfg {
 	__u32 default_cls[XFW_NFIELDS]; /* class of hashed values not in map */
 	__u32 max_iters;                /* bpf_loop bound: nchunks + hops + 1 */
 	__u32 addr_base[XFW_NADDR];     /* first interval bound of SRC, DST,
-					 * CTOSRC, CTODST */
-	__u32 addr_count[XFW_NADDR];    /* their interval bounds */
+					 * CTOSRC, CTODST (flat, as the
+					 * compiler numbers them) */
+	__u32 addr_count[XFW_NADDR];    /* their interval bounds (the
+					 * search reads .addr_root) */
 	__u32 ncounters;                /* counters per CPU (policies + rules) */
 	__u32 nfields;                  /* active fields, listed in .fields */
 	__u8 fields[XFW_FIELD_LIST];    /* the active fields' enum xfw_field */
@@ -255,6 +271,17 @@ struct xfw_family_cfg {
 	 * (0: the walk classifies). */
 	__u32 trivial[XFW_NCHAINS];
 	__u32 trivial_ctr[XFW_NCHAINS][XFW_TRIVIAL_CTRS];
+	/* The address fields' search trees (struct xfw_bnode): the root's
+	 * node in the slot's bounds map and the levels a search reads (0:
+	 * the field has no bounds). */
+	__u32 addr_root[XFW_NADDR];
+	__u32 addr_levels[XFW_NADDR];
+	/* The classes' chunk masks (compiler.ChunkMasks), kept in the
+	 * slot's clsch map after the class→chunk ids: word w of class c at
+	 * mask_base + c * mask_words + w, bit b set when the class's chunk
+	 * w * 32 + b is not empty. */
+	__u32 mask_base;
+	__u32 mask_words;
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 
@@ -48,9 +49,12 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 	if err := putU32s(m["small"], g.Small); err != nil {
 		return fmt.Errorf("fill small-field classes: %w", err)
 	}
-	if err := putArray(m["bounds"], len(g.Bounds), func(i int) bpfBound {
-		b := g.Bounds[i]
-		return bpfBound{Hi: b.Value.Hi, Lo: b.Value.Lo, Cls: b.Class}
+	nodes, _, err := g.BoundTrees()
+	if err != nil {
+		return fmt.Errorf("fill address bounds: %w", err)
+	}
+	if err := putArray(m["bounds"], len(nodes), func(i int) bpfBNode {
+		return *(*bpfBNode)(unsafe.Pointer(&nodes[i]))
 	}); err != nil {
 		return fmt.Errorf("fill address bounds: %w", err)
 	}
@@ -70,7 +74,7 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 			return fmt.Errorf("fill hashed classes: %w", err)
 		}
 	}
-	if err := putU32s(m["clsch"], g.ClassChunks); err != nil {
+	if err := putU32s(m["clsch"], g.ClassChunks, g.ChunkMasks()); err != nil {
 		return fmt.Errorf("fill class chunks: %w", err)
 	}
 	if err := putChunks(m["chunks"], g.Chunks); err != nil {

@@ -8,10 +8,14 @@ import "github.com/xfw-dev/xfw/internal/compiler"
 // match the C structs byte for byte: TestLayoutMirrors checks each field
 // against the BTF of the built objects.
 
-type bpfBound struct {
+// bpfBNode is struct xfw_bnode: compiler.BoundNode, byte for byte.
+type bpfBNode struct {
+	Key [compiler.BoundFanout]bpfBKey
+	Cls [compiler.BoundFanout]uint32
+}
+
+type bpfBKey struct {
 	Hi, Lo uint64
-	Cls    uint32
-	Pad    uint32
 }
 
 type bpfHKey struct {
@@ -116,6 +120,14 @@ type bpfFamilyCfg struct {
 	// those counters (compiler.Generation.TrivialWalk; bpf/trivial.h).
 	Trivial    [compiler.NumChains]uint32
 	TrivialCtr [compiler.NumChains][compiler.MaxTrivialCounters]uint32
+	// AddrRoot and AddrLevels are the address fields' search trees
+	// (compiler.BoundTreeShape).
+	AddrRoot   [compiler.NumAddrFields]uint32
+	AddrLevels [compiler.NumAddrFields]uint32
+	// MaskBase and MaskWords place the classes' chunk masks
+	// (compiler.ChunkMasks) in the clsch map, after the class→chunk ids.
+	MaskBase  uint32
+	MaskWords uint32
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
@@ -194,6 +206,9 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 	}
 	copy(c.SmallBase[:], g.SmallBase[:])
 	copy(c.DefaultCls[:], g.DefaultClass[:])
+	shape := compiler.ShapeBoundTrees(g.AddrCount)
+	c.AddrRoot, c.AddrLevels = shape.Root, shape.Levels
+	c.MaskBase, c.MaskWords = uint32(len(g.ClassChunks)), g.ChunkMaskWords()
 	for h := 0; h < compiler.NumChains; h++ {
 		c.ChainStart[h], c.ChainEnd[h] = g.Walk(h)
 	}
@@ -215,11 +230,9 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 	}
 	fillExt6(&c, g.Ext6Conds())
 	fillHdr4(&c, g.Hdr4Conds())
-	for f := compiler.Field(0); f < bpfNumFields; f++ {
-		if g.Active&(1<<f) != 0 {
-			c.Fields[c.NFields] = uint8(f)
-			c.NFields++
-		}
+	for _, f := range g.WalkFields() {
+		c.Fields[c.NFields] = uint8(f)
+		c.NFields++
 	}
 	for i, d := range g.PolicyDrop {
 		if d {

@@ -6,11 +6,11 @@ import (
 )
 
 // TestByteStrides checks the strides RunningGeneration decodes struct
-// xfw_bound and struct xfw_entry with against the Go mirrors of the data
+// xfw_bnode and struct xfw_entry with against the Go mirrors of the data
 // plane's layouts.
 func TestByteStrides(t *testing.T) {
-	if got := unsafe.Sizeof(bpfBound{}); got != boundStride {
-		t.Errorf("struct xfw_bound is %d bytes, boundStride %d", got, boundStride)
+	if got := int(unsafe.Sizeof(bpfBNode{})); got != boundNodeStride {
+		t.Errorf("struct xfw_bnode is %d bytes, boundNodeStride %d", got, boundNodeStride)
 	}
 	if got := (unsafe.Sizeof(bpfEntry{}) + 7) &^ 7; got != entryStride {
 		t.Errorf("struct xfw_entry takes %d bytes, entryStride %d", got, entryStride)

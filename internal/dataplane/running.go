@@ -83,8 +83,9 @@ type SetLookupInfo struct {
 
 // genMetaVersion numbers what genMeta holds: 1 added CtExpires and the
 // filter chains of a generation that walks other tables, without which
-// the generation read back is not the one compiled.
-const genMetaVersion = 1
+// the generation read back is not the one compiled; 2: the bounds map
+// holds search trees (struct xfw_bnode), no longer the flat bounds.
+const genMetaVersion = 2
 
 // generationMeta encodes u's generation metadata.
 func generationMeta(u *Update) ([]byte, error) {
@@ -183,15 +184,13 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 			g.Small, err = readU32s(r.m, r.n)
 			return err
 		}),
-		read("bounds", int(c.AddrCount[0]+c.AddrCount[1]+c.AddrCount[2]+c.AddrCount[3]), func(r *mapReader) error {
-			mem, err := mappedPrefix(r.m, r.n*boundStride)
+		read("bounds", compiler.ShapeBoundTrees(c.AddrCount).Nodes, func(r *mapReader) (err error) {
+			mem, err := mappedPrefix(r.m, r.n*boundNodeStride)
 			if err != nil {
 				return fmt.Errorf("bounds: %w", err)
 			}
-			g.Bounds = make([]compiler.Bound, r.n)
-			prefault.Slice(g.Bounds)
-			copy(boundBytes(g.Bounds), mem)
-			return nil
+			g.Bounds, err = compiler.BoundsOfTrees(boundNodes(mem), c.AddrBase, c.AddrCount)
+			return err
 		}),
 		read("clsch", meta.ClassChunks, func(r *mapReader) (err error) {
 			g.ClassChunks, err = readU32s(r.m, r.n)
@@ -269,12 +268,12 @@ func (s *state) savedMeta(slot uint32) ([]byte, error) {
 	return meta, nil
 }
 
-// Strides of the generation arrays read byte by byte: struct xfw_bound
-// (two __u64, a __u32 class and padding: 24 bytes) and struct xfw_entry (12 bytes
-// at the kernel's 8-byte alignment).
+// Strides of the generation arrays read byte by byte: struct xfw_bnode
+// (compiler.BoundNode: 32 keys of two __u64, 32 __u32 classes) and struct
+// xfw_entry (12 bytes at the kernel's 8-byte alignment).
 const (
-	boundStride = 24
-	entryStride = 16
+	boundNodeStride = int(unsafe.Sizeof(compiler.BoundNode{}))
+	entryStride     = 16
 )
 
 // readChunks returns the n chunks of active, the running generation's
@@ -315,7 +314,7 @@ func (s *state) readChunks(active *ebpf.Map, fam ir.Family, n int) ([]compiler.C
 // The Go layouts read and written as the data plane's bytes: a build
 // fails here when they drift apart.
 var (
-	_ = [1]struct{}{}[unsafe.Sizeof(compiler.Bound{})-boundStride]
+	_ = [1]struct{}{}[unsafe.Sizeof(compiler.BoundNode{})-unsafe.Sizeof(bpfBNode{})]
 	_ = [1]struct{}{}[unsafe.Sizeof(compiler.Chunk{})-unsafe.Sizeof(bpfChunk{})]
 )
 
@@ -327,14 +326,13 @@ const chunkRoom = 1024
 // chunkStride is the size of struct xfw_chunk (and of compiler.Chunk).
 const chunkStride = int(unsafe.Sizeof(compiler.Chunk{}))
 
-// boundBytes views bounds as the bytes of struct xfw_bound elements
-// (compiler.Bound has the data plane's layout: two __u64, a __u32 and
-// padding).
-func boundBytes(bounds []compiler.Bound) []byte {
-	if len(bounds) == 0 {
+// boundNodes views mem, a bounds map's memory, as its search tree nodes
+// (compiler.BoundNode has the data plane's layout, struct xfw_bnode).
+func boundNodes(mem []byte) []compiler.BoundNode {
+	if len(mem) < boundNodeStride {
 		return nil
 	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&bounds[0])), len(bounds)*boundStride)
+	return unsafe.Slice((*compiler.BoundNode)(unsafe.Pointer(unsafe.SliceData(mem))), len(mem)/boundNodeStride)
 }
 
 // setLookupInfos describes the set lookups of a generation.

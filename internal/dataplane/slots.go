@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
@@ -67,9 +68,9 @@ func mapSizes(u *Update, ncpu int) map[string]int {
 	pages := (len(u.blob) + statePage - 1) / statePage
 	return map[string]int{
 		"small":    len(g.Small),
-		"bounds":   len(g.Bounds),
+		"bounds":   compiler.ShapeBoundTrees(g.AddrCount).Nodes,
 		"hcls":     len(g.Hash),
-		"clsch":    len(g.ClassChunks),
+		"clsch":    len(g.ClassChunks) + g.NumChunkMasks(),
 		"chunks":   len(g.Chunks),
 		"entries":  len(g.Entries),
 		"counters": g.NumCounters() * ncpu,

@@ -492,17 +492,26 @@ func readU32s(m *ebpf.Map, n int) ([]uint32, error) {
 	return out, nil
 }
 
-// putU32s writes vals as elements 0..len-1 of a mapped array of __u32.
-func putU32s(m *ebpf.Map, vals []uint32) error {
-	if len(vals) == 0 {
+// putU32s writes the parts one after the other as elements 0, 1, … of a
+// mapped array of __u32.
+func putU32s(m *ebpf.Map, parts ...[]uint32) error {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if n == 0 {
 		return nil
 	}
-	mem, err := mappedPrefix(m, len(vals)*8)
+	mem, err := mappedPrefix(m, n*8)
 	if err != nil {
 		return err
 	}
-	for i, v := range vals {
-		binary.LittleEndian.PutUint32(mem[i*8:], v)
+	i := 0
+	for _, p := range parts {
+		for _, v := range p {
+			binary.LittleEndian.PutUint32(mem[i*8:], v)
+			i++
+		}
 	}
 	return nil
 }

@@ -1,0 +1,44 @@
+package compiler
+
+// ChunkMaskBits is the number of chunks one word of a class's chunk mask
+// covers (ChunkMasks).
+const ChunkMaskBits = 32
+
+// ChunkMaskWords is the number of mask words per class: enough for
+// NumChunks chunks.
+func (g *Generation) ChunkMaskWords() uint32 {
+	return (g.NumChunks + ChunkMaskBits - 1) / ChunkMaskBits
+}
+
+// NumChunkMasks is the length of ChunkMasks.
+func (g *Generation) NumChunkMasks() int {
+	if g.NumChunks == 0 {
+		return 0
+	}
+	return len(g.ClassChunks) / int(g.NumChunks) * int(g.ChunkMaskWords())
+}
+
+// ChunkMasks returns, per class, which of its chunks are not empty: word
+// w of class c (at c*ChunkMaskWords()+w) has bit b set when chunk
+// w*ChunkMaskBits+b of the class is (ClassChunks' id is not 0). The data
+// plane keeps them after ClassChunks in the slot's clsch map: a walk that
+// finds a chunk empty ANDs the active fields' masks and goes straight to
+// the next chunk where every field has entries, instead of reading each
+// chunk on the way (bpf/classify.h xfw_next_chunk).
+func (g *Generation) ChunkMasks() []uint32 {
+	if g.NumChunks == 0 {
+		return nil
+	}
+	words := g.ChunkMaskWords()
+	classes := uint32(len(g.ClassChunks)) / g.NumChunks
+	masks := make([]uint32, g.NumChunkMasks())
+	for c := uint32(0); c < classes; c++ {
+		row := g.ClassChunks[c*g.NumChunks : (c+1)*g.NumChunks]
+		for k, id := range row {
+			if id != 0 {
+				masks[c*words+uint32(k)/ChunkMaskBits] |= 1 << (uint32(k) % ChunkMaskBits)
+			}
+		}
+	}
+	return masks
+}

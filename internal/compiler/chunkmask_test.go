@@ -1,0 +1,26 @@
+package compiler
+
+import "testing"
+
+// TestChunkMasks checks the classes' chunk masks against ClassChunks,
+// over a word boundary.
+func TestChunkMasks(t *testing.T) {
+	g := &Generation{NumChunks: 40}
+	g.ClassChunks = make([]uint32, 3*40)
+	g.ClassChunks[1*40+0] = 7
+	g.ClassChunks[1*40+33] = 9
+	g.ClassChunks[2*40+39] = 1
+	if w := g.ChunkMaskWords(); w != 2 {
+		t.Fatalf("%d words per class, want 2", w)
+	}
+	want := []uint32{0, 0, 1, 1 << 1, 0, 1 << 7}
+	got := g.ChunkMasks()
+	if len(got) != len(want) {
+		t.Fatalf("%d mask words, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("word %d: %#x, want %#x", i, got[i], want[i])
+		}
+	}
+}
