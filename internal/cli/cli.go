@@ -279,13 +279,19 @@ func runRestore(name string, args []string, env Env) int {
 		// parsed and compiled.
 		dataplane.Preload()
 	}
-	// The running ruleset is decoded while the input is parsed ahead.
+	// The running ruleset is decoded (or taken from the agent's cache)
+	// while the input is parsed ahead.
 	var running runningRuleset
 	decode := func() (*ir.Ruleset, error) {
 		var err error
-		running.rs, running.enc, err = dataplane.RunningRuleset(fam)
+		running, err = runningForRestore(fam)
 		return running.rs, err
 	}
+	// The agent's cache learns how the restore ended before the lock is
+	// released (cmdcache.go).
+	var committed *ir.Ruleset
+	var saved []byte
+	defer func() { cmdCache.afterRestore(fam, committed, saved, committed != nil, opts.Test) }()
 	// --test compiles what each COMMIT would produce too: what the data
 	// plane cannot enforce is an error now, not at the real load.
 	var testErr error
@@ -319,9 +325,10 @@ func runRestore(name string, args []string, env Env) int {
 	}
 	// Counters carry over for rules kept by --noflush (as libiptc maps
 	// them); a flushing restore starts from zero or from its -c values.
-	if err := restoreCommit(fam, &running, rs, opts.NoFlush && !opts.Counters, tables.names, ao, sets); err != nil {
+	if saved, err = restoreCommit(fam, &running, rs, opts.NoFlush && !opts.Counters, tables.names, ao, sets); err != nil {
 		return report(env, name, err)
 	}
+	committed = rs
 	return exitOK
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"time"
@@ -27,12 +28,14 @@ import (
 const checkReuseEnv = "XFW_CHECK_REUSE"
 
 // reusableEncoding returns rs's binary form and whether rs is, rule for
-// rule, the running ruleset enc was decoded from (old). The form is made
-// only when old and rs have as many chains and rules; install saves it
-// (installMode.saved). A failure to encode is install's to report.
-func reusableEncoding(old, rs *ir.Ruleset, enc *ir.Encoded) (saved []byte, same bool) {
+// rule, the running ruleset old, decoded from enc or, when enc is nil,
+// kept by the agent with its binary form running (cmdcache.go). The form
+// is made only when old and rs have as many chains and rules, or enc
+// locates rules rs shares; install saves it (installMode.saved). A
+// failure to encode is install's to report.
+func reusableEncoding(old, rs *ir.Ruleset, enc *ir.Encoded, running []byte) (saved []byte, same bool) {
 	var err error
-	if enc.SharedBy(rs) {
+	if enc != nil && enc.SharedBy(rs) {
 		saved, err = rs.MarshalBinaryReusing(enc)
 	} else if sameShape(old, rs) {
 		saved, err = rs.MarshalBinary()
@@ -40,7 +43,13 @@ func reusableEncoding(old, rs *ir.Ruleset, enc *ir.Encoded) (saved []byte, same 
 	if err != nil {
 		return nil, false
 	}
-	return saved, saved != nil && sameShape(old, rs) && enc.Encodes(saved)
+	if saved == nil || !sameShape(old, rs) {
+		return saved, false
+	}
+	if enc != nil {
+		return saved, enc.Encodes(saved)
+	}
+	return saved, bytes.Equal(running, saved)
 }
 
 // sameShape reports whether a and b have as many tables, chains and rules

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -61,22 +62,31 @@ func TestReusableEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			old, enc, err := ir.UnmarshalRulesetEncoded(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rs := restoreText(t, old, tt.input, tt.noflush)
-			orderChains(rs)
-			saved, same := reusableEncoding(old, rs, enc)
-			if same != tt.same {
-				t.Errorf("same = %v, want %v", same, tt.same)
-			}
-			if same && string(saved) != string(data) {
-				t.Error("the saved form is not the running one's")
-			}
-		})
+	// The running ruleset as a decode gives it (where its rules lie in
+	// the binary form), or as the agent's cache keeps it (the binary form
+	// whole).
+	for _, cached := range []bool{false, true} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s/cached=%v", tt.name, cached), func(t *testing.T) {
+				old, enc, err := ir.UnmarshalRulesetEncoded(data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var running []byte
+				if cached {
+					enc, running = nil, data
+				}
+				rs := restoreText(t, old, tt.input, tt.noflush)
+				orderChains(rs)
+				saved, same := reusableEncoding(old, rs, enc, running)
+				if same != tt.same {
+					t.Errorf("same = %v, want %v", same, tt.same)
+				}
+				if same && string(saved) != string(data) {
+					t.Error("the saved form is not the running one's")
+				}
+			})
+		}
 	}
 }
 

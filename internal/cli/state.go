@@ -23,10 +23,12 @@ func loadRunning(fam ir.Family) (*ir.Ruleset, error) {
 }
 
 // runningRuleset is the running ruleset as a restore decoded it, and
-// where its rules lie in their binary form (nil: none ran).
+// where its rules lie in their binary form (nil: none ran, or the agent's
+// cache gave it: then saved is its binary form).
 type runningRuleset struct {
-	rs  *ir.Ruleset
-	enc *ir.Encoded
+	rs    *ir.Ruleset
+	enc   *ir.Encoded
+	saved []byte
 }
 
 // restoreCommit commits rs, what a restore made of the running ruleset:
@@ -35,11 +37,15 @@ type runningRuleset struct {
 // their bytes instead of encoding them again (kube-proxy's one-service
 // update shares all but a few of its 440,000 rules). It takes running's
 // references (they are cleared), so that the compile holds the running
-// rules only through what it needs of them. The rest is commit's.
-func restoreCommit(fam ir.Family, running *runningRuleset, rs *ir.Ruleset, keepCounters bool, committed []string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
-	old, enc := running.rs, running.enc
+// rules only through what it needs of them. The rest is commit's. It
+// returns the binary form of rs it swapped in.
+func restoreCommit(fam ir.Family, running *runningRuleset, rs *ir.Ruleset, keepCounters bool, committed []string, opts dataplane.AttachOptions, sets *ipsetLookup) ([]byte, error) {
+	old, enc, oldSaved := running.rs, running.enc, running.saved
 	*running = runningRuleset{}
-	return compileAndInstall(fam, old, rs, installMode{keepCounters: keepCounters, committed: committed, encoded: enc}, opts, sets)
+	var saved []byte
+	mode := installMode{keepCounters: keepCounters, committed: committed, encoded: enc, running: oldSaved, savedTo: &saved}
+	err := compileAndInstall(fam, old, rs, mode, opts, sets)
+	return saved, err
 }
 
 // counterIndex returns the counter index of each rule of rs, as the
@@ -149,9 +155,14 @@ type installMode struct {
 	// encoded is where the rules the new ruleset shares, unchanged, with
 	// the running one lie in its binary form, or nil (restoreCommit).
 	encoded *ir.Encoded
+	// running is the running ruleset's binary form when the agent's cache
+	// gave the running ruleset (encoded is nil then), else nil.
+	running []byte
 	// saved is the new ruleset's binary form when compileAndInstall made
 	// it ahead, else nil.
 	saved []byte
+	// savedTo, when not nil, receives the binary form install swapped in.
+	savedTo *[]byte
 }
 
 // compileAndInstall compiles rs and swaps it in (install).
@@ -176,9 +187,9 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 	//
 	// A restore that left the running rules as they were (compared in
 	// that form) installs the running generation again (reuse.go).
-	if mode.encoded != nil {
-		saved, same := reusableEncoding(old, rs, mode.encoded)
-		mode.saved, mode.encoded = saved, nil
+	if mode.encoded != nil || mode.running != nil {
+		saved, same := reusableEncoding(old, rs, mode.encoded, mode.running)
+		mode.saved, mode.encoded, mode.running = saved, nil, nil
 		t = dataplane.TraceSince("commit: encode", t)
 		if same {
 			gen, at, err := reuseRunning(fam, rs, sets)
@@ -422,6 +433,9 @@ func install(fam ir.Family, counters []dataplane.CounterSource, rs *ir.Ruleset, 
 		if saved, err = rs.MarshalBinaryReusing(encoded); err != nil {
 			return fmt.Errorf("save the ruleset: %w", err)
 		}
+	}
+	if mode.savedTo != nil {
+		*mode.savedTo = saved
 	}
 	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counters, Sets: tables, Interfaces: ifaces, SetCounters: ctrs, SameRules: mode.sameRules}
 	dataplane.TraceSince("commit: sets, encode, counters", t)
