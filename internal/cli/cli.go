@@ -284,14 +284,14 @@ func runRestore(name string, args []string, env Env) int {
 	var running runningRuleset
 	decode := func() (*ir.Ruleset, error) {
 		var err error
-		running, err = runningForRestore(fam)
+		running, err = runningForRestore(fam, true)
 		return running.rs, err
 	}
 	// The agent's cache learns how the restore ended before the lock is
 	// released (cmdcache.go).
 	var committed *ir.Ruleset
-	var saved []byte
-	defer func() { cmdCache.afterRestore(fam, committed, saved, committed != nil, opts.Test) }()
+	var index *ir.Encoded
+	defer func() { cmdCache.afterRestore(fam, committed, index, committed != nil, opts.Test) }()
 	// --test compiles what each COMMIT would produce too: what the data
 	// plane cannot enforce is an error now, not at the real load.
 	var testErr error
@@ -307,7 +307,12 @@ func runRestore(name string, args []string, env Env) int {
 	opts.Sets = sets.lookup
 	opts.Warnings = env.Stderr
 	tables := &restoreTables{}
-	resetPace := frontEndPace()
+	// The agent's cached ruleset is live heap already: the front end's
+	// slower collection would let the heap grow five times over it.
+	resetPace := func() {}
+	if !cmdCache.holds(fam) {
+		resetPace = frontEndPace()
+	}
 	rs, err := iptables.RestoreOnto(fam, io.TeeReader(in, tables), decode, opts)
 	resetPace()
 	if err != nil {
@@ -325,7 +330,7 @@ func runRestore(name string, args []string, env Env) int {
 	}
 	// Counters carry over for rules kept by --noflush (as libiptc maps
 	// them); a flushing restore starts from zero or from its -c values.
-	if saved, err = restoreCommit(fam, &running, rs, opts.NoFlush && !opts.Counters, tables.names, ao, sets); err != nil {
+	if index, err = restoreCommit(fam, &running, rs, opts.NoFlush && !opts.Counters, tables.names, ao, sets); err != nil {
 		return report(env, name, err)
 	}
 	committed = rs

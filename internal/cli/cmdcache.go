@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"reflect"
@@ -30,8 +29,10 @@ import (
 // made is put through the binary form (ir.Rule.RoundTrip), so the kept
 // ruleset is the one a decode of what was saved gives
 // (TestCmdCacheMatchesDecode, TestCmdCacheRestoreMatchesDecode). A restore
-// also keeps the saved form it swapped in, which the next restore compares
-// its result with (reuse.go) instead of the decode's ir.Encoded.
+// also keeps where the rules lie in the saved form it swapped in
+// (ir.Ruleset.MarshalBinaryIndexed), as a decode's ir.Encoded: the next
+// command encodes only the rules it made and tells a restore that changed
+// nothing (reuse.go) as after a decode.
 // Read-only and counter commands (-L, -S, -C, -Z) and restores with --test
 // leave the entry, whether they succeed or not; every other command that
 // commits, and every other command that fails past its parsing, drops it.
@@ -51,8 +52,9 @@ type rulesetCache struct {
 type cachedRuleset struct {
 	stamp dataplane.Stamp
 	rs    *ir.Ruleset
-	// saved is rs's binary form when a restore stored rs (nil else).
-	saved []byte
+	// enc is where rs's rules lie in its binary form when a restore
+	// stored rs (nil else).
+	enc *ir.Encoded
 }
 
 // enableCmdCache turns the cache on (the agent, before it serves).
@@ -75,15 +77,22 @@ func familySlot(fam ir.Family) int {
 // read now, else the decoded saved form (dataplane.RunningRuleset) and
 // where its rules lie in it (nil when cached).
 func runningForCommand(fam ir.Family) (*ir.Ruleset, *ir.Encoded, error) {
-	r, err := runningForRestore(fam)
+	r, err := runningForRestore(fam, false)
 	return r.rs, r.enc, err
 }
 
-// runningForRestore is runningForCommand with the saved form a cached
-// ruleset was stored with, if any (runningRuleset.saved).
-func runningForRestore(fam ir.Family) (runningRuleset, error) {
+// runningForRestore is runningForCommand for a restore: the ruleset and
+// where its rules lie in its binary form (a decode's, or the one a cached
+// ruleset was stored with; nil when neither). With take, the cache forgets
+// the ruleset it returns (the restore stores its own result when it
+// succeeds), so that the compile does not hold the rules the restore
+// replaced.
+func runningForRestore(fam ir.Family, take bool) (runningRuleset, error) {
 	t := time.Now()
 	if e := cmdCache.lookup(fam); e.rs != nil {
+		if take {
+			cmdCache.drop(fam)
+		}
 		counters, err := dataplane.RunningCounters(fam)
 		if err != nil {
 			cmdCache.drop(fam)
@@ -97,7 +106,7 @@ func runningForRestore(fam ir.Family) (runningRuleset, error) {
 				return runningRuleset{}, err
 			}
 		}
-		return runningRuleset{rs: e.rs, saved: e.saved}, nil
+		return runningRuleset{rs: e.rs, enc: e.enc}, nil
 	}
 	rs, enc, err := dataplane.RunningRuleset(fam)
 	return runningRuleset{rs: rs, enc: enc}, err
@@ -121,6 +130,13 @@ func (c *rulesetCache) lookup(fam ir.Family) cachedRuleset {
 		return cachedRuleset{}
 	}
 	return *e
+}
+
+// holds reports whether fam has a cached ruleset (perhaps a stale one).
+func (c *rulesetCache) holds(fam ir.Family) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.enabled && c.entries[familySlot(fam)].rs != nil
 }
 
 // drop forgets fam's cached ruleset.
@@ -160,17 +176,17 @@ const restoreCacheRules = 50000
 
 // afterRestore updates fam's entry once a restore has ended, still under
 // xfw's lock: committed is the ruleset it swapped in (nil when it swapped
-// none: a failure, or --test), saved that ruleset's binary form as
+// none: a failure, or --test), enc where its rules lie in the binary form
 // swapped in.
-func (c *rulesetCache) afterRestore(fam ir.Family, committed *ir.Ruleset, saved []byte, ok, test bool) {
+func (c *rulesetCache) afterRestore(fam ir.Family, committed *ir.Ruleset, enc *ir.Encoded, ok, test bool) {
 	c.mu.Lock()
 	enabled := c.enabled
 	c.mu.Unlock()
 	switch {
 	case !enabled || test:
 		// --test swaps nothing in: the running ruleset is as it was.
-	case ok && committed != nil && saved != nil && madeRules(committed) <= restoreCacheRules:
-		c.store(fam, committed, saved)
+	case ok && committed != nil && enc != nil && madeRules(committed) <= restoreCacheRules:
+		c.store(fam, committed, enc)
 	default:
 		c.drop(fam)
 	}
@@ -213,9 +229,10 @@ func cacheableChange(kind iptables.CommandKind) bool {
 }
 
 // store keeps rs, just committed, as fam's running ruleset, the rules the
-// command made (no Handle yet) put through the binary form first; saved is
-// rs's binary form as swapped in, or nil.
-func (c *rulesetCache) store(fam ir.Family, rs *ir.Ruleset, saved []byte) {
+// command made (no Handle yet) put through the binary form first (in
+// place: enc, where rs's rules lie in the binary form swapped in, or nil,
+// refers to rs's rule slices, and a rule's round trip encodes the same).
+func (c *rulesetCache) store(fam ir.Family, rs *ir.Ruleset, enc *ir.Encoded) {
 	stamp, ok := dataplane.SessionStamp(fam)
 	if ok && asDecoded(rs) != nil {
 		ok = false
@@ -225,7 +242,7 @@ func (c *rulesetCache) store(fam ir.Family, rs *ir.Ruleset, saved []byte) {
 	e := &c.entries[familySlot(fam)]
 	*e = cachedRuleset{}
 	if ok {
-		*e = cachedRuleset{stamp: stamp, rs: rs, saved: saved}
+		*e = cachedRuleset{stamp: stamp, rs: rs, enc: enc}
 	}
 }
 
@@ -282,7 +299,7 @@ func checkCached(fam ir.Family, e cachedRuleset, counters []ir.Counters) error {
 	if err != nil {
 		return err
 	}
-	if e.saved != nil && !bytes.Equal(saved, e.saved) {
+	if e.enc != nil && !e.enc.Encodes(saved) {
 		return fmt.Errorf("%s: the cached saved form is not the running one", checkReuseEnv)
 	}
 	dec, err := ir.UnmarshalRuleset(saved)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"time"
@@ -28,28 +27,26 @@ import (
 const checkReuseEnv = "XFW_CHECK_REUSE"
 
 // reusableEncoding returns rs's binary form and whether rs is, rule for
-// rule, the running ruleset old, decoded from enc or, when enc is nil,
-// kept by the agent with its binary form running (cmdcache.go). The form
-// is made only when old and rs have as many chains and rules, or enc
-// locates rules rs shares; install saves it (installMode.saved). A
-// failure to encode is install's to report.
-func reusableEncoding(old, rs *ir.Ruleset, enc *ir.Encoded, running []byte) (saved []byte, same bool) {
+// rule, the running ruleset enc was decoded from, or kept by the agent
+// with (old). The form is made only when old and rs have as many chains
+// and rules, or rs shares rules with old; install saves it
+// (installMode.saved). With indexed, index is where rs's rules lie in it
+// (ir.Ruleset.MarshalBinaryIndexed). A failure to encode is install's to
+// report.
+func reusableEncoding(old, rs *ir.Ruleset, enc *ir.Encoded, indexed bool) (saved []byte, index *ir.Encoded, same bool) {
 	var err error
-	if enc != nil && enc.SharedBy(rs) {
+	switch {
+	case !enc.SharedBy(rs) && !sameShape(old, rs):
+		return nil, nil, false
+	case indexed:
+		saved, index, err = rs.MarshalBinaryIndexed(enc)
+	default:
 		saved, err = rs.MarshalBinaryReusing(enc)
-	} else if sameShape(old, rs) {
-		saved, err = rs.MarshalBinary()
 	}
 	if err != nil {
-		return nil, false
+		return nil, nil, false
 	}
-	if saved == nil || !sameShape(old, rs) {
-		return saved, false
-	}
-	if enc != nil {
-		return saved, enc.Encodes(saved)
-	}
-	return saved, bytes.Equal(running, saved)
+	return saved, index, sameShape(old, rs) && enc.Encodes(saved)
 }
 
 // sameShape reports whether a and b have as many tables, chains and rules

@@ -62,9 +62,9 @@ func TestReusableEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The running ruleset as a decode gives it (where its rules lie in
-	// the binary form), or as the agent's cache keeps it (the binary form
-	// whole).
+	// The running ruleset as a decode gives it, or as the agent's cache
+	// keeps it (where its rules lie in the binary form it was encoded to
+	// rather than decoded from).
 	for _, cached := range []bool{false, true} {
 		for _, tt := range tests {
 			t.Run(fmt.Sprintf("%s/cached=%v", tt.name, cached), func(t *testing.T) {
@@ -72,13 +72,16 @@ func TestReusableEncoding(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var running []byte
 				if cached {
-					enc, running = nil, data
+					kept := old.CloneChains()
+					if _, enc, err = kept.MarshalBinaryIndexed(enc); err != nil {
+						t.Fatal(err)
+					}
+					old = kept
 				}
 				rs := restoreText(t, old, tt.input, tt.noflush)
 				orderChains(rs)
-				saved, same := reusableEncoding(old, rs, enc, running)
+				saved, _, same := reusableEncoding(old, rs, enc, cached)
 				if same != tt.same {
 					t.Errorf("same = %v, want %v", same, tt.same)
 				}

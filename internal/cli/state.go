@@ -23,12 +23,11 @@ func loadRunning(fam ir.Family) (*ir.Ruleset, error) {
 }
 
 // runningRuleset is the running ruleset as a restore decoded it, and
-// where its rules lie in their binary form (nil: none ran, or the agent's
-// cache gave it: then saved is its binary form).
+// where its rules lie in their binary form (nil: none ran), or as the
+// agent's cache kept it (cmdcache.go).
 type runningRuleset struct {
-	rs    *ir.Ruleset
-	enc   *ir.Encoded
-	saved []byte
+	rs  *ir.Ruleset
+	enc *ir.Encoded
 }
 
 // restoreCommit commits rs, what a restore made of the running ruleset:
@@ -38,14 +37,15 @@ type runningRuleset struct {
 // update shares all but a few of its 440,000 rules). It takes running's
 // references (they are cleared), so that the compile holds the running
 // rules only through what it needs of them. The rest is commit's. It
-// returns the binary form of rs it swapped in.
-func restoreCommit(fam ir.Family, running *runningRuleset, rs *ir.Ruleset, keepCounters bool, committed []string, opts dataplane.AttachOptions, sets *ipsetLookup) ([]byte, error) {
-	old, enc, oldSaved := running.rs, running.enc, running.saved
+// returns where rs's rules lie in the binary form it swapped in
+// (ir.Ruleset.MarshalBinaryIndexed), for the agent's cache.
+func restoreCommit(fam ir.Family, running *runningRuleset, rs *ir.Ruleset, keepCounters bool, committed []string, opts dataplane.AttachOptions, sets *ipsetLookup) (*ir.Encoded, error) {
+	old, enc := running.rs, running.enc
 	*running = runningRuleset{}
-	var saved []byte
-	mode := installMode{keepCounters: keepCounters, committed: committed, encoded: enc, running: oldSaved, savedTo: &saved}
+	var index *ir.Encoded
+	mode := installMode{keepCounters: keepCounters, committed: committed, encoded: enc, indexTo: &index}
 	err := compileAndInstall(fam, old, rs, mode, opts, sets)
-	return saved, err
+	return index, err
 }
 
 // counterIndex returns the counter index of each rule of rs, as the
@@ -155,14 +155,14 @@ type installMode struct {
 	// encoded is where the rules the new ruleset shares, unchanged, with
 	// the running one lie in its binary form, or nil (restoreCommit).
 	encoded *ir.Encoded
-	// running is the running ruleset's binary form when the agent's cache
-	// gave the running ruleset (encoded is nil then), else nil.
-	running []byte
 	// saved is the new ruleset's binary form when compileAndInstall made
-	// it ahead, else nil.
+	// it ahead, else nil; index where its rules lie in it, when indexTo
+	// asks for that.
 	saved []byte
-	// savedTo, when not nil, receives the binary form install swapped in.
-	savedTo *[]byte
+	index *ir.Encoded
+	// indexTo, when not nil, receives where the rules lie in the binary
+	// form install swapped in (ir.Ruleset.MarshalBinaryIndexed).
+	indexTo **ir.Encoded
 }
 
 // compileAndInstall compiles rs and swaps it in (install).
@@ -187,9 +187,9 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 	//
 	// A restore that left the running rules as they were (compared in
 	// that form) installs the running generation again (reuse.go).
-	if mode.encoded != nil || mode.running != nil {
-		saved, same := reusableEncoding(old, rs, mode.encoded, mode.running)
-		mode.saved, mode.encoded, mode.running = saved, nil, nil
+	if mode.encoded != nil {
+		saved, index, same := reusableEncoding(old, rs, mode.encoded, mode.indexTo != nil)
+		mode.saved, mode.index, mode.encoded = saved, index, nil
 		t = dataplane.TraceSince("commit: encode", t)
 		if same {
 			gen, at, err := reuseRunning(fam, rs, sets)
@@ -428,14 +428,19 @@ func install(fam ir.Family, counters []dataplane.CounterSource, rs *ir.Ruleset, 
 	if err != nil {
 		return err
 	}
-	saved := mode.saved
-	if saved == nil {
-		if saved, err = rs.MarshalBinaryReusing(encoded); err != nil {
-			return fmt.Errorf("save the ruleset: %w", err)
-		}
+	saved, index := mode.saved, mode.index
+	switch {
+	case saved != nil:
+	case mode.indexTo != nil:
+		saved, index, err = rs.MarshalBinaryIndexed(encoded)
+	default:
+		saved, err = rs.MarshalBinaryReusing(encoded)
 	}
-	if mode.savedTo != nil {
-		*mode.savedTo = saved
+	if err != nil {
+		return fmt.Errorf("save the ruleset: %w", err)
+	}
+	if mode.indexTo != nil {
+		*mode.indexTo = index
 	}
 	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counters, Sets: tables, Interfaces: ifaces, SetCounters: ctrs, SameRules: mode.sameRules}
 	dataplane.TraceSince("commit: sets, encode, counters", t)
