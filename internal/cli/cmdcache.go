@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -53,8 +54,10 @@ type cachedRuleset struct {
 	stamp dataplane.Stamp
 	rs    *ir.Ruleset
 	// enc is where rs's rules lie in its binary form when a restore
-	// stored rs (nil else).
-	enc *ir.Encoded
+	// stored rs (nil else), memo the terms of the rules its compile
+	// worked out (compiler.Memo), for the next restore's.
+	enc  *ir.Encoded
+	memo *compiler.Memo
 }
 
 // enableCmdCache turns the cache on (the agent, before it serves).
@@ -106,7 +109,7 @@ func runningForRestore(fam ir.Family, take bool) (runningRuleset, error) {
 				return runningRuleset{}, err
 			}
 		}
-		return runningRuleset{rs: e.rs, enc: e.enc}, nil
+		return runningRuleset{rs: e.rs, enc: e.enc, memo: e.memo}, nil
 	}
 	rs, enc, err := dataplane.RunningRuleset(fam)
 	return runningRuleset{rs: rs, enc: enc}, err
@@ -130,6 +133,17 @@ func (c *rulesetCache) lookup(fam ir.Family) cachedRuleset {
 		return cachedRuleset{}
 	}
 	return *e
+}
+
+// newMemo returns a compiler memo for a restore whose result the cache
+// may keep (the agent), else nil.
+func (c *rulesetCache) newMemo() *compiler.Memo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.enabled {
+		return nil
+	}
+	return compiler.NewMemo()
 }
 
 // holds reports whether fam has a cached ruleset (perhaps a stale one).
@@ -162,7 +176,7 @@ func (c *rulesetCache) afterCommand(fam ir.Family, kind iptables.CommandKind, co
 		// it succeeded or not (a -C that finds no rule exits 1).
 		return
 	case ok && committed != nil && cacheableChange(kind):
-		c.store(fam, committed, nil)
+		c.store(fam, committed, nil, nil)
 	default:
 		c.drop(fam)
 	}
@@ -177,8 +191,8 @@ const restoreCacheRules = 50000
 // afterRestore updates fam's entry once a restore has ended, still under
 // xfw's lock: committed is the ruleset it swapped in (nil when it swapped
 // none: a failure, or --test), enc where its rules lie in the binary form
-// swapped in.
-func (c *rulesetCache) afterRestore(fam ir.Family, committed *ir.Ruleset, enc *ir.Encoded, ok, test bool) {
+// swapped in, memo what its compile left for the next.
+func (c *rulesetCache) afterRestore(fam ir.Family, committed *ir.Ruleset, enc *ir.Encoded, memo *compiler.Memo, ok, test bool) {
 	c.mu.Lock()
 	enabled := c.enabled
 	c.mu.Unlock()
@@ -186,7 +200,7 @@ func (c *rulesetCache) afterRestore(fam ir.Family, committed *ir.Ruleset, enc *i
 	case !enabled || test:
 		// --test swaps nothing in: the running ruleset is as it was.
 	case ok && committed != nil && enc != nil && madeRules(committed) <= restoreCacheRules:
-		c.store(fam, committed, enc)
+		c.store(fam, committed, enc, memo)
 	default:
 		c.drop(fam)
 	}
@@ -231,8 +245,10 @@ func cacheableChange(kind iptables.CommandKind) bool {
 // store keeps rs, just committed, as fam's running ruleset, the rules the
 // command made (no Handle yet) put through the binary form first (in
 // place: enc, where rs's rules lie in the binary form swapped in, or nil,
-// refers to rs's rule slices, and a rule's round trip encodes the same).
-func (c *rulesetCache) store(fam ir.Family, rs *ir.Ruleset, enc *ir.Encoded) {
+// refers to rs's rule slices, and a rule's round trip encodes the same;
+// memo, or nil, keys the rules' terms by the rules the compile was given,
+// which the round trip replaces: those rules miss it next time).
+func (c *rulesetCache) store(fam ir.Family, rs *ir.Ruleset, enc *ir.Encoded, memo *compiler.Memo) {
 	stamp, ok := dataplane.SessionStamp(fam)
 	if ok && asDecoded(rs) != nil {
 		ok = false
@@ -242,7 +258,7 @@ func (c *rulesetCache) store(fam ir.Family, rs *ir.Ruleset, enc *ir.Encoded) {
 	e := &c.entries[familySlot(fam)]
 	*e = cachedRuleset{}
 	if ok {
-		*e = cachedRuleset{stamp: stamp, rs: rs, enc: enc}
+		*e = cachedRuleset{stamp: stamp, rs: rs, enc: enc, memo: memo}
 	}
 }
 
