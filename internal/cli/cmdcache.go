@@ -135,12 +135,16 @@ func (c *rulesetCache) lookup(fam ir.Family) cachedRuleset {
 	return *e
 }
 
+// noMemoEnv, when set, makes the agent's restores compile without a memo
+// (measurements: the memo holds the terms of every rule between restores).
+const noMemoEnv = "XFW_NO_MEMO"
+
 // newMemo returns a compiler memo for a restore whose result the cache
 // may keep (the agent), else nil.
 func (c *rulesetCache) newMemo() *compiler.Memo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.enabled {
+	if !c.enabled || os.Getenv(noMemoEnv) != "" {
 		return nil
 	}
 	return compiler.NewMemo()
