@@ -153,6 +153,13 @@ func (c *rulesetCache) newMemo() *compiler.Memo {
 	return compiler.NewMemo()
 }
 
+// on reports whether the cache is enabled (the agent).
+func (c *rulesetCache) on() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.enabled
+}
+
 // holds reports whether fam has a cached ruleset (perhaps a stale one).
 func (c *rulesetCache) holds(fam ir.Family) bool {
 	c.mu.Lock()

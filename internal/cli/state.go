@@ -42,12 +42,16 @@ type runningRuleset struct {
 // references (they are cleared), so that the compile holds the running
 // rules only through what it needs of them. The rest is commit's. It
 // returns where rs's rules lie in the binary form it swapped in
-// (ir.Ruleset.MarshalBinaryIndexed), for the agent's cache.
+// (ir.Ruleset.MarshalBinaryIndexed) for the agent's cache; nil in a
+// process of its own.
 func restoreCommit(fam ir.Family, running *runningRuleset, rs *ir.Ruleset, keepCounters bool, committed []string, opts dataplane.AttachOptions, sets *ipsetLookup) (*ir.Encoded, error) {
 	old, enc, memo := running.rs, running.enc, running.memo
 	*running = runningRuleset{}
 	var index *ir.Encoded
-	mode := installMode{keepCounters: keepCounters, committed: committed, encoded: enc, indexTo: &index, memo: memo}
+	mode := installMode{keepCounters: keepCounters, committed: committed, encoded: enc, memo: memo}
+	if cmdCache.on() {
+		mode.indexTo = &index // only the agent keeps it
+	}
 	err := compileAndInstall(fam, old, rs, mode, opts, sets)
 	return index, err
 }
