@@ -285,7 +285,7 @@ func runRestore(name string, args []string, env Env) int {
 	var running runningRuleset
 	decode := func() (*ir.Ruleset, error) {
 		var err error
-		running, err = runningForRestore(fam, true)
+		running, err = runningForRestore(fam, !opts.Test) // --test keeps the entry
 		return running.rs, err
 	}
 	// The agent's cache learns how the restore ended before the lock is
