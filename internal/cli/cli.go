@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/ipset"
 	"github.com/xfw-dev/xfw/internal/iptables"
@@ -279,13 +280,20 @@ func runRestore(name string, args []string, env Env) int {
 		// parsed and compiled.
 		dataplane.Preload()
 	}
-	// The running ruleset is decoded while the input is parsed ahead.
+	// The running ruleset is decoded (or taken from the agent's cache)
+	// while the input is parsed ahead.
 	var running runningRuleset
 	decode := func() (*ir.Ruleset, error) {
 		var err error
-		running.rs, running.enc, err = dataplane.RunningRuleset(fam)
+		running, err = runningForRestore(fam, !opts.Test) // --test keeps the entry
 		return running.rs, err
 	}
+	// The agent's cache learns how the restore ended before the lock is
+	// released (cmdcache.go).
+	var committed *ir.Ruleset
+	var index *ir.Encoded
+	var memo *compiler.Memo
+	defer func() { cmdCache.afterRestore(fam, committed, index, memo, committed != nil, opts.Test) }()
 	// --test compiles what each COMMIT would produce too: what the data
 	// plane cannot enforce is an error now, not at the real load.
 	var testErr error
@@ -301,7 +309,12 @@ func runRestore(name string, args []string, env Env) int {
 	opts.Sets = sets.lookup
 	opts.Warnings = env.Stderr
 	tables := &restoreTables{}
-	resetPace := frontEndPace()
+	// The agent's cached ruleset is live heap already: the front end's
+	// slower collection would let the heap grow five times over it.
+	resetPace := func() {}
+	if !cmdCache.holds(fam) {
+		resetPace = frontEndPace()
+	}
 	rs, err := iptables.RestoreOnto(fam, io.TeeReader(in, tables), decode, opts)
 	resetPace()
 	if err != nil {
@@ -319,9 +332,14 @@ func runRestore(name string, args []string, env Env) int {
 	}
 	// Counters carry over for rules kept by --noflush (as libiptc maps
 	// them); a flushing restore starts from zero or from its -c values.
-	if err := restoreCommit(fam, &running, rs, opts.NoFlush && !opts.Counters, tables.names, ao, sets); err != nil {
+	if running.memo == nil {
+		running.memo = cmdCache.newMemo()
+	}
+	memo = running.memo
+	if index, err = restoreCommit(fam, &running, rs, opts.NoFlush && !opts.Counters, tables.names, ao, sets); err != nil {
 		return report(env, name, err)
 	}
+	committed = rs
 	return exitOK
 }
 

@@ -115,3 +115,69 @@ func TestReadOnlyCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestCmdCacheRestoreMatchesDecode: after each restore the agent's cache
+// keeps (a first load, then --noflush restores as kube-proxy's partial
+// syncs write them: chains flushed and written again, chains added and
+// deleted, tables added, counters given), the kept ruleset is the one a
+// decode of its saved binary form gives, Handles and all; each restore
+// starts from the ruleset the previous one kept, as in the agent.
+func TestCmdCacheRestoreMatchesDecode(t *testing.T) {
+	steps := []struct {
+		noflush bool
+		input   string
+	}{
+		{false, reuseRunningText},
+		{true, "*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-A - [0:0]\n:KUBE-SEP-A1 - [0:0]\n" +
+			"-A KUBE-SERVICES -d 172.30.0.1/32 -p tcp -m comment --comment \"ns/a:http cluster IP\" -m tcp --dport 80 -j KUBE-SVC-A\n" +
+			"-A KUBE-SVC-A -m comment --comment \"ns/a:http -> 10.1.0.1:8080\" -m statistic --mode random --probability 0.50000000000 -j KUBE-SEP-A1\n" +
+			"-A KUBE-SEP-A1 -s 10.1.0.1/32 -m comment --comment ns/a:http -j MARK --set-xmark 0x4000/0x4000\n" +
+			"-A KUBE-SEP-A1 -p tcp -m comment --comment ns/a:http -m tcp -j DNAT --to-destination 10.1.0.1:8080\nCOMMIT\n"},
+		{true, "*filter\n:SVC - [0:0]\n-A SVC -s 10.0.0.3/32 -m conntrack --ctstate NEW -j REJECT --reject-with icmp-port-unreachable\nCOMMIT\n"},
+		{true, "*nat\n:KUBE-SVC-A - [0:0]\n:KUBE-SEP-A1 - [0:0]\n:KUBE-SEP-A2 - [0:0]\n" +
+			"-A KUBE-SVC-A -j KUBE-SEP-A2\n-A KUBE-SEP-A2 -p tcp -j DNAT --to-destination 10.1.0.2:8080\n-X KUBE-SEP-A1\nCOMMIT\n"},
+		{true, "*mangle\n:PREROUTING ACCEPT [3:180]\n:MARKS - [0:0]\n[7:420] -A PREROUTING -i lo -j MARKS\n-A MARKS -j MARK --set-mark 0x1\nCOMMIT\n"},
+		{true, "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m limit --limit 3/min -j LOG --log-prefix \"in \"\nCOMMIT\n"},
+		{true, "*filter\nCOMMIT\n"},
+	}
+	var rs *ir.Ruleset
+	for i, st := range steps {
+		next := restoreText(t, rs, st.input, st.noflush)
+		orderChains(next)
+		if err := asDecoded(next); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		saved, err := next.MarshalBinary()
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		decoded, err := ir.UnmarshalRuleset(saved)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		// As at the next command's lookup: counters read (all of them,
+		// the restore's own given included), Handles numbered.
+		live := make([]ir.Counters, numCounters(next))
+		dataplane.ApplyCounters(next, live)
+		dataplane.ApplyCounters(decoded, live)
+		if !reflect.DeepEqual(next, decoded) {
+			for ti, tb := range append([]*ir.Ruleset{next}, next.Tables...) {
+				db := append([]*ir.Ruleset{decoded}, decoded.Tables...)[ti]
+				t.Logf("table %q/%q chains %d/%d", tb.Table, db.Table, len(tb.Chains), len(db.Chains))
+				for ci, c := range tb.Chains {
+					if !reflect.DeepEqual(c, db.Chains[ci]) {
+						t.Logf("chain %+v\n vs %+v", *c, *db.Chains[ci])
+						for ri, r := range c.Rules {
+							t.Logf("rule %+v\n vs %+v", *r, *db.Chains[ci].Rules[ri])
+						}
+					}
+				}
+			}
+			t.Fatalf("after step %d the kept ruleset differs from its decode:\nkept    %+v\ndecoded %+v", i, next, decoded)
+		}
+		if madeRules(next) != 0 {
+			t.Fatalf("step %d: rules without a Handle after the lookup", i)
+		}
+		rs = next
+	}
+}

@@ -23,24 +23,32 @@ import (
 // unless the compiled generation is the reused one (tests). A generation
 // an append, insert or deletion changed in place behaves as the compile
 // but is laid out otherwise (slack used, dead positions): the check
-// reports it too.
+// reports it too. In the agent it also checks that a cached ruleset is the
+// decoded one (cmdcache.go) and that a compile given the last one's memo
+// makes the generation a compile without it makes (compiler.Memo).
 const checkReuseEnv = "XFW_CHECK_REUSE"
 
 // reusableEncoding returns rs's binary form and whether rs is, rule for
-// rule, the running ruleset enc was decoded from (old). The form is made
-// only when old and rs have as many chains and rules; install saves it
-// (installMode.saved). A failure to encode is install's to report.
-func reusableEncoding(old, rs *ir.Ruleset, enc *ir.Encoded) (saved []byte, same bool) {
+// rule, the running ruleset enc was decoded from, or kept by the agent
+// with (old). The form is made only when old and rs have as many chains
+// and rules, or rs shares rules with old; install saves it
+// (installMode.saved). With indexed, index is where rs's rules lie in it
+// (ir.Ruleset.MarshalBinaryIndexed). A failure to encode is install's to
+// report.
+func reusableEncoding(old, rs *ir.Ruleset, enc *ir.Encoded, indexed bool) (saved []byte, index *ir.Encoded, same bool) {
 	var err error
-	if enc.SharedBy(rs) {
+	switch {
+	case !enc.SharedBy(rs) && !sameShape(old, rs):
+		return nil, nil, false
+	case indexed:
+		saved, index, err = rs.MarshalBinaryIndexed(enc)
+	default:
 		saved, err = rs.MarshalBinaryReusing(enc)
-	} else if sameShape(old, rs) {
-		saved, err = rs.MarshalBinary()
 	}
 	if err != nil {
-		return nil, false
+		return nil, nil, false
 	}
-	return saved, saved != nil && sameShape(old, rs) && enc.Encodes(saved)
+	return saved, index, sameShape(old, rs) && enc.Encodes(saved)
 }
 
 // sameShape reports whether a and b have as many tables, chains and rules

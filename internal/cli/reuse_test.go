@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -61,22 +62,34 @@ func TestReusableEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			old, enc, err := ir.UnmarshalRulesetEncoded(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rs := restoreText(t, old, tt.input, tt.noflush)
-			orderChains(rs)
-			saved, same := reusableEncoding(old, rs, enc)
-			if same != tt.same {
-				t.Errorf("same = %v, want %v", same, tt.same)
-			}
-			if same && string(saved) != string(data) {
-				t.Error("the saved form is not the running one's")
-			}
-		})
+	// The running ruleset as a decode gives it, or as the agent's cache
+	// keeps it (where its rules lie in the binary form it was encoded to
+	// rather than decoded from).
+	for _, cached := range []bool{false, true} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s/cached=%v", tt.name, cached), func(t *testing.T) {
+				old, enc, err := ir.UnmarshalRulesetEncoded(data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cached {
+					kept := old.CloneChains()
+					if _, enc, err = kept.MarshalBinaryIndexed(enc); err != nil {
+						t.Fatal(err)
+					}
+					old = kept
+				}
+				rs := restoreText(t, old, tt.input, tt.noflush)
+				orderChains(rs)
+				saved, _, same := reusableEncoding(old, rs, enc, cached)
+				if same != tt.same {
+					t.Errorf("same = %v, want %v", same, tt.same)
+				}
+				if same && string(saved) != string(data) {
+					t.Error("the saved form is not the running one's")
+				}
+			})
+		}
 	}
 }
 

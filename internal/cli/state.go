@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -23,10 +24,14 @@ func loadRunning(fam ir.Family) (*ir.Ruleset, error) {
 }
 
 // runningRuleset is the running ruleset as a restore decoded it, and
-// where its rules lie in their binary form (nil: none ran).
+// where its rules lie in their binary form (nil: none ran), or as the
+// agent's cache kept it (cmdcache.go).
 type runningRuleset struct {
 	rs  *ir.Ruleset
 	enc *ir.Encoded
+	// memo is what the compile of rs left for the next (the agent's
+	// cache), or nil.
+	memo *compiler.Memo
 }
 
 // restoreCommit commits rs, what a restore made of the running ruleset:
@@ -35,11 +40,20 @@ type runningRuleset struct {
 // their bytes instead of encoding them again (kube-proxy's one-service
 // update shares all but a few of its 440,000 rules). It takes running's
 // references (they are cleared), so that the compile holds the running
-// rules only through what it needs of them. The rest is commit's.
-func restoreCommit(fam ir.Family, running *runningRuleset, rs *ir.Ruleset, keepCounters bool, committed []string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
-	old, enc := running.rs, running.enc
+// rules only through what it needs of them. The rest is commit's. It
+// returns where rs's rules lie in the binary form it swapped in
+// (ir.Ruleset.MarshalBinaryIndexed) for the agent's cache; nil in a
+// process of its own.
+func restoreCommit(fam ir.Family, running *runningRuleset, rs *ir.Ruleset, keepCounters bool, committed []string, opts dataplane.AttachOptions, sets *ipsetLookup) (*ir.Encoded, error) {
+	old, enc, memo := running.rs, running.enc, running.memo
 	*running = runningRuleset{}
-	return compileAndInstall(fam, old, rs, installMode{keepCounters: keepCounters, committed: committed, encoded: enc}, opts, sets)
+	var index *ir.Encoded
+	mode := installMode{keepCounters: keepCounters, committed: committed, encoded: enc, memo: memo}
+	if cmdCache.on() {
+		mode.indexTo = &index // only the agent keeps it
+	}
+	err := compileAndInstall(fam, old, rs, mode, opts, sets)
+	return index, err
 }
 
 // counterIndex returns the counter index of each rule of rs, as the
@@ -150,8 +164,16 @@ type installMode struct {
 	// the running one lie in its binary form, or nil (restoreCommit).
 	encoded *ir.Encoded
 	// saved is the new ruleset's binary form when compileAndInstall made
-	// it ahead, else nil.
+	// it ahead, else nil; index where its rules lie in it, when indexTo
+	// asks for that.
 	saved []byte
+	index *ir.Encoded
+	// indexTo, when not nil, receives where the rules lie in the binary
+	// form install swapped in (ir.Ruleset.MarshalBinaryIndexed).
+	indexTo **ir.Encoded
+	// memo carries the rules' terms between the agent's compiles
+	// (compiler.Options.Memo), or nil.
+	memo *compiler.Memo
 }
 
 // compileAndInstall compiles rs and swaps it in (install).
@@ -177,8 +199,8 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 	// A restore that left the running rules as they were (compared in
 	// that form) installs the running generation again (reuse.go).
 	if mode.encoded != nil {
-		saved, same := reusableEncoding(old, rs, mode.encoded)
-		mode.saved, mode.encoded = saved, nil
+		saved, index, same := reusableEncoding(old, rs, mode.encoded, mode.indexTo != nil)
+		mode.saved, mode.index, mode.encoded = saved, index, nil
 		t = dataplane.TraceSince("commit: encode", t)
 		if same {
 			gen, at, err := reuseRunning(fam, rs, sets)
@@ -190,11 +212,24 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 			}
 		}
 	}
-	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets)})
+	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets), Memo: mode.memo})
 	if err != nil {
 		return err
 	}
-	t = dataplane.TraceSince("commit: compile", t)
+	if mode.memo != nil {
+		t = dataplane.TraceSince(fmt.Sprintf("commit: compile (terms of %d rules memoised, %d not)", mode.memo.Hits, mode.memo.Misses), t)
+		if os.Getenv(checkReuseEnv) != "" {
+			want, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets)})
+			if err != nil {
+				return fmt.Errorf("%s: compile without the memo: %w", checkReuseEnv, err)
+			}
+			if err := compiler.DiffGenerations(gen, want); err != nil {
+				return fmt.Errorf("%s: the compile with the memo is not the one without: %w", checkReuseEnv, err)
+			}
+		}
+	} else {
+		t = dataplane.TraceSince("commit: compile", t)
+	}
 	return install(fam, counters, rs, gen, ifaces, mode, opts, sets, mode.encoded)
 }
 
@@ -417,11 +452,19 @@ func install(fam ir.Family, counters []dataplane.CounterSource, rs *ir.Ruleset, 
 	if err != nil {
 		return err
 	}
-	saved := mode.saved
-	if saved == nil {
-		if saved, err = rs.MarshalBinaryReusing(encoded); err != nil {
-			return fmt.Errorf("save the ruleset: %w", err)
-		}
+	saved, index := mode.saved, mode.index
+	switch {
+	case saved != nil:
+	case mode.indexTo != nil:
+		saved, index, err = rs.MarshalBinaryIndexed(encoded)
+	default:
+		saved, err = rs.MarshalBinaryReusing(encoded)
+	}
+	if err != nil {
+		return fmt.Errorf("save the ruleset: %w", err)
+	}
+	if mode.indexTo != nil {
+		*mode.indexTo = index
 	}
 	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counters, Sets: tables, Interfaces: ifaces, SetCounters: ctrs, SameRules: mode.sameRules}
 	dataplane.TraceSince("commit: sets, encode, counters", t)

@@ -65,9 +65,9 @@ func (c *Command) applyCommit(rs *ir.Ruleset) (string, *failure) {
 
 // workCopy returns the copy of rs the command works on: commands on whole
 // rules (-A, -I, -R, -D, -C, -D NUM) change chains' rule lists and no rule
-// in place, listings change nothing, so the rules are shared
-// (ir.Ruleset.CloneChains); the others (-Z, -E …) change rules themselves
-// and get a deep copy.
+// in place, chain commands (-N, -F, -X, -P) chains only, listings change
+// nothing, so the rules are shared (ir.Ruleset.CloneChains); the others
+// (-Z, -E) change rules themselves and get a deep copy.
 func (c *Command) workCopy(rs *ir.Ruleset) *ir.Ruleset {
 	if c.LeavesRulesAlone() {
 		return rs.CloneChains()
@@ -83,11 +83,18 @@ func (k CommandKind) ChangesRuleListsOnly() bool {
 }
 
 // LeavesRulesAlone reports whether the command changes no rule in place:
-// the rule commands (ChangesRuleListsOnly), and listings without -Z.
+// the rule commands (ChangesRuleListsOnly), listings without -Z, and the
+// chain commands that change chains only (-N, -F, -X, -P: the chains of a
+// copy made by ir.Ruleset.CloneChains are the copy's own). -E (the jumps
+// to the chain are renamed) and -Z (the rules' counters) change rules.
+// A kube-proxy partial sync's -X of an endpoint chain made a restore copy
+// every rule of the nat table before.
 func (c *Command) LeavesRulesAlone() bool {
 	switch c.Kind {
 	case CmdList, CmdListRules:
 		return !c.Zero
+	case CmdNewChain, CmdFlush, CmdDeleteChain, CmdSetPolicy:
+		return true
 	}
 	return c.Kind.ChangesRuleListsOnly()
 }

@@ -64,7 +64,12 @@ const (
 )
 
 // encoder appends the binary form to buf.
-type encoder struct{ buf []byte }
+type encoder struct {
+	buf []byte
+	// index, when not nil, records where each chain's rules lie in buf
+	// (MarshalBinaryIndexed).
+	index *Encoded
+}
 
 func (e *encoder) u8(v uint8)      { e.buf = append(e.buf, v) }
 func (e *encoder) uv(v uint64)     { e.buf = binary.AppendUvarint(e.buf, v) }
@@ -140,6 +145,36 @@ func (rs *Ruleset) MarshalBinary() ([]byte, error) {
 	return e.buf, nil
 }
 
+// MarshalBinaryIndexed is MarshalBinaryReusing (enc may be nil) that also
+// returns where rs's rules lie in the binary form: an Encoded for a caller
+// that keeps rs, as it is, with that form (the agent's cache), so that the
+// next MarshalBinaryReusing of a ruleset sharing rules with rs copies
+// their bytes as after a decode. The Encoded refers to rs's chains' rule
+// slices: a rule replaced in them (a *Rule stored at an index) is taken
+// for one encoded there, so the caller replaces rules only by ones that
+// encode the same (Rule.RoundTrip).
+func (rs *Ruleset) MarshalBinaryIndexed(enc *Encoded) ([]byte, *Encoded, error) {
+	size := 64 + 64*rs.ruleCount()
+	if enc != nil {
+		size = len(enc.data) + 1024
+	}
+	index := &Encoded{kept: true}
+	e := &encoder{buf: make([]byte, 0, size), index: index}
+	prefault.Slice(e.buf[:cap(e.buf)])
+	e.rulesetHeader(rs)
+	for _, c := range rs.Chains {
+		e.chainHeader(c)
+		if err := e.rulesReusing(c, enc); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := e.tables(rs, enc); err != nil {
+		return nil, nil, err
+	}
+	index.data = e.buf
+	return e.buf, index, nil
+}
+
 // MarshalBinaryReusing returns the binary form of rs, as MarshalBinary
 // does, copying the bytes of every rule rs shares with the ruleset enc was
 // decoded from (the same *Rule, in runs) instead of encoding it again. The
@@ -168,6 +203,11 @@ func (rs *Ruleset) MarshalBinaryReusing(enc *Encoded) ([]byte, error) {
 // rulesReusing writes chain c's rules, copying the bytes of those decoded
 // from enc (in runs) and encoding the others; enc nil encodes every rule.
 func (e *encoder) rulesReusing(c *Chain, enc *Encoded) error {
+	var ec *encodedChain
+	if e.index != nil {
+		e.index.chains = append(e.index.chains, encodedChain{ptrs: c.Rules, start: uint32(len(e.buf)), ends: make([]uint32, 0, len(c.Rules))})
+		ec = &e.index.chains[len(e.index.chains)-1]
+	}
 	for i := 0; i < len(c.Rules); {
 		ci, from, ok := 0, 0, false
 		if enc != nil {
@@ -177,16 +217,30 @@ func (e *encoder) rulesReusing(c *Chain, enc *Encoded) error {
 			if err := e.rule(c.Rules[i]); err != nil {
 				return fmt.Errorf("encode rule %d of chain %s: %w", i+1, c.Name, err)
 			}
+			if ec != nil {
+				ec.ends = append(ec.ends, uint32(len(e.buf)))
+			}
 			i++
 			continue
 		}
 		// The run of rules that follow each other in both.
-		decoded := enc.chains[ci].rules
 		n := 1
-		for i+n < len(c.Rules) && from+n < len(decoded) && c.Rules[i+n] == &decoded[from+n] {
+		for i+n < len(c.Rules) && from+n < enc.chains[ci].count() && c.Rules[i+n] == enc.chains[ci].rule(from+n) {
 			n++
 		}
-		e.buf = append(e.buf, enc.span(ci, from, from+n)...)
+		at := len(e.buf)
+		span := enc.span(ci, from, from+n)
+		e.buf = append(e.buf, span...)
+		if ec != nil {
+			// The copied rules' ends, moved from where they were.
+			shift := int64(at) - int64(enc.chains[ci].start)
+			if from > 0 {
+				shift = int64(at) - int64(enc.chains[ci].ends[from-1])
+			}
+			for _, end := range enc.chains[ci].ends[from : from+n] {
+				ec.ends = append(ec.ends, uint32(int64(end)+shift))
+			}
+		}
 		i += n
 	}
 	return nil
@@ -494,15 +548,33 @@ type Encoded struct {
 	// byAddr are the indexes of the chains with rules in the order of
 	// their slabs' addresses (locate).
 	byAddr []int
+	// kept: made by MarshalBinaryIndexed, the chains' rules are ptrs (no
+	// slabs), and first indexes the chains by their first rule (made at
+	// the first locate).
+	kept  bool
+	first map[*Rule]int
 }
 
 // encodedChain is one chain's rules as decoded: the slab they were decoded
-// into and the offset in Encoded.data of each rule's end (its start is the
-// previous rule's end, or start).
+// into (or, in a kept Encoded, the chain's rules) and the offset in
+// Encoded.data of each rule's end (its start is the previous rule's end,
+// or start).
 type encodedChain struct {
 	rules []Rule
+	ptrs  []*Rule
 	start uint32
 	ends  []uint32
+}
+
+// count is the number of the chain's rules.
+func (c *encodedChain) count() int { return len(c.ends) }
+
+// rule returns the chain's rule k.
+func (c *encodedChain) rule(k int) *Rule {
+	if c.ptrs != nil {
+		return c.ptrs[k]
+	}
+	return &c.rules[k]
 }
 
 // index sorts the chains with rules by where their slabs lie in memory
@@ -527,6 +599,20 @@ func (enc *Encoded) slabStart(ci int) uintptr {
 // locate returns the chain and index of the decoded rule r, if r is one.
 // (Go's heap does not move objects: a slab's address is fixed.)
 func (enc *Encoded) locate(r *Rule) (chain, index int, ok bool) {
+	if enc.kept {
+		// A kept ruleset's chains are found by their first rule only: a
+		// chain changed at its head is encoded again from there.
+		if enc.first == nil {
+			enc.first = make(map[*Rule]int, len(enc.chains))
+			for ci, c := range enc.chains {
+				if len(c.ptrs) > 0 {
+					enc.first[c.ptrs[0]] = ci
+				}
+			}
+		}
+		ci, ok := enc.first[r]
+		return ci, 0, ok
+	}
 	p := uintptr(unsafe.Pointer(r))
 	// The last slab starting at or before p.
 	i, found := slices.BinarySearchFunc(enc.byAddr, p, func(ci int, p uintptr) int {

@@ -121,8 +121,50 @@ func TestMarshalBinaryReusing(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Fatalf("MarshalBinaryReusing gave %d bytes that differ from MarshalBinary's %d", len(got), len(want))
 			}
+			// Kept with its index (the agent's cache), then changed
+			// again: the index stands for a decode.
+			got, index, err := rs.MarshalBinaryIndexed(enc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("MarshalBinaryIndexed gave %d bytes that differ from MarshalBinary's %d", len(got), len(want))
+			}
+			for name2, change2 := range changes {
+				next := rs.CloneChains()
+				if !applies(change2, next) {
+					continue
+				}
+				want, err := next.MarshalBinary()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, index2, err := next.MarshalBinaryIndexed(index)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("then %s: MarshalBinaryIndexed with the kept index gave %d bytes that differ from MarshalBinary's %d", name2, len(got), len(want))
+				}
+				again := next.CloneChains()
+				if got, err := again.MarshalBinaryReusing(index2); err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("then %s: the second kept index gave %d bytes (%v), MarshalBinary %d", name2, len(got), err, len(want))
+				}
+			}
 		})
 	}
+}
+
+// applies applies change to rs and reports whether it could (a change
+// naming a chain that an earlier one removed panics).
+func applies(change func(*ir.Ruleset), rs *ir.Ruleset) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	change(rs)
+	return true
 }
 
 // TestEncodedSharedBy checks SharedBy: true for a ruleset keeping decoded

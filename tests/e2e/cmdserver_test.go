@@ -50,6 +50,15 @@ var cmdSequence = []cmdStep{
 	{argv: []string{"iptables-restore", "-w", "5", "--noflush", "-"}, stdin: "*filter\n-A FORWARD -p udp --dport 7104 -j DROP\nCOMMIT\n"},
 	{argv: []string{"iptables-restore", "-w", "--noflush"}, stdin: "*filter\n-A FORWARD -p udp --dport 7105 -j NOWHERE\nCOMMIT\n"},
 	{argv: []string{"iptables-restore", "-w", "--test"}, stdin: "*filter\n-A FORWARD -p udp --dport\nCOMMIT\n"},
+	// Partial syncs as kube-proxy writes them, each onto the ruleset the
+	// last one left (which the agent keeps): a chain written, then
+	// rewritten with a chain deleted, then the same again (no change).
+	{argv: []string{"iptables-restore", "-w", "--noflush", "--counters"}, stdin: "*filter\n:SVC - [0:0]\n:GONE - [0:0]\n-A SVC -p udp --dport 7106 -j DROP\n-A FORWARD -j SVC\nCOMMIT\n"},
+	{argv: []string{"iptables-restore", "-w", "--noflush", "--counters"}, stdin: "*filter\n:SVC - [0:0]\n-A SVC -p udp --dport 7107 -j DROP\n-X GONE\nCOMMIT\n"},
+	{argv: []string{"iptables-restore", "-w", "--noflush", "--counters"}, stdin: "*filter\n:SVC - [0:0]\n-A SVC -p udp --dport 7107 -j DROP\nCOMMIT\n"},
+	{argv: []string{"iptables-restore", "-w", "--noflush"}, stdin: "*filter\n:SVC - [0:0]\n-A SVC -j NOWHERE\nCOMMIT\n"},
+	{argv: []string{"iptables", "-w", "-A", "SVC", "-p", "udp", "--dport", "7108", "-j", "DROP"}},
+	{argv: []string{"iptables-restore", "-w", "--noflush"}, stdin: "*filter\n-A SVC -p udp --dport 7109 -j DROP\nCOMMIT\n"},
 	{argv: []string{"iptables", "-w", "-S"}},
 	{argv: []string{"iptables", "-w", "-L", "-v", "-n"}},
 	{argv: []string{"iptables", "-w", "-L", "FORWARD", "-n", "--line-numbers"}},
@@ -103,7 +112,7 @@ func TestCmdServerSameAsInProcess(t *testing.T) {
 			t.Errorf("%v: served by the agent, asked by xfw-cmd:\n%s\n\nin its own process:\n%s", s.argv, got, want)
 		}
 	}
-	for port := uint16(7100); port <= 7105; port++ {
+	for port := uint16(7100); port <= 7109; port++ {
 		a := udpArrivals(t, own, port)
 		if b := udpArrivals(t, served, port); a != b {
 			t.Errorf("port %d: %d of 3 datagrams forwarded with the agent serving, %d without", port, b, a)
