@@ -227,6 +227,8 @@ type cbRendered struct {
 	// RuleOf is, for each rule of the chain, the index of the ClassBench
 	// rule it comes from.
 	RuleOf []int
+	// Proto is, for each rule of the chain, its protocol (0: any).
+	Proto []uint8
 	// Omitted counts the rules left out because they match nothing.
 	Omitted int
 }
@@ -270,6 +272,7 @@ func renderIptables(rules []cbRule) cbRendered {
 		for _, p := range ps {
 			fmt.Fprintf(&b, "-A FORWARD %s\n", rules[i].iptablesArgs(p))
 			out.RuleOf = append(out.RuleOf, i)
+			out.Proto = append(out.Proto, p)
 		}
 	}
 	b.WriteString("COMMIT\n")
@@ -325,33 +328,77 @@ func renderNft(rules []cbRule) string {
 	return b.String()
 }
 
+// cbBox is one rule of one protocol as a box of the five dimensions
+// (protocol 0-255 for any).
+type cbBox struct {
+	Src, Dst         netip.Prefix
+	ProtoLo, ProtoHi uint8
+	Sport, Dport     cbPortRange
+}
+
+// contains reports whether b holds every packet of o.
+func (b *cbBox) contains(o *cbBox) bool {
+	return b.Src.Bits() <= o.Src.Bits() && b.Src.Contains(o.Src.Addr()) &&
+		b.Dst.Bits() <= o.Dst.Bits() && b.Dst.Contains(o.Dst.Addr()) &&
+		b.ProtoLo <= o.ProtoLo && o.ProtoHi <= b.ProtoHi &&
+		b.Sport.Lo <= o.Sport.Lo && o.Sport.Hi <= b.Sport.Hi &&
+		b.Dport.Lo <= o.Dport.Lo && o.Dport.Hi <= b.Dport.Hi
+}
+
+// cbSetBoxes returns the boxes of rules' accept set, leaving out those
+// another box contains (the union, the set of accepted packets, is the
+// same; the kernel refuses an element inside another).
+func cbSetBoxes(rules []cbRule) []cbBox {
+	var all []cbBox
+	for i := range rules {
+		r := &rules[i]
+		for _, p := range r.protocols() {
+			b := cbBox{Src: r.Src, Dst: r.Dst, ProtoLo: p, ProtoHi: p, Sport: r.Sport, Dport: r.Dport}
+			if p == 0 {
+				b.ProtoHi = 0xff
+			}
+			all = append(all, b)
+		}
+	}
+	var out []cbBox
+	for i := range all {
+		inside := false
+		for j := range all {
+			// Of equal boxes, the first stays.
+			if j != i && all[j].contains(&all[i]) && (j < i || !all[i].contains(&all[j])) {
+				inside = true
+				break
+			}
+		}
+		if !inside {
+			out = append(out, all[i])
+		}
+	}
+	return out
+}
+
 // renderNftSet renders rules as nftables users write a long accept list:
 // one interval set of concatenations (source . destination . protocol .
 // source port . destination port) and one rule looking it up, policy drop.
-// Every rule accepts, so their order does not change any verdict; a rule
-// of any protocol is the protocol range 0-255, and th sport/dport read the
-// transport header's first four bytes whatever the protocol (only rules
-// with every port there match protocols without ports). The kernel
-// refuses elements that overlap another's bounds: such a set does not
-// load.
+// Every rule accepts, so their order does not change any verdict, and an
+// element inside another is left out; a rule of any protocol is the
+// protocol range 0-255, and th sport/dport read the transport header's
+// first four bytes whatever the protocol (only rules with every port there
+// match protocols without ports). The kernel refuses an element whose
+// bounds fall inside another's: such a set does not load.
 func renderNftSet(rules []cbRule) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "flush ruleset\ntable ip %s {\n", nftTable)
 	b.WriteString("\tset acl {\n\t\ttype ipv4_addr . ipv4_addr . inet_proto . inet_service . inet_service\n\t\tflags interval\n\t\telements = {\n")
-	first := true
-	for i := range rules {
-		r := &rules[i]
-		for _, p := range r.protocols() {
-			proto := strconv.Itoa(int(p))
-			if p == 0 {
-				proto = "0-255"
-			}
-			if !first {
-				b.WriteString(",\n")
-			}
-			first = false
-			fmt.Fprintf(&b, "\t\t\t%s . %s . %s . %s . %s", r.Src, r.Dst, proto, r.Sport.nft(), r.Dport.nft())
+	for i, x := range cbSetBoxes(rules) {
+		if i > 0 {
+			b.WriteString(",\n")
 		}
+		proto := strconv.Itoa(int(x.ProtoLo))
+		if x.ProtoHi != x.ProtoLo {
+			proto = fmt.Sprintf("%d-%d", x.ProtoLo, x.ProtoHi)
+		}
+		fmt.Fprintf(&b, "\t\t\t%s . %s . %s . %s . %s", x.Src, x.Dst, proto, x.Sport.nft(), x.Dport.nft())
 	}
 	b.WriteString("\n\t\t}\n\t}\n")
 	b.WriteString("\tchain forward {\n\t\ttype filter hook forward priority filter; policy drop;\n")
@@ -456,13 +503,15 @@ func randomInPrefix(rng *rand.Rand, p netip.Prefix) netip.Addr {
 
 // cbNotForwarded are the addresses a trace avoids: those the kernel
 // refuses to forward from or to (this network, loopback, multicast, the
-// reserved class E and the limited broadcast) and 10/8, where the bench's
-// own addresses and routes are.
+// limited broadcast) and the bench's own networks (topo.go, sets.go).
 var cbNotForwarded = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("10.0.0.0/8"),
 	netip.MustParsePrefix("127.0.0.0/8"),
-	netip.MustParsePrefix("224.0.0.0/3"), // multicast and 240/4
+	netip.MustParsePrefix("224.0.0.0/4"),
+	netip.MustParsePrefix("255.255.255.255/32"),
+	netip.MustParsePrefix("10.1.0.0/16"),
+	srcNet,
+	setNet, // fwdNet and localNet included
 }
 
 // forwardable reports whether a packet from or to a can cross the bench's

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -158,5 +159,34 @@ func TestCBTrace(t *testing.T) {
 	}
 	if tr, skipped := cbTrace(only, 10, 1); len(tr) != 0 || skipped != 1 {
 		t.Errorf("loopback rule: %d packets, %d skipped", len(tr), skipped)
+	}
+}
+
+// TestCBSetBoxes checks that the nftables set keeps one of equal rules and
+// leaves out rules inside another, keeping partial overlaps.
+func TestCBSetBoxes(t *testing.T) {
+	rules, err := parseClassBench(strings.NewReader(`@1.0.0.0/8 2.0.0.0/8 0 : 65535 80 : 80 0x06/0xFF 0x0000/0x0000
+@1.2.0.0/16 2.0.0.0/8 0 : 65535 80 : 80 0x06/0xFF 0x0000/0x0000
+@1.0.0.0/8 2.0.0.0/8 0 : 65535 80 : 80 0x06/0xFF 0x0000/0x0000
+@1.0.0.0/8 2.0.0.0/8 0 : 65535 70 : 90 0x11/0xFF 0x0000/0x0000
+@1.0.0.0/8 2.0.0.0/8 0 : 65535 85 : 95 0x11/0xFF 0x0000/0x0000
+@1.2.3.4/32 2.3.4.5/32 0 : 65535 0 : 65535 0x00/0x00 0x0000/0x0000
+@1.2.3.4/32 2.3.4.5/32 0 : 65535 81 : 81 0x11/0xFF 0x0000/0x0000
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, b := range cbSetBoxes(rules) {
+		got = append(got, fmt.Sprintf("%s %s %d-%d %s %s", b.Src, b.Dst, b.ProtoLo, b.ProtoHi, b.Sport.nft(), b.Dport.nft()))
+	}
+	want := []string{
+		"1.0.0.0/8 2.0.0.0/8 6-6 0-65535 80",
+		"1.0.0.0/8 2.0.0.0/8 17-17 0-65535 70-90",
+		"1.0.0.0/8 2.0.0.0/8 17-17 0-65535 85-95",
+		"1.2.3.4/32 2.3.4.5/32 0-255 0-65535 0-65535",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("boxes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -58,6 +58,11 @@ type options struct {
 	// progRunCT puts an ESTABLISHED,RELATED ACCEPT rule first in the
 	// progrun section's rulesets, so connection tracking runs.
 	progRunCT bool
+	// cbDir, cbSets and cbTrace are the classbench section's filter set
+	// directory, set names and trace length.
+	cbDir   string
+	cbSets  []string
+	cbTrace int
 }
 
 // Section names for -sections.
@@ -78,9 +83,13 @@ const (
 	// secSetLookup: the per-packet cost of -m set lookups by kind of set
 	// table (setlookup.go).
 	secSetLookup = "setlookup"
+	// secClassBench: the ClassBench filter sets in FORWARD: per-packet
+	// cost over a trace, a correctness check against the kernel, and
+	// forwarding rates (classbenchrun.go).
+	secClassBench = "classbench"
 )
 
-var allSections = []string{secForward, secInput, secSets, secDDoS, secProgRun, secUpdate, secConntrack, secRFPF, secSetLookup}
+var allSections = []string{secForward, secInput, secSets, secDDoS, secProgRun, secUpdate, secConntrack, secRFPF, secSetLookup, secClassBench}
 
 func main() {
 	if len(os.Args) > 1 {
@@ -140,6 +149,9 @@ func run() int {
 	flag.IntVar(&o.rfpfFlows, "rfpf-flows", rfpfFlows, "rfpf section: distinct flows (sources) the generator cycles through")
 	progRunSizesFlag := flag.String("progrun-sizes", joinInts(progRunSizes), "progrun section: comma-separated rule counts")
 	flag.BoolVar(&o.progRunCT, "progrun-ct", false, "progrun section: an ESTABLISHED,RELATED ACCEPT rule first (connection tracking on)")
+	flag.StringVar(&o.cbDir, "classbench-dir", cbDefaultDir, "classbench section: directory of the ClassBench filter sets")
+	cbSets := flag.String("classbench-sets", cbDefaultSets, "classbench section: comma-separated filter sets")
+	flag.IntVar(&o.cbTrace, "classbench-trace", cbDefaultTrace, "classbench section: distinct packets of each trace")
 	quickSizesFlag := flag.String("quick-sizes", joinInts(quickSizes), "-quick and the headline: comma-separated FORWARD rule counts")
 	flag.Parse()
 	if o.progRunSizes, err = parseInts(*progRunSizesFlag); err != nil {
@@ -158,6 +170,11 @@ func run() int {
 	for _, s := range strings.Split(*rfpfSys, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			o.rfpfSystems[s] = true
+		}
+	}
+	for _, s := range strings.Split(*cbSets, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			o.cbSets = append(o.cbSets, s)
 		}
 	}
 	o.ctParts = map[string]bool{}

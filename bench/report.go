@@ -23,6 +23,8 @@ const (
 	plotDDoS    = "ddos.png"
 	plotProgRun = "progrun.png"
 	plotUpdate  = "update.png"
+	// plotClassBench: the classbench section's rates and costs.
+	plotClassBench = "classbench.png"
 	// Connection tracking section.
 	plotCtConns    = "ct-conns.png"
 	plotCtDDoS     = "ct-ddos.png"
@@ -85,6 +87,9 @@ func renderMarkdown(rep *report, imgDir string) string {
 	}
 	if s := rep.SetLookup; s != nil {
 		writeSetLookup(&b, s)
+	}
+	if s := rep.ClassBench; s != nil {
+		writeClassBench(&b, s, imgDir+plotClassBench)
 	}
 	return b.String()
 }
