@@ -20,8 +20,8 @@ import (
 // distinct frames drawn from the rules (BPF_PROG_TEST_RUN), the per-rule
 // counters of a trace sent once through iptables-legacy (the kernel, the
 // oracle) and xfw against the reference classifier, and forwarding rates
-// over the trace for no firewall, xfw, iptables-legacy, iptables-nft and
-// nftables as a rule list and as a concatenated interval set.
+// over the trace for no firewall, xfw with no rules, xfw, iptables-legacy,
+// iptables-nft and nftables as a rule list and as a concatenated interval set.
 
 // Defaults of the section's options.
 const (
@@ -42,8 +42,11 @@ const (
 
 // Names of the nftables variants of the section.
 const (
-	cbNFTList = "nftables (rule list)"
-	cbNFTSet  = "nftables (interval set)"
+	// cbXFWEmpty is xfw with an empty FORWARD chain, policy ACCEPT (the
+	// reference of issue 22's target 2).
+	cbXFWEmpty = "xfw, no rules"
+	cbNFTList  = "nftables (rule list)"
+	cbNFTSet   = "nftables (interval set)"
 )
 
 // cbSystem is one firewall of the section's forwarding rates.
@@ -76,6 +79,11 @@ func cbSystems(xfwBin string) []*cbSystem {
 	}
 	return []*cbSystem{
 		{name: fwNone, load: func(context.Context, string, []cbRule, cbRendered) error { return nil }},
+		{name: cbXFWEmpty, load: func(ctx context.Context, ns string, _ []cbRule, _ cbRendered) error {
+			empty := &ruleset{Chain: "FORWARD", Policy: "ACCEPT"}
+			_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(empty.iptablesRestore(false)), xfwBin, "iptables-restore", "-w")
+			return err
+		}},
 		{name: fwXFW, load: restore(xfwBin, "iptables-restore", "-w"), counters: counters(xfwBin, "iptables", "-w")},
 		{name: fwLegacy, load: restore("iptables-legacy-restore", "-w"), counters: counters("iptables-legacy", "-w")},
 		{name: fwIptNFT, load: restore("iptables-nft-restore", "-w"), counters: counters("iptables-nft", "-w")},
@@ -492,7 +500,7 @@ func cbNotes(o *options) []string {
 		fmt.Sprintf("Trace: %d distinct packets, each at a random point (seeded) of a randomly chosen rule: addresses inside its prefixes, ports inside its ranges, a rule of any protocol gives TCP, UDP or ICMP echo requests; its expected rule is the first that matches it (reference classifier), which need not be the rule it was drawn in. Packets the kernel would not forward (0/8, 127/8, multicast, 255.255.255.255) and the bench's own networks (10.1/16, 10.100/16, 10.128/9) are drawn again; a rule with none after 32 draws is skipped. TCP segments carry ACK (a connection picked up mid-stream).", o.cbTrace),
 		fmt.Sprintf("ns/packet: BPF_PROG_TEST_RUN of the attached xfw_xdp (loaded with the dataplane package, fast path off: see progrun), each frame of the trace run %d times, mean over the trace; median [min–max] of %d passes. steps/lookups: the instruction proxy of the progrun section, mean over the trace; each frame's verdict is checked against the reference classifier and compiler.Generation.Classify.", cbRepeat, o.reps),
 		"Check: before measuring, the trace is sent once (live frames, 32 per call) through each loaded firewall; sink must receive every packet, and each iptables rule's packet counter must equal the number of trace packets whose first match it is (iptables-legacy is the kernel's answer; xfw must agree).",
-		"Forwarding: gen (CPU 0) cycles through the trace's packets at full speed; fw forwards on CPU 1 (xfw with its XDP fast path on). pps: what sink received, median [min–max] of the repetitions (order rotated); fw CPU ns/pkt: fw's receive path CPU time per forwarded packet.",
+		"Forwarding: gen (CPU 0) cycles through the trace's packets at full speed; fw forwards on CPU 1 (xfw with its XDP fast path on; \"xfw, no rules\": an empty FORWARD chain, policy ACCEPT, the reference of issue 22's target 2). pps: what sink received, median [min–max] of the repetitions (order rotated); fw CPU ns/pkt: fw's receive path CPU time per forwarded packet.",
 		"nftables (rule list): one rule per iptables rule, written as nft users do (`ip saddr P ip daddr P tcp sport A-B tcp dport C-D accept`). nftables (interval set): one set of type `ipv4_addr . ipv4_addr . inet_proto . inet_service . inet_service` with `flags interval` holding every rule (those inside another left out: the accepted packets are the same), and one rule `ip saddr . ip daddr . meta l4proto . th sport . th dport @acl accept` (every rule accepts, so order does not matter); the kernel refuses an element whose lower or upper corner lies inside another element, so a set with such partial overlaps does not load.",
 	}
 }
@@ -530,14 +538,14 @@ func writeClassBench(b *strings.Builder, s *classBenchSection, plot string) {
 	for _, n := range names {
 		fmt.Fprintf(b, " %s |", n)
 	}
-	b.WriteString(" xfw / no firewall |\n|---|")
+	b.WriteString(" xfw / no firewall | xfw / xfw, no rules |\n|---|")
 	for range names {
 		b.WriteString("---:|")
 	}
-	b.WriteString("---:|\n")
+	b.WriteString("---:|---:|\n")
 	for _, r := range s.Sets {
 		fmt.Fprintf(b, "| %s |", r.Set)
-		var none, xfw float64
+		var none, empty, xfw float64
 		for _, p := range r.Forward {
 			if p.Error != "" {
 				fmt.Fprintf(b, " %s |", p.Error)
@@ -547,11 +555,13 @@ func writeClassBench(b *strings.Builder, s *classBenchSection, plot string) {
 			switch p.Firewall {
 			case fwNone:
 				none = p.PPS.Median
+			case cbXFWEmpty:
+				empty = p.PPS.Median
 			case fwXFW:
 				xfw = p.PPS.Median
 			}
 		}
-		fmt.Fprintf(b, " %.2f |\n", safeRatio(xfw, none))
+		fmt.Fprintf(b, " %.2f | %.2f |\n", safeRatio(xfw, none), safeRatio(xfw, empty))
 	}
 	b.WriteString("\nChecks (the trace sent once):\n\n")
 	for _, r := range s.Sets {

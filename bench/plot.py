@@ -113,7 +113,7 @@ def classbench_plot(sec, path, machine):
     fws = [p["firewall"] for p in sets[0]["forward"]]
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=SIZE, gridspec_kw={"width_ratios": [3, 1.2]})
     width = 0.8 / len(fws)
-    extra = {"none": ("grey", ""), "nftables (rule list)": ("tab:purple", ""),
+    extra = {"none": ("grey", ""), "xfw, no rules": ("salmon", ""), "nftables (rule list)": ("tab:purple", ""),
              "nftables (interval set)": ("tab:brown", "")}
     for k, fw in enumerate(fws):
         xs, med, lo, hi = [], [], [], []

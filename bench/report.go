@@ -507,6 +507,9 @@ func docsSection(rep *report, results string) string {
 	if rep.SetLookup != nil {
 		writeSetLookup(&b, rep.SetLookup)
 	}
+	if rep.ClassBench != nil {
+		writeClassBench(&b, rep.ClassBench, results+plotClassBench)
+	}
 	b.WriteString(behindText(rep))
 	b.WriteString("INPUT, set-friendly rulesets, the DDoS scenario, the per-packet BPF_PROG_TEST_RUN cost and the traffic generator's capacity are in [results/bench.md](" + results + "bench.md).\n")
 	return b.String()
