@@ -190,3 +190,29 @@ func TestCBSetBoxes(t *testing.T) {
 		t.Errorf("boxes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestCBExpectedCounts checks that a trace packet is counted by its first
+// matching rule's chain rule of its protocol, and no-match by none.
+func TestCBExpectedCounts(t *testing.T) {
+	rules, err := parseClassBench(strings.NewReader(cbSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := renderIptables(rules)
+	a := netip.MustParseAddr
+	trace := []cbTraced{
+		{Pkt: cbPacket{a("176.19.181.33"), a("90.145.23.162"), protoTCP, 9, 1550}},
+		{Pkt: cbPacket{a("60.1.1.1"), a("99.1.1.1"), protoUDP, 53, 80}},
+		{Pkt: cbPacket{a("60.1.1.1"), a("99.1.1.1"), protoUDP, 53, 81}},
+		{Pkt: cbPacket{a("60.1.1.1"), a("99.1.1.1"), protoTCP, 53, 80}},
+		{Pkt: cbPacket{a("9.9.9.9"), a("9.9.9.9"), protoTCP, 53, 80}},
+	}
+	for i := range trace {
+		trace[i].Rule = cbClassify(rules, trace[i].Pkt)
+	}
+	got := fmt.Sprint(cbExpectedCounts(r, trace))
+	// Chain: rule 1, rule 2, rule 3, rule 5, rule 6 tcp, rule 6 udp.
+	if want := "[1 0 0 0 1 2]"; got != want {
+		t.Errorf("counts %s, want %s", got, want)
+	}
+}
