@@ -129,6 +129,8 @@ type cbSetResult struct {
 // classBenchSection is the section's result.
 type classBenchSection struct {
 	Dir string `json:"dir"`
+	// Run says which run measured the section (command, start, commit).
+	Run string `json:"run,omitempty"`
 	// Error says why nothing was measured (no filter sets).
 	Error string        `json:"error,omitempty"`
 	Sets  []cbSetResult `json:"sets"`
@@ -137,7 +139,7 @@ type classBenchSection struct {
 
 // runClassBench measures every selected filter set.
 func runClassBench(ctx context.Context, o *options) (*classBenchSection, error) {
-	sec := &classBenchSection{Dir: o.cbDir, Notes: cbNotes(o)}
+	sec := &classBenchSection{Dir: o.cbDir, Run: o.runInfo, Notes: cbNotes(o)}
 	if _, err := os.Stat(o.cbDir); err != nil {
 		// The sets are not part of the repository: a run without them
 		// says so and goes on with the other sections.
@@ -410,7 +412,12 @@ func cbCheck(ctx context.Context, rg *rig, s *cbSystem, r cbRendered, trace []cb
 			return "", err
 		}
 	}
+	rx := ifaceRxPackets(rg.topo.FwNS, rg.topo.FwIn)
 	sink0, err := rg.topo.sinkPackets()
+	if err != nil {
+		return "", err
+	}
+	rx0, err := rx()
 	if err != nil {
 		return "", err
 	}
@@ -422,7 +429,13 @@ func cbCheck(ctx context.Context, rg *rig, s *cbSystem, r cbRendered, trace []cb
 	if err != nil {
 		return "", err
 	}
-	msg := fmt.Sprintf("%d of %d trace packets forwarded", sink1-sink0, len(trace))
+	rx1, err := rx()
+	if err != nil {
+		return "", err
+	}
+	// fw's ingress counts what its receive path took from the ring (not
+	// what a full ring lost before it).
+	msg := fmt.Sprintf("%d of %d trace packets forwarded (fw received %d)", sink1-sink0, len(trace), rx1-rx0)
 	if s.counters == nil {
 		return msg, nil
 	}
@@ -518,6 +531,9 @@ func writeClassBench(b *strings.Builder, s *classBenchSection, plot string) {
 	if s.Error != "" {
 		fmt.Fprintf(b, "Not measured: %s.\n\n", s.Error)
 		return
+	}
+	if s.Run != "" {
+		fmt.Fprintf(b, "%s\n\n", s.Run)
 	}
 	for _, n := range s.Notes {
 		fmt.Fprintf(b, "- %s\n", n)
