@@ -197,6 +197,23 @@ func parseClassBenchRule(text string) (cbRule, error) {
 	return r, nil
 }
 
+// matchesAll reports whether r matches every packet.
+func (r *cbRule) matchesAll() bool {
+	return r.Src.Bits() == 0 && r.Dst.Bits() == 0 && r.AnyProto && r.portsFull()
+}
+
+// cbWithoutDefault returns rules without its trailing default rule (one
+// matching every packet), if it has one: every ClassBench set ends with
+// it. Kept, it would accept everything: the policy would never apply, no
+// packet could miss, and a set of the accepted packets (nftables') would
+// hold it alone.
+func cbWithoutDefault(rules []cbRule) ([]cbRule, bool) {
+	if n := len(rules); n > 0 && rules[n-1].matchesAll() {
+		return rules[:n-1], true
+	}
+	return rules, false
+}
+
 // parsePortRange parses an inclusive port range's bounds.
 func parsePortRange(lo, hi string) (cbPortRange, error) {
 	l, err1 := strconv.ParseUint(lo, 10, 16)

@@ -216,3 +216,29 @@ func TestCBExpectedCounts(t *testing.T) {
 		t.Errorf("counts %s, want %s", got, want)
 	}
 }
+
+// TestCBWithoutDefault checks that only a trailing rule matching every
+// packet is dropped.
+func TestCBWithoutDefault(t *testing.T) {
+	const def = "@0.0.0.0/0 0.0.0.0/0 0 : 65535 0 : 65535 0x00/0x00 0x0000/0x0000\n"
+	const tcpAll = "@0.0.0.0/0 0.0.0.0/0 0 : 65535 0 : 65535 0x06/0xFF 0x0000/0x0000\n"
+	for _, tc := range []struct {
+		in      string
+		n       int
+		dropped bool
+	}{
+		{cbSample + def, 6, true},
+		{def + cbSample, 7, false},
+		{cbSample + tcpAll, 7, false},
+		{"", 0, false},
+	} {
+		rules, err := parseClassBench(strings.NewReader(tc.in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, dropped := cbWithoutDefault(rules)
+		if len(got) != tc.n || dropped != tc.dropped {
+			t.Errorf("%d rules in: %d left, dropped %v; want %d, %v", len(rules), len(got), dropped, tc.n, tc.dropped)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,6 +58,9 @@ type cbSystem struct {
 	load func(ctx context.Context, ns string, rules []cbRule, r cbRendered) error
 	// counters reads the FORWARD rules' packet counters (nil: none).
 	counters func(ctx context.Context, ns string) ([]uint64, error)
+	// diag, if set, says how the firewall handled the trace sent once
+	// (xfw: `xfw fastpath`, the packets that took the XDP fast path).
+	diag func(ctx context.Context, ns string) (string, error)
 }
 
 // cbSystems returns the firewalls compared.
@@ -77,14 +82,18 @@ func cbSystems(xfwBin string) []*cbSystem {
 			return iptablesCounters(ctx, ns, "FORWARD", argv...)
 		}
 	}
+	fastPath := func(ctx context.Context, ns string) (string, error) {
+		res, err := runIn(ctx, 0, ns, nil, xfwBin, "fastpath")
+		return res.Stdout, err
+	}
 	return []*cbSystem{
 		{name: fwNone, load: func(context.Context, string, []cbRule, cbRendered) error { return nil }},
 		{name: cbXFWEmpty, load: func(ctx context.Context, ns string, _ []cbRule, _ cbRendered) error {
 			empty := &ruleset{Chain: "FORWARD", Policy: "ACCEPT"}
 			_, err := runIn(ctx, loadTimeout, ns, strings.NewReader(empty.iptablesRestore(false)), xfwBin, "iptables-restore", "-w")
 			return err
-		}},
-		{name: fwXFW, load: restore(xfwBin, "iptables-restore", "-w"), counters: counters(xfwBin, "iptables", "-w")},
+		}, diag: fastPath},
+		{name: fwXFW, load: restore(xfwBin, "iptables-restore", "-w"), counters: counters(xfwBin, "iptables", "-w"), diag: fastPath},
 		{name: fwLegacy, load: restore("iptables-legacy-restore", "-w"), counters: counters("iptables-legacy", "-w")},
 		{name: fwIptNFT, load: restore("iptables-nft-restore", "-w"), counters: counters("iptables-nft", "-w")},
 		{name: cbNFTList, load: nft(renderNft)},
@@ -95,11 +104,13 @@ func cbSystems(xfwBin string) []*cbSystem {
 // cbSetResult is one filter set's measurements.
 type cbSetResult struct {
 	Set string `json:"set"`
-	// Rules is the set's rule count, Chain the rendered FORWARD chain's,
-	// Omitted the rules left out (they match nothing).
-	Rules   int `json:"rules"`
-	Chain   int `json:"chain"`
-	Omitted int `json:"omitted"`
+	// Rules is the set's rule count (without its default rule:
+	// DefaultDropped), Chain the rendered FORWARD chain's, Omitted the
+	// rules left out (they match nothing).
+	DefaultDropped bool `json:"default_dropped"`
+	Rules          int  `json:"rules"`
+	Chain          int  `json:"chain"`
+	Omitted        int  `json:"omitted"`
 	// Trace is the number of distinct packets; SkippedRules the rules no
 	// forwardable packet could be drawn in; MeanFirstMatch the mean
 	// position (1-based) of the packets' first matching rule.
@@ -116,12 +127,17 @@ type cbSetResult struct {
 	Lookups       float64 `json:"lookups"`
 	XlatedInsns   int     `json:"xlated_insns"`
 	VerifiedInsns int     `json:"verified_insns"`
-	CompileSecs   float64 `json:"compile_seconds"`
-	ProgRunError  string  `json:"progrun_error,omitempty"`
+	// NoMatch is one TCP packet matching no rule (dropped by the policy).
+	NoMatch      progRunCase `json:"no_match"`
+	CompileSecs  float64     `json:"compile_seconds"`
+	ProgRunError string      `json:"progrun_error,omitempty"`
 	// Checks are the trace sent once through each firewall: what arrived
 	// and, for iptables' counters, whether each rule counted the packets
 	// the reference classifier gives it.
 	Checks []string `json:"checks"`
+	// Diag is each firewall's own account of the trace sent once (xfw:
+	// its fast path counters).
+	Diag map[string]string `json:"diag,omitempty"`
 	// Forward are the forwarding rates, one point per firewall (X: rules).
 	Forward []seriesPoint `json:"forward"`
 }
@@ -168,13 +184,14 @@ func runClassBenchSet(ctx context.Context, o *options, name string) (*cbSetResul
 	if err != nil {
 		return nil, fmt.Errorf("classbench %s: %w", name, err)
 	}
+	rules, dropped := cbWithoutDefault(rules)
 	rendered := renderIptables(rules)
 	trace, skipped := cbTrace(rules, o.cbTrace, seedClassBench)
 	if len(trace) == 0 {
 		return nil, fmt.Errorf("classbench %s: no packet could be drawn", name)
 	}
 	res := &cbSetResult{Set: name, Rules: len(rules), Chain: len(rendered.RuleOf), Omitted: rendered.Omitted,
-		Trace: len(trace), SkippedRules: skipped}
+		Trace: len(trace), SkippedRules: skipped, DefaultDropped: dropped}
 	sum := 0
 	for _, p := range trace {
 		sum += p.Rule + 1
@@ -182,14 +199,14 @@ func runClassBenchSet(ctx context.Context, o *options, name string) (*cbSetResul
 	res.MeanFirstMatch = float64(sum) / float64(len(trace))
 	progress("classbench %s: %d rules (%d chain rules, %d omitted), trace of %d packets (%d rules skipped), mean first match at rule %.0f",
 		name, len(rules), res.Chain, res.Omitted, len(trace), skipped, res.MeanFirstMatch)
-	if err := cbProgRun(ctx, o, res, rendered, trace); err != nil {
+	if err := cbProgRun(ctx, o, res, rules, rendered, trace); err != nil {
 		if errors.Is(err, context.Canceled) {
 			return nil, err
 		}
 		res.ProgRunError = err.Error()
 	}
-	progress("classbench %s: xfw_xdp %.0f ns/packet (%.0f–%.0f), each frame once %.0f ns (%.0f–%.0f), %.1f steps, %.1f lookups %s", name,
-		res.Ns.Median, res.Ns.Min, res.Ns.Max, res.NsOnce.Median, res.NsOnce.Min, res.NsOnce.Max, res.Steps, res.Lookups, res.ProgRunError)
+	progress("classbench %s: xfw_xdp %.0f ns/packet (%.0f–%.0f), each frame once %.0f ns (%.0f–%.0f), %.1f steps, %.1f lookups; no match %.0f ns %s", name,
+		res.Ns.Median, res.Ns.Min, res.Ns.Max, res.NsOnce.Median, res.NsOnce.Min, res.NsOnce.Max, res.Steps, res.Lookups, res.NoMatch.Ns.Median, res.ProgRunError)
 	if err := cbForward(ctx, o, res, rules, rendered, trace); err != nil {
 		return nil, err
 	}
@@ -226,7 +243,7 @@ func cbCompilerPacket(p cbPacket) *compiler.Packet {
 // namespace (fast path off: see fastPathOff) and times xfw_xdp over the
 // trace's frames, checking each verdict against the reference classifier
 // and Generation.Classify.
-func cbProgRun(ctx context.Context, o *options, res *cbSetResult, r cbRendered, trace []cbTraced) error {
+func cbProgRun(ctx context.Context, o *options, res *cbSetResult, rules []cbRule, r cbRendered, trace []cbTraced) error {
 	defer fastPathOff()()
 	t, err := newTopology(ctx, "classbench")
 	if err != nil {
@@ -290,8 +307,36 @@ func cbProgRun(ctx context.Context, o *options, res *cbSetResult, r cbRendered, 
 			}
 		}
 		res.Ns, res.NsOnce = summarize(means), summarize(once)
+		// Every trace packet is accepted: one that no rule matches must
+		// be dropped (policy DROP), after a walk of the whole chain.
+		miss, ok := cbMiss(rules)
+		if !ok {
+			return nil
+		}
+		res.NoMatch, err = timeFrame(prog, flowFrame(t, cbFlows([]cbTraced{{Pkt: miss}})[0]), o.reps)
+		if err != nil {
+			return err
+		}
+		if res.NoMatch.Retval != xdpDrop {
+			return fmt.Errorf("xfw_xdp returned %d on %+v, which no rule matches (want %d)", res.NoMatch.Retval, miss, xdpDrop)
+		}
 		return nil
 	})
+}
+
+// cbMiss returns a TCP packet no rule matches (false: none found).
+func cbMiss(rules []cbRule) (cbPacket, bool) {
+	rng := rand.New(rand.NewSource(seedClassBench))
+	all := netip.MustParsePrefix("0.0.0.0/0")
+	const tries = 10000 // random packets tried
+	for i := 0; i < tries; i++ {
+		p := cbPacket{Src: randomInPrefix(rng, all), Dst: randomInPrefix(rng, all),
+			Proto: protoTCP, Sport: uint16(rng.Intn(65536)), Dport: uint16(rng.Intn(65536))}
+		if forwardable(p.Src) && forwardable(p.Dst) && cbClassify(rules, p) < 0 {
+			return p, true
+		}
+	}
+	return cbPacket{}, false
 }
 
 // cbPass runs each frame repeat times and returns the mean duration of
@@ -360,6 +405,17 @@ func cbForward(ctx context.Context, o *options, res *cbSetResult, rules []cbRule
 				return err
 			}
 			res.Checks = append(res.Checks, s.name+": "+check)
+			if s.diag != nil {
+				d, err := s.diag(ctx, rg.topo.FwNS)
+				if err != nil {
+					return err
+				}
+				if res.Diag == nil {
+					res.Diag = map[string]string{}
+				}
+				res.Diag[s.name] = d
+				progress("classbench %s: %s after the trace:\n%s", res.Set, s.name, d)
+			}
 			progress("classbench %s: %s: loaded in %.2f s; %s", res.Set, s.name, points[i].LoadSeconds, check)
 			return nil
 		}()
@@ -516,9 +572,9 @@ func (g *generator) sendOnce(n, chunk int) error {
 // cbNotes describes the section.
 func cbNotes(o *options) []string {
 	return []string{
-		fmt.Sprintf("Filter sets: ClassBench (Taylor & Turner) acl, fw and ipc families from %s. Each rule becomes `-A FORWARD -s SRC -d DST [-p PROTO [-m PROTO --sport LO:HI --dport LO:HI]] -j ACCEPT` in file order, policy DROP; the TCP-flags column is ignored; a rule of any protocol with port ranges becomes a tcp and a udp rule; a rule of a protocol without ports (ICMP, GRE, …) with a port range matches nothing and is left out (fw2 has such rules).", o.cbDir),
+		fmt.Sprintf("Filter sets: ClassBench (Taylor & Turner) acl, fw and ipc families from %s. The set's last rule, its default rule matching every packet, is left out (kept, everything would be accepted, no packet could miss, and an nftables set of the accepted packets would hold it alone); each other rule becomes `-A FORWARD -s SRC -d DST [-p PROTO [-m PROTO --sport LO:HI --dport LO:HI]] -j ACCEPT` in file order, policy DROP; the TCP-flags column is ignored; a rule of any protocol with port ranges becomes a tcp and a udp rule; a rule of a protocol without ports (ICMP, GRE, …) with a port range matches nothing and is left out (fw2 has such rules).", o.cbDir),
 		fmt.Sprintf("Trace: %d distinct packets, each at a random point (seeded) of a randomly chosen rule: addresses inside its prefixes, ports inside its ranges, a rule of any protocol gives TCP, UDP or ICMP echo requests; its expected rule is the first that matches it (reference classifier), which need not be the rule it was drawn in. Packets the kernel would not forward (0/8, 127/8, multicast, 255.255.255.255) and the bench's own networks (10.1/16, 10.100/16, 10.128/9) are drawn again; a rule with none after 32 draws is skipped. TCP segments carry ACK (a connection picked up mid-stream).", o.cbTrace),
-		fmt.Sprintf("ns/packet: BPF_PROG_TEST_RUN of the attached xfw_xdp (loaded with the dataplane package, fast path off: see progrun), each frame of the trace run %d times per call (after its first run the frame's own entries are in the caches), and each run once per call (the duration then also holds one read of the kernel clock per run: this one errs high); mean over the trace, median [min–max] of %d passes. steps/lookups: the instruction proxy of the progrun section, mean over the trace; each frame's verdict is checked against the reference classifier and compiler.Generation.Classify.", cbRepeat, o.reps),
+		fmt.Sprintf("ns/packet: BPF_PROG_TEST_RUN of the attached xfw_xdp (loaded with the dataplane package, fast path off: see progrun), each frame of the trace run %d times per call (after its first run the frame's own entries are in the caches), and each run once per call (the duration then also holds one read of the kernel clock per run: this one errs high); mean over the trace, median [min–max] of %d passes. steps/lookups: the instruction proxy of the progrun section, mean over the trace; no match: a TCP packet no rule matches, if one of 10,000 random ones is (the whole chain walked, dropped by the policy), timed as the progrun section times one frame; each frame's verdict is checked against the reference classifier and compiler.Generation.Classify.", cbRepeat, o.reps),
 		"Check: before measuring, the trace is sent once (live frames, 32 per call) through each loaded firewall; sink must receive every packet, and each iptables rule's packet counter must equal the number of trace packets whose first match it is (iptables-legacy is the kernel's answer; xfw must agree).",
 		"Forwarding: gen (CPU 0) cycles through the trace's packets at full speed; fw forwards on CPU 1 (xfw with its XDP fast path on; \"xfw, no rules\": an empty FORWARD chain, policy ACCEPT, the reference of issue 22's target 2). pps: what sink received, median [min–max] of the repetitions (order rotated); fw CPU ns/pkt: fw's receive path CPU time per forwarded packet.",
 		"nftables (rule list): one rule per iptables rule, written as nft users do (`ip saddr P ip daddr P tcp sport A-B tcp dport C-D accept`). nftables (interval set): one set of type `ipv4_addr . ipv4_addr . inet_proto . inet_service . inet_service` with `flags interval` holding every rule (those inside another left out: the accepted packets are the same), and one rule `ip saddr . ip daddr . meta l4proto . th sport . th dport @acl accept` (every rule accepts, so order does not matter); the kernel refuses an element whose lower or upper corner lies inside another element, so a set with such partial overlaps does not load.",
@@ -541,14 +597,19 @@ func writeClassBench(b *strings.Builder, s *classBenchSection, plot string) {
 	if plot != "" {
 		fmt.Fprintf(b, "\n![ClassBench forwarding](%s)\n", plot)
 	}
-	fmt.Fprintf(b, "\n| set | rules (chain) | trace | mean first match | xfw_xdp ns/packet, ×%d [min–max] | ×1 [min–max] | steps / lookups | verified insns | compile (s) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n", cbRepeat)
+	fmt.Fprintf(b, "\n| set | rules (chain) | trace | mean first match | xfw_xdp ns/packet, ×%d [min–max] | ×1 [min–max] | steps / lookups | no match: ns [min–max] | verified insns | compile (s) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", cbRepeat)
 	for _, r := range s.Sets {
 		if r.ProgRunError != "" {
-			fmt.Fprintf(b, "| %s | %d (%d) | %d | %.0f | error: %s | | | | |\n", r.Set, r.Rules, r.Chain, r.Trace, r.MeanFirstMatch, r.ProgRunError)
+			fmt.Fprintf(b, "| %s | %d (%d) | %d | %.0f | error: %s | | | | | |\n", r.Set, r.Rules, r.Chain, r.Trace, r.MeanFirstMatch, r.ProgRunError)
 			continue
 		}
-		fmt.Fprintf(b, "| %s | %d (%d) | %d | %.0f | %.0f [%.0f–%.0f] | %.0f [%.0f–%.0f] | %.1f / %.1f | %d | %.2f |\n", r.Set, r.Rules, r.Chain, r.Trace,
-			r.MeanFirstMatch, r.Ns.Median, r.Ns.Min, r.Ns.Max, r.NsOnce.Median, r.NsOnce.Min, r.NsOnce.Max, r.Steps, r.Lookups, r.VerifiedInsns, r.CompileSecs)
+		miss := "none found"
+		if r.NoMatch.Ns.N > 0 {
+			miss = fmt.Sprintf("%.0f [%.0f–%.0f]", r.NoMatch.Ns.Median, r.NoMatch.Ns.Min, r.NoMatch.Ns.Max)
+		}
+		fmt.Fprintf(b, "| %s | %d (%d) | %d | %.0f | %.0f [%.0f–%.0f] | %.0f [%.0f–%.0f] | %.1f / %.1f | %s | %d | %.2f |\n", r.Set, r.Rules, r.Chain, r.Trace,
+			r.MeanFirstMatch, r.Ns.Median, r.Ns.Min, r.Ns.Max, r.NsOnce.Median, r.NsOnce.Min, r.NsOnce.Max, r.Steps, r.Lookups,
+			miss, r.VerifiedInsns, r.CompileSecs)
 	}
 	if len(s.Sets) == 0 {
 		return
