@@ -127,10 +127,15 @@ type cbSetResult struct {
 	Lookups       float64 `json:"lookups"`
 	XlatedInsns   int     `json:"xlated_insns"`
 	VerifiedInsns int     `json:"verified_insns"`
-	// NoMatch is one TCP packet matching no rule (dropped by the policy).
-	NoMatch      progRunCase `json:"no_match"`
-	CompileSecs  float64     `json:"compile_seconds"`
-	ProgRunError string      `json:"progrun_error,omitempty"`
+	// NoMatch is one TCP packet matching no rule (dropped by the
+	// policy), if MissFound.
+	NoMatch   progRunCase `json:"no_match"`
+	MissFound bool        `json:"miss_found"`
+	// CountersChecked: after the test runs every rule's counter was the
+	// reference classifier's count times the runs of each frame.
+	CountersChecked bool    `json:"counters_checked"`
+	CompileSecs     float64 `json:"compile_seconds"`
+	ProgRunError    string  `json:"progrun_error,omitempty"`
 	// Checks are the trace sent once through each firewall: what arrived
 	// and, for iptables' counters, whether each rule counted the packets
 	// the reference classifier gives it.
@@ -250,7 +255,13 @@ func cbProgRun(ctx context.Context, o *options, res *cbSetResult, rules []cbRule
 		return err
 	}
 	defer t.Close()
-	return nettest.InNamespace(t.FwNS, func() error {
+	// Every trace destination is routed to sink: without a route the FIB
+	// lookup fails and xfw_xdp leaves the packet to the stack before
+	// FORWARD's classification.
+	if err := mustIn(ctx, t.FwNS, "ip", "route", "add", "default", "via", sinkAddr.String()); err != nil {
+		return err
+	}
+	err = nettest.InNamespace(t.FwNS, func() error {
 		var row progRunRow
 		gen, err := applyTextInProcess(r.Restore, &row)
 		if err != nil {
@@ -313,6 +324,7 @@ func cbProgRun(ctx context.Context, o *options, res *cbSetResult, rules []cbRule
 		if !ok {
 			return nil
 		}
+		res.MissFound = true
 		res.NoMatch, err = timeFrame(prog, flowFrame(t, cbFlows([]cbTraced{{Pkt: miss}})[0]), o.reps)
 		if err != nil {
 			return err
@@ -322,6 +334,27 @@ func cbProgRun(ctx context.Context, o *options, res *cbSetResult, rules []cbRule
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	// Each run of a frame counts on its rule: the counters must be the
+	// reference classifier's counts times the runs of each frame.
+	got, err := iptablesCounters(ctx, t.FwNS, "FORWARD", o.xfwBin, "iptables", "-w")
+	if err != nil {
+		return fmt.Errorf("read counters after the test runs: %w", err)
+	}
+	want := cbExpectedCounts(r, trace)
+	if len(got) != len(want) {
+		return fmt.Errorf("%d rule counters after the test runs, want %d", len(got), len(want))
+	}
+	runs := uint64(o.reps) * (cbRepeat + 1)
+	for j := range want {
+		if got[j] != want[j]*runs {
+			return fmt.Errorf("after the test runs chain rule %d counted %d, want %d (%d trace packets × %d runs)", j+1, got[j], want[j]*runs, want[j], runs)
+		}
+	}
+	res.CountersChecked = true
+	return nil
 }
 
 // cbMiss returns a TCP packet no rule matches (false: none found).
@@ -574,7 +607,7 @@ func cbNotes(o *options) []string {
 	return []string{
 		fmt.Sprintf("Filter sets: ClassBench (Taylor & Turner) acl, fw and ipc families from %s. The set's last rule, its default rule matching every packet, is left out (kept, everything would be accepted, no packet could miss, and an nftables set of the accepted packets would hold it alone); each other rule becomes `-A FORWARD -s SRC -d DST [-p PROTO [-m PROTO --sport LO:HI --dport LO:HI]] -j ACCEPT` in file order, policy DROP; the TCP-flags column is ignored; a rule of any protocol with port ranges becomes a tcp and a udp rule; a rule of a protocol without ports (ICMP, GRE, …) with a port range matches nothing and is left out (fw2 has such rules).", o.cbDir),
 		fmt.Sprintf("Trace: %d distinct packets, each at a random point (seeded) of a randomly chosen rule: addresses inside its prefixes, ports inside its ranges, a rule of any protocol gives TCP, UDP or ICMP echo requests; its expected rule is the first that matches it (reference classifier), which need not be the rule it was drawn in. Packets the kernel would not forward (0/8, 127/8, multicast, 255.255.255.255) and the bench's own networks (10.1/16, 10.100/16, 10.128/9) are drawn again; a rule with none after 32 draws is skipped. TCP segments carry ACK (a connection picked up mid-stream).", o.cbTrace),
-		fmt.Sprintf("ns/packet: BPF_PROG_TEST_RUN of the attached xfw_xdp (loaded with the dataplane package, fast path off: see progrun), each frame of the trace run %d times per call (after its first run the frame's own entries are in the caches), and each run once per call (the duration then also holds one read of the kernel clock per run: this one errs high); mean over the trace, median [min–max] of %d passes. steps/lookups: the instruction proxy of the progrun section, mean over the trace; no match: a TCP packet no rule matches, if one of 10,000 random ones is (the whole chain walked, dropped by the policy), timed as the progrun section times one frame; each frame's verdict is checked against the reference classifier and compiler.Generation.Classify.", cbRepeat, o.reps),
+		fmt.Sprintf("ns/packet: BPF_PROG_TEST_RUN of the attached xfw_xdp (loaded with the dataplane package, fast path off: see progrun), each frame of the trace run %d times per call (after its first run the frame's own entries are in the caches), and each run once per call (the duration then also holds one read of the kernel clock per run: this one errs high); mean over the trace, median [min–max] of %d passes. steps/lookups: the instruction proxy of the progrun section, mean over the trace; no match: a TCP packet no rule matches, if one of 10,000 random ones is (the whole chain walked, dropped by the policy), timed as the progrun section times one frame; each frame's verdict is checked against the reference classifier and compiler.Generation.Classify, and after the runs each rule's counter must be the number of trace packets whose first match it is times the runs of each frame (so every run was classified by FORWARD).", cbRepeat, o.reps),
 		"Check: before measuring, the trace is sent once (live frames, 32 per call) through each loaded firewall; sink must receive every packet, and each iptables rule's packet counter must equal the number of trace packets whose first match it is (iptables-legacy is the kernel's answer; xfw must agree).",
 		"Forwarding: gen (CPU 0) cycles through the trace's packets at full speed; fw forwards on CPU 1 (xfw with its XDP fast path on; \"xfw, no rules\": an empty FORWARD chain, policy ACCEPT, the reference of issue 22's target 2). pps: what sink received, median [min–max] of the repetitions (order rotated); fw CPU ns/pkt: fw's receive path CPU time per forwarded packet.",
 		"nftables (rule list): one rule per iptables rule, written as nft users do (`ip saddr P ip daddr P tcp sport A-B tcp dport C-D accept`). nftables (interval set): one set of type `ipv4_addr . ipv4_addr . inet_proto . inet_service . inet_service` with `flags interval` holding every rule (those inside another left out: the accepted packets are the same), and one rule `ip saddr . ip daddr . meta l4proto . th sport . th dport @acl accept` (every rule accepts, so order does not matter); the kernel refuses an element whose lower or upper corner lies inside another element, so a set with such partial overlaps does not load.",
@@ -604,7 +637,7 @@ func writeClassBench(b *strings.Builder, s *classBenchSection, plot string) {
 			continue
 		}
 		miss := "none found"
-		if r.NoMatch.Ns.N > 0 {
+		if r.MissFound {
 			miss = fmt.Sprintf("%.0f [%.0f–%.0f]", r.NoMatch.Ns.Median, r.NoMatch.Ns.Min, r.NoMatch.Ns.Max)
 		}
 		fmt.Fprintf(b, "| %s | %d (%d) | %d | %.0f | %.0f [%.0f–%.0f] | %.0f [%.0f–%.0f] | %.1f / %.1f | %s | %d | %.2f |\n", r.Set, r.Rules, r.Chain, r.Trace,
