@@ -57,7 +57,8 @@ type tuple struct {
 	Src, Dst     [4]byte
 	Sport, Dport [2]byte
 	IPCsum       [2]byte
-	Pad          [2]byte
+	Proto        uint8
+	Pad          uint8
 }
 
 // Offsets in the generated Ethernet + IPv4 (no options) + UDP frame.
@@ -68,6 +69,11 @@ const (
 	offSport  = 14 + 20
 	offDport  = 14 + 22
 	offL4End  = 14 + 20 + 8
+	offProto  = 14 + 9
+	// offTCPEnd ends the TCP header's fixed part the generator writes
+	// (acknowledgment number, data offset and flags; for UDP frames
+	// these bytes are payload).
+	offTCPEnd = 14 + 20 + 14
 )
 
 // maxTuples is the generator's tuple table size: a million flows for the
@@ -87,8 +93,8 @@ const maxTuples = 1 << 20
 // template (the frame's Ethernet, IPv4 and UDP headers) each time: constant
 // parts from the template, per-flow parts from the tuple.
 func newGenProgram(template []byte) (*ebpf.Program, *ebpf.Map, *ebpf.Map, error) {
-	if len(template) < offL4End {
-		return nil, nil, nil, fmt.Errorf("generator template of %d bytes, want at least %d", len(template), offL4End)
+	if len(template) < offTCPEnd {
+		return nil, nil, nil, fmt.Errorf("generator template of %d bytes, want at least %d", len(template), offTCPEnd)
 	}
 	state, err := ebpf.NewMap(&ebpf.MapSpec{Name: "xb_gen_state", Type: ebpf.Array, KeySize: 4, ValueSize: 16, MaxEntries: 1})
 	if err != nil {
@@ -130,15 +136,17 @@ func newGenProgram(template []byte) (*ebpf.Program, *ebpf.Map, *ebpf.Map, error)
 		asm.Add.Imm(asm.R2, -8),
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, "pass"),
-		// bounds check: data + offL4End <= data_end
+		// bounds check: data + offTCPEnd <= data_end
 		asm.LoadMem(asm.R2, asm.R6, 0, asm.Word),
 		asm.LoadMem(asm.R3, asm.R6, 4, asm.Word),
 		asm.Mov.Reg(asm.R4, asm.R2),
-		asm.Add.Imm(asm.R4, offL4End),
+		asm.Add.Imm(asm.R4, offTCPEnd),
 		asm.JGT.Reg(asm.R4, asm.R3, "pass"),
 	}
-	// Constant header bytes: [offset, size] regions of template.
-	for _, r := range [][2]int{{0, 4}, {4, 4}, {8, 4}, {12, 2}, {14, 4}, {18, 4}, {22, 2}, {offL4End - 4, 4}} {
+	// Constant header bytes: [offset, size] regions of template (UDP's
+	// length and checksum, or TCP's sequence number, then TCP's
+	// acknowledgment number, data offset and flags).
+	for _, r := range [][2]int{{0, 4}, {4, 4}, {8, 4}, {12, 2}, {14, 4}, {18, 4}, {22, 2}, {offL4End - 4, 4}, {offL4End, 4}, {offL4End + 4, 2}} {
 		off, size := r[0], r[1]
 		var v int64
 		sz := asm.Word
@@ -155,6 +163,7 @@ func newGenProgram(template []byte) (*ebpf.Program, *ebpf.Map, *ebpf.Map, error)
 	insns = append(insns, copyField(8, offSport, asm.Half)...)
 	insns = append(insns, copyField(10, offDport, asm.Half)...)
 	insns = append(insns, copyField(12, offIPCsum, asm.Half)...)
+	insns = append(insns, copyField(14, offProto, asm.Byte)...)
 	insns = append(insns,
 		asm.Mov.Imm(asm.R0, xdpTX),
 		asm.Return(),

@@ -53,10 +53,21 @@ func (g *generator) Close() {
 	g.tuples.Close()
 }
 
-// flow is one generated 5-tuple (UDP).
+// flow is one generated 5-tuple: UDP, or the IP protocol Proto (TCP
+// segments carry ACK; ICMP's type and code are Sport's bytes, its checksum
+// Dport's).
 type flow struct {
 	Src, Dst     netip.Addr
 	Sport, Dport uint16
+	Proto        uint8 // 0: UDP
+}
+
+// proto returns f's IP protocol.
+func (f flow) proto() uint8 {
+	if f.Proto == 0 {
+		return protoUDP
+	}
+	return f.Proto
 }
 
 // setFlows loads the flows to cycle through (at most maxTuples).
@@ -94,7 +105,11 @@ func makeTuple(f flow) tuple {
 	binary.BigEndian.PutUint16(tp.Sport[:], f.Sport)
 	binary.BigEndian.PutUint16(tp.Dport[:], f.Dport)
 	hdr := ipv4Header(f.Src, f.Dst, frameLen-14)
+	hdr[9] = f.proto()
+	hdr[10], hdr[11] = 0, 0
+	binary.BigEndian.PutUint16(hdr[10:], nettest.Checksum(hdr))
 	copy(tp.IPCsum[:], hdr[10:12])
+	tp.Proto = f.proto()
 	return tp
 }
 
@@ -115,15 +130,29 @@ func ipv4Header(src, dst netip.Addr, totalLen int) []byte {
 
 // udpFrame returns a frameLen-byte Ethernet frame gen → fw carrying UDP.
 func udpFrame(t *topology, src, dst netip.Addr, sport, dport uint16) []byte {
-	f := make([]byte, frameLen)
-	copy(f[0:6], t.FwInMAC)
-	copy(f[6:12], t.GenMAC)
-	binary.BigEndian.PutUint16(f[12:], 0x0800)
-	copy(f[14:], ipv4Header(src, dst, frameLen-14))
-	binary.BigEndian.PutUint16(f[34:], sport)
-	binary.BigEndian.PutUint16(f[36:], dport)
-	binary.BigEndian.PutUint16(f[38:], frameLen-34) // UDP length; checksum 0 (none)
-	return f
+	return flowFrame(t, flow{Src: src, Dst: dst, Sport: sport, Dport: dport})
+}
+
+// tcpACK is the TCP header's data offset (5 words) and flags (ACK) the
+// generator's frames carry at offL4End+4 (UDP payload in UDP frames).
+var tcpACK = [2]byte{0x50, 0x10}
+
+// flowFrame returns the frameLen-byte Ethernet frame gen → fw of flow f,
+// as the generator writes it.
+func flowFrame(t *topology, f flow) []byte {
+	b := make([]byte, frameLen)
+	copy(b[0:6], t.FwInMAC)
+	copy(b[6:12], t.GenMAC)
+	binary.BigEndian.PutUint16(b[12:], 0x0800)
+	tp := makeTuple(f)
+	copy(b[14:], ipv4Header(f.Src, f.Dst, frameLen-14))
+	b[offProto] = tp.Proto
+	copy(b[offIPCsum:], tp.IPCsum[:])
+	binary.BigEndian.PutUint16(b[34:], f.Sport)
+	binary.BigEndian.PutUint16(b[36:], f.Dport)
+	binary.BigEndian.PutUint16(b[38:], frameLen-34) // UDP length; checksum 0 (none)
+	copy(b[offL4End+4:], tcpACK[:])
+	return b
 }
 
 // genReport is what one generator run did.

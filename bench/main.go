@@ -62,6 +62,11 @@ type options struct {
 	// progRunCT puts an ESTABLISHED,RELATED ACCEPT rule first in the
 	// progrun section's rulesets, so connection tracking runs.
 	progRunCT bool
+	// cbDir, cbSets and cbTrace are the classbench section's filter set
+	// directory, set names and trace length.
+	cbDir   string
+	cbSets  []string
+	cbTrace int
 }
 
 // Section names for -sections.
@@ -85,9 +90,13 @@ const (
 	// secXDPDrop: how many flood packets one core drops, xfw against a
 	// bare XDP_DROP program, iptables and nftables (xdpdrop.go).
 	secXDPDrop = "xdpdrop"
+	// secClassBench: the ClassBench filter sets in FORWARD: per-packet
+	// cost over a trace, a correctness check against the kernel, and
+	// forwarding rates (classbenchrun.go).
+	secClassBench = "classbench"
 )
 
-var allSections = []string{secForward, secInput, secSets, secDDoS, secProgRun, secUpdate, secConntrack, secRFPF, secSetLookup, secXDPDrop}
+var allSections = []string{secForward, secInput, secSets, secDDoS, secProgRun, secUpdate, secConntrack, secRFPF, secSetLookup, secXDPDrop, secClassBench}
 
 func main() {
 	if len(os.Args) > 1 {
@@ -149,6 +158,9 @@ func run() int {
 	dropSys := flag.String("xdpdrop-systems", "", "xdpdrop section: comma-separated systems to measure, by the start of their names (default all)")
 	progRunSizesFlag := flag.String("progrun-sizes", joinInts(progRunSizes), "progrun section: comma-separated rule counts")
 	flag.BoolVar(&o.progRunCT, "progrun-ct", false, "progrun section: an ESTABLISHED,RELATED ACCEPT rule first (connection tracking on)")
+	flag.StringVar(&o.cbDir, "classbench-dir", cbDefaultDir, "classbench section: directory of the ClassBench filter sets")
+	cbSets := flag.String("classbench-sets", cbDefaultSets, "classbench section: comma-separated filter sets")
+	flag.IntVar(&o.cbTrace, "classbench-trace", cbDefaultTrace, "classbench section: distinct packets of each trace")
 	quickSizesFlag := flag.String("quick-sizes", joinInts(quickSizes), "-quick and the headline: comma-separated FORWARD rule counts")
 	flag.Parse()
 	if o.progRunSizes, err = parseInts(*progRunSizesFlag); err != nil {
@@ -173,6 +185,11 @@ func run() int {
 	for _, s := range strings.Split(*rfpfSys, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			o.rfpfSystems[s] = true
+		}
+	}
+	for _, s := range strings.Split(*cbSets, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			o.cbSets = append(o.cbSets, s)
 		}
 	}
 	o.ctParts = map[string]bool{}

@@ -4,7 +4,7 @@
 Usage: plot.py RESULTS_DIR
 
 Writes forward.png, input.png, sets.png, ddos.png, progrun.png,
-update.png and ct-conns.png, ct-ddos.png, ct-synflood.png (connection
+update.png, classbench.png and ct-conns.png, ct-ddos.png, ct-synflood.png (connection
 tracking) next to bench.json (only those whose section the report has).
 Error bars span the minimum and maximum of the repetitions; the markers are
 medians. Needs matplotlib (Debian: python3-matplotlib, installed by
@@ -105,6 +105,54 @@ def progrun_plot(sec, path, machine):
     plt.close(fig)
 
 
+def classbench_plot(sec, path, machine):
+    """Forwarding rate and fw CPU per packet per ClassBench set and firewall,
+    and xfw_xdp's cost over the trace."""
+    sets = [s for s in sec.get("sets") or [] if s.get("forward")]
+    if not sets:
+        return
+    fws = [p["firewall"] for p in sets[0]["forward"]]
+    fig, (ax, axc, ax2) = plt.subplots(1, 3, figsize=(15, 4.6), gridspec_kw={"width_ratios": [3, 3, 1.3]})
+    width = 0.8 / len(fws)
+    extra = {"none": ("grey", ""), "xfw, no rules": ("salmon", ""), "nftables (rule list)": ("tab:purple", ""),
+             "nftables (interval set)": ("tab:brown", "")}
+    for axis, key, label in ((ax, "pps", "packets/s forwarded (trace)"), (axc, "ns_per_pkt", "fw CPU ns per forwarded packet")):
+        for k, fw in enumerate(fws):
+            xs, med, lo, hi = [], [], [], []
+            for i, s in enumerate(sets):
+                p = next((p for p in s["forward"] if p["firewall"] == fw), None)
+                if not p or p.get("error") or not p[key]["n"]:
+                    continue
+                xs.append(i + (k - (len(fws) - 1) / 2) * width)
+                med.append(p[key]["median"])
+                lo.append(p[key]["median"] - p[key]["min"])
+                hi.append(p[key]["max"] - p[key]["median"])
+            colour = (STYLE.get(fw) or extra.get(fw) or ("black", ""))[0]
+            axis.bar(xs, med, width, yerr=[lo, hi], label=fw, color=colour, capsize=2)
+        axis.set_xticks(range(len(sets)))
+        axis.set_xticklabels([s["set"] for s in sets], fontsize=8)
+        axis.set_yscale("log")
+        axis.set_ylabel(label)
+        axis.grid(True, axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    cost = [s for s in sets if s["ns"]["n"]]
+    for off, key, colour, label in ((-0.2, "ns", "tab:red", "×16 per call"), (0.2, "ns_once", "lightcoral", "×1 per call")):
+        st = [s.get(key) or {"median": 0, "min": 0, "max": 0} for s in cost]
+        ax2.bar([i + off for i in range(len(st))], [n["median"] for n in st], 0.4,
+                yerr=[[n["median"] - n["min"] for n in st], [n["max"] - n["median"] for n in st]],
+                color=colour, capsize=2, label=label)
+    ax2.axhline(200, color="black", linestyle="--", linewidth=1, label="200 ns")
+    ax2.set_xticks(range(len(cost)))
+    ax2.set_xticklabels([s["set"] for s in cost], fontsize=7, rotation=45)
+    ax2.set_ylabel("xfw_xdp ns/packet (BPF_PROG_TEST_RUN)")
+    ax2.grid(True, axis="y", alpha=0.3)
+    ax2.legend(fontsize=7)
+    fig.suptitle(f"ClassBench filter sets in FORWARD (trace drawn from the rules)\n{machine}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
 def update_plot(sec, path, machine):
     """Append and restore latency against ruleset size."""
     fig, axes = plt.subplots(1, 2, figsize=SIZE)
@@ -185,6 +233,8 @@ def main():
         progrun_plot(rep["progrun"], os.path.join(out, "progrun.png"), machine)
     if rep.get("update"):
         update_plot(rep["update"], os.path.join(out, "update.png"), machine)
+    if rep.get("classbench"):
+        classbench_plot(rep["classbench"], os.path.join(out, "classbench.png"), machine)
     ct = rep.get("conntrack") or {}
     if ct.get("conn_rate"):
         throughput_plot(ct["conn_rate"], os.path.join(out, "ct-conns.png"), "filler rules before the NEW rule (INPUT)",

@@ -23,6 +23,8 @@ const (
 	plotDDoS    = "ddos.png"
 	plotProgRun = "progrun.png"
 	plotUpdate  = "update.png"
+	// plotClassBench: the classbench section's rates and costs.
+	plotClassBench = "classbench.png"
 	// Connection tracking section.
 	plotCtConns    = "ct-conns.png"
 	plotCtDDoS     = "ct-ddos.png"
@@ -88,6 +90,9 @@ func renderMarkdown(rep *report, imgDir string) string {
 	}
 	if s := rep.XDPDrop; s != nil {
 		writeXDPDrop(&b, s)
+	}
+	if s := rep.ClassBench; s != nil {
+		writeClassBench(&b, s, imgDir+plotClassBench)
 	}
 	return b.String()
 }
@@ -507,6 +512,9 @@ func docsSection(rep *report, results string) string {
 	}
 	if rep.XDPDrop != nil {
 		writeXDPDrop(&b, rep.XDPDrop)
+	}
+	if rep.ClassBench != nil {
+		writeClassBench(&b, rep.ClassBench, results+plotClassBench)
 	}
 	b.WriteString(behindText(rep))
 	b.WriteString("INPUT, set-friendly rulesets, the DDoS scenario, the per-packet BPF_PROG_TEST_RUN cost and the traffic generator's capacity are in [results/bench.md](" + results + "bench.md).\n")

@@ -27,24 +27,25 @@ var scalingFirewalls = []string{fwXFW, fwLegacy, fwIptNFT, fwNFT}
 
 // report is everything a run measured (results/bench.json).
 type report struct {
-	Machine   machineInfo        `json:"machine"`
-	Command   string             `json:"command"`
-	Started   time.Time          `json:"started"`
-	Seconds   float64            `json:"seconds"`
-	Reps      int                `json:"reps"`
-	WarmMs    int64              `json:"warm_ms"`
-	WindowMs  int64              `json:"window_ms"`
-	Generator *genSection        `json:"generator,omitempty"`
-	Forward   *throughputSection `json:"forward,omitempty"`
-	Input     *throughputSection `json:"input,omitempty"`
-	Sets      *throughputSection `json:"sets,omitempty"`
-	DDoS      *throughputSection `json:"ddos,omitempty"`
-	ProgRun   *progRunSection    `json:"progrun,omitempty"`
-	Update    *updateSection     `json:"update,omitempty"`
-	Conntrack *ctSection         `json:"conntrack,omitempty"`
-	RFPF      *rfpfSection       `json:"rfpf,omitempty"`
-	SetLookup *setLookupSection  `json:"setlookup,omitempty"`
-	XDPDrop   *xdpDropSection    `json:"xdpdrop,omitempty"`
+	Machine    machineInfo        `json:"machine"`
+	Command    string             `json:"command"`
+	Started    time.Time          `json:"started"`
+	Seconds    float64            `json:"seconds"`
+	Reps       int                `json:"reps"`
+	WarmMs     int64              `json:"warm_ms"`
+	WindowMs   int64              `json:"window_ms"`
+	Generator  *genSection        `json:"generator,omitempty"`
+	Forward    *throughputSection `json:"forward,omitempty"`
+	Input      *throughputSection `json:"input,omitempty"`
+	Sets       *throughputSection `json:"sets,omitempty"`
+	DDoS       *throughputSection `json:"ddos,omitempty"`
+	ProgRun    *progRunSection    `json:"progrun,omitempty"`
+	Update     *updateSection     `json:"update,omitempty"`
+	Conntrack  *ctSection         `json:"conntrack,omitempty"`
+	RFPF       *rfpfSection       `json:"rfpf,omitempty"`
+	SetLookup  *setLookupSection  `json:"setlookup,omitempty"`
+	ClassBench *classBenchSection `json:"classbench,omitempty"`
+	XDPDrop    *xdpDropSection    `json:"xdpdrop,omitempty"`
 }
 
 // runFull runs every selected section and writes the report.
@@ -226,6 +227,10 @@ func (r *fullRun) runOtherSections() error {
 		}},
 		{secXDPDrop, "flood drop rate per core", func() (err error) {
 			r.rep.XDPDrop, err = runXDPDrop(ctx, o)
+			return err
+		}},
+		{secClassBench, "ClassBench filter sets", func() (err error) {
+			r.rep.ClassBench, err = runClassBench(ctx, o)
 			return err
 		}},
 		{secProgRun, "data-plane cost (BPF_PROG_TEST_RUN)", func() (err error) {
@@ -528,6 +533,9 @@ func mergeReports(prev, rep *report, sections map[string]bool) *report {
 	}
 	if take(secXDPDrop, rep.XDPDrop != nil) {
 		out.XDPDrop = rep.XDPDrop
+	}
+	if take(secClassBench, rep.ClassBench != nil) {
+		out.ClassBench = rep.ClassBench
 	}
 	return &out
 }
