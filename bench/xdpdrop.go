@@ -148,10 +148,16 @@ func runStdin(ctx context.Context, ns, text string, argv ...string) error {
 // loadBareDrop attaches a program that only returns XDP_DROP to fw's
 // ingress veth (native mode, as xfw attaches).
 func loadBareDrop(_ context.Context, t *topology, _ string) (func(), error) {
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "xb_drop", Type: ebpf.XDP, License: "GPL",
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, xdpDrop), asm.Return()}})
+	return attachIngressXDP(t, "xb_drop", asm.Instructions{asm.Mov.Imm(asm.R0, xdpDrop), asm.Return()})
+}
+
+// attachIngressXDP loads insns as XDP program name and attaches it to
+// fw's ingress veth in native mode; the returned function detaches and
+// closes it.
+func attachIngressXDP(t *topology, name string, insns asm.Instructions) (func(), error) {
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: name, Type: ebpf.XDP, License: "GPL", Instructions: insns})
 	if err != nil {
-		return nil, fmt.Errorf("load XDP_DROP program: %w", err)
+		return nil, fmt.Errorf("load XDP program %s: %w", name, err)
 	}
 	var l link.Link
 	err = nettest.InNamespace(t.FwNS, func() error {
@@ -161,7 +167,7 @@ func loadBareDrop(_ context.Context, t *topology, _ string) (func(), error) {
 	})
 	if err != nil {
 		prog.Close()
-		return nil, fmt.Errorf("attach XDP_DROP to fw's ingress: %w", err)
+		return nil, fmt.Errorf("attach XDP program %s to fw's ingress: %w", name, err)
 	}
 	return func() { l.Close(); prog.Close() }, nil
 }
@@ -197,21 +203,7 @@ func loadSourceDrop(_ context.Context, t *topology, _ string) (func(), error) {
 		asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("pass"),
 		asm.Return(),
 	}
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "xb_srcdrop", Type: ebpf.XDP, License: "GPL", Instructions: insns})
-	if err != nil {
-		return nil, fmt.Errorf("load the minimal XDP filter: %w", err)
-	}
-	var l link.Link
-	err = nettest.InNamespace(t.FwNS, func() error {
-		var err error
-		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: fwInIfindex, Flags: link.XDPDriverMode})
-		return err
-	})
-	if err != nil {
-		prog.Close()
-		return nil, fmt.Errorf("attach the minimal XDP filter to fw's ingress: %w", err)
-	}
-	return func() { l.Close(); prog.Close() }, nil
+	return attachIngressXDP(t, "xb_srcdrop", insns)
 }
 
 // runXDPDrop measures every system in a topology of its own, one after the
