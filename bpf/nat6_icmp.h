@@ -149,6 +149,24 @@ static __always_inline __u32 xfw_nat6_icmp_error(struct xdp_md *ctx, struct xfw_
 	return xfw_nat6_quote_fields(ctx, in, np, csum, ports);
 }
 
+/* xfw_nat6_icmp_csum updates the ICMPv6 checksum in np->b6.l4 for the
+ * pseudo-header address np->b6.ip becoming np->b6.na and the quote's len
+ * bytes np->icmp_old becoming np->icmp_new (len XFW_N6Q_TCP or
+ * XFW_N6Q_SHORT): the step both hooks' writers share. */
+static __always_inline void xfw_nat6_icmp_csum(struct xfw_nat_pend *np, __u32 len)
+{
+	__u32 diff, f;
+
+	diff = bpf_csum_diff((__be32 *)np->b6.ip, XFW_NAT6_ADDR_LEN, (__be32 *)np->b6.na, XFW_NAT6_ADDR_LEN, 0);
+	if (len == XFW_N6Q_TCP)
+		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_N6Q_TCP, (__be32 *)np->icmp_new, XFW_N6Q_TCP, diff);
+	else
+		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_N6Q_SHORT, (__be32 *)np->icmp_new, XFW_N6Q_SHORT,
+				     diff);
+	f = *(__u16 *)np->b6.l4;
+	*(__u16 *)np->b6.l4 = xfw_nat6_csum_update(f, diff);
+}
+
 /* xfw_nat6_icmp_write writes the quote xfw_nat6_quote_fix rewrote (len
  * bytes at in) into error p and gives the error the address hi:lo as its
  * destination (qdst 0: the quote's source was rewritten) or its source
@@ -158,21 +176,13 @@ static __always_inline __u32 xfw_nat6_icmp_error(struct xdp_md *ctx, struct xfw_
 static __always_inline int xfw_nat6_icmp_write(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_nat_pend *np,
 					       __u32 in, __u32 len, __u64 hi, __u64 lo, __u32 qdst)
 {
-	__u32 aoff = p->l3_off + (qdst ? XFW_NAT6_SADDR_OFF : XFW_NAT6_DADDR_OFF), f, diff;
-	__u8 *b = np->b6.ip;
+	__u32 aoff = p->l3_off + (qdst ? XFW_NAT6_SADDR_OFF : XFW_NAT6_DADDR_OFF);
 
-	if (bpf_xdp_load_bytes(ctx, aoff, b, XFW_NAT6_ADDR_LEN) ||
+	if (bpf_xdp_load_bytes(ctx, aoff, np->b6.ip, XFW_NAT6_ADDR_LEN) ||
 	    bpf_xdp_load_bytes(ctx, p->l4_off + XFW_ICMP6_CSUM_OFF, np->b6.l4, sizeof(__u16)))
 		return -1;
 	xfw_nat6_put(np->b6.na, hi, lo);
-	diff = bpf_csum_diff((__be32 *)b, XFW_NAT6_ADDR_LEN, (__be32 *)np->b6.na, XFW_NAT6_ADDR_LEN, 0);
-	if (len == XFW_N6Q_TCP)
-		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_N6Q_TCP, (__be32 *)np->icmp_new, XFW_N6Q_TCP, diff);
-	else
-		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_N6Q_SHORT, (__be32 *)np->icmp_new, XFW_N6Q_SHORT,
-				     diff);
-	f = *(__u16 *)np->b6.l4;
-	*(__u16 *)np->b6.l4 = xfw_nat6_csum_update(f, diff);
+	xfw_nat6_icmp_csum(np, len);
 	if (len == XFW_N6Q_TCP) {
 		if (bpf_xdp_store_bytes(ctx, in, np->icmp_new, XFW_N6Q_TCP))
 			return -1;
@@ -260,7 +270,7 @@ static __always_inline int xfw_nat6_icmp_dnat_tc(struct __sk_buff *skb, struct x
 						  struct xfw_ct_entry *e)
 {
 	__u32 in = p->l4_off + XFW_NAT6_ICMP_HLEN, aoff = p->l3_off + XFW_NAT6_SADDR_OFF;
-	__u32 proto = np->icmp_old[XFW_NAT6_QUOTE_NEXT], len = XFW_N6Q_SHORT, csum = 0, f, diff;
+	__u32 proto = np->icmp_old[XFW_NAT6_QUOTE_NEXT], len = XFW_N6Q_SHORT, csum = 0;
 	__u64 hi = e->v.nat_addr_hi, lo = e->v.nat_addr;
 
 	if (proto == IPPROTO_TCP) {
@@ -282,14 +292,7 @@ static __always_inline int xfw_nat6_icmp_dnat_tc(struct __sk_buff *skb, struct x
 		return -1;
 	xfw_nat6_put(np->b6.na, hi, lo);
 	/* The ICMPv6 checksum: its pseudo-header's source and the quote. */
-	diff = bpf_csum_diff((__be32 *)np->b6.ip, XFW_NAT6_ADDR_LEN, (__be32 *)np->b6.na, XFW_NAT6_ADDR_LEN, 0);
-	if (len == XFW_N6Q_TCP)
-		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_N6Q_TCP, (__be32 *)np->icmp_new, XFW_N6Q_TCP, diff);
-	else
-		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_N6Q_SHORT, (__be32 *)np->icmp_new, XFW_N6Q_SHORT,
-				     diff);
-	f = *(__u16 *)np->b6.l4;
-	*(__u16 *)np->b6.l4 = xfw_nat6_csum_update(f, diff);
+	xfw_nat6_icmp_csum(np, len);
 	if (len == XFW_N6Q_TCP) {
 		if (bpf_skb_store_bytes(skb, in, np->icmp_new, XFW_N6Q_TCP, 0))
 			return -1;
