@@ -276,15 +276,7 @@ func cbProgRun(ctx context.Context, o *options, res *cbSetResult, rules []cbRule
 			return err
 		}
 		defer prog.Close()
-		if info, err := prog.Info(); err == nil {
-			if sz, err := info.TranslatedSize(); err == nil {
-				const insnSize = 8 // bytes per BPF instruction
-				res.XlatedInsns = sz / insnSize
-			}
-			if v, ok := info.VerifiedInstructions(); ok {
-				res.VerifiedInsns = int(v)
-			}
-		}
+		res.XlatedInsns, _, res.VerifiedInsns = progSizes(prog)
 		frames := make([][]byte, len(trace))
 		var steps, lookups int
 		for i, tp := range trace {

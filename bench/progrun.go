@@ -121,18 +121,7 @@ func runProgRun(ctx context.Context, o *options) (*progRunSection, error) {
 				return err
 			}
 			defer prog.Close()
-			if info, err := prog.Info(); err == nil {
-				if sz, err := info.TranslatedSize(); err == nil {
-					const insnSize = 8 // bytes per BPF instruction
-					row.XlatedInsns = sz / insnSize
-				}
-				if sz, err := info.JitedSize(); err == nil {
-					row.JitedBytes = int(sz)
-				}
-				if v, ok := info.VerifiedInstructions(); ok {
-					row.VerifiedInsns = int(v)
-				}
-			}
+			row.XlatedInsns, row.JitedBytes, row.VerifiedInsns = progSizes(prog)
 			if err := pinSelf(fwCPU); err != nil {
 				return err
 			}
@@ -227,6 +216,26 @@ func fastPathOff() func() {
 			os.Unsetenv(dataplane.FastPathEnv)
 		}
 	}
+}
+
+// progSizes returns prog's translated instructions, JIT image bytes and
+// verified instructions (0 for what the kernel does not tell).
+func progSizes(prog *ebpf.Program) (xlated, jited, verified int) {
+	info, err := prog.Info()
+	if err != nil {
+		return 0, 0, 0
+	}
+	if sz, err := info.TranslatedSize(); err == nil {
+		const insnSize = 8 // bytes per BPF instruction
+		xlated = sz / insnSize
+	}
+	if sz, err := info.JitedSize(); err == nil {
+		jited = int(sz)
+	}
+	if v, ok := info.VerifiedInstructions(); ok {
+		verified = int(v)
+	}
+	return xlated, jited, verified
 }
 
 // attachedXDP opens the XDP program attached to ifname.
