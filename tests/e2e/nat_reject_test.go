@@ -81,17 +81,10 @@ func natRejectProbe(fam int, tcp bool) func(*testing.T, *nettest.Topology) strin
 		isReply := func(c nettest.Captured) bool {
 			return !c.Outgoing && (c.Protocol == nettest.ProtoICMP || c.Protocol == nettest.ProtoICMPv6 || c.Protocol == nettest.ProtoTCP)
 		}
-		at := nettest.StartCapture(t, tp.GenNS, tp.Gen.Ifname, isReply)
-		defer at.Stop()
-		if err := tp.InjectFromGen(tp.GenToFw().Frame(pkt)); err != nil {
-			return "inject from gen: " + err.Error()
-		}
-		f, ok := at.WaitFor(isReply, 2*time.Second)
+		f, out, ok := natRejectAnswer(t, tp, fam, pkt, isReply, "reply")
 		if !ok {
-			return "gen got no reply"
+			return out
 		}
-		out := fmt.Sprintf("gen got protocol %d type %d %s -> %s", f.Protocol, f.ICMPType,
-			natRejectName(tp, fam, f.Src), natRejectName(tp, fam, f.Dst))
 		if f.Inner != nil {
 			out += fmt.Sprintf(" quoting %s -> %s port %d", natRejectName(tp, fam, f.Inner.Src),
 				natRejectName(tp, fam, f.Inner.Dst), f.Inner.DstPort)
@@ -184,17 +177,10 @@ func natErrorProbe(fam int) func(*testing.T, *nettest.Topology) string {
 			return !c.Outgoing && (c.Protocol == nettest.ProtoICMP && c.ICMPType == 3 ||
 				c.Protocol == nettest.ProtoICMPv6 && c.ICMPType < 128)
 		}
-		at := nettest.StartCapture(t, tp.GenNS, tp.Gen.Ifname, isError)
-		defer at.Stop()
-		if err := tp.InjectFromGen(tp.GenToFw().Frame(pkt)); err != nil {
-			return "inject from gen: " + err.Error()
-		}
-		f, ok := at.WaitFor(isError, 2*time.Second)
+		f, out, ok := natRejectAnswer(t, tp, fam, pkt, isError, "error")
 		if !ok {
-			return "gen got no error"
+			return out
 		}
-		out := fmt.Sprintf("gen got protocol %d type %d %s -> %s", f.Protocol, f.ICMPType,
-			natRejectName(tp, fam, f.Src), natRejectName(tp, fam, f.Dst))
 		// The error's transport bytes: after Ethernet and the IP header.
 		l3 := f.Raw[14:]
 		hlen, icmpProto := 40, nettest.ProtoICMPv6
@@ -220,6 +206,25 @@ func natErrorProbe(fam int) func(*testing.T, *nettest.Topology) string {
 		}
 		return out + fmt.Sprintf(", quoted checksum ok %v", inetSum(f.Inner.Src, f.Inner.Dst, nettest.ProtoUDP, quote[qh:]) == 0)
 	}
+}
+
+// natRejectAnswer injects pkt from gen towards fw and waits for gen to
+// capture an answer that want accepts (what names it): the answer and its
+// description (protocol, ICMP type, addresses by name), or ok false and
+// what went wrong.
+func natRejectAnswer(t *testing.T, tp *nettest.Topology, fam int, pkt []byte, want func(nettest.Captured) bool,
+	what string) (f nettest.Captured, out string, ok bool) {
+	t.Helper()
+	at := nettest.StartCapture(t, tp.GenNS, tp.Gen.Ifname, want)
+	defer at.Stop()
+	if err := tp.InjectFromGen(tp.GenToFw().Frame(pkt)); err != nil {
+		return f, "inject from gen: " + err.Error(), false
+	}
+	if f, ok = at.WaitFor(want, 2*time.Second); !ok {
+		return f, "gen got no " + what, false
+	}
+	return f, fmt.Sprintf("gen got protocol %d type %d %s -> %s", f.Protocol, f.ICMPType,
+		natRejectName(tp, fam, f.Src), natRejectName(tp, fam, f.Dst)), true
 }
 
 // TestNatForwardedErrorAfterDNATAgainstKernel checks, in both families
