@@ -154,18 +154,7 @@ func KeepLoadReady(loaded bool, ready func(LoadAhead)) {
 // DropLoadReady gives up a standing load ahead (at the resident process's
 // end), waiting for one under way.
 func DropLoadReady() {
-	preload.mu.Lock()
-	done := preload.done
-	preload.mu.Unlock()
-	if done == nil {
-		return
-	}
-	<-done
-	preload.mu.Lock()
-	defer preload.mu.Unlock()
-	if preload.done == done {
-		dropPreloadLocked()
-	}
+	dropPreload(false)
 }
 
 // dropPreloadLocked closes a finished load ahead and forgets it
@@ -201,16 +190,22 @@ func takePreload() (*state, error) {
 // discardPreload waits for a load ahead still under way and closes what
 // Apply did not take, unless it is standing (KeepLoadReady).
 func discardPreload() {
+	dropPreload(true)
+}
+
+// dropPreload waits for the load ahead, if one was started, and closes it
+// unless keepStanding and it is standing.
+func dropPreload(keepStanding bool) {
 	preload.mu.Lock()
 	done, standing := preload.done, preload.standing
 	preload.mu.Unlock()
-	if done == nil || standing {
+	if done == nil || keepStanding && standing {
 		return
 	}
 	<-done
 	preload.mu.Lock()
 	defer preload.mu.Unlock()
-	if preload.done == done && !preload.standing {
+	if preload.done == done && !(keepStanding && preload.standing) {
 		dropPreloadLocked()
 	}
 }
