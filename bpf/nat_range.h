@@ -48,6 +48,7 @@
 #define XFW_NAT_RANGE_H
 
 #include "nat.h"
+#include "nat_query.h"
 #include "classify_maps.h"
 #include "generation.h"
 
@@ -328,11 +329,14 @@ static __always_inline int xfw_natr_in(struct xfw_nat_range *r, __u32 port)
 }
 
 /* xfw_natr_bysrc returns the port of the mapping of p's source (port
- * sport) that a live connection holds, its address in np->range.addr_hi:
- * addr, when it is in np->range and its reply tuple to p's destination is
- * free (find_appropriate_src), else XFW_NATR_NONE. np->key[XFW_NAT_PS]
- * holds the reply tuple's source. */
-static __always_inline __u64 xfw_natr_bysrc(struct xfw_nat_pend *np, struct xfw_pkt *p, __u32 sport)
+ * sport: an echo's identifier, 0 for a protocol without ports) that a
+ * live connection holds, its address in np->range.addr_hi:addr, when it
+ * is in np->range and its reply tuple to p's destination is free
+ * (find_appropriate_src, whose same_src compares the identifier as a
+ * port), else XFW_NATR_NONE. ports: p has ports to translate (else the
+ * reply tuple is an echo's or an address pair, xfw_natq_taken).
+ * np->key[XFW_NAT_PS] holds the reply tuple's source. */
+static __always_inline __u64 xfw_natr_bysrc(struct xfw_nat_pend *np, struct xfw_pkt *p, __u32 sport, __u32 ports)
 {
 	struct xfw_nat_src_key sk = {.saddr_hi = p->src_hi, .saddr = p->src_lo, .sport = sport,
 				     .proto = p->proto};
@@ -355,8 +359,14 @@ static __always_inline __u64 xfw_natr_bysrc(struct xfw_nat_pend *np, struct xfw_
 		return XFW_NATR_NONE;
 	np->key[XFW_NAT_PS].daddr_hi = hi;
 	np->key[XFW_NAT_PS].daddr = addr;
-	if (xfw_snat_taken(np, port))
-		return XFW_NATR_NONE;
+	if (ports) {
+		if (xfw_snat_taken(np, port))
+			return XFW_NATR_NONE;
+	} else {
+		np->key[XFW_NAT_PS].dport = port;
+		if (xfw_natq_taken(np, xfw_natq_kind(p), p->icmp & 0xff))
+			return XFW_NATR_NONE;
+	}
 	r->addr_hi = hi;
 	r->addr = addr;
 	return port;
@@ -481,7 +491,10 @@ __attribute__((noinline)) __u64 xfw_natr_snat(struct xfw_pkt *p, __u32 packed, _
 	 * free (find_appropriate_src). Without ports (an echo, a protocol
 	 * without ports) too: the source in the range is kept, the caller
 	 * checks the tuple is free (difftest: an echo of the host's own
-	 * address, inside the SNAT's range, had been given the hash's). */
+	 * address, inside the SNAT's range, had been given the hash's); and
+	 * the source's mapping by its identifier (difftest seed 205: echoes
+	 * of identifier 0 from one source kept the first one's address in
+	 * the kernel, where xfw hashed each destination). */
 	if (!(r->flags & XFW_NATR_RANDOM_ALL)) {
 		if (xfw_natr_inaddr(r, p->src_hi, p->src_lo) &&
 		    (!ports || !(r->flags & XFW_NATR_PROTO) || xfw_natr_in(r, sport))) {
@@ -493,10 +506,10 @@ __attribute__((noinline)) __u64 xfw_natr_snat(struct xfw_pkt *p, __u32 packed, _
 			k->daddr = p->src_lo;
 			if (!xfw_snat_taken(np, sport))
 				return sport;
-		} else if (ports) {
-			to = xfw_natr_bysrc(np, p, sport);
+		} else {
+			to = xfw_natr_bysrc(np, p, sport, ports);
 			if (to != XFW_NATR_NONE)
-				return to;
+				return ports ? to : 0;
 		}
 	}
 	xfw_natr_pick(r, p);

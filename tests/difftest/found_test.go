@@ -94,6 +94,43 @@ func TestNATSnatRangeKeepsEchoSource(t *testing.T) {
 		Corpus: &difftest.Corpus{Probes: probes}}, [2]int{4, 4}, "each echo at sink from fw's own address")
 }
 
+// TestNATSnatRangeKeepsSourceMapping compares an SNAT to an address
+// range of a source's echoes (identifier 0) and datagrams of a protocol
+// without ports to several destinations: the kernel gives each the first
+// one's mapping (get_unique_tuple's find_appropriate_src, whose same_src
+// compares an echo's identifier as a port and finds a protocol without
+// ports by its address), where xfw hashed each destination to its own
+// address of the range (difftest nat seed 205). Every probe must arrive
+// at sink, from the same address on both sides.
+func TestNATSnatRangeKeepsSourceMapping(t *testing.T) {
+	s := session(t, ir.IPv4, func(c *difftest.Config) { c.Conntrack = true })
+	p := s.Plan()
+	last := p.FwOut.As4()
+	last[3] += 3
+	ruleset := fmt.Sprintf("*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n"+
+		"-A POSTROUTING -s %s -j SNAT --to-source %s-%s\nCOMMIT\n"+
+		"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n", p.Gen, p.FwOut, netip.AddrFrom4(last))
+	var probes []difftest.Probe
+	const dsts = 6
+	for i := 0; i < 2*dsts; i++ {
+		dst := p.FarSink.Addr().As4()
+		dst[3] = byte(10 + i%dsts)
+		var pkt []byte
+		note := "gen's echo, identifier 0, to " + netip.AddrFrom4(dst).String()
+		if i < dsts {
+			pkt = nettest.EchoRequest(p.Gen, netip.AddrFrom4(dst), 0, uint16(i+1), []byte("same source"))
+		} else {
+			pkt = nettest.IPv4{Src: p.Gen, Dst: netip.AddrFrom4(dst), TTL: 64}.Packet(nettest.Raw{Proto: 253, Data: []byte("same source")})
+			note = "gen's protocol 253 to " + netip.AddrFrom4(dst).String()
+		}
+		frame := nettest.Ethernet{Dst: p.FwInMAC, Src: p.GenMAC}.Frame(pkt)
+		probes = append(probes, difftest.Probe{From: difftest.FromGen, Path: difftest.PathForward, Frames: [][]byte{frame},
+			Step: i, KeepL4: true, Note: note})
+	}
+	checkObserved(t, s, difftest.Case{Name: "SNAT range keeps a source's mapping", Ruleset: ruleset,
+		Corpus: &difftest.Corpus{Probes: probes}}, [2]int{2 * dsts, 2 * dsts}, "each probe at sink, translated alike")
+}
+
 // TestRejectOutputErrorSource compares the ICMP error REJECT sends in
 // OUTPUT about fw's own echo request, as it passes OUTPUT on its way to
 // fw's sockets: the kernel's comes from fw's own address (icmp_send routes
