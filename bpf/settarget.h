@@ -153,9 +153,10 @@ __attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32
 		c->lo = p->src_lo;
 	}
 	xfw_hwalk_mask(c, plen);
-	/* hash:ip: the address 0 (after the netmask) is no element (the
-	 * ,port types take it). */
-	if (!(c->answer & (XFW_SETW_NET | XFW_SETW_PORT)) && !c->key.hi && !c->key.lo)
+	/* hash:ip and hash:ip,port: the address 0 (after the netmask or
+	 * bitmask) is no element (-EINVAL; hash:ip,port's since Linux 6.3);
+	 * the net types take it. */
+	if (!(c->answer & XFW_SETW_NET) && !c->key.hi && !c->key.lo)
 		return 1;
 	if (flags & XFW_SETT_OP_DEL) {
 		if (!xfw_setw_port(c, p, c->answer, !!(flags & XFW_SETT_DEL_DST2), !!(flags & XFW_SETT_DEL_DIM2)))
