@@ -245,11 +245,17 @@ enum xfw_settarget_arg {
 	XFW_SETT_EXIST = 1 << 16,   /* --exist */
 	XFW_SETT_ADD_DST = 1 << 17, /* --add-set's address: the destination */
 	XFW_SETT_DEL_DST = 1 << 18, /* --del-set's address: the destination */
+	XFW_SETT_ADD_DST2 = 1 << 19, /* --add-set's port: the destination's */
+	XFW_SETT_DEL_DST2 = 1 << 20, /* --del-set's port: the destination's */
+	XFW_SETT_ADD_DIM2 = 1 << 21, /* --add-set names two dimensions or more */
+	XFW_SETT_DEL_DIM2 = 1 << 22, /* --del-set names two dimensions or more */
 	/* XFW_PROBE_SETMATCH's .arg: 1 + the written set in the low byte,
 	 * then: */
 	XFW_SETM_DST = 1 << 8,            /* the destination (else the source) */
 	XFW_SETM_RETURN_NOMATCH = 1 << 9, /* --return-nomatch */
 	XFW_SETM_INVERT = 1 << 10,        /* ! --match-set */
+	XFW_SETM_DST2 = 1 << 11,          /* the destination's port (else the source's) */
+	XFW_SETM_DIM2 = 1 << 12,          /* the match names two dimensions or more */
 };
 /* A written set's table has a meta key of its own (plen XFW_SETKEY_META,
  * port XFW_SETW_META): value.expires the set's default timeout in seconds,
@@ -259,6 +265,8 @@ enum xfw_setw_meta {
 	XFW_SETW_META = 3,
 	XFW_SETW_TIMEOUT = 1, /* the set has timeouts */
 	XFW_SETW_NET = 2,     /* hash:net: the longest prefix length present */
+	XFW_SETW_PORT = 4,    /* hash:ip,port, hash:net,port: a second dimension,
+			       * the protocol and port (xfw_set_port) */
 };
 
 /* Sentinel values of the port, TCP flags and ICMP fields. */

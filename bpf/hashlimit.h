@@ -11,7 +11,8 @@
  * addresses and ports the table's mode keeps. An entry is the kernel's
  * dsthash_ent: a token bucket under a spin lock (no call is made while it
  * is held), charged with the kernel's arithmetic (rateinfo_recalc,
- * hashlimit_byte_cost) in 64 bits.
+ * hashlimit_byte_cost) in 64 bits; with --hashlimit-rate-match it counts
+ * the packets (or bytes) of fixed windows instead, as revision 3 does.
  *
  * A table at its maximum refuses new entries and the packet is dropped
  * (the kernel's hotdrop), as is a packet whose ports cannot be read. The
@@ -140,6 +141,16 @@ static __always_inline void xfw_hl_recalc(struct xfw_hl_entry *e, const struct x
 
 	if (delta == 0)
 		return;
+	if (t->mode & XFW_HL_RATE_MATCH) {
+		/* A window ends after interval jiffies: the next one opens
+		 * unless this one's count went over the rate. */
+		if (delta < t->interval)
+			return;
+		e->prev = now;
+		e->cost = e->credit * t->interval > delta * t->rate;
+		e->credit = 0;
+		return;
+	}
 	e->prev = now;
 	if (t->mode & XFW_HL_BYTES) {
 		e->credit += t->cpj * delta;
@@ -166,6 +177,11 @@ static __always_inline void xfw_hl_fill(struct xfw_hl_init *n, const struct xfw_
 	n->credit = t->credit;
 	n->cost = t->cost;
 	n->credit_cap = (t->mode & XFW_HL_BYTES) ? t->refills : t->cap;
+	if (t->mode & XFW_HL_RATE_MATCH) {
+		n->credit = 0; /* current_rate */
+		n->cost = 0;   /* prev_window */
+		n->credit_cap = 0;
+	}
 }
 
 /* xfw_hl_insert adds the new entry of s->key to table t (id table):
@@ -229,10 +245,25 @@ static __always_inline int xfw_hashlimit(const struct xfw_pkt *p, __u32 arg)
 		e->credit = t->credit;
 		e->cost = t->cost;
 		e->credit_cap = (t->mode & XFW_HL_BYTES) ? t->refills : t->cap;
+		if (t->mode & XFW_HL_RATE_MATCH) {
+			e->credit = 0;
+			e->cost = 0;
+			e->credit_cap = 0;
+		}
 	} else {
 		xfw_hl_recalc(e, t, now);
 	}
 	e->expires = now + t->expire;
+	if (arg & XFW_HL_ARG_RATE_MATCH) {
+		/* The window's count, packets or bytes (skb->len); under the
+		 * rate while the last window was and the count is within the
+		 * burst. (The control plane gives such a rule a rate-match
+		 * table.) */
+		e->credit += (arg & XFW_HL_ARG_BYTES) ? (__u64)p->l3len : 1;
+		under = !e->cost && e->credit <= t->burst;
+		bpf_spin_unlock(&e->lock);
+		return under ^ !!(arg & XFW_HL_ARG_INVERT);
+	}
 	if (arg & XFW_HL_ARG_BYTES) {
 		/* hashlimit_byte_cost: chunks of the length, at most a full
 		 * bucket; an empty bucket is refilled while refills last. */

@@ -16,9 +16,10 @@
 #define XFW_HL_NAME 256
 
 /* A probe's .arg for a hashlimit match: the table's id in the low bits,
- * the rule's own XT_HASHLIMIT_INVERT and _BYTES bits at the top (the
- * kernel takes those from the rule, the rest from the table). */
+ * the rule's own XT_HASHLIMIT_RATE_MATCH, _INVERT and _BYTES bits at the
+ * top (the kernel takes those from the rule, the rest from the table). */
 #define XFW_HL_ARG_TABLE 0xffffu
+#define XFW_HL_ARG_RATE_MATCH (1u << 29)
 #define XFW_HL_ARG_INVERT (1u << 30)
 #define XFW_HL_ARG_BYTES (1u << 31)
 
@@ -28,6 +29,7 @@
 #define XFW_HL_SIP (1u << 2)
 #define XFW_HL_SPT (1u << 3)
 #define XFW_HL_BYTES (1u << 5)
+#define XFW_HL_RATE_MATCH (1u << 6)
 
 /* One table (xt_hashlimit_htable: the configuration of the rule that
  * created it), element <id> of xfw_hl_tab, written by the control plane;
@@ -46,6 +48,10 @@ struct xfw_hl_table {
 	__u64 gc;      /* jiffies between garbage collections */
 	__u64 next_gc; /* jiffies of the next collection a full table may run */
 	__u64 count;   /* entries of the table */
+	/* --hashlimit-rate-match (XFW_HL_RATE_MATCH; rateinfo_init): */
+	__u64 rate;     /* user2rate or user2rate_bytes of the average */
+	__u64 burst;    /* the count a window may reach */
+	__u64 interval; /* the window, jiffies (interval * HZ, 32 bits) */
 	__u32 max;     /* the most entries the table holds */
 	__u32 mode;    /* XFW_HL_* of the table */
 	__u32 fam;     /* 0 IPv4, 1 IPv6 */
@@ -63,7 +69,9 @@ struct xfw_hl_key {
 };
 
 /* An entry's bucket (dsthash_ent's rateinfo and expiry), under .lock as
- * the kernel's is under its entry's spin lock. */
+ * the kernel's is under its entry's spin lock. An entry of a rate-match
+ * table keeps its window's count (current_rate) in .credit and whether
+ * the last window went over the rate (prev_window) in .cost. */
 struct xfw_hl_entry {
 	struct bpf_spin_lock lock;
 	__u32 pad;

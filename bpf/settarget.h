@@ -2,8 +2,8 @@
 /*
  * settarget.h — -j SET: the packet's address added to and deleted from
  * sets by the data plane, as the kernel's SET target (xt_set.c
- * set_target_v3) and ipset's hash:ip and hash:net types (mtype_kadt,
- * mtype_add, mtype_del) do.
+ * set_target_v3) and ipset's hash:ip, hash:net, hash:ip,port and
+ * hash:net,port types (mtype_kadt, mtype_add, mtype_del) do.
  *
  * A set a generation writes has a hash table lookup (set_lookup.h's
  * struct xfw_setkey tables) after its set conditions' lookups: written set
@@ -11,7 +11,9 @@
  * matches share. The table's XFW_SETW_META key says how to make an
  * element (hash:ip: the address masked to the set's netmask; hash:net: to
  * the longest prefix length present, the host length when none, as
- * nets[0].cidr) and the set's timeouts. An add marks the element's prefix
+ * nets[0].cidr; the ,port types add the protocol and port of the second
+ * dimension's direction, as ip_set_get_ip_port: set_lookup.h
+ * xfw_set_port) and the set's timeouts. An add marks the element's prefix
  * length among the present ones (an atomic OR on its meta word), then
  * writes the element: a lookup meanwhile tries one length more and finds
  * nothing, as before. A full table refuses the element, as a full set
@@ -82,9 +84,33 @@ static __always_inline __u32 xfw_setw_longest(struct xfw_hwalk *c, void *m, __u3
 	return maxplen;
 }
 
+/* xfw_setw_port puts the protocol and port of p's second dimension (the
+ * destination's when dst2) into c->key for a set with a port dimension
+ * (XFW_SETW_PORT in answer), nothing for one without. Returns 0 when the
+ * kernel's kadt fails (ip_set_get_ip4_port/ip_set_get_ip6_port: no
+ * element) or when the rule names fewer dimensions than the set has
+ * (!dim2: ip_set_add/del/test refuse, IPSET_ERR_TYPE_MISMATCH). */
+static __always_inline int xfw_setw_port(struct xfw_hwalk *c, struct xfw_pkt *p, __u32 answer,
+					 int dst2, int dim2)
+{
+	__u16 port = 0;
+	__u8 proto = 0;
+
+	c->key.port = 0;
+	c->key.proto = 0;
+	if (!(answer & XFW_SETW_PORT))
+		return 1;
+	if (!dim2 || !xfw_set_port(p, dst2, 0, &port, &proto))
+		return 0;
+	c->key.port = port;
+	c->key.proto = proto;
+	return 1;
+}
+
 /* xfw_set_write adds the packet's source (or destination: XFW_SETT_ADD_DST
- * in flags) to written set w (1-based) of slot, or deletes it
- * (XFW_SETT_OP_DEL, XFW_SETT_DEL_DST), with
+ * in flags; the port of XFW_SETT_ADD_DST2's direction for a set with ports)
+ * to written set w (1-based) of slot, or deletes it (XFW_SETT_OP_DEL,
+ * XFW_SETT_DEL_DST, XFW_SETT_DEL_DST2), with
  * timeout seconds (~0: the set's default) and XFW_SETT_EXIST: an element
  * already there gets the new timeout only with --exist, or when it has
  * expired (mtype_add). Returns 1. */
@@ -94,6 +120,8 @@ __attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32
 	struct xfw_setval *v, val = {};
 	struct xfw_hwalk *c;
 	__u32 zero = 0, idx, plen;
+	__u16 port;
+	__u8 proto;
 	void *m;
 
 	if (!p)
@@ -125,10 +153,17 @@ __attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32
 		c->lo = p->src_lo;
 	}
 	xfw_hwalk_mask(c, plen);
-	c->key.port = 0;
-	/* hash:ip: the address 0 (after the netmask) is no element. */
+	/* hash:ip and hash:ip,port: the address 0 (after the netmask or
+	 * bitmask) is no element (-EINVAL; hash:ip,port's since Linux 6.3);
+	 * the net types take it. */
 	if (!(c->answer & XFW_SETW_NET) && !c->key.hi && !c->key.lo)
 		return 1;
+	if (flags & XFW_SETT_OP_DEL) {
+		if (!xfw_setw_port(c, p, c->answer, !!(flags & XFW_SETT_DEL_DST2), !!(flags & XFW_SETT_DEL_DIM2)))
+			return 1;
+	} else if (!xfw_setw_port(c, p, c->answer, !!(flags & XFW_SETT_ADD_DST2), !!(flags & XFW_SETT_ADD_DIM2))) {
+		return 1;
+	}
 	if (flags & XFW_SETT_OP_DEL) {
 		bpf_map_delete_elem(m, &c->key);
 		return 1;
@@ -148,22 +183,27 @@ __attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32
 	val.answer = XFW_SET_MEMBER;
 	/* The prefix length first (a lookup then tries it and finds nothing
 	 * until the element is in). */
+	port = c->key.port; /* the element's, kept while the meta key is used */
+	proto = c->key.proto;
 	c->key.hi = 0;
 	c->key.lo = 0;
 	c->key.plen = XFW_SETKEY_META;
 	c->key.port = plen / 64; /* plen ≤ 128: word 0, 1 or 2 */
+	c->key.proto = 0;
 	v = bpf_map_lookup_elem(m, &c->key);
 	if (v && !(v->expires & (1ULL << (plen & 63))))
 		__sync_fetch_and_or(&v->expires, 1ULL << (plen & 63));
 	xfw_hwalk_mask(c, plen);
-	c->key.port = 0;
+	c->key.port = port;
+	c->key.proto = proto;
 	bpf_map_update_elem(m, &c->key, &val, BPF_ANY);
 	return 1;
 }
 
 /* xfw_set_written_match answers a --match-set of written set arg & 0xff
  * (XFW_PROBE_SETMATCH, flags XFW_SETM_*) of slot for p, as ip_set_test
- * with a hash:ip or hash:net: the present prefix lengths are tried from
+ * with a hash:ip, hash:net, hash:ip,port or hash:net,port (no element of
+ * the packet, or fewer dimensions than the set's: no member): the present prefix lengths are tried from
  * the longest, an expired entry skipped; --return-nomatch reverses a
  * hash:net's answer. */
 __attribute__((noinline)) int xfw_set_written_match(struct xfw_pkt *p, __u32 slot, __u32 arg)
@@ -196,7 +236,8 @@ __attribute__((noinline)) int xfw_set_written_match(struct xfw_pkt *p, __u32 slo
 	/* Only a type with nomatch entries honours --return-nomatch. */
 	if (!(v->answer & XFW_SETW_NET))
 		arg &= ~XFW_SETM_RETURN_NOMATCH;
-	c->key.port = 0;
+	if (!xfw_setw_port(c, p, v->answer, !!(arg & XFW_SETM_DST2), !!(arg & XFW_SETM_DIM2)))
+		return !!(arg & XFW_SETM_INVERT);
 	if (arg & XFW_SETM_DST) {
 		c->hi = p->dst_hi;
 		c->lo = p->dst_lo;

@@ -1,8 +1,6 @@
 package compiler
 
 import (
-	"fmt"
-
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
@@ -27,9 +25,6 @@ const MaxHashLimits = 1 << 16
 // hashLimitIndex returns the index of match i (m) of rule r among the
 // generation's hashlimit matches (matchIndex).
 func (fl *flattener) hashLimitIndex(r *ir.Rule, i int, m *ir.HashLimitMatch) (uint32, error) {
-	if m.Mode&ir.HashLimitRateMatch != 0 {
-		return 0, fmt.Errorf("hashlimit match %s: --hashlimit-rate-match is not supported by xfw's data plane", m.Name)
-	}
 	return fl.hashLimits.index(r, i, MaxHashLimits, "hashlimit matches", func() HashLimit {
 		return HashLimit{Match: *m}
 	})

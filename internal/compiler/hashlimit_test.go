@@ -1,7 +1,6 @@
 package compiler
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -23,7 +22,8 @@ func hashLimitRuleset(m *ir.HashLimitMatch) *ir.Ruleset {
 
 // TestHashLimitProbes checks that a hashlimit match is a probe before its
 // rule, one match however often its rule is flattened, that the walk asks
-// it and follows its answer, and that --hashlimit-rate-match is refused.
+// it and follows its answer, and that --hashlimit-rate-match compiles to
+// such a probe too (the data plane keeps the rule's bit).
 func TestHashLimitProbes(t *testing.T) {
 	m := &ir.HashLimitMatch{Name: "a", Mode: ir.HashLimitSrcIP, Avg: ir.HashLimitScale, Burst: 3, GCInterval: 1000, Expire: 1000, SrcMask: 32, DstMask: 32}
 	g, err := Compile(hashLimitRuleset(m), Options{Interfaces: testIfaces})
@@ -50,7 +50,12 @@ func TestHashLimitProbes(t *testing.T) {
 		}
 	}
 	m.Mode |= ir.HashLimitRateMatch
-	if _, err := Compile(hashLimitRuleset(m), Options{Interfaces: testIfaces}); err == nil || !strings.Contains(err.Error(), "rate-match is not supported by xfw") {
-		t.Errorf("rate-match: err = %v, want a refusal", err)
+	m.Interval = 1
+	g, err = Compile(hashLimitRuleset(m), Options{Interfaces: testIfaces})
+	if err != nil {
+		t.Fatalf("rate-match: %v", err)
+	}
+	if len(g.HashLimits) != 1 || g.HashLimits[0].Match != *m {
+		t.Errorf("rate-match: HashLimits = %+v, want the one match with its mode", g.HashLimits)
 	}
 }

@@ -27,6 +27,17 @@ const (
 	// element's address is the destination (else the source).
 	SetTargetAddDst = 1 << 17
 	SetTargetDelDst = 1 << 18
+	// SetTargetAddDst2 and SetTargetDelDst2 say the added or deleted
+	// element's port (second dimension of hash:ip,port and hash:net,port)
+	// is the destination's (else the source's).
+	SetTargetAddDst2 = 1 << 19
+	SetTargetDelDst2 = 1 << 20
+	// SetTargetAddDim2 and SetTargetDelDim2 say --add-set's or
+	// --del-set's flags name two dimensions or more: without, a set of two
+	// dimensions takes nothing (ip_set_add and ip_set_del refuse,
+	// IPSET_ERR_TYPE_MISMATCH, and the target goes on).
+	SetTargetAddDim2 = 1 << 21
+	SetTargetDelDim2 = 1 << 22
 )
 
 // MaxSetWrites bounds the sets one family's ruleset writes (a byte of
@@ -61,10 +72,7 @@ func SetTargetProbe(t *ir.SetTarget, write func(name string) (uint32, error)) (P
 		if err != nil {
 			return pr, err
 		}
-		pr.Arg |= k
-		if t.AddDirs.Src&1 == 0 {
-			pr.Arg |= SetTargetAddDst
-		}
+		pr.Arg |= k | setTargetDirs(t.AddDirs, SetTargetAddDst, SetTargetAddDst2, SetTargetAddDim2)
 		if t.Exist {
 			pr.Arg |= SetTargetExist
 		}
@@ -74,12 +82,26 @@ func SetTargetProbe(t *ir.SetTarget, write func(name string) (uint32, error)) (P
 		if err != nil {
 			return pr, err
 		}
-		pr.Arg |= k << SetTargetDelShift
-		if t.DelDirs.Src&1 == 0 {
-			pr.Arg |= SetTargetDelDst
-		}
+		pr.Arg |= k<<SetTargetDelShift | setTargetDirs(t.DelDirs, SetTargetDelDst, SetTargetDelDst2, SetTargetDelDim2)
 	}
 	return pr, nil
+}
+
+// setTargetDirs returns the flags of directions d: dst when the first
+// dimension is the destination, dim2 when d names two dimensions or more,
+// dst2 when the second is the destination.
+func setTargetDirs(d ir.SetDirs, dst, dst2, dim2 uint32) uint32 {
+	var f uint32
+	if d.Src&1 == 0 {
+		f |= dst
+	}
+	if d.Dim >= 2 {
+		f |= dim2
+		if d.Src&2 == 0 {
+			f |= dst2
+		}
+	}
+	return f
 }
 
 // setAction fills e, the entry of a SET rule: a counted CONTINUE entry
@@ -107,6 +129,12 @@ const (
 	SetMatchReturnNomatch = 1 << 9
 	// SetMatchInvert is "! --match-set".
 	SetMatchInvert = 1 << 10
+	// SetMatchDst2 looks the destination's port up (else the source's),
+	// for a set with ports.
+	SetMatchDst2 = 1 << 11
+	// SetMatchDim2 says the match names two dimensions or more (without,
+	// a set with ports matches nothing).
+	SetMatchDim2 = 1 << 12
 )
 
 // writtenSetMatch is a set match on a set the ruleset's SET targets
@@ -163,10 +191,7 @@ func (fl *flattener) writtenSetProbe(m *writtenSetMatch) (Probe, error) {
 	if err != nil {
 		return Probe{}, err
 	}
-	pr := Probe{Kind: ProbeSetMatch, Arg: k}
-	if m.Dirs.Src&1 == 0 {
-		pr.Arg |= SetMatchDst
-	}
+	pr := Probe{Kind: ProbeSetMatch, Arg: k | setTargetDirs(m.Dirs, SetMatchDst, SetMatchDst2, SetMatchDim2)}
 	if m.ReturnNomatch {
 		pr.Arg |= SetMatchReturnNomatch
 	}

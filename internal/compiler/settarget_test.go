@@ -8,10 +8,11 @@ import (
 )
 
 // TestSetTargetProbe checks the SET target's probe: the written sets by
-// index, their directions (the first dimension's), --exist and the
-// timeout.
+// index, their directions (the first dimension's, and the second's when
+// the flags name two), --exist and the timeout.
 func TestSetTargetProbe(t *testing.T) {
-	src, dst := ir.SetDirs{Dim: 1, Src: 1}, ir.SetDirs{Dim: 2, Src: 2}
+	src, dst := ir.SetDirs{Dim: 1, Src: 1}, ir.SetDirs{Dim: 2, Src: 2}       // src; dst,src
+	srcDst, dstDst := ir.SetDirs{Dim: 2, Src: 1}, ir.SetDirs{Dim: 3, Src: 4} // src,dst; dst,dst,src
 	index := func(name string) (uint32, error) { return map[string]uint32{"a": 1, "b": 2}[name], nil }
 	tests := []struct {
 		name string
@@ -21,9 +22,11 @@ func TestSetTargetProbe(t *testing.T) {
 	}{
 		{"add src", ir.SetTarget{AddName: "a", AddDirs: src, Timeout: ir.SetTimeoutDefault}, 1, ir.SetTimeoutDefault},
 		{"add dst --exist --timeout", ir.SetTarget{AddName: "b", AddDirs: dst, Exist: true, Timeout: 60},
-			2 | SetTargetAddDst | SetTargetExist, 60},
+			2 | SetTargetAddDst | SetTargetAddDim2 | SetTargetExist, 60},
 		{"del dst", ir.SetTarget{DelName: "a", DelDirs: dst, Timeout: ir.SetTimeoutDefault},
-			1<<SetTargetDelShift | SetTargetDelDst, ir.SetTimeoutDefault},
+			1<<SetTargetDelShift | SetTargetDelDst | SetTargetDelDim2, ir.SetTimeoutDefault},
+		{"add src,dst del dst,dst,src", ir.SetTarget{AddName: "a", AddDirs: srcDst, DelName: "b", DelDirs: dstDst, Timeout: ir.SetTimeoutDefault},
+			1 | SetTargetAddDim2 | SetTargetAddDst2 | 2<<SetTargetDelShift | SetTargetDelDst | SetTargetDelDim2 | SetTargetDelDst2, ir.SetTimeoutDefault},
 		{"add and del", ir.SetTarget{AddName: "b", AddDirs: src, DelName: "a", DelDirs: src, Timeout: 0},
 			2 | 1<<SetTargetDelShift, 0},
 	}

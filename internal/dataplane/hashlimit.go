@@ -38,8 +38,9 @@ const hlMaxTables = 1024
 
 // Probe argument bits (XFW_HL_ARG_*).
 const (
-	hlArgInvert = 1 << 30
-	hlArgBytes  = 1 << 31
+	hlArgRateMatch = 1 << 29
+	hlArgInvert    = 1 << 30
+	hlArgBytes     = 1 << 31
 )
 
 // bpfHLTable mirrors struct xfw_hl_table.
@@ -48,6 +49,7 @@ type bpfHLTable struct {
 	Credit, Cap, Cost, CPJ     uint64
 	BFull, Refills, Expire, GC uint64
 	NextGC, Count              uint64
+	Rate, Burst, Interval      uint64
 	Max, Mode, Fam, Pad        uint32
 	Name                       [256]byte
 }
@@ -103,6 +105,9 @@ func registerHashLimits(cur *state, fam ir.Family, u *Update) error {
 			byName[t.tableName()] = id
 		}
 	}
+	if err := hashLimitRateMatchMixed(tables, byName, u.Gen.HashLimits); err != nil {
+		return err
+	}
 	for _, hl := range u.Gen.HashLimits {
 		id, ok := byName[hl.Match.Name]
 		if !ok {
@@ -112,6 +117,9 @@ func registerHashLimits(cur *state, fam ir.Family, u *Update) error {
 			byName[hl.Match.Name] = id
 		}
 		arg := id
+		if hl.Match.Mode&ir.HashLimitRateMatch != 0 {
+			arg |= hlArgRateMatch
+		}
 		if hl.Match.Mode&ir.HashLimitInvert != 0 {
 			arg |= hlArgInvert
 		}
@@ -119,6 +127,27 @@ func registerHashLimits(cur *state, fam ir.Family, u *Update) error {
 			arg |= hlArgBytes
 		}
 		u.hashLimitArgs = append(u.hashLimitArgs, arg)
+	}
+	return nil
+}
+
+// hashLimitRateMatchMixed refuses, before any table is created, a rule
+// whose --hashlimit-rate-match differs from its table's (the running
+// table of that name, or the one the generation's first rule naming it
+// creates): the kernel's entries then hold a token bucket read as a rate
+// window or the other way round (rateinfo's union), which xfw does not
+// reproduce.
+func hashLimitRateMatchMixed(tables map[uint32]bpfHLTable, byName map[string]uint32, hls []compiler.HashLimit) error {
+	rateMatch := map[string]bool{}
+	for name, id := range byName {
+		rateMatch[name] = tables[id].Mode&ir.HashLimitRateMatch != 0
+	}
+	for _, hl := range hls {
+		rm := hl.Match.Mode&ir.HashLimitRateMatch != 0
+		if have, ok := rateMatch[hl.Match.Name]; ok && have != rm {
+			return fmt.Errorf("hashlimit %s: rules with and without --hashlimit-rate-match sharing one table are not supported by xfw", hl.Match.Name)
+		}
+		rateMatch[hl.Match.Name] = rm
 	}
 	return nil
 }
@@ -169,7 +198,12 @@ func hashLimitTable(fam ir.Family, m *ir.HashLimitMatch) (*bpfHLTable, error) {
 		Credit: b.Credit, Cap: b.Cap, Cost: b.Cost, CPJ: b.CreditsPerJiffy, Refills: b.Refills,
 		BFull:  uint64(ir.HashLimitCreditsPerJiffyBytes(uint32(hz))) * hz,
 		Expire: msecsToJiffies(m.Expire, hz), GC: msecsToJiffies(m.GCInterval, hz),
-		Max: max, Mode: m.Mode &^ (ir.HashLimitInvert | ir.HashLimitRateMatch), Fam: uint32(familyIndex(fam)),
+		Max: max, Mode: m.Mode &^ ir.HashLimitInvert, Fam: uint32(familyIndex(fam)),
+	}
+	if m.Mode&ir.HashLimitRateMatch != 0 {
+		t.Rate, t.Burst = m.RateWindow()
+		// rateinfo.interval * HZ, computed in 32 bits as the kernel's.
+		t.Interval = uint64(m.Interval * uint32(hz))
 	}
 	if m.Mode&ir.HashLimitSrcIP != 0 {
 		t.SrcHi, t.SrcLo = hashLimitMask(fam, m.SrcMask)

@@ -407,10 +407,13 @@ func enumMirrors() []enumMirror {
 			"XFW_SETT_DEL_SHIFT": compiler.SetTargetDelShift, "XFW_SETT_EXIST": compiler.SetTargetExist,
 			"XFW_SETT_ADD_DST": compiler.SetTargetAddDst, "XFW_SETT_DEL_DST": compiler.SetTargetDelDst,
 			"XFW_SETM_DST": compiler.SetMatchDst, "XFW_SETM_RETURN_NOMATCH": compiler.SetMatchReturnNomatch,
-			"XFW_SETM_INVERT": compiler.SetMatchInvert,
+			"XFW_SETM_INVERT":   compiler.SetMatchInvert,
+			"XFW_SETT_ADD_DST2": compiler.SetTargetAddDst2, "XFW_SETT_DEL_DST2": compiler.SetTargetDelDst2,
+			"XFW_SETT_ADD_DIM2": compiler.SetTargetAddDim2, "XFW_SETT_DEL_DIM2": compiler.SetTargetDelDim2,
+			"XFW_SETM_DST2": compiler.SetMatchDst2, "XFW_SETM_DIM2": compiler.SetMatchDim2,
 		}},
 		{c: "xfw_setw_meta", mirror: "dataplane setWrite*", values: map[string]int64{
-			"XFW_SETW_META": setWriteMetaPort, "XFW_SETW_TIMEOUT": setWriteTimeout, "XFW_SETW_NET": setWriteNet,
+			"XFW_SETW_META": setWriteMetaPort, "XFW_SETW_TIMEOUT": setWriteTimeout, "XFW_SETW_NET": setWriteNet, "XFW_SETW_PORT": setWritePort,
 		}},
 		{c: "xfw_connmark_arg", mirror: "compiler.Connmark* and ir.Connmark*", values: map[string]int64{
 			"XFW_CONNMARK_SET": int64(ir.ConnmarkSet), "XFW_CONNMARK_SAVE": int64(ir.ConnmarkSave),

@@ -22,21 +22,26 @@ const setWriteMetaPort = SetMetaWords
 // Write parameters' Answer bits (XFW_SETW_*).
 const (
 	setWriteTimeout = 1 // the set has timeouts
-	setWriteNet     = 2 // hash:net: the longest prefix length present
+	setWriteNet     = 2 // hash:net, hash:net,port: the longest prefix length present
+	setWritePort    = 4 // hash:ip,port, hash:net,port: the protocol and port too
 )
 
 // SetWriteMetaEntry returns the meta entry of a written set's table: the
 // set's default timeout in seconds (hasTimeout: the set has timeouts),
-// whether it is a hash:net (its elements take the longest prefix length
-// present) and, for hash:ip, the prefix length of its elements (the
-// netmask, or the address length).
-func SetWriteMetaEntry(defaultTimeout uint32, hasTimeout, net bool, plen uint8) SetHashEntry {
+// whether it is a net type (its elements take the longest prefix length
+// present), whether its elements have a port (hash:ip,port,
+// hash:net,port) and, for the others, the prefix length of its elements
+// (hash:ip's netmask, or the address length).
+func SetWriteMetaEntry(defaultTimeout uint32, hasTimeout, net, port bool, plen uint8) SetHashEntry {
 	e := SetHashEntry{Key: SetHashKey{Port: setWriteMetaPort, Plen: SetMetaPlen}, Expires: uint64(defaultTimeout), Aux: uint32(plen)}
 	if hasTimeout {
 		e.Answer |= setWriteTimeout
 	}
 	if net {
 		e.Answer |= setWriteNet
+	}
+	if port {
+		e.Answer |= setWritePort
 	}
 	return e
 }

@@ -140,6 +140,29 @@ func (m *HashLimitMatch) Bucket(hz uint32) HashLimitBucket {
 	}
 }
 
+// RateWindow returns the rate and the burst of a --hashlimit-rate-match
+// entry (rateinfo_init): user2rate of the average for packets
+// (HashLimitScale / Avg) and the burst added to it; for bytes
+// user2rate_bytes ((2^32-1) / Avg - 1, in chunks) and the burst times it
+// (the rate when 0). Arithmetic in 64 bits, wrapping as the kernel's.
+func (m *HashLimitMatch) RateWindow() (rate, burst uint64) {
+	if m.Mode&HashLimitBytes != 0 {
+		r := uint64(0xFFFFFFFF)
+		if avg := uint32(m.Avg); avg != 0 {
+			r = uint64(0xFFFFFFFF / avg)
+		}
+		rate = (r - 1) << HashLimitByteShift
+		if m.Burst != 0 {
+			return rate, m.Burst * rate
+		}
+		return rate, rate
+	}
+	if m.Avg != 0 {
+		rate = HashLimitScale / m.Avg
+	}
+	return rate, m.Burst + rate
+}
+
 // HashLimitCheck is what hashlimit_mt_check_common says of a match on a
 // kernel of hz jiffies per second.
 type HashLimitCheck uint8

@@ -22,10 +22,13 @@ import (
 // changing the sets' identities (the tables already hold them).
 
 // WriteUsable reports why the data plane cannot write s for a SET target
-// (nil when it can): hash:ip and hash:net without counters.
+// (nil when it can): hash:ip, hash:net, hash:ip,port and hash:net,port
+// without counters.
 func WriteUsable(s *ipset.Set) error {
-	if s.Type != ipset.HashIP && s.Type != ipset.HashNet {
-		return fmt.Errorf("sets of type %s are not supported by xfw's SET target (hash:ip and hash:net are)", s.Type)
+	switch s.Type {
+	case ipset.HashIP, ipset.HashNet, ipset.HashIPPort, ipset.HashNetPort:
+	default:
+		return fmt.Errorf("sets of type %s are not supported by xfw's SET target (hash:ip, hash:net, hash:ip,port and hash:net,port are)", s.Type)
 	}
 	if s.Options.Counters {
 		return fmt.Errorf("sets with counters are not supported by xfw's SET target")
@@ -40,7 +43,9 @@ func writeMetaEntry(s *ipset.Set, maxPlen uint8) dataplane.SetHashEntry {
 	if s.Type == ipset.HashIP && s.Options.Netmask != 0 {
 		plen = s.Options.Netmask
 	}
-	return dataplane.SetWriteMetaEntry(s.Options.Timeout, s.Options.HasTimeout, s.Type == ipset.HashNet, plen)
+	net := s.Type == ipset.HashNet || s.Type == ipset.HashNetPort
+	port := s.Type == ipset.HashIPPort || s.Type == ipset.HashNetPort
+	return dataplane.SetWriteMetaEntry(s.Options.Timeout, s.Options.HasTimeout, net, port, plen)
 }
 
 // addWriteTables appends to tables, the set conditions' lookups, one
@@ -54,7 +59,7 @@ func addWriteTables(tables []dataplane.SetTable, gen *compiler.Generation, get f
 		if err != nil {
 			return nil, fmt.Errorf("SET %s: %w", name, err)
 		}
-		sc := compiler.SetCond{Family: gen.Family, Name: name, Dirs: ir.SetDirs{Dim: 1, Src: 1}}
+		sc := compiler.SetCond{Family: gen.Family, Name: name, Dirs: ir.SetDirs{Dim: uint8(setDims(s.Type)), Src: 1}}
 		if !setTestable(s, sc) {
 			return nil, fmt.Errorf("SET %s: the set is not of the rules' family", name)
 		}
@@ -169,7 +174,11 @@ func takeSetWrites(ss *ipset.Sets, rsets *dataplane.RunningSets, fam ir.Family, 
 		if t.Answer != dataplane.SetMember {
 			continue
 		}
-		s.PutLive(ipset.Entry{Elem: ipset.Elem{Prefix: keyPrefix(k, fam)}, Expires: clk.wallOf(t.Expires)})
+		el := ipset.Elem{Prefix: keyPrefix(k, fam)}
+		if kind&dataplane.SetKindPort != 0 {
+			el.Proto, el.Port = k.Proto, k.Port
+		}
+		s.PutLive(ipset.Entry{Elem: el, Expires: clk.wallOf(t.Expires)})
 		changed = true
 	}
 	return changed, nil

@@ -33,7 +33,8 @@ func TestKeyPrefix(t *testing.T) {
 }
 
 // TestWriteMetaEntry checks the write parameters: hash:ip's element length
-// (its netmask), hash:net's flag, the default timeout.
+// (its netmask), the net types' flag, the port types' flag, the default
+// timeout.
 func TestWriteMetaEntry(t *testing.T) {
 	tests := []struct {
 		set        ipset.Set
@@ -45,6 +46,8 @@ func TestWriteMetaEntry(t *testing.T) {
 		{ipset.Set{Type: ipset.HashIP}, 32, 32, 0, 0},
 		{ipset.Set{Type: ipset.HashIP, Options: ipset.Options{Netmask: 24, HasTimeout: true, Timeout: 600}}, 32, 24, 1, 600},
 		{ipset.Set{Type: ipset.HashNet, Options: ipset.Options{HasTimeout: true}}, 128, 128, 3, 0},
+		{ipset.Set{Type: ipset.HashIPPort}, 32, 32, 4, 0},
+		{ipset.Set{Type: ipset.HashNetPort, Options: ipset.Options{HasTimeout: true, Timeout: 30}}, 128, 128, 7, 30},
 	}
 	for i, tt := range tests {
 		e := writeMetaEntry(&tt.set, tt.maxPlen)
@@ -136,5 +139,27 @@ func storeSets(t *testing.T, lines []string) func(string) (*ipset.Set, error) {
 			return s, nil
 		}
 		return nil, fmt.Errorf("set %s does not exist", name)
+	}
+}
+
+// TestWriteUsable checks which sets the SET target writes: hash:ip,
+// hash:net, hash:ip,port and hash:net,port without counters.
+func TestWriteUsable(t *testing.T) {
+	for _, tt := range []struct {
+		set ipset.Set
+		ok  bool
+	}{
+		{ipset.Set{Type: ipset.HashIP}, true},
+		{ipset.Set{Type: ipset.HashNet}, true},
+		{ipset.Set{Type: ipset.HashIPPort}, true},
+		{ipset.Set{Type: ipset.HashNetPort}, true},
+		{ipset.Set{Type: ipset.HashNetIface}, false},
+		{ipset.Set{Type: ipset.BitmapPort}, false},
+		{ipset.Set{Type: ipset.ListSet}, false},
+		{ipset.Set{Type: ipset.HashIPPort, Options: ipset.Options{Counters: true}}, false},
+	} {
+		if err := WriteUsable(&tt.set); (err == nil) != tt.ok {
+			t.Errorf("%s (counters %v): %v, want usable %v", tt.set.Type, tt.set.Options.Counters, err, tt.ok)
+		}
 	}
 }

@@ -226,7 +226,7 @@ func setjMembers(t *testing.T, tp *nettest.Topology, kind, bin string, name func
 // TestSetTargetRefused checks -j SET's bad input: what iptables refuses
 // (a set that does not exist, one of the other family, missing flags,
 // --exist without --add-set) fails in xfw with iptables-legacy's message
-// and exit status, and what xfw's data plane cannot write (hash:ip,port,
+// and exit status, and what xfw's data plane cannot write (hash:net,iface,
 // a set with counters, list:set) is refused with exit status 2; the
 // running ruleset stays as it was.
 func TestSetTargetRefused(t *testing.T) {
@@ -240,7 +240,7 @@ func TestSetTargetRefused(t *testing.T) {
 		ipsetCmd := ipsetRunner(t, tp, kind, bin)
 		ipsetCmd("create banned hash:ip")
 		ipsetCmd("create banned6 hash:ip family inet6")
-		ipsetCmd("create ipp hash:ip,port")
+		ipsetCmd("create nif hash:net,iface")
 		ipsetCmd("create ctr hash:ip counters")
 		ipsetCmd("create lst list:set")
 	}
@@ -268,7 +268,7 @@ func TestSetTargetRefused(t *testing.T) {
 			t.Errorf("%v:\nkernel %d %q\nxfw    %d %q", args, k.ExitCode, k.Stderr, x.ExitCode, x.Stderr)
 		}
 	}
-	for _, set := range []string{"ipp", "ctr", "lst"} {
+	for _, set := range []string{"nif", "ctr", "lst"} {
 		x := run(xfw, "-A", "INPUT", "-j", "SET", "--add-set", set, "src,src")
 		if x.ExitCode != 2 || !strings.Contains(x.Stderr, "not supported by xfw") {
 			t.Errorf("--add-set %s: exit %d %q, want 2 and not supported by xfw", set, x.ExitCode, x.Stderr)

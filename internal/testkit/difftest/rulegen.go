@@ -100,9 +100,10 @@ type rgen struct {
 	// (rulegen_connmark.go) of stateful rulesets from a stream of its own.
 	cm *rgen
 	// rate draws the rate-limiting rules of INPUT (rulegen_rate.go) from
-	// a stream of its own, rateFwd those of FORWARD from another (so the
-	// INPUT ones stay what they were before FORWARD's existed).
-	rate, rateFwd *rgen
+	// a stream of its own, rateFwd those of FORWARD and rateOut those of
+	// OUTPUT from others (so the INPUT ones stay what they were before
+	// FORWARD's and OUTPUT's existed).
+	rate, rateFwd, rateOut *rgen
 	// setw draws the SET targets and the matches of the set they write
 	// (rulegen_setw.go) from a stream of its own.
 	setw *rgen
@@ -142,6 +143,7 @@ func GenerateRuleset(seed int64, plan Plan, opts GenOptions) string {
 	g.cm = &rgen{rng: rand.New(rand.NewSource(seed ^ connmarkSeedMix)), plan: plan, fam: plan.Family}
 	g.rate = &rgen{rng: rand.New(rand.NewSource(seed ^ rateSeedMix)), plan: plan, fam: plan.Family}
 	g.rateFwd = &rgen{rng: rand.New(rand.NewSource(seed ^ rateFwdSeedMix)), plan: plan, fam: plan.Family}
+	g.rateOut = &rgen{rng: rand.New(rand.NewSource(seed ^ rateOutSeedMix)), plan: plan, fam: plan.Family}
 	g.setw = &rgen{rng: rand.New(rand.NewSource(seed ^ setwSeedMix)), plan: plan, fam: plan.Family}
 	g.chains = append([]string(nil), ir.BuiltinChains...)
 	nuser := 0
@@ -154,6 +156,7 @@ func GenerateRuleset(seed int64, plan Plan, opts GenOptions) string {
 	// loops, which the kernel refuses).
 	rules := g.rate.rateRules(rateInput)
 	rules = append(rules, g.rateFwd.rateRules(rateForward)...)
+	rules = append(rules, g.rateOut.rateRules(rateOutput)...)
 	if g.ct {
 		rules = append(rules, g.statefulShapes()...)
 	}

@@ -14,7 +14,7 @@ import (
 // Their rates are so slow (a token an hour at most) that no bucket refills
 // during a run: which packets pass depends only on the sequence of packets
 // that reached the rule, which both firewalls see in the same order. Each
-// rule is first in INPUT (or FORWARD) and selects UDP to a port of its own
+// rule is first in INPUT, FORWARD or OUTPUT and selects UDP to a port of its own
 // (rateChain.ports), followed by a rule with the opposite verdict for the
 // same port, so that the packets a bucket refuses are told apart from
 // those it passes. The
@@ -25,11 +25,13 @@ import (
 // before each load (Session.loadBoth), so that retries and reductions see
 // what a first run sees.
 
-// rateSeedMix and rateFwdSeedMix derive the INPUT and FORWARD rate rules'
-// streams from the seed.
+// rateSeedMix, rateFwdSeedMix and rateOutSeedMix derive the INPUT,
+// FORWARD and OUTPUT rate rules' streams from the seed (OUTPUT's also
+// drives its bursts, so that the INPUT and FORWARD ones stay as they were).
 const (
 	rateSeedMix    = 0x5eed_4a7e
 	rateFwdSeedMix = 0x5eed_4a7f
+	rateOutSeedMix = 0x5eed_4a80
 )
 
 // drawRateLimits says whether the random rulesets use -m limit and -m
@@ -48,11 +50,13 @@ type rateChain struct {
 	table  string
 }
 
-// rateInput and rateForward are INPUT's rate rules (to fw's addresses)
-// and FORWARD's (to sink and beyond).
+// rateInput, rateForward and rateOutput are INPUT's rate rules (to fw's
+// addresses), FORWARD's (to sink and beyond) and OUTPUT's (fw's own
+// packets, to sink, beyond it and to gen).
 var (
 	rateInput   = rateChain{chain: 0, ports: []int{4701, 4702, 4703}, chance: 60, table: "dt-rate-"}
 	rateForward = rateChain{chain: 1, ports: []int{4711, 4712}, chance: 50, table: "dt-ratef-"}
+	rateOutput  = rateChain{chain: 2, ports: []int{4721, 4722}, chance: 50, table: "dt-rateo-"}
 )
 
 // rateSlow are rates slow enough that nothing refills during a run,
