@@ -176,8 +176,9 @@ func (c *rulesetCache) drop(fam ir.Family) {
 
 // afterCommand updates fam's entry once a command has ended, still under
 // xfw's lock: committed is the ruleset it swapped in (nil when it swapped
-// none) and ok whether it succeeded.
-func (c *rulesetCache) afterCommand(fam ir.Family, kind iptables.CommandKind, committed *ir.Ruleset, ok bool) {
+// none), index where its rules lie in the binary form swapped in (nil
+// when the commit did not say), and ok whether it succeeded.
+func (c *rulesetCache) afterCommand(fam ir.Family, kind iptables.CommandKind, committed *ir.Ruleset, index *ir.Encoded, ok bool) {
 	c.mu.Lock()
 	enabled := c.enabled
 	c.mu.Unlock()
@@ -190,7 +191,7 @@ func (c *rulesetCache) afterCommand(fam ir.Family, kind iptables.CommandKind, co
 		// it succeeded or not (a -C that finds no rule exits 1).
 		return
 	case ok && committed != nil && cacheableChange(kind):
-		c.store(fam, committed, nil, nil)
+		c.store(fam, committed, index, nil)
 	default:
 		c.drop(fam)
 	}
