@@ -65,7 +65,7 @@ type Interface struct {
 // listInterfaces returns the namespace's devices, refusing kinds whose
 // traffic xfw cannot parse (it would go unfiltered).
 func listInterfaces() ([]Interface, error) {
-	links, err := netlink.LinkList()
+	links, err := netFacts.linkList()
 	if err != nil {
 		return nil, fmt.Errorf("list interfaces: %w", err)
 	}
