@@ -49,11 +49,12 @@ func runIptables(name string, args []string, env Env) int {
 	// The agent's cache learns how the command ended before the lock is
 	// released (cmdcache.go).
 	var committed *ir.Ruleset
-	var index *ir.Encoded // where committed's rules lie in its binary form
+	var index *ir.Encoded         // where committed's rules lie in its binary form
+	var installed *keptGeneration // the generation a change in place installed
 	succeeded := false
 	defer func() {
 		t := time.Now()
-		cmdCache.afterCommand(fam, cmd.Kind, committed, index, succeeded)
+		cmdCache.afterCommand(fam, cmd.Kind, committed, index, installed, succeeded)
 		dataplane.TraceSince("command: cache stored", t)
 	}()
 
@@ -66,7 +67,9 @@ func runIptables(name string, args []string, env Env) int {
 		if err != nil {
 			return report(env, name, err)
 		}
-		if loaded {
+		if kg := cmdCache.takeGeneration(fam); kg != nil && loaded {
+			run.gen = keptReader(fam, kg)
+		} else if loaded {
 			run.gen = readGeneration(fam)
 			// Wait for the reader before the lock is released
 			// (deferred calls run last in, first out).
@@ -82,7 +85,7 @@ func runIptables(name string, args []string, env Env) int {
 		run.encoded = encoded
 	}
 	if cmdCache.on() && cacheableChange(cmd.Kind) {
-		run.index = &index
+		run.index, run.installed = &index, &installed
 	}
 	// The command works on a copy (its Apply copies again, and keeps the
 	// copy only when it succeeds); old stays the running ruleset, whose

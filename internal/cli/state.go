@@ -349,7 +349,13 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 	mode := installMode{keepCounters: true, committed: filterOnly, indexTo: run.index}
 	counters := counterSources(old, rs, mode.keepCounters, mode.committed)
 	dataplane.TraceSince("commit: counter sources", t)
-	return install(fam, counters, rs, gen, ifaces, mode, opts, sets, run.encoded)
+	if err := install(fam, counters, rs, gen, ifaces, mode, opts, sets, run.encoded); err != nil {
+		return err
+	}
+	if run.installed != nil {
+		*run.installed = &keptGeneration{gen: gen, at: ifaces}
+	}
+	return nil
 }
 
 // filterOnly is what a command changing the filter table in place commits.
@@ -363,6 +369,9 @@ type runningParts struct {
 	// encoded is where the running rules lie in their binary form, when
 	// the command changes no rule in place, or nil.
 	encoded *ir.Encoded
+	// installed, when not nil, receives the generation a change in place
+	// installed (the agent's cache keeps it for the next command).
+	installed **keptGeneration
 	// index, when not nil, receives where the rules lie in the binary
 	// form a change in place swapped in (the agent's cache keeps it with
 	// the ruleset, so that the next command copies the unchanged rules'
@@ -380,6 +389,35 @@ type generationReader struct {
 	// at are the interfaces gen was compiled for, now the namespace's.
 	at, now []compiler.Interface
 	err     error
+}
+
+// keptReader hands kg, the generation the agent kept (cmdcache.go), over
+// as a finished reading, with the namespace's interfaces now. With
+// checkReuseEnv it reads the running generation as well and fails unless
+// the two are the same.
+func keptReader(fam ir.Family, kg *keptGeneration) *generationReader {
+	t := time.Now()
+	gr := &generationReader{done: make(chan struct{}), gen: kg.gen, at: kg.at}
+	defer close(gr.done)
+	kg.gen.Chunks, gr.err = dataplane.RunningChunks(fam, kg.chunks)
+	if gr.err == nil {
+		gr.now, gr.err = dataplane.CompilerInterfaces()
+	}
+	if gr.err == nil && os.Getenv(checkReuseEnv) != "" {
+		read, _, err := dataplane.RunningGeneration(fam)
+		switch {
+		case err != nil:
+			gr.err = err
+		case read == nil:
+			gr.err = fmt.Errorf("%s: a generation kept, none running", checkReuseEnv)
+		default:
+			if err := compiler.DiffGenerations(kg.gen, read); err != nil {
+				gr.err = fmt.Errorf("%s: the kept generation is not the running one: %w", checkReuseEnv, err)
+			}
+		}
+	}
+	dataplane.TraceSince("kept running generation", t)
+	return gr
 }
 
 // readGeneration starts reading fam's running generation. The state must
