@@ -29,11 +29,14 @@ import (
 // kube-proxy partial sync, not its full sync). Each rule such a command
 // made is put through the binary form (ir.Rule.RoundTrip), so the kept
 // ruleset is the one a decode of what was saved gives
-// (TestCmdCacheMatchesDecode, TestCmdCacheRestoreMatchesDecode). A restore
-// also keeps where the rules lie in the saved form it swapped in
-// (ir.Ruleset.MarshalBinaryIndexed), as a decode's ir.Encoded: the next
-// command encodes only the rules it made and tells a restore that changed
-// nothing (reuse.go) as after a decode.
+// (TestCmdCacheMatchesDecode, TestCmdCacheRestoreMatchesDecode). A restore,
+// and an -A, -I or -D changed in place, also keeps where the rules lie in
+// the saved form it swapped in (ir.Ruleset.MarshalBinaryIndexed), as a
+// decode's ir.Encoded: the next command encodes only the rules it made
+// and tells a restore that changed nothing (reuse.go) as after a decode.
+// A change in place also keeps the generation it installed (but for its
+// chunks: keptGeneration), which the next change in place starts from
+// instead of reading it back.
 // Read-only and counter commands (-L, -S, -C, -Z) and restores with --test
 // leave the entry, whether they succeed or not; every other command that
 // commits, and every other command that fails past its parsing, drops it.

@@ -122,23 +122,49 @@ func (w *netWatch) pollLocked() bool {
 }
 
 // linkList returns the namespace's links: the last dump when the watch
-// saw no change since, else a new dump (netlink.LinkList). The links
-// returned are shared: read them, never change them.
-func (w *netWatch) linkList() ([]netlink.Link, error) {
+// saw no change since (kept true), else a new dump (netlink.LinkList).
+// The links returned are shared: read them, never change them.
+func (w *netWatch) linkList() (links []netlink.Link, kept bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.pollLocked() {
-		return netlink.LinkList()
+		links, err = netlink.LinkList()
+		return links, false, err
 	}
 	if w.links != nil && w.linksEpoch == w.epoch {
-		return w.links, nil
+		return w.links, true, nil
 	}
-	links, err := netlink.LinkList()
-	if err != nil {
-		return nil, err
+	if links, err = netlink.LinkList(); err != nil {
+		return nil, false, err
 	}
 	w.links, w.linksEpoch = links, w.epoch
-	return links, nil
+	return links, false, nil
+}
+
+// refreshUnannounced asks again for the links among ifaces whose XDP hook
+// may have changed unannounced: an XDP program attached through a bpf_link
+// is not notified, and only where xfw runs no XDP program of its own (a
+// bridge port, a pending veth) can one be attached at all (a hook holding
+// a program attached through netlink refuses a link). ifaces come from
+// links the watch kept (linkList).
+func refreshUnannounced(ifaces []Interface) error {
+	for i := range ifaces {
+		if !ifaces[i].BridgePort && !ifaces[i].PendingVeth {
+			continue
+		}
+		l, err := netlink.LinkByIndex(ifaces[i].Index)
+		var gone netlink.LinkNotFoundError
+		switch {
+		case errors.As(err, &gone):
+			// Removed since the dump, as if just after it: the
+			// removal is queued for the next command.
+		case err != nil:
+			return fmt.Errorf("interface %s: %w", ifaces[i].Name, err)
+		default:
+			ifaces[i].link = l
+		}
+	}
+	return nil
 }
 
 // filledFor reports whether cur's maps hold the addresses and routes of
