@@ -29,11 +29,14 @@ import (
 // kube-proxy partial sync, not its full sync). Each rule such a command
 // made is put through the binary form (ir.Rule.RoundTrip), so the kept
 // ruleset is the one a decode of what was saved gives
-// (TestCmdCacheMatchesDecode, TestCmdCacheRestoreMatchesDecode). A restore
-// also keeps where the rules lie in the saved form it swapped in
-// (ir.Ruleset.MarshalBinaryIndexed), as a decode's ir.Encoded: the next
-// command encodes only the rules it made and tells a restore that changed
-// nothing (reuse.go) as after a decode.
+// (TestCmdCacheMatchesDecode, TestCmdCacheRestoreMatchesDecode). A restore,
+// and an -A, -I or -D changed in place, also keeps where the rules lie in
+// the saved form it swapped in (ir.Ruleset.MarshalBinaryIndexed), as a
+// decode's ir.Encoded: the next command encodes only the rules it made
+// and tells a restore that changed nothing (reuse.go) as after a decode.
+// A change in place also keeps the generation it installed (but for its
+// chunks: keptGeneration), which the next change in place starts from
+// instead of reading it back.
 // Read-only and counter commands (-L, -S, -C, -Z) and restores with --test
 // leave the entry, whether they succeed or not; every other command that
 // commits, and every other command that fails past its parsing, drops it.
@@ -58,6 +61,24 @@ type cachedRuleset struct {
 	// worked out (compiler.Memo), for the next restore's.
 	enc  *ir.Encoded
 	memo *compiler.Memo
+	// gen is the generation the last change in place installed (its
+	// chunks on the heap), at the interfaces it was made for; nil when
+	// the entry has none, or a command took it (takeGeneration).
+	gen *keptGeneration
+}
+
+// keptGeneration is a running generation the agent keeps between
+// commands instead of reading it back from the maps (about 1.5 ms at
+// 10,000 rules): the one an in-place change (changeInPlace) made and
+// installed, and the interfaces it was compiled for.
+type keptGeneration struct {
+	gen *compiler.Generation
+	at  []compiler.Interface
+	// chunks is how many chunks gen has: they are not kept but read
+	// from the running bank at the next use (keptReader), copied
+	// straight into the idle one, as a read of the whole generation
+	// would.
+	chunks int
 }
 
 // enableCmdCache turns the cache on (the agent, before it serves).
@@ -176,8 +197,10 @@ func (c *rulesetCache) drop(fam ir.Family) {
 
 // afterCommand updates fam's entry once a command has ended, still under
 // xfw's lock: committed is the ruleset it swapped in (nil when it swapped
-// none) and ok whether it succeeded.
-func (c *rulesetCache) afterCommand(fam ir.Family, kind iptables.CommandKind, committed *ir.Ruleset, ok bool) {
+// none), index where its rules lie in the binary form swapped in (nil
+// when the commit did not say), gen the generation a change in place
+// installed (nil: none) and ok whether it succeeded.
+func (c *rulesetCache) afterCommand(fam ir.Family, kind iptables.CommandKind, committed *ir.Ruleset, index *ir.Encoded, gen *keptGeneration, ok bool) {
 	c.mu.Lock()
 	enabled := c.enabled
 	c.mu.Unlock()
@@ -190,7 +213,10 @@ func (c *rulesetCache) afterCommand(fam ir.Family, kind iptables.CommandKind, co
 		// it succeeded or not (a -C that finds no rule exits 1).
 		return
 	case ok && committed != nil && cacheableChange(kind):
-		c.store(fam, committed, nil, nil)
+		c.store(fam, committed, index, nil)
+		if gen != nil {
+			c.keepGeneration(fam, gen)
+		}
 	default:
 		c.drop(fam)
 	}
@@ -218,6 +244,37 @@ func (c *rulesetCache) afterRestore(fam ir.Family, committed *ir.Ruleset, enc *i
 	default:
 		c.drop(fam)
 	}
+}
+
+// keepGeneration keeps kg, the generation a change in place just
+// installed, with fam's entry stored before it (store), but for its
+// chunks: they may be the bank's mapped memory (readChunks), which the
+// session unmaps, and the next command copies them from the running bank
+// into the idle one in any case.
+func (c *rulesetCache) keepGeneration(fam ir.Family, kg *keptGeneration) {
+	g := kg.gen
+	kg.chunks = len(g.Chunks)
+	g.Chunks = nil
+	g.Rules = nil // numbered again from the ruleset at each use
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := &c.entries[familySlot(fam)]; e.rs != nil {
+		e.gen = kg
+	}
+}
+
+// takeGeneration returns fam's kept running generation, which the cache
+// forgets (the command changes it), when it is still what runs; else nil.
+func (c *rulesetCache) takeGeneration(fam ir.Family) *keptGeneration {
+	if e := c.lookup(fam); e.gen == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := &c.entries[familySlot(fam)]
+	kg := e.gen
+	e.gen = nil
+	return kg
 }
 
 // madeRules counts the rules of rs without a Handle: those the command

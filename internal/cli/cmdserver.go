@@ -61,6 +61,12 @@ func listenCommands(logf func(string, ...any)) (*cmdServer, error) {
 	}
 	dataplane.KeepSessionState()
 	enableCmdCache()
+	// Commands take the links, addresses and routes from the watch
+	// while nothing changed (dataplane.WatchNetwork); without it they
+	// dump them, as in a process of their own.
+	if _, err := dataplane.WatchNetwork(); err != nil {
+		logf("commands: %v; every command lists the interfaces and addresses", err)
+	}
 	return &cmdServer{ln: ln, build: buildID(), env: commandEnv(os.Environ()), logf: logf}, nil
 }
 

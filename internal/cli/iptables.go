@@ -18,6 +18,7 @@ import (
 // kept.
 func runIptables(name string, args []string, env Env) int {
 	fam := familyOf(name)
+	t0 := time.Now()
 	wait, args := takeWait(args)
 	sets := &ipsetLookup{}
 	cmd, err := iptables.ParseCommandWith(fam, args, iptables.ParseOptions{Sets: sets.lookup})
@@ -36,18 +37,26 @@ func runIptables(name string, args []string, env Env) int {
 		return exitOK
 	}
 
+	t0 = dataplane.TraceSince("command: parse", t0)
 	wait.gone = env.Gone
 	unlock, err := lock(wait)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return exitResource
 	}
-	defer unlock()
+	defer func() { t := time.Now(); unlock(); dataplane.TraceSince("command: unlock", t) }()
+	t0 = dataplane.TraceSince("command: lock", t0)
 	// The agent's cache learns how the command ended before the lock is
 	// released (cmdcache.go).
 	var committed *ir.Ruleset
+	var index *ir.Encoded         // where committed's rules lie in its binary form
+	var installed *keptGeneration // the generation a change in place installed
 	succeeded := false
-	defer func() { cmdCache.afterCommand(fam, cmd.Kind, committed, succeeded) }()
+	defer func() {
+		t := time.Now()
+		cmdCache.afterCommand(fam, cmd.Kind, committed, index, installed, succeeded)
+		dataplane.TraceSince("command: cache stored", t)
+	}()
 
 	// The parse above read the sets before the lock; what follows reads
 	// them again, once, under it.
@@ -58,19 +67,25 @@ func runIptables(name string, args []string, env Env) int {
 		if err != nil {
 			return report(env, name, err)
 		}
-		if loaded {
+		if kg := cmdCache.takeGeneration(fam); kg != nil && loaded {
+			run.gen = keptReader(fam, kg)
+		} else if loaded {
 			run.gen = readGeneration(fam)
 			// Wait for the reader before the lock is released
 			// (deferred calls run last in, first out).
 			defer run.gen.result()
 		}
 	}
+	t0 = dataplane.TraceSince("command: open running", t0)
 	old, encoded, err := runningForCommand(fam)
 	if err != nil {
 		return report(env, name, err)
 	}
 	if cmd.LeavesRulesAlone() {
 		run.encoded = encoded
+	}
+	if cmdCache.on() && cacheableChange(cmd.Kind) {
+		run.index, run.installed = &index, &installed
 	}
 	// The command works on a copy (its Apply copies again, and keeps the
 	// copy only when it succeeds); old stays the running ruleset, whose
@@ -128,6 +143,7 @@ func runIptables(name string, args []string, env Env) int {
 	if err != nil {
 		return report(env, name, err)
 	}
+	defer dataplane.TraceSince("command: commit", time.Now())
 	switch {
 	case cmd.Table != ir.TableFilter:
 		// Only the filter table's base chains change in place.

@@ -313,12 +313,13 @@ func commitDelete(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts, what string,
 	shape func(oldChain, newChain *ir.Chain) bool,
 	change func(gen *compiler.Generation, hook int, first uint32, oldChain, newChain *ir.Chain, ifaces []compiler.Interface) (*compiler.Generation, error)) error {
+	t := time.Now()
 	if run.gen != nil {
 		// Nothing may read the running state in the background once
 		// the commit below changes it.
 		run.gen.result()
+		t = dataplane.TraceSince("commit: wait for the generation's read", t)
 	}
-	t := time.Now()
 	hook := slices.Index(ir.BuiltinChains[:], chain)
 	orderChains(rs)
 	oldChain, newChain := old.Chain(chain), rs.Chain(chain)
@@ -345,10 +346,16 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 		return commit(fam, old, rs, true, filterOnly, opts, sets)
 	}
 	t = dataplane.TraceSince("commit: "+what+" in place", t)
-	mode := installMode{keepCounters: true, committed: filterOnly}
+	mode := installMode{keepCounters: true, committed: filterOnly, indexTo: run.index}
 	counters := counterSources(old, rs, mode.keepCounters, mode.committed)
 	dataplane.TraceSince("commit: counter sources", t)
-	return install(fam, counters, rs, gen, ifaces, mode, opts, sets, run.encoded)
+	if err := install(fam, counters, rs, gen, ifaces, mode, opts, sets, run.encoded); err != nil {
+		return err
+	}
+	if run.installed != nil {
+		*run.installed = &keptGeneration{gen: gen, at: ifaces}
+	}
+	return nil
 }
 
 // filterOnly is what a command changing the filter table in place commits.
@@ -362,6 +369,14 @@ type runningParts struct {
 	// encoded is where the running rules lie in their binary form, when
 	// the command changes no rule in place, or nil.
 	encoded *ir.Encoded
+	// installed, when not nil, receives the generation a change in place
+	// installed (the agent's cache keeps it for the next command).
+	installed **keptGeneration
+	// index, when not nil, receives where the rules lie in the binary
+	// form a change in place swapped in (the agent's cache keeps it with
+	// the ruleset, so that the next command copies the unchanged rules'
+	// bytes instead of encoding them again).
+	index **ir.Encoded
 }
 
 // generationReader reads a family's running generation in the background
@@ -374,6 +389,35 @@ type generationReader struct {
 	// at are the interfaces gen was compiled for, now the namespace's.
 	at, now []compiler.Interface
 	err     error
+}
+
+// keptReader hands kg, the generation the agent kept (cmdcache.go), over
+// as a finished reading, with the namespace's interfaces now. With
+// checkReuseEnv it reads the running generation as well and fails unless
+// the two are the same.
+func keptReader(fam ir.Family, kg *keptGeneration) *generationReader {
+	t := time.Now()
+	gr := &generationReader{done: make(chan struct{}), gen: kg.gen, at: kg.at}
+	defer close(gr.done)
+	kg.gen.Chunks, gr.err = dataplane.RunningChunks(fam, kg.chunks)
+	if gr.err == nil {
+		gr.now, gr.err = dataplane.CompilerInterfaces()
+	}
+	if gr.err == nil && os.Getenv(checkReuseEnv) != "" {
+		read, _, err := dataplane.RunningGeneration(fam)
+		switch {
+		case err != nil:
+			gr.err = err
+		case read == nil:
+			gr.err = fmt.Errorf("%s: a generation kept, none running", checkReuseEnv)
+		default:
+			if err := compiler.DiffGenerations(kg.gen, read); err != nil {
+				gr.err = fmt.Errorf("%s: the kept generation is not the running one: %w", checkReuseEnv, err)
+			}
+		}
+	}
+	dataplane.TraceSince("kept running generation", t)
+	return gr
 }
 
 // readGeneration starts reading fam's running generation. The state must
@@ -452,6 +496,7 @@ func install(fam ir.Family, counters []dataplane.CounterSource, rs *ir.Ruleset, 
 	if err != nil {
 		return err
 	}
+	t = dataplane.TraceSince("commit: sets", t)
 	saved, index := mode.saved, mode.index
 	switch {
 	case saved != nil:
@@ -467,7 +512,7 @@ func install(fam ir.Family, counters []dataplane.CounterSource, rs *ir.Ruleset, 
 		*mode.indexTo = index
 	}
 	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counters, Sets: tables, Interfaces: ifaces, SetCounters: ctrs, SameRules: mode.sameRules}
-	dataplane.TraceSince("commit: sets, encode, counters", t)
+	dataplane.TraceSince("commit: encode", t)
 	if err := dataplane.Apply(fam, u, opts); err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 // the other family's ruleset is not touched.
 func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 	defer unmapOutsideSession()
+	defer TraceSince("apply", time.Now())
 	if err := checkUpdate(u); err != nil {
 		return err
 	}
@@ -28,6 +29,7 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		return err
 	}
 	u.blob = blob
+	t = TraceSince("apply: state blob", t)
 	cur, ifaces, err := loadedState()
 	if err != nil {
 		return err
@@ -348,19 +350,39 @@ func loadedState() (*state, []Interface, error) {
 		cur.Close()
 		return nil, nil, err
 	}
-	if err := fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"]); err != nil {
-		cur.Close()
-		return nil, nil, err
-	}
-	if err := fillRateLimits(cur.maps); err != nil {
-		cur.Close()
-		return nil, nil, err
-	}
-	if err := fillNatAddrs(cur.maps["xfw_nat_ifaddr"]); err != nil {
+	if err := fillNetFacts(cur); err != nil {
 		cur.Close()
 		return nil, nil, err
 	}
 	return cur, ifaces, nil
+}
+
+// fillNetFacts copies the namespace's local routes, IPv6 routes,
+// interface addresses and ICMP rate limit sysctls into cur's maps. The
+// routes and addresses are dumped only when the process's watch
+// (WatchNetwork) saw a change since cur's maps last got them, or does not
+// watch; the sysctls, which tell no one of their changes, are read always.
+func fillNetFacts(cur *state) error {
+	current, epoch := netFacts.filledFor(cur)
+	if err := fillRateCfg(cur.maps); err != nil {
+		return err
+	}
+	if current {
+		return nil
+	}
+	err := fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"])
+	if err == nil {
+		err = fillRoutes6(cur.maps[rateRoute6Map])
+	}
+	if err == nil {
+		err = fillNatAddrs(cur.maps["xfw_nat_ifaddr"])
+	}
+	if err != nil {
+		netFacts.forgetFilled()
+		return err
+	}
+	netFacts.markFilled(cur, epoch)
+	return nil
 }
 
 // carryCounters writes the new generation's counter bases: the old

@@ -65,7 +65,7 @@ type Interface struct {
 // listInterfaces returns the namespace's devices, refusing kinds whose
 // traffic xfw cannot parse (it would go unfiltered).
 func listInterfaces() ([]Interface, error) {
-	links, err := netlink.LinkList()
+	links, kept, err := netFacts.linkList()
 	if err != nil {
 		return nil, fmt.Errorf("list interfaces: %w", err)
 	}
@@ -83,6 +83,11 @@ func listInterfaces() ([]Interface, error) {
 			ifc.Parent = a.ParentIndex
 		}
 		out = append(out, ifc)
+	}
+	if kept {
+		if err := refreshUnannounced(out); err != nil {
+			return nil, fmt.Errorf("list interfaces: %w", err)
+		}
 	}
 	return out, nil
 }

@@ -32,7 +32,8 @@ const (
 // (nf_nat_redirect_ipv4: the first of the device's address list, also
 // IPv4 MASQUERADE's) and the IPv6 ones natIfAddr6 picks; interfaces
 // without any are forgotten. It runs with the local addresses
-// (fillLocal): at every commit and on the agent's address events.
+// (fillLocal): at every commit (the agent's commands: after a change the
+// watch saw, fillNetFacts) and on the agent's address events.
 //
 // One dump of every address of both families answers for all
 // interfaces: the kernel walks each device's list in order, so an

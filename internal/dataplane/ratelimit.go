@@ -146,6 +146,15 @@ func parseTypeList(s string) (uint32, error) {
 // fillRateLimits copies the namespace's ICMP rate limit sysctls and its
 // IPv6 routes' prefix lengths into the data plane.
 func fillRateLimits(maps map[string]*ebpf.Map) error {
+	if err := fillRateCfg(maps); err != nil {
+		return err
+	}
+	return fillRoutes6(maps[rateRoute6Map])
+}
+
+// fillRateCfg copies the namespace's ICMP rate limit sysctls into the
+// data plane.
+func fillRateCfg(maps map[string]*ebpf.Map) error {
 	cfgMap, rt6 := maps[rateCfgMap], maps[rateRoute6Map]
 	if cfgMap == nil || rt6 == nil {
 		return errors.New("running xfw program lacks its rate limit maps")
@@ -160,7 +169,7 @@ func fillRateLimits(maps map[string]*ebpf.Map) error {
 	if err := cfgMap.Put(uint32(0), c); err != nil {
 		return fmt.Errorf("record ICMP rate limits: %w", err)
 	}
-	return fillRoutes6(rt6)
+	return nil
 }
 
 // fillRoutes6 records the prefix length of each route of the main IPv6

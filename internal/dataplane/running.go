@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 	"unsafe"
@@ -236,6 +237,29 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 		}
 	}
 	return g, meta.Interfaces, nil
+}
+
+// RunningChunks returns the first n chunks of fam's running generation,
+// read as RunningGeneration reads them (readChunks: during a session,
+// into the idle bank's memory, where the next generation needs them): for
+// a caller that kept the rest of the generation (the agent), whose chunks
+// are the running bank's memory, which the session unmaps.
+func RunningChunks(fam ir.Family, n int) ([]compiler.Chunk, error) {
+	defer unmapOutsideSession()
+	cur, err := Current()
+	if err != nil {
+		return nil, err
+	}
+	if cur == nil || !cur.hasFamily(fam) {
+		return nil, errors.New("no running generation")
+	}
+	defer cur.Close()
+	m, err := cur.inner("chunks", cur.slot(fam))
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	return cur.readChunks(m, fam, n)
 }
 
 // mapReader is one generation map to read n elements of.

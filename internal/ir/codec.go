@@ -208,10 +208,16 @@ func (e *encoder) rulesReusing(c *Chain, enc *Encoded) error {
 		e.index.chains = append(e.index.chains, encodedChain{ptrs: c.Rules, start: uint32(len(e.buf)), ends: make([]uint32, 0, len(c.Rules))})
 		ec = &e.index.chains[len(e.index.chains)-1]
 	}
+	// Where the last run copied ended (a kept Encoded finds a chain's
+	// rules past its first two only from there).
+	lastCi, lastEnd := -1, 0
 	for i := 0; i < len(c.Rules); {
 		ci, from, ok := 0, 0, false
 		if enc != nil {
 			ci, from, ok = enc.locate(c.Rules[i])
+			if !ok && enc.kept && lastCi >= 0 {
+				ci, from, ok = enc.after(lastCi, lastEnd, c.Rules[i])
+			}
 		}
 		if !ok {
 			if err := e.rule(c.Rules[i]); err != nil {
@@ -228,6 +234,7 @@ func (e *encoder) rulesReusing(c *Chain, enc *Encoded) error {
 		for i+n < len(c.Rules) && from+n < enc.chains[ci].count() && c.Rules[i+n] == enc.chains[ci].rule(from+n) {
 			n++
 		}
+		lastCi, lastEnd = ci, from+n
 		at := len(e.buf)
 		span := enc.span(ci, from, from+n)
 		e.buf = append(e.buf, span...)
@@ -553,6 +560,9 @@ type Encoded struct {
 	// the first locate).
 	kept  bool
 	first map[*Rule]int
+	// second indexes a kept Encoded's chains by their second rule: a
+	// chain whose first rule was deleted (iptables -D) is found too.
+	second map[*Rule]int
 }
 
 // encodedChain is one chain's rules as decoded: the slab they were decoded
@@ -600,18 +610,27 @@ func (enc *Encoded) slabStart(ci int) uintptr {
 // (Go's heap does not move objects: a slab's address is fixed.)
 func (enc *Encoded) locate(r *Rule) (chain, index int, ok bool) {
 	if enc.kept {
-		// A kept ruleset's chains are found by their first rule only: a
-		// chain changed at its head is encoded again from there.
+		// A kept ruleset's chains are found by their first or second
+		// rule (the first deleted), a rule past them only just after
+		// a copied run (after): a chain changed otherwise is encoded
+		// again from there.
 		if enc.first == nil {
 			enc.first = make(map[*Rule]int, len(enc.chains))
+			enc.second = map[*Rule]int{}
 			for ci, c := range enc.chains {
 				if len(c.ptrs) > 0 {
 					enc.first[c.ptrs[0]] = ci
 				}
+				if len(c.ptrs) > 1 {
+					enc.second[c.ptrs[1]] = ci
+				}
 			}
 		}
-		ci, ok := enc.first[r]
-		return ci, 0, ok
+		if ci, ok := enc.first[r]; ok {
+			return ci, 0, ok
+		}
+		ci, ok := enc.second[r]
+		return ci, 1, ok
 	}
 	p := uintptr(unsafe.Pointer(r))
 	// The last slab starting at or before p.
@@ -629,6 +648,16 @@ func (enc *Encoded) locate(r *Rule) (chain, index int, ok bool) {
 	base := enc.slabStart(ci)
 	if size := unsafe.Sizeof(rules[0]); p < base+uintptr(len(rules))*size {
 		return ci, int((p - base) / size), true
+	}
+	return 0, 0, false
+}
+
+// after returns where r lies in a kept Encoded when it is the rule of
+// chain ci just past end, the end of the run last copied from there
+// (the rule at end was deleted: iptables -D in the middle of a chain).
+func (enc *Encoded) after(ci, end int, r *Rule) (chain, index int, ok bool) {
+	if end+1 < enc.chains[ci].count() && enc.chains[ci].rule(end+1) == r {
+		return ci, end + 1, true
 	}
 	return 0, 0, false
 }

@@ -68,6 +68,14 @@ func TestMarshalBinaryReusing(t *testing.T) {
 			c := rs.Chain("FORWARD")
 			c.Rules = append(c.Rules[:7], c.Rules[8:]...)
 		},
+		"delete the first": func(rs *ir.Ruleset) {
+			c := rs.Chain("FORWARD")
+			c.Rules = c.Rules[1:]
+		},
+		"delete two apart": func(rs *ir.Ruleset) {
+			c := rs.Chain("INPUT")
+			c.Rules = append(append(c.Rules[:2:2], c.Rules[3:6]...), c.Rules[7:]...)
+		},
 		"replace": func(rs *ir.Ruleset) {
 			rs.Chain("OUTPUT").Rules[0] = fresh[1]
 		},

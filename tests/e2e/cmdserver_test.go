@@ -522,3 +522,39 @@ func servedAppendLater(tp *nettest.Topology, bin string, port int) <-chan *nette
 	}()
 	return done
 }
+
+// TestCmdServerSeesRouteChange: a served command right after a change of
+// fw's local routing table compiles for the table as changed, though the
+// agent follows no route events of its own: the commands' netlink watch
+// (dataplane.WatchNetwork) must tell the command to dump the routes
+// again. A local route added for an address of sink's subnet makes it
+// fw's own: the kernel delivers what gen sends there (INPUT), and
+// -m addrtype --dst-type LOCAL, which xfw answers from its copy of the
+// local table, must match it (port 7200 dropped) where a stale copy calls
+// it UNICAST (let through, to fw's listener).
+func TestCmdServerSeesRouteChange(t *testing.T) {
+	bin, tp, _, _ := servedTopology(t, nettest.WithStaticNeighbors())
+	run := func(args ...string) {
+		t.Helper()
+		argv := append([]string{"env", "XFW_CMDSERVER=only", bin}, args...)
+		if res := execAny(t, tp.FwNS, argv...); res.ExitCode != 0 {
+			t.Fatalf("served %v: exit %d: %s", args, res.ExitCode, res.Stderr)
+		}
+	}
+	run("iptables", "-w", "-A", "INPUT", "-p", "udp", "--dport", "7200", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "DROP")
+	run("iptables", "-w", "-A", "FORWARD", "-p", "udp", "--dport", "7300", "-j", "DROP")
+	own := netip.AddrFrom4([4]byte{10, tp.Subnet, 2, 77})
+	nettest.MustExec(t, tp.FwNS, "ip", "route", "add", "local", own.String()+"/32", "dev", "lo", "table", "local")
+	run("iptables", "-w", "-A", "FORWARD", "-p", "udp", "--dport", "7301", "-j", "DROP")
+	for port, want := range map[uint16]int{7200: 0, 7201: 3} {
+		dst := netip.AddrPortFrom(own, port)
+		srv := nettest.StartUDPServer(t, tp.FwNS, dst)
+		for range 3 {
+			nettest.UDPSend(tp.GenNS, dst, []byte("x"))
+		}
+		if got := len(srv.Wait(3, arrivalWait)); got != want {
+			t.Errorf("to %v, local since the last command: %d of 3 datagrams arrived, want %d", dst, got, want)
+		}
+		srv.Close()
+	}
+}
