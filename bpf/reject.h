@@ -63,8 +63,9 @@
  *  - The kernel sends no error about an ICMP message its own ICMP socket
  *    sends (an echo reply REJECTed in OUTPUT: icmp_send finds the socket
  *    locked); xfw cannot tell those from a raw socket's and answers them.
- *  - IPv4 options are not echoed in ICMP errors (icmp_send reverses record
- *    route / timestamp / source route options).
+ *  - IPv4 options: INPUT and FORWARD ICMP errors echo record route and
+ *    timestamp options as icmp_send does (reject_opts.h); OUTPUT ones do
+ *    not (the kernel echoes the options the sending socket set).
  *  - ICMP errors are rate-limited with the kernel's buckets and sysctls
  *    (reject_rate.h), whose random costs make counts agree statistically;
  *    replies to packets that arrived on lo and OUTPUT replies are not.
@@ -99,8 +100,8 @@
  * (its scratch); reject_plan.h (step 1: whether and what to answer);
  * reject_put.h (step 3: the headers); reject_csum.h (checksums, and the
  * check of the offending packet's); reject_route.h (where a reply goes);
- * reject_send.h (the XDP replies' way out: the TCX ingress program) and
- * reject_rate.h (the ICMP rate limits).
+ * reject_send.h (the XDP replies' way out: the TCX ingress program),
+ * reject_rate.h (the ICMP rate limits) and reject_opts.h (IPv4 options).
  * This file holds the per-hook entry points, which reshape the frame
  * (step 2) between the two.
  *

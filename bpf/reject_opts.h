@@ -262,9 +262,8 @@ static __always_inline int xfw_rj_opt_echo(__u8 *e, const __u8 *b, __u32 rr, __u
 	d = (d + 3) & ~3u;
 	if (d > XFW_RJ_OPT_MAX)
 		return -1;
-	for (int i = 0; i < XFW_RJ_OPT_MAX; i++)
-		if (i >= end)
-			e[i] = XFW_RJ_OPT_END;
+	for (__u32 i = 0; i < XFW_RJ_OPT_MAX; i++)
+		e[i] &= (__u8)(0 - ((i - end) >> 31)); /* 0 from end on (END) */
 	/* ip_options_build: the entries the reply's output fills in. */
 	if (out & XFW_RJO_RR_ADDR)
 		xfw_rj_put4(e, ers + e[(ers + 2) & XFW_RJ_OPT_MASK] - 5, saddr);
