@@ -32,8 +32,8 @@ const (
 	optTSOnly      = 0
 	optTSAndAddr   = 1
 	optTSPrespec   = 3
-	rejectOptsIn   = 7100 // INPUT REJECT
-	rejectOptsFwd  = 7102 // FORWARD REJECT
+	rejectOptsIn   = 7100 // INPUT REJECT (tcp-reset: 7101)
+	rejectOptsFwd  = 7102 // FORWARD REJECT (tcp-reset: 7103)
 	optTSMaskedVal = 0xeeeeeeee
 	msPerDay       = 24 * 60 * 60 * 1000
 	optTSSlack     = 60 * 1000 // ms a stamp may be from the test's clock
@@ -44,7 +44,9 @@ const rejectOptsRules = `*filter
 :FORWARD ACCEPT [0:0]
 :OUTPUT ACCEPT [0:0]
 -A INPUT -p udp --dport 7100 -j REJECT
+-A INPUT -p tcp --dport 7101 -j REJECT --reject-with tcp-reset
 -A FORWARD -p udp --dport 7102 -j REJECT
+-A FORWARD -p tcp --dport 7103 -j REJECT --reject-with tcp-reset
 COMMIT
 `
 
@@ -65,11 +67,14 @@ func TestRejectOptionsAgainstKernel(t *testing.T) {
 		return
 	}
 	// The test's own check: the kernel answers the datagrams without a
-	// checksum (4 per case) and those with one whose options its input
-	// path left alone, echoing a record route it filled in.
+	// checksum (2 per case) and those with one (and the SYNs) whose
+	// options its input path left alone, echoing a record route it
+	// filled in.
 	k := seen["kernel"][0]
-	if n, cases := strings.Count(k, "\n")+1, len(rejectOptsCases(netip.Addr{}, netip.Addr{})); n <= 2*cases || n >= 4*cases {
-		t.Errorf("the kernel sent %d errors, want more than %d, fewer than %d:\n%s", n, 2*cases, 4*cases, k)
+	errs, resets := strings.Count(k, "opts "), strings.Count(k, "reset ")
+	if cases := len(rejectOptsCases(netip.Addr{}, netip.Addr{})); errs <= 2*cases || errs >= 4*cases || resets == 0 || resets >= 2*cases {
+		t.Errorf("the kernel sent %d errors and %d resets, want more than %d errors, fewer than %d, some resets, fewer than %d:\n%s",
+			errs, resets, 2*cases, 4*cases, 2*cases, k)
 	}
 	if !strings.Contains(k, "opts 070f0c") {
 		t.Errorf("the kernel's errors echo no record route option:\n%s", k)
@@ -130,15 +135,22 @@ func rejectOptsRound(t *testing.T, tp *nettest.Topology) []string {
 				udp := nettest.UDP{SrcPort: uint16(5000 + 100*j + i), DstPort: dst.Port(), Payload: payload, ZeroChecksum: zero}
 				frames = append(frames, eth.Frame(nettest.IPv4{Src: gen, Dst: dst.Addr(), ID: uint16(100 + i), Options: c.opts}.Packet(udp)))
 			}
+			// A SYN to the tcp-reset rule: the kernel verifies its
+			// checksum the same way before it answers.
+			syn := nettest.TCP{SrcPort: uint16(5200 + i), DstPort: dst.Port() + 1, Seq: 1000, Flags: nettest.TCPSyn, Window: 512}
+			frames = append(frames, eth.Frame(nettest.IPv4{Src: gen, Dst: dst.Addr(), ID: uint16(100 + i), Options: c.opts}.Packet(syn)))
 		}
 	}
 	got := genReceives(t, tp, 4, frames)
 	var lines []string
 	for _, f := range got {
-		if !f.IsICMPError() {
-			continue
+		switch {
+		case f.IsICMPError():
+			lines = append(lines, rejectOptsLine(tp, f.Raw))
+		case f.IsTCPReset():
+			// Resets carry no options; which SYNs got one.
+			lines = append(lines, fmt.Sprintf("reset %d→%d options %x", f.SrcPort, f.DstPort, f.IPv4Options))
 		}
-		lines = append(lines, rejectOptsLine(tp, f.Raw))
 	}
 	slices.Sort(lines)
 	return lines
