@@ -143,10 +143,16 @@ static __always_inline int xfw_rj_xdp_out(struct xdp_md *ctx, const struct xfw_r
 	return xfw_rj_xdp_handoff(ctx, r->l2len, vlan, v6);
 }
 
+/* xfw_rj_xdp's flags: the packet's DNAT was given back (xfw_nat_undo_xdp);
+ * the kernel's connection tracking saw it at PREROUTING (it verifies TCP,
+ * UDP and ICMP checksums there, nf_conntrack_checksum, and REJECT then
+ * trusts them: skb->csum_valid). */
+#define XFW_RJX_DNAT_UNDONE 1
+#define XFW_RJX_CT_SEEN 2
+
 /* xfw_rj_xdp builds the reply to a packet received on ctx and judged in
- * chain (INPUT or FORWARD); dnat_undone: the packet's DNAT was given back
- * (xfw_nat_undo_xdp). */
-__attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain, __u32 dnat_undone)
+ * chain (INPUT or FORWARD); flags: XFW_RJX_*. */
+__attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain, __u32 flags)
 {
 	__u32 frame, keep, hdrs, off = 0, len = 0, cs, slot = XFW_RJ_SLOT_XDP, out = 0;
 	struct xfw_rj_scratch *sc;
@@ -186,7 +192,7 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	 * at POSTROUTING), which the packet given back carries: kept. */
 	if (chain == XFW_CHAIN_FORWARD && (kind == XFW_RJK_ICMP4 || kind == XFW_RJK_ICMP6)) {
 		r->fwd = 1;
-		if (!dnat_undone && xfw_rj_fib_src(ctx, r, &sc->fib, v6))
+		if (!(flags & XFW_RJX_DNAT_UNDONE) && xfw_rj_fib_src(ctx, r, &sc->fib, v6))
 			return XDP_DROP;
 	}
 	/* IPv4 options: the input path fills them in (the quote's), an ICMP
@@ -198,7 +204,15 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 		return XDP_DROP;
 	/* IPv4 INPUT reassembles before the hook: the datagram's checksum,
 	 * not the first fragment's, decides. The IPv4 header the input path
-	 * changed, its checksum stale, counts (r->hdelta). */
+	 * changed, its checksum stale, counts (r->hdelta), unless conntrack
+	 * verified the checksum before that: the kernel's ICMP error then
+	 * trusts it (skb->csum_valid), and so does its RST in INPUT (the
+	 * packet's CHECKSUM_COMPLETE sum, taken before the change), not in
+	 * FORWARD (ip_forward drops that sum: nf_ip_checksum sums again). */
+	if ((flags & XFW_RJX_CT_SEEN) &&
+	    (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP || p->proto == IPPROTO_ICMP) &&
+	    !(kind == XFW_RJK_RST4 && chain == XFW_CHAIN_FORWARD))
+		r->hdelta = 0;
 	if (!xfw_rj_csum_ok_xdp(ctx, p, !v6 && chain == XFW_CHAIN_INPUT && p->fragmented, r->hdelta))
 		return XDP_DROP;
 
@@ -424,13 +438,15 @@ static __always_inline int xfw_rj_tc_deliver(struct __sk_buff *skb)
 
 /* xfw_xdp_reject: the packet arrived on ingress and was judged REJECT
  * (type p->reject) in chain (INPUT or FORWARD), its DNAT given back when
- * dnat_undone: returns XDP_PASS with the
- * reply, marked for xfw_tc_ingress, in place of the frame (XDP_TX or a
- * redirect on loopback or without XDP metadata), or XDP_DROP when the
+ * dnat_undone, seen by connection tracking when ct_seen: returns XDP_PASS
+ * with the reply, marked for xfw_tc_ingress, in place of the frame (XDP_TX
+ * or a redirect on loopback or without XDP metadata), or XDP_DROP when the
  * kernel would send nothing. */
-static __always_inline int xfw_xdp_reject(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain, __u32 dnat_undone)
+static __always_inline int xfw_xdp_reject(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain,
+					  __u32 dnat_undone, int ct_seen)
 {
-	return xfw_rj_xdp(ctx, p, chain, dnat_undone);
+	return xfw_rj_xdp(ctx, p, chain, (dnat_undone ? XFW_RJX_DNAT_UNDONE : 0) |
+					 (ct_seen ? XFW_RJX_CT_SEEN : 0));
 }
 
 /* xfw_tc_reject: the packet is locally generated and was judged REJECT in

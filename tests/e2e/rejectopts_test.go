@@ -59,20 +59,33 @@ func TestRejectOptionsAgainstKernel(t *testing.T) {
 		// larger than the round.
 		nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.ipv4.icmp_ratelimit=0", "net.ipv4.icmp_msgs_burst=1000")
 	})
-	seen, saves := twinRejectRounds(t, tw, 4, []string{rejectOptsRules},
+	// The second ruleset makes the namespace track connections: conntrack
+	// verifies the checksums at PREROUTING, before the input path
+	// changes the options, and REJECT trusts them then.
+	tracked := strings.Replace(rejectOptsRules, ":OUTPUT ACCEPT [0:0]\n", ":OUTPUT ACCEPT [0:0]\n-A INPUT -m conntrack --ctstate NEW\n", 1)
+	seen, saves := twinRejectRounds(t, tw, 4, []string{rejectOptsRules, tracked},
 		func(t *testing.T, tp *nettest.Topology, _, _ int) string {
 			return strings.Join(rejectOptsRound(t, tp), "\n")
 		})
 	if t.Failed() {
 		return
 	}
+	cases := len(rejectOptsCases(netip.Addr{}, netip.Addr{}))
+	kt := seen["kernel"][1]
+	// Every error and INPUT reset; FORWARD resets as without tracking
+	// (ip_forward drops the verified sum, the reset's check sums again).
+	if errs, resets := strings.Count(kt, "opts "), strings.Count(kt, "reset "); errs != 4*cases || resets <= cases || resets >= 2*cases {
+		t.Errorf("tracking, the kernel sent %d errors and %d resets, want %d and more than %d, fewer than %d:\n%s",
+			errs, resets, 4*cases, cases, 2*cases, kt)
+	}
+	compareRejectRound(t, "errors, tracking", kt, seen["xfw"][1], saves["kernel"][1], saves["xfw"][1])
 	// The test's own check: the kernel answers the datagrams without a
 	// checksum (2 per case) and those with one (and the SYNs) whose
 	// options its input path left alone, echoing a record route it
 	// filled in.
 	k := seen["kernel"][0]
 	errs, resets := strings.Count(k, "opts "), strings.Count(k, "reset ")
-	if cases := len(rejectOptsCases(netip.Addr{}, netip.Addr{})); errs <= 2*cases || errs >= 4*cases || resets == 0 || resets >= 2*cases {
+	if errs <= 2*cases || errs >= 4*cases || resets == 0 || resets >= 2*cases {
 		t.Errorf("the kernel sent %d errors and %d resets, want more than %d errors, fewer than %d, some resets, fewer than %d:\n%s",
 			errs, resets, 2*cases, 4*cases, 2*cases, k)
 	}
