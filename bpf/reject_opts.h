@@ -27,9 +27,9 @@
  * XFW_RJ_OPT_MAX bytes, whose excess the next copy or the padding
  * overwrites. Addresses and times are kept in network byte order.
  *
- * Includes: common.h, local.h (xfw_addrtype4), reject_structs.h,
- * reject_maps.h, reject_csum.h, reject_rate.h (xfw_rl_cfg: the clock
- * offset).
+ * Includes: common.h, parse.h (XFW_IPOPT_*), local.h (xfw_addrtype4),
+ * reject_structs.h, reject_maps.h, reject_csum.h, reject_rate.h
+ * (xfw_rl_cfg: the clock offset).
  */
 #ifndef XFW_REJECT_OPTS_H
 #define XFW_REJECT_OPTS_H
@@ -39,21 +39,23 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 #include "common.h"
+#include "parse.h"
 #include "local.h"
 #include "reject_structs.h"
 #include "reject_maps.h"
 #include "reject_csum.h"
 #include "reject_rate.h"
 
-/* IPv4 option types and timestamp flags (linux/ip.h IPOPT_*). */
-#define XFW_RJ_OPT_END 0
-#define XFW_RJ_OPT_NOOP 1
-#define XFW_RJ_OPT_RR 7
-#define XFW_RJ_OPT_TS 68
+/* Timestamp flags besides parse.h's (linux/ip.h IPOPT_TS_*). */
 #define XFW_RJ_TS_TSONLY 0
-#define XFW_RJ_TS_TSANDADDR 1
-#define XFW_RJ_TS_PRESPEC 3
-#define XFW_RJ_TS_FLAGS 0xf /* low nibble of the flags byte; high: overflow */
+#define XFW_RJ_TS_FLAGS 0xf /* low nibble of the flags byte */
+#define XFW_RJ_TS_OVFL_SHIFT 4 /* high nibble: the overflow count */
+
+/* Option pointers count from 1 and name the next free byte: an entry of 4
+ * bytes filled last lies 5 bytes before it (the address of an address and
+ * time pair 9), as ip_options_build writes them. */
+#define XFW_RJ_OPT_LAST4 5
+#define XFW_RJ_OPT_LAST8 9
 
 #define XFW_RJ_NS_PER_MS 1000000ULL
 #define XFW_RJ_MS_PER_DAY 86400000ULL
@@ -123,9 +125,9 @@ static long xfw_rj_opt_step(__u64 i, struct xfw_rj_opt_walk *w)
 	if (off >= o->n || off >= XFW_RJ_OPT_MAX)
 		return 1;
 	type = o->b[off & XFW_RJ_OPT_MASK];
-	if (type == XFW_RJ_OPT_END)
+	if (type == XFW_IPOPT_END)
 		return 1;
-	if (type == XFW_RJ_OPT_NOOP) {
+	if (type == XFW_IPOPT_NOOP) {
 		o->off = off + 1;
 		return 0;
 	}
@@ -134,9 +136,9 @@ static long xfw_rj_opt_step(__u64 i, struct xfw_rj_opt_walk *w)
 	len = o->b[(off + 1) & XFW_RJ_OPT_MASK];
 	if (len < 2)
 		return 1;
-	if (type == XFW_RJ_OPT_RR && !o->rr)
+	if (type == XFW_IPOPT_RR && !o->rr)
 		o->rr = off + 1;
-	else if (type == XFW_RJ_OPT_TS && !o->ts)
+	else if (type == XFW_IPOPT_TS && !o->ts)
 		o->ts = off + 1;
 	o->off = off + len;
 	return 0;
@@ -167,8 +169,10 @@ static __always_inline __u32 xfw_rj_opt_input(__u8 *b, __u32 rr, __u32 ts, __u32
 	fl = b[(ts + 3) & XFW_RJ_OPT_MASK];
 	if (ptr > len) {
 		/* Full: the overflow count goes up (15 was refused). */
-		if ((fl & XFW_RJ_TS_FLAGS) != XFW_RJ_TS_PRESPEC)
-			b[(ts + 3) & XFW_RJ_OPT_MASK] = (fl & XFW_RJ_TS_FLAGS) | (((fl >> 4) + 1) << 4);
+		if ((fl & XFW_RJ_TS_FLAGS) != XFW_IPOPT_TS_PRESPEC)
+			b[(ts + 3) & XFW_RJ_OPT_MASK] =
+				(fl & XFW_RJ_TS_FLAGS) |
+				(((fl >> XFW_RJ_TS_OVFL_SHIFT) + 1) << XFW_RJ_TS_OVFL_SHIFT);
 		return need;
 	}
 	switch (fl & XFW_RJ_TS_FLAGS) {
@@ -177,13 +181,13 @@ static __always_inline __u32 xfw_rj_opt_input(__u8 *b, __u32 rr, __u32 ts, __u32
 		b[(ts + 2) & XFW_RJ_OPT_MASK] = ptr + 4;
 		need |= XFW_RJO_TS_TIME;
 		break;
-	case XFW_RJ_TS_TSANDADDR:
+	case XFW_IPOPT_TS_TSANDADDR:
 		xfw_rj_put4(b, ts + ptr - 1, spec);
 		xfw_rj_put4(b, ts + ptr + 3, now);
 		b[(ts + 2) & XFW_RJ_OPT_MASK] = ptr + 8;
 		need |= XFW_RJO_TS_ADDR | XFW_RJO_TS_TIME;
 		break;
-	case XFW_RJ_TS_PRESPEC:
+	case XFW_IPOPT_TS_PRESPEC:
 		/* Stamped only where the listed address is the host's. */
 		if (xfw_rj_unicast4(xfw_rj_get4(b, ts + ptr - 1)))
 			break;
@@ -243,7 +247,7 @@ static __always_inline int xfw_rj_opt_echo(__u8 *e, const __u8 *b, __u32 rr, __u
 			if (need & XFW_RJO_TS_TIME) {
 				if (so + 3 > ol)
 					return -1;
-				if ((e[(d + 3) & XFW_RJ_OPT_MASK] & XFW_RJ_TS_FLAGS) != XFW_RJ_TS_PRESPEC) {
+				if ((e[(d + 3) & XFW_RJ_OPT_MASK] & XFW_RJ_TS_FLAGS) != XFW_IPOPT_TS_PRESPEC) {
 					out |= XFW_RJO_TS_TIME;
 					so += 4;
 				} else if (so + 7 <= ol &&
@@ -266,11 +270,11 @@ static __always_inline int xfw_rj_opt_echo(__u8 *e, const __u8 *b, __u32 rr, __u
 		e[i] &= (__u8)(0 - ((i - end) >> 31)); /* 0 from end on (END) */
 	/* ip_options_build: the entries the reply's output fills in. */
 	if (out & XFW_RJO_RR_ADDR)
-		xfw_rj_put4(e, ers + e[(ers + 2) & XFW_RJ_OPT_MASK] - 5, saddr);
+		xfw_rj_put4(e, ers + e[(ers + 2) & XFW_RJ_OPT_MASK] - XFW_RJ_OPT_LAST4, saddr);
 	if (out & XFW_RJO_TS_ADDR)
-		xfw_rj_put4(e, ets + e[(ets + 2) & XFW_RJ_OPT_MASK] - 9, saddr);
+		xfw_rj_put4(e, ets + e[(ets + 2) & XFW_RJ_OPT_MASK] - XFW_RJ_OPT_LAST8, saddr);
 	if (out & XFW_RJO_TS_TIME)
-		xfw_rj_put4(e, ets + e[(ets + 2) & XFW_RJ_OPT_MASK] - 5, now);
+		xfw_rj_put4(e, ets + e[(ets + 2) & XFW_RJ_OPT_MASK] - XFW_RJ_OPT_LAST4, now);
 	return d;
 }
 
