@@ -63,8 +63,9 @@
  *  - The kernel sends no error about an ICMP message its own ICMP socket
  *    sends (an echo reply REJECTed in OUTPUT: icmp_send finds the socket
  *    locked); xfw cannot tell those from a raw socket's and answers them.
- *  - IPv4 options are not echoed in ICMP errors (icmp_send reverses record
- *    route / timestamp / source route options).
+ *  - IPv4 options: INPUT and FORWARD ICMP errors echo record route and
+ *    timestamp options as icmp_send does (reject_opts.h); OUTPUT ones do
+ *    not (the kernel echoes the options the sending socket set).
  *  - ICMP errors are rate-limited with the kernel's buckets and sysctls
  *    (reject_rate.h), whose random costs make counts agree statistically;
  *    replies to packets that arrived on lo and OUTPUT replies are not.
@@ -99,8 +100,8 @@
  * (its scratch); reject_plan.h (step 1: whether and what to answer);
  * reject_put.h (step 3: the headers); reject_csum.h (checksums, and the
  * check of the offending packet's); reject_route.h (where a reply goes);
- * reject_send.h (the XDP replies' way out: the TCX ingress program) and
- * reject_rate.h (the ICMP rate limits).
+ * reject_send.h (the XDP replies' way out: the TCX ingress program),
+ * reject_rate.h (the ICMP rate limits) and reject_opts.h (IPv4 options).
  * This file holds the per-hook entry points, which reshape the frame
  * (step 2) between the two.
  *
@@ -127,6 +128,7 @@
 #include "reject_put.h"
 #include "reject_route.h"
 #include "reject_send.h"
+#include "reject_opts.h"
 
 /* xfw_rj_xdp_out sends the reply built in ctx's frame: out of device out
  * when a loopback reply was routed (xfw_rj_lo_route), back to loopback, or
@@ -141,16 +143,23 @@ static __always_inline int xfw_rj_xdp_out(struct xdp_md *ctx, const struct xfw_r
 	return xfw_rj_xdp_handoff(ctx, r->l2len, vlan, v6);
 }
 
+/* xfw_rj_xdp's flags: the packet's DNAT was given back (xfw_nat_undo_xdp);
+ * the kernel's connection tracking saw it at PREROUTING (it verifies TCP,
+ * UDP and ICMP checksums there, nf_conntrack_checksum, and REJECT then
+ * trusts them: skb->csum_valid). */
+#define XFW_RJX_DNAT_UNDONE 1
+#define XFW_RJX_CT_SEEN 2
+
 /* xfw_rj_xdp builds the reply to a packet received on ctx and judged in
- * chain (INPUT or FORWARD); dnat_undone: the packet's DNAT was given back
- * (xfw_nat_undo_xdp). */
-__attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain, __u32 dnat_undone)
+ * chain (INPUT or FORWARD); flags: XFW_RJX_*. */
+__attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain, __u32 flags)
 {
 	__u32 frame, keep, hdrs, off = 0, len = 0, cs, slot = XFW_RJ_SLOT_XDP, out = 0;
 	struct xfw_rj_scratch *sc;
 	void *data, *data_end;
 	struct xfw_rj *r;
 	__u64 sum = 0;
+	__u8 *ih;
 	int kind, v6;
 
 	if (!ctx || !p)
@@ -167,10 +176,6 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	if (kind == XFW_RJK_NONE)
 		return XDP_DROP;
 	v6 = kind == XFW_RJK_ICMP6 || kind == XFW_RJK_RST6;
-	/* IPv4 INPUT reassembles before the hook: the datagram's checksum,
-	 * not the first fragment's, decides. */
-	if (!xfw_rj_csum_ok_xdp(ctx, p, !v6 && chain == XFW_CHAIN_INPUT && p->fragmented))
-		return XDP_DROP;
 	frame = (__u32)(data_end - data);
 	if (ctx->ingress_ifindex != XFW_LOOPBACK_IFINDEX)
 		xfw_rj_l2_route(ctx, r, &sc->fib, v6);
@@ -181,6 +186,35 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	 * hop limit is set again by its route, xfw_rj_send). */
 	r->ttl = v6 ? xfw_rj_hop_limit6(out ? out : (__u64)ctx->ingress_ifindex | (__u64)p->vlan << 32)
 		    : xfw_rj_ttl4();
+	/* An ICMP error about a forwarded packet comes from the route
+	 * back's source; after a DNAT the kernel's nat translates that
+	 * source to the original destination (nf_nat_icmp_reply_translation
+	 * at POSTROUTING), which the packet given back carries: kept. */
+	if (chain == XFW_CHAIN_FORWARD && (kind == XFW_RJK_ICMP4 || kind == XFW_RJK_ICMP6)) {
+		r->fwd = 1;
+		if (!(flags & XFW_RJX_DNAT_UNDONE) && xfw_rj_fib_src(ctx, r, &sc->fib, v6))
+			return XDP_DROP;
+	}
+	/* IPv4 options: the input path fills them in (the quote's), an ICMP
+	 * error echoes them (reject_opts.h); r->saddr is final here. A RST's
+	 * source stands for the input path's address (in FORWARD the route
+	 * back's would be: it only matters to r->hdelta, below). */
+	if (!v6 && p->thoff != p->l3_off + XFW_RJ_IP4_HLEN &&
+	    xfw_rj_opts4_xdp(ctx, p->l3_off, kind == XFW_RJK_ICMP4))
+		return XDP_DROP;
+	/* IPv4 INPUT reassembles before the hook: the datagram's checksum,
+	 * not the first fragment's, decides. The IPv4 header the input path
+	 * changed, its checksum stale, counts (r->hdelta), unless conntrack
+	 * verified the checksum before that: the kernel's ICMP error then
+	 * trusts it (skb->csum_valid), and so does its RST in INPUT (the
+	 * packet's CHECKSUM_COMPLETE sum, taken before the change), not in
+	 * FORWARD (ip_forward drops that sum: nf_ip_checksum sums again). */
+	if ((flags & XFW_RJX_CT_SEEN) &&
+	    (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP || p->proto == IPPROTO_ICMP) &&
+	    !(kind == XFW_RJK_RST4 && chain == XFW_CHAIN_FORWARD))
+		r->hdelta = 0;
+	if (!xfw_rj_csum_ok_xdp(ctx, p, !v6 && chain == XFW_CHAIN_INPUT && p->fragmented, r->hdelta))
+		return XDP_DROP;
 
 	if (kind == XFW_RJK_RST4 || kind == XFW_RJK_RST6) {
 		/* Shrink to the RST; it never outgrows the segment. */
@@ -196,15 +230,6 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 		return xfw_rj_xdp_out(ctx, r, out, p->vlan, v6);
 	}
 
-	/* An ICMP error about a forwarded packet comes from the route
-	 * back's source; after a DNAT the kernel's nat translates that
-	 * source to the original destination (nf_nat_icmp_reply_translation
-	 * at POSTROUTING), which the packet given back carries: kept. */
-	if (chain == XFW_CHAIN_FORWARD) {
-		r->fwd = 1;
-		if (!dnat_undone && xfw_rj_fib_src(ctx, r, &sc->fib, v6))
-			return XDP_DROP;
-	}
 	/* Keep the L2 header and the quote (dropping any Ethernet padding
 	 * past the IP packet), then make room for the new headers. */
 	keep = r->l2len + r->qlen;
@@ -212,22 +237,29 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 		return XDP_DROP;
 	if (keep < frame && bpf_xdp_adjust_tail(ctx, (int)keep - (int)frame))
 		return XDP_DROP;
-	hdrs = (v6 ? XFW_RJ_IP6_HLEN : XFW_RJ_IP4_HLEN) + XFW_RJ_ICMP_HLEN;
-	if (bpf_xdp_adjust_head(ctx, -(int)hdrs))
+	hdrs = (v6 ? XFW_RJ_IP6_HLEN : XFW_RJ_IP4_HLEN + r->optlen) + XFW_RJ_ICMP_HLEN;
+	if (r->optlen > XFW_RJ_OPT_MAX || bpf_xdp_adjust_head(ctx, -(int)hdrs))
 		return XDP_DROP;
 	data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;
-	if (v6 ? xfw_rj_put_icmp(data, data_end, r, 1, &off, &len, &sum) :
-		 xfw_rj_put_icmp(data, data_end, r, 0, &off, &len, &sum))
+	if (v6 ? xfw_rj_put_icmp(data, data_end, r, 1, 0, &off, &len, &sum) :
+		 xfw_rj_put_icmp(data, data_end, r, 0, 1, &off, &len, &sum))
+		return XDP_DROP;
+	if (!v6 && r->optlen && xfw_rj_opts4_put_xdp(ctx, r->l2len))
 		return XDP_DROP;
 	cs = xfw_rj_csum_xdp(ctx, off, len);
 	if (cs >= XFW_RJ_CSUM_ERR)
 		return XDP_DROP;
 	data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;
-	if (off > XFW_RJ_OFF_MAX || data + off + XFW_RJ_ICMP_HLEN > data_end)
+	if (off > XFW_RJ_OFF_MAX)
 		return XDP_DROP;
-	*(__u16 *)(data + off + 2) = xfw_rj_finish(sum + cs);
+	/* The ICMP header, its offset (options) checked in one register. */
+	ih = data + off;
+	xfw_barrier_var(ih);
+	if ((void *)(ih + XFW_RJ_ICMP_HLEN) > data_end)
+		return XDP_DROP;
+	*(__u16 *)(ih + 2) = xfw_rj_finish(sum + cs);
 	return xfw_rj_xdp_out(ctx, r, out, p->vlan, v6);
 }
 
@@ -274,6 +306,7 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 	void *data, *data_end;
 	struct xfw_rj *r;
 	__u64 sum = 0;
+	__u8 *ih;
 	int kind, v6, routed, whole;
 
 	if (!skb || !p)
@@ -354,17 +387,21 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 			return TC_ACT_SHOT;
 		data = (void *)(long)skb->data;
 		data_end = (void *)(long)skb->data_end;
-		if (v6 ? xfw_rj_put_icmp(data, data_end, r, 1, &off, &len, &sum) :
-			 xfw_rj_put_icmp(data, data_end, r, 0, &off, &len, &sum))
+		if (v6 ? xfw_rj_put_icmp(data, data_end, r, 1, 0, &off, &len, &sum) :
+			 xfw_rj_put_icmp(data, data_end, r, 0, 0, &off, &len, &sum))
 			return TC_ACT_SHOT;
 		cs = xfw_rj_csum_tc(skb, off, len);
 		if (cs >= XFW_RJ_CSUM_ERR)
 			return TC_ACT_SHOT;
 		data = (void *)(long)skb->data;
 		data_end = (void *)(long)skb->data_end;
-		if (off > XFW_RJ_OFF_MAX || data + off + XFW_RJ_ICMP_HLEN > data_end)
+		if (off > XFW_RJ_OFF_MAX)
 			return TC_ACT_SHOT;
-		*(__u16 *)(data + off + 2) = xfw_rj_finish(sum + cs);
+		ih = data + off;
+		xfw_barrier_var(ih);
+		if ((void *)(ih + XFW_RJ_ICMP_HLEN) > data_end)
+			return TC_ACT_SHOT;
+		*(__u16 *)(ih + 2) = xfw_rj_finish(sum + cs);
 	}
 	if (routed)
 		return xfw_rj_tc_out(&sc->fib);
@@ -401,13 +438,15 @@ static __always_inline int xfw_rj_tc_deliver(struct __sk_buff *skb)
 
 /* xfw_xdp_reject: the packet arrived on ingress and was judged REJECT
  * (type p->reject) in chain (INPUT or FORWARD), its DNAT given back when
- * dnat_undone: returns XDP_PASS with the
- * reply, marked for xfw_tc_ingress, in place of the frame (XDP_TX or a
- * redirect on loopback or without XDP metadata), or XDP_DROP when the
+ * dnat_undone, seen by connection tracking when ct_seen: returns XDP_PASS
+ * with the reply, marked for xfw_tc_ingress, in place of the frame (XDP_TX
+ * or a redirect on loopback or without XDP metadata), or XDP_DROP when the
  * kernel would send nothing. */
-static __always_inline int xfw_xdp_reject(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain, __u32 dnat_undone)
+static __always_inline int xfw_xdp_reject(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain,
+					  __u32 dnat_undone, int ct_seen)
 {
-	return xfw_rj_xdp(ctx, p, chain, dnat_undone);
+	return xfw_rj_xdp(ctx, p, chain, (dnat_undone ? XFW_RJX_DNAT_UNDONE : 0) |
+					 (ct_seen ? XFW_RJX_CT_SEEN : 0));
 }
 
 /* xfw_tc_reject: the packet is locally generated and was judged REJECT in

@@ -196,9 +196,12 @@ __attribute__((noinline)) __u32 xfw_rj_csum_tc(struct __sk_buff *skb, __u32 off,
 /* xfw_rj_csum_ok returns XFW_RJ_VERIFY_OK when the kernel's REJECT would
  * answer p as far as its transport checksum goes. whole: netfilter saw the
  * whole datagram where p is its first fragment (IPv4 INPUT reassembles
- * first; OUTPUT judges before the stack fragments): not checked. */
+ * first; OUTPUT judges before the stack fragments): not checked. hdelta:
+ * a sum added to the packet's (nf_ip_checksum sums from the IPv4 header,
+ * which adds nothing when its checksum holds: the stale header of a
+ * packet whose options the input path changed adds hdelta). */
 static __always_inline int xfw_rj_csum_ok(void *ctx, int xdp, const struct xfw_pkt *p,
-					  int whole, struct xfw_rj_scratch *sc)
+					  int whole, struct xfw_rj_scratch *sc, __u32 hdelta)
 {
 	__u8 *buf = sc->buf;
 	__u32 l4 = p->l4_off, end = p->l4_end, proto = p->proto, len, n;
@@ -282,6 +285,8 @@ static __always_inline int xfw_rj_csum_ok(void *ctx, int xdp, const struct xfw_p
 	n = xfw_rj_sum_span(ctx, xdp, sc, l4, len, pseudo);
 	if (n >= XFW_RJ_CSUM_ERR)
 		return XFW_RJ_VERIFY_BAD;
+	if (hdelta)
+		n = xfw_rj_fold((__u64)n + hdelta);
 	/* All ones: the checksum holds. Without a pseudo-header (IPv4, not
 	 * TCP or UDP) an all-zero payload holds too, the header's own sum
 	 * (all ones) being added. */
@@ -289,7 +294,8 @@ static __always_inline int xfw_rj_csum_ok(void *ctx, int xdp, const struct xfw_p
 }
 
 /* Per-hook entry points of xfw_rj_csum_ok: global, verified once. */
-__attribute__((noinline)) int xfw_rj_csum_ok_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 whole)
+__attribute__((noinline)) int xfw_rj_csum_ok_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 whole,
+						 __u32 hdelta)
 {
 	__u32 slot = XFW_RJ_SLOT_XDP;
 	struct xfw_rj_scratch *sc;
@@ -299,7 +305,7 @@ __attribute__((noinline)) int xfw_rj_csum_ok_xdp(struct xdp_md *ctx, struct xfw_
 	sc = bpf_map_lookup_elem(&xfw_rj_scratch, &slot);
 	if (!sc)
 		return XFW_RJ_VERIFY_BAD;
-	return xfw_rj_csum_ok(ctx, 1, p, whole, sc);
+	return xfw_rj_csum_ok(ctx, 1, p, whole, sc, hdelta);
 }
 
 __attribute__((noinline)) int xfw_rj_csum_ok_tc(struct __sk_buff *skb, struct xfw_pkt *p, __u32 whole)
@@ -312,7 +318,7 @@ __attribute__((noinline)) int xfw_rj_csum_ok_tc(struct __sk_buff *skb, struct xf
 	sc = bpf_map_lookup_elem(&xfw_rj_scratch, &slot);
 	if (!sc)
 		return XFW_RJ_VERIFY_BAD;
-	return xfw_rj_csum_ok(skb, 0, p, whole, sc);
+	return xfw_rj_csum_ok(skb, 0, p, whole, sc, 0);
 }
 
 /* xfw_rj_sum_words adds n 32-bit words of an array (addresses). */

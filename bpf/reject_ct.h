@@ -61,7 +61,7 @@
  * IPv4 header; IPv6's first 8 (payload length, next header). */
 #define XFW_RJCT_IP4_READ 20
 #define XFW_RJCT_IP6_READ 8
-/* IPv4 version 4 with a 5-word header: no options. */
+/* IPv4 version 4 with a 5-word header: no options (the least). */
 #define XFW_RJCT_IP4_PLAIN 0x45
 /* Where the addresses start: IPv4 source at 12 (8 bytes with the
  * destination), IPv6 source at 8 (32 bytes with the destination). */
@@ -92,12 +92,18 @@ static __always_inline int xfw_rjct_key(void *ctx, int is_xdp, __u32 l3, __u32 v
 		proto = h[6];
 		l4 = l3 + XFW_RJ_IP6_HLEN;
 	} else {
-		if (xfw_load_bytes(ctx, is_xdp, l3, h, XFW_RJCT_IP4_READ) || h[0] != XFW_RJCT_IP4_PLAIN)
+		__u32 hl;
+
+		/* Version 4; options only as an ICMP error echoes them
+		 * (reject_opts.h). */
+		if (xfw_load_bytes(ctx, is_xdp, l3, h, XFW_RJCT_IP4_READ) ||
+		    (h[0] & 0xf0) != (XFW_RJCT_IP4_PLAIN & 0xf0) || (h[0] & 0xf) < (XFW_RJCT_IP4_PLAIN & 0xf))
 			return -1;
+		hl = (h[0] & 0xf) * 4;
 		__builtin_memcpy(&k->src_hi, h + XFW_RJCT_IP4_ADDRS, 8);
-		len = ((__u32)h[2] << 8 | h[3]) - XFW_RJ_IP4_HLEN;
+		len = ((__u32)h[2] << 8 | h[3]) - hl;
 		proto = h[9];
-		l4 = l3 + XFW_RJ_IP4_HLEN;
+		l4 = l3 + hl;
 	}
 	if (proto != IPPROTO_TCP && proto != (v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
 		return -1;

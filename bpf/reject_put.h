@@ -151,10 +151,12 @@ static __always_inline int xfw_rj_put_rst(void *data, void *data_end, struct xfw
 
 /* xfw_rj_put_icmp writes the headers of an ICMP error in front of the
  * quote; the frame is l2len + hdrs + qlen long, the quote at l2len + hdrs.
+ * opts (XDP only): an IPv4 header leaves room for r->optlen bytes of
+ * options, its IHL and checksum still those of a 20-byte header.
  * Returns the offset and length of the span to checksum (ICMP header and
  * quote) through *off and *len, with *sum the pseudo-header sum (IPv6). */
 static __always_inline int xfw_rj_put_icmp(void *data, void *data_end, struct xfw_rj *r, int v6,
-					   __u32 *off, __u32 *len, __u64 *sum)
+					   int opts, __u32 *off, __u32 *len, __u64 *sum)
 {
 	__u32 iphl = v6 ? XFW_RJ_IP6_HLEN : XFW_RJ_IP4_HLEN, qlen = r->qlen;
 	__u64 l3 = xfw_rj_l3(r);
@@ -162,6 +164,13 @@ static __always_inline int xfw_rj_put_icmp(void *data, void *data_end, struct xf
 
 	if (qlen > XFW_RJ_QUOTE6_MAX || qlen < XFW_RJ_IP4_HLEN)
 		return -1;
+	/* IPv4 with opts: room for the echoed options after the header,
+	 * written by xfw_rj_opts4_put_xdp (reject_opts.h). */
+	if (!v6 && opts) {
+		if (r->optlen > XFW_RJ_OPT_MAX)
+			return -1;
+		iphl += r->optlen & XFW_RJ_OPT_MASK;
+	}
 	if (!l3 || xfw_rj_put_l2(data, data_end, r))
 		return -1;
 	ip = data + l3;
@@ -171,6 +180,10 @@ static __always_inline int xfw_rj_put_icmp(void *data, void *data_end, struct xf
 	/* At least 20 bytes are quoted (an IPv4 header, or the IPv6
 	 * header's first half with the hop limit). */
 	if ((void *)(q + XFW_RJ_IP4_HLEN) > data_end)
+		return -1;
+	/* The same for the header's fixed part (ih's offset varies). */
+	if ((void *)(ip + (v6 ? XFW_RJ_IP6_HLEN : XFW_RJ_IP4_HLEN) + XFW_RJ_ICMP_HLEN +
+		     XFW_RJ_IP4_HLEN) > data_end)
 		return -1;
 	if (v6) {
 		xfw_rj_put_ip6((void *)ip, xfw_rj_flowlabel(r), XFW_RJ_ICMP_HLEN + qlen,
@@ -183,7 +196,7 @@ static __always_inline int xfw_rj_put_icmp(void *data, void *data_end, struct xf
 	} else {
 		/* icmp_send: a fresh ID (ip_select_ident), no DF (the ICMP
 		 * socket's pmtudisc is IP_PMTUDISC_DONT). */
-		xfw_rj_put_ip4((void *)ip, r->tos, XFW_RJ_IP4_HLEN + XFW_RJ_ICMP_HLEN + qlen,
+		xfw_rj_put_ip4((void *)ip, r->tos, iphl + XFW_RJ_ICMP_HLEN + qlen,
 			       (__u16)bpf_get_prandom_u32(), 0, r->ttl, IPPROTO_ICMP,
 			       r->saddr[0], r->daddr[0]);
 		if (r->fwd) {

@@ -77,6 +77,9 @@ struct xfw_rl_cfg {
 			      * nat_out.h's xfw_nat_in_direct */	__u32 ttl4;          /* net.ipv4.ip_default_ttl: REJECT's IPv4
 			      * replies' TTL (reject_route.h) */
 	__u32 pad;
+	__s64 tai_off;       /* CLOCK_TAI - CLOCK_REALTIME in ns: the time
+			      * REJECT's IPv4 timestamp options carry
+			      * (reject_opts.h) */
 };
 
 /* The global bucket (net->ipv4.icmp_global_credit, _stamp). */

@@ -21,9 +21,10 @@
  * device). Without the TCX program the stack gets a frame for another host
  * (PACKET_OTHERHOST), which IP drops before any hook or socket.
  *
- * Conventions: the reply's headers are xfw's own (Ethernet, an option-less
- * IPv4 or an extension-less IPv6 header, ICMP or TCP), so xfw_rj_send reads
- * them at fixed offsets. A driver without XDP metadata (bpf_xdp_adjust_meta
+ * Conventions: the reply's headers are xfw's own (Ethernet, an IPv4 header
+ * with at most the options an ICMP error echoes, or an extension-less IPv6
+ * header, ICMP or TCP), so xfw_rj_send reads them at fixed offsets (the
+ * IPv4 header's length aside). A driver without XDP metadata (bpf_xdp_adjust_meta
  * fails) gets the reply back with XDP_TX as before (docs/differences.md).
  * Loopback keeps XDP_TX / the redirect of xfw_rj_lo_route.
  *
@@ -209,7 +210,10 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif, __u3
 		fib.ipv4_src = ip->saddr;
 		fib.ipv4_dst = dst[0] = ip->daddr;
 		icmp = ip->protocol == IPPROTO_ICMP;
-		l4 = data + XFW_RJ_SEND_L4_4;
+		/* An ICMP error may carry echoed options (reject_opts.h). */
+		if (ip->ihl < XFW_RJ_IP4_HLEN / 4)
+			return TC_ACT_SHOT;
+		l4 = data + XFW_RJ_SEND_L3 + (ip->ihl & 0xf) * 4;
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = data + XFW_RJ_SEND_L3;
 

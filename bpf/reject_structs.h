@@ -84,6 +84,12 @@
 #define XFW_RJ_CHUNK 64 /* bytes per bpf_csum_diff() call (<= 512) */
 #define XFW_RJ_CSUM_ERR 0x10000 /* xfw_rj_csum_*: not a 16-bit sum */
 
+/* IPv4 options: at most 40 bytes (a 15-word header); copies are kept in
+ * 64-byte buffers, a power of two to mask indices with. */
+#define XFW_RJ_OPT_MAX 40
+#define XFW_RJ_OPT_BUF 64
+#define XFW_RJ_OPT_MASK (XFW_RJ_OPT_BUF - 1)
+
 /* What a reply is. */
 enum xfw_rj_kind {
 	XFW_RJK_NONE = 0, /* no reply: drop */
@@ -107,6 +113,24 @@ struct xfw_rj {
 	__u8 fwd;                  /* FORWARD: the quote shows TTL - 1 */
 	__u8 ttl;                  /* the reply's TTL / hop limit */
 	__u8 pad[2];
+	/* ICMPv4: the reply's IPv4 options (ip_options_echo, then
+	 * ip_options_build: reject_opts.h), optlen bytes, a multiple of 4. */
+	__u32 optlen;
+	/* What the input path's changes to the options add to the IPv4
+	 * header's sum (its checksum left stale): the kernel's REJECT
+	 * counts it when it verifies the transport checksum. */
+	__u32 hdelta;
+	__u8 opt[XFW_RJ_OPT_BUF];
+};
+
+/* The offending packet's IPv4 options, walked by reject_opts.h: a copy
+ * (XFW_RJ_OPT_MAX bytes used) and the walk's state. */
+struct xfw_rj_opt4 {
+	__u8 b[XFW_RJ_OPT_BUF];
+	__u32 n;   /* option bytes */
+	__u32 off; /* the walk: next option */
+	__u32 rr;  /* 1 + offset of the record route option, or 0 */
+	__u32 ts;  /* 1 + offset of the timestamp option, or 0 */
 };
 
 /* Per-CPU scratch space for the reply's facts and the FIB request: the
@@ -121,6 +145,7 @@ struct xfw_rj_scratch {
 	 * the next chunk's offset, the bytes left, 1 when a read failed. */
 	__u64 sum;
 	__u32 off, len, bad, pad;
+	struct xfw_rj_opt4 o;
 };
 
 #define XFW_RJ_SLOT_XDP 0

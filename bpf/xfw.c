@@ -480,7 +480,8 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 					  p->mangle || (p->mark | st->route_mark));
 		return XDP_PASS;
 	case XFW_ACT_REJECT:
-		rc = xfw_xdp_reject(ctx, p, chain, dnat_undone);
+		rc = xfw_xdp_reject(ctx, p, chain, dnat_undone,
+				    xfw_ct_active(st->slot) && (p->ct & 7) != XFW_CTS_UNTRACKED /* state bits */);
 		/* Handed to xfw_tc_ingress, which judges the reply in OUTPUT
 		 * with the connection the kernel attaches (reject_ct.h) or,
 		 * without one, tracks it. */

@@ -35,6 +35,7 @@ type rateCfg struct {
 	RPFilter     uint32 // rp_filter on for some device (rpfilter.go)
 	TTL4         uint32 // net.ipv4.ip_default_ttl: REJECT's IPv4 replies' TTL
 	Pad          uint32
+	TAIOff       int64 // CLOCK_TAI - CLOCK_REALTIME in ns: the time of REJECT's timestamp options
 }
 
 // rateMaskTypes is XFW_RL_MASK_TYPES: the ICMP types whose ratemask bits
@@ -79,6 +80,11 @@ func readRateCfg() (rateCfg, error) {
 		return c, err
 	}
 	c.TTL4 = uint32(ttl)
+	wc, err := readWallClock()
+	if err != nil {
+		return c, err
+	}
+	c.TAIOff = wc.taiOff
 	mask4, err := readSysctlInt(sysctlRatemask4)
 	if err != nil {
 		return c, err

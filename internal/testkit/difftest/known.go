@@ -27,10 +27,11 @@ import (
 //     the kernel;
 //   - xfw's reply to a packet fw sent to itself comes back through lo and
 //     INPUT, but passes no OUTPUT: INPUT counters higher in xfw;
-//   - IPv4 options are neither echoed nor recorded in xfw's replies: for a
-//     packet with options, the same reply (place, ICMP type and code) with
-//     other bytes, logged in OUTPUT without the options, counted with
-//     fewer bytes;
+//   - IPv4 options are neither echoed nor recorded in xfw's replies to a
+//     packet fw sent itself (REJECT in OUTPUT; those to packets from gen
+//     and sink are the kernel's): for such a packet with options, the
+//     same reply (place, ICMP type and code) with other bytes, logged in
+//     OUTPUT without the options, counted with fewer bytes;
 //   - a packet from gen or sink with a (spoofed) source of fw's own IPv6
 //     addresses (IPv4 drops it as a martian before any chain): the kernel
 //     delivers its reply to fw's own sockets; xfw sends none;
@@ -114,6 +115,14 @@ func withoutOuterSrc(obs string) string {
 // chain, and fw's own stack's replies pass OUTPUT on both sides alike.
 func isLogOfReply(obs string) bool {
 	return logReplyRe.MatchString(obs)
+}
+
+// optionsNotEchoed reports whether xfw's replies to probe p differ from the
+// kernel's in IPv4 options: fw sent the packet itself (REJECT in OUTPUT),
+// with options. (Replies to packets from gen and sink echo them as the
+// kernel's do, bpf/reject_opts.h.)
+func optionsNotEchoed(p Probe) bool {
+	return p.From == FromFw && hasIPv4Options(p)
 }
 
 // hasIPv4Options reports whether the probe's first packet carries IPv4
@@ -226,7 +235,7 @@ func knownCountersDifference(d Difference, inputSide, outputSide map[string]bool
 		return "the kernel's REJECT replies pass OUTPUT (counted), xfw's do not"
 	}
 	// The same replies counted, the kernel's longer: they echo the
-	// offending packet's IPv4 options, xfw's do not.
+	// IPv4 options of a packet fw sent, xfw's do not.
 	if ipv4 && kp == xp && kb > xb {
 		return "the kernel's REJECT replies echo IPv4 options (more bytes counted), xfw's do not"
 	}
@@ -318,13 +327,13 @@ func withoutOptions(obs string) string {
 	return obs
 }
 
-// pairOptionLogs pairs the LOG lines of xfw's replies to a packet with
-// IPv4 options with the kernel's that differ only in the options: the
+// pairOptionLogs pairs the LOG lines of xfw's replies to a packet fw sent
+// with IPv4 options (optionsNotEchoed) with the kernel's that differ only in the options: the
 // kernel's reply echoes them (its header's options and length) and quotes
 // the packet with a timestamp or record-route option filled in, xfw's does
 // neither (both pass OUTPUT). It returns the rest of xOnly and the pairs.
 func pairOptionLogs(p Probe, kOnly, xOnly []string) (rest []string, pairs int) {
-	if !hasIPv4Options(p) {
+	if !optionsNotEchoed(p) {
 		return xOnly, 0
 	}
 	return pairLogsBy(kOnly, xOnly, withoutOptions)
@@ -429,9 +438,10 @@ func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, pairedLogs int, i
 			t.routed++
 			continue
 		}
-		// A packet with IPv4 options: the same reply at the same place,
-		// but for the options (xfw neither echoes nor records them).
-		if hasIPv4Options(p) && r.heads[icmpHead(m)] > 0 {
+		// A packet fw sent with IPv4 options: the same reply at the
+		// same place, but for the options (xfw's OUTPUT replies
+		// neither echo nor record them).
+		if optionsNotEchoed(p) && r.heads[icmpHead(m)] > 0 {
 			r.heads[icmpHead(m)]--
 			t.optioned++
 			continue

@@ -30,15 +30,20 @@ func TestIsLogOfReply(t *testing.T) {
 }
 
 // TestKnownOptionReplyLogs checks that xfw's LOG line about its reply to a
-// packet with IPv4 options is taken for the kernel's when they differ in
-// the options only (conntrack seed 4: the kernel echoes a timestamp
-// option and quotes it with its overflow counted), and only for such a
-// packet; a line that differs otherwise stays unexplained.
+// packet fw sent with IPv4 options is taken for the kernel's when they
+// differ in the options only (the lines of conntrack seed 4, about a
+// packet from gen before xfw echoed options: the kernel echoes a timestamp
+// option and quotes it with its overflow counted), and
+// only for such a packet: xfw's replies to packets from gen and sink echo
+// options as the kernel's; a line that differs otherwise stays
+// unexplained.
 func TestKnownOptionReplyLogs(t *testing.T) {
 	const kernel = "LOG: [UFW BLOCK] IN= OUT=in0 SRC=10.71.2.1 DST=198.51.100.188 LEN=104 TOS=0x00 PREC=0xC0 TTL=64 ID=? OPT (440C0D100000000100000002) PROTO=ICMP TYPE=3 CODE=3 [SRC=198.51.100.188 DST=10.71.2.1 LEN=64 TOS=0x00 PREC=0x00 TTL=64 ID=11744 DF OPT (440C0D100000000100000002) PROTO=TCP SPT=39778 DPT=28699 WINDOW=512 RES=0x00 CWR ECE URG ACK PSH URGP=0 ] "
 	const xfw = "LOG: [UFW BLOCK] IN= OUT=in0 SRC=10.71.2.1 DST=198.51.100.188 LEN=92 TOS=0x00 PREC=0xC0 TTL=64 ID=? PROTO=ICMP TYPE=3 CODE=3 [SRC=198.51.100.188 DST=10.71.2.1 LEN=64 TOS=0x00 PREC=0x00 TTL=64 ID=11744 DF OPT (440C0D000000000100000002) PROTO=TCP SPT=39778 DPT=28699 WINDOW=512 RES=0x00 CWR ECE URG ACK PSH URGP=0 ] "
-	withOptions := Probe{From: FromGen, Frames: [][]byte{hexFrame(t,
-		"027874470101027874470102080048000040000040004006af71c63364bc0a470201440c0d0000000001000000029b62701b000000000000000050f8020003bf00006162636465666768696a6b6c")}}
+	const optioned = "027874470101027874470102080048000040000040004006af71c63364bc0a470201440c0d0000000001000000029b62701b000000000000000050f8020003bf00006162636465666768696a6b6c"
+	const ethHex = 2 * 14 // fw's own packets are IP packets
+	withOptions := Probe{From: FromFw, Frames: [][]byte{hexFrame(t, optioned[ethHex:])}}
+	fromGen := Probe{From: FromGen, Frames: [][]byte{hexFrame(t, optioned)}}
 	without := Probe{From: FromGen, Frames: [][]byte{hexFrame(t,
 		"02787447010102787447010208004500003200000000400664360a4701020a470101138901bb00000000000000005048020086be00006162636465666768696a")}}
 	tests := []struct {
@@ -48,6 +53,7 @@ func TestKnownOptionReplyLogs(t *testing.T) {
 		wantOut int
 	}{
 		{"options", withOptions, xfw, 1},
+		{"options, from gen (echoed)", fromGen, xfw, 0},
 		{"no options in the probe", without, xfw, 0},
 		{"another code", withOptions, strings.Replace(xfw, "CODE=3 ", "CODE=10 ", 1), 0},
 	}
