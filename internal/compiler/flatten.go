@@ -129,9 +129,6 @@ type flattener struct {
 	// chainInfos are the ruleInfos of each chain's rules, in order
 	// (precomputeTerms).
 	chainInfos map[*ir.Chain][]*ruleInfo
-	// memo holds the terms of the last compile's rules (Options.Memo;
-	// nil: none, or not usable for this compile).
-	memo *Memo
 }
 
 // maxDepth bounds nested jumps and gotos (the walk's call stack,
@@ -665,9 +662,6 @@ func (fl *flattener) precomputeTerms() {
 				byName = append(byName, index)
 			}
 			fl.chainInfos[c] = all[first:len(all):len(all)]
-			if fl.memo != nil {
-				fl.memo.lookup(c, fl.chainInfos[c])
-			}
 		}
 	}
 	workers := runtime.GOMAXPROCS(0)
@@ -684,8 +678,8 @@ func (fl *flattener) precomputeTerms() {
 			for i := lo; i < hi; i++ {
 				r, inf := rules[i], infos[i]
 				resolveJump(inf, r, byName[i])
-				if inf.hasTerms || hasSetMatch(r) {
-					continue // memoised (Memo), or numbered in order
+				if hasSetMatch(r) {
+					continue // numbered in order
 				}
 				inf.terms, inf.err = ruleTerms(fl.rs.Family, r, fl.ifaces, nil)
 				inf.hasTerms = true
