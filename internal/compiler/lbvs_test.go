@@ -2,8 +2,6 @@ package compiler
 
 import (
 	"fmt"
-	"math/rand"
-	"runtime"
 	"slices"
 	"testing"
 )
@@ -116,67 +114,6 @@ func TestConstrainedBy(t *testing.T) {
 		}
 		if !slices.Equal(got[f], want) {
 			t.Errorf("field %s: entries %v, want %v", f, got[f], want)
-		}
-	}
-}
-
-// TestSweepFieldsPairsSameIDs checks that sweeping fields in pairs, the
-// second into a builder of its own added afterwards (sweepFields, absorb),
-// numbers chunks and classes as sweeping them one after the other does:
-// random conditions over five fields, in several chunks, some entries
-// sharing their values so that fields share chunks and classes.
-func TestSweepFieldsPairsSameIDs(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // the pairs need two
-	fields := []Field{FieldSrc, FieldDst, FieldProto, FieldSport, FieldDport}
-	for seed := int64(1); seed <= 5; seed++ {
-		rng := rand.New(rand.NewSource(seed))
-		n := ChunkBits + rng.Intn(3*ChunkBits)
-		entries := make([]Entry, n)
-		for i := range entries {
-			var c Cond
-			for _, f := range fields {
-				if rng.Intn(3) == 0 {
-					continue // any value
-				}
-				lo := uint64(rng.Intn(40))
-				if seed%2 == 0 {
-					lo = uint64(i % 7) // repeated conditions: shared chunks
-				}
-				c[f] = Range(U64(lo), U64(lo+uint64(rng.Intn(5))))
-			}
-			entries[i].Cond = c.List()
-		}
-		nchunks := (n + ChunkBits - 1) / ChunkBits
-		want := newVectorBuilder(nchunks)
-		constrained := constrainedBy(entries)
-		var wantBounds [][]Bound
-		for _, f := range fields {
-			fc, err := want.buildField(f, entries, constrained[f])
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantBounds = append(wantBounds, fc.Bounds)
-		}
-		got := newVectorBuilder(nchunks)
-		var gotBounds [][]Bound
-		var order []Field
-		if err := sweepFields(got, entries, func(f Field, fc *fieldClasses) {
-			order = append(order, f)
-			gotBounds = append(gotBounds, fc.Bounds)
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(order, fields) {
-			t.Fatalf("seed %d: fields handed over in order %v, want %v", seed, order, fields)
-		}
-		if !slices.Equal(got.chunks, want.chunks) || !slices.Equal(got.classes, want.classes) {
-			t.Errorf("seed %d: %d chunks, %d class ids; one field after the other: %d, %d, or the same numbers in another order",
-				seed, len(got.chunks), len(got.classes), len(want.chunks), len(want.classes))
-		}
-		for i := range fields {
-			if !slices.Equal(gotBounds[i], wantBounds[i]) {
-				t.Errorf("seed %d: field %s's bounds differ", seed, fields[i])
-			}
 		}
 	}
 }
