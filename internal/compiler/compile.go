@@ -2,7 +2,6 @@ package compiler
 
 import (
 	"fmt"
-	"runtime"
 	"sort"
 
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -220,8 +219,18 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	}
 
 	vb := newVectorBuilder(int(g.NumChunks))
-	err = sweepFields(vb, g.Entries, func(f Field, fc *fieldClasses) {
+	prepared := prepareFields(g.Entries, vb.nchunks)
+	defer func() {
+		for range prepared { // after an error: let prepareFields finish
+		}
+	}()
+	for p := range prepared {
+		f := p.f
 		g.Active |= 1 << uint(f)
+		fc, err := vb.sweepField(p)
+		if err != nil {
+			return nil, err
+		}
 		switch f.Kind() {
 		case KindSmall:
 			g.SmallBase[f] = uint32(len(g.Small))
@@ -249,9 +258,6 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 			}
 			g.DefaultClass[f] = fc.classOf(unmentioned(f, points))
 		}
-	})
-	if err != nil {
-		return nil, err
 	}
 	g.Chunks = vb.chunks
 	g.ClassChunks = vb.classes
@@ -259,67 +265,27 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	return g, nil
 }
 
-// sweepFields sweeps the domain of every field the entries constrain, in
-// field order, into vb's chunks and classes, and hands each field's
-// partition to done, in field order. On more than one CPU the fields are
-// swept in pairs: the first of a pair into vb while the second is swept
-// into a vectorBuilder of its own on another goroutine and then added to
-// vb (absorb), which gives its chunks and classes the ids a sweep into vb
-// would have given them: the generation is the same, the sweep's time
-// about halved (kube-proxy's 10K services: the source addresses' 100,004
-// classes, swept beside the destinations' 10,002; the protocol beside
-// the source ports, 250,384 entries each). One field's own builder is
-// held at a time.
-func sweepFields(vb *vectorBuilder, entries []Entry, done func(Field, *fieldClasses)) error {
-	constrained := constrainedBy(entries)
-	var fields []Field
-	for f := Field(0); f < NumFields; f++ {
-		if len(constrained[f]) > 0 {
-			fields = append(fields, f)
-		}
-	}
-	sweep := func(into *vectorBuilder, f Field) (*fieldClasses, error) {
-		p := prepareField(f, entries, constrained[f], vb.nchunks)
-		constrained[f] = nil // the sweep's garbage once listed
-		return into.sweepField(p)
-	}
-	type ownSweep struct {
-		vb  *vectorBuilder
-		fc  *fieldClasses
-		err error
-	}
-	parallel := runtime.GOMAXPROCS(0) > 1
-	for i := 0; i < len(fields); i++ {
-		var second chan ownSweep
-		if parallel && i+1 < len(fields) {
-			second = make(chan ownSweep, 1)
-			go func(f Field) {
-				own := newVectorBuilder(vb.nchunks)
-				fc, err := sweep(own, f)
-				second <- ownSweep{own, fc, err}
-			}(fields[i+1])
-		}
-		fc, err := sweep(vb, fields[i])
-		if second == nil {
-			if err != nil {
-				return err
+// prepareFields prepares the sweeps of the fields the entries constrain
+// (prepareField), in field order, on a goroutine of its own: the next
+// field's events are listed and sorted while Compile sweeps one, which
+// adds chunks and classes in field order as before (their ids are the
+// same). At most two prepared fields wait in the channel's buffer and the
+// goroutine, so the events of three fields at most are held at once.
+func prepareFields(entries []Entry, nchunks int) <-chan *fieldEvents {
+	out := make(chan *fieldEvents, 1)
+	go func() {
+		defer close(out)
+		constrained := constrainedBy(entries)
+		for f := Field(0); f < NumFields; f++ {
+			if len(constrained[f]) == 0 {
+				continue
 			}
-			done(fields[i], fc)
-			continue
+			p := prepareField(f, entries, constrained[f], nchunks)
+			constrained[f] = nil // the preparation's garbage once done
+			out <- p
 		}
-		s := <-second // also after an error: it reads the entries
-		if err != nil {
-			return err
-		}
-		done(fields[i], fc)
-		i++
-		if s.err != nil {
-			return s.err
-		}
-		vb.absorb(s.vb, s.fc)
-		done(fields[i], s.fc)
-	}
-	return nil
+	}()
+	return out
 }
 
 // hashPoints lists the values of a hashed field that get their own hash

@@ -167,32 +167,6 @@ func (vb *vectorBuilder) class(ids []uint32, h uint64) uint32 {
 	return c
 }
 
-// absorb adds the chunks and classes of own, a builder one field was swept
-// into (sweepFields), to vb, in own's order, and renumbers fc, that
-// field's partition, to vb's ids. Own's ids are numbered in the order the
-// sweep met its chunks and classes, so vb gives the new ones the ids a
-// sweep into vb would have (chunk and class ids are separate sequences);
-// own's empty chunk and class (id 0 of each) are vb's.
-func (vb *vectorBuilder) absorb(own *vectorBuilder, fc *fieldClasses) {
-	chunkID := make([]uint32, len(own.chunks))
-	for id := range own.chunks {
-		c := own.chunks[id]
-		chunkID[id] = vb.chunk(&c, chunkHash(&c))
-	}
-	n := len(own.classes) / own.nchunks
-	classID := make([]uint32, n)
-	ids := make([]uint32, vb.nchunks)
-	for c := 0; c < n; c++ {
-		for k, id := range own.classIDs(uint32(c)) {
-			ids[k] = chunkID[id]
-		}
-		classID[c] = vb.class(ids, classHash(ids))
-	}
-	for i := range fc.Bounds {
-		fc.Bounds[i].Class = classID[fc.Bounds[i].Class]
-	}
-}
-
 // fieldClasses is a field's partition of its domain: Bounds[i] starts an
 // interval of class Bounds[i].Class that ends where Bounds[i+1] starts.
 type fieldClasses struct {
@@ -272,7 +246,10 @@ type fieldEvents struct {
 
 // prepareField lists and sorts field f's events over entries (constrained
 // as for buildField), for vectors of nchunks chunks. It reads the entries
-// only: two fields are prepared and swept at once (sweepFields).
+// only, so that the next field's can be prepared while a field is swept
+// (Compile): with kube-proxy's 10K services, listing and sorting the
+// events of the protocol and port fields (250,000 entries each) costs
+// more than sweeping them.
 func prepareField(f Field, entries []Entry, constrained []uint32, nchunks int) *fieldEvents {
 	wild := make([]Chunk, nchunks)
 	setFirstBits(wild, len(entries))
