@@ -219,15 +219,14 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	}
 
 	vb := newVectorBuilder(int(g.NumChunks))
-	prepared := prepareFields(g.Entries, vb.nchunks)
-	defer func() {
-		for range prepared { // after an error: let prepareFields finish
+	constrained := constrainedBy(g.Entries)
+	for f := Field(0); f < NumFields; f++ {
+		if len(constrained[f]) == 0 {
+			continue
 		}
-	}()
-	for p := range prepared {
-		f := p.f
 		g.Active |= 1 << uint(f)
-		fc, err := vb.sweepField(p)
+		fc, err := vb.buildField(f, g.Entries, constrained[f])
+		constrained[f] = nil // the sweep's garbage once done
 		if err != nil {
 			return nil, err
 		}
@@ -263,29 +262,6 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	g.ClassChunks = vb.classes
 	g.decideTrivial()
 	return g, nil
-}
-
-// prepareFields prepares the sweeps of the fields the entries constrain
-// (prepareField), in field order, on a goroutine of its own: the next
-// field's events are listed and sorted while Compile sweeps one, which
-// adds chunks and classes in field order as before (their ids are the
-// same). At most two prepared fields wait in the channel's buffer and the
-// goroutine, so the events of three fields at most are held at once.
-func prepareFields(entries []Entry, nchunks int) <-chan *fieldEvents {
-	out := make(chan *fieldEvents, 1)
-	go func() {
-		defer close(out)
-		constrained := constrainedBy(entries)
-		for f := Field(0); f < NumFields; f++ {
-			if len(constrained[f]) == 0 {
-				continue
-			}
-			p := prepareField(f, entries, constrained[f], nchunks)
-			constrained[f] = nil // the preparation's garbage once done
-			out <- p
-		}
-	}()
-	return out
 }
 
 // hashPoints lists the values of a hashed field that get their own hash

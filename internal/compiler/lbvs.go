@@ -232,26 +232,9 @@ func setFirstBits(chunks []Chunk, n int) {
 // entries whose condition constrains f, in order (constrainedBy), every
 // other entry holds for every value.
 func (vb *vectorBuilder) buildField(f Field, entries []Entry, constrained []uint32) (*fieldClasses, error) {
-	return vb.sweepField(prepareField(f, entries, constrained, vb.nchunks))
-}
-
-// fieldEvents is what a field's sweep starts from (prepareField): the
-// entries that hold for every value of the field (wild, a bit per entry)
-// and the bounds of the constrained entries' intervals, sorted.
-type fieldEvents struct {
-	f      Field
-	wild   []Chunk
-	events []event
-}
-
-// prepareField lists and sorts field f's events over entries (constrained
-// as for buildField), for vectors of nchunks chunks. It reads the entries
-// only, so that the next field's can be prepared while a field is swept
-// (Compile): with kube-proxy's 10K services, listing and sorting the
-// events of the protocol and port fields (250,000 entries each) costs
-// more than sweeping them.
-func prepareField(f Field, entries []Entry, constrained []uint32, nchunks int) *fieldEvents {
+	nchunks := vb.nchunks
 	wild := make([]Chunk, nchunks)
+	cur := make([]Chunk, nchunks)
 	setFirstBits(wild, len(entries))
 	n := 0
 	for _, i := range constrained {
@@ -278,15 +261,6 @@ func prepareField(f Field, entries []Entry, constrained []uint32, nchunks int) *
 		}
 		return 0
 	})
-	return &fieldEvents{f: f, wild: wild, events: events}
-}
-
-// sweepField sweeps a field's domain from its prepared events p, adding
-// the chunks and classes it meets, and returns the value→class partition.
-func (vb *vectorBuilder) sweepField(p *fieldEvents) (*fieldClasses, error) {
-	f, wild, events := p.f, p.wild, p.events
-	nchunks := vb.nchunks
-	cur := make([]Chunk, nchunks)
 	hashes := make([]uint64, nchunks) // Zobrist hashes of cur's chunks
 	for k := range cur {
 		cur[k] = wild[k]
