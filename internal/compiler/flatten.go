@@ -149,6 +149,7 @@ func (fl *flattener) emit(e Entry) {
 // region (regions.go).
 func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) error {
 	infos := fl.chainInfos[chain]
+	universal := outer == (Cond{})
 	for i, r := range chain.Rules {
 		if len(fl.entries) > MaxEntries {
 			return fmt.Errorf("ruleset too large: more than %d entries after flattening user chains (limit of %d chunks of %d rules)", MaxEntries, MaxChunks, ChunkBits)
@@ -175,17 +176,18 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 		}
 		id := inf.id
 		emitted := false
-		for _, t := range terms {
-			cond, ok := outer.and(t.cond)
+		for ti := range terms {
+			t := &terms[ti]
+			cond, ok := fl.termList(t, outer, universal)
 			if !ok {
 				continue // can never match here
 			}
 			emitted = true
 			if t.hotdrop {
-				fl.emit(Entry{Cond: fl.slab.list(cond), Rule: NoRule, Action: ActDrop})
+				fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActDrop})
 				continue
 			}
-			base := Entry{Cond: fl.slab.list(cond), Rule: id, Flags: EFCount | t.flags}
+			base := Entry{Cond: cond, Rule: id, Flags: EFCount | t.flags}
 			switch r.Target.Kind {
 			case ir.TargetReturn:
 				base.Action = ActContinue
@@ -231,7 +233,7 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 				if r.Target.Kind == ir.TargetGoto {
 					// The CALL returns here: falling off (or RETURN
 					// from) the goto'd chain returns from this one.
-					fl.emit(Entry{Cond: fl.slab.list(cond), Rule: NoRule, Action: ActContinue, nextLabel: ret})
+					fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActContinue, nextLabel: ret})
 				}
 			case ir.TargetDNAT, ir.TargetRedirect, ir.TargetSNAT, ir.TargetMasquerade:
 				if err := fl.natEntry(&base, r); err != nil {
@@ -273,6 +275,30 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 		}
 	}
 	return nil
+}
+
+// termList returns the condition of term t under the outer condition as
+// an entry's CondList, and false when it holds for no packet. Under the
+// universal condition (universal: outer is, as for every chain and region
+// flattened now) it is t's own, made once and shared by the entries of
+// every view (lists are never changed in place).
+func (fl *flattener) termList(t *term, outer Cond, universal bool) (CondList, bool) {
+	if !universal {
+		cond, ok := outer.and(t.cond)
+		if !ok {
+			return nil, false
+		}
+		return fl.slab.list(cond), true
+	}
+	if !t.listed {
+		t.listed = true
+		if _, ok := outer.and(t.cond); !ok {
+			t.never = true
+		} else {
+			t.list = fl.slab.list(t.cond)
+		}
+	}
+	return t.list, !t.never
 }
 
 // termsOf returns rule r's terms (ruleTerms), computed once and kept in
