@@ -301,6 +301,30 @@ func (fl *flattener) termList(t *term, outer Cond, universal bool) (CondList, bo
 	return t.list, !t.never
 }
 
+// probeCondList is termList for term t of a probe's prefix terms
+// (prefixTerms): its condition under the outer condition, ANDed with
+// probeCt when that is not nil. Made once under the universal condition
+// when probeCt is nil (every statistic, mark or set counting probe; a
+// prefix's terms serve one probe only, whose kind decides probeCt).
+func (fl *flattener) probeCondList(t *term, outer Cond, universal bool, probeCt *Set) (CondList, bool) {
+	universal = universal && probeCt == nil
+	if universal && t.listed {
+		return t.list, !t.never
+	}
+	cond, ok := outer.and(t.cond)
+	if ok && probeCt != nil {
+		cond, ok = cond.and(Cond{FieldCt: probeCt})
+	}
+	var list CondList
+	if ok {
+		list = fl.slab.list(cond)
+	}
+	if universal {
+		t.listed, t.never, t.list = true, !ok, list
+	}
+	return list, ok
+}
+
 // termsOf returns rule r's terms (ruleTerms), computed once and kept in
 // its ruleInfo inf, or the reason xfw refuses the rule.
 func (fl *flattener) termsOf(inf *ruleInfo, r *ir.Rule) ([]term, error) {
@@ -323,6 +347,20 @@ func (fl *flattener) termsOf(inf *ruleInfo, r *ir.Rule) ([]term, error) {
 // returned (nil: r has no probed match), which the caller resolves to the
 // position after r's entries, so later probes of r are not met either.
 func (fl *flattener) probes(inf *ruleInfo, r *ir.Rule, outer Cond, hook int) (past *label, err error) {
+	if inf.probed == hookBoundUnknown {
+		inf.probed = hookBoundNo
+		for _, m := range r.Matches {
+			sm, isSet := m.(*ir.SetMatch)
+			if probedMatch(m) || isSet && fl.counts != nil && fl.counts(sm) {
+				inf.probed = hookBoundYes
+				break
+			}
+		}
+	}
+	if inf.probed == hookBoundNo {
+		return nil, nil // most rules: met in every view
+	}
+	universal := outer == (Cond{})
 	for i, m := range r.Matches {
 		sm, isSet := m.(*ir.SetMatch)
 		probed := probedMatch(m)
@@ -361,20 +399,18 @@ func (fl *flattener) probes(inf *ruleInfo, r *ir.Rule, outer Cond, hook int) (pa
 				probeCt = ctFullKeys
 			}
 		}
-		for _, t := range terms {
-			cond, ok := outer.and(t.cond)
-			if ok && probeCt != nil {
-				cond, ok = cond.and(Cond{FieldCt: probeCt})
-			}
+		for ti := range terms {
+			t := &terms[ti]
+			cond, ok := fl.probeCondList(t, outer, universal, probeCt)
 			if !ok {
 				continue
 			}
 			if t.hotdrop {
-				fl.emit(Entry{Cond: fl.slab.list(cond), Rule: NoRule, Action: ActDrop})
+				fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActDrop})
 				continue
 			}
 			e := probe
-			e.Cond, e.Rule, e.Action, e.Flags = fl.slab.list(cond), NoRule, ActContinue, probe.Flags|t.flags
+			e.Cond, e.Rule, e.Action, e.Flags = cond, NoRule, ActContinue, probe.Flags|t.flags
 			fl.emit(e)
 			if e.nextLabel == nil {
 				fl.fallthroughNext()
@@ -583,10 +619,12 @@ var neverList = neverCond().List()
 type ruleInfo struct {
 	id       uint32
 	hasTerms bool
-	// hookBound: whether checkHook has anything to check (hookBound).
-	hookBound uint8
-	terms     []term
-	err       error
+	// hookBound: whether checkHook has anything to check (hookBound);
+	// probed: whether the rule gets probes (probes), both computed the
+	// first time flattening meets the rule (hookBoundUnknown).
+	hookBound, probed uint8
+	terms             []term
+	err               error
 	// target is the chain a jump or goto reaches, its nesting checked,
 	// targetState its chainState (jumpTarget).
 	target      *ir.Chain
