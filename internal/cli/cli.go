@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/ipset"
 	"github.com/xfw-dev/xfw/internal/iptables"
@@ -292,8 +291,7 @@ func runRestore(name string, args []string, env Env) int {
 	// released (cmdcache.go).
 	var committed *ir.Ruleset
 	var index *ir.Encoded
-	var memo *compiler.Memo
-	defer func() { cmdCache.afterRestore(fam, committed, index, memo, committed != nil, opts.Test) }()
+	defer func() { cmdCache.afterRestore(fam, committed, index, committed != nil, opts.Test) }()
 	// --test compiles what each COMMIT would produce too: what the data
 	// plane cannot enforce is an error now, not at the real load.
 	var testErr error
@@ -332,10 +330,6 @@ func runRestore(name string, args []string, env Env) int {
 	}
 	// Counters carry over for rules kept by --noflush (as libiptc maps
 	// them); a flushing restore starts from zero or from its -c values.
-	if running.memo == nil {
-		running.memo = cmdCache.newMemo()
-	}
-	memo = running.memo
 	if index, err = restoreCommit(fam, &running, rs, opts.NoFlush && !opts.Counters, tables.names, ao, sets); err != nil {
 		return report(env, name, err)
 	}

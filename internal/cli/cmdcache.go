@@ -57,10 +57,8 @@ type cachedRuleset struct {
 	stamp dataplane.Stamp
 	rs    *ir.Ruleset
 	// enc is where rs's rules lie in its binary form when a restore
-	// stored rs (nil else), memo the terms of the rules its compile
-	// worked out (compiler.Memo), for the next restore's.
-	enc  *ir.Encoded
-	memo *compiler.Memo
+	// stored rs (nil else).
+	enc *ir.Encoded
 	// gen is the generation the last change in place installed (its
 	// chunks on the heap), at the interfaces it was made for; nil when
 	// the entry has none, or a command took it (takeGeneration).
@@ -130,7 +128,7 @@ func runningForRestore(fam ir.Family, take bool) (runningRuleset, error) {
 				return runningRuleset{}, err
 			}
 		}
-		return runningRuleset{rs: e.rs, enc: e.enc, memo: e.memo}, nil
+		return runningRuleset{rs: e.rs, enc: e.enc}, nil
 	}
 	rs, enc, err := dataplane.RunningRuleset(fam)
 	return runningRuleset{rs: rs, enc: enc}, err
@@ -154,24 +152,6 @@ func (c *rulesetCache) lookup(fam ir.Family) cachedRuleset {
 		return cachedRuleset{}
 	}
 	return *e
-}
-
-// compileMemoEnv=1 makes the agent's restores compile with a memo
-// (compiler.Memo). It is off by default: at kube-proxy's 10K services it
-// saved under 0.1 s of a partial sync's 3.4 s of CPU and held the terms
-// of 315,000 rules between restores, 380 MiB more peak RSS
-// (docs/benchmarks.md).
-const compileMemoEnv = "XFW_COMPILE_MEMO"
-
-// newMemo returns a compiler memo for a restore whose result the cache
-// may keep (the agent, with compileMemoEnv), else nil.
-func (c *rulesetCache) newMemo() *compiler.Memo {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.enabled || os.Getenv(compileMemoEnv) != "1" {
-		return nil
-	}
-	return compiler.NewMemo()
 }
 
 // on reports whether the cache is enabled (the agent).
@@ -213,7 +193,7 @@ func (c *rulesetCache) afterCommand(fam ir.Family, kind iptables.CommandKind, co
 		// it succeeded or not (a -C that finds no rule exits 1).
 		return
 	case ok && committed != nil && cacheableChange(kind):
-		c.store(fam, committed, index, nil)
+		c.store(fam, committed, index)
 		if gen != nil {
 			c.keepGeneration(fam, gen)
 		}
@@ -231,8 +211,8 @@ const restoreCacheRules = 50000
 // afterRestore updates fam's entry once a restore has ended, still under
 // xfw's lock: committed is the ruleset it swapped in (nil when it swapped
 // none: a failure, or --test), enc where its rules lie in the binary form
-// swapped in, memo what its compile left for the next.
-func (c *rulesetCache) afterRestore(fam ir.Family, committed *ir.Ruleset, enc *ir.Encoded, memo *compiler.Memo, ok, test bool) {
+// swapped in.
+func (c *rulesetCache) afterRestore(fam ir.Family, committed *ir.Ruleset, enc *ir.Encoded, ok, test bool) {
 	c.mu.Lock()
 	enabled := c.enabled
 	c.mu.Unlock()
@@ -240,7 +220,7 @@ func (c *rulesetCache) afterRestore(fam ir.Family, committed *ir.Ruleset, enc *i
 	case !enabled || test:
 		// --test swaps nothing in: the running ruleset is as it was.
 	case ok && committed != nil && enc != nil && madeRules(committed) <= restoreCacheRules:
-		c.store(fam, committed, enc, memo)
+		c.store(fam, committed, enc)
 	default:
 		c.drop(fam)
 	}
@@ -316,10 +296,8 @@ func cacheableChange(kind iptables.CommandKind) bool {
 // store keeps rs, just committed, as fam's running ruleset, the rules the
 // command made (no Handle yet) put through the binary form first (in
 // place: enc, where rs's rules lie in the binary form swapped in, or nil,
-// refers to rs's rule slices, and a rule's round trip encodes the same;
-// memo, or nil, keys the rules' terms by the rules the compile was given,
-// which the round trip replaces: those rules miss it next time).
-func (c *rulesetCache) store(fam ir.Family, rs *ir.Ruleset, enc *ir.Encoded, memo *compiler.Memo) {
+// refers to rs's rule slices, and a rule's round trip encodes the same).
+func (c *rulesetCache) store(fam ir.Family, rs *ir.Ruleset, enc *ir.Encoded) {
 	stamp, ok := dataplane.SessionStamp(fam)
 	if ok && asDecoded(rs) != nil {
 		ok = false
@@ -329,7 +307,7 @@ func (c *rulesetCache) store(fam ir.Family, rs *ir.Ruleset, enc *ir.Encoded, mem
 	e := &c.entries[familySlot(fam)]
 	*e = cachedRuleset{}
 	if ok {
-		*e = cachedRuleset{stamp: stamp, rs: rs, enc: enc, memo: memo}
+		*e = cachedRuleset{stamp: stamp, rs: rs, enc: enc}
 	}
 }
 

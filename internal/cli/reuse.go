@@ -24,8 +24,7 @@ import (
 // an append, insert or deletion changed in place behaves as the compile
 // but is laid out otherwise (slack used, dead positions): the check
 // reports it too. In the agent it also checks that a cached ruleset is the
-// decoded one (cmdcache.go) and that a compile given the last one's memo
-// makes the generation a compile without it makes (compiler.Memo).
+// decoded one (cmdcache.go).
 const checkReuseEnv = "XFW_CHECK_REUSE"
 
 // reusableEncoding returns rs's binary form and whether rs is, rule for

@@ -29,9 +29,6 @@ func loadRunning(fam ir.Family) (*ir.Ruleset, error) {
 type runningRuleset struct {
 	rs  *ir.Ruleset
 	enc *ir.Encoded
-	// memo is what the compile of rs left for the next (the agent's
-	// cache), or nil.
-	memo *compiler.Memo
 }
 
 // restoreCommit commits rs, what a restore made of the running ruleset:
@@ -45,10 +42,10 @@ type runningRuleset struct {
 // (ir.Ruleset.MarshalBinaryIndexed) for the agent's cache; nil in a
 // process of its own.
 func restoreCommit(fam ir.Family, running *runningRuleset, rs *ir.Ruleset, keepCounters bool, committed []string, opts dataplane.AttachOptions, sets *ipsetLookup) (*ir.Encoded, error) {
-	old, enc, memo := running.rs, running.enc, running.memo
+	old, enc := running.rs, running.enc
 	*running = runningRuleset{}
 	var index *ir.Encoded
-	mode := installMode{keepCounters: keepCounters, committed: committed, encoded: enc, memo: memo}
+	mode := installMode{keepCounters: keepCounters, committed: committed, encoded: enc}
 	if cmdCache.on() {
 		mode.indexTo = &index // only the agent keeps it
 	}
@@ -171,9 +168,6 @@ type installMode struct {
 	// indexTo, when not nil, receives where the rules lie in the binary
 	// form install swapped in (ir.Ruleset.MarshalBinaryIndexed).
 	indexTo **ir.Encoded
-	// memo carries the rules' terms between the agent's compiles
-	// (compiler.Options.Memo), or nil.
-	memo *compiler.Memo
 }
 
 // compileAndInstall compiles rs and swaps it in (install).
@@ -212,24 +206,11 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 			}
 		}
 	}
-	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets), Memo: mode.memo})
+	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets)})
 	if err != nil {
 		return err
 	}
-	if mode.memo != nil {
-		t = dataplane.TraceSince(fmt.Sprintf("commit: compile (terms of %d rules memoised, %d not)", mode.memo.Hits, mode.memo.Misses), t)
-		if os.Getenv(checkReuseEnv) != "" {
-			want, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets)})
-			if err != nil {
-				return fmt.Errorf("%s: compile without the memo: %w", checkReuseEnv, err)
-			}
-			if err := compiler.DiffGenerations(gen, want); err != nil {
-				return fmt.Errorf("%s: the compile with the memo is not the one without: %w", checkReuseEnv, err)
-			}
-		}
-	} else {
-		t = dataplane.TraceSince("commit: compile", t)
-	}
+	t = dataplane.TraceSince("commit: compile", t)
 	return install(fam, counters, rs, gen, ifaces, mode, opts, sets, mode.encoded)
 }
 

@@ -142,10 +142,6 @@ type Options struct {
 	// "! --update-counters" says otherwise); such a match gets a counting
 	// probe before its rule (EFSetCount). Nil: none does.
 	SetCounts func(m *ir.SetMatch) bool
-	// Memo, when not nil, carries the rules' terms from the last compile
-	// given it to this one, and this one's to the next (memo.go): the
-	// generation is the same with or without it.
-	Memo *Memo
 }
 
 // Compile compiles rs: its filter table and the chains of its other
@@ -171,12 +167,6 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 		// Written sets, numbered in the order their targets come.
 		setWrites: setWrites,
 	}
-	if m := opts.Memo; m != nil {
-		m.Hits, m.Misses = 0, 0
-		if m.usable(rs.Family, opts.Interfaces) {
-			fl.memo = m
-		}
-	}
 	g.Rules = fl.numberRules(rs)
 	for hook, name := range ir.BuiltinChains {
 		if c := rs.Chain(name); c != nil {
@@ -187,11 +177,6 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	fl.entries = make([]Entry, 0, entriesEstimate(rs))
 	var err error
 	g.ChainStart, g.ChainEnd, err = fl.flatten()
-	if opts.Memo != nil {
-		// Also after a refusal: the terms are the rules' whatever the
-		// rest of the ruleset is.
-		opts.Memo.record(rs, fl.chainInfos)
-	}
 	if err != nil {
 		return nil, err
 	}

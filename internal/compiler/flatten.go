@@ -129,9 +129,6 @@ type flattener struct {
 	// chainInfos are the ruleInfos of each chain's rules, in order
 	// (precomputeTerms).
 	chainInfos map[*ir.Chain][]*ruleInfo
-	// memo holds the terms of the last compile's rules (Options.Memo;
-	// nil: none, or not usable for this compile).
-	memo *Memo
 }
 
 // maxDepth bounds nested jumps and gotos (the walk's call stack,
@@ -152,6 +149,7 @@ func (fl *flattener) emit(e Entry) {
 // region (regions.go).
 func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) error {
 	infos := fl.chainInfos[chain]
+	universal := outer == (Cond{})
 	for i, r := range chain.Rules {
 		if len(fl.entries) > MaxEntries {
 			return fmt.Errorf("ruleset too large: more than %d entries after flattening user chains (limit of %d chunks of %d rules)", MaxEntries, MaxChunks, ChunkBits)
@@ -178,17 +176,18 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 		}
 		id := inf.id
 		emitted := false
-		for _, t := range terms {
-			cond, ok := outer.and(t.cond)
+		for ti := range terms {
+			t := &terms[ti]
+			cond, ok := fl.termList(t, outer, universal)
 			if !ok {
 				continue // can never match here
 			}
 			emitted = true
 			if t.hotdrop {
-				fl.emit(Entry{Cond: fl.slab.list(cond), Rule: NoRule, Action: ActDrop})
+				fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActDrop})
 				continue
 			}
-			base := Entry{Cond: fl.slab.list(cond), Rule: id, Flags: EFCount | t.flags}
+			base := Entry{Cond: cond, Rule: id, Flags: EFCount | t.flags}
 			switch r.Target.Kind {
 			case ir.TargetReturn:
 				base.Action = ActContinue
@@ -234,7 +233,7 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 				if r.Target.Kind == ir.TargetGoto {
 					// The CALL returns here: falling off (or RETURN
 					// from) the goto'd chain returns from this one.
-					fl.emit(Entry{Cond: fl.slab.list(cond), Rule: NoRule, Action: ActContinue, nextLabel: ret})
+					fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActContinue, nextLabel: ret})
 				}
 			case ir.TargetDNAT, ir.TargetRedirect, ir.TargetSNAT, ir.TargetMasquerade:
 				if err := fl.natEntry(&base, r); err != nil {
@@ -278,6 +277,54 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 	return nil
 }
 
+// termList returns the condition of term t under the outer condition as
+// an entry's CondList, and false when it holds for no packet. Under the
+// universal condition (universal: outer is, as for every chain and region
+// flattened now) it is t's own, made once and shared by the entries of
+// every view (lists are never changed in place).
+func (fl *flattener) termList(t *term, outer Cond, universal bool) (CondList, bool) {
+	if !universal {
+		cond, ok := outer.and(t.cond)
+		if !ok {
+			return nil, false
+		}
+		return fl.slab.list(cond), true
+	}
+	if !t.listed {
+		t.listed = true
+		if _, ok := outer.and(t.cond); !ok {
+			t.never = true
+		} else {
+			t.list = fl.slab.list(t.cond)
+		}
+	}
+	return t.list, !t.never
+}
+
+// probeCondList is termList for term t of a probe's prefix terms
+// (prefixTerms): its condition under the outer condition, ANDed with
+// probeCt when that is not nil. Made once under the universal condition
+// when probeCt is nil (every statistic, mark or set counting probe; a
+// prefix's terms serve one probe only, whose kind decides probeCt).
+func (fl *flattener) probeCondList(t *term, outer Cond, universal bool, probeCt *Set) (CondList, bool) {
+	universal = universal && probeCt == nil
+	if universal && t.listed {
+		return t.list, !t.never
+	}
+	cond, ok := outer.and(t.cond)
+	if ok && probeCt != nil {
+		cond, ok = cond.and(Cond{FieldCt: probeCt})
+	}
+	var list CondList
+	if ok {
+		list = fl.slab.list(cond)
+	}
+	if universal {
+		t.listed, t.never, t.list = true, !ok, list
+	}
+	return list, ok
+}
+
 // termsOf returns rule r's terms (ruleTerms), computed once and kept in
 // its ruleInfo inf, or the reason xfw refuses the rule.
 func (fl *flattener) termsOf(inf *ruleInfo, r *ir.Rule) ([]term, error) {
@@ -300,6 +347,20 @@ func (fl *flattener) termsOf(inf *ruleInfo, r *ir.Rule) ([]term, error) {
 // returned (nil: r has no probed match), which the caller resolves to the
 // position after r's entries, so later probes of r are not met either.
 func (fl *flattener) probes(inf *ruleInfo, r *ir.Rule, outer Cond, hook int) (past *label, err error) {
+	if inf.probed == hookBoundUnknown {
+		inf.probed = hookBoundNo
+		for _, m := range r.Matches {
+			sm, isSet := m.(*ir.SetMatch)
+			if probedMatch(m) || isSet && fl.counts != nil && fl.counts(sm) {
+				inf.probed = hookBoundYes
+				break
+			}
+		}
+	}
+	if inf.probed == hookBoundNo {
+		return nil, nil // most rules: met in every view
+	}
+	universal := outer == (Cond{})
 	for i, m := range r.Matches {
 		sm, isSet := m.(*ir.SetMatch)
 		probed := probedMatch(m)
@@ -338,20 +399,18 @@ func (fl *flattener) probes(inf *ruleInfo, r *ir.Rule, outer Cond, hook int) (pa
 				probeCt = ctFullKeys
 			}
 		}
-		for _, t := range terms {
-			cond, ok := outer.and(t.cond)
-			if ok && probeCt != nil {
-				cond, ok = cond.and(Cond{FieldCt: probeCt})
-			}
+		for ti := range terms {
+			t := &terms[ti]
+			cond, ok := fl.probeCondList(t, outer, universal, probeCt)
 			if !ok {
 				continue
 			}
 			if t.hotdrop {
-				fl.emit(Entry{Cond: fl.slab.list(cond), Rule: NoRule, Action: ActDrop})
+				fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActDrop})
 				continue
 			}
 			e := probe
-			e.Cond, e.Rule, e.Action, e.Flags = fl.slab.list(cond), NoRule, ActContinue, probe.Flags|t.flags
+			e.Cond, e.Rule, e.Action, e.Flags = cond, NoRule, ActContinue, probe.Flags|t.flags
 			fl.emit(e)
 			if e.nextLabel == nil {
 				fl.fallthroughNext()
@@ -560,10 +619,12 @@ var neverList = neverCond().List()
 type ruleInfo struct {
 	id       uint32
 	hasTerms bool
-	// hookBound: whether checkHook has anything to check (hookBound).
-	hookBound uint8
-	terms     []term
-	err       error
+	// hookBound: whether checkHook has anything to check (hookBound);
+	// probed: whether the rule gets probes (probes), both computed the
+	// first time flattening meets the rule (hookBoundUnknown).
+	hookBound, probed uint8
+	terms             []term
+	err               error
 	// target is the chain a jump or goto reaches, its nesting checked,
 	// targetState its chainState (jumpTarget).
 	target      *ir.Chain
@@ -665,9 +726,6 @@ func (fl *flattener) precomputeTerms() {
 				byName = append(byName, index)
 			}
 			fl.chainInfos[c] = all[first:len(all):len(all)]
-			if fl.memo != nil {
-				fl.memo.lookup(c, fl.chainInfos[c])
-			}
 		}
 	}
 	workers := runtime.GOMAXPROCS(0)
@@ -684,8 +742,8 @@ func (fl *flattener) precomputeTerms() {
 			for i := lo; i < hi; i++ {
 				r, inf := rules[i], infos[i]
 				resolveJump(inf, r, byName[i])
-				if inf.hasTerms || hasSetMatch(r) {
-					continue // memoised (Memo), or numbered in order
+				if hasSetMatch(r) {
+					continue // numbered in order
 				}
 				inf.terms, inf.err = ruleTerms(fl.rs.Family, r, fl.ifaces, nil)
 				inf.hasTerms = true

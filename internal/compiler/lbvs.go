@@ -105,6 +105,12 @@ func (vb *vectorBuilder) chunk(c *Chunk, h uint64) uint32 {
 		}
 	}
 	nid := uint32(len(vb.chunks))
+	if len(vb.chunks) == cap(vb.chunks) {
+		// Double: append grows a large slice by a quarter, and the
+		// chunks' copies were 94 MB for 16 MB of chunks at 10K
+		// kube-proxy services.
+		vb.chunks = slices.Grow(vb.chunks, len(vb.chunks))
+	}
 	vb.chunks = append(vb.chunks, *c)
 	if ok {
 		vb.chunkCollided[*c] = nid
@@ -176,9 +182,11 @@ func (fc *fieldClasses) classOf(v U128) uint32 {
 	return fc.Bounds[i-1].Class
 }
 
+// event is where an entry's interval of a field starts or ends (past its
+// last value): 24 bytes, the sweep sorts millions of them.
 type event struct {
 	at    U128
-	entry int
+	entry uint32
 	start bool
 }
 
@@ -238,9 +246,9 @@ func (vb *vectorBuilder) buildField(f Field, entries []Entry, constrained []uint
 		wild[i/ChunkBits].Words[(i%ChunkBits)/64] &^= 1 << uint(i%64)
 		s := entries[i].Cond.Get(f)
 		for _, iv := range s.Ivs {
-			events = append(events, event{at: iv.Lo, entry: i, start: true})
+			events = append(events, event{at: iv.Lo, entry: e, start: true})
 			if iv.Hi != maxU128 {
-				events = append(events, event{at: iv.Hi.Inc(), entry: i})
+				events = append(events, event{at: iv.Hi.Inc(), entry: e})
 			}
 		}
 	}
@@ -290,7 +298,7 @@ func (vb *vectorBuilder) buildField(f Field, entries []Entry, constrained []uint
 	for i < len(events) {
 		at := events[i].at
 		for ; i < len(events) && events[i].at == at; i++ {
-			e := events[i].entry
+			e := int(events[i].entry)
 			k, w, b := e/ChunkBits, (e%ChunkBits)/64, uint(e%64)
 			was := cur[k].Words[w]
 			if events[i].start {

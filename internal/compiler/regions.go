@@ -258,8 +258,13 @@ func (fl *flattener) emitRegions() error {
 			for i := first; i < uint32(len(fl.entries))-1; i++ {
 				e := &fl.entries[i]
 				cond := e.Cond.Full()
+				before := cond
 				if segmentView(&cond, v.walk, *v.seg, v.seg.table == ir.TableRaw && hasNotrack(v.rs)) {
-					e.Cond = fl.slab.list(cond)
+					if cond != before {
+						// Rewritten; most conditions are not
+						// (lists are shared, never changed).
+						e.Cond = fl.slab.list(cond)
+					}
 				} else {
 					e.Cond = neverList
 				}

@@ -15,8 +15,7 @@ import (
 // BenchmarkUpdateKubeProxy times kube-proxy's one-service partial sync
 // (iptables-restore --noflush) onto the running ruleset of KP_FULL, the
 // update read from KP_UPDATE (files of `xfwbench kubeproxy-gen`), and
-// KP_CPUPROFILE profiles the update's compile; KP_MEMO=1 compiles it with
-// the memo of the running ruleset's compile (compiler.Memo).
+// KP_CPUPROFILE profiles the update's compile.
 func BenchmarkUpdateKubeProxy(b *testing.B) {
 	full, update := os.Getenv("KP_FULL"), os.Getenv("KP_UPDATE")
 	if full == "" || update == "" {
@@ -35,13 +34,6 @@ func BenchmarkUpdateKubeProxy(b *testing.B) {
 	}
 	base.Chains = iptables.OrderedChains(base)
 	text := read(update)
-	var memo *compiler.Memo
-	if os.Getenv("KP_MEMO") != "" {
-		memo = compiler.NewMemo()
-		if _, err := compiler.Compile(base, compiler.Options{Memo: memo}); err != nil {
-			b.Fatal(err)
-		}
-	}
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
 		rs, err := iptables.RestoreOnto(ir.IPv4, strings.NewReader(text), func() (*ir.Ruleset, error) { return base, nil }, iptables.RestoreOptions{NoFlush: true})
@@ -54,14 +46,11 @@ func BenchmarkUpdateKubeProxy(b *testing.B) {
 			f, _ := os.Create(p)
 			pprof.StartCPUProfile(f)
 		}
-		g, err := compiler.Compile(rs, compiler.Options{Memo: memo})
+		g, err := compiler.Compile(rs, compiler.Options{})
 		pprof.StopCPUProfile()
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Logf("parse %v compile %v entries %d", t1.Sub(t0), time.Since(t1), len(g.Entries))
-		if memo != nil {
-			b.Logf("terms of %d rules memoised, %d not", memo.Hits, memo.Misses)
-		}
 	}
 }

@@ -1,0 +1,113 @@
+package compiler_test
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/xfw-dev/xfw/internal/compiler"
+	"github.com/xfw-dev/xfw/internal/iptables"
+	"github.com/xfw-dev/xfw/internal/ir"
+	"github.com/xfw-dev/xfw/internal/testkit/kubeproxy"
+)
+
+// kubeProxyDigests are the digests (generationDigest) of kube-proxy's
+// rulesets (10 endpoints per service, with DNAT and MASQUERADE or with
+// ACCEPT in their place) as the compiler made them before its flattening
+// and class sweep were reworked for speed: the rework must not change one
+// bit of what the data plane gets.
+var kubeProxyDigests = []struct {
+	services    int
+	natAsAccept bool
+	digest      string
+}{
+	{1000, false, "a8fc91495d69f5a442169c08877ead70b280b828e167fc3669e3ace47bbeee53"},
+	{1000, true, "f512bc480bf27420ef60d9bde77c2f6c2947d4d890a9ecb03180e5ac751885b8"},
+	{10000, false, "dd279fc92bf96f7762c24e89ac26cb7de2627894c758f591f552da33e6e4d3d6"},
+}
+
+// TestKubeProxyGenerationDigest compiles kube-proxy's rulesets and compares
+// a digest of every map and constant the data plane gets, and of the
+// entries' conditions, with the reference (kubeProxyDigests). The 10K
+// ruleset (about ten seconds) is skipped with -short.
+func TestKubeProxyGenerationDigest(t *testing.T) {
+	for _, tc := range kubeProxyDigests {
+		t.Run(fmt.Sprintf("%d-accept=%v", tc.services, tc.natAsAccept), func(t *testing.T) {
+			if tc.services > 1000 && testing.Short() {
+				t.Skip("-short: the 10K ruleset takes seconds")
+			}
+			o := kubeproxy.DefaultOptions(tc.services, 10)
+			svcs, err := kubeproxy.Generate(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := kubeproxy.IPTables(svcs, o.ClusterCIDR, kubeproxy.IPTablesOptions{Bootstrap: true, NATAsAccept: tc.natAsAccept})
+			rs, err := iptables.Restore(ir.IPv4, strings.NewReader(text), nil, iptables.RestoreOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs.Chains = iptables.OrderedChains(rs)
+			g, err := compiler.Compile(rs, compiler.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := generationDigest(g)
+			if os.Getenv("KP_DIGEST_PRINT") != "" {
+				t.Logf("digest %s", got)
+			}
+			if got != tc.digest {
+				t.Errorf("generation digest %s, want %s (%s)", got, tc.digest, g)
+			}
+		})
+	}
+}
+
+// generationDigest hashes generation g: its entries (their conditions'
+// intervals too), and every other field in fmt's %v form (maps print
+// in key order; a generation's other fields hold no pointers).
+func generationDigest(g *compiler.Generation) string {
+	h := sha256.New()
+	for i := range g.Entries {
+		e := &g.Entries[i]
+		writeUints(h, uint64(e.Rule), uint64(e.Action), uint64(e.Flags), uint64(e.Aux), uint64(e.Next), uint64(len(e.Cond)))
+		for _, fs := range e.Cond {
+			writeUints(h, uint64(fs.Field), uint64(len(fs.Set.Ivs)))
+			for _, iv := range fs.Set.Ivs {
+				writeUints(h, iv.Lo.Hi, iv.Lo.Lo, iv.Hi.Hi, iv.Hi.Lo)
+			}
+		}
+	}
+	for _, c := range g.Chunks {
+		writeUints(h, c.Summary)
+		writeUints(h, c.Words[:]...)
+	}
+	for _, id := range g.ClassChunks {
+		writeUints(h, uint64(id))
+	}
+	for _, v := range g.Small {
+		writeUints(h, uint64(v))
+	}
+	for _, b := range g.Bounds {
+		writeUints(h, b.Value.Hi, b.Value.Lo, uint64(b.Class))
+	}
+	fmt.Fprintf(h, "%v|%v|%v|%v|%v|%v|%v|%v|%v|%v|%v|%v|%v|%v|%v|%v|%v|%v|%v|%v|%v|%v|%v",
+		g.Family, g.Active, g.NumChunks, g.ChainStart, g.ChainEnd, g.PolicyDrop, g.MaxIters,
+		g.SmallBase, g.AddrBase, g.AddrCount, g.Hash, g.DefaultClass, g.LogConfigs, g.SetConds,
+		g.Rules, g.Layout, g.Limits, g.Probes, g.Recents, g.HashLimits, g.Preds, g.CtExpires, g.SetWrites)
+	fmt.Fprintf(h, "|%v|%v|%v", g.Trivial, len(g.Ext6Conds()), g.Hdr4Conds())
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// writeUints writes vs to h in little-endian order.
+func writeUints(h hash.Hash, vs ...uint64) {
+	var b [8]byte
+	for _, v := range vs {
+		binary.LittleEndian.PutUint64(b[:], v)
+		h.Write(b[:])
+	}
+}
