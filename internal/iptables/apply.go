@@ -119,7 +119,10 @@ func (c *Command) resolveTargets(rs *ir.Ruleset) ([]*ir.Rule, *failure) {
 		if c.gotoSet {
 			kind = ir.TargetGoto
 		}
-		rules := make([]*ir.Rule, len(c.Rules))
+		rules := c.Rules // the command's own (ownsRules): changed in place
+		if !c.ownsRules {
+			rules = make([]*ir.Rule, len(c.Rules))
+		}
 		for i, r := range c.Rules {
 			rules[i] = c.ownRule(r)
 			rules[i].Target = ir.Target{Kind: kind, Chain: c.target}

@@ -39,6 +39,14 @@ type parser struct {
 	protoUsed     bool
 
 	matches []*matchInst
+	// matchBuf holds the first matches of p.matches, and gs the getopt
+	// state p.g points to: one allocation per line for the parser, its
+	// getopt and the matches a rule usually has.
+	matchBuf [4]matchInst
+	gs       getopt
+	// addrBuf holds the -s and the -d address of a rule that has one of
+	// each (parseAddresses).
+	addrBuf [2]addrPair
 	// loaded lists the extensions whose options are in opts (mergeOpts).
 	loaded     []*extension
 	target     targetState
@@ -123,7 +131,9 @@ func parseArgv(fam ir.Family, argv []string, restore bool, prog string, sets Set
 	p.ctx.sets = sets
 	p.ctx.notice = func(s string) { p.cmd.Notices = append(p.cmd.Notices, s) }
 	p.cmd.Family = fam
-	p.g = newGetopt(argv, iptShorts, p.opts)
+	p.gs = newGetopt(argv, iptShorts, p.opts)
+	p.g = &p.gs
+	p.matches = make([]*matchInst, 0, len(p.matchBuf))
 	p.ctx.g = p.g
 	if f := p.run(); f != nil {
 		if len(p.cmd.Notices) > 0 {

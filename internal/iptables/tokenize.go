@@ -59,7 +59,7 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 		if len(words)+1 >= maxArgc {
 			return paramErr("Parser cannot handle more arguments")
 		}
-		if w, ok := internedWords[string(param)]; ok {
+		if w, ok := internWord(param); ok {
 			words = append(words, w)
 		} else {
 			words = append(words, string(param))
@@ -115,6 +115,37 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 	}
 	return words, nil
 }
+
+// internWord returns the interned copy of word (internedWords), ok false
+// when it has none. The words are bucketed by length and first byte, so
+// that a word is compared with the few of its bucket without hashing it:
+// a map lookup per word cost more than the copy it saves.
+func internWord(word []byte) (string, bool) {
+	if len(word) == 0 || len(word) >= internMaxLen {
+		return "", false
+	}
+	for _, w := range internBuckets[len(word)][word[0]] {
+		if w == string(word) {
+			return w, true
+		}
+	}
+	return "", false
+}
+
+// internMaxLen bounds the length of the interned words (internBuckets).
+const internMaxLen = 24
+
+// internBuckets holds internedWords by length and first byte.
+var internBuckets = func() *[internMaxLen][256][]string {
+	var b [internMaxLen][256][]string
+	for w := range internedWords {
+		if len(w) >= internMaxLen {
+			panic("interned word too long: " + w)
+		}
+		b[len(w)][w[0]] = append(b[len(w)][w[0]], w)
+	}
+	return &b
+}()
 
 // internedWords are the words iptables-save lines repeat on every line
 // (options, modules, targets, kube-proxy's keywords): tokenize hands out
