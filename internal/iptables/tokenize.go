@@ -29,8 +29,9 @@ func Tokenize(line string) ([]string, error) {
 	return words, nil
 }
 
-// tokenizeWordsHint is the room tokenize makes for a line's words first
-// (kube-proxy's rules have 10 to 20).
+// tokenizeWordsHint is the room tokenize makes for a line's words when
+// argv has none left (kube-proxy's rules have 10 to 20; a restore sizes
+// argv by the line's spaces instead).
 const tokenizeWordsHint = 24
 
 // tokenize implements Tokenize: it appends line's words to argv, the
@@ -41,7 +42,7 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 	// all for the words of internedWords): a kube-proxy restore tokenizes
 	// millions of words.
 	words := argv
-	if cap(words)-len(words) < tokenizeWordsHint {
+	if cap(words) == len(words) {
 		words = make([]string, len(argv), len(argv)+tokenizeWordsHint)
 		copy(words, argv)
 	}
