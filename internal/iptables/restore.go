@@ -127,6 +127,9 @@ type restorer struct {
 	// parsed is the current line's command as parsed ahead, nil when it
 	// was not.
 	parsed *parsedLine
+	// chains remembers the chains the rule commands looked up since the
+	// chains last changed (chainMemo).
+	chains chainMemo
 }
 
 // readChunk reads like fgets with iptables-restore's buffer: up to and
@@ -291,6 +294,7 @@ func tableLineName(chunk string) (table, cut string, ok bool) {
 
 // startTable handles "*TABLE".
 func (r *restorer) startTable(chunk string) (ok, skip bool, err error) {
+	r.chains.reset()
 	table, cut, named := tableLineName(chunk)
 	if !named {
 		return false, false, r.fail(paramErr("%s: line %d table name invalid", r.prog, r.line))
@@ -322,6 +326,7 @@ func (r *restorer) startTable(chunk string) (ok, skip bool, err error) {
 
 // chainLine handles ":CHAIN POLICY [packets:bytes]".
 func (r *restorer) chainLine(chunk string) error {
+	r.chains.reset() // the chains change
 	buf := []byte(chunk)
 	var save int
 	t := strtok(buf, 1, " \t\n", &save)
@@ -392,6 +397,11 @@ func (r *restorer) commandLine(chunk string) error {
 		r.ownTableRules()
 	}
 	cmd.ownsRules = true
+	if cmd.Kind.ChangesRuleListsOnly() {
+		cmd.chains = &r.chains
+	} else {
+		r.chains.reset()
+	}
 	out, f := cmd.apply(r.table)
 	if f != nil {
 		return r.fail(f)
