@@ -38,9 +38,10 @@ const tokenizeWordsHint = 24
 // words already in the argument vector (for the MAX_ARGC limit), and
 // returns the vector.
 func tokenize(argv []string, line string) ([]string, *failure) {
-	// One buffer for every word, copied once into its string (or not at
-	// all for the words of internedWords): a kube-proxy restore tokenizes
-	// millions of words.
+	// One buffer for every word; a word without quotes is the part of
+	// line it was read from, others are copied once into their string,
+	// and the words of internedWords are neither: a kube-proxy restore
+	// tokenizes millions of words.
 	words := argv
 	if cap(words) == len(words) {
 		words = make([]string, len(argv), len(argv)+tokenizeWordsHint)
@@ -49,6 +50,9 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 	var space [maxParamLen]byte
 	param := space[:0]
 	quoteOpen, escaped := false, false
+	// plain says param is line[start:start+len(param)]: no quote was
+	// part of the word.
+	plain, start := true, 0
 	add := func(c byte) *failure {
 		param = append(param, c)
 		if len(param) >= maxParamLen {
@@ -62,10 +66,12 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 		}
 		if w, ok := internWord(param); ok {
 			words = append(words, w)
+		} else if plain {
+			words = append(words, line[start:start+len(param)])
 		} else {
 			words = append(words, string(param))
 		}
-		param = param[:0]
+		param, plain = param[:0], true
 		return nil
 	}
 	for i := 0; i < len(line); i++ {
@@ -90,7 +96,7 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 				continue
 			}
 		} else if c == '"' {
-			quoteOpen = true
+			quoteOpen, plain = true, false
 			continue
 		}
 		switch c {
@@ -100,6 +106,9 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 				continue
 			}
 		default:
+			if len(param) == 0 {
+				start = i
+			}
 			if f := add(c); f != nil {
 				return nil, f
 			}

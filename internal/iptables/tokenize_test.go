@@ -23,6 +23,9 @@ func TestTokenize(t *testing.T) {
 		{`--comment a\ b`, []string{"--comment", `a\`, "b"}},
 		{`--comment 'single'`, []string{"--comment", "'single'"}},
 		{`--comment "unterminated`, []string{"--comment", "unterminated"}},
+		{`ab"c d" e`, []string{"abc d", "e"}},
+		{`"q" plain`, []string{"q", "plain"}},
+		{`x"" y`, []string{"x", "y"}},
 		{"", nil},
 	}
 	for _, tt := range tests {
