@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -429,17 +430,29 @@ func (r *restorer) parseCommand(chunk string, lineNo int, table string, sets Set
 	}
 	// Room for the words: one more than the spaces (a quoted word with
 	// spaces in it leaves some unused).
-	argv := make([]string, 0, argvPrefix+strings.Count(rest, " ")+1)
+	buf := argvPool.Get().(*[]string)
+	argv := *buf
+	if n := argvPrefix + strings.Count(rest, " ") + 1; cap(argv) < n {
+		argv = make([]string, 0, n)
+	}
 	argv = append(argv, r.prog, "-t", table)
 	if r.opts.Counters && has {
 		argv = append(argv, "--set-counters", pcnt, bcnt)
 	}
 	argv, f = tokenize(argv, rest)
-	if f != nil {
-		return nil, f
+	var cmd *Command
+	if f == nil {
+		cmd, f = parseArgv(r.fam, argv, true, r.prog, sets)
 	}
-	return parseArgv(r.fam, argv, true, r.prog, sets)
+	clear(argv) // the words are the line's: let it go with its command
+	*buf = argv[:0]
+	argvPool.Put(buf)
+	return cmd, f
 }
+
+// argvPool holds the argument vectors of parseCommand: the command parsed
+// keeps none of it (its fields are the words, not the vector).
+var argvPool = sync.Pool{New: func() any { return new([]string) }}
 
 // ownTableRules replaces the rules of the current table, shared with the
 // committed ruleset (and the caller's base) until now, by copies, before a
