@@ -127,14 +127,14 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 }
 
 // internWord returns the interned copy of word (internedWords), ok false
-// when it has none. The words are bucketed by length and first byte, so
-// that a word is compared with the few of its bucket without hashing it:
-// a map lookup per word cost more than the copy it saves.
+// when it has none. The words are found by a small hash of their length
+// and three of their bytes, compared with the one or two words of its
+// bucket: a map lookup per word cost more than the copy it saves.
 func internWord(word []byte) (string, bool) {
 	if len(word) == 0 || len(word) >= internMaxLen {
 		return "", false
 	}
-	for _, w := range internBuckets[len(word)][word[0]] {
+	for _, w := range internBuckets[internHash(word)] {
 		if w == string(word) {
 			return w, true
 		}
@@ -145,14 +145,25 @@ func internWord(word []byte) (string, bool) {
 // internMaxLen bounds the length of the interned words (internBuckets).
 const internMaxLen = 24
 
-// internBuckets holds internedWords by length and first byte.
-var internBuckets = func() *[internMaxLen][256][]string {
-	var b [internMaxLen][256][]string
+// internBucketCount is the number of internBuckets, a power of two.
+const internBucketCount = 1024
+
+// internHash is the bucket of a word of 1 to internMaxLen-1 bytes.
+func internHash(w []byte) int {
+	n := len(w)
+	h := uint32(n)*0x9e3779b1 ^ uint32(w[0])*0x85ebca6b ^ uint32(w[n-1])*0xc2b2ae35 ^ uint32(w[n/2])*0x27d4eb2f
+	return int(h>>16) & (internBucketCount - 1)
+}
+
+// internBuckets holds internedWords by internHash.
+var internBuckets = func() *[internBucketCount][]string {
+	var b [internBucketCount][]string
 	for w := range internedWords {
-		if len(w) >= internMaxLen {
-			panic("interned word too long: " + w)
+		if len(w) == 0 || len(w) >= internMaxLen {
+			panic("interned word of bad length: " + w)
 		}
-		b[len(w)][w[0]] = append(b[len(w)][w[0]], w)
+		h := internHash([]byte(w))
+		b[h] = append(b[h], w)
 	}
 	return &b
 }()

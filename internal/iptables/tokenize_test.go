@@ -102,3 +102,22 @@ func TestRuleCounters(t *testing.T) {
 		}
 	}
 }
+
+// TestInternWord: every word of internedWords is found, as the same
+// string, and words that are not interned are not.
+func TestInternWord(t *testing.T) {
+	for w := range internedWords {
+		got, ok := internWord([]byte(w))
+		if !ok || got != w {
+			t.Errorf("%q: got %q, %v", w, got, ok)
+		}
+		for _, other := range []string{w + "x", "x" + w, w[:len(w)-1], strings.ToLower(w) + "Z"} {
+			if _, interned := internedWords[other]; interned {
+				continue
+			}
+			if got, ok := internWord([]byte(other)); ok {
+				t.Errorf("%q: interned as %q", other, got)
+			}
+		}
+	}
+}
