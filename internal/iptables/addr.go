@@ -409,7 +409,15 @@ func formatAddr(a netip.Addr) string {
 
 // maskBits returns the prefix length of a contiguous netmask, or -1.
 func maskBits(m netip.Addr) int {
-	b := m.AsSlice()
+	// The address's bytes without a slice of the heap: every rule's
+	// addresses go through here.
+	a16 := m.As16()
+	b := a16[:]
+	if m.Is4() {
+		b = b[12:]
+	} else if !m.Is6() {
+		b = nil // the zero Addr, as AsSlice
+	}
 	n := 0
 	for n < len(b)*8 && b[n/8]&(0x80>>(n%8)) != 0 {
 		n++
