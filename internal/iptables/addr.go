@@ -120,30 +120,49 @@ func splitHostList(s string) ([]string, *failure) {
 // parseHostList parses a -s/-d argument: comma-separated addresses with
 // optional /mask, each masked, as xtables_ipparse_multiple and
 // xtables_ip6parse_multiple do.
-func parseHostList(fam ir.Family, s string) ([]addrPair, *failure) {
+// The addresses are appended to out.
+func parseHostList(fam ir.Family, s string, out []addrPair) ([]addrPair, *failure) {
+	if !strings.Contains(s, ",") {
+		// One element, as splitHostList would cut it, without its slice.
+		i := 0
+		for i < len(s) && isCSpace(s[i]) {
+			i++
+		}
+		elem := s[i:]
+		if len(elem) > maxHostLen {
+			return nil, paramErr("Hostname too long")
+		}
+		p, f := parseHostElem(fam, elem)
+		if f != nil {
+			return nil, f
+		}
+		return append(out, p), nil
+	}
 	elems, f := splitHostList(s)
 	if f != nil {
 		return nil, f
 	}
-	var out []addrPair
 	for _, e := range elems {
-		host, maskText, hasMask := e, "", false
-		if i := strings.LastIndexByte(e, '/'); i >= 0 {
-			host, maskText, hasMask = e[:i], e[i+1:], true
-		}
-		var p addrPair
-		var f *failure
-		if fam == ir.IPv6 {
-			p, f = parseHost6(host, maskText, hasMask)
-		} else {
-			p, f = parseHost4(host, maskText, hasMask)
-		}
+		p, f := parseHostElem(fam, e)
 		if f != nil {
 			return nil, f
 		}
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// parseHostElem parses one element of a -s/-d list: an address or name
+// with an optional /mask.
+func parseHostElem(fam ir.Family, e string) (addrPair, *failure) {
+	host, maskText, hasMask := e, "", false
+	if i := strings.LastIndexByte(e, '/'); i >= 0 {
+		host, maskText, hasMask = e[:i], e[i+1:], true
+	}
+	if fam == ir.IPv6 {
+		return parseHost6(host, maskText, hasMask)
+	}
+	return parseHost4(host, maskText, hasMask)
 }
 
 // parseHost4 parses one IPv4 list element.
@@ -390,7 +409,15 @@ func formatAddr(a netip.Addr) string {
 
 // maskBits returns the prefix length of a contiguous netmask, or -1.
 func maskBits(m netip.Addr) int {
-	b := m.AsSlice()
+	// The address's bytes without a slice of the heap: every rule's
+	// addresses go through here.
+	a16 := m.As16()
+	b := a16[:]
+	if m.Is4() {
+		b = b[12:]
+	} else if !m.Is6() {
+		b = nil // the zero Addr, as AsSlice
+	}
 	n := 0
 	for n < len(b)*8 && b[n/8]&(0x80>>(n%8)) != 0 {
 		n++

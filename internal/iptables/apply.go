@@ -108,7 +108,7 @@ func (c *Command) resolveTargets(rs *ir.Ruleset) ([]*ir.Rule, *failure) {
 	if !c.Kind.isRuleCommand() || c.skip || c.target == "" {
 		return c.Rules, nil
 	}
-	isChain := rs == nil || rs.Chain(c.target) != nil
+	isChain := rs == nil || c.chains.chain(rs, c.target) != nil
 	ext, std := findTarget(c.Family, c.target)
 	switch {
 	case isChain && rs != nil:
@@ -119,7 +119,10 @@ func (c *Command) resolveTargets(rs *ir.Ruleset) ([]*ir.Rule, *failure) {
 		if c.gotoSet {
 			kind = ir.TargetGoto
 		}
-		rules := make([]*ir.Rule, len(c.Rules))
+		rules := c.Rules // the command's own (ownsRules): changed in place
+		if !c.ownsRules {
+			rules = make([]*ir.Rule, len(c.Rules))
+		}
 		for i, r := range c.Rules {
 			rules[i] = c.ownRule(r)
 			rules[i].Target = ir.Target{Kind: kind, Chain: c.target}
@@ -203,7 +206,7 @@ func (c *Command) ownRule(r *ir.Rule) *ir.Rule {
 
 // applyRule executes -A, -I, -R, -D and -C with the resolved rules.
 func (c *Command) applyRule(rs *ir.Ruleset, rules []*ir.Rule) *failure {
-	ch := rs.Chain(c.Chain)
+	ch := c.chains.chain(rs, c.Chain)
 	switch c.Kind {
 	case CmdAppend:
 		if ch == nil {
@@ -421,3 +424,44 @@ func setPolicy(rs *ir.Ruleset, chain, policy string, counters *ir.Counters) *fai
 	}
 	return nil
 }
+
+// chainMemo remembers the last few chains a restore's rule commands looked
+// up by name, found or not: kube-proxy appends runs of rules to one chain
+// and jumps to a few chains from many (a lookup in a table of 110,000
+// chains is a cache miss or two). It is valid while the table's chains
+// stay the same: the restorer resets it before any command or line that
+// may add, remove or rename chains, and rule commands do none of that.
+type chainMemo struct {
+	table  *ir.Ruleset
+	names  [chainMemoSize]string
+	chains [chainMemoSize]*ir.Chain
+	n      int // entries in use
+	next   int // the entry replaced next
+}
+
+// chainMemoSize is how many lookups a chainMemo remembers.
+const chainMemoSize = 4
+
+// chain returns rs's chain called name, or nil; m nil looks it up.
+func (m *chainMemo) chain(rs *ir.Ruleset, name string) *ir.Chain {
+	if m == nil {
+		return rs.Chain(name)
+	}
+	if m.table != rs {
+		m.reset()
+		m.table = rs
+	}
+	for i := range m.n {
+		if m.names[i] == name {
+			return m.chains[i]
+		}
+	}
+	c := rs.Chain(name)
+	m.names[m.next], m.chains[m.next] = name, c
+	m.next = (m.next + 1) % chainMemoSize
+	m.n = min(m.n+1, chainMemoSize)
+	return c
+}
+
+// reset forgets every lookup.
+func (m *chainMemo) reset() { *m = chainMemo{} }

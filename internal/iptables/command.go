@@ -94,6 +94,9 @@ type Command struct {
 	// command once and drops it: its Rules go into the ruleset as they
 	// are, not copied (a kube-proxy restore has hundreds of thousands).
 	ownsRules bool
+	// chains, when set, serves the lookups of the rule command's chain
+	// and jump target (iptables-restore's chainMemo).
+	chains *chainMemo
 }
 
 // kindOf maps command bits to a CommandKind.

@@ -67,8 +67,8 @@ type getopt struct {
 }
 
 // newGetopt starts parsing args (args[0] is the program name).
-func newGetopt(args []string, shorts string, long []*optDef) *getopt {
-	return &getopt{args: args, shorts: shorts, long: long, optind: 1, firstNonopt: 1, lastNonopt: 1}
+func newGetopt(args []string, shorts string, long []*optDef) getopt {
+	return getopt{args: args, shorts: shorts, long: long, optind: 1, firstNonopt: 1, lastNonopt: 1}
 }
 
 // next returns the next option code, like getopt_long.

@@ -121,7 +121,8 @@ func (s *commentState) parse(c *parseCtx, o *optDef, arg string, invert bool) *f
 func (s *commentState) final(*parseCtx) *failure { return s.flags.fcheck(commentExt) }
 
 // build implements matchState.
-func (s *commentState) build() ir.Match { m := s.m; return &m }
+// The state is built once and dropped: the match is its own.
+func (s *commentState) build() ir.Match { return &s.m }
 
 // lengthExt is the length match module.
 var lengthExt = registerMatch(&extension{

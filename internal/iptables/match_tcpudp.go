@@ -149,7 +149,8 @@ func (s *tcpState) parse(c *parseCtx, o *optDef, arg string, invert bool) *failu
 func (s *tcpState) final(*parseCtx) *failure { return nil }
 
 // build implements matchState.
-func (s *tcpState) build() ir.Match { m := s.m; return &m }
+// The state is built once and dropped: the match is its own.
+func (s *tcpState) build() ir.Match { return &s.m }
 
 // udp guided option ids.
 const (

@@ -1,5 +1,7 @@
 package iptables
 
+import "math/bits"
+
 // Global options of iptables 1.8.9 (iptables.c original_opts and the option
 // string IPT_OPTSTRING), and the option and command bit sets of xshared.c.
 
@@ -145,26 +147,37 @@ func cmdChar(cmd uint32) byte { return cmdChars[highBit(cmd)] }
 func optChar(opt uint32) byte { return optChars[highBit(opt)] }
 
 // genericOptCheck is xshared.c's generic_opt_check: an option is legal when
-// any of the given commands allows it.
+// any of the given commands allows it, illegal when one of them forbids it
+// and none allows it; the first illegal option (in optChars' order) is
+// reported. The table is read as masks (optionMasks).
 func genericOptCheck(command, options uint32) *failure {
-	for i := 0; i < len(optChars); i++ {
-		legal := 0
-		for j := range commandsVsOptions {
-			if command&(1<<j) == 0 {
-				continue
-			}
-			if options&(1<<i) == 0 {
-				continue
-			}
-			if commandsVsOptions[j][i] != 'x' {
-				legal = 1
-			} else if legal == 0 {
-				legal = -1
-			}
+	var allowed, forbidden uint32
+	for j := range commandsVsOptions {
+		if command&(1<<j) != 0 {
+			allowed |= optionMasks[j].allowed
+			forbidden |= optionMasks[j].forbidden
 		}
-		if legal == -1 {
-			return paramErr("Illegal option `-%c' with this command", optChars[i])
-		}
+	}
+	if bad := options & forbidden &^ allowed; bad != 0 {
+		return paramErr("Illegal option `-%c' with this command", optChars[bits.TrailingZeros32(bad)])
 	}
 	return nil
 }
+
+// optionMask is one command's row of commandsVsOptions as bit masks of
+// the options (1<<i for optChars[i]) it allows and forbids.
+type optionMask struct{ allowed, forbidden uint32 }
+
+// optionMasks are the rows of commandsVsOptions as masks.
+var optionMasks = func() (m [len(commandsVsOptions)]optionMask) {
+	for j, row := range commandsVsOptions {
+		for i := 0; i < len(optChars); i++ {
+			if row[i] == 'x' {
+				m[j].forbidden |= 1 << i
+			} else {
+				m[j].allowed |= 1 << i
+			}
+		}
+	}
+	return m
+}()

@@ -2,6 +2,7 @@ package iptables
 
 import (
 	"strings"
+	"sync"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -39,6 +40,14 @@ type parser struct {
 	protoUsed     bool
 
 	matches []*matchInst
+	// matchBuf holds the first matches of p.matches, and gs the getopt
+	// state p.g points to: one allocation per line for the parser, its
+	// getopt and the matches a rule usually has.
+	matchBuf [4]matchInst
+	gs       getopt
+	// addrBuf holds the -s and the -d address of a rule that has one of
+	// each (parseAddresses).
+	addrBuf [2]addrPair
 	// loaded lists the extensions whose options are in opts (mergeOpts).
 	loaded     []*extension
 	target     targetState
@@ -112,26 +121,49 @@ func ParseRule(fam ir.Family, chain string, spec []string) ([]*ir.Rule, error) {
 // iptables-restore it is followed by "-t TABLE"). prog is the name used in
 // messages produced while parsing; sets serves the set match.
 func parseArgv(fam ir.Family, argv []string, restore bool, prog string, sets SetLookup) (*Command, *failure) {
-	p := &parser{
-		fam:     fam,
-		restore: restore,
-		prog:    prog,
-		opts:    globalOptTable,
-		table:   "filter",
-	}
+	p := parserPool.Get().(*parser)
+	p.fam, p.restore, p.prog = fam, restore, prog
+	p.opts, p.table = globalOptTable, "filter"
 	p.ctx.fam = fam
 	p.ctx.sets = sets
-	p.ctx.notice = func(s string) { p.cmd.Notices = append(p.cmd.Notices, s) }
 	p.cmd.Family = fam
-	p.g = newGetopt(argv, iptShorts, p.opts)
+	p.gs = newGetopt(argv, iptShorts, p.opts)
+	p.g = &p.gs
 	p.ctx.g = p.g
 	if f := p.run(); f != nil {
 		if len(p.cmd.Notices) > 0 {
 			f.notice = strings.Join(p.cmd.Notices, "\n") + "\n" + f.notice
 		}
+		p.release()
 		return nil, f
 	}
-	return &p.cmd, nil
+	cmd := new(Command)
+	*cmd = p.cmd
+	p.release()
+	return cmd, nil
+}
+
+// parserPool holds parsers for reuse: a restore parses hundreds of
+// thousands of lines, and a parser is several hundred bytes. A parser
+// that panicked is not put back.
+var parserPool = sync.Pool{New: func() any {
+	p := &parser{}
+	p.ctx.notice = p.addNotice
+	p.matches = make([]*matchInst, 0, len(p.matchBuf))
+	return p
+}}
+
+// addNotice records a warning for the command (parseCtx.notice).
+func (p *parser) addNotice(s string) { p.cmd.Notices = append(p.cmd.Notices, s) }
+
+// release resets p to the state parserPool's New gives and puts it back.
+// Nothing the parse returned refers to p: the command is a copy, the
+// rules and matches are built from p's fields by value.
+func (p *parser) release() {
+	notice, matches, loaded := p.ctx.notice, p.matches[:0], p.loaded[:0]
+	*p = parser{}
+	p.ctx.notice, p.matches, p.loaded = notice, matches, loaded
+	parserPool.Put(p)
 }
 
 // addCommand is xshared.c's add_command.

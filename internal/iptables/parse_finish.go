@@ -108,12 +108,12 @@ func (p *parser) parseAddresses(kind CommandKind) (srcs, dsts []addrPair, f *fai
 		}
 	}
 	if shost != "" || p.options&optSource != 0 {
-		if srcs, f = parseHostList(p.fam, shost); f != nil {
+		if srcs, f = p.hostList(shost, p.addrBuf[:0:1]); f != nil {
 			return nil, nil, f
 		}
 	}
 	if dhost != "" || p.options&optDestination != 0 {
-		if dsts, f = parseHostList(p.fam, dhost); f != nil {
+		if dsts, f = p.hostList(dhost, p.addrBuf[1:1:2]); f != nil {
 			return nil, nil, f
 		}
 	}
@@ -121,6 +121,32 @@ func (p *parser) parseAddresses(kind CommandKind) (srcs, dsts []addrPair, f *fai
 		return nil, nil, paramErr("! not allowed with multiple source or destination IP addresses")
 	}
 	return srcs, dsts, nil
+}
+
+// hostList is parseHostList with the address that stands for any
+// address ("0.0.0.0/0", "::0/0": a rule without -s or -d) parsed once.
+// The addresses are appended to out.
+func (p *parser) hostList(s string, out []addrPair) ([]addrPair, *failure) {
+	switch {
+	case s == "0.0.0.0/0" && p.fam == ir.IPv4:
+		return append(out, anyAddr4), nil
+	case s == "::0/0" && p.fam == ir.IPv6:
+		return append(out, anyAddr6), nil
+	}
+	return parseHostList(p.fam, s, out)
+}
+
+// anyAddr4 and anyAddr6 are what parseHostList makes of "0.0.0.0/0" and
+// "::0/0".
+var anyAddr4, anyAddr6 = mustHost(ir.IPv4, "0.0.0.0/0"), mustHost(ir.IPv6, "::0/0")
+
+// mustHost returns the one address of list s, which must parse.
+func mustHost(fam ir.Family, s string) addrPair {
+	l, f := parseHostList(fam, s, nil)
+	if f != nil || len(l) != 1 {
+		panic("bad built-in address " + s)
+	}
+	return l[0]
 }
 
 // buildRules assembles the IR rules, one per source × destination.
@@ -136,13 +162,12 @@ func (p *parser) buildRules(srcs, dsts []addrPair) {
 	if p.frag {
 		base.Fragment = ir.FlagMatch{Set: true, Invert: p.invflags&optFragment != 0}
 	}
+	base.Matches = make([]ir.Match, 0, len(p.matches)) // [] as Rule.Clone makes it
 	for _, m := range p.matches {
 		base.Matches = append(base.Matches, m.state.build())
 	}
 	base.Target = p.buildTarget()
-	if base.Matches == nil {
-		base.Matches = []ir.Match{} // as Rule.Clone makes it
-	}
+	p.cmd.Rules = make([]*ir.Rule, 0, len(srcs)*len(dsts))
 	last := len(srcs)*len(dsts) - 1
 	for i, s := range srcs {
 		for j, d := range dsts {

@@ -250,7 +250,12 @@ func (p *parser) addMatch(e *extension) {
 			m.completed = true
 		}
 	}
-	p.matches = append(p.matches, &matchInst{ext: e, state: e.newMatch(&p.ctx)})
+	m := &matchInst{}
+	if n := len(p.matches); n < len(p.matchBuf) {
+		m = &p.matchBuf[n]
+	}
+	*m = matchInst{ext: e, state: e.newMatch(&p.ctx)}
+	p.matches = append(p.matches, m)
 	p.mergeOpts(e)
 }
 

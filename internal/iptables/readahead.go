@@ -137,7 +137,7 @@ func (r *restorer) readBatches(br *bufio.Reader, batches, jobs chan<- *lineBatch
 	defer close(batches)
 	var tables tableTracker
 	lineNo := 0
-	b := &lineBatch{parsed: make(chan struct{})}
+	b := newLineBatch()
 	for {
 		chunk, err := readChunk(br)
 		end := err != nil
@@ -160,9 +160,14 @@ func (r *restorer) readBatches(br *bufio.Reader, batches, jobs chan<- *lineBatch
 			if !sendBatch(b, batches, jobs, stop) || end {
 				return
 			}
-			b = &lineBatch{parsed: make(chan struct{})}
+			b = newLineBatch()
 		}
 	}
+}
+
+// newLineBatch returns an empty batch with room for batchLines lines.
+func newLineBatch() *lineBatch {
+	return &lineBatch{lines: make([]readLine, 0, batchLines), parsed: make(chan struct{})}
 }
 
 // sendBatch hands b on; false when stopped.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -127,6 +128,9 @@ type restorer struct {
 	// parsed is the current line's command as parsed ahead, nil when it
 	// was not.
 	parsed *parsedLine
+	// chains remembers the chains the rule commands looked up since the
+	// chains last changed (chainMemo).
+	chains chainMemo
 }
 
 // readChunk reads like fgets with iptables-restore's buffer: up to and
@@ -291,6 +295,7 @@ func tableLineName(chunk string) (table, cut string, ok bool) {
 
 // startTable handles "*TABLE".
 func (r *restorer) startTable(chunk string) (ok, skip bool, err error) {
+	r.chains.reset()
 	table, cut, named := tableLineName(chunk)
 	if !named {
 		return false, false, r.fail(paramErr("%s: line %d table name invalid", r.prog, r.line))
@@ -322,6 +327,7 @@ func (r *restorer) startTable(chunk string) (ok, skip bool, err error) {
 
 // chainLine handles ":CHAIN POLICY [packets:bytes]".
 func (r *restorer) chainLine(chunk string) error {
+	r.chains.reset() // the chains change
 	buf := []byte(chunk)
 	var save int
 	t := strtok(buf, 1, " \t\n", &save)
@@ -392,6 +398,11 @@ func (r *restorer) commandLine(chunk string) error {
 		r.ownTableRules()
 	}
 	cmd.ownsRules = true
+	if cmd.Kind.ChangesRuleListsOnly() {
+		cmd.chains = &r.chains
+	} else {
+		r.chains.reset()
+	}
 	out, f := cmd.apply(r.table)
 	if f != nil {
 		return r.fail(f)
@@ -419,17 +430,29 @@ func (r *restorer) parseCommand(chunk string, lineNo int, table string, sets Set
 	}
 	// Room for the words: one more than the spaces (a quoted word with
 	// spaces in it leaves some unused).
-	argv := make([]string, 0, argvPrefix+strings.Count(rest, " ")+1)
+	buf := argvPool.Get().(*[]string)
+	argv := *buf
+	if n := argvPrefix + strings.Count(rest, " ") + 1; cap(argv) < n {
+		argv = make([]string, 0, n)
+	}
 	argv = append(argv, r.prog, "-t", table)
 	if r.opts.Counters && has {
 		argv = append(argv, "--set-counters", pcnt, bcnt)
 	}
 	argv, f = tokenize(argv, rest)
-	if f != nil {
-		return nil, f
+	var cmd *Command
+	if f == nil {
+		cmd, f = parseArgv(r.fam, argv, true, r.prog, sets)
 	}
-	return parseArgv(r.fam, argv, true, r.prog, sets)
+	clear(argv) // the words are the line's: let it go with its command
+	*buf = argv[:0]
+	argvPool.Put(buf)
+	return cmd, f
 }
+
+// argvPool holds the argument vectors of parseCommand: the command parsed
+// keeps none of it (its fields are the words, not the vector).
+var argvPool = sync.Pool{New: func() any { return new([]string) }}
 
 // ownTableRules replaces the rules of the current table, shared with the
 // committed ruleset (and the caller's base) until now, by copies, before a

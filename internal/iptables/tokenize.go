@@ -29,25 +29,30 @@ func Tokenize(line string) ([]string, error) {
 	return words, nil
 }
 
-// tokenizeWordsHint is the room tokenize makes for a line's words first
-// (kube-proxy's rules have 10 to 20).
+// tokenizeWordsHint is the room tokenize makes for a line's words when
+// argv has none left (kube-proxy's rules have 10 to 20; a restore sizes
+// argv by the line's spaces instead).
 const tokenizeWordsHint = 24
 
 // tokenize implements Tokenize: it appends line's words to argv, the
 // words already in the argument vector (for the MAX_ARGC limit), and
 // returns the vector.
 func tokenize(argv []string, line string) ([]string, *failure) {
-	// One buffer for every word, copied once into its string (or not at
-	// all for the words of internedWords): a kube-proxy restore tokenizes
-	// millions of words.
+	// One buffer for every word; a word without quotes is the part of
+	// line it was read from, others are copied once into their string,
+	// and the words of internedWords are neither: a kube-proxy restore
+	// tokenizes millions of words.
 	words := argv
-	if cap(words)-len(words) < tokenizeWordsHint {
+	if cap(words) == len(words) {
 		words = make([]string, len(argv), len(argv)+tokenizeWordsHint)
 		copy(words, argv)
 	}
 	var space [maxParamLen]byte
 	param := space[:0]
 	quoteOpen, escaped := false, false
+	// plain says param is line[start:start+len(param)]: no quote was
+	// part of the word.
+	plain, start := true, 0
 	add := func(c byte) *failure {
 		param = append(param, c)
 		if len(param) >= maxParamLen {
@@ -59,12 +64,14 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 		if len(words)+1 >= maxArgc {
 			return paramErr("Parser cannot handle more arguments")
 		}
-		if w, ok := internedWords[string(param)]; ok {
+		if w, ok := internWord(param); ok {
 			words = append(words, w)
+		} else if plain {
+			words = append(words, line[start:start+len(param)])
 		} else {
 			words = append(words, string(param))
 		}
-		param = param[:0]
+		param, plain = param[:0], true
 		return nil
 	}
 	for i := 0; i < len(line); i++ {
@@ -89,7 +96,7 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 				continue
 			}
 		} else if c == '"' {
-			quoteOpen = true
+			quoteOpen, plain = true, false
 			continue
 		}
 		switch c {
@@ -99,6 +106,9 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 				continue
 			}
 		default:
+			if len(param) == 0 {
+				start = i
+			}
 			if f := add(c); f != nil {
 				return nil, f
 			}
@@ -115,6 +125,48 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 	}
 	return words, nil
 }
+
+// internWord returns the interned copy of word (internedWords), ok false
+// when it has none. The words are found by a small hash of their length
+// and three of their bytes, compared with the one or two words of its
+// bucket: a map lookup per word cost more than the copy it saves.
+func internWord(word []byte) (string, bool) {
+	if len(word) == 0 || len(word) >= internMaxLen {
+		return "", false
+	}
+	for _, w := range internBuckets[internHash(word)] {
+		if w == string(word) {
+			return w, true
+		}
+	}
+	return "", false
+}
+
+// internMaxLen bounds the length of the interned words (internBuckets).
+const internMaxLen = 24
+
+// internBucketCount is the number of internBuckets, a power of two.
+const internBucketCount = 1024
+
+// internHash is the bucket of a word of 1 to internMaxLen-1 bytes.
+func internHash(w []byte) int {
+	n := len(w)
+	h := uint32(n)*0x9e3779b1 ^ uint32(w[0])*0x85ebca6b ^ uint32(w[n-1])*0xc2b2ae35 ^ uint32(w[n/2])*0x27d4eb2f
+	return int(h>>16) & (internBucketCount - 1)
+}
+
+// internBuckets holds internedWords by internHash.
+var internBuckets = func() *[internBucketCount][]string {
+	var b [internBucketCount][]string
+	for w := range internedWords {
+		if len(w) == 0 || len(w) >= internMaxLen {
+			panic("interned word of bad length: " + w)
+		}
+		h := internHash([]byte(w))
+		b[h] = append(b[h], w)
+	}
+	return &b
+}()
 
 // internedWords are the words iptables-save lines repeat on every line
 // (options, modules, targets, kube-proxy's keywords): tokenize hands out

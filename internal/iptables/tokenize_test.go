@@ -23,6 +23,9 @@ func TestTokenize(t *testing.T) {
 		{`--comment a\ b`, []string{"--comment", `a\`, "b"}},
 		{`--comment 'single'`, []string{"--comment", "'single'"}},
 		{`--comment "unterminated`, []string{"--comment", "unterminated"}},
+		{`ab"c d" e`, []string{"abc d", "e"}},
+		{`"q" plain`, []string{"q", "plain"}},
+		{`x"" y`, []string{"x", "y"}},
 		{"", nil},
 	}
 	for _, tt := range tests {
@@ -96,6 +99,25 @@ func TestRuleCounters(t *testing.T) {
 		}
 		if f != nil || p != tt.pcnt || b != tt.bcnt || rest != tt.rest || has != tt.has {
 			t.Errorf("%q: got %q %q %q %v %v", tt.in, p, b, rest, has, f)
+		}
+	}
+}
+
+// TestInternWord: every word of internedWords is found, as the same
+// string, and words that are not interned are not.
+func TestInternWord(t *testing.T) {
+	for w := range internedWords {
+		got, ok := internWord([]byte(w))
+		if !ok || got != w {
+			t.Errorf("%q: got %q, %v", w, got, ok)
+		}
+		for _, other := range []string{w + "x", "x" + w, w[:len(w)-1], strings.ToLower(w) + "Z"} {
+			if _, interned := internedWords[other]; interned {
+				continue
+			}
+			if got, ok := internWord([]byte(other)); ok {
+				t.Errorf("%q: interned as %q", other, got)
+			}
 		}
 	}
 }

@@ -60,15 +60,36 @@ func Validate(rs *ir.Ruleset) error {
 	return nil
 }
 
-// validate applies the kernel's checks to one table.
+// validate applies the kernel's checks to one table. The rules are
+// checked in the order of Chains, which is the order the first failure is
+// reported in only when there is one: then they are checked again in
+// iptables' order (OrderedChains, user chains sorted by name) to name the
+// same failure. The checks of a rule depend on nothing but the rule, its
+// table and its chain's hooks.
 func validate(rs *ir.Ruleset) *failure {
 	hooks, f := chainHooks(rs)
 	if f != nil {
 		return f
 	}
+	failed := false
+	for i, c := range rs.Chains {
+		for _, r := range c.Rules {
+			if checkEntry(rs.Family, rs.Table, r, hooks[i]) != nil {
+				failed = true
+				break
+			}
+		}
+	}
+	if !failed {
+		return nil
+	}
+	index := make(map[*ir.Chain]int, len(rs.Chains))
+	for i, c := range rs.Chains {
+		index[c] = i
+	}
 	for _, c := range OrderedChains(rs) {
 		for _, r := range c.Rules {
-			if f := checkEntry(rs.Family, rs.Table, r, hooks[c.Name]); f != nil {
+			if f := checkEntry(rs.Family, rs.Table, r, hooks[index[c]]); f != nil {
 				return f
 			}
 		}
@@ -78,10 +99,11 @@ func validate(rs *ir.Ruleset) *failure {
 
 // chainHooks walks the chain graph from the built-in chains, as the
 // kernel's mark_source_chains does: it finds loops and jumps to built-in or
-// missing chains, and returns for every chain the hooks it is reachable from.
+// missing chains, and returns for every chain of Chains (by index) the
+// hooks it is reachable from: those of the first chain of its name.
 // Chains are numbered and each jump's target looked up once (a kube-proxy
 // table has a hundred thousand chains, reached from several hooks).
-func chainHooks(rs *ir.Ruleset) (map[string]hookMask, *failure) {
+func chainHooks(rs *ir.Ruleset) ([]hookMask, *failure) {
 	g := newJumpGraph(rs)
 	masks := make([]hookMask, len(rs.Chains))
 	const (
@@ -122,13 +144,14 @@ func chainHooks(rs *ir.Ruleset) (map[string]hookMask, *failure) {
 			return nil, f
 		}
 	}
-	hooks := make(map[string]hookMask, len(rs.Chains))
-	for i, c := range rs.Chains {
-		if masks[i] != 0 {
-			hooks[c.Name] |= masks[i]
+	// Only the first chain of a name is walked (g.index): a later one
+	// takes its hooks, as a lookup by name would.
+	for i := range masks {
+		if first := g.first[i]; first != int32(i) {
+			masks[i] = masks[first]
 		}
 	}
-	return hooks, nil
+	return masks, nil
 }
 
 // Targets of a jump that is no chain index (jumpGraph.targetsOf).
@@ -143,13 +166,21 @@ type jumpGraph struct {
 	rs      *ir.Ruleset
 	index   map[string]int32
 	targets [][]int32 // per chain, its jumps' targets in rule order; nil: not resolved yet
+	// first is, per chain, the index of the first chain of its name
+	// (itself but for a duplicate name).
+	first []int32
 }
 
+// newJumpGraph numbers rs's chains.
 func newJumpGraph(rs *ir.Ruleset) *jumpGraph {
-	g := &jumpGraph{rs: rs, index: make(map[string]int32, len(rs.Chains)), targets: make([][]int32, len(rs.Chains))}
+	g := &jumpGraph{rs: rs, index: make(map[string]int32, len(rs.Chains)),
+		targets: make([][]int32, len(rs.Chains)), first: make([]int32, len(rs.Chains))}
 	for i, c := range rs.Chains {
-		if _, dup := g.index[c.Name]; !dup {
+		if j, dup := g.index[c.Name]; dup {
+			g.first[i] = j
+		} else {
 			g.index[c.Name] = int32(i)
+			g.first[i] = int32(i)
 		}
 	}
 	return g

@@ -22,18 +22,7 @@ import (
 // `go test -run X -bench CompileKubeProxy -cpuprofile …`; KP_HEAPPROFILE=FILE
 // writes the live heap after the compile.
 func BenchmarkCompileKubeProxy(b *testing.B) {
-	sizes := []int{1000}
-	if env := os.Getenv("KP_SERVICES"); env != "" {
-		sizes = nil
-		for _, f := range strings.Split(env, ",") {
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				b.Fatalf("KP_SERVICES: %v", err)
-			}
-			sizes = append(sizes, n)
-		}
-	}
-	for _, n := range sizes {
+	for _, n := range kpSizes(b) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			svcs, err := Generate(DefaultOptions(n, 10))
 			if err != nil {
@@ -79,6 +68,24 @@ func totalAlloc() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.TotalAlloc
+}
+
+// kpSizes returns the numbers of services KP_SERVICES names
+// (comma-separated), 1,000 without it.
+func kpSizes(b *testing.B) []int {
+	env := os.Getenv("KP_SERVICES")
+	if env == "" {
+		return []int{1000}
+	}
+	var sizes []int
+	for _, f := range strings.Split(env, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			b.Fatalf("KP_SERVICES: %v", err)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
 }
 
 // writeHeapProfile writes the heap's live objects to path while g (the

@@ -1,0 +1,77 @@
+package iptables
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/xfw-dev/xfw/internal/ir"
+)
+
+// TestValidateReportsInIptablesOrder: when several rules fail the
+// kernel's checks, the one reported is the first in iptables' order (the
+// built-in chains, then the user chains sorted by name), whatever order
+// the chains were declared in; validate checks in declaration order first
+// and only looks for that first failure when there is one.
+func TestValidateReportsInIptablesOrder(t *testing.T) {
+	// tcp without -p tcp: EINVAL; a limit too fast for the kernel: ERANGE.
+	einval := "-m tcp --dport 80 -j ACCEPT"
+	erange := "-m limit --limit 1/day --limit-burst 10 -j ACCEPT"
+	for _, tc := range []struct {
+		name  string
+		input string
+	}{
+		{"user chains declared unsorted", "*filter\n:b - [0:0]\n:a - [0:0]\n-A b " + einval + "\n-A a " + erange + "\nCOMMIT\n"},
+		{"user chains declared sorted", "*filter\n:a - [0:0]\n:b - [0:0]\n-A b " + einval + "\n-A a " + erange + "\nCOMMIT\n"},
+		{"built-in before user", "*filter\n:a - [0:0]\n-A a " + erange + "\n-A INPUT " + einval + "\nCOMMIT\n"},
+		{"one failure", "*filter\n:z - [0:0]\n:a - [0:0]\n-A a -j ACCEPT\n-A z " + einval + "\nCOMMIT\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := parseTable(t, tc.input)
+			got, want := validate(table), validateInOrder(t, table)
+			if got == nil || want == nil || got.msg != want.msg {
+				t.Fatalf("validate: %v, want the failure of the first rule in iptables' order: %v", got, want)
+			}
+		})
+	}
+}
+
+// parseTable runs input's lines up to COMMIT and returns the table they
+// built, unchecked.
+func parseTable(t *testing.T, input string) *ir.Ruleset {
+	t.Helper()
+	r := &restorer{fam: ir.IPv4, prog: restoreProgramName(ir.IPv4), base: func() (*ir.Ruleset, error) { return nil, nil }}
+	if err := r.start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.SplitAfter(input, "\n") {
+		if l == "COMMIT\n" {
+			break
+		}
+		if err := r.process(&readLine{chunk: l}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r.table
+}
+
+// validateInOrder checks table's rules one by one in iptables' order: the
+// failure validate must report.
+func validateInOrder(t *testing.T, table *ir.Ruleset) *failure {
+	t.Helper()
+	hooks, f := chainHooks(table)
+	if f != nil {
+		t.Fatal(f.msg)
+	}
+	index := map[*ir.Chain]int{}
+	for i, c := range table.Chains {
+		index[c] = i
+	}
+	for _, c := range OrderedChains(table) {
+		for _, rule := range c.Rules {
+			if f := checkEntry(table.Family, table.Table, rule, hooks[index[c]]); f != nil {
+				return f
+			}
+		}
+	}
+	return nil
+}
