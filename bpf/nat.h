@@ -347,15 +347,24 @@ static __always_inline void xfw_nat_set(struct xfw_pkt *p, __u32 dst, __u32 addr
 	}
 }
 
-/* xfw_nat_tc_csoff returns where p's TCP or UDP checksum is (0 for
- * another protocol), and in *mangled0 the flag the skb helpers need for
- * it (a UDP checksum is never 0: BPF_F_MARK_MANGLED_0). */
+/* xfw_nat_udp reports whether protocol proto has UDP's header: UDP, and
+ * UDP-Lite, whose checksum (covering the pseudo-header and at least the
+ * header, RFC 3828) is updated as UDP's (the kernel's
+ * udplite_manip_pkt). */
+static __always_inline int xfw_nat_udp(__u32 proto)
+{
+	return proto == IPPROTO_UDP || proto == IPPROTO_UDPLITE;
+}
+
+/* xfw_nat_tc_csoff returns where p's TCP, UDP or UDP-Lite checksum is (0
+ * for another protocol), and in *mangled0 the flag the skb helpers need
+ * for it (a UDP checksum is never 0: BPF_F_MARK_MANGLED_0). */
 static __always_inline __u32 xfw_nat_tc_csoff(struct xfw_pkt *p, __u32 *mangled0)
 {
 	*mangled0 = 0;
 	if (p->proto == IPPROTO_TCP)
 		return p->l4_off + XFW_NAT_TCP_CSUM;
-	if (p->proto != IPPROTO_UDP)
+	if (!xfw_nat_udp(p->proto))
 		return 0;
 	*mangled0 = BPF_F_MARK_MANGLED_0;
 	return p->l4_off + XFW_NAT_UDP_CSUM;
@@ -374,7 +383,7 @@ __attribute__((noinline)) int xfw_nat_rewrite_xdp(struct xdp_md *ctx, struct xfw
 	if (!ctx || !p || p->fam != 0 || !p->l4_off || p->l4_end <= p->l4_off)
 		return -1;
 	tcp = p->proto == IPPROTO_TCP;
-	if (!tcp && p->proto != IPPROTO_UDP)
+	if (!tcp && !xfw_nat_udp(p->proto))
 		return -1;
 	if (bpf_xdp_load_bytes(ctx, p->l3_off + XFW_NAT_IP_OFF, ip, XFW_NAT_IP_LEN))
 		return -1;
@@ -501,11 +510,11 @@ static __always_inline struct xfw_ct_entry *xfw_nat_tracked(struct xfw_ct_key *k
 }
 
 /* xfw_nat_translatable reports whether p can be translated: IPv4 or IPv6
- * TCP or UDP with its ports, not a fragment (a DNAT of a fragment drops
- * it). */
+ * TCP, UDP or UDP-Lite with its ports, not a fragment (a DNAT of a
+ * fragment drops it). */
 static __always_inline int xfw_nat_translatable(struct xfw_pkt *p)
 {
-	return p->fam <= 1 && (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP) &&
+	return p->fam <= 1 && (p->proto == IPPROTO_TCP || xfw_nat_udp(p->proto)) &&
 	       p->sport < 65536 && p->dport < 65536 && !p->fragmented;
 }
 

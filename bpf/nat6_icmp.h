@@ -52,7 +52,7 @@ static __always_inline __u32 xfw_nat6_quote_fields(struct xdp_md *ctx, __u32 in,
 	__u32 proto = q[XFW_NAT6_QUOTE_NEXT];
 
 	*csum = 0;
-	*ports = proto == IPPROTO_TCP || proto == IPPROTO_UDP;
+	*ports = proto == IPPROTO_TCP || xfw_nat_udp(proto);
 	if (proto == IPPROTO_TCP) {
 		/* A TCP header cut short: ports only. */
 		if (bpf_xdp_load_bytes(ctx, in, q, XFW_N6Q_TCP))
@@ -60,7 +60,7 @@ static __always_inline __u32 xfw_nat6_quote_fields(struct xdp_md *ctx, __u32 in,
 		*csum = XFW_N6Q_TCP_CSUM;
 		return XFW_N6Q_TCP;
 	}
-	if (proto == IPPROTO_UDP) {
+	if (xfw_nat_udp(proto)) {
 		/* A UDP checksum of 0 is none (IPv6 has none without). */
 		if (*(__u16 *)(q + XFW_N6Q_UDP_CSUM))
 			*csum = XFW_N6Q_UDP_CSUM;
@@ -279,12 +279,12 @@ static __always_inline int xfw_nat6_icmp_dnat_tc(struct __sk_buff *skb, struct x
 			len = XFW_N6Q_TCP;
 			csum = XFW_N6Q_TCP_CSUM;
 		}
-	} else if (proto == IPPROTO_UDP) {
+	} else if (xfw_nat_udp(proto)) {
 		/* A UDP checksum of 0 is none. */
 		if (*(__u16 *)(np->icmp_old + XFW_N6Q_UDP_CSUM))
 			csum = XFW_N6Q_UDP_CSUM;
 	} else {
-		return -1; /* DNAT translates TCP and UDP only */
+		return -1; /* the ports' protocols only (docs/differences.md) */
 	}
 	xfw_nat6_quote_fix(np, hi, lo, e->v.nat_port, csum, 1, 1);
 	if (bpf_skb_load_bytes(skb, aoff, np->b6.ip, XFW_NAT6_ADDR_LEN) ||

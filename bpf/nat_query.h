@@ -17,8 +17,9 @@
  *  - SCTP (tracked by addresses, ct_conn.h): the address only, its ports
  *    kept (its CRC32c does not cover the addresses, so it stays valid,
  *    as the kernel's recomputation leaves it for a valid packet).
- *  - UDP-Lite and DCCP (their checksums cover the addresses) are not
- *    translated: such a packet is dropped (docs/differences.md).
+ *  - DCCP (its checksum covers the addresses) is not translated: such a
+ *    packet is dropped (docs/differences.md). UDP-Lite takes UDP's path
+ *    (nat.h xfw_nat_udp).
  *
  * Only the address changes, so only the IPv4 header checksum (the ICMP
  * checksum does not cover the addresses). The translation is decided in

@@ -130,23 +130,25 @@ func checkNatRule(fam ir.Family, at natContext, r *ir.Rule) error {
 // checkDnatProto refuses a DNAT or REDIRECT (named name) in context at
 // whose rule r, translating to range n, names packets the data plane
 // cannot translate: in nat PREROUTING every protocol is translated by the
-// address (ICMP and ICMPv6 echo with the identifier kept, SCTP with its
-// ports kept: bpf/nat_query.h), ports only for TCP and UDP; in nat
-// OUTPUT only TCP and UDP (bpf/nat_out.h).
+// address (UDP-Lite as UDP, ICMP and ICMPv6 echo with the identifier
+// kept, SCTP with its ports kept: bpf/nat_query.h), ports only for TCP
+// and UDP (iptables takes no UDP-Lite ports); in nat OUTPUT only TCP and
+// UDP (bpf/nat_out.h).
 func checkDnatProto(name string, at natContext, r *ir.Rule, n *ir.NatRange) error {
-	tcpUDP := r.Proto.Set && !r.Proto.Invert && (r.Proto.Num == protoTCP || r.Proto.Num == protoUDP)
+	proto := func(num uint8) bool { return r.Proto.Set && !r.Proto.Invert && r.Proto.Num == num }
 	switch {
-	case tcpUDP:
+	case proto(protoTCP) || proto(protoUDP):
 		return nil
 	case !at.prerouting:
 		return fmt.Errorf("target %s is not supported by xfw's data plane yet in nat OUTPUT in a rule not restricted to -p tcp or -p udp", name)
+	case n.Flags&ir.NatProtoSpecified != 0 && proto(protoSCTP):
+		return fmt.Errorf("target %s is not supported by xfw's data plane yet with SCTP ports "+
+			"(xfw tracks SCTP by its addresses, without the ports a port translation is kept by)", name)
 	case n.Flags&ir.NatProtoSpecified != 0:
-		// SCTP's CRC32c, which a new port changes, is not recomputed
-		// (docs/differences.md); UDP-Lite's and DCCP's checksums cover
-		// the addresses.
 		return fmt.Errorf("target %s is not supported by xfw's data plane yet with ports in a rule not restricted to -p tcp or -p udp", name)
-	case r.Proto.Set && !r.Proto.Invert && (r.Proto.Num == protoUDPLite || r.Proto.Num == protoDCCP):
-		return fmt.Errorf("target %s is not supported by xfw's data plane yet for -p udplite or -p dccp (their checksums cover the addresses)", name)
+	case proto(protoDCCP):
+		return fmt.Errorf("target %s is not supported by xfw's data plane yet for -p dccp "+
+			"(xfw tracks DCCP by its addresses, and its checksum covers them)", name)
 	}
 	return nil
 }
@@ -185,12 +187,12 @@ func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
 }
 
 // Protocol numbers DNAT translates with ports (TCP, UDP) and those it
-// refuses (UDP-Lite, DCCP: checkDnatProto).
+// refuses ports or all translation of (SCTP, DCCP: checkDnatProto).
 const (
-	protoTCP     = 6
-	protoUDP     = 17
-	protoDCCP    = 33
-	protoUDPLite = 136
+	protoTCP  = 6
+	protoUDP  = 17
+	protoDCCP = 33
+	protoSCTP = 132
 )
 
 // usesNAT reports whether rs's nat table has a NAT target.

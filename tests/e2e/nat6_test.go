@@ -23,9 +23,9 @@ var nat6Refused = []struct {
 	{[]string{"-A", "OUTPUT", "-p", "tcp", "-j", "DNAT", "--to-destination", "::ffff:10.0.0.1"},
 		"target DNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
 	{[]string{"-A", "PREROUTING", "-i", "xt-absent0", "-p", "sctp", "-j", "DNAT", "--to-destination", "[fd00::2]:80"},
-		"target DNAT is not supported by xfw's data plane yet with ports in a rule not restricted to -p tcp or -p udp"},
+		"target DNAT is not supported by xfw's data plane yet with SCTP ports"},
 	{[]string{"-A", "PREROUTING", "-p", "dccp", "-j", "DNAT", "--to-destination", "fd00::2"},
-		"target DNAT is not supported by xfw's data plane yet for -p udplite or -p dccp"},
+		"target DNAT is not supported by xfw's data plane yet for -p dccp"},
 	{[]string{"-A", "OUTPUT", "-p", "icmpv6", "-j", "DNAT", "--to-destination", "fd00::2"},
 		"target DNAT is not supported by xfw's data plane yet in nat OUTPUT in a rule not restricted to -p tcp or -p udp"},
 }
