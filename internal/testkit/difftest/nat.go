@@ -788,10 +788,12 @@ func natReverse(p Probe, ruleset string, seen map[flowEnds]bool) bool {
 	return seen[flowEnds{proto: f.proto, src: f.dst, dst: f.src, sport: f.dpt, dpt: f.sport}]
 }
 
-// natQuery reports whether a probe is of a protocol whose source
-// translation differs in documented ways (docs/differences.md "Tables"):
-// UDP-Lite, and the ICMP queries other than echo (timestamp, information,
-// address mask), which xfw drops when it translates them. Left out of nat
+// natQuery reports whether a probe is of a protocol whose translation
+// differs in documented ways (docs/differences.md "Tables"): the ICMP
+// queries other than echo (timestamp, information, address mask), which
+// xfw drops when it translates them, and UDP-Lite, which the kernel's
+// tracker finds INVALID when its checksum is right (it verifies it
+// against UDP's pseudo-header) and so never translates. Left out of nat
 // rulesets' packets (SCTP and DCCP are left out of every stateful corpus).
 func natQuery(p Probe) bool {
 	if len(p.Frames) == 0 {
