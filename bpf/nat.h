@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * nat.h — destination NAT (nat PREROUTING's DNAT) for IPv4 and IPv6 TCP
- * and UDP, with the kernel's semantics (nf_nat_core.c, nf_nat_proto.c):
+ * nat.h — destination NAT (nat PREROUTING's DNAT) for IPv4 and IPv6 TCP,
+ * UDP and UDP-Lite (xfw_nat_udp), with the kernel's semantics
+ * (nf_nat_core.c, nf_nat_proto.c); packets without those ports (ICMP
+ * echo, SCTP, protocols without ports) by the address: nat_query.h:
  *
  *  - Only a connection's first packet traverses the nat chains. A DNAT
  *    verdict (entry action XFW_ACT_DNAT, from the walk's nat PREROUTING
