@@ -377,6 +377,7 @@ COMMIT
 -A FORWARD -d fd00:X:2::2/128 -p udplite -m conntrack --ctstate NEW --ctorigdst fd00:X:2::9 -j ACCEPT
 -A FORWARD -s fd00:X:1::2/128 -d fd00:X:2::2/128 -p udplite -m conntrack --ctstate NEW -j ACCEPT
 -A FORWARD -m conntrack --ctstate ESTABLISHED -j ACCEPT
+-A FORWARD -p ipv6-icmp -m conntrack --ctstate RELATED -j ACCEPT
 COMMIT
 `
 
@@ -416,6 +417,44 @@ func TestDNAT6PortlessAgainstKernel(t *testing.T) {
 		return
 	}
 	runNatSteps(t, tw, natPortless6Steps)
+	checkNat6PortlessErrorNotLeaked(t, tw)
 	compareNatCountersFam(t, tw, 6, 12)
 	compareNatConntrackProtos(t, tw, 6, []string{"icmpv6", "unknown", "udplite"}, func(string, int) bool { return false }, 6)
+}
+
+// checkNat6PortlessErrorNotLeaked sends from sink a destination
+// unreachable about the protocol-253 packet the DNAT to sink left gen's
+// connection with (GEN -> SINK). The kernel forwards it translated (from
+// the original destination, quoting GEN -> fd00:X:2::9); xfw does not
+// translate a forwarded ICMPv6 error about a DNAT connection without TCP
+// or UDP ports and drops it (docs/differences.md). Neither may show gen
+// sink's address.
+func checkNat6PortlessErrorNotLeaked(t *testing.T, tw *twins) {
+	t.Helper()
+	want := map[string]string{"kernel": "error from fd00:X:2::9 quoting GEN -> fd00:X:2::9", "xfw": "no error"}
+	tw.each(func(kind string, tp *nettest.Topology, _ firewall) {
+		isErr := func(c nettest.Captured) bool {
+			return !c.Outgoing && c.Protocol == nettest.ProtoICMPv6 && c.ICMPType == nettest.ICMPv6DestUnreachable
+		}
+		at := nettest.StartCapture(t, tp.GenNS, tp.Gen.Ifname, isErr)
+		defer at.Stop()
+		quoted := nettest.IPv6{Src: tp.Gen.IPv6, Dst: tp.Sink.IPv6, HopLimit: 63}.
+			Packet(nettest.Raw{Proto: natPortlessProto, Data: []byte("raw-out-253")})
+		msg := nettest.IPv6{Src: tp.Sink.IPv6, Dst: tp.Gen.IPv6, HopLimit: 64}.
+			Packet(nettest.ICMPv6{Type: nettest.ICMPv6DestUnreachable, Code: 1, Payload: quoted})
+		if err := tp.InjectFromSink(tp.SinkToFw().Frame(msg)); err != nil {
+			t.Errorf("%s: inject from sink: %v", kind, err)
+			return
+		}
+		got := "no error"
+		if f, ok := at.WaitFor(isErr, 2*time.Second); ok {
+			got = "error from " + nat6Name(tp, f.Src)
+			if f.Inner != nil {
+				got += fmt.Sprintf(" quoting %s -> %s", nat6Name(tp, f.Inner.Src), nat6Name(tp, f.Inner.Dst))
+			}
+		}
+		if got != want[kind] {
+			t.Errorf("%s: sink's error about the DNATed protocol 253: gen got %s, want %s", kind, got, want[kind])
+		}
+	})
 }
