@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * nat_query.h — source NAT (SNAT, MASQUERADE) of packets without ports,
- * as the kernel's nf_nat_proto.c does for them (IPv4 here; IPv6's
+ * nat_query.h — source NAT (SNAT, MASQUERADE) and destination NAT
+ * (DNAT, REDIRECT: xfw_natq_dnat_xdp) of packets without ports, as the
+ * kernel's nf_nat_proto.c does for them (IPv4 here; IPv6's
  * rewrites, ICMPv6's checksum covering the addresses, in nat6_query.h):
  *
  *  - ICMP and ICMPv6 echo requests and their replies (the identifier
@@ -217,8 +218,11 @@ __attribute__((noinline)) int xfw_nat_query_pre_xdp(struct xdp_md *ctx, struct x
 		kinds = (p->icmp >> 8) == xfw_natq_echo(p->fam, 1) ? XFW_NAT_F_SRC : XFW_NAT_F_DST;
 	xfw_natq_key(&k, p, id);
 	/* A mapping whose connection is gone is deleted: the packet opens a
-	 * new one. */
-	if (!xfw_nat_held(&k, kinds, 1, &v))
+	 * new one. An echo's key has no type: an echo request whose key is
+	 * an SNAT's reply mapping (a remote host pinging the translated
+	 * address with the same identifier), or a reply whose key is a
+	 * DNAT's, must not delete it. */
+	if (!xfw_nat_held(&k, kinds, kind != XFW_NATQ_ECHO, &v))
 		return 0;
 	/* An echo reply with another code than its request's is not the
 	 * connection's reply (the kernel's tuples carry the code, and a

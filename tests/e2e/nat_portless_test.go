@@ -35,6 +35,7 @@ const natPortlessRuleset = natTableStart + `-A PREROUTING -d 10.X.1.1/32 -p icmp
 -A POSTROUTING -p 253
 -A POSTROUTING -p udplite
 -A POSTROUTING -p udplite -m conntrack ! --ctstate DNAT -j MASQUERADE
+-A POSTROUTING -d 10.X.2.2/32 -p icmp -m conntrack ! --ctstate DNAT -j MASQUERADE
 COMMIT
 *filter
 :INPUT ACCEPT [0:0]
@@ -47,6 +48,7 @@ COMMIT
 -A FORWARD -d 10.X.2.2/32 -p sctp -m conntrack --ctstate NEW --ctorigdst 10.X.1.1 -j ACCEPT
 -A FORWARD -d 10.X.2.2/32 -p udplite -m conntrack --ctstate NEW --ctorigdst 10.X.2.9 -j ACCEPT
 -A FORWARD -s 10.X.1.2/32 -d 10.X.2.2/32 -p udplite -m conntrack --ctstate NEW -j ACCEPT
+-A FORWARD -s 10.X.1.2/32 -d 10.X.2.2/32 -p icmp -m conntrack --ctstate NEW -j ACCEPT
 -A FORWARD -m conntrack --ctstate ESTABLISHED -j ACCEPT
 -A FORWARD -p icmp -m conntrack --ctstate RELATED -j ACCEPT
 COMMIT
@@ -300,6 +302,12 @@ var natPortlessSteps = []natStep{
 	{"udplite straight to sink masqueraded, sink's answer translated back", natRawExchange(4, protoUDPLite,
 		func(tp *nettest.Topology) netip.Addr { return tp.Sink.IPv4 }, natUDPLite(40071, 71, "lite-masq"),
 		natUDPLite(71, 40071, "lite-masq-back"), natUDPLiteText)},
+	{"ping sink masqueraded", natPing(0x4567, func(tp *nettest.Topology) netip.Addr { return tp.Sink.IPv4 })},
+	{"sink pings fw's masquerading address with the same identifier", func(t *testing.T, tp *nettest.Topology) string {
+		return string(nettest.Ping(tp.SinkNS, tp.FwOut.IPv4, nettest.WithEchoID(0x4567), nettest.WithTimeout(2*time.Second)).Outcome)
+	}},
+	{"ping sink masqueraded again (the masquerade's replies still translated)", natPing(0x4567,
+		func(tp *nettest.Topology) netip.Addr { return tp.Sink.IPv4 })},
 }
 
 // natPortlessSinkDrop keeps sink's and gen's kernels from answering what
@@ -349,8 +357,8 @@ func TestDNATPortlessAgainstKernel(t *testing.T) {
 		return
 	}
 	runNatSteps(t, tw, natPortlessSteps)
-	compareNatCounters(t, tw, 12)
-	compareNatConntrackProtos(t, tw, 4, []string{"icmp", "unknown", "udplite"}, func(string, int) bool { return false }, 6)
+	compareNatCounters(t, tw, 14)
+	compareNatConntrackProtos(t, tw, 4, []string{"icmp", "unknown", "udplite"}, func(string, int) bool { return false }, 8)
 }
 
 // natPortless6Ruleset is TestDNAT6PortlessAgainstKernel's ruleset,
