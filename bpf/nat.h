@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * nat.h — destination NAT (nat PREROUTING's DNAT) for IPv4 and IPv6 TCP
- * and UDP, with the kernel's semantics (nf_nat_core.c, nf_nat_proto.c):
+ * nat.h — destination NAT (nat PREROUTING's DNAT) for IPv4 and IPv6 TCP,
+ * UDP and UDP-Lite (xfw_nat_udp), with the kernel's semantics
+ * (nf_nat_core.c, nf_nat_proto.c); packets without those ports (ICMP
+ * echo, SCTP, protocols without ports) by the address: nat_query.h:
  *
  *  - Only a connection's first packet traverses the nat chains. A DNAT
  *    verdict (entry action XFW_ACT_DNAT, from the walk's nat PREROUTING
@@ -182,6 +184,10 @@ struct xfw_nat_pend {
 /* nat_range.h: a ranged DNAT's choice: the port (the address in the NAT
  * scratch's range.addr_hi:addr), or ~0 to drop. */
 __u64 xfw_natr_dnat(struct xfw_pkt *p, __u32 packed);
+/* nat_query.h, nat6_query.h: the address rewrites of packets without
+ * ports. */
+int xfw_natq_addr_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 dst, __u32 addr);
+int xfw_natq6_addr_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 dst, __u64 hi, __u64 lo);
 /* nat_clash.h: a DNAT whose translated tuple is taken gets a new source
  * port (0, or -1 to drop). */
 int xfw_nat_clash_xdp(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_ct_scratch *cs);
@@ -343,15 +349,24 @@ static __always_inline void xfw_nat_set(struct xfw_pkt *p, __u32 dst, __u32 addr
 	}
 }
 
-/* xfw_nat_tc_csoff returns where p's TCP or UDP checksum is (0 for
- * another protocol), and in *mangled0 the flag the skb helpers need for
- * it (a UDP checksum is never 0: BPF_F_MARK_MANGLED_0). */
+/* xfw_nat_udp reports whether protocol proto has UDP's header: UDP, and
+ * UDP-Lite, whose checksum (covering the pseudo-header and at least the
+ * header, RFC 3828) is updated as UDP's (the kernel's
+ * udplite_manip_pkt). */
+static __always_inline int xfw_nat_udp(__u32 proto)
+{
+	return proto == IPPROTO_UDP || proto == IPPROTO_UDPLITE;
+}
+
+/* xfw_nat_tc_csoff returns where p's TCP, UDP or UDP-Lite checksum is (0
+ * for another protocol), and in *mangled0 the flag the skb helpers need
+ * for it (a UDP checksum is never 0: BPF_F_MARK_MANGLED_0). */
 static __always_inline __u32 xfw_nat_tc_csoff(struct xfw_pkt *p, __u32 *mangled0)
 {
 	*mangled0 = 0;
 	if (p->proto == IPPROTO_TCP)
 		return p->l4_off + XFW_NAT_TCP_CSUM;
-	if (p->proto != IPPROTO_UDP)
+	if (!xfw_nat_udp(p->proto))
 		return 0;
 	*mangled0 = BPF_F_MARK_MANGLED_0;
 	return p->l4_off + XFW_NAT_UDP_CSUM;
@@ -370,7 +385,7 @@ __attribute__((noinline)) int xfw_nat_rewrite_xdp(struct xdp_md *ctx, struct xfw
 	if (!ctx || !p || p->fam != 0 || !p->l4_off || p->l4_end <= p->l4_off)
 		return -1;
 	tcp = p->proto == IPPROTO_TCP;
-	if (!tcp && p->proto != IPPROTO_UDP)
+	if (!tcp && !xfw_nat_udp(p->proto))
 		return -1;
 	if (bpf_xdp_load_bytes(ctx, p->l3_off + XFW_NAT_IP_OFF, ip, XFW_NAT_IP_LEN))
 		return -1;
@@ -497,11 +512,11 @@ static __always_inline struct xfw_ct_entry *xfw_nat_tracked(struct xfw_ct_key *k
 }
 
 /* xfw_nat_translatable reports whether p can be translated: IPv4 or IPv6
- * TCP or UDP with its ports, not a fragment (a DNAT of a fragment drops
- * it). */
+ * TCP, UDP or UDP-Lite with its ports, not a fragment (a DNAT of a
+ * fragment drops it). */
 static __always_inline int xfw_nat_translatable(struct xfw_pkt *p)
 {
-	return p->fam <= 1 && (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP) &&
+	return p->fam <= 1 && (p->proto == IPPROTO_TCP || xfw_nat_udp(p->proto)) &&
 	       p->sport < 65536 && p->dport < 65536 && !p->fragmented;
 }
 
@@ -636,25 +651,14 @@ static __always_inline int xfw_nat_dnat_prep(struct xfw_pkt *p, struct xfw_ct_sc
 	return xfw_nat_conn(&np->val[XFW_NAT_PD].ct) ? 1 : 0;
 }
 
-/* xfw_nat_dnat_xdp applies a DNAT verdict to a connection's first packet
- * (cs: its tracking, a new connection pending): xfw_nat_dnat_prep, then
- * the packet translated. port 0 keeps the port. Returns 0, 1 when the
- * translated tuple is taken (a clash: the caller gives the packet a new
- * source port with xfw_nat_clash_xdp, nat_clash.h, outside this call
- * chain, whose stack is deep), or -1 when the packet must be dropped (not
- * translatable, a failed write). A global function. */
-__attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
-					       struct xfw_ct_scratch *cs, __u32 addr, __u32 port)
+/* xfw_nat_dnat_to leaves in r the new destination address of a DNAT
+ * verdict for p (addr: the entry's, XFW_NAT_REDIRECT the input
+ * interface's, XFW_NAT_KEEP_ADDR p's own; *port the entry's, a range's
+ * chosen with XFW_NAT_RANGED, 0 for a packet without ports). Returns 0,
+ * or -1 when the packet must be dropped (no address, no range). */
+static __always_inline int xfw_nat_dnat_to(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_nat_range *r,
+					   __u32 addr, __u32 *port)
 {
-	__u32 zero = 0;
-	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
-	struct xfw_nat_range *r;
-	int clash;
-
-	if (!ctx || !p || !cs || !np)
-		return -1;
-	np->pending = 0; /* the first translation of the packet */
-	r = &np->range;
 	r->addr_hi = 0;
 	r->addr = addr;
 	if (addr == XFW_NAT_REDIRECT) {
@@ -677,15 +681,39 @@ __attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pk
 		r->addr_hi = p->dst_hi;
 		r->addr = p->dst_lo;
 	}
-	if (port & XFW_NAT_RANGED) {
-		__u64 to = xfw_natr_dnat(p, port);
+	if (*port & XFW_NAT_RANGED) {
+		__u64 to = xfw_natr_dnat(p, *port);
 
 		if (to == ~0ULL)
 			return -1;
-		port = to & 0xffff;
+		*port = to & 0xffff;
 	} else if (p->fam != 0 && addr != XFW_NAT_KEEP_ADDR && addr != XFW_NAT_REDIRECT) {
 		return -1; /* an IPv6 address is its range probe's (XFW_NAT_ADDR6) */
 	}
+	return 0;
+}
+
+/* xfw_nat_dnat_xdp applies a DNAT verdict to a connection's first packet
+ * (cs: its tracking, a new connection pending): xfw_nat_dnat_prep, then
+ * the packet translated. port 0 keeps the port. Returns 0, 1 when the
+ * translated tuple is taken (a clash: the caller gives the packet a new
+ * source port with xfw_nat_clash_xdp, nat_clash.h, outside this call
+ * chain, whose stack is deep), or -1 when the packet must be dropped (not
+ * translatable, a failed write). A global function. */
+__attribute__((noinline)) int xfw_nat_dnat_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
+					       struct xfw_ct_scratch *cs, __u32 addr, __u32 port)
+{
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_range *r;
+	int clash;
+
+	if (!ctx || !p || !cs || !np)
+		return -1;
+	np->pending = 0; /* the first translation of the packet */
+	r = &np->range;
+	if (xfw_nat_dnat_to(ctx, p, r, addr, &port))
+		return -1;
 	if (!port)
 		port = p->dport;
 	clash = xfw_nat_dnat_prep(p, cs, np, r->addr_hi, r->addr, port);
@@ -755,7 +783,14 @@ static __always_inline int xfw_nat_undo_xdp(struct xdp_md *ctx, struct xfw_pkt *
 
 	if (!np || !np->pending)
 		return 0;
-	if (np->pending & XFW_NAT_F_DST) {
+	if ((np->pending & XFW_NAT_F_DST) && !xfw_nat_translatable(p)) {
+		/* Without ports (nat_query.h): the address alone. */
+		if (p->fam)
+			xfw_natq6_addr_xdp(ctx, p, 1, np->key[XFW_NAT_PD].daddr_hi, np->key[XFW_NAT_PD].daddr);
+		else
+			xfw_natq_addr_xdp(ctx, p, 1, (__u32)np->key[XFW_NAT_PD].daddr);
+		undone = 1;
+	} else if (np->pending & XFW_NAT_F_DST) {
 		xfw_nat_rw_xdp(ctx, p, 1, np->key[XFW_NAT_PD].daddr_hi, np->key[XFW_NAT_PD].daddr,
 			       np->key[XFW_NAT_PD].dport);
 		if (np->val[XFW_NAT_PD].clash_sport)

@@ -108,7 +108,7 @@ __attribute__((noinline)) int xfw_nat6_rewrite_xdp(struct xdp_md *ctx, struct xf
 	if (p->proto == IPPROTO_TCP) {
 		len = XFW_NAT_TCP_LEN;
 		csoff = XFW_NAT_TCP_CSUM;
-	} else if (p->proto == IPPROTO_UDP) {
+	} else if (xfw_nat_udp(p->proto)) {
 		len = XFW_NAT_UDP_LEN;
 		csoff = XFW_NAT_UDP_CSUM;
 	} else {
@@ -129,7 +129,7 @@ __attribute__((noinline)) int xfw_nat6_rewrite_xdp(struct xdp_md *ctx, struct xf
 				       bpf_htonl(p->l4_end - p->l4_off) + bpf_htonl(p->proto));
 		diff = bpf_csum_diff((__be32 *)old, XFW_NAT6_ADDR_LEN, (__be32 *)b->na, XFW_NAT6_ADDR_LEN, 0);
 		f = xfw_nat6_csum(f, pseudo, diff, oldport, port);
-		if (p->proto == IPPROTO_UDP && f == 0)
+		if (xfw_nat_udp(p->proto) && f == 0)
 			f = 0xffff;
 		*(__u16 *)(b->l4 + csoff) = f;
 	}
@@ -210,7 +210,7 @@ static __always_inline __u32 xfw_nat6_quote_key(struct xfw_nat_pend *np, __u8 *q
 	__u16 id = xfw_nat_rd16(q, XFW_NAT6_QUOTE_ID);
 	__u8 code = q[XFW_NAT6_QUOTE_PORTS + 1];
 
-	if (proto == IPPROTO_TCP || proto == IPPROTO_UDP)
+	if (proto == IPPROTO_TCP || xfw_nat_udp(proto))
 		return xfw_ct_mkkey(&np->fwd, 1, proto, shi, slo, xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS), dhi, dlo,
 				    xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS + 2));
 	if (proto == IPPROTO_ICMPV6 && t == XFW_ICMP6_ECHO) {

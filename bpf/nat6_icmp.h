@@ -52,7 +52,7 @@ static __always_inline __u32 xfw_nat6_quote_fields(struct xdp_md *ctx, __u32 in,
 	__u32 proto = q[XFW_NAT6_QUOTE_NEXT];
 
 	*csum = 0;
-	*ports = proto == IPPROTO_TCP || proto == IPPROTO_UDP;
+	*ports = proto == IPPROTO_TCP || xfw_nat_udp(proto);
 	if (proto == IPPROTO_TCP) {
 		/* A TCP header cut short: ports only. */
 		if (bpf_xdp_load_bytes(ctx, in, q, XFW_N6Q_TCP))
@@ -60,7 +60,7 @@ static __always_inline __u32 xfw_nat6_quote_fields(struct xdp_md *ctx, __u32 in,
 		*csum = XFW_N6Q_TCP_CSUM;
 		return XFW_N6Q_TCP;
 	}
-	if (proto == IPPROTO_UDP) {
+	if (xfw_nat_udp(proto)) {
 		/* A UDP checksum of 0 is none (IPv6 has none without). */
 		if (*(__u16 *)(q + XFW_N6Q_UDP_CSUM))
 			*csum = XFW_N6Q_UDP_CSUM;
@@ -263,14 +263,15 @@ __attribute__((noinline)) int xfw_nat6_icmp_in_xdp(struct xdp_md *ctx, struct xf
  * the kernel's nf_nat_icmpv6_reply_translation does: the quoted packet
  * gets its original destination and port back (its transport checksum
  * updated), the error comes from the original destination, whoever sent
- * it, the ICMPv6 checksum updated for both. Returns 0, or -1 when the
- * error cannot be translated (a quote without ports: dropped) or a write
+ * it, the ICMPv6 checksum updated for both; a quoted echo request or
+ * packet without ports (a DNAT by the address, nat_query.h) gets its
+ * destination address back alone. Returns 0, or -1 when a write
  * failed. */
 static __always_inline int xfw_nat6_icmp_dnat_tc(struct __sk_buff *skb, struct xfw_pkt *p, struct xfw_nat_pend *np,
 						  struct xfw_ct_entry *e)
 {
 	__u32 in = p->l4_off + XFW_NAT6_ICMP_HLEN, aoff = p->l3_off + XFW_NAT6_SADDR_OFF;
-	__u32 proto = np->icmp_old[XFW_NAT6_QUOTE_NEXT], len = XFW_N6Q_SHORT, csum = 0;
+	__u32 proto = np->icmp_old[XFW_NAT6_QUOTE_NEXT], len = XFW_N6Q_SHORT, csum = 0, ports = 1;
 	__u64 hi = e->v.nat_addr_hi, lo = e->v.nat_addr;
 
 	if (proto == IPPROTO_TCP) {
@@ -279,14 +280,19 @@ static __always_inline int xfw_nat6_icmp_dnat_tc(struct __sk_buff *skb, struct x
 			len = XFW_N6Q_TCP;
 			csum = XFW_N6Q_TCP_CSUM;
 		}
-	} else if (proto == IPPROTO_UDP) {
+	} else if (xfw_nat_udp(proto)) {
 		/* A UDP checksum of 0 is none. */
 		if (*(__u16 *)(np->icmp_old + XFW_N6Q_UDP_CSUM))
 			csum = XFW_N6Q_UDP_CSUM;
+	} else if (proto == IPPROTO_ICMPV6) {
+		/* An echo request (xfw_nat6_icmp_tc): its identifier kept, its
+		 * checksum covering the addresses. */
+		csum = XFW_N6Q_ICMP_CSUM;
+		ports = 0;
 	} else {
-		return -1; /* DNAT translates TCP and UDP only */
+		ports = 0; /* without ports (nat_query.h): the address alone */
 	}
-	xfw_nat6_quote_fix(np, hi, lo, e->v.nat_port, csum, 1, 1);
+	xfw_nat6_quote_fix(np, hi, lo, e->v.nat_port, csum, ports, 1);
 	if (bpf_skb_load_bytes(skb, aoff, np->b6.ip, XFW_NAT6_ADDR_LEN) ||
 	    bpf_skb_load_bytes(skb, p->l4_off + XFW_ICMP6_CSUM_OFF, np->b6.l4, sizeof(__u16)))
 		return -1;
@@ -343,7 +349,7 @@ __attribute__((noinline)) int xfw_nat6_icmp_tc(struct __sk_buff *skb, struct xfw
 		reply = order != !!(e->v.status & XFW_CTST_ORIG_B);
 	if (!(e->v.nat_flags & XFW_NAT_F_DST))
 		return reply ? -1 : 0;
-	return reply || order >= XFW_NAT6_QK_ECHO ? -1 : xfw_nat6_icmp_dnat_tc(skb, p, np, e);
+	return reply || order == XFW_NAT6_QK_ECHOREPLY ? -1 : xfw_nat6_icmp_dnat_tc(skb, p, np, e);
 }
 
 #endif /* XFW_NAT6_ICMP_H */

@@ -8,9 +8,11 @@
  * the quoted IPv4 and transport checksums) and the error its source: the
  * original destination, whoever sent it, as the kernel's outer manip.
  *
- * Scope: IPv4 errors quoting an IPv4 header without options and a TCP or
- * UDP header (a TCP header cut short keeps its checksum, as the kernel's
- * tcp_manip_pkt does). An error coming back to the host about its own
+ * Scope: IPv4 errors quoting an IPv4 header without options and a TCP,
+ * UDP or UDP-Lite header (a TCP header cut short keeps its checksum, as
+ * the kernel's tcp_manip_pkt does); a forwarded error about a DNAT
+ * connection without ports (an echo request, a protocol without ports:
+ * nat_query.h) gets the quoted destination address back alone. An error coming back to the host about its own
  * packet nat OUTPUT translated is translated after INPUT
  * (xfw_nat_icmp_in_xdp, delivered by nat_out.h). Errors the host sends
  * itself about a translated packet are not translated
@@ -67,7 +69,7 @@ static __always_inline void xfw_nat_quote_fix(struct xfw_nat_pend *np, __u32 csu
 			 * kernel's manipulation of the quoted packet (the error
 			 * is no partial checksum): pseudo never matches. */
 			f = xfw_nat_l4csum(f, XFW_NQ_NO_PSEUDO, old, addr, oldport, port);
-			if (b[9] == IPPROTO_UDP && f == 0)
+			if (xfw_nat_udp(b[9]) && f == 0)
 				f = 0xffff;
 			xfw_nat_wr16(b, csum & XFW_NQ_MASK, f);
 		}
@@ -80,14 +82,14 @@ static __always_inline void xfw_nat_quote_fix(struct xfw_nat_pend *np, __u32 csu
 }
 
 /* xfw_nat_quote_proto returns the quoted packet's protocol when it can be
- * translated (an IPv4 header without options, TCP or UDP), else 0. */
+ * translated (an IPv4 header without options, TCP, UDP or UDP-Lite), else 0. */
 static __always_inline __u32 xfw_nat_quote_proto(struct xfw_nat_pend *np)
 {
 	__u32 proto = np->icmp_old[9];
 
 	if (np->icmp_old[0] != 0x45) /* version 4, 20-byte header */
 		return 0;
-	return proto == IPPROTO_TCP || proto == IPPROTO_UDP ? proto : 0;
+	return proto == IPPROTO_TCP || xfw_nat_udp(proto) ? proto : 0;
 }
 
 /* xfw_nat_quote_csum returns the offset of the quoted transport checksum
@@ -95,9 +97,42 @@ static __always_inline __u32 xfw_nat_quote_proto(struct xfw_nat_pend *np)
  * 0 for none. */
 static __always_inline __u32 xfw_nat_quote_csum(__u32 proto, int full)
 {
-	if (proto == IPPROTO_UDP)
+	if (xfw_nat_udp(proto))
 		return XFW_NQ_L4 + XFW_NAT_UDP_CSUM;
 	return full ? XFW_NQ_L4 + XFW_NAT_TCP_CSUM : 0;
+}
+
+/* xfw_nat_quote_noports returns the DNAT connection (nat_query.h's
+ * xfw_natq_dnat_xdp) the packet without ports quoted in np->icmp_old
+ * (from isrc to idst: an ICMP echo request, a protocol tracked by its
+ * addresses) belongs to, when it went the connection's original way;
+ * else 0. */
+static __always_inline struct xfw_ct_entry *xfw_nat_quote_noports(struct xfw_nat_pend *np, __u32 isrc,
+								   __u32 idst)
+{
+	__u8 *q = np->icmp_old;
+	__u32 proto = q[9];
+	struct xfw_ct_entry *e;
+	int srcb = 0;
+
+	if (q[0] != 0x45) /* version 4, 20-byte header */
+		return 0;
+	if (proto == IPPROTO_ICMP) {
+		if (q[XFW_NQ_L4] != XFW_ICMP_ECHO)
+			return 0;
+		xfw_ct_mkkey_icmp(&np->fwd, 0, IPPROTO_ICMP, 0, isrc, 0, idst, xfw_nat_rd16(q, XFW_NQ_L4 + 4),
+				  XFW_ICMP_ECHO, q[XFW_NQ_L4 + 1]);
+	} else if (xfw_ct_ports(proto) || proto == IPPROTO_ICMPV6) {
+		return 0;
+	} else {
+		srcb = xfw_ct_mkkey(&np->fwd, 0, proto, 0, isrc, 0, 0, idst, 0);
+	}
+	e = xfw_nat_tracked(&np->fwd);
+	if (!e || !(e->v.nat_flags & XFW_NAT_F_DST))
+		return 0;
+	if (proto != IPPROTO_ICMP && srcb != !!(e->v.status & XFW_CTST_ORIG_B))
+		return 0;
+	return e;
 }
 
 /* xfw_nat_icmp_tc translates a forwarded ICMP error (p) about a DNAT
@@ -105,7 +140,7 @@ static __always_inline __u32 xfw_nat_quote_csum(__u32 proto, int full)
  * failed write). A global function. */
 __attribute__((noinline)) int xfw_nat_icmp_tc(struct __sk_buff *skb, struct xfw_pkt *p)
 {
-	__u32 zero = 0, in, n = XFW_NAT_QUOTE, csum, proto, isrc, idst;
+	__u32 zero = 0, in, n = XFW_NAT_QUOTE, csum, proto, isrc, idst, port;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	struct xfw_ct_entry *e;
 	__s64 diff;
@@ -118,23 +153,33 @@ __attribute__((noinline)) int xfw_nat_icmp_tc(struct __sk_buff *skb, struct xfw_
 	in = p->l4_off + XFW_NQ_ICMP_HLEN;
 	if (bpf_skb_load_bytes(skb, in, np->icmp_old, XFW_NAT_QUOTE_UDP))
 		return 0;
-	proto = xfw_nat_quote_proto(np);
-	if (!proto)
-		return 0;
-	/* A TCP header cut short: the ports only. */
-	if (proto == IPPROTO_UDP || bpf_skb_load_bytes(skb, in, np->icmp_old, XFW_NAT_QUOTE))
-		n = XFW_NAT_QUOTE_UDP;
-	csum = xfw_nat_quote_csum(proto, n == XFW_NAT_QUOTE);
 	isrc = xfw_nat_rd16(np->icmp_old, 12) << 16 | xfw_nat_rd16(np->icmp_old, 14);
 	idst = xfw_nat_rd16(np->icmp_old, 16) << 16 | xfw_nat_rd16(np->icmp_old, 18);
-	srcb = xfw_ct_mkkey(&np->fwd, 0, proto, 0, isrc, xfw_nat_rd16(np->icmp_old, XFW_NQ_L4), 0, idst,
-			    xfw_nat_rd16(np->icmp_old, XFW_NQ_L4 + 2));
-	e = xfw_nat_tracked(&np->fwd);
-	/* The quoted packet went the original way, translated. */
-	if (!e || !(e->v.nat_flags & XFW_NAT_F_DST) || srcb != !!(e->v.status & XFW_CTST_ORIG_B))
-		return 0;
+	proto = xfw_nat_quote_proto(np);
+	if (!proto) {
+		/* Without ports (an echo request, a protocol without ports):
+		 * the address only, the quoted bytes after it as they are. */
+		e = xfw_nat_quote_noports(np, isrc, idst);
+		if (!e)
+			return 0;
+		n = XFW_NAT_QUOTE_UDP;
+		csum = 0;
+		port = xfw_nat_rd16(np->icmp_old, XFW_NQ_L4 + 2);
+	} else {
+		/* A TCP header cut short: the ports only. */
+		if (xfw_nat_udp(proto) || bpf_skb_load_bytes(skb, in, np->icmp_old, XFW_NAT_QUOTE))
+			n = XFW_NAT_QUOTE_UDP;
+		csum = xfw_nat_quote_csum(proto, n == XFW_NAT_QUOTE);
+		srcb = xfw_ct_mkkey(&np->fwd, 0, proto, 0, isrc, xfw_nat_rd16(np->icmp_old, XFW_NQ_L4), 0, idst,
+				    xfw_nat_rd16(np->icmp_old, XFW_NQ_L4 + 2));
+		e = xfw_nat_tracked(&np->fwd);
+		/* The quoted packet went the original way, translated. */
+		if (!e || !(e->v.nat_flags & XFW_NAT_F_DST) || srcb != !!(e->v.status & XFW_CTST_ORIG_B))
+			return 0;
+		port = e->v.nat_port;
+	}
 	__builtin_memcpy(np->icmp_new, np->icmp_old, XFW_NAT_QUOTE);
-	xfw_nat_quote_fix(np, csum, 1, e->v.nat_addr, e->v.nat_port);
+	xfw_nat_quote_fix(np, csum, 1, e->v.nat_addr, port);
 	if (n == XFW_NAT_QUOTE) {
 		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_NAT_QUOTE, (__be32 *)np->icmp_new,
 				     XFW_NAT_QUOTE, 0);
@@ -207,7 +252,7 @@ static __always_inline __u32 xfw_nat_quote_load_xdp(struct xdp_md *ctx, struct x
 	if (!proto)
 		return 0;
 	*n = XFW_NAT_QUOTE;
-	if (proto == IPPROTO_UDP || bpf_xdp_load_bytes(ctx, in, np->icmp_old, XFW_NAT_QUOTE))
+	if (xfw_nat_udp(proto) || bpf_xdp_load_bytes(ctx, in, np->icmp_old, XFW_NAT_QUOTE))
 		*n = XFW_NAT_QUOTE_UDP;
 	return proto;
 }

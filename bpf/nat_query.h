@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * nat_query.h — source NAT (SNAT, MASQUERADE) of packets without ports,
- * as the kernel's nf_nat_proto.c does for them (IPv4 here; IPv6's
+ * nat_query.h — source NAT (SNAT, MASQUERADE) and destination NAT
+ * (DNAT, REDIRECT: xfw_natq_dnat_xdp) of packets without ports, as the
+ * kernel's nf_nat_proto.c does for them (IPv4 here; IPv6's
  * rewrites, ICMPv6's checksum covering the addresses, in nat6_query.h):
  *
  *  - ICMP and ICMPv6 echo requests and their replies (the identifier
@@ -14,8 +15,12 @@
  *  - Protocols whose connections have no ports (GRE, ESP, OSPF, ...: the
  *    kernel's generic tracker and nf_nat_proto's unknown protocol): the
  *    address only.
- *  - Protocols with ports other than TCP and UDP (UDP-Lite, SCTP, DCCP)
- *    are not translated: such a packet is dropped (docs/differences.md).
+ *  - SCTP (tracked by addresses, ct_conn.h): the address only, its ports
+ *    kept (its CRC32c does not cover the addresses, so it stays valid,
+ *    as the kernel's recomputation leaves it for a valid packet).
+ *  - DCCP (its checksum covers the addresses) is not translated: such a
+ *    packet is dropped (docs/differences.md). UDP-Lite takes UDP's path
+ *    (nat.h xfw_nat_udp).
  *
  * Only the address changes, so only the IPv4 header checksum (the ICMP
  * checksum does not cover the addresses). The translation is decided in
@@ -72,8 +77,12 @@ static __always_inline __u32 xfw_natq_kind(struct xfw_pkt *p)
 			return XFW_NATQ_NONE;
 		return XFW_NATQ_ECHO;
 	}
-	/* The other family's ICMP has no connection (ct_track.h). */
-	if (xfw_ct_ports(p->proto) || p->proto == IPPROTO_ICMPV6 || p->proto == IPPROTO_ICMP)
+	/* The other family's ICMP has no connection (ct_track.h). DCCP's
+	 * checksum covers the addresses (its pseudo-header), which an
+	 * address-only rewrite would leave wrong; SCTP's CRC32c does not
+	 * cover them, and its ports are kept. */
+	if (xfw_ct_ports(p->proto) || p->proto == IPPROTO_ICMPV6 || p->proto == IPPROTO_ICMP ||
+	    p->proto == IPPROTO_DCCP)
 		return XFW_NATQ_NONE;
 	return XFW_NATQ_ADDR;
 }
@@ -184,27 +193,36 @@ __attribute__((noinline)) int xfw_natq_addr_tc(struct __sk_buff *skb, struct xfw
 	return 0;
 }
 
-/* xfw_nat_query_pre_xdp gives a reply of a translated connection without
- * ports (an echo reply, a protocol without ports) its destination back
- * before the route lookup. Returns 1 when it did. A global function. */
+/* xfw_nat_query_pre_xdp gives a packet of a translated connection without
+ * ports its destination before the route lookup: an SNAT's reply (an echo
+ * reply, a protocol without ports) the original source, a DNAT's original
+ * direction (an echo request, a protocol without ports) the translated
+ * destination. Returns 1 when it did. A global function. */
 __attribute__((noinline)) int xfw_nat_query_pre_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
 {
 	struct xfw_nat_key k;
 	struct xfw_nat_val v;
-	__u32 id = 0, kind;
+	__u32 id = 0, kind, kinds;
 
 	if (!ctx || !p || !xfw_nat_enabled())
 		return 0;
 	kind = xfw_natq_kind(p);
 	if (kind == XFW_NATQ_NONE)
 		return 0;
-	if (kind == XFW_NATQ_ECHO &&
-	    ((p->icmp >> 8) != xfw_natq_echo(p->fam, 1) || xfw_natq_id(ctx, 1, p, &id)))
+	if (kind == XFW_NATQ_ECHO && xfw_natq_id(ctx, 1, p, &id))
 		return 0;
+	/* An echo request goes a DNAT's original way, a reply an SNAT's reply
+	 * way; a protocol without ports either. */
+	kinds = XFW_NAT_F_ANY;
+	if (kind == XFW_NATQ_ECHO)
+		kinds = (p->icmp >> 8) == xfw_natq_echo(p->fam, 1) ? XFW_NAT_F_SRC : XFW_NAT_F_DST;
 	xfw_natq_key(&k, p, id);
 	/* A mapping whose connection is gone is deleted: the packet opens a
-	 * new one. */
-	if (!xfw_nat_held(&k, XFW_NAT_F_SRC, 1, &v))
+	 * new one. An echo's key has no type: an echo request whose key is
+	 * an SNAT's reply mapping (a remote host pinging the translated
+	 * address with the same identifier), or a reply whose key is a
+	 * DNAT's, must not delete it. */
+	if (!xfw_nat_held(&k, kinds, kind != XFW_NATQ_ECHO, &v))
 		return 0;
 	/* An echo reply with another code than its request's is not the
 	 * connection's reply (the kernel's tuples carry the code, and a
@@ -272,6 +290,71 @@ static __always_inline int xfw_natq_taken(struct xfw_nat_pend *np, __u32 kind, _
 	else
 		xfw_ct_mkkey(&np->fwd, k->fam, k->proto, k->daddr_hi, k->daddr, 0, k->saddr_hi, k->saddr, 0);
 	return xfw_nat_conn(&np->fwd) != 0;
+}
+
+/* xfw_natq_dnat_xdp is xfw_nat_dnat_xdp (nat.h) for a connection's first
+ * packet without TCP or UDP ports, as nf_nat_proto.c translates it: an
+ * ICMP or ICMPv6 echo request with its identifier kept, a protocol
+ * without ports by the address alone (addr, port: the entry's; a range
+ * names addresses only). The connection is rekeyed to the translated
+ * tuple, which keeps the original destination; the mapping waits in the
+ * NAT scratch for xfw_nat_confirm, under the original wire tuple with
+ * the identifier (0 without one) as both ports. A translated tuple
+ * already a connection's drops the packet (the kernel gives an echo
+ * another identifier: docs/differences.md). Returns 0, or -1 when the
+ * packet must be dropped. A global function. */
+__attribute__((noinline)) int xfw_natq_dnat_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
+						struct xfw_ct_scratch *cs, __u32 addr, __u32 port)
+{
+	__u32 zero = 0, id = 0, kind;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_val *v;
+	int srcb = 0, rc;
+
+	if (!ctx || !p || !cs || !np)
+		return -1;
+	np->pending = 0; /* the first translation of the packet */
+	kind = xfw_natq_kind(p);
+	if (kind == XFW_NATQ_NONE || (kind == XFW_NATQ_ECHO && (p->icmp >> 8) != xfw_natq_echo(p->fam, 0)) ||
+	    cs->pending != XFW_CTP_CREATE)
+		return -1;
+	if (kind == XFW_NATQ_ECHO)
+		id = xfw_rd16(cs->buf, XFW_ICMP_ID_OFF);
+	if (xfw_nat_dnat_to(ctx, p, &np->range, addr, &port))
+		return -1;
+	v = &np->val[XFW_NAT_PD];
+	if (kind == XFW_NATQ_ECHO)
+		xfw_ct_mkkey_icmp(&v->ct, p->fam, p->proto, p->src_hi, p->src_lo, np->range.addr_hi,
+				  np->range.addr, id, xfw_natq_echo(p->fam, 0), p->icmp & 0xff);
+	else
+		srcb = xfw_ct_mkkey(&v->ct, p->fam, p->proto, p->src_hi, p->src_lo, 0, np->range.addr_hi,
+				    np->range.addr, 0);
+	if (xfw_nat_conn(&v->ct))
+		return -1;
+	xfw_natq_key(&np->key[XFW_NAT_PD], p, id);
+	v->to_hi = np->range.addr_hi;
+	v->to_addr = np->range.addr;
+	v->to_port = id;
+	v->kind = XFW_NAT_F_DST;
+	v->pad = 0;
+	v->clash_sport = 0;
+	cs->nv.nat_addr_hi = p->dst_hi;
+	cs->nv.nat_addr = p->dst_lo;
+	cs->nv.nat_port = id;
+	cs->nv.nat_flags = XFW_NAT_F_DST;
+	cs->key = v->ct;
+	if (srcb)
+		cs->nv.status |= XFW_CTST_ORIG_B;
+	else
+		cs->nv.status &= ~XFW_CTST_ORIG_B;
+	if (p->fam)
+		rc = xfw_natq6_addr_xdp(ctx, p, 1, v->to_hi, v->to_addr);
+	else
+		rc = xfw_natq_addr_xdp(ctx, p, 1, (__u32)v->to_addr);
+	if (rc)
+		return -1;
+	np->pending = XFW_NAT_F_DST;
+	return 0;
 }
 
 #endif /* XFW_NAT_QUERY_H */

@@ -430,7 +430,7 @@ __attribute__((noinline)) __u64 xfw_natr_dnat(struct xfw_pkt *p, __u32 packed)
 	struct xfw_nat_range *r;
 	int port;
 
-	if (!p || !np || !xfw_nat_translatable(p))
+	if (!p || !np)
 		return XFW_NATR_NONE;
 	r = &np->range;
 	if (xfw_natr_load(r, packed, p->fam))
@@ -438,6 +438,10 @@ __attribute__((noinline)) __u64 xfw_natr_dnat(struct xfw_pkt *p, __u32 packed)
 	r->dst = 1;
 	if (r->flags & XFW_NATR_MAP_IPS)
 		xfw_natr_pick(r, p);
+	/* Without TCP or UDP ports (nat_query.h): the address alone; a
+	 * range with ports names TCP or UDP (the compiler refuses others). */
+	if (!xfw_nat_translatable(p))
+		return (r->flags & XFW_NATR_PROTO) ? XFW_NATR_NONE : 0;
 	xfw_nat_tuple_key(&np->key[XFW_NAT_PD], p);
 	port = xfw_natr_port(np, p->dport, 0);
 	if (port < 0)

@@ -199,7 +199,10 @@ __attribute__((noinline)) __u64 xfw_xdp_dnat(struct xdp_md *ctx, struct xfw_pkt 
 		return (__u64)XFW_ACT_DROP << XFW_DNAT_VERDICT_SHIFT;
 	if (!cs)
 		return (__u64)XFW_ACT_DROP << XFW_DNAT_VERDICT_SHIFT;
-	rc = xfw_nat_dnat_xdp(ctx, p, cs, st->nat_addr, st->nat_port);
+	if (xfw_nat_translatable(p))
+		rc = xfw_nat_dnat_xdp(ctx, p, cs, st->nat_addr, st->nat_port);
+	else /* without TCP or UDP ports (nat_query.h) */
+		rc = xfw_natq_dnat_xdp(ctx, p, cs, st->nat_addr, st->nat_port);
 	/* A clash: another source port (nat_clash.h). */
 	if (rc == 1)
 		rc = xfw_nat_clash_xdp(ctx, p, cs);

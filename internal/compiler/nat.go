@@ -22,7 +22,8 @@ import (
 // What the data plane translates, and so what is accepted: IPv4 DNAT
 // (--to-destination [ADDR[-ADDR]][:PORT[-PORT]]; without an address the
 // destination's own is kept, KeepAddr) or REDIRECT
-// ([--to-ports PORT[-PORT]]) in a rule restricted to TCP or UDP; SNAT and MASQUERADE in
+// ([--to-ports PORT[-PORT]]) with ports in a rule restricted to TCP or UDP, by
+// the address alone for any other protocol (checkDnatProto); SNAT and MASQUERADE in
 // nat POSTROUTING for any protocol (TCP and UDP ports, the ICMP echo
 // identifier, other protocols address only, as nf_nat_proto.c does).
 // DNAT and REDIRECT in nat OUTPUT are translated at TC egress
@@ -106,10 +107,12 @@ func checkNatRule(fam ir.Family, at natContext, r *ir.Rule) error {
 			return err
 		}
 	}
-	if !source && (!r.Proto.Set || r.Proto.Invert || (r.Proto.Num != protoTCP && r.Proto.Num != protoUDP)) {
-		return fmt.Errorf("target %s is not supported by xfw's data plane yet in a rule not restricted to -p tcp or -p udp", name)
-	}
 	n := natRangeOf(r)
+	if !source {
+		if err := checkDnatProto(name, at, r, n); err != nil {
+			return err
+		}
+	}
 	if n.Flags&ir.NatProtoOffset != 0 && r.Target.Kind != ir.TargetDNAT {
 		return fmt.Errorf("target %s: port maps (/BASE) are not supported by xfw's data plane yet", name)
 	}
@@ -120,6 +123,32 @@ func checkNatRule(fam ir.Family, at natContext, r *ir.Rule) error {
 	}
 	if !natRanged(n) && n.Flags&ir.NatProtoSpecified != 0 && n.MinPort == 0 {
 		return fmt.Errorf("target %s is not supported by xfw's data plane yet with port 0", name)
+	}
+	return nil
+}
+
+// checkDnatProto refuses a DNAT or REDIRECT (named name) in context at
+// whose rule r, translating to range n, names packets the data plane
+// cannot translate: in nat PREROUTING every protocol is translated by the
+// address (UDP-Lite as UDP, ICMP and ICMPv6 echo with the identifier
+// kept, SCTP with its ports kept: bpf/nat_query.h), ports only for TCP
+// and UDP (iptables takes no UDP-Lite ports); in nat OUTPUT only TCP and
+// UDP (bpf/nat_out.h).
+func checkDnatProto(name string, at natContext, r *ir.Rule, n *ir.NatRange) error {
+	proto := func(num uint8) bool { return r.Proto.Set && !r.Proto.Invert && r.Proto.Num == num }
+	switch {
+	case proto(protoTCP) || proto(protoUDP):
+		return nil
+	case !at.prerouting:
+		return fmt.Errorf("target %s is not supported by xfw's data plane yet in nat OUTPUT in a rule not restricted to -p tcp or -p udp", name)
+	case n.Flags&ir.NatProtoSpecified != 0 && proto(protoSCTP):
+		return fmt.Errorf("target %s is not supported by xfw's data plane yet with SCTP ports "+
+			"(xfw tracks SCTP by its addresses, without the ports a port translation is kept by)", name)
+	case n.Flags&ir.NatProtoSpecified != 0:
+		return fmt.Errorf("target %s is not supported by xfw's data plane yet with ports in a rule not restricted to -p tcp or -p udp", name)
+	case proto(protoDCCP):
+		return fmt.Errorf("target %s is not supported by xfw's data plane yet for -p dccp "+
+			"(xfw tracks DCCP by its addresses, and its checksum covers them)", name)
 	}
 	return nil
 }
@@ -157,10 +186,13 @@ func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
 	return nil
 }
 
-// Protocol numbers DNAT translates.
+// Protocol numbers DNAT translates with ports (TCP, UDP) and those it
+// refuses ports or all translation of (SCTP, DCCP: checkDnatProto).
 const (
-	protoTCP = 6
-	protoUDP = 17
+	protoTCP  = 6
+	protoUDP  = 17
+	protoDCCP = 33
+	protoSCTP = 132
 )
 
 // usesNAT reports whether rs's nat table has a NAT target.

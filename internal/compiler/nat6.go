@@ -23,8 +23,9 @@ import (
 // (a DNAT to [::1] with REDIRECT's ports and flags); REDIRECT in nat
 // PREROUTING to the input interface's address (RedirectAddr: the first
 // usable one of its list, bpf/nat.h xfw_nat_redirect_addr). What stays
-// refused (checkNat6Rule): DNAT not restricted to -p tcp or -p udp (as in
-// IPv4), IPv4-mapped addresses. --ctreplsrc and
+// refused (checkNat6Rule): IPv4-mapped addresses; DNAT and REDIRECT
+// of other protocols than TCP and UDP translate the address alone, in nat
+// PREROUTING, as in IPv4 (checkDnatProto). --ctreplsrc and
 // --ctrepldst name their IPv6 addresses by ProbeNatAddr6 probes too
 // (ctReplProbe6).
 

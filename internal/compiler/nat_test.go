@@ -69,12 +69,12 @@ func TestDNATRefusals(t *testing.T) {
 		fam   ir.Family
 		rules []string
 	}{
-		{ir.IPv4, []string{"-t nat -A PREROUTING -j DNAT --to-destination 10.0.0.2"}},
-		{ir.IPv4, []string{"-t nat -A PREROUTING -p icmp -j DNAT --to-destination 10.0.0.2"}},
-		{ir.IPv4, []string{"-t nat -A PREROUTING ! -p tcp -j DNAT --to-destination 10.0.0.2"}},
+		{ir.IPv4, []string{"-t nat -A PREROUTING -p sctp -j DNAT --to-destination 10.0.0.2:80"}},
+		{ir.IPv4, []string{"-t nat -A PREROUTING -p sctp --dport 80 -j REDIRECT --to-ports 8080"}},
+		{ir.IPv4, []string{"-t nat -A PREROUTING -p dccp -j DNAT --to-destination 10.0.0.2"}},
 		{ir.IPv4, []string{"-t nat -A OUTPUT -j DNAT --to-destination 10.0.0.2"}},
+		{ir.IPv4, []string{"-t nat -A OUTPUT -p icmp -j DNAT --to-destination 10.0.0.2"}},
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 0.0.0.0"}},
-		{ir.IPv4, []string{"-t nat -A PREROUTING -j REDIRECT"}},
 		{ir.IPv4, []string{"-t nat -A POSTROUTING -p tcp -j SNAT --to-source 10.0.0.2:80-90/100"}},
 		{ir.IPv4, []string{"-t nat -A POSTROUTING -p tcp -j MASQUERADE --to-ports 80-90/100"}},
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 10.0.0.2",
@@ -148,5 +148,36 @@ func TestSNATEntries(t *testing.T) {
 	_, err = Compile(parseRuleset(t, ir.IPv6, "-t nat -A INPUT -j SNAT --to-source fd00::1"), Options{})
 	if err == nil || !strings.Contains(err.Error(), "not supported by xfw") {
 		t.Errorf("IPv6 SNAT in nat INPUT: got %v, want a refusal", err)
+	}
+}
+
+// TestDNATAddressOnlyAccepted checks that DNAT and REDIRECT in nat
+// PREROUTING without ports compile for any protocol (the data plane
+// translates ICMP echo, SCTP and protocols without ports by the address:
+// bpf/nat_query.h), both families, with the entry's address as for TCP.
+func TestDNATAddressOnlyAccepted(t *testing.T) {
+	for _, tc := range []struct {
+		fam  ir.Family
+		rule string
+	}{
+		{ir.IPv4, "-t nat -A PREROUTING -j DNAT --to-destination 10.0.0.2"},
+		{ir.IPv4, "-t nat -A PREROUTING -p icmp -j DNAT --to-destination 10.0.0.2-10.0.0.4"},
+		{ir.IPv4, "-t nat -A PREROUTING ! -p tcp -j DNAT --to-destination 10.0.0.2"},
+		{ir.IPv4, "-t nat -A PREROUTING -p sctp --dport 80 -j DNAT --to-destination 10.0.0.2"},
+		{ir.IPv4, "-t nat -A PREROUTING -p 47 -j DNAT --to-destination 10.0.0.2 --random"},
+		{ir.IPv4, "-t nat -A PREROUTING -p icmp -j REDIRECT"},
+		{ir.IPv4, "-t nat -A PREROUTING -p udplite -j DNAT --to-destination 10.0.0.2"},
+		{ir.IPv6, "-t nat -A PREROUTING -p icmpv6 -j DNAT --to-destination fd00::2"},
+		{ir.IPv6, "-t nat -A PREROUTING -j REDIRECT"},
+		{ir.IPv6, "-t nat -A PREROUTING -p 255 -j DNAT --to-destination fd00::2-fd00::4"},
+	} {
+		g, err := Compile(parseRuleset(t, tc.fam, tc.rule), Options{})
+		if err != nil {
+			t.Errorf("%q: %v", tc.rule, err)
+			continue
+		}
+		if len(natTargets(g, ActDNAT)) == 0 {
+			t.Errorf("%q: no DNAT entry", tc.rule)
+		}
 	}
 }

@@ -91,6 +91,10 @@ func nat6Name(tp *nettest.Topology, a netip.Addr) string {
 	case nat6Far(tp):
 		return "FAR"
 	}
+	// Another address of the topology's subnet: the same in both twins.
+	if subnet := fmt.Sprintf("fd00:%d:", tp.Subnet); strings.HasPrefix(a.String(), subnet) {
+		return "fd00:X:" + strings.TrimPrefix(a.String(), subnet)
+	}
 	return a.String()
 }
 

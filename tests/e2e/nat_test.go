@@ -118,6 +118,10 @@ func natName(tp *nettest.Topology, a netip.Addr) string {
 	case tp.Sink.IPv4:
 		return "SINK"
 	}
+	// Another address of the topology's subnet: the same in both twins.
+	if b := a.As4(); a.Is4() && b[0] == 10 && b[1] == tp.Subnet {
+		return fmt.Sprintf("10.X.%d.%d", b[2], b[3])
+	}
 	return a.String()
 }
 

@@ -709,7 +709,13 @@ func subnetAnycast(plan Plan, a netip.Addr) bool {
 // too: a later one to that source masqueraded to that address takes the
 // reply tuple of the first (difftest nat6 seed 9). Left out of nat
 // rulesets' packets.
-func natEchoClash(p Probe, plan Plan, seen map[netip.Addr]netip.Addr) bool {
+//
+// With a ruleset translating echo requests' destinations (dstEcho:
+// natDstEcho), a request from a source an earlier one came from to
+// another destination is left out too: translated to one destination,
+// the two clash the same way (bySrc: the first destination by source,
+// updated).
+func natEchoClash(p Probe, plan Plan, seen map[netip.Addr]netip.Addr, dstEcho bool, bySrc map[netip.Addr]netip.Addr) bool {
 	if len(p.Frames) == 0 {
 		return false
 	}
@@ -717,6 +723,12 @@ func natEchoClash(p Probe, plan Plan, seen map[netip.Addr]netip.Addr) bool {
 	if o == nil || !(o.Protocol == nettest.ProtoICMP && o.ICMPType == nettest.ICMPv4EchoRequest ||
 		o.Protocol == nettest.ProtoICMPv6 && o.ICMPType == nettest.ICMPv6EchoRequest) {
 		return false
+	}
+	if dstEcho {
+		if first, ok := bySrc[o.Src]; ok && first != o.Dst {
+			return true
+		}
+		bySrc[o.Src] = o.Dst
 	}
 	if first, ok := seen[o.Dst]; ok {
 		return first != o.Src
@@ -727,6 +739,20 @@ func natEchoClash(p Probe, plan Plan, seen map[netip.Addr]netip.Addr) bool {
 	}
 	return false
 }
+
+// natDstEcho reports whether ruleset has a DNAT or REDIRECT that may
+// translate an echo request: one in a rule not restricted to TCP or UDP.
+func natDstEcho(ruleset string) bool {
+	for _, line := range strings.Split(ruleset, "\n") {
+		if dnatRe.MatchString(line) && !strings.Contains(line, " -p tcp") && !strings.Contains(line, " -p udp") {
+			return true
+		}
+	}
+	return false
+}
+
+// dnatRe finds a destination translation's target.
+var dnatRe = regexp.MustCompile(`-j (DNAT|REDIRECT)\b`)
 
 // flowEnds are a probe's protocol, addresses and (TCP, UDP) ports.
 type flowEnds struct {
@@ -762,10 +788,12 @@ func natReverse(p Probe, ruleset string, seen map[flowEnds]bool) bool {
 	return seen[flowEnds{proto: f.proto, src: f.dst, dst: f.src, sport: f.dpt, dpt: f.sport}]
 }
 
-// natQuery reports whether a probe is of a protocol whose source
-// translation differs in documented ways (docs/differences.md "Tables"):
-// UDP-Lite, and the ICMP queries other than echo (timestamp, information,
-// address mask), which xfw drops when it translates them. Left out of nat
+// natQuery reports whether a probe is of a protocol whose translation
+// differs in documented ways (docs/differences.md "Tables"): the ICMP
+// queries other than echo (timestamp, information, address mask), which
+// xfw drops when it translates them, and UDP-Lite, which the kernel's
+// tracker finds INVALID when its checksum is right (it verifies it
+// against UDP's pseudo-header) and so never translates. Left out of nat
 // rulesets' packets (SCTP and DCCP are left out of every stateful corpus).
 func natQuery(p Probe) bool {
 	if len(p.Frames) == 0 {

@@ -11,7 +11,8 @@ import (
 )
 
 // This file writes the random nat rulesets (xfw-difftest --nat): a nat
-// table with DNAT (with and without an address, shifted port maps) and
+// table with DNAT (with and without an address, shifted port maps; in
+// PREROUTING also for ICMP echo or without -p, by the address alone) and
 // REDIRECT in PREROUTING and OUTPUT (fw's own packets: the corpus's
 // probes from fw), SNAT and
 // MASQUERADE in POSTROUTING (single addresses and ranges, ports and port
@@ -147,9 +148,13 @@ func (g *natGen) natRule(chain string) []string {
 		proto = pick(g.rng, []string{"tcp", "udp", icmp})
 	}
 	if chain != "POSTROUTING" && proto != "tcp" && proto != "udp" {
-		// xfw translates destinations of TCP and UDP only (and refuses
-		// DNAT and REDIRECT in rules not restricted to them).
-		proto = pick(g.rng, []string{"tcp", "udp"})
+		// xfw translates destinations of other protocols by the address
+		// alone, in nat PREROUTING (ICMP echo with its identifier, the
+		// protocols without ports; refused with ports, and in nat
+		// OUTPUT): half of PREROUTING's such rules stay.
+		if p := pick(g.rng, []string{"tcp", "udp"}); chain != "PREROUTING" || p == "tcp" {
+			proto = p
+		}
 	}
 	switch chain {
 	case "PREROUTING":
@@ -196,8 +201,14 @@ func (g *natGen) dnat(proto string) []string {
 	// UDP goes to fw itself only untranslated: fw's stack answers it
 	// with "port unreachable", which xfw does not translate back
 	// (docs/differences.md "Tables": errors the host itself sends about a
-	// translated packet).
-	local := proto == "tcp"
+	// translated packet); so does a rule without -p. An ICMP echo is
+	// answered.
+	local := proto == "tcp" || proto == g.icmpName()
+	if !ports {
+		// The address alone (no --random: the kernel picks an echo's
+		// identifier at random, xfw keeps it).
+		return g.dnatAddrOnly(local)
+	}
 	if local && g.chance(25) {
 		s := []string{"REDIRECT"}
 		if ports && g.chance(70) {
@@ -221,6 +232,19 @@ func (g *natGen) dnat(proto string) []string {
 		to = g.withPorts(to, g.portMap(g.portRange(proto, "-")))
 	}
 	return append([]string{"DNAT", "--to-destination", to}, g.randomFlags(true, false, true)...)
+}
+
+// dnatAddrOnly returns a DNAT or REDIRECT target without ports, for a
+// rule not restricted to TCP or UDP (local: the destination may be fw's).
+func (g *natGen) dnatAddrOnly(local bool) []string {
+	if local && g.chance(25) {
+		return []string{"REDIRECT"}
+	}
+	addrs := []netip.Addr{g.plan.Sink, g.farSink(10), g.farSink(20), g.farGen()}
+	if local {
+		addrs = append(addrs, g.plan.FwOut, g.plan.FwIn)
+	}
+	return append([]string{"DNAT", "--to-destination", g.addrRange(addrs)}, g.flags(false, false, true)...)
 }
 
 // dnatPortsOnly returns a DNAT's ports without an address (the

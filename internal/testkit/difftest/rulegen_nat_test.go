@@ -27,12 +27,15 @@ func TestNATRulesetsLoad(t *testing.T) {
 			if strings.HasPrefix(l, "-A OUTPUT ") && (strings.Contains(l, "-j DNAT") || strings.Contains(l, "-j REDIRECT")) {
 				seen["nat OUTPUT"] = true
 			}
+			if natDstNotTCPUDP(l) {
+				seen["DNAT without tcp or udp"] = true
+			}
 		}
 		if !HasNATTable(text) || !Stateful(text) {
 			t.Fatalf("seed %d: not a stateful nat ruleset", seed)
 		}
 	}
-	if len(seen) != 8 {
+	if len(seen) != 9 {
 		t.Errorf("the rulesets use only %v", seen)
 	}
 }
@@ -106,12 +109,25 @@ func TestNAT6RulesetsLoad(t *testing.T) {
 			if strings.HasPrefix(l, "-A POSTROUTING ") && !strings.Contains(l, " -p ") && strings.Contains(l, "NAT") {
 				seen["no -p"] = true
 			}
+			if natDstNotTCPUDP(l) {
+				seen["DNAT without tcp or udp"] = true
+			}
+			if strings.HasPrefix(l, "-A OUTPUT ") && natDstNotTCPUDP(l) {
+				t.Errorf("seed %d: nat OUTPUT's DNAT not restricted to TCP or UDP: %s", seed, l)
+			}
 			if strings.Contains(l, "10.") || strings.Contains(l, "icmp-type") {
 				t.Errorf("seed %d: an IPv4 rule: %s", seed, l)
 			}
 		}
 	}
-	if len(seen) != 8 {
+	if len(seen) != 9 {
 		t.Errorf("the rulesets use only %v", seen)
 	}
+}
+
+// natDstNotTCPUDP reports whether nat rule line l is a DNAT or REDIRECT
+// not restricted to TCP or UDP (the address alone translated).
+func natDstNotTCPUDP(l string) bool {
+	return (strings.Contains(l, "-j DNAT") || strings.Contains(l, "-j REDIRECT")) &&
+		!strings.Contains(l, " -p tcp") && !strings.Contains(l, " -p udp")
 }
