@@ -6,11 +6,14 @@
  * maps and flipping a bank index (classify_maps.h), never by reloading code.
  *
  * Hook → chain (as netfilter's filter table):
- *   XDP ingress: bpf_fib_lookup() asks the kernel's routing. Local delivery
+ *   XDP ingress: raw PREROUTING first when it decides on the packet alone
+ *     (xfw_xdp_rawpre), as the kernel runs it before routing; then
+ *     bpf_fib_lookup() asks the kernel's routing. Local delivery
  *     (NOT_FWDED) → INPUT; forwarded (SUCCESS / NO_NEIGH) → FORWARD with the
  *     route's output interface; anything the kernel drops or answers before
  *     the FORWARD hook (no route, forwarding off, TTL ≤ 1, too big with DF)
- *     is passed unjudged, as netfilter never sees it (route.h).
+ *     is passed unjudged by the chains after PREROUTING, as netfilter
+ *     never shows it to them (route.h).
  *   TC egress: only locally generated packets (skb->ingress_ifindex == 0)
  *     → OUTPUT; forwarded packets were judged once, at ingress (a reply
  *     of a DNAT connection gets its source back there: nat.h).
@@ -434,8 +437,14 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	XFW_BENCH_AT(XFW_BS_NATPRE, XDP_PASS);
 	route = xfw_route(ctx, p, iif);
 	XFW_BENCH_AFTER(XFW_BS_FIB, XFW_BS_FIB, XDP_PASS);
-	if (route == XFW_ROUTE_PASS)
-		return xfw_xdp_unrouted(ctx, p, st->slot, iif);
+	if (route == XFW_ROUTE_PASS) {
+		rc = xfw_xdp_unrouted(ctx, p, st->slot, iif);
+		/* Routed by raw PREROUTING's mark (a "prohibit" rule): the
+		 * kernel's routing takes it too (mark_kernel.h). */
+		if (p->mark && xfw_xdp_mark_out(ctx, sc, XFW_ROUTE_PASS, iif))
+			return XDP_DROP;
+		return rc;
+	}
 	XFW_BENCH_AT(XFW_BS_ROUTE, XDP_PASS);
 	chain = route >> 32;
 	oif = (__u32)route;
