@@ -1,9 +1,14 @@
 package e2e
 
 import (
+	"fmt"
 	"net/netip"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -127,5 +132,90 @@ func TestRawPreroutingUnroutedAgainstKernel(t *testing.T) {
 		for _, pr := range probes {
 			compareTableCounters(t, tw, pr, fam == 4)
 		}
+	}
+}
+
+// rawPreNFLogRules is TestRawPreroutingLogsAgainstKernel's ruleset: raw
+// PREROUTING logs every datagram to 7100 (group 5, prefix raw), INPUT and
+// FORWARD log it again (prefixes in, fwd).
+const rawPreNFLogRules = `*raw
+:PREROUTING ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A PREROUTING -p udp --dport 7100 -j NFLOG --nflog-group 5 --nflog-prefix raw
+COMMIT
+*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A INPUT -p udp --dport 7100 -j NFLOG --nflog-group 5 --nflog-prefix in
+-A FORWARD -p udp --dport 7100 -j NFLOG --nflog-group 5 --nflog-prefix fwd
+COMMIT
+`
+
+// TestRawPreroutingLogsAgainstKernel checks the log lines of a raw
+// PREROUTING xfw judges before its route lookup against the kernel's
+// NFLOG listener: a datagram to fw, one forwarded to sink and one without
+// a route are logged by the same rules, in the same order (raw first),
+// raw's lines without an output device.
+func TestRawPreroutingLogsAgainstKernel(t *testing.T) {
+	requireTools(t, "tcpdump", "iptables-legacy")
+	bin := xfwPath(t)
+	tw := newTwins(t, bin)
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		fw.restore(t, tp, 4, rawPreNFLogRules)
+	})
+	if t.Failed() {
+		return
+	}
+	send := func(tp *nettest.Topology) {
+		for _, net := range []byte{1, 2, 9} { // fw, sink, no route
+			host := net
+			if err := tp.InjectFromGen(udpFromTo(4, func(tp *nettest.Topology) netip.Addr { return tp.Gen.IPv4 },
+				func(tp *nettest.Topology) netip.Addr { return in4(tp, net, host) }, 7100, 0, nil)(tp)); err != nil {
+				t.Fatalf("inject: %v", err)
+			}
+			time.Sleep(typeSettle)
+		}
+	}
+	dir := t.TempDir()
+	kernelPcap := filepath.Join(dir, "kernel.pcap")
+	ktp := tw.tps["kernel"]
+	td := startListener(t, ktp.FwNS, regexp.MustCompile(`^tcpdump: listening on nflog:5,`),
+		"tcpdump", "-i", "nflog:5", "-U", "-w", kernelPcap)
+	send(ktp)
+	const want = 5 // raw, in; raw, fwd; raw
+	waitUntil(func() bool { return pcapRecords(kernelPcap) >= want })
+	td.stop()
+	var kernel []string
+	for _, p := range readNFLogPcap(t, kernelPcap) {
+		kernel = append(kernel, fmt.Sprintf("%s %d", p.prefix, p.dport))
+	}
+	if len(kernel) != want {
+		t.Fatalf("the kernel's NFLOG listener saw %v, want %d records (premise)", kernel, want)
+	}
+
+	xtp := tw.tps["xfw"]
+	text := startListener(t, xtp.FwNS, regexp.MustCompile(`^xfw nflog: listening on NFLOG group 5$`), bin, "nflog", "5")
+	send(xtp)
+	waitUntil(func() bool { return strings.Count(text.stdout.String(), "\n") >= len(kernel) })
+	text.stop()
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(text.stdout.String()), "\n") {
+		m := nflogLine.FindStringSubmatch(line)
+		if m == nil {
+			t.Errorf("unexpected xfw nflog line %q", line)
+			continue
+		}
+		got = append(got, m[1]+" "+m[7])
+		wantOut := ""
+		if m[1] == "fwd" {
+			wantOut = xtp.FwOut.Ifname
+		}
+		if m[2] != xtp.FwIn.Ifname || m[3] != wantOut {
+			t.Errorf("xfw nflog line %q: want IN=%s OUT=%s", line, xtp.FwIn.Ifname, wantOut)
+		}
+	}
+	if !slices.Equal(got, kernel) {
+		t.Errorf("xfw nflog 5 printed %v, the kernel's listener saw %v:\n%s", got, kernel, text.stdout.String())
 	}
 }
