@@ -23,7 +23,8 @@ import (
 
 // rawPreRuleset is the ruleset of TestRawPreroutingUnroutedAgainstKernel:
 // raw PREROUTING that decides on the packet alone, and a filter table
-// whose INPUT and FORWARD show what went on past it.
+// whose INPUT and FORWARD show what went on past it (connection tracking
+// on: it runs after raw PREROUTING).
 const rawPreRuleset = `*raw
 :PREROUTING ACCEPT [0:0]
 :OUTPUT ACCEPT [0:0]
@@ -45,8 +46,10 @@ COMMIT
 :OUTPUT ACCEPT [0:0]
 -A INPUT -p udp
 -A INPUT -p udp -m mark --mark 0x5
+-A INPUT -p udp -m conntrack --ctstate NEW
 -A FORWARD -p udp
 -A FORWARD -p udp -m ttl --ttl-eq 63
+-A FORWARD -p udp -m conntrack --ctstate NEW
 COMMIT
 `
 
