@@ -338,6 +338,16 @@ __attribute__((noinline)) int xfw_xdp_rawpre(struct xdp_md *ctx, struct xfw_xdp_
 	return XFW_RAWPRE_DROP;
 }
 
+/* xfw_rawpre_on reports whether generation slot judges raw PREROUTING
+ * before the route lookup: tested inline, so that other generations pay
+ * no call for it. */
+static __always_inline int xfw_rawpre_on(__u32 slot)
+{
+	struct xfw_family_cfg *fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+
+	return fc && fc->raw_pre[XFW_CHAIN_INPUT];
+}
+
 /* xfw_rawpre_resume returns where the walk of chain in generation slot
  * starts (xfw_pending.start): past its raw PREROUTING segment when
  * xfw_xdp_rawpre judged it (st->raw_done), else at its beginning (0). */
@@ -418,7 +428,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	 * later fragment) has none to check. */
 	if (p->fam == 0 && p->thoff != p->l3_off + XFW_IPV4_MIN_HLEN &&
 	    !xfw_ipv4_opts_ok(ctx, p->l3_off)) {
-		if (xfw_xdp_rawpre(ctx, sc, iif) == XFW_RAWPRE_DROP)
+		if (xfw_rawpre_on(st->slot) && xfw_xdp_rawpre(ctx, sc, iif) == XFW_RAWPRE_DROP)
 			return XDP_DROP;
 		return xfw_xdp_unrouted(ctx, p, st->slot, iif);
 	}
@@ -428,7 +438,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		return XDP_PASS;
 	/* raw PREROUTING, which the kernel runs before conntrack, DNAT and
 	 * routing: judged first when it decides on the packet alone. */
-	if (xfw_xdp_rawpre(ctx, sc, iif) == XFW_RAWPRE_DROP)
+	if (xfw_rawpre_on(st->slot) && xfw_xdp_rawpre(ctx, sc, iif) == XFW_RAWPRE_DROP)
 		return XDP_DROP;
 	/* Its mark (raw -j MARK) routes the packet (mark_route.h). */
 	st->route_mark = p->mark;
