@@ -48,6 +48,10 @@ struct xfw_pending {
 	/* The mark the packet was routed with at XDP (the one PREROUTING
 	 * left it: xfw.c xfw_xdp_mark_out). */
 	__u32 route_mark;
+	/* 1: raw PREROUTING was judged before the route lookup and accepted
+	 * the packet (xfw.c xfw_xdp_rawpre); the walk after routing resumes
+	 * past it. Set by the XDP hook for every packet. */
+	__u32 raw_done;
 	/* The terminal entry's action, flags, .aux and .next, set by
 	 * xfw_classify when the walk ends at one (xfw_judge reads them
 	 * instead of the entry). */

@@ -6,11 +6,14 @@
  * maps and flipping a bank index (classify_maps.h), never by reloading code.
  *
  * Hook → chain (as netfilter's filter table):
- *   XDP ingress: bpf_fib_lookup() asks the kernel's routing. Local delivery
+ *   XDP ingress: raw PREROUTING first when it decides on the packet alone
+ *     (xfw_xdp_rawpre), as the kernel runs it before routing; then
+ *     bpf_fib_lookup() asks the kernel's routing. Local delivery
  *     (NOT_FWDED) → INPUT; forwarded (SUCCESS / NO_NEIGH) → FORWARD with the
  *     route's output interface; anything the kernel drops or answers before
  *     the FORWARD hook (no route, forwarding off, TTL ≤ 1, too big with DF)
- *     is passed unjudged, as netfilter never sees it (route.h).
+ *     is passed unjudged by the chains after PREROUTING, as netfilter
+ *     never shows it to them (route.h).
  *   TC egress: only locally generated packets (skb->ingress_ifindex == 0)
  *     → OUTPUT; forwarded packets were judged once, at ingress (a reply
  *     of a DNAT connection gets its source back there: nat.h).
@@ -283,6 +286,85 @@ static __always_inline int xfw_xdp_unrouted(struct xdp_md *ctx, struct xfw_pkt *
 	return XDP_PASS;
 }
 
+/* What xfw_xdp_rawpre returns. */
+#define XFW_RAWPRE_ON 0   /* go on: routed, then walked (st->raw_done) */
+#define XFW_RAWPRE_DROP 1 /* raw PREROUTING dropped it */
+
+/* xfw_xdp_rawpre judges, before the route lookup, the raw PREROUTING
+ * chain of the packet in sc (received on iif) when the generation has it
+ * judged there (fc->raw_pre; compiler.Layout.RawPre): the kernel runs raw
+ * PREROUTING before conntrack, the other PREROUTING chains and its
+ * routing, so a packet it drops costs no route lookup, and one the routing
+ * then drops (no route, an IPv4 martian or option) is counted there as the
+ * kernel counts it. The INPUT walk's raw segment stands for both walks'
+ * (PREROUTING sees the TTL before ip_forward's decrement). It emits that
+ * segment's LOG lines and sets st->raw_done when the segment accepted the
+ * packet, for the walk after routing to resume past it. Not judged here: a
+ * later fragment (it follows its datagram's verdict, or is judged alone
+ * after routing, as before) and an IPv6 martian (ip6_rcv_core drops it
+ * before the hook). A global function: verified once, for both callers. */
+__attribute__((noinline)) int xfw_xdp_rawpre(struct xdp_md *ctx, struct xfw_xdp_scratch *sc, __u32 iif)
+{
+	struct xfw_family_cfg *fc;
+	struct xfw_pkt *p;
+	struct xfw_pending *st;
+	__u32 slot, res;
+
+	if (!ctx || !sc)
+		return XFW_RAWPRE_ON;
+	p = &sc->p;
+	st = &sc->st;
+	st->raw_done = 0;
+	slot = st->slot;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	if (!fc || !fc->raw_pre[XFW_CHAIN_INPUT] || p->frag)
+		return XFW_RAWPRE_ON;
+	if (p->fam == 1 && iif != XFW_LOOPBACK_IFINDEX && xfw_martian(p) == 1)
+		return XFW_RAWPRE_ON;
+	if ((fc->active & XFW_PREWALK_FIELDS) || fc->npreds) {
+		xfw_ext6_xdp(ctx, p, slot);
+		xfw_preds_xdp(ctx, p, slot);
+		xfw_hdr4_xdp(ctx, p, slot);
+	}
+	st->end = fc->raw_pre[XFW_CHAIN_INPUT];
+	res = xfw_classify(p, XFW_CHAIN_INPUT, iif, 0, st);
+	st->end = 0;
+	if (st->nlogs)
+		xfw_emit_logs_xdp(ctx, sc, XFW_CHAIN_INPUT, iif, 0);
+	st->nlogs = 0;
+	if (res == XFW_RES_END) {
+		st->raw_done = 1;
+		return XFW_RAWPRE_ON;
+	}
+	/* A DROP or a hotdrop: the only ends the compiler lets this segment
+	 * have (compiler.rawPreTarget); anything else fails closed. */
+	return XFW_RAWPRE_DROP;
+}
+
+/* xfw_rawpre_on reports whether generation slot judges raw PREROUTING
+ * before the route lookup: tested inline, so that other generations pay
+ * no call for it. */
+static __always_inline int xfw_rawpre_on(__u32 slot)
+{
+	struct xfw_family_cfg *fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+
+	return fc && fc->raw_pre[XFW_CHAIN_INPUT];
+}
+
+/* xfw_rawpre_resume returns where the walk of chain in generation slot
+ * starts (xfw_pending.start): past its raw PREROUTING segment when
+ * xfw_xdp_rawpre judged it (st->raw_done), else at its beginning (0). */
+static __always_inline __u32 xfw_rawpre_resume(struct xfw_pending *st, __u32 chain)
+{
+	struct xfw_family_cfg *fc;
+	__u32 slot = st->slot;
+
+	if (!st->raw_done || chain >= XFW_NCHAINS)
+		return 0;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	return fc ? fc->raw_pre[chain] : 0;
+}
+
 /* xfw_xdp_judged is the XDP hook's work; xfw_xdp brackets it for
  * quiescence (generation.h). */
 static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
@@ -312,6 +394,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	 * ingress program would run after XDP). */
 	p->mark = 0;
 	st->route_mark = 0;
+	st->raw_done = 0;
 	p->owner = 0; /* no socket at XDP (-m owner, owner.h) */
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	if (st->slot == XFW_NO_SLOT)
@@ -332,13 +415,6 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	/* Frames for another host (PACKET_OTHERHOST) never reach IP. */
 	if (p->dst_unicast && xfw_mac48(p->dst_mac) != xfw_mac48(ifi->mac))
 		return XDP_PASS;
-	/* IPv4 options the stack refuses (ip_rcv_options, after
-	 * PREROUTING): dropped before any other chain. A header without
-	 * options (the transport header right after its 20 bytes; thoff is
-	 * 0 for a later fragment) has none to check. */
-	if (p->fam == 0 && p->thoff != p->l3_off + XFW_IPV4_MIN_HLEN &&
-	    !xfw_ipv4_opts_ok(ctx, p->l3_off))
-		return xfw_xdp_unrouted(ctx, p, st->slot, ifi->ifindex);
 	/* skb->pkt_type as eth_type_trans sets it (-m pkttype). */
 	if (!p->dst_unicast)
 		p->pkttype = xfw_mac48(p->dst_mac) == XFW_MAC_BCAST ? PACKET_BROADCAST : PACKET_MULTICAST;
@@ -348,17 +424,40 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	/* mac_mt matches nothing on a device that is not Ethernet. */
 	if (iif == XFW_LOOPBACK_IFINDEX)
 		p->mac_src = XFW_MAC_NONE;
+	/* IPv4 options the stack refuses (ip_rcv_options, after
+	 * PREROUTING): dropped before any other chain, after raw
+	 * PREROUTING judged it (xfw_xdp_rawpre). A header without options
+	 * (the transport header right after its 20 bytes; thoff is 0 for a
+	 * later fragment) has none to check. */
+	if (p->fam == 0 && p->thoff != p->l3_off + XFW_IPV4_MIN_HLEN &&
+	    !xfw_ipv4_opts_ok(ctx, p->l3_off)) {
+		if (xfw_rawpre_on(st->slot) && xfw_xdp_rawpre(ctx, sc, iif) == XFW_RAWPRE_DROP)
+			return XDP_DROP;
+		return xfw_xdp_unrouted(ctx, p, st->slot, iif);
+	}
 	XFW_BENCH_AT(XFW_BS_DEVICE, XDP_PASS);
 	/* A reply nat OUTPUT translated back, judged where it came in. */
 	if (iif == XFW_LOOPBACK_IFINDEX && xfw_nat_lo_passed(p))
 		return XDP_PASS;
+	/* raw PREROUTING, which the kernel runs before conntrack, DNAT and
+	 * routing: judged first when it decides on the packet alone. */
+	if (xfw_rawpre_on(st->slot) && xfw_xdp_rawpre(ctx, sc, iif) == XFW_RAWPRE_DROP)
+		return XDP_DROP;
+	/* Its mark (raw -j MARK) routes the packet (mark_route.h). */
+	st->route_mark = p->mark;
 	/* A later packet of a translated connection: DNAT before routing. */
 	xfw_nat_pre(ctx, p);
 	XFW_BENCH_AT(XFW_BS_NATPRE, XDP_PASS);
 	route = xfw_route(ctx, p, iif);
 	XFW_BENCH_AFTER(XFW_BS_FIB, XFW_BS_FIB, XDP_PASS);
-	if (route == XFW_ROUTE_PASS)
-		return xfw_xdp_unrouted(ctx, p, st->slot, iif);
+	if (route == XFW_ROUTE_PASS) {
+		rc = xfw_xdp_unrouted(ctx, p, st->slot, iif);
+		/* Routed by raw PREROUTING's mark (a "prohibit" rule): the
+		 * kernel's routing takes it too (mark_kernel.h). */
+		if (p->mark && xfw_xdp_mark_out(ctx, sc, XFW_ROUTE_PASS, iif))
+			return XDP_DROP;
+		return rc;
+	}
 	XFW_BENCH_AT(XFW_BS_ROUTE, XDP_PASS);
 	chain = route >> 32;
 	oif = (__u32)route;
@@ -412,7 +511,10 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 			xfw_hdr4_xdp(ctx, p, st->slot);
 		}
 		XFW_BENCH_AT(XFW_BS_FIELDS, XDP_PASS);
+		/* Past raw PREROUTING when judged before routing. */
+		st->start = xfw_rawpre_resume(st, chain);
 		verdict = xfw_judge(p, chain, iif, oif, st, &rj);
+		st->start = 0;
 		/* PREROUTING left it a mark: routed again (mark_kernel.h). */
 		if (verdict == XFW_ACT_REROUTE) {
 			route = xfw_xdp_rerouted(ctx, sc, (__u64)chain << 32 | iif, oif);

@@ -282,6 +282,12 @@ struct xfw_family_cfg {
 	 * w * 32 + b is not empty. */
 	__u32 mask_base;
 	__u32 mask_words;
+	/* raw PREROUTING before the route lookup (xfw.c xfw_xdp_rawpre;
+	 * compiler.Layout.RawPre): per chain (INPUT, FORWARD), 1 + the entry
+	 * after the walk's raw PREROUTING segment; the INPUT walk's segment is
+	 * judged before routing and the chosen walk resumes there (0: no
+	 * pre-walk). */
+	__u32 raw_pre[XFW_NCHAINS];
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid

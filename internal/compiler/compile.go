@@ -115,6 +115,13 @@ type Layout struct {
 	// PREROUTING segments; after mangle OUTPUT), set only when the chains
 	// before it can change the mark (0: none; mark_route.go).
 	Reroute [NumChains]uint32
+	// RawPre[h] is 1 + the position after the raw PREROUTING segment of
+	// base chain h's walk (INPUT, FORWARD), set when the data plane
+	// judges that segment before its route lookup, as the kernel runs
+	// raw PREROUTING before routing: the INPUT walk's segment up to
+	// RawPre[ChainInput], then, once routed, the chosen walk from
+	// RawPre[h] (0: no such pre-walk; rawpre.go).
+	RawPre [NumChains]uint32
 }
 
 // Walks reports whether the generation walks other tables' chains
@@ -185,6 +192,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	fl.layout.NatResume = fl.natResume
 	fl.layout.PostStart = fl.postStart
 	fl.layout.Reroute = fl.reroute
+	fl.layout.RawPre = fl.rawPre
 	g.Layout = fl.layout
 	neverInAnyClass(g)
 	g.LogConfigs = fl.logs

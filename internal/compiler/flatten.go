@@ -114,6 +114,9 @@ type flattener struct {
 	// reroute are the positions where the walks' packets are routed
 	// again with their mark (Layout.Reroute, mark_route.go).
 	reroute [NumChains]uint32
+	// rawPre are the positions after the walks' raw PREROUTING segments
+	// the data plane judges before routing (Layout.RawPre, rawpre.go).
+	rawPre [NumChains]uint32
 	// view is what the chain being flattened sees (regions.go); inRegion
 	// is set while a user chain's region is emitted. chainStates hold
 	// what is memoised per user chain (its regions by view, its nesting:

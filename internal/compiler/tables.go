@@ -271,6 +271,9 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	if fl.natPrerouting || fl.natOutput {
 		fl.natResume[hook] = exit.pos + 1
 	}
+	if tc.table == ir.TableRaw && tc.chain == ir.ChainPrerouting && rawPreJudged(t, c) {
+		fl.rawPre[hook] = exit.pos + 1
+	}
 	for i := first; i < len(fl.entries); i++ {
 		e := &fl.entries[i]
 		cond := e.Cond.Full()

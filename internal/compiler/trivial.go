@@ -47,10 +47,11 @@ func (g *Generation) trivialWalk(h int) (counters []uint32, ok bool) {
 		return nil, false
 	}
 	// Positions the data plane resumes a walk at belong to walks that
-	// translate or route again: never trivial. (PostStart only marks
+	// translate, route again or are judged in part before routing (raw
+	// PREROUTING, rawpre.go): never trivial. (PostStart only marks
 	// where POSTROUTING begins, for packets nat OUTPUT routed again,
 	// which the data plane never takes on the minimal path.)
-	if g.Layout.NatResume[h] != 0 || g.Layout.Reroute[h] != 0 {
+	if g.Layout.NatResume[h] != 0 || g.Layout.Reroute[h] != 0 || g.Layout.RawPre[h] != 0 {
 		return nil, false
 	}
 	start, end := g.Walk(h)

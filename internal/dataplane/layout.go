@@ -128,6 +128,9 @@ type bpfFamilyCfg struct {
 	// (compiler.ChunkMasks) in the clsch map, after the class→chunk ids.
 	MaskBase  uint32
 	MaskWords uint32
+	// RawPre are the walks' positions after raw PREROUTING, judged
+	// before the route lookup (compiler.Layout.RawPre).
+	RawPre [compiler.NumChains]uint32
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
@@ -223,6 +226,7 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 	}
 	c.PostStart = g.Layout.PostStart
 	c.Reroute = g.Layout.Reroute
+	c.RawPre = g.Layout.RawPre
 	for h := 0; h < compiler.NumChains; h++ {
 		if counters, ok := g.TrivialWalk(h); ok {
 			c.Trivial[h] = uint32(1 + copy(c.TrivialCtr[h][:], counters))

@@ -79,7 +79,23 @@ COMMIT
 // the device table 100 names, or nowhere ("prohibit"), with FORWARD's
 // output device and counters as the kernel's, in both families.
 func TestMarkPolicyRoutingAgainstKernel(t *testing.T) {
-	tw := altTwins(t, markRouteRuleset)
+	markPolicyRouting(t, markRouteRuleset)
+}
+
+// TestRawMarkPolicyRoutingAgainstKernel is TestMarkPolicyRoutingAgainstKernel
+// with the marks set in raw PREROUTING, which xfw judges before its route
+// lookup (bpf/xfw.c xfw_xdp_rawpre): the lookup takes raw's mark.
+func TestRawMarkPolicyRoutingAgainstKernel(t *testing.T) {
+	rules := strings.Replace(markRouteRuleset, "*mangle", "*raw", 1)
+	rules = strings.Replace(rules, "-A FORWARD -p udp -m mark --mark 0x1\n", "", 1)
+	markPolicyRouting(t, rules)
+}
+
+// markPolicyRouting sends datagrams to ports 7001-7003 through twins
+// with rules (markRouteRuleset's marks) and compares where they arrive
+// and every counter with the kernel's, in both families.
+func markPolicyRouting(t *testing.T, rules string) {
+	tw := altTwins(t, rules)
 	if t.Failed() {
 		return
 	}
