@@ -20,15 +20,17 @@ import (
 // rulesets (10 endpoints per service, with DNAT and MASQUERADE or with
 // ACCEPT in their place) as the compiler made them before its flattening
 // and class sweep were reworked for speed: the rework must not change one
-// bit of what the data plane gets.
+// bit of what the data plane gets. (Updated once since, when Layout gained
+// RawPre: the same generation, RawPre all zero, printed with the new
+// field.)
 var kubeProxyDigests = []struct {
 	services    int
 	natAsAccept bool
 	digest      string
 }{
-	{1000, false, "a8fc91495d69f5a442169c08877ead70b280b828e167fc3669e3ace47bbeee53"},
-	{1000, true, "f512bc480bf27420ef60d9bde77c2f6c2947d4d890a9ecb03180e5ac751885b8"},
-	{10000, false, "dd279fc92bf96f7762c24e89ac26cb7de2627894c758f591f552da33e6e4d3d6"},
+	{1000, false, "a88988054843ec8f0b38516d6440ef26f240cc4e091a19101a3e318556f4cd1a"},
+	{1000, true, "7ede006be1137a3ed9700ef0eaefab532a240027175324d7ae4cbb367ab5a17a"},
+	{10000, false, "e1a9093ce0e757cc9a7a4f030f853fd6b069d8544623f7fada3093b54883801a"},
 }
 
 // TestKubeProxyGenerationDigest compiles kube-proxy's rulesets and compares
