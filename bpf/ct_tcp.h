@@ -513,7 +513,15 @@ static __always_inline int xfw_tcp_packet(struct xfw_ct_val *v, __u32 dir, struc
 				break;
 			new_state = old_state; /* keep state for a challenge ACK */
 		}
-		if ((((v->status & XFW_CTST_SEEN_REPLY) && v->last_index == XFW_TI_SYN) ||
+		/* A RST answering a SYN or ACK let through (the ignored
+		 * packets a) and c)): no window check. The answer to a SYN
+		 * comes from the other side: Linux 6.18 does not take a RST
+		 * from the SYN's own side this way (fw's SYN, a SYN,ACK
+		 * ignored for its ACK, fw's stack's RST to it, ACK field 0 =
+		 * last_end: the connection stays), while the answer to an
+		 * ignored ACK may come from either (both observed). */
+		if ((((v->status & XFW_CTST_SEEN_REPLY) && v->last_index == XFW_TI_SYN &&
+		      v->last_dir != dir) ||
 		     (!(v->status & XFW_CTST_ASSURED) && v->last_index == XFW_TI_ACK)) &&
 		    s->ack == v->last_end)
 			goto in_window;

@@ -301,3 +301,69 @@ func natOutputLogAfterDNAT(t *testing.T, fam ir.Family) {
 	checkObserved(t, s, difftest.Case{Name: "LOG after nat OUTPUT's DNAT, accepted", Ruleset: ruleset("ACCEPT"), Corpus: corpus},
 		[2]int{6, 6}, "each datagram's LOG line and the datagram at sink")
 }
+
+// TestConntrackResetAfterIgnoredSynAck compares the state of fw's own
+// connection after a RST of fw's own side that answers nothing conntrack
+// let through: fw's SYN, a SYN,ACK from beyond gen whose ACK lies far
+// below fw's sequence number (both conntracks ignore it; the connection
+// has seen a reply), fw's stack's RST to it (ACK field 0, the
+// connection's last_end), and fw's SYN again with a lower sequence
+// number. The kernel takes a RST without a window check only as the
+// answer to a SYN from the other side; xfw took fw's RST as answering
+// fw's own SYN, closed the connection and reopened it at the next SYN:
+// NEW in xfw, ESTABLISHED in the kernel (difftest `--family 6 --seed 1
+// --conntrack --conversations 30`, reduced to the rule below).
+func TestConntrackResetAfterIgnoredSynAck(t *testing.T) {
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		t.Run(fam.String(), func(t *testing.T) { resetAfterIgnoredSynAck(t, fam) })
+	}
+}
+
+func resetAfterIgnoredSynAck(t *testing.T, fam ir.Family) {
+	s := session(t, fam, func(c *difftest.Config) { c.Conntrack = true })
+	p := s.Plan()
+	far := p.FarGen.Addr().Next().Next().Next()
+	ruleset := "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n" +
+		"-A OUTPUT -m state --state RELATED,ESTABLISHED -j ACCEPT\nCOMMIT\n"
+	// MSS 1460, NOP, NOP, SACK permitted: as fw's and the far end's stacks
+	// write them.
+	opts := []byte{2, 4, 0x05, 0xb4, 1, 1, 4, 2}
+	packet := func(src, dst netip.Addr, l4 nettest.TCP) []byte {
+		if fam == ir.IPv6 {
+			return nettest.IPv6{Src: src, Dst: dst, HopLimit: 64}.Packet(l4)
+		}
+		return nettest.IPv4{Src: src, Dst: dst, TTL: 64}.Packet(l4)
+	}
+	const synSeq = 0xf2bc431d
+	syn := func(seq uint32) []byte {
+		return packet(p.FwIn, far, nettest.TCP{SrcPort: 40014, DstPort: 22, Seq: seq,
+			Flags: nettest.TCPSyn, Window: 0xfaf0, Options: opts})
+	}
+	// The SYN,ACK's ACK lies 3.5 million below fw's SYN: under the
+	// lower bound of the window check (ignored, not invalid).
+	synAck := nettest.Ethernet{Dst: p.FwInMAC, Src: p.GenMAC}.Frame(packet(far, p.FwIn, nettest.TCP{
+		SrcPort: 22, DstPort: 40014, Seq: 0xf8f2ae62, Ack: synSeq - 0x35bf60,
+		Flags: nettest.TCPSyn | nettest.TCPAck, Window: 0xfaf0, Options: opts}))
+	corpus := &difftest.Corpus{Probes: []difftest.Probe{
+		{From: difftest.FromFw, Path: difftest.PathOutput, Frames: [][]byte{syn(synSeq)}, KeepL4: true,
+			Note: "fw's syn"},
+		{From: difftest.FromGen, Path: difftest.PathInput, Frames: [][]byte{synAck}, Step: 1, KeepL4: true,
+			Note: "syn,ack far below fw's sequence"},
+		{From: difftest.FromFw, Path: difftest.PathOutput, Frames: [][]byte{syn(synSeq - 0x1d1090 + 3)}, Step: 2,
+			KeepL4: true, Note: "fw's syn again, lower sequence"},
+	}}
+	checkObserved(t, s, difftest.Case{Name: "RST of fw's side after an ignored SYN,ACK", Ruleset: ruleset, Corpus: corpus},
+		[2]int{3, 3}, "the same three observations of the probes (the SYNs at gen, the SYN,ACK at fw's stack)")
+	// A RST from the far side, ACK field 0, still answers fw's SYN and
+	// closes the connection without a window check (its sequence number
+	// lies outside every window).
+	farRst := nettest.Ethernet{Dst: p.FwInMAC, Src: p.GenMAC}.Frame(packet(far, p.FwIn, nettest.TCP{
+		SrcPort: 22, DstPort: 40014, Seq: 0x10000000, Flags: nettest.TCPRst}))
+	probes := append([]difftest.Probe(nil), corpus.Probes...)
+	probes[2].Step = 3
+	probes = append(probes, difftest.Probe{From: difftest.FromGen, Path: difftest.PathInput,
+		Frames: [][]byte{farRst}, Step: 2, KeepL4: true, Note: "the far side's rst"})
+	checkObserved(t, s, difftest.Case{Name: "RST of the far side after an ignored SYN,ACK", Ruleset: ruleset,
+		Corpus: &difftest.Corpus{Probes: probes}}, [2]int{4, 4},
+		"the same four observations of the probes (the SYNs at gen, the SYN,ACK and the RST at fw's stack)")
+}
