@@ -97,6 +97,20 @@ struct xfw_nat_val {
 	__u16 clash_sport;
 };
 
+/* xfw_nat_val_set fills v's translation (its connection key is the
+ * caller's): the new address hi:addr and port, what is translated (kind,
+ * XFW_NAT_F_*), no clash port yet. */
+static __always_inline void xfw_nat_val_set(struct xfw_nat_val *v, __u64 hi, __u64 addr, __u16 port,
+					    __u8 kind)
+{
+	v->to_hi = hi;
+	v->to_addr = addr;
+	v->to_port = port;
+	v->kind = kind;
+	v->pad = 0;
+	v->clash_sport = 0;
+}
+
 /* The quoted headers an ICMP error's translation rewrites: the IPv4
  * header without options and a TCP header (a UDP header: 28 bytes). */
 #define XFW_NAT_QUOTE 40
@@ -631,12 +645,7 @@ static __always_inline int xfw_nat_dnat_prep(struct xfw_pkt *p, struct xfw_ct_sc
 	xfw_nat_tuple_key(&np->key[XFW_NAT_PD], p);
 	srcb = xfw_ct_mkkey(&np->val[XFW_NAT_PD].ct, p->fam, p->proto, p->src_hi, p->src_lo, p->sport, hi,
 			    addr, port);
-	np->val[XFW_NAT_PD].to_hi = hi;
-	np->val[XFW_NAT_PD].to_addr = addr;
-	np->val[XFW_NAT_PD].to_port = port;
-	np->val[XFW_NAT_PD].kind = XFW_NAT_F_DST;
-	np->val[XFW_NAT_PD].pad = 0;
-	np->val[XFW_NAT_PD].clash_sport = 0;
+	xfw_nat_val_set(&np->val[XFW_NAT_PD], hi, addr, port, XFW_NAT_F_DST);
 	cs->nv.nat_addr_hi = p->dst_hi;
 	cs->nv.nat_addr = p->dst_lo;
 	cs->nv.nat_port = p->dport;

@@ -332,12 +332,7 @@ __attribute__((noinline)) int xfw_natq_dnat_xdp(struct xdp_md *ctx, struct xfw_p
 	if (xfw_nat_conn(&v->ct))
 		return -1;
 	xfw_natq_key(&np->key[XFW_NAT_PD], p, id);
-	v->to_hi = np->range.addr_hi;
-	v->to_addr = np->range.addr;
-	v->to_port = id;
-	v->kind = XFW_NAT_F_DST;
-	v->pad = 0;
-	v->clash_sport = 0;
+	xfw_nat_val_set(v, np->range.addr_hi, np->range.addr, id, XFW_NAT_F_DST);
 	cs->nv.nat_addr_hi = p->dst_hi;
 	cs->nv.nat_addr = p->dst_lo;
 	cs->nv.nat_port = id;

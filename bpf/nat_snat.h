@@ -129,12 +129,7 @@ __attribute__((noinline)) int xfw_nat_snat(struct xfw_pkt *p, struct xfw_ct_scra
 	k->dport = port;
 	v = &np->val[XFW_NAT_PS];
 	v->ct = cs->key;
-	v->to_hi = p->src_hi;
-	v->to_addr = p->src_lo;
-	v->to_port = sport;
-	v->kind = XFW_NAT_F_SRC;
-	v->pad = 0;
-	v->clash_sport = 0;
+	xfw_nat_val_set(v, p->src_hi, p->src_lo, sport, XFW_NAT_F_SRC);
 	cs->nv.snat_addr_hi = k->daddr_hi;
 	cs->nv.snat_addr = k->daddr;
 	cs->nv.snat_port = port;
