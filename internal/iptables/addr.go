@@ -418,6 +418,12 @@ func maskBits(m netip.Addr) int {
 	} else if !m.Is6() {
 		b = nil // the zero Addr, as AsSlice
 	}
+	return maskBytesBits(b)
+}
+
+// maskBytesBits returns the prefix length of the contiguous netmask b (its
+// bytes in network order), or -1.
+func maskBytesBits(b []byte) int {
 	n := 0
 	for n < len(b)*8 && b[n/8]&(0x80>>(n%8)) != 0 {
 		n++

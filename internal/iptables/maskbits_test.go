@@ -5,42 +5,40 @@ import (
 	"testing"
 )
 
-// maskBitsOfSlice is maskBits over AsSlice, as it was written first.
+// maskBitsOfSlice is maskBits over AsSlice, as it was written first (the
+// heap's copy of the address's bytes).
 func maskBitsOfSlice(m netip.Addr) int {
-	b := m.AsSlice()
-	n := 0
-	for n < len(b)*8 && b[n/8]&(0x80>>(n%8)) != 0 {
-		n++
-	}
-	for i := n; i < len(b)*8; i++ {
-		if b[i/8]&(0x80>>(i%8)) != 0 {
-			return -1
-		}
-	}
-	return n
+	return maskBytesBits(m.AsSlice())
 }
 
 // TestMaskBits: prefix lengths of contiguous masks of both families (and
-// IPv4-mapped ones), -1 for the others, 0 for the zero Addr.
+// IPv4-mapped ones), -1 for the others, 0 for the zero Addr; and the same
+// answer as over AsSlice's bytes.
 func TestMaskBits(t *testing.T) {
-	masks := []netip.Addr{{}}
+	type tc struct {
+		m    netip.Addr
+		want int
+	}
+	cases := []tc{{netip.Addr{}, 0}}
 	for bits := 0; bits <= 128; bits++ {
 		if bits <= 32 {
-			masks = append(masks, netip.AddrFrom4(prefixMask4(bits)))
+			cases = append(cases, tc{netip.AddrFrom4(prefixMask4(bits)), bits})
 		}
-		p := netip.PrefixFrom(netip.IPv6Unspecified(), bits)
 		var m [16]byte
-		for i := 0; i < p.Bits(); i++ {
+		for i := 0; i < bits; i++ {
 			m[i/8] |= 0x80 >> (i % 8)
 		}
-		masks = append(masks, netip.AddrFrom16(m))
+		cases = append(cases, tc{netip.AddrFrom16(m), bits})
 	}
 	for _, s := range []string{"255.0.255.0", "0.0.0.1", "::ffff:255.255.255.0", "ffff::1", "::ffff:0.0.0.0"} {
-		masks = append(masks, netip.MustParseAddr(s))
+		cases = append(cases, tc{netip.MustParseAddr(s), -1})
 	}
-	for _, m := range masks {
-		if got, want := maskBits(m), maskBitsOfSlice(m); got != want {
-			t.Errorf("%v: %d, want %d", m, got, want)
+	for _, c := range cases {
+		if got := maskBits(c.m); got != c.want {
+			t.Errorf("%v: %d, want %d", c.m, got, c.want)
+		}
+		if got, slice := maskBits(c.m), maskBitsOfSlice(c.m); got != slice {
+			t.Errorf("%v: %d, over AsSlice %d", c.m, got, slice)
 		}
 	}
 }
