@@ -346,19 +346,45 @@ func natPortlessTwinsSetup(t *testing.T, tp *nettest.Topology, cmd string) {
 // connections (SCTP's: the kernel tracks its state, xfw its addresses,
 // docs/differences.md).
 func TestDNATPortlessAgainstKernel(t *testing.T) {
+	natPortlessAgainstKernel(t, natPortlessCase{fam: 4, ruleset: natPortlessRuleset, steps: natPortlessSteps,
+		counters: 14, icmp: "icmp", conns: 8})
+}
+
+// natPortlessCase is one family's TestDNAT*PortlessAgainstKernel: its
+// ruleset (10.X. / fd00:X: for the twin's subnet), steps, the counters
+// and connections of the protocols without ports the kernel must have
+// made at least (compareNatCountersFam, compareNatConntrackProtos).
+type natPortlessCase struct {
+	fam      int
+	ruleset  string
+	steps    []natStep
+	counters int
+	icmp     string
+	conns    int
+}
+
+// natPortlessAgainstKernel runs c's steps through both twins and compares
+// the outcomes, the counters and the ICMP, unknown and UDP-Lite
+// connections.
+func natPortlessAgainstKernel(t *testing.T, c natPortlessCase) {
 	nettest.RequireRoot(t)
-	requireTools(t, "iptables-legacy", "conntrack")
+	tool := "iptables-legacy"
+	if c.fam == 6 {
+		tool = "ip6tables-legacy"
+	}
+	requireTools(t, tool, "conntrack")
 	tw := newTwins(t, xfwPath(t))
 	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
-		natPortlessTwinsSetup(t, tp, "iptables-legacy")
-		fw.restore(t, tp, 4, strings.ReplaceAll(natPortlessRuleset, "10.X.", fmt.Sprintf("10.%d.", tp.Subnet)))
+		natPortlessTwinsSetup(t, tp, tool)
+		subnet, placeholder := natSubnetText(tp, c.fam)
+		fw.restore(t, tp, c.fam, strings.ReplaceAll(c.ruleset, placeholder, subnet))
 	})
 	if t.Failed() {
 		return
 	}
-	runNatSteps(t, tw, natPortlessSteps)
-	compareNatCounters(t, tw, 14)
-	compareNatConntrackProtos(t, tw, 4, []string{"icmp", "unknown", "udplite"}, func(string, int) bool { return false }, 8)
+	runNatSteps(t, tw, c.steps)
+	compareNatCountersFam(t, tw, c.fam, c.counters)
+	compareNatConntrackProtos(t, tw, c.fam, []string{c.icmp, "unknown", "udplite"}, func(string, int) bool { return false }, c.conns)
 }
 
 // natPortless6Ruleset is TestDNAT6PortlessAgainstKernel's ruleset,
@@ -422,19 +448,8 @@ var natPortless6Steps = []natStep{
 // IPv6 (the ICMPv6 checksum, which covers the addresses, checked by the
 // receiving ping sockets).
 func TestDNAT6PortlessAgainstKernel(t *testing.T) {
-	nettest.RequireRoot(t)
-	requireTools(t, "ip6tables-legacy", "conntrack")
-	tw := newTwins(t, xfwPath(t))
-	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
-		natPortlessTwinsSetup(t, tp, "ip6tables-legacy")
-		fw.restore(t, tp, 6, strings.ReplaceAll(natPortless6Ruleset, "fd00:X:", fmt.Sprintf("fd00:%d:", tp.Subnet)))
-	})
-	if t.Failed() {
-		return
-	}
-	runNatSteps(t, tw, natPortless6Steps)
-	compareNatCountersFam(t, tw, 6, 12)
-	compareNatConntrackProtos(t, tw, 6, []string{"icmpv6", "unknown", "udplite"}, func(string, int) bool { return false }, 6)
+	natPortlessAgainstKernel(t, natPortlessCase{fam: 6, ruleset: natPortless6Ruleset, steps: natPortless6Steps,
+		counters: 12, icmp: "icmpv6", conns: 6})
 }
 
 // nat6QuotedError sends from sink a destination unreachable about the
