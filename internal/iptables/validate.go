@@ -83,6 +83,13 @@ func validate(rs *ir.Ruleset) *failure {
 	if !failed {
 		return nil
 	}
+	return firstFailureInOrder(rs, hooks)
+}
+
+// firstFailureInOrder checks rs's rules in iptables' order
+// (OrderedChains), hooks[i] being the hooks of rs.Chains[i], and returns
+// the first failure, or nil.
+func firstFailureInOrder(rs *ir.Ruleset, hooks []hookMask) *failure {
 	index := make(map[*ir.Chain]int, len(rs.Chains))
 	for i, c := range rs.Chains {
 		index[c] = i

@@ -62,16 +62,5 @@ func validateInOrder(t *testing.T, table *ir.Ruleset) *failure {
 	if f != nil {
 		t.Fatal(f.msg)
 	}
-	index := map[*ir.Chain]int{}
-	for i, c := range table.Chains {
-		index[c] = i
-	}
-	for _, c := range OrderedChains(table) {
-		for _, rule := range c.Rules {
-			if f := checkEntry(table.Family, table.Table, rule, hooks[index[c]]); f != nil {
-				return f
-			}
-		}
-	}
-	return nil
+	return firstFailureInOrder(table, hooks)
 }
