@@ -214,7 +214,7 @@ static __always_inline void xfw_rj_opt_copy(__u8 *e, __u32 d, const __u8 *b, __u
 static __always_inline int xfw_rj_opt_echo(__u8 *e, const __u8 *b, __u32 rr, __u32 ts,
 					   __u32 need, __u32 saddr, __u32 now)
 {
-	__u32 d = 0, ol, so, ers = 0, ets = 0, out = 0, end;
+	__u32 d = 0, ol, so, ets = 0, out = 0, end;
 
 	if (rr) {
 		rr -= 1;
@@ -268,9 +268,10 @@ static __always_inline int xfw_rj_opt_echo(__u8 *e, const __u8 *b, __u32 rr, __u
 		return -1;
 	for (__u32 i = 0; i < XFW_RJ_OPT_MAX; i++)
 		e[i] &= (__u8)(0 - ((i - end) >> 31)); /* 0 from end on (END) */
-	/* ip_options_build: the entries the reply's output fills in. */
+	/* ip_options_build: the entries the reply's output fills in (the
+	 * record route option, when there is one, comes first: at 0). */
 	if (out & XFW_RJO_RR_ADDR)
-		xfw_rj_put4(e, ers + e[(ers + 2) & XFW_RJ_OPT_MASK] - XFW_RJ_OPT_LAST4, saddr);
+		xfw_rj_put4(e, e[2] - XFW_RJ_OPT_LAST4, saddr);
 	if (out & XFW_RJO_TS_ADDR)
 		xfw_rj_put4(e, ets + e[(ets + 2) & XFW_RJ_OPT_MASK] - XFW_RJ_OPT_LAST8, saddr);
 	if (out & XFW_RJO_TS_TIME)
