@@ -137,6 +137,41 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, committed []s
 	return compileAndInstall(fam, old, rs, installMode{keepCounters: keepCounters, committed: committed}, opts, sets)
 }
 
+// commitNewChain commits rs, the running ruleset old with one empty user
+// chain added to table (iptables -N): it installs the running generation
+// again when it can (reuseRunning), as a compile of rs would make the same
+// one, else it compiles rs (commit).
+func commitNewChain(fam ir.Family, old, rs *ir.Ruleset, table string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
+	mode := installMode{keepCounters: true, committed: []string{table}, chainAdded: oneChainAdded(old, rs, table)}
+	return compileAndInstall(fam, old, rs, mode, opts, sets)
+}
+
+// oneChainAdded reports whether rs has the tables old has, with as many
+// chains each but one more in table, which old has with chains already (a
+// table -N creates, base chains and all, is compiled).
+func oneChainAdded(old, rs *ir.Ruleset, table string) bool {
+	if len(old.Tables) != len(rs.Tables) {
+		return false
+	}
+	for _, ot := range append([]*ir.Ruleset{old}, old.Tables...) {
+		nt := rs.TableByName(ot.Table)
+		if nt == nil {
+			return false
+		}
+		want := len(ot.Chains)
+		if ot.Table == table || (ot == old && (table == ir.TableFilter || table == "")) {
+			if want == 0 {
+				return false
+			}
+			want++
+		}
+		if len(nt.Chains) != want {
+			return false
+		}
+	}
+	return old.TableByName(table) != nil
+}
+
 // recommit compiles rs, the running ruleset old read back unchanged, again
 // and swaps it in, counters kept: for the namespace's interfaces and
 // addresses now (xfw sync, the agent) or the sets' new members. The kernel
@@ -168,6 +203,10 @@ type installMode struct {
 	// indexTo, when not nil, receives where the rules lie in the binary
 	// form install swapped in (ir.Ruleset.MarshalBinaryIndexed).
 	indexTo **ir.Encoded
+	// chainAdded says rs is the running ruleset with one empty user
+	// chain added (iptables -N): nothing can jump to it yet, so the
+	// running generation stands for a compile of rs (reuse.go).
+	chainAdded bool
 }
 
 // compileAndInstall compiles rs and swaps it in (install).
@@ -204,6 +243,15 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 			if gen != nil {
 				return install(fam, counters, rs, gen, at, mode, opts, sets, nil)
 			}
+		}
+	}
+	if mode.chainAdded {
+		gen, at, err := reuseRunning(fam, rs, sets)
+		if err != nil {
+			return err
+		}
+		if gen != nil {
+			return install(fam, counters, rs, gen, at, mode, opts, sets, nil)
 		}
 	}
 	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets)})
