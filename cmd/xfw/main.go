@@ -11,6 +11,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 
@@ -56,6 +57,7 @@ func main() {
 	stop := startCPUProfile(os.Getenv("XFW_CPUPROFILE"))
 	code := cli.Main(os.Args, cli.Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 	stop()
+	writeHeapProfile(os.Getenv("XFW_MEMPROFILE"))
 	os.Exit(code)
 }
 
@@ -81,5 +83,25 @@ func startCPUProfile(path string) (stop func()) {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+	}
+}
+
+// writeHeapProfile writes the heap profile of the command to path (the
+// environment's XFW_MEMPROFILE; nothing when it is empty) when it ends:
+// `go tool pprof -sample_index=alloc_space` shows where the command
+// allocated. A profile that cannot be written is reported on stderr and
+// does not change the command's outcome.
+func writeHeapProfile(path string) {
+	if path == "" {
+		return
+	}
+	runtime.GC() // the profile holds the allocations up to the last collection
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		f.Close()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "xfw: XFW_MEMPROFILE: %v\n", err)
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"math/rand"
 	"strings"
 	"testing"
 
@@ -56,4 +57,29 @@ func BenchmarkUpdatePhases10K(b *testing.B) {
 			_ = counterSources(rs, rs, true, nil)
 		}
 	})
+}
+
+// BenchmarkCompile100K compiles 100,000 random 5-tuple FORWARD rules (the
+// benchmark suite's scaling ruleset: one source, destination and pair of
+// ports each) from their parsed form, the restore's compile without the
+// kernel. -benchmem and -memprofile show where the compile allocates.
+func BenchmarkCompile100K(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n")
+	rng := rand.New(rand.NewSource(1))
+	for i := 0; i < 100000; i++ {
+		fmt.Fprintf(&sb, "-A FORWARD -s 10.100.%d.%d/32 -d 10.200.%d.%d/32 -p udp -m udp --sport %d --dport %d -j ACCEPT\n",
+			rng.Intn(256), 1+rng.Intn(254), rng.Intn(256), 1+rng.Intn(254), 1024+rng.Intn(64512), 1+rng.Intn(65535))
+	}
+	sb.WriteString("COMMIT\n")
+	rs, err := iptables.Restore(ir.IPv4, strings.NewReader(sb.String()), nil, iptables.RestoreOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := compiler.Compile(rs, compiler.Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

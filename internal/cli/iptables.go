@@ -145,6 +145,8 @@ func runIptables(name string, args []string, env Env) int {
 	}
 	defer dataplane.TraceSince("command: commit", time.Now())
 	switch {
+	case cmd.Kind == iptables.CmdNewChain:
+		err = commitNewChain(fam, old, rs, cmd.Table, ao, locked)
 	case cmd.Table != ir.TableFilter:
 		// Only the filter table's base chains change in place.
 		err = commit(fam, old, rs, true, []string{cmd.Table}, ao, locked)

@@ -137,6 +137,41 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, committed []s
 	return compileAndInstall(fam, old, rs, installMode{keepCounters: keepCounters, committed: committed}, opts, sets)
 }
 
+// commitNewChain commits rs, the running ruleset old with one empty user
+// chain added to table (iptables -N): it installs the running generation
+// again when it can (reuseRunning), as a compile of rs would make the same
+// one, else it compiles rs (commit).
+func commitNewChain(fam ir.Family, old, rs *ir.Ruleset, table string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
+	mode := installMode{keepCounters: true, committed: []string{table}, chainAdded: oneChainAdded(old, rs, table)}
+	return compileAndInstall(fam, old, rs, mode, opts, sets)
+}
+
+// oneChainAdded reports whether rs has the tables old has, with as many
+// chains each but one more in table, which old has with chains already (a
+// table -N creates, base chains and all, is compiled).
+func oneChainAdded(old, rs *ir.Ruleset, table string) bool {
+	if len(old.Tables) != len(rs.Tables) {
+		return false
+	}
+	for _, ot := range append([]*ir.Ruleset{old}, old.Tables...) {
+		nt := rs.TableByName(ot.Table)
+		if nt == nil {
+			return false
+		}
+		want := len(ot.Chains)
+		if ot.Table == table || (ot == old && (table == ir.TableFilter || table == "")) {
+			if want == 0 {
+				return false
+			}
+			want++
+		}
+		if len(nt.Chains) != want {
+			return false
+		}
+	}
+	return old.TableByName(table) != nil
+}
+
 // recommit compiles rs, the running ruleset old read back unchanged, again
 // and swaps it in, counters kept: for the namespace's interfaces and
 // addresses now (xfw sync, the agent) or the sets' new members. The kernel
@@ -168,6 +203,10 @@ type installMode struct {
 	// indexTo, when not nil, receives where the rules lie in the binary
 	// form install swapped in (ir.Ruleset.MarshalBinaryIndexed).
 	indexTo **ir.Encoded
+	// chainAdded says rs is the running ruleset with one empty user
+	// chain added (iptables -N): nothing can jump to it yet, so the
+	// running generation stands for a compile of rs (reuse.go).
+	chainAdded bool
 }
 
 // compileAndInstall compiles rs and swaps it in (install).
@@ -204,6 +243,15 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 			if gen != nil {
 				return install(fam, counters, rs, gen, at, mode, opts, sets, nil)
 			}
+		}
+	}
+	if mode.chainAdded {
+		gen, at, err := reuseRunning(fam, rs, sets)
+		if err != nil {
+			return err
+		}
+		if gen != nil {
+			return install(fam, counters, rs, gen, at, mode, opts, sets, nil)
 		}
 	}
 	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets)})
@@ -307,11 +355,13 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 	// Walks through other tables are compiled in full (compiler.Walks).
 	if hook < 0 || oldChain == nil || newChain == nil || !shape(oldChain, newChain) ||
 		compiler.UsesOtherTables(old) || compiler.UsesOtherTables(rs) {
+		run.gen.release()
 		return commit(fam, old, rs, true, filterOnly, opts, sets)
 	}
 	gen, ifaces, err := runningGeneration(fam, old, run.gen)
 	if err != nil || gen == nil {
 		dataplane.TraceSince(fmt.Sprintf("commit: no running generation (%v)", err), t)
+		run.gen.release()
 		return commit(fam, old, rs, true, filterOnly, opts, sets)
 	}
 	first := uint32(compiler.NumChains)
@@ -324,6 +374,10 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 	t = dataplane.TraceSince("commit: read running generation", t)
 	if gen, err = change(gen, hook, first, oldChain, newChain, ifaces); err != nil {
 		dataplane.TraceSince(fmt.Sprintf("commit: not in place (%v)", err), t)
+		// The full compile does not need the running generation
+		// (about 40 MB of heap at 100K rules): the collector may take it.
+		gen = nil
+		run.gen.release()
 		return commit(fam, old, rs, true, filterOnly, opts, sets)
 	}
 	t = dataplane.TraceSince("commit: "+what+" in place", t)
@@ -370,6 +424,15 @@ type generationReader struct {
 	// at are the interfaces gen was compiled for, now the namespace's.
 	at, now []compiler.Interface
 	err     error
+}
+
+// release lets go of the generation read, once the command compiles in
+// full instead of changing it in place; nothing on a nil reader. It must
+// have finished (result).
+func (gr *generationReader) release() {
+	if gr != nil {
+		gr.gen = nil
+	}
 }
 
 // keptReader hands kg, the generation the agent kept (cmdcache.go), over

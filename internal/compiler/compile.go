@@ -266,8 +266,8 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 			g.DefaultClass[f] = fc.classOf(unmentioned(f, points))
 		}
 	}
-	g.Chunks = vb.chunks
-	g.ClassChunks = vb.classes
+	g.Chunks = vb.allChunks()
+	g.ClassChunks = vb.allClasses()
 	g.decideTrivial()
 	return g, nil
 }

@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"cmp"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -35,13 +36,20 @@ type HashKey struct {
 // comparing the chunks.
 type vectorBuilder struct {
 	nchunks int
-	chunks  []Chunk
+	// chunks holds the chunks by id, in blocks of chunkBlock (a block
+	// list grows without copying what it holds: doubling one slice
+	// allocated three times the chunks' size at 100K rules).
+	chunks [][]Chunk
+	nchunk int // chunks held
 	// chunkByHash maps a hash to the first chunk with that hash; chunks
 	// whose hash an earlier, different chunk has are in chunkCollided.
 	chunkByHash   map[uint64]uint32
 	chunkCollided map[Chunk]uint32
-	// classes[c*nchunks+k] is the chunk id of class c's chunk k.
-	classes []uint32
+	// classes holds class c's chunk ids at classes[c/perBlock][(c%perBlock)*nchunks:],
+	// perBlock classes to a block (as chunks, without copies).
+	classes  [][]uint32
+	perBlock int
+	nclass   int // classes held
 	// classByHash maps a class hash (classHash) to the first class with
 	// that hash; classes whose hash an earlier, different class has are
 	// in classCollided. Hashing the chunk ids, updated per changed chunk,
@@ -52,18 +60,54 @@ type vectorBuilder struct {
 	classCollided map[uint64][]uint32
 }
 
+// chunkBlock is the number of chunks in a block of vectorBuilder.chunks
+// (133 KB); classBlockIDs the number of chunk ids in a block of its classes
+// (256 KB, at least one class).
+const (
+	chunkBlock    = 256
+	classBlockIDs = 64 << 10
+)
+
 func newVectorBuilder(nchunks int) *vectorBuilder {
 	vb := &vectorBuilder{
 		nchunks:       nchunks,
-		chunks:        []Chunk{{}}, // id 0: the empty chunk
-		chunkByHash:   map[uint64]uint32{0: 0},
+		perBlock:      max(1, classBlockIDs/max(nchunks, 1)),
+		chunkByHash:   map[uint64]uint32{},
 		chunkCollided: map[Chunk]uint32{},
-		classes:       make([]uint32, nchunks), // class 0: the empty class
 		classByHash:   map[uint64]uint32{},
 		classCollided: map[uint64][]uint32{},
 	}
-	vb.classByHash[classHash(vb.classes)] = 0
+	vb.chunk(&Chunk{}, 0)                                                 // id 0: the empty chunk
+	vb.class(make([]uint32, nchunks), classHash(make([]uint32, nchunks))) // class 0: the empty class
 	return vb
+}
+
+// chunkAt returns chunk id.
+func (vb *vectorBuilder) chunkAt(id uint32) *Chunk {
+	return &vb.chunks[id/chunkBlock][id%chunkBlock]
+}
+
+// allChunks returns the chunks in id order, in one slice; the blocks are
+// released as they are copied, so the copy costs one block of memory.
+func (vb *vectorBuilder) allChunks() []Chunk {
+	out := make([]Chunk, 0, vb.nchunk)
+	for i, b := range vb.chunks {
+		out = append(out, b...)
+		vb.chunks[i] = nil
+	}
+	return out
+}
+
+// allClasses returns the class table, class c's chunk ids at
+// [c*nchunks:(c+1)*nchunks], in one slice, releasing the blocks as
+// allChunks does.
+func (vb *vectorBuilder) allClasses() []uint32 {
+	out := make([]uint32, 0, vb.nclass*vb.nchunks)
+	for i, b := range vb.classes {
+		out = append(out, b...)
+		vb.classes[i] = nil
+	}
+	return out
 }
 
 // zobrist is the hash word of bit b of a chunk (splitmix64 of b).
@@ -87,7 +131,8 @@ func chunkHash(c *Chunk) uint64 {
 	return h
 }
 
-// chunk returns the id of chunk c, whose hash is h, adding it if new.
+// chunk returns the id of chunk c, whose hash is h, adding (a copy of) it
+// if new. It sets c's summary word.
 func (vb *vectorBuilder) chunk(c *Chunk, h uint64) uint32 {
 	c.Summary = 0
 	for j, w := range c.Words {
@@ -96,7 +141,7 @@ func (vb *vectorBuilder) chunk(c *Chunk, h uint64) uint32 {
 		}
 	}
 	id, ok := vb.chunkByHash[h]
-	if ok && vb.chunks[id] == *c {
+	if ok && *vb.chunkAt(id) == *c {
 		return id
 	}
 	if ok {
@@ -104,14 +149,13 @@ func (vb *vectorBuilder) chunk(c *Chunk, h uint64) uint32 {
 			return id
 		}
 	}
-	nid := uint32(len(vb.chunks))
-	if len(vb.chunks) == cap(vb.chunks) {
-		// Double: append grows a large slice by a quarter, and the
-		// chunks' copies were 94 MB for 16 MB of chunks at 10K
-		// kube-proxy services.
-		vb.chunks = slices.Grow(vb.chunks, len(vb.chunks))
+	nid := uint32(vb.nchunk)
+	if nid%chunkBlock == 0 {
+		vb.chunks = append(vb.chunks, make([]Chunk, 0, chunkBlock))
 	}
-	vb.chunks = append(vb.chunks, *c)
+	last := len(vb.chunks) - 1
+	vb.chunks[last] = append(vb.chunks[last], *c)
+	vb.nchunk++
 	if ok {
 		vb.chunkCollided[*c] = nid
 	} else {
@@ -137,7 +181,8 @@ func classHash(ids []uint32) uint64 {
 
 // classIDs returns the chunk ids of class c.
 func (vb *vectorBuilder) classIDs(c uint32) []uint32 {
-	return vb.classes[int(c)*vb.nchunks : (int(c)+1)*vb.nchunks]
+	at := (int(c) % vb.perBlock) * vb.nchunks
+	return vb.classes[int(c)/vb.perBlock][at : at+vb.nchunks]
 }
 
 // class returns the class of chunk ids ids, whose classHash is h, adding
@@ -152,13 +197,13 @@ func (vb *vectorBuilder) class(ids []uint32, h uint64) uint32 {
 			return c
 		}
 	}
-	c := uint32(len(vb.classes) / vb.nchunks)
-	if cap(vb.classes)-len(vb.classes) < len(ids) {
-		// Double: append grows a large slice by a quarter, copying
-		// the table (117 MB at 10K kube-proxy services) many times.
-		vb.classes = slices.Grow(vb.classes, max(len(vb.classes), len(ids)))
+	c := uint32(vb.nclass)
+	if vb.nclass%vb.perBlock == 0 {
+		vb.classes = append(vb.classes, make([]uint32, 0, vb.perBlock*vb.nchunks))
 	}
-	vb.classes = append(vb.classes, ids...)
+	last := len(vb.classes) - 1
+	vb.classes[last] = append(vb.classes[last], ids...)
+	vb.nclass++
 	if ok {
 		vb.classCollided[h] = append(vb.classCollided[h], c)
 	} else {
@@ -252,14 +297,13 @@ func (vb *vectorBuilder) buildField(f Field, entries []Entry, constrained []uint
 			}
 		}
 	}
+	// One three-way comparison of the words (the same order as two
+	// Less calls, so the same sort).
 	slices.SortFunc(events, func(a, b event) int {
-		if a.at.Less(b.at) {
-			return -1
+		if c := cmp.Compare(a.at.Hi, b.at.Hi); c != 0 {
+			return c
 		}
-		if b.at.Less(a.at) {
-			return 1
-		}
-		return 0
+		return cmp.Compare(a.at.Lo, b.at.Lo)
 	})
 	hashes := make([]uint64, nchunks) // Zobrist hashes of cur's chunks
 	for k := range cur {
@@ -268,17 +312,17 @@ func (vb *vectorBuilder) buildField(f Field, entries []Entry, constrained []uint
 	}
 	ids := make([]uint32, nchunks)
 	for k := range cur {
-		c := cur[k]
-		ids[k] = vb.chunk(&c, hashes[k])
+		ids[k] = vb.chunk(&cur[k], hashes[k])
 	}
 	idsHash := classHash(ids)
 	dirty := make([]bool, nchunks)
 	var dirtyList []int // the chunk indexes dirty is true for
-	fc := &fieldClasses{}
+	// At most one bound per event and one at 0: sized once, where
+	// appending grew it by copies (30 MB at 100K 5-tuple rules).
+	fc := &fieldClasses{Bounds: make([]Bound, 0, len(events)+1)}
 	emit := func(at U128) {
 		for _, k := range dirtyList {
-			c := cur[k]
-			if id := vb.chunk(&c, hashes[k]); id != ids[k] {
+			if id := vb.chunk(&cur[k], hashes[k]); id != ids[k] {
 				idsHash ^= classWord(k, ids[k]) ^ classWord(k, id)
 				ids[k] = id
 			}
