@@ -339,6 +339,55 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 	return nil
 }
 
+// commitNewChain commits rs, the running ruleset old with one empty user
+// chain added to table (iptables -N). A chain without rules that no rule
+// jumps to changes no packet's path and no counter's index, so the
+// running generation is installed again for rs, as a compile of rs would
+// have made it (with checkReuseEnv the command compiles rs as well and
+// fails unless the two are the same): rs's saved form, and the state a
+// commit of the table restarts (its policies' counters, the limit
+// buckets), as after a compile. A table old lacks (its policies are new
+// counters and walk segments), set matches (the generation depends on the
+// sets' definitions too) or no running generation compile rs in full
+// (commit).
+func commitNewChain(fam ir.Family, old, rs *ir.Ruleset, table string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts) error {
+	t := time.Now()
+	committed := []string{table}
+	orderChains(rs)
+	if old.TableByName(table) == nil || compiler.UsesSetMatches(rs) || numCounters(old) != numCounters(rs) {
+		if run.gen != nil {
+			run.gen.result()
+		}
+		return commit(fam, old, rs, true, committed, opts, sets)
+	}
+	gen, ifaces, err := runningGeneration(fam, old, run.gen)
+	if err != nil || gen == nil {
+		dataplane.TraceSince(fmt.Sprintf("commit: no running generation (%v)", err), t)
+		return commit(fam, old, rs, true, committed, opts, sets)
+	}
+	t = dataplane.TraceSince("commit: read running generation (new chain)", t)
+	if os.Getenv(checkReuseEnv) != "" {
+		want, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets)})
+		if err != nil {
+			return fmt.Errorf("%s: compile: %w", checkReuseEnv, err)
+		}
+		if err := compiler.DiffGenerations(gen, want); err != nil {
+			return fmt.Errorf("%s: the running generation is not the compiled one: %w", checkReuseEnv, err)
+		}
+		t = dataplane.TraceSince("commit: "+checkReuseEnv+": compiled, the same", t)
+	}
+	mode := installMode{keepCounters: true, committed: committed, indexTo: run.index}
+	counters := counterSources(old, rs, mode.keepCounters, mode.committed)
+	dataplane.TraceSince("commit: counter sources", t)
+	if err := install(fam, counters, rs, gen, ifaces, mode, opts, sets, run.encoded); err != nil {
+		return err
+	}
+	if run.installed != nil {
+		*run.installed = &keptGeneration{gen: gen, at: ifaces}
+	}
+	return nil
+}
+
 // filterOnly is what a command changing the filter table in place commits.
 var filterOnly = []string{ir.TableFilter}
 

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -18,6 +19,7 @@ import (
 // written.
 func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, ncpu int) error {
 	g := u.Gen
+	t := time.Now()
 	if err := fillSetTables(m, u); err != nil {
 		return err
 	}
@@ -46,9 +48,11 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 	if err := fillPreds(m["pred"], g.Preds); err != nil {
 		return err
 	}
+	t = TraceSince("fill: counters, limits, probes, preds", t)
 	if err := putU32s(m["small"], g.Small); err != nil {
 		return fmt.Errorf("fill small-field classes: %w", err)
 	}
+	t = TraceSince("fill: small", t)
 	nodes, _, err := g.BoundTrees()
 	if err != nil {
 		return fmt.Errorf("fill address bounds: %w", err)
@@ -74,6 +78,7 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 			return fmt.Errorf("fill hashed classes: %w", err)
 		}
 	}
+	t = TraceSince("fill: bounds, hcls", t)
 	if err := putU32s(m["clsch"], g.ClassChunks, g.ChunkMasks()); err != nil {
 		return fmt.Errorf("fill class chunks: %w", err)
 	}
@@ -96,6 +101,8 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 	}); err != nil {
 		return fmt.Errorf("fill LOG options: %w", err)
 	}
+	t = TraceSince("fill: clsch, chunks, entries, logcfg", t)
+	defer TraceSince("fill: state, cbase", t)
 	blob := u.blob
 	pages := (len(blob) + statePage - 1) / statePage
 	if !created["state"] {
