@@ -201,6 +201,7 @@ func BeginSession() (end func()) {
 			session.st = nil
 		}
 		endSessionMappings(session.keep && session.st != nil)
+		endSessionSysctls(session.keep && session.st != nil)
 	}
 }
 
