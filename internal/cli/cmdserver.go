@@ -67,6 +67,7 @@ func listenCommands(logf func(string, ...any)) (*cmdServer, error) {
 	if _, err := dataplane.WatchNetwork(); err != nil {
 		logf("commands: %v; every command lists the interfaces and addresses", err)
 	}
+	agentPace()
 	return &cmdServer{ln: ln, build: buildID(), env: commandEnv(os.Environ()), logf: logf}, nil
 }
 
@@ -134,10 +135,12 @@ func (s *cmdServer) handle(c *net.UnixConn) {
 		return // the client gave up: it runs the command itself
 	}
 	c.SetReadDeadline(time.Time{})
+	agentPace()
 	code := s.runWithHeartbeat(c, req.args, Env{Stdin: files[0], Stdout: files[1], Stderr: files[2]})
 	var status [4]byte
 	binary.LittleEndian.PutUint32(status[:], uint32(int32(code)))
 	send(c, msgExit, string(status[:]))
+	collectAfterReply()
 }
 
 // receivedFiles returns the three streams passed with a request.

@@ -146,7 +146,7 @@ func runIptables(name string, args []string, env Env) int {
 	defer dataplane.TraceSince("command: commit", time.Now())
 	switch {
 	case cmd.Kind == iptables.CmdNewChain:
-		err = commitNewChain(fam, old, rs, cmd.Table, ao, locked)
+		err = commitNewChain(fam, old, rs, cmd.Table, ao, locked, run)
 	case cmd.Table != ir.TableFilter:
 		// Only the filter table's base chains change in place.
 		err = commit(fam, old, rs, true, []string{cmd.Table}, ao, locked)
@@ -168,9 +168,11 @@ func runIptables(name string, args []string, env Env) int {
 
 // mayChangeInPlace reports whether cmd may change the running generation
 // in place (commitAppend, commitInsert, commitDelete): a rule command on a
-// base chain.
+// base chain; or install it again (commitNewChain): -N.
 func mayChangeInPlace(cmd *iptables.Command) bool {
 	switch cmd.Kind {
+	case iptables.CmdNewChain:
+		return true
 	case iptables.CmdAppend, iptables.CmdInsert, iptables.CmdDelete, iptables.CmdDeleteNum:
 		return cmd.Table == ir.TableFilter && slices.Contains(ir.BuiltinChains[:], cmd.Chain)
 	}

@@ -17,9 +17,7 @@ import (
 // compile is a function of the ruleset, the interfaces and the sets'
 // counting, and none of them changed. It is still a new generation (the
 // restore replaced its tables): counters, limit buckets and the other
-// state go as after a compile (install's mode is the caller's). So does
-// iptables -N (commitNewChain): an empty chain nothing jumps to adds
-// nothing to the generation.
+// state go as after a compile (install's mode is the caller's).
 
 // checkReuseEnv, when set, makes a reusing restore compile anyway and fail
 // unless the compiled generation is the reused one (tests). A generation

@@ -137,41 +137,6 @@ func commit(fam ir.Family, old, rs *ir.Ruleset, keepCounters bool, committed []s
 	return compileAndInstall(fam, old, rs, installMode{keepCounters: keepCounters, committed: committed}, opts, sets)
 }
 
-// commitNewChain commits rs, the running ruleset old with one empty user
-// chain added to table (iptables -N): it installs the running generation
-// again when it can (reuseRunning), as a compile of rs would make the same
-// one, else it compiles rs (commit).
-func commitNewChain(fam ir.Family, old, rs *ir.Ruleset, table string, opts dataplane.AttachOptions, sets *ipsetLookup) error {
-	mode := installMode{keepCounters: true, committed: []string{table}, chainAdded: oneChainAdded(old, rs, table)}
-	return compileAndInstall(fam, old, rs, mode, opts, sets)
-}
-
-// oneChainAdded reports whether rs has the tables old has, with as many
-// chains each but one more in table, which old has with chains already (a
-// table -N creates, base chains and all, is compiled).
-func oneChainAdded(old, rs *ir.Ruleset, table string) bool {
-	if len(old.Tables) != len(rs.Tables) {
-		return false
-	}
-	for _, ot := range append([]*ir.Ruleset{old}, old.Tables...) {
-		nt := rs.TableByName(ot.Table)
-		if nt == nil {
-			return false
-		}
-		want := len(ot.Chains)
-		if ot.Table == table || (ot == old && (table == ir.TableFilter || table == "")) {
-			if want == 0 {
-				return false
-			}
-			want++
-		}
-		if len(nt.Chains) != want {
-			return false
-		}
-	}
-	return old.TableByName(table) != nil
-}
-
 // recommit compiles rs, the running ruleset old read back unchanged, again
 // and swaps it in, counters kept: for the namespace's interfaces and
 // addresses now (xfw sync, the agent) or the sets' new members. The kernel
@@ -203,10 +168,6 @@ type installMode struct {
 	// indexTo, when not nil, receives where the rules lie in the binary
 	// form install swapped in (ir.Ruleset.MarshalBinaryIndexed).
 	indexTo **ir.Encoded
-	// chainAdded says rs is the running ruleset with one empty user
-	// chain added (iptables -N): nothing can jump to it yet, so the
-	// running generation stands for a compile of rs (reuse.go).
-	chainAdded bool
 }
 
 // compileAndInstall compiles rs and swaps it in (install).
@@ -243,15 +204,6 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 			if gen != nil {
 				return install(fam, counters, rs, gen, at, mode, opts, sets, nil)
 			}
-		}
-	}
-	if mode.chainAdded {
-		gen, at, err := reuseRunning(fam, rs, sets)
-		if err != nil {
-			return err
-		}
-		if gen != nil {
-			return install(fam, counters, rs, gen, at, mode, opts, sets, nil)
 		}
 	}
 	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets)})
@@ -382,6 +334,55 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 	}
 	t = dataplane.TraceSince("commit: "+what+" in place", t)
 	mode := installMode{keepCounters: true, committed: filterOnly, indexTo: run.index}
+	counters := counterSources(old, rs, mode.keepCounters, mode.committed)
+	dataplane.TraceSince("commit: counter sources", t)
+	if err := install(fam, counters, rs, gen, ifaces, mode, opts, sets, run.encoded); err != nil {
+		return err
+	}
+	if run.installed != nil {
+		*run.installed = &keptGeneration{gen: gen, at: ifaces}
+	}
+	return nil
+}
+
+// commitNewChain commits rs, the running ruleset old with one empty user
+// chain added to table (iptables -N). A chain without rules that no rule
+// jumps to changes no packet's path and no counter's index, so the
+// running generation is installed again for rs, as a compile of rs would
+// have made it (with checkReuseEnv the command compiles rs as well and
+// fails unless the two are the same): rs's saved form, and the state a
+// commit of the table restarts (its policies' counters, the limit
+// buckets), as after a compile. A table old lacks (its policies are new
+// counters and walk segments), set matches (the generation depends on the
+// sets' definitions too) or no running generation compile rs in full
+// (commit).
+func commitNewChain(fam ir.Family, old, rs *ir.Ruleset, table string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts) error {
+	t := time.Now()
+	committed := []string{table}
+	orderChains(rs)
+	if old.TableByName(table) == nil || compiler.UsesSetMatches(rs) || numCounters(old) != numCounters(rs) {
+		if run.gen != nil {
+			run.gen.result()
+		}
+		return commit(fam, old, rs, true, committed, opts, sets)
+	}
+	gen, ifaces, err := runningGeneration(fam, old, run.gen)
+	if err != nil || gen == nil {
+		dataplane.TraceSince(fmt.Sprintf("commit: no running generation (%v)", err), t)
+		return commit(fam, old, rs, true, committed, opts, sets)
+	}
+	t = dataplane.TraceSince("commit: read running generation (new chain)", t)
+	if os.Getenv(checkReuseEnv) != "" {
+		want, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets)})
+		if err != nil {
+			return fmt.Errorf("%s: compile: %w", checkReuseEnv, err)
+		}
+		if err := compiler.DiffGenerations(gen, want); err != nil {
+			return fmt.Errorf("%s: the running generation is not the compiled one: %w", checkReuseEnv, err)
+		}
+		t = dataplane.TraceSince("commit: "+checkReuseEnv+": compiled, the same", t)
+	}
+	mode := installMode{keepCounters: true, committed: committed, indexTo: run.index}
 	counters := counterSources(old, rs, mode.keepCounters, mode.committed)
 	dataplane.TraceSince("commit: counter sources", t)
 	if err := install(fam, counters, rs, gen, ifaces, mode, opts, sets, run.encoded); err != nil {

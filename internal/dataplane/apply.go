@@ -307,10 +307,12 @@ func swapIn(cur *state, fam ir.Family, newBank uint32, fc bpfFamilyCfg) error {
 // refreshes: a new generation may name interfaces that appeared since the
 // last change. The BPF object is parsed only to load it (loadSpec, ~5 ms).
 func loadedState() (*state, []Interface, error) {
+	t := time.Now()
 	ifaces, err := listInterfaces()
 	if err != nil {
 		return nil, nil, err
 	}
+	t = TraceSince("state: interfaces listed", t)
 	cur, err := Current()
 	if err != nil {
 		return nil, nil, err
@@ -342,10 +344,12 @@ func loadedState() (*state, []Interface, error) {
 			return nil, nil, err
 		}
 	}
+	t = TraceSince("state: current, foreign XDP", t)
 	if err := fillIfInfo(cur.maps["xfw_ifinfo"], ifaces); err != nil {
 		cur.Close()
 		return nil, nil, err
 	}
+	t = TraceSince("state: interface facts", t)
 	if err := bumpIfinfoGen(cur.maps["xfw_bank"]); err != nil {
 		cur.Close()
 		return nil, nil, err
@@ -354,6 +358,7 @@ func loadedState() (*state, []Interface, error) {
 		cur.Close()
 		return nil, nil, err
 	}
+	TraceSince("state: addresses, routes, rate limits", t)
 	return cur, ifaces, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -110,8 +111,12 @@ func CompilerInterfaces() ([]compiler.Interface, error) {
 // (fastpath.go) and the devices' IPv6 hop limits (REJECT's replies).
 func fillIfInfo(m *ebpf.Map, ifaces []Interface) (err error) {
 	keep := map[uint64]bool{}
+	t := time.Now()
 	brnf := brNFFlags()
+	t = TraceSince("ifinfo: br_netfilter", t)
 	fast := decideFastPath(ifaces)
+	t = TraceSince("ifinfo: fast path decided", t)
+	defer TraceSince("ifinfo: hop limits, written", t)
 	for _, ifc := range ifaces {
 		var v bpfIfInfo
 		copy(v.MAC[:], ifc.MAC)

@@ -2,9 +2,11 @@ package dataplane
 
 import (
 	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -18,16 +20,17 @@ import (
 // written.
 func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, ncpu int) error {
 	g := u.Gen
+	t := time.Now()
 	if err := fillSetTables(m, u); err != nil {
 		return err
 	}
 	if !created["counters"] {
-		if err := putArray(m["counters"], g.NumCounters()*ncpu, func(int) bpfCounter { return bpfCounter{} }); err != nil {
+		if err := zeroArray[bpfCounter](m["counters"], g.NumCounters()*ncpu); err != nil {
 			return fmt.Errorf("zero counters: %w", err)
 		}
 	}
 	if !created["setctr"] {
-		if err := putArray(m["setctr"], len(u.SetCounters), func(int) bpfCounter { return bpfCounter{} }); err != nil {
+		if err := zeroArray[bpfCounter](m["setctr"], len(u.SetCounters)); err != nil {
 			return fmt.Errorf("zero set counters: %w", err)
 		}
 	}
@@ -46,9 +49,11 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 	if err := fillPreds(m["pred"], g.Preds); err != nil {
 		return err
 	}
+	t = TraceSince("fill: counters, limits, probes, preds", t)
 	if err := putU32s(m["small"], g.Small); err != nil {
 		return fmt.Errorf("fill small-field classes: %w", err)
 	}
+	t = TraceSince("fill: small", t)
 	nodes, _, err := g.BoundTrees()
 	if err != nil {
 		return fmt.Errorf("fill address bounds: %w", err)
@@ -74,6 +79,7 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 			return fmt.Errorf("fill hashed classes: %w", err)
 		}
 	}
+	t = TraceSince("fill: bounds, hcls", t)
 	if err := putU32s(m["clsch"], g.ClassChunks, g.ChunkMasks()); err != nil {
 		return fmt.Errorf("fill class chunks: %w", err)
 	}
@@ -96,17 +102,9 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 	}); err != nil {
 		return fmt.Errorf("fill LOG options: %w", err)
 	}
-	blob := u.blob
-	pages := (len(blob) + statePage - 1) / statePage
-	if !created["state"] {
-		pages = int(m["state"].MaxEntries()) // clear the previous pages
-	}
-	if err := putArray(m["state"], pages, func(i int) (p [statePage]byte) {
-		if i*statePage < len(blob) {
-			copy(p[:], blob[i*statePage:])
-		}
-		return p
-	}); err != nil {
+	t = TraceSince("fill: clsch, chunks, entries, logcfg", t)
+	defer TraceSince("fill: state, cbase", t)
+	if err := putBlob(m["state"], u.blob, !created["state"]); err != nil {
 		return fmt.Errorf("save ruleset: %w", err)
 	}
 	// Counter bases of counters that start fresh (carried ones are written
@@ -166,5 +164,36 @@ func fillSetHash(m *ebpf.Map, entries []SetHashEntry) error {
 	if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
 		return fmt.Errorf("fill the hash table (%d entries): %w", len(entries), err)
 	}
+	return nil
+}
+
+// putBlob writes blob into the state map's pages, and with clearRest
+// zeroes the pages past it (a reused map's previous ruleset). The map is
+// mapped: one copy and one clear, not a page value built per element.
+func putBlob(m *ebpf.Map, blob []byte, clearRest bool) error {
+	pages := (len(blob) + statePage - 1) / statePage
+	if clearRest {
+		pages = int(m.MaxEntries())
+	}
+	if m.Flags()&unix.BPF_F_MMAPABLE == 0 {
+		return putArray(m, pages, func(i int) (p [statePage]byte) {
+			if i*statePage < len(blob) {
+				copy(p[:], blob[i*statePage:])
+			}
+			return p
+		})
+	}
+	if pages == 0 {
+		return nil
+	}
+	mem, _, stride, err := mappedArray[[statePage]byte](m, pages)
+	if err != nil {
+		return err
+	}
+	if stride != statePage || pages*stride > len(mem) || len(blob) > pages*stride {
+		return fmt.Errorf("map %s: write %d bytes in %d pages of %d", m, len(blob), pages, len(mem)/stride)
+	}
+	copy(mem, blob)
+	clear(mem[len(blob) : pages*stride])
 	return nil
 }

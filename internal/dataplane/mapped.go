@@ -18,13 +18,41 @@ import (
 // at 10,000 rules a generation is ~6 MB, and every page of a fresh buffer
 // costs a page fault.
 
-// mappings holds the maps mapped during the current session (or, outside
-// one, the current call), by map id: the longest mapping of each and every
-// mapping made (unmapAll releases them).
+// mappings holds the maps mapped, by map id and by whether a session was
+// active when they were made: the longest mapping of each and every
+// mapping made. Outside a session (a call without xfw's lock) the call's
+// mappings are released when it returns (unmapOutsideSession); a
+// session's when it ends (endSessionMappings), except in a process that
+// keeps its state between sessions (KeepSessionState): there a mapping
+// used in the session stays for the next, whose commands write the same
+// banks' maps (mapping and unmapping them costs about 1 µs a page each
+// way: at 10,000 rules some 1,800 pages, the larger part of filling a
+// generation), and one the session did not use (a map replaced, or no
+// longer running) in it or the one before (a command fills the idle
+// bank, the next the other) is released. A map stays allocated while it is mapped,
+// so its id is not reused meanwhile.
 var mappings struct {
 	mu      sync.Mutex
-	longest map[ebpf.MapID][]byte
-	all     [][]byte
+	longest map[mappingKey]*mapping
+	all     []*mapping
+	// sessions counts the sessions ended.
+	sessions uint64
+}
+
+// mappingKey finds a map's longest mapping.
+type mappingKey struct {
+	id ebpf.MapID
+	// outside: made while no session was active.
+	outside bool
+}
+
+// mapping is one mapping made.
+type mapping struct {
+	mem []byte // the whole mapping
+	key mappingKey
+	// used is the count of sessions ended (mappings.sessions) when it
+	// was last used.
+	used uint64
 }
 
 // mapped returns the first n bytes (all when n is 0 or more than the map
@@ -46,10 +74,14 @@ func mapped(m *ebpf.Map, n int) ([]byte, error) {
 	if n <= 0 || n > full {
 		n = full
 	}
+	key := mappingKey{id: id, outside: !sessionActive()}
 	mappings.mu.Lock()
 	defer mappings.mu.Unlock()
-	if mem, ok := mappings.longest[id]; ok && len(mem) >= n {
-		return mem, nil
+	// Its length: whole elements within the map (its capacity: the
+	// whole mapping).
+	if mp, ok := mappings.longest[key]; ok && min(len(mp.mem), full) >= n {
+		mp.used = mappings.sessions
+		return mp.mem[:min(len(mp.mem), full)], nil
 	}
 	page := os.Getpagesize()
 	size := (n + page - 1) / page * page
@@ -58,40 +90,64 @@ func mapped(m *ebpf.Map, n int) ([]byte, error) {
 		return nil, fmt.Errorf("map %s: mmap %d bytes: %w", m, size, err)
 	}
 	if mappings.longest == nil {
-		mappings.longest = map[ebpf.MapID][]byte{}
+		mappings.longest = map[mappingKey]*mapping{}
 	}
-	mappings.all = append(mappings.all, mem)
-	// Its length: whole elements within the map (its capacity: the
-	// whole mapping).
-	mem = mem[:min(size, full)]
-	mappings.longest[id] = mem
-	return mem, nil
+	mp := &mapping{mem: mem, key: key, used: mappings.sessions}
+	mappings.all = append(mappings.all, mp)
+	mappings.longest[key] = mp
+	return mem[:min(size, full)], nil
 }
 
 // unmapAll releases every mapping mapped made. Slices of them (a
 // generation whose chunks were read in place) must not be used after.
 func unmapAll() error {
+	return unmapWhere(func(*mapping) bool { return true })
+}
+
+// unmapWhere releases the mappings release picks, and forgets them.
+func unmapWhere(release func(*mapping) bool) error {
 	mappings.mu.Lock()
 	defer mappings.mu.Unlock()
 	var errs []error
-	for _, mem := range mappings.all {
-		if err := unix.Munmap(mem); err != nil {
-			errs = append(errs, fmt.Errorf("unmap %d bytes: %w", len(mem), err))
+	kept := mappings.all[:0]
+	for _, mp := range mappings.all {
+		if !release(mp) {
+			kept = append(kept, mp)
+			continue
+		}
+		if err := unix.Munmap(mp.mem); err != nil {
+			errs = append(errs, fmt.Errorf("unmap %d bytes: %w", len(mp.mem), err))
+		}
+		if mappings.longest[mp.key] == mp {
+			delete(mappings.longest, mp.key)
 		}
 	}
-	mappings.longest, mappings.all = nil, nil
+	clear(mappings.all[len(kept):])
+	mappings.all = kept
 	return errors.Join(errs...)
 }
 
-// unmapOutsideSession releases the mappings when no session keeps them
-// (a data-plane call made without xfw's lock, as tests do).
+// unmapOutsideSession releases the mappings made outside a session when
+// no session is active (a data-plane call made without xfw's lock, as
+// tests and the agent's checks do).
 func unmapOutsideSession() {
-	session.mu.Lock()
-	active := session.active
-	session.mu.Unlock()
-	if !active {
-		unmapAll()
+	if !sessionActive() {
+		unmapWhere(func(mp *mapping) bool { return mp.key.outside })
 	}
+}
+
+// endSessionMappings releases, at a session's end, the mappings made in
+// it or kept from an earlier one: all of them, or with keep (the process
+// keeps its state for the next session) those neither this session nor
+// the one before used; the others stay for the next. session.mu is held.
+func endSessionMappings(keep bool) error {
+	mappings.mu.Lock()
+	ended := mappings.sessions
+	mappings.sessions++
+	mappings.mu.Unlock()
+	return unmapWhere(func(mp *mapping) bool {
+		return !mp.key.outside && (!keep || mp.used+1 < ended)
+	})
 }
 
 // sessionActive reports whether a session (BeginSession) is active.

@@ -133,6 +133,24 @@ func putArray[T any](m *ebpf.Map, n int, val func(i int) T) error {
 	return nil
 }
 
+// zeroArray zeroes the first n elements of an array map whose values are
+// T: a clear of the mapped memory for a BPF_F_MMAPABLE one (putArray
+// encodes a zero value per element).
+func zeroArray[T any](m *ebpf.Map, n int) error {
+	if n == 0 || m.Flags()&unix.BPF_F_MMAPABLE == 0 {
+		return putArray(m, n, func(int) (v T) { return v })
+	}
+	mem, _, stride, err := mappedArray[T](m, n)
+	if err != nil {
+		return err
+	}
+	if n*stride > len(mem) {
+		return fmt.Errorf("map %s: zero %d elements of %d", m, n, len(mem)/stride)
+	}
+	clear(mem[:n*stride])
+	return nil
+}
+
 // mappedArray returns the memory of the first n elements (all when n is
 // 0) of a BPF_F_MMAPABLE array map whose values are T (mapped), the size
 // of T and the kernel's stride between elements (the value size rounded up

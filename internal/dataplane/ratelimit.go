@@ -98,7 +98,7 @@ func readRateCfg() (rateCfg, error) {
 		return c, err
 	}
 	c.Ratelimit6NS = uint64(max(rl6, 0)) * nanosPerMilli
-	list, err := os.ReadFile(sysctlProcPrefix + sysctlRatemask6)
+	list, err := readSysctlFile(sysctlProcPrefix + sysctlRatemask6)
 	if errors.Is(err, os.ErrNotExist) {
 		list = []byte(defaultRatemask6)
 	} else if err != nil {
@@ -112,7 +112,7 @@ func readRateCfg() (rateCfg, error) {
 
 // readSysctlInt reads an integer sysctl.
 func readSysctlInt(name string) (int64, error) {
-	b, err := os.ReadFile(sysctlProcPrefix + name)
+	b, err := readSysctlFile(sysctlProcPrefix + name)
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", name, err)
 	}

@@ -200,7 +200,8 @@ func BeginSession() (end func()) {
 			session.st.Close()
 			session.st = nil
 		}
-		unmapAll()
+		endSessionMappings(session.keep && session.st != nil)
+		endSessionSysctls(session.keep && session.st != nil)
 	}
 }
 
@@ -506,11 +507,15 @@ func putU32s(m *ebpf.Map, parts ...[]uint32) error {
 	if err != nil {
 		return err
 	}
+	// The values at a stride of two words (the kernel's 8 bytes per
+	// element), stored natively as the programs read them; the padding
+	// is left as it is.
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(&mem[0])), 2*n)
 	i := 0
 	for _, p := range parts {
 		for _, v := range p {
-			binary.LittleEndian.PutUint32(mem[i*8:], v)
-			i++
+			words[i] = v
+			i += 2
 		}
 	}
 	return nil

@@ -358,6 +358,62 @@ func TestAppendInPlace(t *testing.T) {
 	}
 }
 
+// TestNewChainInPlace checks `iptables -N` without a compile: an empty
+// user chain changes no packet's path, so the running generation is
+// installed again (commitNewChain, as XFW_TRACE reports it) and is what a
+// compile gives (XFW_CHECK_REUSE compiles as well and fails the command
+// otherwise), with the nat table loaded beside filter and in nat itself;
+// the rules keep judging and counting, and a jump to the new chain, a
+// rule change compiled in full, works.
+func TestNewChainInPlace(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t, nettest.WithStaticNeighbors())
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fw.restore(t, tp, 4, "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n"+
+		":DOCKER - [0:0]\n-A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER\n-A DOCKER -i lo -j RETURN\nCOMMIT\n"+
+		"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:side - [0:0]\n"+
+		"-A FORWARD -p udp -m udp --dport 7500 -j DROP\n-A FORWARD -j side\n-A side -p udp -m udp --dport 7501 -j DROP\nCOMMIT\n")
+	send := func(port uint16) int {
+		t.Helper()
+		srv := nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(tp.Sink.IPv4, port))
+		defer srv.Close()
+		for range 3 {
+			nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(tp.Sink.IPv4, port), []byte("x"))
+		}
+		return len(srv.Wait(3, arrivalWait))
+	}
+	if got := send(7500); got != 0 {
+		t.Fatalf("before -N: %d of 3 datagrams to 7500 arrived through its DROP", got)
+	}
+	for _, args := range [][]string{{"-N", "f2b-sshd"}, {"-N", "AAA"}, {"-t", "nat", "-N", "NEWNAT"}} {
+		res, err := nettest.Exec(tp.FwNS, append([]string{"env", "XFW_TRACE=1", "XFW_CHECK_REUSE=1", bin, "iptables", "-w"}, args...)...)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%v: %v %+v", args, err, res)
+		}
+		for _, step := range []string{"commit: read running generation (new chain)", "XFW_CHECK_REUSE: compiled, the same"} {
+			if !strings.Contains(res.Stderr, step) {
+				t.Errorf("%v: no %q in the trace:\n%s", args, step, res.Stderr)
+			}
+		}
+	}
+	for port, want := range map[uint16]int{7500: 0, 7501: 0, 7502: 3} {
+		if got := send(port); got != want {
+			t.Errorf("after -N: %d of 3 datagrams to %d arrived, want %d", got, port, want)
+		}
+	}
+	cs := counters(t, fw.save(t, tp, 4))
+	if got := cs["FORWARD -p udp -m udp --dport 7500 -j DROP"].packets; got != 6 {
+		t.Errorf("the DROP of 7500 counted %d packets over the -N commands, want 6", got)
+	}
+	nettest.MustExec(t, tp.FwNS, bin, "iptables", "-w", "-A", "f2b-sshd", "-p", "udp", "--dport", "7502", "-j", "DROP")
+	nettest.MustExec(t, tp.FwNS, bin, "iptables", "-w", "-I", "FORWARD", "-j", "f2b-sshd")
+	if got := send(7502); got != 0 {
+		t.Errorf("after the jump to the new chain: %d of 3 datagrams to 7502 arrived", got)
+	}
+}
+
 // TestMultiCall runs the binary under the names iptables, iptables-save and
 // iptables-restore (symbolic links), as a drop-in in PATH would.
 func TestMultiCall(t *testing.T) {

@@ -1,0 +1,99 @@
+package dataplane
+
+import (
+	"os"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// TestSessionMappingsKept checks which mappings a session's end releases:
+// with keep, those neither that session nor the one before used (a
+// command fills one bank, the next the other); without, all of them;
+// never those made outside a session, which unmapOutsideSession releases
+// once no session is active.
+func TestSessionMappingsKept(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("creating a BPF map needs root")
+	}
+	newMap := func() *ebpf.Map {
+		t.Helper()
+		m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1024, Flags: unix.BPF_F_MMAPABLE})
+		if err != nil {
+			t.Fatalf("create a mmapable array: %v", err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	setActive := func(on bool) {
+		session.mu.Lock()
+		session.active = on
+		session.mu.Unlock()
+	}
+	use := func(ms ...*ebpf.Map) {
+		t.Helper()
+		for _, m := range ms {
+			mem, err := mapped(m, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem[0]++ // the mapping is live memory
+		}
+	}
+	count := func(outside bool) int {
+		mappings.mu.Lock()
+		defer mappings.mu.Unlock()
+		n := 0
+		for _, mp := range mappings.all {
+			if mp.key.outside == outside {
+				n++
+			}
+		}
+		return n
+	}
+	t.Cleanup(func() {
+		setActive(false)
+		unmapAll()
+	})
+	unmapAll()
+	a, b, c := newMap(), newMap(), newMap()
+
+	use(c) // outside a session
+	setActive(true)
+	use(a, b) // session 1: both banks
+	endSessionMappings(true)
+	use(a) // session 2: bank a only
+	endSessionMappings(true)
+	if got := count(false); got != 2 {
+		t.Errorf("after a session that used one of two kept mappings: %d kept, want 2", got)
+	}
+	use(a) // session 3: b unused in this session and the one before
+	endSessionMappings(true)
+	if got := count(false); got != 1 {
+		t.Errorf("after two sessions without b: %d kept, want 1", got)
+	}
+	mappings.mu.Lock()
+	mapsBefore := len(mappings.all)
+	mappings.mu.Unlock()
+	use(a) // a kept mapping is reused, not mapped again
+	mappings.mu.Lock()
+	mapsAfter := len(mappings.all)
+	mappings.mu.Unlock()
+	if mapsAfter != mapsBefore {
+		t.Errorf("a kept mapping was mapped again: %d mappings, then %d", mapsBefore, mapsAfter)
+	}
+	endSessionMappings(false)
+	if got := count(false); got != 0 {
+		t.Errorf("a session's end without keep left %d mappings", got)
+	}
+	unmapOutsideSession() // a session is active: the outside one stays
+	if got := count(true); got != 1 {
+		t.Errorf("outside mappings while a session is active: %d, want 1", got)
+	}
+	setActive(false)
+	unmapOutsideSession()
+	if got := count(true); got != 0 {
+		t.Errorf("outside mappings after their call, no session active: %d, want 0", got)
+	}
+}

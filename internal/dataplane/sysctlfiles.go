@@ -1,0 +1,92 @@
+package dataplane
+
+import (
+	"errors"
+	"io"
+	"os"
+	"sync"
+)
+
+// A commit reads a dozen or more sysctls (the ICMP rate limits, rp_filter,
+// the hop limits, br_netfilter, tracked connections), which tell no one of
+// their changes, so they are read at every commit. Reading one through
+// os.ReadFile (open, read, close: a path walk through /proc/sys each time)
+// costs about 19 µs; a pread of a descriptor kept open, 0.7 µs, and a
+// sysctl's read at offset 0 gives its value at that moment, as an open
+// and read would. In a session of a process that keeps its state between
+// sessions (the agent) the descriptors stay open from one session to the
+// next while one of the last two used them; a read that fails (a device
+// removed: its sysctls are gone) or fills the buffer reads the file
+// afresh, so the value and the error are the ones os.ReadFile gives.
+var sysctlFiles struct {
+	mu   sync.Mutex
+	open map[string]*keptFile
+	// sessions counts the sessions ended.
+	sessions uint64
+}
+
+// keptFile is a sysctl file kept open.
+type keptFile struct {
+	f *os.File
+	// used is sysctlFiles.sessions when it was last read.
+	used uint64
+}
+
+// sysctlReadSize is the most a kept sysctl file's read returns: longer
+// values are read afresh (none of those xfw reads comes near it).
+const sysctlReadSize = 256
+
+// readSysctlFile returns the contents of path, a file under /proc/sys:
+// through a kept descriptor in a kept session, else os.ReadFile.
+func readSysctlFile(path string) ([]byte, error) {
+	if !keptSessionActive() {
+		return os.ReadFile(path)
+	}
+	sysctlFiles.mu.Lock()
+	defer sysctlFiles.mu.Unlock()
+	kf := sysctlFiles.open[path]
+	if kf == nil {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		if sysctlFiles.open == nil {
+			sysctlFiles.open = map[string]*keptFile{}
+		}
+		kf = &keptFile{f: f}
+		sysctlFiles.open[path] = kf
+	}
+	kf.used = sysctlFiles.sessions
+	buf := make([]byte, sysctlReadSize)
+	n, err := kf.f.ReadAt(buf, 0)
+	if (err != nil && !errors.Is(err, io.EOF)) || n == len(buf) {
+		kf.f.Close()
+		delete(sysctlFiles.open, path)
+		return os.ReadFile(path)
+	}
+	return buf[:n], nil
+}
+
+// keptSessionActive reports whether a session of a process that keeps its
+// state between sessions is active.
+func keptSessionActive() bool {
+	session.mu.Lock()
+	defer session.mu.Unlock()
+	return session.active && session.keep
+}
+
+// endSessionSysctls closes, at a session's end, the sysctl files kept
+// open: all of them, or with keep those neither this session nor the one
+// before read (a device removed, or not read any more).
+func endSessionSysctls(keep bool) {
+	sysctlFiles.mu.Lock()
+	defer sysctlFiles.mu.Unlock()
+	ended := sysctlFiles.sessions
+	sysctlFiles.sessions++
+	for path, kf := range sysctlFiles.open {
+		if !keep || kf.used+1 < ended {
+			kf.f.Close()
+			delete(sysctlFiles.open, path)
+		}
+	}
+}
