@@ -388,7 +388,7 @@ __attribute__((noinline)) __u32 xfw_scan_words(struct xfw_cls *st, __u64 cand)
 			id = st->ids[i & (XFW_FIELD_LIST - 1)];
 			ch = bpf_map_lookup_elem(chunks, &id);
 			if (!ch)
-				return XFW_SCAN_NONE;
+				return XFW_SCAN_NONE; /* ids the walk read: cannot happen */
 			acc &= ch->words[j];
 			if (!acc)
 				break;
@@ -530,8 +530,9 @@ static __always_inline long xfw_unwind(struct xfw_cls *st)
  * which words can hold a match: a step skips to the first such word of
  * the chunk, or enters the next chunk the masks allow, and reads that
  * word) and either moves pos forward, acts on a CONTINUE entry and moves
- * on, or stops at a terminal entry or the chain's end. One word per
- * iteration keeps the callback loop-free for the verifier. */
+ * on, or stops at a terminal entry or the chain's end. Later candidate
+ * words of a chunk are tried by xfw_scan_words, a global function: the
+ * callback itself stays loop-free for the verifier. */
 static long xfw_step(__u32 iter, struct xfw_walk *walk)
 {
 	struct xfw_cls *st = walk->st;
