@@ -212,6 +212,9 @@ func runClassBenchSet(ctx context.Context, o *options, name string) (*cbSetResul
 	}
 	progress("classbench %s: xfw_xdp %.0f ns/packet (%.0f–%.0f), each frame once %.0f ns (%.0f–%.0f), %.1f steps, %.1f lookups; no match %.0f ns %s", name,
 		res.Ns.Median, res.Ns.Min, res.Ns.Max, res.NsOnce.Median, res.NsOnce.Min, res.NsOnce.Max, res.Steps, res.Lookups, res.NoMatch.Ns.Median, res.ProgRunError)
+	if o.cbProgRunOnly {
+		return res, ctx.Err()
+	}
 	if err := cbForward(ctx, o, res, rules, rendered, trace); err != nil {
 		return nil, err
 	}

@@ -67,6 +67,9 @@ type options struct {
 	cbDir   string
 	cbSets  []string
 	cbTrace int
+	// cbProgRunOnly skips the classbench section's forwarding runs: only
+	// xfw_xdp's BPF_PROG_TEST_RUN cost (and its checks) per set.
+	cbProgRunOnly bool
 }
 
 // Section names for -sections.
@@ -161,6 +164,7 @@ func run() int {
 	flag.StringVar(&o.cbDir, "classbench-dir", cbDefaultDir, "classbench section: directory of the ClassBench filter sets")
 	cbSets := flag.String("classbench-sets", cbDefaultSets, "classbench section: comma-separated filter sets")
 	flag.IntVar(&o.cbTrace, "classbench-trace", cbDefaultTrace, "classbench section: distinct packets of each trace")
+	flag.BoolVar(&o.cbProgRunOnly, "classbench-progrun-only", false, "classbench section: only xfw_xdp's BPF_PROG_TEST_RUN cost per set (no forwarding through the rig)")
 	quickSizesFlag := flag.String("quick-sizes", joinInts(quickSizes), "-quick and the headline: comma-separated FORWARD rule counts")
 	flag.Parse()
 	if o.progRunSizes, err = parseInts(*progRunSizesFlag); err != nil {

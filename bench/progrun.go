@@ -394,16 +394,45 @@ func lbvsCostOf(g *compiler.Generation, p *compiler.Packet, chain int) (lbvsCost
 		}
 		return w*compiler.ChunkMaskBits + uint32(trailingZeros(uint64(m)))
 	}
+	// andWord: word j of chunk k by the ids kept, one read per field up
+	// to the first that leaves the AND empty (xfw_and_word,
+	// xfw_scan_words).
+	andWord := func(k, j uint32) uint64 {
+		w := ^uint64(0)
+		for _, f := range walkFields {
+			c.Lookups++ // the chunk, by the id kept
+			if w &= g.Chunks[g.ClassChunks[cls[f]*g.NumChunks+k]].Words[j]; w == 0 {
+				break
+			}
+		}
+		return w
+	}
+	// scanWords: xfw_scan_words over the candidate words cand of chunk
+	// k, up to scanWords of them: the first word whose AND is not empty,
+	// else the next untried candidate (more) or none.
+	const scanWords = 4 // XFW_SCAN_WORDS
+	scanWords4 := func(k uint32, cand uint64) (j uint32, found, more bool) {
+		for n := 0; n < scanWords; n++ {
+			if cand == 0 {
+				return 0, false, false
+			}
+			j = uint32(trailingZeros(cand))
+			if w := andWord(k, j); w != 0 {
+				wordChunk, wordJ, word = k, j, w
+				return j, true, false
+			}
+			cand &= cand - 1
+		}
+		if cand == 0 {
+			return 0, false, false
+		}
+		return uint32(trailingZeros(cand)), false, true
+	}
 	wordAt := func(k, j uint32) uint64 {
 		switch {
 		case wordChunk == k && wordJ == j:
 		case idsChunk == k:
-			w := ^uint64(0)
-			for _, f := range walkFields {
-				c.Lookups++ // the chunk, by the id kept
-				w &= g.Chunks[g.ClassChunks[cls[f]*g.NumChunks+k]].Words[j]
-			}
-			wordChunk, wordJ, word = k, j, w
+			wordChunk, wordJ, word = k, j, andWord(k, j)
 		default:
 			andChunk(k, j)
 		}
@@ -428,17 +457,40 @@ func lbvsCostOf(g *compiler.Generation, p *compiler.Packet, chain int) (lbvsCost
 		}
 		summ := summary & (^uint64(0) << j)
 		if summ == 0 {
-			pos = nextChunk(k+1) * compiler.ChunkBits
-			continue
+			// The next chunk the masks allow, entered in this step.
+			k = nextChunk(k + 1)
+			pos, j = k*compiler.ChunkBits, 0
+			if pos >= end {
+				return c, -1
+			}
+			summary, cached = andChunk(k, 0), k
+			if summ = summary; summ == 0 {
+				continue
+			}
 		}
 		if tz := uint32(trailingZeros(summ)); tz != j {
-			pos = k*compiler.ChunkBits + tz*64
-			continue
+			// The next word that can match, read in this step.
+			j, pos = tz, k*compiler.ChunkBits+tz*64
 		}
 		w := ^uint64(0) << (pos % 64) & wordAt(k, j)
 		if w == 0 {
-			pos = k*compiler.ChunkBits + (j+1)*64
-			continue
+			// The chunk's later candidate words, several in this
+			// step (xfw_scan_words).
+			rest := summ & (^uint64(1) << j)
+			if rest == 0 || idsChunk != k {
+				pos = k*compiler.ChunkBits + (j+1)*64
+				continue
+			}
+			nj, found, more := scanWords4(k, rest)
+			switch {
+			case more:
+				pos = k*compiler.ChunkBits + nj*64
+				continue
+			case !found:
+				pos = nextChunk(k+1) * compiler.ChunkBits
+				continue
+			}
+			j, w = nj, word
 		}
 		e := k*compiler.ChunkBits + j*64 + uint32(trailingZeros(w))
 		if e >= end {

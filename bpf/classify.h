@@ -336,11 +336,74 @@ __attribute__((noinline)) __u64 xfw_and_word(struct xfw_cls *st, __u32 j)
 		if (!ch)
 			return 0;
 		acc &= ch->words[j & (XFW_CHUNK_WORDS - 1)];
+		if (!acc)
+			break; /* the later fields cannot set a bit */
 	}
 	st->word_chunk = st->ids_chunk;
 	st->word_j = j;
 	st->word = acc;
 	return acc;
+}
+
+/* XFW_SCAN_WORDS bounds the candidate words xfw_scan_words tries in one
+ * call (one walk step): each costs at most one lookup per field. */
+#define XFW_SCAN_WORDS 4
+/* xfw_scan_words' answers besides a word index (0-63). */
+#define XFW_SCAN_MORE 64  /* + the next candidate: none of the first held a match */
+#define XFW_SCAN_NONE 128 /* no candidate held a match */
+
+/* xfw_scan_words tries the candidate words cand (bits: word indexes of
+ * the chunk of st->ids, whose summaries say they may hold a match) in
+ * order, up to XFW_SCAN_WORDS of them, each the AND of the active fields'
+ * word, stopped at the first field that leaves it empty. It returns the
+ * first word index whose AND is not empty (kept in st->word, as
+ * xfw_and_word does), XFW_SCAN_MORE + the next untried candidate, or
+ * XFW_SCAN_NONE. A global function, as xfw_and_chunk: a wide ruleset's
+ * summaries say "maybe" for many words holding no common entry, and one
+ * step per such word cost a bpf_loop step, the configuration's and the
+ * inner map's lookups each. */
+__attribute__((noinline)) __u32 xfw_scan_words(struct xfw_cls *st, __u64 cand)
+{
+	struct xfw_family_cfg *fc;
+	struct xfw_chunk *ch;
+	__u32 slot, id, j;
+	void *chunks;
+	__u64 acc;
+
+	if (!st)
+		return XFW_SCAN_NONE;
+	slot = st->slot;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	chunks = xfw_inner(&xfw_o_chunks, slot);
+	if (!fc || !chunks)
+		return XFW_SCAN_NONE;
+	for (__u32 k = 0; k < XFW_SCAN_WORDS; k++) {
+		if (!cand)
+			return XFW_SCAN_NONE;
+		j = xfw_ctz64(cand) & (XFW_CHUNK_WORDS - 1);
+		acc = ~0ULL;
+		for (__u32 i = 0; i < XFW_NFIELDS; i++) {
+			if (i >= fc->nfields)
+				break;
+			id = st->ids[i & (XFW_FIELD_LIST - 1)];
+			ch = bpf_map_lookup_elem(chunks, &id);
+			if (!ch)
+				return XFW_SCAN_NONE; /* ids the walk read: cannot happen */
+			acc &= ch->words[j];
+			if (!acc)
+				break;
+		}
+		if (acc) {
+			st->word_chunk = st->ids_chunk;
+			st->word_j = j;
+			st->word = acc;
+			return j;
+		}
+		cand &= cand - 1;
+	}
+	if (!cand)
+		return XFW_SCAN_NONE;
+	return XFW_SCAN_MORE + xfw_ctz64(cand);
 }
 
 /* XFW_MASK_BITS is the number of chunks a chunk mask word covers
@@ -463,10 +526,13 @@ static __always_inline long xfw_unwind(struct xfw_cls *st)
 }
 
 /* xfw_step is one bpf_loop iteration: it examines one candidate word at
- * st->pos (the AND of the active fields' chunk summaries says which words
- * can hold a match) and either moves pos forward, acts on a CONTINUE entry
- * and moves on, or stops at a terminal entry or the chain's end. One word
- * per iteration keeps the callback loop-free for the verifier. */
+ * or after st->pos (the AND of the active fields' chunk summaries says
+ * which words can hold a match: a step skips to the first such word of
+ * the chunk, or enters the next chunk the masks allow, and reads that
+ * word) and either moves pos forward, acts on a CONTINUE entry and moves
+ * on, or stops at a terminal entry or the chain's end. Later candidate
+ * words of a chunk are tried by xfw_scan_words, a global function: the
+ * callback itself stays loop-free for the verifier. */
 static long xfw_step(__u32 iter, struct xfw_walk *walk)
 {
 	struct xfw_cls *st = walk->st;
@@ -490,19 +556,50 @@ static long xfw_step(__u32 iter, struct xfw_walk *walk)
 	}
 	summ = st->summary & (~0ULL << j);
 	if (!summ) {
-		/* On to the next chunk that can hold a match. */
-		st->pos = xfw_next_chunk(st, c + 1) * XFW_CHUNK_BITS;
-		return 0;
+		/* On to the next chunk that can hold a match, entered in
+		 * this same step. */
+		c = xfw_next_chunk(st, c + 1);
+		pos = c * XFW_CHUNK_BITS;
+		st->pos = pos;
+		if (pos >= st->end) {
+			st->result = XFW_RES_END;
+			return 1;
+		}
+		j = 0;
+		st->chunk = c;
+		st->summary = xfw_and_chunk(st, c, 0);
+		summ = st->summary;
+		if (!summ)
+			return 0; /* the next step moves on */
 	}
 	if (xfw_ctz64(summ) != j) {
-		/* Skip to the next word that can match. */
-		st->pos = c * XFW_CHUNK_BITS + xfw_ctz64(summ) * 64;
-		return 0;
+		/* Skip to the next word that can match, and read it in this
+		 * same step. */
+		j = xfw_ctz64(summ) & (XFW_CHUNK_WORDS - 1);
+		pos = c * XFW_CHUNK_BITS + j * 64;
 	}
 	w = (~0ULL << (pos % 64)) & xfw_word_at(st, c, j);
 	if (!w) {
-		st->pos = c * XFW_CHUNK_BITS + (j + 1) * 64;
-		return 0;
+		/* The chunk's later candidate words, several in this step. */
+		__u64 rest = summ & (~1ULL << j);
+		__u32 r;
+
+		if (!rest || st->ids_chunk != c) {
+			st->pos = c * XFW_CHUNK_BITS + (j + 1) * 64;
+			return 0;
+		}
+		r = xfw_scan_words(st, rest);
+		if (r >= XFW_SCAN_NONE) {
+			/* On to the next chunk that can hold a match. */
+			st->pos = xfw_next_chunk(st, c + 1) * XFW_CHUNK_BITS;
+			return 0;
+		}
+		if (r >= XFW_SCAN_MORE) {
+			st->pos = c * XFW_CHUNK_BITS + (r - XFW_SCAN_MORE) * 64;
+			return 0;
+		}
+		j = r & (XFW_CHUNK_WORDS - 1);
+		w = st->word;
 	}
 	e = c * XFW_CHUNK_BITS + j * 64 + xfw_ctz64(w);
 	if (e >= st->end) {
