@@ -18,7 +18,8 @@ import (
 // (INIT, INIT ACK, COOKIE ECHO, COOKIE ACK), DATA with a wrong
 // verification tag (INVALID), a second association between the same
 // hosts (its own connection: ports in the key), an out-of-the-blue ABORT
-// (INVALID), a masqueraded INIT and its INIT ACK, and sink's error about
+// (INVALID) and shut down (SHUTDOWN, SHUTDOWN ACK, SHUTDOWN COMPLETE:
+// CLOSED), a masqueraded INIT and its INIT ACK, and sink's error about
 // a DNATed packet translated back. What each end saw (ports, chunk, a
 // valid CRC32c), the counters and `conntrack -L` (the sctp entries with
 // their states) are compared. The DATA with a wrong tag reaches nobody in
@@ -67,10 +68,13 @@ COMMIT
 // SCTP chunk types the steps send (RFC 9260 3.2), beyond INIT and INIT
 // ACK (natSCTPInit, natSCTPInitAck).
 const (
-	sctpData       = 0
-	sctpAbort      = 6
-	sctpCookieEcho = 10
-	sctpCookieAck  = 11
+	sctpData         = 0
+	sctpAbort        = 6
+	sctpShutdown     = 7
+	sctpShutdownAck  = 8
+	sctpCookieEcho   = 10
+	sctpCookieAck    = 11
+	sctpShutdownDone = 14
 )
 
 // sctpWire returns an SCTP packet from sport to dport with verification
@@ -128,6 +132,14 @@ func natSCTPSteps(fam int) []natStep {
 			sctpWire(40000, 5000, sinkTag, sctpDataChunk("data-out")), sctpWire(6000, 40000, genTag, sctpDataChunk("data-back")))},
 		{"a second association from port 40001 (its own connection)", exch(fw,
 			natSCTPPacket(40001, 5000, 0, natSCTPInit, gen2Tag), natSCTPPacket(6000, 40001, gen2Tag, natSCTPInitAck, sink2Tag))},
+		{"its COOKIE ECHO and COOKIE ACK", exch(fw,
+			sctpWire(40001, 5000, sink2Tag, cookie), sctpWire(6000, 40001, gen2Tag, sctpChunk(sctpCookieAck, 0, nil)))},
+		{"its SHUTDOWN and SHUTDOWN ACK (SHUTDOWN_ACK_SENT)", exch(fw,
+			sctpWire(40001, 5000, sink2Tag, sctpChunk(sctpShutdown, 0, []byte{0, 0, 0, 1})),
+			sctpWire(6000, 40001, gen2Tag, sctpChunk(sctpShutdownAck, 0, nil)))},
+		{"its SHUTDOWN COMPLETE (CLOSED), then DATA back", exch(fw,
+			sctpWire(40001, 5000, sink2Tag, sctpChunk(sctpShutdownDone, 0, nil)),
+			sctpWire(6000, 40001, gen2Tag, sctpDataChunk("after-close")))},
 		{"an out-of-the-blue ABORT from port 40002 (INVALID)", exch(fw,
 			sctpWire(40002, 5000, 0x12345678, sctpChunk(sctpAbort, 0, nil)), sctpWire(6000, 40002, 0x12345678, sctpChunk(sctpAbort, 0, nil)))},
 		{"INIT to sink:7000 masqueraded to port 30000, the INIT ACK translated back", exch(sink,
