@@ -144,6 +144,8 @@ func natSCTPSteps(fam int) []natStep {
 			sctpWire(40002, 5000, 0x12345678, sctpChunk(sctpAbort, 0, nil)), sctpWire(6000, 40002, 0x12345678, sctpChunk(sctpAbort, 0, nil)))},
 		{"INIT to sink:7000 masqueraded to port 30000, the INIT ACK translated back", exch(sink,
 			natSCTPPacket(40003, 7000, 0, natSCTPInit, genTag), natSCTPPacket(7000, 30000, genTag, natSCTPInitAck, sinkTag))},
+		{"another INIT to sink:7000 from port 40004: port 30000 taken", exch(sink,
+			natSCTPPacket(40004, 7000, 0, natSCTPInit, gen2Tag), natSCTPPacket(7000, 30000, gen2Tag, natSCTPInitAck, sink2Tag))},
 	}
 	if fam == 6 {
 		return append(steps, natStep{"sink's error about the DNATed INIT: translated back", nat6QuotedError(func(tp *nettest.Topology) []byte {
