@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"hash/crc32"
 	"net/netip"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -19,7 +23,9 @@ import (
 // verification tag (INVALID), a second association between the same
 // hosts (its own connection: ports in the key), an out-of-the-blue ABORT
 // (INVALID) and shut down (SHUTDOWN, SHUTDOWN ACK, SHUTDOWN COMPLETE:
-// CLOSED), a masqueraded INIT and its INIT ACK, and sink's error about
+// CLOSED), a masqueraded INIT and its INIT ACK and another to the taken
+// port, fw's own INIT DNATed in nat OUTPUT (sent and answered through a
+// raw socket), and sink's error about
 // a DNATed packet translated back. What each end saw (ports, chunk, a
 // valid CRC32c), the counters and `conntrack -L` (the sctp entries with
 // their states) are compared. The DATA with a wrong tag reaches nobody in
@@ -31,6 +37,7 @@ import (
 // natSCTPRuleset is TestSCTPNatAgainstKernel's IPv4 ruleset; X is the
 // topology's subnet.
 const natSCTPRuleset = natTableStart + `-A PREROUTING -d 10.X.1.1/32 -p sctp -m sctp --dport 5000 -j DNAT --to-destination 10.X.2.2:6000
+-A OUTPUT -d 10.X.9.7/32 -p sctp -m sctp --dport 5002 -j DNAT --to-destination 10.X.2.2:6002
 -A POSTROUTING -d 10.X.2.2/32 -p sctp -m sctp --dport 7000 -j MASQUERADE --to-ports 30000
 -A POSTROUTING -p sctp
 COMMIT
@@ -49,6 +56,7 @@ COMMIT
 
 // natSCTP6Ruleset is natSCTPRuleset for IPv6.
 const natSCTP6Ruleset = natTableStart + `-A PREROUTING -d fd00:X:1::1/128 -p sctp -m sctp --dport 5000 -j DNAT --to-destination [fd00:X:2::2]:6000
+-A OUTPUT -d fd00:X:9::7/128 -p sctp -m sctp --dport 5002 -j DNAT --to-destination [fd00:X:2::2]:6002
 -A POSTROUTING -d fd00:X:2::2/128 -p sctp -m sctp --dport 7000 -j MASQUERADE --to-ports 30000
 -A POSTROUTING -p sctp
 COMMIT
@@ -146,6 +154,8 @@ func natSCTPSteps(fam int) []natStep {
 			natSCTPPacket(40003, 7000, 0, natSCTPInit, genTag), natSCTPPacket(7000, 30000, genTag, natSCTPInitAck, sinkTag))},
 		{"another INIT to sink:7000 from port 40004: port 30000 taken", exch(sink,
 			natSCTPPacket(40004, 7000, 0, natSCTPInit, gen2Tag), natSCTPPacket(7000, 30000, gen2Tag, natSCTPInitAck, sink2Tag))},
+		{"fw's own INIT to X.9.7:5002 DNATed in nat OUTPUT to sink:6002, the INIT ACK translated back",
+			natSCTPFromHost(fam, natSCTPPacket(40010, 5002, 0, natSCTPInit, genTag), natSCTPPacket(6002, 40010, genTag, natSCTPInitAck, sinkTag))},
 	}
 	if fam == 6 {
 		return append(steps, natStep{"sink's error about the DNATed INIT: translated back", nat6QuotedError(func(tp *nettest.Topology) []byte {
@@ -178,6 +188,7 @@ func TestSCTPNatAgainstKernel(t *testing.T) {
 			tw := newTwins(t, xfwPath(t))
 			tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
 				natPortlessSinkDrop(t, tp, tool)
+				natSCTPVIPRoute(t, tp, c.fam)
 				subnet, placeholder := natSubnetText(tp, c.fam)
 				fw.restore(t, tp, c.fam, strings.ReplaceAll(c.ruleset, placeholder, subnet))
 			})
@@ -189,4 +200,86 @@ func TestSCTPNatAgainstKernel(t *testing.T) {
 			compareNatConntrackProtos(t, tw, c.fam, []string{"sctp"}, func(string, int) bool { return false }, 3)
 		})
 	}
+}
+
+// natSCTPRecv is the program fw runs to send its own SCTP packet (a raw
+// socket: the kernels here have no SCTP stack) to argv[2] and print what
+// SCTP packet it receives next: the sender's address and the packet (for
+// IPv4 with its IP header, as a raw socket gives it), in hex.
+const natSCTPRecv = `import socket, sys
+fam = socket.AF_INET6 if ":" in sys.argv[2] else socket.AF_INET
+s = socket.socket(fam, socket.SOCK_RAW, 132)
+s.settimeout(4)
+s.sendto(bytes.fromhex(sys.argv[1]), (sys.argv[2], 0))
+try:
+    data, addr = s.recvfrom(4096)
+    print(addr[0], data.hex())
+except socket.timeout:
+    print("nothing")
+`
+
+// natSCTPFromHost sends out from fw's own raw socket to X.9.7 port 5002
+// (routed through sink, natSCTPVIPRoute; nat OUTPUT's DNAT to sink:6002),
+// answers with back from sink to
+// where the packet arrived, and says what sink saw and what fw's socket
+// received (natSCTPText, the source address by name).
+func natSCTPFromHost(fam int, out, back []byte) func(*testing.T, *nettest.Topology) string {
+	return func(t *testing.T, tp *nettest.Topology) string {
+		name, vip, sink := natName, natAddr(tp, 9, 7), tp.Sink.IPv4
+		if fam == 6 {
+			name, vip, sink = nat6Name, nat6Addr(tp, 9, 7), tp.Sink.IPv6
+		}
+		is := func(c nettest.Captured) bool { return !c.Outgoing && c.Protocol == nettest.ProtoSCTP }
+		atSink := nettest.StartCapture(t, tp.SinkNS, tp.Sink.Ifname, is)
+		defer atSink.Stop()
+		var stdout bytes.Buffer
+		cmd := exec.Command("ip", "netns", "exec", tp.FwNS, "python3", "-c", natSCTPRecv, hex.EncodeToString(out), vip.String())
+		cmd.Stdout = &stdout
+		if err := cmd.Start(); err != nil {
+			return "fw's sender: " + err.Error()
+		}
+		defer func() { _ = cmd.Wait() }()
+		f, ok := atSink.WaitFor(is, 3*time.Second)
+		if !ok {
+			_ = cmd.Wait()
+			return "sink saw nothing"
+		}
+		seen := fmt.Sprintf("sink saw %s -> %s %s", name(tp, f.Src), name(tp, f.Dst), natSCTPText(f))
+		var pkt []byte
+		if fam == 6 {
+			pkt = nettest.IPv6{Src: sink, Dst: f.Src, HopLimit: 64}.Packet(nettest.Raw{Proto: nettest.ProtoSCTP, Data: back})
+		} else {
+			pkt = nettest.IPv4{Src: sink, Dst: f.Src}.Packet(nettest.Raw{Proto: nettest.ProtoSCTP, Data: back})
+		}
+		if err := tp.InjectFromSink(tp.SinkToFw().Frame(pkt)); err != nil {
+			return seen + "; inject from sink: " + err.Error()
+		}
+		if err := cmd.Wait(); err != nil {
+			return seen + "; fw's receiver: " + err.Error()
+		}
+		from, data, ok := strings.Cut(strings.TrimSpace(stdout.String()), " ")
+		b, err := hex.DecodeString(data)
+		a, aerr := netip.ParseAddr(from)
+		if !ok || err != nil || aerr != nil {
+			return seen + "; fw received " + stdout.String()
+		}
+		if fam == 4 && len(b) > 0 {
+			b = b[int(b[0]&0xf)*4:]
+		}
+		return seen + fmt.Sprintf("; fw received from %s %s", name(tp, a), natSCTPText(nettest.Captured{Packet: &nettest.Packet{Payload: b}}))
+	}
+}
+
+// natSCTPVIPRoute routes fw's X.9.7 (no host's) through sink, as a
+// ClusterIP goes by a node's default route: xfw's nat OUTPUT translates
+// a packet at the TC egress of the device its first route picked, after
+// the neighbour resolution, which an address of a link's own subnet that
+// no host holds never passes.
+func natSCTPVIPRoute(t *testing.T, tp *nettest.Topology, fam int) {
+	t.Helper()
+	if fam == 6 {
+		nettest.MustExec(t, tp.FwNS, "ip", "-6", "route", "add", nat6Addr(tp, 9, 7).String()+"/128", "via", tp.Sink.IPv6.String())
+		return
+	}
+	nettest.MustExec(t, tp.FwNS, "ip", "route", "add", natAddr(tp, 9, 7).String()+"/32", "via", tp.Sink.IPv4.String())
 }
