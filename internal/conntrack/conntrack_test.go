@@ -174,6 +174,8 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"-L", "-p", "tcp", "--state", "FOO"}, Options{}, "unknown TCP state `FOO'"},
 		{[]string{"-L", "-p", "tcp", "--state", "time_wait"}, Options{}, "unknown TCP state `time_wait'"},
 		{[]string{"-L", "-p", "tcp", "--state", "TIME_WAIT"}, Options{Cmd: CmdList, Filter: filter(func(f *Filter) { f.Proto, f.State = 6, 7 })}, ""},
+		{[]string{"-L", "-p", "sctp", "--state", "COOKIE_WAIT"}, Options{Cmd: CmdList, Filter: filter(func(f *Filter) { f.Proto, f.State = 132, 2 })}, ""},
+		{[]string{"-L", "-p", "sctp", "--state", "FOO"}, Options{}, "unknown SCTP state `FOO'"},
 		{[]string{"-L", "-p", "tcp", "--state", "LISTEN"}, Options{Cmd: CmdList, Filter: filter(func(f *Filter) { f.Proto, f.State = 6, 9 })}, ""},
 		{[]string{"-L", "--sport", "5555"}, Options{}, "unknown option `--sport'"},
 		{[]string{"-L", "--sport", "1", "-p", "tcp"}, Options{}, "unknown option `--sport'"},
