@@ -582,6 +582,10 @@ enum xfw_tcp_state {
 #define XFW_CTT_GENERIC (XFW_TCP_TIMEOUT_MAX + 3)
 #define XFW_CTT_UDP_STREAM (XFW_TCP_TIMEOUT_MAX + 4) /* 2 s: "still active" */
 #define XFW_CTT_ICMPV6 (XFW_TCP_TIMEOUT_MAX + 5) /* nf_conntrack_icmpv6_timeout */
-#define XFW_CTT_N (XFW_TCP_TIMEOUT_MAX + 6)
+/* SCTP: one slot per state (enum sctp_conntrack, ct_sctp.h), NONE
+ * (slot 0) holding CLOSED's timeout as the kernel's timeouts[0]. */
+#define XFW_CTT_SCTP (XFW_TCP_TIMEOUT_MAX + 6)
+#define XFW_CTT_SCTP_STATES 9
+#define XFW_CTT_N (XFW_CTT_SCTP + XFW_CTT_SCTP_STATES)
 
 #endif /* XFW_COMMON_H */

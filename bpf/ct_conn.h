@@ -99,10 +99,12 @@ static __always_inline int xfw_icmp6_untracked(__u32 t)
 }
 
 /* xfw_ct_ports reports whether the protocol's key carries ports (TCP,
- * UDP, UDP-Lite; SCTP and DCCP are tracked as generic). */
+ * UDP, UDP-Lite, SCTP; DCCP is tracked as generic, as by Linux 6.16 and
+ * later, which have no DCCP tracker). */
 static __always_inline int xfw_ct_ports(__u32 proto)
 {
-	return proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_UDPLITE;
+	return proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_UDPLITE ||
+	       proto == IPPROTO_SCTP;
 }
 
 /* xfw_ct_mkkey fills k for a packet from (shi,slo,sport) to (dhi,dlo,dport)

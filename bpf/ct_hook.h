@@ -110,6 +110,10 @@ static __always_inline __u32 xfw_ct_copy_len(struct xfw_pkt *p, __u32 *off)
 		return avail < 60 ? avail : 60;
 	if (p->proto == IPPROTO_UDP || p->proto == IPPROTO_UDPLITE)
 		return avail < 8 ? avail : 8;
+	/* SCTP: the common header and the chunk headers after it
+	 * (ct_sctp.h). */
+	if (p->proto == IPPROTO_SCTP)
+		return avail < XFW_CT_BUF ? avail : XFW_CT_BUF;
 	if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6) {
 		t = p->icmp >> 8;
 		if (p->icmp > 0xffff)

@@ -73,6 +73,19 @@ struct xfw_ct_quote {
 	__u32 pad;
 };
 
+/* An SCTP packet's walk over its chunks (ct_sctp.h): what the passes keep
+ * from chunk to chunk. */
+struct xfw_sctp_walk {
+	__u32 pass;   /* XFW_SCTP_PASS_* */
+	__u32 dir;    /* the packet's direction */
+	__u32 map;    /* the chunk types seen (below 32; PASS_BASIC fills it) */
+	__u32 flag;   /* PASS_BASIC: an INIT, INIT ACK or SHUTDOWN COMPLETE seen */
+	__u32 count;  /* chunks walked */
+	__u32 ignore; /* PASS_STATE: accept without refreshing the timeout */
+	__u32 next;   /* the next chunk's offset, 0: none */
+	__u32 pad;
+};
+
 /* Per-packet tracking state: one per CPU and hook (index 0 XDP, 1 TC). */
 struct xfw_ct_scratch {
 	struct xfw_ct_key key;
@@ -90,6 +103,7 @@ struct xfw_ct_scratch {
 	__u32 amark;      /* an attached connection's mark (connmark.h), 0 per packet */
 	struct xfw_ct_lo_key lokey; /* the loopback handoff's key */
 	struct xfw_ct_quote quote; /* xfw_ct_related's decoded quote */
+	struct xfw_sctp_walk sw;   /* SCTP: the chunk walk (ct_sctp.h) */
 };
 
 /* TCP flag bits (byte 13 of the header). */

@@ -2,7 +2,7 @@
 /*
  * ct_track.h — connection tracking proper: a packet's connection found or
  * opened, its state advanced by its protocol's tracker (xfw_ct_advance:
- * TCP in ct_tcp.h, UDP, ICMP, generic), its XFW_F_CT value returned
+ * TCP in ct_tcp.h, SCTP in ct_sctp.h, UDP, ICMP, generic), its XFW_F_CT value returned
  * (xfw_ct_track); a new connection's entry created once the packet is
  * accepted (xfw_ct_confirm); assured connections promoted to xfw_ct, whose
  * expired entries are swept when it is full; the loopback handoff from
@@ -13,7 +13,7 @@
  * (ct_conn.h).
  *
  * Includes: common.h, xfw_structs.h, parse.h, local.h, ct_structs.h,
- * ct_maps.h, ct_conn.h, ct_tcp.h, ct_related.h.
+ * ct_maps.h, ct_conn.h, ct_tcp.h, ct_sctp.h, ct_related.h.
  */
 #ifndef XFW_CT_TRACK_H
 #define XFW_CT_TRACK_H
@@ -29,6 +29,7 @@
 #include "ct_maps.h"
 #include "ct_conn.h"
 #include "ct_tcp.h"
+#include "ct_sctp.h"
 #include "ct_related.h"
 
 /* xfw_ct_udp: nf_conntrack_udp_packet. status is before this packet. */
@@ -78,6 +79,8 @@ __attribute__((noinline)) int xfw_ct_advance(struct xfw_ct_val *v, struct xfw_ct
 		if (new)
 			v->stream_ts = now + cfg->timeout[XFW_CTT_UDP_STREAM];
 		xfw_ct_udp(v, cfg, now);
+	} else if (proto == IPPROTO_SCTP) {
+		r = xfw_ct_sctp(v, cs, dir, new);
 	} else if (proto == IPPROTO_ICMP) {
 		v->expires = now + cfg->timeout[XFW_CTT_ICMP];
 	} else if (proto == IPPROTO_ICMPV6) {
@@ -307,6 +310,10 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		 * of the field, not a verification of the sum). */
 		if (proto == IPPROTO_UDPLITE &&
 		    ((ulen != 0 && (ulen < 8 || ulen > cs->l4len)) || xfw_rd16(cs->buf, 6) == 0))
+			return XFW_CTS_INVALID;
+	} else if (proto == IPPROTO_SCTP) {
+		/* sctp_error: a packet shorter than the common header. */
+		if (p->sport > 0xffff || cs->l4len < XFW_SCTP_HLEN || cs->buflen < XFW_SCTP_HLEN)
 			return XFW_CTS_INVALID;
 	} else if ((proto == IPPROTO_ICMP && p->fam == 0) || (proto == IPPROTO_ICMPV6 && p->fam == 1)) {
 		__u32 t = p->icmp >> 8;

@@ -477,6 +477,9 @@ __attribute__((noinline)) int xfw_nat_rewrite_tc(struct __sk_buff *skb, struct x
 /* nat6.h: the IPv6 rewrites (global functions, verified once). */
 int xfw_nat6_rewrite_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 dst_port, __u64 hi, __u64 lo);
 int xfw_nat6_rewrite_tc(struct __sk_buff *skb, struct xfw_pkt *p, __u32 dst_port, __u64 hi, __u64 lo);
+/* sctp_nat.h: SCTP's, of either family (global functions). */
+int xfw_sctp_rewrite_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 dst_port, __u64 hi, __u64 lo);
+int xfw_sctp_rewrite_tc(struct __sk_buff *skb, struct xfw_pkt *p, __u32 dst_port, __u64 hi, __u64 lo);
 
 /* xfw_nat_rw_xdp translates p's destination (dst 1) or source to the
  * address hi:lo and port, for either family (xfw_nat_rewrite_xdp,
@@ -484,6 +487,8 @@ int xfw_nat6_rewrite_tc(struct __sk_buff *skb, struct xfw_pkt *p, __u32 dst_port
 static __always_inline int xfw_nat_rw_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u32 dst,
 					  __u64 hi, __u64 lo, __u32 port)
 {
+	if (p->proto == IPPROTO_SCTP)
+		return xfw_sctp_rewrite_xdp(ctx, p, (dst ? XFW_NAT_RW_DST : 0) | (port & 0xffff), hi, lo);
 	if (p->fam == 1)
 		return xfw_nat6_rewrite_xdp(ctx, p, (dst ? XFW_NAT_RW_DST : 0) | (port & 0xffff), hi, lo);
 	return xfw_nat_rewrite_xdp(ctx, p, dst, (__u32)lo, port);
@@ -493,6 +498,8 @@ static __always_inline int xfw_nat_rw_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
 static __always_inline int xfw_nat_rw_tc(struct __sk_buff *skb, struct xfw_pkt *p, __u32 dst,
 					 __u64 hi, __u64 lo, __u32 port)
 {
+	if (p->proto == IPPROTO_SCTP)
+		return xfw_sctp_rewrite_tc(skb, p, (dst ? XFW_NAT_RW_DST : 0) | (port & 0xffff), hi, lo);
 	if (p->fam == 1)
 		return xfw_nat6_rewrite_tc(skb, p, (dst ? XFW_NAT_RW_DST : 0) | (port & 0xffff), hi, lo);
 	return xfw_nat_rewrite_tc(skb, p, dst, (__u32)lo, port);
@@ -526,11 +533,12 @@ static __always_inline struct xfw_ct_entry *xfw_nat_tracked(struct xfw_ct_key *k
 }
 
 /* xfw_nat_translatable reports whether p can be translated: IPv4 or IPv6
- * TCP, UDP or UDP-Lite with its ports, not a fragment (a DNAT of a
+ * TCP, UDP, UDP-Lite or SCTP with its ports, not a fragment (a DNAT of a
  * fragment drops it). */
 static __always_inline int xfw_nat_translatable(struct xfw_pkt *p)
 {
-	return p->fam <= 1 && (p->proto == IPPROTO_TCP || xfw_nat_udp(p->proto)) &&
+	return p->fam <= 1 &&
+	       (p->proto == IPPROTO_TCP || xfw_nat_udp(p->proto) || p->proto == IPPROTO_SCTP) &&
 	       p->sport < 65536 && p->dport < 65536 && !p->fragmented;
 }
 
@@ -919,5 +927,6 @@ __attribute__((noinline)) int xfw_nat_post_tc(struct __sk_buff *skb, struct xfw_
 }
 
 #include "nat6.h"
+#include "sctp_nat.h"
 
 #endif /* XFW_NAT_H */

@@ -210,7 +210,7 @@ static __always_inline __u32 xfw_nat6_quote_key(struct xfw_nat_pend *np, __u8 *q
 	__u16 id = xfw_nat_rd16(q, XFW_NAT6_QUOTE_ID);
 	__u8 code = q[XFW_NAT6_QUOTE_PORTS + 1];
 
-	if (proto == IPPROTO_TCP || xfw_nat_udp(proto))
+	if (xfw_ct_ports(proto))
 		return xfw_ct_mkkey(&np->fwd, 1, proto, shi, slo, xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS), dhi, dlo,
 				    xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS + 2));
 	if (proto == IPPROTO_ICMPV6 && t == XFW_ICMP6_ECHO) {

@@ -52,7 +52,11 @@ static __always_inline __u32 xfw_nat6_quote_fields(struct xdp_md *ctx, __u32 in,
 	__u32 proto = q[XFW_NAT6_QUOTE_NEXT];
 
 	*csum = 0;
-	*ports = proto == IPPROTO_TCP || xfw_nat_udp(proto);
+	*ports = proto == IPPROTO_TCP || xfw_nat_udp(proto) || proto == IPPROTO_SCTP;
+	/* SCTP: the ports, its quoted CRC32c as it is (the kernel's
+	 * sctp_manip_pkt recomputes it over the quoted bytes). */
+	if (proto == IPPROTO_SCTP)
+		return XFW_N6Q_SHORT;
 	if (proto == IPPROTO_TCP) {
 		/* A TCP header cut short: ports only. */
 		if (bpf_xdp_load_bytes(ctx, in, q, XFW_N6Q_TCP))
@@ -284,6 +288,8 @@ static __always_inline int xfw_nat6_icmp_dnat_tc(struct __sk_buff *skb, struct x
 		/* A UDP checksum of 0 is none. */
 		if (*(__u16 *)(np->icmp_old + XFW_N6Q_UDP_CSUM))
 			csum = XFW_N6Q_UDP_CSUM;
+	} else if (proto == IPPROTO_SCTP) {
+		/* The ports; the quoted CRC32c as it is (xfw_nat6_quote_fields). */
 	} else if (proto == IPPROTO_ICMPV6) {
 		/* An echo request (xfw_nat6_icmp_tc): its identifier kept, its
 		 * checksum covering the addresses. */

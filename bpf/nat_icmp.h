@@ -89,7 +89,16 @@ static __always_inline __u32 xfw_nat_quote_proto(struct xfw_nat_pend *np)
 
 	if (np->icmp_old[0] != 0x45) /* version 4, 20-byte header */
 		return 0;
-	return proto == IPPROTO_TCP || xfw_nat_udp(proto) ? proto : 0;
+	return proto == IPPROTO_TCP || xfw_nat_udp(proto) || proto == IPPROTO_SCTP ? proto : 0;
+}
+
+/* xfw_nat_quote_short reports whether a quote of proto is translated in
+ * its first 28 bytes (IPv4 header and 8 transport bytes): UDP, UDP-Lite
+ * and SCTP, whose quoted CRC32c is left as it is (the kernel's
+ * sctp_manip_pkt recomputes it over the quoted bytes). */
+static __always_inline int xfw_nat_quote_short(__u32 proto)
+{
+	return xfw_nat_udp(proto) || proto == IPPROTO_SCTP;
 }
 
 /* xfw_nat_quote_csum returns the offset of the quoted transport checksum
@@ -99,6 +108,8 @@ static __always_inline __u32 xfw_nat_quote_csum(__u32 proto, int full)
 {
 	if (xfw_nat_udp(proto))
 		return XFW_NQ_L4 + XFW_NAT_UDP_CSUM;
+	if (proto != IPPROTO_TCP)
+		return 0;
 	return full ? XFW_NQ_L4 + XFW_NAT_TCP_CSUM : 0;
 }
 
@@ -167,7 +178,7 @@ __attribute__((noinline)) int xfw_nat_icmp_tc(struct __sk_buff *skb, struct xfw_
 		port = xfw_nat_rd16(np->icmp_old, XFW_NQ_L4 + 2);
 	} else {
 		/* A TCP header cut short: the ports only. */
-		if (xfw_nat_udp(proto) || bpf_skb_load_bytes(skb, in, np->icmp_old, XFW_NAT_QUOTE))
+		if (xfw_nat_quote_short(proto) || bpf_skb_load_bytes(skb, in, np->icmp_old, XFW_NAT_QUOTE))
 			n = XFW_NAT_QUOTE_UDP;
 		csum = xfw_nat_quote_csum(proto, n == XFW_NAT_QUOTE);
 		srcb = xfw_ct_mkkey(&np->fwd, 0, proto, 0, isrc, xfw_nat_rd16(np->icmp_old, XFW_NQ_L4), 0, idst,
@@ -252,7 +263,7 @@ static __always_inline __u32 xfw_nat_quote_load_xdp(struct xdp_md *ctx, struct x
 	if (!proto)
 		return 0;
 	*n = XFW_NAT_QUOTE;
-	if (xfw_nat_udp(proto) || bpf_xdp_load_bytes(ctx, in, np->icmp_old, XFW_NAT_QUOTE))
+	if (xfw_nat_quote_short(proto) || bpf_xdp_load_bytes(ctx, in, np->icmp_old, XFW_NAT_QUOTE))
 		*n = XFW_NAT_QUOTE_UDP;
 	return proto;
 }

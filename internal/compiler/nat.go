@@ -131,24 +131,29 @@ func checkNatRule(fam ir.Family, at natContext, r *ir.Rule) error {
 // whose rule r, translating to range n, names packets the data plane
 // cannot translate: in nat PREROUTING every protocol is translated by the
 // address (UDP-Lite as UDP, ICMP and ICMPv6 echo with the identifier
-// kept, SCTP with its ports kept: bpf/nat_query.h), ports only for TCP
-// and UDP (iptables takes no UDP-Lite ports); in nat OUTPUT only TCP and
-// UDP (bpf/nat_out.h).
+// kept: bpf/nat_query.h), ports only for TCP, UDP and SCTP (iptables
+// takes no UDP-Lite ports; SCTP's CRC32c follows: bpf/sctp_nat.h); in nat
+// OUTPUT only TCP, UDP and SCTP (bpf/nat_out.h). DCCP is refused: a
+// kernel without a DCCP tracker (Linux 6.18 has no nf_conntrack_dccp_*
+// sysctls) tracks it by its addresses and translates its address alone,
+// leaving its checksum, which covers the addresses, wrong.
 func checkDnatProto(name string, at natContext, r *ir.Rule, n *ir.NatRange) error {
 	proto := func(num uint8) bool { return r.Proto.Set && !r.Proto.Invert && r.Proto.Num == num }
 	switch {
-	case proto(protoTCP) || proto(protoUDP):
+	case proto(protoTCP) || proto(protoUDP) || proto(protoSCTP):
 		return nil
 	case !at.prerouting:
-		return fmt.Errorf("target %s is not supported by xfw's data plane yet in nat OUTPUT in a rule not restricted to -p tcp or -p udp", name)
-	case n.Flags&ir.NatProtoSpecified != 0 && proto(protoSCTP):
-		return fmt.Errorf("target %s is not supported by xfw's data plane yet with SCTP ports "+
-			"(xfw tracks SCTP by its addresses, without the ports a port translation is kept by)", name)
+		return fmt.Errorf("target %s is not supported by xfw's data plane yet in nat OUTPUT in a rule not restricted to -p tcp, -p udp or -p sctp", name)
+	case n.Flags&ir.NatProtoSpecified != 0 && proto(protoDCCP):
+		return fmt.Errorf("target %s is not supported by xfw's data plane for -p dccp "+
+			"(a kernel without a DCCP tracker, as Linux 6.18, tracks DCCP by its addresses, translates "+
+			"the address alone and leaves the checksum, which covers the addresses, wrong)", name)
 	case n.Flags&ir.NatProtoSpecified != 0:
-		return fmt.Errorf("target %s is not supported by xfw's data plane yet with ports in a rule not restricted to -p tcp or -p udp", name)
+		return fmt.Errorf("target %s is not supported by xfw's data plane yet with ports in a rule not restricted to -p tcp, -p udp or -p sctp", name)
 	case proto(protoDCCP):
-		return fmt.Errorf("target %s is not supported by xfw's data plane yet for -p dccp "+
-			"(xfw tracks DCCP by its addresses, and its checksum covers them)", name)
+		return fmt.Errorf("target %s is not supported by xfw's data plane for -p dccp "+
+			"(a kernel without a DCCP tracker, as Linux 6.18, tracks DCCP by its addresses, translates "+
+			"the address alone and leaves the checksum, which covers the addresses, wrong)", name)
 	}
 	return nil
 }
@@ -186,8 +191,8 @@ func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
 	return nil
 }
 
-// Protocol numbers DNAT translates with ports (TCP, UDP) and those it
-// refuses ports or all translation of (SCTP, DCCP: checkDnatProto).
+// Protocol numbers DNAT translates with ports (TCP, UDP, SCTP) and the
+// one it refuses (DCCP: checkDnatProto).
 const (
 	protoTCP  = 6
 	protoUDP  = 17

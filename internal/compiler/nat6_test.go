@@ -17,9 +17,9 @@ func TestNatIPv6Refused(t *testing.T) {
 		rule, want string
 	}{
 		{"-t nat -A POSTROUTING -p tcp -j SNAT --to-source fd00::1-::ffff:10.0.0.1", "target SNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
-		{"-t nat -A PREROUTING -p sctp -j DNAT --to-destination [fd00::2]:80", "target DNAT is not supported by xfw's data plane yet with SCTP ports"},
-		{"-t nat -A PREROUTING -p dccp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane yet for -p dccp"},
-		{"-t nat -A OUTPUT -p icmpv6 -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane yet in nat OUTPUT in a rule not restricted to -p tcp or -p udp"},
+		{"-t nat -A PREROUTING -p dccp -j DNAT --to-destination [fd00::2]:80", "target DNAT is not supported by xfw's data plane for -p dccp"},
+		{"-t nat -A PREROUTING -p dccp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane for -p dccp"},
+		{"-t nat -A OUTPUT -p icmpv6 -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane yet in nat OUTPUT in a rule not restricted to -p tcp, -p udp or -p sctp"},
 		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [::ffff:10.0.0.1]", "target DNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
 	} {
 		_, err := Compile(parseRuleset(t, ir.IPv6, strings.Split(tc.rule, ";")...), Options{})
@@ -152,7 +152,7 @@ func TestNatRefusedWithoutTerms(t *testing.T) {
 		{ir.IPv4, "-t nat -A POSTROUTING -o eth0 -p tcp -j SNAT --to-source 10.0.0.2:80-90/100", "port maps"},
 		{ir.IPv4, "-t nat -A PREROUTING -i eth0 -p dccp -j DNAT --to-destination 10.0.0.2", "-p dccp"},
 		// Only a rule that cannot match yet jumps to the chain.
-		{ir.IPv6, "-t nat -N X;-t nat -A X -p sctp -j DNAT --to-destination [fd00::2]:80;-t nat -A PREROUTING -i eth0 -j X", "SCTP ports"},
+		{ir.IPv6, "-t nat -N X;-t nat -A X -p dccp -j DNAT --to-destination [fd00::2]:80;-t nat -A PREROUTING -i eth0 -j X", "-p dccp"},
 		{ir.IPv6, "-t nat -N X;-t nat -A X -p tcp -j DNAT --to-destination [::ffff:10.0.0.1];-t nat -A PREROUTING -i eth0 -j X", "for IPv6"},
 		{ir.IPv4, "-t nat -N X;-t nat -A X -j SNAT --to-source 10.0.0.1;-t nat -A INPUT -i eth0 -g X",
 			"outside nat POSTROUTING"},

@@ -69,9 +69,9 @@ func TestDNATRefusals(t *testing.T) {
 		fam   ir.Family
 		rules []string
 	}{
-		{ir.IPv4, []string{"-t nat -A PREROUTING -p sctp -j DNAT --to-destination 10.0.0.2:80"}},
-		{ir.IPv4, []string{"-t nat -A PREROUTING -p sctp --dport 80 -j REDIRECT --to-ports 8080"}},
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p dccp -j DNAT --to-destination 10.0.0.2"}},
+		{ir.IPv4, []string{"-t nat -A PREROUTING -p dccp -j DNAT --to-destination 10.0.0.2:80"}},
+		{ir.IPv4, []string{"-t nat -A OUTPUT -p dccp -j DNAT --to-destination 10.0.0.2:80"}},
 		{ir.IPv4, []string{"-t nat -A OUTPUT -j DNAT --to-destination 10.0.0.2"}},
 		{ir.IPv4, []string{"-t nat -A OUTPUT -p icmp -j DNAT --to-destination 10.0.0.2"}},
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 0.0.0.0"}},
@@ -178,6 +178,36 @@ func TestDNATAddressOnlyAccepted(t *testing.T) {
 		}
 		if len(natTargets(g, ActDNAT)) == 0 {
 			t.Errorf("%q: no DNAT entry", tc.rule)
+		}
+	}
+}
+
+// TestSCTPPortNatAccepted checks that NAT with SCTP ports compiles in the
+// nat chains where TCP's and UDP's does (the data plane tracks SCTP by its
+// ports and updates its CRC32c: bpf/ct_sctp.h, bpf/sctp_nat.h), both
+// families, to an entry of the target's action.
+func TestSCTPPortNatAccepted(t *testing.T) {
+	for _, tc := range []struct {
+		fam  ir.Family
+		rule string
+		act  Action
+	}{
+		{ir.IPv4, "-t nat -A PREROUTING -p sctp --dport 80 -j DNAT --to-destination 10.0.0.2:8080", ActDNAT},
+		{ir.IPv4, "-t nat -A PREROUTING -p sctp -m sctp --dport 80 -j DNAT --to-destination 10.0.0.2:8080-8090 --random", ActDNAT},
+		{ir.IPv4, "-t nat -A PREROUTING -p sctp --dport 80 -j REDIRECT --to-ports 8080", ActDNAT},
+		{ir.IPv4, "-t nat -A OUTPUT -p sctp --dport 80 -j DNAT --to-destination 10.0.0.2:8080", ActDNAT},
+		{ir.IPv4, "-t nat -A POSTROUTING -p sctp -j MASQUERADE --to-ports 1000-2000", ActSNAT},
+		{ir.IPv4, "-t nat -A POSTROUTING -p sctp -j SNAT --to-source 10.0.0.1:1000-2000", ActSNAT},
+		{ir.IPv6, "-t nat -A PREROUTING -p sctp -j DNAT --to-destination [fd00::2]:80", ActDNAT},
+		{ir.IPv6, "-t nat -A POSTROUTING -p sctp -j SNAT --to-source [fd00::1]:1000-2000", ActSNAT},
+	} {
+		g, err := Compile(parseRuleset(t, tc.fam, tc.rule), Options{})
+		if err != nil {
+			t.Errorf("%q: %v", tc.rule, err)
+			continue
+		}
+		if len(natTargets(g, tc.act)) == 0 {
+			t.Errorf("%q: no entry of action %v", tc.rule, tc.act)
 		}
 	}
 }

@@ -66,7 +66,8 @@ type Filter struct {
 	Src, Dst netip.Prefix
 	// SPort and DPort are the original ports or -1 (any).
 	SPort, DPort int
-	// State is a TCP state (index of TCPStates) or -1 (any).
+	// State is a TCP state (index of TCPStates) or, with Proto SCTP, an
+	// SCTP state (index of SCTPStates), or -1 (any).
 	State int
 }
 
@@ -387,14 +388,23 @@ func (p *argParser) portOption() error {
 	return nil
 }
 
-// stateOption parses --state, known only after -p tcp.
+// stateOption parses --state, known only after -p tcp or -p sctp (an
+// SCTP state by the kernel's names; conntrack-tools 1.4.7 crashes on an
+// unknown one, xfw says so).
 func (p *argParser) stateOption() error {
-	if p.o.Filter.Proto != ProtoTCP {
+	if p.o.Filter.Proto != ProtoTCP && p.o.Filter.Proto != ProtoSCTP {
 		return errorf("unknown option `%s'", p.name)
 	}
 	v, err := p.arg()
 	if err != nil {
 		return err
+	}
+	if p.o.Filter.Proto == ProtoSCTP {
+		p.o.Filter.State = ParseSCTPState(v)
+		if p.o.Filter.State < 0 {
+			return errorf("unknown SCTP state `%s'", v)
+		}
+		return nil
 	}
 	p.o.Filter.State = ParseTCPState(v)
 	if p.o.Filter.State < 0 {
@@ -512,6 +522,17 @@ func ParseProto(s string) (int, error) {
 		return n, nil
 	}
 	return 0, errorf("`%s' unsupported protocol", s)
+}
+
+// ParseSCTPState returns the SCTP state named s (exact case, the
+// kernel's names: SCTPStates), or -1.
+func ParseSCTPState(s string) int {
+	for i, n := range SCTPStates {
+		if n == s {
+			return i
+		}
+	}
+	return -1
 }
 
 // ParseTCPState returns the TCP state named s (exact case; LISTEN is the

@@ -38,6 +38,12 @@ func TestFormat(t *testing.T) {
 		// decimal (%u).
 		{"udp marked", Conn{Proto: 17, Src: lo4, Dst: lo4, SPort: 45816, DPort: 6000, Status: StatusSeenReply, Timeout: 29, Mark: 0x80000001}, FormatOptions{},
 			"udp      17 29 src=127.0.0.1 dst=127.0.0.1 sport=45816 dport=6000 src=127.0.0.1 dst=127.0.0.1 sport=6000 dport=45816 mark=2147483649 use=1\n"},
+		// SCTP: its state by the kernel's names (sctp_conntrack_names).
+		{"sctp established", Conn{Proto: 132, Src: lo4, Dst: lo4, SPort: 40000, DPort: 5000, TCPState: 4,
+			Status: StatusSeenReply | StatusAssured, Timeout: 209}, FormatOptions{},
+			"sctp     132 209 ESTABLISHED src=127.0.0.1 dst=127.0.0.1 sport=40000 dport=5000 src=127.0.0.1 dst=127.0.0.1 sport=5000 dport=40000 [ASSURED] mark=0 use=1\n"},
+		{"sctp cookie_wait", Conn{Proto: 132, Src: lo4, Dst: lo4, SPort: 40001, DPort: 5000, TCPState: 2, Timeout: 2}, FormatOptions{},
+			"sctp     132 2 COOKIE_WAIT src=127.0.0.1 dst=127.0.0.1 sport=40001 dport=5000 [UNREPLIED] src=127.0.0.1 dst=127.0.0.1 sport=5000 dport=40001 mark=0 use=1\n"},
 		{"generic", Conn{Proto: 253, Src: lo4, Dst: lo4, Timeout: 599}, FormatOptions{},
 			"unknown  253 599 src=127.0.0.1 dst=127.0.0.1 [UNREPLIED] src=127.0.0.1 dst=127.0.0.1 mark=0 use=1\n"},
 		{"extended", Conn{Proto: 253, Src: lo4, Dst: lo4, Timeout: 584}, FormatOptions{Extended: true},
@@ -168,6 +174,8 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"-L", "-p", "tcp", "--state", "FOO"}, Options{}, "unknown TCP state `FOO'"},
 		{[]string{"-L", "-p", "tcp", "--state", "time_wait"}, Options{}, "unknown TCP state `time_wait'"},
 		{[]string{"-L", "-p", "tcp", "--state", "TIME_WAIT"}, Options{Cmd: CmdList, Filter: filter(func(f *Filter) { f.Proto, f.State = 6, 7 })}, ""},
+		{[]string{"-L", "-p", "sctp", "--state", "COOKIE_WAIT"}, Options{Cmd: CmdList, Filter: filter(func(f *Filter) { f.Proto, f.State = 132, 2 })}, ""},
+		{[]string{"-L", "-p", "sctp", "--state", "FOO"}, Options{}, "unknown SCTP state `FOO'"},
 		{[]string{"-L", "-p", "tcp", "--state", "LISTEN"}, Options{Cmd: CmdList, Filter: filter(func(f *Filter) { f.Proto, f.State = 6, 9 })}, ""},
 		{[]string{"-L", "--sport", "5555"}, Options{}, "unknown option `--sport'"},
 		{[]string{"-L", "--sport", "1", "-p", "tcp"}, Options{}, "unknown option `--sport'"},

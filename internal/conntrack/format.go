@@ -42,6 +42,11 @@ const Prefix = "conntrack " + Version + " (conntrack-tools): "
 var TCPStates = [...]string{"NONE", "SYN_SENT", "SYN_RECV", "ESTABLISHED",
 	"FIN_WAIT", "CLOSE_WAIT", "LAST_ACK", "TIME_WAIT", "CLOSE", "SYN_SENT2"}
 
+// SCTPStates are the names of the SCTP states (the kernel's enum
+// sctp_conntrack) as conntrack prints them.
+var SCTPStates = [...]string{"NONE", "CLOSED", "COOKIE_WAIT", "COOKIE_ECHOED", "ESTABLISHED",
+	"SHUTDOWN_SENT", "SHUTDOWN_RECD", "SHUTDOWN_ACK_SENT", "HEARTBEAT_SENT"}
+
 // Conn is one tracked connection in the terms conntrack prints it: the
 // original direction's tuple, the reply tuple when a translation makes it
 // other than its mirror, and the connection's state.
@@ -57,7 +62,8 @@ type Conn struct {
 	SPort, DPort uint16
 	// ICMPType and ICMPCode are an ICMP query's original type and code.
 	ICMPType, ICMPCode uint8
-	// TCPState is the TCP state (index of TCPStates).
+	// TCPState is the TCP state (index of TCPStates), or an SCTP
+	// connection's state (index of SCTPStates).
 	TCPState uint8
 	// Status holds Status* bits.
 	Status uint32
@@ -167,9 +173,13 @@ func Format(c Conn, o FormatOptions) string {
 		}
 	}
 	fmt.Fprintf(&b, "%-8s %d %d ", ProtoName(c.Proto), c.Proto, c.Timeout)
-	if c.Proto == ProtoTCP {
-		if int(c.TCPState) < len(TCPStates) {
-			b.WriteString(TCPStates[c.TCPState])
+	if c.Proto == ProtoTCP || c.Proto == ProtoSCTP {
+		names := TCPStates[:]
+		if c.Proto == ProtoSCTP {
+			names = SCTPStates[:]
+		}
+		if int(c.TCPState) < len(names) {
+			b.WriteString(names[c.TCPState])
 		} else {
 			b.WriteString("INVALID")
 		}

@@ -17,7 +17,7 @@ const ctCfgMap = "xfw_ct_cfg"
 
 // Timeout slots of struct xfw_ct_cfg: the TCP states (enum xfw_tcp_state,
 // RETRANS and UNACK included), then UDP, ICMP, generic, the UDP stream
-// delay and ICMPv6 (XFW_CTT_*).
+// delay, ICMPv6 and the SCTP states (XFW_CTT_*).
 const (
 	ctTCPSynSent = 1 + iota
 	ctTCPSynRecv
@@ -36,7 +36,11 @@ const (
 	ctGeneric
 	ctUDPStream
 	ctICMPv6
-	ctNumTimeouts
+	// ctSCTP is the first of the SCTP states' slots (XFW_CTT_SCTP + the
+	// kernel's enum sctp_conntrack: NONE, which has CLOSED's timeout, then
+	// CLOSED … HEARTBEAT_SENT).
+	ctSCTP
+	ctNumTimeouts = ctSCTP + 9
 )
 
 // bpfCTCfg mirrors struct xfw_ct_cfg.
@@ -77,6 +81,16 @@ var ctTimeouts = []struct {
 	{ctGeneric, "nf_conntrack_generic_timeout", 600},
 	{ctUDPStream, "", 2},
 	{ctICMPv6, "nf_conntrack_icmpv6_timeout", 30},
+	// SCTP (nf_conntrack_proto_sctp.c): NONE takes CLOSED's timeout.
+	{ctSCTP, "nf_conntrack_sctp_timeout_closed", 10},
+	{ctSCTP + 1, "nf_conntrack_sctp_timeout_closed", 10},
+	{ctSCTP + 2, "nf_conntrack_sctp_timeout_cookie_wait", 3},
+	{ctSCTP + 3, "nf_conntrack_sctp_timeout_cookie_echoed", 3},
+	{ctSCTP + 4, "nf_conntrack_sctp_timeout_established", 210},
+	{ctSCTP + 5, "nf_conntrack_sctp_timeout_shutdown_sent", 3},
+	{ctSCTP + 6, "nf_conntrack_sctp_timeout_shutdown_recd", 3},
+	{ctSCTP + 7, "nf_conntrack_sctp_timeout_shutdown_ack_sent", 3},
+	{ctSCTP + 8, "nf_conntrack_sctp_timeout_heartbeat_sent", 30},
 }
 
 // ctSysctlDir holds the namespace's conntrack sysctls: xfw honours the

@@ -29,7 +29,15 @@ const kpShareLow, kpShareHigh = 6, 34
 // every connection is masqueraded).
 func kpRuleset(t *testing.T) ([]kubeproxy.Service, string) {
 	t.Helper()
+	return kpRulesetWith(t, 0)
+}
+
+// kpRulesetWith is kpRuleset with every sctpEvery-th service an SCTP
+// service (0: none).
+func kpRulesetWith(t *testing.T, sctpEvery int) ([]kubeproxy.Service, string) {
+	t.Helper()
 	o := kubeproxy.DefaultOptions(3, 3)
+	o.SCTPEvery = sctpEvery
 	o.NodePortEvery = 2
 	o.EndpointCIDR = netip.MustParsePrefix("10.180.0.0/24")
 	o.ClusterCIDR = netip.MustParsePrefix("10.244.0.0/16")
@@ -52,6 +60,26 @@ func TestKubeProxyAgainstKernel(t *testing.T) {
 		return
 	}
 	kpConnect(t, tw, svcs, 20000)
+	time.Sleep(typeSettle)
+	compareKubeProxyCounters(t, svcs, kpCounters(t, tw))
+}
+
+// TestKubeProxySCTPAgainstKernel is TestKubeProxyAgainstKernel with an
+// SCTP service among the TCP ones (kube-proxy's SCTP rules: -m sctp -p
+// sctp, DNAT to the endpoints, MASQUERADE --random-fully), an INIT per
+// new connection: the ruleset loads and the counters are the kernel's.
+func TestKubeProxySCTPAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy")
+	svcs, rules := kpRulesetWith(t, 2)
+	if !strings.Contains(rules, "-p sctp") {
+		t.Fatalf("the ruleset has no SCTP service:\n%s", rules)
+	}
+	tw := newTwins(t, xfwPath(t))
+	if !kpLoad(t, tw, rules) {
+		return
+	}
+	kpConnect(t, tw, svcs, 21000)
 	time.Sleep(typeSettle)
 	compareKubeProxyCounters(t, svcs, kpCounters(t, tw))
 }
@@ -90,6 +118,12 @@ func kpConnect(t *testing.T, tw *twins, svcs []kubeproxy.Service, firstPort int)
 			dst := netip.AddrPortFrom(svcs[i].ClusterIP, svcs[i].Port)
 			for c := 0; c < kpConnections; c++ {
 				src := netip.AddrPortFrom(tp.Gen.IPv4, uint16(firstPort+i*kpConnections+c))
+				if svcs[i].Proto == "sctp" {
+					init := natSCTPPacket(src.Port(), dst.Port(), 0, natSCTPInit, uint32(0x1000+c))
+					pkt := nettest.IPv4{Src: src.Addr(), Dst: dst.Addr()}.Packet(nettest.Raw{Proto: nettest.ProtoSCTP, Data: init})
+					frames = append(frames, tp.GenToFw().Frame(pkt))
+					continue
+				}
 				frames = append(frames, tp.GenToFw().Frame(nettest.TCPPacket(src, dst, nettest.TCPSyn, 1, nil)))
 			}
 		}

@@ -22,12 +22,12 @@ var nat6Refused = []struct {
 		"target DNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
 	{[]string{"-A", "OUTPUT", "-p", "tcp", "-j", "DNAT", "--to-destination", "::ffff:10.0.0.1"},
 		"target DNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
-	{[]string{"-A", "PREROUTING", "-i", "xt-absent0", "-p", "sctp", "-j", "DNAT", "--to-destination", "[fd00::2]:80"},
-		"target DNAT is not supported by xfw's data plane yet with SCTP ports"},
+	{[]string{"-A", "PREROUTING", "-i", "xt-absent0", "-p", "dccp", "-j", "DNAT", "--to-destination", "[fd00::2]:80"},
+		"target DNAT is not supported by xfw's data plane for -p dccp"},
 	{[]string{"-A", "PREROUTING", "-p", "dccp", "-j", "DNAT", "--to-destination", "fd00::2"},
-		"target DNAT is not supported by xfw's data plane yet for -p dccp"},
+		"target DNAT is not supported by xfw's data plane for -p dccp"},
 	{[]string{"-A", "OUTPUT", "-p", "icmpv6", "-j", "DNAT", "--to-destination", "fd00::2"},
-		"target DNAT is not supported by xfw's data plane yet in nat OUTPUT in a rule not restricted to -p tcp or -p udp"},
+		"target DNAT is not supported by xfw's data plane yet in nat OUTPUT in a rule not restricted to -p tcp, -p udp or -p sctp"},
 }
 
 // TestNatIPv6RefusedAgainstKernel checks that the ip6tables NAT forms xfw

@@ -17,8 +17,8 @@ import (
 // by one without -p, an echo REDIRECTed to fw, a protocol without ports
 // (253) and SCTP (its ports kept, its CRC32c checked at both ends) by the
 // address alone, through xfw and iptables-legacy in twin topologies; what
-// each end saw, the counters and `conntrack -L` (ICMP and unknown-protocol
-// connections) compared.
+// each end saw, the counters and `conntrack -L` (ICMP, unknown-protocol,
+// UDP-Lite and SCTP connections) compared.
 
 // natPortlessProto is the protocol without ports the test sends (RFC
 // 3692 experimentation).
@@ -342,9 +342,9 @@ func natPortlessTwinsSetup(t *testing.T, tp *nettest.Topology, cmd string) {
 }
 
 // TestDNATPortlessAgainstKernel runs natPortlessSteps through both twins
-// and compares the outcomes, the counters and the ICMP and unknown
-// connections (SCTP's: the kernel tracks its state, xfw its addresses,
-// docs/differences.md).
+// and compares the outcomes, the counters and the ICMP, unknown, UDP-Lite
+// and SCTP connections (SCTP's with its ports and state: the DNAT
+// without a port keeps them).
 func TestDNATPortlessAgainstKernel(t *testing.T) {
 	natPortlessAgainstKernel(t, natPortlessCase{fam: 4, ruleset: natPortlessRuleset, steps: natPortlessSteps,
 		counters: 14, icmp: "icmp", conns: 8})
@@ -364,7 +364,7 @@ type natPortlessCase struct {
 }
 
 // natPortlessAgainstKernel runs c's steps through both twins and compares
-// the outcomes, the counters and the ICMP, unknown and UDP-Lite
+// the outcomes, the counters and the ICMP, unknown, UDP-Lite and SCTP
 // connections.
 func natPortlessAgainstKernel(t *testing.T, c natPortlessCase) {
 	nettest.RequireRoot(t)
@@ -384,7 +384,7 @@ func natPortlessAgainstKernel(t *testing.T, c natPortlessCase) {
 	}
 	runNatSteps(t, tw, c.steps)
 	compareNatCountersFam(t, tw, c.fam, c.counters)
-	compareNatConntrackProtos(t, tw, c.fam, []string{c.icmp, "unknown", "udplite"}, func(string, int) bool { return false }, c.conns)
+	compareNatConntrackProtos(t, tw, c.fam, []string{c.icmp, "unknown", "udplite", "sctp"}, func(string, int) bool { return false }, c.conns)
 }
 
 // natPortless6Ruleset is TestDNAT6PortlessAgainstKernel's ruleset,

@@ -38,6 +38,9 @@ type Options struct {
 	// NodePortEvery makes every NodePortEvery-th service (0, k, 2k, …) a
 	// NodePort service too; 0: none.
 	NodePortEvery int
+	// SCTPEvery makes every SCTPEvery-th service (the last of each group
+	// of SCTPEvery) an SCTP service; 0: none, every service TCP.
+	SCTPEvery int
 	// ServiceCIDR holds the ClusterIPs (the first service takes the
 	// prefix's address + 1); EndpointCIDR holds the endpoints' addresses
 	// (likewise, consecutively); ClusterCIDR is the pod network kube-proxy
@@ -60,7 +63,7 @@ func DefaultOptions(n, m int) Options {
 // Service is one service port and its endpoints.
 type Service struct {
 	Namespace, Name, PortName string
-	// Proto is "tcp".
+	// Proto is "tcp" or "sctp" (Options.SCTPEvery).
 	Proto     string
 	ClusterIP netip.Addr
 	Port      uint16
@@ -86,6 +89,9 @@ func Generate(o Options) ([]Service, error) {
 		}
 		s := Service{Namespace: fmt.Sprintf("ns%d", i), Name: fmt.Sprintf("svc%d", i), PortName: "p80",
 			Proto: "tcp", ClusterIP: cip, Port: ServicePort}
+		if o.SCTPEvery > 0 && i%o.SCTPEvery == o.SCTPEvery-1 {
+			s.Proto = "sctp"
+		}
 		if o.NodePortEvery > 0 && i%o.NodePortEvery == 0 {
 			np := firstNodePort + i/o.NodePortEvery
 			if np > lastNodePort {
