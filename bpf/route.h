@@ -292,9 +292,15 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 /* xfw_ipv4_opts_ok reports whether the stack keeps the received IPv4
  * packet whose header starts l3_off bytes into the frame, as far as its
  * options go (ip_rcv_options drops some before any chain; see
- * xfw_ipv4_opt_step). A global function with its own stack for the copy
- * of the options. */
+ * xfw_ipv4_opt_step): 0 when it drops it, else XFW_OPTS_KEPT with where
+ * the walk found the record route and timestamp options (1 + their
+ * offsets among the options, 0 for none) at XFW_OPTS_RR_SHIFT and
+ * XFW_OPTS_TS_SHIFT, for REJECT's echo (struct xfw_pkt's opt_rr, opt_ts).
+ * A global function with its own stack for the copy of the options. */
 #define XFW_MAX_L3_OFF 64 /* Ethernet and a VLAN tag take 18 bytes */
+#define XFW_OPTS_KEPT 1
+#define XFW_OPTS_RR_SHIFT 8
+#define XFW_OPTS_TS_SHIFT 16
 __attribute__((noinline)) int xfw_ipv4_opts_ok(struct xdp_md *ctx, __u32 l3_off)
 {
 	struct xfw_opts o = {};
@@ -302,20 +308,23 @@ __attribute__((noinline)) int xfw_ipv4_opts_ok(struct xdp_md *ctx, __u32 l3_off)
 	__u32 n;
 
 	if (!ctx || l3_off > XFW_MAX_L3_OFF)
-		return 1;
+		return XFW_OPTS_KEPT;
 	if (bpf_xdp_load_bytes(ctx, l3_off, &ip, sizeof(ip)) < 0)
-		return 1;
+		return XFW_OPTS_KEPT;
 	n = ip.ihl * 4;
 	if (n <= sizeof(ip))
-		return 1;
+		return XFW_OPTS_KEPT;
 	n -= sizeof(ip);
 	if (n > XFW_IPOPT_MAX)
-		return 1;
+		return XFW_OPTS_KEPT;
 	if (bpf_xdp_load_bytes(ctx, l3_off + sizeof(ip), o.b, n) < 0)
-		return 1; /* shorter than its header: the stack drops it anyway */
+		return XFW_OPTS_KEPT; /* shorter than its header: the stack drops it anyway */
 	o.len = n;
 	bpf_loop(XFW_IPOPT_MAX, xfw_ipv4_opt_step, &o, 0);
-	return !o.bad;
+	if (o.bad)
+		return 0;
+	/* Both below XFW_IPOPT_MAX + 1: a byte each. */
+	return XFW_OPTS_KEPT | (o.rr & 0xff) << XFW_OPTS_RR_SHIFT | (o.ts & 0xff) << XFW_OPTS_TS_SHIFT;
 }
 
 /* xfw_ipv6_hbh_ok reports whether ip6_rcv_core keeps the received IPv6
