@@ -299,9 +299,6 @@ __attribute__((noinline)) int xfw_rj_opts4_xdp(struct xdp_md *ctx, __u32 l3_off,
 	if (n <= XFW_RJ_IP4_HLEN)
 		return 0;
 	n -= XFW_RJ_IP4_HLEN;
-	/* The offsets lie inside the options (the check read them there). */
-	if (rr > n || ts > n)
-		return -1;
 	__builtin_memset(o, 0, sizeof(*o));
 	/* n - 1 masked, plus one: a size the verifier knows is 1..64. */
 	n = ((n - 1) & XFW_RJ_OPT_MASK) + 1;

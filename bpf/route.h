@@ -290,41 +290,40 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 }
 
 /* xfw_ipv4_opts_ok reports whether the stack keeps the received IPv4
- * packet whose header starts l3_off bytes into the frame, as far as its
- * options go (ip_rcv_options drops some before any chain; see
- * xfw_ipv4_opt_step): 0 when it drops it, else XFW_OPTS_KEPT with where
- * the walk found the record route and timestamp options (1 + their
- * offsets among the options, 0 for none) at XFW_OPTS_RR_SHIFT and
- * XFW_OPTS_TS_SHIFT, for REJECT's echo (struct xfw_pkt's opt_rr, opt_ts).
- * A global function with its own stack for the copy of the options. */
+ * packet p, whose header starts p->l3_off bytes into the frame, as far as
+ * its options go (ip_rcv_options drops some before any chain; see
+ * xfw_ipv4_opt_step), and notes where the walk found the record route and
+ * timestamp options for REJECT's echo (p->opt_rr, p->opt_ts: 1 + their
+ * offsets among the options, 0 for none). A global function with its own
+ * stack for the copy of the options. */
 #define XFW_MAX_L3_OFF 64 /* Ethernet and a VLAN tag take 18 bytes */
-#define XFW_OPTS_KEPT 1
-#define XFW_OPTS_RR_SHIFT 8
-#define XFW_OPTS_TS_SHIFT 16
-__attribute__((noinline)) int xfw_ipv4_opts_ok(struct xdp_md *ctx, __u32 l3_off)
+__attribute__((noinline)) int xfw_ipv4_opts_ok(struct xdp_md *ctx, struct xfw_pkt *p)
 {
 	struct xfw_opts o = {};
 	struct iphdr ip;
-	__u32 n;
+	__u32 n, l3_off;
 
-	if (!ctx || l3_off > XFW_MAX_L3_OFF)
-		return XFW_OPTS_KEPT;
+	if (!ctx || !p)
+		return 1;
+	l3_off = p->l3_off;
+	if (l3_off > XFW_MAX_L3_OFF)
+		return 1;
 	if (bpf_xdp_load_bytes(ctx, l3_off, &ip, sizeof(ip)) < 0)
-		return XFW_OPTS_KEPT;
+		return 1;
 	n = ip.ihl * 4;
 	if (n <= sizeof(ip))
-		return XFW_OPTS_KEPT;
+		return 1;
 	n -= sizeof(ip);
 	if (n > XFW_IPOPT_MAX)
-		return XFW_OPTS_KEPT;
+		return 1;
 	if (bpf_xdp_load_bytes(ctx, l3_off + sizeof(ip), o.b, n) < 0)
-		return XFW_OPTS_KEPT; /* shorter than its header: the stack drops it anyway */
+		return 1; /* shorter than its header: the stack drops it anyway */
 	o.len = n;
 	bpf_loop(XFW_IPOPT_MAX, xfw_ipv4_opt_step, &o, 0);
-	if (o.bad)
-		return 0;
-	/* Both below XFW_IPOPT_MAX + 1: a byte each. */
-	return XFW_OPTS_KEPT | (o.rr & 0xff) << XFW_OPTS_RR_SHIFT | (o.ts & 0xff) << XFW_OPTS_TS_SHIFT;
+	/* Both at most XFW_IPOPT_MAX: a byte each. */
+	p->opt_rr = o.rr;
+	p->opt_ts = o.ts;
+	return !o.bad;
 }
 
 /* xfw_ipv6_hbh_ok reports whether ip6_rcv_core keeps the received IPv6

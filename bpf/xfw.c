@@ -429,16 +429,11 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	 * PREROUTING judged it (xfw_xdp_rawpre). A header without options
 	 * (the transport header right after its 20 bytes; thoff is 0 for a
 	 * later fragment) has none to check. */
-	if (p->fam == 0 && p->thoff != p->l3_off + XFW_IPV4_MIN_HLEN) {
-		rc = xfw_ipv4_opts_ok(ctx, p->l3_off);
-		if (!rc) {
-			if (xfw_rawpre_on(st->slot) && xfw_xdp_rawpre(ctx, sc, iif) == XFW_RAWPRE_DROP)
-				return XDP_DROP;
-			return xfw_xdp_unrouted(ctx, p, st->slot, iif);
-		}
-		/* Where REJECT finds the options it echoes (reject_opts.h). */
-		p->opt_rr = (__u32)rc >> XFW_OPTS_RR_SHIFT;
-		p->opt_ts = (__u32)rc >> XFW_OPTS_TS_SHIFT;
+	if (p->fam == 0 && p->thoff != p->l3_off + XFW_IPV4_MIN_HLEN &&
+	    !xfw_ipv4_opts_ok(ctx, p)) {
+		if (xfw_rawpre_on(st->slot) && xfw_xdp_rawpre(ctx, sc, iif) == XFW_RAWPRE_DROP)
+			return XDP_DROP;
+		return xfw_xdp_unrouted(ctx, p, st->slot, iif);
 	}
 	XFW_BENCH_AT(XFW_BS_DEVICE, XDP_PASS);
 	/* A reply nat OUTPUT translated back, judged where it came in. */
