@@ -327,10 +327,9 @@ func (sd *side) send(from Origin, b []byte, v6 bool) error {
 		if p == nil || !p.Dst.IsValid() {
 			return errors.New("no destination address")
 		}
-		var sa unix.Sockaddr = &unix.SockaddrInet4{Addr: p.Dst.As4()}
 		if v6 {
-			sa = &unix.SockaddrInet6{Addr: p.Dst.As16()}
+			return sd.out.sendTo(b, &unix.SockaddrInet6{Addr: p.Dst.As16()})
 		}
-		return sd.out.sendTo(b, sa)
+		return sd.out.sendTo(b, &unix.SockaddrInet4{Addr: p.Dst.As4()})
 	}
 }
