@@ -111,6 +111,12 @@ struct xfw_pkt {
 			    * hook for xfw_xdp_reject; not by the parser */
 	__u8 pkttype;      /* XFW_F_PKTTYPE: skb->pkt_type, set by the XDP
 			    * hook (0, PACKET_HOST, on egress) */
+	__u8 opt_rr;       /* IPv4: 1 + the offset of the record route and */
+	__u8 opt_ts;       /* timestamp options among the options, or 0, as
+			    * the XDP hook's check of them (xfw_ipv4_opts_ok)
+			    * found them (REJECT echoes them: reject_opts.h);
+			    * in the padding before mark, cleared with the
+			    * rest, 0 at TC */
 	__u32 mark;        /* the packet's mark as the walk has it (mark.h):
 			    * set by the hooks, changed by MARK entries */
 	__u32 owner;       /* XFW_OWNER_F_* of the packet's socket (owner.h):
@@ -283,13 +289,17 @@ struct xfw_opts {
 	__u32 off;    /* next option */
 	__u32 seen;   /* XFW_OPTS_* */
 	__u32 bad;    /* the stack drops the packet */
+	__u32 rr;     /* 1 + the record route option's offset, or 0 */
+	__u32 ts;     /* 1 + the timestamp option's offset, or 0 */
 };
 #define XFW_OPTS_RR 1
 #define XFW_OPTS_TS 2
 #define XFW_OPTS_SRR 4
 
 /* xfw_ipv4_opt_step checks the option at o->off as ip_options_compile does
- * for a received packet, and (at the end) that there is no source route:
+ * for a received packet, noting where the record route and timestamp
+ * options are (o->rr, o->ts: REJECT's echo of them, reject_opts.h, walks
+ * no options of its own), and (at the end) that there is no source route:
  * accept_source_route is off unless set for "all" and the device (assumed
  * off). A CIPSO option is an error too: no CIPSO domain is configured and
  * cipso_v4_validate refuses it. Returns 1 to stop the walk. Found by the
@@ -330,6 +340,7 @@ static long xfw_ipv4_opt_step(__u64 i, void *arg)
 		if (ptr <= len && ptr + 3 > len)
 			goto bad;
 		o->seen |= XFW_OPTS_RR;
+		o->rr = off + 1;
 		break;
 	case XFW_IPOPT_TS:
 		if ((o->seen & XFW_OPTS_TS) || len < 4 || ptr < 5)
@@ -345,6 +356,7 @@ static long xfw_ipv4_opt_step(__u64 i, void *arg)
 			goto bad; /* the overflow counter is full */
 		}
 		o->seen |= XFW_OPTS_TS;
+		o->ts = off + 1;
 		break;
 	case XFW_IPOPT_RA:
 		if (len < 4)

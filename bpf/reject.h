@@ -63,9 +63,10 @@
  *  - The kernel sends no error about an ICMP message its own ICMP socket
  *    sends (an echo reply REJECTed in OUTPUT: icmp_send finds the socket
  *    locked); xfw cannot tell those from a raw socket's and answers them.
- *  - IPv4 options: INPUT and FORWARD ICMP errors echo record route and
- *    timestamp options as icmp_send does (reject_opts.h); OUTPUT ones do
- *    not (the kernel echoes the options the sending socket set).
+ *  - IPv4 options: ICMP errors echo record route and timestamp options
+ *    as icmp_send does (reject_opts.h): in INPUT and FORWARD the
+ *    packet's as the input path filled them in, in OUTPUT those the
+ *    sending socket set (none for a raw socket's own header).
  *  - ICMP errors are rate-limited with the kernel's buckets and sysctls
  *    (reject_rate.h), whose random costs make counts agree statistically;
  *    replies to packets that arrived on lo and OUTPUT replies are not.
@@ -200,7 +201,7 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	 * source stands for the input path's address (in FORWARD the route
 	 * back's would be: it only matters to r->hdelta, below). */
 	if (!v6 && p->thoff != p->l3_off + XFW_RJ_IP4_HLEN &&
-	    xfw_rj_opts4_xdp(ctx, p->l3_off, kind == XFW_RJK_ICMP4))
+	    xfw_rj_opts4_xdp(ctx, p->l3_off, kind == XFW_RJK_ICMP4, p->opt_rr, p->opt_ts))
 		return XDP_DROP;
 	/* IPv4 INPUT reassembles before the hook: the datagram's checksum,
 	 * not the first fragment's, decides. The IPv4 header the input path
@@ -359,6 +360,11 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 	/* The route's device gives the TTL; a reply for the host itself
 	 * leaves by lo. */
 	r->ttl = !v6 ? xfw_rj_ttl4() : xfw_rj_hop_limit6(routed ? sc->fib.ifindex : XFW_LOOPBACK_IFINDEX);
+	/* IPv4 options the sending socket set: an ICMP error echoes them
+	 * (reject_opts.h); r->saddr is final here. */
+	if (kind == XFW_RJK_ICMP4 && p->thoff != p->l3_off + XFW_RJ_IP4_HLEN &&
+	    xfw_rj_opts4_tc(skb, p->l3_off))
+		return TC_ACT_SHOT;
 
 	if (kind == XFW_RJK_RST4 || kind == XFW_RJK_RST6) {
 		keep = r->l2len + (v6 ? XFW_RJ_IP6_HLEN : XFW_RJ_IP4_HLEN) + XFW_RJ_TCP_HLEN;
@@ -379,16 +385,18 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 		keep = r->l2len + r->qlen;
 		if (keep < skb->len && bpf_skb_change_tail(skb, keep, 0))
 			return TC_ACT_SHOT;
-		hdrs = (v6 ? XFW_RJ_IP6_HLEN : XFW_RJ_IP4_HLEN) + XFW_RJ_ICMP_HLEN;
+		hdrs = (v6 ? XFW_RJ_IP6_HLEN : XFW_RJ_IP4_HLEN + r->optlen) + XFW_RJ_ICMP_HLEN;
 		/* Room between the Ethernet and the IP header. */
-		if (bpf_skb_adjust_room(skb, hdrs, BPF_ADJ_ROOM_MAC, 0))
+		if (r->optlen > XFW_RJ_OPT_MAX || bpf_skb_adjust_room(skb, hdrs, BPF_ADJ_ROOM_MAC, 0))
 			return TC_ACT_SHOT;
 		if (bpf_skb_pull_data(skb, keep + hdrs))
 			return TC_ACT_SHOT;
 		data = (void *)(long)skb->data;
 		data_end = (void *)(long)skb->data_end;
 		if (v6 ? xfw_rj_put_icmp(data, data_end, r, 1, 0, &off, &len, &sum) :
-			 xfw_rj_put_icmp(data, data_end, r, 0, 0, &off, &len, &sum))
+			 xfw_rj_put_icmp(data, data_end, r, 0, 1, &off, &len, &sum))
+			return TC_ACT_SHOT;
+		if (!v6 && r->optlen && xfw_rj_opts4_put_tc(skb, r->l2len))
 			return TC_ACT_SHOT;
 		cs = xfw_rj_csum_tc(skb, off, len);
 		if (cs >= XFW_RJ_CSUM_ERR)

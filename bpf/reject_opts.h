@@ -19,11 +19,24 @@
  * output fills the entry in (ip_options_build: the reply's source address,
  * the time). The quote shrinks by the options' length (icmp_send's room).
  *
- * Conventions: the options are copied into the REJECT scratch (struct
- * xfw_rj_opt4), walked under bpf_loop (one option per step), changed there
+ * The kernel, for a packet it sends itself with options a socket set
+ * (IP_OPTIONS: ip_options_get compiles them as for no packet, moving
+ * each pointer past the entry the output will fill and noting that in
+ * the socket's options; ip_options_build copies them into the header,
+ * fills the entries in and keeps the compiled options in the packet's
+ * control block, IPCB): icmp_send echoes them the same way from the
+ * header as sent, with the control block's offsets and flags. A raw
+ * socket's own header (IP_HDRINCL) leaves the control block empty, and
+ * its errors carry no options.
+ *
+ * Conventions: where the options are comes from the XDP hook's check of
+ * them (xfw_ipv4_opts_ok: struct xfw_pkt's opt_rr and opt_ts), or, in
+ * OUTPUT, from the control block; no option is walked here. The options
+ * are copied into the REJECT scratch (struct xfw_rj_opt4), changed there
  * and written back over the packet (the quote) with bpf_xdp_store_bytes;
- * the echo is built in r->opt for xfw_rj_put_icmp. Indices into the
- * 64-byte buffers are masked (XFW_RJ_OPT_MASK); copies are fixed windows of
+ * the echo is built in r->opt for xfw_rj_put_icmp. Offsets are 1 + the
+ * option's offset among the options (0: none). Indices into the 64-byte
+ * buffers are masked (XFW_RJ_OPT_MASK); copies are fixed windows of
  * XFW_RJ_OPT_MAX bytes, whose excess the next copy or the padding
  * overwrites. Addresses and times are kept in network byte order.
  *
@@ -103,45 +116,6 @@ static __always_inline __u32 xfw_rj_get4(const __u8 *b, __u32 off)
 static __always_inline int xfw_rj_unicast4(__u32 a)
 {
 	return (xfw_addrtype4(bpf_ntohl(a), 0, 0) & XFW_AT_RTN) == XFW_RTN_UNICAST;
-}
-
-/* The walk's bpf_loop context (on the stack, as bpf_loop wants it). */
-struct xfw_rj_opt_walk {
-	struct xfw_rj_opt4 *o;
-};
-
-/* xfw_rj_opt_step notes where the option at o->off is when it is the
- * first record route or timestamp option. The options were checked
- * (xfw_ipv4_opts_ok): a malformed one only ends the walk. */
-static long xfw_rj_opt_step(__u64 i, struct xfw_rj_opt_walk *w)
-{
-	struct xfw_rj_opt4 *o = w->o;
-	__u32 off, len;
-	__u8 type;
-
-	if (!o)
-		return 1;
-	off = o->off;
-	if (off >= o->n || off >= XFW_RJ_OPT_MAX)
-		return 1;
-	type = o->b[off & XFW_RJ_OPT_MASK];
-	if (type == XFW_IPOPT_END)
-		return 1;
-	if (type == XFW_IPOPT_NOOP) {
-		o->off = off + 1;
-		return 0;
-	}
-	if (off + 1 >= o->n)
-		return 1;
-	len = o->b[(off + 1) & XFW_RJ_OPT_MASK];
-	if (len < 2)
-		return 1;
-	if (type == XFW_IPOPT_RR && !o->rr)
-		o->rr = off + 1;
-	else if (type == XFW_IPOPT_TS && !o->ts)
-		o->ts = off + 1;
-	o->off = off + len;
-	return 0;
 }
 
 /* xfw_rj_opt_input does to the options in b what ip_options_compile does
@@ -279,20 +253,30 @@ static __always_inline int xfw_rj_opt_echo(__u8 *e, const __u8 *b, __u32 rr, __u
 	return d;
 }
 
+/* xfw_rj_opts4_room shortens the quote of r to the room icmp_send leaves
+ * it: 576 bytes less the headers, the echoed options included. */
+static __always_inline void xfw_rj_opts4_room(struct xfw_rj *r)
+{
+	if (r->qlen > XFW_RJ_QUOTE4_MAX - r->optlen)
+		r->qlen = XFW_RJ_QUOTE4_MAX - r->optlen;
+}
+
 /* xfw_rj_opts4_xdp gives the reply planned in the XDP scratch the
  * options of the offending packet at l3_off in ctx (an IPv4 header with
- * options): the packet's (the quote's) options as the input path changed
- * them, with what that adds to its header's sum in r->hdelta, and, when
- * echo (an ICMP error), the reply's echo in r->opt, r->optlen, and the
- * quote shortened to fit. r->saddr is the reply's source, the address the input path wrote
- * (spec_dst: the packet's destination in INPUT, the route back's source
- * in FORWARD). Returns 0, or -1 when the kernel sends no error. A global
- * function, verified once. */
-__attribute__((noinline)) int xfw_rj_opts4_xdp(struct xdp_md *ctx, __u32 l3_off, __u32 echo)
+ * options, whose record route and timestamp options the XDP hook's check
+ * found at 1 + rr and 1 + ts among them: struct xfw_pkt's opt_rr and
+ * opt_ts, xfw_ipv4_opts_ok): the packet's (the quote's) options as the
+ * input path changed them, with what that adds to its header's sum in
+ * r->hdelta, and, when echo (an ICMP error), the reply's echo in r->opt,
+ * r->optlen, and the quote shortened to fit. r->saddr is the reply's
+ * source, the address the input path wrote (spec_dst: the packet's
+ * destination in INPUT, the route back's source in FORWARD). Returns 0, or
+ * -1 when the kernel sends no error. A global function, verified once. */
+__attribute__((noinline)) int xfw_rj_opts4_xdp(struct xdp_md *ctx, __u32 l3_off, __u32 echo,
+					       __u32 rr, __u32 ts)
 {
 	__u32 slot = XFW_RJ_SLOT_XDP, n, need, now;
 	struct xfw_rj_scratch *sc;
-	struct xfw_rj_opt_walk w;
 	struct xfw_rj_opt4 *o;
 	struct xfw_rj *r;
 	__s64 delta;
@@ -307,6 +291,8 @@ __attribute__((noinline)) int xfw_rj_opts4_xdp(struct xdp_md *ctx, __u32 l3_off,
 	r = &sc->r;
 	o = &sc->o;
 	r->optlen = 0;
+	if (!rr && !ts)
+		return 0;
 	if (bpf_xdp_load_bytes(ctx, l3_off, &vihl, 1) < 0)
 		return -1;
 	n = (vihl & 0xf) * 4;
@@ -320,14 +306,9 @@ __attribute__((noinline)) int xfw_rj_opts4_xdp(struct xdp_md *ctx, __u32 l3_off,
 		return -1;
 	if (bpf_xdp_load_bytes(ctx, l3_off + XFW_RJ_IP4_HLEN, o->b, n) < 0)
 		return -1;
-	o->n = n;
-	w.o = o;
-	bpf_loop(XFW_RJ_OPT_MAX, xfw_rj_opt_step, &w, 0);
-	if (!o->rr && !o->ts)
-		return 0;
 	now = xfw_rj_now_ms();
 	__builtin_memcpy(sc->buf, o->b, sizeof(sc->buf));
-	need = xfw_rj_opt_input(o->b, o->rr, o->ts, r->saddr[0], now);
+	need = xfw_rj_opt_input(o->b, rr, ts, r->saddr[0], now);
 	n = ((n - 1) & XFW_RJ_OPT_MASK) + 1;
 	if (bpf_xdp_store_bytes(ctx, l3_off + XFW_RJ_IP4_HLEN, o->b, n) < 0)
 		return -1;
@@ -338,26 +319,114 @@ __attribute__((noinline)) int xfw_rj_opts4_xdp(struct xdp_md *ctx, __u32 l3_off,
 	r->hdelta = xfw_rj_fold((__u32)delta);
 	if (!echo)
 		return 0;
-	d = xfw_rj_opt_echo(r->opt, o->b, o->rr, o->ts, need, r->saddr[0], now);
+	d = xfw_rj_opt_echo(r->opt, o->b, rr, ts, need, r->saddr[0], now);
 	if (d < 0)
 		return -1;
 	r->optlen = d;
-	/* icmp_send's room: 576 bytes less the headers, options included. */
-	if (r->qlen > XFW_RJ_QUOTE4_MAX - r->optlen)
-		r->qlen = XFW_RJ_QUOTE4_MAX - r->optlen;
+	xfw_rj_opts4_room(r);
 	return 0;
 }
 
-/* xfw_rj_opts4_put_xdp writes the options of the ICMP error planned in
- * the XDP scratch (r->opt, r->optlen) after its IPv4 header at l3 in ctx,
- * which xfw_rj_put_icmp wrote with room for them, and gives the header
- * its length and checksum. Returns 0, or -1. A global function. */
-__attribute__((noinline)) int xfw_rj_opts4_put_xdp(struct xdp_md *ctx, __u32 l3)
+/* The fields of the IPv4 control block (struct inet_skb_parm, IPCB) the
+ * TC program sees: __sk_buff's cb[] is skb->cb from byte 8 on
+ * (qdisc_skb_cb's data), and the control block's struct ip_options
+ * starts at byte 4 (after iif): cb[1] holds its optlen, srr, rr and ts
+ * bytes (offsets from the IPv4 header's start, 0 for none), cb[2]'s
+ * first byte its flag bits. Nothing between ip_options_build and the
+ * device's TC egress hook writes them. */
+#define XFW_RJ_IPCB_OPTS 1  /* __sk_buff cb[] word: optlen, srr, rr, ts */
+#define XFW_RJ_IPCB_FLAGS 2 /* __sk_buff cb[] word: the flag bits' byte */
+#define XFW_RJ_IPCB_RR_NEEDADDR 0x08
+#define XFW_RJ_IPCB_TS_NEEDTIME 0x10
+#define XFW_RJ_IPCB_TS_NEEDADDR 0x20
+
+/* xfw_rj_opts4_tc gives the ICMP error planned in the TC scratch about
+ * the host's own packet at l3_off in skb (an IPv4 header with options,
+ * judged in OUTPUT) the options icmp_send echoes: those the sending
+ * socket set (IP_OPTIONS), as its output built them (ip_options_build:
+ * its address and the time filled in, the pointers moved on), which the
+ * kernel remembers in the packet's control block (IPCB: where the
+ * record route and timestamp options are, which entries the output
+ * filled). A raw socket's own header (IP_HDRINCL) leaves the control
+ * block empty: no echo, as in the kernel. The echo goes to r->opt,
+ * r->optlen, the quote shortened to fit; r->saddr is the reply's final
+ * source. Returns 0, or -1 when the kernel sends no error. A global
+ * function. */
+__attribute__((noinline)) int xfw_rj_opts4_tc(struct __sk_buff *skb, __u32 l3_off)
 {
-	__u32 slot = XFW_RJ_SLOT_XDP, n;
+	__u32 slot = XFW_RJ_SLOT_TC, n, optlen, rr, ts, fl, need = 0, cb;
+	struct xfw_rj_scratch *sc;
+	struct xfw_rj_opt4 *o;
+	struct xfw_rj *r;
+	__u8 vihl;
+	int d;
+
+	if (!skb || l3_off > XFW_RJ_OFF_MAX)
+		return -1;
+	sc = bpf_map_lookup_elem(&xfw_rj_scratch, &slot);
+	if (!sc)
+		return -1;
+	r = &sc->r;
+	o = &sc->o;
+	r->optlen = 0;
+	if (bpf_skb_load_bytes(skb, l3_off, &vihl, 1) < 0)
+		return -1;
+	n = (vihl & 0xf) * 4;
+	if (n <= XFW_RJ_IP4_HLEN)
+		return 0;
+	n -= XFW_RJ_IP4_HLEN;
+	cb = skb->cb[XFW_RJ_IPCB_OPTS];
+	fl = skb->cb[XFW_RJ_IPCB_FLAGS] & 0xff;
+	optlen = cb & 0xff;
+	rr = (cb >> 16) & 0xff;
+	ts = cb >> 24;
+	/* Options the control block does not describe (a raw socket's
+	 * header, or nothing it echoes): none. */
+	if (optlen != n || (!rr && !ts))
+		return 0;
+	/* The control block's offsets count from the IPv4 header: 1 + the
+	 * offset among the options, as reject_opts.h counts, is 19 less. */
+	if (rr) {
+		if (rr <= XFW_RJ_IP4_HLEN - 1 || rr > XFW_RJ_IP4_HLEN - 1 + n)
+			return 0;
+		rr -= XFW_RJ_IP4_HLEN - 1;
+	}
+	if (ts) {
+		if (ts <= XFW_RJ_IP4_HLEN - 1 || ts > XFW_RJ_IP4_HLEN - 1 + n)
+			return 0;
+		ts -= XFW_RJ_IP4_HLEN - 1;
+	}
+	if (fl & XFW_RJ_IPCB_RR_NEEDADDR)
+		need |= XFW_RJO_RR_ADDR;
+	if (fl & XFW_RJ_IPCB_TS_NEEDADDR)
+		need |= XFW_RJO_TS_ADDR;
+	if (fl & XFW_RJ_IPCB_TS_NEEDTIME)
+		need |= XFW_RJO_TS_TIME;
+	__builtin_memset(o, 0, sizeof(*o));
+	n = ((n - 1) & XFW_RJ_OPT_MASK) + 1;
+	if (n > XFW_RJ_OPT_MAX)
+		return -1;
+	if (bpf_skb_load_bytes(skb, l3_off + XFW_RJ_IP4_HLEN, o->b, n) < 0)
+		return -1;
+	d = xfw_rj_opt_echo(r->opt, o->b, rr, ts, need, r->saddr[0], xfw_rj_now_ms());
+	if (d < 0)
+		return -1;
+	r->optlen = d;
+	xfw_rj_opts4_room(r);
+	return 0;
+}
+
+/* xfw_rj_opts4_put writes the options of the ICMP error planned in
+ * scratch slot (r->opt, r->optlen) after its IPv4 header at l3 in ctx (an
+ * XDP frame when is_xdp, else an skb), which xfw_rj_put_icmp wrote with
+ * room for them, and gives the header its length and checksum. Returns
+ * 0, or -1. Inlined into one global function per program type. */
+static __always_inline int xfw_rj_opts4_put(void *ctx, int is_xdp, __u32 slot, __u32 l3)
+{
 	struct xfw_rj_scratch *sc;
 	__u8 h[XFW_RJ_IP4_HLEN];
 	__s64 s1, s2;
+	__u32 n;
 
 	if (!ctx || l3 > XFW_RJ_OFF_MAX)
 		return -1;
@@ -367,7 +436,7 @@ __attribute__((noinline)) int xfw_rj_opts4_put_xdp(struct xdp_md *ctx, __u32 l3)
 	n = sc->r.optlen;
 	if (!n || n > XFW_RJ_OPT_MAX || (n & 3))
 		return -1;
-	if (bpf_xdp_load_bytes(ctx, l3, h, sizeof(h)) < 0)
+	if (xfw_load_bytes(ctx, is_xdp, l3, h, sizeof(h)) < 0)
 		return -1;
 	/* Version 4, the header's length in words. */
 	h[0] = XFW_RJ_IP_VER_IHL5 + n / 4;
@@ -377,10 +446,25 @@ __attribute__((noinline)) int xfw_rj_opts4_put_xdp(struct xdp_md *ctx, __u32 l3)
 	if (s1 < 0 || s2 < 0)
 		return -1;
 	*(__u16 *)(h + 10) = xfw_rj_finish((__u64)(__u32)s1 + (__u32)s2);
-	if (bpf_xdp_store_bytes(ctx, l3, h, sizeof(h)) < 0 ||
-	    bpf_xdp_store_bytes(ctx, l3 + XFW_RJ_IP4_HLEN, sc->r.opt, n) < 0)
-		return -1;
-	return 0;
+	if (is_xdp)
+		return bpf_xdp_store_bytes(ctx, l3, h, sizeof(h)) < 0 ||
+		       bpf_xdp_store_bytes(ctx, l3 + XFW_RJ_IP4_HLEN, sc->r.opt, n) < 0 ? -1 : 0;
+	return bpf_skb_store_bytes(ctx, l3, h, sizeof(h), 0) < 0 ||
+	       bpf_skb_store_bytes(ctx, l3 + XFW_RJ_IP4_HLEN, sc->r.opt, n, 0) < 0 ? -1 : 0;
+}
+
+/* xfw_rj_opts4_put_xdp: xfw_rj_opts4_put for the XDP scratch's reply. A
+ * global function. */
+__attribute__((noinline)) int xfw_rj_opts4_put_xdp(struct xdp_md *ctx, __u32 l3)
+{
+	return xfw_rj_opts4_put(ctx, 1, XFW_RJ_SLOT_XDP, l3);
+}
+
+/* xfw_rj_opts4_put_tc: xfw_rj_opts4_put for the TC scratch's reply. A
+ * global function. */
+__attribute__((noinline)) int xfw_rj_opts4_put_tc(struct __sk_buff *skb, __u32 l3)
+{
+	return xfw_rj_opts4_put(skb, 0, XFW_RJ_SLOT_TC, l3);
 }
 
 #endif /* XFW_REJECT_OPTS_H */

@@ -151,7 +151,7 @@ static __always_inline int xfw_rj_put_rst(void *data, void *data_end, struct xfw
 
 /* xfw_rj_put_icmp writes the headers of an ICMP error in front of the
  * quote; the frame is l2len + hdrs + qlen long, the quote at l2len + hdrs.
- * opts (XDP only): an IPv4 header leaves room for r->optlen bytes of
+ * opts: an IPv4 header leaves room for r->optlen bytes of
  * options, its IHL and checksum still those of a 20-byte header.
  * Returns the offset and length of the span to checksum (ICMP header and
  * quote) through *off and *len, with *sum the pseudo-header sum (IPv6). */
@@ -165,7 +165,7 @@ static __always_inline int xfw_rj_put_icmp(void *data, void *data_end, struct xf
 	if (qlen > XFW_RJ_QUOTE6_MAX || qlen < XFW_RJ_IP4_HLEN)
 		return -1;
 	/* IPv4 with opts: room for the echoed options after the header,
-	 * written by xfw_rj_opts4_put_xdp (reject_opts.h). */
+	 * written by xfw_rj_opts4_put (reject_opts.h). */
 	if (!v6 && opts) {
 		if (r->optlen > XFW_RJ_OPT_MAX)
 			return -1;

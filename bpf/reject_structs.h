@@ -123,14 +123,10 @@ struct xfw_rj {
 	__u8 opt[XFW_RJ_OPT_BUF];
 };
 
-/* The offending packet's IPv4 options, walked by reject_opts.h: a copy
- * (XFW_RJ_OPT_MAX bytes used) and the walk's state. */
+/* The offending packet's IPv4 options, copied by reject_opts.h
+ * (XFW_RJ_OPT_MAX bytes used). */
 struct xfw_rj_opt4 {
 	__u8 b[XFW_RJ_OPT_BUF];
-	__u32 n;   /* option bytes */
-	__u32 off; /* the walk: next option */
-	__u32 rr;  /* 1 + offset of the record route option, or 0 */
-	__u32 ts;  /* 1 + offset of the timestamp option, or 0 */
 };
 
 /* Per-CPU scratch space for the reply's facts and the FIB request: the

@@ -290,18 +290,23 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 }
 
 /* xfw_ipv4_opts_ok reports whether the stack keeps the received IPv4
- * packet whose header starts l3_off bytes into the frame, as far as its
- * options go (ip_rcv_options drops some before any chain; see
- * xfw_ipv4_opt_step). A global function with its own stack for the copy
- * of the options. */
+ * packet p, whose header starts p->l3_off bytes into the frame, as far as
+ * its options go (ip_rcv_options drops some before any chain; see
+ * xfw_ipv4_opt_step), and notes where the walk found the record route and
+ * timestamp options for REJECT's echo (p->opt_rr, p->opt_ts: 1 + their
+ * offsets among the options, 0 for none). A global function with its own
+ * stack for the copy of the options. */
 #define XFW_MAX_L3_OFF 64 /* Ethernet and a VLAN tag take 18 bytes */
-__attribute__((noinline)) int xfw_ipv4_opts_ok(struct xdp_md *ctx, __u32 l3_off)
+__attribute__((noinline)) int xfw_ipv4_opts_ok(struct xdp_md *ctx, struct xfw_pkt *p)
 {
 	struct xfw_opts o = {};
 	struct iphdr ip;
-	__u32 n;
+	__u32 n, l3_off;
 
-	if (!ctx || l3_off > XFW_MAX_L3_OFF)
+	if (!ctx || !p)
+		return 1;
+	l3_off = p->l3_off;
+	if (l3_off > XFW_MAX_L3_OFF)
 		return 1;
 	if (bpf_xdp_load_bytes(ctx, l3_off, &ip, sizeof(ip)) < 0)
 		return 1;
@@ -315,6 +320,9 @@ __attribute__((noinline)) int xfw_ipv4_opts_ok(struct xdp_md *ctx, __u32 l3_off)
 		return 1; /* shorter than its header: the stack drops it anyway */
 	o.len = n;
 	bpf_loop(XFW_IPOPT_MAX, xfw_ipv4_opt_step, &o, 0);
+	/* Both at most XFW_IPOPT_MAX: a byte each. */
+	p->opt_rr = o.rr;
+	p->opt_ts = o.ts;
 	return !o.bad;
 }
 

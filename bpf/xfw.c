@@ -430,7 +430,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	 * (the transport header right after its 20 bytes; thoff is 0 for a
 	 * later fragment) has none to check. */
 	if (p->fam == 0 && p->thoff != p->l3_off + XFW_IPV4_MIN_HLEN &&
-	    !xfw_ipv4_opts_ok(ctx, p->l3_off)) {
+	    !xfw_ipv4_opts_ok(ctx, p)) {
 		if (xfw_rawpre_on(st->slot) && xfw_xdp_rawpre(ctx, sc, iif) == XFW_RAWPRE_DROP)
 			return XDP_DROP;
 		return xfw_xdp_unrouted(ctx, p, st->slot, iif);

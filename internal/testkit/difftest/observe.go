@@ -264,14 +264,26 @@ type rawReader struct {
 
 // rawProtocols are the protocols whose local delivery fw's raw sockets
 // observe: every protocol number but 0 (hop-by-hop in IPv6, not
-// deliverable) and 255 (IPPROTO_RAW, send-only).
+// deliverable). The socket of 255 (IPPROTO_RAW) is also the one fw sends
+// its own packets from (side.send): it receives protocol 255 as the
+// others receive theirs, and is read as they are. (Unread, its queue
+// filled up over a long campaign, and from then on the kernel answered
+// every protocol-255 datagram to fw with "protocol unreachable"; when the
+// queue filled depended on the truesize of every packet it held, which
+// differs between the sides: an intermittent difference late in long nat
+// campaigns.)
 func rawProtocols() []int {
 	var out []int
-	for p := 1; p < 255; p++ {
+	for p := 1; p <= rawSendProto; p++ {
 		out = append(out, p)
 	}
 	return out
 }
+
+// rawSendProto is the protocol of fw's raw socket that sends its own
+// packets: IPPROTO_RAW, whose header the sender writes (IP_HDRINCL; IPv6
+// likewise).
+const rawSendProto = unix.IPPROTO_RAW
 
 // ipv6FlowInfo is IPV6_FLOWINFO (linux/in6.h), missing from x/sys/unix:
 // as a socket option it asks for the flow information of received packets,
@@ -356,6 +368,24 @@ func (r *rawReader) run(log *eventLog) {
 		}
 		log.add(e)
 	}
+}
+
+// sendTo sends the IP packet b (its own header) to sa through the socket,
+// waiting for room in its (non-blocking) send buffer.
+func (r *rawReader) sendTo(b []byte, sa unix.Sockaddr) error {
+	rc, err := r.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendto(int(fd), b, 0, sa)
+		return !errors.Is(serr, unix.EAGAIN)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
 }
 
 // noteDrops records the SO_RXQ_OVFL count of a control message.

@@ -133,7 +133,7 @@ func NewSession(ctx context.Context, cfg Config) (_ *Session, err error) {
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i := range s.sides {
-		s.sides[i] = &side{name: sideNames[i], kernel: i == sideKernel, genFD: -1, sinkFD: -1, outFD: -1}
+		s.sides[i] = &side{name: sideNames[i], kernel: i == sideKernel, genFD: -1, sinkFD: -1}
 		wg.Add(1)
 		go func(sd *side) {
 			defer wg.Done()
@@ -214,8 +214,8 @@ func (s *Session) Close() error {
 		for _, r := range sd.raws {
 			r.f.Close()
 		}
-		sd.raws = nil
-		for _, fd := range []*int{&sd.genFD, &sd.sinkFD, &sd.outFD} {
+		sd.raws, sd.out = nil, nil
+		for _, fd := range []*int{&sd.genFD, &sd.sinkFD} {
 			if *fd >= 0 {
 				unix.Close(*fd)
 				*fd = -1

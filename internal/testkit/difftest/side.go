@@ -32,9 +32,12 @@ type side struct {
 	caps []*nettest.Capture
 	raws []*rawReader
 	// genFD and sinkFD are AF_PACKET sockets in gen and sink for
-	// injection; outFD is the raw IP socket fw sends from.
-	genFD, sinkFD, outFD int
-	genIdx, sinkIdx      int
+	// injection.
+	genFD, sinkFD int
+	// out is the raw IP socket fw sends from: the reader of protocol 255
+	// among raws (rawSendProto).
+	out             *rawReader
+	genIdx, sinkIdx int
 	// logCmd is `xfw log` in fw (xfw side), started after the first load.
 	logCmd  *exec.Cmd
 	logDone chan struct{}
@@ -266,16 +269,14 @@ func (s *Session) startObservers(sd *side) error {
 			return err
 		}
 		sd.raws = raws
-		af, proto := unix.AF_INET, unix.IPPROTO_RAW
-		if s.cfg.Family == ir.IPv6 {
-			af = unix.AF_INET6
+		for _, r := range raws {
+			if r.proto == rawSendProto {
+				sd.out = r
+			}
 		}
-		// IPPROTO_RAW: the header is ours (IP_HDRINCL; IPv6 likewise).
-		fd, err := unix.Socket(af, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto)
-		if err != nil {
-			return fmt.Errorf("raw sending socket: %w", err)
+		if sd.out == nil {
+			return errors.New("no raw sending socket")
 		}
-		sd.outFD = fd
 		return nil
 	})
 	if err != nil {
@@ -327,8 +328,8 @@ func (sd *side) send(from Origin, b []byte, v6 bool) error {
 			return errors.New("no destination address")
 		}
 		if v6 {
-			return unix.Sendto(sd.outFD, b, 0, &unix.SockaddrInet6{Addr: p.Dst.As16()})
+			return sd.out.sendTo(b, &unix.SockaddrInet6{Addr: p.Dst.As16()})
 		}
-		return unix.Sendto(sd.outFD, b, 0, &unix.SockaddrInet4{Addr: p.Dst.As4()})
+		return sd.out.sendTo(b, &unix.SockaddrInet4{Addr: p.Dst.As4()})
 	}
 }
