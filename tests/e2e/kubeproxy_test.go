@@ -98,6 +98,40 @@ func TestKubeProxyLocalAndForwardedAgainstKernel(t *testing.T) {
 		want[i] = kpConnections + kpLocalConnections
 	}
 	compareKubeProxySums(t, svcs, kpCounters(t, tw), want)
+	// Translated, both ways: every connection's reply comes from an
+	// endpoint (10.180.0.0/24), in both twins' connection tables.
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		argv := []string{"conntrack", "-L"}
+		if kind == "xfw" {
+			argv = append([]string{fw.bin}, argv...)
+		}
+		res, err := nettest.Exec(tp.FwNS, argv...)
+		if err != nil || res.ExitCode != 0 {
+			t.Errorf("%s conntrack -L: %v %v", kind, err, res)
+			return
+		}
+		local, forwarded := 0, 0
+		for _, line := range strings.Split(res.Stdout, "\n") {
+			var srcs []string
+			for _, w := range strings.Fields(line) {
+				if v, ok := strings.CutPrefix(w, "src="); ok {
+					srcs = append(srcs, v)
+				}
+			}
+			if len(srcs) != 2 || !strings.HasPrefix(srcs[1], "10.180.0.") {
+				continue
+			}
+			if srcs[0] == tp.Gen.IPv4.String() {
+				forwarded++
+			} else {
+				local++
+			}
+		}
+		if local != len(svcs)*kpLocalConnections || forwarded != len(svcs)*kpConnections {
+			t.Errorf("%s: %d of fw's own and %d forwarded connections translated to an endpoint, want %d and %d",
+				kind, local, forwarded, len(svcs)*kpLocalConnections, len(svcs)*kpConnections)
+		}
+	})
 }
 
 // kpLoad routes the endpoints and a default route through sink in both
