@@ -89,12 +89,14 @@ func (fl *flattener) regionKey(v *viewCtx, c *ir.Chain, st *chainState) regionKe
 	k := regionKey{walk: sharedWalk, check: v.check, unwinds: v.acceptTo != nil, chain: c}
 	if v.seg != nil {
 		k.seg = *v.seg
+		if k.unwinds && v.seg.table == ir.TableNat &&
+			(v.seg.chain == ir.ChainPrerouting || v.seg.chain == ir.ChainOutput) && fl.natViewFree(c, st) {
+			// No TTL match either (natViewFree): the walks share it.
+			k.seg, k.check = natSharedSeg, sharedCheck
+			return k
+		}
 		if v.seg.chain == ir.ChainPrerouting && v.walk == ChainForward && fl.reachesTTLOf(c, st) {
 			k.walk = v.walk
-		}
-		if k.walk == sharedWalk && k.unwinds && v.seg.table == ir.TableNat &&
-			(v.seg.chain == ir.ChainPrerouting || v.seg.chain == ir.ChainOutput) && fl.natViewFree(c, st) {
-			k.seg, k.check = natSharedSeg, sharedCheck
 		}
 	}
 	return k
@@ -139,7 +141,9 @@ func (fl *flattener) natViewFree(c *ir.Chain, st *chainState) bool {
 			}
 		}
 	}
-	st.natShare = ttlYes
+	// Nothing it reaches has a TTL match or target (viewFreeRule):
+	// reachesTTL need not walk it again.
+	st.natShare, st.ttl = ttlYes, ttlNo
 	return true
 }
 
