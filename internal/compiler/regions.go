@@ -89,7 +89,7 @@ func (fl *flattener) regionKey(v *viewCtx, c *ir.Chain, st *chainState) regionKe
 	k := regionKey{walk: sharedWalk, check: v.check, unwinds: v.acceptTo != nil, chain: c}
 	if v.seg != nil {
 		k.seg = *v.seg
-		if k.unwinds && v.seg.table == ir.TableNat &&
+		if shareNatViews && k.unwinds && v.seg.table == ir.TableNat &&
 			(v.seg.chain == ir.ChainPrerouting || v.seg.chain == ir.ChainOutput) && fl.natViewFree(c, st) {
 			// No TTL match either (natViewFree): the walks share it.
 			k.seg, k.check = natSharedSeg, sharedCheck
@@ -108,6 +108,10 @@ func (fl *flattener) regionKey(v *viewCtx, c *ir.Chain, st *chainState) regionKe
 var natSharedSeg = tableChain{table: ir.TableNat, chain: ir.ChainPrerouting + "+" + ir.ChainOutput}
 
 const sharedCheck = -1
+
+// shareNatViews enables natViewFree's sharing; tests turn it off to
+// compare the walks with those of a region per view.
+var shareNatViews = true
 
 // natViewFree reports whether chain c of the nat table, and every chain
 // it reaches, flattens to the same entries in the nat PREROUTING and the
