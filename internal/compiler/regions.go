@@ -33,9 +33,11 @@ import (
 // ACCEPT unwinds, and the hook the kernel's checks use. Walks share a
 // region where its entries are the same (regionKey): the PREROUTING
 // chains of the INPUT and FORWARD walks unless a TTL match is reached,
-// filter's user chains reached under the same checks. A chain reached
-// from several views has one region per view, so entries are linear in
-// rules times views, whatever the jumps.
+// filter's user chains reached under the same checks, and nat PREROUTING
+// and nat OUTPUT for a nat chain that flattens the same in both
+// (natViewFree). Any other chain reached from several views has one
+// region per view, so entries are linear in rules times views, whatever
+// the jumps.
 
 // viewCtx is the flattening context of a view (see above).
 type viewCtx struct {
@@ -87,11 +89,105 @@ func (fl *flattener) regionKey(v *viewCtx, c *ir.Chain, st *chainState) regionKe
 	k := regionKey{walk: sharedWalk, check: v.check, unwinds: v.acceptTo != nil, chain: c}
 	if v.seg != nil {
 		k.seg = *v.seg
+		if shareNatViews && k.unwinds && v.seg.table == ir.TableNat &&
+			(v.seg.chain == ir.ChainPrerouting || v.seg.chain == ir.ChainOutput) && fl.natViewFree(c, st) {
+			// No TTL match either (natViewFree): the walks share it.
+			k.seg, k.check = natSharedSeg, sharedCheck
+			return k
+		}
 		if v.seg.chain == ir.ChainPrerouting && v.walk == ChainForward && fl.reachesTTLOf(c, st) {
 			k.walk = v.walk
 		}
 	}
 	return k
+}
+
+// natSharedSeg and sharedCheck are regionKey.seg and .check of a nat
+// chain's region that the nat PREROUTING and nat OUTPUT views share
+// (natViewFree).
+var natSharedSeg = tableChain{table: ir.TableNat, chain: ir.ChainPrerouting + "+" + ir.ChainOutput}
+
+const sharedCheck = -1
+
+// shareNatViews enables natViewFree's sharing; tests turn it off to
+// compare the walks with those of a region per view.
+var shareNatViews = true
+
+// natViewFree reports whether chain c of the nat table, and every chain
+// it reaches, flattens to the same entries in the nat PREROUTING and the
+// nat OUTPUT views, so that one region serves both (kube-proxy's
+// KUBE-SERVICES, KUBE-SVC-*, KUBE-SEP-*, KUBE-MARK-MASQ: half the entries
+// of flattening each per view). The views differ in the output device
+// (PREROUTING has none: segmentView pins -o), the LOG view bits, the
+// hook the kernel's checks use (checkHook, the recent probe's FORWARD
+// bit), REDIRECT's address and IPv6 NAT; a rule is view-free when it
+// touches none of those: no -i or -o, only matches whose entries and
+// probes do not depend on the hook (viewFreeMatch), and a target among
+// the jumps, RETURN, ACCEPT, DROP, none, MARK and an IPv4 DNAT both
+// contexts accept (checkNatRule). The counters are the rules' own
+// whichever view reaches them, as the kernel counts a user chain's rule
+// once per pass whichever base chain reached it. Memoised in st (the
+// chain graph has no loops: checkNesting ran first).
+func (fl *flattener) natViewFree(c *ir.Chain, st *chainState) bool {
+	if st.natShare != 0 {
+		return st.natShare == ttlYes
+	}
+	st.natShare = ttlNo
+	infos := fl.chainInfos[c]
+	for i, r := range c.Rules {
+		if !fl.viewFreeRule(r) {
+			return false
+		}
+		if r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto {
+			t := fl.jumpOf(infos, c, i, r)
+			if t == nil || t.Builtin || !fl.natViewFree(t, fl.stateOf(t)) {
+				return false
+			}
+		}
+	}
+	// Nothing it reaches has a TTL match or target (viewFreeRule):
+	// reachesTTL need not walk it again.
+	st.natShare, st.ttl = ttlYes, ttlNo
+	return true
+}
+
+// viewFreeRule reports whether rule r of the nat table flattens to the
+// same entries in the nat PREROUTING and OUTPUT views, leaving its jumps
+// aside (natViewFree).
+func (fl *flattener) viewFreeRule(r *ir.Rule) bool {
+	if r.InIface.Set || r.OutIface.Set {
+		return false
+	}
+	for _, m := range r.Matches {
+		if !viewFreeMatch(m) {
+			return false
+		}
+	}
+	switch r.Target.Kind {
+	case ir.TargetJump, ir.TargetGoto, ir.TargetReturn, ir.TargetAccept, ir.TargetDrop,
+		ir.TargetNone, ir.TargetMark:
+		return true
+	case ir.TargetDNAT:
+		return fl.rs.Family == ir.IPv4 &&
+			checkNatRule(fl.rs.Family, natContext{prerouting: true}, r) == nil &&
+			checkNatRule(fl.rs.Family, natContext{output: true}, r) == nil
+	}
+	return false
+}
+
+// viewFreeMatch reports whether match m's entries and probes are the same
+// whichever hook reaches its rule: its conditions are on fields the walk
+// reads alike in every hook and no segment rewrites, its probe (if any)
+// takes no hook.
+func viewFreeMatch(m ir.Match) bool {
+	switch m := m.(type) {
+	case *ir.CommentMatch, *ir.TCPMatch, *ir.UDPMatch, *ir.MultiportMatch, *ir.ICMPMatch,
+		*ir.IPRangeMatch, *ir.StatisticMatch, *ir.MarkMatch:
+		return true
+	case *ir.AddrTypeMatch:
+		return !m.LimitIn && !m.LimitOut
+	}
+	return false
 }
 
 // chainState is what flattening memoises per user chain: its regions by
@@ -105,6 +201,8 @@ type chainState struct {
 	// nestingKnown once height is.
 	nesting uint8
 	height  int
+	// natShare: 0 not known yet, ttlNo or ttlYes (natViewFree).
+	natShare uint8
 }
 
 // regionSlot is one region of a chain: its view's key and start label.

@@ -81,3 +81,71 @@ func TestRegionWalks(t *testing.T) {
 		t.Errorf("%d regions, want 5 (A, B, G, and T for INPUT and for FORWARD)", returns)
 	}
 }
+
+// TestNatRegionsSharedByViews checks that a nat user chain reached from
+// nat PREROUTING and nat OUTPUT is one region when it flattens the same
+// in both views (kube-proxy's service, endpoint and mark chains), reached
+// from the INPUT, FORWARD and OUTPUT walks with the same rules counted,
+// and one region per view when it does not: a LOG rule (the log view
+// bits), an input device, a REDIRECT (its address differs in OUTPUT), or
+// a chain reaching such a chain. The rules added never match the packet,
+// so every variant's walks count the same rules.
+func TestNatRegionsSharedByViews(t *testing.T) {
+	kp := []string{
+		"-t nat -N SVC", "-t nat -N SEP", "-t nat -N MASQ",
+		"-t nat -A PREROUTING -j SVC", "-t nat -A OUTPUT -j SVC",
+		"-t nat -A SVC -p tcp -d 10.96.0.1 --dport 80 -m statistic --mode random --probability 0.5 -j SEP",
+		"-t nat -A SEP -s 10.0.0.9 -j MASQ",
+		"-t nat -A SEP -p tcp -j DNAT --to-destination 10.0.0.9:8080",
+		"-t nat -A MASQ -j MARK --or-mark 0x4000",
+	}
+	for _, tc := range []struct {
+		name    string
+		extra   []string
+		regions int // RETURN entries
+		dnat    int
+	}{
+		{"view-free chains", nil, 3, 1},
+		// SEP per view, and SVC, which reaches it; MASQ shared.
+		{"a LOG rule", []string{"-t nat -A SEP -p udp -j LOG"}, 5, 2},
+		{"a REDIRECT", []string{"-t nat -A SEP -p udp -j REDIRECT"}, 5, 4},
+		// MASQ per view, and the chains reaching it.
+		{"an input device", []string{"-t nat -A MASQ -i eth9 -j RETURN"}, 6, 2},
+		{"an output device", []string{"-t nat -A MASQ -o eth9 -j RETURN"}, 6, 2},
+	} {
+		rules := append(slices.Clone(kp), tc.extra...)
+		g, err := Compile(parseRuleset(t, ir.IPv4, rules...), Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		returns := 0
+		for _, e := range g.Entries {
+			if e.Action == ActReturn {
+				returns++
+			}
+		}
+		if returns != tc.regions {
+			t.Errorf("%s: %d regions, want %d", tc.name, returns, tc.regions)
+		}
+		if n := len(natTargets(g, ActDNAT)); n != tc.dnat {
+			t.Errorf("%s: %d DNAT entries, want %d", tc.name, n, tc.dnat)
+		}
+		first := CtValue(CtsNew, false, 0, 6)
+		for _, chain := range []int{ChainInput, ChainForward, ChainOutput} {
+			p := tcpPacket(first, 64)
+			p.Dst, p.Src = U64(10<<24|96<<16|1), U64(10<<24|9)
+			if chain == ChainOutput {
+				p.IIF = 0
+			}
+			got := walk(g, p, chain)
+			seg := "nat/PREROUTING/1"
+			if chain == ChainOutput {
+				seg = "nat/OUTPUT/1"
+			}
+			want := []string{seg, "nat/SVC/1", "nat/SEP/1", "nat/MASQ/1", "nat/SEP/2"}
+			if got.verdict != ActDNAT || !slices.Equal(got.counted, want) {
+				t.Errorf("%s, walk %d: got %v %v, want DNAT %v", tc.name, chain, got.verdict, got.counted, want)
+			}
+		}
+	}
+}
