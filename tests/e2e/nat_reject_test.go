@@ -78,8 +78,15 @@ func natRejectProbe(fam int, tcp bool) func(*testing.T, *nettest.Topology) strin
 		} else {
 			pkt = nettest.IPv4{Src: tp.Gen.IPv4, Dst: natRejectVIP(tp, fam), TTL: 64}.Packet(l4)
 		}
+		// A reply is the probe's family's ICMP error or TCP segment;
+		// not the neighbour discovery and MLD traffic of the link
+		// (ICMPv6 types 130 and up), which arrives at any time.
 		isReply := func(c nettest.Captured) bool {
-			return !c.Outgoing && (c.Protocol == nettest.ProtoICMP || c.Protocol == nettest.ProtoICMPv6 || c.Protocol == nettest.ProtoTCP)
+			if c.Outgoing || c.IPVersion != fam {
+				return false
+			}
+			return c.Protocol == nettest.ProtoICMP || c.Protocol == nettest.ProtoTCP ||
+				(c.Protocol == nettest.ProtoICMPv6 && c.ICMPType < 128)
 		}
 		f, out, ok := natRejectAnswer(t, tp, fam, pkt, isReply, "reply")
 		if !ok {
