@@ -20,17 +20,17 @@ import (
 // rulesets (10 endpoints per service, with DNAT and MASQUERADE or with
 // ACCEPT in their place) as the compiler made them before its flattening
 // and class sweep were reworked for speed: the rework must not change one
-// bit of what the data plane gets. (Updated once since, when Layout gained
-// RawPre: the same generation, RawPre all zero, printed with the new
-// field.)
+// bit of what the data plane gets. (Updated twice since, when Layout gained
+// RawPre and PrePassive: the same generation, RawPre all zero, PrePassive
+// false, printed with the new fields.)
 var kubeProxyDigests = []struct {
 	services    int
 	natAsAccept bool
 	digest      string
 }{
-	{1000, false, "a88988054843ec8f0b38516d6440ef26f240cc4e091a19101a3e318556f4cd1a"},
-	{1000, true, "7ede006be1137a3ed9700ef0eaefab532a240027175324d7ae4cbb367ab5a17a"},
-	{10000, false, "e1a9093ce0e757cc9a7a4f030f853fd6b069d8544623f7fada3093b54883801a"},
+	{1000, false, "c1c1120c9206359b52ab3fe173423cbb8855fd7fe635fda3a2286790748ee32b"},
+	{1000, true, "49929a6e86f12f148b1d9b3a65b66ad31a51f3df25901214c649753723d10f92"},
+	{10000, false, "7136acd5472d084257a00215d35a61e17a882a3bb279ba531d94aa52129d766d"},
 }
 
 // TestKubeProxyGenerationDigest compiles kube-proxy's rulesets and compares
