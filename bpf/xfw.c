@@ -333,9 +333,12 @@ __attribute__((noinline)) int xfw_xdp_rawpre(struct xdp_md *ctx, struct xfw_xdp_
 	if (st->nlogs)
 		xfw_emit_logs_xdp(ctx, sc, XFW_CHAIN_INPUT, iif, 0);
 	st->nlogs = 0;
+	/* A packet over loopback carries the connection OUTPUT gave it,
+	 * which a notrack rule leaves (xt_CT: not for a packet with one). */
 	if (res == XFW_RES_END) {
-		st->raw_done = p->ct == (XFW_CTS_UNTRACKED | XFW_CTV_DIR_REPLY) ? XFW_RAWPRE_NOTRACKED
-										 : XFW_RAWPRE_DONE;
+		st->raw_done = p->ct == (XFW_CTS_UNTRACKED | XFW_CTV_DIR_REPLY) && iif != XFW_LOOPBACK_IFINDEX
+				       ? XFW_RAWPRE_NOTRACKED
+				       : XFW_RAWPRE_DONE;
 		return XFW_RAWPRE_ON;
 	}
 	/* A DROP or a hotdrop: the only ends the compiler lets these segments
