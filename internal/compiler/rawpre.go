@@ -26,8 +26,12 @@ import "github.com/xfw-dev/xfw/internal/ir"
 // PREROUTING, which the kernel runs after conntrack, is judged before
 // routing only when raw PREROUTING is too (or absent). An empty chain
 // with policy ACCEPT is judged too: the kernel counts its policy for
-// every packet, routed or not. nat PREROUTING is walked after routing and
-// tracking, as before.
+// every packet, routed or not; when all of them are such chains
+// (Layout.PrePassive) the data plane walks them for the packets its
+// routing drops alone, the walk after routing counting the others. nat
+// PREROUTING is walked after routing and tracking, as before (the kernel
+// counts there every packet its routing drops that belongs to no
+// confirmed connection: docs/differences.md).
 
 // preRouteJudged reports whether chain c (PREROUTING of table t, named
 // table) can be judged before the route lookup.
