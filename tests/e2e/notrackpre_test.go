@@ -12,6 +12,7 @@ package e2e
 
 import (
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
@@ -79,6 +80,14 @@ func TestNotrackPreroutingAgainstKernel(t *testing.T) {
 				ctScenario{name: "the flow's datagram after it (no SEEN_REPLY)", run: forwardDatagram(40350), want: notSeen},
 			)
 		}
-		runCtScenarios(t, fam, ctOptions{tables: notrackPreTables}, scenarios)
+		tables := notrackPreTables
+		if fam == 6 {
+			// IPv6 multicast (neighbour discovery, MLD), whose chatter
+			// depends on timing, accepted first and not compared (as
+			// ctRuleset's filter chains do).
+			tables = strings.Replace(tables, ":OUTPUT ACCEPT [0:0]\n",
+				":OUTPUT ACCEPT [0:0]\n-A PREROUTING -d ff00::/8 -j ACCEPT\n", 1)
+		}
+		runCtScenarios(t, fam, ctOptions{tables: tables}, scenarios)
 	})
 }
