@@ -48,10 +48,19 @@ struct xfw_pending {
 	/* The mark the packet was routed with at XDP (the one PREROUTING
 	 * left it: xfw.c xfw_xdp_mark_out). */
 	__u32 route_mark;
-	/* 1: raw PREROUTING was judged before the route lookup and accepted
-	 * the packet (xfw.c xfw_xdp_rawpre); the walk after routing resumes
-	 * past it. Set by the XDP hook for every packet. */
+	/* XFW_RAWPRE_*: the PREROUTING chains judged before the route
+	 * lookup (xfw.c xfw_xdp_rawpre) accepted the packet, and a notrack
+	 * rule among them exempted it from tracking; the walk after routing
+	 * resumes past them. Set by the XDP hook for every packet. */
 	__u32 raw_done;
+	/* The generation's positions after those chains, per walk (INPUT,
+	 * FORWARD; xfw_family_cfg.raw_pre), copied by the XDP hook when it
+	 * looks the generation up (xfw.c xfw_xdp_slot). */
+	__u32 pre_at[2];
+	/* The INPUT walk's position after them when they only count
+	 * (xfw_family_cfg.pre_passive; pre_at[INPUT] then 0): walked for a
+	 * packet the routing drops alone (xfw.c xfw_xdp_unrouted). */
+	__u32 pre_lazy;
 	/* The terminal entry's action, flags, .aux and .next, set by
 	 * xfw_classify when the walk ends at one (xfw_judge reads them
 	 * instead of the entry). */

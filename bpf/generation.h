@@ -58,20 +58,33 @@ static __always_inline void xfw_leave(struct xfw_inflight *f)
 		__sync_fetch_and_add(&f->ended, 1);
 }
 
+/* xfw_active_cfg returns the configuration of family fi's (0 IPv4, 1
+ * IPv6) active generation and sets *slot to its slot, or returns NULL
+ * (*slot XFW_NO_SLOT) when the family has no ruleset. */
+static __always_inline struct xfw_family_cfg *xfw_active_cfg(__u32 fi, __u32 *slot)
+{
+	struct xfw_family_cfg *c;
+	__u32 *bank, s;
+
+	*slot = XFW_NO_SLOT;
+	bank = bpf_map_lookup_elem(&xfw_bank, &fi);
+	if (!bank)
+		return 0;
+	s = fi * 2 + (*bank & 1);
+	c = bpf_map_lookup_elem(&xfw_cfg, &s);
+	if (!c || !c->enabled)
+		return 0;
+	*slot = s;
+	return c;
+}
+
 /* xfw_active_slot returns the generation slot of family fi (0 IPv4, 1
  * IPv6), or XFW_NO_SLOT when the family has no ruleset. */
 static __always_inline __u32 xfw_active_slot(__u32 fi)
 {
-	struct xfw_family_cfg *c;
-	__u32 *bank, slot;
+	__u32 slot;
 
-	bank = bpf_map_lookup_elem(&xfw_bank, &fi);
-	if (!bank)
-		return XFW_NO_SLOT;
-	slot = fi * 2 + (*bank & 1);
-	c = bpf_map_lookup_elem(&xfw_cfg, &slot);
-	if (!c || !c->enabled)
-		return XFW_NO_SLOT;
+	xfw_active_cfg(fi, &slot);
 	return slot;
 }
 

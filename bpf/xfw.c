@@ -6,8 +6,9 @@
  * maps and flipping a bank index (classify_maps.h), never by reloading code.
  *
  * Hook → chain (as netfilter's filter table):
- *   XDP ingress: raw PREROUTING first when it decides on the packet alone
- *     (xfw_xdp_rawpre), as the kernel runs it before routing; then
+ *   XDP ingress: raw and mangle PREROUTING first when they decide on the
+ *     packet alone (xfw_xdp_rawpre), as the kernel runs them before
+ *     routing; then
  *     bpf_fib_lookup() asks the kernel's routing. Local delivery
  *     (NOT_FWDED) → INPUT; forwarded (SUCCESS / NO_NEIGH) → FORWARD with the
  *     route's output interface; anything the kernel drops or answers before
@@ -275,94 +276,125 @@ __attribute__((noinline)) __u64 xfw_xdp_rerouted(struct xdp_md *ctx, struct xfw_
 	return (__u64)verdict << XFW_DNAT_VERDICT_SHIFT | (__u64)chain << 32 | oif;
 }
 
-/* xfw_xdp_unrouted passes to the stack a packet it drops after PREROUTING
- * (route.h), tracked first as the kernel's PREROUTING tracks it when the
- * generation slot tracks connections (ct_unrouted.h). */
-static __always_inline int xfw_xdp_unrouted(struct xdp_md *ctx, struct xfw_pkt *p, __u32 slot,
-					    __u32 iif)
+/* What xfw_xdp_rawpre returns, and st->raw_done after it. */
+#define XFW_RAWPRE_ON 0       /* go on: routed, then walked (st->raw_done) */
+#define XFW_RAWPRE_DROP 1     /* PREROUTING dropped it */
+#define XFW_RAWPRE_DONE 1     /* raw_done: judged and accepted */
+#define XFW_RAWPRE_NOTRACKED 2 /* raw_done: and a notrack rule exempted it */
+
+/* xfw_notracked reports whether raw PREROUTING, judged before the route
+ * lookup, exempted the packet from connection tracking (NOTRACK, CT
+ * --notrack): the kernel's conntrack then leaves it alone, routed or not,
+ * and no translation applies to it. */
+static __always_inline int xfw_notracked(struct xfw_pending *st)
 {
-	if (xfw_ct_active(slot))
-		xfw_ct_unrouted(ctx, p, iif);
-	return XDP_PASS;
+	return st->raw_done == XFW_RAWPRE_NOTRACKED;
 }
 
-/* What xfw_xdp_rawpre returns. */
-#define XFW_RAWPRE_ON 0   /* go on: routed, then walked (st->raw_done) */
-#define XFW_RAWPRE_DROP 1 /* raw PREROUTING dropped it */
-
-/* xfw_xdp_rawpre judges, before the route lookup, the raw PREROUTING
- * chain of the packet in sc (received on iif) when the generation has it
- * judged there (fc->raw_pre; compiler.Layout.RawPre): the kernel runs raw
- * PREROUTING before conntrack, the other PREROUTING chains and its
- * routing, so a packet it drops costs no route lookup, and one the routing
- * then drops (no route, an IPv4 martian or option) is counted there as the
- * kernel counts it. The INPUT walk's raw segment stands for both walks'
- * (PREROUTING sees the TTL before ip_forward's decrement). It emits that
- * segment's LOG lines and sets st->raw_done when the segment accepted the
- * packet, for the walk after routing to resume past it. Not judged here: a
- * later fragment (it follows its datagram's verdict, or is judged alone
- * after routing, as before) and an IPv6 martian (ip6_rcv_core drops it
- * before the hook). A global function: verified once, for both callers. */
+/* xfw_xdp_rawpre judges, before the route lookup, the PREROUTING chains
+ * of the packet in sc (received on iif) the generation has judged there
+ * (raw, and mangle after it: st->pre_at, compiler.Layout.RawPre): the
+ * kernel runs them before its routing, so a packet they drop costs no
+ * route lookup, one the routing then drops (no route, an IPv4 martian or
+ * option) is counted there as the kernel counts it, and the mark they
+ * leave routes the packet. The INPUT walk's segments stand for both
+ * walks' (PREROUTING sees the TTL before ip_forward's decrement). It
+ * emits their LOG lines and sets st->raw_done when they accepted the
+ * packet, for the walk after routing to resume past them, saying whether
+ * a notrack rule exempted it from tracking (mangle.h leaves p->ct
+ * UNTRACKED with the direction bit, which the tracker never sets: parse
+ * left it 0). Not judged here: a later fragment (it follows its
+ * datagram's verdict, or is judged alone after routing, as before) and an
+ * IPv6 martian (ip6_rcv_core drops it before the hook). A global
+ * function: verified once, for both callers. */
 __attribute__((noinline)) int xfw_xdp_rawpre(struct xdp_md *ctx, struct xfw_xdp_scratch *sc, __u32 iif)
 {
-	struct xfw_family_cfg *fc;
 	struct xfw_pkt *p;
 	struct xfw_pending *st;
-	__u32 slot, res;
+	__u32 res;
 
 	if (!ctx || !sc)
 		return XFW_RAWPRE_ON;
 	p = &sc->p;
 	st = &sc->st;
 	st->raw_done = 0;
-	slot = st->slot;
-	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
-	if (!fc || !fc->raw_pre[XFW_CHAIN_INPUT] || p->frag)
+	if (!st->pre_at[XFW_CHAIN_INPUT] || p->frag)
 		return XFW_RAWPRE_ON;
 	if (p->fam == 1 && iif != XFW_LOOPBACK_IFINDEX && xfw_martian(p) == 1)
 		return XFW_RAWPRE_ON;
-	if ((fc->active & XFW_PREWALK_FIELDS) || fc->npreds) {
-		xfw_ext6_xdp(ctx, p, slot);
-		xfw_preds_xdp(ctx, p, slot);
-		xfw_hdr4_xdp(ctx, p, slot);
+	if (xfw_prewalk_used(st->slot)) {
+		xfw_ext6_xdp(ctx, p, st->slot);
+		xfw_preds_xdp(ctx, p, st->slot);
+		xfw_hdr4_xdp(ctx, p, st->slot);
 	}
-	st->end = fc->raw_pre[XFW_CHAIN_INPUT];
+	st->end = st->pre_at[XFW_CHAIN_INPUT];
 	res = xfw_classify(p, XFW_CHAIN_INPUT, iif, 0, st);
 	st->end = 0;
 	if (st->nlogs)
 		xfw_emit_logs_xdp(ctx, sc, XFW_CHAIN_INPUT, iif, 0);
 	st->nlogs = 0;
+	/* A packet over loopback carries the connection OUTPUT gave it,
+	 * which a notrack rule leaves (xt_CT: not for a packet with one). */
 	if (res == XFW_RES_END) {
-		st->raw_done = 1;
+		st->raw_done = p->ct == (XFW_CTS_UNTRACKED | XFW_CTV_DIR_REPLY) && iif != XFW_LOOPBACK_IFINDEX
+				       ? XFW_RAWPRE_NOTRACKED
+				       : XFW_RAWPRE_DONE;
 		return XFW_RAWPRE_ON;
 	}
-	/* A DROP or a hotdrop: the only ends the compiler lets this segment
-	 * have (compiler.rawPreTarget); anything else fails closed. */
+	/* A DROP or a hotdrop: the only ends the compiler lets these segments
+	 * have (compiler.preRouteTarget); anything else fails closed. */
 	return XFW_RAWPRE_DROP;
 }
 
-/* xfw_rawpre_on reports whether generation slot judges raw PREROUTING
- * before the route lookup: tested inline, so that other generations pay
- * no call for it. */
-static __always_inline int xfw_rawpre_on(__u32 slot)
+/* xfw_xdp_unrouted passes to the stack a packet it drops after PREROUTING
+ * (route.h): counted first in the PREROUTING chains that only count
+ * (st->pre_lazy: not walked before routing), as the kernel's are for
+ * every packet, then tracked as the kernel's PREROUTING tracks it when the
+ * generation tracks connections (ct_unrouted.h) and raw PREROUTING did
+ * not exempt it. */
+static __always_inline int xfw_xdp_unrouted(struct xdp_md *ctx, struct xfw_xdp_scratch *sc, __u32 iif)
 {
-	struct xfw_family_cfg *fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
-
-	return fc && fc->raw_pre[XFW_CHAIN_INPUT];
+	if (sc->st.pre_lazy) {
+		sc->st.pre_at[XFW_CHAIN_INPUT] = sc->st.pre_lazy;
+		xfw_xdp_rawpre(ctx, sc, iif); /* empty chains: it accepts */
+	}
+	if (xfw_ct_active(sc->st.slot) && !xfw_notracked(&sc->st))
+		xfw_ct_unrouted(ctx, &sc->p, iif);
+	return XDP_PASS;
 }
 
-/* xfw_rawpre_resume returns where the walk of chain in generation slot
- * starts (xfw_pending.start): past its raw PREROUTING segment when
- * xfw_xdp_rawpre judged it (st->raw_done), else at its beginning (0). */
+/* xfw_rawpre_on reports whether the generation judges PREROUTING before
+ * the route lookup (st->pre_at, copied by xfw_xdp_slot): tested inline,
+ * so that other generations pay no call for it. */
+static __always_inline int xfw_rawpre_on(struct xfw_pending *st)
+{
+	return st->pre_at[XFW_CHAIN_INPUT] != 0;
+}
+
+/* xfw_rawpre_resume returns where the walk of chain starts
+ * (xfw_pending.start): past its PREROUTING segments when xfw_xdp_rawpre
+ * judged them (st->raw_done), else at its beginning (0). */
 static __always_inline __u32 xfw_rawpre_resume(struct xfw_pending *st, __u32 chain)
 {
-	struct xfw_family_cfg *fc;
-	__u32 slot = st->slot;
-
-	if (!st->raw_done || chain >= XFW_NCHAINS)
+	if (!st->raw_done || chain > XFW_CHAIN_FORWARD)
 		return 0;
-	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
-	return fc ? fc->raw_pre[chain] : 0;
+	return st->pre_at[chain];
+}
+
+/* xfw_xdp_slot sets st->slot to family fi's active generation (the one
+ * lookup of its configuration the hook makes before routing: st->pre_at
+ * copies what the PREROUTING pre-walk reads of it). Returns 0 when the
+ * family has no ruleset. */
+static __always_inline int xfw_xdp_slot(struct xfw_pending *st, __u32 fi)
+{
+	struct xfw_family_cfg *fc = xfw_active_cfg(fi, &st->slot);
+
+	if (!fc)
+		return 0;
+	st->pre_at[XFW_CHAIN_INPUT] = fc->pre_passive ? 0 : fc->raw_pre[XFW_CHAIN_INPUT];
+	st->pre_at[XFW_CHAIN_FORWARD] = fc->raw_pre[XFW_CHAIN_FORWARD];
+	st->pre_lazy = fc->pre_passive ? fc->raw_pre[XFW_CHAIN_INPUT] : 0;
+	return 1;
 }
 
 /* xfw_xdp_judged is the XDP hook's work; xfw_xdp brackets it for
@@ -396,8 +428,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	st->route_mark = 0;
 	st->raw_done = 0;
 	p->owner = 0; /* no socket at XDP (-m owner, owner.h) */
-	st->slot = xfw_active_slot(p->fam ? 1 : 0);
-	if (st->slot == XFW_NO_SLOT)
+	if (!xfw_xdp_slot(st, p->fam ? 1 : 0))
 		return XDP_PASS;
 	XFW_BENCH_AT(XFW_BS_SLOT, XDP_PASS);
 	/* -m tcpmss's value, when a rule uses it (tcpopt.h; tested here: a
@@ -431,28 +462,30 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	 * later fragment) has none to check. */
 	if (p->fam == 0 && p->thoff != p->l3_off + XFW_IPV4_MIN_HLEN &&
 	    !xfw_ipv4_opts_ok(ctx, p)) {
-		if (xfw_rawpre_on(st->slot) && xfw_xdp_rawpre(ctx, sc, iif) == XFW_RAWPRE_DROP)
+		if (xfw_rawpre_on(st) && xfw_xdp_rawpre(ctx, sc, iif) == XFW_RAWPRE_DROP)
 			return XDP_DROP;
-		return xfw_xdp_unrouted(ctx, p, st->slot, iif);
+		return xfw_xdp_unrouted(ctx, sc, iif);
 	}
 	XFW_BENCH_AT(XFW_BS_DEVICE, XDP_PASS);
 	/* A reply nat OUTPUT translated back, judged where it came in. */
 	if (iif == XFW_LOOPBACK_IFINDEX && xfw_nat_lo_passed(p))
 		return XDP_PASS;
-	/* raw PREROUTING, which the kernel runs before conntrack, DNAT and
-	 * routing: judged first when it decides on the packet alone. */
-	if (xfw_rawpre_on(st->slot) && xfw_xdp_rawpre(ctx, sc, iif) == XFW_RAWPRE_DROP)
+	/* raw and mangle PREROUTING, which the kernel runs before DNAT and
+	 * routing: judged first when they decide on the packet alone. */
+	if (xfw_rawpre_on(st) && xfw_xdp_rawpre(ctx, sc, iif) == XFW_RAWPRE_DROP)
 		return XDP_DROP;
-	/* Its mark (raw -j MARK) routes the packet (mark_route.h). */
+	/* Their mark (-j MARK) routes the packet (mark_route.h). */
 	st->route_mark = p->mark;
-	/* A later packet of a translated connection: DNAT before routing. */
-	xfw_nat_pre(ctx, p);
+	/* A later packet of a translated connection: DNAT before routing
+	 * (not an untracked one: the kernel translates connections). */
+	if (!xfw_notracked(st))
+		xfw_nat_pre(ctx, p);
 	XFW_BENCH_AT(XFW_BS_NATPRE, XDP_PASS);
 	route = xfw_route(ctx, p, iif);
 	XFW_BENCH_AFTER(XFW_BS_FIB, XFW_BS_FIB, XDP_PASS);
 	if (route == XFW_ROUTE_PASS) {
-		rc = xfw_xdp_unrouted(ctx, p, st->slot, iif);
-		/* Routed by raw PREROUTING's mark (a "prohibit" rule): the
+		rc = xfw_xdp_unrouted(ctx, sc, iif);
+		/* Routed by PREROUTING's mark (a "prohibit" rule): the
 		 * kernel's routing takes it too (mark_kernel.h). */
 		if (p->mark && xfw_xdp_mark_out(ctx, sc, XFW_ROUTE_PASS, iif))
 			return XDP_DROP;
@@ -493,7 +526,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		 * (frag.h). */
 		if (p->frag)
 			return xfw_frag_later_xdp(ctx, p);
-		cs = xfw_ct_scratch_get(0);
+		/* Exempted by raw PREROUTING before routing: untracked
+		 * (p->ct says UNTRACKED), no connection. */
+		cs = xfw_notracked(st) ? 0 : xfw_ct_scratch_get(0);
 		if (cs) {
 			xfw_ct_load_xdp(ctx, p, cs);
 			p->ct = xfw_ct_track(p, cs, iif == XFW_LOOPBACK_IFINDEX ? XFW_CTM_LO_INPUT
@@ -511,7 +546,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 			xfw_hdr4_xdp(ctx, p, st->slot);
 		}
 		XFW_BENCH_AT(XFW_BS_FIELDS, XDP_PASS);
-		/* Past raw PREROUTING when judged before routing. */
+		/* Past PREROUTING's segments judged before routing. */
 		st->start = xfw_rawpre_resume(st, chain);
 		verdict = xfw_judge(p, chain, iif, oif, st, &rj);
 		st->start = 0;
@@ -554,7 +589,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		xfw_ct_confirm(cs);
 		xfw_nat_confirm();
 	}
-	if (cs)
+	/* (An untracked first fragment too: its datagram is reassembled
+	 * all the same, nf_defrag running before raw.) */
+	if (cs || xfw_notracked(st))
 		xfw_frag_note_xdp(ctx, p, verdict);
 	if (st->nlogs)
 		xfw_emit_logs_xdp(ctx, sc, chain, iif, oif);

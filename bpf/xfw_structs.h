@@ -282,12 +282,15 @@ struct xfw_family_cfg {
 	 * w * 32 + b is not empty. */
 	__u32 mask_base;
 	__u32 mask_words;
-	/* raw PREROUTING before the route lookup (xfw.c xfw_xdp_rawpre;
+	/* PREROUTING before the route lookup (xfw.c xfw_xdp_rawpre;
 	 * compiler.Layout.RawPre): per chain (INPUT, FORWARD), 1 + the entry
-	 * after the walk's raw PREROUTING segment; the INPUT walk's segment is
-	 * judged before routing and the chosen walk resumes there (0: no
-	 * pre-walk). */
+	 * after the walk's raw and mangle PREROUTING segments judged there;
+	 * the INPUT walk's segments are judged before routing and the chosen
+	 * walk resumes there (0: no pre-walk). */
 	__u32 raw_pre[XFW_NCHAINS];
+	/* 1: those chains only count (empty, policy ACCEPT): walked only for
+	 * the packets the routing drops (compiler.Layout.PrePassive). */
+	__u32 pre_passive;
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid

@@ -115,13 +115,20 @@ type Layout struct {
 	// PREROUTING segments; after mangle OUTPUT), set only when the chains
 	// before it can change the mark (0: none; mark_route.go).
 	Reroute [NumChains]uint32
-	// RawPre[h] is 1 + the position after the raw PREROUTING segment of
-	// base chain h's walk (INPUT, FORWARD), set when the data plane
-	// judges that segment before its route lookup, as the kernel runs
-	// raw PREROUTING before routing: the INPUT walk's segment up to
-	// RawPre[ChainInput], then, once routed, the chosen walk from
-	// RawPre[h] (0: no such pre-walk; rawpre.go).
+	// RawPre[h] is 1 + the position after the PREROUTING segments of
+	// base chain h's walk (INPUT, FORWARD) the data plane judges before
+	// its route lookup, as the kernel runs PREROUTING before routing: raw
+	// PREROUTING, and mangle PREROUTING after it, when they decide on the
+	// packet alone. The INPUT walk's segments up to RawPre[ChainInput],
+	// then, once routed, the chosen walk from RawPre[h] (0: no such
+	// pre-walk; rawpre.go).
 	RawPre [NumChains]uint32
+	// PrePassive says the segments RawPre ends are all empty chains with
+	// policy ACCEPT: they only count. The data plane then walks them
+	// only for the packets its routing drops (which the kernel's
+	// PREROUTING counts too), and a walk that accepts everything stays
+	// trivial.
+	PrePassive bool
 }
 
 // Walks reports whether the generation walks other tables' chains
@@ -193,6 +200,7 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	fl.layout.PostStart = fl.postStart
 	fl.layout.Reroute = fl.reroute
 	fl.layout.RawPre = fl.rawPre
+	fl.layout.PrePassive = fl.rawPre[ChainInput] != 0 && fl.prePassive[ChainInput]
 	g.Layout = fl.layout
 	neverInAnyClass(g)
 	g.LogConfigs = fl.logs

@@ -117,6 +117,12 @@ type flattener struct {
 	// rawPre are the positions after the walks' raw PREROUTING segments
 	// the data plane judges before routing (Layout.RawPre, rawpre.go).
 	rawPre [NumChains]uint32
+	// preOpen: the segments of the walk being emitted so far are all
+	// judged before the route lookup (rawpre.go).
+	preOpen bool
+	// prePassive: the segments judged before the route lookup so far
+	// only count (Layout.PrePassive).
+	prePassive [NumChains]bool
 	// view is what the chain being flattened sees (regions.go); inRegion
 	// is set while a user chain's region is emitted. chainStates hold
 	// what is memoised per user chain (its regions by view, its nesting:

@@ -20,19 +20,20 @@ import (
 // rulesets (10 endpoints per service, with DNAT and MASQUERADE or with
 // ACCEPT in their place) as the compiler made them before its flattening
 // and class sweep were reworked for speed: the rework must not change one
-// bit of what the data plane gets. (Updated once since, when Layout gained
-// RawPre: the same generation, RawPre all zero, printed with the new
-// field; and once when the nat chains reached from both nat PREROUTING
-// and nat OUTPUT became one region for both views, natViewFree: half the
-// entries, 1,065,466 → 532,967 at 10K, the same walks.)
+// bit of what the data plane gets. (Updated since: when Layout gained
+// RawPre and PrePassive, the same generation, RawPre all zero,
+// PrePassive false, printed with the new fields; and when the nat chains
+// reached from both nat PREROUTING and nat OUTPUT became one region for
+// both views, natViewFree: half the entries, 1,065,466 → 532,967 at 10K,
+// the same walks.)
 var kubeProxyDigests = []struct {
 	services    int
 	natAsAccept bool
 	digest      string
 }{
-	{1000, false, "9c9bc3e8e7a0f1dd975225c55163a9b89917d63897afec257238606422c1328b"},
-	{1000, true, "f5bf1a9e59d689b48842d9387a3fa5d01a18ac7faf41ca68d034dd3e0c456105"},
-	{10000, false, "32646f051c622ef2cbe439c2795f9a6659b8c6f01eefe2b1952434f02e63b8f5"},
+	{1000, false, "c804a850485e054d9cb247d314640c7c9ab29d0d0186ea878e1e8deaa7dfd3bc"},
+	{1000, true, "16fa9e1972253ff86be92fa1e82fd910472ec5ef350b95bdc71067b25fb79307"},
+	{10000, false, "3c43dcb5894c10a702f644ed06bb09750bae8570351d694c90dec86de0c277cc"},
 }
 
 // TestKubeProxyGenerationDigest compiles kube-proxy's rulesets and compares

@@ -2,81 +2,106 @@ package compiler
 
 import "github.com/xfw-dev/xfw/internal/ir"
 
-// raw PREROUTING before the route lookup. The kernel runs raw PREROUTING
-// (priority -300) before conntrack, mangle and nat PREROUTING, and all of
-// them before its routing decision; the data plane routes first to pick
-// the walk (INPUT or FORWARD). When raw PREROUTING is judged on the
-// packet alone, the data plane walks it before routing: the INPUT walk's
-// raw segment (its view sees the TTL before ip_forward's decrement, as
-// PREROUTING does on either path) up to Layout.RawPre[ChainInput]; a
-// packet that segment drops costs no route lookup, and one the kernel's
-// routing drops afterwards (no route, martian) is counted in raw
-// PREROUTING as the kernel counts it. A packet it accepts is routed and
+// The PREROUTING chains before the route lookup. The kernel runs raw
+// PREROUTING (priority -300), conntrack (-200), mangle (-150) and nat
+// (-100) PREROUTING, and all of them before its routing decision; the data
+// plane routes first to pick the walk (INPUT or FORWARD). When raw
+// PREROUTING, and mangle PREROUTING after it, are judged on the packet
+// alone, the data plane walks them before routing: the INPUT walk's raw
+// and mangle PREROUTING segments (their view sees the TTL before
+// ip_forward's decrement, as PREROUTING does on either path) up to
+// Layout.RawPre[ChainInput]; a packet they drop costs no route lookup, one
+// the kernel's routing drops afterwards (no route, martian) is counted
+// there as the kernel counts it, and the mark they leave is the one the
+// route lookup takes (ip rule fwmark). A packet they accept is routed and
 // walked from Layout.RawPre of the chosen walk on, past that walk's copy
-// of the segment (the same rules and counters).
+// of the segments (the same rules and counters).
 //
-// Judged on the packet alone: every rule of raw PREROUTING and of the
-// user chains it reaches has a target that changes neither the
-// connection nor the packet (rawPreTarget) and no match on the
-// connection or a socket (rawPreMatch). The others (NOTRACK, CT, a
-// conntrack condition) are judged with the walk after routing and
-// tracking, as before. An empty raw PREROUTING with policy ACCEPT has
-// nothing to judge and gets no pre-walk (its policy counter misses the
-// packets the kernel's routing drops: docs/differences.md).
+// Judged on the packet alone: every rule of the chain and of the user
+// chains it reaches has a target that decides, logs or sets the mark
+// (preRouteTarget; in raw also the notrack targets: the data plane then
+// tracks no connection for the packet, routed or not), and no match on a
+// connection or a socket (preRouteMatch; in raw a state condition, which
+// there sees INVALID or, after a notrack rule, UNTRACKED). mangle
+// PREROUTING, which the kernel runs after conntrack, is judged before
+// routing only when raw PREROUTING is too (or absent). An empty chain
+// with policy ACCEPT is judged too: the kernel counts its policy for
+// every packet, routed or not; when all of them are such chains
+// (Layout.PrePassive) the data plane walks them for the packets its
+// routing drops alone, the walk after routing counting the others. nat
+// PREROUTING is walked after routing and tracking, as before (the kernel
+// counts there every packet its routing drops that belongs to no
+// confirmed connection: docs/differences.md).
 
-// rawPreJudged reports whether chain c (raw PREROUTING of table t) is
-// judged before the route lookup.
-func rawPreJudged(t *ir.Ruleset, c *ir.Chain) bool {
-	if len(c.Rules) == 0 && c.Policy != ir.VerdictDrop {
+// preRouteJudged reports whether chain c (PREROUTING of table t, named
+// table) can be judged before the route lookup.
+func preRouteJudged(t *ir.Ruleset, table string, c *ir.Chain) bool {
+	if table != ir.TableRaw && table != ir.TableMangle {
 		return false
 	}
-	return rawPreChain(t, c, map[*ir.Chain]bool{})
+	return preRouteChain(t, table, c, map[*ir.Chain]bool{})
 }
 
-// rawPreChain reports whether every rule of chain c and of the user
+// preRouteChain reports whether every rule of chain c and of the user
 // chains it reaches (seen: those already looked at) qualifies.
-func rawPreChain(t *ir.Ruleset, c *ir.Chain, seen map[*ir.Chain]bool) bool {
+func preRouteChain(t *ir.Ruleset, table string, c *ir.Chain, seen map[*ir.Chain]bool) bool {
 	if seen[c] {
 		return true
 	}
 	seen[c] = true
 	for _, r := range c.Rules {
-		if !rawPreTarget(r.Target.Kind) {
+		if !preRouteTarget(table, r.Target.Kind) {
 			return false
 		}
 		for _, m := range r.Matches {
-			if !rawPreMatch(m) {
+			if !preRouteMatch(table, m) {
 				return false
 			}
 		}
 		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
 			continue
 		}
-		if next := t.Chain(r.Target.Chain); next != nil && !rawPreChain(t, next, seen) {
+		if next := t.Chain(r.Target.Chain); next != nil && !preRouteChain(t, table, next, seen) {
 			return false
 		}
 	}
 	return true
 }
 
-// rawPreTarget reports whether target kind k can be judged before the
-// route lookup: it decides or moves the walk, logs, or sets the mark (the
-// route lookup then takes it, as the kernel's after PREROUTING does).
-func rawPreTarget(k ir.TargetKind) bool {
+// preRouteTarget reports whether target kind k of a rule of table can be
+// judged before the route lookup: it decides or moves the walk, logs,
+// sets the mark (the route lookup then takes it, as the kernel's after
+// PREROUTING does) or, in raw, exempts the packet from connection
+// tracking (which the data plane runs after routing).
+func preRouteTarget(table string, k ir.TargetKind) bool {
 	switch k {
 	case ir.TargetNone, ir.TargetAccept, ir.TargetDrop, ir.TargetReturn, ir.TargetJump,
 		ir.TargetGoto, ir.TargetLog, ir.TargetNFLog, ir.TargetMark:
 		return true
+	case ir.TargetNotrack, ir.TargetCTNotrack:
+		return table == ir.TableRaw
 	}
 	return false
 }
 
-// rawPreMatch reports whether match m reads the packet alone: not its
-// connection (which the data plane tracks after routing) nor its socket.
-func rawPreMatch(m ir.Match) bool {
-	switch m.(type) {
-	case *ir.ConntrackMatch, *ir.ConnmarkMatch, *ir.ConnlimitMatch, *ir.OwnerMatch:
+// preRouteMatch reports whether match m of a rule of table reads the
+// packet alone: not its connection (which the data plane tracks after
+// routing) nor its socket. In raw, before connection tracking, a
+// condition on the state alone reads no connection: conntrack_mt sees
+// INVALID, or UNTRACKED after a notrack rule (rawCtView).
+func preRouteMatch(table string, m ir.Match) bool {
+	switch m := m.(type) {
+	case *ir.ConntrackMatch:
+		return table == ir.TableRaw && stateOnly(m)
+	case *ir.ConnmarkMatch, *ir.ConnlimitMatch, *ir.OwnerMatch:
 		return false
 	}
 	return true
+}
+
+// stateOnly reports whether conntrack match m has no condition but
+// --ctstate (--state).
+func stateOnly(m *ir.ConntrackMatch) bool {
+	bare := ir.ConntrackMatch{StateAlias: m.StateAlias, States: m.States}
+	return *m == bare
 }

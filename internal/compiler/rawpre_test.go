@@ -7,29 +7,51 @@ import (
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
-// TestRawPreLayout checks which rulesets have raw PREROUTING judged before
-// the route lookup (Layout.RawPre) and, for those, that each walk's
-// position is right after its raw PREROUTING segment (its policy entry
-// last), the INPUT and FORWARD segments hold the same counters, and no
-// such walk is trivial.
+// TestRawPreLayout checks which rulesets have PREROUTING segments judged
+// before the route lookup (Layout.RawPre) and, for those, that each walk's
+// position is right after the last of them (its policy entry last, or the
+// reroute entries after it), the INPUT and FORWARD segments hold the same
+// counters, and no such walk is trivial.
 func TestRawPreLayout(t *testing.T) {
+	const raw, mangle = "raw/PREROUTING/policy", "mangle/PREROUTING/policy"
 	cases := []struct {
 		name  string
 		rules []string
-		want  bool
+		last  string // the policy of the last segment judged before routing ("": none)
+		// passive: those segments only count (Layout.PrePassive)
+		passive bool
 	}{
-		{name: "raw DROP", rules: []string{"-t raw -A PREROUTING -s 10.100.0.0/16 -j DROP"}, want: true},
-		{name: "raw policy DROP, no rule", rules: []string{"-t raw -P PREROUTING DROP"}, want: true},
-		{name: "empty raw PREROUTING", rules: []string{"-t raw -A OUTPUT -p icmp"}},
-		{name: "user chain, RETURN, LOG, MARK", want: true, rules: []string{"-t raw -N R",
+		{name: "raw DROP", rules: []string{"-t raw -A PREROUTING -s 10.100.0.0/16 -j DROP"}, last: raw},
+		{name: "raw policy DROP, no rule", rules: []string{"-t raw -P PREROUTING DROP"}, last: raw},
+		{name: "empty raw PREROUTING", rules: []string{"-t raw -A OUTPUT -p icmp"}, last: raw, passive: true},
+		{name: "empty raw and mangle PREROUTING", last: mangle, passive: true,
+			rules: []string{"-t raw -A OUTPUT -p icmp", "-t mangle -A OUTPUT -p icmp"}},
+		{name: "empty raw, mangle DROP", last: mangle,
+			rules: []string{"-t raw -A OUTPUT -p icmp", "-t mangle -A PREROUTING -p icmp -j DROP"}},
+		{name: "user chain, RETURN, LOG, MARK", last: raw, rules: []string{"-t raw -N R",
 			"-t raw -A PREROUTING -p udp -j R", "-t raw -A R -p udp --dport 53 -j RETURN",
 			"-t raw -A R -j LOG --log-prefix raw", "-t raw -A R -j MARK --set-mark 5", "-t raw -A R -j DROP"}},
-		{name: "NOTRACK", rules: []string{"-t raw -A PREROUTING -p udp -j NOTRACK",
+		{name: "NOTRACK", last: raw, rules: []string{"-t raw -A PREROUTING -p udp -j NOTRACK",
 			"-t raw -A PREROUTING -s 10.100.0.0/16 -j DROP"}},
-		{name: "CT --notrack in a user chain", rules: []string{"-t raw -N R", "-t raw -A PREROUTING -j R",
+		{name: "CT --notrack in a user chain", last: raw, rules: []string{"-t raw -N R", "-t raw -A PREROUTING -j R",
 			"-t raw -A R -p udp -j CT --notrack"}},
-		{name: "conntrack match", rules: []string{"-t raw -A PREROUTING -m conntrack --ctstate INVALID -j DROP"}},
-		{name: "mangle PREROUTING only", rules: []string{"-t mangle -A PREROUTING -s 10.100.0.0/16 -j DROP"}},
+		{name: "state match", last: raw, rules: []string{"-t raw -A PREROUTING -m conntrack --ctstate INVALID -j DROP",
+			"-t raw -A PREROUTING -m state --state UNTRACKED -j ACCEPT"}},
+		{name: "conntrack match on the tuple", rules: []string{"-t raw -A PREROUTING -m conntrack --ctorigsrc 10.0.0.1 -j DROP"}},
+		{name: "connmark match", rules: []string{"-t raw -A PREROUTING -m connmark --mark 1 -j DROP"}},
+		{name: "mangle PREROUTING only", rules: []string{"-t mangle -A PREROUTING -s 10.100.0.0/16 -j DROP"}, last: mangle},
+		{name: "mangle MARK", last: mangle, rules: []string{"-t mangle -A PREROUTING -p udp -j MARK --set-mark 7"}},
+		{name: "mangle MARK, nat after it", last: mangle, rules: []string{"-t mangle -A PREROUTING -p udp -j MARK --set-mark 7",
+			"-t nat -A PREROUTING -p tcp --dport 80 -j DNAT --to-destination 10.1.1.1"}},
+		{name: "raw and mangle", last: mangle, rules: []string{"-t raw -A PREROUTING -p udp -j NOTRACK",
+			"-t mangle -A PREROUTING -p udp -j MARK --set-mark 7"}},
+		{name: "raw, mangle with a state match", last: raw, rules: []string{"-t raw -A PREROUTING -p udp -j DROP",
+			"-t mangle -A PREROUTING -m state --state NEW -j MARK --set-mark 7"}},
+		{name: "mangle after raw with a connmark match", rules: []string{"-t raw -A PREROUTING -m connmark --mark 1 -j DROP",
+			"-t mangle -A PREROUTING -j MARK --set-mark 7"}},
+		{name: "mangle TTL", rules: []string{"-t mangle -A PREROUTING -j TTL --ttl-set 9"}},
+		{name: "mangle CONNMARK", rules: []string{"-t mangle -A PREROUTING -j CONNMARK --restore-mark"}},
+		{name: "nat PREROUTING only", rules: []string{"-t nat -A PREROUTING -p tcp --dport 80 -j DNAT --to-destination 10.1.1.1"}},
 	}
 	for _, tc := range cases {
 		rs := parseRuleset(t, ir.IPv4, tc.rules...)
@@ -37,29 +59,45 @@ func TestRawPreLayout(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
+		if g.Layout.PrePassive != tc.passive {
+			t.Errorf("%s: PrePassive %v, want %v", tc.name, g.Layout.PrePassive, tc.passive)
+		}
 		if g.Layout.RawPre[ChainOutput] != 0 {
-			t.Errorf("%s: OUTPUT has a raw PREROUTING position %d", tc.name, g.Layout.RawPre[ChainOutput])
+			t.Errorf("%s: OUTPUT has a PREROUTING position %d", tc.name, g.Layout.RawPre[ChainOutput])
 		}
 		var segs [NumChains][]string
 		for _, h := range []int{ChainInput, ChainForward} {
 			pos := g.Layout.RawPre[h]
-			if (pos != 0) != tc.want {
-				t.Errorf("%s: chain %d RawPre %d, want set %v", tc.name, h, pos, tc.want)
+			if (pos != 0) != (tc.last != "") {
+				t.Errorf("%s: chain %d RawPre %d, want set %v", tc.name, h, pos, tc.last != "")
 				continue
 			}
 			if pos == 0 {
 				continue
 			}
-			if _, ok := g.TrivialWalk(h); ok {
-				t.Errorf("%s: chain %d walk trivial with raw PREROUTING judged first", tc.name, h)
+			// Chains that only count are walked for unrouted packets
+			// alone: the walk may stay trivial.
+			if _, ok := g.TrivialWalk(h); ok && !g.Layout.PrePassive {
+				t.Errorf("%s: chain %d walk trivial with PREROUTING judged first", tc.name, h)
 			}
 			start, end := g.Walk(h)
 			if pos-1 <= start || pos-1 > end {
 				t.Fatalf("%s: chain %d RawPre %d outside its walk [%d, %d)", tc.name, h, pos, start, end)
 			}
-			last := g.Entries[pos-2]
-			if last.Flags&EFCount == 0 || counterName(g, last.Rule) != "raw/PREROUTING/policy" {
-				t.Errorf("%s: chain %d: the entry before RawPre is not raw PREROUTING's policy (%+v)", tc.name, h, last)
+			// The reroute entries (mark_route.go) after the last
+			// segment are passed too: the route took its mark.
+			last := pos - 2
+			for last > start && g.Entries[last].Rule == NoRule {
+				if a := g.Entries[last].Action; a != ActReroute && g.Entries[last].Flags&EFProbe == 0 {
+					break
+				}
+				last--
+			}
+			if e := g.Entries[last]; e.Flags&EFCount == 0 || counterName(g, e.Rule) != tc.last {
+				t.Errorf("%s: chain %d: the entry before RawPre is not %s (%+v)", tc.name, h, tc.last, e)
+			}
+			if g.Layout.NatResume[h] != 0 && g.Layout.NatResume[h] <= pos {
+				t.Errorf("%s: chain %d: nat PREROUTING (resume %d) before RawPre %d", tc.name, h, g.Layout.NatResume[h], pos)
 			}
 			for i := start; i < pos-1; i++ {
 				if e := g.Entries[i]; e.Flags&EFCount != 0 && e.Rule != NoRule {
@@ -67,8 +105,8 @@ func TestRawPreLayout(t *testing.T) {
 				}
 			}
 		}
-		if tc.want && !slices.Equal(segs[ChainInput], segs[ChainForward]) {
-			t.Errorf("%s: INPUT's raw segment counts %v, FORWARD's %v", tc.name, segs[ChainInput], segs[ChainForward])
+		if tc.last != "" && !slices.Equal(segs[ChainInput], segs[ChainForward]) {
+			t.Errorf("%s: INPUT's PREROUTING segments count %v, FORWARD's %v", tc.name, segs[ChainInput], segs[ChainForward])
 		}
 	}
 }

@@ -173,6 +173,8 @@ func (fl *flattener) walkBefore(rs *ir.Ruleset, hook int) error {
 	fl.walkStart[hook] = uint32(len(fl.entries))
 	before, after := splitWalk(rs, hook)
 	reroutes := marksBeforeRoute(rs, hook)
+	fl.preOpen, fl.prePassive[hook] = hook != ChainOutput, true
+	defer func() { fl.preOpen = false }()
 	for i, tc := range before {
 		if err := fl.segment(rs, hook, tc); err != nil {
 			return err
@@ -271,8 +273,13 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	if fl.natPrerouting || fl.natOutput {
 		fl.natResume[hook] = exit.pos + 1
 	}
-	if tc.table == ir.TableRaw && tc.chain == ir.ChainPrerouting && rawPreJudged(t, c) {
+	// The walk's PREROUTING segments judged before routing so far
+	// (rawpre.go): this one joins them when it qualifies.
+	if fl.preOpen && tc.chain == ir.ChainPrerouting && preRouteJudged(t, tc.table, c) {
 		fl.rawPre[hook] = exit.pos + 1
+		fl.prePassive[hook] = fl.prePassive[hook] && len(c.Rules) == 0 && c.Policy != ir.VerdictDrop
+	} else {
+		fl.preOpen = false
 	}
 	for i := first; i < len(fl.entries); i++ {
 		e := &fl.entries[i]

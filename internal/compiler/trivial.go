@@ -48,10 +48,11 @@ func (g *Generation) trivialWalk(h int) (counters []uint32, ok bool) {
 	}
 	// Positions the data plane resumes a walk at belong to walks that
 	// translate, route again or are judged in part before routing (raw
-	// PREROUTING, rawpre.go): never trivial. (PostStart only marks
+	// and mangle PREROUTING, rawpre.go, unless they only count): never
+	// trivial. (PostStart only marks
 	// where POSTROUTING begins, for packets nat OUTPUT routed again,
 	// which the data plane never takes on the minimal path.)
-	if g.Layout.NatResume[h] != 0 || g.Layout.Reroute[h] != 0 || g.Layout.RawPre[h] != 0 {
+	if g.Layout.NatResume[h] != 0 || g.Layout.Reroute[h] != 0 || (g.Layout.RawPre[h] != 0 && !g.Layout.PrePassive) {
 		return nil, false
 	}
 	start, end := g.Walk(h)

@@ -128,9 +128,12 @@ type bpfFamilyCfg struct {
 	// (compiler.ChunkMasks) in the clsch map, after the class→chunk ids.
 	MaskBase  uint32
 	MaskWords uint32
-	// RawPre are the walks' positions after raw PREROUTING, judged
+	// RawPre are the walks' positions after the PREROUTING chains judged
 	// before the route lookup (compiler.Layout.RawPre).
 	RawPre [compiler.NumChains]uint32
+	// PrePassive is 1 when those chains only count: walked for the
+	// packets the routing drops alone (compiler.Layout.PrePassive).
+	PrePassive uint32
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
@@ -227,6 +230,9 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 	c.PostStart = g.Layout.PostStart
 	c.Reroute = g.Layout.Reroute
 	c.RawPre = g.Layout.RawPre
+	if g.Layout.PrePassive {
+		c.PrePassive = 1
+	}
 	for h := 0; h < compiler.NumChains; h++ {
 		if counters, ok := g.TrivialWalk(h); ok {
 			c.Trivial[h] = uint32(1 + copy(c.TrivialCtr[h][:], counters))

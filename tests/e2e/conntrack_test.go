@@ -264,6 +264,9 @@ func stateOnlyKey(key string) bool {
 type ctOptions struct {
 	// sysctls are set in fw (net/netfilter/...) before the ruleset loads.
 	sysctls map[string]string
+	// tables are restored after ctRuleset, in the same iptables-restore
+	// (other tables than filter).
+	tables string
 }
 
 // newCtTwins builds the kernel and xfw twins for fam and loads rules.
@@ -306,11 +309,23 @@ func setSysctls(t *testing.T, ns string, kv map[string]string) {
 // of every scenario.
 func runCtScenarios(t *testing.T, fam int, opt ctOptions, scenarios []ctScenario) {
 	t.Helper()
-	rules := ctRuleset(fam)
+	rules := ctRuleset(fam) + opt.tables
 	twins := newCtTwins(t, fam, rules, opt)
+	// The kernel's filter table, or with other tables every table (the
+	// kernel's iptables-save lists those the namespace has).
+	save := func(tw *ctTwin) string {
+		if opt.tables == "" {
+			return tw.fw.save(t, tw.tp, fam)
+		}
+		res, err := nettest.Exec(tw.tp.FwNS, append(tw.fw.cmd(fam, "-save"), "-c")...)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%s save: %v (exit %d): %s", tw.fw.kind, err, res.ExitCode, res.Stderr)
+		}
+		return res.Stdout
+	}
 	prev := make([]map[string]counter, len(twins))
 	for i, tw := range twins {
-		prev[i] = counters(t, tw.fw.save(t, tw.tp, fam))
+		prev[i] = counters(t, save(tw))
 	}
 	for _, sc := range scenarios {
 		var outs []string
@@ -318,7 +333,7 @@ func runCtScenarios(t *testing.T, fam int, opt ctOptions, scenarios []ctScenario
 		for i, tw := range twins {
 			outs = append(outs, sc.run(t, tw))
 			time.Sleep(ctSettle)
-			cur := counters(t, tw.fw.save(t, tw.tp, fam))
+			cur := counters(t, save(tw))
 			d := map[string]uint64{}
 			for k, c := range cur {
 				if sc.stateOnly && !stateOnlyKey(k) {

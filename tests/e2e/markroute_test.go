@@ -91,6 +91,45 @@ func TestRawMarkPolicyRoutingAgainstKernel(t *testing.T) {
 	markPolicyRouting(t, rules)
 }
 
+// TestMarkRoutesUnroutedAgainstKernel: a destination only table 100
+// routes (none in the main table), reached by the datagrams mangle
+// PREROUTING marks for it: the kernel routes with the mark PREROUTING
+// left, so they arrive on the second link; unmarked ones have no route
+// (counted in PREROUTING all the same). xfw judges mangle PREROUTING
+// before its route lookup, which takes its mark (bpf_fib_lookup's mark).
+func TestMarkRoutesUnroutedAgainstKernel(t *testing.T) {
+	const rules = `*mangle
+-A PREROUTING -i in0 -p udp -m udp --dport 7001 -j MARK --set-mark 0x1
+-A PREROUTING -i in0 -p udp -m udp --dport 7003 -j MARK --set-mark 0x2
+-A PREROUTING -p udp -m mark --mark 0x1
+-A PREROUTING -p udp
+-A FORWARD -p udp -m mark --mark 0x1
+COMMIT
+*filter
+-A FORWARD -o alt0 -p udp
+-A FORWARD -o out0 -p udp
+COMMIT
+`
+	tw := altTwins(t, rules)
+	if t.Failed() {
+		return
+	}
+	tw.each(func(_ string, tp *nettest.Topology, _ firewall) {
+		nettest.MustExec(t, tp.FwNS, "ip", "route", "add", in4(tp, 9, 9).String()+"/32", "via", altPeer4,
+			"dev", altFwIf, "table", altTable)
+		nettest.MustExec(t, tp.FwNS, "ip", "-6", "route", "add", in6(tp, 9, 9).String()+"/128", "via", altPeer6,
+			"dev", altFwIf, "table", altTable)
+	})
+	want := map[uint16]string{7001: altPeerIf, 7002: "nowhere", 7003: "nowhere"}
+	for _, fam := range []int{4, 6} {
+		for _, port := range []uint16{7001, 7002, 7003} {
+			pr := typeProbe{name: fmt.Sprintf("udp to a table-100 destination, port %d", port), fam: fam,
+				frame: udpTo(fam, 9, 9, port)}
+			compareArrivals(t, tw, pr, port, want[port])
+		}
+	}
+}
+
 // markPolicyRouting sends datagrams to ports 7001-7003 through twins
 // with rules (markRouteRuleset's marks) and compares where they arrive
 // and every counter with the kernel's, in both families.

@@ -79,12 +79,65 @@ func udpFromTo(fam int, src, dst func(tp *nettest.Topology) netip.Addr, port uin
 // compared: the policies count the neighbour discovery and MLD the stacks
 // send on their own.
 func TestRawPreroutingUnroutedAgainstKernel(t *testing.T) {
+	preroutingUnrouted(t, rawPreRuleset, rawPreRuleset6)
+}
+
+// TestManglePreroutingUnroutedAgainstKernel is
+// TestRawPreroutingUnroutedAgainstKernel with the rules in mangle
+// PREROUTING, which xfw judges before its route lookup too (after conntrack
+// in the kernel, which changes none of these rules).
+func TestManglePreroutingUnroutedAgainstKernel(t *testing.T) {
+	preroutingUnrouted(t, strings.Replace(rawPreRuleset, "*raw", "*mangle", 1),
+		strings.Replace(rawPreRuleset6, "*raw", "*mangle", 1))
+}
+
+// TestRawManglePreroutingUnroutedAgainstKernel: raw PREROUTING with a
+// notrack rule and a state match (judged before routing: the packets it
+// exempts are tracked by neither), then rawPreRuleset's rules in mangle
+// PREROUTING.
+func TestRawManglePreroutingUnroutedAgainstKernel(t *testing.T) {
+	const raw = "*raw\n:PREROUTING ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n" +
+		"-A PREROUTING -p udp -m state --state INVALID\n" +
+		"-A PREROUTING -p udp -m udp --dport 9998 -j CT --notrack\n" +
+		"-A PREROUTING -p udp -m udp --dport 7776 -j NOTRACK\n" +
+		"-A PREROUTING -p udp -m conntrack --ctstate UNTRACKED\nCOMMIT\n"
+	filter := "-A INPUT -p udp -m conntrack --ctstate NEW\n"
+	untracked := filter + "-A INPUT -p udp -m conntrack --ctstate UNTRACKED\n"
+	mangle := func(rules string) string {
+		rules = strings.Replace(rules, "*raw", "*mangle", 1)
+		rules = strings.Replace(rules, filter, untracked, 1)
+		return raw + strings.Replace(rules, "--ctstate NEW\nCOMMIT", "--ctstate NEW\n-A FORWARD -p udp -m conntrack --ctstate UNTRACKED\nCOMMIT", 1)
+	}
+	preroutingUnrouted(t, mangle(rawPreRuleset), mangle(rawPreRuleset6))
+}
+
+// TestEmptyPreroutingUnroutedAgainstKernel: empty raw and mangle
+// PREROUTING chains, policy ACCEPT, and an empty filter table: their
+// policies count every packet in the kernel, routed or not (xfw walks
+// them for the packets its routing drops alone; the other walks stay
+// trivial). IPv4 only: IPv6's policies also count the neighbour
+// discovery and MLD the stacks send on their own, and are not compared.
+func TestEmptyPreroutingUnroutedAgainstKernel(t *testing.T) {
+	const rules = "*raw\n:PREROUTING ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n" +
+		"*mangle\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n" +
+		":OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\nCOMMIT\n" +
+		"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n"
+	preroutingUnrouted(t, rules, "")
+}
+
+// preroutingUnrouted loads rules4 and rules6 into the twins and compares
+// every table's counters after each probe: to fw, forwarded, without a
+// route, TTL ending, martians, a refused IPv4 option, to the ports the
+// rulesets single out (7776-7778, 9998). rules6 "": IPv4 alone.
+func preroutingUnrouted(t *testing.T, rules4, rules6 string) {
 	nettest.RequireRoot(t)
 	requireTools(t, "iptables-legacy", "ip6tables-legacy")
 	tw := newTwins(t, xfwPath(t))
 	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
-		fw.restore(t, tp, 4, rawPreRuleset)
-		fw.restore(t, tp, 6, rawPreRuleset6)
+		fw.restore(t, tp, 4, rules4)
+		if rules6 != "" {
+			fw.restore(t, tp, 6, rules6)
+		}
 	})
 	if t.Failed() {
 		return
@@ -109,6 +162,9 @@ func TestRawPreroutingUnroutedAgainstKernel(t *testing.T) {
 		return func(*nettest.Topology) netip.Addr { return netip.MustParseAddr(a) }
 	}
 	for _, fam := range []int{4, 6} {
+		if fam == 6 && rules6 == "" {
+			continue
+		}
 		loop := "127.0.0.1"
 		if fam == 6 {
 			loop = "::1"
