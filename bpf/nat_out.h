@@ -87,7 +87,7 @@ struct xfw_nat_out {
 	__u64 orig_hi;   /* the destination before the translation (REJECT's undo), */
 	__u64 orig_addr; /* hi:lo as struct xfw_pkt holds it (IPv4: hi 0) */
 	__u32 orig_port;
-	__u32 pad;
+	__u32 portless;  /* translated by the address alone (nat_query.h) */
 };
 
 struct {
@@ -146,18 +146,30 @@ __attribute__((noinline)) __u32 xfw_nat_out_pre_tc(struct __sk_buff *skb, struct
 	struct xfw_nat_key k = {};
 	struct xfw_nat_val v;
 
+	int rc;
+
 	if (!skb || !p || !o)
 		return 0;
 	o->oif = 0;
-	if (!xfw_nat_enabled() || !xfw_nat_translatable(p))
+	if (!xfw_nat_enabled())
 		return 0;
-	if (!xfw_nat_live(&k, p, &v) || v.kind != XFW_NAT_F_DST)
-		return 0;
-	o->orig_hi = k.daddr_hi;
-	o->orig_addr = k.daddr;
-	o->orig_port = k.dport;
-	if (xfw_nat_rw_tc(skb, p, 1, v.to_hi, v.to_addr, v.to_port))
-		return XFW_NAT_OUT_DROP;
+	o->orig_hi = p->dst_hi;
+	o->orig_addr = p->dst_lo;
+	o->orig_port = p->dport;
+	o->portless = !xfw_nat_translatable(p);
+	if (o->portless) {
+		/* An echo request, a protocol without ports (nat_query.h). */
+		rc = xfw_natq_out_pre_tc(skb, p);
+		if (rc < 0)
+			return XFW_NAT_OUT_DROP;
+		if (!rc)
+			return 0;
+	} else {
+		if (!xfw_nat_live(&k, p, &v) || v.kind != XFW_NAT_F_DST)
+			return 0;
+		if (xfw_nat_rw_tc(skb, p, 1, v.to_hi, v.to_addr, v.to_port))
+			return XFW_NAT_OUT_DROP;
+	}
 	if (!xfw_nat_out_route(skb, p, o))
 		return XFW_NAT_OUT_DROP;
 	return o->oif;
@@ -198,11 +210,19 @@ __attribute__((noinline)) __u32 xfw_nat_out_dnat_tc(struct __sk_buff *skb, struc
 	} else if (p->fam != 0 && addr != XFW_NAT_KEEP_ADDR) {
 		return 0; /* an IPv6 address is its range probe's (XFW_NAT_ADDR6) */
 	}
-	if (!port)
-		port = p->dport;
 	o->orig_hi = p->dst_hi;
 	o->orig_addr = p->dst_lo;
 	o->orig_port = p->dport;
+	o->portless = !xfw_nat_translatable(p);
+	if (o->portless) {
+		/* An echo request, a protocol without ports: the address
+		 * alone (nat_query.h). */
+		if (xfw_natq_dnat_tc(skb, p, cs))
+			return 0;
+		return xfw_nat_out_route(skb, p, o);
+	}
+	if (!port)
+		port = p->dport;
 	if (xfw_nat_dnat_prep(p, cs, np, np->range.addr_hi, np->range.addr, port))
 		return 0;
 	if (xfw_nat_rw_tc(skb, p, 1, np->val[XFW_NAT_PD].to_hi, np->val[XFW_NAT_PD].to_addr, port))
@@ -222,6 +242,10 @@ __attribute__((noinline)) int xfw_nat_out_undo(struct __sk_buff *skb, struct xfw
 	if (!skb || !p || !o || !o->oif)
 		return 0;
 	o->oif = 0;
+	if (o->portless && p->fam)
+		return xfw_natq6_addr_tc(skb, p, 1, o->orig_hi, o->orig_addr);
+	if (o->portless)
+		return xfw_natq_addr_tc(skb, p, 1, (__u32)o->orig_addr);
 	return xfw_nat_rw_tc(skb, p, 1, o->orig_hi, o->orig_addr, o->orig_port);
 }
 
@@ -347,6 +371,12 @@ __attribute__((noinline)) int xfw_nat_in_xdp(struct xdp_md *ctx, struct xfw_pkt 
 			return -1;
 		if (xfw_nat_in_direct(ctx, p))
 			return 1;
+	} else if ((r = xfw_natq_in_xdp(ctx, p, cs)) != 0) {
+		/* An echo reply, a protocol without ports (nat_query.h). */
+		if (r < 0)
+			return r;
+		if (xfw_nat_in_direct(ctx, p))
+			return 1;
 	} else {
 		/* An ICMP error about such a connection (nat_icmp.h,
 		 * nat6_icmp.h); IPv6's goes on where it arrived as a reply
@@ -393,8 +423,8 @@ static __always_inline int xfw_nat_lo_passed(struct xfw_pkt *p)
 	__u32 zero = 0, *n;
 	struct xfw_nat_pend *np;
 
-	if (!xfw_nat_enabled() ||
-	    (!xfw_nat_translatable(p) && p->proto != IPPROTO_ICMP && p->proto != IPPROTO_ICMPV6))
+	if (!xfw_nat_enabled() || (!xfw_nat_translatable(p) && p->proto != IPPROTO_ICMP &&
+				   p->proto != IPPROTO_ICMPV6 && xfw_natq_kind(p) == XFW_NATQ_NONE))
 		return 0;
 	np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	if (!np)

@@ -23,7 +23,8 @@ import (
 // (--to-destination [ADDR[-ADDR]][:PORT[-PORT]]; without an address the
 // destination's own is kept, KeepAddr) or REDIRECT
 // ([--to-ports PORT[-PORT]]) with ports in a rule restricted to TCP or UDP, by
-// the address alone for any other protocol (checkDnatProto); SNAT and MASQUERADE in
+// the address alone for any other protocol, in nat PREROUTING and nat
+// OUTPUT (checkDnatProto); SNAT and MASQUERADE in
 // nat POSTROUTING for any protocol (TCP and UDP ports, the ICMP echo
 // identifier, other protocols address only, as nf_nat_proto.c does).
 // DNAT and REDIRECT in nat OUTPUT are translated at TC egress
@@ -109,7 +110,7 @@ func checkNatRule(fam ir.Family, at natContext, r *ir.Rule) error {
 	}
 	n := natRangeOf(r)
 	if !source {
-		if err := checkDnatProto(name, at, r, n); err != nil {
+		if err := checkDnatProto(name, r, n); err != nil {
 			return err
 		}
 	}
@@ -127,20 +128,17 @@ func checkNatRule(fam ir.Family, at natContext, r *ir.Rule) error {
 	return nil
 }
 
-// checkDnatProto refuses a DNAT or REDIRECT (named name) in context at
-// whose rule r, translating to range n, names packets the data plane
-// cannot translate: in nat PREROUTING every protocol is translated by the
-// address (UDP-Lite as UDP, ICMP and ICMPv6 echo with the identifier
-// kept, SCTP with its ports kept: bpf/nat_query.h), ports only for TCP
-// and UDP (iptables takes no UDP-Lite ports); in nat OUTPUT only TCP and
-// UDP (bpf/nat_out.h).
-func checkDnatProto(name string, at natContext, r *ir.Rule, n *ir.NatRange) error {
+// checkDnatProto refuses a DNAT or REDIRECT (named name) whose rule r,
+// translating to range n, names packets the data plane cannot translate:
+// in nat PREROUTING and nat OUTPUT alike every protocol is translated by
+// the address (UDP-Lite as UDP, ICMP and ICMPv6 echo with the identifier
+// kept, SCTP with its ports kept: bpf/nat_query.h, bpf/nat_out.h), ports
+// only for TCP and UDP (iptables takes no UDP-Lite ports).
+func checkDnatProto(name string, r *ir.Rule, n *ir.NatRange) error {
 	proto := func(num uint8) bool { return r.Proto.Set && !r.Proto.Invert && r.Proto.Num == num }
 	switch {
 	case proto(protoTCP) || proto(protoUDP):
 		return nil
-	case !at.prerouting:
-		return fmt.Errorf("target %s is not supported by xfw's data plane yet in nat OUTPUT in a rule not restricted to -p tcp or -p udp", name)
 	case n.Flags&ir.NatProtoSpecified != 0 && proto(protoSCTP):
 		return fmt.Errorf("target %s is not supported by xfw's data plane yet with SCTP ports "+
 			"(xfw tracks SCTP by its addresses, without the ports a port translation is kept by)", name)

@@ -19,7 +19,8 @@ func TestNatIPv6Refused(t *testing.T) {
 		{"-t nat -A POSTROUTING -p tcp -j SNAT --to-source fd00::1-::ffff:10.0.0.1", "target SNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
 		{"-t nat -A PREROUTING -p sctp -j DNAT --to-destination [fd00::2]:80", "target DNAT is not supported by xfw's data plane yet with SCTP ports"},
 		{"-t nat -A PREROUTING -p dccp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane yet for -p dccp"},
-		{"-t nat -A OUTPUT -p icmpv6 -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane yet in nat OUTPUT in a rule not restricted to -p tcp or -p udp"},
+		{"-t nat -A OUTPUT -p sctp -j DNAT --to-destination [fd00::2]:80", "target DNAT is not supported by xfw's data plane yet with SCTP ports"},
+		{"-t nat -A OUTPUT -p dccp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane yet for -p dccp"},
 		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [::ffff:10.0.0.1]", "target DNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
 	} {
 		_, err := Compile(parseRuleset(t, ir.IPv6, strings.Split(tc.rule, ";")...), Options{})
