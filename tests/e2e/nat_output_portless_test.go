@@ -286,7 +286,6 @@ func TestNatOutput6PortlessAgainstKernel(t *testing.T) {
 	natOutputPortlessAgainstKernel(t, 6, natOutPortless6Ruleset, 15, 5)
 }
 
-
 // natOutVIPRoutes routes fw's packets to the VIPs 10.X.9.9 and 10.X.9.8
 // (fd00:X:9::9, ::8) through sink.
 func natOutVIPRoutes(t *testing.T, tp *nettest.Topology, fam int) {
