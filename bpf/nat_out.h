@@ -165,7 +165,9 @@ __attribute__((noinline)) __u32 xfw_nat_out_pre_tc(struct __sk_buff *skb, struct
 		if (!rc)
 			return 0;
 	} else {
-		if (!xfw_nat_live(&k, p, &v) || v.kind != XFW_NAT_F_DST)
+		/* A DNAT's original direction, or the reply of a connection
+		 * nat INPUT's SNAT translated: the destination. */
+		if (!xfw_nat_live(&k, p, &v))
 			return 0;
 		if (xfw_nat_rw_tc(skb, p, 1, v.to_hi, v.to_addr, v.to_port))
 			return XFW_NAT_OUT_DROP;
@@ -353,6 +355,7 @@ __attribute__((noinline)) int xfw_nat_in_xdp(struct xdp_md *ctx, struct xfw_pkt 
 					     struct xfw_ct_scratch *cs)
 {
 	struct xfw_nat_key k = {};
+	struct xfw_nat_to to = {};
 	struct xfw_rj_meta *m;
 	struct xfw_ct_entry *e;
 	__u32 st, one = 1, *n;
@@ -362,12 +365,14 @@ __attribute__((noinline)) int xfw_nat_in_xdp(struct xdp_md *ctx, struct xfw_pkt 
 		return 0;
 	if (xfw_nat_translatable(p)) {
 		st = p->ct & 7;
-		if (!(p->ct & XFW_CTV_DIR_REPLY) || (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED))
+		if (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED)
 			return 0;
+		/* A DNAT's reply: the original destination; nat INPUT's
+		 * SNAT's original direction: the new source. */
 		e = xfw_nat_tracked(&cs->key);
-		if (!e || !(e->v.nat_flags & XFW_NAT_F_DST))
+		if (!e || !xfw_nat_src_of(e, !!(p->ct & XFW_CTV_DIR_REPLY), &to))
 			return 0;
-		if (xfw_nat_rw_xdp(ctx, p, 0, e->v.nat_addr_hi, e->v.nat_addr, e->v.nat_port))
+		if (xfw_nat_rw_xdp(ctx, p, 0, to.hi, to.lo, to.port))
 			return -1;
 		if (xfw_nat_in_direct(ctx, p))
 			return 1;

@@ -406,19 +406,23 @@ __attribute__((noinline)) int xfw_natq_dnat_tc(struct __sk_buff *skb, struct xfw
  * function. */
 __attribute__((noinline)) int xfw_natq_out_pre_tc(struct __sk_buff *skb, struct xfw_pkt *p)
 {
-	__u32 zero = 0, id = 0, kind;
+	__u32 zero = 0, id = 0, kind, kinds = XFW_NAT_F_ANY;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	struct xfw_nat_val *v;
 
 	if (!skb || !p || !np)
 		return 0;
 	kind = xfw_natq_kind(p);
-	if (kind == XFW_NATQ_NONE ||
-	    (kind == XFW_NATQ_ECHO && ((p->icmp >> 8) != xfw_natq_echo(p->fam, 0) || xfw_natq_id(skb, 0, p, &id))))
+	if (kind == XFW_NATQ_NONE || (kind == XFW_NATQ_ECHO && xfw_natq_id(skb, 0, p, &id)))
 		return 0;
+	/* An echo request goes a DNAT's original way, a reply (the host
+	 * answering a ping nat INPUT's SNAT translated) an SNAT's reply
+	 * way; a protocol without ports either. */
+	if (kind == XFW_NATQ_ECHO)
+		kinds = (p->icmp >> 8) == xfw_natq_echo(p->fam, 1) ? XFW_NAT_F_SRC : XFW_NAT_F_DST;
 	v = &np->lv;
 	xfw_natq_key(&np->lk, p, id);
-	if (!xfw_nat_held(&np->lk, XFW_NAT_F_DST, kind != XFW_NATQ_ECHO, v))
+	if (!xfw_nat_held(&np->lk, kinds, kind != XFW_NATQ_ECHO, v))
 		return 0;
 	/* An echo's mapping holds its request's code (xfw_nat_query_pre_xdp). */
 	if (kind == XFW_NATQ_ECHO && (v->ct.pad >> 8) != (p->icmp & 0xff))
@@ -435,20 +439,23 @@ __attribute__((noinline)) int xfw_natq_out_pre_tc(struct __sk_buff *skb, struct 
  * failed. A global function (nat_out.h delivers the reply). */
 __attribute__((noinline)) int xfw_natq_in_xdp(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_ct_scratch *cs)
 {
+	struct xfw_nat_to to = {};
 	struct xfw_ct_entry *e;
 	__u32 st;
 
 	if (!ctx || !p || !cs || xfw_natq_kind(p) == XFW_NATQ_NONE)
 		return 0;
 	st = p->ct & 7;
-	if (!(p->ct & XFW_CTV_DIR_REPLY) || (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED))
+	if (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED)
 		return 0;
+	/* A DNAT's reply: the original destination; nat INPUT's SNAT's
+	 * original direction: the new source. */
 	e = xfw_nat_tracked(&cs->key);
-	if (!e || !(e->v.nat_flags & XFW_NAT_F_DST))
+	if (!e || !xfw_nat_src_of(e, !!(p->ct & XFW_CTV_DIR_REPLY), &to))
 		return 0;
 	if (p->fam)
-		return xfw_natq6_addr_xdp(ctx, p, 0, e->v.nat_addr_hi, e->v.nat_addr) ? -1 : 1;
-	return xfw_natq_addr_xdp(ctx, p, 0, (__u32)e->v.nat_addr) ? -1 : 1;
+		return xfw_natq6_addr_xdp(ctx, p, 0, to.hi, to.lo) ? -1 : 1;
+	return xfw_natq_addr_xdp(ctx, p, 0, (__u32)to.lo) ? -1 : 1;
 }
 
 #endif /* XFW_NAT_QUERY_H */

@@ -31,9 +31,11 @@ import (
 // (nat_output.go). Address and port ranges and the --random,
 // --random-fully and --persistent flags name a range (nat_range.go).
 // DNAT's shifted port maps (/BASE) are a range (nat_range.go); SNAT's and
-// MASQUERADE's are refused. SNAT in nat INPUT is refused: its replies
-// would need their destination translated back and a new route before
-// OUTPUT's walk at TC egress (docs/compatibility.md). The conntrack options a
+// MASQUERADE's are refused. SNAT in nat INPUT (the kernel's LOCAL_IN: the
+// source of packets delivered locally) is an ActSNAT entry of the INPUT
+// walk's nat INPUT segment: the data plane translates the source after
+// INPUT accepted the packet and the host's replies' destination back at
+// TC egress, routed again (bpf/nat_out.h). The conntrack options a
 // translation changes the answer of: --ctstate SNAT and DNAT are a
 // probe's (ctnat.go), so are --ctreplsrc and --ctrepldst in a ruleset
 // with NAT (ctrepl.go); the reply tuple's ports are the translated ones.
@@ -87,7 +89,7 @@ func natRangeOf(r *ir.Rule) *ir.NatRange {
 
 // natContext says which nat chain a NAT rule is evaluated in.
 type natContext struct {
-	prerouting, postrouting, output bool
+	prerouting, postrouting, output, input bool
 }
 
 // checkNatRule refuses a NAT target (DNAT or REDIRECT in PREROUTING or
@@ -100,8 +102,11 @@ func checkNatRule(fam ir.Family, at natContext, r *ir.Rule) error {
 	switch {
 	case !source && !at.prerouting && !at.output:
 		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat PREROUTING yet", name)
-	case source && !at.postrouting:
-		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat POSTROUTING yet", name)
+	case r.Target.Kind == ir.TargetMasquerade && !at.postrouting:
+		// The kernel refuses it too (the front end answers as iptables).
+		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat POSTROUTING", name)
+	case source && !at.postrouting && !at.input:
+		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat POSTROUTING and INPUT", name)
 	}
 	if fam != ir.IPv4 {
 		if err := checkNat6Rule(r); err != nil {
@@ -154,7 +159,8 @@ func checkDnatProto(name string, r *ir.Rule, n *ir.NatRange) error {
 // natEntry sets e's action for rule r's NAT target (checkNatRule refuses
 // what the data plane cannot translate).
 func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
-	at := natContext{prerouting: fl.natPrerouting, postrouting: fl.natPostrouting, output: fl.natOutput}
+	at := natContext{prerouting: fl.natPrerouting, postrouting: fl.natPostrouting, output: fl.natOutput,
+		input: fl.natInput}
 	if err := checkNatRule(fl.rs.Family, at, r); err != nil {
 		return err
 	}

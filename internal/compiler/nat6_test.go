@@ -155,8 +155,8 @@ func TestNatRefusedWithoutTerms(t *testing.T) {
 		// Only a rule that cannot match yet jumps to the chain.
 		{ir.IPv6, "-t nat -N X;-t nat -A X -p sctp -j DNAT --to-destination [fd00::2]:80;-t nat -A PREROUTING -i eth0 -j X", "SCTP ports"},
 		{ir.IPv6, "-t nat -N X;-t nat -A X -p tcp -j DNAT --to-destination [::ffff:10.0.0.1];-t nat -A PREROUTING -i eth0 -j X", "for IPv6"},
-		{ir.IPv4, "-t nat -N X;-t nat -A X -j SNAT --to-source 10.0.0.1;-t nat -A INPUT -i eth0 -g X",
-			"outside nat POSTROUTING"},
+		{ir.IPv4, "-t nat -N X;-t nat -A X -p dccp -j DNAT --to-destination 10.0.0.1;-t nat -A OUTPUT -o eth0 -g X",
+			"-p dccp"},
 	} {
 		rs := parseRuleset(t, tc.fam, strings.Split(tc.rule, ";")...)
 		_, err := Compile(rs, Options{Interfaces: []Interface{{Index: 1, Name: "lo"}}})
