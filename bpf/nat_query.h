@@ -311,7 +311,8 @@ static __always_inline int xfw_natq_taken(struct xfw_nat_pend *np, __u32 kind, _
  * rewrites the packet (to np->val[XFW_NAT_PD].to_hi:to_addr), then marks
  * np pending. Returns 0, or -1 when the packet must be dropped (not
  * such a packet; a translated tuple already a connection's: the kernel
- * gives an echo another identifier, docs/differences.md). */
+ * gives an echo another identifier, docs/differences.md; a protocol
+ * without ports is dropped at confirmation: nat_null.h). */
 static __always_inline int xfw_natq_dnat_prep(struct xfw_pkt *p, struct xfw_ct_scratch *cs,
 					      struct xfw_nat_pend *np)
 {
@@ -330,7 +331,11 @@ static __always_inline int xfw_natq_dnat_prep(struct xfw_pkt *p, struct xfw_ct_s
 	else
 		srcb = xfw_ct_mkkey(&v->ct, p->fam, p->proto, p->src_hi, p->src_lo, 0, np->range.addr_hi,
 				    np->range.addr, 0);
-	if (xfw_nat_conn(&v->ct))
+	/* A taken tuple: an echo is dropped here (the kernel would pick
+	 * another identifier); a protocol without ports goes on through the
+	 * chains and is dropped at confirmation, as the kernel's
+	 * (nat_null.h xfw_nat_null_clash). */
+	if (kind == XFW_NATQ_ECHO && xfw_nat_conn(&v->ct))
 		return -1;
 	xfw_natq_key(&np->key[XFW_NAT_PD], p, id);
 	xfw_nat_val_set(v, np->range.addr_hi, np->range.addr, id, XFW_NAT_F_DST);
