@@ -34,6 +34,17 @@
  *    (xfw_nat_icmp_in_xdp, nat_icmp.h).
  *  - REDIRECT is compiled to 127.0.0.1 (nf_nat_redirect_ipv4 at
  *    LOCAL_OUT).
+ *  - Packets without TCP or UDP ports (an ICMP echo request with its
+ *    identifier kept, SCTP with its ports kept, protocols without ports)
+ *    by the address alone, as nat PREROUTING translates them
+ *    (nat_query.h: xfw_natq_dnat_tc, xfw_natq_out_pre_tc,
+ *    xfw_natq_in_xdp); xfw_nat_out.portless tells the undo.
+ *  - nat INPUT's SNAT (nf_nat_ipv4_local_in) shares the machinery: the
+ *    packets of the original direction get their new source in
+ *    xfw_nat_in_xdp after INPUT accepted them (xfw_nat_src_of) and are
+ *    delivered as the replies above; the host's replies get their
+ *    destination back in xfw_nat_out_pre_tc (the SNAT mapping of their
+ *    wire tuple) and are routed again.
  *  - IPv6 (nf_nat_ipv6_local_fn, ip6_route_me_harder) the same way: the
  *    128-bit addresses of xfw_nat_key, the rewrites nat.h's
  *    xfw_nat_rw_xdp/_tc pick by family, REDIRECT compiled to ::1; an
@@ -136,7 +147,9 @@ static __always_inline __u32 xfw_nat_out_route(struct __sk_buff *skb, struct xfw
 
 /* xfw_nat_out_pre_tc translates, before tracking, the destination of a
  * later packet of the host's own in a connection nat OUTPUT translated
- * (the original direction's wire tuple in xfw_nat) and routes it again.
+ * (the original direction's wire tuple in xfw_nat), or of the host's
+ * reply in a connection nat INPUT's SNAT translated (the reply's wire
+ * tuple), and routes it again.
  * Returns the new device, 0 when the packet is not translated, or
  * XFW_NAT_OUT_DROP. A global function. */
 #define XFW_NAT_OUT_DROP (~0u)
@@ -340,9 +353,11 @@ static __always_inline int xfw_nat_in_direct(struct xdp_md *ctx, struct xfw_pkt 
 	return fib.ifindex == ctx->ingress_ifindex;
 }
 
-/* xfw_nat_in_xdp gives a reply INPUT accepted in a connection whose
- * destination was translated (p tracked in cs) its source back before
- * local delivery (the kernel's nat INPUT hook, after filter INPUT). The
+/* xfw_nat_in_xdp gives a packet INPUT accepted (p tracked in cs) the
+ * source xfw_nat_src_of names before local delivery (the kernel's nat
+ * INPUT hook, after filter INPUT): a reply in a connection whose
+ * destination nat OUTPUT translated its source back, a packet of a
+ * connection nat INPUT's SNAT translated its new source. The
  * translated reply goes on to the stack where it arrived when input
  * routing accepts it there (xfw_nat_in_direct); else it is handed to
  * xfw_tc_ingress (XDP metadata XFW_NAT_IN_META_MAGIC), which delivers it

@@ -406,7 +406,9 @@ __attribute__((noinline)) int xfw_natq_dnat_tc(struct __sk_buff *skb, struct xfw
 /* xfw_natq_out_pre_tc translates, at TC egress before tracking, the
  * destination of a later packet without ports of the host's own in a
  * connection nat OUTPUT translated (an echo request, a protocol without
- * ports: the original direction's wire tuple in xfw_nat). Returns 1 when
+ * ports: the original direction's wire tuple in xfw_nat), or of its reply
+ * in one nat INPUT's SNAT translated (an echo reply, a protocol without
+ * ports: the reply's wire tuple). Returns 1 when
  * it did, 0 when p is no such packet, -1 when the write failed. A global
  * function. */
 __attribute__((noinline)) int xfw_natq_out_pre_tc(struct __sk_buff *skb, struct xfw_pkt *p)
@@ -437,9 +439,11 @@ __attribute__((noinline)) int xfw_natq_out_pre_tc(struct __sk_buff *skb, struct 
 	return xfw_natq_addr_tc(skb, p, 1, (__u32)v->to_addr) ? -1 : 1;
 }
 
-/* xfw_natq_in_xdp gives a reply without ports INPUT accepted (an echo
- * reply, a protocol without ports; p tracked in cs) in a connection nat
- * OUTPUT's DNAT translated its source back: the original destination.
+/* xfw_natq_in_xdp gives a packet without ports INPUT accepted (p tracked
+ * in cs) the source xfw_nat_src_of names: a reply (an echo reply, a
+ * protocol without ports) in a connection nat OUTPUT's DNAT translated
+ * the original destination, a packet of one nat INPUT's SNAT translated
+ * the new source.
  * Returns 1 when it did, 0 when p is no such reply, -1 when the write
  * failed. A global function (nat_out.h delivers the reply). */
 __attribute__((noinline)) int xfw_natq_in_xdp(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_ct_scratch *cs)
