@@ -101,7 +101,7 @@ func checkNatRule(fam ir.Family, at natContext, r *ir.Rule) error {
 	source := r.Target.Kind == ir.TargetSNAT || r.Target.Kind == ir.TargetMasquerade
 	switch {
 	case !source && !at.prerouting && !at.output:
-		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat PREROUTING yet", name)
+		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat PREROUTING and OUTPUT", name)
 	case r.Target.Kind == ir.TargetMasquerade && !at.postrouting:
 		// The kernel refuses it too (the front end answers as iptables).
 		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat POSTROUTING", name)
