@@ -195,6 +195,19 @@ func natOutPortlessSteps(fam int) []natStep {
 		{"sctp INIT to fw's own address DNATed to sink, the INIT ACK translated back", sctp},
 		{"ping sink itself (not translated)", natOutPing(fam, 0x5678, at(2, 2))},
 	}
+	if fam == 6 {
+		steps = append(steps,
+			natStep{"sink's error about the DNATed echo request: translated back", natOutQuotedError6(
+				func(tp *nettest.Topology) []byte {
+					return nettest.IPv6{Src: tp.FwOut.IPv6, Dst: tp.Sink.IPv6, HopLimit: 64}.Packet(nettest.ICMPv6{
+						Type: nettest.ICMPv6EchoRequest, Rest: 0x3456<<16 | 1, Payload: []byte("quoted-echo")})
+				})},
+			natStep{"sink's error about the DNATed protocol 253: translated back", natOutQuotedError6(
+				func(tp *nettest.Topology) []byte {
+					return nettest.IPv6{Src: tp.FwOut.IPv6, Dst: tp.Sink.IPv6, HopLimit: 64}.Packet(nettest.Raw{
+						Proto: natPortlessProto, Data: []byte("raw-out-253")})
+				})})
+	}
 	if fam == 4 {
 		steps = append(steps,
 			natStep{"sink's host unreachable about the DNATed echo request: translated back", natOutQuotedError(
@@ -297,6 +310,50 @@ func natOutVIPRoutes(t *testing.T, tp *nettest.Topology, fam int) {
 		}
 		if res, err := nettest.Exec(tp.FwNS, argv...); err != nil || res.ExitCode != 0 {
 			t.Fatalf("%v: %v %+v", argv, err, res)
+		}
+	}
+}
+
+// natOutQuotedError6 is natOutQuotedError for IPv6: sink's destination
+// unreachable to fw about the packet quoted, and what fw's raw ICMPv6
+// socket received (where from, the quoted addresses, whether the ICMPv6
+// checksum and a quoted echo's hold).
+func natOutQuotedError6(quoted func(tp *nettest.Topology) []byte) func(*testing.T, *nettest.Topology) string {
+	return func(t *testing.T, tp *nettest.Topology) string {
+		var conn net.PacketConn
+		if err := nettest.InNamespace(tp.FwNS, func() (err error) {
+			conn, err = net.ListenPacket("ip6:ipv6-icmp", "")
+			return err
+		}); err != nil {
+			return "raw socket: " + err.Error()
+		}
+		defer func() { _ = conn.Close() }()
+		msg := nettest.IPv6{Src: tp.Sink.IPv6, Dst: tp.FwOut.IPv6, HopLimit: 64}.
+			Packet(nettest.ICMPv6{Type: nettest.ICMPv6DestUnreachable, Code: 1, Payload: quoted(tp)})
+		if err := tp.InjectFromSink(tp.SinkToFw().Frame(msg)); err != nil {
+			return "inject from sink: " + err.Error()
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := conn.ReadFrom(buf)
+			if err != nil {
+				return "fw saw no error"
+			}
+			b := buf[:n]
+			if len(b) < 8+40 || b[0] != nettest.ICMPv6DestUnreachable {
+				continue
+			}
+			a, _ := netip.AddrFromSlice(from.(*net.IPAddr).IP)
+			inner := b[8:]
+			src, _ := netip.AddrFromSlice(inner[8:24])
+			dst, _ := netip.AddrFromSlice(inner[24:40])
+			out := fmt.Sprintf("fw saw an error from %s, checksum ok %v, quoting %s -> %s proto %d", nat6Name(tp, a),
+				inetSum(a, tp.FwOut.IPv6, nettest.ProtoICMPv6, b) == 0, nat6Name(tp, src), nat6Name(tp, dst), inner[6])
+			if inner[6] == nettest.ProtoICMPv6 {
+				out += fmt.Sprintf(", quoted echo checksum ok %v", inetSum(src, dst, nettest.ProtoICMPv6, inner[40:]) == 0)
+			}
+			return out
 		}
 	}
 }
