@@ -226,32 +226,33 @@ __attribute__((noinline)) int xfw_nat6_icmp_pre_xdp(struct xdp_md *ctx, struct x
 
 /* xfw_nat6_icmp_in_xdp translates an ICMPv6 error INPUT accepted (p)
  * about a connection whose destination nat OUTPUT translated (the quoted
- * packet its original direction as it left), as the kernel's nat INPUT
- * hook does: the quoted packet gets its original destination and port
- * back, the error comes from the original destination. Returns 1 when
+ * packet its original direction as it left: TCP, UDP, an echo request, a
+ * protocol without ports), as the kernel's nat INPUT hook does: the
+ * quoted packet gets its original destination (and port) back, the
+ * error comes from the original destination. Returns 1 when
  * it did, 0 when p is no such error, -1 when the write failed (drop). A
  * global function (nat_out.h delivers the error). */
 __attribute__((noinline)) int xfw_nat6_icmp_in_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
 {
-	__u32 zero = 0, in, len, csum, ports;
+	__u32 zero = 0, in, len, csum, ports, order;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	struct xfw_ct_entry *e;
-	__u8 *q;
-	int srcb;
 
 	if (!ctx || !p || !np)
 		return 0;
 	in = p->l4_off + XFW_NAT6_ICMP_HLEN;
 	len = xfw_nat6_icmp_error(ctx, p, np, in, &csum, &ports);
-	if (!len || !ports)
-		return 0; /* DNAT translates TCP and UDP only */
-	q = np->icmp_old;
-	srcb = xfw_ct_mkkey(&np->fwd, 1, q[XFW_NAT6_QUOTE_NEXT], xfw_be64(q + XFW_NAT6_SADDR_OFF),
-			    xfw_be64(q + XFW_NAT6_SADDR_OFF + 8), xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS),
-			    xfw_be64(q + XFW_NAT6_DADDR_OFF), xfw_be64(q + XFW_NAT6_DADDR_OFF + 8),
-			    xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS + 2));
+	if (!len)
+		return 0;
+	/* TCP and UDP with their ports; an echo request or a protocol
+	 * without ports (nat OUTPUT's DNAT by the address, nat_query.h) by
+	 * the address alone, a quoted echo's checksum updated for it. */
+	order = xfw_nat6_quote_key(np, np->icmp_old);
+	if (order == XFW_NAT6_QK_NONE || order == XFW_NAT6_QK_ECHOREPLY)
+		return 0;
 	e = xfw_nat_tracked(&np->fwd);
-	if (!e || !(e->v.nat_flags & XFW_NAT_F_DST) || srcb != !!(e->v.status & XFW_CTST_ORIG_B))
+	if (!e || !(e->v.nat_flags & XFW_NAT_F_DST) ||
+	    (order != XFW_NAT6_QK_ECHO && order != !!(e->v.status & XFW_CTST_ORIG_B)))
 		return 0;
 	xfw_nat6_quote_fix(np, e->v.nat_addr_hi, e->v.nat_addr, e->v.nat_port, csum, ports, 1);
 	if (xfw_nat6_icmp_write(ctx, p, np, in, len, e->v.nat_addr_hi, e->v.nat_addr, 1))

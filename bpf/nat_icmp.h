@@ -335,7 +335,7 @@ __attribute__((noinline)) int xfw_nat_icmp_pre_xdp(struct xdp_md *ctx, struct xf
  * global function (nat_out.h delivers the error). */
 __attribute__((noinline)) int xfw_nat_icmp_in_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
 {
-	__u32 zero = 0, n, csum, proto, isrc, idst;
+	__u32 zero = 0, n, csum, proto, isrc, idst, port;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	struct xfw_ct_entry *e;
 	int srcb;
@@ -343,18 +343,36 @@ __attribute__((noinline)) int xfw_nat_icmp_in_xdp(struct xdp_md *ctx, struct xfw
 	if (!ctx || !p || !np)
 		return 0;
 	proto = xfw_nat_quote_load_xdp(ctx, p, np, &n);
-	if (!proto)
-		return 0;
-	csum = xfw_nat_quote_csum(proto, n == XFW_NAT_QUOTE);
+	if (!proto) {
+		/* Without ports (an echo request, a protocol without ports:
+		 * nat OUTPUT's DNAT by the address, nat_query.h): the address
+		 * only, the quoted bytes after it as they are, as
+		 * xfw_nat_icmp_tc translates a forwarded one. */
+		if (p->fam != 0 || p->icmp > 0xffff || !p->l4_off || !xfw_icmp_is_err(p->icmp >> 8) ||
+		    p->fragmented ||
+		    bpf_xdp_load_bytes(ctx, p->l4_off + XFW_NQ_ICMP_HLEN, np->icmp_old, XFW_NAT_QUOTE_UDP))
+			return 0;
+	}
 	isrc = xfw_nat_rd16(np->icmp_old, XFW_NQ_SADDR) << 16 | xfw_nat_rd16(np->icmp_old, XFW_NQ_SADDR + 2);
 	idst = xfw_nat_rd16(np->icmp_old, XFW_NQ_DADDR) << 16 | xfw_nat_rd16(np->icmp_old, XFW_NQ_DADDR + 2);
-	srcb = xfw_ct_mkkey(&np->fwd, 0, proto, 0, isrc, xfw_nat_rd16(np->icmp_old, XFW_NQ_L4), 0, idst,
-			    xfw_nat_rd16(np->icmp_old, XFW_NQ_L4 + 2));
-	e = xfw_nat_tracked(&np->fwd);
-	if (!e || !(e->v.nat_flags & XFW_NAT_F_DST) || srcb != !!(e->v.status & XFW_CTST_ORIG_B))
-		return 0;
+	if (!proto) {
+		e = xfw_nat_quote_noports(np, isrc, idst);
+		if (!e)
+			return 0;
+		n = XFW_NAT_QUOTE_UDP;
+		csum = 0;
+		port = xfw_nat_rd16(np->icmp_old, XFW_NQ_L4 + 2);
+	} else {
+		csum = xfw_nat_quote_csum(proto, n == XFW_NAT_QUOTE);
+		srcb = xfw_ct_mkkey(&np->fwd, 0, proto, 0, isrc, xfw_nat_rd16(np->icmp_old, XFW_NQ_L4), 0, idst,
+				    xfw_nat_rd16(np->icmp_old, XFW_NQ_L4 + 2));
+		e = xfw_nat_tracked(&np->fwd);
+		if (!e || !(e->v.nat_flags & XFW_NAT_F_DST) || srcb != !!(e->v.status & XFW_CTST_ORIG_B))
+			return 0;
+		port = e->v.nat_port;
+	}
 	__builtin_memcpy(np->icmp_new, np->icmp_old, XFW_NAT_QUOTE);
-	xfw_nat_quote_fix(np, csum, 1, e->v.nat_addr, e->v.nat_port);
+	xfw_nat_quote_fix(np, csum, 1, e->v.nat_addr, port);
 	/* The error comes from the original destination. */
 	if (xfw_nat_quote_store_xdp(ctx, p, np, n) || xfw_nat_addr_xdp(ctx, p, 0, e->v.nat_addr))
 		return -1;

@@ -40,9 +40,14 @@ __attribute__((noinline)) int xfw_nat_null_clash(struct xfw_pkt *p, struct xfw_c
 {
 	struct xfw_nat_key k = {};
 
-	if (!p || !cs || cs->pending != XFW_CTP_CREATE || (cs->nv.nat_flags & XFW_NAT_F_SRC))
+	if (!p || !cs || cs->pending != XFW_CTP_CREATE || xfw_natq_kind(p) != XFW_NATQ_ADDR)
 		return 0;
-	if (!xfw_nat_enabled() || xfw_natq_kind(p) != XFW_NATQ_ADDR)
+	/* A DNAT by the address to a tuple a live connection holds
+	 * (xfw_natq_dnat_prep lets it on): no port to change either, the
+	 * confirmation drops it after the chains counted it. */
+	if ((cs->nv.nat_flags & XFW_NAT_F_DST) && xfw_nat_conn(&cs->key))
+		return 1;
+	if ((cs->nv.nat_flags & XFW_NAT_F_SRC) || !xfw_nat_enabled())
 		return 0;
 	/* The reply's wire tuple: no ports (xfw_nat_snat keys a protocol
 	 * without ports with both 0). */

@@ -34,6 +34,17 @@
  *    (xfw_nat_icmp_in_xdp, nat_icmp.h).
  *  - REDIRECT is compiled to 127.0.0.1 (nf_nat_redirect_ipv4 at
  *    LOCAL_OUT).
+ *  - Packets without TCP or UDP ports (an ICMP echo request with its
+ *    identifier kept, SCTP with its ports kept, protocols without ports)
+ *    by the address alone, as nat PREROUTING translates them
+ *    (nat_query.h: xfw_natq_dnat_tc, xfw_natq_out_pre_tc,
+ *    xfw_natq_in_xdp); xfw_nat_out.portless tells the undo.
+ *  - nat INPUT's SNAT (nf_nat_ipv4_local_in) shares the machinery: the
+ *    packets of the original direction get their new source in
+ *    xfw_nat_in_xdp after INPUT accepted them (xfw_nat_src_of) and are
+ *    delivered as the replies above; the host's replies get their
+ *    destination back in xfw_nat_out_pre_tc (the SNAT mapping of their
+ *    wire tuple) and are routed again.
  *  - IPv6 (nf_nat_ipv6_local_fn, ip6_route_me_harder) the same way: the
  *    128-bit addresses of xfw_nat_key, the rewrites nat.h's
  *    xfw_nat_rw_xdp/_tc pick by family, REDIRECT compiled to ::1; an
@@ -87,7 +98,7 @@ struct xfw_nat_out {
 	__u64 orig_hi;   /* the destination before the translation (REJECT's undo), */
 	__u64 orig_addr; /* hi:lo as struct xfw_pkt holds it (IPv4: hi 0) */
 	__u32 orig_port;
-	__u32 pad;
+	__u32 portless;  /* translated by the address alone (nat_query.h) */
 };
 
 struct {
@@ -136,7 +147,9 @@ static __always_inline __u32 xfw_nat_out_route(struct __sk_buff *skb, struct xfw
 
 /* xfw_nat_out_pre_tc translates, before tracking, the destination of a
  * later packet of the host's own in a connection nat OUTPUT translated
- * (the original direction's wire tuple in xfw_nat) and routes it again.
+ * (the original direction's wire tuple in xfw_nat), or of the host's
+ * reply in a connection nat INPUT's SNAT translated (the reply's wire
+ * tuple), and routes it again.
  * Returns the new device, 0 when the packet is not translated, or
  * XFW_NAT_OUT_DROP. A global function. */
 #define XFW_NAT_OUT_DROP (~0u)
@@ -146,18 +159,32 @@ __attribute__((noinline)) __u32 xfw_nat_out_pre_tc(struct __sk_buff *skb, struct
 	struct xfw_nat_key k = {};
 	struct xfw_nat_val v;
 
+	int rc;
+
 	if (!skb || !p || !o)
 		return 0;
 	o->oif = 0;
-	if (!xfw_nat_enabled() || !xfw_nat_translatable(p))
+	if (!xfw_nat_enabled())
 		return 0;
-	if (!xfw_nat_live(&k, p, &v) || v.kind != XFW_NAT_F_DST)
-		return 0;
-	o->orig_hi = k.daddr_hi;
-	o->orig_addr = k.daddr;
-	o->orig_port = k.dport;
-	if (xfw_nat_rw_tc(skb, p, 1, v.to_hi, v.to_addr, v.to_port))
-		return XFW_NAT_OUT_DROP;
+	o->orig_hi = p->dst_hi;
+	o->orig_addr = p->dst_lo;
+	o->orig_port = p->dport;
+	o->portless = !xfw_nat_translatable(p);
+	if (o->portless) {
+		/* An echo request, a protocol without ports (nat_query.h). */
+		rc = xfw_natq_out_pre_tc(skb, p);
+		if (rc < 0)
+			return XFW_NAT_OUT_DROP;
+		if (!rc)
+			return 0;
+	} else {
+		/* A DNAT's original direction, or the reply of a connection
+		 * nat INPUT's SNAT translated: the destination. */
+		if (!xfw_nat_live(&k, p, &v))
+			return 0;
+		if (xfw_nat_rw_tc(skb, p, 1, v.to_hi, v.to_addr, v.to_port))
+			return XFW_NAT_OUT_DROP;
+	}
 	if (!xfw_nat_out_route(skb, p, o))
 		return XFW_NAT_OUT_DROP;
 	return o->oif;
@@ -198,11 +225,19 @@ __attribute__((noinline)) __u32 xfw_nat_out_dnat_tc(struct __sk_buff *skb, struc
 	} else if (p->fam != 0 && addr != XFW_NAT_KEEP_ADDR) {
 		return 0; /* an IPv6 address is its range probe's (XFW_NAT_ADDR6) */
 	}
-	if (!port)
-		port = p->dport;
 	o->orig_hi = p->dst_hi;
 	o->orig_addr = p->dst_lo;
 	o->orig_port = p->dport;
+	o->portless = !xfw_nat_translatable(p);
+	if (o->portless) {
+		/* An echo request, a protocol without ports: the address
+		 * alone (nat_query.h). */
+		if (xfw_natq_dnat_tc(skb, p, cs))
+			return 0;
+		return xfw_nat_out_route(skb, p, o);
+	}
+	if (!port)
+		port = p->dport;
 	if (xfw_nat_dnat_prep(p, cs, np, np->range.addr_hi, np->range.addr, port))
 		return 0;
 	if (xfw_nat_rw_tc(skb, p, 1, np->val[XFW_NAT_PD].to_hi, np->val[XFW_NAT_PD].to_addr, port))
@@ -222,6 +257,10 @@ __attribute__((noinline)) int xfw_nat_out_undo(struct __sk_buff *skb, struct xfw
 	if (!skb || !p || !o || !o->oif)
 		return 0;
 	o->oif = 0;
+	if (o->portless && p->fam)
+		return xfw_natq6_addr_tc(skb, p, 1, o->orig_hi, o->orig_addr);
+	if (o->portless)
+		return xfw_natq_addr_tc(skb, p, 1, (__u32)o->orig_addr);
 	return xfw_nat_rw_tc(skb, p, 1, o->orig_hi, o->orig_addr, o->orig_port);
 }
 
@@ -314,9 +353,11 @@ static __always_inline int xfw_nat_in_direct(struct xdp_md *ctx, struct xfw_pkt 
 	return fib.ifindex == ctx->ingress_ifindex;
 }
 
-/* xfw_nat_in_xdp gives a reply INPUT accepted in a connection whose
- * destination was translated (p tracked in cs) its source back before
- * local delivery (the kernel's nat INPUT hook, after filter INPUT). The
+/* xfw_nat_in_xdp gives a packet INPUT accepted (p tracked in cs) the
+ * source xfw_nat_src_of names before local delivery (the kernel's nat
+ * INPUT hook, after filter INPUT): a reply in a connection whose
+ * destination nat OUTPUT translated its source back, a packet of a
+ * connection nat INPUT's SNAT translated its new source. The
  * translated reply goes on to the stack where it arrived when input
  * routing accepts it there (xfw_nat_in_direct); else it is handed to
  * xfw_tc_ingress (XDP metadata XFW_NAT_IN_META_MAGIC), which delivers it
@@ -329,6 +370,7 @@ __attribute__((noinline)) int xfw_nat_in_xdp(struct xdp_md *ctx, struct xfw_pkt 
 					     struct xfw_ct_scratch *cs)
 {
 	struct xfw_nat_key k = {};
+	struct xfw_nat_to to = {};
 	struct xfw_rj_meta *m;
 	struct xfw_ct_entry *e;
 	__u32 st, one = 1, *n;
@@ -338,13 +380,21 @@ __attribute__((noinline)) int xfw_nat_in_xdp(struct xdp_md *ctx, struct xfw_pkt 
 		return 0;
 	if (xfw_nat_translatable(p)) {
 		st = p->ct & 7;
-		if (!(p->ct & XFW_CTV_DIR_REPLY) || (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED))
+		if (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED)
 			return 0;
+		/* A DNAT's reply: the original destination; nat INPUT's
+		 * SNAT's original direction: the new source. */
 		e = xfw_nat_tracked(&cs->key);
-		if (!e || !(e->v.nat_flags & XFW_NAT_F_DST))
+		if (!e || !xfw_nat_src_of(e, !!(p->ct & XFW_CTV_DIR_REPLY), &to))
 			return 0;
-		if (xfw_nat_rw_xdp(ctx, p, 0, e->v.nat_addr_hi, e->v.nat_addr, e->v.nat_port))
+		if (xfw_nat_rw_xdp(ctx, p, 0, to.hi, to.lo, to.port))
 			return -1;
+		if (xfw_nat_in_direct(ctx, p))
+			return 1;
+	} else if ((r = xfw_natq_in_xdp(ctx, p, cs)) != 0) {
+		/* An echo reply, a protocol without ports (nat_query.h). */
+		if (r < 0)
+			return r;
 		if (xfw_nat_in_direct(ctx, p))
 			return 1;
 	} else {
@@ -393,8 +443,8 @@ static __always_inline int xfw_nat_lo_passed(struct xfw_pkt *p)
 	__u32 zero = 0, *n;
 	struct xfw_nat_pend *np;
 
-	if (!xfw_nat_enabled() ||
-	    (!xfw_nat_translatable(p) && p->proto != IPPROTO_ICMP && p->proto != IPPROTO_ICMPV6))
+	if (!xfw_nat_enabled() || (!xfw_nat_translatable(p) && p->proto != IPPROTO_ICMP &&
+				   p->proto != IPPROTO_ICMPV6 && xfw_natq_kind(p) == XFW_NATQ_NONE))
 		return 0;
 	np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	if (!np)

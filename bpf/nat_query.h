@@ -270,9 +270,17 @@ __attribute__((noinline)) int xfw_nat_query_post_tc(struct __sk_buff *skb, struc
 
 	if (!skb || !p || !cs || xfw_natq_kind(p) == XFW_NATQ_NONE || !xfw_nat_own_src(p, cs, &to))
 		return 0;
-	if (p->fam)
-		return xfw_natq6_addr_tc(skb, p, 0, to.hi, to.lo);
-	return xfw_natq_addr_tc(skb, p, 0, (__u32)to.lo);
+	if (p->fam ? xfw_natq6_addr_tc(skb, p, 0, to.hi, to.lo) : xfw_natq_addr_tc(skb, p, 0, (__u32)to.lo))
+		return -1;
+	/* Loopback brings it in again under a tuple no connection is keyed
+	 * by (the reply of a REDIRECT in nat OUTPUT): its connection facts go
+	 * to loopback's INPUT by the loopback handoff (ct_track.h), as
+	 * xfw_nat_post_tc hands them. */
+	if (skb->ifindex == XFW_LOOPBACK_IFINDEX) {
+		xfw_ct_load_tc(skb, p, cs);
+		xfw_ct_lo_put(p, cs);
+	}
+	return 0;
 }
 
 /* xfw_natq_taken reports whether the reply tuple np->key[XFW_NAT_PS] of
@@ -292,44 +300,42 @@ static __always_inline int xfw_natq_taken(struct xfw_nat_pend *np, __u32 kind, _
 	return xfw_nat_conn(&np->fwd) != 0;
 }
 
-/* xfw_natq_dnat_xdp is xfw_nat_dnat_xdp (nat.h) for a connection's first
- * packet without TCP or UDP ports, as nf_nat_proto.c translates it: an
- * ICMP or ICMPv6 echo request with its identifier kept, a protocol
- * without ports by the address alone (addr, port: the entry's; a range
- * names addresses only). The connection is rekeyed to the translated
- * tuple, which keeps the original destination; the mapping waits in the
- * NAT scratch for xfw_nat_confirm, under the original wire tuple with
- * the identifier (0 without one) as both ports. A translated tuple
- * already a connection's drops the packet (the kernel gives an echo
- * another identifier: docs/differences.md). Returns 0, or -1 when the
- * packet must be dropped. A global function. */
-__attribute__((noinline)) int xfw_natq_dnat_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
-						struct xfw_ct_scratch *cs, __u32 addr, __u32 port)
+/* xfw_natq_dnat_prep readies the DNAT of a connection's first packet p
+ * without TCP or UDP ports (cs: its tracking, a new connection pending)
+ * to the address in np->range, as nf_nat_proto.c translates it: an ICMP
+ * or ICMPv6 echo request with its identifier kept, a protocol without
+ * ports by the address alone. The connection is rekeyed to the
+ * translated tuple, which keeps the original destination; the mapping
+ * waits in the NAT scratch for xfw_nat_confirm, under the original wire
+ * tuple with the identifier (0 without one) as both ports. The caller
+ * rewrites the packet (to np->val[XFW_NAT_PD].to_hi:to_addr), then marks
+ * np pending. Returns 0, or -1 when the packet must be dropped (not
+ * such a packet; a translated tuple already a connection's: the kernel
+ * gives an echo another identifier, docs/differences.md; a protocol
+ * without ports is dropped at confirmation: nat_null.h). */
+static __always_inline int xfw_natq_dnat_prep(struct xfw_pkt *p, struct xfw_ct_scratch *cs,
+					      struct xfw_nat_pend *np)
 {
-	__u32 zero = 0, id = 0, kind;
-	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
-	struct xfw_nat_val *v;
-	int srcb = 0, rc;
+	__u32 id = 0, kind = xfw_natq_kind(p);
+	struct xfw_nat_val *v = &np->val[XFW_NAT_PD];
+	int srcb = 0;
 
-	if (!ctx || !p || !cs || !np)
-		return -1;
-	np->pending = 0; /* the first translation of the packet */
-	kind = xfw_natq_kind(p);
 	if (kind == XFW_NATQ_NONE || (kind == XFW_NATQ_ECHO && (p->icmp >> 8) != xfw_natq_echo(p->fam, 0)) ||
 	    cs->pending != XFW_CTP_CREATE)
 		return -1;
 	if (kind == XFW_NATQ_ECHO)
 		id = xfw_rd16(cs->buf, XFW_ICMP_ID_OFF);
-	if (xfw_nat_dnat_to(ctx, p, &np->range, addr, &port))
-		return -1;
-	v = &np->val[XFW_NAT_PD];
 	if (kind == XFW_NATQ_ECHO)
 		xfw_ct_mkkey_icmp(&v->ct, p->fam, p->proto, p->src_hi, p->src_lo, np->range.addr_hi,
 				  np->range.addr, id, xfw_natq_echo(p->fam, 0), p->icmp & 0xff);
 	else
 		srcb = xfw_ct_mkkey(&v->ct, p->fam, p->proto, p->src_hi, p->src_lo, 0, np->range.addr_hi,
 				    np->range.addr, 0);
-	if (xfw_nat_conn(&v->ct))
+	/* A taken tuple: an echo is dropped here (the kernel would pick
+	 * another identifier); a protocol without ports goes on through the
+	 * chains and is dropped at confirmation, as the kernel's
+	 * (nat_null.h xfw_nat_null_clash). */
+	if (kind == XFW_NATQ_ECHO && xfw_nat_conn(&v->ct))
 		return -1;
 	xfw_natq_key(&np->key[XFW_NAT_PD], p, id);
 	xfw_nat_val_set(v, np->range.addr_hi, np->range.addr, id, XFW_NAT_F_DST);
@@ -342,6 +348,27 @@ __attribute__((noinline)) int xfw_natq_dnat_xdp(struct xdp_md *ctx, struct xfw_p
 		cs->nv.status |= XFW_CTST_ORIG_B;
 	else
 		cs->nv.status &= ~XFW_CTST_ORIG_B;
+	return 0;
+}
+
+/* xfw_natq_dnat_xdp is xfw_nat_dnat_xdp (nat.h) for a connection's first
+ * packet without TCP or UDP ports (xfw_natq_dnat_prep; addr, port: the
+ * entry's; a range names addresses only). Returns 0, or -1 when the
+ * packet must be dropped. A global function. */
+__attribute__((noinline)) int xfw_natq_dnat_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
+						struct xfw_ct_scratch *cs, __u32 addr, __u32 port)
+{
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_val *v;
+	int rc;
+
+	if (!ctx || !p || !cs || !np)
+		return -1;
+	np->pending = 0; /* the first translation of the packet */
+	if (xfw_nat_dnat_to(ctx, p, &np->range, addr, &port) || xfw_natq_dnat_prep(p, cs, np))
+		return -1;
+	v = &np->val[XFW_NAT_PD];
 	if (p->fam)
 		rc = xfw_natq6_addr_xdp(ctx, p, 1, v->to_hi, v->to_addr);
 	else
@@ -350,6 +377,94 @@ __attribute__((noinline)) int xfw_natq_dnat_xdp(struct xdp_md *ctx, struct xfw_p
 		return -1;
 	np->pending = XFW_NAT_F_DST;
 	return 0;
+}
+
+/* xfw_natq_dnat_tc is xfw_natq_dnat_xdp at TC egress for nat OUTPUT's
+ * DNAT (nat_out.h), the new address already in np->range. Returns 0, or
+ * -1 when the packet must be dropped. A global function. */
+__attribute__((noinline)) int xfw_natq_dnat_tc(struct __sk_buff *skb, struct xfw_pkt *p,
+					       struct xfw_ct_scratch *cs)
+{
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_val *v;
+	int rc;
+
+	if (!skb || !p || !cs || !np || xfw_natq_dnat_prep(p, cs, np))
+		return -1;
+	v = &np->val[XFW_NAT_PD];
+	if (p->fam)
+		rc = xfw_natq6_addr_tc(skb, p, 1, v->to_hi, v->to_addr);
+	else
+		rc = xfw_natq_addr_tc(skb, p, 1, (__u32)v->to_addr);
+	if (rc)
+		return -1;
+	np->pending = XFW_NAT_F_DST;
+	return 0;
+}
+
+/* xfw_natq_out_pre_tc translates, at TC egress before tracking, the
+ * destination of a later packet without ports of the host's own in a
+ * connection nat OUTPUT translated (an echo request, a protocol without
+ * ports: the original direction's wire tuple in xfw_nat), or of its reply
+ * in one nat INPUT's SNAT translated (an echo reply, a protocol without
+ * ports: the reply's wire tuple). Returns 1 when
+ * it did, 0 when p is no such packet, -1 when the write failed. A global
+ * function. */
+__attribute__((noinline)) int xfw_natq_out_pre_tc(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	__u32 zero = 0, id = 0, kind, kinds = XFW_NAT_F_ANY;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_val *v;
+
+	if (!skb || !p || !np)
+		return 0;
+	kind = xfw_natq_kind(p);
+	if (kind == XFW_NATQ_NONE || (kind == XFW_NATQ_ECHO && xfw_natq_id(skb, 0, p, &id)))
+		return 0;
+	/* An echo request goes a DNAT's original way, a reply (the host
+	 * answering a ping nat INPUT's SNAT translated) an SNAT's reply
+	 * way; a protocol without ports either. */
+	if (kind == XFW_NATQ_ECHO)
+		kinds = (p->icmp >> 8) == xfw_natq_echo(p->fam, 1) ? XFW_NAT_F_SRC : XFW_NAT_F_DST;
+	v = &np->lv;
+	xfw_natq_key(&np->lk, p, id);
+	if (!xfw_nat_held(&np->lk, kinds, kind != XFW_NATQ_ECHO, v))
+		return 0;
+	/* An echo's mapping holds its request's code (xfw_nat_query_pre_xdp). */
+	if (kind == XFW_NATQ_ECHO && (v->ct.pad >> 8) != (p->icmp & 0xff))
+		return 0;
+	if (p->fam)
+		return xfw_natq6_addr_tc(skb, p, 1, v->to_hi, v->to_addr) ? -1 : 1;
+	return xfw_natq_addr_tc(skb, p, 1, (__u32)v->to_addr) ? -1 : 1;
+}
+
+/* xfw_natq_in_xdp gives a packet without ports INPUT accepted (p tracked
+ * in cs) the source xfw_nat_src_of names: a reply (an echo reply, a
+ * protocol without ports) in a connection nat OUTPUT's DNAT translated
+ * the original destination, a packet of one nat INPUT's SNAT translated
+ * the new source.
+ * Returns 1 when it did, 0 when p is no such reply, -1 when the write
+ * failed. A global function (nat_out.h delivers the reply). */
+__attribute__((noinline)) int xfw_natq_in_xdp(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_ct_scratch *cs)
+{
+	struct xfw_nat_to to = {};
+	struct xfw_ct_entry *e;
+	__u32 st;
+
+	if (!ctx || !p || !cs || xfw_natq_kind(p) == XFW_NATQ_NONE)
+		return 0;
+	st = p->ct & 7;
+	if (st != XFW_CTS_NEW && st != XFW_CTS_ESTABLISHED)
+		return 0;
+	/* A DNAT's reply: the original destination; nat INPUT's SNAT's
+	 * original direction: the new source. */
+	e = xfw_nat_tracked(&cs->key);
+	if (!e || !xfw_nat_src_of(e, !!(p->ct & XFW_CTV_DIR_REPLY), &to))
+		return 0;
+	if (p->fam)
+		return xfw_natq6_addr_xdp(ctx, p, 0, to.hi, to.lo) ? -1 : 1;
+	return xfw_natq_addr_xdp(ctx, p, 0, (__u32)to.lo) ? -1 : 1;
 }
 
 #endif /* XFW_NAT_QUERY_H */

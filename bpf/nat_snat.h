@@ -7,7 +7,9 @@
  *  - Decided by a connection's first packet in the walk's nat POSTROUTING
  *    segment (entry action XFW_ACT_SNAT, an ACCEPT with a translation):
  *    forwarded packets at XDP (the FORWARD walk ends with POSTROUTING),
- *    the host's own at TC egress (OUTPUT's walk).
+ *    the host's own at TC egress (OUTPUT's walk); or in nat INPUT's
+ *    segment (SNAT only), packets delivered to the host at XDP, rewritten
+ *    after INPUT accepted them (nat_out.h xfw_nat_in_xdp).
  *  - The new source: SNAT's address (without one, `--to-source :PORT`,
  *    the packet's own), or MASQUERADE's, the output interface's primary
  *    address (xfw_nat_ifaddr; none: dropped, as the

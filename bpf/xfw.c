@@ -576,12 +576,15 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		oif = (__u32)route;
 	}
 	/* nat POSTROUTING's SNAT or MASQUERADE (nat_snat.h); an IPv6
-	 * MASQUERADE's source by the route (nat6.h). */
+	 * MASQUERADE's source by the route (nat6.h). nat INPUT's SNAT
+	 * (MASQUERADE is refused there) names the input device: loopback's
+	 * packets are not translated. */
 	if (verdict == XFW_ACT_SNAT && p->fam == 1 && !st->nat_addr)
 		xfw_nat6_masq_xdp(ctx, p, oif);
 	if (verdict == XFW_ACT_SNAT)
-		verdict = cs && !xfw_nat_snat(p, cs, st->nat_addr, st->nat_port, oif) ? XFW_ACT_ACCEPT
-										 : XFW_ACT_DROP;
+		verdict = cs && !xfw_nat_snat(p, cs, st->nat_addr, st->nat_port,
+					      chain == XFW_CHAIN_INPUT ? iif : oif) ? XFW_ACT_ACCEPT
+										   : XFW_ACT_DROP;
 	/* A new connection's reply tuple taken by a translation (nat_null.h). */
 	if (verdict == XFW_ACT_ACCEPT && cs && xfw_nat_null_clash(p, cs))
 		verdict = XFW_ACT_DROP;
@@ -606,8 +609,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		if (p->mangle &&
 		    xfw_mangle_xdp(ctx, p, chain == XFW_CHAIN_FORWARD, (__u64)oif << 32 | iif) < 0)
 			return XDP_DROP;
-		/* A reply in a connection nat OUTPUT translated (nat_out.h);
-		 * loopback's were translated as they left by it. */
+		/* A reply in a connection nat OUTPUT translated, a packet of
+		 * one nat INPUT's SNAT translated (nat_out.h); loopback's
+		 * were translated as they left by it. */
 		if (cs && chain == XFW_CHAIN_INPUT && iif != XFW_LOOPBACK_IFINDEX &&
 		    xfw_nat_in_xdp(ctx, p, cs) < 0)
 			return XDP_DROP;

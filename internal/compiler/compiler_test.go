@@ -233,7 +233,7 @@ func TestOtherTablesRefused(t *testing.T) {
 		}, ""},
 		{"a NAT rule where it cannot be applied", func(t *ir.Ruleset) {
 			t.Chains[0].Rules = []*ir.Rule{{Target: ir.Target{Kind: ir.TargetMasquerade}}}
-		}, "table nat: chain PREROUTING rule 1: target MASQUERADE is not supported by xfw's data plane outside nat POSTROUTING yet"},
+		}, "table nat: chain PREROUTING rule 1: target MASQUERADE is not supported by xfw's data plane outside nat POSTROUTING"},
 		{"a DROP policy", func(t *ir.Ruleset) {
 			t.Chains[0].Policy = ir.VerdictDrop
 		}, "table nat: policy DROP of chain PREROUTING is not supported by xfw"},

@@ -107,6 +107,9 @@ type flattener struct {
 	// natOutput is set while the walk's nat OUTPUT segment is flattened
 	// (nat_output.go).
 	natOutput bool
+	// natInput is set while the walk's nat INPUT segment is flattened
+	// (SNAT there: bpf/nat_in.h).
+	natInput  bool
 	natResume [NumChains]uint32
 	// postStart are the walks' first POSTROUTING positions
 	// (Layout.PostStart).

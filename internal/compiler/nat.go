@@ -23,16 +23,19 @@ import (
 // (--to-destination [ADDR[-ADDR]][:PORT[-PORT]]; without an address the
 // destination's own is kept, KeepAddr) or REDIRECT
 // ([--to-ports PORT[-PORT]]) with ports in a rule restricted to TCP or UDP, by
-// the address alone for any other protocol (checkDnatProto); SNAT and MASQUERADE in
+// the address alone for any other protocol, in nat PREROUTING and nat
+// OUTPUT (checkDnatProto); SNAT and MASQUERADE in
 // nat POSTROUTING for any protocol (TCP and UDP ports, the ICMP echo
 // identifier, other protocols address only, as nf_nat_proto.c does).
 // DNAT and REDIRECT in nat OUTPUT are translated at TC egress
 // (nat_output.go). Address and port ranges and the --random,
 // --random-fully and --persistent flags name a range (nat_range.go).
 // DNAT's shifted port maps (/BASE) are a range (nat_range.go); SNAT's and
-// MASQUERADE's are refused. SNAT in nat INPUT is refused: its replies
-// would need their destination translated back and a new route before
-// OUTPUT's walk at TC egress (docs/compatibility.md). The conntrack options a
+// MASQUERADE's are refused. SNAT in nat INPUT (the kernel's LOCAL_IN: the
+// source of packets delivered locally) is an ActSNAT entry of the INPUT
+// walk's nat INPUT segment: the data plane translates the source after
+// INPUT accepted the packet and the host's replies' destination back at
+// TC egress, routed again (bpf/nat_out.h). The conntrack options a
 // translation changes the answer of: --ctstate SNAT and DNAT are a
 // probe's (ctnat.go), so are --ctreplsrc and --ctrepldst in a ruleset
 // with NAT (ctrepl.go); the reply tuple's ports are the translated ones.
@@ -86,7 +89,7 @@ func natRangeOf(r *ir.Rule) *ir.NatRange {
 
 // natContext says which nat chain a NAT rule is evaluated in.
 type natContext struct {
-	prerouting, postrouting, output bool
+	prerouting, postrouting, output, input bool
 }
 
 // checkNatRule refuses a NAT target (DNAT or REDIRECT in PREROUTING or
@@ -98,9 +101,12 @@ func checkNatRule(fam ir.Family, at natContext, r *ir.Rule) error {
 	source := r.Target.Kind == ir.TargetSNAT || r.Target.Kind == ir.TargetMasquerade
 	switch {
 	case !source && !at.prerouting && !at.output:
-		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat PREROUTING yet", name)
-	case source && !at.postrouting:
-		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat POSTROUTING yet", name)
+		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat PREROUTING and OUTPUT", name)
+	case r.Target.Kind == ir.TargetMasquerade && !at.postrouting:
+		// The kernel refuses it too (the front end answers as iptables).
+		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat POSTROUTING", name)
+	case source && !at.postrouting && !at.input:
+		return fmt.Errorf("target %s is not supported by xfw's data plane outside nat POSTROUTING and INPUT", name)
 	}
 	if fam != ir.IPv4 {
 		if err := checkNat6Rule(r); err != nil {
@@ -109,7 +115,7 @@ func checkNatRule(fam ir.Family, at natContext, r *ir.Rule) error {
 	}
 	n := natRangeOf(r)
 	if !source {
-		if err := checkDnatProto(name, at, r, n); err != nil {
+		if err := checkDnatProto(name, r, n); err != nil {
 			return err
 		}
 	}
@@ -127,33 +133,27 @@ func checkNatRule(fam ir.Family, at natContext, r *ir.Rule) error {
 	return nil
 }
 
-// checkDnatProto refuses a DNAT or REDIRECT (named name) in context at
-// whose rule r, translating to range n, names packets the data plane
-// cannot translate: in nat PREROUTING every protocol is translated by the
-// address (UDP-Lite as UDP, ICMP and ICMPv6 echo with the identifier
-// kept: bpf/nat_query.h), ports only for TCP, UDP and SCTP (iptables
-// takes no UDP-Lite ports; SCTP's CRC32c follows: bpf/sctp_nat.h); in nat
-// OUTPUT only TCP, UDP and SCTP (bpf/nat_out.h). DCCP is refused: a
-// kernel without a DCCP tracker (Linux 6.18 has no nf_conntrack_dccp_*
-// sysctls) tracks it by its addresses and translates its address alone,
-// leaving its checksum, which covers the addresses, wrong.
-func checkDnatProto(name string, at natContext, r *ir.Rule, n *ir.NatRange) error {
+// checkDnatProto refuses a DNAT or REDIRECT (named name) whose rule r,
+// translating to range n, names packets the data plane cannot translate:
+// in nat PREROUTING and nat OUTPUT alike every protocol is translated by
+// the address (UDP-Lite as UDP, ICMP and ICMPv6 echo with the identifier
+// kept: bpf/nat_query.h, bpf/nat_out.h), ports only for TCP, UDP and SCTP
+// (iptables takes no UDP-Lite ports; SCTP's CRC32c follows:
+// bpf/sctp_nat.h). DCCP is refused: a kernel without a DCCP tracker
+// (Linux 6.18 has no nf_conntrack_dccp_* sysctls) tracks it by its
+// addresses and translates its address alone, leaving its checksum, which
+// covers the addresses, wrong.
+func checkDnatProto(name string, r *ir.Rule, n *ir.NatRange) error {
 	proto := func(num uint8) bool { return r.Proto.Set && !r.Proto.Invert && r.Proto.Num == num }
 	switch {
 	case proto(protoTCP) || proto(protoUDP) || proto(protoSCTP):
 		return nil
-	case !at.prerouting:
-		return fmt.Errorf("target %s is not supported by xfw's data plane yet in nat OUTPUT in a rule not restricted to -p tcp, -p udp or -p sctp", name)
-	case n.Flags&ir.NatProtoSpecified != 0 && proto(protoDCCP):
+	case proto(protoDCCP):
 		return fmt.Errorf("target %s is not supported by xfw's data plane for -p dccp "+
 			"(a kernel without a DCCP tracker, as Linux 6.18, tracks DCCP by its addresses, translates "+
 			"the address alone and leaves the checksum, which covers the addresses, wrong)", name)
 	case n.Flags&ir.NatProtoSpecified != 0:
 		return fmt.Errorf("target %s is not supported by xfw's data plane yet with ports in a rule not restricted to -p tcp, -p udp or -p sctp", name)
-	case proto(protoDCCP):
-		return fmt.Errorf("target %s is not supported by xfw's data plane for -p dccp "+
-			"(a kernel without a DCCP tracker, as Linux 6.18, tracks DCCP by its addresses, translates "+
-			"the address alone and leaves the checksum, which covers the addresses, wrong)", name)
 	}
 	return nil
 }
@@ -161,7 +161,8 @@ func checkDnatProto(name string, at natContext, r *ir.Rule, n *ir.NatRange) erro
 // natEntry sets e's action for rule r's NAT target (checkNatRule refuses
 // what the data plane cannot translate).
 func (fl *flattener) natEntry(e *Entry, r *ir.Rule) error {
-	at := natContext{prerouting: fl.natPrerouting, postrouting: fl.natPostrouting, output: fl.natOutput}
+	at := natContext{prerouting: fl.natPrerouting, postrouting: fl.natPostrouting, output: fl.natOutput,
+		input: fl.natInput}
 	if err := checkNatRule(fl.rs.Family, at, r); err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ func TestNatIPv6Refused(t *testing.T) {
 		{"-t nat -A POSTROUTING -p tcp -j SNAT --to-source fd00::1-::ffff:10.0.0.1", "target SNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
 		{"-t nat -A PREROUTING -p dccp -j DNAT --to-destination [fd00::2]:80", "target DNAT is not supported by xfw's data plane for -p dccp"},
 		{"-t nat -A PREROUTING -p dccp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane for -p dccp"},
-		{"-t nat -A OUTPUT -p icmpv6 -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane yet in nat OUTPUT in a rule not restricted to -p tcp, -p udp or -p sctp"},
+		{"-t nat -A OUTPUT -p dccp -j DNAT --to-destination [fd00::2]", "target DNAT is not supported by xfw's data plane for -p dccp"},
 		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [::ffff:10.0.0.1]", "target DNAT is not supported by xfw's data plane for IPv6 yet to ::ffff:10.0.0.1"},
 	} {
 		_, err := Compile(parseRuleset(t, ir.IPv6, strings.Split(tc.rule, ";")...), Options{})
@@ -154,8 +154,8 @@ func TestNatRefusedWithoutTerms(t *testing.T) {
 		// Only a rule that cannot match yet jumps to the chain.
 		{ir.IPv6, "-t nat -N X;-t nat -A X -p dccp -j DNAT --to-destination [fd00::2]:80;-t nat -A PREROUTING -i eth0 -j X", "-p dccp"},
 		{ir.IPv6, "-t nat -N X;-t nat -A X -p tcp -j DNAT --to-destination [::ffff:10.0.0.1];-t nat -A PREROUTING -i eth0 -j X", "for IPv6"},
-		{ir.IPv4, "-t nat -N X;-t nat -A X -j SNAT --to-source 10.0.0.1;-t nat -A INPUT -i eth0 -g X",
-			"outside nat POSTROUTING"},
+		{ir.IPv4, "-t nat -N X;-t nat -A X -p dccp -j DNAT --to-destination 10.0.0.1;-t nat -A OUTPUT -o eth0 -g X",
+			"-p dccp"},
 	} {
 		rs := parseRuleset(t, tc.fam, strings.Split(tc.rule, ";")...)
 		_, err := Compile(rs, Options{Interfaces: []Interface{{Index: 1, Name: "lo"}}})

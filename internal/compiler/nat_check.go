@@ -7,14 +7,13 @@ import (
 )
 
 // natChainContexts are the nat table's built-in chains and the context a
-// NAT rule they reach is evaluated in (nat INPUT: none the data plane
-// translates in).
+// NAT rule they reach is evaluated in.
 var natChainContexts = []struct {
 	chain string
 	at    natContext
 }{
 	{ir.ChainPrerouting, natContext{prerouting: true}},
-	{ir.ChainInput, natContext{}},
+	{ir.ChainInput, natContext{input: true}},
 	{ir.ChainOutput, natContext{output: true}},
 	{ir.ChainPostrouting, natContext{postrouting: true}},
 }

@@ -22,6 +22,7 @@ func TestNatReachChecksAgreesWithWalk(t *testing.T) {
 		"-j MASQUERADE",
 		"-p udp -j REDIRECT",
 		"-o eth0 -j SNAT --to-source 10.0.0.2",
+		"-p dccp -j DNAT --to-destination 10.0.0.3",
 		"-j ACCEPT",
 		"-p tcp -j ACCEPT",
 	}

@@ -55,7 +55,8 @@ func TestDockerRuleset(t *testing.T) {
 
 // TestNatOutputEntries checks DNAT and REDIRECT in nat OUTPUT: entries of
 // the OUTPUT walk before its resume position, REDIRECT to 127.0.0.1
-// (nf_nat_redirect_ipv4 at LOCAL_OUT), to any destination; POSTROUTING's
+// (nf_nat_redirect_ipv4 at LOCAL_OUT), to any destination, of any
+// protocol without ports (the address alone); POSTROUTING's
 // start after the resume position.
 func TestNatOutputEntries(t *testing.T) {
 	for _, tc := range []struct {
@@ -68,6 +69,11 @@ func TestNatOutputEntries(t *testing.T) {
 			[]target{{10<<24 | 2, 53}}},
 		{[]string{"-t nat -A OUTPUT -p tcp -m addrtype --dst-type LOCAL -j REDIRECT --to-ports 8080"},
 			[]target{{redirectOutputAddr, 8080}}},
+		// Without ports, any protocol: by the address (bpf/nat_out.h).
+		{[]string{"-t nat -A OUTPUT -j DNAT --to-destination 10.0.0.2"},
+			[]target{{10<<24 | 2, 0}}},
+		{[]string{"-t nat -A OUTPUT -p icmp -j REDIRECT", "-t nat -A OUTPUT -p sctp -j DNAT --to-destination 10.0.0.3"},
+			[]target{{redirectOutputAddr, 0}, {10<<24 | 3, 0}}},
 		{[]string{"-t nat -N D", "-t nat -A OUTPUT -j D", "-t nat -A D -p tcp -j REDIRECT",
 			"-t nat -A PREROUTING -p tcp -j REDIRECT"},
 			[]target{{RedirectAddr, 0}, {RedirectAddr, 0}, {redirectOutputAddr, 0}}},

@@ -72,8 +72,7 @@ func TestDNATRefusals(t *testing.T) {
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p dccp -j DNAT --to-destination 10.0.0.2"}},
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p dccp -j DNAT --to-destination 10.0.0.2:80"}},
 		{ir.IPv4, []string{"-t nat -A OUTPUT -p dccp -j DNAT --to-destination 10.0.0.2:80"}},
-		{ir.IPv4, []string{"-t nat -A OUTPUT -j DNAT --to-destination 10.0.0.2"}},
-		{ir.IPv4, []string{"-t nat -A OUTPUT -p icmp -j DNAT --to-destination 10.0.0.2"}},
+		{ir.IPv4, []string{"-t nat -A OUTPUT -p dccp -j REDIRECT"}},
 		{ir.IPv4, []string{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination 0.0.0.0"}},
 		{ir.IPv4, []string{"-t nat -A POSTROUTING -p tcp -j SNAT --to-source 10.0.0.2:80-90/100"}},
 		{ir.IPv4, []string{"-t nat -A POSTROUTING -p tcp -j MASQUERADE --to-ports 80-90/100"}},
@@ -137,17 +136,43 @@ func TestSNATEntries(t *testing.T) {
 			t.Errorf("SNAT entry %d: %+v and %+v, want %+v", i, got[i], got[len(want)+i], w)
 		}
 	}
-	for _, rules := range [][]string{
-		{"-t nat -A INPUT -p tcp -j SNAT --to-source 192.0.2.1"},
+}
+
+// TestSNATInputEntries checks SNAT in nat INPUT (the kernel's LOCAL_IN):
+// ActSNAT entries of the INPUT walk alone, both families (an IPv6
+// address ranged, as in POSTROUTING).
+func TestSNATInputEntries(t *testing.T) {
+	for _, tc := range []struct {
+		fam   ir.Family
+		rules []string
+	}{
+		{ir.IPv4, []string{"-t nat -A INPUT -p tcp -j SNAT --to-source 192.0.2.1:5000", "-t nat -A INPUT -j SNAT --to-source 192.0.2.2"}},
+		{ir.IPv6, []string{"-t nat -A INPUT -p udp -j SNAT --to-source [fd00::1]:5000", "-t nat -A INPUT -j SNAT --to-source fd00::2"}},
 	} {
-		_, err := Compile(parseRuleset(t, ir.IPv4, rules...), Options{})
-		if err == nil || !strings.Contains(err.Error(), "not supported by xfw") {
-			t.Errorf("%q: got %v, want a refusal", rules, err)
+		g, err := Compile(parseRuleset(t, tc.fam, tc.rules...), Options{})
+		if err != nil {
+			t.Errorf("%q: %v", tc.rules, err)
+			continue
 		}
-	}
-	_, err = Compile(parseRuleset(t, ir.IPv6, "-t nat -A INPUT -j SNAT --to-source fd00::1"), Options{})
-	if err == nil || !strings.Contains(err.Error(), "not supported by xfw") {
-		t.Errorf("IPv6 SNAT in nat INPUT: got %v, want a refusal", err)
+		start, end := g.Walk(ChainInput)
+		n := 0
+		for i, e := range g.Entries {
+			if e.Action != ActSNAT {
+				continue
+			}
+			n++
+			if uint32(i) < start || uint32(i) >= end {
+				t.Errorf("%q: SNAT entry %d outside the INPUT walk [%d,%d)", tc.rules, i, start, end)
+			}
+		}
+		if n != len(tc.rules) {
+			t.Errorf("%q: %d SNAT entries, want %d", tc.rules, n, len(tc.rules))
+		}
+		if tc.fam == ir.IPv4 {
+			if got := natTargets(g, ActSNAT); got[0] != (target{192<<24 | 2<<8 | 1, 5000}) || got[1] != (target{192<<24 | 2<<8 | 2, 0}) {
+				t.Errorf("%q: SNAT entries %+v", tc.rules, got)
+			}
+		}
 	}
 }
 

@@ -50,9 +50,9 @@ type viewCtx struct {
 	// acceptTo is where ACCEPT continues (nil: ACCEPT is a verdict).
 	acceptTo *label
 	logView  uint8
-	// natPrerouting, natPostrouting, natOutput: the segment is nat's
-	// (natEntry).
-	natPrerouting, natPostrouting, natOutput bool
+	// natPrerouting, natPostrouting, natOutput, natInput: the segment is
+	// nat's (natEntry).
+	natPrerouting, natPostrouting, natOutput, natInput bool
 }
 
 // regionKey names one region: a chain in a view.
@@ -329,7 +329,7 @@ func (fl *flattener) emitRegions() error {
 	savedRS, savedAccept, savedView := fl.rs, fl.acceptTo, fl.logView
 	defer func() {
 		fl.rs, fl.acceptTo, fl.logView = savedRS, savedAccept, savedView
-		fl.natPrerouting, fl.natPostrouting, fl.natOutput, fl.inRegion = false, false, false, false
+		fl.natPrerouting, fl.natPostrouting, fl.natOutput, fl.natInput, fl.inRegion = false, false, false, false, false
 	}()
 	for len(fl.pending) > 0 {
 		pr := fl.pending[0]
@@ -340,7 +340,7 @@ func (fl *flattener) emitRegions() error {
 		v := pr.view
 		fl.view, fl.inRegion = v, true
 		fl.rs, fl.acceptTo, fl.logView = v.rs, v.acceptTo, v.logView
-		fl.natPrerouting, fl.natPostrouting, fl.natOutput = v.natPrerouting, v.natPostrouting, v.natOutput
+		fl.natPrerouting, fl.natPostrouting, fl.natOutput, fl.natInput = v.natPrerouting, v.natPostrouting, v.natOutput, v.natInput
 		first := uint32(len(fl.entries))
 		pr.start.pos, pr.start.resolved = first, true
 		ret := &label{}

@@ -249,7 +249,8 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	fl.natPrerouting = tc.table == ir.TableNat && tc.chain == ir.ChainPrerouting
 	fl.natPostrouting = tc.table == ir.TableNat && tc.chain == ir.ChainPostrouting
 	fl.natOutput = tc.table == ir.TableNat && tc.chain == ir.ChainOutput
-	defer func() { fl.natPrerouting, fl.natPostrouting, fl.natOutput = false, false, false }()
+	fl.natInput = tc.table == ir.TableNat && tc.chain == ir.ChainInput
+	defer func() { fl.natPrerouting, fl.natPostrouting, fl.natOutput, fl.natInput = false, false, false, false }()
 	if tc.table == ir.TableNat {
 		var notFirst Cond
 		notFirst[FieldCt] = Complement(firstPacketStates(), U64(0), U64(ctDomain-1))
@@ -258,7 +259,8 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	end := &label{}
 	seg := tc
 	fl.view = viewCtx{rs: t, walk: hook, check: check, seg: &seg, acceptTo: exit, logView: fl.logView,
-		natPrerouting: fl.natPrerouting, natPostrouting: fl.natPostrouting, natOutput: fl.natOutput}
+		natPrerouting: fl.natPrerouting, natPostrouting: fl.natPostrouting, natOutput: fl.natOutput,
+		natInput: fl.natInput}
 	if err := fl.block(c, Cond{}, end, check); err != nil {
 		return fmt.Errorf("table %s: %w", tc.table, err)
 	}

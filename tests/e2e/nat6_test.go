@@ -10,8 +10,8 @@ import (
 
 // nat6Refused are ip6tables nat rules (Docker's and kube-proxy's forms
 // among them) that iptables-legacy accepts and xfw refuses while its data
-// plane does not translate them (IPv4-mapped addresses, DNAT of protocols
-// other than TCP and UDP), with the refusal's words. The
+// plane does not translate them (IPv4-mapped addresses, DNAT of DCCP,
+// SCTP ports), with the refusal's words. The
 // interface xt-absent0 does not exist: such a rule, none of whose terms
 // can match yet, is refused as well.
 var nat6Refused = []struct {
@@ -26,8 +26,8 @@ var nat6Refused = []struct {
 		"target DNAT is not supported by xfw's data plane for -p dccp"},
 	{[]string{"-A", "PREROUTING", "-p", "dccp", "-j", "DNAT", "--to-destination", "fd00::2"},
 		"target DNAT is not supported by xfw's data plane for -p dccp"},
-	{[]string{"-A", "OUTPUT", "-p", "icmpv6", "-j", "DNAT", "--to-destination", "fd00::2"},
-		"target DNAT is not supported by xfw's data plane yet in nat OUTPUT in a rule not restricted to -p tcp, -p udp or -p sctp"},
+	{[]string{"-A", "OUTPUT", "-p", "dccp", "-j", "DNAT", "--to-destination", "fd00::2"},
+		"target DNAT is not supported by xfw's data plane for -p dccp"},
 }
 
 // TestNatIPv6RefusedAgainstKernel checks that the ip6tables NAT forms xfw

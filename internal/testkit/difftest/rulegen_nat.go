@@ -12,11 +12,14 @@ import (
 
 // This file writes the random nat rulesets (xfw-difftest --nat): a nat
 // table with DNAT (with and without an address, shifted port maps; in
-// PREROUTING also for ICMP echo or without -p, by the address alone) and
-// REDIRECT in PREROUTING and OUTPUT (fw's own packets: the corpus's
-// probes from fw), SNAT and
-// MASQUERADE in POSTROUTING (single addresses and ranges, ports and port
-// ranges, --random, --random-fully, --persistent), matched by -s, -d, -p,
+// PREROUTING and OUTPUT also for ICMP echo or without -p, by the address
+// alone) and REDIRECT in PREROUTING and OUTPUT (fw's own packets: the
+// corpus's probes from fw), SNAT and MASQUERADE in POSTROUTING (single
+// addresses and ranges, ports and port ranges, --random, --random-fully,
+// --persistent), SNAT in INPUT (TCP and ICMP echo delivered to fw, to
+// addresses fw's replies reach through a neighbour that answers: xfw
+// sees the host's packet after its first route's neighbour answered,
+// docs/differences.md), matched by -s, -d, -p,
 // --dport, -i and -o; in front of a small stateful filter table (NAT needs
 // connection tracking) whose first FORWARD and INPUT rules name the
 // translated addresses and ports. Both families: an IPv6 ruleset names
@@ -40,6 +43,13 @@ const natOutputRules = 4
 // natOutputFilterRules bounds the filter OUTPUT rules naming nat OUTPUT's
 // translations (filter OUTPUT sees the translated destination).
 const natOutputFilterRules = 2
+
+// natInputSeedMix derives the nat INPUT rules' random stream from the
+// ruleset's, as natOutputSeedMix does nat OUTPUT's.
+const natInputSeedMix = 0x5eed_1a7
+
+// natInputRules bounds the rules of nat INPUT.
+const natInputRules = 2
 
 // natFilterRules bounds the random filter table of a nat ruleset: small,
 // so that most probes reach the translations.
@@ -80,6 +90,10 @@ func GenerateNATRuleset(seed int64, plan Plan) string {
 	out := &natGen{rng: rand.New(rand.NewSource(seed ^ natOutputSeedMix)), plan: plan}
 	for n := out.rng.Intn(natOutputRules + 1); n > 0; n-- {
 		fmt.Fprintf(&nat, "-A OUTPUT %s\n", strings.Join(out.natRule("OUTPUT"), " "))
+	}
+	in := &natGen{rng: rand.New(rand.NewSource(seed ^ natInputSeedMix)), plan: plan}
+	for n := in.rng.Intn(natInputRules + 1); n > 0; n-- {
+		fmt.Fprintf(&nat, "-A INPUT %s\n", strings.Join(in.natInputRule(), " "))
 	}
 	nat.WriteString("COMMIT\n")
 	filter := GenerateRuleset(seed, plan, GenOptions{Conntrack: true, MaxRules: natFilterRules})
@@ -149,10 +163,10 @@ func (g *natGen) natRule(chain string) []string {
 	}
 	if chain != "POSTROUTING" && proto != "tcp" && proto != "udp" {
 		// xfw translates destinations of other protocols by the address
-		// alone, in nat PREROUTING (ICMP echo with its identifier, the
-		// protocols without ports; refused with ports, and in nat
-		// OUTPUT): half of PREROUTING's such rules stay.
-		if p := pick(g.rng, []string{"tcp", "udp"}); chain != "PREROUTING" || p == "tcp" {
+		// alone, in nat PREROUTING and OUTPUT (ICMP echo with its
+		// identifier, the protocols without ports; refused with ports):
+		// half of such rules stay.
+		if p := pick(g.rng, []string{"tcp", "udp"}); p == "tcp" {
 			proto = p
 		}
 	}
@@ -193,6 +207,59 @@ func (g *natGen) natRule(chain string) []string {
 		s = append(s, g.dnat(proto)...)
 	}
 	return dropEmpty(s)
+}
+
+// natInputRule returns the spec of one rule of nat INPUT: SNAT of TCP or
+// ICMP echo (UDP to fw is answered by port unreachable errors, which xfw
+// does not translate back: docs/differences.md), to gen's or sink's
+// address (with one port for TCP half of the time) or an address or short
+// range beyond them (routed through them), --persistent at times, without
+// MASQUERADE (the kernel refuses it there).
+func (g *natGen) natInputRule() []string {
+	var s []string
+	proto := pick(g.rng, []string{"tcp", "tcp", "icmp"})
+	if g.chance(50) {
+		s = append(s, g.neg(15), "-i", pick(g.rng, []string{"in0", "in0", "out0", "in+"}))
+	}
+	if g.chance(40) {
+		s = append(s, g.neg(15), "-s", g.prefix())
+	}
+	if proto == "icmp" {
+		proto = g.icmpName()
+		s = append(s, "-p", proto)
+		if g.plan.Family == ir.IPv6 {
+			s = append(s, "-m", "icmp6", "--icmpv6-type", "echo-request")
+		} else {
+			s = append(s, "-m", "icmp", "--icmp-type", "echo-request")
+		}
+	} else {
+		s = append(s, "-p", "tcp")
+		if g.chance(60) {
+			s = append(s, "--dport", g.portMatch())
+		}
+	}
+	s = append(s, "-j")
+	if g.chance(10) {
+		return dropEmpty(append(s, pick(g.rng, []string{"ACCEPT", "RETURN"})))
+	}
+	var to string
+	if g.chance(50) {
+		a := pick(g.rng, []netip.Addr{g.plan.Gen, g.plan.Sink})
+		g.targets = append(g.targets, natTarget{addr: a})
+		to = a.String()
+	} else {
+		to = g.addrRange([]netip.Addr{g.farSink(30), g.farGen()})
+	}
+	// One port at most and no random flags: a port picked at random
+	// (--random, --random-fully, a range the source port is outside of)
+	// differs on each side by design (docs/differences.md "Tables"), and
+	// fw's sockets see it (difftest nat6 seed 31: --random-fully).
+	if proto == "tcp" && g.chance(50) {
+		p := pick(g.rng, []uint16{22, 80, 443, 8080, 1024, 5000})
+		g.targets[len(g.targets)-1].port, g.targets[len(g.targets)-1].proto = p, proto
+		to = g.withPorts(to, fmt.Sprint(p))
+	}
+	return dropEmpty(append(append(s, "SNAT", "--to-source", to), g.flags(false, false, true)...))
 }
 
 // dnat returns a DNAT or REDIRECT target for a rule of protocol proto.

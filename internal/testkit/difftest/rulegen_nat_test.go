@@ -12,7 +12,7 @@ import (
 
 // TestNATRulesetsLoad: the random nat rulesets parse and compile in xfw
 // (both tables), use every translation (DNAT and REDIRECT in nat OUTPUT
-// too), and are the same for a seed.
+// too, of every protocol; SNAT in nat INPUT), and are the same for a seed.
 func TestNATRulesetsLoad(t *testing.T) {
 	seen := map[string]bool{}
 	for seed := int64(1); seed <= 60; seed++ {
@@ -30,12 +30,18 @@ func TestNATRulesetsLoad(t *testing.T) {
 			if natDstNotTCPUDP(l) {
 				seen["DNAT without tcp or udp"] = true
 			}
+			if strings.HasPrefix(l, "-A OUTPUT ") && natDstNotTCPUDP(l) {
+				seen["nat OUTPUT's DNAT without tcp or udp"] = true
+			}
+			if strings.HasPrefix(l, "-A INPUT ") && strings.Contains(l, "-j SNAT") {
+				seen["nat INPUT's SNAT"] = true
+			}
 		}
 		if !HasNATTable(text) || !Stateful(text) {
 			t.Fatalf("seed %d: not a stateful nat ruleset", seed)
 		}
 	}
-	if len(seen) != 9 {
+	if len(seen) != 11 {
 		t.Errorf("the rulesets use only %v", seen)
 	}
 }
@@ -92,7 +98,8 @@ func TestNATRandomRangeFilterNamesRange(t *testing.T) {
 }
 
 // TestNAT6RulesetsLoad: the random IPv6 nat rulesets parse and compile in
-// xfw (both tables), use every translation, ICMPv6 echo, SNAT without -p,
+// xfw (both tables), use every translation (DNAT of every protocol in nat
+// OUTPUT, SNAT in nat INPUT among them), ICMPv6 echo, SNAT without -p,
 // ports in brackets, and are the same for a seed; the kernel's
 // ip6tables-restore accepting them is checked by the tester's runs.
 func TestNAT6RulesetsLoad(t *testing.T) {
@@ -113,14 +120,20 @@ func TestNAT6RulesetsLoad(t *testing.T) {
 				seen["DNAT without tcp or udp"] = true
 			}
 			if strings.HasPrefix(l, "-A OUTPUT ") && natDstNotTCPUDP(l) {
-				t.Errorf("seed %d: nat OUTPUT's DNAT not restricted to TCP or UDP: %s", seed, l)
+				seen["nat OUTPUT's DNAT without tcp or udp"] = true
+			}
+			if strings.HasPrefix(l, "-A INPUT ") && strings.Contains(l, "-j SNAT") {
+				seen["nat INPUT's SNAT"] = true
+			}
+			if strings.HasPrefix(l, "-A INPUT ") && strings.Contains(l, "MASQUERADE") {
+				t.Errorf("seed %d: MASQUERADE in nat INPUT (the kernel refuses it): %s", seed, l)
 			}
 			if strings.Contains(l, "10.") || strings.Contains(l, "icmp-type") {
 				t.Errorf("seed %d: an IPv4 rule: %s", seed, l)
 			}
 		}
 	}
-	if len(seen) != 9 {
+	if len(seen) != 11 {
 		t.Errorf("the rulesets use only %v", seen)
 	}
 }
