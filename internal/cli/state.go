@@ -333,7 +333,16 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 		return commit(fam, old, rs, true, filterOnly, opts, sets)
 	}
 	t = dataplane.TraceSince("commit: "+what+" in place", t)
-	mode := installMode{keepCounters: true, committed: filterOnly, indexTo: run.index}
+	return installKept(fam, old, rs, gen, ifaces, filterOnly, opts, sets, run, t)
+}
+
+// installKept installs gen, a generation made from the running one
+// without a compile (a change in place, -N), for rs, the running ruleset
+// old changed, counters kept (committed names the tables the command
+// committed), and hands it to the agent's cache (run.installed).
+func installKept(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, ifaces []compiler.Interface,
+	committed []string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts, t time.Time) error {
+	mode := installMode{keepCounters: true, committed: committed, indexTo: run.index}
 	counters := counterSources(old, rs, mode.keepCounters, mode.committed)
 	dataplane.TraceSince("commit: counter sources", t)
 	if err := install(fam, counters, rs, gen, ifaces, mode, opts, sets, run.encoded); err != nil {
@@ -382,16 +391,7 @@ func commitNewChain(fam ir.Family, old, rs *ir.Ruleset, table string, opts datap
 		}
 		t = dataplane.TraceSince("commit: "+checkReuseEnv+": compiled, the same", t)
 	}
-	mode := installMode{keepCounters: true, committed: committed, indexTo: run.index}
-	counters := counterSources(old, rs, mode.keepCounters, mode.committed)
-	dataplane.TraceSince("commit: counter sources", t)
-	if err := install(fam, counters, rs, gen, ifaces, mode, opts, sets, run.encoded); err != nil {
-		return err
-	}
-	if run.installed != nil {
-		*run.installed = &keptGeneration{gen: gen, at: ifaces}
-	}
-	return nil
+	return installKept(fam, old, rs, gen, ifaces, committed, opts, sets, run, t)
 }
 
 // filterOnly is what a command changing the filter table in place commits.
