@@ -75,8 +75,9 @@ func TestTablesMatchKernel(t *testing.T) {
 	}
 }
 
-// TestTableRulesRefused checks that a rule xfw cannot enforce yet (NAT
-// forms: SNAT's shifted port map, DNAT of ICMP, SNAT in nat INPUT) is refused with a message naming it, in commands and in
+// TestTableRulesRefused checks that a rule xfw cannot enforce (NAT
+// forms: SNAT's shifted port map, DNAT of DCCP in nat OUTPUT and in nat
+// PREROUTING) is refused with a message naming it, in commands and in
 // iptables-restore, leaving the running ruleset as it was.
 func TestTableRulesRefused(t *testing.T) {
 	nettest.RequireRoot(t)
@@ -88,8 +89,8 @@ func TestTableRulesRefused(t *testing.T) {
 	before := fw.save(t, tp, 4)
 	for _, step := range [][]string{
 		{"-t", "nat", "-A", "POSTROUTING", "-p", "tcp", "-j", "SNAT", "--to-source", "10.0.0.2:1000-2000/3000"},
-		{"-t", "nat", "-A", "OUTPUT", "-p", "icmp", "-j", "DNAT", "--to-destination", "10.0.0.2"},
-		{"-t", "nat", "-A", "INPUT", "-j", "SNAT", "--to-source", "10.0.0.1"},
+		{"-t", "nat", "-A", "OUTPUT", "-p", "dccp", "-j", "DNAT", "--to-destination", "10.0.0.2"},
+		{"-t", "nat", "-A", "PREROUTING", "-p", "dccp", "-j", "DNAT", "--to-destination", "10.0.0.2:80"},
 	} {
 		res, err := nettest.Exec(tp.FwNS, append([]string{bin, "iptables", "-w", "60"}, step...)...)
 		if res == nil {
@@ -99,8 +100,8 @@ func TestTableRulesRefused(t *testing.T) {
 			t.Errorf("%v: exit %d %q, want a refusal", step, res.ExitCode, res.Stderr)
 		}
 	}
-	res, _ := fw.try(tp, 4, "-restore", "*nat\n-A INPUT -p tcp -j SNAT --to-source 10.0.0.1\nCOMMIT\n")
-	if res == nil || res.ExitCode == 0 || !strings.Contains(res.Stderr, "target SNAT is not supported by xfw") {
+	res, _ := fw.try(tp, 4, "-restore", "*nat\n-A PREROUTING -p dccp -j DNAT --to-destination 10.0.0.1\nCOMMIT\n")
+	if res == nil || res.ExitCode == 0 || !strings.Contains(res.Stderr, "target DNAT is not supported by xfw") {
 		t.Errorf("restore of a nat rule: %+v", res)
 	}
 	if after := fw.save(t, tp, 4); stripComments(after) != stripComments(before) {
