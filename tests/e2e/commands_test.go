@@ -263,12 +263,36 @@ func TestCountersExactAcrossUpdates(t *testing.T) {
 // the head comes first, and a rule the path cannot take (a jump) is
 // compiled in full.
 func TestAppendInPlace(t *testing.T) {
+	appendInPlace(t, "")
+}
+
+// appendInPlaceNat is a Docker host's nat table for
+// TestAppendInPlaceBesideNat: its POSTROUTING counts the datagrams to
+// 7401 and 7404 that filter's FORWARD accepted.
+const appendInPlaceNat = "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n:DOCKER - [0:0]\n" +
+	"-A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER\n-A OUTPUT ! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j DOCKER\n" +
+	"-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE\n" +
+	"-A POSTROUTING -p udp -m udp --dport 7401 -j ACCEPT\n-A POSTROUTING -p udp -m udp --dport 7404 -j ACCEPT\n" +
+	"-A DOCKER -i docker0 -j RETURN\nCOMMIT\n"
+
+// TestAppendInPlaceBesideNat is TestAppendInPlace with a nat table loaded
+// beside filter, as on every Docker host: the changes are still made in
+// place, filter's ACCEPT (appended, inserted) goes on into nat's
+// POSTROUTING, whose rules count the datagrams, and nat's counters are
+// kept through the changes.
+func TestAppendInPlaceBesideNat(t *testing.T) {
+	appendInPlace(t, appendInPlaceNat)
+}
+
+// appendInPlace is TestAppendInPlace with other tables loaded first.
+func appendInPlace(t *testing.T, otherTables string) {
 	nettest.RequireRoot(t)
 	bin := xfwPath(t)
 	tp := nettest.New(t, nettest.WithStaticNeighbors())
 	fw := firewall{kind: "xfw", bin: bin}
 	t.Cleanup(func() { fw.stop(t, tp) })
 	var rules strings.Builder
+	rules.WriteString(otherTables)
 	rules.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:side - [0:0]\n")
 	for i := 0; i < 200; i++ {
 		fmt.Fprintf(&rules, "-A FORWARD -s 10.77.%d.%d/32 -p udp -m udp --dport %d -j DROP\n", i/250, i%250+1, 8000+i)
@@ -305,7 +329,6 @@ func TestAppendInPlace(t *testing.T) {
 	appendRule(true, "FORWARD", "-p", "udp", "--dport", "7400", "-j", "DROP")
 	appendRule(true, "FORWARD", "-p", "udp", "--dport", "7401", "-j", "ACCEPT")
 	appendRule(true, "FORWARD", "-p", "udp", "-j", "DROP")
-	appendRule(false, "FORWARD", "-p", "udp", "--dport", "7403", "-j", "side")
 	for _, c := range []struct {
 		port    uint16
 		arrives bool
@@ -325,6 +348,9 @@ func TestAppendInPlace(t *testing.T) {
 			t.Errorf("%s: %d packets, want %d", rule, got.packets, want)
 		}
 	}
+	// A jump is compiled in full; the changes after it are made in place
+	// again, in the generation compiled.
+	appendRule(false, "FORWARD", "-p", "udp", "--dport", "7403", "-j", "side")
 	// Delete the ACCEPT of 7401 by specification and the first rule by
 	// number: 7401 now meets the catch-all DROP, 8000 from 10.77.0.1 is
 	// no longer dropped by rule 1 but by the catch-all as well.
@@ -354,6 +380,19 @@ func TestAppendInPlace(t *testing.T) {
 	} {
 		if got := cs[rule]; got.packets != want {
 			t.Errorf("after the deletions %s: %d packets, want %d", rule, got.packets, want)
+		}
+	}
+	if otherTables == "" {
+		return
+	}
+	// The datagrams filter's in-place ACCEPTs passed went on into nat's
+	// POSTROUTING, whose counters the changes kept.
+	for rule, want := range map[string]uint64{
+		"POSTROUTING -p udp -m udp --dport 7401 -j ACCEPT": 3,
+		"POSTROUTING -p udp -m udp --dport 7404 -j ACCEPT": 3,
+	} {
+		if got := cs[rule]; got.packets != want {
+			t.Errorf("nat %s: %d packets, want %d", rule, got.packets, want)
 		}
 	}
 }
