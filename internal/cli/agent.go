@@ -282,6 +282,8 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 		case <-fpTicker.C:
 			if f := dataplane.FastPathPolledFacts(); f != a.fpPolled || a.fpBlind.Load() {
 				a.fpPolled = f
+				// The served commands' decision too (fastpath_watch.go).
+				dataplane.ForgetFastPathDecision()
 				a.refreshFastPath("periodic check")
 			}
 		}

@@ -67,6 +67,16 @@ func listenCommands(logf func(string, ...any)) (*cmdServer, error) {
 	if _, err := dataplane.WatchNetwork(); err != nil {
 		logf("commands: %v; every command lists the interfaces and addresses", err)
 	}
+	// Likewise the fast path's decision, while none of the facts it
+	// rests on changed (dataplane.WatchFastPathFacts; the agent's
+	// periodic check forgets it when a fact nothing notifies changed).
+	var groups []dataplane.FastPathGroup
+	for _, w := range fpWatches() {
+		groups = append(groups, dataplane.FastPathGroup{Name: w.name, Proto: w.proto, Group: w.group})
+	}
+	if _, err := dataplane.WatchFastPathFacts(groups); err != nil {
+		logf("commands: %v; every command decides the fast path afresh", err)
+	}
 	agentPace()
 	return &cmdServer{ln: ln, build: buildID(), env: commandEnv(os.Environ()), logf: logf}, nil
 }

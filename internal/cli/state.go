@@ -304,9 +304,13 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 	hook := slices.Index(ir.BuiltinChains[:], chain)
 	orderChains(rs)
 	oldChain, newChain := old.Chain(chain), rs.Chain(chain)
-	// Walks through other tables are compiled in full (compiler.Walks).
+	// With other tables the walks go through their chains too: filter's
+	// changes in place keep them (its ACCEPT goes on with the tables
+	// after it, their counter indexes shift with filter's), but a table
+	// the one ruleset has and the other lacks changes the walks: then
+	// compile in full.
 	if hook < 0 || oldChain == nil || newChain == nil || !shape(oldChain, newChain) ||
-		compiler.UsesOtherTables(old) || compiler.UsesOtherTables(rs) {
+		compiler.UsesOtherTables(old) != compiler.UsesOtherTables(rs) {
 		run.gen.release()
 		return commit(fam, old, rs, true, filterOnly, opts, sets)
 	}

@@ -59,11 +59,16 @@ func InsertRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef
 
 // addRule is AppendRule (at the chain's end) and InsertRule (atHead).
 func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, ifaces []Interface, atHead bool) (*Generation, error) {
-	if g.Walks() {
-		return nil, fmt.Errorf("%w: walks through other tables", ErrNotAppendable)
-	}
 	if hook < 0 || hook >= NumChains {
 		return nil, fmt.Errorf("%w: hook %d", ErrNotAppendable, hook)
+	}
+	acceptTo, err := g.walkAcceptTo(hook)
+	if err != nil {
+		return nil, err
+	}
+	if g.Walks() && hasCtReplMatch(r) {
+		// With NAT a compile splits the match (natReplRewrite).
+		return nil, fmt.Errorf("%w: --ctreplsrc or --ctrepldst in a walk", ErrNotAppendable)
 	}
 	if counter < NumChains || int(counter-NumChains) > len(g.Rules) {
 		return nil, fmt.Errorf("%w: counter index %d out of range", ErrNotAppendable, counter)
@@ -137,7 +142,13 @@ func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, i
 		if !ok {
 			return nil, fmt.Errorf("%w: target", ErrNotAppendable)
 		}
-		if e.Action == ActContinue {
+		switch {
+		case e.Action == ActAccept && acceptTo != 0:
+			// ACCEPT ends filter's chain only: the walk goes on with
+			// the tables after it (walkAfter).
+			e.Action, e.Next = ActContinue, acceptTo
+			out.MaxIters++
+		case e.Action == ActContinue:
 			// Counts (and logs), then goes on with the next entry.
 			e.Next = p + 1
 			out.MaxIters++ // one more CONTINUE a packet may meet
@@ -152,8 +163,39 @@ func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, i
 	for _, i := range g.Layout.EndRefs[hook] {
 		out.Entries[i].Next = end
 	}
+	if out.Layout.WalkEnd[hook] != 0 && out.Layout.WalkEnd[hook] == out.ChainEnd[hook] {
+		// No table's chain follows filter's in this walk: it ends
+		// with filter's chain (walkAfter).
+		out.Layout.WalkEnd[hook] = end
+	}
 	out.ChainEnd[hook] = end
 	return out, nil
+}
+
+// walkAcceptTo returns where an ACCEPT of filter's base chain hook
+// continues when the generation walks other tables' chains after it: the
+// position after filter's policy entry, which follows the chain's slack
+// (walkAfter); 0 when ACCEPT is the verdict (no walk, or no table's chain
+// after filter's in this one).
+func (g *Generation) walkAcceptTo(hook int) (uint32, error) {
+	walkEnd := g.Layout.WalkEnd[hook]
+	if walkEnd == 0 || walkEnd == g.ChainEnd[hook] {
+		return 0, nil
+	}
+	policy := g.Layout.SlackEnd[hook]
+	if int(policy) >= len(g.Entries) || policy+1 >= walkEnd {
+		return 0, fmt.Errorf("%w: walk without filter's policy entry", ErrNotAppendable)
+	}
+	if e := g.Entries[policy]; e.Rule != uint32(hook) || e.Flags != EFCount {
+		return 0, fmt.Errorf("%w: walk without filter's policy entry", ErrNotAppendable)
+	}
+	return policy + 1, nil
+}
+
+// hasCtReplMatch reports whether r has a conntrack match with
+// --ctreplsrc or --ctrepldst (natReplRewrite).
+func hasCtReplMatch(r *ir.Rule) bool {
+	return slices.ContainsFunc(r.Matches, hasCtReplAddr)
 }
 
 // logConfig returns the index of LOG options lc in g.LogConfigs, adding
@@ -521,8 +563,8 @@ const maxDeadEntries = 64
 // the chain has maxDeadEntries dead positions already. Like AppendRule it
 // changes g in place: g must not be used afterwards, also on error.
 func DeleteRule(g *Generation, r *ir.Rule, hook int, counter uint32, ifaces []Interface) (*Generation, error) {
-	if g.Walks() {
-		return nil, fmt.Errorf("%w: walks through other tables", ErrNotAppendable)
+	if g.Walks() && hasCtReplMatch(r) {
+		return nil, fmt.Errorf("%w: --ctreplsrc or --ctrepldst in a walk", ErrNotAppendable)
 	}
 	if hook < 0 || hook >= NumChains {
 		return nil, fmt.Errorf("%w: hook %d", ErrNotAppendable, hook)

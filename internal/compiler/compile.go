@@ -96,7 +96,9 @@ type Layout struct {
 	// each base chain when the ruleset has other tables (tables.go): the
 	// chains of every table the kernel runs on that path, filter's
 	// (ChainStart to ChainEnd) among them. WalkEnd[h] == 0: the walk is
-	// filter's chain alone. Such a generation is not changed in place.
+	// filter's chain alone. The in-place changes keep filter's ACCEPT
+	// going on with the tables after it (walkAcceptTo), and WalkEnd at
+	// ChainEnd when filter's chain ends the walk.
 	WalkStart, WalkEnd [NumChains]uint32
 	// Dead[h] counts the positions of base chain h whose rules DeleteRule
 	// removed: in no class, never reused until the next full compile.

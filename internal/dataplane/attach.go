@@ -114,7 +114,7 @@ func fillIfInfo(m *ebpf.Map, ifaces []Interface) (err error) {
 	t := time.Now()
 	brnf := brNFFlags()
 	t = TraceSince("ifinfo: br_netfilter", t)
-	fast := decideFastPath(ifaces)
+	fast := decideFastPathKept(ifaces)
 	t = TraceSince("ifinfo: fast path decided", t)
 	defer TraceSince("ifinfo: hop limits, written", t)
 	for _, ifc := range ifaces {

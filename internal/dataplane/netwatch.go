@@ -167,6 +167,19 @@ func refreshUnannounced(ifaces []Interface) error {
 	return nil
 }
 
+// currentEpoch returns the watch's epoch once every queued notification
+// is read, and whether the process watches at all: what was learnt from
+// the namespace after this call, in this epoch, stays current while the
+// epoch does.
+func (w *netWatch) currentEpoch() (epoch uint64, watching bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.pollLocked() {
+		return 0, false
+	}
+	return w.epoch, true
+}
+
 // filledFor reports whether cur's maps hold the addresses and routes of
 // the namespace now (a fill of cur since the last change), and the epoch
 // a fill starting now is of (for markFilled).

@@ -2,7 +2,10 @@ package dataplane
 
 import (
 	"os"
+	"slices"
 	"testing"
+
+	"github.com/vishvananda/netlink"
 )
 
 // TestReadRPFilterOn: off in a new namespace (every rp_filter 0), on when
@@ -39,4 +42,64 @@ func TestReadRPFilterOn(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestRPFilterListingKept: with the links followed (WatchNetwork), the
+// rp_filter sysctls' listing is kept while no link changes, taken again
+// after a device is added (its rp_filter then counts), and a device
+// removed since the kept listing (its notification not read yet) costs
+// no error: the sysctls are listed afresh.
+func TestRPFilterListingKept(t *testing.T) {
+	inFreshNetns(t, func() {
+		stop, err := WatchNetwork()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		list := func(wantKept bool) []string {
+			t.Helper()
+			names, kept, err := rpFilterSysctls()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kept != wantKept {
+				t.Errorf("listing kept %v, want %v: %v", kept, wantKept, names)
+			}
+			return names
+		}
+		list(false)
+		if names := list(true); !slices.Contains(names, "net/ipv4/conf/lo/rp_filter") {
+			t.Errorf("kept listing lacks lo: %v", names)
+		}
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "xwrp0"}, PeerName: "xwrp1"}
+		if err := netlink.LinkAdd(veth); err != nil {
+			t.Fatal(err)
+		}
+		if names := list(false); !slices.Contains(names, "net/ipv4/conf/xwrp0/rp_filter") {
+			t.Errorf("listing after the device was added lacks it: %v", names)
+		}
+		list(true)
+		if err := os.WriteFile(sysctlProcPrefix+"net/ipv4/conf/xwrp0/rp_filter", []byte("2"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if on, err := readRPFilterOn(); err != nil || on != 1 {
+			t.Errorf("the added device's loose rp_filter: readRPFilterOn() = %d, %v; want 1", on, err)
+		}
+		// The kept listing names a device now gone, whose removal's
+		// notification nothing read yet.
+		kept := rpFilterKept.names
+		if err := netlink.LinkDel(veth); err != nil {
+			t.Fatal(err)
+		}
+		rpFilterKept.mu.Lock()
+		epoch, _ := netFacts.currentEpoch()
+		rpFilterKept.names, rpFilterKept.epoch, rpFilterKept.valid = kept, epoch, true
+		rpFilterKept.mu.Unlock()
+		if on, err := readRPFilterOn(); err != nil || on != 0 {
+			t.Errorf("after the device's removal: readRPFilterOn() = %d, %v; want 0", on, err)
+		}
+		if names := list(true); slices.Contains(names, "net/ipv4/conf/xwrp0/rp_filter") {
+			t.Errorf("listing after the device was removed still has it: %v", names)
+		}
+	})
 }

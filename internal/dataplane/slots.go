@@ -383,6 +383,15 @@ func (b *slotBuild) installMaps(cur *state) error {
 // updates of a growing ruleset fit in it.
 func withHeadroom(n int) int { return n + n/4 + 64 }
 
+// changeRoom is more room, beyond withHeadroom's, in the maps every
+// change in place grows: compiler.AppendRule copies the classes a rule
+// changes, each a new chunk (520 bytes) and a class's chunk ids. Beside a
+// nat table an append adds about 6 chunks and 12 ids, so on a small
+// ruleset withHeadroom's 64 lasted ten appends; a map outgrown is created
+// and installed anew, an RCU grace period of 3–15 ms in the command. 256
+// chunks (133 KB a bank and family) last about forty.
+var changeRoom = map[string]int{"chunks": 256, "clsch": 1024}
+
 // reusable says whether m, the map of kind a slot holds, can take a new
 // generation's n elements: large enough and at most four times the size a
 // new map would have (a ruleset that shrank gives memory back). A reused
@@ -404,7 +413,7 @@ func capacity(kind string, n, ncpu int) int {
 	if strings.HasPrefix(kind, setHashOuter+"/") {
 		return n
 	}
-	return withHeadroom(n)
+	return withHeadroom(n) + changeRoom[kind]
 }
 
 // mapName is the kernel name of a generation map of kind ("xfw_small",

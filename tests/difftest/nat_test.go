@@ -42,6 +42,28 @@ func TestNATRulesets(t *testing.T) {
 	checkNATCases(t, s, cases)
 }
 
+// natAppendRulesets is how many random IPv4 nat rulesets the bounded
+// run loads into xfw with their filter base chains' first and last rules
+// inserted, appended and deleted one by one (DIFFTEST_NAT_APPEND_COUNT
+// changes it).
+const natAppendRulesets = 2
+
+// TestNATRulesetsAppended is TestNATRulesets for rulesets xfw loads
+// partly by `iptables -I`, `-A` and `-D` of filter's base chains beside
+// the nat table (Config.AppendTail, as TestRandomRulesetsAppended), which
+// change the running generation in place; the kernel restores the whole.
+// Filter's ACCEPTs added so must go on into nat's POSTROUTING and INPUT
+// as the compiled ones do.
+func TestNATRulesetsAppended(t *testing.T) {
+	s := session(t, ir.IPv4, func(c *difftest.Config) { c.Conntrack, c.AppendTail = true, appendTail })
+	checkNATCases(t, s, randomNATCases(t, s, 4, envInt(t, "DIFFTEST_NAT_APPEND_COUNT", natAppendRulesets)))
+	rules, inPlace := s.Appended()
+	t.Logf("%d iptables -I, -A and -D commands, %d of them done in place", rules, inPlace)
+	if rules == 0 || inPlace == 0 {
+		t.Errorf("%d -I, -A and -D commands, %d of them in place: the in-place path beside nat was not taken", rules, inPlace)
+	}
+}
+
 // TestNAT6Rulesets compares random IPv6 rulesets with a nat table (as
 // TestNATRulesets: DNAT and REDIRECT in PREROUTING and OUTPUT, SNAT and
 // MASQUERADE in POSTROUTING, with and without -p, ICMPv6 echo) against

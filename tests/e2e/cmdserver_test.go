@@ -558,3 +558,63 @@ func TestCmdServerSeesRouteChange(t *testing.T) {
 		srv.Close()
 	}
 }
+
+// TestCmdServerInPlaceBesideNat runs fail2ban's and Docker's kind of rule
+// changes (-A, -I, -D of filter's base chains) with a nat table loaded,
+// in a namespace without an agent and in one whose agent serves them,
+// packets sent between the commands; the agent changes the running
+// generation in place (its trace says so) and keeps what it installed
+// for the next command, which XFW_CHECK_REUSE compares with the running
+// generation read back. Both namespaces must end with the same save,
+// counters included (nat's too), and forward the same packets.
+func TestCmdServerInPlaceBesideNat(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	own := nettest.New(t, nettest.WithStaticNeighbors())
+	served := nettest.New(t, nettest.WithStaticNeighbors())
+	for _, tp := range []*nettest.Topology{own, served} {
+		fw := firewall{kind: "xfw", bin: bin}
+		t.Cleanup(func() { fw.stop(t, tp) })
+	}
+	t.Setenv("XFW_TRACE", "1")
+	t.Setenv("XFW_CHECK_REUSE", "1")
+	_, agentOut := startAgent(t, bin, served)
+	steps := []cmdStep{
+		{argv: []string{"iptables-restore", "-w"}, stdin: appendInPlaceNat + cmdBase},
+		{argv: []string{"iptables", "-w", "-A", "FORWARD", "-p", "udp", "--dport", "7401", "-j", "ACCEPT"}},
+		{argv: []string{"iptables", "-w", "-I", "FORWARD", "1", "-p", "udp", "--dport", "7404", "-j", "ACCEPT"}},
+		{argv: []string{"iptables", "-w", "-A", "FORWARD", "-p", "udp", "--dport", "7400", "-j", "DROP"}},
+		{argv: []string{"iptables", "-w", "-I", "INPUT", "-s", "192.0.2.7", "-j", "REJECT", "--reject-with", "icmp-port-unreachable"}},
+		{argv: []string{"iptables", "-w", "-D", "FORWARD", "-p", "udp", "--dport", "7401", "-j", "ACCEPT"}},
+		{argv: []string{"iptables", "-w", "-D", "INPUT", "-s", "192.0.2.7", "-j", "REJECT", "--reject-with", "icmp-port-unreachable"}},
+		{argv: []string{"iptables", "-w", "-A", "FORWARD", "-p", "udp", "--dport", "7401", "-j", "ACCEPT"}},
+	}
+	ports := []uint16{7100, 7400, 7401, 7404}
+	traced := regexp.MustCompile(`(?m)^xfw trace: .*\n`) // the commands in their own processes trace too
+	for i, s := range steps {
+		mark := len(agentOut.String())
+		want := traced.ReplaceAllString(runStep(t, own.FwNS, bin, "off", s), "")
+		if got := traced.ReplaceAllString(runStep(t, served.FwNS, bin, "only", s), ""); got != want {
+			t.Errorf("%v: served by the agent:\n%s\n\nin its own process:\n%s", s.argv, got, want)
+		}
+		trace := agentOut.String()[mark:]
+		if i > 0 && !regexp.MustCompile(`commit: (append|insert|delete) in place`).MatchString(trace) {
+			t.Errorf("%v: the agent did not change the generation in place; its trace:\n%s", s.argv, trace)
+		}
+		for _, port := range ports {
+			a, b := udpArrivals(t, own, port), udpArrivals(t, served, port)
+			if a != b {
+				t.Errorf("after %v, port %d: %d of 3 datagrams forwarded with the agent serving, %d without", s.argv, port, b, a)
+			}
+		}
+	}
+	fw := firewall{kind: "xfw", bin: bin}
+	strip := func(save string) string { return saveStamp.ReplaceAllString(save, "") }
+	if got, want := strip(fw.save(t, served, 4)), strip(fw.save(t, own, 4)); got != want {
+		t.Errorf("saves differ; served by the agent:\n%s\nin their own processes:\n%s", got, want)
+	}
+	cs := counters(t, fw.save(t, served, 4))
+	if c := cs["POSTROUTING -p udp -m udp --dport 7404 -j ACCEPT"]; c.packets == 0 {
+		t.Errorf("nat POSTROUTING counted no datagram filter's inserted ACCEPT passed")
+	}
+}

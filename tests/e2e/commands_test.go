@@ -190,21 +190,43 @@ func TestCounterCarryMatchesKernel(t *testing.T) {
 // waits for the old bank's packets before carrying its counters) or counted
 // twice.
 func TestCountersExactAcrossUpdates(t *testing.T) {
+	countersExactAcrossUpdates(t, "")
+}
+
+// TestCountersExactAcrossUpdatesBesideNat is TestCountersExactAcrossUpdates
+// with a nat table loaded: the updates change a generation that walks
+// nat's chains in place, and the accepting rule's counter (the packets
+// its ACCEPT passes on into nat POSTROUTING) stays exact.
+func TestCountersExactAcrossUpdatesBesideNat(t *testing.T) {
+	countersExactAcrossUpdates(t, appendInPlaceNat)
+}
+
+// countersExactAcrossUpdates is TestCountersExactAcrossUpdates with other
+// tables loaded first.
+func countersExactAcrossUpdates(t *testing.T, otherTables string) {
 	nettest.RequireRoot(t)
 	bin := xfwPath(t)
 	tp := nettest.New(t, nettest.WithStaticNeighbors())
 	fw := firewall{kind: "xfw", bin: bin}
 	t.Cleanup(func() { fw.stop(t, tp) })
-	fw.restore(t, tp, 4, "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n-A FORWARD -p udp -m udp --dport 7400 -j ACCEPT\nCOMMIT\n")
+	fw.restore(t, tp, 4, otherTables+"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n-A FORWARD -p udp -m udp --dport 7400 -j ACCEPT\nCOMMIT\n")
 	nettest.MustExec(t, tp.SinkNS, "iptables-legacy", "-w", "-A", "INPUT", "-p", "udp", "--dport", "7400")
 	const updates = 30
 	done := make(chan error, 1)
+	inPlace := 0
 	go func() {
 		var err error
+		run := func(args ...string) {
+			var res *nettest.Result
+			res, err = nettest.Exec(tp.FwNS, append([]string{"env", "XFW_TRACE=1", bin, "iptables", "-w"}, args...)...)
+			if err == nil && (strings.Contains(res.Stderr, "commit: insert in place") || strings.Contains(res.Stderr, "commit: delete in place")) {
+				inPlace++
+			}
+		}
 		for i := 0; i < updates && err == nil; i++ {
 			rule := []string{"FORWARD", "-s", fmt.Sprintf("10.250.%d.1", i), "-j", "DROP"}
-			if _, err = nettest.Exec(tp.FwNS, append([]string{bin, "iptables", "-w", "-I"}, rule...)...); err == nil && i%2 == 1 {
-				_, err = nettest.Exec(tp.FwNS, append([]string{bin, "iptables", "-w", "-D"}, rule...)...)
+			if run(append([]string{"-I"}, rule...)...); err == nil && i%2 == 1 {
+				run(append([]string{"-D"}, rule...)...)
 			}
 		}
 		done <- err
@@ -253,6 +275,9 @@ func TestCountersExactAcrossUpdates(t *testing.T) {
 	if int(got.packets) != arrived {
 		t.Errorf("rule counter %d, but the sink's kernel counted %d datagrams arriving", got.packets, arrived)
 	}
+	if inPlace == 0 {
+		t.Errorf("none of the updates changed the running generation in place")
+	}
 }
 
 // TestAppendInPlace checks the in-place paths of `iptables -A`, `-D` and
@@ -263,12 +288,36 @@ func TestCountersExactAcrossUpdates(t *testing.T) {
 // the head comes first, and a rule the path cannot take (a jump) is
 // compiled in full.
 func TestAppendInPlace(t *testing.T) {
+	appendInPlace(t, "")
+}
+
+// appendInPlaceNat is a Docker host's nat table for
+// TestAppendInPlaceBesideNat: its POSTROUTING counts the datagrams to
+// 7401 and 7404 that filter's FORWARD accepted.
+const appendInPlaceNat = "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n:DOCKER - [0:0]\n" +
+	"-A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER\n-A OUTPUT ! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j DOCKER\n" +
+	"-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE\n" +
+	"-A POSTROUTING -p udp -m udp --dport 7401 -j ACCEPT\n-A POSTROUTING -p udp -m udp --dport 7404 -j ACCEPT\n" +
+	"-A DOCKER -i docker0 -j RETURN\nCOMMIT\n"
+
+// TestAppendInPlaceBesideNat is TestAppendInPlace with a nat table loaded
+// beside filter, as on every Docker host: the changes are still made in
+// place, filter's ACCEPT (appended, inserted) goes on into nat's
+// POSTROUTING, whose rules count the datagrams, and nat's counters are
+// kept through the changes.
+func TestAppendInPlaceBesideNat(t *testing.T) {
+	appendInPlace(t, appendInPlaceNat)
+}
+
+// appendInPlace is TestAppendInPlace with other tables loaded first.
+func appendInPlace(t *testing.T, otherTables string) {
 	nettest.RequireRoot(t)
 	bin := xfwPath(t)
 	tp := nettest.New(t, nettest.WithStaticNeighbors())
 	fw := firewall{kind: "xfw", bin: bin}
 	t.Cleanup(func() { fw.stop(t, tp) })
 	var rules strings.Builder
+	rules.WriteString(otherTables)
 	rules.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:side - [0:0]\n")
 	for i := 0; i < 200; i++ {
 		fmt.Fprintf(&rules, "-A FORWARD -s 10.77.%d.%d/32 -p udp -m udp --dport %d -j DROP\n", i/250, i%250+1, 8000+i)
@@ -305,7 +354,6 @@ func TestAppendInPlace(t *testing.T) {
 	appendRule(true, "FORWARD", "-p", "udp", "--dport", "7400", "-j", "DROP")
 	appendRule(true, "FORWARD", "-p", "udp", "--dport", "7401", "-j", "ACCEPT")
 	appendRule(true, "FORWARD", "-p", "udp", "-j", "DROP")
-	appendRule(false, "FORWARD", "-p", "udp", "--dport", "7403", "-j", "side")
 	for _, c := range []struct {
 		port    uint16
 		arrives bool
@@ -325,6 +373,9 @@ func TestAppendInPlace(t *testing.T) {
 			t.Errorf("%s: %d packets, want %d", rule, got.packets, want)
 		}
 	}
+	// A jump is compiled in full; the changes after it are made in place
+	// again, in the generation compiled.
+	appendRule(false, "FORWARD", "-p", "udp", "--dport", "7403", "-j", "side")
 	// Delete the ACCEPT of 7401 by specification and the first rule by
 	// number: 7401 now meets the catch-all DROP, 8000 from 10.77.0.1 is
 	// no longer dropped by rule 1 but by the catch-all as well.
@@ -354,6 +405,19 @@ func TestAppendInPlace(t *testing.T) {
 	} {
 		if got := cs[rule]; got.packets != want {
 			t.Errorf("after the deletions %s: %d packets, want %d", rule, got.packets, want)
+		}
+	}
+	if otherTables == "" {
+		return
+	}
+	// The datagrams filter's in-place ACCEPTs passed went on into nat's
+	// POSTROUTING, whose counters the changes kept.
+	for rule, want := range map[string]uint64{
+		"POSTROUTING -p udp -m udp --dport 7401 -j ACCEPT": 3,
+		"POSTROUTING -p udp -m udp --dport 7404 -j ACCEPT": 3,
+	} {
+		if got := cs[rule]; got.packets != want {
+			t.Errorf("nat %s: %d packets, want %d", rule, got.packets, want)
 		}
 	}
 }

@@ -176,13 +176,26 @@ func (s *Session) Appended() (rules, inPlace int) { return s.appended, s.inPlace
 // n of its last ones (other lines) out of the filter table text, returning
 // the rest, the first lines and the last lines, each in order. The first
 // lines end before one naming several addresses: it stands for one rule
-// per address, which -I would put in reverse order.
+// per address, which -I would put in reverse order. Only the filter
+// table's lines are taken (the text may have other tables, whose chains
+// bear the same names).
 func splitEnds(text string, n int) (rest, head, tail []string) {
 	lines := strings.Split(text, "\n")
 	taken := map[int]int{} // line → 1 head, 2 tail
+	table := make([]string, len(lines))
+	cur := ir.TableFilter
+	for i, l := range lines {
+		if strings.HasPrefix(l, "*") {
+			cur = strings.TrimSpace(l[1:])
+		}
+		table[i] = cur
+	}
 	for _, chain := range ir.BuiltinChains {
 		var idx []int
 		for i, l := range lines {
+			if table[i] != ir.TableFilter {
+				continue
+			}
 			if t := strings.TrimRight(l, " "); t == "-A "+chain || strings.HasPrefix(t, "-A "+chain+" ") {
 				idx = append(idx, i)
 			}
