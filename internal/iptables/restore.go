@@ -138,6 +138,12 @@ type restorer struct {
 // more than that (newRestoreReader). It waits for no more input than it
 // returns, as fgets: an input kept open between lines is read line by line.
 func readChunk(br *bufio.Reader) (string, error) {
+	return readChunkWith(br, func(b []byte) string { return string(b) })
+}
+
+// readChunkWith is readChunk with the chunk's string made by text from
+// the buffered bytes (which it must copy: the buffer is reused).
+func readChunkWith(br *bufio.Reader, text func([]byte) string) (string, error) {
 	const most = restoreBufLen - 1
 	for {
 		p, _ := br.Peek(br.Buffered()) // what is buffered: no read
@@ -158,7 +164,7 @@ func readChunk(br *bufio.Reader) (string, error) {
 			}
 		}
 		if n >= 0 {
-			chunk := string(p[:n])
+			chunk := text(p[:n])
 			_, err := br.Discard(n)
 			return chunk, err
 		}
