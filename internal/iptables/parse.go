@@ -121,6 +121,13 @@ func ParseRule(fam ir.Family, chain string, spec []string) ([]*ir.Rule, error) {
 // iptables-restore it is followed by "-t TABLE"). prog is the name used in
 // messages produced while parsing; sets serves the set match.
 func parseArgv(fam ir.Family, argv []string, restore bool, prog string, sets SetLookup) (*Command, *failure) {
+	return parseArgvInto(nil, fam, argv, restore, prog, sets)
+}
+
+// parseArgvInto is parseArgv returning the command in dst (a new one when
+// dst is nil): a restore keeps the commands it parses ahead in its
+// batches' records.
+func parseArgvInto(dst *Command, fam ir.Family, argv []string, restore bool, prog string, sets SetLookup) (*Command, *failure) {
 	p := parserPool.Get().(*parser)
 	p.fam, p.restore, p.prog = fam, restore, prog
 	p.opts, p.table = globalOptTable, "filter"
@@ -137,8 +144,15 @@ func parseArgv(fam ir.Family, argv []string, restore bool, prog string, sets Set
 		p.release()
 		return nil, f
 	}
-	cmd := new(Command)
+	cmd := dst
+	if cmd == nil {
+		cmd = new(Command)
+	}
 	*cmd = p.cmd
+	if len(cmd.Rules) == 1 && &cmd.Rules[0] == &p.cmd.oneRule[0] {
+		cmd.oneRule[0] = cmd.Rules[0]
+		cmd.Rules = cmd.oneRule[:1:1]
+	}
 	p.release()
 	return cmd, nil
 }

@@ -250,9 +250,11 @@ func (p *parser) addMatch(e *extension) {
 			m.completed = true
 		}
 	}
-	m := &matchInst{}
+	var m *matchInst
 	if n := len(p.matches); n < len(p.matchBuf) {
 		m = &p.matchBuf[n]
+	} else {
+		m = new(matchInst)
 	}
 	*m = matchInst{ext: e, state: e.newMatch(&p.ctx)}
 	p.matches = append(p.matches, m)

@@ -56,6 +56,8 @@ type parsedLine struct {
 	table string
 	cmd   *Command
 	f     *failure
+	// command holds cmd's command (parseCommandInto).
+	command Command
 	// again says the parse must be done again in the line's turn: it
 	// looked up an ipset, or it panicked (which its turn reports).
 	again bool
@@ -256,6 +258,7 @@ func (r *restorer) parseAhead(pl *parsedLine, chunk string) {
 	defer func() {
 		if recover() != nil {
 			pl.cmd, pl.f, pl.again = nil, nil, true
+			pl.command = Command{}
 		}
 	}()
 	var sets SetLookup
@@ -265,5 +268,5 @@ func (r *restorer) parseAhead(pl *parsedLine, chunk string) {
 			return SetInfo{}, false
 		}
 	}
-	pl.cmd, pl.f = r.parseCommand(chunk, pl.line, pl.table, sets)
+	pl.cmd, pl.f = r.parseCommandInto(&pl.command, chunk, pl.line, pl.table, sets)
 }

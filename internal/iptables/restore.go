@@ -334,13 +334,16 @@ func (r *restorer) startTable(chunk string) (ok, skip bool, err error) {
 // chainLine handles ":CHAIN POLICY [packets:bytes]".
 func (r *restorer) chainLine(chunk string) error {
 	r.chains.reset() // the chains change
-	buf := []byte(chunk)
+	var space [256]byte
+	buf := append(space[:0], chunk...)
 	var save int
 	t := strtok(buf, 1, " \t\n", &save)
 	if t < 0 {
 		return r.fail(paramErr("%s: line %d chain name invalid", r.prog, r.line))
 	}
-	chain := cstr(buf[t:])
+	// The name is the line's text (strtok cut it with a NUL; chunk has
+	// none, cleanChunk): no copy.
+	chain := chunk[t : t+len(cstrBytes(buf[t:]))]
 	if len(chain) >= maxNameLen {
 		return r.fail(paramErr("Invalid chain name `%s' (%d chars max)", chain, maxNameLen-1))
 	}
@@ -430,6 +433,12 @@ const argvPrefix = 6
 // depends on nothing but its arguments and the restore's options, so
 // lines are parsed ahead of their turn (readahead.go).
 func (r *restorer) parseCommand(chunk string, lineNo int, table string, sets SetLookup) (*Command, *failure) {
+	return r.parseCommandInto(nil, chunk, lineNo, table, sets)
+}
+
+// parseCommandInto is parseCommand returning the command in dst (a new
+// one when dst is nil).
+func (r *restorer) parseCommandInto(dst *Command, chunk string, lineNo int, table string, sets SetLookup) (*Command, *failure) {
 	pcnt, bcnt, rest, has, f := ruleCounters(chunk, lineNo)
 	if f != nil {
 		return nil, f
@@ -448,7 +457,7 @@ func (r *restorer) parseCommand(chunk string, lineNo int, table string, sets Set
 	argv, f = tokenize(argv, rest)
 	var cmd *Command
 	if f == nil {
-		cmd, f = parseArgv(r.fam, argv, true, r.prog, sets)
+		cmd, f = parseArgvInto(dst, r.fam, argv, true, r.prog, sets)
 	}
 	clear(argv) // the words are the line's: let it go with its command
 	*buf = argv[:0]

@@ -53,6 +53,9 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 	// plain says param is line[start:start+len(param)]: no quote was
 	// part of the word.
 	plain, start := true, 0
+	// quoted is where a word that is one quoted part without escapes
+	// starts in line (its text is that part of line), -1 for others.
+	quoted := -1
 	add := func(c byte) *failure {
 		param = append(param, c)
 		if len(param) >= maxParamLen {
@@ -68,10 +71,12 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 			words = append(words, w)
 		} else if plain {
 			words = append(words, line[start:start+len(param)])
+		} else if quoted >= 0 {
+			words = append(words, line[quoted:quoted+len(param)])
 		} else {
 			words = append(words, string(param))
 		}
-		param, plain = param[:0], true
+		param, plain, quoted = param[:0], true, -1
 		return nil
 	}
 	for i := 0; i < len(line); i++ {
@@ -85,7 +90,7 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 				}
 				continue
 			case c == '\\':
-				escaped = true
+				escaped, quoted = true, -1
 				continue
 			case c == '"':
 				quoteOpen = false
@@ -96,6 +101,10 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 				continue
 			}
 		} else if c == '"' {
+			quoted = -1
+			if len(param) == 0 {
+				quoted = i + 1
+			}
 			quoteOpen, plain = true, false
 			continue
 		}
@@ -232,10 +241,16 @@ var internedWords = func() map[string]string {
 
 // cstr returns the C string at the start of b (up to the first NUL).
 func cstr(b []byte) string {
+	return string(cstrBytes(b))
+}
+
+// cstrBytes returns the C string at the start of b (up to the first NUL)
+// without copying it.
+func cstrBytes(b []byte) []byte {
 	if i := indexByte(b, 0); i >= 0 {
-		return string(b[:i])
+		return b[:i]
 	}
-	return string(b)
+	return b
 }
 
 // indexByte is bytes.IndexByte.
