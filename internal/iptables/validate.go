@@ -176,6 +176,41 @@ type jumpGraph struct {
 	// first is, per chain, the index of the first chain of its name
 	// (itself but for a duplicate name).
 	first []int32
+	// recent holds recent lookups of index by a hash of the name's
+	// length and last byte (recentSlot): kube-proxy jumps to
+	// KUBE-MARK-MASQ from a hundred thousand chains, a lookup in a map of
+	// 110,000 names otherwise.
+	recent [recentSlots]recentTarget
+}
+
+// recentSlots is the size of jumpGraph.recent, a power of two.
+const recentSlots = 64
+
+// recentTarget is a name looked up in jumpGraph.index and what it found.
+type recentTarget struct {
+	name string
+	next int32
+	ok   bool
+}
+
+// recentSlot is name's slot in jumpGraph.recent (name is not empty).
+func recentSlot(name string) int {
+	return (len(name)*31 + int(name[len(name)-1])) & (recentSlots - 1)
+}
+
+// lookup is index[name], served from recent when it holds name.
+func (g *jumpGraph) lookup(name string) (int32, bool) {
+	if name == "" {
+		next, ok := g.index[name]
+		return next, ok
+	}
+	slot := &g.recent[recentSlot(name)]
+	if slot.name == name && len(slot.name) > 0 {
+		return slot.next, slot.ok
+	}
+	next, ok := g.index[name]
+	*slot = recentTarget{name: name, next: next, ok: ok}
+	return next, ok
 }
 
 // newJumpGraph numbers rs's chains.
@@ -204,7 +239,7 @@ func (g *jumpGraph) targetsOf(c int32) []int32 {
 		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
 			continue
 		}
-		next, ok := g.index[r.Target.Chain]
+		next, ok := g.lookup(r.Target.Chain)
 		switch {
 		case !ok:
 			next = jumpMissing

@@ -1,6 +1,8 @@
 package iptables
 
 import (
+	"fmt"
+	"math/rand"
 	"strings"
 	"testing"
 
@@ -63,4 +65,29 @@ func validateInOrder(t *testing.T, table *ir.Ruleset) *failure {
 		t.Fatal(f.msg)
 	}
 	return firstFailureInOrder(table, hooks)
+}
+
+// TestJumpGraphLookupAgreesWithIndex: the graph's lookups through its
+// recent slots find what its index holds, for names that share slots,
+// missing names and the empty name, in any order.
+func TestJumpGraphLookupAgreesWithIndex(t *testing.T) {
+	rs := ir.NewRuleset(ir.IPv4)
+	rs.Table = "nat"
+	var names []string
+	for i := range 300 {
+		names = append(names, fmt.Sprintf("KUBE-SEP-%04dQ", i), fmt.Sprintf("C%d", i))
+	}
+	for _, n := range names[:400] {
+		rs.Chains = append(rs.Chains, &ir.Chain{Name: n})
+	}
+	names = append(names, "", "KUBE-MARK-MASQ", "none")
+	g := newJumpGraph(rs)
+	rnd := rand.New(rand.NewSource(5))
+	for range 20000 {
+		n := names[rnd.Intn(len(names))]
+		want, wantOK := g.index[n]
+		if got, ok := g.lookup(n); got != want || ok != wantOK {
+			t.Fatalf("lookup(%q) = %d, %v; index %d, %v", n, got, ok, want, wantOK)
+		}
+	}
 }
