@@ -163,8 +163,10 @@ func (f x6flags) fcheck(e *extension) *failure {
 		if !f.has(o.id) {
 			continue
 		}
+		// Only the ids o names in also or excl can fail (xflags'
+		// loop over every id checks nothing else).
 		for i := 0; i < maxIDs; i++ {
-			if i == o.id {
+			if i == o.id || (o.also|o.excl)&(uint32(1)<<i) == 0 {
 				continue
 			}
 			other := e.lookup(i)

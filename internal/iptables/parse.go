@@ -25,6 +25,8 @@ type parser struct {
 	prog    string
 	g       *getopt
 	opts    []*optDef
+	// optMemo remembers mergeOpts' tables; it outlives a parse (release).
+	optMemo *optTableMemo
 	ctx     parseCtx
 
 	command  uint32
@@ -161,7 +163,7 @@ func parseArgvInto(dst *Command, fam ir.Family, argv []string, restore bool, pro
 // thousands of lines, and a parser is several hundred bytes. A parser
 // that panicked is not put back.
 var parserPool = sync.Pool{New: func() any {
-	p := &parser{}
+	p := &parser{optMemo: new(optTableMemo)}
 	p.ctx.notice = p.addNotice
 	p.matches = make([]*matchInst, 0, len(p.matchBuf))
 	return p
@@ -174,9 +176,9 @@ func (p *parser) addNotice(s string) { p.cmd.Notices = append(p.cmd.Notices, s) 
 // Nothing the parse returned refers to p: the command is a copy, the
 // rules and matches are built from p's fields by value.
 func (p *parser) release() {
-	notice, matches, loaded := p.ctx.notice, p.matches[:0], p.loaded[:0]
+	notice, matches, loaded, memo := p.ctx.notice, p.matches[:0], p.loaded[:0], p.optMemo
 	*p = parser{}
-	p.ctx.notice, p.matches, p.loaded = notice, matches, loaded
+	p.ctx.notice, p.matches, p.loaded, p.optMemo = notice, matches, loaded, memo
 	parserPool.Put(p)
 }
 
