@@ -165,6 +165,7 @@ func parseArgvInto(dst *Command, fam ir.Family, argv []string, restore bool, pro
 var parserPool = sync.Pool{New: func() any {
 	p := &parser{optMemo: new(optTableMemo)}
 	p.ctx.notice = p.addNotice
+	p.ctx.slabs = new(stateSlabs)
 	p.matches = make([]*matchInst, 0, len(p.matchBuf))
 	return p
 }}
@@ -176,9 +177,9 @@ func (p *parser) addNotice(s string) { p.cmd.Notices = append(p.cmd.Notices, s) 
 // Nothing the parse returned refers to p: the command is a copy, the
 // rules and matches are built from p's fields by value.
 func (p *parser) release() {
-	notice, matches, loaded, memo := p.ctx.notice, p.matches[:0], p.loaded[:0], p.optMemo
+	notice, matches, loaded, memo, slabs := p.ctx.notice, p.matches[:0], p.loaded[:0], p.optMemo, p.ctx.slabs
 	*p = parser{}
-	p.ctx.notice, p.matches, p.loaded, p.optMemo = notice, matches, loaded, memo
+	p.ctx.notice, p.matches, p.loaded, p.optMemo, p.ctx.slabs = notice, matches, loaded, memo, slabs
 	parserPool.Put(p)
 }
 

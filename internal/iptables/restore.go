@@ -131,6 +131,9 @@ type restorer struct {
 	// chains remembers the chains the rule commands looked up since the
 	// chains last changed (chainMemo).
 	chains chainMemo
+	// findChain is table's ChainFinder (chain lines look up every name
+	// they declare).
+	findChain func(string) *ir.Chain
 }
 
 // readChunk reads like fgets with iptables-restore's buffer: up to and
@@ -315,6 +318,7 @@ func (r *restorer) startTable(chunk string) (ok, skip bool, err error) {
 	}
 	r.work = r.committed.CloneChains()
 	r.table = r.work.EnsureTable(table)
+	r.findChain = r.table.ChainFinder()
 	r.ownsTable = false
 	if !r.opts.NoFlush {
 		for _, c := range r.table.Chains {
@@ -348,7 +352,7 @@ func (r *restorer) chainLine(chunk string) error {
 		return r.fail(paramErr("Invalid chain name `%s' (%d chars max)", chain, maxNameLen-1))
 	}
 	if !ir.IsTableBuiltin(r.table.Table, chain) {
-		if c := r.table.Chain(chain); c != nil && r.opts.NoFlush {
+		if c := r.findChain(chain); c != nil && r.opts.NoFlush {
 			c.Rules = nil
 		} else if c != nil || isVerdictName(chain) {
 			return r.fail(paramErr("error creating chain '%s':%s", chain, errFileExists))
