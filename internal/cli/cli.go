@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/ipset"
@@ -313,8 +314,10 @@ func runRestore(name string, args []string, env Env) int {
 	if !cmdCache.holds(fam) {
 		resetPace = frontEndPace()
 	}
+	t := time.Now()
 	rs, err := iptables.RestoreOnto(fam, io.TeeReader(in, tables), decode, opts)
 	resetPace()
+	dataplane.TraceSince("restore: read, decode, parse", t)
 	if err != nil {
 		return report(env, name, sets.setsErr(err))
 	}

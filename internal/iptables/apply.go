@@ -204,6 +204,9 @@ func (c *Command) ownRule(r *ir.Rule) *ir.Rule {
 	return r.Clone()
 }
 
+// chainRulesFirst is the room an append makes in a chain without rules.
+const chainRulesFirst = 4
+
 // applyRule executes -A, -I, -R, -D and -C with the resolved rules.
 func (c *Command) applyRule(rs *ir.Ruleset, rules []*ir.Rule) *failure {
 	ch := c.chains.chain(rs, c.Chain)
@@ -211,6 +214,11 @@ func (c *Command) applyRule(rs *ir.Ruleset, rules []*ir.Rule) *failure {
 	case CmdAppend:
 		if ch == nil {
 			return iptcErr(errNoChain)
+		}
+		if cap(ch.Rules) == 0 {
+			// Room for a few: kube-proxy's chains have two to a dozen
+			// rules, appended one command at a time.
+			ch.Rules = make([]*ir.Rule, 0, max(len(rules), chainRulesFirst))
 		}
 		for _, r := range rules {
 			ch.Rules = append(ch.Rules, c.ownRule(r))
@@ -433,6 +441,7 @@ func setPolicy(rs *ir.Ruleset, chain, policy string, counters *ir.Counters) *fai
 // may add, remove or rename chains, and rule commands do none of that.
 type chainMemo struct {
 	table  *ir.Ruleset
+	find   func(string) *ir.Chain // table's ChainFinder
 	names  [chainMemoSize]string
 	chains [chainMemoSize]*ir.Chain
 	n      int // entries in use
@@ -447,16 +456,16 @@ func (m *chainMemo) chain(rs *ir.Ruleset, name string) *ir.Chain {
 	if m == nil {
 		return rs.Chain(name)
 	}
-	if m.table != rs {
+	if m.table != rs || m.find == nil {
 		m.reset()
-		m.table = rs
+		m.table, m.find = rs, rs.ChainFinder()
 	}
 	for i := range m.n {
 		if m.names[i] == name {
 			return m.chains[i]
 		}
 	}
-	c := rs.Chain(name)
+	c := m.find(name)
 	m.names[m.next], m.chains[m.next] = name, c
 	m.next = (m.next + 1) % chainMemoSize
 	m.n = min(m.n+1, chainMemoSize)

@@ -97,6 +97,8 @@ type Command struct {
 	// chains, when set, serves the lookups of the rule command's chain
 	// and jump target (iptables-restore's chainMemo).
 	chains *chainMemo
+	// oneRule holds Rules when there is one: no slice of its own.
+	oneRule [1]*ir.Rule
 }
 
 // kindOf maps command bits to a CommandKind.

@@ -54,6 +54,69 @@ type parseCtx struct {
 	notice func(string)
 	// sets looks up the ipsets the set match names (nil: no set exists).
 	sets SetLookup
+	// slabs hands out the states of the most common modules; it
+	// outlives a parse (parser.release).
+	slabs *stateSlabs
+}
+
+// stateSlabs holds the states of the modules every kube-proxy rule has,
+// cut from slabs instead of allocated one by one (a restore parses
+// hundreds of thousands of them). A state becomes its rule's match or
+// target (build), so a slab lives as long as any rule built from it.
+type stateSlabs struct {
+	comment   slab[commentState]
+	tcp       slab[tcpState]
+	statistic slab[statisticState]
+	nat       slab[natState]
+}
+
+// slabLen is the number of states a slab holds.
+const slabLen = 32
+
+// slab cuts zero values of T from arrays of slabLen.
+type slab[T any] struct{ free []T }
+
+// next returns a zero T; s nil allocates it alone.
+func (s *slab[T]) next() *T {
+	if s == nil {
+		return new(T)
+	}
+	if len(s.free) == 0 {
+		s.free = make([]T, slabLen)
+	}
+	v := &s.free[0]
+	s.free = s.free[1:]
+	return v
+}
+
+// commentSlab and the others are c's slabs of each state, nil (one
+// allocation per state) for a context without slabs.
+func (c *parseCtx) commentSlab() *slab[commentState] {
+	if c.slabs == nil {
+		return nil
+	}
+	return &c.slabs.comment
+}
+
+func (c *parseCtx) tcpSlab() *slab[tcpState] {
+	if c.slabs == nil {
+		return nil
+	}
+	return &c.slabs.tcp
+}
+
+func (c *parseCtx) statisticSlab() *slab[statisticState] {
+	if c.slabs == nil {
+		return nil
+	}
+	return &c.slabs.statistic
+}
+
+func (c *parseCtx) natSlab() *slab[natState] {
+	if c.slabs == nil {
+		return nil
+	}
+	return &c.slabs.nat
 }
 
 // Guided option types (enum xt_option_type), as far as xfw's modules use them.
@@ -163,8 +226,10 @@ func (f x6flags) fcheck(e *extension) *failure {
 		if !f.has(o.id) {
 			continue
 		}
+		// Only the ids o names in also or excl can fail (xflags'
+		// loop over every id checks nothing else).
 		for i := 0; i < maxIDs; i++ {
-			if i == o.id {
+			if i == o.id || (o.also|o.excl)&(uint32(1)<<i) == 0 {
 				continue
 			}
 			other := e.lookup(i)

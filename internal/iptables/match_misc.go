@@ -95,7 +95,7 @@ var commentExt = registerMatch(&extension{
 	x6: []x6opt{
 		{name: "comment", id: 0, typ: xtString, flags: xtMand, size: maxCommentLen},
 	},
-	newMatch: func(*parseCtx) matchState { return &commentState{} },
+	newMatch: func(c *parseCtx) matchState { return c.commentSlab().next() },
 })
 
 // commentState is one comment match being parsed.

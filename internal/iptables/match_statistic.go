@@ -36,7 +36,7 @@ var statisticExt = registerMatch(&extension{
 		{name: "packet", id: statOptPacket, typ: xtUint32, max: math.MaxUint32,
 			excl: 1 << statOptProbability, also: 1 << statOptEvery},
 	},
-	newMatch: func(*parseCtx) matchState { return &statisticState{} },
+	newMatch: func(c *parseCtx) matchState { return c.statisticSlab().next() },
 })
 
 // statisticState is one statistic match being parsed. every and packet
@@ -103,12 +103,12 @@ func (s *statisticState) final(*parseCtx) *failure {
 
 // build implements matchState: the union's word is the probability in
 // random mode, --every minus one in nth mode.
+// The state is built once and dropped: the match is its own.
 func (s *statisticState) build() ir.Match {
-	m := s.m
-	if m.Mode == ir.StatisticRandom {
-		m.Probability, m.Every = m.Every, 0
+	if s.m.Mode == ir.StatisticRandom {
+		s.m.Probability, s.m.Every = s.m.Every, 0
 	}
-	return &m
+	return &s.m
 }
 
 // parseCDouble is strtod over the whole argument (xtopt_parse_double):

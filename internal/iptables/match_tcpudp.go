@@ -38,11 +38,10 @@ var tcpExt = registerMatch(&extension{
 		{name: "tcp-flags", hasArg: argRequired, id: tcpOptFlags},
 		{name: "tcp-option", hasArg: argRequired, id: tcpOptOption},
 	},
-	newMatch: func(*parseCtx) matchState {
-		return &tcpState{m: ir.TCPMatch{
-			SrcPort: ir.PortMatch{Range: fullPortRange},
-			DstPort: ir.PortMatch{Range: fullPortRange},
-		}}
+	newMatch: func(c *parseCtx) matchState {
+		s := c.tcpSlab().next()
+		s.m.SrcPort.Range, s.m.DstPort.Range = fullPortRange, fullPortRange
+		return s
 	},
 })
 

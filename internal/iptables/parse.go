@@ -25,6 +25,8 @@ type parser struct {
 	prog    string
 	g       *getopt
 	opts    []*optDef
+	// optMemo remembers mergeOpts' tables; it outlives a parse (release).
+	optMemo *optTableMemo
 	ctx     parseCtx
 
 	command  uint32
@@ -121,6 +123,13 @@ func ParseRule(fam ir.Family, chain string, spec []string) ([]*ir.Rule, error) {
 // iptables-restore it is followed by "-t TABLE"). prog is the name used in
 // messages produced while parsing; sets serves the set match.
 func parseArgv(fam ir.Family, argv []string, restore bool, prog string, sets SetLookup) (*Command, *failure) {
+	return parseArgvInto(nil, fam, argv, restore, prog, sets)
+}
+
+// parseArgvInto is parseArgv returning the command in dst (a new one when
+// dst is nil): a restore keeps the commands it parses ahead in its
+// batches' records.
+func parseArgvInto(dst *Command, fam ir.Family, argv []string, restore bool, prog string, sets SetLookup) (*Command, *failure) {
 	p := parserPool.Get().(*parser)
 	p.fam, p.restore, p.prog = fam, restore, prog
 	p.opts, p.table = globalOptTable, "filter"
@@ -137,8 +146,15 @@ func parseArgv(fam ir.Family, argv []string, restore bool, prog string, sets Set
 		p.release()
 		return nil, f
 	}
-	cmd := new(Command)
+	cmd := dst
+	if cmd == nil {
+		cmd = new(Command)
+	}
 	*cmd = p.cmd
+	if len(cmd.Rules) == 1 && &cmd.Rules[0] == &p.cmd.oneRule[0] {
+		cmd.oneRule[0] = cmd.Rules[0]
+		cmd.Rules = cmd.oneRule[:1:1]
+	}
 	p.release()
 	return cmd, nil
 }
@@ -147,8 +163,9 @@ func parseArgv(fam ir.Family, argv []string, restore bool, prog string, sets Set
 // thousands of lines, and a parser is several hundred bytes. A parser
 // that panicked is not put back.
 var parserPool = sync.Pool{New: func() any {
-	p := &parser{}
+	p := &parser{optMemo: new(optTableMemo)}
 	p.ctx.notice = p.addNotice
+	p.ctx.slabs = new(stateSlabs)
 	p.matches = make([]*matchInst, 0, len(p.matchBuf))
 	return p
 }}
@@ -160,9 +177,9 @@ func (p *parser) addNotice(s string) { p.cmd.Notices = append(p.cmd.Notices, s) 
 // Nothing the parse returned refers to p: the command is a copy, the
 // rules and matches are built from p's fields by value.
 func (p *parser) release() {
-	notice, matches, loaded := p.ctx.notice, p.matches[:0], p.loaded[:0]
+	notice, matches, loaded, memo, slabs := p.ctx.notice, p.matches[:0], p.loaded[:0], p.optMemo, p.ctx.slabs
 	*p = parser{}
-	p.ctx.notice, p.matches, p.loaded = notice, matches, loaded
+	p.ctx.notice, p.matches, p.loaded, p.optMemo, p.ctx.slabs = notice, matches, loaded, memo, slabs
 	parserPool.Put(p)
 }
 

@@ -151,23 +151,23 @@ func mustHost(fam ir.Family, s string) addrPair {
 
 // buildRules assembles the IR rules, one per source × destination.
 func (p *parser) buildRules(srcs, dsts []addrPair) {
-	base := &ir.Rule{
-		InIface:  p.inIface,
-		OutIface: p.outIface,
-		Counters: p.counters,
-	}
+	base := newRuleWithMatches(len(p.matches))
+	base.InIface, base.OutIface, base.Counters = p.inIface, p.outIface, p.counters
 	if p.protoSet {
 		base.Proto = ir.ProtoMatch{Set: true, Invert: p.invflags&optProtocol != 0, Num: p.ctx.proto, Spelling: p.protoSpelling}
 	}
 	if p.frag {
 		base.Fragment = ir.FlagMatch{Set: true, Invert: p.invflags&optFragment != 0}
 	}
-	base.Matches = make([]ir.Match, 0, len(p.matches)) // [] as Rule.Clone makes it
 	for _, m := range p.matches {
 		base.Matches = append(base.Matches, m.state.build())
 	}
-	base.Target = p.buildTarget()
-	p.cmd.Rules = make([]*ir.Rule, 0, len(srcs)*len(dsts))
+	p.buildTarget(&base.Target)
+	if n := len(srcs) * len(dsts); n == 1 {
+		p.cmd.Rules = p.cmd.oneRule[:0:1] // moved with the command (parseArgvInto)
+	} else {
+		p.cmd.Rules = make([]*ir.Rule, 0, n)
+	}
 	last := len(srcs)*len(dsts) - 1
 	for i, s := range srcs {
 		for j, d := range dsts {
@@ -182,15 +182,15 @@ func (p *parser) buildRules(srcs, dsts []addrPair) {
 	}
 }
 
-// buildTarget converts -j/-g into the IR target, before chain resolution.
-func (p *parser) buildTarget() ir.Target {
-	var t ir.Target
+// buildTarget converts -j/-g into the IR target t (zero on entry),
+// before chain resolution.
+func (p *parser) buildTarget(t *ir.Target) {
 	switch {
 	case p.jumpto == "":
 	case p.gotoSet:
-		t = ir.Target{Kind: ir.TargetGoto, Chain: p.jumpto}
+		*t = ir.Target{Kind: ir.TargetGoto, Chain: p.jumpto}
 	case p.target != nil:
-		p.target.build(&t)
+		p.target.build(t)
 	default:
 		switch p.jumpto {
 		case "ACCEPT":
@@ -200,8 +200,33 @@ func (p *parser) buildTarget() ir.Target {
 		case "RETURN":
 			t.Kind = ir.TargetReturn
 		default:
-			t = ir.Target{Kind: ir.TargetJump, Chain: p.jumpto}
+			*t = ir.Target{Kind: ir.TargetJump, Chain: p.jumpto}
 		}
 	}
-	return t
+}
+
+// ruleMatchesInline is how many matches newRuleWithMatches allocates with
+// the rule itself (kube-proxy's rules have one to three).
+const ruleMatchesInline = 3
+
+// ruleWithMatches is a rule and the array its first matches are kept in:
+// one allocation instead of two (a restore builds hundreds of thousands
+// of rules).
+type ruleWithMatches struct {
+	rule    ir.Rule
+	matches [ruleMatchesInline]ir.Match
+}
+
+// newRuleWithMatches returns a zero rule whose Matches is empty, with room
+// for n matches ([] as Rule.Clone makes it, never nil).
+func newRuleWithMatches(n int) *ir.Rule {
+	switch {
+	case n == 0:
+		return &ir.Rule{Matches: []ir.Match{}}
+	case n > ruleMatchesInline:
+		return &ir.Rule{Matches: make([]ir.Match, 0, n)}
+	}
+	rm := new(ruleWithMatches)
+	rm.rule.Matches = rm.matches[:0:n]
+	return &rm.rule
 }

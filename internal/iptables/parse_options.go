@@ -209,9 +209,15 @@ func (p *parser) mergeOpts(e *extension) {
 	}
 	p.loaded = append(p.loaded, e)
 	key := optTransition{from: unsafe.SliceData(p.opts), n: len(p.opts), ext: e}
+	if cached := p.optMemo.find(key); cached != nil {
+		p.opts = cached
+		p.g.long = cached
+		return
+	}
 	if cached, ok := mergedOptTables.Load(key); ok {
 		p.opts = cached.([]*optDef)
 		p.g.long = p.opts
+		p.optMemo.add(key, p.opts)
 		return
 	}
 	numGlobal := len(globalOptTable)
@@ -235,6 +241,34 @@ type optTransition struct {
 	ext  *extension
 }
 
+// optTableMemo remembers a parser's last few mergedOptTables lookups: a
+// restore's lines load the same few extensions in the same order, and
+// the shared map's lookup costs more than a scan of these.
+type optTableMemo struct {
+	keys   [optTableMemoSize]optTransition
+	tables [optTableMemoSize][]*optDef
+	next   int
+}
+
+// optTableMemoSize is how many lookups an optTableMemo remembers.
+const optTableMemoSize = 8
+
+// find returns the table remembered for key, nil if none.
+func (m *optTableMemo) find(key optTransition) []*optDef {
+	for i := range m.keys {
+		if m.keys[i] == key {
+			return m.tables[i]
+		}
+	}
+	return nil
+}
+
+// add remembers table for key in place of the oldest.
+func (m *optTableMemo) add(key optTransition, table []*optDef) {
+	m.keys[m.next], m.tables[m.next] = key, table
+	m.next = (m.next + 1) % optTableMemoSize
+}
+
 // mergedOptTables caches option tables by the table they extend and the
 // extension loaded (optTransition): a table is a function of the order in
 // which extensions were loaded, and parsing a large ruleset would
@@ -250,9 +284,11 @@ func (p *parser) addMatch(e *extension) {
 			m.completed = true
 		}
 	}
-	m := &matchInst{}
+	var m *matchInst
 	if n := len(p.matches); n < len(p.matchBuf) {
 		m = &p.matchBuf[n]
+	} else {
+		m = new(matchInst)
 	}
 	*m = matchInst{ext: e, state: e.newMatch(&p.ctx)}
 	p.matches = append(p.matches, m)

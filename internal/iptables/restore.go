@@ -131,6 +131,9 @@ type restorer struct {
 	// chains remembers the chains the rule commands looked up since the
 	// chains last changed (chainMemo).
 	chains chainMemo
+	// findChain is table's ChainFinder (chain lines look up every name
+	// they declare).
+	findChain func(string) *ir.Chain
 }
 
 // readChunk reads like fgets with iptables-restore's buffer: up to and
@@ -138,6 +141,12 @@ type restorer struct {
 // more than that (newRestoreReader). It waits for no more input than it
 // returns, as fgets: an input kept open between lines is read line by line.
 func readChunk(br *bufio.Reader) (string, error) {
+	return readChunkWith(br, func(b []byte) string { return string(b) })
+}
+
+// readChunkWith is readChunk with the chunk's string made by text from
+// the buffered bytes (which it must copy: the buffer is reused).
+func readChunkWith(br *bufio.Reader, text func([]byte) string) (string, error) {
 	const most = restoreBufLen - 1
 	for {
 		p, _ := br.Peek(br.Buffered()) // what is buffered: no read
@@ -158,7 +167,7 @@ func readChunk(br *bufio.Reader) (string, error) {
 			}
 		}
 		if n >= 0 {
-			chunk := string(p[:n])
+			chunk := text(p[:n])
 			_, err := br.Discard(n)
 			return chunk, err
 		}
@@ -309,6 +318,7 @@ func (r *restorer) startTable(chunk string) (ok, skip bool, err error) {
 	}
 	r.work = r.committed.CloneChains()
 	r.table = r.work.EnsureTable(table)
+	r.findChain = r.table.ChainFinder()
 	r.ownsTable = false
 	if !r.opts.NoFlush {
 		for _, c := range r.table.Chains {
@@ -328,18 +338,21 @@ func (r *restorer) startTable(chunk string) (ok, skip bool, err error) {
 // chainLine handles ":CHAIN POLICY [packets:bytes]".
 func (r *restorer) chainLine(chunk string) error {
 	r.chains.reset() // the chains change
-	buf := []byte(chunk)
+	var space [256]byte
+	buf := append(space[:0], chunk...)
 	var save int
 	t := strtok(buf, 1, " \t\n", &save)
 	if t < 0 {
 		return r.fail(paramErr("%s: line %d chain name invalid", r.prog, r.line))
 	}
-	chain := cstr(buf[t:])
+	// The name is the line's text (strtok cut it with a NUL; chunk has
+	// none, cleanChunk): no copy.
+	chain := chunk[t : t+len(cstrBytes(buf[t:]))]
 	if len(chain) >= maxNameLen {
 		return r.fail(paramErr("Invalid chain name `%s' (%d chars max)", chain, maxNameLen-1))
 	}
 	if !ir.IsTableBuiltin(r.table.Table, chain) {
-		if c := r.table.Chain(chain); c != nil && r.opts.NoFlush {
+		if c := r.findChain(chain); c != nil && r.opts.NoFlush {
 			c.Rules = nil
 		} else if c != nil || isVerdictName(chain) {
 			return r.fail(paramErr("error creating chain '%s':%s", chain, errFileExists))
@@ -424,6 +437,12 @@ const argvPrefix = 6
 // depends on nothing but its arguments and the restore's options, so
 // lines are parsed ahead of their turn (readahead.go).
 func (r *restorer) parseCommand(chunk string, lineNo int, table string, sets SetLookup) (*Command, *failure) {
+	return r.parseCommandInto(nil, chunk, lineNo, table, sets)
+}
+
+// parseCommandInto is parseCommand returning the command in dst (a new
+// one when dst is nil).
+func (r *restorer) parseCommandInto(dst *Command, chunk string, lineNo int, table string, sets SetLookup) (*Command, *failure) {
 	pcnt, bcnt, rest, has, f := ruleCounters(chunk, lineNo)
 	if f != nil {
 		return nil, f
@@ -442,7 +461,7 @@ func (r *restorer) parseCommand(chunk string, lineNo int, table string, sets Set
 	argv, f = tokenize(argv, rest)
 	var cmd *Command
 	if f == nil {
-		cmd, f = parseArgv(r.fam, argv, true, r.prog, sets)
+		cmd, f = parseArgvInto(dst, r.fam, argv, true, r.prog, sets)
 	}
 	clear(argv) // the words are the line's: let it go with its command
 	*buf = argv[:0]

@@ -31,7 +31,11 @@ var natTargetKinds = map[string]ir.TargetKind{
 // natExt registers one NAT target with its option table.
 func natExt(name string, opts []x6opt) *extension {
 	e := &extension{name: name, x6: opts}
-	e.newTarget = func(*parseCtx) targetState { return &natState{ext: e, kind: natTargetKinds[name]} }
+	e.newTarget = func(c *parseCtx) targetState {
+		s := c.natSlab().next()
+		s.ext, s.kind = e, natTargetKinds[name]
+		return s
+	}
 	return registerTarget(e)
 }
 
@@ -111,12 +115,12 @@ func (s *natState) final(*parseCtx) *failure {
 // build implements targetState. Only DNAT keeps a shifted port map's base
 // (its revision 2 carries nf_nat_range2); the others keep the flag with
 // base 0, as their older range structures have no room for it.
+// The state is built once and dropped: the range is its own.
 func (s *natState) build(t *ir.Target) {
-	r := s.r
 	if s.kind != ir.TargetDNAT {
-		r.BasePort = 0
+		s.r.BasePort = 0
 	}
-	*t = ir.Target{Kind: s.kind, Nat: &r}
+	*t = ir.Target{Kind: s.kind, Nat: &s.r}
 }
 
 // servicePort is xtables_service_to_port(name, NULL): the first entry of

@@ -53,6 +53,9 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 	// plain says param is line[start:start+len(param)]: no quote was
 	// part of the word.
 	plain, start := true, 0
+	// quoted is where a word that is one quoted part without escapes
+	// starts in line (its text is that part of line), -1 for others.
+	quoted := -1
 	add := func(c byte) *failure {
 		param = append(param, c)
 		if len(param) >= maxParamLen {
@@ -68,10 +71,12 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 			words = append(words, w)
 		} else if plain {
 			words = append(words, line[start:start+len(param)])
+		} else if quoted >= 0 {
+			words = append(words, line[quoted:quoted+len(param)])
 		} else {
 			words = append(words, string(param))
 		}
-		param, plain = param[:0], true
+		param, plain, quoted = param[:0], true, -1
 		return nil
 	}
 	for i := 0; i < len(line); i++ {
@@ -85,7 +90,7 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 				}
 				continue
 			case c == '\\':
-				escaped = true
+				escaped, quoted = true, -1
 				continue
 			case c == '"':
 				quoteOpen = false
@@ -96,6 +101,10 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 				continue
 			}
 		} else if c == '"' {
+			quoted = -1
+			if len(param) == 0 {
+				quoted = i + 1
+			}
 			quoteOpen, plain = true, false
 			continue
 		}
@@ -107,7 +116,28 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 			}
 		default:
 			if len(param) == 0 {
-				start = i
+				// A word's unquoted run is taken whole: it is the
+				// line's text, to copy only if a quote follows.
+				j := plainRunEnd(line, i)
+				if j-i >= maxParamLen {
+					return nil, paramErr("Parameter too long!")
+				}
+				if j < len(line) && line[j] == '"' {
+					start = i
+					param = append(param, line[i:j]...)
+					i = j - 1
+					continue
+				}
+				if len(words)+1 >= maxArgc {
+					return nil, paramErr("Parser cannot handle more arguments")
+				}
+				w, ok := internWord(line[i:j])
+				if !ok {
+					w = line[i:j]
+				}
+				words = append(words, w)
+				i = j - 1
+				continue
 			}
 			if f := add(c); f != nil {
 				return nil, f
@@ -126,11 +156,23 @@ func tokenize(argv []string, line string) ([]string, *failure) {
 	return words, nil
 }
 
+// plainRunEnd returns the end of the run of line starting at i that is
+// neither a separator nor a quote.
+func plainRunEnd(line string, i int) int {
+	for ; i < len(line); i++ {
+		switch line[i] {
+		case ' ', '\t', '\n', '"':
+			return i
+		}
+	}
+	return i
+}
+
 // internWord returns the interned copy of word (internedWords), ok false
 // when it has none. The words are found by a small hash of their length
 // and three of their bytes, compared with the one or two words of its
 // bucket: a map lookup per word cost more than the copy it saves.
-func internWord(word []byte) (string, bool) {
+func internWord[W string | []byte](word W) (string, bool) {
 	if len(word) == 0 || len(word) >= internMaxLen {
 		return "", false
 	}
@@ -149,7 +191,7 @@ const internMaxLen = 24
 const internBucketCount = 1024
 
 // internHash is the bucket of a word of 1 to internMaxLen-1 bytes.
-func internHash(w []byte) int {
+func internHash[W string | []byte](w W) int {
 	n := len(w)
 	h := uint32(n)*0x9e3779b1 ^ uint32(w[0])*0x85ebca6b ^ uint32(w[n-1])*0xc2b2ae35 ^ uint32(w[n/2])*0x27d4eb2f
 	return int(h>>16) & (internBucketCount - 1)
@@ -162,7 +204,7 @@ var internBuckets = func() *[internBucketCount][]string {
 		if len(w) == 0 || len(w) >= internMaxLen {
 			panic("interned word of bad length: " + w)
 		}
-		h := internHash([]byte(w))
+		h := internHash(w)
 		b[h] = append(b[h], w)
 	}
 	return &b
@@ -199,10 +241,16 @@ var internedWords = func() map[string]string {
 
 // cstr returns the C string at the start of b (up to the first NUL).
 func cstr(b []byte) string {
+	return string(cstrBytes(b))
+}
+
+// cstrBytes returns the C string at the start of b (up to the first NUL)
+// without copying it.
+func cstrBytes(b []byte) []byte {
 	if i := indexByte(b, 0); i >= 0 {
-		return string(b[:i])
+		return b[:i]
 	}
-	return string(b)
+	return b
 }
 
 // indexByte is bytes.IndexByte.

@@ -1,6 +1,9 @@
 package iptables
 
 import (
+	"runtime"
+	"sync"
+
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
@@ -112,6 +115,7 @@ func firstFailureInOrder(rs *ir.Ruleset, hooks []hookMask) *failure {
 // table has a hundred thousand chains, reached from several hooks).
 func chainHooks(rs *ir.Ruleset) ([]hookMask, *failure) {
 	g := newJumpGraph(rs)
+	g.resolveAll()
 	masks := make([]hookMask, len(rs.Chains))
 	const (
 		unvisited = iota
@@ -176,6 +180,41 @@ type jumpGraph struct {
 	// first is, per chain, the index of the first chain of its name
 	// (itself but for a duplicate name).
 	first []int32
+	// recent holds recent lookups of index by a hash of the name's
+	// length and last byte (recentSlot): kube-proxy jumps to
+	// KUBE-MARK-MASQ from a hundred thousand chains, a lookup in a map of
+	// 110,000 names otherwise.
+	recent [recentSlots]recentTarget
+}
+
+// recentSlots is the size of jumpGraph.recent, a power of two.
+const recentSlots = 64
+
+// recentTarget is a name looked up in jumpGraph.index and what it found.
+type recentTarget struct {
+	name string
+	next int32
+	ok   bool
+}
+
+// recentSlot is name's slot in jumpGraph.recent (name is not empty).
+func recentSlot(name string) int {
+	return (len(name)*31 + int(name[len(name)-1])) & (recentSlots - 1)
+}
+
+// lookup is index[name], served from recent when it holds name.
+func (g *jumpGraph) lookup(name string) (int32, bool) {
+	if name == "" {
+		next, ok := g.index[name]
+		return next, ok
+	}
+	slot := &g.recent[recentSlot(name)]
+	if slot.name == name && len(slot.name) > 0 {
+		return slot.next, slot.ok
+	}
+	next, ok := g.index[name]
+	*slot = recentTarget{name: name, next: next, ok: ok}
+	return next, ok
 }
 
 // newJumpGraph numbers rs's chains.
@@ -193,6 +232,36 @@ func newJumpGraph(rs *ir.Ruleset) *jumpGraph {
 	return g
 }
 
+// resolveParallelChains is the least number of chains whose jumps
+// resolveAll resolves on every CPU.
+const resolveParallelChains = 4096
+
+// resolveAll resolves the jumps of every chain ahead of the walk, on every
+// CPU for a large table (kube-proxy's 110,000 chains and 330,000 rules: a
+// cache miss or two per rule and per jump, in chains that are independent
+// of each other); a small table's are resolved as the walk meets them.
+func (g *jumpGraph) resolveAll() {
+	n := len(g.rs.Chains)
+	workers := runtime.GOMAXPROCS(0)
+	if n < resolveParallelChains || workers < 2 {
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := n*w/workers, n*(w+1)/workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Each worker has recent slots of its own.
+			own := &jumpGraph{rs: g.rs, index: g.index, targets: g.targets}
+			for c := lo; c < hi; c++ {
+				own.targetsOf(int32(c))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 // targetsOf returns the targets of chain c's jumps and gotos, in rule
 // order: chain indexes, jumpMissing or jumpBuiltin.
 func (g *jumpGraph) targetsOf(c int32) []int32 {
@@ -204,7 +273,7 @@ func (g *jumpGraph) targetsOf(c int32) []int32 {
 		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
 			continue
 		}
-		next, ok := g.index[r.Target.Chain]
+		next, ok := g.lookup(r.Target.Chain)
 		switch {
 		case !ok:
 			next = jumpMissing

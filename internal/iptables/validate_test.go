@@ -1,6 +1,9 @@
 package iptables
 
 import (
+	"fmt"
+	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 
@@ -63,4 +66,65 @@ func validateInOrder(t *testing.T, table *ir.Ruleset) *failure {
 		t.Fatal(f.msg)
 	}
 	return firstFailureInOrder(table, hooks)
+}
+
+// TestJumpGraphLookupAgreesWithIndex: the graph's lookups through its
+// recent slots find what its index holds, for names that share slots,
+// missing names and the empty name, in any order.
+func TestJumpGraphLookupAgreesWithIndex(t *testing.T) {
+	rs := ir.NewRuleset(ir.IPv4)
+	rs.Table = "nat"
+	var names []string
+	for i := range 300 {
+		names = append(names, fmt.Sprintf("KUBE-SEP-%04dQ", i), fmt.Sprintf("C%d", i))
+	}
+	for _, n := range names[:400] {
+		rs.Chains = append(rs.Chains, &ir.Chain{Name: n})
+	}
+	names = append(names, "", "KUBE-MARK-MASQ", "none")
+	g := newJumpGraph(rs)
+	rnd := rand.New(rand.NewSource(5))
+	for range 20000 {
+		n := names[rnd.Intn(len(names))]
+		want, wantOK := g.index[n]
+		if got, ok := g.lookup(n); got != want || ok != wantOK {
+			t.Fatalf("lookup(%q) = %d, %v; index %d, %v", n, got, ok, want, wantOK)
+		}
+	}
+}
+
+// TestJumpGraphResolveAllSameTargets: a large table's jumps resolved on
+// every CPU ahead of the walk are those resolved one chain at a time
+// (jumps to user chains, built-in chains, missing chains, and returns).
+func TestJumpGraphResolveAllSameTargets(t *testing.T) {
+	rs := ir.NewRuleset(ir.IPv4)
+	rs.Table = "nat"
+	rnd := rand.New(rand.NewSource(7))
+	n := resolveParallelChains + 1000
+	for i := range n {
+		rs.Chains = append(rs.Chains, &ir.Chain{Name: fmt.Sprintf("U%d", i)})
+	}
+	rs.Chains = append(rs.Chains, &ir.Chain{Name: "PREROUTING", Builtin: true})
+	for _, c := range rs.Chains {
+		for range rnd.Intn(4) {
+			r := &ir.Rule{Target: ir.Target{Kind: ir.TargetJump, Chain: fmt.Sprintf("U%d", rnd.Intn(n+50))}}
+			switch rnd.Intn(6) {
+			case 0:
+				r.Target = ir.Target{Kind: ir.TargetReturn}
+			case 1:
+				r.Target.Chain = "PREROUTING"
+			case 2:
+				r.Target.Kind = ir.TargetGoto
+			}
+			c.Rules = append(c.Rules, r)
+		}
+	}
+	all := newJumpGraph(rs)
+	all.resolveAll()
+	one := newJumpGraph(rs)
+	for c := range rs.Chains {
+		if got, want := all.targets[c], one.targetsOf(int32(c)); !slices.Equal(got, want) || got == nil {
+			t.Fatalf("chain %d: resolved ahead %v, one at a time %v", c, got, want)
+		}
+	}
 }

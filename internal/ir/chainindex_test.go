@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// TestChainIndex: Chain finds what a scan of Chains finds after each way
-// the slice changes.
+// TestChainIndex: Chain, and a ChainFinder taken before the changes,
+// find what a scan of Chains finds after each way the slice changes.
 func TestChainIndex(t *testing.T) {
 	scan := func(rs *Ruleset, name string) *Chain {
 		for _, c := range rs.Chains {
@@ -37,12 +37,16 @@ func TestChainIndex(t *testing.T) {
 		{"swap", func() { rs.Chains[3], rs.Chains[4] = rs.Chains[4], rs.Chains[3] }},
 		{"copy", func() { *rs = *other }},
 	}
+	find := rs.ChainFinder()
 	names := []string{"INPUT", "OUTPUT", "u0", "u1", "u2", "u3", "u4", "new", "later", "renamed", "o", "none"}
 	for _, st := range steps {
 		st.change()
 		for _, n := range names {
 			if got, want := rs.Chain(n), scan(rs, n); got != want {
 				t.Errorf("after %s: Chain(%q) = %v, want %v", st.name, n, got, want)
+			}
+			if got, want := find(n), scan(rs, n); got != want {
+				t.Errorf("after %s: ChainFinder()(%q) = %v, want %v", st.name, n, got, want)
 			}
 		}
 	}

@@ -499,11 +499,16 @@ func (d *decoder) str() string {
 	if len(b) == 0 {
 		return ""
 	}
-	if s, ok := d.strs[string(b)]; ok {
-		return s
+	slot := &d.recentStr[(len(b)*31+int(b[0])+int(b[len(b)-1])*7)&(recentStrs-1)]
+	if *slot == string(b) {
+		return *slot
 	}
-	s := string(b)
-	d.strs[s] = s
+	s, ok := d.strs[string(b)]
+	if !ok {
+		s = string(b)
+		d.strs[s] = s
+	}
+	*slot = s
 	return s
 }
 

@@ -124,10 +124,18 @@ type decoder struct {
 	strs map[string]string
 	// Slabs the rules' match lists and their most common matches are
 	// cut from: one allocation per slabSize instead of one each.
-	matchSlab []Match
-	udpSlab   []UDPMatch
-	tcpSlab   []TCPMatch
+	matchSlab   []Match
+	udpSlab     []UDPMatch
+	tcpSlab     []TCPMatch
+	commentSlab []CommentMatch
+	// recentStr holds strings decoded lately by a hash of their length and
+	// end bytes (str): consecutive rules repeat their comment, protocol
+	// and jump target, which it finds without a lookup in strs.
+	recentStr [recentStrs]string
 }
+
+// recentStrs is the size of decoder.recentStr, a power of two.
+const recentStrs = 64
 
 // slabSize is how many elements a decoder's slab holds.
 const slabSize = 1024
@@ -185,7 +193,9 @@ func (d *decoder) match() Match {
 		}
 		return m
 	case tagComment:
-		return &CommentMatch{Text: d.str()}
+		m := cutOne(&d.commentSlab)
+		m.Text = d.str()
+		return m
 	case tagLength:
 		m := &LengthMatch{}
 		d.flags(&m.Invert)
