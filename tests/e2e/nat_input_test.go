@@ -234,40 +234,29 @@ func natInputRoutes(t *testing.T, tp *nettest.Topology, fam int) {
 	}
 }
 
-// natInputAgainstKernel runs family fam's steps through both twins and
-// compares the outcomes, the counters and the connections; the kernel
-// must have counted want rules and listed conns connections at least.
-func natInputAgainstKernel(t *testing.T, fam int, ruleset string, want, conns int) {
-	tw := natOutputTwins(t, fam, ruleset)
-	if t.Failed() {
-		return
-	}
-	tool, icmp := "iptables-legacy", "icmp"
+// natInputCase returns TestNatInput*AgainstKernel's case for family fam:
+// TCP, UDP, ICMP and protocol 253 connections compared, the ephemeral
+// ports of TCP clients left out.
+func natInputCase(fam int, ruleset string, want, conns int) natLocalCase {
+	icmp := "icmp"
 	if fam == 6 {
-		tool, icmp = "ip6tables-legacy", "icmpv6"
+		icmp = "icmpv6"
 	}
-	tw.each(func(_ string, tp *nettest.Topology, _ firewall) {
-		natPortlessSinkDrop(t, tp, tool)
-		natInputRoutes(t, tp, fam)
-	})
-	if t.Failed() {
-		return
-	}
-	runNatSteps(t, tw, natInputSteps(fam))
-	compareNatCountersFam(t, tw, fam, want)
-	compareNatConntrackProtos(t, tw, fam, []string{"tcp", "udp", icmp, "unknown"}, func(key string, port int) bool {
-		return (key == "sport" || key == "dport") && port >= 32768
-	}, conns)
+	return natLocalCase{ruleset: ruleset, routes: natInputRoutes, steps: natInputSteps(fam),
+		protos: []string{"tcp", "udp", icmp, "unknown"},
+		ports: func(key string, port int) bool {
+			return (key == "sport" || key == "dport") && port >= 32768
+		}, want: want, conns: conns}
 }
 
 // TestNatInputAgainstKernel runs the IPv4 steps.
 func TestNatInputAgainstKernel(t *testing.T) {
-	natInputAgainstKernel(t, 4, natInputRuleset, 16, 6)
+	natLocalAgainstKernel(t, 4, natInputCase(4, natInputRuleset, 16, 6))
 }
 
 // TestNatInput6AgainstKernel runs the IPv6 steps.
 func TestNatInput6AgainstKernel(t *testing.T) {
-	natInputAgainstKernel(t, 6, natInput6Ruleset, 16, 6)
+	natLocalAgainstKernel(t, 6, natInputCase(6, natInput6Ruleset, 16, 6))
 }
 
 // natInputRefused are commands of nat INPUT the kernel refuses
