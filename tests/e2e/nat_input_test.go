@@ -32,6 +32,7 @@ import (
 // routes 10.X.9.9 and .8; natInputRoutes .7).
 const natInputRuleset = natTableStart + `-A INPUT -s 10.X.1.2/32 -p tcp -m tcp --dport 8080 -j SNAT --to-source 10.X.9.7
 -A INPUT -s 10.X.1.2/32 -p udp -m udp --dport 5353 -j SNAT --to-source 10.X.9.7:4000
+-A INPUT -s 10.X.1.2/32 -p udp -m udp --dport 5354 -j SNAT --to-source 10.X.9.7:4001
 -A INPUT -s 10.X.1.2/32 -p icmp -j SNAT --to-source 10.X.9.7
 -A INPUT -p 253 -j SNAT --to-source 10.X.9.7
 -A INPUT -s 10.X.2.2/32 -p tcp -m tcp --dport 8081 -j SNAT --to-source 10.X.1.2
@@ -47,6 +48,8 @@ COMMIT
 -A INPUT -s 10.X.1.2/32 -p 253 -m conntrack ! --ctstate SNAT
 -A INPUT -s 10.X.1.2/32 -p 253 -m conntrack --ctstate SNAT --ctrepldst 10.X.9.7
 -A INPUT -s 10.X.2.2/32 -p tcp -m tcp --dport 8081 -m conntrack --ctstate NEW
+-A INPUT -s 10.X.1.2/32 -p icmp -m icmp --icmp-type 3 -m conntrack --ctstate RELATED --ctdir ORIGINAL
+-A OUTPUT -d 10.X.1.2/32 -o FWOUT -p icmp -m icmp --icmp-type 3 -m conntrack --ctstate RELATED,SNAT --ctdir REPLY
 -A OUTPUT -d 10.X.1.2/32 -o FWOUT -p tcp -m tcp --sport 8080 --tcp-flags SYN,ACK SYN,ACK -m conntrack --ctstate SNAT
 -A OUTPUT -d 10.X.9.7/32
 -A OUTPUT -d 10.X.1.2/32 -o FWOUT -p udp -m udp --sport 5353 -m conntrack --ctstate SNAT --ctrepldstport 4000
@@ -60,6 +63,7 @@ COMMIT
 // natInput6Ruleset is natInputRuleset for IPv6.
 const natInput6Ruleset = natTableStart + `-A INPUT -s fd00:X:1::2/128 -p tcp -m tcp --dport 8080 -j SNAT --to-source fd00:X:9::7
 -A INPUT -s fd00:X:1::2/128 -p udp -m udp --dport 5353 -j SNAT --to-source [fd00:X:9::7]:4000
+-A INPUT -s fd00:X:1::2/128 -p udp -m udp --dport 5354 -j SNAT --to-source [fd00:X:9::7]:4001
 -A INPUT -s fd00:X:1::2/128 -p ipv6-icmp -m icmp6 --icmpv6-type 128 -j SNAT --to-source fd00:X:9::7
 -A INPUT -p 253 -j SNAT --to-source fd00:X:9::7
 -A INPUT -s fd00:X:2::2/128 -p tcp -m tcp --dport 8081 -j SNAT --to-source fd00:X:1::2
@@ -75,6 +79,10 @@ COMMIT
 -A INPUT -s fd00:X:1::2/128 -p 253 -m conntrack ! --ctstate SNAT
 -A INPUT -s fd00:X:1::2/128 -p 253 -m conntrack --ctstate SNAT --ctrepldst fd00:X:9::7
 -A INPUT -s fd00:X:2::2/128 -p tcp -m tcp --dport 8081 -m conntrack --ctstate NEW
+-A INPUT -s fd00:X:1::2/128 -p ipv6-icmp -m icmp6 --icmpv6-type 1 -m conntrack --ctstate RELATED --ctdir ORIGINAL
+-A INPUT -s fd00:X:1::2/128 -p ipv6-icmp -m icmp6 --icmpv6-type 4 -m conntrack --ctstate RELATED --ctdir ORIGINAL
+-A OUTPUT -d fd00:X:1::2/128 -o FWOUT -p ipv6-icmp -m icmp6 --icmpv6-type 1 -m conntrack --ctstate RELATED,SNAT --ctdir REPLY
+-A OUTPUT -d fd00:X:1::2/128 -o FWOUT -p ipv6-icmp -m icmp6 --icmpv6-type 4 -m conntrack --ctstate RELATED,SNAT --ctdir REPLY
 -A OUTPUT -d fd00:X:1::2/128 -o FWOUT -p tcp -m tcp --sport 8080 --tcp-flags SYN,ACK SYN,ACK -m conntrack --ctstate SNAT
 -A OUTPUT -d fd00:X:9::7/128
 -A OUTPUT -d fd00:X:1::2/128 -o FWOUT -p udp -m udp --sport 5353 -m conntrack --ctstate SNAT --ctrepldstport 4000
@@ -208,17 +216,25 @@ func natInRaw(fam int) func(*testing.T, *nettest.Topology) string {
 	}
 }
 
-// natInputSteps returns TestNatInput*AgainstKernel's steps for family fam.
+// natInputSteps returns TestNatInput*AgainstKernel's steps for family
+// fam: the ICMP errors (nat_input_icmp_test.go) after the connections
+// they are about.
 func natInputSteps(fam int) []natStep {
-	return []natStep{
+	udpErrors, rawErrors := natInErrorSteps(fam)
+	steps := []natStep{
 		{"tcp from gen SNATed to a routed address: fw's reply translated back and routed again", natInTCP(fam, false, 8080)},
 		{"udp from gen SNATed to the address and port 4000, twice (a later packet)", natInUDP(fam)},
-		{"ping from gen SNATed: the echo reply translated back", natInPing(fam, 0x1357)},
-		{"ping again, the same identifier (the same connection)", natInPing(fam, 0x1357)},
-		{"protocol 253 from gen SNATed, fw's answer translated back", natInRaw(fam)},
-		{"tcp from sink SNATed to gen's address: fw's reply first routed to gen", natInTCP(fam, true, 8081)},
-		{"tcp from gen no SNAT rule takes", natInTCP(fam, false, 8082)},
 	}
+	steps = append(steps, udpErrors...)
+	steps = append(steps,
+		natStep{"ping from gen SNATed: the echo reply translated back", natInPing(fam, 0x1357)},
+		natStep{"ping again, the same identifier (the same connection)", natInPing(fam, 0x1357)},
+		natStep{"protocol 253 from gen SNATed, fw's answer translated back", natInRaw(fam)})
+	steps = append(steps, rawErrors...)
+	steps = append(steps,
+		natStep{"tcp from sink SNATed to gen's address: fw's reply first routed to gen", natInTCP(fam, true, 8081)},
+		natStep{"tcp from gen no SNAT rule takes", natInTCP(fam, false, 8082)})
+	return steps
 }
 
 // natInputRoutes routes fw's packets to 10.X.9.7 (fd00:X:9::7) through
@@ -251,12 +267,12 @@ func natInputCase(fam int, ruleset string, want, conns int) natLocalCase {
 
 // TestNatInputAgainstKernel runs the IPv4 steps.
 func TestNatInputAgainstKernel(t *testing.T) {
-	natLocalAgainstKernel(t, 4, natInputCase(4, natInputRuleset, 16, 6))
+	natLocalAgainstKernel(t, 4, natInputCase(4, natInputRuleset, 20, 7))
 }
 
 // TestNatInput6AgainstKernel runs the IPv6 steps.
 func TestNatInput6AgainstKernel(t *testing.T) {
-	natLocalAgainstKernel(t, 6, natInputCase(6, natInput6Ruleset, 16, 6))
+	natLocalAgainstKernel(t, 6, natInputCase(6, natInput6Ruleset, 22, 7))
 }
 
 // natInputRefused are commands of nat INPUT the kernel refuses
