@@ -10,8 +10,9 @@ import (
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
-// ICMP errors about connections nat INPUT's SNAT translated, steps of
-// TestNatInput*AgainstKernel (nat_input_test.go):
+// ICMP errors about connections nat INPUT's SNAT translated, and the
+// host's loopback traffic, steps of TestNatInput*AgainstKernel
+// (nat_input_test.go):
 //
 //   - fw's own error about a packet whose source nat INPUT changed (a port
 //     unreachable, a protocol unreachable or ICMPv6 unknown next header):
@@ -20,7 +21,11 @@ import (
 //     was first routed to the new source, through sink;
 //   - gen's error about fw's reply (translated back, as gen saw it):
 //     fw's socket sees it from the new source, quoting its reply as it
-//     sent it (nat INPUT's translation of the related packet).
+//     sent it (nat INPUT's translation of the related packet);
+//   - loopback traffic nat INPUT's SNAT rules would match: the kernel's
+//     POSTROUTING already bound the connection's source (a null
+//     binding), so nat INPUT's rules are not consulted and the traffic
+//     is not translated.
 
 // natInIsError reports whether c is an ICMP or ICMPv6 error fw sent.
 func natInIsError(c nettest.Captured) bool {
@@ -180,4 +185,63 @@ func natInErrorSteps(fam int) (udp, raw []natStep) {
 			natInErrorBack(fam, nettest.Raw{Proto: natPortlessProto, Data: []byte("nobody-253")})},
 	}
 	return udp, raw
+}
+
+// natInLoopSteps returns the loopback steps for family fam: fw's own
+// traffic that nat INPUT's SNAT rules match (-i lo, and fw's address).
+func natInLoopSteps(fam int) []natStep {
+	lo := netip.MustParseAddr("127.0.0.1")
+	if fam == 6 {
+		lo = netip.IPv6Loopback()
+	}
+	return []natStep{
+		{"udp from fw to itself over loopback, twice: nat INPUT's SNAT not consulted", natInLoopUDP(lo)},
+		{"ping from fw to its loopback address: not translated", func(t *testing.T, tp *nettest.Topology) string {
+			a := nettest.Ping(tp.FwNS, lo, nettest.WithEchoID(0x2468), nettest.WithTimeout(2*time.Second))
+			return fmt.Sprintf("ping %s from %v", a.Outcome, a.From)
+		}},
+		{"tcp from fw to its own gen-side address: not translated", natInLoopTCP(fam)},
+	}
+}
+
+// natInLoopUDP sends two datagrams from lo's port 40096 to lo's port
+// 5355, echoed by fw's server, and says what both ends saw.
+func natInLoopUDP(lo netip.Addr) func(*testing.T, *nettest.Topology) string {
+	return func(t *testing.T, tp *nettest.Topology) string {
+		srv := nettest.StartUDPServer(t, tp.FwNS, netip.AddrPortFrom(lo, 5355), nettest.Echo())
+		defer srv.Close()
+		out := ""
+		for i := 0; i < 2; i++ {
+			a := nettest.UDPSend(tp.FwNS, netip.AddrPortFrom(lo, 5355), []byte("self"), nettest.ExpectReply(),
+				nettest.WithTimeout(2*time.Second), nettest.WithSource(netip.AddrPortFrom(lo, 40096)))
+			out += fmt.Sprintf("datagram %d: %s reply %q; ", i, a.Outcome, a.Reply)
+		}
+		for _, d := range srv.Wait(2, 2*time.Second) {
+			out += fmt.Sprintf("the server saw %s; ", d.From)
+		}
+		return out
+	}
+}
+
+// natInLoopTCP connects from fw to its own gen-side address port 8083 and
+// says what both ends saw.
+func natInLoopTCP(fam int) func(*testing.T, *nettest.Topology) string {
+	return func(t *testing.T, tp *nettest.Topology) string {
+		name, _, _ := natOutNames(fam)
+		dst := tp.FwIn.IPv4
+		if fam == 6 {
+			dst = tp.FwIn.IPv6
+		}
+		srv := nettest.StartTCPServer(t, tp.FwNS, netip.AddrPortFrom(dst, 8083), nettest.Echo())
+		defer srv.Close()
+		a := nettest.TCPConnect(tp.FwNS, netip.AddrPortFrom(dst, 8083), nettest.WithPayload([]byte("self")),
+			nettest.WithTimeout(2*time.Second))
+		out := fmt.Sprintf("client %s reply %q", a.Outcome, a.Reply)
+		if a.Outcome == nettest.OK {
+			for _, c := range srv.WaitFinished(1, 2*time.Second) {
+				out += fmt.Sprintf("; the server saw %s data %q", name(tp, c.From.Addr()), c.Data)
+			}
+		}
+		return out
+	}
 }

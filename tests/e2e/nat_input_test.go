@@ -36,6 +36,8 @@ const natInputRuleset = natTableStart + `-A INPUT -s 10.X.1.2/32 -p tcp -m tcp -
 -A INPUT -s 10.X.1.2/32 -p icmp -j SNAT --to-source 10.X.9.7
 -A INPUT -p 253 -j SNAT --to-source 10.X.9.7
 -A INPUT -s 10.X.2.2/32 -p tcp -m tcp --dport 8081 -j SNAT --to-source 10.X.1.2
+-A INPUT -d 10.X.1.1/32 -p tcp -m tcp --dport 8083 -j SNAT --to-source 10.X.9.7
+-A INPUT -i lo -j SNAT --to-source 10.X.9.7
 COMMIT
 *filter
 :INPUT ACCEPT [0:0]
@@ -49,6 +51,8 @@ COMMIT
 -A INPUT -s 10.X.1.2/32 -p 253 -m conntrack --ctstate SNAT --ctrepldst 10.X.9.7
 -A INPUT -s 10.X.2.2/32 -p tcp -m tcp --dport 8081 -m conntrack --ctstate NEW
 -A INPUT -s 10.X.1.2/32 -p icmp -m icmp --icmp-type 3 -m conntrack --ctstate RELATED --ctdir ORIGINAL
+-A INPUT -i lo -p udp -m udp --dport 5355 -m conntrack --ctstate NEW
+-A INPUT -i lo -m conntrack --ctstate SNAT
 -A OUTPUT -d 10.X.1.2/32 -o FWOUT -p icmp -m icmp --icmp-type 3 -m conntrack --ctstate RELATED,SNAT --ctdir REPLY
 -A OUTPUT -d 10.X.1.2/32 -o FWOUT -p tcp -m tcp --sport 8080 --tcp-flags SYN,ACK SYN,ACK -m conntrack --ctstate SNAT
 -A OUTPUT -d 10.X.9.7/32
@@ -67,6 +71,8 @@ const natInput6Ruleset = natTableStart + `-A INPUT -s fd00:X:1::2/128 -p tcp -m 
 -A INPUT -s fd00:X:1::2/128 -p ipv6-icmp -m icmp6 --icmpv6-type 128 -j SNAT --to-source fd00:X:9::7
 -A INPUT -p 253 -j SNAT --to-source fd00:X:9::7
 -A INPUT -s fd00:X:2::2/128 -p tcp -m tcp --dport 8081 -j SNAT --to-source fd00:X:1::2
+-A INPUT -d fd00:X:1::1/128 -p tcp -m tcp --dport 8083 -j SNAT --to-source fd00:X:9::7
+-A INPUT -i lo -j SNAT --to-source fd00:X:9::7
 COMMIT
 *filter
 :INPUT ACCEPT [0:0]
@@ -81,6 +87,8 @@ COMMIT
 -A INPUT -s fd00:X:2::2/128 -p tcp -m tcp --dport 8081 -m conntrack --ctstate NEW
 -A INPUT -s fd00:X:1::2/128 -p ipv6-icmp -m icmp6 --icmpv6-type 1 -m conntrack --ctstate RELATED --ctdir ORIGINAL
 -A INPUT -s fd00:X:1::2/128 -p ipv6-icmp -m icmp6 --icmpv6-type 4 -m conntrack --ctstate RELATED --ctdir ORIGINAL
+-A INPUT -i lo -p udp -m udp --dport 5355 -m conntrack --ctstate NEW
+-A INPUT -i lo -m conntrack --ctstate SNAT
 -A OUTPUT -d fd00:X:1::2/128 -o FWOUT -p ipv6-icmp -m icmp6 --icmpv6-type 1 -m conntrack --ctstate RELATED,SNAT --ctdir REPLY
 -A OUTPUT -d fd00:X:1::2/128 -o FWOUT -p ipv6-icmp -m icmp6 --icmpv6-type 4 -m conntrack --ctstate RELATED,SNAT --ctdir REPLY
 -A OUTPUT -d fd00:X:1::2/128 -o FWOUT -p tcp -m tcp --sport 8080 --tcp-flags SYN,ACK SYN,ACK -m conntrack --ctstate SNAT
@@ -218,7 +226,7 @@ func natInRaw(fam int) func(*testing.T, *nettest.Topology) string {
 
 // natInputSteps returns TestNatInput*AgainstKernel's steps for family
 // fam: the ICMP errors (nat_input_icmp_test.go) after the connections
-// they are about.
+// they are about, the loopback traffic last.
 func natInputSteps(fam int) []natStep {
 	udpErrors, rawErrors := natInErrorSteps(fam)
 	steps := []natStep{
@@ -234,7 +242,7 @@ func natInputSteps(fam int) []natStep {
 	steps = append(steps,
 		natStep{"tcp from sink SNATed to gen's address: fw's reply first routed to gen", natInTCP(fam, true, 8081)},
 		natStep{"tcp from gen no SNAT rule takes", natInTCP(fam, false, 8082)})
-	return steps
+	return append(steps, natInLoopSteps(fam)...)
 }
 
 // natInputRoutes routes fw's packets to 10.X.9.7 (fd00:X:9::7) through
@@ -267,12 +275,12 @@ func natInputCase(fam int, ruleset string, want, conns int) natLocalCase {
 
 // TestNatInputAgainstKernel runs the IPv4 steps.
 func TestNatInputAgainstKernel(t *testing.T) {
-	natLocalAgainstKernel(t, 4, natInputCase(4, natInputRuleset, 20, 7))
+	natLocalAgainstKernel(t, 4, natInputCase(4, natInputRuleset, 21, 10))
 }
 
 // TestNatInput6AgainstKernel runs the IPv6 steps.
 func TestNatInput6AgainstKernel(t *testing.T) {
-	natLocalAgainstKernel(t, 6, natInputCase(6, natInput6Ruleset, 22, 7))
+	natLocalAgainstKernel(t, 6, natInputCase(6, natInput6Ruleset, 23, 10))
 }
 
 // natInputRefused are commands of nat INPUT the kernel refuses
