@@ -27,7 +27,8 @@ import (
 //     binding), so nat INPUT's rules are not consulted and the traffic
 //     is not translated.
 
-// natInIsError reports whether c is an ICMP or ICMPv6 error fw sent.
+// natInIsError reports whether c is an ICMP or ICMPv6 error the capturing
+// namespace received.
 func natInIsError(c nettest.Captured) bool {
 	return !c.Outgoing && (c.Protocol == nettest.ProtoICMP && (c.ICMPType == 3 || c.ICMPType == 11) ||
 		c.Protocol == nettest.ProtoICMPv6 && c.ICMPType < 128)
