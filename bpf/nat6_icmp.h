@@ -8,8 +8,12 @@
  * the error goes to the original source, the ICMPv6 checksum updated for
  * both (its pseudo-header and the quoted bytes). An error INPUT accepted
  * about a connection nat OUTPUT's DNAT translated gets the quote's
- * original destination and comes from it (xfw_nat6_icmp_in_xdp, after
- * INPUT as the kernel's nat INPUT hook; delivered by nat_out.h). A
+ * original destination and comes from it, one about the host's reply in
+ * a connection nat INPUT's SNAT translated the new source
+ * (xfw_nat6_icmp_in_xdp, after INPUT as the kernel's nat INPUT hook;
+ * delivered by nat_out.h); the host's own error about a packet nat
+ * INPUT's SNAT translated gets the quote's original source and goes to
+ * it (xfw_nat6_icmp_out_tc, at TC egress, routed again by nat_out.h). A
  * forwarded error about a DNAT connection's packet (a DNATed server's
  * port unreachable to the client) is translated as it leaves, at TC
  * egress (xfw_nat6_icmp_tc: the quote's original destination, the error
@@ -41,12 +45,13 @@
 #define XFW_N6Q_UDP_CSUM 46
 #define XFW_N6Q_ICMP_CSUM 42
 
-/* xfw_nat6_quote_fields returns the quote's length to rewrite (q: its
- * first XFW_N6Q_SHORT bytes, in np->icmp_old) and sets *csum to its
- * transport checksum's offset (0: none to update) and *ports whether it
- * carries ports, or returns 0 for a quote this does not translate. */
-static __always_inline __u32 xfw_nat6_quote_fields(struct xdp_md *ctx, __u32 in, struct xfw_nat_pend *np,
-						   __u32 *csum, __u32 *ports)
+/* xfw_nat6_quote_kinds returns the quote's length to rewrite (q: its
+ * first XFW_N6Q_SHORT bytes, in np->icmp_old; a TCP quote's first
+ * XFW_N6Q_TCP when tcp_full) and sets *csum to its transport checksum's
+ * offset (0: none to update) and *ports whether it carries ports, or
+ * returns 0 for a quote this does not translate. */
+static __always_inline __u32 xfw_nat6_quote_kinds(struct xfw_nat_pend *np, __u32 tcp_full, __u32 *csum,
+						  __u32 *ports)
 {
 	__u8 *q = np->icmp_old;
 	__u32 proto = q[XFW_NAT6_QUOTE_NEXT];
@@ -59,7 +64,7 @@ static __always_inline __u32 xfw_nat6_quote_fields(struct xdp_md *ctx, __u32 in,
 		return XFW_N6Q_SHORT;
 	if (proto == IPPROTO_TCP) {
 		/* A TCP header cut short: ports only. */
-		if (bpf_xdp_load_bytes(ctx, in, q, XFW_N6Q_TCP))
+		if (!tcp_full)
 			return XFW_N6Q_SHORT;
 		*csum = XFW_N6Q_TCP_CSUM;
 		return XFW_N6Q_TCP;
@@ -79,6 +84,17 @@ static __always_inline __u32 xfw_nat6_quote_fields(struct xdp_md *ctx, __u32 in,
 	if (xfw_ct_ports(proto) || proto == IPPROTO_ICMP)
 		return 0;
 	return XFW_N6Q_SHORT;
+}
+
+/* xfw_nat6_quote_fields is xfw_nat6_quote_kinds for an error at XDP (in:
+ * its quote's offset), a TCP quote's checksum read when it is there. */
+static __always_inline __u32 xfw_nat6_quote_fields(struct xdp_md *ctx, __u32 in, struct xfw_nat_pend *np,
+						   __u32 *csum, __u32 *ports)
+{
+	__u32 full = np->icmp_old[XFW_NAT6_QUOTE_NEXT] == IPPROTO_TCP &&
+		     !bpf_xdp_load_bytes(ctx, in, np->icmp_old, XFW_N6Q_TCP);
+
+	return xfw_nat6_quote_kinds(np, full, csum, ports);
 }
 
 /* xfw_nat6_quote_map finds the SNAT mapping of the quoted packet in
@@ -234,8 +250,9 @@ __attribute__((noinline)) int xfw_nat6_icmp_pre_xdp(struct xdp_md *ctx, struct x
  * global function (nat_out.h delivers the error). */
 __attribute__((noinline)) int xfw_nat6_icmp_in_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
 {
-	__u32 zero = 0, in, len, csum, ports, order;
+	__u32 zero = 0, in, len, csum, ports, order, reply;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_to to = {};
 	struct xfw_ct_entry *e;
 
 	if (!ctx || !p || !np)
@@ -251,14 +268,68 @@ __attribute__((noinline)) int xfw_nat6_icmp_in_xdp(struct xdp_md *ctx, struct xf
 	if (order == XFW_NAT6_QK_NONE || order == XFW_NAT6_QK_ECHOREPLY)
 		return 0;
 	e = xfw_nat_tracked(&np->fwd);
-	if (!e || !(e->v.nat_flags & XFW_NAT_F_DST) ||
-	    (order != XFW_NAT6_QK_ECHO && order != !!(e->v.status & XFW_CTST_ORIG_B)))
+	if (!e)
 		return 0;
-	xfw_nat6_quote_fix(np, e->v.nat_addr_hi, e->v.nat_addr, e->v.nat_port, csum, ports, 1);
-	if (xfw_nat6_icmp_write(ctx, p, np, in, len, e->v.nat_addr_hi, e->v.nat_addr, 1))
+	/* The quoted packet's destination as its sender's peer knows it: a
+	 * DNAT's original direction the original destination, the host's
+	 * reply in a connection nat INPUT's SNAT translated the new source
+	 * (xfw_nat_src_of of the other direction). */
+	reply = order != XFW_NAT6_QK_ECHO && order != !!(e->v.status & XFW_CTST_ORIG_B);
+	if (!xfw_nat_src_of(e, !reply, &to))
+		return 0;
+	xfw_nat6_quote_fix(np, to.hi, to.lo, to.port, csum, ports, 1);
+	if (xfw_nat6_icmp_write(ctx, p, np, in, len, to.hi, to.lo, 1))
 		return -1;
-	p->src_hi = e->v.nat_addr_hi;
-	p->src_lo = e->v.nat_addr;
+	p->src_hi = to.hi;
+	p->src_lo = to.lo;
+	return 1;
+}
+
+/* xfw_nat6_icmp_out_tc translates, at TC egress before tracking, an
+ * ICMPv6 error the host sends (p) about a packet of a connection nat
+ * INPUT's SNAT translated (a port unreachable, an unknown next header):
+ * the quoted packet, as the host saw it, gets its original source back
+ * and the error goes to it, the ICMPv6 checksum updated for both, as the
+ * kernel's nat OUTPUT hook does (nf_nat_icmpv6_reply_translation at
+ * LOCAL_OUT); the caller routes it again. v is the caller's room for the
+ * mapping. Returns 1 when it did, 0 when p is no such error, -1 when a
+ * write failed. A global function. */
+__attribute__((noinline)) int xfw_nat6_icmp_out_tc(struct __sk_buff *skb, struct xfw_pkt *p, struct xfw_nat_val *v)
+{
+	__u32 zero = 0, in, len, csum, ports, full, aoff;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+
+	if (!skb || !p || !np || !v || p->fam != 1 || !p->l4_off || p->proto != IPPROTO_ICMPV6 ||
+	    p->icmp > 0xffff || (p->icmp >> 8) >= XFW_NAT6_ICMP_INFO)
+		return 0;
+	in = p->l4_off + XFW_NAT6_ICMP_HLEN;
+	if (bpf_skb_load_bytes(skb, in, np->icmp_old, XFW_N6Q_SHORT))
+		return 0;
+	full = np->icmp_old[XFW_NAT6_QUOTE_NEXT] == IPPROTO_TCP &&
+	       !bpf_skb_load_bytes(skb, in, np->icmp_old, XFW_N6Q_TCP);
+	len = xfw_nat6_quote_kinds(np, full, &csum, &ports);
+	if (!len || !xfw_nat6_quote_map(np, ports, v))
+		return 0;
+	xfw_nat6_quote_fix(np, v->to_hi, v->to_addr, v->to_port, csum, ports, 0);
+	aoff = p->l3_off + XFW_NAT6_DADDR_OFF;
+	if (bpf_skb_load_bytes(skb, aoff, np->b6.ip, XFW_NAT6_ADDR_LEN) ||
+	    bpf_skb_load_bytes(skb, p->l4_off + XFW_ICMP6_CSUM_OFF, np->b6.l4, sizeof(__u16)))
+		return -1;
+	xfw_nat6_put(np->b6.na, v->to_hi, v->to_addr);
+	/* The ICMPv6 checksum (the host's error carries it whole): its
+	 * pseudo-header's destination and the quote. */
+	xfw_nat6_icmp_csum(np, len);
+	if (len == XFW_N6Q_TCP) {
+		if (bpf_skb_store_bytes(skb, in, np->icmp_new, XFW_N6Q_TCP, 0))
+			return -1;
+	} else if (bpf_skb_store_bytes(skb, in, np->icmp_new, XFW_N6Q_SHORT, 0)) {
+		return -1;
+	}
+	if (bpf_skb_store_bytes(skb, p->l4_off + XFW_ICMP6_CSUM_OFF, np->b6.l4, sizeof(__u16), 0) ||
+	    bpf_skb_store_bytes(skb, aoff, np->b6.na, XFW_NAT6_ADDR_LEN, 0))
+		return -1;
+	p->dst_hi = v->to_hi;
+	p->dst_lo = v->to_addr;
 	return 1;
 }
 

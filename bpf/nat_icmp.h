@@ -13,10 +13,13 @@
  * the kernel's tcp_manip_pkt does); a forwarded error about a DNAT
  * connection without ports (an echo request, a protocol without ports:
  * nat_query.h) gets the quoted destination address back alone. An error coming back to the host about its own
- * packet nat OUTPUT translated is translated after INPUT
- * (xfw_nat_icmp_in_xdp, delivered by nat_out.h). Errors the host sends
- * itself about a translated packet are not translated
- * (docs/differences.md).
+ * packet nat OUTPUT translated, or about its reply in a connection nat
+ * INPUT's SNAT translated, is translated after INPUT
+ * (xfw_nat_icmp_in_xdp, delivered by nat_out.h). The host's own error
+ * about a packet nat INPUT's SNAT translated is translated at TC egress
+ * before tracking and routed again (xfw_nat_icmp_out_tc, called by
+ * nat_out.h's xfw_nat_out_pre_tc); the host's errors about other
+ * translated packets are not translated (docs/differences.md).
  *
  * Conventions: the quoted bytes are copied into the per-CPU scratch
  * (xfw_nat_pend), rewritten there, and the ICMP checksum updated by their
@@ -113,13 +116,14 @@ static __always_inline __u32 xfw_nat_quote_csum(__u32 proto, int full)
 	return full ? XFW_NQ_L4 + XFW_NAT_TCP_CSUM : 0;
 }
 
-/* xfw_nat_quote_noports returns the DNAT connection (nat_query.h's
- * xfw_natq_dnat_xdp) the packet without ports quoted in np->icmp_old
- * (from isrc to idst: an ICMP echo request, a protocol tracked by its
- * addresses) belongs to, when it went the connection's original way;
- * else 0. */
+/* xfw_nat_quote_noports returns the translated connection the packet
+ * without ports quoted in np->icmp_old (from isrc to idst: an ICMP echo
+ * request, a protocol tracked by its addresses) belongs to: a DNAT
+ * connection's (nat_query.h's xfw_natq_dnat_xdp) that went the original
+ * way, or with reply_ok an SNAT connection's (nat INPUT's) that went the
+ * reply way; *reply tells which. Else 0. */
 static __always_inline struct xfw_ct_entry *xfw_nat_quote_noports(struct xfw_nat_pend *np, __u32 isrc,
-								   __u32 idst)
+								   __u32 idst, int reply_ok, int *reply)
 {
 	__u8 *q = np->icmp_old;
 	__u32 proto = q[9];
@@ -139,11 +143,12 @@ static __always_inline struct xfw_ct_entry *xfw_nat_quote_noports(struct xfw_nat
 		srcb = xfw_ct_mkkey(&np->fwd, 0, proto, 0, isrc, 0, 0, idst, 0);
 	}
 	e = xfw_nat_tracked(&np->fwd);
-	if (!e || !(e->v.nat_flags & XFW_NAT_F_DST))
+	if (!e)
 		return 0;
-	if (proto != IPPROTO_ICMP && srcb != !!(e->v.status & XFW_CTST_ORIG_B))
-		return 0;
-	return e;
+	*reply = proto != IPPROTO_ICMP && srcb != !!(e->v.status & XFW_CTST_ORIG_B);
+	if (!*reply)
+		return e->v.nat_flags & XFW_NAT_F_DST ? e : 0;
+	return reply_ok && (e->v.nat_flags & XFW_NAT_F_SRC) ? e : 0;
 }
 
 /* xfw_nat_icmp_tc translates a forwarded ICMP error (p) about a DNAT
@@ -170,7 +175,7 @@ __attribute__((noinline)) int xfw_nat_icmp_tc(struct __sk_buff *skb, struct xfw_
 	if (!proto) {
 		/* Without ports (an echo request, a protocol without ports):
 		 * the address only, the quoted bytes after it as they are. */
-		e = xfw_nat_quote_noports(np, isrc, idst);
+		e = xfw_nat_quote_noports(np, isrc, idst, 0, &srcb);
 		if (!e)
 			return 0;
 		n = XFW_NAT_QUOTE_UDP;
@@ -326,6 +331,83 @@ __attribute__((noinline)) int xfw_nat_icmp_pre_xdp(struct xdp_md *ctx, struct xf
 	return 1;
 }
 
+/* xfw_nat_icmp_out_tc translates, at TC egress before tracking, an ICMP
+ * error the host sends (p) about a packet of a connection nat INPUT's
+ * SNAT translated (a port unreachable to a datagram whose source it
+ * changed): the quoted packet, as the host's socket saw it, gets its
+ * original source back and the error goes to it, as the kernel's nat
+ * OUTPUT hook does (nf_nat_icmp_reply_translation at LOCAL_OUT, then
+ * ip_route_me_harder): the caller routes it again. IPv6: nat6_icmp.h.
+ * k and v are the caller's room for the mapping's key and value (the
+ * call chain's stack is short). Returns 1 when it did, 0 when p is no such error, -1 when a write
+ * failed. A global function. */
+__attribute__((noinline)) int xfw_nat_icmp_out_tc(struct __sk_buff *skb, struct xfw_pkt *p,
+						  struct xfw_nat_key *k, struct xfw_nat_val *v)
+{
+	__u32 zero = 0, in, n = XFW_NAT_QUOTE_UDP, csum, proto, ported, port;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	__s64 diff;
+	__be32 olda, newa;
+
+	if (!skb || !p || !np || !k || !v)
+		return 0;
+	if (p->fam != 0 || p->proto != IPPROTO_ICMP || p->icmp > 0xffff || !p->l4_off ||
+	    !xfw_icmp_is_err(p->icmp >> 8))
+		return 0;
+	in = p->l4_off + XFW_NQ_ICMP_HLEN;
+	if (bpf_skb_load_bytes(skb, in, np->icmp_old, XFW_NAT_QUOTE_UDP))
+		return 0;
+	__builtin_memset(k, 0, sizeof(*k));
+	ported = xfw_nat_quote_proto(np);
+	proto = np->icmp_old[9];
+	if (ported) {
+		/* A TCP header cut short: the ports only. */
+		if (!xfw_nat_quote_short(proto) && !bpf_skb_load_bytes(skb, in, np->icmp_old, XFW_NAT_QUOTE))
+			n = XFW_NAT_QUOTE;
+		k->sport = xfw_nat_rd16(np->icmp_old, XFW_NQ_L4 + 2);
+		k->dport = xfw_nat_rd16(np->icmp_old, XFW_NQ_L4);
+	} else if (np->icmp_old[0] != 0x45 || xfw_ct_ports(proto) || proto == IPPROTO_ICMP ||
+		   proto == IPPROTO_ICMPV6) {
+		/* Only a protocol without ports (nat_query.h: its mapping's
+		 * ports 0) besides: the address alone. */
+		return 0;
+	}
+	csum = xfw_nat_quote_csum(proto, n == XFW_NAT_QUOTE);
+	/* The quoted packet came from the new source to the host: the
+	 * host's reply's wire tuple, the mapping's key. */
+	k->saddr = xfw_nat_rd16(np->icmp_old, XFW_NQ_DADDR) << 16 | xfw_nat_rd16(np->icmp_old, XFW_NQ_DADDR + 2);
+	k->daddr = xfw_nat_rd16(np->icmp_old, XFW_NQ_SADDR) << 16 | xfw_nat_rd16(np->icmp_old, XFW_NQ_SADDR + 2);
+	k->proto = proto;
+	if (!xfw_nat_held(k, XFW_NAT_F_SRC, 0, v))
+		return 0;
+	/* Without ports the quoted bytes after the header stay as they are. */
+	port = ported ? v->to_port : xfw_nat_rd16(np->icmp_old, XFW_NQ_L4);
+	__builtin_memcpy(np->icmp_new, np->icmp_old, XFW_NAT_QUOTE);
+	xfw_nat_quote_fix(np, csum, 0, v->to_addr, port);
+	if (n == XFW_NAT_QUOTE) {
+		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_NAT_QUOTE, (__be32 *)np->icmp_new,
+				     XFW_NAT_QUOTE, 0);
+		if (bpf_skb_store_bytes(skb, in, np->icmp_new, XFW_NAT_QUOTE, 0))
+			return -1;
+	} else {
+		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_NAT_QUOTE_UDP, (__be32 *)np->icmp_new,
+				     XFW_NAT_QUOTE_UDP, 0);
+		if (bpf_skb_store_bytes(skb, in, np->icmp_new, XFW_NAT_QUOTE_UDP, 0))
+			return -1;
+	}
+	/* The host's ICMP error carries its full checksum (no offload). */
+	if (diff < 0 || bpf_l4_csum_replace(skb, p->l4_off + XFW_NQ_ICMP_CSUM, 0, diff, 0))
+		return -1;
+	/* The error goes to the original source. */
+	olda = bpf_htonl(p->dst_lo);
+	newa = bpf_htonl(v->to_addr);
+	if (bpf_l3_csum_replace(skb, p->l3_off + XFW_NAT_IP_OFF, olda, newa, sizeof(newa)) ||
+	    bpf_skb_store_bytes(skb, p->l3_off + XFW_NAT_IP_OFF + 6, &newa, sizeof(newa), 0))
+		return -1;
+	p->dst_lo = v->to_addr;
+	return 1;
+}
+
 /* xfw_nat_icmp_in_xdp translates, after INPUT accepted it, an ICMP error
  * (p) about a connection of the host's own that nat OUTPUT translated (a
  * DNAT connection whose quoted packet went the original way): the quoted
@@ -335,10 +417,11 @@ __attribute__((noinline)) int xfw_nat_icmp_pre_xdp(struct xdp_md *ctx, struct xf
  * global function (nat_out.h delivers the error). */
 __attribute__((noinline)) int xfw_nat_icmp_in_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
 {
-	__u32 zero = 0, n, csum, proto, isrc, idst, port;
+	__u32 zero = 0, n, csum, proto, isrc, idst;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_to to = {};
 	struct xfw_ct_entry *e;
-	int srcb;
+	int srcb, reply;
 
 	if (!ctx || !p || !np)
 		return 0;
@@ -356,25 +439,32 @@ __attribute__((noinline)) int xfw_nat_icmp_in_xdp(struct xdp_md *ctx, struct xfw
 	isrc = xfw_nat_rd16(np->icmp_old, XFW_NQ_SADDR) << 16 | xfw_nat_rd16(np->icmp_old, XFW_NQ_SADDR + 2);
 	idst = xfw_nat_rd16(np->icmp_old, XFW_NQ_DADDR) << 16 | xfw_nat_rd16(np->icmp_old, XFW_NQ_DADDR + 2);
 	if (!proto) {
-		e = xfw_nat_quote_noports(np, isrc, idst);
+		e = xfw_nat_quote_noports(np, isrc, idst, 1, &reply);
 		if (!e)
 			return 0;
 		n = XFW_NAT_QUOTE_UDP;
 		csum = 0;
-		port = xfw_nat_rd16(np->icmp_old, XFW_NQ_L4 + 2);
 	} else {
 		csum = xfw_nat_quote_csum(proto, n == XFW_NAT_QUOTE);
 		srcb = xfw_ct_mkkey(&np->fwd, 0, proto, 0, isrc, xfw_nat_rd16(np->icmp_old, XFW_NQ_L4), 0, idst,
 				    xfw_nat_rd16(np->icmp_old, XFW_NQ_L4 + 2));
 		e = xfw_nat_tracked(&np->fwd);
-		if (!e || !(e->v.nat_flags & XFW_NAT_F_DST) || srcb != !!(e->v.status & XFW_CTST_ORIG_B))
+		if (!e)
 			return 0;
-		port = e->v.nat_port;
+		reply = srcb != !!(e->v.status & XFW_CTST_ORIG_B);
 	}
+	/* The quoted packet's destination as its sender's peer knows it: a
+	 * DNAT's original direction the original destination, the host's
+	 * reply in a connection nat INPUT's SNAT translated the new source
+	 * (xfw_nat_src_of of the other direction). */
+	if (!xfw_nat_src_of(e, !reply, &to))
+		return 0;
+	if (!proto)
+		to.port = xfw_nat_rd16(np->icmp_old, XFW_NQ_L4 + 2);
 	__builtin_memcpy(np->icmp_new, np->icmp_old, XFW_NAT_QUOTE);
-	xfw_nat_quote_fix(np, csum, 1, e->v.nat_addr, port);
-	/* The error comes from the original destination. */
-	if (xfw_nat_quote_store_xdp(ctx, p, np, n) || xfw_nat_addr_xdp(ctx, p, 0, e->v.nat_addr))
+	xfw_nat_quote_fix(np, csum, 1, (__u32)to.lo, to.port);
+	/* The error comes from that address. */
+	if (xfw_nat_quote_store_xdp(ctx, p, np, n) || xfw_nat_addr_xdp(ctx, p, 0, (__u32)to.lo))
 		return -1;
 	return 1;
 }

@@ -44,7 +44,9 @@
  *    xfw_nat_in_xdp after INPUT accepted them (xfw_nat_src_of) and are
  *    delivered as the replies above; the host's replies get their
  *    destination back in xfw_nat_out_pre_tc (the SNAT mapping of their
- *    wire tuple) and are routed again.
+ *    wire tuple) and are routed again, and so are the host's ICMP errors
+ *    about such a connection's packet (xfw_nat_icmp_out_tc,
+ *    xfw_nat6_icmp_out_tc: the quote's original source back).
  *  - IPv6 (nf_nat_ipv6_local_fn, ip6_route_me_harder) the same way: the
  *    128-bit addresses of xfw_nat_key, the rewrites nat.h's
  *    xfw_nat_rw_xdp/_tc pick by family, REDIRECT compiled to ::1; an
@@ -145,11 +147,22 @@ static __always_inline __u32 xfw_nat_out_route(struct __sk_buff *skb, struct xfw
 	return o->oif;
 }
 
+/* xfw_nat_out_icmp_err reports whether p is an ICMP or ICMPv6 error. */
+static __always_inline int xfw_nat_out_icmp_err(struct xfw_pkt *p)
+{
+	if (p->icmp > 0xffff)
+		return 0;
+	if (p->fam == 0)
+		return p->proto == IPPROTO_ICMP && xfw_icmp_is_err(p->icmp >> 8);
+	return p->proto == IPPROTO_ICMPV6 && (p->icmp >> 8) < XFW_NAT6_ICMP_INFO;
+}
+
 /* xfw_nat_out_pre_tc translates, before tracking, the destination of a
  * later packet of the host's own in a connection nat OUTPUT translated
  * (the original direction's wire tuple in xfw_nat), or of the host's
  * reply in a connection nat INPUT's SNAT translated (the reply's wire
- * tuple), and routes it again.
+ * tuple), or of the host's ICMP error about a packet of the latter
+ * (xfw_nat_icmp_out_tc), and routes it again.
  * Returns the new device, 0 when the packet is not translated, or
  * XFW_NAT_OUT_DROP. A global function. */
 #define XFW_NAT_OUT_DROP (~0u)
@@ -170,7 +183,15 @@ __attribute__((noinline)) __u32 xfw_nat_out_pre_tc(struct __sk_buff *skb, struct
 	o->orig_addr = p->dst_lo;
 	o->orig_port = p->dport;
 	o->portless = !xfw_nat_translatable(p);
-	if (o->portless) {
+	if (xfw_nat_out_icmp_err(p)) {
+		/* The host's ICMP error about a packet nat INPUT's SNAT
+		 * translated (nat_icmp.h, nat6_icmp.h). */
+		rc = p->fam ? xfw_nat6_icmp_out_tc(skb, p, &v) : xfw_nat_icmp_out_tc(skb, p, &k, &v);
+		if (rc < 0)
+			return XFW_NAT_OUT_DROP;
+		if (!rc)
+			return 0;
+	} else if (o->portless) {
 		/* An echo request, a protocol without ports (nat_query.h). */
 		rc = xfw_natq_out_pre_tc(skb, p);
 		if (rc < 0)

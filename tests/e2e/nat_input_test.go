@@ -32,9 +32,12 @@ import (
 // routes 10.X.9.9 and .8; natInputRoutes .7).
 const natInputRuleset = natTableStart + `-A INPUT -s 10.X.1.2/32 -p tcp -m tcp --dport 8080 -j SNAT --to-source 10.X.9.7
 -A INPUT -s 10.X.1.2/32 -p udp -m udp --dport 5353 -j SNAT --to-source 10.X.9.7:4000
+-A INPUT -s 10.X.1.2/32 -p udp -m udp --dport 5354 -j SNAT --to-source 10.X.9.7:4001
 -A INPUT -s 10.X.1.2/32 -p icmp -j SNAT --to-source 10.X.9.7
 -A INPUT -p 253 -j SNAT --to-source 10.X.9.7
 -A INPUT -s 10.X.2.2/32 -p tcp -m tcp --dport 8081 -j SNAT --to-source 10.X.1.2
+-A INPUT -d 10.X.1.1/32 -p tcp -m tcp --dport 8083 -j SNAT --to-source 10.X.9.7
+-A INPUT -i lo -j SNAT --to-source 10.X.9.7
 COMMIT
 *filter
 :INPUT ACCEPT [0:0]
@@ -47,6 +50,10 @@ COMMIT
 -A INPUT -s 10.X.1.2/32 -p 253 -m conntrack ! --ctstate SNAT
 -A INPUT -s 10.X.1.2/32 -p 253 -m conntrack --ctstate SNAT --ctrepldst 10.X.9.7
 -A INPUT -s 10.X.2.2/32 -p tcp -m tcp --dport 8081 -m conntrack --ctstate NEW
+-A INPUT -s 10.X.1.2/32 -p icmp -m icmp --icmp-type 3 -m conntrack --ctstate RELATED --ctdir ORIGINAL
+-A INPUT -i lo -p udp -m udp --dport 5355 -m conntrack --ctstate NEW
+-A INPUT -i lo -m conntrack --ctstate SNAT
+-A OUTPUT -d 10.X.1.2/32 -o FWOUT -p icmp -m icmp --icmp-type 3 -m conntrack --ctstate RELATED,SNAT --ctdir REPLY
 -A OUTPUT -d 10.X.1.2/32 -o FWOUT -p tcp -m tcp --sport 8080 --tcp-flags SYN,ACK SYN,ACK -m conntrack --ctstate SNAT
 -A OUTPUT -d 10.X.9.7/32
 -A OUTPUT -d 10.X.1.2/32 -o FWOUT -p udp -m udp --sport 5353 -m conntrack --ctstate SNAT --ctrepldstport 4000
@@ -60,9 +67,12 @@ COMMIT
 // natInput6Ruleset is natInputRuleset for IPv6.
 const natInput6Ruleset = natTableStart + `-A INPUT -s fd00:X:1::2/128 -p tcp -m tcp --dport 8080 -j SNAT --to-source fd00:X:9::7
 -A INPUT -s fd00:X:1::2/128 -p udp -m udp --dport 5353 -j SNAT --to-source [fd00:X:9::7]:4000
+-A INPUT -s fd00:X:1::2/128 -p udp -m udp --dport 5354 -j SNAT --to-source [fd00:X:9::7]:4001
 -A INPUT -s fd00:X:1::2/128 -p ipv6-icmp -m icmp6 --icmpv6-type 128 -j SNAT --to-source fd00:X:9::7
 -A INPUT -p 253 -j SNAT --to-source fd00:X:9::7
 -A INPUT -s fd00:X:2::2/128 -p tcp -m tcp --dport 8081 -j SNAT --to-source fd00:X:1::2
+-A INPUT -d fd00:X:1::1/128 -p tcp -m tcp --dport 8083 -j SNAT --to-source fd00:X:9::7
+-A INPUT -i lo -j SNAT --to-source fd00:X:9::7
 COMMIT
 *filter
 :INPUT ACCEPT [0:0]
@@ -75,6 +85,12 @@ COMMIT
 -A INPUT -s fd00:X:1::2/128 -p 253 -m conntrack ! --ctstate SNAT
 -A INPUT -s fd00:X:1::2/128 -p 253 -m conntrack --ctstate SNAT --ctrepldst fd00:X:9::7
 -A INPUT -s fd00:X:2::2/128 -p tcp -m tcp --dport 8081 -m conntrack --ctstate NEW
+-A INPUT -s fd00:X:1::2/128 -p ipv6-icmp -m icmp6 --icmpv6-type 1 -m conntrack --ctstate RELATED --ctdir ORIGINAL
+-A INPUT -s fd00:X:1::2/128 -p ipv6-icmp -m icmp6 --icmpv6-type 4 -m conntrack --ctstate RELATED --ctdir ORIGINAL
+-A INPUT -i lo -p udp -m udp --dport 5355 -m conntrack --ctstate NEW
+-A INPUT -i lo -m conntrack --ctstate SNAT
+-A OUTPUT -d fd00:X:1::2/128 -o FWOUT -p ipv6-icmp -m icmp6 --icmpv6-type 1 -m conntrack --ctstate RELATED,SNAT --ctdir REPLY
+-A OUTPUT -d fd00:X:1::2/128 -o FWOUT -p ipv6-icmp -m icmp6 --icmpv6-type 4 -m conntrack --ctstate RELATED,SNAT --ctdir REPLY
 -A OUTPUT -d fd00:X:1::2/128 -o FWOUT -p tcp -m tcp --sport 8080 --tcp-flags SYN,ACK SYN,ACK -m conntrack --ctstate SNAT
 -A OUTPUT -d fd00:X:9::7/128
 -A OUTPUT -d fd00:X:1::2/128 -o FWOUT -p udp -m udp --sport 5353 -m conntrack --ctstate SNAT --ctrepldstport 4000
@@ -208,17 +224,25 @@ func natInRaw(fam int) func(*testing.T, *nettest.Topology) string {
 	}
 }
 
-// natInputSteps returns TestNatInput*AgainstKernel's steps for family fam.
+// natInputSteps returns TestNatInput*AgainstKernel's steps for family
+// fam: the ICMP errors (nat_input_icmp_test.go) after the connections
+// they are about, the loopback traffic last.
 func natInputSteps(fam int) []natStep {
-	return []natStep{
+	udpErrors, rawErrors := natInErrorSteps(fam)
+	steps := []natStep{
 		{"tcp from gen SNATed to a routed address: fw's reply translated back and routed again", natInTCP(fam, false, 8080)},
 		{"udp from gen SNATed to the address and port 4000, twice (a later packet)", natInUDP(fam)},
-		{"ping from gen SNATed: the echo reply translated back", natInPing(fam, 0x1357)},
-		{"ping again, the same identifier (the same connection)", natInPing(fam, 0x1357)},
-		{"protocol 253 from gen SNATed, fw's answer translated back", natInRaw(fam)},
-		{"tcp from sink SNATed to gen's address: fw's reply first routed to gen", natInTCP(fam, true, 8081)},
-		{"tcp from gen no SNAT rule takes", natInTCP(fam, false, 8082)},
 	}
+	steps = append(steps, udpErrors...)
+	steps = append(steps,
+		natStep{"ping from gen SNATed: the echo reply translated back", natInPing(fam, 0x1357)},
+		natStep{"ping again, the same identifier (the same connection)", natInPing(fam, 0x1357)},
+		natStep{"protocol 253 from gen SNATed, fw's answer translated back", natInRaw(fam)})
+	steps = append(steps, rawErrors...)
+	steps = append(steps,
+		natStep{"tcp from sink SNATed to gen's address: fw's reply first routed to gen", natInTCP(fam, true, 8081)},
+		natStep{"tcp from gen no SNAT rule takes", natInTCP(fam, false, 8082)})
+	return append(steps, natInLoopSteps(fam)...)
 }
 
 // natInputRoutes routes fw's packets to 10.X.9.7 (fd00:X:9::7) through
@@ -234,40 +258,29 @@ func natInputRoutes(t *testing.T, tp *nettest.Topology, fam int) {
 	}
 }
 
-// natInputAgainstKernel runs family fam's steps through both twins and
-// compares the outcomes, the counters and the connections; the kernel
-// must have counted want rules and listed conns connections at least.
-func natInputAgainstKernel(t *testing.T, fam int, ruleset string, want, conns int) {
-	tw := natOutputTwins(t, fam, ruleset)
-	if t.Failed() {
-		return
-	}
-	tool, icmp := "iptables-legacy", "icmp"
+// natInputCase returns TestNatInput*AgainstKernel's case for family fam:
+// TCP, UDP, ICMP and protocol 253 connections compared, the ephemeral
+// ports of TCP clients left out.
+func natInputCase(fam int, ruleset string, want, conns int) natLocalCase {
+	icmp := "icmp"
 	if fam == 6 {
-		tool, icmp = "ip6tables-legacy", "icmpv6"
+		icmp = "icmpv6"
 	}
-	tw.each(func(_ string, tp *nettest.Topology, _ firewall) {
-		natPortlessSinkDrop(t, tp, tool)
-		natInputRoutes(t, tp, fam)
-	})
-	if t.Failed() {
-		return
-	}
-	runNatSteps(t, tw, natInputSteps(fam))
-	compareNatCountersFam(t, tw, fam, want)
-	compareNatConntrackProtos(t, tw, fam, []string{"tcp", "udp", icmp, "unknown"}, func(key string, port int) bool {
-		return (key == "sport" || key == "dport") && port >= 32768
-	}, conns)
+	return natLocalCase{ruleset: ruleset, routes: natInputRoutes, steps: natInputSteps(fam),
+		protos: []string{"tcp", "udp", icmp, "unknown"},
+		ports: func(key string, port int) bool {
+			return (key == "sport" || key == "dport") && port >= 32768
+		}, want: want, conns: conns}
 }
 
 // TestNatInputAgainstKernel runs the IPv4 steps.
 func TestNatInputAgainstKernel(t *testing.T) {
-	natInputAgainstKernel(t, 4, natInputRuleset, 16, 6)
+	natLocalAgainstKernel(t, 4, natInputCase(4, natInputRuleset, 21, 10))
 }
 
 // TestNatInput6AgainstKernel runs the IPv6 steps.
 func TestNatInput6AgainstKernel(t *testing.T) {
-	natInputAgainstKernel(t, 6, natInput6Ruleset, 16, 6)
+	natLocalAgainstKernel(t, 6, natInputCase(6, natInput6Ruleset, 23, 10))
 }
 
 // natInputRefused are commands of nat INPUT the kernel refuses

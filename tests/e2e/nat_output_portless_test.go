@@ -262,41 +262,27 @@ func natOutQuotedError(quoted func(tp *nettest.Topology) []byte) func(*testing.T
 	}
 }
 
-// natOutputPortlessAgainstKernel runs family fam's steps through both
-// twins and compares the outcomes, the counters and the ICMP and unknown
-// connections; the kernel must have counted want rules and listed conns
-// connections at least.
-func natOutputPortlessAgainstKernel(t *testing.T, fam int, ruleset string, want, conns int) {
-	tw := natOutputTwins(t, fam, ruleset)
-	if t.Failed() {
-		return
-	}
-	tool, icmp := "iptables-legacy", "icmp"
+// natOutputPortlessCase returns TestNatOutput*PortlessAgainstKernel's
+// case for family fam: the ICMP and unknown-protocol connections compared.
+func natOutputPortlessCase(fam int, ruleset string, want, conns int) natLocalCase {
+	icmp := "icmp"
 	if fam == 6 {
-		tool, icmp = "ip6tables-legacy", "icmpv6"
+		icmp = "icmpv6"
 	}
-	tw.each(func(_ string, tp *nettest.Topology, _ firewall) {
-		natPortlessSinkDrop(t, tp, tool)
-		natOutVIPRoutes(t, tp, fam)
-	})
-	if t.Failed() {
-		return
-	}
-	runNatSteps(t, tw, natOutPortlessSteps(fam))
-	compareNatCountersFam(t, tw, fam, want)
-	compareNatConntrackProtos(t, tw, fam, []string{icmp, "unknown"}, func(string, int) bool { return false }, conns)
+	return natLocalCase{ruleset: ruleset, routes: natOutVIPRoutes, steps: natOutPortlessSteps(fam),
+		protos: []string{icmp, "unknown"}, ports: func(string, int) bool { return false }, want: want, conns: conns}
 }
 
 // TestNatOutputPortlessAgainstKernel runs the IPv4 steps.
 func TestNatOutputPortlessAgainstKernel(t *testing.T) {
-	natOutputPortlessAgainstKernel(t, 4, natOutPortlessRuleset, 16, 5)
+	natLocalAgainstKernel(t, 4, natOutputPortlessCase(4, natOutPortlessRuleset, 16, 5))
 }
 
 // TestNatOutput6PortlessAgainstKernel runs the IPv6 steps (the ICMPv6
 // checksum, which covers the addresses, checked by fw's ping socket and
 // sink's kernel).
 func TestNatOutput6PortlessAgainstKernel(t *testing.T) {
-	natOutputPortlessAgainstKernel(t, 6, natOutPortless6Ruleset, 15, 5)
+	natLocalAgainstKernel(t, 6, natOutputPortlessCase(6, natOutPortless6Ruleset, 15, 5))
 }
 
 // natOutVIPRoutes routes fw's packets to the VIPs 10.X.9.9 and 10.X.9.8

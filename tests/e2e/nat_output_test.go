@@ -110,6 +110,46 @@ func natOutputTwins(t *testing.T, fam int, ruleset string) *twins {
 	return tw
 }
 
+// natLocalCase is a test of the host's own translations (nat OUTPUT,
+// nat INPUT) against the kernel: the ruleset (natOutputTwins), the routes
+// fw adds, the steps, the protocols whose connections `conntrack -L`
+// compares and the keys and ports whose values differ by design (a
+// client's ephemeral port), the rules the kernel must have counted at
+// least (want) and the connections it must have listed (conns).
+type natLocalCase struct {
+	ruleset     string
+	routes      func(t *testing.T, tp *nettest.Topology, fam int)
+	steps       []natStep
+	protos      []string
+	ports       func(key string, port int) bool
+	want, conns int
+}
+
+// natLocalAgainstKernel runs case c of family fam through both twins
+// (sink and gen drop what the steps send them without a socket:
+// natPortlessSinkDrop) and compares the outcomes, the counters and the
+// connections.
+func natLocalAgainstKernel(t *testing.T, fam int, c natLocalCase) {
+	tw := natOutputTwins(t, fam, c.ruleset)
+	if t.Failed() {
+		return
+	}
+	tool := "iptables-legacy"
+	if fam == 6 {
+		tool = "ip6tables-legacy"
+	}
+	tw.each(func(_ string, tp *nettest.Topology, _ firewall) {
+		natPortlessSinkDrop(t, tp, tool)
+		c.routes(t, tp, fam)
+	})
+	if t.Failed() {
+		return
+	}
+	runNatSteps(t, tw, c.steps)
+	compareNatCountersFam(t, tw, fam, c.want)
+	compareNatConntrackProtos(t, tw, fam, c.protos, c.ports, c.conns)
+}
+
 // natAt returns a function giving 10.X.net.host:port of a topology.
 func natAt(net, host byte, port uint16) func(tp *nettest.Topology) netip.AddrPort {
 	return func(tp *nettest.Topology) netip.AddrPort {

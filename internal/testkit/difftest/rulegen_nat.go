@@ -209,15 +209,14 @@ func (g *natGen) natRule(chain string) []string {
 	return dropEmpty(s)
 }
 
-// natInputRule returns the spec of one rule of nat INPUT: SNAT of TCP or
-// ICMP echo (UDP to fw is answered by port unreachable errors, which xfw
-// does not translate back: docs/differences.md), to gen's or sink's
-// address (with one port for TCP half of the time) or an address or short
-// range beyond them (routed through them), --persistent at times, without
-// MASQUERADE (the kernel refuses it there).
+// natInputRule returns the spec of one rule of nat INPUT: SNAT of TCP,
+// UDP (fw's port unreachable translated back) or ICMP echo, to gen's or
+// sink's address (with one port for TCP half of the time) or an address
+// or short range beyond them (routed through them), --persistent at
+// times, without MASQUERADE (the kernel refuses it there).
 func (g *natGen) natInputRule() []string {
 	var s []string
-	proto := pick(g.rng, []string{"tcp", "tcp", "icmp"})
+	proto := pick(g.rng, []string{"tcp", "tcp", "udp", "icmp"})
 	if g.chance(50) {
 		s = append(s, g.neg(15), "-i", pick(g.rng, []string{"in0", "in0", "out0", "in+"}))
 	}
@@ -233,7 +232,7 @@ func (g *natGen) natInputRule() []string {
 			s = append(s, "-m", "icmp", "--icmp-type", "echo-request")
 		}
 	} else {
-		s = append(s, "-p", "tcp")
+		s = append(s, "-p", proto)
 		if g.chance(60) {
 			s = append(s, "--dport", g.portMatch())
 		}

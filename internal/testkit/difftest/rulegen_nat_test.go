@@ -12,7 +12,8 @@ import (
 
 // TestNATRulesetsLoad: the random nat rulesets parse and compile in xfw
 // (both tables), use every translation (DNAT and REDIRECT in nat OUTPUT
-// too, of every protocol; SNAT in nat INPUT), and are the same for a seed.
+// too, of every protocol; SNAT in nat INPUT, of UDP too), and are the same
+// for a seed.
 func TestNATRulesetsLoad(t *testing.T) {
 	seen := map[string]bool{}
 	for seed := int64(1); seed <= 60; seed++ {
@@ -36,12 +37,15 @@ func TestNATRulesetsLoad(t *testing.T) {
 			if strings.HasPrefix(l, "-A INPUT ") && strings.Contains(l, "-j SNAT") {
 				seen["nat INPUT's SNAT"] = true
 			}
+			if strings.HasPrefix(l, "-A INPUT ") && strings.Contains(l, "-p udp") && strings.Contains(l, "-j SNAT") {
+				seen["nat INPUT's SNAT of UDP"] = true
+			}
 		}
 		if !HasNATTable(text) || !Stateful(text) {
 			t.Fatalf("seed %d: not a stateful nat ruleset", seed)
 		}
 	}
-	if len(seen) != 11 {
+	if len(seen) != 12 {
 		t.Errorf("the rulesets use only %v", seen)
 	}
 }
