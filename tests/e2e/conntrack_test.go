@@ -10,6 +10,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -409,7 +410,11 @@ func listenTCP(t *testing.T, ns string, addr netip.AddrPort) *net.TCPListener {
 	var ln *net.TCPListener
 	err := nettest.InNamespace(ns, func() error {
 		var err error
-		ln, err = net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
+		lc := net.ListenConfig{KeepAlive: nettest.NoKeepAlive}
+		l, err := lc.Listen(context.Background(), "tcp", addr.String())
+		if err == nil {
+			ln = l.(*net.TCPListener)
+		}
 		return err
 	})
 	if err != nil {
@@ -424,7 +429,7 @@ func dialTCP(ns string, dst netip.AddrPort, timeout time.Duration) (*net.TCPConn
 	var c net.Conn
 	err := nettest.InNamespace(ns, func() error {
 		var err error
-		c, err = (&net.Dialer{Timeout: timeout}).Dial("tcp", dst.String())
+		c, err = (&net.Dialer{Timeout: timeout, KeepAlive: nettest.NoKeepAlive}).Dial("tcp", dst.String())
 		return err
 	})
 	if err != nil {

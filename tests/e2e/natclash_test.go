@@ -122,6 +122,7 @@ func clashTCPDial(tp *nettest.Topology, src, port uint16, payload string) (net.C
 	err := nettest.InNamespace(tp.GenNS, func() error {
 		d := net.Dialer{
 			Timeout:   2 * time.Second,
+			KeepAlive: nettest.NoKeepAlive,
 			LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(tp.Gen.IPv4, src)),
 			Control: func(_, _ string, c syscall.RawConn) error {
 				var serr error

@@ -190,7 +190,7 @@ func TCPConnect(ns string, dst netip.AddrPort, opts ...DialOption) Attempt {
 	start := time.Now()
 	var a Attempt
 	err := InNamespace(ns, func() error {
-		d := net.Dialer{Timeout: cfg.timeout, LocalAddr: cfg.localAddr("tcp")}
+		d := net.Dialer{Timeout: cfg.timeout, LocalAddr: cfg.localAddr("tcp"), KeepAlive: NoKeepAlive}
 		conn, err := d.Dial("tcp", dst.String())
 		if err != nil {
 			a.classify(err)
@@ -366,13 +366,28 @@ func ping(a *Attempt, cfg dialConfig, dst netip.Addr, start time.Time) error {
 // serverConfig holds the ServerOptions.
 type serverConfig struct {
 	echo bool
+	// ackFIN acknowledges a peer's FIN before closing (TCP).
+	ackFIN bool
 }
+
+// NoKeepAlive turns off TCP keepalives (net.Dialer and net.ListenConfig's
+// KeepAlive). Go sends them every 15 s by default: a test slowed past that
+// by load would see probes and their ACKs in the counters it compares.
+const NoKeepAlive = -1
 
 // ServerOption configures StartUDPServer and StartTCPServer.
 type ServerOption func(*serverConfig)
 
 // Echo makes a server send back what it receives.
 func Echo() ServerOption { return func(c *serverConfig) { c.echo = true } }
+
+// AckFINFirst makes a TCP server acknowledge the peer's FIN at once
+// (TCP_QUICKACK) before it closes the connection. Without it the kernel
+// delays that ACK (a FIN puts the socket in delayed-ACK mode), and the
+// server's close either carries it in its FIN or follows it, by timing: a
+// close from the peer then costs three segments or four. Tests that count
+// forwarded packets need it always four.
+func AckFINFirst() ServerOption { return func(c *serverConfig) { c.ackFIN = true } }
 
 // Datagram is one datagram a UDPServer received.
 type Datagram struct {
@@ -503,11 +518,12 @@ func StartTCPServer(t testing.TB, ns string, addr netip.AddrPort, opts ...Server
 	s.accepted.init(maxCapturedFrames)
 	s.finished.init(maxCapturedFrames)
 	err := InNamespace(ns, func() error {
-		ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
+		lc := net.ListenConfig{KeepAlive: NoKeepAlive}
+		ln, err := lc.Listen(context.Background(), "tcp", addr.String())
 		if err != nil {
 			return err
 		}
-		s.ln = ln
+		s.ln = ln.(*net.TCPListener)
 		return nil
 	})
 	if err != nil {
@@ -568,9 +584,27 @@ func (s *TCPServer) handle(c net.Conn, rec Conn, cfg serverConfig) {
 			}
 		}
 		if err != nil {
+			if cfg.ackFIN && errors.Is(err, io.EOF) {
+				quickAck(c)
+			}
 			return
 		}
 	}
+}
+
+// quickAck sends a TCP connection's pending ACK now (TCP_QUICKACK).
+func quickAck(c net.Conn) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = raw.Control(func(fd uintptr) {
+		_ = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_QUICKACK, 1)
+	})
 }
 
 // Accepted returns the connections accepted so far.
