@@ -135,7 +135,7 @@ func (fl *flattener) natViewFree(c *ir.Chain, st *chainState) bool {
 	st.natShare = ttlNo
 	infos := fl.chainInfos[c]
 	for i, r := range c.Rules {
-		if !fl.viewFreeRule(r) {
+		if !fl.viewFreeAt(infos, c, i, r) {
 			return false
 		}
 		if r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto {
@@ -151,10 +151,26 @@ func (fl *flattener) natViewFree(c *ir.Chain, st *chainState) bool {
 	return true
 }
 
-// viewFreeRule reports whether rule r of the nat table flattens to the
-// same entries in the nat PREROUTING and OUTPUT views, leaving its jumps
-// aside (natViewFree).
-func (fl *flattener) viewFreeRule(r *ir.Rule) bool {
+// ruleInfo.viewFree values.
+const (
+	viewFreeUnknown = iota
+	viewFreeNo
+	viewFreeYes
+)
+
+// viewFreeAt is viewFreeRule of rule i (r) of chain c: from its ruleInfo
+// when c's are indexed (infos) and it is known (precomputeTerms).
+func (fl *flattener) viewFreeAt(infos []*ruleInfo, c *ir.Chain, i int, r *ir.Rule) bool {
+	if len(infos) == len(c.Rules) && infos[i].viewFree != viewFreeUnknown {
+		return infos[i].viewFree == viewFreeYes
+	}
+	return viewFreeRule(fl.rs.Family, r)
+}
+
+// viewFreeRule reports whether rule r of the nat table (of family fam)
+// flattens to the same entries in the nat PREROUTING and OUTPUT views,
+// leaving its jumps aside (natViewFree).
+func viewFreeRule(fam ir.Family, r *ir.Rule) bool {
 	if r.InIface.Set || r.OutIface.Set {
 		return false
 	}
@@ -168,9 +184,9 @@ func (fl *flattener) viewFreeRule(r *ir.Rule) bool {
 		ir.TargetNone, ir.TargetMark:
 		return true
 	case ir.TargetDNAT:
-		return fl.rs.Family == ir.IPv4 &&
-			checkNatRule(fl.rs.Family, natContext{prerouting: true}, r) == nil &&
-			checkNatRule(fl.rs.Family, natContext{output: true}, r) == nil
+		return fam == ir.IPv4 &&
+			checkNatRule(fam, natContext{prerouting: true}, r) == nil &&
+			checkNatRule(fam, natContext{output: true}, r) == nil
 	}
 	return false
 }
@@ -400,7 +416,8 @@ func (fl *flattener) jumpTarget(chain *ir.Chain, i int, r *ir.Rule, inf *ruleInf
 // when c is part of a loop or its jumps nest deeper than maxDepth: the
 // walk's call stack holds maxDepth positions.
 func (fl *flattener) checkNesting(c *ir.Chain) error {
-	h, err := fl.height(c, nil)
+	fl.nestPath = fl.nestPath[:0]
+	h, err := fl.height(c)
 	if err != nil {
 		return err
 	}
@@ -411,17 +428,20 @@ func (fl *flattener) checkNesting(c *ir.Chain) error {
 }
 
 // height returns the longest chain of jumps and gotos from c (0: none),
-// memoised; path are the chains on the way to c (a loop is refused).
-func (fl *flattener) height(c *ir.Chain, path []string) (int, error) {
+// memoised; fl.nestPath are the chains on the way to c (a loop is
+// refused), one stack for the whole search rather than a path allocated
+// per chain.
+func (fl *flattener) height(c *ir.Chain) (int, error) {
 	st := fl.stateOf(c)
 	switch st.nesting {
 	case nestingOnPath:
-		return 0, fmt.Errorf("chain %s: jump loop (%v → %s)", c.Name, path, c.Name)
+		return 0, fmt.Errorf("chain %s: jump loop (%v → %s)", c.Name, fl.nestPath, c.Name)
 	case nestingKnown:
 		return st.height, nil
 	}
 	st.nesting = nestingOnPath
-	path = append(path, c.Name)
+	fl.nestPath = append(fl.nestPath, c.Name)
+	defer func() { fl.nestPath = fl.nestPath[:len(fl.nestPath)-1] }()
 	h := 0
 	infos := fl.chainInfos[c]
 	for i, r := range c.Rules {
@@ -432,7 +452,7 @@ func (fl *flattener) height(c *ir.Chain, path []string) (int, error) {
 		if t == nil || t.Builtin {
 			return 0, fmt.Errorf("chain %s rule %d: jump to unknown chain %q", c.Name, i+1, r.Target.Chain)
 		}
-		th, err := fl.height(t, path)
+		th, err := fl.height(t)
 		if err != nil {
 			return 0, err
 		}
