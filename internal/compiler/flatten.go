@@ -640,8 +640,8 @@ type ruleInfo struct {
 	// first time flattening meets the rule (hookBoundUnknown,
 	// viewFreeUnknown).
 	hookBound, probed, viewFree uint8
-	terms             []term
-	err               error
+	terms                       []term
+	err                         error
 	// target is the chain a jump or goto reaches, its nesting checked,
 	// targetState its chainState (jumpTarget).
 	target      *ir.Chain
