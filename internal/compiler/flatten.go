@@ -3,6 +3,7 @@ package compiler
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -151,6 +152,12 @@ type flattener struct {
 const maxDepth = 64
 
 func (fl *flattener) emit(e Entry) {
+	if len(fl.entries) == cap(fl.entries) {
+		// Twice the size, where append grows a large slice by a
+		// quarter: entriesEstimate may guess low (a nat chain with a
+		// region per view), and each growth copies every entry.
+		fl.entries = slices.Grow(fl.entries, max(cap(fl.entries), 1024))
+	}
 	fl.entries = append(fl.entries, e)
 	if e.Action == ActContinue || e.Action == ActCall || e.Action == ActReturn || e.Action == ActUnwind || e.Action == ActExit {
 		fl.hops++
