@@ -144,6 +144,11 @@ type flattener struct {
 	chainInfos map[*ir.Chain][]*ruleInfo
 	// nestPath are the chains on height's way (checkNesting).
 	nestPath []string
+	// numbered are the rules' ruleInfos in the order numberRules met
+	// them (ForEachCounter's, policies left out); numberedDup: a rule
+	// was met twice.
+	numbered    []*ruleInfo
+	numberedDup bool
 }
 
 // maxDepth bounds nested jumps and gotos (the walk's call stack,
@@ -695,6 +700,7 @@ func (fl *flattener) numberRules(rs *ir.Ruleset) []RuleRef {
 		}
 	}
 	refs := make([]RuleRef, 0, rules)
+	fl.numbered = make([]*ruleInfo, 0, rules)
 	if len(fl.info) == 0 {
 		fl.info = make(map[*ir.Rule]*ruleInfo, rules)
 	}
@@ -709,7 +715,12 @@ func (fl *flattener) numberRules(rs *ir.Ruleset) []RuleRef {
 			infos = make([]ruleInfo, 0, 4096) // one allocation per 4,096 rules
 		}
 		infos = append(infos, ruleInfo{id: uint32(i)})
-		fl.info[r] = &infos[len(infos)-1]
+		inf := &infos[len(infos)-1]
+		if _, dup := fl.info[r]; dup {
+			fl.numberedDup = true
+		}
+		fl.info[r] = inf
+		fl.numbered = append(fl.numbered, inf)
 	})
 	return refs
 }
@@ -733,20 +744,33 @@ func (fl *flattener) precomputeTerms() {
 	var rules []*ir.Rule
 	var infos []*ruleInfo
 	var byName []map[string]*ir.Chain // the table of rules[i]'s chain index
-	total := 0
+	total, chains := 0, 0
 	for _, t := range append([]*ir.Ruleset{fl.rs}, fl.rs.Tables...) {
+		chains += len(t.Chains)
 		for _, c := range t.Chains {
 			total += len(c.Rules)
 		}
 	}
+	// numberRules met the rules in this order: their ruleInfos without
+	// a lookup each, unless a rule is in the ruleset twice (its
+	// ruleInfo is then the one numbered last, fl.info's).
+	numbered := fl.numbered
+	if fl.numberedDup || len(numbered) != total {
+		numbered = nil
+	}
 	all := make([]*ruleInfo, 0, total)
-	fl.chainInfos = make(map[*ir.Chain][]*ruleInfo, len(fl.rs.Chains))
+	fl.chainInfos = make(map[*ir.Chain][]*ruleInfo, chains)
 	for _, t := range append([]*ir.Ruleset{fl.rs}, fl.rs.Tables...) {
 		index := fl.chainIndexOf(t)
 		for _, c := range t.Chains {
 			first := len(all)
 			for _, r := range c.Rules {
-				inf := fl.ruleInfo(r)
+				var inf *ruleInfo
+				if numbered != nil {
+					inf = numbered[len(all)]
+				} else {
+					inf = fl.ruleInfo(r)
+				}
 				all = append(all, inf)
 				rules = append(rules, r)
 				infos = append(infos, inf)
