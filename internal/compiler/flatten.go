@@ -741,9 +741,6 @@ const minParallelRules = 1024
 // that cost the serial flattening about 0.15 s of CPU at 10K kube-proxy
 // services), and indexes every chain's ruleInfos (chainInfos).
 func (fl *flattener) precomputeTerms() {
-	var rules []*ir.Rule
-	var infos []*ruleInfo
-	var byName []map[string]*ir.Chain // the table of rules[i]'s chain index
 	total, chains := 0, 0
 	for _, t := range append([]*ir.Ruleset{fl.rs}, fl.rs.Tables...) {
 		chains += len(t.Chains)
@@ -751,6 +748,11 @@ func (fl *flattener) precomputeTerms() {
 			total += len(c.Rules)
 		}
 	}
+	// Sized ahead (grown by append, 34 MiB more at 10K kube-proxy
+	// services).
+	rules := make([]*ir.Rule, 0, total)
+	infos := make([]*ruleInfo, 0, total)
+	byName := make([]map[string]*ir.Chain, 0, total) // the table of rules[i]'s chain index
 	// numberRules met the rules in this order: their ruleInfos without
 	// a lookup each, unless a rule is in the ruleset twice (its
 	// ruleInfo is then the one numbered last, fl.info's).
