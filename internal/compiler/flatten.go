@@ -139,9 +139,6 @@ type flattener struct {
 	spans       []regionSpan
 	// chainIndex indexes each table's chains by name (chainNamed).
 	chainIndex map[*ir.Ruleset]map[string]*ir.Chain
-	// chainInfos are the ruleInfos of each chain's rules, in order
-	// (precomputeTerms).
-	chainInfos map[*ir.Chain][]*ruleInfo
 	// nestPath are the chains on height's way (checkNesting).
 	nestPath []string
 	// numbered are the rules' ruleInfos in the order numberRules met
@@ -174,7 +171,7 @@ func (fl *flattener) emit(e Entry) {
 // region's RETURN entry). A jump or goto is a CALL of the target chain's
 // region (regions.go).
 func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) error {
-	infos := fl.chainInfos[chain]
+	infos := fl.stateOf(chain).infos
 	universal := outer == (Cond{})
 	for i, r := range chain.Rules {
 		if len(fl.entries) > MaxEntries {
@@ -659,8 +656,10 @@ type ruleInfo struct {
 	target      *ir.Chain
 	targetState *chainState
 	// jump is the chain a jump or goto names, when jumpResolved
-	// (resolveJump; its nesting not checked yet: jumpTarget).
+	// (resolveJump; its nesting not checked yet: jumpTarget), jumpState
+	// its chainState when precomputeTerms found it (nil: stateOf).
 	jump         *ir.Chain
+	jumpState    *chainState
 	jumpResolved bool
 	// prefix[i] are the terms of the rule's IP part and its matches
 	// before match i, for the probe of match i (prefixTerms).
@@ -739,7 +738,7 @@ const minParallelRules = 1024
 // asks of each rule alone (hookBound, viewFreeRule, and hasProbedMatch
 // for a rule without set matches: a first touch of each rule's matches
 // that cost the serial flattening about 0.15 s of CPU at 10K kube-proxy
-// services), and indexes every chain's ruleInfos (chainInfos).
+// services), and indexes every chain's ruleInfos (chainState.infos).
 func (fl *flattener) precomputeTerms() {
 	total, chains := 0, 0
 	for _, t := range append([]*ir.Ruleset{fl.rs}, fl.rs.Tables...) {
@@ -761,10 +760,23 @@ func (fl *flattener) precomputeTerms() {
 		numbered = nil
 	}
 	all := make([]*ruleInfo, 0, total)
-	fl.chainInfos = make(map[*ir.Chain][]*ruleInfo, chains)
+	// Every chain's chainState made here, in one allocation, holding
+	// its ruleInfos: the jumps' target states are then found ahead
+	// (jumpState) and the graph's walks (height, natViewFree,
+	// reachesTTLOf) look no chain up.
+	states := make([]chainState, chains)
+	if fl.chainStates == nil {
+		fl.chainStates = make(map[*ir.Chain]*chainState, chains)
+	}
 	for _, t := range append([]*ir.Ruleset{fl.rs}, fl.rs.Tables...) {
 		index := fl.chainIndexOf(t)
 		for _, c := range t.Chains {
+			st := fl.chainStates[c]
+			if st == nil {
+				st = &states[0]
+				states = states[1:]
+				fl.chainStates[c] = st
+			}
 			first := len(all)
 			for _, r := range c.Rules {
 				var inf *ruleInfo
@@ -778,7 +790,7 @@ func (fl *flattener) precomputeTerms() {
 				infos = append(infos, inf)
 				byName = append(byName, index)
 			}
-			fl.chainInfos[c] = all[first:len(all):len(all)]
+			st.infos = all[first:len(all):len(all)]
 		}
 	}
 	workers := runtime.GOMAXPROCS(0)
@@ -795,6 +807,10 @@ func (fl *flattener) precomputeTerms() {
 			for i := lo; i < hi; i++ {
 				r, inf := rules[i], infos[i]
 				resolveJump(inf, r, byName[i])
+				if inf.jump != nil {
+					// Read only while the workers run.
+					inf.jumpState = fl.chainStates[inf.jump]
+				}
 				inf.hookBound = hookBoundNo
 				if hookBound(r) {
 					inf.hookBound = hookBoundYes
@@ -828,7 +844,7 @@ func resolveJump(inf *ruleInfo, r *ir.Rule, byName map[string]*ir.Chain) {
 }
 
 // infoAt returns the ruleInfo of rule i (r) of chain c: from the chain's
-// index (chainInfos, one lookup per chain instead of one per rule), or
+// index (chainState.infos, one lookup per chain instead of one per rule), or
 // looked up by rule.
 func (fl *flattener) infoAt(infos []*ruleInfo, c *ir.Chain, i int, r *ir.Rule) *ruleInfo {
 	if len(infos) == len(c.Rules) {

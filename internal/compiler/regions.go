@@ -134,20 +134,20 @@ func (fl *flattener) natViewFree(c *ir.Chain, st *chainState) bool {
 		return st.natShare == ttlYes
 	}
 	st.natShare = ttlNo
-	infos := fl.chainInfos[c]
+	infos := st.infos
 	for i, r := range c.Rules {
 		if !fl.viewFreeAt(infos, c, i, r) {
 			return false
 		}
 		if r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto {
-			t := fl.jumpOf(infos, c, i, r)
-			if t == nil || t.Builtin || !fl.natViewFree(t, fl.stateOf(t)) {
+			t, tst := fl.jumpStateOf(infos, c, i, r)
+			if t == nil || t.Builtin || !fl.natViewFree(t, tst) {
 				return false
 			}
 		}
 	}
 	// Nothing it reaches has a TTL match or target (viewFreeRule):
-	// reachesTTL need not walk it again.
+	// reachesTTLOf need not walk it again.
 	st.natShare, st.ttl = ttlYes, ttlNo
 	return true
 }
@@ -211,8 +211,12 @@ func viewFreeMatch(m ir.Match) bool {
 // view and whether it reaches a TTL match. One map lookup per jump finds
 // it (a kube-proxy ruleset has about 230,000 jumps, each met in two views).
 type chainState struct {
+	// infos are the ruleInfos of the chain's rules, in order
+	// (precomputeTerms; nil for a chain it did not index: infoAt looks
+	// them up).
+	infos   []*ruleInfo
 	regions []regionSlot
-	// ttl: 0 not known yet, ttlNo or ttlYes (reachesTTL).
+	// ttl: 0 not known yet, ttlNo or ttlYes (reachesTTLOf).
 	ttl uint8
 	// nesting: 0 not known yet, nestingOnPath while height computes it,
 	// nestingKnown once height is.
@@ -277,6 +281,21 @@ func (fl *flattener) jumpOf(infos []*ruleInfo, c *ir.Chain, i int, r *ir.Rule) *
 	return fl.chainNamed(r.Target.Chain)
 }
 
+// jumpStateOf is jumpOf with the chain's chainState (nil with a nil
+// chain): found ahead (ruleInfo.jumpState) or by stateOf.
+func (fl *flattener) jumpStateOf(infos []*ruleInfo, c *ir.Chain, i int, r *ir.Rule) (*ir.Chain, *chainState) {
+	if len(infos) == len(c.Rules) && infos[i].jumpResolved {
+		if inf := infos[i]; inf.jumpState != nil {
+			return inf.jump, inf.jumpState
+		}
+	}
+	t := fl.jumpOf(infos, c, i, r)
+	if t == nil {
+		return nil, nil
+	}
+	return t, fl.stateOf(t)
+}
+
 // stateOf returns chain c's chainState, a new one on first use.
 func (fl *flattener) stateOf(c *ir.Chain) *chainState {
 	if st, ok := fl.chainStates[c]; ok {
@@ -290,20 +309,16 @@ func (fl *flattener) stateOf(c *ir.Chain) *chainState {
 	return st
 }
 
-// reachesTTL reports whether a rule of chain c or of a chain it reaches
-// has a TTL (hop limit) match or a TTL or HL target; memoised (the chain graph has no loops:
-// checkNesting ran first).
-func (fl *flattener) reachesTTL(c *ir.Chain) bool {
-	return fl.reachesTTLOf(c, fl.stateOf(c))
-}
-
-// reachesTTLOf is reachesTTL of chain c whose chainState is st.
+// reachesTTLOf reports whether a rule of chain c (whose chainState is
+// st) or of a chain it reaches has a TTL (hop limit) match or a TTL or HL
+// target; memoised (the chain graph has no loops: checkNesting ran
+// first).
 func (fl *flattener) reachesTTLOf(c *ir.Chain, st *chainState) bool {
 	if st.ttl != 0 {
 		return st.ttl == ttlYes
 	}
 	st.ttl = ttlNo
-	infos := fl.chainInfos[c]
+	infos := st.infos
 	for i, r := range c.Rules {
 		for _, m := range r.Matches {
 			if _, ok := m.(*ir.TTLMatch); ok {
@@ -317,7 +332,7 @@ func (fl *flattener) reachesTTLOf(c *ir.Chain, st *chainState) bool {
 			return true
 		}
 		if r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto {
-			if t := fl.jumpOf(infos, c, i, r); t != nil && fl.reachesTTL(t) {
+			if t, tst := fl.jumpStateOf(infos, c, i, r); t != nil && fl.reachesTTLOf(t, tst) {
 				st.ttl = ttlYes
 				return true
 			}
@@ -407,26 +422,29 @@ func (fl *flattener) jumpTarget(chain *ir.Chain, i int, r *ir.Rule, inf *ruleInf
 	if inf.target != nil {
 		return inf.target, inf.targetState, nil
 	}
-	target := inf.jump
+	target, st := inf.jump, inf.jumpState
 	if !inf.jumpResolved {
 		target = fl.chainNamed(r.Target.Chain)
 	}
 	if target == nil || target.Builtin {
 		return nil, nil, fmt.Errorf("chain %s rule %d: jump to unknown chain %q", chain.Name, i+1, r.Target.Chain)
 	}
-	if err := fl.checkNesting(target); err != nil {
+	if st == nil || !inf.jumpResolved {
+		st = fl.stateOf(target)
+	}
+	if err := fl.checkNesting(target, st); err != nil {
 		return nil, nil, err
 	}
-	inf.target, inf.targetState = target, fl.stateOf(target)
-	return target, inf.targetState, nil
+	inf.target, inf.targetState = target, st
+	return target, st, nil
 }
 
 // checkNesting refuses a jump to chain c (from the chain being flattened)
 // when c is part of a loop or its jumps nest deeper than maxDepth: the
 // walk's call stack holds maxDepth positions.
-func (fl *flattener) checkNesting(c *ir.Chain) error {
+func (fl *flattener) checkNesting(c *ir.Chain, st *chainState) error {
 	fl.nestPath = fl.nestPath[:0]
-	h, err := fl.height(c)
+	h, err := fl.height(c, st)
 	if err != nil {
 		return err
 	}
@@ -440,8 +458,7 @@ func (fl *flattener) checkNesting(c *ir.Chain) error {
 // memoised; fl.nestPath are the chains on the way to c (a loop is
 // refused), one stack for the whole search rather than a path allocated
 // per chain.
-func (fl *flattener) height(c *ir.Chain) (int, error) {
-	st := fl.stateOf(c)
+func (fl *flattener) height(c *ir.Chain, st *chainState) (int, error) {
 	switch st.nesting {
 	case nestingOnPath:
 		return 0, fmt.Errorf("chain %s: jump loop (%v → %s)", c.Name, fl.nestPath, c.Name)
@@ -452,16 +469,16 @@ func (fl *flattener) height(c *ir.Chain) (int, error) {
 	fl.nestPath = append(fl.nestPath, c.Name)
 	defer func() { fl.nestPath = fl.nestPath[:len(fl.nestPath)-1] }()
 	h := 0
-	infos := fl.chainInfos[c]
+	infos := st.infos
 	for i, r := range c.Rules {
 		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
 			continue
 		}
-		t := fl.jumpOf(infos, c, i, r)
+		t, tst := fl.jumpStateOf(infos, c, i, r)
 		if t == nil || t.Builtin {
 			return 0, fmt.Errorf("chain %s rule %d: jump to unknown chain %q", c.Name, i+1, r.Target.Chain)
 		}
-		th, err := fl.height(t)
+		th, err := fl.height(t, tst)
 		if err != nil {
 			return 0, err
 		}
