@@ -11,7 +11,9 @@
  *   value → class:  o_small (direct arrays), o_bounds (sorted intervals
  *                   as search trees of 32-key nodes), o_hcls (hash, with
  *                   a default class)
- *   class → chunks: o_clsch[class * nchunks + k] = chunk id (0 = empty)
+ *   class → chunks: id k of class c, i = c * nchunks + k, is
+ *                   o_clsch[i / 2].v[i % 2] (chunk id, 0 = empty; two ids
+ *                   an element: struct xfw_u32pair)
  *   chunk:          o_chunks[id] = summary word + 64 words of bits
  *   entries:        o_entries[i] = action of flattened entry i
  *
@@ -274,7 +276,8 @@ __attribute__((noinline)) __u64 xfw_and_chunk(struct xfw_cls *st, __u32 c, __u32
 	void *clsch, *chunks;
 	struct xfw_chunk *ch;
 	__u64 acc = ~0ULL, word = ~0ULL;
-	__u32 f, slot, key, *id;
+	__u32 f, slot, key, idx, id;
+	struct xfw_u32pair *ids;
 
 	if (!st)
 		return 0;
@@ -294,12 +297,16 @@ __attribute__((noinline)) __u64 xfw_and_chunk(struct xfw_cls *st, __u32 c, __u32
 		f = fc->fields[i];
 		if (f >= XFW_NFIELDS)
 			return 0;
-		key = st->cls[f] * fc->nchunks + c;
-		id = bpf_map_lookup_elem(clsch, &key);
-		if (!id || !*id)
+		idx = st->cls[f] * fc->nchunks + c;
+		key = idx / 2;
+		ids = bpf_map_lookup_elem(clsch, &key);
+		if (!ids)
 			return 0;
-		st->ids[i & (XFW_FIELD_LIST - 1)] = *id;
-		ch = bpf_map_lookup_elem(chunks, id);
+		id = ids->v[idx & 1];
+		if (!id)
+			return 0;
+		st->ids[i & (XFW_FIELD_LIST - 1)] = id;
+		ch = bpf_map_lookup_elem(chunks, &id);
 		if (!ch)
 			return 0;
 		acc &= ch->summary;
@@ -418,7 +425,8 @@ __attribute__((noinline)) __u32 xfw_scan_words(struct xfw_cls *st, __u64 cand)
 __attribute__((noinline)) __u32 xfw_next_chunk(struct xfw_cls *st, __u32 n)
 {
 	struct xfw_family_cfg *fc;
-	__u32 w = n / XFW_MASK_BITS, slot, f, key, acc, *m;
+	__u32 w = n / XFW_MASK_BITS, slot, f, key, idx, acc;
+	struct xfw_u32pair *m;
 	void *clsch;
 
 	if (!st)
@@ -436,11 +444,12 @@ __attribute__((noinline)) __u32 xfw_next_chunk(struct xfw_cls *st, __u32 n)
 			f = fc->fields[i];
 			if (f >= XFW_NFIELDS)
 				return n;
-			key = fc->mask_base + st->cls[f] * fc->mask_words + w;
+			idx = fc->mask_base + st->cls[f] * fc->mask_words + w;
+			key = idx / 2;
 			m = bpf_map_lookup_elem(clsch, &key);
 			if (!m)
 				return n;
-			acc &= *m;
+			acc &= m->v[idx & 1];
 		}
 		st->mask_w = w;
 		st->mask = acc;

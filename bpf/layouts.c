@@ -36,6 +36,7 @@ struct xfw_layouts {
 	struct xfw_pred pred;
 	struct xfw_u32_test u32_test;
 	struct xfw_chunk chunk;
+	struct xfw_u32pair u32pair;
 	struct xfw_bnode bnode;
 	struct xfw_hkey hkey;
 	struct xfw_counter counter;

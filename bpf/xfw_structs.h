@@ -125,6 +125,12 @@ struct xfw_limit {
 	__u32 pad;
 };
 
+/* Two __u32 values of an array map (the clsch map: class → chunk ids and
+ * chunk masks): value i of the map is element i / 2's v[i % 2]. */
+struct xfw_u32pair {
+	__u32 v[2];
+};
+
 /* One chunk of a field's bit vector: summary word + 64 words. */
 struct xfw_chunk {
 	__u64 summary;
@@ -278,7 +284,8 @@ struct xfw_family_cfg {
 	__u32 addr_levels[XFW_NADDR];
 	/* The classes' chunk masks (compiler.ChunkMasks), kept in the
 	 * slot's clsch map after the class→chunk ids: word w of class c at
-	 * mask_base + c * mask_words + w, bit b set when the class's chunk
+	 * index mask_base + c * mask_words + w (two an element, struct
+	 * xfw_u32pair), bit b set when the class's chunk
 	 * w * 32 + b is not empty. */
 	__u32 mask_base;
 	__u32 mask_words;

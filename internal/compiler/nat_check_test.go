@@ -3,6 +3,7 @@ package compiler
 import (
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/xfw-dev/xfw/internal/iptables"
@@ -94,4 +95,69 @@ func applyAccepted(fam ir.Family, cmds []string) *ir.Ruleset {
 		_, _ = cmd.Apply(rs) // refused: the ruleset stays as it was
 	}
 	return rs
+}
+
+// TestNatReachBesideCompile checks that a large nat table, whose reach
+// check runs beside the rest of the compile (startNatReach), is refused
+// with the refusal the check names when it runs first, whatever the
+// flattening meets (the refused rule matching or not, the flattening
+// refusing it too or not), and compiles to the same generation when
+// nothing is refused.
+func TestNatReachBesideCompile(t *testing.T) {
+	saved := minConcurrentNatRules
+	defer func() { minConcurrentNatRules = saved }()
+	const filler = 5000 // more than minConcurrentNatRules
+	// Filter chains nesting deeper than the walk's call stack (maxDepth),
+	// which the flattening refuses.
+	var deep []string
+	for i := 0; i <= maxDepth+1; i++ {
+		deep = append(deep, fmt.Sprintf("-N D%d", i))
+	}
+	for i := 0; i <= maxDepth; i++ {
+		deep = append(deep, fmt.Sprintf("-A D%d -j D%d", i, i+1))
+	}
+	deepJumps := strings.Join(append(deep, "-A INPUT -j D0"), ";")
+	for _, tc := range []struct {
+		fam  ir.Family
+		cmds string
+		want string // "" compiles
+	}{
+		{ir.IPv4, "-t nat -A PREROUTING -p dccp -j DNAT --to-destination 10.0.0.2", "-p dccp"},
+		{ir.IPv4, "-t nat -A PREROUTING -i eth0 -p dccp -j DNAT --to-destination 10.0.0.2", "-p dccp"},
+		{ir.IPv4, "-t nat -N X;-t nat -A X -p dccp -j DNAT --to-destination 10.0.0.1;-t nat -A OUTPUT -o eth0 -g X", "-p dccp"},
+		{ir.IPv6, "-t nat -N X;-t nat -A X -p tcp -j DNAT --to-destination [::ffff:10.0.0.1];-t nat -A PREROUTING -j X", "for IPv6"},
+		{ir.IPv4, "-t nat -A POSTROUTING -o eth0 -p tcp -j SNAT --to-source 10.0.0.2:80-90/100", "port maps"},
+		// The flattening refuses the filter table's nesting first.
+		{ir.IPv4, deepJumps + ";-t nat -A PREROUTING -i eth0 -p dccp -j DNAT --to-destination 10.0.0.2", "-p dccp"},
+		{ir.IPv4, "-t nat -A PREROUTING -p tcp -j DNAT --to-destination 10.0.0.2", ""},
+	} {
+		rs := parseRuleset(t, tc.fam, append(strings.Split(tc.cmds, ";"), "-t nat -N FILL", "-t nat -A PREROUTING -j FILL",
+			"-t nat -A FILL -p tcp --dport 80 -j ACCEPT")...)
+		fill := rs.TableByName(ir.TableNat).Chain("FILL")
+		for i := 1; i < filler; i++ {
+			fill.Rules = append(fill.Rules, fill.Rules[0].Clone())
+		}
+		opts := Options{Interfaces: []Interface{{Index: 1, Name: "lo"}}}
+		compileWith := func(min int) (*Generation, error) {
+			minConcurrentNatRules = min
+			return Compile(rs, opts)
+		}
+		serialG, serialErr := compileWith(1 << 30)
+		besideG, besideErr := compileWith(filler)
+		if tc.want == "" {
+			if serialErr != nil || besideErr != nil {
+				t.Fatalf("%q: errors %v, %v", tc.cmds, serialErr, besideErr)
+			}
+			if len(serialG.Entries) != len(besideG.Entries) || serialG.String() != besideG.String() {
+				t.Errorf("%q: serial %s, beside %s", tc.cmds, serialG, besideG)
+			}
+			continue
+		}
+		if serialErr == nil || !strings.Contains(serialErr.Error(), tc.want) {
+			t.Fatalf("%q: serial compile got %v, want a refusal saying %q", tc.cmds, serialErr, tc.want)
+		}
+		if besideErr == nil || besideErr.Error() != serialErr.Error() {
+			t.Errorf("%q: compiled beside the check got %v, want %v", tc.cmds, besideErr, serialErr)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -133,28 +134,44 @@ func (fl *flattener) natViewFree(c *ir.Chain, st *chainState) bool {
 		return st.natShare == ttlYes
 	}
 	st.natShare = ttlNo
-	infos := fl.chainInfos[c]
+	infos := st.infos
 	for i, r := range c.Rules {
-		if !fl.viewFreeRule(r) {
+		if !fl.viewFreeAt(infos, c, i, r) {
 			return false
 		}
 		if r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto {
-			t := fl.jumpOf(infos, c, i, r)
-			if t == nil || t.Builtin || !fl.natViewFree(t, fl.stateOf(t)) {
+			t, tst := fl.jumpStateOf(infos, c, i, r)
+			if t == nil || t.Builtin || !fl.natViewFree(t, tst) {
 				return false
 			}
 		}
 	}
 	// Nothing it reaches has a TTL match or target (viewFreeRule):
-	// reachesTTL need not walk it again.
+	// reachesTTLOf need not walk it again.
 	st.natShare, st.ttl = ttlYes, ttlNo
 	return true
 }
 
-// viewFreeRule reports whether rule r of the nat table flattens to the
-// same entries in the nat PREROUTING and OUTPUT views, leaving its jumps
-// aside (natViewFree).
-func (fl *flattener) viewFreeRule(r *ir.Rule) bool {
+// ruleInfo.viewFree values.
+const (
+	viewFreeUnknown = iota
+	viewFreeNo
+	viewFreeYes
+)
+
+// viewFreeAt is viewFreeRule of rule i (r) of chain c: from its ruleInfo
+// when c's are indexed (infos) and it is known (precomputeTerms).
+func (fl *flattener) viewFreeAt(infos []*ruleInfo, c *ir.Chain, i int, r *ir.Rule) bool {
+	if len(infos) == len(c.Rules) && infos[i].viewFree != viewFreeUnknown {
+		return infos[i].viewFree == viewFreeYes
+	}
+	return viewFreeRule(fl.rs.Family, r)
+}
+
+// viewFreeRule reports whether rule r of the nat table (of family fam)
+// flattens to the same entries in the nat PREROUTING and OUTPUT views,
+// leaving its jumps aside (natViewFree).
+func viewFreeRule(fam ir.Family, r *ir.Rule) bool {
 	if r.InIface.Set || r.OutIface.Set {
 		return false
 	}
@@ -168,9 +185,9 @@ func (fl *flattener) viewFreeRule(r *ir.Rule) bool {
 		ir.TargetNone, ir.TargetMark:
 		return true
 	case ir.TargetDNAT:
-		return fl.rs.Family == ir.IPv4 &&
-			checkNatRule(fl.rs.Family, natContext{prerouting: true}, r) == nil &&
-			checkNatRule(fl.rs.Family, natContext{output: true}, r) == nil
+		return fam == ir.IPv4 &&
+			checkNatRule(fam, natContext{prerouting: true}, r) == nil &&
+			checkNatRule(fam, natContext{output: true}, r) == nil
 	}
 	return false
 }
@@ -194,8 +211,12 @@ func viewFreeMatch(m ir.Match) bool {
 // view and whether it reaches a TTL match. One map lookup per jump finds
 // it (a kube-proxy ruleset has about 230,000 jumps, each met in two views).
 type chainState struct {
+	// infos are the ruleInfos of the chain's rules, in order
+	// (precomputeTerms; nil for a chain it did not index: infoAt looks
+	// them up).
+	infos   []*ruleInfo
 	regions []regionSlot
-	// ttl: 0 not known yet, ttlNo or ttlYes (reachesTTL).
+	// ttl: 0 not known yet, ttlNo or ttlYes (reachesTTLOf).
 	ttl uint8
 	// nesting: 0 not known yet, nestingOnPath while height computes it,
 	// nestingKnown once height is.
@@ -260,6 +281,21 @@ func (fl *flattener) jumpOf(infos []*ruleInfo, c *ir.Chain, i int, r *ir.Rule) *
 	return fl.chainNamed(r.Target.Chain)
 }
 
+// jumpStateOf is jumpOf with the chain's chainState (nil with a nil
+// chain): found ahead (ruleInfo.jumpState) or by stateOf.
+func (fl *flattener) jumpStateOf(infos []*ruleInfo, c *ir.Chain, i int, r *ir.Rule) (*ir.Chain, *chainState) {
+	if len(infos) == len(c.Rules) && infos[i].jumpResolved {
+		if inf := infos[i]; inf.jumpState != nil {
+			return inf.jump, inf.jumpState
+		}
+	}
+	t := fl.jumpOf(infos, c, i, r)
+	if t == nil {
+		return nil, nil
+	}
+	return t, fl.stateOf(t)
+}
+
 // stateOf returns chain c's chainState, a new one on first use.
 func (fl *flattener) stateOf(c *ir.Chain) *chainState {
 	if st, ok := fl.chainStates[c]; ok {
@@ -273,20 +309,16 @@ func (fl *flattener) stateOf(c *ir.Chain) *chainState {
 	return st
 }
 
-// reachesTTL reports whether a rule of chain c or of a chain it reaches
-// has a TTL (hop limit) match or a TTL or HL target; memoised (the chain graph has no loops:
-// checkNesting ran first).
-func (fl *flattener) reachesTTL(c *ir.Chain) bool {
-	return fl.reachesTTLOf(c, fl.stateOf(c))
-}
-
-// reachesTTLOf is reachesTTL of chain c whose chainState is st.
+// reachesTTLOf reports whether a rule of chain c (whose chainState is
+// st) or of a chain it reaches has a TTL (hop limit) match or a TTL or HL
+// target; memoised (the chain graph has no loops: checkNesting ran
+// first).
 func (fl *flattener) reachesTTLOf(c *ir.Chain, st *chainState) bool {
 	if st.ttl != 0 {
 		return st.ttl == ttlYes
 	}
 	st.ttl = ttlNo
-	infos := fl.chainInfos[c]
+	infos := st.infos
 	for i, r := range c.Rules {
 		for _, m := range r.Matches {
 			if _, ok := m.(*ir.TTLMatch); ok {
@@ -300,7 +332,7 @@ func (fl *flattener) reachesTTLOf(c *ir.Chain, st *chainState) bool {
 			return true
 		}
 		if r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto {
-			if t := fl.jumpOf(infos, c, i, r); t != nil && fl.reachesTTL(t) {
+			if t, tst := fl.jumpStateOf(infos, c, i, r); t != nil && fl.reachesTTLOf(t, tst) {
 				st.ttl = ttlYes
 				return true
 			}
@@ -320,6 +352,12 @@ func (fl *flattener) regionOf(target *ir.Chain, st *chainState) *label {
 	}
 	l := &label{}
 	st.regions = append(st.regions, regionSlot{key: k, start: l})
+	if len(fl.pending) == cap(fl.pending) {
+		// Twice the size: append grows a large slice by a quarter,
+		// which allocated 42 MB for kube-proxy's 110,000 regions
+		// (7 MB of queue).
+		fl.pending = slices.Grow(fl.pending, max(cap(fl.pending), 64))
+	}
 	fl.pending = append(fl.pending, pendingRegion{chain: target, view: fl.view, start: l})
 	return l
 }
@@ -331,9 +369,11 @@ func (fl *flattener) emitRegions() error {
 		fl.rs, fl.acceptTo, fl.logView = savedRS, savedAccept, savedView
 		fl.natPrerouting, fl.natPostrouting, fl.natOutput, fl.natInput, fl.inRegion = false, false, false, false, false
 	}()
-	for len(fl.pending) > 0 {
-		pr := fl.pending[0]
-		fl.pending = fl.pending[1:]
+	// The queue is read by index and emptied once done (regionOf grows
+	// it; taking its head off by reslicing would drop the room it grew).
+	defer func() { fl.pending = nil }()
+	for head := 0; head < len(fl.pending); head++ {
+		pr := fl.pending[head]
 		if len(fl.entries) > MaxEntries {
 			return fmt.Errorf("ruleset too large: more than %d entries after compiling user chains (limit of %d chunks of %d rules)", MaxEntries, MaxChunks, ChunkBits)
 		}
@@ -382,25 +422,29 @@ func (fl *flattener) jumpTarget(chain *ir.Chain, i int, r *ir.Rule, inf *ruleInf
 	if inf.target != nil {
 		return inf.target, inf.targetState, nil
 	}
-	target := inf.jump
+	target, st := inf.jump, inf.jumpState
 	if !inf.jumpResolved {
 		target = fl.chainNamed(r.Target.Chain)
 	}
 	if target == nil || target.Builtin {
 		return nil, nil, fmt.Errorf("chain %s rule %d: jump to unknown chain %q", chain.Name, i+1, r.Target.Chain)
 	}
-	if err := fl.checkNesting(target); err != nil {
+	if st == nil || !inf.jumpResolved {
+		st = fl.stateOf(target)
+	}
+	if err := fl.checkNesting(target, st); err != nil {
 		return nil, nil, err
 	}
-	inf.target, inf.targetState = target, fl.stateOf(target)
-	return target, inf.targetState, nil
+	inf.target, inf.targetState = target, st
+	return target, st, nil
 }
 
 // checkNesting refuses a jump to chain c (from the chain being flattened)
 // when c is part of a loop or its jumps nest deeper than maxDepth: the
 // walk's call stack holds maxDepth positions.
-func (fl *flattener) checkNesting(c *ir.Chain) error {
-	h, err := fl.height(c, nil)
+func (fl *flattener) checkNesting(c *ir.Chain, st *chainState) error {
+	fl.nestPath = fl.nestPath[:0]
+	h, err := fl.height(c, st)
 	if err != nil {
 		return err
 	}
@@ -411,28 +455,30 @@ func (fl *flattener) checkNesting(c *ir.Chain) error {
 }
 
 // height returns the longest chain of jumps and gotos from c (0: none),
-// memoised; path are the chains on the way to c (a loop is refused).
-func (fl *flattener) height(c *ir.Chain, path []string) (int, error) {
-	st := fl.stateOf(c)
+// memoised; fl.nestPath are the chains on the way to c (a loop is
+// refused), one stack for the whole search rather than a path allocated
+// per chain.
+func (fl *flattener) height(c *ir.Chain, st *chainState) (int, error) {
 	switch st.nesting {
 	case nestingOnPath:
-		return 0, fmt.Errorf("chain %s: jump loop (%v → %s)", c.Name, path, c.Name)
+		return 0, fmt.Errorf("chain %s: jump loop (%v → %s)", c.Name, fl.nestPath, c.Name)
 	case nestingKnown:
 		return st.height, nil
 	}
 	st.nesting = nestingOnPath
-	path = append(path, c.Name)
+	fl.nestPath = append(fl.nestPath, c.Name)
+	defer func() { fl.nestPath = fl.nestPath[:len(fl.nestPath)-1] }()
 	h := 0
-	infos := fl.chainInfos[c]
+	infos := st.infos
 	for i, r := range c.Rules {
 		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
 			continue
 		}
-		t := fl.jumpOf(infos, c, i, r)
+		t, tst := fl.jumpStateOf(infos, c, i, r)
 		if t == nil || t.Builtin {
 			return 0, fmt.Errorf("chain %s rule %d: jump to unknown chain %q", c.Name, i+1, r.Target.Chain)
 		}
-		th, err := fl.height(t, path)
+		th, err := fl.height(t, tst)
 		if err != nil {
 			return 0, err
 		}
@@ -504,20 +550,29 @@ func (fl *flattener) iterBound(numChunks uint32, walkStart, walkEnd [NumChains]u
 
 // entriesEstimate guesses the entries rs compiles to, the capacity the
 // entry list starts with (growing a list of large entries by copying
-// was a fifth of a big ruleset's compile time): per rule an entry and a
-// probe, per chain a RETURN, in each walk, and the slack; at most the
-// data plane's limit.
+// was a fifth of a big ruleset's compile time; emit doubles it when the
+// guess is low): per rule an entry and a probe, per chain a RETURN, in
+// each walk, but once for the nat table's, whose user chains' regions
+// the views share where they can (natViewFree: kube-proxy's, 530,000 of
+// its 533,000 entries at 10K services, where three times as many made
+// 48 MB of entries the collector scanned and nothing used); and the
+// slack; at most the data plane's limit.
 func entriesEstimate(rs *ir.Ruleset) int {
 	n := 0
 	for _, t := range append([]*ir.Ruleset{rs}, rs.Tables...) {
+		views := NumChains
+		if t.Table == ir.TableNat {
+			views = 1
+		}
 		for _, c := range t.Chains {
-			n += 1 + len(c.Rules)
+			k := 1 + len(c.Rules)
 			for _, r := range c.Rules {
 				if hasProbedMatch(r) {
-					n++
+					k++
 				}
 			}
+			n += k * views
 		}
 	}
-	return min(n*NumChains+2*NumChains*AppendSlack+1, MaxEntries+1)
+	return min(n+2*NumChains*AppendSlack+1, MaxEntries+1)
 }

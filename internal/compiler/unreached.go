@@ -35,7 +35,7 @@ func (fl *flattener) checkUnreached(chain *ir.Chain, hook int) error {
 		return nil
 	}
 	fl.unreached[key] = true
-	infos := fl.chainInfos[chain]
+	infos := fl.stateOf(chain).infos
 	for i, r := range chain.Rules {
 		inf := fl.infoAt(infos, chain, i, r)
 		if err := checkHook(r, hook); err != nil {

@@ -80,7 +80,7 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 		}
 	}
 	t = TraceSince("fill: bounds, hcls", t)
-	if err := putU32s(m["clsch"], g.ClassChunks, g.ChunkMasks()); err != nil {
+	if err := putPairedU32s(m["clsch"], g.ClassChunks, g.ChunkMasks()); err != nil {
 		return fmt.Errorf("fill class chunks: %w", err)
 	}
 	if err := putChunks(m["chunks"], g.Chunks); err != nil {

@@ -32,6 +32,12 @@ type bpfEntry struct {
 	Next   uint32
 }
 
+// bpfU32Pair is an element of the clsch map: two of its __u32 values
+// (putPairedU32s).
+type bpfU32Pair struct {
+	V [2]uint32
+}
+
 type bpfChunk struct {
 	Summary uint64
 	Words   [compiler.ChunkWords]uint64

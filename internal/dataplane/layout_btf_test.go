@@ -61,6 +61,7 @@ var layoutMirrors = []layoutMirror{
 	{c: "xfw_connlimit_key", goType: reflect.TypeOf(bpfConnlimitKey{})},
 	{c: "xfw_ctexpire", goType: reflect.TypeOf(bpfCtExpire{})},
 	{c: "xfw_chunk", goType: reflect.TypeOf(bpfChunk{})},
+	{c: "xfw_u32pair", goType: reflect.TypeOf(bpfU32Pair{})},
 	{c: "xfw_bnode", goType: reflect.TypeOf(bpfBNode{})},
 	{c: "xfw_bkey", goType: reflect.TypeOf(bpfBKey{})},
 	{c: "xfw_hkey", goType: reflect.TypeOf(bpfHKey{})},

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -95,5 +96,45 @@ func TestSessionMappingsKept(t *testing.T) {
 	unmapOutsideSession()
 	if got := count(true); got != 0 {
 		t.Errorf("outside mappings after their call, no session active: %d, want 0", got)
+	}
+}
+
+// TestPairedU32s checks the clsch map's layout from both sides: values
+// written by putPairedU32s (several parts, an odd count) are element
+// i / 2's v[i % 2] as the programs look them up (struct xfw_u32pair), and
+// readPairedU32s returns them.
+func TestPairedU32s(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("creating a BPF map needs root")
+	}
+	t.Cleanup(func() { unmapAll() })
+	ids := []uint32{7, 5, 9, 11, 13}
+	masks := []uint32{0xffffffff, 1, 0x80000000}
+	n := len(ids) + len(masks)
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 8,
+		MaxEntries: uint32(pairedElems(n)), Flags: unix.BPF_F_MMAPABLE})
+	if err != nil {
+		t.Fatalf("create a mmapable array: %v", err)
+	}
+	defer m.Close()
+	if err := putPairedU32s(m, ids, masks); err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]uint32{}, ids...), masks...)
+	for i, v := range want {
+		var pair bpfU32Pair
+		if err := m.Lookup(uint32(i/2), &pair); err != nil {
+			t.Fatalf("element %d: %v", i/2, err)
+		}
+		if pair.V[i%2] != v {
+			t.Errorf("value %d: element %d holds %v, want v[%d] = %#x", i, i/2, pair.V, i%2, v)
+		}
+	}
+	got, err := readPairedU32s(m, len(ids))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, ids) {
+		t.Errorf("read back %v, want %v", got, ids)
 	}
 }

@@ -194,7 +194,7 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 			return err
 		}),
 		read("clsch", meta.ClassChunks, func(r *mapReader) (err error) {
-			g.ClassChunks, err = readU32s(r.m, r.n)
+			g.ClassChunks, err = readPairedU32s(r.m, r.n)
 			return err
 		}),
 		read("chunks", meta.Chunks, func(r *mapReader) (err error) {
