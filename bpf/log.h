@@ -112,6 +112,7 @@ static __always_inline int xfw_emit_logs(void *ctx, int xdp, struct xfw_xdp_scra
 		ev = xfw_log_event(st->slot, st->logs[i], &sc->p, chain, iif, oif);
 		if (!ev)
 			continue;
+		ev->mark = st->log_marks[i & (XFW_MAX_PENDING_LOGS - 1)];
 		ev->pkt_len = len;
 		ev->snap_len = xfw_snap_len(len);
 		/* Constant or masked sizes keep the verifier's bounds. */

@@ -192,6 +192,7 @@ struct xfw_log_event {
 	__u8 pad;
 	__u16 nflog_group; /* NFLOG: the rule's group and copy length */
 	__u32 nflog_len;
+	__u32 mark;        /* the packet's mark at the LOG rule (MARK=) */
 	char prefix[XFW_LOG_PREFIX_LEN];
 	__u8 pkt[XFW_LOG_SNAP];
 };

@@ -183,6 +183,7 @@ type bpfLogEvent struct {
 	Pad        uint8
 	NFLogGroup uint16
 	NFLogLen   uint32
+	Mark       uint32
 	Prefix     [compiler.LogPrefixLen]byte
 	Pkt        [logSnap]byte
 }

@@ -48,6 +48,9 @@ type LogEvent struct {
 	// ir.LogFlagNFLog.
 	NFLogGroup uint16
 	NFLogLen   uint32
+	// Mark is the packet's mark when the walk met the rule (the LOG
+	// line's MARK= field, printed when not 0).
+	Mark uint32
 }
 
 // logChains maps enum xfw_chain to the chain names.
@@ -89,5 +92,6 @@ func DecodeLogEvent(raw []byte) (LogEvent, error) {
 		Frame:      append([]byte(nil), ev.Pkt[:snap]...),
 		NFLogGroup: ev.NFLogGroup,
 		NFLogLen:   ev.NFLogLen,
+		Mark:       ev.Mark,
 	}, nil
 }
