@@ -586,6 +586,10 @@ enum xfw_tcp_state {
  * (slot 0) holding CLOSED's timeout as the kernel's timeouts[0]. */
 #define XFW_CTT_SCTP (XFW_TCP_TIMEOUT_MAX + 6)
 #define XFW_CTT_SCTP_STATES 9
-#define XFW_CTT_N (XFW_CTT_SCTP + XFW_CTT_SCTP_STATES)
+/* GRE (nf_conntrack_proto_gre.c): before a reply was seen, and after
+ * (nf_conntrack_gre_timeout, nf_conntrack_gre_timeout_stream). */
+#define XFW_CTT_GRE (XFW_CTT_SCTP + XFW_CTT_SCTP_STATES)
+#define XFW_CTT_GRE_STREAM (XFW_CTT_GRE + 1)
+#define XFW_CTT_N (XFW_CTT_GRE_STREAM + 1)
 
 #endif /* XFW_COMMON_H */
