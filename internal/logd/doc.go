@@ -13,7 +13,8 @@
 //
 //   - UID= GID= (--log-uid): xfw has no socket for the packet; nothing is
 //     printed for the flag.
-//   - PHYSIN= PHYSOUT= (bridge netfilter): xfw does not run on bridges.
+//   - PHYSIN= PHYSOUT= (bridge netfilter): the event does not carry the
+//     bridge ports.
 //
 // The packet is what the data plane saw, which differs from what netfilter
 // sees in a few cases the formatter compensates for: on FORWARD the kernel
