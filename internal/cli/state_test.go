@@ -2,10 +2,12 @@ package cli
 
 import (
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
@@ -58,6 +60,40 @@ func TestCounterSourcesRestartPolicies(t *testing.T) {
 		}
 		if rule := src[len(src)-1]; rule.From != 0 {
 			t.Errorf("%s: the rule's counter from %d, want 0 (carried)", tc.name, rule.From)
+		}
+	}
+}
+
+// TestLimitSources checks which rules' limit buckets a command carries
+// over: those with a limit match in a table it did not commit, none for
+// a command naming no table (sync keeps the whole map) or for rules
+// without a limit match or a running origin.
+func TestLimitSources(t *testing.T) {
+	rs := ir.NewRuleset(ir.IPv4)
+	in := rs.Chain("INPUT")
+	in.Rules = append(in.Rules,
+		&ir.Rule{Handle: 1, Matches: []ir.Match{&ir.LimitMatch{Avg: 1, Burst: 2}}},
+		&ir.Rule{Handle: 2},
+		&ir.Rule{Matches: []ir.Match{&ir.LimitMatch{Avg: 1, Burst: 2}}}, // added by the command
+	)
+	filterLimit := uint32(0)
+	compiler.ForEachCounter(rs, func(i int, _ compiler.RuleRef, _ *ir.Chain, r *ir.Rule) {
+		if r != nil && r.Handle == 1 {
+			filterLimit = uint32(i)
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		mode installMode
+		want map[uint32]uint32
+	}{
+		{"nat committed", installMode{committed: []string{ir.TableNat}}, map[uint32]uint32{filterLimit: 0}},
+		{"filter committed", installMode{committed: []string{ir.TableFilter}}, nil},
+		{"sync", installMode{sameRules: true}, nil},
+		{"no table named", installMode{}, nil},
+	} {
+		if got := limitSources(rs, tc.mode); !maps.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
