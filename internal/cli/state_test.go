@@ -97,3 +97,32 @@ func TestLimitSources(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreTablesChanges checks which inputs change a table for
+// libiptc: a chain, a rule or a command line does, "*TABLE", COMMIT,
+// comments and blank lines do not.
+func TestRestoreTablesChanges(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{"*filter\nCOMMIT\n", false},
+		{"# saved\n*filter\n\n# nothing\nCOMMIT\n*nat\nCOMMIT\n", false},
+		{"*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n", true},
+		{"*filter\n-A INPUT -j ACCEPT\nCOMMIT\n", true},
+		{"*filter\n-D INPUT 1\nCOMMIT\n", true},
+		{"*filter\n:x - [0:0]\nCOMMIT\n", true},
+	} {
+		for _, chunk := range []int{1, 5, len(tc.in)} {
+			tr := &restoreTables{}
+			for i := 0; i < len(tc.in); i += chunk {
+				if _, err := tr.Write([]byte(tc.in[i:min(i+chunk, len(tc.in))])); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tr.changes != tc.want {
+				t.Errorf("%q in chunks of %d: changes %v, want %v", tc.in, chunk, tr.changes, tc.want)
+			}
+		}
+	}
+}
