@@ -474,6 +474,8 @@ enum xfw_reject {
 /* struct xfw_logcfg .flags of an NFLOG rule (the kernel's XT_LOG_NFLOG
  * bit, which LOG never sets): its events go to the NFLOG ring. */
 #define XFW_LOG_NFLOG 0x10
+/* struct xfw_logcfg .flags: --log-uid (the kernel's XT_LOG_UID). */
+#define XFW_LOG_UID 0x08
 /* The event rings of xfw_logrings. */
 enum xfw_ring {
 	XFW_RING_LOG = 0,

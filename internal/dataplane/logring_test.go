@@ -9,7 +9,7 @@ import (
 )
 
 // logEventSize is sizeof(struct xfw_log_event).
-const logEventSize = 356
+const logEventSize = 364
 
 func TestDecodeLogEvent(t *testing.T) {
 	if n := binary.Size(bpfLogEvent{}); n != logEventSize {

@@ -11,8 +11,8 @@
 // which the event carries). What the data plane cannot know is left out,
 // as the kernel leaves it out when it does not apply:
 //
-//   - UID= GID= (--log-uid): xfw has no socket for the packet; nothing is
-//     printed for the flag.
+//   - UID= GID= (--log-uid) of a received packet: XDP has no socket for
+//     it (those of the host's own packets, read at TC, are printed).
 //   - PHYSIN= PHYSOUT= (bridge netfilter): the event does not carry the
 //     bridge ports.
 //

@@ -189,6 +189,10 @@ type formatter struct {
 	// mark is the packet's mark at the rule: MARK= ends the line when
 	// it is not 0.
 	mark uint32
+	// uid and gid are its socket's file's ids, printed (UID= GID=) with
+	// --log-uid when hasUID.
+	hasUID   bool
+	uid, gid uint32
 }
 
 // Format renders ev as the kernel's LOG target prints the line (without
@@ -214,6 +218,9 @@ func formatEvent(ev Event, ifName func(index uint32) string, h host) string {
 		received: ev.Chain != ir.ChainOutput,
 		input:    ev.Chain == ir.ChainInput,
 		mark:     ev.Mark,
+		hasUID:   ev.HasUID && ev.Flags&ir.LogFlagUID != 0,
+		uid:      ev.UID,
+		gid:      ev.GID,
 	}
 	// A PREROUTING chain's line: no output device, the packet as
 	// received; a POSTROUTING chain's: no input device (ir.LogView*).
@@ -423,9 +430,18 @@ func (f *formatter) dumpIPv4(off uint32) {
 	default:
 		f.l.add("PROTO=%d ", proto)
 	}
-	// UID= GID= (--log-uid) would follow: unknown to xfw.
 	if top {
+		f.dumpOwner()
 		f.dumpMark()
+	}
+}
+
+// dumpOwner prints --log-uid's UID= and GID= of the packet's socket, as
+// nf_log_dump_sk_uid_gid (nothing where the packet has none: received
+// packets at XDP, the kernel's own).
+func (f *formatter) dumpOwner() {
+	if f.hasUID {
+		f.l.add("UID=%d GID=%d ", f.uid, f.gid)
 	}
 }
 
@@ -664,8 +680,8 @@ func (f *formatter) dumpIPv6(off uint32, recurse bool) {
 	default:
 		f.l.add("PROTO=%d ", cur)
 	}
-	// UID= GID= (--log-uid) would follow: unknown to xfw.
 	if recurse {
+		f.dumpOwner()
 		f.dumpMark()
 	}
 }

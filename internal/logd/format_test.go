@@ -111,6 +111,18 @@ func TestFormatEdges(t *testing.T) {
 			want: "IN= OUT=eth0 " + udp4Line + "MARK=0x2a ",
 		},
 		{
+			name: "--log-uid of the host's packet, then its mark",
+			ev: Event{OutIfindex: 2, Family: ir.IPv4, Chain: ir.ChainOutput, L3Off: 14, Mark: 1,
+				Flags: ir.LogFlagUID, HasUID: true, UID: 4321, GID: 4322, Frame: mustHex(t, ethV4+udp4)},
+			want: "IN= OUT=eth0 " + udp4Line + "UID=4321 GID=4322 MARK=0x1 ",
+		},
+		{
+			name: "ids without --log-uid are not printed",
+			ev: Event{OutIfindex: 2, Family: ir.IPv4, Chain: ir.ChainOutput, L3Off: 14,
+				HasUID: true, UID: 4321, GID: 4322, Frame: mustHex(t, ethV4+udp4)},
+			want: "IN= OUT=eth0 " + udp4Line,
+		},
+		{
 			name: "no mark after a transport header cut short (the kernel returns)",
 			ev: Event{InIfindex: 2, Family: ir.IPv6, Chain: ir.ChainInput, HasMAC: true, L3Off: 14, Mark: 7,
 				FrameLen: 14 + len(bigHBH)/2, Frame: mustHex(t, ("020000000001" + "020000000002" + "86dd" + bigHBH)[:2*snapLen])},

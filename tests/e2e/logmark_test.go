@@ -214,3 +214,112 @@ func addLogMarkLine(line, pfx string, want, into map[string]string) {
 		into[key] = sptField.ReplaceAllString(fields[i:], "SPT=*")
 	}
 }
+
+// logUIDRules logs with --log-uid the datagrams fw sends to gen's port
+// 5311 (OUTPUT: the sending socket's ids) and those gen sends to fw's
+// port 5312 (INPUT: no socket, nothing printed); 5313 is the datagrams
+// that wait for xfw log.
+const logUIDRules = `*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A OUTPUT -p udp --dport 5311 -j LOG --log-uid --log-prefix "PFX-o "
+-A INPUT -p udp --dport 5312 -j LOG --log-uid --log-prefix "PFX-i "
+-A INPUT -p udp --dport 5313 -j LOG --log-prefix "PFX-r "
+COMMIT
+`
+
+// TestLogUIDAgainstKernel compares --log-uid's UID= and GID= with the
+// kernel's: a datagram fw sends from a process of uid 4321 and gid 4322
+// gets them in OUTPUT, a received one gets none in INPUT; both families.
+func TestLogUIDAgainstKernel(t *testing.T) {
+	requireTools(t, "iptables-legacy", "ip6tables-legacy", "setpriv", "/usr/bin/python3")
+	restore, err := nettest.EnableNetnsLogging()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := restore(); err != nil {
+			t.Error(err)
+		}
+	})
+	bin := xfwPath(t)
+	pfx := fmt.Sprintf("xfwuid%d", time.Now().UnixNano()%1000000)
+	rules := strings.ReplaceAll(logUIDRules, "PFX", pfx)
+	want := map[string]string{
+		"o":  "PROTO=UDP SPT=* DPT=5311 LEN=12 UID=4321 GID=4322 ",
+		"i":  "PROTO=UDP SPT=* DPT=5312 LEN=12 ",
+		"o6": "PROTO=UDP SPT=* DPT=5311 LEN=12 UID=4321 GID=4322 ",
+		"i6": "PROTO=UDP SPT=* DPT=5312 LEN=12 ",
+	}
+	tw := newTwins(t, bin)
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		fw.restore(t, tp, 4, rules)
+		fw.restore(t, tp, 6, strings.ReplaceAll(rules, pfx+"-", pfx+"6-"))
+	})
+	send := func(tp *nettest.Topology) {
+		t.Helper()
+		for _, dst := range []netip.Addr{tp.Gen.IPv4, tp.Gen.IPv6} {
+			fam := "AF_INET"
+			if dst.Is6() {
+				fam = "AF_INET6"
+			}
+			script := fmt.Sprintf("import socket\ns = socket.socket(socket.%s, socket.SOCK_DGRAM)\ns.sendto(b'uid!', (%q, 5311))\n", fam, dst.String())
+			cmd := exec.Command("ip", "netns", "exec", tp.FwNS, "setpriv", "--reuid", "4321", "--regid", "4322", "--clear-groups", "/usr/bin/python3", "-c", script) // a system python the uid may run
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("send from fw as uid 4321: %v: %s", err, out)
+			}
+			src := tp.FwIn.IPv4
+			if dst.Is6() {
+				src = tp.FwIn.IPv6
+			}
+			if a := nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(src, 5312), []byte("uid!")); a.Outcome != nettest.OK {
+				t.Fatalf("send to fw:5312: %v", a)
+			}
+		}
+	}
+
+	kmsg, err := openKmsgEnd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(kmsg)
+	send(tw.tps["kernel"])
+	kernel := map[string]string{}
+	waitUntil(func() bool {
+		readLogMarkLines(kmsg, pfx, want, kernel)
+		return len(kernel) == len(want)
+	})
+
+	xtp := tw.tps["xfw"]
+	var out lockedBuffer
+	cmd := exec.Command("ip", "netns", "exec", xtp.FwNS, bin, "log")
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start xfw log: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for end := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), pfx+"-r "); {
+		if time.Now().After(end) {
+			t.Fatalf("xfw log printed no line for the datagrams to %s:5313:\n%s", xtp.FwIn.IPv4, out.String())
+		}
+		nettest.UDPSend(xtp.GenNS, netip.AddrPortFrom(xtp.FwIn.IPv4, 5313), []byte("ready"))
+		time.Sleep(200 * time.Millisecond)
+	}
+	send(xtp)
+	got := map[string]string{}
+	waitUntil(func() bool {
+		for _, l := range strings.Split(out.String(), "\n") {
+			addLogMarkLine(l, pfx, want, got)
+		}
+		return len(got) == len(want)
+	})
+	for k, w := range want {
+		if kernel[k] != w {
+			t.Errorf("kernel: %s-%s line ends %q, want %q (premise)", pfx, k, kernel[k], w)
+		}
+		if got[k] != kernel[k] {
+			t.Errorf("xfw: %s-%s line ends %q, the kernel's %q", pfx, k, got[k], kernel[k])
+		}
+	}
+}
