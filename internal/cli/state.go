@@ -524,10 +524,11 @@ func orderChains(rs *ir.Ruleset) {
 	}
 }
 
-// limitSources maps the counter of each rule with a limit match in a
-// table the command did not commit to the running rule it was read from
-// (its Handle): the kernel replaces only the tables iptables commits, so
-// the buckets of the others go on (dataplane.Update.LimitsFrom). Nil when
+// limitSources maps the counter of each rule with a limit or nth
+// statistic match in a table the command did not commit to the running
+// rule it was read from (its Handle): the kernel replaces only the tables
+// iptables commits, so the buckets and counters of the others go on
+// (dataplane.Update.LimitsFrom). Nil when
 // the command named no table (xfw sync, the agent and set changes keep
 // every bucket: Update.SameRules).
 func limitSources(rs *ir.Ruleset, mode installMode) map[uint32]uint32 {
@@ -537,7 +538,7 @@ func limitSources(rs *ir.Ruleset, mode installMode) map[uint32]uint32 {
 	var from map[uint32]uint32
 	seen := map[uint32]bool{}
 	compiler.ForEachCounter(rs, func(i int, ref compiler.RuleRef, _ *ir.Chain, r *ir.Rule) {
-		if r == nil || r.Handle == 0 || !hasLimitMatch(r) {
+		if r == nil || r.Handle == 0 || !hasCountingMatch(r) {
 			return
 		}
 		table := ref.Table
@@ -557,11 +558,17 @@ func limitSources(rs *ir.Ruleset, mode installMode) map[uint32]uint32 {
 	return from
 }
 
-// hasLimitMatch reports whether r has a -m limit match.
-func hasLimitMatch(r *ir.Rule) bool {
+// hasCountingMatch reports whether r has a -m limit match or an nth
+// statistic match, whose state a table replacement restarts.
+func hasCountingMatch(r *ir.Rule) bool {
 	for _, m := range r.Matches {
-		if _, ok := m.(*ir.LimitMatch); ok {
+		switch m := m.(type) {
+		case *ir.LimitMatch:
 			return true
+		case *ir.StatisticMatch:
+			if m.Mode == ir.StatisticNth {
+				return true
+			}
 		}
 	}
 	return false
