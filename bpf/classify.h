@@ -534,6 +534,17 @@ static __always_inline long xfw_unwind(struct xfw_cls *st)
 	return 0;
 }
 
+/* xfw_walk_mark returns the packet's mark at this point of the walk: the
+ * hook's scratch copy (struct xfw_pkt .mark), which MARK and CONNMARK
+ * entries change in rule order (mark.h). A LOG entry keeps it for its
+ * line's MARK= field. */
+static __always_inline __u32 xfw_walk_mark(__u32 hook)
+{
+	struct xfw_xdp_scratch *sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &hook);
+
+	return sc ? sc->p.mark : 0;
+}
+
 /* xfw_step is one bpf_loop iteration: it examines one candidate word at
  * or after st->pos (the AND of the active fields' chunk summaries says
  * which words can hold a match: a step skips to the first such word of
@@ -670,9 +681,12 @@ static long xfw_step(__u32 iter, struct xfw_walk *walk)
 	if (ent->flags & XFW_EF_ACT)
 		xfw_probe(st->hook, st->slot, ent->aux); /* -j MARK (mark.h) */
 	if (ent->flags & XFW_EF_LOG) {
-		if (st->nlogs < XFW_MAX_PENDING_LOGS)
-			st->logs[st->nlogs & (XFW_MAX_PENDING_LOGS - 1)] = e;
-		else
+		if (st->nlogs < XFW_MAX_PENDING_LOGS) {
+			__u32 i = st->nlogs & (XFW_MAX_PENDING_LOGS - 1);
+
+			st->logs[i] = e;
+			st->log_marks[i] = xfw_walk_mark(st->hook);
+		} else
 			xfw_stat_inc(XFW_STAT_LOG_LOST);
 		st->nlogs++;
 	}
@@ -767,6 +781,7 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 	 * differential test, internal/testkit/difftest). */
 	ps->nlogs = local->nlogs;
 	__builtin_memcpy(ps->logs, local->logs, sizeof(local->logs));
+	__builtin_memcpy(ps->log_marks, local->log_marks, sizeof(local->log_marks));
 	if (res == XFW_RES_HOTDROP)
 		return res;
 	/* The policy decides at the walk's end, counted; not where a walk

@@ -474,6 +474,8 @@ enum xfw_reject {
 /* struct xfw_logcfg .flags of an NFLOG rule (the kernel's XT_LOG_NFLOG
  * bit, which LOG never sets): its events go to the NFLOG ring. */
 #define XFW_LOG_NFLOG 0x10
+/* struct xfw_logcfg .flags: --log-uid (the kernel's XT_LOG_UID). */
+#define XFW_LOG_UID 0x08
 /* The event rings of xfw_logrings. */
 enum xfw_ring {
 	XFW_RING_LOG = 0,
@@ -586,6 +588,10 @@ enum xfw_tcp_state {
  * (slot 0) holding CLOSED's timeout as the kernel's timeouts[0]. */
 #define XFW_CTT_SCTP (XFW_TCP_TIMEOUT_MAX + 6)
 #define XFW_CTT_SCTP_STATES 9
-#define XFW_CTT_N (XFW_CTT_SCTP + XFW_CTT_SCTP_STATES)
+/* GRE (nf_conntrack_proto_gre.c): before a reply was seen, and after
+ * (nf_conntrack_gre_timeout, nf_conntrack_gre_timeout_stream). */
+#define XFW_CTT_GRE (XFW_CTT_SCTP + XFW_CTT_SCTP_STATES)
+#define XFW_CTT_GRE_STREAM (XFW_CTT_GRE + 1)
+#define XFW_CTT_N (XFW_CTT_GRE_STREAM + 1)
 
 #endif /* XFW_COMMON_H */

@@ -51,6 +51,20 @@ static __always_inline void xfw_ct_udp(struct xfw_ct_val *v, struct xfw_ct_cfg *
 	}
 }
 
+/* xfw_ct_gre: nf_conntrack_gre_packet (GRE is tracked by its addresses, as
+ * the kernel tracks GRE version 0). status is before this packet: a
+ * connection that has seen a reply gets the stream timeout and is
+ * assured. */
+static __always_inline void xfw_ct_gre(struct xfw_ct_val *v, struct xfw_ct_cfg *cfg, __u64 now)
+{
+	if (v->status & XFW_CTST_SEEN_REPLY) {
+		v->expires = now + cfg->timeout[XFW_CTT_GRE_STREAM];
+		v->status |= XFW_CTST_ASSURED;
+	} else {
+		v->expires = now + cfg->timeout[XFW_CTT_GRE];
+	}
+}
+
 /* xfw_ct_advance runs the protocol's tracker on connection v for a packet
  * of direction dir (TCP: the segment in cs->seg) and returns an XFW_TCPR_*
  * outcome. new: v is a connection being opened by this packet (tcp_new
@@ -85,6 +99,8 @@ __attribute__((noinline)) int xfw_ct_advance(struct xfw_ct_val *v, struct xfw_ct
 		v->expires = now + cfg->timeout[XFW_CTT_ICMP];
 	} else if (proto == IPPROTO_ICMPV6) {
 		v->expires = now + cfg->timeout[XFW_CTT_ICMPV6];
+	} else if (proto == IPPROTO_GRE) {
+		xfw_ct_gre(v, cfg, now);
 	} else {
 		v->expires = now + cfg->timeout[XFW_CTT_GENERIC];
 	}

@@ -15,7 +15,7 @@
  * room for is counted (XFW_STAT_LOG_LOST), not waited for.
  *
  * Includes: common.h, xfw_structs.h, parse.h, classify_structs.h,
- * classify_maps.h, generation.h, xfw_maps.h.
+ * classify_maps.h, generation.h, xfw_maps.h, owner.h.
  */
 #ifndef XFW_LOG_H
 #define XFW_LOG_H
@@ -29,6 +29,7 @@
 #include "classify_maps.h"
 #include "generation.h"
 #include "xfw_maps.h"
+#include "owner.h"
 
 /* xfw_log_event reserves and fills a LOG event for entry e of generation
  * slot, or returns NULL. */
@@ -68,6 +69,9 @@ static __always_inline struct xfw_log_event *xfw_log_event(__u32 slot, __u32 e,
 	ev->level = lc->level;
 	ev->flags = lc->flags;
 	ev->has_mac = chain != XFW_CHAIN_OUTPUT;
+	ev->has_uid = 0; /* the ring's memory is not cleared */
+	ev->uid = 0;
+	ev->gid = 0;
 	ev->nflog_group = lc->nflog_group;
 	ev->nflog_len = lc->nflog_len;
 	__builtin_memcpy(ev->prefix, lc->prefix, XFW_LOG_PREFIX_LEN);
@@ -99,10 +103,16 @@ static __always_inline int xfw_emit_logs(void *ctx, int xdp, struct xfw_xdp_scra
 					 __u32 len, __u32 chain, __u32 iif, __u32 oif)
 {
 	struct xfw_pending *st;
+	struct xfw_log_ids ids = {};
+	int has_ids = 0;
 
 	if (!sc)
 		return 0;
 	st = &sc->st;
+	/* --log-uid: the socket of a packet the host sends (OUTPUT and its
+	 * POSTROUTING, at TC); XDP has none. */
+	if (!xdp && chain == XFW_CHAIN_OUTPUT)
+		has_ids = xfw_log_owner(ctx, &ids);
 	for (int i = 0; i < XFW_MAX_PENDING_LOGS; i++) {
 		struct xfw_log_event *ev;
 		__u32 n;
@@ -112,6 +122,12 @@ static __always_inline int xfw_emit_logs(void *ctx, int xdp, struct xfw_xdp_scra
 		ev = xfw_log_event(st->slot, st->logs[i], &sc->p, chain, iif, oif);
 		if (!ev)
 			continue;
+		ev->mark = st->log_marks[i & (XFW_MAX_PENDING_LOGS - 1)];
+		if (has_ids && (ev->flags & XFW_LOG_UID)) {
+			ev->has_uid = 1;
+			ev->uid = ids.uid;
+			ev->gid = ids.gid;
+		}
 		ev->pkt_len = len;
 		ev->snap_len = xfw_snap_len(len);
 		/* Constant or masked sizes keep the verifier's bounds. */

@@ -195,9 +195,11 @@ struct xfw_log_event {
 	__u8 level;
 	__u8 flags;
 	__u8 has_mac;      /* 1 when .pkt starts with a real Ethernet header */
-	__u8 pad;
+	__u8 has_uid;      /* 1 when .uid and .gid hold --log-uid's ids */
 	__u16 nflog_group; /* NFLOG: the rule's group and copy length */
 	__u32 nflog_len;
+	__u32 mark;        /* the packet's mark at the LOG rule (MARK=) */
+	__u32 uid, gid;    /* its socket's file's fsuid, fsgid (UID= GID=) */
 	char prefix[XFW_LOG_PREFIX_LEN];
 	__u8 pkt[XFW_LOG_SNAP];
 };

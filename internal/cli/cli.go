@@ -331,6 +331,12 @@ func runRestore(name string, args []string, env Env) int {
 	if err != nil {
 		return report(env, name, err)
 	}
+	// A --noflush restore whose tables' sections hold no line changes
+	// nothing, and libiptc commits nothing then: the limit buckets, the
+	// nth counters and the policies' counters go on.
+	if opts.NoFlush && !tables.changes && tablesRunning(running.rs, tables.names) {
+		return exitOK
+	}
 	// Counters carry over for rules kept by --noflush (as libiptc maps
 	// them); a flushing restore starts from zero or from its -c values.
 	if index, err = restoreCommit(fam, &running, rs, opts.NoFlush && !opts.Counters, tables.names, ao, sets); err != nil {
@@ -345,6 +351,11 @@ func runRestore(name string, args []string, env Env) int {
 // commits.
 type restoreTables struct {
 	names []string
+	// changes is set by a line that is none of "*TABLE", "COMMIT", a
+	// comment or blank: a chain, a rule or a command, each of which
+	// changes the table for libiptc (a --noflush restore without one
+	// commits nothing).
+	changes bool
 	// midLine is set past a line's first byte.
 	midLine bool
 	// line holds a "*" line's text while it is read.
@@ -368,6 +379,13 @@ func (t *restoreTables) Write(p []byte) (int, error) {
 			i += nl
 			c = '\n'
 		}
+		if !t.midLine && !t.changes {
+			switch c {
+			case '*', '#', 'C', '\n':
+			default:
+				t.changes = true
+			}
+		}
 		switch {
 		case c == '\n':
 			if t.inTable {
@@ -386,6 +404,21 @@ func (t *restoreTables) Write(p []byte) (int, error) {
 		t.midLine = true
 	}
 	return n, nil
+}
+
+// tablesRunning reports whether running, the running ruleset (nil: none),
+// has every table of names, so that a restore naming them and changing
+// nothing leaves iptables-save's output as it was.
+func tablesRunning(running *ir.Ruleset, names []string) bool {
+	if running == nil {
+		return false
+	}
+	for _, name := range names {
+		if name != ir.TableFilter && running.TableByName(name) == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // maxTableName bounds what restoreTables keeps of a "*" line (table names

@@ -528,6 +528,56 @@ func orderChains(rs *ir.Ruleset) {
 	}
 }
 
+// limitSources maps the counter of each rule with a limit or nth
+// statistic match in a table the command did not commit to the running
+// rule it was read from (its Handle): the kernel replaces only the tables
+// iptables commits, so the buckets and counters of the others go on
+// (dataplane.Update.LimitsFrom). Nil when
+// the command named no table (xfw sync, the agent and set changes keep
+// every bucket: Update.SameRules).
+func limitSources(rs *ir.Ruleset, mode installMode) map[uint32]uint32 {
+	if len(mode.committed) == 0 || mode.sameRules {
+		return nil
+	}
+	var from map[uint32]uint32
+	seen := map[uint32]bool{}
+	compiler.ForEachCounter(rs, func(i int, ref compiler.RuleRef, _ *ir.Chain, r *ir.Rule) {
+		if r == nil || r.Handle == 0 || !hasCountingMatch(r) {
+			return
+		}
+		table := ref.Table
+		if table == "" {
+			table = ir.TableFilter
+		}
+		h := uint32(r.Handle) - 1
+		if slices.Contains(mode.committed, table) || seen[h] {
+			return
+		}
+		seen[h] = true
+		if from == nil {
+			from = map[uint32]uint32{}
+		}
+		from[uint32(i)] = h
+	})
+	return from
+}
+
+// hasCountingMatch reports whether r has a -m limit match or an nth
+// statistic match, whose state a table replacement restarts.
+func hasCountingMatch(r *ir.Rule) bool {
+	for _, m := range r.Matches {
+		switch m := m.(type) {
+		case *ir.LimitMatch:
+			return true
+		case *ir.StatisticMatch:
+			if m.Mode == ir.StatisticNth {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // install swaps gen, compiled from rs for ifaces, in, its counters
 // starting from counters (counterSources). encoded, when not nil, is where
 // the rules rs shares with the running ruleset, unchanged, lie in its
@@ -560,7 +610,8 @@ func install(fam ir.Family, counters []dataplane.CounterSource, rs *ir.Ruleset, 
 	if mode.indexTo != nil {
 		*mode.indexTo = index
 	}
-	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counters, Sets: tables, Interfaces: ifaces, SetCounters: ctrs, SameRules: mode.sameRules}
+	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counters, Sets: tables, Interfaces: ifaces, SetCounters: ctrs, SameRules: mode.sameRules,
+		LimitsFrom: limitSources(rs, mode)}
 	dataplane.TraceSince("commit: encode", t)
 	if err := dataplane.Apply(fam, u, opts); err != nil {
 		return err

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
@@ -58,6 +60,69 @@ func TestCounterSourcesRestartPolicies(t *testing.T) {
 		}
 		if rule := src[len(src)-1]; rule.From != 0 {
 			t.Errorf("%s: the rule's counter from %d, want 0 (carried)", tc.name, rule.From)
+		}
+	}
+}
+
+// TestLimitSources checks which rules' limit buckets a command carries
+// over: those with a limit match in a table it did not commit, none for
+// a command naming no table (sync keeps the whole map) or for rules
+// without a limit match or a running origin.
+func TestLimitSources(t *testing.T) {
+	rs := ir.NewRuleset(ir.IPv4)
+	in := rs.Chain("INPUT")
+	in.Rules = append(in.Rules,
+		&ir.Rule{Handle: 1, Matches: []ir.Match{&ir.LimitMatch{Avg: 1, Burst: 2}}},
+		&ir.Rule{Handle: 2},
+		&ir.Rule{Matches: []ir.Match{&ir.LimitMatch{Avg: 1, Burst: 2}}}, // added by the command
+	)
+	filterLimit := uint32(0)
+	compiler.ForEachCounter(rs, func(i int, _ compiler.RuleRef, _ *ir.Chain, r *ir.Rule) {
+		if r != nil && r.Handle == 1 {
+			filterLimit = uint32(i)
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		mode installMode
+		want map[uint32]uint32
+	}{
+		{"nat committed", installMode{committed: []string{ir.TableNat}}, map[uint32]uint32{filterLimit: 0}},
+		{"filter committed", installMode{committed: []string{ir.TableFilter}}, nil},
+		{"sync", installMode{sameRules: true}, nil},
+		{"no table named", installMode{}, nil},
+	} {
+		if got := limitSources(rs, tc.mode); !maps.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRestoreTablesChanges checks which inputs change a table for
+// libiptc: a chain, a rule or a command line does, "*TABLE", COMMIT,
+// comments and blank lines do not.
+func TestRestoreTablesChanges(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{"*filter\nCOMMIT\n", false},
+		{"# saved\n*filter\n\n# nothing\nCOMMIT\n*nat\nCOMMIT\n", false},
+		{"*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n", true},
+		{"*filter\n-A INPUT -j ACCEPT\nCOMMIT\n", true},
+		{"*filter\n-D INPUT 1\nCOMMIT\n", true},
+		{"*filter\n:x - [0:0]\nCOMMIT\n", true},
+	} {
+		for _, chunk := range []int{1, 5, len(tc.in)} {
+			tr := &restoreTables{}
+			for i := 0; i < len(tc.in); i += chunk {
+				if _, err := tr.Write([]byte(tc.in[i:min(i+chunk, len(tc.in))])); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tr.changes != tc.want {
+				t.Errorf("%q in chunks of %d: changes %v, want %v", tc.in, chunk, tr.changes, tc.want)
+			}
 		}
 	}
 }

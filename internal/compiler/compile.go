@@ -53,6 +53,9 @@ type Generation struct {
 	// match however often user chains flatten its rule; limit probes
 	// (Probes of kind ProbeLimit) name them by index.
 	Limits []Limit
+	// Statistics are the nth statistic matches' instances (their probes'
+	// Inst), one per match however often user chains flatten its rule.
+	Statistics []StatisticInst
 	// Probes are the matches the walk asks in rule order (probe.go);
 	// probe entries (EFProbe) name them by index.
 	Probes []Probe
@@ -254,6 +257,7 @@ func compileChecked(rs *ir.Ruleset, opts Options) (*Generation, error) {
 		g.hdr4 = fl.sets.hdr4.conds
 	}
 	g.Limits = fl.limits.items
+	g.Statistics = fl.statistics.items
 	g.Probes = fl.probeList
 	g.Recents = fl.recents.items
 	g.HashLimits = fl.hashLimits.items

@@ -100,7 +100,7 @@ type flattener struct {
 	connlimits matchIndex[struct{}]
 	ctExpires  matchIndex[CtExpire]
 	// statistics numbers the statistic matches' instances (mark.go).
-	statistics matchIndex[struct{}]
+	statistics matchIndex[StatisticInst]
 	// natPrerouting is set while the walk's nat PREROUTING segment is
 	// flattened (DNAT may be used there); natResume are the walks'
 	// resume positions after it (Layout.NatResume).

@@ -48,7 +48,9 @@ func (fl *flattener) statisticProbe(r *ir.Rule, i int, m *ir.StatisticMatch) (Pr
 	case ir.StatisticRandom:
 		pr.Val = m.Probability
 	case ir.StatisticNth:
-		inst, err := fl.statistics.index(r, i, MaxProbes, "statistic matches", func() struct{} { return struct{}{} })
+		inst, err := fl.statistics.index(r, i, MaxProbes, "statistic matches", func() StatisticInst {
+			return StatisticInst{Rule: fl.ruleInfo(r).id, Match: i}
+		})
 		if err != nil {
 			return Probe{}, err
 		}
@@ -58,6 +60,13 @@ func (fl *flattener) statisticProbe(r *ir.Rule, i int, m *ir.StatisticMatch) (Pr
 		return Probe{}, fmt.Errorf("statistic match: mode %d is not supported by xfw", m.Mode)
 	}
 	return pr, nil
+}
+
+// StatisticInst is an nth statistic match's instance (Probe.Inst): its
+// rule's counter index and the match's index among the rule's matches.
+type StatisticInst struct {
+	Rule  uint32
+	Match int
 }
 
 // markProbe returns the probe of a mark match: Arg 1 when inverted.

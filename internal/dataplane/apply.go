@@ -48,6 +48,8 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		return err
 	}
 	u.keepLimits = keepsLimits(u, old.meta)
+	u.limitCarry = carriedLimits(u, old.meta)
+	u.nthCarry = carriedNth(u, old.meta)
 
 	if u.Gen.Active&(1<<compiler.FieldCt) != 0 {
 		if err := configureConntrack(cur); err != nil {
@@ -172,7 +174,8 @@ func (r *replacedGeneration) open(cur *state, u *Update) error {
 	if r.base, err = cur.inner("cbase", r.slot); err != nil {
 		return err
 	}
-	needMeta := r.cfg.NSetCtr > 0 || (u.SameRules && len(u.Gen.Limits) > 0)
+	needMeta := r.cfg.NSetCtr > 0 || (u.SameRules && len(u.Gen.Limits) > 0) ||
+		(len(u.LimitsFrom) > 0 && len(u.Gen.Limits)+len(u.Gen.Statistics) > 0)
 	for _, st := range u.Sets {
 		needMeta = needMeta || st.Reuse > 0
 	}

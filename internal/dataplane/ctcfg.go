@@ -17,7 +17,7 @@ const ctCfgMap = "xfw_ct_cfg"
 
 // Timeout slots of struct xfw_ct_cfg: the TCP states (enum xfw_tcp_state,
 // RETRANS and UNACK included), then UDP, ICMP, generic, the UDP stream
-// delay, ICMPv6 and the SCTP states (XFW_CTT_*).
+// delay, ICMPv6, the SCTP states and GRE's two (XFW_CTT_*).
 const (
 	ctTCPSynSent = 1 + iota
 	ctTCPSynRecv
@@ -40,7 +40,11 @@ const (
 	// kernel's enum sctp_conntrack: NONE, which has CLOSED's timeout, then
 	// CLOSED … HEARTBEAT_SENT).
 	ctSCTP
-	ctNumTimeouts = ctSCTP + 9
+	// ctGRE and ctGREStream follow them: GRE before and after a reply
+	// (XFW_CTT_GRE, XFW_CTT_GRE_STREAM).
+	ctGRE         = ctSCTP + 9
+	ctGREStream   = ctGRE + 1
+	ctNumTimeouts = ctGREStream + 1
 )
 
 // bpfCTCfg mirrors struct xfw_ct_cfg.
@@ -91,6 +95,9 @@ var ctTimeouts = []struct {
 	{ctSCTP + 6, "nf_conntrack_sctp_timeout_shutdown_recd", 3},
 	{ctSCTP + 7, "nf_conntrack_sctp_timeout_shutdown_ack_sent", 3},
 	{ctSCTP + 8, "nf_conntrack_sctp_timeout_heartbeat_sent", 30},
+	// GRE (nf_conntrack_proto_gre.c: GRE_TIMEOUT, GRE_STREAM_TIMEOUT).
+	{ctGRE, "nf_conntrack_gre_timeout", 30},
+	{ctGREStream, "nf_conntrack_gre_timeout_stream", 180},
 }
 
 // ctSysctlDir holds the namespace's conntrack sysctls: xfw honours the

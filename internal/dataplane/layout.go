@@ -186,9 +186,11 @@ type bpfLogEvent struct {
 	Level      uint8
 	Flags      uint8
 	HasMAC     uint8
-	Pad        uint8
+	HasUID     uint8
 	NFLogGroup uint16
 	NFLogLen   uint32
+	Mark       uint32
+	UID, GID   uint32
 	Prefix     [compiler.LogPrefixLen]byte
 	Pkt        [logSnap]byte
 }

@@ -137,6 +137,65 @@ func keepsLimits(u *Update, running *genMeta) bool {
 	return u.SameRules && running != nil && len(u.Gen.Limits) > 0 && slices.Equal(running.Limits, u.Gen.Limits)
 }
 
+// carriedLimits pairs the buckets of u's generation with the running
+// generation's (metadata running) that go on one by one: a bucket of a
+// rule Update.LimitsFrom names, whose running rule has the same limit
+// match (match index, average, burst). None when u keeps the whole map
+// (keepLimits).
+func carriedLimits(u *Update, running *genMeta) [][2]uint32 {
+	if u.keepLimits || running == nil || len(u.LimitsFrom) == 0 {
+		return nil
+	}
+	type key struct {
+		rule  uint32
+		match int
+	}
+	was := map[key]int{}
+	for k, l := range running.Limits {
+		was[key{l.Rule, l.Match}] = k
+	}
+	var pairs [][2]uint32
+	for j, l := range u.Gen.Limits {
+		from, ok := u.LimitsFrom[l.Rule]
+		if !ok {
+			continue
+		}
+		k, ok := was[key{from, l.Match}]
+		if !ok || running.Limits[k].Avg != l.Avg || running.Limits[k].Burst != l.Burst {
+			continue
+		}
+		pairs = append(pairs, [2]uint32{uint32(j), uint32(k)})
+	}
+	return pairs
+}
+
+// carryLimits copies the running buckets u.limitCarry names into m, the
+// new slot's limit map, after it was filled full. Tokens the running
+// generation takes between the copy and the switch are not carried.
+func carryLimits(cur *state, runSlot int64, m *ebpf.Map, u *Update) error {
+	if len(u.limitCarry) == 0 || runSlot < 0 || m == nil {
+		return nil
+	}
+	run, err := cur.inner("limit", uint32(runSlot))
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("limit buckets: the running ones: %w", err)
+	}
+	defer run.Close()
+	for _, p := range u.limitCarry {
+		var b bpfLimit
+		if err := run.Lookup(p[1], &b); err != nil {
+			continue // the running map is smaller than its metadata says
+		}
+		if err := m.Update(p[0], b, ebpf.UpdateExist); err != nil {
+			return fmt.Errorf("limit buckets: carry bucket %d: %w", p[0], err)
+		}
+	}
+	return nil
+}
+
 // takeOverLimits opens the running generation's (in runSlot) limit map
 // into b.given when u keeps its buckets (keepsLimits). A running slot
 // without one, or with one too small for u's buckets, is not taken over:

@@ -48,6 +48,13 @@ type LogEvent struct {
 	// ir.LogFlagNFLog.
 	NFLogGroup uint16
 	NFLogLen   uint32
+	// Mark is the packet's mark when the walk met the rule (the LOG
+	// line's MARK= field, printed when not 0).
+	Mark uint32
+	// HasUID says UID and GID hold the fsuid and fsgid of the packet's
+	// socket's file (a packet the host sends, --log-uid).
+	HasUID   bool
+	UID, GID uint32
 }
 
 // logChains maps enum xfw_chain to the chain names.
@@ -89,5 +96,9 @@ func DecodeLogEvent(raw []byte) (LogEvent, error) {
 		Frame:      append([]byte(nil), ev.Pkt[:snap]...),
 		NFLogGroup: ev.NFLogGroup,
 		NFLogLen:   ev.NFLogLen,
+		Mark:       ev.Mark,
+		HasUID:     ev.HasUID != 0,
+		UID:        ev.UID,
+		GID:        ev.GID,
 	}, nil
 }

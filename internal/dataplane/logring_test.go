@@ -9,7 +9,7 @@ import (
 )
 
 // logEventSize is sizeof(struct xfw_log_event).
-const logEventSize = 352
+const logEventSize = 364
 
 func TestDecodeLogEvent(t *testing.T) {
 	if n := binary.Size(bpfLogEvent{}); n != logEventSize {
@@ -23,7 +23,7 @@ func TestDecodeLogEvent(t *testing.T) {
 		return b.Bytes()
 	}
 	good := bpfLogEvent{InIfindex: 3, OutIfindex: 4, Rule: 7, SnapLen: 5, L3Off: 14, PktLen: 1500,
-		Family: 6, Chain: 1, Level: 6, Flags: 0x21, HasMAC: 1}
+		Family: 6, Chain: 1, Level: 6, Flags: 0x21, HasMAC: 1, Mark: 0x2a}
 	copy(good.Prefix[:], "abc ")
 	copy(good.Pkt[:], []byte{1, 2, 3, 4, 5, 6, 7})
 	full := good
@@ -39,12 +39,12 @@ func TestDecodeLogEvent(t *testing.T) {
 		{name: "event", raw: raw(good), want: LogEvent{
 			InIfindex: 3, OutIfindex: 4, Rule: 7, Family: ir.IPv6, Chain: ir.ChainForward,
 			Level: 6, Flags: 0x21, Prefix: "abc ", HasMAC: true, L3Off: 14, FrameLen: 1500,
-			Frame: []byte{1, 2, 3, 4, 5},
+			Frame: []byte{1, 2, 3, 4, 5}, Mark: 0x2a,
 		}},
 		{name: "snapshot and prefix bounded", raw: raw(full), want: LogEvent{
 			InIfindex: 3, OutIfindex: 4, Rule: 7, Family: ir.IPv6, Chain: ir.ChainForward,
 			Level: 6, Flags: 0x21, Prefix: string(bytes.Repeat([]byte{'p'}, len(full.Prefix))),
-			HasMAC: true, L3Off: 14, FrameLen: 1500, Frame: full.Pkt[:],
+			HasMAC: true, L3Off: 14, FrameLen: 1500, Frame: full.Pkt[:], Mark: 0x2a,
 		}},
 		{name: "short record", raw: raw(good)[:100], wantErr: true},
 		{name: "bad family", raw: func() []byte { e := good; e.Family = 5; return raw(e) }(), wantErr: true},

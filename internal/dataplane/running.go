@@ -37,6 +37,9 @@ type genMeta struct {
 	SetLookups []SetLookupInfo `json:",omitempty"`
 	// Limits are the generation's limit buckets (compiler.Generation).
 	Limits []compiler.Limit `json:",omitempty"`
+	// Statistics are the nth statistic matches' instances
+	// (compiler.Generation).
+	Statistics []compiler.StatisticInst `json:",omitempty"`
 	// Probes are the generation's probes (compiler.Generation): an
 	// in-place change of the running generation keeps them.
 	Probes []compiler.Probe `json:",omitempty"`
@@ -99,7 +102,7 @@ func generationMeta(u *Update) ([]byte, error) {
 		Version: genMetaVersion,
 		Small:   len(g.Small), ClassChunks: len(g.ClassChunks), Chunks: len(g.Chunks), LogConfigs: len(g.LogConfigs),
 		Layout: g.Layout, SetConds: g.SetConds, Interfaces: u.Interfaces,
-		SetLookups: setLookupInfos(u.Sets), Limits: g.Limits, Probes: g.Probes,
+		SetLookups: setLookupInfos(u.Sets), Limits: g.Limits, Probes: g.Probes, Statistics: g.Statistics,
 		Recents:    g.Recents,
 		HashLimits: g.HashLimits,
 		Preds:      predMetas(g.Preds),
@@ -153,7 +156,7 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 		ChainStart: c.ChainStart, ChainEnd: c.ChainEnd, MaxIters: c.MaxIters,
 		AddrBase: c.AddrBase, AddrCount: c.AddrCount,
 		Hash: map[compiler.HashKey]uint32{}, Layout: meta.Layout, SetConds: meta.SetConds,
-		Limits: meta.Limits, Probes: meta.Probes,
+		Limits: meta.Limits, Probes: meta.Probes, Statistics: meta.Statistics,
 		Recents: meta.Recents, HashLimits: meta.HashLimits, Preds: predsOfMeta(meta.Preds),
 		CtExpires: meta.CtExpires,
 	}

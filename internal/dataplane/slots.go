@@ -184,6 +184,12 @@ func buildSlot(cur *state, slot uint32, runSlot int64, u *Update) error {
 	if err := fillGeneration(b.maps, b.created, u, ncpu); err != nil {
 		return err
 	}
+	if err := carryNthCounts(cur, runSlot, b.maps["probe"], u); err != nil {
+		return err
+	}
+	if err := carryLimits(cur, runSlot, b.maps["limit"], u); err != nil {
+		return err
+	}
 	if err := resetConnlimits(cur, slot, runSlot, u); err != nil {
 		return err
 	}

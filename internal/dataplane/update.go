@@ -52,6 +52,13 @@ type Update struct {
 	// its limit matches are Gen's (same parameters, same order); without
 	// SameRules, or when they differ, the buckets start full.
 	SameRules bool
+	// LimitsFrom maps the rule counter of each rule whose table the
+	// command did not commit to the running rule's counter it comes from:
+	// the kernel replaced only the committed tables, so such a rule's
+	// limit buckets and nth counters go on. Apply takes each over from
+	// the running generation when that rule has the same match there
+	// (same match index and parameters); the others start afresh.
+	LimitsFrom map[uint32]uint32
 
 	// blob is what the slot's state pages hold: Saved and the generation's
 	// metadata, each after its little-endian length (stateBlob).
@@ -59,6 +66,13 @@ type Update struct {
 	// keepLimits is set by Apply: the generation takes the running
 	// generation's limit buckets over (SameRules).
 	keepLimits bool
+	// limitCarry are the buckets Apply takes over one by one (LimitsFrom):
+	// pairs of this generation's bucket and the running generation's.
+	limitCarry [][2]uint32
+	// nthCarry are the nth counters Apply takes over one by one
+	// (LimitsFrom): pairs of this generation's probe and the running
+	// generation's.
+	nthCarry [][2]uint32
 	// hashLimitArgs are the data plane's arguments of the hashlimit
 	// probes, by hashlimit match (registerHashLimits).
 	hashLimitArgs []uint32

@@ -6,14 +6,15 @@
 // (every field ends with a space, so most lines end with one), upper-case
 // hex for TOS, PREC and option bytes, lower-case hex for the MAC, RES, SPI
 // and IPv6 fields, "INCOMPLETE [n bytes]" and "TRUNCATED" for short
-// headers, one level of ICMP/ICMPv6 error recursion, and the kernel's
-// 1 KiB line buffer. What the data plane cannot know is left out, as the
-// kernel leaves it out when it does not apply:
+// headers, one level of ICMP/ICMPv6 error recursion, the kernel's 1 KiB
+// line buffer, and MARK= with the packet's mark at the rule (the walk's,
+// which the event carries). What the data plane cannot know is left out,
+// as the kernel leaves it out when it does not apply:
 //
-//   - UID= GID= (--log-uid): xfw has no socket for the packet; nothing is
-//     printed for the flag.
-//   - MARK=: the data plane does not carry skb->mark; nothing is printed.
-//   - PHYSIN= PHYSOUT= (bridge netfilter): xfw does not run on bridges.
+//   - UID= GID= (--log-uid) of a received packet: XDP has no socket for
+//     it (those of the host's own packets, read at TC, are printed).
+//   - PHYSIN= PHYSOUT= (bridge netfilter): the event does not carry the
+//     bridge ports.
 //
 // The packet is what the data plane saw, which differs from what netfilter
 // sees in a few cases the formatter compensates for: on FORWARD the kernel

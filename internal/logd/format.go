@@ -186,6 +186,13 @@ type formatter struct {
 	received, input bool
 	// host answers the lookups of the IPv4 option rewrites.
 	host host
+	// mark is the packet's mark at the rule: MARK= ends the line when
+	// it is not 0.
+	mark uint32
+	// uid and gid are its socket's file's ids, printed (UID= GID=) with
+	// --log-uid when hasUID.
+	hasUID   bool
+	uid, gid uint32
 }
 
 // Format renders ev as the kernel's LOG target prints the line (without
@@ -210,6 +217,10 @@ func formatEvent(ev Event, ifName func(index uint32) string, h host) string {
 		host:     h,
 		received: ev.Chain != ir.ChainOutput,
 		input:    ev.Chain == ir.ChainInput,
+		mark:     ev.Mark,
+		hasUID:   ev.HasUID && ev.Flags&ir.LogFlagUID != 0,
+		uid:      ev.UID,
+		gid:      ev.GID,
 	}
 	// A PREROUTING chain's line: no output device, the packet as
 	// received; a POSTROUTING chain's: no input device (ir.LogView*).
@@ -385,9 +396,13 @@ func (f *formatter) dumpIPv4(off uint32) {
 	l4 := off + ihl
 	switch proto := ih[9]; proto {
 	case protoTCP:
-		f.dumpTCP(frag != 0, l4)
+		if f.dumpTCP(frag != 0, l4) {
+			return
+		}
 	case protoUDP, protoUDPLite:
-		f.dumpUDP(proto, frag != 0, l4)
+		if f.dumpUDP(proto, frag != 0, l4) {
+			return
+		}
 	case protoICMP:
 		f.dumpICMP(frag != 0, off, l4)
 	case protoAH:
@@ -415,7 +430,28 @@ func (f *formatter) dumpIPv4(off uint32) {
 	default:
 		f.l.add("PROTO=%d ", proto)
 	}
-	// UID= GID= (--log-uid) and MARK= would follow: unknown to xfw.
+	if top {
+		f.dumpOwner()
+		f.dumpMark()
+	}
+}
+
+// dumpOwner prints --log-uid's UID= and GID= of the packet's socket, as
+// nf_log_dump_sk_uid_gid (nothing where the packet has none: received
+// packets at XDP, the kernel's own).
+func (f *formatter) dumpOwner() {
+	if f.hasUID {
+		f.l.add("UID=%d GID=%d ", f.uid, f.gid)
+	}
+}
+
+// dumpMark ends the line of the packet (not of a quoted one) with the
+// packet's mark when it is not 0, as dump_ipv4_packet and
+// dump_ipv6_packet do.
+func (f *formatter) dumpMark() {
+	if f.mark != 0 {
+		f.l.add("MARK=0x%x ", f.mark)
+	}
 }
 
 // dumpICMP prints the ICMP part of dump_ipv4_packet; iphoff is the IP
@@ -458,20 +494,20 @@ func (f *formatter) dumpICMP(fragment bool, iphoff, off uint32) {
 	}
 }
 
-// dumpTCP is nf_log_dump_tcp_header. (Where it returns 1 the kernel ends
-// the line without UID= and MARK=, which xfw never prints.)
+// dumpTCP is nf_log_dump_tcp_header; true where it returns 1 (the kernel
+// then ends the line without UID= and MARK=).
 //
 // TCP header: ports at 0 and 2, sequence 4, acknowledgement 8, data offset,
 // reserved bits, AE and the flags 12-13, window 14, urgent pointer 18.
-func (f *formatter) dumpTCP(fragment bool, off uint32) {
+func (f *formatter) dumpTCP(fragment bool, off uint32) bool {
 	f.l.str("PROTO=TCP ")
 	if fragment {
-		return
+		return false
 	}
 	th := f.p.header(off, tcpHeaderLen)
 	if th == nil {
 		f.l.add("INCOMPLETE [%d bytes] ", f.p.skbLen-off)
-		return
+		return true
 	}
 	f.l.add("SPT=%d DPT=%d ", binary.BigEndian.Uint16(th[0:]), binary.BigEndian.Uint16(th[2:]))
 	if f.flags&ir.LogFlagTCPSeq != 0 {
@@ -492,30 +528,32 @@ func (f *formatter) dumpTCP(fragment bool, off uint32) {
 		op := f.p.header(off+tcpHeaderLen, hlen-tcpHeaderLen)
 		if op == nil {
 			f.l.str("OPT (TRUNCATED)")
-			return
+			return true
 		}
 		f.l.add("OPT (%s) ", hexBytes(op, "", true))
 	}
+	return false
 }
 
 // dumpUDP is nf_log_dump_udp_header (UDP header: ports at 0 and 2, length
-// at 4).
-func (f *formatter) dumpUDP(proto uint8, fragment bool, off uint32) {
+// at 4); true where it returns 1, as dumpTCP.
+func (f *formatter) dumpUDP(proto uint8, fragment bool, off uint32) bool {
 	if proto == protoUDP {
 		f.l.str("PROTO=UDP ")
 	} else {
 		f.l.str("PROTO=UDPLITE ")
 	}
 	if fragment {
-		return
+		return false
 	}
 	uh := f.p.header(off, udpHeaderLen)
 	if uh == nil {
 		f.l.add("INCOMPLETE [%d bytes] ", f.p.skbLen-off)
-		return
+		return true
 	}
 	f.l.add("SPT=%d DPT=%d LEN=%d ", binary.BigEndian.Uint16(uh[0:]),
 		binary.BigEndian.Uint16(uh[2:]), binary.BigEndian.Uint16(uh[4:]))
+	return false
 }
 
 // isIPv6Ext is nf_ip6_ext_hdr.
@@ -628,28 +666,38 @@ func (f *formatter) dumpIPv6(off uint32, recurse bool) {
 	}
 	switch cur {
 	case protoTCP:
-		f.dumpTCP(fragment, ptr)
+		if f.dumpTCP(fragment, ptr) {
+			return
+		}
 	case protoUDP, protoUDPLite:
-		f.dumpUDP(cur, fragment, ptr)
+		if f.dumpUDP(cur, fragment, ptr) {
+			return
+		}
 	case protoICMPv6:
-		f.dumpICMPv6(fragment, ptr, recurse)
+		if f.dumpICMPv6(fragment, ptr, recurse) {
+			return
+		}
 	default:
 		f.l.add("PROTO=%d ", cur)
 	}
-	// UID= GID= (--log-uid) and MARK= would follow: unknown to xfw.
+	if recurse {
+		f.dumpOwner()
+		f.dumpMark()
+	}
 }
 
 // dumpICMPv6 prints the ICMPv6 part of dump_ipv6_packet (type at 0, code
-// 1, echo ID and sequence 4 and 6, pointer or MTU 4).
-func (f *formatter) dumpICMPv6(fragment bool, off uint32, recurse bool) {
+// 1, echo ID and sequence 4 and 6, pointer or MTU 4); true where the
+// kernel's line ends there.
+func (f *formatter) dumpICMPv6(fragment bool, off uint32, recurse bool) bool {
 	f.l.str("PROTO=ICMPv6 ")
 	if fragment {
-		return
+		return false
 	}
 	ic := f.p.header(off, icmpHeaderLen)
 	if ic == nil {
 		f.l.add("INCOMPLETE [%d bytes] ", f.p.skbLen-off)
-		return
+		return true // the kernel returns: no MARK=
 	}
 	typ := ic[0]
 	f.l.add("TYPE=%d CODE=%d ", typ, ic[1])
@@ -670,4 +718,5 @@ func (f *formatter) dumpICMPv6(fragment bool, off uint32, recurse bool) {
 			f.l.add("MTU=%d ", binary.BigEndian.Uint32(ic[4:]))
 		}
 	}
+	return false
 }

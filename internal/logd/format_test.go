@@ -105,6 +105,32 @@ func TestFormatEdges(t *testing.T) {
 				"LEN=304 TC=0 HOPLIMIT=64 FLOWLBL=0 PROTO=UDP INCOMPLETE [8 bytes] ",
 		},
 		{
+			name: "mark at the rule ends the line",
+			ev: Event{OutIfindex: 2, Family: ir.IPv4, Chain: ir.ChainOutput, L3Off: 14, Mark: 0x2a,
+				Frame: mustHex(t, ethV4+udp4)},
+			want: "IN= OUT=eth0 " + udp4Line + "MARK=0x2a ",
+		},
+		{
+			name: "--log-uid of the host's packet, then its mark",
+			ev: Event{OutIfindex: 2, Family: ir.IPv4, Chain: ir.ChainOutput, L3Off: 14, Mark: 1,
+				Flags: ir.LogFlagUID, HasUID: true, UID: 4321, GID: 4322, Frame: mustHex(t, ethV4+udp4)},
+			want: "IN= OUT=eth0 " + udp4Line + "UID=4321 GID=4322 MARK=0x1 ",
+		},
+		{
+			name: "ids without --log-uid are not printed",
+			ev: Event{OutIfindex: 2, Family: ir.IPv4, Chain: ir.ChainOutput, L3Off: 14,
+				HasUID: true, UID: 4321, GID: 4322, Frame: mustHex(t, ethV4+udp4)},
+			want: "IN= OUT=eth0 " + udp4Line,
+		},
+		{
+			name: "no mark after a transport header cut short (the kernel returns)",
+			ev: Event{InIfindex: 2, Family: ir.IPv6, Chain: ir.ChainInput, HasMAC: true, L3Off: 14, Mark: 7,
+				FrameLen: 14 + len(bigHBH)/2, Frame: mustHex(t, ("020000000001" + "020000000002" + "86dd" + bigHBH)[:2*snapLen])},
+			want: "IN=eth0 OUT= MAC=02:00:00:00:00:01:02:00:00:00:00:02:86:dd " +
+				"SRC=fd00:0000:0000:0000:0000:0000:0000:0002 DST=fd00:0000:0000:0000:0000:0000:0000:0001 " +
+				"LEN=304 TC=0 HOPLIMIT=64 FLOWLBL=0 PROTO=UDP INCOMPLETE [8 bytes] ",
+		},
+		{
 			name: "FORWARD decrements the TTL",
 			ev: Event{InIfindex: 2, OutIfindex: 4, Family: ir.IPv4, Chain: ir.ChainForward, HasMAC: true, L3Off: 14,
 				Frame: mustHex(t, ethV4+udp4)},

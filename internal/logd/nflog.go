@@ -110,6 +110,7 @@ func nflogLine(ev Event, now time.Time, host string, ifName func(uint32) string,
 	prefix := ev.Prefix
 	ev.Prefix = ""
 	ev.Flags = ev.Flags&(ir.LogViewPrerouting|ir.LogViewPostrouting) | ir.LogFlagTCPSeq
+	ev.Mark, ev.HasUID = 0, false // ulogd's own MARK=, UID= and GID= fields are not reproduced
 	return now.Format("Jan _2 15:04:05") + " " + host + " " + prefix + " " + formatEvent(ev, ifName, h)
 }
 

@@ -228,7 +228,9 @@ func logCandidates(line string) []candidate {
 var logUIDRe = regexp.MustCompile(` UID=\d+ GID=\d+`)
 
 // normLogLine removes from a LOG line what is not compared: the owner of
-// the sending socket (xfw cannot print it: docs/differences.md); and for a
+// the packet's socket (xfw prints it for the host's own packets only, the
+// kernel also for received ones its early demux found a socket for:
+// docs/differences.md); and for a
 // reply fw generated, what differs between namespaces: the IPv4
 // identification of the reply itself (the quoted packet's stays) and the IPv6
 // flow label.

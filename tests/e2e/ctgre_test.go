@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
+)
+
+// ctGRERules counts forwarded GRE packets by their connection state.
+const ctGRERules = `*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A FORWARD -p gre -m conntrack --ctstate NEW
+-A FORWARD -p gre -m conntrack --ctstate ESTABLISHED
+COMMIT
+`
+
+// TestConntrackGREAgainstKernel checks GRE's own timeouts
+// (nf_conntrack_gre_timeout before a reply, _stream after one; the
+// generic protocol's 600 s do not apply) in twin topologies where both
+// are set short: a GRE packet's connection that saw no reply expires after
+// nf_conntrack_gre_timeout (the packet back is NEW), one that saw a reply
+// outlives it (the next packet is ESTABLISHED). The NEW and ESTABLISHED
+// counters must be the kernel's.
+func TestConntrackGREAgainstKernel(t *testing.T) {
+	requireTools(t, "iptables-legacy", "sysctl")
+	// nf_conntrack_gre_timeout is set to 2 s, _stream to 60 s; wait
+	// passes the first and not the second.
+	const wait = 4 * time.Second
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		// The kernel's tracker (loaded by the first restore) and xfw (at
+		// its next commit) read the namespace's sysctls.
+		fw.restore(t, tp, 4, ctGRERules)
+		for _, kv := range []string{"net.netfilter.nf_conntrack_gre_timeout=2", "net.netfilter.nf_conntrack_gre_timeout_stream=60"} {
+			if res, err := nettest.Exec(tp.FwNS, "sysctl", "-q", "-w", kv); err != nil || res.ExitCode != 0 {
+				t.Errorf("%s: sysctl %s: %v %s", kind, kv, err, res.Stderr)
+			}
+		}
+		fw.restore(t, tp, 4, ctGRERules)
+	})
+	gre := nettest.Raw{Proto: 47, Data: []byte{0, 0, 0x08, 0x00}} // version 0, IPv4 payload
+	send := func(tp *nettest.Topology, fromGen bool) {
+		t.Helper()
+		var err error
+		if fromGen {
+			h := nettest.IPv4{Src: tp.Gen.IPv4, Dst: tp.Sink.IPv4, Protocol: 47}
+			err = tp.InjectFromGen(tp.GenToFw().Frame(h.Packet(gre)))
+		} else {
+			h := nettest.IPv4{Src: tp.Sink.IPv4, Dst: tp.Gen.IPv4, Protocol: 47}
+			err = tp.InjectFromSink(tp.SinkToFw().Frame(h.Packet(gre)))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		send(tp, true) // NEW: gen → sink
+		time.Sleep(wait)
+		send(tp, false) // sink → gen: the first expired, NEW again
+		send(tp, true)  // the reply: ESTABLISHED
+		send(tp, false) // ESTABLISHED, the connection now a stream
+		time.Sleep(wait)
+		send(tp, true) // ESTABLISHED: the stream timeout holds it
+	})
+	kc := counters(t, tw.fws["kernel"].save(t, tw.tps["kernel"], 4))
+	xc := counters(t, tw.fws["xfw"].save(t, tw.tps["xfw"], 4))
+	for rule, want := range map[string]uint64{
+		"FORWARD -p gre -m conntrack --ctstate NEW":         2,
+		"FORWARD -p gre -m conntrack --ctstate ESTABLISHED": 3,
+	} {
+		if kc[rule].packets != want {
+			t.Errorf("kernel: %s counted %d, want %d (premise)", rule, kc[rule].packets, want)
+		}
+		if xc[rule].packets != kc[rule].packets {
+			t.Errorf("xfw: %s counted %d, the kernel %d", rule, xc[rule].packets, kc[rule].packets)
+		}
+	}
+}
