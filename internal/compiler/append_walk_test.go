@@ -1,8 +1,10 @@
 package compiler
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,6 +38,9 @@ var walkTables = []struct {
 			"-t nat -P PREROUTING ACCEPT",
 			"-t mangle -A FORWARD -p tcp --dport 22 -j LOG --log-prefix m",
 			"-t mangle -A POSTROUTING -p udp -j ACCEPT",
+			// State by rule (Limits, Statistics) after filter's rules.
+			"-t mangle -A POSTROUTING -p udp -m statistic --mode nth --every 3 --packet 1",
+			"-t mangle -A POSTROUTING -p tcp -m limit --limit 5/sec",
 		}
 	}},
 	{"raw", func(fam ir.Family) []string {
@@ -84,6 +89,7 @@ func TestChangeInPlaceWithTablesMatchesCompile(t *testing.T) {
 				t.Fatalf("ruleset %d step %d: %v", iter, step, err)
 			}
 			sameWalks(t, rng, fmt.Sprintf("ruleset %d (%s) step %d", iter, tables.name, step), rs.Family, g, want, 150)
+			sameStateRules(t, fmt.Sprintf("ruleset %d (%s) step %d", iter, tables.name, step), g, want)
 		}
 	}
 	tally.check(t, 300)
@@ -133,4 +139,33 @@ func changedWalkOutcome(g *Generation, res Result) string {
 		b.WriteString(desc(res.Entry))
 	}
 	return b.String()
+}
+
+// sameStateRules requires g's limit buckets and nth statistic instances to
+// name the rules (counter index, match) want's do: a command carries their
+// state over by rule (dataplane.Update.LimitsFrom), so an in-place change
+// must move them with the rules it shifts.
+func sameStateRules(t *testing.T, what string, g, want *Generation) {
+	t.Helper()
+	type ruleMatch struct {
+		rule  uint32
+		match int
+	}
+	collect := func(g *Generation) (lim, nth []ruleMatch) {
+		for _, l := range g.Limits {
+			lim = append(lim, ruleMatch{l.Rule, l.Match})
+		}
+		for _, st := range g.Statistics {
+			nth = append(nth, ruleMatch{st.Rule, st.Match})
+		}
+		less := func(a, b ruleMatch) int { return cmp.Or(cmp.Compare(a.rule, b.rule), cmp.Compare(a.match, b.match)) }
+		slices.SortFunc(lim, less)
+		slices.SortFunc(nth, less)
+		return lim, nth
+	}
+	gl, gn := collect(g)
+	wl, wn := collect(want)
+	if !slices.Equal(gl, wl) || !slices.Equal(gn, wn) {
+		t.Fatalf("%s: limits %v, nth %v by rule; compiled in full: %v, %v", what, gl, gn, wl, wn)
+	}
 }

@@ -32,12 +32,19 @@ func (fl *flattener) limitIndex(r *ir.Rule, i int, m *ir.LimitMatch) (uint32, er
 	})
 }
 
-// shiftLimitRules moves the counter indexes of the buckets' rules from
-// counter on by delta (a rule inserted or deleted before them).
+// shiftLimitRules moves the counter indexes of the rules of the limit
+// buckets and of the nth statistic instances from counter on by delta (a
+// rule inserted or deleted before them): the state a command carries over
+// (Limits and Statistics by rule) must name the rules where they now are.
 func (g *Generation) shiftLimitRules(counter uint32, delta int) {
 	for i := range g.Limits {
 		if l := &g.Limits[i]; l.Rule >= counter {
 			l.Rule = uint32(int(l.Rule) + delta)
+		}
+	}
+	for i := range g.Statistics {
+		if st := &g.Statistics[i]; st.Rule >= counter {
+			st.Rule = uint32(int(st.Rule) + delta)
 		}
 	}
 }
