@@ -61,6 +61,10 @@ struct xfw_pending {
 	 * (xfw_family_cfg.pre_passive; pre_at[INPUT] then 0): walked for a
 	 * packet the routing drops alone (xfw.c xfw_xdp_unrouted). */
 	__u32 pre_lazy;
+	/* 1 while the walk is that of a packet the routing dropped, up to
+	 * the end of the INPUT walk's PREROUTING segments (xfw.c
+	 * xfw_xdp_unrouted_walk); 0 once a DNAT or a mark routed it. */
+	__u32 unrouted;
 	/* The terminal entry's action, flags, .aux and .next, set by
 	 * xfw_classify when the walk ends at one (xfw_judge reads them
 	 * instead of the entry). */

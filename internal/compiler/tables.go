@@ -188,6 +188,9 @@ func (fl *flattener) walkBefore(rs *ir.Ruleset, hook int) error {
 				return err
 			}
 		}
+		if tc.chain == ir.ChainPrerouting {
+			fl.preEnd[hook] = uint32(len(fl.entries)) + 1
+		}
 	}
 	fl.acceptTo = nil
 	if len(after) > 0 {
