@@ -370,7 +370,7 @@ enum xfw_probe_kind {
 	XFW_PROBE_OWNER,     /* -m owner: .arg XFW_OWNER_*, uid range .val-.mask, gid range .count (owner.h) */
 	XFW_PROBE_MANGLE,    /* TCPMSS, DSCP, TOS, TTL, HL, CT --notrack, NOTRACK (an
 			      * XFW_EF_ACT entry): .arg XFW_MGOP_*, .val, .mask (mangle.h) */
-	XFW_PROBE_MARKMOVED, /* mark != the mark the packet was routed with (xfw_pending.route_mark) */
+	XFW_PROBE_MARKMOVED, /* mark != the mark the packet was routed with (xfw_pending.route_mark); arg 1: or the TTL changed (route_ttl) */
 	XFW_PROBE_NATRANGE,  /* never asked: a NAT entry's range (XFW_EF_NATRANGE): .arg the
 			      * NF_NAT_RANGE_* flags, .val-.mask the addresses, .count
 			      * min port << 16 | max port (nat_range.h) */

@@ -276,6 +276,20 @@ __attribute__((noinline)) __u64 xfw_xdp_rerouted(struct xdp_md *ctx, struct xfw_
 	return (__u64)verdict << XFW_DNAT_VERDICT_SHIFT | (__u64)chain << 32 | oif;
 }
 
+/* xfw_xdp_rerouted_out passes to the stack the packet in sc (received on
+ * iif) that PREROUTING's mark or TTL routed to where netfilter never sees
+ * it (xfw_xdp_rerouted: p->ttl the frame's), with its mark
+ * (mark_kernel.h) and PREROUTING's rewrites (mangle_apply.h: a TTL set
+ * to 1 gets the kernel's "time exceeded"). A global function. */
+__attribute__((noinline)) int xfw_xdp_rerouted_out(struct xdp_md *ctx, struct xfw_xdp_scratch *sc, __u32 iif)
+{
+	if (!ctx || !sc)
+		return XDP_DROP;
+	if (sc->p.mangle && xfw_mangle_xdp(ctx, &sc->p, 0, iif) < 0)
+		return XDP_DROP;
+	return xfw_xdp_mark_out(ctx, sc, XFW_ROUTE_PASS, iif) ? XDP_DROP : XDP_PASS;
+}
+
 /* What xfw_xdp_rawpre returns, and st->raw_done after it. */
 #define XFW_RAWPRE_ON 0       /* go on: routed, then walked (st->raw_done) */
 #define XFW_RAWPRE_DROP 1     /* PREROUTING dropped it */
@@ -628,6 +642,7 @@ routed:
 		XFW_BENCH_AT(XFW_BS_FIELDS, XDP_PASS);
 		/* Past PREROUTING's segments judged before routing. */
 		st->start = xfw_rawpre_resume(st, chain);
+		st->route_ttl = p->ttl; /* routed with it (the reroute probe) */
 		verdict = xfw_judge(p, chain, iif, oif, st, &rj);
 		st->start = 0;
 		st->end = 0; /* an unrouted packet's walk (st->unrouted) */
@@ -639,9 +654,11 @@ routed:
 		/* PREROUTING left it a mark: routed again (mark_kernel.h). */
 		if (verdict == XFW_ACT_REROUTE) {
 			route = xfw_xdp_rerouted(ctx, sc, (__u64)chain << 32 | iif, oif);
-			/* Routed by its mark to where netfilter never sees it. */
+			/* Routed by its mark, or by its new TTL, to where
+			 * netfilter never sees it: the kernel's routing sees
+			 * them, and PREROUTING's rewrites (mangle_apply.h). */
 			if (route == XFW_DNAT_PASS)
-				return xfw_xdp_mark_out(ctx, sc, XFW_ROUTE_PASS, iif) ? XDP_DROP : XDP_PASS;
+				return xfw_xdp_rerouted_out(ctx, sc, iif);
 			st->unrouted = 0;
 			verdict = route >> XFW_DNAT_VERDICT_SHIFT;
 			chain = (route >> 32) & 0xff;

@@ -16,7 +16,11 @@ import (
 // resumes the walk of the chain that route picks at the same point,
 // bpf/xfw.c xfw_xdp_rerouted) and after the mangle OUTPUT segment (the
 // OUTPUT walk; POSTROUTING then sees the new device, xfw_tc_rerouted).
-// Only a packet whose mark changed stops there (emitReroute).
+// Only a packet whose mark changed stops there (emitReroute); after the
+// PREROUTING segments also one whose TTL (hop limit) a TTL or HL rule
+// changed (ttlBeforeRoute): ip_forward judges the TTL PREROUTING left (a
+// TTL raised from 1 is forwarded, one set to 1 gets "time exceeded"
+// before FORWARD), so the data plane routes it again with the new TTL.
 
 // reroutePoints are, per walk, the segments after which the kernel routes
 // the packet again with its mark, and the tables whose chains of that
@@ -46,25 +50,57 @@ func marksBeforeRoute(rs *ir.Ruleset, hook int) bool {
 			return true
 		}
 	}
+	return ttlBeforeRoute(rs, hook)
+}
+
+// ttlBeforeRoute reports whether hook's walk (INPUT, FORWARD) has a
+// PREROUTING chain, or a user chain it reaches, with a TTL or HL rule:
+// the reroute probe then compares the TTL too (Probe.Arg 1).
+func ttlBeforeRoute(rs *ir.Ruleset, hook int) bool {
+	if hook == ChainOutput {
+		return false
+	}
+	for _, name := range reroutePoints[hook].tables {
+		t := rs.TableByName(name)
+		if t == nil {
+			continue
+		}
+		if c := t.Chain(ir.ChainPrerouting); c != nil && reachesTarget(t, c, changesTTL, map[*ir.Chain]bool{}) {
+			return true
+		}
+	}
 	return false
+}
+
+// changesTTL reports whether target t changes the packet's TTL (hop
+// limit).
+func changesTTL(t *ir.Target) bool {
+	return t.Kind == ir.TargetTTL || t.Kind == ir.TargetHL
 }
 
 // reachesMarkChange reports whether chain c of table t, or a user chain it
 // jumps or goes to, changes the packet's mark; seen holds the chains
 // already looked at.
 func reachesMarkChange(t *ir.Ruleset, c *ir.Chain, seen map[*ir.Chain]bool) bool {
+	return reachesTarget(t, c, changesMark, seen)
+}
+
+// reachesTarget reports whether chain c of table t, or a user chain it
+// jumps or goes to, has a rule whose target is one of (is) says; seen
+// holds the chains already looked at.
+func reachesTarget(t *ir.Ruleset, c *ir.Chain, is func(*ir.Target) bool, seen map[*ir.Chain]bool) bool {
 	if seen[c] {
 		return false
 	}
 	seen[c] = true
 	for _, r := range c.Rules {
-		if changesMark(&r.Target) {
+		if is(&r.Target) {
 			return true
 		}
 		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
 			continue
 		}
-		if next := t.Chain(r.Target.Chain); next != nil && reachesMarkChange(t, next, seen) {
+		if next := t.Chain(r.Target.Chain); next != nil && reachesTarget(t, next, is, seen) {
 			return true
 		}
 	}
@@ -101,8 +137,13 @@ func isReroutePoint(hook int, tc tableChain, next *tableChain) bool {
 // where the data plane resumes the walk once it routed the packet again
 // (a DNAT walk of nat PREROUTING's, which routes with the mark itself,
 // resumes there too). Other packets pass them by: one probe per walk.
-func (fl *flattener) emitReroute(hook int) error {
-	k, err := fl.probeIndex(Probe{Kind: ProbeMarkMoved})
+// With ttl the probe says true for a TTL changed since too (Arg 1).
+func (fl *flattener) emitReroute(hook int, ttl bool) error {
+	pr := Probe{Kind: ProbeMarkMoved}
+	if ttl {
+		pr.Arg = 1
+	}
+	k, err := fl.probeIndex(pr)
 	if err != nil {
 		return err
 	}

@@ -188,3 +188,80 @@ func TestMangleRewritePreroutingUnroutedAgainstKernel(t *testing.T) {
 	rules6 := strings.NewReplacer("-m ttl --ttl-eq", "-m hl --hl-eq", "-d 10.0.0.0/8", "-d fd00::/8").Replace(mangleRewriteRules)
 	preroutingUnrouted(t, mangleRewriteRules, rules6)
 }
+
+// mangleTTLPreRules is TestMangleTTLPreroutingAgainstKernel's IPv4
+// ruleset: mangle PREROUTING raises (7781), sets to 1 (7782) and lowers
+// (7784) the TTL of UDP datagrams; the chains count by TTL where the
+// route decided.
+const mangleTTLPreRules = `*mangle
+:PREROUTING ACCEPT [0:0]
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+-A PREROUTING -p udp -m udp --dport 7781 -j TTL --ttl-inc 1
+-A PREROUTING -p udp -m udp --dport 7782 -j TTL --ttl-set 1
+-A PREROUTING -p udp -m udp --dport 7784 -j TTL --ttl-dec 1
+-A PREROUTING -p udp -m ttl --ttl-eq 1
+-A PREROUTING -p udp
+-A INPUT -p udp -m ttl --ttl-eq 1
+-A FORWARD -p udp -m ttl --ttl-eq 1
+-A FORWARD -p udp
+-A POSTROUTING -p udp
+COMMIT
+*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A INPUT -p udp
+-A FORWARD -p udp
+COMMIT
+`
+
+// mangleTTLPreRules6 is mangleTTLPreRules for ip6tables (HL).
+var mangleTTLPreRules6 = strings.NewReplacer("-j TTL --ttl-", "-j HL --hl-", "-m ttl --ttl-eq", "-m hl --hl-eq").
+	Replace(mangleTTLPreRules)
+
+// TestMangleTTLPreroutingAgainstKernel: the kernel's routing decides on
+// the TTL mangle PREROUTING left: a datagram with TTL 1 whose TTL it
+// raises is forwarded, one whose TTL it sets to 1 or lowers to 1 gets
+// "time exceeded" before FORWARD. xfw routes such a packet again with
+// its new TTL (the reroute probe, compiler/mark_route.go). Counters of
+// every table (policies, which count the time exceeded errors in OUTPUT,
+// in IPv4) and the arrivals at sink, in both families.
+func TestMangleTTLPreroutingAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy")
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		prenatAddrs(t, tp)
+		silenceSink(t, tp)
+		fw.restore(t, tp, 4, mangleTTLPreRules)
+		fw.restore(t, tp, 6, mangleTTLPreRules6)
+	})
+	if t.Failed() {
+		return
+	}
+	for _, fam := range []int{4, 6} {
+		fw, sink := fixedAddr(prenatFw4), fixedAddr(prenatSink4)
+		if fam == 6 {
+			fw, sink = fixedAddr(prenatFw6), fixedAddr(prenatSink6)
+		}
+		probe := func(name string, dst func(*nettest.Topology) netip.Addr, sport, dport uint16, ttl uint8, atSink bool) unroutedProbe {
+			return unroutedProbe{typeProbe: typeProbe{name: name, fam: fam, frame: udpProbe(fam, dst, sport, dport, ttl)},
+				port: dport, atSink: atSink}
+		}
+		probes := []unroutedProbe{
+			probe("TTL 1 raised to 2: forwarded", sink, 4200, 7781, 1, true),
+			probe("TTL 64 raised: forwarded", sink, 4201, 7781, 0, true),
+			probe("TTL 1 raised, to fw", fw, 4202, 7781, 1, false),
+			probe("TTL 64 set to 1: time exceeded", sink, 4203, 7782, 0, false),
+			probe("TTL 2 lowered to 1: time exceeded", sink, 4204, 7784, 2, false),
+			probe("TTL 3 lowered to 2: forwarded", sink, 4205, 7784, 3, true),
+			probe("TTL 1 unchanged: time exceeded", sink, 4206, 9999, 1, false),
+		}
+		for _, pr := range probes {
+			compareSinkArrival(t, tw, pr)
+		}
+	}
+}
