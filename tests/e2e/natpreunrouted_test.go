@@ -265,3 +265,47 @@ func TestMangleTTLPreroutingAgainstKernel(t *testing.T) {
 		}
 	}
 }
+
+// TestConnmarkRoutesUnroutedAgainstKernel is TestMarkRoutesUnroutedAgainstKernel
+// with the mark restored from the connection (CONNMARK in mangle
+// PREROUTING, which xfw walks after its route lookup): datagrams to a
+// destination only table 100 routes (fwmark 1) arrive on the second link
+// when their connection's mark is 1, the first datagram of each flow and
+// the next; the others have no route (counted in PREROUTING all the
+// same).
+func TestConnmarkRoutesUnroutedAgainstKernel(t *testing.T) {
+	const rules = `*mangle
+-A PREROUTING -i in0 -p udp -m udp --dport 7001 -j CONNMARK --set-mark 0x1
+-A PREROUTING -i in0 -p udp -m udp --dport 7003 -j CONNMARK --set-mark 0x2
+-A PREROUTING -i in0 -p udp -j CONNMARK --restore-mark
+-A PREROUTING -p udp -m mark --mark 0x1
+-A PREROUTING -p udp
+-A FORWARD -p udp -m mark --mark 0x1
+COMMIT
+*filter
+-A FORWARD -o alt0 -p udp
+-A FORWARD -o out0 -p udp
+-A FORWARD -p udp -m conntrack --ctstate NEW
+COMMIT
+`
+	tw := altTwins(t, rules)
+	if t.Failed() {
+		return
+	}
+	tw.each(func(_ string, tp *nettest.Topology, _ firewall) {
+		nettest.MustExec(t, tp.FwNS, "ip", "route", "add", in4(tp, 9, 9).String()+"/32", "via", altPeer4,
+			"dev", altFwIf, "table", altTable)
+		nettest.MustExec(t, tp.FwNS, "ip", "-6", "route", "add", in6(tp, 9, 9).String()+"/128", "via", altPeer6,
+			"dev", altFwIf, "table", altTable)
+	})
+	want := map[uint16]string{7001: altPeerIf, 7002: "nowhere", 7003: "nowhere"}
+	for _, fam := range []int{4, 6} {
+		for _, port := range []uint16{7001, 7002, 7003} {
+			for _, which := range []string{"first", "second"} {
+				pr := typeProbe{name: fmt.Sprintf("udp to a table-100 destination, port %d, %s datagram", port, which),
+					fam: fam, frame: udpTo(fam, 9, 9, port)}
+				compareArrivals(t, tw, pr, port, want[port])
+			}
+		}
+	}
+}
