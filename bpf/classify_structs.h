@@ -48,10 +48,12 @@ struct xfw_pending {
 	/* The mark the packet was routed with at XDP (the one PREROUTING
 	 * left it: xfw.c xfw_xdp_mark_out). */
 	__u32 route_mark;
-	/* The TTL (hop limit) the walk from the start at XDP began with,
-	 * for the reroute probe of a walk whose PREROUTING has a TTL or HL
-	 * rule (probe.h XFW_PROBE_MARKMOVED, arg 1). */
-	__u32 route_ttl;
+	/* The TTL (hop limit) and TOS the walk from the start at XDP began
+	 * with, for the reroute probe of a walk whose PREROUTING has a TTL
+	 * or HL, a TOS or DSCP rule (probe.h XFW_PROBE_MARKMOVED, arg
+	 * XFW_REROUTE_TTL, XFW_REROUTE_TOS). */
+	__u16 route_ttl;
+	__u16 route_tos;
 	/* XFW_RAWPRE_*: the PREROUTING chains judged before the route
 	 * lookup (xfw.c xfw_xdp_rawpre) accepted the packet, and a notrack
 	 * rule among them exempted it from tracking; the walk after routing

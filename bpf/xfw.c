@@ -642,7 +642,8 @@ routed:
 		XFW_BENCH_AT(XFW_BS_FIELDS, XDP_PASS);
 		/* Past PREROUTING's segments judged before routing. */
 		st->start = xfw_rawpre_resume(st, chain);
-		st->route_ttl = p->ttl; /* routed with it (the reroute probe) */
+		st->route_ttl = p->ttl; /* routed with them (the reroute probe) */
+		st->route_tos = p->tos;
 		verdict = xfw_judge(p, chain, iif, oif, st, &rj);
 		st->start = 0;
 		st->end = 0; /* an unrouted packet's walk (st->unrouted) */

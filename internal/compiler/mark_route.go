@@ -18,9 +18,11 @@ import (
 // OUTPUT walk; POSTROUTING then sees the new device, xfw_tc_rerouted).
 // Only a packet whose mark changed stops there (emitReroute); after the
 // PREROUTING segments also one whose TTL (hop limit) a TTL or HL rule
-// changed (ttlBeforeRoute): ip_forward judges the TTL PREROUTING left (a
-// TTL raised from 1 is forwarded, one set to 1 gets "time exceeded"
-// before FORWARD), so the data plane routes it again with the new TTL.
+// changed, or its TOS a TOS or DSCP rule (rerouteInputs): ip_forward
+// judges the TTL PREROUTING left (a TTL raised from 1 is forwarded, one
+// set to 1 gets "time exceeded" before FORWARD), and the route lookup
+// takes the TOS (ip rule tos, routes by TOS), so the data plane routes it
+// again with the new values.
 
 // reroutePoints are, per walk, the segments after which the kernel routes
 // the packet again with its mark, and the tables whose chains of that
@@ -50,32 +52,54 @@ func marksBeforeRoute(rs *ir.Ruleset, hook int) bool {
 			return true
 		}
 	}
-	return ttlBeforeRoute(rs, hook)
+	return rerouteInputs(rs, hook) != 0
 }
 
-// ttlBeforeRoute reports whether hook's walk (INPUT, FORWARD) has a
-// PREROUTING chain, or a user chain it reaches, with a TTL or HL rule:
-// the reroute probe then compares the TTL too (Probe.Arg 1).
-func ttlBeforeRoute(rs *ir.Ruleset, hook int) bool {
+// The reroute probe's Arg bits (ProbeMarkMoved): besides the mark, it
+// compares the TTL (hop limit) and the TOS with the ones the packet was
+// routed with.
+const (
+	RerouteTTL = 1 << 0
+	RerouteTOS = 1 << 1
+)
+
+// rerouteInputs returns the RerouteTTL and RerouteTOS bits for hook's walk
+// (INPUT, FORWARD): a PREROUTING chain, or a user chain it reaches, has a
+// TTL or HL rule, a TOS or DSCP rule.
+func rerouteInputs(rs *ir.Ruleset, hook int) uint32 {
 	if hook == ChainOutput {
-		return false
+		return 0
 	}
+	var bits uint32
 	for _, name := range reroutePoints[hook].tables {
 		t := rs.TableByName(name)
 		if t == nil {
 			continue
 		}
-		if c := t.Chain(ir.ChainPrerouting); c != nil && reachesTarget(t, c, changesTTL, map[*ir.Chain]bool{}) {
-			return true
+		c := t.Chain(ir.ChainPrerouting)
+		if c == nil {
+			continue
+		}
+		if reachesTarget(t, c, changesTTL, map[*ir.Chain]bool{}) {
+			bits |= RerouteTTL
+		}
+		if reachesTarget(t, c, changesTOS, map[*ir.Chain]bool{}) {
+			bits |= RerouteTOS
 		}
 	}
-	return false
+	return bits
 }
 
 // changesTTL reports whether target t changes the packet's TTL (hop
 // limit).
 func changesTTL(t *ir.Target) bool {
 	return t.Kind == ir.TargetTTL || t.Kind == ir.TargetHL
+}
+
+// changesTOS reports whether target t changes the packet's TOS byte
+// (IPv6: traffic class).
+func changesTOS(t *ir.Target) bool {
+	return t.Kind == ir.TargetTOS || t.Kind == ir.TargetDSCP
 }
 
 // reachesMarkChange reports whether chain c of table t, or a user chain it
@@ -137,13 +161,10 @@ func isReroutePoint(hook int, tc tableChain, next *tableChain) bool {
 // where the data plane resumes the walk once it routed the packet again
 // (a DNAT walk of nat PREROUTING's, which routes with the mark itself,
 // resumes there too). Other packets pass them by: one probe per walk.
-// With ttl the probe says true for a TTL changed since too (Arg 1).
-func (fl *flattener) emitReroute(hook int, ttl bool) error {
-	pr := Probe{Kind: ProbeMarkMoved}
-	if ttl {
-		pr.Arg = 1
-	}
-	k, err := fl.probeIndex(pr)
+// The probe says true for a TTL or TOS changed since too, as inputs says
+// (Arg: RerouteTTL, RerouteTOS).
+func (fl *flattener) emitReroute(hook int, inputs uint32) error {
+	k, err := fl.probeIndex(Probe{Kind: ProbeMarkMoved, Arg: inputs})
 	if err != nil {
 		return err
 	}

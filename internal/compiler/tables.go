@@ -184,7 +184,7 @@ func (fl *flattener) walkBefore(rs *ir.Ruleset, hook int) error {
 			next = &before[i+1]
 		}
 		if reroutes && isReroutePoint(hook, tc, next) {
-			if err := fl.emitReroute(hook, ttlBeforeRoute(rs, hook)); err != nil {
+			if err := fl.emitReroute(hook, rerouteInputs(rs, hook)); err != nil {
 				return err
 			}
 		}

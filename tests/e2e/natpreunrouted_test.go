@@ -309,3 +309,53 @@ COMMIT
 		}
 	}
 }
+
+// TestTOSRoutesAgainstKernel: the kernel's route lookup takes the TOS
+// mangle PREROUTING left (`ip rule tos 0x10 lookup 100`): datagrams whose
+// TOS a TOS or DSCP rule sets to 0x10 reach a destination only table 100
+// routes, out of the second link, and sink's address by table 100's
+// route, out of that link too; the others have no route, or keep their
+// main-table route. xfw routes a
+// packet whose TOS PREROUTING changed again (the reroute probe); IPv6's
+// route lookups take the traffic class (ip -6 rule tos), as the kernel's
+// flow does. Both families.
+func TestTOSRoutesAgainstKernel(t *testing.T) {
+	const rules = `*mangle
+-A PREROUTING -i in0 -p udp -m udp --dport 7001 -j TOS --set-tos 0x10
+-A PREROUTING -i in0 -p udp -m udp --dport 7003 -j DSCP --set-dscp 0x04
+-A PREROUTING -p udp -m tos --tos 0x10
+-A PREROUTING -p udp
+COMMIT
+*filter
+-A FORWARD -o alt0 -p udp
+-A FORWARD -o out0 -p udp
+COMMIT
+`
+	tw := altTwins(t, rules)
+	if t.Failed() {
+		return
+	}
+	tw.each(func(_ string, tp *nettest.Topology, _ firewall) {
+		nettest.MustExec(t, tp.FwNS, "ip", "rule", "add", "tos", "0x10", "lookup", altTable)
+		nettest.MustExec(t, tp.FwNS, "ip", "-6", "rule", "add", "tos", "0x10", "lookup", altTable)
+		nettest.MustExec(t, tp.FwNS, "ip", "-6", "route", "add", in6(tp, 9, 9).String()+"/128", "via", altPeer6,
+			"dev", altFwIf, "table", altTable)
+		nettest.MustExec(t, tp.FwNS, "ip", "route", "add", in4(tp, 9, 9).String()+"/32", "via", altPeer4,
+			"dev", altFwIf, "table", altTable)
+	})
+	for _, c := range []struct {
+		host byte
+		port uint16
+		want string
+	}{
+		{9, 7001, altPeerIf}, {9, 7002, "nowhere"}, {9, 7003, altPeerIf},
+		{2, 7001, altPeerIf}, {2, 7002, nettest.SinkIfname},
+	} {
+		pr := typeProbe{name: fmt.Sprintf("udp to 10.x.%d.%d, port %d", c.host, c.host, c.port), fam: 4,
+			frame: udpTo(4, c.host, c.host, c.port)}
+		compareArrivals(t, tw, pr, c.port, c.want)
+		pr = typeProbe{name: fmt.Sprintf("udp to fd00:x:%d::%d, port %d", c.host, c.host, c.port), fam: 6,
+			frame: udpTo(6, c.host, c.host, c.port)}
+		compareArrivals(t, tw, pr, c.port, c.want)
+	}
+}
