@@ -51,6 +51,12 @@ struct xfw_pending {
 	/* The mark the packet was routed with at XDP (the one PREROUTING
 	 * left it: xfw.c xfw_xdp_mark_out). */
 	__u32 route_mark;
+	/* The TTL (hop limit) and TOS the walk from the start at XDP began
+	 * with, for the reroute probe of a walk whose PREROUTING has a TTL
+	 * or HL, a TOS or DSCP rule (probe.h XFW_PROBE_MARKMOVED, arg
+	 * XFW_REROUTE_TTL, XFW_REROUTE_TOS). */
+	__u16 route_ttl;
+	__u16 route_tos;
 	/* XFW_RAWPRE_*: the PREROUTING chains judged before the route
 	 * lookup (xfw.c xfw_xdp_rawpre) accepted the packet, and a notrack
 	 * rule among them exempted it from tracking; the walk after routing
@@ -64,6 +70,10 @@ struct xfw_pending {
 	 * (xfw_family_cfg.pre_passive; pre_at[INPUT] then 0): walked for a
 	 * packet the routing drops alone (xfw.c xfw_xdp_unrouted). */
 	__u32 pre_lazy;
+	/* 1 while the walk is that of a packet the routing dropped, up to
+	 * the end of the INPUT walk's PREROUTING segments (xfw.c
+	 * xfw_xdp_unrouted_walk); 0 once a DNAT or a mark routed it. */
+	__u32 unrouted;
 	/* The terminal entry's action, flags, .aux and .next, set by
 	 * xfw_classify when the walk ends at one (xfw_judge reads them
 	 * instead of the entry). */

@@ -370,7 +370,7 @@ enum xfw_probe_kind {
 	XFW_PROBE_OWNER,     /* -m owner: .arg XFW_OWNER_*, uid range .val-.mask, gid range .count (owner.h) */
 	XFW_PROBE_MANGLE,    /* TCPMSS, DSCP, TOS, TTL, HL, CT --notrack, NOTRACK (an
 			      * XFW_EF_ACT entry): .arg XFW_MGOP_*, .val, .mask (mangle.h) */
-	XFW_PROBE_MARKMOVED, /* mark != the mark the packet was routed with (xfw_pending.route_mark) */
+	XFW_PROBE_MARKMOVED, /* mark != the mark the packet was routed with (xfw_pending.route_mark); or, per arg, the TTL, the TOS (XFW_REROUTE_*) */
 	XFW_PROBE_NATRANGE,  /* never asked: a NAT entry's range (XFW_EF_NATRANGE): .arg the
 			      * NF_NAT_RANGE_* flags, .val-.mask the addresses, .count
 			      * min port << 16 | max port (nat_range.h) */
@@ -391,6 +391,11 @@ enum xfw_probe_kind {
  * once, uncounted: the kernel's hotdrop (a full hashlimit table, a
  * connlimit list that cannot be allocated). */
 #define XFW_PROBE_HOTDROP 2
+
+/* XFW_PROBE_MARKMOVED's .arg bits: the TTL, the TOS the walk began with
+ * changed too (internal/compiler RerouteTTL, RerouteTOS). */
+#define XFW_REROUTE_TTL (1u << 0)
+#define XFW_REROUTE_TOS (1u << 1)
 
 /* XFW_PROBE_SETCONNMARK's .arg: the mode (XT_CONNMARK_*) in the low byte,
  * the shift's direction and width above it (internal/compiler connmark.go). */

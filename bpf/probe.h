@@ -101,7 +101,13 @@ __attribute__((noinline)) int xfw_probe(__u32 hook, __u32 slot, __u32 k)
 	case XFW_PROBE_MANGLE:
 		return xfw_mangle_act(pr, p, &sc->cls, hook);
 	case XFW_PROBE_MARKMOVED:
-		return p->mark != sc->st.route_mark; /* mark_kernel.h */
+		/* A TTL or TOS PREROUTING changed routes anew too (XDP). */
+		if (p->mark != sc->st.route_mark) /* mark_kernel.h */
+			return 1;
+		if (hook != XFW_SCRATCH_XDP)
+			return 0;
+		return ((pr->arg & XFW_REROUTE_TTL) && p->ttl != sc->st.route_ttl) ||
+		       ((pr->arg & XFW_REROUTE_TOS) && p->tos != sc->st.route_tos);
 	case XFW_PROBE_CTNAT:
 		return xfw_ctnat_match(pr, p, hook);
 	case XFW_PROBE_CTREPL:

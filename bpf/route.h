@@ -137,6 +137,9 @@ static __always_inline int xfw_forward_dropped(struct xfw_pkt *p, struct xfw_rtc
 	return XFW_V6_LINKLOCAL(p->src_hi);
 }
 
+/* Where the traffic class sits in the first word of the IPv6 header. */
+#define XFW_IPV6_TCLASS_SHIFT 20
+
 /* xfw_fib_flow fills route lookup fib with p's flow: family, protocol,
  * ports, TOS, addresses (the caller sets the device and the length). */
 static __always_inline void xfw_fib_flow(struct bpf_fib_lookup *fib, struct xfw_pkt *p)
@@ -154,7 +157,9 @@ static __always_inline void xfw_fib_flow(struct bpf_fib_lookup *fib, struct xfw_
 		return;
 	}
 	fib->family = AF_INET6;
-	fib->flowinfo = 0;
+	/* The traffic class, as the kernel's flow (ip6_flowinfo) gives it to
+	 * routing rules (ip -6 rule tos); the flow label is not kept. */
+	fib->flowinfo = bpf_htonl((__u32)p->tos << XFW_IPV6_TCLASS_SHIFT);
 	fib->ipv6_src[0] = bpf_htonl(p->src_hi >> 32);
 	fib->ipv6_src[1] = bpf_htonl((__u32)p->src_hi);
 	fib->ipv6_src[2] = bpf_htonl(p->src_lo >> 32);

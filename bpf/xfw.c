@@ -276,6 +276,20 @@ __attribute__((noinline)) __u64 xfw_xdp_rerouted(struct xdp_md *ctx, struct xfw_
 	return (__u64)verdict << XFW_DNAT_VERDICT_SHIFT | (__u64)chain << 32 | oif;
 }
 
+/* xfw_xdp_rerouted_out passes to the stack the packet in sc (received on
+ * iif) that PREROUTING's mark or TTL routed to where netfilter never sees
+ * it (xfw_xdp_rerouted: p->ttl the frame's), with its mark
+ * (mark_kernel.h) and PREROUTING's rewrites (mangle_apply.h: a TTL set
+ * to 1 gets the kernel's "time exceeded"). A global function. */
+__attribute__((noinline)) int xfw_xdp_rerouted_out(struct xdp_md *ctx, struct xfw_xdp_scratch *sc, __u32 iif)
+{
+	if (!ctx || !sc)
+		return XDP_DROP;
+	if (sc->p.mangle && xfw_mangle_xdp(ctx, &sc->p, 0, iif) < 0)
+		return XDP_DROP;
+	return xfw_xdp_mark_out(ctx, sc, XFW_ROUTE_PASS, iif) ? XDP_DROP : XDP_PASS;
+}
+
 /* What xfw_xdp_rawpre returns, and st->raw_done after it. */
 #define XFW_RAWPRE_ON 0       /* go on: routed, then walked (st->raw_done) */
 #define XFW_RAWPRE_DROP 1     /* PREROUTING dropped it */
@@ -363,6 +377,71 @@ static __always_inline int xfw_xdp_unrouted(struct xdp_md *ctx, struct xfw_xdp_s
 	return XDP_PASS;
 }
 
+/* st->unrouted: the walk is that of a packet the routing drops
+ * (xfw_xdp_unrouted_walk), or of one the stack drops before routing it
+ * (refused IPv4 options), which no DNAT or mark routes. */
+#define XFW_UNROUTED_WALK 1
+#define XFW_UNROUTED_DROPPED 2
+
+/* xfw_xdp_unrouted_walk decides whether the packet in sc, received on
+ * iif, which the routing drops, is walked through the INPUT walk's
+ * PREROUTING segments the pre-walk left (nat PREROUTING; raw and mangle
+ * PREROUTING when they read more than the packet): the kernel runs them
+ * before its routing decision for every packet, routed or not, and a DNAT
+ * there or the mark they leave may route it after all. Then it sets
+ * st->unrouted and the walk's end (st->end, xfw_family_cfg.pre_end) and
+ * returns 1: the hook walks the packet as INPUT's, tracked first. Not
+ * such a walk (0): a later fragment (it follows its datagram), loopback's
+ * packets (tracked at OUTPUT), an IPv6 martian (ip6_rcv_core drops it
+ * before the hook), or nothing left to walk. A global function. */
+__attribute__((noinline)) int xfw_xdp_unrouted_walk(struct xfw_xdp_scratch *sc, __u32 iif)
+{
+	struct xfw_family_cfg *fc;
+	struct xfw_pending *st;
+	__u32 slot, from;
+
+	if (!sc)
+		return 0;
+	st = &sc->st;
+	st->unrouted = 0;
+	if (sc->p.frag || iif == XFW_LOOPBACK_IFINDEX)
+		return 0;
+	if (sc->p.fam == 1 && xfw_martian(&sc->p) == 1)
+		return 0;
+	slot = st->slot;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	if (!fc)
+		return 0;
+	from = st->raw_done ? st->pre_at[XFW_CHAIN_INPUT] : 1;
+	if (fc->pre_end[XFW_CHAIN_INPUT] <= from)
+		return 0;
+	st->end = fc->pre_end[XFW_CHAIN_INPUT];
+	st->unrouted = XFW_UNROUTED_WALK;
+	return 1;
+}
+
+/* xfw_xdp_unrouted_done ends the walk of a packet the routing dropped
+ * (xfw_xdp_unrouted_walk) that PREROUTING left unrouted with verdict:
+ * passed to the stack, which drops it (its new connection unconfirmed, as
+ * the kernel's dies with the skb), unless PREROUTING dropped it; routed
+ * by its mark to a "prohibit" rule, the kernel's routing takes the mark
+ * too (mark_kernel.h). A global function. */
+__attribute__((noinline)) int xfw_xdp_unrouted_done(struct xdp_md *ctx, struct xfw_xdp_scratch *sc,
+						    __u32 verdict, __u32 iif)
+{
+	if (!ctx || !sc)
+		return XDP_DROP;
+	sc->st.unrouted = 0;
+	if (sc->st.nlogs)
+		xfw_emit_logs_xdp(ctx, sc, XFW_CHAIN_INPUT, iif, 0);
+	sc->st.nlogs = 0;
+	if (verdict != XFW_ACT_ACCEPT)
+		return XDP_DROP;
+	if (sc->p.mark && xfw_xdp_mark_out(ctx, sc, XFW_ROUTE_PASS, iif))
+		return XDP_DROP;
+	return XDP_PASS;
+}
+
 /* xfw_rawpre_on reports whether the generation judges PREROUTING before
  * the route lookup (st->pre_at, copied by xfw_xdp_slot): tested inline,
  * so that other generations pay no call for it. */
@@ -427,6 +506,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	p->mark = 0;
 	st->route_mark = 0;
 	st->raw_done = 0;
+	st->unrouted = 0;
 	p->owner = 0; /* no socket at XDP (-m owner, owner.h) */
 	if (!xfw_xdp_slot(st, p->fam ? 1 : 0))
 		return XDP_PASS;
@@ -464,6 +544,13 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	    !xfw_ipv4_opts_ok(ctx, p)) {
 		if (xfw_rawpre_on(st) && xfw_xdp_rawpre(ctx, sc, iif) == XFW_RAWPRE_DROP)
 			return XDP_DROP;
+		/* The rest of PREROUTING too, which neither DNAT nor a mark
+		 * saves from the drop (st->unrouted). */
+		if (xfw_xdp_unrouted_walk(sc, iif)) {
+			st->unrouted = XFW_UNROUTED_DROPPED;
+			route = (__u64)XFW_CHAIN_INPUT << 32;
+			goto routed;
+		}
 		return xfw_xdp_unrouted(ctx, sc, iif);
 	}
 	XFW_BENCH_AT(XFW_BS_DEVICE, XDP_PASS);
@@ -484,6 +571,12 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	route = xfw_route(ctx, p, iif);
 	XFW_BENCH_AFTER(XFW_BS_FIB, XFW_BS_FIB, XDP_PASS);
 	if (route == XFW_ROUTE_PASS) {
+		/* PREROUTING's chains after the pre-walk see it too: walked
+		 * as INPUT's up to their end (st->unrouted). */
+		if (xfw_xdp_unrouted_walk(sc, iif)) {
+			route = (__u64)XFW_CHAIN_INPUT << 32;
+			goto routed;
+		}
 		rc = xfw_xdp_unrouted(ctx, sc, iif);
 		/* Routed by PREROUTING's mark (a "prohibit" rule): the
 		 * kernel's routing takes it too (mark_kernel.h). */
@@ -492,10 +585,11 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		return rc;
 	}
 	XFW_BENCH_AT(XFW_BS_ROUTE, XDP_PASS);
+routed:
 	chain = route >> 32;
 	oif = (__u32)route;
 	/* -m tcpmss after --clamp-mss-to-pmtu: the path MTU (mangle.h). */
-	if (p->tcpmss <= 0xffff)
+	if (p->tcpmss <= 0xffff && !st->unrouted)
 		xfw_mangle_mtu_xdp(ctx, p, (__u64)oif << 32 | iif);
 	/* ip_forward and ip6_forward decrement the TTL / hop limit before
 	 * the FORWARD hook: -m ttl / -m hl see the decremented value. */
@@ -512,7 +606,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	/* A walk that accepts every packet: counted, accepted (trivial.h).
 	 * No connection tracked, no LOG, no mark, no rewrite; no
 	 * translation pending (undone as any untracked packet's). */
-	if (xfw_trivial_walk(st->slot, chain, p->l3len)) {
+	if (!st->unrouted && xfw_trivial_walk(st->slot, chain, p->l3len)) {
 		xfw_nat_undo_xdp(ctx, p);
 		/* Forwarded at XDP when it qualifies (fastpath.h). */
 		if (chain == XFW_CHAIN_FORWARD)
@@ -536,7 +630,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		}
 	}
 
-	if (cs && xfw_ct_fast(p, st->slot, chain)) {
+	if (cs && !st->unrouted && xfw_ct_fast(p, st->slot, chain)) {
 		st->nlogs = 0;
 		verdict = XFW_ACT_ACCEPT;
 	} else {
@@ -548,14 +642,25 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		XFW_BENCH_AT(XFW_BS_FIELDS, XDP_PASS);
 		/* Past PREROUTING's segments judged before routing. */
 		st->start = xfw_rawpre_resume(st, chain);
+		st->route_ttl = p->ttl; /* routed with them (the reroute probe) */
+		st->route_tos = p->tos;
 		verdict = xfw_judge(p, chain, iif, oif, st, &rj);
 		st->start = 0;
+		st->end = 0; /* an unrouted packet's walk (st->unrouted) */
+		/* Dropped by the stack whatever its route: not translated,
+		 * not routed again. */
+		if (st->unrouted == XFW_UNROUTED_DROPPED &&
+		    (verdict == XFW_ACT_REROUTE || verdict == XFW_ACT_DNAT))
+			verdict = XFW_ACT_ACCEPT;
 		/* PREROUTING left it a mark: routed again (mark_kernel.h). */
 		if (verdict == XFW_ACT_REROUTE) {
 			route = xfw_xdp_rerouted(ctx, sc, (__u64)chain << 32 | iif, oif);
-			/* Routed by its mark to where netfilter never sees it. */
+			/* Routed by its mark, or by its new TTL, to where
+			 * netfilter never sees it: the kernel's routing sees
+			 * them, and PREROUTING's rewrites (mangle_apply.h). */
 			if (route == XFW_DNAT_PASS)
-				return xfw_xdp_mark_out(ctx, sc, XFW_ROUTE_PASS, iif) ? XDP_DROP : XDP_PASS;
+				return xfw_xdp_rerouted_out(ctx, sc, iif);
+			st->unrouted = 0;
 			verdict = route >> XFW_DNAT_VERDICT_SHIFT;
 			chain = (route >> 32) & 0xff;
 			oif = (__u32)route;
@@ -571,10 +676,14 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		route = xfw_xdp_dnat(ctx, p, st, cs, (__u64)chain << 32 | iif);
 		if (route == XFW_DNAT_PASS)
 			return XDP_PASS;
+		st->unrouted = 0;
 		verdict = route >> XFW_DNAT_VERDICT_SHIFT;
 		chain = (route >> 32) & 0xff;
 		oif = (__u32)route;
 	}
+	/* Left unrouted by PREROUTING: the stack drops it. */
+	if (st->unrouted)
+		return xfw_xdp_unrouted_done(ctx, sc, verdict, iif);
 	/* nat POSTROUTING's SNAT or MASQUERADE (nat_snat.h); an IPv6
 	 * MASQUERADE's source by the route (nat6.h). nat INPUT's SNAT
 	 * (MASQUERADE is refused there) names the input device: loopback's

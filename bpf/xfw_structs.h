@@ -300,6 +300,11 @@ struct xfw_family_cfg {
 	/* 1: those chains only count (empty, policy ACCEPT): walked only for
 	 * the packets the routing drops (compiler.Layout.PrePassive). */
 	__u32 pre_passive;
+	/* Per chain (INPUT, FORWARD), 1 + the entry after the walk's
+	 * PREROUTING segments and the reroute entries after them
+	 * (compiler.Layout.PreEnd; 0: none): a packet the routing drops is
+	 * walked up to the INPUT walk's (xfw.c xfw_xdp_unrouted_walk). */
+	__u32 pre_end[XFW_NCHAINS];
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid

@@ -135,6 +135,14 @@ type Layout struct {
 	// PREROUTING counts too), and a walk that accepts everything stays
 	// trivial.
 	PrePassive bool
+	// PreEnd[h] is 1 + the position after the PREROUTING segments of
+	// base chain h's walk (INPUT, FORWARD) and the reroute entries that
+	// follow them (0: no PREROUTING segment). The data plane walks the
+	// INPUT walk's segments up to PreEnd[ChainInput] for a packet its
+	// routing drops, which the kernel's PREROUTING chains see all the
+	// same (rawpre.go): counted there, translated by nat PREROUTING's
+	// DNAT or routed by their mark, and then routed again.
+	PreEnd [NumChains]uint32
 }
 
 // Walks reports whether the generation walks other tables' chains
@@ -245,6 +253,7 @@ func compileChecked(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	fl.layout.PostStart = fl.postStart
 	fl.layout.Reroute = fl.reroute
 	fl.layout.RawPre = fl.rawPre
+	fl.layout.PreEnd = fl.preEnd
 	fl.layout.PrePassive = fl.rawPre[ChainInput] != 0 && fl.prePassive[ChainInput]
 	g.Layout = fl.layout
 	neverInAnyClass(g)

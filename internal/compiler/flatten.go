@@ -121,6 +121,9 @@ type flattener struct {
 	// rawPre are the positions after the walks' raw PREROUTING segments
 	// the data plane judges before routing (Layout.RawPre, rawpre.go).
 	rawPre [NumChains]uint32
+	// preEnd are the positions after the walks' PREROUTING segments
+	// (Layout.PreEnd).
+	preEnd [NumChains]uint32
 	// preOpen: the segments of the walk being emitted so far are all
 	// judged before the route lookup (rawpre.go).
 	preOpen bool

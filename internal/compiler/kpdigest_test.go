@@ -25,15 +25,17 @@ import (
 // PrePassive false, printed with the new fields; and when the nat chains
 // reached from both nat PREROUTING and nat OUTPUT became one region for
 // both views, natViewFree: half the entries, 1,065,466 → 532,967 at 10K,
-// the same walks.)
+// the same walks; and when Layout gained PreEnd, the same generation and
+// entries, printed with the new field: nat PREROUTING's end in the INPUT
+// and FORWARD walks.)
 var kubeProxyDigests = []struct {
 	services    int
 	natAsAccept bool
 	digest      string
 }{
-	{1000, false, "c804a850485e054d9cb247d314640c7c9ab29d0d0186ea878e1e8deaa7dfd3bc"},
-	{1000, true, "16fa9e1972253ff86be92fa1e82fd910472ec5ef350b95bdc71067b25fb79307"},
-	{10000, false, "3c43dcb5894c10a702f644ed06bb09750bae8570351d694c90dec86de0c277cc"},
+	{1000, false, "40b3e7ccf2df81b5565f0c1352d1ad95089c7f58dd1b171e6bd0944cac2aa1dd"},
+	{1000, true, "0f3cea3307e7e4eaa137f204f5290979f2154ab8df4218f484ef30199986f5e8"},
+	{10000, false, "fad2b11e29b816aa98ee24ef5d756d151dfcb67261bf3e03332a907592761669"},
 }
 
 // TestKubeProxyGenerationDigest compiles kube-proxy's rulesets and compares

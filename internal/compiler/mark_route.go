@@ -16,7 +16,13 @@ import (
 // resumes the walk of the chain that route picks at the same point,
 // bpf/xfw.c xfw_xdp_rerouted) and after the mangle OUTPUT segment (the
 // OUTPUT walk; POSTROUTING then sees the new device, xfw_tc_rerouted).
-// Only a packet whose mark changed stops there (emitReroute).
+// Only a packet whose mark changed stops there (emitReroute); after the
+// PREROUTING segments also one whose TTL (hop limit) a TTL or HL rule
+// changed, or its TOS a TOS or DSCP rule (rerouteInputs): ip_forward
+// judges the TTL PREROUTING left (a TTL raised from 1 is forwarded, one
+// set to 1 gets "time exceeded" before FORWARD), and the route lookup
+// takes the TOS (ip rule tos, routes by TOS), so the data plane routes it
+// again with the new values.
 
 // reroutePoints are, per walk, the segments after which the kernel routes
 // the packet again with its mark, and the tables whose chains of that
@@ -46,25 +52,79 @@ func marksBeforeRoute(rs *ir.Ruleset, hook int) bool {
 			return true
 		}
 	}
-	return false
+	return rerouteInputs(rs, hook) != 0
+}
+
+// The reroute probe's Arg bits (ProbeMarkMoved): besides the mark, it
+// compares the TTL (hop limit) and the TOS with the ones the packet was
+// routed with.
+const (
+	RerouteTTL = 1 << 0
+	RerouteTOS = 1 << 1
+)
+
+// rerouteInputs returns the RerouteTTL and RerouteTOS bits for hook's walk
+// (INPUT, FORWARD): a PREROUTING chain, or a user chain it reaches, has a
+// TTL or HL rule, a TOS or DSCP rule.
+func rerouteInputs(rs *ir.Ruleset, hook int) uint32 {
+	if hook == ChainOutput {
+		return 0
+	}
+	var bits uint32
+	for _, name := range reroutePoints[hook].tables {
+		t := rs.TableByName(name)
+		if t == nil {
+			continue
+		}
+		c := t.Chain(ir.ChainPrerouting)
+		if c == nil {
+			continue
+		}
+		if reachesTarget(t, c, changesTTL, map[*ir.Chain]bool{}) {
+			bits |= RerouteTTL
+		}
+		if reachesTarget(t, c, changesTOS, map[*ir.Chain]bool{}) {
+			bits |= RerouteTOS
+		}
+	}
+	return bits
+}
+
+// changesTTL reports whether target t changes the packet's TTL (hop
+// limit).
+func changesTTL(t *ir.Target) bool {
+	return t.Kind == ir.TargetTTL || t.Kind == ir.TargetHL
+}
+
+// changesTOS reports whether target t changes the packet's TOS byte
+// (IPv6: traffic class).
+func changesTOS(t *ir.Target) bool {
+	return t.Kind == ir.TargetTOS || t.Kind == ir.TargetDSCP
 }
 
 // reachesMarkChange reports whether chain c of table t, or a user chain it
 // jumps or goes to, changes the packet's mark; seen holds the chains
 // already looked at.
 func reachesMarkChange(t *ir.Ruleset, c *ir.Chain, seen map[*ir.Chain]bool) bool {
+	return reachesTarget(t, c, changesMark, seen)
+}
+
+// reachesTarget reports whether chain c of table t, or a user chain it
+// jumps or goes to, has a rule whose target is one of (is) says; seen
+// holds the chains already looked at.
+func reachesTarget(t *ir.Ruleset, c *ir.Chain, is func(*ir.Target) bool, seen map[*ir.Chain]bool) bool {
 	if seen[c] {
 		return false
 	}
 	seen[c] = true
 	for _, r := range c.Rules {
-		if changesMark(&r.Target) {
+		if is(&r.Target) {
 			return true
 		}
 		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
 			continue
 		}
-		if next := t.Chain(r.Target.Chain); next != nil && reachesMarkChange(t, next, seen) {
+		if next := t.Chain(r.Target.Chain); next != nil && reachesTarget(t, next, is, seen) {
 			return true
 		}
 	}
@@ -101,8 +161,10 @@ func isReroutePoint(hook int, tc tableChain, next *tableChain) bool {
 // where the data plane resumes the walk once it routed the packet again
 // (a DNAT walk of nat PREROUTING's, which routes with the mark itself,
 // resumes there too). Other packets pass them by: one probe per walk.
-func (fl *flattener) emitReroute(hook int) error {
-	k, err := fl.probeIndex(Probe{Kind: ProbeMarkMoved})
+// The probe says true for a TTL or TOS changed since too, as inputs says
+// (Arg: RerouteTTL, RerouteTOS).
+func (fl *flattener) emitReroute(hook int, inputs uint32) error {
+	k, err := fl.probeIndex(Probe{Kind: ProbeMarkMoved, Arg: inputs})
 	if err != nil {
 		return err
 	}

@@ -19,23 +19,33 @@ func TestReroute(t *testing.T) {
 		rules  []string
 		in     bool // INPUT and FORWARD
 		output bool
+		inputs uint32 // the probe's Arg (RerouteTTL, RerouteTOS)
 	}{
-		{"filter only", []string{"-A INPUT -j ACCEPT"}, false, false},
-		{"MARK in mangle PREROUTING", []string{"-t mangle -A PREROUTING -p udp -j MARK --set-mark 1"}, true, false},
+		{"filter only", []string{"-A INPUT -j ACCEPT"}, false, false, 0},
+		{"MARK in mangle PREROUTING", []string{"-t mangle -A PREROUTING -p udp -j MARK --set-mark 1"}, true, false, 0},
 		{"MARK in raw PREROUTING, nat present", []string{"-t raw -A PREROUTING -j MARK --set-mark 1",
-			"-t nat -A PREROUTING -p tcp --dport 80 -j DNAT --to-destination 10.0.0.1"}, true, false},
+			"-t nat -A PREROUTING -p tcp --dport 80 -j DNAT --to-destination 10.0.0.1"}, true, false, 0},
 		{"MARK in a chain mangle PREROUTING jumps to", []string{"-t mangle -N M", "-t mangle -N N",
-			"-t mangle -A M -j N", "-t mangle -A N -j MARK --set-mark 1", "-t mangle -A PREROUTING -g M"}, true, false},
-		{"CONNMARK --restore-mark in mangle PREROUTING", []string{"-t mangle -A PREROUTING -j CONNMARK --restore-mark"}, true, false},
-		{"CONNMARK --save-mark in mangle PREROUTING", []string{"-t mangle -A PREROUTING -j CONNMARK --save-mark"}, false, false},
+			"-t mangle -A M -j N", "-t mangle -A N -j MARK --set-mark 1", "-t mangle -A PREROUTING -g M"}, true, false, 0},
+		{"CONNMARK --restore-mark in mangle PREROUTING", []string{"-t mangle -A PREROUTING -j CONNMARK --restore-mark"}, true, false, 0},
+		{"CONNMARK --save-mark in mangle PREROUTING", []string{"-t mangle -A PREROUTING -j CONNMARK --save-mark"}, false, false, 0},
 		{"MARK in mangle FORWARD and POSTROUTING only", []string{"-t mangle -A FORWARD -j MARK --set-mark 1",
-			"-t mangle -A POSTROUTING -j MARK --set-mark 2", "-t mangle -A PREROUTING -p udp"}, false, false},
+			"-t mangle -A POSTROUTING -j MARK --set-mark 2", "-t mangle -A PREROUTING -p udp"}, false, false, 0},
 		{"MARK in a user chain PREROUTING does not reach", []string{"-t mangle -N M",
-			"-t mangle -A M -j MARK --set-mark 1", "-t mangle -A FORWARD -j M"}, false, false},
+			"-t mangle -A M -j MARK --set-mark 1", "-t mangle -A FORWARD -j M"}, false, false, 0},
 		{"MARK in mangle OUTPUT", []string{"-t mangle -A OUTPUT -p tcp --dport 25 -j MARK --set-mark 1",
-			"-t nat -A OUTPUT -p tcp --dport 80 -j DNAT --to-destination 10.0.0.1"}, false, true},
+			"-t nat -A OUTPUT -p tcp --dport 80 -j DNAT --to-destination 10.0.0.1"}, false, true, 0},
 		{"MARK in raw and nat OUTPUT (no reroute in the kernel)", []string{"-t raw -A OUTPUT -j MARK --set-mark 1",
-			"-t nat -A OUTPUT -j MARK --set-mark 2"}, false, false},
+			"-t nat -A OUTPUT -j MARK --set-mark 2"}, false, false, 0},
+		{"TTL in mangle PREROUTING", []string{"-t mangle -A PREROUTING -p udp -j TTL --ttl-inc 1"}, true, false, RerouteTTL},
+		{"TTL in a chain mangle PREROUTING jumps to, MARK", []string{"-t mangle -N M", "-t mangle -A M -j TTL --ttl-set 9",
+			"-t mangle -A PREROUTING -j M", "-t mangle -A PREROUTING -j MARK --set-mark 1"}, true, false, RerouteTTL},
+		{"TTL in mangle FORWARD and OUTPUT only", []string{"-t mangle -A FORWARD -j TTL --ttl-set 9",
+			"-t mangle -A OUTPUT -j TTL --ttl-set 9", "-t mangle -A PREROUTING -p udp"}, false, false, 0},
+		{"TOS in mangle PREROUTING", []string{"-t mangle -A PREROUTING -p udp -j TOS --set-tos 0x10"}, true, false, RerouteTOS},
+		{"DSCP and TTL in mangle PREROUTING", []string{"-t mangle -A PREROUTING -p udp -j DSCP --set-dscp 1",
+			"-t mangle -A PREROUTING -p udp -j TTL --ttl-set 9"}, true, false, RerouteTTL | RerouteTOS},
+		{"DSCP in mangle OUTPUT only", []string{"-t mangle -A OUTPUT -j DSCP --set-dscp 1"}, false, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := Compile(parseRuleset(t, ir.IPv4, tc.rules...), Options{})
@@ -63,6 +73,13 @@ func TestReroute(t *testing.T) {
 					stop.Action != ActReroute || stop.Next != p-1 || stop.Rule != NoRule {
 					t.Errorf("chain %d: entries before Reroute %d: %+v, %+v; want the ProbeMarkMoved probe and ActReroute",
 						h, p, probe, stop)
+				}
+				inputs := tc.inputs
+				if h == ChainOutput {
+					inputs = 0
+				}
+				if arg := g.Probes[probe.Aux].Arg; arg != inputs {
+					t.Errorf("chain %d: the probe's Arg %d, want %d", h, arg, inputs)
 				}
 				if r := g.Layout.NatResume[h]; h != ChainOutput && r != 0 && r != p {
 					t.Errorf("chain %d: Reroute %d, DNAT resumes at %d", h, p, r)

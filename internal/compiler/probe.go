@@ -68,7 +68,9 @@ const (
 	// EFAct entry's; mangle.go): Arg the rewrite, Val and Mask its values.
 	ProbeMangle
 	// ProbeMarkMoved says whether the packet's mark differs from the one
-	// its route was made with (mark_route.go).
+	// its route was made with (mark_route.go); Arg RerouteTTL, RerouteTOS:
+	// or its TTL, its TOS from the walk's first (a TTL or HL, a TOS or
+	// DSCP rule in PREROUTING).
 	ProbeMarkMoved
 	// ProbeNatRange is never asked: it holds a NAT entry's range
 	// (EFNatRange; nat.go): Arg the NatFlags, Val and Mask the addresses,

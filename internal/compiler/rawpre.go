@@ -29,9 +29,11 @@ import "github.com/xfw-dev/xfw/internal/ir"
 // every packet, routed or not; when all of them are such chains
 // (Layout.PrePassive) the data plane walks them for the packets its
 // routing drops alone, the walk after routing counting the others. nat
-// PREROUTING is walked after routing and tracking, as before (the kernel
-// counts there every packet its routing drops that belongs to no
-// confirmed connection: docs/differences.md).
+// PREROUTING, and the chains not judged before routing, are walked after
+// routing and tracking; for a packet the routing drops, up to
+// Layout.PreEnd (the data plane's unrouted walk: the kernel counts there
+// every such packet, nat PREROUTING those of no confirmed connection, and
+// a DNAT, mark or TTL there may route it after all).
 
 // preRouteJudged reports whether chain c (PREROUTING of table t, named
 // table) can be judged before the route lookup.

@@ -110,3 +110,66 @@ func TestRawPreLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestPreEndLayout checks Layout.PreEnd, where the walk of a packet the
+// routing drops ends: right after the last PREROUTING segment of the
+// INPUT and FORWARD walks (its policy entry, or the reroute entries after
+// it), not before RawPre or NatResume, and 0 without PREROUTING chains
+// and for OUTPUT.
+func TestPreEndLayout(t *testing.T) {
+	const raw, mangle, nat = "raw/PREROUTING/policy", "mangle/PREROUTING/policy", "nat/PREROUTING/policy"
+	cases := []struct {
+		name  string
+		rules []string
+		last  string // the policy of the walks' last PREROUTING segment ("": none)
+	}{
+		{name: "filter only", rules: []string{"-A INPUT -p udp -j DROP"}},
+		{name: "raw only", rules: []string{"-t raw -A PREROUTING -p udp -j DROP"}, last: raw},
+		{name: "mangle TTL", rules: []string{"-t mangle -A PREROUTING -j TTL --ttl-set 9"}, last: mangle},
+		{name: "mangle MARK and TTL", last: mangle, rules: []string{"-t mangle -A PREROUTING -p udp -j MARK --set-mark 7",
+			"-t mangle -A PREROUTING -p udp -j TTL --ttl-inc 1"}},
+		{name: "nat PREROUTING", last: nat, rules: []string{"-t nat -A PREROUTING -p tcp --dport 80 -j DNAT --to-destination 10.1.1.1"}},
+		{name: "raw, mangle MARK, nat", last: nat, rules: []string{"-t raw -A PREROUTING -p udp -j NOTRACK",
+			"-t mangle -A PREROUTING -p udp -j MARK --set-mark 7",
+			"-t nat -A PREROUTING -p tcp --dport 80 -j DNAT --to-destination 10.1.1.1"}},
+		{name: "nat OUTPUT only", last: nat, rules: []string{"-t nat -A OUTPUT -p tcp --dport 80 -j DNAT --to-destination 10.1.1.1"}},
+	}
+	for _, tc := range cases {
+		rs := parseRuleset(t, ir.IPv4, tc.rules...)
+		g, err := Compile(rs, Options{Interfaces: testIfaces})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if g.Layout.PreEnd[ChainOutput] != 0 {
+			t.Errorf("%s: OUTPUT has a PREROUTING end %d", tc.name, g.Layout.PreEnd[ChainOutput])
+		}
+		for _, h := range []int{ChainInput, ChainForward} {
+			pos := g.Layout.PreEnd[h]
+			if (pos != 0) != (tc.last != "") {
+				t.Errorf("%s: chain %d PreEnd %d, want set %v", tc.name, h, pos, tc.last != "")
+				continue
+			}
+			if pos == 0 {
+				continue
+			}
+			start, end := g.Walk(h)
+			if pos-1 <= start || pos-1 > end {
+				t.Fatalf("%s: chain %d PreEnd %d outside its walk [%d, %d)", tc.name, h, pos, start, end)
+			}
+			if pos < g.Layout.RawPre[h] || pos < g.Layout.NatResume[h] || pos < g.Layout.Reroute[h] {
+				t.Errorf("%s: chain %d PreEnd %d before RawPre %d, NatResume %d or Reroute %d", tc.name, h, pos,
+					g.Layout.RawPre[h], g.Layout.NatResume[h], g.Layout.Reroute[h])
+			}
+			last := pos - 2
+			for last > start && g.Entries[last].Rule == NoRule {
+				if a := g.Entries[last].Action; a != ActReroute && g.Entries[last].Flags&EFProbe == 0 {
+					break
+				}
+				last--
+			}
+			if e := g.Entries[last]; e.Flags&EFCount == 0 || counterName(g, e.Rule) != tc.last {
+				t.Errorf("%s: chain %d: the entry before PreEnd is not %s (%+v)", tc.name, h, tc.last, e)
+			}
+		}
+	}
+}

@@ -184,9 +184,12 @@ func (fl *flattener) walkBefore(rs *ir.Ruleset, hook int) error {
 			next = &before[i+1]
 		}
 		if reroutes && isReroutePoint(hook, tc, next) {
-			if err := fl.emitReroute(hook); err != nil {
+			if err := fl.emitReroute(hook, rerouteInputs(rs, hook)); err != nil {
 				return err
 			}
+		}
+		if tc.chain == ir.ChainPrerouting {
+			fl.preEnd[hook] = uint32(len(fl.entries)) + 1
 		}
 	}
 	fl.acceptTo = nil

@@ -140,6 +140,9 @@ type bpfFamilyCfg struct {
 	// PrePassive is 1 when those chains only count: walked for the
 	// packets the routing drops alone (compiler.Layout.PrePassive).
 	PrePassive uint32
+	// PreEnd are the walks' positions after their PREROUTING segments
+	// (compiler.Layout.PreEnd).
+	PreEnd [compiler.NumChains]uint32
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
@@ -241,6 +244,7 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 	if g.Layout.PrePassive {
 		c.PrePassive = 1
 	}
+	c.PreEnd = g.Layout.PreEnd
 	for h := 0; h < compiler.NumChains; h++ {
 		if counters, ok := g.TrivialWalk(h); ok {
 			c.Trivial[h] = uint32(1 + copy(c.TrivialCtr[h][:], counters))
