@@ -27,6 +27,9 @@ const (
 	fwTCXPass  = "tcx-pass"
 	fwBothPass = "xdp+tcx-pass"
 	fwXDPRead  = "xdp-read"
+	// xdp-spin, xdp-spin-generic: spinFirewall.
+	fwXDPSpin        = "xdp-spin"
+	fwXDPSpinGeneric = "xdp-spin-generic"
 )
 
 // tcxNext is TCX_NEXT, a TCX program's "go on" verdict.
@@ -36,6 +39,48 @@ const tcxNext = -1
 // load (xdp: native XDP, tcx: TCX ingress) and detaches them at reset.
 func barePassFirewall(name string, xdp, tcx bool) *firewall {
 	return barePassFirewallRead(name, xdp, tcx, false)
+}
+
+// spinAdds is the length of the xdp-spin programs' chain of dependent
+// additions: about as long as xfw_xdp's run for an INPUT packet with no
+// rules (~50 ns), with no memory access.
+const spinAdds = 200
+
+// spinFirewall attaches an XDP program that runs spinAdds dependent
+// additions and returns XDP_PASS, natively or generically: whether a
+// program's length alone, without memory accesses, costs more in native
+// mode on the veth's frames.
+func spinFirewall(name string, generic bool) *firewall {
+	fw := barePassFirewall(name, false, false)
+	var closers []func()
+	fw.load = func(ctx context.Context, ns string, _ *ruleset) error {
+		if len(closers) > 0 {
+			return nil
+		}
+		insns := asm.Instructions{asm.Mov.Imm(asm.R0, 0)}
+		for i := 0; i < spinAdds; i++ {
+			insns = append(insns, asm.Add.Imm(asm.R0, 1))
+		}
+		insns = append(insns, asm.And.Imm(asm.R0, 0), asm.Add.Imm(asm.R0, xdpPass), asm.Return())
+		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "xb_spin", Type: ebpf.XDP, License: "GPL", Instructions: insns})
+		if err != nil {
+			return fmt.Errorf("load XDP spin: %w", err)
+		}
+		flags := link.XDPDriverMode
+		if generic {
+			flags = link.XDPGenericMode
+		}
+		return nettest.InNamespace(ns, func() error {
+			l, err := link.AttachXDP(link.XDPOptions{Program: prog, Interface: fwInIfindex, Flags: flags})
+			if err != nil {
+				prog.Close()
+				return fmt.Errorf("attach XDP spin: %w", err)
+			}
+			closers = append(closers, func() { l.Close(); prog.Close() })
+			return nil
+		})
+	}
+	return fw
 }
 
 // barePassFirewallRead is barePassFirewall whose XDP program, if read,
@@ -135,6 +180,8 @@ func runInputCompare(ctx context.Context, o *options, baseBin, only string) erro
 	fws[fwTCXPass] = barePassFirewall(fwTCXPass, false, true)
 	fws[fwBothPass] = barePassFirewall(fwBothPass, true, true)
 	fws[fwXDPRead] = barePassFirewallRead(fwXDPRead, true, false, true)
+	fws[fwXDPSpin] = spinFirewall(fwXDPSpin, false)
+	fws[fwXDPSpinGeneric] = spinFirewall(fwXDPSpinGeneric, true)
 	var systems []*firewall
 	for _, n := range strings.Split(only, ",") {
 		fw := fws[strings.TrimSpace(n)]
