@@ -62,3 +62,33 @@ func TestXDPModeVethGeneric(t *testing.T) {
 		}
 	}
 }
+
+// TestGuardPassesGenericVeth: with xfw_xdp attached generically to fw's
+// veth devices (--xdp-mode generic, veth-generic), the agent's guard
+// passes their traffic: it finds the program by the device's generic
+// pointer, not only by the veth's own native one (a guard that asked only
+// the latter dropped every packet). FORWARD still drops port 7100.
+func TestGuardPassesGenericVeth(t *testing.T) {
+	nettest.RequireRoot(t)
+	for _, mode := range []string{"generic", "veth-generic"} {
+		t.Run(mode, func(t *testing.T) {
+			bin := xfwPath(t)
+			tp := nettest.New(t, nettest.WithStaticNeighbors())
+			fw := firewall{kind: "xfw", bin: bin}
+			t.Cleanup(func() { fw.stop(t, tp) })
+			res, err := nettest.ExecStdin(nettest.DefaultExecTimeout, tp.FwNS, protectRules, bin, "--xdp-mode", mode, "iptables-restore", "-w", "10")
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("restore (XDP mode %s): %v %v", mode, err, res)
+			}
+			t.Setenv("XFW_XDP_MODE", mode) // the agent's attachments too
+			_, out := startAgent(t, bin, tp)
+			waitFor(t, "the guard", func() bool { return strings.Contains(out.String(), "guard started") })
+			if got := forwardedTo(t, tp, 7101, 3); got != 3 {
+				t.Errorf("%d of 3 datagrams to port 7101 forwarded with the guard on, want 3", got)
+			}
+			if got := forwardedTo7100(t, tp, 3); got != 0 {
+				t.Errorf("%d of 3 datagrams to port 7100 forwarded, want 0", got)
+			}
+		})
+	}
+}
