@@ -37,12 +37,16 @@ import (
 type options struct {
 	quick    bool
 	fastPath bool // -fastpath (fastpath.go)
-	out      string
-	xfwBin   string
-	reps     int
-	timing   timing
-	sections map[string]bool
-	waitIdle time.Duration
+	// inputXFWs: -input-xfws, further xfw builds for -input-base.
+	inputXFWs string
+	// compareForward: -compare-forward, FORWARD in the -input-base comparison.
+	compareForward bool
+	out            string
+	xfwBin         string
+	reps           int
+	timing         timing
+	sections       map[string]bool
+	waitIdle       time.Duration
 	// ctParts selects the conntrack section's experiments.
 	ctParts map[string]bool
 	// runInfo says which run measured a section (command, start, xfw
@@ -143,6 +147,11 @@ func run() int {
 	o := &options{sections: map[string]bool{}}
 	var err error
 	quick := flag.Bool("quick", false, "headline ratios only (under a minute)")
+	inputBase := flag.String("input-base", "", "INPUT at the -quick-sizes rule counts: the xfw binary at this path beside -xfw, iptables-nft, nftables and no firewall (inputcmp.go)")
+	inputSystems := flag.String("input-systems", strings.Join([]string{fwNone, fwXFWBase, fwXFW, fwIptNFT, fwNFT}, ","),
+		"-input-base: the systems to compare ("+fwXDPPass+", "+fwTCXPass+", "+fwBothPass+": bare pass programs on fw's ingress)")
+	flag.BoolVar(&o.compareForward, "compare-forward", false, "-input-base: compare FORWARD instead of INPUT")
+	flag.StringVar(&o.inputXFWs, "input-xfws", "", "-input-base: further xfw builds as comma-separated NAME=PATH, named in -input-systems")
 	fastPath := flag.Bool("fastpath", false, "FORWARD with xfw's XDP fast path on and off, the kernel with no firewall and iptables-nft, at the -quick-sizes rule counts")
 	flag.StringVar(&o.out, "out", "results", "output directory")
 	flag.StringVar(&o.xfwBin, "xfw", "bin/xfw", "xfw binary")
@@ -232,6 +241,8 @@ func run() int {
 	}
 
 	switch {
+	case *inputBase != "":
+		err = runInputCompare(ctx, o, *inputBase, *inputSystems)
 	case o.fastPath:
 		err = runFastPath(ctx, o)
 	case o.quick:

@@ -162,8 +162,14 @@ static __always_inline int xfw_guard_runs(struct net_device *dev, const struct x
 
 	if (want->flags & XFW_GUARD_IF_VETH) {
 		veth = xfw_guard_veth_runs(dev, want->prog_id);
-		if (veth >= 0)
-			return veth;
+		if (veth > 0)
+			return 1;
+		/* Not natively (the veth's own pointer is the one its receive
+		 * path reads, xdp_state's may still name a program being
+		 * removed): generically, then (--xdp-mode generic,
+		 * veth-generic). */
+		if (veth == 0)
+			return xfw_prog_is(BPF_CORE_READ(dev, xdp_prog), want->prog_id);
 	}
 
 	/* Generic XDP: the pointer the receive path reads, which the kernel

@@ -141,7 +141,7 @@ func init() {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, `usage: xfw [--xdp-mode auto|native|generic] COMMAND [ARGS]
+	fmt.Fprint(w, `usage: xfw [--xdp-mode auto|native|generic|veth-generic] COMMAND [ARGS]
 
 iptables-compatible commands (filter table, enforced with eBPF):
   iptables-restore [--noflush] [--test] [--counters] [-w [secs]] [FILE]

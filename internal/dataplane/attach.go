@@ -28,15 +28,22 @@ const (
 	XDPNative XDPMode = "native"
 	// XDPGeneric uses the kernel's generic (skb) XDP.
 	XDPGeneric XDPMode = "generic"
+	// XDPVethGeneric is XDPAuto except on veth devices, which get generic
+	// XDP: there the stack builds an skb for every packet passed anyway,
+	// and the program running on it costs packets delivered or forwarded
+	// by the stack less than native XDP on the veth's frames
+	// (docs/benchmarks.md, "INPUT at 0–100 rules"), at the price of the
+	// fast path's XDP frames (FORWARD, docs/design.md).
+	XDPVethGeneric XDPMode = "veth-generic"
 )
 
 // ParseXDPMode validates a mode name.
 func ParseXDPMode(s string) (XDPMode, error) {
 	switch XDPMode(s) {
-	case XDPAuto, XDPNative, XDPGeneric:
+	case XDPAuto, XDPNative, XDPGeneric, XDPVethGeneric:
 		return XDPMode(s), nil
 	}
-	return "", fmt.Errorf("unknown XDP mode %q (auto, native or generic)", s)
+	return "", fmt.Errorf("unknown XDP mode %q (auto, native, generic or veth-generic)", s)
 }
 
 // AttachOptions tune attachment.
@@ -303,6 +310,12 @@ func attachXDP(prog *ebpf.Program, ifc Interface, mode XDPMode) error {
 	}
 	if mode == "" {
 		mode = XDPAuto
+	}
+	if mode == XDPVethGeneric {
+		mode = XDPAuto
+		if ifc.link.Type() == "veth" {
+			mode = XDPGeneric
+		}
 	}
 	try := func(flags int) error {
 		return netlink.LinkSetXdpFdWithFlags(ifc.link, prog.FD(), flags)
