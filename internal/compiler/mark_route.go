@@ -72,6 +72,13 @@ func rerouteInputs(rs *ir.Ruleset, hook int) uint32 {
 	}
 	var bits uint32
 	for _, name := range reroutePoints[hook].tables {
+		if name != ir.TableMangle {
+			// TTL, HL, TOS and DSCP are the kernel's mangle-only
+			// targets (xt_target .table; the front end refuses them
+			// elsewhere): nat's chains, 110,000 of them at
+			// kube-proxy's 10,000 services, need no walk.
+			continue
+		}
 		t := rs.TableByName(name)
 		if t == nil {
 			continue
