@@ -131,6 +131,45 @@ func TestNATSnatRangeKeepsSourceMapping(t *testing.T) {
 		Corpus: &difftest.Corpus{Probes: probes}}, [2]int{2 * dsts, 2 * dsts}, "each probe at sink, translated alike")
 }
 
+// TestNATDnatTupleClash compares a host's datagrams of a protocol
+// without ports, one to fw's address that a DNAT sends beyond sink and
+// one to that far address itself, in either order. The second of each
+// pair is a new connection whose reply tuple is the first's: the kernel
+// walks the chains for it (NEW, counted in nat PREROUTING and
+// POSTROUTING), its null binding has no port to change and the
+// confirmation drops it. xfw tracks a DNAT connection under its
+// translated tuple, and took the datagram that came with that tuple for
+// the connection's own, forwarding it (difftest nat seed 60; the other
+// order, the DNAT second, was nat_null.h's already). Each firewall must
+// deliver the first datagram of each pair to sink, and only it.
+func TestNATDnatTupleClash(t *testing.T) {
+	s := session(t, ir.IPv4, func(c *difftest.Config) { c.Conntrack = true })
+	p := s.Plan()
+	far := func(last byte) netip.Addr {
+		a := p.FarSink.Addr().As4()
+		a[3] = last
+		return netip.AddrFrom4(a)
+	}
+	ruleset := fmt.Sprintf("*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n"+
+		"-A PREROUTING -i in0 -d %[1]s -p 253 -j DNAT --to-destination %[2]s\n"+
+		"-A PREROUTING -i in0 -d %[1]s -p 254 -j DNAT --to-destination %[3]s\nCOMMIT\n"+
+		"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"+
+		"-A FORWARD -m conntrack --ctstate NEW\n-A FORWARD -m conntrack --ctstate ESTABLISHED\nCOMMIT\n",
+		p.FwIn, far(21), far(22))
+	probe := func(proto uint8, dst netip.Addr, step int) difftest.Probe {
+		pkt := nettest.IPv4{Src: p.Gen, Dst: dst, TTL: 64}.Packet(nettest.Raw{Proto: proto, Data: []byte("dnat tuple")})
+		frame := nettest.Ethernet{Dst: p.FwInMAC, Src: p.GenMAC}.Frame(pkt)
+		return difftest.Probe{From: difftest.FromGen, Path: difftest.PathForward, Frames: [][]byte{frame}, Step: step,
+			Note: fmt.Sprintf("gen's protocol %d to %s", proto, dst)}
+	}
+	corpus := &difftest.Corpus{Probes: []difftest.Probe{
+		probe(253, p.FwIn, 0), probe(253, far(21), 1), // the DNAT first
+		probe(254, far(22), 2), probe(254, p.FwIn, 3), // the DNAT second
+	}}
+	checkObserved(t, s, difftest.Case{Name: "DNAT tuple clash", Ruleset: ruleset, Corpus: corpus}, [2]int{2, 2},
+		"the first datagram of each pair at sink, the second dropped")
+}
+
 // TestRejectOutputErrorSource compares the ICMP error REJECT sends in
 // OUTPUT about fw's own echo request, as it passes OUTPUT on its way to
 // fw's sockets: the kernel's comes from fw's own address (icmp_send routes
