@@ -170,6 +170,42 @@ func TestNATDnatTupleClash(t *testing.T) {
 		"the first datagram of each pair at sink, the second dropped")
 }
 
+// TestNATSnatEchoCodes compares a host's two echo requests to one peer,
+// identifier 0, codes 255 and 0, masqueraded to one address: the kernel's
+// ICMP tuples carry the code, so the two are two connections with
+// distinct reply tuples and both leave with identifier 0. xfw keyed the
+// echo's mapping by the identifier alone, found the first one's under
+// the second's reply tuple, and dropped the second request as a clash
+// (difftest nat6 seed 50). Both families; each firewall must deliver
+// both requests to sink.
+func TestNATSnatEchoCodes(t *testing.T) {
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		t.Run(fmt.Sprintf("ipv%d", fam), func(t *testing.T) {
+			s := session(t, fam, func(c *difftest.Config) { c.Conntrack = true })
+			p := s.Plan()
+			ruleset := fmt.Sprintf("*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n"+
+				"-A POSTROUTING -s %s -j SNAT --to-source %s\nCOMMIT\n"+
+				"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n", p.Gen, p.FwOut)
+			var probes []difftest.Probe
+			for i, code := range []uint8{255, 0} {
+				var pkt []byte
+				if fam == ir.IPv4 {
+					pkt = nettest.IPv4{Src: p.Gen, Dst: p.Sink, TTL: 64}.Packet(nettest.ICMPv4{Type: nettest.ICMPv4EchoRequest, Code: code,
+						Rest: uint32(i + 1), Payload: []byte("echo code")})
+				} else {
+					pkt = nettest.IPv6{Src: p.Gen, Dst: p.Sink, HopLimit: 64}.Packet(nettest.ICMPv6{Type: nettest.ICMPv6EchoRequest, Code: code,
+						Rest: uint32(i + 1), Payload: []byte("echo code")})
+				}
+				frame := nettest.Ethernet{Dst: p.FwInMAC, Src: p.GenMAC}.Frame(pkt)
+				probes = append(probes, difftest.Probe{From: difftest.FromGen, Path: difftest.PathForward, Frames: [][]byte{frame},
+					Step: i, KeepL4: true, Note: fmt.Sprintf("gen's echo, identifier 0, code %d", code)})
+			}
+			checkObserved(t, s, difftest.Case{Name: "SNAT of echoes with two codes", Ruleset: ruleset,
+				Corpus: &difftest.Corpus{Probes: probes}}, [2]int{2, 2}, "both requests at sink, identifier 0")
+		})
+	}
+}
+
 // TestRejectOutputErrorSource compares the ICMP error REJECT sends in
 // OUTPUT about fw's own echo request, as it passes OUTPUT on its way to
 // fw's sockets: the kernel's comes from fw's own address (icmp_send routes
