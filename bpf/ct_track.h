@@ -269,6 +269,24 @@ static __always_inline int xfw_ct_lo_take(struct xfw_pkt *p, struct xfw_ct_scrat
 #define XFW_CTM_TRACK 0    /* track (INPUT, FORWARD, OUTPUT) */
 #define XFW_CTM_LO_INPUT 1 /* loopback INPUT: read what OUTPUT decided */
 
+/* xfw_ct_dnat_stranger reports whether p, a packet without ports that the
+ * XDP hook's translation before routing left as it came
+ * (XFW_NATPRE_KEPT), goes the original way of connection e (key k), which
+ * a DNAT translated by the address. e is tracked under its translated
+ * tuple, p's, but e's own packets come with the original destination and
+ * are translated by then: p is another connection's. The kernel looks it
+ * up by its own tuple, finds none and opens a new one (NEW in the chains)
+ * whose reply tuple is e's; its null binding has no port to change, so
+ * the confirmation drops it (nat_null.h xfw_nat_null_clash), unless nat
+ * PREROUTING translates it elsewhere. */
+static __always_inline int xfw_ct_dnat_stranger(const struct xfw_pkt *p, const struct xfw_ct_entry *e,
+						struct xfw_ct_key *k, __u32 proto, int reqtype, int srcb)
+{
+	return p->nat_pre == XFW_NATPRE_KEPT && reqtype < 0 && !xfw_ct_ports(proto) &&
+	       proto != IPPROTO_DCCP && (e->v.nat_flags & XFW_NAT_F_DST) &&
+	       srcb == !!(e->v.status & XFW_CTST_ORIG_B) && !xfw_ct_self(k);
+}
+
 /* xfw_ct_track returns the packet's XFW_F_CT value and leaves in cs what
  * waits for the verdict. The hook has copied the TCP header, UDP header,
  * ICMP header or the quoted packet of an ICMP error into cs->buf. A global
@@ -388,6 +406,8 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 	}
 
 	e = xfw_ct_find(&cs->key, now, &table);
+	if (e && xfw_ct_dnat_stranger(p, e, &cs->key, proto, reqtype, srcb))
+		e = 0; /* a new connection, dropped at confirmation */
 	if (e) {
 		/* A connection we know. */
 		if (reqtype >= 0) {

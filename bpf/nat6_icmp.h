@@ -120,6 +120,7 @@ static __always_inline int xfw_nat6_quote_map(struct xfw_nat_pend *np, __u32 por
 		id = xfw_nat_rd16(q, XFW_NAT6_QUOTE_ID);
 		k->sport = id;
 		k->dport = id;
+		k->pad[XFW_NATQ_CODE] = q[XFW_NAT6_QUOTE_PORTS + 1];
 	}
 	if (!xfw_nat_held(k, XFW_NAT_F_SRC, 0, v))
 		return 0;

@@ -471,8 +471,11 @@ __attribute__((noinline)) int xfw_nat_icmp_in_xdp(struct xdp_md *ctx, struct xfw
 
 /* xfw_nat_pre translates a packet of a translated connection before the
  * route lookup (the kernel's PREROUTING): xfw_nat_pre_xdp, or for an ICMP
- * error xfw_nat_icmp_pre_xdp. Before the first translated connection
- * (xfw_nat_enabled) none of them is called. */
+ * error xfw_nat_icmp_pre_xdp; a packet without TCP or UDP ports
+ * xfw_nat_query_pre_xdp, which p->nat_pre records (xfw_ct_track tells a
+ * DNAT connection's packet from a new one with its translated tuple by
+ * it). Before the first translated connection (xfw_nat_enabled) none of
+ * them is called. */
 static __always_inline void xfw_nat_pre(struct xdp_md *ctx, struct xfw_pkt *p)
 {
 	if (!xfw_nat_enabled())
@@ -484,7 +487,7 @@ static __always_inline void xfw_nat_pre(struct xdp_md *ctx, struct xfw_pkt *p)
 	else if (p->proto == IPPROTO_ICMPV6 && p->icmp <= 0xffff && (p->icmp >> 8) < XFW_NAT6_ICMP_INFO)
 		xfw_nat6_icmp_pre_xdp(ctx, p); /* nat6_icmp.h */
 	else
-		xfw_nat_query_pre_xdp(ctx, p); /* nat_query.h */
+		p->nat_pre = xfw_nat_query_pre_xdp(ctx, p) ? XFW_NATPRE_DONE : XFW_NATPRE_KEPT; /* nat_query.h */
 }
 
 #endif /* XFW_NAT_ICMP_H */

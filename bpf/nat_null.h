@@ -16,6 +16,10 @@
  *    without ports has none to change, and the confirmation finds the
  *    reply tuple taken and drops the packet (found against
  *    iptables-legacy: the raw socket's send fails with EPERM).
+ *  - The same when a DNAT by the address gave an earlier connection this
+ *    one's tuple (a host's protocol 253 to fw's address DNATed to a far
+ *    host, then the host's protocol 253 to the far host itself: the new
+ *    connection's reply tuple is the DNATed one's), in either order.
  *  - xfw drops such a packet too: xfw_nat_null_clash reports it, before
  *    the connection is confirmed. (TCP, UDP and ICMP echo are not
  *    searched: docs/differences.md "Tables".)
@@ -43,9 +47,11 @@ __attribute__((noinline)) int xfw_nat_null_clash(struct xfw_pkt *p, struct xfw_c
 	if (!p || !cs || cs->pending != XFW_CTP_CREATE || xfw_natq_kind(p) != XFW_NATQ_ADDR)
 		return 0;
 	/* A DNAT by the address to a tuple a live connection holds
-	 * (xfw_natq_dnat_prep lets it on): no port to change either, the
-	 * confirmation drops it after the chains counted it. */
-	if ((cs->nv.nat_flags & XFW_NAT_F_DST) && xfw_nat_conn(&cs->key))
+	 * (xfw_natq_dnat_prep lets it on), or a packet that came with the
+	 * tuple a DNAT gave a live connection (ct_track.h
+	 * xfw_ct_dnat_stranger): no port to change either, the confirmation
+	 * drops it after the chains counted it. */
+	if (!(cs->nv.nat_flags & XFW_NAT_F_SRC) && xfw_nat_conn(&cs->key))
 		return 1;
 	if ((cs->nv.nat_flags & XFW_NAT_F_SRC) || !xfw_nat_enabled())
 		return 0;

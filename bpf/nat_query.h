@@ -65,6 +65,15 @@ static __always_inline __u8 xfw_natq_echo(__u32 fam, __u32 reply)
 	return reply ? XFW_ICMP_ECHOREPLY : XFW_ICMP_ECHO;
 }
 
+/* An echo's mapping in xfw_nat is keyed by its code too, in this byte of
+ * the key's padding (0 for every other key): the kernel's ICMP tuples
+ * carry the code (a reply keeps its request's), so two echo connections
+ * with one identifier and different codes are two tuples, and an SNAT
+ * gives both the same address and identifier without a clash (difftest
+ * nat6 seed 50: xfw found the first one's mapping under the second's
+ * reply tuple and dropped the second request). */
+#define XFW_NATQ_CODE 0
+
 /* xfw_natq_kind returns what a translation changes of p. */
 static __always_inline __u32 xfw_natq_kind(struct xfw_pkt *p)
 {
@@ -99,10 +108,13 @@ static __always_inline int xfw_natq_id(void *ctx, int is_xdp, struct xfw_pkt *p,
 	return 0;
 }
 
-/* xfw_natq_key fills k with p's wire tuple, id as both ports. */
+/* xfw_natq_key fills k with p's wire tuple, id as both ports; an echo's
+ * code in k->pad[XFW_NATQ_CODE] (xfw_natq_code_key). */
 static __always_inline void xfw_natq_key(struct xfw_nat_key *k, struct xfw_pkt *p, __u32 id)
 {
 	__builtin_memset(k, 0, sizeof(*k));
+	if (p->proto == xfw_natq_icmp(p->fam))
+		k->pad[XFW_NATQ_CODE] = p->icmp & 0xff;
 	k->saddr_hi = p->src_hi;
 	k->saddr = p->src_lo;
 	k->daddr_hi = p->dst_hi;
@@ -290,6 +302,9 @@ static __always_inline int xfw_natq_taken(struct xfw_nat_pend *np, __u32 kind, _
 {
 	struct xfw_nat_key *k = &np->key[XFW_NAT_PS];
 
+	/* The key the mapping is confirmed under (nat_snat.h): an echo's
+	 * with its code. */
+	k->pad[XFW_NATQ_CODE] = kind == XFW_NATQ_ECHO ? code : 0;
 	if (xfw_nat_held(k, XFW_NAT_F_ANY, 0, 0))
 		return 1;
 	if (kind == XFW_NATQ_ECHO)

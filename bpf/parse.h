@@ -63,6 +63,14 @@
 /* xfw_pkt.fragmented: the "more fragments" flag is set. */
 #define XFW_FRAG_MORE 2
 
+/* xfw_pkt.nat_pre: not asked (TC, or no translated connection yet); a
+ * packet without ports the XDP hook looked up in the translations before
+ * routing and left as it came; one it translated (a DNAT's original
+ * direction, an SNAT's reply). */
+#define XFW_NATPRE_NONE 0
+#define XFW_NATPRE_KEPT 1
+#define XFW_NATPRE_DONE 2
+
 struct xfw_pkt {
 	__u64 src_hi, src_lo;
 	__u64 dst_hi, dst_lo;
@@ -117,6 +125,10 @@ struct xfw_pkt {
 			    * found them (REJECT echoes them: reject_opts.h);
 			    * in the padding before mark, cleared with the
 			    * rest, 0 at TC */
+	__u8 nat_pre;      /* XFW_NATPRE_*: what the XDP hook's translation
+			    * before routing (nat_icmp.h xfw_nat_pre) did to
+			    * a packet without ports; in the last byte of
+			    * padding before mark, 0 at TC */
 	__u32 mark;        /* the packet's mark as the walk has it (mark.h):
 			    * set by the hooks, changed by MARK entries */
 	__u32 owner;       /* XFW_OWNER_F_* of the packet's socket (owner.h):

@@ -88,13 +88,17 @@ func GenerateStatefulCorpus(seed int64, plan Plan, ruleset string, opts Stateful
 	g := &pgen{rng: rand.New(rand.NewSource(seed)), plan: plan, fam: plan.Family, e: e}
 	nat := HasNATTable(ruleset)
 	sports, nextPort := map[uint16]bool{}, uint16(firstFreePort)
-	echoes, echoSrcs, dstEcho := map[netip.Addr]netip.Addr{}, map[netip.Addr]netip.Addr{}, nat && natDstEcho(ruleset)
+	echoes, echoSrcs := map[netip.Addr]netip.Addr{}, map[netip.Addr]netip.Addr{}
+	var echoDNATs []echoDNAT
+	if nat {
+		echoDNATs = natEchoDNATs(ruleset, plan)
+	}
 	flows := map[flowEnds]bool{}
 	c := &Corpus{}
 	for tries := 0; len(c.Probes) < opts.Probes && tries < maxGenTries*opts.Probes; tries++ {
 		p := g.probe()
 		if g.e.multiport && shortPorts(p) || isFragmented(p) || trackedAsGeneric(p) || extToFw(p, plan) || badL4Checksum(p) ||
-			opts.SkipStackErrors && stackErrorProbe(p, plan) || nat && (natUnrouted(p, plan) || stackErrorProbe(p, plan) || natQuery(p) || natLoopback(p, plan, ruleset) || natOutputToFw(p, plan, ruleset) || natOutputTooBig(p, ruleset) || natEchoClash(p, plan, echoes, dstEcho, echoSrcs)) {
+			opts.SkipStackErrors && stackErrorProbe(p, plan) || nat && (natUnrouted(p, plan) || stackErrorProbe(p, plan) || natQuery(p) || natLoopback(p, plan, ruleset) || natOutputToFw(p, plan, ruleset) || natOutputTooBig(p, ruleset) || natEchoClash(p, plan, echoes, echoDNATs, echoSrcs)) {
 			continue
 		}
 		if nat {

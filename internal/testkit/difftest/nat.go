@@ -661,10 +661,26 @@ func natOutputMayReachFw(ruleset string, plan Plan) bool {
 // prints it) names an address range holding one of fw's addresses. Ports
 // alone keep the destination.
 func dnatHoldsFw(to string, plan Plan) bool {
+	lo, hi, ok := dnatAddrRange(to, plan)
+	if !ok {
+		return false
+	}
+	for _, a := range plan.FwAddrs() {
+		if a.Compare(lo) >= 0 && a.Compare(hi) <= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// dnatAddrRange returns the first and last address of DNAT destination
+// to (as iptables-save prints it), or false for ports alone (the
+// destination kept) or a form it cannot read.
+func dnatAddrRange(to string, plan Plan) (lo, hi netip.Addr, ok bool) {
 	addrs := to
 	switch {
 	case strings.HasPrefix(to, ":"):
-		return false
+		return lo, hi, false
 	case strings.HasPrefix(to, "["):
 		addrs = strings.TrimPrefix(to[:max(strings.IndexByte(to, ']'), 1)], "[")
 	case plan.Family == ir.IPv4:
@@ -676,15 +692,7 @@ func dnatHoldsFw(to string, plan Plan) bool {
 	}
 	lo, err1 := netip.ParseAddr(loText)
 	hi, err2 := netip.ParseAddr(hiText)
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	for _, a := range plan.FwAddrs() {
-		if a.Compare(lo) >= 0 && a.Compare(hi) <= 0 {
-			return true
-		}
-	}
-	return false
+	return lo, hi, err1 == nil && err2 == nil
 }
 
 // subnetAnycast reports whether a is the IPv6 subnet-router anycast
@@ -710,12 +718,18 @@ func subnetAnycast(plan Plan, a netip.Addr) bool {
 // reply tuple of the first (difftest nat6 seed 9). Left out of nat
 // rulesets' packets.
 //
-// With a ruleset translating echo requests' destinations (dstEcho:
-// natDstEcho), a request from a source an earlier one came from to
+// With rules translating echo requests' destinations (dnats:
+// natEchoDNATs), a request goes to the addresses a rule that may match it
+// translates to as well as to its own destination: two requests from
+// different sources sent to one address by a DNAT (or one sent there and
+// one addressed to it) clash the same way once an SNAT gives them one
+// source (difftest nat6 seed 48: sink's request to a far address and
+// gen's to sink, both DNATed or addressed to sink, SNATed into one
+// range). And a request from a source an earlier one came from to
 // another destination is left out too: translated to one destination,
 // the two clash the same way (bySrc: the first destination by source,
 // updated).
-func natEchoClash(p Probe, plan Plan, seen map[netip.Addr]netip.Addr, dstEcho bool, bySrc map[netip.Addr]netip.Addr) bool {
+func natEchoClash(p Probe, plan Plan, seen map[netip.Addr]netip.Addr, dnats []echoDNAT, bySrc map[netip.Addr]netip.Addr) bool {
 	if len(p.Frames) == 0 {
 		return false
 	}
@@ -724,31 +738,115 @@ func natEchoClash(p Probe, plan Plan, seen map[netip.Addr]netip.Addr, dstEcho bo
 		o.Protocol == nettest.ProtoICMPv6 && o.ICMPType == nettest.ICMPv6EchoRequest) {
 		return false
 	}
-	if dstEcho {
+	if len(dnats) > 0 {
 		if first, ok := bySrc[o.Src]; ok && first != o.Dst {
 			return true
 		}
 		bySrc[o.Src] = o.Dst
 	}
-	if first, ok := seen[o.Dst]; ok {
-		return first != o.Src
+	dsts := []netip.Addr{o.Dst}
+	for _, d := range dnats {
+		if d.output == (p.From == FromFw) && d.src.allows(o.Src) && d.dst.allows(o.Dst) {
+			dsts = append(dsts, d.to...)
+		}
 	}
-	seen[o.Dst] = o.Src
+	for _, dst := range dsts {
+		if first, ok := seen[dst]; ok && first != o.Src {
+			return true
+		}
+	}
+	for _, dst := range dsts {
+		if _, ok := seen[dst]; !ok {
+			seen[dst] = o.Src
+		}
+	}
 	if _, ok := seen[o.Src]; !ok && slices.Contains(plan.FwAddrs(), o.Dst) {
 		seen[o.Src] = o.Dst
 	}
 	return false
 }
 
-// natDstEcho reports whether ruleset has a DNAT or REDIRECT that may
-// translate an echo request: one in a rule not restricted to TCP or UDP.
-func natDstEcho(ruleset string) bool {
-	for _, line := range strings.Split(ruleset, "\n") {
-		if dnatRe.MatchString(line) && !strings.Contains(line, " -p tcp") && !strings.Contains(line, " -p udp") {
-			return true
+// echoDNAT is a nat rule that may translate an echo request's
+// destination (natEchoDNATs): in nat OUTPUT (fw's own requests) or
+// PREROUTING, its address conditions, and the addresses it may translate
+// to (every address of a range; fw's own for a REDIRECT).
+type echoDNAT struct {
+	output   bool
+	src, dst addrCond
+	to       []netip.Addr
+}
+
+// addrCond is a rule's -s or -d condition: set when the rule has one
+// this package can read (else it may match any address).
+type addrCond struct {
+	set, neg bool
+	prefix   netip.Prefix
+}
+
+// allows reports whether address a may meet the condition.
+func (c addrCond) allows(a netip.Addr) bool {
+	return !c.set || c.prefix.Contains(a) != c.neg
+}
+
+// maxEchoDNATAddrs bounds the addresses of one DNAT range natEchoDNATs
+// lists (the generated ranges hold a few).
+const maxEchoDNATAddrs = 256
+
+// natEchoDNATs returns the ruleset's nat PREROUTING and OUTPUT rules
+// that may translate an echo request's destination: a DNAT or REDIRECT
+// not restricted to TCP or UDP.
+func natEchoDNATs(ruleset string, plan Plan) []echoDNAT {
+	var out []echoDNAT
+	inNAT := false
+	for _, l := range strings.Split(ruleset, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "*") {
+			inNAT = l == "*nat"
+			continue
 		}
+		if !inNAT || !dnatRe.MatchString(l) || strings.Contains(l, " -p tcp") || strings.Contains(l, " -p udp") {
+			continue
+		}
+		d := echoDNAT{output: strings.HasPrefix(l, "-A OUTPUT ")}
+		if !d.output && !strings.HasPrefix(l, "-A PREROUTING ") {
+			continue
+		}
+		f := strings.Fields(l)
+		for i := 0; i+1 < len(f); i++ {
+			neg := i > 0 && f[i-1] == "!"
+			switch f[i] {
+			case "-s", "--source", "--src":
+				d.src = parseAddrCond(f[i+1], neg)
+			case "-d", "--destination", "--dst":
+				d.dst = parseAddrCond(f[i+1], neg)
+			}
+		}
+		if strings.Contains(l, "-j REDIRECT") {
+			d.to = plan.FwAddrs()
+		} else if m := natDNATToRe.FindStringSubmatch(l); m != nil {
+			lo, hi, ok := dnatAddrRange(m[1], plan)
+			if !ok {
+				continue // ports alone: the destination is kept
+			}
+			for a := lo; a.IsValid() && a.Compare(hi) <= 0 && len(d.to) < maxEchoDNATAddrs; a = a.Next() {
+				d.to = append(d.to, a)
+			}
+		}
+		out = append(out, d)
 	}
-	return false
+	return out
+}
+
+// parseAddrCond reads a -s or -d value (an address or a prefix); a form
+// it cannot read (a non-contiguous mask) leaves the condition unset.
+func parseAddrCond(v string, neg bool) addrCond {
+	if pfx, err := netip.ParsePrefix(v); err == nil {
+		return addrCond{set: true, neg: neg, prefix: pfx.Masked()}
+	}
+	if a, err := netip.ParseAddr(v); err == nil {
+		return addrCond{set: true, neg: neg, prefix: netip.PrefixFrom(a, a.BitLen())}
+	}
+	return addrCond{}
 }
 
 // dnatRe finds a destination translation's target.

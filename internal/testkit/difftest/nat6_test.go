@@ -131,3 +131,56 @@ func TestNATRandomPorts6(t *testing.T) {
 		}
 	}
 }
+
+// TestNATEchoClashDNAT: with rules translating echo requests'
+// destinations, a request from another source to an address a DNAT sent
+// an earlier request to (or to one a DNAT may send it to) is left out,
+// as two requests to one destination are (difftest nat6 seed 48); one a
+// rule cannot have sent there, or to another address, is kept.
+func TestNATEchoClashDNAT(t *testing.T) {
+	plan := NewPlan(ir.IPv6, DefaultSubnet)
+	a := func(s string) netip.Addr { return netip.MustParseAddr(s) }
+	echo := func(from Origin, src, dst netip.Addr) Probe {
+		eth := nettest.Ethernet{Dst: plan.FwInMAC, Src: plan.GenMAC}
+		if from == FromSink {
+			eth = nettest.Ethernet{Dst: plan.FwOutMAC, Src: plan.SinkMAC}
+		}
+		pkt := nettest.IPv6{Src: src, Dst: dst}.Packet(nettest.ICMPv6{Type: nettest.ICMPv6EchoRequest, Payload: []byte("x")})
+		return Probe{From: from, Path: PathForward, Frames: [][]byte{eth.Frame(pkt)}}
+	}
+	const notSink = "*nat\n-A PREROUTING ! -d fd00:42:2::/64 -j DNAT --to-destination fd00:42:2::2 --persistent\n" +
+		"-A POSTROUTING ! -o in0 -p ipv6-icmp -m icmp6 --icmpv6-type echo-request -j SNAT --to-source 2001:db8:2::1e-2001:db8:2::21\nCOMMIT\n"
+	const farGen = "*nat\n-A PREROUTING -d 2001:db8:1::/48 -j DNAT --to-destination fd00:42:2::2\nCOMMIT\n"
+	const toRange = "*nat\n-A PREROUTING -d fd00:42:1::1 -j DNAT --to-destination 2001:db8:2::1e-2001:db8:2::21\nCOMMIT\n"
+	const tcpOnly = "*nat\n-A PREROUTING -p tcp -j DNAT --to-destination fd00:42:2::2\nCOMMIT\n"
+	fromSink := echo(FromSink, a("fd00:42:100::2"), a("2001:db8:1:3c21::1"))
+	tests := []struct {
+		name    string
+		ruleset string
+		first   Probe
+		then    Probe
+		dropped bool
+	}{
+		{"DNATed to the address the next one is for", notSink, fromSink,
+			echo(FromGen, a("2001:db8:1:d645::1"), plan.Sink), true},
+		{"another address", notSink, fromSink, echo(FromGen, a("2001:db8:1:d645::1"), a("fd00:42:2::3")), false},
+		{"the rule's condition leaves the first out", farGen, echo(FromSink, a("fd00:42:100::2"), a("2001:db8:2::5")),
+			echo(FromGen, a("2001:db8:1:d645::1"), plan.Sink), false},
+		{"the rule's condition takes the first", farGen, fromSink, echo(FromGen, a("fd00:42:1::2"), plan.Sink), true},
+		{"an address of the range", toRange, echo(FromGen, plan.Gen, plan.FwIn),
+			echo(FromSink, plan.Sink, a("2001:db8:2::20")), true},
+		{"TCP only", tcpOnly, fromSink, echo(FromGen, a("2001:db8:1:d645::1"), plan.Sink), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			seen, bySrc := map[netip.Addr]netip.Addr{}, map[netip.Addr]netip.Addr{}
+			dnats := natEchoDNATs(tt.ruleset, plan)
+			if natEchoClash(tt.first, plan, seen, dnats, bySrc) {
+				t.Fatal("the first probe left out")
+			}
+			if got := natEchoClash(tt.then, plan, seen, dnats, bySrc); got != tt.dropped {
+				t.Errorf("left out %v, want %v", got, tt.dropped)
+			}
+		})
+	}
+}
