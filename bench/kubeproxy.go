@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/kubeproxy"
-	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
 // The kube-proxy section (issue 19): kube-proxy's own rulesets of N
@@ -48,9 +47,12 @@ type kpRow struct {
 
 // kpPacket is xfw's per-packet cost at one size.
 type kpPacket struct {
-	Services int           `json:"services"`
-	Cases    []progRunCase `json:"cases"`
-	Error    string        `json:"error,omitempty"`
+	Services int              `json:"services"`
+	Cases    []kpPacketResult `json:"cases"`
+	// Floor is a single timed run of a program that only passes the
+	// frame: the part of each case's number that is not xfw's.
+	Floor stats  `json:"floor"`
+	Error string `json:"error,omitempty"`
 }
 
 // kpSection is the section's result.
@@ -68,7 +70,7 @@ var kpNotes = []string{
 	"sync, nothing changed: kube-proxy's partial sync when no service changed (iptables-restore --noflush of the filter table, nat's fixed chains and one service's chains as they are).",
 	"update: kube-proxy's partial sync after one service's first endpoint moved (iptables-restore --noflush of the filter table, the nat table's fixed chains with every service's KUBE-SERVICES jump, the service's chains and the -X of its old KUBE-SEP chain; nftables: flush and rewrite of the service's chains, delete of the old endpoint chain); alternately moved and moved back.",
 	"Every system loads kube-proxy's exact rulesets (DNAT, MASQUERADE --random-fully, --ctstate DNAT); \"xfw --test\" is xfw iptables-restore --test of the full sync (parse and checks, no load).",
-	"per packet: xfw only (BPF_PROG_TEST_RUN of xfw_xdp, the ruleset with DNAT and MASQUERADE written as ACCEPT (same chains, statistic and mark rules: the walk to the endpoint's rule, without the translation, which a repeated test run would find established), a TCP SYN from a pod address to the ClusterIP of the first / last service, ns per run, median of the repetitions). The kernel's per-packet cost is not measured here.",
+	"per packet: xfw only: BPF_PROG_TEST_RUN of xfw_xdp on kube-proxy's exact ruleset (DNAT, MASQUERADE; XDP fast path off, ingress_ifindex fw's ingress veth). first packet: a new connection's SYN from a pod address in the cluster CIDR (a new source address and port each) to the ClusterIP of the first / last service: the route lookup, a new connection, nat PREROUTING's walk KUBE-SERVICES → KUBE-SVC → KUBE-SEP, the DNAT to an endpoint, the second route lookup, FORWARD and nat POSTROUTING; later packet: the same frame again (the connection known: translated before routing, no nat walk). One run per call (a repeated run on one buffer would time later packets of a translated connection); every run must return XDP_PASS with the frame addressed to one of the service's endpoints (a later packet to its first's), and the service's KUBE-SEP DNAT rules must count every first packet and no later one, or the row is an error. ns per run: median of the 2,000 connections of a repetition, median (min–max) of the repetitions; floor: one timed run of a program that only returns XDP_PASS (the test run's clock read, included in every column). The kernel's per-packet cost is not measured here.",
 }
 
 // runKubeProxy is `xfwbench kubeproxy`.
@@ -135,9 +137,9 @@ func runKubeProxy(args []string) error {
 
 // kpTexts are the inputs of one size.
 type kpTexts struct {
-	svcs                  []kubeproxy.Service
-	opts                  kubeproxy.Options
-	full, fullAccept, nft string
+	svcs      []kubeproxy.Service
+	opts      kubeproxy.Options
+	full, nft string
 	// fullMoved, nftMoved are the full syncs after the changed service's
 	// endpoint moved (update[0]'s state): timed restores alternate
 	// between them and full, nft, so that each changes a service.
@@ -159,7 +161,6 @@ func kpGenerate(n, m int) (*kpTexts, error) {
 	t := &kpTexts{svcs: svcs, opts: o}
 	real, accept := kubeproxy.IPTablesOptions{Bootstrap: true}, kubeproxy.IPTablesOptions{Bootstrap: true, NATAsAccept: true}
 	t.full = kubeproxy.IPTables(svcs, o.ClusterCIDR, real)
-	t.fullAccept = kubeproxy.IPTables(svcs, o.ClusterCIDR, accept)
 	t.nft = "add table ip kube-proxy\ndelete table ip kube-proxy\n" +
 		kubeproxy.NFTables(svcs, o.ServiceCIDR, o.ClusterCIDR, fwInAddr)
 	changed := n / 2
@@ -231,6 +232,11 @@ func kpMeasure(ctx context.Context, bin string, n, m, reps int) ([]kpRow, kpPack
 	pkt := kpPacket{Services: n}
 	if err := kpPerPacket(ctx, t, reps, &pkt); err != nil {
 		pkt.Error = err.Error()
+		progress("kubeproxy: per packet at %s services: %s", humanCount(n), pkt.Error)
+	}
+	for _, c := range pkt.Cases {
+		progress("kubeproxy: per packet at %s services, %s: first packet %.0f ns, later packet %.0f ns",
+			humanCount(n), c.Name, c.First.Median, c.Later.Median)
 	}
 	return rows, pkt, ctx.Err()
 }
@@ -296,49 +302,6 @@ func kpSystem(ctx context.Context, bin, system string, t *kpTexts, reps int, row
 	return nil
 }
 
-// kpPerPacket times xfw_xdp on a SYN to the first and the last service.
-func kpPerPacket(ctx context.Context, t *kpTexts, reps int, pkt *kpPacket) error {
-	topo, err := newTopology(ctx, "kubeproxy-pkt")
-	if err != nil {
-		return err
-	}
-	defer topo.Close()
-	// Routes to the ClusterIPs and the endpoints, through sink.
-	for _, p := range []netip.Prefix{t.opts.ServiceCIDR, t.opts.EndpointCIDR} {
-		if err := mustIn(ctx, topo.FwNS, "ip", "route", "add", p.String(), "via", sinkAddr.String()); err != nil {
-			return err
-		}
-	}
-	pod := netip.MustParseAddr("10.100.0.7") // in the cluster CIDR: no masquerade
-	return nettest.InNamespace(topo.FwNS, func() error {
-		var row progRunRow
-		if _, err := applyTextInProcess(t.fullAccept, &row); err != nil {
-			return err
-		}
-		prog, err := attachedXDP(topo.FwIn)
-		if err != nil {
-			return err
-		}
-		defer prog.Close()
-		if err := pinSelf(fwCPU); err != nil {
-			return err
-		}
-		for _, c := range []struct {
-			name string
-			svc  *kubeproxy.Service
-		}{{"first service", &t.svcs[0]}, {"last service", &t.svcs[len(t.svcs)-1]}} {
-			frame := synFrame(topo, pod, c.svc.ClusterIP, 40000, c.svc.Port, 1)
-			pc, err := timeFrame(prog, frame, reps)
-			if err != nil {
-				return fmt.Errorf("%s: %w", c.name, err)
-			}
-			pc.Name = c.name
-			pkt.Cases = append(pkt.Cases, pc)
-		}
-		return nil
-	})
-}
-
 // kpMarkdown renders the section.
 func kpMarkdown(sec *kpSection) string {
 	var b strings.Builder
@@ -368,13 +331,17 @@ func kpMarkdown(sec *kpSection) string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", humanCount(r.Services), r.System, cell(r.Restore), cell(r.Update), unchanged, test)
 	}
-	b.WriteString("\n| services | xfw ns/packet, first service | last service |\n|---:|---:|---:|\n")
+	b.WriteString("\n| services | xfw ns, first packet, first service | later packet | first packet, last service | later packet | floor (XDP_PASS) |\n|---:|---:|---:|---:|---:|---:|\n")
+	ns := func(s stats) string { return fmt.Sprintf("%.0f (%.0f–%.0f)", s.Median, s.Min, s.Max) }
 	for _, p := range sec.Packets {
-		cells := []string{"error", "error"}
+		cells := []string{"error", "error", "error", "error", "error"}
 		for i, c := range p.Cases {
-			cells[i] = fmt.Sprintf("%.0f (%.0f–%.0f)", c.Ns.Median, c.Ns.Min, c.Ns.Max)
+			cells[2*i], cells[2*i+1] = ns(c.First), ns(c.Later)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", humanCount(p.Services), cells[0], cells[1])
+		if p.Error == "" {
+			cells[4] = ns(p.Floor)
+		}
+		fmt.Fprintf(&b, "| %s | %s |\n", humanCount(p.Services), strings.Join(cells, " | "))
 	}
 	for _, r := range sec.Rows {
 		if r.Error != "" {
