@@ -117,6 +117,10 @@ struct xfw_pkt {
 			    * found them (REJECT echoes them: reject_opts.h);
 			    * in the padding before mark, cleared with the
 			    * rest, 0 at TC */
+	__u8 nosock;       /* at TC, a packet of OUTPUT without a socket
+			    * (recent_mt's "no skb->sk": -m recent takes
+			    * the TTL one higher, recent.h), set by the TC
+			    * hooks; 0 at XDP (the last padding byte) */
 	__u32 mark;        /* the packet's mark as the walk has it (mark.h):
 			    * set by the hooks, changed by MARK entries */
 	__u32 owner;       /* XFW_OWNER_F_* of the packet's socket (owner.h):
