@@ -13,7 +13,8 @@
  *    a transport header shorter than 20 bytes or than its data offset
  *    drops the packet (the kernel's NF_DROP); the new MSS is the lowest
  *    --set-mss of the walk and, for --clamp-mss-to-pmtu, the smaller of
- *    the output and input devices' MTUs minus 40 (IPv6: 60) bytes (an MTU
+ *    the MTUs of the packet's route and of the route back to its source
+ *    (xfw_mangle_mtu_xdp) minus 40 (IPv6: 60) bytes (an MTU
  *    not above that drops); the options walked as -m tcpmss walks them
  *    (tcpopt.h), the first MSS option lowered, never raised. A segment
  *    without an MSS option and without data, whose header has room, gets
@@ -30,7 +31,8 @@
  * an ACCEPT when .mangle is set; headers copied to the stack, option bytes
  * to the hook's scratch (struct xfw_xdp_scratch .opt).
  *
- * Includes: common.h, parse.h, xfw_maps.h, tcpopt.h, mangle.h.
+ * Includes: common.h, parse.h, xfw_maps.h, tcpopt.h, mangle.h, local.h,
+ * mark_route.h, route.h.
  */
 #ifndef XFW_MANGLE_APPLY_H
 #define XFW_MANGLE_APPLY_H
@@ -43,6 +45,9 @@
 #include "xfw_maps.h"
 #include "tcpopt.h"
 #include "mangle.h"
+#include "local.h"
+#include "mark_route.h"
+#include "route.h"
 
 #define XFW_MG_IP4_HDR 20  /* struct iphdr */
 #define XFW_MG_IP6_HDR 40  /* struct ipv6hdr */
@@ -281,29 +286,96 @@ static __always_inline __u32 xfw_mg_dev_mtu(void *ctx, __u32 ifindex)
 	return mtu;
 }
 
-/* xfw_mangle_mtu_xdp gives p the path MTU --clamp-mss-to-pmtu clamps to
- * (the smaller of the output and input devices' MTUs; ifs as for
- * xfw_mangle_xdp) before the walk, for -m tcpmss after a clamping rule.
- * A global function. */
+/* XFW_MG_MTU_PROBE is the length the path-MTU look-ups ask a route to
+ * take: longer than any MTU below 65535, so bpf_fib_lookup answers
+ * BPF_FIB_LKUP_RET_FRAG_NEEDED with the route's MTU in mtu_result. */
+#define XFW_MG_MTU_PROBE 0xffff
+
+/* xfw_mg_route_mtu returns the MTU of the route lookup fib finds (the
+ * caller set its flow, device and flags): bpf_fib_lookup's mtu_result, a
+ * route's locked MTU (`ip route ... mtu lock N`), a learned path MTU or the
+ * device's; when the lookup gives none (no route, forwarding off) dev's
+ * MTU (0: none). The answer FRAG_NEEDED leaves fib->ifindex as it was. */
+static __always_inline __u32 xfw_mg_route_mtu(void *ctx, struct bpf_fib_lookup *fib, __u32 flags,
+					      __u32 dev)
+{
+	fib->tot_len = XFW_MG_MTU_PROBE;
+	if (bpf_fib_lookup(ctx, fib, sizeof(*fib), flags) == BPF_FIB_LKUP_RET_FRAG_NEEDED &&
+	    fib->mtu_result)
+		return fib->mtu_result;
+	return dev ? xfw_mg_dev_mtu(ctx, dev) : 0;
+}
+
+/* xfw_mg_reverse_mtu returns the MTU of tcpmss_reverse_mtu's route: to the
+ * packet's source, a flow of nothing else, as an output lookup (from
+ * loopback); 0 when it reports none (a local source's route is loopback's,
+ * whose MTU is above any other). */
+static __always_inline __u32 xfw_mg_reverse_mtu(void *ctx, struct xfw_pkt *p)
+{
+	struct bpf_fib_lookup fib = {};
+
+	fib.ifindex = XFW_LOOPBACK_IFINDEX;
+	if (p->fam == 0) {
+		fib.family = AF_INET;
+		fib.ipv4_dst = bpf_htonl((__u32)p->src_lo);
+	} else {
+		fib.family = AF_INET6;
+		fib.ipv6_dst[0] = bpf_htonl(p->src_hi >> 32);
+		fib.ipv6_dst[1] = bpf_htonl((__u32)p->src_hi);
+		fib.ipv6_dst[2] = bpf_htonl(p->src_lo >> 32);
+		fib.ipv6_dst[3] = bpf_htonl((__u32)p->src_lo);
+	}
+	return xfw_mg_route_mtu(ctx, &fib, 0, 0);
+}
+
+/* xfw_mg_forward_mtu returns the MTU of the route of p out of device oif
+ * as looked up from device from (the input device, or loopback for the
+ * host's packets) with p's flow and mark, else oif's MTU. */
+static __always_inline __u32 xfw_mg_forward_mtu(void *ctx, struct xfw_pkt *p, __u32 from, __u32 oif)
+{
+	struct bpf_fib_lookup fib = {};
+	__u32 flags = 0;
+
+	fib.ifindex = from;
+	xfw_fib_flow(&fib, p);
+	if (p->mark)
+		flags = xfw_fib_mark(&fib, p->mark);
+	return xfw_mg_route_mtu(ctx, &fib, flags, oif);
+}
+
+/* xfw_mangle_mtu_xdp gives p the path MTU --clamp-mss-to-pmtu clamps to,
+ * as xt_TCPMSS: the smaller of the MTUs of the packet's route (out of
+ * ifs >> 32) and of the route back to its source (the input device's MTU
+ * when that lookup reports none); ifs as for xfw_mangle_xdp. Called before
+ * the walk, for -m tcpmss after a clamping rule, and by the rewrite. A
+ * global function. */
 __attribute__((noinline)) int xfw_mangle_mtu_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u64 ifs)
 {
 	__u32 a, b;
 
 	if (!ctx || !p)
 		return 0;
-	a = xfw_mg_dev_mtu(ctx, ifs >> 32);
-	b = xfw_mg_dev_mtu(ctx, (__u32)ifs);
+	a = xfw_mg_forward_mtu(ctx, p, (__u32)ifs, ifs >> 32);
+	b = xfw_mg_reverse_mtu(ctx, p);
+	if (!b)
+		b = xfw_mg_dev_mtu(ctx, (__u32)ifs);
 	p->clamp_mtu = b && b < a ? b : a;
 	return 0;
 }
 
-/* xfw_mangle_mtu_tc is xfw_mangle_mtu_xdp at TC egress: the output
- * device's MTU (a local packet's reverse route is loopback's). */
+/* xfw_mangle_mtu_tc is xfw_mangle_mtu_xdp at TC egress: the MTU of the
+ * packet's output route out of skb->ifindex (a local packet's reverse
+ * route is loopback's, and a reverse route reported smaller still counts).
+ * A global function. */
 __attribute__((noinline)) int xfw_mangle_mtu_tc(struct __sk_buff *skb, struct xfw_pkt *p)
 {
+	__u32 a, b;
+
 	if (!skb || !p)
 		return 0;
-	p->clamp_mtu = xfw_mg_dev_mtu(skb, skb->ifindex);
+	a = xfw_mg_forward_mtu(skb, p, XFW_LOOPBACK_IFINDEX, skb->ifindex);
+	b = xfw_mg_reverse_mtu(skb, p);
+	p->clamp_mtu = b && b < a ? b : a;
 	return 0;
 }
 
@@ -312,17 +384,15 @@ __attribute__((noinline)) int xfw_mangle_mtu_tc(struct __sk_buff *skb, struct xf
 static __always_inline int xfw_mg_mss_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u8 *h,
 					  __u64 ifs)
 {
-	__u32 mtu = 0, mtu2, old = 0, hl = 0, f, off, pseudo;
+	__u32 mtu = 0, old = 0, hl = 0, f, off, pseudo;
 	__u8 v[2];
 	int mss = 0, at;
 
 	if (p->proto != IPPROTO_TCP || p->frag)
 		return 0;
 	if (p->mangle & XFW_MG_CLAMP) {
-		mtu = xfw_mg_dev_mtu(ctx, ifs >> 32);
-		mtu2 = xfw_mg_dev_mtu(ctx, (__u32)ifs);
-		if (mtu2 && mtu2 < mtu)
-			mtu = mtu2;
+		xfw_mangle_mtu_xdp(ctx, p, ifs);
+		mtu = p->clamp_mtu;
 	}
 	at = xfw_mg_mss_plan(ctx, 1, p, mtu, &old, &hl, &mss);
 	if (at == XFW_MG_PLAN_ADD)
@@ -438,8 +508,10 @@ static __always_inline int xfw_mg_mss_tc(struct __sk_buff *skb, struct xfw_pkt *
 
 	if (p->proto != IPPROTO_TCP || p->frag)
 		return 0;
-	if (p->mangle & XFW_MG_CLAMP)
-		mtu = xfw_mg_dev_mtu(skb, skb->ifindex);
+	if (p->mangle & XFW_MG_CLAMP) {
+		xfw_mangle_mtu_tc(skb, p);
+		mtu = p->clamp_mtu;
+	}
 	at = xfw_mg_mss_plan(skb, 0, p, mtu, &old, &hl, &mss);
 	if (at == XFW_MG_PLAN_ADD)
 		return xfw_mg_add_mss_tc(skb, p, hl, mss);

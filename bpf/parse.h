@@ -125,10 +125,15 @@ struct xfw_pkt {
 			    * found them (REJECT echoes them: reject_opts.h);
 			    * in the padding before mark, cleared with the
 			    * rest, 0 at TC */
-	__u8 nat_pre;      /* XFW_NATPRE_*: what the XDP hook's translation
+	/* The last byte of padding before mark holds two small fields, 0
+	 * where not set. */
+	__u8 nat_pre : 2;  /* XFW_NATPRE_*: what the XDP hook's translation
 			    * before routing (nat_icmp.h xfw_nat_pre) did to
-			    * a packet without ports; in the last byte of
-			    * padding before mark, 0 at TC */
+			    * a packet without ports; 0 at TC */
+	__u8 nosock : 1;   /* at TC, a packet of OUTPUT without a socket
+			    * (recent_mt's "no skb->sk": -m recent takes
+			    * the TTL one higher, recent.h), set by the TC
+			    * hooks; 0 at XDP */
 	__u32 mark;        /* the packet's mark as the walk has it (mark.h):
 			    * set by the hooks, changed by MARK entries */
 	__u32 owner;       /* XFW_OWNER_F_* of the packet's socket (owner.h):

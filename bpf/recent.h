@@ -224,8 +224,11 @@ static __always_inline int xfw_recent_match(__u32 slot, __u32 arg, const struct 
 {
 	__u32 k = arg & ~XFW_RC_ARG_FWD;
 	__u32 idx = slot * XFW_RECENT_RULES + (k & (XFW_RECENT_RULES - 1));
-	/* "use TTL as seen before forwarding": FORWARD's p->ttl is one less. */
-	__u8 ttl = p->ttl + !!(arg & XFW_RC_ARG_FWD);
+	/* "use TTL as seen before forwarding": recent_mt adds one when the
+	 * packet has an output device and no socket: FORWARD's p->ttl is one
+	 * less (XFW_RC_ARG_FWD), as is that of an OUTPUT packet without a
+	 * socket (p->nosock, REJECT's resets). */
+	__u8 ttl = p->ttl + !!(arg & XFW_RC_ARG_FWD) + p->nosock;
 	struct xfw_rc_scratch *s;
 	struct xfw_rc_rule *r;
 	struct xfw_rc_list *l;

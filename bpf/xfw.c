@@ -812,6 +812,9 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	p->mark = 0; /* the kernel's reply is unmarked (fwmark_reflect off) */
 	st->route_mark = 0;
 	p->owner = 0; /* and owned by no socket (-m owner) */
+	/* -m recent: nf_send_reset's reset has no socket (the TTL one
+	 * higher), icmp_send's error the ICMP socket. */
+	p->nosock = p->proto == IPPROTO_TCP;
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	if (st->slot == XFW_NO_SLOT)
 		return XFW_ACT_ACCEPT;
@@ -1076,6 +1079,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	}
 	oif = skb->ifindex;
 	xfw_owner_tc(skb, p, st->slot);
+	p->nosock = !skb->sk; /* -m recent's TTL (recent.h) */
 	/* A later packet of a connection nat OUTPUT translated: translated
 	 * and routed again before tracking (nat_out.h). */
 	route = xfw_nat_out_pre_tc(skb, p);

@@ -132,19 +132,21 @@ func mangleSYN(fam int, port uint16, opt int) func(tp *nettest.Topology) []byte 
 	}
 }
 
-// rawSYNScript sends a TCP SYN without options from a raw socket (the
-// kernel adds the IP header and OUTPUT sees it): argv destination,
-// source (for the checksum's pseudo-header), port.
+// rawSYNScript sends a TCP SYN from a raw socket (the kernel adds the IP
+// header and OUTPUT sees it): argv destination, source (for the
+// checksum's pseudo-header), port, and optionally the value of an MSS
+// option (without it the SYN has no options).
 const rawSYNScript = `
 import socket, struct, sys
 dst, src, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+opts = struct.pack("!BBH", 2, 4, int(sys.argv[4])) if len(sys.argv) > 4 else b""
 fam = socket.AF_INET6 if ":" in dst else socket.AF_INET
 def csum(b):
     if len(b) % 2: b += b"\0"
     s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
     while s >> 16: s = (s & 0xffff) + (s >> 16)
     return ~s & 0xffff
-seg = struct.pack("!HHIIBBHHH", 41003, port, 7, 0, 5 << 4, 2, 1024, 0, 0)
+seg = struct.pack("!HHIIBBHHH", 41003, port, 7, 0, (5 + len(opts) // 4) << 4, 2, 1024, 0, 0) + opts
 ps = socket.inet_pton(fam, src) + socket.inet_pton(fam, dst)
 ps += struct.pack("!HH", 6, len(seg)) if fam == socket.AF_INET else struct.pack("!IxxxB", len(seg), 6)
 seg = seg[:16] + struct.pack("!H", csum(ps + seg)) + seg[18:]

@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
+)
+
+// TCPMSS --clamp-mss-to-pmtu against the kernel when routes, not devices,
+// set the path MTU: xt_TCPMSS clamps to the smaller of the MTUs of the
+// packet's route and of the route back to its source. fw's host routes
+// to sink and to gen lock smaller MTUs than the devices' 1500
+// (`ip route ... mtu lock N`): first only the route to sink, then both.
+
+// tcpmssRouteRuleset clamps forwarded SYNs to port 8005 and counts the
+// MSS before the rewrite (1460) and after it: clamped to the route to
+// sink's MTU (FWD) or to the route back to gen's (REV); and fw's own SYNs
+// to port 8006 in OUTPUT (the route back, to fw's address, is loopback's).
+const tcpmssRouteRuleset = `*mangle
+-A FORWARD -p tcp -m tcp --dport 8005 -m tcpmss --mss 1460
+-A FORWARD -p tcp -m tcp --dport 8005 --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu
+-A FORWARD -p tcp -m tcp --dport 8005 -m tcpmss --mss FWD
+-A POSTROUTING -p tcp -m tcp --dport 8005 -m tcpmss --mss REV
+-A OUTPUT -p tcp -m tcp --dport 8006 -m tcpmss --mss 1460
+-A OUTPUT -p tcp -m tcp --dport 8006 --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu
+-A OUTPUT -p tcp -m tcp --dport 8006 -m tcpmss --mss FWD
+-A POSTROUTING -p tcp -m tcp --dport 8006 -m tcpmss --mss FWD
+COMMIT
+*filter
+COMMIT
+`
+
+// tcpmssRouteMTUs are the locked MTUs of fw's host routes to sink and to
+// gen (IPv6's at least its minimum MTU, 1280).
+var tcpmssRouteMTUs = map[int][2]int{4: {1300, 1250}, 6: {1300, 1290}}
+
+// tcpmssRoute adds fw's host route of family fam to addr by device dev
+// with the locked MTU mtu.
+func tcpmssRoute(t *testing.T, tp *nettest.Topology, fam int, addr, dev string, mtu int) {
+	t.Helper()
+	plen := "/32"
+	if fam == 6 {
+		plen = "/128"
+	}
+	nettest.MustExec(t, tp.FwNS, "ip", fmt.Sprintf("-%d", fam), "route", "add", addr+plen, "dev", dev,
+		"mtu", "lock", fmt.Sprint(mtu))
+}
+
+// TestTCPMSSRouteMTUAgainstKernel checks --clamp-mss-to-pmtu with route
+// MTUs against the kernel, in both families: the SYN's MSS at sink and
+// every rule's counters.
+func TestTCPMSSRouteMTUAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy")
+	tw := newTwins(t, xfwPath(t))
+	for _, fam := range []int{4, 6} {
+		mtus, hdr := tcpmssRouteMTUs[fam], 40
+		if fam == 6 {
+			hdr = 60
+		}
+		rules := strings.NewReplacer("FWD", fmt.Sprint(mtus[0]-hdr), "REV", fmt.Sprint(mtus[1]-hdr)).
+			Replace(tcpmssRouteRuleset)
+		tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+			fw.restore(t, tp, fam, rules)
+			tcpmssRoute(t, tp, fam, mangleSinkAddr(tp, fam).String(), nettest.FwOutIfname, mtus[0])
+		})
+		if t.Failed() {
+			return
+		}
+		tcpmssRouteProbe(t, tw, typeProbe{name: "the route to sink's MTU", fam: fam,
+			frame: mangleSYN(fam, 8005, synMSS1460)}, 8005, mtus[0]-hdr)
+		tcpmssRouteProbe(t, tw, typeProbe{name: "fw's raw SYN: the route to sink's MTU (at TC)", fam: fam,
+			cmd: rawSYNWithMSSFromFw(fam, 8006, 1460)}, 8006, mtus[0]-hdr)
+		tw.each(func(_ string, tp *nettest.Topology, _ firewall) {
+			gen := tp.Gen.IPv4.String()
+			if fam == 6 {
+				gen = tp.Gen.IPv6.String()
+			}
+			tcpmssRoute(t, tp, fam, gen, nettest.FwInIfname, mtus[1])
+		})
+		tcpmssRouteProbe(t, tw, typeProbe{name: "the smaller MTU of the route back to gen", fam: fam,
+			frame: mangleSYN(fam, 8005, synMSS1460)}, 8005, mtus[1]-hdr)
+	}
+}
+
+// rawSYNWithMSSFromFw is rawSYNFromFw's command with an MSS option of
+// value mss in the SYN.
+func rawSYNWithMSSFromFw(fam int, port uint16, mss int) func(tp *nettest.Topology) []string {
+	return func(tp *nettest.Topology) []string {
+		return append(rawSYNFromFw(fam, port)(tp), fmt.Sprint(mss))
+	}
+}
+
+// tcpmssRouteProbe sends probe pr, a SYN with MSS 1460 to sink's port,
+// through both twins and compares the counters and the MSS sink sees,
+// which must be want.
+func tcpmssRouteProbe(t *testing.T, tw *twins, pr typeProbe, port uint16, want int) {
+	t.Helper()
+	mp := mangleProbe{typeProbe: pr, at: "sink", port: port, want: fmt.Sprintf("mss %d", want)}
+	caps := map[string]*nettest.Capture{}
+	var mu sync.Mutex
+	tw.each(func(kind string, tp *nettest.Topology, _ firewall) {
+		c := nettest.StartCapture(t, tp.SinkNS, nettest.SinkIfname, func(c nettest.Captured) bool {
+			return mangleCaptured(c, pr.fam, port)
+		})
+		mu.Lock()
+		caps[kind] = c
+		mu.Unlock()
+	})
+	compareTableCounters(t, tw, pr, false)
+	compareMangled(t, caps, mp)
+}
