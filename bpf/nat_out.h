@@ -374,7 +374,11 @@ static __always_inline int xfw_nat_in_direct(struct xdp_md *ctx, struct xfw_pkt 
 	struct xfw_rl_cfg *c;
 	__u32 zero = 0;
 
-	if (xfw_martian(p) || xfw_src_is_ours(p))
+	/* IPv4's limited broadcast (xfw_martian 2) is delivered where it
+	 * arrived once fib_validate_source accepts the source
+	 * (ip_route_input_slow's brd_input): the checks below; the loopback
+	 * detour would not deliver it (difftest nat seed 117). */
+	if (xfw_martian(p) == 1 || xfw_src_is_ours(p))
 		return 0;
 	/* IPv6 input routing has no source check beyond ip6_rcv_core's
 	 * (xfw_martian): no reverse-path filter, a source of the host's own

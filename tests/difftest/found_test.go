@@ -505,3 +505,28 @@ func TestNATInputSnatUnroutedReset(t *testing.T) {
 	checkObserved(t, s, difftest.Case{Name: "nat INPUT SNAT, RST without a route", Ruleset: ruleset, Corpus: corpus},
 		[2]int{3, 3}, "both segments at fw's sockets, the second one's RST at gen")
 }
+
+// TestNATInputSnatBroadcast compares nat INPUT's SNAT of a TCP segment to
+// the limited broadcast address: the kernel's input routing delivers it
+// (ip_route_input_slow's brd_input, the source accepted by
+// fib_validate_source: reverse-path filtering is off in the test
+// topology) and the raw sockets get it from the new source; xfw sent the
+// translated segment through loopback, which does not deliver a broadcast
+// (difftest nat seed 117). Each firewall must show the segment at fw's
+// sockets.
+func TestNATInputSnatBroadcast(t *testing.T) {
+	s := session(t, ir.IPv4, func(c *difftest.Config) { c.Conntrack = true })
+	p := s.Plan()
+	newSrc := p.FarSink.Addr().Next().Next().Next() // .3, routed through sink
+	ruleset := fmt.Sprintf("*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n"+
+		"-A INPUT -i in0 -p tcp -j SNAT --to-source %s\nCOMMIT\n"+
+		"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n", newSrc)
+	pkt := nettest.IPv4{Src: p.Gen, Dst: netip.MustParseAddr("255.255.255.255")}.Packet(nettest.TCP{SrcPort: 20249, DstPort: 1,
+		Flags: nettest.TCPSyn, Window: 512, Payload: []byte("to everyone")})
+	frame := nettest.Ethernet{Dst: p.FwInMAC, Src: p.GenMAC}.Frame(pkt)
+	corpus := &difftest.Corpus{Probes: []difftest.Probe{
+		{From: difftest.FromGen, Path: difftest.PathInput, Frames: [][]byte{frame}, Note: "tcp to broadcast"},
+	}}
+	checkObserved(t, s, difftest.Case{Name: "nat INPUT SNAT, TCP to broadcast", Ruleset: ruleset, Corpus: corpus},
+		[2]int{1, 1}, "the segment at fw's sockets")
+}
