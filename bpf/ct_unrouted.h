@@ -18,8 +18,11 @@
  * device; nor loopback traffic (tracked once, at OUTPUT) and later
  * fragments (the first one stands for its datagram, frag.h).
  *
- * Conventions: xfw_ct_unrouted is a global function (verified once), called
- * only while the generation tracks (xfw_ct_active).
+ * xfw_ct_unrouted_tc does the same at TC egress for the host's packets the
+ * nat OUTPUT hook drops, its translated destination without a route.
+ *
+ * Conventions: xfw_ct_unrouted and xfw_ct_unrouted_tc are global functions
+ * (verified once), called only while the generation tracks (xfw_ct_active).
  *
  * Includes: common.h, parse.h, route.h (xfw_martian), ct.h.
  */
@@ -53,6 +56,31 @@ __attribute__((noinline)) int xfw_ct_unrouted(struct xdp_md *ctx, struct xfw_pkt
 	xfw_ct_load_xdp(ctx, p, cs);
 	xfw_ct_track(p, cs, XFW_CTM_TRACK);
 	/* The unconfirmed entry dies with the skb. */
+	cs->pending = XFW_CTP_NONE;
+	return 0;
+}
+
+/* xfw_ct_unrouted_tc tracks p, a packet of the host's own that the TC
+ * egress hook drops because the destination nat OUTPUT's hook gave it back
+ * (the reply of a connection nat INPUT's SNAT translated, a later packet
+ * of one nat OUTPUT's DNAT translated) has no route: the kernel's
+ * conntrack saw it at LOCAL_OUT before ip_route_me_harder dropped it in
+ * the nat hook, and filter OUTPUT never did. The host's RST answering a
+ * connection's first packet so closes the connection (its only reply an
+ * RST), though it never leaves: a later connection may take its
+ * translated tuple (an SNAT to a single port). A new connection is not
+ * confirmed. Returns 0. */
+__attribute__((noinline)) int xfw_ct_unrouted_tc(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	struct xfw_ct_scratch *cs;
+
+	if (!skb || !p || p->frag)
+		return 0;
+	cs = xfw_ct_scratch_get(1);
+	if (!cs)
+		return 0;
+	xfw_ct_load_tc(skb, p, cs);
+	xfw_ct_track(p, cs, XFW_CTM_TRACK);
 	cs->pending = XFW_CTP_NONE;
 	return 0;
 }

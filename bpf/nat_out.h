@@ -169,9 +169,13 @@ static __always_inline int xfw_nat_out_icmp_err(struct xfw_pkt *p)
  * reply in a connection nat INPUT's SNAT translated (the reply's wire
  * tuple), or of the host's ICMP error about a packet of the latter
  * (xfw_nat_icmp_out_tc), and routes it again.
- * Returns the new device, 0 when the packet is not translated, or
- * XFW_NAT_OUT_DROP. A global function. */
+ * Returns the new device, 0 when the packet is not translated,
+ * XFW_NAT_OUT_DROP, or XFW_NAT_OUT_NOROUTE when the translated destination
+ * has no route (the kernel's nat OUTPUT hook drops it in
+ * ip_route_me_harder, after its conntrack saw it: ct_unrouted.h
+ * xfw_ct_unrouted_tc). A global function. */
 #define XFW_NAT_OUT_DROP (~0u)
+#define XFW_NAT_OUT_NOROUTE (~1u)
 __attribute__((noinline)) __u32 xfw_nat_out_pre_tc(struct __sk_buff *skb, struct xfw_pkt *p)
 {
 	struct xfw_nat_out *o = xfw_nat_out_get();
@@ -213,7 +217,7 @@ __attribute__((noinline)) __u32 xfw_nat_out_pre_tc(struct __sk_buff *skb, struct
 			return XFW_NAT_OUT_DROP;
 	}
 	if (!xfw_nat_out_route(skb, p, o))
-		return XFW_NAT_OUT_DROP;
+		return XFW_NAT_OUT_NOROUTE;
 	return o->oif;
 }
 
@@ -370,7 +374,11 @@ static __always_inline int xfw_nat_in_direct(struct xdp_md *ctx, struct xfw_pkt 
 	struct xfw_rl_cfg *c;
 	__u32 zero = 0;
 
-	if (xfw_martian(p) || xfw_src_is_ours(p))
+	/* IPv4's limited broadcast (xfw_martian 2) is delivered where it
+	 * arrived once fib_validate_source accepts the source
+	 * (ip_route_input_slow's brd_input): the checks below; the loopback
+	 * detour would not deliver it (difftest nat seed 117). */
+	if (xfw_martian(p) == 1 || xfw_src_is_ours(p))
 		return 0;
 	/* IPv6 input routing has no source check beyond ip6_rcv_core's
 	 * (xfw_martian): no reverse-path filter, a source of the host's own

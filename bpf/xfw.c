@@ -1085,6 +1085,13 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	route = xfw_nat_out_pre_tc(skb, p);
 	if (route == XFW_NAT_OUT_DROP)
 		return TC_ACT_SHOT;
+	if (route == XFW_NAT_OUT_NOROUTE) {
+		/* Seen by the kernel's conntrack, dropped by its nat hook
+		 * before filter OUTPUT (ct_unrouted.h). */
+		if (xfw_ct_active(st->slot))
+			xfw_ct_unrouted_tc(skb, p);
+		return TC_ACT_SHOT;
+	}
 	if (route)
 		oif = route;
 	/* A walk that accepts every packet (trivial.h), of a packet nat

@@ -472,3 +472,61 @@ func resetAfterIgnoredSynAck(t *testing.T, fam ir.Family) {
 		Corpus: &difftest.Corpus{Probes: probes}}, [2]int{4, 4},
 		"the same four observations of the probes (the SYNs at gen, the SYN,ACK and the RST at fw's stack)")
 }
+
+// TestNATInputSnatUnroutedReset compares nat INPUT's SNAT to a single
+// port when the host's RST answering a connection's first segment cannot
+// leave: its destination given back (the original source) has no route.
+// The kernel's conntrack sees the RST at LOCAL_OUT, before the nat hook's
+// ip_route_me_harder drops it, and deletes the connection (its only reply
+// an RST), so the next connection from another source takes the same
+// translated tuple (the new source and port) and is delivered, and
+// answered. xfw dropped the RST before tracking it: the first connection
+// stayed, the second clashed with it and was dropped (difftest nat seed
+// 37). Each firewall must show the second segment's RST at gen (the two
+// segments at fw's sockets, the RST at gen).
+func TestNATInputSnatUnroutedReset(t *testing.T) {
+	s := session(t, ir.IPv4, func(c *difftest.Config) { c.Conntrack = true })
+	p := s.Plan()
+	newSrc := p.FarSink.Addr().Next().Next().Next() // .3, routed through sink
+	ruleset := fmt.Sprintf("*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n"+
+		"-A INPUT -p tcp -j SNAT --to-source %s:5000\nCOMMIT\n"+
+		"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n", newSrc)
+	unrouted := p.Unrouted.Addr().Next()
+	segment := func(src netip.Addr, sport uint16, flags uint16, payload string) difftest.Probe {
+		pkt := nettest.IPv4{Src: src, Dst: p.FwIn}.Packet(nettest.TCP{SrcPort: sport, DstPort: 443,
+			Flags: flags, Window: 512, Payload: []byte(payload)})
+		frame := nettest.Ethernet{Dst: p.FwInMAC, Src: p.GenMAC}.Frame(pkt)
+		return difftest.Probe{From: difftest.FromGen, Path: difftest.PathInput, Frames: [][]byte{frame}, Note: "tcp to fw"}
+	}
+	corpus := &difftest.Corpus{Probes: []difftest.Probe{
+		segment(unrouted, 3130, nettest.TCPSyn, "from an unrouted source"),
+		segment(p.Gen, 20086, nettest.TCPSyn, "from gen"),
+	}}
+	checkObserved(t, s, difftest.Case{Name: "nat INPUT SNAT, RST without a route", Ruleset: ruleset, Corpus: corpus},
+		[2]int{3, 3}, "both segments at fw's sockets, the second one's RST at gen")
+}
+
+// TestNATInputSnatBroadcast compares nat INPUT's SNAT of a TCP segment to
+// the limited broadcast address: the kernel's input routing delivers it
+// (ip_route_input_slow's brd_input, the source accepted by
+// fib_validate_source: reverse-path filtering is off in the test
+// topology) and the raw sockets get it from the new source; xfw sent the
+// translated segment through loopback, which does not deliver a broadcast
+// (difftest nat seed 117). Each firewall must show the segment at fw's
+// sockets.
+func TestNATInputSnatBroadcast(t *testing.T) {
+	s := session(t, ir.IPv4, func(c *difftest.Config) { c.Conntrack = true })
+	p := s.Plan()
+	newSrc := p.FarSink.Addr().Next().Next().Next() // .3, routed through sink
+	ruleset := fmt.Sprintf("*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n"+
+		"-A INPUT -i in0 -p tcp -j SNAT --to-source %s\nCOMMIT\n"+
+		"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n", newSrc)
+	pkt := nettest.IPv4{Src: p.Gen, Dst: netip.MustParseAddr("255.255.255.255")}.Packet(nettest.TCP{SrcPort: 20249, DstPort: 1,
+		Flags: nettest.TCPSyn, Window: 512, Payload: []byte("to everyone")})
+	frame := nettest.Ethernet{Dst: p.FwInMAC, Src: p.GenMAC}.Frame(pkt)
+	corpus := &difftest.Corpus{Probes: []difftest.Probe{
+		{From: difftest.FromGen, Path: difftest.PathInput, Frames: [][]byte{frame}, Note: "tcp to broadcast"},
+	}}
+	checkObserved(t, s, difftest.Case{Name: "nat INPUT SNAT, TCP to broadcast", Ruleset: ruleset, Corpus: corpus},
+		[2]int{1, 1}, "the segment at fw's sockets")
+}
