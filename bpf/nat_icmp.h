@@ -151,6 +151,30 @@ static __always_inline struct xfw_ct_entry *xfw_nat_quote_noports(struct xfw_nat
 	return reply_ok && (e->v.nat_flags & XFW_NAT_F_SRC) ? e : 0;
 }
 
+/* xfw_nat_quote_store_tc writes the n quoted bytes np->icmp_new holds at
+ * in, over np->icmp_old, and updates the ICMP checksum by their change.
+ * Returns -1 when a write failed. */
+static __always_inline int xfw_nat_quote_store_tc(struct __sk_buff *skb, struct xfw_pkt *p,
+						  struct xfw_nat_pend *np, __u32 in, __u32 n)
+{
+	__s64 diff;
+
+	if (n == XFW_NAT_QUOTE) {
+		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_NAT_QUOTE, (__be32 *)np->icmp_new,
+				     XFW_NAT_QUOTE, 0);
+		if (bpf_skb_store_bytes(skb, in, np->icmp_new, XFW_NAT_QUOTE, 0))
+			return -1;
+	} else {
+		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_NAT_QUOTE_UDP, (__be32 *)np->icmp_new,
+				     XFW_NAT_QUOTE_UDP, 0);
+		if (bpf_skb_store_bytes(skb, in, np->icmp_new, XFW_NAT_QUOTE_UDP, 0))
+			return -1;
+	}
+	if (diff < 0 || bpf_l4_csum_replace(skb, p->l4_off + XFW_NQ_ICMP_CSUM, 0, diff, 0))
+		return -1;
+	return 0;
+}
+
 /* xfw_nat_icmp_tc translates a forwarded ICMP error (p) about a DNAT
  * connection as it leaves. Returns -1 when the packet must be dropped (a
  * failed write). A global function. */
@@ -159,7 +183,6 @@ __attribute__((noinline)) int xfw_nat_icmp_tc(struct __sk_buff *skb, struct xfw_
 	__u32 zero = 0, in, n = XFW_NAT_QUOTE, csum, proto, isrc, idst, port;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	struct xfw_ct_entry *e;
-	__s64 diff;
 	__be32 olda, newa;
 	int srcb;
 
@@ -196,18 +219,7 @@ __attribute__((noinline)) int xfw_nat_icmp_tc(struct __sk_buff *skb, struct xfw_
 	}
 	__builtin_memcpy(np->icmp_new, np->icmp_old, XFW_NAT_QUOTE);
 	xfw_nat_quote_fix(np, csum, 1, e->v.nat_addr, port);
-	if (n == XFW_NAT_QUOTE) {
-		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_NAT_QUOTE, (__be32 *)np->icmp_new,
-				     XFW_NAT_QUOTE, 0);
-		if (bpf_skb_store_bytes(skb, in, np->icmp_new, XFW_NAT_QUOTE, 0))
-			return -1;
-	} else {
-		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_NAT_QUOTE_UDP, (__be32 *)np->icmp_new,
-				     XFW_NAT_QUOTE_UDP, 0);
-		if (bpf_skb_store_bytes(skb, in, np->icmp_new, XFW_NAT_QUOTE_UDP, 0))
-			return -1;
-	}
-	if (diff < 0 || bpf_l4_csum_replace(skb, p->l4_off + XFW_NQ_ICMP_CSUM, 0, diff, 0))
+	if (xfw_nat_quote_store_tc(skb, p, np, in, n))
 		return -1;
 	/* The error comes from the original destination. */
 	olda = bpf_htonl(p->src_lo);
@@ -346,7 +358,6 @@ __attribute__((noinline)) int xfw_nat_icmp_out_tc(struct __sk_buff *skb, struct 
 {
 	__u32 zero = 0, in, n = XFW_NAT_QUOTE_UDP, csum, proto, ported, port;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
-	__s64 diff;
 	__be32 olda, newa;
 
 	if (!skb || !p || !np || !k || !v)
@@ -384,19 +395,8 @@ __attribute__((noinline)) int xfw_nat_icmp_out_tc(struct __sk_buff *skb, struct 
 	port = ported ? v->to_port : xfw_nat_rd16(np->icmp_old, XFW_NQ_L4);
 	__builtin_memcpy(np->icmp_new, np->icmp_old, XFW_NAT_QUOTE);
 	xfw_nat_quote_fix(np, csum, 0, v->to_addr, port);
-	if (n == XFW_NAT_QUOTE) {
-		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_NAT_QUOTE, (__be32 *)np->icmp_new,
-				     XFW_NAT_QUOTE, 0);
-		if (bpf_skb_store_bytes(skb, in, np->icmp_new, XFW_NAT_QUOTE, 0))
-			return -1;
-	} else {
-		diff = bpf_csum_diff((__be32 *)np->icmp_old, XFW_NAT_QUOTE_UDP, (__be32 *)np->icmp_new,
-				     XFW_NAT_QUOTE_UDP, 0);
-		if (bpf_skb_store_bytes(skb, in, np->icmp_new, XFW_NAT_QUOTE_UDP, 0))
-			return -1;
-	}
 	/* The host's ICMP error carries its full checksum (no offload). */
-	if (diff < 0 || bpf_l4_csum_replace(skb, p->l4_off + XFW_NQ_ICMP_CSUM, 0, diff, 0))
+	if (xfw_nat_quote_store_tc(skb, p, np, in, n))
 		return -1;
 	/* The error goes to the original source. */
 	olda = bpf_htonl(p->dst_lo);
