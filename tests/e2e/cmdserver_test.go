@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -133,15 +134,22 @@ func cmdClientPath(t testing.TB, bin string) string {
 	return p
 }
 
+// udpArrivalSource is the last source port udpArrivals sent from.
+var udpArrivalSource atomic.Uint32
+
 // udpArrivals sends 3 datagrams from gen to sink's port and returns how many
-// arrived.
+// arrived. Each comes from a source port no earlier call used (20000 on,
+// below the ephemeral range): a random ephemeral port may repeat one whose
+// connection is still tracked, and its datagram is then no new connection,
+// which nat's counters do not count.
 func udpArrivals(t *testing.T, tp *nettest.Topology, port uint16) int {
 	t.Helper()
 	dst := netip.AddrPortFrom(tp.Sink.IPv4, port)
 	srv := nettest.StartUDPServer(t, tp.SinkNS, dst)
 	defer srv.Close()
 	for range 3 {
-		nettest.UDPSend(tp.GenNS, dst, []byte("x"))
+		sport := uint16(20000 + udpArrivalSource.Add(1)%10000)
+		nettest.UDPSend(tp.GenNS, dst, []byte("x"), nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, sport)))
 	}
 	return len(srv.Wait(3, arrivalWait))
 }
