@@ -1,11 +1,11 @@
 package cli
 
-import "github.com/vishvananda/netlink"
+import "github.com/xfw-dev/xfw/internal/dataplane"
 
 // deviceGroups returns each device's group (ip link set DEV group N), by
 // index; nil when the devices cannot be listed.
 func deviceGroups() map[int]uint32 {
-	links, err := netlink.LinkList()
+	links, err := dataplane.ListLinks()
 	if err != nil {
 		return nil
 	}

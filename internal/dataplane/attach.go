@@ -277,23 +277,47 @@ func attachMissing(cur *state, ifaces []Interface, opts AttachOptions) error {
 		isPort[ifc.Index] = true
 	}
 	for _, ifc := range append(ifaces, ports...) {
-		if x := ifc.link.Attrs().Xdp; !isPort[ifc.Index] && (x == nil || !x.Attached || ebpf.ProgramID(x.ProgId) != xdpID) {
-			if err := attachXDP(cur.xdp, ifc, opts.Mode); err != nil {
-				return err
+		if err := attachOne(cur, ifc, isPort[ifc.Index], xdpID, tcID, tcInID, opts.Mode); err != nil {
+			if vanished(ifc) {
+				continue // deleted since it was listed: nothing left to protect
 			}
-		}
-		if !tcxAttached(ifc, egressHook, tcID) {
-			if err := attachTCX(cur.tc, ifc, egressHook); err != nil {
-				return err
-			}
-		}
-		if !tcxAttached(ifc, ingressHook, tcInID) {
-			if err := attachTCX(cur.tcIn, ifc, ingressHook); err != nil {
-				return err
-			}
+			return err
 		}
 	}
 	return nil
+}
+
+// attachOne attaches to ifc each of the namespace's programs (ids xdpID,
+// tcID, tcInID) it does not run yet; a bridge port (port) gets no XDP.
+func attachOne(cur *state, ifc Interface, port bool, xdpID, tcID, tcInID ebpf.ProgramID, mode XDPMode) error {
+	if x := ifc.link.Attrs().Xdp; !port && (x == nil || !x.Attached || ebpf.ProgramID(x.ProgId) != xdpID) {
+		if err := attachXDP(cur.xdp, ifc, mode); err != nil {
+			return err
+		}
+	}
+	if !tcxAttached(ifc, egressHook, tcID) {
+		if err := attachTCX(cur.tc, ifc, egressHook); err != nil {
+			return err
+		}
+	}
+	if !tcxAttached(ifc, ingressHook, tcInID) {
+		if err := attachTCX(cur.tcIn, ifc, ingressHook); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// vanished reports whether ifc has been deleted since it was listed (a
+// container's veth removed while a command runs): an attach to it fails,
+// and there is nothing left on it to protect. Its index is not given to
+// another device soon (the kernel allocates indexes cyclically), and a
+// device created meanwhile is attached by the next sync (the agent's
+// guard drops its traffic until then).
+func vanished(ifc Interface) bool {
+	_, err := netlink.LinkByIndex(ifc.Index)
+	var nf netlink.LinkNotFoundError
+	return errors.As(err, &nf)
 }
 
 func attachXDP(prog *ebpf.Program, ifc Interface, mode XDPMode) error {
@@ -523,7 +547,7 @@ type localRoute struct {
 // -m addrtype calls it UNICAST), and for IPv4 the addresses the kernel
 // delivers locally without a route (224.0.0.0/4, 255.255.255.255).
 func localRoutes(fam int) ([]localRoute, error) {
-	routes, err := netlink.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_LOCAL}, netlink.RT_FILTER_TABLE)
+	routes, err := listRoutes(fam, &netlink.Route{Table: unix.RT_TABLE_LOCAL}, netlink.RT_FILTER_TABLE)
 	if err != nil {
 		return nil, fmt.Errorf("list local routes: %w", err)
 	}

@@ -21,7 +21,7 @@ func currentUncached() (*state, error) {
 	// is computed on another CPU while the interfaces are listed and the
 	// maps opened; readConfig waits for it.
 	go buildID()
-	links, err := netlink.LinkList()
+	links, err := ListLinks()
 	if err != nil {
 		return nil, fmt.Errorf("list interfaces: %w", err)
 	}

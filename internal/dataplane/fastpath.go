@@ -95,7 +95,7 @@ func otherNetfilterUser() string {
 	if n, err := readSysctlInt("net/netfilter/nf_conntrack_count"); err == nil && n > 0 {
 		return "the kernel's connection tracking"
 	}
-	if pols, err := netlink.XfrmPolicyList(netlink.FAMILY_ALL); err == nil && len(pols) > 0 {
+	if pols, err := listXfrmPolicies(netlink.FAMILY_ALL); err == nil && len(pols) > 0 {
 		return "IPsec policies"
 	}
 	return ""
@@ -105,14 +105,14 @@ func otherNetfilterUser() string {
 // qdiscs are the kernel's defaults (handle 0), no clsact egress filter, no
 // TCX egress program besides xfw's.
 func defaultEgress(ifc Interface) bool {
-	qdiscs, err := netlink.QdiscList(ifc.link)
+	qdiscs, err := listQdiscs(ifc.link)
 	if err != nil {
 		return false
 	}
 	for _, q := range qdiscs {
 		a := q.Attrs()
 		if a.Parent == netlink.HANDLE_CLSACT {
-			if f, err := netlink.FilterList(ifc.link, netlink.HANDLE_MIN_EGRESS); err != nil || len(f) > 0 {
+			if f, err := listFilters(ifc.link, netlink.HANDLE_MIN_EGRESS); err != nil || len(f) > 0 {
 				return false
 			}
 			continue
@@ -166,7 +166,7 @@ type fastDecision struct {
 // frame the fast path redirects at XDP (which runs before it): a clsact or
 // ingress qdisc's filter, another TCX ingress program; "" for nothing.
 func foreignIngress(ifc Interface) string {
-	qdiscs, err := netlink.QdiscList(ifc.link)
+	qdiscs, err := listQdiscs(ifc.link)
 	if err != nil {
 		return "its qdiscs could not be read"
 	}
@@ -174,7 +174,7 @@ func foreignIngress(ifc Interface) string {
 		if q.Attrs().Parent != netlink.HANDLE_INGRESS {
 			continue
 		}
-		if f, err := netlink.FilterList(ifc.link, netlink.HANDLE_MIN_INGRESS); err != nil || len(f) > 0 {
+		if f, err := listFilters(ifc.link, netlink.HANDLE_MIN_INGRESS); err != nil || len(f) > 0 {
 			return "a tc ingress filter"
 		}
 	}
@@ -369,7 +369,7 @@ func RefreshFastPath() (changed bool, off string, err error) {
 func FastPathPolledFacts() string {
 	var b strings.Builder
 	b.WriteString(otherNetfilterUser())
-	links, err := netlink.LinkList()
+	links, err := ListLinks()
 	if err != nil {
 		return "links: " + err.Error()
 	}

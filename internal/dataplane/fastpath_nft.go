@@ -191,11 +191,12 @@ func nftDump(msg int) ([]uint8, [][]syscall.NetlinkRouteAttr, error) {
 	}
 	req := nl.NewNetlinkRequest(nfnlSubsysNFTables<<8|msg, unix.NLM_F_DUMP)
 	req.AddData(&nl.Nfgenmsg{NfgenFamily: unix.AF_UNSPEC, Version: 0})
-	msgs, err := req.Execute(unix.NETLINK_NETFILTER, 0)
+	execute := func() ([][]byte, error) { return req.Execute(unix.NETLINK_NETFILTER, 0) }
+	msgs, err := consistentDump("the nftables ruleset", execute)
 	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-		// A module loaded on the way, or the dump was interrupted by a
-		// change (NLM_F_DUMP_INTR): asked once more.
-		msgs, err = req.Execute(unix.NETLINK_NETFILTER, 0)
+		// A module loaded on the way: asked once more. (A dump a change
+		// interrupted, NLM_F_DUMP_INTR, consistentDump asks again.)
+		msgs, err = consistentDump("the nftables ruleset", execute)
 	}
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EPROTONOSUPPORT) {
 		return nil, nil, nil // no nf_tables (or no nfnetlink) here: no chain

@@ -138,7 +138,7 @@ func findAttached(st *state) bool {
 	if err != nil {
 		return false
 	}
-	links, err := netlink.LinkList()
+	links, err := ListLinks()
 	if err != nil {
 		return false
 	}

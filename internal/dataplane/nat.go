@@ -42,7 +42,7 @@ func fillNatAddrs(m *ebpf.Map) error {
 	if m == nil {
 		return nil // a data plane without REDIRECT's table: nothing to fill
 	}
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	addrs, err := listAddrs(nil, netlink.FAMILY_ALL)
 	if err != nil {
 		return fmt.Errorf("list the interfaces' addresses: %w", err)
 	}

@@ -128,13 +128,13 @@ func (w *netWatch) linkList() (links []netlink.Link, kept bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.pollLocked() {
-		links, err = netlink.LinkList()
+		links, err = ListLinks()
 		return links, false, err
 	}
 	if w.links != nil && w.linksEpoch == w.epoch {
 		return w.links, true, nil
 	}
-	if links, err = netlink.LinkList(); err != nil {
+	if links, err = ListLinks(); err != nil {
 		return nil, false, err
 	}
 	w.links, w.linksEpoch = links, w.epoch

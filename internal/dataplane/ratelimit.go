@@ -184,7 +184,7 @@ func fillRateCfg(maps map[string]*ebpf.Map) error {
 // a /128: the kernel's route to it is a host clone (found against the
 // kernel: ratelimit_test.go), so those routes are recorded as such.
 func fillRoutes6(m *ebpf.Map) error {
-	routes, err := netlink.RouteListFiltered(netlink.FAMILY_V6, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	routes, err := listRoutes(netlink.FAMILY_V6, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
 	if err != nil {
 		return fmt.Errorf("list IPv6 routes: %w", err)
 	}

@@ -19,7 +19,6 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -118,7 +117,7 @@ func BeginTakeover(opts AttachOptions) (_ *Takeover, err error) {
 // found from its XDP program, or its egress program where no interface
 // runs the XDP one. Nothing of it is changed.
 func openOtherBuild() (*state, error) {
-	links, err := netlink.LinkList()
+	links, err := ListLinks()
 	if err != nil {
 		return nil, fmt.Errorf("list interfaces: %w", err)
 	}
