@@ -74,6 +74,10 @@ type agent struct {
 	// seen are the interfaces (by index) the agent has found protected:
 	// one of them without the programs had them removed.
 	seen map[int]bool
+	// protected are the interfaces (by index) protected at the agent's
+	// last look (nil before the first): one protected now and not then
+	// is logged as attached (announce).
+	protected map[int]bool
 	// guard is the namespace-wide backstop while xfw is loaded (nil with
 	// --no-guard, or while nothing is loaded).
 	guard   *dataplane.Guard
@@ -319,7 +323,7 @@ func (a *agent) check(why string) {
 	}
 	a.guardTo(st)
 	if len(st.Unprotected()) == 0 {
-		a.remember(st)
+		a.announce(st, nil, orEvent(why), 0)
 		return
 	}
 	start := time.Now()
@@ -355,27 +359,60 @@ func (a *agent) reportAttached(before *dataplane.NamespaceStatus, why string, to
 		a.logOnce("status: %v", serr)
 		return
 	}
+	a.announce(after, before, why, took)
+	a.guardTo(after)
+}
+
+// announce logs each interface st shows protected that was not at the
+// agent's last look, then remembers st's. before is the status taken
+// before the sync that took took (nil for a look without a sync): an
+// interface it already shows protected, or one protected without a sync,
+// was attached earlier by a sync whose own status did not show it yet (a
+// veth listed before its peer was up) or by a command, and is logged as
+// such. At the first look (the agent's start) only what its sync
+// attached is logged: the others were protected before the agent came.
+func (a *agent) announce(st, before *dataplane.NamespaceStatus, why string, took time.Duration) {
 	was := map[int]dataplane.InterfaceStatus{}
-	for _, i := range before.Interfaces {
-		was[i.Index] = i
+	if before != nil {
+		for _, i := range before.Interfaces {
+			was[i.Index] = i
+			if !i.Protected() {
+				delete(a.protected, i.Index) // lost its programs since the last look
+			}
+		}
 	}
-	for _, i := range after.Interfaces {
-		old, known := was[i.Index]
-		if !i.Protected() || (known && old.Protected()) {
+	now := map[int]bool{}
+	for _, i := range st.Interfaces {
+		if !i.Protected() {
 			continue
 		}
-		if !known {
-			old = dataplane.InterfaceStatus{XDPMode: "-"} // added during the sync: it had nothing
+		now[i.Index] = true
+		if a.protected[i.Index] {
+			continue
+		}
+		old, known := was[i.Index]
+		bySync := before != nil && !(known && old.Protected())
+		if a.protected == nil && !bySync {
+			continue // protected before the agent came
 		}
 		verb, kind := "attached to new interface", metrics.Attach
 		if a.seen[i.Index] {
 			verb, kind = "re-attached to", metrics.Reattach
 		}
 		a.events.Add(i.Name, kind)
+		if !bySync {
+			a.logf("%s %s (by an earlier sync or a command; found at %s)", verb, i.Name, why)
+			continue
+		}
+		if !known {
+			old = dataplane.InterfaceStatus{XDPMode: "-"} // added during the sync: it had nothing
+		}
 		a.logf("%s %s (%s missing; %s, in %.1f ms)", verb, i.Name, old.Missing(), why, float64(took.Microseconds())/1000)
 	}
-	a.guardTo(after)
-	a.remember(after)
+	a.protected = now
+	for idx := range now {
+		a.seen[idx] = true
+	}
 }
 
 // guardTo starts the guard if needed and admits exactly st's protected
@@ -439,15 +476,6 @@ func (a *agent) closeGuard() {
 		a.logf("guard: %v", err)
 	}
 	a.guard = nil
-}
-
-// remember notes the interfaces that run both programs now.
-func (a *agent) remember(st *dataplane.NamespaceStatus) {
-	for _, i := range st.Interfaces {
-		if i.Protected() {
-			a.seen[i.Index] = true
-		}
-	}
 }
 
 func orEvent(why string) string {
