@@ -75,6 +75,23 @@ func TestCommandsWhileDevicesChurn(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d commands failed while devices changed", failed, commands)
+	// The agent's syncs and the commands it serves, in the same churn.
+	_, out := startAgent(t, bin, tp)
+	waitFor(t, "the agent to follow the interfaces", func() bool {
+		return strings.Contains(out.String(), "following the interfaces")
+	})
+	for i := range 10 {
+		argv := []string{"env", "XFW_CMDSERVER=only", bin, "iptables", "-w", "-A", "INPUT", "-p", "udp", "--dport", fmt.Sprint(8200 + i), "-j", "ACCEPT"}
+		if res := execAny(t, tp.FwNS, argv...); res.ExitCode != 0 {
+			t.Errorf("iptables -A served by the agent while devices change: exit %d: %s", res.ExitCode, strings.TrimSpace(res.Stderr))
+		}
+	}
+	for _, bad := range []string{"sync failed", "could not be protected", "status: "} {
+		if strings.Contains(out.String(), bad) {
+			t.Errorf("the agent logged %q while devices changed:\n%s", bad, out.String())
+			break
+		}
+	}
 	for fam, n := range map[int]int{4: commands / 2, 6: commands / 2} {
 		if got := strings.Count(fw.save(t, tp, fam), "-j DROP"); got != n {
 			t.Errorf("IPv%d: %d DROP rules in force, want %d", fam, got, n)
