@@ -15,7 +15,11 @@
  * object builds without vmlinux.h). A read that faults gives 0.
  *
  * The ids are the kernel's (the initial user namespace's), as xt_owner
- * compares them for a network namespace of the initial user namespace.
+ * compares them for a network namespace of the initial user namespace:
+ * the only one whose --uid-owner and --gid-owner rules xfw loads (the
+ * writer's user namespace must own the network namespace,
+ * internal/iptables/match_owner.go, and only the initial one's may load
+ * BPF programs).
  * XDP has no socket (forwarded packets in POSTROUTING have none in the
  * kernel either): the hooks set .owner to 0.
  *
