@@ -8,7 +8,11 @@
  * net.ipv4.ip_early_demux and the protocol's tcp_early_demux or
  * udp_early_demux are on (IPv6 reads the same sysctls), for a packet with
  * no route yet (loopback's keep theirs: none) that is not an IPv4
- * fragment and, in IPv6, whose transport header follows the fixed header:
+ * fragment and, in IPv6, whose transport header follows the fixed header
+ * (a datagram connection tracking reassembled before PREROUTING,
+ * nf_defrag, is whole there: its first fragment stands for it when the
+ * generation tracks, XFW_F_CT; in IPv6 when the fragment header was the
+ * only extension header, which reassembly removes):
  *  - TCP (tcp_v4_early_demux, tcp_v6_early_demux): a PACKET_HOST packet
  *    with a whole header (doff at least 5) and a socket of the
  *    established hash: a connection in any state but LISTEN; TIME_WAIT
@@ -32,7 +36,8 @@
  * The sysctls are read by the control plane at each sync (struct
  * xfw_rl_cfg .early_demux, XFW_DEMUX_*).
  *
- * Includes: common.h, parse.h, local.h, reject_rate.h, owner.h.
+ * Includes: common.h, parse.h, classify_maps.h, local.h, reject_rate.h,
+ * owner.h.
  */
 #ifndef XFW_DEMUX_H
 #define XFW_DEMUX_H
@@ -45,6 +50,7 @@
 #include <bpf/bpf_endian.h>
 #include "common.h"
 #include "parse.h"
+#include "classify_maps.h"
 #include "local.h"
 #include "reject_rate.h"
 #include "owner.h"
@@ -65,23 +71,40 @@
 #define XFW_IP6_ADDRS_OFF 8
 #define XFW_TCP_DOFF_OFF 12
 #define XFW_IP6_HLEN 40
+#define XFW_IP6_FRAG_HLEN 8
 
 /* The kfunc casting a kernel pointer to a BTF type, for reads (Linux 6.2). */
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 
-/* xfw_demux_wanted says whether the kernel's early demux looks for p's
- * socket (see above): the sysctls of c (NULL or unset: the defaults), a
- * PACKET_HOST packet not received on loopback, TCP or UDP with a whole
- * header, no IPv4 fragment, no IPv6 extension header. */
-static __always_inline int xfw_demux_wanted(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_rl_cfg *c)
+/* xfw_demux_whole says whether first fragment p of generation slot
+ * stands for a datagram the kernel's demux sees whole (see above). */
+static __always_inline int xfw_demux_whole(struct xfw_pkt *p, __u32 slot)
+{
+	struct xfw_family_cfg *fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+
+	if (p->frag || !fc || !(fc->active & (1u << XFW_F_CT)))
+		return 0;
+	return p->fam == 0 || p->l4_off == p->l3_off + XFW_IP6_HLEN + XFW_IP6_FRAG_HLEN;
+}
+
+/* xfw_demux_wanted says whether the kernel's early demux looks for the
+ * socket of p, judged by generation slot (see above): the sysctls of c
+ * (NULL or unset: the defaults), a PACKET_HOST packet not received on
+ * loopback, TCP or UDP with a whole header, not a fragment but of a
+ * datagram reassembled before PREROUTING, no other IPv6 extension
+ * header. */
+static __always_inline int xfw_demux_wanted(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_rl_cfg *c,
+					    __u32 slot)
 {
 	__u32 on = c && c->set ? c->early_demux : XFW_DEMUX_DEFAULT;
 
 	if (!(on & XFW_DEMUX_IP) || ctx->ingress_ifindex == XFW_LOOPBACK_IFINDEX)
 		return 0;
-	if (!p->dst_unicast || p->fragmented || !p->l4_off || p->sport == XFW_V_TRUNC)
+	if (!p->dst_unicast || !p->l4_off || p->sport == XFW_V_TRUNC)
 		return 0;
-	if (p->fam == 1 && p->l4_off != p->l3_off + XFW_IP6_HLEN)
+	if (p->fragmented && !xfw_demux_whole(p, slot))
+		return 0;
+	if (p->fam == 1 && !p->fragmented && p->l4_off != p->l3_off + XFW_IP6_HLEN)
 		return 0;
 	if (p->proto == IPPROTO_TCP)
 		return (on & XFW_DEMUX_TCP) != 0;
@@ -106,11 +129,13 @@ static __always_inline int xfw_demux_udp_ok(struct bpf_sock *sk, struct bpf_sock
 }
 
 /* xfw_demux_ids_xdp fills ids with what LOG --log-uid prints in INPUT of
- * the packet in ctx (parsed into p): the ids of the socket the kernel's
- * early demux finds for it; 1 when there are some, else 0. The tuple is
- * read from the frame as it is (after a DNAT at XDP, as the kernel's
- * demux sees it). A global function: verified once. */
-__attribute__((noinline)) int xfw_demux_ids_xdp(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_log_ids *ids)
+ * the packet in ctx (parsed into p, judged by generation slot): the ids
+ * of the socket the kernel's early demux finds for it; 1 when there are
+ * some, else 0. The tuple is read from the frame as it is (after a DNAT
+ * at XDP, as the kernel's demux sees it). A global function: verified
+ * once. */
+__attribute__((noinline)) int xfw_demux_ids_xdp(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_log_ids *ids,
+						__u32 slot)
 {
 	struct bpf_sock_tuple t = {};
 	struct bpf_sock *sk;
@@ -122,7 +147,7 @@ __attribute__((noinline)) int xfw_demux_ids_xdp(struct xdp_md *ctx, struct xfw_p
 	if (!ctx || !p || !ids)
 		return 0;
 	c = bpf_map_lookup_elem(&xfw_rl_cfg, &zero);
-	if (!xfw_demux_wanted(ctx, p, c))
+	if (!xfw_demux_wanted(ctx, p, c, slot))
 		return 0;
 	v6 = p->fam == 1;
 	l3 = p->l3_off;

@@ -129,7 +129,7 @@ static __always_inline int xfw_emit_logs(void *ctx, int xdp, struct xfw_xdp_scra
 		/* Early demux runs after PREROUTING: its entries print none. */
 		if (xdp && chain == XFW_CHAIN_INPUT && !demuxed &&
 		    (ev->flags & (XFW_LOG_UID | XFW_LOG_VIEW_PRE)) == XFW_LOG_UID) {
-			has_ids = xfw_demux_ids_xdp(ctx, &sc->p, &ids);
+			has_ids = xfw_demux_ids_xdp(ctx, &sc->p, &ids, st->slot);
 			demuxed = 1;
 		}
 		if (has_ids && (ev->flags & XFW_LOG_UID) && !(ev->flags & XFW_LOG_VIEW_PRE)) {

@@ -90,14 +90,17 @@ time.sleep(30)
 `
 
 // logUIDClient is the script gen runs (argv: fw's and gen's addresses,
-// gen's source port, the TCP port): a datagram from the source port to
+// gen's source port, the TCP port, optionally the datagrams' size): a
+// datagram (9 bytes unless sized) from the source port to
 // the connected and the unconnected socket, then a TCP connection that
 // sends once the server's byte arrived.
 const logUIDClient = `import socket, sys, time
 fw, gen, gport, tport = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+size = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 fam = socket.AF_INET6 if ':' in fw else socket.AF_INET
 s = socket.socket(fam, socket.SOCK_DGRAM); s.bind((gen, gport))
-s.sendto(b'datagram!', (fw, tport - 2)); s.sendto(b'datagram!', (fw, tport - 1))
+payload = b'd' * size if size else b'datagram!'
+s.sendto(payload, (fw, tport - 2)); s.sendto(payload, (fw, tport - 1))
 t = socket.create_connection((fw, tport), timeout=10)
 t.recv(1); t.send(b'data'); time.sleep(0.5); t.close()
 `
@@ -205,14 +208,19 @@ func logUIDInSend(t *testing.T, tp *nettest.Topology, bin string) {
 }
 
 // logUIDInRound starts logUIDServer in fw as uid 4321 and runs
-// logUIDClient in gen against it, for each family.
-func logUIDInRound(t *testing.T, tp *nettest.Topology, gport, tport int) {
+// logUIDClient in gen against it (its datagrams of size bytes, 0: 9), for
+// each family.
+func logUIDInRound(t *testing.T, tp *nettest.Topology, gport, tport int, size ...int) {
 	t.Helper()
 	for _, fam := range []struct{ fw, gen, lo netip.Addr }{
 		{tp.FwIn.IPv4, tp.Gen.IPv4, netip.MustParseAddr("127.0.0.1")},
 		{tp.FwIn.IPv6, tp.Gen.IPv6, netip.IPv6Loopback()},
 	} {
 		args := []string{fam.fw.String(), fam.gen.String(), fmt.Sprint(gport), fmt.Sprint(tport)}
+		cargs := args
+		if len(size) > 0 {
+			cargs = append(append([]string{}, args...), fmt.Sprint(size[0]))
+		}
 		srv := exec.Command("ip", append([]string{"netns", "exec", tp.FwNS, "setpriv", "--reuid", "4321", "--regid", "4322",
 			"--clear-groups", "/usr/bin/python3", "-c", logUIDServer}, append(args, fam.lo.String())...)...) // a system python the uid may run
 		stdin, err := srv.StdinPipe()
@@ -234,7 +242,7 @@ func logUIDInRound(t *testing.T, tp *nettest.Topology, gport, tport int) {
 			_ = srv.Wait()
 			t.Fatalf("server in fw: %q, %v: %s", line, err, stderr.String())
 		}
-		cli := exec.Command("ip", append([]string{"netns", "exec", tp.GenNS, "/usr/bin/python3", "-c", logUIDClient}, args...)...)
+		cli := exec.Command("ip", append([]string{"netns", "exec", tp.GenNS, "/usr/bin/python3", "-c", logUIDClient}, cargs...)...)
 		out, cerr := cli.CombinedOutput()
 		_, _ = io.WriteString(stdin, "go\n")
 		time.Sleep(300 * time.Millisecond)
@@ -242,6 +250,92 @@ func logUIDInRound(t *testing.T, tp *nettest.Topology, gport, tport int) {
 		_ = srv.Wait()
 		if cerr != nil {
 			t.Fatalf("client in gen (%s): %v: %s; server: %s", fam.fw, cerr, out, stderr.String())
+		}
+	}
+}
+
+// logUIDFragRules tracks connections (nf_defrag then reassembles before
+// PREROUTING) and logs with --log-uid the datagrams to 5341 (f), sent in
+// fragments to a connected socket of uid 4321.
+const logUIDFragRules = `*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A INPUT -m conntrack --ctstate INVALID -j DROP
+-A INPUT -p udp --dport 5341 -j LOG --log-uid --log-prefix "PFX-f "
+-A INPUT -p udp --dport 5313 -j LOG --log-prefix "PFX-r "
+COMMIT
+`
+
+// TestLogUIDFragmentAgainstKernel: a datagram that arrives in fragments,
+// with connection tracking on, is demuxed whole by the kernel (reassembled
+// before PREROUTING): its INPUT line has the connected socket's UID= and
+// GID=, in both families, and xfw's (of the first fragment, which stands
+// for the datagram) ends as the kernel's from PROTO= on (before it, the
+// IP header's length and fragment fields are the fragment's).
+func TestLogUIDFragmentAgainstKernel(t *testing.T) {
+	requireTools(t, "iptables-legacy", "ip6tables-legacy", "setpriv", "/usr/bin/python3")
+	restore, err := nettest.EnableNetnsLogging()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := restore(); err != nil {
+			t.Error(err)
+		}
+	})
+	bin := xfwPath(t)
+	pfx := fmt.Sprintf("xfwufr%d", time.Now().UnixNano()%1000000)
+	rules := strings.ReplaceAll(logUIDFragRules, "PFX", pfx)
+	want := map[string]string{"f": "", "f6": ""}
+	tw := newTwins(t, bin)
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		fw.restore(t, tp, 4, rules)
+		fw.restore(t, tp, 6, strings.ReplaceAll(rules, pfx+"-", pfx+"6-"))
+	})
+	const size = 3000 // over the links' MTU: sent in fragments
+	kmsg, err := openKmsgEnd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(kmsg)
+	logUIDInRound(t, tw.tps["kernel"], 7021, 5343, size)
+	kernel := map[string]string{}
+	waitUntil(func() bool {
+		readLogMarkLines(kmsg, pfx, want, kernel)
+		return len(kernel) == len(want)
+	})
+
+	xtp := tw.tps["xfw"]
+	var out lockedBuffer
+	cmd := exec.Command("ip", "netns", "exec", xtp.FwNS, bin, "log")
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start xfw log: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for end := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), pfx+"-r "); {
+		if time.Now().After(end) {
+			t.Fatalf("xfw log printed no line for the datagrams to %s:5313:\n%s", xtp.FwIn.IPv4, out.String())
+		}
+		nettest.UDPSend(xtp.GenNS, netip.AddrPortFrom(xtp.FwIn.IPv4, 5313), []byte("ready"))
+		time.Sleep(200 * time.Millisecond)
+	}
+	logUIDInRound(t, xtp, 7021, 5343, size)
+	got := map[string]string{}
+	waitUntil(func() bool {
+		for _, l := range strings.Split(out.String(), "\n") {
+			addLogMarkLine(l, pfx, want, got)
+		}
+		return len(got) == len(want)
+	})
+	const ids = "UID=4321 GID=4322 "
+	for k := range want {
+		if !strings.Contains(kernel[k], ids) {
+			t.Errorf("kernel: %s-%s line %q has no %q (premise)", pfx, k, kernel[k], ids)
+		}
+		if got[k] != kernel[k] {
+			t.Errorf("xfw: %s-%s line ends %q, the kernel's %q", pfx, k, got[k], kernel[k])
 		}
 	}
 }
