@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"net/netip"
@@ -90,18 +91,20 @@ time.sleep(30)
 `
 
 // logUIDClient is the script gen runs (argv: fw's and gen's addresses,
-// gen's source port, the TCP port, optionally the datagrams' size): a
-// datagram (9 bytes unless sized) from the source port to
+// gen's source port, the TCP port, optionally the datagrams' size and
+// the port to connect to, the TCP port's unless given): a datagram (9
+// bytes unless sized) from the source port to
 // the connected and the unconnected socket, then a TCP connection that
 // sends once the server's byte arrived.
 const logUIDClient = `import socket, sys, time
 fw, gen, gport, tport = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 size = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+cport = int(sys.argv[6]) if len(sys.argv) > 6 else tport
 fam = socket.AF_INET6 if ':' in fw else socket.AF_INET
 s = socket.socket(fam, socket.SOCK_DGRAM); s.bind((gen, gport))
 payload = b'd' * size if size else b'datagram!'
 s.sendto(payload, (fw, tport - 2)); s.sendto(payload, (fw, tport - 1))
-t = socket.create_connection((fw, tport), timeout=10)
+t = socket.create_connection((fw, cport), timeout=10)
 t.recv(1); t.send(b'data'); time.sleep(0.5); t.close()
 `
 
@@ -207,10 +210,13 @@ func logUIDInSend(t *testing.T, tp *nettest.Topology, bin string) {
 	logUIDInRound(t, tp, 7011, 5333)
 }
 
+// logUIDClientOpts are logUIDClient's optional arguments: the datagrams'
+// size (0: 9 bytes) and the port it connects to (0: the TCP port).
+type logUIDClientOpts struct{ size, connect int }
+
 // logUIDInRound starts logUIDServer in fw as uid 4321 and runs
-// logUIDClient in gen against it (its datagrams of size bytes, 0: 9), for
-// each family.
-func logUIDInRound(t *testing.T, tp *nettest.Topology, gport, tport int, size ...int) {
+// logUIDClient in gen against it (opts: at most one), for each family.
+func logUIDInRound(t *testing.T, tp *nettest.Topology, gport, tport int, opts ...logUIDClientOpts) {
 	t.Helper()
 	for _, fam := range []struct{ fw, gen, lo netip.Addr }{
 		{tp.FwIn.IPv4, tp.Gen.IPv4, netip.MustParseAddr("127.0.0.1")},
@@ -218,8 +224,8 @@ func logUIDInRound(t *testing.T, tp *nettest.Topology, gport, tport int, size ..
 	} {
 		args := []string{fam.fw.String(), fam.gen.String(), fmt.Sprint(gport), fmt.Sprint(tport)}
 		cargs := args
-		if len(size) > 0 {
-			cargs = append(append([]string{}, args...), fmt.Sprint(size[0]))
+		if len(opts) > 0 {
+			cargs = append(append([]string{}, args...), fmt.Sprint(opts[0].size), fmt.Sprint(cmp.Or(opts[0].connect, tport)))
 		}
 		srv := exec.Command("ip", append([]string{"netns", "exec", tp.FwNS, "setpriv", "--reuid", "4321", "--regid", "4322",
 			"--clear-groups", "/usr/bin/python3", "-c", logUIDServer}, append(args, fam.lo.String())...)...) // a system python the uid may run
@@ -299,7 +305,7 @@ func TestLogUIDFragmentAgainstKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(kmsg)
-	logUIDInRound(t, tw.tps["kernel"], 7021, 5343, size)
+	logUIDInRound(t, tw.tps["kernel"], 7021, 5343, logUIDClientOpts{size: size})
 	kernel := map[string]string{}
 	waitUntil(func() bool {
 		readLogMarkLines(kmsg, pfx, want, kernel)
@@ -321,7 +327,7 @@ func TestLogUIDFragmentAgainstKernel(t *testing.T) {
 		nettest.UDPSend(xtp.GenNS, netip.AddrPortFrom(xtp.FwIn.IPv4, 5313), []byte("ready"))
 		time.Sleep(200 * time.Millisecond)
 	}
-	logUIDInRound(t, xtp, 7021, 5343, size)
+	logUIDInRound(t, xtp, 7021, 5343, logUIDClientOpts{size: size})
 	got := map[string]string{}
 	waitUntil(func() bool {
 		for _, l := range strings.Split(out.String(), "\n") {
@@ -336,6 +342,97 @@ func TestLogUIDFragmentAgainstKernel(t *testing.T) {
 		}
 		if got[k] != kernel[k] {
 			t.Errorf("xfw: %s-%s line ends %q, the kernel's %q", pfx, k, got[k], kernel[k])
+		}
+	}
+}
+
+// logUIDRedirectRules redirects TCP to 5363 to the listener on 5353 (nat
+// PREROUTING, before the kernel's early demux) and logs with --log-uid
+// the data that reaches it (n).
+const logUIDRedirectRules = `*nat
+:PREROUTING ACCEPT [0:0]
+:INPUT ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+-A PREROUTING -p tcp --dport 5363 -j REDIRECT --to-ports 5353
+COMMIT
+*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A INPUT -p tcp --dport 5353 --tcp-flags PSH PSH -j LOG --log-uid --log-prefix "PFX-n "
+-A INPUT -p udp --dport 5313 -j LOG --log-prefix "PFX-r "
+COMMIT
+`
+
+// TestLogUIDRedirectAgainstKernel: the early demux looks up the packet as
+// nat PREROUTING left it: data of a connection REDIRECTed to a listener
+// of uid 4321 gets the accepted socket's ids in INPUT, both families, in
+// the kernel's lines and xfw's (translated at XDP before the lookup).
+func TestLogUIDRedirectAgainstKernel(t *testing.T) {
+	requireTools(t, "iptables-legacy", "ip6tables-legacy", "setpriv", "/usr/bin/python3")
+	restore, err := nettest.EnableNetnsLogging()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := restore(); err != nil {
+			t.Error(err)
+		}
+	})
+	bin := xfwPath(t)
+	pfx := fmt.Sprintf("xfwurd%d", time.Now().UnixNano()%1000000)
+	rules := strings.ReplaceAll(logUIDRedirectRules, "PFX", pfx)
+	want := map[string]string{"n": "", "n6": ""}
+	tw := newTwins(t, bin)
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		fw.restore(t, tp, 4, rules)
+		fw.restore(t, tp, 6, strings.ReplaceAll(rules, pfx+"-", pfx+"6-"))
+	})
+	redirected := logUIDClientOpts{connect: 5363}
+	kmsg, err := openKmsgEnd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(kmsg)
+	logUIDInRound(t, tw.tps["kernel"], 7031, 5353, redirected)
+	kernel := map[string]string{}
+	waitUntil(func() bool {
+		readLogMarkLines(kmsg, pfx, want, kernel)
+		return len(kernel) == len(want)
+	})
+
+	xtp := tw.tps["xfw"]
+	var out lockedBuffer
+	cmd := exec.Command("ip", "netns", "exec", xtp.FwNS, bin, "log")
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start xfw log: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for end := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), pfx+"-r "); {
+		if time.Now().After(end) {
+			t.Fatalf("xfw log printed no line for the datagrams to %s:5313:\n%s", xtp.FwIn.IPv4, out.String())
+		}
+		nettest.UDPSend(xtp.GenNS, netip.AddrPortFrom(xtp.FwIn.IPv4, 5313), []byte("ready"))
+		time.Sleep(200 * time.Millisecond)
+	}
+	logUIDInRound(t, xtp, 7031, 5353, redirected)
+	got := map[string]string{}
+	waitUntil(func() bool {
+		for _, l := range strings.Split(out.String(), "\n") {
+			addLogMarkLine(l, pfx, want, got)
+		}
+		return len(got) == len(want)
+	})
+	for k := range want {
+		kl := windowField.ReplaceAllString(kernel[k], "WINDOW=*")
+		gl := windowField.ReplaceAllString(got[k], "WINDOW=*")
+		if w := "PROTO=TCP SPT=* DPT=5353 WINDOW=* RES=0x00 ACK PSH URGP=0 UID=4321 GID=4322 "; kl != w {
+			t.Errorf("kernel: %s-%s line ends %q, want %q (premise)", pfx, k, kl, w)
+		}
+		if gl != kl {
+			t.Errorf("xfw: %s-%s line ends %q, the kernel's %q", pfx, k, gl, kl)
 		}
 	}
 }
