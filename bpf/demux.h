@@ -62,8 +62,6 @@
 /* The kernel's defaults, before the control plane wrote the sysctls. */
 #define XFW_DEMUX_DEFAULT (XFW_DEMUX_IP | XFW_DEMUX_TCP | XFW_DEMUX_UDP)
 
-/* Socket state of a listener (include/net/tcp_states.h TCP_LISTEN). */
-#define XFW_SK_LISTEN 10
 /* The smallest TCP data offset, in 32-bit words (sizeof(struct tcphdr) / 4). */
 #define XFW_TCP_MIN_DOFF 5
 /* Offsets in the headers: IPv4's addresses, IPv6's, TCP's data offset. */
@@ -169,7 +167,7 @@ __attribute__((noinline)) int xfw_demux_ids_xdp(struct xdp_md *ctx, struct xfw_p
 		sk = bpf_sk_lookup_tcp(ctx, &t, len, BPF_F_CURRENT_NETNS, 0);
 		if (!sk)
 			return 0;
-		ok = sk->state != XFW_SK_LISTEN;
+		ok = sk->state != XFW_SK_LISTEN; /* owner.h */
 	} else {
 		sk = bpf_sk_lookup_udp(ctx, &t, len, BPF_F_CURRENT_NETNS, 0);
 		if (!sk)

@@ -40,6 +40,7 @@
 /* Socket states (include/net/tcp_states.h; not enum xfw_tcp_state, the
  * tracker's). */
 #define XFW_SK_TIME_WAIT 6
+#define XFW_SK_LISTEN 10
 #define XFW_SK_NEW_SYN_RECV 12
 
 struct xfw_kid {
