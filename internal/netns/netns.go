@@ -1,9 +1,10 @@
 // Package netns names the current network namespace: its cookie
 // (SO_NETNS_COOKIE), which, unlike the namespace's inode, is never reused
 // while the machine runs, so that files and pins named after it cannot be
-// mistaken for a later namespace's.
+// mistaken for a later namespace's; and says whether the caller's user
+// namespace owns it (InOwningUserNS).
 //
-// It imports only x/sys; ipset and dataplane import it.
+// It imports only x/sys; ipset, dataplane and iptables import it.
 package netns
 
 import (
