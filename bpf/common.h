@@ -481,6 +481,9 @@ enum xfw_reject {
 #define XFW_LOG_NFLOG 0x10
 /* struct xfw_logcfg .flags: --log-uid (the kernel's XT_LOG_UID). */
 #define XFW_LOG_UID 0x08
+/* struct xfw_logcfg .flags: the entry is in a PREROUTING chain
+ * (ir.LogViewPrerouting): the line is the packet's as received. */
+#define XFW_LOG_VIEW_PRE 0x40
 /* The event rings of xfw_logrings. */
 enum xfw_ring {
 	XFW_RING_LOG = 0,

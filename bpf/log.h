@@ -15,7 +15,7 @@
  * room for is counted (XFW_STAT_LOG_LOST), not waited for.
  *
  * Includes: common.h, xfw_structs.h, parse.h, classify_structs.h,
- * classify_maps.h, generation.h, xfw_maps.h, owner.h.
+ * classify_maps.h, generation.h, xfw_maps.h, owner.h, demux.h.
  */
 #ifndef XFW_LOG_H
 #define XFW_LOG_H
@@ -30,6 +30,7 @@
 #include "generation.h"
 #include "xfw_maps.h"
 #include "owner.h"
+#include "demux.h"
 
 /* xfw_log_event reserves and fills a LOG event for entry e of generation
  * slot, or returns NULL. */
@@ -104,13 +105,15 @@ static __always_inline int xfw_emit_logs(void *ctx, int xdp, struct xfw_xdp_scra
 {
 	struct xfw_pending *st;
 	struct xfw_log_ids ids = {};
-	int has_ids = 0;
+	int has_ids = 0, demuxed = 0;
 
 	if (!sc)
 		return 0;
 	st = &sc->st;
 	/* --log-uid: the socket of a packet the host sends (OUTPUT and its
-	 * POSTROUTING, at TC); XDP has none. */
+	 * POSTROUTING, at TC); in INPUT at XDP, the one the kernel's early
+	 * demux finds (demux.h), looked up below for the first entry that
+	 * prints it. */
 	if (!xdp && chain == XFW_CHAIN_OUTPUT)
 		has_ids = xfw_log_owner(ctx, &ids);
 	for (int i = 0; i < XFW_MAX_PENDING_LOGS; i++) {
@@ -123,7 +126,13 @@ static __always_inline int xfw_emit_logs(void *ctx, int xdp, struct xfw_xdp_scra
 		if (!ev)
 			continue;
 		ev->mark = st->log_marks[i & (XFW_MAX_PENDING_LOGS - 1)];
-		if (has_ids && (ev->flags & XFW_LOG_UID)) {
+		/* Early demux runs after PREROUTING: its entries print none. */
+		if (xdp && chain == XFW_CHAIN_INPUT && !demuxed &&
+		    (ev->flags & (XFW_LOG_UID | XFW_LOG_VIEW_PRE)) == XFW_LOG_UID) {
+			has_ids = xfw_demux_ids_xdp(ctx, &sc->p, &ids, st->slot);
+			demuxed = 1;
+		}
+		if (has_ids && (ev->flags & XFW_LOG_UID) && !(ev->flags & XFW_LOG_VIEW_PRE)) {
 			ev->has_uid = 1;
 			ev->uid = ids.uid;
 			ev->gid = ids.gid;

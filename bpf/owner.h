@@ -15,7 +15,11 @@
  * object builds without vmlinux.h). A read that faults gives 0.
  *
  * The ids are the kernel's (the initial user namespace's), as xt_owner
- * compares them for a network namespace of the initial user namespace.
+ * compares them for a network namespace of the initial user namespace:
+ * the only one whose --uid-owner and --gid-owner rules xfw loads (the
+ * writer's user namespace must own the network namespace,
+ * internal/iptables/match_owner.go, and only the initial one's may load
+ * BPF programs).
  * XDP has no socket (forwarded packets in POSTROUTING have none in the
  * kernel either): the hooks set .owner to 0.
  *
@@ -36,6 +40,7 @@
 /* Socket states (include/net/tcp_states.h; not enum xfw_tcp_state, the
  * tracker's). */
 #define XFW_SK_TIME_WAIT 6
+#define XFW_SK_LISTEN 10
 #define XFW_SK_NEW_SYN_RECV 12
 
 struct xfw_kid {
@@ -115,28 +120,15 @@ struct xfw_log_ids {
 	__u32 uid, gid;
 };
 
-/* xfw_log_owner reads what LOG's --log-uid prints of skb's socket
- * (nf_log_dump_sk_uid_gid): skb->sk itself, when a full socket (not a
- * request or TIME_WAIT one), its struct socket's file's fsuid and fsgid
- * into ids; 1 when it found them, else 0. A global function: verified
- * once (its pointer argument is a struct, whose size the verifier
- * checks). */
-__attribute__((noinline)) int xfw_log_owner(struct __sk_buff *skb, struct xfw_log_ids *ids)
+/* xfw_log_ids_of reads what nf_log_dump_sk_uid_gid prints of full
+ * socket sk: its struct socket's file's fsuid and fsgid into ids; 1 when
+ * it has them (a socket with a file), else 0. */
+static __always_inline int xfw_log_ids_of(struct sock___xfw *sk, struct xfw_log_ids *ids)
 {
-	struct sk_buff___xfw *k;
-	struct sock___xfw *sk;
 	struct socket___xfw *so;
 	struct file___xfw *f;
 	const struct cred___xfw *cr;
-	struct bpf_sock *bs;
 
-	if (!skb || !ids)
-		return 0;
-	bs = skb->sk;
-	if (!bs || bs->state == XFW_SK_TIME_WAIT || bs->state == XFW_SK_NEW_SYN_RECV)
-		return 0;
-	k = bpf_cast_to_kern_ctx(skb);
-	sk = BPF_CORE_READ(k, sk);
 	if (!sk)
 		return 0;
 	so = BPF_CORE_READ(sk, sk_socket);
@@ -147,6 +139,25 @@ __attribute__((noinline)) int xfw_log_owner(struct __sk_buff *skb, struct xfw_lo
 	ids->uid = BPF_CORE_READ(cr, fsuid.val);
 	ids->gid = BPF_CORE_READ(cr, fsgid.val);
 	return 1;
+}
+
+/* xfw_log_owner reads what LOG's --log-uid prints of skb's socket
+ * (nf_log_dump_sk_uid_gid): skb->sk itself, when a full socket (not a
+ * request or TIME_WAIT one), its ids (xfw_log_ids_of); 1 when it found
+ * them, else 0. A global function: verified once (its pointer argument
+ * is a struct, whose size the verifier checks). */
+__attribute__((noinline)) int xfw_log_owner(struct __sk_buff *skb, struct xfw_log_ids *ids)
+{
+	struct sk_buff___xfw *k;
+	struct bpf_sock *bs;
+
+	if (!skb || !ids)
+		return 0;
+	bs = skb->sk;
+	if (!bs || bs->state == XFW_SK_TIME_WAIT || bs->state == XFW_SK_NEW_SYN_RECV)
+		return 0;
+	k = bpf_cast_to_kern_ctx(skb);
+	return xfw_log_ids_of(BPF_CORE_READ(k, sk), ids);
 }
 
 /* xfw_owner_tc reads the socket of a packet TC egress judges when

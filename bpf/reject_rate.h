@@ -74,9 +74,11 @@ struct xfw_rl_cfg {
 	__u32 set;           /* written by the control plane */
 	__u32 rp_filter;     /* nonzero: net.ipv4.conf's rp_filter is on for
 			      * some device (all, default or its own):
-			      * nat_out.h's xfw_nat_in_direct */	__u32 ttl4;          /* net.ipv4.ip_default_ttl: REJECT's IPv4
+			      * nat_out.h's xfw_nat_in_direct */
+	__u32 ttl4;          /* net.ipv4.ip_default_ttl: REJECT's IPv4
 			      * replies' TTL (reject_route.h) */
-	__u32 pad;
+	__u32 early_demux;   /* net.ipv4.ip_early_demux, tcp_early_demux,
+			      * udp_early_demux: XFW_DEMUX_* (demux.h) */
 	__s64 tai_off;       /* CLOCK_TAI - CLOCK_REALTIME in ns: the time
 			      * REJECT's IPv4 timestamp options carry
 			      * (reject_opts.h) */

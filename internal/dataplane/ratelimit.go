@@ -2,7 +2,9 @@ package dataplane
 
 // The kernel's ICMP error rate limits, as REJECT's replies obey them
 // (bpf/reject_rate.h): the namespace's sysctls and its IPv6 routes' prefix
-// lengths, copied into the data plane at each sync.
+// lengths, copied into the data plane at each sync; with them the other
+// sysctls the data plane follows (rp_filter, ip_default_ttl, the early
+// demux switches LOG --log-uid follows in INPUT: bpf/demux.h).
 
 import (
 	"errors"
@@ -34,8 +36,42 @@ type rateCfg struct {
 	Set          uint32
 	RPFilter     uint32 // rp_filter on for some device (rpfilter.go)
 	TTL4         uint32 // net.ipv4.ip_default_ttl: REJECT's IPv4 replies' TTL
-	Pad          uint32
-	TAIOff       int64 // CLOCK_TAI - CLOCK_REALTIME in ns: the time of REJECT's timestamp options
+	EarlyDemux   uint32 // demux* bits: the early demux sysctls (LOG --log-uid in INPUT)
+	TAIOff       int64  // CLOCK_TAI - CLOCK_REALTIME in ns: the time of REJECT's timestamp options
+}
+
+// The bits of rateCfg.EarlyDemux (bpf/demux.h XFW_DEMUX_*): the early
+// demux sysctls that are on, which decide whether a received packet has
+// a socket LOG --log-uid prints the ids of in INPUT.
+const (
+	demuxIP  = 1 << iota // net.ipv4.ip_early_demux
+	demuxTCP             // net.ipv4.tcp_early_demux
+	demuxUDP             // net.ipv4.udp_early_demux
+)
+
+// earlyDemuxSysctls names each demux* bit's sysctl.
+var earlyDemuxSysctls = []struct {
+	name string
+	bit  uint32
+}{
+	{"net/ipv4/ip_early_demux", demuxIP},
+	{"net/ipv4/tcp_early_demux", demuxTCP},
+	{"net/ipv4/udp_early_demux", demuxUDP},
+}
+
+// readEarlyDemux reads the namespace's early demux sysctls as demux* bits.
+func readEarlyDemux() (uint32, error) {
+	var on uint32
+	for _, s := range earlyDemuxSysctls {
+		n, err := readSysctlInt(s.name)
+		if err != nil {
+			return 0, err
+		}
+		if n != 0 {
+			on |= s.bit
+		}
+	}
+	return on, nil
 }
 
 // rateMaskTypes is XFW_RL_MASK_TYPES: the ICMP types whose ratemask bits
@@ -80,6 +116,9 @@ func readRateCfg() (rateCfg, error) {
 		return c, err
 	}
 	c.TTL4 = uint32(ttl)
+	if c.EarlyDemux, err = readEarlyDemux(); err != nil {
+		return c, err
+	}
 	wc, err := readWallClock()
 	if err != nil {
 		return c, err

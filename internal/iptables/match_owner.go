@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/xfw-dev/xfw/internal/ir"
+	netnsinfo "github.com/xfw-dev/xfw/internal/netns"
 )
 
 // The owner match (libxt_owner revision 1, xt_owner.c): options, checks
@@ -193,9 +194,23 @@ func ownerListing(m *ir.OwnerMatch, numeric bool) string {
 // ownerHooks are the hooks the owner match may be used from.
 const ownerHooks = hookLocalOut | hookPostRouting
 
+// ownerUserNSOK says whether the writer's user namespace owns the
+// network namespace (netns.InOwningUserNS), which owner_check requires of
+// a rule with --uid-owner or --gid-owner: their ids are the writer's,
+// mapped through the namespace's user namespace. A failed check refuses.
+// A variable: tests replace it.
+var ownerUserNSOK = func() bool {
+	ok, err := netnsinfo.InOwningUserNS()
+	return err == nil && ok
+}
+
 // ownerOK is owner_mt_check and the match's hook mask: ranges in order,
-// reached from OUTPUT and POSTROUTING only.
+// --uid-owner and --gid-owner from a writer of the network namespace's
+// user namespace, reached from OUTPUT and POSTROUTING only.
 func ownerOK(m *ir.OwnerMatch, hooks hookMask) bool {
+	if m.Match&(ir.OwnerUID|ir.OwnerGID) != 0 && !ownerUserNSOK() {
+		return false
+	}
 	if m.Match&ir.OwnerUID != 0 && m.UIDMin > m.UIDMax {
 		return false
 	}

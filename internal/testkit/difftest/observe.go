@@ -228,8 +228,9 @@ func logCandidates(line string) []candidate {
 var logUIDRe = regexp.MustCompile(` UID=\d+ GID=\d+`)
 
 // normLogLine removes from a LOG line what is not compared: the owner of
-// the packet's socket (xfw prints it for the host's own packets only, the
-// kernel also for received ones its early demux found a socket for:
+// the packet's socket (for a received packet, the socket the kernel's
+// early demux finds, which xfw's lookup does not always find alike, and
+// which the kernel skips for a packet of a receive batch:
 // docs/differences.md); and for a
 // reply fw generated, what differs between namespaces: the IPv4
 // identification of the reply itself (the quoted packet's stays) and the IPv6
