@@ -17,7 +17,9 @@
  * length among the present ones (an atomic OR on its meta word), then
  * writes the element: a lookup meanwhile tries one length more and finds
  * nothing, as before. A full table refuses the element, as a full set
- * (maxelem) does.
+ * (maxelem) does; a full table of a set with timeouts first has its
+ * expired elements collected (xfw_setw_gc, as mtype_add's mtype_gc_do
+ * when the set is full), then takes the element if that made room.
  *
  * Conventions: the evaluators run from xfw_probe, at the bottom of the
  * deepest call chain, so they keep the key in the set walk's per-CPU
@@ -52,6 +54,24 @@
 #define XFW_NS_PER_SEC 1000000000ULL
 /* xfw_set_write's flags beside XFW_SETT_*: delete (else add). */
 #define XFW_SETT_OP_DEL (1u << 31)
+
+/* E2BIG: a full hash map's answer to an update that adds a key. */
+#define XFW_E2BIG 7
+
+/* The collection's state, on xfw_set_write's stack for its callback. */
+struct xfw_setw_gc_ctx {
+	__u64 now;
+};
+
+/* xfw_setw_gc_one deletes element key of a written set's table when it
+ * has expired (mtype_gc_do: ip_set_timeout_expired); meta keys stay. */
+static long xfw_setw_gc_one(void *map, struct xfw_setkey *key, struct xfw_setval *v,
+			    struct xfw_setw_gc_ctx *g)
+{
+	if (key->plen != XFW_SETKEY_META && v->expires && g->now >= v->expires)
+		bpf_map_delete_elem(map, key);
+	return 0;
+}
 
 /* xfw_setw_table returns the hash table of written set w (1-based) of
  * slot, its outer index in *idx; NULL when the generation has none. */
@@ -196,7 +216,16 @@ __attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32
 	xfw_hwalk_mask(c, plen);
 	c->key.port = port;
 	c->key.proto = proto;
-	bpf_map_update_elem(m, &c->key, &val, BPF_ANY);
+	if (bpf_map_update_elem(m, &c->key, &val, BPF_ANY) == -XFW_E2BIG &&
+	    (c->answer & XFW_SETW_TIMEOUT)) {
+		/* Full: the expired elements make room first (only a set
+		 * with timeouts has any), as the kernel's add collects them
+		 * when the set is full. Still full: not added. */
+		struct xfw_setw_gc_ctx g = {.now = c->now};
+
+		bpf_for_each_map_elem(m, xfw_setw_gc_one, &g, 0);
+		bpf_map_update_elem(m, &c->key, &val, BPF_ANY);
+	}
 	return 1;
 }
 
