@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -74,6 +75,78 @@ func setTargetFullSetCollects(t *testing.T, bin string, fam int) {
 	for key, kc := range k[0] {
 		if strings.Contains(key, "--match-set gc src -j ACCEPT") && kc.packets != 2 {
 			t.Errorf("kernel: %s: %d packets, want 2", key, kc.packets)
+		}
+	}
+}
+
+// setplenRules is TestSetTargetForgetsPrefixLengths' ruleset: port 1
+// adds the source to hash:net n, port 3 deletes it, port 2 counts n's
+// members.
+const setplenRules = `*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A FORWARD -p udp -m udp --dport 1 -j SET --add-set n src
+-A FORWARD -p udp -m udp --dport 3 -j SET --del-set n src
+-A FORWARD -p udp -m udp --dport 2 -m set --match-set n src -j ACCEPT
+COMMIT
+`
+
+// TestSetTargetForgetsPrefixLengths checks, against the kernel's xt_SET
+// and ipset, that a hash:net forgets a prefix length with its last
+// element (the kernel's nets[] counts), whether `ipset del` or the SET
+// target deleted it: the SET target's elements take the longest length
+// still present, the host length when none is. The hosts' /28 (/124) is
+// added, a /30 (/126) elsewhere added and deleted by ipset (H1 then adds
+// nothing new: its /28 is there), H1's --del-set deletes the /28, and H2
+// is then added as a host.
+func TestSetTargetForgetsPrefixLengths(t *testing.T) {
+	eachFamily(t, setTargetForgetsPrefixLengths)
+}
+
+func setTargetForgetsPrefixLengths(t *testing.T, bin string, fam int) {
+	tw := newTwins(t, bin)
+	members := map[string][]string{}
+	var mu sync.Mutex
+	results := tw.rounds(t, func(kind string, tp *nettest.Topology, fw firewall, record twinRecorder) {
+		silenceSink(t, tp)
+		rh := newRecentHosts(tp, fam)
+		ipsetCmd := ipsetRunner(t, tp, kind, bin)
+		famName, hostBits, other := "inet", 4, "203.0.113.4/30"
+		if fam == 6 {
+			famName, other = "inet6", "2001:db8:ffff::4/126"
+		}
+		ipsetCmd("create n hash:net family " + famName)
+		fw.restore(t, tp, fam, rh.rules(setplenRules))
+		hostNet := netip.PrefixFrom(rh.host(1), rh.host(1).BitLen()-hostBits).Masked().String()
+		ipsetCmd("add n " + hostNet)
+		ipsetCmd("add n " + other)
+		ipsetCmd("del n " + other)
+		rh.send(t, tp, kind, recSend{1, 1, 64, 1}) // its /28: there already
+		rh.send(t, tp, kind, recSend{1, 3, 64, 1}) // the /28 deleted
+		rh.send(t, tp, kind, recSend{2, 1, 64, 1}) // H2 itself added
+		for h := byte(1); h <= 3; h++ {
+			rh.send(t, tp, kind, recSend{h, 2, 64, 1}) // H2 only
+		}
+		time.Sleep(200 * time.Millisecond)
+		record(nameHosts(fw.save(t, tp, fam), rh.host, 7))
+		m := setjMembers(t, tp, kind, bin, func(s string) string {
+			return strings.ReplaceAll(nameHosts(s, rh.host, 7), hostNet, "@N")
+		})
+		mu.Lock()
+		members[kind] = m
+		mu.Unlock()
+	})
+	k := compareRounds(t, results, ":OUTPUT", ":INPUT")
+	if strings.Join(members["kernel"], "\n") != strings.Join(members["xfw"], "\n") {
+		t.Errorf("members differ:\nkernel %q\nxfw    %q", members["kernel"], members["xfw"])
+	}
+	if want := []string{"add n @H2"}; fmt.Sprint(members["kernel"]) != fmt.Sprint(want) {
+		t.Errorf("kernel members %q, want %q", members["kernel"], want)
+	}
+	for key, kc := range k[0] {
+		if strings.Contains(key, "--match-set n src -j ACCEPT") && kc.packets != 1 {
+			t.Errorf("kernel: %s: %d packets, want 1", key, kc.packets)
 		}
 	}
 }
