@@ -177,3 +177,46 @@ func RunningSetWrites() (bool, error) {
 	}
 	return false, nil
 }
+
+// SameTable reports whether h and o are the one map (a table the next
+// generation took over), false when either's identity cannot be read.
+func (h *LiveSetHash) SameTable(o *LiveSetHash) bool {
+	a, errA := h.m.Info()
+	b, errB := o.m.Info()
+	if errA != nil || errB != nil {
+		return false
+	}
+	ida, okA := a.ID()
+	idb, okB := b.ID()
+	return okA && okB && ida == idb
+}
+
+// PutAbsent adds the entries that are not in the table, leaving those
+// there (newer than these) as they are; a table with counts has each
+// added entry counted first (see Put).
+func (h *LiveSetHash) PutAbsent(entries []SetHashEntry) error {
+	counted := h.counted()
+	var add, there [129]int64
+	if counted {
+		for _, e := range entries {
+			countPlen(&add, e.Key.Plen, 1)
+		}
+		if err := h.addCounts(&add); err != nil {
+			return err
+		}
+	}
+	for _, e := range entries {
+		err := h.m.Update(bpfSetKey(e.Key), bpfSetVal{Expires: e.Expires, Answer: e.Answer, Aux: e.Aux, Ctr: e.Ctr}, ebpf.UpdateNoExist)
+		if err != nil {
+			countPlen(&there, e.Key.Plen, -1)
+		}
+		if err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
+			h.addCounts(&there)
+			return fmt.Errorf("set lookup %d (%s): add an entry: %w", h.Info.Index, h.Info.Set, err)
+		}
+	}
+	if !counted {
+		return nil
+	}
+	return h.addCounts(&there)
+}

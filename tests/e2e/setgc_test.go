@@ -150,3 +150,95 @@ func setTargetForgetsPrefixLengths(t *testing.T, bin string, fam int) {
 		}
 	}
 }
+
+// setwinRules is TestSetTargetKeepsAddsDuringReload's ruleset: every
+// datagram to ports 10000-19999 adds its source and port to w.
+const setwinRules = `*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A FORWARD -p udp -m udp --dport 10000:19999 -j SET --add-set w src,dst
+COMMIT
+`
+
+// setwinSends is how many datagrams (each a member of its own) H1 sends
+// while the restore runs.
+const setwinSends = 300
+
+// TestSetTargetKeepsAddsDuringReload checks, against the kernel's xt_SET
+// and ipset, that members the SET target adds while an `ipset restore`
+// reloads the rules (1,100 members added to the written set itself: too
+// many to patch, so xfw builds its table afresh) are all kept: H1 sends
+// to a new port every few milliseconds before, while and after the
+// restore runs, and the members must be the kernel's, H1's and the
+// restored ones.
+func TestSetTargetKeepsAddsDuringReload(t *testing.T) {
+	eachFamily(t, setTargetKeepsAddsDuringReload)
+}
+
+func setTargetKeepsAddsDuringReload(t *testing.T, bin string, fam int) {
+	tw := newTwins(t, bin)
+	members := map[string][]string{}
+	var mu sync.Mutex
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		silenceSink(t, tp)
+		rh := newRecentHosts(tp, fam)
+		ipsetCmd := ipsetRunner(t, tp, kind, bin)
+		famName := map[int]string{4: "inet", 6: "inet6"}[fam]
+		ipsetCmd("create w hash:ip,port family " + famName)
+		fw.restore(t, tp, fam, rh.rules(setwinRules))
+		var restore strings.Builder
+		for i := 0; i < 1100; i++ {
+			fmt.Fprintf(&restore, "add w %s,udp:%d\n", rh.host(2), 20000+i)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := 0; i < setwinSends; i++ {
+				l4 := nettest.UDP{SrcPort: 5000, DstPort: uint16(10000 + i), Payload: []byte("x")}
+				var pkt []byte
+				if fam == 6 {
+					pkt = nettest.IPv6{Src: rh.host(1), Dst: rh.sink, HopLimit: 64}.Packet(l4)
+				} else {
+					pkt = nettest.IPv4{Src: rh.host(1), Dst: rh.sink, TTL: 64}.Packet(l4)
+				}
+				if err := tp.InjectFromGen(tp.GenToFw().Frame(pkt)); err != nil {
+					t.Errorf("%s: inject: %v", kind, err)
+					return
+				}
+				time.Sleep(3 * time.Millisecond)
+			}
+		}()
+		time.Sleep(100 * time.Millisecond)
+		argv := []string{"ipset", "restore"}
+		if kind == "xfw" {
+			argv = append([]string{bin}, argv...)
+		}
+		if res, err := nettest.ExecStdin(time.Minute, tp.FwNS, restore.String(), argv...); err != nil || res.ExitCode != 0 {
+			t.Errorf("%s: ipset restore: %v %s", kind, err, res)
+		}
+		<-done
+		time.Sleep(200 * time.Millisecond)
+		m := setjMembers(t, tp, kind, bin, func(s string) string { return nameHosts(s, rh.host, 7) })
+		mu.Lock()
+		members[kind] = m
+		mu.Unlock()
+	})
+	count := func(list []string, host string) int {
+		n := 0
+		for _, l := range list {
+			if strings.HasPrefix(l, "add w "+host+",") {
+				n++
+			}
+		}
+		return n
+	}
+	for _, kind := range []string{"kernel", "xfw"} {
+		if h1, h2 := count(members[kind], "@H1"), count(members[kind], "@H2"); h1 != setwinSends || h2 != 1100 {
+			t.Errorf("%s: %d members of H1 (want %d), %d of H2 (want 1100)", kind, h1, setwinSends, h2)
+		}
+	}
+	if strings.Join(members["kernel"], "\n") != strings.Join(members["xfw"], "\n") {
+		t.Errorf("members differ: kernel %d, xfw %d", len(members["kernel"]), len(members["xfw"]))
+	}
+}
