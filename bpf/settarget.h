@@ -24,10 +24,11 @@
  * mtype_del_cidr) forget a length with its last element; a length whose
  * counts are missing (a table built before them) counts as present. A
  * count is raised before its element is added and lowered after it is
- * deleted: never below the elements there. A full table refuses the element, as a full set
- * (maxelem) does; a full table of a set with timeouts first has its
- * expired elements collected (xfw_setw_gc, as mtype_add's mtype_gc_do
- * when the set is full), then takes the element if that made room.
+ * deleted: never below the elements there. A full table refuses the
+ * element, as a full set (maxelem) does; a full table of a set with
+ * timeouts first has its expired elements collected (xfw_setw_gc_one, as
+ * mtype_add's mtype_gc_do when the set is full), then takes the element
+ * if that made room.
  *
  * Conventions: the evaluators run from xfw_probe, at the bottom of the
  * deepest call chain, so they keep the key in the set walk's per-CPU
