@@ -267,6 +267,12 @@ enum xfw_setw_meta {
 	XFW_SETW_NET = 2,     /* hash:net: the longest prefix length present */
 	XFW_SETW_PORT = 4,    /* hash:ip,port, hash:net,port: a second dimension,
 			       * the protocol and port (xfw_set_port) */
+	/* A net type's counts of elements per prefix length (meta keys
+	 * of port XFW_SETW_NDP + plen and XFW_SETW_NCP + plen, the count
+	 * in value.expires, signed): the data plane's adds less its
+	 * deletes, and the control plane's (settarget.h). */
+	XFW_SETW_NDP = 0x100,
+	XFW_SETW_NCP = 0x200,
 };
 
 /* Sentinel values of the port, TCP flags and ICMP fields. */

@@ -16,8 +16,19 @@
  * xfw_set_port) and the set's timeouts. An add marks the element's prefix
  * length among the present ones (an atomic OR on its meta word), then
  * writes the element: a lookup meanwhile tries one length more and finds
- * nothing, as before. A full table refuses the element, as a full set
- * (maxelem) does.
+ * nothing, as before. A net type's table also counts its elements per
+ * prefix length (XFW_SETW_NDP + plen: the data plane's adds and deletes,
+ * atomic adds; XFW_SETW_NCP + plen: the control plane's, written by the
+ * command holding xfw's lock), so that the longest length present is one
+ * some element still has, as the kernel's nets[] counts (mtype_add_cidr,
+ * mtype_del_cidr) forget a length with its last element; a length whose
+ * counts are missing (a table built before them) counts as present. A
+ * count is raised before its element is added and lowered after it is
+ * deleted: never below the elements there. A full table refuses the
+ * element, as a full set (maxelem) does; a full table of a set with
+ * timeouts first has its expired elements collected (xfw_setw_gc_one, as
+ * mtype_add's mtype_gc_do when the set is full), then takes the element
+ * if that made room.
  *
  * Conventions: the evaluators run from xfw_probe, at the bottom of the
  * deepest call chain, so they keep the key in the set walk's per-CPU
@@ -53,6 +64,94 @@
 /* xfw_set_write's flags beside XFW_SETT_*: delete (else add). */
 #define XFW_SETT_OP_DEL (1u << 31)
 
+/* E2BIG: a full hash map's answer to an update that adds a key. */
+#define XFW_E2BIG 7
+
+/* EEXIST, ENOENT: an update's answers for a key there (BPF_NOEXIST) and
+ * not there (BPF_EXIST). */
+#define XFW_EEXIST 17
+#define XFW_ENOENT 2
+
+/* xfw_setw_count adds delta to the data plane's count of prefix length
+ * plen of table m (a net type's written set; nothing when it has no such
+ * count). */
+static __always_inline void xfw_setw_count(void *m, __u32 plen, __s64 delta)
+{
+	struct xfw_setkey k = {.plen = XFW_SETKEY_META, .port = XFW_SETW_NDP + (plen & 0xff)};
+	struct xfw_setval *v = bpf_map_lookup_elem(m, &k);
+
+	if (v)
+		__sync_fetch_and_add(&v->expires, (__u64)delta);
+}
+
+/* The collection's state, on xfw_set_write's stack for its callback. */
+struct xfw_setw_gc_ctx {
+	__u64 now;
+	__u32 net; /* the table counts its prefix lengths */
+	__u32 pad;
+};
+
+/* xfw_setw_gc_one deletes element key of a written set's table when it
+ * has expired (mtype_gc_do: ip_set_timeout_expired, then
+ * mtype_del_cidr); meta keys stay. */
+static long xfw_setw_gc_one(void *map, struct xfw_setkey *key, struct xfw_setval *v,
+			    struct xfw_setw_gc_ctx *g)
+{
+	__u32 plen = key->plen;
+
+	if (plen != XFW_SETKEY_META && v->expires && g->now >= v->expires &&
+	    bpf_map_delete_elem(map, key) == 0 && g->net)
+		xfw_setw_count(map, plen, -1);
+	return 0;
+}
+
+/* xfw_setw_counted says whether prefix length plen of the table has
+ * elements: its two counts' sum, or missing counts. c->key is free. */
+static __always_inline int xfw_setw_counted(struct xfw_hwalk *c, void *m, __u32 plen)
+{
+	struct xfw_setval *dp, *cp;
+
+	__builtin_memset(&c->key, 0, sizeof(c->key));
+	c->key.plen = XFW_SETKEY_META;
+	c->key.port = XFW_SETW_NDP + (plen & 0xff);
+	dp = bpf_map_lookup_elem(m, &c->key);
+	c->key.port = XFW_SETW_NCP + (plen & 0xff);
+	cp = bpf_map_lookup_elem(m, &c->key);
+	if (!dp || !cp)
+		return 1;
+	return (__s64)(dp->expires + cp->expires) > 0;
+}
+
+/* xfw_setw_longest_step tries the next present prefix length of the
+ * written table c->idx (xfw_setw_longest's walk, c->next as in
+ * xfw_hwalk_next): 1 stops, c->next then 1 + the length found, or 0. */
+static long xfw_setw_longest_step(__u32 i, void *unused)
+{
+	struct xfw_hwalk *c;
+	__u32 zero = 0, plen;
+	void *m;
+
+	c = bpf_map_lookup_elem(&xfw_hwalk_scratch, &zero);
+	if (!c)
+		return 1;
+	m = bpf_map_lookup_elem(&xfw_o_sethash, &c->idx);
+	if (!m || !c->next) {
+		c->next = 0;
+		return 1;
+	}
+	plen = xfw_hwalk_next(c);
+	if (plen > 128) {
+		c->next = 0;
+		return 1;
+	}
+	if (xfw_setw_counted(c, m, plen)) {
+		c->next = plen + 1;
+		return 1;
+	}
+	c->next = plen;
+	return 0;
+}
+
 /* xfw_setw_table returns the hash table of written set w (1-based) of
  * slot, its outer index in *idx; NULL when the generation has none. */
 static __always_inline void *xfw_setw_table(__u32 slot, __u32 w, __u32 *idx)
@@ -68,20 +167,43 @@ static __always_inline void *xfw_setw_table(__u32 slot, __u32 w, __u32 *idx)
 	return bpf_map_lookup_elem(&xfw_o_sethash, idx);
 }
 
-/* xfw_setw_longest returns the longest prefix length present in table m
- * (its meta words), or maxplen when none is: hash:net's element length
+/* xfw_setw_longest returns the longest prefix length of table m (outer
+ * index idx) some element has: marked in its meta words and counted
+ * (xfw_setw_counted), or maxplen when none is: hash:net's element length
  * (INIT_CIDR(nets[0].cidr[0], HOST_MASK)). c->key is the meta key. */
-static __always_inline __u32 xfw_setw_longest(struct xfw_hwalk *c, void *m, __u32 maxplen)
+static __always_inline __u32 xfw_setw_longest(struct xfw_hwalk *c, void *m, __u32 idx, __u32 maxplen)
 {
 	struct xfw_setval *v;
 
-	for (int w = XFW_SET_PLEN_WORDS - 1; w >= 0; w--) {
+	for (int w = 0; w < XFW_SET_PLEN_WORDS; w++) {
 		c->key.port = w;
 		v = bpf_map_lookup_elem(m, &c->key);
-		if (v && v->expires)
-			return (__u32)w * 64 + xfw_msb64(v->expires);
+		c->words[w] = v ? v->expires : 0;
 	}
-	return maxplen;
+	c->idx = idx;
+	c->next = maxplen + 1;
+	/* 129 prefix lengths at most: /128 to /0. */
+	bpf_loop(129, xfw_setw_longest_step, NULL, 0);
+	return c->next ? c->next - 1 : maxplen;
+}
+
+/* xfw_setw_put writes element c->key of table m with value val, and
+ * returns the update's answer; *created says it was not there before. */
+static __always_inline long xfw_setw_put(void *m, struct xfw_hwalk *c, struct xfw_setval *val,
+					 int *created)
+{
+	long rc = bpf_map_update_elem(m, &c->key, val, BPF_NOEXIST);
+
+	*created = rc == 0;
+	if (rc != -XFW_EEXIST)
+		return rc;
+	rc = bpf_map_update_elem(m, &c->key, val, BPF_EXIST);
+	if (rc != -XFW_ENOENT)
+		return rc;
+	/* Deleted meanwhile: added afresh. */
+	rc = bpf_map_update_elem(m, &c->key, val, BPF_NOEXIST);
+	*created = rc == 0;
+	return rc;
 }
 
 /* xfw_setw_port puts the protocol and port of p's second dimension (the
@@ -120,6 +242,7 @@ __attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32
 	struct xfw_setval *v, val = {};
 	struct xfw_hwalk *c;
 	__u32 zero = 0, idx, plen;
+	int created = 0;
 	__u16 port;
 	__u8 proto;
 	void *m;
@@ -142,7 +265,7 @@ __attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32
 	c->maxplen = p->fam ? 128 : 32;
 	plen = v->aux;
 	if (c->answer & XFW_SETW_NET)
-		plen = xfw_setw_longest(c, m, c->maxplen);
+		plen = xfw_setw_longest(c, m, idx, c->maxplen);
 	if (plen > c->maxplen)
 		return 1;
 	if (flags & ((flags & XFW_SETT_OP_DEL) ? XFW_SETT_DEL_DST : XFW_SETT_ADD_DST)) {
@@ -165,7 +288,8 @@ __attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32
 		return 1;
 	}
 	if (flags & XFW_SETT_OP_DEL) {
-		bpf_map_delete_elem(m, &c->key);
+		if (bpf_map_delete_elem(m, &c->key) == 0 && (c->answer & XFW_SETW_NET))
+			xfw_setw_count(m, plen, -1);
 		return 1;
 	}
 	c->now = bpf_ktime_get_ns();
@@ -196,7 +320,20 @@ __attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32
 	xfw_hwalk_mask(c, plen);
 	c->key.port = port;
 	c->key.proto = proto;
-	bpf_map_update_elem(m, &c->key, &val, BPF_ANY);
+	/* Counted first: a length's count never falls below its elements. */
+	if (c->answer & XFW_SETW_NET)
+		xfw_setw_count(m, plen, 1);
+	if (xfw_setw_put(m, c, &val, &created) == -XFW_E2BIG && (c->answer & XFW_SETW_TIMEOUT)) {
+		/* Full: the expired elements make room first (only a set
+		 * with timeouts has any), as the kernel's add collects them
+		 * when the set is full. Still full: not added. */
+		struct xfw_setw_gc_ctx g = {.now = c->now, .net = !!(c->answer & XFW_SETW_NET)};
+
+		bpf_for_each_map_elem(m, xfw_setw_gc_one, &g, 0);
+		xfw_setw_put(m, c, &val, &created);
+	}
+	if (!created && (c->answer & XFW_SETW_NET))
+		xfw_setw_count(m, plen, -1);
 	return 1;
 }
 

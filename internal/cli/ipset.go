@@ -40,6 +40,9 @@ type namespaceStore struct {
 	// image and loaded are what the last Load read and returned.
 	image  *dataplane.IpsetImage
 	loaded *ipset.Sets
+	// window holds the written tables the last Load read
+	// (takeSetWrites), for a reload to catch up with.
+	window *settable.WriteWindow
 	// takeCounts makes Load move the data plane's running set entry
 	// counts into the sets it returns (and stores), so that an `ipset`
 	// command sees the true counters (settable.TakeCounts).
@@ -63,9 +66,12 @@ func (n *namespaceStore) Load() (*ipset.Sets, error) {
 	n.image, n.loaded = im, ss
 	dataplane.TraceSince("ipset: load sets", t)
 	if im != nil {
-		if ss, err = takeSetWrites(n, ss); err != nil {
+		var w *settable.WriteWindow
+		if ss, w, err = takeSetWrites(n, ss); err != nil {
 			return nil, err
 		}
+		n.window.Close()
+		n.window = w
 	}
 	if n.takeCounts && im != nil {
 		counted := ss.Clone()
@@ -144,6 +150,7 @@ func runIpset(name string, args []string, env Env) int {
 	}
 	if ns, ok := store.(*namespaceStore); ok {
 		ns.takeCounts = true
+		defer func() { ns.window.Close() }()
 	}
 	rs := &ruleStore{Store: store}
 	status := ipset.Run(args, stdin, env.Stdout, env.Stderr, rs)
@@ -162,6 +169,10 @@ func runIpset(name string, args []string, env Env) int {
 				fresh[ch.Set.Name] = true
 			}
 			err = reapplySetRules(&ipsetLookup{loaded: true, sets: rs.committed, fresh: fresh})
+			if ns, ok := store.(*namespaceStore); ok && err == nil {
+				err = catchUpSetWrites(ns.window)
+				ns.window = nil
+			}
 		}
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "ipset v%s: the sets changed, but the rules using them could not follow: %v\n", ipset.Version, err)

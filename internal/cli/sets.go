@@ -60,6 +60,9 @@ type ipsetLookup struct {
 	// err is the failure to load the store; lookups then find no set and
 	// callers report err (setsErr) instead of "Set … doesn't exist.".
 	err error
+	// window holds the written tables the load read (nil: none), whose
+	// adds meanwhile a commit that replaces them catches up with.
+	window *settable.WriteWindow
 }
 
 // load reads the store once.
@@ -71,6 +74,9 @@ func (l *ipsetLookup) load() {
 	store, err := newIpsetStore()
 	if err == nil {
 		l.sets, err = store.Load()
+	}
+	if ns, ok := store.(*namespaceStore); ok {
+		l.window, ns.window = ns.window, nil
 	}
 	if err != nil {
 		l.err = fmt.Errorf("load ipsets: %w", err)

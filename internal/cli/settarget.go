@@ -72,23 +72,36 @@ func syncSetWrites(sets *ipsetLookup) error {
 }
 
 // takeSetWrites moves the members SET targets wrote into ss, the sets
-// store holds (settable.TakeWrites), committing them when any changed, and
-// returns the sets as stored.
-func takeSetWrites(store ipset.Store, ss *ipset.Sets) (*ipset.Sets, error) {
+// store holds (settable.TakeWritesHeld), committing them when any changed,
+// and returns the sets as stored and the written tables read (nil when
+// none; the caller closes it), whose later adds a reload catches up.
+func takeSetWrites(store ipset.Store, ss *ipset.Sets) (*ipset.Sets, *settable.WriteWindow, error) {
 	t := time.Now()
 	written := ss.Clone()
-	changed, err := settable.TakeWrites(written)
+	changed, w, err := settable.TakeWritesHeld(written)
 	dataplane.TraceSince("ipset: take the members SET targets wrote", t)
 	if err != nil {
-		return nil, fmt.Errorf("read the members SET targets wrote: %w", err)
+		return nil, nil, fmt.Errorf("read the members SET targets wrote: %w", err)
 	}
 	if !changed {
-		return ss, nil
+		return ss, w, nil
 	}
 	if err := store.Commit(ss, written); err != nil {
-		return nil, fmt.Errorf("store the members SET targets wrote: %w", err)
+		w.Close()
+		return nil, nil, fmt.Errorf("store the members SET targets wrote: %w", err)
 	}
-	return written, nil
+	return written, w, nil
+}
+
+// catchUpSetWrites copies into the running generation's new written
+// tables what the data plane added to the old ones since w read them
+// (settable.WriteWindow.CatchUp), and closes w. The caller holds the lock.
+func catchUpSetWrites(w *settable.WriteWindow) error {
+	defer w.Close()
+	if err := w.CatchUp(ir.IPv4, ir.IPv6); err != nil {
+		return fmt.Errorf("copy the members SET targets wrote meanwhile: %w", err)
+	}
+	return nil
 }
 
 // writtenStore is a store that is not the namespace's (XFW_IPSET_FILE)
@@ -102,5 +115,7 @@ func (w writtenStore) Load() (*ipset.Sets, error) {
 	if err != nil {
 		return nil, err
 	}
-	return takeSetWrites(w.Store, ss)
+	ss, win, err := takeSetWrites(w.Store, ss)
+	win.Close()
+	return ss, err
 }

@@ -616,6 +616,15 @@ func install(fam ir.Family, counters []dataplane.CounterSource, rs *ir.Ruleset, 
 	if err := dataplane.Apply(fam, u, opts); err != nil {
 		return err
 	}
+	// What SET targets wrote to tables this generation replaced since the
+	// sets were read. The window stays open for the command's other
+	// family; its maps are closed when the lookup is collected (the
+	// ebpf package's cleanups close unreachable descriptors).
+	if sets != nil && sets.window != nil {
+		if err := sets.window.CatchUp(fam); err != nil {
+			return fmt.Errorf("copy the members SET targets wrote meanwhile: %w", err)
+		}
+	}
 	// Counts of set entries the new generation no longer counts (no rule
 	// looks their set up any more) go to the stored sets.
 	return foldSetCounters(u.SetLeftover, sets)

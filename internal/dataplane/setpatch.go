@@ -421,22 +421,74 @@ func (h *LiveSetHash) MarkPlens(plens *[129]bool) error {
 	return nil
 }
 
-// Put adds or replaces entries, in order.
+// Put adds or replaces entries, in order. A table that counts its
+// elements per prefix length (a written net type's, SetWriteCountEntries)
+// has the new entries counted before they are added, and the count taken
+// back for each that was there already: the data plane then never sees a
+// length count fewer elements than it has.
 func (h *LiveSetHash) Put(entries []SetHashEntry) error {
+	if !h.counted() {
+		for _, e := range entries {
+			if err := h.m.Put(bpfSetKey(e.Key), bpfSetVal{Expires: e.Expires, Answer: e.Answer, Aux: e.Aux, Ctr: e.Ctr}); err != nil {
+				return fmt.Errorf("set lookup %d (%s): put an entry: %w", h.Info.Index, h.Info.Set, err)
+			}
+		}
+		return nil
+	}
+	var add, there [129]int64
 	for _, e := range entries {
-		if err := h.m.Put(bpfSetKey(e.Key), bpfSetVal{Expires: e.Expires, Answer: e.Answer, Aux: e.Aux, Ctr: e.Ctr}); err != nil {
-			return fmt.Errorf("set lookup %d (%s): put an entry: %w", h.Info.Index, h.Info.Set, err)
+		countPlen(&add, e.Key.Plen, 1)
+	}
+	if err := h.addCounts(&add); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		created, err := h.putNew(e)
+		if err != nil {
+			return err
+		}
+		if !created {
+			countPlen(&there, e.Key.Plen, -1)
 		}
 	}
-	return nil
+	return h.addCounts(&there)
 }
 
-// Delete removes entries (absent ones are no error).
+// putNew adds or replaces entry e and reports whether it was not there
+// before (the data plane may add and delete it meanwhile).
+func (h *LiveSetHash) putNew(e SetHashEntry) (bool, error) {
+	k, v := bpfSetKey(e.Key), bpfSetVal{Expires: e.Expires, Answer: e.Answer, Aux: e.Aux, Ctr: e.Ctr}
+	for try := 0; try < 3; try++ {
+		err := h.m.Update(k, v, ebpf.UpdateNoExist)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, ebpf.ErrKeyExist) {
+			return false, fmt.Errorf("set lookup %d (%s): put an entry: %w", h.Info.Index, h.Info.Set, err)
+		}
+		err = h.m.Update(k, v, ebpf.UpdateExist)
+		if err == nil {
+			return false, nil
+		}
+		if !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return false, fmt.Errorf("set lookup %d (%s): put an entry: %w", h.Info.Index, h.Info.Set, err)
+		}
+	}
+	return false, fmt.Errorf("set lookup %d (%s): put an entry: added and deleted meanwhile, again and again", h.Info.Index, h.Info.Set)
+}
+
+// Delete removes entries (absent ones are no error), and takes each
+// removed entry off its prefix length's count (a table with counts).
 func (h *LiveSetHash) Delete(keys []SetHashKey) error {
+	var gone [129]int64
 	for _, k := range keys {
-		if err := h.m.Delete(bpfSetKey(k)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		err := h.m.Delete(bpfSetKey(k))
+		if err == nil {
+			countPlen(&gone, k.Plen, -1)
+		} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
+			h.addCounts(&gone)
 			return fmt.Errorf("set lookup %d (%s): delete an entry: %w", h.Info.Index, h.Info.Set, err)
 		}
 	}
-	return nil
+	return h.addCounts(&gone)
 }

@@ -47,8 +47,73 @@ func SetWriteMetaEntry(defaultTimeout uint32, hasTimeout, net, port bool, plen u
 }
 
 // SetWriteMetaKeys is the number of a written set's meta keys beyond
-// SetMetaWords.
+// SetMetaWords, besides a net type's counts (SetWriteCountKeys).
 const SetWriteMetaKeys = 1
+
+// Ports of the meta keys of a written net type's counts of elements per
+// prefix length (XFW_SETW_NDP, XFW_SETW_NCP): the data plane's (its adds
+// less its deletes, atomic adds) and the control plane's (written only by
+// a command holding xfw's lock), port base + prefix length, the count
+// (signed) in Expires. The data plane takes the longest length whose two
+// counts sum above 0 for an element (bpf/settarget.h).
+const (
+	setWriteCountDP = 0x100
+	setWriteCountCP = 0x200
+)
+
+// SetWriteCountKeys is the number of count keys of a written net type's
+// table of addresses of maxPlen bits (SetWriteCountEntries).
+func SetWriteCountKeys(maxPlen uint8) int { return 2 * (int(maxPlen) + 1) }
+
+// SetWriteCountEntries returns the count keys of a written net type's
+// table of addresses of maxPlen bits holding counts[l] elements of prefix
+// length l: every length has both keys (the table's room counts them), the
+// data plane's counts start at 0.
+func SetWriteCountEntries(maxPlen uint8, counts *[129]int64) []SetHashEntry {
+	var out []SetHashEntry
+	for l := 0; l <= int(maxPlen); l++ {
+		out = append(out,
+			SetHashEntry{Key: SetHashKey{Port: setWriteCountDP + uint16(l), Plen: SetMetaPlen}},
+			SetHashEntry{Key: SetHashKey{Port: setWriteCountCP + uint16(l), Plen: SetMetaPlen}, Expires: uint64(counts[l])})
+	}
+	return out
+}
+
+// addCounts adds d[l] to the control plane's count of prefix length l of
+// a written net type's table (nothing for a table without counts).
+func (h *LiveSetHash) addCounts(d *[129]int64) error {
+	for l, n := range d {
+		if n == 0 {
+			continue
+		}
+		k := bpfSetKey{Port: setWriteCountCP + uint16(l), Plen: SetMetaPlen}
+		var cur bpfSetVal
+		if err := h.m.Lookup(k, &cur); errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("set lookup %d (%s): read its count of /%d: %w", h.Info.Index, h.Info.Set, l, err)
+		}
+		cur.Expires = uint64(int64(cur.Expires) + n)
+		if err := h.m.Put(k, cur); err != nil {
+			return fmt.Errorf("set lookup %d (%s): write its count of /%d: %w", h.Info.Index, h.Info.Set, l, err)
+		}
+	}
+	return nil
+}
+
+// countPlen adds n to d[plen] (an element's prefix length, ≤ 128).
+func countPlen(d *[129]int64, plen uint8, n int64) {
+	if int(plen) < len(d) {
+		d[plen] += n
+	}
+}
+
+// counted reports whether the table counts its elements per prefix length
+// (a written net type's).
+func (h *LiveSetHash) counted() bool {
+	var v bpfSetVal
+	return h.m.Lookup(bpfSetKey{Port: setWriteCountCP, Plen: SetMetaPlen}, &v) == nil
+}
 
 // Entries returns the table's element entries (meta keys left out).
 func (h *LiveSetHash) Entries() ([]SetHashEntry, error) {
@@ -72,6 +137,7 @@ func (h *LiveSetHash) Entries() ([]SetHashEntry, error) {
 // unless they changed since read (an add refreshed them): the data plane
 // skips them, and they hold room a new member needs (a full set).
 func (h *LiveSetHash) DeleteExpired(entries []SetHashEntry, now uint64) error {
+	var gone [129]int64
 	for _, e := range entries {
 		if e.Expires == 0 || e.Expires > now {
 			continue
@@ -80,11 +146,13 @@ func (h *LiveSetHash) DeleteExpired(entries []SetHashEntry, now uint64) error {
 		if err := h.m.Lookup(bpfSetKey(e.Key), &cur); err != nil || cur.Expires != e.Expires {
 			continue
 		}
-		if err := h.m.Delete(bpfSetKey(e.Key)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		if err := h.m.Delete(bpfSetKey(e.Key)); err == nil {
+			countPlen(&gone, e.Key.Plen, -1)
+		} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return fmt.Errorf("set lookup %d (%s): delete an expired entry: %w", h.Info.Index, h.Info.Set, err)
 		}
 	}
-	return nil
+	return h.addCounts(&gone)
 }
 
 // RunningSetWrites reports whether a running generation writes sets: its
@@ -108,4 +176,47 @@ func RunningSetWrites() (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// SameTable reports whether h and o are the one map (a table the next
+// generation took over), false when either's identity cannot be read.
+func (h *LiveSetHash) SameTable(o *LiveSetHash) bool {
+	a, errA := h.m.Info()
+	b, errB := o.m.Info()
+	if errA != nil || errB != nil {
+		return false
+	}
+	ida, okA := a.ID()
+	idb, okB := b.ID()
+	return okA && okB && ida == idb
+}
+
+// PutAbsent adds the entries that are not in the table, leaving those
+// there (newer than these) as they are; a table with counts has each
+// added entry counted first (see Put).
+func (h *LiveSetHash) PutAbsent(entries []SetHashEntry) error {
+	counted := h.counted()
+	var add, there [129]int64
+	if counted {
+		for _, e := range entries {
+			countPlen(&add, e.Key.Plen, 1)
+		}
+		if err := h.addCounts(&add); err != nil {
+			return err
+		}
+	}
+	for _, e := range entries {
+		err := h.m.Update(bpfSetKey(e.Key), bpfSetVal{Expires: e.Expires, Answer: e.Answer, Aux: e.Aux, Ctr: e.Ctr}, ebpf.UpdateNoExist)
+		if err != nil {
+			countPlen(&there, e.Key.Plen, -1)
+		}
+		if err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
+			h.addCounts(&there)
+			return fmt.Errorf("set lookup %d (%s): add an entry: %w", h.Info.Index, h.Info.Set, err)
+		}
+	}
+	if !counted {
+		return nil
+	}
+	return h.addCounts(&there)
 }

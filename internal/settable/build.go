@@ -301,8 +301,24 @@ func buildSetTable(n, k int, sc compiler.SetCond, s *ipset.Set, via string, list
 	if st.Writable {
 		st.Hash = append(st.Hash, writeMetaEntry(s, st.MaxPlen))
 		st.Capacity += dataplane.SetWriteMetaKeys
+		if s.Type == ipset.HashNet || s.Type == ipset.HashNetPort {
+			st.Hash = append(st.Hash, dataplane.SetWriteCountEntries(st.MaxPlen, plenCounts(st.Hash))...)
+			st.Capacity += dataplane.SetWriteCountKeys(st.MaxPlen)
+		}
 	}
 	return st, nil
+}
+
+// plenCounts counts the element entries (meta keys left out) of hash per
+// prefix length.
+func plenCounts(hash []dataplane.SetHashEntry) *[129]int64 {
+	var n [129]int64
+	for _, e := range hash {
+		if e.Key.Plen != dataplane.SetMetaPlen && int(e.Key.Plen) < len(n) {
+			n[e.Key.Plen]++
+		}
+	}
+	return &n
 }
 
 // setCapacity is the number of entries a hash lookup of s is created for:

@@ -3,6 +3,7 @@ package settable
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/xfw-dev/xfw/internal/compiler"
@@ -82,39 +83,156 @@ func addWriteTables(tables []dataplane.SetTable, gen *compiler.Generation, get f
 // each written set's members become its table's live entries, with their
 // expiry; expired entries leave the table.
 func TakeWrites(ss *ipset.Sets) (bool, error) {
+	changed, w, err := TakeWritesHeld(ss)
+	w.Close()
+	return changed, err
+}
+
+// TakeWritesHeld is TakeWrites, and returns the written tables it read
+// with what they held (nil when none), so that what the data plane adds
+// to them until a new generation replaces them is not lost
+// (WriteWindow.CatchUp). Close it after use.
+func TakeWritesHeld(ss *ipset.Sets) (bool, *WriteWindow, error) {
 	if writes, err := dataplane.RunningSetWrites(); err != nil || !writes {
-		return false, err
+		return false, nil, err
 	}
 	rsets, err := dataplane.OpenRunningSets()
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	defer rsets.Close()
 	clk, err := nowClock()
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	changed := false
+	w := &WriteWindow{}
 	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
 		for _, lk := range rsets.Lookups(fam) {
 			if !lk.Write {
 				continue
 			}
-			c, err := takeSetWrites(ss, rsets, fam, lk, clk)
+			c, err := takeSetWrites(ss, rsets, fam, lk, clk, w)
 			if err != nil {
-				return false, err
+				w.Close()
+				return false, nil, err
 			}
 			changed = changed || c
 		}
 	}
-	return changed, nil
+	return changed, w, nil
+}
+
+// WriteWindow holds the written tables TakeWritesHeld read. A command
+// that replaces a written set's table by a new one (a reload that builds
+// it afresh) has, between that read and the new generation's start, a
+// window in which the data plane still adds to the old table; CatchUp
+// copies those adds into the new table, as if they came right after the
+// command (the kernel's order for a packet the command did not see).
+type WriteWindow struct {
+	held []heldWrite
+}
+
+// heldWrite is one written table as TakeWritesHeld read it.
+type heldWrite struct {
+	fam  ir.Family
+	set  string
+	h    *dataplane.LiveSetHash
+	seen map[dataplane.SetHashKey]dataplane.SetHashEntry
+}
+
+// Close closes the held tables (nil: nothing).
+func (w *WriteWindow) Close() {
+	if w == nil {
+		return
+	}
+	for _, hw := range w.held {
+		hw.h.Close()
+	}
+	w.held = nil
+}
+
+// CatchUp copies into the written tables of the running generations of fams what the
+// data plane added to the held tables since they were read, where the
+// running generation has a new table for the set (one taken over has it
+// already): the members added or given a new timeout, not expired, each
+// added only where the new table has no entry of its own (newer). Members
+// deleted in the window stay as the command left them, and a set no
+// longer written keeps what was read.
+func (w *WriteWindow) CatchUp(fams ...ir.Family) error {
+	if w == nil || len(w.held) == 0 {
+		return nil
+	}
+	rsets, err := dataplane.OpenRunningSets()
+	if err != nil {
+		return err
+	}
+	defer rsets.Close()
+	clk, err := nowClock()
+	if err != nil {
+		return err
+	}
+	for _, hw := range w.held {
+		if !slices.Contains(fams, hw.fam) {
+			continue
+		}
+		if err := hw.catchUp(rsets, clk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// catchUp copies hw's adds since it was read into the running written
+// table of its set.
+func (hw heldWrite) catchUp(rsets *dataplane.RunningSets, clk setClock) error {
+	hashes, err := rsets.Hashes(hw.fam, hw.set)
+	if err != nil {
+		return err
+	}
+	defer closeHashes(hashes)
+	var cur *dataplane.LiveSetHash
+	for _, h := range hashes {
+		if h.Info.Write {
+			cur = h
+		}
+	}
+	if cur == nil || cur.SameTable(hw.h) {
+		return nil
+	}
+	entries, err := hw.h.Entries()
+	if err != nil {
+		return err
+	}
+	var plens [129]bool
+	var add []dataplane.SetHashEntry
+	for _, e := range entries {
+		if e.Answer != dataplane.SetMember || (e.Expires != 0 && e.Expires <= clk.mono) {
+			continue
+		}
+		if old, ok := hw.seen[e.Key]; ok && old == e {
+			continue
+		}
+		if int(e.Key.Plen) < len(plens) {
+			plens[e.Key.Plen] = true
+		}
+		add = append(add, e)
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	if err := cur.MarkPlens(&plens); err != nil {
+		return err
+	}
+	return cur.PutAbsent(add)
 }
 
 // RunningWrites reports whether a running generation writes sets.
 func RunningWrites() (bool, error) { return dataplane.RunningSetWrites() }
 
 // takeSetWrites makes the stored set of written lookup lk follow its table.
-func takeSetWrites(ss *ipset.Sets, rsets *dataplane.RunningSets, fam ir.Family, lk dataplane.SetLookupInfo, clk setClock) (bool, error) {
+// It holds the table in w with what it held.
+func takeSetWrites(ss *ipset.Sets, rsets *dataplane.RunningSets, fam ir.Family, lk dataplane.SetLookupInfo, clk setClock, w *WriteWindow) (bool, error) {
 	s := ss.Get(lk.Set)
 	if s == nil || WriteUsable(s) != nil {
 		return false, nil
@@ -123,16 +241,19 @@ func takeSetWrites(ss *ipset.Sets, rsets *dataplane.RunningSets, fam ir.Family, 
 	if err != nil {
 		return false, err
 	}
-	defer closeHashes(hashes)
 	var h *dataplane.LiveSetHash
 	for _, c := range hashes {
-		if c.Info.Index == lk.Index {
+		if c.Info.Index == lk.Index && h == nil {
 			h = c
+		} else {
+			c.Close()
 		}
 	}
 	if h == nil {
 		return false, nil
 	}
+	hw := heldWrite{fam: fam, set: lk.Set, h: h, seen: map[dataplane.SetHashKey]dataplane.SetHashEntry{}}
+	w.held = append(w.held, hw)
 	entries, err := h.Entries()
 	if err != nil {
 		return false, err
@@ -144,6 +265,7 @@ func takeSetWrites(ss *ipset.Sets, rsets *dataplane.RunningSets, fam ir.Family, 
 	for _, e := range entries {
 		if e.Expires == 0 || e.Expires > clk.mono {
 			live[e.Key] = e
+			hw.seen[e.Key] = e
 		}
 	}
 	changed := false

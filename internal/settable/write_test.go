@@ -110,7 +110,8 @@ func TestWrittenSetTables(t *testing.T) {
 	if !ww.Write || ww.SameAs != 1 {
 		t.Errorf("w's write lookup: %+v, want sharing lookup 0's table", ww)
 	}
-	if !wn.Write || wn.SameAs != 0 || !wn.Writable || len(wn.Hash) != dataplane.SetMetaWords+dataplane.SetWriteMetaKeys {
+	// n is a hash:net: its table counts its elements per prefix length.
+	if nk := dataplane.SetMetaWords + dataplane.SetWriteMetaKeys + dataplane.SetWriteCountKeys(32); !wn.Write || wn.SameAs != 0 || !wn.Writable || len(wn.Hash) != nk || wn.Capacity != 65536+nk {
 		t.Errorf("n's write lookup: %+v, want a table of its own with the meta keys", wn)
 	}
 	ctrs = &setCounterAlloc{written: map[string]bool{"plain": true}}
@@ -160,6 +161,46 @@ func TestWriteUsable(t *testing.T) {
 	} {
 		if err := WriteUsable(&tt.set); (err == nil) != tt.ok {
 			t.Errorf("%s (counters %v): %v, want usable %v", tt.set.Type, tt.set.Options.Counters, err, tt.ok)
+		}
+	}
+}
+
+// TestWrittenNetCounts checks the counts of elements per prefix length of
+// a written net type's table: the control plane's count of each length
+// its members have, 0 for the others and for the data plane's.
+func TestWrittenNetCounts(t *testing.T) {
+	for _, tt := range []struct {
+		lines []string
+		want  map[int]uint64 // prefix length → count; others 0
+	}{
+		{[]string{"create n hash:net"}, nil},
+		{[]string{"create n hash:net", "add n 10.0.0.0/24", "add n 10.0.1.0/24", "add n 10.1.0.0/16", "add n 10.2.0.1 nomatch"},
+			map[int]uint64{24: 2, 16: 1, 32: 1}},
+		{[]string{"create n hash:net,port", "add n 10.0.0.0/24,80", "add n 10.0.0.0/24,udp:53"}, map[int]uint64{24: 2}},
+	} {
+		get := storeSets(t, tt.lines)
+		gen := &compiler.Generation{Family: ir.IPv4, SetWrites: []string{"n"}}
+		ctrs := &setCounterAlloc{written: map[string]bool{"n": true}}
+		tables, err := addWriteTables(nil, gen, get, nil, setClock{wall: time.Now(), mono: 1_000_000_000_000}, ctrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := 0
+		for _, e := range tables[0].Hash {
+			if e.Key.Plen != dataplane.SetMetaPlen || e.Key.Port < 0x100 {
+				continue
+			}
+			seen++
+			l, want := int(e.Key.Port&0xff), uint64(0)
+			if e.Key.Port >= 0x200 {
+				want = tt.want[l]
+			}
+			if e.Expires != want {
+				t.Errorf("%q: count key %#x: %d, want %d", tt.lines, e.Key.Port, e.Expires, want)
+			}
+		}
+		if seen != dataplane.SetWriteCountKeys(32) {
+			t.Errorf("%q: %d count keys, want %d", tt.lines, seen, dataplane.SetWriteCountKeys(32))
 		}
 	}
 }
