@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"time"
 
@@ -176,10 +177,12 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 	// has (iptables-save's), which is the order loadRunning reads it back in.
 	t := time.Now()
 	orderChains(rs)
+	t = dataplane.TraceSince("commit: order chains", t)
 	ifaces, err := dataplane.CompilerInterfaces()
 	if err != nil {
 		return err
 	}
+	t = dataplane.TraceSince("commit: interfaces", t)
 	// What the counters need of the running ruleset, taken now: old is
 	// not needed past this point, so the compile of a large ruleset does
 	// not hold both in memory (the heap's limit, cmd/xfw).
@@ -206,12 +209,56 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 			}
 		}
 	}
-	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets)})
+	t = dataplane.TraceSince("commit: counter sources", t)
+	var saved func() ([]byte, *ir.Encoded, error)
+	if mode.saved == nil && mode.encoded == nil {
+		saved = encodeBeside(rs, mode.indexTo != nil)
+	}
+	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets), Trace: dataplane.TraceSince})
 	if err != nil {
 		return err
 	}
 	t = dataplane.TraceSince("commit: compile", t)
+	if saved != nil {
+		// A failed encoding leaves saved nil: install encodes again
+		// and reports it in its turn, after its own checks.
+		if b, index, err := saved(); err == nil {
+			mode.saved, mode.index = b, index
+		}
+		dataplane.TraceSince("commit: wait for the saved form", t)
+	}
 	return install(fam, counters, rs, gen, ifaces, mode, opts, sets, mode.encoded)
+}
+
+// encodeBeside starts making rs's saved form (with where its rules lie in
+// it when indexed, as install would) on another goroutine, beside the
+// compile, and returns the function that waits for it. The encoder and the
+// compiler only read rs (the compiler's rewrites copy the rules they
+// change). With one CPU there is nothing to overlap: it returns nil and
+// install encodes after the compile as before.
+func encodeBeside(rs *ir.Ruleset, indexed bool) func() ([]byte, *ir.Encoded, error) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		return nil
+	}
+	type result struct {
+		saved []byte
+		index *ir.Encoded
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		if indexed {
+			r.saved, r.index, r.err = rs.MarshalBinaryIndexed(nil)
+		} else {
+			r.saved, r.err = rs.MarshalBinaryReusing(nil)
+		}
+		done <- r
+	}()
+	return func() ([]byte, *ir.Encoded, error) {
+		r := <-done
+		return r.saved, r.index, r.err
+	}
 }
 
 // commitAppend commits rs, the running ruleset old with rules appended to
