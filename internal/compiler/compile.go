@@ -242,7 +242,6 @@ func compileChecked(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	fl := &flattener{
 		rs:       rs,
 		ifaces:   opts.Interfaces,
-		info:     map[*ir.Rule]*ruleInfo{},
 		logIndex: map[LogConfig]uint16{},
 		sets:     &setConds{fam: rs.Family},
 		counts:   opts.SetCounts,
