@@ -185,8 +185,17 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 	t = dataplane.TraceSince("commit: interfaces", t)
 	// What the counters need of the running ruleset, taken now: old is
 	// not needed past this point, so the compile of a large ruleset does
-	// not hold both in memory (the heap's limit, cmd/xfw).
-	counters := counterSources(old, rs, mode.keepCounters, mode.committed)
+	// not hold both in memory (the heap's limit, cmd/xfw). With no saved
+	// form to copy from, they are found beside the compile with the saved
+	// form itself (startBesideCompile), and old is let go once they are.
+	var counters []dataplane.CounterSource
+	var ahead func() besideCompile
+	if mode.encoded == nil && runtime.GOMAXPROCS(0) >= 2 {
+		ahead = startBesideCompile(old, rs, mode)
+	} else {
+		counters = counterSources(old, rs, mode.keepCounters, mode.committed)
+		t = dataplane.TraceSince("commit: counter sources", t)
+	}
 	// Likewise encoded (restoreCommit), which refers to every running
 	// rule: the saved form is made now, copying the kept rules' bytes,
 	// when rs keeps any (a --noflush update), and the compile holds
@@ -209,56 +218,53 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 			}
 		}
 	}
-	t = dataplane.TraceSince("commit: counter sources", t)
-	var saved func() ([]byte, *ir.Encoded, error)
-	if mode.saved == nil && mode.encoded == nil {
-		saved = encodeBeside(rs, mode.indexTo != nil)
-	}
 	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets), Trace: dataplane.TraceSince})
 	if err != nil {
 		return err
 	}
 	t = dataplane.TraceSince("commit: compile", t)
-	if saved != nil {
+	if ahead != nil {
+		b := ahead()
+		counters = b.counters
 		// A failed encoding leaves saved nil: install encodes again
 		// and reports it in its turn, after its own checks.
-		if b, index, err := saved(); err == nil {
-			mode.saved, mode.index = b, index
+		if b.err == nil {
+			mode.saved, mode.index = b.saved, b.index
 		}
-		dataplane.TraceSince("commit: wait for the saved form", t)
+		dataplane.TraceSince("commit: wait for counters and the saved form", t)
 	}
 	return install(fam, counters, rs, gen, ifaces, mode, opts, sets, mode.encoded)
 }
 
-// encodeBeside starts making rs's saved form (with where its rules lie in
-// it when indexed, as install would) on another goroutine, beside the
-// compile, and returns the function that waits for it. The encoder and the
-// compiler only read rs (the compiler's rewrites copy the rules they
-// change). With one CPU there is nothing to overlap: it returns nil and
-// install encodes after the compile as before.
-func encodeBeside(rs *ir.Ruleset, indexed bool) func() ([]byte, *ir.Encoded, error) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		return nil
-	}
-	type result struct {
-		saved []byte
-		index *ir.Encoded
-		err   error
-	}
-	done := make(chan result, 1)
+// besideCompile is what startBesideCompile makes beside the compile.
+type besideCompile struct {
+	counters []dataplane.CounterSource
+	saved    []byte
+	index    *ir.Encoded
+	err      error
+}
+
+// startBesideCompile starts, on another goroutine beside the compile
+// (whose flattening is serial), what install needs besides the generation
+// when there is no running saved form to copy from (a first load; a full
+// compile after an iptables command): the counters' sources and rs's saved
+// form (with where its rules lie in it when mode asks for that, as install
+// would). It returns the function that waits for them. The encoder, the
+// counters and the compiler only read the rulesets (the compiler's rewrites
+// copy the rules they change).
+func startBesideCompile(old, rs *ir.Ruleset, mode installMode) func() besideCompile {
+	done := make(chan besideCompile, 1)
 	go func() {
-		var r result
-		if indexed {
-			r.saved, r.index, r.err = rs.MarshalBinaryIndexed(nil)
+		var b besideCompile
+		b.counters = counterSources(old, rs, mode.keepCounters, mode.committed)
+		if mode.indexTo != nil {
+			b.saved, b.index, b.err = rs.MarshalBinaryIndexed(nil)
 		} else {
-			r.saved, r.err = rs.MarshalBinaryReusing(nil)
+			b.saved, b.err = rs.MarshalBinaryReusing(nil)
 		}
-		done <- r
+		done <- b
 	}()
-	return func() ([]byte, *ir.Encoded, error) {
-		r := <-done
-		return r.saved, r.index, r.err
-	}
+	return func() besideCompile { return <-done }
 }
 
 // commitAppend commits rs, the running ruleset old with rules appended to
