@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"time"
 
@@ -176,14 +177,25 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 	// has (iptables-save's), which is the order loadRunning reads it back in.
 	t := time.Now()
 	orderChains(rs)
+	t = dataplane.TraceSince("commit: order chains", t)
 	ifaces, err := dataplane.CompilerInterfaces()
 	if err != nil {
 		return err
 	}
+	t = dataplane.TraceSince("commit: interfaces", t)
 	// What the counters need of the running ruleset, taken now: old is
 	// not needed past this point, so the compile of a large ruleset does
-	// not hold both in memory (the heap's limit, cmd/xfw).
-	counters := counterSources(old, rs, mode.keepCounters, mode.committed)
+	// not hold both in memory (the heap's limit, cmd/xfw). With no saved
+	// form to copy from, they are found beside the compile with the saved
+	// form itself (startBesideCompile), and old is let go once they are.
+	var counters []dataplane.CounterSource
+	var ahead func() besideCompile
+	if mode.encoded == nil && runtime.GOMAXPROCS(0) >= 2 {
+		ahead = startBesideCompile(old, rs, mode)
+	} else {
+		counters = counterSources(old, rs, mode.keepCounters, mode.committed)
+		t = dataplane.TraceSince("commit: counter sources", t)
+	}
 	// Likewise encoded (restoreCommit), which refers to every running
 	// rule: the saved form is made now, copying the kept rules' bytes,
 	// when rs keeps any (a --noflush update), and the compile holds
@@ -206,12 +218,53 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 			}
 		}
 	}
-	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets)})
+	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets), Trace: dataplane.TraceSince})
 	if err != nil {
 		return err
 	}
 	t = dataplane.TraceSince("commit: compile", t)
+	if ahead != nil {
+		b := ahead()
+		counters = b.counters
+		// A failed encoding leaves saved nil: install encodes again
+		// and reports it in its turn, after its own checks.
+		if b.err == nil {
+			mode.saved, mode.index = b.saved, b.index
+		}
+		dataplane.TraceSince("commit: wait for counters and the saved form", t)
+	}
 	return install(fam, counters, rs, gen, ifaces, mode, opts, sets, mode.encoded)
+}
+
+// besideCompile is what startBesideCompile makes beside the compile.
+type besideCompile struct {
+	counters []dataplane.CounterSource
+	saved    []byte
+	index    *ir.Encoded
+	err      error
+}
+
+// startBesideCompile starts, on another goroutine beside the compile
+// (whose flattening is serial), what install needs besides the generation
+// when there is no running saved form to copy from (a first load; a full
+// compile after an iptables command): the counters' sources and rs's saved
+// form (with where its rules lie in it when mode asks for that, as install
+// would). It returns the function that waits for them. The encoder, the
+// counters and the compiler only read the rulesets (the compiler's rewrites
+// copy the rules they change).
+func startBesideCompile(old, rs *ir.Ruleset, mode installMode) func() besideCompile {
+	done := make(chan besideCompile, 1)
+	go func() {
+		var b besideCompile
+		b.counters = counterSources(old, rs, mode.keepCounters, mode.committed)
+		if mode.indexTo != nil {
+			b.saved, b.index, b.err = rs.MarshalBinaryIndexed(nil)
+		} else {
+			b.saved, b.err = rs.MarshalBinaryReusing(nil)
+		}
+		done <- b
+	}()
+	return func() besideCompile { return <-done }
 }
 
 // commitAppend commits rs, the running ruleset old with rules appended to

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
+	"time"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -170,6 +171,18 @@ type Options struct {
 	// "! --update-counters" says otherwise); such a match gets a counting
 	// probe before its rule (EFSetCount). Nil: none does.
 	SetCounts func(m *ir.SetMatch) bool
+	// Trace, when set, is told each stage of the compile as it ends:
+	// its name and when it started; it returns the next stage's start
+	// (dataplane.TraceSince's shape). Nil: nothing is told.
+	Trace func(stage string, start time.Time) time.Time
+}
+
+// trace tells o.Trace that stage, begun at start, ended.
+func (o Options) trace(stage string, start time.Time) time.Time {
+	if o.Trace == nil {
+		return start
+	}
+	return o.Trace(stage, start)
 }
 
 // Compile compiles rs: its filter table and the chains of its other
@@ -180,7 +193,10 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	}
 	natReach := startNatReach(rs)
 	g, err := compileChecked(rs, opts)
-	if natErr := natReach(); natErr != nil {
+	t := time.Now()
+	natErr := natReach()
+	opts.trace("compile: wait for the nat check", t)
+	if natErr != nil {
 		// Refused before flattening in a serial compile: its refusal
 		// is the one reported, whatever the flattening found.
 		return nil, natErr
@@ -226,7 +242,6 @@ func compileChecked(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	fl := &flattener{
 		rs:       rs,
 		ifaces:   opts.Interfaces,
-		info:     map[*ir.Rule]*ruleInfo{},
 		logIndex: map[LogConfig]uint16{},
 		sets:     &setConds{fam: rs.Family},
 		counts:   opts.SetCounts,
@@ -234,19 +249,23 @@ func compileChecked(rs *ir.Ruleset, opts Options) (*Generation, error) {
 		// Written sets, numbered in the order their targets come.
 		setWrites: setWrites,
 	}
+	t := time.Now()
 	g.Rules = fl.numberRules(rs)
+	t = opts.trace("compile: number rules", t)
 	for hook, name := range ir.BuiltinChains {
 		if c := rs.Chain(name); c != nil {
 			g.PolicyDrop[hook] = c.Policy == ir.VerdictDrop
 		}
 	}
 	fl.precomputeTerms()
+	t = opts.trace("compile: terms", t)
 	fl.entries = make([]Entry, 0, entriesEstimate(rs))
 	var err error
 	g.ChainStart, g.ChainEnd, err = fl.flatten()
 	if err != nil {
 		return nil, err
 	}
+	t = opts.trace("compile: flatten", t)
 	g.Entries = fl.entries
 	fl.layout.WalkStart, fl.layout.WalkEnd = fl.walkStart, fl.walkEnd
 	fl.layout.NatResume = fl.natResume
@@ -289,8 +308,10 @@ func compileChecked(rs *ir.Ruleset, opts Options) (*Generation, error) {
 		return nil, err
 	}
 
+	t = opts.trace("compile: walk bound", t)
 	vb := newVectorBuilder(int(g.NumChunks))
 	constrained := constrainedBy(g.Entries)
+	t = opts.trace("compile: constrained lists", t)
 	for f := Field(0); f < NumFields; f++ {
 		if len(constrained[f]) == 0 {
 			continue
@@ -329,9 +350,11 @@ func compileChecked(rs *ir.Ruleset, opts Options) (*Generation, error) {
 			g.DefaultClass[f] = fc.classOf(unmentioned(f, points))
 		}
 	}
+	t = opts.trace("compile: class sweep", t)
 	g.Chunks = vb.allChunks()
 	g.ClassChunks = vb.allClasses()
 	g.decideTrivial()
+	opts.trace("compile: class table", t)
 	return g, nil
 }
 
