@@ -254,8 +254,12 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 					continue
 				}
 				base.Action, base.nextLabel = ActCall, fl.regionOf(target, st)
+				exit := !fl.inRegion && fl.acceptTo != nil
+				if exit {
+					base.Aux = CallExitNext
+				}
 				fl.emit(base)
-				if !fl.inRegion && fl.acceptTo != nil {
+				if exit {
 					// Where an ACCEPT in the region (ActUnwind)
 					// leaves the table's chain.
 					fl.emit(Entry{Rule: NoRule, Action: ActExit, nextLabel: fl.acceptTo})
