@@ -112,6 +112,10 @@ type flattener struct {
 	// (SNAT there: bpf/nat_in.h).
 	natInput  bool
 	natResume [NumChains]uint32
+	// natGate is the position of the last nat segment's gate, the
+	// entry that skips the segment for a packet that is not its
+	// connection's first (segment).
+	natGate uint32
 	// postStart are the walks' first POSTROUTING positions
 	// (Layout.PostStart).
 	postStart [NumChains]uint32
