@@ -34,15 +34,16 @@ import (
 // 1K, the same walks; and when a CALL followed by its exit entry got
 // Aux CallExitNext, the same entries otherwise; and when nat
 // PREROUTING's gate, the walk's first segment, sent a later packet past
-// the reroute entries, gatePastReroute.)
+// the reroute entries, gatePastReroute; and when filter's regions were
+// placed before the other tables', filterRegionsFirst.)
 var kubeProxyDigests = []struct {
 	services    int
 	natAsAccept bool
 	digest      string
 }{
-	{1000, false, "09189081a0f8c9f4c52bf17911d03801c4285ee3a3490d90962d50fea503792b"},
-	{1000, true, "051be72a0fc0f09b3e12bb026dee4bc75408f45984afc07b7137c179a07e023b"},
-	{10000, false, "edcba251aa72339497d4f01349c431c998c1a69632cd9b34bc53ee655f09d048"},
+	{1000, false, "b46ddf43645dcc8f237b88387223f24e6775af46043cfc96444204583302ccfe"},
+	{1000, true, "4eaee2ececcbe2e2fb9585f89bac0ddaaab6c13871435360d69e75fa5e9cfb28"},
+	{10000, false, "dc1c8da4d8c1b3daff775495fb44ca236a42e5bd957f10905cf2d986ce582774"},
 }
 
 // TestKubeProxyGenerationDigest compiles kube-proxy's rulesets and compares

@@ -1,6 +1,7 @@
 package compiler_test
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -14,13 +15,27 @@ import (
 
 // TestKubeProxyLaterPacketWalk walks a later packet of a pod's connection
 // to a ClusterIP (DNATed to an endpoint, forwarded) through the FORWARD
-// walk of kube-proxy's 1K-service ruleset: accepted, counted to filter
+// walk of kube-proxy's 1K- and 10K-service rulesets: accepted, counted to filter
 // FORWARD's four jumps (NEW) or to KUBE-FORWARD's jump and its
 // ESTABLISHED rule, and meeting at most the entries it met when the
 // later packet's cost was last cut (xfwbench kubeproxy's "later packet"
-// column): the nat gates, no reroute probe, no CALL of an empty chain.
+// column): the nat gates, no reroute probe, no CALL of an empty chain;
+// and every entry it meets in one chunk, the walk's (filterRegionsFirst).
 func TestKubeProxyLaterPacketWalk(t *testing.T) {
-	o := kubeproxy.DefaultOptions(1000, 10)
+	for _, n := range []int{1000, 10000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			if n > 1000 && testing.Short() {
+				t.Skip("-short: the 10K ruleset takes seconds")
+			}
+			kubeProxyLaterWalk(t, n)
+		})
+	}
+}
+
+// kubeProxyLaterWalk checks the later packet's walk of n services (see
+// TestKubeProxyLaterPacketWalk).
+func kubeProxyLaterWalk(t *testing.T, n int) {
+	o := kubeproxy.DefaultOptions(n, 10)
 	svcs, err := kubeproxy.Generate(o)
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +84,12 @@ func TestKubeProxyLaterPacketWalk(t *testing.T) {
 		}
 		if !slices.Equal(got, tc.rules) {
 			t.Errorf("%s: filter FORWARD's rules counted %v, want %v", tc.name, got, tc.rules)
+		}
+		for _, e := range append(res.Path, res.Entry) {
+			if e/compiler.ChunkBits != res.Entry/compiler.ChunkBits {
+				t.Errorf("%s: entry %d in chunk %d, the walk's end in %d (path %v)", tc.name, e,
+					e/compiler.ChunkBits, res.Entry/compiler.ChunkBits, res.Path)
+			}
 		}
 		if len(res.Path) > tc.maxPath {
 			t.Errorf("%s: %d entries met on the way (%v), at most %d before", tc.name, len(res.Path), res.Path, tc.maxPath)
