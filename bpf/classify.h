@@ -479,7 +479,7 @@ static __always_inline __u64 xfw_word_at(struct xfw_cls *st, __u32 c, __u32 j)
  * entry, which every packet matches, ends the search there, so .end is
  * lifted. A stack overflow (the compiler refuses such nesting) hotdrops:
  * never fail open. */
-static __always_inline long xfw_call(struct xfw_cls *st, __u32 e, __u32 to)
+static __always_inline long xfw_call(struct xfw_cls *st, __u32 e, __u32 to, __u32 aux)
 {
 	__u32 d = st->depth;
 
@@ -487,7 +487,7 @@ static __always_inline long xfw_call(struct xfw_cls *st, __u32 e, __u32 to)
 		st->result = XFW_RES_HOTDROP;
 		return 1;
 	}
-	st->stack[d & (XFW_MAX_CALLS - 1)] = e + 1;
+	st->stack[d & (XFW_MAX_CALLS - 1)] = (e + 1) | (aux == XFW_CALL_EXIT_NEXT ? XFW_RET_PAST_EXIT : 0);
 	st->ret_chunk[d & (XFW_MAX_CALLS - 1)] = st->chunk;
 	st->ret_summary[d & (XFW_MAX_CALLS - 1)] = st->summary;
 	st->depth = d + 1;
@@ -496,11 +496,12 @@ static __always_inline long xfw_call(struct xfw_cls *st, __u32 e, __u32 to)
 	return 0;
 }
 
-/* xfw_return pops the call stack at a region's RETURN entry; back at the
- * walk's level, its end bounds the search again. */
+/* xfw_return pops the call stack at a region's RETURN entry (past the
+ * CALL's exit entry: XFW_RET_PAST_EXIT); back at the walk's level, its
+ * end bounds the search again. */
 static __always_inline long xfw_return(struct xfw_cls *st)
 {
-	__u32 d = st->depth;
+	__u32 d = st->depth, ret;
 
 	if (!d || d > XFW_MAX_CALLS) {
 		st->result = XFW_RES_HOTDROP; /* the compiler emits no such RETURN */
@@ -508,7 +509,8 @@ static __always_inline long xfw_return(struct xfw_cls *st)
 	}
 	d--;
 	st->depth = d;
-	st->pos = st->stack[d & (XFW_MAX_CALLS - 1)];
+	ret = st->stack[d & (XFW_MAX_CALLS - 1)];
+	st->pos = (ret & ~XFW_RET_PAST_EXIT) + (ret >> 31);
 	st->chunk = st->ret_chunk[d & (XFW_MAX_CALLS - 1)];
 	st->summary = st->ret_summary[d & (XFW_MAX_CALLS - 1)];
 	if (!d)
@@ -525,7 +527,7 @@ static __always_inline long xfw_unwind(struct xfw_cls *st)
 		st->result = XFW_RES_HOTDROP; /* the compiler emits no such entry */
 		return 1;
 	}
-	st->pos = st->stack[0];
+	st->pos = st->stack[0] & ~XFW_RET_PAST_EXIT; /* the exit entry */
 	st->chunk = st->ret_chunk[0];
 	st->summary = st->ret_summary[0];
 	st->depth = 0;
@@ -691,7 +693,7 @@ static long xfw_step(__u32 iter, struct xfw_walk *walk)
 		st->nlogs++;
 	}
 	if (ent->action == XFW_ACT_CALL)
-		return xfw_call(st, e, ent->next);
+		return xfw_call(st, e, ent->next, ent->aux);
 	if (ent->action == XFW_ACT_UNWIND)
 		return xfw_unwind(st);
 	/* The compiler guarantees next > e for CONTINUE: within a chain the

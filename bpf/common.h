@@ -302,7 +302,9 @@ enum xfw_action {
 	XFW_ACT_SNAT = 5,
 	/* A jump or goto (classify.h): count (and log) like CONTINUE, push
 	 * the position after the entry on the walk's call stack, search on
-	 * from .next, the first entry of the user chain's region. */
+	 * from .next, the first entry of the user chain's region. .aux
+	 * XFW_CALL_EXIT_NEXT: the entry after it is its XFW_ACT_EXIT, which
+	 * a RETURN resumes past. */
 	XFW_ACT_CALL = 6,
 	/* A region's last entry (every packet matches it): pop the call
 	 * stack and search on from the position popped. */
@@ -329,6 +331,16 @@ enum xfw_action {
 #define XFW_MAX_CALLS 64
 
 /* Entry flags. */
+/* An XFW_ACT_CALL's .aux: its XFW_ACT_EXIT entry follows it
+ * (compiler.CallExitNext). The call stack then keeps the position after
+ * the CALL with XFW_RET_PAST_EXIT: a RETURN resumes one entry further,
+ * past the exit entry (which would only send a walk that is not
+ * unwinding on to the next entry, one more step), an unwinding walk at
+ * the exit entry itself. Positions are below 2^23 (XFW_MAX_CHUNKS *
+ * XFW_CHUNK_BITS). */
+#define XFW_CALL_EXIT_NEXT 1
+#define XFW_RET_PAST_EXIT (1u << 31)
+
 #define XFW_EF_COUNT 0x01   /* increment counters[.rule] */
 #define XFW_EF_LOG 0x02     /* emit a LOG event (options at logcfg[.aux]) */
 /* The rule's own entry drops, uncounted, a packet netfilter would hotdrop

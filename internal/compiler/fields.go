@@ -241,7 +241,9 @@ const (
 	ActSNAT
 	// ActCall enters a user chain's region (regions.go): counted as a
 	// CONTINUE entry, it pushes the position after it on the walk's
-	// call stack and goes on at Next, the region's first entry.
+	// call stack and goes on at Next, the region's first entry. Aux
+	// CallExitNext: its ActExit entry follows it, and a RETURN resumes
+	// past that entry.
 	ActCall
 	// ActReturn ends a region (universal condition): the walk goes on at
 	// the position the matching ActCall pushed.
@@ -261,6 +263,16 @@ const (
 	// Next (Layout.Reroute), in the chain that route picks.
 	ActReroute
 )
+
+// CallExitNext is the Aux of an ActCall entry followed by its ActExit
+// entry (XFW_CALL_EXIT_NEXT): a RETURN from the region resumes past the
+// exit entry, which would only send the walk on to the next entry (one
+// search step per call saved); an unwinding walk still resumes at it.
+const CallExitNext = 1
+
+// retPastExit marks a call stack position pushed by a CallExitNext CALL
+// (XFW_RET_PAST_EXIT): positions are below 2^23.
+const retPastExit = 1 << 31
 
 // Entry flags (XFW_EF_*).
 const (

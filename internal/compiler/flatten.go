@@ -113,6 +113,10 @@ type flattener struct {
 	// (SNAT there: bpf/nat_in.h).
 	natInput  bool
 	natResume [NumChains]uint32
+	// natGate is the position of the last nat segment's gate, the
+	// entry that skips the segment for a packet that is not its
+	// connection's first (segment).
+	natGate uint32
 	// postStart are the walks' first POSTROUTING positions
 	// (Layout.PostStart).
 	postStart [NumChains]uint32
@@ -256,9 +260,17 @@ func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) er
 				if err != nil {
 					return err
 				}
+				if len(target.Rules) == 0 {
+					fl.emptyJump(base, r.Target.Kind == ir.TargetGoto, ret)
+					continue
+				}
 				base.Action, base.nextLabel = ActCall, fl.regionOf(target, st)
+				exit := !fl.inRegion && fl.acceptTo != nil
+				if exit {
+					base.Aux = CallExitNext
+				}
 				fl.emit(base)
-				if !fl.inRegion && fl.acceptTo != nil {
+				if exit {
 					// Where an ACCEPT in the region (ActUnwind)
 					// leaves the table's chain.
 					fl.emit(Entry{Rule: NoRule, Action: ActExit, nextLabel: fl.acceptTo})
@@ -490,6 +502,27 @@ func verdictEntry(e *Entry, t ir.Target, logConfig func(LogConfig) uint16) (ok b
 func (fl *flattener) fallthroughNext() {
 	e := &fl.entries[len(fl.entries)-1]
 	e.Next = uint32(len(fl.entries))
+}
+
+// emptyJump emits base, a jump or (goto) a goto to a chain without rules,
+// as the counted CONTINUE the kernel's walk amounts to: the packet enters
+// the chain, meets no rule and returns at once, to the next rule (a jump)
+// or to ret, where the chain that went to it returns (a goto). No region,
+// no CALL: the walk saves the CALL's stack push, the RETURN's step and,
+// in a table's chain followed by others, the ActExit entry's (the
+// per-packet cost of kube-proxy's empty filter chains, KUBE-SERVICES and
+// KUBE-PROXY-FIREWALL when no service lacks endpoints). A rule added to
+// the chain later compiles the ruleset again (in-place changes are
+// filter's base chains').
+func (fl *flattener) emptyJump(base Entry, gotoChain bool, ret *label) {
+	base.Action = ActContinue
+	if gotoChain {
+		base.nextLabel = ret
+		fl.emit(base)
+		return
+	}
+	fl.emit(base)
+	fl.fallthroughNext()
 }
 
 // defaultLogLevel is the LOG target's level when none is given (warning).

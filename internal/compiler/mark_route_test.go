@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -86,6 +87,61 @@ func TestReroute(t *testing.T) {
 				}
 				if r := g.Layout.NatResume[h]; h == ChainOutput && r != 0 && r <= p {
 					t.Errorf("OUTPUT: Reroute %d not before nat OUTPUT's resume position %d", p, r)
+				}
+			}
+		})
+	}
+}
+
+// TestNatGatePastReroute checks where nat PREROUTING's gate sends a packet
+// that is not its connection's first: past the reroute entries when nat
+// PREROUTING is the walk's first segment (no chain before it can have
+// changed the mark), to them when mangle PREROUTING comes first; and that
+// such a packet's walk meets the reroute probe only then, a first packet
+// always.
+func TestNatGatePastReroute(t *testing.T) {
+	nat := []string{"-t nat -N MASQ", "-t nat -A MASQ -j MARK --or-mark 0x4000",
+		"-t nat -A PREROUTING -p tcp --dport 80 -j MASQ", "-t nat -A PREROUTING -p tcp --dport 80 -j DNAT --to-destination 10.0.0.1",
+		"-A FORWARD -m conntrack --ctstate INVALID -j DROP"}
+	for _, tc := range []struct {
+		name string
+		pre  []string
+		past bool
+	}{
+		{"nat first", nil, true},
+		{"mangle PREROUTING before nat", []string{"-t mangle -A PREROUTING -p udp -j MARK --set-mark 1"}, false},
+		{"empty mangle PREROUTING before nat", []string{"-t mangle -A PREROUTING -p udp"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := Compile(parseRuleset(t, ir.IPv4, append(tc.pre, nat...)...), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range []int{ChainInput, ChainForward} {
+				r := g.Layout.Reroute[h]
+				if r == 0 {
+					t.Fatalf("chain %d: no reroute entries", h)
+				}
+				start, _ := g.Walk(h)
+				probe := r - 3
+				// Port 81: nat PREROUTING's rules let the first
+				// packet go on through the walk (80: DNAT ends it).
+				packet := func(ct uint32) *Packet {
+					return &Packet{Proto: 6, Sport: 1024, Dport: 81, TCPFlags: 2, TTL: 63, IIF: 1, OIF: 2,
+						Src: U64(0x0a640001), Dst: U64(0x0a000001), Ct: ct}
+				}
+				later := g.Classify(packet(CtValue(CtsNew, false, uint8(ir.CtStatusConfirmed), 6)), h)
+				first := g.Classify(packet(CtValue(CtsNew, false, 0, 6)), h)
+				if got := slices.Contains(later.Path, int(probe)); got == tc.past {
+					t.Errorf("chain %d: a later packet meets the reroute probe %v, want %v (path %v)", h, got, !tc.past, later.Path)
+				}
+				if !slices.Contains(first.Path, int(probe)) {
+					t.Errorf("chain %d: a first packet does not meet the reroute probe (path %v)", h, first.Path)
+				}
+				if tc.past {
+					if gate := g.Entries[start]; gate.Action != ActContinue || gate.Next != r-1 {
+						t.Errorf("chain %d: the gate %+v, want a CONTINUE to %d", h, gate, r-1)
+					}
 				}
 			}
 		})

@@ -372,6 +372,7 @@ func (fl *flattener) emitRegions() error {
 	// The queue is read by index and emptied once done (regionOf grows
 	// it; taking its head off by reslicing would drop the room it grew).
 	defer func() { fl.pending = nil }()
+	filterRegionsFirst(fl.pending)
 	for head := 0; head < len(fl.pending); head++ {
 		pr := fl.pending[head]
 		if len(fl.entries) > MaxEntries {
@@ -411,6 +412,27 @@ func (fl *flattener) emitRegions() error {
 		fl.spans = append(fl.spans, regionSpan{start: first, end: uint32(len(fl.entries))})
 	}
 	return nil
+}
+
+// filterRegionsFirst orders the regions the walks queued so that filter's
+// own (view without a segment) come first, right after the walks'
+// entries, in the order they were queued; the other tables' follow in
+// theirs. A later packet of a connection walks filter's chains but none
+// of nat's: with nat's regions first, kube-proxy's KUBE-FORWARD region
+// sat past nat's KUBE-SERVICES (one entry per service), in another chunk
+// than the FORWARD walk from 4K services on, and every later packet
+// entered that chunk and came back (each an AND of every field's chunk).
+func filterRegionsFirst(pending []pendingRegion) {
+	slices.SortStableFunc(pending, func(a, b pendingRegion) int {
+		fa, fb := a.view.seg == nil, b.view.seg == nil
+		switch {
+		case fa == fb:
+			return 0
+		case fa:
+			return -1
+		}
+		return 1
+	})
 }
 
 // jumpTarget returns the chain that rule i (r, whose ruleInfo is inf) of

@@ -345,13 +345,18 @@ func (g *Generation) Classify(p *Packet, chain int) Result {
 				res.Hotdrop = true
 				return res
 			}
-			stack, end = append(stack, e+1), uint32(len(g.Entries))
+			ret := e + 1
+			if ent.Aux == CallExitNext {
+				ret |= retPastExit
+			}
+			stack, end = append(stack, ret), uint32(len(g.Entries))
 		case ActReturn:
 			if len(stack) == 0 {
 				res.Hotdrop = true // never emitted (xfw_return)
 				return res
 			}
-			pos, stack = stack[len(stack)-1], stack[:len(stack)-1]
+			ret := stack[len(stack)-1]
+			pos, stack = ret&^retPastExit+ret>>31, stack[:len(stack)-1]
 			if len(stack) == 0 {
 				end = baseEnd
 			}
@@ -362,7 +367,7 @@ func (g *Generation) Classify(p *Packet, chain int) Result {
 				return res
 			}
 			res.Path = append(res.Path, int(e))
-			pos, stack, end, unwinding = stack[0], stack[:0], baseEnd, true
+			pos, stack, end, unwinding = stack[0]&^retPastExit, stack[:0], baseEnd, true
 			continue
 		case ActExit:
 			pos = e + 1

@@ -187,6 +187,9 @@ func (fl *flattener) walkBefore(rs *ir.Ruleset, hook int) error {
 			if err := fl.emitReroute(hook, rerouteInputs(rs, hook)); err != nil {
 				return err
 			}
+			if i == 0 && tc.table == ir.TableNat {
+				fl.gatePastReroute(hook)
+			}
 		}
 		if tc.chain == ir.ChainPrerouting {
 			fl.preEnd[hook] = uint32(len(fl.entries)) + 1
@@ -197,6 +200,19 @@ func (fl *flattener) walkBefore(rs *ir.Ruleset, hook int) error {
 		fl.acceptTo = &label{}
 	}
 	return nil
+}
+
+// gatePastReroute sends the gate of hook's nat PREROUTING segment, the
+// walk's first, past the reroute entries that follow the segment: a
+// packet that is not its connection's first passes the segment by, and
+// no chain before it could have changed its mark, TTL or TOS since it was
+// routed, so the reroute probe would say false. (A DNAT's walk resumes
+// there too, Layout.NatResume.) One walk step less for every later
+// packet of a ruleset whose nat PREROUTING marks packets (kube-proxy's
+// KUBE-MARK-MASQ).
+func (fl *flattener) gatePastReroute(hook int) {
+	past := fl.reroute[hook] - 1
+	fl.entries[fl.natGate].nextLabel = &label{pos: past, resolved: true}
 }
 
 // walkAfter emits, after filter's chain (ending at filterEnd), its policy
@@ -257,6 +273,7 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	if tc.table == ir.TableNat {
 		var notFirst Cond
 		notFirst[FieldCt] = Complement(firstPacketStates(), U64(0), U64(ctDomain-1))
+		fl.natGate = uint32(len(fl.entries))
 		fl.emit(Entry{Cond: notFirst.List(), Rule: NoRule, Action: ActContinue, nextLabel: exit})
 	}
 	end := &label{}

@@ -24,7 +24,14 @@ var trivialCases = []trivialCase{
 	{name: "counting rule", rules: []string{"-A OUTPUT", "-A OUTPUT"}, want: [NumChains]bool{true, true, true}},
 	{name: "unconditional DROP", rules: []string{"-A OUTPUT -j DROP"}, want: [NumChains]bool{true, true, false}},
 	{name: "LOG", rules: []string{"-A FORWARD -j LOG"}, want: [NumChains]bool{true, false, true}},
-	{name: "empty user chain", rules: []string{"-N X", "-A INPUT -j X"}, want: [NumChains]bool{false, true, true}},
+	// A jump to a chain without rules is a counted CONTINUE (emptyJump).
+	{name: "empty user chain", rules: []string{"-N X", "-A INPUT -j X"}, want: [NumChains]bool{true, true, true}},
+	// A goto's CONTINUE goes to the chain's end, not the next position:
+	// not recognised as trivial (TestEmptyChainJumps checks its walk).
+	{name: "empty user chain, goto", rules: []string{"-N X", "-A INPUT -g X", "-A INPUT -j DROP"},
+		want: [NumChains]bool{false, true, true}},
+	{name: "user chain with a rule", rules: []string{"-N X", "-A X -p udp", "-A INPUT -j X"},
+		want: [NumChains]bool{false, true, true}},
 	{name: "limit probe", rules: []string{"-A INPUT -m limit --limit 1/s -j ACCEPT"},
 		want: [NumChains]bool{false, true, true}},
 	{name: "conntrack anywhere", rules: []string{"-A OUTPUT -m conntrack --ctstate ESTABLISHED -j ACCEPT"}},
