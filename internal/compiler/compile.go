@@ -233,6 +233,7 @@ func compileChecked(rs *ir.Ruleset, opts Options) (*Generation, error) {
 		policyID: map[RuleRef]uint32{},
 		// Written sets, numbered in the order their targets come.
 		setWrites: setWrites,
+		natIdle:   rs.TableByName(ir.TableNat) != nil && !natWalked(rs),
 	}
 	g.Rules = fl.numberRules(rs)
 	for hook, name := range ir.BuiltinChains {

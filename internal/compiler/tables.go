@@ -36,6 +36,9 @@ import (
 //     ICMP error passes them by): the segment starts with an entry that
 //     skips it for every other packet, a condition on the connection's
 //     state (NEW, not yet CONFIRMED), which turns connection tracking on;
+//     and the nat table is walked only when some rule asks the kernel to
+//     track connections at all (ctpull.go): without one its chains see
+//     no packet;
 //   - LOG lines of PREROUTING and POSTROUTING chains name no output or
 //     input device (ir.LogViewPrerouting, ir.LogViewPostrouting).
 //
@@ -146,12 +149,16 @@ func targetName(k ir.TargetKind) string {
 }
 
 // splitWalk returns the segments of hook's walk before and after filter's
-// chain, those of tables rs has.
-func splitWalk(rs *ir.Ruleset, hook int) (before, after []tableChain) {
+// chain, those of tables rs has; not the nat table's when it sees no
+// packet (fl.natIdle: ctpull.go).
+func (fl *flattener) splitWalk(rs *ir.Ruleset, hook int) (before, after []tableChain) {
 	seenFilter := false
 	for _, tc := range hookWalks[hook] {
 		if tc.table == ir.TableFilter {
 			seenFilter = true
+			continue
+		}
+		if tc.table == ir.TableNat && fl.natIdle {
 			continue
 		}
 		if t := rs.TableByName(tc.table); t == nil || t.Chain(tc.chain) == nil {
@@ -171,7 +178,7 @@ func splitWalk(rs *ir.Ruleset, hook int) (before, after []tableChain) {
 // fl.acceptTo, which walkAfter resolves).
 func (fl *flattener) walkBefore(rs *ir.Ruleset, hook int) error {
 	fl.walkStart[hook] = uint32(len(fl.entries))
-	before, after := splitWalk(rs, hook)
+	before, after := fl.splitWalk(rs, hook)
 	reroutes := marksBeforeRoute(rs, hook)
 	fl.preOpen, fl.prePassive[hook] = hook != ChainOutput, true
 	defer func() { fl.preOpen = false }()
@@ -204,7 +211,7 @@ func (fl *flattener) walkBefore(rs *ir.Ruleset, hook int) error {
 // segments filter's chain ends the walk (the data plane applies its
 // policy).
 func (fl *flattener) walkAfter(rs *ir.Ruleset, hook int, filterEnd uint32) error {
-	_, after := splitWalk(rs, hook)
+	_, after := fl.splitWalk(rs, hook)
 	fl.walkEnd[hook] = filterEnd
 	if len(after) == 0 {
 		return nil
