@@ -127,7 +127,9 @@ type Layout struct {
 	// PREROUTING, and mangle PREROUTING after it, when they decide on the
 	// packet alone. The INPUT walk's segments up to RawPre[ChainInput],
 	// then, once routed, the chosen walk from RawPre[h] (0: no such
-	// pre-walk; rawpre.go).
+	// pre-walk; rawpre.go). RawPre[ChainOutput] is 1 + the position after
+	// the OUTPUT walk's raw segment, judged before the host's packet is
+	// translated and tracked (rawOutputPreWalked).
 	RawPre [NumChains]uint32
 	// PrePassive says the segments RawPre ends are all empty chains with
 	// policy ACCEPT: they only count. The data plane then walks them

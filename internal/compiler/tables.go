@@ -180,7 +180,7 @@ func (fl *flattener) walkBefore(rs *ir.Ruleset, hook int) error {
 	fl.walkStart[hook] = uint32(len(fl.entries))
 	before, after := fl.splitWalk(rs, hook)
 	reroutes := marksBeforeRoute(rs, hook)
-	fl.preOpen, fl.prePassive[hook] = hook != ChainOutput, true
+	fl.preOpen, fl.prePassive[hook] = hook != ChainOutput || rawOutputPreWalked(rs), true
 	defer func() { fl.preOpen = false }()
 	for i, tc := range before {
 		if err := fl.segment(rs, hook, tc); err != nil {
@@ -287,7 +287,8 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	}
 	// The walk's PREROUTING segments judged before routing so far
 	// (rawpre.go): this one joins them when it qualifies.
-	if fl.preOpen && tc.chain == ir.ChainPrerouting && preRouteJudged(t, tc.table, c) {
+	rawOut := hook == ChainOutput && tc.table == ir.TableRaw && tc.chain == ir.ChainOutput
+	if fl.preOpen && (tc.chain == ir.ChainPrerouting || rawOut) && preRouteJudged(t, tc.table, c) {
 		fl.rawPre[hook] = exit.pos + 1
 		fl.prePassive[hook] = fl.prePassive[hook] && len(c.Rules) == 0 && c.Policy != ir.VerdictDrop
 	} else {

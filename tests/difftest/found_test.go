@@ -586,3 +586,40 @@ func natTableWithoutConntrack(t *testing.T, fam ir.Family) {
 			[2]int{c.observed, c.observed}, "the segments at fw's sockets, fw's RSTs at gen (and nat INPUT's LOG lines)")
 	}
 }
+
+// TestNATInputSnatUnroutedResetNotrack is TestNATInputSnatUnroutedReset
+// with a raw OUTPUT rule that exempts fw's RSTs from tracking. The
+// kernel's raw OUTPUT runs before conntrack and nat OUTPUT: the first
+// connection's RST, untracked, is not translated back and leaves as fw's
+// stack sent it, to the new source (routed through sink), and the
+// connection stays, so the second connection's translated tuple clashes
+// with it and its SYN is dropped (checked by hand with iptables-legacy:
+// the RST at sink, `conntrack -L` showing the first connection
+// UNREPLIED). xfw translated the RST back before its raw OUTPUT walk,
+// found no route, tracked it (closing the connection) and dropped it: no
+// RST at sink, the second SYN delivered and answered at gen. It now
+// judges such a raw OUTPUT before translating and tracking (xfw.c
+// xfw_tc_rawout). Each firewall must show the same.
+func TestNATInputSnatUnroutedResetNotrack(t *testing.T) {
+	s := session(t, ir.IPv4, func(c *difftest.Config) { c.Conntrack = true })
+	p := s.Plan()
+	newSrc := p.FarSink.Addr().Next().Next().Next() // .3, routed through sink
+	ruleset := fmt.Sprintf("*raw\n:PREROUTING ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"+
+		"-A OUTPUT -p tcp -m tcp --tcp-flags RST RST -j NOTRACK\nCOMMIT\n"+
+		"*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n"+
+		"-A INPUT -p tcp -j SNAT --to-source %s:5000\nCOMMIT\n"+
+		"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -p tcp\nCOMMIT\n", newSrc)
+	unrouted := p.Unrouted.Addr().Next()
+	segment := func(src netip.Addr, sport uint16, flags uint16, payload string) difftest.Probe {
+		pkt := nettest.IPv4{Src: src, Dst: p.FwIn}.Packet(nettest.TCP{SrcPort: sport, DstPort: 443,
+			Flags: flags, Window: 512, Payload: []byte(payload)})
+		frame := nettest.Ethernet{Dst: p.FwInMAC, Src: p.GenMAC}.Frame(pkt)
+		return difftest.Probe{From: difftest.FromGen, Path: difftest.PathInput, Frames: [][]byte{frame}, Note: "tcp to fw"}
+	}
+	corpus := &difftest.Corpus{Probes: []difftest.Probe{
+		segment(unrouted, 3130, nettest.TCPSyn, "from an unrouted source"),
+		segment(p.Gen, 20086, nettest.TCPSyn, "from gen"),
+	}}
+	checkObserved(t, s, difftest.Case{Name: "nat INPUT SNAT, untracked RST without a route", Ruleset: ruleset, Corpus: corpus},
+		[2]int{2, 2}, "the first segment at fw's sockets, its untranslated RST at sink; the second dropped")
+}
