@@ -19,7 +19,11 @@
  * fragments (the first one stands for its datagram, frag.h).
  *
  * xfw_ct_unrouted_tc does the same at TC egress for the host's packets the
- * nat OUTPUT hook drops, its translated destination without a route.
+ * nat OUTPUT hook drops, its translated destination without a route; not
+ * for one raw OUTPUT exempts from tracking, which the kernel neither
+ * tracks nor translates (xfw.c xfw_tc_rawout, when raw OUTPUT decides on
+ * the packet alone: such a packet is not translated, so it never gets
+ * here; docs/differences.md for the other raw OUTPUT chains).
  *
  * Conventions: xfw_ct_unrouted and xfw_ct_unrouted_tc are global functions
  * (verified once), called only while the generation tracks (xfw_ct_active).

@@ -861,6 +861,59 @@ __attribute__((noinline)) int xfw_tc_forwarded(struct __sk_buff *skb, struct xfw
 	return xfw_nat_query_fwd_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
 }
 
+/* xfw_tc_rawout judges raw OUTPUT by itself, before the TC egress hook
+ * translates (xfw_nat_out_pre_tc) or tracks the host's packet in sc, out
+ * of oif, when the generation judges it there (xfw_family_cfg.raw_pre
+ * [OUTPUT], compiler.Layout.RawPre: a raw table with a notrack rule, its
+ * OUTPUT reading the packet alone). The kernel's raw OUTPUT runs before
+ * conntrack and nat OUTPUT: a packet a notrack rule exempts is neither
+ * tracked nor translated (the reply of a connection nat INPUT's SNAT or
+ * nat OUTPUT's DNAT translated leaves as its socket sent it), one raw
+ * drops was never tracked. Emits its LOG lines and sets st->raw_done
+ * (XFW_RAWPRE_NOTRACKED: a notrack rule exempted it, mangle.h) for the
+ * walk to resume past it (xfw_tc_rawout_resume). Not judged here: a later
+ * fragment (it follows its datagram). Returns XFW_RAWPRE_ON, or
+ * XFW_RAWPRE_DROP. A global function. */
+__attribute__((noinline)) int xfw_tc_rawout(struct __sk_buff *skb, struct xfw_xdp_scratch *sc, __u32 oif)
+{
+	struct xfw_family_cfg *fc;
+	struct xfw_pending *st;
+	__u32 slot, res;
+
+	if (!skb || !sc)
+		return XFW_RAWPRE_ON;
+	st = &sc->st;
+	st->raw_done = 0;
+	slot = st->slot;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	if (!fc || !fc->raw_pre[XFW_CHAIN_OUTPUT] || sc->p.frag)
+		return XFW_RAWPRE_ON;
+	if (xfw_prewalk_used(slot)) {
+		xfw_ext6_tc(skb, &sc->p, slot);
+		xfw_preds_tc(skb, &sc->p, slot);
+		xfw_hdr4_tc(skb, &sc->p, slot);
+	}
+	st->start = 0;
+	st->end = fc->raw_pre[XFW_CHAIN_OUTPUT];
+	res = xfw_classify(&sc->p, XFW_CHAIN_OUTPUT, 0, oif, st);
+	st->end = 0;
+	if (st->nlogs)
+		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, oif);
+	st->nlogs = 0;
+	if (res != XFW_RES_END)
+		return XFW_RAWPRE_DROP; /* a DROP or a hotdrop (compiler.preRouteTarget) */
+	st->raw_done = sc->p.ct == (XFW_CTS_UNTRACKED | XFW_CTV_DIR_REPLY) ? XFW_RAWPRE_NOTRACKED : XFW_RAWPRE_DONE;
+	return XFW_RAWPRE_ON;
+}
+
+/* xfw_tc_rawout_resume returns where the TC egress hook's OUTPUT walk
+ * starts: past raw OUTPUT when xfw_tc_rawout judged it, else at its
+ * beginning (0). */
+static __always_inline __u32 xfw_tc_rawout_resume(struct xfw_family_cfg *fc, struct xfw_pending *st)
+{
+	return st->raw_done ? fc->raw_pre[XFW_CHAIN_OUTPUT] : 0;
+}
+
 /* xfw_tc_out_walk judges in OUTPUT a packet nat OUTPUT translated and
  * routed again (nat_out.h), from the walk's start or, for the first
  * packet (resume), after its nat OUTPUT segment: the OUTPUT chains with
@@ -881,7 +934,7 @@ __attribute__((noinline)) __u32 xfw_tc_out_walk(struct __sk_buff *skb, struct xf
 	if (!fc || (resume && !fc->nat_resume[XFW_CHAIN_OUTPUT]))
 		return XFW_ACT_DROP;
 	post = fc->post_start[XFW_CHAIN_OUTPUT];
-	sc->st.start = resume ? fc->nat_resume[XFW_CHAIN_OUTPUT] : 0;
+	sc->st.start = resume ? fc->nat_resume[XFW_CHAIN_OUTPUT] : xfw_tc_rawout_resume(fc, &sc->st);
 	sc->st.end = post;
 	verdict = xfw_judge(&sc->p, XFW_CHAIN_OUTPUT, 0, oifs >> 32, &sc->st, &rj);
 	/* nat's route stands: not routed again by a mangle OUTPUT mark. */
@@ -1027,6 +1080,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	struct xfw_pkt *p;
 	struct xfw_pending *st;
 	struct xfw_ct_scratch *cs = 0;
+	struct xfw_family_cfg *fc;
 	__u32 one = 1;
 	__u32 oif, rj = 0, verdict, moved = 0;
 	__u64 route, port;
@@ -1080,9 +1134,13 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	oif = skb->ifindex;
 	xfw_owner_tc(skb, p, st->slot);
 	p->nosock = !skb->sk; /* -m recent's TTL (recent.h) */
+	/* raw OUTPUT before tracking and translation, when it notracks. */
+	if (xfw_tc_rawout(skb, sc, oif) == XFW_RAWPRE_DROP)
+		return TC_ACT_SHOT;
 	/* A later packet of a connection nat OUTPUT translated: translated
-	 * and routed again before tracking (nat_out.h). */
-	route = xfw_nat_out_pre_tc(skb, p);
+	 * and routed again before tracking (nat_out.h); not one raw OUTPUT
+	 * exempted from tracking. */
+	route = xfw_notracked(st) ? 0 : xfw_nat_out_pre_tc(skb, p);
 	if (route == XFW_NAT_OUT_DROP)
 		return TC_ACT_SHOT;
 	if (route == XFW_NAT_OUT_NOROUTE) {
@@ -1104,7 +1162,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 			xfw_frag_note_tc(skb, p, 0, XFW_ACT_ACCEPT);
 		return xfw_nat_out_send(skb);
 	}
-	if (xfw_ct_active(st->slot)) {
+	if (xfw_ct_active(st->slot) && !xfw_notracked(st)) {
 		cs = xfw_ct_scratch_get(1);
 		if (cs) {
 			xfw_ct_load_tc(skb, p, cs);
@@ -1135,7 +1193,10 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 			verdict = xfw_tc_out_walk(skb, sc, 0, (__u64)skb->ifindex << 32 | oif);
 			rj = p->reject;
 		} else {
+			fc = bpf_map_lookup_elem(&xfw_cfg, &st->slot);
+			st->start = fc ? xfw_tc_rawout_resume(fc, st) : 0;
 			verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
+			st->start = 0;
 		}
 		/* mangle OUTPUT changed the mark: routed again (mark_kernel.h);
 		 * a DNAT of nat OUTPUT routes the packet itself. */

@@ -361,9 +361,11 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 	// changes in place keep them (its ACCEPT goes on with the tables
 	// after it, their counter indexes shift with filter's), but a table
 	// the one ruleset has and the other lacks changes the walks: then
-	// compile in full.
+	// compile in full. So does a change that makes the nat table see
+	// packets or leaves it without any (the first or last rule that asks
+	// for connection tracking: compiler.NatWalkChanges).
 	if hook < 0 || oldChain == nil || newChain == nil || !shape(oldChain, newChain) ||
-		compiler.UsesOtherTables(old) != compiler.UsesOtherTables(rs) {
+		compiler.UsesOtherTables(old) != compiler.UsesOtherTables(rs) || compiler.NatWalkChanges(old, rs) {
 		run.gen.release()
 		return commit(fam, old, rs, true, filterOnly, opts, sets)
 	}

@@ -128,7 +128,9 @@ type Layout struct {
 	// PREROUTING, and mangle PREROUTING after it, when they decide on the
 	// packet alone. The INPUT walk's segments up to RawPre[ChainInput],
 	// then, once routed, the chosen walk from RawPre[h] (0: no such
-	// pre-walk; rawpre.go).
+	// pre-walk; rawpre.go). RawPre[ChainOutput] is 1 + the position after
+	// the OUTPUT walk's raw segment, judged before the host's packet is
+	// translated and tracked (rawOutputPreWalked).
 	RawPre [NumChains]uint32
 	// PrePassive says the segments RawPre ends are all empty chains with
 	// policy ACCEPT: they only count. The data plane then walks them
@@ -248,6 +250,7 @@ func compileChecked(rs *ir.Ruleset, opts Options) (*Generation, error) {
 		policyID: map[RuleRef]uint32{},
 		// Written sets, numbered in the order their targets come.
 		setWrites: setWrites,
+		natIdle:   rs.TableByName(ir.TableNat) != nil && !natWalked(rs),
 	}
 	t := time.Now()
 	g.Rules = fl.numberRules(rs)

@@ -58,7 +58,10 @@ type flattener struct {
 	// info is what flattening needs of each rule (ruleInfo).
 	info map[*ir.Rule]*ruleInfo
 	// layout records the slack and end references (Generation.Layout).
-	layout   Layout
+	layout Layout
+	// natIdle is set when rs's nat table sees no packet, nothing asking
+	// the kernel to track connections: the walks leave it out (ctpull.go).
+	natIdle  bool
 	logIndex map[LogConfig]uint16
 	logs     []LogConfig
 	// sets allocates the set conditions (FieldSets bits).

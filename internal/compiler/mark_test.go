@@ -40,6 +40,8 @@ func TestMarkWalks(t *testing.T) {
 			"-t nat -N KPR", "-t nat -A KPR -m mark ! --mark 0x4000/0x4000 -j RETURN",
 			"-t nat -A KPR -j MARK --xor-mark 0x4000", "-t nat -A POSTROUTING -j KPR",
 			"-A FORWARD -m mark --mark 0x4000/0x4000", "-t mangle -A POSTROUTING -m mark --mark 0",
+			// Connection tracking, which the nat chains need (ctpull.go).
+			"-N TRACKING", "-A TRACKING -m conntrack --ctstate INVALID",
 		}, chain: ChainForward, want: []string{"mangle/PREROUTING/policy", "nat/PREROUTING/1", "nat/KMM/1",
 			"nat/PREROUTING/policy", "mangle/FORWARD/policy", "filter/FORWARD/1", "filter/FORWARD/policy",
 			"mangle/POSTROUTING/policy", "nat/POSTROUTING/1", "nat/KPR/2", "nat/POSTROUTING/policy"}},

@@ -107,3 +107,51 @@ func stateOnly(m *ir.ConntrackMatch) bool {
 	bare := ir.ConntrackMatch{StateAlias: m.StateAlias, States: m.States}
 	return *m == bare
 }
+
+// rawOutputPreWalked reports whether the OUTPUT walk's raw segment is
+// judged by itself before the TC egress hook translates and tracks the
+// host's packet (Layout.RawPre[ChainOutput]): the kernel's raw OUTPUT
+// runs before conntrack and nat OUTPUT, so a packet its notrack rule
+// exempts is neither tracked nor translated back (a reply of a connection
+// nat INPUT's SNAT translated leaves as its socket sent it, to the new
+// source), and one it drops was never tracked. Only with a notrack rule
+// in raw (otherwise the walk after tracking is the same) and, besides
+// preRouteJudged's conditions, no -m tcpmss (whose value the hook reads
+// after this walk).
+func rawOutputPreWalked(rs *ir.Ruleset) bool {
+	t := rs.TableByName(ir.TableRaw)
+	if t == nil || !hasNotrack(t) {
+		return false
+	}
+	c := t.Chain(ir.ChainOutput)
+	if c == nil {
+		return false
+	}
+	return !reachesMatch(t, c, map[*ir.Chain]bool{}, func(m ir.Match) bool {
+		_, ok := m.(*ir.TCPMSSMatch)
+		return ok
+	})
+}
+
+// reachesMatch reports whether a rule of chain c or of a user chain it
+// reaches has a match that is reports (seen: the chains looked at).
+func reachesMatch(t *ir.Ruleset, c *ir.Chain, seen map[*ir.Chain]bool, is func(ir.Match) bool) bool {
+	if seen[c] {
+		return false
+	}
+	seen[c] = true
+	for _, r := range c.Rules {
+		for _, m := range r.Matches {
+			if is(m) {
+				return true
+			}
+		}
+		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
+			continue
+		}
+		if next := t.Chain(r.Target.Chain); next != nil && reachesMatch(t, next, seen, is) {
+			return true
+		}
+	}
+	return false
+}

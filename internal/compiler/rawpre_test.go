@@ -62,8 +62,9 @@ func TestRawPreLayout(t *testing.T) {
 		if g.Layout.PrePassive != tc.passive {
 			t.Errorf("%s: PrePassive %v, want %v", tc.name, g.Layout.PrePassive, tc.passive)
 		}
-		if g.Layout.RawPre[ChainOutput] != 0 {
-			t.Errorf("%s: OUTPUT has a PREROUTING position %d", tc.name, g.Layout.RawPre[ChainOutput])
+		// OUTPUT's is raw OUTPUT's (TestRawOutputLayout).
+		if pos := g.Layout.RawPre[ChainOutput]; pos != 0 && counterName(g, g.Entries[pos-2].Rule) != "raw/OUTPUT/policy" {
+			t.Errorf("%s: OUTPUT's RawPre %d is not after raw OUTPUT", tc.name, pos)
 		}
 		var segs [NumChains][]string
 		for _, h := range []int{ChainInput, ChainForward} {
@@ -170,6 +171,54 @@ func TestPreEndLayout(t *testing.T) {
 			if e := g.Entries[last]; e.Flags&EFCount == 0 || counterName(g, e.Rule) != tc.last {
 				t.Errorf("%s: chain %d: the entry before PreEnd is not %s (%+v)", tc.name, h, tc.last, e)
 			}
+		}
+	}
+}
+
+// TestRawOutputLayout checks Layout.RawPre[ChainOutput], the OUTPUT
+// walk's raw segment judged before the host's packet is translated and
+// tracked (rawOutputPreWalked): set, right after raw OUTPUT's policy
+// entry, for a raw table with a notrack rule whose OUTPUT reads the
+// packet alone; 0 otherwise.
+func TestRawOutputLayout(t *testing.T) {
+	cases := []struct {
+		name  string
+		rules []string
+		set   bool
+	}{
+		{"filter only", []string{"-A OUTPUT -p tcp -j ACCEPT"}, false},
+		{"raw OUTPUT without notrack", []string{"-t raw -A OUTPUT -p udp -j DROP"}, false},
+		{"raw OUTPUT NOTRACK", []string{"-t raw -A OUTPUT -p tcp --tcp-flags RST RST -j NOTRACK"}, true},
+		{"CT --notrack in a user chain", []string{"-t raw -N R", "-t raw -A OUTPUT -j R", "-t raw -A R -p udp -j CT --notrack"}, true},
+		{"PREROUTING notrack, OUTPUT counts", []string{"-t raw -A PREROUTING -p udp -j NOTRACK", "-t raw -A OUTPUT -p udp"}, true},
+		{"state match", []string{"-t raw -A OUTPUT -m state --state INVALID", "-t raw -A OUTPUT -p udp -j NOTRACK"}, true},
+		{"owner match", []string{"-t raw -A OUTPUT -m owner --uid-owner 0 -j NOTRACK"}, false},
+		{"tcpmss match", []string{"-t raw -A OUTPUT -p tcp -m tcpmss --mss 1000:1500 -j NOTRACK"}, false},
+		{"connmark match", []string{"-t raw -A OUTPUT -m connmark --mark 1 -j NOTRACK"}, false},
+	}
+	for _, tc := range cases {
+		rs := parseRuleset(t, ir.IPv4, tc.rules...)
+		g, err := Compile(rs, Options{Interfaces: testIfaces})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		pos := g.Layout.RawPre[ChainOutput]
+		if (pos != 0) != tc.set {
+			t.Errorf("%s: RawPre[OUTPUT] %d, want set %v", tc.name, pos, tc.set)
+			continue
+		}
+		if pos == 0 {
+			continue
+		}
+		start, end := g.Walk(ChainOutput)
+		if pos-1 <= start || pos-1 > end {
+			t.Fatalf("%s: RawPre %d outside the OUTPUT walk [%d, %d)", tc.name, pos, start, end)
+		}
+		if e := g.Entries[pos-2]; e.Flags&EFCount == 0 || counterName(g, e.Rule) != "raw/OUTPUT/policy" {
+			t.Errorf("%s: the entry before RawPre[OUTPUT] is not raw OUTPUT's policy (%+v)", tc.name, e)
+		}
+		if _, ok := g.TrivialWalk(ChainOutput); ok {
+			t.Errorf("%s: OUTPUT walk trivial with raw OUTPUT judged first", tc.name)
 		}
 	}
 }

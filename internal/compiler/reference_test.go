@@ -1056,6 +1056,14 @@ func TestDeleteRuleMatchesReference(t *testing.T) {
 // chain's head or end (InsertRule, AppendRule). ok is false when no rule
 // was changed. g must not be used afterwards.
 func randomChange(rng *rand.Rand, rs *ir.Ruleset, g *Generation, deleteOdds int) (ng *Generation, ok bool, err error) {
+	// A change that makes the nat table walked, or leaves it out, is
+	// compiled in full, as the control plane does (NatWalkChanges).
+	walked := natWalked(rs)
+	defer func() {
+		if ok && err == nil && natWalked(rs) != walked {
+			ng, err = nil, fmt.Errorf("%w: the nat table's walk changes", ErrNotAppendable)
+		}
+	}()
 	hook := rng.Intn(NumChains)
 	chain := rs.Chain(ir.BuiltinChains[hook])
 	if len(chain.Rules) > 0 && rng.Intn(deleteOdds) != 0 {

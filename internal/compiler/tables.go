@@ -36,6 +36,9 @@ import (
 //     ICMP error passes them by): the segment starts with an entry that
 //     skips it for every other packet, a condition on the connection's
 //     state (NEW, not yet CONFIRMED), which turns connection tracking on;
+//     and the nat table is walked only when some rule asks the kernel to
+//     track connections at all (ctpull.go): without one its chains see
+//     no packet;
 //   - LOG lines of PREROUTING and POSTROUTING chains name no output or
 //     input device (ir.LogViewPrerouting, ir.LogViewPostrouting).
 //
@@ -146,12 +149,16 @@ func targetName(k ir.TargetKind) string {
 }
 
 // splitWalk returns the segments of hook's walk before and after filter's
-// chain, those of tables rs has.
-func splitWalk(rs *ir.Ruleset, hook int) (before, after []tableChain) {
+// chain, those of tables rs has; not the nat table's when it sees no
+// packet (fl.natIdle: ctpull.go).
+func (fl *flattener) splitWalk(rs *ir.Ruleset, hook int) (before, after []tableChain) {
 	seenFilter := false
 	for _, tc := range hookWalks[hook] {
 		if tc.table == ir.TableFilter {
 			seenFilter = true
+			continue
+		}
+		if tc.table == ir.TableNat && fl.natIdle {
 			continue
 		}
 		if t := rs.TableByName(tc.table); t == nil || t.Chain(tc.chain) == nil {
@@ -171,9 +178,9 @@ func splitWalk(rs *ir.Ruleset, hook int) (before, after []tableChain) {
 // fl.acceptTo, which walkAfter resolves).
 func (fl *flattener) walkBefore(rs *ir.Ruleset, hook int) error {
 	fl.walkStart[hook] = uint32(len(fl.entries))
-	before, after := splitWalk(rs, hook)
+	before, after := fl.splitWalk(rs, hook)
 	reroutes := marksBeforeRoute(rs, hook)
-	fl.preOpen, fl.prePassive[hook] = hook != ChainOutput, true
+	fl.preOpen, fl.prePassive[hook] = hook != ChainOutput || rawOutputPreWalked(rs), true
 	defer func() { fl.preOpen = false }()
 	for i, tc := range before {
 		if err := fl.segment(rs, hook, tc); err != nil {
@@ -220,7 +227,7 @@ func (fl *flattener) gatePastReroute(hook int) {
 // segments filter's chain ends the walk (the data plane applies its
 // policy).
 func (fl *flattener) walkAfter(rs *ir.Ruleset, hook int, filterEnd uint32) error {
-	_, after := splitWalk(rs, hook)
+	_, after := fl.splitWalk(rs, hook)
 	fl.walkEnd[hook] = filterEnd
 	if len(after) == 0 {
 		return nil
@@ -297,7 +304,8 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	}
 	// The walk's PREROUTING segments judged before routing so far
 	// (rawpre.go): this one joins them when it qualifies.
-	if fl.preOpen && tc.chain == ir.ChainPrerouting && preRouteJudged(t, tc.table, c) {
+	rawOut := hook == ChainOutput && tc.table == ir.TableRaw && tc.chain == ir.ChainOutput
+	if fl.preOpen && (tc.chain == ir.ChainPrerouting || rawOut) && preRouteJudged(t, tc.table, c) {
 		fl.rawPre[hook] = exit.pos + 1
 		fl.prePassive[hook] = fl.prePassive[hook] && len(c.Rules) == 0 && c.Policy != ir.VerdictDrop
 	} else {

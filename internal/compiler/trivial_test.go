@@ -41,7 +41,12 @@ var trivialCases = []trivialCase{
 		rules: []string{"-A FORWARD -s 10.0.0.0/8 -j DROP"}, want: [NumChains]bool{true, false, true}},
 	{name: "mangle MARK", tables: []string{ir.TableMangle},
 		rules: []string{"-t mangle -A PREROUTING -j MARK --set-mark 1"}, want: [NumChains]bool{false, false, true}},
-	{name: "empty nat", tables: []string{ir.TableNat}},
+	// Without a rule that asks for connection tracking the kernel's nat
+	// chains see no packet (ctpull.go).
+	{name: "empty nat", tables: []string{ir.TableNat}, want: [NumChains]bool{true, true, true}},
+	{name: "empty nat, conntrack rule", tables: []string{ir.TableNat},
+		rules: []string{"-A FORWARD -m conntrack --ctstate INVALID -j DROP"}},
+	{name: "empty nat, MASQUERADE", rules: []string{"-t nat -A POSTROUTING -o eth0 -j MASQUERADE"}},
 	{name: "empty security, OUTPUT DROP", tables: []string{ir.TableSecurity},
 		rules: []string{"-P OUTPUT DROP"}, want: [NumChains]bool{true, true, false}},
 }

@@ -25,8 +25,15 @@ func TestTrivialCfgRoundTrip(t *testing.T) {
 				rs.EnsureTable(name)
 			}
 		}, [compiler.NumChains]bool{true, true, true}},
-		{"empty nat (connection tracking)", func(rs *ir.Ruleset) { rs.EnsureTable(ir.TableNat) },
-			[compiler.NumChains]bool{}},
+		// Without a rule that asks for connection tracking the nat
+		// chains see no packet (compiler/ctpull.go).
+		{"empty nat", func(rs *ir.Ruleset) { rs.EnsureTable(ir.TableNat) },
+			[compiler.NumChains]bool{true, true, true}},
+		{"empty nat, connmark rule (connection tracking)", func(rs *ir.Ruleset) {
+			rs.EnsureTable(ir.TableNat)
+			c := rs.Chain("INPUT")
+			c.Rules = append(c.Rules, &ir.Rule{Matches: []ir.Match{&ir.ConnmarkMatch{Value: 1, Mask: 1}}})
+		}, [compiler.NumChains]bool{}},
 	}
 	for _, tc := range tests {
 		rs := ir.NewRuleset(ir.IPv4)
