@@ -99,9 +99,11 @@ type agent struct {
 	// fpPending is why a decision waits for the lock, "" for none.
 	fpPending string
 	// mcBlind is set when the notifications of multicast groups joined
-	// and left are not received: the groups are then read at every
-	// check (agent_mcast.go).
+	// and left are not received: the groups are then read every
+	// mcRecheck (agent_mcast.go).
 	mcBlind atomic.Bool
+	// mcLast is when the groups were last read.
+	mcLast time.Time
 }
 
 func (a *agent) logf(format string, args ...any) {
@@ -282,7 +284,7 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 			mcAgain = a.refreshGroups()
 		case <-ticker.C:
 			a.check("")
-			if a.mcBlind.Load() && mcAgain == nil {
+			if a.mcBlind.Load() && mcAgain == nil && time.Since(a.mcLast) >= mcRecheck {
 				mcAgain = a.refreshGroups()
 			}
 			if a.fpPending != "" {
