@@ -5,7 +5,9 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // The files as Linux 6.18 writes them (a socket joined 239.1.1.2 and
@@ -74,5 +76,72 @@ func TestMcMirrorable(t *testing.T) {
 	want := map[int]bool{2: true, 3: true, 7: true, 8: true}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// TestGroupNumbersKeptAndPruned: an IPv6 group keeps the number its
+// local6 entry holds, new groups take the smallest unused ones, and the
+// prune forgets the group entries and keys no longer wanted, never the
+// local table's routes or the interface facts.
+func TestGroupNumbersKeptAndPruned(t *testing.T) {
+	local6, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.LPMTrie, KeySize: 20, ValueSize: 12, MaxEntries: 64, Flags: unix.BPF_F_NO_PREALLOC})
+	if err != nil {
+		t.Skipf("create an LPM trie (root needed): %v", err)
+	}
+	defer local6.Close()
+	ifinfo, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 8, ValueSize: 16, MaxEntries: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ifinfo.Close()
+	a := func(s string) [16]byte { return netip.MustParseAddr(s).As16() }
+	route := lpmKey6{Prefixlen: 8, Addr: a("ff00::")}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(local6.Put(route, localVal{Type: unix.RTN_MULTICAST, Ifindex: 2}))
+	must(local6.Put(lpmKey6{Prefixlen: 128, Addr: a("ff05::1")}, localVal{Type: unix.RTN_MULTICAST, Group: 2}))
+	must(local6.Put(lpmKey6{Prefixlen: 128, Addr: a("ff05::9")}, localVal{Type: unix.RTN_MULTICAST, Group: 7}))
+	nums, err := group6Numbers(local6, map[[16]byte]bool{a("ff05::1"): true, a("ff05::2"): true, a("ff05::3"): true})
+	must(err)
+	want := map[[16]byte]uint32{a("ff05::1"): 2, a("ff05::2"): 1, a("ff05::3"): 3}
+	if !reflect.DeepEqual(nums, want) {
+		t.Errorf("numbers %v, want %v", nums, want)
+	}
+	iface := uint64(2)
+	must(ifinfo.Put(iface, bpfIfInfo{Ifindex: 2}))
+	must(ifinfo.Put(mcEntry(mcKeyMirrored6, 2), bpfIfInfo{}))
+	must(ifinfo.Put(mcEntry(mcKeyGroup6+7, 2), bpfIfInfo{}))
+	keep := map[uint64]bool{mcEntry(mcKeyMirrored6, 2): true}
+	keep6 := map[lpmKey6]bool{{Prefixlen: 128, Addr: a("ff05::1")}: true}
+	must(pruneGroups(ifinfo, local6, keep, keep6))
+	var v localVal
+	if local6.Lookup(route, &v) != nil {
+		t.Error("the prune removed the local table's route")
+	}
+	// An LPM lookup: the group's own entry, or the route covering it.
+	if local6.Lookup(lpmKey6{Prefixlen: 128, Addr: a("ff05::9")}, &v) == nil && v.Group != 0 {
+		t.Error("a group no longer joined kept its entry")
+	}
+	if local6.Lookup(lpmKey6{Prefixlen: 128, Addr: a("ff05::1")}, &v) != nil || v.Group != 2 {
+		t.Errorf("a group still joined lost its entry (%+v)", v)
+	}
+	var f bpfIfInfo
+	if ifinfo.Lookup(iface, &f) != nil || ifinfo.Lookup(mcEntry(mcKeyMirrored6, 2), &f) != nil {
+		t.Error("the prune removed an interface's facts or a kept group key")
+	}
+	if ifinfo.Lookup(mcEntry(mcKeyGroup6+7, 2), &f) == nil {
+		t.Error("a group key no longer wanted was kept")
+	}
+	// The refills of the interfaces and the local table keep the group
+	// keys and entries.
+	k, k6 := map[uint64]bool{}, map[lpmKey6]bool{}
+	must(keepGroupKeys(ifinfo, k))
+	must(keepGroupEntries(local6, k6))
+	if !reflect.DeepEqual(k, keep) || !reflect.DeepEqual(k6, keep6) {
+		t.Errorf("kept %v and %v, want %v and %v", k, k6, keep, keep6)
 	}
 }
