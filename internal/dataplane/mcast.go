@@ -156,22 +156,32 @@ func mcMirrorable(links []netlink.Link) map[int]bool {
 	return out
 }
 
-// mcForwarding reports whether multicast routing (a daemon holding the
-// kernel's multicast routing socket) forwards from device dev in IPv4
-// (IN_DEV_MFORWARD: all's and the device's mc_forwarding) or any device
-// in IPv6 (all's): the kernel then hands such packets to its multicast
-// router, which xfw does not follow; that family's groups there are not
-// mirrored.
-func mcForwarding(fam int, dev string) bool {
-	if fam == 6 {
-		n, err := readSysctlInt("net/ipv6/conf/all/mc_forwarding")
+// mcRouting tells where multicast routing (a daemon holding the kernel's
+// multicast routing socket) forwards: in IPv4 from a device whose and
+// all's mc_forwarding are on (IN_DEV_MFORWARD), in IPv6 from any device
+// when all's is. The kernel then hands such packets to its multicast
+// router, which xfw does not follow: that family's groups there are not
+// mirrored. A sysctl that cannot be read counts as on.
+type mcRouting struct {
+	all4, all6 bool
+}
+
+// readMcRouting reads all's mc_forwarding of both families.
+func readMcRouting() mcRouting {
+	on := func(name string) bool {
+		n, err := readSysctlInt(name)
 		return err != nil || n != 0
 	}
-	all, err := readSysctlInt("net/ipv4/conf/all/mc_forwarding")
-	if err != nil {
-		return true
+	return mcRouting{all4: on("net/ipv4/conf/all/mc_forwarding"), all6: on("net/ipv6/conf/all/mc_forwarding")}
+}
+
+// forwards reports whether multicast routing forwards family fam's
+// packets from device dev.
+func (r mcRouting) forwards(fam int, dev string) bool {
+	if fam == 6 {
+		return r.all6
 	}
-	if all == 0 {
+	if !r.all4 {
 		return false
 	}
 	n, err := readSysctlInt("net/ipv4/conf/" + dev + "/mc_forwarding")
@@ -234,6 +244,7 @@ func fillGroups(ifinfo, local6 *ebpf.Map, links []netlink.Link) error {
 		return err
 	}
 	ok := mcMirrorable(links)
+	routing := readMcRouting()
 	names := map[int]string{}
 	for _, l := range links {
 		names[l.Attrs().Index] = l.Attrs().Name
@@ -280,13 +291,13 @@ func fillGroups(ifinfo, local6 *ebpf.Map, links []netlink.Link) error {
 	sort.Ints(devs)
 	for _, dev := range devs {
 		var keys []uint64
-		if gs, listed := jg.v4[dev]; listed && !mcForwarding(4, names[dev]) {
+		if gs, listed := jg.v4[dev]; listed && !routing.forwards(4, names[dev]) {
 			for _, g := range gs {
 				keys = append(keys, mcEntry(g, dev))
 			}
 			keys = append(keys, mcEntry(mcKeyMirrored4, dev)) // last: after its groups
 		}
-		if gs, listed := jg.v6[dev]; listed && !mcForwarding(6, names[dev]) {
+		if gs, listed := jg.v6[dev]; listed && !routing.forwards(6, names[dev]) {
 			for _, g := range gs {
 				keys = append(keys, mcEntry(mcKeyGroup6+nums[g], dev))
 			}
