@@ -34,6 +34,13 @@ const (
 	mcGroup6Max = 0xe0000000 - mcKeyGroup6 - 1
 )
 
+// GroupsEnv is the environment variable that, "off" or "0" at a sync (or
+// in the agent's environment), mirrors no groups: every device's
+// multicast is then judged in INPUT whatever its group (for a device
+// whose frames also feed macvlan or ipvlan devices of other namespaces,
+// whose groups xfw does not see).
+const GroupsEnv = "XFW_MCAST_GROUPS"
+
 // Where the kernel lists the groups joined, per device.
 var (
 	igmpFile  = "/proc/net/igmp"
@@ -244,6 +251,9 @@ func fillGroups(ifinfo, local6 *ebpf.Map, links []netlink.Link) error {
 		return err
 	}
 	ok := mcMirrorable(links)
+	if v := os.Getenv(GroupsEnv); v == "off" || v == "0" {
+		ok = nil
+	}
 	routing := readMcRouting()
 	names := map[int]string{}
 	for _, l := range links {

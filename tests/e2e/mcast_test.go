@@ -252,6 +252,26 @@ func TestMulticastGroupsAgainstKernel(t *testing.T) {
 			t.Run(fmt.Sprintf("forwarding %s/%s", fwd, pr.name), func(t *testing.T) { mcCompare(t, tw, socks, pr) })
 		}
 	}
+	// XFW_MCAST_GROUPS=off at a sync: no groups mirrored, multicast to
+	// any group judged in INPUT (the way out for macvlan devices of other
+	// namespaces); back on at the next sync.
+	tp, fw := tw.tps["xfw"], tw.fws["xfw"]
+	unjoined := netip.MustParseAddr("239.1.1.1")
+	rule := fmt.Sprintf("INPUT -d %s/32 -p udp -m udp --dport %d", unjoined, mcPort)
+	eth := tp.GenToFw()
+	eth.Dst = mcMAC(unjoined)
+	for _, env := range []string{"off", "on"} {
+		nettest.MustExec(t, tp.FwNS, "env", "XFW_MCAST_GROUPS="+env, fw.bin, "sync")
+		nettest.MustExec(t, tp.FwNS, append(fw.cmd(4, ""), "-w", "10", "-Z")...)
+		if err := tp.InjectFromGen(eth.Frame(mcUDP(tp, unjoined))); err != nil {
+			t.Fatalf("inject: %v", err)
+		}
+		time.Sleep(typeSettle)
+		n := mcCounters(t, tp, fw, 4)[rule].packets
+		if want := map[string]uint64{"off": 1, "on": 0}[env]; n != want {
+			t.Errorf("XFW_MCAST_GROUPS=%s: INPUT counted %d datagrams to the unjoined %s, want %d", env, n, unjoined, want)
+		}
+	}
 }
 
 // mcCompare sends one probe through both twins and compares.
