@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
@@ -117,22 +118,57 @@ func parseIGMP6(text string) (map[int][][16]byte, error) {
 }
 
 // readJoinedGroups reads both files; a missing one (no IPv6) lists no
-// device of its family.
-func readJoinedGroups() (joinedGroups, error) {
+// device of its family. It returns their text too.
+func readJoinedGroups() (joinedGroups, string, error) {
 	var jg joinedGroups
-	b, err := os.ReadFile(igmpFile)
+	b4, err := os.ReadFile(igmpFile)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return jg, fmt.Errorf("read the groups joined: %w", err)
+		return jg, "", fmt.Errorf("read the groups joined: %w", err)
 	}
-	if jg.v4, err = parseIGMP(string(b)); err != nil {
-		return jg, err
+	if jg.v4, err = parseIGMP(string(b4)); err != nil {
+		return jg, "", err
 	}
-	b, err = os.ReadFile(igmp6File)
+	b6, err := os.ReadFile(igmp6File)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return jg, fmt.Errorf("read the groups joined: %w", err)
+		return jg, "", fmt.Errorf("read the groups joined: %w", err)
 	}
-	jg.v6, err = parseIGMP6(string(b))
-	return jg, err
+	jg.v6, err = parseIGMP6(string(b6))
+	return jg, string(b4) + "\x00" + string(b6), err
+}
+
+// groupsFilled is what fillGroups last wrote, as the text of its inputs
+// and the maps' ids: the same inputs into the same maps need no refill (a
+// served command would otherwise rewrite every group key).
+var groupsFilled struct {
+	sync.Mutex
+	key string
+}
+
+// groupsKey describes fillGroups' inputs; "" when they cannot be told
+// (a map without an id, or IPv4 multicast routing on, whose devices'
+// sysctls are read as they are needed).
+func groupsKey(ifinfo, local6 *ebpf.Map, files string, ok map[int]bool, names map[int]string, routing mcRouting) string {
+	if routing.all4 {
+		return ""
+	}
+	var ids []ebpf.MapID
+	for _, m := range []*ebpf.Map{ifinfo, local6} {
+		info, err := m.Info()
+		if err != nil {
+			return ""
+		}
+		id, has := info.ID()
+		if !has {
+			return ""
+		}
+		ids = append(ids, id)
+	}
+	var devs []string
+	for dev := range ok {
+		devs = append(devs, fmt.Sprintf("%d=%s", dev, names[dev]))
+	}
+	sort.Strings(devs)
+	return fmt.Sprintf("%v|%v|%s|%s", ids, routing.all6, strings.Join(devs, ","), files)
 }
 
 // mcStackedTypes are the devices that take their frames from a lower
@@ -246,7 +282,7 @@ func fillGroups(ifinfo, local6 *ebpf.Map, links []netlink.Link) error {
 	if ifinfo == nil || local6 == nil {
 		return errors.New("the running program lacks map xfw_ifinfo or xfw_local6")
 	}
-	jg, err := readJoinedGroups()
+	jg, files, err := readJoinedGroups()
 	if err != nil {
 		return err
 	}
@@ -259,6 +295,22 @@ func fillGroups(ifinfo, local6 *ebpf.Map, links []netlink.Link) error {
 	for _, l := range links {
 		names[l.Attrs().Index] = l.Attrs().Name
 	}
+	key := groupsKey(ifinfo, local6, files, ok, names, routing)
+	groupsFilled.Lock()
+	defer groupsFilled.Unlock()
+	if key != "" && key == groupsFilled.key {
+		return nil
+	}
+	groupsFilled.key = "" // until this fill is done
+	if err := writeGroups(ifinfo, local6, jg, ok, names, routing); err != nil {
+		return err
+	}
+	groupsFilled.key = key
+	return nil
+}
+
+// writeGroups writes what fillGroups read into the maps.
+func writeGroups(ifinfo, local6 *ebpf.Map, jg joinedGroups, ok map[int]bool, names map[int]string, routing mcRouting) error {
 	want6 := map[[16]byte]bool{}
 	for dev, gs := range jg.v6 {
 		for _, g := range gs {
