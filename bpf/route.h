@@ -14,7 +14,8 @@
  *
  * Includes: common.h, parse.h (struct xfw_pkt, the option walks), local.h,
  * mark_route.h (the route lookup with the packet's mark), route_cache.h
- * (IPv4 lookups answered from a per-CPU cache).
+ * (IPv4 lookups answered from a per-CPU cache), mcast.h (the groups the
+ * devices joined).
  */
 #ifndef XFW_ROUTE_H
 #define XFW_ROUTE_H
@@ -31,6 +32,7 @@
 #include "bench.h"
 #include "mark_route.h"
 #include "route_cache.h"
+#include "mcast.h"
 
 /* xfw_src_is_ours reports whether an IPv4 source is one of this host's
  * addresses: fib_validate_source calls such a packet from outside a martian
@@ -66,8 +68,8 @@ static __always_inline int xfw_v6_loopback(__u64 hi, __u64 lo)
  * (IPv6) and ip_route_input_slow with ip_route_input_mc (IPv4), with the
  * default sysctls (route_localnet, accept_local off). It returns 1 when
  * the kernel drops the packet there, 2 for IPv4's limited broadcast (local
- * delivery without a route lookup), 0 otherwise. Multicast destinations
- * are taken as joined: docs/differences.md. */
+ * delivery without a route lookup), 0 otherwise. Whether the device
+ * joined a multicast destination is xfw_route's (mcast.h). */
 static __always_inline int xfw_martian(struct xfw_pkt *p)
 {
 	if (p->fam == 0) {
@@ -200,8 +202,10 @@ static __always_inline int xfw_out_lookup(struct __sk_buff *skb, struct xfw_pkt 
 /* xfw_route decides INPUT or FORWARD for a packet received on iif, as the
  * kernel's routing would with the packet's mark (p->mark). Returns XFW_ROUTE_PASS to pass the packet
  * unjudged (netfilter never sees it: martians, no route, dropped before
- * the FORWARD hook), else chain << 32 | output ifindex. A global function,
- * so its stack (the FIB request) is not live while classification runs. */
+ * the FORWARD hook; multicast to a group iif has not joined, which sets
+ * p->mc_unjoined: the hook drops it after PREROUTING), else chain << 32 |
+ * output ifindex. A global function, so its stack (the FIB request) is
+ * not live while classification runs. */
 #define XFW_ROUTE_PASS (~0ULL)
 __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p, __u32 iif)
 {
@@ -214,6 +218,7 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 
 	if (!p)
 		return XFW_ROUTE_PASS;
+	p->mc_unjoined = 0;
 
 	/* Loopback traffic was routed when it was sent; the kernel checks no
 	 * martians on it. */
@@ -233,9 +238,14 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 		if (p->df)
 			fib.tot_len = p->l3len;
 		/* Multicast is delivered by ip_route_input_mc, without a route
-		 * lookup (the group taken as joined). */
-		if (XFW_V4_MULTICAST((__u32)p->dst_lo))
-			return (__u64)XFW_CHAIN_INPUT << 32;
+		 * lookup, when the device joined the group (ip_check_mc_rcu);
+		 * the rest is dropped. */
+		if (XFW_V4_MULTICAST((__u32)p->dst_lo)) {
+			if (lo || xfw_mc_joined(p, iif))
+				return (__u64)XFW_CHAIN_INPUT << 32;
+			p->mc_unjoined = 1;
+			return XFW_ROUTE_PASS;
+		}
 	} else {
 		fib.tot_len = p->l3len;
 	}
@@ -282,6 +292,11 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 			return XFW_ROUTE_PASS;
 		if ((type == XFW_RTN_LOCAL || type == XFW_RTN_BROADCAST) && xfw_src_is_ours_cached(p, rt))
 			return XFW_ROUTE_PASS;
+		/* ip6_mc_input: delivered when the device joined the group. */
+		if (type == XFW_RTN_MULTICAST && !xfw_mc_joined(p, iif)) {
+			p->mc_unjoined = 1;
+			return XFW_ROUTE_PASS;
+		}
 		return (__u64)XFW_CHAIN_INPUT << 32;
 	case BPF_FIB_LKUP_RET_SUCCESS:
 	case BPF_FIB_LKUP_RET_NO_NEIGH:

@@ -439,7 +439,9 @@ __attribute__((noinline)) int xfw_xdp_unrouted_done(struct xdp_md *ctx, struct x
 		return XDP_DROP;
 	if (sc->p.mark && xfw_xdp_mark_out(ctx, sc, XFW_ROUTE_PASS, iif))
 		return XDP_DROP;
-	return XDP_PASS;
+	/* Multicast to a group the device has not joined (mcast.h): dropped
+	 * here, so a group joined since the last mirror fails closed. */
+	return sc->p.mc_unjoined ? XDP_DROP : XDP_PASS;
 }
 
 /* xfw_rawpre_on reports whether the generation judges PREROUTING before
@@ -582,7 +584,8 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		 * kernel's routing takes it too (mark_kernel.h). */
 		if (p->mark && xfw_xdp_mark_out(ctx, sc, XFW_ROUTE_PASS, iif))
 			return XDP_DROP;
-		return rc;
+		/* As xfw_xdp_unrouted_done. */
+		return p->mc_unjoined ? XDP_DROP : rc;
 	}
 	XFW_BENCH_AT(XFW_BS_ROUTE, XDP_PASS);
 routed:

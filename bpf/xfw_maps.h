@@ -46,12 +46,14 @@ struct {
 #define XFW_SCRATCH_XDP 0
 #define XFW_SCRATCH_TC 1
 
-/* Interface facts (struct xfw_ifinfo), filled by the control plane. */
+/* Interface facts (struct xfw_ifinfo), filled by the control plane, and
+ * the multicast groups the devices joined (mcast.h: the interfaces take a
+ * few thousand keys, the groups a few per device). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, __u64);
 	__type(value, struct xfw_ifinfo);
-	__uint(max_entries, 4096);
+	__uint(max_entries, 16384);
 } xfw_ifinfo SEC(".maps");
 
 /* LOG and NFLOG events: a ring each (enum xfw_ring), 1 MiB (about 3,000

@@ -360,12 +360,15 @@ struct xfw_lpm6_key {
 };
 /* Their values: the route's type (RTN_*: LOCAL, BROADCAST, ANYCAST,
  * MULTICAST; RTN_UNICAST for the table's other routes, which are not this
- * host's) and its device (0: the type depends on no device, as for
- * 255.255.255.255 and 224.0.0.0/4). */
+ * host's), its device (0: the type depends on no device, as for
+ * 255.255.255.255 and 224.0.0.0/4) and, for an IPv6 multicast group some
+ * device joined (a /128 entry of type MULTICAST), the group's number in
+ * xfw_ifinfo's group keys (mcast.h; 0 for every other entry). */
 struct xfw_local_val {
 	__u8 type;
 	__u8 pad[3];
 	__u32 ifindex;
+	__u32 group;
 };
 
 /* Connection key: one entry for both directions. The endpoints are

@@ -102,6 +102,12 @@ type agent struct {
 	fpBlind atomic.Bool
 	// fpPending is why a decision waits for the lock, "" for none.
 	fpPending string
+	// mcBlind is set when the notifications of multicast groups joined
+	// and left are not received: the groups are then read every
+	// mcRecheck (agent_mcast.go).
+	mcBlind atomic.Bool
+	// mcLast is when the groups were last read.
+	mcLast time.Time
 }
 
 func (a *agent) logf(format string, args ...any) {
@@ -223,6 +229,11 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 	}
 	fpEvents := make(chan string, 1)
 	a.watchFastPathFacts(ctx, fpEvents)
+	mcEvents := make(chan struct{}, 1)
+	if !a.watchGroups(ctx, mcEvents) {
+		a.mcBlind.Store(true)
+	}
+	var mcAgain <-chan time.Time
 	fpTicker := time.NewTicker(fpRecheck)
 	defer fpTicker.Stop()
 	var fpSettled <-chan time.Time
@@ -271,8 +282,15 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 		case <-settle:
 			settle = nil
 			a.resync("address change")
+		case <-mcEvents:
+			mcAgain = a.refreshGroups()
+		case <-mcAgain:
+			mcAgain = a.refreshGroups()
 		case <-ticker.C:
 			a.check("")
+			if a.mcBlind.Load() && mcAgain == nil && time.Since(a.mcLast) >= mcRecheck {
+				mcAgain = a.refreshGroups()
+			}
 			if a.fpPending != "" {
 				a.refreshFastPath(a.fpPending)
 			}

@@ -366,13 +366,18 @@ func loadedState() (*state, []Interface, error) {
 }
 
 // fillNetFacts copies the namespace's local routes, IPv6 routes,
-// interface addresses and ICMP rate limit sysctls into cur's maps. The
-// routes and addresses are dumped only when the process's watch
-// (WatchNetwork) saw a change since cur's maps last got them, or does not
-// watch; the sysctls, which tell no one of their changes, are read always.
+// interface addresses, multicast groups joined and ICMP rate limit
+// sysctls into cur's maps. The routes and addresses are dumped only when
+// the process's watch (WatchNetwork) saw a change since cur's maps last
+// got them, or does not watch; the sysctls and the groups, which the
+// watch does not follow, are read always.
 func fillNetFacts(cur *state) error {
 	current, epoch := netFacts.filledFor(cur)
 	if err := fillRateCfg(cur.maps); err != nil {
+		return err
+	}
+	// Joins and leaves move no watched epoch: the groups are read always.
+	if err := fillGroupsNow(cur); err != nil {
 		return err
 	}
 	if current {

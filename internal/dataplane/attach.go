@@ -148,6 +148,9 @@ func fillIfInfo(m *ebpf.Map, ifaces []Interface) (err error) {
 			keep[uint64(ifc.Index)] = true
 		}
 	}
+	if err := keepGroupKeys(m, keep); err != nil {
+		return err
+	}
 	if _, err := pruneMap(m, keep); err != nil {
 		return fmt.Errorf("forget removed interfaces: %w", err)
 	}
@@ -527,11 +530,13 @@ type lpmKey6 struct {
 }
 
 // localVal mirrors struct xfw_local_val: a local-table route's type and
-// device (0: the type depends on no device).
+// device (0: the type depends on no device), and an IPv6 group's number
+// (mcast.go; 0 for the table's routes).
 type localVal struct {
 	Type    uint8
 	Pad     [3]uint8
 	Ifindex uint32
+	Group   uint32
 }
 
 // localRoute is one entry of the data plane's local table.
@@ -610,6 +615,9 @@ func fillLocal(m4, m6 *ebpf.Map) error {
 				keep6[k] = true
 			}
 		}
+	}
+	if err := keepGroupEntries(m6, keep6); err != nil {
+		return err
 	}
 	removed4, err := pruneMap(m4, keep4)
 	if err != nil {
@@ -736,8 +744,9 @@ func Status() (*NamespaceStatus, error) {
 // RefreshLocal copies the namespace's local routing table into the running
 // data plane at once (without a recompile): a new address of this host is
 // judged by INPUT from the next packet on, not passed as "no route" until
-// the next sync. The ICMP rate limit sysctls and IPv6 routes REJECT's
-// replies follow (ratelimit.go) are refreshed with it.
+// the next sync. The groups the devices joined (mcast.go), the ICMP rate
+// limit sysctls and IPv6 routes REJECT's replies follow (ratelimit.go)
+// are refreshed with it.
 func RefreshLocal() error {
 	cur, err := currentOwn()
 	if err != nil || cur == nil {
@@ -745,6 +754,9 @@ func RefreshLocal() error {
 	}
 	defer cur.Close()
 	if err := fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"]); err != nil {
+		return err
+	}
+	if err := fillGroupsNow(cur); err != nil {
 		return err
 	}
 	if err := fillRateLimits(cur.maps); err != nil {

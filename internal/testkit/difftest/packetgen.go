@@ -19,8 +19,9 @@ import (
 // parsers get wrong (fragments, options, extension headers, truncated and
 // malformed headers, VLAN tags, other protocols, broadcast and multicast).
 //
-// Left out on purpose, as documented differences (docs/differences.md):
-// multicast to groups fw has not joined.
+// Multicast to groups fw has not joined is sent among the unusual probes
+// only (special), not at the rules' edges: the edges' draws stay those
+// of the corpora before it was sent.
 
 // maxL3Len is the largest IP packet gen can send (its MTU).
 const maxL3Len = 1500
@@ -145,9 +146,10 @@ func (g *pgen) edgeAddr() netip.Addr {
 	return g.plan.Sink
 }
 
-// usable reports whether a is fine as a probe address: not multicast to a
-// group fw did not join (docs/differences.md), not the unspecified address or
-// a loopback one (those are chosen on purpose elsewhere).
+// usable reports whether a is fine as a probe address at the rules' edges:
+// not multicast to a group fw did not join (special sends those), not the
+// unspecified address or a loopback one (those are chosen on purpose
+// elsewhere).
 func (g *pgen) usable(a netip.Addr) bool {
 	if a.IsUnspecified() || a.IsLoopback() {
 		return false
@@ -375,8 +377,9 @@ func (g *pgen) special() Probe {
 	var eth = nettest.Ethernet{Src: p.GenMAC, Dst: p.FwInMAC}
 	kind := g.rng.Intn(9)
 	switch kind {
-	case 0: // multicast to a group fw joined
-		src, dst = p.Gen, pick(g.rng, p.Joined)
+	case 0: // multicast to a group fw joined, or to one no device joined
+		// (one draw, as when only joined groups were sent)
+		src, dst = p.Gen, pick(g.rng, append(append([]netip.Addr(nil), p.Joined...), p.Unjoined...))
 		eth.Dst = multicastMAC(dst)
 		pr.Note = "multicast " + dst.String()
 	case 1: // broadcast

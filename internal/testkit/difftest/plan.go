@@ -64,6 +64,9 @@ type Plan struct {
 	// Joined are multicast groups fw has joined on in0 (all hosts; for
 	// IPv6 also all routers and in0's solicited-node group).
 	Joined []netip.Addr
+	// Unjoined are multicast groups no device of fw joined: a link-local
+	// one and a wider one (the kernel drops both before INPUT).
+	Unjoined []netip.Addr
 }
 
 // NewPlan returns the plan of family fam with subnet x (the same formulas as
@@ -84,6 +87,7 @@ func NewPlan(fam ir.Family, x uint8) Plan {
 		p.FarGen = netip.MustParsePrefix("198.51.100.0/24") // TEST-NET-2
 		p.FarSink = netip.MustParsePrefix("203.0.113.0/24") // TEST-NET-3
 		p.Joined = []netip.Addr{netip.MustParseAddr("224.0.0.1")}
+		p.Unjoined = []netip.Addr{netip.MustParseAddr("224.0.0.99"), netip.MustParseAddr("239.1.2.3")}
 		p.ViaSink = []netip.Prefix{p.FarSink, netip.MustParsePrefix("0.0.0.0/1"),
 			netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("192.168.0.0/16")}
 		p.Unrouted = netip.MustParsePrefix("198.18.0.0/15") // benchmarking
@@ -104,6 +108,7 @@ func NewPlan(fam ir.Family, x uint8) Plan {
 	in := p.FwIn.As16()
 	p.Joined = []netip.Addr{netip.MustParseAddr("ff02::1"), netip.MustParseAddr("ff02::2"),
 		netip.AddrFrom16([16]byte{0: 0xff, 1: 0x02, 11: 0x01, 12: 0xff, 13: in[13], 14: in[14], 15: in[15]})}
+	p.Unjoined = []netip.Addr{netip.MustParseAddr("ff02::99"), netip.MustParseAddr("ff05::1:3")}
 	return p
 }
 
