@@ -121,4 +121,3 @@ func TestNatWithoutAddressAgainstKernel(t *testing.T) {
 			port >= 21010 && port <= 21019)
 	}, 7)
 }
-
