@@ -279,6 +279,9 @@ enum xfw_setw_meta {
 /* Sentinels of the 8-bit TCP flags field. */
 #define XFW_FLAGS_NONE 256
 #define XFW_FLAGS_TRUNC 257
+/* XFW_FLAGS_LATER + b: a TCP later fragment whose bytes at the kernel's
+ * transport offset give flags byte b (ecn reads it; parse.h). */
+#define XFW_FLAGS_LATER 258
 
 /* Entry actions. */
 enum xfw_action {

@@ -149,6 +149,10 @@ const (
 	FlagsNone = 256
 	// FlagsTrunc is the TCP flags value of a truncated TCP header.
 	FlagsTrunc = 257
+	// FlagsLater + b is the TCP flags value of a TCP later fragment whose
+	// bytes at the kernel's transport offset give flags byte b (ecn's
+	// TCP tests read it; the tcp match never matches a later fragment).
+	FlagsLater = 258
 	// ProtoErr is the protocol of an IPv6 packet whose extension headers
 	// cannot be walked (rules with -p hotdrop it).
 	ProtoErr = 256
@@ -176,7 +180,7 @@ func (f Field) SmallDomain() int {
 	case FieldSport, FieldDport, FieldICMP:
 		return 65538
 	case FieldTCPFlags:
-		return 258
+		return FlagsLater + 256
 	case FieldFrag:
 		return 2
 	case FieldLen:
