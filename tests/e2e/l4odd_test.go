@@ -7,10 +7,11 @@ import (
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
-// Transport bytes of odd packets read as the kernel reads them:
-// hashlimit's keys of ESP and AH packets (hashlimit_init_dst reads four
-// bytes at proto_ports_offset as ports: the SPI's halves of ESP and AH),
-// of short TCP and UDP headers and of
+// Transport bytes of odd packets read as the kernel reads them: multiport
+// on TCP and UDP headers cut short (multiport_mt reads the first four
+// bytes, hotdropping under four), hashlimit's keys of ESP and AH packets
+// (hashlimit_init_dst reads four bytes at proto_ports_offset as ports:
+// the SPI's halves of ESP and AH), of short TCP and UDP headers and of
 // IPv4 later fragments (their payload; IPv6 later fragments have none),
 // and ecn's TCP bits of later fragments (IPv4: the payload's; IPv6: the
 // IPv6 header's, at par->thoff 0).
@@ -48,6 +49,37 @@ func l4OddCases() []matchCase {
 	later6 := nettest.IPv6{Ext: []nettest.ExtHeader{nettest.FragmentHeader(16, false, 9)}}
 	const ece, cwr = 0x40, 0x80
 	return []matchCase{
+		// multiport on short headers.
+		{name: "multiport, TCP header of 10 bytes", fam: 4, rule: "-p tcp -m multiport --dports 80",
+			match:   []probe{p("10 bytes to 80", raw4(10, 6, shortTCP(1234, 80, 10), nettest.IPv4{})), p("4 bytes to 80", raw4(10, 6, shortTCP(1234, 80, 4), nettest.IPv4{}))},
+			hotdrop: []probe{p("3 bytes", raw4(10, 6, []byte{0, 1, 0}, nettest.IPv4{}))},
+			nomatch: []probe{p("10 bytes to 81", raw4(10, 6, shortTCP(1234, 81, 10), nettest.IPv4{}))}},
+		{name: "multiport, UDP header of 6 bytes", fam: 4, rule: "-p udp -m multiport --ports 53",
+			match:   []probe{p("6 bytes from 53", raw4(10, 17, shortTCP(53, 9, 6), nettest.IPv4{}))},
+			hotdrop: []probe{p("2 bytes", raw4(10, 17, []byte{0, 53}, nettest.IPv4{}))},
+			nomatch: []probe{p("6 bytes 9 → 9", raw4(10, 17, shortTCP(9, 9, 6), nettest.IPv4{}))}},
+		{name: "multiport inverted, short TCP header", fam: 4, rule: "-p tcp -m multiport ! --sports 1234",
+			match:   []probe{p("8 bytes from 99", raw4(10, 6, shortTCP(99, 80, 8), nettest.IPv4{}))},
+			hotdrop: []probe{p("1 byte", raw4(10, 6, []byte{4}, nettest.IPv4{}))},
+			nomatch: []probe{p("8 bytes from 1234", raw4(10, 6, shortTCP(1234, 80, 8), nettest.IPv4{}))}},
+		{name: "v6 multiport, TCP header of 12 bytes", fam: 6, rule: "-p tcp -m multiport --dports 80",
+			match:   []probe{p("12 bytes to 80", raw6(0x10, 6, shortTCP(1234, 80, 12), nettest.IPv6{}))},
+			hotdrop: []probe{p("3 bytes", raw6(0x10, 6, []byte{0, 1, 0}, nettest.IPv6{}))},
+			nomatch: []probe{p("12 bytes to 81", raw6(0x10, 6, shortTCP(1234, 81, 12), nettest.IPv6{}))}},
+		{name: "multiport then tcp, short TCP header", fam: 4, rule: "-p tcp -m multiport --dports 80 -m tcp --sport 1234",
+			match:   []probe{p("1234 → 80", tcp4(10, 1234, 80, nettest.TCPSyn, nettest.IPv4{}))},
+			hotdrop: []probe{p("10 bytes to 80: tcp's hotdrop", raw4(10, 6, shortTCP(99, 80, 10), nettest.IPv4{})), p("3 bytes: multiport's hotdrop", raw4(10, 6, []byte{0, 1, 0}, nettest.IPv4{}))},
+			nomatch: []probe{p("10 bytes to 81: multiport fails first", raw4(10, 6, shortTCP(1234, 81, 10), nettest.IPv4{})), p("99 → 80", tcp4(10, 99, 80, nettest.TCPSyn, nettest.IPv4{}))}},
+		{name: "tcp then multiport, short TCP header", fam: 4, rule: "-p tcp -m tcp --sport 1234 -m multiport --dports 80",
+			match:   []probe{p("1234 → 80", tcp4(10, 1234, 80, nettest.TCPSyn, nettest.IPv4{}))},
+			hotdrop: []probe{p("10 bytes to 81: tcp's hotdrop", raw4(10, 6, shortTCP(1234, 81, 10), nettest.IPv4{}))},
+			nomatch: []probe{p("1234 → 81", tcp4(10, 1234, 81, nettest.TCPSyn, nettest.IPv4{}))}},
+		{name: "multiport, TCP fragment at offset 8", fam: 4, rule: "-p tcp -m multiport ! --dports 80",
+			nomatch: []probe{p("offset-1 fragment", raw4(10, 6, []byte("0123456789abcdef"), nettest.IPv4{FragOffset: 1})), p("to 80", tcp4(10, 1, 80, nettest.TCPSyn, nettest.IPv4{}))}},
+		{name: "multiport and udp, short UDP header", fam: 4, rule: "-p udp -m udp --dport 53 -m multiport --sports 1:100",
+			hotdrop: []probe{p("6 bytes 9 → 9", raw4(10, 17, shortTCP(9, 9, 6), nettest.IPv4{}))},
+			match:   []probe{p("9 → 53", udp4(10, 9, 53, nettest.IPv4{}))},
+			nomatch: []probe{p("200 → 53", udp4(10, 200, 53, nettest.IPv4{}))}},
 		// ecn's TCP bits on later fragments.
 		{name: "ecn ece, later fragment", fam: 4, rule: "-p tcp -m ecn --ecn-tcp-ece",
 			match:   []probe{p("payload's ECE set", raw4(10, 6, laterTCP(1, 2, ece), later))},

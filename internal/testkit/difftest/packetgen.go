@@ -1,7 +1,6 @@
 package difftest
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/rand"
 	"net"
@@ -46,16 +45,10 @@ func GenerateCorpus(seed int64, plan Plan, ruleset string, n int) (*Corpus, erro
 	c := &Corpus{}
 	for tries := 0; len(c.Probes) < n && tries < maxGenTries*n; tries++ {
 		p := g.probe()
-		if g.e.multiport && shortPorts(p) {
-			// Left out, as a documented difference (docs/differences.md):
-			// with multiport in the ruleset, a ports protocol whose header is
-			// cut short (xfw's multiport does not read its ports).
-			continue
-		}
-		if g.e.ecnTCP && laterTCPFragment(p) {
+		if g.e.ecnTCP && tcpFragmentAt8(p) {
 			// Left out, as a documented difference (docs/differences.md,
 			// "ecn's TCP tests on later fragments"): the kernel's ecn
-			// match reads a later TCP fragment's payload as a header.
+			// match reads an IPv4 TCP fragment at offset 8 as a header.
 			continue
 		}
 		c.Probes = append(c.Probes, p)
@@ -84,51 +77,19 @@ func rulesetEdges(ruleset string, plan Plan) (edges, error) {
 // maxGenTries bounds the probes generated per probe kept.
 const maxGenTries = 10
 
-// fullHeader is the transport header length the kernel's matches read for
-// the protocols with ports.
-var fullHeader = map[uint8]int{nettest.ProtoTCP: 20, nettest.ProtoUDP: 8, 136: 8, nettest.ProtoSCTP: 4, 33: 4} // 136 UDP-Lite, 33 DCCP
-
-// laterTCPFragment reports whether one of a probe's frames is a second or
-// later fragment of a TCP datagram.
-func laterTCPFragment(p Probe) bool {
+// tcpFragmentAt8 reports whether a probe has an IPv4 TCP fragment at
+// offset 8 (fragment offset 1).
+func tcpFragmentAt8(p Probe) bool {
 	for _, f := range p.Frames {
 		parse := nettest.Parse
 		if p.From == FromFw {
 			parse = nettest.ParseIP
 		}
-		if pk, _ := parse(f); pk != nil && pk.Fragment && pk.FragOffset > 0 && pk.Protocol == nettest.ProtoTCP {
+		if pk, _ := parse(f); pk != nil && pk.IPVersion == 4 && pk.FragOffset == 1 && pk.Protocol == nettest.ProtoTCP {
 			return true
 		}
 	}
 	return false
-}
-
-// shortPorts reports whether a probe's first frame has a transport header
-// with ports that ends before its full length (not a later fragment).
-func shortPorts(p Probe) bool {
-	if len(p.Frames) == 0 {
-		return false
-	}
-	b := p.Frames[0]
-	l3 := 0
-	if p.From != FromFw {
-		l3 = l3Offset(b)
-	}
-	proto, off, ok := transport(b, l3)
-	need, ports := fullHeader[proto]
-	if !ok || !ports {
-		return false
-	}
-	end := len(b)
-	switch b[l3] >> 4 {
-	case 4:
-		end = min(end, l3+int(binary.BigEndian.Uint16(b[l3+2:])))
-	case 6:
-		if pl := int(binary.BigEndian.Uint16(b[l3+4:])); pl != 0 || b[l3+6] != nettest.ProtoHopByHop {
-			end = min(end, l3+ipv6HeaderLen+pl)
-		}
-	}
-	return end-off < need
 }
 
 // chance returns true with probability pct percent.

@@ -22,8 +22,6 @@ type edges struct {
 	macs   []net.HardwareAddr
 	flags  []uint8
 	protos []uint8
-	// multiport is set when a rule uses the multiport match.
-	multiport bool
 	// ecnTCP is set when a rule tests the TCP ECE or CWR bits (-m ecn).
 	ecnTCP bool
 }
@@ -85,7 +83,6 @@ func collectEdges(rs *ir.Ruleset, plan Plan) edges {
 						e.ecnTCP = true
 					}
 				case *ir.MultiportMatch:
-					e.multiport = true
 					for _, pr := range m.Ports {
 						addRange(pr)
 					}
