@@ -116,9 +116,12 @@ static __always_inline int xfw_hl_key_of(const struct xfw_pkt *p, const struct x
 	k->ports = 0;
 	if (!(t->mode & (XFW_HL_SPT | XFW_HL_DPT)))
 		return 0;
-	/* ipv6_skip_exthdr fails at "no next header" (not after a later
-	 * fragment's header, where it stops). */
-	if (p->fam == 1 && !p->frag && p->proto == XFW_NH_NONE)
+	/* ipv6_skip_exthdr fails at "no next header" and at an extension
+	 * header cut short (not after a later fragment's header, where it
+	 * stops: a chain xfw could not walk that has a fragment header is
+	 * taken for that case). */
+	if (p->fam == 1 && !p->frag &&
+	    (p->proto == XFW_NH_NONE || (p->proto == XFW_PROTO_ERR && !p->fragmented)))
 		return -1;
 	switch (p->proto) {
 	case IPPROTO_TCP:
