@@ -249,14 +249,14 @@ static __always_inline void xfw_read_ports4(struct xfw_pkt *p, void *l4, void *d
  * payload's start): hashlimit's ports (ports4) and, of TCP, the flags
  * byte ecn tests (XFW_FLAGS_LATER + the byte, when the payload holds the
  * 20 bytes match_tcp needs; the tcp match never matches a later fragment,
- * which has no ports). pl is the payload, at offset off. */
+ * which has no ports, and hotdrops one at offset 8, whose ports are
+ * XFW_V_TRUNC). pl is the payload, at offset off. */
 static __always_inline void xfw_parse_later4(struct xfw_pkt *p, void *pl, __u32 off, void *data_end)
 {
 	__u32 avail = off < p->l4_end ? p->l4_end - off : 0;
 
 	xfw_read_ports4(p, pl, data_end, avail);
-	if (p->proto == IPPROTO_TCP && p->tcpflags == XFW_FLAGS_NONE && avail >= 20 &&
-	    pl + 20 <= data_end)
+	if (p->proto == IPPROTO_TCP && avail >= 20 && pl + 20 <= data_end)
 		p->tcpflags = XFW_FLAGS_LATER + *(__u8 *)(pl + 13);
 }
 
@@ -570,7 +570,9 @@ static __always_inline int xfw_parse_ipv4(struct xfw_pkt *p, void *data, void *d
 	if (fo) {
 		p->frag = 1;
 		/* tcp_mt hotdrops a TCP fragment at offset 8 ("evil TCP
-		 * offset=1 frag"); modelled as a truncated header. */
+		 * offset=1 frag"); modelled as a truncated header, whose
+		 * flags ecn reads from the payload all the same (a merged
+		 * entry's flags take every XFW_FLAGS_LATER value). */
 		if (fo == 1 && p->proto == IPPROTO_TCP) {
 			p->sport = p->dport = XFW_V_TRUNC;
 			p->tcpflags = XFW_FLAGS_TRUNC;

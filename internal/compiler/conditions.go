@@ -248,7 +248,9 @@ func mergeHotdrop(c Cond, flags uint8, short bool) term {
 		}
 	}
 	if c[FieldTCPFlags] != nil {
-		c[FieldTCPFlags] = Union(c[FieldTCPFlags], Point(U64(FlagsTrunc)))
+		// A TCP fragment at offset 8 carries the flags ecn reads of
+		// its payload (FlagsLater + byte) and the cut-short ports.
+		c[FieldTCPFlags] = Union(c[FieldTCPFlags], Union(Point(U64(FlagsTrunc)), laterFlagsAll))
 	}
 	return term{cond: c, flags: flags}
 }

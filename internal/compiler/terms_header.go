@@ -72,6 +72,10 @@ func (b *termBuilder) ecn(m *ir.ECNMatch) {
 	b.dirty = true
 }
 
+// laterFlagsAll is every flags value of a TCP later fragment (FlagsLater
+// + byte).
+var laterFlagsAll = Range(U64(FlagsLater), U64(FlagsLater+255))
+
 // ecnTCPMatches is match_tcp on the flags byte.
 func ecnTCPMatches(m *ir.ECNMatch, flags uint8) bool {
 	for _, t := range []struct {

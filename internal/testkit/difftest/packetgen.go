@@ -43,15 +43,8 @@ func GenerateCorpus(seed int64, plan Plan, ruleset string, n int) (*Corpus, erro
 	}
 	g := &pgen{rng: rand.New(rand.NewSource(seed)), plan: plan, fam: plan.Family, e: e}
 	c := &Corpus{}
-	for tries := 0; len(c.Probes) < n && tries < maxGenTries*n; tries++ {
-		p := g.probe()
-		if g.e.ecnTCP && tcpFragmentAt8(p) {
-			// Left out, as a documented difference (docs/differences.md,
-			// "ecn's TCP tests on later fragments"): the kernel's ecn
-			// match reads an IPv4 TCP fragment at offset 8 as a header.
-			continue
-		}
-		c.Probes = append(c.Probes, p)
+	for len(c.Probes) < n {
+		c.Probes = append(c.Probes, g.probe())
 	}
 	c.Probes = append(c.Probes, rateBursts(seed, plan, ruleset)...)
 	return c, nil
@@ -76,21 +69,6 @@ func rulesetEdges(ruleset string, plan Plan) (edges, error) {
 
 // maxGenTries bounds the probes generated per probe kept.
 const maxGenTries = 10
-
-// tcpFragmentAt8 reports whether a probe has an IPv4 TCP fragment at
-// offset 8 (fragment offset 1).
-func tcpFragmentAt8(p Probe) bool {
-	for _, f := range p.Frames {
-		parse := nettest.Parse
-		if p.From == FromFw {
-			parse = nettest.ParseIP
-		}
-		if pk, _ := parse(f); pk != nil && pk.IPVersion == 4 && pk.FragOffset == 1 && pk.Protocol == nettest.ProtoTCP {
-			return true
-		}
-	}
-	return false
-}
 
 // chance returns true with probability pct percent.
 func (g *pgen) chance(pct int) bool { return g.rng.Intn(100) < pct }

@@ -22,8 +22,6 @@ type edges struct {
 	macs   []net.HardwareAddr
 	flags  []uint8
 	protos []uint8
-	// ecnTCP is set when a rule tests the TCP ECE or CWR bits (-m ecn).
-	ecnTCP bool
 }
 
 // collectEdges gathers the interesting values of rs and of the topology.
@@ -77,10 +75,6 @@ func collectEdges(rs *ir.Ruleset, plan Plan) edges {
 						if pm.Set {
 							addRange(pm.Range)
 						}
-					}
-				case *ir.ECNMatch:
-					if m.Ops&(ir.ECNMatchECE|ir.ECNMatchCWR) != 0 {
-						e.ecnTCP = true
 					}
 				case *ir.MultiportMatch:
 					for _, pr := range m.Ports {
