@@ -67,6 +67,19 @@ static __always_inline __u32 xfw_defects(struct xfw_pkt *p)
 	return d;
 }
 
+/* xfw_ports_view returns the port (sport, or dport when dst) a rule's
+ * port fields see: p's, but for a TCP or UDP first fragment whose header
+ * holds its ports and is cut short after them (p->sport XFW_V_TRUNC, the
+ * four bytes in p->ports4), XFW_V_SHORT + the port: multiport_mt reads
+ * four bytes where tcp_mt and udp_mt hotdrop. */
+static __always_inline __u32 xfw_ports_view(const struct xfw_pkt *p, int dst)
+{
+	if (p->sport != XFW_V_TRUNC || !p->ports4_ok || p->frag ||
+	    (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP && p->proto != IPPROTO_UDPLITE))
+		return dst ? p->dport : p->sport;
+	return XFW_V_SHORT + (dst ? p->ports4 & 0xffff : p->ports4 >> 16);
+}
+
 static __always_inline int xfw_small_cls(struct xfw_cls *st, struct xfw_family_cfg *fc,
 					 void *small, __u32 f, __u32 value)
 {
@@ -195,9 +208,11 @@ __attribute__((noinline)) int xfw_resolve(struct xfw_pkt *p, __u32 iif, __u32 oi
 	act = fc->active;
 	if ((act & (1u << XFW_F_PROTO)) && !xfw_small_cls(st, fc, small, XFW_F_PROTO, p->proto))
 		return 0;
-	if ((act & (1u << XFW_F_DPORT)) && !xfw_small_cls(st, fc, small, XFW_F_DPORT, p->dport))
+	if ((act & (1u << XFW_F_DPORT)) &&
+	    !xfw_small_cls(st, fc, small, XFW_F_DPORT, xfw_ports_view(p, 1)))
 		return 0;
-	if ((act & (1u << XFW_F_SPORT)) && !xfw_small_cls(st, fc, small, XFW_F_SPORT, p->sport))
+	if ((act & (1u << XFW_F_SPORT)) &&
+	    !xfw_small_cls(st, fc, small, XFW_F_SPORT, xfw_ports_view(p, 0)))
 		return 0;
 	if ((act & (1u << XFW_F_TCPFLAGS)) &&
 	    !xfw_small_cls(st, fc, small, XFW_F_TCPFLAGS, p->tcpflags))

@@ -278,6 +278,10 @@ enum xfw_setw_meta {
 /* Sentinel values of the port, TCP flags and ICMP fields. */
 #define XFW_V_NONE 65536
 #define XFW_V_TRUNC 65537
+/* XFW_V_SHORT + port: the classification's view of a TCP or UDP header
+ * cut short after its ports (xfw_ports_view, classify.h): multiport reads
+ * the port, the tcp and udp matches hotdrop the packet. */
+#define XFW_V_SHORT 65538
 /* The Ethernet source of a packet received on a device that is not
  * Ethernet (loopback): beyond every 48-bit address, matched by no mac
  * condition, inverted or not, as in the kernel's mac match. */
@@ -285,6 +289,9 @@ enum xfw_setw_meta {
 /* Sentinels of the 8-bit TCP flags field. */
 #define XFW_FLAGS_NONE 256
 #define XFW_FLAGS_TRUNC 257
+/* XFW_FLAGS_LATER + b: a TCP later fragment whose bytes at the kernel's
+ * transport offset give flags byte b (ecn reads it; parse.h). */
+#define XFW_FLAGS_LATER 258
 
 /* Entry actions. */
 enum xfw_action {

@@ -97,7 +97,12 @@ __attribute__((noinline)) int xfw_hl_gc(__u32 table, __u64 now)
 }
 
 /* xfw_hl_key_of builds the packet's key in k (hashlimit_init_dst): 0, or
- * -1 when the ports the mode wants cannot be read (a cut-short header). */
+ * -1 when the ports the mode wants cannot be read. The ports are the four
+ * bytes at proto_ports_offset (p->ports4: a TCP or UDP header's first
+ * four however short the rest, ESP's and AH's SPI halves, an IPv4 later
+ * fragment's payload); an IPv6 later fragment has none (ipv6_skip_exthdr
+ * stops at its fragment header, whose number has no ports); an IPv6
+ * packet without a next header has no key at all. */
 static __always_inline int xfw_hl_key_of(const struct xfw_pkt *p, const struct xfw_hl_table *t,
 					 __u32 table, struct xfw_hl_key *k)
 {
@@ -111,18 +116,27 @@ static __always_inline int xfw_hl_key_of(const struct xfw_pkt *p, const struct x
 	k->ports = 0;
 	if (!(t->mode & (XFW_HL_SPT | XFW_HL_DPT)))
 		return 0;
+	/* ipv6_skip_exthdr fails at "no next header" and at an extension
+	 * header cut short (not after a later fragment's header, where it
+	 * stops: a chain xfw could not walk that has a fragment header is
+	 * taken for that case). */
+	if (p->fam == 1 && !p->frag &&
+	    (p->proto == XFW_NH_NONE || (p->proto == XFW_PROTO_ERR && !p->fragmented)))
+		return -1;
 	switch (p->proto) {
 	case IPPROTO_TCP:
 	case IPPROTO_UDP:
 	case IPPROTO_UDPLITE:
 	case IPPROTO_SCTP:
 	case IPPROTO_DCCP:
-		if (p->sport == XFW_V_TRUNC)
+	case IPPROTO_ESP:
+	case IPPROTO_AH:
+		if (p->fam == 1 && p->frag)
+			break;
+		if (!p->ports4_ok)
 			return -1;
-		if (p->sport < XFW_V_NONE) {
-			sport = p->sport;
-			dport = p->dport;
-		}
+		sport = p->ports4 >> 16;
+		dport = p->ports4 & 0xffff;
 		break;
 	}
 	if (t->mode & XFW_HL_SPT)

@@ -77,7 +77,9 @@ struct xfw_pkt {
 	__u64 mac_src;     /* Ethernet source as a 48-bit number */
 	__u32 proto;       /* 0–255, or XFW_PROTO_ERR */
 	__u32 sport, dport;
-	__u32 tcpflags;    /* 0–255, XFW_FLAGS_NONE or XFW_FLAGS_TRUNC */
+	__u32 tcpflags;    /* 0–255, XFW_FLAGS_NONE, XFW_FLAGS_TRUNC, or
+			    * XFW_FLAGS_LATER + a later fragment's byte
+			    * read as TCP flags (ecn) */
 	__u32 icmp;        /* type << 8 | code, XFW_V_NONE or XFW_V_TRUNC */
 	__u32 frag;        /* 1 for IPv4 second and later fragments */
 	__u32 l3len;       /* layer-3 length: counters (and -m length) */
@@ -152,6 +154,14 @@ struct xfw_pkt {
 	__u32 clamp_mtu;   /* the path MTU --clamp-mss-to-pmtu clamps to, set
 			    * by the hooks before the walk only for a packet
 			    * -m tcpmss reads an MSS of (mangle_apply.h) */
+	__u32 ports4;      /* the four bytes at the transport offset that
+			    * hashlimit (hashlimit_init_dst) reads as ports,
+			    * first << 16 | second: a TCP, UDP, UDP-Lite,
+			    * SCTP, DCCP or ESP header's first four (ESP: the
+			    * SPI), AH's SPI (at 4); an IPv4 later fragment's
+			    * payload read alike (xfw_read_ports4) */
+	__u32 ports4_ok;   /* 1 when ports4 holds them, 0 when the packet
+			    * is too short (hashlimit hotdrops) */
 };
 
 /* xfw_load_bytes copies len bytes at off of the packet: an XDP frame
@@ -222,6 +232,38 @@ static __always_inline int xfw_parse_l4_at(struct xfw_pkt *p, void *data, void *
 	return XFW_PARSE_L4;
 }
 
+/* xfw_read_ports4 sets p->ports4 (and ports4_ok) from the transport
+ * header (or an IPv4 later fragment's payload) at l4, avail bytes of the
+ * IP packet from there, as hashlimit_init_dst reads it: at
+ * proto_ports_offset, 4 for AH (its SPI), 0 for the other protocols with
+ * ports. */
+static __always_inline void xfw_read_ports4(struct xfw_pkt *p, void *l4, void *data_end, __u32 avail)
+{
+	__u32 at = p->proto == IPPROTO_AH ? 4 : 0;
+	void *q = l4 + at;
+
+	if (avail < at + 4 || q + 4 > data_end)
+		return;
+	p->ports4 = (__u32)bpf_ntohs(*(__u16 *)q) << 16 | bpf_ntohs(*(__u16 *)(q + 2));
+	p->ports4_ok = 1;
+}
+
+/* xfw_parse_later4 reads what the kernel's matches read of an IPv4 later
+ * fragment's payload as if it were a transport header (par->thoff is the
+ * payload's start): hashlimit's ports (ports4) and, of TCP, the flags
+ * byte ecn tests (XFW_FLAGS_LATER + the byte, when the payload holds the
+ * 20 bytes match_tcp needs; the tcp match never matches a later fragment,
+ * which has no ports, and hotdrops one at offset 8, whose ports are
+ * XFW_V_TRUNC). pl is the payload, at offset off. */
+static __always_inline void xfw_parse_later4(struct xfw_pkt *p, void *pl, __u32 off, void *data_end)
+{
+	__u32 avail = off < p->l4_end ? p->l4_end - off : 0;
+
+	xfw_read_ports4(p, pl, data_end, avail);
+	if (p->proto == IPPROTO_TCP && avail >= 20 && pl + 20 <= data_end)
+		p->tcpflags = XFW_FLAGS_LATER + *(__u8 *)(pl + 13);
+}
+
 /* xfw_parse_l4 fills ports, TCP flags and ICMP type/code from the transport
  * header at p->l4_off (first fragment only), checking what is inside the IP
  * packet (p->l4_end), not only the frame. It runs once after the header
@@ -243,6 +285,7 @@ static __always_inline void xfw_parse_l4(struct xfw_pkt *p, void *data, void *da
 		off = XFW_L4_OFF_LIMIT;
 	l4 = data + off;
 
+	xfw_read_ports4(p, l4, data_end, avail);
 	switch (p->proto) {
 	case IPPROTO_TCP:
 		/* tcp_mt reads a whole 20-byte header or hotdrops. */
@@ -531,11 +574,14 @@ static __always_inline int xfw_parse_ipv4(struct xfw_pkt *p, void *data, void *d
 	if (fo) {
 		p->frag = 1;
 		/* tcp_mt hotdrops a TCP fragment at offset 8 ("evil TCP
-		 * offset=1 frag"); modelled as a truncated header. */
+		 * offset=1 frag"); modelled as a truncated header, whose
+		 * flags ecn reads from the payload all the same (a merged
+		 * entry's flags take every XFW_FLAGS_LATER value). */
 		if (fo == 1 && p->proto == IPPROTO_TCP) {
 			p->sport = p->dport = XFW_V_TRUNC;
 			p->tcpflags = XFW_FLAGS_TRUNC;
 		}
+		xfw_parse_later4(p, l3 + hlen, (__u32)(l3 - data) + hlen, data_end);
 		return XFW_PARSE_JUDGE;
 	}
 	if (hlen > 60)
@@ -708,6 +754,11 @@ static __always_inline int xfw_parse_ipv6(struct xfw_pkt *p, void *ctx, int xdp,
 	}
 	if (walk.rc == XFW_EXTW_LATER_FRAG) {
 		p->l4_off = 0;
+		/* ecn's match_tcp reads a later fragment's flags at
+		 * par->thoff, 0 (ipv6_find_hdr leaves it there): byte 13 of
+		 * the IPv6 header, the source address's sixth. */
+		if (p->proto == IPPROTO_TCP)
+			p->tcpflags = XFW_FLAGS_LATER + (__u32)((p->src_hi >> 16) & 0xff);
 		return XFW_PARSE_JUDGE;
 	}
 	/* Still an extension header after XFW_MAX_EXTHDRS: malformed. */

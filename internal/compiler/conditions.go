@@ -102,6 +102,9 @@ type termBuilder struct {
 	// point, so the hotdrop terms cannot be merged into the rule's term.
 	dirty    bool
 	hotFlags uint8
+	// hotShort: a tcp or udp match hotdrops headers cut short after
+	// their ports too (ValShort values), which a merged entry takes.
+	hotShort bool
 
 	either  *ir.MultiportMatch // the rule's --ports match, nil if none
 	alt     *ctAlt
@@ -214,7 +217,7 @@ func (b *termBuilder) terms() []term {
 	case b.either == nil && len(b.hot) > 0 && !b.dirty:
 		// The hotdrop terms' array takes the merged term: one
 		// allocation a rule fewer (-p udp --sport --dport rules).
-		terms = append(b.hot[:0], mergeHotdrop(b.c, b.hotFlags))
+		terms = append(b.hot[:0], mergeHotdrop(b.c, b.hotFlags, b.hotShort))
 	case b.either == nil:
 		terms = append(b.hot, term{cond: b.c})
 	default:
@@ -232,17 +235,22 @@ func (b *termBuilder) terms() []term {
 // (and "extension chain error" to the protocol) and flagging the entry makes
 // it match exactly the defective packets the kernel would hotdrop there. One
 // entry per rule instead of two keeps the bit vectors half as wide.
-func mergeHotdrop(c Cond, flags uint8) term {
+func mergeHotdrop(c Cond, flags uint8, short bool) term {
 	if flags&EFHotdropProto != 0 {
 		c[FieldProto] = Union(c[FieldProto], Point(U64(ProtoErr)))
 	}
 	for _, f := range []Field{FieldSport, FieldDport, FieldICMP} {
 		if c[f] != nil {
 			c[f] = Union(c[f], Point(U64(ValTrunc)))
+			if short && f != FieldICMP {
+				c[f] = Union(c[f], shortPortsAll)
+			}
 		}
 	}
 	if c[FieldTCPFlags] != nil {
-		c[FieldTCPFlags] = Union(c[FieldTCPFlags], Point(U64(FlagsTrunc)))
+		// A TCP fragment at offset 8 carries the flags ecn reads of
+		// its payload (FlagsLater + byte) and the cut-short ports.
+		c[FieldTCPFlags] = Union(c[FieldTCPFlags], Union(Point(U64(FlagsTrunc)), laterFlagsAll))
 	}
 	return term{cond: c, flags: flags}
 }

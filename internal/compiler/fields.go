@@ -145,10 +145,18 @@ const (
 	ValNone = 65536
 	// ValTrunc is a port or ICMP value of a packet whose header is cut short.
 	ValTrunc = 65537
+	// ValShort + p is the port value p of a TCP or UDP header cut short
+	// after its first four bytes: multiport reads the port, the tcp and
+	// udp matches hotdrop the packet (classify.h's view of ValTrunc).
+	ValShort = 65538
 	// FlagsNone is the TCP flags value of a non-TCP packet or later fragment.
 	FlagsNone = 256
 	// FlagsTrunc is the TCP flags value of a truncated TCP header.
 	FlagsTrunc = 257
+	// FlagsLater + b is the TCP flags value of a TCP later fragment whose
+	// bytes at the kernel's transport offset give flags byte b (ecn's
+	// TCP tests read it; the tcp match never matches a later fragment).
+	FlagsLater = 258
 	// ProtoErr is the protocol of an IPv6 packet whose extension headers
 	// cannot be walked (rules with -p hotdrop it).
 	ProtoErr = 256
@@ -173,10 +181,12 @@ func (f Field) SmallDomain() int {
 	switch f {
 	case FieldProto:
 		return 258
-	case FieldSport, FieldDport, FieldICMP:
+	case FieldSport, FieldDport:
+		return ValShort + 65536
+	case FieldICMP:
 		return 65538
 	case FieldTCPFlags:
-		return 258
+		return FlagsLater + 256
 	case FieldFrag:
 		return 2
 	case FieldLen:

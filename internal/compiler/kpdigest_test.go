@@ -35,15 +35,18 @@ import (
 // Aux CallExitNext, the same entries otherwise; and when nat
 // PREROUTING's gate, the walk's first segment, sent a later packet past
 // the reroute entries, gatePastReroute; and when filter's regions were
-// placed before the other tables', filterRegionsFirst.)
+// placed before the other tables', filterRegionsFirst; and when the
+// port fields' direct arrays gained the values of headers cut short
+// after their ports, ValShort + port: the same entries and classes,
+// 65,536 more values of each port field.)
 var kubeProxyDigests = []struct {
 	services    int
 	natAsAccept bool
 	digest      string
 }{
-	{1000, false, "b46ddf43645dcc8f237b88387223f24e6775af46043cfc96444204583302ccfe"},
-	{1000, true, "4eaee2ececcbe2e2fb9585f89bac0ddaaab6c13871435360d69e75fa5e9cfb28"},
-	{10000, false, "dc1c8da4d8c1b3daff775495fb44ca236a42e5bd957f10905cf2d986ce582774"},
+	{1000, false, "1b63bc41e7e7b8af8454399130cae1cbed80eb04ce39fb4b0742d6be7ea1b0ca"},
+	{1000, true, "9bfe5a8bde1e66415acb70d5c6b500ca861f4acbb833be86f70f93f36ce30f9f"},
+	{10000, false, "a4fac12793eaa7d310ee96c4fa3babb56e93d387ec4a655be3e7e6956d8f7a3a"},
 }
 
 // TestKubeProxyGenerationDigest compiles kube-proxy's rulesets and compares

@@ -110,7 +110,7 @@ func refRuleMatch(fam ir.Family, r *ir.Rule, p *Packet) refResult {
 			if p.Sport == ValNone {
 				return refNoMatch
 			}
-			if p.Sport == ValTrunc {
+			if p.Sport == ValTrunc || p.Sport >= ValShort {
 				return refHotdrop
 			}
 			if !portIn(p.Sport, m.SrcPort) || !portIn(p.Dport, m.DstPort) {
@@ -123,17 +123,26 @@ func refRuleMatch(fam ir.Family, r *ir.Rule, p *Packet) refResult {
 			if p.Sport == ValNone {
 				return refNoMatch
 			}
-			if p.Sport == ValTrunc {
+			if p.Sport == ValTrunc || p.Sport >= ValShort {
 				return refHotdrop
 			}
 			if !portIn(p.Sport, m.SrcPort) || !portIn(p.Dport, m.DstPort) {
 				return refNoMatch
 			}
 		case *ir.MultiportMatch:
-			if p.Sport > 65535 {
+			// multiport_mt: nothing of a later fragment, a hotdrop
+			// without four bytes, the ports of a header cut short
+			// after them.
+			if p.Sport == ValTrunc && p.Frag == 0 {
+				return refHotdrop
+			}
+			if p.Sport == ValNone || p.Sport == ValTrunc {
 				return refNoMatch
 			}
 			in := func(v uint32) bool {
+				if v >= ValShort {
+					v -= ValShort
+				}
 				for _, pr := range m.Ports {
 					if v >= uint32(pr.First) && v <= uint32(pr.Last) {
 						return true
@@ -803,6 +812,13 @@ func genPacket(rng *rand.Rand, fam ir.Family) *Packet {
 			p.Frag = 1
 		}
 		p.Sport, p.Dport, p.TCPFlags, p.ICMP = ValNone, ValNone, FlagsNone, ValNone
+	case 4: // TCP or UDP header cut short after its ports (classify.h's view)
+		if p.Proto == 6 || p.Proto == 17 {
+			p.Sport, p.Dport = p.Sport+ValShort, p.Dport+ValShort
+			if p.Proto == 6 {
+				p.TCPFlags = FlagsTrunc
+			}
+		}
 	case 1: // truncated transport header
 		if p.Proto == 6 || p.Proto == 17 || p.Proto == 1 || p.Proto == 58 {
 			if p.Sport != ValNone {

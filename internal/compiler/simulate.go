@@ -146,7 +146,7 @@ func (p *Packet) hotdropBits() uint8 {
 	if p.Proto == ProtoErr {
 		b |= EFHotdropProto
 	}
-	if p.Sport == ValTrunc || p.ICMP == ValTrunc || p.TCPFlags == FlagsTrunc {
+	if p.Sport == ValTrunc || p.Sport >= ValShort || p.ICMP == ValTrunc || p.TCPFlags == FlagsTrunc {
 		b |= EFHotdropL4
 	}
 	return b

@@ -46,7 +46,8 @@ func (b *termBuilder) headerMatch(m ir.Match) {
 }
 
 // ecn adds an ecn match (ecn_mt4, ecn_mt6): the IP test on the TOS byte,
-// the TCP tests on the flags byte. A TCP header too short to read fails
+// the TCP tests on the flags byte, a later fragment's too (FlagsLater:
+// match_tcp reads it at par->thoff). A TCP header too short to read fails
 // the TCP tests, inverted or not, without a hotdrop: the flags set leaves
 // out FlagsTrunc and FlagsNone, and a later tcp match's hotdrop cannot be
 // merged into the rule's entry (which would hotdrop such a packet here).
@@ -60,14 +61,20 @@ func (b *termBuilder) ecn(m *ir.ECNMatch) {
 		return
 	}
 	var ivs []Interval
-	for f := 0; f < 256; f++ {
-		if ecnTCPMatches(m, uint8(f)) {
-			ivs = append(ivs, Interval{U64(uint64(f)), U64(uint64(f))})
+	for _, base := range []uint64{0, FlagsLater} {
+		for f := 0; f < 256; f++ {
+			if ecnTCPMatches(m, uint8(f)) {
+				ivs = append(ivs, Interval{U64(base + uint64(f)), U64(base + uint64(f))})
+			}
 		}
 	}
 	b.and(FieldTCPFlags, NewSet(ivs...))
 	b.dirty = true
 }
+
+// laterFlagsAll is every flags value of a TCP later fragment (FlagsLater
+// + byte).
+var laterFlagsAll = Range(U64(FlagsLater), U64(FlagsLater+255))
 
 // ecnTCPMatches is match_tcp on the flags byte.
 func ecnTCPMatches(m *ir.ECNMatch, flags uint8) bool {

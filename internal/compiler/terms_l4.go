@@ -24,18 +24,55 @@ func portSet(pm ir.PortMatch) *Set {
 	return invertIf(Range(U64(uint64(pm.Range.First)), U64(uint64(pm.Range.Last))), pm.Invert, U64(0), portMax)
 }
 
-// portListSet returns the ports of a multiport list.
+// shortPortsAll is every port value of a TCP or UDP header cut short
+// after its ports (ValShort + port).
+var shortPortsAll = Range(U64(ValShort), U64(ValShort+65535))
+
+// withShort returns the port values s and their cut-short twins (ValShort
+// + port): the values multiport (which reads four bytes) sees as s.
+func withShort(s *Set) *Set {
+	ivs := append([]Interval(nil), s.Ivs...)
+	for _, iv := range s.Ivs {
+		ivs = append(ivs, Interval{U64(iv.Lo.Lo + ValShort), U64(iv.Hi.Lo + ValShort)})
+	}
+	return NewSet(ivs...)
+}
+
+// portListSet returns the port values a multiport list accepts, full and
+// cut-short headers alike.
 func portListSet(ports []ir.PortRange) *Set {
 	var ivs []Interval
 	for _, p := range ports {
 		ivs = append(ivs, Interval{U64(uint64(p.First)), U64(uint64(p.Last))})
 	}
-	return NewSet(ivs...)
+	return withShort(NewSet(ivs...))
+}
+
+// notPortListSet returns the port values a multiport list does not
+// accept, full and cut-short headers alike (not the sentinels).
+func notPortListSet(ports []ir.PortRange) *Set {
+	var ivs []Interval
+	for _, p := range ports {
+		ivs = append(ivs, Interval{U64(uint64(p.First)), U64(uint64(p.Last))})
+	}
+	return withShort(Complement(NewSet(ivs...), U64(0), portMax))
+}
+
+// l4Hotdrop records where the tcp or udp match hotdrops: a header cut
+// short, before or after its ports.
+func (b *termBuilder) l4Hotdrop() {
+	h := b.c
+	h[FieldSport] = Intersect(h[FieldSport], Union(Point(U64(ValTrunc)), shortPortsAll))
+	if !h[FieldSport].Empty() {
+		b.hot = append(b.hot, term{cond: h, hotdrop: true})
+		b.hotFlags |= EFHotdropL4
+		b.hotShort = true
+	}
 }
 
 // tcp adds a tcp match.
 func (b *termBuilder) tcp(m *ir.TCPMatch) error {
-	b.hotdropAt(FieldSport, ValTrunc, EFHotdropL4)
+	b.l4Hotdrop()
 	b.and(FieldSport, portSet(m.SrcPort))
 	b.and(FieldDport, portSet(m.DstPort))
 	if m.Flags.Set {
@@ -55,21 +92,37 @@ func (b *termBuilder) tcp(m *ir.TCPMatch) error {
 
 // udp adds a udp match.
 func (b *termBuilder) udp(m *ir.UDPMatch) {
-	b.hotdropAt(FieldSport, ValTrunc, EFHotdropL4)
+	b.l4Hotdrop()
 	b.and(FieldSport, portSet(m.SrcPort))
 	b.and(FieldDport, portSet(m.DstPort))
 }
 
-// multiport adds a multiport match. --ports (either port in the list) is
-// a disjunction: it is kept in b.either for terms to split.
+// multiport adds a multiport match (multiport_mt): it reads the first
+// four bytes of the header, however short the rest (the ValShort values),
+// and hotdrops a first fragment without them (an entry of its own: the
+// EFHotdropL4 flag of a merged entry would also drop the cut-short headers
+// it reads). --ports (either port in the list) is a disjunction: it is
+// kept in b.either for terms to split.
 func (b *termBuilder) multiport(m *ir.MultiportMatch) error {
-	ports := portListSet(m.Ports)
-	notPorts := Complement(ports, U64(0), portMax)
+	h := b.c
+	h[FieldSport] = Intersect(h[FieldSport], Point(U64(ValTrunc)))
+	h[FieldFrag] = Intersect(h[FieldFrag], Point(U64(0)))
+	if !h[FieldSport].Empty() && !h[FieldFrag].Empty() {
+		b.hotdropTerms(h)
+		b.dirty = true
+	}
+	ports, notPorts := portListSet(m.Ports), notPortListSet(m.Ports)
+	pick := func(inv bool) *Set {
+		if inv {
+			return notPorts
+		}
+		return ports
+	}
 	switch {
 	case m.Dir == ir.MultiportSource:
-		b.and(FieldSport, invertIf(ports, m.Invert, U64(0), portMax))
+		b.and(FieldSport, pick(m.Invert))
 	case m.Dir == ir.MultiportDestination:
-		b.and(FieldDport, invertIf(ports, m.Invert, U64(0), portMax))
+		b.and(FieldDport, pick(m.Invert))
 	case m.Invert: // neither port in the list
 		b.and(FieldSport, notPorts)
 		b.and(FieldDport, notPorts)
@@ -88,7 +141,7 @@ func eitherPortTerms(c Cond, either *ir.MultiportMatch) []term {
 	ports := portListSet(either.Ports)
 	t1, t2 := c, c
 	t1[FieldSport] = Intersect(c[FieldSport], ports)
-	t2[FieldSport] = Intersect(c[FieldSport], Complement(ports, U64(0), portMax))
+	t2[FieldSport] = Intersect(c[FieldSport], notPortListSet(either.Ports))
 	t2[FieldDport] = Intersect(c[FieldDport], ports)
 	return []term{{cond: t1}, {cond: t2}}
 }

@@ -88,8 +88,11 @@ type SetLookupInfo struct {
 // genMetaVersion numbers what genMeta holds: 1 added CtExpires and the
 // filter chains of a generation that walks other tables, without which
 // the generation read back is not the one compiled; 2: the bounds map
-// holds search trees (struct xfw_bnode), no longer the flat bounds.
-const genMetaVersion = 2
+// holds search trees (struct xfw_bnode), no longer the flat bounds; 3:
+// the port fields' direct arrays hold the cut-short ports (ValShort) and
+// the TCP flags' the later fragments' bytes (FlagsLater), so their
+// fields' runs in the small map are longer.
+const genMetaVersion = 3
 
 // generationMeta encodes u's generation metadata.
 func generationMeta(u *Update) ([]byte, error) {

@@ -97,7 +97,7 @@ func GenerateStatefulCorpus(seed int64, plan Plan, ruleset string, opts Stateful
 	c := &Corpus{}
 	for tries := 0; len(c.Probes) < opts.Probes && tries < maxGenTries*opts.Probes; tries++ {
 		p := g.probe()
-		if g.e.multiport && shortPorts(p) || isFragmented(p) || trackedAsGeneric(p) || extToFw(p, plan) || badL4Checksum(p) ||
+		if isFragmented(p) || trackedAsGeneric(p) || extToFw(p, plan) || badL4Checksum(p) ||
 			opts.SkipStackErrors && stackErrorProbe(p, plan) || nat && (natUnrouted(p, plan) || stackErrorProbe(p, plan) || natQuery(p) || natLoopback(p, plan, ruleset) || natOutputToFw(p, plan, ruleset) || natOutputTooBig(p, ruleset) || natEchoClash(p, plan, echoes, echoDNATs, echoSrcs)) {
 			continue
 		}

@@ -1,7 +1,6 @@
 package difftest
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/rand"
 	"net"
@@ -45,21 +44,8 @@ func GenerateCorpus(seed int64, plan Plan, ruleset string, n int) (*Corpus, erro
 	}
 	g := &pgen{rng: rand.New(rand.NewSource(seed)), plan: plan, fam: plan.Family, e: e}
 	c := &Corpus{}
-	for tries := 0; len(c.Probes) < n && tries < maxGenTries*n; tries++ {
-		p := g.probe()
-		if g.e.multiport && shortPorts(p) {
-			// Left out, as a documented difference (docs/differences.md):
-			// with multiport in the ruleset, a ports protocol whose header is
-			// cut short (xfw's multiport does not read its ports).
-			continue
-		}
-		if g.e.ecnTCP && laterTCPFragment(p) {
-			// Left out, as a documented difference (docs/differences.md,
-			// "ecn's TCP tests on later fragments"): the kernel's ecn
-			// match reads a later TCP fragment's payload as a header.
-			continue
-		}
-		c.Probes = append(c.Probes, p)
+	for len(c.Probes) < n {
+		c.Probes = append(c.Probes, g.probe())
 	}
 	c.Probes = append(c.Probes, rateBursts(seed, plan, ruleset)...)
 	return c, nil
@@ -84,53 +70,6 @@ func rulesetEdges(ruleset string, plan Plan) (edges, error) {
 
 // maxGenTries bounds the probes generated per probe kept.
 const maxGenTries = 10
-
-// fullHeader is the transport header length the kernel's matches read for
-// the protocols with ports.
-var fullHeader = map[uint8]int{nettest.ProtoTCP: 20, nettest.ProtoUDP: 8, 136: 8, nettest.ProtoSCTP: 4, 33: 4} // 136 UDP-Lite, 33 DCCP
-
-// laterTCPFragment reports whether one of a probe's frames is a second or
-// later fragment of a TCP datagram.
-func laterTCPFragment(p Probe) bool {
-	for _, f := range p.Frames {
-		parse := nettest.Parse
-		if p.From == FromFw {
-			parse = nettest.ParseIP
-		}
-		if pk, _ := parse(f); pk != nil && pk.Fragment && pk.FragOffset > 0 && pk.Protocol == nettest.ProtoTCP {
-			return true
-		}
-	}
-	return false
-}
-
-// shortPorts reports whether a probe's first frame has a transport header
-// with ports that ends before its full length (not a later fragment).
-func shortPorts(p Probe) bool {
-	if len(p.Frames) == 0 {
-		return false
-	}
-	b := p.Frames[0]
-	l3 := 0
-	if p.From != FromFw {
-		l3 = l3Offset(b)
-	}
-	proto, off, ok := transport(b, l3)
-	need, ports := fullHeader[proto]
-	if !ok || !ports {
-		return false
-	}
-	end := len(b)
-	switch b[l3] >> 4 {
-	case 4:
-		end = min(end, l3+int(binary.BigEndian.Uint16(b[l3+2:])))
-	case 6:
-		if pl := int(binary.BigEndian.Uint16(b[l3+4:])); pl != 0 || b[l3+6] != nettest.ProtoHopByHop {
-			end = min(end, l3+ipv6HeaderLen+pl)
-		}
-	}
-	return end-off < need
-}
 
 // chance returns true with probability pct percent.
 func (g *pgen) chance(pct int) bool { return g.rng.Intn(100) < pct }

@@ -22,10 +22,6 @@ type edges struct {
 	macs   []net.HardwareAddr
 	flags  []uint8
 	protos []uint8
-	// multiport is set when a rule uses the multiport match.
-	multiport bool
-	// ecnTCP is set when a rule tests the TCP ECE or CWR bits (-m ecn).
-	ecnTCP bool
 }
 
 // collectEdges gathers the interesting values of rs and of the topology.
@@ -80,12 +76,7 @@ func collectEdges(rs *ir.Ruleset, plan Plan) edges {
 							addRange(pm.Range)
 						}
 					}
-				case *ir.ECNMatch:
-					if m.Ops&(ir.ECNMatchECE|ir.ECNMatchCWR) != 0 {
-						e.ecnTCP = true
-					}
 				case *ir.MultiportMatch:
-					e.multiport = true
 					for _, pr := range m.Ports {
 						addRange(pr)
 					}

@@ -121,7 +121,7 @@ func (g *pgen) ipv4(from Origin, src, dst netip.Addr, ttl uint8, t l4, note stri
 		}
 	case k < 19 && from != FromFw: // malformed headers: the stack's checks
 		frames, note = g.malformed4(frames[0], t, note)
-	case k < 25 && g.mayTruncate(t): // a truncated transport header
+	case k < 25: // a truncated transport header
 		frames[0] = g.truncateL4(frames[0], t, ipv4HeaderLen+len(padded(h.Options)))
 		note += " truncated-l4"
 	}
@@ -160,21 +160,6 @@ func setTTL4(b []byte, ttl uint8) {
 	old := binary.BigEndian.Uint16(b[8:])
 	nw := uint16(ttl)<<8 | old&0xff
 	put16(b, 8, nw, 10)
-}
-
-// mayTruncate says whether the transport header of t may be cut short. Not
-// the ports' protocols when the ruleset uses multiport: xfw's multiport
-// does not read the ports of a header cut short, a documented difference
-// (docs/differences.md).
-func (g *pgen) mayTruncate(t l4) bool {
-	if !g.e.multiport {
-		return true
-	}
-	switch t.t.Protocol() {
-	case nettest.ProtoTCP, nettest.ProtoUDP, nettest.ProtoSCTP, 33, 136: // DCCP, UDP-Lite
-		return false
-	}
-	return true
 }
 
 // truncateL4 cuts the IP packet b (header of hl bytes) inside its
@@ -329,7 +314,7 @@ func (g *pgen) ipv6(from Origin, src, dst netip.Addr, ttl uint8, t l4, note stri
 			note += " payload-length-0"
 		}
 		frames = [][]byte{b}
-	case k < 27 && g.mayTruncate(t): // a truncated transport header
+	case k < 27: // a truncated transport header
 		ext := len(frames[0]) - len(t.t.Marshal(src, dst)) // header and extension headers
 		frames[0] = g.truncateL4(frames[0], t, ext)
 		note += " truncated-l4"
