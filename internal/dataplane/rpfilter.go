@@ -8,7 +8,9 @@ package dataplane
 // it (bpf/nat_out.h, xfw_nat_in_direct).
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"sync"
 )
@@ -45,6 +47,9 @@ func anyRPFilterOn(names []string) (uint32, error) {
 	}
 	for _, name := range names {
 		v, err := readSysctlInt(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // its device was deleted since the listing: it filters nothing
+		}
 		if err != nil {
 			return 0, err
 		}
