@@ -27,37 +27,39 @@ func readRPFilterOn() (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
-	on, err := anyRPFilterOn(names)
-	if err != nil && kept {
+	on, gone, err := anyRPFilterOn(names)
+	if (err != nil || gone) && kept {
 		// A device removed since the listing kept (its notification
 		// queued for the next command): list them afresh.
 		rpFilterKept.forget()
 		if names, _, err = rpFilterSysctls(); err == nil {
-			on, err = anyRPFilterOn(names)
+			on, _, err = anyRPFilterOn(names)
 		}
 	}
 	return on, err
 }
 
 // anyRPFilterOn is readRPFilterOn for the sysctls names (relative to
-// sysctlProcPrefix).
-func anyRPFilterOn(names []string) (uint32, error) {
+// sysctlProcPrefix). A device deleted since the listing (its sysctls gone)
+// filters nothing: it is skipped and reported in gone.
+func anyRPFilterOn(names []string) (on uint32, gone bool, err error) {
 	if len(names) == 0 {
-		return 1, nil // IPv4 without its sysctls: assumed on
+		return 1, false, nil // IPv4 without its sysctls: assumed on
 	}
 	for _, name := range names {
 		v, err := readSysctlInt(name)
 		if errors.Is(err, fs.ErrNotExist) {
-			continue // its device was deleted since the listing: it filters nothing
+			gone = true
+			continue
 		}
 		if err != nil {
-			return 0, err
+			return 0, gone, err
 		}
 		if v != 0 {
-			return 1, nil
+			return 1, gone, nil
 		}
 	}
-	return 0, nil
+	return 0, gone, nil
 }
 
 // rpFilterListing is a listing of the rp_filter sysctls kept in a
