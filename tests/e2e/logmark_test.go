@@ -64,15 +64,7 @@ var sptField = regexp.MustCompile(`SPT=\d+`)
 // kernel log) and xfw's (`xfw log`).
 func TestLogMarkAgainstKernel(t *testing.T) {
 	requireTools(t, "iptables-legacy", "ip6tables-legacy")
-	restore, err := nettest.EnableNetnsLogging()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := restore(); err != nil {
-			t.Error(err)
-		}
-	})
+	netnsLogging(t)
 	bin := xfwPath(t)
 	pfx := fmt.Sprintf("xfwmark%d", time.Now().UnixNano()%1000000)
 	rules := strings.ReplaceAll(logMarkRules, "PFX", pfx)
@@ -234,15 +226,7 @@ COMMIT
 // gets them in OUTPUT, a received one gets none in INPUT; both families.
 func TestLogUIDAgainstKernel(t *testing.T) {
 	requireTools(t, "iptables-legacy", "ip6tables-legacy", "setpriv", "/usr/bin/python3")
-	restore, err := nettest.EnableNetnsLogging()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := restore(); err != nil {
-			t.Error(err)
-		}
-	})
+	netnsLogging(t)
 	bin := xfwPath(t)
 	pfx := fmt.Sprintf("xfwuid%d", time.Now().UnixNano()%1000000)
 	rules := strings.ReplaceAll(logUIDRules, "PFX", pfx)
@@ -322,4 +306,20 @@ func TestLogUIDAgainstKernel(t *testing.T) {
 			t.Errorf("xfw: %s-%s line ends %q, the kernel's %q", pfx, k, got[k], kernel[k])
 		}
 	}
+}
+
+// netnsLogging makes the kernel log netfilter's LOG lines of network
+// namespaces other than the initial one until the test ends
+// (nettest.EnableNetnsLogging).
+func netnsLogging(t *testing.T) {
+	t.Helper()
+	restore, err := nettest.EnableNetnsLogging()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := restore(); err != nil {
+			t.Error(err)
+		}
+	})
 }

@@ -121,15 +121,7 @@ var windowField = regexp.MustCompile(`WINDOW=\d+`)
 // (xfw reads them at sync).
 func TestLogUIDReceivedAgainstKernel(t *testing.T) {
 	requireTools(t, "iptables-legacy", "ip6tables-legacy", "setpriv", "/usr/bin/python3")
-	restore, err := nettest.EnableNetnsLogging()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := restore(); err != nil {
-			t.Error(err)
-		}
-	})
+	netnsLogging(t)
 	bin := xfwPath(t)
 	pfx := fmt.Sprintf("xfwuin%d", time.Now().UnixNano()%1000000)
 	rules := strings.ReplaceAll(logUIDInRules, "PFX", pfx)
@@ -281,15 +273,7 @@ COMMIT
 // IP header's length and fragment fields are the fragment's).
 func TestLogUIDFragmentAgainstKernel(t *testing.T) {
 	requireTools(t, "iptables-legacy", "ip6tables-legacy", "setpriv", "/usr/bin/python3")
-	restore, err := nettest.EnableNetnsLogging()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := restore(); err != nil {
-			t.Error(err)
-		}
-	})
+	netnsLogging(t)
 	bin := xfwPath(t)
 	pfx := fmt.Sprintf("xfwufr%d", time.Now().UnixNano()%1000000)
 	rules := strings.ReplaceAll(logUIDFragRules, "PFX", pfx)
@@ -371,15 +355,7 @@ COMMIT
 // the kernel's lines and xfw's (translated at XDP before the lookup).
 func TestLogUIDRedirectAgainstKernel(t *testing.T) {
 	requireTools(t, "iptables-legacy", "ip6tables-legacy", "setpriv", "/usr/bin/python3")
-	restore, err := nettest.EnableNetnsLogging()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := restore(); err != nil {
-			t.Error(err)
-		}
-	})
+	netnsLogging(t)
 	bin := xfwPath(t)
 	pfx := fmt.Sprintf("xfwurd%d", time.Now().UnixNano()%1000000)
 	rules := strings.ReplaceAll(logUIDRedirectRules, "PFX", pfx)
