@@ -127,7 +127,7 @@ struct xfw_pkt {
 			    * found them (REJECT echoes them: reject_opts.h);
 			    * in the padding before mark, cleared with the
 			    * rest, 0 at TC */
-	/* The last byte of padding before mark holds three small fields, 0
+	/* The last byte of padding before mark holds five small fields, 0
 	 * where not set. */
 	__u8 nat_pre : 2;  /* XFW_NATPRE_*: what the XDP hook's translation
 			    * before routing (nat_icmp.h xfw_nat_pre) did to
@@ -139,6 +139,11 @@ struct xfw_pkt {
 	__u8 mc_unjoined : 1; /* at XDP, multicast to a group its device has
 			    * not joined (mcast.h): the stack drops it after
 			    * PREROUTING, the hook at its end; set by
+			    * xfw_route */
+	__u8 dst_bcast : 1; /* at XDP, the destination is a broadcast route
+			    * of the local table (a subnet-directed
+			    * broadcast): icmp_send answers nothing about it
+			    * (RTCF_BROADCAST), reject_plan.h; set by
 			    * xfw_route */
 	__u32 mark;        /* the packet's mark as the walk has it (mark.h):
 			    * set by the hooks, changed by MARK entries */

@@ -70,9 +70,9 @@
  *  - ICMP errors are rate-limited with the kernel's buckets and sysctls
  *    (reject_rate.h), whose random costs make counts agree statistically;
  *    replies to packets that arrived on lo and OUTPUT replies are not.
- *  - A unicast frame to an IPv4 subnet-directed broadcast address gets a
- *    reply (the route type is not known here); limited broadcast and
- *    multicast destinations get none, as in the kernel.
+ *  - A packet to an IPv4 broadcast address (limited, or a subnet-directed
+ *    one the local table has, also in a unicast frame) or a multicast one
+ *    gets no ICMP error, as in the kernel.
  *  - INPUT and FORWARD replies are routed as for a packet forwarded from
  *    the input interface, or, when it does not forward, by
  *    bpf_redirect_neigh's own lookup bound to it (reject_send.h): on a host

@@ -189,8 +189,10 @@ static __always_inline int xfw_rj_plan(struct xfw_rj *r, struct xfw_pkt *p, __u3
 		code = xfw_rj_icmp_code(type);
 		if (code < 0)
 			return XFW_RJK_NONE;
-		/* icmp_send: "no replies to physical multicast/broadcast". */
-		if (ingress && !p->dst_unicast)
+		/* icmp_send: "no replies to physical multicast/broadcast", nor
+		 * about a packet whose input route is a broadcast one (a
+		 * subnet-directed broadcast in a unicast frame). */
+		if (ingress && (!p->dst_unicast || p->dst_bcast))
 			return XFW_RJK_NONE;
 		/* No ICMP error about an ICMP error (or an unknown type). */
 		if (p->proto == IPPROTO_ICMP) {

@@ -290,6 +290,7 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 		type = xfw_dst_type_cached(p, rt);
 		if (!type)
 			return XFW_ROUTE_PASS;
+		p->dst_bcast = type == XFW_RTN_BROADCAST;
 		if ((type == XFW_RTN_LOCAL || type == XFW_RTN_BROADCAST) && xfw_src_is_ours_cached(p, rt))
 			return XFW_ROUTE_PASS;
 		/* ip6_mc_input: delivered when the device joined the group. */

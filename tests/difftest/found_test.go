@@ -623,3 +623,32 @@ func TestNATInputSnatUnroutedResetNotrack(t *testing.T) {
 	checkObserved(t, s, difftest.Case{Name: "nat INPUT SNAT, untracked RST without a route", Ruleset: ruleset, Corpus: corpus},
 		[2]int{2, 2}, "the first segment at fw's sockets, its untranslated RST at sink; the second dropped")
 }
+
+// TestRejectDirectedBroadcast compares REJECT of a TCP segment to in0's
+// subnet-directed broadcast address, sent in a unicast frame to fw: its
+// input route is a broadcast one, and icmp_send answers nothing about such
+// a packet (RTCF_BROADCAST). xfw answered it (the route type was not
+// consulted, only the frame's destination MAC): random ruleset seed 11
+// with sets, probe #269, once the generator's corpus shifted. A segment
+// to fw's own address, REJECTed by the same rule, shows that replies are
+// sent at all: each firewall must show one reply at gen.
+func TestRejectDirectedBroadcast(t *testing.T) {
+	s := session(t, ir.IPv4)
+	p := s.Plan()
+	bcast := p.GenNet.Masked().Addr().As4()
+	bcast[3] = 255
+	ruleset := "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n" +
+		"-A INPUT -p tcp -j REJECT\nCOMMIT\n"
+	probe := func(dst netip.Addr, note string) difftest.Probe {
+		pkt := nettest.IPv4{Src: p.Gen, Dst: dst, TTL: 64}.Packet(nettest.TCP{SrcPort: 52, DstPort: 4712,
+			Flags: nettest.TCPAck, Window: 512, Payload: []byte("directed broadcast")})
+		frame := nettest.Ethernet{Dst: p.FwInMAC, Src: p.GenMAC}.Frame(pkt)
+		return difftest.Probe{From: difftest.FromGen, Path: difftest.PathInput, Frames: [][]byte{frame}, Note: note}
+	}
+	corpus := &difftest.Corpus{Probes: []difftest.Probe{
+		probe(p.FwIn, "gen's tcp to fw's address"),
+		probe(netip.AddrFrom4(bcast), "gen's tcp to in0's subnet broadcast, unicast frame"),
+	}}
+	checkObserved(t, s, difftest.Case{Name: "REJECT of a directed broadcast", Ruleset: ruleset, Corpus: corpus},
+		[2]int{1, 1}, "one port unreachable at gen, for the segment to fw's address")
+}

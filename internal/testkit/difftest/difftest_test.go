@@ -450,6 +450,9 @@ func TestKnownRejectDifference(t *testing.T) {
 			"0278742a0102" + ethSrc + "0800" + "45c0001c00000000400100000a2a01010a2a01020303fcfc00000000"
 	}
 	sockets := "fw's sockets got ICMP error quoting it: IPv6 protocol 58 (the bytes after the IPv6 header), 8 bytes: 0106916e00000000"
+	// xfw's reply to a packet fw sent itself through lo, logged as it
+	// arrives on lo (difftest seed 11 with sets, probe #1503).
+	loReplyLog := "LOG: IN=lo OUT= MAC=00:00:00:00:00:00:00:00:00:00:00:00:08:00 SRC=10.42.1.1 DST=10.42.1.1 LEN=81 TOS=0x00 PREC=0xC0 TTL=64 ID=? PROTO=ICMP TYPE=3 CODE=3 [SRC=10.42.1.1 DST=10.42.1.1 LEN=53 ID=1504 PROTO=TCP SPT=52 DPT=53059 ]"
 	tests := []struct {
 		name  string
 		d     Difference
@@ -471,6 +474,7 @@ func TestKnownRejectDifference(t *testing.T) {
 		{"reply logged", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{"LOG: IN= OUT=in0 SRC=10.42.1.1 DST=10.42.1.2 LEN=28 TOS=0x00 PREC=0xC0 TTL=64 ID=? PROTO=ICMP TYPE=3 CODE=3 [SRC=10.42.1.2 DST=10.42.2.2 ID=5 ]"},
 			XFW: []string{reply("gen", "0278742a0101")}}, true},
 		{"probe logged", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{"LOG: IN=in0 OUT= SRC=10.42.1.2 DST=10.42.1.1 LEN=28 TTL=64 ID=5 PROTO=ICMP TYPE=8 CODE=0"}}, false},
+		{"xfw's reply to fw through lo, logged in INPUT", Difference{Kind: DiffProbe, Probe: 1, XFW: []string{loReplyLog, sockets}}, true},
 		{"counters higher in the kernel", Difference{Kind: DiffCounters, Kernel: []string{"[2:100]"}, XFW: []string{"[1:50]"}}, true},
 		{"counters higher in xfw", Difference{Kind: DiffCounters, Kernel: []string{"[1:50]"}, XFW: []string{"[2:100]"}}, false},
 		{"saved rule", Difference{Kind: DiffSave, Kernel: []string{"a"}, XFW: []string{"b"}}, false},

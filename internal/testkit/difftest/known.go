@@ -92,6 +92,9 @@ func replyBytes(m []string) string {
 // and ends where the quoted packet's "[SRC=" begins.
 var logReplyRe = regexp.MustCompile(`^LOG: .*?\bIN=[^\[]*\b(ID|FLOWLBL)=\? `)
 
+// loInRe matches a LOG line of a packet that arrived on lo.
+var loInRe = regexp.MustCompile(`^LOG: (?:.*? )?IN=lo `)
+
 // logQuotesEchoReplyRe matches a LOG line of an ICMP error quoting an
 // echo reply.
 var logQuotesEchoReplyRe = regexp.MustCompile(`\[SRC=.* PROTO=ICMP(?:v6)? TYPE=(?:0|129) CODE=0 `)
@@ -174,6 +177,7 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 	xOnly, optionLogs := pairOptionLogs(p, kOnly, xOnly)
 	xOnly, stackEcho := withoutStackEchoLogs(xOnly)
 	xOnly, ownReply := withoutOwnReplyLogs(p, kOnly, xOnly)
+	xOnly, loReply := withoutLoopbackReplyLogs(p, kOnly, xOnly)
 	r, ok := tallyXFWReplies(xOnly)
 	if !ok {
 		return ""
@@ -187,6 +191,9 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 	}
 	if ownReply > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply passing OUTPUT, where the kernel sent none", ownReply))
+	}
+	if loReply > 0 {
+		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply to a packet fw sent itself through lo, arriving on lo: it passes INPUT but not OUTPUT, which dropped the kernel's", loReply))
 	}
 	if stackEcho > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply to an echo reply fw's stack sent (the kernel's ICMP socket is busy sending it)", stackEcho))
@@ -382,6 +389,32 @@ func withoutOwnReplyLogs(p Probe, kOnly, xOnly []string) (rest []string, own int
 		rest = append(rest, o)
 	}
 	return rest, own
+}
+
+// withoutLoopbackReplyLogs takes out of xOnly xfw's LOG lines about its
+// reply to a packet fw sent itself, arriving on lo, when the kernel logged
+// no reply: xfw's reply to such a packet passes INPUT but not OUTPUT
+// (docs/differences.md, REJECT), so where the kernel's OUTPUT dropped
+// its own, only xfw's is logged in INPUT (and delivered: that
+// observation is tallied as a reply the kernel did not send). It returns
+// the rest and how many it took.
+func withoutLoopbackReplyLogs(p Probe, kOnly, xOnly []string) (rest []string, taken int) {
+	if p.From != FromFw {
+		return xOnly, 0
+	}
+	for _, o := range kOnly {
+		if isLogOfReply(o) {
+			return xOnly, 0
+		}
+	}
+	for _, o := range xOnly {
+		if isLogOfReply(o) && loInRe.MatchString(o) {
+			taken++
+			continue
+		}
+		rest = append(rest, o)
+	}
+	return rest, taken
 }
 
 // xfwReplies are the replies only xfw sent, for matching the kernel's:
