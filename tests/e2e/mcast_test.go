@@ -106,11 +106,13 @@ func mcProbes() []mcProbe {
 }
 
 // mcRuleset counts each probe's group and protocol in raw PREROUTING and
-// in INPUT, as it arrives on in0: fw's own IGMP and MLD reports for the
-// groups it joined (repeated at random within a second of each join)
-// reach the kernel's PREROUTING and INPUT as a looped-back copy on the
-// device they leave by, which xfw does not judge (docs/differences.md),
-// and would count beside a probe.
+// in INPUT, as it arrives on in0 in a multicast frame: fw's own IGMP and
+// MLD reports for the groups it joined (repeated at random within a
+// second of each join, and sent in answer to a query probe) reach the
+// kernel's PREROUTING and INPUT as a looped-back copy (pkt_type
+// PACKET_LOOPBACK, the device they leave by as the input device), which
+// xfw does not judge (docs/differences.md), and would count beside a
+// probe.
 func mcRuleset(fam int) string {
 	var b strings.Builder
 	seen := map[string]bool{}
@@ -122,12 +124,12 @@ func mcRuleset(fam int) string {
 			if pr.fam != fam {
 				continue
 			}
-			rule := fmt.Sprintf("-A %s -i %s -d %s -p udp --dport %d", chain, nettest.FwInIfname, pr.group, mcPort)
+			rule := fmt.Sprintf("-A %s -i %s -d %s -p udp --dport %d -m pkttype --pkt-type multicast", chain, nettest.FwInIfname, pr.group, mcPort)
 			if !seen[rule] {
 				seen[rule] = true
 				b.WriteString(rule + "\n")
 			}
-			rule = fmt.Sprintf("-A %s -i %s -d %s -p %s", chain, nettest.FwInIfname, pr.group, proto)
+			rule = fmt.Sprintf("-A %s -i %s -d %s -p %s -m pkttype --pkt-type multicast", chain, nettest.FwInIfname, pr.group, proto)
 			if !seen[rule] {
 				seen[rule] = true
 				b.WriteString(rule + "\n")
@@ -261,7 +263,7 @@ func TestMulticastGroupsAgainstKernel(t *testing.T) {
 	// namespaces); back on at the next sync.
 	tp, fw := tw.tps["xfw"], tw.fws["xfw"]
 	unjoined := netip.MustParseAddr("239.1.1.1")
-	rule := fmt.Sprintf("INPUT -d %s/32 -i %s -p udp -m udp --dport %d", unjoined, nettest.FwInIfname, mcPort)
+	rule := fmt.Sprintf("INPUT -d %s/32 -i %s -p udp -m udp --dport %d -m pkttype --pkt-type multicast", unjoined, nettest.FwInIfname, mcPort)
 	eth := tp.GenToFw()
 	eth.Dst = mcMAC(unjoined)
 	for _, env := range []string{"off", "on"} {
@@ -342,7 +344,7 @@ func TestAgentFollowsMulticastGroups(t *testing.T) {
 	startAgent(t, bin, tp, "--poll", "1h")
 	for _, fam := range []int{4, 6} {
 		group := map[int]netip.Addr{4: mcJoinedIn4, 6: mcJoinedIn6}[fam]
-		rule := fmt.Sprintf("INPUT -d %s/%d -i %s -p udp -m udp --dport %d", group, group.BitLen(), nettest.FwInIfname, mcPort)
+		rule := fmt.Sprintf("INPUT -d %s/%d -i %s -p udp -m udp --dport %d -m pkttype --pkt-type multicast", group, group.BitLen(), nettest.FwInIfname, mcPort)
 		eth := tp.GenToFw()
 		eth.Dst = mcMAC(group)
 		frame := eth.Frame(mcUDP(tp, group))
