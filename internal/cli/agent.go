@@ -106,8 +106,8 @@ type agent struct {
 	// and left are not received: the groups are then read every
 	// mcRecheck (agent_mcast.go).
 	mcBlind atomic.Bool
-	// mcLast is when the groups were last read.
-	mcLast time.Time
+	// mcfText is /proc/net/mcfilter as the agent last read it.
+	mcfText string
 }
 
 func (a *agent) logf(format string, args ...any) {
@@ -234,6 +234,8 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 		a.mcBlind.Store(true)
 	}
 	var mcAgain <-chan time.Time
+	mcTicker := time.NewTicker(mcRecheck)
+	defer mcTicker.Stop()
 	fpTicker := time.NewTicker(fpRecheck)
 	defer fpTicker.Stop()
 	var fpSettled <-chan time.Time
@@ -284,13 +286,15 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 			a.resync("address change")
 		case <-mcEvents:
 			mcAgain = a.refreshGroups()
+		case <-mcTicker.C:
+			// Source filters change without a notification.
+			if mcAgain == nil && (a.mcBlind.Load() || a.sourceFiltersChanged()) {
+				mcAgain = a.refreshGroups()
+			}
 		case <-mcAgain:
 			mcAgain = a.refreshGroups()
 		case <-ticker.C:
 			a.check("")
-			if a.mcBlind.Load() && mcAgain == nil && time.Since(a.mcLast) >= mcRecheck {
-				mcAgain = a.refreshGroups()
-			}
 			if a.fpPending != "" {
 				a.refreshFastPath(a.fpPending)
 			}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"os"
 	"time"
 
 	"github.com/vishvananda/netlink/nl"
@@ -15,7 +16,10 @@ import (
 // joined, as the kernel does (bpf/mcast.h), by the groups it last read: a
 // group joined since then is dropped too. The agent follows the kernel's
 // notifications of joins and leaves (Linux 6.13 and later) and reads the
-// groups again at once; where the kernel sends none, every mcRecheck.
+// groups again at once; where the kernel sends none, every mcRecheck. The
+// IPv4 source filters (blocked sources, source-specific joins) change
+// without a notification: the agent reads /proc/net/mcfilter every
+// mcRecheck, and the groups again when it changed.
 
 // The notifications of multicast groups joined and left
 // (include/uapi/linux/rtnetlink.h: RTNLGRP_IPV4_MCADDR, RTNLGRP_IPV6_MCADDR).
@@ -27,7 +31,8 @@ const (
 // mcRetry is how soon a refresh that found xfw's lock busy is tried again.
 const mcRetry = 20 * time.Millisecond
 
-// mcRecheck is the interval of the refresh without notifications.
+// mcRecheck is the interval of the refresh without notifications, and of
+// the reading of the source filters.
 const mcRecheck = time.Second
 
 // watchGroups sends on events whenever a device joins or leaves a group
@@ -79,11 +84,25 @@ func (a *agent) refreshGroups() <-chan time.Time {
 	if err != nil {
 		return time.After(mcRetry)
 	}
-	a.mcLast = time.Now()
 	err = dataplane.RefreshGroups()
 	unlock()
 	if err != nil {
 		a.logOnce("multicast groups: %v", err)
 	}
 	return nil
+}
+
+// sourceFiltersChanged reports whether /proc/net/mcfilter changed since
+// the agent last read it (the first reading counts as a change: the
+// filters may have changed since the sync).
+func (a *agent) sourceFiltersChanged() bool {
+	b, err := os.ReadFile(dataplane.SourceFiltersFile)
+	if err != nil {
+		return false // no IPv4 (its groups are read with the others)
+	}
+	if string(b) == a.mcfText {
+		return false
+	}
+	a.mcfText = string(b)
+	return true
 }

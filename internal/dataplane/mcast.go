@@ -22,7 +22,8 @@ import (
 // a group the receiving device has not joined after PREROUTING, before
 // INPUT (ip_check_mc_rcu, ipv6_chk_mcast_addr), and so does xfw's XDP
 // hook. The groups are read from /proc/net/igmp and /proc/net/igmp6 at
-// each sync and when the agent hears of a join or a leave (RefreshGroups).
+// each sync and when the agent hears of a join or a leave (RefreshGroups),
+// with the IPv4 groups' source filters (mcfilter.go).
 
 // High halves of xfw_ifinfo's group keys (bpf/mcast.h).
 const (
@@ -50,17 +51,23 @@ var (
 
 // joinedGroups are the groups each device joined: IPv4 groups in host
 // order, IPv6 groups as addresses. A device is listed (with no groups,
-// perhaps) when it has the family's configuration.
+// perhaps) when it has the family's configuration. With them, the IPv4
+// groups' memberships (users) and source filters (sources: nil when
+// they could not be read consistently, mcfilter.go).
 type joinedGroups struct {
-	v4 map[int][]uint32
-	v6 map[int][][16]byte
+	v4      map[int][]uint32
+	v6      map[int][][16]byte
+	users   map[mcDevGroup]uint64
+	sources map[mcDevGroup][]mcSource
 }
 
 // parseIGMP reads /proc/net/igmp's text: a line per device ("2\teth0 :
 // 2 V3"), then a line per group it joined, the group as the hex of its
-// network-order bytes read as a host-order number.
-func parseIGMP(text string) (map[int][]uint32, error) {
+// network-order bytes read as a host-order number, and its memberships
+// (Users), which it returns too.
+func parseIGMP(text string) (map[int][]uint32, map[mcDevGroup]uint64, error) {
 	out := map[int][]uint32{}
+	users := map[mcDevGroup]uint64{}
 	dev := -1
 	sc := bufio.NewScanner(strings.NewReader(text))
 	for n := 1; sc.Scan(); n++ {
@@ -72,21 +79,27 @@ func parseIGMP(text string) (map[int][]uint32, error) {
 		if !strings.HasPrefix(line, "\t") {
 			idx, err := strconv.Atoi(f[0])
 			if err != nil {
-				return nil, fmt.Errorf("%s line %d: device index %q: %w", igmpFile, n, f[0], err)
+				return nil, nil, fmt.Errorf("%s line %d: device index %q: %w", igmpFile, n, f[0], err)
 			}
 			dev = idx
 			out[dev] = []uint32{}
 			continue
 		}
 		v, err := strconv.ParseUint(f[0], 16, 32)
-		if err != nil || dev < 0 {
-			return nil, fmt.Errorf("%s line %d: group %q: not a group of a device", igmpFile, n, f[0])
+		if err != nil || dev < 0 || len(f) < 2 {
+			return nil, nil, fmt.Errorf("%s line %d: group %q: not a group of a device", igmpFile, n, f[0])
+		}
+		u, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s line %d: users %q: %w", igmpFile, n, f[1], err)
 		}
 		var b [4]byte
 		binary.NativeEndian.PutUint32(b[:], uint32(v))
-		out[dev] = append(out[dev], binary.BigEndian.Uint32(b[:]))
+		g := binary.BigEndian.Uint32(b[:])
+		out[dev] = append(out[dev], g)
+		users[mcDevGroup{dev, g}] = u
 	}
-	return out, sc.Err()
+	return out, users, sc.Err()
 }
 
 // parseIGMP6 reads /proc/net/igmp6's text: a line per group and device
@@ -117,23 +130,62 @@ func parseIGMP6(text string) (map[int][][16]byte, error) {
 	return out, sc.Err()
 }
 
-// readJoinedGroups reads both files; a missing one (no IPv6) lists no
+// mcReadTries is how many times the IPv4 groups and their source
+// filters are read for a pair that did not change in between.
+const mcReadTries = 4
+
+// readProc returns a file's text; a missing file (no IPv6) has none.
+func readProc(name string) (string, error) {
+	b, err := os.ReadFile(name)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read the groups joined: %w", err)
+	}
+	return string(b), nil
+}
+
+// readIPv4Groups reads /proc/net/igmp and /proc/net/mcfilter until two
+// readings in a row agree (a membership's counts are in both), at most
+// mcReadTries times; it returns their text, and whether they agreed.
+func readIPv4Groups() (igmp, mcf string, agreed bool, err error) {
+	for i := 0; i < mcReadTries; i++ {
+		a, err := readProc(igmpFile)
+		if err != nil {
+			return "", "", false, err
+		}
+		f, err := readProc(mcfilterFile)
+		if err != nil {
+			return "", "", false, err
+		}
+		if i > 0 && a == igmp && f == mcf {
+			return a, f, true, nil
+		}
+		igmp, mcf = a, f
+	}
+	return igmp, mcf, false, nil
+}
+
+// readJoinedGroups reads the files; a missing one (no IPv6) lists no
 // device of its family. It returns their text too.
 func readJoinedGroups() (joinedGroups, string, error) {
 	var jg joinedGroups
-	b4, err := os.ReadFile(igmpFile)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return jg, "", fmt.Errorf("read the groups joined: %w", err)
-	}
-	if jg.v4, err = parseIGMP(string(b4)); err != nil {
+	t4, mcf, agreed, err := readIPv4Groups()
+	if err != nil {
 		return jg, "", err
 	}
-	b6, err := os.ReadFile(igmp6File)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return jg, "", fmt.Errorf("read the groups joined: %w", err)
+	if jg.v4, jg.users, err = parseIGMP(t4); err != nil {
+		return jg, "", err
 	}
-	jg.v6, err = parseIGMP6(string(b6))
-	return jg, string(b4) + "\x00" + string(b6), err
+	if agreed {
+		if jg.sources, err = parseMcfilter(mcf); err != nil {
+			return jg, "", err
+		}
+	}
+	t6, err := readProc(igmp6File)
+	if err != nil {
+		return jg, "", err
+	}
+	jg.v6, err = parseIGMP6(t6)
+	return jg, fmt.Sprintf("%s\x00%s\x00%v\x00%s", t4, mcf, agreed, t6), err
 }
 
 // groupsFilled is what fillGroups last wrote, as the text of its inputs
@@ -345,6 +397,10 @@ func writeGroups(ifinfo, local6 *ebpf.Map, jg joinedGroups, ok map[int]bool, nam
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("list the interface facts: %w", err)
 	}
+	filters, err := filterNumbers(ifinfo, jg, ok)
+	if err != nil {
+		return err
+	}
 	keep := map[uint64]bool{}
 	var devs []int
 	for dev := range ok {
@@ -352,31 +408,55 @@ func writeGroups(ifinfo, local6 *ebpf.Map, jg joinedGroups, ok map[int]bool, nam
 	}
 	sort.Ints(devs)
 	for _, dev := range devs {
-		var keys []uint64
+		var keys []mcKeyVal
 		if gs, listed := jg.v4[dev]; listed && !routing.forwards(4, names[dev]) {
 			for _, g := range gs {
-				keys = append(keys, mcEntry(g, dev))
+				keys = append(keys, groupKeys4(dev, g, filters[mcDevGroup{dev, g}])...)
 			}
-			keys = append(keys, mcEntry(mcKeyMirrored4, dev)) // last: after its groups
+			keys = append(keys, mcKeyVal{key: mcEntry(mcKeyMirrored4, dev)}) // last: after its groups
 		}
 		if gs, listed := jg.v6[dev]; listed && !routing.forwards(6, names[dev]) {
 			for _, g := range gs {
-				keys = append(keys, mcEntry(mcKeyGroup6+nums[g], dev))
+				keys = append(keys, mcKeyVal{key: mcEntry(mcKeyGroup6+nums[g], dev)})
 			}
-			keys = append(keys, mcEntry(mcKeyMirrored6, dev))
+			keys = append(keys, mcKeyVal{key: mcEntry(mcKeyMirrored6, dev)})
 		}
 		if len(keys) > room {
 			continue
 		}
 		room -= len(keys)
-		for _, k := range keys {
-			if err := ifinfo.Put(k, bpfIfInfo{}); err != nil {
+		for _, kv := range keys {
+			if err := ifinfo.Put(kv.key, kv.val); err != nil {
 				return fmt.Errorf("record the groups of interface %s: %w", names[dev], err)
 			}
-			keep[k] = true
+			keep[kv.key] = true
 		}
 	}
 	return pruneGroups(ifinfo, local6, keep, keep6)
+}
+
+// mcKeyVal is a group key of ifinfo and its value.
+type mcKeyVal struct {
+	key uint64
+	val bpfIfInfo
+}
+
+// groupKeys4 returns the keys of IPv4 group g on device dev: its source
+// filter's sources first (a group key may name them), then the group's,
+// whose value names the filter (bpf/mcast.h).
+func groupKeys4(dev int, g uint32, f mcNumbered) []mcKeyVal {
+	var out []mcKeyVal
+	val := bpfIfInfo{}
+	if f.n != 0 {
+		for _, src := range f.exceptions {
+			out = append(out, mcKeyVal{key: uint64(mcKeySrc4+f.n)<<32 | uint64(src)})
+		}
+		val.Ifindex = f.n
+		if f.unlistedPass {
+			val.Flags = mcUnlisted
+		}
+	}
+	return append(out, mcKeyVal{key: mcEntry(g, dev), val: val})
 }
 
 // pruneGroups deletes the group keys of ifinfo and the group entries of

@@ -10,14 +10,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The files as Linux 6.18 writes them (a socket joined 239.1.1.2 and
-// ff05::98 on b0).
+// The files as Linux 6.18 writes them (two sockets joined 239.1.1.2 on
+// b0, one with source 10.0.1.2 only, the other blocking 10.0.1.3, and
+// ff05::98).
 const (
 	igmpSample = "Idx\tDevice    : Count Querier\tGroup    Users Timer\tReporter\n" +
 		"1\tlo        :     1      V3\n" +
 		"\t\t\t\t010000E0     1 0:00000000\t\t0\n" +
 		"2\tb0        :     2      V3\n" +
-		"\t\t\t\t020101EF     1 0:00000000\t\t0\n" +
+		"\t\t\t\t020101EF     2 0:00000000\t\t0\n" +
 		"\t\t\t\t010000E0     1 0:00000000\t\t0\n" +
 		"3\tc0        :     0      V3\n"
 	igmp6Sample = "1    lo              ff020000000000000000000000000001     1 0000000C 0\n" +
@@ -26,7 +27,7 @@ const (
 )
 
 func TestParseIGMP(t *testing.T) {
-	got, err := parseIGMP(igmpSample)
+	got, users, err := parseIGMP(igmpSample)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,8 +35,12 @@ func TestParseIGMP(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %x, want %x", got, want)
 	}
-	for _, bad := range []string{"head\nx\tlo : 1 V3\n", "head\n\t\t\t\t010000E0 1 0:0 0\n", "head\n1\tlo : 1 V3\n\t\t\t\tzz 1\n"} {
-		if _, err := parseIGMP(bad); err == nil {
+	wantUsers := map[mcDevGroup]uint64{{1, 0xe0000001}: 1, {2, 0xef010102}: 2, {2, 0xe0000001}: 1}
+	if !reflect.DeepEqual(users, wantUsers) {
+		t.Errorf("users %v, want %v", users, wantUsers)
+	}
+	for _, bad := range []string{"head\nx\tlo : 1 V3\n", "head\n\t\t\t\t010000E0 1 0:0 0\n", "head\n1\tlo : 1 V3\n\t\t\t\tzz 1\n", "head\n1\tlo : 1 V3\n\t\t\t\t010000E0 x 0:0 0\n"} {
+		if _, _, err := parseIGMP(bad); err == nil {
 			t.Errorf("parseIGMP(%q): no error", bad)
 		}
 	}
