@@ -37,8 +37,9 @@ COMMIT
 `
 
 // masqPorts are the ports the steps choose (others are ephemeral or
-// picked at random, and named P in comparisons).
-var masqPorts = map[int]bool{80: true, 53: true, 9100: true, 9101: true, 40053: true, 40060: true}
+// picked at random, and named P in comparisons); the clients' fixed ports
+// lie below the ephemeral range, which a TCP client's port may take.
+var masqPorts = map[int]bool{80: true, 53: true, 9100: true, 9101: true, 31053: true, 31060: true}
 
 // masqSteps are TestMasqueradeAgainstKernel's steps, in order.
 var masqSteps = []natStep{
@@ -58,16 +59,16 @@ var masqSteps = []natStep{
 		defer srv.Close()
 		dst := netip.AddrPortFrom(tp.Sink.IPv4, 53)
 		a := nettest.UDPSend(tp.GenNS, dst, []byte("g"), nettest.ExpectReply(), nettest.WithTimeout(2*time.Second),
-			nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, 40053)))
-		out := fmt.Sprintf("gen 40053: %s %q; ", a.Outcome, a.Reply)
-		// fw's own datagram from 40060 takes the tuple gen's next one
+			nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, 31053)))
+		out := fmt.Sprintf("gen 31053: %s %q; ", a.Outcome, a.Reply)
+		// fw's own datagram from 31060 takes the tuple gen's next one
 		// would be masqueraded to.
-		b := nettest.UDPSend(tp.FwNS, dst, []byte("f"), nettest.WithSource(netip.AddrPortFrom(tp.FwOut.IPv4, 40060)))
-		out += fmt.Sprintf("fw 40060: %s; ", b.Outcome)
+		b := nettest.UDPSend(tp.FwNS, dst, []byte("f"), nettest.WithSource(netip.AddrPortFrom(tp.FwOut.IPv4, 31060)))
+		out += fmt.Sprintf("fw 31060: %s; ", b.Outcome)
 		srv.Wait(2, 2*time.Second)
 		c := nettest.UDPSend(tp.GenNS, dst, []byte("h"), nettest.ExpectReply(), nettest.WithTimeout(2*time.Second),
-			nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, 40060)))
-		out += fmt.Sprintf("gen 40060: %s %q; ", c.Outcome, c.Reply)
+			nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, 31060)))
+		out += fmt.Sprintf("gen 31060: %s %q; ", c.Outcome, c.Reply)
 		for _, d := range srv.Wait(3, 2*time.Second) {
 			port := strconv.Itoa(int(d.From.Port()))
 			if !masqPorts[int(d.From.Port())] {
@@ -82,7 +83,7 @@ var masqSteps = []natStep{
 			return !c.Outgoing && c.Protocol == nettest.ProtoICMP
 		})
 		a := nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(tp.Sink.IPv4, 54), []byte("closed"), nettest.ExpectReply(),
-			nettest.WithTimeout(2*time.Second), nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, 40053)))
+			nettest.WithTimeout(2*time.Second), nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, 31053)))
 		out := string(a.Outcome)
 		capture.WaitFor(func(nettest.Captured) bool { return true }, time.Second)
 		for _, f := range capture.Stop() {
