@@ -314,6 +314,16 @@ func compareNatConntrackFam(t *testing.T, tw *twins, fam int, anon func(key stri
 func compareNatConntrackProtos(t *testing.T, tw *twins, fam int, protos []string, anon func(key string, port int) bool,
 	want int) {
 	t.Helper()
+	compareNatConntrackMapped(t, tw, fam, protos, func(key string, port int, _ bool) bool { return anon(key, port) }, want)
+}
+
+// compareNatConntrackMapped is compareNatConntrackProtos whose anon also
+// hears whether the port is a translated one: the reply tuple's sport or
+// dport that differs from the original tuple's dport or sport it mirrors
+// (a port the translation chose, at random for a source port).
+func compareNatConntrackMapped(t *testing.T, tw *twins, fam int, protos []string,
+	anon func(key string, port int, translated bool) bool, want int) {
+	t.Helper()
 	lists := map[string][]string{}
 	var mu sync.Mutex
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
@@ -337,14 +347,28 @@ func compareNatConntrackProtos(t *testing.T, tw *twins, fam int, protos []string
 				continue
 			}
 			f = append(f[:2], f[3:]...) // the timeout ticks
+			orig := map[string]string{} // the original tuple's ports
+			reply := false              // past the original tuple
 			for i, w := range f {
 				k, v, ok := strings.Cut(w, "=")
 				if !ok {
 					continue
 				}
+				if k == "src" && orig["sport"] != "" {
+					reply = true
+				}
+				translated := false
+				switch {
+				case !reply && (k == "sport" || k == "dport"):
+					orig[k] = v
+				case reply && k == "sport":
+					translated = v != orig["dport"]
+				case reply && k == "dport":
+					translated = v != orig["sport"]
+				}
 				if a, err := netip.ParseAddr(v); err == nil {
 					f[i] = k + "=" + name(tp, a)
-				} else if p, err := strconv.Atoi(v); err == nil && anon(k, p) {
+				} else if p, err := strconv.Atoi(v); err == nil && anon(k, p, translated) {
 					f[i] = k + "=P"
 				}
 			}
