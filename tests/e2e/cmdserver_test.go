@@ -134,8 +134,14 @@ func cmdClientPath(t testing.TB, bin string) string {
 	return p
 }
 
-// udpArrivalSource is the last source port udpArrivals sent from.
+// udpArrivalSource is the last source port freshSourcePort gave.
 var udpArrivalSource atomic.Uint32
+
+// freshSourcePort is a UDP source port no earlier call gave (20000-29999,
+// below the ephemeral range, 10,000 calls before one repeats).
+func freshSourcePort() uint16 {
+	return uint16(20000 + udpArrivalSource.Add(1)%10000)
+}
 
 // udpArrivals sends 3 datagrams from gen to sink's port and returns how many
 // arrived. Each comes from a source port no earlier call used (20000 on,
@@ -148,7 +154,7 @@ func udpArrivals(t *testing.T, tp *nettest.Topology, port uint16) int {
 	srv := nettest.StartUDPServer(t, tp.SinkNS, dst)
 	defer srv.Close()
 	for range 3 {
-		sport := uint16(20000 + udpArrivalSource.Add(1)%10000)
+		sport := freshSourcePort()
 		nettest.UDPSend(tp.GenNS, dst, []byte("x"), nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, sport)))
 	}
 	return len(srv.Wait(3, arrivalWait))

@@ -339,12 +339,16 @@ func appendInPlace(t *testing.T, otherTables string) {
 		t.Helper()
 		change(wantInPlace, append([]string{"-A"}, args...)...)
 	}
+	// Each datagram from a port of its own (freshSourcePort): nat counts
+	// new connections only, and a random ephemeral port repeats a tracked
+	// one with odds 1 in 28,232 per pair.
 	send := func(port uint16, n int) int {
 		t.Helper()
 		srv := nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(tp.Sink.IPv4, port))
 		defer srv.Close()
 		for i := 0; i < n; i++ {
-			nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(tp.Sink.IPv4, port), []byte("x"))
+			nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(tp.Sink.IPv4, port), []byte("x"),
+				nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, freshSourcePort())))
 		}
 		return len(srv.Wait(n, arrivalWait))
 	}

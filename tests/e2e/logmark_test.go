@@ -64,63 +64,10 @@ var sptField = regexp.MustCompile(`SPT=\d+`)
 // kernel log) and xfw's (`xfw log`).
 func TestLogMarkAgainstKernel(t *testing.T) {
 	requireTools(t, "iptables-legacy", "ip6tables-legacy")
-	netnsLogging(t)
 	bin := xfwPath(t)
-	pfx := fmt.Sprintf("xfwmark%d", time.Now().UnixNano()%1000000)
-	rules := strings.ReplaceAll(logMarkRules, "PFX", pfx)
-	want := map[string]string{} // IPv6's keys end in 6
-	for k, v := range logMarkWant {
-		want[k] = v
-		want[k+"6"] = v
-	}
-
-	tw := newTwins(t, bin)
-	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-		fw.restore(t, tp, 4, rules)
-		fw.restore(t, tp, 6, strings.ReplaceAll(rules, pfx+"-", pfx+"6-"))
-	})
-
-	// The kernel's lines, from the kernel log.
-	kmsg, err := openKmsgEnd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(kmsg)
-	logMarkSend(t, tw.tps["kernel"])
-	kernel := map[string]string{}
-	waitUntil(func() bool {
-		readLogMarkLines(kmsg, pfx, want, kernel)
-		return len(kernel) == len(want)
-	})
-
-	// xfw's, from `xfw log`, started before the datagrams: its first
-	// line (of datagrams to 5304, sent until one is logged) says it
-	// reads.
-	xtp := tw.tps["xfw"]
-	var out lockedBuffer
-	cmd := exec.Command("ip", "netns", "exec", xtp.FwNS, bin, "log")
-	cmd.Stdout = &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start xfw log: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	ready := pfx + "-r "
-	for end := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), ready); {
-		if time.Now().After(end) {
-			t.Fatalf("xfw log printed no line for the datagrams to %s:5304:\n%s", xtp.FwIn.IPv4, out.String())
-		}
-		nettest.UDPSend(xtp.GenNS, netip.AddrPortFrom(xtp.FwIn.IPv4, 5304), []byte("ready"))
-		time.Sleep(200 * time.Millisecond)
-	}
-	logMarkSend(t, xtp)
-	got := map[string]string{}
-	waitUntil(func() bool {
-		for _, l := range strings.Split(out.String(), "\n") {
-			addLogMarkLine(l, pfx, want, got)
-		}
-		return len(got) == len(want)
-	})
-
+	tw, pfx := logTwins(t, bin, "xfwmark", logMarkRules)
+	want := bothFamilies(logMarkWant)
+	kernel, got := logLinesOfTwins(t, tw, bin, pfx, 5304, want, func(tp *nettest.Topology) { logMarkSend(t, tp) })
 	for k, w := range want {
 		if kernel[k] != w {
 			t.Errorf("kernel: %s-%s line ends %q, want %q (premise)", pfx, k, kernel[k], w)
@@ -226,21 +173,14 @@ COMMIT
 // gets them in OUTPUT, a received one gets none in INPUT; both families.
 func TestLogUIDAgainstKernel(t *testing.T) {
 	requireTools(t, "iptables-legacy", "ip6tables-legacy", "setpriv", "/usr/bin/python3")
-	netnsLogging(t)
 	bin := xfwPath(t)
-	pfx := fmt.Sprintf("xfwuid%d", time.Now().UnixNano()%1000000)
-	rules := strings.ReplaceAll(logUIDRules, "PFX", pfx)
+	tw, pfx := logTwins(t, bin, "xfwuid", logUIDRules)
 	want := map[string]string{
 		"o":  "PROTO=UDP SPT=* DPT=5311 LEN=12 UID=4321 GID=4322 ",
 		"i":  "PROTO=UDP SPT=* DPT=5312 LEN=12 ",
 		"o6": "PROTO=UDP SPT=* DPT=5311 LEN=12 UID=4321 GID=4322 ",
 		"i6": "PROTO=UDP SPT=* DPT=5312 LEN=12 ",
 	}
-	tw := newTwins(t, bin)
-	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-		fw.restore(t, tp, 4, rules)
-		fw.restore(t, tp, 6, strings.ReplaceAll(rules, pfx+"-", pfx+"6-"))
-	})
 	send := func(tp *nettest.Topology) {
 		t.Helper()
 		for _, dst := range []netip.Addr{tp.Gen.IPv4, tp.Gen.IPv6} {
@@ -262,42 +202,7 @@ func TestLogUIDAgainstKernel(t *testing.T) {
 			}
 		}
 	}
-
-	kmsg, err := openKmsgEnd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(kmsg)
-	send(tw.tps["kernel"])
-	kernel := map[string]string{}
-	waitUntil(func() bool {
-		readLogMarkLines(kmsg, pfx, want, kernel)
-		return len(kernel) == len(want)
-	})
-
-	xtp := tw.tps["xfw"]
-	var out lockedBuffer
-	cmd := exec.Command("ip", "netns", "exec", xtp.FwNS, bin, "log")
-	cmd.Stdout = &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start xfw log: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for end := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), pfx+"-r "); {
-		if time.Now().After(end) {
-			t.Fatalf("xfw log printed no line for the datagrams to %s:5313:\n%s", xtp.FwIn.IPv4, out.String())
-		}
-		nettest.UDPSend(xtp.GenNS, netip.AddrPortFrom(xtp.FwIn.IPv4, 5313), []byte("ready"))
-		time.Sleep(200 * time.Millisecond)
-	}
-	send(xtp)
-	got := map[string]string{}
-	waitUntil(func() bool {
-		for _, l := range strings.Split(out.String(), "\n") {
-			addLogMarkLine(l, pfx, want, got)
-		}
-		return len(got) == len(want)
-	})
+	kernel, got := logLinesOfTwins(t, tw, bin, pfx, 5313, want, send)
 	for k, w := range want {
 		if kernel[k] != w {
 			t.Errorf("kernel: %s-%s line ends %q, want %q (premise)", pfx, k, kernel[k], w)
@@ -322,4 +227,77 @@ func netnsLogging(t *testing.T) {
 			t.Error(err)
 		}
 	})
+}
+
+// logTwins turns netns logging on (netnsLogging), builds twin topologies
+// and loads rules into both firewalls, both families, PFX replaced by a
+// prefix of the run made from base (IPv6's lines PFX6-); it returns the
+// twins and the prefix.
+func logTwins(t *testing.T, bin, base, rules string) (*twins, string) {
+	t.Helper()
+	netnsLogging(t)
+	pfx := fmt.Sprintf("%s%d", base, time.Now().UnixNano()%1000000)
+	rules = strings.ReplaceAll(rules, "PFX", pfx)
+	tw := newTwins(t, bin)
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		fw.restore(t, tp, 4, rules)
+		fw.restore(t, tp, 6, strings.ReplaceAll(rules, pfx+"-", pfx+"6-"))
+	})
+	return tw, pfx
+}
+
+// bothFamilies is want with IPv6's keys added (each key and key+"6").
+func bothFamilies(want map[string]string) map[string]string {
+	both := map[string]string{}
+	for k, v := range want {
+		both[k] = v
+		both[k+"6"] = v
+	}
+	return both
+}
+
+// logLinesOfTwins runs send in the kernel's twin and reads its lines for
+// want's keys from the kernel log, then starts `xfw log` in xfw's twin,
+// sends datagrams to fw's port readyPort until it prints one (the rule
+// logging them as PFX-r: it reads), runs send there and reads its lines.
+// Each side's lines are addLogMarkLine's ends, by key; waits are bounded.
+func logLinesOfTwins(t *testing.T, tw *twins, bin, pfx string, readyPort uint16, want map[string]string,
+	send func(tp *nettest.Topology)) (kernel, xfw map[string]string) {
+	t.Helper()
+	kmsg, err := openKmsgEnd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(kmsg)
+	send(tw.tps["kernel"])
+	kernel = map[string]string{}
+	waitUntil(func() bool {
+		readLogMarkLines(kmsg, pfx, want, kernel)
+		return len(kernel) == len(want)
+	})
+
+	xtp := tw.tps["xfw"]
+	var out lockedBuffer
+	cmd := exec.Command("ip", "netns", "exec", xtp.FwNS, bin, "log")
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start xfw log: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for end := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), pfx+"-r "); {
+		if time.Now().After(end) {
+			t.Fatalf("xfw log printed no line for the datagrams to %s:%d:\n%s", xtp.FwIn.IPv4, readyPort, out.String())
+		}
+		nettest.UDPSend(xtp.GenNS, netip.AddrPortFrom(xtp.FwIn.IPv4, readyPort), []byte("ready"))
+		time.Sleep(200 * time.Millisecond)
+	}
+	send(xtp)
+	xfw = map[string]string{}
+	waitUntil(func() bool {
+		for _, l := range strings.Split(out.String(), "\n") {
+			addLogMarkLine(l, pfx, want, xfw)
+		}
+		return len(xfw) == len(want)
+	})
+	return kernel, xfw
 }

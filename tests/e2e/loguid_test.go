@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
@@ -121,55 +119,15 @@ var windowField = regexp.MustCompile(`WINDOW=\d+`)
 // (xfw reads them at sync).
 func TestLogUIDReceivedAgainstKernel(t *testing.T) {
 	requireTools(t, "iptables-legacy", "ip6tables-legacy", "setpriv", "/usr/bin/python3")
-	netnsLogging(t)
 	bin := xfwPath(t)
-	pfx := fmt.Sprintf("xfwuin%d", time.Now().UnixNano()%1000000)
-	rules := strings.ReplaceAll(logUIDInRules, "PFX", pfx)
-	want := map[string]string{}
-	for k, v := range logUIDInWant {
-		want[k] = v
-		want[k+"6"] = v
-	}
-	tw := newTwins(t, bin)
-	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-		fw.restore(t, tp, 4, rules)
-		fw.restore(t, tp, 6, strings.ReplaceAll(rules, pfx+"-", pfx+"6-"))
-	})
-
-	kmsg, err := openKmsgEnd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(kmsg)
-	logUIDInSend(t, tw.tps["kernel"], "")
-	kernel := map[string]string{}
-	waitUntil(func() bool {
-		readLogMarkLines(kmsg, pfx, want, kernel)
-		return len(kernel) == len(want)
-	})
-
-	xtp := tw.tps["xfw"]
-	var out lockedBuffer
-	cmd := exec.Command("ip", "netns", "exec", xtp.FwNS, bin, "log")
-	cmd.Stdout = &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start xfw log: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for end := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), pfx+"-r "); {
-		if time.Now().After(end) {
-			t.Fatalf("xfw log printed no line for the datagrams to %s:5313:\n%s", xtp.FwIn.IPv4, out.String())
+	tw, pfx := logTwins(t, bin, "xfwuin", logUIDInRules)
+	want := bothFamilies(logUIDInWant)
+	kernel, got := logLinesOfTwins(t, tw, bin, pfx, 5313, want, func(tp *nettest.Topology) {
+		sync := "" // xfw's twin syncs to read the early demux sysctls
+		if tp == tw.tps["xfw"] {
+			sync = bin
 		}
-		nettest.UDPSend(xtp.GenNS, netip.AddrPortFrom(xtp.FwIn.IPv4, 5313), []byte("ready"))
-		time.Sleep(200 * time.Millisecond)
-	}
-	logUIDInSend(t, xtp, bin)
-	got := map[string]string{}
-	waitUntil(func() bool {
-		for _, l := range strings.Split(out.String(), "\n") {
-			addLogMarkLine(l, pfx, want, got)
-		}
-		return len(got) == len(want)
+		logUIDInSend(t, tp, sync)
 	})
 	for k, w := range want {
 		kl := windowField.ReplaceAllString(kernel[k], "WINDOW=*")
@@ -273,51 +231,12 @@ COMMIT
 // IP header's length and fragment fields are the fragment's).
 func TestLogUIDFragmentAgainstKernel(t *testing.T) {
 	requireTools(t, "iptables-legacy", "ip6tables-legacy", "setpriv", "/usr/bin/python3")
-	netnsLogging(t)
 	bin := xfwPath(t)
-	pfx := fmt.Sprintf("xfwufr%d", time.Now().UnixNano()%1000000)
-	rules := strings.ReplaceAll(logUIDFragRules, "PFX", pfx)
+	tw, pfx := logTwins(t, bin, "xfwufr", logUIDFragRules)
 	want := map[string]string{"f": "", "f6": ""}
-	tw := newTwins(t, bin)
-	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-		fw.restore(t, tp, 4, rules)
-		fw.restore(t, tp, 6, strings.ReplaceAll(rules, pfx+"-", pfx+"6-"))
-	})
 	const size = 3000 // over the links' MTU: sent in fragments
-	kmsg, err := openKmsgEnd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(kmsg)
-	logUIDInRound(t, tw.tps["kernel"], 7021, 5343, logUIDClientOpts{size: size})
-	kernel := map[string]string{}
-	waitUntil(func() bool {
-		readLogMarkLines(kmsg, pfx, want, kernel)
-		return len(kernel) == len(want)
-	})
-
-	xtp := tw.tps["xfw"]
-	var out lockedBuffer
-	cmd := exec.Command("ip", "netns", "exec", xtp.FwNS, bin, "log")
-	cmd.Stdout = &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start xfw log: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for end := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), pfx+"-r "); {
-		if time.Now().After(end) {
-			t.Fatalf("xfw log printed no line for the datagrams to %s:5313:\n%s", xtp.FwIn.IPv4, out.String())
-		}
-		nettest.UDPSend(xtp.GenNS, netip.AddrPortFrom(xtp.FwIn.IPv4, 5313), []byte("ready"))
-		time.Sleep(200 * time.Millisecond)
-	}
-	logUIDInRound(t, xtp, 7021, 5343, logUIDClientOpts{size: size})
-	got := map[string]string{}
-	waitUntil(func() bool {
-		for _, l := range strings.Split(out.String(), "\n") {
-			addLogMarkLine(l, pfx, want, got)
-		}
-		return len(got) == len(want)
+	kernel, got := logLinesOfTwins(t, tw, bin, pfx, 5313, want, func(tp *nettest.Topology) {
+		logUIDInRound(t, tp, 7021, 5343, logUIDClientOpts{size: size})
 	})
 	const ids = "UID=4321 GID=4322 "
 	for k := range want {
@@ -355,51 +274,12 @@ COMMIT
 // the kernel's lines and xfw's (translated at XDP before the lookup).
 func TestLogUIDRedirectAgainstKernel(t *testing.T) {
 	requireTools(t, "iptables-legacy", "ip6tables-legacy", "setpriv", "/usr/bin/python3")
-	netnsLogging(t)
 	bin := xfwPath(t)
-	pfx := fmt.Sprintf("xfwurd%d", time.Now().UnixNano()%1000000)
-	rules := strings.ReplaceAll(logUIDRedirectRules, "PFX", pfx)
+	tw, pfx := logTwins(t, bin, "xfwurd", logUIDRedirectRules)
 	want := map[string]string{"n": "", "n6": ""}
-	tw := newTwins(t, bin)
-	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-		fw.restore(t, tp, 4, rules)
-		fw.restore(t, tp, 6, strings.ReplaceAll(rules, pfx+"-", pfx+"6-"))
-	})
 	redirected := logUIDClientOpts{connect: 5363}
-	kmsg, err := openKmsgEnd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(kmsg)
-	logUIDInRound(t, tw.tps["kernel"], 7031, 5353, redirected)
-	kernel := map[string]string{}
-	waitUntil(func() bool {
-		readLogMarkLines(kmsg, pfx, want, kernel)
-		return len(kernel) == len(want)
-	})
-
-	xtp := tw.tps["xfw"]
-	var out lockedBuffer
-	cmd := exec.Command("ip", "netns", "exec", xtp.FwNS, bin, "log")
-	cmd.Stdout = &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start xfw log: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for end := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), pfx+"-r "); {
-		if time.Now().After(end) {
-			t.Fatalf("xfw log printed no line for the datagrams to %s:5313:\n%s", xtp.FwIn.IPv4, out.String())
-		}
-		nettest.UDPSend(xtp.GenNS, netip.AddrPortFrom(xtp.FwIn.IPv4, 5313), []byte("ready"))
-		time.Sleep(200 * time.Millisecond)
-	}
-	logUIDInRound(t, xtp, 7031, 5353, redirected)
-	got := map[string]string{}
-	waitUntil(func() bool {
-		for _, l := range strings.Split(out.String(), "\n") {
-			addLogMarkLine(l, pfx, want, got)
-		}
-		return len(got) == len(want)
+	kernel, got := logLinesOfTwins(t, tw, bin, pfx, 5313, want, func(tp *nettest.Topology) {
+		logUIDInRound(t, tp, 7031, 5353, redirected)
 	})
 	for k := range want {
 		kl := windowField.ReplaceAllString(kernel[k], "WINDOW=*")

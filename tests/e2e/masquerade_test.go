@@ -37,8 +37,9 @@ COMMIT
 `
 
 // masqPorts are the ports the steps choose (others are ephemeral or
-// picked at random, and named P in comparisons).
-var masqPorts = map[int]bool{80: true, 53: true, 9100: true, 9101: true, 40053: true, 40060: true}
+// picked at random, and named P in comparisons); the clients' fixed ports
+// lie below the ephemeral range, which a TCP client's port may take.
+var masqPorts = map[int]bool{80: true, 53: true, 9100: true, 9101: true, 31053: true, 31060: true}
 
 // masqSteps are TestMasqueradeAgainstKernel's steps, in order.
 var masqSteps = []natStep{
@@ -58,19 +59,22 @@ var masqSteps = []natStep{
 		defer srv.Close()
 		dst := netip.AddrPortFrom(tp.Sink.IPv4, 53)
 		a := nettest.UDPSend(tp.GenNS, dst, []byte("g"), nettest.ExpectReply(), nettest.WithTimeout(2*time.Second),
-			nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, 40053)))
-		out := fmt.Sprintf("gen 40053: %s %q; ", a.Outcome, a.Reply)
-		// fw's own datagram from 40060 takes the tuple gen's next one
+			nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, 31053)))
+		out := fmt.Sprintf("gen 31053: %s %q; ", a.Outcome, a.Reply)
+		// fw's own datagram from 31060 takes the tuple gen's next one
 		// would be masqueraded to.
-		b := nettest.UDPSend(tp.FwNS, dst, []byte("f"), nettest.WithSource(netip.AddrPortFrom(tp.FwOut.IPv4, 40060)))
-		out += fmt.Sprintf("fw 40060: %s; ", b.Outcome)
+		b := nettest.UDPSend(tp.FwNS, dst, []byte("f"), nettest.WithSource(netip.AddrPortFrom(tp.FwOut.IPv4, 31060)))
+		out += fmt.Sprintf("fw 31060: %s; ", b.Outcome)
 		srv.Wait(2, 2*time.Second)
 		c := nettest.UDPSend(tp.GenNS, dst, []byte("h"), nettest.ExpectReply(), nettest.WithTimeout(2*time.Second),
-			nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, 40060)))
-		out += fmt.Sprintf("gen 40060: %s %q; ", c.Outcome, c.Reply)
+			nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, 31060)))
+		out += fmt.Sprintf("gen 31060: %s %q; ", c.Outcome, c.Reply)
+		// The sender's own port by number, another (the clash's, at
+		// random in 1024-65535, which may equal a fixed one) as P.
+		own := map[string]uint16{"g": 31053, "f": 31060, "h": 31060}
 		for _, d := range srv.Wait(3, 2*time.Second) {
 			port := strconv.Itoa(int(d.From.Port()))
-			if !masqPorts[int(d.From.Port())] {
+			if d.From.Port() != own[string(d.Payload)] {
 				port = "P"
 			}
 			out += fmt.Sprintf("server saw %s:%s %q; ", natName(tp, d.From.Addr()), port, d.Payload)
@@ -82,7 +86,7 @@ var masqSteps = []natStep{
 			return !c.Outgoing && c.Protocol == nettest.ProtoICMP
 		})
 		a := nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(tp.Sink.IPv4, 54), []byte("closed"), nettest.ExpectReply(),
-			nettest.WithTimeout(2*time.Second), nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, 40053)))
+			nettest.WithTimeout(2*time.Second), nettest.WithSource(netip.AddrPortFrom(tp.Gen.IPv4, 31053)))
 		out := string(a.Outcome)
 		capture.WaitFor(func(nettest.Captured) bool { return true }, time.Second)
 		for _, f := range capture.Stop() {
@@ -112,8 +116,11 @@ func TestMasqueradeAgainstKernel(t *testing.T) {
 	}
 	runNatSteps(t, tw, masqSteps)
 	compareNatCounters(t, tw, 4)
-	compareNatConntrack(t, tw, func(key string, port int) bool {
-		return (key == "sport" || key == "dport") && !masqPorts[port]
+	// A translated source port (the reply tuple's dport that is not the
+	// client's) is the clash's random one: P even when it equals a fixed
+	// port (4 of them in 1024-65535, odds 4 in 64,512 per twin).
+	compareNatConntrackMapped(t, tw, 4, nil, func(key string, port int, translated bool) bool {
+		return (key == "sport" || key == "dport") && !masqPorts[port] || key == "dport" && translated
 	}, 4)
 }
 

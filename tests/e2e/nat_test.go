@@ -145,7 +145,7 @@ var natSteps = []natStep{
 	}},
 	{"udp port forward, the reply from the original address", natUDPEcho(
 		func(tp *nettest.Topology) (string, netip.AddrPort) {
-			return tp.GenNS, netip.AddrPortFrom(tp.Gen.IPv4, 40053)
+			return tp.GenNS, netip.AddrPortFrom(tp.Gen.IPv4, 31053)
 		}, natAt(1, 1, 5353))},
 	{"udp forwarded to a closed port: the ICMP error translated back", func(t *testing.T, tp *nettest.Topology) string {
 		a := nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(natAddr(tp, 1, 1), 5354), []byte("q"),
@@ -190,8 +190,10 @@ func TestDNATAgainstKernel(t *testing.T) {
 	}
 	runNatSteps(t, tw, natSteps)
 	compareNatCounters(t, tw, 6)
+	// The fixed client ports lie below the ephemeral range: every port
+	// from 32768 up is a client's ephemeral one, compared as "P".
 	compareNatConntrack(t, tw, func(key string, port int) bool {
-		return (key == "sport" || key == "dport") && port >= 32768 && port != 40053
+		return (key == "sport" || key == "dport") && port >= 32768
 	}, 5)
 }
 
@@ -312,6 +314,16 @@ func compareNatConntrackFam(t *testing.T, tw *twins, fam int, anon func(key stri
 func compareNatConntrackProtos(t *testing.T, tw *twins, fam int, protos []string, anon func(key string, port int) bool,
 	want int) {
 	t.Helper()
+	compareNatConntrackMapped(t, tw, fam, protos, func(key string, port int, _ bool) bool { return anon(key, port) }, want)
+}
+
+// compareNatConntrackMapped is compareNatConntrackProtos whose anon also
+// hears whether the port is a translated one: the reply tuple's sport or
+// dport that differs from the original tuple's dport or sport it mirrors
+// (a port the translation chose, at random for a source port).
+func compareNatConntrackMapped(t *testing.T, tw *twins, fam int, protos []string,
+	anon func(key string, port int, translated bool) bool, want int) {
+	t.Helper()
 	lists := map[string][]string{}
 	var mu sync.Mutex
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
@@ -335,14 +347,28 @@ func compareNatConntrackProtos(t *testing.T, tw *twins, fam int, protos []string
 				continue
 			}
 			f = append(f[:2], f[3:]...) // the timeout ticks
+			orig := map[string]string{} // the original tuple's ports
+			reply := false              // past the original tuple
 			for i, w := range f {
 				k, v, ok := strings.Cut(w, "=")
 				if !ok {
 					continue
 				}
+				if k == "src" && orig["sport"] != "" {
+					reply = true
+				}
+				translated := false
+				switch {
+				case !reply && (k == "sport" || k == "dport"):
+					orig[k] = v
+				case reply && k == "sport":
+					translated = v != orig["dport"]
+				case reply && k == "dport":
+					translated = v != orig["sport"]
+				}
 				if a, err := netip.ParseAddr(v); err == nil {
 					f[i] = k + "=" + name(tp, a)
-				} else if p, err := strconv.Atoi(v); err == nil && anon(k, p) {
+				} else if p, err := strconv.Atoi(v); err == nil && anon(k, p, translated) {
 					f[i] = k + "=P"
 				}
 			}
@@ -391,20 +417,20 @@ func TestDNATChecksums(t *testing.T) {
 		srv := nettest.StartTCPServer(t, tp.SinkNS, netip.AddrPortFrom(natAddr(tp, 2, 2), 8081))
 		defer srv.Close()
 		fwin := natAddr(tp, 1, 1)
-		syn := nettest.TCPPacket(netip.AddrPortFrom(tp.Gen.IPv4, 41000), netip.AddrPortFrom(fwin, 8081),
+		syn := nettest.TCPPacket(netip.AddrPortFrom(tp.Gen.IPv4, 31000), netip.AddrPortFrom(fwin, 8081),
 			nettest.TCPSyn, 7, nil)
-		udp := nettest.UDPPacket(netip.AddrPortFrom(tp.Gen.IPv4, 41001), netip.AddrPortFrom(fwin, 5353),
+		udp := nettest.UDPPacket(netip.AddrPortFrom(tp.Gen.IPv4, 31001), netip.AddrPortFrom(fwin, 5353),
 			[]byte("full-checksum"))
 		// To a closed port: sink's port unreachable comes back translated.
-		closed := nettest.UDPPacket(netip.AddrPortFrom(tp.Gen.IPv4, 41002), netip.AddrPortFrom(fwin, 5354),
+		closed := nettest.UDPPacket(netip.AddrPortFrom(tp.Gen.IPv4, 31002), netip.AddrPortFrom(fwin, 5354),
 			[]byte("closed"))
 		if err := tp.InjectFromGen(tp.GenToFw().Frame(syn), tp.GenToFw().Frame(udp), tp.GenToFw().Frame(closed)); err != nil {
 			t.Errorf("%s: inject: %v", kind, err)
 		}
-		if _, ok := atGen.WaitFor(func(c nettest.Captured) bool { return c.DstPort == 41000 }, 2*time.Second); !ok {
+		if _, ok := atGen.WaitFor(func(c nettest.Captured) bool { return c.DstPort == 31000 }, 2*time.Second); !ok {
 			t.Errorf("%s: no SYN-ACK for the raw SYN", kind)
 		}
-		if _, ok := atSink.WaitFor(func(c nettest.Captured) bool { return c.SrcPort == 41001 }, 2*time.Second); !ok {
+		if _, ok := atSink.WaitFor(func(c nettest.Captured) bool { return c.SrcPort == 31001 }, 2*time.Second); !ok {
 			t.Errorf("%s: the raw datagram did not reach sink", kind)
 		}
 		if _, ok := atGen.WaitFor(func(c nettest.Captured) bool { return c.Protocol == nettest.ProtoICMP }, 2*time.Second); !ok {
@@ -456,14 +482,16 @@ func compareChecksumKinds(t *testing.T, kinds map[string][]string) {
 // natFrameName names a captured frame's protocol and endpoints for
 // comparisons between the twins (ephemeral ports dropped).
 func natFrameName(tp *nettest.Topology, f nettest.Captured) string {
-	return frameName(f, func(a netip.Addr) string { return natName(tp, a) }, 41000, 41001)
+	return frameName(f, func(a netip.Addr) string { return natName(tp, a) })
 }
 
 // frameName names a captured frame's protocol and endpoints (addresses by
-// name), ephemeral ports dropped but for the raw frames' ports raw.
-func frameName(f nettest.Captured, name func(netip.Addr) string, raw ...uint16) string {
+// name), ephemeral ports dropped: the raw frames' ports lie below the
+// ephemeral range (32768-60999), so a client's ephemeral port, which may
+// be any port of that range, cannot equal one of them.
+func frameName(f nettest.Captured, name func(netip.Addr) string) string {
 	port := func(p uint16) string {
-		if p >= 32768 && !slices.Contains(raw, p) {
+		if p >= 32768 {
 			return "EPHEMERAL"
 		}
 		return strconv.Itoa(int(p))

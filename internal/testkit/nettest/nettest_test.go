@@ -302,6 +302,22 @@ func TestPing(t *testing.T) {
 	}
 }
 
+// TestEchoIDsDistinct: Ping's default echo identifiers do not repeat
+// within 32,768 pings and stay clear of the fixed ones below 0x8000.
+func TestEchoIDsDistinct(t *testing.T) {
+	seen := map[uint16]bool{}
+	for i := 0; i < 0x8000; i++ {
+		id, err := nextEchoID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id < 0x8000 || seen[id] {
+			t.Fatalf("ping %d: echo identifier %#x (below 0x8000 or repeated)", i, id)
+		}
+		seen[id] = true
+	}
+}
+
 func TestOutputDropIsNotPermitted(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("iptables"); err != nil {

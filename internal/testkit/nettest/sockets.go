@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -127,7 +128,7 @@ type dialConfig struct {
 	source  netip.AddrPort
 	payload []byte
 	reply   bool
-	// echoID is Ping's echo identifier when hasEchoID (else random).
+	// echoID is Ping's echo identifier when hasEchoID (else nextEchoID's).
 	echoID    uint16
 	hasEchoID bool
 }
@@ -143,8 +144,9 @@ func WithTimeout(d time.Duration) DialOption { return func(c *dialConfig) { c.ti
 func WithSource(src netip.AddrPort) DialOption { return func(c *dialConfig) { c.source = src } }
 
 // WithEchoID makes Ping send its echo request with identifier id instead
-// of a random one (a test whose rules match the identifier, as
-// --ctorigsrcport does, must not depend on the draw).
+// of the next default one (a test whose rules match the identifier, as
+// --ctorigsrcport does, must not depend on the draw). Fixed identifiers
+// below 0x8000 never equal a default one (nextEchoID).
 func WithEchoID(id uint16) DialOption {
 	return func(c *dialConfig) { c.echoID, c.hasEchoID = id, true }
 }
@@ -292,6 +294,36 @@ func Ping(ns string, dst netip.Addr, opts ...DialOption) Attempt {
 	return a
 }
 
+// echoIDs hands out Ping's echo identifiers when WithEchoID gives none.
+var echoIDs struct {
+	once  sync.Once
+	start uint32
+	err   error
+	next  atomic.Uint32
+}
+
+// nextEchoID is the next default echo identifier: from a random start, one
+// after the other, in 0x8000-0xffff, so that no two pings of a test process
+// (fewer than 32,768) share an identifier and none takes a test's fixed
+// one (WithEchoID's, below 0x8000). A random identifier per ping repeated
+// a still-tracked ICMP connection with odds 1 in 65,536 per pair of pings
+// to one destination within conntrack's 30 s: the later ping then was no
+// NEW connection, and twin firewalls' nat and state counters differed.
+func nextEchoID() (uint16, error) {
+	echoIDs.once.Do(func() {
+		var b [2]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			echoIDs.err = fmt.Errorf("random echo id: %w", err)
+			return
+		}
+		echoIDs.start = uint32(binary.BigEndian.Uint16(b[:]))
+	})
+	if echoIDs.err != nil {
+		return 0, echoIDs.err
+	}
+	return uint16(0x8000 | (echoIDs.start+echoIDs.next.Add(1))&0x7fff), nil
+}
+
 // pingPayload is the echo request's data.
 var pingPayload = []byte("xfw-nettest-ping")
 
@@ -312,13 +344,12 @@ func ping(a *Attempt, cfg dialConfig, dst netip.Addr, start time.Time) error {
 	if err := conn.SetDeadline(start.Add(cfg.timeout)); err != nil {
 		return fmt.Errorf("set deadline: %w", err)
 	}
-	var idb [2]byte
-	if _, err := rand.Read(idb[:]); err != nil {
-		return fmt.Errorf("random echo id: %w", err)
-	}
-	id, seq := binary.BigEndian.Uint16(idb[:]), uint16(1)
-	if cfg.hasEchoID {
-		id = cfg.echoID
+	id, seq := cfg.echoID, uint16(1)
+	if !cfg.hasEchoID {
+		var err error
+		if id, err = nextEchoID(); err != nil {
+			return err
+		}
 	}
 	rest := uint32(id)<<16 | uint32(seq)
 	var msg []byte
