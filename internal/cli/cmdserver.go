@@ -112,6 +112,7 @@ func (s *cmdServer) serve(ctx context.Context) {
 
 // handle serves one connection.
 func (s *cmdServer) handle(c *net.UnixConn) {
+	t := time.Now()
 	c.SetReadDeadline(time.Now().Add(requestTimeout))
 	buf := make([]byte, maxRequest)
 	oob := make([]byte, unix.CmsgSpace(3*4))
@@ -137,6 +138,7 @@ func (s *cmdServer) handle(c *net.UnixConn) {
 		send(c, msgDecline, err.Error())
 		return
 	}
+	t = dataplane.TraceSince("handle: request read, admitted", t)
 	if send(c, msgStart, "") != nil {
 		return
 	}
@@ -144,12 +146,15 @@ func (s *cmdServer) handle(c *net.UnixConn) {
 	if n, err := c.Read(g[:]); err != nil || n != 1 || g[0] != msgGo {
 		return // the client gave up: it runs the command itself
 	}
+	t = dataplane.TraceSince("handle: go-ahead read", t)
 	c.SetReadDeadline(time.Time{})
 	agentPace()
 	code := s.runWithHeartbeat(c, req.args, Env{Stdin: files[0], Stdout: files[1], Stderr: files[2]})
+	t = dataplane.TraceSince("handle: run with heartbeat", t)
 	var status [4]byte
 	binary.LittleEndian.PutUint32(status[:], uint32(int32(code)))
 	send(c, msgExit, string(status[:]))
+	dataplane.TraceSince("handle: exit sent", t)
 	collectAfterReply()
 }
 

@@ -121,14 +121,14 @@ func parseIGMP6(text string) (map[int][][16]byte, error) {
 // device of its family. It returns their text too.
 func readJoinedGroups() (joinedGroups, string, error) {
 	var jg joinedGroups
-	b4, err := os.ReadFile(igmpFile)
+	b4, err := readKeptFile(igmpFile, procNetReadSize)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return jg, "", fmt.Errorf("read the groups joined: %w", err)
 	}
 	if jg.v4, err = parseIGMP(string(b4)); err != nil {
 		return jg, "", err
 	}
-	b6, err := os.ReadFile(igmp6File)
+	b6, err := readKeptFile(igmp6File, procNetReadSize)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return jg, "", fmt.Errorf("read the groups joined: %w", err)
 	}
@@ -153,12 +153,9 @@ func groupsKey(ifinfo, local6 *ebpf.Map, files string, ok map[int]bool, names ma
 	}
 	var ids []ebpf.MapID
 	for _, m := range []*ebpf.Map{ifinfo, local6} {
-		info, err := m.Info()
-		if err != nil {
-			return ""
-		}
-		id, has := info.ID()
-		if !has {
+		// mapFacts, not Map.Info, which reads /proc/self/fdinfo too.
+		_, id, err := mapFacts(m)
+		if err != nil || id == 0 {
 			return ""
 		}
 		ids = append(ids, id)
@@ -424,22 +421,10 @@ func pruneGroups(ifinfo, local6 *ebpf.Map, keep map[uint64]bool, keep6 map[lpmKe
 	return nil
 }
 
-// keepGroupKeys adds to keep the group keys of ifinfo, which fillGroups
-// owns: the refill of the interface facts (fillIfInfo) leaves them.
-func keepGroupKeys(ifinfo *ebpf.Map, keep map[uint64]bool) error {
-	var key uint64
-	var val bpfIfInfo
-	it := ifinfo.Iterate()
-	for it.Next(&key, &val) {
-		if key>>32 >= mcKeyFirst {
-			keep[key] = true
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("list the interface facts: %w", err)
-	}
-	return nil
-}
+// isGroupKey reports whether key of xfw_ifinfo is one of the group keys,
+// which fillGroups owns: the refill of the interface facts (fillIfInfo)
+// leaves them.
+func isGroupKey(key uint64) bool { return key>>32 >= mcKeyFirst }
 
 // keepGroupEntries adds to keep6 local6's IPv6 group entries, which
 // fillGroups owns: the refill of the local table (fillLocal) leaves them.
