@@ -112,6 +112,7 @@ func (s *cmdServer) serve(ctx context.Context) {
 
 // handle serves one connection.
 func (s *cmdServer) handle(c *net.UnixConn) {
+	t := time.Now()
 	c.SetReadDeadline(time.Now().Add(requestTimeout))
 	buf := make([]byte, maxRequest)
 	oob := make([]byte, unix.CmsgSpace(3*4))
@@ -137,6 +138,7 @@ func (s *cmdServer) handle(c *net.UnixConn) {
 		send(c, msgDecline, err.Error())
 		return
 	}
+	t = dataplane.TraceSince("handle: request read, admitted", t)
 	if send(c, msgStart, "") != nil {
 		return
 	}
@@ -144,12 +146,23 @@ func (s *cmdServer) handle(c *net.UnixConn) {
 	if n, err := c.Read(g[:]); err != nil || n != 1 || g[0] != msgGo {
 		return // the client gave up: it runs the command itself
 	}
+	t = dataplane.TraceSince("handle: go-ahead read", t)
 	c.SetReadDeadline(time.Time{})
 	agentPace()
-	code := s.runWithHeartbeat(c, req.args, Env{Stdin: files[0], Stdout: files[1], Stderr: files[2]})
+	code, finish := s.runWithHeartbeat(c, req.args, Env{Stdin: files[0], Stdout: files[1], Stderr: files[2]})
+	defer finish()
+	t = dataplane.TraceSince("handle: run with heartbeat", t)
+	// The caller's streams are let go before the status is sent: a caller
+	// of the client that reads its output to the end (a shell's $(…))
+	// would otherwise wait for the agent's copies of the write ends too.
+	for _, f := range files {
+		f.Close()
+	}
+	files = nil
 	var status [4]byte
 	binary.LittleEndian.PutUint32(status[:], uint32(int32(code)))
 	send(c, msgExit, string(status[:]))
+	dataplane.TraceSince("handle: exit sent", t)
 	collectAfterReply()
 }
 
@@ -229,7 +242,7 @@ func peerPrivileged(pid int32) bool {
 	if pid <= 0 {
 		return false
 	}
-	status, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/status")
+	status, err := readProcStatus(pid)
 	if err != nil {
 		return false
 	}
@@ -248,6 +261,29 @@ func peerPrivileged(pid int32) bool {
 	return false
 }
 
+// procStatusMax bounds /proc/PID/status (about 1.5 KB).
+const procStatusMax = 8 << 10
+
+// readProcStatus returns /proc/PID/status, read by open, one read and
+// close: os.ReadFile's poller registration, stat and growing reads are
+// several system calls more in every served command.
+func readProcStatus(pid int32) ([]byte, error) {
+	fd, err := unix.Open("/proc/"+strconv.Itoa(int(pid))+"/status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, procStatusMax)
+	n, err := unix.Read(fd, buf)
+	if err != nil {
+		return nil, err
+	}
+	if n == len(buf) {
+		return nil, fmt.Errorf("/proc/%d/status: longer than %d bytes", pid, procStatusMax)
+	}
+	return buf[:n], nil
+}
+
 // send writes one message.
 func send(c *net.UnixConn, tag byte, payload string) error {
 	_, err := c.Write(append([]byte{tag}, payload...))
@@ -256,8 +292,12 @@ func send(c *net.UnixConn, tag byte, payload string) error {
 
 // runWithHeartbeat runs the command while telling the client it still
 // runs, and calls the command off (Env.Gone) when the client is gone (the
-// connection ended, as when the client is killed) or the agent ends.
-func (s *cmdServer) runWithHeartbeat(c *net.UnixConn, args []string, env Env) int {
+// connection ended, as when the client is killed) or the agent ends. It
+// returns the command's status and finish, which ends the goroutines that
+// watched it: called after the status is sent, so that the reply does not
+// wait for them (the watch of the connection ends at a read deadline, a
+// wake-up of its own).
+func (s *cmdServer) runWithHeartbeat(c *net.UnixConn, args []string, env Env) (code int, finish func()) {
 	done := make(chan struct{})
 	gone := make(chan struct{})
 	callOff := sync.OnceFunc(func() { close(gone) })
@@ -294,11 +334,12 @@ func (s *cmdServer) runWithHeartbeat(c *net.UnixConn, args []string, env Env) in
 		}
 	}()
 	env.Gone = gone
-	code := s.runServed(args, env)
+	code = s.runServed(args, env)
 	close(done)
-	c.SetReadDeadline(time.Now())
-	wg.Wait()
-	return code
+	return code, func() {
+		c.SetReadDeadline(time.Now())
+		wg.Wait()
+	}
 }
 
 // runServed runs one command as Main would in a process of its own. A

@@ -25,16 +25,12 @@ const lockPath = "/run/xfw.lock"
 type waitSpec struct {
 	set     bool
 	seconds int // 0: forever
-	// gone ends the wait when closed (Env.Gone): the waiting is polled
-	// then, every lockPoll, since a blocking flock cannot be called off.
+	// gone ends the wait when closed (Env.Gone).
 	gone <-chan struct{}
 }
 
 // errCallerGone ends the lock wait of a command whose caller is gone.
 var errCallerGone = errors.New("Fatal: called off while waiting for the lock (the caller or the xfw agent serving it ended)")
-
-// lockPoll is how often a waiting command retries the lock.
-const lockPoll = 10 * time.Millisecond
 
 // lock takes the xfw lock and returns its release; while it is held, the
 // command's data-plane steps share one opened state (dataplane.BeginSession).
@@ -43,63 +39,78 @@ func lock(w waitSpec) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("Fatal: can't open lock file %s: %s", lockPath, strerror(err))
 	}
-	deadline := time.Now().Add(time.Duration(w.seconds) * time.Second)
-	how := syscall.LOCK_EX | syscall.LOCK_NB
-	if w.set && w.seconds == 0 && w.gone == nil {
-		// Waiting for ever: block in flock, which returns as soon as the
-		// holder releases the lock (polling would add up to lockPoll to
-		// every contended command).
-		how = syscall.LOCK_EX
+	err = flockRetry(f, syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) && w.set {
+		var handedOver bool
+		if handedOver, err = waitLock(f, w); handedOver {
+			return nil, err // f is the abandoned wait's to close
+		}
 	}
+	if err != nil {
+		f.Close()
+		switch {
+		case errors.Is(err, syscall.EWOULDBLOCK):
+			return nil, errors.New("Another app is currently holding the xtables lock. Perhaps you want to use the -w option?")
+		case errors.Is(err, errCallerGone):
+			return nil, err
+		}
+		return nil, fmt.Errorf("Fatal: can't lock %s: %v", lockPath, err)
+	}
+	// While the lock is held no other xfw process changes what is
+	// loaded: the command's steps share one opened state.
+	endSession := dataplane.BeginSession()
+	return func() { endSession(); f.Close() }, nil
+}
+
+// flockRetry is flock(2) on f, retried when a signal interrupts it.
+func flockRetry(f *os.File, how int) error {
 	for {
 		err := syscall.Flock(int(f.Fd()), how)
-		if errors.Is(err, syscall.EINTR) {
-			continue
+		if !errors.Is(err, syscall.EINTR) {
+			return err
 		}
-		if err == nil {
-			// While the lock is held no other xfw process changes what is
-			// loaded: the command's steps share one opened state.
-			endSession := dataplane.BeginSession()
-			return func() { endSession(); f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("Fatal: can't lock %s: %v", lockPath, err)
-		}
-		if !w.set {
-			f.Close()
-			return nil, errors.New("Another app is currently holding the xtables lock. Perhaps you want to use the -w option?")
-		}
-		if w.gone != nil {
-			select {
-			case <-w.gone:
-				f.Close()
-				return nil, errCallerGone
-			default:
-			}
-		}
-		if w.seconds == 0 && w.gone == nil {
-			// Waiting without a limit: block in the kernel, which
-			// hands the lock over as soon as its holder lets go
-			// (polling would add up to lockPoll to every wait).
-			for {
-				err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-				if !errors.Is(err, syscall.EINTR) {
-					break
-				}
-			}
-			if err != nil {
-				f.Close()
-				return nil, fmt.Errorf("Fatal: can't lock %s: %v", lockPath, err)
-			}
-			continue // taken: the non-blocking attempt above now succeeds
-		}
-		if w.seconds != 0 && time.Now().After(deadline) {
-			f.Close()
-			return nil, fmt.Errorf("Another app is currently holding the xtables lock. Stopped waiting after %ds.", w.seconds)
-		}
-		time.Sleep(lockPoll)
 	}
+}
+
+// waitLock waits for the lock of f, held elsewhere, in a blocking flock,
+// which the kernel ends as soon as the holder lets go (a poll would add up
+// to its interval to every contended command). A wait that can end
+// otherwise, at -w's seconds or when the caller is gone (a served
+// command), blocks on a thread of its own; given up, it returns
+// handedOver and the command's error: that thread closes f, releasing the
+// lock, once its flock returns.
+func waitLock(f *os.File, w waitSpec) (handedOver bool, err error) {
+	if w.seconds == 0 && w.gone == nil {
+		return false, flockRetry(f, syscall.LOCK_EX)
+	}
+	taken := make(chan error, 1)
+	go func() { taken <- flockRetry(f, syscall.LOCK_EX) }()
+	var timeout <-chan time.Time
+	if w.seconds != 0 {
+		t := time.NewTimer(time.Duration(w.seconds) * time.Second)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case err := <-taken:
+		select {
+		case <-w.gone: // gone too: the command does not run
+			if err == nil {
+				return false, errCallerGone
+			}
+		default:
+		}
+		return false, err
+	case <-w.gone:
+		err = errCallerGone
+	case <-timeout:
+		err = fmt.Errorf("Another app is currently holding the xtables lock. Stopped waiting after %ds.", w.seconds)
+	}
+	go func() {
+		<-taken
+		f.Close()
+	}()
+	return true, err
 }
 
 func isNumber(s string) bool {

@@ -372,14 +372,17 @@ func loadedState() (*state, []Interface, error) {
 // got them, or does not watch; the sysctls and the groups, which the
 // watch does not follow, are read always.
 func fillNetFacts(cur *state) error {
+	t := time.Now()
 	current, epoch := netFacts.filledFor(cur)
 	if err := fillRateCfg(cur.maps); err != nil {
 		return err
 	}
+	t = TraceSince("netfacts: rate cfg", t)
 	// Joins and leaves move no watched epoch: the groups are read always.
 	if err := fillGroupsNow(cur); err != nil {
 		return err
 	}
+	TraceSince("netfacts: groups", t)
 	if current {
 		return nil
 	}

@@ -148,10 +148,8 @@ func fillIfInfo(m *ebpf.Map, ifaces []Interface) (err error) {
 			keep[uint64(ifc.Index)] = true
 		}
 	}
-	if err := keepGroupKeys(m, keep); err != nil {
-		return err
-	}
-	if _, err := pruneMap(m, keep); err != nil {
+	// The group keys are fillGroups': the prune leaves them.
+	if _, err := pruneMapFunc(m, func(k uint64) bool { return keep[k] || isGroupKey(k) }); err != nil {
 		return fmt.Errorf("forget removed interfaces: %w", err)
 	}
 	return nil
@@ -201,11 +199,16 @@ func bumpIfinfoGen(bank *ebpf.Map) error {
 // per namespace), so the facts of removed interfaces and addresses must be
 // deleted, not just the current ones written.
 func pruneMap[K comparable](m *ebpf.Map, keep map[K]bool) (int, error) {
+	return pruneMapFunc(m, func(k K) bool { return keep[k] })
+}
+
+// pruneMapFunc deletes the keys of m for which keep is false.
+func pruneMapFunc[K comparable](m *ebpf.Map, keep func(K) bool) (int, error) {
 	var stale []K
 	var cur, next K
 	err := m.NextKey(nil, &next)
 	for err == nil {
-		if !keep[next] {
+		if !keep(next) {
 			stale = append(stale, next)
 		}
 		cur = next

@@ -134,9 +134,10 @@ func parseIGMP6(text string) (map[int][][16]byte, error) {
 // filters are read for a pair that did not change in between.
 const mcReadTries = 4
 
-// readProc returns a file's text; a missing file (no IPv6) has none.
+// readProc returns a file's text, through a kept descriptor in a kept
+// session (readKeptFile); a missing file (no IPv6) has none.
 func readProc(name string) (string, error) {
-	b, err := os.ReadFile(name)
+	b, err := readKeptFile(name, procNetReadSize)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("read the groups joined: %w", err)
 	}
@@ -205,12 +206,9 @@ func groupsKey(ifinfo, local6 *ebpf.Map, files string, ok map[int]bool, names ma
 	}
 	var ids []ebpf.MapID
 	for _, m := range []*ebpf.Map{ifinfo, local6} {
-		info, err := m.Info()
-		if err != nil {
-			return ""
-		}
-		id, has := info.ID()
-		if !has {
+		// mapFacts, not Map.Info, which reads /proc/self/fdinfo too.
+		_, id, err := mapFacts(m)
+		if err != nil || id == 0 {
 			return ""
 		}
 		ids = append(ids, id)
@@ -504,22 +502,10 @@ func pruneGroups(ifinfo, local6 *ebpf.Map, keep map[uint64]bool, keep6 map[lpmKe
 	return nil
 }
 
-// keepGroupKeys adds to keep the group keys of ifinfo, which fillGroups
-// owns: the refill of the interface facts (fillIfInfo) leaves them.
-func keepGroupKeys(ifinfo *ebpf.Map, keep map[uint64]bool) error {
-	var key uint64
-	var val bpfIfInfo
-	it := ifinfo.Iterate()
-	for it.Next(&key, &val) {
-		if key>>32 >= mcKeyFirst {
-			keep[key] = true
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("list the interface facts: %w", err)
-	}
-	return nil
-}
+// isGroupKey reports whether key of xfw_ifinfo is one of the group keys,
+// which fillGroups owns: the refill of the interface facts (fillIfInfo)
+// leaves them.
+func isGroupKey(key uint64) bool { return key>>32 >= mcKeyFirst }
 
 // keepGroupEntries adds to keep6 local6's IPv6 group entries, which
 // fillGroups owns: the refill of the local table (fillLocal) leaves them.

@@ -141,12 +141,21 @@ func TestGroupNumbersKeptAndPruned(t *testing.T) {
 	if ifinfo.Lookup(mcEntry(mcKeyGroup6+7, 2), &f) == nil {
 		t.Error("a group key no longer wanted was kept")
 	}
-	// The refills of the interfaces and the local table keep the group
-	// keys and entries.
-	k, k6 := map[uint64]bool{}, map[lpmKey6]bool{}
-	must(keepGroupKeys(ifinfo, k))
+	// The refills of the interfaces (a prune sparing the group keys, here
+	// with no interface left) and of the local table keep the group keys
+	// and entries.
+	if _, err := pruneMapFunc(ifinfo, isGroupKey); err != nil {
+		t.Fatal(err)
+	}
+	if ifinfo.Lookup(iface, &f) == nil {
+		t.Error("the interfaces' prune kept a removed interface's facts")
+	}
+	if ifinfo.Lookup(mcEntry(mcKeyMirrored6, 2), &f) != nil {
+		t.Error("the interfaces' prune removed a group key")
+	}
+	k6 := map[lpmKey6]bool{}
 	must(keepGroupEntries(local6, k6))
-	if !reflect.DeepEqual(k, keep) || !reflect.DeepEqual(k6, keep6) {
-		t.Errorf("kept %v and %v, want %v and %v", k, k6, keep, keep6)
+	if !reflect.DeepEqual(k6, keep6) {
+		t.Errorf("kept %v, want %v", k6, keep6)
 	}
 }

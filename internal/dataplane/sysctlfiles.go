@@ -39,6 +39,19 @@ const sysctlReadSize = 256
 // readSysctlFile returns the contents of path, a file under /proc/sys:
 // through a kept descriptor in a kept session, else os.ReadFile.
 func readSysctlFile(path string) ([]byte, error) {
+	return readKeptFile(path, sysctlReadSize)
+}
+
+// procNetReadSize is the most a kept /proc/net file's read returns (the
+// groups joined: about 100 bytes a group); longer contents are read
+// afresh.
+const procNetReadSize = 16 << 10
+
+// readKeptFile returns the contents of path, a file under /proc whose read
+// at offset 0 gives its contents at that moment (a sysctl, a seq_file of
+// /proc/net): through a descriptor kept open in a kept session, else
+// os.ReadFile. A read that fails or fills size bytes reads the file afresh.
+func readKeptFile(path string, size int) ([]byte, error) {
 	if !keptSessionActive() {
 		return os.ReadFile(path)
 	}
@@ -57,7 +70,7 @@ func readSysctlFile(path string) ([]byte, error) {
 		sysctlFiles.open[path] = kf
 	}
 	kf.used = sysctlFiles.sessions
-	buf := make([]byte, sysctlReadSize)
+	buf := make([]byte, size)
 	n, err := kf.f.ReadAt(buf, 0)
 	if (err != nil && !errors.Is(err, io.EOF)) || n == len(buf) {
 		kf.f.Close()
