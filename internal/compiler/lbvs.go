@@ -293,7 +293,7 @@ type fieldEvents struct {
 // prepareField finds field f's fieldEvents over entries, of which
 // constrained (in order) constrain f, in vectors of nchunks chunks. It
 // only reads entries, so that the fields after the one being swept are
-// prepared beside its sweep (sweepFields).
+// prepared beside its sweep (prepareAhead).
 func prepareField(f Field, entries []Entry, constrained []uint32, nchunks int) fieldEvents {
 	wild := make([]Chunk, nchunks)
 	setFirstBits(wild, len(entries))
@@ -412,7 +412,9 @@ const preparedAhead = 2
 func prepareAhead(entries []Entry, constrained [NumFields][]uint32, nchunks int) (next func(Field) fieldEvents, stop func()) {
 	if runtime.GOMAXPROCS(0) < 2 || len(entries) < minPrepareAheadEntries {
 		return func(f Field) fieldEvents {
-			return prepareField(f, entries, constrained[f], nchunks)
+			fe := prepareField(f, entries, constrained[f], nchunks)
+			constrained[f] = nil // the sweep's garbage once prepared
+			return fe
 		}, func() {}
 	}
 	var ready [NumFields]chan fieldEvents
