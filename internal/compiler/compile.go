@@ -315,13 +315,15 @@ func compileChecked(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	vb := newVectorBuilder(int(g.NumChunks))
 	constrained := constrainedBy(g.Entries)
 	t = opts.trace("compile: constrained lists", t)
+	prepared, stopPreparing := prepareAhead(g.Entries, constrained, int(g.NumChunks))
+	defer stopPreparing()
 	for f := Field(0); f < NumFields; f++ {
 		if len(constrained[f]) == 0 {
 			continue
 		}
 		g.Active |= 1 << uint(f)
-		fc, err := vb.buildField(f, g.Entries, constrained[f])
-		constrained[f] = nil // the sweep's garbage once done
+		constrained[f] = nil // the sweep's garbage once prepared
+		fc, err := vb.sweepField(f, prepared(f))
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package compiler
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -85,5 +86,29 @@ func TestAppendStopsAtClassBound(t *testing.T) {
 	}
 	if made := len(g.Chunks) - chunksBefore; made > maxAppendClasses {
 		t.Errorf("the refused append made %d chunks, more than the %d classes it may copy", made, maxAppendClasses)
+	}
+}
+
+// TestUnionOf checks the one-allocation union of several sets against
+// Union applied in turn: overlapping, adjacent, disjoint and nil sets.
+func TestUnionOf(t *testing.T) {
+	r := func(lo, hi uint64) *Set { return Range(U64(lo), U64(hi)) }
+	cases := [][]*Set{
+		{r(1, 5), Point(U64(9))},
+		{r(1, 5), r(6, 8), r(20, 30)},
+		{r(10, 20), r(1, 12), r(15, 40)},
+		{&Set{}, Point(U64(3))},
+		{r(1, 2), nil},
+		{Point(U64(ValTrunc)), shortPortsAll, r(80, 80)},
+	}
+	for i, sets := range cases {
+		want := sets[0]
+		for _, s := range sets[1:] {
+			want = Union(want, s)
+		}
+		got := unionOf(sets...)
+		if (got == nil) != (want == nil) || got != nil && !slices.Equal(got.Ivs, want.Ivs) {
+			t.Errorf("case %d: unionOf %v, Union in turn %v", i, got, want)
+		}
 	}
 }

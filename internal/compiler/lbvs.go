@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sort"
 )
@@ -277,9 +278,24 @@ func setFirstBits(chunks []Chunk, n int) {
 // entries whose condition constrains f, in order (constrainedBy), every
 // other entry holds for every value.
 func (vb *vectorBuilder) buildField(f Field, entries []Entry, constrained []uint32) (*fieldClasses, error) {
-	nchunks := vb.nchunks
+	return vb.sweepField(f, prepareField(f, entries, constrained, vb.nchunks))
+}
+
+// fieldEvents is what the sweep of one field starts from (prepareField):
+// the positions that hold for every value of the field (wild) and the
+// points where the constraining entries' intervals start and end,
+// sorted.
+type fieldEvents struct {
+	wild   []Chunk
+	events []event
+}
+
+// prepareField finds field f's fieldEvents over entries, of which
+// constrained (in order) constrain f, in vectors of nchunks chunks. It
+// only reads entries, so that the fields after the one being swept are
+// prepared beside its sweep (prepareAhead).
+func prepareField(f Field, entries []Entry, constrained []uint32, nchunks int) fieldEvents {
 	wild := make([]Chunk, nchunks)
-	cur := make([]Chunk, nchunks)
 	setFirstBits(wild, len(entries))
 	n := 0
 	for _, i := range constrained {
@@ -305,6 +321,15 @@ func (vb *vectorBuilder) buildField(f Field, entries []Entry, constrained []uint
 		}
 		return cmp.Compare(a.at.Lo, b.at.Lo)
 	})
+	return fieldEvents{wild: wild, events: events}
+}
+
+// sweepField sweeps field f's prepared events (prepareField) and returns
+// its value→class partition, its chunks and classes added to vb.
+func (vb *vectorBuilder) sweepField(f Field, fe fieldEvents) (*fieldClasses, error) {
+	nchunks := vb.nchunks
+	wild, events := fe.wild, fe.events
+	cur := make([]Chunk, nchunks)
 	hashes := make([]uint64, nchunks) // Zobrist hashes of cur's chunks
 	for k := range cur {
 		cur[k] = wild[k]
@@ -364,4 +389,60 @@ func (vb *vectorBuilder) buildField(f Field, entries []Entry, constrained []uint
 		}
 	}
 	return fc, nil
+}
+
+// minPrepareAheadEntries is the number of entries from which the fields'
+// events are prepared on another goroutine beside the sweep
+// (prepareAhead); a variable so that tests take both paths.
+var minPrepareAheadEntries = 1 << 15
+
+// preparedAhead is the number of fields whose events may be prepared and
+// not yet swept (their memory: 12 MB each for kube-proxy's port fields at
+// 10K services).
+const preparedAhead = 2
+
+// prepareAhead returns the function that gives field f's fieldEvents
+// (prepareField) of entries, constrained[f] being the entries that
+// constrain it, and the function that ends the preparing. The sweep takes
+// the fields in order; with two CPUs or more and a large entry list the
+// fields after the one being swept are prepared beside it (kube-proxy's
+// 10K services: about 110 ms of the sweep's 180 ms is finding and
+// sorting the events, the sweep itself serial since the classes and
+// chunks are numbered in field order), otherwise each when asked.
+func prepareAhead(entries []Entry, constrained [NumFields][]uint32, nchunks int) (next func(Field) fieldEvents, stop func()) {
+	if runtime.GOMAXPROCS(0) < 2 || len(entries) < minPrepareAheadEntries {
+		return func(f Field) fieldEvents {
+			fe := prepareField(f, entries, constrained[f], nchunks)
+			constrained[f] = nil // the sweep's garbage once prepared
+			return fe
+		}, func() {}
+	}
+	var ready [NumFields]chan fieldEvents
+	for f := range ready {
+		if len(constrained[f]) > 0 {
+			ready[f] = make(chan fieldEvents, 1) // never blocks its one send
+		}
+	}
+	tokens := make(chan struct{}, preparedAhead)
+	done := make(chan struct{})
+	go func() {
+		for f := range ready {
+			if ready[f] == nil {
+				continue
+			}
+			select {
+			case tokens <- struct{}{}:
+			case <-done:
+				return
+			}
+			ready[f] <- prepareField(Field(f), entries, constrained[f], nchunks)
+			constrained[f] = nil // the sweep's garbage once prepared
+		}
+	}()
+	next = func(f Field) fieldEvents {
+		fe := <-ready[f]
+		<-tokens
+		return fe
+	}
+	return next, func() { close(done) }
 }

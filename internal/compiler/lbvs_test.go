@@ -2,8 +2,11 @@ package compiler
 
 import (
 	"fmt"
+	"reflect"
+	"runtime"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestClassesByHash checks that vectorBuilder.class tells classes apart
@@ -115,5 +118,56 @@ func TestConstrainedBy(t *testing.T) {
 		if !slices.Equal(got[f], want) {
 			t.Errorf("field %s: entries %v, want %v", f, got[f], want)
 		}
+	}
+}
+
+// TestSweepPreparedAhead checks that the class sweep gives the same
+// generation whether the fields' events are prepared on another goroutine
+// beside it (prepareAhead) or each when its sweep starts; and that a
+// sweep ended early (a refused field) leaves no preparing goroutine
+// waiting.
+func TestSweepPreparedAhead(t *testing.T) {
+	saved := minPrepareAheadEntries
+	defer func() { minPrepareAheadEntries = saved }()
+	compile := func(min int) *Generation {
+		minPrepareAheadEntries = min
+		g, err := Compile(fiveTuple(5_000, 7), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	serial, ahead := compile(1<<30), compile(0)
+	if !reflect.DeepEqual(serial, ahead) {
+		t.Fatalf("the generations differ: serial %s, prepared ahead %s", serial, ahead)
+	}
+	if serial.Active&(1<<FieldSrc|1<<FieldDport) != 1<<FieldSrc|1<<FieldDport {
+		t.Fatalf("active fields %#x: the test premise (several swept fields) does not hold", serial.Active)
+	}
+
+	entries := make([]Entry, 3*ChunkBits)
+	for i := range entries {
+		v := U64(uint64(i))
+		entries[i].Cond = CondList{ // five fields, more than preparedAhead+1
+			{Field: FieldSrc, Set: Point(v)},
+			{Field: FieldDst, Set: Point(v)},
+			{Field: FieldProto, Set: Point(U64(uint64(i % 3)))},
+			{Field: FieldSport, Set: Point(v)},
+			{Field: FieldDport, Set: Point(v)},
+		}
+	}
+	constrained := constrainedBy(entries)
+	before := runtime.NumGoroutine()
+	prepared, stop := prepareAhead(entries, constrained, 3)
+	if fe := prepared(FieldSrc); len(fe.events) != 2*len(entries) {
+		t.Fatalf("%d events for the source address, want %d", len(fe.events), 2*len(entries))
+	}
+	stop() // as after a refused field: the others are never asked for
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after stop, %d before: the preparing goroutine is left waiting", n, before)
 	}
 }

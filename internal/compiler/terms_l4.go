@@ -28,6 +28,10 @@ func portSet(pm ir.PortMatch) *Set {
 // after its ports (ValShort + port).
 var shortPortsAll = Range(U64(ValShort), U64(ValShort+65535))
 
+// truncOrShortPorts are the port values of a header cut short before or
+// after its ports (ValTrunc, shortPortsAll), made once for l4Hotdrop.
+var truncOrShortPorts = Union(Point(U64(ValTrunc)), shortPortsAll)
+
 // withShort returns the port values s and their cut-short twins (ValShort
 // + port): the values multiport (which reads four bytes) sees as s.
 func withShort(s *Set) *Set {
@@ -62,7 +66,7 @@ func notPortListSet(ports []ir.PortRange) *Set {
 // short, before or after its ports.
 func (b *termBuilder) l4Hotdrop() {
 	h := b.c
-	h[FieldSport] = Intersect(h[FieldSport], Union(Point(U64(ValTrunc)), shortPortsAll))
+	h[FieldSport] = Intersect(h[FieldSport], truncOrShortPorts)
 	if !h[FieldSport].Empty() {
 		b.hot = append(b.hot, term{cond: h, hotdrop: true})
 		b.hotFlags |= EFHotdropL4

@@ -20,7 +20,8 @@ import (
 // kube-proxy's ruleset (NAT written as ACCEPT) of 1,000 services × 10
 // endpoints (KP_SERVICES: other numbers, comma-separated):
 // `go test -run X -bench CompileKubeProxy -cpuprofile …`; KP_HEAPPROFILE=FILE
-// writes the live heap after the compile.
+// writes the live heap after the compile, KP_TRACE=1 logs the compile's
+// stages.
 func BenchmarkCompileKubeProxy(b *testing.B) {
 	for _, n := range kpSizes(b) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
@@ -37,7 +38,7 @@ func BenchmarkCompileKubeProxy(b *testing.B) {
 				}
 				rs.Chains = iptables.OrderedChains(rs)
 				t1, cpu1, alloc1 := time.Now(), cpuTime(), totalAlloc()
-				g, err := compiler.Compile(rs, compiler.Options{})
+				g, err := compiler.Compile(rs, compiler.Options{Trace: kpTrace(b)})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -49,6 +50,19 @@ func BenchmarkCompileKubeProxy(b *testing.B) {
 				b.Logf("parse %v compile %v entries %d chunks %d classes %d iters %d", t1.Sub(t0), t2.Sub(t1), len(g.Entries), g.NumChunks, len(g.ClassChunks)/int(g.NumChunks), g.MaxIters)
 			}
 		})
+	}
+}
+
+// kpTrace returns, with KP_TRACE set, a compiler.Options.Trace that logs
+// each stage of the compile and its wall time; nil without it.
+func kpTrace(b *testing.B) func(string, time.Time) time.Time {
+	if os.Getenv("KP_TRACE") == "" {
+		return nil
+	}
+	return func(stage string, start time.Time) time.Time {
+		now := time.Now()
+		b.Logf("%-32s %8.2f ms", stage, float64(now.Sub(start).Microseconds())/1000)
+		return now
 	}
 }
 
