@@ -1,5 +1,7 @@
 package compiler
 
+import "sort"
+
 // The port fields' cut-short part. A TCP or UDP header cut short after
 // its ports is classified as ValShort + port (multiport reads the port,
 // bpf/classify.h xfw_ports_view), which doubles the port fields' direct
@@ -14,10 +16,20 @@ package compiler
 var cutShortPorts = Range(U64(ValTrunc), U64(ValShort+65535))
 
 // shortUniform reports whether port condition s holds for every value of
-// cutShortPorts or for none (nil, any value: every).
+// cutShortPorts or for none (nil, any value: every). It allocates nothing:
+// a compile asks it of every entry's port conditions.
 func shortUniform(s *Set) bool {
-	in := Intersect(s, cutShortPorts)
-	return in.Empty() || len(in.Ivs) == 1 && in.Ivs[0] == cutShortPorts.Ivs[0]
+	if s == nil {
+		return true
+	}
+	lo, hi := cutShortPorts.Ivs[0].Lo, cutShortPorts.Ivs[0].Hi
+	// The first interval not below lo; the intervals are disjoint and
+	// not adjacent, so one holds all of lo–hi or none does.
+	i := sort.Search(len(s.Ivs), func(i int) bool { return !s.Ivs[i].Hi.Less(lo) })
+	if i == len(s.Ivs) || hi.Less(s.Ivs[i].Lo) {
+		return true // none
+	}
+	return !lo.Less(s.Ivs[i].Lo) && !s.Ivs[i].Hi.Less(hi)
 }
 
 // needsShortPorts reports whether some entry's port condition tells

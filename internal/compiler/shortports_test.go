@@ -83,3 +83,30 @@ func TestAppendNeedingShortPorts(t *testing.T) {
 		}
 	}
 }
+
+// TestShortUniform checks shortUniform on sets around the cut-short
+// values (ValTrunc, ValShort to ValShort+65535).
+func TestShortUniform(t *testing.T) {
+	r := func(lo, hi uint64) Interval { return Interval{U64(lo), U64(hi)} }
+	for _, tc := range []struct {
+		name string
+		s    *Set
+		want bool
+	}{
+		{"any", nil, true},
+		{"empty", &Set{}, true},
+		{"ports", NewSet(r(0, 65535)), true},
+		{"ports and none", NewSet(r(0, ValNone)), true},
+		{"all cut short", NewSet(r(80, 80), r(ValTrunc, ValShort+65535)), true},
+		{"beyond", NewSet(r(ValTrunc, ValShort+70000)), true},
+		{"ValTrunc alone", NewSet(r(ValTrunc, ValTrunc)), false},
+		{"cut short alone", NewSet(r(ValShort, ValShort+65535)), false},
+		{"one twin", NewSet(r(80, 80), r(ValShort+80, ValShort+80)), false},
+		{"a hole", NewSet(r(ValTrunc, ValShort+79), r(ValShort+81, ValShort+65535)), false},
+		{"last twin", NewSet(r(ValShort+65535, ValShort+65535)), false},
+	} {
+		if got := shortUniform(tc.s); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
