@@ -71,10 +71,13 @@ static __always_inline __u32 xfw_defects(struct xfw_pkt *p)
  * port fields see: p's, but for a TCP or UDP first fragment whose header
  * holds its ports and is cut short after them (p->sport XFW_V_TRUNC, the
  * four bytes in p->ports4), XFW_V_SHORT + the port: multiport_mt reads
- * four bytes where tcp_mt and udp_mt hotdrop. */
-static __always_inline __u32 xfw_ports_view(const struct xfw_pkt *p, int dst)
+ * four bytes where tcp_mt and udp_mt hotdrop. A generation whose port
+ * arrays end before XFW_V_SHORT (fc->no_short_ports: no condition tells
+ * the two apart) sees XFW_V_TRUNC, within its arrays. */
+static __always_inline __u32 xfw_ports_view(const struct xfw_pkt *p, const struct xfw_family_cfg *fc,
+					    int dst)
 {
-	if (p->sport != XFW_V_TRUNC || !p->ports4_ok || p->frag ||
+	if (p->sport != XFW_V_TRUNC || !p->ports4_ok || p->frag || fc->no_short_ports ||
 	    (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP && p->proto != IPPROTO_UDPLITE))
 		return dst ? p->dport : p->sport;
 	return XFW_V_SHORT + (dst ? p->ports4 & 0xffff : p->ports4 >> 16);
@@ -209,10 +212,10 @@ __attribute__((noinline)) int xfw_resolve(struct xfw_pkt *p, __u32 iif, __u32 oi
 	if ((act & (1u << XFW_F_PROTO)) && !xfw_small_cls(st, fc, small, XFW_F_PROTO, p->proto))
 		return 0;
 	if ((act & (1u << XFW_F_DPORT)) &&
-	    !xfw_small_cls(st, fc, small, XFW_F_DPORT, xfw_ports_view(p, 1)))
+	    !xfw_small_cls(st, fc, small, XFW_F_DPORT, xfw_ports_view(p, fc, 1)))
 		return 0;
 	if ((act & (1u << XFW_F_SPORT)) &&
-	    !xfw_small_cls(st, fc, small, XFW_F_SPORT, xfw_ports_view(p, 0)))
+	    !xfw_small_cls(st, fc, small, XFW_F_SPORT, xfw_ports_view(p, fc, 0)))
 		return 0;
 	if ((act & (1u << XFW_F_TCPFLAGS)) &&
 	    !xfw_small_cls(st, fc, small, XFW_F_TCPFLAGS, p->tcpflags))

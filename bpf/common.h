@@ -273,6 +273,13 @@ enum xfw_setw_meta {
 	 * deletes, and the control plane's (settarget.h). */
 	XFW_SETW_NDP = 0x100,
 	XFW_SETW_NCP = 0x200,
+	/* A written set's present prefix lengths marked by the data plane
+	 * (meta keys of port XFW_SETW_MDP + w, w < XFW_SET_PLEN_WORDS,
+	 * atomic ORs): the meta keys of port w are the control plane's,
+	 * which it rewrites whole, so each writer has words of its own and
+	 * neither can lose a bit the other sets; the written set's lookups
+	 * OR the two (settarget.h xfw_setw_words). */
+	XFW_SETW_MDP = 0x300,
 };
 
 /* Sentinel values of the port, TCP flags and ICMP fields. */

@@ -14,9 +14,11 @@
  * nets[0].cidr; the ,port types add the protocol and port of the second
  * dimension's direction, as ip_set_get_ip_port: set_lookup.h
  * xfw_set_port) and the set's timeouts. An add marks the element's prefix
- * length among the present ones (an atomic OR on its meta word), then
- * writes the element: a lookup meanwhile tries one length more and finds
- * nothing, as before. A net type's table also counts its elements per
+ * length among the present ones (an atomic OR on the data plane's meta
+ * word, XFW_SETW_MDP: the control plane writes its own words whole, by a
+ * lookup and an update, which would lose a bit OR-ed between the two),
+ * then writes the element: a lookup meanwhile tries one length more and
+ * finds nothing, as before. A net type's table also counts its elements per
  * prefix length (XFW_SETW_NDP + plen: the data plane's adds and deletes,
  * atomic adds; XFW_SETW_NCP + plen: the control plane's, written by the
  * command holding xfw's lock), so that the longest length present is one
@@ -167,11 +169,11 @@ static __always_inline void *xfw_setw_table(__u32 slot, __u32 w, __u32 *idx)
 	return bpf_map_lookup_elem(&xfw_o_sethash, idx);
 }
 
-/* xfw_setw_longest returns the longest prefix length of table m (outer
- * index idx) some element has: marked in its meta words and counted
- * (xfw_setw_counted), or maxplen when none is: hash:net's element length
- * (INIT_CIDR(nets[0].cidr[0], HOST_MASK)). c->key is the meta key. */
-static __always_inline __u32 xfw_setw_longest(struct xfw_hwalk *c, void *m, __u32 idx, __u32 maxplen)
+/* xfw_setw_words reads the present prefix lengths of written table m
+ * into c->words: the control plane's meta words (port w) OR-ed with the
+ * data plane's (port XFW_SETW_MDP + w). c->key is a meta key (plen
+ * XFW_SETKEY_META, address 0); its port is left changed. */
+static __always_inline void xfw_setw_words(struct xfw_hwalk *c, void *m)
 {
 	struct xfw_setval *v;
 
@@ -179,7 +181,20 @@ static __always_inline __u32 xfw_setw_longest(struct xfw_hwalk *c, void *m, __u3
 		c->key.port = w;
 		v = bpf_map_lookup_elem(m, &c->key);
 		c->words[w] = v ? v->expires : 0;
+		c->key.port = XFW_SETW_MDP + w;
+		v = bpf_map_lookup_elem(m, &c->key);
+		if (v)
+			c->words[w] |= v->expires;
 	}
+}
+
+/* xfw_setw_longest returns the longest prefix length of table m (outer
+ * index idx) some element has: marked in its meta words and counted
+ * (xfw_setw_counted), or maxplen when none is: hash:net's element length
+ * (INIT_CIDR(nets[0].cidr[0], HOST_MASK)). c->key is the meta key. */
+static __always_inline __u32 xfw_setw_longest(struct xfw_hwalk *c, void *m, __u32 idx, __u32 maxplen)
+{
+	xfw_setw_words(c, m);
 	c->idx = idx;
 	c->next = maxplen + 1;
 	/* 129 prefix lengths at most: /128 to /0. */
@@ -306,15 +321,21 @@ __attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32
 	}
 	val.answer = XFW_SET_MEMBER;
 	/* The prefix length first (a lookup then tries it and finds nothing
-	 * until the element is in). */
+	 * until the element is in), in the data plane's word (XFW_SETW_MDP:
+	 * the control plane rewrites its own whole); a table built before
+	 * those words has the control plane's only. */
 	port = c->key.port; /* the element's, kept while the meta key is used */
 	proto = c->key.proto;
 	c->key.hi = 0;
 	c->key.lo = 0;
 	c->key.plen = XFW_SETKEY_META;
-	c->key.port = plen / 64; /* plen ≤ 128: word 0, 1 or 2 */
+	c->key.port = XFW_SETW_MDP + plen / 64; /* plen ≤ 128: word 0, 1 or 2 */
 	c->key.proto = 0;
 	v = bpf_map_lookup_elem(m, &c->key);
+	if (!v) {
+		c->key.port = plen / 64;
+		v = bpf_map_lookup_elem(m, &c->key);
+	}
 	if (v && !(v->expires & (1ULL << (plen & 63))))
 		__sync_fetch_and_or(&v->expires, 1ULL << (plen & 63));
 	xfw_hwalk_mask(c, plen);
@@ -360,12 +381,7 @@ __attribute__((noinline)) int xfw_set_written_match(struct xfw_pkt *p, __u32 slo
 	c->idx = idx;
 	c->maxplen = p->fam ? 128 : 32;
 	c->key.plen = XFW_SETKEY_META;
-	for (int k = 0; k < XFW_SET_PLEN_WORDS; k++) {
-		c->key.port = k;
-		v = bpf_map_lookup_elem(m, &c->key);
-		if (v)
-			c->words[k] = v->expires;
-	}
+	xfw_setw_words(c, m);
 	c->key.port = XFW_SETW_META;
 	v = bpf_map_lookup_elem(m, &c->key);
 	if (!v)

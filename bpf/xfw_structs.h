@@ -305,6 +305,13 @@ struct xfw_family_cfg {
 	 * (compiler.Layout.PreEnd; 0: none): a packet the routing drops is
 	 * walked up to the INPUT walk's (xfw.c xfw_xdp_unrouted_walk). */
 	__u32 pre_end[XFW_NCHAINS];
+	/* 1: the port fields' small arrays end before XFW_V_SHORT (no
+	 * condition tells a header cut short after its ports from one cut
+	 * short before them): such a header's ports are classified as
+	 * XFW_V_TRUNC (classify.h xfw_ports_view; compiler
+	 * Generation.NoShortPorts). 0, a generation's of an older build
+	 * too: the arrays have the cut-short part. */
+	__u32 no_short_ports;
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid

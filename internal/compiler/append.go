@@ -90,6 +90,9 @@ func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, i
 		return nil, fmt.Errorf("%w: no slack left", ErrNotAppendable)
 	}
 	for _, t := range terms {
+		if g.NoShortPorts && (!shortUniform(t.cond[FieldSport]) || !shortUniform(t.cond[FieldDport])) {
+			return nil, fmt.Errorf("%w: the port fields have no cut-short part", ErrNotAppendable)
+		}
 		for f := Field(0); f < NumFields; f++ {
 			switch s := t.cond[f]; {
 			case s == nil:
@@ -411,7 +414,7 @@ func (br *boundsRewrite) finish() {
 
 // placeSmallField is place for small field f (values in s, nil: all).
 func (g *Generation) placeSmallField(f Field, s *Set, setBit func(c uint32, want bool) uint32) {
-	base, dom := int(g.SmallBase[f]), f.SmallDomain()
+	base, dom := int(g.SmallBase[f]), g.SmallDomain(f)
 	// Neighbouring values mostly share a class and an answer:
 	// remember the last one instead of asking for every value.
 	lastClass, lastWant, lastNew := uint32(0), false, uint32(0)

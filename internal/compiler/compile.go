@@ -28,6 +28,12 @@ type Generation struct {
 	// SmallBase[f] is where field f's array starts.
 	Small     []uint32
 	SmallBase [NumFields]uint32
+	// NoShortPorts says the port fields' arrays end before ValShort: no
+	// condition tells a header cut short after its ports (ValShort +
+	// port) from one cut short before them (ValTrunc), so the data plane
+	// classifies the former as the latter (bpf/classify.h
+	// xfw_ports_view) and the arrays are half as long (shortports.go).
+	NoShortPorts bool
 	// Bounds holds the source then destination address bounds.
 	Bounds    []Bound
 	AddrBase  [NumAddrFields]uint32
@@ -315,6 +321,7 @@ func compileChecked(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	vb := newVectorBuilder(int(g.NumChunks))
 	constrained := constrainedBy(g.Entries)
 	t = opts.trace("compile: constrained lists", t)
+	g.NoShortPorts = !needsShortPorts(g.Entries)
 	prepared, stopPreparing := prepareAhead(g.Entries, constrained, int(g.NumChunks))
 	defer stopPreparing()
 	for f := Field(0); f < NumFields; f++ {
@@ -330,7 +337,7 @@ func compileChecked(rs *ir.Ruleset, opts Options) (*Generation, error) {
 		switch f.Kind() {
 		case KindSmall:
 			g.SmallBase[f] = uint32(len(g.Small))
-			dom := f.SmallDomain()
+			dom := g.SmallDomain(f)
 			arr := make([]uint32, dom)
 			bi := 0
 			// k is the value's place in the field's condition order

@@ -24,7 +24,7 @@ func (g *Generation) WalkFields() []Field {
 		case KindSmall:
 			base := int(g.SmallBase[f])
 			prev := uint32(0)
-			for _, c := range g.Small[base : base+f.SmallDomain()] {
+			for _, c := range g.Small[base : base+g.SmallDomain(f)] {
 				if c != prev { // a domain's classes come in runs
 					classes[f] += d.count(c)
 					prev = c

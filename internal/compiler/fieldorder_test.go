@@ -70,7 +70,7 @@ func TestWalkFieldsCountsAsASet(t *testing.T) {
 			set := map[uint32]bool{}
 			switch f.Kind() {
 			case KindSmall:
-				for _, c := range g.Small[g.SmallBase[f] : int(g.SmallBase[f])+f.SmallDomain()] {
+				for _, c := range g.Small[g.SmallBase[f] : int(g.SmallBase[f])+g.SmallDomain(f)] {
 					set[c] = true
 				}
 			case KindAddr:

@@ -38,15 +38,19 @@ import (
 // placed before the other tables', filterRegionsFirst; and when the
 // port fields' direct arrays gained the values of headers cut short
 // after their ports, ValShort + port: the same entries and classes,
-// 65,536 more values of each port field.)
+// 65,536 more values of each port field; and when those values were
+// left out again for rulesets whose conditions treat them as ValTrunc,
+// NoShortPorts, hashed too: kube-proxy has no multiport, and its port
+// arrays grown back by 65,536 copies of ValTrunc's class gave the
+// previous digests bit for bit.)
 var kubeProxyDigests = []struct {
 	services    int
 	natAsAccept bool
 	digest      string
 }{
-	{1000, false, "1b63bc41e7e7b8af8454399130cae1cbed80eb04ce39fb4b0742d6be7ea1b0ca"},
-	{1000, true, "9bfe5a8bde1e66415acb70d5c6b500ca861f4acbb833be86f70f93f36ce30f9f"},
-	{10000, false, "a4fac12793eaa7d310ee96c4fa3babb56e93d387ec4a655be3e7e6956d8f7a3a"},
+	{1000, false, "d40a8f4326a3ee00fcef28809c0a51ad04cd1b3ebf4566de55eddfcf70e31c21"},
+	{1000, true, "df28491b78f6e7f2a25ca1d240547b2b5509f4525a4f89db81fa2848e53953c4"},
+	{10000, false, "c262a99f8f9e7596c77880c8d1a84c5639805e7f079eadf02f2681163daccf23"},
 }
 
 // TestKubeProxyGenerationDigest compiles kube-proxy's rulesets and compares
@@ -118,6 +122,7 @@ func generationDigest(g *compiler.Generation) string {
 		g.SmallBase, g.AddrBase, g.AddrCount, g.Hash, g.DefaultClass, g.LogConfigs, g.SetConds,
 		g.Rules, g.Layout, g.Limits, g.Probes, g.Recents, g.HashLimits, g.Preds, g.CtExpires, g.SetWrites)
 	fmt.Fprintf(h, "|%v|%v|%v", g.Trivial, len(g.Ext6Conds()), g.Hdr4Conds())
+	fmt.Fprintf(h, "|%v", g.NoShortPorts)
 	return hex.EncodeToString(h.Sum(nil))
 }
 

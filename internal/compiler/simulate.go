@@ -235,7 +235,8 @@ func (g *Generation) classOf(p *Packet, f Field) uint32 {
 	v := p.FieldValue(f)
 	switch f.Kind() {
 	case KindSmall:
-		if v.Hi != 0 || v.Lo >= uint64(f.SmallDomain()) {
+		v = g.portView(f, v)
+		if v.Hi != 0 || v.Lo >= uint64(g.SmallDomain(f)) {
 			return 0
 		}
 		return g.Small[int(g.SmallBase[f])+int(v.Lo)]

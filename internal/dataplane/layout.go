@@ -143,6 +143,9 @@ type bpfFamilyCfg struct {
 	// PreEnd are the walks' positions after their PREROUTING segments
 	// (compiler.Layout.PreEnd).
 	PreEnd [compiler.NumChains]uint32
+	// NoShortPorts is 1 when the port fields' arrays have no cut-short
+	// part (compiler.Generation.NoShortPorts).
+	NoShortPorts uint32
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
@@ -245,6 +248,9 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 		c.PrePassive = 1
 	}
 	c.PreEnd = g.Layout.PreEnd
+	if g.NoShortPorts {
+		c.NoShortPorts = 1
+	}
 	for h := 0; h < compiler.NumChains; h++ {
 		if counters, ok := g.TrivialWalk(h); ok {
 			c.Trivial[h] = uint32(1 + copy(c.TrivialCtr[h][:], counters))

@@ -415,7 +415,7 @@ func enumMirrors() []enumMirror {
 		}},
 		{c: "xfw_setw_meta", mirror: "dataplane setWrite*", values: map[string]int64{
 			"XFW_SETW_META": setWriteMetaPort, "XFW_SETW_TIMEOUT": setWriteTimeout, "XFW_SETW_NET": setWriteNet, "XFW_SETW_PORT": setWritePort,
-			"XFW_SETW_NDP": setWriteCountDP, "XFW_SETW_NCP": setWriteCountCP,
+			"XFW_SETW_NDP": setWriteCountDP, "XFW_SETW_NCP": setWriteCountCP, "XFW_SETW_MDP": setWriteMarkDP,
 		}},
 		{c: "xfw_connmark_arg", mirror: "compiler.Connmark* and ir.Connmark*", values: map[string]int64{
 			"XFW_CONNMARK_SET": int64(ir.ConnmarkSet), "XFW_CONNMARK_SAVE": int64(ir.ConnmarkSave),

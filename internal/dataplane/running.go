@@ -176,6 +176,7 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 	}
 	g.Trivial = trivialOfCfg(&c)
 	copy(g.SmallBase[:], c.SmallBase[:])
+	g.NoShortPorts = c.NoShortPorts != 0
 	copy(g.DefaultClass[:], c.DefaultCls[:])
 	read := func(kind string, n int, each func(m *mapReader) error) error {
 		m, err := cur.inner(kind, slot)

@@ -400,7 +400,10 @@ func (h *LiveSetHash) Room(n int) bool {
 }
 
 // MarkPlens adds the prefix lengths plens[l] to the table's meta keys
-// (SetMetaEntries), each word written only when it gains a length.
+// (SetMetaEntries), each word written only when it gains a length. These
+// words are the control plane's alone (the caller holds xfw's lock): the
+// data plane marks a written set's lengths in words of its own
+// (SetWriteMarkEntries), so the read and the write below lose nothing.
 func (h *LiveSetHash) MarkPlens(plens *[129]bool) error {
 	for _, e := range SetMetaEntries(plens) {
 		if e.Expires == 0 {
@@ -414,12 +417,19 @@ func (h *LiveSetHash) MarkPlens(plens *[129]bool) error {
 		if cur.Expires|e.Expires == cur.Expires {
 			continue
 		}
+		if markPlensBetween != nil {
+			markPlensBetween(h)
+		}
 		if err := h.m.Put(bpfSetKey(e.Key), bpfSetVal{Expires: cur.Expires | e.Expires}); err != nil {
 			return fmt.Errorf("set lookup %d (%s): mark its prefix lengths: %w", h.Info.Index, h.Info.Set, err)
 		}
 	}
 	return nil
 }
+
+// markPlensBetween, when set (by tests), runs in MarkPlens between the
+// read and the write of a word: where a data plane writer may strike.
+var markPlensBetween func(h *LiveSetHash)
 
 // Put adds or replaces entries, in order. A table that counts its
 // elements per prefix length (a written net type's, SetWriteCountEntries)

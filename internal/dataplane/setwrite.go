@@ -46,9 +46,31 @@ func SetWriteMetaEntry(defaultTimeout uint32, hasTimeout, net, port bool, plen u
 	return e
 }
 
+// setWriteMarkDP is the Port of the first of a written set's prefix-length
+// words the data plane marks (XFW_SETW_MDP): the data plane ORs a length
+// its SET target adds into word setWriteMarkDP + plen/64 atomically, the
+// control plane rewrites its own words (SetMetaEntries, MarkPlens) whole,
+// and the written set's lookups OR the two. With one word for both
+// writers, a bit the data plane ORs between the control plane's read and
+// write of the word would be lost, and the set would miss the members of
+// that length.
+const setWriteMarkDP = 0x300
+
+// SetWriteMarkEntries returns the data plane's prefix-length words of a
+// written set's table (setWriteMarkDP), none marked.
+func SetWriteMarkEntries() []SetHashEntry {
+	out := make([]SetHashEntry, SetMetaWords)
+	for w := range out {
+		out[w] = SetHashEntry{Key: SetHashKey{Port: setWriteMarkDP + uint16(w), Plen: SetMetaPlen}}
+	}
+	return out
+}
+
 // SetWriteMetaKeys is the number of a written set's meta keys beyond
-// SetMetaWords, besides a net type's counts (SetWriteCountKeys).
-const SetWriteMetaKeys = 1
+// SetMetaWords, besides a net type's counts (SetWriteCountKeys): the
+// write parameters (SetWriteMetaEntry) and the data plane's prefix-length
+// words (SetWriteMarkEntries).
+const SetWriteMetaKeys = 1 + SetMetaWords
 
 // Ports of the meta keys of a written net type's counts of elements per
 // prefix length (XFW_SETW_NDP, XFW_SETW_NCP): the data plane's (its adds

@@ -300,6 +300,7 @@ func buildSetTable(n, k int, sc compiler.SetCond, s *ipset.Set, via string, list
 	st.Capacity = setCapacity(s)
 	if st.Writable {
 		st.Hash = append(st.Hash, writeMetaEntry(s, st.MaxPlen))
+		st.Hash = append(st.Hash, dataplane.SetWriteMarkEntries()...)
 		st.Capacity += dataplane.SetWriteMetaKeys
 		if s.Type == ipset.HashNet || s.Type == ipset.HashNetPort {
 			st.Hash = append(st.Hash, dataplane.SetWriteCountEntries(st.MaxPlen, plenCounts(st.Hash))...)

@@ -74,6 +74,18 @@ func l4OddCases() []matchCase {
 			match:   []probe{p("1234 → 80", tcp4(10, 1234, 80, nettest.TCPSyn, nettest.IPv4{}))},
 			hotdrop: []probe{p("10 bytes to 81: tcp's hotdrop", raw4(10, 6, shortTCP(1234, 81, 10), nettest.IPv4{}))},
 			nomatch: []probe{p("1234 → 81", tcp4(10, 1234, 81, nettest.TCPSyn, nettest.IPv4{}))}},
+		// Without multiport the port arrays have no cut-short part
+		// (compiler NoShortPorts): tcp and udp still hotdrop every
+		// header cut short, after its ports or before them.
+		{name: "tcp without multiport, short TCP header", fam: 4, rule: "-p tcp -m tcp --dport 80",
+			match:   []probe{p("1234 → 80", tcp4(10, 1234, 80, nettest.TCPSyn, nettest.IPv4{}))},
+			hotdrop: []probe{p("10 bytes to 80", raw4(10, 6, shortTCP(1234, 80, 10), nettest.IPv4{})), p("10 bytes to 81", raw4(10, 6, shortTCP(1234, 81, 10), nettest.IPv4{})), p("3 bytes", raw4(10, 6, []byte{0, 1, 0}, nettest.IPv4{}))},
+			nomatch: []probe{p("1234 → 81", tcp4(10, 1234, 81, nettest.TCPSyn, nettest.IPv4{}))}},
+		{name: "udp without multiport, short UDP header", fam: 4, rule: "-p udp -m udp ! --sport 53",
+			hotdrop: []probe{p("6 bytes from 53", raw4(10, 17, shortTCP(53, 9, 6), nettest.IPv4{})), p("6 bytes from 9", raw4(10, 17, shortTCP(9, 9, 6), nettest.IPv4{}))},
+			nomatch: []probe{p("TCP 9 → 9", tcp4(10, 9, 9, nettest.TCPSyn, nettest.IPv4{}))}},
+		{name: "v6 tcp without multiport, short TCP header", fam: 6, rule: "-p tcp -m tcp --sport 1234",
+			hotdrop: []probe{p("12 bytes from 1234", raw6(0x10, 6, shortTCP(1234, 80, 12), nettest.IPv6{})), p("12 bytes from 99", raw6(0x10, 6, shortTCP(99, 80, 12), nettest.IPv6{}))}},
 		{name: "multiport, TCP fragment at offset 8", fam: 4, rule: "-p tcp -m multiport ! --dports 80",
 			nomatch: []probe{p("offset-1 fragment", raw4(10, 6, []byte("0123456789abcdef"), nettest.IPv4{FragOffset: 1})), p("to 80", tcp4(10, 1, 80, nettest.TCPSyn, nettest.IPv4{}))}},
 		{name: "multiport and udp, short UDP header", fam: 4, rule: "-p udp -m udp --dport 53 -m multiport --sports 1:100",
