@@ -283,8 +283,8 @@ __attribute__((noinline)) __u64 xfw_xdp_rerouted(struct xdp_md *ctx, struct xfw_
  * to 1 gets the kernel's "time exceeded"). A global function. */
 __attribute__((noinline)) int xfw_xdp_rerouted_out(struct xdp_md *ctx, struct xfw_xdp_scratch *sc, __u32 iif)
 {
-	if (!ctx || !sc)
-		return XDP_DROP;
+	if (!ctx || !sc || sc->p.pre_drop)
+		return XDP_DROP; /* the stack drops it after PREROUTING */
 	if (sc->p.mangle && xfw_mangle_xdp(ctx, &sc->p, 0, iif) < 0)
 		return XDP_DROP;
 	return xfw_xdp_mark_out(ctx, sc, XFW_ROUTE_PASS, iif) ? XDP_DROP : XDP_PASS;
@@ -683,8 +683,10 @@ routed:
 	if (verdict == XFW_ACT_DNAT) {
 		xfw_xdp_dnat_logs(ctx, sc, chain, (__u64)oif << 32 | iif);
 		route = xfw_xdp_dnat(ctx, p, st, cs, (__u64)chain << 32 | iif);
+		/* Routed where netfilter never sees it; one the stack drops
+		 * after PREROUTING (p->pre_drop) dropped here. */
 		if (route == XFW_DNAT_PASS)
-			return XDP_PASS;
+			return p->pre_drop ? XDP_DROP : XDP_PASS;
 		st->unrouted = 0;
 		verdict = route >> XFW_DNAT_VERDICT_SHIFT;
 		chain = (route >> 32) & 0xff;
