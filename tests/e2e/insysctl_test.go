@@ -115,10 +115,12 @@ func TestInputSysctlsAgainstKernel(t *testing.T) {
 			return tw.sendSeen(t, udpOpts4(tw.genAddr(), tw.tp.Sink.IPv4, sport, "srr-fwd", opt), "srr-fwd", tw.tp.SinkNS, nettest.SinkIfname)
 		}
 	}
-	// gen → fw, a loose source route at its end (fw was its last hop).
-	localRouted := func(t *testing.T, tw *ctTwin) string {
-		tw.inject(t, udpOpts4(tw.genAddr(), tw.fwAddr(), 40490, "srr-local", srcRoute(optLSRR, 8, tw.fwAddr())))
-		return "injected"
+	// gen → fw, a source route at its end (fw was its last hop).
+	localRouted := func(typ byte, sport uint16) func(t *testing.T, tw *ctTwin) string {
+		return func(t *testing.T, tw *ctTwin) string {
+			tw.inject(t, udpOpts4(tw.genAddr(), tw.fwAddr(), sport, "srr-local", srcRoute(typ, 8, tw.fwAddr())))
+			return "injected"
+		}
 	}
 	fwdNew := "cfwd -p udp -m conntrack --ctstate NEW"
 	inNew := "cin -p udp -m conntrack --ctstate NEW"
@@ -134,8 +136,9 @@ func TestInputSysctlsAgainstKernel(t *testing.T) {
 		{name: "accept_source_route off (all 0): loose, forwarded", run: fwdRouted(optLSRR, 40404)},
 		{name: "accept_source_route on for all (in0 1 by default)", run: sysctlStep(map[string]string{all + "accept_source_route": "1"})},
 		{name: "accept_source_route on: loose, forwarded", run: fwdRouted(optLSRR, 40405), want: []string{fwdNew}},
-		{name: "accept_source_route on: strict, forwarded (parameter problem)", run: fwdRouted(optSSRR, 40406)},
-		{name: "accept_source_route on: loose, at its end at fw", run: localRouted, want: []string{inNew}},
+		{name: "accept_source_route on: strict, forwarded (parameter problem)", run: fwdRouted(optSSRR, 40406), want: []string{"cout -p icmp -m conntrack --ctstate RELATED"}},
+		{name: "accept_source_route on: loose, at its end at fw", run: localRouted(optLSRR, 40490), want: []string{inNew}},
+		{name: "accept_source_route on: strict, at its end at fw", run: localRouted(optSSRR, 40491), want: []string{inNew}},
 		// The agent's watch from here on.
 		{name: "xfw agent started", run: startAgentStep},
 		{name: "accept_source_route off for in0 (all 1: and)", run: sysctlStep(map[string]string{in + "accept_source_route": "0"})},
@@ -146,6 +149,8 @@ func TestInputSysctlsAgainstKernel(t *testing.T) {
 		{name: "accept_local on for all: forwarded, source fw's own", run: fwdFromOurs(40408), want: []string{fwdNew}},
 		{name: "route_localnet off for all", run: sysctlStep(map[string]string{all + "route_localnet": "0"})},
 		{name: "route_localnet off again: to 127.0.0.1", run: toLoopback(40415)},
+		{name: "route_localnet on for in0 only", run: sysctlStep(map[string]string{in + "route_localnet": "1"})},
+		{name: "route_localnet on for in0: to 127.0.0.1", run: toLoopback(40499), want: []string{inNew}},
 	}
 	runCtScenarios(t, 4, ctOptions{}, scenarios)
 }
