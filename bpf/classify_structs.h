@@ -62,6 +62,11 @@ struct xfw_pending {
 	 * rule among them exempted it from tracking; the walk after routing
 	 * resumes past them. Set by the XDP hook for every packet. */
 	__u32 raw_done;
+	/* XFW_SRR_* (parse.h): the IPv4 source route option the input
+	 * device's accept_source_route let through, which xfw_route judges
+	 * by the packet's route as ip_options_rcv_srr does (0: none). Set
+	 * by the XDP hook for every packet. */
+	__u32 srr;
 	/* The generation's positions after those chains, per walk (INPUT,
 	 * FORWARD; xfw_family_cfg.raw_pre), copied by the XDP hook when it
 	 * looks the generation up (xfw.c xfw_xdp_slot). */

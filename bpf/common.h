@@ -547,6 +547,19 @@ enum xfw_ring {
  * redirected at XDP would skip: the fast path may take packets arriving
  * on it (fastpath.h). */
 #define XFW_IF_FASTRX 0x20
+/* The input device's sysctls the kernel's checks before any chain follow,
+ * combined with "all" as the kernel combines them (IN_DEV_ACCEPT_LOCAL and
+ * IN_DEV_ROUTE_LOCALNET: all or the device; IN_DEV_SOURCE_ROUTE: all and
+ * the device), mirrored at each sync (internal/dataplane/insysctl.go). The
+ * first two are copied into struct xfw_pkt's in_sys (shifted down by
+ * XFW_IF_INSYS_SHIFT) for route.h. */
+#define XFW_IF_ACCEPT_LOCAL 0x40    /* accept_local */
+#define XFW_IF_ROUTE_LOCALNET 0x80  /* route_localnet */
+#define XFW_IF_SRCROUTE 0x100       /* accept_source_route */
+#define XFW_IF_INSYS_SHIFT 6
+#define XFW_INSYS_ACCEPT_LOCAL (XFW_IF_ACCEPT_LOCAL >> XFW_IF_INSYS_SHIFT)
+#define XFW_INSYS_ROUTE_LOCALNET (XFW_IF_ROUTE_LOCALNET >> XFW_IF_INSYS_SHIFT)
+#define XFW_INSYS_MASK (XFW_INSYS_ACCEPT_LOCAL | XFW_INSYS_ROUTE_LOCALNET)
 
 /*
  * Connection tracking (ct.h).

@@ -127,7 +127,7 @@ struct xfw_pkt {
 			    * found them (REJECT echoes them: reject_opts.h);
 			    * in the padding before mark, cleared with the
 			    * rest, 0 at TC */
-	/* The last byte of padding before mark holds five small fields, 0
+	/* The last byte of padding before mark holds six small fields, 0
 	 * where not set. */
 	__u8 nat_pre : 2;  /* XFW_NATPRE_*: what the XDP hook's translation
 			    * before routing (nat_icmp.h xfw_nat_pre) did to
@@ -136,15 +136,19 @@ struct xfw_pkt {
 			    * (recent_mt's "no skb->sk": -m recent takes
 			    * the TTL one higher, recent.h), set by the TC
 			    * hooks; 0 at XDP */
-	__u8 mc_unjoined : 1; /* at XDP, multicast to a group its device has
-			    * not joined (mcast.h): the stack drops it after
-			    * PREROUTING, the hook at its end; set by
-			    * xfw_route */
+	__u8 pre_drop : 1; /* at XDP, the stack drops the packet after
+			    * PREROUTING, the hook at its end: multicast to
+			    * a group its device has not joined (mcast.h), a
+			    * source-routed packet whose route xfw does not
+			    * follow (route.h); set by xfw_route */
 	__u8 dst_bcast : 1; /* at XDP, the destination is a broadcast route
 			    * of the local table (a subnet-directed
 			    * broadcast): icmp_send answers nothing about it
 			    * (RTCF_BROADCAST), reject_plan.h; set by
 			    * xfw_route */
+	__u8 in_sys : 2;   /* at XDP, XFW_INSYS_* (common.h): the input
+			    * device's accept_local and route_localnet,
+			    * which route.h's checks follow; 0 at TC */
 	__u32 mark;        /* the packet's mark as the walk has it (mark.h):
 			    * set by the hooks, changed by MARK entries */
 	__u32 owner;       /* XFW_OWNER_F_* of the packet's socket (owner.h):
@@ -360,17 +364,29 @@ struct xfw_opts {
 	__u32 bad;    /* the stack drops the packet */
 	__u32 rr;     /* 1 + the record route option's offset, or 0 */
 	__u32 ts;     /* 1 + the timestamp option's offset, or 0 */
+	__u32 srr_ok; /* in: accept_source_route is on for the device */
+	__u32 srr;    /* out: XFW_SRR_* of an accepted source route */
 };
 #define XFW_OPTS_RR 1
 #define XFW_OPTS_TS 2
 #define XFW_OPTS_SRR 4
+/* A source route option accepted (accept_source_route on), as
+ * ip_options_rcv_srr goes on to judge it by the packet's route (route.h
+ * xfw_route): present; strict (SSRR); with addresses left to visit (its
+ * pointer within its length); its pointer leaving less than an address
+ * (ICMP parameter problem, dropped). */
+#define XFW_SRR_ON 2 /* bit 0 is xfw_ipv4_opts_ok's "kept" */
+#define XFW_SRR_STRICT 4
+#define XFW_SRR_LEFT 8
+#define XFW_SRR_BADPTR 16
 
 /* xfw_ipv4_opt_step checks the option at o->off as ip_options_compile does
  * for a received packet, noting where the record route and timestamp
  * options are (o->rr, o->ts: REJECT's echo of them, reject_opts.h, walks
- * no options of its own), and (at the end) that there is no source route:
- * accept_source_route is off unless set for "all" and the device (assumed
- * off). A CIPSO option is an error too: no CIPSO domain is configured and
+ * no options of its own), and (at the end) that there is no source route
+ * unless accept_source_route is on for the device (o->srr_ok: set for
+ * "all" and the device, IN_DEV_SOURCE_ROUTE; an accepted one is noted in
+ * o->srr for xfw_route). A CIPSO option is an error too: no CIPSO domain is configured and
  * cipso_v4_validate refuses it. Returns 1 to stop the walk. Found by the
  * differential test, internal/testkit/difftest. */
 static long xfw_ipv4_opt_step(__u64 i, void *arg)
@@ -402,6 +418,11 @@ static long xfw_ipv4_opt_step(__u64 i, void *arg)
 		if (len < 3 || ptr < 4 || (o->seen & XFW_OPTS_SRR))
 			goto bad;
 		o->seen |= XFW_OPTS_SRR;
+		o->srr = XFW_SRR_ON;
+		if (type == XFW_IPOPT_SSRR)
+			o->srr |= XFW_SRR_STRICT;
+		if (ptr <= len)
+			o->srr |= ptr + 3 > len ? XFW_SRR_BADPTR : XFW_SRR_LEFT;
 		break;
 	case XFW_IPOPT_RR:
 		if ((o->seen & XFW_OPTS_RR) || len < 3 || ptr < 4)
@@ -437,7 +458,7 @@ static long xfw_ipv4_opt_step(__u64 i, void *arg)
 	o->off = off + len;
 	return 0;
 end:
-	if (o->seen & XFW_OPTS_SRR)
+	if ((o->seen & XFW_OPTS_SRR) && !o->srr_ok)
 		o->bad = 1;
 	return 1;
 bad:

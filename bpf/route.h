@@ -9,8 +9,10 @@
  *
  * Conventions: xfw_route, xfw_ipv4_opts_ok and xfw_ipv6_hbh_ok are global
  * functions with their own stacks (the FIB request, the options' copy),
- * not live while classification runs. Sysctls are taken at their defaults
- * (docs/differences.md).
+ * not live while classification runs. The input device's accept_local,
+ * route_localnet (p->in_sys) and accept_source_route (the XDP hook's
+ * st->srr) are followed as the control plane mirrored them at the last
+ * sync; rp_filter is not (docs/differences.md).
  *
  * Includes: common.h, parse.h (struct xfw_pkt, the option walks), local.h,
  * mark_route.h (the route lookup with the packet's mark), route_cache.h
@@ -34,12 +36,21 @@
 #include "route_cache.h"
 #include "mcast.h"
 
-/* xfw_src_is_ours reports whether an IPv4 source is one of this host's
- * addresses: fib_validate_source calls such a packet from outside a martian
- * (accept_local off), in both the local and the forwarding path. */
-static __always_inline int xfw_src_is_ours(struct xfw_pkt *p)
+/* xfw_src_local is xfw_src_is_ours before accept_local: the cached part
+ * (the route cache outlives a change of the sysctl). */
+static __always_inline int xfw_src_local(struct xfw_pkt *p)
 {
 	return p->fam == 0 && xfw_local_type(0, 0, p->src_lo) == XFW_RTN_LOCAL;
+}
+
+/* xfw_src_is_ours reports whether an IPv4 source is one of this host's
+ * addresses and the input device refuses it: fib_validate_source calls
+ * such a packet from outside a martian unless accept_local is on for "all"
+ * or the device (IN_DEV_ACCEPT_LOCAL), in both the local and the
+ * forwarding path. */
+static __always_inline int xfw_src_is_ours(struct xfw_pkt *p)
+{
+	return !(p->in_sys & XFW_INSYS_ACCEPT_LOCAL) && xfw_src_local(p);
 }
 
 /* IPv4 address classes (host order), as ip_route_input_slow tests them. */
@@ -66,7 +77,9 @@ static __always_inline int xfw_v6_loopback(__u64 hi, __u64 lo)
 /* xfw_martian applies, to a packet received on another device than
  * loopback, the checks the kernel makes before any chain: ip6_rcv_core
  * (IPv6) and ip_route_input_slow with ip_route_input_mc (IPv4), with the
- * default sysctls (route_localnet, accept_local off). It returns 1 when
+ * input device's route_localnet and accept_local (p->in_sys; 127.0.0.0/8
+ * is a martian unless route_localnet is on for "all" or the device,
+ * IN_DEV_NET_ROUTE_LOCALNET). It returns 1 when
  * the kernel drops the packet there, 2 for IPv4's limited broadcast (local
  * delivery without a route lookup), 0 otherwise. Whether the device
  * joined a multicast destination is xfw_route's (mcast.h). */
@@ -81,14 +94,16 @@ static __always_inline int xfw_martian(struct xfw_pkt *p)
 			return s != 0 && xfw_src_is_ours(p) ? 1 : 2;
 		if (XFW_V4_MULTICAST(d)) {
 			/* ip_mc_validate_source */
-			if (XFW_V4_LOOPBACK(s))
+			if (XFW_V4_LOOPBACK(s) && !(p->in_sys & XFW_INSYS_ROUTE_LOCALNET))
 				return 1;
 			if (XFW_V4_ZERONET(s))
 				return !XFW_V4_LOCAL_MC(d) && p->proto != IPPROTO_IGMP;
 			return xfw_src_is_ours(p);
 		}
-		if (XFW_V4_ZERONET(s) || XFW_V4_ZERONET(d) || XFW_V4_LOOPBACK(d) || XFW_V4_LOOPBACK(s))
+		if (XFW_V4_ZERONET(s) || XFW_V4_ZERONET(d))
 			return 1;
+		if (XFW_V4_LOOPBACK(d) || XFW_V4_LOOPBACK(s))
+			return !(p->in_sys & XFW_INSYS_ROUTE_LOCALNET);
 		return 0;
 	}
 	if (XFW_V6_MULTICAST(p->src_hi))
@@ -105,10 +120,10 @@ static __always_inline int xfw_martian(struct xfw_pkt *p)
  * entry rt for p's addresses (NULL: none). */
 static __always_inline int xfw_src_is_ours_cached(struct xfw_pkt *p, struct xfw_rtc_ent *rt)
 {
-	if (!rt)
+	if (!rt || (p->in_sys & XFW_INSYS_ACCEPT_LOCAL))
 		return xfw_src_is_ours(p);
 	if (!rt->src_ours)
-		rt->src_ours = 1 + xfw_src_is_ours(p);
+		rt->src_ours = 1 + xfw_src_local(p);
 	return rt->src_ours - 1;
 }
 
@@ -199,26 +214,60 @@ static __always_inline int xfw_out_lookup(struct __sk_buff *skb, struct xfw_pkt 
 	return rc;
 }
 
+/* xfw_route's answer for a packet it passes unjudged. */
+#define XFW_ROUTE_PASS (~0ULL)
+
+/* xfw_srr_route applies ip_options_rcv_srr to a packet whose source route
+ * option the input device's accept_source_route let through (srr:
+ * XFW_SRR_*, 0 for none), routed as route (chain << 32 | oif) to a
+ * destination of local-table type type (0: forwarded). The kernel drops
+ * it unless addressed to this host's MAC (PACKET_HOST) and routed on
+ * loosely (a strict route that is not at its end: ICMP parameter problem,
+ * which the stack sends itself), or local (RTN_LOCAL) with no address
+ * left; a local one with addresses left the kernel routes on to the next
+ * (rewriting its destination after FORWARD), which xfw does not follow: it
+ * is dropped after PREROUTING (p->pre_drop), failing closed. */
+static __always_inline __u64 xfw_srr_route(struct xfw_pkt *p, __u32 srr, __u64 route, __u8 type)
+{
+	if (!srr)
+		return route;
+	if (!p->dst_unicast)
+		return XFW_ROUTE_PASS;
+	if (!type)
+		return (srr & XFW_SRR_STRICT) ? XFW_ROUTE_PASS : route;
+	if (type != XFW_RTN_LOCAL || (srr & XFW_SRR_BADPTR))
+		return XFW_ROUTE_PASS;
+	if (srr & XFW_SRR_LEFT) {
+		p->pre_drop = 1;
+		return XFW_ROUTE_PASS;
+	}
+	return route;
+}
+
 /* xfw_route decides INPUT or FORWARD for a packet received on iif, as the
  * kernel's routing would with the packet's mark (p->mark). Returns XFW_ROUTE_PASS to pass the packet
  * unjudged (netfilter never sees it: martians, no route, dropped before
- * the FORWARD hook; multicast to a group iif has not joined, which sets
- * p->mc_unjoined: the hook drops it after PREROUTING), else chain << 32 |
+ * the FORWARD hook, a source route ip_options_rcv_srr refuses; multicast
+ * to a group iif has not joined and a source route xfw does not follow
+ * set p->pre_drop: the hook drops them after PREROUTING), else chain << 32 |
  * output ifindex. A global function, so its stack (the FIB request) is
  * not live while classification runs. */
-#define XFW_ROUTE_PASS (~0ULL)
 __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p, __u32 iif)
 {
 	struct bpf_fib_lookup fib = {};
 	struct xfw_xdp_scratch *sc;
 	struct xfw_rtc_ent *rt = 0;
 	int rc, lo = iif == XFW_LOOPBACK_IFINDEX;
-	__u32 flags, hook = XFW_SCRATCH_XDP;
+	__u32 flags, hook = XFW_SCRATCH_XDP, srr;
 	__u8 type;
 
 	if (!p)
 		return XFW_ROUTE_PASS;
-	p->mc_unjoined = 0;
+	p->pre_drop = 0;
+	sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &hook);
+	/* An accepted source route (XFW_SRR_*): judged with the route. A
+	 * broadcast or multicast route is no local one (xfw_srr_route). */
+	srr = sc && !lo ? sc->st.srr : 0;
 
 	/* Loopback traffic was routed when it was sent; the kernel checks no
 	 * martians on it. */
@@ -227,7 +276,7 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 		case 1:
 			return XFW_ROUTE_PASS;
 		case 2:
-			return (__u64)XFW_CHAIN_INPUT << 32;
+			return srr ? XFW_ROUTE_PASS : (__u64)XFW_CHAIN_INPUT << 32;
 		}
 	}
 	fib.ifindex = iif;
@@ -242,8 +291,8 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 		 * the rest is dropped. */
 		if (XFW_V4_MULTICAST((__u32)p->dst_lo)) {
 			if (lo || xfw_mc_joined(p, iif))
-				return (__u64)XFW_CHAIN_INPUT << 32;
-			p->mc_unjoined = 1;
+				return srr ? XFW_ROUTE_PASS : (__u64)XFW_CHAIN_INPUT << 32;
+			p->pre_drop = 1;
 			return XFW_ROUTE_PASS;
 		}
 	} else {
@@ -258,7 +307,6 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 	flags = BPF_FIB_LOOKUP_SKIP_NEIGH;
 	if (p->mark)
 		flags |= xfw_fib_mark(&fib, p->mark);
-	sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &hook);
 	rc = xfw_fib_lookup_cached(ctx, &fib, flags, p->fam, p->mark, sc ? sc->rtc : 0, &rt);
 	XFW_BENCH_AT(XFW_BS_FIB, 0);
 	/* An IPv6 link-local destination: the kernel's input route lookup is
@@ -295,17 +343,17 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 			return XFW_ROUTE_PASS;
 		/* ip6_mc_input: delivered when the device joined the group. */
 		if (type == XFW_RTN_MULTICAST && !xfw_mc_joined(p, iif)) {
-			p->mc_unjoined = 1;
+			p->pre_drop = 1;
 			return XFW_ROUTE_PASS;
 		}
-		return (__u64)XFW_CHAIN_INPUT << 32;
+		return xfw_srr_route(p, srr, (__u64)XFW_CHAIN_INPUT << 32, type);
 	case BPF_FIB_LKUP_RET_SUCCESS:
 	case BPF_FIB_LKUP_RET_NO_NEIGH:
 		/* ip_forward / ip6_forward send "time exceeded" before the
 		 * FORWARD hook, and drop what they refuse to forward. */
 		if (p->ttl <= 1 || xfw_forward_dropped(p, rt))
 			return XFW_ROUTE_PASS;
-		return (__u64)XFW_CHAIN_FORWARD << 32 | fib.ifindex;
+		return xfw_srr_route(p, srr, (__u64)XFW_CHAIN_FORWARD << 32 | fib.ifindex, 0);
 	}
 	return XFW_ROUTE_PASS;
 }
@@ -313,14 +361,16 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 /* xfw_ipv4_opts_ok reports whether the stack keeps the received IPv4
  * packet p, whose header starts p->l3_off bytes into the frame, as far as
  * its options go (ip_rcv_options drops some before any chain; see
- * xfw_ipv4_opt_step), and notes where the walk found the record route and
+ * xfw_ipv4_opt_step; srr_ok: accept_source_route is on for the input
+ * device), and notes where the walk found the record route and
  * timestamp options for REJECT's echo (p->opt_rr, p->opt_ts: 1 + their
- * offsets among the options, 0 for none). A global function with its own
- * stack for the copy of the options. */
+ * offsets among the options, 0 for none). Returns 0 when the stack drops
+ * the packet, else 1 with the XFW_SRR_* bits of a source route accepted.
+ * A global function with its own stack for the copy of the options. */
 #define XFW_MAX_L3_OFF 64 /* Ethernet and a VLAN tag take 18 bytes */
-__attribute__((noinline)) int xfw_ipv4_opts_ok(struct xdp_md *ctx, struct xfw_pkt *p)
+__attribute__((noinline)) int xfw_ipv4_opts_ok(struct xdp_md *ctx, struct xfw_pkt *p, __u32 srr_ok)
 {
-	struct xfw_opts o = {};
+	struct xfw_opts o = { .srr_ok = srr_ok };
 	struct iphdr ip;
 	__u32 n, l3_off;
 
@@ -344,7 +394,7 @@ __attribute__((noinline)) int xfw_ipv4_opts_ok(struct xdp_md *ctx, struct xfw_pk
 	/* Both at most XFW_IPOPT_MAX: a byte each. */
 	p->opt_rr = o.rr;
 	p->opt_ts = o.ts;
-	return !o.bad;
+	return o.bad ? 0 : 1 | o.srr;
 }
 
 /* xfw_ipv6_hbh_ok reports whether ip6_rcv_core keeps the received IPv6

@@ -88,7 +88,7 @@ struct xfw_rtc_ent {
 	__u8 valid;
 	/* The local table's answers for the key's addresses (local.h),
 	 * filled on first use: 0 not asked yet, else 1 + the answer. */
-	__u8 src_ours; /* the source is this host's (xfw_src_is_ours) */
+	__u8 src_ours; /* the source is this host's (xfw_src_local) */
 	__u8 dst_type; /* the destination's xfw_local_type */
 };
 

@@ -283,8 +283,8 @@ __attribute__((noinline)) __u64 xfw_xdp_rerouted(struct xdp_md *ctx, struct xfw_
  * to 1 gets the kernel's "time exceeded"). A global function. */
 __attribute__((noinline)) int xfw_xdp_rerouted_out(struct xdp_md *ctx, struct xfw_xdp_scratch *sc, __u32 iif)
 {
-	if (!ctx || !sc)
-		return XDP_DROP;
+	if (!ctx || !sc || sc->p.pre_drop)
+		return XDP_DROP; /* the stack drops it after PREROUTING */
 	if (sc->p.mangle && xfw_mangle_xdp(ctx, &sc->p, 0, iif) < 0)
 		return XDP_DROP;
 	return xfw_xdp_mark_out(ctx, sc, XFW_ROUTE_PASS, iif) ? XDP_DROP : XDP_PASS;
@@ -441,7 +441,7 @@ __attribute__((noinline)) int xfw_xdp_unrouted_done(struct xdp_md *ctx, struct x
 		return XDP_DROP;
 	/* Multicast to a group the device has not joined (mcast.h): dropped
 	 * here, so a group joined since the last mirror fails closed. */
-	return sc->p.mc_unjoined ? XDP_DROP : XDP_PASS;
+	return sc->p.pre_drop ? XDP_DROP : XDP_PASS;
 }
 
 /* xfw_rawpre_on reports whether the generation judges PREROUTING before
@@ -532,6 +532,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	if (!p->dst_unicast)
 		p->pkttype = xfw_mac48(p->dst_mac) == XFW_MAC_BCAST ? PACKET_BROADCAST : PACKET_MULTICAST;
 	iif = ifi->ifindex;
+	/* The device's sysctls the checks before any chain follow. */
+	p->in_sys = (ifi->flags >> XFW_IF_INSYS_SHIFT) & XFW_INSYS_MASK;
+	st->srr = 0;
 	/* Passed up by a bridge: -m physdev's ports (bridge.h). */
 	xfw_phys_xdp(ctx, p, ifi);
 	/* mac_mt matches nothing on a device that is not Ethernet. */
@@ -541,9 +544,11 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	 * PREROUTING): dropped before any other chain, after raw
 	 * PREROUTING judged it (xfw_xdp_rawpre). A header without options
 	 * (the transport header right after its 20 bytes; thoff is 0 for a
-	 * later fragment) has none to check. */
+	 * later fragment) has none to check. A source route the device's
+	 * accept_source_route lets through is judged with the route
+	 * (st->srr, route.h xfw_srr_route). */
 	if (p->fam == 0 && p->thoff != p->l3_off + XFW_IPV4_MIN_HLEN &&
-	    !xfw_ipv4_opts_ok(ctx, p)) {
+	    !(st->srr = xfw_ipv4_opts_ok(ctx, p, ifi->flags & XFW_IF_SRCROUTE))) {
 		if (xfw_rawpre_on(st) && xfw_xdp_rawpre(ctx, sc, iif) == XFW_RAWPRE_DROP)
 			return XDP_DROP;
 		/* The rest of PREROUTING too, which neither DNAT nor a mark
@@ -555,6 +560,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		}
 		return xfw_xdp_unrouted(ctx, sc, iif);
 	}
+	st->srr &= ~1u; /* the XFW_SRR_* bits alone (0 without options) */
 	XFW_BENCH_AT(XFW_BS_DEVICE, XDP_PASS);
 	/* A reply nat OUTPUT translated back, judged where it came in. */
 	if (iif == XFW_LOOPBACK_IFINDEX && xfw_nat_lo_passed(p))
@@ -585,7 +591,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		if (p->mark && xfw_xdp_mark_out(ctx, sc, XFW_ROUTE_PASS, iif))
 			return XDP_DROP;
 		/* As xfw_xdp_unrouted_done. */
-		return p->mc_unjoined ? XDP_DROP : rc;
+		return p->pre_drop ? XDP_DROP : rc;
 	}
 	XFW_BENCH_AT(XFW_BS_ROUTE, XDP_PASS);
 routed:
@@ -677,8 +683,10 @@ routed:
 	if (verdict == XFW_ACT_DNAT) {
 		xfw_xdp_dnat_logs(ctx, sc, chain, (__u64)oif << 32 | iif);
 		route = xfw_xdp_dnat(ctx, p, st, cs, (__u64)chain << 32 | iif);
+		/* Routed where netfilter never sees it; one the stack drops
+		 * after PREROUTING (p->pre_drop) dropped here. */
 		if (route == XFW_DNAT_PASS)
-			return XDP_PASS;
+			return p->pre_drop ? XDP_DROP : XDP_PASS;
 		st->unrouted = 0;
 		verdict = route >> XFW_DNAT_VERDICT_SHIFT;
 		chain = (route >> 32) & 0xff;

@@ -108,6 +108,8 @@ type agent struct {
 	mcBlind atomic.Bool
 	// mcfText is /proc/net/mcfilter as the agent last read it.
 	mcfText string
+	// inSys are the input sysctls last mirrored (agent_insysctl.go).
+	inSys string
 }
 
 func (a *agent) logf(format string, args ...any) {
@@ -244,6 +246,7 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 	a.check("start")
 	a.fpPolled = dataplane.FastPathPolledFacts()
 	a.refreshFastPath("start")
+	a.refreshInputSysctls()
 	// Logged after the first check: from here on, an interface found
 	// without the programs had them removed (re-attached), and a caller
 	// waiting for this line knows which interfaces the agent has seen.
@@ -306,6 +309,7 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 			fpSettled = nil
 			a.refreshFastPath(fpWhy)
 		case <-fpTicker.C:
+			a.refreshInputSysctls()
 			if f := dataplane.FastPathPolledFacts(); f != a.fpPolled || a.fpBlind.Load() {
 				a.fpPolled = f
 				// The served commands' decision too (fastpath_watch.go).

@@ -115,7 +115,9 @@ func CompilerInterfaces() ([]compiler.Interface, error) {
 
 // fillIfInfo records each device's MAC (to tell frames for this host),
 // the VLAN devices' (parent, vid) keys, the XDP fast path's targets
-// (fastpath.go) and the devices' IPv6 hop limits (REJECT's replies).
+// (fastpath.go), the sysctls of the device netfilter sees that the checks
+// before any chain follow (insysctl.go) and the devices' IPv6 hop limits
+// (REJECT's replies).
 func fillIfInfo(m *ebpf.Map, ifaces []Interface) (err error) {
 	keep := map[uint64]bool{}
 	t := time.Now()
@@ -123,12 +125,25 @@ func fillIfInfo(m *ebpf.Map, ifaces []Interface) (err error) {
 	t = TraceSince("ifinfo: br_netfilter", t)
 	fast := decideFastPathKept(ifaces)
 	t = TraceSince("ifinfo: fast path decided", t)
+	names := make(map[uint32]string, len(ifaces))
+	list := make([]string, 0, len(ifaces))
+	for _, ifc := range ifaces {
+		names[uint32(ifc.Index)] = ifc.Name
+		list = append(list, ifc.Name)
+	}
+	insys, err := inputSysctlFlags(list)
+	if err != nil {
+		return err
+	}
+	t = TraceSince("ifinfo: input sysctls", t)
 	defer TraceSince("ifinfo: hop limits, written", t)
 	for _, ifc := range ifaces {
 		var v bpfIfInfo
 		copy(v.MAC[:], ifc.MAC)
 		v.Flags, v.Ifindex = bridgeInfo(ifc, brnf)
 		v.Flags |= fast.fastFlags(ifc)
+		// The sysctls of the device netfilter sees (a port's bridge).
+		v.Flags |= insys[names[v.Ifindex]]
 		if v.HopLimit6, err = readHopLimit6(ifc.Name); err != nil {
 			return err
 		}
