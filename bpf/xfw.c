@@ -1074,6 +1074,8 @@ static __always_inline __u32 xfw_tc_stack_icmp(struct __sk_buff *skb)
 
 /* Frames bridged from port to port (uses xfw_judge and xfw_tc_parse). */
 #include "bridge_tc.h"
+/* The host's copy of its broadcast or multicast packet (uses xfw_judge). */
+#include "loopcopy.h"
 
 /* xfw_tc_judged is the TC hook's work; xfw_tc_egress brackets it for
  * quiescence (generation.h). */
