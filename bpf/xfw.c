@@ -1267,6 +1267,13 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		/* Translated in nat OUTPUT: out by the new route. */
 		return xfw_nat_out_send(skb);
 	case XFW_ACT_REJECT:
+		/* The stack's own ICMP socket sends it (an echo or timestamp
+		 * reply: icmp_reply, icmpv6_echo_reply) holding this CPU's
+		 * ICMP transmit lock, which icmp_send (icmp6_send) then finds
+		 * taken: no error about it. A process's raw socket is
+		 * answered. */
+		if (xfw_tc_stack_icmp(skb) && xfw_sk_kernel(skb))
+			return TC_ACT_SHOT;
 		if (cs)
 			xfw_ct_save(cs, p);
 		rc = xfw_tc_reject(skb, p, rj);
