@@ -283,7 +283,9 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif, __u3
 	return bpf_redirect_neigh(fib.ifindex, &nh, sizeof(nh), 0);
 }
 
-/* xfw_tc_ingress: a frame marked by the XDP hook is a REJECT reply to
+/* xfw_tc_ingress: the copy of a broadcast or multicast packet the host
+ * delivers to itself (PACKET_LOOPBACK) is judged (xfw_tc_loopcopy); a
+ * frame marked by the XDP hook is a REJECT reply to
  * send (xfw_rj_send), a reply nat_out.h translated back, to deliver
  * (xfw_nat_in_send), or a packet FORWARD dropped, for the kernel's
  * redirect (xfw_rd_tc_ingress); anything else is left to the next

@@ -18,6 +18,9 @@
  *   TC egress: only locally generated packets (skb->ingress_ifindex == 0)
  *     → OUTPUT; forwarded packets were judged once, at ingress (a reply
  *     of a DNAT connection gets its source back there: nat.h).
+ *   TCX ingress (reject_send.h): the copy of a broadcast or multicast
+ *     packet the host delivers to itself → its POSTROUTING, then INPUT's
+ *     walk from PREROUTING (loopcopy.h); otherwise REJECT replies.
  *
  * Stages: parse.h (fields) → ct.h (connection tracking, when the ruleset
  * uses it) → classify.h (LBVS, counters) → reject.h (REJECT replies) →

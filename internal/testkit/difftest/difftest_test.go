@@ -477,16 +477,15 @@ func TestKnownRejectDifference(t *testing.T) {
 		{"xfw's reply to fw through lo, logged in INPUT", Difference{Kind: DiffProbe, Probe: 1, XFW: []string{loReplyLog, sockets}}, true},
 		{"counters higher in the kernel", Difference{Kind: DiffCounters, Kernel: []string{"[2:100]"}, XFW: []string{"[1:50]"}}, true},
 		{"counters higher in xfw", Difference{Kind: DiffCounters, Kernel: []string{"[1:50]"}, XFW: []string{"[2:100]"}}, false},
-		// xfw no longer answers the stack's own echo replies: a count
-		// higher in xfw in OUTPUT is a difference like any other.
-		{"counters higher in xfw in OUTPUT", Difference{Kind: DiffCounters, Subject: "-A OUTPUT -j REJECT", Kernel: []string{"[1:50]"}, XFW: []string{"[2:100]"}}, false},
+		{"counters higher in xfw in OUTPUT", Difference{Kind: DiffCounters, Subject: "-A OUTPUT -j REJECT", Kernel: []string{"[1:50]"}, XFW: []string{"[2:100]"}}, true},
 		{"counters higher in xfw in INPUT", Difference{Kind: DiffCounters, Subject: "-A INPUT -j REJECT", Kernel: []string{"[1:50]"}, XFW: []string{"[2:100]"}}, true},
+		{"counters higher in xfw in FORWARD", Difference{Kind: DiffCounters, Subject: "-A FORWARD -j REJECT", Kernel: []string{"[1:50]"}, XFW: []string{"[2:100]"}}, false},
 		{"saved rule", Difference{Kind: DiffSave, Kernel: []string{"a"}, XFW: []string{"b"}}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := knownRejectDifference(tc.d, c, map[string]bool{"INPUT": true}, false) != ""; got != tc.known {
-				t.Errorf("known = %v, want %v (%q)", got, tc.known, knownRejectDifference(tc.d, c, map[string]bool{"INPUT": true}, false))
+			if got := knownRejectDifference(tc.d, c, map[string]bool{"INPUT": true}, map[string]bool{"OUTPUT": true}, false) != ""; got != tc.known {
+				t.Errorf("known = %v, want %v (%q)", got, tc.known, knownRejectDifference(tc.d, c, map[string]bool{"INPUT": true}, map[string]bool{"OUTPUT": true}, false))
 			}
 		})
 	}

@@ -151,10 +151,10 @@ func icmpHead(m []string) string {
 
 // knownRejectDifference explains d as a documented difference of xfw's
 // REJECT replies, or returns "" when it is not one.
-func knownRejectDifference(d Difference, c *Corpus, inputSide map[string]bool, ipv4 bool) string {
+func knownRejectDifference(d Difference, c *Corpus, inputSide, outputSide map[string]bool, ipv4 bool) string {
 	switch d.Kind {
 	case DiffCounters:
-		return knownCountersDifference(d, inputSide, ipv4)
+		return knownCountersDifference(d, inputSide, outputSide, ipv4)
 	case DiffProbe:
 		if d.Probe < 0 || d.Probe >= len(c.Probes) {
 			return ""
@@ -218,7 +218,7 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 
 // knownCountersDifference explains a counter difference (DiffCounters)
 // as a documented one of xfw's REJECT replies, or returns "".
-func knownCountersDifference(d Difference, inputSide map[string]bool, ipv4 bool) string {
+func knownCountersDifference(d Difference, inputSide, outputSide map[string]bool, ipv4 bool) string {
 	if len(d.Kernel) != 1 || len(d.XFW) != 1 {
 		return ""
 	}
@@ -246,6 +246,12 @@ func knownCountersDifference(d Difference, inputSide map[string]bool, ipv4 bool)
 		if xp > kp && xb > kb {
 			return "xfw's reply to fw itself passes INPUT but not OUTPUT (counted in INPUT where the kernel's OUTPUT dropped its own)"
 		}
+	}
+	// xfw's replies to fw itself pass OUTPUT as the kernel's do: a
+	// reply xfw sends and the kernel does not (a known probe
+	// difference) is counted in the chains OUTPUT reaches.
+	if outputSide[subjectChain(d.Subject)] && xp > kp && xb > kb {
+		return "xfw's OUTPUT replies to fw itself counted in OUTPUT where the kernel sends none"
 	}
 	return ""
 }
@@ -524,8 +530,9 @@ func chainsReachedFrom(ruleset, start string) map[string]bool {
 // has none.
 func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, family ir.Family) (why []string, unexplained *Difference) {
 	inputSide := chainsReachedFrom(ruleset, "INPUT")
+	outputSide := chainsReachedFrom(ruleset, "OUTPUT")
 	for i, d := range diffs {
-		w := knownRejectDifference(d, c, inputSide, family == ir.IPv4)
+		w := knownRejectDifference(d, c, inputSide, outputSide, family == ir.IPv4)
 		if w == "" {
 			return nil, &diffs[i]
 		}
