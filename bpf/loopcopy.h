@@ -21,7 +21,8 @@
  * reply (the kernel answers no broadcast or multicast destination); no
  * nat verdict can come (nat's chains skip a confirmed connection). IPv6
  * copies of a fragmented datagram are fragments (looped after
- * ip6_fragment): later ones pass unjudged.
+ * ip6_fragment): later ones pass unjudged. The walk's rewrites (TTL, HL,
+ * TOS, DSCP) and mark go on with the copy.
  *
  * Includes: xfw.c's hooks (xfw_judge, xfw_emit_logs_tc), parse.h, ct*.h.
  */
@@ -161,6 +162,10 @@ __attribute__((noinline)) int xfw_tc_loopcopy(struct __sk_buff *skb)
 		sc->p.pkttype = xfw_loopcopy_pkttype(&sc->p);
 		if (sc->st.slot != XFW_NO_SLOT)
 			verdict = xfw_loopcopy_walk(skb, sc, skb->ifindex);
+		/* TTL, HL, TOS, DSCP rewrites of its chains (mangle_apply.h:
+		 * the helpers unshare the clone's data first). */
+		if (verdict == XFW_ACT_ACCEPT && sc->p.mangle && xfw_mangle_tc(skb, &sc->p) < 0)
+			verdict = XFW_ACT_DROP;
 		/* MARK rules' mark goes on with the packet (mark.h). */
 		if (verdict == XFW_ACT_ACCEPT && sc->p.mark != skb->mark)
 			skb->mark = sc->p.mark;

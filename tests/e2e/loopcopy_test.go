@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,10 +21,11 @@ import (
 // copy's POSTROUTING, then PREROUTING and INPUT with the output device as
 // its input device, with the connection OUTPUT opened for the original
 // (NEW; nat's chains skip it), -m pkttype calling it broadcast or
-// multicast. fw sends from a socket of its own, through in0, to in0's
-// subnet broadcast and to a group a socket of fw joined on in0 (with and
-// without IP_MULTICAST_LOOP); the counters of every table and the datagrams
-// fw's receiving socket got are compared between the twins, with INPUT
+// multicast, its chains' rewrites applied to it. fw sends from a socket of
+// its own, through in0, to in0's subnet broadcast and to a group a socket
+// of fw joined on in0 (with and without IP_MULTICAST_LOOP); the counters of
+// every table and the datagrams fw's receiving socket got (with their TTL,
+// which mangle PREROUTING sets) are compared between the twins, with INPUT
 // accepting the copies and dropping them.
 
 // lcPort is the probes' destination port and the receiving socket's.
@@ -32,6 +36,9 @@ var (
 	lcGroup4 = netip.MustParseAddr("239.1.4.4")
 	lcGroup6 = netip.MustParseAddr("ff05::4454")
 )
+
+// lcTTL is the TTL (hop limit) mangle PREROUTING gives the probes.
+const lcTTL = 33
 
 // lcSends is how many datagrams each probe sends (from one socket: one
 // connection).
@@ -74,9 +81,13 @@ func lcRuleset(fam int, drop bool) string {
 	m := fmt.Sprintf("-p udp -m udp --dport %d", lcPort)
 	var b strings.Builder
 	fmt.Fprintf(&b, "*raw\n-A PREROUTING %[1]s\n-A OUTPUT %[1]s\nCOMMIT\n", m)
+	// The copy's TTL (hop limit) as its PREROUTING sets it, read by
+	// fw's socket (lcTTL).
+	hop := map[int]string{4: "TTL --ttl-set", 6: "HL --hl-set"}[fam]
 	fmt.Fprintf(&b, "*mangle\n-A PREROUTING %[1]s\n-A PREROUTING %[1]s -j MARK --set-xmark 0x7/0xffffffff\n"+
+		"-A PREROUTING %[1]s -j %[3]s %[4]d\n"+
 		"-A INPUT %[1]s\n-A INPUT %[1]s -m mark --mark 0x7\n-A OUTPUT %[1]s\n-A POSTROUTING %[1]s\n"+
-		"-A POSTROUTING -o %[2]s %[1]s\nCOMMIT\n", m, nettest.FwInIfname)
+		"-A POSTROUTING -o %[2]s %[1]s\nCOMMIT\n", m, nettest.FwInIfname, hop, lcTTL)
 	fmt.Fprintf(&b, "*nat\n-A PREROUTING %[1]s\n-A INPUT %[1]s\n-A OUTPUT %[1]s\n-A POSTROUTING %[1]s\nCOMMIT\n", m)
 	fmt.Fprintf(&b, "*filter\n-A INPUT -i %[2]s %[1]s\n-A INPUT -i lo %[1]s\n-A INPUT %[1]s -m conntrack --ctstate NEW\n"+
 		"-A INPUT %[1]s -m conntrack --ctstate ESTABLISHED\n-A INPUT %[1]s -m conntrack --ctstate UNTRACKED,INVALID\n"+
@@ -102,6 +113,9 @@ func lcReceiver(t *testing.T, tp *nettest.Topology, fam int) int {
 			if err := unix.Bind(fd, &unix.SockaddrInet4{Port: lcPort}); err != nil {
 				return err
 			}
+			if err := unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVTTL, 1); err != nil {
+				return err
+			}
 			m := &unix.IPMreqn{Multiaddr: lcGroup4.As4(), Ifindex: int32(tp.FwIn.Ifindex)}
 			return unix.SetsockoptIPMreqn(fd, unix.IPPROTO_IP, unix.IP_ADD_MEMBERSHIP, m)
 		}
@@ -112,6 +126,9 @@ func lcReceiver(t *testing.T, tp *nettest.Topology, fam int) int {
 			return err
 		}
 		if err := unix.Bind(fd, &unix.SockaddrInet6{Port: lcPort}); err != nil {
+			return err
+		}
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVHOPLIMIT, 1); err != nil {
 			return err
 		}
 		m := &unix.IPv6Mreq{Multiaddr: lcGroup6.As16(), Interface: uint32(tp.FwIn.Ifindex)}
@@ -177,6 +194,31 @@ func b2i(b bool) int {
 	return 0
 }
 
+// lcDrain reads the datagrams waiting on fd and returns their TTLs (hop
+// limits) as the socket reports them, in order.
+func lcDrain(fd int) []int {
+	buf, oob := make([]byte, 2048), make([]byte, 256)
+	var ttls []int
+	for {
+		_, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_DONTWAIT)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return ttls
+		}
+		ttl := -1
+		msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
+		for _, m := range msgs {
+			if (m.Header.Level == unix.IPPROTO_IP && m.Header.Type == unix.IP_TTL ||
+				m.Header.Level == unix.IPPROTO_IPV6 && m.Header.Type == unix.IPV6_HOPLIMIT) && len(m.Data) >= 4 {
+				ttl = int(binary.NativeEndian.Uint32(m.Data))
+			}
+		}
+		ttls = append(ttls, ttl)
+	}
+}
+
 // lcCounters returns the rule counters of every table.
 func lcCounters(t *testing.T, tp *nettest.Topology, fw firewall, fam int) map[string]counter {
 	out := map[string]counter{}
@@ -229,19 +271,19 @@ func TestLoopCopyAgainstKernel(t *testing.T) {
 // lcCompare sends one probe in both twins and compares.
 func lcCompare(t *testing.T, tw *twins, socks map[string]map[int]int, pr lcProbe, drop bool) {
 	got := map[string]map[string]counter{}
-	arrived := map[string]int{}
+	arrived := map[string][]int{}
 	var mu sync.Mutex
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
 		for _, table := range []string{"raw", "mangle", "nat", "filter"} {
 			nettest.MustExec(t, tp.FwNS, append(fw.cmd(pr.fam, ""), "-w", "10", "-t", table, "-Z")...)
 		}
-		mcDrain(socks[kind][pr.fam])
+		lcDrain(socks[kind][pr.fam])
 		if err := lcSend(tp, pr); err != nil {
 			t.Errorf("%s: %v", kind, err)
 		}
 		time.Sleep(typeSettle)
 		c := lcCounters(t, tp, fw, pr.fam)
-		n := mcDrain(socks[kind][pr.fam])
+		n := lcDrain(socks[kind][pr.fam])
 		mu.Lock()
 		got[kind], arrived[kind] = c, n
 		mu.Unlock()
@@ -259,10 +301,16 @@ func lcCompare(t *testing.T, tw *twins, socks map[string]map[int]int, pr lcProbe
 	if want := map[bool]uint64{true: lcSends, false: 0}[copied]; in != want {
 		t.Errorf("the kernel counted %d copies arriving by %s in INPUT, want %d (fix the probe)", in, nettest.FwInIfname, want)
 	}
-	if want := map[bool]int{true: lcSends, false: 0}[copied && !drop]; arrived["kernel"] != want {
-		t.Errorf("fw's socket received %d datagrams through the kernel, want %d (fix the probe)", arrived["kernel"], want)
+	// fw's socket got the copies unless INPUT dropped them, with the
+	// TTL mangle PREROUTING set.
+	var want []int
+	for i := 0; copied && !drop && i < lcSends; i++ {
+		want = append(want, lcTTL)
 	}
-	if arrived["kernel"] != arrived["xfw"] {
-		t.Errorf("fw's socket received %d datagrams through the kernel, %d through xfw", arrived["kernel"], arrived["xfw"])
+	if !slices.Equal(arrived["kernel"], want) {
+		t.Errorf("fw's socket received datagrams with TTLs %v through the kernel, want %v (fix the probe)", arrived["kernel"], want)
+	}
+	if !slices.Equal(arrived["kernel"], arrived["xfw"]) {
+		t.Errorf("fw's socket received datagrams with TTLs %v through the kernel, %v through xfw", arrived["kernel"], arrived["xfw"])
 	}
 }
