@@ -18,19 +18,32 @@ import (
 // (icmp_reply, icmpv6_echo_reply), so the ICMP error REJECT asks for
 // (icmp_send, icmp6_send: icmp_xmit_lock finds the lock taken) is never
 // sent; an echo reply a process writes on a raw ICMP socket is answered
-// (to fw itself, through lo). gen pings fw, then fw's raw socket sends gen
-// an echo reply; the counters of the REJECT rule and of the errors
+// (to fw itself, through lo), and so is an IPv6 neighbour advertisement
+// (sent by the stack's neighbour discovery socket, not its ICMPv6 one).
+// gen pings fw, fw's raw socket sends gen an echo reply, gen solicits
+// fw's address; the counters of the REJECT rule and of the errors
 // arriving on lo are compared between the twins.
 
-// rejectEchoRules rejects echo replies in OUTPUT and counts the errors
-// that arrive through lo.
+// rejectEchoRules rejects echo replies (and IPv6 neighbour advertisements)
+// in OUTPUT and counts the errors that arrive through lo.
 func rejectEchoRules(fam int) string {
 	if fam == 4 {
 		return "*filter\n-A INPUT -i lo -p icmp -m icmp --icmp-type 3\n" +
 			"-A OUTPUT -p icmp -m icmp --icmp-type 0 -j REJECT --reject-with icmp-port-unreachable\nCOMMIT\n"
 	}
 	return "*filter\n-A INPUT -i lo -p ipv6-icmp -m icmp6 --icmpv6-type 1\n" +
-		"-A OUTPUT -p ipv6-icmp -m icmp6 --icmpv6-type 129 -j REJECT --reject-with icmp6-port-unreachable\nCOMMIT\n"
+		"-A OUTPUT -p ipv6-icmp -m icmp6 --icmpv6-type 129 -j REJECT --reject-with icmp6-port-unreachable\n" +
+		"-A OUTPUT -p ipv6-icmp -m icmp6 --icmpv6-type 136 -j REJECT --reject-with icmp6-port-unreachable\nCOMMIT\n"
+}
+
+// rejectEchoNS is gen's neighbour solicitation for fw's in0 address,
+// sent to that address, which fw answers with an advertisement.
+func rejectEchoNS(tp *nettest.Topology) []byte {
+	target := tp.FwIn.IPv6.As16()
+	payload := append(target[:], 1, 1) // source link-layer address option
+	payload = append(payload, tp.Gen.MAC...)
+	return nettest.IPv6{Src: tp.Gen.IPv6, Dst: tp.FwIn.IPv6, HopLimit: 255}.
+		Packet(nettest.ICMPv6{Type: 135, Payload: payload})
 }
 
 // rejectEchoRaw sends gen one echo reply from a raw ICMP socket of fw's.
@@ -74,12 +87,23 @@ func rejectEchoAgainstKernel(t *testing.T, tw *twins, fam int) {
 	const pings = 2
 	errKey := map[int]string{4: "INPUT -i lo -p icmp -m icmp --icmp-type 3",
 		6: "INPUT -i lo -p ipv6-icmp -m icmp6 --icmpv6-type 1"}[fam]
-	for _, round := range []string{"stack", "raw socket"} {
+	rounds := []string{"stack", "raw socket"}
+	if fam == 6 {
+		rounds = append(rounds, "neighbour advertisement")
+	}
+	for _, round := range rounds {
 		got := map[string]map[string]counter{}
 		var mu sync.Mutex
 		tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
 			fw.restore(t, tp, fam, rejectEchoRules(fam))
-			if round == "stack" {
+			if round == "neighbour advertisement" {
+				// The stack's neighbour discovery socket (not its
+				// ICMPv6 one, whose lock it does not hold) answers:
+				// its advertisement is rejected and answered.
+				if err := tp.InjectFromGen(tp.GenToFw().Frame(rejectEchoNS(tp))); err != nil {
+					t.Errorf("%s: inject: %v", kind, err)
+				}
+			} else if round == "stack" {
 				dst := map[int]netip.Addr{4: tp.FwIn.IPv4, 6: tp.FwIn.IPv6}[fam]
 				for i := 0; i < pings; i++ {
 					if a := nettest.Ping(tp.GenNS, dst, nettest.WithTimeout(time.Second)); a.Outcome != nettest.TimedOut {
@@ -106,7 +130,7 @@ func rejectEchoAgainstKernel(t *testing.T, tw *twins, fam int) {
 		compareTypeCounters(t, got["kernel"], got["xfw"])
 		// The rounds are what they claim: the kernel answered the raw
 		// socket's echo reply, not its stack's.
-		want := map[string]uint64{"stack": 0, "raw socket": 1}[round]
+		want := map[string]uint64{"stack": 0, "raw socket": 1, "neighbour advertisement": 1}[round]
 		if n := got["kernel"][errKey].packets; n != want {
 			t.Errorf("%s: the kernel's errors through lo: %d, want %d (fix the test)", round, n, want)
 		}
