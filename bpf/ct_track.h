@@ -268,6 +268,9 @@ static __always_inline int xfw_ct_lo_take(struct xfw_pkt *p, struct xfw_ct_scrat
 /* Modes of xfw_ct_track. */
 #define XFW_CTM_TRACK 0    /* track (INPUT, FORWARD, OUTPUT) */
 #define XFW_CTM_LO_INPUT 1 /* loopback INPUT: read what OUTPUT decided */
+#define XFW_CTM_LOOPCOPY 2 /* the host's copy of its broadcast or multicast
+			    * packet (loopcopy.h): the connection OUTPUT
+			    * gives the original, untouched */
 
 /* xfw_ct_dnat_stranger reports whether p, a packet without ports that the
  * XDP hook's translation before routing left as it came
@@ -285,6 +288,40 @@ static __always_inline int xfw_ct_dnat_stranger(const struct xfw_pkt *p, const s
 	return p->nat_pre == XFW_NATPRE_KEPT && reqtype < 0 && !xfw_ct_ports(proto) &&
 	       proto != IPPROTO_DCCP && (e->v.nat_flags & XFW_NAT_F_DST) &&
 	       srcb == !!(e->v.status & XFW_CTST_ORIG_B) && !xfw_ct_self(k);
+}
+
+/* xfw_ct_loopcopy returns the XFW_F_CT value of the copy of a broadcast or
+ * multicast packet the host delivers to itself (dev_loopback_xmit), whose
+ * key cs->key holds (reply: an ICMP query's direction, else -1; srcb as
+ * xfw_ct_mkkey returns it). The copy carries the connection OUTPUT gave
+ * the original, confirmed at the copy's POSTROUTING (the kernel's
+ * PREROUTING leaves a packet with a connection as it is): the state
+ * OUTPUT gives the original, without tracking the packet a second time
+ * (the original is tracked at TC egress). xfw's OUTPUT may judge the
+ * original after the copy (netif_rx runs the backlog at once when it is
+ * called with bottom halves on): without an entry the connection is a
+ * new one, NEW (and CONFIRMED: nat's chains skip it). */
+static __always_inline __u32 xfw_ct_loopcopy(struct xfw_pkt *p, struct xfw_ct_scratch *cs, int reply,
+					     int srcb, __u64 now)
+{
+	struct xfw_ct_entry *e;
+	__u32 dir, st, status;
+	int table;
+
+	e = xfw_ct_peek(&cs->key, &table);
+	if (e && (__s64)(e->v.expires - now) > 0) {
+		status = e->v.status;
+		dir = reply >= 0 ? reply : (srcb != !!(status & XFW_CTST_ORIG_B));
+		st = (dir == 1 || (status & XFW_CTST_SEEN_REPLY)) ? XFW_CTS_ESTABLISHED : XFW_CTS_NEW;
+		xfw_ct_tuple(p, &cs->key, &e->v);
+		return xfw_ctv(st, dir & 1, status, p->proto);
+	}
+	if (reply > 0)
+		return XFW_CTS_INVALID; /* a reply opens nothing */
+	__builtin_memset(&cs->nv, 0, sizeof(cs->nv));
+	cs->nv.status = (srcb ? XFW_CTST_ORIG_B : 0) | XFW_CTST_CONFIRMED;
+	xfw_ct_tuple(p, &cs->key, &cs->nv);
+	return xfw_ctv(XFW_CTS_NEW, 0, cs->nv.status, p->proto);
 }
 
 /* xfw_ct_track returns the packet's XFW_F_CT value and leaves in cs what
@@ -390,6 +427,8 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		srcb = xfw_ct_mkkey(&cs->key, p->fam, proto, p->src_hi, p->src_lo, 0,
 				    p->dst_hi, p->dst_lo, 0);
 	}
+	if (mode == XFW_CTM_LOOPCOPY)
+		return xfw_ct_loopcopy(p, cs, reqtype >= 0 ? reply : -1, srcb, now);
 	if (mode == XFW_CTM_LO_INPUT) {
 		e = xfw_ct_peek(&cs->key, &table);
 		if (!e)

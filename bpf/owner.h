@@ -115,6 +115,22 @@ __attribute__((noinline)) int xfw_owner_read(struct __sk_buff *skb, struct xfw_p
 	return 0;
 }
 
+/* xfw_sk_kernel reports whether skb's socket is one the kernel made for
+ * itself (sock_create_kern: a struct socket without a file), as the
+ * stack's per-CPU ICMP and ICMPv6 sockets are (inet_ctl_sock_create);
+ * a process's socket has a file. 0 without a socket. */
+static __always_inline int xfw_sk_kernel(struct __sk_buff *skb)
+{
+	struct sk_buff___xfw *k = bpf_cast_to_kern_ctx(skb);
+	struct sock___xfw *sk = BPF_CORE_READ(k, sk);
+	struct socket___xfw *so;
+
+	if (!sk)
+		return 0;
+	so = BPF_CORE_READ(sk, sk_socket);
+	return so && !BPF_CORE_READ(so, file);
+}
+
 /* What LOG's --log-uid prints of a packet's socket (xfw_log_owner). */
 struct xfw_log_ids {
 	__u32 uid, gid;

@@ -814,6 +814,16 @@ bad:
  * header walk, frame_len is the whole
  * frame's length (on TC egress only the headers are linear). check_csum is
  * 1 on ingress (the stack verifies IPv4 header checksums), 0 on egress. */
+/* xfw_parse_init clears p and sets the fields whose absence is not 0. */
+static __always_inline void xfw_parse_init(struct xfw_pkt *p)
+{
+	__builtin_memset(p, 0, sizeof(*p));
+	p->sport = p->dport = XFW_V_NONE;
+	p->tcpflags = XFW_FLAGS_NONE;
+	p->icmp = XFW_V_NONE;
+	p->tcpmss = XFW_V_NONE;
+}
+
 static __always_inline int xfw_parse(struct xfw_pkt *p, void *ctx, int xdp, void *data, void *data_end,
 				     __u32 frame_len, int check_csum)
 {
@@ -821,12 +831,7 @@ static __always_inline int xfw_parse(struct xfw_pkt *p, void *ctx, int xdp, void
 	void *l3;
 	__u16 proto;
 
-	__builtin_memset(p, 0, sizeof(*p));
-	p->sport = p->dport = XFW_V_NONE;
-	p->tcpflags = XFW_FLAGS_NONE;
-	p->icmp = XFW_V_NONE;
-	p->tcpmss = XFW_V_NONE;
-
+	xfw_parse_init(p);
 	if ((void *)(eth + 1) > data_end)
 		return XFW_PARSE_PASS;
 	p->mac_src = xfw_mac48(eth->h_source);
@@ -851,6 +856,23 @@ static __always_inline int xfw_parse(struct xfw_pkt *p, void *ctx, int xdp, void
 		return xfw_parse_ipv4(p, data, data_end, l3, frame_len, check_csum);
 	if (proto == ETH_P_IPV6)
 		return xfw_parse_ipv6(p, ctx, xdp, data, data_end, l3, frame_len);
+	return XFW_PARSE_PASS;
+}
+
+/* xfw_parse_noeth parses, as xfw_parse, a TC packet without a link header:
+ * [data, data_end) starts with the network header, whose protocol
+ * (skb->protocol, host order) is proto. The copy of a broadcast or
+ * multicast packet the host delivers to itself (dev_loopback_xmit) comes
+ * so: no MAC header (-m mac matches nothing), the IP header at offset 0. */
+static __always_inline int xfw_parse_noeth(struct xfw_pkt *p, void *ctx, void *data, void *data_end,
+					   __u32 frame_len, __u16 proto)
+{
+	xfw_parse_init(p);
+	p->mac_src = XFW_MAC_NONE;
+	if (proto == ETH_P_IP)
+		return xfw_parse_ipv4(p, data, data_end, data, frame_len, 1);
+	if (proto == ETH_P_IPV6)
+		return xfw_parse_ipv6(p, ctx, 0, data, data_end, data, frame_len);
 	return XFW_PARSE_PASS;
 }
 

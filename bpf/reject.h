@@ -62,7 +62,10 @@
  *    error then arrives all the same (ECONNREFUSED on the next call).
  *  - The kernel sends no error about an ICMP message its own ICMP socket
  *    sends (an echo reply REJECTed in OUTPUT: icmp_send finds the socket
- *    locked); xfw cannot tell those from a raw socket's and answers them.
+ *    locked); neither does xfw (xfw.c xfw_tc_stack_reply: an echo,
+ *    timestamp or extended echo reply from a raw ICMP socket without a
+ *    file, owner.h xfw_sk_kernel). A process's raw socket, and the
+ *    stack's neighbour discovery socket (an advertisement), are answered.
  *  - IPv4 options: ICMP errors echo record route and timestamp options
  *    as icmp_send does (reject_opts.h): in INPUT and FORWARD the
  *    packet's as the input path filled them in, in OUTPUT those the

@@ -57,6 +57,11 @@
 #define XFW_NAT_IN_META_MAGIC 0x7866774e
 int xfw_nat_in_send(struct __sk_buff *skb);
 
+/* The copy of a broadcast or multicast packet the host delivers to itself
+ * (skb->pkt_type PACKET_LOOPBACK), judged in PREROUTING and INPUT
+ * (loopcopy.h, defined there). */
+int xfw_tc_loopcopy(struct __sk_buff *skb);
+
 /* "xfwD": a packet FORWARD dropped, passed on for the kernel's ICMP
  * redirect (xfw_rd_tc_ingress, defined in redirect.h). */
 #define XFW_RD_META_MAGIC 0x78667744
@@ -278,7 +283,9 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif, __u3
 	return bpf_redirect_neigh(fib.ifindex, &nh, sizeof(nh), 0);
 }
 
-/* xfw_tc_ingress: a frame marked by the XDP hook is a REJECT reply to
+/* xfw_tc_ingress: the copy of a broadcast or multicast packet the host
+ * delivers to itself (PACKET_LOOPBACK) is judged (xfw_tc_loopcopy); a
+ * frame marked by the XDP hook is a REJECT reply to
  * send (xfw_rj_send), a reply nat_out.h translated back, to deliver
  * (xfw_nat_in_send), or a packet FORWARD dropped, for the kernel's
  * redirect (xfw_rd_tc_ingress); anything else is left to the next
@@ -292,6 +299,9 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 	int rc;
 
 	xfw_rj_anchor_maps();
+	/* The host's copy of its own broadcast or multicast packet. */
+	if (skb->pkt_type == PACKET_LOOPBACK)
+		return xfw_tc_loopcopy(skb);
 	/* A bridge port's frame, for -m physdev (bridge.h). */
 	xfw_br_note_tc(skb);
 	/* The packet's mark the XDP hook's walk left (mark_route.h): before

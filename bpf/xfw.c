@@ -18,6 +18,9 @@
  *   TC egress: only locally generated packets (skb->ingress_ifindex == 0)
  *     → OUTPUT; forwarded packets were judged once, at ingress (a reply
  *     of a DNAT connection gets its source back there: nat.h).
+ *   TCX ingress (reject_send.h): the copy of a broadcast or multicast
+ *     packet the host delivers to itself → its POSTROUTING, then INPUT's
+ *     walk from PREROUTING (loopcopy.h); otherwise REJECT replies.
  *
  * Stages: parse.h (fields) → ct.h (connection tracking, when the ruleset
  * uses it) → classify.h (LBVS, counters) → reject.h (REJECT replies) →
@@ -1080,8 +1083,36 @@ static __always_inline __u32 xfw_tc_stack_icmp(struct __sk_buff *skb)
 	       k == XFW_SK_KIND(XFW_SOCK_RAW, IPPROTO_ICMPV6);
 }
 
+/* The replies the stack's ICMP socket sends itself (icmp_reply: echo,
+ * timestamp and extended echo replies; icmpv6_echo_reply: echo and
+ * extended echo replies), by type. */
+#define XFW_ICMP_TSTAMPREPLY 14
+#define XFW_ICMP_EXT_ECHOREPLY 43
+#define XFW_ICMP6_REPLY 129
+#define XFW_ICMP6_EXT_ECHOREPLY 161
+
+/* xfw_tc_stack_reply reports whether skb is such a reply (p parsed from
+ * it), sent holding this CPU's ICMP transmit lock (icmp_xmit_lock,
+ * icmpv6_xmit_lock): the stack's ICMP socket (a kernel socket, no file:
+ * not a process's raw socket), not its neighbour discovery or MLD
+ * socket (another kernel raw ICMPv6 socket, without the lock). */
+static __always_inline __u32 xfw_tc_stack_reply(struct __sk_buff *skb, const struct xfw_pkt *p)
+{
+	__u32 t = p->icmp >> 8;
+
+	if (p->icmp > 0xffff)
+		return 0;
+	if (p->fam == 0 ? p->proto != IPPROTO_ICMP ||
+				  (t != XFW_ICMP_ECHOREPLY && t != XFW_ICMP_TSTAMPREPLY && t != XFW_ICMP_EXT_ECHOREPLY)
+			: p->proto != IPPROTO_ICMPV6 || (t != XFW_ICMP6_REPLY && t != XFW_ICMP6_EXT_ECHOREPLY))
+		return 0;
+	return xfw_tc_stack_icmp(skb) && xfw_sk_kernel(skb);
+}
+
 /* Frames bridged from port to port (uses xfw_judge and xfw_tc_parse). */
 #include "bridge_tc.h"
+/* The host's copy of its broadcast or multicast packet (uses xfw_judge). */
+#include "loopcopy.h"
 
 /* xfw_tc_judged is the TC hook's work; xfw_tc_egress brackets it for
  * quiescence (generation.h). */
@@ -1273,6 +1304,13 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		/* Translated in nat OUTPUT: out by the new route. */
 		return xfw_nat_out_send(skb);
 	case XFW_ACT_REJECT:
+		/* The stack's own ICMP socket sends it (an echo or timestamp
+		 * reply: icmp_reply, icmpv6_echo_reply) holding this CPU's
+		 * ICMP transmit lock, which icmp_send (icmp6_send) then finds
+		 * taken: no error about it. A process's raw socket is
+		 * answered. */
+		if (xfw_tc_stack_reply(skb, p))
+			return TC_ACT_SHOT;
 		if (cs)
 			xfw_ct_save(cs, p);
 		rc = xfw_tc_reject(skb, p, rj);

@@ -106,13 +106,14 @@ func mcProbes() []mcProbe {
 }
 
 // mcRuleset counts each probe's group and protocol in raw PREROUTING and
-// in INPUT, as it arrives on in0 in a multicast frame: fw's own IGMP and
-// MLD reports for the groups it joined (repeated at random within a
-// second of each join, and sent in answer to a query probe) reach the
-// kernel's PREROUTING and INPUT as a looped-back copy (pkt_type
-// PACKET_LOOPBACK, the device they leave by as the input device), which
-// xfw does not judge (docs/differences.md), and would count beside a
-// probe.
+// in INPUT, as it arrives on in0 in a multicast frame from another host:
+// fw's own IGMP and MLD reports for the groups it joined (repeated at
+// random within a second of each join, and sent at random within the
+// query's delay in answer to a query probe) reach PREROUTING and INPUT as
+// a looped-back copy (pkt_type PACKET_LOOPBACK, which -m pkttype calls
+// multicast, the device they leave by as the input device), judged by
+// both twins at their own random times, and would count beside a probe:
+// their source is one of fw's addresses.
 func mcRuleset(fam int) string {
 	var b strings.Builder
 	seen := map[string]bool{}
@@ -124,12 +125,12 @@ func mcRuleset(fam int) string {
 			if pr.fam != fam {
 				continue
 			}
-			rule := fmt.Sprintf("-A %s -i %s -d %s -p udp --dport %d -m pkttype --pkt-type multicast", chain, nettest.FwInIfname, pr.group, mcPort)
+			rule := fmt.Sprintf("-A %s -i %s -d %s -p udp --dport %d -m pkttype --pkt-type multicast -m addrtype ! --src-type LOCAL", chain, nettest.FwInIfname, pr.group, mcPort)
 			if !seen[rule] {
 				seen[rule] = true
 				b.WriteString(rule + "\n")
 			}
-			rule = fmt.Sprintf("-A %s -i %s -d %s -p %s -m pkttype --pkt-type multicast", chain, nettest.FwInIfname, pr.group, proto)
+			rule = fmt.Sprintf("-A %s -i %s -d %s -p %s -m pkttype --pkt-type multicast -m addrtype ! --src-type LOCAL", chain, nettest.FwInIfname, pr.group, proto)
 			if !seen[rule] {
 				seen[rule] = true
 				b.WriteString(rule + "\n")
@@ -263,7 +264,7 @@ func TestMulticastGroupsAgainstKernel(t *testing.T) {
 	// namespaces); back on at the next sync.
 	tp, fw := tw.tps["xfw"], tw.fws["xfw"]
 	unjoined := netip.MustParseAddr("239.1.1.1")
-	rule := fmt.Sprintf("INPUT -d %s/32 -i %s -p udp -m udp --dport %d -m pkttype --pkt-type multicast", unjoined, nettest.FwInIfname, mcPort)
+	rule := fmt.Sprintf("INPUT -d %s/32 -i %s -p udp -m udp --dport %d -m pkttype --pkt-type multicast -m addrtype ! --src-type LOCAL", unjoined, nettest.FwInIfname, mcPort)
 	eth := tp.GenToFw()
 	eth.Dst = mcMAC(unjoined)
 	for _, env := range []string{"off", "on"} {
@@ -344,7 +345,7 @@ func TestAgentFollowsMulticastGroups(t *testing.T) {
 	startAgent(t, bin, tp, "--poll", "1h")
 	for _, fam := range []int{4, 6} {
 		group := map[int]netip.Addr{4: mcJoinedIn4, 6: mcJoinedIn6}[fam]
-		rule := fmt.Sprintf("INPUT -d %s/%d -i %s -p udp -m udp --dport %d -m pkttype --pkt-type multicast", group, group.BitLen(), nettest.FwInIfname, mcPort)
+		rule := fmt.Sprintf("INPUT -d %s/%d -i %s -p udp -m udp --dport %d -m pkttype --pkt-type multicast -m addrtype ! --src-type LOCAL", group, group.BitLen(), nettest.FwInIfname, mcPort)
 		eth := tp.GenToFw()
 		eth.Dst = mcMAC(group)
 		frame := eth.Frame(mcUDP(tp, group))

@@ -95,10 +95,6 @@ var logReplyRe = regexp.MustCompile(`^LOG: .*?\bIN=[^\[]*\b(ID|FLOWLBL)=\? `)
 // loInRe matches a LOG line of a packet that arrived on lo.
 var loInRe = regexp.MustCompile(`^LOG: (?:.*? )?IN=lo `)
 
-// logQuotesEchoReplyRe matches a LOG line of an ICMP error quoting an
-// echo reply.
-var logQuotesEchoReplyRe = regexp.MustCompile(`\[SRC=.* PROTO=ICMP(?:v6)? TYPE=(?:0|129) CODE=0 `)
-
 // outerSrcRe matches the outer header's source address of a LOG line.
 var outerSrcRe = regexp.MustCompile(`\bSRC=[0-9a-f.:]+ `)
 
@@ -175,7 +171,6 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 	kOnly, xOnly := oneSided(d.Kernel, d.XFW)
 	xOnly, spoofedLogs := pairSpoofedLogs(p, kOnly, xOnly, ipv4)
 	xOnly, optionLogs := pairOptionLogs(p, kOnly, xOnly)
-	xOnly, stackEcho := withoutStackEchoLogs(xOnly)
 	xOnly, ownReply := withoutOwnReplyLogs(p, kOnly, xOnly)
 	xOnly, loReply := withoutLoopbackReplyLogs(p, kOnly, xOnly)
 	r, ok := tallyXFWReplies(xOnly)
@@ -194,9 +189,6 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 	}
 	if loReply > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply to a packet fw sent itself through lo, arriving on lo: it passes INPUT but not OUTPUT, which dropped the kernel's", loReply))
-	}
-	if stackEcho > 0 {
-		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply to an echo reply fw's stack sent (the kernel's ICMP socket is busy sending it)", stackEcho))
 	}
 	t, ok := matchKernelReplies(p, kOnly, r, spoofedLogs+optionLogs, ipv4)
 	if !ok {
@@ -255,12 +247,11 @@ func knownCountersDifference(d Difference, inputSide, outputSide map[string]bool
 			return "xfw's reply to fw itself passes INPUT but not OUTPUT (counted in INPUT where the kernel's OUTPUT dropped its own)"
 		}
 	}
-	// xfw's replies to fw itself pass OUTPUT as the kernel's do, but
-	// xfw answers echo replies fw's stack sends, which the kernel
-	// cannot (its ICMP socket is busy sending them), and counts its
-	// answers.
+	// xfw's replies to fw itself pass OUTPUT as the kernel's do: a
+	// reply xfw sends and the kernel does not (a known probe
+	// difference) is counted in the chains OUTPUT reaches.
 	if outputSide[subjectChain(d.Subject)] && xp > kp && xb > kb {
-		return "xfw's OUTPUT replies to fw itself counted in OUTPUT where the kernel sends none (echo replies of fw's stack)"
+		return "xfw's OUTPUT replies to fw itself counted in OUTPUT where the kernel sends none"
 	}
 	return ""
 }
@@ -286,23 +277,6 @@ func oneSided(kernel, xfw []string) (kOnly, xOnly []string) {
 		}
 	}
 	return kOnly, xOnly
-}
-
-// withoutStackEchoLogs returns xOnly without the LOG lines of xfw's
-// replies to echo replies fw's stack sent, and how many there were.
-func withoutStackEchoLogs(xOnly []string) (rest []string, stackEcho int) {
-	// xfw answers (and its reply passes OUTPUT, logged) an echo reply
-	// fw's stack sends when OUTPUT rejects it; the kernel cannot: the
-	// stack sends it holding its ICMP socket, which icmp_send then finds
-	// taken (icmp_xmit_lock, icmpv6_xmit_lock).
-	for _, o := range xOnly {
-		if isLogOfReply(o) && logQuotesEchoReplyRe.MatchString(o) {
-			stackEcho++
-			continue
-		}
-		rest = append(rest, o)
-	}
-	return rest, stackEcho
 }
 
 // pairSpoofedLogs pairs the LOG lines of xfw's ICMPv6 replies to a packet
