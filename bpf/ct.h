@@ -17,8 +17,10 @@
  *   xfw_ct      hash of assured connections. An entry
  *               moves here when it becomes ASSURED; when this table is full
  *               it stays in xfw_ct_new.
- * A lookup tries xfw_ct, then xfw_ct_new. An expired entry is deleted by
- * the lookup that finds it.
+ * A lookup tries xfw_ct, then xfw_ct_new (unless its entry is marked
+ * moved), then xfw_ct again (a promotion under way: ct_track.h
+ * xfw_ct_promote). An expired entry is deleted by the lookup that finds
+ * it.
  *
  * What changes state: as in the kernel, a packet of a known connection
  * advances it before the filter runs (nf_conntrack_in at PREROUTING/OUTPUT);
