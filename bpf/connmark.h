@@ -59,39 +59,39 @@ static __always_inline __u32 *xfw_connmark_ptr(const struct xfw_pkt *p, __u32 ho
 	return &e->v.mark;
 }
 
-/* xfw_connmark_write sets the connection mark of packet p of hook to
- * next, under its entry's lock when it has one, so that a promotion on
- * another CPU (ct_track.h xfw_ct_promote) copies it or the write goes to
- * the copy. A global function: verified once. Returns 0. */
-__attribute__((noinline)) int xfw_connmark_write(struct xfw_ct_scratch *cs, __u32 next)
+/* xfw_connmark_write sets the connection mark of the packet whose
+ * tracking scratch is cs to next, under its entry's lock when it has one,
+ * so that a promotion on another CPU (ct_track.h xfw_ct_promote) copies
+ * it or the write goes to the copy. Inlined: the probe walk's call chain
+ * has no frame to spare for it and the lock's wait (bpf_loop). */
+static __always_inline void xfw_connmark_write(struct xfw_ct_scratch *cs, __u32 next)
 {
 	struct xfw_ct_entry *e;
 	int locked;
 
 	if (!cs)
-		return 0;
+		return;
 	if (cs->pending == XFW_CTP_CREATE) {
 		cs->nv.mark = next;
-		return 0;
+		return;
 	}
 	e = xfw_ct_lookup(&cs->key);
 	if (!e) {
 		if (cs->attached)
 			cs->amark = next;
-		return 0;
+		return;
 	}
 	locked = xfw_ct_lock(&e->lock);
 	if (locked == XFW_CT_LOCK_MOVED) {
 		/* Moved since the lookup: the copy in xfw_ct. */
 		e = bpf_map_lookup_elem(&xfw_ct, &cs->key);
 		if (!e)
-			return 0;
+			return;
 		locked = xfw_ct_lock(&e->lock);
 	}
 	e->v.mark = next;
 	if (locked == 1)
 		xfw_ct_unlock(&e->lock);
-	return 0;
 }
 
 /* xfw_connmark_match answers connmark probe pr for packet p of hook. */

@@ -272,16 +272,46 @@ static __always_inline void xfw_ct_delete(struct xfw_ct_key *k, int table)
 		xfw_ct_gone(table);
 }
 
-/* Compare-and-swap attempts before updating without the lock (the holder
- * runs on another CPU; a tracker run takes well under a microsecond). */
-#define XFW_CT_LOCK_TRIES 64
+/* Compare-and-swap attempts before waiting in a bpf_loop, and the
+ * attempts of that wait before updating without the lock. The holder runs
+ * on another CPU with bottom halves off (XDP in NAPI, TC under
+ * rcu_read_lock_bh), so it is never preempted by this one and a tracker
+ * run takes well under a microsecond; but a loaded host (a virtual CPU
+ * descheduled) can stretch that: 64 attempts were too few, and updates
+ * of two packets of one connection on two CPUs at once were lost, one
+ * overwriting the other (TestCtPromoteRace). 2^16 more attempts wait
+ * milliseconds at most. */
+#define XFW_CT_LOCK_TRIES 8
+#define XFW_CT_LOCK_SPINS (1 << 16)
+
+/* The wait of xfw_ct_lock: the lock word and the outcome (0 while not
+ * taken). */
+struct xfw_ct_lock_wait {
+	__u64 *lk;
+	__u64 got;
+};
+
+static long xfw_ct_lock_spin(__u32 i, struct xfw_ct_lock_wait *w)
+{
+	__u64 old;
+
+	if (!w->lk)
+		return 1;
+	old = __sync_val_compare_and_swap(w->lk, XFW_CT_LOCK_FREE, XFW_CT_LOCK_HELD);
+	if (old == XFW_CT_LOCK_FREE)
+		w->got = 1;
+	else if (old == XFW_CT_LOCK_MOVED)
+		w->got = XFW_CT_LOCK_MOVED;
+	return w->got != 0;
+}
 
 /* xfw_ct_lock takes the lock word lk (1), gives up (0), or finds the
  * entry moved to xfw_ct (XFW_CT_LOCK_MOVED: not taken). A global
- * function: its unrolled attempts are verified once, not on every path of
- * the tracker that reaches them. */
+ * function: its attempts are verified once, not on every path of the
+ * tracker that reaches them. */
 __attribute__((noinline)) int xfw_ct_lock(__u64 *lk)
 {
+	struct xfw_ct_lock_wait w = {.lk = lk, .got = 0};
 	__u64 old;
 
 	if (!lk)
@@ -294,7 +324,8 @@ __attribute__((noinline)) int xfw_ct_lock(__u64 *lk)
 		if (old == XFW_CT_LOCK_MOVED)
 			return XFW_CT_LOCK_MOVED;
 	}
-	return 0;
+	bpf_loop(XFW_CT_LOCK_SPINS, xfw_ct_lock_spin, &w, 0);
+	return w.got == 1 ? 1 : w.got == XFW_CT_LOCK_MOVED ? XFW_CT_LOCK_MOVED : 0;
 }
 
 static __always_inline void xfw_ct_unlock(__u64 *lk)

@@ -176,10 +176,10 @@ static __always_inline int xfw_ct_sweep_main(__u64 now, __u64 hz)
  * - The sweep of xfw_ct (when the insert finds it full) runs after the
  *   lock is released, and the move is tried again under the lock: the
  *   lock is held only for a copy and one insert.
- * - A lock given up (XFW_CT_LOCK_TRIES attempts, the holder on another CPU
- *   for too long) means no promotion: the next packet tries. (The
- *   tracker's own fallback, updating without the lock, predates this and
- *   is as racy against a promotion as against another update.)
+ * - A lock given up (xfw_ct_lock's wait over, the holder on another CPU
+ *   for milliseconds) means no promotion: the next packet tries. (The
+ *   tracker's own fallback, updating without the lock, is as racy against
+ *   a promotion as against another update; the wait makes it rare.)
  */
 
 /* xfw_ct_move is steps (1) to (4) above for entry e, whose lock the caller
