@@ -123,6 +123,10 @@ static __always_inline struct xfw_ct_entry *xfw_connlimit_entry(struct xfw_connl
 	if (e && (__s64)(e->v.expires - now) > 0)
 		return e;
 	e = bpf_map_lookup_elem(&xfw_ct_new, &c->key);
+	if (e && e->lock != XFW_CT_LOCK_MOVED && (__s64)(e->v.expires - now) > 0)
+		return e;
+	/* Moved by a promotion meanwhile (ct_track.h xfw_ct_promote). */
+	e = bpf_map_lookup_elem(&xfw_ct, &c->key);
 	if (e && (__s64)(e->v.expires - now) > 0)
 		return e;
 	return 0;

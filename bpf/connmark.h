@@ -17,7 +17,7 @@
  * restore). The packet's mark is the walk's copy (mark.h). The entry's
  * mark is written with one 32-bit store, as the kernel's WRITE_ONCE.
  *
- * Includes: common.h, xfw_structs.h, parse.h, ct_structs.h, ct_maps.h.
+ * Includes: common.h, xfw_structs.h, parse.h, ct_structs.h, ct_maps.h, ct_conn.h.
  */
 #ifndef XFW_CONNMARK_H
 #define XFW_CONNMARK_H
@@ -29,6 +29,7 @@
 #include "parse.h"
 #include "ct_structs.h"
 #include "ct_maps.h"
+#include "ct_conn.h"
 
 /* xfw_connmark_ptr returns where the connection mark of packet p of hook
  * lives, NULL when it has no connection. An ICMP error the host sends
@@ -49,15 +50,48 @@ static __always_inline __u32 *xfw_connmark_ptr(const struct xfw_pkt *p, __u32 ho
 		return NULL;
 	if (cs->pending == XFW_CTP_CREATE)
 		return &cs->nv.mark;
-	e = bpf_map_lookup_elem(&xfw_ct, &cs->key);
-	if (!e)
-		e = bpf_map_lookup_elem(&xfw_ct_new, &cs->key);
+	e = xfw_ct_lookup(&cs->key);
 	if (!e)
 		return cs->attached ? &cs->amark : NULL;
 	/* Keep the NULL check before the offset (the verifier refuses
 	 * arithmetic on a pointer that may be NULL). */
 	asm volatile("" : "+r"(e));
 	return &e->v.mark;
+}
+
+/* xfw_connmark_write sets the connection mark of the packet whose
+ * tracking scratch is cs to next, under its entry's lock when it has one,
+ * so that a promotion on another CPU (ct_track.h xfw_ct_promote) copies
+ * it or the write goes to the copy. Inlined: the probe walk's call chain
+ * has no frame to spare for it and the lock's wait (bpf_loop). */
+static __always_inline void xfw_connmark_write(struct xfw_ct_scratch *cs, __u32 next)
+{
+	struct xfw_ct_entry *e;
+	int locked;
+
+	if (!cs)
+		return;
+	if (cs->pending == XFW_CTP_CREATE) {
+		cs->nv.mark = next;
+		return;
+	}
+	e = xfw_ct_lookup(&cs->key);
+	if (!e) {
+		if (cs->attached)
+			cs->amark = next;
+		return;
+	}
+	locked = xfw_ct_lock(&e->lock);
+	if (locked == XFW_CT_LOCK_MOVED) {
+		/* Moved since the lookup: the copy in xfw_ct. */
+		e = bpf_map_lookup_elem(&xfw_ct, &cs->key);
+		if (!e)
+			return;
+		locked = xfw_ct_lock(&e->lock);
+	}
+	e->v.mark = next;
+	if (locked == 1)
+		xfw_ct_unlock(&e->lock);
 }
 
 /* xfw_connmark_match answers connmark probe pr for packet p of hook. */
@@ -101,8 +135,11 @@ static __always_inline int xfw_connmark_set(struct xfw_probe *pr, struct xfw_pkt
 	default:
 		return 1;
 	}
-	if (next != ct)
-		*m = next;
+	if (next != ct) {
+		__u32 key = hook;
+
+		xfw_connmark_write(bpf_map_lookup_elem(&xfw_ct_scratch, &key), next);
+	}
 	return 1;
 }
 

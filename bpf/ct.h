@@ -17,8 +17,10 @@
  *   xfw_ct      hash of assured connections. An entry
  *               moves here when it becomes ASSURED; when this table is full
  *               it stays in xfw_ct_new.
- * A lookup tries xfw_ct, then xfw_ct_new. An expired entry is deleted by
- * the lookup that finds it.
+ * A lookup tries xfw_ct, then xfw_ct_new (unless its entry is marked
+ * moved), then xfw_ct again (a promotion under way: ct_track.h
+ * xfw_ct_promote). An expired entry is deleted by the lookup that finds
+ * it.
  *
  * What changes state: as in the kernel, a packet of a known connection
  * advances it before the filter runs (nf_conntrack_in at PREROUTING/OUTPUT);
@@ -31,8 +33,10 @@
  *    no helper call); timeouts come in jiffies from the control plane
  *    (xfw_ct_cfg), which knows HZ.
  *  - An entry is updated under its lock (xfw_ct_lock: compare-and-swap,
- *    bounded; XDP and TC do not nest on a CPU, so the holder always runs on
- *    another CPU and finishes in microseconds).
+ *    bounded, the wait in a bpf_loop; XDP and TC do not nest on a CPU, so
+ *    the holder always runs on another CPU and finishes in microseconds).
+ *    The lock word also marks an xfw_ct_new entry moved to xfw_ct
+ *    (ct_track.h xfw_ct_promote).
  *  - The tracker (xfw_ct_advance), the segment reader and the ICMP error
  *    path are global functions, each verified once.
  *  - Sequence arithmetic is modulo 2^32 (xfw_before/xfw_after as the

@@ -161,6 +161,13 @@ static __always_inline int xfw_ct_self(const struct xfw_ct_key *k)
 #define XFW_CTT_MAIN 1
 #define XFW_CTT_EMB 2
 
+/* Values of an entry's lock word: free, held, and (xfw_ct_new only, for
+ * good) moved: xfw_ct_promote copied the entry into xfw_ct under the lock
+ * and released it with this value, so nobody updates it any more. */
+#define XFW_CT_LOCK_FREE 0
+#define XFW_CT_LOCK_HELD 1
+#define XFW_CT_LOCK_MOVED 2
+
 /* xfw_ctstat_add adds n to statistic i (enum xfw_ctstat) of this CPU. A
  * global function: verified once, whatever calls it. */
 __attribute__((noinline)) int xfw_ctstat_add(__u32 i, __u64 n)
@@ -179,7 +186,9 @@ static __always_inline void xfw_ct_gone(int table)
 }
 
 /* xfw_ct_find looks k up in both tables; an expired entry is deleted and
- * not returned. */
+ * not returned. The order covers a promotion on another CPU (ct_track.h
+ * xfw_ct_promote): xfw_ct, xfw_ct_new unless its entry is marked moved,
+ * then xfw_ct again. */
 static __always_inline struct xfw_ct_entry *xfw_ct_find(struct xfw_ct_key *k, __u64 now,
 							int *table)
 {
@@ -196,15 +205,42 @@ static __always_inline struct xfw_ct_entry *xfw_ct_find(struct xfw_ct_key *k, __
 			xfw_ct_gone(XFW_CTT_MAIN);
 	}
 	e = bpf_map_lookup_elem(&xfw_ct_new, k);
-	if (e) {
+	if (e && e->lock != XFW_CT_LOCK_MOVED) {
 		if ((__s64)(e->v.expires - now) > 0) {
 			*table = XFW_CTT_EMB;
 			return e;
 		}
 		if (bpf_map_delete_elem(&xfw_ct_new, k) == 0)
 			xfw_ct_gone(XFW_CTT_EMB);
+		return 0;
+	}
+	/* Missed in both, or found moved: a promotion moved the connection
+	 * after the first lookup (inserted into xfw_ct, then marked moved,
+	 * then deleted from xfw_ct_new; ct_track.h xfw_ct_promote). Its
+	 * insert came before the mark and the delete, so xfw_ct has it now. */
+	e = bpf_map_lookup_elem(&xfw_ct, k);
+	if (e && (__s64)(e->v.expires - now) > 0) {
+		*table = XFW_CTT_MAIN;
+		return e;
 	}
 	return 0;
+}
+
+/* xfw_ct_lookup returns the entry of k in either table, expired or not:
+ * the one in xfw_ct when both have it (a promotion under way, ct_track.h
+ * xfw_ct_promote), and after a miss in both xfw_ct again (as xfw_ct_find).
+ * The readers and writers besides the tracker (CONNMARK, --ctstate's NAT
+ * bits, --ctexpire) use it. */
+static __always_inline struct xfw_ct_entry *xfw_ct_lookup(struct xfw_ct_key *k)
+{
+	struct xfw_ct_entry *e = bpf_map_lookup_elem(&xfw_ct, k);
+
+	if (e)
+		return e;
+	e = bpf_map_lookup_elem(&xfw_ct_new, k);
+	if (e && e->lock != XFW_CT_LOCK_MOVED)
+		return e;
+	return bpf_map_lookup_elem(&xfw_ct, k);
 }
 
 /* xfw_ct_peek looks k up in both tables, expired entries included (the
@@ -236,23 +272,60 @@ static __always_inline void xfw_ct_delete(struct xfw_ct_key *k, int table)
 		xfw_ct_gone(table);
 }
 
-/* Compare-and-swap attempts before updating without the lock (the holder
- * runs on another CPU; a tracker run takes well under a microsecond). */
-#define XFW_CT_LOCK_TRIES 64
+/* Compare-and-swap attempts before waiting in a bpf_loop, and the
+ * attempts of that wait before updating without the lock. The holder runs
+ * on another CPU with bottom halves off (XDP in NAPI, TC under
+ * rcu_read_lock_bh), so it is never preempted by this one and a tracker
+ * run takes well under a microsecond; but a loaded host (a virtual CPU
+ * descheduled) can stretch that: 64 attempts were too few, and updates
+ * of two packets of one connection on two CPUs at once were lost, one
+ * overwriting the other (TestCtPromoteRace). 2^16 more attempts wait
+ * milliseconds at most. */
+#define XFW_CT_LOCK_TRIES 8
+#define XFW_CT_LOCK_SPINS (1 << 16)
 
-/* xfw_ct_lock takes the lock word lk (1) or gives up (0). A global
- * function: its unrolled attempts are verified once, not on every path of
- * the tracker that reaches them. */
+/* The wait of xfw_ct_lock: the lock word and the outcome (0 while not
+ * taken). */
+struct xfw_ct_lock_wait {
+	__u64 *lk;
+	__u64 got;
+};
+
+static long xfw_ct_lock_spin(__u32 i, struct xfw_ct_lock_wait *w)
+{
+	__u64 old;
+
+	if (!w->lk)
+		return 1;
+	old = __sync_val_compare_and_swap(w->lk, XFW_CT_LOCK_FREE, XFW_CT_LOCK_HELD);
+	if (old == XFW_CT_LOCK_FREE)
+		w->got = 1;
+	else if (old == XFW_CT_LOCK_MOVED)
+		w->got = XFW_CT_LOCK_MOVED;
+	return w->got != 0;
+}
+
+/* xfw_ct_lock takes the lock word lk (1), gives up (0), or finds the
+ * entry moved to xfw_ct (XFW_CT_LOCK_MOVED: not taken). A global
+ * function: its attempts are verified once, not on every path of the
+ * tracker that reaches them. */
 __attribute__((noinline)) int xfw_ct_lock(__u64 *lk)
 {
+	struct xfw_ct_lock_wait w = {.lk = lk, .got = 0};
+	__u64 old;
+
 	if (!lk)
 		return 0;
 #pragma unroll
 	for (int i = 0; i < XFW_CT_LOCK_TRIES; i++) {
-		if (__sync_val_compare_and_swap(lk, 0, 1) == 0)
+		old = __sync_val_compare_and_swap(lk, XFW_CT_LOCK_FREE, XFW_CT_LOCK_HELD);
+		if (old == XFW_CT_LOCK_FREE)
 			return 1;
+		if (old == XFW_CT_LOCK_MOVED)
+			return XFW_CT_LOCK_MOVED;
 	}
-	return 0;
+	bpf_loop(XFW_CT_LOCK_SPINS, xfw_ct_lock_spin, &w, 0);
+	return w.got == 1 ? 1 : w.got == XFW_CT_LOCK_MOVED ? XFW_CT_LOCK_MOVED : 0;
 }
 
 static __always_inline void xfw_ct_unlock(__u64 *lk)

@@ -147,33 +147,99 @@ static __always_inline int xfw_ct_sweep_main(__u64 now, __u64 hz)
 	return 1;
 }
 
-/* xfw_ct_promote moves an entry that became ASSURED from the LRU table to
- * the table of assured connections (when that one has room). The value
- * image is built in the scratch: the stack has no room. A global function
- * (v points past the entry's lock): inlined, its copy and the sweep were
- * verified on every path of the tracker (~7,000 instructions per
- * program). Returns 0. */
-__attribute__((noinline)) int xfw_ct_promote(struct xfw_ct_scratch *cs, struct xfw_ct_val *v,
+/* Promotion: moving a connection that became ASSURED from xfw_ct_new to
+ * xfw_ct without losing an update, with CPUs A (promoting) and B (another
+ * packet of the connection, CONNMARK, a lookup, user space) racing.
+ *
+ * A holds the entry E of xfw_ct_new under its lock (the tracker's, taken
+ * before advancing the connection) and, still holding it: (1) copies E;
+ * (2) inserts the copy into xfw_ct (BPF_NOEXIST); (3) releases the lock
+ * by writing XFW_CT_LOCK_MOVED into it, which no compare-and-swap from 0
+ * ever takes again; (4) deletes E from xfw_ct_new.
+ *
+ * - Updates. Everything that writes E takes its lock first (the tracker,
+ *   CONNMARK); an update of E is either before A took the lock, so in the
+ *   copy, or after (3), where the writer's xfw_ct_lock returns MOVED and
+ *   it looks the connection up in xfw_ct, which has held it since (2).
+ *   Between (2) and (3) B cannot hold E's lock; a B that finds the copy
+ *   in xfw_ct updates the copy, the connection from then on.
+ * - Lookups (xfw_ct_find, xfw_ct_lookup) try xfw_ct, then xfw_ct_new,
+ *   skipping an entry marked moved, then xfw_ct again: a lookup of
+ *   xfw_ct_new that misses or finds E moved comes after (2), so the
+ *   second lookup of xfw_ct finds the copy. A connection never looks
+ *   absent while it is being moved (it would have opened a new one).
+ * - Deletion (conntrack -D, -F, an expiry): user space deletes from
+ *   xfw_ct_new, then from xfw_ct. If E left xfw_ct_new before (4), A's
+ *   delete fails and A deletes its copy: a deletion racing the move wins,
+ *   whichever table it reached first (if it reached xfw_ct after (2) the
+ *   copy is gone already). A deletion after (4) finds the copy.
+ * - The sweep of xfw_ct (when the insert finds it full) runs after the
+ *   lock is released, and the move is tried again under the lock: the
+ *   lock is held only for a copy and one insert.
+ * - A lock given up (xfw_ct_lock's wait over, the holder on another CPU
+ *   for milliseconds) means no promotion: the next packet tries. (The
+ *   tracker's own fallback, updating without the lock, is as racy against
+ *   a promotion as against another update; the wait makes it rare.)
+ */
+
+/* xfw_ct_move is steps (1) to (4) above for entry e, whose lock the caller
+ * holds, under cs->key. Returns 0 when moved (the lock word says so, and
+ * is not held any more), else the insert's error (the caller still holds
+ * the lock). */
+static __always_inline long xfw_ct_move(struct xfw_ct_scratch *cs, struct xfw_ct_entry *e)
+{
+	long rc;
+
+	cs->nv_pad = XFW_CT_LOCK_FREE; /* the copy's lock word */
+	__builtin_memcpy(&cs->nv, &e->v, sizeof(cs->nv));
+	rc = bpf_map_update_elem(&xfw_ct, &cs->key, &cs->nv_pad, BPF_NOEXIST);
+	if (rc != 0)
+		return rc;
+	__sync_lock_test_and_set(&e->lock, XFW_CT_LOCK_MOVED);
+	xfw_ctstat_add(XFW_CTSTAT_PROMOTE, 1);
+	if (bpf_map_delete_elem(&xfw_ct_new, &cs->key) == 0) {
+		xfw_ct_gone(XFW_CTT_EMB);
+	} else if (bpf_map_delete_elem(&xfw_ct, &cs->key) == 0) {
+		/* E was deleted during the move: so is its copy. */
+		xfw_ct_gone(XFW_CTT_MAIN);
+	}
+	return 0;
+}
+
+/* xfw_ct_promote moves entry e of xfw_ct_new, which became ASSURED and
+ * whose lock the caller holds, to the table of assured connections (when
+ * that one has room), and releases the lock either way. The value image
+ * is built in the scratch: the stack has no room. A global function:
+ * inlined, its copies and the sweep were verified on every path of the
+ * tracker (~7,000 instructions per program). Returns 0. */
+__attribute__((noinline)) int xfw_ct_promote(struct xfw_ct_scratch *cs, struct xfw_ct_entry *e,
 					     struct xfw_ct_cfg *cfg, __u64 now)
 {
 	long rc;
 
-	if (!cs || !v || !cfg)
+	if (!cs || !e || !cfg)
 		return 0;
-	cs->nv_pad = 0;
-	__builtin_memcpy(&cs->nv, v, sizeof(cs->nv));
-	rc = bpf_map_update_elem(&xfw_ct, &cs->key, &cs->nv_pad, BPF_NOEXIST);
-	if (rc == -7 /* E2BIG: full */ && xfw_ct_sweep_main(now, cfg->hz))
-		rc = bpf_map_update_elem(&xfw_ct, &cs->key, &cs->nv_pad, BPF_NOEXIST);
-	if (rc != 0) {
-		/* -EEXIST: another CPU promoted it first. */
-		if (rc == -7)
-			xfw_ctstat_add(XFW_CTSTAT_PROMOTE_FULL, 1);
+	rc = xfw_ct_move(cs, e);
+	if (rc == 0)
+		return 0;
+	xfw_ct_unlock(&e->lock);
+	/* -EEXIST: xfw_ct has the key already (an entry opened while the
+	 * connection was moving from another xfw_ct_new entry); lookups find
+	 * that one first. */
+	if (rc != -7 /* E2BIG: full */)
+		return 0;
+	if (!xfw_ct_sweep_main(now, cfg->hz)) {
+		xfw_ctstat_add(XFW_CTSTAT_PROMOTE_FULL, 1);
 		return 0;
 	}
-	xfw_ctstat_add(XFW_CTSTAT_PROMOTE, 1);
-	if (bpf_map_delete_elem(&xfw_ct_new, &cs->key) == 0)
-		xfw_ct_gone(XFW_CTT_EMB);
+	if (xfw_ct_lock(&e->lock) != 1)
+		return 0; /* moved meanwhile, or busy: the next packet tries */
+	rc = xfw_ct_move(cs, e);
+	if (rc == 0)
+		return 0;
+	xfw_ct_unlock(&e->lock);
+	if (rc == -7)
+		xfw_ctstat_add(XFW_CTSTAT_PROMOTE_FULL, 1);
 	return 0;
 }
 
@@ -468,6 +534,20 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		if (lo < 0)
 			lo = dir;
 		locked = xfw_ct_lock(&e->lock);
+		if (locked == XFW_CT_LOCK_MOVED) {
+			/* Promoted by another CPU since the lookup: the
+			 * connection is the copy in xfw_ct (xfw_ct_promote).
+			 * Deleted meanwhile, the packet keeps the connection
+			 * it found, as the kernel's keeps its reference. */
+			struct xfw_ct_entry *m = bpf_map_lookup_elem(&xfw_ct, &cs->key);
+
+			locked = 0;
+			if (m) {
+				e = m;
+				table = XFW_CTT_MAIN;
+				locked = xfw_ct_lock(&e->lock);
+			}
+		}
 		status = e->v.status;
 		st = (dir == 1 || (status & XFW_CTST_SEEN_REPLY)) ? XFW_CTS_ESTABLISHED : XFW_CTS_NEW;
 		r = xfw_ct_advance(&e->v, cs, proto, dir, 0);
@@ -482,10 +562,12 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		 * reads its lo_state (xfw_ct_peek). */
 		if (r == XFW_TCPR_KILL)
 			e->v.expires = now;
-		if (locked)
+		/* The promotion releases the lock itself (xfw_ct_promote). */
+		if (locked == 1 && r == XFW_TCPR_OK && table == XFW_CTT_EMB &&
+		    (status & XFW_CTST_ASSURED))
+			xfw_ct_promote(cs, e, cfg, now);
+		else if (locked == 1)
 			xfw_ct_unlock(&e->lock);
-		if (r == XFW_TCPR_OK && table == XFW_CTT_EMB && (status & XFW_CTST_ASSURED))
-			xfw_ct_promote(cs, &e->v, cfg, now);
 		if (value != XFW_CTS_INVALID)
 			xfw_ct_tuple(p, &cs->key, &e->v);
 		if (r == XFW_TCPR_REPEAT)

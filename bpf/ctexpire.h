@@ -18,7 +18,7 @@
  * slot, written by the control plane with the generation
  * (internal/dataplane/ctexpire.go); the probe's argument is the index.
  *
- * Includes: common.h, xfw_structs.h, parse.h, ct_structs.h, ct_maps.h,
+ * Includes: common.h, xfw_structs.h, parse.h, ct_structs.h, ct_maps.h, ct_conn.h,
  * conn_structs.h.
  */
 #ifndef XFW_CTEXPIRE_H
@@ -31,6 +31,7 @@
 #include "parse.h"
 #include "ct_structs.h"
 #include "ct_maps.h"
+#include "ct_conn.h"
 #include "conn_structs.h"
 
 /* Ranges per generation slot (internal/compiler MaxCtExpires). */
@@ -70,9 +71,7 @@ static __always_inline int xfw_ctexpire_probe(const struct xfw_pkt *p, __u32 hoo
 		/* Unconfirmed: the kernel's timeout is relative. */
 		t = (__s32)((__u32)(cs->nv.expires - now) - (__u32)now);
 	} else {
-		e = bpf_map_lookup_elem(&xfw_ct, &cs->key);
-		if (!e)
-			e = bpf_map_lookup_elem(&xfw_ct_new, &cs->key);
+		e = xfw_ct_lookup(&cs->key);
 		if (!e)
 			return 0;
 		t = (__s32)((__u32)e->v.expires - (__u32)now);

@@ -24,7 +24,7 @@
  * the translated ones, which the classification fields (the original
  * tuple's) do not give.
  *
- * Includes: common.h, xfw_structs.h, parse.h, ct_structs.h, ct_maps.h.
+ * Includes: common.h, xfw_structs.h, parse.h, ct_structs.h, ct_maps.h, ct_conn.h.
  */
 #ifndef XFW_CTNAT_H
 #define XFW_CTNAT_H
@@ -36,6 +36,7 @@
 #include "parse.h"
 #include "ct_structs.h"
 #include "ct_maps.h"
+#include "ct_conn.h"
 
 /* The state bits of XFW_PROBE_CTNAT's .val above the five states
  * (compiler.CtNatSNAT, CtNatDNAT). */
@@ -60,9 +61,7 @@ static __always_inline struct xfw_ct_val *xfw_ctnat_conn(const struct xfw_pkt *p
 	*csp = cs;
 	if (cs->pending == XFW_CTP_CREATE)
 		return &cs->nv;
-	e = bpf_map_lookup_elem(&xfw_ct, &cs->key);
-	if (!e)
-		e = bpf_map_lookup_elem(&xfw_ct_new, &cs->key);
+	e = xfw_ct_lookup(&cs->key);
 	if (!e)
 		return 0;
 	/* Keep the NULL check before the offset (connmark.h). */

@@ -509,11 +509,8 @@ static __always_inline int xfw_nat_rw_tc(struct __sk_buff *skb, struct xfw_pkt *
 static __always_inline struct xfw_ct_entry *xfw_nat_conn(struct xfw_ct_key *k)
 {
 	__u64 now = bpf_jiffies64();
-	struct xfw_ct_entry *e = bpf_map_lookup_elem(&xfw_ct, k);
+	struct xfw_ct_entry *e = xfw_ct_lookup(k);
 
-	if (e && (__s64)(e->v.expires - now) > 0)
-		return e;
-	e = bpf_map_lookup_elem(&xfw_ct_new, k);
 	if (e && (__s64)(e->v.expires - now) > 0)
 		return e;
 	return 0;
@@ -525,11 +522,7 @@ static __always_inline struct xfw_ct_entry *xfw_nat_conn(struct xfw_ct_key *k)
  * connection (xfw_ct_track deletes entries that expired before). */
 static __always_inline struct xfw_ct_entry *xfw_nat_tracked(struct xfw_ct_key *k)
 {
-	struct xfw_ct_entry *e = bpf_map_lookup_elem(&xfw_ct, k);
-
-	if (e)
-		return e;
-	return bpf_map_lookup_elem(&xfw_ct_new, k);
+	return xfw_ct_lookup(k);
 }
 
 /* xfw_nat_translatable reports whether p can be translated: IPv4 or IPv6

@@ -452,7 +452,8 @@ struct xfw_ct_val {
  * directions, as the kernel's ct->lock: a bounded compare-and-swap lock,
  * since bpf_spin_lock forbids the calls the tracker makes. */
 struct xfw_ct_entry {
-	__u64 lock;         /* 64 bits: BPF's 32-bit atomics need -mcpu=v3 */
+	__u64 lock;         /* XFW_CT_LOCK_* (ct_conn.h); 64 bits: BPF's
+			     * 32-bit atomics need -mcpu=v3 */
 	struct xfw_ct_val v;
 };
 

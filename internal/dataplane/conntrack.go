@@ -95,11 +95,31 @@ type bpfCTVal struct {
 }
 
 // bpfCTEntry mirrors struct xfw_ct_entry, the value of both tables: Head
-// is the entry's lock word (xfw_ct_lock, bpf/ct_conn.h), not read here.
+// is the entry's lock word (xfw_ct_lock, bpf/ct_conn.h), read here only
+// for ctLockMoved.
 type bpfCTEntry struct {
 	Head uint64
 	V    bpfCTVal
 }
+
+// ctLockMoved is XFW_CT_LOCK_MOVED (bpf/ct_conn.h): an xfw_ct_new entry
+// whose connection a promotion copied into xfw_ct (bpf/ct_track.h
+// xfw_ct_promote) and is about to delete.
+const ctLockMoved = 2
+
+// Indexes of CTTables.maps.
+const (
+	ctMain = 0 // xfw_ct
+	ctNew  = 1 // xfw_ct_new
+)
+
+// ctReadOrder is the order the tables are read and deleted from:
+// xfw_ct_new first, as a promotion moves a connection the other way
+// (insert into xfw_ct, then delete from xfw_ct_new), so a connection
+// moving during a read is met at least once (twice: Entries keeps
+// xfw_ct's), and a deletion racing a move is one the promotion sees
+// (it deletes its copy when its own delete finds the entry gone).
+var ctReadOrder = [2]int{ctNew, ctMain}
 
 // CTTables are the data plane's two connection tables: xfw_ct (assured
 // connections) and xfw_ct_new (connections not yet assured).
@@ -177,24 +197,33 @@ func (t *CTTables) Entries(now, hz uint64) ([]CTEntry, error) {
 		return nil, errors.New("read connections: zero clock rate")
 	}
 	var out []CTEntry
-	for ti, m := range t.maps {
-		keys, vals, err := readCTTable(m)
+	at := make(map[bpfCTKey]int)
+	for _, ti := range ctReadOrder {
+		keys, vals, err := readCTTable(t.maps[ti])
 		if err != nil {
 			return nil, fmt.Errorf("read connection table %d: %w", ti, err)
 		}
 		for i, k := range keys {
 			v := vals[i]
-			if v.V.Expires <= now {
+			if v.V.Expires <= now || (ti == ctNew && v.Head == ctLockMoved) {
 				// Expired (the kernel's nf_ct_is_expired), or killed and
-				// kept for a loopback INPUT (bpf/ct_track.h).
+				// kept for a loopback INPUT (bpf/ct_track.h), or moved
+				// to xfw_ct (read there).
 				continue
 			}
-			out = append(out, CTEntry{
+			e := CTEntry{
 				Conn:    ctConn(k, v.V, now, hz),
 				Expires: v.V.Expires,
 				key:     k,
 				table:   ti,
-			})
+			}
+			if j, ok := at[k]; ok {
+				// Moving while read: xfw_ct's copy is the connection.
+				out[j] = e
+				continue
+			}
+			at[k] = len(out)
+			out = append(out, e)
 		}
 	}
 	return out, nil
@@ -238,21 +267,32 @@ func readCTTable(m *ebpf.Map) ([]bpfCTKey, []bpfCTEntry, error) {
 	}
 }
 
-// Delete removes e from its table; false when it was gone already.
+// Delete removes e's connection from both tables (xfw_ct_new first:
+// ctReadOrder), wherever a promotion may have moved it since it was read;
+// false when it was gone already.
 func (t *CTTables) Delete(e CTEntry) (bool, error) {
-	err := t.maps[e.table].Delete(e.key)
-	if errors.Is(err, ebpf.ErrKeyNotExist) {
-		return false, nil
+	found := false
+	for _, ti := range ctReadOrder {
+		err := t.maps[ti].Delete(e.key)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			continue
+		}
+		if err != nil {
+			return found, fmt.Errorf("delete connection: %w", err)
+		}
+		found = true
+		if err := t.countUserDeletes(ti, 1); err != nil {
+			return found, err
+		}
 	}
-	if err != nil {
-		return false, fmt.Errorf("delete connection: %w", err)
-	}
-	return true, t.countUserDeletes(e.table, 1)
+	return found, nil
 }
 
-// Flush deletes every connection of both tables.
+// Flush deletes every connection of both tables, xfw_ct_new first
+// (ctReadOrder).
 func (t *CTTables) Flush() error {
-	for ti, m := range t.maps {
+	for _, ti := range ctReadOrder {
+		m := t.maps[ti]
 		// Collect, then delete: deleting while iterating a hash map
 		// restarts the walk. Connections created meanwhile are taken by
 		// the next round.

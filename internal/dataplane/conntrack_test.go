@@ -168,3 +168,67 @@ func TestCTTablesRoot(t *testing.T) {
 		}
 	}
 }
+
+// TestCTTablesMovingRoot checks what user space sees of a connection a
+// promotion is moving (bpf/ct_track.h xfw_ct_promote): in both tables,
+// the xfw_ct_new entry marked moved or not yet; listed once, with
+// xfw_ct's value, and deleted from both tables by one Delete.
+func TestCTTablesMovingRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (CAP_BPF): run it as root, as make test does")
+	}
+	const now, hz = 1_000_000, 250
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	for _, tc := range []struct {
+		name string
+		head uint64 // the xfw_ct_new entry's lock word
+	}{
+		{"copied, not yet marked", 1},
+		{"marked moved", ctLockMoved},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			newMap := func(typ ebpf.MapType) *ebpf.Map {
+				m, err := ebpf.NewMap(&ebpf.MapSpec{Type: typ, KeySize: 40, ValueSize: uint32(binary.Size(bpfCTEntry{})), MaxEntries: 8})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+			tables := NewCTTables(newMap(ebpf.Hash), newMap(ebpf.LRUHash))
+			defer tables.Close()
+			k, ob := ctKeyOf(a, b, 40000, 80, 6)
+			status := ob | conntrack.StatusSeenReply | conntrack.StatusAssured | conntrack.StatusConfirmed
+			// The old entry: 300 s left; the copy (updated since): 432000.
+			old := bpfCTEntry{Head: tc.head, V: bpfCTVal{Expires: now + 300*hz, Status: status, TCPState: 3}}
+			cp := bpfCTEntry{V: bpfCTVal{Expires: now + 432000*hz, Status: status, TCPState: 3}}
+			if err := tables.maps[ctNew].Put(k, old); err != nil {
+				t.Fatal(err)
+			}
+			if err := tables.maps[ctMain].Put(k, cp); err != nil {
+				t.Fatal(err)
+			}
+			entries, err := tables.Entries(now, hz)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) != 1 {
+				t.Fatalf("listed %d entries, want 1: %+v", len(entries), entries)
+			}
+			if got := entries[0].Conn.Timeout; got != 432000 {
+				t.Errorf("listed timeout %d, want xfw_ct's 432000", got)
+			}
+			if ok, err := tables.Delete(entries[0]); !ok || err != nil {
+				t.Fatalf("delete: %v %v", ok, err)
+			}
+			for ti, m := range tables.maps {
+				var v bpfCTEntry
+				if err := m.Lookup(k, &v); err == nil {
+					t.Errorf("table %d still holds the connection after Delete", ti)
+				}
+			}
+			if ok, err := tables.Delete(entries[0]); ok || err != nil {
+				t.Fatalf("second delete: %v %v", ok, err)
+			}
+		})
+	}
+}
