@@ -569,3 +569,28 @@ func TestBuildRollsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestNoListenerReportsAfterBuild checks that a built topology has sent its
+// multicast listener reports: none crosses a veth link in the 1.5 s after
+// New returns (the default unsolicited report interval, 1 s, let the
+// repetitions of gen's and sink's reports reach fw's PREROUTING up to a
+// second into a test).
+func TestNoListenerReportsAfterBuild(t *testing.T) {
+	const watch = 1500 * time.Millisecond
+	for round := 0; round < 3; round++ {
+		topo := New(t)
+		mld := func(c Captured) bool { return c.Dst == netip.MustParseAddr("ff02::16") }
+		start := time.Now()
+		caps := []*Capture{
+			StartCapture(t, topo.FwNS, FwInIfname, mld),
+			StartCapture(t, topo.FwNS, FwOutIfname, mld),
+		}
+		time.Sleep(watch)
+		for _, c := range caps {
+			for _, f := range c.Stop() {
+				t.Errorf("round %d: %s %s: listener report from %s %v after the topology was built",
+					round, c.NS, c.Ifname, f.Src, f.Time.Sub(start))
+			}
+		}
+	}
+}
