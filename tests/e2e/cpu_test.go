@@ -35,8 +35,8 @@ func TestCPUAgainstKernel(t *testing.T) {
 	got := collectTwins(newTwins(t, xfwPath(t)), func(kind string, tp *nettest.Topology, fw firewall) map[string]counter {
 		fw.restore(t, tp, 4, cpuRules)
 		frame := tp.GenToFw().Frame(nettest.UDPPacket(netip.AddrPortFrom(tp.Gen.IPv4, 5000), netip.AddrPortFrom(tp.Sink.IPv4, 7300), []byte("x")))
-		sendPinned(t, []pinnedSender{{tp.GenNS, tp.Gen.Ifname, 0, frame}}, on0)
-		sendPinned(t, []pinnedSender{{tp.GenNS, tp.Gen.Ifname, 1, frame}}, on1)
+		sendPinned(t, []pinnedSender{{tp.GenNS, tp.Gen.Ifname, 0, frame, nil, nil}}, on0)
+		sendPinned(t, []pinnedSender{{tp.GenNS, tp.Gen.Ifname, 1, frame, nil, nil}}, on1)
 		time.Sleep(200 * time.Millisecond)
 		return counters(t, fw.save(t, tp, 4))
 	})
