@@ -3,8 +3,10 @@ package nettest
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,31 +20,49 @@ import (
 // cannot bound that; Drain waits for it.
 //
 // The kernel queues a frame a veth delivers on the sending CPU's backlog
-// (or, with an XDP program on the receiving end, that device's ring) and
-// takes each queue in order, every frame through its hooks before the
-// next. Drain sends, from gen into fw and from sink into fw, one frame of
-// a local experimental EtherType (0x88b5: no IP hook, no ruleset judges
-// it) from a thread pinned to each CPU in turn, and waits until a capture
-// on fw's interface sees it arrive (again every few milliseconds: a full
-// backlog drops frames). When Drain returns, every frame gen and sink had
-// sent into fw before the call has been through fw's ingress hooks (and
-// whatever fw sent on in the same pass: forwarding, OUTPUT's replies).
-// Frames sent later (retransmissions, delayed ACKs, a server's answer
-// after it was scheduled) are not covered.
+// (one queue per CPU, for every device; with an XDP program on the
+// receiving device, that device's ring) and takes each queue in order,
+// every frame through its hooks before the next. Drain sends, from a
+// thread pinned to each CPU, one frame of a local experimental EtherType
+// (0x88b5: no IP hook, no ruleset judges it) into fw and waits until a
+// capture on fw's interface sees it arrive (sent again every few
+// milliseconds: a full backlog drops frames). A frame fw forwards, or
+// answers, in taking in another is queued behind the markers already
+// sent, so one round of markers covers one hop: Drain sends four rounds,
+// from gen, sink, gen and sink. When it returns, every frame gen and sink
+// had sent into fw before the call has been through fw, and so have the
+// frames the kernel sent on in answer without a process in between, up to
+// four hops (gen's frame, fw forwarding it, sink's kernel answering (an
+// echo reply, a RST, an ICMP error), fw forwarding that back). Frames a
+// process sends in answer (a server's reply), retransmissions and delayed
+// ACKs are not covered.
 func (topo *Topology) Drain() error {
 	cpus, err := allowedCPUs()
 	if err != nil {
 		return err
 	}
-	for _, link := range [][2]Endpoint{{topo.Gen, topo.FwIn}, {topo.Sink, topo.FwOut}} {
-		for _, cpu := range cpus {
-			if err := drainOne(link[0], link[1], cpu); err != nil {
-				return err
-			}
+	links := [][2]Endpoint{{topo.Gen, topo.FwIn}, {topo.Sink, topo.FwOut}}
+	for round := 0; round < drainRounds; round++ {
+		link := links[round%len(links)]
+		errs := make([]error, len(cpus))
+		var wg sync.WaitGroup
+		for i, cpu := range cpus {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = drainOne(link[0], link[1], cpu)
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
 		}
 	}
 	return nil
 }
+
+// drainRounds is how many hops Drain covers.
+const drainRounds = 4
 
 // drainEtherType is IEEE 802's local experimental EtherType 1.
 const drainEtherType = 0x88b5
