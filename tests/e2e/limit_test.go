@@ -163,7 +163,7 @@ func limitAgainstKernel(t *testing.T, bin string, fam int) {
 			// kept), empty after 2 more.
 			time.Sleep(1100 * time.Millisecond)
 			send(limSend{4, false, 9, 5})
-			time.Sleep(200 * time.Millisecond)
+			drainFw(t, tp)
 			// The twins' subnets differ: name the hosts as the
 			// ruleset does.
 			r.rounds = append(r.rounds, counters(t, nameHosts(fw.save(t, tp, fam), host, 7)))
