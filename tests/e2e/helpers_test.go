@@ -197,3 +197,11 @@ func drainFw(t testing.TB, tp *nettest.Topology) {
 		t.Fatalf("drain: %v", err)
 	}
 }
+
+// drainTwins is drainFw for both twins.
+func drainTwins(t testing.TB, tw *twins) {
+	t.Helper()
+	for _, tp := range tw.tps {
+		drainFw(t, tp)
+	}
+}
