@@ -30,8 +30,9 @@ import (
 )
 
 // ctSettle is how long a scenario lets the last packets of its exchanges
-// (FIN/ACK, delayed ACKs, ICMP errors) cross fw before the counters are
-// read. It is a pause, not an assertion: a late packet would show up as a
+// (FIN/ACK, delayed ACKs, ICMP errors) be sent before the counters are
+// read, which they are once fw has taken in what was sent (Drain). It is
+// a pause, not an assertion: a packet sent later would show up as a
 // counter difference in the next scenario.
 const ctSettle = 300 * time.Millisecond
 
@@ -334,6 +335,7 @@ func runCtScenarios(t *testing.T, fam int, opt ctOptions, scenarios []ctScenario
 		for i, tw := range twins {
 			outs = append(outs, sc.run(t, tw))
 			time.Sleep(ctSettle)
+			drainFw(t, tw.tp)
 			cur := counters(t, save(tw))
 			d := map[string]uint64{}
 			for k, c := range cur {
