@@ -259,7 +259,7 @@ func countersExactAcrossUpdates(t *testing.T, otherTables string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(arrivalWait)
+	drainFw(t, tp) // through fw and counted in sink's INPUT
 	out := nettest.MustExec(t, tp.SinkNS, "iptables-legacy", "-w", "-L", "INPUT", "-v", "-x", "-n")
 	var arrived int
 	for _, l := range strings.Split(out, "\n") {
