@@ -259,7 +259,7 @@ func countersExactAcrossUpdates(t *testing.T, otherTables string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(arrivalWait)
+	drainFw(t, tp) // through fw and counted in sink's INPUT
 	out := nettest.MustExec(t, tp.SinkNS, "iptables-legacy", "-w", "-L", "INPUT", "-v", "-x", "-n")
 	var arrived int
 	for _, l := range strings.Split(out, "\n") {
@@ -705,14 +705,14 @@ func TestSyncForgetsRemovedAddresses(t *testing.T) {
 	fw.restore(t, tp, 4, fmt.Sprintf("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A INPUT -d %s/32 -p udp -j ACCEPT\nCOMMIT\n", extra))
 	key := fmt.Sprintf("INPUT -d %s/32 -p udp -j ACCEPT", extra)
 	nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(extra, 7402), []byte("x"))
-	time.Sleep(arrivalWait)
+	drainFw(t, tp)
 	if c := counters(t, fw.save(t, tp, 4))[key]; c.packets != 1 {
 		t.Fatalf("INPUT rule for fw's address counted %d packets, want 1", c.packets)
 	}
 	nettest.MustExec(t, tp.FwNS, "ip", "addr", "del", extra.String()+"/32", "dev", tp.FwIn.Ifname)
 	nettest.MustExec(t, tp.FwNS, bin, "sync")
 	nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(extra, 7402), []byte("x"))
-	time.Sleep(arrivalWait)
+	drainFw(t, tp)
 	if c := counters(t, fw.save(t, tp, 4))[key]; c.packets != 1 {
 		t.Errorf("after the address was removed and synced, the INPUT rule counted %d packets, want 1 (the kernel drops the packet before INPUT)", c.packets)
 	}

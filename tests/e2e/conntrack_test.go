@@ -30,8 +30,9 @@ import (
 )
 
 // ctSettle is how long a scenario lets the last packets of its exchanges
-// (FIN/ACK, delayed ACKs, ICMP errors) cross fw before the counters are
-// read. It is a pause, not an assertion: a late packet would show up as a
+// (FIN/ACK, delayed ACKs, ICMP errors) be sent before the counters are
+// read, which they are once fw has taken in what was sent (Drain). It is
+// a pause, not an assertion: a packet sent later would show up as a
 // counter difference in the next scenario.
 const ctSettle = 300 * time.Millisecond
 
@@ -334,6 +335,7 @@ func runCtScenarios(t *testing.T, fam int, opt ctOptions, scenarios []ctScenario
 		for i, tw := range twins {
 			outs = append(outs, sc.run(t, tw))
 			time.Sleep(ctSettle)
+			drainFw(t, tw.tp)
 			cur := counters(t, save(tw))
 			d := map[string]uint64{}
 			for k, c := range cur {
@@ -1083,23 +1085,32 @@ func (tw *ctTwin) lateEchoReply(t *testing.T) string {
 }
 
 // ctExpiryTimeout is the UDP and ICMP timeout the expiry tests set, in
-// seconds; ctExpiryWait outlasts it.
+// seconds; ctExpiryWait outlasts it. The replies "before the timeout"
+// come two scenarios after the exchange they answer, each scenario
+// followed by ctSettle, a Drain and an iptables-save of every table: at
+// load 10 a save of xfw's takes up to about a second, so 2 s left the
+// kernel twin's own entry expiring first at times; 5 s leaves room for
+// two slow scenarios twice over.
 const (
-	ctExpiryTimeout = "2"
-	ctExpiryWait    = 3 * time.Second
+	ctExpiryTimeout = "5"
+	ctExpiryWait    = 6 * time.Second
 )
 
-// TestConntrackExpiry sets the namespace's UDP and ICMP timeouts to 2 s
-// (nf_conntrack_udp_timeout, nf_conntrack_icmp_timeout and
-// nf_conntrack_icmpv6_timeout) before loading the ruleset, then checks that
+// TestConntrackExpiry sets the namespace's UDP and ICMP timeouts to 5 s
+// (nf_conntrack_udp_timeout, nf_conntrack_udp_timeout_stream,
+// nf_conntrack_icmp_timeout and nf_conntrack_icmpv6_timeout) before loading the ruleset, then checks that
 // a reply-direction datagram or echo reply is ESTABLISHED before the
-// timeout and, 3 s later, no longer (NEW for UDP, INVALID for an echo
+// timeout and, 6 s later, no longer (NEW for UDP, INVALID for an echo
 // reply), as in the kernel.
 func TestConntrackExpiry(t *testing.T) {
 	sysctls := map[string]string{
 		"net/netfilter/nf_conntrack_udp_timeout":    ctExpiryTimeout,
 		"net/netfilter/nf_conntrack_icmp_timeout":   ctExpiryTimeout,
 		"net/netfilter/nf_conntrack_icmpv6_timeout": ctExpiryTimeout,
+		// A reply-direction datagram more than 2 s after the first
+		// (a slow scenario) makes the connection a stream, with this
+		// timeout (120 s by default) instead.
+		"net/netfilter/nf_conntrack_udp_timeout_stream": ctExpiryTimeout,
 	}
 	ctFamilies(t, func(t *testing.T, fam int) {
 		runCtScenarios(t, fam, ctOptions{sysctls: sysctls}, ctExpiryScenarios())
@@ -1136,9 +1147,9 @@ func ctExpiryScenarios() []ctScenario {
 	}
 }
 
-// TestConntrackICMPv6Timeout sets only nf_conntrack_icmpv6_timeout (to 2
+// TestConntrackICMPv6Timeout sets only nf_conntrack_icmpv6_timeout (to 5
 // s; nf_conntrack_icmp_timeout keeps its 30 s): the kernel then forgets an
-// ICMPv6 echo after 2 s, and so must xfw.
+// ICMPv6 echo after 5 s, and so must xfw.
 func TestConntrackICMPv6Timeout(t *testing.T) {
 	nettest.RequireRoot(t)
 	requireTools(t, "ip6tables-legacy")

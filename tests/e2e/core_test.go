@@ -276,8 +276,8 @@ func TestAtomicSwaps(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	total := sent.Load()
-	// Let the last datagrams drain through fw.
-	time.Sleep(arrivalWait)
+	// The last datagrams through fw and counted in sink's INPUT.
+	drainFw(t, tp)
 	t.Logf("%d swaps in %v while %d datagrams per stream crossed fw", swaps, time.Since(start), total)
 	if got := arrived("6000"); got != total {
 		t.Errorf("accepted stream: %d of %d datagrams arrived", got, total)

@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -35,9 +34,10 @@ func TestCPUAgainstKernel(t *testing.T) {
 	got := collectTwins(newTwins(t, xfwPath(t)), func(kind string, tp *nettest.Topology, fw firewall) map[string]counter {
 		fw.restore(t, tp, 4, cpuRules)
 		frame := tp.GenToFw().Frame(nettest.UDPPacket(netip.AddrPortFrom(tp.Gen.IPv4, 5000), netip.AddrPortFrom(tp.Sink.IPv4, 7300), []byte("x")))
-		sendPinned(t, []pinnedSender{{tp.GenNS, tp.Gen.Ifname, 0, frame}}, on0)
-		sendPinned(t, []pinnedSender{{tp.GenNS, tp.Gen.Ifname, 1, frame}}, on1)
-		time.Sleep(200 * time.Millisecond)
+		// Each send ends once its marker is forwarded, after every
+		// frame of its queue was judged: the counters are final.
+		sendJudged(t, tp, []pinnedSender{{tp.GenNS, tp.Gen.Ifname, 0, frame, nil, nil}}, on0)
+		sendJudged(t, tp, []pinnedSender{{tp.GenNS, tp.Gen.Ifname, 1, frame, nil, nil}}, on1)
 		return counters(t, fw.save(t, tp, 4))
 	})
 	want := map[string]uint64{

@@ -55,7 +55,10 @@ func TestConntrackGREAgainstKernel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		// Judged before the next is sent: gen's and sink's frames
+		// reach fw by different queues, and the states depend on the
+		// order.
+		drainFw(t, tp)
 	}
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
 		send(tp, true) // NEW: gen → sink

@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -118,7 +117,7 @@ func hashLimitAgainstKernel(t *testing.T, bin string, fam int) {
 				payload := []byte(strings.Repeat("x", s.payload))
 				injectN(t, tp, kind, tp.GenToFw().Frame(nettest.IPPacket(host(s.host), sink, nettest.UDP{SrcPort: s.sport, DstPort: s.dport, Payload: payload})), s.n)
 			}
-			time.Sleep(200 * time.Millisecond)
+			drainFw(t, tp)
 			record(fw.save(t, tp, fam))
 		}
 		round(true)

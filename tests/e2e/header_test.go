@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -146,7 +145,7 @@ func compareAfterProbe(t *testing.T, tw *twins, fam int, send func(*testing.T, *
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
 		nettest.MustExec(t, tp.FwNS, append(fw.cmd(fam, ""), "-w", "10", "-Z")...)
 		send(t, tp)
-		time.Sleep(typeSettle)
+		drainFw(t, tp)
 		save := fw.save(t, tp, fam)
 		mu.Lock()
 		saves[kind] = save

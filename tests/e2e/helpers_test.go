@@ -187,3 +187,21 @@ func (tw *twins) each(fn func(kind string, tp *nettest.Topology, fw firewall)) {
 // lockFile and unlockFile hold xfw's lock file like a running command does.
 func lockFile(f *os.File) error   { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }
 func unlockFile(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
+
+// drainFw returns once fw has taken in every frame gen and sink sent into
+// it so far (nettest's Topology.Drain): the barrier before reading
+// counters, where a sleep would only make a late frame unlikely.
+func drainFw(t testing.TB, tp *nettest.Topology) {
+	t.Helper()
+	if err := tp.Drain(); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+}
+
+// drainTwins is drainFw for both twins.
+func drainTwins(t testing.TB, tw *twins) {
+	t.Helper()
+	for _, tp := range tw.tps {
+		drainFw(t, tp)
+	}
+}

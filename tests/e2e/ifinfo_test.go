@@ -3,7 +3,6 @@ package e2e
 import (
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -39,8 +38,8 @@ func TestInterfaceFactsRefreshAgainstKernel(t *testing.T) {
 			nettest.MustExec(t, tp.FwNS, fw.bin, "sync")
 		}
 		send(kind, tp)
+		drainFw(t, tp)
 	})
-	time.Sleep(ctSettle)
 	k := counters(t, saveTable(t, tw.fws["kernel"], tw.tps["kernel"], "filter"))
 	x := counters(t, saveTable(t, tw.fws["xfw"], tw.tps["xfw"], "filter"))
 	const rule = "INPUT -p udp -m udp --dport 9"

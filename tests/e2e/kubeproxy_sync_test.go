@@ -5,7 +5,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/kubeproxy"
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
@@ -37,7 +36,7 @@ func TestKubeProxyUnchangedSyncAgainstKernel(t *testing.T) {
 		nettest.MustExec(t, tp.FwNS, append(append(fw.cmd(4, ""), "-w", "10"), extra...)...)
 	})
 	kpConnect(t, tw, svcs, 20000)
-	time.Sleep(typeSettle)
+	drainTwins(t, tw)
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
 		if kind == "kernel" {
 			fw.restore(t, tp, 4, sync, "--noflush")
@@ -72,7 +71,7 @@ func TestKubeProxyUnchangedSyncAgainstKernel(t *testing.T) {
 		return
 	}
 	kpConnect(t, tw, svcs, 40000)
-	time.Sleep(typeSettle)
+	drainTwins(t, tw)
 	// The service whose chains the sync wrote counts the second round
 	// only; the others both.
 	want := make([]uint64, len(svcs))

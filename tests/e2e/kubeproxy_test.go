@@ -61,7 +61,7 @@ func TestKubeProxyAgainstKernel(t *testing.T) {
 		return
 	}
 	kpConnect(t, tw, svcs, 20000)
-	time.Sleep(typeSettle)
+	drainTwins(t, tw)
 	compareKubeProxyCounters(t, svcs, kpCounters(t, tw))
 }
 
@@ -81,7 +81,7 @@ func TestKubeProxySCTPAgainstKernel(t *testing.T) {
 		return
 	}
 	kpConnect(t, tw, svcs, 21000)
-	time.Sleep(typeSettle)
+	drainTwins(t, tw)
 	compareKubeProxyCounters(t, svcs, kpCounters(t, tw))
 }
 
@@ -120,7 +120,7 @@ func TestKubeProxyLocalAndForwardedAgainstKernel(t *testing.T) {
 		}
 		wg.Wait()
 	})
-	time.Sleep(typeSettle)
+	drainTwins(t, tw)
 	want := make([]uint64, len(svcs))
 	for i := range want {
 		want[i] = kpConnections + kpLocalConnections

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,7 +163,7 @@ func limitAgainstKernel(t *testing.T, bin string, fam int) {
 			// kept), empty after 2 more.
 			time.Sleep(1100 * time.Millisecond)
 			send(limSend{4, false, 9, 5})
-			time.Sleep(200 * time.Millisecond)
+			drainFw(t, tp)
 			// The twins' subnets differ: name the hosts as the
 			// ruleset does.
 			r.rounds = append(r.rounds, counters(t, nameHosts(fw.save(t, tp, fam), host, 7)))
@@ -207,8 +208,9 @@ func limitAgainstKernel(t *testing.T, bin string, fam int) {
 // the second the test sends; a slower rate with this burst would wrap the
 // kernel's 32-bit credits, and a smaller bucket with it): one bucket for
 // all CPUs, as the kernel's. A second rule at
-// 200/sec must stay within burst + rate × the sending time. The kernel's
-// iptables runs the same, as a check of the test.
+// 200/sec must stay within the kernel's own bound, burst + rate × the
+// time its packets were judged in (sendJudged). The kernel's iptables runs
+// the same, as a check of the test.
 func TestLimitSharedAcrossCPUs(t *testing.T) {
 	nettest.RequireRoot(t)
 	requireTools(t, "iptables-legacy")
@@ -228,14 +230,15 @@ func TestLimitSharedAcrossCPUs(t *testing.T) {
 :OUTPUT ACCEPT [0:0]
 -A FORWARD -p udp -m udp --dport 7100 -m limit --limit 1/min --limit-burst %d -j ACCEPT
 -A FORWARD -p udp -m udp --dport 7101 -m limit --limit 200/sec --limit-burst 10 -j ACCEPT
+-A FORWARD -p udp -m udp --dport %d -j ACCEPT
 -A FORWARD -p udp -j DROP
 COMMIT
-`, burst))
+`, burst, judgedMarkerPort))
 			for _, dport := range []uint16{7100, 7101} {
 				a := tp.GenToFw().Frame(nettest.UDPPacket(netip.AddrPortFrom(tp.Gen.IPv4, 5000), netip.AddrPortFrom(tp.Sink.IPv4, dport), []byte("x")))
 				b := tp.SinkToFw().Frame(nettest.UDPPacket(netip.AddrPortFrom(tp.Sink.IPv4, 5000), netip.AddrPortFrom(tp.Gen.IPv4, dport), []byte("x")))
-				elapsed := sendPinned(t, []pinnedSender{{tp.GenNS, tp.Gen.Ifname, 0, a}, {tp.SinkNS, tp.Sink.Ifname, 1, b}}, perSender)
-				time.Sleep(300 * time.Millisecond)
+				senders := []pinnedSender{{tp.GenNS, tp.Gen.Ifname, 0, a, nil, nil}, {tp.SinkNS, tp.Sink.Ifname, 1, b, nil, nil}}
+				elapsed := sendJudged(t, tp, senders, perSender)
 				c := counters(t, fw.save(t, tp, 4))
 				key := fmt.Sprintf("FORWARD -p udp -m udp --dport %d -m limit --limit 1/min --limit-burst %d -j ACCEPT", dport, burst)
 				if dport == 7100 {
@@ -245,9 +248,14 @@ COMMIT
 					continue
 				}
 				key = "FORWARD -p udp -m udp --dport 7101 -m limit --limit 200/sec --limit-burst 10 -j ACCEPT"
-				// The burst, the rate over the sending time, and a
-				// token for the jiffy started at each end.
+				// xt_limit at HZ 250: 128 credits a jiffy, 160 a
+				// packet; the bucket starts full (10 packets), and the
+				// packets judged between jiffies j0 and j1 find at most
+				// 128 (j1-j0) more credits, j1-j0 <= 250 x the span + 1:
+				// the burst, the rate over the span, and a token for
+				// the jiffy started at each end.
 				bound := uint64(10) + uint64(elapsed.Seconds()*200) + 2
+				t.Logf("%s: %d packets passed 200/sec burst 10, bound %d", kind, c[key].packets, bound)
 				if got := c[key].packets; got > bound || got == 0 {
 					t.Errorf("%s: %d packets passed 200/sec burst 10 in %v from two CPUs, bound %d", kind, got, elapsed, bound)
 				}
@@ -256,13 +264,75 @@ COMMIT
 	}
 }
 
+// judgedMarkerPort is the UDP port of sendJudged's markers, which the
+// rulesets of its tests forward.
+const judgedMarkerPort = 7109
+
+// sendJudged sends n frames from each sender as sendPinned does and returns
+// a time span that holds every moment fw judged one of them: from before
+// the first was sent until a marker datagram each sender's thread sent
+// after its frames (again every millisecond until one arrives: a full
+// backlog drops some) was seen forwarded. A veth queues a sender's frames
+// for fw in order on one queue (the sending CPU's backlog, or the XDP
+// ring of fw's interface), so the marker is judged after all of them. On
+// a loaded machine that end can come well after the last send returned
+// (ksoftirqd deferred): the sending time alone is no bound.
+func sendJudged(t *testing.T, tp *nettest.Topology, senders []pinnedSender, n int) time.Duration {
+	t.Helper()
+	type end struct {
+		seen atomic.Bool
+		at   atomic.Int64
+	}
+	ends := make([]*end, len(senders))
+	for i, s := range senders {
+		src, dst := tp.Gen, tp.Sink // the frame's ends, from its sender's side
+		fwSide := tp.GenToFw()
+		if s.ns == tp.SinkNS {
+			src, dst, fwSide = tp.Sink, tp.Gen, tp.SinkToFw()
+		}
+		e := &end{}
+		ends[i] = e
+		isMarker := func(c nettest.Captured) bool { return c.DstPort == judgedMarkerPort && c.Dst == dst.IPv4 }
+		c, err := nettest.StartCaptureFunc(dst.NS, dst.Ifname, time.Minute, isMarker, func(c nettest.Captured) {
+			if e.seen.CompareAndSwap(false, true) {
+				e.at.Store(c.Time.UnixNano())
+			}
+		})
+		if err != nil {
+			t.Fatalf("marker capture in %s: %v", dst.NS, err)
+		}
+		defer c.Stop()
+		senders[i].marker = fwSide.Frame(nettest.UDPPacket(netip.AddrPortFrom(src.IPv4, 5000), netip.AddrPortFrom(dst.IPv4, judgedMarkerPort), []byte("m")))
+		senders[i].markerSeen = &e.seen
+	}
+	start := time.Now()
+	sent := sendPinned(t, senders, n)
+	var last time.Time
+	for i, e := range ends {
+		if !e.seen.Load() {
+			t.Fatalf("sender %d: no marker arrived", i)
+		}
+		if at := time.Unix(0, e.at.Load()); at.After(last) {
+			last = at
+		}
+	}
+	t.Logf("sent in %v, judged within %v", sent, last.Sub(start))
+	return last.Sub(start)
+}
+
 // pinnedSender sends one frame repeatedly out of ifname in ns from a
-// thread pinned to cpu.
+// thread pinned to cpu; with a marker, then the marker every millisecond
+// until markerSeen is set (markerWait at most).
 type pinnedSender struct {
 	ns, ifname string
 	cpu        int
 	frame      []byte
+	marker     []byte
+	markerSeen *atomic.Bool
 }
+
+// markerWait bounds how long a pinnedSender repeats its marker.
+const markerWait = 10 * time.Second
 
 // sendPinned runs the senders at once, n frames each, and returns how long
 // the sending took. The AF_PACKET sockets are opened in the namespaces
@@ -313,6 +383,13 @@ func sendPinned(t *testing.T, senders []pinnedSender, n int) time.Duration {
 					errs[i] = err
 					return
 				}
+			}
+			for end := time.Now().Add(markerWait); s.marker != nil && !s.markerSeen.Load() && time.Now().Before(end); {
+				if err := unix.Sendto(socks[i].fd, s.marker, 0, socks[i].sa); err != nil && err != unix.ENOBUFS {
+					errs[i] = err
+					return
+				}
+				time.Sleep(time.Millisecond)
 			}
 		}()
 	}

@@ -68,7 +68,7 @@ func TestLimitKeptAcrossResync(t *testing.T) {
 				}
 				time.Sleep(2 * time.Millisecond)
 			}
-			time.Sleep(200 * time.Millisecond)
+			drainFw(t, tp)
 			passed = append(passed, counters(t, fw.save(t, tp, 4))[limKeepRule].packets)
 		}
 		step(func() {})

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -182,7 +181,7 @@ func TestStatisticRandomRate(t *testing.T) {
 	if err := tp.InjectFromGen(frames...); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(typeSettle)
+	drainFw(t, tp)
 	c := ruleCountersOf(t, fw.save(t, tp, 4))
 	total := c["INPUT -p udp"].packets
 	if total != packets {

@@ -273,7 +273,7 @@ func TestMulticastGroupsAgainstKernel(t *testing.T) {
 		if err := tp.InjectFromGen(eth.Frame(mcUDP(tp, unjoined))); err != nil {
 			t.Fatalf("inject: %v", err)
 		}
-		time.Sleep(typeSettle)
+		drainFw(t, tp)
 		n := mcCounters(t, tp, fw, 4)[rule].packets
 		if want := map[string]uint64{"off": 1, "on": 0}[env]; n != want {
 			t.Errorf("XFW_MCAST_GROUPS=%s: INPUT counted %d datagrams to the unjoined %s, want %d", env, n, unjoined, want)
@@ -296,7 +296,7 @@ func mcCompare(t *testing.T, tw *twins, socks map[string]map[int]int, pr mcProbe
 		if err := tp.InjectFromGen(eth.Frame(pr.l4(tp, pr.group))); err != nil {
 			t.Errorf("%s: inject: %v", kind, err)
 		}
-		time.Sleep(typeSettle)
+		drainFw(t, tp)
 		c := mcCounters(t, tp, fw, pr.fam)
 		n := mcDrain(socks[kind][pr.fam])
 		mu.Lock()

@@ -278,7 +278,7 @@ func mcfCompare(t *testing.T, tw *twins, socks map[string][2]int, pr mcfProbe) {
 		if err := tp.InjectFromGen(mcfFrame(tp, pr)); err != nil {
 			t.Errorf("%s: inject: %v", kind, err)
 		}
-		time.Sleep(typeSettle)
+		drainFw(t, tp)
 		c := mcfNormalized(tp, mcCounters(t, tp, fw, 4))
 		n := 0
 		for _, fd := range socks[kind] {

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -233,7 +232,7 @@ func TestRawPreroutingLogsAgainstKernel(t *testing.T) {
 				func(tp *nettest.Topology) netip.Addr { return in4(tp, net, host) }, 7100, 0, nil)(tp)); err != nil {
 				t.Fatalf("inject: %v", err)
 			}
-			time.Sleep(typeSettle)
+			drainFw(t, tp)
 		}
 	}
 	dir := t.TempDir()

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -100,7 +99,7 @@ func recentAgainstKernel(t *testing.T, bin string, fam int) {
 		rules := rh.rules(recRules)
 		fw.restore(t, tp, fam, rules)
 		save := func() {
-			time.Sleep(200 * time.Millisecond)
+			drainFw(t, tp)
 			record(nameHosts(fw.save(t, tp, fam), rh.host, 7))
 		}
 		round := func() {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -155,7 +154,7 @@ func recentFilesAgainstKernel(t *testing.T, bin string, fam int) {
 				for _, h := range s.hosts {
 					rh.send(t, tp, kind, recSend{h, s.dport, 64, 1})
 				}
-				time.Sleep(200 * time.Millisecond)
+				drainFw(t, tp)
 				record(nameHosts(fw.save(t, tp, fam), rh.host, 4))
 			default:
 				ok := files.write(t, "proc", rh.rules(s.write), s.stdin)
@@ -232,7 +231,7 @@ func recentEvictionAgainstKernel(t *testing.T, bin string, fam int) {
 		for _, h := range []byte{1, 2, 3, 4, recListTot + 1, recListTot + 2} {
 			rh.send(t, tp, kind, recSend{h, 2, 64, 1})
 		}
-		time.Sleep(200 * time.Millisecond)
+		drainFw(t, tp)
 		record(fw.save(t, tp, fam))
 	})
 	// The kernel's own answers show the evictions: hosts 1, 4, 101 and

@@ -254,7 +254,7 @@ func setCountersAgainstKernel(t *testing.T, bin string, fam int) {
 					time.Sleep(5 * time.Millisecond)
 				}
 			}
-			time.Sleep(300 * time.Millisecond)
+			drainFw(t, tp)
 		}
 		var phases []ctrPhase
 		record := func(step string) {

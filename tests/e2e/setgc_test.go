@@ -58,7 +58,7 @@ func setTargetFullSetCollects(t *testing.T, bin string, fam int) {
 		for h := byte(1); h <= 5; h++ {
 			rh.send(t, tp, kind, recSend{h, 2, 64, 1})
 		}
-		time.Sleep(200 * time.Millisecond)
+		drainFw(t, tp)
 		record(nameHosts(fw.save(t, tp, fam), rh.host, 7))
 		m := setjMembers(t, tp, kind, bin, func(s string) string { return nameHosts(s, rh.host, 7) })
 		mu.Lock()
@@ -128,7 +128,7 @@ func setTargetForgetsPrefixLengths(t *testing.T, bin string, fam int) {
 		for h := byte(1); h <= 3; h++ {
 			rh.send(t, tp, kind, recSend{h, 2, 64, 1}) // H2 only
 		}
-		time.Sleep(200 * time.Millisecond)
+		drainFw(t, tp)
 		record(nameHosts(fw.save(t, tp, fam), rh.host, 7))
 		m := setjMembers(t, tp, kind, bin, func(s string) string {
 			return strings.ReplaceAll(nameHosts(s, rh.host, 7), hostNet, "@N")
@@ -218,7 +218,7 @@ func setTargetKeepsAddsDuringReload(t *testing.T, bin string, fam int) {
 			t.Errorf("%s: ipset restore: %v %s", kind, err, res)
 		}
 		<-done
-		time.Sleep(200 * time.Millisecond)
+		drainFw(t, tp)
 		m := setjMembers(t, tp, kind, bin, func(s string) string { return nameHosts(s, rh.host, 7) })
 		mu.Lock()
 		members[kind] = m

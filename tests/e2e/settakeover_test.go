@@ -80,7 +80,7 @@ COMMIT
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(200 * time.Millisecond)
+		drainFw(t, tp)
 		save := fw.save(t, tp, fam)
 		after, ok := counters(t, save)[rule]
 		if !ok {

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -158,7 +157,7 @@ func setTargetPortsAgainstKernel(t *testing.T, bin string, fam int) {
 			mu.Unlock()
 		}
 		save := func() {
-			time.Sleep(200 * time.Millisecond)
+			drainFw(t, tp)
 			record(nameHosts(fw.save(t, tp, fam), rh.host, 7))
 		}
 		for _, s := range setjPortFirst {

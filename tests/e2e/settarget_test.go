@@ -130,7 +130,7 @@ func setTargetAgainstKernel(t *testing.T, bin string, fam int) {
 			mu.Unlock()
 		}
 		save := func() {
-			time.Sleep(200 * time.Millisecond)
+			drainFw(t, tp)
 			record(nameHosts(fw.save(t, tp, fam), rh.host, 7))
 		}
 		for _, s := range setjFirst {
@@ -308,7 +308,7 @@ func setTargetOnlyWrites(t *testing.T, bin string, fam int) {
 			mu.Unlock()
 		}
 		rh.send(t, tp, kind, recSend{1, 9, 64, 1})
-		time.Sleep(200 * time.Millisecond)
+		drainFw(t, tp)
 		list("added")
 		argv := []string{"ipset", "destroy", "w"}
 		if kind == "xfw" {
@@ -322,7 +322,7 @@ func setTargetOnlyWrites(t *testing.T, bin string, fam int) {
 		ipsetCmd("add w " + rh.host(2).String())
 		list("flushed")
 		rh.send(t, tp, kind, recSend{1, 9, 64, 1})
-		time.Sleep(200 * time.Millisecond)
+		drainFw(t, tp)
 		list("again")
 	})
 	if destroy["kernel"] != destroy["xfw"] || !strings.HasPrefix(destroy["kernel"], "exit 1") {

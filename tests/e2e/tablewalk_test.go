@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -196,7 +195,7 @@ func compareTableCounters(t *testing.T, tw *twins, pr typeProbe, policies bool) 
 	var mu sync.Mutex
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
 		sendTypeProbe(t, tp, pr)
-		time.Sleep(typeSettle)
+		drainFw(t, tp)
 		res, err := nettest.Exec(tp.FwNS, append(fw.cmd(pr.fam, "-save"), "-c")...)
 		if err != nil || res.ExitCode != 0 {
 			t.Errorf("%s save: %v", kind, err)

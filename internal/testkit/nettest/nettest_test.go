@@ -2,6 +2,7 @@ package nettest
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -567,5 +568,68 @@ func TestBuildRollsBack(t *testing.T) {
 		if NamespaceExists(ns) {
 			t.Fatalf("namespace %s left after a panicking build", ns)
 		}
+	}
+}
+
+// TestNoListenerReportsAfterBuild checks that a built topology has sent its
+// multicast listener reports: none crosses a veth link in the 1.5 s after
+// New returns (the default unsolicited report interval, 1 s, let the
+// repetitions of gen's and sink's reports reach fw's PREROUTING up to a
+// second into a test).
+func TestNoListenerReportsAfterBuild(t *testing.T) {
+	const watch = 1500 * time.Millisecond
+	for round := 0; round < 3; round++ {
+		topo := New(t)
+		mld := func(c Captured) bool { return c.Dst == netip.MustParseAddr("ff02::16") }
+		start := time.Now()
+		caps := []*Capture{
+			StartCapture(t, topo.FwNS, FwInIfname, mld),
+			StartCapture(t, topo.FwNS, FwOutIfname, mld),
+		}
+		time.Sleep(watch)
+		for _, c := range caps {
+			for _, f := range c.Stop() {
+				t.Errorf("round %d: %s %s: listener report from %s %v after the topology was built",
+					round, c.NS, c.Ifname, f.Src, f.Time.Sub(start))
+			}
+		}
+	}
+}
+
+// TestDrain checks the barrier: once Drain returns, every frame injected at
+// gen before it has been forwarded by fw (sink's interface counted it).
+func TestDrain(t *testing.T) {
+	topo := New(t, WithStaticNeighbors())
+	const n = 300
+	rx := func() uint64 {
+		res, err := ipCmd("-n", topo.SinkNS, "-s", "-j", "link", "show", SinkIfname)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var links []struct {
+			Stats64 struct {
+				Rx struct{ Packets uint64 } `json:"rx"`
+			} `json:"stats64"`
+		}
+		if err := json.Unmarshal([]byte(res.Stdout), &links); err != nil || len(links) != 1 {
+			t.Fatalf("ip -s -j link: %v %q", err, res.Stdout)
+		}
+		return links[0].Stats64.Rx.Packets
+	}
+	frames := make([][]byte, n)
+	for i := range frames {
+		frames[i] = topo.GenToFw().Frame(UDPPacket(netip.AddrPortFrom(topo.Gen.IPv4, uint16(20000+i)), netip.AddrPortFrom(topo.Sink.IPv4, 7777), []byte("probe")))
+	}
+	before := rx()
+	if err := topo.InjectFromGen(frames...); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := topo.Drain(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("drained in %v", time.Since(start))
+	if got := rx() - before; got < n {
+		t.Errorf("sink received %d frames when Drain returned, want the %d forwarded", got, n)
 	}
 }

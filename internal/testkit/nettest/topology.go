@@ -337,11 +337,17 @@ func build(cfg config) (_ *Topology, err error) {
 			return nil, err
 		}
 	}
+	for _, ep := range []Endpoint{topo.Gen, topo.FwIn, topo.FwOut, topo.Sink} {
+		if err := waitListenerReports(ep); err != nil {
+			return nil, err
+		}
+	}
 	ok = true
 	return topo, nil
 }
 
-// setSysctls configures forwarding, DAD, rp_filter and ICMP rate limits.
+// setSysctls configures forwarding, DAD, rp_filter, ICMP rate limits and
+// the repetition of multicast listener reports.
 func (topo *Topology) setSysctls() error {
 	common := [][2]string{
 		// Addresses usable at once: no duplicate address detection.
@@ -352,6 +358,9 @@ func (topo *Topology) setSysctls() error {
 		{"net/ipv6/conf/default/router_solicitations", "0"},
 		{"net/ipv6/conf/all/accept_ra", "0"},
 		{"net/ipv6/conf/default/accept_ra", "0"},
+		// Multicast listener reports repeated at once, not up to a
+		// second later (mld.go); the interfaces created later take it.
+		{"net/ipv6/conf/default/mldv2_unsolicited_report_interval", mldIntervalMS},
 		// Crafted packets with foreign sources must not vanish in rp_filter.
 		{"net/ipv4/conf/all/rp_filter", "0"},
 		{"net/ipv4/conf/default/rp_filter", "0"},
