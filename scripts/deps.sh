@@ -6,7 +6,8 @@
 # `apt-get install`. Run as root. Exits non-zero with a message on failure.
 #
 # What it ensures:
-#   - BPF toolchain: clang, llvm, libbpf-dev, linux-libc-dev, bpftool, make,
+#   - BPF toolchain: clang, llvm, libbpf-dev, linux-libc-dev, libc6-dev (libc.a:
+#     bin/xfw-cmd is linked statically), bpftool, make,
 #     and that `clang -target bpf` finds <asm/types.h> (via gcc-multilib on
 #     amd64, which owns the /usr/include/asm symlink, or a symlink elsewhere);
 #   - networking tools for the integration tests: iproute2, iptables, nftables,
@@ -57,7 +58,7 @@ ARCH="$(dpkg --print-architecture)"
 readonly ARCH
 
 PACKAGES=(
-	clang llvm libbpf-dev linux-libc-dev bpftool make
+	clang llvm libbpf-dev linux-libc-dev libc6-dev bpftool make
 	iproute2 iptables nftables ipset
 	tcpdump ethtool iputils-ping netcat-openbsd conntrack
 	dpkg-dev man-db groff-base systemd # make deb, tests/install
