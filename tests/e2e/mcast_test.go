@@ -306,10 +306,18 @@ func mcCompare(t *testing.T, tw *twins, socks map[string]map[int]int, pr mcProbe
 	if t.Failed() {
 		return
 	}
-	k, x := got["kernel"], got["xfw"]
-	compareTypeCounters(t, k, x)
-	// The probe is what it claims: the kernel counted it in PREROUTING,
-	// and in INPUT when it delivers it.
+	compareMcastProbe(t, got, arrived, pr.delivered)
+}
+
+// compareMcastProbe compares the twins' counters of one multicast probe
+// (got and arrived: per twin, the rules' counters and the datagrams fw's
+// sockets received), and checks that the probe is what it claims: the
+// kernel counted it in one PREROUTING rule, and in one INPUT rule when it
+// delivers it.
+func compareMcastProbe(t *testing.T, got map[string]map[string]counter, arrived map[string]int, delivered bool) {
+	t.Helper()
+	k := got["kernel"]
+	compareTypeCounters(t, k, got["xfw"])
 	pre, in := 0, 0
 	for rule, c := range k {
 		if c.packets == 0 {
@@ -321,11 +329,11 @@ func mcCompare(t *testing.T, tw *twins, socks map[string]map[int]int, pr mcProbe
 			in++
 		}
 	}
-	if pre != 1 || (in == 1) != pr.delivered || in > 1 {
-		t.Errorf("the kernel counted the probe in %d PREROUTING and %d INPUT rules, want 1 and delivered=%v (fix the probe)", pre, in, pr.delivered)
+	if pre != 1 || (in == 1) != delivered || in > 1 {
+		t.Errorf("the kernel counted the probe in %d PREROUTING and %d INPUT rules, want 1 and delivered=%v (fix the probe)", pre, in, delivered)
 	}
 	if arrived["kernel"] != arrived["xfw"] {
-		t.Errorf("fw's socket received %d datagrams through the kernel, %d through xfw", arrived["kernel"], arrived["xfw"])
+		t.Errorf("fw's sockets received %d datagrams through the kernel, %d through xfw", arrived["kernel"], arrived["xfw"])
 	}
 }
 
