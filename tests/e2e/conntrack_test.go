@@ -1096,6 +1096,14 @@ const (
 	ctExpiryWait    = 6 * time.Second
 )
 
+// ctStreamAfter is when, after its first datagram, the late UDP reply is
+// injected: past the 2 s after which the kernel makes a UDP connection
+// that saw a reply a stream (ASSURED, nf_conntrack_udp_packet's
+// stream_ts), in both twins. Injected at whatever moment the scenarios
+// between left it, near 2 s one twin's connection became a stream and
+// the other's not (make test: --ctstatus ASSURED kernel 1, xfw 0).
+const ctStreamAfter = 2500 * time.Millisecond
+
 // TestConntrackExpiry sets the namespace's UDP and ICMP timeouts to 5 s
 // (nf_conntrack_udp_timeout, nf_conntrack_udp_timeout_stream,
 // nf_conntrack_icmp_timeout and nf_conntrack_icmpv6_timeout) before loading the ruleset, then checks that
@@ -1122,14 +1130,18 @@ func ctExpiryScenarios() []ctScenario {
 	return []ctScenario{
 		{name: "udp out: request/response", run: func(t *testing.T, tw *ctTwin) string {
 			udpEchoIn(t, tw.tp.GenNS, netip.AddrPortFrom(tw.genAddr(), 7320))
+			tw.vars["udpAsked"] = time.Now()
 			return attempt(nettest.UDPSend(tw.tp.FwNS, netip.AddrPortFrom(tw.genAddr(), 7320), []byte("ask"),
 				nettest.ExpectReply(), nettest.WithSource(netip.AddrPortFrom(tw.fwAddr(), 40200))))
 		}},
 		{name: "ping out", run: func(t *testing.T, tw *ctTwin) string { return tw.pingOut(t) }},
 		{name: "late udp reply before the timeout", run: func(t *testing.T, tw *ctTwin) string {
+			// A stream in both twins, whatever the scenarios between
+			// took (ctStreamAfter).
+			time.Sleep(time.Until(tw.vars["udpAsked"].(time.Time).Add(ctStreamAfter)))
 			tw.inject(t, tw.udpFrom(7320, 40200))
 			return "injected"
-		}, want: []string{"cin -p udp -m conntrack --ctstate ESTABLISHED"}},
+		}, want: []string{"cin -p udp -m conntrack --ctstate ESTABLISHED", "cin -p udp -m conntrack --ctstatus ASSURED"}},
 		{name: "late echo reply before the timeout", run: func(t *testing.T, tw *ctTwin) string {
 			return tw.lateEchoReply(t)
 		}, want: []string{"icmp -m conntrack --ctstate ESTABLISHED"}},
