@@ -181,6 +181,11 @@ func receive(fd int, timeout time.Duration) ([]byte, error) {
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
+		if errors.Is(err, unix.ECONNRESET) {
+			// A Unix socket is reset when its peer closes with data
+			// of ours unread: the agent ended.
+			return nil, errors.New("ended before it finished")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("receive: %w", err)
 		}
