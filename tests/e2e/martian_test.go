@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -63,6 +64,7 @@ func TestConntrackMartianAgainstKernel(t *testing.T) {
 		}
 		scenarios := []ctScenario{
 			{name: "udp gen → fw's closed port", run: func(t *testing.T, tw *ctTwin) string {
+				tw.vars["udpFirst"] = time.Now()
 				tw.inject(t, tw.udpFrom(40300, 7100))
 				return "injected"
 			}, want: []string{"cin -p udp -m conntrack --ctstate NEW", "cout -p " + icmp + " -m conntrack --ctstate RELATED"}},
@@ -72,9 +74,11 @@ func TestConntrackMartianAgainstKernel(t *testing.T) {
 				return "injected"
 			}},
 			{name: "the flow's next datagram (SEEN_REPLY)", run: func(t *testing.T, tw *ctTwin) string {
+				// A stream (ASSURED) in both twins (ctStreamAfter).
+				time.Sleep(time.Until(tw.vars["udpFirst"].(time.Time).Add(ctStreamAfter)))
 				tw.inject(t, tw.udpFrom(40300, 7100))
 				return "injected"
-			}, want: []string{seenReply("cin", "udp"), seenReply("cout", icmp)}},
+			}, want: []string{seenReply("cin", "udp"), seenReply("cout", icmp), "cin -p udp -m conntrack --ctstatus ASSURED"}},
 			{name: "udp gen → sink's closed port", run: forwardDatagram(40310), want: []string{"cfwd -p udp -m conntrack --ctstate NEW"}},
 			{name: "its reply with TTL 1 (time exceeded before FORWARD)", run: func(t *testing.T, tw *ctTwin) string {
 				tw.sinkInject(t, nil, tw.sinkPacket(40310, 1))
