@@ -146,7 +146,10 @@ func readProc(name string) (string, error) {
 
 // readIPv4Groups reads /proc/net/igmp and /proc/net/mcfilter until two
 // readings in a row agree (a membership's counts are in both), at most
-// mcReadTries times; it returns their text, and whether they agreed.
+// mcReadTries times; it returns their text, and whether they agreed. A
+// first reading that lists no source filter needs no second: there is
+// nothing for the counts to agree with (the usual case, read again by
+// every command's apply otherwise).
 func readIPv4Groups() (igmp, mcf string, agreed bool, err error) {
 	for i := 0; i < mcReadTries; i++ {
 		a, err := readProc(igmpFile)
@@ -157,12 +160,19 @@ func readIPv4Groups() (igmp, mcf string, agreed bool, err error) {
 		if err != nil {
 			return "", "", false, err
 		}
-		if i > 0 && a == igmp && f == mcf {
+		if (i > 0 && a == igmp && f == mcf) || (i == 0 && !listsSourceFilter(f)) {
 			return a, f, true, nil
 		}
 		igmp, mcf = a, f
 	}
 	return igmp, mcf, false, nil
+}
+
+// listsSourceFilter reports whether /proc/net/mcfilter's text has a line
+// past its heading.
+func listsSourceFilter(mcf string) bool {
+	_, rest, _ := strings.Cut(mcf, "\n")
+	return strings.TrimSpace(rest) != ""
 }
 
 // readJoinedGroups reads the files; a missing one (no IPv6) lists no
