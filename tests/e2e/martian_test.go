@@ -63,34 +63,31 @@ func TestConntrackMartianAgainstKernel(t *testing.T) {
 			return chain + " -p " + proto + " -m conntrack --ctstatus SEEN_REPLY"
 		}
 		scenarios := []ctScenario{
-			{name: "udp gen → fw's closed port", run: func(t *testing.T, tw *ctTwin) string {
-				tw.vars["udpFirst"] = time.Now()
+			{name: "udp gen → fw's closed port", run: flowStart(40300, func(t *testing.T, tw *ctTwin) string {
 				tw.inject(t, tw.udpFrom(40300, 7100))
 				return "injected"
-			}, want: []string{"cin -p udp -m conntrack --ctstate NEW", "cout -p " + icmp + " -m conntrack --ctstate RELATED"}},
+			}), want: []string{"cin -p udp -m conntrack --ctstate NEW", "cout -p " + icmp + " -m conntrack --ctstate RELATED"}},
 			{name: "its reply from sink with fw's address (IPv4: martian)", run: func(t *testing.T, tw *ctTwin) string {
 				tw.sinkInject(t, nil, nettest.UDPPacket(netip.AddrPortFrom(tw.fwAddr(), 7100),
 					netip.AddrPortFrom(tw.genAddr(), 40300), []byte("martian reply")))
 				return "injected"
 			}},
-			{name: "the flow's next datagram (SEEN_REPLY)", run: func(t *testing.T, tw *ctTwin) string {
-				// A stream (ASSURED) in both twins (ctStreamAfter).
-				time.Sleep(time.Until(tw.vars["udpFirst"].(time.Time).Add(ctStreamAfter)))
+			{name: "the flow's next datagram (SEEN_REPLY)", run: asStream(40300, func(t *testing.T, tw *ctTwin) string {
 				tw.inject(t, tw.udpFrom(40300, 7100))
 				return "injected"
-			}, want: []string{seenReply("cin", "udp"), seenReply("cout", icmp), "cin -p udp -m conntrack --ctstatus ASSURED"}},
-			{name: "udp gen → sink's closed port", run: forwardDatagram(40310), want: []string{"cfwd -p udp -m conntrack --ctstate NEW"}},
+			}), want: []string{seenReply("cin", "udp"), seenReply("cout", icmp), "cin -p udp -m conntrack --ctstatus ASSURED"}},
+			{name: "udp gen → sink's closed port", run: flowStart(40310, forwardDatagram(40310)), want: []string{"cfwd -p udp -m conntrack --ctstate NEW"}},
 			{name: "its reply with TTL 1 (time exceeded before FORWARD)", run: func(t *testing.T, tw *ctTwin) string {
 				tw.sinkInject(t, nil, tw.sinkPacket(40310, 1))
 				return "injected"
 			}, want: []string{seenReply("cout", icmp)}},
-			{name: "the forwarded flow's next datagram (SEEN_REPLY)", run: forwardDatagram(40310), want: []string{seenReply("cfwd", "udp")}},
-			{name: "udp gen → sink again, another flow", run: forwardDatagram(40320), want: []string{"cfwd -p udp -m conntrack --ctstate NEW"}},
+			{name: "the forwarded flow's next datagram (SEEN_REPLY)", run: asStream(40310, forwardDatagram(40310)), want: []string{seenReply("cfwd", "udp")}},
+			{name: "udp gen → sink again, another flow", run: flowStart(40320, forwardDatagram(40320)), want: []string{"cfwd -p udp -m conntrack --ctstate NEW"}},
 			{name: "its reply in a broadcast frame (ip_forward drops it)", run: func(t *testing.T, tw *ctTwin) string {
 				tw.sinkInject(t, net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, tw.sinkPacket(40320, 0))
 				return "injected"
 			}},
-			{name: "that flow's next datagram (SEEN_REPLY)", run: forwardDatagram(40320), want: []string{seenReply("cfwd", "udp")}},
+			{name: "that flow's next datagram (SEEN_REPLY)", run: asStream(40320, forwardDatagram(40320)), want: []string{seenReply("cfwd", "udp")}},
 		}
 		scenarios = append(scenarios, martianLoopbackScenarios(fam)...)
 		if fam == 4 {
@@ -99,6 +96,28 @@ func TestConntrackMartianAgainstKernel(t *testing.T) {
 		}
 		runCtScenarios(t, fam, ctOptions{}, scenarios)
 	})
+}
+
+// flowStart wraps a step that sends the first datagram of the UDP flow from
+// port sport: it notes the moment, for asStream.
+func flowStart(sport uint16, run func(t *testing.T, tw *ctTwin) string) func(t *testing.T, tw *ctTwin) string {
+	return func(t *testing.T, tw *ctTwin) string {
+		tw.vars[fmt.Sprintf("flowStart%d", sport)] = time.Now()
+		return run(t, tw)
+	}
+}
+
+// asStream wraps a step that sends a later datagram of the flow flowStart
+// noted: it first waits until ctStreamAfter past the flow's first
+// datagram, so that a flow which saw a reply is a stream (ASSURED) in
+// both twins. Left to the steps between (each twin's step, settle and
+// counter read in turn), the time crossed the kernel's 2 s in one twin
+// and not the other under load (CI: --ctstatus ASSURED kernel 1, xfw 0).
+func asStream(sport uint16, run func(t *testing.T, tw *ctTwin) string) func(t *testing.T, tw *ctTwin) string {
+	return func(t *testing.T, tw *ctTwin) string {
+		time.Sleep(time.Until(tw.vars[fmt.Sprintf("flowStart%d", sport)].(time.Time).Add(ctStreamAfter)))
+		return run(t, tw)
+	}
 }
 
 // forwardDatagram returns a scenario step that sends a UDP datagram gen:sport
@@ -141,12 +160,12 @@ func martianLoopbackScenarios(fam int) []ctScenario {
 		want = []string{"cout -p udp -m conntrack --ctstatus SEEN_REPLY"}
 	}
 	return []ctScenario{
-		{name: "udp over lo to fw's closed port", run: send, want: []string{"cout -p udp -m conntrack --ctstate NEW"}},
+		{name: "udp over lo to fw's closed port", run: flowStart(40330, send), want: []string{"cout -p udp -m conntrack --ctstate NEW"}},
 		{name: "its reply from gen, loopback addresses (martian)", run: func(t *testing.T, tw *ctTwin) string {
 			tw.inject(t, nettest.UDPPacket(server, client, []byte("martian reply")))
 			return "injected"
 		}},
-		{name: "the loopback flow's next datagram", run: send, want: want},
+		{name: "the loopback flow's next datagram", run: asStream(40330, send), want: want},
 	}
 }
 
@@ -157,7 +176,7 @@ func martianLoopbackScenarios(fam int) []ctScenario {
 func martianOptionsScenarios() []ctScenario {
 	datagram := forwardDatagram(40340)
 	return []ctScenario{
-		{name: "udp gen → sink, a third flow", run: datagram, want: []string{"cfwd -p udp -m conntrack --ctstate NEW"}},
+		{name: "udp gen → sink, a third flow", run: flowStart(40340, datagram), want: []string{"cfwd -p udp -m conntrack --ctstate NEW"}},
 		{name: "its reply with a bad record route option", run: func(t *testing.T, tw *ctTwin) string {
 			const recordRoute = 7
 			udp := nettest.UDP{SrcPort: 7100, DstPort: 40340, Payload: []byte("reply")}
@@ -165,7 +184,7 @@ func martianOptionsScenarios() []ctScenario {
 				Options: []byte{recordRoute, 2}}.Packet(udp))
 			return "injected"
 		}},
-		{name: "the third flow's next datagram (SEEN_REPLY)", run: datagram, want: []string{"cfwd -p udp -m conntrack --ctstatus SEEN_REPLY"}},
+		{name: "the third flow's next datagram (SEEN_REPLY)", run: asStream(40340, datagram), want: []string{"cfwd -p udp -m conntrack --ctstatus SEEN_REPLY"}},
 	}
 }
 
