@@ -219,19 +219,10 @@ func lcDrain(fd int) []int {
 	}
 }
 
-// lcCounters returns the rule counters of every table.
+// lcCounters returns the rule counters of every table, keyed by "table
+// rule".
 func lcCounters(t *testing.T, tp *nettest.Topology, fw firewall, fam int) map[string]counter {
-	out := map[string]counter{}
-	for _, table := range []string{"raw", "mangle", "nat", "filter"} {
-		res, err := nettest.Exec(tp.FwNS, append(fw.cmd(fam, "-save"), "-c", "-t", table)...)
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("%s save of %s failed (%v): %v", fw.kind, table, err, res)
-		}
-		for k, v := range ruleCountersOf(t, res.Stdout) {
-			out[table+" "+k] = v
-		}
-	}
-	return out
+	return savedTableCounters(t, tp, fw, fam, true, "raw", "mangle", "nat", "filter")
 }
 
 // TestLoopCopyAgainstKernel sends broadcast and multicast datagrams from

@@ -206,15 +206,25 @@ func mcDrain(fd int) int {
 	}
 }
 
-// mcCounters returns the rule counters of raw PREROUTING and INPUT.
+// mcCounters returns the rule counters of raw PREROUTING and INPUT, keyed
+// by rule (the two tables' chains have different names).
 func mcCounters(t *testing.T, tp *nettest.Topology, fw firewall, fam int) map[string]counter {
+	return savedTableCounters(t, tp, fw, fam, false, "raw", "filter")
+}
+
+// savedTableCounters returns the rule counters of tables, keyed by rule, or by
+// "table rule" when byTable is set.
+func savedTableCounters(t *testing.T, tp *nettest.Topology, fw firewall, fam int, byTable bool, tables ...string) map[string]counter {
 	out := map[string]counter{}
-	for _, table := range []string{"raw", "filter"} {
+	for _, table := range tables {
 		res, err := nettest.Exec(tp.FwNS, append(fw.cmd(fam, "-save"), "-c", "-t", table)...)
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("%s save of %s failed (%v): %v", fw.kind, table, err, res)
 		}
 		for k, v := range ruleCountersOf(t, res.Stdout) {
+			if byTable {
+				k = table + " " + k
+			}
 			out[k] = v
 		}
 	}
