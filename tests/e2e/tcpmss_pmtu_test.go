@@ -37,16 +37,19 @@ COMMIT
 // gen (IPv6's at least its minimum MTU, 1280).
 var tcpmssRouteMTUs = map[int][2]int{4: {1300, 1250}, 6: {1300, 1290}}
 
-// tcpmssRoute adds fw's host route of family fam to addr by device dev
-// with the locked MTU mtu.
-func tcpmssRoute(t *testing.T, tp *nettest.Topology, fam int, addr, dev string, mtu int) {
+// tcpmssRoute adds (op "add") or deletes (op "del") fw's host route of
+// family fam to addr by device dev with the MTU mtu, locked when lock.
+func tcpmssRoute(t *testing.T, tp *nettest.Topology, op string, fam int, addr, dev string, mtu int, lock bool) {
 	t.Helper()
 	plen := "/32"
 	if fam == 6 {
 		plen = "/128"
 	}
-	nettest.MustExec(t, tp.FwNS, "ip", fmt.Sprintf("-%d", fam), "route", "add", addr+plen, "dev", dev,
-		"mtu", "lock", fmt.Sprint(mtu))
+	args := []string{"ip", fmt.Sprintf("-%d", fam), "route", op, addr + plen, "dev", dev, "mtu"}
+	if lock {
+		args = append(args, "lock")
+	}
+	nettest.MustExec(t, tp.FwNS, append(args, fmt.Sprint(mtu))...)
 }
 
 // TestTCPMSSRouteMTUAgainstKernel checks --clamp-mss-to-pmtu with route
@@ -57,32 +60,66 @@ func TestTCPMSSRouteMTUAgainstKernel(t *testing.T) {
 	requireTools(t, "iptables-legacy", "ip6tables-legacy")
 	tw := newTwins(t, xfwPath(t))
 	for _, fam := range []int{4, 6} {
-		mtus, hdr := tcpmssRouteMTUs[fam], 40
-		if fam == 6 {
-			hdr = 60
-		}
-		rules := strings.NewReplacer("FWD", fmt.Sprint(mtus[0]-hdr), "REV", fmt.Sprint(mtus[1]-hdr)).
-			Replace(tcpmssRouteRuleset)
-		tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
-			fw.restore(t, tp, fam, rules)
-			tcpmssRoute(t, tp, fam, mangleSinkAddr(tp, fam).String(), nettest.FwOutIfname, mtus[0])
-		})
-		if t.Failed() {
-			return
-		}
-		tcpmssRouteProbe(t, tw, typeProbe{name: "the route to sink's MTU", fam: fam,
-			frame: mangleSYN(fam, 8005, synMSS1460)}, 8005, mtus[0]-hdr)
-		tcpmssRouteProbe(t, tw, typeProbe{name: "fw's raw SYN: the route to sink's MTU (at TC)", fam: fam,
-			cmd: rawSYNWithMSSFromFw(fam, 8006, 1460)}, 8006, mtus[0]-hdr)
-		tw.each(func(_ string, tp *nettest.Topology, _ firewall) {
-			gen := tp.Gen.IPv4.String()
-			if fam == 6 {
-				gen = tp.Gen.IPv6.String()
+		for _, lock := range []bool{true, false} {
+			if !tcpmssRouteMTUCase(t, tw, fam, lock) {
+				return
 			}
-			tcpmssRoute(t, tp, fam, gen, nettest.FwInIfname, mtus[1])
-		})
-		tcpmssRouteProbe(t, tw, typeProbe{name: "the smaller MTU of the route back to gen", fam: fam,
-			frame: mangleSYN(fam, 8005, synMSS1460)}, 8005, mtus[1]-hdr)
+		}
+	}
+}
+
+// tcpmssRouteMTUCase runs TestTCPMSSRouteMTUAgainstKernel's probes of
+// family fam with the routes' MTUs locked or not, then removes the
+// routes; false when the set-up failed.
+func tcpmssRouteMTUCase(t *testing.T, tw *twins, fam int, lock bool) bool {
+	t.Helper()
+	mtus, hdr := tcpmssRouteMTUs[fam], 40
+	if fam == 6 {
+		hdr = 60
+	}
+	how := "locked"
+	if !lock {
+		how = "unlocked"
+	}
+	rules := strings.NewReplacer("FWD", fmt.Sprint(mtus[0]-hdr), "REV", fmt.Sprint(mtus[1]-hdr)).
+		Replace(tcpmssRouteRuleset)
+	gen := func(tp *nettest.Topology) string {
+		if fam == 6 {
+			return tp.Gen.IPv6.String()
+		}
+		return tp.Gen.IPv4.String()
+	}
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		fw.restore(t, tp, fam, rules)
+		tcpmssRoute(t, tp, "add", fam, mangleSinkAddr(tp, fam).String(), nettest.FwOutIfname, mtus[0], lock)
+		tcpmssRouteSync(t, kind, tp, fw)
+	})
+	if t.Failed() {
+		return false
+	}
+	tcpmssRouteProbe(t, tw, typeProbe{name: how + " route to sink's MTU", fam: fam,
+		frame: mangleSYN(fam, 8005, synMSS1460)}, 8005, mtus[0]-hdr)
+	tcpmssRouteProbe(t, tw, typeProbe{name: "fw's raw SYN: the " + how + " route to sink's MTU (at TC)", fam: fam,
+		cmd: rawSYNWithMSSFromFw(fam, 8006, 1460)}, 8006, mtus[0]-hdr)
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		tcpmssRoute(t, tp, "add", fam, gen(tp), nettest.FwInIfname, mtus[1], lock)
+		tcpmssRouteSync(t, kind, tp, fw)
+	})
+	tcpmssRouteProbe(t, tw, typeProbe{name: "the smaller MTU of the " + how + " route back to gen", fam: fam,
+		frame: mangleSYN(fam, 8005, synMSS1460)}, 8005, mtus[1]-hdr)
+	tw.each(func(_ string, tp *nettest.Topology, _ firewall) {
+		tcpmssRoute(t, tp, "del", fam, mangleSinkAddr(tp, fam).String(), nettest.FwOutIfname, mtus[0], lock)
+		tcpmssRoute(t, tp, "del", fam, gen(tp), nettest.FwInIfname, mtus[1], lock)
+	})
+	return !t.Failed()
+}
+
+// tcpmssRouteSync has xfw copy the routes' MTUs after a route change (`xfw
+// sync`, as without the agent, which follows the routes).
+func tcpmssRouteSync(t *testing.T, kind string, tp *nettest.Topology, fw firewall) {
+	t.Helper()
+	if kind == "xfw" {
+		nettest.MustExec(t, tp.FwNS, fw.bin, "sync")
 	}
 }
 
