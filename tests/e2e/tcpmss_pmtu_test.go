@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -149,4 +150,71 @@ func tcpmssRouteProbe(t *testing.T, tw *twins, pr typeProbe, port uint16, want i
 	})
 	compareTableCounters(t, tw, pr, false)
 	compareMangled(t, caps, mp)
+}
+
+// vethMTU is the MTU of the topology's devices (veth's default).
+const vethMTU = 1500
+
+// tcpmssAgentRuleset clamps forwarded SYNs to port 8005.
+const tcpmssAgentRuleset = `*mangle
+-A FORWARD -p tcp -m tcp --dport 8005 --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu
+COMMIT
+*filter
+COMMIT
+`
+
+// TestTCPMSSRouteMTUAgent: with xfw agent running and no xfw command
+// after the route changes, gen's forwarded SYNs clamp to the unlocked
+// mtu of fw's route to sink once the route is added, follow a change of
+// it, and clamp to the device's MTU again once it is removed (the
+// kernel's clamps: TestTCPMSSRouteMTUAgainstKernel).
+func TestTCPMSSRouteMTUAgent(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t, nettest.WithStaticNeighbors())
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	for _, fam := range []int{4, 6} {
+		fw.restore(t, tp, fam, tcpmssAgentRuleset)
+	}
+	startAgent(t, bin, tp)
+	for _, fam := range []int{4, 6} {
+		hdr := 40
+		if fam == 6 {
+			hdr = 60
+		}
+		sink := mangleSinkAddr(tp, fam).String()
+		for _, st := range []struct {
+			op       string
+			mtu, mss int
+		}{
+			{"add", 1300, 1300 - hdr},
+			{"change", 1290, 1290 - hdr},
+			{"del", 1290, vethMTU - hdr},
+		} {
+			tcpmssRoute(t, tp, st.op, fam, sink, nettest.FwOutIfname, st.mtu, false)
+			want, last := fmt.Sprintf("mss %d", st.mss), ""
+			waitForOr(t, fmt.Sprintf("IPv%d: after `ip route %s ... mtu %d`, sink's SYN with %s", fam, st.op, st.mtu, want),
+				func() bool { last = tcpmssAtSink(t, tp, fam); return last == want },
+				func() { t.Logf("IPv%d: sink's last SYN: %s", fam, last) })
+		}
+	}
+}
+
+// tcpmssAtSink sends gen's SYN with MSS 1460 to sink's port 8005 through
+// fw and returns the MSS sink sees (mangleFields), or "nothing arrived".
+func tcpmssAtSink(t *testing.T, tp *nettest.Topology, fam int) string {
+	t.Helper()
+	c := nettest.StartCapture(t, tp.SinkNS, nettest.SinkIfname, func(c nettest.Captured) bool {
+		return mangleCaptured(c, fam, 8005)
+	})
+	defer c.Stop()
+	if err := nettest.Inject(tp.GenNS, nettest.GenIfname, mangleSYN(fam, 8005, synMSS1460)(tp)); err != nil {
+		t.Fatalf("send gen's SYN: %v", err)
+	}
+	frames := c.Wait(1, time.Second)
+	if len(frames) == 0 {
+		return "nothing arrived"
+	}
+	return mangleFields(frames[0])
 }
