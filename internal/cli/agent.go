@@ -31,6 +31,8 @@ in the foreground, until SIGINT or SIGTERM (the xfw-agent unit runs it):
   - a new interface gets the programs and the running rulesets (recompiled
     for it, as xfw sync does) as soon as the kernel announces it;
   - an address change brings the local-address table up to date;
+  - a route change brings the data plane's copy of the main routing
+    table up to date (the routes' mtu for TCPMSS --clamp-mss-to-pmtu);
   - a program removed from an interface (ip link set dev X xdp off, a
     detached TCX program) is put back, and the event is logged;
   - the data plane's LOG lines are written to standard output in the
