@@ -49,6 +49,7 @@ struct xfw_layouts {
 	struct xfw_lpm4_key lpm4_key;
 	struct xfw_lpm6_key lpm6_key;
 	struct xfw_local_val local_val;
+	struct xfw_route_val route_val;
 	struct xfw_ext6cond ext6cond;
 	struct xfw_h4cond h4cond;
 	struct xfw_h4flag h4flag;

@@ -32,7 +32,7 @@
  * to the hook's scratch (struct xfw_xdp_scratch .opt).
  *
  * Includes: common.h, parse.h, xfw_maps.h, tcpopt.h, mangle.h, local.h,
- * mark_route.h, route.h.
+ * mark_route.h, route.h, route_main.h.
  */
 #ifndef XFW_MANGLE_APPLY_H
 #define XFW_MANGLE_APPLY_H
@@ -48,6 +48,7 @@
 #include "local.h"
 #include "mark_route.h"
 #include "route.h"
+#include "route_main.h"
 
 #define XFW_MG_IP4_HDR 20  /* struct iphdr */
 #define XFW_MG_IP6_HDR 40  /* struct ipv6hdr */
@@ -287,23 +288,39 @@ static __always_inline __u32 xfw_mg_dev_mtu(void *ctx, __u32 ifindex)
 }
 
 /* XFW_MG_MTU_PROBE is the length the path-MTU look-ups ask a route to
- * take: longer than any MTU below 65535, so bpf_fib_lookup answers
- * BPF_FIB_LKUP_RET_FRAG_NEEDED with the route's MTU in mtu_result. */
-#define XFW_MG_MTU_PROBE 0xffff
+ * take: any route takes it, and bpf_fib_lookup answers SUCCESS with the
+ * route's MTU in mtu_result and its device in ifindex. */
+#define XFW_MG_MTU_PROBE 1
 
 /* xfw_mg_route_mtu returns the MTU of the route lookup fib finds (the
- * caller set its flow, device and flags): bpf_fib_lookup's mtu_result, a
- * route's locked MTU (`ip route ... mtu lock N`), a learned path MTU or the
- * device's; when the lookup gives none (no route, forwarding off) dev's
- * MTU (0: none). The answer FRAG_NEEDED leaves fib->ifindex as it was. */
+ * caller set its flow, device and flags) as the kernel's dst_mtu gives it:
+ * a learned path MTU, else the route's mtu metric, else the device's.
+ * bpf_fib_lookup's mtu_result has the metric only when it is locked (`ip
+ * route ... mtu lock N`): where it gives the device's MTU, the metric of
+ * the main table's route to the destination by that device (route_main.h)
+ * replaces it. When the lookup gives none (no route, forwarding off) dev's
+ * MTU (0: none). */
 static __always_inline __u32 xfw_mg_route_mtu(void *ctx, struct bpf_fib_lookup *fib, __u32 flags,
 					      __u32 dev)
 {
+	struct xfw_route_val *rt;
+	__u32 mtu;
+
+	/* Before the lookup, which writes the next hop over the destination. */
+	if (fib->family == AF_INET)
+		rt = xfw_route_main(&fib->ipv4_dst, 4);
+	else
+		rt = xfw_route_main(fib->ipv6_dst, 6);
 	fib->tot_len = XFW_MG_MTU_PROBE;
-	if (bpf_fib_lookup(ctx, fib, sizeof(*fib), flags) == BPF_FIB_LKUP_RET_FRAG_NEEDED &&
-	    fib->mtu_result)
-		return fib->mtu_result;
-	return dev ? xfw_mg_dev_mtu(ctx, dev) : 0;
+	if (bpf_fib_lookup(ctx, fib, sizeof(*fib), flags | BPF_FIB_LOOKUP_SKIP_NEIGH) !=
+		    BPF_FIB_LKUP_RET_SUCCESS ||
+	    !fib->mtu_result)
+		return dev ? xfw_mg_dev_mtu(ctx, dev) : 0;
+	mtu = fib->mtu_result;
+	if (rt && rt->mtu && (!rt->ifindex || rt->ifindex == fib->ifindex) &&
+	    mtu == xfw_mg_dev_mtu(ctx, fib->ifindex))
+		return rt->mtu;
+	return mtu;
 }
 
 /* xfw_mg_reverse_mtu returns the MTU of tcpmss_reverse_mtu's route: to the

@@ -28,9 +28,10 @@
  *  - The sysctls are copied into xfw_rl_cfg by the control plane at each
  *    sync (internal/dataplane/ratelimit.go); while it holds nothing
  *    (set == 0) nothing is limited. The IPv6 routes' prefix lengths are in
- *    xfw_rl_rt6 (the main table's, filled with the local table).
+ *    xfw_rl_rt6 (route_main.h: the main table's, filled with the local
+ *    table).
  *
- * Includes: common.h, local.h (its LPM key).
+ * Includes: common.h, local.h (its LPM key), route_main.h.
  */
 #ifndef XFW_REJECT_RATE_H
 #define XFW_REJECT_RATE_H
@@ -40,6 +41,7 @@
 #include <bpf/bpf_helpers.h>
 #include "common.h"
 #include "local.h"
+#include "route_main.h"
 
 #define XFW_RL_NSEC_PER_SEC 1000000000ULL
 /* icmp_global_allow refills at most every HZ / 50: 20 ms. */
@@ -123,15 +125,6 @@ struct {
 	__uint(max_entries, XFW_RL_PEERS);
 } xfw_rl_peers SEC(".maps");
 
-/* IPv6 routes' prefix lengths (value: plen), for the per-destination
- * cost. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__type(key, struct xfw_lpm6_key);
-	__type(value, __u32);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 4096);
-} xfw_rl_rt6 SEC(".maps");
 
 /* xfw_rl_config returns the sysctls, or 0 when nothing is limited. */
 static __always_inline struct xfw_rl_cfg *xfw_rl_config(void)
@@ -208,12 +201,13 @@ static __always_inline void xfw_rl_global_consume(void)
 static __always_inline __u64 xfw_rl_v6_cost(const struct xfw_rl_cfg *c, const __u32 *a)
 {
 	struct xfw_lpm6_key k = { .prefixlen = XFW_RL_V6_HOST_PLEN };
-	__u32 *plen, p = XFW_RL_V6_HOST_PLEN;
+	struct xfw_route_val *rt;
+	__u32 p = XFW_RL_V6_HOST_PLEN;
 
 	__builtin_memcpy(k.addr, a, 16);
-	plen = bpf_map_lookup_elem(&xfw_rl_rt6, &k);
-	if (plen && *plen < XFW_RL_V6_HOST_PLEN)
-		p = *plen;
+	rt = bpf_map_lookup_elem(&xfw_rl_rt6, &k);
+	if (rt && rt->plen < XFW_RL_V6_HOST_PLEN)
+		p = rt->plen;
 	return c->ratelimit6_ns >> ((XFW_RL_V6_HOST_PLEN - p) >> XFW_RL_V6_PLEN_SHIFT);
 }
 

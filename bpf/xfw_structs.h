@@ -377,6 +377,14 @@ struct xfw_local_val {
 	__u32 ifindex;
 	__u32 group;
 };
+/* The values of xfw_rl_rt6 (route_main.h): a route of the main table,
+ * IPv4 ones at their IPv4-mapped IPv6 prefix (::ffff:a.b.c.d). */
+struct xfw_route_val {
+	__u32 plen;    /* the IPv6 prefix length ICMPv6 rate limits charge by */
+	__u32 mtu;     /* the route's mtu metric, locked or not (0: none) */
+	__u32 ifindex; /* its device (0: several, a multipath route) */
+	__u32 fam;     /* 4: an IPv4 route, 6: an IPv6 route */
+};
 
 /* Connection key: one entry for both directions. The endpoints are
  * ordered (a <= b, comparing address then port) so both directions find

@@ -31,6 +31,8 @@ in the foreground, until SIGINT or SIGTERM (the xfw-agent unit runs it):
   - a new interface gets the programs and the running rulesets (recompiled
     for it, as xfw sync does) as soon as the kernel announces it;
   - an address change brings the local-address table up to date;
+  - a route change brings the data plane's copy of the main routing
+    table up to date (the routes' mtu for TCPMSS --clamp-mss-to-pmtu);
   - a program removed from an interface (ip link set dev X xdp off, a
     detached TCX program) is put back, and the event is logged;
   - the data plane's LOG lines are written to standard output in the
@@ -66,6 +68,14 @@ const agentPoll = 100 * time.Millisecond
 
 // addrSettle batches a burst of address events into one resync.
 const addrSettle = 50 * time.Millisecond
+
+// routeSettle batches a burst of route events into one copy of the
+// routes (a full table's arrival is many events).
+const routeSettle = 50 * time.Millisecond
+
+// routeBuffer is the route subscription's receive buffer: an overflow
+// loses events, which the next copy of the routes makes up for.
+const routeBuffer = 1 << 20
 
 // agent is `xfw agent`'s state.
 type agent struct {
@@ -229,6 +239,15 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 	if err := netlink.AddrSubscribeWithOptions(addrs, done, netlink.AddrSubscribeOptions{ErrorCallback: onErr}); err != nil {
 		return fmt.Errorf("subscribe to address events: %w", err)
 	}
+	// Routes: the data plane's copy of the main table (the routes' MTUs
+	// for TCPMSS --clamp-mss-to-pmtu, IPv6 prefix lengths for ICMP rate
+	// limits).
+	rs, err := subscribeRoutes()
+	if err != nil {
+		return err
+	}
+	defer func() { rs.stop() }()
+	var routeSettled <-chan time.Time
 	fpEvents := make(chan string, 1)
 	a.watchFastPathFacts(ctx, fpEvents)
 	mcEvents := make(chan struct{}, 1)
@@ -287,6 +306,28 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 		case <-settle:
 			settle = nil
 			a.resync("address change")
+		case _, ok := <-rs.updates:
+			if !ok {
+				// The subscription ended (its socket failed, events
+				// lost): a new one, and the copy covers what was lost.
+				rs.stop()
+				if rs, err = subscribeRoutes(); err != nil {
+					return err
+				}
+			}
+			if routeSettled == nil {
+				routeSettled = time.After(routeSettle)
+			}
+		case <-rs.failed:
+			// Maybe events lost: a copy covers them.
+			if routeSettled == nil {
+				routeSettled = time.After(routeSettle)
+			}
+		case <-routeSettled:
+			routeSettled = nil
+			if err := dataplane.RefreshRoutes(); err != nil {
+				a.logOnce("route change: copy the routes: %v", err)
+			}
 		case <-mcEvents:
 			mcAgain = a.refreshGroups()
 		case <-mcTicker.C:
@@ -317,6 +358,38 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 				a.refreshFastPath("periodic check")
 			}
 		}
+	}
+}
+
+// routeSub is a subscription to route events: updates (closed when the
+// subscription ends: its socket failed), and failed on each error.
+type routeSub struct {
+	updates chan netlink.RouteUpdate
+	failed  chan struct{}
+	done    chan struct{}
+}
+
+// subscribeRoutes subscribes to both families' route events.
+func subscribeRoutes() (*routeSub, error) {
+	rs := &routeSub{updates: make(chan netlink.RouteUpdate, 256), failed: make(chan struct{}, 1),
+		done: make(chan struct{})}
+	onErr := func(error) {
+		select {
+		case rs.failed <- struct{}{}:
+		default:
+		}
+	}
+	if err := netlink.RouteSubscribeWithOptions(rs.updates, rs.done, netlink.RouteSubscribeOptions{
+		ErrorCallback: onErr, ReceiveBufferSize: routeBuffer}); err != nil {
+		return nil, fmt.Errorf("subscribe to route events: %w", err)
+	}
+	return rs, nil
+}
+
+// stop ends the subscription (nil: none).
+func (rs *routeSub) stop() {
+	if rs != nil {
+		close(rs.done)
 	}
 }
 

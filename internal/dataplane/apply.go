@@ -388,7 +388,7 @@ func fillNetFacts(cur *state) error {
 	}
 	err := fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"])
 	if err == nil {
-		err = fillRoutes6(cur.maps[rateRoute6Map])
+		err = fillRoutes(cur.maps[rateRoute6Map])
 	}
 	if err == nil {
 		err = fillNatAddrs(cur.maps["xfw_nat_ifaddr"])

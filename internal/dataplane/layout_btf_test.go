@@ -76,6 +76,7 @@ var layoutMirrors = []layoutMirror{
 	{c: "xfw_lpm4_key", goType: reflect.TypeOf(lpmKey4{})},
 	{c: "xfw_lpm6_key", goType: reflect.TypeOf(lpmKey6{})},
 	{c: "xfw_local_val", goType: reflect.TypeOf(localVal{})},
+	{c: "xfw_route_val", goType: reflect.TypeOf(routeVal{})},
 	{c: "xfw_ct_key", goType: reflect.TypeOf(bpfCTKey{})},
 	{c: "xfw_ct_tcp_side", goType: reflect.TypeOf(bpfCTTCPSide{})},
 	{c: "xfw_ct_val", goType: reflect.TypeOf(bpfCTVal{})},

@@ -9,17 +9,14 @@ package dataplane
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"strings"
 
 	"github.com/cilium/ebpf"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 )
 
-// Maps of bpf/reject_rate.h.
+// Maps of bpf/reject_rate.h and bpf/route_main.h.
 const (
 	rateCfgMap    = "xfw_rl_cfg"
 	rateRoute6Map = "xfw_rl_rt6"
@@ -194,7 +191,7 @@ func fillRateLimits(maps map[string]*ebpf.Map) error {
 	if err := fillRateCfg(maps); err != nil {
 		return err
 	}
-	return fillRoutes6(maps[rateRoute6Map])
+	return fillRoutes(maps[rateRoute6Map])
 }
 
 // fillRateCfg copies the namespace's ICMP rate limit sysctls into the
@@ -213,40 +210,6 @@ func fillRateCfg(maps map[string]*ebpf.Map) error {
 	}
 	if err := cfgMap.Put(uint32(0), c); err != nil {
 		return fmt.Errorf("record ICMP rate limits: %w", err)
-	}
-	return nil
-}
-
-// fillRoutes6 records the prefix length of each route of the main IPv6
-// table (icmpv6_xrlim_allow charges less for a destination on a wider
-// route). A destination on a route without a gateway (on-link) counts as
-// a /128: the kernel's route to it is a host clone (found against the
-// kernel: ratelimit_test.go), so those routes are recorded as such.
-func fillRoutes6(m *ebpf.Map) error {
-	routes, err := listRoutes(netlink.FAMILY_V6, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
-	if err != nil {
-		return fmt.Errorf("list IPv6 routes: %w", err)
-	}
-	keep := map[lpmKey6]bool{}
-	for _, r := range routes {
-		dst := r.Dst
-		if dst == nil {
-			dst = &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
-		}
-		ones, _ := dst.Mask.Size()
-		k := lpmKey6{Prefixlen: uint32(ones)}
-		copy(k.Addr[:], dst.IP.To16())
-		plen := uint32(ones)
-		if r.Gw == nil && len(r.MultiPath) == 0 {
-			plen = ipv6HostPlen
-		}
-		if err := m.Put(k, plen); err != nil {
-			return fmt.Errorf("record IPv6 route %s: %w", dst, err)
-		}
-		keep[k] = true
-	}
-	if _, err := pruneMap(m, keep); err != nil {
-		return fmt.Errorf("forget removed IPv6 routes: %w", err)
 	}
 	return nil
 }
