@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"strings"
 )
 
@@ -94,6 +95,36 @@ func readInputSysctls(dev string) (bits uint16, ok bool, err error) {
 		n = 0 // max(all, dev) with the other at 0 or more
 	}
 	return bits | rpfBits(n), true, nil
+}
+
+// rpfNoAddr returns flags, the combined sysctls of dev, with loose
+// reverse-path filtering made strict when dev has no IPv4 address:
+// __fib_validate_source then fails a source routed by another device in
+// loose mode too (no_addr), which is strict mode's rule. A device whose
+// addresses cannot be read is taken as having none (the stricter).
+func rpfNoAddr(flags uint16, dev string) uint16 {
+	if flags&ifRPFLoose == 0 || hasIPv4Addr(dev) {
+		return flags
+	}
+	return flags&^ifRPFLoose | ifRPFStrict
+}
+
+// hasIPv4Addr reports whether device dev has an IPv4 address.
+func hasIPv4Addr(dev string) bool {
+	ifc, err := net.InterfaceByName(dev)
+	if err != nil {
+		return false
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // combineInputSysctls combines a device's bits with "all"'s as the kernel

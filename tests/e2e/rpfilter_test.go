@@ -22,16 +22,30 @@ import (
 // arriving on in0 comes in by another device than its route back.
 const rpfOtherNet = "198.51.100.0/24"
 
+// rpfMarkNet is a prefix fw routes by out0 in its main table and by in0
+// in table rpfMarkTable, which mark rpfMark selects (ip rule fwmark);
+// mangle PREROUTING marks datagrams from it. Its sources pass strict
+// reverse-path filtering only when the lookup takes the mark
+// (src_valid_mark).
+const (
+	rpfMarkNet   = "192.0.2.0/24"
+	rpfMarkTable = "100"
+	rpfMark      = "7"
+)
+
 // rpfTables count every UDP datagram in raw and mangle PREROUTING, which
-// the kernel runs before its reverse-path check.
+// the kernel runs before its reverse-path check, and mark rpfMarkNet's.
 const rpfTables = "*raw\n:PREROUTING ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A PREROUTING -p udp\nCOMMIT\n" +
 	"*mangle\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n" +
-	"-A PREROUTING -p udp\nCOMMIT\n"
+	"-A PREROUTING -p udp\n-A PREROUTING -s " + rpfMarkNet + " -j MARK --set-xmark 0x" + rpfMark + "/0xffffffff\nCOMMIT\n"
 
 // rpfSetup routes rpfOtherNet by out0 in fw and turns GRO on for sink's
 // interface, whose veth then takes XDP frames: the fast path's target.
 func rpfSetup(t *testing.T, tw *ctTwin) string {
 	nettest.MustExec(t, tw.tp.FwNS, "ip", "route", "add", rpfOtherNet, "via", tw.tp.Sink.IPv4.String(), "dev", nettest.FwOutIfname)
+	nettest.MustExec(t, tw.tp.FwNS, "ip", "route", "add", rpfMarkNet, "via", tw.tp.Sink.IPv4.String(), "dev", nettest.FwOutIfname)
+	nettest.MustExec(t, tw.tp.FwNS, "ip", "route", "add", rpfMarkNet, "via", tw.tp.Gen.IPv4.String(), "dev", nettest.FwInIfname, "table", rpfMarkTable)
+	nettest.MustExec(t, tw.tp.FwNS, "ip", "rule", "add", "fwmark", rpfMark, "lookup", rpfMarkTable)
 	nettest.MustExec(t, tw.tp.SinkNS, "ethtool", "-K", tw.tp.Sink.Ifname, "gro", "on")
 	if tw.fw.kind == "xfw" {
 		nettest.MustExec(t, tw.tp.FwNS, tw.fw.bin, "sync") // the target decided afresh
@@ -64,6 +78,18 @@ func rpfFwd(src string, sport uint16, fast bool) func(t *testing.T, tw *ctTwin) 
 			}
 		}
 		return out
+	}
+}
+
+// rpfAddr deletes ("del") or adds ("add") fw's IPv4 address on in0 and
+// makes xfw see it (`xfw sync`).
+func rpfAddr(op string) func(t *testing.T, tw *ctTwin) string {
+	return func(t *testing.T, tw *ctTwin) string {
+		nettest.MustExec(t, tw.tp.FwNS, "ip", "addr", op, tw.tp.FwIn.IPv4.String()+"/24", "dev", nettest.FwInIfname)
+		if tw.fw.kind == "xfw" {
+			nettest.MustExec(t, tw.tp.FwNS, tw.fw.bin, "sync")
+		}
+		return op
 	}
 }
 
@@ -122,6 +148,19 @@ func TestRPFilterAgainstKernel(t *testing.T) {
 		{name: "rp_filter 1 for all, 2 for in0 (loose: the larger)", run: rp("2", "1")},
 		{name: "all strict, in0 loose: source routed by out0, forwarded", run: rpfFwd(other, 41041, true), want: []string{fwdNew}},
 		{name: "all strict, in0 loose: source without route, forwarded", run: rpfFwd(none, 41042, false), want: []string{pre}},
+		// src_valid_mark: the reverse lookup with PREROUTING's mark.
+		{name: "rp_filter 1 for in0 and all", run: rp("1", "1")},
+		{name: "strict, src_valid_mark 0: marked source routed by in0 with the mark, forwarded", run: rpfFwd("192.0.2.9", 41061, false), want: []string{pre}},
+		{name: "src_valid_mark 1 for in0", run: sysctlStep(map[string]string{"net/ipv4/conf/" + nettest.FwInIfname + "/src_valid_mark": "1"})},
+		{name: "strict, src_valid_mark 1: marked source routed by in0 with the mark, forwarded", run: rpfFwd("192.0.2.9", 41062, false), want: []string{fwdNew}},
+		{name: "strict, src_valid_mark 1: source routed by out0, forwarded", run: rpfFwd(other, 41063, false), want: []string{pre}},
+		// Loose on a device without IPv4 address fails what strict does
+		// (removing it removes table 100's route by in0 too: last).
+		{name: "rp_filter 1 for all, 2 for in0 again", run: rp("2", "1")},
+		{name: "in0's IPv4 address removed", run: rpfAddr("del")},
+		{name: "loose, in0 without address: source routed by out0, forwarded", run: rpfFwd(other, 41043, false), want: []string{pre}},
+		{name: "in0's IPv4 address back", run: rpfAddr("add")},
+		{name: "loose, in0's address back: source routed by out0, forwarded", run: rpfFwd(other, 41044, true), want: []string{fwdNew}},
 		// The agent's watch from here on.
 		{name: "xfw agent started", run: startAgentStep},
 		{name: "rp_filter 1 for in0, 0 for all (agent)", run: rp("1", "0")},
