@@ -171,3 +171,44 @@ func TestRPFilterAgainstKernel(t *testing.T) {
 	}
 	runCtScenarios(t, 4, ctOptions{tables: rpfTables}, scenarios)
 }
+
+// TestFastPathRPFilterUnsure: where xfw cannot make the reverse-path check
+// (forwarding off for the device the lookup asks from, the forward
+// route's output device: bpf_fib_lookup answers FWD_DISABLED), a packet
+// FORWARD accepts goes to the stack, which makes the check itself, never
+// to the fast path: a proper source arrives, a spoofed one does not.
+// With forwarding back on, the check is made and the fast path taken.
+func TestFastPathRPFilterUnsure(t *testing.T) {
+	tp, fw := fpTopology(t, true)
+	outFwd := "net/ipv4/conf/" + nettest.FwOutIfname + "/forwarding"
+	setSysctls(t, tp.FwNS, map[string]string{"net/ipv4/conf/" + nettest.FwInIfname + "/rp_filter": "1", outFwd: "0"})
+	nettest.MustExec(t, tp.FwNS, "ip", "route", "add", rpfOtherNet, "via", tp.Sink.IPv4.String(), "dev", nettest.FwOutIfname)
+	nettest.MustExec(t, tp.FwNS, fw.bin, "sync")
+
+	before, _ := fpStats(t, fw.bin, tp)
+	fpSend(t, tp, 4, fpDatagram, 32)
+	after, _ := fpStats(t, fw.bin, tp)
+	fpExpect(t, "check not made, proper source", fpDelta(before, after), map[string]uint64{"mark-or-mangle": fpDatagram})
+
+	// A source routed by out0: FORWARD accepts it, the stack drops it.
+	srv := nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(tp.Sink.IPv4, fpPort))
+	udp := nettest.UDP{SrcPort: fpSport, DstPort: fpPort, Payload: []byte("spoofed")}
+	pkt := nettest.IPv4{Src: netip.MustParseAddr("198.51.100.7"), Dst: tp.Sink.IPv4}.Packet(udp)
+	before = after
+	if err := nettest.Inject(tp.GenNS, tp.Gen.Ifname, nettest.Ethernet{Dst: tp.FwIn.MAC, Src: tp.Gen.MAC}.Frame(pkt)); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Wait(1, fpWait); len(got) != 0 {
+		t.Errorf("check not made: a spoofed source arrived at sink (%d datagrams)", len(got))
+	}
+	srv.Close()
+	after, _ = fpStats(t, fw.bin, tp)
+	fpExpect(t, "check not made, spoofed source", fpDelta(before, after), map[string]uint64{"mark-or-mangle": 1})
+
+	setSysctls(t, tp.FwNS, map[string]string{outFwd: "1"})
+	nettest.MustExec(t, tp.FwNS, fw.bin, "sync")
+	before, _ = fpStats(t, fw.bin, tp)
+	fpSend(t, tp, 4, fpDatagram, 32)
+	after, _ = fpStats(t, fw.bin, tp)
+	fpExpect(t, "check made, proper source", fpDelta(before, after), map[string]uint64{"taken": fpDatagram})
+}
