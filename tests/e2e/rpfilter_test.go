@@ -12,7 +12,10 @@ package e2e
 // the fast path, nor counted in INPUT or FORWARD.
 
 import (
+	"fmt"
 	"net/netip"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
@@ -81,6 +84,25 @@ func rpfFwd(src string, sport uint16, fast bool) func(t *testing.T, tw *ctTwin) 
 	}
 }
 
+// rpfConns reports how many UDP connections fw tracks from each of the
+// source ports: a packet the check drops after PREROUTING leaves none (the
+// kernel's unconfirmed entry goes with it).
+func rpfConns(sports ...uint16) func(t *testing.T, tw *ctTwin) string {
+	return func(t *testing.T, tw *ctTwin) string {
+		var out []string
+		for _, p := range sports {
+			n := 0
+			for _, l := range strings.Split(tw.conntrack(t, "-L", "-p", "udp", "--sport", strconv.Itoa(int(p))), "\n") {
+				if strings.HasPrefix(l, "udp") {
+					n++
+				}
+			}
+			out = append(out, fmt.Sprintf("%d: %d", p, n))
+		}
+		return strings.Join(out, ", ")
+	}
+}
+
 // rpfAddr deletes ("del") or adds ("add") fw's IPv4 address on in0 and
 // makes xfw see it (`xfw sync`).
 func rpfAddr(op string) func(t *testing.T, tw *ctTwin) string {
@@ -137,6 +159,7 @@ func TestRPFilterAgainstKernel(t *testing.T) {
 		{name: "strict: source without route, forwarded", run: rpfFwd(none, 41013, false), want: []string{pre}},
 		{name: "strict: source routed by out0, to fw", run: rpfLocal(other, 41014), want: []string{pre}},
 		{name: "strict: proper source, to fw", run: rpfLocal("", 41015), want: []string{inNew}},
+		{name: "strict: connections tracked (proper, refused sources)", run: rpfConns(41011, 41012, 41013, 41014, 41015)},
 		{name: "rp_filter 2 for in0", run: rp("2", "0")},
 		{name: "loose: source routed by out0, forwarded", run: rpfFwd(other, 41021, true), want: []string{fwdNew}},
 		{name: "loose: source without route, forwarded", run: rpfFwd(none, 41022, false), want: []string{pre}},
