@@ -28,10 +28,30 @@ func xfwStackFirewall(xfwBin string) *firewall {
 	return fw
 }
 
+// fwXFWRPF is xfw with strict reverse-path filtering on in fw (rp_filter 1
+// for "all"): every forwarded packet also passes the reverse-path check
+// (bpf/route.h xfw_rpf) before the fast path takes it.
+const fwXFWRPF = "xfw-rp_filter"
+
+// xfwRPFFirewall is xfw whose fw namespace has rp_filter 1 for "all" (set
+// before the ruleset loads, which mirrors it).
+func xfwRPFFirewall(xfwBin string) *firewall {
+	fw := xfwFirewall(xfwBin)
+	fw.Name = fwXFWRPF
+	load := fw.load
+	fw.load = func(ctx context.Context, ns string, rs *ruleset) error {
+		if err := mustIn(ctx, ns, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=1"); err != nil {
+			return err
+		}
+		return load(ctx, ns, rs)
+	}
+	return fw
+}
+
 // runFastPath runs the comparison and prints its table.
 func runFastPath(ctx context.Context, o *options) error {
 	fws := firewalls(o.xfwBin)
-	systems := []*firewall{fws[fwNone], fws[fwXFW], xfwStackFirewall(o.xfwBin), fws[fwIptNFT]}
+	systems := []*firewall{fws[fwNone], fws[fwXFW], xfwRPFFirewall(o.xfwBin), xfwStackFirewall(o.xfwBin), fws[fwIptNFT]}
 	rigs, err := newRigs(ctx, systems)
 	if err != nil {
 		return err
@@ -76,6 +96,7 @@ func fastPathTable(sec *throughputSection) string {
 		x0 := sec.Xs[0]
 		fmt.Fprintf(&b, "\nxfw / no firewall at %d rules: %s (stack path: %s)\n", x0,
 			ratio(fwXFW, fwNone, x0, x0), ratio(fwXFWStack, fwNone, x0, x0))
+		fmt.Fprintf(&b, "xfw with rp_filter 1 / xfw at %d rules: %s\n", x0, ratio(fwXFWRPF, fwXFW, x0, x0))
 		for _, x := range sec.Xs[1:] {
 			fmt.Fprintf(&b, "xfw at %d rules / xfw at %d: %s\n", x, x0, ratio(fwXFW, fwXFW, x, x0))
 		}

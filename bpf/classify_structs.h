@@ -67,6 +67,11 @@ struct xfw_pending {
 	 * by the packet's route as ip_options_rcv_srr does (0: none). Set
 	 * by the XDP hook for every packet. */
 	__u32 srr;
+	/* XFW_RPF_* (common.h): the input device's rp_filter and
+	 * src_valid_mark, set by the XDP hook for every packet; xfw_route
+	 * adds XFW_RPF_UNSURE when it could not make the reverse-path
+	 * check (route.h xfw_rpf_refused). */
+	__u32 rpf;
 	/* The generation's positions after those chains, per walk (INPUT,
 	 * FORWARD; xfw_family_cfg.raw_pre), copied by the XDP hook when it
 	 * looks the generation up (xfw.c xfw_xdp_slot). */

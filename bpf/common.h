@@ -560,6 +560,25 @@ enum xfw_ring {
 #define XFW_INSYS_ACCEPT_LOCAL (XFW_IF_ACCEPT_LOCAL >> XFW_IF_INSYS_SHIFT)
 #define XFW_INSYS_ROUTE_LOCALNET (XFW_IF_ROUTE_LOCALNET >> XFW_IF_INSYS_SHIFT)
 #define XFW_INSYS_MASK (XFW_INSYS_ACCEPT_LOCAL | XFW_INSYS_ROUTE_LOCALNET)
+/* The input device's IPv4 reverse-path filter, as the kernel's
+ * fib_validate_source applies it (IN_DEV_RPFILTER: the larger of "all"'s
+ * and the device's rp_filter, 0 off, 1 strict, 2 and above loose), and
+ * src_valid_mark (IN_DEV_SRC_VMARK: all or the device), mirrored at each
+ * sync with the flags above. The XDP hook copies them into struct
+ * xfw_pending's rpf (shifted down by XFW_IF_RPF_SHIFT) for route.h. */
+#define XFW_IF_RPF_STRICT 0x200
+#define XFW_IF_RPF_LOOSE 0x400
+#define XFW_IF_SRC_VMARK 0x800
+#define XFW_IF_RPF_SHIFT 9
+#define XFW_RPF_STRICT (XFW_IF_RPF_STRICT >> XFW_IF_RPF_SHIFT)
+#define XFW_RPF_LOOSE (XFW_IF_RPF_LOOSE >> XFW_IF_RPF_SHIFT)
+#define XFW_RPF_VMARK (XFW_IF_SRC_VMARK >> XFW_IF_RPF_SHIFT)
+#define XFW_RPF_IN_MASK (XFW_RPF_STRICT | XFW_RPF_LOOSE | XFW_RPF_VMARK)
+/* Set by xfw_route: the reverse-path check could not be made (the lookup
+ * refused: forwarding off for the device it asks from); the packet is
+ * judged as if it passed and left to the stack, which checks it itself,
+ * never to the fast path (fastpath.h). */
+#define XFW_RPF_UNSURE 0x8
 
 /*
  * Connection tracking (ct.h).

@@ -11,8 +11,9 @@
  * functions with their own stacks (the FIB request, the options' copy),
  * not live while classification runs. The input device's accept_local,
  * route_localnet (p->in_sys) and accept_source_route (the XDP hook's
- * st->srr) are followed as the control plane mirrored them at the last
- * sync; rp_filter is not (docs/differences.md).
+ * st->srr) and rp_filter with src_valid_mark (st->rpf, xfw_rpf) are
+ * followed as the control plane mirrored them at the last sync
+ * (docs/differences.md).
  *
  * Includes: common.h, parse.h (struct xfw_pkt, the option walks), local.h,
  * mark_route.h (the route lookup with the packet's mark), route_cache.h
@@ -244,6 +245,98 @@ static __always_inline __u64 xfw_srr_route(struct xfw_pkt *p, __u32 srr, __u64 r
 	return route;
 }
 
+/* xfw_rpf applies the reverse-path check of fib_validate_source
+ * (__fib_validate_source) to IPv4 packet p received on device iif (ifs's
+ * low half) and routed to dst (host order; 0 for a broadcast or
+ * multicast destination, as brd_input and ip_mc_validate_source ask),
+ * with the input device's rp_filter (rpf: XFW_RPF_*). The kernel looks the
+ * source up as a destination, from dst, as if received on the route's
+ * output device (ifs's high half) for a forwarded packet and on loopback
+ * otherwise, with the packet's mark under src_valid_mark and the ports
+ * swapped; a UNICAST answer by iif passes, by another device only in loose
+ * mode (a multipath route gives one nexthop, where the kernel accepts any
+ * of them: fib_info_nh_uses_dev); a LOCAL answer (a source of this host's
+ * own) passes with accept_local; anything else (no route, unreachable,
+ * prohibit, blackhole, broadcast) fails. Returns 1 when the check passes,
+ * 0 when the kernel drops the packet, -1 when it cannot tell: the lookup
+ * was refused (forwarding off for the device asked from) or the answer
+ * was a LOCAL route in strict mode (its device is not told). A global
+ * function; the request is in the XDP scratch sc (the call chain below
+ * xfw_route has no stack for it) and goes through its route cache
+ * (route_cache.h). */
+__attribute__((noinline)) int xfw_rpf(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_xdp_scratch *sc,
+				      __u64 ifs, __u32 dst)
+{
+	struct bpf_fib_lookup *fib;
+	struct xfw_rtc_ent *rt = 0;
+	__u32 flags = BPF_FIB_LOOKUP_SKIP_NEIGH, mark = 0, rpf;
+	int rc;
+
+	if (!ctx || !p || !sc)
+		return -1;
+	fib = &sc->rpf_fib;
+	__builtin_memset(fib, 0, sizeof(*fib));
+	rpf = sc->st.rpf;
+	fib->family = AF_INET;
+	fib->tos = p->tos;
+	fib->l4_protocol = p->proto < 256 ? p->proto : 0;
+	if (p->sport < 65536) {
+		fib->sport = bpf_htons(p->dport);
+		fib->dport = bpf_htons(p->sport);
+	}
+	fib->ipv4_src = bpf_htonl(dst);
+	fib->ipv4_dst = bpf_htonl((__u32)p->src_lo);
+	fib->ifindex = ifs >> 32;
+	if ((rpf & XFW_RPF_VMARK) && p->mark) {
+		mark = p->mark;
+		flags |= xfw_fib_mark(fib, mark);
+	}
+	rc = xfw_fib_lookup_cached(ctx, fib, flags, 0, mark, sc->rtc, &rt);
+	switch (rc) {
+	case BPF_FIB_LKUP_RET_SUCCESS:
+	case BPF_FIB_LKUP_RET_NO_NEIGH:
+		return fib->ifindex == (__u32)ifs || !(rpf & XFW_RPF_STRICT);
+	case BPF_FIB_LKUP_RET_NOT_FWDED:
+		/* No route, or not a unicast one: only a LOCAL one (the
+		 * local table, looked up first) may pass. */
+		if (!(p->in_sys & XFW_INSYS_ACCEPT_LOCAL) || !xfw_src_local(p))
+			return 0;
+		return (rpf & XFW_RPF_STRICT) ? -1 : 1;
+	case BPF_FIB_LKUP_RET_BLACKHOLE:
+	case BPF_FIB_LKUP_RET_UNREACHABLE:
+	case BPF_FIB_LKUP_RET_PROHIBIT:
+		return 0;
+	}
+	return -1;
+}
+
+/* xfw_rpf_refused applies xfw_rpf to p, received on iif (not loopback,
+ * whose packets the kernel does not check) and routed by device lkif (0:
+ * not forwarded, asked from loopback) to dst, when the input device's
+ * rp_filter is on (sc->st.rpf). It returns 1 when the kernel drops the
+ * packet after PREROUTING (p->pre_drop set), else 0; a check it could not
+ * make sets XFW_RPF_UNSURE (the fast path is then not taken, the stack
+ * checks the packet itself). IPv6 has no rp_filter. A source of 0.0.0.0
+ * is not checked (brd_input, ip_mc_validate_source). */
+static __always_inline int xfw_rpf_refused(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_xdp_scratch *sc,
+					   __u32 iif, __u32 lkif, __u32 dst)
+{
+	int ok;
+
+	if (!sc || !(sc->st.rpf & (XFW_RPF_STRICT | XFW_RPF_LOOSE)) || p->fam != 0 ||
+	    iif == XFW_LOOPBACK_IFINDEX || (__u32)p->src_lo == 0)
+		return 0;
+	ok = xfw_rpf(ctx, p, sc, (__u64)(lkif ? lkif : XFW_LOOPBACK_IFINDEX) << 32 | iif, dst);
+	if (ok < 0) {
+		sc->st.rpf |= XFW_RPF_UNSURE;
+		return 0;
+	}
+	if (ok)
+		return 0;
+	p->pre_drop = 1;
+	return 1;
+}
+
 /* xfw_route decides INPUT or FORWARD for a packet received on iif, as the
  * kernel's routing would with the packet's mark (p->mark). Returns XFW_ROUTE_PASS to pass the packet
  * unjudged (netfilter never sees it: martians, no route, dropped before
@@ -265,6 +358,8 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 		return XFW_ROUTE_PASS;
 	p->pre_drop = 0;
 	sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &hook);
+	if (sc)
+		sc->st.rpf &= XFW_RPF_IN_MASK; /* routed afresh */
 	/* An accepted source route (XFW_SRR_*): judged with the route. A
 	 * broadcast or multicast route is no local one (xfw_srr_route). */
 	srr = sc && !lo ? sc->st.srr : 0;
@@ -276,7 +371,9 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 		case 1:
 			return XFW_ROUTE_PASS;
 		case 2:
-			return srr ? XFW_ROUTE_PASS : (__u64)XFW_CHAIN_INPUT << 32;
+			if (srr || xfw_rpf_refused(ctx, p, sc, iif, 0, 0))
+				return XFW_ROUTE_PASS;
+			return (__u64)XFW_CHAIN_INPUT << 32;
 		}
 	}
 	fib.ifindex = iif;
@@ -290,8 +387,11 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 		 * lookup, when the device joined the group (ip_check_mc_rcu);
 		 * the rest is dropped. */
 		if (XFW_V4_MULTICAST((__u32)p->dst_lo)) {
-			if (lo || xfw_mc_joined(p, iif))
-				return srr ? XFW_ROUTE_PASS : (__u64)XFW_CHAIN_INPUT << 32;
+			if (lo || xfw_mc_joined(p, iif)) {
+				if (srr || xfw_rpf_refused(ctx, p, sc, iif, 0, 0))
+					return XFW_ROUTE_PASS;
+				return (__u64)XFW_CHAIN_INPUT << 32;
+			}
 			p->pre_drop = 1;
 			return XFW_ROUTE_PASS;
 		}
@@ -346,12 +446,19 @@ __attribute__((noinline)) __u64 xfw_route(struct xdp_md *ctx, struct xfw_pkt *p,
 			p->pre_drop = 1;
 			return XFW_ROUTE_PASS;
 		}
+		/* fib_validate_source from the destination; a broadcast's
+		 * from 0 (brd_input). */
+		if (xfw_rpf_refused(ctx, p, sc, iif, 0, type == XFW_RTN_LOCAL ? (__u32)p->dst_lo : 0))
+			return XFW_ROUTE_PASS;
 		return xfw_srr_route(p, srr, (__u64)XFW_CHAIN_INPUT << 32, type);
 	case BPF_FIB_LKUP_RET_SUCCESS:
 	case BPF_FIB_LKUP_RET_NO_NEIGH:
 		/* ip_forward / ip6_forward send "time exceeded" before the
 		 * FORWARD hook, and drop what they refuse to forward. */
 		if (p->ttl <= 1 || xfw_forward_dropped(p, rt))
+			return XFW_ROUTE_PASS;
+		/* __mkroute_input: checked from the route's device. */
+		if (xfw_rpf_refused(ctx, p, sc, iif, fib.ifindex, (__u32)p->dst_lo))
 			return XFW_ROUTE_PASS;
 		return xfw_srr_route(p, srr, (__u64)XFW_CHAIN_FORWARD << 32 | fib.ifindex, 0);
 	}

@@ -538,6 +538,8 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	/* The device's sysctls the checks before any chain follow. */
 	p->in_sys = (ifi->flags >> XFW_IF_INSYS_SHIFT) & XFW_INSYS_MASK;
 	st->srr = 0;
+	/* Its reverse-path filter (route.h xfw_rpf). */
+	st->rpf = (ifi->flags >> XFW_IF_RPF_SHIFT) & XFW_RPF_IN_MASK;
 	/* Passed up by a bridge: -m physdev's ports (bridge.h). */
 	xfw_phys_xdp(ctx, p, ifi);
 	/* mac_mt matches nothing on a device that is not Ethernet. */
@@ -622,7 +624,7 @@ routed:
 		xfw_nat_undo_xdp(ctx, p);
 		/* Forwarded at XDP when it qualifies (fastpath.h). */
 		if (chain == XFW_CHAIN_FORWARD)
-			return xfw_fp_xdp(ctx, p, (__u64)oif << 32 | iif, 0);
+			return xfw_fp_xdp(ctx, p, (__u64)oif << 32 | iif, st->rpf & XFW_RPF_UNSURE);
 		return XDP_PASS;
 	}
 	if (xfw_ct_active(st->slot)) {
@@ -743,10 +745,12 @@ routed:
 		    xfw_xdp_mark_out(ctx, sc, (__u64)chain << 32 | oif, iif))
 			return XDP_DROP;
 		/* Forwarded at XDP when it qualifies (fastpath.h); a mark or
-		 * a rewrite is the stack's to carry on. */
+		 * a rewrite is the stack's to carry on, and so is a packet
+		 * whose reverse-path check xfw could not make. */
 		if (chain == XFW_CHAIN_FORWARD)
 			return xfw_fp_xdp(ctx, p, (__u64)oif << 32 | iif,
-					  p->mangle || (p->mark | st->route_mark));
+					  p->mangle || (p->mark | st->route_mark) ||
+						  (st->rpf & XFW_RPF_UNSURE));
 		return XDP_PASS;
 	case XFW_ACT_REJECT:
 		rc = xfw_xdp_reject(ctx, p, chain, dnat_undone,

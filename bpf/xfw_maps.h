@@ -36,6 +36,9 @@ struct xfw_xdp_scratch {
 	struct xfw_rtc_ent rtc[XFW_RTC_SLOTS];
 	/* Interface facts (ifinfo_cache.h; the XDP entry's only). */
 	struct xfw_ifc_ent ifc[XFW_IFC_SLOTS];
+	/* The reverse-path check's route request (route.h xfw_rpf), here
+	 * as it runs below xfw_route, whose chain has no stack to spare. */
+	struct bpf_fib_lookup rpf_fib;
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

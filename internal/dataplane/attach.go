@@ -143,7 +143,7 @@ func fillIfInfo(m *ebpf.Map, ifaces []Interface) (err error) {
 		v.Flags, v.Ifindex = bridgeInfo(ifc, brnf)
 		v.Flags |= fast.fastFlags(ifc)
 		// The sysctls of the device netfilter sees (a port's bridge).
-		v.Flags |= insys[names[v.Ifindex]]
+		v.Flags |= rpfNoAddr(insys[names[v.Ifindex]], names[v.Ifindex])
 		if v.HopLimit6, err = readHopLimit6(ifc.Name); err != nil {
 			return err
 		}

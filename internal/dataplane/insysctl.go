@@ -2,16 +2,18 @@ package dataplane
 
 // The input device's sysctls the kernel's checks before any chain follow
 // (bpf/route.h): accept_local (a source of this host's own from outside),
-// route_localnet (127.0.0.0/8 from outside) and accept_source_route (an
-// IPv4 source route option). Each device's value is combined with "all"'s
-// as the kernel combines them, and the result mirrored in the device's
-// xfw_ifinfo flags at each sync (fillIfInfo) and when the agent sees one
-// change (RefreshInputSysctls).
+// route_localnet (127.0.0.0/8 from outside), accept_source_route (an
+// IPv4 source route option), rp_filter (the reverse-path filter) and
+// src_valid_mark (its lookup with the packet's mark). Each device's value
+// is combined with "all"'s as the kernel combines them, and the result
+// mirrored in the device's xfw_ifinfo flags at each sync (fillIfInfo) and
+// when the agent sees one change (RefreshInputSysctls).
 
 import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"strings"
 )
 
@@ -20,7 +22,27 @@ const (
 	ifAcceptLocal   = 0x40  // XFW_IF_ACCEPT_LOCAL
 	ifRouteLocalnet = 0x80  // XFW_IF_ROUTE_LOCALNET
 	ifSrcRoute      = 0x100 // XFW_IF_SRCROUTE
+	ifRPFStrict     = 0x200 // XFW_IF_RPF_STRICT
+	ifRPFLoose      = 0x400 // XFW_IF_RPF_LOOSE
+	ifSrcValidMark  = 0x800 // XFW_IF_SRC_VMARK
 )
+
+// rpfMask covers the rp_filter bits, a mode rather than flags: the
+// kernel takes the larger of "all"'s value and the device's
+// (IN_DEV_RPFILTER), 1 strict, any other nonzero value loose
+// (__fib_validate_source tests rpf == 1).
+const rpfMask = ifRPFStrict | ifRPFLoose
+
+// rpfBits returns rp_filter value n as its XFW_IF_RPF_* bit.
+func rpfBits(n int64) uint16 {
+	switch {
+	case n == 1:
+		return ifRPFStrict
+	case n != 0:
+		return ifRPFLoose
+	}
+	return 0
+}
 
 // inputSysctl is one of those sysctls: its name under
 // net/ipv4/conf/<device>/, its bit, and whether the kernel wants it on
@@ -40,10 +62,11 @@ var inputSysctls = []inputSysctl{
 	{"accept_local", ifAcceptLocal, false},
 	{"route_localnet", ifRouteLocalnet, false},
 	{"accept_source_route", ifSrcRoute, true},
+	{"src_valid_mark", ifSrcValidMark, false},
 }
 
-// inputSysctlMask covers every bit of inputSysctls.
-const inputSysctlMask = ifAcceptLocal | ifRouteLocalnet | ifSrcRoute
+// inputSysctlMask covers every bit of inputSysctls and rp_filter's.
+const inputSysctlMask = ifAcceptLocal | ifRouteLocalnet | ifSrcRoute | ifSrcValidMark | rpfMask
 
 // readInputSysctls returns the bits of the sysctls that are on (nonzero)
 // for dev ("all" included), and whether dev has them at all (a device
@@ -61,7 +84,47 @@ func readInputSysctls(dev string) (bits uint16, ok bool, err error) {
 			bits |= s.bit
 		}
 	}
-	return bits, true, nil
+	n, err := readSysctlInt("net/ipv4/conf/" + dev + "/rp_filter")
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("interface %s: %w", dev, err)
+	}
+	if n < 0 {
+		n = 0 // max(all, dev) with the other at 0 or more
+	}
+	return bits | rpfBits(n), true, nil
+}
+
+// rpfNoAddr returns flags, the combined sysctls of dev, with loose
+// reverse-path filtering made strict when dev has no IPv4 address:
+// __fib_validate_source then fails a source routed by another device in
+// loose mode too (no_addr), which is strict mode's rule. A device whose
+// addresses cannot be read is taken as having none (the stricter).
+func rpfNoAddr(flags uint16, dev string) uint16 {
+	if flags&ifRPFLoose == 0 || hasIPv4Addr(dev) {
+		return flags
+	}
+	return flags&^ifRPFLoose | ifRPFStrict
+}
+
+// hasIPv4Addr reports whether device dev has an IPv4 address.
+func hasIPv4Addr(dev string) bool {
+	ifc, err := net.InterfaceByName(dev)
+	if err != nil {
+		return false
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // combineInputSysctls combines a device's bits with "all"'s as the kernel
@@ -74,7 +137,9 @@ func combineInputSysctls(all, dev uint16) uint16 {
 			out |= s.bit
 		}
 	}
-	return out
+	// rp_filter: the larger value; the bits are ordered as the values
+	// (off 0, strict 0x200 for 1, loose 0x400 for 2 and more).
+	return out | max(all&rpfMask, dev&rpfMask)
 }
 
 // inputSysctlFlags returns, per device name, the XFW_IF_* bits of its
