@@ -67,6 +67,11 @@ const agentPoll = 100 * time.Millisecond
 // addrSettle batches a burst of address events into one resync.
 const addrSettle = 50 * time.Millisecond
 
+// routeSettle batches a burst of route events into one refresh of the
+// data plane's local table (which holds main-table routes too: -m addrtype
+// and routing see them through the local table).
+const routeSettle = 100 * time.Millisecond
+
 // agent is `xfw agent`'s state.
 type agent struct {
 	out, errOut io.Writer
@@ -229,6 +234,11 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 	if err := netlink.AddrSubscribeWithOptions(addrs, done, netlink.AddrSubscribeOptions{ErrorCallback: onErr}); err != nil {
 		return fmt.Errorf("subscribe to address events: %w", err)
 	}
+	routes := make(chan netlink.RouteUpdate, 256)
+	if err := netlink.RouteSubscribeWithOptions(routes, done, netlink.RouteSubscribeOptions{ErrorCallback: onErr}); err != nil {
+		return fmt.Errorf("subscribe to route events: %w", err)
+	}
+	var routesSettled <-chan time.Time
 	fpEvents := make(chan string, 1)
 	a.watchFastPathFacts(ctx, fpEvents)
 	mcEvents := make(chan struct{}, 1)
@@ -287,6 +297,15 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 		case <-settle:
 			settle = nil
 			a.resync("address change")
+		case <-routes:
+			if routesSettled == nil {
+				routesSettled = time.After(routeSettle)
+			}
+		case <-routesSettled:
+			routesSettled = nil
+			if err := dataplane.RefreshLocal(); err != nil {
+				a.logf("route change: refresh the local table: %v", err)
+			}
 		case <-mcEvents:
 			mcAgain = a.refreshGroups()
 		case <-mcTicker.C:
