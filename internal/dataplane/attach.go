@@ -574,17 +574,34 @@ type localRoute struct {
 // lookups see through the local table, and for IPv4 the addresses the
 // kernel delivers locally without a route (224.0.0.0/4, 255.255.255.255).
 func localRoutes(fam int) ([]localRoute, error) {
-	local, err := listRoutes(fam, &netlink.Route{Table: unix.RT_TABLE_LOCAL}, netlink.RT_FILTER_TABLE)
-	if err != nil {
-		return nil, fmt.Errorf("list local routes: %w", err)
+	// One dump of every table (the kernel sends them all whatever the
+	// table asked for: the request is not strict), kept compact: a large
+	// main table's parsing and keeping are the cost.
+	bits := 32
+	if fam == netlink.FAMILY_V6 {
+		bits = 128
 	}
-	main, err := listRoutes(fam, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	var local, main []tableRoute
+	var localRaw []netlink.Route
+	err := consistentDumpErr("the routing table", func() error {
+		local, main, localRaw = nil, nil, nil
+		return netlink.RouteListFilteredIter(fam, &netlink.Route{}, netlink.RT_FILTER_TABLE, func(r netlink.Route) bool {
+			switch r.Table {
+			case unix.RT_TABLE_LOCAL:
+				local = append(local, compactRoute(r, bits))
+				localRaw = append(localRaw, r)
+			case unix.RT_TABLE_MAIN:
+				main = append(main, compactRoute(r, bits))
+			}
+			return true
+		})
+	})
 	if err != nil {
-		return nil, fmt.Errorf("list main routes: %w", err)
+		return nil, fmt.Errorf("list routes: %w", err)
 	}
 	merged := false
 	if fam == netlink.FAMILY_V4 {
-		if merged, err = ipv4TablesMerged(local); err != nil {
+		if merged, err = ipv4TablesMerged(localRaw); err != nil {
 			return nil, err
 		}
 	}

@@ -1,8 +1,8 @@
 package dataplane
 
 import (
-	"bytes"
 	"net"
+	"net/netip"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -38,53 +38,93 @@ const (
 //     prefix reached without a gateway, which ipv6_anycast_destination
 //     calls ANYCAST (the route's own type kept for routing: on a host that
 //     does not forward the kernel does not deliver it).
-func hostEntries(fam int, local, main []netlink.Route, merged bool) []localRoute {
+func hostEntries(fam int, local, main []tableRoute, merged bool) []localRoute {
 	var out []localRoute
 	if fam == netlink.FAMILY_V4 {
-		_, mc, _ := net.ParseCIDR("224.0.0.0/4")
-		_, bc, _ := net.ParseCIDR("255.255.255.255/32")
-		out = append(out, localRoute{mc, localVal{Type: unix.RTN_MULTICAST}}, localRoute{bc, localVal{Type: unix.RTN_BROADCAST}})
+		out = append(out, localRoute{prefixNet(netip.MustParsePrefix("224.0.0.0/4")), localVal{Type: unix.RTN_MULTICAST}},
+			localRoute{prefixNet(netip.MustParsePrefix("255.255.255.255/32")), localVal{Type: unix.RTN_BROADCAST}})
 	}
-	bits := 32
-	if fam == netlink.FAMILY_V6 {
-		bits = 128
-	}
-	var localDsts []*net.IPNet
 	for _, r := range local {
-		dst := routeDst(r, bits)
-		localDsts = append(localDsts, dst)
-		out = append(out, localRoute{dst, routeVal(fam, r)})
+		out = append(out, localRoute{prefixNet(r.dst), r.val(fam)})
 	}
-	out = append(out, mainEntries(fam, main, localDsts, bits, merged)...)
+	out = append(out, mainEntries(fam, main, local, merged)...)
 	if fam == netlink.FAMILY_V6 {
-		out = addNetworkAnycast(out, local, main, localDsts)
+		out = addNetworkAnycast(out, local, main)
 	}
 	return out
 }
 
-// routeDst returns r's destination (a default route's 0/0 for none).
-func routeDst(r netlink.Route, bits int) *net.IPNet {
-	if r.Dst != nil {
-		return r.Dst
-	}
-	return &net.IPNet{IP: make(net.IP, bits/8), Mask: net.CIDRMask(0, bits)}
+// tableRoute is what hostEntries needs of a route: a main table holds
+// many, kept compact (no pointers) between the dump and the copy.
+type tableRoute struct {
+	dst       netip.Prefix // masked; a default route's 0/0
+	typ       int          // RTN_*
+	ifindex   int
+	kernel    bool // added by the kernel (RTPROT_KERNEL)
+	connected bool // reaches its addresses without a gateway, no reject route
+	priority  int
 }
 
-// routeVal returns the data plane's value for route r: its type and device
+// compactRoute returns r as a tableRoute of a family of bits-bit addresses.
+func compactRoute(r netlink.Route, bits int) tableRoute {
+	dst := netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+	if bits == 128 {
+		dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+	}
+	if r.Dst != nil {
+		ones, _ := r.Dst.Mask.Size()
+		ip := r.Dst.IP
+		if bits == 32 {
+			ip = ip.To4()
+		} else {
+			ip = ip.To16()
+		}
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			dst = netip.PrefixFrom(a, ones).Masked()
+		}
+	}
+	return tableRoute{dst: dst, typ: r.Type, ifindex: r.LinkIndex, kernel: r.Protocol == unix.RTPROT_KERNEL,
+		connected: reachedDirectly(r), priority: r.Priority}
+}
+
+// reachedDirectly reports whether r reaches its addresses without a
+// gateway (neither RTF_GATEWAY nor, as reject routes have, RTF_NONEXTHOP).
+func reachedDirectly(r netlink.Route) bool {
+	if r.Gw != nil || r.Via != nil {
+		return false
+	}
+	for _, nh := range r.MultiPath {
+		if nh.Gw != nil || nh.Via != nil {
+			return false
+		}
+	}
+	switch r.Type {
+	case unix.RTN_UNREACHABLE, unix.RTN_BLACKHOLE, unix.RTN_PROHIBIT, unix.RTN_THROW:
+		return false
+	}
+	return true
+}
+
+// prefixNet returns p as a *net.IPNet.
+func prefixNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// val returns the data plane's value for route r: its type and device
 // when it is this host's, RTN_UNICAST otherwise, and for IPv6 the facts
 // -m addrtype draws from it (RTF_LOCAL for type local; RTF_ANYCAST only
 // for the kernel's own anycast routes: one added with type anycast gets
 // no such flag).
-func routeVal(fam int, r netlink.Route) localVal {
-	if !localRouteTypes[r.Type] {
+func (r tableRoute) val(fam int) localVal {
+	if !localRouteTypes[r.typ] {
 		return localVal{Type: unix.RTN_UNICAST}
 	}
-	v := localVal{Type: uint8(r.Type), Ifindex: uint32(r.LinkIndex)}
+	v := localVal{Type: uint8(r.typ), Ifindex: uint32(r.ifindex)}
 	if fam == netlink.FAMILY_V6 {
 		switch {
-		case r.Type == unix.RTN_LOCAL:
+		case r.typ == unix.RTN_LOCAL:
 			v.AT = at6Local
-		case r.Type == unix.RTN_ANYCAST && r.Protocol == unix.RTPROT_KERNEL:
+		case r.typ == unix.RTN_ANYCAST && r.kernel:
 			v.AT = at6Anycast
 		}
 	}
@@ -96,40 +136,42 @@ func routeVal(fam int, r netlink.Route) localVal {
 // those or (merged IPv4 tables) than a local-table route; where the local
 // table is looked up first (IPv6, unmerged IPv4), none that a local-table
 // route covers.
-func mainEntries(fam int, main []netlink.Route, localDsts []*net.IPNet, bits int, merged bool) []localRoute {
+func mainEntries(fam int, main, local []tableRoute, merged bool) []localRoute {
 	var out []localRoute
 	localFirst := fam == netlink.FAMILY_V6 || !merged
-	var covers []*net.IPNet
+	var covers []netip.Prefix
 	if !localFirst {
-		covers = append(covers, localDsts...)
+		for _, l := range local {
+			covers = append(covers, l.dst)
+		}
 	}
-	shadowed := func(dst *net.IPNet) bool {
-		for _, l := range localDsts {
-			if samePrefix(l, dst) || (localFirst && within(dst, l)) {
+	shadowed := func(p netip.Prefix) bool {
+		for _, l := range local {
+			if l.dst == p || (localFirst && l.dst.Bits() <= p.Bits() && l.dst.Contains(p.Addr())) {
 				return true
 			}
 		}
 		return false
 	}
 	for _, r := range main {
-		dst := routeDst(r, bits)
-		if localRouteTypes[r.Type] && !shadowed(dst) {
-			v := routeVal(fam, r)
+		if localRouteTypes[r.typ] && !shadowed(r.dst) {
+			v := r.val(fam)
 			if fam == netlink.FAMILY_V4 && !merged {
 				v.AT = at4Unicast
 			}
-			out = append(out, localRoute{dst, v})
-			covers = append(covers, dst)
+			out = append(out, localRoute{prefixNet(r.dst), v})
+			covers = append(covers, r.dst)
 		}
 	}
+	// The main table may be large: its other routes are kept only when
+	// inside one of the few covering prefixes.
 	for _, r := range main {
-		dst := routeDst(r, bits)
-		if localRouteTypes[r.Type] || shadowed(dst) {
+		if localRouteTypes[r.typ] {
 			continue
 		}
 		for _, c := range covers {
-			if within(dst, c) && !samePrefix(dst, c) {
-				out = append(out, localRoute{dst, routeVal(fam, r)})
+			if c.Bits() < r.dst.Bits() && c.Contains(r.dst.Addr()) && !shadowed(r.dst) {
+				out = append(out, localRoute{prefixNet(r.dst), r.val(fam)})
 				break
 			}
 		}
@@ -143,75 +185,55 @@ func mainEntries(fam int, main []netlink.Route, localDsts []*net.IPNet, bits int
 // neither RTF_GATEWAY nor RTF_NONEXTHOP), when the route the kernel finds
 // for that address (the local table's, else main's) is that prefix's.
 // The entry keeps the type and device of the entry covering it.
-func addNetworkAnycast(entries []localRoute, local, main []netlink.Route, localDsts []*net.IPNet) []localRoute {
-	for _, table := range [][]netlink.Route{local, main} {
+func addNetworkAnycast(entries []localRoute, local, main []tableRoute) []localRoute {
+	for _, table := range [][]tableRoute{local, main} {
 		for _, r := range table {
-			if !connectedPrefix(r) {
+			if !r.connected || r.dst.Bits() >= 127 {
 				continue
 			}
-			a := routeDst(r, 128).IP.To16()
+			a := r.dst.Addr()
 			found, ok := lookupRoute(local, a)
 			if !ok {
 				found, ok = lookupRoute(main, a)
 			}
-			if !ok || !connectedPrefix(found) || !routeDst(found, 128).IP.Equal(a) {
+			if !ok || !found.connected || found.dst.Bits() >= 127 || found.dst.Addr() != a {
 				continue
 			}
-			host := &net.IPNet{IP: a, Mask: net.CIDRMask(128, 128)}
+			host := netip.PrefixFrom(a, 128)
 			i, v := longestEntry(entries, a)
-			if i >= 0 && samePrefix(entries[i].dst, host) {
+			if i >= 0 && toPrefix(entries[i].dst) == host {
 				entries[i].val.AT |= at6Anycast
 				continue
 			}
 			v.AT |= at6Anycast
-			entries = append(entries, localRoute{host, v})
+			entries = append(entries, localRoute{prefixNet(host), v})
 		}
 	}
 	return entries
 }
 
-// connectedPrefix reports whether r is a prefix route shorter than /127
-// that reaches its addresses without a gateway and is no reject route.
-func connectedPrefix(r netlink.Route) bool {
-	if r.Gw != nil || r.Via != nil {
-		return false
-	}
-	for _, nh := range r.MultiPath {
-		if nh.Gw != nil || nh.Via != nil {
-			return false
-		}
-	}
-	switch r.Type {
-	case unix.RTN_UNREACHABLE, unix.RTN_BLACKHOLE, unix.RTN_PROHIBIT, unix.RTN_THROW:
-		return false
-	}
-	ones, _ := routeDst(r, 128).Mask.Size()
-	return ones < 127
-}
-
 // lookupRoute returns the route of table with the longest prefix covering
 // a (the lowest metric among equals).
-func lookupRoute(table []netlink.Route, a net.IP) (netlink.Route, bool) {
-	best, bestLen, ok := netlink.Route{}, -1, false
+func lookupRoute(table []tableRoute, a netip.Addr) (tableRoute, bool) {
+	best, ok := tableRoute{}, false
 	for _, r := range table {
-		dst := routeDst(r, 128)
-		ones, _ := dst.Mask.Size()
-		if !dst.Contains(a) || ones < bestLen || (ones == bestLen && r.Priority >= best.Priority) {
+		if !r.dst.Contains(a) || (ok && (r.dst.Bits() < best.dst.Bits() ||
+			(r.dst.Bits() == best.dst.Bits() && r.priority >= best.priority))) {
 			continue
 		}
-		best, bestLen, ok = r, ones, true
+		best, ok = r, true
 	}
 	return best, ok
 }
 
 // longestEntry returns the index and value of the entry with the longest
 // prefix covering a (-1 and RTN_UNICAST for none), as the LPM map finds it.
-func longestEntry(entries []localRoute, a net.IP) (int, localVal) {
+func longestEntry(entries []localRoute, a netip.Addr) (int, localVal) {
 	idx, bestLen := -1, -1
 	for i, e := range entries {
-		ones, _ := e.dst.Mask.Size()
-		if e.dst.Contains(a) && ones > bestLen {
-			idx, bestLen = i, ones
+		p := toPrefix(e.dst)
+		if p.Contains(a) && p.Bits() > bestLen {
+			idx, bestLen = i, p.Bits()
 		}
 	}
 	if idx < 0 {
@@ -220,16 +242,13 @@ func longestEntry(entries []localRoute, a net.IP) (int, localVal) {
 	return idx, entries[idx].val
 }
 
-// within reports whether prefix a lies inside prefix b (equal included).
-func within(a, b *net.IPNet) bool {
-	oa, _ := a.Mask.Size()
-	ob, _ := b.Mask.Size()
-	return oa >= ob && b.Contains(a.IP)
-}
-
-// samePrefix reports whether a and b are the same prefix.
-func samePrefix(a, b *net.IPNet) bool {
-	oa, _ := a.Mask.Size()
-	ob, _ := b.Mask.Size()
-	return oa == ob && bytes.Equal(a.IP.Mask(a.Mask).To16(), b.IP.Mask(b.Mask).To16())
+// toPrefix returns n as a masked netip.Prefix (IPv4 as 4 bytes).
+func toPrefix(n *net.IPNet) netip.Prefix {
+	ones, bits := n.Mask.Size()
+	ip := n.IP.To16()
+	if bits == 32 {
+		ip = n.IP.To4()
+	}
+	a, _ := netip.AddrFromSlice(ip)
+	return netip.PrefixFrom(a, ones).Masked()
 }

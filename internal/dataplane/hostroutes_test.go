@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"net"
+	"net/netip"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -23,8 +24,17 @@ func route(typ int, cidr, gw string) netlink.Route {
 
 // lookupEntries returns the value the LPM map finds for address a.
 func lookupEntries(entries []localRoute, a string) localVal {
-	_, v := longestEntry(entries, net.ParseIP(a))
+	_, v := longestEntry(entries, netip.MustParseAddr(a))
 	return v
+}
+
+// compact returns routes as hostEntries takes them.
+func compact(routes []netlink.Route, bits int) []tableRoute {
+	var out []tableRoute
+	for _, r := range routes {
+		out = append(out, compactRoute(r, bits))
+	}
+	return out
 }
 
 func TestHostEntries(t *testing.T) {
@@ -79,11 +89,11 @@ func TestHostEntries(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			fam := netlink.FAMILY_V4
+			fam, bits := netlink.FAMILY_V4, 32
 			if c.fam == 6 {
-				fam = netlink.FAMILY_V6
+				fam, bits = netlink.FAMILY_V6, 128
 			}
-			got := lookupEntries(hostEntries(fam, c.local, c.main, c.merged), c.addr)
+			got := lookupEntries(hostEntries(fam, compact(c.local, bits), compact(c.main, bits), c.merged), c.addr)
 			if got != c.want {
 				t.Errorf("%s: got %+v, want %+v", c.addr, got, c.want)
 			}
