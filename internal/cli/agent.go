@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/xfw-dev/xfw/internal/dataplane"
@@ -238,6 +239,10 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 	if err := netlink.RouteSubscribeWithOptions(routes, done, netlink.RouteSubscribeOptions{ErrorCallback: onErr}); err != nil {
 		return fmt.Errorf("subscribe to route events: %w", err)
 	}
+	rules := make(chan struct{}, 1)
+	if err := subscribeRules(rules, done, onErr); err != nil {
+		return fmt.Errorf("subscribe to IPv4 policy rule events: %w", err)
+	}
 	var routesSettled <-chan time.Time
 	fpEvents := make(chan string, 1)
 	a.watchFastPathFacts(ctx, fpEvents)
@@ -301,6 +306,10 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 			if routesSettled == nil {
 				routesSettled = time.After(routeSettle)
 			}
+		case <-rules:
+			if routesSettled == nil {
+				routesSettled = time.After(routeSettle)
+			}
 		case <-routesSettled:
 			routesSettled = nil
 			if err := dataplane.RefreshLocal(); err != nil {
@@ -337,6 +346,38 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 			}
 		}
 	}
+}
+
+// subscribeRules signals ch at every IPv4 policy rule change until done
+// closes: the first rule configured splits the kernel's merged local and
+// main tables, which changes what the local table copy holds
+// (internal/dataplane/hostroutes.go).
+func subscribeRules(ch chan<- struct{}, done <-chan struct{}, onErr func(error)) error {
+	s, err := nl.Subscribe(unix.NETLINK_ROUTE, unix.RTNLGRP_IPV4_RULE)
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-done
+		s.Close()
+	}()
+	go func() {
+		for {
+			if _, _, err := s.Receive(); err != nil {
+				select {
+				case <-done:
+				default:
+					onErr(err)
+				}
+				return
+			}
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return nil
 }
 
 // drainLinks discards the link events already queued: one check covers them.

@@ -309,6 +309,16 @@ type mainTableCase struct {
 	// agent: xfw's agent runs from before the set-up, which then comes
 	// after the rules, and must copy the routes it adds.
 	agent bool
+	// unmerge: then (under the agent) a policy rule is added and deleted,
+	// which splits the kernel's IPv4 tables.
+	unmerge bool
+}
+
+// unmergeRules add and delete a policy rule: the kernel's IPv4 local and
+// main tables are split from then on.
+var unmergeRules = [][]string{
+	{"ip", "rule", "add", "pref", "100", "from", "192.0.2.1", "lookup", "main"},
+	{"ip", "rule", "del", "pref", "100"},
 }
 
 // mainTableRoutes4 are IPv4 routes whose type depends on whether the kernel
@@ -347,11 +357,9 @@ func mainTableCases() []mainTableCase {
 		{name: "v4 merged", setup: mainTableRoutes4, probes: probes4},
 		{name: "v4 merged, routes added under the agent", setup: mainTableRoutes4, probes: probes4, agent: true},
 		{name: "v4 unmerged", setup: func(tp *nettest.Topology) [][]string {
-			return append([][]string{
-				{"ip", "rule", "add", "pref", "100", "from", "192.0.2.1", "lookup", "main"},
-				{"ip", "rule", "del", "pref", "100"},
-			}, mainTableRoutes4(tp)...)
+			return append(append([][]string(nil), unmergeRules...), mainTableRoutes4(tp)...)
 		}, probes: probes4},
+		{name: "v4 unmerged under the agent", setup: mainTableRoutes4, probes: probes4, agent: true, unmerge: true},
 		{name: "v6 not forwarding", setup: func(tp *nettest.Topology) [][]string {
 			x := tp.Subnet
 			return [][]string{
@@ -403,7 +411,19 @@ func TestAddrTypeMainTableAgainstKernel(t *testing.T) {
 				return
 			}
 			if c.agent {
-				waitForAgentRoute(t, tw)
+				// The last route added: the copy that saw it saw the
+				// routes added before it.
+				waitForAgentLocal(t, tw, 7, 5, "the agent to copy main's local route")
+			}
+			if c.unmerge {
+				tw.each(func(_ string, tp *nettest.Topology, _ firewall) {
+					for _, argv := range unmergeRules {
+						nettest.MustExec(t, tp.FwNS, argv...)
+					}
+				})
+				// Unmerged, the local /24 takes 10.X.6.200 back from
+				// main's /25.
+				waitForAgentLocal(t, tw, 6, 200, "the agent to see the tables split")
 			}
 			for _, pr := range c.probes {
 				t.Run(pr.name, func(t *testing.T) { compareProbeCounters(t, tw, pr) })
@@ -412,16 +432,17 @@ func TestAddrTypeMainTableAgainstKernel(t *testing.T) {
 	}
 }
 
-// waitForAgentRoute waits until xfw's agent has copied the last route
-// mainTableRoutes4 adds (local 10.X.7.0/24 in main): a datagram to it is
-// judged by INPUT as LOCAL (before, xfw takes it for nobody's). The copy
-// that saw it saw the routes added before it.
-func waitForAgentRoute(t *testing.T, tw *twins) {
+// waitForAgentLocal waits until xfw's agent has made 10.X.net.host one of
+// this host's addresses in its copy of the routes: a datagram to it is
+// judged by INPUT as LOCAL (before, xfw forwards it or takes it for
+// nobody's). The counters start from zero.
+func waitForAgentLocal(t *testing.T, tw *twins, net, host byte, what string) {
 	tp, fw := tw.tps["xfw"], tw.fws["xfw"]
 	gen4 := func(tp *nettest.Topology) netip.Addr { return tp.Gen.IPv4 }
-	to := func(tp *nettest.Topology) netip.Addr { return in4(tp, 7, 5) }
+	to := func(tp *nettest.Topology) netip.Addr { return in4(tp, net, host) }
 	const rule = "INPUT -p udp -m addrtype --dst-type LOCAL"
-	waitFor(t, "the agent to copy main's local route", func() bool {
+	nettest.MustExec(t, tp.FwNS, append(fw.cmd(4, ""), "-w", "10", "-Z")...)
+	waitFor(t, what, func() bool {
 		if err := tp.InjectFromGen(udpFrame(gen4, to, "")(tp)); err != nil {
 			t.Fatalf("inject: %v", err)
 		}
