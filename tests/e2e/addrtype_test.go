@@ -370,6 +370,9 @@ func mainTableCases() []mainTableCase {
 				{"ip", "-6", "neigh", "replace", fmt.Sprintf("fd00:%d:1::", x), "lladdr", tp.Gen.MAC.String(), "dev", tp.FwIn.Ifname, "nud", "permanent"},
 				{"ip", "-6", "neigh", "replace", fmt.Sprintf("fd00:%d:5::", x), "lladdr", tp.Sink.MAC.String(), "dev", tp.FwOut.Ifname, "nud", "permanent"},
 				{"ip", "-6", "neigh", "replace", fmt.Sprintf("fd00:%d:5::1", x), "lladdr", tp.Sink.MAC.String(), "dev", tp.FwOut.Ifname, "nud", "permanent"},
+				// An anycast route added by hand: no RTF_ANYCAST.
+				{"ip", "-6", "route", "add", "anycast", fmt.Sprintf("fd00:%d:6::/64", x), "dev", tp.FwOut.Ifname, "table", "main"},
+				{"ip", "-6", "neigh", "replace", fmt.Sprintf("fd00:%d:6::1", x), "lladdr", tp.Sink.MAC.String(), "dev", tp.FwOut.Ifname, "nud", "permanent"},
 			}
 		}, probes: []typeProbe{
 			{name: "fw pings in0's network address", fam: 6, cmd: ping("-6", "fd00:X:1::")},
@@ -378,6 +381,7 @@ func mainTableCases() []mainTableCase {
 			{name: "fw pings main's local prefix", fam: 6, cmd: ping("-6", "fd00:X:7::5")},
 			{name: "fw pings main's route inside it", fam: 6, cmd: ping("-6", "fd00:X:7:1::5")},
 			{name: "to main's local prefix", fam: 6, frame: udpFrame(gen6, a6(7, 5), "")},
+			{name: "fw pings inside an anycast route added by hand", fam: 6, cmd: ping("-6", "fd00:X:6::1")},
 		}},
 	}
 }
