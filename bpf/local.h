@@ -50,6 +50,11 @@ struct {
 #define XFW_RTN_ANYCAST 4
 #define XFW_RTN_MULTICAST 5
 
+/* An IPv4 entry's at: a route of this host's the main table holds, which
+ * routing finds but -m addrtype, confined to the local table once the
+ * kernel split it from main, does not (UNICAST). */
+#define XFW_AT4_UNICAST 0x1
+
 /* The loopback device's index in every network namespace. */
 #define XFW_LOOPBACK_IFINDEX 1
 
@@ -93,7 +98,8 @@ static __always_inline __u8 xfw_local_type(__u8 fam, __u64 hi, __u64 lo)
 /* xfw_addrtype4 returns the facts of IPv4 address a (host order) as
  * __inet_dev_addr_type sees them: 0.0.0.0 and 255.255.255.255 broadcast,
  * 224.0.0.0/4 multicast, else the type of the local-table route covering
- * it (UNICAST without one) and whether its device is iif / oif. */
+ * it (UNICAST without one, or when the entry is main's and marked
+ * XFW_AT4_UNICAST) and whether its device is iif / oif. */
 static __always_inline __u32 xfw_addrtype4(__u32 a, __u32 iif, __u32 oif)
 {
 	struct xfw_local_val *v;
@@ -104,7 +110,7 @@ static __always_inline __u32 xfw_addrtype4(__u32 a, __u32 iif, __u32 oif)
 	if ((a & 0xf0000000) == 0xe0000000)
 		return XFW_RTN_MULTICAST | XFW_AT_ANYDEV;
 	v = xfw_local_lookup(0, 0, a);
-	if (!v || v->type == XFW_RTN_UNICAST)
+	if (!v || v->type == XFW_RTN_UNICAST || (v->at & XFW_AT4_UNICAST))
 		return XFW_RTN_UNICAST | XFW_AT_ANYDEV;
 	facts = v->type & XFW_AT_RTN;
 	if (v->ifindex == 0 || v->ifindex == iif)
@@ -117,12 +123,13 @@ static __always_inline __u32 xfw_addrtype4(__u32 a, __u32 iif, __u32 oif)
 /* xfw_addrtype6 returns the facts of IPv6 address (hi, lo): its class as
  * __ipv6_addr_type gives it (multicast ff00::/8; :: unspecified;
  * ::ffff:0:0/96 IPv4-mapped, neither unicast nor multicast; all else
- * unicast) and whether the local table's route covering it is local or
- * anycast (the local table is looked up first, so its route decides). */
+ * unicast) and whether the route the kernel finds for it is local or
+ * anycast (the entry's at, computed by the loader from the local table,
+ * looked up first, and the main table). */
 static __always_inline __u32 xfw_addrtype6(__u64 hi, __u64 lo)
 {
 	__u32 facts = XFW_AT_CLASS_UNICAST;
-	__u8 type;
+	struct xfw_local_val *v;
 
 	if ((hi >> 56) == 0xff)
 		facts = XFW_AT_CLASS_MULTICAST;
@@ -130,11 +137,9 @@ static __always_inline __u32 xfw_addrtype6(__u64 hi, __u64 lo)
 		facts = XFW_AT_CLASS_ANY;
 	else if (hi == 0 && (lo >> 32) == 0xffff)
 		facts = XFW_AT_CLASS_OTHER;
-	type = xfw_local_type(1, hi, lo);
-	if (type == XFW_RTN_LOCAL)
-		facts |= XFW_AT6_LOCAL;
-	else if (type == XFW_RTN_ANYCAST)
-		facts |= XFW_AT6_ANYCAST;
+	v = xfw_local_lookup(1, hi, lo);
+	if (v)
+		facts |= v->at & (XFW_AT6_LOCAL | XFW_AT6_ANYCAST);
 	return facts;
 }
 

@@ -368,12 +368,19 @@ struct xfw_lpm6_key {
 /* Their values: the route's type (RTN_*: LOCAL, BROADCAST, ANYCAST,
  * MULTICAST; RTN_UNICAST for the table's other routes, which are not this
  * host's), its device (0: the type depends on no device, as for
- * 255.255.255.255 and 224.0.0.0/4) and, for an IPv6 multicast group some
+ * 255.255.255.255 and 224.0.0.0/4), what -m addrtype sees of the address
+ * where it differs from the routing type (at: for IPv6 XFW_AT6_LOCAL and
+ * XFW_AT6_ANYCAST of common.h, of the route the kernel finds, not of the
+ * type: an anycast-typed route added by hand is no anycast and a connected
+ * prefix's network address is one; for IPv4 XFW_AT4_UNICAST, a main-table
+ * route of this host's the local table alone does not show) and, for an
+ * IPv6 multicast group some
  * device joined (a /128 entry of type MULTICAST), the group's number in
  * xfw_ifinfo's group keys (mcast.h; 0 for every other entry). */
 struct xfw_local_val {
 	__u8 type;
-	__u8 pad[3];
+	__u8 at;
+	__u8 pad[2];
 	__u32 ifindex;
 	__u32 group;
 };

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/xfw-dev/xfw/internal/dataplane"
@@ -69,8 +70,11 @@ const agentPoll = 100 * time.Millisecond
 // addrSettle batches a burst of address events into one resync.
 const addrSettle = 50 * time.Millisecond
 
-// routeSettle batches a burst of route events into one copy of the
-// routes (a full table's arrival is many events).
+// routeSettle batches a burst of route events (a full table's arrival is
+// many events) or policy rule events into one copy of the routes: the
+// main table's MTUs for TCPMSS --clamp-mss-to-pmtu, IPv6 prefix lengths
+// for ICMP rate limits, and the local table copy, which holds main-table
+// routes too (-m addrtype and routing see them through it).
 const routeSettle = 50 * time.Millisecond
 
 // routeBuffer is the route subscription's receive buffer: an overflow
@@ -239,14 +243,17 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 	if err := netlink.AddrSubscribeWithOptions(addrs, done, netlink.AddrSubscribeOptions{ErrorCallback: onErr}); err != nil {
 		return fmt.Errorf("subscribe to address events: %w", err)
 	}
-	// Routes: the data plane's copy of the main table (the routes' MTUs
-	// for TCPMSS --clamp-mss-to-pmtu, IPv6 prefix lengths for ICMP rate
-	// limits).
+	// Routes and IPv4 policy rules: the data plane's copies of the main
+	// and local tables (routeSettle).
 	rs, err := subscribeRoutes()
 	if err != nil {
 		return err
 	}
 	defer func() { rs.stop() }()
+	rules := make(chan struct{}, 1)
+	if err := subscribeRules(rules, done, onErr); err != nil {
+		return fmt.Errorf("subscribe to IPv4 policy rule events: %w", err)
+	}
 	var routeSettled <-chan time.Time
 	fpEvents := make(chan string, 1)
 	a.watchFastPathFacts(ctx, fpEvents)
@@ -323,10 +330,17 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 			if routeSettled == nil {
 				routeSettled = time.After(routeSettle)
 			}
+		case <-rules:
+			if routeSettled == nil {
+				routeSettled = time.After(routeSettle)
+			}
 		case <-routeSettled:
 			routeSettled = nil
 			if err := dataplane.RefreshRoutes(); err != nil {
 				a.logOnce("route change: copy the routes: %v", err)
+			}
+			if err := dataplane.RefreshLocal(); err != nil {
+				a.logf("route change: refresh the local table: %v", err)
 			}
 		case <-mcEvents:
 			mcAgain = a.refreshGroups()
@@ -391,6 +405,38 @@ func (rs *routeSub) stop() {
 	if rs != nil {
 		close(rs.done)
 	}
+}
+
+// subscribeRules signals ch at every IPv4 policy rule change until done
+// closes: the first rule configured splits the kernel's merged local and
+// main tables, which changes what the local table copy holds
+// (internal/dataplane/hostroutes.go).
+func subscribeRules(ch chan<- struct{}, done <-chan struct{}, onErr func(error)) error {
+	s, err := nl.Subscribe(unix.NETLINK_ROUTE, unix.RTNLGRP_IPV4_RULE)
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-done
+		s.Close()
+	}()
+	go func() {
+		for {
+			if _, _, err := s.Receive(); err != nil {
+				select {
+				case <-done:
+				default:
+					onErr(err)
+				}
+				return
+			}
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return nil
 }
 
 // drainLinks discards the link events already queued: one check covers them.

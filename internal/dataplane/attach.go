@@ -548,11 +548,14 @@ type lpmKey6 struct {
 }
 
 // localVal mirrors struct xfw_local_val: a local-table route's type and
-// device (0: the type depends on no device), and an IPv6 group's number
-// (mcast.go; 0 for the table's routes).
+// device (0: the type depends on no device), what -m addrtype sees where
+// it differs from the type (IPv6: at6Local, at6Anycast; IPv4: at4Unicast;
+// hostroutes.go), and an IPv6 group's number (mcast.go; 0 for the table's
+// routes).
 type localVal struct {
 	Type    uint8
-	Pad     [3]uint8
+	AT      uint8
+	Pad     [2]uint8
 	Ifindex uint32
 	Group   uint32
 }
@@ -564,38 +567,80 @@ type localRoute struct {
 }
 
 // localRoutes returns the namespace's local routing table of family fam
-// as the data plane keeps it: this host's routes (local, broadcast,
-// anycast, multicast) with their type and device, the table's other
-// routes as RTN_UNICAST (an address they cover is not this host's, and
-// -m addrtype calls it UNICAST), and for IPv4 the addresses the kernel
-// delivers locally without a route (224.0.0.0/4, 255.255.255.255).
+// as the data plane keeps it (hostEntries): this host's routes (local,
+// broadcast, anycast, multicast) with their type and device, the table's
+// other routes as RTN_UNICAST (an address they cover is not this host's,
+// and -m addrtype calls it UNICAST), the main table's routes the kernel's
+// lookups see through the local table, and for IPv4 the addresses the
+// kernel delivers locally without a route (224.0.0.0/4, 255.255.255.255).
 func localRoutes(fam int) ([]localRoute, error) {
-	routes, err := listRoutes(fam, &netlink.Route{Table: unix.RT_TABLE_LOCAL}, netlink.RT_FILTER_TABLE)
-	if err != nil {
-		return nil, fmt.Errorf("list local routes: %w", err)
+	// One dump of every table (the kernel sends them all whatever the
+	// table asked for: the request is not strict), kept compact: a large
+	// main table's parsing and keeping are the cost.
+	bits := 32
+	if fam == netlink.FAMILY_V6 {
+		bits = 128
 	}
-	var out []localRoute
-	if fam == netlink.FAMILY_V4 {
-		_, mc, _ := net.ParseCIDR("224.0.0.0/4")
-		_, bc, _ := net.ParseCIDR("255.255.255.255/32")
-		out = append(out, localRoute{mc, localVal{Type: unix.RTN_MULTICAST}}, localRoute{bc, localVal{Type: unix.RTN_BROADCAST}})
-	}
-	for _, r := range routes {
-		dst := r.Dst
-		if dst == nil { // a default route of the local table
-			bits := 32
-			if fam == netlink.FAMILY_V6 {
-				bits = 128
+	var local, main []tableRoute
+	var localRaw []netlink.Route
+	err := consistentDumpErr("the routing table", func() error {
+		local, main, localRaw = nil, nil, nil
+		return netlink.RouteListFilteredIter(fam, &netlink.Route{}, netlink.RT_FILTER_TABLE, func(r netlink.Route) bool {
+			switch r.Table {
+			case unix.RT_TABLE_LOCAL:
+				local = append(local, compactRoute(r, bits))
+				localRaw = append(localRaw, r)
+			case unix.RT_TABLE_MAIN:
+				main = append(main, compactRoute(r, bits))
 			}
-			dst = &net.IPNet{IP: make(net.IP, bits/8), Mask: net.CIDRMask(0, bits)}
-		}
-		v := localVal{Type: unix.RTN_UNICAST}
-		if localRouteTypes[r.Type] {
-			v = localVal{Type: uint8(r.Type), Ifindex: uint32(r.LinkIndex)}
-		}
-		out = append(out, localRoute{dst, v})
+			return true
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list routes: %w", err)
 	}
-	return out, nil
+	merged := false
+	if fam == netlink.FAMILY_V4 {
+		if merged, err = ipv4TablesMerged(localRaw); err != nil {
+			return nil, err
+		}
+	}
+	return hostEntries(fam, local, main, merged), nil
+}
+
+// ipv4TablesMerged reports whether the kernel keeps the IPv4 local and
+// main tables in one trie (fib_new_table's alias while no policy rule was
+// ever configured: net->ipv4.fib_has_custom_rules, which user space cannot
+// read). A rule list other than the default three means unmerged; with
+// the default list, tables once unmerged (a rule added and deleted) tell
+// by the route lookup of one of this host's local-table addresses: merged,
+// the kernel looks it up in main's table, which holds it, and says so.
+func ipv4TablesMerged(local []netlink.Route) (bool, error) {
+	rules, err := netlink.RuleList(netlink.FAMILY_V4)
+	if err != nil {
+		return false, fmt.Errorf("list IPv4 policy rules: %w", err)
+	}
+	defaults := map[int]int{0: unix.RT_TABLE_LOCAL, 32766: unix.RT_TABLE_MAIN, 32767: unix.RT_TABLE_DEFAULT}
+	if len(rules) != len(defaults) {
+		return false, nil
+	}
+	for _, r := range rules {
+		if t, ok := defaults[r.Priority]; !ok || t != r.Table {
+			return false, nil
+		}
+	}
+	for _, r := range local {
+		if r.Type != unix.RTN_LOCAL || r.Dst == nil {
+			continue
+		}
+		got, err := netlink.RouteGetWithOptions(r.Dst.IP, &netlink.RouteGetOptions{FIBMatch: true})
+		if err != nil || len(got) == 0 {
+			continue // the next address
+		}
+		return got[0].Table == unix.RT_TABLE_MAIN, nil
+	}
+	// No local address to ask about: the tables start merged.
+	return true, nil
 }
 
 // fillLocal copies the namespace's local routing table (addresses of this

@@ -26,10 +26,11 @@ import (
 
 // netWatchGroups are the notifications that change what a command would
 // dump: links (devices, their flags, masters, XDP programs attached
-// through netlink), both families' addresses and routes (the local
-// table, IPv6's main table).
+// through netlink), both families' addresses and routes (the local and
+// main tables), and IPv4's policy rules (the first one configured splits
+// the kernel's merged local and main tables: ipv4TablesMerged).
 const netWatchGroups = unix.RTMGRP_LINK | unix.RTMGRP_IPV4_IFADDR | unix.RTMGRP_IPV4_ROUTE |
-	unix.RTMGRP_IPV6_IFADDR | unix.RTMGRP_IPV6_ROUTE
+	unix.RTMGRP_IPV4_RULE | unix.RTMGRP_IPV6_IFADDR | unix.RTMGRP_IPV6_ROUTE
 
 // netWatchBuffer is the socket's receive buffer: a burst of notifications
 // larger than this between two commands overflows it, and the next

@@ -34,6 +34,14 @@ func consistentDump[T any](what string, dump func() (T, error)) (T, error) {
 	return zero, fmt.Errorf("%s changed during each of %d dumps: %w", what, dumpAttempts, err)
 }
 
+// consistentDumpErr is consistentDump for a dump that delivers its
+// results itself (an iterator's callback, which must start afresh at each
+// attempt).
+func consistentDumpErr(what string, dump func() error) error {
+	_, err := consistentDump(what, func() (struct{}, error) { return struct{}{}, dump() })
+	return err
+}
+
 // ListLinks returns the namespace's network devices from a dump no change
 // interrupted (netlink.LinkList).
 func ListLinks() ([]netlink.Link, error) {

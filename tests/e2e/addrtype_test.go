@@ -299,3 +299,158 @@ func compareTypeCounters(t *testing.T, kernel, xfw map[string]counter) {
 		}
 	}
 }
+
+// mainTableCase is one namespace set-up of TestAddrTypeMainTableAgainstKernel:
+// commands run in fw before the rules load, and the probes sent after.
+type mainTableCase struct {
+	name   string
+	setup  func(tp *nettest.Topology) [][]string
+	probes []typeProbe
+	// agent: xfw's agent runs from before the set-up, which then comes
+	// after the rules, and must copy the routes it adds.
+	agent bool
+	// unmerge: then (under the agent) a policy rule is added and deleted,
+	// which splits the kernel's IPv4 tables.
+	unmerge bool
+}
+
+// unmergeRules add and delete a policy rule: the kernel's IPv4 local and
+// main tables are split from then on.
+var unmergeRules = [][]string{
+	{"ip", "rule", "add", "pref", "100", "from", "192.0.2.1", "lookup", "main"},
+	{"ip", "rule", "del", "pref", "100"},
+}
+
+// mainTableRoutes4 are IPv4 routes whose type depends on whether the kernel
+// merged its local and main tables: a local /24 in the local table with a
+// more specific route in main, and a local /24 in main.
+func mainTableRoutes4(tp *nettest.Topology) [][]string {
+	x := tp.Subnet
+	return [][]string{
+		{"ip", "route", "add", "local", fmt.Sprintf("10.%d.6.0/24", x), "dev", "lo", "table", "local"},
+		{"ip", "route", "add", fmt.Sprintf("10.%d.6.128/25", x), "via", tp.Sink.IPv4.String()},
+		{"ip", "route", "add", "local", fmt.Sprintf("10.%d.7.0/24", x), "dev", "lo", "table", "main"},
+	}
+}
+
+// mainTableCases returns the set-ups: IPv4 with merged tables (no policy
+// rule ever), IPv4 unmerged (a rule added and deleted), and IPv6 on a host
+// that does not forward (no subnet-router anycast routes), with a local
+// prefix in main, a more specific route inside it and connected prefixes.
+func mainTableCases() []mainTableCase {
+	a4 := func(n, h byte) func(*nettest.Topology) netip.Addr {
+		return func(tp *nettest.Topology) netip.Addr { return in4(tp, n, h) }
+	}
+	a6 := func(n, h uint16) func(*nettest.Topology) netip.Addr {
+		return func(tp *nettest.Topology) netip.Addr { return in6(tp, n, h) }
+	}
+	gen4 := func(tp *nettest.Topology) netip.Addr { return tp.Gen.IPv4 }
+	gen6 := func(tp *nettest.Topology) netip.Addr { return tp.Gen.IPv6 }
+	probes4 := []typeProbe{
+		{name: "to main's route inside the local /24", fam: 4, frame: udpFrame(gen4, a4(6, 200), "")},
+		{name: "to the local /24 elsewhere", fam: 4, frame: udpFrame(gen4, a4(6, 10), "")},
+		{name: "to main's local /24", fam: 4, frame: udpFrame(gen4, a4(7, 5), "")},
+		{name: "fw pings inside main's route", fam: 4, cmd: ping("10.X.6.200")},
+		{name: "fw pings the local /24", fam: 4, cmd: ping("10.X.6.10")},
+	}
+	return []mainTableCase{
+		{name: "v4 merged", setup: mainTableRoutes4, probes: probes4},
+		{name: "v4 merged, routes added under the agent", setup: mainTableRoutes4, probes: probes4, agent: true},
+		{name: "v4 unmerged", setup: func(tp *nettest.Topology) [][]string {
+			return append(append([][]string(nil), unmergeRules...), mainTableRoutes4(tp)...)
+		}, probes: probes4},
+		{name: "v4 unmerged under the agent", setup: mainTableRoutes4, probes: probes4, agent: true, unmerge: true},
+		{name: "v6 not forwarding", setup: func(tp *nettest.Topology) [][]string {
+			x := tp.Subnet
+			return [][]string{
+				{"sysctl", "-qw", "net.ipv6.conf.all.forwarding=0"},
+				{"ip", "-6", "route", "add", "local", fmt.Sprintf("fd00:%d:7::/48", x), "dev", "lo", "table", "main"},
+				{"ip", "-6", "route", "add", fmt.Sprintf("fd00:%d:7:1::/64", x), "via", tp.Sink.IPv6.String()},
+				{"ip", "-6", "route", "add", fmt.Sprintf("fd00:%d:5::/64", x), "dev", tp.FwOut.Ifname},
+				{"ip", "-6", "neigh", "replace", fmt.Sprintf("fd00:%d:1::", x), "lladdr", tp.Gen.MAC.String(), "dev", tp.FwIn.Ifname, "nud", "permanent"},
+				{"ip", "-6", "neigh", "replace", fmt.Sprintf("fd00:%d:5::", x), "lladdr", tp.Sink.MAC.String(), "dev", tp.FwOut.Ifname, "nud", "permanent"},
+				{"ip", "-6", "neigh", "replace", fmt.Sprintf("fd00:%d:5::1", x), "lladdr", tp.Sink.MAC.String(), "dev", tp.FwOut.Ifname, "nud", "permanent"},
+				// An anycast route added by hand: no RTF_ANYCAST.
+				{"ip", "-6", "route", "add", "anycast", fmt.Sprintf("fd00:%d:6::/64", x), "dev", tp.FwOut.Ifname, "table", "main"},
+				{"ip", "-6", "neigh", "replace", fmt.Sprintf("fd00:%d:6::1", x), "lladdr", tp.Sink.MAC.String(), "dev", tp.FwOut.Ifname, "nud", "permanent"},
+			}
+		}, probes: []typeProbe{
+			{name: "fw pings in0's network address", fam: 6, cmd: ping("-6", "fd00:X:1::")},
+			{name: "fw pings a connected prefix's network address", fam: 6, cmd: ping("-6", "fd00:X:5::")},
+			{name: "fw pings a connected prefix's host", fam: 6, cmd: ping("-6", "fd00:X:5::1")},
+			{name: "fw pings main's local prefix", fam: 6, cmd: ping("-6", "fd00:X:7::5")},
+			{name: "fw pings main's route inside it", fam: 6, cmd: ping("-6", "fd00:X:7:1::5")},
+			{name: "to main's local prefix", fam: 6, frame: udpFrame(gen6, a6(7, 5), "")},
+			{name: "fw pings inside an anycast route added by hand", fam: 6, cmd: ping("-6", "fd00:X:6::1")},
+		}},
+	}
+}
+
+// TestAddrTypeMainTableAgainstKernel checks -m addrtype against the kernel
+// where the main table decides an address's type: IPv4 with merged and
+// unmerged tables, IPv6 network addresses of connected prefixes on a host
+// that does not forward, and local routes put in main.
+func TestAddrTypeMainTableAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy", "ping")
+	for _, c := range mainTableCases() {
+		t.Run(c.name, func(t *testing.T) {
+			tw := newTwins(t, xfwPath(t))
+			fam := c.probes[0].fam
+			tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+				if c.agent {
+					fw.restore(t, tp, fam, typeRuleset(fam))
+					if kind == "xfw" {
+						startAgent(t, fw.bin, tp)
+					}
+				}
+				for _, argv := range c.setup(tp) {
+					nettest.MustExec(t, tp.FwNS, argv...)
+				}
+				if !c.agent {
+					fw.restore(t, tp, fam, typeRuleset(fam))
+				}
+			})
+			if t.Failed() {
+				return
+			}
+			if c.agent {
+				// The last route added: the copy that saw it saw the
+				// routes added before it.
+				waitForAgentLocal(t, tw, 7, 5, "the agent to copy main's local route")
+			}
+			if c.unmerge {
+				tw.each(func(_ string, tp *nettest.Topology, _ firewall) {
+					for _, argv := range unmergeRules {
+						nettest.MustExec(t, tp.FwNS, argv...)
+					}
+				})
+				// Unmerged, the local /24 takes 10.X.6.200 back from
+				// main's /25.
+				waitForAgentLocal(t, tw, 6, 200, "the agent to see the tables split")
+			}
+			for _, pr := range c.probes {
+				t.Run(pr.name, func(t *testing.T) { compareProbeCounters(t, tw, pr) })
+			}
+		})
+	}
+}
+
+// waitForAgentLocal waits until xfw's agent has made 10.X.net.host one of
+// this host's addresses in its copy of the routes: a datagram to it is
+// judged by INPUT as LOCAL (before, xfw forwards it or takes it for
+// nobody's). The counters start from zero.
+func waitForAgentLocal(t *testing.T, tw *twins, net, host byte, what string) {
+	tp, fw := tw.tps["xfw"], tw.fws["xfw"]
+	gen4 := func(tp *nettest.Topology) netip.Addr { return tp.Gen.IPv4 }
+	to := func(tp *nettest.Topology) netip.Addr { return in4(tp, net, host) }
+	const rule = "INPUT -p udp -m addrtype --dst-type LOCAL"
+	nettest.MustExec(t, tp.FwNS, append(fw.cmd(4, ""), "-w", "10", "-Z")...)
+	waitFor(t, what, func() bool {
+		if err := tp.InjectFromGen(udpFrame(gen4, to, "")(tp)); err != nil {
+			t.Fatalf("inject: %v", err)
+		}
+		drainFw(t, tp)
+		return counters(t, fw.save(t, tp, 4))[rule].packets > 0
+	})
+}
