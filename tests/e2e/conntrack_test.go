@@ -1086,14 +1086,15 @@ func (tw *ctTwin) lateEchoReply(t *testing.T) string {
 
 // ctExpiryTimeout is the UDP and ICMP timeout the expiry tests set, in
 // seconds; ctExpiryWait outlasts it. The replies "before the timeout"
-// come two scenarios after the exchange they answer, each scenario
-// followed by ctSettle, a Drain and an iptables-save of every table: at
-// load 10 a save of xfw's takes up to about a second, so 2 s left the
-// kernel twin's own entry expiring first at times; 5 s leaves room for
-// two slow scenarios twice over.
+// come two scenarios after the exchange they answer, and a scenario is
+// both twins' steps in turn, each followed by ctSettle, a Drain and a
+// save: about 1 s on an idle machine, 1.9-2.4 s at load 12 here (the
+// echo reply 3.8 s after its ping, the UDP reply 4.6 s after its
+// request), so 5 s left each twin's connection expiring before its
+// reply at times; 15 s holds two scenarios of 7.5 s each.
 const (
-	ctExpiryTimeout = "5"
-	ctExpiryWait    = 6 * time.Second
+	ctExpiryTimeout = "15"
+	ctExpiryWait    = 16 * time.Second
 )
 
 // ctStreamAfter is when, after its first datagram, the late UDP reply is
@@ -1104,12 +1105,12 @@ const (
 // the other's not (make test: --ctstatus ASSURED kernel 1, xfw 0).
 const ctStreamAfter = 2500 * time.Millisecond
 
-// TestConntrackExpiry sets the namespace's UDP and ICMP timeouts to 5 s
+// TestConntrackExpiry sets the namespace's UDP and ICMP timeouts to 15 s
 // (nf_conntrack_udp_timeout, nf_conntrack_udp_timeout_stream,
 // nf_conntrack_icmp_timeout and nf_conntrack_icmpv6_timeout) before loading the ruleset, then checks that
 // a reply-direction datagram or echo reply is ESTABLISHED before the
-// timeout and, 6 s later, no longer (NEW for UDP, INVALID for an echo
-// reply), as in the kernel.
+// timeout and, 16 s after the last of them, no longer (NEW for UDP,
+// INVALID for an echo reply), as in the kernel.
 func TestConntrackExpiry(t *testing.T) {
 	sysctls := map[string]string{
 		"net/netfilter/nf_conntrack_udp_timeout":    ctExpiryTimeout,
@@ -1143,10 +1144,17 @@ func ctExpiryScenarios() []ctScenario {
 			return "injected"
 		}, want: []string{"cin -p udp -m conntrack --ctstate ESTABLISHED", "cin -p udp -m conntrack --ctstatus ASSURED"}},
 		{name: "late echo reply before the timeout", run: func(t *testing.T, tw *ctTwin) string {
-			return tw.lateEchoReply(t)
+			out := tw.lateEchoReply(t)
+			// The last packet of either connection judged: the
+			// timeouts count from here.
+			drainFw(t, tw.tp)
+			tw.vars["lastLate"] = time.Now()
+			return out
 		}, want: []string{"icmp -m conntrack --ctstate ESTABLISHED"}},
 		{name: "timeouts pass", run: func(t *testing.T, tw *ctTwin) string {
-			time.Sleep(ctExpiryWait)
+			// Past the timeout in this twin; the xfw twin's wait is
+			// mostly spent in the kernel twin's.
+			time.Sleep(time.Until(tw.vars["lastLate"].(time.Time).Add(ctExpiryWait)))
 			return "waited"
 		}},
 		{name: "late udp reply after the timeout", run: func(t *testing.T, tw *ctTwin) string {
@@ -1159,9 +1167,9 @@ func ctExpiryScenarios() []ctScenario {
 	}
 }
 
-// TestConntrackICMPv6Timeout sets only nf_conntrack_icmpv6_timeout (to 5
+// TestConntrackICMPv6Timeout sets only nf_conntrack_icmpv6_timeout (to 15
 // s; nf_conntrack_icmp_timeout keeps its 30 s): the kernel then forgets an
-// ICMPv6 echo after 5 s, and so must xfw.
+// ICMPv6 echo after 15 s, and so must xfw.
 func TestConntrackICMPv6Timeout(t *testing.T) {
 	nettest.RequireRoot(t)
 	requireTools(t, "ip6tables-legacy")
