@@ -915,8 +915,22 @@ func (tw *ctTwin) strayTCP(sport uint16, flags uint16) []byte {
 // above all — with the kernel's.
 func TestConntrackInvalidSegments(t *testing.T) {
 	ctFamilies(t, func(t *testing.T, fam int) {
-		runCtScenarios(t, fam, ctOptions{}, ctSegmentScenarios(true))
+		runCtScenarios(t, fam, ctOptions{sysctls: ctSegmentSysctls(nil)}, ctSegmentScenarios(true))
 	})
+}
+
+// ctSegmentSysctls returns the sysctls of the segment scenarios, with
+// more: the CLOSE state's timeout (10 s by default) 60 s. The connection
+// the in-window RST leaves CLOSE is listed a scenario later and closed two
+// later (its FIN must find it): 2.5 s on an idle machine, about 5 s when
+// scenarios ran slowest here, near enough to 10 s for one twin's to
+// expire first.
+func ctSegmentSysctls(more map[string]string) map[string]string {
+	m := map[string]string{"net/netfilter/nf_conntrack_tcp_timeout_close": "60"}
+	for k, v := range more {
+		m[k] = v
+	}
+	return m
 }
 
 // TestConntrackTCPSysctls runs TestConntrackInvalidSegments' segments (IPv4)
@@ -930,7 +944,7 @@ func TestConntrackTCPSysctls(t *testing.T) {
 	for _, kv := range []string{"nf_conntrack_tcp_loose=0", "nf_conntrack_tcp_be_liberal=1", "nf_conntrack_tcp_ignore_invalid_rst=1"} {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Run(kv, func(t *testing.T) {
-			runCtScenarios(t, 4, ctOptions{sysctls: map[string]string{"net/netfilter/" + k: v}}, ctSegmentScenarios(false))
+			runCtScenarios(t, 4, ctOptions{sysctls: ctSegmentSysctls(map[string]string{"net/netfilter/" + k: v})}, ctSegmentScenarios(false))
 		})
 	}
 }
