@@ -1013,6 +1013,12 @@ func ctSegmentScenarios(guards bool) []ctScenario {
 		}), want: invalid},
 		{name: "connection still carries data", run: func(t *testing.T, tw *ctTwin) string {
 			c := flow(tw).conn
+			// A deadline of this step's own: the connection's first,
+			// 20 s after it opened, came near this step (8 s on an idle
+			// machine) and passed before "close" (21-25 s here at load
+			// 13), whose read then ended at once in one twin and got the
+			// server's RST in the other when the two straddled it.
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 			_, _ = c.Write([]byte("after"))
 			got := readN(c, 5)
 			// Let the client's delayed ACK of the echo pass before the
@@ -1058,6 +1064,7 @@ func ctSegmentScenarios(guards bool) []ctScenario {
 		}},
 		{name: "close", run: func(t *testing.T, tw *ctTwin) string {
 			c := flow(tw).conn
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 			_ = c.CloseWrite()
 			got := readAll(c)
 			time.Sleep(ctSettle)
