@@ -756,6 +756,23 @@ func TestConntrackLocalTraffic(t *testing.T) {
 			{name: "tcp out: closed port (RST in reply)", run: func(t *testing.T, tw *ctTwin) string {
 				return attempt(nettest.TCPConnect(tw.tp.FwNS, netip.AddrPortFrom(tw.genAddr(), 7301)))
 			}, want: []string{"cin -p tcp -m conntrack --ctstate ESTABLISHED --ctdir REPLY"}},
+			// Right after the connection closed, not at the end: the
+			// scenarios between took 27 s of TIME_WAIT's 120 s here at
+			// load 13, and scenarios ran 2.6 times slower when the
+			// machine was busiest.
+			{name: "fw's own states", run: func(t *testing.T, tw *ctTwin) string {
+				args := []string{"-L", "-p", "tcp", "--dport", "7300"}
+				if tw.fam == 6 {
+					args = append(args, "-f", "ipv6")
+				}
+				var states []string
+				for _, l := range strings.Split(tw.conntrack(t, args...), "\n") {
+					if f := strings.Fields(l); len(f) > 3 {
+						states = append(states, f[3])
+					}
+				}
+				return fmt.Sprint(states)
+			}},
 			{name: "udp out: request/response", run: func(t *testing.T, tw *ctTwin) string {
 				udpEchoIn(t, tw.tp.GenNS, netip.AddrPortFrom(tw.genAddr(), 7310))
 				return attempt(nettest.UDPSend(tw.tp.FwNS, netip.AddrPortFrom(tw.genAddr(), 7310), []byte("udp out"), nettest.ExpectReply()))
@@ -838,19 +855,6 @@ func TestConntrackLocalTraffic(t *testing.T) {
 				tw.inject(t, tw.echoReply(0x7777, 1))
 				return "injected"
 			}, want: []string{"icmp -m conntrack --ctstate INVALID"}},
-			{name: "fw's own states", run: func(t *testing.T, tw *ctTwin) string {
-				args := []string{"-L", "-p", "tcp", "--dport", "7300"}
-				if tw.fam == 6 {
-					args = append(args, "-f", "ipv6")
-				}
-				var states []string
-				for _, l := range strings.Split(tw.conntrack(t, args...), "\n") {
-					if f := strings.Fields(l); len(f) > 3 {
-						states = append(states, f[3])
-					}
-				}
-				return fmt.Sprint(states)
-			}},
 		})
 	})
 }
@@ -911,8 +915,22 @@ func (tw *ctTwin) strayTCP(sport uint16, flags uint16) []byte {
 // above all — with the kernel's.
 func TestConntrackInvalidSegments(t *testing.T) {
 	ctFamilies(t, func(t *testing.T, fam int) {
-		runCtScenarios(t, fam, ctOptions{}, ctSegmentScenarios(true))
+		runCtScenarios(t, fam, ctOptions{sysctls: ctSegmentSysctls(nil)}, ctSegmentScenarios(true))
 	})
+}
+
+// ctSegmentSysctls returns the sysctls of the segment scenarios, with
+// more: the CLOSE state's timeout (10 s by default) 60 s. The connection
+// the in-window RST leaves CLOSE is listed a scenario later and closed two
+// later (its FIN must find it): 2.5 s on an idle machine, about 5 s when
+// scenarios ran slowest here, near enough to 10 s for one twin's to
+// expire first.
+func ctSegmentSysctls(more map[string]string) map[string]string {
+	m := map[string]string{"net/netfilter/nf_conntrack_tcp_timeout_close": "60"}
+	for k, v := range more {
+		m[k] = v
+	}
+	return m
 }
 
 // TestConntrackTCPSysctls runs TestConntrackInvalidSegments' segments (IPv4)
@@ -926,7 +944,7 @@ func TestConntrackTCPSysctls(t *testing.T) {
 	for _, kv := range []string{"nf_conntrack_tcp_loose=0", "nf_conntrack_tcp_be_liberal=1", "nf_conntrack_tcp_ignore_invalid_rst=1"} {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Run(kv, func(t *testing.T) {
-			runCtScenarios(t, 4, ctOptions{sysctls: map[string]string{"net/netfilter/" + k: v}}, ctSegmentScenarios(false))
+			runCtScenarios(t, 4, ctOptions{sysctls: ctSegmentSysctls(map[string]string{"net/netfilter/" + k: v})}, ctSegmentScenarios(false))
 		})
 	}
 }
@@ -995,6 +1013,12 @@ func ctSegmentScenarios(guards bool) []ctScenario {
 		}), want: invalid},
 		{name: "connection still carries data", run: func(t *testing.T, tw *ctTwin) string {
 			c := flow(tw).conn
+			// A deadline of this step's own: the connection's first,
+			// 20 s after it opened, came near this step (8 s on an idle
+			// machine) and passed before "close" (21-25 s here at load
+			// 13), whose read then ended at once in one twin and got the
+			// server's RST in the other when the two straddled it.
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 			_, _ = c.Write([]byte("after"))
 			got := readN(c, 5)
 			// Let the client's delayed ACK of the echo pass before the
@@ -1040,6 +1064,7 @@ func ctSegmentScenarios(guards bool) []ctScenario {
 		}},
 		{name: "close", run: func(t *testing.T, tw *ctTwin) string {
 			c := flow(tw).conn
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 			_ = c.CloseWrite()
 			got := readAll(c)
 			time.Sleep(ctSettle)
@@ -1086,14 +1111,15 @@ func (tw *ctTwin) lateEchoReply(t *testing.T) string {
 
 // ctExpiryTimeout is the UDP and ICMP timeout the expiry tests set, in
 // seconds; ctExpiryWait outlasts it. The replies "before the timeout"
-// come two scenarios after the exchange they answer, each scenario
-// followed by ctSettle, a Drain and an iptables-save of every table: at
-// load 10 a save of xfw's takes up to about a second, so 2 s left the
-// kernel twin's own entry expiring first at times; 5 s leaves room for
-// two slow scenarios twice over.
+// come two scenarios after the exchange they answer, and a scenario is
+// both twins' steps in turn, each followed by ctSettle, a Drain and a
+// save: about 1 s on an idle machine, 1.9-2.4 s at load 12 here (the
+// echo reply 3.8 s after its ping, the UDP reply 4.6 s after its
+// request), so 5 s left each twin's connection expiring before its
+// reply at times; 15 s holds two scenarios of 7.5 s each.
 const (
-	ctExpiryTimeout = "5"
-	ctExpiryWait    = 6 * time.Second
+	ctExpiryTimeout = "15"
+	ctExpiryWait    = 16 * time.Second
 )
 
 // ctStreamAfter is when, after its first datagram, the late UDP reply is
@@ -1104,12 +1130,12 @@ const (
 // the other's not (make test: --ctstatus ASSURED kernel 1, xfw 0).
 const ctStreamAfter = 2500 * time.Millisecond
 
-// TestConntrackExpiry sets the namespace's UDP and ICMP timeouts to 5 s
+// TestConntrackExpiry sets the namespace's UDP and ICMP timeouts to 15 s
 // (nf_conntrack_udp_timeout, nf_conntrack_udp_timeout_stream,
 // nf_conntrack_icmp_timeout and nf_conntrack_icmpv6_timeout) before loading the ruleset, then checks that
 // a reply-direction datagram or echo reply is ESTABLISHED before the
-// timeout and, 6 s later, no longer (NEW for UDP, INVALID for an echo
-// reply), as in the kernel.
+// timeout and, 16 s after the last of them, no longer (NEW for UDP,
+// INVALID for an echo reply), as in the kernel.
 func TestConntrackExpiry(t *testing.T) {
 	sysctls := map[string]string{
 		"net/netfilter/nf_conntrack_udp_timeout":    ctExpiryTimeout,
@@ -1143,10 +1169,17 @@ func ctExpiryScenarios() []ctScenario {
 			return "injected"
 		}, want: []string{"cin -p udp -m conntrack --ctstate ESTABLISHED", "cin -p udp -m conntrack --ctstatus ASSURED"}},
 		{name: "late echo reply before the timeout", run: func(t *testing.T, tw *ctTwin) string {
-			return tw.lateEchoReply(t)
+			out := tw.lateEchoReply(t)
+			// The last packet of either connection judged: the
+			// timeouts count from here.
+			drainFw(t, tw.tp)
+			tw.vars["lastLate"] = time.Now()
+			return out
 		}, want: []string{"icmp -m conntrack --ctstate ESTABLISHED"}},
 		{name: "timeouts pass", run: func(t *testing.T, tw *ctTwin) string {
-			time.Sleep(ctExpiryWait)
+			// Past the timeout in this twin; the xfw twin's wait is
+			// mostly spent in the kernel twin's.
+			time.Sleep(time.Until(tw.vars["lastLate"].(time.Time).Add(ctExpiryWait)))
 			return "waited"
 		}},
 		{name: "late udp reply after the timeout", run: func(t *testing.T, tw *ctTwin) string {
@@ -1159,9 +1192,9 @@ func ctExpiryScenarios() []ctScenario {
 	}
 }
 
-// TestConntrackICMPv6Timeout sets only nf_conntrack_icmpv6_timeout (to 5
+// TestConntrackICMPv6Timeout sets only nf_conntrack_icmpv6_timeout (to 15
 // s; nf_conntrack_icmp_timeout keeps its 30 s): the kernel then forgets an
-// ICMPv6 echo after 5 s, and so must xfw.
+// ICMPv6 echo after 15 s, and so must xfw.
 func TestConntrackICMPv6Timeout(t *testing.T) {
 	nettest.RequireRoot(t)
 	requireTools(t, "ip6tables-legacy")

@@ -37,13 +37,17 @@ const (
 	hlRMBytes = "-p udp -m udp --dport 7103 -m hashlimit --hashlimit-upto 16kb/s --hashlimit-mode srcip --hashlimit-name rmb --hashlimit-htable-expire 60000 --hashlimit-rate-match -j ACCEPT"
 )
 
-// hlRateMatchPhases are the datagrams of each phase, sent 1.5 s apart
-// (more than a window, less than the 4 s after which host 1's 8 packets
-// would count as within the rate).
+// hlRateMatchPhases are the datagrams of each phase, sent 1.5 s apart:
+// more than a window, and far less than the time after which host 1's
+// first window would count as within the rate (its packets over 2/sec:
+// 8 s for the 16 to 7101, 6 s for the 12 to 7102). The gap between a
+// key's first packets of two phases is the 1.5 s, the sends and a save
+// of each twin's own (logged): 2.4-3.0 s here under load, against the
+// 3 s of the 6 packets to 7102 this test sent before.
 var hlRateMatchPhases = [][]hlSend{
 	{ // windows open: each key's first 5 (4 for -above, 15 for bytes)
-		{1, 5000, 7101, 1, 8}, {2, 5000, 7101, 1, 1},
-		{1, 5000, 7102, 1, 6},
+		{1, 5000, 7101, 1, 16}, {2, 5000, 7101, 1, 1},
+		{1, 5000, 7102, 1, 12},
 		{1, 5000, 7103, 1000, 17},
 	},
 	{ // host 1 went over its rate: its next window refuses all; host 2's opens
@@ -80,10 +84,13 @@ func hashLimitRateMatchAgainstKernel(t *testing.T, bin string, fam int) {
 			return a
 		}
 		fw.restore(t, tp, fam, hlRateMatchRules)
+		var last time.Time
 		for i, phase := range hlRateMatchPhases {
 			if i > 0 {
 				time.Sleep(1500 * time.Millisecond)
+				t.Logf("%s: phase %d %v after the one before", kind, i+1, time.Since(last).Round(time.Millisecond))
 			}
+			last = time.Now()
 			for _, s := range phase {
 				payload := []byte(strings.Repeat("x", s.payload))
 				injectN(t, tp, kind, tp.GenToFw().Frame(nettest.IPPacket(host(s.host), sink, nettest.UDP{SrcPort: s.sport, DstPort: s.dport, Payload: payload})), s.n)
@@ -101,12 +108,12 @@ func hashLimitRateMatchAgainstKernel(t *testing.T, bin string, fam int) {
 		n     uint64
 	}{
 		{1, upto, 6},   // host 1's 5, host 2's 1
-		{1, above, 2},  // host 1's 5th and 6th
+		{1, above, 8},  // host 1's 5th to 12th
 		{1, bytes, 15}, // 15 of 17
 		{2, upto, 9},   // host 2's 3
-		{2, above, 4},  // both of host 1's
+		{2, above, 10}, // both of host 1's
 		{3, upto, 14},  // host 1's 5 of 6
-		{3, above, 5},  // the 5th
+		{3, above, 11}, // the 5th
 	}
 	for _, w := range want {
 		if w.round > len(k) {

@@ -333,6 +333,11 @@ func TestTrivialWalkThenConntrack(t *testing.T) {
 		c, got := echoConnection(t, tw, 7000, "hello")
 		outcome[i] = append(outcome[i], got)
 		tw.fw.restore(t, tw.tp, 4, stateful)
+		// Each read with a deadline of its own: the connection's,
+		// 20 s after it opened, would have to outlast four restores
+		// of the xfw twin's, `xfw` commands taking up to 5 s each
+		// when the machine was busiest here.
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 		_, _ = c.Write([]byte("after"))
 		outcome[i] = append(outcome[i], readN(c, 5))
 		time.Sleep(ctSettle)
@@ -344,6 +349,7 @@ func TestTrivialWalkThenConntrack(t *testing.T) {
 		outcome[i] = append(outcome[i], got)
 		tw.fw.restore(t, tw.tp, 4, stateful)
 		for _, conn := range []*net.TCPConn{c, c2} {
+			_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
 			_, _ = conn.Write([]byte("again"))
 		}
 		outcome[i] = append(outcome[i], readN(c, 5), readN(c2, 5))
