@@ -226,21 +226,33 @@ static __always_inline struct xfw_ct_entry *xfw_ct_find(struct xfw_ct_key *k, __
 	return 0;
 }
 
-/* xfw_ct_lookup returns the entry of k in either table, expired or not:
- * the one in xfw_ct when both have it (a promotion under way, ct_track.h
- * xfw_ct_promote), and after a miss in both xfw_ct again (as xfw_ct_find).
- * The readers and writers besides the tracker (CONNMARK, --ctstate's NAT
- * bits, --ctexpire) use it. */
-static __always_inline struct xfw_ct_entry *xfw_ct_lookup(struct xfw_ct_key *k)
+/* xfw_ct_lookup_tab returns the entry of k in either table, expired or
+ * not, and says which table in *table: the one in xfw_ct when both have
+ * it (a promotion under way, ct_track.h xfw_ct_promote), and after a miss
+ * in both xfw_ct again (as xfw_ct_find). */
+static __always_inline struct xfw_ct_entry *xfw_ct_lookup_tab(struct xfw_ct_key *k, int *table)
 {
 	struct xfw_ct_entry *e = bpf_map_lookup_elem(&xfw_ct, k);
 
+	*table = XFW_CTT_MAIN;
 	if (e)
 		return e;
 	e = bpf_map_lookup_elem(&xfw_ct_new, k);
-	if (e && e->lock != XFW_CT_LOCK_MOVED)
+	if (e && e->lock != XFW_CT_LOCK_MOVED) {
+		*table = XFW_CTT_EMB;
 		return e;
+	}
 	return bpf_map_lookup_elem(&xfw_ct, k);
+}
+
+/* xfw_ct_lookup is xfw_ct_lookup_tab without the table: the readers and
+ * writers besides the tracker (CONNMARK, --ctstate's NAT bits,
+ * --ctexpire) use it. */
+static __always_inline struct xfw_ct_entry *xfw_ct_lookup(struct xfw_ct_key *k)
+{
+	int table;
+
+	return xfw_ct_lookup_tab(k, &table);
 }
 
 /* xfw_ct_peek looks k up in both tables, expired entries included (the
