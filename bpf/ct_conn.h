@@ -337,7 +337,13 @@ __attribute__((noinline)) int xfw_ct_lock(__u64 *lk)
 			return XFW_CT_LOCK_MOVED;
 	}
 	bpf_loop(XFW_CT_LOCK_SPINS, xfw_ct_lock_spin, &w, 0);
-	return w.got == 1 ? 1 : w.got == XFW_CT_LOCK_MOVED ? XFW_CT_LOCK_MOVED : 0;
+	if (w.got == 0) {
+		/* The update goes ahead unserialised: counted, as the one
+		 * way left for two CPUs' updates to overwrite each other. */
+		xfw_ctstat_add(XFW_CTSTAT_LOCK_TIMEOUT, 1);
+		return 0;
+	}
+	return w.got == 1 ? 1 : XFW_CT_LOCK_MOVED;
 }
 
 static __always_inline void xfw_ct_unlock(__u64 *lk)

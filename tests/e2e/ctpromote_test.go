@@ -159,10 +159,28 @@ func TestCtPromoteRace(t *testing.T) {
 			t.Errorf("neither the data segment's timeout nor ESTABLISHED's: %s", sc.Text())
 		}
 	}
-	t.Logf("%d connections: %d kept the data segment's update, %d lost it", seen, kept, lost)
+	// A lock given up lets an update go ahead unserialised: the one way
+	// left to lose one (bpf/ct_conn.h xfw_ct_lock).
+	t.Logf("%d connections: %d kept the data segment's update, %d lost it; %s", seen, kept, lost, prLockTimeouts(t, fw, bin))
 	if seen != prRounds {
 		t.Errorf("%d connections listed, want %d:\n%s", seen, prRounds, res.Stdout)
 	}
+}
+
+// prLockTimeouts returns fw's xfw_conntrack_lock_timeouts_total sample
+// (xfw metrics), or why there is none.
+func prLockTimeouts(t *testing.T, fw, bin string) string {
+	t.Helper()
+	res, err := nettest.Exec(fw, bin, "metrics")
+	if err != nil || res.ExitCode != 0 {
+		return fmt.Sprintf("xfw metrics: %v %+v", err, res)
+	}
+	for _, line := range strings.Split(res.Stdout, "\n") {
+		if strings.HasPrefix(line, "xfw_conntrack_lock_timeouts_total") {
+			return "entry locks given up: " + strings.TrimSpace(strings.TrimPrefix(line, "xfw_conntrack_lock_timeouts_total"))
+		}
+	}
+	return "xfw metrics has no xfw_conntrack_lock_timeouts_total"
 }
 
 // prMust runs a command in the test's own namespace (ip -n, ip netns exec).
