@@ -626,7 +626,8 @@ enum xfw_ctstat {
 	XFW_CTSTAT_PROMOTE_FULL = 4, /* promotions refused: xfw_ct full */
 	XFW_CTSTAT_USER_NEW = 5,     /* removed from xfw_ct_new by user space */
 	XFW_CTSTAT_USER_MAIN = 6,    /* removed from xfw_ct by user space */
-	XFW_NCTSTATS = 7,
+	XFW_CTSTAT_LOCK_TIMEOUT = 7, /* entry locks given up (xfw_ct_lock) */
+	XFW_NCTSTATS = 8,
 };
 
 /* TCP states, as the kernel numbers them (enum tcp_conntrack). */

@@ -67,7 +67,7 @@ static __always_inline __u32 *xfw_connmark_ptr(const struct xfw_pkt *p, __u32 ho
 static __always_inline void xfw_connmark_write(struct xfw_ct_scratch *cs, __u32 next)
 {
 	struct xfw_ct_entry *e;
-	int locked;
+	int locked, table;
 
 	if (!cs)
 		return;
@@ -75,20 +75,18 @@ static __always_inline void xfw_connmark_write(struct xfw_ct_scratch *cs, __u32 
 		cs->nv.mark = next;
 		return;
 	}
-	e = xfw_ct_lookup(&cs->key);
+	e = xfw_ct_lookup_tab(&cs->key, &table);
 	if (!e) {
 		if (cs->attached)
 			cs->amark = next;
 		return;
 	}
-	locked = xfw_ct_lock(&e->lock);
-	if (locked == XFW_CT_LOCK_MOVED) {
-		/* Moved since the lookup: the copy in xfw_ct. */
-		e = bpf_map_lookup_elem(&xfw_ct, &cs->key);
-		if (!e)
-			return;
-		locked = xfw_ct_lock(&e->lock);
-	}
+	/* Moved since the lookup: the copy in xfw_ct; gone (moved and
+	 * deleted, or its element another connection's): nothing to mark
+	 * (ct_conn.h xfw_ct_lock_found). */
+	locked = xfw_ct_lock_found(&cs->key, &e, &table);
+	if (!e || (locked != 1 && e->lock == XFW_CT_LOCK_MOVED))
+		return;
 	e->v.mark = next;
 	if (locked == 1)
 		xfw_ct_unlock(&e->lock);

@@ -226,21 +226,33 @@ static __always_inline struct xfw_ct_entry *xfw_ct_find(struct xfw_ct_key *k, __
 	return 0;
 }
 
-/* xfw_ct_lookup returns the entry of k in either table, expired or not:
- * the one in xfw_ct when both have it (a promotion under way, ct_track.h
- * xfw_ct_promote), and after a miss in both xfw_ct again (as xfw_ct_find).
- * The readers and writers besides the tracker (CONNMARK, --ctstate's NAT
- * bits, --ctexpire) use it. */
-static __always_inline struct xfw_ct_entry *xfw_ct_lookup(struct xfw_ct_key *k)
+/* xfw_ct_lookup_tab returns the entry of k in either table, expired or
+ * not, and says which table in *table: the one in xfw_ct when both have
+ * it (a promotion under way, ct_track.h xfw_ct_promote), and after a miss
+ * in both xfw_ct again (as xfw_ct_find). */
+static __always_inline struct xfw_ct_entry *xfw_ct_lookup_tab(struct xfw_ct_key *k, int *table)
 {
 	struct xfw_ct_entry *e = bpf_map_lookup_elem(&xfw_ct, k);
 
+	*table = XFW_CTT_MAIN;
 	if (e)
 		return e;
 	e = bpf_map_lookup_elem(&xfw_ct_new, k);
-	if (e && e->lock != XFW_CT_LOCK_MOVED)
+	if (e && e->lock != XFW_CT_LOCK_MOVED) {
+		*table = XFW_CTT_EMB;
 		return e;
+	}
 	return bpf_map_lookup_elem(&xfw_ct, k);
+}
+
+/* xfw_ct_lookup is xfw_ct_lookup_tab without the table: the readers and
+ * writers besides the tracker (CONNMARK, --ctstate's NAT bits,
+ * --ctexpire) use it. */
+static __always_inline struct xfw_ct_entry *xfw_ct_lookup(struct xfw_ct_key *k)
+{
+	int table;
+
+	return xfw_ct_lookup_tab(k, &table);
 }
 
 /* xfw_ct_peek looks k up in both tables, expired entries included (the
@@ -325,12 +337,59 @@ __attribute__((noinline)) int xfw_ct_lock(__u64 *lk)
 			return XFW_CT_LOCK_MOVED;
 	}
 	bpf_loop(XFW_CT_LOCK_SPINS, xfw_ct_lock_spin, &w, 0);
-	return w.got == 1 ? 1 : w.got == XFW_CT_LOCK_MOVED ? XFW_CT_LOCK_MOVED : 0;
+	if (w.got == 0) {
+		/* The update goes ahead unserialised: counted, as the one
+		 * way left for two CPUs' updates to overwrite each other. */
+		xfw_ctstat_add(XFW_CTSTAT_LOCK_TIMEOUT, 1);
+		return 0;
+	}
+	return w.got == 1 ? 1 : XFW_CT_LOCK_MOVED;
 }
 
 static __always_inline void xfw_ct_unlock(__u64 *lk)
 {
 	__sync_lock_test_and_set(lk, 0);
+}
+
+/* xfw_ct_lock_found locks the entry *e that a lookup of k found in
+ * *table and returns xfw_ct_lock's outcome (1 held, 0 given up) for the
+ * entry *e then points to. Two things can happen between the lookup and
+ * the lock (ct_track.h xfw_ct_promote):
+ * - the entry moved to xfw_ct (its lock word says so): *e becomes the
+ *   copy in xfw_ct, locked in turn;
+ * - the entry left xfw_ct_new (moved, or deleted by an expiry or
+ *   conntrack -D) and the LRU table, which hands a freed element to the
+ *   next insert at once (a preallocated map: no grace period), gave its
+ *   memory to another connection, whose lock word is free or held, not
+ *   moved: taking that lock would update a stranger and lose this
+ *   packet's update. So a lock taken in xfw_ct_new is checked against a
+ *   new lookup of k; when the element is not k's any more, *e becomes the
+ *   copy in xfw_ct, or 0 (the connection is gone) when there is none.
+ * A moved entry whose copy is gone (deleted meanwhile) stays *e, not
+ * locked: the packet keeps the connection it found, as the kernel's
+ * keeps its reference. */
+static __always_inline int xfw_ct_lock_found(struct xfw_ct_key *k, struct xfw_ct_entry **e,
+					     int *table)
+{
+	struct xfw_ct_entry *m;
+	int locked = xfw_ct_lock(&(*e)->lock), stale = 0;
+
+	if (locked == 1 && *table == XFW_CTT_EMB && bpf_map_lookup_elem(&xfw_ct_new, k) != *e) {
+		xfw_ct_unlock(&(*e)->lock);
+		locked = XFW_CT_LOCK_MOVED;
+		stale = 1;
+	}
+	if (locked != XFW_CT_LOCK_MOVED)
+		return locked;
+	m = bpf_map_lookup_elem(&xfw_ct, k);
+	if (!m) {
+		if (stale)
+			*e = 0;
+		return 0;
+	}
+	*e = m;
+	*table = XFW_CTT_MAIN;
+	return xfw_ct_lock(&m->lock);
 }
 
 static __always_inline __u32 xfw_ctv(__u32 state, __u32 reply, __u32 status, __u32 proto)

@@ -163,6 +163,12 @@ static __always_inline int xfw_ct_sweep_main(__u64 now, __u64 hz)
  *   it looks the connection up in xfw_ct, which has held it since (2).
  *   Between (2) and (3) B cannot hold E's lock; a B that finds the copy
  *   in xfw_ct updates the copy, the connection from then on.
+ * - Reuse. After (4) E's element is free, and the LRU table hands it to
+ *   the next insert at once: a B that found E but reaches its lock only
+ *   then would lock another connection's entry. The tracker checks a
+ *   lock taken in xfw_ct_new against a new lookup of the key and goes to
+ *   the copy when the element is not E any more (ct_conn.h
+ *   xfw_ct_lock_found); A reads nothing of E after (3).
  * - Lookups (xfw_ct_find, xfw_ct_lookup) try xfw_ct, then xfw_ct_new,
  *   skipping an entry marked moved, then xfw_ct again: a lookup of
  *   xfw_ct_new that misses or finds E moved comes after (2), so the
@@ -514,10 +520,18 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 	if (e && xfw_ct_dnat_stranger(p, e, &cs->key, proto, reqtype, srcb))
 		e = 0; /* a new connection, dropped at confirmation */
 	if (e) {
-		/* A connection we know. */
+		/* A connection we know, locked before anything is read from
+		 * it: found in xfw_ct_new, its element may have been moved
+		 * and even reused meanwhile (xfw_ct_lock_found). */
+		locked = xfw_ct_lock_found(&cs->key, &e, &table);
+		if (!e)
+			goto fresh; /* deleted meanwhile: a new connection */
 		if (reqtype >= 0) {
-			if (e->v.icmp_type != reqtype)
+			if (e->v.icmp_type != reqtype) {
+				if (locked == 1)
+					xfw_ct_unlock(&e->lock);
 				return XFW_CTS_INVALID;
+			}
 			dir = reply;
 		} else if (xfw_ct_self(&cs->key)) {
 			/* A tuple that is its own inverse (same address and
@@ -533,21 +547,6 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		}
 		if (lo < 0)
 			lo = dir;
-		locked = xfw_ct_lock(&e->lock);
-		if (locked == XFW_CT_LOCK_MOVED) {
-			/* Promoted by another CPU since the lookup: the
-			 * connection is the copy in xfw_ct (xfw_ct_promote).
-			 * Deleted meanwhile, the packet keeps the connection
-			 * it found, as the kernel's keeps its reference. */
-			struct xfw_ct_entry *m = bpf_map_lookup_elem(&xfw_ct, &cs->key);
-
-			locked = 0;
-			if (m) {
-				e = m;
-				table = XFW_CTT_MAIN;
-				locked = xfw_ct_lock(&e->lock);
-			}
-		}
 		status = e->v.status;
 		st = (dir == 1 || (status & XFW_CTST_SEEN_REPLY)) ? XFW_CTS_ESTABLISHED : XFW_CTS_NEW;
 		r = xfw_ct_advance(&e->v, cs, proto, dir, 0);
@@ -562,14 +561,16 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		 * reads its lo_state (xfw_ct_peek). */
 		if (r == XFW_TCPR_KILL)
 			e->v.expires = now;
+		/* Read while the entry is ours: a promoted one is deleted, and
+		 * its element may be another connection's at once. */
+		if (value != XFW_CTS_INVALID)
+			xfw_ct_tuple(p, &cs->key, &e->v);
 		/* The promotion releases the lock itself (xfw_ct_promote). */
 		if (locked == 1 && r == XFW_TCPR_OK && table == XFW_CTT_EMB &&
 		    (status & XFW_CTST_ASSURED))
 			xfw_ct_promote(cs, e, cfg, now);
 		else if (locked == 1)
 			xfw_ct_unlock(&e->lock);
-		if (value != XFW_CTS_INVALID)
-			xfw_ct_tuple(p, &cs->key, &e->v);
 		if (r == XFW_TCPR_REPEAT)
 			xfw_ct_delete(&cs->key, table);
 		/* Reopening a closed connection (a SYN in TIME_WAIT or after
@@ -579,6 +580,7 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 	}
 
 	/* A new connection: its entry waits for the verdict. */
+fresh:
 	__builtin_memset(&cs->nv, 0, sizeof(cs->nv));
 	if (srcb)
 		cs->nv.status = XFW_CTST_ORIG_B;

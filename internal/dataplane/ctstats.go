@@ -16,7 +16,8 @@ const (
 	ctStatPromoteFull = 4 // XFW_CTSTAT_PROMOTE_FULL
 	ctStatUserNew     = 5 // XFW_CTSTAT_USER_NEW
 	ctStatUserMain    = 6 // XFW_CTSTAT_USER_MAIN
-	numCTStats        = 7 // XFW_NCTSTATS
+	ctStatLockTimeout = 7 // XFW_CTSTAT_LOCK_TIMEOUT
+	numCTStats        = 8 // XFW_NCTSTATS
 )
 
 // CTStats are the connection tracker's counters since xfw was loaded in
@@ -32,6 +33,10 @@ type CTStats struct {
 	// RemovedByTracker are the entries the data plane removed (expired,
 	// closed, moved); RemovedByUser those xfw conntrack -D and -F removed.
 	RemovedByTracker, RemovedByUser uint64
+	// LockTimeouts are the entry locks the data plane gave up waiting
+	// for (the holder on another CPU for milliseconds): each let an update
+	// go ahead unserialised, which can lose another CPU's.
+	LockTimeouts uint64
 	// Evictions are the new connections the table of new ones (an LRU
 	// table) dropped to make room: what entered it and is neither there
 	// nor removed by anyone.
@@ -48,6 +53,9 @@ func (t *CTTables) Stats() (CTStats, error) {
 	var v [numCTStats]uint64
 	for i := range v {
 		n, err := t.stat(uint32(i))
+		if i == ctStatLockTimeout && errors.Is(err, ebpf.ErrKeyNotExist) {
+			n, err = 0, nil // a running build from before the counter
+		}
 		if err != nil {
 			return CTStats{}, err
 		}
@@ -61,6 +69,7 @@ func (t *CTTables) Stats() (CTStats, error) {
 		Inserts: v[ctStatInsert], Assured: v[ctStatPromote], AssuredFull: v[ctStatPromoteFull],
 		RemovedByTracker: v[ctStatNewGone] + v[ctStatMainGone],
 		RemovedByUser:    v[ctStatUserNew] + v[ctStatUserMain],
+		LockTimeouts:     v[ctStatLockTimeout],
 	}
 	// Counted in this order, a connection inserted while the table is read
 	// can only lower the figure; never below zero.

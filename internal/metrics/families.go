@@ -102,6 +102,8 @@ func (s *snapshot) conntrackCounters() []*family {
 		help: "Entries removed: by the tracker (expired, closed, moved) or by the user (xfw conntrack -D, -F)."}
 	evicted := &family{name: "xfw_conntrack_evictions_total", typ: counter,
 		help: "New connections the full table of new connections dropped to make room (least recently used first)."}
+	locks := &family{name: "xfw_conntrack_lock_timeouts_total", typ: counter,
+		help: "Connection entry locks the data plane gave up waiting for (the holder on another CPU for milliseconds): updates made unserialised, which can lose another CPU's."}
 	if c := s.ctStats; c != nil {
 		inserts.add(c.Inserts)
 		assured.add(c.Assured)
@@ -109,8 +111,9 @@ func (s *snapshot) conntrackCounters() []*family {
 		removed.add(c.RemovedByTracker, "by", "tracker")
 		removed.add(c.RemovedByUser, "by", "user")
 		evicted.add(c.Evictions)
+		locks.add(c.LockTimeouts)
 	}
-	return []*family{inserts, assured, full, removed, evicted}
+	return []*family{inserts, assured, full, removed, evicted, locks}
 }
 
 // conntrackFamily returns the number of live connections by family
