@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
@@ -178,6 +179,16 @@ func (r *RunningSets) Close() {
 func (r *RunningSets) Lookups(fam ir.Family) []SetLookupInfo {
 	if g := r.gens[familyIndex(fam)]; g != nil {
 		return g.meta.SetLookups
+	}
+	return nil
+}
+
+// SetConds returns the set conditions of fam's running generation (none
+// when fam has no ruleset): every set its rules match, also one that got
+// no lookup (a list:set empty when the generation was loaded).
+func (r *RunningSets) SetConds(fam ir.Family) []compiler.SetCond {
+	if g := r.gens[familyIndex(fam)]; g != nil {
+		return g.meta.SetConds
 	}
 	return nil
 }

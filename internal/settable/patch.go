@@ -47,7 +47,7 @@ func Patch(old, new *ipset.Sets) (bool, error) {
 		return false, err
 	}
 	defer rsets.Close()
-	p.rsets, p.running = rsets, runningLookups(rsets)
+	p.rsets, p.running, p.matched = rsets, runningLookups(rsets), runningMatches(rsets)
 	if p.clk, err = nowClock(); err != nil {
 		return false, err
 	}
@@ -79,6 +79,9 @@ type patchPlan struct {
 	sets    *ipset.Sets
 	rsets   *dataplane.RunningSets
 	running []runningLookup
+	// matched names the sets the running generations' rules match,
+	// whether or not they got lookups.
+	matched map[string]bool
 	clk     setClock
 	// total counts the member changes planned (maxPatchedMembers).
 	total int
@@ -116,10 +119,30 @@ func runningLookups(rsets *dataplane.RunningSets) []runningLookup {
 	return running
 }
 
+// runningMatches returns the names of the sets the rules of both
+// families' running generations match.
+func runningMatches(rsets *dataplane.RunningSets) map[string]bool {
+	matched := map[string]bool{}
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		for _, sc := range rsets.SetConds(fam) {
+			matched[sc.Name] = true
+		}
+	}
+	return matched
+}
+
 // add plans the changes of the running tables that follow ch, one set's
 // member changes, reporting false when they cannot follow it in place.
 func (p *patchPlan) add(ch ipset.EntryChanges) (bool, error) {
 	s := ch.Set
+	if s.Type == ipset.ListSet && p.matched[s.Name] {
+		// A list:set rules match: its lookups, one per member that
+		// can match, are built afresh. It may have none running (it
+		// was empty when the ruleset was loaded, or its members were
+		// expired, of the other family or of more dimensions), so the
+		// lookups alone cannot tell whether a rule uses it.
+		return false, nil
+	}
 	used, hashed := false, []runningLookup(nil)
 	for _, r := range p.running {
 		if r.lk.Via == s.Name {
