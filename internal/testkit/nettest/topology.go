@@ -337,10 +337,8 @@ func build(cfg config) (_ *Topology, err error) {
 			return nil, err
 		}
 	}
-	for _, ep := range []Endpoint{topo.Gen, topo.FwIn, topo.FwOut, topo.Sink} {
-		if err := waitListenerReports(ep); err != nil {
-			return nil, err
-		}
+	if err := waitAllListenerReports([]Endpoint{topo.Gen, topo.FwIn, topo.FwOut, topo.Sink}); err != nil {
+		return nil, err
 	}
 	ok = true
 	return topo, nil
