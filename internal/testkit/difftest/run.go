@@ -34,7 +34,7 @@ const (
 	// maxSettle bounds the wait for stragglers.
 	maxSettle = 10 * time.Second
 	// settlePoll is how often the wait looks at the observers.
-	settlePoll = 50 * time.Millisecond
+	settlePoll = 5 * time.Millisecond
 	// maxLossRetries bounds the retries of a run that lost frames.
 	maxLossRetries = 3
 )
