@@ -36,6 +36,12 @@ import (
 // counter difference in the next scenario.
 const ctSettle = 300 * time.Millisecond
 
+// ctSpacing is the least time between the end of a twin's scenario and the
+// start of its next, as when each twin paused ctSettle in turn: limits of
+// a few hundred milliseconds (TCP's out-of-window ACKs, 500 ms) then treat
+// both twins' scenarios alike.
+const ctSpacing = 2 * ctSettle
+
 // ctCountMatches are the matches of the counting chains: each is a rule of
 // its own, per protocol, in cin (INPUT) and cout (OUTPUT).
 var ctCountMatches = []string{
@@ -326,15 +332,24 @@ func runCtScenarios(t *testing.T, fam int, opt ctOptions, scenarios []ctScenario
 		return res.Stdout
 	}
 	prev := make([]map[string]counter, len(twins))
+	ranAt := make([]time.Time, len(twins))
 	for i, tw := range twins {
 		prev[i] = counters(t, save(tw))
 	}
 	for _, sc := range scenarios {
 		var outs []string
 		var deltas []map[string]uint64
+		// The twins' topologies are apart: one pause after both ran
+		// leaves each at least ctSettle, the kernel's more.
 		for i, tw := range twins {
+			if wait := time.Until(ranAt[i].Add(ctSpacing)); wait > 0 {
+				time.Sleep(wait)
+			}
 			outs = append(outs, sc.run(t, tw))
-			time.Sleep(ctSettle)
+			ranAt[i] = time.Now()
+		}
+		time.Sleep(ctSettle)
+		for i, tw := range twins {
 			drainFw(t, tw.tp)
 			cur := counters(t, save(tw))
 			d := map[string]uint64{}
