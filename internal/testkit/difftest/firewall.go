@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -304,11 +305,6 @@ func (s *Session) restoreText(sd *side, text string) error {
 	return nil
 }
 
-// announceWait covers the multicast listener reports fw re-sends when
-// xfw attaches its XDP programs (docs/differences.md): a report and its
-// retransmission, one unsolicited report interval (1 s for MLDv2) apart.
-const announceWait = 1200 * time.Millisecond
-
 // zero zeroes a side's counters (iptables -Z).
 func (s *Session) zero(sd *side) error {
 	prog := "iptables"
@@ -359,9 +355,37 @@ func (s *Session) flushConntrack(sd *side) error {
 	return nil
 }
 
-// logStartWait covers `xfw log`'s poll for a ring buffer to appear (once a
-// second).
-const logStartWait = 1500 * time.Millisecond
+// `xfw log` is ready once it holds the ring buffer open (the ring keeps
+// the events written before it reads them). logStartTimeout bounds the
+// wait; logStartPoll is how often it looks.
+const (
+	logStartTimeout = 10 * time.Second
+	logStartPoll    = 5 * time.Millisecond
+)
+
+// bpfMapTypeRingbuf is BPF_MAP_TYPE_RINGBUF, as a map's fdinfo shows it.
+const bpfMapTypeRingbuf = "27"
+
+// holdsRing reports whether process pid has a BPF ring buffer open.
+func holdsRing(pid int) bool {
+	dir := fmt.Sprintf("/proc/%d/fdinfo", pid)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "map_type:" && f[1] == bpfMapTypeRingbuf {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // startLog starts `xfw log` in the xfw side's fw, once xfw is loaded.
 func (s *Session) startLog(sd *side) error {
@@ -395,6 +419,16 @@ func (s *Session) startLog(sd *side) error {
 			s.cfg.Logf("xfw log: %s", strings.TrimSpace(stderr.String()))
 		}
 	}()
-	time.Sleep(logStartWait)
+	// `ip netns exec` runs xfw in its own process.
+	for start := time.Now(); !holdsRing(cmd.Process.Pid); {
+		select {
+		case <-sd.logDone:
+			return fmt.Errorf("xfw log ended at its start: %s", strings.TrimSpace(stderr.String()))
+		case <-time.After(logStartPoll):
+		}
+		if time.Since(start) > logStartTimeout {
+			return fmt.Errorf("xfw log holds no ring buffer after %v", logStartTimeout)
+		}
+	}
 	return nil
 }

@@ -34,7 +34,7 @@ const (
 	// maxSettle bounds the wait for stragglers.
 	maxSettle = 10 * time.Second
 	// settlePoll is how often the wait looks at the observers.
-	settlePoll = 50 * time.Millisecond
+	settlePoll = 5 * time.Millisecond
 	// maxLossRetries bounds the retries of a run that lost frames.
 	maxLossRetries = 3
 )
@@ -171,6 +171,13 @@ func (s *Session) runOnce(ctx context.Context, ruleset string, c *Corpus, opts R
 // the connection tables flushed (Config.Conntrack). It reports false, with
 // res saying why, when either side refused the ruleset: the run ends there.
 func (s *Session) loadBoth(ruleset string, res *Result) (bool, error) {
+	var reports fwReports
+	if s.cfg.Family == ir.IPv6 {
+		var err error
+		if reports, err = readFwReports(s.sides[sideXFW].topo); err != nil {
+			return false, err
+		}
+	}
 	wasNAT := s.nat
 	s.nat = HasNATTable(ruleset)
 	s.randomPorts = natRandomPorts(ruleset)
@@ -218,7 +225,9 @@ func (s *Session) loadBoth(ruleset string, res *Result) (bool, error) {
 		// fw re-sends its multicast listener reports through OUTPUT: a
 		// known, documented side effect of loading xfw (docs/differences.md).
 		// Let them pass, then count from zero on both sides.
-		time.Sleep(announceWait)
+		if err := waitAnnouncements(s.sides[sideXFW].topo, reports); err != nil {
+			return false, err
+		}
 		var zeroErr [2]error
 		parallel(func(i int) { zeroErr[i] = s.zero(s.sides[i]) })
 		if err := errors.Join(zeroErr[:]...); err != nil {

@@ -50,10 +50,6 @@ type Config struct {
 // namespaceBase starts the names of the session's namespaces.
 const namespaceBase = "xdt"
 
-// settleTime lets the multicast listener reports and other traffic of
-// freshly configured interfaces die down before anything is measured.
-const settleTime = 2500 * time.Millisecond
-
 // toolTimeout bounds one iptables-legacy or xfw command.
 const toolTimeout = 90 * time.Second
 
@@ -145,10 +141,8 @@ func NewSession(ctx context.Context, cfg Config) (_ *Session, err error) {
 		return nil, err
 	}
 	s.kmsg.start(&s.sides[sideKernel].log)
-	select {
-	case <-time.After(settleTime):
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := s.waitSetupQuiet(ctx); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -42,15 +42,27 @@ func (topo *Topology) Drain() error {
 		return err
 	}
 	links := [][2]Endpoint{{topo.Gen, topo.FwIn}, {topo.Sink, topo.FwOut}}
+	// One capture per link for the whole call, open before the first
+	// marker is sent (a round's markers are told apart by their sequence
+	// numbers).
+	var captures [2]*Capture
+	for i, link := range links {
+		c, err := StartCaptureFor(link[1].NS, link[1].Ifname, drainRounds*drainTimeout, isDrainMarker)
+		if err != nil {
+			return fmt.Errorf("drain: %w", err)
+		}
+		defer c.Stop()
+		captures[i] = c
+	}
 	for round := 0; round < drainRounds; round++ {
-		link := links[round%len(links)]
+		link, capture := links[round%len(links)], captures[round%len(links)]
 		errs := make([]error, len(cpus))
 		var wg sync.WaitGroup
 		for i, cpu := range cpus {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[i] = drainOne(link[0], link[1], cpu)
+				errs[i] = drainOne(link[0], link[1], capture, cpu)
 			}()
 		}
 		wg.Wait()
@@ -73,22 +85,28 @@ const drainTimeout = 30 * time.Second
 // drainResend is how often a marker not seen yet is sent again.
 const drainResend = 5 * time.Millisecond
 
+// drainTag starts every marker's payload.
+const drainTag = "xfw-drain"
+
 var drainSeq atomic.Uint64
 
-// drainOne sends markers from `from` on cpu until `to` sees one.
-func drainOne(from, to Endpoint, cpu int) error {
+// isDrainMarker keeps the markers a capture receives.
+func isDrainMarker(c Captured) bool {
+	return !c.Outgoing && len(c.Raw) >= 14+len(drainTag) &&
+		binary.BigEndian.Uint16(c.Raw[12:14]) == drainEtherType &&
+		string(c.Raw[14:14+len(drainTag)]) == drainTag
+}
+
+// drainOne sends markers from `from` on cpu until capture, on `to`, sees
+// one.
+func drainOne(from, to Endpoint, capture *Capture, cpu int) error {
 	payload := make([]byte, 46) // the Ethernet minimum
-	copy(payload, "xfw-drain")
+	copy(payload, drainTag)
 	binary.BigEndian.PutUint64(payload[16:], drainSeq.Add(1))
 	frame := append(append(append([]byte(nil), to.MAC...), from.MAC...), drainEtherType>>8, drainEtherType&0xff)
 	frame = append(frame, payload...)
-	isMarker := func(c Captured) bool { return !c.Outgoing && bytes.Equal(c.Raw, frame) }
-	capture, err := StartCaptureFor(to.NS, to.Ifname, drainTimeout, isMarker)
-	if err != nil {
-		return fmt.Errorf("drain: %w", err)
-	}
-	defer capture.Stop()
-	var seen atomic.Bool
+	isMarker := func(c Captured) bool { return bytes.Equal(c.Raw, frame) }
+	seen := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
 		done <- InNamespace(from.NS, func() error {
@@ -104,17 +122,23 @@ func drainOne(from, to Endpoint, cpu int) error {
 			defer closeFD(fd)
 			sa := &unix.SockaddrLinklayer{Ifindex: from.Ifindex, Protocol: htons(drainEtherType), Halen: 6}
 			copy(sa.Addr[:], to.MAC)
-			for end := time.Now().Add(drainTimeout); !seen.Load() && time.Now().Before(end); {
+			resend := time.NewTicker(drainResend)
+			defer resend.Stop()
+			for end := time.Now().Add(drainTimeout); time.Now().Before(end); {
 				if err := unix.Sendto(fd, frame, 0, sa); err != nil && err != unix.ENOBUFS {
 					return fmt.Errorf("send: %w", err)
 				}
-				time.Sleep(drainResend)
+				select {
+				case <-seen:
+					return nil
+				case <-resend.C:
+				}
 			}
 			return nil
 		})
 	}()
 	_, ok := capture.WaitFor(isMarker, drainTimeout)
-	seen.Store(true)
+	close(seen)
 	if err := <-done; err != nil {
 		return fmt.Errorf("drain from %s on CPU %d: %w", from.NS, cpu, err)
 	}

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -77,6 +79,23 @@ func mldReportsSent(ifname string) (uint64, error) {
 		return 0, err
 	}
 	return 0, fmt.Errorf("no Icmp6OutMLDv2Reports in /proc/net/dev_snmp6/%s", ifname)
+}
+
+// waitAllListenerReports waits for every endpoint's reports at once: each
+// wait is mostly its quiet period (mldQuiet), which the endpoints, in
+// namespaces of their own, can spend together.
+func waitAllListenerReports(eps []Endpoint) error {
+	errs := make([]error, len(eps))
+	var wg sync.WaitGroup
+	for i, ep := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = waitListenerReports(ep)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // waitListenerReports waits until ep has joined the solicited-node group

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -306,41 +307,16 @@ func build(cfg config) (_ *Topology, err error) {
 	if err := addVeth(topo.Sink, topo.FwOut); err != nil {
 		return nil, err
 	}
-	for _, ep := range []Endpoint{topo.Gen, topo.FwIn, topo.FwOut, topo.Sink} {
-		if err := configureEndpoint(ep); err != nil {
-			return nil, err
-		}
-	}
-	for _, ns := range topo.Namespaces() {
-		if _, err := ipCmd("-n", ns, "link", "set", "lo", "up"); err != nil {
-			return nil, fmt.Errorf("lo up: %w", err)
-		}
-	}
-	routes := [][]string{
-		{topo.GenNS, topo.SinkNet4.String(), topo.FwIn.IPv4.String()},
-		{topo.GenNS, topo.SinkNet6.String(), topo.FwIn.IPv6.String()},
-		{topo.SinkNS, topo.GenNet4.String(), topo.FwOut.IPv4.String()},
-		{topo.SinkNS, topo.GenNet6.String(), topo.FwOut.IPv6.String()},
-	}
-	for _, r := range routes {
-		if _, err := ipCmd("-n", r[0], "route", "add", r[1], "via", r[2]); err != nil {
-			return nil, fmt.Errorf("add route: %w", err)
-		}
-	}
-	if cfg.staticNeighbors {
-		if err := topo.addStaticNeighbors(); err != nil {
-			return nil, err
-		}
+	if err := topo.configure(cfg); err != nil {
+		return nil, err
 	}
 	for _, ep := range []*Endpoint{&topo.Gen, &topo.FwIn, &topo.FwOut, &topo.Sink} {
 		if err := waitLinkUp(ep); err != nil {
 			return nil, err
 		}
 	}
-	for _, ep := range []Endpoint{topo.Gen, topo.FwIn, topo.FwOut, topo.Sink} {
-		if err := waitListenerReports(ep); err != nil {
-			return nil, err
-		}
+	if err := waitAllListenerReports([]Endpoint{topo.Gen, topo.FwIn, topo.FwOut, topo.Sink}); err != nil {
+		return nil, err
 	}
 	ok = true
 	return topo, nil
@@ -414,36 +390,55 @@ func addVeth(a, b Endpoint) error {
 	return nil
 }
 
-// configureEndpoint sets the addresses of ep and brings it up.
-func configureEndpoint(ep Endpoint) error {
-	cmds := [][]string{
-		{"-n", ep.NS, "addr", "add", ep.IPv4.String() + "/24", "dev", ep.Ifname},
-		{"-n", ep.NS, "addr", "add", ep.IPv6.String() + "/64", "dev", ep.Ifname, "nodad"},
-		{"-n", ep.NS, "link", "set", "dev", ep.Ifname, "up"},
+// configure gives each namespace its addresses, brings its interfaces up,
+// adds its routes (gen and sink reach each other through fw) and, with
+// static neighbours, its neighbour entries: one `ip -batch` per namespace,
+// the namespaces at once (nothing in one depends on another's state).
+func (topo *Topology) configure(cfg config) error {
+	batches := map[string][]string{}
+	add := func(ns string, args ...string) { batches[ns] = append(batches[ns], strings.Join(args, " ")) }
+	for _, ep := range []Endpoint{topo.Gen, topo.FwIn, topo.FwOut, topo.Sink} {
+		add(ep.NS, "addr", "add", ep.IPv4.String()+"/24", "dev", ep.Ifname)
+		add(ep.NS, "addr", "add", ep.IPv6.String()+"/64", "dev", ep.Ifname, "nodad")
+		add(ep.NS, "link", "set", "dev", ep.Ifname, "up")
 	}
-	for _, c := range cmds {
-		if _, err := ipCmd(c...); err != nil {
-			return fmt.Errorf("configure %s in %s: %w", ep.Ifname, ep.NS, err)
-		}
+	for _, ns := range topo.Namespaces() {
+		add(ns, "link", "set", "lo", "up")
 	}
-	return nil
-}
-
-// addStaticNeighbors adds permanent neighbour entries on both links.
-func (topo *Topology) addStaticNeighbors() error {
-	pairs := [][2]Endpoint{
-		{topo.Gen, topo.FwIn}, {topo.FwIn, topo.Gen},
-		{topo.FwOut, topo.Sink}, {topo.Sink, topo.FwOut},
+	for _, r := range [][3]string{
+		{topo.GenNS, topo.SinkNet4.String(), topo.FwIn.IPv4.String()},
+		{topo.GenNS, topo.SinkNet6.String(), topo.FwIn.IPv6.String()},
+		{topo.SinkNS, topo.GenNet4.String(), topo.FwOut.IPv4.String()},
+		{topo.SinkNS, topo.GenNet6.String(), topo.FwOut.IPv6.String()},
+	} {
+		add(r[0], "route", "add", r[1], "via", r[2])
 	}
-	for _, p := range pairs {
-		local, peer := p[0], p[1]
-		for _, ip := range []netip.Addr{peer.IPv4, peer.IPv6} {
-			if err := SetNeighbor(local.NS, local.Ifname, ip, peer.MAC); err != nil {
-				return err
+	if cfg.staticNeighbors {
+		for _, p := range [][2]Endpoint{
+			{topo.Gen, topo.FwIn}, {topo.FwIn, topo.Gen},
+			{topo.FwOut, topo.Sink}, {topo.Sink, topo.FwOut},
+		} {
+			local, peer := p[0], p[1]
+			for _, ip := range []netip.Addr{peer.IPv4, peer.IPv6} {
+				add(local.NS, "neigh", "replace", ip.String(), "lladdr", peer.MAC.String(), "dev", local.Ifname, "nud", "permanent")
 			}
 		}
 	}
-	return nil
+	namespaces := topo.Namespaces()
+	errs := make([]error, len(namespaces))
+	var wg sync.WaitGroup
+	for i, ns := range namespaces {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// -batch stops at the first command that fails and names it.
+			if _, err := runCommandStdin(ipTimeout, strings.Join(batches[ns], "\n")+"\n", "ip", "-n", ns, "-batch", "-"); err != nil {
+				errs[i] = fmt.Errorf("configure %s: %w", ns, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // waitLinkUp waits until ep's interface is running and has its IPv6
