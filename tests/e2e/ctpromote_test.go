@@ -154,33 +154,45 @@ func TestCtPromoteRace(t *testing.T) {
 			kept++
 		case f[3] == "ESTABLISHED" && secs >= 431000:
 			lost++
-			t.Errorf("the data segment's update lost: %s", sc.Text())
+			t.Logf("the data segment's update lost: %s", sc.Text())
 		default:
 			t.Errorf("neither the data segment's timeout nor ESTABLISHED's: %s", sc.Text())
 		}
 	}
 	// A lock given up lets an update go ahead unserialised: the one way
-	// left to lose one (bpf/ct_conn.h xfw_ct_lock).
-	t.Logf("%d connections: %d kept the data segment's update, %d lost it; %s", seen, kept, lost, prLockTimeouts(t, fw, bin))
+	// left to lose one (bpf/ct_conn.h xfw_ct_lock), when the lock's
+	// holder stalls for milliseconds (a virtual CPU descheduled; seen
+	// once, 1 of 400, on this 2-core VM). Each loss must be one of those,
+	// counted; any other is the race.
+	timeouts := prLockTimeouts(t, fw, bin)
+	t.Logf("%d connections: %d kept the data segment's update, %d lost it; entry locks given up: %d", seen, kept, lost, timeouts)
+	if lost > timeouts {
+		t.Errorf("%d updates lost, only %d of them explained by a lock given up", lost, timeouts)
+	}
 	if seen != prRounds {
 		t.Errorf("%d connections listed, want %d:\n%s", seen, prRounds, res.Stdout)
 	}
 }
 
 // prLockTimeouts returns fw's xfw_conntrack_lock_timeouts_total sample
-// (xfw metrics), or why there is none.
-func prLockTimeouts(t *testing.T, fw, bin string) string {
+// (xfw metrics).
+func prLockTimeouts(t *testing.T, fw, bin string) int {
 	t.Helper()
 	res, err := nettest.Exec(fw, bin, "metrics")
 	if err != nil || res.ExitCode != 0 {
-		return fmt.Sprintf("xfw metrics: %v %+v", err, res)
+		t.Fatalf("xfw metrics: %v %+v", err, res)
 	}
 	for _, line := range strings.Split(res.Stdout, "\n") {
-		if strings.HasPrefix(line, "xfw_conntrack_lock_timeouts_total") {
-			return "entry locks given up: " + strings.TrimSpace(strings.TrimPrefix(line, "xfw_conntrack_lock_timeouts_total"))
+		if v, ok := strings.CutPrefix(line, "xfw_conntrack_lock_timeouts_total"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatalf("xfw metrics: %q: %v", line, err)
+			}
+			return n
 		}
 	}
-	return "xfw metrics has no xfw_conntrack_lock_timeouts_total"
+	t.Fatalf("xfw metrics has no xfw_conntrack_lock_timeouts_total:\n%s", res.Stdout)
+	return 0
 }
 
 // prMust runs a command in the test's own namespace (ip -n, ip netns exec).
