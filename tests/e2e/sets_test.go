@@ -113,14 +113,7 @@ func TestSetMatchAgainstKernel(t *testing.T) {
 			send("flushed")
 			res := ipsetCmd("destroy bl" + sfx)
 			o.destroy = fmt.Sprintf("exit %d: %s", res.ExitCode, strings.TrimSpace(res.Stderr))
-			var cs []string
-			for k, c := range counters(t, fw.save(t, tp, fam)) {
-				if strings.Contains(k, "match-set") {
-					cs = append(cs, fmt.Sprintf("%s=%d", k, c.packets))
-				}
-			}
-			slices.Sort(cs)
-			o.counters = strings.Join(cs, "\n")
+			o.counters = matchSetCounters(t, tp, fw, fam)
 			out[fam] = o
 		}
 		return out
@@ -129,22 +122,9 @@ func TestSetMatchAgainstKernel(t *testing.T) {
 	xfw := run("xfw")
 	for _, fam := range []int{4, 6} {
 		k, x := kernel[fam], xfw[fam]
-		// The kernel's own outcome must exercise both verdicts, or this
-		// test could not tell a broken set match from a working one.
-		all := strings.Join(k.steps, " ")
-		if !strings.Contains(all, ":true") || !strings.Contains(all, ":false") {
-			t.Fatalf("IPv%d: the kernel's outcomes do not vary: %v", fam, k.steps)
-		}
-		for i := range k.steps {
-			if i >= len(x.steps) || x.steps[i] != k.steps[i] {
-				t.Errorf("IPv%d: step %d: kernel %q, xfw %q", fam, i, k.steps[i], x.steps[i])
-			}
-		}
+		compareSetOutcomes(t, fam, k.steps, x.steps, k.counters, x.counters)
 		if k.destroy != x.destroy {
 			t.Errorf("IPv%d: destroying a set in use: kernel %q, xfw %q", fam, k.destroy, x.destroy)
-		}
-		if k.counters != x.counters {
-			t.Errorf("IPv%d: counters:\nkernel:\n%s\nxfw:\n%s", fam, k.counters, x.counters)
 		}
 	}
 	t.Run("types", func(t *testing.T) { setTypesAgainstKernel(t, bin) })
@@ -334,5 +314,43 @@ COMMIT
 		if all < uint64(len(steps)) || drops != uint64(dropped) {
 			t.Errorf("IPv%d: counters: %d datagrams counted (want at least %d), %d dropped by the set rules (want %d):\n%v", fam, all, len(steps), drops, dropped, cs)
 		}
+	}
+}
+
+// matchSetCounters returns the packet counters of fw's -m set rules as
+// sorted "rule=packets" lines.
+func matchSetCounters(t *testing.T, tp *nettest.Topology, fw firewall, fam int) string {
+	t.Helper()
+	var cs []string
+	for k, c := range counters(t, fw.save(t, tp, fam)) {
+		if strings.Contains(k, "match-set") {
+			cs = append(cs, fmt.Sprintf("%s=%d", k, c.packets))
+		}
+	}
+	slices.Sort(cs)
+	return strings.Join(cs, "\n")
+}
+
+// compareSetOutcomes compares the twins' outcomes of each step ("name:
+// verdict" strings) and their -m set counters. The kernel's own outcomes
+// must hold both verdicts, or the test could not tell a broken set match
+// from a working one.
+func compareSetOutcomes(t *testing.T, fam int, kernelSteps, xfwSteps []string, kernelCounters, xfwCounters string) {
+	t.Helper()
+	all := strings.Join(kernelSteps, " ")
+	if !strings.Contains(all, ":true") || !strings.Contains(all, ":false") {
+		t.Fatalf("IPv%d: the kernel's outcomes do not vary: %v", fam, kernelSteps)
+	}
+	for i := range kernelSteps {
+		if i >= len(xfwSteps) || xfwSteps[i] != kernelSteps[i] {
+			x := "(none)"
+			if i < len(xfwSteps) {
+				x = xfwSteps[i]
+			}
+			t.Errorf("IPv%d: step %d: kernel %q, xfw %q", fam, i, kernelSteps[i], x)
+		}
+	}
+	if kernelCounters != xfwCounters {
+		t.Errorf("IPv%d: counters:\nkernel:\n%s\nxfw:\n%s", fam, kernelCounters, xfwCounters)
 	}
 }
