@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"net/netip"
 	"strings"
 	"testing"
 
@@ -81,22 +80,11 @@ func TestListSetLateMembersAgainstKernel(t *testing.T) {
 			}
 			fw.restore(t, tp, fam, rules)
 
-			var servers []*nettest.UDPServer
-			for _, port := range listLatePorts {
-				servers = append(servers, nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(sink, port)))
-			}
+			probe := setStepProbe(t, tp, sink, listLatePorts)
 			var o outcome
 			send := func(step string) {
 				t.Helper()
-				for _, port := range listLatePorts {
-					nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(sink, port), []byte(step))
-				}
-				var got []string
-				for i, srv := range servers {
-					_, ok := srv.WaitFor(func(d nettest.Datagram) bool { return string(d.Payload) == step }, arrivalWait)
-					got = append(got, fmt.Sprintf("%d:%v", listLatePorts[i], ok))
-				}
-				o.steps = append(o.steps, step+" "+strings.Join(got, " "))
+				o.steps = append(o.steps, probe(step))
 			}
 			send("initial")
 			ipset(fmt.Sprintf("add ls%[1]s m%[1]s", sfx))

@@ -87,22 +87,11 @@ func TestSetMatchAgainstKernel(t *testing.T) {
 			rules := strings.ReplaceAll(strings.ReplaceAll(setRules, "match-set bl ", "match-set bl"+sfx+" "), "match-set al ", "match-set al"+sfx+" ")
 			fw.restore(t, tp, fam, rules)
 
-			var servers []*nettest.UDPServer
-			for _, port := range setPorts {
-				servers = append(servers, nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(sink, port)))
-			}
+			probe := setStepProbe(t, tp, sink, setPorts)
 			var o outcome
 			send := func(step string) {
 				t.Helper()
-				for _, port := range setPorts {
-					nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(sink, port), []byte(step))
-				}
-				var got []string
-				for i, srv := range servers {
-					_, ok := srv.WaitFor(func(d nettest.Datagram) bool { return string(d.Payload) == step }, arrivalWait)
-					got = append(got, fmt.Sprintf("%d:%v", setPorts[i], ok))
-				}
-				o.steps = append(o.steps, step+" "+strings.Join(got, " "))
+				o.steps = append(o.steps, probe(step))
 			}
 			send("initial")
 			mustIpset(fmt.Sprintf("del bl%s %s", sfx, gen))
@@ -352,5 +341,28 @@ func compareSetOutcomes(t *testing.T, fam int, kernelSteps, xfwSteps []string, k
 	}
 	if kernelCounters != xfwCounters {
 		t.Errorf("IPv%d: counters:\nkernel:\n%s\nxfw:\n%s", fam, kernelCounters, xfwCounters)
+	}
+}
+
+// setStepProbe starts a UDP server on each of sink's ports and returns a
+// probe of one step: it sends the step's name from gen to every port and
+// returns "step port:arrived ..." in the ports' order.
+func setStepProbe(t *testing.T, tp *nettest.Topology, sink netip.Addr, ports []uint16) func(step string) string {
+	t.Helper()
+	var servers []*nettest.UDPServer
+	for _, port := range ports {
+		servers = append(servers, nettest.StartUDPServer(t, tp.SinkNS, netip.AddrPortFrom(sink, port)))
+	}
+	return func(step string) string {
+		t.Helper()
+		for _, port := range ports {
+			nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(sink, port), []byte(step))
+		}
+		var got []string
+		for i, srv := range servers {
+			_, ok := srv.WaitFor(func(d nettest.Datagram) bool { return string(d.Payload) == step }, arrivalWait)
+			got = append(got, fmt.Sprintf("%d:%v", ports[i], ok))
+		}
+		return step + " " + strings.Join(got, " ")
 	}
 }
