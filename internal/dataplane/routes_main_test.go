@@ -47,14 +47,7 @@ func TestRouteEntries4(t *testing.T) {
 		key6(t, "10.1.3.0/24"): {Plen: 7, MTU: 1200, Ifindex: 3, Fam: 4},
 		key6(t, "10.3.0.0/16"): {Plen: 7, MTU: ipMaxMTU, Ifindex: 0, Fam: 4},
 	}
-	if len(got) != len(want) {
-		t.Errorf("%d entries, want %d: %v", len(got), len(want), got)
-	}
-	for k, w := range want {
-		if g, ok := got[k]; !ok || g != w {
-			t.Errorf("%s: %+v (present %v), want %+v", lpmKey6Prefix(k), g, ok, w)
-		}
-	}
+	compareRouteEntries(t, got, want)
 	if n := len(routeEntries4(routes[:1], 7)); n != 0 {
 		t.Errorf("no route with an mtu: %d entries, want none", n)
 	}
@@ -72,6 +65,19 @@ func TestRouteEntries6(t *testing.T) {
 		key6(t, "fd01::/64"): {Plen: ipv6HostPlen, MTU: 1300, Ifindex: 3, Fam: 6}, // on-link: a host clone
 		key6(t, "fd02::/64"): {Plen: 64, MTU: ip6MaxMTU, Ifindex: 2, Fam: 6},
 	}
+	compareRouteEntries(t, got, want)
+	if p := mappedPlen(got); p != 0 {
+		t.Errorf("IPv4-mapped addresses' prefix length %d, want the default route's 0", p)
+	}
+	if p := mappedPlen(routeEntries6(routes[1:])); p != ipv6HostPlen {
+		t.Errorf("IPv4-mapped addresses without a route: prefix length %d, want %d", p, ipv6HostPlen)
+	}
+}
+
+// compareRouteEntries reports every entry of got that differs from want,
+// and a different count.
+func compareRouteEntries(t *testing.T, got, want map[lpmKey6]routeVal) {
+	t.Helper()
 	if len(got) != len(want) {
 		t.Errorf("%d entries, want %d: %v", len(got), len(want), got)
 	}
@@ -79,11 +85,5 @@ func TestRouteEntries6(t *testing.T) {
 		if g, ok := got[k]; !ok || g != w {
 			t.Errorf("%s: %+v (present %v), want %+v", lpmKey6Prefix(k), g, ok, w)
 		}
-	}
-	if p := mappedPlen(got); p != 0 {
-		t.Errorf("IPv4-mapped addresses' prefix length %d, want the default route's 0", p)
-	}
-	if p := mappedPlen(routeEntries6(routes[1:])); p != ipv6HostPlen {
-		t.Errorf("IPv4-mapped addresses without a route: prefix length %d, want %d", p, ipv6HostPlen)
 	}
 }
