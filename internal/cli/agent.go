@@ -336,11 +336,10 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 			}
 		case <-routeSettled:
 			routeSettled = nil
-			if err := dataplane.RefreshRoutes(); err != nil {
-				a.logOnce("route change: copy the routes: %v", err)
-			}
+			// RefreshLocal copies the main table's routes too
+			// (fillRateLimits).
 			if err := dataplane.RefreshLocal(); err != nil {
-				a.logf("route change: refresh the local table: %v", err)
+				a.logf("route change: refresh the local table and the routes: %v", err)
 			}
 		case <-mcEvents:
 			mcAgain = a.refreshGroups()

@@ -66,18 +66,6 @@ func fillRoutes(m *ebpf.Map) error {
 	return nil
 }
 
-// RefreshRoutes copies the main table's routes into the running state's
-// map (the agent, on route changes; commands copy them when the routes
-// changed since the last copy).
-func RefreshRoutes() error {
-	cur, err := currentOwn()
-	if err != nil || cur == nil {
-		return err
-	}
-	defer cur.Close()
-	return fillRoutes(cur.maps[rateRoute6Map])
-}
-
 // routeDst is r's destination (the default route's is nil) in family fam.
 func routeDst(r netlink.Route, fam int) *net.IPNet {
 	if r.Dst != nil {
