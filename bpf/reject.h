@@ -306,10 +306,11 @@ static __always_inline int xfw_rj_rst4_partial(struct __sk_buff *skb, struct xfw
 __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p, __u32 type)
 {
 	__u32 keep, hdrs, off = 0, len = 0, cs, slot = XFW_RJ_SLOT_TC;
+	__u64 sum = 0, now = bpf_ktime_get_ns();
 	struct xfw_rj_scratch *sc;
+	struct xfw_rl_cfg *rl;
 	void *data, *data_end;
 	struct xfw_rj *r;
-	__u64 sum = 0;
 	__u8 *ih;
 	int kind, v6, routed, whole;
 
@@ -340,9 +341,20 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 	}
 	if (!xfw_rj_csum_ok_tc(skb, p, whole))
 		return TC_ACT_SHOT;
+	/* icmp_send's rate limits (reject_rate.h): an IPv4 error about a
+	 * packet in OUTPUT (no device yet) asks the global bucket first;
+	 * IPv6's are never limited (nf_send_unreach6 gives the packet the
+	 * loopback device, which icmp6_send exempts). */
+	rl = kind == XFW_RJK_ICMP4 ? xfw_rl_limited(r->type, r->code, 0) : 0;
+	if (rl && !xfw_rl_global_allow(rl, now))
+		return TC_ACT_SHOT;
 	routed = !xfw_rj_for_host(r->daddr, v6);
 	if (routed && xfw_rj_tc_route(skb, r, &sc->fib, v6,
 				      kind == XFW_RJK_ICMP4 || kind == XFW_RJK_ICMP6))
+		return TC_ACT_SHOT;
+	/* Then, its route found, the destination's bucket (a reply for the
+	 * host itself leaves by lo: exempt) and the global credit. */
+	if (rl && !xfw_rl_spend(rl, r->daddr, 0, !routed, now))
 		return TC_ACT_SHOT;
 	/* An ICMPv6 error for the host itself about a packet to another
 	 * host: icmp6_send leaves the source to the route back, whose
