@@ -72,7 +72,9 @@
  *    sending socket set (none for a raw socket's own header).
  *  - ICMP errors are rate-limited with the kernel's buckets and sysctls
  *    (reject_rate.h), whose random costs make counts agree statistically;
- *    replies to packets that arrived on lo and OUTPUT replies are not.
+ *    as in the kernel, replies to packets that arrived on lo and IPv6
+ *    OUTPUT replies are not, and IPv4 OUTPUT replies for the host itself
+ *    only by the global bucket (xfw_rj_tc).
  *  - A packet to an IPv4 broadcast address (limited, or a subnet-directed
  *    one the local table has, also in a unicast frame) or a multicast one
  *    gets no ICMP error, as in the kernel.
