@@ -32,7 +32,11 @@
  *       another host's source); one for the host itself leaves by lo.
  *     - IPv6 OUTPUT replies: none, no credit taken (nf_send_unreach6
  *       gives a packet without a device the loopback device, which
- *       icmp6_send exempts like one that arrived on lo).
+ *       icmp6_send exempts like one that arrived on lo), but for packets
+ *       that have their device before OUTPUT, the stack's neighbour
+ *       discovery messages (ndisc_alloc_skb): the global bucket (the
+ *       error, for the host itself, leaves by lo; reject.h
+ *       xfw_rj_out_dev6).
  *
  * Conventions:
  *  - Time is bpf_ktime_get_ns(): the kernel counts jiffies; the buckets

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -21,8 +22,10 @@ import (
 // global bucket's credits (the packet has no device yet), and the
 // destination's bucket too unless the reply leaves by lo (a reply for fw
 // itself does; one for another host, about a packet fw sent with that
-// host's source, does not); IPv6 OUTPUT replies are never limited
-// (nf_send_unreach6 gives the packet the loopback device). Floods of fw's
+// host's source, does not); IPv6 OUTPUT replies are not limited
+// (nf_send_unreach6 gives a packet without a device the loopback device)
+// unless the packet had its device already: the stack's neighbour
+// advertisements (the global bucket). Floods of fw's
 // own datagrams, alone or beside a flood of gen's into INPUT, count the
 // replies that reach fw through lo (a counting rule in lo's INPUT) and gen.
 // The global bucket's costs are random (0 to 2 credits a message), so the
@@ -56,6 +59,7 @@ const creditRules = `*filter
 -A INPUT -p udp --dport 7300 -j REJECT
 -A INPUT -i lo -p udp --dport 7301 -j REJECT
 -A OUTPUT -p udp --dport 7302 -j REJECT
+NA-REJECT
 COMMIT
 `
 
@@ -66,6 +70,7 @@ const (
 	creditToSelf  creditFlow = iota // to its own address, through lo (INPUT -i lo)
 	creditToGen                     // to gen (OUTPUT): errors for fw itself
 	creditSpoofed                   // to gen with gen's source (OUTPUT): errors for gen
+	creditNA                        // gen's neighbour solicitations: fw's advertisements (OUTPUT, IPv6)
 )
 
 // creditPhase is one flood of fw's, with or without gen's beside it.
@@ -89,13 +94,14 @@ type creditSeen struct {
 var creditPhases = []creditPhase{
 	{name: "output for another host", ratelimit: 1000, flow: creditSpoofed},
 	{name: "output for fw itself", ratelimit: 1000, flow: creditToGen},
+	{name: "neighbour advertisements", ratelimit: 1000, flow: creditNA},
 	{name: "through lo beside gen's", flow: creditToSelf, gen: true},
 	{name: "output beside gen's", flow: creditToGen, gen: true},
 }
 
 // TestRejectCreditAgainstKernel compares the rate limits of OUTPUT replies
-// and of replies to packets that arrived on lo (xfw_rj_tc and xfw_rj_xdp
-// in bpf/reject.h, xfw_rl_spend in bpf/reject_rate.h).
+// and of replies to packets that arrived on lo (xfw_rj_tc, xfw_rj_out_dev6
+// and xfw_rj_xdp in bpf/reject.h, xfw_rl_spend in bpf/reject_rate.h).
 func TestRejectCreditAgainstKernel(t *testing.T) {
 	twinsPerFamily(t, rejectCreditAgainstKernel)
 }
@@ -106,10 +112,18 @@ func rejectCreditAgainstKernel(t *testing.T, tw *twins, fam int) {
 		icmpErr = "ipv6-icmp -m icmp6 --icmpv6-type 1"
 	}
 	rules := strings.ReplaceAll(creditRules, "ICMP-ERR", icmpErr)
+	na := "-A OUTPUT -p ipv6-icmp -m icmp6 --icmpv6-type 136 -j REJECT"
+	if fam == 4 {
+		na = ""
+	}
+	rules = strings.ReplaceAll(rules, "NA-REJECT\n", na+"\n")
 	for _, kind := range []string{"kernel", "xfw"} {
 		tp, fw := tw.tps[kind], tw.fws[kind]
 		nettest.MustExec(t, tp.FwNS, "ip", "link", "set", "lo", "up")
 		for _, ph := range creditPhases {
+			if ph.flow == creditNA && fam == 4 {
+				continue
+			}
 			seen := creditRun(t, tp, fw, fam, rules, ph)
 			t.Logf("%s, %s: fw sent %d, gen %d in %.2fs; %d errors through lo, %d at gen",
 				kind, ph.name, seen.sentFw, seen.sentGen, seen.elapsed, seen.atLo, seen.atGen)
@@ -143,9 +157,20 @@ func creditRun(t *testing.T, tp *nettest.Topology, fw firewall, fam int, rules s
 			fwPkts[i] = nettest.UDPPacket(netip.AddrPortFrom(fwAddr, sport), netip.AddrPortFrom(gen, creditPortOut), []byte("out"))
 		case creditSpoofed:
 			fwPkts[i] = nettest.UDPPacket(netip.AddrPortFrom(gen, sport), netip.AddrPortFrom(gen, creditPortOut), []byte("spoofed"))
+		case creditNA:
+			fwPkts[i] = creditSolicitation(fwAddr, tp.Gen.MAC)
 		}
 	}
-	fwSock := creditSocket(t, tp.FwNS, fam)
+	fwDst := gen
+	if ph.flow == creditToSelf || ph.flow == creditNA {
+		fwDst = fwAddr
+	}
+	var fwSock int
+	if ph.flow == creditNA {
+		fwSock = creditNDSocket(t, tp.GenNS, gen)
+	} else {
+		fwSock = creditSocket(t, tp.FwNS, fam)
+	}
 	var genSock int
 	var genPkts [][]byte
 	if ph.gen {
@@ -165,11 +190,11 @@ func creditRun(t *testing.T, tp *nettest.Topology, fw firewall, fam int, rules s
 	go func() {
 		var err error
 		if ph.gen {
-			seen.sentGen, err = creditFlood(genSock, genPkts)
+			seen.sentGen, err = creditFlood(genSock, genPkts, fwAddr)
 		}
 		genDone <- err
 	}()
-	sent, err := creditFlood(fwSock, fwPkts)
+	sent, err := creditFlood(fwSock, fwPkts, fwDst)
 	seen.sentFw = sent
 	if gerr := <-genDone; err == nil {
 		err = gerr
@@ -213,17 +238,52 @@ func creditSocket(t *testing.T, ns string, fam int) int {
 	return fd
 }
 
-// creditFlood sends the IP packets through fd, creditRate a second, and
-// returns how many it sent. A send refused with EPERM (the kernel's OUTPUT
-// REJECT drops the packet) counts as sent.
-func creditFlood(fd int, pkts [][]byte) (int, error) {
+// creditNDSocket opens a raw ICMPv6 socket in namespace ns bound to src,
+// hop limit 255 as neighbour discovery requires, closed at the test's end.
+func creditNDSocket(t *testing.T, ns string, src netip.Addr) int {
+	t.Helper()
+	fd := -1
+	err := nettest.InNamespace(ns, func() error {
+		var err error
+		if fd, err = unix.Socket(unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMPV6); err != nil {
+			return err
+		}
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_UNICAST_HOPS, 255); err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrInet6{Addr: src.As16()})
+	})
+	if err != nil {
+		t.Fatalf("ICMPv6 socket in %s: %v", ns, err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
+}
+
+// creditSolicitation returns a neighbour solicitation for target with the
+// sender's link-layer address (the kernel's ICMPv6 socket fills in the
+// checksum).
+func creditSolicitation(target netip.Addr, mac net.HardwareAddr) []byte {
+	const nsType, optSrcLL, optUnits = 135, 1, 1 // RFC 4861 4.3, 4.6.1
+	msg := make([]byte, 8, 8+16+8)
+	msg[0] = nsType
+	msg = append(msg, target.AsSlice()...)
+	msg = append(msg, optSrcLL, optUnits)
+	return append(msg, mac...)
+}
+
+// creditFlood sends the packets (whole IP packets, or ICMPv6 messages on
+// an ICMPv6 socket) to dst through fd, creditRate a second, and returns
+// how many it sent. A send refused with EPERM (the kernel's OUTPUT REJECT
+// drops the packet) counts as sent.
+func creditFlood(fd int, pkts [][]byte, dst netip.Addr) (int, error) {
 	gap := time.Second / creditRate
 	next := time.Now()
+	var sa unix.Sockaddr = &unix.SockaddrInet6{Addr: dst.As16()}
+	if dst.Is4() {
+		sa = &unix.SockaddrInet4{Addr: dst.As4()}
+	}
 	for i, p := range pkts {
-		var sa unix.Sockaddr = &unix.SockaddrInet4{Addr: [4]byte(p[16:20])}
-		if p[0]>>4 == 6 {
-			sa = &unix.SockaddrInet6{Addr: [16]byte(p[24:40])}
-		}
 		if err := unix.Sendto(fd, p, 0, sa); err != nil && !errors.Is(err, unix.EPERM) {
 			return i, fmt.Errorf("send: %w", err)
 		}
@@ -277,6 +337,10 @@ func creditCheck(fam int, ph creditPhase, s creditSeen) error {
 		add(creditWithin("errors at gen", s.atGen, glo, ghi))
 	}
 	switch {
+	case ph.flow == creditNA:
+		// The stack's advertisements have their device before OUTPUT:
+		// the global bucket (lo spares the destination's).
+		add(creditWithin("errors through lo", s.atLo, glo, ghi))
 	case ph.flow == creditToSelf || fam == 6:
 		// Through lo, and IPv6 OUTPUT: never limited.
 		want := s.sentFw
