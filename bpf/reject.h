@@ -72,7 +72,10 @@
  *    sending socket set (none for a raw socket's own header).
  *  - ICMP errors are rate-limited with the kernel's buckets and sysctls
  *    (reject_rate.h), whose random costs make counts agree statistically;
- *    replies to packets that arrived on lo and OUTPUT replies are not.
+ *    as in the kernel, replies to packets that arrived on lo and IPv6
+ *    OUTPUT replies are not (but those about the stack's neighbour
+ *    discovery messages), and OUTPUT replies for the host itself only by
+ *    the global bucket (xfw_rj_tc).
  *  - A packet to an IPv4 broadcast address (limited, or a subnet-directed
  *    one the local table has, also in a unicast frame) or a multicast one
  *    gets no ICMP error, as in the kernel.
@@ -109,7 +112,8 @@
  * This file holds the per-hook entry points, which reshape the frame
  * (step 2) between the two.
  *
- * Includes: common.h, parse.h, local.h and the parts above.
+ * Includes: common.h, parse.h, local.h, owner.h (xfw_sk_kernel) and the
+ * parts above.
  */
 #ifndef XFW_REJECT_H
 #define XFW_REJECT_H
@@ -133,6 +137,7 @@
 #include "reject_route.h"
 #include "reject_send.h"
 #include "reject_opts.h"
+#include "owner.h"
 
 /* xfw_rj_xdp_out sends the reply built in ctx's frame: out of device out
  * when a loopback reply was routed (xfw_rj_lo_route), back to loopback, or
@@ -300,16 +305,35 @@ static __always_inline int xfw_rj_rst4_partial(struct __sk_buff *skb, struct xfw
 	return 0;
 }
 
+/* ICMPv6 informational messages start at type 128 (errors below). */
+#define XFW_RJ_ICMP6_INFO_MIN 128
+
+/* xfw_rj_out_dev6 reports whether the IPv6 packet in skb (parsed into p),
+ * judged in OUTPUT, had its device before OUTPUT, which exposes an ICMPv6
+ * error about it to icmp6_send's rate limits (found against the kernel:
+ * REJECTed neighbour advertisements): the stack's neighbour discovery
+ * messages (ndisc_alloc_skb sets skb->dev), told by their kind, ICMPv6
+ * informational messages from a kernel socket (of the others, the ICMPv6
+ * socket's echo replies get no error at all, xfw.c xfw_tc_stack_reply,
+ * and MLD's go to multicast groups, which get none either). A process's
+ * socket's packets have no device there. */
+static __always_inline int xfw_rj_out_dev6(struct __sk_buff *skb, const struct xfw_pkt *p)
+{
+	return p->proto == IPPROTO_ICMPV6 && p->icmp <= 0xffff &&
+	       (p->icmp >> 8) >= XFW_RJ_ICMP6_INFO_MIN && xfw_sk_kernel(skb);
+}
+
 /* xfw_rj_tc builds the reply to a locally generated packet judged in
  * OUTPUT: one for the host itself stays in the skb (XFW_RJ_TC_LOCAL); one
  * for another host is routed out (xfw_rj_tc_route). */
 __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p, __u32 type)
 {
 	__u32 keep, hdrs, off = 0, len = 0, cs, slot = XFW_RJ_SLOT_TC;
+	__u64 sum = 0, now = bpf_ktime_get_ns();
 	struct xfw_rj_scratch *sc;
+	struct xfw_rl_cfg *rl;
 	void *data, *data_end;
 	struct xfw_rj *r;
-	__u64 sum = 0;
 	__u8 *ih;
 	int kind, v6, routed, whole;
 
@@ -340,9 +364,25 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 	}
 	if (!xfw_rj_csum_ok_tc(skb, p, whole))
 		return TC_ACT_SHOT;
+	/* icmp_send's rate limits (reject_rate.h): an IPv4 error about a
+	 * packet in OUTPUT (no device yet) asks the global bucket first; an
+	 * IPv6 one only about a packet that has its device already
+	 * (xfw_rj_out_dev6), else nf_send_unreach6 gives it the loopback
+	 * device, which icmp6_send exempts. */
+	rl = 0;
+	if (kind == XFW_RJK_ICMP4 || (kind == XFW_RJK_ICMP6 && xfw_rj_out_dev6(skb, p)))
+		rl = xfw_rl_limited(r->type, r->code, v6);
+	if (rl && !xfw_rl_global_allow(rl, now))
+		return TC_ACT_SHOT;
 	routed = !xfw_rj_for_host(r->daddr, v6);
 	if (routed && xfw_rj_tc_route(skb, r, &sc->fib, v6,
 				      kind == XFW_RJK_ICMP4 || kind == XFW_RJK_ICMP6))
+		return TC_ACT_SHOT;
+	/* Then, its route found, the destination's bucket (a reply for the
+	 * host itself leaves by lo: exempt; so does every IPv6 one here, the
+	 * stack's message coming from the host's own address) and the
+	 * global credit. */
+	if (rl && !xfw_rl_spend(rl, r->daddr, 0, !routed || v6, now))
 		return TC_ACT_SHOT;
 	/* An ICMPv6 error for the host itself about a packet to another
 	 * host: icmp6_send leaves the source to the route back, whose

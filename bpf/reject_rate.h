@@ -18,6 +18,25 @@
  *    limited (IPv4: never "fragmentation needed", nor types above
  *    NR_ICMP_TYPES); TCP resets are never limited (nf_send_reset, like
  *    tcp_v4_send_reset, has no limit).
+ *  - which replies (icmp_send skips every limit, and takes no credit, when
+ *    the offending packet's device is loopback; icmpv4_xrlim_allow and
+ *    icmpv6_xrlim_allow skip the destination's bucket, not the global
+ *    credit, when the reply's route leaves by loopback). Measured on
+ *    Linux 6.18 with iptables-legacy (tests/e2e/rejectcredit_test.go):
+ *     - INPUT and FORWARD replies (reject_send.h): both buckets.
+ *     - replies to packets that arrived on lo (an INPUT REJECT of the
+ *       host's own packet; reject.h xfw_rj_xdp): none, no credit taken.
+ *     - IPv4 OUTPUT replies (reject.h xfw_rj_tc; the packet has no device
+ *       yet at LOCAL_OUT): the global bucket, and the destination's too
+ *       when the reply is routed out (a packet the host sent with
+ *       another host's source); one for the host itself leaves by lo.
+ *     - IPv6 OUTPUT replies: none, no credit taken (nf_send_unreach6
+ *       gives a packet without a device the loopback device, which
+ *       icmp6_send exempts like one that arrived on lo), but for packets
+ *       that have their device before OUTPUT, the stack's neighbour
+ *       discovery messages (ndisc_alloc_skb): the global bucket (the
+ *       error, for the host itself, leaves by lo; reject.h
+ *       xfw_rj_out_dev6).
  *
  * Conventions:
  *  - Time is bpf_ktime_get_ns(): the kernel counts jiffies; the buckets
@@ -196,6 +215,15 @@ static __always_inline void xfw_rl_global_consume(void)
 		__sync_fetch_and_add(&g->credit, -n);
 }
 
+/* xfw_rl_limited returns the sysctls when an ICMP error of type/code is
+ * rate-limited at all (xfw_rl_masked), else 0. */
+static __always_inline struct xfw_rl_cfg *xfw_rl_limited(__u8 type, __u8 code, int v6)
+{
+	struct xfw_rl_cfg *c = xfw_rl_config();
+
+	return c && xfw_rl_masked(c, type, code, v6) ? c : 0;
+}
+
 /* xfw_rl_v6_cost returns an ICMPv6 error's cost to the destination a:
  * net.ipv6.icmp.ratelimit, less for a destination on a wider route. */
 static __always_inline __u64 xfw_rl_v6_cost(const struct xfw_rl_cfg *c, const __u32 *a)
@@ -250,6 +278,20 @@ static __always_inline int xfw_rl_peer_allow(const struct xfw_rl_cfg *c, const _
 	}
 	p->tokens = token;
 	return rc;
+}
+
+/* xfw_rl_spend is the rest of icmpv4_xrlim_allow / icmpv6_xrlim_allow once
+ * the global bucket allowed a limited message (xfw_rl_global_allow) and
+ * its route was found: the bucket of its destination a (network byte
+ * order; IPv4 in a[0]) unless the route leaves by loopback (lo), then the
+ * global credit. Returns whether the message may be sent. */
+static __always_inline int xfw_rl_spend(const struct xfw_rl_cfg *c, const __u32 *a, int v6, int lo,
+					__u64 now)
+{
+	if (!lo && !xfw_rl_peer_allow(c, a, v6, now))
+		return 0;
+	xfw_rl_global_consume();
+	return 1;
 }
 
 #endif /* XFW_REJECT_RATE_H */

@@ -240,8 +240,8 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif, __u3
 	/* icmp_send / icmp6_send: the global bucket first (a message it
 	 * refuses is not even routed), then the route, then the
 	 * destination's bucket, and the global credit is spent last. */
-	cfg = xfw_rl_config();
-	if (icmp && cfg && xfw_rl_masked(cfg, l4[0], l4[1], v6)) {
+	cfg = icmp ? xfw_rl_limited(l4[0], l4[1], v6) : 0;
+	if (cfg) {
 		if (!xfw_rl_global_allow(cfg, now))
 			return TC_ACT_SHOT;
 		limited = 1;
@@ -257,11 +257,8 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif, __u3
 		fib.ifindex = iif;
 	else if (rc != BPF_FIB_LKUP_RET_SUCCESS)
 		return TC_ACT_SHOT;
-	if (limited) {
-		if (!xfw_rl_peer_allow(cfg, dst, v6, now))
-			return TC_ACT_SHOT;
-		xfw_rl_global_consume();
-	}
+	if (limited && !xfw_rl_spend(cfg, dst, v6, 0, now))
+		return TC_ACT_SHOT;
 	*oif = fib.ifindex;
 	/* IPv6: the hop limit of the route's device (the XDP hook could
 	 * only guess it); no checksum covers it. */
