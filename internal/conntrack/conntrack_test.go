@@ -42,6 +42,12 @@ func TestFormat(t *testing.T) {
 		{"sctp established", Conn{Proto: 132, Src: lo4, Dst: lo4, SPort: 40000, DPort: 5000, TCPState: 4,
 			Status: StatusSeenReply | StatusAssured, Timeout: 209}, FormatOptions{},
 			"sctp     132 209 ESTABLISHED src=127.0.0.1 dst=127.0.0.1 sport=40000 dport=5000 src=127.0.0.1 dst=127.0.0.1 sport=5000 dport=40000 [ASSURED] mark=0 use=1\n"},
+		// GRE: the keys in hex (the kernel's listing of a version 1
+		// call, 0x1234, without the PPTP helper; version 0's are 0).
+		{"gre v1 unreplied", Conn{Proto: 47, Src: lo4, Dst: lo4, DPort: 0x1234, Timeout: 29}, FormatOptions{},
+			"gre      47 29 src=127.0.0.1 dst=127.0.0.1 srckey=0x0 dstkey=0x1234 [UNREPLIED] src=127.0.0.1 dst=127.0.0.1 srckey=0x1234 dstkey=0x0 mark=0 use=1\n"},
+		{"gre v0 assured", Conn{Proto: 47, Src: lo4, Dst: lo4, Status: StatusSeenReply | StatusAssured, Timeout: 179}, FormatOptions{},
+			"gre      47 179 src=127.0.0.1 dst=127.0.0.1 srckey=0x0 dstkey=0x0 src=127.0.0.1 dst=127.0.0.1 srckey=0x0 dstkey=0x0 [ASSURED] mark=0 use=1\n"},
 		{"sctp cookie_wait", Conn{Proto: 132, Src: lo4, Dst: lo4, SPort: 40001, DPort: 5000, TCPState: 2, Timeout: 2}, FormatOptions{},
 			"sctp     132 2 COOKIE_WAIT src=127.0.0.1 dst=127.0.0.1 sport=40001 dport=5000 [UNREPLIED] src=127.0.0.1 dst=127.0.0.1 sport=5000 dport=40001 mark=0 use=1\n"},
 		{"generic", Conn{Proto: 253, Src: lo4, Dst: lo4, Timeout: 599}, FormatOptions{},
