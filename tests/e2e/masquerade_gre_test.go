@@ -45,14 +45,60 @@ func greMasqStep(fromGen bool, gre []byte) func(*testing.T, *nettest.Topology) s
 		}
 		f, ok := capture.WaitFor(func(nettest.Captured) bool { return true }, 1500*time.Millisecond)
 		capture.Stop()
+		out := at + " saw nothing"
+		if ok {
+			out = fmt.Sprintf("%s saw %s to %s, call ID %s", at, natName(tp, f.Src), natName(tp, f.Dst), greCall(f.Payload))
+		}
+		return out
+	}
+}
+
+// greCall returns the call ID of GRE header p as text ("none" when it is
+// too short for one).
+func greCall(p []byte) string {
+	if len(p) < 8 {
+		return "none"
+	}
+	return fmt.Sprintf("%#x", binary.BigEndian.Uint16(p[6:8]))
+}
+
+// masqGRERuleset is TestMasqueradeGREAgainstKernel's ruleset (X: the
+// topology's subnet, OUT: fw's sink-side interface).
+const masqGRERuleset = natTableStart + `-A POSTROUTING -s 10.X.1.0/24 -o OUT -j MASQUERADE
+COMMIT
+*filter
+:INPUT ACCEPT [0:0]
+:FORWARD DROP [0:0]
+:OUTPUT ACCEPT [0:0]
+-A FORWARD -s 10.X.1.2/32 -m conntrack --ctstate NEW -j ACCEPT
+-A FORWARD -m conntrack --ctstate ESTABLISHED -j ACCEPT
+-A FORWARD -p icmp -m conntrack --ctstate RELATED -j ACCEPT
+COMMIT
+`
+
+// greMasqError has sink send fw's masquerading address a protocol
+// unreachable quoting the GRE header gre it got from there, and says
+// what came to gen.
+func greMasqError(gre []byte) func(*testing.T, *nettest.Topology) string {
+	return func(t *testing.T, tp *nettest.Topology) string {
+		inner := nettest.IPv4{Src: tp.FwOut.IPv4, Dst: tp.Sink.IPv4}.Packet(nettest.Raw{Proto: 47, Data: gre})
+		icmp := nettest.IPPacket(tp.Sink.IPv4, tp.FwOut.IPv4, nettest.ICMPv4{Type: nettest.ICMPv4DestUnreachable, Code: 2, Payload: inner})
+		atGen := nettest.StartCapture(t, tp.GenNS, tp.Gen.Ifname, func(c nettest.Captured) bool {
+			return !c.Outgoing && c.Protocol == nettest.ProtoICMP
+		})
+		defer atGen.Stop()
+		if err := tp.InjectFromSink(tp.SinkToFw().Frame(icmp)); err != nil {
+			t.Fatal(err)
+		}
+		e, ok := atGen.WaitFor(func(nettest.Captured) bool { return true }, 1500*time.Millisecond)
 		if !ok {
-			return at + " saw nothing"
+			return "gen got nothing"
 		}
-		call := "none"
-		if p := f.Payload; len(p) >= 8 {
-			call = fmt.Sprintf("%#x", binary.BigEndian.Uint16(p[6:8]))
+		out := fmt.Sprintf("gen got ICMP %d/%d from %s to %s", e.ICMPType, e.ICMPCode, natName(tp, e.Src), natName(tp, e.Dst))
+		if e.Inner != nil {
+			out += fmt.Sprintf(" quoting %s to %s, call ID %s", natName(tp, e.Inner.Src), natName(tp, e.Inner.Dst), greCall(e.Inner.Payload))
 		}
-		return fmt.Sprintf("%s saw %s to %s, call ID %s", at, natName(tp, f.Src), natName(tp, f.Dst), call)
+		return out
 	}
 }
 
@@ -60,6 +106,8 @@ func greMasqStep(fromGen bool, gre []byte) func(*testing.T, *nettest.Topology) s
 var masqGRESteps = []natStep{
 	{"gen's call 0x1234 masqueraded", greMasqStep(true, greV1(0x880b, 0x1234))},
 	{"the call's next packet masqueraded too", greMasqStep(true, greV1(0x880b, 0x1234))},
+	{"sink's protocol unreachable about the call comes back to gen", greMasqError(greV1(0x880b, 0x1234))},
+	{"one about another call does not", greMasqError(greV1(0x880b, 0x4321))},
 	{"sink's answer with its own call ID stays at fw", greMasqStep(false, greV1(0x880b, 0x9abc))},
 	{"gen's version 0 masqueraded", greMasqStep(true, []byte{0, 0, 0x08, 0x00, 0, 0, 0, 0})},
 	{"sink's call ID 0 answers it: translated back", greMasqStep(false, greV1(0x880b, 0))},
@@ -69,7 +117,7 @@ var masqGRESteps = []natStep{
 // TestMasqueradeGREAgainstKernel masquerades GRE version 1 calls and
 // version 0 (masqGRESteps) in twins.
 func TestMasqueradeGREAgainstKernel(t *testing.T) {
-	tw := masqTwins(t, masqAnyRuleset)
+	tw := masqTwins(t, masqGRERuleset)
 	if t.Failed() {
 		return
 	}
