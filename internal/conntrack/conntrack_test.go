@@ -194,6 +194,15 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"-L", "-p", "udp", "--orig-port-src=53", "--orig-port-dst", "54"}, Options{Cmd: CmdList, Filter: filter(func(f *Filter) {
 			f.Proto, f.SPort, f.DPort = 17, 53, 54
 		})}, ""},
+		// GRE's keys: accepted after -p gre, filtering nothing (the
+		// kernel's dump filter compares TCP's and UDP's ports only).
+		{[]string{"-L", "-p", "gre", "--dstkey", "0x1234", "--srckey=0", "--reply-key-src", "1", "--orig-key-dst", "2"},
+			Options{Cmd: CmdList, Filter: filter(func(f *Filter) { f.Proto = 47 })}, ""},
+		{[]string{"-D", "-p", "gre", "--orig-key-src", "7", "--reply-key-dst", "8"},
+			Options{Cmd: CmdDelete, Filter: filter(func(f *Filter) { f.Proto = 47 })}, ""},
+		{[]string{"-L", "-p", "gre", "--dstkey"}, Options{}, "option `--dstkey' requires an argument"},
+		{[]string{"-L", "-p", "tcp", "--dstkey", "5"}, Options{}, "unknown option `--dstkey'"},
+		{[]string{"-L", "--srckey", "5"}, Options{}, "unknown option `--srckey'"},
 		{[]string{"-L", "-o", "extended"}, Options{Cmd: CmdList, Filter: NewFilter(), Format: FormatOptions{Extended: true}}, ""},
 		{[]string{"-L", "-o", "bogus"}, Options{}, "Bad parameter `bogus'"},
 		{[]string{"-L", "--bogus"}, Options{}, "unknown option `--bogus'"},

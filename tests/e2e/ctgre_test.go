@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -180,19 +181,23 @@ func TestConntrackGREv1AgainstKernel(t *testing.T) {
 				drainFw(t, tp)
 				record(fw.save(t, tp, fam))
 			}
-			argv := []string{"conntrack", "-L", "-p", "gre"}
-			if fam == 6 {
-				argv = append(argv, "-f", "ipv6")
+			var lines []string
+			for _, filter := range greListFilters {
+				argv := append([]string{"conntrack", "-L", "-p", "gre"}, filter...)
+				if fam == 6 {
+					argv = append(argv, "-f", "ipv6")
+				}
+				if kind == "xfw" {
+					argv = append([]string{fw.bin}, argv...)
+				}
+				res, err := nettest.Exec(tp.FwNS, argv...)
+				if err != nil || res.ExitCode != 0 {
+					t.Errorf("%s: %v: %v %v", kind, argv, err, res)
+					return
+				}
+				lines = append(lines, fmt.Sprintf("%v:", filter))
+				lines = append(lines, greListing(res.Stdout, map[string]string{gen.String(): "GEN", sink.String(): "SINK"})...)
 			}
-			if kind == "xfw" {
-				argv = append([]string{fw.bin}, argv...)
-			}
-			res, err := nettest.Exec(tp.FwNS, argv...)
-			if err != nil || res.ExitCode != 0 {
-				t.Errorf("%s: %v: %v %v", kind, argv, err, res)
-				return
-			}
-			lines := greListing(res.Stdout, map[string]string{gen.String(): "GEN", sink.String(): "SINK"})
 			mu.Lock()
 			listings[kind] = lines
 			mu.Unlock()
@@ -244,6 +249,18 @@ func checkGREv1Premise(t *testing.T, k []map[string]counter) {
 			t.Errorf("kernel: %s counted %d, want %d (premise)", rule, last[rule].packets, n)
 		}
 	}
+}
+
+// greListFilters are the filters TestConntrackGREv1AgainstKernel lists
+// the connections with (after -L -p gre): none, and the original
+// direction's keys (conntrack's strtoul base 0: hex, octal, decimal).
+var greListFilters = [][]string{
+	nil,
+	{"--dstkey", "0x1234"},
+	{"--srckey", "0", "--dstkey", "4660"},
+	{"--orig-key-dst", "0115274"},
+	{"--orig-key-src", "0x0"},
+	{"--srckey", "1"},
 }
 
 // greListing returns conntrack -L's lines with the timeout (which ticks)
