@@ -41,8 +41,10 @@
  *    path are global functions, each verified once.
  *  - Sequence arithmetic is modulo 2^32 (xfw_before/xfw_after as the
  *    kernel's before()/after()).
- *  - Deliberate differences, documented in docs/differences.md: SCTP, DCCP and GRE are
- *    tracked as generic protocols; an ICMPv6 error quoting a packet with
+ *  - Deliberate differences, documented in docs/differences.md: DCCP is
+ *    tracked as a generic protocol (as by Linux 6.16 and later); GRE has
+ *    no PPTP helper's keymap (version 1's source key is 0, as in a
+ *    namespace without the helper); an ICMPv6 error quoting a packet with
  *    more than XFW_CT_INNER_EXTS extension headers, or whose transport
  *    header lies beyond the XFW_CT_BUF quoted bytes, is INVALID; checksums
  *    are not verified.

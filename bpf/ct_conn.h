@@ -107,6 +107,43 @@ static __always_inline int xfw_ct_ports(__u32 proto)
 	       proto == IPPROTO_SCTP;
 }
 
+/* GRE (nf_conntrack_proto_gre.c gre_pkt_to_tuple): version 1, PPTP's
+ * enhanced GRE, carrying PPP is keyed by its call ID, the tuple's
+ * destination key (the destination port's place in xfw's key); the source
+ * key comes from the PPTP helper's keymap, which xfw has not: 0, as in a
+ * namespace without the helper. Other versions, and a version 1 header
+ * too short for a call ID, have keys 0 (tracked by the addresses); version
+ * 1 carrying anything but PPP has no tuple: INVALID. */
+#define XFW_GRE_VERSION 0x07     /* the version: low bits of the second byte */
+#define XFW_GRE_VERSION_1 1
+#define XFW_GRE_PROTO_PPP 0x880b /* the protocol field, bytes 2-3 */
+#define XFW_GRE_V1_HLEN 8        /* flags, protocol, payload length, call ID */
+#define XFW_GRE_CALL_ID 6        /* the call ID's offset */
+
+/* xfw_gre_key returns the destination key of a GRE header of len bytes
+ * (at most those of XFW_GRE_V1_HLEN that are there) whose second byte,
+ * protocol and call ID are ver, proto and call: the call ID, 0, or -1 for
+ * INVALID. */
+static __always_inline int xfw_gre_key(__u32 len, __u32 ver, __u32 proto, __u32 call)
+{
+	if (len < 4 || (ver & XFW_GRE_VERSION) != XFW_GRE_VERSION_1)
+		return 0;
+	if (len < XFW_GRE_V1_HLEN)
+		return 0;
+	if (proto != XFW_GRE_PROTO_PPP)
+		return -1;
+	return call & 0xffff;
+}
+
+/* xfw_ct_gre_key is xfw_gre_key of the GRE header at off in b (a
+ * tracking buffer), of which len bytes are there. */
+static __always_inline int xfw_ct_gre_key(const __u8 *b, __u32 off, __u32 len)
+{
+	if (len < 4)
+		return 0;
+	return xfw_gre_key(len, b[xfw_ix(off + 1)], xfw_rd16(b, off + 2), xfw_rd16(b, off + XFW_GRE_CALL_ID));
+}
+
 /* xfw_ct_mkkey fills k for a packet from (shi,slo,sport) to (dhi,dlo,dport)
  * and returns 1 when the source is endpoint b. Endpoints are ordered, so
  * both directions share the key. */

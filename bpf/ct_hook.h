@@ -96,8 +96,9 @@ static __always_inline struct xfw_ct_scratch *xfw_ct_scratch_get(__u32 hook)
 }
 
 /* xfw_ct_copy_len returns how many bytes the hook copies into cs->buf for
- * p, and from which offset: the TCP header with options, or an ICMP
- * error's quoted packet. 0: nothing to copy. */
+ * p, and from which offset: the TCP header with options, the UDP, SCTP,
+ * GRE or ICMP query header, or an ICMP error's quoted packet. 0: nothing
+ * to copy. */
 static __always_inline __u32 xfw_ct_copy_len(struct xfw_pkt *p, __u32 *off)
 {
 	__u32 avail, t;
@@ -114,6 +115,9 @@ static __always_inline __u32 xfw_ct_copy_len(struct xfw_pkt *p, __u32 *off)
 	 * (ct_sctp.h). */
 	if (p->proto == IPPROTO_SCTP)
 		return avail < XFW_CT_BUF ? avail : XFW_CT_BUF;
+	/* GRE: up to version 1's call ID (xfw_ct_gre_key). */
+	if (p->proto == IPPROTO_GRE)
+		return avail < XFW_GRE_V1_HLEN ? avail : XFW_GRE_V1_HLEN;
 	if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6) {
 		t = p->icmp >> 8;
 		if (p->icmp > 0xffff)

@@ -145,6 +145,16 @@ __attribute__((noinline)) __u32 xfw_ct_quoted(struct xfw_pkt *p, struct xfw_ct_s
 			sport = xfw_rd16(b, hl);
 			dport = xfw_rd16(b, hl + 2);
 		}
+		if (proto == IPPROTO_GRE) {
+			/* The quoted header's call ID (an IPv4 error quotes 8
+			 * bytes at least); INVALID without a tuple. */
+			if (hl > XFW_CT_BUF - XFW_GRE_V1_HLEN)
+				return XFW_CTS_INVALID;
+			srcb = xfw_ct_gre_key(b, hl, cs->buflen > hl ? cs->buflen - hl : 0);
+			if (srcb < 0)
+				return XFW_CTS_INVALID;
+			dport = srcb;
+		}
 		srcb = xfw_ct_mkkey(&cs->key, p->fam, proto, shi, slo, sport, dhi, dlo, dport);
 		e = xfw_ct_find(&cs->key, now, &table);
 		if (!e) {

@@ -51,8 +51,8 @@ static __always_inline void xfw_ct_udp(struct xfw_ct_val *v, struct xfw_ct_cfg *
 	}
 }
 
-/* xfw_ct_gre: nf_conntrack_gre_packet (GRE is tracked by its addresses, as
- * the kernel tracks GRE version 0). status is before this packet: a
+/* xfw_ct_gre: nf_conntrack_gre_packet (GRE is keyed by its addresses and,
+ * version 1, its call ID: ct_conn.h xfw_ct_gre_key). status is before this packet: a
  * connection that has seen a reply gets the stream timeout and is
  * assured. */
 static __always_inline void xfw_ct_gre(struct xfw_ct_val *v, struct xfw_ct_cfg *cfg, __u64 now)
@@ -407,7 +407,7 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 	struct xfw_ct_cfg *cfg;
 	__u32 zero = 0, proto, dir, value, st, status;
 	__u64 now;
-	int table, srcb, r, locked, reqtype = -1, reply = 0, lo = -1;
+	int table, srcb, r, locked, reqtype = -1, reply = 0, lo = -1, gre = 0;
 
 	if (!p || !cs)
 		return XFW_CTS_INVALID;
@@ -472,6 +472,10 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		reqtype = xfw_icmp_query(p->fam, t, &reply);
 		if (reqtype < 0)
 			return XFW_CTS_INVALID; /* no inverse: cannot be tracked */
+	} else if (proto == IPPROTO_GRE) {
+		gre = xfw_ct_gre_key(cs->buf, 0, cs->buflen);
+		if (gre < 0)
+			return XFW_CTS_INVALID;
 	} else if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) {
 		/* The other family's ICMP (IPv4 protocol 58, IPv6 protocol 1):
 		 * the kernel picks the ICMP or ICMPv6 tracker by protocol
@@ -497,7 +501,7 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 				    p->dst_hi, p->dst_lo, p->dport);
 	} else {
 		srcb = xfw_ct_mkkey(&cs->key, p->fam, proto, p->src_hi, p->src_lo, 0,
-				    p->dst_hi, p->dst_lo, 0);
+				    p->dst_hi, p->dst_lo, gre);
 	}
 	if (mode == XFW_CTM_LOOPCOPY)
 		return xfw_ct_loopcopy(p, cs, reqtype >= 0 ? reply : -1, srcb, now);

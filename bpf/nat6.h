@@ -200,8 +200,8 @@ __attribute__((noinline)) int xfw_nat6_rewrite_tc(struct __sk_buff *skb, struct 
 /* xfw_nat6_quote_key fills np->fwd with the connection key of an ICMPv6
  * error's quoted packet q: TCP and UDP with their ports, an ICMPv6 echo
  * request or reply by its requester, identifier and code, another
- * protocol without ports (the quote's extension headers are not
- * skipped). Returns the key's endpoint order, XFW_NAT6_QK_ECHO or
+ * protocol without ports (GRE with its keys; the quote's extension
+ * headers are not skipped). Returns the key's endpoint order, XFW_NAT6_QK_ECHO or
  * _ECHOREPLY, or XFW_NAT6_QK_NONE. */
 static __always_inline __u32 xfw_nat6_quote_key(struct xfw_nat_pend *np, __u8 *q)
 {
@@ -209,6 +209,7 @@ static __always_inline __u32 xfw_nat6_quote_key(struct xfw_nat_pend *np, __u8 *q
 	__u64 shi = xfw_be64(q + 8), slo = xfw_be64(q + 16), dhi = xfw_be64(q + 24), dlo = xfw_be64(q + 32);
 	__u16 id = xfw_nat_rd16(q, XFW_NAT6_QUOTE_ID);
 	__u8 code = q[XFW_NAT6_QUOTE_PORTS + 1];
+	int key = 0;
 
 	if (xfw_ct_ports(proto))
 		return xfw_ct_mkkey(&np->fwd, 1, proto, shi, slo, xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS), dhi, dlo,
@@ -223,7 +224,14 @@ static __always_inline __u32 xfw_nat6_quote_key(struct xfw_nat_pend *np, __u8 *q
 	}
 	if (xfw_ct_ports(proto) || proto == IPPROTO_ICMPV6 || proto == IPPROTO_ICMP)
 		return XFW_NAT6_QK_NONE;
-	return xfw_ct_mkkey(&np->fwd, 1, proto, shi, slo, 0, dhi, dlo, 0);
+	if (proto == IPPROTO_GRE) {
+		/* GRE's keys: version 1's call ID (ct_conn.h xfw_gre_key). */
+		key = xfw_gre_key(XFW_GRE_V1_HLEN, q[XFW_NAT6_QUOTE_PORTS + 1], xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS + 2),
+				  xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS + XFW_GRE_CALL_ID));
+		if (key < 0)
+			return XFW_NAT6_QK_NONE;
+	}
+	return xfw_ct_mkkey(&np->fwd, 1, proto, shi, slo, 0, dhi, dlo, key);
 }
 
 #ifndef AF_INET6

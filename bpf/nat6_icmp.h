@@ -105,6 +105,7 @@ static __always_inline int xfw_nat6_quote_map(struct xfw_nat_pend *np, __u32 por
 	__u8 *q = np->icmp_old;
 	struct xfw_nat_key *k = &np->lk;
 	__u32 id;
+	int key;
 
 	__builtin_memset(k, 0, sizeof(*k));
 	k->saddr_hi = xfw_be64(q + XFW_NAT6_DADDR_OFF);
@@ -121,6 +122,14 @@ static __always_inline int xfw_nat6_quote_map(struct xfw_nat_pend *np, __u32 por
 		k->sport = id;
 		k->dport = id;
 		k->pad[XFW_NATQ_CODE] = q[XFW_NAT6_QUOTE_PORTS + 1];
+	} else if (k->proto == IPPROTO_GRE) {
+		/* The reply's source key: the quoted call ID (ct_conn.h
+		 * xfw_gre_key). */
+		key = xfw_gre_key(XFW_GRE_V1_HLEN, q[XFW_NAT6_QUOTE_PORTS + 1], xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS + 2),
+				  xfw_nat_rd16(q, XFW_NAT6_QUOTE_PORTS + XFW_GRE_CALL_ID));
+		if (key < 0)
+			return 0;
+		k->sport = key;
 	}
 	if (!xfw_nat_held(k, XFW_NAT_F_SRC, 0, v))
 		return 0;

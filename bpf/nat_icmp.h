@@ -116,6 +116,20 @@ static __always_inline __u32 xfw_nat_quote_csum(__u32 proto, int full)
 	return full ? XFW_NQ_L4 + XFW_NAT_TCP_CSUM : 0;
 }
 
+/* xfw_nat_quote_gre returns the key of the GRE header quoted in
+ * np->icmp_old (ct_conn.h xfw_gre_key: version 1's call ID, else 0; 8
+ * bytes quoted), 0 for another protocol, -1 for a quote without a
+ * connection. */
+static __always_inline int xfw_nat_quote_gre(struct xfw_nat_pend *np)
+{
+	__u8 *q = np->icmp_old;
+
+	if (q[9] != IPPROTO_GRE)
+		return 0;
+	return xfw_gre_key(XFW_GRE_V1_HLEN, q[XFW_NQ_L4 + 1], xfw_nat_rd16(q, XFW_NQ_L4 + 2),
+			   xfw_nat_rd16(q, XFW_NQ_L4 + XFW_GRE_CALL_ID));
+}
+
 /* xfw_nat_quote_noports returns the translated connection the packet
  * without ports quoted in np->icmp_old (from isrc to idst: an ICMP echo
  * request, a protocol tracked by its addresses) belongs to: a DNAT
@@ -128,7 +142,7 @@ static __always_inline struct xfw_ct_entry *xfw_nat_quote_noports(struct xfw_nat
 	__u8 *q = np->icmp_old;
 	__u32 proto = q[9];
 	struct xfw_ct_entry *e;
-	int srcb = 0;
+	int srcb = 0, key;
 
 	if (q[0] != 0x45) /* version 4, 20-byte header */
 		return 0;
@@ -140,7 +154,10 @@ static __always_inline struct xfw_ct_entry *xfw_nat_quote_noports(struct xfw_nat
 	} else if (xfw_ct_ports(proto) || proto == IPPROTO_ICMPV6) {
 		return 0;
 	} else {
-		srcb = xfw_ct_mkkey(&np->fwd, 0, proto, 0, isrc, 0, 0, idst, 0);
+		key = xfw_nat_quote_gre(np);
+		if (key < 0)
+			return 0;
+		srcb = xfw_ct_mkkey(&np->fwd, 0, proto, 0, isrc, 0, 0, idst, key);
 	}
 	e = xfw_nat_tracked(&np->fwd);
 	if (!e)
@@ -308,6 +325,46 @@ static __always_inline int xfw_nat_addr_xdp(struct xdp_md *ctx, struct xfw_pkt *
 	return 0;
 }
 
+/* xfw_nat_icmp_pre_noports is xfw_nat_icmp_pre_xdp for an error quoting
+ * a packet of a protocol without ports (GRE with its keys: the mapping's
+ * key, the reply's wire tuple, has the quoted destination key as its
+ * source port) that an SNAT translated: the quoted source and the error's
+ * destination get the original address back, the quoted bytes after the
+ * IP header stay as they are. Returns 1 when it did. */
+static __always_inline int xfw_nat_icmp_pre_noports(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_nat_pend *np)
+{
+	struct xfw_nat_key k = {};
+	struct xfw_nat_val v;
+	__u32 proto;
+	int key;
+
+	if (p->fam != 0 || p->icmp > 0xffff || !p->l4_off || !xfw_icmp_is_err(p->icmp >> 8) || p->fragmented ||
+	    bpf_xdp_load_bytes(ctx, p->l4_off + XFW_NQ_ICMP_HLEN, np->icmp_old, XFW_NAT_QUOTE_UDP))
+		return 0;
+	proto = np->icmp_old[9];
+	/* Echo requests, the other ICMP, DCCP: not translated by the address
+	 * alone (nat_query.h xfw_natq_kind). */
+	if (np->icmp_old[0] != 0x45 || xfw_ct_ports(proto) || proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6 ||
+	    proto == IPPROTO_DCCP)
+		return 0;
+	key = xfw_nat_quote_gre(np);
+	if (key < 0)
+		return 0;
+	k.saddr = xfw_nat_rd16(np->icmp_old, XFW_NQ_DADDR) << 16 | xfw_nat_rd16(np->icmp_old, XFW_NQ_DADDR + 2);
+	k.daddr = xfw_nat_rd16(np->icmp_old, XFW_NQ_SADDR) << 16 | xfw_nat_rd16(np->icmp_old, XFW_NQ_SADDR + 2);
+	k.sport = key;
+	k.proto = proto;
+	if (!xfw_nat_held(&k, XFW_NAT_F_SRC, 0, &v))
+		return 0;
+	__builtin_memcpy(np->icmp_new, np->icmp_old, XFW_NAT_QUOTE);
+	/* The quoted bytes after the header kept: their first two as the
+	 * "port". */
+	xfw_nat_quote_fix(np, 0, 0, v.to_addr, xfw_nat_rd16(np->icmp_old, XFW_NQ_L4));
+	if (xfw_nat_quote_store_xdp(ctx, p, np, XFW_NAT_QUOTE_UDP) || xfw_nat_addr_xdp(ctx, p, 1, v.to_addr))
+		return 0;
+	return 1;
+}
+
 /* xfw_nat_icmp_pre_xdp translates, before the route lookup, an ICMP
  * error (p) about an SNAT connection coming back to the translated
  * source: the quoted packet gets its original source back, the error its
@@ -324,7 +381,7 @@ __attribute__((noinline)) int xfw_nat_icmp_pre_xdp(struct xdp_md *ctx, struct xf
 		return 0;
 	proto = xfw_nat_quote_load_xdp(ctx, p, np, &n);
 	if (!proto)
-		return 0;
+		return xfw_nat_icmp_pre_noports(ctx, p, np);
 	csum = xfw_nat_quote_csum(proto, n == XFW_NAT_QUOTE);
 	/* The quoted packet left translated: its reply's wire tuple is the
 	 * mapping's key. */
@@ -380,8 +437,12 @@ __attribute__((noinline)) int xfw_nat_icmp_out_tc(struct __sk_buff *skb, struct 
 	} else if (np->icmp_old[0] != 0x45 || xfw_ct_ports(proto) || proto == IPPROTO_ICMP ||
 		   proto == IPPROTO_ICMPV6) {
 		/* Only a protocol without ports (nat_query.h: its mapping's
-		 * ports 0) besides: the address alone. */
+		 * ports 0, GRE's keys) besides: the address alone. */
 		return 0;
+	} else if (xfw_nat_quote_gre(np) < 0) {
+		return 0;
+	} else {
+		k->sport = xfw_nat_quote_gre(np);
 	}
 	csum = xfw_nat_quote_csum(proto, n == XFW_NAT_QUOTE);
 	/* The quoted packet came from the new source to the host: the

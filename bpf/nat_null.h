@@ -56,7 +56,10 @@ __attribute__((noinline)) int xfw_nat_null_clash(struct xfw_pkt *p, struct xfw_c
 	if ((cs->nv.nat_flags & XFW_NAT_F_SRC) || !xfw_nat_enabled())
 		return 0;
 	/* The reply's wire tuple: no ports (xfw_nat_snat keys a protocol
-	 * without ports with both 0). */
+	 * without ports with both 0), GRE's keys swapped (the source key
+	 * version 1's call ID). */
+	if (p->proto == IPPROTO_GRE && xfw_ct_gre_key(cs->buf, 0, cs->buflen) > 0)
+		k.sport = xfw_ct_gre_key(cs->buf, 0, cs->buflen);
 	k.saddr_hi = p->dst_hi;
 	k.saddr = p->dst_lo;
 	k.daddr_hi = p->src_hi;

@@ -108,8 +108,50 @@ static __always_inline int xfw_natq_id(void *ctx, int is_xdp, struct xfw_pkt *p,
 	return 0;
 }
 
-/* xfw_natq_key fills k with p's wire tuple, id as both ports; an echo's
- * code in k->pad[XFW_NATQ_CODE] (xfw_natq_code_key). */
+/* xfw_natq_gre reads the connection key of p, a GRE packet without its
+ * connection's scratch, from the packet (ct_conn.h xfw_gre_key): version
+ * 1's call ID, else 0. Returns 0, or -1 when it cannot or p has no
+ * connection (version 1 carrying another protocol than PPP). */
+static __always_inline int xfw_natq_gre(void *ctx, int is_xdp, struct xfw_pkt *p, __u32 *id)
+{
+	__u8 b[XFW_GRE_V1_HLEN] = {};
+	__u32 len;
+	int key;
+
+	if (!p->l4_off || p->l4_end <= p->l4_off)
+		return 0;
+	len = p->l4_end - p->l4_off;
+	if (len >= XFW_GRE_V1_HLEN) {
+		if (xfw_load_bytes(ctx, is_xdp, p->l4_off, b, XFW_GRE_V1_HLEN))
+			return -1;
+	} else if (len >= 4) {
+		if (xfw_load_bytes(ctx, is_xdp, p->l4_off, b, 4))
+			return -1;
+	}
+	key = xfw_gre_key(len, b[1], (__u32)b[2] << 8 | b[3], (__u32)b[XFW_GRE_CALL_ID] << 8 | b[XFW_GRE_CALL_ID + 1]);
+	if (key < 0)
+		return -1;
+	*id = key;
+	return 0;
+}
+
+/* xfw_natq_ident reads what plays the port in p's connection (kind): an
+ * echo's identifier, GRE's key (xfw_natq_gre); 0 for other protocols
+ * without ports. Returns 0, or -1 when p is not translated here. */
+static __always_inline int xfw_natq_ident(void *ctx, int is_xdp, struct xfw_pkt *p, __u32 kind, __u32 *id)
+{
+	*id = 0;
+	if (kind == XFW_NATQ_ECHO)
+		return xfw_natq_id(ctx, is_xdp, p, id);
+	if (p->proto == IPPROTO_GRE)
+		return xfw_natq_gre(ctx, is_xdp, p, id);
+	return 0;
+}
+
+/* xfw_natq_key fills k with p's wire tuple: id as both ports of an echo,
+ * as the destination port of GRE (its key: ct_conn.h xfw_gre_key, the
+ * source key 0), 0 of other protocols; an echo's code in
+ * k->pad[XFW_NATQ_CODE] (xfw_natq_code_key). */
 static __always_inline void xfw_natq_key(struct xfw_nat_key *k, struct xfw_pkt *p, __u32 id)
 {
 	__builtin_memset(k, 0, sizeof(*k));
@@ -119,14 +161,14 @@ static __always_inline void xfw_natq_key(struct xfw_nat_key *k, struct xfw_pkt *
 	k->saddr = p->src_lo;
 	k->daddr_hi = p->dst_hi;
 	k->daddr = p->dst_lo;
-	k->sport = id;
+	k->sport = p->proto == IPPROTO_GRE ? 0 : id;
 	k->dport = id;
 	k->proto = p->proto;
 	k->fam = p->fam;
 }
 
 /* xfw_natq_ctkey fills k with the connection key of p (kind, echo
- * identifier id) and returns whether p goes the reply way: an echo reply;
+ * identifier or GRE key id: xfw_natq_ident) and returns whether p goes the reply way: an echo reply;
  * for a protocol without ports, when its key's order differs from the
  * connection's first packet's (e's status, looked up after). */
 static __always_inline int xfw_natq_ctkey(struct xfw_ct_key *k, struct xfw_pkt *p, __u32 kind, __u32 id)
@@ -143,7 +185,7 @@ static __always_inline int xfw_natq_ctkey(struct xfw_ct_key *k, struct xfw_pkt *
 				  p->icmp & 0xff);
 		return 0;
 	}
-	return xfw_ct_mkkey(k, p->fam, p->proto, p->src_hi, p->src_lo, 0, p->dst_hi, p->dst_lo, 0);
+	return xfw_ct_mkkey(k, p->fam, p->proto, p->src_hi, p->src_lo, 0, p->dst_hi, p->dst_lo, id);
 }
 
 /* xfw_natq_reply reports whether a packet whose key xfw_natq_ctkey made
@@ -221,7 +263,7 @@ __attribute__((noinline)) int xfw_nat_query_pre_xdp(struct xdp_md *ctx, struct x
 	kind = xfw_natq_kind(p);
 	if (kind == XFW_NATQ_NONE)
 		return 0;
-	if (kind == XFW_NATQ_ECHO && xfw_natq_id(ctx, 1, p, &id))
+	if (xfw_natq_ident(ctx, 1, p, kind, &id))
 		return 0;
 	/* An echo request goes a DNAT's original way, a reply an SNAT's reply
 	 * way; a protocol without ports either. */
@@ -262,7 +304,7 @@ __attribute__((noinline)) int xfw_nat_query_fwd_tc(struct __sk_buff *skb, struct
 	if (!skb || !p || !np)
 		return 0;
 	kind = xfw_natq_kind(p);
-	if (kind == XFW_NATQ_NONE || (kind == XFW_NATQ_ECHO && xfw_natq_id(skb, 0, p, &id)))
+	if (kind == XFW_NATQ_NONE || xfw_natq_ident(skb, 0, p, kind, &id))
 		return 0;
 	order = xfw_natq_ctkey(&np->fwd, p, kind, id);
 	e = xfw_nat_tracked(&np->fwd);
@@ -310,8 +352,9 @@ static __always_inline int xfw_natq_taken(struct xfw_nat_pend *np, __u32 kind, _
 	if (kind == XFW_NATQ_ECHO)
 		xfw_ct_mkkey_icmp(&np->fwd, k->fam, xfw_natq_icmp(k->fam), k->daddr_hi, k->daddr, k->saddr_hi,
 				  k->saddr, k->dport, xfw_natq_echo(k->fam, 0), code);
-	else
-		xfw_ct_mkkey(&np->fwd, k->fam, k->proto, k->daddr_hi, k->daddr, 0, k->saddr_hi, k->saddr, 0);
+	else /* the connection whose reply tuple k is (GRE's keys swapped) */
+		xfw_ct_mkkey(&np->fwd, k->fam, k->proto, k->daddr_hi, k->daddr, k->dport, k->saddr_hi, k->saddr,
+			     k->sport);
 	return xfw_nat_conn(&np->fwd) != 0;
 }
 
@@ -340,12 +383,14 @@ static __always_inline int xfw_natq_dnat_prep(struct xfw_pkt *p, struct xfw_ct_s
 		return -1;
 	if (kind == XFW_NATQ_ECHO)
 		id = xfw_rd16(cs->buf, XFW_ICMP_ID_OFF);
+	else if (p->proto == IPPROTO_GRE && xfw_ct_gre_key(cs->buf, 0, cs->buflen) > 0)
+		id = xfw_ct_gre_key(cs->buf, 0, cs->buflen); /* kept: no PPTP master */
 	if (kind == XFW_NATQ_ECHO)
 		xfw_ct_mkkey_icmp(&v->ct, p->fam, p->proto, p->src_hi, p->src_lo, np->range.addr_hi,
 				  np->range.addr, id, xfw_natq_echo(p->fam, 0), p->icmp & 0xff);
 	else
 		srcb = xfw_ct_mkkey(&v->ct, p->fam, p->proto, p->src_hi, p->src_lo, 0, np->range.addr_hi,
-				    np->range.addr, 0);
+				    np->range.addr, id);
 	/* A taken tuple: an echo is dropped here (the kernel would pick
 	 * another identifier); a protocol without ports goes on through the
 	 * chains and is dropped at confirmation, as the kernel's
@@ -435,7 +480,7 @@ __attribute__((noinline)) int xfw_natq_out_pre_tc(struct __sk_buff *skb, struct 
 	if (!skb || !p || !np)
 		return 0;
 	kind = xfw_natq_kind(p);
-	if (kind == XFW_NATQ_NONE || (kind == XFW_NATQ_ECHO && xfw_natq_id(skb, 0, p, &id)))
+	if (kind == XFW_NATQ_NONE || xfw_natq_ident(skb, 0, p, kind, &id))
 		return 0;
 	/* An echo request goes a DNAT's original way, a reply (the host
 	 * answering a ping nat INPUT's SNAT translated) an SNAT's reply

@@ -75,6 +75,11 @@ __attribute__((noinline)) int xfw_nat_snat(struct xfw_pkt *p, struct xfw_ct_scra
 		if (kind == XFW_NATQ_NONE || (kind == XFW_NATQ_ECHO && (p->icmp >> 8) != xfw_natq_echo(p->fam, 0)))
 			return -1;
 		sport = dport = kind == XFW_NATQ_ECHO ? xfw_rd16(cs->buf, XFW_ICMP_ID_OFF) : 0;
+		/* GRE: its keys, kept (the kernel changes them only for a
+		 * PPTP master's expected connection): source 0, destination
+		 * version 1's call ID (ct_conn.h xfw_gre_key). */
+		if (p->proto == IPPROTO_GRE && xfw_ct_gre_key(cs->buf, 0, cs->buflen) > 0)
+			dport = xfw_ct_gre_key(cs->buf, 0, cs->buflen);
 	}
 	/* Loopback's packets are the host's own both ways: not translated
 	 * (docs/differences.md). */

@@ -143,7 +143,8 @@ var unsupported = map[string]bool{
 // conntrack-tools 1.4.7 does for the commands and options xfw serves:
 // -L/--dump, -D/--delete, -F/--flush, -C/--count with -f, -p, -s, -d, -o
 // extended and, after -p of a protocol with ports, --sport/--orig-port-src
-// and --dport/--orig-port-dst, and after -p tcp, --state. Errors are *Error.
+// and --dport/--orig-port-dst, after -p gre, --srckey/--orig-key-src and
+// --dstkey/--orig-key-dst, and after -p tcp, --state. Errors are *Error.
 func ParseArgs(args []string) (Options, error) {
 	p := &argParser{args: args, o: Options{Filter: NewFilter()}}
 	for p.i = 0; p.i < len(args); p.i++ {
@@ -219,6 +220,8 @@ func (p *argParser) option(a string) (stop bool, err error) {
 		err = p.outputOption()
 	case "--sport", "--orig-port-src", "--dport", "--orig-port-dst":
 		err = p.portOption()
+	case "--srckey", "--orig-key-src", "--dstkey", "--orig-key-dst", "--reply-key-src", "--reply-key-dst":
+		err = p.greKeyOption()
 	case "--state":
 		err = p.stateOption()
 	default:
@@ -386,6 +389,21 @@ func (p *argParser) portOption() error {
 		p.o.Filter.DPort = port
 	}
 	return nil
+}
+
+// greKeyOption parses --srckey, --dstkey and --reply-key-src and
+// --reply-key-dst (and the long names of the first two), known only after
+// -p gre. Like conntrack 1.4.7 on Linux 6.18, it filters nothing: conntrack
+// hands the keys to the kernel as the tuple's ports, and the kernel's dump
+// filter (ctnetlink_filter_match_tuple) compares the ports of TCP and UDP
+// only, so `conntrack -L -p gre --dstkey K` lists, and -D deletes, every
+// GRE connection.
+func (p *argParser) greKeyOption() error {
+	if p.o.Filter.Proto != ProtoGRE {
+		return errorf("unknown option `%s'", p.name)
+	}
+	_, err := p.arg()
+	return err
 }
 
 // stateOption parses --state, known only after -p tcp or -p sctp (an

@@ -42,6 +42,12 @@ func TestFormat(t *testing.T) {
 		{"sctp established", Conn{Proto: 132, Src: lo4, Dst: lo4, SPort: 40000, DPort: 5000, TCPState: 4,
 			Status: StatusSeenReply | StatusAssured, Timeout: 209}, FormatOptions{},
 			"sctp     132 209 ESTABLISHED src=127.0.0.1 dst=127.0.0.1 sport=40000 dport=5000 src=127.0.0.1 dst=127.0.0.1 sport=5000 dport=40000 [ASSURED] mark=0 use=1\n"},
+		// GRE: the keys in hex (the kernel's listing of a version 1
+		// call, 0x1234, without the PPTP helper; version 0's are 0).
+		{"gre v1 unreplied", Conn{Proto: 47, Src: lo4, Dst: lo4, DPort: 0x1234, Timeout: 29}, FormatOptions{},
+			"gre      47 29 src=127.0.0.1 dst=127.0.0.1 srckey=0x0 dstkey=0x1234 [UNREPLIED] src=127.0.0.1 dst=127.0.0.1 srckey=0x1234 dstkey=0x0 mark=0 use=1\n"},
+		{"gre v0 assured", Conn{Proto: 47, Src: lo4, Dst: lo4, Status: StatusSeenReply | StatusAssured, Timeout: 179}, FormatOptions{},
+			"gre      47 179 src=127.0.0.1 dst=127.0.0.1 srckey=0x0 dstkey=0x0 src=127.0.0.1 dst=127.0.0.1 srckey=0x0 dstkey=0x0 [ASSURED] mark=0 use=1\n"},
 		{"sctp cookie_wait", Conn{Proto: 132, Src: lo4, Dst: lo4, SPort: 40001, DPort: 5000, TCPState: 2, Timeout: 2}, FormatOptions{},
 			"sctp     132 2 COOKIE_WAIT src=127.0.0.1 dst=127.0.0.1 sport=40001 dport=5000 [UNREPLIED] src=127.0.0.1 dst=127.0.0.1 sport=5000 dport=40001 mark=0 use=1\n"},
 		{"generic", Conn{Proto: 253, Src: lo4, Dst: lo4, Timeout: 599}, FormatOptions{},
@@ -188,6 +194,15 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"-L", "-p", "udp", "--orig-port-src=53", "--orig-port-dst", "54"}, Options{Cmd: CmdList, Filter: filter(func(f *Filter) {
 			f.Proto, f.SPort, f.DPort = 17, 53, 54
 		})}, ""},
+		// GRE's keys: accepted after -p gre, filtering nothing (the
+		// kernel's dump filter compares TCP's and UDP's ports only).
+		{[]string{"-L", "-p", "gre", "--dstkey", "0x1234", "--srckey=0", "--reply-key-src", "1", "--orig-key-dst", "2"},
+			Options{Cmd: CmdList, Filter: filter(func(f *Filter) { f.Proto = 47 })}, ""},
+		{[]string{"-D", "-p", "gre", "--orig-key-src", "7", "--reply-key-dst", "8"},
+			Options{Cmd: CmdDelete, Filter: filter(func(f *Filter) { f.Proto = 47 })}, ""},
+		{[]string{"-L", "-p", "gre", "--dstkey"}, Options{}, "option `--dstkey' requires an argument"},
+		{[]string{"-L", "-p", "tcp", "--dstkey", "5"}, Options{}, "unknown option `--dstkey'"},
+		{[]string{"-L", "--srckey", "5"}, Options{}, "unknown option `--srckey'"},
 		{[]string{"-L", "-o", "extended"}, Options{Cmd: CmdList, Filter: NewFilter(), Format: FormatOptions{Extended: true}}, ""},
 		{[]string{"-L", "-o", "bogus"}, Options{}, "Bad parameter `bogus'"},
 		{[]string{"-L", "--bogus"}, Options{}, "unknown option `--bogus'"},

@@ -58,7 +58,8 @@ type Conn struct {
 	// Src and Dst are the original direction's addresses.
 	Src, Dst netip.Addr
 	// SPort and DPort are the original direction's ports; ICMP and ICMPv6
-	// queries carry their identifier in both.
+	// queries carry their identifier in both, GRE its source and
+	// destination keys.
 	SPort, DPort uint16
 	// ICMPType and ICMPCode are an ICMP query's original type and code.
 	ICMPType, ICMPCode uint8
@@ -216,6 +217,10 @@ func (c *Conn) tuple(b *strings.Builder, src, dst netip.Addr, sport, dport uint1
 		fmt.Fprintf(b, "type=%d code=%d id=%d ", icmpType, c.ICMPCode, sport)
 	case hasPorts(c.Proto):
 		fmt.Fprintf(b, "sport=%d dport=%d ", sport, dport)
+	case c.Proto == ProtoGRE:
+		// The keys (version 1's call ID in the destination key;
+		// version 0's are 0): libnetfilter_conntrack prints them in hex.
+		fmt.Fprintf(b, "srckey=0x%x dstkey=0x%x ", sport, dport)
 	}
 }
 

@@ -60,9 +60,11 @@ type StatefulOptions struct {
 	// Probes is the number of independent probes (step 0), as
 	// GenerateCorpus makes them, but for the documented differences of
 	// xfw's tracking: no fragments (the kernel reassembles before
-	// conntrack, xfw does not; IPv6 atomic fragments too), no SCTP, DCCP
-	// or GRE (generic in xfw), no IPv6 packets with extension headers for
-	// fw itself (fw's ICMPv6 errors quoting them are INVALID in xfw).
+	// conntrack, xfw does not; IPv6 atomic fragments too), no SCTP or
+	// DCCP (generic in xfw), no GRE (left out while it was generic in
+	// xfw, so that seeds keep their corpora), no IPv6 packets with
+	// extension headers for fw itself (fw's ICMPv6 errors quoting them
+	// are INVALID in xfw).
 	Probes int
 	// Conversations is the number of conversations added after them.
 	Conversations int
@@ -205,9 +207,10 @@ func badL4Checksum(p Probe) bool {
 	return nettest.Checksum(append(pseudo, l4...)) != 0
 }
 
-// trackedAsGeneric reports whether a probe is SCTP, DCCP or GRE, which
-// xfw tracks as generic protocols and the kernel with their own trackers
-// (a documented difference): left out of stateful corpora.
+// trackedAsGeneric reports whether a probe is SCTP or DCCP, which xfw
+// tracks as generic protocols and the kernel with their own trackers (a
+// documented difference), or GRE, left out while it was one too (kept out
+// so that seeds keep their corpora): left out of stateful corpora.
 func trackedAsGeneric(p Probe) bool {
 	for _, f := range p.Frames {
 		l3 := 0
@@ -714,9 +717,9 @@ func (cv *conv) echo() {
 	}
 }
 
-// genericProtos are protocols nf_conntrack tracks as generic (GRE, SCTP
-// and DCCP are by xfw, a documented difference: the kernel has their own
-// trackers, left out here).
+// genericProtos are protocols nf_conntrack tracks as generic (SCTP and
+// DCCP are by xfw, a documented difference: the kernel has their own
+// trackers, left out here, as GRE, which was one).
 var genericProtos = []uint8{nettest.ProtoESP, nettest.ProtoAH, 103, 253}
 
 // generic writes a conversation of a protocol without ports.
