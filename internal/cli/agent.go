@@ -226,8 +226,6 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 
 // follow watches links and addresses and keeps the programs attached.
 func (a *agent) follow(ctx context.Context, poll time.Duration) error {
-	links := make(chan netlink.LinkUpdate, 256)
-	addrs := make(chan netlink.AddrUpdate, 256)
 	done := make(chan struct{})
 	defer close(done)
 	subErr := make(chan error, 2)
@@ -237,11 +235,18 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 		default:
 		}
 	}
-	if err := netlink.LinkSubscribeWithOptions(links, done, netlink.LinkSubscribeOptions{ErrorCallback: onErr}); err != nil {
-		return fmt.Errorf("subscribe to link events: %w", err)
+	// The link and address subscriptions end on their own (subscribeLinks)
+	// and are made again, each with a done of its own that releases its
+	// socket.
+	linksDone, addrsDone := make(chan struct{}), make(chan struct{})
+	defer func() { close(linksDone); close(addrsDone) }()
+	links, err := subscribeLinks(linksDone)
+	if err != nil {
+		return err
 	}
-	if err := netlink.AddrSubscribeWithOptions(addrs, done, netlink.AddrSubscribeOptions{ErrorCallback: onErr}); err != nil {
-		return fmt.Errorf("subscribe to address events: %w", err)
+	addrs, err := subscribeAddrs(addrsDone)
+	if err != nil {
+		return err
 	}
 	// Routes and IPv4 policy rules: the data plane's copies of the main
 	// and local tables (routeSettle).
@@ -286,8 +291,18 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 			return nil
 		case err := <-subErr:
 			return fmt.Errorf("netlink subscription: %w", err)
-		case u := <-links:
-			if u.Header.Type == unix.RTM_DELLINK {
+		case u, ok := <-links:
+			if !ok {
+				// The subscription ended (its socket's receive failed:
+				// ENOBUFS under a burst of events): a new one, and the
+				// check below covers the events lost.
+				a.logOnce("link events: the subscription ended, events lost (subscribed again)")
+				close(linksDone)
+				linksDone = make(chan struct{})
+				if links, err = subscribeLinks(linksDone); err != nil {
+					return err
+				}
+			} else if u.Header.Type == unix.RTM_DELLINK {
 				continue // the kernel removed its attachments with it
 			}
 			drainLinks(links)
@@ -302,7 +317,17 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 			if fpSettled == nil {
 				fpSettled, fpWhy = time.After(fpSettle), "link event"
 			}
-		case <-addrs:
+		case _, ok := <-addrs:
+			if !ok {
+				// Ended as a link subscription may: a new one, and the
+				// refresh covers the events lost.
+				a.logOnce("address events: the subscription ended, events lost (subscribed again)")
+				close(addrsDone)
+				addrsDone = make(chan struct{})
+				if addrs, err = subscribeAddrs(addrsDone); err != nil {
+					return err
+				}
+			}
 			// The local-address table at once (a new address would
 			// otherwise pass as "not for this host" until the sync);
 			// the recompile after the burst.
@@ -438,15 +463,40 @@ func subscribeRules(ch chan<- struct{}, done <-chan struct{}, onErr func(error))
 	return nil
 }
 
-// drainLinks discards the link events already queued: one check covers them.
+// drainLinks discards the link events already queued: one check covers
+// them. A closed channel (the subscription ended) has none.
 func drainLinks(links chan netlink.LinkUpdate) {
 	for {
 		select {
-		case <-links:
+		case _, ok := <-links:
+			if !ok {
+				return
+			}
 		default:
 			return
 		}
 	}
+}
+
+// subscribeLinks subscribes to the namespace's link events until done
+// closes. A receive error ends the subscription: the netlink package
+// closes the channel, and the agent subscribes again (no ErrorCallback:
+// an error is the closed channel).
+func subscribeLinks(done <-chan struct{}) (chan netlink.LinkUpdate, error) {
+	links := make(chan netlink.LinkUpdate, 256)
+	if err := netlink.LinkSubscribeWithOptions(links, done, netlink.LinkSubscribeOptions{}); err != nil {
+		return nil, fmt.Errorf("subscribe to link events: %w", err)
+	}
+	return links, nil
+}
+
+// subscribeAddrs is subscribeLinks for address events.
+func subscribeAddrs(done <-chan struct{}) (chan netlink.AddrUpdate, error) {
+	addrs := make(chan netlink.AddrUpdate, 256)
+	if err := netlink.AddrSubscribeWithOptions(addrs, done, netlink.AddrSubscribeOptions{}); err != nil {
+		return nil, fmt.Errorf("subscribe to address events: %w", err)
+	}
+	return addrs, nil
 }
 
 // check resyncs when an interface lacks xfw's programs, logging which and

@@ -123,8 +123,10 @@ func init() {
 	frontEnds["ipset"] = runIpset
 }
 
-// runIpset is `ipset …`: one invocation under xfw's lock (ipset has no -w;
-// the kernel serialises its commands, so the lock is waited for).
+// runIpset is `ipset …`: one invocation under the network namespace's lock
+// (lockNamespace; ipset has no -w: the kernel serialises its commands, so
+// the lock is waited for). Sets in a file named by $XFW_IPSET_FILE, which
+// commands of several namespaces may share, take xfw's lock as well.
 func runIpset(name string, args []string, env Env) int {
 	stdin := env.Stdin
 	if ipset.ReadsStdin(args) {
@@ -137,12 +139,18 @@ func runIpset(name string, args []string, env Env) int {
 		}
 		stdin = bytes.NewReader(data)
 	}
-	unlock, err := lock(waitSpec{set: true})
+	t := time.Now()
+	take := lockNamespace
+	if os.Getenv(ipset.FileEnv) != "" {
+		take = lock
+	}
+	unlock, err := take(waitSpec{set: true})
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return exitResource
 	}
 	defer unlock()
+	dataplane.TraceSince("ipset: lock", t)
 	store, err := newIpsetStore()
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "ipset v%s: %v\n", ipset.Version, err)
@@ -153,13 +161,15 @@ func runIpset(name string, args []string, env Env) int {
 		defer func() { ns.window.Close() }()
 	}
 	rs := &ruleStore{Store: store}
+	t = time.Now()
 	status := ipset.Run(args, stdin, env.Stdout, env.Stderr, rs)
+	dataplane.TraceSince("ipset: run", t)
 	if rs.committed != nil {
 		// Member changes patch the rules' lookup tables in place; other
 		// changes, or a patch that cannot be made, load the rulesets that
 		// use sets again, which builds every table afresh from the sets
 		// just committed (no second decoding of the store).
-		t := time.Now()
+		t = time.Now()
 		patched, err := settable.Patch(rs.loaded, rs.committed)
 		dataplane.TraceSince(fmt.Sprintf("ipset: patch set tables (%v, %v)", patched, err), t)
 		if !patched || err != nil {

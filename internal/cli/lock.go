@@ -21,6 +21,13 @@ import (
 // lock for all namespaces, as iptables has.
 const lockPath = "/run/xfw.lock"
 
+// nsLockPath is the calling thread's network namespace (nsfs): its flock
+// serialises the commands that change one namespace's xfw, whatever their
+// mount namespace (a container's /run of its own holds another lockPath),
+// without a file per namespace. Every holder of an open descriptor of a
+// namespace shares one nsfs inode, hence one lock.
+const nsLockPath = "/proc/thread-self/ns/net"
+
 // waitSpec is -w [seconds]: wait for the lock instead of failing.
 type waitSpec struct {
 	set     bool
@@ -32,12 +39,49 @@ type waitSpec struct {
 // errCallerGone ends the lock wait of a command whose caller is gone.
 var errCallerGone = errors.New("Fatal: called off while waiting for the lock (the caller or the xfw agent serving it ended)")
 
-// lock takes the xfw lock and returns its release; while it is held, the
-// command's data-plane steps share one opened state (dataplane.BeginSession).
+// lock takes the xfw lock, then the network namespace's (lockNamespace),
+// and returns their release; while they are held, the command's
+// data-plane steps share one opened state (dataplane.BeginSession). Both
+// are taken as w says: a command without -w fails while an ipset command
+// of its namespace holds the namespace's lock, as it did while that held
+// xfw's lock (-w N may wait N seconds for each).
 func lock(w waitSpec) (func(), error) {
-	f, err := statefile.OpenLock(lockPath)
+	f, err := takeLock(lockPath, func() (*os.File, error) { return statefile.OpenLock(lockPath) }, w)
 	if err != nil {
-		return nil, fmt.Errorf("Fatal: can't open lock file %s: %s", lockPath, strerror(err))
+		return nil, err
+	}
+	ns, err := takeLock(nsLockPath, openNamespace, w)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	endSession := dataplane.BeginSession()
+	return func() { endSession(); ns.Close(); f.Close() }, nil
+}
+
+// lockNamespace takes the network namespace's lock alone (nsLockPath) and
+// returns its release, with a session as lock's. The ipset commands take
+// it: sets are the namespace's, and the kernel's ipset commands wait for
+// no other namespace's commands, as xfw's lock would make them.
+func lockNamespace(w waitSpec) (func(), error) {
+	ns, err := takeLock(nsLockPath, openNamespace, w)
+	if err != nil {
+		return nil, err
+	}
+	endSession := dataplane.BeginSession()
+	return func() { endSession(); ns.Close() }, nil
+}
+
+// openNamespace opens the calling thread's network namespace to lock it.
+func openNamespace() (*os.File, error) { return os.Open(nsLockPath) }
+
+// takeLock opens the lock at path and takes it, at once or, with w.set, by
+// waiting (waitLock); it returns the open file holding the lock, or the
+// error as iptables words it.
+func takeLock(path string, open func() (*os.File, error), w waitSpec) (*os.File, error) {
+	f, err := open()
+	if err != nil {
+		return nil, fmt.Errorf("Fatal: can't open lock file %s: %s", path, strerror(err))
 	}
 	err = flockRetry(f, syscall.LOCK_EX|syscall.LOCK_NB)
 	if errors.Is(err, syscall.EWOULDBLOCK) && w.set {
@@ -54,12 +98,9 @@ func lock(w waitSpec) (func(), error) {
 		case errors.Is(err, errCallerGone):
 			return nil, err
 		}
-		return nil, fmt.Errorf("Fatal: can't lock %s: %v", lockPath, err)
+		return nil, fmt.Errorf("Fatal: can't lock %s: %v", path, err)
 	}
-	// While the lock is held no other xfw process changes what is
-	// loaded: the command's steps share one opened state.
-	endSession := dataplane.BeginSession()
-	return func() { endSession(); f.Close() }, nil
+	return f, nil
 }
 
 // flockRetry is flock(2) on f, retried when a signal interrupts it.

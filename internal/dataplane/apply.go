@@ -386,12 +386,20 @@ func fillNetFacts(cur *state) error {
 	if current {
 		return nil
 	}
-	err := fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"])
+	t = time.Now()
+	routes, err := dumpNetRoutes()
+	t = TraceSince("netfacts: route dump", t)
 	if err == nil {
-		err = fillRoutes(cur.maps[rateRoute6Map])
+		err = fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"], &routes)
+		t = TraceSince("netfacts: local table", t)
+	}
+	if err == nil {
+		err = fillRoutes(cur.maps[rateRoute6Map], &routes)
+		t = TraceSince("netfacts: main routes", t)
 	}
 	if err == nil {
 		err = fillNatAddrs(cur.maps["xfw_nat_ifaddr"])
+		TraceSince("netfacts: NAT addresses", t)
 	}
 	if err != nil {
 		netFacts.forgetFilled()

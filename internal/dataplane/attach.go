@@ -567,45 +567,22 @@ type localRoute struct {
 }
 
 // localRoutes returns the namespace's local routing table of family fam
-// as the data plane keeps it (hostEntries): this host's routes (local,
-// broadcast, anycast, multicast) with their type and device, the table's
-// other routes as RTN_UNICAST (an address they cover is not this host's,
-// and -m addrtype calls it UNICAST), the main table's routes the kernel's
-// lookups see through the local table, and for IPv4 the addresses the
-// kernel delivers locally without a route (224.0.0.0/4, 255.255.255.255).
-func localRoutes(fam int) ([]localRoute, error) {
-	// One dump of every table (the kernel sends them all whatever the
-	// table asked for: the request is not strict), kept compact: a large
-	// main table's parsing and keeping are the cost.
-	bits := 32
-	if fam == netlink.FAMILY_V6 {
-		bits = 128
-	}
-	var local, main []tableRoute
-	var localRaw []netlink.Route
-	err := consistentDumpErr("the routing table", func() error {
-		local, main, localRaw = nil, nil, nil
-		return netlink.RouteListFilteredIter(fam, &netlink.Route{}, netlink.RT_FILTER_TABLE, func(r netlink.Route) bool {
-			switch r.Table {
-			case unix.RT_TABLE_LOCAL:
-				local = append(local, compactRoute(r, bits))
-				localRaw = append(localRaw, r)
-			case unix.RT_TABLE_MAIN:
-				main = append(main, compactRoute(r, bits))
-			}
-			return true
-		})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list routes: %w", err)
-	}
+// as the data plane keeps it (hostEntries), from the dumped tables routes:
+// this host's routes (local, broadcast, anycast, multicast) with their
+// type and device, the table's other routes as RTN_UNICAST (an address
+// they cover is not this host's, and -m addrtype calls it UNICAST), the
+// main table's routes the kernel's lookups see through the local table,
+// and for IPv4 the addresses the kernel delivers locally without a route
+// (224.0.0.0/4, 255.255.255.255).
+func localRoutes(fam int, routes *familyRoutes) ([]localRoute, error) {
 	merged := false
 	if fam == netlink.FAMILY_V4 {
-		if merged, err = ipv4TablesMerged(localRaw); err != nil {
+		var err error
+		if merged, err = ipv4TablesMerged(routes.localRaw); err != nil {
 			return nil, err
 		}
 	}
-	return hostEntries(fam, local, main, merged), nil
+	return hostEntries(fam, routes.local, routes.main, merged), nil
 }
 
 // ipv4TablesMerged reports whether the kernel keeps the IPv4 local and
@@ -644,14 +621,14 @@ func ipv4TablesMerged(local []netlink.Route) (bool, error) {
 }
 
 // fillLocal copies the namespace's local routing table (addresses of this
-// host, broadcast, multicast, anycast) into the data plane, which needs it
-// to tell INPUT from "dropped by the kernel" when forwarding is off, and
-// for -m addrtype.
-func fillLocal(m4, m6 *ebpf.Map) error {
+// host, broadcast, multicast, anycast), from the dumped tables nr, into
+// the data plane, which needs it to tell INPUT from "dropped by the
+// kernel" when forwarding is off, and for -m addrtype.
+func fillLocal(m4, m6 *ebpf.Map, nr *netRoutes) error {
 	keep4, keep6 := map[lpmKey4]bool{}, map[lpmKey6]bool{}
 	changed4 := false // an IPv4 entry added, changed or removed
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		routes, err := localRoutes(fam)
+		routes, err := localRoutes(fam, nr.of(fam))
 		if err != nil {
 			return err
 		}
@@ -816,13 +793,20 @@ func RefreshLocal() error {
 		return err
 	}
 	defer cur.Close()
-	if err := fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"]); err != nil {
+	routes, err := dumpNetRoutes()
+	if err != nil {
+		return err
+	}
+	if err := fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"], &routes); err != nil {
 		return err
 	}
 	if err := fillGroupsNow(cur); err != nil {
 		return err
 	}
-	if err := fillRateLimits(cur.maps); err != nil {
+	if err := fillRateCfg(cur.maps); err != nil {
+		return err
+	}
+	if err := fillRoutes(cur.maps[rateRoute6Map], &routes); err != nil {
 		return err
 	}
 	return fillNatAddrs(cur.maps["xfw_nat_ifaddr"])

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 
@@ -54,15 +55,20 @@ func hostEntries(fam int, local, main []tableRoute, merged bool) []localRoute {
 	return out
 }
 
-// tableRoute is what hostEntries needs of a route: a main table holds
-// many, kept compact (no pointers) between the dump and the copy.
+// tableRoute is what the copies of the routing tables need of a route
+// (hostEntries for the local table, routeEntries4 and routeEntries6 for
+// the main table's: routes_main.go): a main table holds many, kept compact
+// (no pointers) between the dump and the copies.
 type tableRoute struct {
 	dst       netip.Prefix // masked; a default route's 0/0
 	typ       int          // RTN_*
-	ifindex   int
-	kernel    bool // added by the kernel (RTPROT_KERNEL)
-	connected bool // reaches its addresses without a gateway, no reject route
+	ifindex   int          // the device (0 for a multipath route)
+	kernel    bool         // added by the kernel (RTPROT_KERNEL)
+	connected bool         // reaches its addresses without a gateway, no reject route
+	gateway   bool         // has a gateway (RTA_GATEWAY)
+	multipath bool         // has next hops of its own (RTA_MULTIPATH)
 	priority  int
+	mtu       int // the mtu metric (0: none)
 }
 
 // compactRoute returns r as a tableRoute of a family of bits-bit addresses.
@@ -84,7 +90,75 @@ func compactRoute(r netlink.Route, bits int) tableRoute {
 		}
 	}
 	return tableRoute{dst: dst, typ: r.Type, ifindex: r.LinkIndex, kernel: r.Protocol == unix.RTPROT_KERNEL,
-		connected: reachedDirectly(r), priority: r.Priority}
+		connected: reachedDirectly(r), gateway: r.Gw != nil, multipath: len(r.MultiPath) > 0,
+		priority: r.Priority, mtu: r.MTU}
+}
+
+// familyRoutes is one family's local and main routing tables, from one
+// dump: the local table copy (localRoutes) and the main table's
+// (fillRoutes) are both made from it.
+type familyRoutes struct {
+	local, main []tableRoute
+	// localRaw is the local table as dumped (ipv4TablesMerged asks the
+	// kernel about its addresses); it holds a few routes per address.
+	localRaw []netlink.Route
+}
+
+// netRoutes is the namespace's local and main routing tables of both
+// families (dumpNetRoutes).
+type netRoutes struct {
+	v4, v6 familyRoutes
+}
+
+// of returns family fam's tables.
+func (n *netRoutes) of(fam int) *familyRoutes {
+	if fam == netlink.FAMILY_V6 {
+		return &n.v6
+	}
+	return &n.v4
+}
+
+// dumpNetRoutes lists the local and main routing tables of both families,
+// one netlink dump per family.
+func dumpNetRoutes() (netRoutes, error) {
+	var n netRoutes
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		r, err := dumpRoutes(fam)
+		if err != nil {
+			return netRoutes{}, err
+		}
+		*n.of(fam) = r
+	}
+	return n, nil
+}
+
+// dumpRoutes lists family fam's local and main routing tables in one dump
+// of every table (the kernel sends them all whatever the table asked for:
+// the request is not strict), kept compact: a large main table's parsing
+// and keeping are the cost.
+func dumpRoutes(fam int) (familyRoutes, error) {
+	bits, version := 32, 4
+	if fam == netlink.FAMILY_V6 {
+		bits, version = 128, 6
+	}
+	var out familyRoutes
+	err := consistentDumpErr("the routing table", func() error {
+		out = familyRoutes{}
+		return netlink.RouteListFilteredIter(fam, &netlink.Route{}, netlink.RT_FILTER_TABLE, func(r netlink.Route) bool {
+			switch r.Table {
+			case unix.RT_TABLE_LOCAL:
+				out.local = append(out.local, compactRoute(r, bits))
+				out.localRaw = append(out.localRaw, r)
+			case unix.RT_TABLE_MAIN:
+				out.main = append(out.main, compactRoute(r, bits))
+			}
+			return true
+		})
+	})
+	if err != nil {
+		return familyRoutes{}, fmt.Errorf("list IPv%d routes: %w", version, err)
+	}
+	return out, nil
 }
 
 // reachedDirectly reports whether r reaches its addresses without a

@@ -185,15 +185,6 @@ func parseTypeList(s string) (uint32, error) {
 	return mask, nil
 }
 
-// fillRateLimits copies the namespace's ICMP rate limit sysctls and its
-// IPv6 routes' prefix lengths into the data plane.
-func fillRateLimits(maps map[string]*ebpf.Map) error {
-	if err := fillRateCfg(maps); err != nil {
-		return err
-	}
-	return fillRoutes(maps[rateRoute6Map])
-}
-
 // fillRateCfg copies the namespace's ICMP rate limit sysctls into the
 // data plane.
 func fillRateCfg(maps map[string]*ebpf.Map) error {

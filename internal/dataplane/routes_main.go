@@ -9,10 +9,9 @@ package dataplane
 import (
 	"fmt"
 	"net"
+	"net/netip"
 
 	"github.com/cilium/ebpf"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // routeVal mirrors struct xfw_route_val.
@@ -34,22 +33,15 @@ const (
 // IPv4 routes are keyed.
 const ipv4MappedPlen = 96
 
-// fillRoutes records the main table's routes in m (bpf/route_main.h):
-// every IPv6 route, and the IPv4 routes with an mtu metric with the routes
-// inside their prefixes (an address there takes the longest of them, as
-// the kernel's lookup does). When the IPv4 ones do not fit beside the
-// IPv6 ones, none is recorded: clamps then take the device's MTU.
-func fillRoutes(m *ebpf.Map) error {
-	routes6, err := listRoutes(netlink.FAMILY_V6, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
-	if err != nil {
-		return fmt.Errorf("list IPv6 routes: %w", err)
-	}
-	routes4, err := listRoutes(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
-	if err != nil {
-		return fmt.Errorf("list IPv4 routes: %w", err)
-	}
-	entries := routeEntries6(routes6)
-	entries4 := routeEntries4(routes4, mappedPlen(entries))
+// fillRoutes records the main table's routes, from the dumped tables nr,
+// in m (bpf/route_main.h): every IPv6 route, and the IPv4 routes with an
+// mtu metric with the routes inside their prefixes (an address there
+// takes the longest of them, as the kernel's lookup does). When the IPv4
+// ones do not fit beside the IPv6 ones, none is recorded: clamps then
+// take the device's MTU.
+func fillRoutes(m *ebpf.Map, nr *netRoutes) error {
+	entries := routeEntries6(nr.v6.main)
+	entries4 := routeEntries4(nr.v4.main, mappedPlen(entries))
 	if len(entries)+len(entries4) <= int(m.MaxEntries()) {
 		for k, v := range entries4 {
 			entries[k] = v
@@ -66,52 +58,48 @@ func fillRoutes(m *ebpf.Map) error {
 	return nil
 }
 
-// routeDst is r's destination (the default route's is nil) in family fam.
-func routeDst(r netlink.Route, fam int) *net.IPNet {
-	if r.Dst != nil {
-		return r.Dst
+// routeKey is the LPM key of r's destination: an IPv6 prefix as it is, an
+// IPv4 one at its IPv4-mapped prefix (::ffff:a.b.c.d/96+len).
+func routeKey(r tableRoute) lpmKey6 {
+	k := lpmKey6{Prefixlen: uint32(r.dst.Bits()), Addr: r.dst.Addr().As16()}
+	if r.dst.Addr().Is4() {
+		k.Prefixlen += ipv4MappedPlen
 	}
-	if fam == 4 {
-		return &net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}
-	}
-	return &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
+	return k
 }
 
 // routeDev is r's device, 0 for a multipath route (its metrics are every
 // next hop's).
-func routeDev(r netlink.Route) uint32 {
-	if len(r.MultiPath) > 0 {
+func routeDev(r tableRoute) uint32 {
+	if r.multipath {
 		return 0
 	}
-	return uint32(r.LinkIndex)
+	return uint32(r.ifindex)
 }
 
 // routeMTU is r's mtu metric as dst_mtu caps it (0: none).
-func routeMTU(r netlink.Route, max int) uint32 {
-	if r.MTU <= 0 {
+func routeMTU(r tableRoute, max int) uint32 {
+	if r.mtu <= 0 {
 		return 0
 	}
-	return uint32(min(r.MTU, max))
+	return uint32(min(r.mtu, max))
 }
 
 // preferred keeps, of the routes to the same prefix, the one the kernel
 // takes: the lowest priority (metric); r is better than the kept one.
-func preferred(kept map[lpmKey6]netlink.Route, k lpmKey6, r netlink.Route) bool {
+func preferred(kept map[lpmKey6]tableRoute, k lpmKey6, r tableRoute) bool {
 	old, ok := kept[k]
-	return !ok || r.Priority < old.Priority
+	return !ok || r.priority < old.priority
 }
 
 // routeEntries6 gives the IPv6 routes' entries. A destination on a route
 // without a gateway (on-link) counts as a /128 for the rate limits: the
 // kernel's route to it is a host clone (found against the kernel:
 // ratelimit_test.go).
-func routeEntries6(routes []netlink.Route) map[lpmKey6]routeVal {
-	kept := map[lpmKey6]netlink.Route{}
+func routeEntries6(routes []tableRoute) map[lpmKey6]routeVal {
+	kept := map[lpmKey6]tableRoute{}
 	for _, r := range routes {
-		dst := routeDst(r, 6)
-		ones, _ := dst.Mask.Size()
-		k := lpmKey6{Prefixlen: uint32(ones)}
-		copy(k.Addr[:], dst.IP.To16())
+		k := routeKey(r)
 		if preferred(kept, k, r) {
 			kept[k] = r
 		}
@@ -119,7 +107,7 @@ func routeEntries6(routes []netlink.Route) map[lpmKey6]routeVal {
 	out := make(map[lpmKey6]routeVal, len(kept))
 	for k, r := range kept {
 		plen := k.Prefixlen
-		if r.Gw == nil && len(r.MultiPath) == 0 {
+		if !r.gateway && !r.multipath {
 			plen = ipv6HostPlen
 		}
 		out[k] = routeVal{Plen: plen, MTU: routeMTU(r, ip6MaxMTU), Ifindex: routeDev(r), Fam: 6}
@@ -156,22 +144,19 @@ func prefixHolds(k lpmKey6, a net.IP) bool {
 // routeEntries4 gives the entries of the IPv4 routes with an mtu metric
 // and of the routes inside their prefixes, at their IPv4-mapped prefixes
 // with rate limit prefix length plen.
-func routeEntries4(routes []netlink.Route, plen uint32) map[lpmKey6]routeVal {
-	var withMTU []*net.IPNet
+func routeEntries4(routes []tableRoute, plen uint32) map[lpmKey6]routeVal {
+	var withMTU []netip.Prefix
 	for _, r := range routes {
-		if r.MTU > 0 {
-			withMTU = append(withMTU, routeDst(r, 4))
+		if r.mtu > 0 {
+			withMTU = append(withMTU, r.dst)
 		}
 	}
-	kept := map[lpmKey6]netlink.Route{}
+	kept := map[lpmKey6]tableRoute{}
 	for _, r := range routes {
-		dst := routeDst(r, 4)
-		if !insideAny(dst, withMTU) {
+		if !insideAny(r.dst, withMTU) {
 			continue
 		}
-		ones, _ := dst.Mask.Size()
-		k := lpmKey6{Prefixlen: uint32(ipv4MappedPlen + ones)}
-		copy(k.Addr[:], dst.IP.To16()) // ::ffff:a.b.c.d
+		k := routeKey(r)
 		if preferred(kept, k, r) {
 			kept[k] = r
 		}
@@ -183,13 +168,11 @@ func routeEntries4(routes []netlink.Route, plen uint32) map[lpmKey6]routeVal {
 	return out
 }
 
-// insideAny tells whether prefix n lies within one of prefixes (equal
+// insideAny tells whether prefix p lies within one of prefixes (equal
 // counts).
-func insideAny(n *net.IPNet, prefixes []*net.IPNet) bool {
-	ones, _ := n.Mask.Size()
-	for _, p := range prefixes {
-		pones, _ := p.Mask.Size()
-		if pones <= ones && p.Contains(n.IP) {
+func insideAny(p netip.Prefix, prefixes []netip.Prefix) bool {
+	for _, q := range prefixes {
+		if q.Bits() <= p.Bits() && q.Contains(p.Addr()) {
 			return true
 		}
 	}

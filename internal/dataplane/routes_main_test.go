@@ -40,7 +40,7 @@ func TestRouteEntries4(t *testing.T) {
 		{Dst: mustCIDR(t, "10.2.0.0/16"), LinkIndex: 3},                         // outside any: left out
 		{Dst: mustCIDR(t, "10.3.0.0/16"), MTU: 70000, MultiPath: []*netlink.NexthopInfo{{LinkIndex: 3}, {LinkIndex: 4}}},
 	}
-	got := routeEntries4(routes, 7)
+	got := routeEntries4(compact(routes, 32), 7)
 	want := map[lpmKey6]routeVal{
 		key6(t, "10.1.0.0/16"): {Plen: 7, MTU: 1300, Ifindex: 3, Fam: 4},
 		key6(t, "10.1.2.0/24"): {Plen: 7, MTU: 0, Ifindex: 4, Fam: 4},
@@ -48,7 +48,7 @@ func TestRouteEntries4(t *testing.T) {
 		key6(t, "10.3.0.0/16"): {Plen: 7, MTU: ipMaxMTU, Ifindex: 0, Fam: 4},
 	}
 	compareRouteEntries(t, got, want)
-	if n := len(routeEntries4(routes[:1], 7)); n != 0 {
+	if n := len(routeEntries4(compact(routes[:1], 32), 7)); n != 0 {
 		t.Errorf("no route with an mtu: %d entries, want none", n)
 	}
 }
@@ -59,7 +59,7 @@ func TestRouteEntries6(t *testing.T) {
 		{Dst: mustCIDR(t, "fd01::/64"), LinkIndex: 3, MTU: 1300},
 		{Dst: mustCIDR(t, "fd02::/64"), Gw: net.ParseIP("fd00::2"), LinkIndex: 2, MTU: 100000},
 	}
-	got := routeEntries6(routes)
+	got := routeEntries6(compact(routes, 128))
 	want := map[lpmKey6]routeVal{
 		key6(t, "::/0"):      {Plen: 0, Ifindex: 2, Fam: 6},
 		key6(t, "fd01::/64"): {Plen: ipv6HostPlen, MTU: 1300, Ifindex: 3, Fam: 6}, // on-link: a host clone
@@ -69,7 +69,7 @@ func TestRouteEntries6(t *testing.T) {
 	if p := mappedPlen(got); p != 0 {
 		t.Errorf("IPv4-mapped addresses' prefix length %d, want the default route's 0", p)
 	}
-	if p := mappedPlen(routeEntries6(routes[1:])); p != ipv6HostPlen {
+	if p := mappedPlen(routeEntries6(compact(routes[1:], 128))); p != ipv6HostPlen {
 		t.Errorf("IPv4-mapped addresses without a route: prefix length %d, want %d", p, ipv6HostPlen)
 	}
 }
