@@ -55,10 +55,14 @@ func rlSysctl(t *testing.T, ns string, kv [][2]string) {
 	}
 }
 
+// rlKernelMasks are the kernel's default ratemasks (destination
+// unreachable among the types limited), which nettest's topologies clear.
+var rlKernelMasks = [][2]string{{"net/ipv4/icmp_ratemask", "6168"}, {"net/ipv6/icmp/ratemask", "0-1,3-127"}}
+
 // rlPerDest are the per-destination limits at the kernel's default
 // (1000 ms), without the global one.
-var rlPerDest = [][2]string{{"net/ipv4/icmp_ratelimit", "1000"}, {"net/ipv6/icmp/ratelimit", "1000"},
-	{"net/ipv4/icmp_msgs_per_sec", "1000000"}, {"net/ipv4/icmp_msgs_burst", "1000000"}}
+var rlPerDest = append([][2]string{{"net/ipv4/icmp_ratelimit", "1000"}, {"net/ipv6/icmp/ratelimit", "1000"},
+	{"net/ipv4/icmp_msgs_per_sec", "1000000"}, {"net/ipv4/icmp_msgs_burst", "1000000"}}, rlKernelMasks...)
 
 func rlFloods() []rlFlood {
 	// A destination's bucket: six messages, then one per period.
@@ -82,9 +86,9 @@ func rlFloods() []rlFlood {
 	// would outlast them.
 	return []rlFlood{
 		{name: "ipv4 global", fam: ir.IPv4, rate: 1000, secs: 2, bounds: global,
-			sysctls: [][2]string{{"net/ipv4/icmp_ratelimit", "0"}, {"net/ipv4/icmp_msgs_per_sec", fmt.Sprint(perSec)}, {"net/ipv4/icmp_msgs_burst", fmt.Sprint(burst)}}},
+			sysctls: append([][2]string{{"net/ipv4/icmp_ratelimit", "0"}, {"net/ipv4/icmp_msgs_per_sec", fmt.Sprint(perSec)}, {"net/ipv4/icmp_msgs_burst", fmt.Sprint(burst)}}, rlKernelMasks...)},
 		{name: "ipv6 global (IPv4's bucket)", fam: ir.IPv6, rate: 1000, secs: 2, bounds: global,
-			sysctls: [][2]string{{"net/ipv6/icmp/ratelimit", "0"}, {"net/ipv4/icmp_msgs_per_sec", fmt.Sprint(perSec)}, {"net/ipv4/icmp_msgs_burst", fmt.Sprint(burst)}}},
+			sysctls: append([][2]string{{"net/ipv6/icmp/ratelimit", "0"}, {"net/ipv4/icmp_msgs_per_sec", fmt.Sprint(perSec)}, {"net/ipv4/icmp_msgs_burst", fmt.Sprint(burst)}}, rlKernelMasks...)},
 		{name: "ipv4 per destination", fam: ir.IPv4, sysctls: rlPerDest, rate: 200, secs: 3, bounds: perDest(1)},
 		// gen is on fw's link: the route back is a host clone (/128),
 		// which gets the whole period.

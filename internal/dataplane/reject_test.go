@@ -16,10 +16,10 @@ package dataplane
 // differences each scenario lists. Real sockets then check what an
 // application sees (ECONNREFUSED and friends).
 //
-// ICMP rate limits: nettest sets net.ipv4.icmp_ratelimit and
-// net.ipv6.icmp.ratelimit to 0 in every namespace, so the kernel answers
-// every packet (the global icmp_msgs_per_sec budget, 1000/s with a burst of
-// 50, is far above what the test sends).
+// ICMP rate limits: nettest clears the ratemasks (and sets the
+// per-destination limits to 0) in every namespace, so neither the
+// per-destination limits nor the global bucket apply: the kernel answers
+// every packet.
 
 import (
 	"bytes"

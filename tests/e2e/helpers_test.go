@@ -75,8 +75,11 @@ func (fw firewall) try(topo *nettest.Topology, fam int, what, rules string, extr
 	f.Close()
 	argv := append(fw.cmd(fam, what), extra...)
 	// Wait for the lock (xfw's and the kernel's iptables'): other tests or
-	// tools may be running commands at the same time.
-	argv = append(argv, "-w", "10", f.Name())
+	// tools may be running commands at the same time. /run/xfw.lock is
+	// the machine's, not the namespace's: an agent's refresh or a restore
+	// of 10,000 rules elsewhere held it 10 to 15 s under load, past the
+	// 10 s waited before.
+	argv = append(argv, "-w", "60", f.Name())
 	return nettest.Exec(topo.FwNS, argv...)
 }
 

@@ -12,7 +12,11 @@ import (
 // are judged and counted as the kernel counts them, whatever the XDP hook
 // cached of the old facts on each CPU (bpf/ifinfo_cache.h: the refill
 // renews the facts' generation). Datagrams before the change warm the
-// caches.
+// caches. The MAC change flushes fw's neighbour entries, the topology's
+// permanent ones included (neigh_changeaddr): the test puts them back, so
+// that fw's replies never wait for address resolution (an ARP request or
+// reply lost under load is repeated only a second later) and a missing
+// reply means a lost datagram.
 func TestInterfaceFactsRefreshAgainstKernel(t *testing.T) {
 	nettest.RequireRoot(t)
 	requireTools(t, "iptables-legacy")
@@ -24,7 +28,7 @@ func TestInterfaceFactsRefreshAgainstKernel(t *testing.T) {
 		for i := 0; i < datagrams; i++ {
 			dst := netip.AddrPortFrom(tp.FwIn.IPv4, 9)
 			if a := nettest.UDPSend(tp.GenNS, dst, []byte("facts"), nettest.ExpectReply()); a.Outcome != nettest.Refused {
-				t.Errorf("%s: UDP to %s: %v", kind, dst, a.Outcome)
+				t.Errorf("%s: UDP #%d to %s: %v\n%s", kind, i, dst, a, tp.ExplainLoss())
 			}
 		}
 	}
@@ -32,6 +36,12 @@ func TestInterfaceFactsRefreshAgainstKernel(t *testing.T) {
 		fw.restore(t, tp, 4, rules)
 		send(kind, tp)
 		nettest.MustExec(t, tp.FwNS, "ip", "link", "set", nettest.FwInIfname, "address", newMAC)
+		for _, ip := range []netip.Addr{tp.Gen.IPv4, tp.Gen.IPv6} {
+			if err := nettest.SetNeighbor(tp.FwNS, nettest.FwInIfname, ip, tp.Gen.MAC); err != nil {
+				t.Errorf("%s: %v", kind, err) // not Fatal: each runs fn in its own goroutine
+				return
+			}
+		}
 		nettest.MustExec(t, tp.GenNS, "ip", "neigh", "replace", tp.FwIn.IPv4.String(), "lladdr", newMAC,
 			"dev", nettest.GenIfname, "nud", "permanent")
 		if kind == "xfw" {

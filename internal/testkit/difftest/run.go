@@ -145,7 +145,7 @@ func (s *Session) runOnce(ctx context.Context, ruleset string, c *Corpus, opts R
 	if err != nil {
 		return nil, err
 	}
-	if err := s.sendProbes(ctx, c, probes, opts); err != nil {
+	if err := s.sendProbes(ctx, c, probes, opts, newUDPStreamGuard(ruleset)); err != nil {
 		return nil, err
 	}
 	if res.Lossy, err = s.lossSince(baseline); err != nil {
@@ -249,8 +249,9 @@ func (s *Session) loadBoth(ruleset string, res *Result) (bool, error) {
 	return true, nil
 }
 
-// sendProbes sends the marked probes of c through both sides.
-func (s *Session) sendProbes(ctx context.Context, c *Corpus, probes []markedProbe, opts RunOptions) error {
+// sendProbes sends the marked probes of c through both sides; udp keeps
+// the steps away from the UDP conversations' stream delay.
+func (s *Session) sendProbes(ctx context.Context, c *Corpus, probes []markedProbe, opts RunOptions, udp *udpStreamGuard) error {
 	v6 := s.cfg.Family == ir.IPv6
 	// Send, both sides at once, in paced batches, step by step (Probe.Step:
 	// the packets of conversations, each step once the one before has
@@ -261,6 +262,14 @@ func (s *Session) sendProbes(ctx context.Context, c *Corpus, probes []markedProb
 	// Kept apart, both sides send them all.)
 	for _, step := range steps(c) {
 		for phase := 0; phase < 2; phase++ {
+			var batch []Probe
+			for k := range probes {
+				if c.Probes[k].Step == step && (c.Probes[k].From == FromFw) == (phase == 1) {
+					batch = append(batch, c.Probes[k])
+				}
+			}
+			udp.wait(batch)
+			start := time.Now()
 			var sendErr [2]error
 			sent := 0
 			parallel(func(i int) {
@@ -295,6 +304,7 @@ func (s *Session) sendProbes(ctx context.Context, c *Corpus, probes []markedProb
 			if err := errors.Join(sendErr[:]...); err != nil {
 				return err
 			}
+			udp.sent(batch, start, time.Now())
 			if sent > 0 || step == 0 {
 				s.settle()
 			}

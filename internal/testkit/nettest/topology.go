@@ -89,7 +89,8 @@ type Endpoint struct {
 // gen and sink route each other's subnet through fw; fw forwards IPv4 and
 // IPv6 (gen and sink do not). IPv6 duplicate address detection is off, so
 // addresses are usable at once; reverse-path filtering and ICMP rate limits
-// are off, so every REJECT reply is sent. There is no default route: nothing
+// (per destination and the global bucket) are off, so every REJECT reply
+// and ICMP error is sent. There is no default route: nothing
 // can leave the three namespaces. Addresses are 10.X.… and fd00:X:… with X
 // the topology's Subnet.
 type Topology struct {
@@ -340,9 +341,18 @@ func (topo *Topology) setSysctls() error {
 		// Crafted packets with foreign sources must not vanish in rp_filter.
 		{"net/ipv4/conf/all/rp_filter", "0"},
 		{"net/ipv4/conf/default/rp_filter", "0"},
-		// Every REJECT or error must produce its ICMP message.
+		// Every REJECT or error must produce its ICMP message: no ICMP
+		// type is rate limited. An empty ratemask exempts every type from
+		// both limits, the per-destination one (ratelimit, also 0) and
+		// the namespace's global bucket (icmp_msgs_per_sec 1000, burst
+		// 50, 0 to 2 random credits a message, refilled at most every
+		// 20 ms), which IPv6's errors share: 40 datagrams to a closed
+		// port sent within 20 ms lost a port unreachable in about one
+		// run of 100 (their random costs added up to the burst).
 		{"net/ipv4/icmp_ratelimit", "0"},
 		{"net/ipv6/icmp/ratelimit", "0"},
+		{"net/ipv4/icmp_ratemask", "0"},
+		{"net/ipv6/icmp/ratemask", "\n"}, // an empty list
 	}
 	for _, ns := range topo.Namespaces() {
 		fwd := "0"
