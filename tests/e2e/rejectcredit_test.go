@@ -134,15 +134,19 @@ func rejectCreditAgainstKernel(t *testing.T, tw *twins, fam int) {
 	}
 }
 
-// creditRun sets fw's sysctls, loads the rules (xfw reads the sysctls
-// then), waits for the global bucket to refill and runs the phase.
+// creditRun sets fw's sysctls (the kernel's default ratemasks among
+// them), loads the rules (xfw reads the sysctls then), waits for the
+// global bucket to refill and runs the phase.
 func creditRun(t *testing.T, tp *nettest.Topology, fw firewall, fam int, rules string, ph creditPhase) creditSeen {
 	t.Helper()
 	nettest.MustExec(t, tp.FwNS, "sysctl", "-qw",
 		fmt.Sprintf("net.ipv4.icmp_msgs_per_sec=%d", creditPerSec),
 		fmt.Sprintf("net.ipv4.icmp_msgs_burst=%d", creditBurst),
 		fmt.Sprintf("net.ipv4.icmp_ratelimit=%d", ph.ratelimit),
-		fmt.Sprintf("net.ipv6.icmp.ratelimit=%d", ph.ratelimit))
+		fmt.Sprintf("net.ipv6.icmp.ratelimit=%d", ph.ratelimit),
+		// The kernel's default ratemasks, which nettest's topologies
+		// clear: destination unreachable among the types limited.
+		"net.ipv4.icmp_ratemask=6168", "net.ipv6.icmp.ratemask=0-1,3-127")
 	fw.restore(t, tp, fam, rules)
 	time.Sleep(creditRefill)
 
