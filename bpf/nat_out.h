@@ -472,9 +472,10 @@ __attribute__((noinline)) int xfw_nat_in_xdp(struct xdp_md *ctx, struct xfw_pkt 
 }
 
 /* xfw_nat_in_send delivers a reply xfw_nat_in_xdp translated (called by
- * xfw_tc_ingress) through loopback: bpf_redirect_neigh routes it to the
- * host's own address (the local route, whose input delivers it without
- * another routing decision); loopback's TC egress lets it pass
+ * xfw_tc_ingress), or a REJECT reply for the host itself judged in OUTPUT
+ * there (reject_send.h), through loopback: bpf_redirect_neigh routes it
+ * to the host's own address (the local route, whose input delivers it
+ * without another routing decision); loopback's TC egress lets it pass
  * (XFW_NAT_OUT_MARK). A global function. */
 __attribute__((noinline)) int xfw_nat_in_send(struct __sk_buff *skb)
 {

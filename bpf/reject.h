@@ -9,10 +9,12 @@
  *    FORWARD): the reply is handed, marked in the XDP metadata, to xfw's
  *    TCX ingress program, which rate-limits it as the kernel's ICMP errors,
  *    routes it and sends it to the route's neighbour (reject_send.h,
- *    reject_rate.h), as icmp_send / nf_send_reset route and send theirs.
- *    Without XDP metadata (a driver that lacks it) and on loopback it
- *    leaves by the interface it came in on (XDP_TX) with the Ethernet
- *    addresses swapped and any VLAN tag kept.
+ *    reject_rate.h), as icmp_send / nf_send_reset route and send theirs;
+ *    on loopback (a packet the host sent itself) it judges a reply for
+ *    the host in OUTPUT and sends it back through loopback. Without XDP
+ *    metadata (a driver that lacks it) the reply leaves by the interface
+ *    it came in on (XDP_TX) with the Ethernet addresses swapped and any
+ *    VLAN tag kept.
  *    TC egress (OUTPUT): a reply for one of the host's addresses is handed
  *    to the local stack through lo, as the kernel's (xfw_rj_tc_via_lo),
  *    so the sending socket sees ECONNREFUSED as with the kernel's REJECT
@@ -54,8 +56,10 @@
  *    beyond XFW_RJ_VERIFY_MAX bytes is not checked.
  *  - Every reply passes OUTPUT, as the kernel's does: replies to the host
  *    itself before they are delivered, INPUT and FORWARD replies (XDP) at
- *    TCX ingress (reject_send.h), with the offending packet's connection
- *    when tracking (reject_ct.h). OUTPUT ICMP errors for the host come
+ *    TCX ingress (reject_send.h), those to packets the host sent itself
+ *    through loopback too (lo's TCX ingress, then lo's INPUT), with the
+ *    offending packet's connection when tracking (reject_ct.h); but not
+ *    a loopback reply routed out of another device (xfw_rj_lo_route). OUTPUT ICMP errors for the host come
  *    from its own address, as the kernel's (they, and resets, through lo
  *    and its INPUT). The sender's
  *    send() succeeds where the kernel's fails with EPERM (NF_DROP); the
@@ -140,14 +144,17 @@
 #include "owner.h"
 
 /* xfw_rj_xdp_out sends the reply built in ctx's frame: out of device out
- * when a loopback reply was routed (xfw_rj_lo_route), back to loopback, or
- * else handed to xfw_tc_ingress (reject_send.h). */
+ * when a loopback reply for another host was routed (xfw_rj_lo_route),
+ * back to loopback's stack when back (such a reply without a route: the
+ * stack routes it), or else handed to xfw_tc_ingress (reject_send.h),
+ * which judges it in OUTPUT before it leaves (on loopback, the reply for
+ * the host itself, sent back through loopback). */
 static __always_inline int xfw_rj_xdp_out(struct xdp_md *ctx, const struct xfw_rj *r, __u32 out,
-					  __u16 vlan, int v6)
+					  int back, __u16 vlan, int v6)
 {
 	if (out)
 		return bpf_redirect(out, 0);
-	if (ctx->ingress_ifindex == XFW_LOOPBACK_IFINDEX)
+	if (back)
 		return XDP_TX;
 	return xfw_rj_xdp_handoff(ctx, r->l2len, vlan, v6);
 }
@@ -169,7 +176,7 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	struct xfw_rj *r;
 	__u64 sum = 0;
 	__u8 *ih;
-	int kind, v6;
+	int kind, v6, back = 0;
 
 	if (!ctx || !p)
 		return XDP_DROP;
@@ -189,10 +196,11 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	if (ctx->ingress_ifindex != XFW_LOOPBACK_IFINDEX)
 		xfw_rj_l2_route(ctx, r, &sc->fib, v6);
 	else if (!xfw_rj_for_host(r->daddr, v6))
-		out = xfw_rj_lo_route(ctx, r, &sc->fib, v6);
+		back = !(out = xfw_rj_lo_route(ctx, r, &sc->fib, v6));
 	/* The TTL of the device it leaves by: the route's (a loopback reply
-	 * routed out), else the input device's (XDP_TX; a handed-off reply's
-	 * hop limit is set again by its route, xfw_rj_send). */
+	 * routed out), else the input device's (lo for the host itself;
+	 * XDP_TX; a reply handed off from another device gets its hop limit
+	 * again from its route, xfw_rj_send). */
 	r->ttl = v6 ? xfw_rj_hop_limit6(out ? out : (__u64)ctx->ingress_ifindex | (__u64)p->vlan << 32)
 		    : xfw_rj_ttl4();
 	/* An ICMP error about a forwarded packet comes from the route
@@ -236,7 +244,7 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 		data_end = (void *)(long)ctx->data_end;
 		if (v6 ? xfw_rj_put_rst(data, data_end, r, 1) : xfw_rj_put_rst(data, data_end, r, 0))
 			return XDP_DROP;
-		return xfw_rj_xdp_out(ctx, r, out, p->vlan, v6);
+		return xfw_rj_xdp_out(ctx, r, out, back, p->vlan, v6);
 	}
 
 	/* Keep the L2 header and the quote (dropping any Ethernet padding
@@ -269,7 +277,7 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	if ((void *)(ih + XFW_RJ_ICMP_HLEN) > data_end)
 		return XDP_DROP;
 	*(__u16 *)(ih + 2) = xfw_rj_finish(sum + cs);
-	return xfw_rj_xdp_out(ctx, r, out, p->vlan, v6);
+	return xfw_rj_xdp_out(ctx, r, out, back, p->vlan, v6);
 }
 
 /* XFW_RJ_TC_LOCAL, returned by xfw_rj_tc: the skb now holds a reply for the host
@@ -491,8 +499,8 @@ static __always_inline int xfw_rj_tc_deliver(struct __sk_buff *skb)
  * (type p->reject) in chain (INPUT or FORWARD), its DNAT given back when
  * dnat_undone, seen by connection tracking when ct_seen: returns XDP_PASS
  * with the reply, marked for xfw_tc_ingress, in place of the frame (XDP_TX
- * or a redirect on loopback or without XDP metadata), or XDP_DROP when the
- * kernel would send nothing. */
+ * without XDP metadata; on loopback, for another host, a redirect or
+ * XDP_TX), or XDP_DROP when the kernel would send nothing. */
 static __always_inline int xfw_xdp_reject(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain,
 					  __u32 dnat_undone, int ct_seen)
 {

@@ -178,8 +178,14 @@ static __always_inline int xfw_rj_plan(struct xfw_rj *r, struct xfw_pkt *p, __u3
 		r->saddr[0] = iph->daddr;
 		r->daddr[0] = iph->saddr;
 		/* The kernel's routing drops martian sources before netfilter
-		 * and nothing answers a multicast or broadcast destination. */
+		 * and nothing answers a multicast or broadcast destination:
+		 * nf_send_reset and icmp_send refuse a packet whose route is
+		 * a broadcast one (a subnet-directed broadcast, in a unicast
+		 * frame too, or sent by the host itself; found by xfw
+		 * difftest: a TCP segment to one got xfw's reset). */
 		if (!xfw_rj_ip4_unicast(iph->saddr, lo) || !xfw_rj_ip4_unicast(iph->daddr, lo))
+			return XFW_RJK_NONE;
+		if (ingress ? p->dst_bcast : xfw_local_type(0, 0, p->dst_lo) == XFW_RTN_BROADCAST)
 			return XFW_RJK_NONE;
 		if (type == XFW_RJ_TCP_RESET) {
 			if (!xfw_rj_plan_rst(r, p, data, data_end, l3, l4))
@@ -189,10 +195,8 @@ static __always_inline int xfw_rj_plan(struct xfw_rj *r, struct xfw_pkt *p, __u3
 		code = xfw_rj_icmp_code(type);
 		if (code < 0)
 			return XFW_RJK_NONE;
-		/* icmp_send: "no replies to physical multicast/broadcast", nor
-		 * about a packet whose input route is a broadcast one (a
-		 * subnet-directed broadcast in a unicast frame). */
-		if (ingress && (!p->dst_unicast || p->dst_bcast))
+		/* icmp_send: "no replies to physical multicast/broadcast". */
+		if (ingress && !p->dst_unicast)
 			return XFW_RJK_NONE;
 		/* No ICMP error about an ICMP error (or an unknown type). */
 		if (p->proto == IPPROTO_ICMP) {

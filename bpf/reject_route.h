@@ -141,8 +141,8 @@ static __always_inline int xfw_rj_for_host(const __u32 *a, int v6)
  * the packet's destination, one of the host's addresses). XDP_TX would
  * hand it back to the stack on lo, which would forward it (judged in
  * FORWARD). Returns the output device with the frame addressed in r->l2,
- * or 0 (no route, or the neighbour unknown to the FIB: the stack gets it,
- * as before, and resolves it). Loopback runs generic XDP, so the redirect
+ * or 0 (no route, or the neighbour unknown to the FIB: the stack gets it
+ * back with XDP_TX, and resolves it). Loopback runs generic XDP, so the redirect
  * works whatever the target device's driver. */
 static __always_inline __u32 xfw_rj_lo_route(struct xdp_md *ctx, struct xfw_rj *r,
 					     struct bpf_fib_lookup *fib, int v6)

@@ -26,7 +26,15 @@
  * header, ICMP or TCP), so xfw_rj_send reads them at fixed offsets (the
  * IPv4 header's length aside). A driver without XDP metadata (bpf_xdp_adjust_meta
  * fails) gets the reply back with XDP_TX as before (docs/differences.md).
- * Loopback keeps XDP_TX / the redirect of xfw_rj_lo_route.
+ * On loopback (generic XDP, whose metadata the skb keeps) a reply for the
+ * host itself, to a packet the host sent itself, is marked too: lo's TCX
+ * ingress judges it in OUTPUT with output device lo and sends it back
+ * through loopback, where it passes PREROUTING and INPUT, as the kernel's
+ * does (found by xfw difftest: where the kernel's OUTPUT dropped its
+ * reply, xfw's, sent back at once with XDP_TX, reached the socket). Its
+ * mark is addressed to 02:00:00:00:00:00 (loopback's own address is all
+ * zeros). A reply xfw_rj_lo_route routes out of another device is
+ * redirected there at once.
  *
  * Includes: common.h, xfw_maps.h (interface facts), reject_structs.h,
  * reject_rate.h, reject_route.h (the hop limit), mark_route.h (the
@@ -53,7 +61,8 @@
 #define XFW_RJ_META_MAGIC 0x78667752
 
 /* "xfwN": a reply nat_out.h translated back, to deliver through loopback
- * (xfw_nat_in_send, defined there). */
+ * (xfw_nat_in_send, defined there; it also sends REJECT's replies for the
+ * host itself marked on loopback back through loopback). */
 #define XFW_NAT_IN_META_MAGIC 0x7866774e
 int xfw_nat_in_send(struct __sk_buff *skb);
 
@@ -76,6 +85,12 @@ struct xfw_rj_meta {
 	__u32 magic;
 	__u32 ifindex; /* the device netfilter saw (a VLAN device) */
 };
+
+/* The first byte of the Ethernet destination of a reply marked on
+ * loopback: 02:00:00:00:00:00, a locally administered unicast address
+ * that is not loopback's (00:00:00:00:00:00), so that the stack, without
+ * the TCX program, takes the frame for another host's. */
+#define XFW_RJ_LO_OTHERHOST 0x02
 
 /* TCX verdict "not mine: the next program decides" (TCX_NEXT). */
 #define XFW_TCX_NEXT (-1)
@@ -132,6 +147,10 @@ static __always_inline int xfw_rj_xdp_handoff(struct xdp_md *ctx, __u32 l2len, _
 	if ((void *)(m + 1) > data || (void *)(eth + 1) > (void *)(long)ctx->data_end)
 		return XDP_DROP;
 	__builtin_memset(eth, 0, 2 * ETH_ALEN);
+	/* Loopback's own address is 00:00:00:00:00:00: there the mark is
+	 * addressed to another (locally administered) one. */
+	if (ctx->ingress_ifindex == XFW_LOOPBACK_IFINDEX)
+		eth->h_dest[0] = XFW_RJ_LO_OTHERHOST;
 	eth->h_proto = bpf_htons(v6 ? ETH_P_IPV6 : ETH_P_IP);
 	m->magic = XFW_RJ_META_MAGIC;
 	m->ifindex = ifi->ifindex;
@@ -317,6 +336,22 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 	}
 	if (m->magic != XFW_RJ_META_MAGIC)
 		return XFW_TCX_NEXT;
+	/* The reply to a packet the host sent itself through loopback,
+	 * for the host itself: the kernel's leaves by lo, passing OUTPUT
+	 * and POSTROUTING, and comes back through lo's PREROUTING and
+	 * INPUT. Judged here, it is sent back through loopback, whose TC
+	 * egress lets it pass and whose XDP hook judges it on its way in. */
+	if (skb->ifindex == XFW_LOOPBACK_IFINDEX) {
+		m->magic = 0;
+		if (xfw_rj_out_judge(skb, XFW_LOOPBACK_IFINDEX) != TC_ACT_OK)
+			return TC_ACT_SHOT;
+		/* Loopback's eth_type_trans never sets PACKET_HOST back
+		 * (it only marks other hosts' frames): the mark's
+		 * PACKET_OTHERHOST would go along and IP drop it. */
+		if (bpf_skb_change_type(skb, PACKET_HOST))
+			return TC_ACT_SHOT;
+		return xfw_nat_in_send(skb);
+	}
 	rc = xfw_rj_send(skb, m->ifindex, &oif);
 	/* The kernel's reply passes OUTPUT (and POSTROUTING) with its
 	 * route's device: judged before it leaves (the redirect is only

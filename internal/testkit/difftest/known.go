@@ -17,16 +17,13 @@ import (
 // and deliveries of everything else are then proven equal. Of the replies
 // themselves, only these are accepted:
 //
-//   - xfw's replies sent back at once (on lo, or without XDP metadata)
-//     pass no chain, and none passes lo's INPUT (the kernel's REJECT sends
-//     its reply through ip_local_out, and through INPUT too when it is for
-//     fw): a reply xfw sends where the kernel's OUTPUT dropped its own (or
-//     where the kernel sends none: a first fragment, whose checksum it
-//     cannot verify; a subnet broadcast), counted in xfw's OUTPUT;
-//     kernel-only LOG lines about its replies; counters that are higher in
-//     the kernel;
-//   - xfw's reply to a packet fw sent to itself comes back through lo and
-//     INPUT, but passes no OUTPUT: INPUT counters higher in xfw;
+//   - xfw's replies sent back at once (without XDP metadata) pass no
+//     chain (the kernel's REJECT sends its reply through ip_local_out):
+//     a reply xfw sends where the kernel's OUTPUT dropped its own, or
+//     where the kernel sends none (a first fragment, whose checksum it
+//     cannot verify), counted in xfw's OUTPUT when a probe shows such a
+//     reply; kernel-only LOG lines about its replies; counters that are
+//     higher in the kernel;
 //   - IPv4 options are neither echoed nor recorded in xfw's replies to a
 //     packet fw sent itself (REJECT in OUTPUT; those to packets from gen
 //     and sink are the kernel's): for such a packet with options, the
@@ -44,8 +41,10 @@ import (
 //     on, seen at gen by one and at sink by the other.
 //
 // A reply the kernel sends and xfw does not, a reply whose bytes differ
-// (but for options), a counter higher in xfw outside INPUT: none of these
-// is accepted.
+// (but for options), a counter higher in xfw but in OUTPUT's chains with
+// such a reply shown: none of these is accepted. (Replies to packets fw
+// sends itself through lo pass OUTPUT and lo's INPUT as the kernel's do,
+// bpf/reject_send.h: INPUT counters higher in xfw are not accepted.)
 
 // replyRe matches an observation of a reply fw sent (to gen, to sink, or
 // to its own sockets for a packet it sent itself): where, what, and the
@@ -92,9 +91,6 @@ func replyBytes(m []string) string {
 // and ends where the quoted packet's "[SRC=" begins.
 var logReplyRe = regexp.MustCompile(`^LOG: .*?\bIN=[^\[]*\b(ID|FLOWLBL)=\? `)
 
-// loInRe matches a LOG line of a packet that arrived on lo.
-var loInRe = regexp.MustCompile(`^LOG: (?:.*? )?IN=lo `)
-
 // outerSrcRe matches the outer header's source address of a LOG line.
 var outerSrcRe = regexp.MustCompile(`\bSRC=[0-9a-f.:]+ `)
 
@@ -110,8 +106,9 @@ func withoutOuterSrc(obs string) string {
 
 // isLogOfReply reports whether obs is a LOG line about a reply to a probe:
 // in the kernel, REJECT's replies pass OUTPUT (and INPUT, through lo, when
-// they are for fw itself), so rules there log them; xfw's replies pass no
-// chain, and fw's own stack's replies pass OUTPUT on both sides alike.
+// they are for fw itself), so rules there log them; xfw's replies sent
+// back at once pass no chain, and fw's own stack's replies pass OUTPUT on
+// both sides alike.
 func isLogOfReply(obs string) bool {
 	return logReplyRe.MatchString(obs)
 }
@@ -150,11 +147,13 @@ func icmpHead(m []string) string {
 }
 
 // knownRejectDifference explains d as a documented difference of xfw's
-// REJECT replies, or returns "" when it is not one.
-func knownRejectDifference(d Difference, c *Corpus, inputSide, outputSide map[string]bool, ipv4 bool) string {
+// REJECT replies, or returns "" when it is not one. xfwReplies: some probe
+// shows a reply only xfw sent (its counters may then be higher in xfw in
+// the chains OUTPUT reaches).
+func knownRejectDifference(d Difference, c *Corpus, outputSide map[string]bool, ipv4, xfwReplies bool) string {
 	switch d.Kind {
 	case DiffCounters:
-		return knownCountersDifference(d, inputSide, outputSide, ipv4)
+		return knownCountersDifference(d, outputSide, ipv4, xfwReplies)
 	case DiffProbe:
 		if d.Probe < 0 || d.Probe >= len(c.Probes) {
 			return ""
@@ -172,7 +171,6 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 	xOnly, spoofedLogs := pairSpoofedLogs(p, kOnly, xOnly, ipv4)
 	xOnly, optionLogs := pairOptionLogs(p, kOnly, xOnly)
 	xOnly, ownReply := withoutOwnReplyLogs(p, kOnly, xOnly)
-	xOnly, loReply := withoutLoopbackReplyLogs(p, kOnly, xOnly)
 	r, ok := tallyXFWReplies(xOnly)
 	if !ok {
 		return ""
@@ -186,9 +184,6 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 	}
 	if ownReply > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply passing OUTPUT, where the kernel sent none", ownReply))
-	}
-	if loReply > 0 {
-		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply to a packet fw sent itself through lo, arriving on lo: it passes INPUT but not OUTPUT, which dropped the kernel's", loReply))
 	}
 	t, ok := matchKernelReplies(p, kOnly, r, spoofedLogs+optionLogs, ipv4)
 	if !ok {
@@ -218,7 +213,7 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 
 // knownCountersDifference explains a counter difference (DiffCounters)
 // as a documented one of xfw's REJECT replies, or returns "".
-func knownCountersDifference(d Difference, inputSide, outputSide map[string]bool, ipv4 bool) string {
+func knownCountersDifference(d Difference, outputSide map[string]bool, ipv4, xfwReplies bool) string {
 	if len(d.Kernel) != 1 || len(d.XFW) != 1 {
 		return ""
 	}
@@ -238,20 +233,12 @@ func knownCountersDifference(d Difference, inputSide, outputSide map[string]bool
 	if ipv4 && kp == xp && kb > xb {
 		return "the kernel's REJECT replies echo IPv4 options (more bytes counted), xfw's do not"
 	}
-	// xfw's reply to a packet fw sent to itself goes back through lo
-	// and INPUT (and the chains INPUT reaches), but not OUTPUT:
-	// where the kernel's OUTPUT dropped its own, xfw's INPUT counts
-	// one the kernel's never saw.
-	if strings.HasPrefix(d.Subject, ":INPUT ") || inputSide[subjectChain(d.Subject)] {
-		if xp > kp && xb > kb {
-			return "xfw's reply to fw itself passes INPUT but not OUTPUT (counted in INPUT where the kernel's OUTPUT dropped its own)"
-		}
-	}
-	// xfw's replies to fw itself pass OUTPUT as the kernel's do: a
-	// reply xfw sends and the kernel does not (a known probe
-	// difference) is counted in the chains OUTPUT reaches.
-	if outputSide[subjectChain(d.Subject)] && xp > kp && xb > kb {
-		return "xfw's OUTPUT replies to fw itself counted in OUTPUT where the kernel sends none"
+	// xfw's replies pass OUTPUT as the kernel's do: a reply xfw sends
+	// and the kernel does not (a known probe difference, which must be
+	// there: a counter alone says nothing of where its packet came
+	// from) is counted in the chains OUTPUT reaches.
+	if xfwReplies && outputSide[subjectChain(d.Subject)] && xp > kp && xb > kb {
+		return "xfw's replies the kernel does not send counted in OUTPUT"
 	}
 	return ""
 }
@@ -363,32 +350,6 @@ func withoutOwnReplyLogs(p Probe, kOnly, xOnly []string) (rest []string, own int
 		rest = append(rest, o)
 	}
 	return rest, own
-}
-
-// withoutLoopbackReplyLogs takes out of xOnly xfw's LOG lines about its
-// reply to a packet fw sent itself, arriving on lo, when the kernel logged
-// no reply: xfw's reply to such a packet passes INPUT but not OUTPUT
-// (docs/differences.md, REJECT), so where the kernel's OUTPUT dropped
-// its own, only xfw's is logged in INPUT (and delivered: that
-// observation is tallied as a reply the kernel did not send). It returns
-// the rest and how many it took.
-func withoutLoopbackReplyLogs(p Probe, kOnly, xOnly []string) (rest []string, taken int) {
-	if p.From != FromFw {
-		return xOnly, 0
-	}
-	for _, o := range kOnly {
-		if isLogOfReply(o) {
-			return xOnly, 0
-		}
-	}
-	for _, o := range xOnly {
-		if isLogOfReply(o) && loInRe.MatchString(o) {
-			taken++
-			continue
-		}
-		rest = append(rest, o)
-	}
-	return rest, taken
 }
 
 // xfwReplies are the replies only xfw sent, for matching the kernel's:
@@ -529,10 +490,15 @@ func chainsReachedFrom(ruleset, start string) map[string]bool {
 // of ruleset, its documented explanation, or the first difference that
 // has none.
 func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, family ir.Family) (why []string, unexplained *Difference) {
-	inputSide := chainsReachedFrom(ruleset, "INPUT")
 	outputSide := chainsReachedFrom(ruleset, "OUTPUT")
+	xfwReplies := false
+	for _, d := range diffs {
+		if _, xOnly := oneSided(d.Kernel, d.XFW); d.Kind == DiffProbe && len(xOnly) > 0 {
+			xfwReplies = true
+		}
+	}
 	for i, d := range diffs {
-		w := knownRejectDifference(d, c, inputSide, outputSide, family == ir.IPv4)
+		w := knownRejectDifference(d, c, outputSide, family == ir.IPv4, xfwReplies)
 		if w == "" {
 			return nil, &diffs[i]
 		}
