@@ -32,6 +32,9 @@ const nsLockPath = "/proc/thread-self/ns/net"
 type waitSpec struct {
 	set     bool
 	seconds int // 0: forever
+	// spent is how much of seconds an earlier lock of the same command
+	// took (lock: one -w N for both locks).
+	spent time.Duration
 	// gone ends the wait when closed (Env.Gone).
 	gone <-chan struct{}
 }
@@ -44,12 +47,14 @@ var errCallerGone = errors.New("Fatal: called off while waiting for the lock (th
 // data-plane steps share one opened state (dataplane.BeginSession). Both
 // are taken as w says: a command without -w fails while an ipset command
 // of its namespace holds the namespace's lock, as it did while that held
-// xfw's lock (-w N may wait N seconds for each).
+// xfw's lock; -w N waits N seconds for the two together.
 func lock(w waitSpec) (func(), error) {
+	start := time.Now()
 	f, err := takeLock(lockPath, func() (*os.File, error) { return statefile.OpenLock(lockPath) }, w)
 	if err != nil {
 		return nil, err
 	}
+	w.spent = time.Since(start)
 	ns, err := takeLock(nsLockPath, openNamespace, w)
 	if err != nil {
 		f.Close()
@@ -128,7 +133,7 @@ func waitLock(f *os.File, w waitSpec) (handedOver bool, err error) {
 	go func() { taken <- flockRetry(f, syscall.LOCK_EX) }()
 	var timeout <-chan time.Time
 	if w.seconds != 0 {
-		t := time.NewTimer(time.Duration(w.seconds) * time.Second)
+		t := time.NewTimer(time.Duration(w.seconds)*time.Second - w.spent)
 		defer t.Stop()
 		timeout = t.C
 	}
