@@ -15,7 +15,7 @@ func (g *Generation) NumChunkMasks() int {
 	if g.NumChunks == 0 {
 		return 0
 	}
-	return len(g.ClassChunks) / int(g.NumChunks) * int(g.ChunkMaskWords())
+	return g.ClassChunks.Len() * int(g.ChunkMaskWords())
 }
 
 // ChunkMasks returns, per class, which of its chunks are not empty: word
@@ -30,10 +30,10 @@ func (g *Generation) ChunkMasks() []uint32 {
 		return nil
 	}
 	words := g.ChunkMaskWords()
-	classes := uint32(len(g.ClassChunks)) / g.NumChunks
+	classes := uint32(g.ClassChunks.Len())
 	masks := make([]uint32, g.NumChunkMasks())
 	for c := uint32(0); c < classes; c++ {
-		row := g.ClassChunks[c*g.NumChunks : (c+1)*g.NumChunks]
+		row := g.ClassChunks.Row(c)
 		for k, id := range row {
 			if id != 0 {
 				masks[c*words+uint32(k)/ChunkMaskBits] |= 1 << (uint32(k) % ChunkMaskBits)

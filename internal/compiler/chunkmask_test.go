@@ -6,10 +6,11 @@ import "testing"
 // over a word boundary.
 func TestChunkMasks(t *testing.T) {
 	g := &Generation{NumChunks: 40}
-	g.ClassChunks = make([]uint32, 3*40)
-	g.ClassChunks[1*40+0] = 7
-	g.ClassChunks[1*40+33] = 9
-	g.ClassChunks[2*40+39] = 1
+	ids := make([]uint32, 3*40)
+	ids[1*40+0] = 7
+	ids[1*40+33] = 9
+	ids[2*40+39] = 1
+	g.ClassChunks = ClassTableOf(ids, 40)
 	if w := g.ChunkMaskWords(); w != 2 {
 		t.Fatalf("%d words per class, want 2", w)
 	}

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -25,7 +26,7 @@ import (
 func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, ncpu int) error {
 	g := u.Gen
 	classes := make(chan error, 1)
-	go func() { classes <- putPairedU32s(m["clsch"], g.ClassChunks, g.ChunkMasks()) }()
+	go func() { classes <- putPairedU32s(m["clsch"], append(slices.Clip(g.ClassChunks.Blocks()), g.ChunkMasks())...) }()
 	if err := fillBeforeClasses(m, created, u, ncpu); err != nil {
 		<-classes
 		return err
