@@ -26,7 +26,9 @@ import (
 func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, ncpu int) error {
 	g := u.Gen
 	classes := make(chan error, 1)
-	go func() { classes <- putPairedU32s(m["clsch"], append(slices.Clip(g.ClassChunks.Blocks()), g.ChunkMasks())...) }()
+	go func() {
+		classes <- putPairedU32s(m["clsch"], append(slices.Clip(g.ClassChunks.Blocks()), g.ChunkMasks())...)
+	}()
 	if err := fillBeforeClasses(m, created, u, ncpu); err != nil {
 		<-classes
 		return err
