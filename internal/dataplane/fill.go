@@ -13,6 +13,12 @@ import (
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
+// clschParts returns what the clsch map holds, in order: the class
+// table's blocks, then the classes' chunk masks.
+func clschParts(g *compiler.Generation) [][]uint32 {
+	return append(slices.Clip(g.ClassChunks.Blocks()), g.ChunkMasks())
+}
+
 // fillGeneration writes u's generation into its maps (by kind, as
 // buildSlot names them). Reused maps (not in created) get their live
 // counters zeroed and their unused text pages cleared: everything else the
@@ -27,7 +33,7 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 	g := u.Gen
 	classes := make(chan error, 1)
 	go func() {
-		classes <- putPairedU32s(m["clsch"], append(slices.Clip(g.ClassChunks.Blocks()), g.ChunkMasks())...)
+		classes <- putPairedU32s(m["clsch"], clschParts(g)...)
 	}()
 	if err := fillBeforeClasses(m, created, u, ncpu); err != nil {
 		<-classes
