@@ -42,3 +42,28 @@ func (g *Generation) ChunkMasks() []uint32 {
 	}
 	return masks
 }
+
+// WriteClassTable writes the class table's ids, then the classes' chunk
+// masks (ChunkMasks), into dst, which holds NumIDs()+NumChunkMasks()
+// words: what the data plane's clsch map holds. One pass over the
+// classes makes each mask from the row it has just copied, where
+// copying the table and then ChunkMasks read the 56 MB of ids of
+// kube-proxy's 10K services twice from memory. Every mask word is
+// written, so dst need not be zero.
+func (g *Generation) WriteClassTable(dst []uint32) {
+	t := &g.ClassChunks
+	ids := dst[:t.NumIDs()]
+	masks := dst[len(ids) : len(ids)+g.NumChunkMasks()]
+	words := int(g.ChunkMaskWords())
+	for c := 0; c < t.Len(); c++ {
+		row := t.Row(uint32(c))
+		copy(ids[c*t.Width:], row)
+		m := masks[c*words : (c+1)*words]
+		clear(m)
+		for k, id := range row {
+			if id != 0 {
+				m[k/ChunkMaskBits] |= 1 << (uint(k) % ChunkMaskBits)
+			}
+		}
+	}
+}

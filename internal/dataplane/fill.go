@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"fmt"
-	"slices"
 	"time"
 	"unsafe"
 
@@ -13,10 +12,20 @@ import (
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
-// clschParts returns what the clsch map holds, in order: the class
-// table's blocks, then the classes' chunk masks.
-func clschParts(g *compiler.Generation) [][]uint32 {
-	return append(slices.Clip(g.ClassChunks.Blocks()), g.ChunkMasks())
+// putClsch writes g's class table and chunk masks into the clsch map
+// (Generation.WriteClassTable), two values an element (putPairedU32s).
+func putClsch(m *ebpf.Map, g *compiler.Generation) error {
+	n := g.ClassChunks.NumIDs() + g.NumChunkMasks()
+	if n == 0 {
+		return nil
+	}
+	mem, err := mappedPrefix(m, pairedElems(n)*int(unsafe.Sizeof(bpfU32Pair{})))
+	if err != nil {
+		return err
+	}
+	// Stored natively, as the programs read them.
+	g.WriteClassTable(unsafe.Slice((*uint32)(unsafe.Pointer(&mem[0])), n))
+	return nil
 }
 
 // fillGeneration writes u's generation into its maps (by kind, as
@@ -33,7 +42,7 @@ func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, 
 	g := u.Gen
 	classes := make(chan error, 1)
 	go func() {
-		classes <- putPairedU32s(m["clsch"], clschParts(g)...)
+		classes <- putClsch(m["clsch"], g)
 	}()
 	if err := fillBeforeClasses(m, created, u, ncpu); err != nil {
 		<-classes

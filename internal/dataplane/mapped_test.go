@@ -143,8 +143,9 @@ func TestPairedU32s(t *testing.T) {
 
 // TestClassTableThroughClsch writes a class table of several blocks (an
 // odd number of ids each, so blocks meet inside a map element) and its
-// chunk masks as fillGeneration does, and reads it back as
-// RunningGeneration does: the same rows, the masks after them.
+// chunk masks as fillGeneration does (putClsch), over a map that held
+// something else, and reads it back as RunningGeneration does: the same
+// rows, the masks after them (ChunkMasks').
 func TestClassTableThroughClsch(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("creating a BPF map needs root")
@@ -171,7 +172,14 @@ func TestClassTableThroughClsch(t *testing.T) {
 		t.Fatalf("create a mmapable array: %v", err)
 	}
 	defer m.Close()
-	if err := putPairedU32s(m, clschParts(g)...); err != nil {
+	stale := make([]uint32, n) // a reused map's earlier generation
+	for i := range stale {
+		stale[i] = ^uint32(0)
+	}
+	if err := putPairedU32s(m, stale); err != nil {
+		t.Fatal(err)
+	}
+	if err := putClsch(m, g); err != nil {
 		t.Fatal(err)
 	}
 	got, err := readPairedU32s(m, n)
