@@ -358,7 +358,7 @@ func lbvsCostOf(g *compiler.Generation, p *compiler.Packet, chain int) (lbvsCost
 		idsChunk, wordChunk, wordJ, word = ^uint32(0), k, j, 0
 		for _, f := range walkFields {
 			c.Lookups++ // class→chunk id
-			id := g.ClassChunks[cls[f]*g.NumChunks+k]
+			id := g.ClassChunks.At(cls[f], k)
 			if id == 0 {
 				return 0
 			}
@@ -401,7 +401,7 @@ func lbvsCostOf(g *compiler.Generation, p *compiler.Packet, chain int) (lbvsCost
 		w := ^uint64(0)
 		for _, f := range walkFields {
 			c.Lookups++ // the chunk, by the id kept
-			if w &= g.Chunks[g.ClassChunks[cls[f]*g.NumChunks+k]].Words[j]; w == 0 {
+			if w &= g.Chunks[g.ClassChunks.At(cls[f], k)].Words[j]; w == 0 {
 				break
 			}
 		}

@@ -257,18 +257,16 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 func (g *Generation) reserveClasses(n int) {
 	classes := n * maxAppendClasses
 	g.Chunks = slices.Grow(g.Chunks, classes)
-	g.ClassChunks = slices.Grow(g.ClassChunks, classes*int(g.NumChunks))
 }
 
 // classSetter makes the classes place needs: for a class c, the class
 // whose entries are c's with position p in it or not.
 type classSetter struct {
-	g       *Generation
-	nchunks int
-	k       int    // the chunk of p
-	w       int    // the word of p in its chunk
-	bit     uint64 // p's bit in its word
-	made    map[classVariant]uint32
+	g    *Generation
+	k    int    // the chunk of p
+	w    int    // the word of p in its chunk
+	bit  uint64 // p's bit in its word
+	made map[classVariant]uint32
 	// over says a class past maxAppendClasses was asked for (and not
 	// made): the place fails.
 	over bool
@@ -285,15 +283,13 @@ type classVariant struct {
 }
 
 func newClassSetter(g *Generation, p uint32) *classSetter {
-	nchunks := int(g.NumChunks)
 	return &classSetter{
 		g:       g,
-		nchunks: nchunks,
 		k:       int(p) / ChunkBits,
 		w:       (int(p) % ChunkBits) / 64,
 		bit:     uint64(1) << (p % 64),
 		made:    map[classVariant]uint32{},
-		answers: make([]uint32, 2*(len(g.ClassChunks)/max(nchunks, 1))),
+		answers: make([]uint32, 2*g.ClassChunks.Len()),
 	}
 }
 
@@ -316,8 +312,8 @@ func (cs *classSetter) setBit(c uint32, want bool) uint32 {
 
 // setBitOnce is setBit without the answers memo.
 func (cs *classSetter) setBitOnce(c uint32, want bool) uint32 {
-	g, nchunks, k, w, bit := cs.g, cs.nchunks, cs.k, cs.w, cs.bit
-	ids := g.ClassChunks[int(c)*nchunks : int(c+1)*nchunks]
+	g, k, w, bit := cs.g, cs.k, cs.w, cs.bit
+	ids := g.ClassChunks.Row(c)
 	if (g.Chunks[ids[k]].Words[w]&bit != 0) == want {
 		return c
 	}
@@ -348,8 +344,7 @@ func (cs *classSetter) setBitOnce(c uint32, want bool) uint32 {
 		nids[k] = uint32(len(g.Chunks))
 		g.Chunks = append(g.Chunks, ch)
 	}
-	n := uint32(len(g.ClassChunks) / nchunks)
-	g.ClassChunks = append(g.ClassChunks, nids...)
+	n := g.ClassChunks.Append(nids)
 	cs.made[v] = n
 	return n
 }

@@ -15,7 +15,7 @@ func (g *Generation) NumChunkMasks() int {
 	if g.NumChunks == 0 {
 		return 0
 	}
-	return len(g.ClassChunks) / int(g.NumChunks) * int(g.ChunkMaskWords())
+	return g.ClassChunks.Len() * int(g.ChunkMaskWords())
 }
 
 // ChunkMasks returns, per class, which of its chunks are not empty: word
@@ -30,10 +30,10 @@ func (g *Generation) ChunkMasks() []uint32 {
 		return nil
 	}
 	words := g.ChunkMaskWords()
-	classes := uint32(len(g.ClassChunks)) / g.NumChunks
+	classes := uint32(g.ClassChunks.Len())
 	masks := make([]uint32, g.NumChunkMasks())
 	for c := uint32(0); c < classes; c++ {
-		row := g.ClassChunks[c*g.NumChunks : (c+1)*g.NumChunks]
+		row := g.ClassChunks.Row(c)
 		for k, id := range row {
 			if id != 0 {
 				masks[c*words+uint32(k)/ChunkMaskBits] |= 1 << (uint32(k) % ChunkMaskBits)
@@ -41,4 +41,29 @@ func (g *Generation) ChunkMasks() []uint32 {
 		}
 	}
 	return masks
+}
+
+// WriteClassTable writes the class table's ids, then the classes' chunk
+// masks (ChunkMasks), into dst, which holds NumIDs()+NumChunkMasks()
+// words: what the data plane's clsch map holds. One pass over the
+// classes makes each mask from the row it has just copied, where
+// copying the table and then ChunkMasks read the 56 MB of ids of
+// kube-proxy's 10K services twice from memory. Every mask word is
+// written, so dst need not be zero.
+func (g *Generation) WriteClassTable(dst []uint32) {
+	t := &g.ClassChunks
+	ids := dst[:t.NumIDs()]
+	masks := dst[len(ids) : len(ids)+g.NumChunkMasks()]
+	words := int(g.ChunkMaskWords())
+	for c := 0; c < t.Len(); c++ {
+		row := t.Row(uint32(c))
+		copy(ids[c*t.Width:], row)
+		m := masks[c*words : (c+1)*words]
+		clear(m)
+		for k, id := range row {
+			if id != 0 {
+				m[k/ChunkMaskBits] |= 1 << (uint(k) % ChunkMaskBits)
+			}
+		}
+	}
 }

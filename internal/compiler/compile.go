@@ -22,8 +22,8 @@ type Generation struct {
 
 	Entries []Entry
 	Chunks  []Chunk
-	// ClassChunks[c*NumChunks+k] is the chunk id of class c's chunk k.
-	ClassChunks []uint32
+	// ClassChunks.At(c, k) is the chunk id of class c's chunk k.
+	ClassChunks ClassTable
 	// Small is the concatenation of the direct arrays of the small fields;
 	// SmallBase[f] is where field f's array starts.
 	Small     []uint32
@@ -441,7 +441,7 @@ func unmentioned(f Field, points []U128) U128 {
 // String summarises the generation for debugging dumps.
 func (g *Generation) String() string {
 	return fmt.Sprintf("%s: %d entries, %d chunks/vector, %d distinct chunks, %d classes, %d rules, active fields %#x",
-		g.Family, len(g.Entries), g.NumChunks, len(g.Chunks), len(g.ClassChunks)/int(g.NumChunks), len(g.Rules), g.Active)
+		g.Family, len(g.Entries), g.NumChunks, len(g.Chunks), g.ClassChunks.Len(), len(g.Rules), g.Active)
 }
 
 // neverInAnyClass gives the slack entries (Layout) an empty set in every

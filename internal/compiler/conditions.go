@@ -240,12 +240,16 @@ func mergeHotdrop(c Cond, flags uint8, short bool) term {
 		c[FieldProto] = unionOf(c[FieldProto], protoErrSet)
 	}
 	for _, f := range []Field{FieldSport, FieldDport, FieldICMP} {
-		if c[f] != nil {
-			if short && f != FieldICMP {
-				c[f] = unionOf(c[f], valTruncSet, shortPortsAll)
-			} else {
-				c[f] = unionOf(c[f], valTruncSet)
-			}
+		switch {
+		case c[f] == nil:
+		case c[f] == portsAll && short:
+			c[f] = portsAllHotShort
+		case c[f] == portsAll:
+			c[f] = portsAllHot
+		case short && f != FieldICMP:
+			c[f] = unionOf(c[f], valTruncSet, shortPortsAll)
+		default:
+			c[f] = unionOf(c[f], valTruncSet)
 		}
 	}
 	if c[FieldTCPFlags] != nil {
@@ -264,6 +268,15 @@ var (
 	protoErrSet   = Point(U64(ProtoErr))
 	valTruncSet   = Point(U64(ValTrunc))
 	flagsTruncSet = Point(U64(FlagsTrunc))
+)
+
+// portsAllHot and portsAllHotShort are mergeHotdrop's unions for a port
+// field a tcp or udp match leaves open (portsAll): a sport and a dport
+// of every such rule, two unions a rule at 10K kube-proxy services
+// (120,000 rules, 27 MB), made once.
+var (
+	portsAllHot      = unionOf(portsAll, valTruncSet)
+	portsAllHotShort = unionOf(portsAll, valTruncSet, shortPortsAll)
 )
 
 // unionOf returns the union of sets (nil is the universe) in one

@@ -186,9 +186,12 @@ func (fl *flattener) emit(e Entry) {
 // block emits the rules of chain under the outer condition; RETURN and
 // falling off its end continue at ret (the base chain's end, or the
 // region's RETURN entry). A jump or goto is a CALL of the target chain's
-// region (regions.go).
-func (fl *flattener) block(chain *ir.Chain, outer Cond, ret *label, hook int) error {
-	infos := fl.stateOf(chain).infos
+// region (regions.go). st is chain's chainState, nil to look it up.
+func (fl *flattener) block(chain *ir.Chain, st *chainState, outer Cond, ret *label, hook int) error {
+	if st == nil {
+		st = fl.stateOf(chain)
+	}
+	infos := st.infos
 	universal := outer == (Cond{})
 	for i, r := range chain.Rules {
 		if len(fl.entries) > MaxEntries {
@@ -619,7 +622,7 @@ func (fl *flattener) flatten() (start, end [NumChains]uint32, err error) {
 		if c != nil {
 			var universe Cond
 			fl.view = viewCtx{rs: rs, walk: hook, check: hook, acceptTo: fl.acceptTo}
-			if err := fl.block(c, universe, endLabel, hook); err != nil {
+			if err := fl.block(c, nil, universe, endLabel, hook); err != nil {
 				return start, end, err
 			}
 		}

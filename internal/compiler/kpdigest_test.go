@@ -108,8 +108,10 @@ func generationDigest(g *compiler.Generation) string {
 		writeUints(h, c.Summary)
 		writeUints(h, c.Words[:]...)
 	}
-	for _, id := range g.ClassChunks {
-		writeUints(h, uint64(id))
+	for _, b := range g.ClassChunks.Blocks() {
+		for _, id := range b {
+			writeUints(h, uint64(id))
+		}
 	}
 	for _, v := range g.Small {
 		writeUints(h, uint64(v))

@@ -46,11 +46,9 @@ type vectorBuilder struct {
 	// whose hash an earlier, different chunk has are in chunkCollided.
 	chunkByHash   map[uint64]uint32
 	chunkCollided map[Chunk]uint32
-	// classes holds class c's chunk ids at classes[c/perBlock][(c%perBlock)*nchunks:],
-	// perBlock classes to a block (as chunks, without copies).
-	classes  [][]uint32
-	perBlock int
-	nclass   int // classes held
+	// classes holds the classes' chunk ids (in blocks, as chunks,
+	// without copies); it becomes Generation.ClassChunks as it is.
+	classes ClassTable
 	// classByHash maps a class hash (classHash) to the first class with
 	// that hash; classes whose hash an earlier, different class has are
 	// in classCollided. Hashing the chunk ids, updated per changed chunk,
@@ -62,17 +60,13 @@ type vectorBuilder struct {
 }
 
 // chunkBlock is the number of chunks in a block of vectorBuilder.chunks
-// (133 KB); classBlockIDs the number of chunk ids in a block of its classes
-// (256 KB, at least one class).
-const (
-	chunkBlock    = 256
-	classBlockIDs = 64 << 10
-)
+// (133 KB).
+const chunkBlock = 256
 
 func newVectorBuilder(nchunks int) *vectorBuilder {
 	vb := &vectorBuilder{
 		nchunks:       nchunks,
-		perBlock:      max(1, classBlockIDs/max(nchunks, 1)),
+		classes:       NewClassTable(nchunks),
 		chunkByHash:   map[uint64]uint32{},
 		chunkCollided: map[Chunk]uint32{},
 		classByHash:   map[uint64]uint32{},
@@ -99,16 +93,9 @@ func (vb *vectorBuilder) allChunks() []Chunk {
 	return out
 }
 
-// allClasses returns the class table, class c's chunk ids at
-// [c*nchunks:(c+1)*nchunks], in one slice, releasing the blocks as
-// allChunks does.
-func (vb *vectorBuilder) allClasses() []uint32 {
-	out := make([]uint32, 0, vb.nclass*vb.nchunks)
-	for i, b := range vb.classes {
-		out = append(out, b...)
-		vb.classes[i] = nil
-	}
-	return out
+// allClasses returns the class table, its blocks as they are.
+func (vb *vectorBuilder) allClasses() ClassTable {
+	return vb.classes
 }
 
 // zobrist is the hash word of bit b of a chunk (splitmix64 of b).
@@ -182,8 +169,7 @@ func classHash(ids []uint32) uint64 {
 
 // classIDs returns the chunk ids of class c.
 func (vb *vectorBuilder) classIDs(c uint32) []uint32 {
-	at := (int(c) % vb.perBlock) * vb.nchunks
-	return vb.classes[int(c)/vb.perBlock][at : at+vb.nchunks]
+	return vb.classes.Row(c)
 }
 
 // class returns the class of chunk ids ids, whose classHash is h, adding
@@ -198,13 +184,7 @@ func (vb *vectorBuilder) class(ids []uint32, h uint64) uint32 {
 			return c
 		}
 	}
-	c := uint32(vb.nclass)
-	if vb.nclass%vb.perBlock == 0 {
-		vb.classes = append(vb.classes, make([]uint32, 0, vb.perBlock*vb.nchunks))
-	}
-	last := len(vb.classes) - 1
-	vb.classes[last] = append(vb.classes[last], ids...)
-	vb.nclass++
+	c := vb.classes.Append(ids)
 	if ok {
 		vb.classCollided[h] = append(vb.classCollided[h], c)
 	} else {

@@ -46,10 +46,9 @@ func TestClassesDistinct(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := int(g.NumChunks)
 	seen := map[string]int{}
-	for c := 0; c*n < len(g.ClassChunks); c++ {
-		key := fmt.Sprint(g.ClassChunks[c*n : (c+1)*n])
+	for c := 0; c < g.ClassChunks.Len(); c++ {
+		key := fmt.Sprint(g.ClassChunks.Row(uint32(c)))
 		if d, ok := seen[key]; ok {
 			t.Fatalf("classes %d and %d have the same chunks", d, c)
 		}

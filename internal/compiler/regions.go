@@ -66,11 +66,14 @@ type regionKey struct {
 	chain   *ir.Chain
 }
 
-// pendingRegion is a region to emit: its chain, view and start label.
+// pendingRegion is a region to emit: its chain, view and start label,
+// and the chain's chainState (found when the region was queued: a map
+// lookup per region saved while emitting).
 type pendingRegion struct {
 	chain *ir.Chain
 	view  viewCtx
 	start *label
+	state *chainState
 }
 
 // regionSpan is an emitted region's range of entries [start, end), end
@@ -358,7 +361,7 @@ func (fl *flattener) regionOf(target *ir.Chain, st *chainState) *label {
 		// (7 MB of queue).
 		fl.pending = slices.Grow(fl.pending, max(cap(fl.pending), 64))
 	}
-	fl.pending = append(fl.pending, pendingRegion{chain: target, view: fl.view, start: l})
+	fl.pending = append(fl.pending, pendingRegion{chain: target, view: fl.view, start: l, state: st})
 	return l
 }
 
@@ -385,7 +388,7 @@ func (fl *flattener) emitRegions() error {
 		first := uint32(len(fl.entries))
 		pr.start.pos, pr.start.resolved = first, true
 		ret := &label{}
-		if err := fl.block(pr.chain, Cond{}, ret, v.check); err != nil {
+		if err := fl.block(pr.chain, pr.state, Cond{}, ret, v.check); err != nil {
 			if v.seg != nil {
 				return fmt.Errorf("table %s: %w", v.seg.table, err)
 			}

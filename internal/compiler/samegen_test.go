@@ -44,7 +44,7 @@ func TestDiffGenerations(t *testing.T) {
 		{"Entries", func(g *Generation) { g.Entries[len(g.Entries)-1].Next++ }},
 		{"Entries", func(g *Generation) { g.Entries = g.Entries[:len(g.Entries)-1] }},
 		{"Chunks", func(g *Generation) { g.Chunks[len(g.Chunks)-1].Words[3] ^= 1 }},
-		{"ClassChunks", func(g *Generation) { g.ClassChunks[len(g.ClassChunks)-1]++ }},
+		{"ClassChunks", func(g *Generation) { g.ClassChunks.Row(uint32(g.ClassChunks.Len() - 1))[0]++ }},
 		{"Bounds", func(g *Generation) { g.Bounds[len(g.Bounds)-1].Class++ }},
 		{"Hash", func(g *Generation) { g.Hash[HashKey{Field: 99}] = 1 }},
 		{"LogConfigs", func(g *Generation) { g.LogConfigs[0].Prefix = "other" }},
@@ -72,6 +72,13 @@ func TestDiffGenerations(t *testing.T) {
 		a.Hash, b.Hash = nil, map[HashKey]uint32{}
 		if err := DiffGenerations(a, b); err != nil {
 			t.Errorf("nil and empty: %v", err)
+		}
+	})
+	t.Run("class table in one block", func(t *testing.T) {
+		a, b := compile(), compile()
+		b.ClassChunks = ClassTableOf(b.ClassChunks.IDs(), int(b.NumChunks))
+		if err := DiffGenerations(a, b); err != nil {
+			t.Errorf("the class table read back in one block: %v", err)
 		}
 	})
 	t.Run("conditions", func(t *testing.T) {

@@ -281,7 +281,7 @@ func (g *Generation) Classify(p *Packet, chain int) Result {
 	var stack []uint32 // the CALLs' return positions (regions.go)
 	unwinding := false // an ACCEPT left the regions (ActUnwind)
 	chunkOf := func(f Field, c uint32) *Chunk {
-		id := g.ClassChunks[cls[f]*g.NumChunks+c]
+		id := g.ClassChunks.At(cls[f], c)
 		if id == 0 {
 			return nil
 		}

@@ -288,7 +288,7 @@ func (fl *flattener) segment(rs *ir.Ruleset, hook int, tc tableChain) error {
 	fl.view = viewCtx{rs: t, walk: hook, check: check, seg: &seg, acceptTo: exit, logView: fl.logView,
 		natPrerouting: fl.natPrerouting, natPostrouting: fl.natPostrouting, natOutput: fl.natOutput,
 		natInput: fl.natInput}
-	if err := fl.block(c, Cond{}, end, check); err != nil {
+	if err := fl.block(c, nil, Cond{}, end, check); err != nil {
 		return fmt.Errorf("table %s: %w", tc.table, err)
 	}
 	end.pos, end.resolved = uint32(len(fl.entries)), true

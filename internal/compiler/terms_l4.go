@@ -19,10 +19,15 @@ func isL4(f Field) bool {
 // header of a first fragment, so the sentinels stay out).
 func portSet(pm ir.PortMatch) *Set {
 	if !pm.Set {
-		return Range(U64(0), portMax)
+		return portsAll
 	}
 	return invertIf(Range(U64(uint64(pm.Range.First)), U64(uint64(pm.Range.Last))), pm.Invert, U64(0), portMax)
 }
+
+// portsAll is every port value, the port field of a tcp or udp match
+// without the option; made once (sets are never changed in place), and
+// mergeHotdrop finds it by its pointer (portsAllHot).
+var portsAll = Range(U64(0), portMax)
 
 // shortPortsAll is every port value of a TCP or UDP header cut short
 // after its ports (ValShort + port).

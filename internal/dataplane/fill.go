@@ -12,6 +12,22 @@ import (
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
+// putClsch writes g's class table and chunk masks into the clsch map
+// (Generation.WriteClassTable), two values an element (putPairedU32s).
+func putClsch(m *ebpf.Map, g *compiler.Generation) error {
+	n := g.ClassChunks.NumIDs() + g.NumChunkMasks()
+	if n == 0 {
+		return nil
+	}
+	mem, err := mappedPrefix(m, pairedElems(n)*int(unsafe.Sizeof(bpfU32Pair{})))
+	if err != nil {
+		return err
+	}
+	// Stored natively, as the programs read them.
+	g.WriteClassTable(unsafe.Slice((*uint32)(unsafe.Pointer(&mem[0])), n))
+	return nil
+}
+
 // fillGeneration writes u's generation into its maps (by kind, as
 // buildSlot names them). Reused maps (not in created) get their live
 // counters zeroed and their unused text pages cleared: everything else the
@@ -25,7 +41,9 @@ import (
 func fillGeneration(m map[string]*ebpf.Map, created map[string]bool, u *Update, ncpu int) error {
 	g := u.Gen
 	classes := make(chan error, 1)
-	go func() { classes <- putPairedU32s(m["clsch"], g.ClassChunks, g.ChunkMasks()) }()
+	go func() {
+		classes <- putClsch(m["clsch"], g)
+	}()
 	if err := fillBeforeClasses(m, created, u, ncpu); err != nil {
 		<-classes
 		return err

@@ -228,7 +228,7 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 	copy(c.DefaultCls[:], g.DefaultClass[:])
 	shape := compiler.ShapeBoundTrees(g.AddrCount)
 	c.AddrRoot, c.AddrLevels = shape.Root, shape.Levels
-	c.MaskBase, c.MaskWords = uint32(len(g.ClassChunks)), g.ChunkMaskWords()
+	c.MaskBase, c.MaskWords = uint32(g.ClassChunks.NumIDs()), g.ChunkMaskWords()
 	for h := 0; h < compiler.NumChains; h++ {
 		c.ChainStart[h], c.ChainEnd[h] = g.Walk(h)
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/xfw-dev/xfw/internal/compiler"
 )
 
 // TestSessionMappingsKept checks which mappings a session's end releases:
@@ -136,5 +138,60 @@ func TestPairedU32s(t *testing.T) {
 	}
 	if !slices.Equal(got, ids) {
 		t.Errorf("read back %v, want %v", got, ids)
+	}
+}
+
+// TestClassTableThroughClsch writes a class table of several blocks (an
+// odd number of ids each, so blocks meet inside a map element) and its
+// chunk masks as fillGeneration does (putClsch), over a map that held
+// something else, and reads it back as RunningGeneration does: the same
+// rows, the masks after them (ChunkMasks').
+func TestClassTableThroughClsch(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("creating a BPF map needs root")
+	}
+	t.Cleanup(func() { unmapAll() })
+	const width, rows = 999, 150 // 65 rows (64,935 ids) a block: three blocks
+	g := &compiler.Generation{NumChunks: width, ClassChunks: compiler.NewClassTable(width)}
+	for c := 0; c < rows; c++ {
+		row := make([]uint32, width)
+		for k := range row {
+			if (c+k)%7 == 0 {
+				row[k] = uint32(c*width + k)
+			}
+		}
+		g.ClassChunks.Append(row)
+	}
+	if len(g.ClassChunks.Blocks()) != 3 {
+		t.Fatalf("%d blocks: the test premise (three) does not hold", len(g.ClassChunks.Blocks()))
+	}
+	n := g.ClassChunks.NumIDs() + g.NumChunkMasks()
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 8,
+		MaxEntries: uint32(pairedElems(n)), Flags: unix.BPF_F_MMAPABLE})
+	if err != nil {
+		t.Fatalf("create a mmapable array: %v", err)
+	}
+	defer m.Close()
+	stale := make([]uint32, n) // a reused map's earlier generation
+	for i := range stale {
+		stale[i] = ^uint32(0)
+	}
+	if err := putPairedU32s(m, stale); err != nil {
+		t.Fatal(err)
+	}
+	if err := putClsch(m, g); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readPairedU32s(m, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := g.ClassChunks.NumIDs()
+	read := compiler.ClassTableOf(got[:ids], width)
+	if !read.Equal(&g.ClassChunks) {
+		t.Errorf("the class table read back differs")
+	}
+	if !slices.Equal(got[ids:], g.ChunkMasks()) {
+		t.Errorf("the chunk masks read back differ")
 	}
 }

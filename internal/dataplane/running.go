@@ -103,7 +103,7 @@ func generationMeta(u *Update) ([]byte, error) {
 	}
 	meta := genMeta{
 		Version: genMetaVersion,
-		Small:   len(g.Small), ClassChunks: len(g.ClassChunks), Chunks: len(g.Chunks), LogConfigs: len(g.LogConfigs),
+		Small:   len(g.Small), ClassChunks: g.ClassChunks.NumIDs(), Chunks: len(g.Chunks), LogConfigs: len(g.LogConfigs),
 		Layout: g.Layout, SetConds: g.SetConds, Interfaces: u.Interfaces,
 		SetLookups: setLookupInfos(u.Sets), Limits: g.Limits, Probes: g.Probes, Statistics: g.Statistics,
 		Recents:    g.Recents,
@@ -201,7 +201,8 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 			return err
 		}),
 		read("clsch", meta.ClassChunks, func(r *mapReader) (err error) {
-			g.ClassChunks, err = readPairedU32s(r.m, r.n)
+			ids, err := readPairedU32s(r.m, r.n)
+			g.ClassChunks = compiler.ClassTableOf(ids, int(c.NChunks))
 			return err
 		}),
 		read("chunks", meta.Chunks, func(r *mapReader) (err error) {

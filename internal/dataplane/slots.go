@@ -70,7 +70,7 @@ func mapSizes(u *Update, ncpu int) map[string]int {
 		"small":    len(g.Small),
 		"bounds":   compiler.ShapeBoundTrees(g.AddrCount).Nodes,
 		"hcls":     len(g.Hash),
-		"clsch":    pairedElems(len(g.ClassChunks) + g.NumChunkMasks()),
+		"clsch":    pairedElems(g.ClassChunks.NumIDs() + g.NumChunkMasks()),
 		"chunks":   len(g.Chunks),
 		"entries":  len(g.Entries),
 		"counters": g.NumCounters() * ncpu,

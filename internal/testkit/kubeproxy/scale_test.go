@@ -47,7 +47,7 @@ func BenchmarkCompileKubeProxy(b *testing.B) {
 					writeHeapProfile(b, path, g)
 				}
 				b.Logf("compile CPU %v allocated %d MiB", cpu2-cpu1, (alloc2-alloc1)>>20)
-				b.Logf("parse %v compile %v entries %d chunks %d classes %d iters %d", t1.Sub(t0), t2.Sub(t1), len(g.Entries), g.NumChunks, len(g.ClassChunks)/int(g.NumChunks), g.MaxIters)
+				b.Logf("parse %v compile %v entries %d chunks %d classes %d iters %d", t1.Sub(t0), t2.Sub(t1), len(g.Entries), g.NumChunks, g.ClassChunks.Len(), g.MaxIters)
 			}
 		})
 	}
