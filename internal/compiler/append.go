@@ -16,10 +16,10 @@ import (
 // chain's entries (Layout.SlackEnd), in no class of any field. The appended
 // rule takes the first of them, p = ChainEnd[h], so no other entry moves:
 // its bit p is added to the classes of the values its condition covers,
-// field by field (all of a field's classes where it has no condition). Adding an
-// entry to a class makes a new class (the old one may serve other values):
-// c' = c ∪ {p}, memoised, with chunk p/ChunkBits of c copied and the bit
-// set. Base-chain RETURNs, which continued at the old end, now continue
+// field by field (all of a field's classes where it has no condition). A
+// class whose references all want p gets it where it is, keeping its
+// number; one whose references disagree is split, the larger side
+// keeping the number (keepclass.go). Base-chain RETURNs, which continued at the old end, now continue
 // after p; the counter indexes after the new rule's shift by one, as
 // Compile numbers them (chain order).
 //

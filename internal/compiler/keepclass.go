@@ -173,9 +173,9 @@ func newClassPlan(g *Generation, p uint32) *classPlan {
 	}
 	return &classPlan{
 		g: g, nchunks: nchunks,
-		k:   int(p) / ChunkBits,
-		w:   (int(p) % ChunkBits) / 64,
-		bit: uint64(1) << (p % 64),
+		k:     int(p) / ChunkBits,
+		w:     (int(p) % ChunkBits) / 64,
+		bit:   uint64(1) << (p % 64),
 		tally: tally, flipped: map[uint32]uint32{}, kept: map[uint32]uint32{},
 		chunkFlips: map[uint32]uint32{},
 	}
