@@ -272,9 +272,23 @@ func (br *boundsRewrite) finish() {
 // appendSetBounds appends to out the bounds of an address field with each
 // interval's class replaced by set(class, whether s holds the interval's
 // values); the intervals are split at s's ends first (s nil: every value).
-// Bounds and s's ends are both in ascending order: one merge, no search or
-// sort.
 func appendSetBounds(out, bounds []Bound, s *Set, set func(c uint32, want bool) uint32) []Bound {
+	start := len(out)
+	forSetPieces(bounds, s, func(v U128, class uint32, want bool) {
+		c := set(class, want)
+		if n := len(out); n > start && out[n-1].Class == c {
+			return
+		}
+		out = append(out, Bound{Value: v, Class: c})
+	})
+	return out
+}
+
+// forSetPieces calls fn for the pieces of an address field's intervals
+// (bounds) split at s's ends (s nil: every value), in order: where each
+// starts, its class and whether s holds its values. Bounds and s's ends
+// are both in ascending order: one merge, no search or sort.
+func forSetPieces(bounds []Bound, s *Set, fn func(v U128, class uint32, want bool)) {
 	// Cut points of s: where its intervals start, and just after they end.
 	var cuts []U128
 	if s != nil {
@@ -291,7 +305,6 @@ func appendSetBounds(out, bounds []Bound, s *Set, set func(c uint32, want bool) 
 		}
 		cuts = slices.Compact(cuts)
 	}
-	start := len(out)
 	class := uint32(0) // the class of the values below the first bound
 	iv := 0            // the first interval of s not below the current value
 	for i, j := 0, 0; i < len(bounds) || j < len(cuts); {
@@ -313,13 +326,8 @@ func appendSetBounds(out, bounds []Bound, s *Set, set func(c uint32, want bool) 
 			}
 			want = iv < len(s.Ivs) && !v.Less(s.Ivs[iv].Lo)
 		}
-		c := set(class, want)
-		if n := len(out); n > start && out[n-1].Class == c {
-			continue
-		}
-		out = append(out, Bound{Value: v, Class: c})
+		fn(v, class, want)
 	}
-	return out
 }
 
 // maxDeadEntries bounds the positions DeleteRule leaves dead in one base

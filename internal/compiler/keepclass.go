@@ -51,7 +51,9 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 			g.smallRuns(f, s, cp.countRun)
 		case KindAddr:
 			a := f.AddrIndex()
-			cp.scratch = appendSetBounds(cp.scratch[:0], g.Bounds[g.AddrBase[a]:g.AddrBase[a]+g.AddrCount[a]], s, cp.countOne)
+			forSetPieces(g.Bounds[g.AddrBase[a]:g.AddrBase[a]+g.AddrCount[a]], s, func(_ U128, c uint32, want bool) {
+				cp.count(c, want, 1)
+			})
 		case KindHash:
 			for hk, c := range g.Hash {
 				if hk.Field == uint32(f) {
@@ -74,19 +76,17 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 		s := cond[f]
 		switch f.Kind() {
 		case KindSmall:
-			if len(cp.kept) > 0 {
-				// Classes whose keeping references get a copy
-				// (rare: most references flip them): those
-				// references were not kept by the first walk.
-				g.smallRuns(f, s, cp.rewriteKept)
-			}
-			// The runs the first walk kept, in order.
-			for _, r := range cp.runs[f] {
-				if n := cp.setBit(r.class, r.want); n != r.class {
-					for i := r.lo; i < r.hi; i++ {
-						g.Small[i] = n
-					}
-					g.SmallWritten = append(g.SmallWritten, r.lo, r.hi)
+			bit := uint32(1) << uint(f)
+			switch {
+			case cp.keptFields&bit != 0 || cp.overflow[f] && cp.flippedFields&bit != 0:
+				// References that keep a class that gets a copy
+				// (rare: most of its references flip it), which
+				// the first walk did not keep, or more runs than
+				// it kept: walk the field again.
+				g.smallRuns(f, s, cp.rewriteRun)
+			case cp.flippedFields&bit != 0:
+				for _, r := range cp.runs[f] {
+					cp.rewriteRun(f, r.lo, r.hi, r.class, r.want)
 				}
 			}
 		case KindAddr:
@@ -124,7 +124,20 @@ func (g *Generation) reserveClasses(n int) {
 type classTally struct {
 	keep, flip uint32
 	bit        uint8
+	// keepFields and flipFields have bit f set when a reference of
+	// small field f keeps or flips the class's bit.
+	keepFields, flipFields uint32
 }
+
+// A small field's bit in classTally's masks.
+var _ = [1]struct{}{}[NumFields/33]
+
+// maxSmallRuns bounds the runs of a small field place's first walk keeps
+// for the second: a field with more (one the rule does not constrain,
+// where values of many classes alternate) is walked again if one of its
+// classes needs new numbers (most need none: they are flipped where they
+// are).
+const maxSmallRuns = 4096
 
 // smallRun is a run of a small field's entries [lo, hi) of one class, all
 // wanting p or all not, whose class may change (place's second walk).
@@ -143,19 +156,26 @@ type classPlan struct {
 	w       int    // the word of p in its chunk
 	bit     uint64 // p's bit in its word
 	tally   []classTally
+	touched []uint32 // the classes whose tally is not zero
 	changed []uint32 // the classes some reference wants flipped
 	runs    [NumFields][]smallRun
+	// overflow[f]: small field f has more than maxSmallRuns runs that
+	// flip (runs[f] has the first).
+	overflow [NumFields]bool
+	// flippedFields and keptFields have bit f set when small field f has
+	// references that get a new class number (flipped, kept).
+	flippedFields, keptFields uint32
 	// flipped maps the classes whose flipping references get a new
 	// class to it, kept those whose keeping references do (the class
 	// itself being flipped where it is).
 	flipped, kept map[uint32]uint32
 	// chunkFlips memoises the chunk with p's bit flipped, by chunk id.
 	chunkFlips map[uint32]uint32
-	scratch    []Bound
 }
 
 // tallyPool keeps the per-class tallies between places (an append's at
-// 10,000 rules counts about 130,000 classes).
+// 10,000 rules counts about 130,000 classes), zeroed: a place clears
+// the tallies it touched (classPlan.touched) when it ends.
 var tallyPool sync.Pool
 
 func newClassPlan(g *Generation, p uint32) *classPlan {
@@ -169,7 +189,6 @@ func newClassPlan(g *Generation, p uint32) *classPlan {
 		tally = make([]classTally, nclass, nclass+nclass/4)
 	} else {
 		tally = tally[:nclass]
-		clear(tally)
 	}
 	return &classPlan{
 		g: g, nchunks: nchunks,
@@ -181,8 +200,11 @@ func newClassPlan(g *Generation, p uint32) *classPlan {
 	}
 }
 
-// release returns the tallies to the pool.
+// release returns the tallies to the pool, zeroed.
 func (cp *classPlan) release() {
+	for _, c := range cp.touched {
+		cp.tally[c] = classTally{}
+	}
 	t := cp.tally[:0]
 	cp.tally = nil
 	tallyPool.Put(&t)
@@ -192,6 +214,7 @@ func (cp *classPlan) release() {
 func (cp *classPlan) hasBit(c uint32) bool {
 	t := &cp.tally[c]
 	if t.bit == 0 {
+		cp.touched = append(cp.touched, c)
 		id := cp.g.ClassChunks[int(c)*cp.nchunks+cp.k]
 		t.bit = 2
 		if cp.g.Chunks[id].Words[cp.w]&cp.bit != 0 {
@@ -203,40 +226,45 @@ func (cp *classPlan) hasBit(c uint32) bool {
 
 // count adds n references to class c that want p (want) or not.
 func (cp *classPlan) count(c uint32, want bool, n uint32) {
+	cp.countIn(c, want, n, 0)
+}
+
+// countIn is count for references of the small fields in mask fields.
+func (cp *classPlan) countIn(c uint32, want bool, n, fields uint32) {
 	t := &cp.tally[c]
 	if cp.hasBit(c) == want {
 		t.keep += n
+		t.keepFields |= fields
 		return
 	}
+	t.flipFields |= fields
 	if t.flip == 0 {
 		cp.changed = append(cp.changed, c)
 	}
 	t.flip += n
 }
 
-// countOne is count of one reference, as appendSetBounds asks (the class
-// returned unchanged: the bounds it writes are thrown away).
-func (cp *classPlan) countOne(c uint32, want bool) uint32 {
-	cp.count(c, want, 1)
-	return c
-}
-
 // countRun counts a run of small field f's entries and keeps it for the
 // second walk when it wants p's bit flipped.
 func (cp *classPlan) countRun(f Field, lo, hi uint32, c uint32, want bool) {
-	cp.count(c, want, hi-lo)
-	if cp.hasBit(c) != want {
+	cp.countIn(c, want, hi-lo, 1<<uint(f))
+	if cp.hasBit(c) == want {
+		return
+	}
+	if len(cp.runs[f]) < maxSmallRuns {
 		cp.runs[f] = append(cp.runs[f], smallRun{lo: lo, hi: hi, class: c, want: want})
+	} else {
+		cp.overflow[f] = true
 	}
 }
 
-// rewriteKept gives a run of small field f's entries that keeps its
-// class's bit the class's copy, when its class got one (kept).
-func (cp *classPlan) rewriteKept(f Field, lo, hi uint32, c uint32, want bool) {
-	if int(c) >= len(cp.tally) || cp.hasBit(c) != want {
-		return
+// rewriteRun writes the class a run of small field f's entries refers to
+// once the plan is carried out, when it is not c.
+func (cp *classPlan) rewriteRun(f Field, lo, hi uint32, c uint32, want bool) {
+	if int(c) >= len(cp.tally) {
+		return // a class this place made: written already
 	}
-	if n, ok := cp.kept[c]; ok {
+	if n := cp.setBit(c, want); n != c {
 		for i := lo; i < hi; i++ {
 			cp.g.Small[i] = n
 		}
@@ -259,9 +287,11 @@ func (cp *classPlan) decide() {
 			g.ClassChunks[row+cp.k] = flip
 		case c != 0 && t.flip > t.keep:
 			cp.kept[c] = cp.copyClass(c, old)
+			cp.keptFields |= t.keepFields
 			g.ClassChunks[row+cp.k] = flip
 		default:
 			cp.flipped[c] = cp.copyClass(c, flip)
+			cp.flippedFields |= t.flipFields
 		}
 	}
 }
@@ -325,7 +355,9 @@ func (g *Generation) smallRuns(f Field, s *Set, run func(f Field, lo, hi, c uint
 	if s != nil {
 		ivs = s.Ivs
 	}
-	if f != FieldCt {
+	if f != FieldCt || s == nil {
+		// (Every FieldCt value wants p without a condition: the
+		// value order does as well as the conditions'.)
 		small := g.Small[base : base+dom]
 		forValueRuns(dom, ivs, func(lo, hi int, want bool) {
 			for k := lo; k < hi; {
@@ -339,14 +371,27 @@ func (g *Generation) smallRuns(f Field, s *Set, run func(f Field, lo, hi, c uint
 		return
 	}
 	// k runs in the order of the field's conditions, which for FieldCt
-	// is not the value order (Field.smallIndex): one entry a run.
+	// is not the value order (Field.smallIndex): an entry extends the
+	// run before it when it follows it in the array and agrees.
 	j := 0 // the first interval not below k
+	var cur smallRun
 	for k := 0; k < dom; k++ {
-		uk, i := U64(uint64(k)), base+f.smallIndex(k)
+		uk, i := U64(uint64(k)), uint32(base+f.smallIndex(k))
 		for j < len(ivs) && ivs[j].Hi.Less(uk) {
 			j++
 		}
-		run(f, uint32(i), uint32(i+1), g.Small[i], j < len(ivs) && !uk.Less(ivs[j].Lo))
+		c, want := g.Small[i], j < len(ivs) && !uk.Less(ivs[j].Lo)
+		if k > 0 && i == cur.hi && c == cur.class && want == cur.want {
+			cur.hi++
+			continue
+		}
+		if k > 0 {
+			run(f, cur.lo, cur.hi, cur.class, cur.want)
+		}
+		cur = smallRun{lo: i, hi: i + 1, class: c, want: want}
+	}
+	if dom > 0 {
+		run(f, cur.lo, cur.hi, cur.class, cur.want)
 	}
 }
 
