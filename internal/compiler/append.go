@@ -126,7 +126,7 @@ func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, i
 	classes := 0
 	for i, t := range terms {
 		p := start + uint32(i)
-		n, err := out.place(p, t.cond)
+		n, err := out.place(p, t.cond, true)
 		if err != nil {
 			return nil, err
 		}
@@ -408,7 +408,7 @@ func DeleteRule(g *Generation, r *ir.Rule, hook int, counter uint32, ifaces []In
 	}
 	classes := 0
 	for _, p := range positions {
-		n, err := g.place(p, none)
+		n, err := g.place(p, none, false)
 		if err != nil {
 			return nil, err
 		}

@@ -36,9 +36,10 @@ import (
 // place puts position p into the classes of exactly the values cond holds
 // for (an empty set in every field takes it out of all), field by field,
 // and returns how many classes it changed or split. p is a slack position
-// (in no class) for an append, a rule's entry for a deletion.
-func (g *Generation) place(p uint32, cond Cond) (int, error) {
+// (in no class: fresh) for an append, a rule's entry for a deletion.
+func (g *Generation) place(p uint32, cond Cond, fresh bool) (int, error) {
 	cp := newClassPlan(g, p)
+	cp.fresh = fresh
 	defer cp.release()
 	// First walk: count.
 	for f := Field(0); f < NumFields; f++ {
@@ -78,7 +79,7 @@ func (g *Generation) place(p uint32, cond Cond) (int, error) {
 		case KindSmall:
 			bit := uint32(1) << uint(f)
 			switch {
-			case cp.keptFields&bit != 0 || cp.overflow[f] && cp.flippedFields&bit != 0:
+			case cp.kept && cp.keptFields&bit != 0 || cp.overflow[f] && cp.flippedFields&bit != 0:
 				// References that keep a class that gets a copy
 				// (rare: most of its references flip it), which
 				// the first walk did not keep, or more runs than
@@ -127,6 +128,10 @@ type classTally struct {
 	// keepFields and flipFields have bit f set when a reference of
 	// small field f keeps or flips the class's bit.
 	keepFields, flipFields uint32
+	// keptAs is the class the keeping references get once decided, when
+	// not the class itself (0: itself; a class made is never 0), flippedAs
+	// the one the flipping references get.
+	keptAs, flippedAs uint32
 }
 
 // A small field's bit in classTally's masks.
@@ -156,6 +161,8 @@ type classPlan struct {
 	w       int    // the word of p in its chunk
 	bit     uint64 // p's bit in its word
 	tally   []classTally
+	// fresh says p is in no class (a slack position).
+	fresh   bool
 	touched []uint32 // the classes whose tally is not zero
 	changed []uint32 // the classes some reference wants flipped
 	runs    [NumFields][]smallRun
@@ -165,10 +172,9 @@ type classPlan struct {
 	// flippedFields and keptFields have bit f set when small field f has
 	// references that get a new class number (flipped, kept).
 	flippedFields, keptFields uint32
-	// flipped maps the classes whose flipping references get a new
-	// class to it, kept those whose keeping references do (the class
-	// itself being flipped where it is).
-	flipped, kept map[uint32]uint32
+	// kept says some class's keeping references get a new class
+	// (classTally.keptAs).
+	kept bool
 	// chunkFlips memoises the chunk with p's bit flipped, by chunk id.
 	chunkFlips map[uint32]uint32
 }
@@ -192,10 +198,10 @@ func newClassPlan(g *Generation, p uint32) *classPlan {
 	}
 	return &classPlan{
 		g: g, nchunks: nchunks,
-		k:     int(p) / ChunkBits,
-		w:     (int(p) % ChunkBits) / 64,
-		bit:   uint64(1) << (p % 64),
-		tally: tally, flipped: map[uint32]uint32{}, kept: map[uint32]uint32{},
+		k:          int(p) / ChunkBits,
+		w:          (int(p) % ChunkBits) / 64,
+		bit:        uint64(1) << (p % 64),
+		tally:      tally,
 		chunkFlips: map[uint32]uint32{},
 	}
 }
@@ -215,8 +221,11 @@ func (cp *classPlan) hasBit(c uint32) bool {
 	t := &cp.tally[c]
 	if t.bit == 0 {
 		cp.touched = append(cp.touched, c)
-		id := cp.g.ClassChunks[int(c)*cp.nchunks+cp.k]
 		t.bit = 2
+		if cp.fresh {
+			return false // no chunk to read
+		}
+		id := cp.g.ClassChunks[int(c)*cp.nchunks+cp.k]
 		if cp.g.Chunks[id].Words[cp.w]&cp.bit != 0 {
 			t.bit = 1
 		}
@@ -286,11 +295,12 @@ func (cp *classPlan) decide() {
 		case c != 0 && t.keep == 0:
 			g.ClassChunks[row+cp.k] = flip
 		case c != 0 && t.flip > t.keep:
-			cp.kept[c] = cp.copyClass(c, old)
+			cp.tally[c].keptAs = cp.copyClass(c, old)
+			cp.kept = true
 			cp.keptFields |= t.keepFields
 			g.ClassChunks[row+cp.k] = flip
 		default:
-			cp.flipped[c] = cp.copyClass(c, flip)
+			cp.tally[c].flippedAs = cp.copyClass(c, flip)
 			cp.flippedFields |= t.flipFields
 		}
 	}
@@ -334,16 +344,14 @@ func (cp *classPlan) flipChunk(id uint32) uint32 {
 // setBit returns the class a reference to class c that wants p (want) or
 // not refers to once the plan is carried out.
 func (cp *classPlan) setBit(c uint32, want bool) uint32 {
+	n := cp.tally[c].flippedAs
 	if cp.hasBit(c) == want {
-		if n, ok := cp.kept[c]; ok {
-			return n
-		}
+		n = cp.tally[c].keptAs
+	}
+	if n == 0 {
 		return c
 	}
-	if n, ok := cp.flipped[c]; ok {
-		return n
-	}
-	return c
+	return n
 }
 
 // smallRuns calls run for the runs of small field f's entries (indexes
