@@ -179,18 +179,27 @@ type classPlan struct {
 	chunkFlips map[uint32]uint32
 }
 
-// tallyPool keeps the per-class tallies between places (an append's at
-// 10,000 rules counts about 130,000 classes), zeroed: a place clears
-// the tallies it touched (classPlan.touched) when it ends.
-var tallyPool sync.Pool
+// tallies keeps the per-class tallies between places (an append's at
+// 10,000 rules counts about 130,000 classes, 2.6 MB), zeroed: a place
+// clears the tallies it touched (classPlan.touched) when it ends. Not a
+// sync.Pool: the agent's collections between commands emptied it, and
+// each append then allocated and zeroed them again. At most
+// maxKeptTallies are kept; places at the same time get their own.
+var tallies struct {
+	sync.Mutex
+	t []classTally
+}
+
+// maxKeptTallies bounds the tallies kept between places (20 MB).
+const maxKeptTallies = 1 << 20
 
 func newClassPlan(g *Generation, p uint32) *classPlan {
 	nchunks := int(g.NumChunks)
 	nclass := len(g.ClassChunks) / max(nchunks, 1)
-	var tally []classTally
-	if v, ok := tallyPool.Get().(*[]classTally); ok {
-		tally = *v
-	}
+	tallies.Lock()
+	tally := tallies.t
+	tallies.t = nil
+	tallies.Unlock()
 	if cap(tally) < nclass {
 		tally = make([]classTally, nclass, nclass+nclass/4)
 	} else {
@@ -206,14 +215,21 @@ func newClassPlan(g *Generation, p uint32) *classPlan {
 	}
 }
 
-// release returns the tallies to the pool, zeroed.
+// release keeps the tallies for the next place, zeroed.
 func (cp *classPlan) release() {
 	for _, c := range cp.touched {
 		cp.tally[c] = classTally{}
 	}
 	t := cp.tally[:0]
 	cp.tally = nil
-	tallyPool.Put(&t)
+	if cap(t) > maxKeptTallies {
+		return
+	}
+	tallies.Lock()
+	if cap(t) > cap(tallies.t) {
+		tallies.t = t
+	}
+	tallies.Unlock()
 }
 
 // hasBit reports whether class c holds p.
