@@ -170,7 +170,7 @@ type classPlan struct {
 	// flip (runs[f] has the first).
 	overflow [NumFields]bool
 	// flippedFields and keptFields have bit f set when small field f has
-	// references that get a new class number (flipped, kept).
+	// references that get a new class number (classTally.flippedAs, keptAs).
 	flippedFields, keptFields uint32
 	// kept says some class's keeping references get a new class
 	// (classTally.keptAs).
