@@ -77,6 +77,15 @@ type keptGeneration struct {
 	// straight into the idle one, as a read of the whole generation
 	// would.
 	chunks int
+	// idleSmall is what the idle bank's small-field map holds against
+	// gen.Small: the generation gen replaced, which differs from it in
+	// the ranges gen's change wrote (gen.SmallWritten, emptied when
+	// kept). The next change writes only those and its own there.
+	idleSmall *dataplane.SmallDelta
+	// idleChunks is what the idle bank's chunk map holds of gen's
+	// chunks: the generation gen replaced, whose chunks gen starts with
+	// (a change in place only adds chunks).
+	idleChunks *dataplane.ChunkPrefix
 }
 
 // enableCmdCache turns the cache on (the agent, before it serves).

@@ -169,6 +169,12 @@ type installMode struct {
 	// indexTo, when not nil, receives where the rules lie in the binary
 	// form install swapped in (ir.Ruleset.MarshalBinaryIndexed).
 	indexTo **ir.Encoded
+	// idleSmall, when not nil, is what the idle bank's small-field map
+	// holds (dataplane.Update.IdleSmall).
+	idleSmall *dataplane.SmallDelta
+	// replaced, when not nil, receives the maps of the generation
+	// install replaced (Update.Replaced).
+	replaced *dataplane.ReplacedMaps
 }
 
 // compileAndInstall compiles rs and swaps it in (install).
@@ -401,14 +407,29 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 // committed), and hands it to the agent's cache (run.installed).
 func installKept(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, ifaces []compiler.Interface,
 	committed []string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts, t time.Time) error {
-	mode := installMode{keepCounters: true, committed: committed, indexTo: run.index}
+	mode := installMode{keepCounters: true, committed: committed, indexTo: run.index, replaced: new(dataplane.ReplacedMaps)}
+	if idle := run.gen.keptIdleSmall(); idle != nil {
+		// The idle bank holds the generation before gen's start: it
+		// differs from gen where that one's change wrote and where
+		// this one's did.
+		mode.idleSmall = &dataplane.SmallDelta{Map: idle.Map, Len: idle.Len,
+			Differ: append(slices.Clip(idle.Differ), gen.SmallWritten...)}
+	}
 	counters := counterSources(old, rs, mode.keepCounters, mode.committed)
 	dataplane.TraceSince("commit: counter sources", t)
 	if err := install(fam, counters, rs, gen, ifaces, mode, opts, sets, run.encoded); err != nil {
 		return err
 	}
 	if run.installed != nil {
-		*run.installed = &keptGeneration{gen: gen, at: ifaces}
+		// The bank gen replaced holds its start: what differs is what
+		// this change wrote.
+		idle := &dataplane.SmallDelta{Map: mode.replaced.Small, Len: len(gen.Small), Differ: gen.SmallWritten}
+		gen.SmallWritten = nil
+		kg := &keptGeneration{gen: gen, at: ifaces, idleSmall: idle}
+		if run.gen != nil && run.gen.startChunks <= len(gen.Chunks) {
+			kg.idleChunks = &dataplane.ChunkPrefix{Map: mode.replaced.Chunks, Len: run.gen.startChunks}
+		}
+		*run.installed = kg
 	}
 	return nil
 }
@@ -484,6 +505,20 @@ type generationReader struct {
 	// at are the interfaces gen was compiled for, now the namespace's.
 	at, now []compiler.Interface
 	err     error
+	// idleSmall is the kept generation's keptGeneration.idleSmall (nil
+	// for a generation read back).
+	idleSmall *dataplane.SmallDelta
+	// startChunks is how many chunks gen had when read (or kept).
+	startChunks int
+}
+
+// keptIdleSmall returns what the idle bank's small-field map holds
+// against the kept generation gr hands over (nil: not known).
+func (gr *generationReader) keptIdleSmall() *dataplane.SmallDelta {
+	if gr == nil {
+		return nil
+	}
+	return gr.idleSmall
 }
 
 // release lets go of the generation read, once the command compiles in
@@ -501,19 +536,26 @@ func (gr *generationReader) release() {
 // the two are the same.
 func keptReader(fam ir.Family, kg *keptGeneration) *generationReader {
 	t := time.Now()
-	gr := &generationReader{done: make(chan struct{}), gen: kg.gen, at: kg.at}
+	gr := &generationReader{done: make(chan struct{}), gen: kg.gen, at: kg.at, idleSmall: kg.idleSmall}
 	defer close(gr.done)
-	kg.gen.Chunks, gr.err = dataplane.RunningChunks(fam, kg.chunks)
+	kg.gen.Chunks, gr.err = dataplane.RunningChunks(fam, kg.chunks, kg.idleChunks)
+	gr.startChunks = kg.chunks
 	if gr.err == nil {
 		gr.now, gr.err = dataplane.CompilerInterfaces()
 	}
 	if gr.err == nil && os.Getenv(checkReuseEnv) != "" {
+		// The chunks as copied (only those added since, when the idle
+		// bank held the rest): the read below copies them all again,
+		// into the same memory.
+		copied := slices.Clone(kg.gen.Chunks)
 		read, _, err := dataplane.RunningGeneration(fam)
 		switch {
 		case err != nil:
 			gr.err = err
 		case read == nil:
 			gr.err = fmt.Errorf("%s: a generation kept, none running", checkReuseEnv)
+		case !slices.Equal(copied, read.Chunks):
+			gr.err = fmt.Errorf("%s: the idle bank's chunks (%d, %v of them there before) are not the running generation's", checkReuseEnv, len(copied), kg.idleChunks)
 		default:
 			if err := compiler.DiffGenerations(kg.gen, read); err != nil {
 				gr.err = fmt.Errorf("%s: the kept generation is not the running one: %w", checkReuseEnv, err)
@@ -533,6 +575,9 @@ func readGeneration(fam ir.Family) *generationReader {
 		defer close(gr.done)
 		t := time.Now()
 		gr.gen, gr.at, gr.err = dataplane.RunningGeneration(fam)
+		if gr.gen != nil {
+			gr.startChunks = len(gr.gen.Chunks)
+		}
 		if gr.err == nil && gr.gen != nil {
 			gr.now, gr.err = dataplane.CompilerInterfaces()
 		}
@@ -666,10 +711,13 @@ func install(fam ir.Family, counters []dataplane.CounterSource, rs *ir.Ruleset, 
 		*mode.indexTo = index
 	}
 	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counters, Sets: tables, Interfaces: ifaces, SetCounters: ctrs, SameRules: mode.sameRules,
-		LimitsFrom: limitSources(rs, mode)}
+		LimitsFrom: limitSources(rs, mode), IdleSmall: mode.idleSmall}
 	dataplane.TraceSince("commit: encode", t)
 	if err := dataplane.Apply(fam, u, opts); err != nil {
 		return err
+	}
+	if mode.replaced != nil {
+		*mode.replaced = u.Replaced
 	}
 	// What SET targets wrote to tables this generation replaced since the
 	// sets were read. The window stays open for the command's other

@@ -16,10 +16,10 @@ import (
 // chain's entries (Layout.SlackEnd), in no class of any field. The appended
 // rule takes the first of them, p = ChainEnd[h], so no other entry moves:
 // its bit p is added to the classes of the values its condition covers,
-// field by field (all of a field's classes where it has no condition). Adding an
-// entry to a class makes a new class (the old one may serve other values):
-// c' = c ∪ {p}, memoised, with chunk p/ChunkBits of c copied and the bit
-// set. Base-chain RETURNs, which continued at the old end, now continue
+// field by field (all of a field's classes where it has no condition). A
+// class whose references all want p gets it where it is, keeping its
+// number; one whose references disagree is split, the larger side
+// keeping the number (keepclass.go). Base-chain RETURNs, which continued at the old end, now continue
 // after p; the counter indexes after the new rule's shift by one, as
 // Compile numbers them (chain order).
 //
@@ -126,7 +126,7 @@ func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, i
 	classes := 0
 	for i, t := range terms {
 		p := start + uint32(i)
-		n, err := out.place(p, t.cond)
+		n, err := out.place(p, t.cond, true)
 		if err != nil {
 			return nil, err
 		}
@@ -211,144 +211,6 @@ func (g *Generation) logConfig(lc LogConfig) uint16 {
 	return uint16(len(g.LogConfigs) - 1)
 }
 
-// place puts position p into the classes of exactly the values cond holds
-// for (an empty set in every field takes it out of all), field by field,
-// and returns how many classes it created. p is a slack position (in no
-// class) for an append, a rule's entry for a deletion. The
-// generation's arrays must be its own (AppendRule copies them).
-func (g *Generation) place(p uint32, cond Cond) (int, error) {
-	cs := newClassSetter(g, p)
-	setBit := cs.setBit
-
-	// The values cond holds for get a class with p, the others one
-	// without (a slack position is in no class: they keep theirs).
-	// The address fields' new bounds are written one after the other
-	// into one new array, in field order (AddrIndex follows it); fields
-	// not classified keep theirs.
-	br := newBoundsRewrite(g, cond)
-	for f := Field(0); f < NumFields; f++ {
-		if g.Active&(1<<uint(f)) == 0 {
-			continue
-		}
-		s := cond[f]
-		switch f.Kind() {
-		case KindSmall:
-			g.placeSmallField(f, s, setBit)
-		case KindAddr:
-			if err := br.place(f, s, setBit); err != nil {
-				return 0, err
-			}
-		case KindHash:
-			g.placeHash(f, s, setBit)
-		}
-		if cs.over {
-			return 0, fmt.Errorf("%w: more than %d classes", ErrNotAppendable, maxAppendClasses)
-		}
-	}
-	br.finish()
-	return len(cs.made), nil
-}
-
-// reserveClasses makes room in g's chunk and class arrays for the classes
-// the places of n positions may copy (up to maxAppendClasses each): the
-// arrays read from a running generation have no spare capacity, and
-// appending a class at a time regrew the chunk array (520 bytes a chunk)
-// again and again.
-func (g *Generation) reserveClasses(n int) {
-	classes := n * maxAppendClasses
-	g.Chunks = slices.Grow(g.Chunks, classes)
-}
-
-// classSetter makes the classes place needs: for a class c, the class
-// whose entries are c's with position p in it or not.
-type classSetter struct {
-	g    *Generation
-	k    int    // the chunk of p
-	w    int    // the word of p in its chunk
-	bit  uint64 // p's bit in its word
-	made map[classVariant]uint32
-	// over says a class past maxAppendClasses was asked for (and not
-	// made): the place fails.
-	over bool
-	// answers[2c+want] is setBit(c, want)+1 once asked, for the classes
-	// there were before: tens of thousands of address bounds share a few
-	// thousand classes, and asking a class's chunk is two random reads.
-	answers []uint32
-}
-
-// classVariant is a class with p (want) or without.
-type classVariant struct {
-	class uint32
-	want  bool
-}
-
-func newClassSetter(g *Generation, p uint32) *classSetter {
-	return &classSetter{
-		g:       g,
-		k:       int(p) / ChunkBits,
-		w:       (int(p) % ChunkBits) / 64,
-		bit:     uint64(1) << (p % 64),
-		made:    map[classVariant]uint32{},
-		answers: make([]uint32, 2*g.ClassChunks.Len()),
-	}
-}
-
-// setBit returns the class whose entries are c's, with p in it or not
-// (want): c itself when it already is so, else a copy.
-func (cs *classSetter) setBit(c uint32, want bool) uint32 {
-	a := 2 * int(c)
-	if want {
-		a++
-	}
-	if a < len(cs.answers) && cs.answers[a] != 0 {
-		return cs.answers[a] - 1
-	}
-	n := cs.setBitOnce(c, want)
-	if a < len(cs.answers) {
-		cs.answers[a] = n + 1
-	}
-	return n
-}
-
-// setBitOnce is setBit without the answers memo.
-func (cs *classSetter) setBitOnce(c uint32, want bool) uint32 {
-	g, k, w, bit := cs.g, cs.k, cs.w, cs.bit
-	ids := g.ClassChunks.Row(c)
-	if (g.Chunks[ids[k]].Words[w]&bit != 0) == want {
-		return c
-	}
-	v := classVariant{c, want}
-	if n, ok := cs.made[v]; ok {
-		return n
-	}
-	if len(cs.made) >= maxAppendClasses {
-		// One more would pass the bound: place refuses the append
-		// after this field, and makes no more copies before.
-		cs.over = true
-		return c
-	}
-	nids := slices.Clone(ids)
-	ch := g.Chunks[ids[k]]
-	if want {
-		ch.Words[w] |= bit
-		ch.Summary |= 1 << uint(w)
-	} else {
-		ch.Words[w] &^= bit
-		if ch.Words[w] == 0 {
-			ch.Summary &^= 1 << uint(w)
-		}
-	}
-	if ch.Summary == 0 {
-		nids[k] = 0 // the empty chunk
-	} else {
-		nids[k] = uint32(len(g.Chunks))
-		g.Chunks = append(g.Chunks, ch)
-	}
-	n := g.ClassChunks.Append(nids)
-	cs.made[v] = n
-	return n
-}
-
 // boundsRewrite writes the address fields' bounds, changed or not, into
 // one new array for place.
 type boundsRewrite struct {
@@ -407,99 +269,26 @@ func (br *boundsRewrite) finish() {
 	br.g.Bounds = br.bounds
 }
 
-// placeSmallField is place for small field f (values in s, nil: all).
-func (g *Generation) placeSmallField(f Field, s *Set, setBit func(c uint32, want bool) uint32) {
-	base, dom := int(g.SmallBase[f]), g.SmallDomain(f)
-	// Neighbouring values mostly share a class and an answer:
-	// remember the last one instead of asking for every value.
-	lastClass, lastWant, lastNew := uint32(0), false, uint32(0)
-	ivs := []Interval{{Lo: U64(0), Hi: maxU128}}
-	if s != nil {
-		ivs = s.Ivs
-	}
-	j := 0 // the first interval not below k
-	if f != FieldCt {
-		g.placeSmall(g.Small[base:base+dom], ivs, setBit)
-		return
-	}
-	// k runs in the order of the field's conditions, which
-	// for FieldCt is not the value order (Field.smallIndex).
-	for k := 0; k < dom; k++ {
-		uk, i := U64(uint64(k)), base+f.smallIndex(k)
-		for j < len(ivs) && ivs[j].Hi.Less(uk) {
-			j++
-		}
-		c, want := g.Small[i], j < len(ivs) && !uk.Less(ivs[j].Lo)
-		if k == 0 || c != lastClass || want != lastWant {
-			lastClass, lastWant, lastNew = c, want, setBit(c, want)
-		}
-		g.Small[i] = lastNew
-	}
-}
-
-// placeHash is place for hashed field f (values in s).
-func (g *Generation) placeHash(f Field, s *Set, setBit func(c uint32, want bool) uint32) {
-	// Interfaces: the hash holds every interface the generation
-	// was compiled for (and 0, none), the default class the
-	// others, so a condition over the same interfaces (the
-	// caller's promise) is decided key by key. MAC conditions
-	// were refused unless absent.
-	for hk, c := range g.Hash {
-		if hk.Field == uint32(f) {
-			g.Hash[hk] = setBit(c, s.Contains(U64(hk.Value)))
-		}
-	}
-	g.DefaultClass[f] = setBit(g.DefaultClass[f], s.Contains(unmentioned(f, nil)))
-}
-
-// placeSmall is place for a small field whose values are in value order
-// (all but FieldCt): small is its direct array, ivs the values that get
-// the position (in order). It walks the runs of values that all get it or
-// all do not, asking set only where the class changes within a run, in
-// value order as the general loop does (so classes are made in the same
-// order).
-func (g *Generation) placeSmall(small []uint32, ivs []Interval, set func(c uint32, want bool) uint32) {
-	dom := len(small)
-	// clamp returns v as an index into small, dom when beyond it.
-	clamp := func(v U128) int {
-		if v.Hi != 0 || v.Lo >= uint64(dom) {
-			return dom
-		}
-		return int(v.Lo)
-	}
-	j := 0 // the first interval not below k
-	for k := 0; k < dom; {
-		for j < len(ivs) && ivs[j].Hi.Less(U64(uint64(k))) {
-			j++
-		}
-		want, end := false, dom
-		switch {
-		case j == len(ivs):
-		case ivs[j].Lo.Less(U64(uint64(k))) || ivs[j].Lo == U64(uint64(k)):
-			want = true
-			if hi := clamp(ivs[j].Hi); hi < dom {
-				end = hi + 1
-			}
-		default:
-			end = clamp(ivs[j].Lo)
-		}
-		last := small[k]
-		lastNew := set(last, want)
-		for ; k < end; k++ {
-			if c := small[k]; c != last {
-				last, lastNew = c, set(c, want)
-			}
-			small[k] = lastNew
-		}
-	}
-}
-
 // appendSetBounds appends to out the bounds of an address field with each
 // interval's class replaced by set(class, whether s holds the interval's
 // values); the intervals are split at s's ends first (s nil: every value).
-// Bounds and s's ends are both in ascending order: one merge, no search or
-// sort.
 func appendSetBounds(out, bounds []Bound, s *Set, set func(c uint32, want bool) uint32) []Bound {
+	start := len(out)
+	forSetPieces(bounds, s, func(v U128, class uint32, want bool) {
+		c := set(class, want)
+		if n := len(out); n > start && out[n-1].Class == c {
+			return
+		}
+		out = append(out, Bound{Value: v, Class: c})
+	})
+	return out
+}
+
+// forSetPieces calls fn for the pieces of an address field's intervals
+// (bounds) split at s's ends (s nil: every value), in order: where each
+// starts, its class and whether s holds its values. Bounds and s's ends
+// are both in ascending order: one merge, no search or sort.
+func forSetPieces(bounds []Bound, s *Set, fn func(v U128, class uint32, want bool)) {
 	// Cut points of s: where its intervals start, and just after they end.
 	var cuts []U128
 	if s != nil {
@@ -516,7 +305,6 @@ func appendSetBounds(out, bounds []Bound, s *Set, set func(c uint32, want bool) 
 		}
 		cuts = slices.Compact(cuts)
 	}
-	start := len(out)
 	class := uint32(0) // the class of the values below the first bound
 	iv := 0            // the first interval of s not below the current value
 	for i, j := 0, 0; i < len(bounds) || j < len(cuts); {
@@ -538,13 +326,8 @@ func appendSetBounds(out, bounds []Bound, s *Set, set func(c uint32, want bool) 
 			}
 			want = iv < len(s.Ivs) && !v.Less(s.Ivs[iv].Lo)
 		}
-		c := set(class, want)
-		if n := len(out); n > start && out[n-1].Class == c {
-			continue
-		}
-		out = append(out, Bound{Value: v, Class: c})
+		fn(v, class, want)
 	}
-	return out
 }
 
 // maxDeadEntries bounds the positions DeleteRule leaves dead in one base
@@ -625,7 +408,7 @@ func DeleteRule(g *Generation, r *ir.Rule, hook int, counter uint32, ifaces []In
 	}
 	classes := 0
 	for _, p := range positions {
-		n, err := g.place(p, none)
+		n, err := g.place(p, none, false)
 		if err != nil {
 			return nil, err
 		}

@@ -28,6 +28,13 @@ type Generation struct {
 	// SmallBase[f] is where field f's array starts.
 	Small     []uint32
 	SmallBase [NumFields]uint32
+	// SmallWritten lists the ranges of Small the in-place changes
+	// (AppendRule, InsertRule, DeleteRule) wrote since it was last
+	// emptied, as pairs of a first index and the index after the last:
+	// the entries that may differ from the generation they started
+	// from (the caller empties it). Not part of what a generation is
+	// (DiffGenerations ignores it).
+	SmallWritten []uint32
 	// NoShortPorts says the port fields' arrays end before ValShort: no
 	// condition tells a header cut short after its ports (ValShort +
 	// port) from one cut short before them (ValTrunc), so the data plane

@@ -8,7 +8,7 @@ import (
 )
 
 // parseRuleset applies iptables commands to a new ruleset of fam.
-func parseRuleset(t *testing.T, fam ir.Family, rules ...string) *ir.Ruleset {
+func parseRuleset(t testing.TB, fam ir.Family, rules ...string) *ir.Ruleset {
 	t.Helper()
 	rs := ir.NewRuleset(fam)
 	for _, rule := range rules {

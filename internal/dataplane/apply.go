@@ -59,6 +59,11 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 	if err := registerHashLimits(cur, fam, u); err != nil {
 		return err
 	}
+	u.Replaced = ReplacedMaps{}
+	if old.on {
+		u.Replaced.Small = cur.innerID("small", old.slot)
+		u.Replaced.Chunks = cur.innerID("chunks", old.slot)
+	}
 	if err := buildSlot(cur, newSlot, old.runSlot(), u); err != nil {
 		clearSlot(cur, newSlot)
 		return err

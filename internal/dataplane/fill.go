@@ -93,7 +93,7 @@ func fillBeforeClasses(m map[string]*ebpf.Map, created map[string]bool, u *Updat
 		return err
 	}
 	t = TraceSince("fill: counters, limits, probes, preds", t)
-	if err := putU32s(m["small"], g.Small); err != nil {
+	if err := fillSmall(m["small"], created["small"], g.Small, u.IdleSmall); err != nil {
 		return fmt.Errorf("fill small-field classes: %w", err)
 	}
 	t = TraceSince("fill: small", t)
@@ -244,5 +244,37 @@ func putBlob(m *ebpf.Map, blob []byte, clearRest bool) error {
 	}
 	copy(mem, blob)
 	clear(mem[len(blob) : pages*stride])
+	return nil
+}
+
+// fillSmall writes the small-field classes small into m: only the ranges
+// idle lists when m is the map idle describes, reused (not created), and
+// holds as many entries; else all of them.
+func fillSmall(m *ebpf.Map, created bool, small []uint32, idle *SmallDelta) error {
+	if idle == nil || created || idle.Len != len(small) || len(small) == 0 {
+		return putU32s(m, small)
+	}
+	if _, id, err := mapFacts(m); err != nil || id != idle.Map {
+		return putU32s(m, small)
+	}
+	mem, err := mappedPrefix(m, len(small)*8)
+	if err != nil {
+		return err
+	}
+	// Stored natively at the kernel's 8-byte stride (putU32s).
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(&mem[0])), 2*len(small))
+	d := idle.Differ
+	for i := 0; i+1 < len(d); i += 2 {
+		lo, hi := int(d[i]), int(d[i+1])
+		if lo > hi || hi > len(small) {
+			return fmt.Errorf("range %d–%d of %d entries", lo, hi, len(small))
+		}
+		for j := lo; j < hi; j++ {
+			words[2*j] = small[j]
+		}
+	}
+	if traceOn {
+		TraceSince(fmt.Sprintf("fill: small, %d ranges of %d entries", len(d)/2, len(small)), time.Now())
+	}
 	return nil
 }

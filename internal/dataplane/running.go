@@ -206,7 +206,7 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 			return err
 		}),
 		read("chunks", meta.Chunks, func(r *mapReader) (err error) {
-			g.Chunks, err = cur.readChunks(r.m, fam, r.n)
+			g.Chunks, err = cur.readChunks(r.m, fam, r.n, nil)
 			return err
 		}),
 		read("entries", int(c.NEntries), func(r *mapReader) error {
@@ -251,8 +251,11 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 // read as RunningGeneration reads them (readChunks: during a session,
 // into the idle bank's memory, where the next generation needs them): for
 // a caller that kept the rest of the generation (the agent), whose chunks
-// are the running bank's memory, which the session unmaps.
-func RunningChunks(fam ir.Family, n int) ([]compiler.Chunk, error) {
+// are the running bank's memory, which the session unmaps. idle, when not
+// nil, is what the caller knows the idle bank's chunk map holds already
+// (the chunks of the generation the running one was made from in place,
+// which it starts with): those are not copied again.
+func RunningChunks(fam ir.Family, n int, idle *ChunkPrefix) ([]compiler.Chunk, error) {
 	defer unmapOutsideSession()
 	cur, err := Current()
 	if err != nil {
@@ -267,7 +270,7 @@ func RunningChunks(fam ir.Family, n int) ([]compiler.Chunk, error) {
 		return nil, err
 	}
 	defer m.Close()
-	return cur.readChunks(m, fam, n)
+	return cur.readChunks(m, fam, n, idle)
 }
 
 // mapReader is one generation map to read n elements of.
@@ -314,15 +317,17 @@ const (
 // place: the caller's changes (compiler.AppendRule adds chunks) are then
 // already where the next generation needs them, and buildSlot, reusing
 // that map, copies nothing (putChunks). The idle bank is read by no packet.
-// Otherwise they are copied into the heap, with room for a few more.
-func (s *state) readChunks(active *ebpf.Map, fam ir.Family, n int) ([]compiler.Chunk, error) {
+// Otherwise they are copied into the heap, with room for a few more. The
+// first idle.Len chunks are not copied when the idle map is idle.Map
+// (idle nil: none known).
+func (s *state) readChunks(active *ebpf.Map, fam ir.Family, n int, idle *ChunkPrefix) ([]compiler.Chunk, error) {
 	src, err := mappedPrefix(active, n*chunkStride)
 	if err != nil {
 		return nil, fmt.Errorf("chunks: %w", err)
 	}
 	if sessionActive() {
-		idle := slotOf(fam, 1-s.banks[familyIndex(fam)]&1)
-		if m, err := s.inner("chunks", idle); err == nil {
+		idleSlot := slotOf(fam, 1-s.banks[familyIndex(fam)]&1)
+		if m, err := s.inner("chunks", idleSlot); err == nil {
 			defer m.Close()
 			if int(m.MaxEntries()) >= n && int(m.ValueSize()) == chunkStride {
 				// Room for the chunks the change adds (up to a class
@@ -331,7 +336,16 @@ func (s *state) readChunks(active *ebpf.Map, fam ir.Family, n int) ([]compiler.C
 				if err != nil {
 					return nil, fmt.Errorf("chunks: %w", err)
 				}
-				copy(dst, src)
+				from := 0
+				if idle != nil && idle.Len <= n {
+					if _, id, err := mapFacts(m); err == nil && id == idle.Map {
+						from = idle.Len * chunkStride
+					}
+				}
+				copy(dst[from:], src[from:])
+				if traceOn {
+					TraceSince(fmt.Sprintf("chunks: %d of %d copied", n-from/chunkStride, n), time.Now())
+				}
 				return unsafe.Slice((*compiler.Chunk)(unsafe.Pointer(unsafe.SliceData(dst))), len(dst)/chunkStride)[:n], nil
 			}
 		}

@@ -290,6 +290,15 @@ func (s *state) innerAt(outer string, key uint32) (*ebpf.Map, error) {
 	return m, nil
 }
 
+// innerID returns the id of the generation map of kind in slot (0: none).
+func (s *state) innerID(kind string, slot uint32) ebpf.MapID {
+	var id uint32
+	if err := s.maps[outerName(kind)].Lookup(slot, &id); err != nil {
+		return 0
+	}
+	return ebpf.MapID(id)
+}
+
 // inner opens the generation map of kind in slot (caller closes).
 func (s *state) inner(kind string, slot uint32) (*ebpf.Map, error) {
 	var id uint32

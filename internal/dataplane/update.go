@@ -3,6 +3,8 @@ package dataplane
 import (
 	"encoding/binary"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/ir"
 	"github.com/xfw-dev/xfw/internal/prefault"
@@ -14,6 +16,29 @@ type CounterSource struct {
 	From int
 	// Initial is the starting value when From is -1.
 	Initial ir.Counters
+}
+
+// SmallDelta describes what a small-field map holds against a
+// generation's Small (compiler.Generation.SmallWritten): map Map holds
+// Len entries, Small's but in the ranges Differ lists (pairs of a first
+// index and the index after the last), which may hold anything.
+type SmallDelta struct {
+	Map    ebpf.MapID
+	Len    int
+	Differ []uint32
+}
+
+// ReplacedMaps names maps of the generation an Apply replaced (0: none).
+type ReplacedMaps struct {
+	// Small is its small-field map, Chunks its chunk map.
+	Small, Chunks ebpf.MapID
+}
+
+// ChunkPrefix says that chunk map Map holds the first Len chunks of the
+// running generation (RunningChunks).
+type ChunkPrefix struct {
+	Map ebpf.MapID
+	Len int
 }
 
 // Update is one family's new ruleset, ready to load.
@@ -59,6 +84,14 @@ type Update struct {
 	// the running generation when that rule has the same match there
 	// (same match index and parameters); the others start afresh.
 	LimitsFrom map[uint32]uint32
+	// IdleSmall, when not nil, is what the caller knows the small-field
+	// map of the family's idle bank (where Apply builds Gen) holds:
+	// Apply then writes only the entries it lists as differing from
+	// Gen.Small, provided it reuses that very map (else it writes all).
+	IdleSmall *SmallDelta
+	// Replaced is set by Apply: maps of the generation Gen replaced,
+	// which hold that generation in the bank that is idle once Gen runs.
+	Replaced ReplacedMaps
 
 	// blob is what the slot's state pages hold: Saved and the generation's
 	// metadata, each after its little-endian length (stateBlob).

@@ -573,6 +573,14 @@ func TestCmdServerSeesRouteChange(t *testing.T) {
 	}
 }
 
+// partialSmall and partialChunks are the trace lines of a change in place
+// that wrote only what differs from the idle bank's small-field entries
+// and copied only the chunks added since it ran.
+var (
+	partialSmall  = regexp.MustCompile(`fill: small, \d+ ranges of \d+ entries`)
+	partialChunks = regexp.MustCompile(`chunks: (\d+) of (\d+) copied`)
+)
+
 // TestCmdServerInPlaceBesideNat runs fail2ban's and Docker's kind of rule
 // changes (-A, -I, -D of filter's base chains) with a nat table loaded,
 // in a namespace without an agent and in one whose agent serves them,
@@ -614,6 +622,15 @@ func TestCmdServerInPlaceBesideNat(t *testing.T) {
 		trace := agentOut.String()[mark:]
 		if i > 0 && !regexp.MustCompile(`commit: (append|insert|delete) in place`).MatchString(trace) {
 			t.Errorf("%v: the agent did not change the generation in place; its trace:\n%s", s.argv, trace)
+		}
+		// From the second change on the agent knows what the idle bank
+		// holds: it writes only the small-field entries that differ and
+		// copies only the chunks added since (XFW_CHECK_REUSE reads the
+		// generation back at the next command and compares).
+		if i > 1 {
+			if m := partialChunks.FindStringSubmatch(trace); m == nil || m[1] == m[2] || !partialSmall.MatchString(trace) {
+				t.Errorf("%v: the agent wrote the idle bank in full; its trace:\n%s", s.argv, trace)
+			}
 		}
 		for _, port := range ports {
 			a, b := udpArrivals(t, own, port), udpArrivals(t, served, port)
