@@ -131,7 +131,7 @@ func (s *Session) Check(ctx context.Context, c Case, opts CheckOptions) (*Outcom
 		}
 		o.RejectOnly = o.Twin.Lossy == "" && o.Twin.Rejected == "" && len(o.Twin.Differences) == 0
 		if o.RejectOnly {
-			o.Known, o.Unexplained = explainRejectOnly(res.Differences, c.Corpus, c.Ruleset, s.cfg.Family)
+			o.Known, o.Unexplained = explainRejectOnly(res.Differences, c.Corpus, c.Ruleset, s.plan)
 		}
 		if !o.RejectOnly && len(o.Twin.Differences) > 0 {
 			// Reduce what differs without REJECT: not REJECT's business.

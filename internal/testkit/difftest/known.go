@@ -3,7 +3,9 @@ package difftest
 import (
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,8 +24,7 @@ import (
 //     a reply xfw sends where the kernel's OUTPUT dropped its own, or
 //     where the kernel sends none (a first fragment, whose checksum it
 //     cannot verify), counted in xfw's OUTPUT when a probe shows such a
-//     reply; kernel-only LOG lines about its replies; counters that are
-//     higher in the kernel;
+//     reply; kernel-only LOG lines about its replies;
 //   - IPv4 options are neither echoed nor recorded in xfw's replies to a
 //     packet fw sent itself (REJECT in OUTPUT; those to packets from gen
 //     and sink are the kernel's): for such a packet with options, the
@@ -31,7 +32,9 @@ import (
 //     OUTPUT without the options, counted with fewer bytes;
 //   - a packet from gen or sink with a (spoofed) source of fw's own IPv6
 //     addresses (IPv4 drops it as a martian before any chain): the kernel
-//     delivers its reply to fw's own sockets; xfw sends none;
+//     delivers its reply to fw's own sockets; xfw sends none; counters
+//     higher in the kernel only when the corpus has such a packet (the
+//     kernel's reply passed its OUTPUT, where it may have been dropped);
 //   - an ICMPv6 reply to a spoofed source behind fw's other interface:
 //     both route it there, the kernel's from the input interface's
 //     address, xfw's from that of the route back: the same reply (place,
@@ -149,11 +152,14 @@ func icmpHead(m []string) string {
 // knownRejectDifference explains d as a documented difference of xfw's
 // REJECT replies, or returns "" when it is not one. xfwReplies: some probe
 // shows a reply only xfw sent (its counters may then be higher in xfw in
-// the chains OUTPUT reaches).
-func knownRejectDifference(d Difference, c *Corpus, outputSide map[string]bool, ipv4, xfwReplies bool) string {
+// the chains OUTPUT reaches). selfReplies: some probe from gen or sink
+// has a source of fw's own (spoofsFwSource), whose reply the kernel sends
+// to itself through its chains and xfw does not send (its counters may
+// then be higher in the kernel).
+func knownRejectDifference(d Difference, c *Corpus, outputSide map[string]bool, ipv4, xfwReplies, selfReplies bool) string {
 	switch d.Kind {
 	case DiffCounters:
-		return knownCountersDifference(d, outputSide, ipv4, xfwReplies)
+		return knownCountersDifference(d, outputSide, ipv4, xfwReplies, selfReplies)
 	case DiffProbe:
 		if d.Probe < 0 || d.Probe >= len(c.Probes) {
 			return ""
@@ -213,7 +219,7 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 
 // knownCountersDifference explains a counter difference (DiffCounters)
 // as a documented one of xfw's REJECT replies, or returns "".
-func knownCountersDifference(d Difference, outputSide map[string]bool, ipv4, xfwReplies bool) string {
+func knownCountersDifference(d Difference, outputSide map[string]bool, ipv4, xfwReplies, selfReplies bool) string {
 	if len(d.Kernel) != 1 || len(d.XFW) != 1 {
 		return ""
 	}
@@ -225,8 +231,13 @@ func knownCountersDifference(d Difference, outputSide map[string]bool, ipv4, xfw
 	kb, _ := strconv.ParseUint(k[2], 10, 64)
 	xp, _ := strconv.ParseUint(x[1], 10, 64)
 	xb, _ := strconv.ParseUint(x[2], 10, 64)
-	if kp > xp && kb > xb {
-		return "the kernel's REJECT replies pass OUTPUT (counted), xfw's do not"
+	// The kernel's reply to a spoofed source of fw's own passes its
+	// OUTPUT (and, unless dropped there, lo's INPUT); xfw sends none.
+	// Nothing else may make a counter higher in the kernel: xfw's other
+	// replies pass the same chains (a counter difference alone once hid
+	// a reply xfw sent and the kernel did not).
+	if kp > xp && kb > xb && selfReplies {
+		return "the kernel's reply to a spoofed source of fw's own passes its chains (counted), xfw sends none"
 	}
 	// The same replies counted, the kernel's longer: they echo the
 	// IPv4 options of a packet fw sent, xfw's do not.
@@ -489,8 +500,9 @@ func chainsReachedFrom(ruleset, start string) map[string]bool {
 // explainRejectOnly returns, for each difference of a RejectOnly outcome
 // of ruleset, its documented explanation, or the first difference that
 // has none.
-func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, family ir.Family) (why []string, unexplained *Difference) {
+func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, plan Plan) (why []string, unexplained *Difference) {
 	outputSide := chainsReachedFrom(ruleset, "OUTPUT")
+	selfReplies := spoofsFwSource(c, plan)
 	xfwReplies := false
 	for _, d := range diffs {
 		if _, xOnly := oneSided(d.Kernel, d.XFW); d.Kind == DiffProbe && len(xOnly) > 0 {
@@ -498,11 +510,42 @@ func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, family ir.
 		}
 	}
 	for i, d := range diffs {
-		w := knownRejectDifference(d, c, outputSide, family == ir.IPv4, xfwReplies)
+		w := knownRejectDifference(d, c, outputSide, plan.Family == ir.IPv4, xfwReplies, selfReplies)
 		if w == "" {
 			return nil, &diffs[i]
 		}
 		why = append(why, w)
 	}
 	return why, nil
+}
+
+// spoofsFwSource reports whether some probe from gen or sink carries a
+// source address of fw's own (its link-local one included): the kernel
+// routes a REJECT reply to such a packet to itself, through OUTPUT; xfw
+// sends none (docs/differences.md, "REJECT replies").
+func spoofsFwSource(c *Corpus, plan Plan) bool {
+	own := append(plan.FwAddrs(), plan.FwInLL)
+	for _, p := range c.Probes {
+		if p.From == FromFw || len(p.Frames) == 0 {
+			continue
+		}
+		b := p.Frames[0]
+		off := l3Offset(b)
+		if off < 0 {
+			continue
+		}
+		var src netip.Addr
+		switch ip := b[off:]; {
+		case len(ip) >= 20 && ip[0]>>4 == 4:
+			src = netip.AddrFrom4([4]byte(ip[12:16]))
+		case len(ip) >= 40 && ip[0]>>4 == 6:
+			src = netip.AddrFrom16([16]byte(ip[8:24]))
+		default:
+			continue
+		}
+		if slices.Contains(own, src) {
+			return true
+		}
+	}
+	return false
 }
