@@ -34,7 +34,9 @@ import (
 //     addresses (IPv4 drops it as a martian before any chain): the kernel
 //     delivers its reply to fw's own sockets; xfw sends none; counters
 //     higher in the kernel only when the corpus has such a packet (the
-//     kernel's reply passed its OUTPUT, where it may have been dropped);
+//     kernel's reply passed its OUTPUT, where it may have been dropped)
+//     or one fw sent itself from another host's source (xfw routes its
+//     reply out without OUTPUT);
 //   - an ICMPv6 reply to a spoofed source behind fw's other interface:
 //     both route it there, the kernel's from the input interface's
 //     address, xfw's from that of the route back: the same reply (place,
@@ -152,10 +154,9 @@ func icmpHead(m []string) string {
 // knownRejectDifference explains d as a documented difference of xfw's
 // REJECT replies, or returns "" when it is not one. xfwReplies: some probe
 // shows a reply only xfw sent (its counters may then be higher in xfw in
-// the chains OUTPUT reaches). selfReplies: some probe from gen or sink
-// has a source of fw's own (spoofsFwSource), whose reply the kernel sends
-// to itself through its chains and xfw does not send (its counters may
-// then be higher in the kernel).
+// the chains OUTPUT reaches). selfReplies: some probe may make the
+// kernel's reply pass chains xfw's does not (kernelOnlyPasses: its
+// counters may then be higher in the kernel).
 func knownRejectDifference(d Difference, c *Corpus, outputSide map[string]bool, ipv4, xfwReplies, selfReplies bool) string {
 	switch d.Kind {
 	case DiffCounters:
@@ -232,12 +233,14 @@ func knownCountersDifference(d Difference, outputSide map[string]bool, ipv4, xfw
 	xp, _ := strconv.ParseUint(x[1], 10, 64)
 	xb, _ := strconv.ParseUint(x[2], 10, 64)
 	// The kernel's reply to a spoofed source of fw's own passes its
-	// OUTPUT (and, unless dropped there, lo's INPUT); xfw sends none.
-	// Nothing else may make a counter higher in the kernel: xfw's other
-	// replies pass the same chains (a counter difference alone once hid
-	// a reply xfw sent and the kernel did not).
+	// OUTPUT (and, unless dropped there, lo's INPUT), xfw sends none; its
+	// reply to fw's own packet from another host's source passes OUTPUT,
+	// xfw's is routed out at once. Nothing else may make a counter
+	// higher in the kernel: xfw's other replies pass the same chains (a
+	// counter difference alone once hid a reply xfw sent and the kernel
+	// did not).
 	if kp > xp && kb > xb && selfReplies {
-		return "the kernel's reply to a spoofed source of fw's own passes its chains (counted), xfw sends none"
+		return "the kernel's reply passes chains xfw's does not (a spoofed source of fw's own, or fw's own packet from another host's source; counted)"
 	}
 	// The same replies counted, the kernel's longer: they echo the
 	// IPv4 options of a packet fw sent, xfw's do not.
@@ -502,7 +505,7 @@ func chainsReachedFrom(ruleset, start string) map[string]bool {
 // has none.
 func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, plan Plan) (why []string, unexplained *Difference) {
 	outputSide := chainsReachedFrom(ruleset, "OUTPUT")
-	selfReplies := spoofsFwSource(c, plan)
+	selfReplies := kernelOnlyPasses(c, plan)
 	xfwReplies := false
 	for _, d := range diffs {
 		if _, xOnly := oneSided(d.Kernel, d.XFW); d.Kind == DiffProbe && len(xOnly) > 0 {
@@ -519,33 +522,48 @@ func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, plan Plan)
 	return why, nil
 }
 
-// spoofsFwSource reports whether some probe from gen or sink carries a
-// source address of fw's own (its link-local one included): the kernel
-// routes a REJECT reply to such a packet to itself, through OUTPUT; xfw
-// sends none (docs/differences.md, "REJECT replies").
-func spoofsFwSource(c *Corpus, plan Plan) bool {
+// kernelOnlyPasses reports whether some probe may make the kernel's REJECT
+// reply pass chains xfw's does not (docs/differences.md, "REJECT
+// replies"): one from gen or sink with a source of fw's own (its
+// link-local one included), whose reply the kernel routes to itself
+// through OUTPUT and xfw does not send; or one fw sends itself from
+// another host's source, whose reply xfw routes out at once, without
+// OUTPUT.
+func kernelOnlyPasses(c *Corpus, plan Plan) bool {
 	own := append(plan.FwAddrs(), plan.FwInLL)
 	for _, p := range c.Probes {
-		if p.From == FromFw || len(p.Frames) == 0 {
+		src, dst, ok := probeAddrs(p)
+		if !ok {
 			continue
 		}
-		b := p.Frames[0]
-		off := l3Offset(b)
-		if off < 0 {
-			continue
-		}
-		var src netip.Addr
-		switch ip := b[off:]; {
-		case len(ip) >= 20 && ip[0]>>4 == 4:
-			src = netip.AddrFrom4([4]byte(ip[12:16]))
-		case len(ip) >= 40 && ip[0]>>4 == 6:
-			src = netip.AddrFrom16([16]byte(ip[8:24]))
-		default:
-			continue
-		}
-		if slices.Contains(own, src) {
+		switch {
+		case p.From != FromFw && slices.Contains(own, src):
+			return true
+		case p.From == FromFw && !slices.Contains(own, src) && slices.Contains(own, dst):
 			return true
 		}
 	}
 	return false
+}
+
+// probeAddrs returns the source and destination of probe p's first packet.
+func probeAddrs(p Probe) (src, dst netip.Addr, ok bool) {
+	if len(p.Frames) == 0 {
+		return src, dst, false
+	}
+	b := p.Frames[0]
+	if p.From != FromFw {
+		off := l3Offset(b)
+		if off < 0 {
+			return src, dst, false
+		}
+		b = b[off:]
+	}
+	switch {
+	case len(b) >= 20 && b[0]>>4 == 4:
+		return netip.AddrFrom4([4]byte(b[12:16])), netip.AddrFrom4([4]byte(b[16:20])), true
+	case len(b) >= 40 && b[0]>>4 == 6:
+		return netip.AddrFrom16([16]byte(b[8:24])), netip.AddrFrom16([16]byte(b[24:40])), true
+	}
+	return src, dst, false
 }
