@@ -245,7 +245,8 @@ func ParseCorpus(r io.Reader) (*Corpus, error) {
 	return c, nil
 }
 
-// addrOf returns the source and destination of a probe's first frame.
+// addrs returns the source and destination of a probe's first frame
+// (invalid addresses when it has no IP header).
 func (p Probe) addrs() (src, dst netip.Addr) {
 	if len(p.Frames) == 0 {
 		return

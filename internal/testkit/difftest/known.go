@@ -3,7 +3,6 @@ package difftest
 import (
 	"encoding/hex"
 	"fmt"
-	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -532,8 +531,8 @@ func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, plan Plan)
 func kernelOnlyPasses(c *Corpus, plan Plan) bool {
 	own := append(plan.FwAddrs(), plan.FwInLL)
 	for _, p := range c.Probes {
-		src, dst, ok := probeAddrs(p)
-		if !ok {
+		src, dst := p.addrs()
+		if !src.IsValid() {
 			continue
 		}
 		switch {
@@ -544,26 +543,4 @@ func kernelOnlyPasses(c *Corpus, plan Plan) bool {
 		}
 	}
 	return false
-}
-
-// probeAddrs returns the source and destination of probe p's first packet.
-func probeAddrs(p Probe) (src, dst netip.Addr, ok bool) {
-	if len(p.Frames) == 0 {
-		return src, dst, false
-	}
-	b := p.Frames[0]
-	if p.From != FromFw {
-		off := l3Offset(b)
-		if off < 0 {
-			return src, dst, false
-		}
-		b = b[off:]
-	}
-	switch {
-	case len(b) >= 20 && b[0]>>4 == 4:
-		return netip.AddrFrom4([4]byte(b[12:16])), netip.AddrFrom4([4]byte(b[16:20])), true
-	case len(b) >= 40 && b[0]>>4 == 6:
-		return netip.AddrFrom16([16]byte(b[8:24])), netip.AddrFrom16([16]byte(b[24:40])), true
-	}
-	return src, dst, false
 }
