@@ -63,10 +63,10 @@ both and compares, packet by packet, where each went, the replies, the LOG
 lines and every rule's counters. Exits 1 on any difference, printing a
 minimal reproduction (the rules involved and the packet) and the seed, and
 on a run that could not be compared. The documented differences of xfw's
-REJECT replies (docs/differences.md: with connection tracking, INPUT and
-FORWARD replies do not pass OUTPUT) are reported as KNOWN and do not fail the run, and only
-when the firewalls agree on everything with REJECT replaced by DROP on both
-sides.
+REJECT replies (docs/differences.md, "REJECT replies": e.g. none to a
+spoofed source of fw's own) are reported as KNOWN and do not fail the
+run, and only when the firewalls agree on everything with REJECT
+replaced by DROP on both sides.
 
 It checks the xfw binary beside it (make build puts both in bin/), or the
 one --xfw names; xfw difftest ARGS... runs it with that xfw.
