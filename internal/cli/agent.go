@@ -361,8 +361,8 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 			}
 		case <-routeSettled:
 			routeSettled = nil
-			// RefreshLocal copies the main table's routes too
-			// (fillRateLimits).
+			// RefreshLocal copies the main table's routes too, from
+			// the same route dump as the local table.
 			if err := dataplane.RefreshLocal(); err != nil {
 				a.logf("route change: refresh the local table and the routes: %v", err)
 			}

@@ -391,27 +391,35 @@ func fillNetFacts(cur *state) error {
 	if current {
 		return nil
 	}
-	t = time.Now()
-	routes, err := dumpNetRoutes()
-	t = TraceSince("netfacts: route dump", t)
-	if err == nil {
-		err = fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"], &routes)
-		t = TraceSince("netfacts: local table", t)
-	}
-	if err == nil {
-		err = fillRoutes(cur.maps[rateRoute6Map], &routes)
-		t = TraceSince("netfacts: main routes", t)
-	}
-	if err == nil {
-		err = fillNatAddrs(cur.maps["xfw_nat_ifaddr"])
-		TraceSince("netfacts: NAT addresses", t)
-	}
-	if err != nil {
+	if err := fillRouteFacts(cur); err != nil {
 		netFacts.forgetFilled()
 		return err
 	}
 	netFacts.markFilled(cur, epoch)
 	return nil
+}
+
+// fillRouteFacts dumps the routes once (both families) and copies from the
+// dump the local table (fillLocal) and the main table's routes
+// (fillRoutes) into cur's maps, then the interfaces' addresses NAT uses.
+func fillRouteFacts(cur *state) error {
+	t := time.Now()
+	routes, err := dumpNetRoutes()
+	if err != nil {
+		return err
+	}
+	t = TraceSince("netfacts: route dump", t)
+	if err := fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"], &routes); err != nil {
+		return err
+	}
+	t = TraceSince("netfacts: local table", t)
+	if err := fillRoutes(cur.maps[rateRoute6Map], &routes); err != nil {
+		return err
+	}
+	t = TraceSince("netfacts: main routes", t)
+	err = fillNatAddrs(cur.maps["xfw_nat_ifaddr"])
+	TraceSince("netfacts: NAT addresses", t)
+	return err
 }
 
 // carryCounters writes the new generation's counter bases: the old

@@ -793,21 +793,11 @@ func RefreshLocal() error {
 		return err
 	}
 	defer cur.Close()
-	routes, err := dumpNetRoutes()
-	if err != nil {
-		return err
-	}
-	if err := fillLocal(cur.maps["xfw_local4"], cur.maps["xfw_local6"], &routes); err != nil {
+	if err := fillRouteFacts(cur); err != nil {
 		return err
 	}
 	if err := fillGroupsNow(cur); err != nil {
 		return err
 	}
-	if err := fillRateCfg(cur.maps); err != nil {
-		return err
-	}
-	if err := fillRoutes(cur.maps[rateRoute6Map], &routes); err != nil {
-		return err
-	}
-	return fillNatAddrs(cur.maps["xfw_nat_ifaddr"])
+	return fillRateCfg(cur.maps)
 }
