@@ -65,16 +65,7 @@ func rejectBcastRound(t *testing.T, tp *nettest.Topology, fam, _ int) rejectOutS
 	for _, p := range packets(fw) {
 		frames = append(frames, broadcast.Frame(p))
 	}
-	var seen rejectOutSeen
-	for _, f := range genReceives(t, tp, fam, frames) {
-		switch {
-		case f.IsICMPUnreachable():
-			seen.unreachable++
-		case f.IsTCPReset():
-			seen.resets++
-		}
-	}
-	return seen
+	return countGenReplies(t, tp, fam, frames)
 }
 
 // subnetBroadcast4 returns the subnet-directed broadcast address of p.

@@ -41,6 +41,22 @@ type rejectOutSeen struct {
 	unreachable, resets int
 }
 
+// countGenReplies injects frames at fw and counts the ICMP unreachables
+// and TCP resets gen receives back.
+func countGenReplies(t *testing.T, tp *nettest.Topology, fam int, frames [][]byte) rejectOutSeen {
+	t.Helper()
+	var seen rejectOutSeen
+	for _, f := range genReceives(t, tp, fam, frames) {
+		switch {
+		case f.IsICMPUnreachable():
+			seen.unreachable++
+		case f.IsTCPReset():
+			seen.resets++
+		}
+	}
+	return seen
+}
+
 // rejectOutRound injects gen's three packets (UDP and TCP to fw, UDP
 // through fw to sink) and counts the replies gen receives.
 func rejectOutRound(t *testing.T, tp *nettest.Topology, fam int, _ int) rejectOutSeen {
@@ -52,16 +68,7 @@ func rejectOutRound(t *testing.T, tp *nettest.Topology, fam int, _ int) rejectOu
 		eth.Frame(nettest.TCPPacket(netip.AddrPortFrom(gen, 5101), netip.AddrPortFrom(fw, 7101), nettest.TCPSyn, 1, nil)),
 		eth.Frame(nettest.UDPPacket(netip.AddrPortFrom(gen, 5102), netip.AddrPortFrom(sink, 7102), []byte("forward"))),
 	}
-	var seen rejectOutSeen
-	for _, f := range genReceives(t, tp, fam, frames) {
-		switch {
-		case f.IsICMPUnreachable():
-			seen.unreachable++
-		case f.IsTCPReset():
-			seen.resets++
-		}
-	}
-	return seen
+	return countGenReplies(t, tp, fam, frames)
 }
 
 // familyAddrs returns gen's, fw's (in0) and sink's addresses of family fam.
