@@ -18,7 +18,8 @@
  *    echo's identifier, a protocol without ports).
  *  - The port: without random flags the packet's own when it is in the
  *    range (or none is given) and the translated tuple is free (a range
- *    of one port is taken even when used); else searched in the range
+ *    of one port is taken even when used, but a source's clash the
+ *    kernel's confirmation drops is dropped); else searched in the range
  *    (none given: SNAT's 1-511, 600-1023 or 1024-65535 after the
  *    original port; DNAT keeps its port) from a random offset (DNAT
  *    without random flags: from the range's first port), at most
@@ -254,6 +255,21 @@ static __always_inline int xfw_snat_taken(struct xfw_nat_pend *np, __u32 port)
 	return xfw_nat_conn(&np->fwd) != 0;
 }
 
+/* xfw_snat_clash_drops reports whether the kernel's confirmation drops
+ * the first packet of a connection whose reply tuple np->key[XFW_NAT_PS]
+ * with destination port port is taken (nf_ct_resolve_clash): always,
+ * but for UDP (allow_clash) whose rival is not translated
+ * (__nf_ct_resolve_clash attaches the packet to it). */
+static __always_inline int xfw_snat_clash_drops(struct xfw_nat_pend *np, __u32 port)
+{
+	struct xfw_nat_key *k = &np->key[XFW_NAT_PS];
+
+	k->dport = port;
+	if (xfw_nat_held(k, XFW_NAT_F_ANY, 0, 0))
+		return 1;
+	return k->proto != IPPROTO_UDP && xfw_snat_taken(np, port);
+}
+
 /* xfw_natr_taken reports whether the translated tuple with port port is a
  * live connection's: for SNAT (dst 0) the reply tuple np->key[XFW_NAT_PS]
  * (xfw_snat_taken); for DNAT the connection keyed by the translated
@@ -386,7 +402,14 @@ static __always_inline int xfw_natr_port(struct xfw_nat_pend *np, __u32 orig, in
 	r->shift = (__u16)(orig - r->shift);
 	if (!(flags & XFW_NATR_RANDOM_ALL) && !(flags & XFW_NATR_OFFSET)) {
 		if (flags & XFW_NATR_PROTO) {
-			if (xfw_natr_in(r, orig) && (r->min_port == r->max_port || !xfw_natr_taken(np, orig)))
+			/* A range of one port keeps it even when taken
+			 * (get_unique_tuple); a source's clash is then
+			 * dropped at confirmation (found by xfw difftest,
+			 * nat seed 308: an SNAT to one port fw's own packet
+			 * shared with a forwarded one). */
+			if (xfw_natr_in(r, orig) &&
+			    (r->min_port == r->max_port ? !src || !xfw_snat_clash_drops(np, orig)
+							: !xfw_natr_taken(np, orig)))
 				return orig;
 		} else if (!xfw_natr_taken(np, orig)) {
 			return orig;

@@ -187,6 +187,19 @@ static __always_inline void xfw_owner_tc(struct __sk_buff *skb, struct xfw_pkt *
 		xfw_owner_read(skb, p);
 }
 
+/* xfw_owner_reply gives p, a REJECT reply xfw built (parsed from it),
+ * the socket the kernel's reply has: a TCP reset none (nf_send_reset,
+ * nf_send_reset6 allocate it without one), an ICMP or ICMPv6 error the
+ * namespace's ICMP socket (icmp_send, icmp6_send: a kernel socket, with
+ * no file), which --socket-exists and ! --uid-owner match and --uid-owner
+ * and --gid-owner do not (owner_mt). -m recent's TTL follows the same
+ * socket (p->nosock, recent.h). */
+static __always_inline void xfw_owner_reply(struct xfw_pkt *p)
+{
+	p->owner = p->proto == IPPROTO_TCP ? 0 : XFW_OWNER_F_SOCKET;
+	p->nosock = p->proto == IPPROTO_TCP;
+}
+
 /* xfw_owner_in says whether id lies in [lo, hi]. */
 static __always_inline int xfw_owner_in(__u32 id, __u32 lo, __u32 hi)
 {

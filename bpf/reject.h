@@ -484,6 +484,22 @@ static __always_inline int xfw_rj_tc_via_lo(const struct __sk_buff *skb, const s
 	       (p->proto == (p->fam ? IPPROTO_ICMPV6 : IPPROTO_ICMP) || p->proto == IPPROTO_TCP);
 }
 
+/* skb->tc_index of a reply xfw_rj_tc routed out of a device (xfw_rj_tc_out):
+ * the skb keeps the offending packet's socket, which the kernel's reply
+ * does not have (owner.h xfw_owner_reply). (nat_out.h's XFW_NAT_OUT_MARK
+ * is 0x78f1, redirect.h's XFW_RD_MARK 0x78f2.) */
+#define XFW_RJ_ROUTED_MARK 0x78f3
+
+/* xfw_rj_tc_routed reports whether skb, at a device's TC egress, is such a
+ * reply (and clears the mark). */
+static __always_inline int xfw_rj_tc_routed(struct __sk_buff *skb)
+{
+	if (skb->tc_index != XFW_RJ_ROUTED_MARK)
+		return 0;
+	skb->tc_index = 0;
+	return 1;
+}
+
 /* xfw_rj_tc_deliver hands a reply for the host itself (XFW_RJ_TC_LOCAL,
  * judged in OUTPUT since) to the local stack on the device it is on. */
 static __always_inline int xfw_rj_tc_deliver(struct __sk_buff *skb)

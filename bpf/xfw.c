@@ -830,10 +830,9 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 		return XFW_ACT_DROP;
 	p->mark = 0; /* the kernel's reply is unmarked (fwmark_reflect off) */
 	st->route_mark = 0;
-	p->owner = 0; /* and owned by no socket (-m owner) */
-	/* -m recent: nf_send_reset's reset has no socket (the TTL one
-	 * higher), icmp_send's error the ICMP socket. */
-	p->nosock = p->proto == IPPROTO_TCP;
+	/* -m owner and -m recent: nf_send_reset's reset has no socket,
+	 * icmp_send's error the ICMP socket (owner.h). */
+	xfw_owner_reply(p);
 	st->slot = xfw_active_slot(p->fam ? 1 : 0);
 	if (st->slot == XFW_NO_SLOT)
 		return XFW_ACT_ACCEPT;
@@ -1181,6 +1180,11 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	oif = skb->ifindex;
 	xfw_owner_tc(skb, p, st->slot);
 	p->nosock = !skb->sk; /* -m recent's TTL (recent.h) */
+	/* A REJECT reply another device's OUTPUT routed here still holds
+	 * the offending packet's socket: judged with the kernel's reply's
+	 * (reject.h xfw_rj_tc_routed). */
+	if (xfw_rj_tc_routed(skb))
+		xfw_owner_reply(p);
 	/* raw OUTPUT before tracking and translation, when it notracks. */
 	if (xfw_tc_rawout(skb, sc, oif) == XFW_RAWPRE_DROP)
 		return TC_ACT_SHOT;
@@ -1323,6 +1327,8 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		 * the connection goes along (reject_ct.h). */
 		if (cs && rc != XFW_RJ_TC_LOCAL && rc != TC_ACT_SHOT)
 			xfw_rjct_put_tc(skb, p, cs);
+		if (rc != XFW_RJ_TC_LOCAL && rc != TC_ACT_SHOT)
+			skb->tc_index = XFW_RJ_ROUTED_MARK;
 		if (rc != XFW_RJ_TC_LOCAL)
 			return rc;
 		verdict = xfw_tc_reply_judge(skb, p, st, cs, XFW_LOOPBACK_IFINDEX);

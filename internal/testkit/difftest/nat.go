@@ -1034,7 +1034,18 @@ func maskRandomPorts(e event, rel relation, p Probe, rp *randomPorts) event {
 		l3 = 0
 	}
 	b := append([]byte(nil), e.pkt.Raw...)
-	proto, off, ok := transport(b, l3)
+	var (
+		proto uint8
+		off   int
+		ok    bool
+	)
+	if e.kind == evLocal && e.l3 < 0 {
+		// An IPv6 raw socket shows the bytes after the IPv6 header
+		// (observe.go event6; found by xfw difftest, nat6 seed 310).
+		proto, ok = e.pkt.Protocol, true
+	} else {
+		proto, off, ok = transport(b, l3)
+	}
 	if sent == nil || !ok || proto != sent.Protocol || proto != nettest.ProtoTCP && proto != nettest.ProtoUDP || len(b) < off+8 {
 		return e
 	}
@@ -1060,9 +1071,14 @@ func maskRandomPorts(e event, rel relation, p Probe, rp *randomPorts) event {
 		binary.BigEndian.PutUint16(b[off+16:], 0)
 	}
 	var pkt *nettest.Packet
-	if e.kind == evLocal {
+	switch {
+	case e.kind == evLocal && e.l3 < 0:
+		cp := *e.pkt
+		cp.Raw = b
+		pkt = &cp
+	case e.kind == evLocal:
 		pkt, _ = nettest.ParseIP(b)
-	} else {
+	default:
 		pkt, _ = nettest.Parse(b)
 	}
 	if pkt == nil {

@@ -100,3 +100,31 @@ func TestMaskRandomPortsAnswer(t *testing.T) {
 		t.Errorf("answer translated back: ports %d > %d, want them kept", s, d)
 	}
 }
+
+// TestMaskRandomPortsLocal6: a copy an IPv6 raw socket of fw got (the
+// bytes after the IPv6 header) has the port a DNAT with --random picked
+// masked, as a captured frame's (nat6 seed 310: the kernel's and xfw's
+// picks within 22-24 differed).
+func TestMaskRandomPortsLocal6(t *testing.T) {
+	plan := NewPlan(ir.IPv6, DefaultSubnet)
+	rp := &randomPorts{ranges: [][2]uint16{{22, 24}}}
+	syn := nettest.TCP{SrcPort: 65534, DstPort: 22, Flags: nettest.TCPSyn}
+	probe := Probe{From: FromGen, Frames: [][]byte{nettest.Ethernet{Dst: plan.FwInMAC, Src: plan.GenMAC}.Frame(
+		nettest.IPv6{Src: plan.Gen, Dst: netip.MustParseAddr("2001:db8:2::9")}.Packet(syn))}}
+	local := func(dport uint16) event {
+		syn.DstPort = dport
+		ip := nettest.IPv6{Src: plan.Gen, Dst: plan.FwOut}.Packet(syn)
+		return event{kind: evLocal, l3: -1,
+			pkt: &nettest.Packet{IPVersion: 6, Protocol: nettest.ProtoTCP, Src: plan.Gen, Raw: ip[40:]}}
+	}
+	for _, dport := range []uint16{22, 24} {
+		got := maskRandomPorts(local(dport), relCopy, probe, rp)
+		b := got.pkt.Raw
+		if s, d, sum := binary.BigEndian.Uint16(b), binary.BigEndian.Uint16(b[2:]), binary.BigEndian.Uint16(b[16:]); s != 65534 || d != 0 || sum != 0 {
+			t.Errorf("DNAT to port %d: ports %d > %d, checksum %#x; want 65534 > 0, checksum 0", dport, s, d, sum)
+		}
+	}
+	if got, want := maskRandomPorts(local(22), relCopy, probe, rp).describe(relCopy), maskRandomPorts(local(24), relCopy, probe, rp).describe(relCopy); got != want {
+		t.Errorf("the two picks compare differently:\n%s\n%s", got, want)
+	}
+}
