@@ -5,9 +5,10 @@
  * traffic): FORWARD with -i and -o the bridge, the ports for -m physdev,
  * connection tracking as in the other hooks.
  *
- * Included by xfw.c after xfw_judge and xfw_tc_parse, which it uses.
+ * Included by xfw.c after xfw_judge, xfw_tc_parse and xfw_tc_nat_src,
+ * which it uses.
  * Includes: bridge.h, ct.h, log.h, frag.h, tcpopt.h, ip6ext.h, pred.h,
- * hdr4.h.
+ * hdr4.h, nat.h (through xfw.c).
  */
 #ifndef XFW_BRIDGE_TC_H
 #define XFW_BRIDGE_TC_H
@@ -42,9 +43,13 @@ static __always_inline __u32 xfw_br_walk(struct __sk_buff *skb, struct xfw_xdp_s
 
 /* xfw_tc_bridged is the TC egress hook's work on a bridge port (port: the
  * port's xfw_br_port): a frame bridged to it is judged in FORWARD; any
- * other passes. REJECT drops (the kernel answers from the host; xfw does
- * not), so do NAT verdicts (xfw does not translate bridged frames). A
- * global function, verified once. */
+ * other passes. A frame of a connection xfw translated is translated as
+ * br_netfilter's conntrack does: its destination before FORWARD (a DNAT's
+ * original direction, an SNAT's reply), its source after (a DNAT's reply,
+ * an SNAT's original direction; an ICMP error's quote). REJECT drops
+ * (the kernel answers from the host; xfw does not), so do new NAT
+ * verdicts (xfw does not open translated connections here). A global
+ * function, verified once. */
 __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_xdp_scratch *sc,
 					     __u64 port)
 {
@@ -76,6 +81,10 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 		if (p->frag)
 			return xfw_frag_later_tc(skb, p, 1);
 		cs = xfw_ct_scratch_get(1);
+		/* PREROUTING's translation of a translated connection's
+		 * frame (nat.h): FORWARD sees it translated. */
+		if (cs && xfw_nat_pre_tc(skb, p) < 0)
+			return TC_ACT_SHOT;
 		if (cs) {
 			xfw_ct_load_tc(skb, p, cs);
 			cs->stack_icmp = 0;
@@ -94,6 +103,10 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 	/* MARK rules' mark goes on with the frame (mark.h). */
 	if (p->mark != skb->mark)
 		skb->mark = p->mark;
+	/* POSTROUTING's: a translated connection's reply gets its original
+	 * source back, an ICMP error about one its quote (xfw.c). */
+	if (cs && xfw_nat_enabled())
+		return xfw_tc_nat_src(skb, p);
 	return TC_ACT_OK;
 }
 
