@@ -41,6 +41,20 @@ static __always_inline __u32 xfw_br_walk(struct __sk_buff *skb, struct xfw_xdp_s
 	return xfw_judge(p, XFW_CHAIN_FORWARD, br, br, st, &rj);
 }
 
+/* xfw_br_nat_pre translates the destination of a bridged frame of a
+ * translated connection before FORWARD (br_netfilter's PREROUTING): a
+ * DNAT's original direction, an SNAT's reply, with ports (nat.h) or
+ * without (an echo, a protocol without ports: nat_query.h). Returns 1
+ * when it did, 0 when not, -1 when the frame must be dropped. */
+static __always_inline int xfw_br_nat_pre(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	if (!xfw_nat_enabled())
+		return 0;
+	if (xfw_nat_translatable(p))
+		return xfw_nat_pre_tc(skb, p);
+	return xfw_natq_out_pre_tc(skb, p);
+}
+
 /* xfw_tc_bridged is the TC egress hook's work on a bridge port (port: the
  * port's xfw_br_port): a frame bridged to it is judged in FORWARD; any
  * other passes. A frame of a connection xfw translated is translated as
@@ -83,7 +97,7 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 		cs = xfw_ct_scratch_get(1);
 		/* PREROUTING's translation of a translated connection's
 		 * frame (nat.h): FORWARD sees it translated. */
-		if (cs && xfw_nat_pre_tc(skb, p) < 0)
+		if (cs && xfw_br_nat_pre(skb, p) < 0)
 			return TC_ACT_SHOT;
 		if (cs) {
 			xfw_ct_load_tc(skb, p, cs);
