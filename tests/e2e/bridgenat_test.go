@@ -19,8 +19,9 @@ import (
 // bridge's hooks, so gen's socket takes it, and an ICMP error sink sends
 // about it quotes it translated back. Gen routes the service address
 // through br0's address; a later packet of a connection that gen sends
-// straight to sink (its route changed, as after a redirect) is bridged,
-// and the kernel translates its destination there too.
+// straight to sink (its route changed) is bridged, and the kernel
+// translates its destination there too; a new connection's first frame
+// bridged to sink is DNATed there (br_netfilter's bridged DNAT).
 
 // bridgeVIP returns the service address of family fam.
 func bridgeVIP(fam int) netip.Addr {
@@ -74,8 +75,8 @@ func bridgeNATSetup(t *testing.T, tp *nettest.Topology, fw firewall) {
 
 // bridgeNATRound connects from gen's bridged address to the service of
 // family fam (TCP with an echoed payload; a UDP query echoed, and a ping,
-// through br0 and then straight to sink; UDP to a closed port) and says
-// what gen and sink saw.
+// through br0 and then straight to sink; a new TCP connection straight to
+// sink; UDP to a closed port) and says what gen and sink saw.
 func bridgeNATRound(t *testing.T, tp *nettest.Topology, fam int) string {
 	sink, gen := bridgeAddr(tp, fam, 2), netip.AddrPortFrom(bridgeAddr(tp, fam, 1), 0)
 	tsrv := nettest.StartTCPServer(t, tp.SinkNS, netip.AddrPortFrom(sink, 8080), nettest.Echo())
@@ -88,9 +89,6 @@ func bridgeNATRound(t *testing.T, tp *nettest.Topology, fam int) string {
 			nettest.WithPayload([]byte("hairpin-tcp")), nettest.WithTimeout(2*time.Second), nettest.WithSource(gen))
 		out = append(out, fmt.Sprintf("tcp %d: %s reply %q", i, a.Outcome, a.Reply))
 	}
-	for _, c := range tsrv.WaitFinished(2, 2*time.Second) {
-		out = append(out, fmt.Sprintf("sink's tcp peer %s data %q", bridgeName(tp, c.From.Addr()), c.Data))
-	}
 	// The same UDP connection twice: through br0, then (gen's route to
 	// the service now via sink, as after an ICMP redirect) bridged port to
 	// port, where the kernel translates it in the bridge's hooks.
@@ -101,6 +99,10 @@ func bridgeNATRound(t *testing.T, tp *nettest.Topology, fam int) string {
 			nettest.ExpectReply(), nettest.WithTimeout(2*time.Second), nettest.WithSource(ugen))
 		out = append(out, fmt.Sprintf("udp via %s: %s reply %q", bridgeName(tp, bridgeAddr(tp, fam, via)), u.Outcome, u.Reply))
 	}
+	// A new connection straight to sink: the bridged first frame's DNAT.
+	a := nettest.TCPConnect(tp.GenNS, netip.AddrPortFrom(bridgeVIP(fam), 80),
+		nettest.WithPayload([]byte("hairpin-new")), nettest.WithTimeout(2*time.Second), nettest.WithSource(gen))
+	out = append(out, fmt.Sprintf("new tcp via SINK: %s reply %q", a.Outcome, a.Reply))
 	bridgeVia(t, tp, fam, 0xfe)
 	u := nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(bridgeVIP(fam), 54), []byte("hairpin-closed"),
 		nettest.ExpectReply(), nettest.WithTimeout(2*time.Second), nettest.WithSource(gen))
@@ -114,6 +116,9 @@ func bridgeNATRound(t *testing.T, tp *nettest.Topology, fam int) string {
 		out = append(out, fmt.Sprintf("ping via %s: %s from %s (icmp %d/%d)", bridgeName(tp, bridgeAddr(tp, fam, via)), a.Outcome, bridgeName(tp, a.From), a.ICMPType, a.ICMPCode))
 	}
 	bridgeVia(t, tp, fam, 0xfe)
+	for _, c := range tsrv.WaitFinished(3, 2*time.Second) {
+		out = append(out, fmt.Sprintf("sink's tcp peer %s data %q", bridgeName(tp, c.From.Addr()), c.Data))
+	}
 	for _, d := range usrv.Received() {
 		out = append(out, fmt.Sprintf("sink's udp peer %s", bridgeName(tp, d.From.Addr())))
 	}
@@ -168,6 +173,7 @@ func TestBridgeHairpinDNAT(t *testing.T) {
 		if !strings.Contains(got["kernel"], `tcp 1: ok reply "hairpin-tcp"`) ||
 			!strings.Contains(got["kernel"], `udp via SINK: ok reply "hairpin-udp"`) ||
 			!strings.Contains(got["kernel"], "closed port: refused") ||
+			!strings.Contains(got["kernel"], `new tcp via SINK: ok reply "hairpin-new"`) ||
 			!strings.Contains(got["kernel"], "ping via SINK: ok from "+bridgeVIP(fam).String()) {
 			t.Errorf("IPv%d: the kernel did not answer through the service (fix the test): %s", fam, got["kernel"])
 		}
