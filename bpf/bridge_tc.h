@@ -5,9 +5,10 @@
  * traffic): FORWARD with -i and -o the bridge, the ports for -m physdev,
  * connection tracking as in the other hooks.
  *
- * Included by xfw.c after xfw_judge and xfw_tc_parse, which it uses.
+ * Included by xfw.c after xfw_judge, xfw_tc_parse and xfw_tc_nat_src,
+ * which it uses.
  * Includes: bridge.h, ct.h, log.h, frag.h, tcpopt.h, ip6ext.h, pred.h,
- * hdr4.h.
+ * hdr4.h, nat.h (through xfw.c).
  */
 #ifndef XFW_BRIDGE_TC_H
 #define XFW_BRIDGE_TC_H
@@ -17,15 +18,99 @@
 #include <linux/if_packet.h>
 #include "bridge.h"
 
+/* xfw_br_dnat_here reports whether the bridge br reaches hi:lo, port
+ * (the translated destination of frame p) at the frame's destination MAC:
+ * the kernel's route for it goes out of the bridge to that neighbour
+ * (br_netfilter's bridged DNAT), so the frame goes on out of this port.
+ * np holds the lookup (off the stack). */
+static __always_inline int xfw_br_dnat_here(struct __sk_buff *skb, struct xfw_pkt *p,
+					    struct xfw_nat_pend *np, __u32 br, __u32 port)
+{
+	struct bpf_fib_lookup *fib = &np->fib;
+	struct xfw_nat_range *r = &np->range;
+
+	__builtin_memset(fib, 0, sizeof(*fib));
+	fib->ifindex = br;
+	xfw_fib_flow(fib, p);
+	if (p->sport < 65536)
+		fib->dport = bpf_htons(port);
+	if (p->fam == 0) {
+		fib->ipv4_dst = bpf_htonl((__u32)r->addr);
+	} else {
+		fib->ipv6_dst[0] = bpf_htonl(r->addr_hi >> 32);
+		fib->ipv6_dst[1] = bpf_htonl((__u32)r->addr_hi);
+		fib->ipv6_dst[2] = bpf_htonl(r->addr >> 32);
+		fib->ipv6_dst[3] = bpf_htonl((__u32)r->addr);
+	}
+	if (p->mark)
+		xfw_fib_mark(fib, p->mark);
+	return bpf_fib_lookup(skb, fib, sizeof(*fib), 0) == BPF_FIB_LKUP_RET_SUCCESS &&
+	       fib->ifindex == br && xfw_mac48(fib->dmac) == xfw_mac48(p->dst_mac);
+}
+
+/* xfw_br_dnat applies nat PREROUTING's DNAT verdict (its address and port
+ * in st) to a connection's first frame p bridged from port to port (cs:
+ * its tracking, a new connection pending), as br_netfilter does when the
+ * bridge reaches the translated destination at the frame's destination
+ * MAC (xfw_br_dnat_here): translated (nat.h, nat_query.h), the mapping
+ * pending until the verdict confirms it. Returns 0, or -1 when the frame
+ * must be dropped: REDIRECT (the bridge's own address, which the kernel
+ * passes up), a destination elsewhere (the kernel routes it), a clash, a
+ * failed write. A global function. */
+__attribute__((noinline)) int xfw_br_dnat(struct __sk_buff *skb, struct xfw_pkt *p,
+					  struct xfw_pending *st, struct xfw_ct_scratch *cs, __u32 br)
+{
+	__u32 zero = 0, port;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_range *r;
+
+	if (!skb || !p || !st || !cs || !np || st->nat_addr == XFW_NAT_REDIRECT)
+		return -1;
+	np->pending = 0;
+	r = &np->range;
+	r->addr_hi = 0;
+	r->addr = st->nat_addr;
+	if (st->nat_addr == XFW_NAT_KEEP_ADDR) {
+		r->addr_hi = p->dst_hi;
+		r->addr = p->dst_lo;
+	}
+	port = st->nat_port;
+	if (port & XFW_NAT_RANGED) {
+		__u64 to = xfw_natr_dnat(p, port);
+
+		if (to == ~0ULL)
+			return -1;
+		port = to & 0xffff;
+	} else if (p->fam != 0 && st->nat_addr != XFW_NAT_KEEP_ADDR) {
+		return -1; /* an IPv6 address is its range probe's (XFW_NAT_ADDR6) */
+	}
+	if (!port)
+		port = p->dport;
+	if (!xfw_br_dnat_here(skb, p, np, br, port))
+		return -1;
+	if (!xfw_nat_translatable(p))
+		return xfw_natq_dnat_tc(skb, p, cs) ? -1 : 0;
+	if (xfw_nat_dnat_prep(p, cs, np, r->addr_hi, r->addr, port))
+		return -1;
+	if (xfw_nat_rw_tc(skb, p, 1, np->val[XFW_NAT_PD].to_hi, np->val[XFW_NAT_PD].to_addr, port))
+		return -1;
+	np->pending = XFW_NAT_F_DST;
+	return 0;
+}
+
 /* xfw_br_walk judges the bridged frame in sc->p in FORWARD, tracked when
  * the generation uses connection tracking, and returns the verdict; br
- * is the bridge. */
+ * is the bridge. A DNAT verdict translates the frame (xfw_br_dnat) and
+ * the walk resumes after the nat PREROUTING segment, as the kernel's
+ * FORWARD sees the translated frame; its LOG lines so far are emitted
+ * before the frame changes. */
 static __always_inline __u32 xfw_br_walk(struct __sk_buff *skb, struct xfw_xdp_scratch *sc,
 					 struct xfw_ct_scratch *cs, __u32 br)
 {
 	struct xfw_pkt *p = &sc->p;
 	struct xfw_pending *st = &sc->st;
-	__u32 rj = 0;
+	struct xfw_family_cfg *fc;
+	__u32 rj = 0, verdict, slot;
 
 	if (cs && xfw_ct_fast(p, st->slot, XFW_CHAIN_FORWARD)) {
 		st->nlogs = 0;
@@ -37,14 +122,47 @@ static __always_inline __u32 xfw_br_walk(struct __sk_buff *skb, struct xfw_xdp_s
 		xfw_preds_tc(skb, p, st->slot);
 		xfw_hdr4_tc(skb, p, st->slot);
 	}
-	return xfw_judge(p, XFW_CHAIN_FORWARD, br, br, st, &rj);
+	verdict = xfw_judge(p, XFW_CHAIN_FORWARD, br, br, st, &rj);
+	if (verdict != XFW_ACT_DNAT)
+		return verdict;
+	if (st->nlogs)
+		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_FORWARD, br, br);
+	st->nlogs = 0;
+	slot = st->slot;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	if (!cs || !fc || !fc->nat_resume[XFW_CHAIN_FORWARD] || xfw_br_dnat(skb, p, st, cs, br))
+		return XFW_ACT_DROP;
+	st->start = fc->nat_resume[XFW_CHAIN_FORWARD];
+	verdict = xfw_judge(p, XFW_CHAIN_FORWARD, br, br, st, &rj);
+	st->start = 0;
+	/* nat chains after PREROUTING hold no DNAT. */
+	return verdict == XFW_ACT_DNAT ? XFW_ACT_DROP : verdict;
+}
+
+/* xfw_br_nat_pre translates the destination of a bridged frame of a
+ * translated connection before FORWARD (br_netfilter's PREROUTING): a
+ * DNAT's original direction, an SNAT's reply, with ports (nat.h) or
+ * without (an echo, a protocol without ports: nat_query.h). Returns 1
+ * when it did, 0 when not, -1 when the frame must be dropped. */
+static __always_inline int xfw_br_nat_pre(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	if (!xfw_nat_enabled())
+		return 0;
+	if (xfw_nat_translatable(p))
+		return xfw_nat_pre_tc(skb, p);
+	return xfw_natq_out_pre_tc(skb, p);
 }
 
 /* xfw_tc_bridged is the TC egress hook's work on a bridge port (port: the
  * port's xfw_br_port): a frame bridged to it is judged in FORWARD; any
- * other passes. REJECT drops (the kernel answers from the host; xfw does
- * not), so do NAT verdicts (xfw does not translate bridged frames). A
- * global function, verified once. */
+ * other passes. A frame of a connection xfw translated is translated as
+ * br_netfilter's conntrack does: its destination before FORWARD (a DNAT's
+ * original direction, an SNAT's reply), its source after (a DNAT's reply,
+ * an SNAT's original direction; an ICMP error's quote). A DNAT verdict
+ * for a connection's first frame translates it when the bridge reaches
+ * the new destination at the frame's destination MAC (xfw_br_dnat), else
+ * drops it. REJECT drops (the kernel answers from the host; xfw does
+ * not), so does SNAT or MASQUERADE. A global function, verified once. */
 __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_xdp_scratch *sc,
 					     __u64 port)
 {
@@ -76,6 +194,10 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 		if (p->frag)
 			return xfw_frag_later_tc(skb, p, 1);
 		cs = xfw_ct_scratch_get(1);
+		/* PREROUTING's translation of a translated connection's
+		 * frame (nat.h): FORWARD sees it translated. */
+		if (cs && xfw_br_nat_pre(skb, p) < 0)
+			return TC_ACT_SHOT;
 		if (cs) {
 			xfw_ct_load_tc(skb, p, cs);
 			cs->stack_icmp = 0;
@@ -83,8 +205,12 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 		}
 	}
 	verdict = xfw_br_walk(skb, sc, cs, br);
-	if (verdict == XFW_ACT_ACCEPT && cs)
+	if (verdict == XFW_ACT_ACCEPT && cs) {
 		xfw_ct_confirm(cs);
+		xfw_nat_confirm();
+	} else {
+		xfw_nat_cancel();
+	}
 	if (cs)
 		xfw_frag_note_tc(skb, p, 1, verdict);
 	if (st->nlogs)
@@ -94,6 +220,10 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 	/* MARK rules' mark goes on with the frame (mark.h). */
 	if (p->mark != skb->mark)
 		skb->mark = p->mark;
+	/* POSTROUTING's: a translated connection's reply gets its original
+	 * source back, an ICMP error about one its quote (xfw.c). */
+	if (cs && xfw_nat_enabled())
+		return xfw_tc_nat_src(skb, p);
 	return TC_ACT_OK;
 }
 

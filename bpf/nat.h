@@ -625,6 +625,29 @@ __attribute__((noinline)) int xfw_nat_pre_xdp(struct xdp_md *ctx, struct xfw_pkt
 	return xfw_nat_rw_xdp(ctx, p, 1, v->to_hi, v->to_addr, v->to_port) == 0;
 }
 
+/* xfw_nat_pre_tc is xfw_nat_pre_xdp for a frame bridged from port to port,
+ * at the output port's TC egress before FORWARD (bridge_tc.h), where
+ * br_netfilter's PREROUTING translates it: a DNAT's original direction
+ * gets the translated destination, an SNAT's reply the original source.
+ * The frame stays on the port the bridge chose (its destination address
+ * picked it). Returns 1 when it translated, 0 when not, -1 when the frame
+ * must be dropped (a failed write). A global function. */
+__attribute__((noinline)) int xfw_nat_pre_tc(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_val *v;
+
+	if (!skb || !p || !np || !xfw_nat_enabled() || !xfw_nat_translatable(p))
+		return 0;
+	v = &np->lv;
+	if (!xfw_nat_live(&np->lk, p, v))
+		return 0;
+	if (v->clash_sport && xfw_nat_rw_tc(skb, p, 0, p->src_hi, p->src_lo, v->clash_sport))
+		return -1;
+	return xfw_nat_rw_tc(skb, p, 1, v->to_hi, v->to_addr, v->to_port) ? -1 : 1;
+}
+
 /* xfw_nat_dnat_prep readies the DNAT of a connection's first packet p (cs:
  * its tracking, a new connection pending) to hi:addr, port (port 0 keeps
  * the port): the mapping waits in np for xfw_nat_confirm, the connection is

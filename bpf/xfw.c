@@ -859,14 +859,15 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	return verdict;
 }
 
-/* xfw_tc_forwarded is the TC hook's work for a forwarded packet, judged
- * at ingress: once a translated connection exists (nat.h), a reply of
- * one gets its original source back. A global function. */
-__attribute__((noinline)) int xfw_tc_forwarded(struct __sk_buff *skb, struct xfw_pkt *p)
+/* xfw_tc_nat_src is POSTROUTING's translation of an accepted packet p
+ * (parsed) that passed FORWARD, as it leaves: once a translated
+ * connection exists (nat.h), a reply of one gets its original source
+ * back, an SNAT connection's packet its new source, an ICMP error about
+ * one its quoted packet translated back. Returns TC_ACT_OK, or
+ * TC_ACT_SHOT when a write failed. A global function. */
+__attribute__((noinline)) int xfw_tc_nat_src(struct __sk_buff *skb, struct xfw_pkt *p)
 {
-	if (!skb || !p || !xfw_nat_enabled() || skb->vlan_present)
-		return TC_ACT_OK;
-	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE || p->vlan)
+	if (!skb || !p)
 		return TC_ACT_OK;
 	if (xfw_nat_translatable(p))
 		return xfw_nat_fwd_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
@@ -877,6 +878,18 @@ __attribute__((noinline)) int xfw_tc_forwarded(struct __sk_buff *skb, struct xfw
 	if (p->proto == IPPROTO_ICMPV6 && p->icmp <= 0xffff && (p->icmp >> 8) < XFW_NAT6_ICMP_INFO)
 		return xfw_nat6_icmp_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
 	return xfw_nat_query_fwd_tc(skb, p) ? TC_ACT_SHOT : TC_ACT_OK;
+}
+
+/* xfw_tc_forwarded is the TC hook's work for a forwarded packet, judged
+ * at ingress: once a translated connection exists (nat.h), a reply of
+ * one gets its original source back. A global function. */
+__attribute__((noinline)) int xfw_tc_forwarded(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	if (!skb || !p || !xfw_nat_enabled() || skb->vlan_present)
+		return TC_ACT_OK;
+	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE || p->vlan)
+		return TC_ACT_OK;
+	return xfw_tc_nat_src(skb, p);
 }
 
 /* xfw_tc_rawout judges raw OUTPUT by itself, before the TC egress hook
