@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"runtime"
 	"runtime/debug"
 	"testing"
 )
@@ -38,6 +39,47 @@ func TestFrontEndPace(t *testing.T) {
 			if got := gcPercent(); got != 90 {
 				t.Errorf("after: GOGC %d, want the process's 90", got)
 			}
+		})
+	}
+}
+
+// TestCompilePace checks the collector's pace during a compile and
+// install: off from compilePaceFrom of heap (with a collection first when
+// the heap holds more than twice its live part), Go's below it, in the
+// agent and under a GOGC of the environment, and the process's own pace
+// again after.
+func TestCompilePace(t *testing.T) {
+	for _, tc := range []struct {
+		name, gogc string
+		agent      bool
+		heap       int
+		want       int
+	}{
+		{"small heap", "", false, 0, 90},
+		{"large heap", "", false, 2 * compilePaceFrom, -1},
+		{"large heap in the agent", "", true, 2 * compilePaceFrom, 90},
+		{"large heap, GOGC set", "150", false, 2 * compilePaceFrom, 90},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("GOGC", tc.gogc)
+			servingAgent.Store(tc.agent)
+			defer servingAgent.Store(false)
+			prev := debug.SetGCPercent(90)
+			defer debug.SetGCPercent(prev)
+			runtime.GC() // the small case's heap is the test binary's
+			held := make([]byte, tc.heap)
+			for i := range held {
+				held[i] = 1
+			}
+			reset := compilePace()
+			if got := gcPercent(); got != tc.want {
+				t.Errorf("during the compile: GOGC %d, want %d", got, tc.want)
+			}
+			reset()
+			if got := gcPercent(); got != 90 {
+				t.Errorf("after: GOGC %d, want the process's 90", got)
+			}
+			runtime.KeepAlive(held)
 		})
 	}
 }

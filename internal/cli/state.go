@@ -179,9 +179,11 @@ type installMode struct {
 
 // compileAndInstall compiles rs and swaps it in (install).
 func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opts dataplane.AttachOptions, sets *ipsetLookup) error {
+	t := time.Now()
+	defer compilePace()()
+	t = dataplane.TraceSince("commit: collector paced", t)
 	// Counter indexes follow chain order; use the order the saved ruleset
 	// has (iptables-save's), which is the order loadRunning reads it back in.
-	t := time.Now()
 	orderChains(rs)
 	t = dataplane.TraceSince("commit: order chains", t)
 	ifaces, err := dataplane.CompilerInterfaces()
