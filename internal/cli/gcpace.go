@@ -45,19 +45,19 @@ const compilePaceFrom = 64 << 20
 
 // compilePace sets the collector's pace for a command's compile and
 // install, which the process ends after, and returns the function that
-// sets the pace back: when the heap holds more than twice what the last
-// cycle left live (the front end's garbage: the parser's words and
-// options, a reload's decoded running ruleset once its counters are
-// taken), one collection now, then none until the install ends; the
-// process's memory limit (cmd/xfw) stays the backstop. At kube-proxy's
-// 10K services the default pace ran three cycles there, each marking the
-// parsed ruleset and the compile's growing state (213 to 620 MB live; 1.5
-// s of CPU and more on two busy cores) while the compile allocates about
-// 500 MB in all: one cycle leaves the peak where it was. It changes
-// nothing in the agent, whose process goes on after the command
-// (collectAfterReply paces it), below compilePaceFrom, or with a GOGC in
-// the environment.
-func compilePace() (restore func()) {
+// sets the pace back: one collection now when the heap holds more than
+// twice what the last cycle left live (the front end's garbage) or when
+// released says the command let a large ruleset go since (a flushing
+// restore's decoded running ruleset, once its counters are taken), then
+// none until the install ends; the process's memory limit (cmd/xfw) stays
+// the backstop. At kube-proxy's 10K services the default pace ran two or
+// three cycles there, each marking the parsed ruleset and the compile's
+// growing state (213 to 620 MB live; 1–1.5 s of CPU on two busy cores)
+// while the compile allocates about 500 MB in all: one cycle before it
+// leaves the peak about where it was. It changes nothing in the agent,
+// whose process goes on after the command (collectAfterReply paces it),
+// below compilePaceFrom, or with a GOGC in the environment.
+func compilePace(released bool) (restore func()) {
 	if os.Getenv("GOGC") != "" || servingAgent.Load() {
 		return func() {}
 	}
@@ -70,7 +70,7 @@ func compilePace() (restore func()) {
 	// end's pace set back may have started one) to end.
 	prev := debug.SetGCPercent(-1)
 	metrics.Read(s)
-	if live, heap := s[0].Value.Uint64(), s[2].Value.Uint64(); heap > 2*live {
+	if live, heap := s[0].Value.Uint64(), s[2].Value.Uint64(); released || heap > 2*live {
 		runtime.GC()
 	}
 	return func() { debug.SetGCPercent(prev) }

@@ -71,7 +71,7 @@ func TestCompilePace(t *testing.T) {
 			for i := range held {
 				held[i] = 1
 			}
-			reset := compilePace()
+			reset := compilePace(false)
 			if got := gcPercent(); got != tc.want {
 				t.Errorf("during the compile: GOGC %d, want %d", got, tc.want)
 			}
