@@ -77,7 +77,6 @@ func listenCommands(logf func(string, ...any)) (*cmdServer, error) {
 	if _, err := dataplane.WatchFastPathFacts(groups); err != nil {
 		logf("commands: %v; every command decides the fast path afresh", err)
 	}
-	servingAgent.Store(true)
 	agentPace()
 	return &cmdServer{ln: ln, build: buildID(), env: commandEnv(os.Environ()), logf: logf}, nil
 }

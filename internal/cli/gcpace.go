@@ -34,9 +34,10 @@ func frontEndPace() (restore func()) {
 	return func() { debug.SetGCPercent(prev) }
 }
 
-// servingAgent is set in the agent that serves commands (newCmdServer):
-// its process outlives a command, so compilePace leaves its pace alone.
-var servingAgent atomic.Bool
+// inAgent is set in the agent's process (runAgent), which outlives the
+// commands it serves and the compiles it runs: compilePace leaves its
+// pace alone.
+var inAgent atomic.Bool
 
 // compilePaceFrom is the heap from which compilePace turns the collector
 // off: below it (every ruleset but large ones) a cycle costs little and
@@ -58,7 +59,7 @@ const compilePaceFrom = 64 << 20
 // whose process goes on after the command (collectAfterReply paces it),
 // below compilePaceFrom, or with a GOGC in the environment.
 func compilePace(released bool) (restore func()) {
-	if os.Getenv("GOGC") != "" || servingAgent.Load() {
+	if os.Getenv("GOGC") != "" || inAgent.Load() {
 		return func() {}
 	}
 	s := slices.Clone(gcMetrics)

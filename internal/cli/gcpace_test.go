@@ -65,8 +65,8 @@ func TestCompilePace(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("GOGC", tc.gogc)
-			servingAgent.Store(tc.agent)
-			defer servingAgent.Store(false)
+			inAgent.Store(tc.agent)
+			defer inAgent.Store(false)
 			prev := debug.SetGCPercent(90)
 			defer debug.SetGCPercent(prev)
 			held := make([]byte, tc.heap)
