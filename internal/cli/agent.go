@@ -145,6 +145,7 @@ func runAgent(name string, args []string, env Env) int {
 		fmt.Fprint(env.Stderr, agentUsage)
 		return exitParameter
 	}
+	inAgent.Store(true)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a := &agent{out: env.Stdout, errOut: env.Stderr, seen: map[int]bool{}, noGuard: *noGuard}

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 )
 
@@ -40,4 +42,58 @@ func TestFrontEndPace(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCompilePace checks the collector's pace during a compile and
+// install: off from compilePaceFrom of heap, with one collection first
+// when the command released a ruleset (or the heap is more than half
+// garbage, which this test's live heap is not); Go's below it, in the
+// agent and under a GOGC of the environment; the process's own pace
+// again after.
+func TestCompilePace(t *testing.T) {
+	for _, tc := range []struct {
+		name, gogc      string
+		agent, released bool
+		heap            int
+		want, cycles    int
+	}{
+		{"small heap", "", false, true, 0, 90, 0},
+		{"large heap", "", false, false, 2 * compilePaceFrom, -1, 0},
+		{"large heap, a ruleset released", "", false, true, 2 * compilePaceFrom, -1, 1},
+		{"large heap in the agent", "", true, true, 2 * compilePaceFrom, 90, 0},
+		{"large heap, GOGC set", "150", false, true, 2 * compilePaceFrom, 90, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("GOGC", tc.gogc)
+			inAgent.Store(tc.agent)
+			defer inAgent.Store(false)
+			prev := debug.SetGCPercent(90)
+			defer debug.SetGCPercent(prev)
+			held := make([]byte, tc.heap)
+			for i := range held {
+				held[i] = 1
+			}
+			runtime.GC() // held is live heap: no garbage to collect
+			before := gcCycles()
+			reset := compilePace(tc.released)
+			if got := gcPercent(); got != tc.want {
+				t.Errorf("during the compile: GOGC %d, want %d", got, tc.want)
+			}
+			if got := gcCycles() - before; got != tc.cycles {
+				t.Errorf("collections at the compile's start: %d, want %d", got, tc.cycles)
+			}
+			reset()
+			if got := gcPercent(); got != 90 {
+				t.Errorf("after: GOGC %d, want the process's 90", got)
+			}
+			runtime.KeepAlive(held)
+		})
+	}
+}
+
+// gcCycles returns the number of collections the process completed.
+func gcCycles() int {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return int(s[0].Value.Uint64())
 }

@@ -179,9 +179,12 @@ type installMode struct {
 
 // compileAndInstall compiles rs and swaps it in (install).
 func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opts dataplane.AttachOptions, sets *ipsetLookup) error {
+	t := time.Now()
+	// A flushing restore over a running saved form lets the decoded
+	// running ruleset go once its counters are taken (compilePace).
+	released := mode.encoded != nil && !mode.keepCounters
 	// Counter indexes follow chain order; use the order the saved ruleset
 	// has (iptables-save's), which is the order loadRunning reads it back in.
-	t := time.Now()
 	orderChains(rs)
 	t = dataplane.TraceSince("commit: order chains", t)
 	ifaces, err := dataplane.CompilerInterfaces()
@@ -224,6 +227,8 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 			}
 		}
 	}
+	defer compilePace(released)()
+	t = dataplane.TraceSince("commit: collector paced", t)
 	gen, err := compiler.Compile(rs, compiler.Options{Interfaces: ifaces, SetCounts: setCounts(sets), Trace: dataplane.TraceSince})
 	if err != nil {
 		return err
