@@ -105,10 +105,12 @@ func familySlot(fam ir.Family) int {
 
 // runningForCommand returns fam's running ruleset for a command holding
 // xfw's lock: the cached one when it is still what runs, its counters
-// read now, else the decoded saved form (dataplane.RunningRuleset) and
-// where its rules lie in it (nil when cached).
-func runningForCommand(fam ir.Family) (*ir.Ruleset, *ir.Encoded, error) {
-	r, err := runningForRestore(fam, false)
+// read now (with counters; without, the cached rules' counters are stale
+// and only their Handles are numbered again), else the decoded saved form
+// (dataplane.RunningRuleset) and where its rules lie in it (nil when
+// cached).
+func runningForCommand(fam ir.Family, counters bool) (*ir.Ruleset, *ir.Encoded, error) {
+	r, err := loadRunningFor(fam, false, counters)
 	return r.rs, r.enc, err
 }
 
@@ -119,19 +121,30 @@ func runningForCommand(fam ir.Family) (*ir.Ruleset, *ir.Encoded, error) {
 // succeeds), so that the compile does not hold the rules the restore
 // replaced.
 func runningForRestore(fam ir.Family, take bool) (runningRuleset, error) {
+	return loadRunningFor(fam, take, true)
+}
+
+// loadRunningFor is runningForRestore; without counters, a cached
+// ruleset's rules keep the counters they had (stale) and only their
+// Handles are numbered (commandReadsCounters says which commands may).
+func loadRunningFor(fam ir.Family, take, withCounters bool) (runningRuleset, error) {
 	t := time.Now()
 	if e := cmdCache.lookup(fam); e.rs != nil {
 		if take {
 			cmdCache.drop(fam)
 		}
-		counters, err := dataplane.RunningCounters(fam)
-		if err != nil {
-			cmdCache.drop(fam)
-			return runningRuleset{}, err
+		var counters []ir.Counters
+		check := os.Getenv(checkReuseEnv) != ""
+		if withCounters || check {
+			var err error
+			if counters, err = dataplane.RunningCounters(fam); err != nil {
+				cmdCache.drop(fam)
+				return runningRuleset{}, err
+			}
 		}
 		dataplane.ApplyCounters(e.rs, counters)
 		dataplane.TraceSince("load: cached ruleset, counters", t)
-		if os.Getenv(checkReuseEnv) != "" {
+		if check {
 			if err := checkCached(fam, e, counters); err != nil {
 				cmdCache.drop(fam)
 				return runningRuleset{}, err

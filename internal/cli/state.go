@@ -398,7 +398,8 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 		return commit(fam, old, rs, true, filterOnly, opts, sets)
 	}
 	t = dataplane.TraceSince("commit: "+what+" in place", t)
-	return installKept(fam, old, rs, gen, ifaces, filterOnly, opts, sets, run, t)
+	shift := chainShift(oldChain, newChain, int(first))
+	return installKept(fam, old, rs, gen, ifaces, filterOnly, opts, sets, run, &shift, t)
 }
 
 // installKept installs gen, a generation made from the running one
@@ -406,7 +407,7 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 // old changed, counters kept (committed names the tables the command
 // committed), and hands it to the agent's cache (run.installed).
 func installKept(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, ifaces []compiler.Interface,
-	committed []string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts, t time.Time) error {
+	committed []string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts, shift *counterShift, t time.Time) error {
 	mode := installMode{keepCounters: true, committed: committed, indexTo: run.index, replaced: new(dataplane.ReplacedMaps)}
 	if idle := run.gen.keptIdleSmall(); idle != nil {
 		// The idle bank holds the generation before gen's start: it
@@ -415,7 +416,10 @@ func installKept(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, i
 		mode.idleSmall = &dataplane.SmallDelta{Map: idle.Map, Len: idle.Len,
 			Differ: append(slices.Clip(idle.Differ), gen.SmallWritten...)}
 	}
-	counters := counterSources(old, rs, mode.keepCounters, mode.committed)
+	counters, err := keptCounterSources(old, rs, shift, mode.committed)
+	if err != nil {
+		return err
+	}
 	dataplane.TraceSince("commit: counter sources", t)
 	if err := install(fam, counters, rs, gen, ifaces, mode, opts, sets, run.encoded); err != nil {
 		return err
@@ -471,7 +475,7 @@ func commitNewChain(fam ir.Family, old, rs *ir.Ruleset, table string, opts datap
 		}
 		t = dataplane.TraceSince("commit: "+checkReuseEnv+": compiled, the same", t)
 	}
-	return installKept(fam, old, rs, gen, ifaces, committed, opts, sets, run, t)
+	return installKept(fam, old, rs, gen, ifaces, committed, opts, sets, run, &counterShift{}, t)
 }
 
 // filterOnly is what a command changing the filter table in place commits.
@@ -636,7 +640,15 @@ func orderChains(rs *ir.Ruleset) {
 // the command named no table (xfw sync, the agent and set changes keep
 // every bucket: Update.SameRules).
 func limitSources(rs *ir.Ruleset, mode installMode) map[uint32]uint32 {
-	if len(mode.committed) == 0 || mode.sameRules {
+	if len(mode.committed) == 0 || mode.sameRules || !slices.ContainsFunc(append([]*ir.Ruleset{rs}, rs.Tables...), func(t *ir.Ruleset) bool {
+		table := t.Table
+		if table == "" {
+			table = ir.TableFilter
+		}
+		return !slices.Contains(mode.committed, table) && rulesOf(t) > 0
+	}) {
+		// Every rule is in a committed table (an iptables command on
+		// filter without other tables): none is carried.
 		return nil
 	}
 	var from map[uint32]uint32
