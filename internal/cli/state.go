@@ -175,6 +175,10 @@ type installMode struct {
 	// replaced, when not nil, receives the maps of the generation
 	// install replaced (Update.Replaced).
 	replaced *dataplane.ReplacedMaps
+	// inPlace says the generation was made from the running one without
+	// a compile (installKept): it keeps its field order
+	// (dataplane.Update.KeepFieldOrder).
+	inPlace bool
 }
 
 // compileAndInstall compiles rs and swaps it in (install).
@@ -408,7 +412,7 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 // committed), and hands it to the agent's cache (run.installed).
 func installKept(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, ifaces []compiler.Interface,
 	committed []string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts, shift *counterShift, t time.Time) error {
-	mode := installMode{keepCounters: true, committed: committed, indexTo: run.index, replaced: new(dataplane.ReplacedMaps)}
+	mode := installMode{keepCounters: true, committed: committed, indexTo: run.index, replaced: new(dataplane.ReplacedMaps), inPlace: true}
 	if idle := run.gen.keptIdleSmall(); idle != nil {
 		// The idle bank holds the generation before gen's start: it
 		// differs from gen where that one's change wrote and where
@@ -723,7 +727,7 @@ func install(fam ir.Family, counters []dataplane.CounterSource, rs *ir.Ruleset, 
 		*mode.indexTo = index
 	}
 	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counters, Sets: tables, Interfaces: ifaces, SetCounters: ctrs, SameRules: mode.sameRules,
-		LimitsFrom: limitSources(rs, mode), IdleSmall: mode.idleSmall}
+		LimitsFrom: limitSources(rs, mode), IdleSmall: mode.idleSmall, KeepFieldOrder: mode.inPlace}
 	dataplane.TraceSince("commit: encode", t)
 	if err := dataplane.Apply(fam, u, opts); err != nil {
 		return err

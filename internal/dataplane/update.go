@@ -89,6 +89,10 @@ type Update struct {
 	// Apply then writes only the entries it lists as differing from
 	// Gen.Small, provided it reuses that very map (else it writes all).
 	IdleSmall *SmallDelta
+	// KeepFieldOrder says Gen was changed in place from the running
+	// generation: it keeps that one's order of the fields (familyCfg)
+	// when it has the same.
+	KeepFieldOrder bool
 	// Replaced is set by Apply: maps of the generation Gen replaced,
 	// which hold that generation in the bank that is idle once Gen runs.
 	Replaced ReplacedMaps

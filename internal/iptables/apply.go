@@ -346,8 +346,11 @@ func mismatchErr(t ir.Target) *failure {
 
 // findRule returns the index of the first rule of ch equal to r, or -1.
 func findRule(fam ir.Family, ch *ir.Chain, r *ir.Rule) int {
+	// The addresses, compared first by RulesEqual too, normalised once:
+	// most rules of a large chain differ in them.
+	src, dst := addrKey(r.Src), addrKey(r.Dst)
 	for i, x := range ch.Rules {
-		if RulesEqual(fam, x, r) {
+		if addrKey(x.Src) == src && addrKey(x.Dst) == dst && RulesEqual(fam, x, r) {
 			return i
 		}
 	}
