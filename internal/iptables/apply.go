@@ -70,13 +70,18 @@ func (c *Command) applyCommit(rs *ir.Ruleset) (string, *failure) {
 }
 
 // localChange reports whether the command, about to run on table, only
-// adds rules to or deletes a rule from a built-in chain, none of them a
-// jump or goto: the chain graph, and so every chain's hooks, stay as they
+// creates a chain (-N), or adds rules to or deletes a rule from a built-in
+// chain, none of them a jump or goto: the chain graph, and so every chain's hooks, stay as they
 // were, and of table's rules only those added are to be checked
 // (checkLocal), table being valid before (a running table was validated
 // when it was committed). hook is the chain's.
 func (c *Command) localChange(table *ir.Ruleset) (hook hookMask, ok bool) {
 	switch c.Kind {
+	case CmdNewChain:
+		// An empty chain: no rule to check, no jump added, none that
+		// could have named it (table was valid: every jump's chain
+		// exists).
+		return 0, true
 	case CmdAppend, CmdInsert, CmdDelete, CmdDeleteNum:
 	default:
 		return 0, false

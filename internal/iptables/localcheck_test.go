@@ -9,8 +9,8 @@ import (
 // TestLocalChangeValidatesAsWhole: a command that only adds rules to, or
 // deletes one from, a built-in chain checks the rules it added (checkLocal)
 // instead of the whole table; it fails or succeeds, with the same
-// message, as when the whole table is validated (validate). The commands
-// include rules the kernel refuses in that chain's hook, with the wrong
+// message, as when the whole table is validated (validate); so does -N.
+// The commands include rules the kernel refuses in that chain's hook, with the wrong
 // protocol, jumps (validated whole) and deletions.
 func TestLocalChangeValidatesAsWhole(t *testing.T) {
 	setup := []string{
@@ -36,6 +36,9 @@ func TestLocalChangeValidatesAsWhole(t *testing.T) {
 		"-D INPUT -j USER",
 		"-D OUTPUT -p tcp -m tcp --sport 22 -j ACCEPT",
 		"-D OUTPUT -p tcp -m tcp --sport 23 -j ACCEPT",
+		"-N NEW",
+		"-N USER",
+		"-N INPUT",
 	}
 	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
 		base := ir.NewRuleset(fam)
