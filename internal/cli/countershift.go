@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"slices"
 
@@ -20,6 +21,15 @@ type counterShift struct {
 	at      int
 	added   []*ir.Rule
 	removed int
+}
+
+// numbered is the first counter index whose rule the change moved or
+// added: none for a shift that moves nothing (-N).
+func (s *counterShift) numbered() int {
+	if len(s.added) == 0 && s.removed == 0 {
+		return math.MaxInt
+	}
+	return s.at
 }
 
 // chainShift returns the counterShift of a change of one chain, from

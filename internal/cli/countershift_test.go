@@ -3,6 +3,7 @@ package cli
 import (
 	"testing"
 
+	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -90,6 +91,46 @@ func TestShiftedCounterSources(t *testing.T) {
 		want := counterSources(old, rs, true, committed)
 		if i := firstSourceDiffering(got, want); i >= 0 {
 			t.Errorf("%s: counter %d: shifted %+v, counterSources %+v", ch.cmd, i, got[min(i, len(got)-1)], want[min(i, len(want)-1)])
+		}
+	}
+}
+
+// TestNumberHandlesFrom: numbering from counter index k gives every rule
+// of a ruleset with other tables the Handle a decode gives it (index+1)
+// when the rules before k had theirs, and touches none before k.
+func TestNumberHandlesFrom(t *testing.T) {
+	rs := ir.NewRuleset(ir.IPv4)
+	for _, line := range []string{
+		"-A INPUT -p tcp --dport 22 -j ACCEPT",
+		"-A FORWARD -p udp --dport 53 -j ACCEPT",
+		"-A FORWARD -p udp --dport 54 -j ACCEPT",
+		"-N USER",
+		"-A USER -j DROP",
+		"-t nat -A POSTROUTING -s 10.9.0.0/16 -j MASQUERADE",
+		"-t nat -N DOCKER",
+		"-t nat -A DOCKER -p tcp --dport 8080 -j DNAT --to-destination 172.17.0.2:80",
+	} {
+		cmd, err := iptables.ParseCommandWith(ir.IPv4, splitArgs(line), iptables.ParseOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if _, err := cmd.Apply(rs); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+	}
+	orderChains(rs)
+	n := numCounters(rs)
+	for from := 0; from <= n+1; from++ {
+		dataplane.ApplyCounters(rs, nil)
+		const stale = 999
+		compiler.ForEachCounter(rs, func(i int, _ compiler.RuleRef, _ *ir.Chain, r *ir.Rule) {
+			if r != nil && i >= from {
+				r.Handle = stale
+			}
+		})
+		numberHandlesFrom(rs, from)
+		if err := checkHandles(rs); err != nil {
+			t.Errorf("from %d: %v", from, err)
 		}
 	}
 }

@@ -433,7 +433,7 @@ func installKept(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, i
 		// this change wrote.
 		idle := &dataplane.SmallDelta{Map: mode.replaced.Small, Len: len(gen.Small), Differ: gen.SmallWritten}
 		gen.SmallWritten = nil
-		kg := &keptGeneration{gen: gen, at: ifaces, idleSmall: idle}
+		kg := &keptGeneration{gen: gen, at: ifaces, idleSmall: idle, numbered: shift.numbered()}
 		if run.gen != nil && run.gen.startChunks <= len(gen.Chunks) {
 			kg.idleChunks = &dataplane.ChunkPrefix{Map: mode.replaced.Chunks, Len: run.gen.startChunks}
 		}
