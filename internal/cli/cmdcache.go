@@ -63,6 +63,10 @@ type cachedRuleset struct {
 	// chunks on the heap), at the interfaces it was made for; nil when
 	// the entry has none, or a command took it (takeGeneration).
 	gen *keptGeneration
+	// numbered is the counter index below which rs's rules have their
+	// Handles as a decode numbers them (the rules a change in place
+	// did not move): the next command numbers only those from it on.
+	numbered int
 }
 
 // keptGeneration is a running generation the agent keeps between
@@ -86,6 +90,10 @@ type keptGeneration struct {
 	// chunks: the generation gen replaced, whose chunks gen starts with
 	// (a change in place only adds chunks).
 	idleChunks *dataplane.ChunkPrefix
+	// numbered is the counter index from which the change moved or
+	// added rules (counterShift.at; math.MaxInt for -N, which moves
+	// none): the rules before it keep their Handles.
+	numbered int
 }
 
 // enableCmdCache turns the cache on (the agent, before it serves).
@@ -105,10 +113,12 @@ func familySlot(fam ir.Family) int {
 
 // runningForCommand returns fam's running ruleset for a command holding
 // xfw's lock: the cached one when it is still what runs, its counters
-// read now, else the decoded saved form (dataplane.RunningRuleset) and
-// where its rules lie in it (nil when cached).
-func runningForCommand(fam ir.Family) (*ir.Ruleset, *ir.Encoded, error) {
-	r, err := runningForRestore(fam, false)
+// read now (with counters; without, the cached rules' counters are stale
+// and only their Handles are numbered again), else the decoded saved form
+// (dataplane.RunningRuleset) and where its rules lie in it (nil when
+// cached).
+func runningForCommand(fam ir.Family, counters bool) (*ir.Ruleset, *ir.Encoded, error) {
+	r, err := loadRunningFor(fam, false, counters)
 	return r.rs, r.enc, err
 }
 
@@ -119,19 +129,39 @@ func runningForCommand(fam ir.Family) (*ir.Ruleset, *ir.Encoded, error) {
 // succeeds), so that the compile does not hold the rules the restore
 // replaced.
 func runningForRestore(fam ir.Family, take bool) (runningRuleset, error) {
+	return loadRunningFor(fam, take, true)
+}
+
+// loadRunningFor is runningForRestore; without counters, a cached
+// ruleset's rules keep the counters they had (stale) and only their
+// Handles are numbered (commandReadsCounters says which commands may).
+func loadRunningFor(fam ir.Family, take, withCounters bool) (runningRuleset, error) {
 	t := time.Now()
 	if e := cmdCache.lookup(fam); e.rs != nil {
 		if take {
 			cmdCache.drop(fam)
 		}
-		counters, err := dataplane.RunningCounters(fam)
-		if err != nil {
-			cmdCache.drop(fam)
-			return runningRuleset{}, err
+		var counters []ir.Counters
+		check := os.Getenv(checkReuseEnv) != ""
+		if withCounters || check {
+			var err error
+			if counters, err = dataplane.RunningCounters(fam); err != nil {
+				cmdCache.drop(fam)
+				return runningRuleset{}, err
+			}
 		}
-		dataplane.ApplyCounters(e.rs, counters)
+		numberHandlesFrom(e.rs, e.numbered)
+		if check {
+			if err := checkHandles(e.rs); err != nil {
+				cmdCache.drop(fam)
+				return runningRuleset{}, err
+			}
+		}
+		if counters != nil {
+			dataplane.ApplyCounters(e.rs, counters)
+		}
 		dataplane.TraceSince("load: cached ruleset, counters", t)
-		if os.Getenv(checkReuseEnv) != "" {
+		if check {
 			if err := checkCached(fam, e, counters); err != nil {
 				cmdCache.drop(fam)
 				return runningRuleset{}, err
@@ -202,7 +232,11 @@ func (c *rulesetCache) afterCommand(fam ir.Family, kind iptables.CommandKind, co
 		// it succeeded or not (a -C that finds no rule exits 1).
 		return
 	case ok && committed != nil && cacheableChange(kind):
-		c.store(fam, committed, index)
+		numbered := 0
+		if gen != nil {
+			numbered = gen.numbered
+		}
+		c.store(fam, committed, index, numbered)
 		if gen != nil {
 			c.keepGeneration(fam, gen)
 		}
@@ -229,7 +263,7 @@ func (c *rulesetCache) afterRestore(fam ir.Family, committed *ir.Ruleset, enc *i
 	case !enabled || test:
 		// --test swaps nothing in: the running ruleset is as it was.
 	case ok && committed != nil && enc != nil && madeRules(committed) <= restoreCacheRules:
-		c.store(fam, committed, enc)
+		c.store(fam, committed, enc, 0)
 	default:
 		c.drop(fam)
 	}
@@ -264,6 +298,49 @@ func (c *rulesetCache) takeGeneration(fam ir.Family) *keptGeneration {
 	kg := e.gen
 	e.gen = nil
 	return kg
+}
+
+// numberHandlesFrom numbers the Handles of rs's rules whose counter index
+// (compiler.ForEachCounter) is from or more, as a decode numbers them
+// (dataplane.ApplyCounters): index+1. The rules before from are not read,
+// and a chain all of whose rules lie before it is skipped whole.
+func numberHandlesFrom(rs *ir.Ruleset, from int) {
+	i := compiler.NumChains
+	rules := func(t *ir.Ruleset) {
+		for _, c := range t.Chains {
+			if i+len(c.Rules) <= from {
+				i += len(c.Rules)
+				continue
+			}
+			for _, r := range c.Rules {
+				if i >= from {
+					r.Handle = uint32(i + 1)
+				}
+				i++
+			}
+		}
+	}
+	rules(rs)
+	for _, t := range rs.Tables {
+		for _, name := range ir.TableBuiltins(t.Table) {
+			if t.Chain(name) != nil {
+				i++
+			}
+		}
+		rules(t)
+	}
+}
+
+// checkHandles fails unless every rule of rs has the Handle a decode
+// gives it (checkReuseEnv: numberHandlesFrom left none out).
+func checkHandles(rs *ir.Ruleset) error {
+	var bad error
+	compiler.ForEachCounter(rs, func(i int, ref compiler.RuleRef, _ *ir.Chain, r *ir.Rule) {
+		if r != nil && r.Handle != uint32(i+1) && bad == nil {
+			bad = fmt.Errorf("%s: the cached rule %s %s %d has Handle %d, not %d", checkReuseEnv, ref.Table, ref.Chain, ref.Index+1, r.Handle, i+1)
+		}
+	})
+	return bad
 }
 
 // madeRules counts the rules of rs without a Handle: those the command
@@ -306,7 +383,7 @@ func cacheableChange(kind iptables.CommandKind) bool {
 // command made (no Handle yet) put through the binary form first (in
 // place: enc, where rs's rules lie in the binary form swapped in, or nil,
 // refers to rs's rule slices, and a rule's round trip encodes the same).
-func (c *rulesetCache) store(fam ir.Family, rs *ir.Ruleset, enc *ir.Encoded) {
+func (c *rulesetCache) store(fam ir.Family, rs *ir.Ruleset, enc *ir.Encoded, numbered int) {
 	stamp, ok := dataplane.SessionStamp(fam)
 	if ok && asDecoded(rs) != nil {
 		ok = false
@@ -316,7 +393,7 @@ func (c *rulesetCache) store(fam ir.Family, rs *ir.Ruleset, enc *ir.Encoded) {
 	e := &c.entries[familySlot(fam)]
 	*e = cachedRuleset{}
 	if ok {
-		*e = cachedRuleset{stamp: stamp, rs: rs, enc: enc}
+		*e = cachedRuleset{stamp: stamp, rs: rs, enc: enc, numbered: numbered}
 	}
 }
 

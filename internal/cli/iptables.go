@@ -77,7 +77,7 @@ func runIptables(name string, args []string, env Env) int {
 		}
 	}
 	t0 = dataplane.TraceSince("command: open running", t0)
-	old, encoded, err := runningForCommand(fam)
+	old, encoded, err := runningForCommand(fam, commandReadsCounters(cmd))
 	if err != nil {
 		return report(env, name, err)
 	}
@@ -177,6 +177,20 @@ func mayChangeInPlace(cmd *iptables.Command) bool {
 		return cmd.Table == ir.TableFilter && slices.Contains(ir.BuiltinChains[:], cmd.Chain)
 	}
 	return false
+}
+
+// commandReadsCounters reports whether cmd reads the running rules'
+// counters: all but the commands that add, delete or create (-A, -I, -D,
+// -N), whose commit carries every running rule's counters over by its
+// position (counterSources: a rule with a Handle counts on from the
+// running counter, one without starts from the command's own -c) and
+// whose saved form holds none (ir.Ruleset.MarshalBinary).
+func commandReadsCounters(cmd *iptables.Command) bool {
+	switch cmd.Kind {
+	case iptables.CmdAppend, iptables.CmdInsert, iptables.CmdDelete, iptables.CmdDeleteNum, iptables.CmdNewChain:
+		return false
+	}
+	return true
 }
 
 // allCounters returns every counter of rs by counter index.

@@ -175,6 +175,10 @@ type installMode struct {
 	// replaced, when not nil, receives the maps of the generation
 	// install replaced (Update.Replaced).
 	replaced *dataplane.ReplacedMaps
+	// inPlace says the generation was made from the running one without
+	// a compile (installKept): it keeps its field order
+	// (dataplane.Update.KeepFieldOrder).
+	inPlace bool
 }
 
 // compileAndInstall compiles rs and swaps it in (install).
@@ -403,7 +407,8 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 		return commit(fam, old, rs, true, filterOnly, opts, sets)
 	}
 	t = dataplane.TraceSince("commit: "+what+" in place", t)
-	return installKept(fam, old, rs, gen, ifaces, filterOnly, opts, sets, run, t)
+	shift := chainShift(oldChain, newChain, int(first))
+	return installKept(fam, old, rs, gen, ifaces, filterOnly, opts, sets, run, &shift, t)
 }
 
 // installKept installs gen, a generation made from the running one
@@ -411,8 +416,8 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 // old changed, counters kept (committed names the tables the command
 // committed), and hands it to the agent's cache (run.installed).
 func installKept(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, ifaces []compiler.Interface,
-	committed []string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts, t time.Time) error {
-	mode := installMode{keepCounters: true, committed: committed, indexTo: run.index, replaced: new(dataplane.ReplacedMaps)}
+	committed []string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts, shift *counterShift, t time.Time) error {
+	mode := installMode{keepCounters: true, committed: committed, indexTo: run.index, replaced: new(dataplane.ReplacedMaps), inPlace: true}
 	if idle := run.gen.keptIdleSmall(); idle != nil {
 		// The idle bank holds the generation before gen's start: it
 		// differs from gen where that one's change wrote and where
@@ -420,7 +425,10 @@ func installKept(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, i
 		mode.idleSmall = &dataplane.SmallDelta{Map: idle.Map, Len: idle.Len,
 			Differ: append(slices.Clip(idle.Differ), gen.SmallWritten...)}
 	}
-	counters := counterSources(old, rs, mode.keepCounters, mode.committed)
+	counters, err := keptCounterSources(old, rs, shift, mode.committed)
+	if err != nil {
+		return err
+	}
 	dataplane.TraceSince("commit: counter sources", t)
 	if err := install(fam, counters, rs, gen, ifaces, mode, opts, sets, run.encoded); err != nil {
 		return err
@@ -430,7 +438,7 @@ func installKept(fam ir.Family, old, rs *ir.Ruleset, gen *compiler.Generation, i
 		// this change wrote.
 		idle := &dataplane.SmallDelta{Map: mode.replaced.Small, Len: len(gen.Small), Differ: gen.SmallWritten}
 		gen.SmallWritten = nil
-		kg := &keptGeneration{gen: gen, at: ifaces, idleSmall: idle}
+		kg := &keptGeneration{gen: gen, at: ifaces, idleSmall: idle, numbered: shift.numbered()}
 		if run.gen != nil && run.gen.startChunks <= len(gen.Chunks) {
 			kg.idleChunks = &dataplane.ChunkPrefix{Map: mode.replaced.Chunks, Len: run.gen.startChunks}
 		}
@@ -476,7 +484,7 @@ func commitNewChain(fam ir.Family, old, rs *ir.Ruleset, table string, opts datap
 		}
 		t = dataplane.TraceSince("commit: "+checkReuseEnv+": compiled, the same", t)
 	}
-	return installKept(fam, old, rs, gen, ifaces, committed, opts, sets, run, t)
+	return installKept(fam, old, rs, gen, ifaces, committed, opts, sets, run, &counterShift{}, t)
 }
 
 // filterOnly is what a command changing the filter table in place commits.
@@ -641,7 +649,15 @@ func orderChains(rs *ir.Ruleset) {
 // the command named no table (xfw sync, the agent and set changes keep
 // every bucket: Update.SameRules).
 func limitSources(rs *ir.Ruleset, mode installMode) map[uint32]uint32 {
-	if len(mode.committed) == 0 || mode.sameRules {
+	if len(mode.committed) == 0 || mode.sameRules || !slices.ContainsFunc(append([]*ir.Ruleset{rs}, rs.Tables...), func(t *ir.Ruleset) bool {
+		table := t.Table
+		if table == "" {
+			table = ir.TableFilter
+		}
+		return !slices.Contains(mode.committed, table) && rulesOf(t) > 0
+	}) {
+		// Every rule is in a committed table (an iptables command on
+		// filter without other tables): none is carried.
 		return nil
 	}
 	var from map[uint32]uint32
@@ -716,7 +732,7 @@ func install(fam ir.Family, counters []dataplane.CounterSource, rs *ir.Ruleset, 
 		*mode.indexTo = index
 	}
 	u := &dataplane.Update{Gen: gen, Saved: saved, Counters: counters, Sets: tables, Interfaces: ifaces, SetCounters: ctrs, SameRules: mode.sameRules,
-		LimitsFrom: limitSources(rs, mode), IdleSmall: mode.idleSmall}
+		LimitsFrom: limitSources(rs, mode), IdleSmall: mode.idleSmall, KeepFieldOrder: mode.inPlace}
 	dataplane.TraceSince("commit: encode", t)
 	if err := dataplane.Apply(fam, u, opts); err != nil {
 		return err

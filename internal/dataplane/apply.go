@@ -73,7 +73,11 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		return err
 	}
 	t = TraceSince("apply: build generation", t)
-	if err := swapIn(cur, fam, newBank, slotConfig(u)); err != nil {
+	var prev *bpfFamilyCfg
+	if u.KeepFieldOrder && old.on {
+		prev = &old.cfg
+	}
+	if err := swapIn(cur, fam, newBank, slotConfig(u, prev)); err != nil {
 		return err
 	}
 
@@ -254,8 +258,8 @@ func (r *replacedGeneration) carryOver(cur *state, newSlot uint32, u *Update) er
 
 // slotConfig is the configuration of u's generation's slot (xfw_cfg): the
 // generation's own, its set lookups and its set counters.
-func slotConfig(u *Update) bpfFamilyCfg {
-	fc := familyCfg(u.Gen)
+func slotConfig(u *Update, prev *bpfFamilyCfg) bpfFamilyCfg {
+	fc := familyCfg(u.Gen, prev)
 	for k, st := range u.Sets {
 		if st.Write {
 			// After the conditions' lookups, which the packet's

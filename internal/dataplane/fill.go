@@ -219,15 +219,18 @@ func fillSetHash(m *ebpf.Map, entries []SetHashEntry) error {
 // putBlob writes blob into the state map's pages, and with clearRest
 // zeroes the pages past it (a reused map's previous ruleset). The map is
 // mapped: one copy and one clear, not a page value built per element.
-func putBlob(m *ebpf.Map, blob []byte, clearRest bool) error {
-	pages := (len(blob) + statePage - 1) / statePage
+func putBlob(m *ebpf.Map, blob *stateParts, clearRest bool) error {
+	size := blob.len()
+	pages := (size + statePage - 1) / statePage
 	if clearRest {
 		pages = int(m.MaxEntries())
 	}
 	if m.Flags()&unix.BPF_F_MMAPABLE == 0 {
+		flat := make([]byte, size)
+		blob.copyTo(flat)
 		return putArray(m, pages, func(i int) (p [statePage]byte) {
-			if i*statePage < len(blob) {
-				copy(p[:], blob[i*statePage:])
+			if i*statePage < len(flat) {
+				copy(p[:], flat[i*statePage:])
 			}
 			return p
 		})
@@ -239,11 +242,11 @@ func putBlob(m *ebpf.Map, blob []byte, clearRest bool) error {
 	if err != nil {
 		return err
 	}
-	if stride != statePage || pages*stride > len(mem) || len(blob) > pages*stride {
-		return fmt.Errorf("map %s: write %d bytes in %d pages of %d", m, len(blob), pages, len(mem)/stride)
+	if stride != statePage || pages*stride > len(mem) || size > pages*stride {
+		return fmt.Errorf("map %s: write %d bytes in %d pages of %d", m, size, pages, len(mem)/stride)
 	}
-	copy(mem, blob)
-	clear(mem[len(blob) : pages*stride])
+	blob.copyTo(mem)
+	clear(mem[size : pages*stride])
 	return nil
 }
 

@@ -226,5 +226,6 @@ func RunningCounters(fam ir.Family) ([]ir.Counters, error) {
 }
 
 // ApplyCounters copies counters (RunningCounters) into rs and numbers its
-// rules' Handles, as RunningRuleset does to the ruleset it decodes.
+// rules' Handles, as RunningRuleset does to the ruleset it decodes. With
+// counters nil it numbers the Handles only.
 func ApplyCounters(rs *ir.Ruleset, counters []ir.Counters) { applyCounters(rs, counters) }

@@ -212,7 +212,13 @@ const statePage = 4096
 const bpfNumFields = compiler.NumFields
 
 // familyCfg renders a generation's slot configuration (map xfw_cfg).
-func familyCfg(g *compiler.Generation) bpfFamilyCfg {
+// With prev, the configuration of a generation g was changed from in
+// place, of the same active fields, it keeps prev's field order instead of
+// counting every field's classes again (WalkFields reads the 131,072
+// small-field entries): the order only makes a walk through chunks stop
+// sooner, any order matches the same, and the next compile orders them
+// afresh.
+func familyCfg(g *compiler.Generation, prev *bpfFamilyCfg) bpfFamilyCfg {
 	c := bpfFamilyCfg{
 		Enabled:   1,
 		Active:    g.Active,
@@ -258,9 +264,13 @@ func familyCfg(g *compiler.Generation) bpfFamilyCfg {
 	}
 	fillExt6(&c, g.Ext6Conds())
 	fillHdr4(&c, g.Hdr4Conds())
-	for _, f := range g.WalkFields() {
-		c.Fields[c.NFields] = uint8(f)
-		c.NFields++
+	if prev != nil && prev.Active == g.Active && prev.NFields > 0 {
+		c.Fields, c.NFields = prev.Fields, prev.NFields
+	} else {
+		for _, f := range g.WalkFields() {
+			c.Fields[c.NFields] = uint8(f)
+			c.NFields++
+		}
 	}
 	for i, d := range g.PolicyDrop {
 		if d {

@@ -65,7 +65,7 @@ func setKey(slot uint32, k int) uint32 { return slot*maxSetLookups + uint32(k) }
 // machine of ncpu possible CPUs.
 func mapSizes(u *Update, ncpu int) map[string]int {
 	g := u.Gen
-	pages := (len(u.blob) + statePage - 1) / statePage
+	pages := (u.blob.len() + statePage - 1) / statePage
 	return map[string]int{
 		"small":    len(g.Small),
 		"bounds":   compiler.ShapeBoundTrees(g.AddrCount).Nodes,

@@ -42,7 +42,7 @@ func TestTrivialCfgRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		c := familyCfg(g)
+		c := familyCfg(g, nil)
 		back := trivialOfCfg(&c)
 		for h := 0; h < compiler.NumChains; h++ {
 			counters, ok := g.TrivialWalk(h)

@@ -52,15 +52,79 @@ func (c *Command) Apply(rs *ir.Ruleset) (string, error) {
 func (c *Command) applyCommit(rs *ir.Ruleset) (string, *failure) {
 	work := c.workCopy(rs)
 	table := work.EnsureTable(c.Table)
+	hook, local := c.localChange(table)
 	out, f := c.apply(table)
 	if f != nil {
 		return "", f
 	}
-	if f := validate(table); f != nil {
+	if local {
+		f = c.checkLocal(table, hook)
+	} else {
+		f = validate(table)
+	}
+	if f != nil {
 		return "", f
 	}
 	*rs = *work
 	return out, nil
+}
+
+// localChange reports whether the command, about to run on table, only
+// creates a chain (-N), or adds rules to or deletes a rule from a built-in
+// chain, none of them a jump or goto: the chain graph, and so every chain's hooks, stay as they
+// were, and of table's rules only those added are to be checked
+// (checkLocal), table being valid before (a running table was validated
+// when it was committed). hook is the chain's.
+func (c *Command) localChange(table *ir.Ruleset) (hook hookMask, ok bool) {
+	switch c.Kind {
+	case CmdNewChain:
+		// An empty chain: no rule to check, no jump added, none that
+		// could have named it (table was valid: every jump's chain
+		// exists).
+		return 0, true
+	case CmdAppend, CmdInsert, CmdDelete, CmdDeleteNum:
+	default:
+		return 0, false
+	}
+	ch := table.Chain(c.Chain)
+	if c.skip || c.gotoSet || ch == nil || !ch.Builtin {
+		return 0, false
+	}
+	if hook, ok = builtinHook(c.Chain); !ok {
+		return 0, false
+	}
+	if c.target != "" && table.Chain(c.target) != nil {
+		return 0, false // a jump (resolveTargets)
+	}
+	for _, r := range c.Rules {
+		if isJump(r.Target) {
+			return 0, false
+		}
+	}
+	if c.Kind == CmdDeleteNum && c.RuleNum >= 1 && c.RuleNum <= len(ch.Rules) && isJump(ch.Rules[c.RuleNum-1].Target) {
+		return 0, false
+	}
+	return hook, true
+}
+
+// isJump reports whether t jumps or goes to a chain.
+func isJump(t ir.Target) bool {
+	return t.Kind == ir.TargetJump || t.Kind == ir.TargetGoto
+}
+
+// checkLocal applies validate's checks to the rules a localChange added
+// to its built-in chain, of hook: a failure is then reported as validate
+// reports it, by validating the whole table.
+func (c *Command) checkLocal(table *ir.Ruleset, hook hookMask) *failure {
+	if c.Kind != CmdAppend && c.Kind != CmdInsert {
+		return nil // a deletion adds nothing
+	}
+	for _, r := range c.Rules {
+		if checkEntry(table.Family, table.Table, r, hook) != nil {
+			return validate(table)
+		}
+	}
+	return nil
 }
 
 // workCopy returns the copy of rs the command works on: commands on whole
@@ -287,8 +351,11 @@ func mismatchErr(t ir.Target) *failure {
 
 // findRule returns the index of the first rule of ch equal to r, or -1.
 func findRule(fam ir.Family, ch *ir.Chain, r *ir.Rule) int {
+	// The addresses, compared first by RulesEqual too, normalised once:
+	// most rules of a large chain differ in them.
+	src, dst := addrKey(r.Src), addrKey(r.Dst)
 	for i, x := range ch.Rules {
-		if RulesEqual(fam, x, r) {
+		if addrKey(x.Src) == src && addrKey(x.Dst) == dst && RulesEqual(fam, x, r) {
 			return i
 		}
 	}
