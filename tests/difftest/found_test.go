@@ -308,6 +308,38 @@ func routedReplyRelated(t *testing.T, fam ir.Family) {
 		Corpus: &difftest.Corpus{Probes: probes}}, [2]int{2, 2}, "the ICMP error and the RST at sink")
 }
 
+// TestRejectInputResetOnLo compares the TCP reset REJECT sends in INPUT
+// about fw's own SYN to its own address (through lo), as fw's sockets
+// see it: the kernel's IPv4 reset leaves its checksum to the device
+// (CHECKSUM_PARTIAL, the field holding the pseudo-header sum), and lo
+// never completes it, as with OUTPUT's reset (TestRejectOutputResetToFw);
+// xfw's carried the complete checksum (difftest conntrack IPv4 seed 208:
+// fw's SYN,ECE 10.X.1.1:28838 > 10.X.1.1:43050, `-A zone-in -p tcp
+// --dport 32768: -j REJECT --reject-with tcp-rst`). Each firewall must
+// deliver each reset to fw's sockets, byte for byte the same; IPv6's
+// reset carries a complete checksum in both.
+func TestRejectInputResetOnLo(t *testing.T) {
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		t.Run(fam.String(), func(t *testing.T) { rejectInputResetOnLo(t, fam) })
+	}
+}
+
+func rejectInputResetOnLo(t *testing.T, fam ir.Family) {
+	s := session(t, fam)
+	p := s.Plan()
+	ruleset := "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n" +
+		"-A INPUT -i lo -p tcp --dport 32768: -j REJECT --reject-with tcp-reset\nCOMMIT\n"
+	var probes []difftest.Probe
+	for i, to := range []netip.Addr{p.FwIn, p.FwOut} {
+		syn := nettest.TCPPacket(netip.AddrPortFrom(p.FwIn, uint16(28838+i)), netip.AddrPortFrom(to, 43050),
+			nettest.TCPSyn, 0, []byte("ab"))
+		probes = append(probes, difftest.Probe{From: difftest.FromFw, Path: difftest.PathOutput,
+			Frames: [][]byte{syn}, Note: fmt.Sprintf("fw's syn to %s", to)})
+	}
+	checkObserved(t, s, difftest.Case{Name: fmt.Sprintf("INPUT REJECT's reset on lo, %v", fam), Ruleset: ruleset,
+		Corpus: &difftest.Corpus{Probes: probes}}, [2]int{2, 2}, "each reset at fw's sockets")
+}
+
 // TestRejectOutputErrorToFwFromForeignSource compares the ICMP error
 // REJECT sends in OUTPUT about a packet fw sends to one of its own
 // addresses with another host's source (behind sink): the error is routed
