@@ -394,11 +394,14 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 		return TC_ACT_SHOT;
 	/* An ICMPv6 error for the host itself about a packet to another
 	 * host: icmp6_send leaves the source to the route back, whose
-	 * source selection picks the destination itself (RFC 6724 rule 1).
+	 * source selection picks the destination itself (RFC 6724 rule 1);
+	 * about a packet to one of the host's anycast addresses it keeps
+	 * that address (ipv6_chk_acast_addr_src; found by xfw difftest,
+	 * conntrack seed 212).
 	 * (IPv4 picks the same, but a frame from one of the host's own
 	 * addresses handed to the stack on a device is a martian: there the
 	 * source stays the packet's destination, docs/differences.md.) */
-	if (!routed && kind == XFW_RJK_ICMP6 && !xfw_rj_is_local(r->saddr, v6))
+	if (!routed && kind == XFW_RJK_ICMP6 && !xfw_rj_for_host(r->saddr, v6))
 		__builtin_memcpy(r->saddr, r->daddr, 16);
 	/* An IPv4 one too: icmp_send keeps a local destination as the
 	 * source (the offending packet's route is local), else routes the

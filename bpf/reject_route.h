@@ -176,9 +176,10 @@ static __always_inline void xfw_rj_l2_route(struct xdp_md *ctx, struct xfw_rj *r
 /* xfw_rj_tc_route finds the route of an OUTPUT reply whose destination is
  * not the host (a packet the host sent with another host's source
  * address): the kernel routes it as a locally generated packet (icmp_send,
- * nf_send_reset), and picks the source of an ICMP error by that route
- * when the offending packet's destination is not the host's (icmp_send's
- * RTCF_LOCAL test, icmp6_send's ipv6_chk_addr). Handed to the local stack
+ * nf_send_reset), and picks the source of an ICMP error by that route when
+ * the offending packet's destination is not the host's (icmp_send's
+ * RTCF_LOCAL test, icmp6_send's ipv6_chk_addr), else keeps that
+ * destination. Handed to the local stack
  * instead, the reply would be forwarded and judged in FORWARD (found by
  * xfw difftest). The lookup is made as if the reply came in by the device
  * the offending packet was leaving by (the routing table as for
@@ -192,22 +193,26 @@ static __always_inline int xfw_rj_tc_route(struct __sk_buff *skb, struct xfw_rj 
 					   struct bpf_fib_lookup *fib, int v6, int icmp)
 {
 	__u32 flags = 0;
+	int pick;
 	long rc;
 
-	if (icmp)
+	/* An error about a packet to the host itself (one it sent with
+	 * another host's source to one of its own addresses) keeps that
+	 * destination as its source: icmp_send's RTCF_LOCAL test,
+	 * icmp6_send's ipv6_chk_addr / ipv6_chk_acast_addr_src (found by
+	 * xfw difftest, conntrack seed 212: IPv6, fw's own address and its
+	 * subnet-router anycast address). r->saddr holds that destination. */
+	pick = icmp && !xfw_rj_for_host(r->saddr, v6);
+	if (pick)
 		flags |= BPF_FIB_LOOKUP_SRC;
-	xfw_rj_fib_init(fib, r, skb->ifindex, v6, !icmp,
+	xfw_rj_fib_init(fib, r, skb->ifindex, v6, !pick,
 			icmp ? (v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP) : IPPROTO_TCP);
 	rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags);
 	if (rc == BPF_FIB_LKUP_RET_FWD_DISABLED)
 		rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags | BPF_FIB_LOOKUP_OUTPUT);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
 		return -1;
-	/* The offending packet's destination stays the source when it is
-	 * the host's own (a packet the host sent itself from another
-	 * host's address, out by lo: icmp_send's RTCF_LOCAL route,
-	 * icmp6_send's ipv6_chk_addr; found by xfw difftest, seed 104). */
-	if (icmp && !xfw_rj_is_local(r->saddr, v6)) {
+	if (pick) {
 		if (v6)
 			__builtin_memcpy(r->saddr, fib->ipv6_src, 16);
 		else

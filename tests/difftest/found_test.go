@@ -308,6 +308,87 @@ func routedReplyRelated(t *testing.T, fam ir.Family) {
 		Corpus: &difftest.Corpus{Probes: probes}}, [2]int{2, 2}, "the ICMP error and the RST at sink")
 }
 
+// TestRejectInputResetOnLo compares the TCP reset REJECT sends in INPUT
+// about fw's own SYN to its own address (through lo), as fw's sockets
+// see it: the kernel's IPv4 reset leaves its checksum to the device
+// (CHECKSUM_PARTIAL, the field holding the pseudo-header sum), and lo
+// never completes it, as with OUTPUT's reset (TestRejectOutputResetToFw);
+// xfw's carried the complete checksum (difftest conntrack IPv4 seed 208:
+// fw's SYN,ECE 10.X.1.1:28838 > 10.X.1.1:43050, `-A zone-in -p tcp
+// --dport 32768: -j REJECT --reject-with tcp-rst`). Each firewall must
+// deliver each reset to fw's sockets, byte for byte the same; IPv6's
+// reset carries a complete checksum in both.
+func TestRejectInputResetOnLo(t *testing.T) {
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		t.Run(fam.String(), func(t *testing.T) { rejectInputResetOnLo(t, fam) })
+	}
+}
+
+func rejectInputResetOnLo(t *testing.T, fam ir.Family) {
+	s := session(t, fam)
+	p := s.Plan()
+	ruleset := "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n" +
+		"-A INPUT -i lo -p tcp --dport 32768: -j REJECT --reject-with tcp-reset\nCOMMIT\n"
+	var probes []difftest.Probe
+	for i, to := range []netip.Addr{p.FwIn, p.FwOut} {
+		syn := nettest.TCPPacket(netip.AddrPortFrom(p.FwIn, uint16(28838+i)), netip.AddrPortFrom(to, 43050),
+			nettest.TCPSyn, 0, []byte("ab"))
+		probes = append(probes, difftest.Probe{From: difftest.FromFw, Path: difftest.PathOutput,
+			Frames: [][]byte{syn}, Note: fmt.Sprintf("fw's syn to %s", to)})
+	}
+	checkObserved(t, s, difftest.Case{Name: fmt.Sprintf("INPUT REJECT's reset on lo, %v", fam), Ruleset: ruleset,
+		Corpus: &difftest.Corpus{Probes: probes}}, [2]int{2, 2}, "each reset at fw's sockets")
+}
+
+// TestRejectOutputErrorToFwFromForeignSource compares the ICMP error
+// REJECT sends in OUTPUT about a packet fw sends to one of its own
+// addresses with another host's source (behind sink): the error is routed
+// out to that host, from the offending packet's destination, which
+// icmp6_send keeps as the source when it is the host's own address or
+// one of its anycast addresses (ipv6_chk_addr, ipv6_chk_acast_addr_src),
+// as icmp_send does for a local route (RTCF_LOCAL). xfw's came from the
+// address of the route back, out0's (difftest conntrack seed 212, IPv6:
+// to fw's in0 address and to its subnet-router anycast address). Each
+// firewall must deliver each error to sink, byte for byte the same; and
+// the IPv6 error about fw's packet from its own address to its anycast
+// address, for fw itself, came from out0's address where the kernel's
+// keeps the anycast one: delivered to fw's sockets.
+func TestRejectOutputErrorToFwFromForeignSource(t *testing.T) {
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		t.Run(fam.String(), func(t *testing.T) { rejectOutputErrorToFwFromForeignSource(t, fam) })
+	}
+}
+
+func rejectOutputErrorToFwFromForeignSource(t *testing.T, fam ir.Family) {
+	s := session(t, fam)
+	p := s.Plan()
+	ruleset := "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n" +
+		"-A OUTPUT -p tcp -j REJECT\nCOMMIT\n"
+	src := p.FarSink.Addr().Next()
+	dsts := []netip.Addr{p.FwIn}
+	if fam == ir.IPv6 {
+		// in0's subnet-router anycast address (fw forwards: joined).
+		dsts = append(dsts, p.GenNet.Addr())
+	}
+	var probes []difftest.Probe
+	for i, dst := range dsts {
+		seg := nettest.TCPPacket(netip.AddrPortFrom(src, uint16(41000+i)), netip.AddrPortFrom(dst, 443), nettest.TCPSyn, 1, nil)
+		probes = append(probes, difftest.Probe{From: difftest.FromFw, Path: difftest.PathOutput,
+			Frames: [][]byte{seg}, Note: fmt.Sprintf("fw's SYN from another host's address to %s", dst)})
+	}
+	want := len(dsts)
+	if fam == ir.IPv6 {
+		// From fw's own address to the anycast address: the error,
+		// for fw itself, keeps the anycast address as its source.
+		seg := nettest.TCPPacket(netip.AddrPortFrom(p.FwOut, 41100), netip.AddrPortFrom(p.GenNet.Addr(), 443), nettest.TCPSyn, 1, nil)
+		probes = append(probes, difftest.Probe{From: difftest.FromFw, Path: difftest.PathOutput,
+			Frames: [][]byte{seg}, Note: "fw's SYN to its anycast address"})
+		want++
+	}
+	checkObserved(t, s, difftest.Case{Name: fmt.Sprintf("OUTPUT REJECT's error about a packet to fw, %v", fam), Ruleset: ruleset,
+		Corpus: &difftest.Corpus{Probes: probes}}, [2]int{want, want}, "each error at sink or at fw's sockets")
+}
+
 // TestRejectOutputResetToFw compares the TCP reset REJECT sends in OUTPUT
 // about fw's own SYN, as fw's sockets see it. The kernel's IPv4 reset
 // (nf_send_reset) leaves its checksum to the device (CHECKSUM_PARTIAL:
