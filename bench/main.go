@@ -175,7 +175,15 @@ func run() int {
 	flag.IntVar(&o.cbTrace, "classbench-trace", cbDefaultTrace, "classbench section: distinct packets of each trace")
 	flag.BoolVar(&o.cbProgRunOnly, "classbench-progrun-only", false, "classbench section: only xfw_xdp's BPF_PROG_TEST_RUN cost per set (no forwarding through the rig)")
 	quickSizesFlag := flag.String("quick-sizes", joinInts(quickSizes), "-quick and the headline: comma-separated FORWARD rule counts")
+	jitLines := flag.String("jit-lines", "", "print the JIT line table (address, file:line, source) of the comma-separated BPF program ids and exit (bench/profile.sh)")
 	flag.Parse()
+	if *jitLines != "" {
+		if err := writeJitLines(os.Stdout, *jitLines); err != nil {
+			fmt.Fprintf(os.Stderr, "xfwbench: -jit-lines: %v\n", err)
+			return 1
+		}
+		return 0
+	}
 	if o.progRunSizes, err = parseInts(*progRunSizesFlag); err != nil {
 		fmt.Fprintf(os.Stderr, "xfwbench: -progrun-sizes: %v\n", err)
 		return 2
