@@ -482,6 +482,10 @@ func TestKnownRejectDifference(t *testing.T) {
 			XFW: []string{strings.Replace(reply("gen", "0278742a0101"), "fcfc0000", "fcfc0001", 1)}}, false, false, false},
 		{"reply logged", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{"LOG: IN= OUT=in0 SRC=10.42.1.1 DST=10.42.1.2 LEN=28 TOS=0x00 PREC=0xC0 TTL=64 ID=? PROTO=ICMP TYPE=3 CODE=3 [SRC=10.42.1.2 DST=10.42.2.2 ID=5 ]"},
 			XFW: []string{reply("gen", "0278742a0101")}}, false, true, false},
+		// A LOG line of the kernel's reply alone: only for a reply that
+		// passes the kernel's chains and not xfw's.
+		{"reply logged, nothing else", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{"LOG: IN= OUT=in0 SRC=10.42.1.1 DST=10.42.1.2 LEN=28 TOS=0x00 PREC=0xC0 TTL=64 ID=? PROTO=ICMP TYPE=3 CODE=3 [SRC=10.42.1.2 DST=10.42.2.2 ID=5 ]"}}, false, false, false},
+		{"reply to fw's own source logged", Difference{Kind: DiffProbe, Probe: 2, Kernel: []string{"LOG: IN=lo OUT= SRC=fd00:0042:0001:0000:0000:0000:0000:0001 DST=fd00:0042:0001:0000:0000:0000:0000:0001 LEN=56 TC=0 HOPLIMIT=64 FLOWLBL=? PROTO=ICMPv6 TYPE=1 CODE=4 [SRC=fd00:0042:0001:0000:0000:0000:0000:0001 ]"}}, false, true, false},
 		{"probe logged", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{"LOG: IN=in0 OUT= SRC=10.42.1.2 DST=10.42.1.1 LEN=28 TTL=64 ID=5 PROTO=ICMP TYPE=8 CODE=0"}}, false, false, false},
 		{"xfw's reply to fw through lo, logged in INPUT", Difference{Kind: DiffProbe, Probe: 1, XFW: []string{loReplyLog, sockets}}, false, false, false},
 		// Only a reply the kernel sends itself (a spoofed source of

@@ -422,16 +422,23 @@ func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, plan Plan)
 func kernelOnlyPasses(c *Corpus, plan Plan) bool {
 	own := append(plan.FwAddrs(), plan.FwInLL)
 	for _, p := range c.Probes {
-		src, dst := p.addrs()
-		if !src.IsValid() {
-			continue
-		}
-		switch {
-		case p.From != FromFw && slices.Contains(own, src):
-			return true
-		case p.From == FromFw && !slices.Contains(own, src) && slices.Contains(own, dst):
+		if replyPassesKernelOnly(p, own) {
 			return true
 		}
 	}
 	return false
+}
+
+// replyPassesKernelOnly reports whether the kernel's REJECT reply to probe
+// p may pass chains xfw's does not (kernelOnlyPasses); own holds fw's own
+// addresses.
+func replyPassesKernelOnly(p Probe, own []netip.Addr) bool {
+	src, dst := p.addrs()
+	if !src.IsValid() {
+		return false
+	}
+	if p.From != FromFw {
+		return slices.Contains(own, src)
+	}
+	return !slices.Contains(own, src) && slices.Contains(own, dst)
 }
