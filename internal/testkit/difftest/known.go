@@ -23,11 +23,12 @@ import (
 //     a reply xfw sends where the kernel's OUTPUT dropped its own, or
 //     where the kernel sends none (a first fragment, whose checksum it
 //     cannot verify), counted in xfw's OUTPUT when a probe shows such a
-//     reply; kernel-only LOG lines about its replies;
+//     reply; kernel-only LOG lines about its replies (for such a probe,
+//     or one whose reply passes the kernel's chains alone);
 //   - IPv4 options are neither echoed nor recorded in xfw's replies to a
 //     packet fw sent itself (REJECT in OUTPUT; those to packets from gen
 //     and sink are the kernel's): for such a packet with options, the
-//     same reply (place, ICMP type and code) with other bytes, logged in
+//     same reply but for the options (sameButOptions), logged in
 //     OUTPUT without the options, counted with fewer bytes;
 //   - a packet from gen or sink with a (spoofed) source of fw's own IPv6
 //     addresses (IPv4 drops it as a martian before any chain): the kernel
@@ -38,11 +39,14 @@ import (
 //     reply out without OUTPUT);
 //   - an ICMPv6 reply to a spoofed source behind fw's other interface:
 //     both route it there, the kernel's from the input interface's
-//     address, xfw's from that of the route back: the same reply (place,
-//     ICMP type and code), other bytes;
+//     address, xfw's from that of the route back: the same reply but for
+//     its source and checksum (sameButSource6);
 //   - xfw's replies leave by the interface the packet came in on; the
 //     kernel routes them: the same reply, byte for byte from the IP header
 //     on, seen at gen by one and at sink by the other.
+//
+// Replies are paired in known_reply.go: every field the item does not
+// explain must be the same.
 //
 // A reply the kernel sends and xfw does not, a reply whose bytes differ
 // (but for options), a counter higher in xfw but in OUTPUT's chains with
