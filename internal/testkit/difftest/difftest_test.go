@@ -505,7 +505,7 @@ func TestKnownRejectDifference(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			k := knownContext{outputSide: map[string]bool{"OUTPUT": true}, xfwReplies: tc.xfwReplies, selfReplies: tc.selfReplies,
-				own: []netip.Addr{netip.MustParseAddr("fd00:42:1::1")}}
+				own: func(a netip.Addr) bool { return a == netip.MustParseAddr("fd00:42:1::1") }}
 			why := knownRejectDifference(tc.d, c, k)
 			if got := why != ""; got != tc.known {
 				t.Errorf("known = %v, want %v (%q)", got, tc.known, why)

@@ -126,8 +126,8 @@ type knownContext struct {
 	// xfw's does not (kernelOnlyPasses: its counters may then be higher
 	// in the kernel).
 	selfReplies bool
-	// own holds fw's own addresses (its link-local one included).
-	own []netip.Addr
+	// own reports whether an address is fw's own (fwOwn).
+	own func(netip.Addr) bool
 }
 
 // knownRejectDifference explains d as a documented difference of xfw's
@@ -405,7 +405,7 @@ func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, plan Plan)
 		}
 	}
 	k := knownContext{outputSide: outputSide, ipv4: plan.Family == ir.IPv4, xfwReplies: xfwReplies,
-		selfReplies: selfReplies, own: append(plan.FwAddrs(), plan.FwInLL)}
+		selfReplies: selfReplies, own: fwOwn(plan)}
 	for i, d := range diffs {
 		w := knownRejectDifference(d, c, k)
 		if w == "" {
@@ -424,7 +424,7 @@ func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, plan Plan)
 // another host's source, whose reply xfw routes out at once, without
 // OUTPUT.
 func kernelOnlyPasses(c *Corpus, plan Plan) bool {
-	own := append(plan.FwAddrs(), plan.FwInLL)
+	own := fwOwn(plan)
 	for _, p := range c.Probes {
 		if replyPassesKernelOnly(p, own) {
 			return true
@@ -434,15 +434,24 @@ func kernelOnlyPasses(c *Corpus, plan Plan) bool {
 }
 
 // replyPassesKernelOnly reports whether the kernel's REJECT reply to probe
-// p may pass chains xfw's does not (kernelOnlyPasses); own holds fw's own
-// addresses.
-func replyPassesKernelOnly(p Probe, own []netip.Addr) bool {
+// p may pass chains xfw's does not (kernelOnlyPasses); own reports fw's
+// own addresses.
+func replyPassesKernelOnly(p Probe, own func(netip.Addr) bool) bool {
 	src, dst := p.addrs()
 	if !src.IsValid() {
 		return false
 	}
 	if p.From != FromFw {
-		return slices.Contains(own, src)
+		return own(src)
 	}
-	return !slices.Contains(own, src) && slices.Contains(own, dst)
+	return !own(src) && own(dst)
+}
+
+// fwOwn returns whether an address is fw's own: one of its interfaces'
+// (its link-local one included), loopback, or (IPv6) the subnet-router
+// anycast address of one of its links, which its stack takes for its own
+// (a reply to such a source is delivered to fw).
+func fwOwn(plan Plan) func(netip.Addr) bool {
+	own := append(plan.FwAddrs(), plan.FwInLL)
+	return func(a netip.Addr) bool { return slices.Contains(own, a) || subnetAnycast(plan, a) }
 }

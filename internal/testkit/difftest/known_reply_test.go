@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/xfw-dev/xfw/internal/ir"
 )
 
 // TestKnownReplyPairs checks that a reply of the kernel's is only taken
@@ -87,11 +89,36 @@ func TestKnownReplyPairs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Corpus{Probes: []Probe{tc.p}}
 			d := Difference{Kind: DiffProbe, Kernel: []string{tc.kernel}, XFW: []string{tc.xfw}}
-			k := knownContext{ipv4: tc.ipv4, own: []netip.Addr{netip.MustParseAddr("10.42.1.1")}}
+			k := knownContext{ipv4: tc.ipv4, own: func(a netip.Addr) bool { return a == netip.MustParseAddr("10.42.1.1") }}
 			why := knownRejectDifference(d, c, k)
 			if got := why != ""; got != tc.known {
 				t.Errorf("known = %v, want %v (%q)", got, tc.known, why)
 			}
 		})
+	}
+}
+
+// TestKnownReplyToOwnAnycast checks that the kernel's reset delivered to
+// fw itself, about a packet from sink whose source is fw's subnet-router
+// anycast address, is the documented spoofed source of fw's own (plain
+// IPv6 seed 139, --subnet 174, probe #1772), and that the same reply about
+// a packet from another host's source is not.
+func TestKnownReplyToOwnAnycast(t *testing.T) {
+	plan := NewPlan(ir.IPv6, 174)
+	const probe = "027874ae0201027874ae020286dd6000000000533300fd000174000100000000000000000000fd0001740002000000000000000000012c016162636465666768696a3c00000031fe9ce4060001020000010000171f8f00000000000000005009020007f400006162636465666768696a6b6c6d6e6f707172737475767778797a616263646566676869"
+	const reset = "fw's sockets got answer: IPv6 protocol 6 (the bytes after the IPv6 header), 20 bytes: 1f8f001700000000006ed02450140000c2aa0000"
+	// The same packet from sink's own address (fd00:174:2::2).
+	other := strings.Replace(probe, "fd000174000100000000000000000000", "fd000174000200000000000000000002", 1)
+	k := knownContext{own: fwOwn(plan)}
+	for _, tc := range []struct {
+		name  string
+		frame string
+		known bool
+	}{{"anycast source", probe, true}, {"sink's source", other, false}} {
+		c := &Corpus{Probes: []Probe{{From: FromSink, Frames: [][]byte{hexFrame(t, tc.frame)}}}}
+		why := knownRejectDifference(Difference{Kind: DiffProbe, Kernel: []string{reset}}, c, k)
+		if got := why != ""; got != tc.known {
+			t.Errorf("%s: known = %v, want %v (%q)", tc.name, got, tc.known, why)
+		}
 	}
 }
