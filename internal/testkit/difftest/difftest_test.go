@@ -444,7 +444,9 @@ func TestRealisticLoad(t *testing.T) {
 }
 
 func TestKnownRejectDifference(t *testing.T) {
-	c := &Corpus{Probes: []Probe{{From: FromGen}, {From: FromFw}}}
+	// Probe 2: from gen with a (spoofed) source of fw's own.
+	ownSrc := "0278742a01010278742a010286dd6000000000083a40" + "fd000042000100000000000000000001" + "fd000042000100000000000000000001" + "8000000000000000"
+	c := &Corpus{Probes: []Probe{{From: FromGen}, {From: FromFw}, {From: FromGen, Frames: [][]byte{hexFrame(t, ownSrc)}}}}
 	reply := func(where, ethSrc string) string {
 		return "at " + where + ": ICMP error quoting it: IPv4 10.42.1.1 > 10.42.1.2 ICMP type 3 code 3\n      " +
 			"0278742a0102" + ethSrc + "0800" + "45c0001c00000000400100000a2a01010a2a01020303fcfc00000000"
@@ -464,19 +466,26 @@ func TestKnownRejectDifference(t *testing.T) {
 	}{
 		{"xfw-only reply", Difference{Kind: DiffProbe, Probe: 0, XFW: []string{reply("gen", "0278742a0101")}}, false, true, false},
 		{"xfw-only reply to fw", Difference{Kind: DiffProbe, Probe: 1, XFW: []string{sockets}}, false, true, false},
-		{"reply to fw itself", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{sockets}}, false, true, false},
+		{"reply to fw itself", Difference{Kind: DiffProbe, Probe: 2, Kernel: []string{sockets}}, false, true, false},
+		{"reply to fw itself, probe not from fw's address", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{sockets}}, false, false, false},
 		{"reply to fw itself, probe from fw", Difference{Kind: DiffProbe, Probe: 1, Kernel: []string{sockets}}, false, false, false},
 		{"kernel-only reply", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{reply("gen", "0278742a0101")}}, false, false, false},
 		{"routed elsewhere", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{reply("sink", "0278742a0201")},
 			XFW: []string{reply("gen", "0278742a0101")}}, false, true, false},
-		{"spoofed source, other bytes elsewhere", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{strings.Replace(reply("sink", "0278742a0201"), "0a2a0101", "0a2a0201", 1)},
-			XFW: []string{reply("gen", "0278742a0101")}}, false, true, false},
+		// Routed elsewhere, but from another source: not the documented
+		// difference (IPv4 only; IPv6's spoofed sources: TestKnownReplyPairs).
+		{"another source, elsewhere", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{strings.Replace(reply("sink", "0278742a0201"), "0a2a0101", "0a2a0201", 1)},
+			XFW: []string{reply("gen", "0278742a0101")}}, false, false, false},
 		{"other bytes", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{reply("sink", "0278742a0201")},
 			XFW: []string{strings.Replace(reply("gen", "0278742a0101"), "0303fcfc", "0301fcfe", 1)}}, false, false, false},
 		{"other bytes, same place", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{reply("gen", "0278742a0101")},
 			XFW: []string{strings.Replace(reply("gen", "0278742a0101"), "fcfc0000", "fcfc0001", 1)}}, false, false, false},
 		{"reply logged", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{"LOG: IN= OUT=in0 SRC=10.42.1.1 DST=10.42.1.2 LEN=28 TOS=0x00 PREC=0xC0 TTL=64 ID=? PROTO=ICMP TYPE=3 CODE=3 [SRC=10.42.1.2 DST=10.42.2.2 ID=5 ]"},
 			XFW: []string{reply("gen", "0278742a0101")}}, false, true, false},
+		// A LOG line of the kernel's reply alone: only for a reply that
+		// passes the kernel's chains and not xfw's.
+		{"reply logged, nothing else", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{"LOG: IN= OUT=in0 SRC=10.42.1.1 DST=10.42.1.2 LEN=28 TOS=0x00 PREC=0xC0 TTL=64 ID=? PROTO=ICMP TYPE=3 CODE=3 [SRC=10.42.1.2 DST=10.42.2.2 ID=5 ]"}}, false, false, false},
+		{"reply to fw's own source logged", Difference{Kind: DiffProbe, Probe: 2, Kernel: []string{"LOG: IN=lo OUT= SRC=fd00:0042:0001:0000:0000:0000:0000:0001 DST=fd00:0042:0001:0000:0000:0000:0000:0001 LEN=56 TC=0 HOPLIMIT=64 FLOWLBL=? PROTO=ICMPv6 TYPE=1 CODE=4 [SRC=fd00:0042:0001:0000:0000:0000:0000:0001 ]"}}, false, true, false},
 		{"probe logged", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{"LOG: IN=in0 OUT= SRC=10.42.1.2 DST=10.42.1.1 LEN=28 TTL=64 ID=5 PROTO=ICMP TYPE=8 CODE=0"}}, false, false, false},
 		{"xfw's reply to fw through lo, logged in INPUT", Difference{Kind: DiffProbe, Probe: 1, XFW: []string{loReplyLog, sockets}}, false, false, false},
 		// Only a reply the kernel sends itself (a spoofed source of
@@ -495,7 +504,9 @@ func TestKnownRejectDifference(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			why := knownRejectDifference(tc.d, c, map[string]bool{"OUTPUT": true}, false, tc.xfwReplies, tc.selfReplies)
+			k := knownContext{outputSide: map[string]bool{"OUTPUT": true}, xfwReplies: tc.xfwReplies, selfReplies: tc.selfReplies,
+				own: func(a netip.Addr) bool { return a == netip.MustParseAddr("fd00:42:1::1") }}
+			why := knownRejectDifference(tc.d, c, k)
 			if got := why != ""; got != tc.known {
 				t.Errorf("known = %v, want %v (%q)", got, tc.known, why)
 			}

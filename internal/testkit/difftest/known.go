@@ -1,8 +1,8 @@
 package difftest
 
 import (
-	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -23,11 +23,12 @@ import (
 //     a reply xfw sends where the kernel's OUTPUT dropped its own, or
 //     where the kernel sends none (a first fragment, whose checksum it
 //     cannot verify), counted in xfw's OUTPUT when a probe shows such a
-//     reply; kernel-only LOG lines about its replies;
+//     reply; kernel-only LOG lines about its replies (for such a probe,
+//     or one whose reply passes the kernel's chains alone);
 //   - IPv4 options are neither echoed nor recorded in xfw's replies to a
 //     packet fw sent itself (REJECT in OUTPUT; those to packets from gen
 //     and sink are the kernel's): for such a packet with options, the
-//     same reply (place, ICMP type and code) with other bytes, logged in
+//     same reply but for the options (sameButOptions), logged in
 //     OUTPUT without the options, counted with fewer bytes;
 //   - a packet from gen or sink with a (spoofed) source of fw's own IPv6
 //     addresses (IPv4 drops it as a martian before any chain): the kernel
@@ -38,11 +39,14 @@ import (
 //     reply out without OUTPUT);
 //   - an ICMPv6 reply to a spoofed source behind fw's other interface:
 //     both route it there, the kernel's from the input interface's
-//     address, xfw's from that of the route back: the same reply (place,
-//     ICMP type and code), other bytes;
+//     address, xfw's from that of the route back: the same reply but for
+//     its source and checksum (sameButSource6);
 //   - xfw's replies leave by the interface the packet came in on; the
 //     kernel routes them: the same reply, byte for byte from the IP header
 //     on, seen at gen by one and at sink by the other.
+//
+// Replies are paired in known_reply.go: every field the item does not
+// explain must be the same.
 //
 // A reply the kernel sends and xfw does not, a reply whose bytes differ
 // (but for options), a counter higher in xfw but in OUTPUT's chains with
@@ -57,36 +61,6 @@ var replyRe = regexp.MustCompile(`^(?:at (gen|sink)|fw's sockets got) ?:? ?(ICMP
 
 // countsRe matches a counter pair "[packets:bytes]".
 var countsRe = regexp.MustCompile(`^\[(\d+):(\d+)\]$`)
-
-// replyBytes returns the transport bytes (ICMP or TCP header on) of the
-// reply a replyRe match shows: frames at gen and sink hold Ethernet and
-// IP headers, fw's sockets show IPv4 from the IP header and IPv6 after it.
-// The transport checksum covers the addresses (IPv6, TCP) and the quote.
-func replyBytes(m []string) string {
-	b, err := hex.DecodeString(m[3])
-	if err != nil {
-		return ""
-	}
-	if m[1] != "" { // a frame: skip Ethernet and VLAN tags
-		off := 12
-		for off+4 <= len(b) && (b[off] == 0x81 && b[off+1] == 0x00 || b[off] == 0x88 && b[off+1] == 0xa8) {
-			off += 4
-		}
-		if off+2 > len(b) {
-			return ""
-		}
-		b = b[off+2:]
-	} else if strings.Contains(m[0], "after the IPv6 header") {
-		return hex.EncodeToString(b)
-	}
-	switch {
-	case len(b) >= 20 && b[0]>>4 == 4:
-		return hex.EncodeToString(b[int(b[0]&0xf)*4:])
-	case len(b) >= 40 && b[0]>>4 == 6:
-		return hex.EncodeToString(b[40:])
-	}
-	return ""
-}
 
 // logReplyRe matches a LOG line about a probe's reply rather than the
 // probe itself: attribution puts "ID=?" (IPv4) or "FLOWLBL=?" (IPv6) in
@@ -138,33 +112,35 @@ func hasIPv4Options(p Probe) bool {
 	return len(b) > 0 && b[0]>>4 == 4 && b[0]&0xf > 5
 }
 
-// icmpHead returns the place and the ICMP type and code (or TCP ports) of
-// a reply a replyRe match shows: replies to a packet with IPv4 options
-// differ in their bytes (the kernel echoes the options, and quotes the
-// packet with its record-route or timestamp option filled in).
-func icmpHead(m []string) string {
-	t := replyBytes(m)
-	if len(t) < 4 {
-		return ""
-	}
-	return m[1] + "/" + m[2] + "/" + t[:4]
+// knownContext is what the explanation of one difference needs to know
+// of the whole case.
+type knownContext struct {
+	// outputSide holds the chains a packet can pass from OUTPUT.
+	outputSide map[string]bool
+	// ipv4: the case is IPv4.
+	ipv4 bool
+	// xfwReplies: some probe shows a reply only xfw sent (its counters
+	// may then be higher in xfw in the chains OUTPUT reaches).
+	xfwReplies bool
+	// selfReplies: some probe may make the kernel's reply pass chains
+	// xfw's does not (kernelOnlyPasses: its counters may then be higher
+	// in the kernel).
+	selfReplies bool
+	// own reports whether an address is fw's own (fwOwn).
+	own func(netip.Addr) bool
 }
 
 // knownRejectDifference explains d as a documented difference of xfw's
-// REJECT replies, or returns "" when it is not one. xfwReplies: some probe
-// shows a reply only xfw sent (its counters may then be higher in xfw in
-// the chains OUTPUT reaches). selfReplies: some probe may make the
-// kernel's reply pass chains xfw's does not (kernelOnlyPasses: its
-// counters may then be higher in the kernel).
-func knownRejectDifference(d Difference, c *Corpus, outputSide map[string]bool, ipv4, xfwReplies, selfReplies bool) string {
+// REJECT replies, or returns "" when it is not one.
+func knownRejectDifference(d Difference, c *Corpus, k knownContext) string {
 	switch d.Kind {
 	case DiffCounters:
-		return knownCountersDifference(d, outputSide, ipv4, xfwReplies, selfReplies)
+		return knownCountersDifference(d, k.outputSide, k.ipv4, k.xfwReplies, k.selfReplies)
 	case DiffProbe:
 		if d.Probe < 0 || d.Probe >= len(c.Probes) {
 			return ""
 		}
-		return knownProbeDifference(d, c.Probes[d.Probe], ipv4)
+		return knownProbeDifference(d, c.Probes[d.Probe], k)
 	default:
 		return ""
 	}
@@ -172,7 +148,8 @@ func knownRejectDifference(d Difference, c *Corpus, outputSide map[string]bool, 
 
 // knownProbeDifference explains a probe's difference d (DiffProbe; p is
 // the probe) as documented ones of xfw's REJECT replies, or returns "".
-func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
+func knownProbeDifference(d Difference, p Probe, k knownContext) string {
+	ipv4 := k.ipv4
 	kOnly, xOnly := oneSided(d.Kernel, d.XFW)
 	xOnly, spoofedLogs := pairSpoofedLogs(p, kOnly, xOnly, ipv4)
 	xOnly, optionLogs := pairOptionLogs(p, kOnly, xOnly)
@@ -191,7 +168,7 @@ func knownProbeDifference(d Difference, p Probe, ipv4 bool) string {
 	if ownReply > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply passing OUTPUT, where the kernel sent none", ownReply))
 	}
-	t, ok := matchKernelReplies(p, kOnly, r, spoofedLogs+optionLogs, ipv4)
+	t, ok := matchKernelReplies(p, kOnly, r, spoofedLogs+optionLogs, k)
 	if !ok {
 		return ""
 	}
@@ -365,90 +342,6 @@ func withoutOwnReplyLogs(p Probe, kOnly, xOnly []string) (rest []string, own int
 	return rest, own
 }
 
-// xfwReplies are the replies only xfw sent, for matching the kernel's:
-// by kind and bytes, and by place and ICMP head.
-type xfwReplies struct {
-	sent, heads map[string]int
-}
-
-// tallyXFWReplies tallies xOnly's replies; it reports false when one of
-// them is not a reply.
-func tallyXFWReplies(xOnly []string) (xfwReplies, bool) {
-	r := xfwReplies{sent: map[string]int{}, heads: map[string]int{}}
-	for _, o := range xOnly {
-		m := replyRe.FindStringSubmatch(o)
-		if m == nil {
-			return r, false
-		}
-		r.sent[m[2]+"/"+replyBytes(m)]++
-		r.heads[icmpHead(m)]++
-	}
-	return r, true
-}
-
-// replyTally counts the kernel's one-sided replies by the documented
-// difference that explains each, with why's lines for its logged ones.
-type replyTally struct {
-	routed, optioned, toSelf, spoofed int
-	why                               []string
-}
-
-// matchKernelReplies explains each of the kernel's one-sided observations
-// of probe p by one of xfw's (r), pairing pairedLogs of its LOG lines
-// with xfw's; it reports false when one is not explained.
-func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, pairedLogs int, ipv4 bool) (replyTally, bool) {
-	var t replyTally
-	// Replies the kernel sent: each must be one xfw sent too, elsewhere.
-	for _, o := range kOnly {
-		if isLogOfReply(o) {
-			// (Paired with xfw's own line by pairSpoofedLogs, if any.)
-			if pairedLogs > 0 {
-				pairedLogs--
-				continue
-			}
-			t.why = append(t.why, "the kernel's reply passed its chains (logged)")
-			continue
-		}
-		m := replyRe.FindStringSubmatch(o)
-		if m == nil {
-			return t, false
-		}
-		key := m[2] + "/" + replyBytes(m)
-		if r.sent[key] > 0 {
-			r.sent[key]--
-			t.routed++
-			continue
-		}
-		// A packet fw sent with IPv4 options: the same reply at the
-		// same place, but for the options (xfw's OUTPUT replies
-		// neither echo nor record them).
-		if optionsNotEchoed(p) && r.heads[icmpHead(m)] > 0 {
-			r.heads[icmpHead(m)]--
-			t.optioned++
-			continue
-		}
-		// An IPv6 packet from outside with a spoofed source behind fw's
-		// other interface: both route the ICMPv6 error there, the
-		// kernel's from the address of the interface the packet came in
-		// on, xfw's from that of the route back (so the checksum
-		// differs too). The same reply (ICMP type and code) at the same
-		// place, on the other side from the packet's sender.
-		if !ipv4 && repliedAcross(p, m[1]) && r.heads[icmpHead(m)] > 0 {
-			r.heads[icmpHead(m)]--
-			t.spoofed++
-			continue
-		}
-		// A packet from outside with a (spoofed) source of fw's own: the
-		// kernel routes its reply to itself; xfw sends none.
-		if m[1] == "" && p.From != FromFw {
-			t.toSelf++
-			continue
-		}
-		return t, false // a reply xfw did not send, or with other bytes
-	}
-	return t, true
-}
-
 // repliedAcross reports whether a reply seen at place (gen or sink) went
 // to the other side from probe p's sender: its source was spoofed.
 func repliedAcross(p Probe, place string) bool {
@@ -511,8 +404,10 @@ func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, plan Plan)
 			xfwReplies = true
 		}
 	}
+	k := knownContext{outputSide: outputSide, ipv4: plan.Family == ir.IPv4, xfwReplies: xfwReplies,
+		selfReplies: selfReplies, own: fwOwn(plan)}
 	for i, d := range diffs {
-		w := knownRejectDifference(d, c, outputSide, plan.Family == ir.IPv4, xfwReplies, selfReplies)
+		w := knownRejectDifference(d, c, k)
 		if w == "" {
 			return nil, &diffs[i]
 		}
@@ -529,18 +424,34 @@ func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, plan Plan)
 // another host's source, whose reply xfw routes out at once, without
 // OUTPUT.
 func kernelOnlyPasses(c *Corpus, plan Plan) bool {
-	own := append(plan.FwAddrs(), plan.FwInLL)
+	own := fwOwn(plan)
 	for _, p := range c.Probes {
-		src, dst := p.addrs()
-		if !src.IsValid() {
-			continue
-		}
-		switch {
-		case p.From != FromFw && slices.Contains(own, src):
-			return true
-		case p.From == FromFw && !slices.Contains(own, src) && slices.Contains(own, dst):
+		if replyPassesKernelOnly(p, own) {
 			return true
 		}
 	}
 	return false
+}
+
+// replyPassesKernelOnly reports whether the kernel's REJECT reply to probe
+// p may pass chains xfw's does not (kernelOnlyPasses); own reports fw's
+// own addresses.
+func replyPassesKernelOnly(p Probe, own func(netip.Addr) bool) bool {
+	src, dst := p.addrs()
+	if !src.IsValid() {
+		return false
+	}
+	if p.From != FromFw {
+		return own(src)
+	}
+	return !own(src) && own(dst)
+}
+
+// fwOwn returns whether an address is fw's own: one of its interfaces'
+// (its link-local one included), loopback, or (IPv6) the subnet-router
+// anycast address of one of its links, which its stack takes for its own
+// (a reply to such a source is delivered to fw).
+func fwOwn(plan Plan) func(netip.Addr) bool {
+	own := append(plan.FwAddrs(), plan.FwInLL)
+	return func(a netip.Addr) bool { return slices.Contains(own, a) || subnetAnycast(plan, a) }
 }

@@ -32,6 +32,8 @@ type pgen struct {
 	fam   ir.Family
 	e     edges
 	flagN int // cycles through every TCP flag combination
+	// resets6: an IPv6 ruleset that may REJECT with a TCP reset.
+	resets6 bool
 }
 
 // GenerateCorpus returns n probes aimed at the edges of ruleset (iptables-
@@ -42,7 +44,8 @@ func GenerateCorpus(seed int64, plan Plan, ruleset string, n int) (*Corpus, erro
 	if err != nil {
 		return nil, err
 	}
-	g := &pgen{rng: rand.New(rand.NewSource(seed)), plan: plan, fam: plan.Family, e: e}
+	g := &pgen{rng: rand.New(rand.NewSource(seed)), plan: plan, fam: plan.Family, e: e,
+		resets6: plan.Family == ir.IPv6 && strings.Contains(ruleset, "tcp-reset")}
 	c := &Corpus{}
 	for len(c.Probes) < n {
 		c.Probes = append(c.Probes, g.probe())
@@ -378,6 +381,15 @@ func (g *pgen) special() Probe {
 		pr.Note = "QinQ"
 	}
 	t := g.transport(dst)
+	// An IPv6 TCP reset to a link-local source: the kernel routes it by
+	// whichever fe80::/64 route its lookup picks, so whether the sender
+	// gets it is not fixed by the packet (docs/differences.md, "REJECT
+	// replies"; docs/difftest.md). A TCP probe to fw's link-local address
+	// comes from gen's global one when the ruleset may send resets.
+	if _, isTCP := t.t.(nettest.TCP); isTCP && g.resets6 && src.IsLinkLocalUnicast() {
+		src = p.Gen
+		pr.Note = "to fw's link-local address from a global source"
+	}
 	var pkt []byte
 	if g.fam == ir.IPv4 {
 		pkt = nettest.IPv4{Src: src, Dst: dst, TTL: g.ttl()}.Packet(t.t)
