@@ -98,9 +98,11 @@ for ((w = 0; w < N + 2; w++)); do
 		N) args=(-w -N CMDLAT$w) ;;
 		esac
 		for size in 0 10000; do
-			# The kinds' order turns round by round: the one that
-			# runs first in a cell is slower (by 1.5–2 ms at 10K
-			# rules in 2026-11-28's runs, whichever build it is).
+			# The kinds' order turns round by round, so none is
+			# always first. (The first DIR was still 0.6–1.3 ms
+			# slower at 10K rules than a second copy of the same
+			# build in 2026-11-28's runs: compare A/B with the DIRs
+			# both ways round.)
 			order=("${!kinds[@]}")
 			for ((j = 0; j < ${#kinds[@]}; j++)); do
 				i=${order[$(((j + w) % ${#kinds[@]}))]}
