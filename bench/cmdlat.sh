@@ -8,9 +8,10 @@
 #                                         several DIRs alternate, for A/B)
 #
 # Each round runs, per command kind (-A, -I, -D of the rule -A added, -N of
-# a new chain), per size and per DIR (then iptables-nft), one command,
-# timed by bash inside the namespace (fork and exec included), after two
-# rounds not counted. Prints the median and min–max per cell.
+# a new chain), per size and per DIR and iptables-nft (their order turning
+# round by round), one command, timed by bash inside the namespace (fork
+# and exec included), after two rounds not counted. Prints the median and
+# min–max per cell.
 set -euo pipefail
 N=25
 if [ "${1:-}" = -n ]; then N=$2; shift 2; fi
@@ -97,7 +98,14 @@ for ((w = 0; w < N + 2; w++)); do
 		N) args=(-w -N CMDLAT$w) ;;
 		esac
 		for size in 0 10000; do
-			for i in "${!kinds[@]}"; do
+			# The kinds' order turns round by round, so none is
+			# always first. (The first DIR was still 0.6–1.3 ms
+			# slower at 10K rules than a second copy of the same
+			# build in 2026-11-28's runs: compare A/B with the DIRs
+			# both ways round.)
+			order=("${!kinds[@]}")
+			for ((j = 0; j < ${#kinds[@]}; j++)); do
+				i=${order[$(((j + w) % ${#kinds[@]}))]}
 				[ $r -ge 0 ] && out=$TMP/t.$i.$size.$op
 				timed cmdlat$$-$i-$size "${kinds[$i]}" "${args[@]}" >>"$out" ||
 					{ echo "${kinds[$i]} $size: iptables ${args[*]} failed" >&2; exit 1; }

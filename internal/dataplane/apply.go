@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -48,6 +49,7 @@ func Apply(fam ir.Family, u *Update, opts AttachOptions) error {
 		return err
 	}
 	u.keepLimits = keepsLimits(u, old.meta)
+	u.basesCarried = old.on
 	u.limitCarry = carriedLimits(u, old.meta)
 	u.nthCarry = carriedNth(u, old.meta)
 
@@ -239,11 +241,11 @@ func (r *replacedGeneration) carryOver(cur *state, newSlot uint32, u *Update) er
 		return nil
 	}
 	old, err := counterTotals(r.base, r.live, int(r.cfg.NCounters))
-	if err != nil {
-		return err
+	if err == nil {
+		old, err = withTrivialCounts(old, cur.maps["xfw_stats"], r.slot, &r.cfg)
 	}
-	if old, err = withTrivialCounts(old, cur.maps["xfw_stats"], r.slot, &r.cfg); err != nil {
-		return err
+	if err != nil {
+		return errors.Join(err, freshBases(cur, newSlot, u))
 	}
 	if err := carryCounters(cur, old, newSlot, u.Counters); err != nil {
 		return err
@@ -254,6 +256,21 @@ func (r *replacedGeneration) carryOver(cur *state, newSlot uint32, u *Update) er
 		}
 	}
 	return nil
+}
+
+// freshBases writes the new generation's counter bases as a generation
+// that replaces none has them, when carryOver could not read the old
+// counters: the fill left the bases to it (Update.basesCarried).
+func freshBases(cur *state, newSlot uint32, u *Update) error {
+	if !u.basesCarried {
+		return nil
+	}
+	base, err := cur.inner("cbase", newSlot)
+	if err != nil {
+		return err
+	}
+	defer base.Close()
+	return putFreshBases(base, u.Counters)
 }
 
 // slotConfig is the configuration of u's generation's slot (xfw_cfg): the

@@ -156,11 +156,20 @@ func fillAfterClasses(m map[string]*ebpf.Map, created map[string]bool, u *Update
 	if err := putBlob(m["state"], u.blob, !created["state"]); err != nil {
 		return fmt.Errorf("save ruleset: %w", err)
 	}
-	// Counter bases of counters that start fresh (carried ones are written
-	// after the swap).
-	return putArray(m["cbase"], len(u.Counters), func(i int) bpfCounter {
-		c := u.Counters[i].Initial
-		if u.Counters[i].From >= 0 {
+	// Counter bases: written after the swap when a generation is replaced
+	// (all of them, the carried and the fresh), else here.
+	if u.basesCarried {
+		return nil
+	}
+	return putFreshBases(m["cbase"], u.Counters)
+}
+
+// putFreshBases writes the counter bases of counters that start fresh
+// (their initial values) and zero for carried ones.
+func putFreshBases(base *ebpf.Map, src []CounterSource) error {
+	return putArray(base, len(src), func(i int) bpfCounter {
+		c := src[i].Initial
+		if src[i].From >= 0 {
 			c = ir.Counters{}
 		}
 		return bpfCounter{Packets: c.Packets, Bytes: c.Bytes}

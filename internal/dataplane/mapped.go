@@ -145,9 +145,9 @@ func endSessionMappings(keep bool) error {
 	ended := mappings.sessions
 	mappings.sessions++
 	mappings.mu.Unlock()
-	return unmapWhere(func(mp *mapping) bool {
+	return errors.Join(endSessionOpened(keep, ended), unmapWhere(func(mp *mapping) bool {
 		return !mp.key.outside && (!keep || mp.used+1 < ended)
-	})
+	}))
 }
 
 // sessionActive reports whether a session (BeginSession) is active.

@@ -283,7 +283,7 @@ func (s *state) innerAt(outer string, key uint32) (*ebpf.Map, error) {
 	if err := s.maps[outer].Lookup(key, &id); err != nil {
 		return nil, fmt.Errorf("find %s map %d: %w", outer, key, err)
 	}
-	m, err := ebpf.NewMapFromID(ebpf.MapID(id))
+	m, err := openMapID(ebpf.MapID(id))
 	if err != nil {
 		return nil, fmt.Errorf("open %s map %d: %w", outer, key, err)
 	}
@@ -305,7 +305,7 @@ func (s *state) inner(kind string, slot uint32) (*ebpf.Map, error) {
 	if err := s.maps[outerName(kind)].Lookup(slot, &id); err != nil {
 		return nil, fmt.Errorf("find %s map of slot %d: %w", kind, slot, err)
 	}
-	m, err := ebpf.NewMapFromID(ebpf.MapID(id))
+	m, err := openMapID(ebpf.MapID(id))
 	if err != nil {
 		return nil, fmt.Errorf("open %s map of slot %d: %w", kind, slot, err)
 	}
@@ -327,7 +327,7 @@ func (s *state) slotMaps(slot uint32) map[string]*ebpf.Map {
 			if s.maps[name].Lookup(setKey(slot, k), &id) != nil {
 				continue
 			}
-			if m, err := ebpf.NewMapFromID(ebpf.MapID(id)); err == nil {
+			if m, err := openMapID(ebpf.MapID(id)); err == nil {
 				held[setKind(name, k)] = m
 			}
 		}

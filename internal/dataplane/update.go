@@ -102,6 +102,10 @@ type Update struct {
 	// keepLimits is set by Apply: the generation takes the running
 	// generation's limit buckets over (SameRules).
 	keepLimits bool
+	// basesCarried is set by Apply when the generation replaces a
+	// running one: then the carry after the swap writes every counter
+	// base (carryCounters), and the fill leaves them.
+	basesCarried bool
 	// limitCarry are the buckets Apply takes over one by one (LimitsFrom):
 	// pairs of this generation's bucket and the running generation's.
 	limitCarry [][2]uint32
