@@ -17,15 +17,19 @@ type jumpIndex struct {
 	tables map[*ir.Ruleset]*tableJumps
 }
 
-// tableJumps are one table's resolved jumps: targets[i][j] is the index
-// in chains of the chain rule j of chains[i] jumps or goes to, noJump when
-// the rule is neither or names no chain of the table (the first of equal
-// names, as chainIndexOf finds it). chains are the table's chains when
-// resolved (a copy): a table whose chains changed since is not covered
-// (of), and a rule changed since is found by target's check.
+// tableJumps are one table's resolved jumps: the target of rule j of
+// chains[i] is targets[start[i]+j], the index in chains of the chain the
+// rule jumps or goes to, noJump when the rule is neither or names no
+// chain of the table (the first of equal names, as chainIndexOf finds
+// it). chains are the table's chains when resolved (a copy): a table
+// whose chains changed since is not covered (of), and a rule changed
+// since is found by target's check. index maps the chains' names to
+// their indexes (the first of equal names).
 type tableJumps struct {
 	chains  []*ir.Chain
-	targets [][]int32
+	start   []int32
+	targets []int32
+	index   map[string]int32
 }
 
 // noJump is a tableJumps target of a rule that names no chain.
@@ -35,50 +39,45 @@ const noJump = -1
 // they are many.
 func resolveJumps(rs *ir.Ruleset) *jumpIndex {
 	ji := &jumpIndex{tables: map[*ir.Ruleset]*tableJumps{}}
-	type job struct {
-		tj    *tableJumps
-		index map[string]int32
-		chain int
-		rules []*ir.Rule
+	// A part is chains [lo, hi) of a table, resolved by one worker.
+	type part struct {
+		tj     *tableJumps
+		lo, hi int
 	}
-	var jobs []job
+	var tables []*tableJumps
 	total := 0
 	for _, t := range append([]*ir.Ruleset{rs}, rs.Tables...) {
 		if _, done := ji.tables[t]; done {
 			continue
 		}
 		tj := &tableJumps{
-			chains:  slices.Clone(t.Chains),
-			targets: make([][]int32, len(t.Chains)),
+			chains: slices.Clone(t.Chains),
+			start:  make([]int32, len(t.Chains)+1),
+			index:  make(map[string]int32, len(t.Chains)),
 		}
 		ji.tables[t] = tj
-		index := make(map[string]int32, len(t.Chains))
-		for i, c := range t.Chains {
-			if _, dup := index[c.Name]; !dup {
-				index[c.Name] = int32(i)
-			}
-			total += len(c.Rules)
-		}
-		// One allocation for the table's targets, cut per chain.
 		n := 0
-		for _, c := range t.Chains {
+		for i, c := range t.Chains {
+			if _, dup := tj.index[c.Name]; !dup {
+				tj.index[c.Name] = int32(i)
+			}
+			tj.start[i] = int32(n)
 			n += len(c.Rules)
 		}
-		flat := make([]int32, n)
-		for i, c := range t.Chains {
-			tj.targets[i], flat = flat[:len(c.Rules):len(c.Rules)], flat[len(c.Rules):]
-			jobs = append(jobs, job{tj, index, i, c.Rules})
-		}
+		tj.start[len(t.Chains)] = int32(n)
+		tj.targets = make([]int32, n)
+		total += n
+		tables = append(tables, tj)
 	}
-	resolve := func(jobs []job) {
-		for _, jb := range jobs {
-			out := jb.tj.targets[jb.chain]
-			for j, r := range jb.rules {
+	resolve := func(p part) {
+		for i := p.lo; i < p.hi; i++ {
+			out := p.tj.targets[p.tj.start[i]:p.tj.start[i+1]]
+			for j, r := range p.tj.chains[i].Rules[:len(out)] {
 				out[j] = noJump
 				if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
 					continue
 				}
-				if t, ok := jb.index[r.Target.Chain]; ok {
+				if t, ok := p.tj.index[r.Target.Chain]; ok {
 					out[j] = t
 				}
 			}
@@ -86,25 +85,27 @@ func resolveJumps(rs *ir.Ruleset) *jumpIndex {
 	}
 	workers := runtime.GOMAXPROCS(0)
 	if workers < 2 || total < minParallelRules {
-		resolve(jobs)
+		for _, tj := range tables {
+			resolve(part{tj, 0, len(tj.chains)})
+		}
 		return ji
 	}
-	// Split the chains into runs of about equal rule counts.
-	per := (total + workers - 1) / workers
+	// Each table cut into runs of chains of about total/workers rules.
+	per := int32((total + workers - 1) / workers)
 	var wg sync.WaitGroup
-	lo, rules := 0, 0
-	for k, jb := range jobs {
-		rules += len(jb.rules)
-		if rules < per && k < len(jobs)-1 {
-			continue
+	for _, tj := range tables {
+		lo := 0
+		for i := range tj.chains {
+			if tj.start[i+1]-tj.start[lo] < per && i < len(tj.chains)-1 {
+				continue
+			}
+			wg.Add(1)
+			go func(p part) {
+				defer wg.Done()
+				resolve(p)
+			}(part{tj, lo, i + 1})
+			lo = i + 1
 		}
-		part := jobs[lo : k+1]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resolve(part)
-		}()
-		lo, rules = k+1, 0
 	}
 	wg.Wait()
 	return ji
@@ -128,11 +129,11 @@ func (ji *jumpIndex) of(t *ir.Ruleset) *tableJumps {
 // not known (r changed since, or its chain named no chain then): the
 // caller looks the name up.
 func (tj *tableJumps) target(i, j int, r *ir.Rule) (k int32, ok bool) {
-	if i >= len(tj.targets) || j >= len(tj.targets[i]) {
+	if i >= len(tj.chains) || j >= int(tj.start[i+1]-tj.start[i]) {
 		return noJump, false
 	}
 	jump := r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto
-	k = tj.targets[i][j]
+	k = tj.targets[int(tj.start[i])+j]
 	if k == noJump {
 		return noJump, !jump
 	}

@@ -84,11 +84,17 @@ func checkNatChain(nat *ir.Ruleset, fam ir.Family, at natContext, name string, s
 // jump's target is looked up once (not once per context), and the
 // contexts reaching a chain propagate as a bit mask over chain indexes.
 // jumps, when not nil, are nat's jumps resolved ahead (resolveJumps): a
-// jump they know is not looked up.
+// jump they know is not looked up, and their index of the chains' names
+// is used.
 func natReachChecks(nat *ir.Ruleset, fam ir.Family, jumps *tableJumps) bool {
-	index := make(map[string]int32, len(nat.Chains))
-	for i, c := range nat.Chains {
-		index[c.Name] = int32(i)
+	var index map[string]int32
+	if jumps != nil {
+		index = jumps.index
+	} else {
+		index = make(map[string]int32, len(nat.Chains))
+		for i, c := range nat.Chains {
+			index[c.Name] = int32(i)
+		}
 	}
 	reached := make([]uint8, len(nat.Chains)) // bit k: natChainContexts[k]
 	type visit struct {
