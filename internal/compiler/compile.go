@@ -206,9 +206,12 @@ func Compile(rs *ir.Ruleset, opts Options) (*Generation, error) {
 	if err := checkOtherTables(rs); err != nil {
 		return nil, err
 	}
-	natReach := startNatReach(rs)
-	g, err := compileChecked(rs, opts)
 	t := time.Now()
+	jumps := resolveJumps(rs)
+	opts.trace("compile: resolve jumps", t)
+	natReach := startNatReach(rs, jumps)
+	g, err := compileChecked(rs, opts, jumps)
+	t = time.Now()
 	natErr := natReach()
 	opts.trace("compile: wait for the nat check", t)
 	if natErr != nil {
@@ -232,7 +235,8 @@ var minConcurrentNatRules = 4096
 // rewrites copy the rules they change), and flattening refuses an
 // unsupported NAT rule it meets by itself (natEntry), so a compile that
 // goes on past a refused NAT rule ends in an error, not in a generation.
-func startNatReach(rs *ir.Ruleset) func() error {
+// jumps are rs's jumps resolved ahead (nil: looked up by name).
+func startNatReach(rs *ir.Ruleset, jumps *jumpIndex) func() error {
 	nat := rs.TableByName(ir.TableNat)
 	rules := 0
 	if nat != nil {
@@ -241,16 +245,17 @@ func startNatReach(rs *ir.Ruleset) func() error {
 		}
 	}
 	if rules < minConcurrentNatRules || runtime.GOMAXPROCS(0) < 2 {
-		err := checkNatReach(rs)
+		err := checkNatReach(rs, jumps)
 		return func() error { return err }
 	}
 	done := make(chan error, 1)
-	go func() { done <- checkNatReach(rs) }()
+	go func() { done <- checkNatReach(rs, jumps) }()
 	return func() error { return <-done }
 }
 
-// compileChecked is Compile after the ruleset-wide checks.
-func compileChecked(rs *ir.Ruleset, opts Options) (*Generation, error) {
+// compileChecked is Compile after the ruleset-wide checks; jumps are
+// rs's jumps resolved ahead (nil: looked up by name).
+func compileChecked(rs *ir.Ruleset, opts Options, jumps *jumpIndex) (*Generation, error) {
 	rs = natReplRewrite(rs)              // --ctreplsrc, --ctrepldst with NAT (ctrepl.go)
 	rs, setWrites := setWriteRewrite(rs) // sets SET targets write (settarget.go)
 	g := &Generation{Family: rs.Family, Hash: map[HashKey]uint32{}}
@@ -264,6 +269,7 @@ func compileChecked(rs *ir.Ruleset, opts Options) (*Generation, error) {
 		// Written sets, numbered in the order their targets come.
 		setWrites: setWrites,
 		natIdle:   rs.TableByName(ir.TableNat) != nil && !natWalked(rs),
+		jumps:     jumps,
 	}
 	t := time.Now()
 	g.Rules = fl.numberRules(rs)

@@ -150,6 +150,9 @@ type flattener struct {
 	spans       []regionSpan
 	// chainIndex indexes each table's chains by name (chainNamed).
 	chainIndex map[*ir.Ruleset]map[string]*ir.Chain
+	// jumps are the jumps' targets resolved ahead (resolveJumps; nil:
+	// none), read by precomputeTerms.
+	jumps *jumpIndex
 	// nestPath are the chains on height's way (checkNesting).
 	nestPath []string
 	// numbered are the rules' ruleInfos in the order numberRules met
@@ -829,7 +832,7 @@ func (fl *flattener) precomputeTerms() {
 	// services).
 	rules := make([]*ir.Rule, 0, total)
 	infos := make([]*ruleInfo, 0, total)
-	byName := make([]map[string]*ir.Chain, 0, total) // the table of rules[i]'s chain index
+	byName := make([]map[string]*ir.Chain, 0, total) // the table of rules[i]'s chain index; nil: resolved ahead
 	// numberRules met the rules in this order: their ruleInfos without
 	// a lookup each, unless a rule is in the ruleset twice (its
 	// ruleInfo is then the one numbered last, fl.info's).
@@ -847,16 +850,27 @@ func (fl *flattener) precomputeTerms() {
 		fl.chainStates = make(map[*ir.Chain]*chainState, chains)
 	}
 	for _, t := range append([]*ir.Ruleset{fl.rs}, fl.rs.Tables...) {
-		index := fl.chainIndexOf(t)
-		for _, c := range t.Chains {
+		// The jumps resolved ahead (resolveJumps) are taken here; a
+		// rule they do not know is looked up by name (byName, the
+		// table's index, made on first need).
+		tj := fl.jumps.of(t)
+		var index map[string]*ir.Chain
+		if tj == nil {
+			index = fl.chainIndexOf(t)
+		}
+		tstates := make([]*chainState, len(t.Chains))
+		for ci, c := range t.Chains {
 			st := fl.chainStates[c]
 			if st == nil {
 				st = &states[0]
 				states = states[1:]
 				fl.chainStates[c] = st
 			}
+			tstates[ci] = st
+		}
+		for ci, c := range t.Chains {
 			first := len(all)
-			for _, r := range c.Rules {
+			for j, r := range c.Rules {
 				var inf *ruleInfo
 				if numbered != nil {
 					inf = numbered[len(all)]
@@ -866,9 +880,21 @@ func (fl *flattener) precomputeTerms() {
 				all = append(all, inf)
 				rules = append(rules, r)
 				infos = append(infos, inf)
+				if tj != nil {
+					if k, ok := tj.target(ci, j, r); ok {
+						if k != noJump {
+							inf.jump, inf.jumpState, inf.jumpResolved = t.Chains[k], tstates[k], true
+						}
+						byName = append(byName, nil)
+						continue
+					}
+					if index == nil {
+						index = fl.chainIndexOf(t)
+					}
+				}
 				byName = append(byName, index)
 			}
-			st.infos = all[first:len(all):len(all)]
+			tstates[ci].infos = all[first:len(all):len(all)]
 		}
 	}
 	workers := runtime.GOMAXPROCS(0)
@@ -884,10 +910,12 @@ func (fl *flattener) precomputeTerms() {
 			defer wg.Done()
 			for i := lo; i < hi; i++ {
 				r, inf := rules[i], infos[i]
-				resolveJump(inf, r, byName[i])
-				if inf.jump != nil {
-					// Read only while the workers run.
-					inf.jumpState = fl.chainStates[inf.jump]
+				if byName[i] != nil { // not resolved ahead
+					resolveJump(inf, r, byName[i])
+					if inf.jump != nil {
+						// Read only while the workers run.
+						inf.jumpState = fl.chainStates[inf.jump]
+					}
 				}
 				inf.hookBound = hookBoundNo
 				if hookBound(r) {

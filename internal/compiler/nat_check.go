@@ -25,12 +25,13 @@ var natChainContexts = []struct {
 // behind `-o eth0` before eth0 exists (or in a chain only such a rule
 // jumps to) would load, and the compile eth0's appearance triggers would
 // refuse it after the command had succeeded.
-func checkNatReach(rs *ir.Ruleset) error {
+// ji, when not nil, holds the jumps' targets resolved ahead.
+func checkNatReach(rs *ir.Ruleset, ji *jumpIndex) error {
 	nat := rs.TableByName(ir.TableNat)
 	if nat == nil {
 		return nil
 	}
-	if natReachChecks(nat, rs.Family) {
+	if natReachChecks(nat, rs.Family, ji.of(nat)) {
 		return nil
 	}
 	// Some rule fails: the walk names the first failure as it always has
@@ -82,10 +83,18 @@ func checkNatChain(nat *ir.Ruleset, fam ir.Family, at natContext, name string, s
 // (context, rule) pairs as checkNatChain's walks, found in one pass. Each
 // jump's target is looked up once (not once per context), and the
 // contexts reaching a chain propagate as a bit mask over chain indexes.
-func natReachChecks(nat *ir.Ruleset, fam ir.Family) bool {
-	index := make(map[string]int32, len(nat.Chains))
-	for i, c := range nat.Chains {
-		index[c.Name] = int32(i)
+// jumps, when not nil, are nat's jumps resolved ahead (resolveJumps): a
+// jump they know is not looked up, and their index of the chains' names
+// is used.
+func natReachChecks(nat *ir.Ruleset, fam ir.Family, jumps *tableJumps) bool {
+	var index map[string]int32
+	if jumps != nil {
+		index = jumps.index
+	} else {
+		index = make(map[string]int32, len(nat.Chains))
+		for i, c := range nat.Chains {
+			index[c.Name] = int32(i)
+		}
 	}
 	reached := make([]uint8, len(nat.Chains)) // bit k: natChainContexts[k]
 	type visit struct {
@@ -109,7 +118,7 @@ func natReachChecks(nat *ir.Ruleset, fam ir.Family) bool {
 		}
 		reached[v.chain] |= fresh
 		if !resolved[v.chain] {
-			targets[v.chain], resolved[v.chain] = natJumpTargets(nat.Chains[v.chain], index), true
+			targets[v.chain], resolved[v.chain] = natJumpTargets(nat.Chains[v.chain], v.chain, index, jumps), true
 		}
 		for _, t := range targets[v.chain] {
 			stack = append(stack, visit{t, fresh})
@@ -134,12 +143,21 @@ func natReachChecks(nat *ir.Ruleset, fam ir.Family) bool {
 }
 
 // natJumpTargets returns the indexes of the chains c's jumps and gotos
-// name (a missing chain is none: checkNatChain skips it too).
-func natJumpTargets(c *ir.Chain, index map[string]int32) []int32 {
+// name (a missing chain is none: checkNatChain skips it too); c is
+// chain i, its jumps found in jumps when they know them (nil: none).
+func natJumpTargets(c *ir.Chain, i int32, index map[string]int32, jumps *tableJumps) []int32 {
 	var out []int32
-	for _, r := range c.Rules {
+	for j, r := range c.Rules {
 		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
 			continue
+		}
+		if jumps != nil {
+			if t, ok := jumps.target(int(i), j, r); ok {
+				if t != noJump {
+					out = append(out, t)
+				}
+				continue
+			}
 		}
 		if t, ok := index[r.Target.Chain]; ok {
 			out = append(out, t)

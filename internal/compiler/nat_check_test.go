@@ -65,8 +65,12 @@ func TestNatReachChecksAgreesWithWalk(t *testing.T) {
 			t.Fatalf("round %d: no nat table", round)
 		}
 		walkErr := checkNatWalk(nat, fam)
-		if got := natReachChecks(nat, fam); got != (walkErr == nil) {
+		if got := natReachChecks(nat, fam, nil); got != (walkErr == nil) {
 			t.Fatalf("round %d: one pass says %v, the walk %v\n%q", round, got, walkErr, cmds)
+		}
+		// The same with the jumps resolved ahead (resolveJumps).
+		if got := natReachChecks(nat, fam, resolveJumps(rs).of(nat)); got != (walkErr == nil) {
+			t.Fatalf("round %d: one pass with resolved jumps says %v, the walk %v\n%q", round, got, walkErr, cmds)
 		}
 		if walkErr != nil {
 			failed++

@@ -172,7 +172,11 @@ func (c *Command) resolveTargets(rs *ir.Ruleset) ([]*ir.Rule, *failure) {
 	if !c.Kind.isRuleCommand() || c.skip || c.target == "" {
 		return c.Rules, nil
 	}
-	isChain := rs == nil || c.chains.chain(rs, c.target) != nil
+	var ch *ir.Chain
+	if rs != nil {
+		ch = c.chains.chain(rs, c.target)
+	}
+	isChain := rs == nil || ch != nil
 	ext, std := findTarget(c.Family, c.target)
 	switch {
 	case isChain && rs != nil:
@@ -187,9 +191,14 @@ func (c *Command) resolveTargets(rs *ir.Ruleset) ([]*ir.Rule, *failure) {
 		if !c.ownsRules {
 			rules = make([]*ir.Rule, len(c.Rules))
 		}
+		// The chain's own name (equal to c.target): the rule holds no
+		// copy of it, and the later lookups of the target (the jump
+		// graph's, the compile's) compare equal strings by their
+		// pointers, not byte by byte.
+		name := ch.Name
 		for i, r := range c.Rules {
 			rules[i] = c.ownRule(r)
-			rules[i].Target = ir.Target{Kind: kind, Chain: c.target}
+			rules[i].Target = ir.Target{Kind: kind, Chain: name}
 		}
 		return rules, nil
 	case c.gotoSet && !isChain:
