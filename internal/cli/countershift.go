@@ -91,7 +91,7 @@ func firstSourceDiffering(a, b []dataplane.CounterSource) int {
 // (the command's -c, or zero), the policies of a committed table restart
 // from zero and the others count on.
 func shiftedCounterSources(rs *ir.Ruleset, s counterShift, committed []string) []dataplane.CounterSource {
-	src := make([]dataplane.CounterSource, numCountersByChain(rs))
+	src := make([]dataplane.CounterSource, numCounters(rs))
 	prefault.Slice(src)
 	end := s.at + len(s.added)
 	for i := range src {
@@ -131,20 +131,6 @@ func rulesOf(t *ir.Ruleset) int {
 	n := 0
 	for _, c := range t.Chains {
 		n += len(c.Rules)
-	}
-	return n
-}
-
-// numCountersByChain is numCounters, counted chain by chain.
-func numCountersByChain(rs *ir.Ruleset) int {
-	n := compiler.NumChains + rulesOf(rs)
-	for _, t := range rs.Tables {
-		for _, name := range ir.TableBuiltins(t.Table) {
-			if t.Chain(name) != nil {
-				n++
-			}
-		}
-		n += rulesOf(t)
 	}
 	return n
 }

@@ -120,6 +120,11 @@ func TestNumberHandlesFrom(t *testing.T) {
 	}
 	orderChains(rs)
 	n := numCounters(rs)
+	walked := compiler.NumChains
+	compiler.ForEachCounter(rs, func(int, compiler.RuleRef, *ir.Chain, *ir.Rule) { walked++ })
+	if n != walked {
+		t.Fatalf("numCounters %d, ForEachCounter's layout %d", n, walked)
+	}
 	for from := 0; from <= n+1; from++ {
 		dataplane.ApplyCounters(rs, nil)
 		const stale = 999

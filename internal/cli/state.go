@@ -67,10 +67,19 @@ func counterIndex(rs *ir.Ruleset) map[*ir.Rule]int {
 	return idx
 }
 
-// numCounters returns the number of counters of rs.
+// numCounters returns the number of counters of rs, in
+// compiler.ForEachCounter's layout, counted chain by chain (rulesOf), not
+// rule by rule.
 func numCounters(rs *ir.Ruleset) int {
-	n := compiler.NumChains
-	compiler.ForEachCounter(rs, func(int, compiler.RuleRef, *ir.Chain, *ir.Rule) { n++ })
+	n := compiler.NumChains + rulesOf(rs)
+	for _, t := range rs.Tables {
+		for _, name := range ir.TableBuiltins(t.Table) {
+			if t.Chain(name) != nil {
+				n++
+			}
+		}
+		n += rulesOf(t)
+	}
 	return n
 }
 
