@@ -944,7 +944,7 @@ func (fl *flattener) precomputeTerms() {
 // its table (byName), nil if none: what chainNamed would return, looked up
 // ahead on all CPUs (a kube-proxy ruleset has about 230,000 jumps).
 func resolveJump(inf *ruleInfo, r *ir.Rule, byName map[string]*ir.Chain) {
-	if r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto {
+	if r.Target.Jumps() {
 		inf.jump, inf.jumpResolved = byName[r.Target.Chain], true
 	}
 }

@@ -74,7 +74,7 @@ func resolveJumps(rs *ir.Ruleset) *jumpIndex {
 			out := p.tj.targets[p.tj.start[i]:p.tj.start[i+1]]
 			for j, r := range p.tj.chains[i].Rules[:len(out)] {
 				out[j] = noJump
-				if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
+				if !r.Target.Jumps() {
 					continue
 				}
 				if t, ok := p.tj.index[r.Target.Chain]; ok {
@@ -132,7 +132,7 @@ func (tj *tableJumps) target(i, j int, r *ir.Rule) (k int32, ok bool) {
 	if i >= len(tj.chains) || j >= int(tj.start[i+1]-tj.start[i]) {
 		return noJump, false
 	}
-	jump := r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto
+	jump := r.Target.Jumps()
 	k = tj.targets[int(tj.start[i])+j]
 	if k == noJump {
 		return noJump, !jump

@@ -128,7 +128,7 @@ func reachesTarget(t *ir.Ruleset, c *ir.Chain, is func(*ir.Target) bool, seen ma
 		if is(&r.Target) {
 			return true
 		}
-		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
+		if !r.Target.Jumps() {
 			continue
 		}
 		if next := t.Chain(r.Target.Chain); next != nil && reachesTarget(t, next, is, seen) {

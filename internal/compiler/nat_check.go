@@ -148,7 +148,7 @@ func natReachChecks(nat *ir.Ruleset, fam ir.Family, jumps *tableJumps) bool {
 func natJumpTargets(c *ir.Chain, i int32, index map[string]int32, jumps *tableJumps) []int32 {
 	var out []int32
 	for j, r := range c.Rules {
-		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
+		if !r.Target.Jumps() {
 			continue
 		}
 		if jumps != nil {

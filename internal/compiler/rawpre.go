@@ -60,7 +60,7 @@ func preRouteChain(t *ir.Ruleset, table string, c *ir.Chain, seen map[*ir.Chain]
 				return false
 			}
 		}
-		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
+		if !r.Target.Jumps() {
 			continue
 		}
 		if next := t.Chain(r.Target.Chain); next != nil && !preRouteChain(t, table, next, seen) {
@@ -146,7 +146,7 @@ func reachesMatch(t *ir.Ruleset, c *ir.Chain, seen map[*ir.Chain]bool, is func(i
 				return true
 			}
 		}
-		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
+		if !r.Target.Jumps() {
 			continue
 		}
 		if next := t.Chain(r.Target.Chain); next != nil && reachesMatch(t, next, seen, is) {

@@ -142,7 +142,7 @@ func (fl *flattener) natViewFree(c *ir.Chain, st *chainState) bool {
 		if !fl.viewFreeAt(infos, c, i, r) {
 			return false
 		}
-		if r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto {
+		if r.Target.Jumps() {
 			t, tst := fl.jumpStateOf(infos, c, i, r)
 			if t == nil || t.Builtin || !fl.natViewFree(t, tst) {
 				return false
@@ -334,7 +334,7 @@ func (fl *flattener) reachesTTLOf(c *ir.Chain, st *chainState) bool {
 			st.ttl = ttlYes
 			return true
 		}
-		if r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto {
+		if r.Target.Jumps() {
 			if t, tst := fl.jumpStateOf(infos, c, i, r); t != nil && fl.reachesTTLOf(t, tst) {
 				st.ttl = ttlYes
 				return true
@@ -496,7 +496,7 @@ func (fl *flattener) height(c *ir.Chain, st *chainState) (int, error) {
 	h := 0
 	infos := st.infos
 	for i, r := range c.Rules {
-		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
+		if !r.Target.Jumps() {
 			continue
 		}
 		t, tst := fl.jumpStateOf(infos, c, i, r)

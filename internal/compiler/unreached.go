@@ -58,7 +58,7 @@ func (fl *flattener) checkUnreached(chain *ir.Chain, hook int) error {
 // (r, whose ruleInfo is inf) of chain jumps or goes to from hook; nothing
 // for a rule of another target.
 func (fl *flattener) checkJumpUnreached(chain *ir.Chain, i int, r *ir.Rule, inf *ruleInfo, hook int) error {
-	if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
+	if !r.Target.Jumps() {
 		return nil
 	}
 	target, _, err := fl.jumpTarget(chain, i, r, inf)

@@ -97,19 +97,14 @@ func (c *Command) localChange(table *ir.Ruleset) (hook hookMask, ok bool) {
 		return 0, false // a jump (resolveTargets)
 	}
 	for _, r := range c.Rules {
-		if isJump(r.Target) {
+		if r.Target.Jumps() {
 			return 0, false
 		}
 	}
-	if c.Kind == CmdDeleteNum && c.RuleNum >= 1 && c.RuleNum <= len(ch.Rules) && isJump(ch.Rules[c.RuleNum-1].Target) {
+	if c.Kind == CmdDeleteNum && c.RuleNum >= 1 && c.RuleNum <= len(ch.Rules) && ch.Rules[c.RuleNum-1].Target.Jumps() {
 		return 0, false
 	}
 	return hook, true
-}
-
-// isJump reports whether t jumps or goes to a chain.
-func isJump(t ir.Target) bool {
-	return t.Kind == ir.TargetJump || t.Kind == ir.TargetGoto
 }
 
 // checkLocal applies validate's checks to the rules a localChange added
@@ -411,7 +406,7 @@ func references(rs *ir.Ruleset, name string) int {
 	n := 0
 	for _, ch := range rs.Chains {
 		for _, r := range ch.Rules {
-			if (r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto) && r.Target.Chain == name {
+			if r.Target.Jumps() && r.Target.Chain == name {
 				n++
 			}
 		}
@@ -479,7 +474,7 @@ func renameChain(rs *ir.Ruleset, oldName, newName string) *failure {
 	rs.RenameChain(ch, newName)
 	for _, c := range rs.Chains {
 		for _, r := range c.Rules {
-			if (r.Target.Kind == ir.TargetJump || r.Target.Kind == ir.TargetGoto) && r.Target.Chain == oldName {
+			if r.Target.Jumps() && r.Target.Chain == oldName {
 				r.Target.Chain = newName
 			}
 		}

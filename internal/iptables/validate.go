@@ -270,7 +270,7 @@ func (g *jumpGraph) targetsOf(c int32) []int32 {
 	}
 	t := []int32{}
 	for _, r := range g.rs.Chains[c].Rules {
-		if r.Target.Kind != ir.TargetJump && r.Target.Kind != ir.TargetGoto {
+		if !r.Target.Jumps() {
 			continue
 		}
 		next, ok := g.lookup(r.Target.Chain)

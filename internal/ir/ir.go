@@ -637,6 +637,9 @@ type Target struct {
 	Set *SetTarget
 }
 
+// Jumps reports whether t jumps or goes to a chain (-j CHAIN, -g CHAIN).
+func (t Target) Jumps() bool { return t.Kind == TargetJump || t.Kind == TargetGoto }
+
 // LogOptions are the options of the LOG target.
 type LogOptions struct {
 	// Level is the syslog level 0–7 (default 4, warning).
