@@ -170,7 +170,7 @@ static __always_inline int xfw_fp_csum_unfinished(struct xdp_md *ctx, struct xfw
 	l4len = p->l3len - (p->thoff - p->l3_off);
 	sum = xfw_fp_words(p->src_hi) + xfw_fp_words(p->src_lo) + xfw_fp_words(p->dst_hi) +
 	      xfw_fp_words(p->dst_lo) + p->proto + l4len;
-	sum = xfw_nat6_fold(sum);
+	sum = xfw_csum_fold(sum);
 	return bpf_ntohs(*field) == sum || (sum == 0xffff && *field == 0);
 }
 

@@ -58,22 +58,12 @@ static __always_inline void xfw_nat6_put(__u8 *b, __u64 hi, __u64 lo)
 	*(__u32 *)(b + 12) = bpf_htonl((__u32)lo);
 }
 
-/* xfw_nat6_fold folds a 64-bit one's complement sum to 16 bits. */
-static __always_inline __u32 xfw_nat6_fold(__u64 s)
-{
-	s = (s & 0xffffffff) + (s >> 32);
-	s = (s & 0xffffffff) + (s >> 32);
-	s = (s & 0xffff) + (s >> 16);
-	s = (s & 0xffff) + (s >> 16);
-	return (s & 0xffff) + (s >> 16);
-}
-
 /* xfw_nat6_csum_update returns the full checksum field f (as the packet
  * holds it) updated by delta, the one's complement sum of what the change
  * adds and removes (RFC 1624: HC' = ~(~HC + ~m + m')). */
 static __always_inline __u32 xfw_nat6_csum_update(__u32 f, __u64 delta)
 {
-	return ~xfw_nat6_fold((__u64)(~f & 0xffff) + delta) & 0xffff;
+	return ~xfw_csum_fold((__u64)(~f & 0xffff) + delta) & 0xffff;
 }
 
 /* xfw_nat6_csum returns checksum field f (as the packet holds it, loaded
@@ -85,7 +75,7 @@ static __always_inline __u32 xfw_nat6_csum_update(__u32 f, __u64 delta)
 static __always_inline __u32 xfw_nat6_csum(__u32 f, __u32 pseudo, __u32 diff, __u32 oldport, __u32 port)
 {
 	if (f == pseudo)
-		return xfw_nat6_fold((__u64)f + diff);
+		return xfw_csum_fold((__u64)f + diff);
 	return xfw_nat6_csum_update(f, (__u64)diff + (~oldport & 0xffff) + port);
 }
 
@@ -125,7 +115,7 @@ __attribute__((noinline)) int xfw_nat6_rewrite_xdp(struct xdp_md *ctx, struct xf
 	if (p->proto == IPPROTO_TCP || f != 0) {
 		/* The pseudo-header: both addresses, the length and the
 		 * protocol as 32-bit words in network order. */
-		pseudo = xfw_nat6_fold((__u64)(__u32)bpf_csum_diff(0, 0, (__be32 *)b->ip, XFW_NAT6_ADDRS_LEN, 0) +
+		pseudo = xfw_csum_fold((__u64)(__u32)bpf_csum_diff(0, 0, (__be32 *)b->ip, XFW_NAT6_ADDRS_LEN, 0) +
 				       bpf_htonl(p->l4_end - p->l4_off) + bpf_htonl(p->proto));
 		diff = bpf_csum_diff((__be32 *)old, XFW_NAT6_ADDR_LEN, (__be32 *)b->na, XFW_NAT6_ADDR_LEN, 0);
 		f = xfw_nat6_csum(f, pseudo, diff, oldport, port);

@@ -205,8 +205,9 @@ static __always_inline __u64 xfw_be64(const __u8 *b)
  * options (20 bytes). */
 #define XFW_IPV4_MIN_WORDS 10
 
-/* xfw_csum_fold folds a one's complement sum of 16-bit words, accumulated
- * in 64 bits, to 16 bits (end-around carries). */
+/* xfw_csum_fold folds a one's complement sum of 16- or 32-bit words,
+ * accumulated in 64 bits, to 16 bits (end-around carries): the one fold
+ * of the data plane's checksums (the parser's, REJECT's, NAT's). */
 static __always_inline __u32 xfw_csum_fold(__u64 sum)
 {
 	sum = (sum & 0xffffffff) + (sum >> 32);

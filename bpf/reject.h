@@ -299,7 +299,7 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 static __always_inline int xfw_rj_rst4_partial(struct __sk_buff *skb, struct xfw_rj *r)
 {
 	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
-	__u64 l3 = xfw_rj_l3(r), sum;
+	__u64 l3 = xfw_rj_l3(r);
 	__u8 *th;
 
 	if (!l3)
@@ -307,9 +307,7 @@ static __always_inline int xfw_rj_rst4_partial(struct __sk_buff *skb, struct xfw
 	th = data + l3 + XFW_RJ_IP4_HLEN;
 	if ((void *)(th + XFW_RJ_TCP_HLEN) > data_end)
 		return -1;
-	sum = (__u64)r->saddr[0] + r->daddr[0] + bpf_htons(IPPROTO_TCP) + bpf_htons(XFW_RJ_TCP_HLEN);
-	*(__u16 *)(th + 16) = (__u16)xfw_rj_fold(sum);
-	bpf_csum_level(skb, BPF_CSUM_LEVEL_INC);
+	xfw_rj_rst4_psum(skb, th, r->saddr[0], r->daddr[0]);
 	return 0;
 }
 

@@ -25,15 +25,18 @@
 #include "reject_structs.h"
 #include "reject_maps.h"
 
-/* xfw_rj_fold folds a 64-bit sum of 16/32-bit words into 16 bits. */
-static __always_inline __u32 xfw_rj_fold(__u64 sum)
+/* xfw_rj_rst4_psum writes into the IPv4 RST whose TCP header is at th
+ * (20 bytes, checked by the caller) the checksum field the kernel's has
+ * where lo never completes it: the pseudo-header sum of saddr, daddr
+ * (network order), TCP and its length (nf_reject_ip_tcphdr_put leaves the
+ * rest to the device, CHECKSUM_PARTIAL); skb is marked verified, so TCP
+ * takes the RST as the kernel's. */
+static __always_inline void xfw_rj_rst4_psum(struct __sk_buff *skb, __u8 *th, __u32 saddr, __u32 daddr)
 {
-	/* Four folds bring any 64-bit value below 2^16. */
-	sum = (sum & 0xffffffff) + (sum >> 32);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return (__u32)sum;
+	__u64 sum = (__u64)saddr + daddr + bpf_htons(IPPROTO_TCP) + bpf_htons(XFW_RJ_TCP_HLEN);
+
+	*(__u16 *)(th + 16) = (__u16)xfw_csum_fold(sum);
+	bpf_csum_level(skb, BPF_CSUM_LEVEL_INC);
 }
 
 /* Checking the offending packet's transport checksum, as the kernel's
@@ -164,7 +167,7 @@ static __always_inline __u32 xfw_rj_sum_span(void *ctx, int xdp, struct xfw_rj_s
 			return XFW_RJ_CSUM_ERR;
 		sum += (__u32)r;
 	}
-	return xfw_rj_fold(sum);
+	return xfw_csum_fold(sum);
 }
 
 /* xfw_rj_csum returns the folded sum of the reply REJECT writes (len
@@ -279,14 +282,14 @@ static __always_inline int xfw_rj_csum_ok(void *ctx, int xdp, const struct xfw_p
 		if (r < 0)
 			return XFW_RJ_VERIFY_BAD;
 		pseudo += (__u32)r;
-		if (has_check && check == (__u16)xfw_rj_fold(pseudo))
+		if (has_check && check == (__u16)xfw_csum_fold(pseudo))
 			return XFW_RJ_VERIFY_OK; /* CHECKSUM_PARTIAL form */
 	}
 	n = xfw_rj_sum_span(ctx, xdp, sc, l4, len, pseudo);
 	if (n >= XFW_RJ_CSUM_ERR)
 		return XFW_RJ_VERIFY_BAD;
 	if (hdelta)
-		n = xfw_rj_fold((__u64)n + hdelta);
+		n = xfw_csum_fold((__u64)n + hdelta);
 	/* All ones: the checksum holds. Without a pseudo-header (IPv4, not
 	 * TCP or UDP) an all-zero payload holds too, the header's own sum
 	 * (all ones) being added. */
@@ -335,7 +338,7 @@ static __always_inline __u64 xfw_rj_sum_words(const __u32 *w, int n)
  * complement, stored as is. */
 static __always_inline __u16 xfw_rj_finish(__u64 sum)
 {
-	return (__u16)~xfw_rj_fold(sum);
+	return (__u16)~xfw_csum_fold(sum);
 }
 
 #endif /* XFW_REJECT_CSUM_H */

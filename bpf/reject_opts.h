@@ -316,7 +316,7 @@ __attribute__((noinline)) int xfw_rj_opts4_xdp(struct xdp_md *ctx, __u32 l3_off,
 	delta = bpf_csum_diff((__be32 *)sc->buf, n, (__be32 *)o->b, n, 0);
 	if (delta < 0)
 		return -1;
-	r->hdelta = xfw_rj_fold((__u32)delta);
+	r->hdelta = xfw_csum_fold((__u32)delta);
 	if (!echo)
 		return 0;
 	d = xfw_rj_opt_echo(r->opt, o->b, rr, ts, need, r->saddr[0], now);

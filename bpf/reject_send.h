@@ -37,7 +37,7 @@
  * redirected there at once.
  *
  * Includes: common.h, xfw_maps.h (interface facts), reject_structs.h,
- * reject_csum.h (the fold),
+ * reject_csum.h (xfw_rj_rst4_psum),
  * reject_rate.h, reject_route.h (the hop limit), mark_route.h (the
  * packet's mark in the metadata).
  */
@@ -315,7 +315,6 @@ static __always_inline int xfw_rj_lo_rst4_partial(struct __sk_buff *skb)
 	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
 	struct iphdr *ip = data + XFW_RJ_ETH_HLEN;
 	__u8 *th = (__u8 *)(ip + 1);
-	__u64 sum;
 
 	if (skb->protocol != bpf_htons(ETH_P_IP))
 		return 0;
@@ -323,9 +322,7 @@ static __always_inline int xfw_rj_lo_rst4_partial(struct __sk_buff *skb)
 		return -1;
 	if (ip->protocol != IPPROTO_TCP || ip->ihl * 4 != XFW_RJ_IP4_HLEN)
 		return 0;
-	sum = (__u64)ip->saddr + ip->daddr + bpf_htons(IPPROTO_TCP) + bpf_htons(XFW_RJ_TCP_HLEN);
-	*(__u16 *)(th + 16) = (__u16)xfw_rj_fold(sum);
-	bpf_csum_level(skb, BPF_CSUM_LEVEL_INC);
+	xfw_rj_rst4_psum(skb, th, ip->saddr, ip->daddr);
 	return 0;
 }
 

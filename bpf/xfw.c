@@ -1337,11 +1337,13 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 			xfw_ct_save(cs, p);
 		rc = xfw_tc_reject(skb, p, rj);
 		/* Routed out of another device, whose TC egress judges it:
-		 * the connection goes along (reject_ct.h). */
-		if (cs && rc != XFW_RJ_TC_LOCAL && rc != TC_ACT_SHOT)
-			xfw_rjct_put_tc(skb, p, cs);
-		if (rc != XFW_RJ_TC_LOCAL && rc != TC_ACT_SHOT)
+		 * the connection goes along (reject_ct.h), and the mark
+		 * tells that hook the reply's socket (xfw_rj_tc_routed). */
+		if (rc != XFW_RJ_TC_LOCAL && rc != TC_ACT_SHOT) {
+			if (cs)
+				xfw_rjct_put_tc(skb, p, cs);
 			skb->tc_index = XFW_RJ_ROUTED_MARK;
+		}
 		if (rc != XFW_RJ_TC_LOCAL)
 			return rc;
 		verdict = xfw_tc_reply_judge(skb, p, st, cs, XFW_LOOPBACK_IFINDEX);
