@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -278,13 +279,24 @@ func (c *rulesetCache) keepGeneration(fam ir.Family, kg *keptGeneration) {
 	g := kg.gen
 	kg.chunks = len(g.Chunks)
 	g.Chunks = nil
-	g.Rules = nil // numbered again from the ruleset at each use
+	// The rules' references stay (the changes in place keep them in
+	// counter order: compiler.AppendRule, InsertRule, DeleteRule), with
+	// room for the next command's rule, so that it need not number the
+	// whole ruleset again (runningGeneration).
+	if cap(g.Rules) == len(g.Rules) {
+		g.Rules = slices.Grow(g.Rules, keptRulesRoom)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := &c.entries[familySlot(fam)]; e.rs != nil {
 		e.gen = kg
 	}
 }
+
+// keptRulesRoom is how many more rule references a kept generation's
+// Rules gets room for when it has none left: a copy of the references
+// every so many appends instead of a numbering of the ruleset at every one.
+const keptRulesRoom = 256
 
 // takeGeneration returns fam's kept running generation, which the cache
 // forgets (the command changes it), when it is still what runs; else nil.
