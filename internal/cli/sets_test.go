@@ -121,3 +121,40 @@ func TestSetMatchSupport(t *testing.T) {
 		}
 	}
 }
+
+// TestSetChecksOneWalk: with a set match and a SET target the data plane
+// cannot serve in one ruleset (filter's match first, the target in a
+// later rule or another table), the SET target's failure is reported, as
+// when the targets were checked in a walk of their own before the matches.
+func TestSetChecksOneWalk(t *testing.T) {
+	withIpsetStore(t, ipset.NewMemStore(), nil)
+	match := &ir.Rule{
+		Matches: []ir.Match{&ir.SetMatch{Name: "nomatch", Dirs: ir.SetDirs{Dim: 1, Src: 1}}},
+		Target:  ir.Target{Kind: ir.TargetDrop},
+	}
+	target := &ir.Rule{Target: ir.Target{Kind: ir.TargetSet, Set: &ir.SetTarget{AddName: "notarget", AddDirs: ir.SetDirs{Dim: 1, Src: 1}}}}
+	for _, mangle := range []bool{false, true} {
+		rs := ir.NewRuleset(ir.IPv4)
+		in := rs.Chain("INPUT")
+		in.Rules = []*ir.Rule{match}
+		want := "xfw: table filter chain INPUT rule 2: --add-set notarget src: set notarget does not exist"
+		if mangle {
+			mt := ir.NewTable(ir.IPv4, ir.TableMangle)
+			mt.Chain("PREROUTING").Rules = []*ir.Rule{target}
+			rs.Tables = append(rs.Tables, mt)
+			want = "xfw: table mangle chain PREROUTING rule 1: --add-set notarget src: set notarget does not exist"
+		} else {
+			in.Rules = append(in.Rules, target)
+		}
+		var ie *iptables.Error
+		if err := checkDataPlaneSupport(rs, &ipsetLookup{}); !errors.As(err, &ie) || ie.Msg != want {
+			t.Errorf("mangle %v: got %v, want %q", mangle, err, want)
+		}
+		in.Rules = []*ir.Rule{match}
+		rs.Tables = nil
+		want = "xfw: chain INPUT rule 1: --match-set nomatch src: set nomatch does not exist"
+		if err := checkDataPlaneSupport(rs, &ipsetLookup{}); !errors.As(err, &ie) || ie.Msg != want {
+			t.Errorf("match alone: got %v, want %q", err, want)
+		}
+	}
+}
