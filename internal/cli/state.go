@@ -582,7 +582,12 @@ func keptReader(fam ir.Family, kg *keptGeneration) *generationReader {
 		case !slices.Equal(copied, read.Chunks):
 			gr.err = fmt.Errorf("%s: the idle bank's chunks (%d, %v of them there before) are not the running generation's", checkReuseEnv, len(copied), kg.idleChunks)
 		default:
-			if err := compiler.DiffGenerations(kg.gen, read); err != nil {
+			// A generation read back has no rule references; the
+			// kept ones are checked against the ruleset's
+			// (runningGeneration).
+			kept := *kg.gen
+			kept.Rules = nil
+			if err := compiler.DiffGenerations(&kept, read); err != nil {
 				gr.err = fmt.Errorf("%s: the kept generation is not the running one: %w", checkReuseEnv, err)
 			}
 		}
