@@ -397,7 +397,7 @@ func cacheableChange(kind iptables.CommandKind) bool {
 // refers to rs's rule slices, and a rule's round trip encodes the same).
 func (c *rulesetCache) store(fam ir.Family, rs *ir.Ruleset, enc *ir.Encoded, numbered int) {
 	stamp, ok := dataplane.SessionStamp(fam)
-	if ok && asDecoded(rs) != nil {
+	if ok && asDecodedFrom(rs, numbered) != nil {
 		ok = false
 	}
 	c.mu.Lock()
@@ -412,14 +412,26 @@ func (c *rulesetCache) store(fam ir.Family, rs *ir.Ruleset, enc *ir.Encoded, num
 // asDecoded replaces every rule of rs without a Handle (one the command
 // made) by what the binary form gives back of it; an empty chain's rules
 // are nil, as decoded.
-func asDecoded(rs *ir.Ruleset) error {
-	tables := append([]*ir.Ruleset{rs}, rs.Tables...)
-	for _, t := range tables {
+func asDecoded(rs *ir.Ruleset) error { return asDecodedFrom(rs, 0) }
+
+// asDecodedFrom is asDecoded for a ruleset whose rules before counter
+// index from (compiler.ForEachCounter's) all have their Handles: the
+// rules the command made lie at from or after it (keptGeneration.numbered),
+// so the chains wholly before it are not walked (every rule of the
+// ruleset was, at every served change).
+func asDecodedFrom(rs *ir.Ruleset, from int) error {
+	i := compiler.NumChains
+	chains := func(t *ir.Ruleset) error {
 		for _, ch := range t.Chains {
 			if len(ch.Rules) == 0 {
 				ch.Rules = nil
 			}
-			for i, r := range ch.Rules {
+			if i+len(ch.Rules) <= from {
+				i += len(ch.Rules)
+				continue
+			}
+			i += len(ch.Rules)
+			for k, r := range ch.Rules {
 				if r.Handle != 0 {
 					continue
 				}
@@ -427,8 +439,22 @@ func asDecoded(rs *ir.Ruleset) error {
 				if err != nil {
 					return err
 				}
-				ch.Rules[i] = rt
+				ch.Rules[k] = rt
 			}
+		}
+		return nil
+	}
+	if err := chains(rs); err != nil {
+		return err
+	}
+	for _, t := range rs.Tables {
+		for _, name := range ir.TableBuiltins(t.Table) {
+			if t.Chain(name) != nil {
+				i++ // its policy's counter
+			}
+		}
+		if err := chains(t); err != nil {
+			return err
 		}
 	}
 	return nil
