@@ -17,48 +17,29 @@ const statusSetUnsupported = iptables.StatusParameter
 
 // checkDataPlaneSupport refuses a ruleset whose set matches the data plane
 // cannot evaluate, in any chain (also one no base chain reaches yet, so
-// that whether a ruleset loads does not depend on its jumps), or whose SET
-// targets it cannot write, in any table (checkSetTarget: their failure
-// comes first).
-// Filter's rules are walked once for both (a served change walks every
-// rule of the ruleset).
+// that whether a ruleset loads does not depend on its jumps).
 func checkDataPlaneSupport(rs *ir.Ruleset, sets *ipsetLookup) error {
-	var matchErr error
+	if err := checkSetTargets(rs, sets); err != nil {
+		return err
+	}
 	for _, c := range rs.Chains {
 		for i, r := range c.Rules {
-			if err := checkSetTarget(ir.TableFilter, c, i, r, sets); err != nil {
-				return err
-			}
-			if matchErr == nil {
-				matchErr = checkSetMatches(c, i, r, sets)
-			}
-		}
-	}
-	for _, t := range rs.Tables {
-		if err := checkTableSetTargets(t, sets); err != nil {
-			return err
-		}
-	}
-	return matchErr
-}
-
-// checkSetMatches refuses r, rule i of chain c, when one of its set
-// matches names a set the data plane cannot evaluate.
-func checkSetMatches(c *ir.Chain, i int, r *ir.Rule, sets *ipsetLookup) error {
-	for _, m := range r.Matches {
-		sm, ok := m.(*ir.SetMatch)
-		if !ok {
-			continue
-		}
-		s, err := sets.set(sm.Name)
-		if err == nil {
-			err = settable.Usable(s)
-		}
-		if err != nil {
-			return &iptables.Error{
-				Status: statusSetUnsupported,
-				Msg: fmt.Sprintf("xfw: chain %s rule %d: --match-set %s %s: %v",
-					c.Name, i+1, sm.Name, sm.Dirs, err),
+			for _, m := range r.Matches {
+				sm, ok := m.(*ir.SetMatch)
+				if !ok {
+					continue
+				}
+				s, err := sets.set(sm.Name)
+				if err == nil {
+					err = settable.Usable(s)
+				}
+				if err != nil {
+					return &iptables.Error{
+						Status: statusSetUnsupported,
+						Msg: fmt.Sprintf("xfw: chain %s rule %d: --match-set %s %s: %v",
+							c.Name, i+1, sm.Name, sm.Dirs, err),
+					}
+				}
 			}
 		}
 	}

@@ -11,52 +11,45 @@ import (
 	"github.com/xfw-dev/xfw/internal/settable"
 )
 
-// checkTableSetTargets refuses table t when a SET target of its chains
-// (a ruleset's filter chains for the ruleset itself) writes a set the data
-// plane cannot write (settable.WriteUsable).
-func checkTableSetTargets(t *ir.Ruleset, sets *ipsetLookup) error {
-	for _, c := range t.Chains {
-		for i, r := range c.Rules {
-			if err := checkSetTarget(tableName(t), c, i, r, sets); err != nil {
-				return err
+// checkSetTargets refuses a ruleset whose SET targets write sets the data
+// plane cannot write (settable.WriteUsable), in any table and chain.
+func checkSetTargets(rs *ir.Ruleset, sets *ipsetLookup) error {
+	check := func(table string, chains []*ir.Chain) error {
+		for _, c := range chains {
+			for i, r := range c.Rules {
+				t := r.Target.Set
+				if r.Target.Kind != ir.TargetSet || t == nil {
+					continue
+				}
+				for _, w := range []struct {
+					opt, name string
+					dirs      ir.SetDirs
+				}{{"--add-set", t.AddName, t.AddDirs}, {"--del-set", t.DelName, t.DelDirs}} {
+					if w.dirs.Dim == 0 {
+						continue
+					}
+					s, err := sets.set(w.name)
+					if err == nil {
+						err = settable.WriteUsable(s)
+					}
+					if err != nil {
+						return &iptables.Error{
+							Status: statusSetUnsupported,
+							Msg: fmt.Sprintf("xfw: table %s chain %s rule %d: %s %s %s: %v",
+								table, c.Name, i+1, w.opt, w.name, w.dirs, err),
+						}
+					}
+				}
 			}
 		}
-	}
-	return nil
-}
-
-// tableName is t's table name, filter for a ruleset's own chains.
-func tableName(t *ir.Ruleset) string {
-	if t.Table == "" {
-		return ir.TableFilter
-	}
-	return t.Table
-}
-
-// checkSetTarget refuses r, rule i of chain c of table, when it is a SET
-// target writing a set the data plane cannot write.
-func checkSetTarget(table string, c *ir.Chain, i int, r *ir.Rule, sets *ipsetLookup) error {
-	t := r.Target.Set
-	if r.Target.Kind != ir.TargetSet || t == nil {
 		return nil
 	}
-	for _, w := range []struct {
-		opt, name string
-		dirs      ir.SetDirs
-	}{{"--add-set", t.AddName, t.AddDirs}, {"--del-set", t.DelName, t.DelDirs}} {
-		if w.dirs.Dim == 0 {
-			continue
-		}
-		s, err := sets.set(w.name)
-		if err == nil {
-			err = settable.WriteUsable(s)
-		}
-		if err != nil {
-			return &iptables.Error{
-				Status: statusSetUnsupported,
-				Msg: fmt.Sprintf("xfw: table %s chain %s rule %d: %s %s %s: %v",
-					table, c.Name, i+1, w.opt, w.name, w.dirs, err),
-			}
+	if err := check("filter", rs.Chains); err != nil {
+		return err
+	}
+	for _, t := range rs.Tables {
+		if err := check(t.Table, t.Chains); err != nil {
+			return err
 		}
 	}
 	return nil
