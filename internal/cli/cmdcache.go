@@ -417,8 +417,8 @@ func asDecoded(rs *ir.Ruleset) error { return asDecodedFrom(rs, 0) }
 // asDecodedFrom is asDecoded for a ruleset whose rules before counter
 // index from (compiler.ForEachCounter's) all have their Handles: the
 // rules the command made lie at from or after it (keptGeneration.numbered),
-// so the chains wholly before it are not walked (every rule of the
-// ruleset was, at every served change).
+// so the rules before it are not walked (every rule of the ruleset was, at
+// every served change).
 func asDecodedFrom(rs *ir.Ruleset, from int) error {
 	i := compiler.NumChains
 	chains := func(t *ir.Ruleset) error {
@@ -426,12 +426,9 @@ func asDecodedFrom(rs *ir.Ruleset, from int) error {
 			if len(ch.Rules) == 0 {
 				ch.Rules = nil
 			}
-			if i+len(ch.Rules) <= from {
-				i += len(ch.Rules)
-				continue
-			}
+			start := min(max(from-i, 0), len(ch.Rules))
 			i += len(ch.Rules)
-			for k, r := range ch.Rules {
+			for k, r := range ch.Rules[start:] {
 				if r.Handle != 0 {
 					continue
 				}
@@ -439,7 +436,7 @@ func asDecodedFrom(rs *ir.Ruleset, from int) error {
 				if err != nil {
 					return err
 				}
-				ch.Rules[k] = rt
+				ch.Rules[start+k] = rt
 			}
 		}
 		return nil

@@ -186,7 +186,7 @@ func TestCmdCacheRestoreMatchesDecode(t *testing.T) {
 // TestAsDecodedFrom: after a served change of a ruleset whose rules have
 // their Handles (filter chains and a nat table), the walk from the first
 // rule without one (keptGeneration.numbered) leaves the same ruleset as a
-// walk of every rule, with no rule left without a Handle.
+// walk of every rule, and a walk from past it leaves that rule alone.
 func TestAsDecodedFrom(t *testing.T) {
 	base := "*nat\n:PREROUTING ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n-A POSTROUTING -o eth0 -j MASQUERADE\nCOMMIT\n" +
 		"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:USER - [0:0]\n" +
@@ -232,6 +232,13 @@ func TestAsDecodedFrom(t *testing.T) {
 		}
 		if ruleAt(part, from) == made || !reflect.DeepEqual(all, part) {
 			t.Errorf("%s: the walk from counter %d differs from the whole walk", line, from)
+		}
+		// Nothing before from is walked: from one past the rule made,
+		// the rule stays as the command made it.
+		past := rs.Clone()
+		made = ruleAt(past, from)
+		if err := asDecodedFrom(past, from+1); err != nil || ruleAt(past, from) != made {
+			t.Errorf("%s: the walk from counter %d replaced the rule at %d (%v)", line, from+1, from, err)
 		}
 	}
 }
