@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -278,13 +279,24 @@ func (c *rulesetCache) keepGeneration(fam ir.Family, kg *keptGeneration) {
 	g := kg.gen
 	kg.chunks = len(g.Chunks)
 	g.Chunks = nil
-	g.Rules = nil // numbered again from the ruleset at each use
+	// The rules' references stay (the changes in place keep them in
+	// counter order: compiler.AppendRule, InsertRule, DeleteRule), with
+	// room for the next command's rule, so that it need not number the
+	// whole ruleset again (runningGeneration).
+	if cap(g.Rules) == len(g.Rules) {
+		g.Rules = slices.Grow(g.Rules, keptRulesRoom)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := &c.entries[familySlot(fam)]; e.rs != nil {
 		e.gen = kg
 	}
 }
+
+// keptRulesRoom is how many more rule references a kept generation's
+// Rules gets room for when it has none left: a copy of the references
+// every so many appends instead of a numbering of the ruleset at every one.
+const keptRulesRoom = 256
 
 // takeGeneration returns fam's kept running generation, which the cache
 // forgets (the command changes it), when it is still what runs; else nil.
@@ -385,7 +397,7 @@ func cacheableChange(kind iptables.CommandKind) bool {
 // refers to rs's rule slices, and a rule's round trip encodes the same).
 func (c *rulesetCache) store(fam ir.Family, rs *ir.Ruleset, enc *ir.Encoded, numbered int) {
 	stamp, ok := dataplane.SessionStamp(fam)
-	if ok && asDecoded(rs) != nil {
+	if ok && asDecodedFrom(rs, numbered) != nil {
 		ok = false
 	}
 	c.mu.Lock()
@@ -400,14 +412,23 @@ func (c *rulesetCache) store(fam ir.Family, rs *ir.Ruleset, enc *ir.Encoded, num
 // asDecoded replaces every rule of rs without a Handle (one the command
 // made) by what the binary form gives back of it; an empty chain's rules
 // are nil, as decoded.
-func asDecoded(rs *ir.Ruleset) error {
-	tables := append([]*ir.Ruleset{rs}, rs.Tables...)
-	for _, t := range tables {
+func asDecoded(rs *ir.Ruleset) error { return asDecodedFrom(rs, 0) }
+
+// asDecodedFrom is asDecoded for a ruleset whose rules before counter
+// index from (compiler.ForEachCounter's) all have their Handles: the
+// rules the command made lie at from or after it (keptGeneration.numbered),
+// so the rules before it are not walked (every rule of the ruleset was, at
+// every served change).
+func asDecodedFrom(rs *ir.Ruleset, from int) error {
+	i := compiler.NumChains
+	chains := func(t *ir.Ruleset) error {
 		for _, ch := range t.Chains {
 			if len(ch.Rules) == 0 {
 				ch.Rules = nil
 			}
-			for i, r := range ch.Rules {
+			start := min(max(from-i, 0), len(ch.Rules))
+			i += len(ch.Rules)
+			for k, r := range ch.Rules[start:] {
 				if r.Handle != 0 {
 					continue
 				}
@@ -415,8 +436,22 @@ func asDecoded(rs *ir.Ruleset) error {
 				if err != nil {
 					return err
 				}
-				ch.Rules[i] = rt
+				ch.Rules[start+k] = rt
 			}
+		}
+		return nil
+	}
+	if err := chains(rs); err != nil {
+		return err
+	}
+	for _, t := range rs.Tables {
+		for _, name := range ir.TableBuiltins(t.Table) {
+			if t.Chain(name) != nil {
+				i++ // its policy's counter
+			}
+		}
+		if err := chains(t); err != nil {
+			return err
 		}
 	}
 	return nil

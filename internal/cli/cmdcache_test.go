@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/dataplane"
 	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -180,4 +181,75 @@ func TestCmdCacheRestoreMatchesDecode(t *testing.T) {
 		}
 		rs = next
 	}
+}
+
+// TestAsDecodedFrom: after a served change of a ruleset whose rules have
+// their Handles (filter chains and a nat table), the walk from the first
+// rule without one (keptGeneration.numbered) leaves the same ruleset as a
+// walk of every rule, and a walk from past it leaves that rule alone.
+func TestAsDecodedFrom(t *testing.T) {
+	base := "*nat\n:PREROUTING ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n-A POSTROUTING -o eth0 -j MASQUERADE\nCOMMIT\n" +
+		"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:USER - [0:0]\n" +
+		"-A INPUT -s 10.0.0.1/32 -j ACCEPT\n-A INPUT -j USER\n-A FORWARD -p udp -m udp --dport 53 -j ACCEPT\n" +
+		"-A FORWARD -p tcp -m tcp --dport 22 -j DROP\n-A OUTPUT -d 10.0.0.2/32 -j ACCEPT\n-A USER -j RETURN\nCOMMIT\n"
+	for _, line := range []string{
+		"-A FORWARD -s 10.9.0.1/32 -p udp -m udp --sport 1000 -j ACCEPT",
+		"-I FORWARD -p icmp -j ACCEPT",
+		"-A INPUT -m comment --comment \"x y\" -j LOG --log-prefix \"in \"",
+		"-A OUTPUT -p tcp -m tcp --dport 80 -j REJECT --reject-with tcp-reset",
+		"-I USER 1 -s 192.0.2.7/32 -j DROP",
+	} {
+		rs := restoreText(t, nil, base, false)
+		orderChains(rs)
+		if err := asDecoded(rs); err != nil {
+			t.Fatal(err)
+		}
+		dataplane.ApplyCounters(rs, make([]ir.Counters, numCounters(rs)))
+		cmd, err := iptables.ParseCommandWith(ir.IPv4, splitArgs(line), iptables.ParseOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if _, err := cmd.Apply(rs); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		orderChains(rs)
+		from := -1
+		compiler.ForEachCounter(rs, func(i int, _ compiler.RuleRef, _ *ir.Chain, r *ir.Rule) {
+			if r != nil && r.Handle == 0 && from < 0 {
+				from = i
+			}
+		})
+		if from < compiler.NumChains {
+			t.Fatalf("%s: no rule made", line)
+		}
+		all, part := rs.Clone(), rs.Clone()
+		made := ruleAt(part, from)
+		if err := asDecoded(all); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if err := asDecodedFrom(part, from); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if ruleAt(part, from) == made || !reflect.DeepEqual(all, part) {
+			t.Errorf("%s: the walk from counter %d differs from the whole walk", line, from)
+		}
+		// Nothing before from is walked: from one past the rule made,
+		// the rule stays as the command made it.
+		past := rs.Clone()
+		made = ruleAt(past, from)
+		if err := asDecodedFrom(past, from+1); err != nil || ruleAt(past, from) != made {
+			t.Errorf("%s: the walk from counter %d replaced the rule at %d (%v)", line, from+1, from, err)
+		}
+	}
+}
+
+// ruleAt returns the rule with counter index i of rs.
+func ruleAt(rs *ir.Ruleset, i int) *ir.Rule {
+	var at *ir.Rule
+	compiler.ForEachCounter(rs, func(k int, _ compiler.RuleRef, _ *ir.Chain, r *ir.Rule) {
+		if k == i {
+			at = r
+		}
+	})
+	return at
 }

@@ -94,18 +94,35 @@ func reviveKeptLocked() {
 	dropKeptLocked()
 }
 
-// stillAttached reports whether at's interface still runs st's XDP program
-// (one netlink request).
+// stillAttached reports whether at's interface still runs st's XDP program:
+// from the links the network watch kept while it saw no change (an XDP
+// program attached or detached through netlink is a link change the watch
+// is told of before the request that made it returns: WatchNetwork), else
+// by one netlink request.
 func stillAttached(at keptAt, st *state) bool {
 	if at.st != st || at.ifindex == 0 {
+		return false
+	}
+	if links, kept := netFacts.keptLinks(); kept {
+		for _, l := range links {
+			if l.Attrs().Index == at.ifindex {
+				return runsXDP(l, at.prog)
+			}
+		}
 		return false
 	}
 	l, err := netlink.LinkByIndex(at.ifindex)
 	if err != nil {
 		return false
 	}
+	return runsXDP(l, at.prog)
+}
+
+// runsXDP reports whether l runs XDP program prog, attached through
+// netlink.
+func runsXDP(l netlink.Link, prog ebpf.ProgramID) bool {
 	x := l.Attrs().Xdp
-	return x != nil && x.Attached && ebpf.ProgramID(x.ProgId) == at.prog
+	return x != nil && x.Attached && ebpf.ProgramID(x.ProgId) == prog
 }
 
 // keepLocked records, at a session's end (still under xfw's lock), the
@@ -143,7 +160,7 @@ func findAttached(st *state) bool {
 		return false
 	}
 	for _, l := range links {
-		if x := l.Attrs().Xdp; x != nil && x.Attached && ebpf.ProgramID(x.ProgId) == prog {
+		if runsXDP(l, prog) {
 			session.kept = keptAt{st: st, ifindex: l.Attrs().Index, prog: prog}
 			return true
 		}

@@ -142,6 +142,18 @@ func (w *netWatch) linkList() (links []netlink.Link, kept bool, err error) {
 	return links, false, nil
 }
 
+// keptLinks returns the last link dump when the watch saw no change since
+// it was taken (kept true); otherwise kept is false: the caller asks the
+// kernel itself (no dump is taken here). The links are shared: read only.
+func (w *netWatch) keptLinks() (links []netlink.Link, kept bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.pollLocked() || w.links == nil || w.linksEpoch != w.epoch {
+		return nil, false
+	}
+	return w.links, true
+}
+
 // refreshUnannounced asks again for the links among ifaces whose XDP hook
 // may have changed unannounced: an XDP program attached through a bpf_link
 // is not notified, and only where xfw runs no XDP program of its own (a

@@ -48,10 +48,23 @@ type addrCmp struct {
 // addrKey normalises an address condition: "anywhere" in any spelling is
 // the zero value.
 func addrKey(a ir.AddrMatch) addrCmp {
-	if !a.Set || (!a.Invert && maskBits(a.Mask) == 0) {
+	if !a.Set || (!a.Invert && zeroMask(a.Mask)) {
 		return addrCmp{}
 	}
 	return addrCmp{a.Addr, a.Mask, a.Invert}
+}
+
+// zeroMask reports whether maskBits(m) is 0 (the zero Addr, 0.0.0.0 or
+// ::) without counting bits: -D and -C compare every rule's addresses of
+// the chain with it.
+func zeroMask(m netip.Addr) bool {
+	switch {
+	case m.Is4():
+		return m.As4() == [4]byte{}
+	case m.Is6():
+		return m.As16() == [16]byte{}
+	}
+	return true
 }
 
 // ifaceKey normalises an interface condition.

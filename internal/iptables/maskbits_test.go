@@ -13,7 +13,7 @@ func maskBitsOfSlice(m netip.Addr) int {
 
 // TestMaskBits: prefix lengths of contiguous masks of both families (and
 // IPv4-mapped ones), -1 for the others, 0 for the zero Addr; and the same
-// answer as over AsSlice's bytes.
+// answer as over AsSlice's bytes; zeroMask agrees with it on 0.
 func TestMaskBits(t *testing.T) {
 	type tc struct {
 		m    netip.Addr
@@ -30,7 +30,7 @@ func TestMaskBits(t *testing.T) {
 		}
 		cases = append(cases, tc{netip.AddrFrom16(m), bits})
 	}
-	for _, s := range []string{"255.0.255.0", "0.0.0.1", "::ffff:255.255.255.0", "ffff::1", "::ffff:0.0.0.0"} {
+	for _, s := range []string{"255.0.255.0", "0.0.0.1", "::ffff:255.255.255.0", "ffff::1", "::ffff:0.0.0.0", "::1", "128.0.0.1"} {
 		cases = append(cases, tc{netip.MustParseAddr(s), -1})
 	}
 	for _, c := range cases {
@@ -39,6 +39,9 @@ func TestMaskBits(t *testing.T) {
 		}
 		if got, slice := maskBits(c.m), maskBitsOfSlice(c.m); got != slice {
 			t.Errorf("%v: %d, over AsSlice %d", c.m, got, slice)
+		}
+		if zero := zeroMask(c.m); zero != (c.want == 0) {
+			t.Errorf("%v: zeroMask %v, maskBits %d", c.m, zero, c.want)
 		}
 	}
 }

@@ -631,6 +631,12 @@ func TestCmdServerInPlaceBesideNat(t *testing.T) {
 			if m := partialChunks.FindStringSubmatch(trace); m == nil || m[1] == m[2] || !partialSmall.MatchString(trace) {
 				t.Errorf("%v: the agent wrote the idle bank in full; its trace:\n%s", s.argv, trace)
 			}
+			// Nor does it number the rules again: the kept
+			// generation's references (checked against the ruleset's
+			// with XFW_CHECK_REUSE) serve.
+			if !strings.Contains(trace, "commit: rule references kept") {
+				t.Errorf("%v: the agent numbered the rules again; its trace:\n%s", s.argv, trace)
+			}
 		}
 		for _, port := range ports {
 			a, b := udpArrivals(t, own, port), udpArrivals(t, served, port)
