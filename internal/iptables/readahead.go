@@ -39,6 +39,73 @@ const batchLines = 256
 // applied: it bounds the memory of commands parsed but not yet applied.
 const aheadBatches = 16
 
+// startAheadBatches is how many batches may be read ahead while the base
+// ruleset is still being loaded (restorer.start): no line is applied
+// before it is, so with aheadBatches the workers stopped after 4,096
+// lines and waited for the running ruleset's decode (half a second of one
+// CPU for kube-proxy's 10,000 services) while the other CPUs idled. 1,024
+// batches are 262,144 lines, whose commands are the rules the restore
+// builds soon after anyway; the bound narrows to aheadBatches once the
+// base is there (aheadRoom.narrow).
+const startAheadBatches = 1024
+
+// aheadRoom is the bound on the batches read ahead: a token per batch,
+// taken by the reader before it hands a batch on and given back by the
+// applying goroutine when it takes the batch. startAheadBatches tokens
+// circulate at first; narrow keeps back all but aheadBatches of them.
+type aheadRoom struct {
+	tokens chan struct{}
+	// owed is how many tokens release still keeps back (narrow); only
+	// the applying goroutine uses it.
+	owed int
+}
+
+// newAheadRoom returns a room of startAheadBatches tokens.
+func newAheadRoom() *aheadRoom {
+	a := &aheadRoom{tokens: make(chan struct{}, startAheadBatches)}
+	for range startAheadBatches {
+		a.tokens <- struct{}{}
+	}
+	return a
+}
+
+// take waits for a token; false when stopped first.
+func (a *aheadRoom) take(stop <-chan struct{}) bool {
+	select {
+	case <-a.tokens:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
+// release gives back the token of a batch taken off the channel, unless
+// narrow still keeps tokens back. It never waits: at most as many tokens
+// as the channel holds are ever in circulation.
+func (a *aheadRoom) release() {
+	if a.owed > 0 {
+		a.owed--
+		return
+	}
+	a.tokens <- struct{}{}
+}
+
+// narrow brings the tokens in circulation down to aheadBatches: those
+// waiting unused are taken away now, the rest as batches are released.
+func (a *aheadRoom) narrow() {
+	keep := startAheadBatches - aheadBatches
+drain:
+	for keep > 0 {
+		select {
+		case <-a.tokens:
+			keep--
+		default:
+			break drain
+		}
+	}
+	a.owed = keep
+}
+
 // readLine is one line (fgets' chunk) of the input, or the error that
 // ended reading it.
 type readLine struct {
@@ -121,22 +188,25 @@ func aheadParsers() int {
 }
 
 // readAhead starts reading br in batches and parsing their command lines;
-// the batches arrive in order on the channel returned. Closing stop ends
-// the reading (a read already waiting for input ends when it returns).
-func (r *restorer) readAhead(br *bufio.Reader) (<-chan *lineBatch, chan struct{}) {
-	batches := make(chan *lineBatch, aheadBatches)
+// the batches arrive in order on the channel returned, each to be
+// released to room when taken. Closing stop ends the reading (a read
+// already waiting for input ends when it returns).
+func (r *restorer) readAhead(br *bufio.Reader) (<-chan *lineBatch, *aheadRoom, chan struct{}) {
+	room := newAheadRoom()
+	batches := make(chan *lineBatch, startAheadBatches)
 	jobs := make(chan *lineBatch, aheadBatches)
 	stop := make(chan struct{})
 	for range r.parsers {
 		go r.parseBatches(jobs)
 	}
-	go r.readBatches(br, batches, jobs, stop)
-	return batches, stop
+	go r.readBatches(br, batches, jobs, room, stop)
+	return batches, room, stop
 }
 
 // readBatches reads the input into batches, sent in order on batches and,
-// those with command lines, on jobs to be parsed.
-func (r *restorer) readBatches(br *bufio.Reader, batches, jobs chan<- *lineBatch, stop <-chan struct{}) {
+// those with command lines, on jobs to be parsed; each batch waits for a
+// token of room.
+func (r *restorer) readBatches(br *bufio.Reader, batches, jobs chan<- *lineBatch, room *aheadRoom, stop <-chan struct{}) {
 	defer close(jobs)
 	defer close(batches)
 	var tables tableTracker
@@ -163,7 +233,7 @@ func (r *restorer) readBatches(br *bufio.Reader, batches, jobs chan<- *lineBatch
 			b.lines = append(b.lines, l)
 		}
 		if end || len(b.lines) >= batchLines || !lineBuffered(br) {
-			if !sendBatch(b, batches, jobs, stop) || end {
+			if !room.take(stop) || !sendBatch(b, batches, jobs, stop) || end {
 				return
 			}
 			b = newLineBatch()

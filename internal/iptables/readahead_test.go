@@ -6,8 +6,10 @@ import (
 	"io"
 	"math/rand"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -270,5 +272,83 @@ func TestRestoreOntoBase(t *testing.T) {
 	_, err = RestoreOnto(ir.IPv4, strings.NewReader("*filter\n-A INPUT --bogus\nCOMMIT\n"), func() (*ir.Ruleset, error) { return nil, unreadable }, RestoreOptions{})
 	if !errors.Is(err, unreadable) {
 		t.Errorf("error %v, want base's", err)
+	}
+}
+
+// linesAtATime returns up to linesPerRead lines of its input per Read,
+// counting the lines read: how far a restore has read ahead.
+type linesAtATime struct {
+	lines []string
+	part  string
+	read  atomic.Int64
+}
+
+// linesPerRead is how many lines a linesAtATime Read returns: the reader
+// ends a batch where the buffered lines end, so each batch is 64 lines.
+const linesPerRead = 64
+
+// Read returns (the rest of) the next linesPerRead lines.
+func (l *linesAtATime) Read(p []byte) (int, error) {
+	if l.part == "" {
+		i := int(l.read.Load())
+		if i >= len(l.lines) {
+			return 0, io.EOF
+		}
+		j := min(i+linesPerRead, len(l.lines))
+		l.part = strings.Join(l.lines[i:j], "")
+		l.read.Store(int64(j))
+	}
+	n := copy(p, l.part)
+	l.part = l.part[n:]
+	return n, nil
+}
+
+// TestRestoreReadsAheadDuringBase checks that the input is read and
+// parsed further ahead than aheadBatches while the base ruleset loads:
+// base waits until 9,000 of 10,000 lines were read (with aheadBatches
+// alone, batches of 64 lines here, the reader stopped at about 1,200
+// until base returned).
+func TestRestoreReadsAheadDuringBase(t *testing.T) {
+	const rules = 10000
+	in := &linesAtATime{lines: []string{"*filter\n"}}
+	for i := range rules {
+		in.lines = append(in.lines, fmt.Sprintf("-A INPUT -s 10.%d.%d.1 -j ACCEPT\n", i/256, i%256))
+	}
+	in.lines = append(in.lines, "COMMIT\n")
+	base := func() (*ir.Ruleset, error) {
+		for deadline := time.Now().Add(10 * time.Second); in.read.Load() < 9000; {
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("%d lines read ahead while the base loads, want 9000 or more", in.read.Load())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return nil, nil
+	}
+	rs, err := restoreWith(ir.IPv4, in, base, RestoreOptions{}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rs.Chain("INPUT").Rules); n != rules {
+		t.Errorf("%d rules in INPUT, want %d", n, rules)
+	}
+}
+
+// TestAheadRoomNarrow checks that narrow brings the tokens in circulation
+// down to aheadBatches, whether the reader had taken few or most.
+func TestAheadRoomNarrow(t *testing.T) {
+	for _, taken := range []int{0, 3, aheadBatches, 1000, startAheadBatches} {
+		a := newAheadRoom()
+		for range taken {
+			if !a.take(nil) {
+				t.Fatal("no token")
+			}
+		}
+		a.narrow()
+		for range taken {
+			a.release()
+		}
+		if got := len(a.tokens); got != aheadBatches || a.owed != 0 {
+			t.Errorf("%d taken: %d tokens, %d owed after narrow and release, want %d and 0", taken, got, a.owed, aheadBatches)
+		}
 	}
 }

@@ -206,12 +206,16 @@ func (r *restorer) run(br *bufio.Reader) error {
 			}
 		}
 	} else {
-		batches, stop := r.readAhead(br)
+		batches, room, stop := r.readAhead(br)
 		defer close(stop)
+		// The lines are read and parsed further ahead while the base
+		// loads (startAheadBatches).
 		if err := r.start(); err != nil {
 			return err
 		}
+		room.narrow()
 		for b := range batches {
+			room.release()
 			<-b.parsed
 			for i := range b.lines {
 				if err := r.process(&b.lines[i]); err != nil {
