@@ -481,6 +481,31 @@ static __always_inline int xfw_xdp_slot(struct xfw_pending *st, __u32 fi)
 	return 1;
 }
 
+/* xfw_xdp_nat_track tracks p, received on iif (not loopback's), which
+ * xfw_nat_pre has just translated by its connection's mapping, before
+ * routing, as the kernel's PREROUTING tracks a packet before its nat hook
+ * (the tracker keys the connection by the translated tuple). A packet the
+ * tracker finds INVALID (a TCP segment out of the window, SCTP with a
+ * wrong verification tag) has no connection in the kernel
+ * (nf_conntrack_in leaves skb->_nfct NULL), and nf_nat_inet_fn leaves it
+ * as it came: its wire tuple is given back, routed and judged as it
+ * came. p->nat_pre records the tracking (the hook does not track p
+ * again). Returns 0, or -1 when the packet must be dropped (a failed
+ * write). */
+static __always_inline int xfw_xdp_nat_track(struct xdp_md *ctx, struct xfw_pkt *p)
+{
+	struct xfw_ct_scratch *cs = xfw_ct_scratch_get(0);
+
+	if (!cs)
+		return 0;
+	xfw_ct_load_xdp(ctx, p, cs);
+	p->ct = xfw_ct_track(p, cs, XFW_CTM_TRACK);
+	p->nat_pre = XFW_NATPRE_TRACKED;
+	if ((p->ct & 7) != XFW_CTS_INVALID)
+		return 0;
+	return xfw_nat_pre_undo_xdp(ctx, p);
+}
+
 /* xfw_xdp_judged is the XDP hook's work; xfw_xdp brackets it for
  * quiescence (generation.h). */
 static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
@@ -577,9 +602,11 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	/* Their mark (-j MARK) routes the packet (mark_route.h). */
 	st->route_mark = p->mark;
 	/* A later packet of a translated connection: DNAT before routing
-	 * (not an untracked one: the kernel translates connections). */
-	if (!xfw_notracked(st))
-		xfw_nat_pre(ctx, p);
+	 * (not an untracked one: the kernel translates connections), kept
+	 * when the tracker finds it INVALID. */
+	if (!xfw_notracked(st) && xfw_nat_pre(ctx, p) && iif != XFW_LOOPBACK_IFINDEX &&
+	    xfw_ct_active(st->slot) && xfw_xdp_nat_track(ctx, p))
+		return XDP_DROP;
 	XFW_BENCH_AT(XFW_BS_NATPRE, XDP_PASS);
 	route = xfw_route(ctx, p, iif);
 	XFW_BENCH_AFTER(XFW_BS_FIB, XFW_BS_FIB, XDP_PASS);
@@ -637,7 +664,8 @@ routed:
 		/* Exempted by raw PREROUTING before routing: untracked
 		 * (p->ct says UNTRACKED), no connection. */
 		cs = xfw_notracked(st) ? 0 : xfw_ct_scratch_get(0);
-		if (cs) {
+		/* (Tracked already when translated before routing.) */
+		if (cs && p->nat_pre != XFW_NATPRE_TRACKED) {
 			xfw_ct_load_xdp(ctx, p, cs);
 			p->ct = xfw_ct_track(p, cs, iif == XFW_LOOPBACK_IFINDEX ? XFW_CTM_LO_INPUT
 									    : XFW_CTM_TRACK);
