@@ -341,6 +341,41 @@ static __always_inline int xfw_nat_out_judged(struct __sk_buff *skb)
 	return 1;
 }
 
+/* xfw_nat_keep_xdp marks a forwarded packet FORWARD accepted without a
+ * connection (INVALID: the kernel's conntrack attaches none) for
+ * xfw_tc_egress, once a translated connection may exist: the kernel's
+ * POSTROUTING nat hook leaves such a packet as it came (nf_nat_inet_fn),
+ * where xfw_nat_fwd_tc would translate it by its tuple (a DNAT's reply,
+ * an SNAT's original direction). XDP metadata XFW_NAT_KEEP_META_MAGIC,
+ * which xfw_tc_ingress turns into skb->tc_index XFW_NAT_KEEP_MARK; a
+ * driver without XDP metadata leaves the packet unmarked (translated,
+ * docs/differences.md). Returns 0. A global function. */
+__attribute__((noinline)) int xfw_nat_keep_xdp(struct xdp_md *ctx)
+{
+	struct xfw_rj_meta *m;
+
+	if (!ctx || !xfw_nat_enabled())
+		return 0;
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct xfw_rj_meta)))
+		return 0;
+	m = (void *)(long)ctx->data_meta;
+	if ((void *)(m + 1) > (void *)(long)ctx->data)
+		return 0;
+	m->magic = XFW_NAT_KEEP_META_MAGIC;
+	m->ifindex = 0;
+	return 0;
+}
+
+/* xfw_nat_kept reports whether skb is a packet xfw_nat_keep_xdp marked
+ * (and clears the mark). */
+static __always_inline int xfw_nat_kept(struct __sk_buff *skb)
+{
+	if (skb->tc_index != XFW_NAT_KEEP_MARK)
+		return 0;
+	skb->tc_index = 0;
+	return 1;
+}
+
 /* Replies delivered through loopback, not judged again there: the
  * translated tuple → packets on their way. LRU: a count left behind by a
  * packet lost on the way is forgotten in time. */

@@ -768,6 +768,11 @@ routed:
 		if (cs && chain == XFW_CHAIN_INPUT && iif != XFW_LOOPBACK_IFINDEX &&
 		    xfw_nat_in_xdp(ctx, p, cs) < 0)
 			return XDP_DROP;
+		/* Forwarded without a connection: POSTROUTING leaves it
+		 * as it came (nat_out.h); before the mark, which the
+		 * metadata holds first. */
+		if (cs && chain == XFW_CHAIN_FORWARD && (p->ct & 7) == XFW_CTS_INVALID)
+			xfw_nat_keep_xdp(ctx);
 		/* The mark the walk left, for the kernel (mark_kernel.h). */
 		if ((p->mark | st->route_mark) &&
 		    xfw_xdp_mark_out(ctx, sc, (__u64)chain << 32 | oif, iif))
@@ -910,10 +915,11 @@ __attribute__((noinline)) int xfw_tc_nat_src(struct __sk_buff *skb, struct xfw_p
 
 /* xfw_tc_forwarded is the TC hook's work for a forwarded packet, judged
  * at ingress: once a translated connection exists (nat.h), a reply of
- * one gets its original source back. A global function. */
+ * one gets its original source back; not a packet FORWARD saw without
+ * a connection (xfw_nat_kept). A global function. */
 __attribute__((noinline)) int xfw_tc_forwarded(struct __sk_buff *skb, struct xfw_pkt *p)
 {
-	if (!skb || !p || !xfw_nat_enabled() || skb->vlan_present)
+	if (!skb || !p || xfw_nat_kept(skb) || !xfw_nat_enabled() || skb->vlan_present)
 		return TC_ACT_OK;
 	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE || p->vlan)
 		return TC_ACT_OK;

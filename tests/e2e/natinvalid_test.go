@@ -1,0 +1,218 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
+)
+
+// INVALID packets of translated connections against the kernel. The
+// kernel's conntrack attaches no connection to a packet it finds INVALID
+// (nf_conntrack_in clears skb->_nfct after a TCP segment out of the
+// window), and its nat hooks leave a packet without a connection as it
+// came (nf_nat_inet_fn): neither translated nor counted to the
+// connection, routed and judged by its own addresses. Two connections
+// from gen, one DNAT'ed (fw's address port 8080 to sink port 80), one
+// SNAT'ed (to sink port 81, its source fw's out0 address port 40001);
+// then a segment far outside the window in each direction of each,
+// injected on the wire: what gen and sink saw, the chains' counters (a
+// DNAT's INVALID packet to fw's address is INPUT's, not FORWARD's), and
+// that both connections still carry data.
+
+// natInvalidRuleset is the ruleset of family fam for tp.
+func natInvalidRuleset(tp *nettest.Topology, fam int) string {
+	gen, fwin, fwout, sink := tp.Gen.IPv4, tp.FwIn.IPv4, tp.FwOut.IPv4, tp.Sink.IPv4
+	if fam == 6 {
+		gen, fwin, fwout, sink = tp.Gen.IPv6, tp.FwIn.IPv6, tp.FwOut.IPv6, tp.Sink.IPv6
+	}
+	to := func(a netip.Addr, port int) string {
+		return netip.AddrPortFrom(a, uint16(port)).String()
+	}
+	return fmt.Sprintf(`*nat
+:PREROUTING ACCEPT [0:0]
+:INPUT ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+-A PREROUTING -d %[2]s -p tcp -m tcp --dport 8080 -j DNAT --to-destination %[5]s
+-A POSTROUTING -o %[7]s -d %[4]s -p tcp -m tcp --dport 81 -j SNAT --to-source %[6]s
+COMMIT
+*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A INPUT -s %[1]s -p tcp -m conntrack --ctstate INVALID -j DROP
+-A INPUT -s %[4]s -p tcp -m conntrack --ctstate INVALID -j DROP
+-A INPUT -p tcp -m conntrack --ctstate DNAT
+-A FORWARD -s %[1]s -p tcp -m conntrack --ctstate INVALID
+-A FORWARD -s %[4]s -p tcp -m conntrack --ctstate INVALID
+-A FORWARD -p tcp -m conntrack --ctstate INVALID -m tcp --tcp-flags RST NONE
+-A FORWARD -d %[3]s -p tcp -m conntrack --ctstate ESTABLISHED
+COMMIT
+`, gen, fwin, fwout, sink, to(sink, 80), to(fwout, 40001), tp.FwOut.Ifname)
+}
+
+// natInvalidFlow is one of the connections: its client socket and
+// the next sequence numbers of both ends.
+type natInvalidFlow struct {
+	conn     *net.TCPConn
+	port     uint16
+	cli, srv uint32
+}
+
+// TestNatInvalidAgainstKernel runs the scenario above in both families.
+func TestNatInvalidAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy")
+	for _, fam := range []int{4, 6} {
+		t.Run(fmt.Sprintf("ipv%d", fam), func(t *testing.T) {
+			tw := newTwins(t, xfwPath(t))
+			outs := map[string][]string{}
+			var mu sync.Mutex
+			tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+				// The kernel's default, which xfw reads: out-of-window
+				// segments are INVALID.
+				if _, err := nettest.Exec(tp.FwNS, "sysctl", "-qw", "net.netfilter.nf_conntrack_tcp_be_liberal=0"); err != nil {
+					t.Errorf("%s: sysctl: %v", kind, err)
+				}
+				fw.restore(t, tp, fam, natInvalidRuleset(tp, fam))
+				out := natInvalidRun(t, kind, tp, fam)
+				mu.Lock()
+				outs[kind] = out
+				mu.Unlock()
+			})
+			if t.Failed() {
+				return
+			}
+			k, x := outs["kernel"], outs["xfw"]
+			for i := range k {
+				xi := "(missing)"
+				if i < len(x) {
+					xi = x[i]
+				}
+				compareTwinText(t, fmt.Sprintf("step %d", i), k[i], xi)
+			}
+			compareNatCountersFam(t, tw, fam, 6)
+		})
+	}
+}
+
+// natInvalidRun opens the two connections in tp, injects the four
+// segments and returns what each step saw.
+func natInvalidRun(t *testing.T, kind string, tp *nettest.Topology, fam int) []string {
+	gen, fwin, fwout, sink := tp.Gen.IPv4, tp.FwIn.IPv4, tp.FwOut.IPv4, tp.Sink.IPv4
+	name := func(a netip.Addr) string { return natName(tp, a) }
+	if fam == 6 {
+		gen, fwin, fwout, sink = tp.Gen.IPv6, tp.FwIn.IPv6, tp.FwOut.IPv6, tp.Sink.IPv6
+		name = func(a netip.Addr) string { return nat6Name(tp, a) }
+	}
+	var out []string
+	for _, port := range []uint16{80, 81} {
+		ln := listenTCP(t, tp.SinkNS, netip.AddrPortFrom(sink, port))
+		acceptOne(ln, echoOnce)
+	}
+	capture := nettest.StartCapture(t, tp.GenNS, nettest.GenIfname, func(c nettest.Captured) bool {
+		return c.Packet != nil && c.Protocol == nettest.ProtoTCP
+	})
+	flows := map[string]*natInvalidFlow{}
+	for _, f := range []struct {
+		name string
+		dst  netip.AddrPort
+	}{{"dnat", netip.AddrPortFrom(fwin, 8080)}, {"snat", netip.AddrPortFrom(sink, 81)}} {
+		c, err := dialTCP(tp.GenNS, f.dst, 2*time.Second)
+		if err != nil {
+			t.Errorf("%s: dial %s: %v", kind, f.name, err)
+			return nil
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		_, _ = c.Write([]byte("hello"))
+		out = append(out, fmt.Sprintf("%s echo %s", f.name, readN(c, 5)))
+		flows[f.name] = &natInvalidFlow{conn: c, port: c.LocalAddr().(*net.TCPAddr).AddrPort().Port()}
+	}
+	time.Sleep(ctSettle)
+	frames := capture.Stop()
+	for _, f := range flows {
+		f.cli, f.srv = nextSeqs(frames, f.port)
+	}
+	ports := map[uint16]string{flows["dnat"].port: "C1", flows["snat"].port: "C2"}
+	describe := func(c nettest.Captured) string {
+		p := func(v uint16) string {
+			if s, ok := ports[v]; ok {
+				return s
+			}
+			return fmt.Sprint(v)
+		}
+		dir := "in"
+		if c.Outgoing {
+			dir = "out"
+		}
+		return fmt.Sprintf("%s %s:%s>%s:%s %s", dir, name(c.Src), p(c.SrcPort), name(c.Dst), p(c.DstPort),
+			tcpFlagsText(c.TCPFlags))
+	}
+	const far = 1 << 30
+	d, s := flows["dnat"], flows["snat"]
+	seg := func(src, dst netip.Addr, sport, dport uint16, seq, ack uint32) []byte {
+		return nettest.IPPacket(src, dst, nettest.TCP{SrcPort: sport, DstPort: dport, Seq: seq, Ack: ack,
+			Flags: nettest.TCPAck, Window: 512})
+	}
+	steps := []struct {
+		name     string
+		fromSink bool
+		pkt      []byte
+	}{
+		{"dnat original direction", false, seg(gen, fwin, d.port, 8080, d.cli+far, d.srv+far)},
+		{"dnat reply direction", true, seg(sink, gen, 80, d.port, d.srv+far, d.cli+far)},
+		{"snat original direction", false, seg(gen, sink, s.port, 81, s.cli+far, s.srv+far)},
+		{"snat reply direction", true, seg(sink, fwout, 81, 40001, s.srv+far, s.cli+far)},
+	}
+	for _, st := range steps {
+		tcpOnly := func(c nettest.Captured) bool { return c.Packet != nil && c.Protocol == nettest.ProtoTCP }
+		cg := nettest.StartCapture(t, tp.GenNS, nettest.GenIfname, tcpOnly)
+		cs := nettest.StartCapture(t, tp.SinkNS, nettest.SinkIfname, tcpOnly)
+		var err error
+		if st.fromSink {
+			err = tp.InjectFromSink(tp.SinkToFw().Frame(st.pkt))
+		} else {
+			err = tp.InjectFromGen(tp.GenToFw().Frame(st.pkt))
+		}
+		if err != nil {
+			t.Errorf("%s: inject: %v", kind, err)
+		}
+		time.Sleep(400 * time.Millisecond)
+		var seen []string
+		for _, c := range cg.Stop() {
+			seen = append(seen, "gen "+describe(c))
+		}
+		for _, c := range cs.Stop() {
+			seen = append(seen, "sink "+describe(c))
+		}
+		out = append(out, st.name+": "+strings.Join(seen, "; "))
+	}
+	for _, n := range []string{"dnat", "snat"} {
+		c := flows[n].conn
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = c.Write([]byte("after"))
+		out = append(out, fmt.Sprintf("%s still echoes %s", n, readN(c, 5)))
+	}
+	return out
+}
+
+// tcpFlagsText names TCP flags f, as tcpdump's letters.
+func tcpFlagsText(f uint16) string {
+	var b strings.Builder
+	for _, x := range []struct {
+		bit uint16
+		s   string
+	}{{nettest.TCPSyn, "S"}, {nettest.TCPFin, "F"}, {nettest.TCPRst, "R"}, {nettest.TCPPsh, "P"}, {nettest.TCPAck, "."}} {
+		if f&x.bit != 0 {
+			b.WriteString(x.s)
+		}
+	}
+	return b.String()
+}
