@@ -481,21 +481,30 @@ static __always_inline int xfw_xdp_slot(struct xfw_pending *st, __u32 fi)
 	return 1;
 }
 
-/* xfw_xdp_nat_track tracks p, received on iif (not loopback's), which
- * xfw_nat_pre has just translated by its connection's mapping, before
- * routing, as the kernel's PREROUTING tracks a packet before its nat hook
- * (the tracker keys the connection by the translated tuple). A packet the
- * tracker finds INVALID (a TCP segment out of the window, SCTP with a
- * wrong verification tag) has no connection in the kernel
+/* xfw_xdp_nat_pre translates, before routing, a later packet p of a
+ * translated connection received on iif (xfw_nat_pre: a DNAT's original
+ * direction, an SNAT's reply; not one raw PREROUTING exempted from
+ * tracking, st: the kernel translates connections), and tracks one with
+ * ports there, as the kernel's PREROUTING tracks a packet before its nat
+ * hook (the tracker keys the connection by the translated tuple), when
+ * the generation tracks and iif is not loopback (tracked at OUTPUT). A
+ * packet the tracker finds INVALID (a TCP segment out of the window,
+ * SCTP with a wrong verification tag) has no connection in the kernel
  * (nf_conntrack_in leaves skb->_nfct NULL), and nf_nat_inet_fn leaves it
  * as it came: its wire tuple is given back, routed and judged as it
  * came. p->nat_pre records the tracking (the hook does not track p
  * again). Returns 0, or -1 when the packet must be dropped (a failed
- * write). */
-static __always_inline int xfw_xdp_nat_track(struct xdp_md *ctx, struct xfw_pkt *p)
+ * write). A global function, verified once. */
+__attribute__((noinline)) int xfw_xdp_nat_pre(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_pending *st,
+					      __u32 iif)
 {
-	struct xfw_ct_scratch *cs = xfw_ct_scratch_get(0);
+	struct xfw_ct_scratch *cs;
 
+	if (!ctx || !p || !st || xfw_notracked(st) || !xfw_nat_pre(ctx, p))
+		return 0;
+	if (iif == XFW_LOOPBACK_IFINDEX || !xfw_ct_active(st->slot))
+		return 0;
+	cs = xfw_ct_scratch_get(0);
 	if (!cs)
 		return 0;
 	xfw_ct_load_xdp(ctx, p, cs);
@@ -601,11 +610,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		return XDP_DROP;
 	/* Their mark (-j MARK) routes the packet (mark_route.h). */
 	st->route_mark = p->mark;
-	/* A later packet of a translated connection: DNAT before routing
-	 * (not an untracked one: the kernel translates connections), kept
-	 * when the tracker finds it INVALID. */
-	if (!xfw_notracked(st) && xfw_nat_pre(ctx, p) && iif != XFW_LOOPBACK_IFINDEX &&
-	    xfw_ct_active(st->slot) && xfw_xdp_nat_track(ctx, p))
+	/* A later packet of a translated connection: DNAT before routing,
+	 * kept when the tracker finds it INVALID. */
+	if (xfw_xdp_nat_pre(ctx, p, st, iif))
 		return XDP_DROP;
 	XFW_BENCH_AT(XFW_BS_NATPRE, XDP_PASS);
 	route = xfw_route(ctx, p, iif);
