@@ -26,6 +26,12 @@
  *    own after OUTPUT), where the kernel's source manipulation runs
  *    (POSTROUTING: the routing decision never sees the host's own
  *    address as a forwarded packet's source).
+ *  - A packet the tracker finds INVALID has no connection in the kernel,
+ *    whose nat hooks leave it as it came: the XDP hook tracks a packet it
+ *    translated before routing and gives an INVALID one its wire tuple
+ *    back (xfw.c xfw_xdp_nat_pre, xfw_nat_pre_undo_xdp; bridged frames
+ *    xfw_nat_pre_undo_tc); a forwarded one, judged at XDP, is marked for
+ *    TC egress to pass by (nat_out.h xfw_nat_keep_xdp).
  *  - Not translated (docs/differences.md): ICMP errors about a translated
  *    connection, fragments (dropped: no half translation).
  *  - Checksums are updated incrementally (RFC 1624). At XDP the skb's

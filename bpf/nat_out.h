@@ -14,7 +14,10 @@
  *    OUTPUT segment with the new device (xfw_family_cfg.nat_resume), so
  *    filter OUTPUT and POSTROUTING see the translated packet, as in the
  *    kernel. Later packets of the original direction are translated
- *    before tracking (xfw_nat_out_pre_tc, by the wire tuple in xfw_nat).
+ *    before tracking (xfw_nat_out_pre_tc, by the wire tuple in xfw_nat);
+ *    one the tracker then finds INVALID gets its destination and first
+ *    route back (xfw_nat_out_undo: the kernel's nat hook leaves a packet
+ *    without a connection as it came).
  *  - An accepted translated packet leaves by the new route's device
  *    (xfw_nat_out_send): bpf_redirect_neigh, which routes it out of that
  *    device (the skb gets the route) and resolves the neighbour; to the
@@ -342,7 +345,8 @@ static __always_inline int xfw_nat_out_judged(struct __sk_buff *skb)
 }
 
 /* xfw_nat_keep_xdp marks a forwarded packet FORWARD accepted without a
- * connection (INVALID: the kernel's conntrack attaches none) for
+ * connection (INVALID: the kernel's conntrack attaches none; UNTRACKED,
+ * exempted by raw PREROUTING) for
  * xfw_tc_egress, once a translated connection may exist: the kernel's
  * POSTROUTING nat hook leaves such a packet as it came (nf_nat_inet_fn),
  * where xfw_nat_fwd_tc would translate it by its tuple (a DNAT's reply,

@@ -68,7 +68,7 @@
  * routing and left as it came; one it translated (a DNAT's original
  * direction, an SNAT's reply); a packet with ports of a translated
  * connection the XDP hook tracked before routing, to translate it only
- * when the tracker finds it no INVALID (xfw.c xfw_xdp_nat_pre): not
+ * when the tracker does not find it INVALID (xfw.c xfw_xdp_nat_pre): not
  * tracked again. */
 #define XFW_NATPRE_NONE 0
 #define XFW_NATPRE_KEPT 1

@@ -775,10 +775,12 @@ routed:
 		if (cs && chain == XFW_CHAIN_INPUT && iif != XFW_LOOPBACK_IFINDEX &&
 		    xfw_nat_in_xdp(ctx, p, cs) < 0)
 			return XDP_DROP;
-		/* Forwarded without a connection: POSTROUTING leaves it
-		 * as it came (nat_out.h); before the mark, which the
-		 * metadata holds first. */
-		if (cs && chain == XFW_CHAIN_FORWARD && (p->ct & 7) == XFW_CTS_INVALID)
+		/* Forwarded without a connection (INVALID, or exempted by
+		 * raw PREROUTING): POSTROUTING leaves it as it came
+		 * (nat_out.h); before the mark, which the metadata holds
+		 * first. */
+		if (chain == XFW_CHAIN_FORWARD &&
+		    ((cs && (p->ct & 7) == XFW_CTS_INVALID) || xfw_notracked(st)))
 			xfw_nat_keep_xdp(ctx);
 		/* The mark the walk left, for the kernel (mark_kernel.h). */
 		if ((p->mark | st->route_mark) &&
@@ -1280,6 +1282,14 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 			else
 				p->ct = xfw_ct_track(p, cs, XFW_CTM_TRACK);
 		}
+	}
+	/* Translated by its connection's mapping but INVALID (no
+	 * connection in the kernel, whose nat OUTPUT hook leaves it as it
+	 * came): its destination and first route back (nat_out.h). */
+	if (route && cs && (p->ct & 7) == XFW_CTS_INVALID && xfw_nat_translatable(p)) {
+		xfw_nat_out_undo(skb, p);
+		route = 0;
+		oif = skb->ifindex;
 	}
 
 	if (cs && xfw_ct_fast(p, st->slot, XFW_CHAIN_OUTPUT)) {

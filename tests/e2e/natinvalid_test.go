@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
@@ -23,7 +25,12 @@ import (
 // then a segment far outside the window in each direction of each,
 // injected on the wire: what gen and sink saw, the chains' counters (a
 // DNAT's INVALID packet to fw's address is INPUT's, not FORWARD's), and
-// that both connections still carry data.
+// that both connections still carry data. A third connection, fw's own
+// to gen port 8080, which nat OUTPUT sends to sink port 82, then gets a
+// segment out of its window from a raw socket in fw: the kernel sends it
+// to gen, untranslated. Last, sink's segment in the DNAT connection
+// that raw PREROUTING exempts from tracking (UNTRACKED: no connection
+// either) reaches gen untranslated.
 
 // natInvalidRuleset is the ruleset of family fam for tp.
 func natInvalidRuleset(tp *nettest.Topology, fam int) string {
@@ -34,12 +41,18 @@ func natInvalidRuleset(tp *nettest.Topology, fam int) string {
 	to := func(a netip.Addr, port int) string {
 		return netip.AddrPortFrom(a, uint16(port)).String()
 	}
-	return fmt.Sprintf(`*nat
+	return fmt.Sprintf(`*raw
+:PREROUTING ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A PREROUTING -s %[4]s -p tcp -m tcp --tcp-flags URG URG -j CT --notrack
+COMMIT
+*nat
 :PREROUTING ACCEPT [0:0]
 :INPUT ACCEPT [0:0]
 :OUTPUT ACCEPT [0:0]
 :POSTROUTING ACCEPT [0:0]
 -A PREROUTING -d %[2]s -p tcp -m tcp --dport 8080 -j DNAT --to-destination %[5]s
+-A OUTPUT -d %[1]s -p tcp -m tcp --dport 8080 -j DNAT --to-destination %[8]s
 -A POSTROUTING -o %[7]s -d %[4]s -p tcp -m tcp --dport 81 -j SNAT --to-source %[6]s
 COMMIT
 *filter
@@ -53,8 +66,11 @@ COMMIT
 -A FORWARD -s %[4]s -p tcp -m conntrack --ctstate INVALID
 -A FORWARD -p tcp -m conntrack --ctstate INVALID -m tcp --tcp-flags RST NONE
 -A FORWARD -d %[3]s -p tcp -m conntrack --ctstate ESTABLISHED
+-A FORWARD -p tcp -m conntrack --ctstate UNTRACKED
+-A OUTPUT -d %[1]s -p tcp -m conntrack --ctstate INVALID
+-A OUTPUT -d %[4]s -p tcp -m conntrack --ctstate INVALID
 COMMIT
-`, gen, fwin, fwout, sink, to(sink, 80), to(fwout, 40001), tp.FwOut.Ifname)
+`, gen, fwin, fwout, sink, to(sink, 80), to(fwout, 40001), tp.FwOut.Ifname, to(sink, 82))
 }
 
 // natInvalidFlow is one of the connections: its client socket and
@@ -112,19 +128,23 @@ func natInvalidRun(t *testing.T, kind string, tp *nettest.Topology, fam int) []s
 		name = func(a netip.Addr) string { return nat6Name(tp, a) }
 	}
 	var out []string
-	for _, port := range []uint16{80, 81} {
+	for _, port := range []uint16{80, 81, 82} {
 		ln := listenTCP(t, tp.SinkNS, netip.AddrPortFrom(sink, port))
 		acceptOne(ln, echoOnce)
 	}
-	capture := nettest.StartCapture(t, tp.GenNS, nettest.GenIfname, func(c nettest.Captured) bool {
-		return c.Packet != nil && c.Protocol == nettest.ProtoTCP
-	})
+	tcpOnly := func(c nettest.Captured) bool { return c.Packet != nil && c.Protocol == nettest.ProtoTCP }
+	capture := nettest.StartCapture(t, tp.GenNS, nettest.GenIfname, tcpOnly)
+	capOut := nettest.StartCapture(t, tp.FwNS, tp.FwOut.Ifname, tcpOnly)
 	flows := map[string]*natInvalidFlow{}
 	for _, f := range []struct {
-		name string
-		dst  netip.AddrPort
-	}{{"dnat", netip.AddrPortFrom(fwin, 8080)}, {"snat", netip.AddrPortFrom(sink, 81)}} {
-		c, err := dialTCP(tp.GenNS, f.dst, 2*time.Second)
+		name, ns string
+		dst      netip.AddrPort
+	}{
+		{"dnat", tp.GenNS, netip.AddrPortFrom(fwin, 8080)},
+		{"snat", tp.GenNS, netip.AddrPortFrom(sink, 81)},
+		{"output dnat", tp.FwNS, netip.AddrPortFrom(gen, 8080)},
+	} {
+		c, err := dialTCP(f.ns, f.dst, 2*time.Second)
 		if err != nil {
 			t.Errorf("%s: dial %s: %v", kind, f.name, err)
 			return nil
@@ -136,11 +156,15 @@ func natInvalidRun(t *testing.T, kind string, tp *nettest.Topology, fam int) []s
 		flows[f.name] = &natInvalidFlow{conn: c, port: c.LocalAddr().(*net.TCPAddr).AddrPort().Port()}
 	}
 	time.Sleep(ctSettle)
-	frames := capture.Stop()
-	for _, f := range flows {
-		f.cli, f.srv = nextSeqs(frames, f.port)
+	frames, framesOut := capture.Stop(), capOut.Stop()
+	for n, f := range flows {
+		if n == "output dnat" {
+			f.cli, f.srv = nextSeqs(framesOut, f.port)
+		} else {
+			f.cli, f.srv = nextSeqs(frames, f.port)
+		}
 	}
-	ports := map[uint16]string{flows["dnat"].port: "C1", flows["snat"].port: "C2"}
+	ports := map[uint16]string{flows["dnat"].port: "C1", flows["snat"].port: "C2", flows["output dnat"].port: "C3"}
 	describe := func(c nettest.Captured) string {
 		p := func(v uint16) string {
 			if s, ok := ports[v]; ok {
@@ -156,30 +180,36 @@ func natInvalidRun(t *testing.T, kind string, tp *nettest.Topology, fam int) []s
 			tcpFlagsText(c.TCPFlags))
 	}
 	const far = 1 << 30
-	d, s := flows["dnat"], flows["snat"]
+	d, s, o := flows["dnat"], flows["snat"], flows["output dnat"]
 	seg := func(src, dst netip.Addr, sport, dport uint16, seq, ack uint32) []byte {
 		return nettest.IPPacket(src, dst, nettest.TCP{SrcPort: sport, DstPort: dport, Seq: seq, Ack: ack,
 			Flags: nettest.TCPAck, Window: 512})
 	}
+	const fromGen, fromSink, fromFw = 0, 1, 2
 	steps := []struct {
-		name     string
-		fromSink bool
-		pkt      []byte
+		name string
+		from int
+		pkt  []byte
 	}{
-		{"dnat original direction", false, seg(gen, fwin, d.port, 8080, d.cli+far, d.srv+far)},
-		{"dnat reply direction", true, seg(sink, gen, 80, d.port, d.srv+far, d.cli+far)},
-		{"snat original direction", false, seg(gen, sink, s.port, 81, s.cli+far, s.srv+far)},
-		{"snat reply direction", true, seg(sink, fwout, 81, 40001, s.srv+far, s.cli+far)},
+		{"dnat original direction", fromGen, seg(gen, fwin, d.port, 8080, d.cli+far, d.srv+far)},
+		{"dnat reply direction", fromSink, seg(sink, gen, 80, d.port, d.srv+far, d.cli+far)},
+		{"snat original direction", fromGen, seg(gen, sink, s.port, 81, s.cli+far, s.srv+far)},
+		{"snat reply direction", fromSink, seg(sink, fwout, 81, 40001, s.srv+far, s.cli+far)},
+		{"dnat reply direction untracked", fromSink, nettest.IPPacket(sink, gen, nettest.TCP{SrcPort: 80,
+			DstPort: d.port, Seq: d.srv, Ack: d.cli + far, Flags: nettest.TCPAck | nettest.TCPUrg, Window: 512})},
+		{"output dnat original direction", fromFw, seg(fwin, gen, o.port, 8080, o.cli+far, o.srv+far)},
 	}
 	for _, st := range steps {
-		tcpOnly := func(c nettest.Captured) bool { return c.Packet != nil && c.Protocol == nettest.ProtoTCP }
 		cg := nettest.StartCapture(t, tp.GenNS, nettest.GenIfname, tcpOnly)
 		cs := nettest.StartCapture(t, tp.SinkNS, nettest.SinkIfname, tcpOnly)
 		var err error
-		if st.fromSink {
+		switch st.from {
+		case fromSink:
 			err = tp.InjectFromSink(tp.SinkToFw().Frame(st.pkt))
-		} else {
+		case fromGen:
 			err = tp.InjectFromGen(tp.GenToFw().Frame(st.pkt))
+		default:
+			err = sendRawFrom(tp.FwNS, gen, st.pkt)
 		}
 		if err != nil {
 			t.Errorf("%s: inject: %v", kind, err)
@@ -194,7 +224,7 @@ func natInvalidRun(t *testing.T, kind string, tp *nettest.Topology, fam int) []s
 		}
 		out = append(out, st.name+": "+strings.Join(seen, "; "))
 	}
-	for _, n := range []string{"dnat", "snat"} {
+	for _, n := range []string{"dnat", "snat", "output dnat"} {
 		c := flows[n].conn
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 		_, _ = c.Write([]byte("after"))
@@ -203,13 +233,34 @@ func natInvalidRun(t *testing.T, kind string, tp *nettest.Topology, fam int) []s
 	return out
 }
 
+// sendRawFrom sends IP packet pkt to dst from namespace ns through an
+// IPPROTO_RAW socket (the header is ours; OUTPUT judges it).
+func sendRawFrom(ns string, dst netip.Addr, pkt []byte) error {
+	return nettest.InNamespace(ns, func() error {
+		domain := unix.AF_INET
+		var sa unix.Sockaddr
+		if dst.Is6() {
+			domain, sa = unix.AF_INET6, &unix.SockaddrInet6{Addr: dst.As16()}
+		} else {
+			sa = &unix.SockaddrInet4{Addr: dst.As4()}
+		}
+		fd, err := unix.Socket(domain, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+		if err != nil {
+			return fmt.Errorf("raw socket: %w", err)
+		}
+		defer unix.Close(fd)
+		return unix.Sendto(fd, pkt, 0, sa)
+	})
+}
+
 // tcpFlagsText names TCP flags f, as tcpdump's letters.
 func tcpFlagsText(f uint16) string {
 	var b strings.Builder
 	for _, x := range []struct {
 		bit uint16
 		s   string
-	}{{nettest.TCPSyn, "S"}, {nettest.TCPFin, "F"}, {nettest.TCPRst, "R"}, {nettest.TCPPsh, "P"}, {nettest.TCPAck, "."}} {
+	}{{nettest.TCPSyn, "S"}, {nettest.TCPFin, "F"}, {nettest.TCPRst, "R"}, {nettest.TCPPsh, "P"}, {nettest.TCPUrg, "U"},
+		{nettest.TCPAck, "."}} {
 		if f&x.bit != 0 {
 			b.WriteString(x.s)
 		}
