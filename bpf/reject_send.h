@@ -78,7 +78,7 @@ int xfw_tc_loopcopy(struct __sk_buff *skb);
 #define XFW_RD_META_MAGIC 0x78667744
 int xfw_rd_tc_ingress(struct __sk_buff *skb);
 
-/* "xfwK": a forwarded packet without a connection (INVALID), which
+/* "xfwK": a forwarded packet without a connection (INVALID, UNTRACKED), which
  * POSTROUTING leaves as it came (nat_out.h xfw_nat_keep_xdp): marked
  * skb->tc_index XFW_NAT_KEEP_MARK for xfw_tc_egress. (nat_out.h's
  * XFW_NAT_OUT_MARK is 0x78f1, redirect.h's XFW_RD_MARK 0x78f2, reject.h's
