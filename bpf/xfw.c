@@ -612,7 +612,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	st->route_mark = p->mark;
 	/* A later packet of a translated connection: DNAT before routing,
 	 * kept when the tracker finds it INVALID. */
-	if (xfw_xdp_nat_pre(ctx, p, st, iif))
+	if (xfw_nat_enabled() && xfw_xdp_nat_pre(ctx, p, st, iif))
 		return XDP_DROP;
 	XFW_BENCH_AT(XFW_BS_NATPRE, XDP_PASS);
 	route = xfw_route(ctx, p, iif);
