@@ -170,6 +170,7 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 	struct xfw_pkt *p;
 	struct xfw_pending *st;
 	__u32 br = port >> 16, verdict;
+	int tr;
 
 	if (!skb || !sc || !xfw_br_bridged(skb->ingress_ifindex, br) || skb->vlan_present)
 		return TC_ACT_OK;
@@ -195,13 +196,19 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 			return xfw_frag_later_tc(skb, p, 1);
 		cs = xfw_ct_scratch_get(1);
 		/* PREROUTING's translation of a translated connection's
-		 * frame (nat.h): FORWARD sees it translated. */
-		if (cs && xfw_br_nat_pre(skb, p) < 0)
+		 * frame (nat.h): FORWARD sees it translated, unless the
+		 * tracker finds it INVALID (no connection in the kernel,
+		 * which its nat hook leaves as it came: given back). */
+		tr = cs ? xfw_br_nat_pre(skb, p) : 0;
+		if (tr < 0)
 			return TC_ACT_SHOT;
 		if (cs) {
 			xfw_ct_load_tc(skb, p, cs);
 			cs->stack_icmp = 0;
 			p->ct = xfw_ct_track(p, cs, XFW_CTM_TRACK);
+			if (tr && (p->ct & 7) == XFW_CTS_INVALID && xfw_nat_translatable(p) &&
+			    xfw_nat_pre_undo_tc(skb, p))
+				return TC_ACT_SHOT;
 		}
 	}
 	verdict = xfw_br_walk(skb, sc, cs, br);
@@ -221,8 +228,9 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 	if (p->mark != skb->mark)
 		skb->mark = p->mark;
 	/* POSTROUTING's: a translated connection's reply gets its original
-	 * source back, an ICMP error about one its quote (xfw.c). */
-	if (cs && xfw_nat_enabled())
+	 * source back, an ICMP error about one its quote (xfw.c); not an
+	 * INVALID frame (no connection in the kernel). */
+	if (cs && xfw_nat_enabled() && (p->ct & 7) != XFW_CTS_INVALID)
 		return xfw_tc_nat_src(skb, p);
 	return TC_ACT_OK;
 }

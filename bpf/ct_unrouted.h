@@ -57,8 +57,11 @@ __attribute__((noinline)) int xfw_ct_unrouted(struct xdp_md *ctx, struct xfw_pkt
 	cs = xfw_ct_scratch_get(0);
 	if (!cs)
 		return 0;
-	xfw_ct_load_xdp(ctx, p, cs);
-	xfw_ct_track(p, cs, XFW_CTM_TRACK);
+	/* Tracked before routing already (xfw.c xfw_xdp_nat_pre). */
+	if (p->nat_pre != XFW_NATPRE_TRACKED) {
+		xfw_ct_load_xdp(ctx, p, cs);
+		xfw_ct_track(p, cs, XFW_CTM_TRACK);
+	}
 	/* The unconfirmed entry dies with the skb. */
 	cs->pending = XFW_CTP_NONE;
 	return 0;

@@ -26,6 +26,12 @@
  *    own after OUTPUT), where the kernel's source manipulation runs
  *    (POSTROUTING: the routing decision never sees the host's own
  *    address as a forwarded packet's source).
+ *  - A packet the tracker finds INVALID has no connection in the kernel,
+ *    whose nat hooks leave it as it came: the XDP hook tracks a packet it
+ *    translated before routing and gives an INVALID one its wire tuple
+ *    back (xfw.c xfw_xdp_nat_pre, xfw_nat_pre_undo_xdp; bridged frames
+ *    xfw_nat_pre_undo_tc); a forwarded one, judged at XDP, is marked for
+ *    TC egress to pass by (nat_out.h xfw_nat_keep_xdp).
  *  - Not translated (docs/differences.md): ICMP errors about a translated
  *    connection, fragments (dropped: no half translation).
  *  - Checksums are updated incrementally (RFC 1624). At XDP the skb's
@@ -623,6 +629,46 @@ __attribute__((noinline)) int xfw_nat_pre_xdp(struct xdp_md *ctx, struct xfw_pkt
 	if (v->clash_sport && xfw_nat_rw_xdp(ctx, p, 0, p->src_hi, p->src_lo, v->clash_sport))
 		return 0;
 	return xfw_nat_rw_xdp(ctx, p, 1, v->to_hi, v->to_addr, v->to_port) == 0;
+}
+
+/* xfw_nat_pre_undo_xdp gives a packet xfw_nat_pre_xdp has just
+ * translated (its wire tuple still in the scratch's lk, its clash port in
+ * lv) its wire destination and source port back: the tracker found it
+ * INVALID, a packet the kernel's conntrack attaches no connection to,
+ * which its nat hook leaves as it came (nf_nat_inet_fn). Returns 0, or -1
+ * when the packet must be dropped (a failed write). A global function. */
+__attribute__((noinline)) int xfw_nat_pre_undo_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
+{
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_key *k;
+
+	if (!ctx || !p || !np)
+		return -1;
+	k = &np->lk;
+	if (xfw_nat_rw_xdp(ctx, p, 1, k->daddr_hi, k->daddr, k->dport))
+		return -1;
+	if (np->lv.clash_sport && xfw_nat_rw_xdp(ctx, p, 0, k->saddr_hi, k->saddr, k->sport))
+		return -1;
+	return 0;
+}
+
+/* xfw_nat_pre_undo_tc is xfw_nat_pre_undo_xdp for a bridged frame
+ * xfw_nat_pre_tc has just translated. */
+__attribute__((noinline)) int xfw_nat_pre_undo_tc(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_key *k;
+
+	if (!skb || !p || !np)
+		return -1;
+	k = &np->lk;
+	if (xfw_nat_rw_tc(skb, p, 1, k->daddr_hi, k->daddr, k->dport))
+		return -1;
+	if (np->lv.clash_sport && xfw_nat_rw_tc(skb, p, 0, k->saddr_hi, k->saddr, k->sport))
+		return -1;
+	return 0;
 }
 
 /* xfw_nat_pre_tc is xfw_nat_pre_xdp for a frame bridged from port to port,

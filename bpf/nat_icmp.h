@@ -536,19 +536,21 @@ __attribute__((noinline)) int xfw_nat_icmp_in_xdp(struct xdp_md *ctx, struct xfw
  * xfw_nat_query_pre_xdp, which p->nat_pre records (xfw_ct_track tells a
  * DNAT connection's packet from a new one with its translated tuple by
  * it). Before the first translated connection (xfw_nat_enabled) none of
- * them is called. */
-static __always_inline void xfw_nat_pre(struct xdp_md *ctx, struct xfw_pkt *p)
+ * them is called. Returns 1 when xfw_nat_pre_xdp translated a packet with
+ * ports (xfw_nat_pre_undo_xdp gives its wire tuple back), else 0. */
+static __always_inline int xfw_nat_pre(struct xdp_md *ctx, struct xfw_pkt *p)
 {
 	if (!xfw_nat_enabled())
-		return;
+		return 0;
 	if (xfw_nat_translatable(p))
-		xfw_nat_pre_xdp(ctx, p);
-	else if (p->proto == IPPROTO_ICMP && p->icmp <= 0xffff && xfw_icmp_is_err(p->icmp >> 8))
+		return xfw_nat_pre_xdp(ctx, p);
+	if (p->proto == IPPROTO_ICMP && p->icmp <= 0xffff && xfw_icmp_is_err(p->icmp >> 8))
 		xfw_nat_icmp_pre_xdp(ctx, p);
 	else if (p->proto == IPPROTO_ICMPV6 && p->icmp <= 0xffff && (p->icmp >> 8) < XFW_NAT6_ICMP_INFO)
 		xfw_nat6_icmp_pre_xdp(ctx, p); /* nat6_icmp.h */
 	else
 		p->nat_pre = xfw_nat_query_pre_xdp(ctx, p) ? XFW_NATPRE_DONE : XFW_NATPRE_KEPT; /* nat_query.h */
+	return 0;
 }
 
 #endif /* XFW_NAT_ICMP_H */

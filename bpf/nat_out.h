@@ -14,7 +14,10 @@
  *    OUTPUT segment with the new device (xfw_family_cfg.nat_resume), so
  *    filter OUTPUT and POSTROUTING see the translated packet, as in the
  *    kernel. Later packets of the original direction are translated
- *    before tracking (xfw_nat_out_pre_tc, by the wire tuple in xfw_nat).
+ *    before tracking (xfw_nat_out_pre_tc, by the wire tuple in xfw_nat);
+ *    one the tracker then finds INVALID gets its destination and first
+ *    route back (xfw_nat_out_undo: the kernel's nat hook leaves a packet
+ *    without a connection as it came).
  *  - An accepted translated packet leaves by the new route's device
  *    (xfw_nat_out_send): bpf_redirect_neigh, which routes it out of that
  *    device (the skb gets the route) and resolves the neighbour; to the
@@ -336,6 +339,42 @@ static __always_inline int xfw_nat_out_send(struct __sk_buff *skb)
 static __always_inline int xfw_nat_out_judged(struct __sk_buff *skb)
 {
 	if (skb->tc_index != XFW_NAT_OUT_MARK)
+		return 0;
+	skb->tc_index = 0;
+	return 1;
+}
+
+/* xfw_nat_keep_xdp marks a forwarded packet FORWARD accepted without a
+ * connection (INVALID: the kernel's conntrack attaches none; UNTRACKED,
+ * exempted by raw PREROUTING) for
+ * xfw_tc_egress, once a translated connection may exist: the kernel's
+ * POSTROUTING nat hook leaves such a packet as it came (nf_nat_inet_fn),
+ * where xfw_nat_fwd_tc would translate it by its tuple (a DNAT's reply,
+ * an SNAT's original direction). XDP metadata XFW_NAT_KEEP_META_MAGIC,
+ * which xfw_tc_ingress turns into skb->tc_index XFW_NAT_KEEP_MARK; a
+ * driver without XDP metadata leaves the packet unmarked (translated,
+ * docs/differences.md). Returns 0. A global function. */
+__attribute__((noinline)) int xfw_nat_keep_xdp(struct xdp_md *ctx)
+{
+	struct xfw_rj_meta *m;
+
+	if (!ctx || !xfw_nat_enabled())
+		return 0;
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct xfw_rj_meta)))
+		return 0;
+	m = (void *)(long)ctx->data_meta;
+	if ((void *)(m + 1) > (void *)(long)ctx->data)
+		return 0;
+	m->magic = XFW_NAT_KEEP_META_MAGIC;
+	m->ifindex = 0;
+	return 0;
+}
+
+/* xfw_nat_kept reports whether skb is a packet xfw_nat_keep_xdp marked
+ * (and clears the mark). */
+static __always_inline int xfw_nat_kept(struct __sk_buff *skb)
+{
+	if (skb->tc_index != XFW_NAT_KEEP_MARK)
 		return 0;
 	skb->tc_index = 0;
 	return 1;

@@ -66,10 +66,14 @@
 /* xfw_pkt.nat_pre: not asked (TC, or no translated connection yet); a
  * packet without ports the XDP hook looked up in the translations before
  * routing and left as it came; one it translated (a DNAT's original
- * direction, an SNAT's reply). */
+ * direction, an SNAT's reply); a packet with ports of a translated
+ * connection the XDP hook tracked before routing, to translate it only
+ * when the tracker does not find it INVALID (xfw.c xfw_xdp_nat_pre): not
+ * tracked again. */
 #define XFW_NATPRE_NONE 0
 #define XFW_NATPRE_KEPT 1
 #define XFW_NATPRE_DONE 2
+#define XFW_NATPRE_TRACKED 3
 
 struct xfw_pkt {
 	__u64 src_hi, src_lo;
@@ -131,7 +135,8 @@ struct xfw_pkt {
 	 * where not set. */
 	__u8 nat_pre : 2;  /* XFW_NATPRE_*: what the XDP hook's translation
 			    * before routing (nat_icmp.h xfw_nat_pre) did to
-			    * a packet without ports; 0 at TC */
+			    * a packet without ports, or that it tracked one
+			    * with ports; 0 at TC */
 	__u8 nosock : 1;   /* at TC, a packet of OUTPUT without a socket
 			    * (recent_mt's "no skb->sk": -m recent takes
 			    * the TTL one higher, recent.h), set by the TC

@@ -78,6 +78,14 @@ int xfw_tc_loopcopy(struct __sk_buff *skb);
 #define XFW_RD_META_MAGIC 0x78667744
 int xfw_rd_tc_ingress(struct __sk_buff *skb);
 
+/* "xfwK": a forwarded packet without a connection (INVALID, UNTRACKED), which
+ * POSTROUTING leaves as it came (nat_out.h xfw_nat_keep_xdp): marked
+ * skb->tc_index XFW_NAT_KEEP_MARK for xfw_tc_egress. (nat_out.h's
+ * XFW_NAT_OUT_MARK is 0x78f1, redirect.h's XFW_RD_MARK 0x78f2, reject.h's
+ * XFW_RJ_ROUTED_MARK 0x78f3.) */
+#define XFW_NAT_KEEP_META_MAGIC 0x7866774b
+#define XFW_NAT_KEEP_MARK 0x78f4
+
 /* xfw_rj_out_judge judges the reply in skb in OUTPUT with output device
  * oif (defined in xfw.c): TC_ACT_OK when it may leave. */
 int xfw_rj_out_judge(struct __sk_buff *skb, __u32 oif);
@@ -330,8 +338,10 @@ static __always_inline int xfw_rj_lo_rst4_partial(struct __sk_buff *skb)
  * delivers to itself (PACKET_LOOPBACK) is judged (xfw_tc_loopcopy); a
  * frame marked by the XDP hook is a REJECT reply to
  * send (xfw_rj_send), a reply nat_out.h translated back, to deliver
- * (xfw_nat_in_send), or a packet FORWARD dropped, for the kernel's
- * redirect (xfw_rd_tc_ingress); anything else is left to the next
+ * (xfw_nat_in_send), a packet FORWARD dropped, for the kernel's
+ * redirect (xfw_rd_tc_ingress), or a forwarded packet without a
+ * connection, for POSTROUTING to leave as it came (XFW_NAT_KEEP_MARK);
+ * anything else is left to the next
  * program, with the packet's mark the XDP hook handed over
  * (mark_route.h). */
 SEC("tc")
@@ -360,6 +370,14 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 	if (m->magic == XFW_RD_META_MAGIC) {
 		m->magic = 0;
 		return xfw_rd_tc_ingress(skb);
+	}
+	/* Left untranslated at POSTROUTING; the next program decides
+	 * (TCX_PASS would set tc_index from tc_classid: both set). */
+	if (m->magic == XFW_NAT_KEEP_META_MAGIC) {
+		m->magic = 0;
+		skb->tc_classid = XFW_NAT_KEEP_MARK;
+		skb->tc_index = XFW_NAT_KEEP_MARK;
+		return XFW_TCX_NEXT;
 	}
 	if (m->magic != XFW_RJ_META_MAGIC)
 		return XFW_TCX_NEXT;

@@ -481,6 +481,40 @@ static __always_inline int xfw_xdp_slot(struct xfw_pending *st, __u32 fi)
 	return 1;
 }
 
+/* xfw_xdp_nat_pre translates, before routing, a later packet p of a
+ * translated connection received on iif (xfw_nat_pre: a DNAT's original
+ * direction, an SNAT's reply; not one raw PREROUTING exempted from
+ * tracking, st: the kernel translates connections), and tracks one with
+ * ports there, as the kernel's PREROUTING tracks a packet before its nat
+ * hook (the tracker keys the connection by the translated tuple), when
+ * the generation tracks and iif is not loopback (tracked at OUTPUT). A
+ * packet the tracker finds INVALID (a TCP segment out of the window,
+ * SCTP with a wrong verification tag) has no connection in the kernel
+ * (nf_conntrack_in leaves skb->_nfct NULL), and nf_nat_inet_fn leaves it
+ * as it came: its wire tuple is given back, routed and judged as it
+ * came. p->nat_pre records the tracking (the hook does not track p
+ * again). Returns 0, or -1 when the packet must be dropped (a failed
+ * write). A global function, verified once. */
+__attribute__((noinline)) int xfw_xdp_nat_pre(struct xdp_md *ctx, struct xfw_pkt *p, struct xfw_pending *st,
+					      __u32 iif)
+{
+	struct xfw_ct_scratch *cs;
+
+	if (!ctx || !p || !st || xfw_notracked(st) || !xfw_nat_pre(ctx, p))
+		return 0;
+	if (iif == XFW_LOOPBACK_IFINDEX || !xfw_ct_active(st->slot))
+		return 0;
+	cs = xfw_ct_scratch_get(0);
+	if (!cs)
+		return 0;
+	xfw_ct_load_xdp(ctx, p, cs);
+	p->ct = xfw_ct_track(p, cs, XFW_CTM_TRACK);
+	p->nat_pre = XFW_NATPRE_TRACKED;
+	if ((p->ct & 7) != XFW_CTS_INVALID)
+		return 0;
+	return xfw_nat_pre_undo_xdp(ctx, p);
+}
+
 /* xfw_xdp_judged is the XDP hook's work; xfw_xdp brackets it for
  * quiescence (generation.h). */
 static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
@@ -576,10 +610,10 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		return XDP_DROP;
 	/* Their mark (-j MARK) routes the packet (mark_route.h). */
 	st->route_mark = p->mark;
-	/* A later packet of a translated connection: DNAT before routing
-	 * (not an untracked one: the kernel translates connections). */
-	if (!xfw_notracked(st))
-		xfw_nat_pre(ctx, p);
+	/* A later packet of a translated connection: DNAT before routing,
+	 * kept when the tracker finds it INVALID. */
+	if (xfw_nat_enabled() && xfw_xdp_nat_pre(ctx, p, st, iif))
+		return XDP_DROP;
 	XFW_BENCH_AT(XFW_BS_NATPRE, XDP_PASS);
 	route = xfw_route(ctx, p, iif);
 	XFW_BENCH_AFTER(XFW_BS_FIB, XFW_BS_FIB, XDP_PASS);
@@ -637,7 +671,8 @@ routed:
 		/* Exempted by raw PREROUTING before routing: untracked
 		 * (p->ct says UNTRACKED), no connection. */
 		cs = xfw_notracked(st) ? 0 : xfw_ct_scratch_get(0);
-		if (cs) {
+		/* (Tracked already when translated before routing.) */
+		if (cs && p->nat_pre != XFW_NATPRE_TRACKED) {
 			xfw_ct_load_xdp(ctx, p, cs);
 			p->ct = xfw_ct_track(p, cs, iif == XFW_LOOPBACK_IFINDEX ? XFW_CTM_LO_INPUT
 									    : XFW_CTM_TRACK);
@@ -740,6 +775,13 @@ routed:
 		if (cs && chain == XFW_CHAIN_INPUT && iif != XFW_LOOPBACK_IFINDEX &&
 		    xfw_nat_in_xdp(ctx, p, cs) < 0)
 			return XDP_DROP;
+		/* Forwarded without a connection (INVALID, or exempted by
+		 * raw PREROUTING): POSTROUTING leaves it as it came
+		 * (nat_out.h); before the mark, which the metadata holds
+		 * first. */
+		if (chain == XFW_CHAIN_FORWARD &&
+		    ((cs && (p->ct & 7) == XFW_CTS_INVALID) || xfw_notracked(st)))
+			xfw_nat_keep_xdp(ctx);
 		/* The mark the walk left, for the kernel (mark_kernel.h). */
 		if ((p->mark | st->route_mark) &&
 		    xfw_xdp_mark_out(ctx, sc, (__u64)chain << 32 | oif, iif))
@@ -882,10 +924,11 @@ __attribute__((noinline)) int xfw_tc_nat_src(struct __sk_buff *skb, struct xfw_p
 
 /* xfw_tc_forwarded is the TC hook's work for a forwarded packet, judged
  * at ingress: once a translated connection exists (nat.h), a reply of
- * one gets its original source back. A global function. */
+ * one gets its original source back; not a packet FORWARD saw without
+ * a connection (xfw_nat_kept). A global function. */
 __attribute__((noinline)) int xfw_tc_forwarded(struct __sk_buff *skb, struct xfw_pkt *p)
 {
-	if (!skb || !p || !xfw_nat_enabled() || skb->vlan_present)
+	if (!skb || !p || xfw_nat_kept(skb) || !xfw_nat_enabled() || skb->vlan_present)
 		return TC_ACT_OK;
 	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE || p->vlan)
 		return TC_ACT_OK;
@@ -1239,6 +1282,14 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 			else
 				p->ct = xfw_ct_track(p, cs, XFW_CTM_TRACK);
 		}
+	}
+	/* Translated by its connection's mapping but INVALID (no
+	 * connection in the kernel, whose nat OUTPUT hook leaves it as it
+	 * came): its destination and first route back (nat_out.h). */
+	if (route && cs && (p->ct & 7) == XFW_CTS_INVALID && xfw_nat_translatable(p)) {
+		xfw_nat_out_undo(skb, p);
+		route = 0;
+		oif = skb->ifindex;
 	}
 
 	if (cs && xfw_ct_fast(p, st->slot, XFW_CHAIN_OUTPUT)) {

@@ -28,11 +28,9 @@ import (
 // raw socket), and sink's error about
 // a DNATed packet translated back. What each end saw (ports, chunk, a
 // valid CRC32c), the counters and `conntrack -L` (the sctp entries with
-// their states) are compared. The DATA with a wrong tag reaches nobody in
-// either twin, but by other ways: the kernel leaves an INVALID packet
-// untranslated (INPUT, to fw's own address), xfw translates it before
-// tracking and FORWARD's policy drops it (docs/differences.md), so no
-// rule counts INVALID packets there.
+// their states) are compared. The DATA with a wrong tag reaches nobody:
+// INVALID, it has no connection and is not translated, so INPUT (fw's own
+// address, no SCTP socket) counts it.
 
 // natSCTPRuleset is TestSCTPNatAgainstKernel's IPv4 ruleset; X is the
 // topology's subnet.
@@ -46,6 +44,7 @@ COMMIT
 :FORWARD DROP [0:0]
 :OUTPUT ACCEPT [0:0]
 -A INPUT -p sctp -m sctp --chunk-types any ABORT -m conntrack --ctstate INVALID
+-A INPUT -p sctp -m sctp --chunk-types any DATA -m conntrack --ctstate INVALID
 -A FORWARD -d 10.X.2.2/32 -p sctp -m conntrack --ctstate NEW --ctorigdst 10.X.1.1 --ctorigdstport 5000 -j ACCEPT
 -A FORWARD -d 10.X.2.2/32 -p sctp -m sctp --dport 7000 -m conntrack --ctstate NEW -j ACCEPT
 -A FORWARD -p sctp -m conntrack --ctstate ESTABLISHED -m conntrack --ctreplsrcport 6000 -j ACCEPT
@@ -65,6 +64,7 @@ COMMIT
 :FORWARD DROP [0:0]
 :OUTPUT ACCEPT [0:0]
 -A INPUT -p sctp -m sctp --chunk-types any ABORT -m conntrack --ctstate INVALID
+-A INPUT -p sctp -m sctp --chunk-types any DATA -m conntrack --ctstate INVALID
 -A FORWARD -d fd00:X:2::2/128 -p sctp -m conntrack --ctstate NEW --ctorigdst fd00:X:1::1 --ctorigdstport 5000 -j ACCEPT
 -A FORWARD -d fd00:X:2::2/128 -p sctp -m sctp --dport 7000 -m conntrack --ctstate NEW -j ACCEPT
 -A FORWARD -p sctp -m conntrack --ctstate ESTABLISHED -m conntrack --ctreplsrcport 6000 -j ACCEPT
