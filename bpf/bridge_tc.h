@@ -7,7 +7,7 @@
  *
  * Included by xfw.c after xfw_judge, xfw_tc_parse and xfw_tc_nat_src,
  * which it uses.
- * Includes: bridge.h, ct.h, log.h, frag.h, tcpopt.h, ip6ext.h, pred.h,
+ * Includes: bridge.h, bridge_reject.h, ct.h, log.h, frag.h, tcpopt.h, ip6ext.h, pred.h,
  * hdr4.h, nat.h (through xfw.c).
  */
 #ifndef XFW_BRIDGE_TC_H
@@ -17,6 +17,7 @@
 #include <linux/pkt_cls.h>
 #include <linux/if_packet.h>
 #include "bridge.h"
+#include "bridge_reject.h"
 
 /* xfw_br_dnat_here reports whether the bridge br reaches hi:lo, port
  * (the translated destination of frame p) at the frame's destination MAC:
@@ -123,6 +124,7 @@ static __always_inline __u32 xfw_br_walk(struct __sk_buff *skb, struct xfw_xdp_s
 		xfw_hdr4_tc(skb, p, st->slot);
 	}
 	verdict = xfw_judge(p, XFW_CHAIN_FORWARD, br, br, st, &rj);
+	p->reject = rj; /* the REJECT type, for xfw_br_reject */
 	if (verdict != XFW_ACT_DNAT)
 		return verdict;
 	if (st->nlogs)
@@ -134,6 +136,7 @@ static __always_inline __u32 xfw_br_walk(struct __sk_buff *skb, struct xfw_xdp_s
 		return XFW_ACT_DROP;
 	st->start = fc->nat_resume[XFW_CHAIN_FORWARD];
 	verdict = xfw_judge(p, XFW_CHAIN_FORWARD, br, br, st, &rj);
+	p->reject = rj;
 	st->start = 0;
 	/* nat chains after PREROUTING hold no DNAT. */
 	return verdict == XFW_ACT_DNAT ? XFW_ACT_DROP : verdict;
@@ -161,8 +164,8 @@ static __always_inline int xfw_br_nat_pre(struct __sk_buff *skb, struct xfw_pkt 
  * an SNAT's original direction; an ICMP error's quote). A DNAT verdict
  * for a connection's first frame translates it when the bridge reaches
  * the new destination at the frame's destination MAC (xfw_br_dnat), else
- * drops it. REJECT drops (the kernel answers from the host; xfw does
- * not), so does SNAT or MASQUERADE. A global function, verified once. */
+ * drops it. REJECT answers as the kernel's does (bridge_reject.h); SNAT
+ * or MASQUERADE drops. A global function, verified once. */
 __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_xdp_scratch *sc,
 					     __u64 port)
 {
@@ -215,6 +218,9 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 		xfw_frag_note_tc(skb, p, 1, verdict);
 	if (st->nlogs)
 		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_FORWARD, br, br);
+	st->nlogs = 0;
+	if (verdict == XFW_ACT_REJECT)
+		return xfw_br_reject(skb, sc, cs, br, p->reject);
 	if (verdict != XFW_ACT_ACCEPT)
 		return TC_ACT_SHOT;
 	/* MARK rules' mark goes on with the frame (mark.h). */
