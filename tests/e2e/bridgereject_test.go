@@ -39,15 +39,20 @@ COMMIT
 COMMIT
 `
 
-// bridgeRejectRules returns the ruleset in family fam's spelling.
-func bridgeRejectRules(fam int) string {
+// bridgeRejectRules returns the ruleset in family fam's spelling; without
+// tracked, it has no conntrack match (the generation tracks nothing).
+func bridgeRejectRules(fam int, tracked bool) string {
+	rules := bridgeRejectRuleset
+	if !tracked {
+		rules = strings.ReplaceAll(rules, " -m conntrack --ctstate RELATED", "")
+	}
 	if fam == 4 {
-		return bridgeRejectRuleset
+		return rules
 	}
 	return strings.NewReplacer("icmp-admin-prohibited", "icmp6-adm-prohibited",
 		"-p icmp -m icmp --icmp-type 3/13", "-p ipv6-icmp -m icmp6 --icmpv6-type 1/1",
 		"-p icmp -m icmp --icmp-type 3", "-p ipv6-icmp -m icmp6 --icmpv6-type 1",
-		"-p icmp -m conntrack", "-p ipv6-icmp -m conntrack").Replace(bridgeRejectRuleset)
+		"-p icmp -m conntrack", "-p ipv6-icmp -m conntrack").Replace(rules)
 }
 
 // bridgedTCP builds a TCP SYN from gen to sink's port, bridged.
@@ -103,23 +108,39 @@ func describeBridgeReject(tp *nettest.Topology, c nettest.Captured) string {
 }
 
 // TestBridgedRejectAgainstKernel REJECTs frames bridged from gen to sink
-// through xfw and through iptables-legacy (both families, every table's
-// counters compared after each probe) and compares what gen receives: the
-// reset from sink's MAC and address, the ICMP errors from br0's, counted in
-// OUTPUT and POSTROUTING as RELATED, one dropped there.
+// through xfw and through iptables-legacy (both families, tracked and not,
+// every table's counters compared after each probe) and compares what gen
+// receives: the reset from sink's MAC and address, the ICMP errors from
+// br0's, counted in OUTPUT and POSTROUTING (as RELATED when tracked), one
+// dropped there. fw's default TTL and br0's hop limit are not 64: the
+// replies' are the kernel's.
 func TestBridgedRejectAgainstKernel(t *testing.T) {
 	nettest.RequireRoot(t)
 	requireTools(t, "iptables-legacy", "ip6tables-legacy", "sysctl")
 	tw := newTwins(t, xfwPath(t))
 	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
 		bridgeSetup(t, tp, true)
-		fw.restore(t, tp, 4, bridgeRejectRules(4))
-		fw.restore(t, tp, 6, bridgeRejectRules(6))
-		zeroCounters(t, tp, fw)
+		nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.ipv4.ip_default_ttl=50", "net.ipv6.conf.br0.hop_limit=40")
 	})
 	if t.Failed() {
 		return
 	}
+	for _, tracked := range []bool{true, false} {
+		tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+			fw.restore(t, tp, 4, bridgeRejectRules(4, tracked))
+			fw.restore(t, tp, 6, bridgeRejectRules(6, tracked))
+			zeroCounters(t, tp, fw)
+		})
+		if t.Failed() {
+			return
+		}
+		bridgeRejectRound(t, tw, tracked)
+	}
+}
+
+// bridgeRejectRound sends TestBridgedRejectAgainstKernel's probes through
+// both twins and compares counters and replies.
+func bridgeRejectRound(t *testing.T, tw *twins, tracked bool) {
 	for _, fam := range []int{4, 6} {
 		for _, pr := range []struct {
 			typeProbe
@@ -131,6 +152,9 @@ func TestBridgedRejectAgainstKernel(t *testing.T) {
 			{typeProbe{name: "port unreachable about TCP", frame: bridgedTCP(fam, 9724)}, 1},
 		} {
 			pr.fam = fam
+			if !tracked {
+				pr.name += ", untracked"
+			}
 			caps := map[string]*nettest.Capture{}
 			var mu sync.Mutex
 			tw.each(func(kind string, tp *nettest.Topology, _ firewall) {
