@@ -99,6 +99,24 @@ __attribute__((noinline)) int xfw_br_dnat(struct __sk_buff *skb, struct xfw_pkt 
 	return 0;
 }
 
+/* xfw_br_snat applies nat POSTROUTING's SNAT or MASQUERADE verdict (its
+ * address and port in st; MASQUERADE's address the bridge br's, as the
+ * kernel's masquerade takes the bridge for the output device) to a
+ * connection's first frame p bridged from port to port (cs: its
+ * tracking, 0 when untracked: dropped, as the kernel's nat needs it).
+ * The frame's source is rewritten after the verdict (xfw_tc_nat_src), as
+ * a forwarded packet's; replies to the new source come to the bridge's
+ * own MAC and are translated back there. Returns the verdict. */
+static __always_inline __u32 xfw_br_snat(struct __sk_buff *skb, struct xfw_pkt *p,
+					 struct xfw_pending *st, struct xfw_ct_scratch *cs, __u32 br)
+{
+	if (!cs)
+		return XFW_ACT_DROP;
+	if (p->fam == 1 && !st->nat_addr)
+		xfw_nat6_masq_tc(skb, p, br);
+	return xfw_nat_snat(p, cs, st->nat_addr, st->nat_port, br) ? XFW_ACT_DROP : XFW_ACT_ACCEPT;
+}
+
 /* xfw_br_walk judges the bridged frame in sc->p in FORWARD, tracked when
  * the generation uses connection tracking, and returns the verdict; br
  * is the bridge. A DNAT verdict translates the frame (xfw_br_dnat) and
@@ -125,6 +143,8 @@ static __always_inline __u32 xfw_br_walk(struct __sk_buff *skb, struct xfw_xdp_s
 	}
 	verdict = xfw_judge(p, XFW_CHAIN_FORWARD, br, br, st, &rj);
 	p->reject = rj; /* the REJECT type, for xfw_br_reject */
+	if (verdict == XFW_ACT_SNAT)
+		return xfw_br_snat(skb, p, st, cs, br);
 	if (verdict != XFW_ACT_DNAT)
 		return verdict;
 	if (st->nlogs)
@@ -138,6 +158,8 @@ static __always_inline __u32 xfw_br_walk(struct __sk_buff *skb, struct xfw_xdp_s
 	verdict = xfw_judge(p, XFW_CHAIN_FORWARD, br, br, st, &rj);
 	p->reject = rj;
 	st->start = 0;
+	if (verdict == XFW_ACT_SNAT)
+		return xfw_br_snat(skb, p, st, cs, br);
 	/* nat chains after PREROUTING hold no DNAT. */
 	return verdict == XFW_ACT_DNAT ? XFW_ACT_DROP : verdict;
 }
@@ -164,8 +186,9 @@ static __always_inline int xfw_br_nat_pre(struct __sk_buff *skb, struct xfw_pkt 
  * an SNAT's original direction; an ICMP error's quote). A DNAT verdict
  * for a connection's first frame translates it when the bridge reaches
  * the new destination at the frame's destination MAC (xfw_br_dnat), else
- * drops it. REJECT answers as the kernel's does (bridge_reject.h); SNAT
- * or MASQUERADE drops. A global function, verified once. */
+ * drops it. An SNAT or MASQUERADE verdict translates its source
+ * (xfw_br_snat). REJECT answers as the kernel's does (bridge_reject.h).
+ * A global function, verified once. */
 __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_xdp_scratch *sc,
 					     __u64 port)
 {
