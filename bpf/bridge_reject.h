@@ -38,14 +38,22 @@
 #define XFW_BR_RJ_MARK 0x78f4
 
 /* xfw_br_rj_sent reports whether skb, at a TC egress hook, is a reply to
- * a bridged frame on its way: on the bridge it keeps its mark for the
- * port, on the port (port: xfw_br_port's, nonzero) the mark is cleared. */
+ * a bridged frame on its way (judged already). The mark is kept through a
+ * bridge (a device with the bridge-nf-call sysctls' flags that is no
+ * port) for its port, and cleared where the reply leaves (port: the
+ * device's xfw_br_port, nonzero on a port). */
 static __always_inline int xfw_br_rj_sent(struct __sk_buff *skb, __u64 port)
 {
+	__u64 key = skb->ifindex;
+	struct xfw_ifinfo *ifi;
+	__u32 keep;
+
 	if (skb->tc_index != XFW_BR_RJ_MARK)
 		return 0;
-	skb->tc_index = port ? 0 : XFW_BR_RJ_MARK;
-	skb->tc_classid = port ? 0 : XFW_BR_RJ_MARK;
+	ifi = port ? 0 : bpf_map_lookup_elem(&xfw_ifinfo, &key);
+	keep = ifi && (ifi->flags & (XFW_IF_BRNF4 | XFW_IF_BRNF6)) ? XFW_BR_RJ_MARK : 0;
+	skb->tc_index = keep;
+	skb->tc_classid = keep;
 	return 1;
 }
 
