@@ -57,21 +57,27 @@ static __always_inline int xfw_br_rj_sent(struct __sk_buff *skb, __u64 port)
 	return 1;
 }
 
+/* The REJECT type's flag (xfw_br_reject): the frame's DNAT was given back
+ * (bridge_tc.h xfw_br_dnat_undo). */
+#define XFW_BR_RJ_UNDONE 0x10000
+
 /* xfw_br_rj_route finds the route of the reply r back to the frame's
  * source, as the kernel's output routing would (from the bridge br; from a
  * bridge that does not forward, bpf_fib_lookup refuses that and the lookup
- * is made as output by it): with its source picked (pick: an ICMP error,
- * BPF_FIB_LOOKUP_SRC) and, when the neighbour is known, the frame's
- * addresses in r->l2 (fib->tot_len 1, as xfw_rj_tc_route leaves it for
- * xfw_rj_tc_out). Returns 0, or -1: no route, no reply. */
+ * is made as output by it), for an ICMP error (icmp: with the neighbour,
+ * whose addresses go to r->l2 when it is known, fib->tot_len 1, as
+ * xfw_rj_tc_route leaves it for xfw_rj_tc_out; with its source picked
+ * unless pick is 0, BPF_FIB_LOOKUP_SRC) or a reset (neither). Returns 0,
+ * or -1: no route, no reply. */
 static __always_inline int xfw_br_rj_route(struct __sk_buff *skb, struct xfw_rj *r,
-					   struct bpf_fib_lookup *fib, __u32 br, int v6, int pick)
+					   struct bpf_fib_lookup *fib, __u32 br, int v6, int icmp,
+					   int pick)
 {
-	__u32 flags = pick ? BPF_FIB_LOOKUP_SRC : BPF_FIB_LOOKUP_SKIP_NEIGH;
+	__u32 flags = !icmp ? BPF_FIB_LOOKUP_SKIP_NEIGH : pick ? BPF_FIB_LOOKUP_SRC : 0;
 	long rc;
 
 	xfw_rj_fib_init(fib, r, br, v6, !pick,
-			pick ? (v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP) : IPPROTO_TCP);
+			icmp ? (v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP) : IPPROTO_TCP);
 	rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags);
 	if (rc == BPF_FIB_LKUP_RET_FWD_DISABLED)
 		rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags | BPF_FIB_LOOKUP_OUTPUT);
@@ -83,7 +89,7 @@ static __always_inline int xfw_br_rj_route(struct __sk_buff *skb, struct xfw_rj 
 		else
 			r->saddr[0] = fib->ipv4_src;
 	}
-	fib->tot_len = pick && rc == BPF_FIB_LKUP_RET_SUCCESS;
+	fib->tot_len = icmp && rc == BPF_FIB_LKUP_RET_SUCCESS;
 	if (fib->tot_len) {
 		__builtin_memcpy(r->l2, fib->dmac, ETH_ALEN);
 		__builtin_memcpy(r->l2 + ETH_ALEN, fib->smac, ETH_ALEN);
@@ -147,9 +153,11 @@ static __always_inline int xfw_br_rj_icmp(struct __sk_buff *skb, struct xfw_rj *
 
 /* xfw_br_rj_error turns the frame in skb into the ICMP error planned in
  * rs->r (kind XFW_RJK_ICMP4 or ICMP6), routed through the bridge br:
- * XFW_BR_RJ_JUDGE, or TC_ACT_SHOT when none is sent. */
+ * XFW_BR_RJ_JUDGE, or TC_ACT_SHOT when none is sent. Its source is the
+ * route's, or after a DNAT given back (undone) the frame's destination, as
+ * the kernel's nat makes it. */
 static __always_inline int xfw_br_rj_error(struct __sk_buff *skb, const struct xfw_pkt *p,
-					   struct xfw_rj_scratch *rs, __u32 br, int v6)
+					   struct xfw_rj_scratch *rs, __u32 br, int v6, int undone)
 {
 	struct xfw_rj *r = &rs->r;
 	__u64 now = bpf_ktime_get_ns();
@@ -161,7 +169,7 @@ static __always_inline int xfw_br_rj_error(struct __sk_buff *skb, const struct x
 	rl = xfw_rl_limited(r->type, r->code, v6);
 	if (rl && !xfw_rl_global_allow(rl, now))
 		return TC_ACT_SHOT;
-	if (xfw_br_rj_route(skb, r, &rs->fib, br, v6, 1))
+	if (xfw_br_rj_route(skb, r, &rs->fib, br, v6, 1, !undone))
 		return TC_ACT_SHOT;
 	if (rl && !xfw_rl_spend(rl, r->daddr, v6, 0, now))
 		return TC_ACT_SHOT;
@@ -171,19 +179,21 @@ static __always_inline int xfw_br_rj_error(struct __sk_buff *skb, const struct x
 	return XFW_BR_RJ_JUDGE;
 }
 
-/* xfw_br_reject answers the bridged frame in sc->p, judged REJECT (type)
- * in FORWARD on the bridge br (cs: its connection, or 0), as the kernel
+/* xfw_br_reject answers the bridged frame in sc->p, judged REJECT (type,
+ * with XFW_BR_RJ_UNDONE when its DNAT was given back) in FORWARD on the
+ * bridge br (cs: its connection, or 0), as the kernel
  * does (see above), and returns the TC action that sends a reset,
  * XFW_BR_RJ_JUDGE for an ICMP error, or TC_ACT_SHOT when the kernel sends
  * nothing. A global function. */
 __attribute__((noinline)) int xfw_br_reject(struct __sk_buff *skb, struct xfw_xdp_scratch *sc,
 					    struct xfw_ct_scratch *cs, __u32 br, __u32 type)
 {
-	__u32 slot = XFW_RJ_SLOT_TC, in;
+	__u32 slot = XFW_RJ_SLOT_TC, in, undone = type & XFW_BR_RJ_UNDONE;
 	struct xfw_rj_scratch *rs;
 	struct xfw_pkt *p;
 	int kind, v6;
 
+	type &= ~XFW_BR_RJ_UNDONE;
 	if (!skb || !sc)
 		return TC_ACT_SHOT;
 	rs = bpf_map_lookup_elem(&xfw_rj_scratch, &slot);
@@ -199,11 +209,11 @@ __attribute__((noinline)) int xfw_br_reject(struct __sk_buff *skb, struct xfw_xd
 	if (kind == XFW_RJK_ICMP4 || kind == XFW_RJK_ICMP6) {
 		if (cs)
 			xfw_ct_save(cs, p);
-		return xfw_br_rj_error(skb, p, rs, br, v6);
+		return xfw_br_rj_error(skb, p, rs, br, v6, undone != 0);
 	}
 	/* The reset: routed first (its hop limit the route's device's),
 	 * then sent out of the input port. */
-	if (xfw_br_rj_route(skb, &rs->r, &rs->fib, br, v6, 0))
+	if (xfw_br_rj_route(skb, &rs->r, &rs->fib, br, v6, 0, 0))
 		return TC_ACT_SHOT;
 	rs->r.ttl = v6 ? xfw_rj_hop_limit6(rs->fib.ifindex) : xfw_rj_ttl4();
 	if (xfw_br_rj_rst(skb, &rs->r, v6))

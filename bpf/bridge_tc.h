@@ -164,6 +164,31 @@ static __always_inline __u32 xfw_br_walk(struct __sk_buff *skb, struct xfw_xdp_s
 	return verdict == XFW_ACT_DNAT ? XFW_ACT_DROP : verdict;
 }
 
+/* xfw_br_dnat_undo gives a bridged first frame that a DNAT verdict
+ * translated (xfw_br_dnat, still pending) and REJECT answers with an ICMP
+ * error its destination back: the kernel's nat translates that error
+ * (nf_nat_icmp_reply_translation at POSTROUTING), which then quotes the
+ * frame as it came and comes from the destination it was sent to. (A
+ * reset leaves translated: no nat hook sees it.) Returns 1 when it did. */
+static __always_inline int xfw_br_dnat_undo(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_key *k;
+	int rc;
+
+	if (!np || !(np->pending & XFW_NAT_F_DST))
+		return 0;
+	k = &np->key[XFW_NAT_PD];
+	if (xfw_nat_translatable(p))
+		rc = xfw_nat_rw_tc(skb, p, 1, k->daddr_hi, k->daddr, k->dport);
+	else if (p->fam)
+		rc = xfw_natq6_addr_tc(skb, p, 1, k->daddr_hi, k->daddr);
+	else
+		rc = xfw_natq_addr_tc(skb, p, 1, (__u32)k->daddr);
+	return rc == 0;
+}
+
 /* xfw_br_nat_pre translates the destination of a bridged frame of a
  * translated connection before FORWARD (br_netfilter's PREROUTING): a
  * DNAT's original direction, an SNAT's reply, with ports (nat.h) or
@@ -195,7 +220,7 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 	struct xfw_ct_scratch *cs = 0;
 	struct xfw_pkt *p;
 	struct xfw_pending *st;
-	__u32 br = port >> 16, verdict;
+	__u32 br = port >> 16, verdict, undone = 0;
 
 	if (!skb || !sc || !xfw_br_bridged(skb->ingress_ifindex, br) || skb->vlan_present)
 		return TC_ACT_OK;
@@ -235,6 +260,8 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 		xfw_ct_confirm(cs);
 		xfw_nat_confirm();
 	} else {
+		if (verdict == XFW_ACT_REJECT && p->reject != XFW_RJ_TCP_RESET && xfw_br_dnat_undo(skb, p))
+			undone = XFW_BR_RJ_UNDONE;
 		xfw_nat_cancel();
 	}
 	if (cs)
@@ -243,7 +270,7 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_FORWARD, br, br);
 	st->nlogs = 0;
 	if (verdict == XFW_ACT_REJECT)
-		return xfw_br_reject(skb, sc, cs, br, p->reject);
+		return xfw_br_reject(skb, sc, cs, br, p->reject | undone);
 	if (verdict != XFW_ACT_ACCEPT)
 		return TC_ACT_SHOT;
 	/* MARK rules' mark goes on with the frame (mark.h). */

@@ -72,7 +72,7 @@ func bridgeRejectReply(c nettest.Captured, fam int) bool {
 	}
 	switch c.Protocol {
 	case nettest.ProtoTCP:
-		return c.SrcPort >= 9721 && c.SrcPort <= 9724
+		return c.SrcPort >= 9721 && c.SrcPort <= 9726
 	case nettest.ProtoICMP:
 		return c.ICMPType == 3
 	case nettest.ProtoICMPv6:
@@ -134,27 +134,38 @@ func TestBridgedRejectAgainstKernel(t *testing.T) {
 		if t.Failed() {
 			return
 		}
-		bridgeRejectRound(t, tw, tracked)
+		suffix := ""
+		if !tracked {
+			suffix = ", untracked"
+		}
+		bridgeRejectRound(t, tw, bridgeRejectProbes, suffix)
 	}
 }
 
-// bridgeRejectRound sends TestBridgedRejectAgainstKernel's probes through
-// both twins and compares counters and replies.
-func bridgeRejectRound(t *testing.T, tw *twins, tracked bool) {
+// bridgeRejectProbe is a frame gen sends and how many replies the kernel
+// sends it.
+type bridgeRejectProbe struct {
+	typeProbe
+	replies int
+}
+
+// bridgeRejectProbes are TestBridgedRejectAgainstKernel's probes.
+func bridgeRejectProbes(fam int) []bridgeRejectProbe {
+	return []bridgeRejectProbe{
+		{typeProbe{name: "tcp-reset", frame: bridgedTCP(fam, 9721)}, 1},
+		{typeProbe{name: "port unreachable", frame: bridgedUDP(fam, 9722, false, false)}, 1},
+		{typeProbe{name: "prohibited, dropped in OUTPUT", frame: bridgedUDP(fam, 9723, false, false)}, 0},
+		{typeProbe{name: "port unreachable about TCP", frame: bridgedTCP(fam, 9724)}, 1},
+	}
+}
+
+// bridgeRejectRound sends each family's probes through both twins and
+// compares counters and replies (suffix names the round).
+func bridgeRejectRound(t *testing.T, tw *twins, probes func(fam int) []bridgeRejectProbe, suffix string) {
 	for _, fam := range []int{4, 6} {
-		for _, pr := range []struct {
-			typeProbe
-			replies int
-		}{
-			{typeProbe{name: "tcp-reset", frame: bridgedTCP(fam, 9721)}, 1},
-			{typeProbe{name: "port unreachable", frame: bridgedUDP(fam, 9722, false, false)}, 1},
-			{typeProbe{name: "prohibited, dropped in OUTPUT", frame: bridgedUDP(fam, 9723, false, false)}, 0},
-			{typeProbe{name: "port unreachable about TCP", frame: bridgedTCP(fam, 9724)}, 1},
-		} {
+		for _, pr := range probes(fam) {
 			pr.fam = fam
-			if !tracked {
-				pr.name += ", untracked"
-			}
+			pr.name += suffix
 			caps := map[string]*nettest.Capture{}
 			var mu sync.Mutex
 			tw.each(func(kind string, tp *nettest.Topology, _ firewall) {
@@ -193,4 +204,43 @@ func bridgeRejectRound(t *testing.T, tw *twins, tracked bool) {
 			}
 		}
 	}
+}
+
+// bridgeRejectDNATRules adds to the tracked ruleset of family fam a DNAT
+// of bridged frames to sink's ports 9725 and 9726 to sink's rejected
+// ports 9721 and 9722.
+func bridgeRejectDNATRules(fam int) string {
+	sink := bridgeAddr(nil, fam, 2).String()
+	if fam == 6 {
+		sink = "[" + sink + "]"
+	}
+	return bridgeRejectRules(fam, true) + fmt.Sprintf(`*nat
+-A PREROUTING -p tcp -m tcp --dport 9725 -j DNAT --to-destination %[1]s:9721
+-A PREROUTING -p udp -m udp --dport 9726 -j DNAT --to-destination %[1]s:9722
+COMMIT
+`, sink)
+}
+
+// TestBridgedRejectAfterDNATAgainstKernel REJECTs bridged frames that nat
+// PREROUTING translated (br_netfilter's bridged DNAT) through xfw and
+// through iptables-legacy: what gen receives and every counter.
+func TestBridgedRejectAfterDNATAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy", "sysctl")
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		bridgeSetup(t, tp, true)
+		fw.restore(t, tp, 4, bridgeRejectDNATRules(4))
+		fw.restore(t, tp, 6, bridgeRejectDNATRules(6))
+		zeroCounters(t, tp, fw)
+	})
+	if t.Failed() {
+		return
+	}
+	bridgeRejectRound(t, tw, func(fam int) []bridgeRejectProbe {
+		return []bridgeRejectProbe{
+			{typeProbe{name: "tcp-reset after DNAT", frame: bridgedTCP(fam, 9725)}, 1},
+			{typeProbe{name: "port unreachable after DNAT", frame: bridgedUDP(fam, 9726, false, false)}, 1},
+		}
+	}, "")
 }
