@@ -62,9 +62,9 @@ static __always_inline int xfw_br_rj_sent(struct __sk_buff *skb, __u64 port)
 #define XFW_BR_RJ_UNDONE 0x10000
 
 /* xfw_br_rj_route finds the route of the reply r back to the frame's
- * source, as the kernel's output routing would (from the bridge br; from a
- * bridge that does not forward, bpf_fib_lookup refuses that and the lookup
- * is made as output by it), for an ICMP error (icmp: with the neighbour,
+ * source, as the kernel's output routing would (from the bridge br; where
+ * the bridge does not forward, bpf_fib_lookup refuses every lookup: no
+ * reply, docs/differences.md), for an ICMP error (icmp: with the neighbour,
  * whose addresses go to r->l2 when it is known, fib->tot_len 1, as
  * xfw_rj_tc_route leaves it for xfw_rj_tc_out; with its source picked
  * unless pick is 0, BPF_FIB_LOOKUP_SRC) or a reset (neither). Returns 0,
@@ -79,8 +79,6 @@ static __always_inline int xfw_br_rj_route(struct __sk_buff *skb, struct xfw_rj 
 	xfw_rj_fib_init(fib, r, br, v6, !pick,
 			icmp ? (v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP) : IPPROTO_TCP);
 	rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags);
-	if (rc == BPF_FIB_LKUP_RET_FWD_DISABLED)
-		rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags | BPF_FIB_LOOKUP_OUTPUT);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
 		return -1;
 	if (pick) {
