@@ -12,24 +12,26 @@ import (
 )
 
 // bridgeSNATRuleset masquerades gen's connections to sink's port 8080 and
-// SNATs those to 8081 to br0's address, both bridged from port to port;
-// FORWARD and POSTROUTING count the connections' packets.
+// its pings, and SNATs those to 8081 to br0's address, all bridged from
+// port to port; FORWARD and POSTROUTING count the connections' packets.
 func bridgeSNATRuleset(fam int) string {
-	br := bridgeAddr(nil, fam, 0xfe).String()
+	br, icmp, echo := bridgeAddr(nil, fam, 0xfe).String(), "icmp", "-m icmp --icmp-type 8"
 	if fam == 6 {
-		br = "[" + br + "]"
+		br, icmp, echo = "["+br+"]", "ipv6-icmp", "-m icmp6 --icmpv6-type 128"
 	}
 	return fmt.Sprintf(`*nat
 -A POSTROUTING -o br0 -p tcp -m tcp --dport 8080 -j MASQUERADE
--A POSTROUTING -o br0 -p tcp -m tcp --dport 8081 -j SNAT --to-source %s:20000-20010
+-A POSTROUTING -o br0 -p tcp -m tcp --dport 8081 -j SNAT --to-source %[1]s:20000-20010
 -A POSTROUTING -o br0 -p tcp
+-A POSTROUTING -o br0 -p %[2]s %[3]s -j MASQUERADE
 COMMIT
 *filter
 -A FORWARD -i br0 -o br0 -p tcp -m conntrack --ctstate SNAT
 -A FORWARD -i br0 -o br0 -p tcp -m conntrack --ctstate NEW
 -A FORWARD -i br0 -o br0 -p tcp
+-A FORWARD -i br0 -o br0 -p %[2]s -m conntrack --ctstate SNAT
 COMMIT
-`, br)
+`, br, icmp, echo)
 }
 
 // bridgeSNATRound connects gen to sink's ports 8080 and 8081 in family
@@ -49,12 +51,15 @@ func bridgeSNATRound(t *testing.T, tp *nettest.Topology, fam int) string {
 		}
 		srv.Close()
 	}
+	a := nettest.Ping(tp.GenNS, sink, nettest.WithEchoID(0x1234), nettest.WithTimeout(2*time.Second),
+		nettest.WithSource(netip.AddrPortFrom(bridgeAddr(tp, fam, 1), 0)))
+	out = append(out, fmt.Sprintf("ping: %s from %s", a.Outcome, bridgeName(tp, a.From)))
 	return strings.Join(out, "; ")
 }
 
 // TestBridgeSNATAgainstKernel masquerades and SNATs connections bridged
 // from gen to sink through xfw and through iptables-legacy (both
-// families): sink sees br0's address, gen its answers; FORWARD and
+// families; TCP and ping): sink sees br0's address, gen its answers; FORWARD and
 // POSTROUTING count the connections' packets as the kernel does.
 func TestBridgeSNATAgainstKernel(t *testing.T) {
 	nettest.RequireRoot(t)
@@ -94,7 +99,7 @@ func TestBridgeSNATAgainstKernel(t *testing.T) {
 		k := counters(t, tw.fws["kernel"].save(t, tw.tps["kernel"], fam))
 		x := counters(t, tw.fws["xfw"].save(t, tw.tps["xfw"], fam))
 		for key, kv := range k {
-			if strings.Contains(key, "-p tcp") && x[key] != kv {
+			if (strings.Contains(key, "-p tcp") || strings.Contains(key, "icmp")) && x[key] != kv {
 				t.Errorf("IPv%d %s: kernel %v, xfw %v", fam, key, kv, x[key])
 			}
 		}
