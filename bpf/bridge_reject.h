@@ -154,16 +154,17 @@ static __always_inline int xfw_br_rj_icmp(struct __sk_buff *skb, struct xfw_rj *
  * XFW_BR_RJ_JUDGE, or TC_ACT_SHOT when none is sent. Its source is the
  * route's, or after a DNAT given back (undone) the frame's destination, as
  * the kernel's nat makes it. */
-static __always_inline int xfw_br_rj_error(struct __sk_buff *skb, const struct xfw_pkt *p,
-					   struct xfw_rj_scratch *rs, __u32 br, int v6, int undone)
+static __always_inline int xfw_br_rj_error(struct __sk_buff *skb, struct xfw_rj_scratch *rs,
+					   __u32 br, int v6, int undone)
 {
 	struct xfw_rj *r = &rs->r;
 	__u64 now = bpf_ktime_get_ns();
 	struct xfw_rl_cfg *rl;
 
-	/* IPv4 options would be echoed (reject_opts.h): not done here. */
-	if (!v6 && p->thoff != p->l3_off + XFW_RJ_IP4_HLEN)
-		return TC_ACT_SHOT;
+	/* No IPv4 option is echoed (reject_opts.h echoes a routed packet's):
+	 * for a bridged frame the options ip_options_compile found are
+	 * gone from the control block the bridge reuses (found against the
+	 * kernel: record route, timestamps). */
 	rl = xfw_rl_limited(r->type, r->code, v6);
 	if (rl && !xfw_rl_global_allow(rl, now))
 		return TC_ACT_SHOT;
@@ -207,7 +208,7 @@ __attribute__((noinline)) int xfw_br_reject(struct __sk_buff *skb, struct xfw_xd
 	if (kind == XFW_RJK_ICMP4 || kind == XFW_RJK_ICMP6) {
 		if (cs)
 			xfw_ct_save(cs, p);
-		return xfw_br_rj_error(skb, p, rs, br, v6, undone != 0);
+		return xfw_br_rj_error(skb, rs, br, v6, undone != 0);
 	}
 	/* The reset: routed first (its hop limit the route's device's),
 	 * then sent out of the input port. */

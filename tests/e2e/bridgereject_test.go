@@ -151,11 +151,29 @@ type bridgeRejectProbe struct {
 
 // bridgeRejectProbes are TestBridgedRejectAgainstKernel's probes.
 func bridgeRejectProbes(fam int) []bridgeRejectProbe {
-	return []bridgeRejectProbe{
+	probes := []bridgeRejectProbe{
 		{typeProbe{name: "tcp-reset", frame: bridgedTCP(fam, 9721)}, 1},
 		{typeProbe{name: "port unreachable", frame: bridgedUDP(fam, 9722, false, false)}, 1},
 		{typeProbe{name: "prohibited, dropped in OUTPUT", frame: bridgedUDP(fam, 9723, false, false)}, 0},
 		{typeProbe{name: "port unreachable about TCP", frame: bridgedTCP(fam, 9724)}, 1},
+	}
+	if fam == 4 {
+		// The kernel echoes no option: the bridge's control block
+		// holds what ip_options_compile filled in (bridged frames).
+		probes = append(probes,
+			bridgeRejectProbe{typeProbe{name: "port unreachable, record route", frame: bridgedUDPOpts(9722, []byte{7, 7, 4, 0, 0, 0, 0, 0})}, 1},
+			bridgeRejectProbe{typeProbe{name: "port unreachable, timestamps", frame: bridgedUDPOpts(9722, []byte{68, 12, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0})}, 1})
+	}
+	return probes
+}
+
+// bridgedUDPOpts builds an IPv4 UDP datagram from gen to sink's port with
+// IP options opts, bridged.
+func bridgedUDPOpts(port uint16, opts []byte) func(tp *nettest.Topology) []byte {
+	return func(tp *nettest.Topology) []byte {
+		eth := nettest.Ethernet{Src: tp.Gen.MAC, Dst: tp.Sink.MAC}
+		udp := nettest.UDP{SrcPort: 4000, DstPort: port, Payload: []byte("xfw-bridge-options")}
+		return eth.Frame(nettest.IPv4{Src: bridgeAddr(tp, 4, 1), Dst: bridgeAddr(tp, 4, 2), ID: 77, Options: opts}.Packet(udp))
 	}
 }
 
