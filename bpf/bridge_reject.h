@@ -17,6 +17,10 @@
  *    destination's), judged in OUTPUT and POSTROUTING with -o the route's
  *    device (the bridge) and the offending frame's connection (RELATED),
  *    then sent through the bridge device, which bridges it to the source.
+ *    After a bridged DNAT the kernel's nat translates it at POSTROUTING:
+ *    it quotes the frame as it came, from the frame's destination (the
+ *    DNAT is given back first, bridge_tc.h xfw_br_dnat_undo; a reset
+ *    stays translated). It echoes no IPv4 option.
  *
  * A reply on its way is marked (skb->tc_index XFW_BR_RJ_MARK): the
  * bridge's TC egress hook passes it, judged already, and so does the port
