@@ -7,7 +7,7 @@
  *
  * Included by xfw.c after xfw_judge, xfw_tc_parse and xfw_tc_nat_src,
  * which it uses.
- * Includes: bridge.h, ct.h, log.h, frag.h, tcpopt.h, ip6ext.h, pred.h,
+ * Includes: bridge.h, bridge_reject.h, ct.h, log.h, frag.h, tcpopt.h, ip6ext.h, pred.h,
  * hdr4.h, nat.h (through xfw.c).
  */
 #ifndef XFW_BRIDGE_TC_H
@@ -17,6 +17,7 @@
 #include <linux/pkt_cls.h>
 #include <linux/if_packet.h>
 #include "bridge.h"
+#include "bridge_reject.h"
 
 /* xfw_br_dnat_here reports whether the bridge br reaches hi:lo, port
  * (the translated destination of frame p) at the frame's destination MAC:
@@ -98,6 +99,24 @@ __attribute__((noinline)) int xfw_br_dnat(struct __sk_buff *skb, struct xfw_pkt 
 	return 0;
 }
 
+/* xfw_br_snat applies nat POSTROUTING's SNAT or MASQUERADE verdict (its
+ * address and port in st; MASQUERADE's address the bridge br's, as the
+ * kernel's masquerade takes the bridge for the output device) to a
+ * connection's first frame p bridged from port to port (cs: its
+ * tracking, 0 when untracked: dropped, as the kernel's nat needs it).
+ * The frame's source is rewritten after the verdict (xfw_tc_nat_src), as
+ * a forwarded packet's; replies to the new source come to the bridge's
+ * own MAC and are translated back there. Returns the verdict. */
+static __always_inline __u32 xfw_br_snat(struct __sk_buff *skb, struct xfw_pkt *p,
+					 struct xfw_pending *st, struct xfw_ct_scratch *cs, __u32 br)
+{
+	if (!cs)
+		return XFW_ACT_DROP;
+	if (p->fam == 1 && !st->nat_addr)
+		xfw_nat6_masq_tc(skb, p, br);
+	return xfw_nat_snat(p, cs, st->nat_addr, st->nat_port, br) ? XFW_ACT_DROP : XFW_ACT_ACCEPT;
+}
+
 /* xfw_br_walk judges the bridged frame in sc->p in FORWARD, tracked when
  * the generation uses connection tracking, and returns the verdict; br
  * is the bridge. A DNAT verdict translates the frame (xfw_br_dnat) and
@@ -123,6 +142,9 @@ static __always_inline __u32 xfw_br_walk(struct __sk_buff *skb, struct xfw_xdp_s
 		xfw_hdr4_tc(skb, p, st->slot);
 	}
 	verdict = xfw_judge(p, XFW_CHAIN_FORWARD, br, br, st, &rj);
+	p->reject = rj; /* the REJECT type, for xfw_br_reject */
+	if (verdict == XFW_ACT_SNAT)
+		return xfw_br_snat(skb, p, st, cs, br);
 	if (verdict != XFW_ACT_DNAT)
 		return verdict;
 	if (st->nlogs)
@@ -134,9 +156,37 @@ static __always_inline __u32 xfw_br_walk(struct __sk_buff *skb, struct xfw_xdp_s
 		return XFW_ACT_DROP;
 	st->start = fc->nat_resume[XFW_CHAIN_FORWARD];
 	verdict = xfw_judge(p, XFW_CHAIN_FORWARD, br, br, st, &rj);
+	p->reject = rj;
 	st->start = 0;
+	if (verdict == XFW_ACT_SNAT)
+		return xfw_br_snat(skb, p, st, cs, br);
 	/* nat chains after PREROUTING hold no DNAT. */
 	return verdict == XFW_ACT_DNAT ? XFW_ACT_DROP : verdict;
+}
+
+/* xfw_br_dnat_undo gives a bridged first frame that a DNAT verdict
+ * translated (xfw_br_dnat, still pending) and REJECT answers with an ICMP
+ * error its destination back: the kernel's nat translates that error
+ * (nf_nat_icmp_reply_translation at POSTROUTING), which then quotes the
+ * frame as it came and comes from the destination it was sent to. (A
+ * reset leaves translated: no nat hook sees it.) Returns 1 when it did. */
+static __always_inline int xfw_br_dnat_undo(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_nat_key *k;
+	int rc;
+
+	if (!np || !(np->pending & XFW_NAT_F_DST))
+		return 0;
+	k = &np->key[XFW_NAT_PD];
+	if (xfw_nat_translatable(p))
+		rc = xfw_nat_rw_tc(skb, p, 1, k->daddr_hi, k->daddr, k->dport);
+	else if (p->fam)
+		rc = xfw_natq6_addr_tc(skb, p, 1, k->daddr_hi, k->daddr);
+	else
+		rc = xfw_natq_addr_tc(skb, p, 1, (__u32)k->daddr);
+	return rc == 0;
 }
 
 /* xfw_br_nat_pre translates the destination of a bridged frame of a
@@ -161,15 +211,16 @@ static __always_inline int xfw_br_nat_pre(struct __sk_buff *skb, struct xfw_pkt 
  * an SNAT's original direction; an ICMP error's quote). A DNAT verdict
  * for a connection's first frame translates it when the bridge reaches
  * the new destination at the frame's destination MAC (xfw_br_dnat), else
- * drops it. REJECT drops (the kernel answers from the host; xfw does
- * not), so does SNAT or MASQUERADE. A global function, verified once. */
+ * drops it. An SNAT or MASQUERADE verdict translates its source
+ * (xfw_br_snat). REJECT answers as the kernel's does (bridge_reject.h).
+ * A global function, verified once. */
 __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_xdp_scratch *sc,
 					     __u64 port)
 {
 	struct xfw_ct_scratch *cs = 0;
 	struct xfw_pkt *p;
 	struct xfw_pending *st;
-	__u32 br = port >> 16, verdict;
+	__u32 br = port >> 16, verdict, undone = 0;
 	int tr;
 
 	if (!skb || !sc || !xfw_br_bridged(skb->ingress_ifindex, br) || skb->vlan_present)
@@ -216,12 +267,17 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 		xfw_ct_confirm(cs);
 		xfw_nat_confirm();
 	} else {
+		if (verdict == XFW_ACT_REJECT && p->reject != XFW_RJ_TCP_RESET && xfw_br_dnat_undo(skb, p))
+			undone = XFW_BR_RJ_UNDONE;
 		xfw_nat_cancel();
 	}
 	if (cs)
 		xfw_frag_note_tc(skb, p, 1, verdict);
 	if (st->nlogs)
 		xfw_emit_logs_tc(skb, sc, XFW_CHAIN_FORWARD, br, br);
+	st->nlogs = 0;
+	if (verdict == XFW_ACT_REJECT)
+		return xfw_br_reject(skb, sc, cs, br, p->reject | undone);
 	if (verdict != XFW_ACT_ACCEPT)
 		return TC_ACT_SHOT;
 	/* MARK rules' mark goes on with the frame (mark.h). */

@@ -1198,8 +1198,13 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	st = &sc->st;
 	/* A bridge port: frames bridged to it (bridge.h). */
 	port = xfw_br_port(skb->ifindex);
-	if (port)
-		return xfw_tc_bridged(skb, sc, port);
+	/* A REJECT reply to a bridged frame, judged already (bridge_reject.h). */
+	if (xfw_br_rj_sent(skb, port))
+		return TC_ACT_OK;
+	if (port) {
+		rc = xfw_tc_bridged(skb, sc, port);
+		return rc == XFW_BR_RJ_JUDGE ? xfw_br_rj_out(skb, sc) : rc;
+	}
 	/* Forwarded packets were judged at ingress (FORWARD); a reply of a
 	 * translated connection gets its source back here (POSTROUTING). */
 	/* Translated in nat OUTPUT and judged on the device its first route
