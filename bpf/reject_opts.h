@@ -253,6 +253,18 @@ static __always_inline int xfw_rj_opt_echo(__u8 *e, const __u8 *b, __u32 rr, __u
 	return d;
 }
 
+/* xfw_rj_opt_echo_sc is xfw_rj_opt_echo from scratch sc's options (its
+ * o.b) to its reply's (r.opt), the reply's source r.saddr[0]. A global
+ * function: inlined, the echo's byte copies were verified again for each
+ * path through xfw_rj_opt_input before it. */
+__attribute__((noinline)) int xfw_rj_opt_echo_sc(struct xfw_rj_scratch *sc, __u32 rr, __u32 ts,
+						 __u32 need, __u32 now)
+{
+	if (!sc)
+		return -1;
+	return xfw_rj_opt_echo(sc->r.opt, sc->o.b, rr, ts, need, sc->r.saddr[0], now);
+}
+
 /* xfw_rj_opts4_room shortens the quote of r to the room icmp_send leaves
  * it: 576 bytes less the headers, the echoed options included. */
 static __always_inline void xfw_rj_opts4_room(struct xfw_rj *r)
@@ -319,7 +331,7 @@ __attribute__((noinline)) int xfw_rj_opts4_xdp(struct xdp_md *ctx, __u32 l3_off,
 	r->hdelta = xfw_csum_fold((__u32)delta);
 	if (!echo)
 		return 0;
-	d = xfw_rj_opt_echo(r->opt, o->b, rr, ts, need, r->saddr[0], now);
+	d = xfw_rj_opt_echo_sc(sc, rr, ts, need, now);
 	if (d < 0)
 		return -1;
 	r->optlen = d;
@@ -408,7 +420,7 @@ __attribute__((noinline)) int xfw_rj_opts4_tc(struct __sk_buff *skb, __u32 l3_of
 		return -1;
 	if (bpf_skb_load_bytes(skb, l3_off + XFW_RJ_IP4_HLEN, o->b, n) < 0)
 		return -1;
-	d = xfw_rj_opt_echo(r->opt, o->b, rr, ts, need, r->saddr[0], xfw_rj_now_ms());
+	d = xfw_rj_opt_echo_sc(sc, rr, ts, need, xfw_rj_now_ms());
 	if (d < 0)
 		return -1;
 	r->optlen = d;
