@@ -31,6 +31,7 @@
 #include "xfw_maps.h"
 #include "owner.h"
 #include "demux.h"
+#include "iter.h"
 
 /* xfw_log_event reserves and fills a LOG event for entry e of generation
  * slot, or returns NULL. */
@@ -149,17 +150,23 @@ __attribute__((noinline)) int xfw_emit_logs_xdp(struct xdp_md *ctx, struct xfw_x
 						__u32 chain, __u32 iif, __u32 oif)
 {
 	struct xfw_log_ids ids = {};
-	int has_ids = 0, demuxed = 0;
-	__u32 len;
+	int has_ids = 0, demuxed = 0, *ip;
+	struct bpf_iter_num it;
+	__u32 len, i;
 
 	if (!ctx || !sc)
 		return 0;
 	len = ctx->data_end - ctx->data;
-	for (int i = 0; i < XFW_MAX_PENDING_LOGS; i++) {
-		if (i >= sc->st.nlogs)
+	/* On the numeric iterator (iter.h): the event is verified a few
+	 * times, not once per pending entry. */
+	bpf_iter_num_new(&it, 0, XFW_MAX_PENDING_LOGS);
+	while ((ip = bpf_iter_num_next(&it))) {
+		i = *ip;
+		if (i >= XFW_MAX_PENDING_LOGS || i >= sc->st.nlogs)
 			break;
 		xfw_emit_one(ctx, 1, sc, i, len, chain, iif, oif, &ids, &has_ids, &demuxed);
 	}
+	bpf_iter_num_destroy(&it);
 	return 0;
 }
 
