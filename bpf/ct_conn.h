@@ -457,10 +457,14 @@ static __always_inline void xfw_ct_icmp_ports(struct xfw_pkt *p, __u32 id, __u32
 
 /* xfw_ct_tuple gives p its connection's original tuple (XFW_F_CTOSRC …):
  * the originator's end of key k first; ICMP queries: the identifier and
- * the request's type << 8 | code, as the kernel's tuple has them. */
-static __always_inline void xfw_ct_tuple(struct xfw_pkt *p, struct xfw_ct_key *k,
-					 struct xfw_ct_val *v)
+ * the request's type << 8 | code, as the kernel's tuple has them. A
+ * global function: inlined, it was verified again for every path of the
+ * tracker reaching either call. */
+__attribute__((noinline)) int xfw_ct_tuple(struct xfw_pkt *p, struct xfw_ct_key *k,
+					   struct xfw_ct_val *v)
 {
+	if (!p || !k || !v)
+		return 0;
 	if (v->status & XFW_CTST_ORIG_B) {
 		p->ct_osrc_hi = k->b_hi;
 		p->ct_osrc_lo = k->b_lo;
@@ -495,6 +499,7 @@ static __always_inline void xfw_ct_tuple(struct xfw_pkt *p, struct xfw_ct_key *k
 		p->ct_osport = v->nat_sport;
 	if (k->proto == IPPROTO_ICMP || k->proto == IPPROTO_ICMPV6)
 		xfw_ct_icmp_ports(p, p->ct_osport, v->icmp_type, v->icmp_code);
+	return 0;
 }
 
 #endif /* XFW_CT_CONN_H */

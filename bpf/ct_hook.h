@@ -155,23 +155,33 @@ static __always_inline __u32 xfw_ct_load_len(struct xfw_pkt *p, struct xfw_ct_sc
 }
 
 /* xfw_ct_load_xdp and xfw_ct_load_tc copy what tracking reads beyond the
- * parsed fields into cs. */
-static __always_inline void xfw_ct_load_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
-					    struct xfw_ct_scratch *cs)
+ * parsed fields into cs. Global functions: inlined, the length's
+ * per-protocol paths were verified again at every call site and for every
+ * path before it (~1,500 instructions per call site). */
+__attribute__((noinline)) int xfw_ct_load_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
+					      struct xfw_ct_scratch *cs)
 {
-	__u32 off = 0, len = xfw_ct_load_len(p, cs, &off);
+	__u32 off = 0, len;
 
+	if (!ctx || !p || !cs)
+		return 0;
+	len = xfw_ct_load_len(p, cs, &off);
 	if (len && bpf_xdp_load_bytes(ctx, off, cs->buf, len) == 0)
 		cs->buflen = len;
+	return 0;
 }
 
-static __always_inline void xfw_ct_load_tc(struct __sk_buff *skb, struct xfw_pkt *p,
-					   struct xfw_ct_scratch *cs)
+__attribute__((noinline)) int xfw_ct_load_tc(struct __sk_buff *skb, struct xfw_pkt *p,
+					     struct xfw_ct_scratch *cs)
 {
-	__u32 off = 0, len = xfw_ct_load_len(p, cs, &off);
+	__u32 off = 0, len;
 
+	if (!skb || !p || !cs)
+		return 0;
+	len = xfw_ct_load_len(p, cs, &off);
 	if (len && bpf_skb_load_bytes(skb, off, cs->buf, len) == 0)
 		cs->buflen = len;
+	return 0;
 }
 
 /* xfw_ct_reply gives REJECT's reply for the host itself, parsed into p

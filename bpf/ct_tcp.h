@@ -254,15 +254,25 @@ static __always_inline int xfw_tcp_liberal(struct xfw_ct_tcp_side *sender, struc
 	return res;
 }
 
-/* xfw_tcp_in_window is the kernel's tcp_in_window. */
-static __always_inline int xfw_tcp_in_window(struct xfw_ct_val *v, __u32 dir, struct xfw_tcp_seg *s,
-					     struct xfw_ct_cfg *cfg)
+/* xfw_tcp_in_window is the kernel's tcp_in_window. A global function:
+ * inlined, it was verified again for every path through xfw_tcp_packet's
+ * state switch that reaches it (about 10,000 instructions per program). */
+__attribute__((noinline)) int xfw_tcp_in_window(struct xfw_ct_val *v, __u32 dir, struct xfw_tcp_seg *s,
+						struct xfw_ct_cfg *cfg)
 {
-	struct xfw_ct_tcp_side *sender = &v->side[dir & 1];
-	struct xfw_ct_tcp_side *receiver = &v->side[(dir & 1) ^ 1];
-	__u32 seq = s->seq, ack = s->ack, sack = s->ack, end = s->end, win = s->win, swin;
+	struct xfw_ct_tcp_side *sender, *receiver;
+	__u32 seq, ack, sack, end, win, swin;
 	int in_recv_win, seq_ok;
 
+	if (!v || !s || !cfg)
+		return XFW_TCP_INVALID;
+	sender = &v->side[dir & 1];
+	receiver = &v->side[(dir & 1) ^ 1];
+	seq = s->seq;
+	ack = s->ack;
+	sack = s->ack;
+	end = s->end;
+	win = s->win;
 	if ((receiver->flags & XFW_CT_TCPF_SACK_PERM) && s->has_sack && xfw_after(s->max_sack, sack))
 		sack = s->max_sack;
 

@@ -13,7 +13,8 @@
  *  - Headers are read through bpf_xdp_load_bytes / bpf_skb_load_bytes at
  *    offsets from the frame's start, bounded by the IP packet's end
  *    (xfw_pkt.l4_end, what skb->len is to the kernel's matches).
- *  - The SCTP chunk walk is a bounded loop of XFW_SCTP_MAX_CHUNKS steps,
+ *  - The SCTP chunk walk is a loop of XFW_SCTP_MAX_CHUNKS steps at most,
+ *    on the kernel's numeric iterator (iter.h: verified a few times),
  *    each a global function (verified once): a packet with more chunks
  *    than that counts as unreadable and hotdrops (fail closed; the
  *    kernel walks every chunk of the packet).
@@ -38,6 +39,7 @@
 #include "parse.h"
 #include "classify_maps.h"
 #include "ip6ext.h"
+#include "iter.h"
 
 /* Header sizes the kernel's matches read: struct sctphdr, struct
  * sctp_chunkhdr, struct dccp_hdr, struct ip_esp_hdr, struct ip_auth_hdr,
@@ -307,6 +309,7 @@ static __always_inline __u32 xfw_h4_spi(void *ctx, int is_xdp, const struct xfw_
 		__u32 thoff = (p)->thoff, end = (p)->l4_end, r = 0, off, key = is_xdp;         \
 		struct xfw_h4_scratch *s = bpf_map_lookup_elem(&xfw_h4_scratch, &key);         \
 		__u8 h[XFW_DCCP_HDR_LEN];                                                      \
+		struct bpf_iter_num it; /* the chunk walk's (iter.h) */                       \
 		if (c && s && thoff && !(p)->frag) {                                           \
 			switch (c->kind) {                                                     \
 			case XFW_H4_ESP:                                                       \
@@ -337,13 +340,15 @@ static __always_inline __u32 xfw_h4_spi(void *ctx, int is_xdp, const struct xfw_
 					s->seen[i] = c->chunkmap[i];                           \
 				r = XFW_H4R_HOT; /* more chunks than the bound */              \
 				off = thoff + XFW_SCTP_HDR_LEN;                                \
-				for (int i = 0; i < XFW_SCTP_MAX_CHUNKS; i++) {                \
+				bpf_iter_num_new(&it, 0, XFW_SCTP_MAX_CHUNKS);                 \
+				while (bpf_iter_num_next(&it)) {                               \
 					off = step(ctx, slot << 8 | k, off, end);              \
 					if (off >= XFW_H4W_END) {                              \
 						r = off - XFW_H4W_END;                         \
 						break;                                         \
 					}                                                      \
 				}                                                              \
+				bpf_iter_num_destroy(&it);                                     \
 				if (r & XFW_H4R_HOT)                                           \
 					break;                                                 \
 				r = xfw_h4_check(c, XFW_H4F_TYPES, r) ? XFW_H4R_TRUE : 0;      \

@@ -38,6 +38,7 @@
 #include "xfw_structs.h"
 #include "parse.h"
 #include "classify_maps.h"
+#include "iter.h"
 
 /* Extension headers walked before the chain counts as unreadable. */
 #define XFW_EXT6_MAX_HDRS 8
@@ -238,21 +239,31 @@ __attribute__((noinline)) int xfw_e6a_tc(struct __sk_buff *ctx, __u32 sk, __u32 
 static __always_inline int xfw_e6_addrs(void *ctx, int is_xdp, __u32 slot, __u32 k,
 					const struct xfw_ext6cond *c, __u32 off, __u32 hdrlen)
 {
-	__u32 n = (hdrlen - XFW_RT0_HDR_LEN) / XFW_IN6_LEN, want = c->naddr, i = 0, miss = 0, ti;
-	int nstrict = c->flags & XFW_E6_NSTRICT, eq;
+	__u32 n = (hdrlen - XFW_RT0_HDR_LEN) / XFW_IN6_LEN, want = c->naddr, i = 0, miss = 0, ti, t;
+	int nstrict = c->flags & XFW_E6_NSTRICT, eq, bad = 0, *tp;
+	struct bpf_iter_num it;
 
 	if (want > n)
 		return 0;
-	for (__u32 t = 0; t < XFW_EXT6_MAX_ADDRS; t++) {
+	/* On the kernel's numeric iterator (iter.h): the body is verified
+	 * a few times, not once per address slot. */
+	bpf_iter_num_new(&it, 0, XFW_EXT6_MAX_ADDRS);
+	while ((tp = bpf_iter_num_next(&it))) {
+		t = *tp;
 		if (t >= (nstrict ? n : want) || i >= want)
 			break;
 		ti = t << 8 | (nstrict ? i : t);
 		eq = is_xdp ? xfw_e6a_xdp(ctx, slot << 8 | k, off, ti) : xfw_e6a_tc(ctx, slot << 8 | k, off, ti);
-		if (eq < 0)
-			return 0;
+		if (eq < 0) {
+			bad = 1;
+			break;
+		}
 		i += eq;
 		miss |= !eq;
 	}
+	bpf_iter_num_destroy(&it);
+	if (bad)
+		return 0;
 	if (nstrict)
 		return i == want;
 	return !miss && i == want && want == n;
@@ -266,35 +277,43 @@ static __always_inline int xfw_e6_addrs(void *ctx, int is_xdp, __u32 slot, __u32
 static __always_inline int xfw_e6_opts(void *ctx, int is_xdp, const struct xfw_family_cfg *fc,
 				       const struct xfw_ext6cond *c, __u32 off, __u32 hdrlen)
 {
-	__u32 ptr = off + 2, rem = hdrlen - 2, n = c->naddr, optlen, want;
+	__u32 ptr = off + 2, rem = hdrlen - 2, n = c->naddr, optlen, want, t;
+	struct bpf_iter_num it;
+	int ok = 1, *tp;
 	__u8 o[2];
 
-	for (__u32 t = 0; t < XFW_OPTS_NR; t++) {
+	/* On the kernel's numeric iterator (iter.h), as xfw_e6_addrs. */
+	bpf_iter_num_new(&it, 0, XFW_OPTS_NR);
+	while ((tp = bpf_iter_num_next(&it))) {
+		t = *tp;
 		if (t >= n)
 			break;
+		ok = 0;
 		if (rem < 1)
-			return 0;
+			break;
 		o[1] = 0;
 		if (xfw_load_bytes(ctx, is_xdp, ptr, o, rem < 2 ? 1 : 2) < 0)
-			return 0;
+			break;
 		want = fc->ext6_opt[(c->addr0 + t) & (XFW_EXT6_MAX_OPTS - 1)];
 		if (o[0] != want >> 8)
-			return 0;
+			break;
 		if (o[0]) {
 			if (rem < 2)
-				return 0;
+				break;
 			if ((want & 0xff) != 0xff && (want & 0xff) != o[1])
-				return 0;
+				break;
 			optlen = (__u32)o[1] + 2;
 		} else {
 			optlen = 1;
 		}
 		if (rem < optlen && t + 1 < n)
-			return 0;
+			break;
 		ptr += optlen;
 		rem -= optlen;
+		ok = 1;
 	}
-	return 1;
+	bpf_iter_num_destroy(&it);
+	return ok;
 }
 
 /* xfw_e6_ip6hdr is ipv6header_mt6's verdict on the chain's header bits

@@ -26,6 +26,7 @@
 #include "xfw_structs.h"
 #include "classify_maps.h"
 #include "generation.h"
+#include "iter.h"
 
 /* Compare-and-swap rounds before a packet is refused: each lost round
  * means another CPU updated the bucket in between, so this many need as
@@ -46,6 +47,7 @@ static __always_inline int xfw_limit_take(__u32 slot, __u32 k)
 	struct xfw_limit *b;
 	__u32 gained = 0, old, credit;
 	__u64 now, prev;
+	struct bpf_iter_num it;
 
 	if (!m)
 		return 0;
@@ -56,7 +58,10 @@ static __always_inline int xfw_limit_take(__u32 slot, __u32 k)
 	now = bpf_jiffies64();
 	if ((__u32)XFW_READ_ONCE(b->credit) < b->cost && XFW_READ_ONCE(b->prev) == now)
 		return 0;
-	for (int i = 0; i < XFW_LIMIT_TRIES; i++) {
+	/* An iterator, not a counted loop: the verifier checks the body a
+	 * few times, not XFW_LIMIT_TRIES times (iter.h). */
+	bpf_iter_num_new(&it, 0, XFW_LIMIT_TRIES);
+	while (bpf_iter_num_next(&it)) {
 		int given = 0;
 
 		now = bpf_jiffies64();
@@ -70,9 +75,12 @@ static __always_inline int xfw_limit_take(__u32 slot, __u32 k)
 			given = 1;
 			credit -= b->cost;
 		}
-		if (__sync_val_compare_and_swap(&b->credit, (__u64)old, (__u64)credit) == old)
+		if (__sync_val_compare_and_swap(&b->credit, (__u64)old, (__u64)credit) == old) {
+			bpf_iter_num_destroy(&it);
 			return given;
+		}
 	}
+	bpf_iter_num_destroy(&it);
 	return 0;
 }
 

@@ -853,14 +853,16 @@ static __always_inline void xfw_nat_cancel(void)
 /* xfw_nat_undo_xdp forgets a first packet's translation the verdict did
  * not accept and gives the packet its destination back (REJECT answers
  * it as it came, as the kernel's translation of the answer shows it).
- * Returns 1 when it gave a DNAT's destination back, else 0. */
-static __always_inline int xfw_nat_undo_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
+ * Returns 1 when it gave a DNAT's destination back, else 0. A global
+ * function: inlined, it was verified again on every path of the XDP hook
+ * reaching either call (~3,000 instructions). */
+__attribute__((noinline)) int xfw_nat_undo_xdp(struct xdp_md *ctx, struct xfw_pkt *p)
 {
 	__u32 zero = 0;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	int undone = 0;
 
-	if (!np || !np->pending)
+	if (!ctx || !p || !np || !np->pending)
 		return 0;
 	if ((np->pending & XFW_NAT_F_DST) && !xfw_nat_translatable(p)) {
 		/* Without ports (nat_query.h): the address alone. */

@@ -173,28 +173,45 @@ static __always_inline __u32 xfw_rj_opt_input(__u8 *b, __u32 rr, __u32 ts, __u32
 	return need;
 }
 
-/* xfw_rj_opt_copy copies the XFW_RJ_OPT_MAX bytes at b[s] to e[d]. */
-static __always_inline void xfw_rj_opt_copy(__u8 *e, __u32 d, const __u8 *b, __u32 s)
+/* xfw_rj_opt_copy copies the XFW_RJ_OPT_MAX bytes at sc->o.b[s] to
+ * sc->r.opt[d]. A global function, as xfw_rj_opt_pad: the unrolled byte
+ * loops were verified again for every path of the echo reaching them. */
+__attribute__((noinline)) int xfw_rj_opt_copy(struct xfw_rj_scratch *sc, __u32 d, __u32 s)
 {
+	if (!sc)
+		return 0;
 	for (int i = 0; i < XFW_RJ_OPT_MAX; i++)
-		e[(d + i) & XFW_RJ_OPT_MASK] = b[(s + i) & XFW_RJ_OPT_MASK];
+		sc->r.opt[(d + i) & XFW_RJ_OPT_MASK] = sc->o.b[(s + i) & XFW_RJ_OPT_MASK];
+	return 0;
 }
 
-/* xfw_rj_opt_echo builds in e the options of the reply, as
- * __ip_options_echo and then ip_options_build do, from the options in b
+/* xfw_rj_opt_pad clears sc->r.opt from end on (IPOPT_END). */
+__attribute__((noinline)) int xfw_rj_opt_pad(struct xfw_rj_scratch *sc, __u32 end)
+{
+	if (!sc)
+		return 0;
+	for (__u32 i = 0; i < XFW_RJ_OPT_MAX; i++)
+		sc->r.opt[i] &= (__u8)(0 - ((i - end) >> 31)); /* 0 from end on (END) */
+	return 0;
+}
+
+/* xfw_rj_opt_echo builds in sc->r.opt (e) the options of the reply, as
+ * __ip_options_echo and then ip_options_build do, from the options in sc->o.b (b)
  * as the input path left them (need: what it did); saddr is the reply's
  * source. Returns their length (padded to 4 bytes), or -1 where the kernel
  * sends no error (__ip_options_echo's -EINVAL). */
-static __always_inline int xfw_rj_opt_echo(__u8 *e, const __u8 *b, __u32 rr, __u32 ts,
-					   __u32 need, __u32 saddr, __u32 now)
+static __always_inline int xfw_rj_opt_echo(struct xfw_rj_scratch *sc, __u32 rr, __u32 ts,
+					   __u32 need, __u32 now)
 {
-	__u32 d = 0, ol, so, ets = 0, out = 0, end;
+	__u32 d = 0, ol, so, ets = 0, out = 0, end, saddr = sc->r.saddr[0];
+	const __u8 *b = sc->o.b;
+	__u8 *e = sc->r.opt;
 
 	if (rr) {
 		rr -= 1;
 		ol = b[(rr + 1) & XFW_RJ_OPT_MASK];
 		so = b[(rr + 2) & XFW_RJ_OPT_MASK];
-		xfw_rj_opt_copy(e, 0, b, rr);
+		xfw_rj_opt_copy(sc, 0, rr);
 		if ((need & XFW_RJO_RR_ADDR) && so <= ol) {
 			if (so + 3 > ol)
 				return -1;
@@ -210,7 +227,7 @@ static __always_inline int xfw_rj_opt_echo(__u8 *e, const __u8 *b, __u32 rr, __u
 		if (d > XFW_RJ_OPT_MAX)
 			return -1;
 		ets = d;
-		xfw_rj_opt_copy(e, d, b, ts);
+		xfw_rj_opt_copy(sc, d, ts);
 		if (so <= ol) {
 			if (need & XFW_RJO_TS_ADDR) {
 				if (so + 3 > ol)
@@ -240,8 +257,7 @@ static __always_inline int xfw_rj_opt_echo(__u8 *e, const __u8 *b, __u32 rr, __u
 	d = (d + 3) & ~3u;
 	if (d > XFW_RJ_OPT_MAX)
 		return -1;
-	for (__u32 i = 0; i < XFW_RJ_OPT_MAX; i++)
-		e[i] &= (__u8)(0 - ((i - end) >> 31)); /* 0 from end on (END) */
+	xfw_rj_opt_pad(sc, end);
 	/* ip_options_build: the entries the reply's output fills in (the
 	 * record route option, when there is one, comes first: at 0). */
 	if (out & XFW_RJO_RR_ADDR)
@@ -251,6 +267,18 @@ static __always_inline int xfw_rj_opt_echo(__u8 *e, const __u8 *b, __u32 rr, __u
 	if (out & XFW_RJO_TS_TIME)
 		xfw_rj_put4(e, ets + e[(ets + 2) & XFW_RJ_OPT_MASK] - XFW_RJ_OPT_LAST4, now);
 	return d;
+}
+
+/* xfw_rj_opt_echo_sc is xfw_rj_opt_echo from scratch sc's options (its
+ * o.b) to its reply's (r.opt), the reply's source r.saddr[0]. A global
+ * function: inlined, the echo's byte copies were verified again for each
+ * path through xfw_rj_opt_input before it. */
+__attribute__((noinline)) int xfw_rj_opt_echo_sc(struct xfw_rj_scratch *sc, __u32 rr, __u32 ts,
+						 __u32 need, __u32 now)
+{
+	if (!sc)
+		return -1;
+	return xfw_rj_opt_echo(sc, rr, ts, need, now);
 }
 
 /* xfw_rj_opts4_room shortens the quote of r to the room icmp_send leaves
@@ -319,7 +347,7 @@ __attribute__((noinline)) int xfw_rj_opts4_xdp(struct xdp_md *ctx, __u32 l3_off,
 	r->hdelta = xfw_csum_fold((__u32)delta);
 	if (!echo)
 		return 0;
-	d = xfw_rj_opt_echo(r->opt, o->b, rr, ts, need, r->saddr[0], now);
+	d = xfw_rj_opt_echo_sc(sc, rr, ts, need, now);
 	if (d < 0)
 		return -1;
 	r->optlen = d;
@@ -408,7 +436,7 @@ __attribute__((noinline)) int xfw_rj_opts4_tc(struct __sk_buff *skb, __u32 l3_of
 		return -1;
 	if (bpf_skb_load_bytes(skb, l3_off + XFW_RJ_IP4_HLEN, o->b, n) < 0)
 		return -1;
-	d = xfw_rj_opt_echo(r->opt, o->b, rr, ts, need, r->saddr[0], xfw_rj_now_ms());
+	d = xfw_rj_opt_echo_sc(sc, rr, ts, need, xfw_rj_now_ms());
 	if (d < 0)
 		return -1;
 	r->optlen = d;

@@ -1,7 +1,9 @@
 package dataplane
 
 import (
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 )
@@ -15,18 +17,25 @@ const verifierBudget = 600_000
 
 // TestVerifierBudget loads xfw's programs as the agent does and checks
 // that each stays within verifierBudget; with -v it prints the numbers
-// (how to measure a change: go test -v -run TestVerifierBudget).
+// (how to measure a change: go test -v -run TestVerifierBudget) and the
+// load's wall and system CPU time (nearly all of it the verifier's).
 func TestVerifierBudget(t *testing.T) {
 	inFreshNetns(t, func() {
 		spec, err := loadSpec()
 		if err != nil {
 			t.Fatal(err)
 		}
+		var before, after syscall.Rusage
+		start := time.Now()
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
 		s, err := load(spec)
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
+		sys := time.Duration(syscall.TimevalToNsec(after.Stime) - syscall.TimevalToNsec(before.Stime))
+		t.Logf("load: wall %v, system CPU %v", time.Since(start).Round(time.Millisecond), sys.Round(time.Millisecond))
 		for _, prog := range []struct {
 			name string
 			prog *ebpf.Program

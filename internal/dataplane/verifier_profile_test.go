@@ -19,7 +19,8 @@ const verifierProfileTop = 25
 // first: where the program's verification time goes (docs/design.md,
 // "Verifier budget"). The log shows most processed instructions, not all
 // (its total is ~10% below verified_insns). Skipped without the variable;
-// the log of a program is a few hundred MB.
+// the log of a program is a few hundred MB. XFW_VERIFIER_LOG names a file
+// to write the whole log to, for counting by source line.
 func TestVerifierProfile(t *testing.T) {
 	name := os.Getenv("XFW_VERIFIER_PROFILE")
 	if name == "" {
@@ -42,6 +43,11 @@ func TestVerifierProfile(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer coll.Close()
+		if path := os.Getenv("XFW_VERIFIER_LOG"); path != "" {
+			if err := os.WriteFile(path, []byte(coll.Programs[name].VerifierLog), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 		counts, total := verifiedPerFunction(coll.Programs[name].VerifierLog)
 		funcs := make([]string, 0, len(counts))
 		for f := range counts {
