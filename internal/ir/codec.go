@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"unsafe"
 
 	"github.com/xfw-dev/xfw/internal/prefault"
@@ -423,33 +424,66 @@ func (d *decoder) chainRules(c *Chain, nrules uint64, enc *Encoded) {
 func (d *decoder) skipChainRules(nrules uint64, enc *Encoded) {
 	ec := encodedChain{start: uint32(len(enc.data) - len(d.buf))}
 	d.skipping = true
-	var scratch Rule
+	if d.scratch == nil {
+		d.scratch = new(skipScratch)
+	}
+	s := d.scratch
+	// The rules' matches are cut from the scratch's slabs, cleared for
+	// each rule, not from the decoder's.
+	match, udp, tcp, comment := d.matchSlab, d.udpSlab, d.tcpSlab, d.commentSlab
 	ec.ends = make([]uint32, 0, nrules)
 	for range nrules {
 		if d.err != nil {
 			break
 		}
-		scratch = Rule{}
-		d.rule(&scratch)
+		*s = skipScratch{}
+		d.matchSlab, d.udpSlab, d.tcpSlab, d.commentSlab = s.match[:], s.udp[:], s.tcp[:], s.comment[:]
+		d.rule(&s.rule)
 		ec.ends = append(ec.ends, uint32(len(enc.data)-len(d.buf)))
 	}
+	d.matchSlab, d.udpSlab, d.tcpSlab, d.commentSlab = match, udp, tcp, comment
 	d.skipping = false
 	enc.chains = append(enc.chains, ec)
 }
 
+// skipSlab is how many of each slabbed match a skipped rule's scratch
+// holds; a rule with more takes fresh slabs (newMatches, cutOne).
+const skipSlab = 8
+
+// skipScratch is what a skipped rule is decoded into (skipChainRules).
+type skipScratch struct {
+	rule    Rule
+	match   [skipSlab]Match
+	udp     [skipSlab]UDPMatch
+	tcp     [skipSlab]TCPMatch
+	comment [skipSlab]CommentMatch
+}
+
 // chain reads one chain's header and rules, or steps over its rules when
-// skip (skipChainRules).
+// skip (skipChainRules): then a user chain's name is a view of the data
+// (the restore deletes the chain), a built-in chain's a copy.
 func (d *decoder) chain(enc *Encoded, skip bool) *Chain {
+	d.skipping = skip
 	c, nrules := d.chainHeader()
+	d.skipping = false
 	if d.err != nil {
 		return c
 	}
 	if skip {
+		if c.Builtin {
+			c.Name = strings.Clone(c.Name)
+		}
 		d.skipChainRules(nrules, enc)
 	} else {
 		d.chainRules(c, nrules, enc)
 	}
 	return c
+}
+
+// growChains makes room in enc for n more chains (at most one per four
+// bytes left: a chain's header is longer).
+func (d *decoder) growChains(enc *Encoded, n uint64) {
+	enc.chains = slices.Grow(enc.chains, int(min(n, uint64(len(d.buf)/4))))
 }
 
 // tables reads what encoder.tables wrote into rs.Tables.
@@ -467,6 +501,7 @@ func (d *decoder) tables(rs *Ruleset, enc *Encoded) {
 			return
 		}
 		skip := d.skip != nil && d.skip(t.Table)
+		d.growChains(enc, nchains)
 		for j := uint64(0); j < nchains && d.err == nil; j++ {
 			t.Chains = append(t.Chains, d.chain(enc, skip))
 		}
@@ -809,6 +844,7 @@ func UnmarshalRulesetSkipping(data []byte, skip func(table string) bool) (*Rules
 		d.fail(errTruncated)
 	}
 	skipFilter := skip != nil && skip(TableFilter)
+	d.growChains(enc, nchains)
 	for i := uint64(0); i < nchains && d.err == nil; i++ {
 		c := d.chain(enc, skipFilter)
 		if d.err != nil {

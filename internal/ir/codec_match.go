@@ -136,6 +136,8 @@ type decoder struct {
 	// (UnmarshalRulesetSkipping); skipping is set while they are.
 	skip     func(table string) bool
 	skipping bool
+	// scratch holds the rule skipped rules are decoded into.
+	scratch *skipScratch
 }
 
 // recentStrs is the size of decoder.recentStr, a power of two.
