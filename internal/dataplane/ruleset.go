@@ -46,7 +46,10 @@ func RunningRulesetSkipping(fam ir.Family, skip func(table string) bool) (*ir.Ru
 	} else {
 		applyCountersCounted(rs, enc.RuleCounts(), counters)
 	}
-	TraceSince("load: decode", t)
+	t = TraceSince("load: decode", t)
+	if traceOn {
+		TraceSince(fmt.Sprintf("load: %d of %d rules decoded", decodedRules(rs), decodedRules(rs)+skippedRules(rs, enc)), t)
+	}
 	return rs, enc, nil
 }
 
@@ -118,4 +121,25 @@ func applyCountersCounted(rs *ir.Ruleset, counts []int, counters []ir.Counters) 
 		}
 		chains(t)
 	}
+}
+
+// decodedRules is how many rules rs holds.
+func decodedRules(rs *ir.Ruleset) int {
+	n := 0
+	for _, t := range append([]*ir.Ruleset{rs}, rs.Tables...) {
+		for _, c := range t.Chains {
+			n += len(c.Rules)
+		}
+	}
+	return n
+}
+
+// skippedRules is how many rules the decode of rs from enc stepped over
+// (RunningRulesetSkipping).
+func skippedRules(rs *ir.Ruleset, enc *ir.Encoded) int {
+	n := 0
+	for _, c := range enc.RuleCounts() {
+		n += c
+	}
+	return n - decodedRules(rs)
 }
