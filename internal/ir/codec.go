@@ -829,9 +829,10 @@ func UnmarshalRulesetEncoded(data []byte) (*Ruleset, *Encoded, error) {
 // the tables skip reports (asked once per table, in the encoding's order:
 // filter first) stepped over, not kept: those tables have all their chains
 // (names, policies) and no rules; RuleCounts gives how many each chain
-// had. A restore that replaces a table throws its rules away (about half
-// a second of decode for kube-proxy's 10,000 services). A nil skip skips
-// nothing.
+// had; their user chains' names are parts of data (which must not change
+// while they are used: a restore deletes those chains). A restore that
+// replaces a table throws its rules away (about half a second of decode
+// for kube-proxy's 10,000 services). A nil skip skips nothing.
 func UnmarshalRulesetSkipping(data []byte, skip func(table string) bool) (*Ruleset, *Encoded, error) {
 	enc := &Encoded{data: data}
 	d := &decoder{buf: data, strs: make(map[string]string, len(data)/bytesPerString), skip: skip}
