@@ -37,7 +37,7 @@ const checkReuseEnv = "XFW_CHECK_REUSE"
 func reusableEncoding(old, rs *ir.Ruleset, enc *ir.Encoded, indexed bool) (saved []byte, index *ir.Encoded, same bool) {
 	var err error
 	switch {
-	case !enc.SharedBy(rs) && !sameShape(old, rs):
+	case !enc.SharedBy(rs) && !sameShape(old, enc, rs):
 		return nil, nil, false
 	case indexed:
 		saved, index, err = rs.MarshalBinaryIndexed(enc)
@@ -47,12 +47,36 @@ func reusableEncoding(old, rs *ir.Ruleset, enc *ir.Encoded, indexed bool) (saved
 	if err != nil {
 		return nil, nil, false
 	}
-	return saved, index, sameShape(old, rs) && enc.Encodes(saved)
+	return saved, index, sameShape(old, enc, rs) && enc.Encodes(saved)
 }
 
-// sameShape reports whether a and b have as many tables, chains and rules
-// per chain: a cheap test before comparing their encodings.
-func sameShape(a, b *ir.Ruleset) bool {
+// sameShape reports whether a, decoded from enc, and b have as many
+// tables, chains and rules per chain: a cheap test before comparing their
+// encodings. The rules per chain of a are enc's (ir.Encoded.RuleCounts):
+// a restore decodes the tables it replaces without their rules.
+func sameShape(a *ir.Ruleset, enc *ir.Encoded, b *ir.Ruleset) bool {
+	counts := enc.RuleCounts()
+	chains := 0
+	for _, t := range append([]*ir.Ruleset{a}, a.Tables...) {
+		chains += len(t.Chains)
+	}
+	if len(counts) != chains {
+		counts = nil // not a's decode: a's own rules
+	}
+	k := 0
+	return walkShape(a, b, func(ca, cb *ir.Chain) bool {
+		n := len(ca.Rules)
+		if n == 0 && counts != nil {
+			n = counts[k] // skipped by the decode, or none
+		}
+		k++
+		return n == len(cb.Rules)
+	})
+}
+
+// walkShape reports whether a and b have as many tables and chains per
+// table, and same says so of each pair of their chains.
+func walkShape(a, b *ir.Ruleset, same func(ca, cb *ir.Chain) bool) bool {
 	if len(a.Tables) != len(b.Tables) {
 		return false
 	}
@@ -62,7 +86,7 @@ func sameShape(a, b *ir.Ruleset) bool {
 			return false
 		}
 		for j, c := range ta[i].Chains {
-			if len(c.Rules) != len(tb[i].Chains[j].Rules) {
+			if !same(c, tb[i].Chains[j]) {
 				return false
 			}
 		}

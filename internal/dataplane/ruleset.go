@@ -15,6 +15,16 @@ import (
 // binary form saved with the running generation: the ruleset was checked
 // (sets included) when it was committed.
 func RunningRuleset(fam ir.Family) (*ir.Ruleset, *ir.Encoded, error) {
+	return RunningRulesetSkipping(fam, nil)
+}
+
+// RunningRulesetSkipping is RunningRuleset with the rules of the tables
+// skip reports not decoded (ir.UnmarshalRulesetSkipping): those tables
+// keep their chains and policies (with their counters) and no rules; the
+// other tables' rules have the counters and Handles a full decode gives
+// them. For a caller that replaces those tables' rules wholesale (a
+// restore without --noflush).
+func RunningRulesetSkipping(fam ir.Family, skip func(table string) bool) (*ir.Ruleset, *ir.Encoded, error) {
 	t := time.Now()
 	saved, counters, err := Running(fam)
 	if err != nil {
@@ -24,15 +34,22 @@ func RunningRuleset(fam ir.Family) (*ir.Ruleset, *ir.Encoded, error) {
 		return ir.NewRuleset(fam), nil, nil
 	}
 	t = TraceSince("load: saved ruleset, counters", t)
-	rs, enc, err := ir.UnmarshalRulesetEncoded(saved)
+	rs, enc, err := ir.UnmarshalRulesetSkipping(saved, skip)
 	if err == nil && rs.Family != fam {
 		err = fmt.Errorf("saved as the %s ruleset", rs.Family)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("running ruleset is unreadable (%w); `xfw stop` clears it", err)
 	}
-	applyCounters(rs, counters)
-	TraceSince("load: decode", t)
+	if skip == nil {
+		applyCounters(rs, counters)
+	} else {
+		applyCountersCounted(rs, enc.RuleCounts(), counters)
+	}
+	t = TraceSince("load: decode", t)
+	if traceOn {
+		TraceSince(fmt.Sprintf("load: %d of %d rules decoded", decodedRules(rs), decodedRules(rs)+skippedRules(rs, enc)), t)
+	}
 	return rs, enc, nil
 }
 
@@ -60,4 +77,69 @@ func applyCounters(rs *ir.Ruleset, counters []ir.Counters) {
 			r.Handle = uint32(i + 1)
 		}
 	})
+}
+
+// applyCountersCounted is applyCounters for a ruleset some of whose
+// chains' rules were not decoded (RunningRulesetSkipping): counts holds
+// how many rules each chain had (ir.Encoded.RuleCounts), by which the
+// counter indexes of the rules after them advance as in a full decode
+// (compiler.ForEachCounter's layout).
+func applyCountersCounted(rs *ir.Ruleset, counts []int, counters []ir.Counters) {
+	at := func(i int) ir.Counters {
+		if i < len(counters) {
+			return counters[i]
+		}
+		return ir.Counters{}
+	}
+	for hook, name := range ir.BuiltinChains {
+		if c := rs.Chain(name); c != nil && hook < len(counters) {
+			c.Counters = counters[hook]
+		}
+	}
+	i, k := compiler.NumChains, 0
+	chains := func(t *ir.Ruleset) {
+		for _, c := range t.Chains {
+			for j, r := range c.Rules {
+				r.Counters = at(i + j)
+				r.Handle = uint32(i + j + 1)
+			}
+			if k < len(counts) {
+				i += counts[k]
+			}
+			k++
+		}
+	}
+	chains(rs)
+	for _, t := range rs.Tables {
+		for _, name := range ir.TableBuiltins(t.Table) {
+			if c := t.Chain(name); c != nil {
+				if i < len(counters) {
+					c.Counters = counters[i]
+				}
+				i++
+			}
+		}
+		chains(t)
+	}
+}
+
+// decodedRules is how many rules rs holds.
+func decodedRules(rs *ir.Ruleset) int {
+	n := 0
+	for _, t := range append([]*ir.Ruleset{rs}, rs.Tables...) {
+		for _, c := range t.Chains {
+			n += len(c.Rules)
+		}
+	}
+	return n
+}
+
+// skippedRules is how many rules the decode of rs from enc stepped over
+// (RunningRulesetSkipping).
+func skippedRules(rs *ir.Ruleset, enc *ir.Encoded) int {
+	n := 0
+	for _, c := range enc.RuleCounts() {
+		n += c
+	}
+	return n - decodedRules(rs)
 }

@@ -32,7 +32,7 @@ func TestRestoreChainMemoFollowsChainChanges(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			input := "*filter\n" + strings.Join(tc.lines, "\n") + "\nCOMMIT\n"
 			for _, parsers := range []int{0, 2} {
-				rs, err := restoreWith(ir.IPv4, strings.NewReader(input), func() (*ir.Ruleset, error) { return nil, nil }, RestoreOptions{}, parsers)
+				rs, err := restoreWith(ir.IPv4, strings.NewReader(input), func(func(string) bool) (*ir.Ruleset, error) { return nil, nil }, RestoreOptions{}, parsers)
 				if tc.want == nil {
 					if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 						t.Fatalf("parsers %d: error %v, want %q", parsers, err, tc.wantErr)

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -145,6 +147,10 @@ type lineBatch struct {
 type tableTracker struct {
 	inTable  bool
 	curtable string
+	// entered, when not nil, is told the name of each table a block
+	// the restore processes starts (a "*table" line outside a block,
+	// within the restore's Table).
+	entered func(table string)
 }
 
 // commandTable reports whether line chunk (NULs cut) is a command line and
@@ -160,6 +166,9 @@ func (t *tableTracker) commandTable(chunk string, only string) (string, bool) {
 		if ok {
 			t.curtable = cut
 			t.inTable = (only == "" || only == table) && ir.IsTable(table)
+			if t.inTable && t.entered != nil {
+				t.entered(table)
+			}
 		}
 	case strings.HasPrefix(chunk, ":"):
 	case t.inTable:
@@ -209,7 +218,8 @@ func (r *restorer) readAhead(br *bufio.Reader) (<-chan *lineBatch, *aheadRoom, c
 func (r *restorer) readBatches(br *bufio.Reader, batches, jobs chan<- *lineBatch, room *aheadRoom, stop <-chan struct{}) {
 	defer close(jobs)
 	defer close(batches)
-	var tables tableTracker
+	defer r.named.read()
+	tables := tableTracker{entered: r.named.add}
 	var text lineText
 	lineNo := 0
 	b := newLineBatch()
@@ -236,6 +246,7 @@ func (r *restorer) readBatches(br *bufio.Reader, batches, jobs chan<- *lineBatch
 			if !room.take(stop) || !sendBatch(b, batches, jobs, stop) || end {
 				return
 			}
+			r.named.read()
 			b = newLineBatch()
 		}
 	}
@@ -339,4 +350,55 @@ func (r *restorer) parseAhead(pl *parsedLine, chunk string) {
 		}
 	}
 	pl.cmd, pl.f = r.parseCommandInto(&pl.command, chunk, pl.line, pl.table, sets)
+}
+
+// namedTables is what the reader found of the tables the input names
+// (restorer.replaced): written by the reader, read by the base's loader.
+type namedTables struct {
+	mu     sync.Mutex
+	tables []string
+	// first is closed once the reader has handed on its first batch
+	// (all the lines the input held then, up to batchLines) or ended.
+	first     chan struct{}
+	firstOnce sync.Once
+}
+
+// newNamedTables returns an empty namedTables.
+func newNamedTables() *namedTables {
+	return &namedTables{first: make(chan struct{})}
+}
+
+// add notes that a block of table starts.
+func (n *namedTables) add(table string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !slices.Contains(n.tables, table) {
+		n.tables = append(n.tables, table)
+	}
+}
+
+// read notes that the first batch is handed on (or reading ended).
+func (n *namedTables) read() { n.firstOnce.Do(func() { close(n.first) }) }
+
+// has reports whether a block of table was found so far, once the first
+// batch is read.
+func (n *namedTables) has(table string) bool {
+	<-n.first
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Contains(n.tables, table)
+}
+
+// replaced reports whether the restore, if it succeeds, flushes table
+// before any line uses it: the reader found a block of table, and the
+// restore flushes tables (no --noflush) and commits (no --test). It may
+// wait for the first lines to be read; without parsing ahead it is
+// always false. The answer does not depend on how far the reader got
+// for a table named in the first batch; later, a table found after the
+// question is answered false (base then loads it in full, as before).
+func (r *restorer) replaced(table string) bool {
+	if r.opts.NoFlush || r.opts.Test || r.parsers == 0 {
+		return false
+	}
+	return r.named.has(table)
 }

@@ -43,7 +43,7 @@ func restoreObserved(t *testing.T, input string, opts RestoreOptions, parsers in
 	if err := run(t, base, "-N old", "-A INPUT -j old", "-A old -s 10.9.9.9 -j ACCEPT"); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := restoreWith(ir.IPv4, wrap(strings.NewReader(input)), func() (*ir.Ruleset, error) { return base, nil }, opts, parsers)
+	rs, err := restoreWith(ir.IPv4, wrap(strings.NewReader(input)), func(func(string) bool) (*ir.Ruleset, error) { return base, nil }, opts, parsers)
 	out.saved, out.output = savedRules(rs), output.String()
 	if err != nil {
 		out.err, out.status = err.Error(), -1
@@ -242,7 +242,7 @@ func TestRestoreReadAheadStopsOnError(t *testing.T) {
 		// The failing line; the writer then keeps the input open.
 		_, _ = io.WriteString(pw, "*filter\n-A INPUT --bogus\n")
 	}()
-	_, err := restoreWith(ir.IPv4, pr, func() (*ir.Ruleset, error) { return nil, nil }, RestoreOptions{}, 2)
+	_, err := restoreWith(ir.IPv4, pr, func(func(string) bool) (*ir.Ruleset, error) { return nil, nil }, RestoreOptions{}, 2)
 	var e *Error
 	if !errors.As(err, &e) || e.Status != StatusParameter {
 		t.Fatalf("error %v, want a parameter problem", err)
@@ -315,7 +315,7 @@ func TestRestoreReadsAheadDuringBase(t *testing.T) {
 		in.lines = append(in.lines, fmt.Sprintf("-A INPUT -s 10.%d.%d.1 -j ACCEPT\n", i/256, i%256))
 	}
 	in.lines = append(in.lines, "COMMIT\n")
-	base := func() (*ir.Ruleset, error) {
+	base := func(func(string) bool) (*ir.Ruleset, error) {
 		for deadline := time.Now().Add(10 * time.Second); in.read.Load() < 9000; {
 			if time.Now().After(deadline) {
 				return nil, fmt.Errorf("%d lines read ahead while the base loads, want 9000 or more", in.read.Load())
@@ -351,4 +351,70 @@ func TestAheadRoomNarrow(t *testing.T) {
 			t.Errorf("%d taken: %d tokens, %d owed after narrow and release, want %d and 0", taken, got, a.owed, aheadBatches)
 		}
 	}
+}
+
+// TestRestoreReplacingTables checks what RestoreReplacing tells its base:
+// the tables the input flushes (named in its first lines), not a table it
+// does not name, none with --noflush or --test, only -T's table with -T,
+// none without parsing ahead; and that a restore replacing a table the
+// base returned without rules gives the same ruleset as one onto the
+// full base.
+func TestRestoreReplacingTables(t *testing.T) {
+	const input = "*filter\n-A INPUT -j DROP\nCOMMIT\n*nat\n-A PREROUTING -p tcp -j DNAT --to-destination 10.0.0.1\nCOMMIT\n"
+	full, err := Restore(ir.IPv4, strings.NewReader("*filter\n-A OUTPUT -j ACCEPT\nCOMMIT\n*nat\n-A OUTPUT -j RETURN\nCOMMIT\n*mangle\n-A OUTPUT -j MARK --set-mark 1\nCOMMIT\n"), nil, RestoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		opts    RestoreOptions
+		parsers int
+		want    string
+	}{
+		{"flush", RestoreOptions{}, 2, "filter nat"},
+		{"noflush", RestoreOptions{NoFlush: true}, 2, ""},
+		{"test", RestoreOptions{Test: true}, 2, ""},
+		{"table nat", RestoreOptions{Table: "nat"}, 2, "nat"},
+		{"no parsing ahead", RestoreOptions{}, 0, ""},
+	}
+	for _, c := range cases {
+		var got []string
+		base := func(replaced func(string) bool) (*ir.Ruleset, error) {
+			rs := full.CloneChains()
+			for _, table := range []string{ir.TableFilter, ir.TableNat, ir.TableMangle} {
+				if replaced(table) {
+					got = append(got, table)
+					for _, ch := range rs.TableByName(table).Chains {
+						ch.Rules = nil
+					}
+				}
+			}
+			return rs, nil
+		}
+		rs, err := restoreWith(ir.IPv4, strings.NewReader(input), base, c.opts, c.parsers)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("%s: replaced %q, want %q", c.name, got, c.want)
+		}
+		want, err := restoreWith(ir.IPv4, strings.NewReader(input), func(func(string) bool) (*ir.Ruleset, error) { return full, nil }, c.opts, c.parsers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, b := saveNoStamp(rs), saveNoStamp(want); a != b {
+			t.Errorf("%s: saved\n%s\nwant\n%s", c.name, a, b)
+		}
+	}
+}
+
+// saveNoStamp is SaveAll's output of every table without its comments.
+func saveNoStamp(rs *ir.Ruleset) string {
+	var out []string
+	for _, l := range strings.SplitAfter(SaveAll(rs, "", true), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
 }

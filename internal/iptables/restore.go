@@ -66,7 +66,7 @@ const tableNameLen = 32
 // message (for example "iptables-restore: line 5 failed") and exit status.
 // Errors reading input are returned wrapped.
 func Restore(fam ir.Family, input io.Reader, base *ir.Ruleset, opts RestoreOptions) (*ir.Ruleset, error) {
-	return restoreWith(fam, input, func() (*ir.Ruleset, error) { return base, nil }, opts, aheadParsers())
+	return restoreWith(fam, input, func(func(string) bool) (*ir.Ruleset, error) { return base, nil }, opts, aheadParsers())
 }
 
 // RestoreOnto is Restore with the base ruleset returned by base, which it
@@ -76,13 +76,29 @@ func Restore(fam ir.Family, input io.Reader, base *ir.Ruleset, opts RestoreOptio
 // does so while the input's lines are parsed. An error of base is
 // returned as it is, and nothing of the input is processed then.
 func RestoreOnto(fam ir.Family, input io.Reader, base func() (*ir.Ruleset, error), opts RestoreOptions) (*ir.Ruleset, error) {
+	return RestoreReplacing(fam, input, func(func(string) bool) (*ir.Ruleset, error) { return base() }, opts)
+}
+
+// RestoreReplacing is RestoreOnto with base told which tables the restore
+// replaces wholesale: replaced(table) true means that, if the restore
+// succeeds, it flushed table (a "*table" line without --noflush, within
+// Table) before any line used it, so base may return that table with its
+// chains and their policies only, without rules (a restore that replaces
+// kube-proxy's nat table need not decode its 440,000 rules). base may ask
+// once per table while it loads; an answer waits for the first lines to
+// be read (those the input holds already, readahead.go) and is false for a
+// table named later, with --noflush or --test, and without parsing ahead
+// (one CPU). On failure the ruleset returned may hold such a table as
+// base returned it: a caller commits only what a successful restore
+// returns.
+func RestoreReplacing(fam ir.Family, input io.Reader, base func(replaced func(table string) bool) (*ir.Ruleset, error), opts RestoreOptions) (*ir.Ruleset, error) {
 	return restoreWith(fam, input, base, opts, aheadParsers())
 }
 
-// restoreWith is RestoreOnto with parsers goroutines parsing ahead
+// restoreWith is RestoreReplacing with parsers goroutines parsing ahead
 // (restorer).
-func restoreWith(fam ir.Family, input io.Reader, base func() (*ir.Ruleset, error), opts RestoreOptions, parsers int) (*ir.Ruleset, error) {
-	r := &restorer{fam: fam, opts: opts, prog: restoreProgramName(fam), base: base, parsers: parsers}
+func restoreWith(fam ir.Family, input io.Reader, base func(replaced func(table string) bool) (*ir.Ruleset, error), opts RestoreOptions, parsers int) (*ir.Ruleset, error) {
+	r := &restorer{fam: fam, opts: opts, prog: restoreProgramName(fam), base: base, parsers: parsers, named: newNamedTables()}
 	err := r.run(newRestoreReader(input))
 	return r.committed, err
 }
@@ -92,7 +108,7 @@ func restoreWith(fam ir.Family, input io.Reader, base func() (*ir.Ruleset, error
 // (ownTableRules): copying a large ruleset per table was most of a
 // --noflush restore's time.
 func (r *restorer) start() error {
-	base, err := r.base()
+	base, err := r.base(r.replaced)
 	if err != nil {
 		return err
 	}
@@ -109,7 +125,10 @@ type restorer struct {
 	opts RestoreOptions
 	prog string
 	// base returns the ruleset the restore starts from (start).
-	base      func() (*ir.Ruleset, error)
+	base func(replaced func(table string) bool) (*ir.Ruleset, error)
+	// named holds the tables the reader found "*table" lines of that
+	// the restore flushes (replaced).
+	named     *namedTables
 	committed *ir.Ruleset
 	// tested is what --test would have committed.
 	tested *ir.Ruleset

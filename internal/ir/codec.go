@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"unsafe"
 
 	"github.com/xfw-dev/xfw/internal/prefault"
@@ -416,6 +417,75 @@ func (d *decoder) chainRules(c *Chain, nrules uint64, enc *Encoded) {
 	enc.chains = append(enc.chains, ec)
 }
 
+// skipChainRules steps over chain c's nrules rules (a table the caller
+// drops, UnmarshalRulesetSkipping): each is decoded into one scratch rule,
+// which is dropped, and c keeps none; enc records where they lie (their
+// count is the chain's, RuleCounts) but holds none of them.
+func (d *decoder) skipChainRules(nrules uint64, enc *Encoded) {
+	ec := encodedChain{start: uint32(len(enc.data) - len(d.buf))}
+	d.skipping = true
+	if d.scratch == nil {
+		d.scratch = new(skipScratch)
+	}
+	s := d.scratch
+	// The rules' matches are cut from the scratch's slabs, cleared for
+	// each rule, not from the decoder's.
+	match, udp, tcp, comment := d.matchSlab, d.udpSlab, d.tcpSlab, d.commentSlab
+	ec.ends = make([]uint32, 0, nrules)
+	for range nrules {
+		if d.err != nil {
+			break
+		}
+		*s = skipScratch{}
+		d.matchSlab, d.udpSlab, d.tcpSlab, d.commentSlab = s.match[:], s.udp[:], s.tcp[:], s.comment[:]
+		d.rule(&s.rule)
+		ec.ends = append(ec.ends, uint32(len(enc.data)-len(d.buf)))
+	}
+	d.matchSlab, d.udpSlab, d.tcpSlab, d.commentSlab = match, udp, tcp, comment
+	d.skipping = false
+	enc.chains = append(enc.chains, ec)
+}
+
+// skipSlab is how many of each slabbed match a skipped rule's scratch
+// holds; a rule with more takes fresh slabs (newMatches, cutOne).
+const skipSlab = 8
+
+// skipScratch is what a skipped rule is decoded into (skipChainRules).
+type skipScratch struct {
+	rule    Rule
+	match   [skipSlab]Match
+	udp     [skipSlab]UDPMatch
+	tcp     [skipSlab]TCPMatch
+	comment [skipSlab]CommentMatch
+}
+
+// chain reads one chain's header and rules, or steps over its rules when
+// skip (skipChainRules): then a user chain's name is a view of the data
+// (the restore deletes the chain), a built-in chain's a copy.
+func (d *decoder) chain(enc *Encoded, skip bool) *Chain {
+	d.skipping = skip
+	c, nrules := d.chainHeader()
+	d.skipping = false
+	if d.err != nil {
+		return c
+	}
+	if skip {
+		if c.Builtin {
+			c.Name = strings.Clone(c.Name)
+		}
+		d.skipChainRules(nrules, enc)
+	} else {
+		d.chainRules(c, nrules, enc)
+	}
+	return c
+}
+
+// growChains makes room in enc for n more chains (at most one per four
+// bytes left: a chain's header is longer).
+func (d *decoder) growChains(enc *Encoded, n uint64) {
+	enc.chains = slices.Grow(enc.chains, int(min(n, uint64(len(d.buf)/4))))
+}
+
 // tables reads what encoder.tables wrote into rs.Tables.
 func (d *decoder) tables(rs *Ruleset, enc *Encoded) {
 	n := d.uv()
@@ -430,10 +500,10 @@ func (d *decoder) tables(rs *Ruleset, enc *Encoded) {
 			d.fail(errTruncated)
 			return
 		}
+		skip := d.skip != nil && d.skip(t.Table)
+		d.growChains(enc, nchains)
 		for j := uint64(0); j < nchains && d.err == nil; j++ {
-			c, nrules := d.chainHeader()
-			d.chainRules(c, nrules, enc)
-			t.Chains = append(t.Chains, c)
+			t.Chains = append(t.Chains, d.chain(enc, skip))
 		}
 		rs.Tables = append(rs.Tables, t)
 	}
@@ -522,6 +592,11 @@ func (d *decoder) str() string {
 	b := d.bytes(int(n))
 	if len(b) == 0 {
 		return ""
+	}
+	if d.skipping {
+		// A rule stepped over (skipChainRules) is dropped: its strings
+		// may be views of the data, not interned.
+		return unsafe.String(&b[0], len(b))
 	}
 	slot := &d.recentStr[(len(b)*31+int(b[0])+int(b[len(b)-1])*7)&(recentStrs-1)]
 	if *slot == string(b) {
@@ -614,6 +689,18 @@ func (c *encodedChain) rule(k int) *Rule {
 		return c.ptrs[k]
 	}
 	return &c.rules[k]
+}
+
+// RuleCounts returns how many rules each chain had in the binary form, in
+// the order the decode returned the chains (the filter table's, then each
+// other table's): the count of a chain whose rules were skipped
+// (UnmarshalRulesetSkipping) too.
+func (enc *Encoded) RuleCounts() []int {
+	n := make([]int, len(enc.chains))
+	for i := range enc.chains {
+		n[i] = enc.chains[i].count()
+	}
+	return n
 }
 
 // index sorts the chains with rules by where their slabs lie in memory
@@ -735,8 +822,20 @@ const bytesPerString = 128
 // UnmarshalRulesetEncoded decodes a ruleset MarshalBinary encoded and
 // returns it with where its rules lie in data (which it keeps).
 func UnmarshalRulesetEncoded(data []byte) (*Ruleset, *Encoded, error) {
+	return UnmarshalRulesetSkipping(data, nil)
+}
+
+// UnmarshalRulesetSkipping is UnmarshalRulesetEncoded with the rules of
+// the tables skip reports (asked once per table, in the encoding's order:
+// filter first) stepped over, not kept: those tables have all their chains
+// (names, policies) and no rules; RuleCounts gives how many each chain
+// had; their user chains' names are parts of data (which must not change
+// while they are used: a restore deletes those chains). A restore that
+// replaces a table throws its rules away (about half a second of decode
+// for kube-proxy's 10,000 services). A nil skip skips nothing.
+func UnmarshalRulesetSkipping(data []byte, skip func(table string) bool) (*Ruleset, *Encoded, error) {
 	enc := &Encoded{data: data}
-	d := &decoder{buf: data, strs: make(map[string]string, len(data)/bytesPerString)}
+	d := &decoder{buf: data, strs: make(map[string]string, len(data)/bytesPerString), skip: skip}
 	if v := d.u8(); d.err == nil && v != codecVersion {
 		return nil, nil, fmt.Errorf("binary ruleset version %d, want %d", v, codecVersion)
 	}
@@ -745,12 +844,13 @@ func UnmarshalRulesetEncoded(data []byte) (*Ruleset, *Encoded, error) {
 	if nchains > uint64(len(d.buf)) {
 		d.fail(errTruncated)
 	}
+	skipFilter := skip != nil && skip(TableFilter)
+	d.growChains(enc, nchains)
 	for i := uint64(0); i < nchains && d.err == nil; i++ {
-		c, nrules := d.chainHeader()
+		c := d.chain(enc, skipFilter)
 		if d.err != nil {
 			break
 		}
-		d.chainRules(c, nrules, enc)
 		rs.Chains = append(rs.Chains, c)
 	}
 	if d.err == nil {

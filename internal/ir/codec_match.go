@@ -132,6 +132,12 @@ type decoder struct {
 	// end bytes (str): consecutive rules repeat their comment, protocol
 	// and jump target, which it finds without a lookup in strs.
 	recentStr [recentStrs]string
+	// skip, when not nil, says which tables' rules are stepped over
+	// (UnmarshalRulesetSkipping); skipping is set while they are.
+	skip     func(table string) bool
+	skipping bool
+	// scratch holds the rule skipped rules are decoded into.
+	scratch *skipScratch
 }
 
 // recentStrs is the size of decoder.recentStr, a power of two.

@@ -166,8 +166,9 @@ func TestTenThousandServicesCompile(t *testing.T) {
 // BenchmarkReloadFrontEnd times a reload's front end on kube-proxy's
 // ruleset of 1,000 services × 10 endpoints (KP_SERVICES: other numbers):
 // the restore of the full sync onto the running ruleset decoded from its
-// saved form (ir.UnmarshalRulesetEncoded, as dataplane.RunningRuleset
-// does) inside the restore's base function, beside the input's parse. It
+// saved form (ir.UnmarshalRulesetSkipping, as
+// dataplane.RunningRulesetSkipping does: the tables the restore replaces
+// without their rules) inside the restore's base function, beside the input's parse. It
 // logs the wall and CPU time of each restore.
 func BenchmarkReloadFrontEnd(b *testing.B) {
 	for _, n := range kpSizes(b) {
@@ -186,18 +187,52 @@ func BenchmarkReloadFrontEnd(b *testing.B) {
 				b.Fatal(err)
 			}
 			running = nil
-			base := func() (*ir.Ruleset, error) {
-				rs, _, err := ir.UnmarshalRulesetEncoded(saved)
+			base := func(replaced func(string) bool) (*ir.Ruleset, error) {
+				rs, _, err := ir.UnmarshalRulesetSkipping(saved, replaced)
 				return rs, err
 			}
 			for i := 0; i < b.N; i++ {
 				runtime.GC()
 				t0, cpu0 := time.Now(), cpuTime()
-				if _, err := iptables.RestoreOnto(ir.IPv4, strings.NewReader(text), base, iptables.RestoreOptions{}); err != nil {
+				if _, err := iptables.RestoreReplacing(ir.IPv4, strings.NewReader(text), base, iptables.RestoreOptions{}); err != nil {
 					b.Fatal(err)
 				}
 				b.Logf("reload front end: wall %v CPU %v", time.Since(t0), cpuTime()-cpu0)
 			}
 		})
+	}
+}
+
+// BenchmarkRunningDecode times the decode of kube-proxy's running ruleset
+// (KP_SERVICES services × 10 endpoints, 1,000 unless set) from its saved
+// form: in full, and without the rules of filter and nat (a reload that
+// replaces both, ir.UnmarshalRulesetSkipping).
+func BenchmarkRunningDecode(b *testing.B) {
+	for _, n := range kpSizes(b) {
+		svcs, err := Generate(DefaultOptions(n, 10))
+		if err != nil {
+			b.Fatal(err)
+		}
+		text := IPTables(svcs, DefaultOptions(n, 10).ClusterCIDR, IPTablesOptions{Bootstrap: true})
+		running, err := iptables.Restore(ir.IPv4, strings.NewReader(text), nil, iptables.RestoreOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		saved, err := running.MarshalBinary()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range []struct {
+			name string
+			skip func(string) bool
+		}{{"full", nil}, {"replaced", func(string) bool { return true }}} {
+			b.Run(fmt.Sprint(n, "/", c.name), func(b *testing.B) {
+				for b.Loop() {
+					if _, _, err := ir.UnmarshalRulesetSkipping(saved, c.skip); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
