@@ -343,6 +343,14 @@ func (r *restorer) startTable(chunk string) (ok, skip bool, err error) {
 	r.table = r.work.EnsureTable(table)
 	r.findChain = r.table.ChainFinder()
 	r.ownsTable = false
+	// iptables-legacy-restore zeroes the policy counters of the table's
+	// built-in chains that the input does not declare (flushing or not,
+	// -c or not); a declaration sets them (chainLine).
+	for _, c := range r.table.Chains {
+		if c.Builtin {
+			c.Counters = ir.Counters{}
+		}
+	}
 	if !r.opts.NoFlush {
 		for _, c := range r.table.Chains {
 			c.Rules = nil
