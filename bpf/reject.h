@@ -11,7 +11,9 @@
  *    routes it and sends it to the route's neighbour (reject_send.h,
  *    reject_rate.h), as icmp_send / nf_send_reset route and send theirs;
  *    on loopback (a packet the host sent itself) it judges a reply for
- *    the host in OUTPUT and sends it back through loopback. Without XDP
+ *    the host in OUTPUT and sends it back through loopback, and sends
+ *    one for another host out of its route's device, whose TC egress
+ *    judges it in OUTPUT (xfw_rj_lo_out). Without XDP
  *    metadata (a driver that lacks it) the reply leaves by the interface
  *    it came in on (XDP_TX) with the Ethernet addresses swapped and any
  *    VLAN tag kept.
@@ -58,9 +60,11 @@
  *    itself before they are delivered, INPUT and FORWARD replies (XDP) at
  *    TCX ingress (reject_send.h), those to packets the host sent itself
  *    through loopback too (lo's TCX ingress, then lo's INPUT), with the
- *    offending packet's connection when tracking (reject_ct.h); but not
- *    a loopback reply routed out of another device (xfw_rj_lo_route). OUTPUT ICMP errors for the host come
- *    from its own address, as the kernel's (they, and resets, through lo
+ *    offending packet's connection when tracking (reject_ct.h), and a
+ *    loopback reply for another host routed out of another device
+ *    (xfw_rj_lo_route) at that device's TC egress; but not a loopback
+ *    reply without a route (XDP_TX: the stack forwards it). OUTPUT ICMP
+ *    errors for the host come from its own address, as the kernel's (they, and resets, through lo
  *    and its INPUT). The sender's
  *    send() succeeds where the kernel's fails with EPERM (NF_DROP); the
  *    error then arrives all the same (ECONNREFUSED on the next call).
@@ -143,20 +147,19 @@
 #include "reject_opts.h"
 #include "owner.h"
 
-/* xfw_rj_xdp_out sends the reply built in ctx's frame: out of device out
- * when a loopback reply for another host was routed (xfw_rj_lo_route),
- * back to loopback's stack when back (such a reply without a route: the
- * stack routes it), or else handed to xfw_tc_ingress (reject_send.h),
+/* xfw_rj_xdp_out sends the reply built in ctx's frame: back to loopback's
+ * stack when back (a loopback reply for another host without a route:
+ * the stack routes it), or else handed to xfw_tc_ingress (reject_send.h),
  * which judges it in OUTPUT before it leaves (on loopback, the reply for
- * the host itself, sent back through loopback). */
+ * the host itself, sent back through loopback; a reply for another host
+ * routed out of device out, xfw_rj_lo_route, sent out of it, whose TC
+ * egress judges it). */
 static __always_inline int xfw_rj_xdp_out(struct xdp_md *ctx, const struct xfw_rj *r, __u32 out,
 					  int back, __u16 vlan, int v6)
 {
-	if (out)
-		return bpf_redirect(out, 0);
 	if (back)
 		return XDP_TX;
-	return xfw_rj_xdp_handoff(ctx, r->l2len, vlan, v6);
+	return xfw_rj_xdp_handoff(ctx, r->l2len, vlan, v6, out);
 }
 
 /* xfw_rj_xdp's flags: the packet's DNAT was given back (xfw_nat_undo_xdp);
@@ -485,12 +488,6 @@ static __always_inline int xfw_rj_tc_via_lo(const struct __sk_buff *skb, const s
 	       (p->proto == (p->fam ? IPPROTO_ICMPV6 : IPPROTO_ICMP) || p->proto == IPPROTO_TCP);
 }
 
-/* skb->tc_index of a reply xfw_rj_tc routed out of a device (xfw_rj_tc_out):
- * the skb keeps the offending packet's socket, which the kernel's reply
- * does not have (owner.h xfw_owner_reply). (nat_out.h's XFW_NAT_OUT_MARK
- * is 0x78f1, redirect.h's XFW_RD_MARK 0x78f2.) */
-#define XFW_RJ_ROUTED_MARK 0x78f3
-
 /* xfw_rj_tc_routed reports whether skb, at a device's TC egress, is such a
  * reply (and clears the mark). */
 static __always_inline int xfw_rj_tc_routed(struct __sk_buff *skb)
@@ -516,7 +513,7 @@ static __always_inline int xfw_rj_tc_deliver(struct __sk_buff *skb)
  * (type p->reject) in chain (INPUT or FORWARD), its DNAT given back when
  * dnat_undone, seen by connection tracking when ct_seen: returns XDP_PASS
  * with the reply, marked for xfw_tc_ingress, in place of the frame (XDP_TX
- * without XDP metadata; on loopback, for another host, a redirect or
+ * without XDP metadata; on loopback, for another host without a route,
  * XDP_TX), or XDP_DROP when the kernel would send nothing. */
 static __always_inline int xfw_xdp_reject(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain,
 					  __u32 dnat_undone, int ct_seen)

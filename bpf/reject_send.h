@@ -33,8 +33,11 @@
  * does (found by xfw difftest: where the kernel's OUTPUT dropped its
  * reply, xfw's, sent back at once with XDP_TX, reached the socket). Its
  * mark is addressed to 02:00:00:00:00:00 (loopback's own address is all
- * zeros). A reply xfw_rj_lo_route routes out of another device is
- * redirected there at once.
+ * zeros). A reply for another host (a packet the host sent itself with
+ * that host's source), which xfw_rj_lo_route routes out of another
+ * device, is marked with that device instead of lo: lo's TCX ingress
+ * sends it out of it (xfw_rj_lo_out), whose TC egress judges it in OUTPUT
+ * and POSTROUTING, as the kernel's passes them.
  *
  * Includes: common.h, xfw_maps.h (interface facts), reject_structs.h,
  * reject_csum.h (xfw_rj_rst4_psum),
@@ -85,7 +88,9 @@ int xfw_rj_out_judge(struct __sk_buff *skb, __u32 oif);
 /* The mark (a multiple of 4 bytes, as XDP metadata must be). */
 struct xfw_rj_meta {
 	__u32 magic;
-	__u32 ifindex; /* the device netfilter saw (a VLAN device) */
+	/* the device netfilter saw (a VLAN device); on loopback, for a reply
+	 * to another host, the device its route leaves by */
+	__u32 ifindex;
 };
 
 /* The first byte of the Ethernet destination of a reply marked on
@@ -124,9 +129,11 @@ static __always_inline void xfw_rj_anchor_maps(void)
 }
 
 /* xfw_rj_xdp_handoff marks the reply now in ctx's frame (L2 header of
- * l2len bytes) for xfw_tc_ingress and passes it; the reply is IPv6 when v6.
- * Returns the XDP action. */
-static __always_inline int xfw_rj_xdp_handoff(struct xdp_md *ctx, __u32 l2len, __u16 vlan, int v6)
+ * l2len bytes) for xfw_tc_ingress and passes it; the reply is IPv6 when v6;
+ * out, when not 0, the device a loopback reply for another host leaves by
+ * (xfw_rj_lo_route). Returns the XDP action. */
+static __always_inline int xfw_rj_xdp_handoff(struct xdp_md *ctx, __u32 l2len, __u16 vlan, int v6,
+					      __u32 out)
 {
 	__u64 key = (__u64)ctx->ingress_ifindex | ((__u64)vlan << 32);
 	struct xfw_ifinfo *ifi = bpf_map_lookup_elem(&xfw_ifinfo, &key);
@@ -155,7 +162,7 @@ static __always_inline int xfw_rj_xdp_handoff(struct xdp_md *ctx, __u32 l2len, _
 		eth->h_dest[0] = XFW_RJ_LO_OTHERHOST;
 	eth->h_proto = bpf_htons(v6 ? ETH_P_IPV6 : ETH_P_IP);
 	m->magic = XFW_RJ_META_MAGIC;
-	m->ifindex = ifi->ifindex;
+	m->ifindex = out ? out : ifi->ifindex;
 	return XDP_PASS;
 }
 
@@ -326,6 +333,25 @@ static __always_inline int xfw_rj_lo_rst4_partial(struct __sk_buff *skb)
 	return 0;
 }
 
+/* xfw_rj_lo_out sends the reply in skb, marked on loopback for another
+ * host, out of device out, its route's (xfw_rj_lo_route), as the kernel
+ * sends it (icmp_send, icmp6_send, nf_send_reset: a locally generated
+ * packet, no rate limit for a packet that arrived on lo): through out's
+ * TC egress, which judges it in OUTPUT and POSTROUTING with output device
+ * out (xfw.c xfw_tc_judged: the connection the XDP hook handed over,
+ * reject_ct.h; the kernel's reply's socket, XFW_RJ_ROUTED_MARK), the
+ * neighbour resolved by bpf_redirect_neigh's own route lookup. The reply
+ * is unmarked, as the kernel's (the offending packet's skb->mark stayed
+ * on its skb through loopback). */
+static __always_inline int xfw_rj_lo_out(struct __sk_buff *skb, __u32 out)
+{
+	skb->mark = 0;
+	skb->tc_index = XFW_RJ_ROUTED_MARK;
+	if (bpf_skb_change_type(skb, PACKET_HOST))
+		return TC_ACT_SHOT;
+	return bpf_redirect_neigh(out, 0, 0, 0);
+}
+
 /* xfw_tc_ingress: the copy of a broadcast or multicast packet the host
  * delivers to itself (PACKET_LOOPBACK) is judged (xfw_tc_loopcopy); a
  * frame marked by the XDP hook is a REJECT reply to
@@ -370,6 +396,9 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 	 * egress lets it pass and whose XDP hook judges it on its way in. */
 	if (skb->ifindex == XFW_LOOPBACK_IFINDEX) {
 		m->magic = 0;
+		/* For another host: out by its route's device. */
+		if (m->ifindex != XFW_LOOPBACK_IFINDEX)
+			return xfw_rj_lo_out(skb, m->ifindex);
 		if (xfw_rj_out_judge(skb, XFW_LOOPBACK_IFINDEX) != TC_ACT_OK)
 			return TC_ACT_SHOT;
 		/* Loopback's eth_type_trans never sets PACKET_HOST back

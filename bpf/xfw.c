@@ -760,8 +760,8 @@ routed:
 		 * without one, tracks it. */
 		if (cs && rc == XDP_PASS)
 			xfw_rjct_put_xdp(ctx, p, cs);
-		/* Sent at once (no XDP metadata; on loopback routed out of
-		 * another device): a reset sent for a packet without a
+		/* Sent at once (no XDP metadata; on loopback for another
+		 * host without a route): a reset sent for a packet without a
 		 * connection is tracked here. */
 		else if (cs && rc != XDP_DROP && (p->ct & 7) == XFW_CTS_INVALID &&
 			 p->proto == IPPROTO_TCP)
@@ -1166,7 +1166,9 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	/* FORWARD dropped it; passed on only for the kernel's redirect. */
 	if (xfw_rd_tc_egress_drop(skb))
 		return TC_ACT_SHOT;
-	if (skb->ingress_ifindex != 0)
+	/* (A REJECT reply lo's TCX ingress routed out, reject_send.h
+	 * xfw_rj_lo_out, arrived on lo but is the host's own: OUTPUT's.) */
+	if (skb->ingress_ifindex != 0 && skb->tc_index != XFW_RJ_ROUTED_MARK)
 		return xfw_tc_forwarded(skb, p);
 	/* A VLAN device's traffic was judged on the VLAN device itself. */
 	if (skb->vlan_present)
