@@ -34,6 +34,9 @@ const (
 	rejectLoFarTCP = 7320
 )
 
+// rejectLoFarMark is the mark of fw's packets (SO_MARK).
+const rejectLoFarMark = 0x2a
+
 // rejectLoFarRound is one round: with connection tracking rules (the nat
 // table and a RELATED match), and with OUTPUT dropping the replies.
 type rejectLoFarRound struct {
@@ -71,6 +74,9 @@ func rejectLoFarRules(r rejectLoFarRound, i int) string {
 	rules = append(rules, "*filter", ":INPUT ACCEPT [0:0]", ":FORWARD ACCEPT [0:0]", ":OUTPUT ACCEPT [0:0]")
 	add("INPUT FORWARD OUTPUT", "")
 	add("OUTPUT", " -o out0")
+	// fw's packets carry a mark (SO_MARK); the kernel's replies do not
+	// (fwmark_reflect off).
+	add("OUTPUT", fmt.Sprintf(" -m mark --mark %#x", rejectLoFarMark))
 	if r.ct {
 		add("OUTPUT", " -m conntrack --ctstate RELATED")
 	}
@@ -139,9 +145,9 @@ func rejectLoFarAgainstKernel(t *testing.T, tw *twins, fam int) {
 		// The oracle's own check of the chains the replies pass (one
 		// ICMP error, one reset): each counting rule of raw, mangle
 		// and filter OUTPUT (with and without -o out0) and of mangle
-		// POSTROUTING counts each once, the RELATED one too; nat's,
-		// FORWARD's, PREROUTING's and INPUT's none; when OUTPUT drops
-		// them, POSTROUTING none either.
+		// POSTROUTING counts each once, the RELATED one too; the mark
+		// rule, nat's, FORWARD's, PREROUTING's and INPUT's none; when
+		// OUTPUT drops them, POSTROUTING none either.
 		post := uint64(1)
 		if r.drop {
 			post = 0
@@ -238,7 +244,8 @@ func rejectLoFarSend(t *testing.T, tp *nettest.Topology, fam, i int) string {
 }
 
 // sendRawIP sends the IP packet pkt (its own header, either family) to
-// dst through a raw socket (IPPROTO_RAW: the sender writes the header).
+// dst through a raw socket (IPPROTO_RAW: the sender writes the header),
+// marked rejectLoFarMark.
 func sendRawIP(dst netip.Addr, pkt []byte) error {
 	af := unix.AF_INET6
 	var sa unix.Sockaddr = &unix.SockaddrInet6{Addr: dst.As16()}
@@ -250,5 +257,8 @@ func sendRawIP(dst netip.Addr, pkt []byte) error {
 		return err
 	}
 	defer unix.Close(fd)
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_MARK, rejectLoFarMark); err != nil {
+		return fmt.Errorf("SO_MARK: %w", err)
+	}
 	return unix.Sendto(fd, pkt, 0, sa)
 }
