@@ -11,9 +11,9 @@
  *    routes it and sends it to the route's neighbour (reject_send.h,
  *    reject_rate.h), as icmp_send / nf_send_reset route and send theirs;
  *    on loopback (a packet the host sent itself) it judges a reply for
- *    the host in OUTPUT and sends it back through loopback, and sends
- *    one for another host out of its route's device, whose TC egress
- *    judges it in OUTPUT (xfw_rj_lo_out). Without XDP
+ *    the host in OUTPUT and sends it back through loopback, and one for
+ *    another host, judged in OUTPUT with its route's device, out of
+ *    that device (xfw_rj_lo_out). Without XDP
  *    metadata (a driver that lacks it) the reply leaves by the interface
  *    it came in on (XDP_TX) with the Ethernet addresses swapped and any
  *    VLAN tag kept.
@@ -62,8 +62,9 @@
  *    through loopback too (lo's TCX ingress, then lo's INPUT), with the
  *    offending packet's connection when tracking (reject_ct.h), and a
  *    loopback reply for another host routed out of another device
- *    (xfw_rj_lo_route) at that device's TC egress; but not a loopback
- *    reply without a route (XDP_TX: the stack forwards it). OUTPUT ICMP
+ *    (xfw_rj_lo_route) at lo's TCX ingress with that output device; but
+ *    not a loopback reply without a route (XDP_TX: the stack forwards
+ *    it). OUTPUT ICMP
  *    errors for the host come from its own address, as the kernel's (they, and resets, through lo
  *    and its INPUT). The sender's
  *    send() succeeds where the kernel's fails with EPERM (NF_DROP); the
@@ -152,8 +153,8 @@
  * the stack routes it), or else handed to xfw_tc_ingress (reject_send.h),
  * which judges it in OUTPUT before it leaves (on loopback, the reply for
  * the host itself, sent back through loopback; a reply for another host
- * routed out of device out, xfw_rj_lo_route, sent out of it, whose TC
- * egress judges it). */
+ * routed out of device out, xfw_rj_lo_route, judged with that output
+ * device and sent out of it). */
 static __always_inline int xfw_rj_xdp_out(struct xdp_md *ctx, const struct xfw_rj *r, __u32 out,
 					  int back, __u16 vlan, int v6)
 {
@@ -487,6 +488,12 @@ static __always_inline int xfw_rj_tc_via_lo(const struct __sk_buff *skb, const s
 	return skb->ifindex != XFW_LOOPBACK_IFINDEX &&
 	       (p->proto == (p->fam ? IPPROTO_ICMPV6 : IPPROTO_ICMP) || p->proto == IPPROTO_TCP);
 }
+
+/* skb->tc_index of a reply xfw_rj_tc routed out of a device (xfw_rj_tc_out):
+ * the skb keeps the offending packet's socket, which the kernel's reply
+ * does not have (owner.h xfw_owner_reply). (nat_out.h's XFW_NAT_OUT_MARK
+ * is 0x78f1, redirect.h's XFW_RD_MARK 0x78f2.) */
+#define XFW_RJ_ROUTED_MARK 0x78f3
 
 /* xfw_rj_tc_routed reports whether skb, at a device's TC egress, is such a
  * reply (and clears the mark). */

@@ -36,8 +36,8 @@
  * zeros). A reply for another host (a packet the host sent itself with
  * that host's source), which xfw_rj_lo_route routes out of another
  * device, is marked with that device instead of lo: lo's TCX ingress
- * sends it out of it (xfw_rj_lo_out), whose TC egress judges it in OUTPUT
- * and POSTROUTING, as the kernel's passes them.
+ * judges it in OUTPUT and POSTROUTING with that device, as the kernel's
+ * passes them, and sends it out of it (xfw_rj_lo_out).
  *
  * Includes: common.h, xfw_maps.h (interface facts), reject_structs.h,
  * reject_csum.h (xfw_rj_rst4_psum),
@@ -336,18 +336,20 @@ static __always_inline int xfw_rj_lo_rst4_partial(struct __sk_buff *skb)
 /* xfw_rj_lo_out sends the reply in skb, marked on loopback for another
  * host, out of device out, its route's (xfw_rj_lo_route), as the kernel
  * sends it (icmp_send, icmp6_send, nf_send_reset: a locally generated
- * packet, no rate limit for a packet that arrived on lo): through out's
- * TC egress, which judges it in OUTPUT and POSTROUTING with output device
- * out (xfw.c xfw_tc_judged: the connection the XDP hook handed over,
- * reject_ct.h; the kernel's reply's socket, XFW_RJ_ROUTED_MARK), the
- * neighbour resolved by bpf_redirect_neigh's own route lookup. The reply
- * is unmarked, as the kernel's (the offending packet's skb->mark stayed
- * on its skb through loopback). */
+ * packet, no rate limit for a packet that arrived on lo): judged first in
+ * OUTPUT and POSTROUTING with output device out, with the connection the
+ * XDP hook handed over (xfw_rj_out_judge), as the INPUT and FORWARD
+ * replies xfw_rj_send sends, then sent with bpf_redirect_neigh, whose own
+ * route lookup finds the neighbour (resolved only for a reply OUTPUT let
+ * through, as the kernel's: found against the kernel, a neighbour
+ * solicitation for a reply OUTPUT dropped). The reply is unmarked, as the
+ * kernel's (fwmark_reflect off; the offending packet's skb->mark stayed
+ * on its skb through loopback); out's TC egress takes it for a forwarded
+ * packet (it arrived on lo), as it does xfw_rj_send's. */
 static __always_inline int xfw_rj_lo_out(struct __sk_buff *skb, __u32 out)
 {
 	skb->mark = 0;
-	skb->tc_index = XFW_RJ_ROUTED_MARK;
-	if (bpf_skb_change_type(skb, PACKET_HOST))
+	if (xfw_rj_out_judge(skb, out) != TC_ACT_OK)
 		return TC_ACT_SHOT;
 	return bpf_redirect_neigh(out, 0, 0, 0);
 }

@@ -147,12 +147,4 @@ struct xfw_rj_scratch {
 #define XFW_RJ_SLOT_XDP 0
 #define XFW_RJ_SLOT_TC 1
 
-/* skb->tc_index of a reply routed out of a device whose TC egress judges
- * it in OUTPUT: one xfw_rj_tc routed (reject.h xfw_rj_tc_out), which keeps
- * the offending packet's socket, and a loopback reply for another host
- * (reject_send.h xfw_rj_lo_out); judged with the kernel's reply's socket
- * (owner.h xfw_owner_reply; reject.h xfw_rj_tc_routed). (nat_out.h's
- * XFW_NAT_OUT_MARK is 0x78f1, redirect.h's XFW_RD_MARK 0x78f2.) */
-#define XFW_RJ_ROUTED_MARK 0x78f3
-
 #endif /* XFW_REJECT_STRUCTS_H */

@@ -1166,9 +1166,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	/* FORWARD dropped it; passed on only for the kernel's redirect. */
 	if (xfw_rd_tc_egress_drop(skb))
 		return TC_ACT_SHOT;
-	/* (A REJECT reply lo's TCX ingress routed out, reject_send.h
-	 * xfw_rj_lo_out, arrived on lo but is the host's own: OUTPUT's.) */
-	if (skb->ingress_ifindex != 0 && skb->tc_index != XFW_RJ_ROUTED_MARK)
+	if (skb->ingress_ifindex != 0)
 		return xfw_tc_forwarded(skb, p);
 	/* A VLAN device's traffic was judged on the VLAN device itself. */
 	if (skb->vlan_present)

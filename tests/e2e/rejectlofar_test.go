@@ -20,12 +20,14 @@ import (
 // reset) to sink as a locally generated packet: it passes raw, mangle and
 // filter OUTPUT with output device out0, and mangle POSTROUTING, RELATED
 // to the offending packet's connection when tracking (nat's chains, which
-// see a connection's first packet only, do not see it), and no FORWARD;
-// when OUTPUT drops it, sink receives nothing. xfw's was routed out of
-// out0 at once from lo's XDP hook, passing no chain (bpf/reject_send.h:
-// now handed to lo's TCX ingress, which sends it out of out0, whose TC
-// egress judges it). Every rule's counter and what sink receives are
-// compared, without and with connection tracking.
+// see a connection's first packet only, do not see it), and no FORWARD,
+// unmarked (fw's packets are marked); when OUTPUT drops it, sink receives
+// nothing, not even fw's neighbour resolution (fw's neighbour entry for
+// sink is removed before each round). xfw's was routed out of out0 at
+// once from lo's XDP hook, passing no chain (bpf/reject_send.h: now
+// handed to lo's TCX ingress, which judges it in OUTPUT with output
+// device out0, then sends it out of out0). Every rule's counter and what
+// sink receives are compared, without and with connection tracking.
 
 // The ports of fw's packets: REJECTed in INPUT on lo (UDP, TCP); each
 // round adds its index so that no round meets an earlier connection.
@@ -36,6 +38,13 @@ const (
 
 // rejectLoFarMark is the mark of fw's packets (SO_MARK).
 const rejectLoFarMark = 0x2a
+
+// etherTypeARP and icmp6NeighborSolicit tell fw's neighbour resolution
+// at sink.
+const (
+	etherTypeARP         = 0x0806
+	icmp6NeighborSolicit = 135
+)
 
 // rejectLoFarRound is one round: with connection tracking rules (the nat
 // table and a RELATED match), and with OUTPUT dropping the replies.
@@ -110,6 +119,10 @@ func rejectLoFarAgainstKernel(t *testing.T, tw *twins, fam int) {
 		nettest.MustExec(t, tp.FwNS, "ip", "link", "set", "lo", "up")
 		for i, r := range rounds {
 			fw.restore(t, tp, fam, strings.ReplaceAll(rejectLoFarRules(r, i), "ICMP-type", icmp))
+			// fw resolves sink's address for each round's replies:
+			// only for replies OUTPUT lets through.
+			_, _, sink := familyAddrs(tp, fam)
+			_, _ = nettest.Exec(tp.FwNS, "ip", "neigh", "del", sink.String(), "dev", nettest.FwOutIfname)
 			got := rejectLoFarSend(t, tp, fam, i)
 			c := rejectLoFarCounters(t, tp, fw, fam, r.ct)
 			mu.Lock()
@@ -124,7 +137,11 @@ func rejectLoFarAgainstKernel(t *testing.T, tw *twins, fam int) {
 	for i, r := range rounds {
 		k, x := seen["kernel"][i], seen["xfw"][i]
 		t.Logf("%v: sink received: kernel %q; xfw %q", r, k, x)
-		wants := []string{"port-unreachable from fw's in0 address, by out0,", "; reset from fw's in0 address, by out0,"}
+		resolve := "arp, by out0;"
+		if fam == 6 {
+			resolve = "neighbour solicitation from fw's out0 link-local address, by out0,"
+		}
+		wants := []string{resolve, "port-unreachable from fw's in0 address, by out0,", "; reset from fw's in0 address, by out0,"}
 		if r.drop {
 			wants = []string{"nothing"}
 		}
@@ -197,7 +214,7 @@ func rejectLoFarSend(t *testing.T, tp *nettest.Topology, fam, i int) string {
 	t.Helper()
 	_, fw, sink := familyAddrs(tp, fam)
 	c := nettest.StartCapture(t, tp.SinkNS, nettest.SinkIfname, func(f nettest.Captured) bool {
-		return !f.Outgoing && f.IPVersion == fam
+		return !f.Outgoing && (f.IPVersion == fam || fam == 4 && f.EtherType == etherTypeARP)
 	})
 	pkts := [][]byte{
 		nettest.UDPPacket(netip.AddrPortFrom(sink, uint16(5310+i)), netip.AddrPortFrom(fw, uint16(rejectLoFarUDP+i)), []byte("from sink's address")),
@@ -222,18 +239,29 @@ func rejectLoFarSend(t *testing.T, tp *nettest.Topology, fam, i int) string {
 	for _, f := range c.Stop() {
 		kind := "other"
 		switch {
+		case f.EtherType == etherTypeARP:
+			kind = "arp"
 		case f.IsICMPUnreachable():
 			kind = "port-unreachable"
 		case f.IsTCPReset():
 			kind = "reset"
+		case f.Protocol == unix.IPPROTO_ICMPV6 && f.ICMPType == icmp6NeighborSolicit:
+			kind = "neighbour solicitation"
 		}
 		from := f.Src.String()
-		if f.Src == fw {
+		switch f.Src {
+		case fw:
 			from = "fw's in0 address"
+		case tp.FwOut.LinkLocal:
+			from = "fw's out0 link-local address"
 		}
 		by := f.SrcMAC.String()
 		if by == tp.FwOut.MAC.String() {
 			by = "out0"
+		}
+		if kind == "arp" {
+			got = append(got, "arp, by "+by)
+			continue
 		}
 		got = append(got, fmt.Sprintf("%s from %s, by %s, ttl %d, %d bytes", kind, from, by, f.TTL, len(f.Raw)))
 	}
