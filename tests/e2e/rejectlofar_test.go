@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -39,11 +40,15 @@ const (
 // rejectLoFarMark is the mark of fw's packets (SO_MARK).
 const rejectLoFarMark = 0x2a
 
-// etherTypeARP and icmp6NeighborSolicit tell fw's neighbour resolution
-// at sink.
+// etherTypeARP, arpOpOff (the ARP operation's offset in an Ethernet
+// frame), arpRequest, icmp6NeighborSolicit and icmp6NeighborAdvert tell
+// fw's neighbour resolution at sink.
 const (
 	etherTypeARP         = 0x0806
+	arpOpOff             = 20
+	arpRequest           = 1
 	icmp6NeighborSolicit = 135
+	icmp6NeighborAdvert  = 136
 )
 
 // rejectLoFarRound is one round: with connection tracking rules (the nat
@@ -213,8 +218,18 @@ func rejectLoFarCounters(t *testing.T, tp *nettest.Topology, fw firewall, fam in
 func rejectLoFarSend(t *testing.T, tp *nettest.Topology, fam, i int) string {
 	t.Helper()
 	_, fw, sink := familyAddrs(tp, fam)
+	// What fw sends sink: the replies, and its neighbour resolution
+	// (ARP requests, neighbour solicitations), not its answers to sink's
+	// own (ARP replies, neighbour advertisements), which come when sink
+	// checks its entry for fw, whatever OUTPUT does.
 	c := nettest.StartCapture(t, tp.SinkNS, nettest.SinkIfname, func(f nettest.Captured) bool {
-		return !f.Outgoing && (f.IPVersion == fam || fam == 4 && f.EtherType == etherTypeARP)
+		if f.Outgoing {
+			return false
+		}
+		if f.EtherType == etherTypeARP {
+			return fam == 4 && len(f.Raw) >= arpOpOff+2 && binary.BigEndian.Uint16(f.Raw[arpOpOff:]) == arpRequest
+		}
+		return f.IPVersion == fam && !(f.Protocol == unix.IPPROTO_ICMPV6 && f.ICMPType == icmp6NeighborAdvert)
 	})
 	pkts := [][]byte{
 		nettest.UDPPacket(netip.AddrPortFrom(sink, uint16(5310+i)), netip.AddrPortFrom(fw, uint16(rejectLoFarUDP+i)), []byte("from sink's address")),
