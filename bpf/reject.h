@@ -62,9 +62,8 @@
  *    through loopback too (lo's TCX ingress, then lo's INPUT), with the
  *    offending packet's connection when tracking (reject_ct.h), and a
  *    loopback reply for another host routed out of another device
- *    (xfw_rj_lo_route) at lo's TCX ingress with that output device; but
- *    not a loopback reply without a route (XDP_TX: the stack forwards
- *    it). OUTPUT ICMP
+ *    (xfw_rj_lo_route) at lo's TCX ingress with that output device (one
+ *    without a route is not sent). OUTPUT ICMP
  *    errors for the host come from its own address, as the kernel's (they, and resets, through lo
  *    and its INPUT). The sender's
  *    send() succeeds where the kernel's fails with EPERM (NF_DROP); the
@@ -148,18 +147,14 @@
 #include "reject_opts.h"
 #include "owner.h"
 
-/* xfw_rj_xdp_out sends the reply built in ctx's frame: back to loopback's
- * stack when back (a loopback reply for another host without a route:
- * the stack routes it), or else handed to xfw_tc_ingress (reject_send.h),
- * which judges it in OUTPUT before it leaves (on loopback, the reply for
- * the host itself, sent back through loopback; a reply for another host
- * routed out of device out, xfw_rj_lo_route, judged with that output
- * device and sent out of it). */
+/* xfw_rj_xdp_out hands the reply built in ctx's frame to xfw_tc_ingress
+ * (reject_send.h), which judges it in OUTPUT before it leaves (on
+ * loopback, the reply for the host itself, sent back through loopback; a
+ * reply for another host routed out of device out, xfw_rj_lo_route,
+ * judged with that output device and sent out of it). */
 static __always_inline int xfw_rj_xdp_out(struct xdp_md *ctx, const struct xfw_rj *r, __u32 out,
-					  int back, __u16 vlan, int v6)
+					  __u16 vlan, int v6)
 {
-	if (back)
-		return XDP_TX;
 	return xfw_rj_xdp_handoff(ctx, r->l2len, vlan, v6, out);
 }
 
@@ -180,7 +175,7 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	struct xfw_rj *r;
 	__u64 sum = 0;
 	__u8 *ih;
-	int kind, v6, back = 0;
+	int kind, v6;
 
 	if (!ctx || !p)
 		return XDP_DROP;
@@ -199,8 +194,14 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	frame = (__u32)(data_end - data);
 	if (ctx->ingress_ifindex != XFW_LOOPBACK_IFINDEX)
 		xfw_rj_l2_route(ctx, r, &sc->fib, v6);
-	else if (!xfw_rj_for_host(r->daddr, v6))
-		back = !(out = xfw_rj_lo_route(ctx, r, &sc->fib, v6));
+	/* A loopback reply for another host without a route: the kernel's
+	 * has none either (and on a host that does not forward, where
+	 * bpf_fib_lookup refuses lo, the kernel's leaves: not sent,
+	 * docs/differences.md). XDP_TX would hand it back to the stack on
+	 * lo, whose route for the offending packet delivers it to the host
+	 * (found by xfw difftest, conntrack IPv6 seed 16). */
+	else if (!xfw_rj_for_host(r->daddr, v6) && !(out = xfw_rj_lo_route(ctx, r, &sc->fib, v6)))
+		return XDP_DROP;
 	/* The TTL of the device it leaves by: the route's (a loopback reply
 	 * routed out), else the input device's (lo for the host itself;
 	 * XDP_TX; a reply handed off from another device gets its hop limit
@@ -254,7 +255,7 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 		data_end = (void *)(long)ctx->data_end;
 		if (v6 ? xfw_rj_put_rst(data, data_end, r, 1) : xfw_rj_put_rst(data, data_end, r, 0))
 			return XDP_DROP;
-		return xfw_rj_xdp_out(ctx, r, out, back, p->vlan, v6);
+		return xfw_rj_xdp_out(ctx, r, out, p->vlan, v6);
 	}
 
 	/* Keep the L2 header and the quote (dropping any Ethernet padding
@@ -287,7 +288,7 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	if ((void *)(ih + XFW_RJ_ICMP_HLEN) > data_end)
 		return XDP_DROP;
 	*(__u16 *)(ih + 2) = xfw_rj_finish(sum + cs);
-	return xfw_rj_xdp_out(ctx, r, out, back, p->vlan, v6);
+	return xfw_rj_xdp_out(ctx, r, out, p->vlan, v6);
 }
 
 /* XFW_RJ_TC_LOCAL, returned by xfw_rj_tc: the skb now holds a reply for the host
@@ -526,8 +527,7 @@ static __always_inline int xfw_rj_tc_deliver(struct __sk_buff *skb)
  * (type p->reject) in chain (INPUT or FORWARD), its DNAT given back when
  * dnat_undone, seen by connection tracking when ct_seen: returns XDP_PASS
  * with the reply, marked for xfw_tc_ingress, in place of the frame (XDP_TX
- * without XDP metadata; on loopback, for another host without a route,
- * XDP_TX), or XDP_DROP when the kernel would send nothing. */
+ * without XDP metadata), or XDP_DROP when the kernel would send nothing. */
 static __always_inline int xfw_xdp_reject(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain,
 					  __u32 dnat_undone, int ct_seen)
 {

@@ -140,9 +140,10 @@ static __always_inline int xfw_rj_for_host(const __u32 *a, int v6)
  * nf_send_reset route it as a locally generated packet; the source stays
  * the packet's destination, one of the host's addresses), through OUTPUT
  * and POSTROUTING with that route's device. XDP_TX would hand it back to
- * the stack on lo, which would forward it (judged in FORWARD). Returns
+ * the stack on lo, whose route for the offending packet delivers it to
+ * the host. Returns
  * the output device, or 0 (no route; a host that does not forward, whose
- * lo bpf_fib_lookup refuses: the stack gets it back with XDP_TX). The
+ * lo bpf_fib_lookup refuses: no reply, xfw_rj_xdp). The
  * reply is handed to lo's TCX ingress, which sends it out of that device
  * (reject_send.h xfw_rj_lo_out), resolving the neighbour. */
 static __always_inline __u32 xfw_rj_lo_route(struct xdp_md *ctx, struct xfw_rj *r,
