@@ -11,7 +11,9 @@
  *    routes it and sends it to the route's neighbour (reject_send.h,
  *    reject_rate.h), as icmp_send / nf_send_reset route and send theirs;
  *    on loopback (a packet the host sent itself) it judges a reply for
- *    the host in OUTPUT and sends it back through loopback. Without XDP
+ *    the host in OUTPUT and sends it back through loopback, and one for
+ *    another host, judged in OUTPUT with its route's device, out of
+ *    that device (xfw_rj_lo_out). Without XDP
  *    metadata (a driver that lacks it) the reply leaves by the interface
  *    it came in on (XDP_TX) with the Ethernet addresses swapped and any
  *    VLAN tag kept.
@@ -58,9 +60,11 @@
  *    itself before they are delivered, INPUT and FORWARD replies (XDP) at
  *    TCX ingress (reject_send.h), those to packets the host sent itself
  *    through loopback too (lo's TCX ingress, then lo's INPUT), with the
- *    offending packet's connection when tracking (reject_ct.h); but not
- *    a loopback reply routed out of another device (xfw_rj_lo_route). OUTPUT ICMP errors for the host come
- *    from its own address, as the kernel's (they, and resets, through lo
+ *    offending packet's connection when tracking (reject_ct.h), and a
+ *    loopback reply for another host routed out of another device
+ *    (xfw_rj_lo_route) at lo's TCX ingress with that output device (one
+ *    without a route is not sent). OUTPUT ICMP
+ *    errors for the host come from its own address, as the kernel's (they, and resets, through lo
  *    and its INPUT). The sender's
  *    send() succeeds where the kernel's fails with EPERM (NF_DROP); the
  *    error then arrives all the same (ECONNREFUSED on the next call).
@@ -143,20 +147,15 @@
 #include "reject_opts.h"
 #include "owner.h"
 
-/* xfw_rj_xdp_out sends the reply built in ctx's frame: out of device out
- * when a loopback reply for another host was routed (xfw_rj_lo_route),
- * back to loopback's stack when back (such a reply without a route: the
- * stack routes it), or else handed to xfw_tc_ingress (reject_send.h),
- * which judges it in OUTPUT before it leaves (on loopback, the reply for
- * the host itself, sent back through loopback). */
+/* xfw_rj_xdp_out hands the reply built in ctx's frame to xfw_tc_ingress
+ * (reject_send.h), which judges it in OUTPUT before it leaves (on
+ * loopback, the reply for the host itself, sent back through loopback; a
+ * reply for another host routed out of device out, xfw_rj_lo_route,
+ * judged with that output device and sent out of it). */
 static __always_inline int xfw_rj_xdp_out(struct xdp_md *ctx, const struct xfw_rj *r, __u32 out,
-					  int back, __u16 vlan, int v6)
+					  __u16 vlan, int v6)
 {
-	if (out)
-		return bpf_redirect(out, 0);
-	if (back)
-		return XDP_TX;
-	return xfw_rj_xdp_handoff(ctx, r->l2len, vlan, v6);
+	return xfw_rj_xdp_handoff(ctx, r->l2len, vlan, v6, out);
 }
 
 /* xfw_rj_xdp's flags: the packet's DNAT was given back (xfw_nat_undo_xdp);
@@ -176,7 +175,7 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	struct xfw_rj *r;
 	__u64 sum = 0;
 	__u8 *ih;
-	int kind, v6, back = 0;
+	int kind, v6;
 
 	if (!ctx || !p)
 		return XDP_DROP;
@@ -195,8 +194,14 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	frame = (__u32)(data_end - data);
 	if (ctx->ingress_ifindex != XFW_LOOPBACK_IFINDEX)
 		xfw_rj_l2_route(ctx, r, &sc->fib, v6);
-	else if (!xfw_rj_for_host(r->daddr, v6))
-		back = !(out = xfw_rj_lo_route(ctx, r, &sc->fib, v6));
+	/* A loopback reply for another host without a route: the kernel's
+	 * has none either (and on a host that does not forward, where
+	 * bpf_fib_lookup refuses lo, the kernel's leaves: not sent,
+	 * docs/differences.md). XDP_TX would hand it back to the stack on
+	 * lo, whose route for the offending packet delivers it to the host
+	 * (found by xfw difftest, conntrack IPv6 seed 16). */
+	else if (!xfw_rj_for_host(r->daddr, v6) && !(out = xfw_rj_lo_route(ctx, r, &sc->fib, v6)))
+		return XDP_DROP;
 	/* The TTL of the device it leaves by: the route's (a loopback reply
 	 * routed out), else the input device's (lo for the host itself;
 	 * XDP_TX; a reply handed off from another device gets its hop limit
@@ -209,7 +214,13 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	 * at POSTROUTING), which the packet given back carries: kept. */
 	if (chain == XFW_CHAIN_FORWARD && (kind == XFW_RJK_ICMP4 || kind == XFW_RJK_ICMP6)) {
 		r->fwd = 1;
-		if (!(flags & XFW_RJX_DNAT_UNDONE) && xfw_rj_fib_src(ctx, r, &sc->fib, v6))
+		/* To one of the host's own addresses (a spoofed source of its
+		 * own, IPv6: IPv4 drops it as a martian): the route back is
+		 * local, whose source selection picks the destination itself
+		 * (RFC 6724 rule 1); the lookup would refuse it. */
+		if (xfw_rj_is_local(r->daddr, v6))
+			__builtin_memcpy(r->saddr, r->daddr, 16);
+		else if (!(flags & XFW_RJX_DNAT_UNDONE) && xfw_rj_fib_src(ctx, r, &sc->fib, v6))
 			return XDP_DROP;
 	}
 	/* IPv4 options: the input path fills them in (the quote's), an ICMP
@@ -244,7 +255,7 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 		data_end = (void *)(long)ctx->data_end;
 		if (v6 ? xfw_rj_put_rst(data, data_end, r, 1) : xfw_rj_put_rst(data, data_end, r, 0))
 			return XDP_DROP;
-		return xfw_rj_xdp_out(ctx, r, out, back, p->vlan, v6);
+		return xfw_rj_xdp_out(ctx, r, out, p->vlan, v6);
 	}
 
 	/* Keep the L2 header and the quote (dropping any Ethernet padding
@@ -277,7 +288,7 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	if ((void *)(ih + XFW_RJ_ICMP_HLEN) > data_end)
 		return XDP_DROP;
 	*(__u16 *)(ih + 2) = xfw_rj_finish(sum + cs);
-	return xfw_rj_xdp_out(ctx, r, out, back, p->vlan, v6);
+	return xfw_rj_xdp_out(ctx, r, out, p->vlan, v6);
 }
 
 /* XFW_RJ_TC_LOCAL, returned by xfw_rj_tc: the skb now holds a reply for the host
@@ -516,8 +527,7 @@ static __always_inline int xfw_rj_tc_deliver(struct __sk_buff *skb)
  * (type p->reject) in chain (INPUT or FORWARD), its DNAT given back when
  * dnat_undone, seen by connection tracking when ct_seen: returns XDP_PASS
  * with the reply, marked for xfw_tc_ingress, in place of the frame (XDP_TX
- * without XDP metadata; on loopback, for another host, a redirect or
- * XDP_TX), or XDP_DROP when the kernel would send nothing. */
+ * without XDP metadata), or XDP_DROP when the kernel would send nothing. */
 static __always_inline int xfw_xdp_reject(struct xdp_md *ctx, struct xfw_pkt *p, __u32 chain,
 					  __u32 dnat_undone, int ct_seen)
 {

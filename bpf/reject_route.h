@@ -138,20 +138,20 @@ static __always_inline int xfw_rj_for_host(const __u32 *a, int v6)
  * host sent itself through loopback with another host's source address
  * (INPUT on lo): it routes the reply out (icmp6_send / icmp_send /
  * nf_send_reset route it as a locally generated packet; the source stays
- * the packet's destination, one of the host's addresses). XDP_TX would
- * hand it back to the stack on lo, which would forward it (judged in
- * FORWARD). Returns the output device with the frame addressed in r->l2,
- * or 0 (no route, or the neighbour unknown to the FIB: the stack gets it
- * back with XDP_TX, and resolves it). Loopback runs generic XDP, so the redirect
- * works whatever the target device's driver. */
+ * the packet's destination, one of the host's addresses), through OUTPUT
+ * and POSTROUTING with that route's device. XDP_TX would hand it back to
+ * the stack on lo, whose route for the offending packet delivers it to
+ * the host. Returns
+ * the output device, or 0 (no route; a host that does not forward, whose
+ * lo bpf_fib_lookup refuses: no reply, xfw_rj_xdp). The
+ * reply is handed to lo's TCX ingress, which sends it out of that device
+ * (reject_send.h xfw_rj_lo_out), resolving the neighbour. */
 static __always_inline __u32 xfw_rj_lo_route(struct xdp_md *ctx, struct xfw_rj *r,
 					     struct bpf_fib_lookup *fib, int v6)
 {
 	xfw_rj_fib_init(fib, r, ctx->ingress_ifindex, v6, 1, 0);
-	if (bpf_fib_lookup(ctx, fib, sizeof(*fib), 0) != BPF_FIB_LKUP_RET_SUCCESS)
+	if (bpf_fib_lookup(ctx, fib, sizeof(*fib), BPF_FIB_LOOKUP_SKIP_NEIGH) != BPF_FIB_LKUP_RET_SUCCESS)
 		return 0;
-	__builtin_memcpy(r->l2, fib->dmac, ETH_ALEN);
-	__builtin_memcpy(r->l2 + ETH_ALEN, fib->smac, ETH_ALEN);
 	return fib->ifindex;
 }
 

@@ -33,8 +33,14 @@
  * does (found by xfw difftest: where the kernel's OUTPUT dropped its
  * reply, xfw's, sent back at once with XDP_TX, reached the socket). Its
  * mark is addressed to 02:00:00:00:00:00 (loopback's own address is all
- * zeros). A reply xfw_rj_lo_route routes out of another device is
- * redirected there at once.
+ * zeros). A reply for another host (a packet the host sent itself with
+ * that host's source), which xfw_rj_lo_route routes out of another
+ * device, is marked with that device instead of lo: lo's TCX ingress
+ * judges it in OUTPUT and POSTROUTING with that device, as the kernel's
+ * passes them, and sends it out of it (xfw_rj_lo_out). A reply marked on
+ * another device for the host itself (a spoofed source of its own, IPv6)
+ * is judged in OUTPUT with output device lo and delivered through lo
+ * (XFW_RJ_SEND_LOCAL), as the kernel's.
  *
  * Includes: common.h, xfw_maps.h (interface facts), reject_structs.h,
  * reject_csum.h (xfw_rj_rst4_psum),
@@ -93,7 +99,9 @@ int xfw_rj_out_judge(struct __sk_buff *skb, __u32 oif);
 /* The mark (a multiple of 4 bytes, as XDP metadata must be). */
 struct xfw_rj_meta {
 	__u32 magic;
-	__u32 ifindex; /* the device netfilter saw (a VLAN device) */
+	/* the device netfilter saw (a VLAN device); on loopback, for a reply
+	 * to another host, the device its route leaves by */
+	__u32 ifindex;
 };
 
 /* The first byte of the Ethernet destination of a reply marked on
@@ -132,9 +140,11 @@ static __always_inline void xfw_rj_anchor_maps(void)
 }
 
 /* xfw_rj_xdp_handoff marks the reply now in ctx's frame (L2 header of
- * l2len bytes) for xfw_tc_ingress and passes it; the reply is IPv6 when v6.
- * Returns the XDP action. */
-static __always_inline int xfw_rj_xdp_handoff(struct xdp_md *ctx, __u32 l2len, __u16 vlan, int v6)
+ * l2len bytes) for xfw_tc_ingress and passes it; the reply is IPv6 when v6;
+ * out, when not 0, the device a loopback reply for another host leaves by
+ * (xfw_rj_lo_route). Returns the XDP action. */
+static __always_inline int xfw_rj_xdp_handoff(struct xdp_md *ctx, __u32 l2len, __u16 vlan, int v6,
+					      __u32 out)
 {
 	__u64 key = (__u64)ctx->ingress_ifindex | ((__u64)vlan << 32);
 	struct xfw_ifinfo *ifi = bpf_map_lookup_elem(&xfw_ifinfo, &key);
@@ -163,7 +173,7 @@ static __always_inline int xfw_rj_xdp_handoff(struct xdp_md *ctx, __u32 l2len, _
 		eth->h_dest[0] = XFW_RJ_LO_OTHERHOST;
 	eth->h_proto = bpf_htons(v6 ? ETH_P_IPV6 : ETH_P_IP);
 	m->magic = XFW_RJ_META_MAGIC;
-	m->ifindex = ifi->ifindex;
+	m->ifindex = out ? out : ifi->ifindex;
 	return XDP_PASS;
 }
 
@@ -207,8 +217,15 @@ static __always_inline long xfw_rj_send_fib(struct __sk_buff *skb, struct bpf_fi
 	return rc;
 }
 
+/* XFW_RJ_SEND_LOCAL, returned by xfw_rj_send: the reply is for the host
+ * itself (a spoofed source of its own), to be judged in OUTPUT with output
+ * device lo and delivered through lo (xfw_tc_ingress). Not a TC action
+ * code. */
+#define XFW_RJ_SEND_LOCAL 0x101
+
 /* xfw_rj_send rate-limits, routes and sends the reply in skb (marked by
- * the XDP hook on device iif); the route's device goes to *oif. A global
+ * the XDP hook on device iif); the route's device goes to *oif. A reply
+ * for the host itself is left in skb (XFW_RJ_SEND_LOCAL). A global
  * function, verified once. */
 __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif, __u32 *oif)
 {
@@ -281,6 +298,23 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif, __u3
 	 * (the kernel's route lookup; on-link when no route leaves by iif).
 	 * Found against the kernel: INPUT replies of a host that does not
 	 * forward were never sent. */
+	/* For the host itself (a packet with a source of its own, which
+	 * IPv4 drops as a martian before any chain, IPv6 does not): the
+	 * kernel's local route leaves by lo, which spares the destination's
+	 * bucket (icmpv6_xrlim_allow), and gives lo's hop limit. */
+	if (xfw_rj_for_host(dst, v6)) {
+		if (limited && !xfw_rl_spend(cfg, dst, v6, 1, now))
+			return TC_ACT_SHOT;
+		*oif = XFW_LOOPBACK_IFINDEX;
+		if (v6) {
+			struct ipv6hdr *ip6 = data + XFW_RJ_SEND_L3;
+
+			if ((void *)(ip6 + 1) > data_end)
+				return TC_ACT_SHOT;
+			ip6->hop_limit = xfw_rj_hop_limit6(XFW_LOOPBACK_IFINDEX);
+		}
+		return XFW_RJ_SEND_LOCAL;
+	}
 	rc = xfw_rj_send_fib(skb, &fib);
 	if (rc == BPF_FIB_LKUP_RET_FWD_DISABLED)
 		fib.ifindex = iif;
@@ -332,6 +366,27 @@ static __always_inline int xfw_rj_lo_rst4_partial(struct __sk_buff *skb)
 		return 0;
 	xfw_rj_rst4_psum(skb, th, ip->saddr, ip->daddr);
 	return 0;
+}
+
+/* xfw_rj_lo_out sends the reply in skb, marked on loopback for another
+ * host, out of device out, its route's (xfw_rj_lo_route), as the kernel
+ * sends it (icmp_send, icmp6_send, nf_send_reset: a locally generated
+ * packet, no rate limit for a packet that arrived on lo): judged first in
+ * OUTPUT and POSTROUTING with output device out, with the connection the
+ * XDP hook handed over (xfw_rj_out_judge), as the INPUT and FORWARD
+ * replies xfw_rj_send sends, then sent with bpf_redirect_neigh, whose own
+ * route lookup finds the neighbour (resolved only for a reply OUTPUT let
+ * through, as the kernel's: found against the kernel, a neighbour
+ * solicitation for a reply OUTPUT dropped). The reply is unmarked, as the
+ * kernel's (fwmark_reflect off; the offending packet's skb->mark stayed
+ * on its skb through loopback); out's TC egress takes it for a forwarded
+ * packet (it arrived on lo), as it does xfw_rj_send's. */
+static __always_inline int xfw_rj_lo_out(struct __sk_buff *skb, __u32 out)
+{
+	skb->mark = 0;
+	if (xfw_rj_out_judge(skb, out) != TC_ACT_OK)
+		return TC_ACT_SHOT;
+	return bpf_redirect_neigh(out, 0, 0, 0);
 }
 
 /* xfw_tc_ingress: the copy of a broadcast or multicast packet the host
@@ -388,6 +443,9 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 	 * egress lets it pass and whose XDP hook judges it on its way in. */
 	if (skb->ifindex == XFW_LOOPBACK_IFINDEX) {
 		m->magic = 0;
+		/* For another host: out by its route's device. */
+		if (m->ifindex != XFW_LOOPBACK_IFINDEX)
+			return xfw_rj_lo_out(skb, m->ifindex);
 		if (xfw_rj_out_judge(skb, XFW_LOOPBACK_IFINDEX) != TC_ACT_OK)
 			return TC_ACT_SHOT;
 		/* Loopback's eth_type_trans never sets PACKET_HOST back
@@ -400,6 +458,21 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 		return xfw_nat_in_send(skb);
 	}
 	rc = xfw_rj_send(skb, m->ifindex, &oif);
+	/* For the host itself: the kernel's passes OUTPUT and POSTROUTING
+	 * leaving by lo, then lo's PREROUTING and INPUT (its XDP hook) on
+	 * its way to the host's sockets. */
+	if (rc == XFW_RJ_SEND_LOCAL) {
+		if (xfw_rj_out_judge(skb, XFW_LOOPBACK_IFINDEX) != TC_ACT_OK)
+			return TC_ACT_SHOT;
+		/* The mark's PACKET_OTHERHOST would go along through lo
+		 * (whose eth_type_trans never sets PACKET_HOST back) and IP
+		 * would drop it after lo's INPUT. */
+		if (bpf_skb_change_type(skb, PACKET_HOST))
+			return TC_ACT_SHOT;
+		if (xfw_rj_lo_rst4_partial(skb))
+			return TC_ACT_SHOT;
+		return xfw_nat_in_send(skb);
+	}
 	/* The kernel's reply passes OUTPUT (and POSTROUTING) with its
 	 * route's device: judged before it leaves (the redirect is only
 	 * recorded until the program returns TC_ACT_REDIRECT); a reply

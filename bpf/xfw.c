@@ -802,8 +802,7 @@ routed:
 		 * without one, tracks it. */
 		if (cs && rc == XDP_PASS)
 			xfw_rjct_put_xdp(ctx, p, cs);
-		/* Sent at once (no XDP metadata; on loopback routed out of
-		 * another device): a reset sent for a packet without a
+		/* Sent at once (no XDP metadata): a reset sent for a packet without a
 		 * connection is tracked here. */
 		else if (cs && rc != XDP_DROP && (p->ct & 7) == XFW_CTS_INVALID &&
 			 p->proto == IPPROTO_TCP)

@@ -32,11 +32,14 @@ import (
 //     OUTPUT without the options, counted with fewer bytes;
 //   - a packet from gen or sink with a (spoofed) source of fw's own IPv6
 //     addresses (IPv4 drops it as a martian before any chain): the kernel
-//     delivers its reply to fw's own sockets; xfw sends none; counters
-//     higher in the kernel only when the corpus has such a packet (the
-//     kernel's reply passed its OUTPUT, where it may have been dropped)
-//     or one fw sent itself from another host's source (xfw routes its
-//     reply out without OUTPUT);
+//     delivers its reply to fw's own sockets; xfw sent none (it now does,
+//     through OUTPUT and lo, for an INPUT or FORWARD REJECT of a packet
+//     from one of fw's unicast addresses: tests/e2e
+//     TestRejectOwnSourceAgainstKernel; still explained here for the
+//     variants not compared yet, fw's link-local and anycast addresses);
+//     counters higher in the kernel only when the corpus has such a
+//     packet (the kernel's reply passed its OUTPUT, where it may have
+//     been dropped);
 //   - an ICMPv6 reply to a spoofed source behind fw's other interface:
 //     both route it there, the kernel's from the input interface's
 //     address, xfw's from that of the route back: the same reply but for
@@ -209,14 +212,13 @@ func knownCountersDifference(d Difference, outputSide map[string]bool, ipv4, xfw
 	xp, _ := strconv.ParseUint(x[1], 10, 64)
 	xb, _ := strconv.ParseUint(x[2], 10, 64)
 	// The kernel's reply to a spoofed source of fw's own passes its
-	// OUTPUT (and, unless dropped there, lo's INPUT), xfw sends none; its
-	// reply to fw's own packet from another host's source passes OUTPUT,
-	// xfw's is routed out at once. Nothing else may make a counter
+	// OUTPUT (and, unless dropped there, lo's INPUT), xfw sends none.
+	// Nothing else may make a counter
 	// higher in the kernel: xfw's other replies pass the same chains (a
 	// counter difference alone once hid a reply xfw sent and the kernel
 	// did not).
 	if kp > xp && kb > xb && selfReplies {
-		return "the kernel's reply passes chains xfw's does not (a spoofed source of fw's own, or fw's own packet from another host's source; counted)"
+		return "the kernel's reply passes chains xfw's does not (a spoofed source of fw's own; counted)"
 	}
 	// The same replies counted, the kernel's longer: they echo the
 	// IPv4 options of a packet fw sent, xfw's do not.
@@ -420,9 +422,9 @@ func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, plan Plan)
 // reply pass chains xfw's does not (docs/differences.md, "REJECT
 // replies"): one from gen or sink with a source of fw's own (its
 // link-local one included), whose reply the kernel routes to itself
-// through OUTPUT and xfw does not send; or one fw sends itself from
-// another host's source, whose reply xfw routes out at once, without
-// OUTPUT.
+// through OUTPUT and xfw does not send. (A reply to a packet fw sends
+// itself from another host's source to its own address passes OUTPUT
+// in both: tests/e2e TestRejectLoopbackForeignSourceAgainstKernel.)
 func kernelOnlyPasses(c *Corpus, plan Plan) bool {
 	own := fwOwn(plan)
 	for _, p := range c.Probes {
@@ -437,14 +439,8 @@ func kernelOnlyPasses(c *Corpus, plan Plan) bool {
 // p may pass chains xfw's does not (kernelOnlyPasses); own reports fw's
 // own addresses.
 func replyPassesKernelOnly(p Probe, own func(netip.Addr) bool) bool {
-	src, dst := p.addrs()
-	if !src.IsValid() {
-		return false
-	}
-	if p.From != FromFw {
-		return own(src)
-	}
-	return !own(src) && own(dst)
+	src, _ := p.addrs()
+	return src.IsValid() && p.From != FromFw && own(src)
 }
 
 // fwOwn returns whether an address is fw's own: one of its interfaces'

@@ -215,7 +215,7 @@ func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, pairedLogs int, k
 			// Otherwise only a reply that passes the kernel's chains
 			// and not xfw's: xfw sent its own at once, without a
 			// chain; or the reply goes to a spoofed source of fw's
-			// own, or to fw's own packet from another host's source.
+			// own.
 			if len(r.sent) == 0 && !replyPassesKernelOnly(p, kc.own) {
 				return t, false
 			}
