@@ -99,6 +99,22 @@ func ReadProcFile(path string) ([]byte, error) {
 	return readKeptFile(path, procNetReadSize)
 }
 
+// SweepProcFiles closes the kept files whose read fails now: a device
+// removed or renamed takes its sysctls with it, and a path nobody reads
+// again (a container's veth) would keep its descriptor for good under
+// KeepProcFiles. The agent calls it after link changes.
+func SweepProcFiles() {
+	sysctlFiles.mu.Lock()
+	defer sysctlFiles.mu.Unlock()
+	var b [sysctlReadSize]byte
+	for path, kf := range sysctlFiles.open {
+		if _, err := kf.f.ReadAt(b[:], 0); err != nil && !errors.Is(err, io.EOF) {
+			kf.f.Close()
+			delete(sysctlFiles.open, path)
+		}
+	}
+}
+
 // keptSessionActive reports whether a session of a process that keeps its
 // state between sessions is active.
 func keptSessionActive() bool {

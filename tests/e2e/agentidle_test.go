@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -83,4 +85,38 @@ func detachTCX(t *testing.T, ns, ifname string, hook ebpf.AttachType) {
 	if err != nil {
 		t.Fatalf("detach %s's %v programs: %v", ifname, hook, err)
 	}
+}
+
+// TestAgentClosesRemovedDevicesSysctls: the agent reads every device's
+// input sysctls each second through descriptors it keeps open; a device
+// removed takes its sysctls with it, and the agent closes their
+// descriptors (a host where containers come and go would otherwise pile
+// them up). Without commands served, no session's end closes them.
+func TestAgentClosesRemovedDevicesSysctls(t *testing.T) {
+	nettest.RequireRoot(t)
+	bin := xfwPath(t)
+	tp := nettest.New(t, nettest.WithStaticNeighbors())
+	fw := firewall{kind: "xfw", bin: bin}
+	t.Cleanup(func() { fw.stop(t, tp) })
+	fw.restore(t, tp, 4, protectRules)
+	cmd, out := startAgent(t, bin, tp, "--no-commands")
+	waitFor(t, "the agent's first check", func() bool { return strings.Contains(out.String(), "following the interfaces") })
+	pid := cmd.Process.Pid // ip netns exec execs the agent
+	const dev = "idlex0"
+	held := func() int {
+		n := 0
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, fd := range fds {
+			if p, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && strings.Contains(p, "/conf/"+dev+"/") {
+				n++
+			}
+		}
+		return n
+	}
+	nettest.MustExec(t, tp.FwNS, "ip", "link", "add", "name", dev, "type", "veth", "peer", "name", "idlex1")
+	waitFor(t, "the agent to read "+dev+"'s sysctls", func() bool { return held() > 0 })
+	nettest.MustExec(t, tp.FwNS, "ip", "link", "del", "dev", dev)
+	waitForOr(t, "the agent to close "+dev+"'s sysctls", func() bool { return held() == 0 }, func() {
+		t.Logf("%d descriptors of %s's sysctls still open", held(), dev)
+	})
 }
