@@ -294,9 +294,6 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 	ticker := time.NewTicker(poll)
 	defer ticker.Stop()
 	var settle <-chan time.Time
-	// linksChanged: a link event came since the last sweep of the kept
-	// /proc files (dataplane.SweepProcFiles).
-	linksChanged := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -315,10 +312,8 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 					return err
 				}
 			} else if u.Header.Type == unix.RTM_DELLINK {
-				linksChanged = true
 				continue // the kernel removed its attachments with it
 			}
-			linksChanged = true
 			drainLinks(links)
 			if a.groupsChanged() {
 				// -m devgroup's interface sets are compiled.
@@ -402,11 +397,6 @@ func (a *agent) follow(ctx context.Context, poll time.Duration) error {
 			fpSettled = nil
 			a.refreshFastPath(fpWhy)
 		case <-fpTicker.C:
-			if linksChanged {
-				// Descriptors of a removed or renamed device's sysctls.
-				dataplane.SweepProcFiles()
-				linksChanged = false
-			}
 			a.refreshInputSysctls()
 			if f := dataplane.FastPathPolledFacts(); f != a.fpPolled || a.fpBlind.Load() {
 				a.fpPolled = f

@@ -90,29 +90,16 @@ var procFilesKept atomic.Bool
 // sysctls of every device and the multicast source filters every second
 // (a pread each, instead of an open, a read and a close through Go's
 // poller: nine calls). A file whose read fails (its device removed or
-// renamed) is read afresh and its descriptor closed, as in a session.
+// renamed) is read afresh and its descriptor closed, as in a session; a
+// path no longer read (a device removed) is closed at the end of the next
+// session or the one after (endSessionSysctls), such as the one of the
+// agent's mirror of the input sysctls, whose digest names every device.
 func KeepProcFiles() { procFilesKept.Store(true) }
 
 // ReadProcFile returns the contents of path, a /proc/net seq_file read
 // whole at offset 0 (readKeptFile), kept open under KeepProcFiles.
 func ReadProcFile(path string) ([]byte, error) {
 	return readKeptFile(path, procNetReadSize)
-}
-
-// SweepProcFiles closes the kept files whose read fails now: a device
-// removed or renamed takes its sysctls with it, and a path nobody reads
-// again (a container's veth) would keep its descriptor for good under
-// KeepProcFiles. The agent calls it after link changes.
-func SweepProcFiles() {
-	sysctlFiles.mu.Lock()
-	defer sysctlFiles.mu.Unlock()
-	var b [sysctlReadSize]byte
-	for path, kf := range sysctlFiles.open {
-		if _, err := kf.f.ReadAt(b[:], 0); err != nil && !errors.Is(err, io.EOF) {
-			kf.f.Close()
-			delete(sysctlFiles.open, path)
-		}
-	}
 }
 
 // keptSessionActive reports whether a session of a process that keeps its

@@ -91,7 +91,8 @@ func detachTCX(t *testing.T, ns, ifname string, hook ebpf.AttachType) {
 // input sysctls each second through descriptors it keeps open; a device
 // removed takes its sysctls with it, and the agent closes their
 // descriptors (a host where containers come and go would otherwise pile
-// them up). Without commands served, no session's end closes them.
+// them up): the end of the session in which it mirrors the changed input
+// sysctls does. Without commands served, no command's session does.
 func TestAgentClosesRemovedDevicesSysctls(t *testing.T) {
 	nettest.RequireRoot(t)
 	bin := xfwPath(t)
