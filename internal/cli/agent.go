@@ -515,8 +515,8 @@ func subscribeAddrs(done <-chan struct{}) (chan netlink.AddrUpdate, error) {
 // the one of the last check that found everything in order: Status, which
 // opens the running state's maps and programs, would report the same.
 func (a *agent) check(why string) {
-	print, perr := dataplane.AttachFingerprint()
-	if perr == nil && a.settled != "" && print == a.settled {
+	fp, perr := dataplane.AttachFingerprint()
+	if perr == nil && a.settled != "" && fp == a.settled {
 		if a.serving {
 			dataplane.KeepLoadReady(a.settledLoaded, a.loadedAhead)
 		}
@@ -534,14 +534,14 @@ func (a *agent) check(why string) {
 	}
 	if !st.Loaded {
 		a.closeGuard()
-		a.settle(print, perr, false)
+		a.settle(fp, perr, false)
 		return
 	}
 	guarded := a.guardTo(st)
 	if len(st.Unprotected()) == 0 {
 		a.announce(st, nil, orEvent(why), 0)
 		if guarded {
-			a.settle(print, perr, true)
+			a.settle(fp, perr, true)
 		}
 		return
 	}
@@ -550,16 +550,16 @@ func (a *agent) check(why string) {
 	a.reportAttached(st, orEvent(why), time.Since(start), err)
 }
 
-// settle remembers print, the fingerprint read before a check that found
+// settle remembers fp, the fingerprint read before a check that found
 // everything in order (loaded: xfw was), so that the next checks stop at
 // an equal one. A fingerprint that could not be read settles nothing. A
 // change between the fingerprint and the check's Status makes the next
-// fingerprint differ from print: that check is done in full.
-func (a *agent) settle(print string, err error, loaded bool) {
-	if err != nil || print == "" {
+// fingerprint differ from fp: that check is done in full.
+func (a *agent) settle(fp string, err error, loaded bool) {
+	if err != nil || fp == "" {
 		return
 	}
-	a.settled, a.settledLoaded = print, loaded
+	a.settled, a.settledLoaded = fp, loaded
 }
 
 // loadedAhead logs the end of a load ahead (dataplane.KeepLoadReady).
