@@ -124,6 +124,11 @@ type agent struct {
 	mcfText string
 	// inSys are the input sysctls last mirrored (agent_insysctl.go).
 	inSys string
+	// settled is the attachments' fingerprint at the last check that
+	// found everything in order ("" for none), settledLoaded whether xfw
+	// was loaded then: a check that reads the same stops there (check).
+	settled       string
+	settledLoaded bool
 }
 
 func (a *agent) logf(format string, args ...any) {
@@ -146,6 +151,9 @@ func runAgent(name string, args []string, env Env) int {
 		return exitParameter
 	}
 	inAgent.Store(true)
+	// The input sysctls and source filters read every second (a pread of
+	// a kept descriptor each).
+	dataplane.KeepProcFiles()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a := &agent{out: env.Stdout, errOut: env.Stderr, seen: map[int]bool{}, noGuard: *noGuard}
@@ -501,8 +509,20 @@ func subscribeAddrs(done <-chan struct{}) (chan netlink.AddrUpdate, error) {
 }
 
 // check resyncs when an interface lacks xfw's programs, logging which and
-// how long the repair took.
+// how long the repair took. It reads the attachments' fingerprint first
+// (dataplane.AttachFingerprint: the devices and the program ids on their
+// hooks, a bpf call per hook and device) and stops there when it equals
+// the one of the last check that found everything in order: Status, which
+// opens the running state's maps and programs, would report the same.
 func (a *agent) check(why string) {
+	fp, perr := dataplane.AttachFingerprint()
+	if perr == nil && a.settled != "" && fp == a.settled {
+		if a.serving {
+			dataplane.KeepLoadReady(a.settledLoaded, a.loadedAhead)
+		}
+		return
+	}
+	a.settled = ""
 	st, err := dataplane.Status()
 	if err != nil {
 		a.logOnce("status: %v", err)
@@ -514,16 +534,32 @@ func (a *agent) check(why string) {
 	}
 	if !st.Loaded {
 		a.closeGuard()
+		a.settle(fp, perr, false)
 		return
 	}
-	a.guardTo(st)
+	guarded := a.guardTo(st)
 	if len(st.Unprotected()) == 0 {
 		a.announce(st, nil, orEvent(why), 0)
+		if guarded {
+			a.settle(fp, perr, true)
+		}
 		return
 	}
 	start := time.Now()
 	err = resync()
 	a.reportAttached(st, orEvent(why), time.Since(start), err)
+}
+
+// settle remembers fp, the fingerprint read before a check that found
+// everything in order (loaded: xfw was), so that the next checks stop at
+// an equal one. A fingerprint that could not be read settles nothing. A
+// change between the fingerprint and the check's Status makes the next
+// fingerprint differ from fp: that check is done in full.
+func (a *agent) settle(fp string, err error, loaded bool) {
+	if err != nil || fp == "" {
+		return
+	}
+	a.settled, a.settledLoaded = fp, loaded
 }
 
 // loadedAhead logs the end of a load ahead (dataplane.KeepLoadReady).
@@ -611,10 +647,11 @@ func (a *agent) announce(st, before *dataplane.NamespaceStatus, why string, took
 }
 
 // guardTo starts the guard if needed and admits exactly st's protected
-// interfaces.
-func (a *agent) guardTo(st *dataplane.NamespaceStatus) {
+// interfaces. It reports whether the guard is as it should be (false: it
+// could not be started or updated, and the next check tries again).
+func (a *agent) guardTo(st *dataplane.NamespaceStatus) bool {
 	if a.noGuard {
-		return
+		return true
 	}
 	ok := map[int]dataplane.GuardedInterface{}
 	for _, i := range st.Interfaces {
@@ -628,7 +665,7 @@ func (a *agent) guardTo(st *dataplane.NamespaceStatus) {
 		g, err := dataplane.StartGuard(ok)
 		if err != nil {
 			a.logf("guard not started (new interfaces are open until attached): %v", err)
-			return
+			return false
 		}
 		a.guard = g
 		how := "started"
@@ -636,11 +673,13 @@ func (a *agent) guardTo(st *dataplane.NamespaceStatus) {
 			how = "found in force (an earlier agent left it pinned)"
 		}
 		a.logf("guard %s: %d interface(s) admitted, traffic of any other is dropped until xfw runs on it", how, len(ok))
-		return
+		return true
 	}
 	if err := a.guard.SetProtected(ok); err != nil {
 		a.logf("guard: %v", err)
+		return false
 	}
+	return true
 }
 
 // guardDrops reads the guard's drop counts for the metrics.

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"os"
 	"time"
 
 	"github.com/vishvananda/netlink/nl"
@@ -96,7 +95,7 @@ func (a *agent) refreshGroups() <-chan time.Time {
 // the agent last read it (the first reading counts as a change: the
 // filters may have changed since the sync).
 func (a *agent) sourceFiltersChanged() bool {
-	b, err := os.ReadFile(dataplane.SourceFiltersFile)
+	b, err := dataplane.ReadProcFile(dataplane.SourceFiltersFile)
 	if err != nil {
 		return false // no IPv4 (its groups are read with the others)
 	}

@@ -404,17 +404,17 @@ var (
 // tcxPrograms reports whether xfw's program of hook runs on ifc and names
 // the others there.
 func tcxPrograms(ifc Interface, hook tcxHook) (ours bool, others []string) {
-	res, err := link.QueryPrograms(link.QueryOptions{Target: ifc.Index, Attach: hook.attach})
+	ids, err := tcxProgramIDs(ifc.Index, hook.attach)
 	if err != nil {
 		return false, nil
 	}
-	for _, p := range res.Programs {
-		name := programName(p.ID)
+	for _, id := range ids {
+		name := programName(id)
 		if name == hook.prog {
 			ours = true
 			continue
 		}
-		others = append(others, fmt.Sprintf("%q (id %d)", name, p.ID))
+		others = append(others, fmt.Sprintf("%q (id %d)", name, id))
 	}
 	return ours, others
 }

@@ -369,7 +369,7 @@ func RefreshFastPath() (changed bool, off string, err error) {
 func FastPathPolledFacts() string {
 	var b strings.Builder
 	b.WriteString(otherNetfilterUser())
-	links, err := ListLinks()
+	links, _, err := netFacts.linkList()
 	if err != nil {
 		return "links: " + err.Error()
 	}

@@ -81,8 +81,13 @@ func objInfo(fd int, in bpfProgInfo) (bpfProgInfo, error) {
 }
 
 // programName returns the name of the program of id, or "" when it is
-// gone or unreadable.
+// gone or unreadable. A name read once is cached (attachprint.go: ids are
+// not reused): the agent's checks and the fast path's polled facts name
+// the same programs every second.
 func programName(id ebpf.ProgramID) string {
+	if name, ok := cachedProgramName(id); ok {
+		return name
+	}
 	prog, err := ebpf.NewProgramFromID(id)
 	if err != nil {
 		return ""
@@ -92,6 +97,7 @@ func programName(id ebpf.ProgramID) string {
 	if err != nil {
 		return ""
 	}
+	cacheProgramName(id, pf.Name)
 	return pf.Name
 }
 

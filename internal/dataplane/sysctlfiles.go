@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 )
 
 // A commit reads a dozen or more sysctls (the ICMP rate limits, rp_filter,
@@ -52,7 +53,7 @@ const procNetReadSize = 16 << 10
 // /proc/net): through a descriptor kept open in a kept session, else
 // os.ReadFile. A read that fails or fills size bytes reads the file afresh.
 func readKeptFile(path string, size int) ([]byte, error) {
-	if !keptSessionActive() {
+	if !procFilesKept.Load() && !keptSessionActive() {
 		return os.ReadFile(path)
 	}
 	sysctlFiles.mu.Lock()
@@ -78,6 +79,27 @@ func readKeptFile(path string, size int) ([]byte, error) {
 		return os.ReadFile(path)
 	}
 	return buf[:n], nil
+}
+
+// procFilesKept: the process reads the same /proc files at intervals
+// outside its sessions too (KeepProcFiles).
+var procFilesKept atomic.Bool
+
+// KeepProcFiles makes this process keep the /proc files it reads open
+// outside sessions too, as a kept session does: the agent reads the input
+// sysctls of every device and the multicast source filters every second
+// (a pread each, instead of an open, a read and a close through Go's
+// poller: nine calls). A file whose read fails (its device removed or
+// renamed) is read afresh and its descriptor closed, as in a session; a
+// path no longer read (a device removed) is closed at the end of the next
+// session or the one after (endSessionSysctls), such as the one of the
+// agent's mirror of the input sysctls, whose digest names every device.
+func KeepProcFiles() { procFilesKept.Store(true) }
+
+// ReadProcFile returns the contents of path, a /proc/net seq_file read
+// whole at offset 0 (readKeptFile), kept open under KeepProcFiles.
+func ReadProcFile(path string) ([]byte, error) {
+	return readKeptFile(path, procNetReadSize)
 }
 
 // keptSessionActive reports whether a session of a process that keeps its
