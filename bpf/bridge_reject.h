@@ -85,12 +85,8 @@ static __always_inline int xfw_br_rj_route(struct __sk_buff *skb, struct xfw_rj 
 	rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
 		return -1;
-	if (pick) {
-		if (v6)
-			__builtin_memcpy(r->saddr, fib->ipv6_src, 16);
-		else
-			r->saddr[0] = fib->ipv4_src;
-	}
+	if (pick)
+		xfw_rj_take_src(r, fib, v6);
 	fib->tot_len = icmp && rc == BPF_FIB_LKUP_RET_SUCCESS;
 	if (fib->tot_len) {
 		__builtin_memcpy(r->l2, fib->dmac, ETH_ALEN);

@@ -74,6 +74,17 @@ static __always_inline void xfw_rj_fib_init(struct bpf_fib_lookup *fib, const st
 	}
 }
 
+/* xfw_rj_take_src sets r->saddr to the source the FIB lookup fib picked
+ * (BPF_FIB_LOOKUP_SRC). */
+static __always_inline void xfw_rj_take_src(struct xfw_rj *r, const struct bpf_fib_lookup *fib,
+					    int v6)
+{
+	if (v6)
+		__builtin_memcpy(r->saddr, fib->ipv6_src, 16);
+	else
+		r->saddr[0] = fib->ipv4_src;
+}
+
 /* xfw_rj_fib_src sets r->saddr to the address the kernel's routing picks
  * for a packet to r->daddr (BPF_FIB_LOOKUP_SRC, kernel >= 6.7): the source
  * of an ICMP error about a forwarded packet. */
@@ -87,10 +98,7 @@ static __always_inline int xfw_rj_fib_src(struct xdp_md *ctx, struct xfw_rj *r,
 			    BPF_FIB_LOOKUP_SRC | BPF_FIB_LOOKUP_SKIP_NEIGH);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
 		return -1;
-	if (v6)
-		__builtin_memcpy(r->saddr, fib->ipv6_src, 16);
-	else
-		r->saddr[0] = fib->ipv4_src;
+	xfw_rj_take_src(r, fib, v6);
 	return 0;
 }
 
@@ -212,12 +220,8 @@ static __always_inline int xfw_rj_tc_route(struct __sk_buff *skb, struct xfw_rj 
 		rc = bpf_fib_lookup(skb, fib, sizeof(*fib), flags | BPF_FIB_LOOKUP_OUTPUT);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
 		return -1;
-	if (pick) {
-		if (v6)
-			__builtin_memcpy(r->saddr, fib->ipv6_src, 16);
-		else
-			r->saddr[0] = fib->ipv4_src;
-	}
+	if (pick)
+		xfw_rj_take_src(r, fib, v6);
 	/* A known neighbour: address the frame now (xfw_rj_tc_out then sends
 	 * it with a plain redirect). tot_len marks the case; the lookup does
 	 * not read it back. */
