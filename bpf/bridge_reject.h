@@ -95,53 +95,6 @@ static __always_inline int xfw_br_rj_route(struct __sk_buff *skb, struct xfw_rj 
 	return 0;
 }
 
-/* xfw_br_rj_rst writes the reset planned in r over the frame in skb (its
- * Ethernet addresses the frame's swapped, from xfw_rj_plan). Returns 0,
- * or -1. */
-static __always_inline int xfw_br_rj_rst(struct __sk_buff *skb, struct xfw_rj *r, int v6)
-{
-	__u32 keep = r->l2len + (v6 ? XFW_RJ_IP6_HLEN : XFW_RJ_IP4_HLEN) + XFW_RJ_TCP_HLEN;
-	void *data, *data_end;
-
-	if (bpf_skb_change_tail(skb, keep, 0) || bpf_skb_pull_data(skb, keep))
-		return -1;
-	data = (void *)(long)skb->data;
-	data_end = (void *)(long)skb->data_end;
-	return v6 ? xfw_rj_put_rst(data, data_end, r, 1) : xfw_rj_put_rst(data, data_end, r, 0);
-}
-
-/* xfw_br_rj_icmp writes the ICMP error planned in r in front of its quote
- * of the frame in skb (as xfw_rj_tc does). Returns 0, or -1. */
-static __always_inline int xfw_br_rj_icmp(struct __sk_buff *skb, struct xfw_rj *r, int v6)
-{
-	__u32 keep = r->l2len + r->qlen, hdrs, off = 0, len = 0, cs;
-	void *data, *data_end;
-	__u64 sum = 0;
-	__u8 *ih;
-
-	if (keep < skb->len && bpf_skb_change_tail(skb, keep, 0))
-		return -1;
-	hdrs = (v6 ? XFW_RJ_IP6_HLEN : XFW_RJ_IP4_HLEN) + XFW_RJ_ICMP_HLEN;
-	if (bpf_skb_adjust_room(skb, hdrs, BPF_ADJ_ROOM_MAC, 0) || bpf_skb_pull_data(skb, keep + hdrs))
-		return -1;
-	data = (void *)(long)skb->data;
-	data_end = (void *)(long)skb->data_end;
-	if (v6 ? xfw_rj_put_icmp(data, data_end, r, 1, 0, &off, &len, &sum) :
-		 xfw_rj_put_icmp(data, data_end, r, 0, 1, &off, &len, &sum))
-		return -1;
-	cs = xfw_rj_csum_tc(skb, off, len);
-	if (cs >= XFW_RJ_CSUM_ERR || off > XFW_RJ_OFF_MAX)
-		return -1;
-	data = (void *)(long)skb->data;
-	data_end = (void *)(long)skb->data_end;
-	ih = data + off;
-	xfw_barrier_var(ih);
-	if ((void *)(ih + XFW_RJ_ICMP_HLEN) > data_end)
-		return -1;
-	*(__u16 *)(ih + 2) = xfw_rj_finish(sum + cs);
-	return 0;
-}
-
 /* XFW_BR_RJ_JUDGE, returned by xfw_br_reject (through xfw_tc_bridged): the
  * skb holds an ICMP error, routed (xfw_rj_scratch's fib), for
  * xfw_br_rj_out. Not a TC action code (reject.h's XFW_RJ_TC_LOCAL is
@@ -173,7 +126,7 @@ static __always_inline int xfw_br_rj_error(struct __sk_buff *skb, struct xfw_rj_
 	if (rl && !xfw_rl_spend(rl, r->daddr, v6, 0, now))
 		return TC_ACT_SHOT;
 	r->ttl = v6 ? xfw_rj_hop_limit6(rs->fib.ifindex) : xfw_rj_ttl4();
-	if (xfw_br_rj_icmp(skb, r, v6))
+	if (xfw_rj_tc_put_icmp(skb, r, v6, 0))
 		return TC_ACT_SHOT;
 	return XFW_BR_RJ_JUDGE;
 }
@@ -215,7 +168,7 @@ __attribute__((noinline)) int xfw_br_reject(struct __sk_buff *skb, struct xfw_xd
 	if (xfw_br_rj_route(skb, &rs->r, &rs->fib, br, v6, 0, 0))
 		return TC_ACT_SHOT;
 	rs->r.ttl = v6 ? xfw_rj_hop_limit6(rs->fib.ifindex) : xfw_rj_ttl4();
-	if (xfw_br_rj_rst(skb, &rs->r, v6))
+	if (xfw_rj_tc_put_rst(skb, &rs->r, v6))
 		return TC_ACT_SHOT;
 	skb->tc_index = XFW_BR_RJ_MARK;
 	return bpf_redirect(in, 0);

@@ -334,18 +334,75 @@ static __always_inline int xfw_rj_out_dev6(struct __sk_buff *skb, const struct x
 	       (p->icmp >> 8) >= XFW_RJ_ICMP6_INFO_MIN && xfw_sk_kernel(skb);
 }
 
+/* xfw_rj_tc_put_rst writes the TCP reset planned in r over the packet in
+ * skb, at a TC hook: the packet is cut to the reset's length first
+ * (change_tail linearizes, unclones and drops GSO state; it refuses to cut
+ * into the headers up to the transport header, IPv6 extension headers
+ * longer than 20 bytes: no reset). Returns 0, or -1. */
+static __always_inline int xfw_rj_tc_put_rst(struct __sk_buff *skb, struct xfw_rj *r, int v6)
+{
+	__u32 keep = r->l2len + (v6 ? XFW_RJ_IP6_HLEN : XFW_RJ_IP4_HLEN) + XFW_RJ_TCP_HLEN;
+	void *data, *data_end;
+
+	if (bpf_skb_change_tail(skb, keep, 0) || bpf_skb_pull_data(skb, keep))
+		return -1;
+	data = (void *)(long)skb->data;
+	data_end = (void *)(long)skb->data_end;
+	return v6 ? xfw_rj_put_rst(data, data_end, r, 1) : xfw_rj_put_rst(data, data_end, r, 0);
+}
+
+/* xfw_rj_tc_put_icmp writes the ICMP or ICMPv6 error planned in r in front
+ * of its quote of the packet in skb, at a TC hook: the packet cut to the
+ * quote, room made between the Ethernet and the IP header, the headers
+ * written and the ICMP checksum completed over the whole message. optlen
+ * is r->optlen where the error echoes the IPv4 options reject_opts.h
+ * collected, or a constant 0 where it echoes none (the compiler then
+ * leaves the echo out). Returns 0, or -1. */
+static __always_inline int xfw_rj_tc_put_icmp(struct __sk_buff *skb, struct xfw_rj *r, int v6,
+					      __u32 optlen)
+{
+	__u32 keep = r->l2len + r->qlen, hdrs, off = 0, len = 0, cs;
+	void *data, *data_end;
+	__u64 sum = 0;
+	__u8 *ih;
+
+	if (keep < skb->len && bpf_skb_change_tail(skb, keep, 0))
+		return -1;
+	hdrs = (v6 ? XFW_RJ_IP6_HLEN : XFW_RJ_IP4_HLEN + optlen) + XFW_RJ_ICMP_HLEN;
+	if (optlen > XFW_RJ_OPT_MAX || bpf_skb_adjust_room(skb, hdrs, BPF_ADJ_ROOM_MAC, 0) ||
+	    bpf_skb_pull_data(skb, keep + hdrs))
+		return -1;
+	data = (void *)(long)skb->data;
+	data_end = (void *)(long)skb->data_end;
+	if (v6 ? xfw_rj_put_icmp(data, data_end, r, 1, 0, &off, &len, &sum) :
+		 xfw_rj_put_icmp(data, data_end, r, 0, 1, &off, &len, &sum))
+		return -1;
+	if (!v6 && optlen && xfw_rj_opts4_put_tc(skb, r->l2len))
+		return -1;
+	cs = xfw_rj_csum_tc(skb, off, len);
+	if (cs >= XFW_RJ_CSUM_ERR || off > XFW_RJ_OFF_MAX)
+		return -1;
+	data = (void *)(long)skb->data;
+	data_end = (void *)(long)skb->data_end;
+	ih = data + off;
+	xfw_barrier_var(ih);
+	if ((void *)(ih + XFW_RJ_ICMP_HLEN) > data_end)
+		return -1;
+	*(__u16 *)(ih + 2) = xfw_rj_finish(sum + cs);
+	return 0;
+}
+
 /* xfw_rj_tc builds the reply to a locally generated packet judged in
  * OUTPUT: one for the host itself stays in the skb (XFW_RJ_TC_LOCAL); one
  * for another host is routed out (xfw_rj_tc_route). */
 __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p, __u32 type)
 {
-	__u32 keep, hdrs, off = 0, len = 0, cs, slot = XFW_RJ_SLOT_TC;
-	__u64 sum = 0, now = bpf_ktime_get_ns();
+	__u32 slot = XFW_RJ_SLOT_TC;
+	__u64 now = bpf_ktime_get_ns();
 	struct xfw_rj_scratch *sc;
 	struct xfw_rl_cfg *rl;
 	void *data, *data_end;
 	struct xfw_rj *r;
-	__u8 *ih;
 	int kind, v6, routed, whole;
 
 	if (!skb || !p)
@@ -424,49 +481,12 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 		return TC_ACT_SHOT;
 
 	if (kind == XFW_RJK_RST4 || kind == XFW_RJK_RST6) {
-		keep = r->l2len + (v6 ? XFW_RJ_IP6_HLEN : XFW_RJ_IP4_HLEN) + XFW_RJ_TCP_HLEN;
-		/* change_tail linearizes, unclones and drops GSO state; it
-		 * refuses to cut into the headers up to the transport header
-		 * (IPv6 extension headers longer than 20 bytes): dropped. */
-		if (bpf_skb_change_tail(skb, keep, 0))
-			return TC_ACT_SHOT;
-		if (bpf_skb_pull_data(skb, keep))
-			return TC_ACT_SHOT;
-		data = (void *)(long)skb->data;
-		data_end = (void *)(long)skb->data_end;
-		if (v6 ? xfw_rj_put_rst(data, data_end, r, 1) : xfw_rj_put_rst(data, data_end, r, 0))
+		if (xfw_rj_tc_put_rst(skb, r, v6))
 			return TC_ACT_SHOT;
 		if (!routed && !v6 && xfw_rj_rst4_partial(skb, r))
 			return TC_ACT_SHOT;
-	} else {
-		keep = r->l2len + r->qlen;
-		if (keep < skb->len && bpf_skb_change_tail(skb, keep, 0))
-			return TC_ACT_SHOT;
-		hdrs = (v6 ? XFW_RJ_IP6_HLEN : XFW_RJ_IP4_HLEN + r->optlen) + XFW_RJ_ICMP_HLEN;
-		/* Room between the Ethernet and the IP header. */
-		if (r->optlen > XFW_RJ_OPT_MAX || bpf_skb_adjust_room(skb, hdrs, BPF_ADJ_ROOM_MAC, 0))
-			return TC_ACT_SHOT;
-		if (bpf_skb_pull_data(skb, keep + hdrs))
-			return TC_ACT_SHOT;
-		data = (void *)(long)skb->data;
-		data_end = (void *)(long)skb->data_end;
-		if (v6 ? xfw_rj_put_icmp(data, data_end, r, 1, 0, &off, &len, &sum) :
-			 xfw_rj_put_icmp(data, data_end, r, 0, 1, &off, &len, &sum))
-			return TC_ACT_SHOT;
-		if (!v6 && r->optlen && xfw_rj_opts4_put_tc(skb, r->l2len))
-			return TC_ACT_SHOT;
-		cs = xfw_rj_csum_tc(skb, off, len);
-		if (cs >= XFW_RJ_CSUM_ERR)
-			return TC_ACT_SHOT;
-		data = (void *)(long)skb->data;
-		data_end = (void *)(long)skb->data_end;
-		if (off > XFW_RJ_OFF_MAX)
-			return TC_ACT_SHOT;
-		ih = data + off;
-		xfw_barrier_var(ih);
-		if ((void *)(ih + XFW_RJ_ICMP_HLEN) > data_end)
-			return TC_ACT_SHOT;
-		*(__u16 *)(ih + 2) = xfw_rj_finish(sum + cs);
+	} else if (xfw_rj_tc_put_icmp(skb, r, v6, r->optlen)) {
+		return TC_ACT_SHOT;
 	}
 	if (routed)
 		return xfw_rj_tc_out(&sc->fib);
