@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -426,13 +427,13 @@ func ourTC(ifc Interface) (ebpf.ProgramID, error) {
 
 // ourTCX returns the id of xfw's program of hook attached to ifc, or 0.
 func ourTCX(ifc Interface, hook tcxHook) (ebpf.ProgramID, error) {
-	res, err := link.QueryPrograms(link.QueryOptions{Target: ifc.Index, Attach: hook.attach})
+	ids, err := tcxProgramIDs(ifc.Index, hook.attach)
 	if err != nil {
 		return 0, fmt.Errorf("query %s of %s: %w", hook.label, ifc.Name, err)
 	}
-	for _, p := range res.Programs {
-		if programName(p.ID) == hook.prog {
-			return p.ID, nil
+	for _, id := range ids {
+		if programName(id) == hook.prog {
+			return id, nil
 		}
 	}
 	return 0, nil
@@ -441,16 +442,8 @@ func ourTCX(ifc Interface, hook tcxHook) (ebpf.ProgramID, error) {
 // tcxAttached reports whether the program of id is attached to ifc's hook
 // (a query, without opening the programs as ourTCX does).
 func tcxAttached(ifc Interface, hook tcxHook, id ebpf.ProgramID) bool {
-	res, err := link.QueryPrograms(link.QueryOptions{Target: ifc.Index, Attach: hook.attach})
-	if err != nil {
-		return false
-	}
-	for _, p := range res.Programs {
-		if p.ID == id {
-			return true
-		}
-	}
-	return false
+	ids, err := tcxProgramIDs(ifc.Index, hook.attach)
+	return err == nil && slices.Contains(ids, id)
 }
 
 // attachTCX attaches prog to ifc's hook, replacing xfw's program there.
