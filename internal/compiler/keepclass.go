@@ -384,11 +384,10 @@ func (g *Generation) smallRuns(f Field, s *Set, run func(f Field, lo, hi, c uint
 		small := g.Small[base : base+dom]
 		forValueRuns(dom, ivs, func(lo, hi int, want bool) {
 			for k := lo; k < hi; {
-				c, start := small[k], k
-				for k < hi && small[k] == c {
-					k++
-				}
-				run(f, uint32(base+start), uint32(base+k), c, want)
+				c := small[k]
+				end := k + 1 + runLen(small[k+1:hi], c)
+				run(f, uint32(base+k), uint32(base+end), c, want)
+				k = end
 			}
 		})
 		return
@@ -416,6 +415,24 @@ func (g *Generation) smallRuns(f Field, s *Set, run func(f Field, lo, hi, c uint
 	if dom > 0 {
 		run(f, cur.lo, cur.hi, cur.class, cur.want)
 	}
+}
+
+// runLen returns how many of s's first entries are c. Every append and
+// deletion in place scans each active small field's entries this way
+// (131,334 with both port fields), so it compares eight at a time, their
+// differences from c or'ed (about half the time of one at a time).
+func runLen(s []uint32, c uint32) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		q := s[i : i+8 : i+8]
+		if (q[0]^c)|(q[1]^c)|(q[2]^c)|(q[3]^c)|(q[4]^c)|(q[5]^c)|(q[6]^c)|(q[7]^c) != 0 {
+			break
+		}
+	}
+	for i < len(s) && s[i] == c {
+		i++
+	}
+	return i
 }
 
 // forValueRuns splits the values [0, dom) into the runs that ivs (in

@@ -127,3 +127,25 @@ func TestChangeInPlaceMatchesCompile(t *testing.T) {
 	}
 	tally.check(t, 300)
 }
+
+// TestRunLen compares runLen with counting one entry at a time, for runs
+// ending at every offset of an eight-entry block and at the slice's end.
+func TestRunLen(t *testing.T) {
+	for n := 0; n <= 20; n++ {
+		for end := 0; end <= n; end++ {
+			s := make([]uint32, n)
+			for i := range s {
+				s[i] = 5
+			}
+			if end < n {
+				s[end] = 6
+			}
+			if got := runLen(s, 5); got != end {
+				t.Errorf("len %d, first other at %d: runLen %d", n, end, got)
+			}
+		}
+	}
+	if got := runLen([]uint32{1, 5, 5}, 5); got != 0 {
+		t.Errorf("runLen of a slice starting with another value: %d, want 0", got)
+	}
+}

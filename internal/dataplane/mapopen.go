@@ -12,8 +12,8 @@ import (
 // 30 a command, each a BPF_MAP_GET_FD_BY_ID and a BPF_OBJ_GET_INFO_BY_FD.
 // In a session the map opened stays open, and a later open of the same id
 // gets a duplicate of its descriptor (one dup, no info); in a process that
-// keeps its state between sessions it stays while this session or the one
-// before used it, as the mappings do, else it is closed at the session's
+// keeps its state between sessions it stays while one of the last
+// keptOpenSessions sessions used it, else it is closed at the session's
 // end. The id is always read from the outer map first, so a slot whose map
 // was replaced finds the new one; a map held open stays allocated, so its
 // id is not reused meanwhile. Outside a session nothing is kept.
@@ -21,6 +21,17 @@ var openedMaps struct {
 	mu   sync.Mutex
 	byID map[ebpf.MapID]*openedMap
 }
+
+// keptOpenSessions is how many sessions a map opened by id stays open
+// after the last that opened it, in a process that keeps its state. A
+// command fills the idle bank, the next the other, so a bank's maps are
+// opened every other command, and other sessions come between (the
+// agent's own refreshes take the lock too): kept for the one session
+// before only (as the mappings are), the idle bank's maps were found
+// closed at nearly every served command and opened anew (in strace, ten
+// BPF_MAP_GET_FD_BY_ID, BPF_OBJ_GET_INFO_BY_FD and close each per command,
+// where a kept one costs a dup).
+const keptOpenSessions = 4
 
 // openedMap is one map kept open, and the count of sessions ended
 // (mappings.sessions) when it was last opened.
@@ -58,13 +69,13 @@ func openMapID(id ebpf.MapID) (*ebpf.Map, error) {
 
 // endSessionOpened closes, at a session's end (ended: the count of
 // sessions ended before it), the maps kept open: all of them, or with keep
-// those neither this session nor the one before opened.
+// those none of the last keptOpenSessions sessions opened.
 func endSessionOpened(keep bool, ended uint64) error {
 	openedMaps.mu.Lock()
 	defer openedMaps.mu.Unlock()
 	var errs []error
 	for id, om := range openedMaps.byID {
-		if keep && om.used+1 >= ended {
+		if keep && om.used+keptOpenSessions > ended {
 			continue
 		}
 		errs = append(errs, om.m.Close())

@@ -86,10 +86,18 @@ func TestSessionOpenedMapsKept(t *testing.T) {
 	if n := len(kept()); n != 2 {
 		t.Errorf("after a session that opened one of two kept maps: %d kept, want 2", n)
 	}
-	open(a, 5) // session 3: b unused in this session and the one before
-	endSessionMappings(true)
-	if k := kept(); len(k) != 1 || k[a] == nil {
-		t.Errorf("after two sessions without b: kept %v, want a only", k)
+	// Sessions 3 …: b stays open until keptOpenSessions sessions in a
+	// row did not open it.
+	for i := 3; i <= keptOpenSessions+1; i++ {
+		open(a, uint64(2+i))
+		endSessionMappings(true)
+		k := kept()
+		switch {
+		case i <= keptOpenSessions && len(k) != 2:
+			t.Errorf("after %d sessions without b: kept %v, want a and b", i-1, k)
+		case i > keptOpenSessions && (len(k) != 1 || k[a] == nil):
+			t.Errorf("after %d sessions without b: kept %v, want a only", i-1, k)
+		}
 	}
 	endSessionMappings(false)
 	if n := len(kept()); n != 0 {

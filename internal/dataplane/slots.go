@@ -44,7 +44,7 @@ const setHashOuter = "xfw_o_sethash"
 const setElemCtrOuter = "xfw_o_setectr"
 
 // allSetOuters are every set lookup outer map.
-var allSetOuters = []string{"xfw_o_setdir", "xfw_o_setrng", setHashOuter, setElemCtrOuter}
+var allSetOuters = [...]string{"xfw_o_setdir", "xfw_o_setrng", setHashOuter, setElemCtrOuter}
 
 // sharedSetKind reports whether maps of kind may be shared between
 // generations or lookups (hash tables and their counters): such a map held
@@ -95,6 +95,9 @@ func clearSlot(cur *state, slot uint32) error {
 		}
 		return nil
 	}, cur, slot)
+	if errors.Join(errs...) == nil {
+		cur.setIDs[slot] = &setSlotIDs{} // every element deleted
+	}
 	if err := cur.maps["xfw_cfg"].Put(slot, bpfFamilyCfg{}); err != nil {
 		errs = append(errs, fmt.Errorf("reset configuration of slot %d: %w", slot, err))
 	}
@@ -107,8 +110,11 @@ func clearSlot(cur *state, slot uint32) error {
 // "xfw_o_setdir/k", key setKey). The kernel waits for an RCU grace period
 // after every update or delete of a map-in-map element (so user space knows
 // no program still sees the old inner map); run one after the other, such
-// waits cost ~10 ms each, run together they share one grace period.
+// waits cost ~10 ms each, run together they share one grace period. What
+// cur knew of the slot's set elements (state.setIDs) is forgotten: the
+// caller records what op left there, when it knows.
 func eachOuter(op func(kind string, outer *ebpf.Map, key uint32) error, cur *state, slot uint32) []error {
+	cur.setIDs[slot] = nil
 	type target struct {
 		kind  string
 		outer *ebpf.Map
@@ -365,7 +371,8 @@ func (b *slotBuild) planInstall(sizes map[string]int) {
 // elements and removes the stale ones, all outer maps at once (eachOuter).
 func (b *slotBuild) installMaps(cur *state) error {
 	slot := b.slot
-	return errors.Join(eachOuter(func(kind string, outer *ebpf.Map, key uint32) error {
+	before := cur.setIDs[slot]
+	err := errors.Join(eachOuter(func(kind string, outer *ebpf.Map, key uint32) error {
 		switch {
 		case b.install[kind]:
 			if err := outer.Put(key, b.given[kind]); err != nil {
@@ -382,6 +389,32 @@ func (b *slotBuild) installMaps(cur *state) error {
 		}
 		return nil
 	}, cur, slot)...)
+	if err == nil {
+		cur.setIDs[slot] = b.setIDsAfter(before)
+	}
+	return err
+}
+
+// setIDsAfter returns the slot's set elements after installMaps from
+// those before it (nil: not known): the stale ones removed; not known when
+// a set table was installed or created (its id is not asked for).
+func (b *slotBuild) setIDsAfter(before *setSlotIDs) *setSlotIDs {
+	if before == nil {
+		return nil
+	}
+	after := *before
+	for i, name := range allSetOuters {
+		for k := range maxSetLookups {
+			kind := setKind(name, k)
+			switch {
+			case b.install[kind] || b.created[kind]:
+				return nil
+			case b.stale[kind]:
+				after[i][k] = 0
+			}
+		}
+	}
+	return &after
 }
 
 // withHeadroom is the number of elements a new generation map of n

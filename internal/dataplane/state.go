@@ -41,7 +41,18 @@ type state struct {
 	// (swapIn): with the state itself, what a resident process's cache
 	// of the running ruleset is valid for (SessionStamp).
 	swaps [2]uint64
+	// setIDs is, per slot, what the set lookups' outer elements hold
+	// (slotMaps), as this process last read or wrote them through this
+	// state (nil: not known). Only this process writes them while it
+	// keeps the state (another process's session under xfw's lock makes
+	// it open the state afresh: keptsession.go), and it writes them
+	// through eachOuter only, which forgets the slot's.
+	setIDs [slots]*setSlotIDs
 }
+
+// setSlotIDs are the inner map ids of a slot's set lookup elements, by
+// outer map (allSetOuters) and lookup; 0: none.
+type setSlotIDs [len(allSetOuters)][maxSetLookups]uint32
 
 // programIDs returns the ids of the XDP and egress programs.
 func (s *state) programIDs() (xdp, tc ebpf.ProgramID, err error) {
@@ -321,10 +332,29 @@ func (s *state) slotMaps(slot uint32) map[string]*ebpf.Map {
 			held[kind] = m
 		}
 	}
-	for _, name := range allSetOuters {
-		for k := 0; k < maxSetLookups; k++ {
-			var id uint32
-			if s.maps[name].Lookup(setKey(slot, k), &id) != nil {
+	ids := s.setIDs[slot]
+	if ids == nil {
+		// 64 lookups, most finding nothing: done once, then kept.
+		ids = &setSlotIDs{}
+		known := true
+		for i, name := range allSetOuters {
+			for k := 0; k < maxSetLookups; k++ {
+				var id uint32
+				switch err := s.maps[name].Lookup(setKey(slot, k), &id); {
+				case err == nil:
+					ids[i][k] = id
+				case !errors.Is(err, ebpf.ErrKeyNotExist):
+					known = false // absent this time, asked again next
+				}
+			}
+		}
+		if known {
+			s.setIDs[slot] = ids
+		}
+	}
+	for i, name := range allSetOuters {
+		for k, id := range ids[i] {
+			if id == 0 {
 				continue
 			}
 			if m, err := openMapID(ebpf.MapID(id)); err == nil {

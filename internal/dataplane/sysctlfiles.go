@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // A commit reads a dozen or more sysctls (the ICMP rate limits, rp_filter,
@@ -38,9 +40,13 @@ type keptFile struct {
 const sysctlReadSize = 256
 
 // readSysctlFile returns the contents of path, a file under /proc/sys:
-// through a kept descriptor in a kept session, else os.ReadFile.
+// through a kept descriptor in a kept session, else os.ReadFile. A
+// sysctl's handler formats its whole value into a read's buffer when it
+// fits (proc_sys_call_handler), so one pread shorter than the buffer is
+// the whole value: os.File.ReadAt's second pread, which only finds the
+// end, is left out (a commit reads some twenty sysctls).
 func readSysctlFile(path string) ([]byte, error) {
-	return readKeptFile(path, sysctlReadSize)
+	return readKept(path, sysctlReadSize, true)
 }
 
 // procNetReadSize is the most a kept /proc/net file's read returns (the
@@ -53,6 +59,12 @@ const procNetReadSize = 16 << 10
 // /proc/net): through a descriptor kept open in a kept session, else
 // os.ReadFile. A read that fails or fills size bytes reads the file afresh.
 func readKeptFile(path string, size int) ([]byte, error) {
+	return readKept(path, size, false)
+}
+
+// readKept is readKeptFile; with once, a single pread that returns less
+// than size bytes is taken as the whole contents (readSysctlFile).
+func readKept(path string, size int, once bool) ([]byte, error) {
 	if !procFilesKept.Load() && !keptSessionActive() {
 		return os.ReadFile(path)
 	}
@@ -72,7 +84,13 @@ func readKeptFile(path string, size int) ([]byte, error) {
 	}
 	kf.used = sysctlFiles.sessions
 	buf := make([]byte, size)
-	n, err := kf.f.ReadAt(buf, 0)
+	var n int
+	var err error
+	if once {
+		n, err = preadOnce(kf.f, buf)
+	} else {
+		n, err = kf.f.ReadAt(buf, 0)
+	}
 	if (err != nil && !errors.Is(err, io.EOF)) || n == len(buf) {
 		kf.f.Close()
 		delete(sysctlFiles.open, path)
@@ -124,4 +142,30 @@ func endSessionSysctls(keep bool) {
 			delete(sysctlFiles.open, path)
 		}
 	}
+}
+
+// preadOnce reads f at offset 0 into buf with one pread (retried on
+// EINTR only).
+func preadOnce(f *os.File, buf []byte) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		for {
+			n, rerr = unix.Pread(int(fd), buf, 0)
+			if rerr != unix.EINTR {
+				return true
+			}
+		}
+	})
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return 0, &os.PathError{Op: "read", Path: f.Name(), Err: err}
+	}
+	return n, nil
 }
