@@ -287,6 +287,15 @@ func runRestore(name string, args []string, env Env) int {
 	// --noflush restore flushes first, are decoded without their rules
 	// (iptables.RestoreSkipping).
 	decode := func(skip ir.Skip) (*ir.Ruleset, error) {
+		if rules := skip.Rules; rules != nil {
+			// The answer may wait for the reader (XFW_TRACE says how long).
+			skip.Rules = func(table string) func(string) bool {
+				t := time.Now()
+				flushed := rules(table)
+				dataplane.TraceSince("load: wait for "+table+"'s chain declarations", t)
+				return flushed
+			}
+		}
 		var err error
 		running, err = runningForRestore(fam, !opts.Test, skip) // --test keeps the entry
 		return running.rs, err
