@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -168,5 +169,44 @@ func TestRestoreSkippingWaitsForReader(t *testing.T) {
 	}
 	if !asked {
 		t.Error("base not called")
+	}
+}
+
+// TestRestoreSkippingInputPauses checks that an input that stops in the
+// middle of a table's declarations until the base is loaded (a writer
+// waiting for the restore) does not make the base's question wait for
+// ever: it is answered nil (decode in full) and the restore goes on.
+func TestRestoreSkippingInputPauses(t *testing.T) {
+	full, err := Restore(ir.IPv4, strings.NewReader(flushFirstBase), nil, RestoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	loaded := make(chan struct{})
+	go func() {
+		pw.Write([]byte("*nat\n:sep - [0:0]\n"))
+		<-loaded
+		pw.Write([]byte(":svc - [0:0]\n-A svc -j sep\nCOMMIT\n"))
+		pw.Close()
+	}()
+	base := func(skip ir.Skip) (*ir.Ruleset, error) {
+		defer close(loaded)
+		if f := skip.Rules(ir.TableNat); f != nil {
+			t.Errorf("an answer before the run's end")
+		}
+		return full, nil
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := restoreSkip(ir.IPv4, pr, base, RestoreOptions{NoFlush: true}, 2)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the restore waits for its input and its input for the restore")
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -265,10 +267,18 @@ type leadingDecls struct {
 	cond *sync.Cond
 	// tables holds the complete runs.
 	tables map[string]map[string]struct{}
-	// over is set once the reader ended, or waited for room ahead (it
-	// may wait for the base: asking further would never end).
-	over bool
+	// over is set once the reader ended, waited for room ahead (it
+	// may wait for the base: asking further would never end) or waited
+	// for input longer than declInputWait.
+	over atomic.Bool
 }
+
+// declInputWait is how long the reader may wait for the input's next line
+// while the base's loader may be waiting for declarations
+// (leadingDecls): a writer that streams its input (kube-proxy's pipe)
+// pauses far less, a terminal or a writer waiting for something far more;
+// after it the loader decodes in full.
+const declInputWait = 100 * time.Millisecond
 
 // newLeadingDecls returns an empty leadingDecls.
 func newLeadingDecls() *leadingDecls {
@@ -285,12 +295,11 @@ func (l *leadingDecls) publish(table string, chains map[string]struct{}) {
 	l.cond.Broadcast()
 }
 
-// finish notes that the reader ended or waits: runs not complete now are
-// answered nil.
+// finish notes that the reader ended or waits (for room or input): runs
+// not complete now are answered nil.
 func (l *leadingDecls) finish() {
 	l.mu.Lock()
-	over := l.over
-	l.over = true
+	over := l.over.Swap(true)
 	l.mu.Unlock()
 	if !over {
 		l.cond.Broadcast()
@@ -306,7 +315,7 @@ func (l *leadingDecls) chains(table string) map[string]struct{} {
 		if c, ok := l.tables[table]; ok {
 			return c
 		}
-		if l.over {
+		if l.over.Load() {
 			return nil
 		}
 		l.cond.Wait()
@@ -367,7 +376,16 @@ func (r *restorer) readBatches(br *bufio.Reader, batches, jobs chan<- *lineBatch
 	lineNo := 0
 	b := newLineBatch()
 	for {
+		// An input that pauses (a terminal, a writer waiting for
+		// something) stops the base's loader waiting for declarations.
+		var wait *time.Timer
+		if tables.decls != nil && !r.decls.over.Load() && !lineBuffered(br) {
+			wait = time.AfterFunc(declInputWait, r.decls.finish)
+		}
 		chunk, err := readChunkWith(br, text.copy)
+		if wait != nil {
+			wait.Stop()
+		}
 		end := err != nil
 		if end {
 			if !errors.Is(err, io.EOF) {
