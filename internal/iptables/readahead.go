@@ -296,8 +296,11 @@ func (l *leadingDecls) publish(table string, chains map[string]struct{}) {
 }
 
 // finish notes that the reader ended or waits (for room or input): runs
-// not complete now are answered nil.
+// not complete now are answered nil. Nothing on a nil leadingDecls.
 func (l *leadingDecls) finish() {
+	if l == nil {
+		return
+	}
 	l.mu.Lock()
 	over := l.over.Swap(true)
 	l.mu.Unlock()
@@ -369,7 +372,7 @@ func (r *restorer) readBatches(br *bufio.Reader, batches, jobs chan<- *lineBatch
 	defer r.named.read()
 	defer r.decls.finish()
 	tables := tableTracker{entered: r.named.add}
-	if r.opts.NoFlush && !r.opts.Test {
+	if r.opts.NoFlush && !r.opts.Test && r.decls != nil {
 		tables.decls = &declRun{out: r.decls, seen: map[string]bool{}}
 	}
 	var text lineText
@@ -563,7 +566,7 @@ func (n *namedTables) has(table string) bool {
 // without --noflush (replaced says more then), with --test and without
 // parsing ahead.
 func (r *restorer) flushedFirst(table string) func(chain string) bool {
-	if !r.opts.NoFlush || r.opts.Test || r.parsers == 0 {
+	if !r.opts.NoFlush || r.opts.Test || r.parsers == 0 || r.decls == nil {
 		return nil
 	}
 	set := r.decls.chains(table)
