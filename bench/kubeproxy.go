@@ -154,6 +154,10 @@ type kpTexts struct {
 	same, sameAccept string
 }
 
+// movedEndpoint is the address the changed service's first endpoint moves
+// to (kpGenerate, kubeproxy-gen -moved).
+const movedEndpoint = "10.183.255.254"
+
 // kpGenerate writes the inputs of n services × m endpoints.
 func kpGenerate(n, m int) (*kpTexts, error) {
 	o := kubeproxy.DefaultOptions(n, m)
@@ -168,7 +172,7 @@ func kpGenerate(n, m int) (*kpTexts, error) {
 		kubeproxy.NFTables(svcs, o.ServiceCIDR, o.ClusterCIDR, fwInAddr)
 	changed := n / 2
 	before := svcs[changed]
-	after := kubeproxy.MoveEndpoint(&before, netip.MustParseAddr("10.183.255.254"))
+	after := kubeproxy.MoveEndpoint(&before, netip.MustParseAddr(movedEndpoint))
 	moved := append([]kubeproxy.Service(nil), svcs...)
 	moved[changed] = after
 	t.fullMoved = kubeproxy.IPTables(moved, o.ClusterCIDR, real)

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 
 	"github.com/xfw-dev/xfw/internal/testkit/kubeproxy"
@@ -19,6 +20,7 @@ func runKubeProxyGen(args []string) error {
 	bootstrap := fs.Bool("bootstrap", true, "iptables: include the built-in chains' jumps kube-proxy installs with iptables -I")
 	natAsAccept := fs.Bool("nat-as-accept", false, "iptables: ACCEPT in place of DNAT and MASQUERADE")
 	update := fs.Int("update", -1, "iptables: print `xfwbench kubeproxy`'s partial sync instead: 0 moves the middle service's endpoint, 1 moves it back, 2 changes nothing")
+	moved := fs.Bool("moved", false, "print the full sync with the middle service's first endpoint moved (the state -update 0 leads to)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -39,6 +41,12 @@ func runKubeProxyGen(args []string) error {
 	svcs, err := kubeproxy.Generate(o)
 	if err != nil {
 		return err
+	}
+	if *moved {
+		changed := *n / 2
+		before := svcs[changed]
+		svcs = append([]kubeproxy.Service(nil), svcs...)
+		svcs[changed] = kubeproxy.MoveEndpoint(&before, netip.MustParseAddr(movedEndpoint))
 	}
 	switch *format {
 	case "iptables":

@@ -283,11 +283,21 @@ func runRestore(name string, args []string, env Env) int {
 	// The running ruleset is decoded (or taken from the agent's cache)
 	// while the input is parsed ahead.
 	var running runningRuleset
-	// The tables the restore replaces wholesale are decoded without
-	// their rules (iptables.RestoreReplacing).
-	decode := func(replaced func(string) bool) (*ir.Ruleset, error) {
+	// The tables the restore replaces wholesale, and the chains a
+	// --noflush restore flushes first, are decoded without their rules
+	// (iptables.RestoreSkipping).
+	decode := func(skip ir.Skip) (*ir.Ruleset, error) {
+		if rules := skip.Rules; rules != nil {
+			// The answer may wait for the reader (XFW_TRACE says how long).
+			skip.Rules = func(table string) func(string) bool {
+				t := time.Now()
+				flushed := rules(table)
+				dataplane.TraceSince("load: wait for "+table+"'s chain declarations", t)
+				return flushed
+			}
+		}
 		var err error
-		running, err = runningForRestore(fam, !opts.Test, replaced) // --test keeps the entry
+		running, err = runningForRestore(fam, !opts.Test, skip) // --test keeps the entry
 		return running.rs, err
 	}
 	// The agent's cache learns how the restore ended before the lock is
@@ -317,7 +327,7 @@ func runRestore(name string, args []string, env Env) int {
 		resetPace = frontEndPace()
 	}
 	t := time.Now()
-	rs, err := iptables.RestoreReplacing(fam, io.TeeReader(in, tables), decode, opts)
+	rs, err := iptables.RestoreSkipping(fam, io.TeeReader(in, tables), decode, opts)
 	resetPace()
 	dataplane.TraceSince("restore: read, decode, parse", t)
 	if err != nil {

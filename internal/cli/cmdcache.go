@@ -128,9 +128,9 @@ func runningForCommand(fam ir.Family, counters bool) (*ir.Ruleset, *ir.Encoded, 
 // ruleset was stored with; nil when neither). With take, the cache forgets
 // the ruleset it returns (the restore stores its own result when it
 // succeeds), so that the compile does not hold the rules the restore
-// replaced. A decode leaves out the rules of the tables skip reports
-// (nil: none; dataplane.RunningRulesetSkipping): the restore replaces them.
-func runningForRestore(fam ir.Family, take bool, skip func(table string) bool) (runningRuleset, error) {
+// replaced. A decode leaves out what skip says (a zero Skip: nothing;
+// dataplane.RunningRulesetSkip): the rules the restore replaces.
+func runningForRestore(fam ir.Family, take bool, skip ir.Skip) (runningRuleset, error) {
 	return loadRunningSkipping(fam, take, true, skip)
 }
 
@@ -138,12 +138,12 @@ func runningForRestore(fam ir.Family, take bool, skip func(table string) bool) (
 // ruleset's rules keep the counters they had (stale) and only their
 // Handles are numbered (commandReadsCounters says which commands may).
 func loadRunningFor(fam ir.Family, take, withCounters bool) (runningRuleset, error) {
-	return loadRunningSkipping(fam, take, withCounters, nil)
+	return loadRunningSkipping(fam, take, withCounters, ir.Skip{})
 }
 
-// loadRunningSkipping is loadRunningFor decoding without the rules of the
-// tables skip reports (a cached ruleset is returned whole).
-func loadRunningSkipping(fam ir.Family, take, withCounters bool, skip func(table string) bool) (runningRuleset, error) {
+// loadRunningSkipping is loadRunningFor decoding without the rules skip
+// says (a cached ruleset is returned whole).
+func loadRunningSkipping(fam ir.Family, take, withCounters bool, skip ir.Skip) (runningRuleset, error) {
 	t := time.Now()
 	if e := cmdCache.lookup(fam); e.rs != nil {
 		if take {
@@ -177,7 +177,7 @@ func loadRunningSkipping(fam ir.Family, take, withCounters bool, skip func(table
 		}
 		return runningRuleset{rs: e.rs, enc: e.enc}, nil
 	}
-	rs, enc, err := dataplane.RunningRulesetSkipping(fam, skip)
+	rs, enc, err := dataplane.RunningRulesetSkip(fam, skip)
 	return runningRuleset{rs: rs, enc: enc}, err
 }
 

@@ -98,6 +98,15 @@ func numCounters(rs *ir.Ruleset) int {
 // go on). xfw sync, the agent and ipset changes commit nothing: restarted
 // is empty for them.
 func counterSources(old, nw *ir.Ruleset, keepOld bool, restarted []string) []dataplane.CounterSource {
+	return counterSourcesCounted(old, nil, nw, keepOld, restarted)
+}
+
+// counterSourcesCounted is counterSources for an old ruleset decoded
+// without some chains' rules (dataplane.RunningRulesetSkip): oldCounts is
+// how many rules each of its chains had (ir.Encoded.RuleCounts), by which
+// its counters are laid out; nil, or a count of another length, when old
+// holds all its rules.
+func counterSourcesCounted(old *ir.Ruleset, oldCounts []int, nw *ir.Ruleset, keepOld bool, restarted []string) []dataplane.CounterSource {
 	src := make([]dataplane.CounterSource, numCounters(nw))
 	prefault.Slice(src)
 	keepPolicy := func(table string) bool { return keepOld && !slices.Contains(restarted, table) }
@@ -112,13 +121,7 @@ func counterSources(old, nw *ir.Ruleset, keepOld bool, restarted []string) []dat
 			}
 		}
 	}
-	oldN := numCounters(old)
-	oldPolicy := map[compiler.RuleRef]int{}
-	compiler.ForEachCounter(old, func(i int, ref compiler.RuleRef, _ *ir.Chain, r *ir.Rule) {
-		if r == nil {
-			oldPolicy[ref] = i
-		}
-	})
+	oldN, oldPolicy := oldCounterLayout(old, oldCounts)
 	carried := make([]bool, oldN+1) // by Handle
 	compiler.ForEachCounter(nw, func(i int, ref compiler.RuleRef, c *ir.Chain, r *ir.Rule) {
 		if r == nil {
@@ -137,6 +140,44 @@ func counterSources(old, nw *ir.Ruleset, keepOld bool, restarted []string) []dat
 		}
 	})
 	return src
+}
+
+// oldCounterLayout returns how many counters the running ruleset old has
+// and the counter index of each of its other tables' policies
+// (compiler.ForEachCounter's layout), its chains' rules counted by counts
+// (counterSourcesCounted) when it has one per chain.
+func oldCounterLayout(old *ir.Ruleset, counts []int) (int, map[compiler.RuleRef]int) {
+	policy := map[compiler.RuleRef]int{}
+	chains := len(old.Chains)
+	for _, t := range old.Tables {
+		chains += len(t.Chains)
+	}
+	if len(counts) != chains {
+		compiler.ForEachCounter(old, func(i int, ref compiler.RuleRef, _ *ir.Chain, r *ir.Rule) {
+			if r == nil {
+				policy[ref] = i
+			}
+		})
+		return numCounters(old), policy
+	}
+	i, k := compiler.NumChains, 0
+	for _, c := range old.Chains {
+		i += max(counts[k], len(c.Rules))
+		k++
+	}
+	for _, t := range old.Tables {
+		for _, name := range ir.TableBuiltins(t.Table) {
+			if t.Chain(name) != nil {
+				policy[compiler.RuleRef{Table: t.Table, Chain: name, Index: compiler.PolicyIndex}] = i
+				i++
+			}
+		}
+		for _, c := range t.Chains {
+			i += max(counts[k], len(c.Rules))
+			k++
+		}
+	}
+	return i, policy
 }
 
 // commit compiles rs and swaps it in. keepCounters carries counters of
@@ -215,7 +256,11 @@ func compileAndInstall(fam ir.Family, old, rs *ir.Ruleset, mode installMode, opt
 	if mode.encoded == nil && runtime.GOMAXPROCS(0) >= 2 {
 		ahead = startBesideCompile(old, rs, mode)
 	} else {
-		counters = counterSources(old, rs, mode.keepCounters, mode.committed)
+		var oldCounts []int
+		if mode.encoded != nil {
+			oldCounts = mode.encoded.RuleCounts()
+		}
+		counters = counterSourcesCounted(old, oldCounts, rs, mode.keepCounters, mode.committed)
 		t = dataplane.TraceSince("commit: counter sources", t)
 	}
 	// Likewise encoded (restoreCommit), which refers to every running

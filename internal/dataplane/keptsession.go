@@ -246,3 +246,10 @@ func RunningCounters(fam ir.Family) ([]ir.Counters, error) {
 // rules' Handles, as RunningRuleset does to the ruleset it decodes. With
 // counters nil it numbers the Handles only.
 func ApplyCounters(rs *ir.Ruleset, counters []ir.Counters) { applyCounters(rs, counters) }
+
+// ApplyCountersCounted is ApplyCounters for a ruleset decoded without some
+// chains' rules (RunningRulesetSkip): counts is how many rules each chain
+// had (ir.Encoded.RuleCounts).
+func ApplyCountersCounted(rs *ir.Ruleset, counts []int, counters []ir.Counters) {
+	applyCountersCounted(rs, counts, counters)
+}

@@ -25,6 +25,14 @@ func RunningRuleset(fam ir.Family) (*ir.Ruleset, *ir.Encoded, error) {
 // them. For a caller that replaces those tables' rules wholesale (a
 // restore without --noflush).
 func RunningRulesetSkipping(fam ir.Family, skip func(table string) bool) (*ir.Ruleset, *ir.Encoded, error) {
+	return RunningRulesetSkip(fam, ir.Skip{Tables: skip})
+}
+
+// RunningRulesetSkip is RunningRulesetSkipping with what skip says not
+// decoded (ir.UnmarshalRulesetSkip): whole tables, or the rules of the
+// user chains a --noflush restore flushes before it uses them. The rules
+// decoded have the counters and Handles of a full decode.
+func RunningRulesetSkip(fam ir.Family, skip ir.Skip) (*ir.Ruleset, *ir.Encoded, error) {
 	t := time.Now()
 	saved, counters, err := Running(fam)
 	if err != nil {
@@ -34,14 +42,14 @@ func RunningRulesetSkipping(fam ir.Family, skip func(table string) bool) (*ir.Ru
 		return ir.NewRuleset(fam), nil, nil
 	}
 	t = TraceSince("load: saved ruleset, counters", t)
-	rs, enc, err := ir.UnmarshalRulesetSkipping(saved, skip)
+	rs, enc, err := ir.UnmarshalRulesetSkip(saved, skip)
 	if err == nil && rs.Family != fam {
 		err = fmt.Errorf("saved as the %s ruleset", rs.Family)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("running ruleset is unreadable (%w); `xfw stop` clears it", err)
 	}
-	if skip == nil {
+	if skip.Tables == nil && skip.Rules == nil {
 		applyCounters(rs, counters)
 	} else {
 		applyCountersCounted(rs, enc.RuleCounts(), counters)

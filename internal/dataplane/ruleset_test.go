@@ -10,9 +10,9 @@ import (
 )
 
 // TestApplyCountersCounted checks that a decode without some tables'
-// rules (RunningRulesetSkipping) gives the other tables' rules and every
-// policy the counters and Handles a full decode gives them, whichever
-// table is skipped.
+// rules (RunningRulesetSkipping), or without some user chains' rules
+// (RunningRulesetSkip), gives the other rules and every policy the
+// counters and Handles a full decode gives them.
 func TestApplyCountersCounted(t *testing.T) {
 	var text strings.Builder
 	text.WriteString("*filter\n:user - [0:0]\n")
@@ -41,8 +41,16 @@ func TestApplyCountersCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	applyCounters(full, counters)
-	for _, skipped := range []string{ir.TableFilter, ir.TableNat, ir.TableMangle} {
-		part, enc, err := ir.UnmarshalRulesetSkipping(data, func(table string) bool { return table == skipped })
+	// A table skipped whole, or one user chain of filter or nat
+	// (a --noflush restore's flushed chains, ir.Skip.Rules).
+	for _, skipped := range []string{ir.TableFilter, ir.TableNat, ir.TableMangle, "filter/user", "nat/svc"} {
+		skip := ir.Skip{Tables: func(table string) bool { return table == skipped }}
+		if table, chain, ok := strings.Cut(skipped, "/"); ok {
+			skip = ir.Skip{Rules: func(t string) func(string) bool {
+				return func(c string) bool { return t == table && c == chain }
+			}}
+		}
+		part, enc, err := ir.UnmarshalRulesetSkip(data, skip)
 		if err != nil {
 			t.Fatal(err)
 		}

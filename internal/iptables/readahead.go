@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -69,6 +71,16 @@ func newAheadRoom() *aheadRoom {
 		a.tokens <- struct{}{}
 	}
 	return a
+}
+
+// tryTake takes a token if one is there, without waiting.
+func (a *aheadRoom) tryTake() bool {
+	select {
+	case <-a.tokens:
+		return true
+	default:
+		return false
+	}
 }
 
 // take waits for a token; false when stopped first.
@@ -151,6 +163,9 @@ type tableTracker struct {
 	// the restore processes starts (a "*table" line outside a block,
 	// within the restore's Table).
 	entered func(table string)
+	// decls, when not nil, follows the ":CHAIN" lines that open each
+	// table's first block.
+	decls *declRun
 }
 
 // commandTable reports whether line chunk (NULs cut) is a command line and
@@ -159,6 +174,7 @@ func (t *tableTracker) commandTable(chunk string, only string) (string, bool) {
 	switch {
 	case chunk == "COMMIT\n" && t.inTable:
 		t.inTable = false
+		t.decls.end()
 	case strings.HasPrefix(chunk, "*") && !t.inTable:
 		// A line naming no table or an unknown one fails the restore:
 		// the lines after it are not processed.
@@ -169,12 +185,144 @@ func (t *tableTracker) commandTable(chunk string, only string) (string, bool) {
 			if t.inTable && t.entered != nil {
 				t.entered(table)
 			}
+			if t.inTable {
+				t.decls.start(table)
+			}
 		}
 	case strings.HasPrefix(chunk, ":"):
+		if t.inTable {
+			t.decls.declare(chunk)
+		}
 	case t.inTable:
+		t.decls.end()
 		return t.curtable, true
 	}
 	return "", false
+}
+
+// declRun is the reader's side of leadingDecls: the run of ":CHAIN" lines
+// opening the block being read, if it is its table's first. Its methods
+// do nothing on a nil declRun.
+type declRun struct {
+	out *leadingDecls
+	// seen holds the tables whose first block was met.
+	seen map[string]bool
+	// table is the table of the open run, chains what it declared so
+	// far; nil when no run is open.
+	table  string
+	chains map[string]struct{}
+}
+
+// start notes that a block of table starts: a run opens if it is the
+// table's first.
+func (d *declRun) start(table string) {
+	if d == nil || d.seen[table] {
+		return
+	}
+	d.seen[table] = true
+	d.table, d.chains = table, map[string]struct{}{}
+}
+
+// declare notes a ":CHAIN" line (NULs cut) of the block: a user chain
+// it flushes (or creates).
+func (d *declRun) declare(chunk string) {
+	if d == nil || d.chains == nil {
+		return
+	}
+	// A built-in chain's line sets its policy, flushing nothing.
+	if name := declaredChain(chunk); !ir.IsTableBuiltin(d.table, name) {
+		d.chains[name] = struct{}{}
+	}
+}
+
+// end notes another line of the block (a command or COMMIT): the open
+// run, if any, is complete.
+func (d *declRun) end() {
+	if d != nil && d.chains != nil {
+		d.out.publish(d.table, d.chains)
+		d.chains = nil
+	}
+}
+
+// declaredChain returns the chain a ":CHAIN …" line names, read as
+// chainLine reads it ("" when it names none).
+func declaredChain(chunk string) string {
+	var space [256]byte
+	buf := append(space[:0], chunk...)
+	var save int
+	t := strtok(buf, 1, " \t\n", &save)
+	if t < 0 {
+		return ""
+	}
+	return chunk[t : t+len(cstrBytes(buf[t:]))]
+}
+
+// leadingDecls holds, per table, the user chains the ":CHAIN" lines that
+// open the table's first block declare (restorer.flushedFirst): with
+// --noflush each such line flushes its chain (chainLine) before any other
+// line of the block, so no line sees the rules the chain had. Written by
+// the reader, read by the base's loader.
+type leadingDecls struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	// tables holds the complete runs.
+	tables map[string]map[string]struct{}
+	// over is set once the reader ended, waited for room ahead (it
+	// may wait for the base: asking further would never end) or waited
+	// for input longer than declInputWait.
+	over atomic.Bool
+}
+
+// declInputWait is how long the reader may wait for the input's next line
+// while the base's loader may be waiting for declarations
+// (leadingDecls): a writer that streams its input (kube-proxy's pipe)
+// pauses far less, a terminal or a writer waiting for something far more;
+// after it the loader decodes in full.
+const declInputWait = 100 * time.Millisecond
+
+// newLeadingDecls returns an empty leadingDecls.
+func newLeadingDecls() *leadingDecls {
+	l := &leadingDecls{tables: map[string]map[string]struct{}{}}
+	l.cond = sync.NewCond(&l.mu)
+	return l
+}
+
+// publish records table's complete run.
+func (l *leadingDecls) publish(table string, chains map[string]struct{}) {
+	l.mu.Lock()
+	l.tables[table] = chains
+	l.mu.Unlock()
+	l.cond.Broadcast()
+}
+
+// finish notes that the reader ended or waits (for room or input): runs
+// not complete now are answered nil. Nothing on a nil leadingDecls.
+func (l *leadingDecls) finish() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	over := l.over.Swap(true)
+	l.mu.Unlock()
+	if !over {
+		l.cond.Broadcast()
+	}
+}
+
+// chains returns table's run once it is complete, nil once the reader
+// ended or waits for room without it.
+func (l *leadingDecls) chains(table string) map[string]struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for {
+		if c, ok := l.tables[table]; ok {
+			return c
+		}
+		if l.over.Load() {
+			return nil
+		}
+		l.cond.Wait()
+	}
 }
 
 // cleanChunk cuts chunk at its first NUL (fgets' string ends there) and
@@ -203,7 +351,10 @@ func aheadParsers() int {
 func (r *restorer) readAhead(br *bufio.Reader) (<-chan *lineBatch, *aheadRoom, chan struct{}) {
 	room := newAheadRoom()
 	batches := make(chan *lineBatch, startAheadBatches)
-	jobs := make(chan *lineBatch, aheadBatches)
+	// As many jobs as batches may wait (the room's tokens bound both):
+	// the reader reaches the ":CHAIN" lines the base's loader may wait
+	// for (flushedFirst) without waiting for the parsers.
+	jobs := make(chan *lineBatch, startAheadBatches)
 	stop := make(chan struct{})
 	for range r.parsers {
 		go r.parseBatches(jobs)
@@ -219,12 +370,25 @@ func (r *restorer) readBatches(br *bufio.Reader, batches, jobs chan<- *lineBatch
 	defer close(jobs)
 	defer close(batches)
 	defer r.named.read()
+	defer r.decls.finish()
 	tables := tableTracker{entered: r.named.add}
+	if r.opts.NoFlush && !r.opts.Test && r.decls != nil {
+		tables.decls = &declRun{out: r.decls, seen: map[string]bool{}}
+	}
 	var text lineText
 	lineNo := 0
 	b := newLineBatch()
 	for {
+		// An input that pauses (a terminal, a writer waiting for
+		// something) stops the base's loader waiting for declarations.
+		var wait *time.Timer
+		if tables.decls != nil && !r.decls.over.Load() && !lineBuffered(br) {
+			wait = time.AfterFunc(declInputWait, r.decls.finish)
+		}
 		chunk, err := readChunkWith(br, text.copy)
+		if wait != nil {
+			wait.Stop()
+		}
 		end := err != nil
 		if end {
 			if !errors.Is(err, io.EOF) {
@@ -243,7 +407,14 @@ func (r *restorer) readBatches(br *bufio.Reader, batches, jobs chan<- *lineBatch
 			b.lines = append(b.lines, l)
 		}
 		if end || len(b.lines) >= batchLines || !lineBuffered(br) {
-			if !room.take(stop) || !sendBatch(b, batches, jobs, stop) || end {
+			if !room.tryTake() {
+				// The reader may now wait for the base's loader.
+				r.decls.finish()
+				if !room.take(stop) {
+					return
+				}
+			}
+			if !sendBatch(b, batches, jobs, stop) || end {
 				return
 			}
 			r.named.read()
@@ -387,6 +558,25 @@ func (n *namedTables) has(table string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return slices.Contains(n.tables, table)
+}
+
+// flushedFirst returns which user chains of table a --noflush restore
+// flushes before any line uses them (leadingDecls), nil for none; it may
+// wait for the reader to pass the lines opening table's first block. nil
+// without --noflush (replaced says more then), with --test and without
+// parsing ahead.
+func (r *restorer) flushedFirst(table string) func(chain string) bool {
+	if !r.opts.NoFlush || r.opts.Test || r.parsers == 0 || r.decls == nil {
+		return nil
+	}
+	set := r.decls.chains(table)
+	if len(set) == 0 {
+		return nil
+	}
+	return func(chain string) bool {
+		_, ok := set[chain]
+		return ok
+	}
 }
 
 // replaced reports whether the restore, if it succeeds, flushes table

@@ -95,10 +95,31 @@ func RestoreReplacing(fam ir.Family, input io.Reader, base func(replaced func(ta
 	return restoreWith(fam, input, base, opts, aheadParsers())
 }
 
+// RestoreSkipping is RestoreReplacing with base told, besides the tables
+// the restore replaces (skip.Tables, as replaced), the user chains a
+// --noflush restore flushes before any line uses them (skip.Rules): the
+// chains a ":CHAIN" line declares in the run of such lines that opens the
+// table's first block (kube-proxy's syncs declare every chain they
+// write, 110,000 at 10,000 services, before their first rule). base may
+// return those chains without their rules. The answer for a table waits
+// until the reader has passed that run (or the input's end, or the
+// reader stops ahead: then nil, decode all). On failure the ruleset
+// returned may hold such chains as base returned them: a caller commits
+// only what a successful restore returns.
+func RestoreSkipping(fam ir.Family, input io.Reader, base func(skip ir.Skip) (*ir.Ruleset, error), opts RestoreOptions) (*ir.Ruleset, error) {
+	return restoreSkip(fam, input, base, opts, aheadParsers())
+}
+
 // restoreWith is RestoreReplacing with parsers goroutines parsing ahead
 // (restorer).
 func restoreWith(fam ir.Family, input io.Reader, base func(replaced func(table string) bool) (*ir.Ruleset, error), opts RestoreOptions, parsers int) (*ir.Ruleset, error) {
-	r := &restorer{fam: fam, opts: opts, prog: restoreProgramName(fam), base: base, parsers: parsers, named: newNamedTables()}
+	return restoreSkip(fam, input, func(skip ir.Skip) (*ir.Ruleset, error) { return base(skip.Tables) }, opts, parsers)
+}
+
+// restoreSkip is RestoreSkipping with parsers goroutines parsing ahead
+// (restorer).
+func restoreSkip(fam ir.Family, input io.Reader, base func(skip ir.Skip) (*ir.Ruleset, error), opts RestoreOptions, parsers int) (*ir.Ruleset, error) {
+	r := &restorer{fam: fam, opts: opts, prog: restoreProgramName(fam), base: base, parsers: parsers, named: newNamedTables(), decls: newLeadingDecls()}
 	err := r.run(newRestoreReader(input))
 	return r.committed, err
 }
@@ -108,7 +129,7 @@ func restoreWith(fam ir.Family, input io.Reader, base func(replaced func(table s
 // (ownTableRules): copying a large ruleset per table was most of a
 // --noflush restore's time.
 func (r *restorer) start() error {
-	base, err := r.base(r.replaced)
+	base, err := r.base(ir.Skip{Tables: r.replaced, Rules: r.flushedFirst})
 	if err != nil {
 		return err
 	}
@@ -125,10 +146,13 @@ type restorer struct {
 	opts RestoreOptions
 	prog string
 	// base returns the ruleset the restore starts from (start).
-	base func(replaced func(table string) bool) (*ir.Ruleset, error)
+	base func(skip ir.Skip) (*ir.Ruleset, error)
 	// named holds the tables the reader found "*table" lines of that
 	// the restore flushes (replaced).
-	named     *namedTables
+	named *namedTables
+	// decls holds the chains each table's first block declares before
+	// its first other line (flushedFirst).
+	decls     *leadingDecls
 	committed *ir.Ruleset
 	// tested is what --test would have committed.
 	tested *ir.Ruleset

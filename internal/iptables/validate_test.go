@@ -42,7 +42,7 @@ func TestValidateReportsInIptablesOrder(t *testing.T) {
 // built, unchecked.
 func parseTable(t *testing.T, input string) *ir.Ruleset {
 	t.Helper()
-	r := &restorer{fam: ir.IPv4, prog: restoreProgramName(ir.IPv4), base: func(func(string) bool) (*ir.Ruleset, error) { return nil, nil }}
+	r := &restorer{fam: ir.IPv4, prog: restoreProgramName(ir.IPv4), base: func(ir.Skip) (*ir.Ruleset, error) { return nil, nil }}
 	if err := r.start(); err != nil {
 		t.Fatal(err)
 	}

@@ -462,22 +462,42 @@ type skipScratch struct {
 // chain reads one chain's header and rules, or steps over its rules when
 // skip (skipChainRules): then a user chain's name is a view of the data
 // (the restore deletes the chain), a built-in chain's a copy.
-func (d *decoder) chain(enc *Encoded, skip bool) *Chain {
+//
+// Of a table not skipped whole, a user chain with rules that the caller
+// flushes before using it (Skip.Rules, asked for table) has its rules
+// stepped over too; its name is a copy (the chain stays).
+func (d *decoder) chain(enc *Encoded, skip bool, table string) *Chain {
 	d.skipping = skip
 	c, nrules := d.chainHeader()
 	d.skipping = false
 	if d.err != nil {
 		return c
 	}
-	if skip {
+	switch {
+	case skip:
 		if c.Builtin {
 			c.Name = strings.Clone(c.Name)
 		}
 		d.skipChainRules(nrules, enc)
-	} else {
+	case nrules > 0 && !c.Builtin && d.flushed(table, c.Name):
+		d.skipChainRules(nrules, enc)
+	default:
 		d.chainRules(c, nrules, enc)
 	}
 	return c
+}
+
+// flushed reports whether the caller flushes user chain chain of table
+// before using it (Skip.Rules), asking once per table.
+func (d *decoder) flushed(table, chain string) bool {
+	if d.rulesOf == nil {
+		return false
+	}
+	if !d.flushAsked || d.flushTable != table {
+		d.flushTable, d.flushAsked = table, true
+		d.flushes = d.rulesOf(table)
+	}
+	return d.flushes != nil && d.flushes(chain)
 }
 
 // growChains makes room in enc for n more chains (at most one per four
@@ -503,7 +523,7 @@ func (d *decoder) tables(rs *Ruleset, enc *Encoded) {
 		skip := d.skip != nil && d.skip(t.Table)
 		d.growChains(enc, nchains)
 		for j := uint64(0); j < nchains && d.err == nil; j++ {
-			t.Chains = append(t.Chains, d.chain(enc, skip))
+			t.Chains = append(t.Chains, d.chain(enc, skip, t.Table))
 		}
 		rs.Tables = append(rs.Tables, t)
 	}
@@ -834,8 +854,31 @@ func UnmarshalRulesetEncoded(data []byte) (*Ruleset, *Encoded, error) {
 // replaces a table throws its rules away (about half a second of decode
 // for kube-proxy's 10,000 services). A nil skip skips nothing.
 func UnmarshalRulesetSkipping(data []byte, skip func(table string) bool) (*Ruleset, *Encoded, error) {
+	return UnmarshalRulesetSkip(data, Skip{Tables: skip})
+}
+
+// Skip says what of a ruleset's binary form a decode steps over
+// (UnmarshalRulesetSkip). A zero Skip skips nothing.
+type Skip struct {
+	// Tables reports the tables whose rules are all stepped over (asked
+	// once per table, in the encoding's order): their user chains' names
+	// are parts of the data (UnmarshalRulesetSkipping).
+	Tables func(table string) bool
+	// Rules returns, for a table not skipped whole, which of its user
+	// chains' rules are stepped over (nil: none); it is asked at most
+	// once per table, when the decode meets the table's first user chain
+	// with rules, and may wait (a --noflush restore's ":CHAIN" lines,
+	// iptables.RestoreSkipping). Those chains stay, with their names
+	// copied and no rules.
+	Rules func(table string) func(chain string) bool
+}
+
+// UnmarshalRulesetSkip is UnmarshalRulesetEncoded with what skip says
+// stepped over, not kept: the chains whose rules are skipped have none;
+// RuleCounts gives how many each had.
+func UnmarshalRulesetSkip(data []byte, skip Skip) (*Ruleset, *Encoded, error) {
 	enc := &Encoded{data: data}
-	d := &decoder{buf: data, strs: make(map[string]string, len(data)/bytesPerString), skip: skip}
+	d := &decoder{buf: data, strs: make(map[string]string, len(data)/bytesPerString), skip: skip.Tables, rulesOf: skip.Rules}
 	if v := d.u8(); d.err == nil && v != codecVersion {
 		return nil, nil, fmt.Errorf("binary ruleset version %d, want %d", v, codecVersion)
 	}
@@ -844,10 +887,10 @@ func UnmarshalRulesetSkipping(data []byte, skip func(table string) bool) (*Rules
 	if nchains > uint64(len(d.buf)) {
 		d.fail(errTruncated)
 	}
-	skipFilter := skip != nil && skip(TableFilter)
+	skipFilter := skip.Tables != nil && skip.Tables(TableFilter)
 	d.growChains(enc, nchains)
 	for i := uint64(0); i < nchains && d.err == nil; i++ {
-		c := d.chain(enc, skipFilter)
+		c := d.chain(enc, skipFilter, TableFilter)
 		if d.err != nil {
 			break
 		}

@@ -136,6 +136,14 @@ type decoder struct {
 	// (UnmarshalRulesetSkipping); skipping is set while they are.
 	skip     func(table string) bool
 	skipping bool
+	// rulesOf, when not nil, says which user chains' rules of a table
+	// not skipped whole are stepped over (Skip.Rules); flushTable is the
+	// table flushes was asked for, flushes its answer (asked once per
+	// table, at its first user chain with rules).
+	rulesOf    func(table string) func(chain string) bool
+	flushTable string
+	flushAsked bool
+	flushes    func(chain string) bool
 	// scratch holds the rule skipped rules are decoded into.
 	scratch *skipScratch
 }

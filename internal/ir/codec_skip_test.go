@@ -92,3 +92,71 @@ func TestUnmarshalRulesetSkipping(t *testing.T) {
 		}
 	}
 }
+
+// TestUnmarshalRulesetSkipChains checks a decode that steps over the
+// rules of some user chains (Skip.Rules): it asks once per table that has
+// a user chain with rules, those chains keep their names (copies, not
+// parts of the data) and policies and have no rules, built-in chains are
+// never stepped over, RuleCounts counts every chain's rules, and every
+// other chain decodes as in a full decode.
+func TestUnmarshalRulesetSkipChains(t *testing.T) {
+	data, err := restored(t, skipText()).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, fullEnc, err := ir.UnmarshalRulesetEncoded(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flushed := map[string]bool{"filter/user": true, "nat/KUBE-SEP-3": true, "nat/KUBE-SERVICES": true, "nat/PREROUTING": true, "mangle/PREROUTING": true}
+	var asked []string
+	rs, enc, err := ir.UnmarshalRulesetSkip(data, ir.Skip{Rules: func(table string) func(string) bool {
+		asked = append(asked, table)
+		return func(chain string) bool { return flushed[table+"/"+chain] }
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// mangle has no user chain with rules: not asked.
+	if want := []string{ir.TableFilter, ir.TableNat}; fmt.Sprint(asked) != fmt.Sprint(want) {
+		t.Errorf("asked %v, want %v", asked, want)
+	}
+	if fmt.Sprint(enc.RuleCounts()) != fmt.Sprint(fullEnc.RuleCounts()) {
+		t.Errorf("rule counts %v, want %v", enc.RuleCounts(), fullEnc.RuleCounts())
+	}
+	clear(data) // names must not be parts of it
+	skipped := 0
+	for i, ft := range append([]*ir.Ruleset{full}, full.Tables...) {
+		st := append([]*ir.Ruleset{rs}, rs.Tables...)[i]
+		name := ft.Table
+		if name == "" {
+			name = ir.TableFilter
+		}
+		if len(st.Chains) != len(ft.Chains) {
+			t.Fatalf("table %s has %d chains, want %d", name, len(st.Chains), len(ft.Chains))
+		}
+		for j, fc := range ft.Chains {
+			sc := st.Chains[j]
+			if sc.Name != fc.Name || sc.Policy != fc.Policy || sc.Builtin != fc.Builtin {
+				t.Errorf("chain %q %v, want %s %v", sc.Name, sc.Policy, fc.Name, fc.Policy)
+			}
+			want := len(fc.Rules)
+			if flushed[name+"/"+fc.Name] && !fc.Builtin {
+				want = 0
+				skipped++
+			}
+			if len(sc.Rules) != want {
+				t.Errorf("chain %s/%s decoded %d rules, want %d", name, sc.Name, len(sc.Rules), want)
+				continue
+			}
+			for k := range sc.Rules {
+				if !reflect.DeepEqual(*sc.Rules[k], *fc.Rules[k]) {
+					t.Errorf("%s rule %d is %+v, want %+v", sc.Name, k, *sc.Rules[k], *fc.Rules[k])
+				}
+			}
+		}
+	}
+	if skipped != 3 {
+		t.Errorf("%d chains stepped over, want 3", skipped)
+	}
+}
