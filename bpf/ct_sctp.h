@@ -278,8 +278,11 @@ static __always_inline int xfw_sctp_init_tag(struct xfw_ct_scratch *cs, __u32 *t
 }
 
 /* xfw_sctp_new1 is sctp_new for a chunk of type type (one with a row):
- * v's vtags for a new association's first packet, or -1 when the chunk
- * cannot open one. */
+ * v's vtags for a new association's first packet (an INIT's initiate tag
+ * for the reply, a HEARTBEAT's tag for its own direction, a SHUTDOWN
+ * ACK's for the reply; the other chunks set none: TestConntrackSCTP-
+ * ChunksAgainstKernel's HEARTBEAT ACK), or -1 when the chunk cannot open
+ * one. */
 static __always_inline int xfw_sctp_new1(struct xfw_ct_val *v, struct xfw_ct_scratch *cs, __u32 type)
 {
 	__u32 tag, vtag = xfw_sctp_vtag(cs);
@@ -296,7 +299,8 @@ static __always_inline int xfw_sctp_new1(struct xfw_ct_val *v, struct xfw_ct_scr
 		v->side[1].end = tag;
 	} else if (type == XFW_SCTP_HEARTBEAT) {
 		v->side[0].end = vtag;
-	} else {
+	} else if (type == XFW_SCTP_SHUTDOWN_ACK) {
+		/* Out of the blue: a SHUTDOWN COMPLETE or ABORT comes back. */
 		v->side[1].end = vtag;
 	}
 	v->tcp_state = XFW_SCTP_NONE;
@@ -373,9 +377,13 @@ static __always_inline int xfw_sctp_state1(struct xfw_ct_val *v, struct xfw_ct_s
 	if (type == XFW_SCTP_INIT) {
 		if (!xfw_sctp_init_tag(cs, &tag))
 			return -1;
-		if (me->flags && peer->flags)
-			peer->flags = 0;
-		me->flags = 1;
+		/* An INIT whose tag is the one recorded (retransmitted or
+		 * stale) leaves the init flags alone. */
+		if (old == XFW_SCTP_NONE || peer->end != tag) {
+			if (me->flags && peer->flags)
+				peer->flags = 0;
+			me->flags = 1;
+		}
 		peer->end = tag;
 		/* An INIT retransmitted in CLOSED does not renew the timeout. */
 		if (ns == XFW_SCTP_CLOSED && old == XFW_SCTP_CLOSED && (v->status & XFW_CTST_CONFIRMED))

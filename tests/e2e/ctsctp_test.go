@@ -19,7 +19,11 @@ import (
 // an ABORT there (INVALID: out of the blue) or with DATA there (INVALID:
 // no new association), and packets of 300 chunks (more than a 128-byte
 // buffer, or a walk of 256, holds) whose last is a HEARTBEAT ACK or a
-// SHUTDOWN ACK.
+// SHUTDOWN ACK; then what sctp_new and the INIT record of Linux 6.18
+// keep: an association opened by a HEARTBEAT ACK records no tag for the
+// reply (DATA back with the packet's tag is INVALID, with tag 0 not), and
+// an INIT retransmitted with the tag recorded after the peer's own INIT
+// leaves both init flags set (an INIT ACK of another tag is INVALID).
 // What each end saw, the INVALID and NEW rules' counters and `conntrack
 // -L` (the sctp entries with their states) are compared.
 
@@ -94,6 +98,16 @@ func ctSCTPSteps(fam int) []natStep {
 		{"a first packet from port 40002: a HEARTBEAT, then DATA (INVALID: no association)",
 			natRawExchange(fam, nettest.ProtoSCTP, sink, natBytes(sctpWire(40002, 5000, 0x0a0b0c0d, heartbeat, sctpDataChunk("x"))),
 				natBytes(sctpWire(5000, 40002, 0x0a0b0c0d, sctpDataChunk("y"))), natSCTPText)},
+		{"a first packet from port 40004: a HEARTBEAT ACK (NEW), DATA back with the same tag",
+			natRawExchange(fam, nettest.ProtoSCTP, sink, natBytes(sctpWire(40004, 5000, 0x0a0b0c0d, sctpChunk(sctpHeartbeat+1, 0, heartbeat[4:]))),
+				natBytes(sctpWire(5000, 40004, 0x0a0b0c0d, sctpDataChunk("y"))), natSCTPText)},
+		{"a first packet from port 40005: a HEARTBEAT ACK (NEW), DATA back with tag 0",
+			natRawExchange(fam, nettest.ProtoSCTP, sink, natBytes(sctpWire(40005, 5000, 0x0a0b0c0d, sctpChunk(sctpHeartbeat+1, 0, heartbeat[4:]))),
+				natBytes(sctpWire(5000, 40005, 0, sctpDataChunk("y"))), natSCTPText)},
+		{"from port 40006: an INIT", natRawExchange(fam, nettest.ProtoSCTP, sink,
+			natBytes(natSCTPPacket(40006, 5000, 0, natSCTPInit, genTag)), natBytes(natSCTPPacket(5000, 40006, 0, natSCTPInit, sinkTag)), natSCTPText)},
+		{"from port 40006: the INIT again, an INIT ACK of another tag", natRawExchange(fam, nettest.ProtoSCTP, sink,
+			natBytes(natSCTPPacket(40006, 5000, 0, natSCTPInit, genTag)), natBytes(natSCTPPacket(5000, 40006, genTag, natSCTPInitAck, 0x01020304)), natSCTPText)},
 		{"a first packet from port 40003: a HEARTBEAT alone (NEW)",
 			natRawExchange(fam, nettest.ProtoSCTP, sink, natBytes(sctpWire(40003, 5000, 0x0a0b0c0d, heartbeat)),
 				natBytes(sctpWire(5000, 40003, 0x0a0b0c0d, sctpChunk(sctpHeartbeat+1, 0, []byte{0, 1, 0, 4}))), natSCTPText)},
