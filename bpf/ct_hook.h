@@ -111,10 +111,10 @@ static __always_inline __u32 xfw_ct_copy_len(struct xfw_pkt *p, __u32 *off)
 		return avail < 60 ? avail : 60;
 	if (p->proto == IPPROTO_UDP || p->proto == IPPROTO_UDPLITE)
 		return avail < 8 ? avail : 8;
-	/* SCTP: the common header and the chunk headers after it
-	 * (ct_sctp.h). */
+	/* SCTP: the common header and an INIT's or INIT ACK's header after
+	 * it (the load's scan walks the chunks: ct_sctp.h). */
 	if (p->proto == IPPROTO_SCTP)
-		return avail < XFW_CT_BUF ? avail : XFW_CT_BUF;
+		return avail < XFW_SCTP_COPY ? avail : XFW_SCTP_COPY;
 	/* GRE: up to version 1's call ID (xfw_ct_gre_key). */
 	if (p->proto == IPPROTO_GRE)
 		return avail < XFW_GRE_V1_HLEN ? avail : XFW_GRE_V1_HLEN;
@@ -145,6 +145,7 @@ static __always_inline __u32 xfw_ct_load_len(struct xfw_pkt *p, struct xfw_ct_sc
 
 	cs->buflen = 0;
 	cs->l4len = p->l4_end > p->l4_off ? p->l4_end - p->l4_off : 0;
+	cs->sc.ok = 0;
 	if (len == 0 || len > XFW_CT_BUF)
 		return 0;
 	xfw_barrier_var(len);
@@ -155,7 +156,8 @@ static __always_inline __u32 xfw_ct_load_len(struct xfw_pkt *p, struct xfw_ct_sc
 }
 
 /* xfw_ct_load_xdp and xfw_ct_load_tc copy what tracking reads beyond the
- * parsed fields into cs. Global functions: inlined, the length's
+ * parsed fields into cs, and walk an SCTP packet's chunks (ct_sctp.h
+ * xfw_sctp_scan). Global functions: inlined, the length's
  * per-protocol paths were verified again at every call site and for every
  * path before it (~1,500 instructions per call site). */
 __attribute__((noinline)) int xfw_ct_load_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
@@ -168,6 +170,8 @@ __attribute__((noinline)) int xfw_ct_load_xdp(struct xdp_md *ctx, struct xfw_pkt
 	len = xfw_ct_load_len(p, cs, &off);
 	if (len && bpf_xdp_load_bytes(ctx, off, cs->buf, len) == 0)
 		cs->buflen = len;
+	if (p->proto == IPPROTO_SCTP && cs->buflen)
+		xfw_sctp_scan_xdp(ctx, cs, off);
 	return 0;
 }
 
@@ -181,6 +185,8 @@ __attribute__((noinline)) int xfw_ct_load_tc(struct __sk_buff *skb, struct xfw_p
 	len = xfw_ct_load_len(p, cs, &off);
 	if (len && bpf_skb_load_bytes(skb, off, cs->buf, len) == 0)
 		cs->buflen = len;
+	if (p->proto == IPPROTO_SCTP && cs->buflen)
+		xfw_sctp_scan_tc(skb, cs, off);
 	return 0;
 }
 

@@ -6,11 +6,14 @@
  * (RFC 9260 8.5, 8.5.1), the kernel's transition table and its timeouts
  * per state.
  *
- * Scope: the chunks whose 4-byte header lies in the first XFW_CT_BUF bytes
- * of the SCTP packet (the hook copies those into cs->buf); chunks after
- * them are not walked (the kernel walks every chunk: a zero-length chunk
- * or an INIT bundled behind a long chunk makes its packet INVALID there,
- * not here; docs/differences.md). The CRC32c is not verified (as no
+ * Scope: every chunk of the packet, as the kernel's for_each_sctp_chunk
+ * walks them. The tracker has no access to the packet, so the hook walks
+ * it first (xfw_sctp_scan_xdp / _tc, from xfw_ct_load_xdp / _tc): the
+ * kernel's do_basic_checks, and a record (type, flags) of each chunk with
+ * a row in the transition table, in order, for the passes of sctp_new and
+ * of nf_conntrack_sctp_packet (xfw_ct_sctp). Bounds, both failing closed
+ * (INVALID): XFW_SCTP_SCAN_MAX chunks (every packet of up to 64 KiB) and
+ * XFW_SCTP_RECS recorded ones. The CRC32c is not verified (as no
  * transport checksum in xfw).
  *
  * The connection's SCTP facts live in xfw_ct_val's TCP fields, which an
@@ -20,12 +23,13 @@
  * init[d], last_flags its SCTP_FLAG_HEARTBEAT_VTAG_FAILED and last_dir its
  * last_dir.
  *
- * Conventions: the walks are bounded loops over cs->buf, indexes masked
- * (xfw_ix); a walk's step (xfw_sctp_step) is a global function, so each
- * iteration verifies only its call.
+ * Conventions: the walks run on the kernel's numeric iterator (iter.h),
+ * their changing state in the scratch (cs->sc, cs->sw), indexes masked;
+ * the scan is a global function per program type, a pass's step
+ * (xfw_sctp_step) a global function, so each is verified once.
  *
- * Includes: common.h, xfw_structs.h, ct_structs.h, ct_maps.h, ct_conn.h,
- * ct_tcp.h (XFW_TCPR_*). Owns the read-only table xfw_sctp_trans (.rodata).
+ * Includes: common.h, xfw_structs.h, parse.h (xfw_load_bytes), iter.h,
+ * ct_structs.h, ct_maps.h, ct_conn.h, ct_tcp.h (XFW_TCPR_*). Owns the read-only table xfw_sctp_trans (.rodata).
  */
 #ifndef XFW_CT_SCTP_H
 #define XFW_CT_SCTP_H
@@ -34,6 +38,8 @@
 #include <bpf/bpf_helpers.h>
 #include "common.h"
 #include "xfw_structs.h"
+#include "parse.h"
+#include "iter.h"
 #include "ct_structs.h"
 #include "ct_maps.h"
 #include "ct_conn.h"
@@ -65,8 +71,12 @@
 /* An INIT or INIT ACK chunk's initiate tag follows the chunk header; the
  * kernel reads the whole 16-byte init header (sctp_inithdr). */
 #define XFW_SCTP_INITHDR 16
-/* Chunk headers that fit in cs->buf after the common header. */
-#define XFW_CTSCTP_CHUNKS ((XFW_CT_BUF - XFW_SCTP_HLEN) / XFW_SCTP_CHLEN)
+/* What the hook copies into cs->buf: the common header and the first
+ * chunk's init header (the tracker reads no more of the packet). */
+#define XFW_SCTP_COPY (XFW_SCTP_HLEN + XFW_SCTP_CHLEN + XFW_SCTP_INITHDR)
+/* Chunks the scan walks at most: a 64 KiB packet's of 4 bytes each, more
+ * than any IPv4 or (non-jumbogram) IPv6 packet holds. */
+#define XFW_SCTP_SCAN_MAX (65536 / XFW_SCTP_CHLEN)
 
 /* States (enum sctp_conntrack), as the kernel numbers them. */
 #define XFW_SCTP_NONE 0
@@ -155,24 +165,95 @@ static __always_inline int xfw_sctp_index(__u32 type)
 	return -1;
 }
 
-/* xfw_sctp_next returns the offset of the chunk after the one at off
- * (its length padded to 4), or 0 when no further chunk header is in the
- * buffer or the packet. */
-static __always_inline __u32 xfw_sctp_next(struct xfw_ct_scratch *cs, __u32 off)
-{
-	off += (xfw_rd16(cs->buf, xfw_ix(off + 2)) + 3) & ~3u;
-	if (off + XFW_SCTP_CHLEN > cs->buflen || off >= cs->l4len)
-		return 0;
-	return off;
-}
-
 #define XFW_SCTP_BIT(t) (1u << (t))
 
-/* The passes over a packet's chunks (struct xfw_sctp_walk.pass). */
-#define XFW_SCTP_PASS_BASIC 0 /* do_basic_checks */
+/* The passes over a packet's recorded chunks (struct xfw_sctp_walk.pass). */
 #define XFW_SCTP_PASS_NEW 1   /* sctp_new */
 #define XFW_SCTP_PASS_STATE 2 /* the chunk loop of nf_conntrack_sctp_packet */
 
+/* xfw_sctp_scan1 is do_basic_checks for the chunk at sc->off of the SCTP
+ * packet whose transport header is at l4off: 1 to go on, 0 at the
+ * packet's end (sc->ok set unless it had no chunk), -1 for INVALID. */
+static __always_inline int xfw_sctp_scan1(void *ctx, int is_xdp, struct xfw_ct_scratch *cs,
+					  __u32 l4off)
+{
+	struct xfw_sctp_chunks *sc = &cs->sc;
+	__u32 off = sc->off, type, len, n;
+	__u8 h[XFW_SCTP_CHLEN];
+
+	/* for_each_sctp_chunk: on while a chunk header is in the packet. */
+	if (off + XFW_SCTP_CHLEN > cs->l4len) {
+		sc->ok = sc->count != 0;
+		return 0;
+	}
+	if (xfw_load_bytes(ctx, is_xdp, l4off + off, h, sizeof(h)) < 0)
+		return -1;
+	type = h[0];
+	len = (__u32)h[2] << 8 | h[3];
+	if (type == XFW_SCTP_INIT || type == XFW_SCTP_INIT_ACK || type == XFW_SCTP_SHUTDOWN_COMPLETE)
+		sc->flag = 1;
+	/* COOKIE ECHO/ACK not the first chunk, INIT, INIT ACK or SHUTDOWN
+	 * COMPLETE not the only one, a chunk of length 0. */
+	if (((type == XFW_SCTP_COOKIE_ACK || type == XFW_SCTP_COOKIE_ECHO || sc->flag) && sc->count) ||
+	    len == 0)
+		return -1;
+	if (type < 32)
+		sc->map |= XFW_SCTP_BIT(type);
+	if (xfw_sctp_index(type) < 0) {
+		sc->other = 1;
+	} else {
+		n = sc->n;
+		if (n >= XFW_SCTP_RECS)
+			return -1;
+		sc->rec[n & XFW_SCTP_RECS_MASK][0] = type;
+		sc->rec[n & XFW_SCTP_RECS_MASK][1] = h[1];
+		sc->n = n + 1;
+	}
+	sc->count++;
+	sc->off = off + ((len + 3) & ~3u); /* SCTP_PAD4 */
+	return 1;
+}
+
+/* xfw_sctp_scan walks every chunk of the SCTP packet whose transport
+ * header is at l4off into cs->sc; cs->sc.ok stays 0 when the packet is
+ * INVALID to do_basic_checks or passes a bound. */
+static __always_inline void xfw_sctp_scan(void *ctx, int is_xdp, struct xfw_ct_scratch *cs, __u32 l4off)
+{
+	struct xfw_sctp_chunks *sc = &cs->sc;
+	struct bpf_iter_num it;
+
+	sc->ok = 0;
+	sc->map = 0;
+	sc->other = 0;
+	sc->n = 0;
+	sc->off = XFW_SCTP_HLEN;
+	sc->count = 0;
+	sc->flag = 0;
+	bpf_iter_num_new(&it, 0, XFW_SCTP_SCAN_MAX);
+	while (bpf_iter_num_next(&it)) {
+		if (xfw_sctp_scan1(ctx, is_xdp, cs, l4off) <= 0)
+			break;
+	}
+	bpf_iter_num_destroy(&it);
+}
+
+/* xfw_sctp_scan_xdp and xfw_sctp_scan_tc are xfw_sctp_scan for a program
+ * type. Global functions: the walk is verified once. */
+__attribute__((noinline)) int xfw_sctp_scan_xdp(struct xdp_md *ctx, struct xfw_ct_scratch *cs, __u32 l4off)
+{
+	if (!ctx || !cs)
+		return 0;
+	xfw_sctp_scan(ctx, 1, cs, l4off);
+	return 0;
+}
+
+__attribute__((noinline)) int xfw_sctp_scan_tc(struct __sk_buff *skb, struct xfw_ct_scratch *cs, __u32 l4off)
+{
+	if (!skb || !cs)
+		return 0;
+	xfw_sctp_scan(skb, 0, cs, l4off);
+	return 0;
+}
 
 /* xfw_sctp_vtag returns the packet's verification tag, as it is on the
  * wire. */
@@ -181,41 +262,30 @@ static __always_inline __u32 xfw_sctp_vtag(struct xfw_ct_scratch *cs)
 	return *(__u32 *)&cs->buf[4];
 }
 
-/* xfw_sctp_init_tag returns the initiate tag of the INIT or INIT ACK chunk
- * at off (wire order) in *tag, or 0 when its init header is not in the
- * packet (the kernel's skb_header_pointer fails) or the buffer. */
-static __always_inline int xfw_sctp_init_tag(struct xfw_ct_scratch *cs, __u32 off, __u32 *tag)
+/* xfw_sctp_init_tag returns the initiate tag of the packet's INIT or INIT
+ * ACK chunk (wire order) in *tag, or 0 when its init header is not in the
+ * packet (the kernel's skb_header_pointer fails) or the buffer. Such a
+ * chunk is the packet's only one (do_basic_checks), right after the
+ * common header. */
+static __always_inline int xfw_sctp_init_tag(struct xfw_ct_scratch *cs, __u32 *tag)
 {
-	__u32 t = off + XFW_SCTP_CHLEN;
+	__u32 t = XFW_SCTP_HLEN + XFW_SCTP_CHLEN;
 
 	if (t + XFW_SCTP_INITHDR > cs->l4len || t + XFW_SCTP_INITHDR > cs->buflen)
 		return 0;
-	*tag = *(__u32 *)&cs->buf[t & (XFW_CT_BUF_MASK - 3)];
+	*tag = *(__u32 *)&cs->buf[t];
 	return 1;
 }
 
-/* xfw_sctp_basic1 is do_basic_checks for the chunk at off: -1 when
- * COOKIE ECHO/ACK is not the first chunk, INIT, INIT ACK or SHUTDOWN
- * COMPLETE not the only one, or the chunk is of length 0. */
-static __always_inline int xfw_sctp_basic1(struct xfw_ct_scratch *cs, __u32 off, struct xfw_sctp_walk *w)
+/* xfw_sctp_new1 is sctp_new for a chunk of type type (one with a row):
+ * v's vtags for a new association's first packet (an INIT's initiate tag
+ * for the reply, a HEARTBEAT's tag for its own direction, a SHUTDOWN
+ * ACK's for the reply; the other chunks set none: TestConntrackSCTP-
+ * ChunksAgainstKernel's HEARTBEAT ACK), or -1 when the chunk cannot open
+ * one. */
+static __always_inline int xfw_sctp_new1(struct xfw_ct_val *v, struct xfw_ct_scratch *cs, __u32 type)
 {
-	__u32 type = cs->buf[xfw_ix(off)];
-
-	if (type == XFW_SCTP_INIT || type == XFW_SCTP_INIT_ACK || type == XFW_SCTP_SHUTDOWN_COMPLETE)
-		w->flag = 1;
-	if (((type == XFW_SCTP_COOKIE_ACK || type == XFW_SCTP_COOKIE_ECHO || w->flag) && w->count) ||
-	    xfw_rd16(cs->buf, xfw_ix(off + 2)) == 0)
-		return -1;
-	if (type < 32)
-		w->map |= XFW_SCTP_BIT(type);
-	return 0;
-}
-
-/* xfw_sctp_new1 is sctp_new for the chunk at off: v's vtags for a new
- * association's first packet, or -1 when the chunk cannot open one. */
-static __always_inline int xfw_sctp_new1(struct xfw_ct_val *v, struct xfw_ct_scratch *cs, __u32 off)
-{
-	__u32 type = cs->buf[xfw_ix(off)], tag, vtag = xfw_sctp_vtag(cs);
+	__u32 tag, vtag = xfw_sctp_vtag(cs);
 	int idx = xfw_sctp_index(type), ns;
 
 	if (idx < 0)
@@ -224,12 +294,13 @@ static __always_inline int xfw_sctp_new1(struct xfw_ct_val *v, struct xfw_ct_scr
 	if (ns == XFW_SCTP_NONE || ns == XFW_SCTP_MAX)
 		return -1;
 	if (type == XFW_SCTP_INIT) {
-		if (vtag || !xfw_sctp_init_tag(cs, off, &tag))
+		if (vtag || !xfw_sctp_init_tag(cs, &tag))
 			return -1;
 		v->side[1].end = tag;
 	} else if (type == XFW_SCTP_HEARTBEAT) {
 		v->side[0].end = vtag;
-	} else {
+	} else if (type == XFW_SCTP_SHUTDOWN_ACK) {
+		/* Out of the blue: a SHUTDOWN COMPLETE or ABORT comes back. */
 		v->side[1].end = vtag;
 	}
 	v->tcp_state = XFW_SCTP_NONE;
@@ -238,9 +309,9 @@ static __always_inline int xfw_sctp_new1(struct xfw_ct_val *v, struct xfw_ct_scr
 
 /* xfw_sctp_heartbeat is the vtag special case of a HEARTBEAT (ack 0) or
  * HEARTBEAT ACK (ack 1) chunk: 0 to go on with the chunk, 1 to skip it
- * (w->ignore set), -1 for INVALID. */
+ * (w->ignore set), -1 for INVALID. map: the packet's chunk types. */
 static __always_inline int xfw_sctp_heartbeat(struct xfw_ct_val *v, struct xfw_sctp_walk *w, __u32 vtag,
-					      int ack)
+					      __u32 map, int ack)
 {
 	struct xfw_ct_tcp_side *me = &v->side[w->dir & 1], *peer = &v->side[(w->dir & 1) ^ 1];
 
@@ -249,7 +320,7 @@ static __always_inline int xfw_sctp_heartbeat(struct xfw_ct_val *v, struct xfw_s
 		return 0;
 	}
 	if (vtag != me->end) {
-		if ((w->map & XFW_SCTP_BIT(XFW_SCTP_DATA)) || w->ignore)
+		if ((map & XFW_SCTP_BIT(XFW_SCTP_DATA)) || w->ignore)
 			return -1;
 		if (!ack) {
 			v->last_flags |= XFW_SCTP_HB_VTAG_FAILED;
@@ -268,13 +339,13 @@ static __always_inline int xfw_sctp_heartbeat(struct xfw_ct_val *v, struct xfw_s
 	return 0;
 }
 
-/* xfw_sctp_state1 applies the chunk at off to v (the loop body of
- * nf_conntrack_sctp_packet): 0, 1 to skip it, -1 for INVALID. */
-static __always_inline int xfw_sctp_state1(struct xfw_ct_val *v, struct xfw_ct_scratch *cs, __u32 off,
-					   struct xfw_sctp_walk *w)
+/* xfw_sctp_state1 applies a chunk of type type with flags flags to v (the
+ * loop body of nf_conntrack_sctp_packet): 0, 1 to skip it, -1 for
+ * INVALID. */
+static __always_inline int xfw_sctp_state1(struct xfw_ct_val *v, struct xfw_ct_scratch *cs, __u32 type,
+					   __u32 flags, struct xfw_sctp_walk *w)
 {
 	struct xfw_ct_tcp_side *me = &v->side[w->dir & 1], *peer = &v->side[(w->dir & 1) ^ 1];
-	__u32 type = cs->buf[xfw_ix(off)], flags = cs->buf[xfw_ix(off + 1)];
 	__u32 vtag = xfw_sctp_vtag(cs), old, ns, tag, want;
 	int idx, r;
 
@@ -292,7 +363,7 @@ static __always_inline int xfw_sctp_state1(struct xfw_ct_val *v, struct xfw_ct_s
 		me->flags = 0;
 		peer->flags = 0;
 	} else if (type == XFW_SCTP_HEARTBEAT || type == XFW_SCTP_HEARTBEAT_ACK) {
-		r = xfw_sctp_heartbeat(v, w, vtag, type == XFW_SCTP_HEARTBEAT_ACK);
+		r = xfw_sctp_heartbeat(v, w, vtag, cs->sc.map, type == XFW_SCTP_HEARTBEAT_ACK);
 		if (r)
 			return r;
 	}
@@ -304,17 +375,21 @@ static __always_inline int xfw_sctp_state1(struct xfw_ct_val *v, struct xfw_ct_s
 	if (ns >= XFW_SCTP_MAX)
 		return -1;
 	if (type == XFW_SCTP_INIT) {
-		if (!xfw_sctp_init_tag(cs, off, &tag))
+		if (!xfw_sctp_init_tag(cs, &tag))
 			return -1;
-		if (me->flags && peer->flags)
-			peer->flags = 0;
-		me->flags = 1;
+		/* An INIT whose tag is the one recorded (retransmitted or
+		 * stale) leaves the init flags alone. */
+		if (old == XFW_SCTP_NONE || peer->end != tag) {
+			if (me->flags && peer->flags)
+				peer->flags = 0;
+			me->flags = 1;
+		}
 		peer->end = tag;
 		/* An INIT retransmitted in CLOSED does not renew the timeout. */
 		if (ns == XFW_SCTP_CLOSED && old == XFW_SCTP_CLOSED && (v->status & XFW_CTST_CONFIRMED))
 			w->ignore = 1;
 	} else if (type == XFW_SCTP_INIT_ACK) {
-		if (!xfw_sctp_init_tag(cs, off, &tag))
+		if (!xfw_sctp_init_tag(cs, &tag))
 			return -1;
 		want = peer->end;
 		if (!peer->flags && want && want != tag)
@@ -329,44 +404,47 @@ static __always_inline int xfw_sctp_state1(struct xfw_ct_val *v, struct xfw_ct_s
 	return 0;
 }
 
-/* xfw_sctp_step runs pass w->pass on the chunk at off and leaves the next
- * chunk's offset in w->next: 0, or -1 for INVALID. A global function: a
- * walk's iterations each verify only its call. */
-__attribute__((noinline)) int xfw_sctp_step(struct xfw_ct_val *v, struct xfw_ct_scratch *cs, __u32 off)
+/* xfw_sctp_step runs pass w->pass on recorded chunk i (cs->sc.rec): 0, or
+ * -1 for INVALID. A global function: a walk's iterations each verify only
+ * its call. */
+__attribute__((noinline)) int xfw_sctp_step(struct xfw_ct_val *v, struct xfw_ct_scratch *cs, __u32 i)
 {
-	struct xfw_sctp_walk *w;
+	__u32 type, flags;
 	int r;
 
 	if (!v || !cs)
 		return -1;
-	w = &cs->sw;
-	if (w->pass == XFW_SCTP_PASS_BASIC)
-		r = xfw_sctp_basic1(cs, off, w);
-	else if (w->pass == XFW_SCTP_PASS_NEW)
-		r = xfw_sctp_new1(v, cs, off);
+	type = cs->sc.rec[i & XFW_SCTP_RECS_MASK][0];
+	flags = cs->sc.rec[i & XFW_SCTP_RECS_MASK][1];
+	if (cs->sw.pass == XFW_SCTP_PASS_NEW)
+		r = xfw_sctp_new1(v, cs, type);
 	else
-		r = xfw_sctp_state1(v, cs, off, w);
-	w->count++;
-	w->next = xfw_sctp_next(cs, off);
+		r = xfw_sctp_state1(v, cs, type, flags, &cs->sw);
 	return r < 0 ? -1 : 0;
 }
 
-/* xfw_sctp_walk runs pass on every chunk in the buffer; -1 when one is
- * INVALID. */
+/* xfw_sctp_walk runs pass on every recorded chunk, in the packet's order
+ * (the chunks without a row change nothing in either pass but make
+ * sctp_new fail, which xfw_ct_sctp checks); -1 when one is INVALID. On the
+ * kernel's numeric iterator (iter.h): verified once, not per chunk. */
 static __always_inline int xfw_sctp_walk(struct xfw_ct_val *v, struct xfw_ct_scratch *cs, __u32 pass)
 {
-	__u32 off = XFW_SCTP_HLEN;
+	struct bpf_iter_num it;
+	__u32 n = cs->sc.n;
+	int r = 0, *ip;
 
 	cs->sw.pass = pass;
-	cs->sw.count = 0;
-	for (int i = 0; i < XFW_CTSCTP_CHUNKS; i++) {
-		if (xfw_sctp_step(v, cs, off) < 0)
-			return -1;
-		off = cs->sw.next;
-		if (!off)
+	bpf_iter_num_new(&it, 0, XFW_SCTP_RECS);
+	while ((ip = bpf_iter_num_next(&it))) {
+		if ((__u32)*ip >= n)
 			break;
+		if (xfw_sctp_step(v, cs, *ip) < 0) {
+			r = -1;
+			break;
+		}
 	}
-	return 0;
+	bpf_iter_num_destroy(&it);
+	return r;
 }
 
 /* Chunks that exempt a packet from the verification tag check (8.5.1). */
@@ -400,13 +478,15 @@ static __always_inline int xfw_ct_sctp(struct xfw_ct_val *v, struct xfw_ct_scrat
 	w = &cs->sw;
 	__builtin_memset(w, 0, sizeof(*w));
 	w->dir = dir & 1;
-	/* do_basic_checks: a packet without a chunk is INVALID too. */
-	if (XFW_SCTP_HLEN + XFW_SCTP_CHLEN > cs->buflen || XFW_SCTP_HLEN >= cs->l4len ||
-	    xfw_sctp_walk(v, cs, XFW_SCTP_PASS_BASIC))
+	/* do_basic_checks (the hook's scan): a packet without a chunk is
+	 * INVALID too, so is one past the scan's bounds. */
+	if (!cs->sc.ok || XFW_SCTP_HLEN > cs->buflen)
 		return XFW_TCPR_INVALID;
-	if (new && ((w->map & XFW_SCTP_OOTB_DISCARD) || xfw_sctp_walk(v, cs, XFW_SCTP_PASS_NEW)))
+	/* sctp_new fails at a chunk without a row. */
+	if (new && ((cs->sc.map & XFW_SCTP_OOTB_DISCARD) || cs->sc.other ||
+		    xfw_sctp_walk(v, cs, XFW_SCTP_PASS_NEW)))
 		return XFW_TCPR_INVALID;
-	if (!(w->map & XFW_SCTP_VTAG_EXEMPT) && xfw_sctp_vtag(cs) != v->side[dir & 1].end)
+	if (!(cs->sc.map & XFW_SCTP_VTAG_EXEMPT) && xfw_sctp_vtag(cs) != v->side[dir & 1].end)
 		return XFW_TCPR_INVALID;
 	if (xfw_sctp_walk(v, cs, XFW_SCTP_PASS_STATE))
 		return XFW_TCPR_INVALID;

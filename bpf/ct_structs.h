@@ -73,16 +73,36 @@ struct xfw_ct_quote {
 	__u32 pad;
 };
 
-/* An SCTP packet's walk over its chunks (ct_sctp.h): what the passes keep
- * from chunk to chunk. */
+/* Chunks of an SCTP packet with a row in the kernel's transition table
+ * (INIT, ABORT, HEARTBEAT, ...) that xfw_sctp_chunks records; a packet
+ * with more is INVALID (fail closed). Any packet of a 2,048-byte transport
+ * length or less fits (its chunks take 4 bytes each at least). */
+#define XFW_SCTP_RECS 512
+#define XFW_SCTP_RECS_MASK (XFW_SCTP_RECS - 1)
+
+/* An SCTP packet's chunks as the hook's walk of the whole packet found
+ * them (ct_sctp.h xfw_sctp_scan), for the tracker, which has no access to
+ * the packet: do_basic_checks' outcome and the chunks the passes of
+ * sctp_new and nf_conntrack_sctp_packet act on, in order. */
+struct xfw_sctp_chunks {
+	__u32 ok;     /* 1: walked to the end, do_basic_checks passed */
+	__u32 map;    /* the chunk types seen (below 32) */
+	__u32 other;  /* a chunk without a row (DATA, SACK, ...) seen */
+	__u32 n;      /* records in rec */
+	/* The scan's position while it runs. */
+	__u32 off;    /* the next chunk's offset from the transport header */
+	__u32 count;  /* chunks walked */
+	__u32 flag;   /* an INIT, INIT ACK or SHUTDOWN COMPLETE seen */
+	__u32 pad;
+	__u8 rec[XFW_SCTP_RECS][2]; /* each recorded chunk's type and flags */
+};
+
+/* An SCTP packet's passes over its recorded chunks (ct_sctp.h): what they
+ * keep from chunk to chunk. */
 struct xfw_sctp_walk {
 	__u32 pass;   /* XFW_SCTP_PASS_* */
 	__u32 dir;    /* the packet's direction */
-	__u32 map;    /* the chunk types seen (below 32; PASS_BASIC fills it) */
-	__u32 flag;   /* PASS_BASIC: an INIT, INIT ACK or SHUTDOWN COMPLETE seen */
-	__u32 count;  /* chunks walked */
 	__u32 ignore; /* PASS_STATE: accept without refreshing the timeout */
-	__u32 next;   /* the next chunk's offset, 0: none */
 	__u32 pad;
 };
 
@@ -103,7 +123,8 @@ struct xfw_ct_scratch {
 	__u32 amark;      /* an attached connection's mark (connmark.h), 0 per packet */
 	struct xfw_ct_lo_key lokey; /* the loopback handoff's key */
 	struct xfw_ct_quote quote; /* xfw_ct_related's decoded quote */
-	struct xfw_sctp_walk sw;   /* SCTP: the chunk walk (ct_sctp.h) */
+	struct xfw_sctp_walk sw;   /* SCTP: the passes over the chunks (ct_sctp.h) */
+	struct xfw_sctp_chunks sc; /* SCTP: the packet's chunks (ct_sctp.h) */
 };
 
 /* TCP flag bits (byte 13 of the header). */

@@ -15,11 +15,19 @@
  * the packets (or bytes) of fixed windows instead, as revision 3 does.
  *
  * A table at its maximum refuses new entries and the packet is dropped
- * (the kernel's hotdrop), as is a packet whose ports cannot be read. The
- * kernel collects expired entries every --hashlimit-htable-gcinterval
- * ms; here an expired entry a packet meets starts again (as a new one
- * would), and a full table collects its expired entries, at most once per
- * interval, before refusing one.
+ * (the kernel's hotdrop), as is a packet whose ports cannot be read.
+ *
+ * Garbage collection: the kernel frees a table's expired entries every
+ * --hashlimit-htable-gcinterval ms from the table's creation (htable_gc,
+ * a delayed work); until then an expired entry is used and counted as
+ * any other (its bucket refilled by the time since its last packet
+ * only). xfw runs no timer (bpf_timer needs maps held by a process or
+ * pinned); it makes up for the collections when it meets their effect
+ * (xfw_hl_last_gc): an entry a packet meets that expired before the
+ * last collection's time starts again as a new one; a table at its
+ * maximum frees the entries expired before that time, once per
+ * collection, before refusing a new key. An expired entry a packet meets
+ * before a collection is used as the kernel uses it.
  *
  * Includes: common.h, parse.h (struct xfw_pkt), hashlimit_structs.h.
  */
@@ -76,7 +84,8 @@ struct xfw_hl_gc_ctx {
 };
 
 /* xfw_hl_gc_one frees entry key of the collected table when it expired
- * (select_gc: time_after_eq(jiffies, expires)). */
+ * by the collection's time c->now (select_gc: time_after_eq(jiffies,
+ * expires)). */
 static long xfw_hl_gc_one(void *map, struct xfw_hl_key *key, struct xfw_hl_entry *e,
 			  struct xfw_hl_gc_ctx *c)
 {
@@ -86,14 +95,30 @@ static long xfw_hl_gc_one(void *map, struct xfw_hl_key *key, struct xfw_hl_entry
 	return 0;
 }
 
-/* xfw_hl_gc collects the expired entries of table `table` (htable_gc) and
- * returns how many it freed. A global function, verified once. */
+/* xfw_hl_gc collects the entries of table `table` expired by jiffies now
+ * (htable_gc) and returns how many it freed. A global function, verified
+ * once. */
 __attribute__((noinline)) int xfw_hl_gc(__u32 table, __u64 now)
 {
 	struct xfw_hl_gc_ctx c = {.now = now, .table = table};
 
 	bpf_for_each_map_elem(&xfw_hl_ent, xfw_hl_gc_one, &c, 0);
 	return (int)c.freed;
+}
+
+/* xfw_hl_last_gc returns the number (from 1) of table t's last
+ * collection by jiffies now, 0 before its first; *at its time: born plus
+ * that many intervals. */
+static __always_inline __u64 xfw_hl_last_gc(const struct xfw_hl_table *t, __u64 now, __u64 *at)
+{
+	__u64 age = now - t->born, g = t->gc, k;
+
+	*at = 0;
+	if (!g || (__s64)age < (__s64)g)
+		return 0;
+	k = age / g;
+	*at = t->born + k * g;
+	return k;
 }
 
 /* xfw_hl_key_of builds the packet's key in k (hashlimit_init_dst): 0, or
@@ -199,20 +224,24 @@ static __always_inline void xfw_hl_fill(struct xfw_hl_init *n, const struct xfw_
 }
 
 /* xfw_hl_insert adds the new entry of s->key to table t (id table):
- * 0, or -1 when the table is full (after a collection, if one is due) or
- * the map refuses it. Another CPU may have added it meanwhile: that is
+ * 0, or -1 when the table is full (after making up for the kernel's
+ * collections since the last time) or the map refuses it. Another CPU may have added it meanwhile: that is
  * no error (the kernel's race), the caller looks it up again. */
 static __always_inline int xfw_hl_insert(struct xfw_hl_table *t, __u32 table,
 					 struct xfw_hl_scratch *s, __u64 now)
 {
+	__u64 k, at;
 	long err;
 
 	if (__sync_fetch_and_add(&t->count, 1) >= t->max) {
 		__sync_fetch_and_add(&t->count, -1);
-		if ((__s64)(now - t->next_gc) < 0)
+		/* The kernel's collections so far freed what expired by the
+		 * last one's time: made up for once per collection. */
+		k = xfw_hl_last_gc(t, now, &at);
+		if (!k || (__u32)k == t->gc_done)
 			return -1;
-		t->next_gc = now + t->gc;
-		__sync_fetch_and_add(&t->count, -(__s64)xfw_hl_gc(table, now));
+		t->gc_done = (__u32)k;
+		__sync_fetch_and_add(&t->count, -(__s64)xfw_hl_gc(table, at));
 		if (__sync_fetch_and_add(&t->count, 1) >= t->max) {
 			__sync_fetch_and_add(&t->count, -1);
 			return -1;
@@ -237,7 +266,7 @@ static __always_inline int xfw_hashlimit(const struct xfw_pkt *p, __u32 arg)
 	struct xfw_hl_scratch *s = bpf_map_lookup_elem(&xfw_hl_scratch, &zero);
 	struct xfw_hl_table *t = bpf_map_lookup_elem(&xfw_hl_tab, &table);
 	struct xfw_hl_entry *e;
-	__u64 now, cost;
+	__u64 now, cost, k, at;
 	int under;
 
 	if (!s || !t || xfw_hl_key_of(p, t, table, &s->key) < 0)
@@ -251,10 +280,13 @@ static __always_inline int xfw_hashlimit(const struct xfw_pkt *p, __u32 arg)
 		if (!e)
 			return XFW_HL_HOTDROP;
 	}
+	/* A collection since the entry expired freed it (read outside the
+	 * lock: a call under it is refused). */
+	k = xfw_hl_last_gc(t, now, &at);
 	bpf_spin_lock(&e->lock);
-	if ((__s64)(now - e->expires) >= 0) {
-		/* Expired: what the kernel's collection would have freed
-		 * starts again as a new entry. */
+	if (k && (__s64)(at - e->expires) >= 0) {
+		/* The kernel's collection freed it: it starts again as a new
+		 * entry. An entry expired since is used as it is. */
 		e->prev = now;
 		e->credit = t->credit;
 		e->cost = t->cost;

@@ -46,7 +46,8 @@ struct xfw_hl_table {
 	__u64 refills; /* a byte-rate entry's first credit_cap (its burst) */
 	__u64 expire;  /* idle jiffies before an entry expires */
 	__u64 gc;      /* jiffies between garbage collections */
-	__u64 next_gc; /* jiffies of the next collection a full table may run */
+	__u64 born;    /* jiffies of the table's creation (its collections
+			* run every gc jiffies from then: hashlimit.h) */
 	__u64 count;   /* entries of the table */
 	/* --hashlimit-rate-match (XFW_HL_RATE_MATCH; rateinfo_init): */
 	__u64 rate;     /* user2rate or user2rate_bytes of the average */
@@ -55,7 +56,8 @@ struct xfw_hl_table {
 	__u32 max;     /* the most entries the table holds */
 	__u32 mode;    /* XFW_HL_* of the table */
 	__u32 fam;     /* 0 IPv4, 1 IPv6 */
-	__u32 pad;
+	__u32 gc_done; /* the collection a full table last made up for (its
+			* number from born, modulo 2^32; 0: none) */
 	char name[XFW_HL_NAME];
 };
 

@@ -14,10 +14,11 @@
  *    offsets from the frame's start, bounded by the IP packet's end
  *    (xfw_pkt.l4_end, what skb->len is to the kernel's matches).
  *  - The SCTP chunk walk is a loop of XFW_SCTP_MAX_CHUNKS steps at most,
- *    on the kernel's numeric iterator (iter.h: verified a few times),
- *    each a global function (verified once): a packet with more chunks
- *    than that counts as unreadable and hotdrops (fail closed; the
- *    kernel walks every chunk of the packet).
+ *    on the kernel's numeric iterator (iter.h: verified a few times,
+ *    whatever the bound), each a global function (verified once): every
+ *    chunk of a packet of up to 64 KiB, as the kernel walks them; a
+ *    packet with more chunks would count as unreadable and hotdrop
+ *    (fail closed).
  *  - DCCP and TCP option bytes are copied into a per-CPU buffer
  *    (xfw_h4_scratch) and walked under bpf_loop(). The kernel reads the
  *    length byte of an option starting at the last option byte one byte
@@ -50,8 +51,10 @@
 #define XFW_ESP_HDR_LEN 8
 #define XFW_AH_HDR_LEN 12
 #define XFW_H4_TCPHDR_LEN 20
-/* Chunks the SCTP walk looks at before the packet counts as unreadable. */
-#define XFW_SCTP_MAX_CHUNKS 256
+/* Chunks the SCTP walk looks at before the packet counts as unreadable:
+ * a 64 KiB packet's, of 4 bytes each (more than any IPv4 or non-jumbogram
+ * IPv6 packet holds). */
+#define XFW_SCTP_MAX_CHUNKS (65536 / XFW_SCTP_CHUNK_LEN)
 /* The option buffer: a DCCP header's options are at most 1020 - 12 bytes,
  * plus the byte after them (a power of two, for masking). */
 #define XFW_H4_OPTBUF 1024

@@ -48,9 +48,9 @@ type bpfHLTable struct {
 	SrcHi, SrcLo, DstHi, DstLo uint64
 	Credit, Cap, Cost, CPJ     uint64
 	BFull, Refills, Expire, GC uint64
-	NextGC, Count              uint64
+	Born, Count                uint64
 	Rate, Burst, Interval      uint64
-	Max, Mode, Fam, Pad        uint32
+	Max, Mode, Fam, GCDone     uint32
 	Name                       [256]byte
 }
 
@@ -167,6 +167,11 @@ func createHashLimitTable(m *ebpf.Map, tables map[uint32]bpfHLTable, fam ir.Fami
 	t, err := hashLimitTable(fam, hm)
 	if err != nil {
 		return 0, err
+	}
+	// The kernel's collections run every gc interval from the table's
+	// creation (htable_create): the data plane counts them from here.
+	if t.Born, err = Jiffies(); err != nil {
+		return 0, fmt.Errorf("hashlimit %s: %w", hm.Name, err)
 	}
 	if err := m.Update(id, t, ebpf.UpdateNoExist); err != nil {
 		return 0, fmt.Errorf("hashlimit %s: create table: %w", hm.Name, err)

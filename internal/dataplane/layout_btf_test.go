@@ -54,7 +54,7 @@ var layoutMirrors = []layoutMirror{
 	{c: "xfw_rc_ent", goType: reflect.TypeOf(bpfRecentEnt{}), renamed: map[string]string{"TTL": "ttl", "NStamps": "nstamps", "LRU": "lru"}, padding: []string{"Pad3"}},
 	{c: "xfw_rc_list", goType: reflect.TypeOf(bpfRecentList{})},
 	{c: "xfw_rc_rule", goType: reflect.TypeOf(bpfRecentRule{})},
-	{c: "xfw_hl_table", goType: reflect.TypeOf(bpfHLTable{}), renamed: map[string]string{"CPJ": "cpj", "GC": "gc", "NextGC": "next_gc"}},
+	{c: "xfw_hl_table", goType: reflect.TypeOf(bpfHLTable{}), renamed: map[string]string{"CPJ": "cpj", "GC": "gc", "GCDone": "gc_done"}},
 	{c: "xfw_hl_key", goType: reflect.TypeOf(bpfHLKey{})},
 	{c: "xfw_pred", goType: reflect.TypeOf(bpfPred{}), renamed: map[string]string{"TZWest": "tz_west", "TAIOff": "tai_off", "N": "n"}},
 	{c: "xfw_u32_test", goType: reflect.TypeOf(bpfU32Test{}), renamed: map[string]string{"NNums": "nnums", "NValues": "nvalues"}},

@@ -96,6 +96,13 @@ func sctpGroup() hdr4Group {
 	init := sctpChunk(1, 0, make([]byte, 16))
 	sack := sctpChunk(3, 0, make([]byte, 12))
 	abortT := sctpChunk(6, 0x01, nil)
+	// 300 chunks of an unknown type before an ABORT T: the kernel walks
+	// them all (xfw once stopped after 256 and hotdropped).
+	many := [][]byte{data}
+	for range 300 {
+		many = append(many, sctpChunk(0x85, 0, nil))
+	}
+	many = append(many, abortT)
 	return hdr4Group{
 		name: "sctp", proto: "sctp",
 		specs: []string{
@@ -115,6 +122,7 @@ func sctpGroup() hdr4Group {
 			{name: "ABORT without T, then DATA", l4: sctpPacket(4000, 9999, sctpChunk(6, 0, nil), data)},
 			{name: "chunk longer than the packet", l4: sctpPacket(4000, 9999, sctpChunk(0, 3, []byte("abcd"), 200))},
 			{name: "common header alone", l4: sctpPacket(4000, 9999)},
+			{name: "DATA, 300 chunks of type 0x85, ABORT T", l4: sctpPacket(4000, 9999, many...)},
 			{name: "chunk of length 0 after DATA", l4: sctpPacket(4000, 9999, data, sctpChunk(3, 0, nil, 0))},
 			{name: "chunk header cut short", l4: nettest.Raw{Proto: protoSCTP, Data: append(sctpPacket(4000, 9999, data).Data, 3, 0)}},
 			{name: "common header cut short", l4: nettest.Raw{Proto: protoSCTP, Data: sctpPacket(4000, 9999).Data[:8]}},
