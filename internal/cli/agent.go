@@ -653,12 +653,7 @@ func (a *agent) guardTo(st *dataplane.NamespaceStatus) bool {
 	if a.noGuard {
 		return true
 	}
-	ok := map[int]dataplane.GuardedInterface{}
-	for _, i := range st.Interfaces {
-		if i.Protected() {
-			ok[i.Index] = dataplane.GuardedInterface{XDPProgID: i.XDPProgID, Veth: i.Kind == "veth"}
-		}
-	}
+	ok := guardedOf(st)
 	a.guardMu.Lock()
 	defer a.guardMu.Unlock()
 	if a.guard == nil {
@@ -668,6 +663,15 @@ func (a *agent) guardTo(st *dataplane.NamespaceStatus) bool {
 			return false
 		}
 		a.guard = g
+		// A command this agent serves admits what it attaches to the
+		// guard it holds (dataplane.admitAttached); one that attached
+		// between st and the guard's start found none: admit what runs
+		// xfw's programs now.
+		if now, err := dataplane.Status(); err == nil {
+			if err := g.Admit(guardedOf(now)); err != nil {
+				a.logf("guard: %v", err)
+			}
+		}
 		how := "started"
 		if g.Reused {
 			how = "found in force (an earlier agent left it pinned)"
@@ -680,6 +684,18 @@ func (a *agent) guardTo(st *dataplane.NamespaceStatus) bool {
 		return false
 	}
 	return true
+}
+
+// guardedOf returns what the guard is to know of st's protected
+// interfaces.
+func guardedOf(st *dataplane.NamespaceStatus) map[int]dataplane.GuardedInterface {
+	ok := map[int]dataplane.GuardedInterface{}
+	for _, i := range st.Interfaces {
+		if i.Protected() {
+			ok[i.Index] = dataplane.GuardedInterface{XDPProgID: i.XDPProgID, Veth: i.Kind == "veth"}
+		}
+	}
+	return ok
 }
 
 // guardDrops reads the guard's drop counts for the metrics.

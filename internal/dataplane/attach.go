@@ -298,36 +298,45 @@ func attachMissing(cur *state, ifaces []Interface, opts AttachOptions) error {
 	for _, ifc := range ports {
 		isPort[ifc.Index] = true
 	}
+	var attached []Interface
 	for _, ifc := range append(ifaces, ports...) {
-		if err := attachOne(cur, ifc, isPort[ifc.Index], xdpID, tcID, tcInID, opts.Mode); err != nil {
+		did, err := attachOne(cur, ifc, isPort[ifc.Index], xdpID, tcID, tcInID, opts.Mode)
+		if err != nil {
 			if vanished(ifc) {
 				continue // deleted since it was listed: nothing left to protect
 			}
 			return err
 		}
+		if did && !isPort[ifc.Index] {
+			attached = append(attached, ifc)
+		}
 	}
-	return nil
+	return admitAttached(attached, xdpID)
 }
 
 // attachOne attaches to ifc each of the namespace's programs (ids xdpID,
-// tcID, tcInID) it does not run yet; a bridge port (port) gets no XDP.
-func attachOne(cur *state, ifc Interface, port bool, xdpID, tcID, tcInID ebpf.ProgramID, mode XDPMode) error {
+// tcID, tcInID) it does not run yet; a bridge port (port) gets no XDP. It
+// reports whether it attached any.
+func attachOne(cur *state, ifc Interface, port bool, xdpID, tcID, tcInID ebpf.ProgramID, mode XDPMode) (did bool, err error) {
 	if x := ifc.link.Attrs().Xdp; !port && (x == nil || !x.Attached || ebpf.ProgramID(x.ProgId) != xdpID) {
 		if err := attachXDP(cur.xdp, ifc, mode); err != nil {
-			return err
+			return did, err
 		}
+		did = true
 	}
 	if !tcxAttached(ifc, egressHook, tcID) {
 		if err := attachTCX(cur.tc, ifc, egressHook); err != nil {
-			return err
+			return did, err
 		}
+		did = true
 	}
 	if !tcxAttached(ifc, ingressHook, tcInID) {
 		if err := attachTCX(cur.tcIn, ifc, ingressHook); err != nil {
-			return err
+			return did, err
 		}
+		did = true
 	}
-	return nil
+	return did, nil
 }
 
 // vanished reports whether ifc has been deleted since it was listed (a

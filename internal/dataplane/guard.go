@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -36,6 +37,9 @@ const (
 // namespace, and outlives its holder (the agent) until Remove or xfw stop;
 // elsewhere it lives as long as its holder keeps it open.
 type Guard struct {
+	// mu orders SetProtected and Admit: the agent's checks and the
+	// commands it serves (attachMissing) both write the interfaces.
+	mu    sync.Mutex
 	prog  *ebpf.Program
 	ifs   *ebpf.Map
 	drops *ebpf.Map
@@ -59,6 +63,7 @@ func StartGuard(protected map[int]GuardedInterface) (_ *Guard, err error) {
 	}
 	if dir != "" {
 		if g, err := openPinnedGuard(dir); err == nil {
+			heldGuard.Store(g)
 			return g, g.SetProtected(protected)
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return nil, err
@@ -84,6 +89,7 @@ func StartGuard(protected map[int]GuardedInterface) (_ *Guard, err error) {
 			return nil, err
 		}
 	}
+	heldGuard.Store(g)
 	return g, nil
 }
 
@@ -156,6 +162,8 @@ const guardIfVeth = 1
 // ifindex): packets of any other interface, or arriving on one that no
 // longer runs xfw's XDP program, are dropped from now on.
 func (g *Guard) SetProtected(protected map[int]GuardedInterface) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	for i := range g.known {
 		if _, ok := protected[int(i)]; !ok {
 			if err := g.ifs.Delete(i); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
@@ -164,6 +172,21 @@ func (g *Guard) SetProtected(protected map[int]GuardedInterface) error {
 			delete(g.known, i)
 		}
 	}
+	return g.admitLocked(protected)
+}
+
+// Admit adds protected to the guard's interfaces, leaving the others as
+// they are: a command that has just attached xfw's programs to them lets
+// their traffic through before it returns, not at the agent's next look.
+func (g *Guard) Admit(protected map[int]GuardedInterface) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.admitLocked(protected)
+}
+
+// admitLocked writes protected's entries that differ from what the guard
+// holds; g.mu is held.
+func (g *Guard) admitLocked(protected map[int]GuardedInterface) error {
 	for i, gi := range protected {
 		v := guardIf{ProgID: gi.XDPProgID}
 		if gi.Veth {
@@ -204,6 +227,7 @@ func (g *Guard) Drops() (in, out uint64, err error) {
 // Close releases the guard's descriptors: a pinned guard stays in force,
 // one that is not is unlinked with them.
 func (g *Guard) Close() error {
+	heldGuard.CompareAndSwap(g, nil)
 	var errs []error
 	for _, l := range g.links {
 		errs = append(errs, l.Close())
