@@ -233,15 +233,16 @@ __attribute__((noinline)) int xfw_ct_load_tc(struct __sk_buff *skb, struct xfw_p
 	return 0;
 }
 
-/* xfw_ct_reply gives REJECT's reply for the host itself, parsed into p
- * from the skb, its connection state, as the kernel's reply has it when it
- * passes OUTPUT: attached to the offending packet's connection when that
- * packet had one (nf_send_reset and icmp_send: nf_ct_attach, RELATED, the
- * other direction), else tracked like any packet: an RST within a
- * connection's window closes it; an ICMP error comes from the stack's ICMP
- * socket (found by xfw difftest on the conformance dump ipt-save-filter.txt:
- * an OUTPUT REJECT of an out-of-window segment, whose RST closed the
- * connection). A global function: verified once. */
+/* xfw_ct_reply gives REJECT's reply, parsed into p from the skb, its
+ * connection state, as the kernel's reply has it when it passes OUTPUT:
+ * attached to the offending packet's connection when that packet had one
+ * (nf_send_reset and icmp_send: nf_ct_attach, RELATED, the other
+ * direction), else tracked like any packet: an RST within a connection's
+ * window closes it (found by xfw difftest on the conformance dump
+ * ipt-save-filter.txt: an OUTPUT REJECT of an out-of-window segment, whose
+ * RST closed the connection); an ICMP error is RELATED only to a
+ * connection its quoted packet belongs to. A global function: verified
+ * once. */
 __attribute__((noinline)) int xfw_ct_reply(struct __sk_buff *skb, struct xfw_pkt *p,
 					   struct xfw_ct_scratch *cs)
 {
@@ -261,7 +262,13 @@ __attribute__((noinline)) int xfw_ct_reply(struct __sk_buff *skb, struct xfw_pkt
 		xfw_ct_restore(p, &cs->orig);
 		return 0;
 	}
-	cs->stack_icmp = p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6;
+	/* Nothing attached: an ICMP error quoting a packet of no known
+	 * connection is INVALID, not RELATED to the offending packet's own
+	 * unconfirmed connection as a stack's error about a packet it did
+	 * not deliver is (ct_related.h xfw_ct_attached): REJECT's offending
+	 * packet had none (found by xfw difftest, IPv4 conntrack seed 237:
+	 * an INVALID UDP-Lite datagram's port unreachable was RELATED). */
+	cs->stack_icmp = 0;
 	p->ct = xfw_ct_track(p, cs, XFW_CTM_TRACK);
 	return 0;
 }
