@@ -17,8 +17,8 @@ import (
 // OUTPUT REJECTs with a reset to fw itself, then gen's RST far outside the
 // window. In the connection the reset closed, CLOSE's RST transition takes
 // it (ESTABLISHED: fw's sockets get it); in one left open it is INVALID
-// and INPUT drops it (xfw before the fix, which the kernel's REJECT left
-// ESTABLISHED for five days).
+// and INPUT drops it (xfw before the fix, which left the connection
+// ESTABLISHED, with its five-day timeout).
 func TestRejectOutputResetCloses(t *testing.T) {
 	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
 		t.Run(fam.String(), func(t *testing.T) { rejectOutputResetCloses(t, fam) })
