@@ -5,7 +5,8 @@
  * copy of the headers tracking reads (xfw_ct_load_xdp / _tc), the
  * established fast path (xfw_ct_fast), and the state of REJECT's replies:
  * the XDP reply's RST tracked as it leaves (xfw_ct_track_rst), the TC
- * reply for the host itself given its connection (xfw_ct_reply).
+ * reply for the host itself given its connection (xfw_ct_reply), the
+ * connection a RST answered closed (xfw_ct_rst_close).
  *
  * Includes: common.h, xfw_structs.h, parse.h, classify_maps.h,
  * generation.h, reject_structs.h, reject_maps.h, ct_structs.h, ct_maps.h,
@@ -82,6 +83,54 @@ __attribute__((noinline)) int xfw_ct_track_rst(struct xfw_pkt *p, struct xfw_ct_
 	xfw_ct_track(p, cs, XFW_CTM_TRACK);
 	/* An RST opens nothing, but confirm as the kernel would. */
 	xfw_ct_confirm(cs);
+	return 0;
+}
+
+/* xfw_ct_rst_close closes the connection of the packet REJECT has just
+ * answered with a TCP RST (its facts in this CPU's reply scratch of slot,
+ * XFW_RJ_SLOT_XDP or _TC; state the packet's XFW_F_CT value), as the
+ * kernel's nf_send_reset and nf_send_reset6 do once the reset is built
+ * (nf_ct_set_closing: nf_conntrack_tcp_set_closing, Linux 6.18): a
+ * confirmed TCP connection goes to CLOSE and, unless it was CLOSE
+ * already, gets CLOSE's timeout. Without a connection (INVALID,
+ * UNTRACKED), for one this packet would open (not confirmed: it dies with
+ * the packet) and for an ICMP error nothing changes. Later packets of the
+ * connection meet CLOSE's transitions (found by xfw difftest, IPv4
+ * conntrack seed 233: a RST answering a SYN,FIN after the reset SYN,ACK
+ * was ESTABLISHED in the kernel, INVALID in xfw). A global function:
+ * verified once. */
+__attribute__((noinline)) int xfw_ct_rst_close(struct xfw_ct_scratch *cs, __u32 slot, __u32 state)
+{
+	struct xfw_rj_scratch *sc;
+	struct xfw_ct_entry *e;
+	struct xfw_ct_cfg *cfg;
+	__u32 zero = 0;
+	int locked, table;
+
+	state &= 7;
+	if (!cs || cs->pending == XFW_CTP_CREATE || cs->key.proto != IPPROTO_TCP ||
+	    (state != XFW_CTS_NEW && state != XFW_CTS_ESTABLISHED))
+		return 0;
+	sc = bpf_map_lookup_elem(&xfw_rj_scratch, &slot);
+	if (!sc || !(sc->r.tcpflags & XFW_RJ_TCP_RST))
+		return 0;
+	cfg = bpf_map_lookup_elem(&xfw_ct_cfg, &zero);
+	if (!cfg)
+		return 0;
+	e = xfw_ct_lookup_tab(&cs->key, &table);
+	if (!e)
+		return 0;
+	/* Moved since the lookup: the copy in xfw_ct; gone: nothing to
+	 * close (ct_conn.h xfw_ct_lock_found). */
+	locked = xfw_ct_lock_found(&cs->key, &e, &table);
+	if (!e || (locked != 1 && e->lock == XFW_CT_LOCK_MOVED))
+		return 0;
+	if (e->v.tcp_state != XFW_TCP_CLOSE) {
+		e->v.tcp_state = XFW_TCP_CLOSE;
+		e->v.expires = bpf_jiffies64() + cfg->timeout[XFW_TCP_CLOSE];
+	}
+	if (locked == 1)
+		xfw_ct_unlock(&e->lock);
 	return 0;
 }
 
@@ -190,15 +239,16 @@ __attribute__((noinline)) int xfw_ct_load_tc(struct __sk_buff *skb, struct xfw_p
 	return 0;
 }
 
-/* xfw_ct_reply gives REJECT's reply for the host itself, parsed into p
- * from the skb, its connection state, as the kernel's reply has it when it
- * passes OUTPUT: attached to the offending packet's connection when that
- * packet had one (nf_send_reset and icmp_send: nf_ct_attach, RELATED, the
- * other direction), else tracked like any packet: an RST within a
- * connection's window closes it; an ICMP error comes from the stack's ICMP
- * socket (found by xfw difftest on the conformance dump ipt-save-filter.txt:
- * an OUTPUT REJECT of an out-of-window segment, whose RST closed the
- * connection). A global function: verified once. */
+/* xfw_ct_reply gives REJECT's reply, parsed into p from the skb, its
+ * connection state, as the kernel's reply has it when it passes OUTPUT:
+ * attached to the offending packet's connection when that packet had one
+ * (nf_send_reset and icmp_send: nf_ct_attach, RELATED, the other
+ * direction), else tracked like any packet: an RST within a connection's
+ * window closes it (found by xfw difftest on the conformance dump
+ * ipt-save-filter.txt: an OUTPUT REJECT of an out-of-window segment, whose
+ * RST closed the connection); an ICMP error is RELATED only to a
+ * connection its quoted packet belongs to. A global function: verified
+ * once. */
 __attribute__((noinline)) int xfw_ct_reply(struct __sk_buff *skb, struct xfw_pkt *p,
 					   struct xfw_ct_scratch *cs)
 {
@@ -218,7 +268,13 @@ __attribute__((noinline)) int xfw_ct_reply(struct __sk_buff *skb, struct xfw_pkt
 		xfw_ct_restore(p, &cs->orig);
 		return 0;
 	}
-	cs->stack_icmp = p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6;
+	/* Nothing attached: an ICMP error quoting a packet of no known
+	 * connection is INVALID, not RELATED to the offending packet's own
+	 * unconfirmed connection as a stack's error about a packet it did
+	 * not deliver is (ct_related.h xfw_ct_attached): REJECT's offending
+	 * packet had none (found by xfw difftest, IPv4 conntrack seed 237:
+	 * an INVALID UDP-Lite datagram's port unreachable was RELATED). */
+	cs->stack_icmp = 0;
 	p->ct = xfw_ct_track(p, cs, XFW_CTM_TRACK);
 	return 0;
 }

@@ -797,6 +797,9 @@ routed:
 	case XFW_ACT_REJECT:
 		rc = xfw_xdp_reject(ctx, p, chain, dnat_undone,
 				    xfw_ct_active(st->slot) && (p->ct & 7) != XFW_CTS_UNTRACKED /* state bits */);
+		/* A reset closes the connection it answered (ct_hook.h). */
+		if (cs && rc != XDP_DROP)
+			xfw_ct_rst_close(cs, XFW_RJ_SLOT_XDP, p->ct);
 		/* Handed to xfw_tc_ingress, which judges the reply in OUTPUT
 		 * with the connection the kernel attaches (reject_ct.h) or,
 		 * without one, tracks it. */
@@ -1391,6 +1394,10 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		if (cs)
 			xfw_ct_save(cs, p);
 		rc = xfw_tc_reject(skb, p, rj);
+		/* A reset closes the connection it answered (ct_hook.h),
+		 * before its judge tracks the reply with this scratch. */
+		if (cs && rc != TC_ACT_SHOT)
+			xfw_ct_rst_close(cs, XFW_RJ_SLOT_TC, cs->orig.ct);
 		/* Routed out of another device, whose TC egress judges it:
 		 * the connection goes along (reject_ct.h), and the mark
 		 * tells that hook the reply's socket (xfw_rj_tc_routed). */

@@ -127,7 +127,7 @@ func (b *termBuilder) hotdropAt(f Field, sentinel uint64, flag uint8) {
 	h := b.c
 	h[f] = Intersect(h[f], Point(U64(sentinel)))
 	if !h[f].Empty() {
-		b.hot = append(b.hot, term{cond: h, hotdrop: true})
+		b.hotdropTerms(h)
 		b.hotFlags |= flag
 	}
 }

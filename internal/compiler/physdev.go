@@ -153,7 +153,7 @@ func (b *termBuilder) physdevHotdrop(in, out *Set) {
 	if h[FieldPhysIn].Empty() || h[FieldPhysOut].Empty() {
 		return
 	}
-	b.hot = append(b.hot, term{cond: h, hotdrop: true})
+	b.hotdropTerms(h)
 	// Not a transport header defect: the rule's own entry cannot
 	// absorb it (mergeHotdrop).
 	b.dirty = true

@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -28,6 +29,12 @@ func TestShortPortsOnlyWhenNeeded(t *testing.T) {
 		{"multiport ! --sports", []string{"-A INPUT -p tcp -m multiport ! --sports 1:1024 -j DROP"}, true, true},
 		{"multiport --ports", []string{"-A INPUT -p tcp -m multiport --ports 22 -j DROP"}, true, false},
 		{"multiport then tcp", []string{"-A INPUT -p tcp -m multiport --dports 80 -m tcp --sport 1234 -j ACCEPT", "-P INPUT DROP"}, true, true},
+		// A match after --ports is evaluated only when either port is
+		// in the list (xfw difftest, IPv6 conntrack seed 232).
+		{"multiport --ports then tcp, ports not listed", []string{"-A INPUT -p tcp -m multiport --ports 5000 -m tcp --tcp-option 8 -j DROP"}, true, false},
+		{"multiport --ports then tcp, dport listed", []string{"-A INPUT -p tcp -m multiport --ports 80 -m tcp --tcp-option 8 -j DROP"}, true, true},
+		{"multiport --ports then tcp, sport listed", []string{"-A INPUT -p tcp -m multiport --ports 1234 -m tcp --tcp-option 8 -j DROP"}, true, true},
+		{"multiport --ports then udp, ports not listed", []string{"-A INPUT -p udp -m multiport --ports 5000 -m udp --sport 1 -j DROP"}, true, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,7 +54,11 @@ func TestShortPortsOnlyWhenNeeded(t *testing.T) {
 					t.Errorf("%s: %d values, want %d", f, got, want)
 				}
 			}
-			p := &Packet{Proto: 6, Sport: ValShort + 1234, Dport: ValShort + 80, TCPFlags: FlagsTrunc, ICMP: ValNone}
+			proto := uint32(6)
+			if strings.HasSuffix(tc.name, "then udp, ports not listed") {
+				proto = 17
+			}
+			p := &Packet{Proto: proto, Sport: ValShort + 1234, Dport: ValShort + 80, TCPFlags: FlagsTrunc, ICMP: ValNone}
 			res := g.Classify(p, ChainInput)
 			got := res.Hotdrop || res.Entry < 0 && g.PolicyDrop[ChainInput] ||
 				res.Entry >= 0 && g.Entries[res.Entry].Action == ActDrop

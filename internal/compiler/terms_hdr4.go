@@ -125,7 +125,11 @@ func (b *termBuilder) hdr4Hot(bit int) {
 }
 
 // hotdropTerms records the hotdrop terms of condition h, split as the
-// rule's own term is under an earlier --ports match.
+// rule's own term is under an earlier --ports match: a match after it is
+// evaluated, and hotdrops, only when either port is in its list (found by
+// xfw difftest, IPv6 conntrack seed 232: `-m multiport --ports 5000 -m tcp
+// --tcp-option 8` dropped TCP headers cut short after their ports whatever
+// the ports). Every hotdrop point records its terms here.
 func (b *termBuilder) hotdropTerms(h Cond) {
 	hot := []term{{cond: h}}
 	if b.either != nil {

@@ -148,7 +148,7 @@ func (b *termBuilder) ip6ext(m ir.Match, kind int) error {
 	hot := b.c
 	hot[FieldExt6] = Intersect(hot[FieldExt6], ext6Values(Ext6HotShift+kind, true))
 	if !hot[FieldExt6].Empty() {
-		b.hot = append(b.hot, term{cond: hot, hotdrop: true})
+		b.hotdropTerms(hot)
 	}
 	// The hotdrop term cannot be merged into the rule's own entry: no
 	// entry flag stands for it.

@@ -73,7 +73,7 @@ func (b *termBuilder) l4Hotdrop() {
 	h := b.c
 	h[FieldSport] = Intersect(h[FieldSport], truncOrShortPorts)
 	if !h[FieldSport].Empty() {
-		b.hot = append(b.hot, term{cond: h, hotdrop: true})
+		b.hotdropTerms(h)
 		b.hotFlags |= EFHotdropL4
 		b.hotShort = true
 	}
