@@ -633,3 +633,38 @@ func TestDrain(t *testing.T) {
 		t.Errorf("sink received %d frames when Drain returned, want the %d forwarded", got, n)
 	}
 }
+
+// TestStopQueued checks that a capture stopped with StopQueued after Drain
+// has every frame fw forwarded before: none is left on the socket. (n
+// frames fit in the socket's default buffer.)
+func TestStopQueued(t *testing.T) {
+	topo := New(t, WithStaticNeighbors())
+	const n = 64
+	const dport = 7778
+	capt := StartCapture(t, topo.SinkNS, topo.Sink.Ifname, func(c Captured) bool {
+		return !c.Outgoing && c.Protocol == ProtoUDP && c.DstPort == dport
+	})
+	frames := make([][]byte, n)
+	for i := range frames {
+		frames[i] = topo.GenToFw().Frame(UDPPacket(netip.AddrPortFrom(topo.Gen.IPv4, uint16(20000+i)), netip.AddrPortFrom(topo.Sink.IPv4, dport), []byte("probe")))
+	}
+	if err := topo.InjectFromGen(frames...); err != nil {
+		t.Fatal(err)
+	}
+	if err := topo.Drain(); err != nil {
+		t.Fatal(err)
+	}
+	dropped, err := capt.Dropped()
+	if err != nil || dropped != 0 {
+		t.Fatalf("the capture dropped %d frames (%v)", dropped, err)
+	}
+	if got := len(capt.StopQueued()); got != n {
+		t.Errorf("StopQueued after Drain recorded %d frames, want the %d forwarded", got, n)
+	}
+	if err := capt.Err(); err != nil {
+		t.Errorf("capture: %v", err)
+	}
+	if got := len(capt.Stop()); got != n {
+		t.Errorf("Stop after StopQueued: %d frames, want %d", got, n)
+	}
+}
