@@ -44,7 +44,41 @@ unit: $(BPF_OBJ)
 test: deps
 	$(MAKE) build
 	$(GO) vet ./...
-	$(GO) test -count=1 -p 1 -timeout 60m ./...
+	$(MAKE) test-run
+
+# `make test`'s tests (docs/testing.md, "Time"): tests/install first and
+# alone (its `make install` relinks bin/xfw-cmd, which namespace tests
+# run), then 1+E2E_SHARDS streams at once: the other packages one at a
+# time (-p 1), and tests/e2e's tests split by name into E2E_SHARDS
+# processes (the sorted list dealt out in turn). Tests in different
+# processes share nothing but what the kernel and the /run locks share
+# (each builds namespaces of its own; docs/testing.md, "Namespaces").
+# Every line is prefixed with its stream's name; the run fails if a
+# stream does. `make test-run E2E_SHARDS=0` runs tests/e2e with the
+# other packages, one package at a time, as before.
+E2E_SHARDS ?= 2
+TEST_TIMEOUT ?= 60m
+.PHONY: test-run
+test-run: SHELL := /bin/bash
+test-run:
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./tests/install/
+	@set -u -o pipefail; shards=$(E2E_SHARDS); dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	if [ "$$shards" -gt 0 ]; then \
+		e2e=$$($(GO) test -list '^Test' ./tests/e2e/ | grep '^Test' | LC_ALL=C sort) || \
+			{ echo "make test: cannot list tests/e2e's tests" >&2; exit 1; }; \
+		[ -n "$$e2e" ] || { echo "make test: tests/e2e lists no test" >&2; exit 1; }; \
+		pkgs=$$($(GO) list ./... | grep -v -e '/tests/e2e$$' -e '/tests/install$$'); \
+	else pkgs=$$($(GO) list ./... | grep -v -e '/tests/install$$'); fi; \
+	stream() { local name=$$1; shift; { "$$@"; echo $$? >"$$dir/$$name"; } 2>&1 | sed -u "s/^/$$name: /"; }; \
+	stream pkgs $(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$pkgs & \
+	for ((i = 0; i < shards; i++)); do \
+		run=$$(awk -v i=$$i -v n=$$shards 'NR % n == i' <<<"$$e2e" | paste -sd'|'); \
+		stream e2e-$$i $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./tests/e2e/ -run "^($$run)\$$" & \
+	done; wait; \
+	fail=0; for name in pkgs $$(for ((i = 0; i < shards; i++)); do echo e2e-$$i; done); do \
+		rc=$$(cat "$$dir/$$name" 2>/dev/null || echo none); \
+		[ "$$rc" = 0 ] || { echo "make test: stream $$name failed (exit status $$rc)" >&2; fail=1; }; \
+	done; exit $$fail
 
 demo: deps
 	$(MAKE) build
