@@ -55,13 +55,15 @@ test: deps
 # (each builds namespaces of its own; docs/testing.md, "Namespaces").
 # Every line is prefixed with its stream's name; the run fails if a
 # stream does. `make test-run E2E_SHARDS=0` runs tests/e2e with the
-# other packages, one package at a time, as before.
+# other packages, one package at a time, as before; TEST_FLAGS go to every
+# `go test` of the run (-v, -json).
 E2E_SHARDS ?= 2
 TEST_TIMEOUT ?= 60m
+TEST_FLAGS ?=
 .PHONY: test-run
 test-run: SHELL := /bin/bash
 test-run:
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./tests/install/
+	$(GO) test $(TEST_FLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./tests/install/
 	@set -u -o pipefail; shards=$(E2E_SHARDS); dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
 	if [ "$$shards" -gt 0 ]; then \
 		e2e=$$($(GO) test -list '^Test' ./tests/e2e/ | grep '^Test' | LC_ALL=C sort) || \
@@ -70,10 +72,10 @@ test-run:
 		pkgs=$$($(GO) list ./... | grep -v -e '/tests/e2e$$' -e '/tests/install$$'); \
 	else pkgs=$$($(GO) list ./... | grep -v -e '/tests/install$$'); fi; \
 	stream() { local name=$$1; shift; { "$$@"; echo $$? >"$$dir/$$name"; } 2>&1 | sed -u "s/^/$$name: /"; }; \
-	stream pkgs $(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$pkgs & \
+	stream pkgs $(GO) test $(TEST_FLAGS) -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$pkgs & \
 	for ((i = 0; i < shards; i++)); do \
 		run=$$(awk -v i=$$i -v n=$$shards 'NR % n == i' <<<"$$e2e" | paste -sd'|'); \
-		stream e2e-$$i $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./tests/e2e/ -run "^($$run)\$$" & \
+		stream e2e-$$i $(GO) test $(TEST_FLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./tests/e2e/ -run "^($$run)\$$" & \
 	done; wait; \
 	fail=0; for name in pkgs $$(for ((i = 0; i < shards; i++)); do echo e2e-$$i; done); do \
 		rc=$$(cat "$$dir/$$name" 2>/dev/null || echo none); \
