@@ -163,18 +163,23 @@ func scrape(ns, addr string) (string, error) {
 	return string(body), err
 }
 
-// waitFor polls cond for up to 10 s (a bound against hanging, not a
-// timing requirement).
+// waitFor polls cond for up to waitForBound (a bound against hanging, not
+// a timing requirement).
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	waitForOr(t, what, cond, func() {})
 }
 
+// waitForBound bounds waitFor. It was 10 s: with make test's three test
+// processes beside other work (load 16 on 2 cores), an agent took longer
+// than that to start (TestCmdClientWithoutAgent).
+const waitForBound = 60 * time.Second
+
 // waitForOr is waitFor that calls explain, to log what the test saw last,
 // before it fails.
 func waitForOr(t testing.TB, what string, cond func() bool, explain func()) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitForBound)
 	for !cond() {
 		if time.Now().After(deadline) {
 			explain()
