@@ -668,3 +668,33 @@ func TestStopQueued(t *testing.T) {
 		t.Errorf("Stop after StopQueued: %d frames, want %d", got, n)
 	}
 }
+
+// TestUDPServerSync checks that after Drain and Sync a server has every
+// datagram fw forwarded to it, and that Sync's markers are not recorded.
+func TestUDPServerSync(t *testing.T) {
+	topo := New(t, WithStaticNeighbors())
+	const n = 20
+	srv := StartUDPServer(t, topo.SinkNS, netip.AddrPortFrom(topo.Sink.IPv4, 7779))
+	frames := make([][]byte, n)
+	for i := range frames {
+		frames[i] = topo.GenToFw().Frame(UDPPacket(netip.AddrPortFrom(topo.Gen.IPv4, uint16(21000+i)), srv.Addr, []byte("probe")))
+	}
+	if err := topo.InjectFromGen(frames...); err != nil {
+		t.Fatal(err)
+	}
+	if err := topo.Drain(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Sync(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got := srv.Received()
+	if len(got) != n {
+		t.Errorf("after Drain and Sync the server has %d datagrams, want the %d forwarded", len(got), n)
+	}
+	for _, d := range got {
+		if string(d.Payload) != "probe" {
+			t.Errorf("recorded %q from %s, not a probe", d.Payload, d.From)
+		}
+	}
+}
