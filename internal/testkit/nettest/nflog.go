@@ -32,6 +32,15 @@ func EnableNetnsLogging() (func() error, error) {
 		f.Close()
 		return nil, err
 	}
+	// Others running: join them with a shared hold. An exclusive one
+	// waits until no other user holds the lock at all, which users
+	// overlapping one another (flock prefers no waiter) can put off for
+	// minutes.
+	if saved, ok, err := joinNetnsLogging(f); err != nil {
+		return fail(err)
+	} else if ok {
+		return releaseNetnsLogging(f, saved), nil
+	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		return fail(fmt.Errorf("nf_log lock %s: %w", nfLogLockPath, err))
 	}
@@ -53,6 +62,40 @@ func EnableNetnsLogging() (func() error, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
 		return fail(fmt.Errorf("nf_log lock %s: %w", nfLogLockPath, err))
 	}
+	return releaseNetnsLogging(f, saved), nil
+}
+
+// joinNetnsLogging takes f's lock shared and keeps it when another user
+// runs (the value to restore is saved in f and nf_log_all_netns is set):
+// no other can restore the value while it is held. Otherwise it lets go
+// and reports false.
+func joinNetnsLogging(f *os.File) ([]byte, bool, error) {
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+		return nil, false, fmt.Errorf("nf_log lock %s: %w", nfLogLockPath, err)
+	}
+	saved, err := io.ReadAll(f)
+	if err != nil {
+		return nil, false, fmt.Errorf("read %s: %w", nfLogLockPath, err)
+	}
+	cur, err := os.ReadFile(nfLogAllNetns)
+	if err != nil {
+		return nil, false, fmt.Errorf("read %s: %w", nfLogAllNetns, err)
+	}
+	if len(saved) > 0 && string(cur) == "1\n" {
+		return saved, true, nil
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_UN); err != nil {
+		return nil, false, fmt.Errorf("nf_log lock %s: %w", nfLogLockPath, err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, false, fmt.Errorf("%s: %w", nfLogLockPath, err)
+	}
+	return nil, false, nil
+}
+
+// releaseNetnsLogging is EnableNetnsLogging's restoration for a user
+// holding f's lock shared, saved the value the first user found.
+func releaseNetnsLogging(f *os.File, saved []byte) func() error {
 	return func() error {
 		defer f.Close()
 		// Let go, then see whether anyone still holds it.
@@ -69,5 +112,5 @@ func EnableNetnsLogging() (func() error, error) {
 			return fmt.Errorf("reset %s: %w", nfLogLockPath, err)
 		}
 		return nil
-	}, nil
+	}
 }
