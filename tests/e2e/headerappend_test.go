@@ -47,7 +47,7 @@ func TestHeaderMatchesSurviveAppend(t *testing.T) {
 					src = "2001:db8::1"
 				}
 				for _, op := range []string{"-A", "-A", "-D"} {
-					nettest.MustExec(t, tp.FwNS, append(fw.cmd(c.fam, ""), "-w", "10", op, "FORWARD", "-s", src, "-j", "ACCEPT")...)
+					nettest.MustExec(t, tp.FwNS, append(fw.cmd(c.fam, ""), "-w", lockWait, op, "FORWARD", "-s", src, "-j", "ACCEPT")...)
 				}
 				a := [2]bool{sendProbe(t, tp, c.matched, 0), sendProbe(t, tp, c.other, arrivalRecheckWait)}
 				mu.Lock()
