@@ -85,7 +85,7 @@ func (fw firewall) try(topo *nettest.Topology, fam int, what, rules string, extr
 
 // lockWait is the -w the tests' xfw and iptables commands wait for the
 // lock with: the machine's, which other test processes share (make test
-// runs three; an agent's refresh or a big restore elsewhere held it 10 to
+// runs several at once; an agent's refresh or a big restore elsewhere held it 10 to
 // 15 s under load). It is not what a test checks; nettest's Exec bound is
 // above it.
 const lockWait = "60"

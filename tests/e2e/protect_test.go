@@ -170,7 +170,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	waitForOr(t, what, cond, func() {})
 }
 
-// waitForBound bounds waitFor. It was 10 s: with make test's three test
+// waitForBound bounds waitFor. It was 10 s: with make test's test
 // processes beside other work (load 16 on 2 cores), an agent took longer
 // than that to start (TestCmdClientWithoutAgent).
 const waitForBound = 60 * time.Second
