@@ -44,7 +44,59 @@ unit: $(BPF_OBJ)
 test: deps
 	$(MAKE) build
 	$(GO) vet ./...
-	$(GO) test -count=1 -p 1 -timeout 60m ./...
+	$(MAKE) test-run
+
+# `make test`'s tests (docs/testing.md, "Time"): tests/install first and
+# alone (its `make install` relinks bin/xfw-cmd, which namespace tests
+# run), then 2+E2E_SHARDS streams at once: the other packages one at a
+# time (-p 1), tests/difftest (the longest of them, 6 of their 13
+# minutes), and tests/e2e's tests split by name into E2E_SHARDS
+# processes (the sorted list dealt out in turn). Tests in different
+# processes share nothing but what the kernel and the /run locks share
+# (each builds namespaces of its own; docs/testing.md, "Namespaces").
+# Every line is prefixed with its stream's name; the run fails if a
+# stream does. Before them, alone, the tests/e2e tests that hold or stall
+# the machine's /run/xfw.lock (E2E_ALONE: a stopped agent, a held lock),
+# which every other test's xfw commands wait for: beside the shards, the
+# commands of TestBridgedRejectAgainstKernel waited past their 30 s bound
+# while TestCmdServerStoppedAgent ran. `make test-run E2E_SHARDS=0` runs tests/e2e with the
+# other packages, one package at a time, as before; TEST_FLAGS go to every
+# `go test` of the run (-v, -json).
+E2E_SHARDS ?= 2
+space := $(subst ,, )
+TEST_TIMEOUT ?= 60m
+TEST_FLAGS ?=
+E2E_ALONE := TestCmdServerAgentEndsWhileWaiting|TestCmdServerCallerGone|TestCmdServerKilledAgent|\
+	TestCmdServerStoppedAgent|TestCmdServerWaitSemantics|TestConcurrentCommandsLoseNothing|\
+	TestIpsetLocksItsNamespaceOnly
+.PHONY: test-run
+test-run: SHELL := /bin/bash
+test-run:
+	$(GO) test $(TEST_FLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./tests/install/
+	@set -u -o pipefail; shards=$(E2E_SHARDS); dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	stream() { local name=$$1; shift; { "$$@"; echo $$? >"$$dir/$$name"; } 2>&1 | sed -u "s/^/$$name: /"; }; \
+	if [ "$$shards" -gt 0 ]; then \
+		alone='$(subst $(space),,$(E2E_ALONE))'; \
+		all=$$($(GO) test -list '^Test' ./tests/e2e/ | grep '^Test' | LC_ALL=C sort) || \
+			{ echo "make test: cannot list tests/e2e's tests" >&2; exit 1; }; \
+		[ "$$(grep -cxE "$$alone" <<<"$$all")" -eq "$$(tr '|' '\n' <<<"$$alone" | wc -l)" ] || \
+			{ echo "make test: E2E_ALONE names a test tests/e2e does not have" >&2; exit 1; }; \
+		e2e=$$(grep -vxE "$$alone" <<<"$$all"); \
+		[ -n "$$e2e" ] || { echo "make test: tests/e2e lists no test" >&2; exit 1; }; \
+		{ $(GO) test $(TEST_FLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./tests/e2e/ -run "^($$alone)\$$"; \
+			echo $$? >"$$dir/e2e-alone"; } 2>&1 | sed -u "s/^/e2e-alone: /"; \
+		pkgs=$$($(GO) list ./... | grep -v -e '/tests/e2e$$' -e '/tests/install$$' -e '/tests/difftest$$'); \
+		stream difftest $(GO) test $(TEST_FLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./tests/difftest/ & \
+	else pkgs=$$($(GO) list ./... | grep -v -e '/tests/install$$'); fi; \
+	stream pkgs $(GO) test $(TEST_FLAGS) -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$pkgs & \
+	for ((i = 0; i < shards; i++)); do \
+		run=$$(awk -v i=$$i -v n=$$shards 'NR % n == i' <<<"$$e2e" | paste -sd'|'); \
+		stream e2e-$$i $(GO) test $(TEST_FLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./tests/e2e/ -run "^($$run)\$$" & \
+	done; wait; \
+	fail=0; for name in pkgs $$([ "$$shards" -gt 0 ] && echo e2e-alone difftest) $$(for ((i = 0; i < shards; i++)); do echo e2e-$$i; done); do \
+		rc=$$(cat "$$dir/$$name" 2>/dev/null || echo none); \
+		[ "$$rc" = 0 ] || { echo "make test: stream $$name failed (exit status $$rc)" >&2; fail=1; }; \
+	done; exit $$fail
 
 demo: deps
 	$(MAKE) build

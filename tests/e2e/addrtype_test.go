@@ -445,7 +445,7 @@ func waitForAgentLocal(t *testing.T, tw *twins, net, host byte, what string) {
 	gen4 := func(tp *nettest.Topology) netip.Addr { return tp.Gen.IPv4 }
 	to := func(tp *nettest.Topology) netip.Addr { return in4(tp, net, host) }
 	const rule = "INPUT -p udp -m addrtype --dst-type LOCAL"
-	nettest.MustExec(t, tp.FwNS, append(fw.cmd(4, ""), "-w", "10", "-Z")...)
+	nettest.MustExec(t, tp.FwNS, append(fw.cmd(4, ""), "-w", lockWait, "-Z")...)
 	waitFor(t, what, func() bool {
 		if err := tp.InjectFromGen(udpFrame(gen4, to, "")(tp)); err != nil {
 			t.Fatalf("inject: %v", err)

@@ -142,7 +142,7 @@ func bridgeRules(fam int, rules string) string {
 func zeroCounters(t *testing.T, tp *nettest.Topology, fw firewall) {
 	t.Helper()
 	for _, fam := range []int{4, 6} {
-		nettest.MustExec(t, tp.FwNS, append(fw.cmd(fam, ""), "-w", "10", "-Z")...)
+		nettest.MustExec(t, tp.FwNS, append(fw.cmd(fam, ""), "-w", lockWait, "-Z")...)
 	}
 }
 

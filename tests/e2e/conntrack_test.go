@@ -585,7 +585,7 @@ func (tw *ctTwin) lossyGen(t *testing.T, every int) func() {
 	rule := []string{"-p", "tcp", "-m", "statistic", "--mode", "nth", "--every", fmt.Sprint(every), "--packet", "0", "-j", "DROP"}
 	run := func(op, chain string) {
 		t.Helper()
-		argv := append([]string{ipt, "-w", "10", op, chain}, rule...)
+		argv := append([]string{ipt, "-w", lockWait, op, chain}, rule...)
 		if res, err := nettest.Exec(tw.tp.GenNS, argv...); err != nil || res.ExitCode != 0 {
 			t.Fatalf("%v in gen: %v %s", argv, err, res.Stderr)
 		}

@@ -266,7 +266,7 @@ func TestAtomicSwaps(t *testing.T) {
 	}()
 	start := time.Now()
 	for i := 0; i < swaps; i++ {
-		res, err := nettest.Exec(tp.FwNS, bin, "iptables-restore", "-w", "10", files[(i+1)%2])
+		res, err := nettest.Exec(tp.FwNS, bin, "iptables-restore", "-w", lockWait, files[(i+1)%2])
 		if err != nil || res.ExitCode != 0 {
 			close(stop)
 			wg.Wait()

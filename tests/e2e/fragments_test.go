@@ -128,7 +128,7 @@ func fragProbe(t *testing.T, tw *twins, fam int, send func(*testing.T, *nettest.
 	out := map[string]fragOutcome{}
 	var mu sync.Mutex
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-		nettest.MustExec(t, tp.FwNS, append(fw.cmd(fam, ""), "-w", "10", "-Z")...)
+		nettest.MustExec(t, tp.FwNS, append(fw.cmd(fam, ""), "-w", lockWait, "-Z")...)
 		c := nettest.StartCapture(t, tp.SinkNS, nettest.SinkIfname, func(f nettest.Captured) bool {
 			return !f.Outgoing && f.IPVersion == fam && f.Protocol != nettest.ProtoICMPv6
 		})

@@ -143,7 +143,7 @@ func compareAfterProbe(t *testing.T, tw *twins, fam int, send func(*testing.T, *
 	saves := map[string]string{}
 	var mu sync.Mutex
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-		nettest.MustExec(t, tp.FwNS, append(fw.cmd(fam, ""), "-w", "10", "-Z")...)
+		nettest.MustExec(t, tp.FwNS, append(fw.cmd(fam, ""), "-w", lockWait, "-Z")...)
 		send(t, tp)
 		drainFw(t, tp)
 		save := fw.save(t, tp, fam)

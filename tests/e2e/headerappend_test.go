@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -48,9 +47,9 @@ func TestHeaderMatchesSurviveAppend(t *testing.T) {
 					src = "2001:db8::1"
 				}
 				for _, op := range []string{"-A", "-A", "-D"} {
-					nettest.MustExec(t, tp.FwNS, append(fw.cmd(c.fam, ""), "-w", "10", op, "FORWARD", "-s", src, "-j", "ACCEPT")...)
+					nettest.MustExec(t, tp.FwNS, append(fw.cmd(c.fam, ""), "-w", lockWait, op, "FORWARD", "-s", src, "-j", "ACCEPT")...)
 				}
-				a := [2]bool{sendProbe(t, tp, c.matched, time.Second), sendProbe(t, tp, c.other, arrivalRecheckWait)}
+				a := [2]bool{sendProbe(t, tp, c.matched, 0), sendProbe(t, tp, c.other, arrivalRecheckWait)}
 				mu.Lock()
 				arrived[kind] = a
 				mu.Unlock()

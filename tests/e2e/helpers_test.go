@@ -79,9 +79,16 @@ func (fw firewall) try(topo *nettest.Topology, fam int, what, rules string, extr
 	// the machine's, not the namespace's: an agent's refresh or a restore
 	// of 10,000 rules elsewhere held it 10 to 15 s under load, past the
 	// 10 s waited before.
-	argv = append(argv, "-w", "60", f.Name())
+	argv = append(argv, "-w", lockWait, f.Name())
 	return nettest.Exec(topo.FwNS, argv...)
 }
+
+// lockWait is the -w the tests' xfw and iptables commands wait for the
+// lock with: the machine's, which other test processes share (make test
+// runs several at once; an agent's refresh or a big restore elsewhere held it 10 to
+// 15 s under load). It is not what a test checks; nettest's Exec bound is
+// above it.
+const lockWait = "60"
 
 // save returns iptables-save -c output of fw's namespace.
 func (fw firewall) save(t testing.TB, topo *nettest.Topology, fam int) string {

@@ -33,7 +33,7 @@ func TestKubeProxyUnchangedSyncAgainstKernel(t *testing.T) {
 	}
 	extra := []string{"-A", "INPUT", "-p", "udp", "--dport", "9", "-m", "conntrack", "--ctexpire", "1:2", "-m", "limit", "--limit", "5/s", "-j", "DROP"}
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-		nettest.MustExec(t, tp.FwNS, append(append(fw.cmd(4, ""), "-w", "10"), extra...)...)
+		nettest.MustExec(t, tp.FwNS, append(append(fw.cmd(4, ""), "-w", lockWait), extra...)...)
 	})
 	kpConnect(t, tw, svcs, 20000)
 	drainTwins(t, tw)
@@ -53,7 +53,7 @@ func TestKubeProxyUnchangedSyncAgainstKernel(t *testing.T) {
 			return
 		}
 		f.Close()
-		res, err := nettest.Exec(tp.FwNS, "env", "XFW_TRACE=1", "XFW_CHECK_REUSE=1", fw.bin, "iptables-restore", "-w", "10", "--noflush", f.Name())
+		res, err := nettest.Exec(tp.FwNS, "env", "XFW_TRACE=1", "XFW_CHECK_REUSE=1", fw.bin, "iptables-restore", "-w", lockWait, "--noflush", f.Name())
 		if err != nil || res.ExitCode != 0 {
 			t.Errorf("xfw partial sync failed (%v): %v", err, res)
 			return

@@ -66,7 +66,7 @@ func TestLimitOtherTableAgainstKernel(t *testing.T) {
 		got := map[string]map[string]uint64{}
 		tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
 			if st.command != nil {
-				argv := append(fw.cmd(4, ""), append([]string{"-w", "10"}, st.command...)...)
+				argv := append(fw.cmd(4, ""), append([]string{"-w", lockWait}, st.command...)...)
 				nettest.MustExec(t, tp.FwNS, argv...)
 			}
 			for i := 0; i < 3; i++ {

@@ -147,7 +147,7 @@ func limitAgainstKernel(t *testing.T, bin string, fam int) {
 		}
 		ipt := func(args ...string) {
 			t.Helper()
-			res, err := nettest.Exec(tp.FwNS, append(append(fw.cmd(fam, ""), "-w", "10"), args...)...)
+			res, err := nettest.Exec(tp.FwNS, append(append(fw.cmd(fam, ""), "-w", lockWait), args...)...)
 			if err != nil || res.ExitCode != 0 {
 				t.Fatalf("%s: iptables %v: %v %s", kind, args, err, res)
 			}

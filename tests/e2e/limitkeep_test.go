@@ -82,7 +82,7 @@ func TestLimitKeptAcrossResync(t *testing.T) {
 		// A set created: xfw reloads the rules that use sets.
 		step(func() { ipset("create", "limkeep2", "hash:ip") })
 		step(func() {
-			res, err := nettest.Exec(tp.FwNS, append(fw.cmd(4, ""), "-w", "10", "-A", "INPUT", "-p", "tcp", "--dport", "1", "-j", "ACCEPT")...)
+			res, err := nettest.Exec(tp.FwNS, append(fw.cmd(4, ""), "-w", lockWait, "-A", "INPUT", "-p", "tcp", "--dport", "1", "-j", "ACCEPT")...)
 			if err != nil || res.ExitCode != 0 {
 				t.Fatalf("%s: iptables -A: %v %s", kind, err, res)
 			}

@@ -266,7 +266,7 @@ func lcCompare(t *testing.T, tw *twins, socks map[string]map[int]int, pr lcProbe
 	var mu sync.Mutex
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
 		for _, table := range []string{"raw", "mangle", "nat", "filter"} {
-			nettest.MustExec(t, tp.FwNS, append(fw.cmd(pr.fam, ""), "-w", "10", "-t", table, "-Z")...)
+			nettest.MustExec(t, tp.FwNS, append(fw.cmd(pr.fam, ""), "-w", lockWait, "-t", table, "-Z")...)
 		}
 		lcDrain(socks[kind][pr.fam])
 		if err := lcSend(tp, pr); err != nil {

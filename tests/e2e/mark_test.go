@@ -97,7 +97,7 @@ func TestMarkStatisticAgainstKernel(t *testing.T) {
 		}
 		// A command replaces the table: nth counters start again.
 		tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-			argv := append(append(fw.cmd(fam, ""), "-w", "10"), "-A", "OUTPUT", "-p", "udp")
+			argv := append(append(fw.cmd(fam, ""), "-w", lockWait), "-A", "OUTPUT", "-p", "udp")
 			if res, err := nettest.Exec(tp.FwNS, argv...); err != nil || res.ExitCode != 0 {
 				t.Errorf("%s -A OUTPUT: %v", kind, err)
 			}

@@ -310,7 +310,7 @@ func TestMarkReachesReceiver(t *testing.T) {
 				if kind == "kernel" {
 					fw.restore(t, tp, 4, rules)
 				} else if res, err := nettest.ExecStdin(nettest.DefaultExecTimeout, tp.FwNS, rules,
-					fw.bin, "--xdp-mode", mode, "iptables-restore", "-w", "10"); err != nil || res.ExitCode != 0 {
+					fw.bin, "--xdp-mode", mode, "iptables-restore", "-w", lockWait); err != nil || res.ExitCode != 0 {
 					t.Errorf("xfw --xdp-mode %s iptables-restore: %v %v", mode, err, res)
 					return ""
 				}

@@ -279,7 +279,7 @@ func TestMulticastGroupsAgainstKernel(t *testing.T) {
 	eth.Dst = mcMAC(unjoined)
 	for _, env := range []string{"off", "on"} {
 		nettest.MustExec(t, tp.FwNS, "env", "XFW_MCAST_GROUPS="+env, fw.bin, "sync")
-		nettest.MustExec(t, tp.FwNS, append(fw.cmd(4, ""), "-w", "10", "-Z")...)
+		nettest.MustExec(t, tp.FwNS, append(fw.cmd(4, ""), "-w", lockWait, "-Z")...)
 		if err := tp.InjectFromGen(eth.Frame(mcUDP(tp, unjoined))); err != nil {
 			t.Fatalf("inject: %v", err)
 		}
@@ -298,7 +298,7 @@ func mcCompare(t *testing.T, tw *twins, socks map[string]map[int]int, pr mcProbe
 	var mu sync.Mutex
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
 		for _, table := range []string{"raw", "filter"} {
-			nettest.MustExec(t, tp.FwNS, append(fw.cmd(pr.fam, ""), "-w", "10", "-t", table, "-Z")...)
+			nettest.MustExec(t, tp.FwNS, append(fw.cmd(pr.fam, ""), "-w", lockWait, "-t", table, "-Z")...)
 		}
 		mcDrain(socks[kind][pr.fam])
 		eth := tp.GenToFw()

@@ -270,7 +270,7 @@ func mcfCompare(t *testing.T, tw *twins, socks map[string][2]int, pr mcfProbe) {
 	var mu sync.Mutex
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
 		for _, table := range []string{"raw", "filter"} {
-			nettest.MustExec(t, tp.FwNS, append(fw.cmd(4, ""), "-w", "10", "-t", table, "-Z")...)
+			nettest.MustExec(t, tp.FwNS, append(fw.cmd(4, ""), "-w", lockWait, "-t", table, "-Z")...)
 		}
 		for _, fd := range socks[kind] {
 			mcDrain(fd)

@@ -332,7 +332,7 @@ func TestNatInputRefusedAgainstKernel(t *testing.T) {
 	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
 		var lines []string
 		for _, c := range natInputRefused {
-			res, err := nettest.Exec(tp.FwNS, append(append(fw.cmd(c.fam, ""), "-w", "10"), c.argv...)...)
+			res, err := nettest.Exec(tp.FwNS, append(append(fw.cmd(c.fam, ""), "-w", lockWait), c.argv...)...)
 			if res == nil {
 				t.Errorf("%s %v: %v", kind, c.argv, err)
 				return

@@ -289,7 +289,7 @@ func setCountersAgainstKernel(t *testing.T, bin string, fam int) {
 		record("first batch")
 
 		// 10: an unrelated rule appended; the counters go on.
-		argv := append(fw.cmd(fam, ""), "-w", "10", "-A", "INPUT", "-p", "tcp", "--dport", "1234", "-j", "ACCEPT")
+		argv := append(fw.cmd(fam, ""), "-w", lockWait, "-A", "INPUT", "-p", "tcp", "--dport", "1234", "-j", "ACCEPT")
 		if res, err := nettest.Exec(tp.FwNS, argv...); err != nil || res.ExitCode != 0 {
 			t.Fatalf("%s: %v %s", kind, err, res)
 		}
@@ -316,7 +316,7 @@ func setCountersAgainstKernel(t *testing.T, bin string, fam int) {
 		// batch's counts (xfw: the replaced generation's counts, not yet
 		// in the stored sets, go there), and count no more.
 		send()
-		argv = append(fw.cmd(fam, ""), "-w", "10", "-F")
+		argv = append(fw.cmd(fam, ""), "-w", lockWait, "-F")
 		if res, err := nettest.Exec(tp.FwNS, argv...); err != nil || res.ExitCode != 0 {
 			t.Fatalf("%s: %v %s", kind, err, res)
 		}

@@ -92,7 +92,7 @@ COMMIT
 	}
 	iptables := func(args string) {
 		t.Helper()
-		argv := append(fw.cmd(fam, ""), append([]string{"-w", "10"}, strings.Fields(args)...)...)
+		argv := append(fw.cmd(fam, ""), append([]string{"-w", lockWait}, strings.Fields(args)...)...)
 		if res, err := nettest.Exec(tp.FwNS, argv...); err != nil || res.ExitCode != 0 {
 			t.Fatalf("%s: %v %s", args, err, res)
 		}

@@ -247,7 +247,7 @@ func TestSetTargetRefused(t *testing.T) {
 	run := func(fw firewall, args ...string) *nettest.Result {
 		t.Helper()
 		// A failing command is a result here, not an error.
-		res, err := nettest.Exec(tp.FwNS, append(append(fw.cmd(4, ""), "-w", "10"), args...)...)
+		res, err := nettest.Exec(tp.FwNS, append(append(fw.cmd(4, ""), "-w", lockWait), args...)...)
 		if res == nil || res.ExitCode < 0 {
 			t.Fatalf("%s: %v", fw.kind, err)
 		}

@@ -176,7 +176,7 @@ func TestTableChainsAgainstKernel(t *testing.T) {
 		for _, cmd := range [][]string{{"-t", "mangle", "-Z"}, {"-A", "INPUT", "-p", "udp"},
 			{"-t", "mangle", "-I", "INPUT", "-p", "udp"}} {
 			tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-				argv := append(append(fw.cmd(fam, ""), "-w", "10"), cmd...)
+				argv := append(append(fw.cmd(fam, ""), "-w", lockWait), cmd...)
 				if res, err := nettest.Exec(tp.FwNS, argv...); err != nil || res.ExitCode != 0 {
 					t.Errorf("%s %v: %v", kind, cmd, err)
 				}

@@ -266,7 +266,7 @@ func xdpProgID(t *testing.T, tp *nettest.Topology) string {
 // build is gone.
 func TestTakeoverKeepsFilteringAndConnections(t *testing.T) {
 	old, bin, tp, conn := takeoverScene(t, map[string]string{"buildIdentitySalt": "old"})
-	if res := execAny(t, tp.FwNS, bin, "iptables", "-w", "10", "-S"); res.ExitCode != 1 || !strings.Contains(res.Stderr, "xfw takeover") {
+	if res := execAny(t, tp.FwNS, bin, "iptables", "-w", lockWait, "-S"); res.ExitCode != 1 || !strings.Contains(res.Stderr, "xfw takeover") {
 		t.Fatalf("the new build before the takeover: exit %d, %s (want 1, naming xfw takeover)", res.ExitCode, res.Stderr)
 	}
 	if got := forwardedTo(t, tp, 7400, 1); got != 1 {
@@ -304,7 +304,7 @@ func TestTakeoverKeepsFilteringAndConnections(t *testing.T) {
 	if xdpProgID(t, tp) == oldXDP {
 		t.Errorf("the old XDP program %s still runs", oldXDP)
 	}
-	if res := execAny(t, tp.FwNS, old, "iptables", "-w", "10", "-S"); res.ExitCode != 1 {
+	if res := execAny(t, tp.FwNS, old, "iptables", "-w", lockWait, "-S"); res.ExitCode != 1 {
 		t.Errorf("the old build still finds its own programs: exit %d", res.ExitCode)
 	}
 

@@ -67,7 +67,7 @@ func TestTrivialWalkCountsAgainstKernel(t *testing.T) {
 		for _, zero := range [][]string{nil, {"-Z", "FORWARD"}, {"-Z"}} {
 			if zero != nil {
 				tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-					if res, err := nettest.Exec(tp.FwNS, append(append(fw.cmd(4, ""), "-w", "10"), zero...)...); err != nil || res.ExitCode != 0 {
+					if res, err := nettest.Exec(tp.FwNS, append(append(fw.cmd(4, ""), "-w", lockWait), zero...)...); err != nil || res.ExitCode != 0 {
 						t.Errorf("%s: %s %v: %v %+v", tc.name, kind, zero, err, res)
 					}
 				})
@@ -113,7 +113,7 @@ func compareTrivialCounters(t *testing.T, tw *twins, what string, tables []strin
 	}
 	listings := map[string]string{}
 	for kind, tp := range tw.tps {
-		res, err := nettest.Exec(tp.FwNS, append(tw.fws[kind].cmd(4, ""), "-w", "10", "-L", "-v", "-x", "-n")...)
+		res, err := nettest.Exec(tp.FwNS, append(tw.fws[kind].cmd(4, ""), "-w", lockWait, "-L", "-v", "-x", "-n")...)
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("%s: %s -L -v: %v %+v", what, kind, err, res)
 		}

@@ -24,7 +24,7 @@ func TestXDPModeVethGeneric(t *testing.T) {
 	tp := nettest.New(t, nettest.WithStaticNeighbors())
 	fw := firewall{kind: "xfw", bin: bin}
 	t.Cleanup(func() { fw.stop(t, tp) })
-	res, err := nettest.ExecStdin(nettest.DefaultExecTimeout, tp.FwNS, xdpModeRules, bin, "--xdp-mode", "veth-generic", "iptables-restore", "-w", "10")
+	res, err := nettest.ExecStdin(nettest.DefaultExecTimeout, tp.FwNS, xdpModeRules, bin, "--xdp-mode", "veth-generic", "iptables-restore", "-w", lockWait)
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("restore (XDP mode veth-generic): %v %v", err, res)
 	}
@@ -76,7 +76,7 @@ func TestGuardPassesGenericVeth(t *testing.T) {
 			tp := nettest.New(t, nettest.WithStaticNeighbors())
 			fw := firewall{kind: "xfw", bin: bin}
 			t.Cleanup(func() { fw.stop(t, tp) })
-			res, err := nettest.ExecStdin(nettest.DefaultExecTimeout, tp.FwNS, protectRules, bin, "--xdp-mode", mode, "iptables-restore", "-w", "10")
+			res, err := nettest.ExecStdin(nettest.DefaultExecTimeout, tp.FwNS, protectRules, bin, "--xdp-mode", mode, "iptables-restore", "-w", lockWait)
 			if err != nil || res.ExitCode != 0 {
 				t.Fatalf("restore (XDP mode %s): %v %v", mode, err, res)
 			}

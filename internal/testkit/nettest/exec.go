@@ -12,8 +12,11 @@ import (
 )
 
 const (
-	// DefaultExecTimeout bounds a command run by Exec or Run.
-	DefaultExecTimeout = 30 * time.Second
+	// DefaultExecTimeout bounds a command run by Exec or Run: a bound
+	// against hanging, above the 60 s the tests' xfw commands wait for the
+	// machine's /run/xfw.lock (-w 60), which other test processes' big
+	// restores can hold for tens of seconds on a loaded machine.
+	DefaultExecTimeout = 90 * time.Second
 	// execWaitDelay is how long a timed-out command's output pipes may stay
 	// open (held by its children) after it was killed.
 	execWaitDelay = 2 * time.Second

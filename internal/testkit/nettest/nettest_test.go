@@ -633,3 +633,68 @@ func TestDrain(t *testing.T) {
 		t.Errorf("sink received %d frames when Drain returned, want the %d forwarded", got, n)
 	}
 }
+
+// TestStopQueued checks that a capture stopped with StopQueued after Drain
+// has every frame fw forwarded before: none is left on the socket. (n
+// frames fit in the socket's default buffer.)
+func TestStopQueued(t *testing.T) {
+	topo := New(t, WithStaticNeighbors())
+	const n = 64
+	const dport = 7778
+	capt := StartCapture(t, topo.SinkNS, topo.Sink.Ifname, func(c Captured) bool {
+		return !c.Outgoing && c.Protocol == ProtoUDP && c.DstPort == dport
+	})
+	frames := make([][]byte, n)
+	for i := range frames {
+		frames[i] = topo.GenToFw().Frame(UDPPacket(netip.AddrPortFrom(topo.Gen.IPv4, uint16(20000+i)), netip.AddrPortFrom(topo.Sink.IPv4, dport), []byte("probe")))
+	}
+	if err := topo.InjectFromGen(frames...); err != nil {
+		t.Fatal(err)
+	}
+	if err := topo.Drain(); err != nil {
+		t.Fatal(err)
+	}
+	dropped, err := capt.Dropped()
+	if err != nil || dropped != 0 {
+		t.Fatalf("the capture dropped %d frames (%v)", dropped, err)
+	}
+	if got := len(capt.StopQueued()); got != n {
+		t.Errorf("StopQueued after Drain recorded %d frames, want the %d forwarded", got, n)
+	}
+	if err := capt.Err(); err != nil {
+		t.Errorf("capture: %v", err)
+	}
+	if got := len(capt.Stop()); got != n {
+		t.Errorf("Stop after StopQueued: %d frames, want %d", got, n)
+	}
+}
+
+// TestUDPServerSync checks that after Drain and Sync a server has every
+// datagram fw forwarded to it, and that Sync's markers are not recorded.
+func TestUDPServerSync(t *testing.T) {
+	topo := New(t, WithStaticNeighbors())
+	const n = 20
+	srv := StartUDPServer(t, topo.SinkNS, netip.AddrPortFrom(topo.Sink.IPv4, 7779))
+	frames := make([][]byte, n)
+	for i := range frames {
+		frames[i] = topo.GenToFw().Frame(UDPPacket(netip.AddrPortFrom(topo.Gen.IPv4, uint16(21000+i)), srv.Addr, []byte("probe")))
+	}
+	if err := topo.InjectFromGen(frames...); err != nil {
+		t.Fatal(err)
+	}
+	if err := topo.Drain(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Sync(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got := srv.Received()
+	if len(got) != n {
+		t.Errorf("after Drain and Sync the server has %d datagrams, want the %d forwarded", len(got), n)
+	}
+	for _, d := range got {
+		if string(d.Payload) != "probe" {
+			t.Errorf("recorded %q from %s, not a probe", d.Payload, d.From)
+		}
+	}
+}

@@ -208,18 +208,24 @@ func (c *Capture) loop() {
 			}
 			return
 		}
-		frame := restoreVLAN(buf[:n], oob[:oobn])
-		p, _ := Parse(frame)
-		got := Captured{Packet: p, Time: time.Now()}
-		if ll, ok := from.(*unix.SockaddrLinklayer); ok {
-			got.Outgoing = ll.Pkttype == unix.PACKET_OUTGOING
-		}
-		if c.filter == nil || c.filter(got) {
-			if c.fn != nil {
-				c.fn(got)
-			} else {
-				c.rec.add(got)
-			}
+		c.keep(buf[:n], oob[:oobn], from)
+	}
+}
+
+// keep decodes one frame read from the socket and records it (or hands it
+// to fn) if the filter takes it.
+func (c *Capture) keep(raw, oob []byte, from unix.Sockaddr) {
+	frame := restoreVLAN(raw, oob)
+	p, _ := Parse(frame)
+	got := Captured{Packet: p, Time: time.Now()}
+	if ll, ok := from.(*unix.SockaddrLinklayer); ok {
+		got.Outgoing = ll.Pkttype == unix.PACKET_OUTGOING
+	}
+	if c.filter == nil || c.filter(got) {
+		if c.fn != nil {
+			c.fn(got)
+		} else {
+			c.rec.add(got)
 		}
 	}
 }
@@ -318,6 +324,64 @@ func (c *Capture) Stop() []Captured {
 	return c.rec.snapshot()
 }
 
+// StopQueued ends the capture after reading every frame already queued on
+// its socket, and returns every frame it recorded. After Topology.Drain,
+// a frame fw forwarded to the captured interface before the call is
+// queued there: StopQueued then tells for certain whether it arrived,
+// where Wait could only wait a while for it. It may be called more than
+// once, and after Stop (which discards the queue).
+func (c *Capture) StopQueued() []Captured {
+	c.stopMu.Lock()
+	defer c.stopMu.Unlock()
+	if c.stopped {
+		<-c.done
+		return c.rec.snapshot()
+	}
+	c.stopped = true
+	// A past deadline ends the loop without losing a frame: it returns
+	// between two reads, and the queue stays on the socket.
+	derr := c.file.SetReadDeadline(time.Unix(1, 0))
+	<-c.done
+	if derr == nil {
+		c.readQueued()
+	} else if c.err == nil {
+		c.err = fmt.Errorf("capture on %s in %s: set deadline: %w", c.Ifname, c.NS, derr)
+	}
+	_ = c.file.Close()
+	return c.rec.snapshot()
+}
+
+// readQueued reads the frames queued on the stopped capture's socket,
+// without waiting, into the record. The caller holds stopMu.
+func (c *Capture) readQueued() {
+	rc, err := c.file.SyscallConn()
+	if err != nil {
+		if c.err == nil {
+			c.err = err
+		}
+		return
+	}
+	buf := make([]byte, captureBufSize)
+	oob := make([]byte, auxBufSize)
+	for {
+		var n, oobn int
+		var from unix.Sockaddr
+		var rerr error
+		if err := rc.Control(func(fd uintptr) {
+			n, oobn, _, from, rerr = unix.Recvmsg(int(fd), buf, oob, unix.MSG_DONTWAIT)
+		}); err != nil {
+			rerr = err
+		}
+		if rerr != nil {
+			if !errors.Is(rerr, unix.EAGAIN) && c.err == nil {
+				c.err = rerr
+			}
+			return
+		}
+		c.keep(buf[:n], oob[:oobn], from)
+	}
+}
+
 // recorder is a bounded, waitable list of items added by one goroutine.
 type recorder[T any] struct {
 	mu      sync.Mutex
@@ -339,6 +403,9 @@ func (r *recorder[T]) add(v T) {
 	defer r.mu.Unlock()
 	if len(r.items) < r.max {
 		r.items = append(r.items, v)
+	}
+	if r.closed { // a capture's queue read after its loop ended
+		return
 	}
 	close(r.changed)
 	r.changed = make(chan struct{})

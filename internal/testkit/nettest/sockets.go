@@ -1,6 +1,7 @@
 package nettest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -435,10 +436,14 @@ type UDPServer struct {
 	// Addr is the bound address and port.
 	Addr netip.AddrPort
 
+	ns   string
 	conn *net.UDPConn
 	rec  recorder[Datagram]
 	done chan struct{}
 	once sync.Once
+	// syncs are the markers of pending Syncs, each closed when read.
+	syncMu sync.Mutex
+	syncs  map[string]chan struct{}
 }
 
 // StartUDPServer listens on addr (port 0 picks one; see Addr) in namespace
@@ -450,7 +455,7 @@ func StartUDPServer(t testing.TB, ns string, addr netip.AddrPort, opts ...Server
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s := &UDPServer{done: make(chan struct{})}
+	s := &UDPServer{ns: ns, done: make(chan struct{}), syncs: map[string]chan struct{}{}}
 	s.rec.init(maxCapturedFrames)
 	err := InNamespace(ns, func() error {
 		conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
@@ -483,6 +488,9 @@ func (s *UDPServer) serve(cfg serverConfig) {
 			continue // e.g. ECONNREFUSED left by an echo to a closed port
 		}
 		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+		if s.synced(buf[:n]) {
+			continue
+		}
 		s.rec.add(Datagram{From: from, Payload: append([]byte(nil), buf[:n]...), Time: time.Now()})
 		if cfg.echo {
 			_, _ = s.conn.WriteToUDPAddrPort(buf[:n], from)
@@ -492,6 +500,69 @@ func (s *UDPServer) serve(cfg serverConfig) {
 
 // Received returns the datagrams received so far.
 func (s *UDPServer) Received() []Datagram { return s.rec.snapshot() }
+
+// syncTag starts the payload of Sync's markers.
+const syncTag = "xfw-nettest-sync-"
+
+var syncSeq atomic.Uint64
+
+// Sync returns once the server has read every datagram that was queued on
+// its socket when Sync was called: it sends a marker datagram from the
+// server's namespace to the server's address, which the socket queues
+// behind them, and waits up to timeout for the server to read it (the
+// marker is not recorded). After Topology.Drain, the datagrams fw
+// forwarded to a server in sink are queued there: Received then has them
+// all. The marker goes through the namespace's own loopback: use Sync
+// only where no firewall filters it.
+func (s *UDPServer) Sync(timeout time.Duration) error {
+	tag := fmt.Sprintf("%s%d", syncTag, syncSeq.Add(1))
+	seen := make(chan struct{})
+	s.syncMu.Lock()
+	s.syncs[tag] = seen
+	s.syncMu.Unlock()
+	defer func() {
+		s.syncMu.Lock()
+		delete(s.syncs, tag)
+		s.syncMu.Unlock()
+	}()
+	dst := s.Addr
+	if dst.Addr().IsUnspecified() {
+		loopback := netip.IPv6Loopback()
+		if dst.Addr().Is4() {
+			loopback = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		}
+		dst = netip.AddrPortFrom(loopback, dst.Port())
+	}
+	if a := UDPSend(s.ns, dst, []byte(tag)); a.Outcome != OK {
+		return fmt.Errorf("nettest: sync UDP server %s in %s: %v", s.Addr, s.ns, a)
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-seen:
+		return nil
+	case <-s.done:
+		return fmt.Errorf("nettest: sync UDP server %s in %s: closed", s.Addr, s.ns)
+	case <-timer.C:
+		return fmt.Errorf("nettest: sync UDP server %s in %s: its marker not read in %v", s.Addr, s.ns, timeout)
+	}
+}
+
+// synced reports whether payload is a pending Sync's marker, and signals
+// that Sync.
+func (s *UDPServer) synced(payload []byte) bool {
+	if !bytes.HasPrefix(payload, []byte(syncTag)) {
+		return false
+	}
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	seen, ok := s.syncs[string(payload)]
+	if ok {
+		close(seen)
+		delete(s.syncs, string(payload))
+	}
+	return ok
+}
 
 // Wait waits until at least n datagrams arrived or the timeout passed, and
 // returns those received by then.
