@@ -14,8 +14,10 @@ import (
 // REJECT replies to packets from gen with a (spoofed) source of fw's own,
 // IPv6 (IPv4 drops such a packet as a martian before any chain), against
 // the kernel. gen sends a datagram and a SYN from fw's out0 address to its
-// in0 address; INPUT on in0 REJECTs them. The kernel's reply is for fw
-// itself: it leaves by lo through raw, mangle and filter OUTPUT and mangle
+// in0 address, which INPUT on in0 REJECTs, and a datagram from that
+// address to sink, which FORWARD REJECTs (its error comes from out0's
+// address: the route back is local, whose source selection picks the
+// destination itself). The kernel's reply is for fw itself: it leaves by lo through raw, mangle and filter OUTPUT and mangle
 // POSTROUTING, then comes back through raw and mangle PREROUTING, mangle
 // and filter INPUT; when OUTPUT drops it, nothing passes lo. xfw sent
 // none (bpf/reject_send.h: xfw_rj_send now leaves it to xfw_tc_ingress,
@@ -26,6 +28,9 @@ import (
 const (
 	rejectOwnSrcUDP = 7330
 	rejectOwnSrcTCP = 7331
+	// rejectOwnSrcFwd is the port of gen's datagram to sink, REJECTed
+	// in FORWARD.
+	rejectOwnSrcFwd = 7332
 )
 
 // rejectOwnSrcRules is the ruleset of a round; with drop, OUTPUT drops the
@@ -54,6 +59,7 @@ func rejectOwnSrcRules(drop bool) string {
 	rules = append(rules,
 		fmt.Sprintf("-A INPUT -i in0 -p udp --dport %d -j REJECT", rejectOwnSrcUDP),
 		fmt.Sprintf("-A INPUT -i in0 -p tcp --dport %d -j REJECT --reject-with tcp-reset", rejectOwnSrcTCP),
+		fmt.Sprintf("-A FORWARD -p udp --dport %d -j REJECT", rejectOwnSrcFwd),
 		"COMMIT")
 	return strings.Join(rules, "\n") + "\n"
 }
@@ -82,7 +88,8 @@ func TestRejectOwnSourceAgainstKernel(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	wants := []string{"port-unreachable in0>out0 hop limit 64, 120 bytes; reset in0>out0 hop limit 64, 74 bytes", "nothing"}
+	wants := []string{"port-unreachable in0>out0 hop limit 64, 120 bytes; reset in0>out0 hop limit 64, 74 bytes; " +
+		"port-unreachable out0>out0 hop limit 64, 119 bytes", "nothing"}
 	for i, name := range names {
 		k, x := seen["kernel"][i], seen["xfw"][i]
 		t.Logf("%s: lo passed: kernel %q; xfw %q", name, k, x)
@@ -98,7 +105,7 @@ func TestRejectOwnSourceAgainstKernel(t *testing.T) {
 				t.Errorf("%s: counter %q: kernel %v, xfw %v", name, key, c, xc[key])
 			}
 		}
-		// The oracle's own check (one ICMPv6 error, one reset): each
+		// The oracle's own check (two ICMPv6 errors, one reset): each
 		// counted once by every counting rule of the chains it passes
 		// (OUTPUT: raw, mangle, filter and filter -o lo; POSTROUTING:
 		// mangle; PREROUTING: raw and mangle; INPUT: mangle, filter
@@ -109,9 +116,9 @@ func TestRejectOwnSourceAgainstKernel(t *testing.T) {
 			if i == 1 && chain != "OUTPUT" {
 				n = 0
 			}
-			for _, reply := range []string{"icmp", "RST RST"} {
-				if c := rejectLoCount(kc, chain, reply); c != n {
-					t.Errorf("%s: the kernel's %s rules for %q counted %d packets, want %d (fix the test)", name, chain, reply, c, n)
+			for reply, per := range map[string]uint64{"icmp": 2, "RST RST": 1} {
+				if c := rejectLoCount(kc, chain, reply); c != per*n {
+					t.Errorf("%s: the kernel's %s rules for %q counted %d packets, want %d (fix the test)", name, chain, reply, c, per*n)
 				}
 			}
 		}
@@ -131,6 +138,7 @@ func rejectOwnSrcRound(t *testing.T, tp *nettest.Topology) string {
 	frames := [][]byte{
 		eth.Frame(nettest.UDPPacket(netip.AddrPortFrom(out0, 5330), netip.AddrPortFrom(in0, rejectOwnSrcUDP), []byte("own source"))),
 		eth.Frame(nettest.TCPPacket(netip.AddrPortFrom(out0, 5331), netip.AddrPortFrom(in0, rejectOwnSrcTCP), nettest.TCPSyn, 1, nil)),
+		eth.Frame(nettest.UDPPacket(netip.AddrPortFrom(out0, 5332), netip.AddrPortFrom(tp.Sink.IPv6, rejectOwnSrcFwd), []byte("forwarded"))),
 	}
 	if err := nettest.Inject(tp.GenNS, nettest.GenIfname, frames...); err != nil {
 		t.Fatalf("inject: %v", err)
