@@ -461,6 +461,11 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 	if (rc == XFW_RJ_SEND_LOCAL) {
 		if (xfw_rj_out_judge(skb, XFW_LOOPBACK_IFINDEX) != TC_ACT_OK)
 			return TC_ACT_SHOT;
+		/* The mark's PACKET_OTHERHOST would go along through lo
+		 * (whose eth_type_trans never sets PACKET_HOST back) and IP
+		 * would drop it after lo's INPUT. */
+		if (bpf_skb_change_type(skb, PACKET_HOST))
+			return TC_ACT_SHOT;
 		if (xfw_rj_lo_rst4_partial(skb))
 			return TC_ACT_SHOT;
 		return xfw_nat_in_send(skb);

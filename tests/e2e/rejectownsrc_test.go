@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
 
@@ -89,7 +91,7 @@ func TestRejectOwnSourceAgainstKernel(t *testing.T) {
 		return
 	}
 	wants := []string{"port-unreachable in0>out0 hop limit 64, 120 bytes; reset in0>out0 hop limit 64, 74 bytes; " +
-		"port-unreachable out0>out0 hop limit 64, 119 bytes", "nothing"}
+		"port-unreachable out0>out0 hop limit 64, 119 bytes; 2 errors at fw's sockets", "nothing"}
 	for i, name := range names {
 		k, x := seen["kernel"][i], seen["xfw"][i]
 		t.Logf("%s: lo passed: kernel %q; xfw %q", name, k, x)
@@ -134,6 +136,17 @@ func rejectOwnSrcRound(t *testing.T, tp *nettest.Topology) string {
 		// As lo sends it (its receive side sees each frame again).
 		return f.Outgoing && f.IPVersion == 6
 	})
+	// fw's sockets: a raw ICMPv6 socket sees each error delivered.
+	var fd int
+	err := nettest.InNamespace(tp.FwNS, func() error {
+		var err error
+		fd, err = unix.Socket(unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMPV6)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("raw ICMPv6 socket in fw: %v", err)
+	}
+	defer unix.Close(fd)
 	eth := nettest.Ethernet{Dst: tp.FwIn.MAC, Src: tp.Gen.MAC}
 	frames := [][]byte{
 		eth.Frame(nettest.UDPPacket(netip.AddrPortFrom(out0, 5330), netip.AddrPortFrom(in0, rejectOwnSrcUDP), []byte("own source"))),
@@ -167,8 +180,19 @@ func rejectOwnSrcRound(t *testing.T, tp *nettest.Topology) string {
 		}
 		got = append(got, fmt.Sprintf("%s %s>%s hop limit %d, %d bytes", kind, name(f.Src), name(f.Dst), f.TTL, len(f.Raw)))
 	}
+	errs := 0
+	buf := make([]byte, 2048)
+	for {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil {
+			break
+		}
+		if n > 0 && buf[0] == 1 { // destination unreachable
+			errs++
+		}
+	}
 	if len(got) == 0 {
 		return "nothing"
 	}
-	return strings.Join(got, "; ")
+	return fmt.Sprintf("%s; %d errors at fw's sockets", strings.Join(got, "; "), errs)
 }
