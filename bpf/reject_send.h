@@ -37,7 +37,10 @@
  * that host's source), which xfw_rj_lo_route routes out of another
  * device, is marked with that device instead of lo: lo's TCX ingress
  * judges it in OUTPUT and POSTROUTING with that device, as the kernel's
- * passes them, and sends it out of it (xfw_rj_lo_out).
+ * passes them, and sends it out of it (xfw_rj_lo_out). A reply marked on
+ * another device for the host itself (a spoofed source of its own, IPv6)
+ * is judged in OUTPUT with output device lo and delivered through lo
+ * (XFW_RJ_SEND_LOCAL), as the kernel's.
  *
  * Includes: common.h, xfw_maps.h (interface facts), reject_structs.h,
  * reject_csum.h (xfw_rj_rst4_psum),
