@@ -436,13 +436,19 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 	}
 	if (m->magic != XFW_RJ_META_MAGIC)
 		return XFW_TCX_NEXT;
+	/* Taken off at once: a reply for the host itself goes through
+	 * loopback with its metadata, where lo's TCX ingress would take it
+	 * for a reply still to send, out of the device the mark names
+	 * (found by xfw difftest, ufw.v6.rules: a reset to a spoofed source
+	 * of the host's own judged in OUTPUT again and sent out of the
+	 * input device, its neighbour solicited, instead of delivered). */
+	m->magic = 0;
 	/* The reply to a packet the host sent itself through loopback,
 	 * for the host itself: the kernel's leaves by lo, passing OUTPUT
 	 * and POSTROUTING, and comes back through lo's PREROUTING and
 	 * INPUT. Judged here, it is sent back through loopback, whose TC
 	 * egress lets it pass and whose XDP hook judges it on its way in. */
 	if (skb->ifindex == XFW_LOOPBACK_IFINDEX) {
-		m->magic = 0;
 		/* For another host: out by its route's device. */
 		if (m->ifindex != XFW_LOOPBACK_IFINDEX)
 			return xfw_rj_lo_out(skb, m->ifindex);
