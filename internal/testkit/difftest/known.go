@@ -176,7 +176,7 @@ func knownProbeDifference(d Difference, p Probe, k knownContext) string {
 	}
 	why = append(why, t.why...)
 	if t.toSelf > 0 {
-		why = append(why, fmt.Sprintf("%d reply to a spoofed source of fw's own, delivered to fw by the kernel, not sent by xfw", t.toSelf))
+		why = append(why, fmt.Sprintf("%d reply to a spoofed source of fw's own link-local address, delivered to fw by the kernel, not sent by xfw", t.toSelf))
 	}
 	if t.optioned > 0 {
 		why = append(why, fmt.Sprintf("%d reply to a packet with IPv4 options, options not echoed", t.optioned))
@@ -210,14 +210,14 @@ func knownCountersDifference(d Difference, outputSide map[string]bool, ipv4, xfw
 	kb, _ := strconv.ParseUint(k[2], 10, 64)
 	xp, _ := strconv.ParseUint(x[1], 10, 64)
 	xb, _ := strconv.ParseUint(x[2], 10, 64)
-	// The kernel's reply to a spoofed source of fw's own passes its
-	// OUTPUT (and, unless dropped there, lo's INPUT), xfw sends none.
-	// Nothing else may make a counter
-	// higher in the kernel: xfw's other replies pass the same chains (a
-	// counter difference alone once hid a reply xfw sent and the kernel
-	// did not).
+	// The kernel's reply to a spoofed source of fw's own link-local
+	// address passes its OUTPUT (and, unless dropped there, lo's INPUT),
+	// xfw sends none. Nothing else may make a counter higher in the
+	// kernel: xfw's other replies pass the same chains (a counter
+	// difference alone once hid a reply xfw sent and the kernel did
+	// not).
 	if kp > xp && kb > xb && selfReplies {
-		return "the kernel's reply passes chains xfw's does not (a spoofed source of fw's own; counted)"
+		return "the kernel's reply passes chains xfw's does not (a spoofed source of fw's own link-local address; counted)"
 	}
 	// The same replies counted, the kernel's longer: they echo the
 	// IPv4 options of a packet fw sent, xfw's do not.
