@@ -14,7 +14,8 @@ import (
 )
 
 // REJECT replies to packets from gen with a (spoofed) source of fw's own,
-// IPv6 (IPv4 drops such a packet as a martian before any chain), against
+// IPv6 (IPv4 drops such a packet as a martian before INPUT and FORWARD,
+// with accept_local off), against
 // the kernel. gen sends a datagram and a SYN from fw's out0 address to its
 // in0 address, which INPUT on in0 REJECTs, and a datagram from that
 // address to sink, which FORWARD REJECTs (its error comes from out0's
@@ -24,7 +25,8 @@ import (
 // and filter INPUT; when OUTPUT drops it, nothing passes lo. xfw sent
 // none (bpf/reject_send.h: xfw_rj_send now leaves it to xfw_tc_ingress,
 // which judges it in OUTPUT with output device lo and delivers it through
-// lo). Every rule's counter and what passes lo are compared.
+// lo). Every rule's counter, what passes lo and what fw's raw sockets
+// receive are compared.
 
 // The ports of gen's packets, REJECTed in INPUT on in0 (UDP, TCP).
 const (
@@ -72,11 +74,12 @@ func rejectOwnSrcRules(drop bool) string {
 func TestRejectOwnSourceAgainstKernel(t *testing.T) {
 	nettest.RequireRoot(t)
 	tw := newTwins(t, xfwPath(t))
-	// The third round watches no packets on lo: a packet socket's
-	// clone of each frame lo sends is the reason generic XDP copies the
-	// frame on lo's receive side, without what xfw's XDP hook left in
-	// the metadata (a reply's mark, once taken for a reply still to
-	// send out of gen's device: found by xfw difftest, ufw.v6.rules).
+	// The third round watches no packets on lo: with a packet socket
+	// on lo (holding a clone of each frame lo sends, so that generic
+	// XDP on lo's receive side likely works on a copy) the reply's stale
+	// mark in the metadata never reached lo's TCX ingress, which took
+	// it for a reply still to send out of in0 (found by xfw difftest,
+	// ufw.v6.rules; this round fails without the fix, the others pass).
 	names := []string{"replies counted", "replies dropped in OUTPUT", "replies counted, lo not watched"}
 	var mu sync.Mutex // guards seen and saves
 	seen, saves := map[string][]string{}, map[string][]map[string]counter{}
