@@ -214,7 +214,13 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 	 * at POSTROUTING), which the packet given back carries: kept. */
 	if (chain == XFW_CHAIN_FORWARD && (kind == XFW_RJK_ICMP4 || kind == XFW_RJK_ICMP6)) {
 		r->fwd = 1;
-		if (!(flags & XFW_RJX_DNAT_UNDONE) && xfw_rj_fib_src(ctx, r, &sc->fib, v6))
+		/* To one of the host's own addresses (a spoofed source of its
+		 * own, IPv6: IPv4 drops it as a martian): the route back is
+		 * local, whose source selection picks the destination itself
+		 * (RFC 6724 rule 1); the lookup would refuse it. */
+		if (xfw_rj_is_local(r->daddr, v6))
+			__builtin_memcpy(r->saddr, r->daddr, 16);
+		else if (!(flags & XFW_RJX_DNAT_UNDONE) && xfw_rj_fib_src(ctx, r, &sc->fib, v6))
 			return XDP_DROP;
 	}
 	/* IPv4 options: the input path fills them in (the quote's), an ICMP

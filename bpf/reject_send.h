@@ -37,7 +37,10 @@
  * that host's source), which xfw_rj_lo_route routes out of another
  * device, is marked with that device instead of lo: lo's TCX ingress
  * judges it in OUTPUT and POSTROUTING with that device, as the kernel's
- * passes them, and sends it out of it (xfw_rj_lo_out).
+ * passes them, and sends it out of it (xfw_rj_lo_out). A reply marked on
+ * another device for the host itself (a spoofed source of its own, IPv6)
+ * is judged in OUTPUT with output device lo and delivered through lo
+ * (XFW_RJ_SEND_LOCAL), as the kernel's.
  *
  * Includes: common.h, xfw_maps.h (interface facts), reject_structs.h,
  * reject_csum.h (xfw_rj_rst4_psum),
@@ -214,8 +217,15 @@ static __always_inline long xfw_rj_send_fib(struct __sk_buff *skb, struct bpf_fi
 	return rc;
 }
 
+/* XFW_RJ_SEND_LOCAL, returned by xfw_rj_send: the reply is for the host
+ * itself (a spoofed source of its own), to be judged in OUTPUT with output
+ * device lo and delivered through lo (xfw_tc_ingress). Not a TC action
+ * code. */
+#define XFW_RJ_SEND_LOCAL 0x101
+
 /* xfw_rj_send rate-limits, routes and sends the reply in skb (marked by
- * the XDP hook on device iif); the route's device goes to *oif. A global
+ * the XDP hook on device iif); the route's device goes to *oif. A reply
+ * for the host itself is left in skb (XFW_RJ_SEND_LOCAL). A global
  * function, verified once. */
 __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif, __u32 *oif)
 {
@@ -288,6 +298,23 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif, __u3
 	 * (the kernel's route lookup; on-link when no route leaves by iif).
 	 * Found against the kernel: INPUT replies of a host that does not
 	 * forward were never sent. */
+	/* For the host itself (a packet with a source of its own, which
+	 * IPv4 drops as a martian before any chain, IPv6 does not): the
+	 * kernel's local route leaves by lo, which spares the destination's
+	 * bucket (icmpv6_xrlim_allow), and gives lo's hop limit. */
+	if (xfw_rj_for_host(dst, v6)) {
+		if (limited && !xfw_rl_spend(cfg, dst, v6, 1, now))
+			return TC_ACT_SHOT;
+		*oif = XFW_LOOPBACK_IFINDEX;
+		if (v6) {
+			struct ipv6hdr *ip6 = data + XFW_RJ_SEND_L3;
+
+			if ((void *)(ip6 + 1) > data_end)
+				return TC_ACT_SHOT;
+			ip6->hop_limit = xfw_rj_hop_limit6(XFW_LOOPBACK_IFINDEX);
+		}
+		return XFW_RJ_SEND_LOCAL;
+	}
 	rc = xfw_rj_send_fib(skb, &fib);
 	if (rc == BPF_FIB_LKUP_RET_FWD_DISABLED)
 		fib.ifindex = iif;
@@ -409,13 +436,19 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 	}
 	if (m->magic != XFW_RJ_META_MAGIC)
 		return XFW_TCX_NEXT;
+	/* Taken off at once: a reply for the host itself goes through
+	 * loopback with its metadata, where lo's TCX ingress would take it
+	 * for a reply still to send, out of the device the mark names
+	 * (found by xfw difftest, ufw.v6.rules: a reset to a spoofed source
+	 * of the host's own judged in OUTPUT again and sent out of the
+	 * input device, its neighbour solicited, instead of delivered). */
+	m->magic = 0;
 	/* The reply to a packet the host sent itself through loopback,
 	 * for the host itself: the kernel's leaves by lo, passing OUTPUT
 	 * and POSTROUTING, and comes back through lo's PREROUTING and
 	 * INPUT. Judged here, it is sent back through loopback, whose TC
 	 * egress lets it pass and whose XDP hook judges it on its way in. */
 	if (skb->ifindex == XFW_LOOPBACK_IFINDEX) {
-		m->magic = 0;
 		/* For another host: out by its route's device. */
 		if (m->ifindex != XFW_LOOPBACK_IFINDEX)
 			return xfw_rj_lo_out(skb, m->ifindex);
@@ -431,6 +464,21 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 		return xfw_nat_in_send(skb);
 	}
 	rc = xfw_rj_send(skb, m->ifindex, &oif);
+	/* For the host itself: the kernel's passes OUTPUT and POSTROUTING
+	 * leaving by lo, then lo's PREROUTING and INPUT (its XDP hook) on
+	 * its way to the host's sockets. */
+	if (rc == XFW_RJ_SEND_LOCAL) {
+		if (xfw_rj_out_judge(skb, XFW_LOOPBACK_IFINDEX) != TC_ACT_OK)
+			return TC_ACT_SHOT;
+		/* The mark's PACKET_OTHERHOST would go along through lo
+		 * (whose eth_type_trans never sets PACKET_HOST back) and IP
+		 * would drop it after lo's INPUT. */
+		if (bpf_skb_change_type(skb, PACKET_HOST))
+			return TC_ACT_SHOT;
+		if (xfw_rj_lo_rst4_partial(skb))
+			return TC_ACT_SHOT;
+		return xfw_nat_in_send(skb);
+	}
 	/* The kernel's reply passes OUTPUT (and POSTROUTING) with its
 	 * route's device: judged before it leaves (the redirect is only
 	 * recorded until the program returns TC_ACT_REDIRECT); a reply

@@ -461,7 +461,7 @@ func TestKnownRejectDifference(t *testing.T) {
 		d          Difference
 		xfwReplies bool // some probe shows a reply only xfw sent
 		known      bool
-		// selfReplies: some probe has a spoofed source of fw's own.
+		// selfReplies: some probe has a spoofed source of fw's own link-local address.
 		selfReplies bool
 	}{
 		{"xfw-only reply", Difference{Kind: DiffProbe, Probe: 0, XFW: []string{reply("gen", "0278742a0101")}}, false, true, false},
@@ -491,7 +491,7 @@ func TestKnownRejectDifference(t *testing.T) {
 		// Only a reply the kernel sends itself (a spoofed source of
 		// fw's own: random IPv6 seed 4, the reply dropped by OUTPUT's
 		// policy) makes a counter higher in the kernel.
-		{"counters higher in the kernel, a spoofed source of fw's own", Difference{Kind: DiffCounters, Kernel: []string{"[2:100]"}, XFW: []string{"[1:50]"}}, false, true, true},
+		{"counters higher in the kernel, a spoofed source of fw's own link-local address", Difference{Kind: DiffCounters, Kernel: []string{"[2:100]"}, XFW: []string{"[1:50]"}}, false, true, true},
 		{"counters higher in the kernel", Difference{Kind: DiffCounters, Kernel: []string{"[2:100]"}, XFW: []string{"[1:50]"}}, false, false, false},
 		{"counters higher in xfw", Difference{Kind: DiffCounters, Kernel: []string{"[1:50]"}, XFW: []string{"[2:100]"}}, false, false, false},
 		{"counters higher in xfw in OUTPUT", Difference{Kind: DiffCounters, Subject: "-A OUTPUT -j REJECT", Kernel: []string{"[1:50]"}, XFW: []string{"[2:100]"}}, true, true, false},

@@ -239,8 +239,9 @@ func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, pairedLogs int, k
 		// on the other side from the packet's sender.
 		case !kc.ipv4 && repliedAcross(p, k.place) && r.take(k, sameButSource6):
 			t.spoofed++
-		// A packet from outside with a (spoofed) source of fw's own:
-		// the kernel routes its reply to itself; xfw sends none.
+		// A packet from outside with a (spoofed) source of fw's own
+		// link-local address: the kernel routes its reply to itself;
+		// xfw sends none.
 		case k.place == "" && p.From != FromFw && spoofsOwn(p, k, kc.own):
 			t.toSelf++
 		default:
