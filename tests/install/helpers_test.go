@@ -80,6 +80,12 @@ func runStatus(dir string, env []string, name string, args ...string) (stdout, s
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
+	if name == "make" {
+		// A make of its own, not a sub-make of the `make test` that runs
+		// the tests: an inherited MAKEFLAGS (-w in a sub-make) would print
+		// "Entering directory" lines into the output the tests read.
+		cmd.Env = append(cmd.Env, "MAKEFLAGS=", "MAKELEVEL=")
+	}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err = cmd.Run()
