@@ -599,7 +599,7 @@ func detachUnderTraffic(t *testing.T, mode string) {
 	tp := nettest.New(t, nettest.WithStaticNeighbors())
 	fw := firewall{kind: "xfw", bin: bin}
 	t.Cleanup(func() { fw.stop(t, tp) })
-	if res, err := nettest.ExecStdin(nettest.DefaultExecTimeout, tp.FwNS, protectRules, bin, "--xdp-mode", mode, "iptables-restore"); err != nil {
+	if res, err := nettest.ExecStdin(nettest.DefaultExecTimeout, tp.FwNS, protectRules, bin, "--xdp-mode", mode, "iptables-restore", "-w", lockWait); err != nil {
 		t.Fatalf("restore (XDP mode %s): %v", mode, err)
 	} else if res.ExitCode != 0 {
 		t.Fatalf("restore (XDP mode %s): %s", mode, res)
