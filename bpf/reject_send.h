@@ -368,6 +368,24 @@ static __always_inline int xfw_rj_lo_rst4_partial(struct __sk_buff *skb)
 	return 0;
 }
 
+/* xfw_rj_to_host delivers the reply in skb to the host itself through
+ * loopback, as the kernel's, which passes OUTPUT and POSTROUTING leaving
+ * by lo, then lo's PREROUTING and INPUT (its XDP hook) on its way to the
+ * host's sockets: judged in OUTPUT with output device lo first. */
+static __always_inline int xfw_rj_to_host(struct __sk_buff *skb)
+{
+	if (xfw_rj_out_judge(skb, XFW_LOOPBACK_IFINDEX) != TC_ACT_OK)
+		return TC_ACT_SHOT;
+	/* Loopback's eth_type_trans never sets PACKET_HOST back (it only
+	 * marks other hosts' frames): the mark's PACKET_OTHERHOST would go
+	 * along and IP drop it after lo's INPUT. */
+	if (bpf_skb_change_type(skb, PACKET_HOST))
+		return TC_ACT_SHOT;
+	if (xfw_rj_lo_rst4_partial(skb))
+		return TC_ACT_SHOT;
+	return xfw_nat_in_send(skb);
+}
+
 /* xfw_rj_lo_out sends the reply in skb, marked on loopback for another
  * host, out of device out, its route's (xfw_rj_lo_route), as the kernel
  * sends it (icmp_send, icmp6_send, nf_send_reset: a locally generated
@@ -452,33 +470,14 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 		/* For another host: out by its route's device. */
 		if (m->ifindex != XFW_LOOPBACK_IFINDEX)
 			return xfw_rj_lo_out(skb, m->ifindex);
-		if (xfw_rj_out_judge(skb, XFW_LOOPBACK_IFINDEX) != TC_ACT_OK)
-			return TC_ACT_SHOT;
-		/* Loopback's eth_type_trans never sets PACKET_HOST back
-		 * (it only marks other hosts' frames): the mark's
-		 * PACKET_OTHERHOST would go along and IP drop it. */
-		if (bpf_skb_change_type(skb, PACKET_HOST))
-			return TC_ACT_SHOT;
-		if (xfw_rj_lo_rst4_partial(skb))
-			return TC_ACT_SHOT;
-		return xfw_nat_in_send(skb);
+		return xfw_rj_to_host(skb);
 	}
 	rc = xfw_rj_send(skb, m->ifindex, &oif);
 	/* For the host itself: the kernel's passes OUTPUT and POSTROUTING
 	 * leaving by lo, then lo's PREROUTING and INPUT (its XDP hook) on
 	 * its way to the host's sockets. */
-	if (rc == XFW_RJ_SEND_LOCAL) {
-		if (xfw_rj_out_judge(skb, XFW_LOOPBACK_IFINDEX) != TC_ACT_OK)
-			return TC_ACT_SHOT;
-		/* The mark's PACKET_OTHERHOST would go along through lo
-		 * (whose eth_type_trans never sets PACKET_HOST back) and IP
-		 * would drop it after lo's INPUT. */
-		if (bpf_skb_change_type(skb, PACKET_HOST))
-			return TC_ACT_SHOT;
-		if (xfw_rj_lo_rst4_partial(skb))
-			return TC_ACT_SHOT;
-		return xfw_nat_in_send(skb);
-	}
+	if (rc == XFW_RJ_SEND_LOCAL)
+		return xfw_rj_to_host(skb);
 	/* The kernel's reply passes OUTPUT (and POSTROUTING) with its
 	 * route's device: judged before it leaves (the redirect is only
 	 * recorded until the program returns TC_ACT_REDIRECT); a reply

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
@@ -56,52 +54,6 @@ func TestRestoreNoflushDecodesKeptChainsOnly(t *testing.T) {
 		{"later block", "*filter\n-A INPUT -p icmp -j ACCEPT\nCOMMIT\n*filter\n:fchain - [0:0]\nCOMMIT\n",
 			[]string{"--noflush"}, "load: 8 of 8 rules decoded"},
 	} {
-		tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-			if kind == "kernel" {
-				fw.restore(t, tp, 4, c.reload, c.extra...)
-				return
-			}
-			f, err := os.CreateTemp("", "xfw-noflush-*.txt")
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer os.Remove(f.Name())
-			if _, err := f.WriteString(c.reload); err != nil {
-				t.Error(err)
-				return
-			}
-			f.Close()
-			argv := append(append([]string{"env", "XFW_TRACE=1", fw.bin, "iptables-restore", "-w", "60"}, c.extra...), f.Name())
-			res, err := nettest.Exec(tp.FwNS, argv...)
-			if err != nil || res.ExitCode != 0 {
-				t.Errorf("%s: xfw restore failed (%v): %v", c.name, err, res)
-				return
-			}
-			if !strings.Contains(res.Stderr, c.decoded) {
-				t.Errorf("%s: no %q in the restore's trace:\n%s", c.name, c.decoded, res.Stderr)
-			}
-		})
-		for _, table := range []string{"filter", "nat", "mangle"} {
-			saved := map[string]string{}
-			tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-				argv := append(fw.cmd(4, "-save"), "-c", "-t", table)
-				res, err := nettest.Exec(tp.FwNS, argv...)
-				if err != nil || res.ExitCode != 0 {
-					t.Errorf("%s save: %v %v", kind, err, res)
-					return
-				}
-				var lines []string
-				for _, l := range strings.Split(res.Stdout, "\n") {
-					if !strings.HasPrefix(l, "#") {
-						lines = append(lines, l)
-					}
-				}
-				saved[kind] = strings.Join(lines, "\n")
-			})
-			if saved["xfw"] != saved["kernel"] {
-				t.Errorf("%s: table %s saved by xfw:\n%s\nby the kernel:\n%s", c.name, table, saved["xfw"], saved["kernel"])
-			}
-		}
+		reloadDecoding(t, tw, c.name, c.reload, c.extra, c.decoded)
 	}
 }

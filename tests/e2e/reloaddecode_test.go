@@ -40,52 +40,61 @@ func TestRestoreDecodesKeptTablesOnly(t *testing.T) {
 		{"flush", nil, "load: 1 of 6 rules decoded"},
 		{"noflush", []string{"--noflush"}, "load: 3 of 3 rules decoded"},
 	} {
+		reloadDecoding(t, tw, c.name, reload, c.extra, c.decoded)
+	}
+}
+
+// reloadDecoding restores reload (with extra options) into tw's twins and
+// requires xfw's trace (XFW_TRACE) to hold decoded, the count of the
+// running ruleset's rules the restore decoded; then every table's
+// iptables-save -c of xfw must be the kernel's. name labels the errors.
+func reloadDecoding(t *testing.T, tw *twins, name, reload string, extra []string, decoded string) {
+	t.Helper()
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		if kind == "kernel" {
+			fw.restore(t, tp, 4, reload, extra...)
+			return
+		}
+		f, err := os.CreateTemp("", "xfw-reload-*.txt")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer os.Remove(f.Name())
+		if _, err := f.WriteString(reload); err != nil {
+			t.Error(err)
+			return
+		}
+		f.Close()
+		argv := append(append([]string{"env", "XFW_TRACE=1", fw.bin, "iptables-restore", "-w", "60"}, extra...), f.Name())
+		res, err := nettest.Exec(tp.FwNS, argv...)
+		if err != nil || res.ExitCode != 0 {
+			t.Errorf("%s: xfw restore failed (%v): %v", name, err, res)
+			return
+		}
+		if !strings.Contains(res.Stderr, decoded) {
+			t.Errorf("%s: no %q in the restore's trace:\n%s", name, decoded, res.Stderr)
+		}
+	})
+	for _, table := range []string{"filter", "nat", "mangle"} {
+		saved := map[string]string{}
 		tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-			if kind == "kernel" {
-				fw.restore(t, tp, 4, reload, c.extra...)
-				return
-			}
-			f, err := os.CreateTemp("", "xfw-reload-*.txt")
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer os.Remove(f.Name())
-			if _, err := f.WriteString(reload); err != nil {
-				t.Error(err)
-				return
-			}
-			f.Close()
-			argv := append(append([]string{"env", "XFW_TRACE=1", fw.bin, "iptables-restore", "-w", "60"}, c.extra...), f.Name())
+			argv := append(fw.cmd(4, "-save"), "-c", "-t", table)
 			res, err := nettest.Exec(tp.FwNS, argv...)
 			if err != nil || res.ExitCode != 0 {
-				t.Errorf("%s: xfw reload failed (%v): %v", c.name, err, res)
+				t.Errorf("%s save: %v %v", kind, err, res)
 				return
 			}
-			if !strings.Contains(res.Stderr, c.decoded) {
-				t.Errorf("%s: no %q in the reload's trace:\n%s", c.name, c.decoded, res.Stderr)
+			var lines []string
+			for _, l := range strings.Split(res.Stdout, "\n") {
+				if !strings.HasPrefix(l, "#") {
+					lines = append(lines, l)
+				}
 			}
+			saved[kind] = strings.Join(lines, "\n")
 		})
-		for _, table := range []string{"filter", "nat", "mangle"} {
-			saved := map[string]string{}
-			tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-				argv := append(fw.cmd(4, "-save"), "-c", "-t", table)
-				res, err := nettest.Exec(tp.FwNS, argv...)
-				if err != nil || res.ExitCode != 0 {
-					t.Errorf("%s save: %v %v", kind, err, res)
-					return
-				}
-				var lines []string
-				for _, l := range strings.Split(res.Stdout, "\n") {
-					if !strings.HasPrefix(l, "#") {
-						lines = append(lines, l)
-					}
-				}
-				saved[kind] = strings.Join(lines, "\n")
-			})
-			if saved["xfw"] != saved["kernel"] {
-				t.Errorf("%s: table %s saved by xfw:\n%s\nby the kernel:\n%s", c.name, table, saved["xfw"], saved["kernel"])
-			}
+		if saved["xfw"] != saved["kernel"] {
+			t.Errorf("%s: table %s saved by xfw:\n%s\nby the kernel:\n%s", name, table, saved["xfw"], saved["kernel"])
 		}
 	}
 }
