@@ -15,23 +15,15 @@ import (
 // binary form saved with the running generation: the ruleset was checked
 // (sets included) when it was committed.
 func RunningRuleset(fam ir.Family) (*ir.Ruleset, *ir.Encoded, error) {
-	return RunningRulesetSkipping(fam, nil)
+	return RunningRulesetSkip(fam, ir.Skip{})
 }
 
-// RunningRulesetSkipping is RunningRuleset with the rules of the tables
-// skip reports not decoded (ir.UnmarshalRulesetSkipping): those tables
-// keep their chains and policies (with their counters) and no rules; the
-// other tables' rules have the counters and Handles a full decode gives
-// them. For a caller that replaces those tables' rules wholesale (a
-// restore without --noflush).
-func RunningRulesetSkipping(fam ir.Family, skip func(table string) bool) (*ir.Ruleset, *ir.Encoded, error) {
-	return RunningRulesetSkip(fam, ir.Skip{Tables: skip})
-}
-
-// RunningRulesetSkip is RunningRulesetSkipping with what skip says not
-// decoded (ir.UnmarshalRulesetSkip): whole tables, or the rules of the
-// user chains a --noflush restore flushes before it uses them. The rules
-// decoded have the counters and Handles of a full decode.
+// RunningRulesetSkip is RunningRuleset with what skip says not decoded
+// (ir.UnmarshalRulesetSkip): the rules of whole tables, for a caller that
+// replaces them wholesale (a restore without --noflush), or of the user
+// chains a --noflush restore flushes before it uses them. Those tables
+// and chains keep their policies (with their counters) and no rules; the
+// rules decoded have the counters and Handles of a full decode.
 func RunningRulesetSkip(fam ir.Family, skip ir.Skip) (*ir.Ruleset, *ir.Encoded, error) {
 	t := time.Now()
 	saved, counters, err := Running(fam)
@@ -88,7 +80,7 @@ func applyCounters(rs *ir.Ruleset, counters []ir.Counters) {
 }
 
 // applyCountersCounted is applyCounters for a ruleset some of whose
-// chains' rules were not decoded (RunningRulesetSkipping): counts holds
+// chains' rules were not decoded (RunningRulesetSkip): counts holds
 // how many rules each chain had (ir.Encoded.RuleCounts), by which the
 // counter indexes of the rules after them advance as in a full decode
 // (compiler.ForEachCounter's layout).
@@ -143,7 +135,7 @@ func decodedRules(rs *ir.Ruleset) int {
 }
 
 // skippedRules is how many rules the decode of rs from enc stepped over
-// (RunningRulesetSkipping).
+// (RunningRulesetSkip).
 func skippedRules(rs *ir.Ruleset, enc *ir.Encoded) int {
 	n := 0
 	for _, c := range enc.RuleCounts() {

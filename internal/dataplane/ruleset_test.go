@@ -10,7 +10,7 @@ import (
 )
 
 // TestApplyCountersCounted checks that a decode without some tables'
-// rules (RunningRulesetSkipping), or without some user chains' rules
+// rules (RunningRulesetSkip with Skip.Tables), or without some user chains' rules
 // (RunningRulesetSkip), gives the other rules and every policy the
 // counters and Handles a full decode gives them.
 func TestApplyCountersCounted(t *testing.T) {

@@ -418,7 +418,7 @@ func (d *decoder) chainRules(c *Chain, nrules uint64, enc *Encoded) {
 }
 
 // skipChainRules steps over chain c's nrules rules (a table the caller
-// drops, UnmarshalRulesetSkipping): each is decoded into one scratch rule,
+// drops, Skip.Tables): each is decoded into one scratch rule,
 // which is dropped, and c keeps none; enc records where they lie (their
 // count is the chain's, RuleCounts) but holds none of them.
 func (d *decoder) skipChainRules(nrules uint64, enc *Encoded) {
@@ -714,7 +714,7 @@ func (c *encodedChain) rule(k int) *Rule {
 // RuleCounts returns how many rules each chain had in the binary form, in
 // the order the decode returned the chains (the filter table's, then each
 // other table's): the count of a chain whose rules were skipped
-// (UnmarshalRulesetSkipping) too.
+// (UnmarshalRulesetSkip) too.
 func (enc *Encoded) RuleCounts() []int {
 	n := make([]int, len(enc.chains))
 	for i := range enc.chains {
@@ -842,27 +842,19 @@ const bytesPerString = 128
 // UnmarshalRulesetEncoded decodes a ruleset MarshalBinary encoded and
 // returns it with where its rules lie in data (which it keeps).
 func UnmarshalRulesetEncoded(data []byte) (*Ruleset, *Encoded, error) {
-	return UnmarshalRulesetSkipping(data, nil)
-}
-
-// UnmarshalRulesetSkipping is UnmarshalRulesetEncoded with the rules of
-// the tables skip reports (asked once per table, in the encoding's order:
-// filter first) stepped over, not kept: those tables have all their chains
-// (names, policies) and no rules; RuleCounts gives how many each chain
-// had; their user chains' names are parts of data (which must not change
-// while they are used: a restore deletes those chains). A restore that
-// replaces a table throws its rules away (about half a second of decode
-// for kube-proxy's 10,000 services). A nil skip skips nothing.
-func UnmarshalRulesetSkipping(data []byte, skip func(table string) bool) (*Ruleset, *Encoded, error) {
-	return UnmarshalRulesetSkip(data, Skip{Tables: skip})
+	return UnmarshalRulesetSkip(data, Skip{})
 }
 
 // Skip says what of a ruleset's binary form a decode steps over
 // (UnmarshalRulesetSkip). A zero Skip skips nothing.
 type Skip struct {
-	// Tables reports the tables whose rules are all stepped over (asked
-	// once per table, in the encoding's order): their user chains' names
-	// are parts of the data (UnmarshalRulesetSkipping).
+	// Tables reports the tables whose rules are all stepped over, not
+	// kept (asked once per table, in the encoding's order: filter
+	// first): those tables have all their chains (names, policies) and
+	// no rules; their user chains' names are parts of the data (which
+	// must not change while they are used: a restore deletes those
+	// chains). A restore that replaces a table throws its rules away
+	// (about half a second of decode for kube-proxy's 10,000 services).
 	Tables func(table string) bool
 	// Rules returns, for a table not skipped whole, which of its user
 	// chains' rules are stepped over (nil: none); it is asked at most

@@ -133,7 +133,7 @@ type decoder struct {
 	// and jump target, which it finds without a lookup in strs.
 	recentStr [recentStrs]string
 	// skip, when not nil, says which tables' rules are stepped over
-	// (UnmarshalRulesetSkipping); skipping is set while they are.
+	// (Skip.Tables); skipping is set while they are.
 	skip     func(table string) bool
 	skipping bool
 	// rulesOf, when not nil, says which user chains' rules of a table

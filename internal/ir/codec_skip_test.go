@@ -31,10 +31,9 @@ func skipText() string {
 	return text.String()
 }
 
-// TestUnmarshalRulesetSkipping checks that the tables a decode skips keep
-// their chains and policies and no rule, that RuleCounts still counts
-// their rules, and that the other tables decode as in a full decode.
-func TestUnmarshalRulesetSkipping(t *testing.T) {
+// skipFixture returns skipText's binary form and its full decode.
+func skipFixture(t *testing.T) ([]byte, *ir.Ruleset, *ir.Encoded) {
+	t.Helper()
 	data, err := restored(t, skipText()).MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -43,12 +42,21 @@ func TestUnmarshalRulesetSkipping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return data, full, fullEnc
+}
+
+// TestUnmarshalRulesetSkipTables checks that the tables a decode skips
+// (Skip.Tables) keep their chains and policies and no rule, that
+// RuleCounts still counts their rules, and that the other tables decode
+// as in a full decode.
+func TestUnmarshalRulesetSkipTables(t *testing.T) {
+	data, full, fullEnc := skipFixture(t)
 	for _, skipped := range []string{ir.TableFilter, ir.TableNat, ir.TableMangle} {
 		var asked []string
-		rs, enc, err := ir.UnmarshalRulesetSkipping(data, func(table string) bool {
+		rs, enc, err := ir.UnmarshalRulesetSkip(data, ir.Skip{Tables: func(table string) bool {
 			asked = append(asked, table)
 			return table == skipped
-		})
+		}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,14 +108,7 @@ func TestUnmarshalRulesetSkipping(t *testing.T) {
 // never stepped over, RuleCounts counts every chain's rules, and every
 // other chain decodes as in a full decode.
 func TestUnmarshalRulesetSkipChains(t *testing.T) {
-	data, err := restored(t, skipText()).MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	full, fullEnc, err := ir.UnmarshalRulesetEncoded(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data, full, fullEnc := skipFixture(t)
 	flushed := map[string]bool{"filter/user": true, "nat/KUBE-SEP-3": true, "nat/KUBE-SERVICES": true, "nat/PREROUTING": true, "mangle/PREROUTING": true}
 	var asked []string
 	rs, enc, err := ir.UnmarshalRulesetSkip(data, ir.Skip{Rules: func(table string) func(string) bool {

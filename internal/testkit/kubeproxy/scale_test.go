@@ -167,8 +167,8 @@ func TestTenThousandServicesCompile(t *testing.T) {
 // BenchmarkReloadFrontEnd times a reload's front end on kube-proxy's
 // ruleset of 1,000 services × 10 endpoints (KP_SERVICES: other numbers):
 // the restore of the full sync onto the running ruleset decoded from its
-// saved form (ir.UnmarshalRulesetSkipping, as
-// dataplane.RunningRulesetSkipping does: the tables the restore replaces
+// saved form (ir.UnmarshalRulesetSkip, as dataplane.RunningRulesetSkip
+// does: the tables the restore replaces
 // without their rules) inside the restore's base function, beside the input's parse. It
 // logs the wall and CPU time of each restore.
 func BenchmarkReloadFrontEnd(b *testing.B) {
@@ -189,7 +189,7 @@ func BenchmarkReloadFrontEnd(b *testing.B) {
 			}
 			running = nil
 			base := func(replaced func(string) bool) (*ir.Ruleset, error) {
-				rs, _, err := ir.UnmarshalRulesetSkipping(saved, replaced)
+				rs, _, err := ir.UnmarshalRulesetSkip(saved, ir.Skip{Tables: replaced})
 				return rs, err
 			}
 			for i := 0; i < b.N; i++ {
@@ -207,7 +207,7 @@ func BenchmarkReloadFrontEnd(b *testing.B) {
 // BenchmarkRunningDecode times the decode of kube-proxy's running ruleset
 // (KP_SERVICES services × 10 endpoints, 1,000 unless set) from its saved
 // form: in full, and without the rules of filter and nat (a reload that
-// replaces both, ir.UnmarshalRulesetSkipping).
+// replaces both, ir.UnmarshalRulesetSkip).
 func BenchmarkRunningDecode(b *testing.B) {
 	for _, n := range kpSizes(b) {
 		svcs, err := Generate(DefaultOptions(n, 10))
@@ -229,7 +229,7 @@ func BenchmarkRunningDecode(b *testing.B) {
 		}{{"full", nil}, {"replaced", func(string) bool { return true }}} {
 			b.Run(fmt.Sprint(n, "/", c.name), func(b *testing.B) {
 				for b.Loop() {
-					if _, _, err := ir.UnmarshalRulesetSkipping(saved, c.skip); err != nil {
+					if _, _, err := ir.UnmarshalRulesetSkip(saved, ir.Skip{Tables: c.skip}); err != nil {
 						b.Fatal(err)
 					}
 				}
