@@ -158,6 +158,15 @@ type guardIf struct {
 // guardIfVeth is XFW_GUARD_IF_VETH.
 const guardIfVeth = 1
 
+// entry is gi as the guard's interface map holds it.
+func (gi GuardedInterface) entry() guardIf {
+	v := guardIf{ProgID: gi.XDPProgID}
+	if gi.Veth {
+		v.Flags |= guardIfVeth
+	}
+	return v
+}
+
 // SetProtected makes the guard's interfaces exactly protected (by
 // ifindex): packets of any other interface, or arriving on one that no
 // longer runs xfw's XDP program, are dropped from now on.
@@ -188,10 +197,7 @@ func (g *Guard) Admit(protected map[int]GuardedInterface) error {
 // holds; g.mu is held.
 func (g *Guard) admitLocked(protected map[int]GuardedInterface) error {
 	for i, gi := range protected {
-		v := guardIf{ProgID: gi.XDPProgID}
-		if gi.Veth {
-			v.Flags |= guardIfVeth
-		}
+		v := gi.entry()
 		if old, ok := g.known[uint32(i)]; ok && old == v {
 			continue
 		}

@@ -45,11 +45,7 @@ func admitAttached(attached []Interface, xdpID ebpf.ProgramID) error {
 	}
 	defer m.Close()
 	for i, gi := range in {
-		v := guardIf{ProgID: gi.XDPProgID}
-		if gi.Veth {
-			v.Flags |= guardIfVeth
-		}
-		if err := m.Put(uint32(i), v); err != nil {
+		if err := m.Put(uint32(i), gi.entry()); err != nil {
 			return fmt.Errorf("guard: admit interface %d: %w", i, err)
 		}
 	}
