@@ -50,12 +50,7 @@ func TestHashLimitGCAgainstKernel(t *testing.T) {
 			if fam == 6 {
 				gen, sink = tp.Gen.IPv6, tp.Sink.IPv6
 			}
-			host := func(h byte) netip.Addr {
-				b := gen.AsSlice()
-				b[len(b)-1] = 0x40 + h
-				a, _ := netip.AddrFromSlice(b)
-				return a
-			}
+			host := func(h byte) netip.Addr { return genHost(gen, h) }
 			fw.restore(t, tp, fam, hlGCRules)
 			start := time.Now()
 			for _, r := range hlGCRounds {

@@ -77,12 +77,7 @@ func hashLimitRateMatchAgainstKernel(t *testing.T, bin string, fam int) {
 		if fam == 6 {
 			gen, sink = tp.Gen.IPv6, tp.Sink.IPv6
 		}
-		host := func(h byte) netip.Addr {
-			b := gen.AsSlice()
-			b[len(b)-1] = 0x40 + h
-			a, _ := netip.AddrFromSlice(b)
-			return a
-		}
+		host := func(h byte) netip.Addr { return genHost(gen, h) }
 		fw.restore(t, tp, fam, hlRateMatchRules)
 		var last time.Time
 		for i, phase := range hlRateMatchPhases {

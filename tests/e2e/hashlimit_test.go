@@ -101,12 +101,7 @@ func hashLimitAgainstKernel(t *testing.T, bin string, fam int) {
 		if fam == 6 {
 			gen, sink, mask = tp.Gen.IPv6, tp.Sink.IPv6, "120"
 		}
-		host := func(h byte) netip.Addr {
-			b := gen.AsSlice()
-			b[len(b)-1] = 0x40 + h
-			a, _ := netip.AddrFromSlice(b)
-			return a
-		}
+		host := func(h byte) netip.Addr { return genHost(gen, h) }
 		rules := strings.ReplaceAll(hlRules, "@M", mask)
 		fw.restore(t, tp, fam, rules)
 		round := func(first bool) {

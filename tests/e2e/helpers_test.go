@@ -7,6 +7,7 @@ package e2e
 import (
 	"bufio"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -214,4 +215,14 @@ func drainTwins(t testing.TB, tw *twins) {
 	for _, tp := range tw.tps {
 		drainFw(t, tp)
 	}
+}
+
+// genHost returns host h of gen's subnet, as the rate and recent tests
+// send from it: gen's address with its last byte 0x40+h (addresses no
+// interface holds, one per key a test needs).
+func genHost(gen netip.Addr, h byte) netip.Addr {
+	b := gen.AsSlice()
+	b[len(b)-1] = 0x40 + h
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }

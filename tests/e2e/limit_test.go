@@ -111,10 +111,7 @@ func limitAgainstKernel(t *testing.T, bin string, fam int) {
 			if h == 0 {
 				return gen
 			}
-			b := gen.AsSlice()
-			b[len(b)-1] = 0x40 + h
-			a, _ := netip.AddrFromSlice(b)
-			return a
+			return genHost(gen, h)
 		}
 		rules := limRules
 		for h := byte(1); h <= 7; h++ {

@@ -150,12 +150,7 @@ func newRecentHosts(tp *nettest.Topology, fam int) recentHosts {
 }
 
 // host returns host h's address.
-func (rh recentHosts) host(h byte) netip.Addr {
-	b := rh.gen.AsSlice()
-	b[len(b)-1] = 0x40 + h
-	a, _ := netip.AddrFromSlice(b)
-	return a
-}
+func (rh recentHosts) host(h byte) netip.Addr { return genHost(rh.gen, h) }
 
 // rules returns a ruleset with its @FULL, @MASK and @H1 to @H7 named.
 func (rh recentHosts) rules(text string) string {
