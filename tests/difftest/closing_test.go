@@ -20,9 +20,7 @@ import (
 // and INPUT drops it (xfw before the fix, which left the connection
 // ESTABLISHED, with its five-day timeout).
 func TestRejectOutputResetCloses(t *testing.T) {
-	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
-		t.Run(fam.String(), func(t *testing.T) { rejectOutputResetCloses(t, fam) })
-	}
+	eachFamily(t, rejectOutputResetCloses)
 }
 
 func rejectOutputResetCloses(t *testing.T, fam ir.Family) {

@@ -80,6 +80,15 @@ func xfwPath(t *testing.T) string {
 	return filepath.Join(bin, "xfw")
 }
 
+// eachFamily runs fn for IPv4 and for IPv6, each in a subtest of its
+// own: a session holds the host's lock until its test ends, so each
+// family's session must end with its subtest.
+func eachFamily(t *testing.T, fn func(*testing.T, ir.Family)) {
+	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
+		t.Run(fam.String(), func(t *testing.T) { fn(t, fam) })
+	}
+}
+
 // session opens a session of family fam for the test; it is closed (and
 // its namespaces removed) when the test ends, failed or not.
 func session(t *testing.T, fam ir.Family, tune ...func(*difftest.Config)) *difftest.Session {

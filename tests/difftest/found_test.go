@@ -276,11 +276,7 @@ func TestRejectOutputErrorSource(t *testing.T) {
 // and 11.0.0.0). Each firewall must deliver the ICMP error and the RST
 // to sink, in both families.
 func TestRejectOutputRoutedReplyRelated(t *testing.T) {
-	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
-		// A subtest each: a session holds the host's lock until its
-		// test ends.
-		t.Run(fam.String(), func(t *testing.T) { routedReplyRelated(t, fam) })
-	}
+	eachFamily(t, routedReplyRelated)
 }
 
 func routedReplyRelated(t *testing.T, fam ir.Family) {
@@ -319,9 +315,7 @@ func routedReplyRelated(t *testing.T, fam ir.Family) {
 // deliver each reset to fw's sockets, byte for byte the same; IPv6's
 // reset carries a complete checksum in both.
 func TestRejectInputResetOnLo(t *testing.T) {
-	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
-		t.Run(fam.String(), func(t *testing.T) { rejectInputResetOnLo(t, fam) })
-	}
+	eachFamily(t, rejectInputResetOnLo)
 }
 
 func rejectInputResetOnLo(t *testing.T, fam ir.Family) {
@@ -354,9 +348,7 @@ func rejectInputResetOnLo(t *testing.T, fam ir.Family) {
 // address, for fw itself, came from out0's address where the kernel's
 // keeps the anycast one: delivered to fw's sockets.
 func TestRejectOutputErrorToFwFromForeignSource(t *testing.T) {
-	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
-		t.Run(fam.String(), func(t *testing.T) { rejectOutputErrorToFwFromForeignSource(t, fam) })
-	}
+	eachFamily(t, rejectOutputErrorToFwFromForeignSource)
 }
 
 func rejectOutputErrorToFwFromForeignSource(t *testing.T, fam ir.Family) {
@@ -405,9 +397,7 @@ func rejectOutputErrorToFwFromForeignSource(t *testing.T, fam ir.Family) {
 // checksum, and takes lo and its INPUT the same way (xfw's entered fw's
 // device before).
 func TestRejectOutputResetToFw(t *testing.T) {
-	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
-		t.Run(fam.String(), func(t *testing.T) { rejectOutputResetToFw(t, fam) })
-	}
+	eachFamily(t, rejectOutputResetToFw)
 }
 
 func rejectOutputResetToFw(t *testing.T, fam ir.Family) {
@@ -445,11 +435,7 @@ func rejectOutputResetToFw(t *testing.T, fam ir.Family) {
 // the DROP policy each firewall must show each datagram's LOG line, with
 // ACCEPT also the datagram at sink.
 func TestNATOutputLogAfterDNAT(t *testing.T) {
-	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
-		// A subtest each: a session holds the host's lock until its
-		// test ends.
-		t.Run(fam.String(), func(t *testing.T) { natOutputLogAfterDNAT(t, fam) })
-	}
+	eachFamily(t, natOutputLogAfterDNAT)
 }
 
 func natOutputLogAfterDNAT(t *testing.T, fam ir.Family) {
@@ -500,9 +486,7 @@ func natOutputLogAfterDNAT(t *testing.T, fam ir.Family) {
 // NEW in xfw, ESTABLISHED in the kernel (difftest `--family 6 --seed 1
 // --conntrack --conversations 30`, reduced to the rule below).
 func TestConntrackResetAfterIgnoredSynAck(t *testing.T) {
-	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
-		t.Run(fam.String(), func(t *testing.T) { resetAfterIgnoredSynAck(t, fam) })
-	}
+	eachFamily(t, resetAfterIgnoredSynAck)
 }
 
 func resetAfterIgnoredSynAck(t *testing.T, fam ir.Family) {
@@ -626,9 +610,7 @@ func TestNATInputSnatBroadcast(t *testing.T) {
 // makes the nat chains count, in both. Each firewall must show the same
 // counters, the same LOG lines and the segments at fw's sockets.
 func TestNATTableWithoutConntrack(t *testing.T) {
-	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
-		t.Run(fam.String(), func(t *testing.T) { natTableWithoutConntrack(t, fam) })
-	}
+	eachFamily(t, natTableWithoutConntrack)
 }
 
 func natTableWithoutConntrack(t *testing.T, fam ir.Family) {

@@ -18,9 +18,7 @@ import (
 // (--set-mss) and FORWARD (--clamp-mss-to-pmtu), both families: each
 // firewall must send gen both resets, byte for byte as the kernel's.
 func TestRejectResetAfterTCPMSS(t *testing.T) {
-	for _, fam := range []ir.Family{ir.IPv4, ir.IPv6} {
-		t.Run(fam.String(), func(t *testing.T) { rejectResetAfterTCPMSS(t, fam) })
-	}
+	eachFamily(t, rejectResetAfterTCPMSS)
 }
 
 func rejectResetAfterTCPMSS(t *testing.T, fam ir.Family) {
