@@ -42,8 +42,9 @@ const (
 	fwNFT       = "nftables"
 	fwIpset     = "ipset"
 	fwNFTSet    = "nft-set"
-	fwXFWSet    = "xfw-set" // xfw ipset + one -m set rule
-	refFirewall = fwIptNFT  // the reference of every ratio
+	fwXFWSet    = "xfw-set"    // xfw ipset + one -m set rule
+	fwXFWAgent  = "xfw, agent" // xfw's commands served by its agent (update section)
+	refFirewall = fwIptNFT     // the reference of every ratio
 )
 
 // firewalls returns the implementations by name; xfwBin is xfw's binary.

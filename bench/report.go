@@ -478,6 +478,10 @@ func docsSection(rep *report, results string) string {
 				fmt.Fprintf(&b, "| append one rule to a chain of %s rules (issue 3) | %s | %s | %s |\n", humanCount(n),
 					humanDuration(a.Seconds.Median), humanDuration(r.Seconds.Median), latencyRatio(a.Seconds.Median, r.Seconds.Median))
 			}
+			if a, r := getLatency(u.Append, fwXFWAgent, n), getLatency(u.Append, refFirewall, n); a != nil && r != nil && a.Seconds.N > 0 && r.Seconds.N > 0 {
+				fmt.Fprintf(&b, "| the same, served by xfw's agent (xfw as installed) | %s | %s | %s |\n",
+					humanDuration(a.Seconds.Median), humanDuration(r.Seconds.Median), latencyRatio(a.Seconds.Median, r.Seconds.Median))
+			}
 			a, r = getLatency(u.Restore, fwXFW, n), getLatency(u.Restore, refFirewall, n)
 			if a != nil && r != nil && a.Seconds.N > 0 && r.Seconds.N > 0 {
 				fmt.Fprintf(&b, "| restore a ruleset of %s rules | %s | %s | %s |\n", humanCount(n),

@@ -46,6 +46,9 @@ fi
 # plane it loads in-process, built from the same tree now).
 mkdir -p results/tmp
 cp bin/xfw results/tmp/xfw
+# The agent's client beside it (the update section's "xfw, agent": the
+# iptables alternatives link to it when xfw is installed).
+cp bin/xfw-cmd results/tmp/xfw-cmd
 log "building ${BIN}"
 go build -o "${BIN}" ./bench
 

@@ -451,6 +451,10 @@ func headline(rep *report) string {
 			}
 			fmt.Fprintf(&b, "  %s: xfw %9s, iptables-nft %9s: xfw takes %.1fx the time\n", part.what,
 				humanDuration(a.Seconds.Median), humanDuration(r.Seconds.Median), safeRatio(a.Seconds.Median, r.Seconds.Median))
+			if s := getLatency(part.ps, fwXFWAgent, 10000); s != nil && s.Seconds.N > 0 {
+				fmt.Fprintf(&b, "  %s: xfw's agent %9s: %.1fx iptables-nft's time\n", part.what,
+					humanDuration(s.Seconds.Median), safeRatio(s.Seconds.Median, r.Seconds.Median))
+			}
 		}
 	}
 	return b.String()

@@ -62,6 +62,17 @@ func runUpdate(ctx context.Context, o *options, rigs []*rig, sizes []int) (*upda
 			return nil, fmt.Errorf("%s: warm-up load: %w", r.fw.Name, err)
 		}
 	}
+	// xfw as installed: the same commands through xfw-cmd, served by the
+	// namespace's agent, in a topology of its own.
+	agent, err := startAgentRig(ctx, o.xfwBin)
+	if err != nil {
+		return nil, err
+	}
+	if agent != nil {
+		defer agent.Close()
+		rigs = append(rigs[:len(rigs):len(rigs)], &agent.rig)
+		sec.Notes = append(sec.Notes, "xfw, agent: xfw as installed (`make install`: the iptables alternatives link to xfw-cmd, the xfw-agent unit runs the agent): the same commands through xfw-cmd, served by the agent of fw's namespace (XFW_CMDSERVER=only: a command it does not serve fails).")
+	}
 	for _, n := range sizes {
 		rs := fiveTupleRuleset("FORWARD", fiveTupleFlows(max(n, 1), false)[:n])
 		// Rules to append: fresh tuples outside the ruleset's source range.
