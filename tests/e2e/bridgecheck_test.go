@@ -90,7 +90,7 @@ func TestBridgedIPv4CheckAgainstKernel(t *testing.T) {
 		res := map[string]string{}
 		var mu sync.Mutex
 		tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-			r := bridgeCheckRound(t, tp, fw, pr, port)
+			r := bridgeCheckRound(t, tp, fw, pr.name, 4, pr.fix(bridgedUDP(4, port, false, false)(tp)))
 			mu.Lock()
 			res[kind] = r
 			mu.Unlock()
@@ -103,26 +103,27 @@ func TestBridgedIPv4CheckAgainstKernel(t *testing.T) {
 	}
 }
 
-// bridgeCheckRound injects pr's frame (to sink's port) at gen and returns
-// what sink received (frame lengths) and fw's non-zero counters.
-func bridgeCheckRound(t *testing.T, tp *nettest.Topology, fw firewall, pr bridgeCheckProbe, port uint16) string {
+// bridgeCheckRound injects frame (a probe of family fam that bridgedUDP
+// built) at gen and returns what sink received (frame lengths and VLAN
+// tags) and fw's non-zero counters of family fam, then zeroes them.
+func bridgeCheckRound(t *testing.T, tp *nettest.Topology, fw firewall, name string, fam int, frame []byte) string {
 	t.Helper()
 	mark := []byte("xfw-bridge-probe")
 	c := nettest.StartCapture(t, tp.SinkNS, nettest.SinkIfname, func(c nettest.Captured) bool {
 		return !c.Outgoing && bytes.Contains(c.Raw, mark)
 	})
-	if err := tp.InjectFromGen(pr.fix(bridgedUDP(4, port, false, false)(tp))); err != nil {
-		t.Errorf("%s: inject: %v", pr.name, err)
+	if err := tp.InjectFromGen(frame); err != nil {
+		t.Errorf("%s: inject: %v", name, err)
 	}
 	drainFw(t, tp)
 	c.Wait(1, 500*time.Millisecond)
 	var got []string
 	for _, f := range c.StopQueued() {
-		got = append(got, fmt.Sprint(len(f.Raw)))
+		got = append(got, fmt.Sprintf("%d bytes, tags %v", len(f.Raw), f.VLANs))
 	}
-	out, err := nettest.Exec(tp.FwNS, append(fw.cmd(4, "-save"), "-c")...)
+	out, err := nettest.Exec(tp.FwNS, append(fw.cmd(fam, "-save"), "-c")...)
 	if err != nil || out.ExitCode != 0 {
-		t.Errorf("%s: save: %v", pr.name, err)
+		t.Errorf("%s: save: %v", name, err)
 	}
 	var ctrs []string
 	for k, v := range tableCounters(out.Stdout) {
@@ -131,7 +132,8 @@ func bridgeCheckRound(t *testing.T, tp *nettest.Topology, fw firewall, pr bridge
 		}
 	}
 	sort.Strings(ctrs)
-	zeroCounters(t, tp, fw)
-	nettest.MustExec(t, tp.FwNS, append(fw.cmd(4, ""), "-w", lockWait, "-t", "mangle", "-Z")...)
+	for _, table := range []string{"filter", "mangle"} {
+		nettest.MustExec(t, tp.FwNS, append(fw.cmd(fam, ""), "-w", lockWait, "-t", table, "-Z")...)
+	}
 	return fmt.Sprintf("sink received %v; counted %v", got, ctrs)
 }
