@@ -25,13 +25,56 @@ COMMIT
 `
 
 // taggedUDP is bridgedUDP's datagram from gen to sink's port in a frame
-// with VLAN tag vid (nettest.VLANTag: 802.1Q unless tpid).
+// with VLAN tag tag (802.1Q unless its TPID says otherwise).
 func taggedUDP(fam int, port uint16, tag nettest.VLANTag) func(tp *nettest.Topology) []byte {
+	return withTag(bridgedUDP(fam, port, false, false), tag)
+}
+
+// withTag returns frame's builder with tag inserted after the addresses.
+func withTag(frame func(tp *nettest.Topology) []byte, tag nettest.VLANTag) func(tp *nettest.Topology) []byte {
 	return func(tp *nettest.Topology) []byte {
-		eth := nettest.Ethernet{Src: tp.Gen.MAC, Dst: tp.Sink.MAC, VLANs: []nettest.VLANTag{tag}}
-		udp := nettest.UDP{SrcPort: 4000, DstPort: port, Payload: []byte("xfw-bridge-probe")}
-		return eth.Frame(nettest.IPPacket(bridgeAddr(nil, fam, 1), bridgeAddr(nil, fam, 2), udp))
+		f := frame(tp)
+		tpid := tag.TPID
+		if tpid == 0 {
+			tpid = 0x8100
+		}
+		tci := uint16(tag.PCP)<<13 | tag.ID&0x0fff
+		if tag.DEI {
+			tci |= 1 << 12
+		}
+		hdr := []byte{byte(tpid >> 8), byte(tpid), byte(tci >> 8), byte(tci)}
+		return append(append(append([]byte(nil), f[:12]...), hdr...), f[12:]...)
 	}
+}
+
+// TestBridgedVLANRejectAgainstKernel REJECTs VLAN-tagged bridged frames
+// with bridge-nf-filter-vlan-tagged on through xfw and iptables-legacy
+// (TestBridgedRejectAgainstKernel's rules and probes, tracked) and
+// compares the counters and what gen receives back, tags included.
+func TestBridgedVLANRejectAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy", "sysctl")
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		bridgeSetup(t, tp, true)
+		nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.ipv4.ip_default_ttl=50", "net.ipv6.conf.br0.hop_limit=40",
+			"net.bridge.bridge-nf-filter-vlan-tagged=1")
+		fw.restore(t, tp, 4, bridgeRejectRules(4, true))
+		fw.restore(t, tp, 6, bridgeRejectRules(6, true))
+		zeroCounters(t, tp, fw)
+	})
+	if t.Failed() {
+		return
+	}
+	bridgeRejectRound(t, tw, func(fam int) []bridgeRejectProbe {
+		var probes []bridgeRejectProbe
+		for _, pr := range bridgeRejectProbes(fam)[:4] {
+			pr.name += ", VLAN 10"
+			pr.frame = withTag(pr.frame, nettest.VLANTag{ID: 10})
+			probes = append(probes, pr)
+		}
+		return probes
+	}, "")
 }
 
 // TestBridgedVLANAgainstKernel injects VLAN-tagged bridged datagrams
