@@ -16,6 +16,7 @@ const bridgeVLANRules = `*mangle
 -A PREROUTING -p udp -m physdev --physdev-in in0
 COMMIT
 *filter
+-A INPUT -p udp -i br0
 -A FORWARD -p udp -i br0 -o br0
 -A FORWARD -p udp -m physdev --physdev-in in0 --physdev-out out0 --physdev-is-bridged
 -A FORWARD -p udp --dport 9841 -j DROP
@@ -115,6 +116,7 @@ func TestBridgedVLANAgainstKernel(t *testing.T) {
 				{"VLAN 10, dropped by physdev", taggedUDP(fam, 9842, nettest.VLANTag{ID: 10})},
 				{"VLAN 0, priority 5", taggedUDP(fam, 9840, nettest.VLANTag{ID: 0, PCP: 5})},
 				{"802.1ad VLAN 20", taggedUDP(fam, 9840, nettest.VLANTag{TPID: 0x88a8, ID: 20})},
+				{"VLAN 10, to br0", withTag(bridgedUDP(fam, 9840, false, true), nettest.VLANTag{ID: 10})},
 			} {
 				name := fmt.Sprintf("filter-vlan-tagged %s, IPv%d %s", on, fam, pr.name)
 				res := map[string]string{}
