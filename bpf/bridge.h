@@ -39,8 +39,10 @@
  * then the bridge, the device iptables sees) and whether the namespace's
  * sysctls are on (XFW_IF_BRNF4, XFW_IF_BRNF6 on bridges and ports): off,
  * bridged frames pass unjudged and nothing has ports, as in the kernel.
- * VLAN-tagged frames pass as with bridge-nf-filter-vlan-tagged 0 (the
- * default); non-IP frames (ARP: arptables) pass.
+ * With bridge-nf-filter-vlan-tagged (XFW_IF_BRVLAN), VLAN-tagged IP
+ * frames are judged too (bridge_tc.h; a tagged frame passed up:
+ * xfw_phys_xdp); PPPoE frames pass (bridge-nf-filter-pppoe-tagged is not
+ * read); non-IP frames (ARP: arptables) pass.
  *
  * The judgement of bridged frames is in bridge_tc.h (it uses xfw.c's
  * xfw_judge and xfw_tc_parse).
