@@ -39,8 +39,10 @@
  * then the bridge, the device iptables sees) and whether the namespace's
  * sysctls are on (XFW_IF_BRNF4, XFW_IF_BRNF6 on bridges and ports): off,
  * bridged frames pass unjudged and nothing has ports, as in the kernel.
- * VLAN-tagged frames pass as with bridge-nf-filter-vlan-tagged 0 (the
- * default); non-IP frames (ARP: arptables) pass.
+ * With bridge-nf-filter-vlan-tagged (XFW_IF_BRVLAN), VLAN-tagged IP
+ * frames are judged too (bridge_tc.h; a tagged frame passed up:
+ * xfw_phys_xdp); PPPoE frames pass (bridge-nf-filter-pppoe-tagged is not
+ * read); non-IP frames (ARP: arptables) pass.
  *
  * The judgement of bridged frames is in bridge_tc.h (it uses xfw.c's
  * xfw_judge and xfw_tc_parse).
@@ -71,7 +73,17 @@ struct xfw_br_note {
 	__u32 ifindex; /* 0: none */
 	__u32 len;
 	__u64 w[XFW_BR_NOTE_WORDS];
+	__u32 tagged;  /* its receive took a VLAN tag out of it */
+	__u32 pad;
 };
+
+/* xfw_br_port_xdp's bit for a frame noted with a tag (above the port). */
+#define XFW_BR_PORT_TAGGED (1ULL << 32)
+/* xfw_phys_xdp's answers besides 0: a frame its port received with a VLAN
+ * tag, to pass unjudged, or to walk through PREROUTING before the stack
+ * drops it (bridge-nf-filter-vlan-tagged on). */
+#define XFW_BR_TAGGED_PASS 1
+#define XFW_BR_TAGGED_PRE 2
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -98,15 +110,17 @@ static __always_inline void xfw_br_note_tc(struct __sk_buff *skb)
 	if (skb->len >= XFW_BR_NOTE && bpf_skb_load_bytes(skb, 0, n->w, XFW_BR_NOTE) == 0) {
 		n->len = skb->len;
 		n->ifindex = skb->ifindex;
+		n->tagged = skb->vlan_present;
 	}
 }
 
 /* xfw_br_port_xdp returns the port the frame in ctx came in by, as its
- * TC ingress hook noted it, or XFW_PHYS_ANYPORT. A global function: its
- * buffer stays off the hook's frame. */
-__attribute__((noinline)) __u32 xfw_br_port_xdp(struct xdp_md *ctx)
+ * TC ingress hook noted it, with XFW_BR_PORT_TAGGED when that frame came
+ * with a VLAN tag, or XFW_PHYS_ANYPORT. A global function: its buffer
+ * stays off the hook's frame. */
+__attribute__((noinline)) __u64 xfw_br_port_xdp(struct xdp_md *ctx)
 {
-	__u64 w[XFW_BR_NOTE_WORDS];
+	__u64 w[XFW_BR_NOTE_WORDS], port;
 	struct xfw_br_note *n;
 	__u32 zero = 0, len;
 
@@ -121,9 +135,9 @@ __attribute__((noinline)) __u32 xfw_br_port_xdp(struct xdp_md *ctx)
 		if (w[i] != n->w[i])
 			return XFW_PHYS_ANYPORT;
 	/* Taken: a later frame of the bridge's own is no port's. */
-	len = n->ifindex;
+	port = n->ifindex | (n->tagged ? XFW_BR_PORT_TAGGED : 0);
 	n->ifindex = 0;
-	return len;
+	return port;
 }
 
 /* xfw_brnf_bit returns the XFW_IF_BRNF* bit of p's family. */
@@ -133,14 +147,25 @@ static __always_inline __u16 xfw_brnf_bit(const struct xfw_pkt *p)
 }
 
 /* xfw_phys_xdp sets p's ports for a packet the bridge device's XDP hook
- * received from one of its ports (ifi: the device's facts). */
-static __always_inline void xfw_phys_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
-					 const struct xfw_ifinfo *ifi)
+ * received from one of its ports (ifi: the device's facts). A frame its
+ * port received with a VLAN tag (out of the frame's data since, unseen by
+ * generic XDP) is passed up tagged, and the stack hands it to the
+ * bridge's VLAN device or drops it: none of the bridge's chains but
+ * PREROUTING sees it, and that one only with bridge-nf-filter-vlan-tagged
+ * (br_netfilter's hook, XFW_BR_TAGGED_PRE); else XFW_BR_TAGGED_PASS. */
+static __always_inline int xfw_phys_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
+					const struct xfw_ifinfo *ifi)
 {
+	__u64 in;
+
 	if (p->vlan || (ifi->flags & XFW_IF_PORT) || !(ifi->flags & xfw_brnf_bit(p)))
-		return;
-	p->physin = xfw_br_port_xdp(ctx);
+		return 0;
+	in = xfw_br_port_xdp(ctx);
+	p->physin = (__u32)in;
 	p->physout = XFW_PHYS_NULL;
+	if (!(in & XFW_BR_PORT_TAGGED))
+		return 0;
+	return ifi->flags & XFW_IF_BRVLAN ? XFW_BR_TAGGED_PRE : XFW_BR_TAGGED_PASS;
 }
 
 /* xfw_br_port returns the bridge of port ifindex with its flags (bridge

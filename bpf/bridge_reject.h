@@ -151,6 +151,13 @@ __attribute__((noinline)) int xfw_br_reject(struct __sk_buff *skb, struct xfw_xd
 	rs = bpf_map_lookup_elem(&xfw_rj_scratch, &slot);
 	if (!rs)
 		return TC_ACT_SHOT;
+	/* The kernel's reply to a VLAN-tagged frame (judged with
+	 * bridge-nf-filter-vlan-tagged) is a new packet, untagged: the
+	 * reset nf_send_reset sends out of the input port, the error the
+	 * host sends through the bridge. The frame's tag is out of its
+	 * data (bridge_tc.h), so the headers stay where they are. */
+	if (skb->vlan_present && bpf_skb_vlan_pop(skb))
+		return TC_ACT_SHOT;
 	p = &sc->p;
 	in = p->physin;
 	__builtin_memset(&rs->r, 0, sizeof(rs->r));

@@ -223,7 +223,12 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 	__u32 br = port >> 16, verdict, undone = 0;
 	int tr;
 
-	if (!skb || !sc || !xfw_br_bridged(skb->ingress_ifindex, br) || skb->vlan_present)
+	/* A tag the receive took out of the frame (every tag a port's
+	 * receive sees first): br_netfilter judges the frame inside it with
+	 * bridge-nf-filter-vlan-tagged, as an untagged one (-i and -o the
+	 * bridge); the frame leaves with its tag. */
+	if (!skb || !sc || !xfw_br_bridged(skb->ingress_ifindex, br) ||
+	    (skb->vlan_present && !(port & XFW_IF_BRVLAN)))
 		return TC_ACT_OK;
 	p = &sc->p;
 	st = &sc->st;

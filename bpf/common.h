@@ -539,6 +539,10 @@ enum xfw_ring {
 #define XFW_IF_BRNF4 0x02
 #define XFW_IF_BRNF6 0x04
 #define XFW_IF_PORT 0x08
+/* On bridges and ports, with XFW_IF_BRNF4 or _BRNF6: br_netfilter passes
+ * the bridge's VLAN-tagged IP frames to iptables too
+ * (bridge-nf-filter-vlan-tagged: bridge_tc.h). */
+#define XFW_IF_BRVLAN 0x1000
 /* The device takes XDP frames and nothing on its egress needs the skb:
  * the XDP fast path may redirect forwarded packets to it (fastpath.h). */
 #define XFW_IF_FASTTX 0x10

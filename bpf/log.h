@@ -74,6 +74,8 @@ static __always_inline struct xfw_log_event *xfw_log_event(__u32 slot, __u32 e,
 	ev->has_uid = 0; /* the ring's memory is not cleared */
 	ev->uid = 0;
 	ev->gid = 0;
+	ev->physin = p->physin;
+	ev->physout = p->physout;
 	ev->nflog_group = lc->nflog_group;
 	ev->nflog_len = lc->nflog_len;
 	__builtin_memcpy(ev->prefix, lc->prefix, XFW_LOG_PREFIX_LEN);

@@ -526,7 +526,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	struct xfw_pending *st;
 	__u32 zero = 0;
 	__u32 chain, iif, oif = 0, rj = 0, verdict, dnat_undone = 0;
-	int rc;
+	int rc, tagged;
 	__u64 key, route;
 
 	xfw_touch_state();
@@ -575,7 +575,9 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	/* Its reverse-path filter (route.h xfw_rpf). */
 	st->rpf = (ifi->flags >> XFW_IF_RPF_SHIFT) & XFW_RPF_IN_MASK;
 	/* Passed up by a bridge: -m physdev's ports (bridge.h). */
-	xfw_phys_xdp(ctx, p, ifi);
+	tagged = xfw_phys_xdp(ctx, p, ifi);
+	if (tagged == XFW_BR_TAGGED_PASS)
+		return XDP_PASS;
 	/* mac_mt matches nothing on a device that is not Ethernet. */
 	if (iif == XFW_LOOPBACK_IFINDEX)
 		p->mac_src = XFW_MAC_NONE;
@@ -586,8 +588,10 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	 * later fragment) has none to check. A source route the device's
 	 * accept_source_route lets through is judged with the route
 	 * (st->srr, route.h xfw_srr_route). */
-	if (p->fam == 0 && p->thoff != p->l3_off + XFW_IPV4_MIN_HLEN &&
-	    !(st->srr = xfw_ipv4_opts_ok(ctx, p, ifi->flags & XFW_IF_SRCROUTE))) {
+	/* So is a VLAN-tagged frame a bridge passes up (bridge.h). */
+	if (tagged == XFW_BR_TAGGED_PRE ||
+	    (p->fam == 0 && p->thoff != p->l3_off + XFW_IPV4_MIN_HLEN &&
+	     !(st->srr = xfw_ipv4_opts_ok(ctx, p, ifi->flags & XFW_IF_SRCROUTE)))) {
 		if (xfw_rawpre_on(st) && xfw_xdp_rawpre(ctx, sc, iif) == XFW_RAWPRE_DROP)
 			return XDP_DROP;
 		/* The rest of PREROUTING too, which neither DNAT nor a mark

@@ -100,16 +100,20 @@ const (
 	ifBrNF4 = 0x02 // IPv4 of this bridge (port) passes iptables
 	ifBrNF6 = 0x04 // IPv6 passes ip6tables
 	ifPort  = 0x08 // a bridge port; its ifinfo's ifindex is the bridge's
+	// ifBrVLAN: VLAN-tagged IP frames pass iptables too (XFW_IF_BRVLAN).
+	ifBrVLAN = 0x1000
 )
 
 // Where br_netfilter keeps its switches, per namespace.
 const (
 	brNFCallIPv4 = "net/bridge/bridge-nf-call-iptables"
 	brNFCallIPv6 = "net/bridge/bridge-nf-call-ip6tables"
+	brNFVLAN     = "net/bridge/bridge-nf-filter-vlan-tagged"
 )
 
-// brNFFlags returns the XFW_IF_BRNF* bits of this namespace's sysctls:
-// none without br_netfilter (the sysctls are missing).
+// brNFFlags returns the XFW_IF_BRNF* and XFW_IF_BRVLAN bits of this
+// namespace's sysctls: none without br_netfilter (the sysctls are
+// missing).
 func brNFFlags() uint16 {
 	var f uint16
 	if v, err := readSysctlInt(brNFCallIPv4); err == nil && v != 0 {
@@ -117,6 +121,9 @@ func brNFFlags() uint16 {
 	}
 	if v, err := readSysctlInt(brNFCallIPv6); err == nil && v != 0 {
 		f |= ifBrNF6
+	}
+	if v, err := readSysctlInt(brNFVLAN); err == nil && v != 0 && f != 0 {
+		f |= ifBrVLAN
 	}
 	return f
 }

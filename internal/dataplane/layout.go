@@ -197,6 +197,8 @@ type bpfLogEvent struct {
 	NFLogLen   uint32
 	Mark       uint32
 	UID, GID   uint32
+	PhysIn     uint32
+	PhysOut    uint32
 	Prefix     [compiler.LogPrefixLen]byte
 	Pkt        [logSnap]byte
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
@@ -55,6 +56,20 @@ type LogEvent struct {
 	// socket's file (a packet the host sends, --log-uid).
 	HasUID   bool
 	UID, GID uint32
+	// PhysIn and PhysOut are the bridge ports br_netfilter records for
+	// the packet (PHYSIN= PHYSOUT=): a port's ifindex, 0 for none. PhysIn
+	// is 0 also for a port the data plane could not name
+	// (compiler.PhysAnyPort), whose PHYSIN= is left out.
+	PhysIn, PhysOut uint32
+}
+
+// physPort returns a physdev field's port, 0 for a sentinel (no bridge
+// information, no port, a port not named).
+func physPort(v uint32) uint32 {
+	if v == compiler.PhysNull || v == compiler.PhysAnyPort {
+		return 0
+	}
+	return v
 }
 
 // logChains maps enum xfw_chain to the chain names.
@@ -100,5 +115,7 @@ func DecodeLogEvent(raw []byte) (LogEvent, error) {
 		HasUID:     ev.HasUID != 0,
 		UID:        ev.UID,
 		GID:        ev.GID,
+		PhysIn:     physPort(ev.PhysIn),
+		PhysOut:    physPort(ev.PhysOut),
 	}, nil
 }

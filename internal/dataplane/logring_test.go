@@ -5,11 +5,12 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/ir"
 )
 
 // logEventSize is sizeof(struct xfw_log_event).
-const logEventSize = 364
+const logEventSize = 372
 
 func TestDecodeLogEvent(t *testing.T) {
 	if n := binary.Size(bpfLogEvent{}); n != logEventSize {
@@ -23,7 +24,7 @@ func TestDecodeLogEvent(t *testing.T) {
 		return b.Bytes()
 	}
 	good := bpfLogEvent{InIfindex: 3, OutIfindex: 4, Rule: 7, SnapLen: 5, L3Off: 14, PktLen: 1500,
-		Family: 6, Chain: 1, Level: 6, Flags: 0x21, HasMAC: 1, Mark: 0x2a}
+		Family: 6, Chain: 1, Level: 6, Flags: 0x21, HasMAC: 1, Mark: 0x2a, PhysIn: 8, PhysOut: 9}
 	copy(good.Prefix[:], "abc ")
 	copy(good.Pkt[:], []byte{1, 2, 3, 4, 5, 6, 7})
 	full := good
@@ -39,12 +40,21 @@ func TestDecodeLogEvent(t *testing.T) {
 		{name: "event", raw: raw(good), want: LogEvent{
 			InIfindex: 3, OutIfindex: 4, Rule: 7, Family: ir.IPv6, Chain: ir.ChainForward,
 			Level: 6, Flags: 0x21, Prefix: "abc ", HasMAC: true, L3Off: 14, FrameLen: 1500,
+			Frame: []byte{1, 2, 3, 4, 5}, Mark: 0x2a, PhysIn: 8, PhysOut: 9,
+		}},
+		{name: "unnamed port, no output port", raw: func() []byte {
+			e := good
+			e.PhysIn, e.PhysOut = compiler.PhysAnyPort, compiler.PhysNull
+			return raw(e)
+		}(), want: LogEvent{
+			InIfindex: 3, OutIfindex: 4, Rule: 7, Family: ir.IPv6, Chain: ir.ChainForward,
+			Level: 6, Flags: 0x21, Prefix: "abc ", HasMAC: true, L3Off: 14, FrameLen: 1500,
 			Frame: []byte{1, 2, 3, 4, 5}, Mark: 0x2a,
 		}},
 		{name: "snapshot and prefix bounded", raw: raw(full), want: LogEvent{
 			InIfindex: 3, OutIfindex: 4, Rule: 7, Family: ir.IPv6, Chain: ir.ChainForward,
 			Level: 6, Flags: 0x21, Prefix: string(bytes.Repeat([]byte{'p'}, len(full.Prefix))),
-			HasMAC: true, L3Off: 14, FrameLen: 1500, Frame: full.Pkt[:], Mark: 0x2a,
+			HasMAC: true, L3Off: 14, FrameLen: 1500, Frame: full.Pkt[:], Mark: 0x2a, PhysIn: 8, PhysOut: 9,
 		}},
 		{name: "short record", raw: raw(good)[:100], wantErr: true},
 		{name: "bad family", raw: func() []byte { e := good; e.Family = 5; return raw(e) }(), wantErr: true},
@@ -73,5 +83,6 @@ func TestDecodeLogEvent(t *testing.T) {
 func equalEvents(a, b LogEvent) bool {
 	return a.InIfindex == b.InIfindex && a.OutIfindex == b.OutIfindex && a.Rule == b.Rule &&
 		a.Family == b.Family && a.Chain == b.Chain && a.Level == b.Level && a.Flags == b.Flags &&
-		a.Prefix == b.Prefix && a.HasMAC == b.HasMAC && a.L3Off == b.L3Off && a.FrameLen == b.FrameLen
+		a.Prefix == b.Prefix && a.HasMAC == b.HasMAC && a.L3Off == b.L3Off && a.FrameLen == b.FrameLen &&
+		a.PhysIn == b.PhysIn && a.PhysOut == b.PhysOut
 }

@@ -13,13 +13,15 @@
 //
 //   - UID= GID= (--log-uid) of a received packet: XDP has no socket for
 //     it (those of the host's own packets, read at TC, are printed).
-//   - PHYSIN= PHYSOUT= (bridge netfilter): the event does not carry the
-//     bridge ports.
+//   - PHYSIN= of a packet a bridge passed up whose port the data plane
+//     could not name (bpf/bridge.h: its receive was steered to another
+//     CPU, or the port runs no program yet).
 //
 // The packet is what the data plane saw, which differs from what netfilter
 // sees in a few cases the formatter compensates for: on FORWARD the kernel
-// has already decremented the TTL (hop limit), so Format prints the
-// received value minus one; a VLAN-tagged frame is printed as the VLAN
+// has already decremented the TTL (hop limit) of a routed packet, so
+// Format prints the received value minus one (not for a frame bridged from
+// port to port, which keeps its TTL); a VLAN-tagged frame is printed as the VLAN
 // device sees it (tag removed from the MAC header); the packet is cut to its
 // IP length as the stack trims link-layer padding. Bytes beyond the event's
 // snapshot (the first 256 bytes of the frame) are unknown: a header that

@@ -240,6 +240,7 @@ func formatEvent(ev Event, ifName func(index uint32) string, h host) string {
 	}
 	f.l.str(ev.Prefix)
 	f.l.add("IN=%s OUT=%s ", name(ev.InIfindex), name(ev.OutIfindex))
+	f.physPorts(ev, prerouting, name)
 	if ev.InIfindex != 0 {
 		f.dumpMAC(ev)
 	}
@@ -252,7 +253,9 @@ func formatEvent(ev Event, ifName func(index uint32) string, h host) string {
 	if uint32(len(f.p.data)) > f.p.skbLen {
 		f.p.data = f.p.data[:f.p.skbLen]
 	}
-	if ev.Chain == ir.ChainForward && !prerouting {
+	// A frame bridged from port to port is not routed: FORWARD sees its
+	// TTL as received.
+	if ev.Chain == ir.ChainForward && !prerouting && ev.PhysOut == 0 {
 		f.ttlDelta = 1
 	}
 	if ev.Family == ir.IPv6 {
@@ -261,6 +264,19 @@ func formatEvent(ev Event, ifName func(index uint32) string, h host) string {
 		f.dumpIPv4(0)
 	}
 	return string(f.l.b)
+}
+
+// physPorts prints br_netfilter's ports as nf_log_dump_packet_common
+// does: PHYSIN= for a packet a bridge port received (bridged, or passed
+// up: every chain but OUTPUT), PHYSOUT= for one the bridge forwards to a
+// port (FORWARD, POSTROUTING: the port is chosen after PREROUTING).
+func (f *formatter) physPorts(ev Event, prerouting bool, name func(uint32) string) {
+	if ev.PhysIn != 0 && ev.PhysIn != ev.InIfindex {
+		f.l.add("PHYSIN=%s ", name(ev.PhysIn))
+	}
+	if ev.PhysOut != 0 && ev.PhysOut != ev.OutIfindex && !prerouting && ev.Chain != ir.ChainInput {
+		f.l.add("PHYSOUT=%s ", name(ev.PhysOut))
+	}
 }
 
 // ipLength returns skb->len at the netfilter hook for a datagram whose

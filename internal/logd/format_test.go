@@ -33,7 +33,9 @@ func mustHex(t *testing.T, s string) []byte {
 // TestFormatEdges covers what the kernel comparison cannot: devices and
 // snapshots the test machine cannot produce.
 func TestFormatEdges(t *testing.T) {
-	names := func(i uint32) string { return map[uint32]string{2: "eth0", 3: "eth0.7", 4: "wg0"}[i] }
+	names := func(i uint32) string {
+		return map[uint32]string{2: "eth0", 3: "eth0.7", 4: "wg0", 5: "br0", 6: "in0", 7: "out0"}[i]
+	}
 	// A hop-by-hop header of 256 bytes pushes the UDP header past the
 	// snapshot: 40 + 256 + 8 bytes of IPv6, of which 256 - 14 are known.
 	bigHBH := "6000000001080040" + strings.Repeat("fd000000000000000000000000000002", 1) +
@@ -135,6 +137,39 @@ func TestFormatEdges(t *testing.T) {
 			ev: Event{InIfindex: 2, OutIfindex: 4, Family: ir.IPv4, Chain: ir.ChainForward, HasMAC: true, L3Off: 14,
 				Frame: mustHex(t, ethV4+udp4)},
 			want: "IN=eth0 OUT=wg0 MAC=02:00:00:00:00:01:02:00:00:00:00:02:08:00 " + strings.Replace(udp4Line, "TTL=64", "TTL=63", 1),
+		},
+		// The kernel's lines of bridged frames (br_netfilter): its ports
+		// after OUT=, the TTL as received.
+		{
+			name: "bridged, FORWARD",
+			ev: Event{InIfindex: 5, OutIfindex: 5, PhysIn: 6, PhysOut: 7, Family: ir.IPv4, Chain: ir.ChainForward,
+				HasMAC: true, L3Off: 14, Frame: mustHex(t, ethV4+udp4)},
+			want: "IN=br0 OUT=br0 PHYSIN=in0 PHYSOUT=out0 MAC=02:00:00:00:00:01:02:00:00:00:00:02:08:00 " + udp4Line,
+		},
+		{
+			name: "bridged, PREROUTING: no output port yet",
+			ev: Event{InIfindex: 5, OutIfindex: 5, PhysIn: 6, PhysOut: 7, Family: ir.IPv4, Chain: ir.ChainForward,
+				Flags: ir.LogViewPrerouting, HasMAC: true, L3Off: 14, Frame: mustHex(t, ethV4+udp4)},
+			want: "IN=br0 OUT= PHYSIN=in0 MAC=02:00:00:00:00:01:02:00:00:00:00:02:08:00 " + udp4Line,
+		},
+		{
+			name: "bridged, POSTROUTING",
+			ev: Event{InIfindex: 5, OutIfindex: 5, PhysIn: 6, PhysOut: 7, Family: ir.IPv4, Chain: ir.ChainForward,
+				Flags: ir.LogViewPostrouting, HasMAC: true, L3Off: 14, Frame: mustHex(t, ethV4+udp4)},
+			want: "IN= OUT=br0 PHYSIN=in0 PHYSOUT=out0 " + udp4Line,
+		},
+		{
+			name: "passed up by a bridge, INPUT",
+			ev: Event{InIfindex: 5, PhysIn: 6, Family: ir.IPv4, Chain: ir.ChainInput,
+				HasMAC: true, L3Off: 14, Frame: mustHex(t, ethV4+udp4)},
+			want: "IN=br0 OUT= PHYSIN=in0 MAC=02:00:00:00:00:01:02:00:00:00:00:02:08:00 " + udp4Line,
+		},
+		{
+			name: "passed up by a bridge, routed",
+			ev: Event{InIfindex: 5, OutIfindex: 4, PhysIn: 6, Family: ir.IPv4, Chain: ir.ChainForward,
+				HasMAC: true, L3Off: 14, Frame: mustHex(t, ethV4+udp4)},
+			want: "IN=br0 OUT=wg0 PHYSIN=in0 MAC=02:00:00:00:00:01:02:00:00:00:00:02:08:00 " +
+				strings.Replace(udp4Line, "TTL=64", "TTL=63", 1),
 		},
 	}
 	for _, tc := range tests {

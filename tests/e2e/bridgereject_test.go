@@ -81,7 +81,7 @@ func bridgeRejectReply(c nettest.Captured, fam int) bool {
 	return false
 }
 
-// describeBridgeReject describes a reply gen received: its Ethernet and IP
+// describeBridgeReject describes a reply gen received: its VLAN tags, its Ethernet and IP
 // addresses by name, its IP header and message as hex, without what
 // differs by nature: the IPv4 identification and header checksum (the
 // kernel's counter), an IPv4 reset's TCP checksum (the kernel's is left to
@@ -90,7 +90,11 @@ func bridgeRejectReply(c nettest.Captured, fam int) bool {
 // only whether there is one is compared, docs/differences.md).
 func describeBridgeReject(tp *nettest.Topology, c nettest.Captured) string {
 	macs := map[string]string{tp.Gen.MAC.String(): "GEN", tp.Sink.MAC.String(): "SINK", bridgeMAC: "BR0"}
-	ip := append([]byte(nil), c.Raw[14:]...)
+	tags := ""
+	if len(c.VLANs) > 0 {
+		tags = fmt.Sprintf("tags %v ", c.VLANs)
+	}
+	ip := append([]byte(nil), c.Raw[14+4*len(c.VLANs):]...)
 	hl := 40
 	if c.IPVersion == 6 && (ip[1]&0xf != 0 || ip[2] != 0 || ip[3] != 0) {
 		ip[1], ip[2], ip[3] = ip[1]&0xf0|1, 0, 0
@@ -103,7 +107,7 @@ func describeBridgeReject(tp *nettest.Topology, c nettest.Captured) string {
 			copy(ip[hl+16:hl+18], []byte{0, 0})
 		}
 	}
-	return fmt.Sprintf("%s>%s %s>%s ttl %d ip %s msg %s", macs[c.SrcMAC.String()], macs[c.DstMAC.String()],
+	return fmt.Sprintf("%s%s>%s %s>%s ttl %d ip %s msg %s", tags, macs[c.SrcMAC.String()], macs[c.DstMAC.String()],
 		bridgeName(tp, c.Src), bridgeName(tp, c.Dst), c.TTL, hex.EncodeToString(ip[:hl]), hex.EncodeToString(ip[hl:]))
 }
 
