@@ -57,6 +57,11 @@ type vectorBuilder struct {
 	// classes of 261 chunks).
 	classByHash   map[uint64]uint32
 	classCollided map[uint64][]uint32
+	// bounds is the sweeps' bound list, reused field after field: a
+	// fieldClasses' Bounds hold until the next sweepField (the compile
+	// copies them out first; one list per field was 32 MB of a 100K-rule
+	// compile's allocations).
+	bounds []Bound
 }
 
 // chunkBlock is the number of chunks in a block of vectorBuilder.chunks
@@ -305,7 +310,8 @@ func prepareField(f Field, entries []Entry, constrained []uint32, nchunks int) f
 }
 
 // sweepField sweeps field f's prepared events (prepareField) and returns
-// its value→class partition, its chunks and classes added to vb.
+// its value→class partition, its chunks and classes added to vb. The
+// partition's Bounds are vb's list, valid until the next sweepField.
 func (vb *vectorBuilder) sweepField(f Field, fe fieldEvents) (*fieldClasses, error) {
 	nchunks := vb.nchunks
 	wild, events := fe.wild, fe.events
@@ -323,8 +329,13 @@ func (vb *vectorBuilder) sweepField(f Field, fe fieldEvents) (*fieldClasses, err
 	dirty := make([]bool, nchunks)
 	var dirtyList []int // the chunk indexes dirty is true for
 	// At most one bound per event and one at 0: sized once, where
-	// appending grew it by copies (30 MB at 100K 5-tuple rules).
-	fc := &fieldClasses{Bounds: make([]Bound, 0, len(events)+1)}
+	// appending grew it by copies (30 MB at 100K 5-tuple rules), and
+	// reused by the next field's sweep.
+	if cap(vb.bounds) < len(events)+1 {
+		vb.bounds = make([]Bound, 0, len(events)+1)
+	}
+	fc := &fieldClasses{Bounds: vb.bounds[:0]}
+	defer func() { vb.bounds = fc.Bounds[:0] }()
 	emit := func(at U128) {
 		for _, k := range dirtyList {
 			if id := vb.chunk(&cur[k], hashes[k]); id != ids[k] {
