@@ -40,12 +40,6 @@ type term struct {
 	// flags are EFHotdrop* of a merged term: the rule's own entry drops a
 	// packet with those defects instead of a separate hotdrop entry.
 	flags uint8
-	// listed is set once flattening has made list, cond as a CondList,
-	// and never, whether cond holds for no packet (termList): a rule
-	// flattened in several views (kube-proxy's chains, reached from
-	// PREROUTING and OUTPUT) shares them.
-	listed, never bool
-	list          CondList
 }
 
 // Interface is a network device the compiler resolves -i/-o names against.
