@@ -115,6 +115,9 @@ type termBuilder struct {
 	// ports shares single-port sets among the rules of a compile; nil:
 	// each rule makes its own.
 	ports *portSets
+	// sharedPorts are the sets ports gave the rule's sport and dport
+	// (portSet), for mergeHotdrop.
+	sharedPorts [2]sharedPort
 	// dirty: a constraint on a non-transport field follows a hotdrop
 	// point, so the hotdrop terms cannot be merged into the rule's term.
 	dirty    bool
@@ -234,7 +237,7 @@ func (b *termBuilder) terms() []term {
 	case b.either == nil && len(b.hot) > 0 && !b.dirty:
 		// The hotdrop terms' array takes the merged term: one
 		// allocation a rule fewer (-p udp --sport --dport rules).
-		terms = append(b.hot[:0], mergeHotdrop(b.c, b.hotFlags, b.hotShort, b.ports))
+		terms = append(b.hot[:0], mergeHotdrop(b.c, b.hotFlags, b.hotShort, b.ports, &b.sharedPorts))
 	case b.either == nil:
 		terms = append(b.hot, term{cond: b.c})
 	default:
@@ -252,7 +255,7 @@ func (b *termBuilder) terms() []term {
 // (and "extension chain error" to the protocol) and flagging the entry makes
 // it match exactly the defective packets the kernel would hotdrop there. One
 // entry per rule instead of two keeps the bit vectors half as wide.
-func mergeHotdrop(c Cond, flags uint8, short bool, ports *portSets) term {
+func mergeHotdrop(c Cond, flags uint8, short bool, ports *portSets, known *[2]sharedPort) term {
 	if flags&EFHotdropProto != 0 {
 		c[FieldProto] = unionOf(c[FieldProto], protoErrSet)
 	}
@@ -264,7 +267,7 @@ func mergeHotdrop(c Cond, flags uint8, short bool, ports *portSets) term {
 		case c[f] == portsAll:
 			c[f] = portsAllHot
 		case f != FieldICMP:
-			c[f] = ports.hotUnion(c[f], short)
+			c[f] = ports.hotUnion(c[f], short, known[portIndex(f)])
 		default:
 			c[f] = unionOf(c[f], valTruncSet)
 		}

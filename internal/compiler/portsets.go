@@ -50,20 +50,35 @@ func singlePort(s *Set) (uint64, bool) {
 	return iv.Lo.Lo, true
 }
 
-// portSet is the package's portSet, a single port's set shared through
-// b.ports when b has one.
-func (b *termBuilder) portSet(pm ir.PortMatch) *Set {
+// sharedPort is the single-port set a termBuilder last took from its
+// portSets for a port field, and the port: mergeHotdrop knows the port of
+// that set without reading it (made by another rule, it is seldom in the
+// cache).
+type sharedPort struct {
+	set  *Set
+	port uint64
+}
+
+// portSet is the package's portSet for port field f, a single port's set
+// shared through b.ports when b has one.
+func (b *termBuilder) portSet(f Field, pm ir.PortMatch) *Set {
 	if b.ports == nil || !pm.Set || pm.Invert || pm.Range.First != pm.Range.Last {
 		return portSet(pm)
 	}
-	return shared(&b.ports.point, uint64(pm.Range.First), func() *Set { return portSet(pm) })
+	port := uint64(pm.Range.First)
+	s := shared(&b.ports.point, port, func() *Set { return portSet(pm) })
+	b.sharedPorts[portIndex(f)] = sharedPort{s, port}
+	return s
 }
 
 // hotUnion returns unionOf(s, valTruncSet), with shortPortsAll when short:
 // mergeHotdrop's set for a port field, shared through p (nil: none) when s
-// is a single port.
-func (p *portSets) hotUnion(s *Set, short bool) *Set {
-	port, ok := singlePort(s)
+// is a single port (known's set, or found by reading s).
+func (p *portSets) hotUnion(s *Set, short bool, known sharedPort) *Set {
+	port, ok := known.port, p != nil && s == known.set
+	if p != nil && !ok {
+		port, ok = singlePort(s)
+	}
 	switch {
 	case p == nil || !ok:
 	case short:
@@ -75,4 +90,13 @@ func (p *portSets) hotUnion(s *Set, short bool) *Set {
 		return unionOf(s, valTruncSet, shortPortsAll)
 	}
 	return unionOf(s, valTruncSet)
+}
+
+// portIndex is port field f's index in termBuilder.sharedPorts: 0 for
+// FieldSport, 1 for FieldDport.
+func portIndex(f Field) int {
+	if f == FieldDport {
+		return 1
+	}
+	return 0
 }
