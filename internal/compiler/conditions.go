@@ -40,12 +40,6 @@ type term struct {
 	// flags are EFHotdrop* of a merged term: the rule's own entry drops a
 	// packet with those defects instead of a separate hotdrop entry.
 	flags uint8
-	// listed is set once flattening has made list, cond as a CondList,
-	// and never, whether cond holds for no packet (termList): a rule
-	// flattened in several views (kube-proxy's chains, reached from
-	// PREROUTING and OUTPUT) shares them.
-	listed, never bool
-	list          CondList
 }
 
 // Interface is a network device the compiler resolves -i/-o names against.
@@ -77,7 +71,24 @@ func invertIf(s *Set, inv bool, lo, hi U128) *Set {
 // ruleTerms translates a rule's matches into disjoint conjunctions.
 // Set matches take their FieldSets bit from sets.
 func ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface, sets *setConds) ([]term, error) {
-	b := &termBuilder{fam: fam, ifaces: ifaces, sets: sets}
+	return new(termBuilder).ruleTerms(fam, r, ifaces, sets)
+}
+
+// ruleTerms is the package's ruleTerms with the builder b, reset first:
+// the terms returned may use the array of the terms b returned before,
+// so a caller that builds many rules' terms in one b is done with one
+// rule's before it asks for the next's.
+func (b *termBuilder) ruleTerms(fam ir.Family, r *ir.Rule, ifaces []Interface, sets *setConds) ([]term, error) {
+	*b = termBuilder{fam: fam, ifaces: ifaces, sets: sets, hot: b.spare[:0], spare: b.spare, ports: b.ports}
+	terms, err := b.build(r)
+	if cap(terms) > cap(b.spare) {
+		b.spare = terms[:0]
+	}
+	return terms, err
+}
+
+// build adds rule r's IP part and matches to b and returns its terms.
+func (b *termBuilder) build(r *ir.Rule) ([]term, error) {
 	if err := b.addIPMatches(r); err != nil {
 		return nil, err
 	}
@@ -98,6 +109,15 @@ type termBuilder struct {
 
 	c   Cond
 	hot []term
+	// spare is the largest term array this builder returned, which a
+	// rule's terms built after it may use again (ruleTerms).
+	spare []term
+	// ports shares single-port sets among the rules of a compile; nil:
+	// each rule makes its own.
+	ports *portSets
+	// sharedPorts are the sets ports gave the rule's sport and dport
+	// (portSet), for mergeHotdrop.
+	sharedPorts [2]sharedPort
 	// dirty: a constraint on a non-transport field follows a hotdrop
 	// point, so the hotdrop terms cannot be merged into the rule's term.
 	dirty    bool
@@ -217,7 +237,7 @@ func (b *termBuilder) terms() []term {
 	case b.either == nil && len(b.hot) > 0 && !b.dirty:
 		// The hotdrop terms' array takes the merged term: one
 		// allocation a rule fewer (-p udp --sport --dport rules).
-		terms = append(b.hot[:0], mergeHotdrop(b.c, b.hotFlags, b.hotShort))
+		terms = append(b.hot[:0], mergeHotdrop(b.c, b.hotFlags, b.hotShort, b.ports, &b.sharedPorts))
 	case b.either == nil:
 		terms = append(b.hot, term{cond: b.c})
 	default:
@@ -235,7 +255,7 @@ func (b *termBuilder) terms() []term {
 // (and "extension chain error" to the protocol) and flagging the entry makes
 // it match exactly the defective packets the kernel would hotdrop there. One
 // entry per rule instead of two keeps the bit vectors half as wide.
-func mergeHotdrop(c Cond, flags uint8, short bool) term {
+func mergeHotdrop(c Cond, flags uint8, short bool, ports *portSets, known *[2]sharedPort) term {
 	if flags&EFHotdropProto != 0 {
 		c[FieldProto] = unionOf(c[FieldProto], protoErrSet)
 	}
@@ -246,8 +266,8 @@ func mergeHotdrop(c Cond, flags uint8, short bool) term {
 			c[f] = portsAllHotShort
 		case c[f] == portsAll:
 			c[f] = portsAllHot
-		case short && f != FieldICMP:
-			c[f] = unionOf(c[f], valTruncSet, shortPortsAll)
+		case f != FieldICMP:
+			c[f] = ports.hotUnion(c[f], short, known[portIndex(f)])
 		default:
 			c[f] = unionOf(c[f], valTruncSet)
 		}

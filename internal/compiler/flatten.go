@@ -55,6 +55,8 @@ type flattener struct {
 	entries []Entry
 	// slab holds the entries' conditions (CondList).
 	slab condSlab
+	// prefixBuilder builds the probes' prefix terms (prefixTerms).
+	prefixBuilder termBuilder
 	// info is what flattening needs of each rule (ruleInfo).
 	info map[*ir.Rule]*ruleInfo
 	// layout records the slack and end references (Generation.Layout).
@@ -334,56 +336,83 @@ func (fl *flattener) block(chain *ir.Chain, st *chainState, outer Cond, ret *lab
 // termList returns the condition of term t under the outer condition as
 // an entry's CondList, and false when it holds for no packet. Under the
 // universal condition (universal: outer is, as for every chain and region
-// flattened now) it is t's own, made once and shared by the entries of
-// every view (lists are never changed in place).
-func (fl *flattener) termList(t *term, outer Cond, universal bool) (CondList, bool) {
+// flattened now) it is t's own, made with t (listTerms) and shared by the
+// entries of every view (lists are never changed in place).
+func (fl *flattener) termList(t *listedTerm, outer Cond, universal bool) (CondList, bool) {
+	if t.never {
+		return nil, false
+	}
 	if !universal {
-		cond, ok := outer.and(t.cond)
+		cond, ok := outer.and(t.list.Full())
 		if !ok {
 			return nil, false
 		}
 		return fl.slab.list(cond), true
 	}
-	if !t.listed {
-		t.listed = true
-		if _, ok := outer.and(t.cond); !ok {
-			t.never = true
+	return t.list, true
+}
+
+// listedTerm is a rule's term as flattening keeps it (listTerms): its
+// condition as the CondList its entries share, no dense Cond. A dense term
+// (288 bytes) per rule held until the rule was flattened was the largest
+// allocation of a 100K-rule compile after the class sweep's (31 of 205
+// MB).
+type listedTerm struct {
+	// list is the term's condition; nil with never, when it holds for
+	// no packet (a field's set empty).
+	list    CondList
+	flags   uint8
+	hotdrop bool
+	never   bool
+}
+
+// listTerms appends terms, as listedTerms with their lists cut from slab,
+// to out.
+func listTerms(out []listedTerm, terms []term, slab *condSlab) []listedTerm {
+	for i := range terms {
+		t := &terms[i]
+		lt := listedTerm{flags: t.flags, hotdrop: t.hotdrop}
+		if _, ok := (Cond{}).and(t.cond); !ok {
+			lt.never = true
 		} else {
-			t.list = fl.slab.list(t.cond)
+			lt.list = slab.list(t.cond)
 		}
+		out = append(out, lt)
 	}
-	return t.list, !t.never
+	return out
 }
 
 // probeCondList is termList for term t of a probe's prefix terms
 // (prefixTerms): its condition under the outer condition, ANDed with
-// probeCt when that is not nil. Made once under the universal condition
-// when probeCt is nil (every statistic, mark or set counting probe; a
-// prefix's terms serve one probe only, whose kind decides probeCt).
-func (fl *flattener) probeCondList(t *term, outer Cond, universal bool, probeCt *Set) (CondList, bool) {
-	universal = universal && probeCt == nil
-	if universal && t.listed {
-		return t.list, !t.never
+// probeCt when that is not nil. Under the universal condition without
+// probeCt (every statistic, mark or set counting probe; a prefix's terms
+// serve one probe only, whose kind decides probeCt) it is t's own list.
+func (fl *flattener) probeCondList(t *listedTerm, outer Cond, universal bool, probeCt *Set) (CondList, bool) {
+	if probeCt == nil {
+		return fl.termList(t, outer, universal)
 	}
-	cond, ok := outer.and(t.cond)
-	if ok && probeCt != nil {
+	if t.never {
+		return nil, false
+	}
+	cond, ok := outer.and(t.list.Full())
+	if ok {
 		cond, ok = cond.and(Cond{FieldCt: probeCt})
 	}
-	var list CondList
-	if ok {
-		list = fl.slab.list(cond)
+	if !ok {
+		return nil, false
 	}
-	if universal {
-		t.listed, t.never, t.list = true, !ok, list
-	}
-	return list, ok
+	return fl.slab.list(cond), true
 }
 
 // termsOf returns rule r's terms (ruleTerms), computed once and kept in
 // its ruleInfo inf, or the reason xfw refuses the rule.
-func (fl *flattener) termsOf(inf *ruleInfo, r *ir.Rule) ([]term, error) {
+func (fl *flattener) termsOf(inf *ruleInfo, r *ir.Rule) ([]listedTerm, error) {
 	if !inf.hasTerms {
-		inf.terms, inf.err = ruleTerms(fl.rs.Family, r, fl.ifaces, fl.sets)
+		var terms []term
+		terms, inf.err = ruleTerms(fl.rs.Family, r, fl.ifaces, fl.sets)
+		if inf.err == nil {
+			inf.terms = listTerms(make([]listedTerm, 0, len(terms)), terms, &fl.slab)
+		}
 		inf.hasTerms = true
 	}
 	return inf.terms, inf.err
@@ -701,7 +730,7 @@ type ruleInfo struct {
 	// first time flattening meets the rule (hookBoundUnknown,
 	// viewFreeUnknown).
 	hookBound, probed, viewFree uint8
-	terms                       []term
+	terms                       []listedTerm
 	err                         error
 	// target is the chain a jump or goto reaches, its nesting checked,
 	// targetState its chainState (jumpTarget).
@@ -722,7 +751,7 @@ type ruleInfo struct {
 // the reason xfw refuses them.
 type prefixTerms struct {
 	done  bool
-	terms []term
+	terms []listedTerm
 	err   error
 }
 
@@ -804,6 +833,10 @@ func (fl *flattener) numberRules(rs *ir.Ruleset) []RuleRef {
 	fl.infoFilled = false
 	return refs
 }
+
+// listedTermBlock is how many listedTerms precomputeTerms's workers
+// allocate at a time (128 KiB).
+const listedTermBlock = 4096
 
 // minParallelRules is the ruleset size from which precomputeTerms splits
 // the work across CPUs.
@@ -902,12 +935,23 @@ func (fl *flattener) precomputeTerms() {
 		return
 	}
 	per := (len(rules) + workers - 1) / workers
+	var ports *portSets
+	if len(rules) >= minPortSetsRules {
+		ports = new(portSets)
+	}
 	var wg sync.WaitGroup
 	for lo := 0; lo < len(rules); lo += per {
 		hi := min(lo+per, len(rules))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Each worker's rules' terms are built in one termBuilder
+			// (sharing single-port sets: portSets) and kept as
+			// listedTerms, their lists cut from the worker's slab, in
+			// blocks of listedTerms.
+			b := termBuilder{ports: ports}
+			var slab condSlab
+			var block []listedTerm
 			for i := lo; i < hi; i++ {
 				r, inf := rules[i], infos[i]
 				if byName[i] != nil { // not resolved ahead
@@ -932,7 +976,15 @@ func (fl *flattener) precomputeTerms() {
 				if hasProbedMatch(r) {
 					inf.probed = hookBoundYes
 				}
-				inf.terms, inf.err = ruleTerms(fl.rs.Family, r, fl.ifaces, nil)
+				var terms []term
+				if terms, inf.err = b.ruleTerms(fl.rs.Family, r, fl.ifaces, nil); inf.err == nil {
+					if cap(block)-len(block) < len(terms) {
+						block = make([]listedTerm, 0, max(listedTermBlock, len(terms)))
+					}
+					start := len(block)
+					block = listTerms(block, terms, &slab)
+					inf.terms = block[start:len(block):len(block)]
+				}
 				inf.hasTerms = true
 			}
 		}()
@@ -981,7 +1033,7 @@ func hasSetMatch(r *ir.Rule) bool {
 // match i (its probe's condition), computed once per rule and kept in
 // its ruleInfo inf: a rule flattened in several views (kube-proxy's
 // statistic matches) needs them in each.
-func (fl *flattener) prefixTerms(inf *ruleInfo, r *ir.Rule, i int) ([]term, error) {
+func (fl *flattener) prefixTerms(inf *ruleInfo, r *ir.Rule, i int) ([]listedTerm, error) {
 	if inf.prefix == nil {
 		inf.prefix = make([]prefixTerms, len(r.Matches))
 	}
@@ -990,7 +1042,14 @@ func (fl *flattener) prefixTerms(inf *ruleInfo, r *ir.Rule, i int) ([]term, erro
 	}
 	before := *r
 	before.Matches = r.Matches[:i]
-	terms, err := ruleTerms(fl.rs.Family, &before, fl.ifaces, fl.sets)
-	inf.prefix[i] = prefixTerms{true, terms, err}
-	return terms, err
+	// Built in the flattener's own termBuilder (flattening is serial)
+	// and kept as listedTerms: a dense term per probe was 26 MB of
+	// kube-proxy's 90,000 statistic probes at 10K services.
+	terms, err := fl.prefixBuilder.ruleTerms(fl.rs.Family, &before, fl.ifaces, fl.sets)
+	var listed []listedTerm
+	if err == nil {
+		listed = listTerms(make([]listedTerm, 0, len(terms)), terms, &fl.slab)
+	}
+	inf.prefix[i] = prefixTerms{true, listed, err}
+	return listed, err
 }

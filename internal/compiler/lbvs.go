@@ -57,6 +57,11 @@ type vectorBuilder struct {
 	// classes of 261 chunks).
 	classByHash   map[uint64]uint32
 	classCollided map[uint64][]uint32
+	// bounds is the sweeps' bound list, reused field after field: a
+	// fieldClasses' Bounds hold until the next sweepField (the compile
+	// copies them out first; one list per field was 32 MB of a 100K-rule
+	// compile's allocations).
+	bounds []Bound
 }
 
 // chunkBlock is the number of chunks in a block of vectorBuilder.chunks
@@ -258,7 +263,7 @@ func setFirstBits(chunks []Chunk, n int) {
 // entries whose condition constrains f, in order (constrainedBy), every
 // other entry holds for every value.
 func (vb *vectorBuilder) buildField(f Field, entries []Entry, constrained []uint32) (*fieldClasses, error) {
-	return vb.sweepField(f, prepareField(f, entries, constrained, vb.nchunks))
+	return vb.sweepField(f, prepareField(f, entries, constrained, vb.nchunks, nil))
 }
 
 // fieldEvents is what the sweep of one field starts from (prepareField):
@@ -273,15 +278,16 @@ type fieldEvents struct {
 // prepareField finds field f's fieldEvents over entries, of which
 // constrained (in order) constrain f, in vectors of nchunks chunks. It
 // only reads entries, so that the fields after the one being swept are
-// prepared beside its sweep (prepareAhead).
-func prepareField(f Field, entries []Entry, constrained []uint32, nchunks int) fieldEvents {
+// prepared beside its sweep (prepareAhead). The events are put in buf
+// when it has room for them (an earlier field's, swept).
+func prepareField(f Field, entries []Entry, constrained []uint32, nchunks int, buf []event) fieldEvents {
 	wild := make([]Chunk, nchunks)
 	setFirstBits(wild, len(entries))
-	n := 0
-	for _, i := range constrained {
-		n += 2 * len(entries[i].Cond.Get(f).Ivs)
+	n := fieldEventCount(f, entries, constrained)
+	events := buf[:0]
+	if cap(buf) < n {
+		events = make([]event, 0, n)
 	}
-	events := make([]event, 0, n)
 	for _, e := range constrained {
 		i := int(e)
 		wild[i/ChunkBits].Words[(i%ChunkBits)/64] &^= 1 << uint(i%64)
@@ -304,8 +310,29 @@ func prepareField(f Field, entries []Entry, constrained []uint32, nchunks int) f
 	return fieldEvents{wild: wild, events: events}
 }
 
+// fieldEventCount returns the most events field f has over entries, of
+// which constrained constrain it: a start and an end per interval.
+func fieldEventCount(f Field, entries []Entry, constrained []uint32) int {
+	n := 0
+	for _, i := range constrained {
+		n += 2 * len(entries[i].Cond.Get(f).Ivs)
+	}
+	return n
+}
+
+// mostFieldEvents returns the most events any field has (fieldEventCount),
+// the size of prepareAhead's event lists.
+func mostFieldEvents(entries []Entry, constrained *[NumFields][]uint32) int {
+	most := 0
+	for f := range constrained {
+		most = max(most, fieldEventCount(Field(f), entries, constrained[f]))
+	}
+	return most
+}
+
 // sweepField sweeps field f's prepared events (prepareField) and returns
-// its value→class partition, its chunks and classes added to vb.
+// its value→class partition, its chunks and classes added to vb. The
+// partition's Bounds are vb's list, valid until the next sweepField.
 func (vb *vectorBuilder) sweepField(f Field, fe fieldEvents) (*fieldClasses, error) {
 	nchunks := vb.nchunks
 	wild, events := fe.wild, fe.events
@@ -323,8 +350,13 @@ func (vb *vectorBuilder) sweepField(f Field, fe fieldEvents) (*fieldClasses, err
 	dirty := make([]bool, nchunks)
 	var dirtyList []int // the chunk indexes dirty is true for
 	// At most one bound per event and one at 0: sized once, where
-	// appending grew it by copies (30 MB at 100K 5-tuple rules).
-	fc := &fieldClasses{Bounds: make([]Bound, 0, len(events)+1)}
+	// appending grew it by copies (30 MB at 100K 5-tuple rules), and
+	// reused by the next field's sweep.
+	if cap(vb.bounds) < len(events)+1 {
+		vb.bounds = make([]Bound, 0, len(events)+1)
+	}
+	fc := &fieldClasses{Bounds: vb.bounds[:0]}
+	defer func() { vb.bounds = fc.Bounds[:0] }()
 	emit := func(at U128) {
 		for _, k := range dirtyList {
 			if id := vb.chunk(&cur[k], hashes[k]); id != ids[k] {
@@ -377,8 +409,11 @@ func (vb *vectorBuilder) sweepField(f Field, fe fieldEvents) (*fieldClasses, err
 var minPrepareAheadEntries = 1 << 15
 
 // preparedAhead is the number of fields whose events may be prepared and
-// not yet swept (their memory: 12 MB each for kube-proxy's port fields at
-// 10K services).
+// not yet swept, the one being swept included: one prepared beside the
+// sweep. Their lists, sized for the field with the most events, are used
+// again field after field (12 MB each for kube-proxy's port fields at
+// 10K services; a list per field was 32 MB of a 100K-rule compile's
+// allocations).
 const preparedAhead = 2
 
 // prepareAhead returns the function that gives field f's fieldEvents
@@ -390,9 +425,12 @@ const preparedAhead = 2
 // sorting the events, the sweep itself serial since the classes and
 // chunks are numbered in field order), otherwise each when asked.
 func prepareAhead(entries []Entry, constrained [NumFields][]uint32, nchunks int) (next func(Field) fieldEvents, stop func()) {
+	most := mostFieldEvents(entries, &constrained)
 	if runtime.GOMAXPROCS(0) < 2 || len(entries) < minPrepareAheadEntries {
+		buf := make([]event, 0, most) // the previous field's, swept
 		return func(f Field) fieldEvents {
-			fe := prepareField(f, entries, constrained[f], nchunks)
+			fe := prepareField(f, entries, constrained[f], nchunks, buf)
+			buf = fe.events
 			constrained[f] = nil // the sweep's garbage once prepared
 			return fe
 		}, func() {}
@@ -403,7 +441,10 @@ func prepareAhead(entries []Entry, constrained [NumFields][]uint32, nchunks int)
 			ready[f] = make(chan fieldEvents, 1) // never blocks its one send
 		}
 	}
+	// A token per field prepared and not yet swept; a swept field's
+	// events list goes back to spare for a later field.
 	tokens := make(chan struct{}, preparedAhead)
+	spare := make(chan []event, preparedAhead)
 	done := make(chan struct{})
 	go func() {
 		for f := range ready {
@@ -415,13 +456,24 @@ func prepareAhead(entries []Entry, constrained [NumFields][]uint32, nchunks int)
 			case <-done:
 				return
 			}
-			ready[f] <- prepareField(Field(f), entries, constrained[f], nchunks)
+			var buf []event
+			select {
+			case buf = <-spare:
+			default:
+				buf = make([]event, 0, most)
+			}
+			ready[f] <- prepareField(Field(f), entries, constrained[f], nchunks, buf)
 			constrained[f] = nil // the sweep's garbage once prepared
 		}
 	}()
+	var swept []event // the field before f's: its sweep has ended
 	next = func(f Field) fieldEvents {
+		if swept != nil {
+			spare <- swept // never blocks: at most preparedAhead lists
+			<-tokens
+		}
 		fe := <-ready[f]
-		<-tokens
+		swept = fe.events
 		return fe
 	}
 	return next, func() { close(done) }

@@ -91,7 +91,8 @@ func maskSet(fam ir.Family, addr, mask netip.Addr) (*Set, error) {
 	} else {
 		span = U128{Lo: 1<<uint(low) - 1}
 	}
-	var ivs []Interval
+	// The set takes ivs as it is (NewSet would copy it).
+	ivs := make([]Interval, 0, 1<<len(free))
 	for combo := 0; combo < 1<<len(free); combo++ {
 		v := base
 		for k, b := range free {
@@ -101,7 +102,9 @@ func maskSet(fam ir.Family, addr, mask netip.Addr) (*Set, error) {
 		}
 		ivs = append(ivs, Interval{v, or128(v, span)})
 	}
-	return NewSet(ivs...), nil
+	set := &Set{Ivs: ivs}
+	set.normalise()
+	return set, nil
 }
 
 // maxMaskFreeBits bounds non-contiguous netmasks: 2^16 intervals.

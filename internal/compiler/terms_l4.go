@@ -82,8 +82,8 @@ func (b *termBuilder) l4Hotdrop() {
 // tcp adds a tcp match.
 func (b *termBuilder) tcp(m *ir.TCPMatch) error {
 	b.l4Hotdrop()
-	b.and(FieldSport, portSet(m.SrcPort))
-	b.and(FieldDport, portSet(m.DstPort))
+	b.and(FieldSport, b.portSet(FieldSport, m.SrcPort))
+	b.and(FieldDport, b.portSet(FieldDport, m.DstPort))
 	if m.Flags.Set {
 		var ivs []Interval
 		for f := 0; f < 256; f++ {
@@ -102,8 +102,8 @@ func (b *termBuilder) tcp(m *ir.TCPMatch) error {
 // udp adds a udp match.
 func (b *termBuilder) udp(m *ir.UDPMatch) {
 	b.l4Hotdrop()
-	b.and(FieldSport, portSet(m.SrcPort))
-	b.and(FieldDport, portSet(m.DstPort))
+	b.and(FieldSport, b.portSet(FieldSport, m.SrcPort))
+	b.and(FieldDport, b.portSet(FieldDport, m.DstPort))
 }
 
 // multiport adds a multiport match (multiport_mt): it reads the first
