@@ -18,6 +18,7 @@
 #include <linux/if_packet.h>
 #include "bridge.h"
 #include "bridge_reject.h"
+#include "bridge_redo.h"
 
 /* xfw_br_dnat_here reports whether the bridge br reaches hi:lo, port
  * (the translated destination of frame p) at the frame's destination MAC:
@@ -27,26 +28,8 @@
 static __always_inline int xfw_br_dnat_here(struct __sk_buff *skb, struct xfw_pkt *p,
 					    struct xfw_nat_pend *np, __u32 br, __u32 port)
 {
-	struct bpf_fib_lookup *fib = &np->fib;
-	struct xfw_nat_range *r = &np->range;
-
-	__builtin_memset(fib, 0, sizeof(*fib));
-	fib->ifindex = br;
-	xfw_fib_flow(fib, p);
-	if (p->sport < 65536)
-		fib->dport = bpf_htons(port);
-	if (p->fam == 0) {
-		fib->ipv4_dst = bpf_htonl((__u32)r->addr);
-	} else {
-		fib->ipv6_dst[0] = bpf_htonl(r->addr_hi >> 32);
-		fib->ipv6_dst[1] = bpf_htonl((__u32)r->addr_hi);
-		fib->ipv6_dst[2] = bpf_htonl(r->addr >> 32);
-		fib->ipv6_dst[3] = bpf_htonl((__u32)r->addr);
-	}
-	if (p->mark)
-		xfw_fib_mark(fib, p->mark);
-	return bpf_fib_lookup(skb, fib, sizeof(*fib), 0) == BPF_FIB_LKUP_RET_SUCCESS &&
-	       fib->ifindex == br && xfw_mac48(fib->dmac) == xfw_mac48(p->dst_mac);
+	return xfw_br_fib(skb, p, np, br, np->range.addr_hi, np->range.addr, port) &&
+	       xfw_mac48(np->fib.dmac) == xfw_mac48(p->dst_mac);
 }
 
 /* xfw_br_dnat applies nat PREROUTING's DNAT verdict (its address and port
@@ -61,32 +44,18 @@ static __always_inline int xfw_br_dnat_here(struct __sk_buff *skb, struct xfw_pk
 __attribute__((noinline)) int xfw_br_dnat(struct __sk_buff *skb, struct xfw_pkt *p,
 					  struct xfw_pending *st, struct xfw_ct_scratch *cs, __u32 br)
 {
-	__u32 zero = 0, port;
+	__u32 zero = 0;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	struct xfw_nat_range *r;
+	int port;
 
-	if (!skb || !p || !st || !cs || !np || st->nat_addr == XFW_NAT_REDIRECT)
+	if (!skb || !p || !st || !cs || !np)
 		return -1;
 	np->pending = 0;
 	r = &np->range;
-	r->addr_hi = 0;
-	r->addr = st->nat_addr;
-	if (st->nat_addr == XFW_NAT_KEEP_ADDR) {
-		r->addr_hi = p->dst_hi;
-		r->addr = p->dst_lo;
-	}
-	port = st->nat_port;
-	if (port & XFW_NAT_RANGED) {
-		__u64 to = xfw_natr_dnat(p, port);
-
-		if (to == ~0ULL)
-			return -1;
-		port = to & 0xffff;
-	} else if (p->fam != 0 && st->nat_addr != XFW_NAT_KEEP_ADDR) {
-		return -1; /* an IPv6 address is its range probe's (XFW_NAT_ADDR6) */
-	}
-	if (!port)
-		port = p->dport;
+	port = xfw_br_dnat_dst(p, st, np);
+	if (port < 0)
+		return -1;
 	if (!xfw_br_dnat_here(skb, p, np, br, port))
 		return -1;
 	if (!xfw_nat_translatable(p))
@@ -122,16 +91,19 @@ static __always_inline __u32 xfw_br_snat(struct __sk_buff *skb, struct xfw_pkt *
  * is the bridge. A DNAT verdict translates the frame (xfw_br_dnat) and
  * the walk resumes after the nat PREROUTING segment, as the kernel's
  * FORWARD sees the translated frame; its LOG lines so far are emitted
- * before the frame changes. */
+ * before the frame changes. A first frame the bridge's XDP hook sent back
+ * into the bridge (rd, bridge_redo.h) comes with its walk's DNAT verdict:
+ * translated, then the walk resumes (dropped when the generation changed
+ * in between). */
 static __always_inline __u32 xfw_br_walk(struct __sk_buff *skb, struct xfw_xdp_scratch *sc,
-					 struct xfw_ct_scratch *cs, __u32 br)
+					 struct xfw_ct_scratch *cs, __u32 br, struct xfw_br_redo *rd)
 {
 	struct xfw_pkt *p = &sc->p;
 	struct xfw_pending *st = &sc->st;
 	struct xfw_family_cfg *fc;
 	__u32 rj = 0, verdict, slot;
 
-	if (cs && xfw_ct_fast(p, st->slot, XFW_CHAIN_FORWARD)) {
+	if (!rd && cs && xfw_ct_fast(p, st->slot, XFW_CHAIN_FORWARD)) {
 		st->nlogs = 0;
 		return XFW_ACT_ACCEPT;
 	}
@@ -141,7 +113,17 @@ static __always_inline __u32 xfw_br_walk(struct __sk_buff *skb, struct xfw_xdp_s
 		xfw_preds_tc(skb, p, st->slot);
 		xfw_hdr4_tc(skb, p, st->slot);
 	}
-	verdict = xfw_judge(p, XFW_CHAIN_FORWARD, br, br, st, &rj);
+	if (rd) {
+		if (rd->slot != st->slot)
+			return XFW_ACT_DROP;
+		st->nat_addr = rd->nat_addr;
+		st->nat_port = rd->nat_port;
+		st->nlogs = 0;
+		p->mark = rd->mark;
+		verdict = XFW_ACT_DNAT;
+	} else {
+		verdict = xfw_judge(p, XFW_CHAIN_FORWARD, br, br, st, &rj);
+	}
 	p->reject = rj; /* the REJECT type, for xfw_br_reject */
 	if (verdict == XFW_ACT_SNAT)
 		return xfw_br_snat(skb, p, st, cs, br);
@@ -218,20 +200,36 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 					     __u64 port)
 {
 	struct xfw_ct_scratch *cs = 0;
+	struct xfw_br_redo *rd = 0;
 	struct xfw_pkt *p;
 	struct xfw_pending *st;
-	__u32 br = port >> 16, verdict, undone = 0;
+	__u32 br = port >> 16, verdict, undone = 0, in;
+	__u64 redo = 0;
 	int tr;
 
-	if (!skb || !sc || !xfw_br_bridged(skb->ingress_ifindex, br) || skb->vlan_present)
+	if (!skb || !sc || skb->vlan_present)
+		return TC_ACT_OK;
+	in = skb->ingress_ifindex;
+	/* Sent back into the bridge by its XDP hook (bridge_redo.h): bridged
+	 * from the port it came in by. */
+	if (in == br && (redo = xfw_br_redo_tc(skb)))
+		in = (__u32)redo;
+	if (!xfw_br_bridged(in, br))
 		return TC_ACT_OK;
 	p = &sc->p;
 	st = &sc->st;
 	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE || p->vlan || !(port & xfw_brnf_bit(p)))
 		return TC_ACT_OK;
+	/* A first frame's DNAT verdict (a later frame's connection translates
+	 * it: xfw_br_nat_pre). */
+	if ((redo >> 32) & XFW_BR_REDO_DNAT) {
+		rd = xfw_br_redo_note();
+		if (!rd)
+			return TC_ACT_SHOT;
+	}
 	p->mark = skb->mark;
 	p->owner = 0; /* no socket */
-	p->physin = skb->ingress_ifindex;
+	p->physin = in;
 	p->physout = skb->ifindex;
 	if (!p->dst_unicast)
 		p->pkttype = xfw_mac48(p->dst_mac) == XFW_BR_MAC_BCAST ? PACKET_BROADCAST
@@ -262,7 +260,7 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 				return TC_ACT_SHOT;
 		}
 	}
-	verdict = xfw_br_walk(skb, sc, cs, br);
+	verdict = xfw_br_walk(skb, sc, cs, br, rd);
 	if (verdict == XFW_ACT_ACCEPT && cs) {
 		xfw_ct_confirm(cs);
 		xfw_nat_confirm();

@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * bridge_redo.h — br_netfilter's "bridged DNAT" of a frame a bridge passed
+ * up: a frame from a port for the bridge's own MAC whose destination nat
+ * PREROUTING changes (a DNAT's first frame, a later frame of a DNAT
+ * connection, a reply of an SNAT one) to an address the bridge itself
+ * reaches. br_nf_pre_routing_finish routes the translated packet; when
+ * the route leaves by the bridge and its neighbour is resolved
+ * (br_nf_pre_routing_finish_bridge), the frame goes back into the bridge
+ * with the neighbour's MAC as its destination, its source MAC and TTL (hop
+ * limit) kept, no ICMP redirect: the bridge forwards it port to port, and
+ * FORWARD and POSTROUTING see it bridged (--physdev-in the port it came
+ * by, --physdev-out the one it leaves by).
+ *
+ * xfw: the bridge's XDP hook gives the frame the neighbour's MAC and sends
+ * it back into the bridge (XDP_TX: generic XDP hands it to the bridge's
+ * xmit, which forwards it by that MAC, on the same CPU). It notes the frame
+ * first (xfw_br_notes' redo: the input port, its bytes after the rewrite,
+ * for a first frame the DNAT verdict). The output port's TC egress hook
+ * (bridge_tc.h) takes a frame the bridge device sends that matches the
+ * note for a frame bridged from that port: translated there (the
+ * connection's translation, or the first frame's verdict applied), judged
+ * in FORWARD and POSTROUTING with both ports, tracked, as any bridged frame.
+ * A later frame is not judged at XDP at all; a first frame's walk so far
+ * (PREROUTING up to the DNAT) counted and logged there, the TC hook resumes
+ * after nat PREROUTING.
+ *
+ * Included by xfw.c after nat.h, nat_range.h and route.h.
+ * Includes: bridge.h, nat.h, nat_range.h, route.h (through xfw.c).
+ */
+#ifndef XFW_BRIDGE_REDO_H
+#define XFW_BRIDGE_REDO_H
+
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include "bridge.h"
+
+/* xfw_br_dnat_dst resolves nat PREROUTING's DNAT verdict in st for frame
+ * p: the new address in np->range.addr_hi:addr. Returns the new port (the
+ * frame's own when the verdict keeps it), or -1 when xfw drops the frame:
+ * REDIRECT (the bridge's own address, which the kernel passes up), no
+ * address in the range. */
+static __always_inline int xfw_br_dnat_dst(struct xfw_pkt *p, struct xfw_pending *st,
+					   struct xfw_nat_pend *np)
+{
+	struct xfw_nat_range *r = &np->range;
+	__u32 port;
+
+	if (st->nat_addr == XFW_NAT_REDIRECT)
+		return -1;
+	r->addr_hi = 0;
+	r->addr = st->nat_addr;
+	if (st->nat_addr == XFW_NAT_KEEP_ADDR) {
+		r->addr_hi = p->dst_hi;
+		r->addr = p->dst_lo;
+	}
+	port = st->nat_port;
+	if (port & XFW_NAT_RANGED) {
+		__u64 to = xfw_natr_dnat(p, port);
+
+		if (to == ~0ULL)
+			return -1;
+		port = to & 0xffff;
+	} else if (p->fam != 0 && st->nat_addr != XFW_NAT_KEEP_ADDR) {
+		return -1; /* an IPv6 address is its range probe's (XFW_NAT_ADDR6) */
+	}
+	if (!port)
+		port = p->dport;
+	return (int)port;
+}
+
+/* xfw_br_fib routes frame p's flow to hi:lo, port from the bridge br (ctx:
+ * the hook's context) as br_nf_pre_routing_finish does after nat
+ * PREROUTING (the lookup in np->fib, off the stack): 1 when the route
+ * leaves by br to a resolved neighbour (its MAC in np->fib.dmac), else 0. */
+static __always_inline int xfw_br_fib(void *ctx, struct xfw_pkt *p, struct xfw_nat_pend *np, __u32 br,
+				      __u64 hi, __u64 lo, __u32 port)
+{
+	struct bpf_fib_lookup *fib = &np->fib;
+	__u32 flags = 0;
+	long rc;
+
+	__builtin_memset(fib, 0, sizeof(*fib));
+	fib->ifindex = br;
+	xfw_fib_flow(fib, p);
+	if (p->sport < 65536)
+		fib->dport = bpf_htons(port);
+	if (p->fam == 0) {
+		fib->ipv4_dst = bpf_htonl((__u32)lo);
+	} else {
+		fib->ipv6_dst[0] = bpf_htonl(hi >> 32);
+		fib->ipv6_dst[1] = bpf_htonl((__u32)hi);
+		fib->ipv6_dst[2] = bpf_htonl(lo >> 32);
+		fib->ipv6_dst[3] = bpf_htonl((__u32)lo);
+	}
+
+	if (p->mark)
+		flags = xfw_fib_mark(fib, p->mark);
+	rc = bpf_fib_lookup(ctx, fib, sizeof(*fib), flags);
+	/* A kernel before 6.10 refuses the mark: routed unmarked (route.h). */
+	if (rc < 0 && flags) {
+		__builtin_memset(fib->smac, 0, sizeof(fib->smac));
+		fib->ifindex = br;
+		rc = bpf_fib_lookup(ctx, fib, sizeof(*fib), 0);
+	}
+	return rc == BPF_FIB_LKUP_RET_SUCCESS && fib->ifindex == br;
+}
+
+/* XFW_BR_REDO_DNAT in a redo note's flags: a connection's first frame,
+ * with nat PREROUTING's DNAT verdict in the note (nat_addr, nat_port, the
+ * walk's mark, its slot). */
+#define XFW_BR_REDO_DNAT 1
+
+/* xfw_br_redo_xdp sends the frame in sc (received on the bridge br, from a
+ * port: p->physin) back into the bridge when its translated destination
+ * is a resolved neighbour of br (br_netfilter's bridged DNAT): first, the
+ * DNAT verdict of a connection's first frame in sc->st; else the
+ * translation of the frame's connection. Returns XDP_TX when it did, else
+ * -1 (the hook goes on: the stack routes it). A global function. */
+__attribute__((noinline)) int xfw_br_redo_xdp(struct xdp_md *ctx, struct xfw_xdp_scratch *sc, __u32 br,
+					      __u32 first)
+{
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_br_note *n = bpf_map_lookup_elem(&xfw_br_notes, &zero);
+	struct xfw_br_redo *rd;
+	struct xfw_pkt *p;
+	void *data, *end;
+	int port;
+
+	if (!ctx || !sc || !np || !n)
+		return -1;
+	p = &sc->p;
+	if (!p->physin || p->physin >= XFW_PHYS_NULL || p->vlan || !p->dst_unicast || p->fragmented)
+		return -1;
+	if (first) {
+		port = xfw_br_dnat_dst(p, &sc->st, np);
+		if (port < 0)
+			return -1;
+	} else {
+		if (!xfw_nat_translatable(p) || !xfw_nat_live(&np->lk, p, &np->lv) ||
+		    (np->lv.to_hi == p->dst_hi && np->lv.to_addr == p->dst_lo))
+			return -1;
+		np->range.addr_hi = np->lv.to_hi;
+		np->range.addr = np->lv.to_addr;
+		port = np->lv.to_port;
+	}
+	if (!xfw_br_fib(ctx, p, np, br, np->range.addr_hi, np->range.addr, port))
+		return -1;
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	if (data + XFW_BR_NOTE > end)
+		return -1;
+	__builtin_memcpy(data, np->fib.dmac, ETH_ALEN);
+	rd = &n->redo;
+	rd->port = 0;
+	if (bpf_xdp_load_bytes(ctx, 0, rd->w, XFW_BR_NOTE) != 0)
+		return -1;
+	rd->len = ctx->data_end - ctx->data;
+	rd->flags = first ? XFW_BR_REDO_DNAT : 0;
+	rd->nat_addr = sc->st.nat_addr;
+	rd->nat_port = sc->st.nat_port;
+	rd->mark = p->mark;
+	rd->slot = sc->st.slot;
+	rd->port = p->physin;
+	return XDP_TX;
+}
+
+/* xfw_br_redo_ok reports whether the DNAT verdict for the first frame p
+ * (cs: its tracking) may be applied where the frame leaves the bridge
+ * (xfw_br_redo_xdp): a new connection with nothing the walk so far left on
+ * it but its mark (no CONNMARK, no pending rewrite), routed. */
+static __always_inline int xfw_br_redo_ok(struct xfw_pkt *p, struct xfw_pending *st,
+					  struct xfw_ct_scratch *cs)
+{
+	return cs && p->physin && p->physin < XFW_PHYS_NULL && cs->pending == XFW_CTP_CREATE &&
+	       !cs->nv.mark && !p->mangle && !st->unrouted;
+}
+
+/* xfw_br_redo_tc says whether the frame in skb, which the bridge device
+ * sent out of a port (skb->ingress_ifindex the bridge), is the frame the
+ * bridge's XDP hook sent back into the bridge (xfw_br_redo_xdp): its
+ * note's flags << 32 | input port, else 0. Flooded copies (a neighbour's
+ * MAC the bridge has not learnt) all match. A global function: its buffer
+ * stays off the hook's frame. */
+__attribute__((noinline)) __u64 xfw_br_redo_tc(struct __sk_buff *skb)
+{
+	__u64 w[XFW_BR_NOTE_WORDS];
+	struct xfw_br_note *n;
+	__u32 zero = 0;
+
+	if (!skb)
+		return 0;
+	n = bpf_map_lookup_elem(&xfw_br_notes, &zero);
+	if (!n || !n->redo.port || n->redo.len != skb->len ||
+	    bpf_skb_load_bytes(skb, 0, w, XFW_BR_NOTE) != 0)
+		return 0;
+	for (int i = 0; i < XFW_BR_NOTE_WORDS; i++)
+		if (w[i] != n->redo.w[i])
+			return 0;
+	return (__u64)n->redo.flags << 32 | n->redo.port;
+}
+
+/* xfw_br_redo_note returns the redo note (xfw_br_redo_tc found the frame
+ * a first frame's). */
+static __always_inline struct xfw_br_redo *xfw_br_redo_note(void)
+{
+	__u32 zero = 0;
+	struct xfw_br_note *n = bpf_map_lookup_elem(&xfw_br_notes, &zero);
+
+	return n ? &n->redo : 0;
+}
+
+#endif /* XFW_BRIDGE_REDO_H */
