@@ -169,12 +169,14 @@ __attribute__((noinline)) int xfw_br_redo_xdp(struct xdp_md *ctx, struct xfw_xdp
 /* xfw_br_redo_ok reports whether the DNAT verdict for the first frame p
  * (cs: its tracking) may be applied where the frame leaves the bridge
  * (xfw_br_redo_xdp): a new connection with nothing the walk so far left on
- * it but its mark (no CONNMARK, no pending rewrite), routed. */
+ * it but its mark (no CONNMARK, no pending rewrite). (Its walk may have
+ * been an unrouted one, st->unrouted: the kernel's DNAT comes before
+ * routing.) */
 static __always_inline int xfw_br_redo_ok(struct xfw_pkt *p, struct xfw_pending *st,
 					  struct xfw_ct_scratch *cs)
 {
 	return cs && p->physin && p->physin < XFW_PHYS_NULL && cs->pending == XFW_CTP_CREATE &&
-	       !cs->nv.mark && !p->mangle && !st->unrouted;
+	       !cs->nv.mark && !p->mangle;
 }
 
 /* xfw_br_redo_tc says whether the frame in skb, which the bridge device
