@@ -25,8 +25,9 @@
  * (PREROUTING up to the DNAT) counted and logged there, the TC hook resumes
  * after nat PREROUTING.
  *
- * Included by xfw.c after nat.h, nat_range.h and route.h.
- * Includes: bridge.h, nat.h, nat_range.h, route.h (through xfw.c).
+ * Included by xfw.c after nat.h, nat_query.h, nat_range.h and route.h.
+ * Includes: bridge.h, nat.h, nat_query.h, nat_range.h, route.h (through
+ * xfw.c).
  */
 #ifndef XFW_BRIDGE_REDO_H
 #define XFW_BRIDGE_REDO_H
@@ -106,6 +107,26 @@ static __always_inline int xfw_br_fib(void *ctx, struct xfw_pkt *p, struct xfw_n
 	return rc == BPF_FIB_LKUP_RET_SUCCESS && fib->ifindex == br;
 }
 
+/* xfw_br_redo_portless finds the translation of a later packet without
+ * ports p of a translated connection (an echo request of a DNAT, an echo
+ * reply of an SNAT, a protocol without ports), as xfw_nat_query_pre_xdp
+ * does, without translating it: 1 with it in np->lv, else 0. */
+static __always_inline int xfw_br_redo_portless(struct xdp_md *ctx, struct xfw_pkt *p,
+						struct xfw_nat_pend *np)
+{
+	__u32 id = 0, kind = xfw_natq_kind(p), kinds = XFW_NAT_F_ANY;
+
+	if (kind == XFW_NATQ_NONE || xfw_natq_ident(ctx, 1, p, kind, &id))
+		return 0;
+	if (kind == XFW_NATQ_ECHO)
+		kinds = (p->icmp >> 8) == xfw_natq_echo(p->fam, 1) ? XFW_NAT_F_SRC : XFW_NAT_F_DST;
+	xfw_natq_key(&np->lk, p, id);
+	if (!xfw_nat_held(&np->lk, kinds, kind != XFW_NATQ_ECHO, &np->lv))
+		return 0;
+	/* An echo's mapping holds its request's code. */
+	return kind != XFW_NATQ_ECHO || (np->lv.ct.pad >> 8) == (p->icmp & 0xff);
+}
+
 /* XFW_BR_REDO_DNAT in a redo note's flags: a connection's first frame,
  * with nat PREROUTING's DNAT verdict in the note (nat_addr, nat_port, the
  * walk's mark, its slot). */
@@ -138,12 +159,14 @@ __attribute__((noinline)) int xfw_br_redo_xdp(struct xdp_md *ctx, struct xfw_xdp
 		if (port < 0)
 			return -1;
 	} else {
-		if (!xfw_nat_translatable(p) || !xfw_nat_live(&np->lk, p, &np->lv) ||
-		    (np->lv.to_hi == p->dst_hi && np->lv.to_addr == p->dst_lo))
+		if (xfw_nat_translatable(p) ? !xfw_nat_live(&np->lk, p, &np->lv)
+					    : !xfw_br_redo_portless(ctx, p, np))
+			return -1;
+		if (np->lv.to_hi == p->dst_hi && np->lv.to_addr == p->dst_lo)
 			return -1;
 		np->range.addr_hi = np->lv.to_hi;
 		np->range.addr = np->lv.to_addr;
-		port = np->lv.to_port;
+		port = xfw_nat_translatable(p) ? np->lv.to_port : 0;
 	}
 	if (!xfw_br_fib(ctx, p, np, br, np->range.addr_hi, np->range.addr, port))
 		return -1;
