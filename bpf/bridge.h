@@ -77,7 +77,7 @@ struct xfw_br_redo {
 	__u32 nat_addr, nat_port; /* xfw_pending's */
 	__u32 mark;               /* the walk's mark */
 	__u32 slot;               /* the generation's slot it was judged in */
-	__u32 pad;
+	__u32 via;                /* the skb's ingress_ifindex expected */
 };
 
 /* The frame a port received last on this CPU, and the frame the bridge's

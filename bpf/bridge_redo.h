@@ -185,6 +185,7 @@ __attribute__((noinline)) int xfw_br_redo_xdp(struct xdp_md *ctx, struct xfw_xdp
 	rd->nat_port = sc->st.nat_port;
 	rd->mark = p->mark;
 	rd->slot = sc->st.slot;
+	rd->via = br;
 	rd->port = p->physin;
 	return XDP_TX;
 }
@@ -202,28 +203,70 @@ static __always_inline int xfw_br_redo_ok(struct xfw_pkt *p, struct xfw_pending 
 	       !cs->nv.mark && !p->mangle;
 }
 
-/* xfw_br_redo_tc says whether the frame in skb, which the bridge device
- * sent out of a port (skb->ingress_ifindex the bridge), is the frame the
- * bridge's XDP hook sent back into the bridge (xfw_br_redo_xdp): its
- * note's flags << 32 | input port, else 0. Flooded copies (a neighbour's
- * MAC the bridge has not learnt) all match. A global function: its buffer
- * stays off the hook's frame. */
-__attribute__((noinline)) __u64 xfw_br_redo_tc(struct __sk_buff *skb)
+/* xfw_br_redo_tc returns the port the frame in skb, leaving a port of the
+ * bridge br, came in by: skb->ingress_ifindex, unless the frame is one xfw
+ * sent back into the bridge (xfw_br_redo_xdp, from the bridge device:
+ * ingress_ifindex the bridge; xfw_br_redo_send, redirected from a port to
+ * the bridge: the input port), when it is its note's port, with the
+ * note's flags << 32. A note redirected from a port is taken (its frame
+ * is a bridged one, which a later frame could repeat); the XDP hook's
+ * stays, so flooded copies (a neighbour's MAC the bridge has not learnt)
+ * all match. A global function: its buffer stays off the hook's frame. */
+__attribute__((noinline)) __u64 xfw_br_redo_tc(struct __sk_buff *skb, __u32 br)
 {
 	__u64 w[XFW_BR_NOTE_WORDS];
 	struct xfw_br_note *n;
-	__u32 zero = 0;
+	__u32 zero = 0, port, in;
 
 	if (!skb)
 		return 0;
+	in = skb->ingress_ifindex;
+	if (in != br && !xfw_br_bridged(in, br))
+		return in;
 	n = bpf_map_lookup_elem(&xfw_br_notes, &zero);
-	if (!n || !n->redo.port || n->redo.len != skb->len ||
+	if (!n || !n->redo.port || n->redo.via != in || n->redo.len != skb->len ||
 	    bpf_skb_load_bytes(skb, 0, w, XFW_BR_NOTE) != 0)
-		return 0;
+		return in;
 	for (int i = 0; i < XFW_BR_NOTE_WORDS; i++)
 		if (w[i] != n->redo.w[i])
-			return 0;
-	return (__u64)n->redo.flags << 32 | n->redo.port;
+			return in;
+	port = n->redo.port;
+	if (port == in)
+		n->redo.port = 0;
+	return (__u64)n->redo.flags << 32 | port;
+}
+
+/* xfw_br_redo_send sends the first frame in sc, bridged from port to port
+ * and judged DNAT in nat PREROUTING (st: the verdict), whose translated
+ * destination is another resolved neighbour of the bridge br (np->fib.dmac,
+ * xfw_br_dnat), back into the bridge with that neighbour's MAC, as
+ * br_nf_pre_routing_finish_bridge does: noted (xfw_br_redo_tc), redirected
+ * to the bridge device, which forwards it by its new MAC to the port where
+ * the walk resumes. Returns the TC verdict. A global function. */
+__attribute__((noinline)) int xfw_br_redo_send(struct __sk_buff *skb, struct xfw_xdp_scratch *sc, __u32 br)
+{
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_br_note *n = bpf_map_lookup_elem(&xfw_br_notes, &zero);
+	struct xfw_br_redo *rd;
+
+	if (!skb || !sc || !np || !n)
+		return TC_ACT_SHOT;
+	if (bpf_skb_store_bytes(skb, 0, np->fib.dmac, ETH_ALEN, 0))
+		return TC_ACT_SHOT;
+	rd = &n->redo;
+	rd->port = 0;
+	if (bpf_skb_load_bytes(skb, 0, rd->w, XFW_BR_NOTE) != 0)
+		return TC_ACT_SHOT;
+	rd->len = skb->len;
+	rd->flags = XFW_BR_REDO_DNAT;
+	rd->nat_addr = sc->st.nat_addr;
+	rd->nat_port = sc->st.nat_port;
+	rd->mark = sc->p.mark;
+	rd->slot = sc->st.slot;
+	rd->via = sc->p.physin;
+	rd->port = sc->p.physin;
+	return bpf_redirect(br, 0);
 }
 
 /* xfw_br_redo_note returns the redo note (xfw_br_redo_tc found the frame

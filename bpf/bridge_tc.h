@@ -20,27 +20,16 @@
 #include "bridge_reject.h"
 #include "bridge_redo.h"
 
-/* xfw_br_dnat_here reports whether the bridge br reaches hi:lo, port
- * (the translated destination of frame p) at the frame's destination MAC:
- * the kernel's route for it goes out of the bridge to that neighbour
- * (br_netfilter's bridged DNAT), so the frame goes on out of this port.
- * np holds the lookup (off the stack). */
-static __always_inline int xfw_br_dnat_here(struct __sk_buff *skb, struct xfw_pkt *p,
-					    struct xfw_nat_pend *np, __u32 br, __u32 port)
-{
-	return xfw_br_fib(skb, p, np, br, np->range.addr_hi, np->range.addr, port) &&
-	       xfw_mac48(np->fib.dmac) == xfw_mac48(p->dst_mac);
-}
-
 /* xfw_br_dnat applies nat PREROUTING's DNAT verdict (its address and port
  * in st) to a connection's first frame p bridged from port to port (cs:
  * its tracking, a new connection pending), as br_netfilter does when the
  * bridge reaches the translated destination at the frame's destination
- * MAC (xfw_br_dnat_here): translated (nat.h, nat_query.h), the mapping
- * pending until the verdict confirms it. Returns 0, or -1 when the frame
- * must be dropped: REDIRECT (the bridge's own address, which the kernel
- * passes up), a destination elsewhere (the kernel routes it), a clash, a
- * failed write. A global function. */
+ * MAC: translated (nat.h, nat_query.h), the mapping pending until the
+ * verdict confirms it. Returns 0; 1, untranslated, when the bridge reaches
+ * it at another neighbour's MAC (np->fib.dmac: xfw_br_redo_send); or -1
+ * when the frame must be dropped: REDIRECT (the bridge's own address,
+ * which the kernel passes up), a destination elsewhere (the kernel routes
+ * it), a clash, a failed write. A global function. */
 __attribute__((noinline)) int xfw_br_dnat(struct __sk_buff *skb, struct xfw_pkt *p,
 					  struct xfw_pending *st, struct xfw_ct_scratch *cs, __u32 br)
 {
@@ -56,8 +45,11 @@ __attribute__((noinline)) int xfw_br_dnat(struct __sk_buff *skb, struct xfw_pkt 
 	port = xfw_br_dnat_dst(p, st, np);
 	if (port < 0)
 		return -1;
-	if (!xfw_br_dnat_here(skb, p, np, br, port))
+	if (!xfw_br_fib(skb, p, np, br, np->range.addr_hi, np->range.addr, port))
 		return -1;
+	/* Another neighbour of the bridge: sent back into it (bridge_redo.h). */
+	if (xfw_mac48(np->fib.dmac) != xfw_mac48(p->dst_mac))
+		return 1;
 	if (!xfw_nat_translatable(p))
 		return xfw_natq_dnat_tc(skb, p, cs) ? -1 : 0;
 	if (xfw_nat_dnat_prep(p, cs, np, r->addr_hi, r->addr, port))
@@ -85,6 +77,10 @@ static __always_inline __u32 xfw_br_snat(struct __sk_buff *skb, struct xfw_pkt *
 		xfw_nat6_masq_tc(skb, p, br);
 	return xfw_nat_snat(p, cs, st->nat_addr, st->nat_port, br) ? XFW_ACT_DROP : XFW_ACT_ACCEPT;
 }
+
+/* What xfw_br_walk returns for a first frame whose DNAT sends it to
+ * another neighbour of the bridge (xfw_br_redo_send); no entry action. */
+#define XFW_BR_REDO 0xff
 
 /* xfw_br_walk judges the bridged frame in sc->p in FORWARD, tracked when
  * the generation uses connection tracking, and returns the verdict; br
@@ -134,8 +130,11 @@ static __always_inline __u32 xfw_br_walk(struct __sk_buff *skb, struct xfw_xdp_s
 	st->nlogs = 0;
 	slot = st->slot;
 	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
-	if (!cs || !fc || !fc->nat_resume[XFW_CHAIN_FORWARD] || xfw_br_dnat(skb, p, st, cs, br))
+	if (!cs || !fc || !fc->nat_resume[XFW_CHAIN_FORWARD])
 		return XFW_ACT_DROP;
+	verdict = (__u32)xfw_br_dnat(skb, p, st, cs, br);
+	if (verdict)
+		return verdict == 1 && !rd ? XFW_BR_REDO : XFW_ACT_DROP;
 	st->start = fc->nat_resume[XFW_CHAIN_FORWARD];
 	verdict = xfw_judge(p, XFW_CHAIN_FORWARD, br, br, st, &rj);
 	p->reject = rj;
@@ -203,18 +202,16 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 	struct xfw_br_redo *rd = 0;
 	struct xfw_pkt *p;
 	struct xfw_pending *st;
-	__u32 br = port >> 16, verdict, undone = 0, in;
-	__u64 redo = 0;
+	__u32 br = port >> 16, verdict, undone = 0;
+	__u64 redo;
 	int tr;
 
 	if (!skb || !sc || skb->vlan_present)
 		return TC_ACT_OK;
-	in = skb->ingress_ifindex;
-	/* Sent back into the bridge by its XDP hook (bridge_redo.h): bridged
-	 * from the port it came in by. */
-	if (in == br && (redo = xfw_br_redo_tc(skb)))
-		in = (__u32)redo;
-	if (!xfw_br_bridged(in, br))
+	/* The input port; of a frame xfw sent back into the bridge, the one
+	 * it came in by (bridge_redo.h). */
+	redo = xfw_br_redo_tc(skb, br);
+	if (!xfw_br_bridged((__u32)redo, br))
 		return TC_ACT_OK;
 	p = &sc->p;
 	st = &sc->st;
@@ -229,7 +226,7 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 	}
 	p->mark = skb->mark;
 	p->owner = 0; /* no socket */
-	p->physin = in;
+	p->physin = (__u32)redo;
 	p->physout = skb->ifindex;
 	if (!p->dst_unicast)
 		p->pkttype = xfw_mac48(p->dst_mac) == XFW_BR_MAC_BCAST ? PACKET_BROADCAST
@@ -261,6 +258,12 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 		}
 	}
 	verdict = xfw_br_walk(skb, sc, cs, br, rd);
+	/* Translated to another neighbour of the bridge: sent back into it,
+	 * judged where it leaves (bridge_redo.h). */
+	if (verdict == XFW_BR_REDO) {
+		xfw_nat_cancel();
+		return xfw_br_redo_send(skb, sc, br);
+	}
 	if (verdict == XFW_ACT_ACCEPT && cs) {
 		xfw_ct_confirm(cs);
 		xfw_nat_confirm();

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"sort"
 	"strings"
@@ -155,6 +156,134 @@ func TestBridgedDNATPassedUpAgainstKernel(t *testing.T) {
 		x := counters(t, tw.fws["xfw"].save(t, tw.tps["xfw"], fam))
 		for key, kv := range k {
 			if strings.Contains(key, "--ctstate DNAT") && x[key] != kv {
+				t.Errorf("IPv%d %s: kernel %v, xfw %v", fam, key, kv, x[key])
+			}
+		}
+	}
+}
+
+// bridgeThirdMAC is the MAC of gen's second interface on the bridge (x1,
+// host 3 of the bridged subnet), behind fw's port x0.
+const bridgeThirdMAC = "02:00:00:00:09:03"
+
+// bridgeThirdSetup gives the bridge a third neighbour: a port x0 whose
+// peer x1 is gen's, with host 3's addresses, known to fw's neighbour
+// table and to the bridge's forwarding database.
+func bridgeThirdSetup(t *testing.T, tp *nettest.Topology) {
+	t.Helper()
+	for _, argv := range [][]string{
+		{"ip", "link", "add", "x0", "type", "veth", "peer", "name", "x1"},
+		{"ip", "link", "set", "x0", "master", "br0"},
+		{"ip", "link", "set", "x0", "up"},
+		{"ip", "link", "set", "x1", "netns", tp.GenNS},
+		{"bridge", "fdb", "add", bridgeThirdMAC, "dev", "x0", "master", "static"},
+	} {
+		nettest.MustExec(t, tp.FwNS, argv...)
+	}
+	nettest.MustExec(t, tp.GenNS, "ip", "link", "set", "x1", "address", bridgeThirdMAC)
+	nettest.MustExec(t, tp.GenNS, "ip", "link", "set", "x1", "up")
+	mac, _ := net.ParseMAC(bridgeThirdMAC)
+	for _, fam := range []int{4, 6} {
+		bits, extra := 32, []string{}
+		if fam == 6 {
+			bits, extra = 128, []string{"nodad"}
+		}
+		third := bridgeAddr(tp, fam, 3)
+		nettest.MustExec(t, tp.GenNS, append([]string{"ip", "addr", "add", fmt.Sprintf("%s/%d", third, bits), "dev", "x1"}, extra...)...)
+		if err := nettest.SetNeighbor(tp.FwNS, "br0", third, mac); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// bridgeThirdRuleset translates the service's UDP port 53 to host 3's
+// 5353 and counts in FORWARD by the ports.
+func bridgeThirdRuleset(fam int) string {
+	third := bridgeAddr(nil, fam, 3).String()
+	if fam == 6 {
+		third = "[" + third + "]"
+	}
+	return fmt.Sprintf(`*nat
+-A PREROUTING -d %[1]s -p udp -m udp --dport 53 -j DNAT --to-destination %[2]s:5353
+COMMIT
+*filter
+-A FORWARD -p udp -m physdev --physdev-in in0 --physdev-out x0 -m conntrack --ctstate DNAT
+-A FORWARD -p udp -m physdev --physdev-in in0 --physdev-out out0
+-A FORWARD -p udp -m conntrack --ctstate DNAT
+COMMIT
+`, bridgeVIP(fam), third)
+}
+
+// bridgeThirdRound sends a datagram from gen to the service of family
+// fam through sink's MAC and says which of sink and host 3 received it,
+// from which MAC, with which TTL.
+func bridgeThirdRound(t *testing.T, tp *nettest.Topology, fam int) string {
+	gen := bridgeAddr(tp, fam, 1)
+	bridgeVia(t, tp, fam, 2)
+	defer bridgeVia(t, tp, fam, 0xfe)
+	from := func(c nettest.Captured) bool {
+		return !c.Outgoing && c.IPVersion == fam && c.Src == gen && c.Protocol == nettest.ProtoUDP
+	}
+	third := nettest.StartCapture(t, tp.GenNS, "x1", from)
+	sink := nettest.StartCapture(t, tp.SinkNS, "eth0", from)
+	nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(bridgeVIP(fam), 53), []byte("redo-third"),
+		nettest.WithTimeout(time.Second), nettest.WithSource(netip.AddrPortFrom(gen, 40054)))
+	time.Sleep(300 * time.Millisecond)
+	var out []string
+	for name, c := range map[string]*nettest.Capture{"host 3": third, "sink": sink} {
+		for _, f := range c.Stop() {
+			mac := f.SrcMAC.String()
+			if mac == tp.Gen.MAC.String() {
+				mac = "GEN"
+			}
+			out = append(out, fmt.Sprintf("%s received from %s to %s port %d ttl %d", name, mac, f.Dst, f.DstPort, f.TTL))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "; ")
+}
+
+// TestBridgedDNATToAnotherNeighbourAgainstKernel sends gen's datagram to
+// a service address through sink's MAC, bridged from port to port,
+// translated to a third neighbour of the bridge (host 3, behind port x0),
+// through xfw and through iptables-legacy (both families): br_netfilter's
+// bridged DNAT gives it that neighbour's MAC and bridges it there, gen's
+// MAC and TTL kept, FORWARD's physdev ports those of its new way.
+func TestBridgedDNATToAnotherNeighbourAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy", "sysctl", "bridge")
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		bridgeSetup(t, tp, false)
+		bridgeThirdSetup(t, tp)
+		for _, fam := range []int{4, 6} {
+			fw.restore(t, tp, fam, bridgeThirdRuleset(fam))
+		}
+		zeroCounters(t, tp, fw)
+	})
+	if t.Failed() {
+		return
+	}
+	for _, fam := range []int{4, 6} {
+		got := map[string]string{}
+		var mu sync.Mutex
+		tw.each(func(kind string, tp *nettest.Topology, _ firewall) {
+			r := bridgeThirdRound(t, tp, fam)
+			mu.Lock()
+			got[kind] = r
+			mu.Unlock()
+		})
+		t.Logf("IPv%d kernel: %s", fam, got["kernel"])
+		if !strings.Contains(got["kernel"], "host 3 received from GEN to "+bridgeAddr(nil, fam, 3).String()+" port 5353 ttl 64") {
+			t.Errorf("IPv%d: the kernel did not bridge the translated frame to host 3 (fix the test): %s", fam, got["kernel"])
+		}
+		if got["kernel"] != got["xfw"] {
+			t.Errorf("IPv%d:\nkernel: %s\nxfw:    %s", fam, got["kernel"], got["xfw"])
+		}
+		k := counters(t, tw.fws["kernel"].save(t, tw.tps["kernel"], fam))
+		x := counters(t, tw.fws["xfw"].save(t, tw.tps["xfw"], fam))
+		for key, kv := range k {
+			if strings.Contains(key, "-p udp") && x[key] != kv {
 				t.Errorf("IPv%d %s: kernel %v, xfw %v", fam, key, kv, x[key])
 			}
 		}
