@@ -107,24 +107,41 @@ static __always_inline int xfw_br_fib(void *ctx, struct xfw_pkt *p, struct xfw_n
 	return rc == BPF_FIB_LKUP_RET_SUCCESS && fib->ifindex == br;
 }
 
-/* xfw_br_redo_portless finds the translation of a later packet without
- * ports p of a translated connection (an echo request of a DNAT, an echo
- * reply of an SNAT, a protocol without ports), as xfw_nat_query_pre_xdp
- * does, without translating it: 1 with it in np->lv, else 0. */
-static __always_inline int xfw_br_redo_portless(struct xdp_md *ctx, struct xfw_pkt *p,
+/* xfw_br_redo_portless finds the translation of a later echo p of a
+ * translated connection (a request of a DNAT, a reply of an SNAT; not
+ * other protocols without ports), as xfw_nat_query_pre_xdp does, without
+ * translating it (ctx: an XDP frame with is_xdp, else an
+ * skb): 1 with it in np->lv, else 0. */
+static __always_inline int xfw_br_redo_portless(void *ctx, int is_xdp, struct xfw_pkt *p,
 						struct xfw_nat_pend *np)
 {
-	__u32 id = 0, kind = xfw_natq_kind(p), kinds = XFW_NAT_F_ANY;
+	__u32 id = 0, kinds;
 
-	if (kind == XFW_NATQ_NONE || xfw_natq_ident(ctx, 1, p, kind, &id))
+	if (xfw_natq_kind(p) != XFW_NATQ_ECHO || xfw_natq_id(ctx, is_xdp, p, &id))
 		return 0;
-	if (kind == XFW_NATQ_ECHO)
-		kinds = (p->icmp >> 8) == xfw_natq_echo(p->fam, 1) ? XFW_NAT_F_SRC : XFW_NAT_F_DST;
+	kinds = (p->icmp >> 8) == xfw_natq_echo(p->fam, 1) ? XFW_NAT_F_SRC : XFW_NAT_F_DST;
 	xfw_natq_key(&np->lk, p, id);
-	if (!xfw_nat_held(&np->lk, kinds, kind != XFW_NATQ_ECHO, &np->lv))
+	if (!xfw_nat_held(&np->lk, kinds, 0, &np->lv))
 		return 0;
 	/* An echo's mapping holds its request's code. */
-	return kind != XFW_NATQ_ECHO || (np->lv.ct.pad >> 8) == (p->icmp & 0xff);
+	return (np->lv.ct.pad >> 8) == (p->icmp & 0xff);
+}
+
+/* xfw_br_later_dst finds the translated destination of a later frame p
+ * of a translated connection (ctx: an XDP frame with is_xdp, else an
+ * skb): the address in np->range.addr_hi:addr, the port returned (0
+ * without ports); -1 when p's connection does not change its destination. */
+static __always_inline int xfw_br_later_dst(void *ctx, int is_xdp, struct xfw_pkt *p,
+					    struct xfw_nat_pend *np)
+{
+	if (xfw_nat_translatable(p) ? !xfw_nat_live(&np->lk, p, &np->lv)
+				    : !xfw_br_redo_portless(ctx, is_xdp, p, np))
+		return -1;
+	if (np->lv.to_hi == p->dst_hi && np->lv.to_addr == p->dst_lo)
+		return -1;
+	np->range.addr_hi = np->lv.to_hi;
+	np->range.addr = np->lv.to_addr;
+	return xfw_nat_translatable(p) ? np->lv.to_port : 0;
 }
 
 /* XFW_BR_REDO_DNAT in a redo note's flags: a connection's first frame,
@@ -159,14 +176,9 @@ __attribute__((noinline)) int xfw_br_redo_xdp(struct xdp_md *ctx, struct xfw_xdp
 		if (port < 0)
 			return -1;
 	} else {
-		if (xfw_nat_translatable(p) ? !xfw_nat_live(&np->lk, p, &np->lv)
-					    : !xfw_br_redo_portless(ctx, p, np))
+		port = xfw_br_later_dst(ctx, 1, p, np);
+		if (port < 0)
 			return -1;
-		if (np->lv.to_hi == p->dst_hi && np->lv.to_addr == p->dst_lo)
-			return -1;
-		np->range.addr_hi = np->lv.to_hi;
-		np->range.addr = np->lv.to_addr;
-		port = xfw_nat_translatable(p) ? np->lv.to_port : 0;
 	}
 	if (!xfw_br_fib(ctx, p, np, br, np->range.addr_hi, np->range.addr, port))
 		return -1;
@@ -236,6 +248,33 @@ __attribute__((noinline)) __u64 xfw_br_redo_tc(struct __sk_buff *skb, __u32 br)
 	return (__u64)n->redo.flags << 32 | port;
 }
 
+/* xfw_br_redo_put gives the frame in skb (p: its fields, judged so far in
+ * sc's walk) the MAC in np->fib.dmac and notes it as bridged from p's
+ * input port (flags XFW_BR_REDO_*; a first frame's verdict in st, NULL
+ * for a later frame), for
+ * the bridge device's xmit, which forwards it by that MAC. Returns 0, or
+ * TC_ACT_SHOT when it failed. */
+static __always_inline int xfw_br_redo_put(struct __sk_buff *skb, struct xfw_pkt *p, struct xfw_pending *st,
+					   struct xfw_nat_pend *np, struct xfw_br_note *n, __u32 flags)
+{
+	struct xfw_br_redo *rd = &n->redo;
+
+	if (bpf_skb_store_bytes(skb, 0, np->fib.dmac, ETH_ALEN, 0))
+		return TC_ACT_SHOT;
+	rd->port = 0;
+	if (bpf_skb_load_bytes(skb, 0, rd->w, XFW_BR_NOTE) != 0)
+		return TC_ACT_SHOT;
+	rd->len = skb->len;
+	rd->flags = flags;
+	rd->nat_addr = st ? st->nat_addr : 0;
+	rd->nat_port = st ? st->nat_port : 0;
+	rd->mark = p->mark;
+	rd->slot = st ? st->slot : 0;
+	rd->via = p->physin;
+	rd->port = p->physin;
+	return 0;
+}
+
 /* xfw_br_redo_send sends the first frame in sc, bridged from port to port
  * and judged DNAT in nat PREROUTING (st: the verdict), whose translated
  * destination is another resolved neighbour of the bridge br (np->fib.dmac,
@@ -248,25 +287,41 @@ __attribute__((noinline)) int xfw_br_redo_send(struct __sk_buff *skb, struct xfw
 	__u32 zero = 0;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	struct xfw_br_note *n = bpf_map_lookup_elem(&xfw_br_notes, &zero);
-	struct xfw_br_redo *rd;
 
 	if (!skb || !sc || !np || !n)
 		return TC_ACT_SHOT;
-	if (bpf_skb_store_bytes(skb, 0, np->fib.dmac, ETH_ALEN, 0))
+	if (xfw_br_redo_put(skb, &sc->p, &sc->st, np, n, XFW_BR_REDO_DNAT))
 		return TC_ACT_SHOT;
-	rd = &n->redo;
-	rd->port = 0;
-	if (bpf_skb_load_bytes(skb, 0, rd->w, XFW_BR_NOTE) != 0)
-		return TC_ACT_SHOT;
-	rd->len = skb->len;
-	rd->flags = XFW_BR_REDO_DNAT;
-	rd->nat_addr = sc->st.nat_addr;
-	rd->nat_port = sc->st.nat_port;
-	rd->mark = sc->p.mark;
-	rd->slot = sc->st.slot;
-	rd->via = sc->p.physin;
-	rd->port = sc->p.physin;
 	return bpf_redirect(br, 0);
+}
+
+/* xfw_br_redo_later_tc sends a later frame p, bridged from port to
+ * port, whose connection's translation changes its destination to another
+ * resolved neighbour of the bridge br than its destination MAC, back into
+ * the bridge with that neighbour's MAC (br_netfilter's bridged DNAT),
+ * untranslated and unjudged: noted, a copy redirected to the bridge device
+ * (bpf_clone_redirect: the caller drops this one, which keeps the hook's
+ * verdicts as they were); the port it leaves by translates and judges it.
+ * Returns 0 when it sent it (or failed to: dropped all the same), -1 when
+ * the frame goes on here. A global function. */
+__attribute__((noinline)) int xfw_br_redo_later_tc(struct __sk_buff *skb, struct xfw_pkt *p, __u32 br)
+{
+	__u32 zero = 0;
+	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
+	struct xfw_br_note *n = bpf_map_lookup_elem(&xfw_br_notes, &zero);
+	int port;
+
+	if (!skb || !p || !np || !n || !xfw_nat_enabled())
+		return -1;
+	if (!p->dst_unicast || p->fragmented)
+		return -1;
+	port = xfw_br_later_dst(skb, 0, p, np);
+	if (port < 0 || !xfw_br_fib(skb, p, np, br, np->range.addr_hi, np->range.addr, port) ||
+	    xfw_mac48(np->fib.dmac) == xfw_mac48(p->dst_mac))
+		return -1;
+	if (xfw_br_redo_put(skb, p, 0, np, n, 0) == 0)
+		bpf_clone_redirect(skb, br, 0);
+	return 0;
 }
 
 /* xfw_br_redo_note returns the redo note (xfw_br_redo_tc found the frame

@@ -170,17 +170,31 @@ static __always_inline int xfw_br_dnat_undo(struct __sk_buff *skb, struct xfw_pk
 	return rc == 0;
 }
 
+/* xfw_br_pre_tc is xfw_nat_pre_tc for the bridged frame p (TCP, UDP,
+ * ...), after a later frame whose connection translates it to another
+ * neighbour of its bridge is sent there (xfw_br_redo_later_tc; one sent
+ * back already has that neighbour's MAC): -1 then, this copy dropped. A
+ * global function. */
+__attribute__((noinline)) int xfw_br_pre_tc(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	if (!skb || !p || xfw_br_redo_later_tc(skb, p, xfw_br_port(skb->ifindex) >> 16) >= 0)
+		return -1;
+	return xfw_nat_pre_tc(skb, p);
+}
+
 /* xfw_br_nat_pre translates the destination of a bridged frame of a
  * translated connection before FORWARD (br_netfilter's PREROUTING): a
  * DNAT's original direction, an SNAT's reply, with ports (nat.h) or
- * without (an echo, a protocol without ports: nat_query.h). Returns 1
- * when it did, 0 when not, -1 when the frame must be dropped. */
+ * without (an echo, a protocol without ports: nat_query.h); with ports,
+ * one for another neighbour of the bridge is sent there first
+ * (xfw_br_pre_tc). Returns 1 when it did, 0 when not, -1 when the frame
+ * must be dropped. */
 static __always_inline int xfw_br_nat_pre(struct __sk_buff *skb, struct xfw_pkt *p)
 {
 	if (!xfw_nat_enabled())
 		return 0;
 	if (xfw_nat_translatable(p))
-		return xfw_nat_pre_tc(skb, p);
+		return xfw_br_pre_tc(skb, p);
 	return xfw_natq_out_pre_tc(skb, p);
 }
 

@@ -226,8 +226,12 @@ func bridgeThirdRound(t *testing.T, tp *nettest.Topology, fam int) string {
 	}
 	third := nettest.StartCapture(t, tp.GenNS, "x1", from)
 	sink := nettest.StartCapture(t, tp.SinkNS, "eth0", from)
-	nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(bridgeVIP(fam), 53), []byte("redo-third"),
-		nettest.WithTimeout(time.Second), nettest.WithSource(netip.AddrPortFrom(gen, 40054)))
+	// Two datagrams of one connection: its first frame's DNAT, a later
+	// frame's translation.
+	for _, payload := range []string{"redo-third", "redo-third-again"} {
+		nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(bridgeVIP(fam), 53), []byte(payload),
+			nettest.WithTimeout(time.Second), nettest.WithSource(netip.AddrPortFrom(gen, 40054)))
+	}
 	time.Sleep(300 * time.Millisecond)
 	var out []string
 	for name, c := range map[string]*nettest.Capture{"host 3": third, "sink": sink} {
@@ -236,7 +240,7 @@ func bridgeThirdRound(t *testing.T, tp *nettest.Topology, fam int) string {
 			if mac == tp.Gen.MAC.String() {
 				mac = "GEN"
 			}
-			out = append(out, fmt.Sprintf("%s received from %s to %s port %d ttl %d", name, mac, f.Dst, f.DstPort, f.TTL))
+			out = append(out, fmt.Sprintf("%s received from %s to %s port %d ttl %d: %q", name, mac, f.Dst, f.DstPort, f.TTL, f.Payload))
 		}
 	}
 	sort.Strings(out)
@@ -246,9 +250,10 @@ func bridgeThirdRound(t *testing.T, tp *nettest.Topology, fam int) string {
 // TestBridgedDNATToAnotherNeighbourAgainstKernel sends gen's datagram to
 // a service address through sink's MAC, bridged from port to port,
 // translated to a third neighbour of the bridge (host 3, behind port x0),
-// through xfw and through iptables-legacy (both families): br_netfilter's
-// bridged DNAT gives it that neighbour's MAC and bridges it there, gen's
-// MAC and TTL kept, FORWARD's physdev ports those of its new way.
+// through xfw and through iptables-legacy (both families; the
+// connection's first frame and a later one): br_netfilter's bridged DNAT
+// gives them that neighbour's MAC and bridges them there, gen's MAC and
+// TTL kept, FORWARD's physdev ports those of their new way.
 func TestBridgedDNATToAnotherNeighbourAgainstKernel(t *testing.T) {
 	nettest.RequireRoot(t)
 	requireTools(t, "iptables-legacy", "ip6tables-legacy", "sysctl", "bridge")
@@ -274,7 +279,7 @@ func TestBridgedDNATToAnotherNeighbourAgainstKernel(t *testing.T) {
 			mu.Unlock()
 		})
 		t.Logf("IPv%d kernel: %s", fam, got["kernel"])
-		if !strings.Contains(got["kernel"], "host 3 received from GEN to "+bridgeAddr(nil, fam, 3).String()+" port 5353 ttl 64") {
+		if !strings.Contains(got["kernel"], "host 3 received from GEN to "+bridgeAddr(nil, fam, 3).String()+` port 5353 ttl 64: "redo-third-again"`) {
 			t.Errorf("IPv%d: the kernel did not bridge the translated frame to host 3 (fix the test): %s", fam, got["kernel"])
 		}
 		if got["kernel"] != got["xfw"] {
