@@ -25,6 +25,14 @@
  * (PREROUTING up to the DNAT) counted and logged there, the TC hook resumes
  * after nat PREROUTING.
  *
+ * A frame bridged port to port whose translated destination is another
+ * resolved neighbour of the bridge than its destination MAC is sent the
+ * same way from the port's TC egress hook (redirected to the bridge
+ * device, whose xmit forwards it by the new MAC; skb->ingress_ifindex
+ * still the input port, the note's via): a first frame after its DNAT
+ * verdict (xfw_br_redo_send), a later one before any walk
+ * (xfw_br_redo_later_tc).
+ *
  * Included by xfw.c after nat.h, nat_query.h, nat_range.h and route.h.
  * Includes: bridge.h, nat.h, nat_query.h, nat_range.h, route.h (through
  * xfw.c).
