@@ -68,13 +68,29 @@
 #define XFW_BR_NOTE 32
 #define XFW_BR_NOTE_WORDS (XFW_BR_NOTE / 8)
 
-/* The frame a port received last on this CPU. */
+/* The frame the bridge's XDP hook sent back into the bridge last on this
+ * CPU (bridge_redo.h): its input port (0: none), length and first bytes,
+ * its flags (XFW_BR_REDO_*) and a first frame's DNAT verdict. */
+struct xfw_br_redo {
+	__u32 port;
+	__u32 len;
+	__u64 w[XFW_BR_NOTE_WORDS];
+	__u32 flags;
+	__u32 nat_addr, nat_port; /* xfw_pending's */
+	__u32 mark;               /* the walk's mark */
+	__u32 slot;               /* the generation's slot it was judged in */
+	__u32 via;                /* the skb's ingress_ifindex expected */
+};
+
+/* The frame a port received last on this CPU, and the frame the bridge's
+ * XDP hook sent back into its bridge last. */
 struct xfw_br_note {
 	__u32 ifindex; /* 0: none */
 	__u32 len;
 	__u64 w[XFW_BR_NOTE_WORDS];
 	__u32 tagged;  /* its receive took a VLAN tag out of it */
 	__u32 pad;
+	struct xfw_br_redo redo;
 };
 
 /* xfw_br_port_xdp's bit for a frame noted with a tag (above the port). */

@@ -18,77 +18,38 @@
 #include <linux/if_packet.h>
 #include "bridge.h"
 #include "bridge_reject.h"
-
-/* xfw_br_dnat_here reports whether the bridge br reaches hi:lo, port
- * (the translated destination of frame p) at the frame's destination MAC:
- * the kernel's route for it goes out of the bridge to that neighbour
- * (br_netfilter's bridged DNAT), so the frame goes on out of this port.
- * np holds the lookup (off the stack). */
-static __always_inline int xfw_br_dnat_here(struct __sk_buff *skb, struct xfw_pkt *p,
-					    struct xfw_nat_pend *np, __u32 br, __u32 port)
-{
-	struct bpf_fib_lookup *fib = &np->fib;
-	struct xfw_nat_range *r = &np->range;
-
-	__builtin_memset(fib, 0, sizeof(*fib));
-	fib->ifindex = br;
-	xfw_fib_flow(fib, p);
-	if (p->sport < 65536)
-		fib->dport = bpf_htons(port);
-	if (p->fam == 0) {
-		fib->ipv4_dst = bpf_htonl((__u32)r->addr);
-	} else {
-		fib->ipv6_dst[0] = bpf_htonl(r->addr_hi >> 32);
-		fib->ipv6_dst[1] = bpf_htonl((__u32)r->addr_hi);
-		fib->ipv6_dst[2] = bpf_htonl(r->addr >> 32);
-		fib->ipv6_dst[3] = bpf_htonl((__u32)r->addr);
-	}
-	if (p->mark)
-		xfw_fib_mark(fib, p->mark);
-	return bpf_fib_lookup(skb, fib, sizeof(*fib), 0) == BPF_FIB_LKUP_RET_SUCCESS &&
-	       fib->ifindex == br && xfw_mac48(fib->dmac) == xfw_mac48(p->dst_mac);
-}
+#include "bridge_redo.h"
 
 /* xfw_br_dnat applies nat PREROUTING's DNAT verdict (its address and port
  * in st) to a connection's first frame p bridged from port to port (cs:
  * its tracking, a new connection pending), as br_netfilter does when the
  * bridge reaches the translated destination at the frame's destination
- * MAC (xfw_br_dnat_here): translated (nat.h, nat_query.h), the mapping
- * pending until the verdict confirms it. Returns 0, or -1 when the frame
- * must be dropped: REDIRECT (the bridge's own address, which the kernel
- * passes up), a destination elsewhere (the kernel routes it), a clash, a
- * failed write. A global function. */
+ * MAC: translated (nat.h, nat_query.h), the mapping pending until the
+ * verdict confirms it. Returns 0; 1, untranslated, when the bridge reaches
+ * it at another neighbour's MAC (np->fib.dmac: xfw_br_redo_send); or -1
+ * when the frame must be dropped: REDIRECT (the bridge's own address,
+ * which the kernel passes up), a destination elsewhere (the kernel routes
+ * it), a clash, a failed write. A global function. */
 __attribute__((noinline)) int xfw_br_dnat(struct __sk_buff *skb, struct xfw_pkt *p,
 					  struct xfw_pending *st, struct xfw_ct_scratch *cs, __u32 br)
 {
-	__u32 zero = 0, port;
+	__u32 zero = 0;
 	struct xfw_nat_pend *np = bpf_map_lookup_elem(&xfw_nat_scratch, &zero);
 	struct xfw_nat_range *r;
+	int port;
 
-	if (!skb || !p || !st || !cs || !np || st->nat_addr == XFW_NAT_REDIRECT)
+	if (!skb || !p || !st || !cs || !np)
 		return -1;
 	np->pending = 0;
 	r = &np->range;
-	r->addr_hi = 0;
-	r->addr = st->nat_addr;
-	if (st->nat_addr == XFW_NAT_KEEP_ADDR) {
-		r->addr_hi = p->dst_hi;
-		r->addr = p->dst_lo;
-	}
-	port = st->nat_port;
-	if (port & XFW_NAT_RANGED) {
-		__u64 to = xfw_natr_dnat(p, port);
-
-		if (to == ~0ULL)
-			return -1;
-		port = to & 0xffff;
-	} else if (p->fam != 0 && st->nat_addr != XFW_NAT_KEEP_ADDR) {
-		return -1; /* an IPv6 address is its range probe's (XFW_NAT_ADDR6) */
-	}
-	if (!port)
-		port = p->dport;
-	if (!xfw_br_dnat_here(skb, p, np, br, port))
+	port = xfw_br_dnat_dst(p, st, np);
+	if (port < 0)
 		return -1;
+	if (!xfw_br_fib(skb, p, np, br, np->range.addr_hi, np->range.addr, port))
+		return -1;
+	/* Another neighbour of the bridge: sent back into it (bridge_redo.h). */
+	if (xfw_mac48(np->fib.dmac) != xfw_mac48(p->dst_mac))
+		return 1;
 	if (!xfw_nat_translatable(p))
 		return xfw_natq_dnat_tc(skb, p, cs) ? -1 : 0;
 	if (xfw_nat_dnat_prep(p, cs, np, r->addr_hi, r->addr, port))
@@ -117,21 +78,28 @@ static __always_inline __u32 xfw_br_snat(struct __sk_buff *skb, struct xfw_pkt *
 	return xfw_nat_snat(p, cs, st->nat_addr, st->nat_port, br) ? XFW_ACT_DROP : XFW_ACT_ACCEPT;
 }
 
+/* What xfw_br_walk returns for a first frame whose DNAT sends it to
+ * another neighbour of the bridge (xfw_br_redo_send); no entry action. */
+#define XFW_BR_REDO 0xff
+
 /* xfw_br_walk judges the bridged frame in sc->p in FORWARD, tracked when
  * the generation uses connection tracking, and returns the verdict; br
  * is the bridge. A DNAT verdict translates the frame (xfw_br_dnat) and
  * the walk resumes after the nat PREROUTING segment, as the kernel's
  * FORWARD sees the translated frame; its LOG lines so far are emitted
- * before the frame changes. */
+ * before the frame changes. A first frame the bridge's XDP hook sent back
+ * into the bridge (rd, bridge_redo.h) comes with its walk's DNAT verdict:
+ * translated, then the walk resumes (dropped when the generation changed
+ * in between). */
 static __always_inline __u32 xfw_br_walk(struct __sk_buff *skb, struct xfw_xdp_scratch *sc,
-					 struct xfw_ct_scratch *cs, __u32 br)
+					 struct xfw_ct_scratch *cs, __u32 br, struct xfw_br_redo *rd)
 {
 	struct xfw_pkt *p = &sc->p;
 	struct xfw_pending *st = &sc->st;
 	struct xfw_family_cfg *fc;
 	__u32 rj = 0, verdict, slot;
 
-	if (cs && xfw_ct_fast(p, st->slot, XFW_CHAIN_FORWARD)) {
+	if (!rd && cs && xfw_ct_fast(p, st->slot, XFW_CHAIN_FORWARD)) {
 		st->nlogs = 0;
 		return XFW_ACT_ACCEPT;
 	}
@@ -141,7 +109,17 @@ static __always_inline __u32 xfw_br_walk(struct __sk_buff *skb, struct xfw_xdp_s
 		xfw_preds_tc(skb, p, st->slot);
 		xfw_hdr4_tc(skb, p, st->slot);
 	}
-	verdict = xfw_judge(p, XFW_CHAIN_FORWARD, br, br, st, &rj);
+	if (rd) {
+		if (rd->slot != st->slot)
+			return XFW_ACT_DROP;
+		st->nat_addr = rd->nat_addr;
+		st->nat_port = rd->nat_port;
+		st->nlogs = 0;
+		p->mark = rd->mark;
+		verdict = XFW_ACT_DNAT;
+	} else {
+		verdict = xfw_judge(p, XFW_CHAIN_FORWARD, br, br, st, &rj);
+	}
 	p->reject = rj; /* the REJECT type, for xfw_br_reject */
 	if (verdict == XFW_ACT_SNAT)
 		return xfw_br_snat(skb, p, st, cs, br);
@@ -152,8 +130,11 @@ static __always_inline __u32 xfw_br_walk(struct __sk_buff *skb, struct xfw_xdp_s
 	st->nlogs = 0;
 	slot = st->slot;
 	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
-	if (!cs || !fc || !fc->nat_resume[XFW_CHAIN_FORWARD] || xfw_br_dnat(skb, p, st, cs, br))
+	if (!cs || !fc || !fc->nat_resume[XFW_CHAIN_FORWARD])
 		return XFW_ACT_DROP;
+	verdict = (__u32)xfw_br_dnat(skb, p, st, cs, br);
+	if (verdict)
+		return verdict == 1 && !rd ? XFW_BR_REDO : XFW_ACT_DROP;
 	st->start = fc->nat_resume[XFW_CHAIN_FORWARD];
 	verdict = xfw_judge(p, XFW_CHAIN_FORWARD, br, br, st, &rj);
 	p->reject = rj;
@@ -189,17 +170,31 @@ static __always_inline int xfw_br_dnat_undo(struct __sk_buff *skb, struct xfw_pk
 	return rc == 0;
 }
 
+/* xfw_br_pre_tc is xfw_nat_pre_tc for the bridged frame p (TCP, UDP,
+ * ...), after a later frame whose connection translates it to another
+ * neighbour of its bridge is sent there (xfw_br_redo_later_tc; one sent
+ * back already has that neighbour's MAC): -1 then, this copy dropped. A
+ * global function. */
+__attribute__((noinline)) int xfw_br_pre_tc(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	if (!skb || !p || xfw_br_redo_later_tc(skb, p, xfw_br_port(skb->ifindex) >> 16) >= 0)
+		return -1;
+	return xfw_nat_pre_tc(skb, p);
+}
+
 /* xfw_br_nat_pre translates the destination of a bridged frame of a
  * translated connection before FORWARD (br_netfilter's PREROUTING): a
  * DNAT's original direction, an SNAT's reply, with ports (nat.h) or
- * without (an echo, a protocol without ports: nat_query.h). Returns 1
- * when it did, 0 when not, -1 when the frame must be dropped. */
+ * without (an echo, a protocol without ports: nat_query.h); with ports,
+ * one for another neighbour of the bridge is sent there first
+ * (xfw_br_pre_tc). Returns 1 when it did, 0 when not, -1 when the frame
+ * must be dropped. */
 static __always_inline int xfw_br_nat_pre(struct __sk_buff *skb, struct xfw_pkt *p)
 {
 	if (!xfw_nat_enabled())
 		return 0;
 	if (xfw_nat_translatable(p))
-		return xfw_nat_pre_tc(skb, p);
+		return xfw_br_pre_tc(skb, p);
 	return xfw_natq_out_pre_tc(skb, p);
 }
 
@@ -218,25 +213,38 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 					     __u64 port)
 {
 	struct xfw_ct_scratch *cs = 0;
+	struct xfw_br_redo *rd = 0;
 	struct xfw_pkt *p;
 	struct xfw_pending *st;
 	__u32 br = port >> 16, verdict, undone = 0;
+	__u64 redo;
 	int tr;
 
 	/* A tag the receive took out of the frame (every tag a port's
 	 * receive sees first): br_netfilter judges the frame inside it with
 	 * bridge-nf-filter-vlan-tagged, as an untagged one (-i and -o the
 	 * bridge); the frame leaves with its tag. */
-	if (!skb || !sc || !xfw_br_bridged(skb->ingress_ifindex, br) ||
-	    (skb->vlan_present && !(port & XFW_IF_BRVLAN)))
+	if (!skb || !sc || (skb->vlan_present && !(port & XFW_IF_BRVLAN)))
+		return TC_ACT_OK;
+	/* The input port; of a frame xfw sent back into the bridge, the one
+	 * it came in by (bridge_redo.h). */
+	redo = xfw_br_redo_tc(skb, br);
+	if (!xfw_br_bridged((__u32)redo, br))
 		return TC_ACT_OK;
 	p = &sc->p;
 	st = &sc->st;
 	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE || p->vlan || !(port & xfw_brnf_bit(p)))
 		return TC_ACT_OK;
+	/* A first frame's DNAT verdict (a later frame's connection translates
+	 * it: xfw_br_nat_pre). */
+	if ((redo >> 32) & XFW_BR_REDO_DNAT) {
+		rd = xfw_br_redo_note();
+		if (!rd)
+			return TC_ACT_SHOT;
+	}
 	p->mark = skb->mark;
 	p->owner = 0; /* no socket */
-	p->physin = skb->ingress_ifindex;
+	p->physin = (__u32)redo;
 	p->physout = skb->ifindex;
 	if (!p->dst_unicast)
 		p->pkttype = xfw_mac48(p->dst_mac) == XFW_BR_MAC_BCAST ? PACKET_BROADCAST
@@ -267,7 +275,13 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 				return TC_ACT_SHOT;
 		}
 	}
-	verdict = xfw_br_walk(skb, sc, cs, br);
+	verdict = xfw_br_walk(skb, sc, cs, br, rd);
+	/* Translated to another neighbour of the bridge: sent back into it,
+	 * judged where it leaves (bridge_redo.h). */
+	if (verdict == XFW_BR_REDO) {
+		xfw_nat_cancel();
+		return xfw_br_redo_send(skb, sc, br);
+	}
 	if (verdict == XFW_ACT_ACCEPT && cs) {
 		xfw_ct_confirm(cs);
 		xfw_nat_confirm();

@@ -90,6 +90,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "trivial.h"
 #include "ifinfo_cache.h"
 #include "fastpath.h"
+#include "bridge_redo.h"
 
 #define XFW_SOCK_RAW 3 /* SOCK_RAW */
 /* The length of an IPv4 header without options. */
@@ -608,6 +609,13 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	/* A reply nat OUTPUT translated back, judged where it came in. */
 	if (iif == XFW_LOOPBACK_IFINDEX && xfw_nat_lo_passed(p))
 		return XDP_PASS;
+	/* Passed up by a port for the bridge's MAC, a later frame of a
+	 * connection whose translation sends it to a neighbour of the same
+	 * bridge: back into the bridge, judged where it leaves a port as
+	 * br_netfilter's bridged DNAT (bridge_redo.h). */
+	if (p->physin && p->physin < XFW_PHYS_NULL && xfw_nat_enabled() && xfw_ct_active(st->slot) &&
+	    xfw_br_redo_xdp(ctx, sc, iif, 0) == XDP_TX)
+		return XDP_TX;
 	/* raw and mangle PREROUTING, which the kernel runs before DNAT and
 	 * routing: judged first when they decide on the packet alone. */
 	if (xfw_rawpre_on(st) && xfw_xdp_rawpre(ctx, sc, iif) == XFW_RAWPRE_DROP)
@@ -726,6 +734,10 @@ routed:
 	p->reject = rj;
 	if (verdict == XFW_ACT_DNAT) {
 		xfw_xdp_dnat_logs(ctx, sc, chain, (__u64)oif << 32 | iif);
+		/* Passed up by a port, translated to a neighbour of the same
+		 * bridge: the rest is judged where it leaves (bridge_redo.h). */
+		if (xfw_br_redo_ok(p, st, cs) && xfw_br_redo_xdp(ctx, sc, iif, 1) == XDP_TX)
+			return XDP_TX;
 		route = xfw_xdp_dnat(ctx, p, st, cs, (__u64)chain << 32 | iif);
 		/* Routed where netfilter never sees it; one the stack drops
 		 * after PREROUTING (p->pre_drop) dropped here. */

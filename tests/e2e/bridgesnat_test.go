@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -38,6 +39,11 @@ COMMIT
 // fam and says what gen and sink saw.
 func bridgeSNATRound(t *testing.T, tp *nettest.Topology, fam int) string {
 	sink := bridgeAddr(tp, fam, 2)
+	// The replies, sent to br0's MAC, come back into the bridge
+	// (br_netfilter's bridged DNAT): sink's MAC and TTL kept.
+	replies := nettest.StartCapture(t, tp.GenNS, "eth0", func(c nettest.Captured) bool {
+		return !c.Outgoing && c.IPVersion == fam && c.Src == sink
+	})
 	var out []string
 	for _, port := range []uint16{8080, 8081} {
 		srv := nettest.StartTCPServer(t, tp.SinkNS, netip.AddrPortFrom(sink, port), nettest.Echo())
@@ -54,24 +60,34 @@ func bridgeSNATRound(t *testing.T, tp *nettest.Topology, fam int) string {
 	a := nettest.Ping(tp.GenNS, sink, nettest.WithEchoID(0x1234), nettest.WithTimeout(2*time.Second),
 		nettest.WithSource(netip.AddrPortFrom(bridgeAddr(tp, fam, 1), 0)))
 	out = append(out, fmt.Sprintf("ping: %s from %s", a.Outcome, bridgeName(tp, a.From)))
+	seen := map[string]bool{}
+	for _, c := range replies.Stop() {
+		mac := c.SrcMAC.String()
+		if mac == tp.Sink.MAC.String() {
+			mac = "SINK"
+		}
+		seen[fmt.Sprintf("%s ttl %d", mac, c.TTL)] = true
+	}
+	var frames []string
+	for f := range seen {
+		frames = append(frames, f)
+	}
+	sort.Strings(frames)
+	out = append(out, "gen received from "+strings.Join(frames, ", "))
 	return strings.Join(out, "; ")
 }
 
 // TestBridgeSNATAgainstKernel masquerades and SNATs connections bridged
 // from gen to sink through xfw and through iptables-legacy (both
-// families; TCP and ping): sink sees br0's address, gen its answers; FORWARD and
-// POSTROUTING count the connections' packets as the kernel does.
+// families; TCP and ping): sink sees br0's address, gen its answers with
+// sink's MAC and TTL; FORWARD and POSTROUTING count the connections'
+// packets as the kernel does.
 func TestBridgeSNATAgainstKernel(t *testing.T) {
 	nettest.RequireRoot(t)
 	requireTools(t, "iptables-legacy", "ip6tables-legacy", "sysctl")
 	tw := newTwins(t, xfwPath(t))
 	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
 		bridgeSetup(t, tp, false)
-		// The replies come to br0's MAC: xfw's stack routes them back
-		// into the bridge (docs/differences.md), where IPv4's would
-		// send sink a redirect.
-		nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.ipv4.conf.all.send_redirects=0",
-			"net.ipv4.conf.br0.send_redirects=0")
 		fw.restore(t, tp, 4, bridgeSNATRuleset(4))
 		fw.restore(t, tp, 6, bridgeSNATRuleset(6))
 		zeroCounters(t, tp, fw)
@@ -90,7 +106,8 @@ func TestBridgeSNATAgainstKernel(t *testing.T) {
 		})
 		t.Logf("IPv%d kernel: %s", fam, got["kernel"])
 		if !strings.Contains(got["kernel"], `8080: ok reply "bridged-snat"; sink's peer BR0 port in 20000-20010 false`) ||
-			!strings.Contains(got["kernel"], `8081: ok reply "bridged-snat"; sink's peer BR0 port in 20000-20010 true`) {
+			!strings.Contains(got["kernel"], `8081: ok reply "bridged-snat"; sink's peer BR0 port in 20000-20010 true`) ||
+			!strings.Contains(got["kernel"], "gen received from SINK ttl 64") {
 			t.Errorf("IPv%d: the kernel did not translate (fix the test): %s", fam, got["kernel"])
 		}
 		if got["kernel"] != got["xfw"] {
