@@ -509,7 +509,9 @@ struct xfw_tcpopt {
  * it): on the stack the verifier knew the walk's offsets and counts
  * exactly and checked the step again for every value (~20,000
  * instructions). */
-#define XFW_HBH_MAX 64 /* header bytes whose options are checked */
+/* The longest hop-by-hop header: its length byte counts 8-byte units after
+ * the first eight, (255 + 1) * 8; a power of two to mask offsets with. */
+#define XFW_HBH_MAX 2048
 struct xfw_tlv {
 	__u8 b[XFW_HBH_MAX];
 	__u32 end;    /* end of the options (the header's length) */
@@ -532,7 +534,8 @@ struct xfw_tlv {
 
 /* xfw_ipv6_tlv_step checks the option at t->off as ip6_parse_tlv does for
  * a hop-by-hop header, with the default sysctls: router alert of length 2,
- * no jumbo option (a jumbogram needs more than 64 KiB), no CALIPSO (no
+ * no jumbo option (ipv6_hop_jumbo wants more than 64 KiB after the header,
+ * which no frame here holds), no CALIPSO (no
  * domain configured), IOAM ignored (ioam6_enabled off), unknown options by
  * their two high bits (00 skip, anything else drop). Returns 1 to stop.
  * Found by the differential test, internal/testkit/difftest. */
