@@ -131,7 +131,7 @@ struct xfw_pkt {
 			    * found them (REJECT echoes them: reject_opts.h);
 			    * in the padding before mark, cleared with the
 			    * rest, 0 at TC */
-	/* The last byte of padding before mark holds six small fields, 0
+	/* The last byte of padding before mark holds seven small fields, 0
 	 * where not set. */
 	__u8 nat_pre : 2;  /* XFW_NATPRE_*: what the XDP hook's translation
 			    * before routing (nat_icmp.h xfw_nat_pre) did to
@@ -154,6 +154,10 @@ struct xfw_pkt {
 	__u8 in_sys : 2;   /* at XDP, XFW_INSYS_* (common.h): the input
 			    * device's accept_local and route_localnet,
 			    * which route.h's checks follow; 0 at TC */
+	__u8 mss_room : 1; /* a SYN whose TCP header has no
+			    * MSS option, no data after it and room for
+			    * one: TCPMSS adds one (mangle.h); set with
+			    * .tcpmss (tcpopt.h) */
 	__u32 mark;        /* the packet's mark as the walk has it (mark.h):
 			    * set by the hooks, changed by MARK entries */
 	__u32 owner;       /* XFW_OWNER_F_* of the packet's socket (owner.h):
