@@ -60,6 +60,9 @@ COMMIT
 -A POSTROUTING -p tcp -m tcp --dport 8001 -m tcpmss --mss ADDED
 -A POSTROUTING -p tcp -m tcp --dport 8004 -m length --length GROWN
 -A POSTROUTING -p tcp -m tcp --dport 8004 -m tcpmss --mss ADDED_OUT
+-A OUTPUT -p tcp -m tcp --dport 8009 --tcp-flags SYN,RST SYN -j TCPMSS --set-mss 1200
+-A POSTROUTING -p tcp -m tcp --dport 8009 -m length --length OPTS_GROWN
+-A POSTROUTING -p tcp -m tcp --dport 8009 -m tcpmss --mss ADDED_OUT
 -A FORWARD -p tcp -m tcp --dport 8005 --tcp-flags SYN,RST SYN -j TCPMSS --set-mss 1300
 -A FORWARD -p tcp -m tcp --dport 8005 -m length --length OPTS_GROWN
 -A FORWARD -p tcp -m tcp --dport 8005 -m tcpmss --mss ADDED
@@ -146,11 +149,14 @@ func mangleSYN(fam int, port uint16, opt int) func(tp *nettest.Topology) []byte 
 // rawSYNScript sends a TCP SYN from a raw socket (the kernel adds the IP
 // header and OUTPUT sees it): argv destination, source (for the
 // checksum's pseudo-header), port, and optionally the value of an MSS
-// option (without it the SYN has no options).
+// option or "hex:" and the options' bytes (without it the SYN has no
+// options).
 const rawSYNScript = `
 import socket, struct, sys
 dst, src, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-opts = struct.pack("!BBH", 2, 4, int(sys.argv[4])) if len(sys.argv) > 4 else b""
+opts = b""
+if len(sys.argv) > 4:
+    opts = bytes.fromhex(sys.argv[4][4:]) if sys.argv[4].startswith("hex:") else struct.pack("!BBH", 2, 4, int(sys.argv[4]))
 fam = socket.AF_INET6 if ":" in dst else socket.AF_INET
 def csum(b):
     if len(b) % 2: b += b"\0"
@@ -166,14 +172,14 @@ s.sendto(seg, (dst, 0))
 `
 
 // rawSYNFromFw is the command that sends rawSYNScript's SYN from fw to
-// sink's port.
-func rawSYNFromFw(fam int, port uint16) func(tp *nettest.Topology) []string {
+// sink's port, with rawSYNScript's option argument if given.
+func rawSYNFromFw(fam int, port uint16, opt ...string) func(tp *nettest.Topology) []string {
 	return func(tp *nettest.Topology) []string {
 		dst, src := in4(tp, 2, 2).String(), in4(tp, 2, 1).String()
 		if fam == 6 {
 			dst, src = in6(tp, 2, 2).String(), in6(tp, 2, 1).String()
 		}
-		return []string{"python3", "-c", rawSYNScript, dst, src, fmt.Sprint(port)}
+		return append([]string{"python3", "-c", rawSYNScript, dst, src, fmt.Sprint(port)}, opt...)
 	}
 }
 
@@ -239,6 +245,9 @@ func mangleProbes(fam int) []mangleProbe {
 			at: "sink", port: 8001, want: "mss 1300", kernelBad: true},
 		pr("a raw SYN with other options gets one first, later rules see it", mangleSYN(fam, 8005, synOptsNoMSS), "sink", 8005,
 			fmt.Sprintf("mss %d options 0204%04x0402010303070101", defaultMSS, defaultMSS)),
+		{typeProbe: typeProbe{name: "fw's raw SYN with other options gets one first (at TC)", fam: fam,
+			cmd: rawSYNFromFw(fam, 8009, "hex:0402010303070101")},
+			at: "sink", port: 8009, want: fmt.Sprintf("mss %d options 0204%04x0402010303070101", min(defaultMSS, 1200), min(defaultMSS, 1200))},
 		pr("clamped: a bare SYN gets one, later rules see it", mangleSYN(fam, 8006, synNoMSS), "sink", 8006,
 			fmt.Sprintf("mss %d", defaultMSS)),
 		pr("clamped: a SYN with other options gets one first", mangleSYN(fam, 8006, synOptsNoMSS), "sink", 8006,
