@@ -479,6 +479,10 @@ enum xfw_mangle_op {
 #define XFW_MG_GROWN 0x10 /* the walk counts it with the MSS option the
 			   * hook adds (mangle.h) */
 
+/* struct xfw_family_cfg .mss_targets. */
+#define XFW_MSST_ANY 0x1   /* some rule's target is TCPMSS */
+#define XFW_MSST_CLAMP 0x2 /* ... with --clamp-mss-to-pmtu */
+
 /* XFW_PROBE_STATISTIC's .arg bits. */
 #define XFW_STAT_INVERT 0x1 /* XT_STATISTIC_INVERT */
 #define XFW_STAT_NTH 0x2    /* nth mode (else random) */

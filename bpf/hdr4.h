@@ -105,6 +105,16 @@ static __always_inline int xfw_h4_check(const struct xfw_h4cond *c, __u8 what, i
 	return !(c->flags & what) || (!!(c->inv & what) != !!cond);
 }
 
+/* xfw_h4_hot is the answer of a test of what (XFW_H4F_TYPES: sctp's
+ * match_packet, XFW_H4F_OPTION: dccp_find_option) that hotdrops the packet
+ * returning false: SCCHECK / DCCHECK invert it, so an inverted test's
+ * match returns true, and ipt_do_table counts the rule and runs its
+ * target before it drops the packet. */
+static __always_inline __u32 xfw_h4_hot(const struct xfw_h4cond *c, __u8 what)
+{
+	return xfw_h4_check(c, what, 0) ? XFW_H4R_HOT | XFW_H4R_TRUE : XFW_H4R_HOT;
+}
+
 /* xfw_h4_ports tests the source and destination port ranges. */
 static __always_inline int xfw_h4_ports(const struct xfw_h4cond *c, const __u8 *h)
 {
@@ -265,7 +275,7 @@ static __always_inline __u32 xfw_h4_dccp(void *ctx, int is_xdp, const struct xfw
 	 * options answer false before they are read; options beyond the
 	 * packet cannot be read. */
 	if (dl < hl || (dl > hl && thoff + dl > end))
-		return XFW_H4R_HOT;
+		return xfw_h4_hot(c, XFW_H4F_OPTION);
 	found = dl > hl && xfw_h4_find_option(ctx, is_xdp, thoff + hl, dl - hl, end, c->option);
 	return xfw_h4_check(c, XFW_H4F_OPTION, found) ? XFW_H4R_TRUE : 0;
 }
@@ -352,8 +362,10 @@ static __always_inline __u32 xfw_h4_spi(void *ctx, int is_xdp, const struct xfw_
 					}                                                      \
 				}                                                              \
 				bpf_iter_num_destroy(&it);                                     \
-				if (r & XFW_H4R_HOT)                                           \
+				if (r & XFW_H4R_HOT) {                                         \
+					r = xfw_h4_hot(c, XFW_H4F_TYPES);                      \
 					break;                                                 \
+				}                                                              \
 				r = xfw_h4_check(c, XFW_H4F_TYPES, r) ? XFW_H4R_TRUE : 0;      \
 				break;                                                         \
 			}                                                                      \

@@ -105,15 +105,16 @@ static __always_inline __u32 xfw_mangle_ttl(__u32 arg, __u32 val, __u32 v)
 
 /* xfw_mangle_mss_seen is what later rules see of a TCPMSS rule asking
  * for mss (0: unknown, a clamp without the path MTU): a lower MSS option;
- * and for a bare 20-byte TCP header (no options, no data), which
- * certainly gets an MSS option (mangle_apply.h), a packet 4 bytes longer
- * (-m length, the counters) with an option of at most the default MSS. */
+ * and for a SYN without one whose header has room and no data after it
+ * (p->mss_room, a bare 20-byte header certainly), which gets an MSS
+ * option (mangle_apply.h), a packet 4 bytes longer (-m length, the
+ * counters) with an option of at most the default MSS, the first. */
 static __always_inline void xfw_mangle_mss_seen(struct xfw_pkt *p, struct xfw_cls *st, __u32 slot,
 						__u32 mss)
 {
 	__u32 v = p->tcpmss;
 
-	if (!p->frag && p->thoff && p->l4_end - p->thoff == XFW_MG_BARE_TCP) {
+	if (!p->frag && p->thoff && (p->mss_room || p->l4_end - p->thoff == XFW_MG_BARE_TCP)) {
 		if (!(p->mangle & XFW_MG_GROWN)) {
 			p->mangle |= XFW_MG_GROWN;
 			p->l3len += XFW_MG_OPTLEN;

@@ -18,8 +18,8 @@
  *    not above that drops); the options walked as -m tcpmss walks them
  *    (tcpopt.h), the first MSS option lowered, never raised. A segment
  *    without an MSS option and without data, whose header has room, gets
- *    one of at most the default MSS (536, IPv6 1220) at the header's
- *    end: the frame grows by 4 bytes (XDP: bpf_xdp_adjust_tail beyond
+ *    one of at most the default MSS (536, IPv6 1220) before its other
+ *    options (moved 4 bytes on, as the kernel's memmove): the frame grows by 4 bytes (XDP: bpf_xdp_adjust_tail beyond
  *    any Ethernet padding; TC: bpf_skb_change_tail), the data offset,
  *    the IP length and the checksums follow. The TCP checksum: at TC the kernel's helper,
  *    which leaves a CHECKSUM_PARTIAL sum alone; at XDP a checksum field
@@ -190,9 +190,64 @@ static __always_inline int xfw_mg_can_add(struct xfw_pkt *p, __u32 hl)
 	return p->l4_end - p->thoff <= hl && hl + XFW_TCPOLEN_MSS <= XFW_MG_MAX_TCPHDR;
 }
 
+/* xfw_mg_put_mss writes the MSS option opt first among the options of the
+ * hl-byte TCP header of the packet (ctx, is_xdp), which grew by its 4
+ * bytes, the options there before moved after it: tcpmss_mangle_packet's
+ * memmove. xfw_mg_find_mss left those in the hook's scratch (.opt). The
+ * move keeps every 16-bit word's alignment: the checksum sees the option
+ * alone added. Returns 0, or -1 on failure. */
+static __always_inline int xfw_mg_put_mss(void *ctx, int is_xdp, struct xfw_pkt *p, __u32 hl,
+					  __u8 *opt)
+{
+	__u32 key = is_xdp ? XFW_SCRATCH_XDP : XFW_SCRATCH_TC;
+	struct xfw_xdp_scratch *sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &key);
+	__u64 n = hl - XFW_TCPHDR_LEN;
+	__u32 at = p->thoff + XFW_TCPHDR_LEN;
+
+	if (!sc || hl < XFW_TCPHDR_LEN)
+		return -1;
+	/* The bound on the register the helper reads. */
+	xfw_barrier_var(n);
+	if (n > XFW_TCPOPT_MAX - XFW_TCPOLEN_MSS)
+		return -1;
+	if (is_xdp) {
+		if (bpf_xdp_store_bytes(ctx, at, opt, XFW_TCPOLEN_MSS) ||
+		    (n && bpf_xdp_store_bytes(ctx, at + XFW_TCPOLEN_MSS, sc->opt.b, n)))
+			return -1;
+		return 0;
+	}
+	if (bpf_skb_store_bytes(ctx, at, opt, XFW_TCPOLEN_MSS, 0) ||
+	    (n && bpf_skb_store_bytes(ctx, at + XFW_TCPOLEN_MSS, sc->opt.b, n, 0)))
+		return -1;
+	return 0;
+}
+
+/* xfw_mg_grow_head makes the frame 4 bytes longer at its head, for a
+ * segment that ends with its TCP header where the frame has no room left
+ * at its tail (a veth peer's buffer is cut to the frame): everything up to
+ * the end of the fixed 20-byte TCP header moves 4 bytes towards the
+ * frame's start, leaving the gap the option goes in before the other
+ * options. Returns 0, or -1 when it cannot. */
+static __always_inline int xfw_mg_grow_head(struct xdp_md *ctx, struct xfw_pkt *p)
+{
+	__u32 key = XFW_SCRATCH_XDP;
+	struct xfw_xdp_scratch *sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &key);
+	__u64 n = p->thoff + XFW_TCPHDR_LEN;
+
+	xfw_barrier_var(n);
+	if (!sc || n > XFW_MG_MOVE_MAX || n < XFW_TCPHDR_LEN)
+		return -1;
+	if (bpf_xdp_load_bytes(ctx, 0, sc->mv, n) ||
+	    bpf_xdp_adjust_head(ctx, -XFW_TCPOLEN_MSS) ||
+	    bpf_xdp_store_bytes(ctx, 0, sc->mv, n))
+		return -1;
+	return 0;
+}
+
 /* xfw_mg_add_mss_xdp adds an MSS option of mss (at most the default MSS)
- * at the end of the hl-byte TCP header of the frame, which ends there:
- * the frame grows by 4 bytes (into its Ethernet padding first), the data
+ * first among the options of the hl-byte TCP header of the frame, which ends there:
+ * the frame grows by 4 bytes (into its Ethernet padding first, at its
+ * head when its tail has no room: xfw_mg_grow_head), the data
  * offset, the IP length and both checksums follow (a partial TCP
  * checksum gets the new length's pseudo-header sum). h holds the IP
  * header. */
@@ -205,7 +260,7 @@ static __always_inline int xfw_mg_add_mss_xdp(struct xdp_md *ctx, struct xfw_pkt
 	if (mss > XFW_MG_DEFAULT_MSS(p->fam))
 		mss = XFW_MG_DEFAULT_MSS(p->fam);
 	if (p->l4_end + XFW_TCPOLEN_MSS > frame &&
-	    bpf_xdp_adjust_tail(ctx, p->l4_end + XFW_TCPOLEN_MSS - frame))
+	    bpf_xdp_adjust_tail(ctx, p->l4_end + XFW_TCPOLEN_MSS - frame) && xfw_mg_grow_head(ctx, p))
 		return -1;
 	if (bpf_xdp_load_bytes(ctx, p->thoff + XFW_MG_TCP_DOFF, v, 2) ||
 	    bpf_xdp_load_bytes(ctx, p->thoff + XFW_MG_TCP_CSUM, opt, 2))
@@ -231,7 +286,7 @@ static __always_inline int xfw_mg_add_mss_xdp(struct xdp_md *ctx, struct xfw_pkt
 	opt[1] = XFW_TCPOLEN_MSS;
 	opt[2] = mss >> 8;
 	opt[3] = mss;
-	if (bpf_xdp_store_bytes(ctx, p->thoff + hl, opt, XFW_TCPOLEN_MSS))
+	if (xfw_mg_put_mss(ctx, 1, p, hl, opt))
 		return -1;
 	if (p->fam) {
 		f = xfw_mg_rd16(h, 4) + XFW_TCPOLEN_MSS; /* payload length */
@@ -493,7 +548,7 @@ static __always_inline int xfw_mg_add_mss_tc(struct __sk_buff *skb, struct xfw_p
 	opt[2] = mss >> 8;
 	opt[3] = mss;
 	__builtin_memcpy(&optw, opt, sizeof(optw));
-	if (bpf_skb_store_bytes(skb, p->thoff + hl, opt, XFW_TCPOLEN_MSS, 0) ||
+	if (xfw_mg_put_mss(skb, 0, p, hl, opt) ||
 	    bpf_l4_csum_replace(skb, csoff, 0, optw, sizeof(optw)))
 		return -1;
 	if (bpf_skb_load_bytes(skb, p->thoff + XFW_MG_TCP_DOFF, &oldw, 2))
@@ -583,6 +638,48 @@ __attribute__((noinline)) int xfw_mangle_tc(struct __sk_buff *skb, struct xfw_pk
 	if (p->mangle & (XFW_MG_MSS | XFW_MG_CLAMP))
 		return xfw_mg_mss_tc(skb, p);
 	return 0;
+}
+
+/* xfw_mangle_mss_done notes in p that the walk's TCPMSS rewrite is in the
+ * packet (rc 0): no rewrite left for an ACCEPT, an added option in its
+ * length. */
+static __always_inline int xfw_mangle_mss_done(struct xfw_pkt *p, int rc)
+{
+	if (rc == 0 && (p->mangle & XFW_MG_GROWN))
+		p->l4_end += XFW_TCPOLEN_MSS;
+	p->mangle &= ~(XFW_MG_MSS | XFW_MG_CLAMP | XFW_MG_GROWN);
+	return rc;
+}
+
+/* xfw_mangle_mss_now_xdp writes the walk's TCPMSS rewrite into the frame
+ * before REJECT answers it (ifs as for xfw_mangle_xdp): the kernel's
+ * target changed the packet where its rule stood, and its reply quotes the
+ * packet the rules before left, an added MSS option included (its reset
+ * acknowledges that packet's length). Returns 0, or -1 to drop it. A
+ * global function. */
+__attribute__((noinline)) int xfw_mangle_mss_now_xdp(struct xdp_md *ctx, struct xfw_pkt *p, __u64 ifs)
+{
+	__u8 h[XFW_MG_IP6_HDR];
+	long err;
+
+	if (!ctx || !p || !(p->mangle & (XFW_MG_MSS | XFW_MG_CLAMP)))
+		return 0;
+	if (p->fam)
+		err = bpf_xdp_load_bytes(ctx, p->l3_off, h, XFW_MG_IP6_HDR);
+	else
+		err = bpf_xdp_load_bytes(ctx, p->l3_off, h, XFW_MG_IP4_HDR);
+	if (err)
+		return -1;
+	return xfw_mangle_mss_done(p, xfw_mg_mss_xdp(ctx, p, h, ifs));
+}
+
+/* xfw_mangle_mss_now_tc is xfw_mangle_mss_now_xdp for OUTPUT's REJECT at
+ * TC egress. A global function. */
+__attribute__((noinline)) int xfw_mangle_mss_now_tc(struct __sk_buff *skb, struct xfw_pkt *p)
+{
+	if (!skb || !p || !(p->mangle & (XFW_MG_MSS | XFW_MG_CLAMP)))
+		return 0;
+	return xfw_mangle_mss_done(p, xfw_mg_mss_tc(skb, p));
 }
 
 #endif /* XFW_MANGLE_APPLY_H */

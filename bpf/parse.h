@@ -131,7 +131,7 @@ struct xfw_pkt {
 			    * found them (REJECT echoes them: reject_opts.h);
 			    * in the padding before mark, cleared with the
 			    * rest, 0 at TC */
-	/* The last byte of padding before mark holds six small fields, 0
+	/* The last byte of padding before mark holds seven small fields, 0
 	 * where not set. */
 	__u8 nat_pre : 2;  /* XFW_NATPRE_*: what the XDP hook's translation
 			    * before routing (nat_icmp.h xfw_nat_pre) did to
@@ -154,6 +154,10 @@ struct xfw_pkt {
 	__u8 in_sys : 2;   /* at XDP, XFW_INSYS_* (common.h): the input
 			    * device's accept_local and route_localnet,
 			    * which route.h's checks follow; 0 at TC */
+	__u8 mss_room : 1; /* a SYN whose TCP header has no
+			    * MSS option, no data after it and room for
+			    * one: TCPMSS adds one (mangle.h); set with
+			    * .tcpmss (tcpopt.h) */
 	__u32 mark;        /* the packet's mark as the walk has it (mark.h):
 			    * set by the hooks, changed by MARK entries */
 	__u32 owner;       /* XFW_OWNER_F_* of the packet's socket (owner.h):
@@ -509,7 +513,9 @@ struct xfw_tcpopt {
  * it): on the stack the verifier knew the walk's offsets and counts
  * exactly and checked the step again for every value (~20,000
  * instructions). */
-#define XFW_HBH_MAX 64 /* header bytes whose options are checked */
+/* The longest hop-by-hop header: its length byte counts 8-byte units after
+ * the first eight, (255 + 1) * 8; a power of two to mask offsets with. */
+#define XFW_HBH_MAX 2048
 struct xfw_tlv {
 	__u8 b[XFW_HBH_MAX];
 	__u32 end;    /* end of the options (the header's length) */
@@ -532,7 +538,8 @@ struct xfw_tlv {
 
 /* xfw_ipv6_tlv_step checks the option at t->off as ip6_parse_tlv does for
  * a hop-by-hop header, with the default sysctls: router alert of length 2,
- * no jumbo option (a jumbogram needs more than 64 KiB), no CALIPSO (no
+ * no jumbo option (ipv6_hop_jumbo wants more than 64 KiB after the header,
+ * which no frame here holds), no CALIPSO (no
  * domain configured), IOAM ignored (ioam6_enabled off), unknown options by
  * their two high bits (00 skip, anything else drop). Returns 1 to stop.
  * Found by the differential test, internal/testkit/difftest. */

@@ -508,9 +508,9 @@ __attribute__((noinline)) int xfw_ipv4_opts_ok(struct xdp_md *ctx, struct xfw_pk
  * packet whose header starts l3_off bytes into the frame, l3len bytes long,
  * as far as a hop-by-hop header goes (ipv6_parse_hopopts: the header must
  * be there whole, at least 8 bytes, and its options valid, see
- * xfw_ipv6_tlv_step; the options of a header longer than XFW_HBH_MAX are
- * not checked). A global function; the copy and the walk's state are in
- * t, the XDP hook's per-CPU scratch. */
+ * xfw_ipv6_tlv_step; a payload length of 0 makes the header's jumbo option
+ * the packet's length, which the walk refuses). A global function; the
+ * copy and the walk's state are in t, the XDP hook's per-CPU scratch. */
 __attribute__((noinline)) int xfw_ipv6_hbh_ok(struct xdp_md *ctx, __u32 l3_off, __u32 l3len,
 					      struct xfw_tlv *t)
 {
@@ -528,9 +528,7 @@ __attribute__((noinline)) int xfw_ipv6_hbh_ok(struct xdp_md *ctx, __u32 l3_off, 
 	k = h[1];
 	if (l3len < sizeof(ip6) + (k + 1) * 8)
 		return 0;
-	if (k >= XFW_HBH_MAX / 8)
-		return 1;
-	/* The bound in the very register the helper gets. */
+	/* The bound in the very register the helper gets (k < 256). */
 	xfw_barrier_var(k);
 	k &= XFW_HBH_MAX / 8 - 1;
 	n = (k + 1) * 8;

@@ -141,7 +141,8 @@ __attribute__((noinline)) __u32 xfw_tcpmss_skb(struct __sk_buff *skb, struct xfw
 }
 
 /* xfw_uses_tcpmss reports whether generation slot's rules read
- * XFW_F_TCPMSS (and the packet is TCP, the only kind they test). */
+ * XFW_F_TCPMSS or add an MSS option (a TCPMSS target: mangle.h), and the
+ * packet is TCP, the only kind they test. */
 static __always_inline int xfw_uses_tcpmss(__u32 slot, struct xfw_pkt *p)
 {
 	struct xfw_family_cfg *fc;
@@ -149,7 +150,29 @@ static __always_inline int xfw_uses_tcpmss(__u32 slot, struct xfw_pkt *p)
 	if (p->proto != IPPROTO_TCP)
 		return 0;
 	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
-	return fc && (fc->active & (1u << XFW_F_TCPMSS));
+	return fc && ((fc->active & (1u << XFW_F_TCPMSS)) || fc->mss_targets);
+}
+
+#define XFW_TCP_SYN 0x02     /* TCP flags */
+#define XFW_TCPHDR_MAX 60    /* data offset 15 */
+
+/* xfw_mss_room sets p->mss_room (p->tcpmss known): a SYN (a TCPMSS rule
+ * tests the flag: tcpmss_tg4_check) whose header has no MSS option, no
+ * data after it, and a data offset below 15 after 4 more bytes, to which
+ * xt_TCPMSS's tcpmss_mangle_packet adds an option. */
+static __always_inline void xfw_mss_room(void *ctx, int is_xdp, struct xfw_pkt *p)
+{
+	__u32 hl;
+	__u8 doff;
+
+	p->mss_room = 0;
+	if (p->tcpmss != XFW_V_NONE || p->frag || !p->thoff || p->tcpflags > 0xff ||
+	    !(p->tcpflags & XFW_TCP_SYN))
+		return;
+	if (xfw_load_bytes(ctx, is_xdp, p->thoff + 12, &doff, 1) < 0)
+		return;
+	hl = (doff >> 4) * 4;
+	p->mss_room = p->l4_end - p->thoff == hl && hl + XFW_TCPOLEN_MSS <= XFW_TCPHDR_MAX;
 }
 
 /* xfw_tcpmss_thoff returns where -m tcpmss reads p's TCP header: p->thoff,
@@ -185,6 +208,7 @@ __attribute__((noinline)) int xfw_tcpmss_set_xdp(struct xdp_md *ctx, struct xfw_
 		thoff = p->l3_off + (vihl & 0xf) * 4;
 	}
 	p->tcpmss = xfw_tcpmss_xdp(ctx, o, thoff, p->l4_end);
+	xfw_mss_room(ctx, 1, p);
 	return 1;
 }
 
@@ -205,7 +229,21 @@ __attribute__((noinline)) int xfw_tcpmss_set_skb(struct __sk_buff *skb, struct x
 		thoff = p->l3_off + (vihl & 0xf) * 4;
 	}
 	p->tcpmss = xfw_tcpmss_skb(skb, o, thoff, p->l4_end);
+	xfw_mss_room(skb, 0, p);
 	return 1;
+}
+
+/* xfw_mss_mtu_wanted reports whether the walk of generation slot needs p's
+ * path MTU (struct xfw_pkt .clamp_mtu): a rule reads the MSS option, one
+ * clamps it, and p has one or gets one. */
+static __always_inline int xfw_mss_mtu_wanted(__u32 slot, const struct xfw_pkt *p)
+{
+	struct xfw_family_cfg *fc;
+
+	if (p->tcpmss > 0xffff && !p->mss_room)
+		return 0;
+	fc = bpf_map_lookup_elem(&xfw_cfg, &slot);
+	return fc && (fc->active & (1u << XFW_F_TCPMSS)) && (fc->mss_targets & XFW_MSST_CLAMP);
 }
 
 #endif /* XFW_TCPOPT_H */

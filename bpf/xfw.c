@@ -649,7 +649,7 @@ routed:
 	chain = route >> 32;
 	oif = (__u32)route;
 	/* -m tcpmss after --clamp-mss-to-pmtu: the path MTU (mangle.h). */
-	if (p->tcpmss <= 0xffff && !st->unrouted)
+	if (!st->unrouted && xfw_mss_mtu_wanted(st->slot, p))
 		xfw_mangle_mtu_xdp(ctx, p, (__u64)oif << 32 | iif);
 	/* ip_forward and ip6_forward decrement the TTL / hop limit before
 	 * the FORWARD hook: -m ttl / -m hl see the decremented value. */
@@ -811,6 +811,9 @@ routed:
 						  (st->rpf & XFW_RPF_UNSURE));
 		return XDP_PASS;
 	case XFW_ACT_REJECT:
+		/* The reply quotes the packet TCPMSS changed (mangle_apply.h). */
+		if (xfw_mangle_mss_now_xdp(ctx, p, (__u64)oif << 32 | iif) < 0)
+			return XDP_DROP;
 		rc = xfw_xdp_reject(ctx, p, chain, dnat_undone,
 				    xfw_ct_active(st->slot) && (p->ct & 7) != XFW_CTS_UNTRACKED /* state bits */);
 		/* A reset closes the connection it answered (ct_hook.h). */
@@ -1320,7 +1323,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		verdict = XFW_ACT_ACCEPT;
 	} else {
 		xfw_tcpmss_set_skb(skb, p, &sc->opt, st->slot);
-		if (p->tcpmss <= 0xffff)
+		if (xfw_mss_mtu_wanted(st->slot, p))
 			xfw_mangle_mtu_tc(skb, p);
 		if (xfw_prewalk_used(st->slot)) {
 			xfw_ext6_tc(skb, p, st->slot);
@@ -1409,6 +1412,9 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 			return TC_ACT_SHOT;
 		if (cs)
 			xfw_ct_save(cs, p);
+		/* The reply quotes the packet TCPMSS changed (mangle_apply.h). */
+		if (xfw_mangle_mss_now_tc(skb, p) < 0)
+			return TC_ACT_SHOT;
 		rc = xfw_tc_reject(skb, p, rj);
 		/* A reset closes the connection it answered (ct_hook.h),
 		 * before its judge tracks the reply with this scratch. */

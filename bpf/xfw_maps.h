@@ -26,12 +26,18 @@
  * and hook (XDP and TC run to completion on their CPU and do not nest):
  * on the stack they would push the deepest call chain (the hook,
  * xfw_classify and its bit-vector walk) past 512 bytes. */
+/* Bytes of a frame's headers, up to the end of its fixed TCP header,
+ * that TCPMSS can move (a power of two, to mask with). */
+#define XFW_MG_MOVE_MAX 256
 struct xfw_xdp_scratch {
 	struct xfw_pkt p;
 	struct xfw_pending st;
 	struct xfw_cls cls;     /* the walk's state (classify.h) */
 	struct xfw_tcpopt opt; /* -m tcpmss's option walk (tcpopt.h) */
 	struct xfw_tlv tlv;    /* the hop-by-hop option walk (route.h) */
+	/* The headers TCPMSS moves to make room for an added option
+	 * (mangle_apply.h xfw_mg_grow_head). */
+	__u8 mv[XFW_MG_MOVE_MAX];
 	/* IPv4 route lookups (route_cache.h; the XDP entry's only). */
 	struct xfw_rtc_ent rtc[XFW_RTC_SLOTS];
 	/* Interface facts (ifinfo_cache.h; the XDP entry's only). */

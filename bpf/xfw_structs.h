@@ -314,6 +314,10 @@ struct xfw_family_cfg {
 	 * Generation.NoShortPorts). 0, a generation's of an older build
 	 * too: the arrays have the cut-short part. */
 	__u32 no_short_ports;
+	/* XFW_MSST_* (compiler Generation.MSSTargets): some rule's target is
+	 * TCPMSS, some clamps to the path MTU. The hooks then read every TCP
+	 * packet's MSS option (tcpopt.h), which a walk adding one needs. */
+	__u32 mss_targets;
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid

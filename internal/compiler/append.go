@@ -90,6 +90,9 @@ func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, i
 		return nil, fmt.Errorf("%w: no slack left", ErrNotAppendable)
 	}
 	for _, t := range terms {
+		if t.counted || t.after {
+			return nil, fmt.Errorf("%w: a match that hotdrops returning true", ErrNotAppendable)
+		}
 		if g.NoShortPorts && (!shortUniform(t.cond[FieldSport]) || !shortUniform(t.cond[FieldDport])) {
 			return nil, fmt.Errorf("%w: the port fields have no cut-short part", ErrNotAppendable)
 		}
@@ -371,6 +374,9 @@ func DeleteRule(g *Generation, r *ir.Rule, hook int, counter uint32, ifaces []In
 	for _, t := range terms {
 		if _, ok := (Cond{}).and(t.cond); !ok {
 			continue
+		}
+		if t.counted || t.after {
+			return nil, fmt.Errorf("%w: a match that hotdrops returning true", ErrNotAppendable)
 		}
 		if t.hotdrop {
 			hot++

@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -37,6 +38,11 @@ func (c Cond) and(d Cond) (Cond, bool) {
 type term struct {
 	cond    Cond
 	hotdrop bool
+	// counted: the rule is counted and its target runs, then the packet
+	// is dropped (a match that hotdrops and returns true: an inverted
+	// sctp --chunk-types or dccp --dccp-option, terms_hdr4.go). after:
+	// a hotdrop term that comes after the counted ones.
+	counted, after bool
 	// flags are EFHotdrop* of a merged term: the rule's own entry drops a
 	// packet with those defects instead of a separate hotdrop entry.
 	flags uint8
@@ -118,6 +124,9 @@ type termBuilder struct {
 	// sharedPorts are the sets ports gave the rule's sport and dport
 	// (portSet), for mergeHotdrop.
 	sharedPorts [2]sharedPort
+	// hotTrue are the hotdrop points whose match returns true
+	// (terms_hdr4.go hdr4HotTrue): their terms come after b.hot.
+	hotTrue []hotTrue
 	// dirty: a constraint on a non-transport field follows a hotdrop
 	// point, so the hotdrop terms cannot be merged into the rule's term.
 	dirty    bool
@@ -242,6 +251,9 @@ func (b *termBuilder) terms() []term {
 		terms = append(b.hot, term{cond: b.c})
 	default:
 		terms = append(b.hot, eitherPortTerms(b.c, b.either)...)
+	}
+	if len(b.hotTrue) > 0 {
+		terms = slices.Insert(terms, len(b.hot), b.hotTrueTerms()...)
 	}
 	if b.alt != nil {
 		terms = b.alt.expand(terms, b.ctOther)

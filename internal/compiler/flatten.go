@@ -236,6 +236,14 @@ func (fl *flattener) block(chain *ir.Chain, st *chainState, outer Cond, ret *lab
 				continue
 			}
 			base := Entry{Cond: cond, Rule: id, Flags: EFCount | t.flags}
+			if t.counted && !countedRuns(r.Target.Kind) {
+				// Counted, then dropped: the verdict, a jump or a
+				// translation is not taken (ipt_do_table's walk
+				// ends on the hotdrop).
+				base.Action = ActDrop
+				fl.emit(base)
+				continue
+			}
 			switch r.Target.Kind {
 			case ir.TargetReturn:
 				base.Action = ActContinue
@@ -317,6 +325,10 @@ func (fl *flattener) block(chain *ir.Chain, st *chainState, outer Cond, ret *lab
 					fl.fallthroughNext()
 				}
 			}
+			if t.counted && fl.entries[len(fl.entries)-1].Action == ActContinue {
+				// Its target ran: the walk ends on the hotdrop.
+				fl.emit(Entry{Cond: cond, Rule: NoRule, Action: ActDrop})
+			}
 		}
 		if past != nil {
 			past.pos, past.resolved = uint32(len(fl.entries)), true
@@ -364,6 +376,9 @@ type listedTerm struct {
 	flags   uint8
 	hotdrop bool
 	never   bool
+	// counted and after are the term's (term): a rule counted before a
+	// hotdrop whose match returned true, and a hotdrop term after it.
+	counted, after bool
 }
 
 // listTerms appends terms, as listedTerms with their lists cut from slab,
@@ -371,7 +386,7 @@ type listedTerm struct {
 func listTerms(out []listedTerm, terms []term, slab *condSlab) []listedTerm {
 	for i := range terms {
 		t := &terms[i]
-		lt := listedTerm{flags: t.flags, hotdrop: t.hotdrop}
+		lt := listedTerm{flags: t.flags, hotdrop: t.hotdrop, counted: t.counted, after: t.after}
 		if _, ok := (Cond{}).and(t.cond); !ok {
 			lt.never = true
 		} else {
@@ -484,6 +499,11 @@ func (fl *flattener) probes(inf *ruleInfo, r *ir.Rule, outer Cond, hook int) (pa
 		}
 		for ti := range terms {
 			t := &terms[ti]
+			if t.after {
+				// The counted term's own entry drops after the
+				// probe (a probe answering false lets it by).
+				continue
+			}
 			cond, ok := fl.probeCondList(t, outer, universal, probeCt)
 			if !ok {
 				continue
@@ -501,6 +521,21 @@ func (fl *flattener) probes(inf *ruleInfo, r *ir.Rule, outer Cond, hook int) (pa
 		}
 	}
 	return past, nil
+}
+
+// countedRuns reports whether a target of kind k acts before the walk
+// ends on a hotdrop its rule's match returned true with (the counted terms
+// of terms_hdr4.go): targets that change the packet, its mark or a set,
+// log, or reply (REJECT) run, then the packet is dropped; a verdict, a
+// jump, RETURN or a translation is not taken.
+func countedRuns(k ir.TargetKind) bool {
+	switch k {
+	case ir.TargetMark, ir.TargetConnmark, ir.TargetSet, ir.TargetTCPMSS, ir.TargetDSCP,
+		ir.TargetTOS, ir.TargetTTL, ir.TargetHL, ir.TargetCTNotrack, ir.TargetNotrack,
+		ir.TargetLog, ir.TargetNFLog, ir.TargetNone, ir.TargetReject, ir.TargetDrop:
+		return true
+	}
+	return false
 }
 
 // verdictEntry sets e's action for the targets whose entry needs no label:

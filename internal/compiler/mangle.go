@@ -121,6 +121,33 @@ func (p *Packet) mangleAnswer(pr Probe) bool {
 	return true
 }
 
+// The bits of Generation.MSSTargets (bpf/common.h XFW_MSST_*).
+const (
+	// MSSTargetAny: some rule's target is TCPMSS.
+	MSSTargetAny = 1 << iota
+	// MSSTargetClamp: some rule's is TCPMSS --clamp-mss-to-pmtu.
+	MSSTargetClamp
+)
+
+// MSSTargets returns the MSSTarget* bits of the TCPMSS targets g's rules
+// use: the data plane then reads every TCP packet's MSS option, which a
+// walk that adds one needs (bpf/tcpopt.h).
+func (g *Generation) MSSTargets() uint32 {
+	var bits uint32
+	for _, pr := range g.Probes {
+		if pr.Kind != ProbeMangle {
+			continue
+		}
+		switch pr.Arg & MangleOpMask {
+		case MangleMSS:
+			bits |= MSSTargetAny
+		case MangleClamp:
+			bits |= MSSTargetAny | MSSTargetClamp
+		}
+	}
+	return bits
+}
+
 // maxMSS is the largest MSS option value (larger FieldTCPMSS values are
 // sentinels).
 const maxMSS = 0xffff

@@ -23,10 +23,12 @@ import (
 // An sctp or dccp match with ports alone tests the ports as tcp and udp
 // do (FieldSport, FieldDport) and its protocol's short bit; other
 // matches are conditions. A hotdropped packet is dropped, uncounted,
-// where the rule reaches the match. (The kernel counts the rule and runs
-// its target before dropping when an inverted --chunk-types or
-// --dccp-option hotdrops, as its match then returns true: see
-// docs/differences.md.)
+// where the rule reaches the match, except where an inverted
+// --chunk-types or --dccp-option hotdrops: the kernel's match then returns
+// true (SCCHECK, DCCHECK), so the rule's later matches are evaluated and,
+// when they hold, the rule is counted and its target runs before the
+// packet is dropped (ipt_do_table ends the walk on the hotdrop after the
+// target). The data plane sets both the answer and the hotdrop bit there.
 
 // MaxHdr4Conds is how many distinct conditions one ruleset may use
 // (XFW_MAX_HDR4CONDS).
@@ -124,6 +126,70 @@ func (b *termBuilder) hdr4Hot(bit int) {
 	b.and(FieldHdr4, hdr4Values(bit, false))
 }
 
+// hotTrue is a hotdrop point whose match returns true: the hotdrop bit
+// and the terms that drop, uncounted, a packet the rule's later matches
+// refuse.
+type hotTrue struct {
+	bit   int
+	after []term
+}
+
+// hdr4HotTrue records the hotdrop point of a condition whose match
+// returns true when it hotdrops: a packet with FieldHdr4's bit b goes on
+// through the rule's later matches and is dropped after the rule, counted
+// and its target run when they hold (hotTrueTerms).
+func (b *termBuilder) hdr4HotTrue(bit int) {
+	h := b.c
+	h[FieldHdr4] = Intersect(h[FieldHdr4], hdr4Values(bit, true))
+	b.dirty = true
+	if h[FieldHdr4].Empty() {
+		return
+	}
+	after := b.hotdropSplit(h)
+	for i := range after {
+		after[i].after = true
+	}
+	b.hotTrue = append(b.hotTrue, hotTrue{bit: bit, after: after})
+}
+
+// hotTrueTerms returns the terms of the hotdrop points whose match returns
+// true: the rule's own condition with each one's bit (counted: the target
+// runs, then the packet is dropped), then each one's uncounted drop of
+// the packets the rule's later matches refuse. They come before the rule's
+// own terms, which they shadow for these packets.
+func (b *termBuilder) hotTrueTerms() []term {
+	var counted, after []term
+	for _, ht := range b.hotTrue {
+		c := b.c
+		c[FieldHdr4] = Intersect(c[FieldHdr4], hdr4Values(ht.bit, true))
+		if !c[FieldHdr4].Empty() {
+			own := []term{{cond: c}}
+			if b.either != nil {
+				own = eitherPortTerms(c, b.either)
+			}
+			for _, t := range own {
+				t.counted = true
+				counted = append(counted, t)
+			}
+		}
+		after = append(after, ht.after...)
+	}
+	return append(counted, after...)
+}
+
+// hotdropSplit returns the hotdrop terms of condition h, split as the
+// rule's own term is under an earlier --ports match (hotdropTerms).
+func (b *termBuilder) hotdropSplit(h Cond) []term {
+	hot := []term{{cond: h}}
+	if b.either != nil {
+		hot = eitherPortTerms(h, b.either)
+	}
+	for i := range hot {
+		hot[i].hotdrop = true
+	}
+	return hot
+}
+
 // hotdropTerms records the hotdrop terms of condition h, split as the
 // rule's own term is under an earlier --ports match: a match after it is
 // evaluated, and hotdrops, only when either port is in its list (found by
@@ -131,14 +197,7 @@ func (b *termBuilder) hdr4Hot(bit int) {
 // --tcp-option 8` dropped TCP headers cut short after their ports whatever
 // the ports). Every hotdrop point records its terms here.
 func (b *termBuilder) hotdropTerms(h Cond) {
-	hot := []term{{cond: h}}
-	if b.either != nil {
-		hot = eitherPortTerms(h, b.either)
-	}
-	for _, t := range hot {
-		t.hotdrop = true
-		b.hot = append(b.hot, t)
-	}
+	b.hot = append(b.hot, b.hotdropSplit(h)...)
 }
 
 // hdr4Cond adds condition c: its hotdrops, then its answer.
@@ -153,9 +212,27 @@ func (b *termBuilder) hdr4Cond(c Hdr4Cond) error {
 	if err != nil {
 		return fmt.Errorf("%s match: %w", c.name(), err)
 	}
-	b.hdr4Hot(Hdr4HotShift + k)
+	if c.hotTrue() {
+		b.hdr4HotTrue(Hdr4HotShift + k)
+	} else {
+		b.hdr4Hot(Hdr4HotShift + k)
+	}
 	b.and(FieldHdr4, hdr4Values(k, true))
 	return nil
+}
+
+// hotTrue reports whether the condition's match returns true where it
+// hotdrops: an inverted sctp --chunk-types (match_packet) or dccp
+// --dccp-option (dccp_find_option). Its header read failing first
+// hotdrops with false, which the data plane does not answer true.
+func (c Hdr4Cond) hotTrue() bool {
+	switch m := c.Match.(type) {
+	case *ir.SCTPMatch:
+		return m.HasChunks && m.InvChunks
+	case *ir.DCCPMatch:
+		return m.HasOption && m.InvOption
+	}
+	return false
 }
 
 // name is the module of the condition.

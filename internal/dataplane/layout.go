@@ -146,6 +146,9 @@ type bpfFamilyCfg struct {
 	// NoShortPorts is 1 when the port fields' arrays have no cut-short
 	// part (compiler.Generation.NoShortPorts).
 	NoShortPorts uint32
+	// MSSTargets are the TCPMSS targets the rules use
+	// (compiler.Generation.MSSTargets).
+	MSSTargets uint32
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
@@ -259,6 +262,7 @@ func familyCfg(g *compiler.Generation, prev *bpfFamilyCfg) bpfFamilyCfg {
 	if g.NoShortPorts {
 		c.NoShortPorts = 1
 	}
+	c.MSSTargets = g.MSSTargets()
 	for h := 0; h < compiler.NumChains; h++ {
 		if counters, ok := g.TrivialWalk(h); ok {
 			c.Trivial[h] = uint32(1 + copy(c.TrivialCtr[h][:], counters))

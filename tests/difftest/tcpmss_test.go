@@ -1,6 +1,7 @@
 package difftest_test
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -41,4 +42,59 @@ func rejectResetAfterTCPMSS(t *testing.T, fam ir.Family) {
 	}}
 	checkObserved(t, s, difftest.Case{Name: "REJECT's reset after TCPMSS", Ruleset: rules, Corpus: corpus},
 		[2]int{2, 2}, "each reset at gen")
+}
+
+// TestTCPMSSAddedOptionSeen compares what the rules after a TCPMSS rule see
+// of a SYN it gives an MSS option, options before it or none, and the
+// ICMP error a REJECT then sends: the kernel's rules see the grown SYN
+// (-m length, the byte counters) and the added option's value (-m tcpmss,
+// also after --clamp-mss-to-pmtu), and its error quotes the grown SYN
+// with the option first (tcpmss_mangle_packet moves the others after it).
+// xfw counted and matched a SYN with other options as it came, saw no
+// value after a clamp, and sent no error (its quote was 4 bytes longer
+// than the frame). INPUT (--set-mss) and FORWARD (--clamp-mss-to-pmtu),
+// both families: each firewall must send gen three errors and sink the
+// SYN it forwards, byte for byte as the kernel's (xfw added the option
+// after the others).
+func TestTCPMSSAddedOptionSeen(t *testing.T) {
+	eachFamily(t, tcpmssAddedOptionSeen)
+}
+
+func tcpmssAddedOptionSeen(t *testing.T, fam ir.Family) {
+	s := session(t, fam)
+	p := s.Plan()
+	// SACK permitted, NOP, window scale, two NOPs: an 8-byte option list
+	// without an MSS option; grown, the 32-byte header's packet is 52
+	// bytes long (IPv6: 72).
+	opts := []byte{4, 2, 1, 3, 3, 7, 1, 1}
+	grown, added := 52, 536
+	if fam == ir.IPv6 {
+		grown, added = 72, 1220
+	}
+	rules := fmt.Sprintf("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"+
+		"-A INPUT -p tcp --tcp-flags SYN,RST SYN -j TCPMSS --set-mss 1000\n"+
+		"-A INPUT -p tcp -m length --length %[1]d\n"+
+		"-A INPUT -p tcp -m tcpmss --mss %[2]d\n"+
+		"-A INPUT -p tcp --dport 4168 -j REJECT\n"+
+		"-A FORWARD -p tcp --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu\n"+
+		"-A FORWARD -p tcp -m length --length %[1]d\n"+
+		"-A FORWARD -p tcp -m tcpmss --mss %[2]d\n"+
+		"-A FORWARD -p tcp --dport 4166 -j REJECT\nCOMMIT\n", grown, added)
+	eth := nettest.Ethernet{Dst: p.FwInMAC, Src: p.GenMAC}
+	syn := func(to netip.Addr, dport uint16, opts []byte) []byte {
+		return eth.Frame(nettest.IPPacket(p.Gen, to, nettest.TCP{SrcPort: 53, DstPort: dport, Seq: 7,
+			Flags: nettest.TCPSyn, Window: 512, Options: opts}))
+	}
+	corpus := &difftest.Corpus{Probes: []difftest.Probe{
+		{From: difftest.FromGen, Path: difftest.PathInput, Note: "SYN with options, no MSS, to fw",
+			Frames: [][]byte{syn(p.FwIn, 4168, opts)}},
+		{From: difftest.FromGen, Path: difftest.PathForward, Note: "SYN with options, no MSS, through fw",
+			Frames: [][]byte{syn(p.Sink, 4166, opts)}},
+		{From: difftest.FromGen, Path: difftest.PathForward, Note: "bare SYN through fw",
+			Frames: [][]byte{syn(p.Sink, 4166, nil)}},
+		{From: difftest.FromGen, Path: difftest.PathForward, Note: "SYN with options, no MSS, to sink",
+			Frames: [][]byte{syn(p.Sink, 4167, opts)}},
+	}}
+	checkObserved(t, s, difftest.Case{Name: "rules and REJECT after TCPMSS added an option", Ruleset: rules, Corpus: corpus},
+		[2]int{4, 4}, "each ICMP error at gen, the SYN at sink")
 }

@@ -282,10 +282,69 @@ func hdr4Frame(tp *nettest.Topology, fam int, forward bool, l4 nettest.Transport
 // -m ah and --tcp-option in INPUT and FORWARD of both families against
 // the kernel, packet by packet.
 func TestHdr4MatchesAgainstKernel(t *testing.T) {
+	runHdr4Groups(t, []hdr4Group{sctpGroup(), dccpGroup(), espGroup(), ahGroup(), tcpOptionGroup()})
+}
+
+// TestHdr4InvertedHotdropAgainstKernel checks an inverted --chunk-types
+// and --dccp-option whose walk hotdrops the packet: the kernel's match
+// then returns true, so the rule is counted (when its later matches hold)
+// and its target runs before the packet is dropped, the rules after it
+// not reached.
+func TestHdr4InvertedHotdropAgainstKernel(t *testing.T) {
+	runHdr4Groups(t, []hdr4Group{sctpInvertedGroup(), dccpInvertedGroup()})
+}
+
+// sctpInvertedGroup has inverted --chunk-types rules, one destination port
+// each: without a target, ACCEPT, a later match that fails, REJECT.
+func sctpInvertedGroup() hdr4Group {
+	data := sctpChunk(0, 0x03, []byte("abcd"))
+	var probes []hdr4Probe
+	for _, port := range []uint16{9001, 9002, 9003, 9004} {
+		probes = append(probes,
+			hdr4Probe{name: fmt.Sprintf("port %d DATA", port), l4: sctpPacket(4000, port, data)},
+			hdr4Probe{name: fmt.Sprintf("port %d chunk of length 0 after DATA", port), l4: sctpPacket(4000, port, data, sctpChunk(3, 0, nil, 0))},
+			hdr4Probe{name: fmt.Sprintf("port %d chunk longer than the packet", port), l4: sctpPacket(4000, port, sctpChunk(0, 3, []byte("abcd"), 200))})
+	}
+	return hdr4Group{
+		name: "sctp", proto: "sctp",
+		specs: []string{
+			"-m sctp --dport 9001 ! --chunk-types any ABORT",
+			"-m sctp --dport 9002 ! --chunk-types all INIT -j ACCEPT",
+			"-m sctp --dport 9003 ! --chunk-types only DATA -m length --length 0:20",
+			"-m sctp --dport 9004 ! --chunk-types any ABORT -j REJECT",
+		},
+		probes: probes,
+	}
+}
+
+// dccpInvertedGroup is sctpInvertedGroup's for --dccp-option.
+func dccpInvertedGroup() hdr4Group {
+	var probes []hdr4Probe
+	for _, port := range []uint16{9001, 9002, 9003, 9004} {
+		probes = append(probes,
+			hdr4Probe{name: fmt.Sprintf("port %d REQUEST", port), l4: dccpPacket(4000, port, 0, true, nil)},
+			hdr4Probe{name: fmt.Sprintf("port %d data offset below the header", port), l4: dccpPacket(4000, port, 0, true, nil, 4)},
+			hdr4Probe{name: fmt.Sprintf("port %d options beyond the packet", port), l4: dccpPacket(4000, port, 0, true, []byte{1, 1}, 60)})
+	}
+	return hdr4Group{
+		name: "dccp", proto: "dccp",
+		specs: []string{
+			"-m dccp --dport 9001 ! --dccp-option 32",
+			"-m dccp --dport 9002 ! --dccp-option 32 -j ACCEPT",
+			"-m dccp --dport 9003 ! --dccp-option 32 -m length --length 0:20",
+			"-m dccp --dport 9004 ! --dccp-option 32 -j REJECT",
+		},
+		probes: probes,
+	}
+}
+
+// runHdr4Groups loads each group's ruleset in both families and compares
+// the counters after each of its probes, to the host and forwarded.
+func runHdr4Groups(t *testing.T, groups []hdr4Group) {
 	nettest.RequireRoot(t)
 	requireTools(t, "iptables-legacy", "ip6tables-legacy")
 	tw := newTwins(t, xfwPath(t))
-	for _, g := range []hdr4Group{sctpGroup(), dccpGroup(), espGroup(), ahGroup(), tcpOptionGroup()} {
+	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
 			tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
 				fw.restore(t, tp, 4, hdr4Ruleset(g, 4))

@@ -60,6 +60,16 @@ COMMIT
 -A POSTROUTING -p tcp -m tcp --dport 8001 -m tcpmss --mss ADDED
 -A POSTROUTING -p tcp -m tcp --dport 8004 -m length --length GROWN
 -A POSTROUTING -p tcp -m tcp --dport 8004 -m tcpmss --mss ADDED_OUT
+-A OUTPUT -p tcp -m tcp --dport 8009 --tcp-flags SYN,RST SYN -j TCPMSS --set-mss 1200
+-A POSTROUTING -p tcp -m tcp --dport 8009 -m length --length OPTS_GROWN
+-A POSTROUTING -p tcp -m tcp --dport 8009 -m tcpmss --mss ADDED_OUT
+-A FORWARD -p tcp -m tcp --dport 8005 --tcp-flags SYN,RST SYN -j TCPMSS --set-mss 1300
+-A FORWARD -p tcp -m tcp --dport 8005 -m length --length OPTS_GROWN
+-A FORWARD -p tcp -m tcp --dport 8005 -m tcpmss --mss ADDED
+-A POSTROUTING -p tcp -m tcp --dport 8006 --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu
+-A POSTROUTING -p tcp -m tcp --dport 8006 -m length --length GROWN
+-A POSTROUTING -p tcp -m tcp --dport 8006 -m length --length OPTS_GROWN
+-A POSTROUTING -p tcp -m tcp --dport 8006 -m tcpmss --mss ADDED
 COMMIT
 *nat
 -A PREROUTING -p udp
@@ -83,16 +93,17 @@ COMMIT
 const mangleOutMTU = 1400
 
 // mangleRulesetFor returns the ruleset for family fam (4 or 6): a SYN
-// without options grown by an MSS option is 44 bytes long (IPv6: 64), the
+// without options grown by an MSS option is 44 bytes long (IPv6: 64), one
+// with 8 bytes of other options 52 (IPv6: 72), the
 // option added to it 536 (IPv6: 1220, and 1200 from OUTPUT's rule).
 func mangleRulesetFor(fam int) string {
 	if fam == 4 {
-		return strings.NewReplacer("CLAMPED", fmt.Sprint(mangleOutMTU-40), "GROWN", "44",
+		return strings.NewReplacer("CLAMPED", fmt.Sprint(mangleOutMTU-40), "OPTS_GROWN", "52", "GROWN", "44",
 			"ADDED_OUT", "536", "ADDED", "536").Replace(mangleRuleset)
 	}
 	return strings.NewReplacer("-j TTL --ttl-", "-j HL --hl-", "-m ttl --ttl-eq", "-m hl --hl-eq",
 		"-p icmp -m icmp --icmp-type 8", "-p ipv6-icmp -m icmp6 --icmpv6-type 128",
-		"CLAMPED", fmt.Sprint(mangleOutMTU-60), "GROWN", "64", "ADDED_OUT", "1200", "ADDED", "1220").Replace(mangleRuleset)
+		"CLAMPED", fmt.Sprint(mangleOutMTU-60), "OPTS_GROWN", "72", "GROWN", "64", "ADDED_OUT", "1200", "ADDED", "1220").Replace(mangleRuleset)
 }
 
 // mangleTOSIn is the TOS byte (traffic class) of the probes gen sends.
@@ -112,18 +123,21 @@ func mangleUDP(fam int, net, host byte, port uint16) func(tp *nettest.Topology) 
 }
 
 // The MSS options of the raw SYNs gen sends: none, 1460, 1460 after a NOP
-// (the value at an odd offset).
+// (the value at an odd offset), none but 8 bytes of others (SACK
+// permitted, window scale, NOPs: the added option goes first).
 const (
 	synNoMSS = iota
 	synMSS1460
 	synMSSOdd
+	synOptsNoMSS
 )
 
 // mangleSYN builds a TCP SYN from gen to sink's port with the MSS option
 // opt and a full checksum.
 func mangleSYN(fam int, port uint16, opt int) func(tp *nettest.Topology) []byte {
 	return func(tp *nettest.Topology) []byte {
-		opts := map[int][]byte{synMSS1460: {2, 4, 0x05, 0xb4}, synMSSOdd: {1, 2, 4, 0x05, 0xb4, 1, 1, 1}}[opt]
+		opts := map[int][]byte{synMSS1460: {2, 4, 0x05, 0xb4}, synMSSOdd: {1, 2, 4, 0x05, 0xb4, 1, 1, 1},
+			synOptsNoMSS: {4, 2, 1, 3, 3, 7, 1, 1}}[opt]
 		syn := nettest.TCP{SrcPort: 41000, DstPort: port, Seq: 7, Flags: nettest.TCPSyn, Window: 1024, Options: opts}
 		if fam == 6 {
 			return tp.GenToFw().Frame(nettest.IPPacket(tp.Gen.IPv6, in6(tp, 2, 2), syn))
@@ -135,11 +149,14 @@ func mangleSYN(fam int, port uint16, opt int) func(tp *nettest.Topology) []byte 
 // rawSYNScript sends a TCP SYN from a raw socket (the kernel adds the IP
 // header and OUTPUT sees it): argv destination, source (for the
 // checksum's pseudo-header), port, and optionally the value of an MSS
-// option (without it the SYN has no options).
+// option or "hex:" and the options' bytes (without it the SYN has no
+// options).
 const rawSYNScript = `
 import socket, struct, sys
 dst, src, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-opts = struct.pack("!BBH", 2, 4, int(sys.argv[4])) if len(sys.argv) > 4 else b""
+opts = b""
+if len(sys.argv) > 4:
+    opts = bytes.fromhex(sys.argv[4][4:]) if sys.argv[4].startswith("hex:") else struct.pack("!BBH", 2, 4, int(sys.argv[4]))
 fam = socket.AF_INET6 if ":" in dst else socket.AF_INET
 def csum(b):
     if len(b) % 2: b += b"\0"
@@ -155,14 +172,14 @@ s.sendto(seg, (dst, 0))
 `
 
 // rawSYNFromFw is the command that sends rawSYNScript's SYN from fw to
-// sink's port.
-func rawSYNFromFw(fam int, port uint16) func(tp *nettest.Topology) []string {
+// sink's port, with rawSYNScript's option argument if given.
+func rawSYNFromFw(fam int, port uint16, opt ...string) func(tp *nettest.Topology) []string {
 	return func(tp *nettest.Topology) []string {
 		dst, src := in4(tp, 2, 2).String(), in4(tp, 2, 1).String()
 		if fam == 6 {
 			dst, src = in6(tp, 2, 2).String(), in6(tp, 2, 1).String()
 		}
-		return []string{"python3", "-c", rawSYNScript, dst, src, fmt.Sprint(port)}
+		return append([]string{"python3", "-c", rawSYNScript, dst, src, fmt.Sprint(port)}, opt...)
 	}
 }
 
@@ -226,6 +243,15 @@ func mangleProbes(fam int) []mangleProbe {
 			at: "sink", port: 8004, want: fmt.Sprintf("mss %d", min(defaultMSS, 1200))},
 		{typeProbe: typeProbe{name: "a raw SYN's MSS at an odd offset lowered", fam: fam, frame: mangleSYN(fam, 8001, synMSSOdd)},
 			at: "sink", port: 8001, want: "mss 1300", kernelBad: true},
+		pr("a raw SYN with other options gets one first, later rules see it", mangleSYN(fam, 8005, synOptsNoMSS), "sink", 8005,
+			fmt.Sprintf("mss %d options 0204%04x0402010303070101", defaultMSS, defaultMSS)),
+		{typeProbe: typeProbe{name: "fw's raw SYN with other options gets one first (at TC)", fam: fam,
+			cmd: rawSYNFromFw(fam, 8009, "hex:0402010303070101")},
+			at: "sink", port: 8009, want: fmt.Sprintf("mss %d options 0204%04x0402010303070101", min(defaultMSS, 1200), min(defaultMSS, 1200))},
+		pr("clamped: a bare SYN gets one, later rules see it", mangleSYN(fam, 8006, synNoMSS), "sink", 8006,
+			fmt.Sprintf("mss %d", defaultMSS)),
+		pr("clamped: a SYN with other options gets one first", mangleSYN(fam, 8006, synOptsNoMSS), "sink", 8006,
+			fmt.Sprintf("mss %d options 0204%04x0402010303070101", defaultMSS, defaultMSS)),
 		connect("gen's connection clamped to the path MTU", gen, 8002, fmt.Sprintf("mss %d", clamped)),
 		connect("fw's own connection, MSS set in OUTPUT", fw, 8003, "mss 1200"),
 		{typeProbe: typeProbe{name: "fw pings gen: DSCP and notrack in OUTPUT", fam: fam, cmd: pingGen(fam)},
@@ -250,7 +276,7 @@ func mangleFields(f nettest.Captured) string {
 		return "bad checksum"
 	}
 	if f.Protocol == nettest.ProtoTCP {
-		return fmt.Sprintf("mss %d", synMSS(f.Raw))
+		return fmt.Sprintf("mss %d", synMSS(f.Raw)) + synOtherOptions(f.Raw)
 	}
 	if f.Protocol == nettest.ProtoUDP {
 		return fmt.Sprintf("tos 0x%02x ttl %d", tos, f.TTL)
@@ -282,6 +308,23 @@ func synMSS(frame []byte) int {
 		i += int(seg[i+1])
 	}
 	return 0
+}
+
+// synOtherOptions returns " options HEX" when the SYN in frame carries
+// options besides a leading MSS option (a raw probe's, whose order the
+// rewrite keeps), "" when it has no other or is a connection's (its
+// timestamps differ between the twins: their first option is an MSS
+// option followed by SACK permitted and a timestamp, or by NOPs).
+func synOtherOptions(frame []byte) string {
+	seg := mangleSegment(frame)
+	if len(seg) < 20 {
+		return ""
+	}
+	hl := int(seg[12]>>4) * 4
+	if hl <= 24 || hl > len(seg) || seg[20] != 2 || slices.Contains(seg[20:hl], 8) {
+		return ""
+	}
+	return fmt.Sprintf(" options %x", seg[20:hl])
 }
 
 // mangleSegment returns the transport segment of an Ethernet frame
