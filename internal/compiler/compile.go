@@ -173,8 +173,8 @@ type Layout struct {
 type RegionLayout struct {
 	// Chain names the region's chain; Check is the hook the kernel's
 	// checks use in its view.
-	Chain                           string
-	Check                           int
+	Chain                          string
+	Check                          int
 	SlackStart, Start, End, Return uint32
 	// Dead counts the positions of rules DeleteRuleInChain removed.
 	Dead uint32 `json:",omitempty"`
