@@ -1,8 +1,8 @@
 package e2e
 
 import (
-	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,19 +16,25 @@ import (
 // the very next packets, an appended one too (after the chain's other
 // rules, RETURN among them), a deleted one no longer matches, and the
 // counters are the kernel's. Once with each command in its own process,
-// once served by the agent (asked by the C client).
+// once served by the agent (asked by the C client), and once with the
+// kernel's iptables-legacy, which must give the same.
 func TestUserChainInPlace(t *testing.T) {
-	for _, served := range []bool{false, true} {
-		t.Run(fmt.Sprintf("served=%v", served), func(t *testing.T) { userChainInPlace(t, served) })
+	for _, mode := range []string{"kernel", "own process", "served"} {
+		t.Run(mode, func(t *testing.T) { userChainInPlace(t, mode) })
 	}
 }
 
-// userChainInPlace is TestUserChainInPlace, served by the agent or not.
-func userChainInPlace(t *testing.T, served bool) {
+// userChainInPlace is TestUserChainInPlace on the kernel's iptables or
+// xfw's, its commands served by the agent or not.
+func userChainInPlace(t *testing.T, how string) {
 	nettest.RequireRoot(t)
 	bin := xfwPath(t)
 	tp := nettest.New(t, nettest.WithStaticNeighbors())
 	fw := firewall{kind: "xfw", bin: bin}
+	if how == "kernel" {
+		requireTools(t, "iptables-legacy")
+		fw.kind = "kernel"
+	}
 	t.Cleanup(func() { fw.stop(t, tp) })
 	t.Setenv("XFW_TRACE", "1") // the agent's environment must be the client's
 	// A jail's chain as fail2ban's iptables-multiport action makes it,
@@ -36,18 +42,24 @@ func userChainInPlace(t *testing.T, served bool) {
 	fw.restore(t, tp, 4, "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:f2b-test - [0:0]\n"+
 		"-A FORWARD -p udp -m multiport --dports 7500:7510 -j f2b-test\n-A FORWARD -p udp -m udp --dport 7505 -j DROP\n"+
 		"-A f2b-test -s 10.77.0.1/32 -j REJECT --reject-with icmp-port-unreachable\n-A f2b-test -j RETURN\nCOMMIT\n")
-	asker, mode := bin, "off"
+	command := []string{"env", "XFW_CMDSERVER=off", bin, "iptables", "-w"}
 	var trace func() string
-	if served {
+	switch how {
+	case "served":
 		_, out := startAgent(t, bin, tp)
-		asker, mode, trace = cmdClientPath(t, bin), "only", out.String
+		command, trace = []string{"env", "XFW_CMDSERVER=only", cmdClientPath(t, bin), "iptables", "-w"}, out.String
+	case "kernel":
+		command = []string{"iptables-legacy", "-w"}
 	}
 	seen := 0 // the agent's trace read so far
 	change := func(args ...string) {
 		t.Helper()
-		res, err := nettest.Exec(tp.FwNS, append([]string{"env", "XFW_CMDSERVER=" + mode, asker, "iptables", "-w"}, args...)...)
+		res, err := nettest.Exec(tp.FwNS, append(slices.Clip(command), args...)...)
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("%v: %v %+v", args, err, res)
+		}
+		if how == "kernel" {
+			return
 		}
 		out := res.Stderr
 		if trace != nil {
@@ -92,7 +104,7 @@ func userChainInPlace(t *testing.T, served bool) {
 	expect("after the unbans", map[uint16]int{7501: 3, 7504: 3, 7505: 0})
 	want := "-P FORWARD ACCEPT\n" +
 		"-A FORWARD -p udp -m multiport --dports 7500:7510 -j f2b-test\n-A FORWARD -p udp -m udp --dport 7505 -j DROP\n"
-	if out := nettest.MustExec(t, tp.FwNS, bin, "iptables", "-w", "-S", "FORWARD"); out != want {
+	if out := nettest.MustExec(t, tp.FwNS, append(slices.Clip(command), "-S", "FORWARD")...); out != want {
 		t.Errorf("-S FORWARD:\n%s\nwant:\n%s", out, want)
 	}
 	cs := counters(t, fw.save(t, tp, 4))
