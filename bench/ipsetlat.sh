@@ -4,18 +4,35 @@
 # namespace. Cases: a hash:ip set of 1M members used by a rule (DXR patch),
 # a hash:ip,port set used by a rule (hash patch), a set no rule uses.
 #
-#   bench/ipsetlat.sh [-n N] BIN...   (several BINs alternate, for A/B)
+#   bench/ipsetlat.sh [-n N] [-agent] BIN...   (several BINs alternate, for A/B)
 #
 # Prints, per binary and case, the median and min–max over N add/del
 # commands (each run by bash inside the namespace, fork and exec included,
-# as for the kernel's ipset).
+# as for the kernel's ipset). With -agent, xfw's agent (the xfw beside the
+# first BIN) runs in the namespace and serves the commands that ask it: a
+# BIN may be the C client (bin/xfw-cmd, run as `xfw-cmd ipset …`), and a
+# BIN written BIN=own runs with XFW_CMDSERVER=off (in its own process).
 set -euo pipefail
 N=60
-if [ "${1:-}" = -n ]; then N=$2; shift 2; fi
-[ $# -ge 1 ] || { echo "usage: $0 [-n N] BIN..." >&2; exit 2; }
+AGENT=
+while [ $# -gt 0 ]; do
+	case $1 in
+	-n) N=$2; shift 2 ;;
+	-agent) AGENT=1; shift ;;
+	*) break ;;
+	esac
+done
+[ $# -ge 1 ] || { echo "usage: $0 [-n N] [-agent] BIN..." >&2; exit 2; }
+XFW=$(dirname "${1%=own}")/xfw
 NS=ipsetlat$$
 TMP=$(mktemp -d)
-cleanup() { ip netns del "$NS" 2>/dev/null || true; rm -rf "$TMP"; }
+AGENT_PID=
+cleanup() {
+	if [ -n "$AGENT_PID" ]; then kill "$AGENT_PID" 2>/dev/null || true; wait "$AGENT_PID" 2>/dev/null || true; fi
+	ip netns exec "$NS" "$XFW" stop >/dev/null 2>&1 || true
+	ip netns del "$NS" 2>/dev/null || true
+	rm -rf "$TMP"
+}
 trap cleanup EXIT
 ip netns add "$NS"
 ip -n "$NS" link add v0 type veth peer name v1
@@ -52,22 +69,35 @@ cat > "$TMP/rules" <<'R'
 -A FORWARD -p tcp -m set --match-set ports src,dst -j DROP
 COMMIT
 R
-ip netns exec "$NS" "$1" ipset restore -file "$TMP/sets"
-ip netns exec "$NS" "$1" iptables-restore -w < "$TMP/rules"
+ip netns exec "$NS" "$XFW" ipset restore -file "$TMP/sets"
+ip netns exec "$NS" "$XFW" iptables-restore -w < "$TMP/rules"
 ip netns exec "$NS" ipset restore -file "$TMP/sets"
 # The kernel's sets used by rules too (iptables of the namespace).
 ip netns exec "$NS" iptables -A FORWARD -m set --match-set big src -j DROP
 ip netns exec "$NS" iptables -A FORWARD -p tcp -m set --match-set ports src,dst -j DROP
 for b in "$@"; do
-	XFW_TRACE=1 ip netns exec "$NS" "$b" ipset add big 10.1.2.3 2>&1 | grep -q 'patch set tables (true, <nil>)' ||
+	b=${b%=own}
+	XFW_CMDSERVER=off XFW_TRACE=1 ip netns exec "$NS" "$b" ipset add big 10.1.2.3 2>&1 | grep -q 'patch set tables (true, <nil>)' ||
 		{ echo "$b: add to big was not patched" >&2; exit 1; }
-	ip netns exec "$NS" "$b" ipset del big 10.1.2.3
+	XFW_CMDSERVER=off ip netns exec "$NS" "$b" ipset del big 10.1.2.3
 done
+if [ -n "$AGENT" ]; then
+	ip netns exec "$NS" "$XFW" agent --no-log >"$TMP/agent.log" 2>&1 &
+	AGENT_PID=$!
+	for ((i = 0; i < 100; i++)); do
+		XFW_CMDSERVER=only ip netns exec "$NS" "$XFW" ipset list -n >/dev/null 2>&1 && break
+		sleep 0.2
+	done
+	XFW_CMDSERVER=only ip netns exec "$NS" "$XFW" ipset list -n >/dev/null ||
+		{ echo "the agent does not serve ipset" >&2; cat "$TMP/agent.log" >&2; exit 1; }
+fi
 
 # run LABEL CMD...: N add/del pairs inside the namespace, one time (µs)
 # per command on stdout as "add T" / "del T".
 run() {
-	ip netns exec "$NS" bash -c '
+	local mode=
+	case ${4:-} in *=own) mode=off; set -- "$1" "$2" "$3" "${4%=own}" "${@:5}" ;; esac
+	XFW_CMDSERVER=$mode ip netns exec "$NS" bash -c '
 		n=$1; set=$2; el=$3; shift 3
 		us() { local s=${EPOCHREALTIME/./}; "$@" >/dev/null; local e=${EPOCHREALTIME/./}; echo $((e - s)); }
 		for ((i = 0; i < n; i++)); do

@@ -10,6 +10,7 @@ import (
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/dataplane"
+	"github.com/xfw-dev/xfw/internal/ipset"
 	"github.com/xfw-dev/xfw/internal/iptables"
 	"github.com/xfw-dev/xfw/internal/ir"
 )
@@ -465,9 +466,14 @@ func asDecodedFrom(rs *ir.Ruleset, from int) error {
 }
 
 // readOnlyCommand reports whether name args is an iptables command that
-// changes nothing (-C, -L without -Z, -S): its failure (a -C that finds no
-// rule exits 1) is an answer, and the agent keeps its state and cache.
+// changes nothing (-C, -L without -Z, -S), or an ipset command that
+// changes no set (ipset.ChangesNothing): its failure (a -C that finds no
+// rule, an `ipset test` of a non-member exit 1) is an answer, and the
+// agent keeps its state and cache.
 func readOnlyCommand(name string, args []string) bool {
+	if name == "ipset" {
+		return ipset.ChangesNothing(args)
+	}
 	if name != "iptables" && name != "ip6tables" {
 		return false
 	}

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/xfw-dev/xfw/internal/ipset"
 )
 
 // Timeouts of the client's exchange with the agent.
@@ -52,19 +55,29 @@ func tryServer(name string, args []string, env Env) (int, bool) {
 }
 
 // servedCommands are the commands the agent serves: the iptables front
-// ends (not ipset, whose -file names files).
+// ends and ipset.
 var servedCommands = map[string]bool{
 	"iptables": true, "ip6tables": true,
 	"iptables-save": true, "ip6tables-save": true,
 	"iptables-restore": true, "ip6tables-restore": true,
+	"ipset": true,
 }
 
 // servable reports whether the agent may run the command: the iptables
 // front ends, except a restore naming a file (the agent's mount namespace
-// and working directory may differ from the caller's; "-" is stdin).
+// and working directory may differ from the caller's; "-" is stdin), and
+// ipset, except an invocation naming a file (-file) or one whose sets are
+// in a file named by a relative $XFW_IPSET_FILE (the agent's working
+// directory). The agent also asks that the caller see the files the
+// command may read as it does (sameFiles): /etc/hosts, /etc/services
+// and /etc/protocols, for the names in members.
 func servable(name string, args []string) bool {
 	if !servedCommands[name] {
 		return false
+	}
+	if name == "ipset" {
+		f := os.Getenv(ipset.FileEnv)
+		return !ipset.NamesFile(args) && (f == "" || filepath.IsAbs(f))
 	}
 	if !strings.HasSuffix(name, "-restore") {
 		return true

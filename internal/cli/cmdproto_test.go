@@ -86,12 +86,26 @@ func TestServable(t *testing.T) {
 		{[]string{"iptables-restore", "rules.v4"}, false},
 		{[]string{"iptables-restore", "-w", "/etc/rules"}, false},
 		{[]string{"ip6tables-restore", "--noflush", "-c", "rules.v6"}, false},
-		{[]string{"ipset", "list"}, false},
+		{[]string{"ipset", "list"}, true},
+		{[]string{"ipset", "add", "f2b-sshd", "192.0.2.1", "timeout", "600", "-exist"}, true},
+		{[]string{"ipset", "save", "-file", "sets"}, false},
+		{[]string{"ipset", "restore", "--file", "/etc/sets"}, false},
+		{[]string{"ipset", "-f", "sets", "restore"}, false},
 		{[]string{"stop"}, false},
 	}
 	for _, tt := range tests {
 		if got := servable(tt.args[0], tt.args[1:]); got != tt.want {
 			t.Errorf("servable(%q) = %v, want %v", tt.args, got, tt.want)
 		}
+	}
+	// Sets in a file named by a relative path: the agent's working
+	// directory is not the caller's.
+	t.Setenv("XFW_IPSET_FILE", "sets.state")
+	if servable("ipset", []string{"list"}) {
+		t.Error("ipset with a relative $XFW_IPSET_FILE is servable")
+	}
+	t.Setenv("XFW_IPSET_FILE", "/var/lib/sets.state")
+	if !servable("ipset", []string{"list"}) {
+		t.Error("ipset with an absolute $XFW_IPSET_FILE is not servable")
 	}
 }

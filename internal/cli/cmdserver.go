@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xfw-dev/xfw/internal/dataplane"
+	"github.com/xfw-dev/xfw/internal/ipset"
 )
 
 // heartbeatEvery is how often the server tells a waiting client that its
@@ -212,6 +214,42 @@ func (s *cmdServer) admit(c *net.UnixConn, req *cmdRequest) error {
 	}
 	if !servable(req.args[0], req.args[1:]) {
 		return fmt.Errorf("%s is not served", req.args[0])
+	}
+	if req.args[0] == "ipset" {
+		return sameFiles(cred.Pid, ipsetFiles())
+	}
+	return nil
+}
+
+// ipsetFiles are the files an ipset command the agent serves may read
+// (servable refused those naming a file): where names in members are
+// looked up, and, when $XFW_IPSET_FILE names the sets' file, its
+// directory (the file is replaced by rename) and that of xfw's lock, which
+// such commands take (the file may be other namespaces' too).
+func ipsetFiles() []string {
+	files := ipset.NetdbFiles
+	if f := os.Getenv(ipset.FileEnv); f != "" {
+		files = append(slices.Clip(files), filepath.Dir(f), filepath.Dir(lockPath))
+	}
+	return files
+}
+
+// sameFiles fails unless process pid sees each of paths (absolute) as
+// the agent does: the same file (device and inode), or none for both. A
+// caller in another mount namespace or under another root (a container,
+// `ip netns exec` binding /etc/netns/NAME/hosts over /etc/hosts) may see
+// other files there; its command then runs in its own process, which reads
+// its own.
+func sameFiles(pid int32, paths []string) error {
+	root := "/proc/" + strconv.Itoa(int(pid)) + "/root"
+	for _, p := range paths {
+		var a, b unix.Stat_t
+		errA, errB := unix.Stat(p, &a), unix.Stat(root+p, &b)
+		switch {
+		case errors.Is(errA, unix.ENOENT) && errors.Is(errB, unix.ENOENT):
+		case errA != nil || errB != nil || a.Dev != b.Dev || a.Ino != b.Ino:
+			return fmt.Errorf("the caller may see another %s than the agent", p)
+		}
 	}
 	return nil
 }

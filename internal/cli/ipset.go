@@ -144,12 +144,15 @@ func runIpset(name string, args []string, env Env) int {
 	if os.Getenv(ipset.FileEnv) != "" {
 		take = lock
 	}
-	unlock, err := take(waitSpec{set: true})
+	unlock, err := take(waitSpec{set: true, gone: env.Gone})
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return exitResource
 	}
 	defer unlock()
+	// Names in members are looked up in the files as they are now, also
+	// in the agent, whose process outlives this command.
+	ipset.ForgetNetdb()
 	dataplane.TraceSince("ipset: lock", t)
 	store, err := newIpsetStore()
 	if err != nil {

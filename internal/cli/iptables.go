@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -148,7 +147,7 @@ func runIptables(name string, args []string, env Env) int {
 	case cmd.Kind == iptables.CmdNewChain:
 		err = commitNewChain(fam, old, rs, cmd.Table, ao, locked, run)
 	case cmd.Table != ir.TableFilter:
-		// Only the filter table's base chains change in place.
+		// Only the filter table's chains change in place.
 		err = commit(fam, old, rs, true, []string{cmd.Table}, ao, locked)
 	case cmd.Kind == iptables.CmdAppend:
 		err = commitAppend(fam, old, rs, cmd.Chain, ao, locked, run)
@@ -168,13 +167,14 @@ func runIptables(name string, args []string, env Env) int {
 
 // mayChangeInPlace reports whether cmd may change the running generation
 // in place (commitAppend, commitInsert, commitDelete): a rule command on a
-// base chain; or install it again (commitNewChain): -N.
+// chain of the filter table (a user chain's when its regions have slack:
+// compiler.Layout.Regions); or install it again (commitNewChain): -N.
 func mayChangeInPlace(cmd *iptables.Command) bool {
 	switch cmd.Kind {
 	case iptables.CmdNewChain:
 		return true
 	case iptables.CmdAppend, iptables.CmdInsert, iptables.CmdDelete, iptables.CmdDeleteNum:
-		return cmd.Table == ir.TableFilter && slices.Contains(ir.BuiltinChains[:], cmd.Chain)
+		return cmd.Table == ir.TableFilter
 	}
 	return false
 }

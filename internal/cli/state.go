@@ -337,9 +337,10 @@ func startBesideCompile(old, rs *ir.Ruleset, mode installMode) func() besideComp
 }
 
 // commitAppend commits rs, the running ruleset old with rules appended to
-// chain (iptables -A): on a base chain it extends the running generation
-// with them (compiler.AppendRule, in slack positions, without compiling
-// the ruleset again); otherwise, or when the generation cannot take them in
+// chain (iptables -A): it extends the running generation with them
+// (compiler.AppendRule on a base chain, compiler.AppendRuleInChain on a
+// user chain whose regions have slack: in slack positions, without
+// compiling the ruleset again); when the generation cannot take them in
 // place, it compiles rs in full (commit).
 func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts) error {
 	return changeInPlace(fam, old, rs, chain, opts, sets, run, "append",
@@ -347,17 +348,23 @@ func commitAppend(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 		func(gen *compiler.Generation, hook int, first uint32, oldChain, newChain *ir.Chain, ifaces []compiler.Interface) (*compiler.Generation, error) {
 			var err error
 			for i := len(oldChain.Rules); i < len(newChain.Rules) && err == nil; i++ {
-				gen, err = compiler.AppendRule(gen, newChain.Rules[i], hook, first+uint32(i), compiler.RuleRef{Chain: newChain.Name, Index: i}, ifaces)
+				ref := compiler.RuleRef{Chain: newChain.Name, Index: i}
+				if hook < 0 {
+					gen, err = compiler.AppendRuleInChain(gen, newChain.Rules[i], newChain.Name, first+uint32(i), ref, ifaces)
+				} else {
+					gen, err = compiler.AppendRule(gen, newChain.Rules[i], hook, first+uint32(i), ref, ifaces)
+				}
 			}
 			return gen, err
 		})
 }
 
 // commitInsert commits rs, the running ruleset old with one rule inserted
-// at the head of chain (iptables -I CHAIN [1]): on a base chain it puts the
-// rule in the running generation's slack before the chain's entries
-// (compiler.InsertRule); otherwise, or when the generation cannot take it,
-// it compiles rs in full (commit).
+// at the head of chain (iptables -I CHAIN [1]): it puts the rule in the
+// running generation's slack before the chain's entries
+// (compiler.InsertRule, compiler.InsertRuleInChain for a user chain:
+// fail2ban's bans); when the generation cannot take it, it compiles rs in
+// full (commit).
 func commitInsert(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts) error {
 	return changeInPlace(fam, old, rs, chain, opts, sets, run, "insert",
 		func(oldChain, newChain *ir.Chain) bool {
@@ -372,15 +379,19 @@ func commitInsert(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 			return true
 		},
 		func(gen *compiler.Generation, hook int, first uint32, _, newChain *ir.Chain, ifaces []compiler.Interface) (*compiler.Generation, error) {
-			return compiler.InsertRule(gen, newChain.Rules[0], hook, first, compiler.RuleRef{Chain: newChain.Name, Index: 0}, ifaces)
+			ref := compiler.RuleRef{Chain: newChain.Name, Index: 0}
+			if hook < 0 {
+				return compiler.InsertRuleInChain(gen, newChain.Rules[0], newChain.Name, first, ref, ifaces)
+			}
+			return compiler.InsertRule(gen, newChain.Rules[0], hook, first, ref, ifaces)
 		})
 }
 
 // commitDelete commits rs, the running ruleset old with one rule deleted
-// from chain (iptables -D): on a base chain it takes the rule's entries out
-// of the running generation (compiler.DeleteRule) instead of compiling the
-// ruleset again; otherwise, or when the generation cannot, it compiles rs
-// in full (commit).
+// from chain (iptables -D): it takes the rule's entries out of the running
+// generation (compiler.DeleteRule, compiler.DeleteRuleInChain for a user
+// chain) instead of compiling the ruleset again; when the generation
+// cannot, it compiles rs in full (commit).
 func commitDelete(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts) error {
 	// The deleted rule: the first whose identity the new chain lacks; the
 	// others must follow in order.
@@ -402,17 +413,20 @@ func commitDelete(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapla
 		},
 		func(gen *compiler.Generation, hook int, first uint32, oldChain, newChain *ir.Chain, ifaces []compiler.Interface) (*compiler.Generation, error) {
 			k := deleted(oldChain, newChain)
+			if hook < 0 {
+				return compiler.DeleteRuleInChain(gen, oldChain.Rules[k], newChain.Name, first+uint32(k), ifaces)
+			}
 			return compiler.DeleteRule(gen, oldChain.Rules[k], hook, first+uint32(k), ifaces)
 		})
 }
 
 // changeInPlace commits rs, the running ruleset old after one command on
-// chain, by applying change to the running generation when chain is a base
-// chain, the command's effect has the shape change handles (shape) and the
-// generation takes it; otherwise it compiles rs in full (commit). change
-// gets the chain's index among the base chains, its first counter index
-// and both versions of the chain; what names the change in XFW_TRACE. run
-// has what the command read of the running state besides old.
+// chain, by applying change to the running generation when the command's
+// effect has the shape change handles (shape) and the generation takes it;
+// otherwise it compiles rs in full (commit). change gets the chain's index
+// among the base chains (-1: a user chain), its first counter index and
+// both versions of the chain; what names the change in XFW_TRACE. run has
+// what the command read of the running state besides old.
 func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts dataplane.AttachOptions, sets *ipsetLookup, run runningParts, what string,
 	shape func(oldChain, newChain *ir.Chain) bool,
 	change func(gen *compiler.Generation, hook int, first uint32, oldChain, newChain *ir.Chain, ifaces []compiler.Interface) (*compiler.Generation, error)) error {
@@ -433,7 +447,7 @@ func changeInPlace(fam ir.Family, old, rs *ir.Ruleset, chain string, opts datapl
 	// compile in full. So does a change that makes the nat table see
 	// packets or leaves it without any (the first or last rule that asks
 	// for connection tracking: compiler.NatWalkChanges).
-	if hook < 0 || oldChain == nil || newChain == nil || !shape(oldChain, newChain) ||
+	if oldChain == nil || newChain == nil || hook < 0 && (oldChain.Builtin || newChain.Builtin) || !shape(oldChain, newChain) ||
 		compiler.UsesOtherTables(old) != compiler.UsesOtherTables(rs) || compiler.NatWalkChanges(old, rs) {
 		run.gen.release()
 		return commit(fam, old, rs, true, filterOnly, opts, sets)

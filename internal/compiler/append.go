@@ -57,14 +57,97 @@ func InsertRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef
 	return addRule(g, r, hook, counter, ref, ifaces, true)
 }
 
+// AppendRuleInChain is AppendRule for a user chain: r goes into the tail
+// slack of each of chain's regions (Layout.Regions). It refuses a chain
+// without regions with slack (not reached from a base chain, with other
+// tables, a ruleset compiled before regions had slack) and, besides what
+// AppendRule refuses, jumps and gotos; RETURN continues at the region's
+// RETURN entry. Like AppendRule it changes g in place.
+func AppendRuleInChain(g *Generation, r *ir.Rule, chain string, counter uint32, ref RuleRef, ifaces []Interface) (*Generation, error) {
+	spans, err := g.regionSpans(chain)
+	if err != nil {
+		return nil, err
+	}
+	return g.addRuleAt(r, spans, counter, ref, ifaces, false)
+}
+
+// InsertRuleInChain is InsertRule for a user chain: r goes into the head
+// slack of each of chain's regions, as AppendRuleInChain.
+func InsertRuleInChain(g *Generation, r *ir.Rule, chain string, counter uint32, ref RuleRef, ifaces []Interface) (*Generation, error) {
+	spans, err := g.regionSpans(chain)
+	if err != nil {
+		return nil, err
+	}
+	return g.addRuleAt(r, spans, counter, ref, ifaces, true)
+}
+
+// chainSpan is where an in-place change puts or finds a chain's entries:
+// base chain hook's (region < 0) or region's (Layout.Regions; hook < 0).
+type chainSpan struct {
+	hook, region int
+	// check is the hook the kernel's checks use.
+	check int
+	// slackStart, start, end, slackEnd: the head slack, the rules'
+	// entries, the tail slack (to slackEnd).
+	slackStart, start, end, slackEnd uint32
+}
+
+// baseSpan returns base chain hook's span.
+func (g *Generation) baseSpan(hook int) chainSpan {
+	return chainSpan{hook: hook, region: -1, check: hook, slackStart: g.Layout.SlackStart[hook],
+		start: g.ChainStart[hook], end: g.ChainEnd[hook], slackEnd: g.Layout.SlackEnd[hook]}
+}
+
+// regionSpans returns the spans of chain's regions with slack.
+func (g *Generation) regionSpans(chain string) ([]chainSpan, error) {
+	if g.Walks() {
+		return nil, fmt.Errorf("%w: regions in a walk of other tables", ErrNotAppendable)
+	}
+	var spans []chainSpan
+	for i, rl := range g.Layout.Regions {
+		if rl.Chain == chain {
+			if rl.SlackStart > rl.Start || rl.Start > rl.End || rl.End > rl.Return || int(rl.Return) >= len(g.Entries) {
+				return nil, fmt.Errorf("%w: region %d of chain %s out of order", ErrNotAppendable, i, chain)
+			}
+			spans = append(spans, chainSpan{hook: -1, region: i, check: rl.Check,
+				slackStart: rl.SlackStart, start: rl.Start, end: rl.End, slackEnd: rl.Return})
+		}
+	}
+	if len(spans) == 0 {
+		return nil, fmt.Errorf("%w: chain %s has no region with slack", ErrNotAppendable, chain)
+	}
+	return spans, nil
+}
+
+// setSpan records sp's new start and end.
+func (g *Generation) setSpan(sp chainSpan, start, end uint32) {
+	if sp.region >= 0 {
+		g.Layout.Regions[sp.region].Start, g.Layout.Regions[sp.region].End = start, end
+		return
+	}
+	g.ChainStart[sp.hook], g.ChainEnd[sp.hook] = start, end
+}
+
 // addRule is AppendRule (at the chain's end) and InsertRule (atHead).
 func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, ifaces []Interface, atHead bool) (*Generation, error) {
 	if hook < 0 || hook >= NumChains {
 		return nil, fmt.Errorf("%w: hook %d", ErrNotAppendable, hook)
 	}
-	acceptTo, err := g.walkAcceptTo(hook)
-	if err != nil {
-		return nil, err
+	return g.addRuleAt(r, []chainSpan{g.baseSpan(hook)}, counter, ref, ifaces, atHead)
+}
+
+// addRuleAt puts rule r at the end (or atHead, the head) of each of spans,
+// one base chain's or one user chain's regions.
+func (g *Generation) addRuleAt(r *ir.Rule, spans []chainSpan, counter uint32, ref RuleRef, ifaces []Interface, atHead bool) (*Generation, error) {
+	acceptTo := make([]uint32, len(spans))
+	for i, sp := range spans {
+		if sp.hook < 0 {
+			continue // no walk of other tables (regionSpans)
+		}
+		var err error
+		if acceptTo[i], err = g.walkAcceptTo(sp.hook); err != nil {
+			return nil, err
+		}
 	}
 	if g.Walks() && hasCtReplMatch(r) {
 		// With NAT a compile splits the match (natReplRewrite).
@@ -73,21 +156,23 @@ func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, i
 	if counter < NumChains || int(counter-NumChains) > len(g.Rules) {
 		return nil, fmt.Errorf("%w: counter index %d out of range", ErrNotAppendable, counter)
 	}
-	if hasSetMatch(r) || hasProbedMatch(r) || checkHook(r, hook) != nil {
-		return nil, fmt.Errorf("%w: set or probed match, or hook", ErrNotAppendable)
+	if hasSetMatch(r) || hasProbedMatch(r) {
+		return nil, fmt.Errorf("%w: set or probed match", ErrNotAppendable)
+	}
+	for _, sp := range spans {
+		if checkHook(r, sp.check) != nil {
+			return nil, fmt.Errorf("%w: hook", ErrNotAppendable)
+		}
 	}
 	terms, err := ruleTerms(g.Family, r, ifaces, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotAppendable, err)
 	}
-	start := g.ChainEnd[hook]
-	if atHead {
-		if g.ChainStart[hook] < g.Layout.SlackStart[hook]+uint32(len(terms)) {
+	for _, sp := range spans {
+		if atHead && sp.start < sp.slackStart+uint32(len(terms)) ||
+			!atHead && (int(sp.end)+len(terms) > int(sp.slackEnd) || int(sp.slackEnd) > len(g.Entries)) {
 			return nil, fmt.Errorf("%w: no slack left", ErrNotAppendable)
 		}
-		start = g.ChainStart[hook] - uint32(len(terms))
-	} else if int(start)+len(terms) > int(g.Layout.SlackEnd[hook]) || int(g.Layout.SlackEnd[hook]) > len(g.Entries) {
-		return nil, fmt.Errorf("%w: no slack left", ErrNotAppendable)
 	}
 	for _, t := range terms {
 		if t.counted || t.after {
@@ -124,58 +209,81 @@ func addRule(g *Generation, r *ir.Rule, hook int, counter uint32, ref RuleRef, i
 		}
 	}
 	out.shiftLimitRules(counter, 1)
-	out.changeTrivial(hook, counter, 1)
-	out.reserveClasses(len(terms))
+	out.changeTrivial(spans[0].hook, counter, 1)
+	out.reserveClasses(len(terms) * len(spans))
 	classes := 0
-	for i, t := range terms {
-		p := start + uint32(i)
-		n, err := out.place(p, t.cond, true)
-		if err != nil {
-			return nil, err
+	for si, sp := range spans {
+		start := sp.end
+		if atHead {
+			start = sp.start - uint32(len(terms))
 		}
-		if classes += n; classes > maxAppendClasses {
-			return nil, fmt.Errorf("%w: more than %d classes", ErrNotAppendable, maxAppendClasses)
+		for i, t := range terms {
+			p := start + uint32(i)
+			n, err := out.place(p, t.cond, true)
+			if err != nil {
+				return nil, err
+			}
+			if classes += n; classes > maxAppendClasses {
+				return nil, fmt.Errorf("%w: more than %d classes", ErrNotAppendable, maxAppendClasses)
+			}
+			if t.hotdrop {
+				out.Entries[p] = Entry{Rule: NoRule, Action: ActDrop}
+				continue
+			}
+			e := Entry{Rule: counter, Flags: EFCount | t.flags}
+			if err := out.addedVerdict(&e, r.Target, sp, acceptTo[si], p); err != nil {
+				return nil, err
+			}
+			out.Entries[p] = e
 		}
-		if t.hotdrop {
-			out.Entries[p] = Entry{Rule: NoRule, Action: ActDrop}
+		if atHead {
+			out.setSpan(sp, start, sp.end)
 			continue
 		}
-		e := Entry{Rule: counter, Flags: EFCount | t.flags}
-		ok, err := verdictEntry(&e, r.Target, out.logConfig)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrNotAppendable, err)
+		end := start + uint32(len(terms))
+		if sp.hook >= 0 {
+			for _, i := range g.Layout.EndRefs[sp.hook] {
+				out.Entries[i].Next = end
+			}
+			if out.Layout.WalkEnd[sp.hook] != 0 && out.Layout.WalkEnd[sp.hook] == out.ChainEnd[sp.hook] {
+				// No table's chain follows filter's in this walk:
+				// it ends with filter's chain (walkAfter).
+				out.Layout.WalkEnd[sp.hook] = end
+			}
 		}
-		if !ok {
-			return nil, fmt.Errorf("%w: target", ErrNotAppendable)
-		}
-		switch {
-		case e.Action == ActAccept && acceptTo != 0:
-			// ACCEPT ends filter's chain only: the walk goes on with
-			// the tables after it (walkAfter).
-			e.Action, e.Next = ActContinue, acceptTo
-			out.MaxIters++
-		case e.Action == ActContinue:
-			// Counts (and logs), then goes on with the next entry.
-			e.Next = p + 1
-			out.MaxIters++ // one more CONTINUE a packet may meet
-		}
-		out.Entries[p] = e
+		out.setSpan(sp, sp.start, end)
 	}
-	if atHead {
-		out.ChainStart[hook] = start
-		return out, nil
-	}
-	end := start + uint32(len(terms))
-	for _, i := range g.Layout.EndRefs[hook] {
-		out.Entries[i].Next = end
-	}
-	if out.Layout.WalkEnd[hook] != 0 && out.Layout.WalkEnd[hook] == out.ChainEnd[hook] {
-		// No table's chain follows filter's in this walk: it ends
-		// with filter's chain (walkAfter).
-		out.Layout.WalkEnd[hook] = end
-	}
-	out.ChainEnd[hook] = end
 	return out, nil
+}
+
+// addedVerdict completes entry e, at position p of span sp, of an added
+// rule with target t; acceptTo is walkAcceptTo's for a base chain.
+func (g *Generation) addedVerdict(e *Entry, t ir.Target, sp chainSpan, acceptTo, p uint32) error {
+	if t.Kind == ir.TargetReturn && sp.region >= 0 {
+		// Continues at the region's RETURN entry, past its tail slack.
+		e.Action, e.Next = ActContinue, sp.slackEnd
+		g.MaxIters++
+		return nil
+	}
+	ok, err := verdictEntry(e, t, g.logConfig)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNotAppendable, err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: target", ErrNotAppendable)
+	}
+	switch {
+	case e.Action == ActAccept && acceptTo != 0:
+		// ACCEPT ends filter's chain only: the walk goes on with the
+		// tables after it (walkAfter).
+		e.Action, e.Next = ActContinue, acceptTo
+		g.MaxIters++
+	case e.Action == ActContinue:
+		// Counts (and logs), then goes on with the next entry.
+		e.Next = p + 1
+		g.MaxIters++ // one more CONTINUE a packet may meet
+	}
+	return nil
 }
 
 // walkAcceptTo returns where an ACCEPT of filter's base chain hook
@@ -347,11 +455,45 @@ const maxDeadEntries = 64
 // the chain has maxDeadEntries dead positions already. Like AppendRule it
 // changes g in place: g must not be used afterwards, also on error.
 func DeleteRule(g *Generation, r *ir.Rule, hook int, counter uint32, ifaces []Interface) (*Generation, error) {
-	if g.Walks() && hasCtReplMatch(r) {
-		return nil, fmt.Errorf("%w: --ctreplsrc or --ctrepldst in a walk", ErrNotAppendable)
-	}
 	if hook < 0 || hook >= NumChains {
 		return nil, fmt.Errorf("%w: hook %d", ErrNotAppendable, hook)
+	}
+	return g.deleteRuleAt(r, []chainSpan{g.baseSpan(hook)}, counter, ifaces)
+}
+
+// DeleteRuleInChain is DeleteRule for a user chain: r's entries leave
+// each of chain's regions with slack (AppendRuleInChain). It refuses to
+// leave a region without any rule's entry: a compile makes a jump to a
+// chain without rules a counted CONTINUE, without a region (emptyJump).
+func DeleteRuleInChain(g *Generation, r *ir.Rule, chain string, counter uint32, ifaces []Interface) (*Generation, error) {
+	spans, err := g.regionSpans(chain)
+	if err != nil {
+		return nil, err
+	}
+	for _, sp := range spans {
+		others := false
+		for i := sp.start; i < sp.end && !others; i++ {
+			others = g.Entries[i].Rule != NoRule && g.Entries[i].Rule != counter
+		}
+		if !others {
+			return nil, fmt.Errorf("%w: chain %s would have no entries left", ErrNotAppendable, chain)
+		}
+	}
+	return g.deleteRuleAt(r, spans, counter, ifaces)
+}
+
+// dead returns the dead positions of span sp.
+func (g *Generation) dead(sp chainSpan) *uint32 {
+	if sp.region >= 0 {
+		return &g.Layout.Regions[sp.region].Dead
+	}
+	return &g.Layout.Dead[sp.hook]
+}
+
+// deleteRuleAt takes rule r's entries out of each of spans.
+func (g *Generation) deleteRuleAt(r *ir.Rule, spans []chainSpan, counter uint32, ifaces []Interface) (*Generation, error) {
+	if g.Walks() && hasCtReplMatch(r) {
+		return nil, fmt.Errorf("%w: --ctreplsrc or --ctrepldst in a walk", ErrNotAppendable)
 	}
 	if counter < NumChains || int(counter-NumChains) >= len(g.Rules) {
 		return nil, fmt.Errorf("%w: counter index %d out of range", ErrNotAppendable, counter)
@@ -384,8 +526,58 @@ func DeleteRule(g *Generation, r *ir.Rule, hook int, counter uint32, ifaces []In
 			own++
 		}
 	}
+	found := make([][]uint32, len(spans))
+	for si, sp := range spans {
+		positions, err := g.rulePositions(sp, counter, hot, own)
+		if err != nil {
+			return nil, err
+		}
+		if *g.dead(sp)+uint32(len(positions)) > maxDeadEntries {
+			return nil, fmt.Errorf("%w: %d dead entries already", ErrNotAppendable, *g.dead(sp))
+		}
+		found[si] = positions
+	}
+	var none Cond
+	for f := range none {
+		none[f] = &Set{}
+	}
+	classes := 0
+	for si, sp := range spans {
+		for _, p := range found[si] {
+			n, err := g.place(p, none, false)
+			if err != nil {
+				return nil, err
+			}
+			if classes += n; classes > maxAppendClasses {
+				return nil, fmt.Errorf("%w: more than %d classes", ErrNotAppendable, maxAppendClasses)
+			}
+			g.Entries[p] = Entry{Rule: NoRule, Action: ActDrop}
+		}
+		*g.dead(sp) += uint32(len(found[si]))
+	}
+	for i := range g.Entries {
+		if e := &g.Entries[i]; e.Rule != NoRule && e.Rule > counter {
+			e.Rule--
+		}
+	}
+	g.shiftLimitRules(counter+1, -1)
+	g.changeTrivial(spans[0].hook, counter+1, -1)
+	gone := g.Rules[counter-NumChains]
+	g.Rules = slices.Delete(g.Rules, int(counter-NumChains), int(counter-NumChains)+1)
+	for i := range g.Rules {
+		if ref := &g.Rules[i]; ref.Table == gone.Table && ref.Chain == gone.Chain && ref.Index > gone.Index {
+			ref.Index--
+		}
+	}
+	return g, nil
+}
+
+// rulePositions returns the positions of the entries of the rule counted
+// at counter in span sp: own entries of its own in a row, after hot
+// hotdrop entries.
+func (g *Generation) rulePositions(sp chainSpan, counter uint32, hot, own int) ([]uint32, error) {
 	var positions []uint32
-	for i := g.ChainStart[hook]; i < g.ChainEnd[hook]; i++ {
+	for i := sp.start; i < sp.end; i++ {
 		if g.Entries[i].Rule == counter {
 			positions = append(positions, i)
 		}
@@ -393,7 +585,7 @@ func DeleteRule(g *Generation, r *ir.Rule, hook int, counter uint32, ifaces []In
 	if len(positions) != own || own > 0 && positions[own-1]-positions[0] != uint32(own-1) || own == 0 && hot > 0 {
 		return nil, fmt.Errorf("%w: %d entries for %d terms", ErrNotAppendable, len(positions), own)
 	}
-	if own > 0 && positions[0] < g.ChainStart[hook]+uint32(hot) {
+	if own > 0 && positions[0] < sp.start+uint32(hot) {
 		return nil, fmt.Errorf("%w: hotdrop entries not found", ErrNotAppendable)
 	}
 	if own > 0 {
@@ -405,38 +597,5 @@ func DeleteRule(g *Generation, r *ir.Rule, hook int, counter uint32, ifaces []In
 			positions = append(positions, i)
 		}
 	}
-	if g.Layout.Dead[hook]+uint32(len(positions)) > maxDeadEntries {
-		return nil, fmt.Errorf("%w: %d dead entries already", ErrNotAppendable, g.Layout.Dead[hook])
-	}
-	var none Cond
-	for f := range none {
-		none[f] = &Set{}
-	}
-	classes := 0
-	for _, p := range positions {
-		n, err := g.place(p, none, false)
-		if err != nil {
-			return nil, err
-		}
-		if classes += n; classes > maxAppendClasses {
-			return nil, fmt.Errorf("%w: more than %d classes", ErrNotAppendable, maxAppendClasses)
-		}
-		g.Entries[p] = Entry{Rule: NoRule, Action: ActDrop}
-	}
-	g.Layout.Dead[hook] += uint32(len(positions))
-	for i := range g.Entries {
-		if e := &g.Entries[i]; e.Rule != NoRule && e.Rule > counter {
-			e.Rule--
-		}
-	}
-	g.shiftLimitRules(counter+1, -1)
-	g.changeTrivial(hook, counter+1, -1)
-	gone := g.Rules[counter-NumChains]
-	g.Rules = slices.Delete(g.Rules, int(counter-NumChains), int(counter-NumChains)+1)
-	for i := range g.Rules {
-		if ref := &g.Rules[i]; ref.Table == gone.Table && ref.Chain == gone.Chain && ref.Index > gone.Index {
-			ref.Index--
-		}
-	}
-	return g, nil
+	return positions, nil
 }

@@ -159,6 +159,25 @@ type Layout struct {
 	// same (rawpre.go): counted there, translated by nat PREROUTING's
 	// DNAT or routed by their mark, and then routed again.
 	PreEnd [NumChains]uint32
+	// Regions are the user chains' regions that have slack, for the
+	// in-place changes of their chains (regions.go, "Slack").
+	Regions []RegionLayout `json:",omitempty"`
+}
+
+// RegionLayout is one region with slack: RegionSlack never-matching
+// positions from SlackStart to Start (rules inserted at the chain's
+// head), the rules' entries from Start to End, RegionSlack more from End
+// to Return (appended rules), and the region's RETURN entry at Return,
+// where its chain's RETURN rules continue. The region's CALLs search from
+// SlackStart.
+type RegionLayout struct {
+	// Chain names the region's chain; Check is the hook the kernel's
+	// checks use in its view.
+	Chain                          string
+	Check                          int
+	SlackStart, Start, End, Return uint32
+	// Dead counts the positions of rules DeleteRuleInChain removed.
+	Dead uint32 `json:",omitempty"`
 }
 
 // Walks reports whether the generation walks other tables' chains
@@ -270,6 +289,9 @@ func compileChecked(rs *ir.Ruleset, opts Options, jumps *jumpIndex) (*Generation
 		setWrites: setWrites,
 		natIdle:   rs.TableByName(ir.TableNat) != nil && !natWalked(rs),
 		jumps:     jumps,
+		// Regions get slack in a ruleset of the filter table alone
+		// (regions.go, "Slack").
+		regionSlack: !UsesOtherTables(rs),
 	}
 	t := time.Now()
 	g.Rules = fl.numberRules(rs)
@@ -467,6 +489,11 @@ func neverInAnyClass(g *Generation) {
 		for h := range g.ChainEnd {
 			if uint32(i) >= g.ChainEnd[h] && uint32(i) < g.Layout.SlackEnd[h] ||
 				uint32(i) >= g.Layout.SlackStart[h] && uint32(i) < g.ChainStart[h] {
+				return true
+			}
+		}
+		for _, r := range g.Layout.Regions {
+			if uint32(i) >= r.SlackStart && uint32(i) < r.Start || uint32(i) >= r.End && uint32(i) < r.Return {
 				return true
 			}
 		}

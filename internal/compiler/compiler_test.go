@@ -115,32 +115,47 @@ func TestFlattenActions(t *testing.T) {
 	}
 	type want struct {
 		act  Action
-		next int // relative to the regions' start; -1: not checked
+		next int // -1: not checked
 		rule bool
 	}
 	check := func(what string, base uint32, ws []want) {
 		t.Helper()
 		for i, w := range ws {
 			e := g.Entries[base+uint32(i)]
-			if e.Action != w.act || (w.next >= 0 && e.Next != g.Layout.SlackEnd[ChainOutput]+uint32(w.next)) || (e.Rule != NoRule) != w.rule {
-				t.Errorf("%s entry %d: action %d next %d rule %d, want %+v", what, i, e.Action, int(e.Next)-int(g.Layout.SlackEnd[ChainOutput]), e.Rule, w)
+			if e.Action != w.act || (w.next >= 0 && e.Next != uint32(w.next)) || (e.Rule != NoRule) != w.rule {
+				t.Errorf("%s entry %d: action %d next %d rule %d, want %+v", what, i, e.Action, e.Next, e.Rule, w)
 			}
 		}
 	}
-	// INPUT: two CALLs of sub's one region, ACCEPT.
+	// Regions after OUTPUT's slack, each with slack (a ruleset of the
+	// filter table alone): sub's, then deep's.
+	if len(g.Layout.Regions) != 2 || g.Layout.Regions[0].Chain != "sub" || g.Layout.Regions[1].Chain != "deep" {
+		t.Fatalf("regions with slack %+v, want sub's and deep's", g.Layout.Regions)
+	}
+	subR, deepR := g.Layout.Regions[0], g.Layout.Regions[1]
+	if subR.SlackStart != g.Layout.SlackEnd[ChainOutput] || subR.Start != subR.SlackStart+RegionSlack ||
+		subR.Return != subR.End+RegionSlack || deepR.SlackStart != subR.Return+1 {
+		t.Errorf("regions %+v after OUTPUT's slack end %d", g.Layout.Regions, g.Layout.SlackEnd[ChainOutput])
+	}
+	// INPUT: two CALLs of sub's one region (searching from its slack),
+	// ACCEPT.
 	if got := g.ChainEnd[ChainInput] - g.ChainStart[ChainInput]; got != 3 {
 		t.Fatalf("%d INPUT entries, want 3", got)
 	}
-	check("INPUT", g.ChainStart[ChainInput], []want{{ActCall, 0, true}, {ActCall, 0, true}, {ActAccept, -1, true}})
-	// Regions after OUTPUT's slack: sub = [0] goto deep, [1] its return
-	// → sub's RETURN, [2] DROP, [3] RETURN; deep = [4] RETURN rule → [5]
-	// RETURN.
-	check("regions", g.Layout.SlackEnd[ChainOutput], []want{{ActCall, 4, true}, {ActContinue, 3, false}, {ActDrop, -1, true},
-		{ActReturn, -1, false}, {ActContinue, 5, true}, {ActReturn, -1, false}})
-	if n := len(g.Entries) - int(g.Layout.SlackEnd[ChainOutput]); n != 6 {
-		t.Errorf("%d region entries, want 6", n)
+	check("INPUT", g.ChainStart[ChainInput], []want{{ActCall, int(subR.SlackStart), true}, {ActCall, int(subR.SlackStart), true}, {ActAccept, -1, true}})
+	// sub = goto deep, its return → sub's RETURN, DROP; deep = RETURN
+	// rule → its RETURN.
+	if subR.End-subR.Start != 3 || deepR.End-deepR.Start != 1 {
+		t.Errorf("regions %+v: want 3 and 1 rule entries", g.Layout.Regions)
 	}
-	if e := g.Entries[g.Layout.SlackEnd[ChainOutput]+1]; !e.Cond.Get(FieldProto).Contains(U64(6)) || e.Cond.Get(FieldProto).Contains(U64(17)) {
+	check("sub", subR.Start, []want{{ActCall, int(deepR.SlackStart), true}, {ActContinue, int(subR.Return), false}, {ActDrop, -1, true}})
+	check("sub's RETURN", subR.Return, []want{{ActReturn, -1, false}})
+	check("deep", deepR.Start, []want{{ActContinue, int(deepR.Return), true}})
+	check("deep's RETURN", deepR.Return, []want{{ActReturn, -1, false}})
+	if n := len(g.Entries) - int(g.Layout.SlackEnd[ChainOutput]); n != 6+4*RegionSlack {
+		t.Errorf("%d region entries, want %d", n, 6+4*RegionSlack)
+	}
+	if e := g.Entries[subR.Start+1]; !e.Cond.Get(FieldProto).Contains(U64(6)) || e.Cond.Get(FieldProto).Contains(U64(17)) {
 		t.Errorf("the goto's return entry does not have the goto rule's condition")
 	}
 }
@@ -165,7 +180,7 @@ func TestFlattenLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(g.Entries); n > 1000+1101+6*AppendSlack {
+	if n := len(g.Entries); n > 1000+1101+6*AppendSlack+2*RegionSlack {
 		t.Errorf("%d entries for 1,000 jumps into a chain of 1,100 rules, want them linear in the rules", n)
 	}
 	for i := 0; i < 7000; i++ {

@@ -168,6 +168,8 @@ type flattener struct {
 	numberedRules []*ir.Rule
 	numberedDup   bool
 	infoFilled    bool
+	// regionSlack: filter's regions get slack (regions.go, "Slack").
+	regionSlack bool
 }
 
 // maxDepth bounds nested jumps and gotos (the walk's call stack,

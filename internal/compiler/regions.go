@@ -56,6 +56,33 @@ type viewCtx struct {
 	natPrerouting, natPostrouting, natOutput, natInput bool
 }
 
+// Slack. In a ruleset of the filter table alone, a region has slack
+// (Layout.Regions): RegionSlack never-matching positions before its rules'
+// entries, where its CALLs start their search, and as many after them,
+// before its RETURN entry, so that a rule inserted at the head of its
+// chain, appended to it or deleted from it (fail2ban's bans and unbans:
+// `iptables -I f2b-sshd 1 …`, `-D`) changes the running generation in
+// place (InsertRuleInChain, AppendRuleInChain, DeleteRuleInChain), as
+// for a base chain. A slack position is in no class: the search passes
+// it. With other tables, whose segments and unwinding ACCEPTs the
+// in-place changes do not follow into regions, or past maxSlackRegions,
+// regions have none and a change of their chain compiles in full.
+
+// RegionSlack is the number of never-matching positions before and after
+// a region's rules (Layout.Regions).
+const RegionSlack = 16
+
+// maxSlackRegions bounds the regions with slack (the first ones emitted,
+// filter's): each costs 2*RegionSlack entries.
+const maxSlackRegions = 256
+
+// emitSlack emits n never-matching positions.
+func (fl *flattener) emitSlack(n int) {
+	for i := 0; i < n && len(fl.entries) < MaxEntries; i++ {
+		fl.emit(Entry{Cond: neverList, Rule: NoRule, Action: ActDrop})
+	}
+}
+
 // regionKey names one region: a chain in a view.
 type regionKey struct {
 	walk, check int
@@ -385,8 +412,13 @@ func (fl *flattener) emitRegions() error {
 		fl.view, fl.inRegion = v, true
 		fl.rs, fl.acceptTo, fl.logView = v.rs, v.acceptTo, v.logView
 		fl.natPrerouting, fl.natPostrouting, fl.natOutput, fl.natInput = v.natPrerouting, v.natPostrouting, v.natOutput, v.natInput
+		slack := fl.regionSlack && v.seg == nil && len(fl.layout.Regions) < maxSlackRegions
+		regionStart := uint32(len(fl.entries))
+		pr.start.pos, pr.start.resolved = regionStart, true
+		if slack {
+			fl.emitSlack(RegionSlack)
+		}
 		first := uint32(len(fl.entries))
-		pr.start.pos, pr.start.resolved = first, true
 		ret := &label{}
 		if err := fl.block(pr.chain, pr.state, Cond{}, ret, v.check); err != nil {
 			if v.seg != nil {
@@ -394,7 +426,15 @@ func (fl *flattener) emitRegions() error {
 			}
 			return err
 		}
+		end := uint32(len(fl.entries))
+		if slack {
+			fl.emitSlack(RegionSlack)
+		}
 		ret.pos, ret.resolved = uint32(len(fl.entries)), true
+		if slack {
+			fl.layout.Regions = append(fl.layout.Regions, RegionLayout{Chain: pr.chain.Name, Check: v.check,
+				SlackStart: regionStart, Start: first, End: end, Return: ret.pos})
+		}
 		fl.emit(Entry{Rule: NoRule, Action: ActReturn})
 		if v.seg != nil {
 			for i := first; i < uint32(len(fl.entries))-1; i++ {
@@ -412,7 +452,7 @@ func (fl *flattener) emitRegions() error {
 				}
 			}
 		}
-		fl.spans = append(fl.spans, regionSpan{start: first, end: uint32(len(fl.entries))})
+		fl.spans = append(fl.spans, regionSpan{start: regionStart, end: uint32(len(fl.entries))})
 	}
 	return nil
 }

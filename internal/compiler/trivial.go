@@ -105,9 +105,13 @@ func (g *Generation) decideTrivial() {
 
 // changeTrivial keeps g.Trivial across an in-place change of base chain
 // hook: that walk is no longer known to be trivial, and the counter
-// indexes from `from` on move by delta in the others.
+// indexes from `from` on move by delta in the others. hook < 0 is a
+// change of a user chain's regions, which no trivial walk reaches (a
+// CALL is not among a trivial walk's entries): only the indexes move.
 func (g *Generation) changeTrivial(hook int, from uint32, delta int) {
-	g.Trivial[hook] = TrivialInfo{}
+	if hook >= 0 {
+		g.Trivial[hook] = TrivialInfo{}
+	}
 	for h := range g.Trivial {
 		for i, c := range g.Trivial[h].Counters {
 			if c >= from {

@@ -349,15 +349,38 @@ func icmpText(v uint16, names []icmpName) string {
 	return fmt.Sprintf("%d/%d", v>>8, v&0xff)
 }
 
-// netdb is /etc/protocols, /etc/hosts and /etc/services, each read once
-// when first needed (a command naming "tcp" or a port number reads none).
-var netdb struct {
+// netdbFiles is /etc/protocols, /etc/hosts and /etc/services, each read
+// once when first needed (a command naming "tcp" or a port number reads
+// none).
+type netdbFiles struct {
 	protoOnce, hostOnce, serviceOnce sync.Once
 	protos                           map[string]uint8
 	names                            map[uint8]string
 	services                         map[string]uint16 // "name/proto"
 	hosts                            map[string][]netip.Addr
 }
+
+// The files names in members are looked up in.
+const (
+	protocolsFile = "/etc/protocols"
+	hostsFile     = "/etc/hosts"
+	servicesFile  = "/etc/services"
+)
+
+// NetdbFiles are the files an invocation may read besides the one -file
+// names and the store ($XFW_IPSET_FILE): where names in members (hosts,
+// services, protocols) are looked up.
+var NetdbFiles = []string{protocolsFile, hostsFile, servicesFile}
+
+// netdb is the files as this process read them (ForgetNetdb).
+var netdb = &netdbFiles{}
+
+// ForgetNetdb makes the next lookup read /etc/protocols, /etc/hosts and
+// /etc/services again: a process that runs many invocations (xfw's agent)
+// calls it before each, so that each sees the files as they are then, as
+// the kernel's ipset, a process per command, does. Invocations must not
+// run meanwhile (the namespace's lock serialises them).
+func ForgetNetdb() { netdb = &netdbFiles{} }
 
 // builtinProtos are the protocols ipset knows without /etc/protocols:
 // they take precedence over the file's.
@@ -368,7 +391,7 @@ var builtinProtos = map[string]uint8{"tcp": ProtoTCP, "udp": ProtoUDP, "icmp": P
 func loadProtocols() {
 	netdb.protos = map[string]uint8{}
 	netdb.names = map[uint8]string{}
-	readLines("/etc/protocols", func(f []string) {
+	readLines(protocolsFile, func(f []string) {
 		if len(f) < 2 {
 			return
 		}
@@ -399,7 +422,7 @@ func loadProtocols() {
 // loadHosts reads /etc/hosts.
 func loadHosts() {
 	netdb.hosts = map[string][]netip.Addr{}
-	readLines("/etc/hosts", func(f []string) {
+	readLines(hostsFile, func(f []string) {
 		if len(f) < 2 {
 			return
 		}
@@ -416,7 +439,7 @@ func loadHosts() {
 // loadServices reads /etc/services.
 func loadServices() {
 	netdb.services = map[string]uint16{}
-	readLines("/etc/services", func(f []string) {
+	readLines(servicesFile, func(f []string) {
 		if len(f) < 2 {
 			return
 		}

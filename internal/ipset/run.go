@@ -550,3 +550,32 @@ func ReadsStdin(args []string) bool {
 	c, err := parseArgv(args, false)
 	return err == nil && c.kind == cmdRestore && c.opts.file == ""
 }
+
+// NamesFile reports whether the invocation may name a file (-file or -f,
+// wherever it stands, whether or not the invocation parses): a path the
+// caller's working directory and mount namespace resolve, which a process
+// serving it for the caller (xfw's agent) may not see alike.
+func NamesFile(args []string) bool {
+	for _, a := range args {
+		a = strings.TrimPrefix(a, "-")
+		if a == "file" || a == "f" || a == "-file" || a == "-f" {
+			return true
+		}
+	}
+	return false
+}
+
+// ChangesNothing reports whether the invocation only reads the sets
+// (test, list, save, help, version): a failure of it leaves them as they
+// were. An invocation that does not parse changes nothing either.
+func ChangesNothing(args []string) bool {
+	c, err := parseArgv(args, false)
+	if err != nil {
+		return true
+	}
+	switch c.kind {
+	case cmdTest, cmdList, cmdSave, cmdHelp, cmdVersion:
+		return true
+	}
+	return false
+}

@@ -195,12 +195,39 @@ func TestFail2banIpsetAgainstKernel(t *testing.T) {
 // iptables commands go through the alternatives to the C client xfw-cmd,
 // and the agent serves them.
 func TestFail2banMultiportWithAgentAgainstKernel(t *testing.T) {
-	sc := fail2banScenario("fail2ban iptables-multiport, agent serving", "iptables-multiport")
+	runScenario(t, withAgent(fail2banScenario("fail2ban iptables-multiport, agent serving", "iptables-multiport")))
+}
+
+// TestFail2banIpsetWithAgentAgainstKernel: the iptables-ipset-proto6
+// action with xfw's agent serving fail2ban's iptables and ipset commands
+// (both through the C client).
+func TestFail2banIpsetWithAgentAgainstKernel(t *testing.T) {
+	sc := withAgent(fail2banScenario("fail2ban iptables-ipset-proto6, agent serving", "iptables-ipset-proto6"))
+	start := sc.start
+	sc.start = func(t testing.TB, s *stack) error {
+		if err := start(t, s); err != nil || s.kind != kindXFW {
+			return err
+		}
+		// The ipset fail2ban runs is the client, and the agent serves it.
+		var err error
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if _, err = s.runEnv([]string{"XFW_CMDSERVER=only"}, "ipset", "list", "-n"); err == nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("ipset not served by the agent: %w", err)
+	}
+	runScenario(t, sc)
+}
+
+// withAgent returns sc with xfw's agent serving the xfw stack's commands
+// from before fail2ban starts.
+func withAgent(sc scenario) scenario {
 	sc.start = func(t testing.TB, s *stack) error {
 		if s.kind == kindXFW {
 			s.serveByAgent(t)
 		}
 		return startFail2ban(t, s)
 	}
-	runScenario(t, sc)
+	return sc
 }
