@@ -1211,6 +1211,8 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	 * translated connection gets its source back here (POSTROUTING). */
 	/* Translated in nat OUTPUT and judged on the device its first route
 	 * picked, or a reply translated back on its way to the socket. */
+	if (skb->tc_index == XFW_NAT_LL_MARK)
+		return xfw_rj_ll_address(skb);
 	if (xfw_nat_out_judged(skb))
 		return TC_ACT_OK;
 	/* FORWARD dropped it; passed on only for the kernel's redirect. */
