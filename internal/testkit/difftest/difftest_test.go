@@ -444,9 +444,12 @@ func TestRealisticLoad(t *testing.T) {
 }
 
 func TestKnownRejectDifference(t *testing.T) {
-	// Probe 2: from gen with a (spoofed) source of fw's own.
+	// Probe 2: from sink with a (spoofed) source of fw's own (the only
+	// origin still excused: replyPassesKernelOnly); probe 3: the same
+	// from gen, whose reply xfw delivers as the kernel does.
 	ownSrc := "0278742a01010278742a010286dd6000000000083a40" + "fd000042000100000000000000000001" + "fd000042000100000000000000000001" + "8000000000000000"
-	c := &Corpus{Probes: []Probe{{From: FromGen}, {From: FromFw}, {From: FromGen, Frames: [][]byte{hexFrame(t, ownSrc)}}}}
+	c := &Corpus{Probes: []Probe{{From: FromGen}, {From: FromFw}, {From: FromSink, Frames: [][]byte{hexFrame(t, ownSrc)}},
+		{From: FromGen, Frames: [][]byte{hexFrame(t, ownSrc)}}}}
 	reply := func(where, ethSrc string) string {
 		return "at " + where + ": ICMP error quoting it: IPv4 10.42.1.1 > 10.42.1.2 ICMP type 3 code 3\n      " +
 			"0278742a0102" + ethSrc + "0800" + "45c0001c00000000400100000a2a01010a2a01020303fcfc00000000"
@@ -469,6 +472,7 @@ func TestKnownRejectDifference(t *testing.T) {
 		{"reply to fw itself", Difference{Kind: DiffProbe, Probe: 2, Kernel: []string{sockets}}, false, true, false},
 		{"reply to fw itself, probe not from fw's address", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{sockets}}, false, false, false},
 		{"reply to fw itself, probe from fw", Difference{Kind: DiffProbe, Probe: 1, Kernel: []string{sockets}}, false, false, false},
+		{"reply to fw itself, probe from gen", Difference{Kind: DiffProbe, Probe: 3, Kernel: []string{sockets}}, false, false, false},
 		{"kernel-only reply", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{reply("gen", "0278742a0101")}}, false, false, false},
 		{"routed elsewhere", Difference{Kind: DiffProbe, Probe: 0, Kernel: []string{reply("sink", "0278742a0201")},
 			XFW: []string{reply("gen", "0278742a0101")}}, false, true, false},

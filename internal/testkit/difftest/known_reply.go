@@ -239,10 +239,10 @@ func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, pairedLogs int, k
 		// on the other side from the packet's sender.
 		case !kc.ipv4 && repliedAcross(p, k.place) && r.take(k, sameButSource6):
 			t.spoofed++
-		// A packet from outside with a (spoofed) source of fw's own
-		// link-local address: the kernel routes its reply to itself;
-		// xfw sends none.
-		case k.place == "" && p.From != FromFw && spoofsOwn(p, k, kc.own):
+		// A packet from sink with a (spoofed) source of fw's in0
+		// link-local address: the kernel's reply may take another way
+		// than xfw's (replyPassesKernelOnly).
+		case k.place == "" && p.From == FromSink && spoofsOwn(p, k, kc.own):
 			t.toSelf++
 		default:
 			return t, false // a reply xfw did not send, or with other bytes
