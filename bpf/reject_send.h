@@ -40,7 +40,9 @@
  * passes them, and sends it out of it (xfw_rj_lo_out). A reply marked on
  * another device for the host itself (a spoofed source of its own, IPv6)
  * is judged in OUTPUT with output device lo and delivered through lo
- * (XFW_RJ_SEND_LOCAL), as the kernel's.
+ * (XFW_RJ_SEND_LOCAL), as the kernel's; one for a link-local address of
+ * the host's goes on, once lo's XDP hook judged it, to the input of that
+ * address's device (xfw_rj_ll_address, xfw_rj_ll_deliver).
  *
  * Includes: common.h, xfw_maps.h (interface facts), reject_structs.h,
  * reject_csum.h (xfw_rj_rst4_psum),
