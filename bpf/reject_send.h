@@ -193,6 +193,27 @@ static __always_inline int xfw_rj_ll6(const __u32 *a)
 	return b[0] == 0xfe && (b[1] & 0xc0) == 0x80;
 }
 
+/* xfw_rj_ll_elsewhere reports whether the IPv6 address a is a link-local
+ * address of the host's held by another device than iif: an ICMPv6 error
+ * to it is not for the host, as icmp6_send binds the route of a
+ * link-local destination to the input device, where no local route
+ * matches it: the error leaves by iif, to a neighbour that never answers
+ * (found against the kernel, tests/e2e
+ * TestRejectOwnLinkLocalSourceAgainstKernel: counted in OUTPUT and
+ * POSTROUTING, not through lo; nf_send_reset6's reset, bound to no
+ * device, is delivered). */
+static __always_inline int xfw_rj_ll_elsewhere(const __u32 *a, __u32 iif)
+{
+	struct xfw_lpm6_key k = { .prefixlen = 128 };
+	struct xfw_local_val *v;
+
+	if (!xfw_rj_ll6(a))
+		return 0;
+	__builtin_memcpy(k.addr, a, 16);
+	v = bpf_map_lookup_elem(&xfw_local6, &k);
+	return v && v->ifindex != iif;
+}
+
 /* xfw_rj_send_fib looks up the reply's route in fib: as if forwarded from
  * iif (the whole table); when that fails, the route out of iif (on a
  * device that does not forward both fail, BPF_FIB_LKUP_RET_FWD_DISABLED:
@@ -309,7 +330,7 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif, __u3
 	 * IPv4 drops as a martian before any chain, IPv6 does not): the
 	 * kernel's local route leaves by lo, which spares the destination's
 	 * bucket (icmpv6_xrlim_allow), and gives lo's hop limit. */
-	if (xfw_rj_for_host(dst, v6)) {
+	if (xfw_rj_for_host(dst, v6) && !(v6 && icmp && xfw_rj_ll_elsewhere(dst, iif))) {
 		if (limited && !xfw_rl_spend(cfg, dst, v6, 1, now))
 			return TC_ACT_SHOT;
 		*oif = XFW_LOOPBACK_IFINDEX;
