@@ -2,7 +2,6 @@ package difftest
 
 import (
 	"fmt"
-	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -123,13 +122,6 @@ type knownContext struct {
 	// xfwReplies: some probe shows a reply only xfw sent (its counters
 	// may then be higher in xfw in the chains OUTPUT reaches).
 	xfwReplies bool
-	// selfReplies: some probe may make the kernel's reply pass chains
-	// xfw's does not (kernelOnlyPasses: its counters may then be higher
-	// in the kernel).
-	selfReplies bool
-	// own reports whether an address is fw's own and xfw sends no reply
-	// to it (fwOwnUnreplied).
-	own func(netip.Addr) bool
 }
 
 // knownRejectDifference explains d as a documented difference of xfw's
@@ -137,7 +129,7 @@ type knownContext struct {
 func knownRejectDifference(d Difference, c *Corpus, k knownContext) string {
 	switch d.Kind {
 	case DiffCounters:
-		return knownCountersDifference(d, k.outputSide, k.ipv4, k.xfwReplies, k.selfReplies)
+		return knownCountersDifference(d, k.outputSide, k.ipv4, k.xfwReplies)
 	case DiffProbe:
 		if d.Probe < 0 || d.Probe >= len(c.Probes) {
 			return ""
@@ -175,9 +167,6 @@ func knownProbeDifference(d Difference, p Probe, k knownContext) string {
 		return ""
 	}
 	why = append(why, t.why...)
-	if t.toSelf > 0 {
-		why = append(why, fmt.Sprintf("%d reply to a spoofed source of fw's in0 link-local address from sink, delivered to fw by the kernel, not by xfw", t.toSelf))
-	}
 	if t.optioned > 0 {
 		why = append(why, fmt.Sprintf("%d reply to a packet with IPv4 options, options not echoed", t.optioned))
 	}
@@ -198,7 +187,7 @@ func knownProbeDifference(d Difference, p Probe, k knownContext) string {
 
 // knownCountersDifference explains a counter difference (DiffCounters)
 // as a documented one of xfw's REJECT replies, or returns "".
-func knownCountersDifference(d Difference, outputSide map[string]bool, ipv4, xfwReplies, selfReplies bool) string {
+func knownCountersDifference(d Difference, outputSide map[string]bool, ipv4, xfwReplies bool) string {
 	if len(d.Kernel) != 1 || len(d.XFW) != 1 {
 		return ""
 	}
@@ -210,15 +199,11 @@ func knownCountersDifference(d Difference, outputSide map[string]bool, ipv4, xfw
 	kb, _ := strconv.ParseUint(k[2], 10, 64)
 	xp, _ := strconv.ParseUint(x[1], 10, 64)
 	xb, _ := strconv.ParseUint(x[2], 10, 64)
-	// The kernel's reply to a probe from sink with fw's in0 link-local
-	// address as its source may take another way than xfw's
-	// (replyPassesKernelOnly). Nothing else may make a counter higher in the
-	// kernel: xfw's other replies pass the same chains (a counter
-	// difference alone once hid a reply xfw sent and the kernel did
-	// not).
-	if kp > xp && kb > xb && selfReplies {
-		return "the kernel's reply passes chains xfw's does not (a spoofed source of fw's own; counted)"
-	}
+	// Nothing makes a counter higher in the kernel but the echoed
+	// options below: xfw's replies pass the same chains, those to
+	// spoofed sources of fw's own included (a counter difference alone
+	// once hid a reply xfw sent and the kernel did not, another one
+	// the answer to a reply REJECTed in OUTPUT: IPv4 seed 16).
 	// The same replies counted, the kernel's longer: they echo the
 	// IPv4 options of a packet fw sent, xfw's do not.
 	if ipv4 && kp == xp && kb > xb {
@@ -398,15 +383,13 @@ func chainsReachedFrom(ruleset, start string) map[string]bool {
 // has none.
 func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, plan Plan) (why []string, unexplained *Difference) {
 	outputSide := chainsReachedFrom(ruleset, "OUTPUT")
-	selfReplies := kernelOnlyPasses(c, plan)
 	xfwReplies := false
 	for _, d := range diffs {
 		if _, xOnly := oneSided(d.Kernel, d.XFW); d.Kind == DiffProbe && len(xOnly) > 0 {
 			xfwReplies = true
 		}
 	}
-	k := knownContext{outputSide: outputSide, ipv4: plan.Family == ir.IPv4, xfwReplies: xfwReplies,
-		selfReplies: selfReplies, own: fwOwnUnreplied(plan)}
+	k := knownContext{outputSide: outputSide, ipv4: plan.Family == ir.IPv4, xfwReplies: xfwReplies}
 	for i, d := range diffs {
 		w := knownRejectDifference(d, c, k)
 		if w == "" {
@@ -415,44 +398,4 @@ func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, plan Plan)
 		why = append(why, w)
 	}
 	return why, nil
-}
-
-// kernelOnlyPasses reports whether some probe may make the kernel's REJECT
-// reply pass chains xfw's does not (docs/differences.md, "REJECT
-// replies"): one from sink with fw's in0 link-local address as its source
-// (replyPassesKernelOnly). xfw now delivers the replies to every other
-// source of fw's own as the kernel does, that link-local one from gen
-// included (tests/e2e TestRejectOwnLinkLocalSourceAgainstKernel), and
-// answers a reply for fw itself that OUTPUT REJECTs (TestRejectReply
-// RejectedAgainstKernel; IPv4 seed 16, once hidden by this excuse).
-func kernelOnlyPasses(c *Corpus, plan Plan) bool {
-	own := fwOwnUnreplied(plan)
-	for _, p := range c.Probes {
-		if replyPassesKernelOnly(p, own) {
-			return true
-		}
-	}
-	return false
-}
-
-// replyPassesKernelOnly reports whether the kernel's REJECT reply to probe
-// p may pass chains xfw's does not (kernelOnlyPasses); own reports fw's
-// own addresses (fwOwnUnreplied). Only a probe from sink: arriving on out0
-// with in0's link-local source, whose ICMPv6 error the kernel routes bound
-// to out0 (icmp6_send: a link-local destination needs the input device)
-// while xfw delivers it to fw, a case no test checks against the kernel
-// yet.
-func replyPassesKernelOnly(p Probe, own func(netip.Addr) bool) bool {
-	src, _ := p.addrs()
-	return src.IsValid() && p.From == FromSink && own(src)
-}
-
-// fwOwnUnreplied returns whether an address is one of fw's own whose
-// replies may still differ (replyPassesKernelOnly): its in0 link-local
-// address. Replies to its other addresses and to the subnet-router
-// anycast addresses of its links (which its stack takes for its own) are
-// delivered by both, and so are those to that link-local address about
-// packets from gen.
-func fwOwnUnreplied(plan Plan) func(netip.Addr) bool {
-	return func(a netip.Addr) bool { return a == plan.FwInLL }
 }
