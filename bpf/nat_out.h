@@ -515,13 +515,33 @@ __attribute__((noinline)) int xfw_nat_in_xdp(struct xdp_md *ctx, struct xfw_pkt 
  * there (reject_send.h), through loopback: bpf_redirect_neigh routes it
  * to the host's own address (the local route, whose input delivers it
  * without another routing decision); loopback's TC egress lets it pass
- * (XFW_NAT_OUT_MARK). A global function. */
+ * (XFW_NAT_OUT_MARK). An IPv6 link-local destination (a REJECT reply to
+ * a spoofed source of one of the host's link-local addresses) has no
+ * route bound to lo, and lo's input finds none either (the address's
+ * local route is its interface's: the kernel's own packet carries the
+ * route it was sent by through lo): it is sent into lo with itself as
+ * the next hop, marked XFW_NAT_LL_MARK: lo's TC egress addresses it
+ * (xfw_rj_ll_address) and lo's TCX ingress hands it to the input of the
+ * address's device once lo's XDP hook has judged it (xfw_rj_ll_deliver;
+ * found against the kernel, tests/e2e
+ * TestRejectOwnLinkLocalSourceAgainstKernel). A global function. */
 __attribute__((noinline)) int xfw_nat_in_send(struct __sk_buff *skb)
 {
+	struct bpf_redir_neigh nh;
+	struct ipv6hdr *ip6;
+
 	if (!skb)
 		return TC_ACT_SHOT;
 	skb->tc_index = XFW_NAT_OUT_MARK;
-	return bpf_redirect_neigh(XFW_LOOPBACK_IFINDEX, 0, 0, 0);
+	ip6 = (void *)(long)skb->data + ETH_HLEN;
+	if (skb->protocol != bpf_htons(ETH_P_IPV6) || (void *)(ip6 + 1) > (void *)(long)skb->data_end ||
+	    !xfw_rj_ll6((const __u32 *)&ip6->daddr))
+		return bpf_redirect_neigh(XFW_LOOPBACK_IFINDEX, 0, 0, 0);
+	skb->tc_index = XFW_NAT_LL_MARK;
+	__builtin_memset(&nh, 0, sizeof(nh));
+	nh.nh_family = AF_INET6;
+	__builtin_memcpy(nh.ipv6_nh, &ip6->daddr, 16);
+	return bpf_redirect_neigh(XFW_LOOPBACK_IFINDEX, &nh, sizeof(nh), 0);
 }
 
 /* xfw_nat_lo_passed reports whether p, arriving on loopback, is a reply

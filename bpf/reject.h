@@ -65,7 +65,8 @@
  *    (xfw_rj_lo_route) at lo's TCX ingress with that output device (one
  *    without a route is not sent). OUTPUT ICMP
  *    errors for the host come from its own address, as the kernel's (they, and resets, through lo
- *    and its INPUT). The sender's
+ *    and its INPUT); such a reply OUTPUT REJECTs in turn is answered once
+ *    (an ICMP error about a reset: xfw.c, XFW_RJ_TC_DEPTH). The sender's
  *    send() succeeds where the kernel's fails with EPERM (NF_DROP); the
  *    error then arrives all the same (ECONNREFUSED on the next call).
  *  - The kernel sends no error about an ICMP message its own ICMP socket

@@ -40,7 +40,9 @@
  * passes them, and sends it out of it (xfw_rj_lo_out). A reply marked on
  * another device for the host itself (a spoofed source of its own, IPv6)
  * is judged in OUTPUT with output device lo and delivered through lo
- * (XFW_RJ_SEND_LOCAL), as the kernel's.
+ * (XFW_RJ_SEND_LOCAL), as the kernel's; one for a link-local address of
+ * the host's goes on, once lo's XDP hook judged it, to the input of that
+ * address's device (xfw_rj_ll_address, xfw_rj_ll_deliver).
  *
  * Includes: common.h, xfw_maps.h (interface facts), reject_structs.h,
  * reject_csum.h (xfw_rj_rst4_psum),
@@ -91,6 +93,11 @@ int xfw_rd_tc_ingress(struct __sk_buff *skb);
  * XFW_RJ_ROUTED_MARK 0x78f3.) */
 #define XFW_NAT_KEEP_META_MAGIC 0x7866774b
 #define XFW_NAT_KEEP_MARK 0x78f4
+
+/* A REJECT reply for one of the host's IPv6 link-local addresses, judged
+ * in OUTPUT and sent into loopback (skb->tc_index, nat_out.h
+ * xfw_nat_in_send), to hand to its device's input (xfw_rj_ll_deliver). */
+#define XFW_NAT_LL_MARK 0x78f5
 
 /* xfw_rj_out_judge judges the reply in skb in OUTPUT with output device
  * oif (defined in xfw.c): TC_ACT_OK when it may leave. */
@@ -184,6 +191,27 @@ static __always_inline int xfw_rj_ll6(const __u32 *a)
 	const __u8 *b = (const __u8 *)a;
 
 	return b[0] == 0xfe && (b[1] & 0xc0) == 0x80;
+}
+
+/* xfw_rj_ll_elsewhere reports whether the IPv6 address a is a link-local
+ * address of the host's held by another device than iif: an ICMPv6 error
+ * to it is not for the host, as icmp6_send binds the route of a
+ * link-local destination to the input device, where no local route
+ * matches it: the error leaves by iif, to a neighbour that never answers
+ * (found against the kernel, tests/e2e
+ * TestRejectOwnLinkLocalSourceAgainstKernel: counted in OUTPUT and
+ * POSTROUTING, not through lo; nf_send_reset6's reset, bound to no
+ * device, is delivered). */
+static __always_inline int xfw_rj_ll_elsewhere(const __u32 *a, __u32 iif)
+{
+	struct xfw_lpm6_key k = { .prefixlen = 128 };
+	struct xfw_local_val *v;
+
+	if (!xfw_rj_ll6(a))
+		return 0;
+	__builtin_memcpy(k.addr, a, 16);
+	v = bpf_map_lookup_elem(&xfw_local6, &k);
+	return v && v->ifindex != iif;
 }
 
 /* xfw_rj_send_fib looks up the reply's route in fib: as if forwarded from
@@ -302,7 +330,7 @@ __attribute__((noinline)) int xfw_rj_send(struct __sk_buff *skb, __u32 iif, __u3
 	 * IPv4 drops as a martian before any chain, IPv6 does not): the
 	 * kernel's local route leaves by lo, which spares the destination's
 	 * bucket (icmpv6_xrlim_allow), and gives lo's hop limit. */
-	if (xfw_rj_for_host(dst, v6)) {
+	if (xfw_rj_for_host(dst, v6) && !(v6 && icmp && xfw_rj_ll_elsewhere(dst, iif))) {
 		if (limited && !xfw_rl_spend(cfg, dst, v6, 1, now))
 			return TC_ACT_SHOT;
 		*oif = XFW_LOOPBACK_IFINDEX;
@@ -386,6 +414,90 @@ static __always_inline int xfw_rj_to_host(struct __sk_buff *skb)
 	return xfw_nat_in_send(skb);
 }
 
+/* The Ethernet source of a reply xfw_rj_ll_address addressed: two bytes
+ * of tag (a locally administered address, "l"), then the ifindex of the
+ * device to deliver it to (big-endian). */
+#define XFW_RJ_LL_TAG0 0x02
+#define XFW_RJ_LL_TAG1 0x6c
+#define XFW_RJ_LL_TAG_LEN 2
+
+/* xfw_rj_ll_address addresses the reply in skb, for one of the host's
+ * IPv6 link-local addresses (XFW_NAT_LL_MARK, judged in OUTPUT already),
+ * as it leaves by lo's TC egress: from a tagged source naming the device
+ * holding that address, for lo's TCX ingress (xfw_rj_ll_deliver); its
+ * destination stays lo's, whose XDP hook judges it in PREROUTING and
+ * INPUT.
+ * skb->tc_index does not survive loopback. Returns the TC verdict:
+ * dropped when the address is not the host's or its device's facts are
+ * unknown (a VLAN device's address). */
+static __always_inline int xfw_rj_ll_address(struct __sk_buff *skb)
+{
+	struct xfw_lpm6_key k = { .prefixlen = 128 };
+	__u8 src[ETH_ALEN] = { XFW_RJ_LL_TAG0, XFW_RJ_LL_TAG1 };
+	struct xfw_local_val *v;
+	struct xfw_ifinfo *ifi;
+	struct ipv6hdr *ip6;
+	__u32 dev;
+	__u64 key;
+
+	skb->tc_index = 0;
+	ip6 = (void *)(long)skb->data + XFW_RJ_SEND_L3;
+	if ((void *)(ip6 + 1) > (void *)(long)skb->data_end)
+		return TC_ACT_SHOT;
+	__builtin_memcpy(k.addr, &ip6->daddr, 16);
+	v = bpf_map_lookup_elem(&xfw_local6, &k);
+	if (xfw_host_type(v) != XFW_RTN_LOCAL)
+		return TC_ACT_SHOT;
+	key = v->ifindex;
+	ifi = bpf_map_lookup_elem(&xfw_ifinfo, &key);
+	if (!ifi)
+		return TC_ACT_SHOT;
+	dev = bpf_htonl(ifi->ifindex);
+	__builtin_memcpy(src + XFW_RJ_LL_TAG_LEN, &dev, sizeof(dev));
+	if (bpf_skb_store_bytes(skb, ETH_ALEN, src, ETH_ALEN, 0))
+		return TC_ACT_SHOT;
+	return TC_ACT_OK;
+}
+
+/* xfw_rj_ll_tagged reports whether the frame in skb is a reply
+ * xfw_rj_ll_address addressed (its tagged source). */
+static __always_inline int xfw_rj_ll_tagged(struct __sk_buff *skb)
+{
+	struct ethhdr *eth = (void *)(long)skb->data;
+
+	return (void *)(eth + 1) <= (void *)(long)skb->data_end &&
+	       eth->h_proto == bpf_htons(ETH_P_IPV6) && eth->h_source[0] == XFW_RJ_LL_TAG0 &&
+	       eth->h_source[1] == XFW_RJ_LL_TAG1;
+}
+
+/* xfw_rj_ll_deliver hands the reply in skb, arriving on lo as
+ * xfw_rj_ll_address addressed it (xfw_rj_ll_tagged; judged in lo's
+ * PREROUTING and INPUT by its XDP hook, its mark handed over), to the
+ * input of the device its source names, whose local route delivers it
+ * to the host's sockets, as the kernel's (which carries that route
+ * through lo; lo's own input finds none for a link-local destination).
+ * Returns the TC verdict. */
+static __always_inline int xfw_rj_ll_deliver(struct __sk_buff *skb)
+{
+	struct xfw_ifinfo *ifi;
+	struct ethhdr *eth;
+	__u64 key;
+	__u32 dev;
+
+	xfw_mark_meta_take(skb);
+	eth = (void *)(long)skb->data;
+	if ((void *)(eth + 1) > (void *)(long)skb->data_end)
+		return TC_ACT_SHOT;
+	__builtin_memcpy(&dev, eth->h_source + XFW_RJ_LL_TAG_LEN, sizeof(dev));
+	key = bpf_ntohl(dev);
+	ifi = bpf_map_lookup_elem(&xfw_ifinfo, &key);
+	/* Addressed to that device, whose input would take it for another
+	 * host's frame. */
+	if (!ifi || bpf_skb_store_bytes(skb, 0, ifi->mac, ETH_ALEN, 0))
+		return TC_ACT_SHOT;
+	return bpf_redirect(ifi->ifindex, BPF_F_INGRESS);
+}
+
 /* xfw_rj_lo_out sends the reply in skb, marked on loopback for another
  * host, out of device out, its route's (xfw_rj_lo_route), as the kernel
  * sends it (icmp_send, icmp6_send, nf_send_reset: a locally generated
@@ -432,6 +544,10 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 	xfw_br_note_tc(skb);
 	/* The packet's mark the XDP hook's walk left (mark_route.h): before
 	 * the stack routes the packet. */
+	/* A REJECT reply for a link-local address of the host's, back
+	 * from lo's PREROUTING and INPUT. */
+	if (skb->ifindex == XFW_LOOPBACK_IFINDEX && xfw_rj_ll_tagged(skb))
+		return xfw_rj_ll_deliver(skb);
 	m = xfw_mark_meta_take(skb);
 	if ((void *)(m + 1) > (void *)(long)skb->data)
 		return XFW_TCX_NEXT;

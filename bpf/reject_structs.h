@@ -147,4 +147,10 @@ struct xfw_rj_scratch {
 #define XFW_RJ_SLOT_XDP 0
 #define XFW_RJ_SLOT_TC 1
 
+/* How many replies an OUTPUT REJECT in TC egress builds for one packet:
+ * its reply for the host itself, and the answer to that reply when OUTPUT
+ * REJECTs it in turn (an ICMP error about a RST, which no REJECT answers:
+ * no error about an ICMP error). */
+#define XFW_RJ_TC_DEPTH 2
+
 #endif /* XFW_REJECT_STRUCTS_H */

@@ -877,7 +877,7 @@ __attribute__((noinline)) int xfw_tc_parse(struct __sk_buff *skb, struct xfw_pkt
  * there (the kernel's reply passes OUTPUT, leaving by lo, where rules
  * count, log and may drop it), or one to a packet that arrived, sent on by
  * xfw_tc_ingress (xfw_rj_out_judge). p and st are the caller's, reused; the
- * caller emits the LOG lines. A global function: the second parse and
+ * caller emits the LOG lines; a REJECT's type goes to p->reject. A global function: the second parse and
  * judgement are verified once, on their own. */
 __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct xfw_pkt *p,
 						 struct xfw_pending *st, struct xfw_ct_scratch *cs,
@@ -913,6 +913,8 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 		verdict = xfw_judge(p, XFW_CHAIN_OUTPUT, 0, oif, st, &rj);
 		st->start = 0;
 	}
+	/* A REJECT's type, for an answer to the reply (xfw_tc_judged). */
+	p->reject = rj;
 	/* The reply's connection state goes along to lo's INPUT when it is
 	 * delivered through lo (xfw_rj_tc_via_lo). */
 	if (verdict == XFW_ACT_ACCEPT && cs)
@@ -1205,7 +1207,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	struct xfw_ct_scratch *cs = 0;
 	struct xfw_family_cfg *fc;
 	__u32 one = 1;
-	__u32 oif, rj = 0, verdict, moved = 0;
+	__u32 oif, rj = 0, verdict, moved = 0, depth;
 	__u64 route, port;
 	int rc;
 
@@ -1230,6 +1232,8 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	 * translated connection gets its source back here (POSTROUTING). */
 	/* Translated in nat OUTPUT and judged on the device its first route
 	 * picked, or a reply translated back on its way to the socket. */
+	if (skb->tc_index == XFW_NAT_LL_MARK)
+		return xfw_rj_ll_address(skb);
 	if (xfw_nat_out_judged(skb))
 		return TC_ACT_OK;
 	/* FORWARD dropped it; passed on only for the kernel's redirect. */
@@ -1410,31 +1414,45 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		 * answered. */
 		if (xfw_tc_stack_reply(skb, p))
 			return TC_ACT_SHOT;
-		if (cs)
-			xfw_ct_save(cs, p);
-		/* The reply quotes the packet TCPMSS changed (mangle_apply.h). */
-		if (xfw_mangle_mss_now_tc(skb, p) < 0)
-			return TC_ACT_SHOT;
-		rc = xfw_tc_reject(skb, p, rj);
-		/* A reset closes the connection it answered (ct_hook.h),
-		 * before its judge tracks the reply with this scratch. */
-		if (cs && rc != TC_ACT_SHOT)
-			xfw_ct_rst_close(cs, XFW_RJ_SLOT_TC, cs->orig.ct);
-		/* Routed out of another device, whose TC egress judges it:
-		 * the connection goes along (reject_ct.h), and the mark
-		 * tells that hook the reply's socket (xfw_rj_tc_routed). */
-		if (rc != XFW_RJ_TC_LOCAL && rc != TC_ACT_SHOT) {
+		/* A reply for the host itself that OUTPUT REJECTs in turn
+		 * is answered as any packet (ipt_REJECT: an ICMP error
+		 * about a RST, routed to its source; none about an ICMP
+		 * error, no RST for a RST: xfw_rj_plan), once: the answer
+		 * is an ICMP error (found by xfw difftest, IPv4 seed 16: an
+		 * OUTPUT REJECT's net-unreachable error about the reset to
+		 * fw itself that another OUTPUT REJECT sent, counted in the
+		 * kernel's OUTPUT). */
+		for (depth = 0; depth < XFW_RJ_TC_DEPTH; depth++) {
 			if (cs)
-				xfw_rjct_put_tc(skb, p, cs);
-			skb->tc_index = XFW_RJ_ROUTED_MARK;
+				xfw_ct_save(cs, p);
+			/* The first reply quotes the packet TCPMSS changed
+			 * (mangle_apply.h). */
+			if (depth == 0 && xfw_mangle_mss_now_tc(skb, p) < 0)
+				return TC_ACT_SHOT;
+			rc = xfw_tc_reject(skb, p, rj);
+			/* A reset closes the connection it answered
+			 * (ct_hook.h), before its judge tracks the reply
+			 * with this scratch. */
+			if (cs && rc != TC_ACT_SHOT)
+				xfw_ct_rst_close(cs, XFW_RJ_SLOT_TC, cs->orig.ct);
+			/* Routed out of another device, whose TC egress
+			 * judges it: the connection goes along
+			 * (reject_ct.h), and the mark tells that hook the
+			 * reply's socket (xfw_rj_tc_routed). */
+			if (rc != XFW_RJ_TC_LOCAL && rc != TC_ACT_SHOT) {
+				if (cs)
+					xfw_rjct_put_tc(skb, p, cs);
+				skb->tc_index = XFW_RJ_ROUTED_MARK;
+			}
+			if (rc != XFW_RJ_TC_LOCAL)
+				return rc;
+			verdict = xfw_tc_reply_judge(skb, p, st, cs, XFW_LOOPBACK_IFINDEX);
+			if (st->nlogs)
+				xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX);
+			if (verdict != XFW_ACT_REJECT)
+				break;
+			rj = p->reject;
 		}
-		if (rc != XFW_RJ_TC_LOCAL)
-			return rc;
-		verdict = xfw_tc_reply_judge(skb, p, st, cs, XFW_LOOPBACK_IFINDEX);
-		if (st->nlogs)
-			xfw_emit_logs_tc(skb, sc, XFW_CHAIN_OUTPUT, 0, XFW_LOOPBACK_IFINDEX);
-		/* A reply is never answered (no error about an ICMP error
-		 * or a RST): REJECT drops it. */
 		if (verdict != XFW_ACT_ACCEPT)
 			return TC_ACT_SHOT;
 		if (xfw_rj_tc_via_lo(skb, p)) {

@@ -87,7 +87,7 @@ func TestRejectOwnSourceAgainstKernel(t *testing.T) {
 		nettest.MustExec(t, tp.FwNS, "ip", "link", "set", "lo", "up")
 		for i := range names {
 			fw.restore(t, tp, 6, rejectOwnSrcRules(i == 1))
-			got := rejectOwnSrcRound(t, tp, i != 2)
+			got := rejectOwnSrcRound(t, tp, tp.FwOut.IPv6, false, i != 2)
 			c := rejectLoCounters(t, tp, fw, 6)
 			mu.Lock()
 			seen[kind] = append(seen[kind], got)
@@ -136,12 +136,92 @@ func TestRejectOwnSourceAgainstKernel(t *testing.T) {
 	}
 }
 
-// rejectOwnSrcRound injects gen's datagram and SYN from fw's out0 address
-// to its in0 address and describes the frames fw's lo sends meanwhile
+// TestRejectOwnLinkLocalSourceAgainstKernel compares REJECT's replies to
+// gen's datagram and SYN from fw's own in0 link-local address (spoofed) to
+// its in0 address, REJECTed in INPUT: the kernel's ICMPv6 error and reset
+// leave by lo (the local route of that address) through OUTPUT and
+// POSTROUTING and come back through PREROUTING and INPUT to fw's sockets.
+// xfw judged them in OUTPUT, but bpf_redirect_neigh's route lookup bound
+// to lo found no route to a link-local destination, and nothing passed lo.
+// The same packets from sink, REJECTed in INPUT on out0: the kernel's
+// reset (routed bound to no device) is delivered the same way, its ICMPv6
+// error (icmp6_send binds a link-local destination's route to the input
+// device, where no local route holds in0's address) leaves by out0,
+// counted in OUTPUT and POSTROUTING, to a neighbour that never answers;
+// xfw delivered both.
+func TestRejectOwnLinkLocalSourceAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	tw := newTwins(t, xfwPath(t))
+	names := []string{"replies counted", "replies dropped in OUTPUT", "from sink, replies counted"}
+	var mu sync.Mutex // guards seen and saves
+	seen, saves := map[string][]string{}, map[string][]map[string]counter{}
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		nettest.MustExec(t, tp.FwNS, "ip", "link", "set", "lo", "up")
+		for i := range names {
+			rules := rejectOwnSrcRules(i == 1)
+			if i == 2 {
+				rules = strings.ReplaceAll(rules, "-i in0", "-i out0")
+			}
+			fw.restore(t, tp, 6, rules)
+			got := rejectOwnSrcRound(t, tp, tp.FwIn.LinkLocal, i == 2, true)
+			c := rejectLoCounters(t, tp, fw, 6)
+			mu.Lock()
+			seen[kind] = append(seen[kind], got)
+			saves[kind] = append(saves[kind], c)
+			mu.Unlock()
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	wants := []string{"port-unreachable in0>in0's link-local hop limit 64, 120 bytes; " +
+		"reset in0>in0's link-local hop limit 64, 74 bytes; 1 errors and 1 reset at fw's sockets", "nothing",
+		"reset in0>in0's link-local hop limit 64, 74 bytes; 0 errors and 1 reset at fw's sockets"}
+	for i, name := range names {
+		k, x := seen["kernel"][i], seen["xfw"][i]
+		t.Logf("%s: lo passed: kernel %q; xfw %q", name, k, x)
+		if k != wants[i] {
+			t.Errorf("%s: lo passed %q with the kernel, want %q (fix the test)", name, k, wants[i])
+		}
+		if k != x {
+			t.Errorf("%s: lo passed %q with the kernel, %q with xfw", name, k, x)
+		}
+		kc, xc := saves["kernel"][i], saves["xfw"][i]
+		for key, c := range kc {
+			if key[0] != ':' && !strings.Contains(key, " :") && xc[key] != c {
+				t.Errorf("%s: counter %q: kernel %v, xfw %v", name, key, c, xc[key])
+			}
+		}
+		// The oracle's own check, as TestRejectOwnSourceAgainstKernel's:
+		// one error and one reset, each counted by every counting rule
+		// of the chains it passes; from sink, the error leaves by out0
+		// (OUTPUT but for -o lo, and POSTROUTING), never delivered.
+		chains := map[string]uint64{"OUTPUT": 4, "POSTROUTING": 1, "PREROUTING": 2, "INPUT": 3, "FORWARD": 0}
+		for chain, n := range chains {
+			if i == 1 && chain != "OUTPUT" {
+				n = 0
+			}
+			for _, reply := range []string{"icmp", "RST RST"} {
+				n := n
+				if i == 2 && reply == "icmp" {
+					n = map[string]uint64{"OUTPUT": 3, "POSTROUTING": 1}[chain]
+				}
+				if c := rejectLoCount(kc, chain, reply); c != n {
+					t.Errorf("%s: the kernel's %s rules for %q counted %d packets, want %d (fix the test)", name, chain, reply, c, n)
+				}
+			}
+		}
+	}
+}
+
+// rejectOwnSrcRound injects gen's datagram and SYN from src, an address
+// of fw's own, to its in0 address (and, src not link-local, a datagram
+// from src to sink, for FORWARD: the kernel forwards no packet from a
+// link-local source) and describes the frames fw's lo sends meanwhile
 // (with watchLo) and what reaches fw's sockets.
-func rejectOwnSrcRound(t *testing.T, tp *nettest.Topology, watchLo bool) string {
+func rejectOwnSrcRound(t *testing.T, tp *nettest.Topology, src netip.Addr, fromSink, watchLo bool) string {
 	t.Helper()
-	in0, out0 := tp.FwIn.IPv6, tp.FwOut.IPv6
+	in0, out0, ll := tp.FwIn.IPv6, tp.FwOut.IPv6, tp.FwIn.LinkLocal
 	var c *nettest.Capture
 	if watchLo {
 		c = nettest.StartCapture(t, tp.FwNS, "lo", func(f nettest.Captured) bool {
@@ -155,13 +235,18 @@ func rejectOwnSrcRound(t *testing.T, tp *nettest.Topology, watchLo bool) string 
 	defer unix.Close(icmp)
 	tcp := rejectOwnSrcRawSocket(t, tp, unix.IPPROTO_TCP)
 	defer unix.Close(tcp)
-	eth := nettest.Ethernet{Dst: tp.FwIn.MAC, Src: tp.Gen.MAC}
-	frames := [][]byte{
-		eth.Frame(nettest.UDPPacket(netip.AddrPortFrom(out0, 5330), netip.AddrPortFrom(in0, rejectOwnSrcUDP), []byte("own source"))),
-		eth.Frame(nettest.TCPPacket(netip.AddrPortFrom(out0, 5331), netip.AddrPortFrom(in0, rejectOwnSrcTCP), nettest.TCPSyn, 1, nil)),
-		eth.Frame(nettest.UDPPacket(netip.AddrPortFrom(out0, 5332), netip.AddrPortFrom(tp.Sink.IPv6, rejectOwnSrcFwd), []byte("forwarded"))),
+	eth, ns, ifname := nettest.Ethernet{Dst: tp.FwIn.MAC, Src: tp.Gen.MAC}, tp.GenNS, nettest.GenIfname
+	if fromSink {
+		eth, ns, ifname = nettest.Ethernet{Dst: tp.FwOut.MAC, Src: tp.Sink.MAC}, tp.SinkNS, nettest.SinkIfname
 	}
-	if err := nettest.Inject(tp.GenNS, nettest.GenIfname, frames...); err != nil {
+	frames := [][]byte{
+		eth.Frame(nettest.UDPPacket(netip.AddrPortFrom(src, 5330), netip.AddrPortFrom(in0, rejectOwnSrcUDP), []byte("own source"))),
+		eth.Frame(nettest.TCPPacket(netip.AddrPortFrom(src, 5331), netip.AddrPortFrom(in0, rejectOwnSrcTCP), nettest.TCPSyn, 1, nil)),
+	}
+	if !src.IsLinkLocalUnicast() {
+		frames = append(frames, eth.Frame(nettest.UDPPacket(netip.AddrPortFrom(src, 5332), netip.AddrPortFrom(tp.Sink.IPv6, rejectOwnSrcFwd), []byte("forwarded"))))
+	}
+	if err := nettest.Inject(ns, ifname, frames...); err != nil {
 		t.Fatalf("inject: %v", err)
 	}
 	time.Sleep(rejectOutSettle)
@@ -181,6 +266,8 @@ func rejectOwnSrcRound(t *testing.T, tp *nettest.Topology, watchLo bool) string 
 			return "in0"
 		case out0:
 			return "out0"
+		case ll:
+			return "in0's link-local"
 		}
 		return a.String()
 	}

@@ -2,9 +2,7 @@ package difftest
 
 import (
 	"fmt"
-	"net/netip"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -124,13 +122,6 @@ type knownContext struct {
 	// xfwReplies: some probe shows a reply only xfw sent (its counters
 	// may then be higher in xfw in the chains OUTPUT reaches).
 	xfwReplies bool
-	// selfReplies: some probe may make the kernel's reply pass chains
-	// xfw's does not (kernelOnlyPasses: its counters may then be higher
-	// in the kernel).
-	selfReplies bool
-	// own reports whether an address is fw's own and xfw sends no reply
-	// to it (fwOwnUnreplied).
-	own func(netip.Addr) bool
 }
 
 // knownRejectDifference explains d as a documented difference of xfw's
@@ -138,7 +129,7 @@ type knownContext struct {
 func knownRejectDifference(d Difference, c *Corpus, k knownContext) string {
 	switch d.Kind {
 	case DiffCounters:
-		return knownCountersDifference(d, k.outputSide, k.ipv4, k.xfwReplies, k.selfReplies)
+		return knownCountersDifference(d, k.outputSide, k.ipv4, k.xfwReplies)
 	case DiffProbe:
 		if d.Probe < 0 || d.Probe >= len(c.Probes) {
 			return ""
@@ -176,9 +167,6 @@ func knownProbeDifference(d Difference, p Probe, k knownContext) string {
 		return ""
 	}
 	why = append(why, t.why...)
-	if t.toSelf > 0 {
-		why = append(why, fmt.Sprintf("%d reply to a spoofed source of fw's own link-local address, delivered to fw by the kernel, not sent by xfw", t.toSelf))
-	}
 	if t.optioned > 0 {
 		why = append(why, fmt.Sprintf("%d reply to a packet with IPv4 options, options not echoed", t.optioned))
 	}
@@ -199,7 +187,7 @@ func knownProbeDifference(d Difference, p Probe, k knownContext) string {
 
 // knownCountersDifference explains a counter difference (DiffCounters)
 // as a documented one of xfw's REJECT replies, or returns "".
-func knownCountersDifference(d Difference, outputSide map[string]bool, ipv4, xfwReplies, selfReplies bool) string {
+func knownCountersDifference(d Difference, outputSide map[string]bool, ipv4, xfwReplies bool) string {
 	if len(d.Kernel) != 1 || len(d.XFW) != 1 {
 		return ""
 	}
@@ -211,15 +199,11 @@ func knownCountersDifference(d Difference, outputSide map[string]bool, ipv4, xfw
 	kb, _ := strconv.ParseUint(k[2], 10, 64)
 	xp, _ := strconv.ParseUint(x[1], 10, 64)
 	xb, _ := strconv.ParseUint(x[2], 10, 64)
-	// The kernel's reply to a spoofed source of fw's own link-local
-	// address passes its OUTPUT (and, unless dropped there, lo's INPUT),
-	// xfw sends none. Nothing else may make a counter higher in the
-	// kernel: xfw's other replies pass the same chains (a counter
-	// difference alone once hid a reply xfw sent and the kernel did
-	// not).
-	if kp > xp && kb > xb && selfReplies {
-		return "the kernel's reply passes chains xfw's does not (a spoofed source of fw's own; counted)"
-	}
+	// Nothing makes a counter higher in the kernel but the echoed
+	// options below: xfw's replies pass the same chains, those to
+	// spoofed sources of fw's own included (a counter difference alone
+	// once hid a reply xfw sent and the kernel did not, another one
+	// the answer to a reply REJECTed in OUTPUT: IPv4 seed 16).
 	// The same replies counted, the kernel's longer: they echo the
 	// IPv4 options of a packet fw sent, xfw's do not.
 	if ipv4 && kp == xp && kb > xb {
@@ -399,15 +383,13 @@ func chainsReachedFrom(ruleset, start string) map[string]bool {
 // has none.
 func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, plan Plan) (why []string, unexplained *Difference) {
 	outputSide := chainsReachedFrom(ruleset, "OUTPUT")
-	selfReplies := kernelOnlyPasses(c, plan)
 	xfwReplies := false
 	for _, d := range diffs {
 		if _, xOnly := oneSided(d.Kernel, d.XFW); d.Kind == DiffProbe && len(xOnly) > 0 {
 			xfwReplies = true
 		}
 	}
-	k := knownContext{outputSide: outputSide, ipv4: plan.Family == ir.IPv4, xfwReplies: xfwReplies,
-		selfReplies: selfReplies, own: fwOwnUnreplied(plan)}
+	k := knownContext{outputSide: outputSide, ipv4: plan.Family == ir.IPv4, xfwReplies: xfwReplies}
 	for i, d := range diffs {
 		w := knownRejectDifference(d, c, k)
 		if w == "" {
@@ -416,54 +398,4 @@ func explainRejectOnly(diffs []Difference, c *Corpus, ruleset string, plan Plan)
 		why = append(why, w)
 	}
 	return why, nil
-}
-
-// kernelOnlyPasses reports whether some probe may make the kernel's REJECT
-// reply pass chains xfw's does not (docs/differences.md, "REJECT
-// replies"): one from gen or sink with fw's own link-local address as
-// its source, whose reply the kernel routes to itself through OUTPUT and
-// xfw does not send. (A reply to a packet fw sends
-// itself from another host's source to its own address passes OUTPUT
-// in both: tests/e2e TestRejectLoopbackForeignSourceAgainstKernel.)
-//
-// It still takes every source of fw's own (fwOwnAny), though xfw now
-// delivers the replies to all but its link-local one: narrowed to that,
-// it showed a counter difference this excuse had hidden (IPv4 seed 16,
-// tests/difftest TestRandomRulesetsAppended: an OUTPUT REJECT's
-// net-unreach error to fw itself, about a packet fw sent, counted in the
-// kernel's OUTPUT, not in xfw's), not explained yet.
-func kernelOnlyPasses(c *Corpus, plan Plan) bool {
-	own := fwOwnAny(plan)
-	for _, p := range c.Probes {
-		if replyPassesKernelOnly(p, own) {
-			return true
-		}
-	}
-	return false
-}
-
-// replyPassesKernelOnly reports whether the kernel's REJECT reply to probe
-// p may pass chains xfw's does not (kernelOnlyPasses); own reports fw's
-// own addresses.
-func replyPassesKernelOnly(p Probe, own func(netip.Addr) bool) bool {
-	src, _ := p.addrs()
-	return src.IsValid() && p.From != FromFw && own(src)
-}
-
-// fwOwnUnreplied returns whether an address is one of fw's own to which
-// the kernel delivers a REJECT reply (through OUTPUT and lo) and xfw sends
-// none: its link-local address (an output route lookup bound to lo finds
-// no route to it: docs/differences.md). Replies to its other addresses
-// and to the subnet-router anycast addresses of its links (which its
-// stack takes for its own) are delivered by both.
-func fwOwnUnreplied(plan Plan) func(netip.Addr) bool {
-	return func(a netip.Addr) bool { return a == plan.FwInLL }
-}
-
-// fwOwnAny returns whether an address is fw's own: one of its interfaces'
-// (its link-local one included), loopback, or (IPv6) the subnet-router
-// anycast address of one of its links, which its stack takes for its own.
-func fwOwnAny(plan Plan) func(netip.Addr) bool {
-	own := append(plan.FwAddrs(), plan.FwInLL)
-	return func(a netip.Addr) bool { return slices.Contains(own, a) || subnetAnycast(plan, a) }
 }

@@ -3,7 +3,6 @@ package difftest
 import (
 	"bytes"
 	"encoding/hex"
-	"net/netip"
 	"strings"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
@@ -196,8 +195,8 @@ func (r *xfwReplies) take(k sentReply, same func(k, x sentReply) bool) bool {
 // replyTally counts the kernel's one-sided replies by the documented
 // difference that explains each, with why's lines for its logged ones.
 type replyTally struct {
-	routed, optioned, toSelf, spoofed int
-	why                               []string
+	routed, optioned, spoofed int
+	why                       []string
 }
 
 // matchKernelReplies explains each of the kernel's one-sided observations
@@ -214,9 +213,8 @@ func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, pairedLogs int, k
 			}
 			// Otherwise only a reply that passes the kernel's chains
 			// and not xfw's: xfw sent its own at once, without a
-			// chain; or the reply goes to a spoofed source of fw's
-			// own.
-			if len(r.sent) == 0 && !replyPassesKernelOnly(p, kc.own) {
+			// chain.
+			if len(r.sent) == 0 {
 				return t, false
 			}
 			t.why = append(t.why, "the kernel's reply passed its chains (logged)")
@@ -239,29 +237,9 @@ func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, pairedLogs int, k
 		// on the other side from the packet's sender.
 		case !kc.ipv4 && repliedAcross(p, k.place) && r.take(k, sameButSource6):
 			t.spoofed++
-		// A packet from outside with a (spoofed) source of fw's own
-		// link-local address: the kernel routes its reply to itself;
-		// xfw sends none.
-		case k.place == "" && p.From != FromFw && spoofsOwn(p, k, kc.own):
-			t.toSelf++
 		default:
 			return t, false // a reply xfw did not send, or with other bytes
 		}
 	}
 	return t, true
-}
-
-// spoofsOwn reports whether probe p, from gen or sink, has a source of
-// fw's own, to which reply k (delivered to fw's sockets) goes: where its
-// IP header shows, its destination is that source.
-func spoofsOwn(p Probe, k sentReply, own func(netip.Addr) bool) bool {
-	src, _ := p.addrs()
-	if !src.IsValid() || !own(src) {
-		return false
-	}
-	if k.ipVersion() == 4 {
-		dst, _ := netip.AddrFromSlice(k.pkt[ipv4SrcOff+4 : ipv4AddrsEnd])
-		return dst == src
-	}
-	return true
 }
