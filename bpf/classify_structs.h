@@ -206,6 +206,10 @@ struct xfw_hwalk {
 	__u32 next;           /* 1 + the longest prefix length left to try
 			       * (0: none) */
 	__u32 pad;
+	/* The count key of a written set's collection (settarget.h
+	 * xfw_setw_gc_one), off the stack its callback's chain has no
+	 * room on. */
+	struct xfw_setkey gckey;
 };
 
 /* What a packet's set lookups found, for the counting probes the

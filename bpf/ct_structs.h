@@ -121,6 +121,8 @@ struct xfw_ct_scratch {
 	struct xfw_ct_facts orig; /* TC REJECT: the offending packet's facts */
 	__u32 attached;   /* TC: the state is an attached connection's (no entry) */
 	__u32 amark;      /* an attached connection's mark (connmark.h), 0 per packet */
+	__u32 pre_state;  /* xfw_ct_track: an entry's state before it advances,
+			   * here as the tracker's chain has no stack to spare */
 	struct xfw_ct_lo_key lokey; /* the loopback handoff's key */
 	struct xfw_ct_quote quote; /* xfw_ct_related's decoded quote */
 	struct xfw_sctp_walk sw;   /* SCTP: the passes over the chunks (ct_sctp.h) */

@@ -552,9 +552,15 @@ __attribute__((noinline)) __u32 xfw_ct_track(struct xfw_pkt *p, struct xfw_ct_sc
 		if (lo < 0)
 			lo = dir;
 		status = e->v.status;
-		st = (dir == 1 || (status & XFW_CTST_SEEN_REPLY)) ? XFW_CTS_ESTABLISHED : XFW_CTS_NEW;
+		/* The state before the advance waits in the scratch: kept in
+		 * a register across xfw_ct_advance it was spilled, and the
+		 * tracker's frame overran the TC egress chain's 512 bytes of
+		 * stack (xfw_tc_bridged's tracking). Read back as one of two
+		 * constants, for the verifier's paths. */
+		cs->pre_state = (dir == 1 || (status & XFW_CTST_SEEN_REPLY)) ? XFW_CTS_ESTABLISHED : XFW_CTS_NEW;
 		r = xfw_ct_advance(&e->v, cs, proto, dir, 0);
 		status = e->v.status;
+		st = cs->pre_state == XFW_CTS_ESTABLISHED ? XFW_CTS_ESTABLISHED : XFW_CTS_NEW;
 		value = r == XFW_TCPR_INVALID ? XFW_CTS_INVALID : xfw_ctv(st, dir, status, proto);
 		e->v.lo_state[lo & 1] = value & 0xff;
 		/* nf_ct_kill (an RST as the first answer): the connection

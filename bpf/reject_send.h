@@ -201,8 +201,10 @@ static __always_inline int xfw_rj_ll6(const __u32 *a)
  * (found against the kernel, tests/e2e
  * TestRejectOwnLinkLocalSourceAgainstKernel: counted in OUTPUT and
  * POSTROUTING, not through lo; nf_send_reset6's reset, bound to no
- * device, is delivered). */
-static __always_inline int xfw_rj_ll_elsewhere(const __u32 *a, __u32 iif)
+ * device, is delivered). Not inlined: its key stays off xfw_rj_send's
+ * frame, which the combined stack limit of the REJECT paths (512 bytes)
+ * has no room for. */
+static __attribute__((noinline)) int xfw_rj_ll_elsewhere(const __u32 *a, __u32 iif)
 {
 	struct xfw_lpm6_key k = { .prefixlen = 128 };
 	struct xfw_local_val *v;

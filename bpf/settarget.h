@@ -89,7 +89,8 @@ static __always_inline void xfw_setw_count(void *m, __u32 plen, __s64 delta)
 /* The collection's state, on xfw_set_write's stack for its callback. */
 struct xfw_setw_gc_ctx {
 	__u64 now;
-	__u32 net; /* the table counts its prefix lengths */
+	struct xfw_hwalk *c; /* the scratch whose gckey the callback uses */
+	__u32 net;           /* the table counts its prefix lengths */
 	__u32 pad;
 };
 
@@ -100,10 +101,23 @@ static long xfw_setw_gc_one(void *map, struct xfw_setkey *key, struct xfw_setval
 			    struct xfw_setw_gc_ctx *g)
 {
 	__u32 plen = key->plen;
+	struct xfw_setkey *k;
+	struct xfw_setval *cv;
 
-	if (plen != XFW_SETKEY_META && v->expires && g->now >= v->expires &&
-	    bpf_map_delete_elem(map, key) == 0 && g->net)
-		xfw_setw_count(map, plen, -1);
+	if (plen == XFW_SETKEY_META || !v->expires || g->now < v->expires ||
+	    bpf_map_delete_elem(map, key) != 0 || !g->net || !g->c)
+		return 0;
+	/* xfw_setw_count, its key in the scratch: this callback's frame
+	 * ends the longest call chain of the TC program (through the walk's
+	 * SET target), where 24 bytes of key overran the 512 bytes of
+	 * stack the chain may use. */
+	k = &g->c->gckey;
+	__builtin_memset(k, 0, sizeof(*k));
+	k->plen = XFW_SETKEY_META;
+	k->port = XFW_SETW_NDP + (plen & 0xff);
+	cv = bpf_map_lookup_elem(map, k);
+	if (cv)
+		__sync_fetch_and_add(&cv->expires, (__u64)-1);
 	return 0;
 }
 
@@ -348,7 +362,7 @@ __attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32
 		/* Full: the expired elements make room first (only a set
 		 * with timeouts has any), as the kernel's add collects them
 		 * when the set is full. Still full: not added. */
-		struct xfw_setw_gc_ctx g = {.now = c->now, .net = !!(c->answer & XFW_SETW_NET)};
+		struct xfw_setw_gc_ctx g = {.now = c->now, .c = c, .net = !!(c->answer & XFW_SETW_NET)};
 
 		bpf_for_each_map_elem(m, xfw_setw_gc_one, &g, 0);
 		xfw_setw_put(m, c, &val, &created);

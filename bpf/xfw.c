@@ -1421,14 +1421,13 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 		 * is an ICMP error (found by xfw difftest, IPv4 seed 16: an
 		 * OUTPUT REJECT's net-unreachable error about the reset to
 		 * fw itself that another OUTPUT REJECT sent, counted in the
-		 * kernel's OUTPUT). */
+		 * kernel's OUTPUT). The first reply quotes the packet
+		 * TCPMSS changed (mangle_apply.h). */
+		if (xfw_mangle_mss_now_tc(skb, p) < 0)
+			return TC_ACT_SHOT;
 		for (depth = 0; depth < XFW_RJ_TC_DEPTH; depth++) {
 			if (cs)
 				xfw_ct_save(cs, p);
-			/* The first reply quotes the packet TCPMSS changed
-			 * (mangle_apply.h). */
-			if (depth == 0 && xfw_mangle_mss_now_tc(skb, p) < 0)
-				return TC_ACT_SHOT;
 			rc = xfw_tc_reject(skb, p, rj);
 			/* A reset closes the connection it answered
 			 * (ct_hook.h), before its judge tracks the reply
