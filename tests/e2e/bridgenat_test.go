@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -155,13 +154,8 @@ func TestBridgeHairpinDNAT(t *testing.T) {
 		return
 	}
 	for _, fam := range []int{4, 6} {
-		got := map[string]string{}
-		var mu sync.Mutex
-		tw.each(func(kind string, tp *nettest.Topology, _ firewall) {
-			r := bridgeNATRound(t, tp, fam)
-			mu.Lock()
-			got[kind] = r
-			mu.Unlock()
+		got := tw.collect(func(_ string, tp *nettest.Topology, _ firewall) string {
+			return bridgeNATRound(t, tp, fam)
 		})
 		t.Logf("IPv%d kernel: %s", fam, got["kernel"])
 		if !strings.Contains(got["kernel"], `tcp 1: ok reply "hairpin-tcp"`) ||

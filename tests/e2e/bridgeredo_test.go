@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -134,13 +133,8 @@ func TestBridgedDNATPassedUpAgainstKernel(t *testing.T) {
 		return
 	}
 	for _, fam := range []int{4, 6} {
-		got := map[string]string{}
-		var mu sync.Mutex
-		tw.each(func(kind string, tp *nettest.Topology, _ firewall) {
-			r := bridgeRedoRound(t, tp, fam)
-			mu.Lock()
-			got[kind] = r
-			mu.Unlock()
+		got := tw.collect(func(_ string, tp *nettest.Topology, _ firewall) string {
+			return bridgeRedoRound(t, tp, fam)
 		})
 		t.Logf("IPv%d kernel: %s", fam, got["kernel"])
 		if !strings.Contains(got["kernel"], `udp 1: ok reply "redo-udp"`) ||
@@ -270,13 +264,8 @@ func TestBridgedDNATToAnotherNeighbourAgainstKernel(t *testing.T) {
 		return
 	}
 	for _, fam := range []int{4, 6} {
-		got := map[string]string{}
-		var mu sync.Mutex
-		tw.each(func(kind string, tp *nettest.Topology, _ firewall) {
-			r := bridgeThirdRound(t, tp, fam)
-			mu.Lock()
-			got[kind] = r
-			mu.Unlock()
+		got := tw.collect(func(_ string, tp *nettest.Topology, _ firewall) string {
+			return bridgeThirdRound(t, tp, fam)
 		})
 		t.Logf("IPv%d kernel: %s", fam, got["kernel"])
 		if !strings.Contains(got["kernel"], "host 3 received from GEN to "+bridgeAddr(nil, fam, 3).String()+` port 5353 ttl 64: "redo-third-again"`) {

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -96,13 +95,8 @@ func TestBridgeSNATAgainstKernel(t *testing.T) {
 		return
 	}
 	for _, fam := range []int{4, 6} {
-		got := map[string]string{}
-		var mu sync.Mutex
-		tw.each(func(kind string, tp *nettest.Topology, _ firewall) {
-			r := bridgeSNATRound(t, tp, fam)
-			mu.Lock()
-			got[kind] = r
-			mu.Unlock()
+		got := tw.collect(func(_ string, tp *nettest.Topology, _ firewall) string {
+			return bridgeSNATRound(t, tp, fam)
 		})
 		t.Logf("IPv%d kernel: %s", fam, got["kernel"])
 		if !strings.Contains(got["kernel"], `8080: ok reply "bridged-snat"; sink's peer BR0 port in 20000-20010 false`) ||

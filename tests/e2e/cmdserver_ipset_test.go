@@ -72,36 +72,7 @@ func ipsetStep(t *testing.T, ns, bin, mode string, s cmdStep) string {
 // serve fails) and requires the same output and statuses, then the same
 // fate for datagrams to the set's ports.
 func TestCmdServerIpsetSameAsInProcess(t *testing.T) {
-	nettest.RequireRoot(t)
-	bin := xfwPath(t)
-	client := cmdClientPath(t, bin)
-	own := nettest.New(t, nettest.WithStaticNeighbors())
-	served := nettest.New(t, nettest.WithStaticNeighbors())
-	servedC := nettest.New(t, nettest.WithStaticNeighbors())
-	for _, tp := range []*nettest.Topology{own, served, servedC} {
-		fw := firewall{kind: "xfw", bin: bin}
-		t.Cleanup(func() { fw.stop(t, tp) })
-	}
-	startAgent(t, bin, served)
-	startAgent(t, bin, servedC)
-	for _, s := range ipsetCmdSequence {
-		want := ipsetStep(t, own.FwNS, bin, "off", s)
-		if got := ipsetStep(t, served.FwNS, bin, "only", s); got != want {
-			t.Errorf("%v: served by the agent:\n%s\n\nin its own process:\n%s", s.argv, got, want)
-		}
-		if got := ipsetStep(t, servedC.FwNS, client, "only", s); got != want {
-			t.Errorf("%v: served by the agent, asked by xfw-cmd:\n%s\n\nin its own process:\n%s", s.argv, got, want)
-		}
-	}
-	for port := uint16(7200); port <= 7204; port++ {
-		a := udpArrivals(t, own, port)
-		if b := udpArrivals(t, served, port); a != b {
-			t.Errorf("port %d: %d of 3 datagrams forwarded with the agent serving, %d without", port, b, a)
-		}
-		if c := udpArrivals(t, servedC, port); a != c {
-			t.Errorf("port %d: %d of 3 datagrams forwarded with the agent serving xfw-cmd, %d without", port, c, a)
-		}
-	}
+	compareServedSteps(t, ipsetCmdSequence, ipsetStep, 7200, 7204)
 }
 
 // TestCmdServerIpsetCallerFiles: the agent serves no ipset command whose

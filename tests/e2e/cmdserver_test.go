@@ -92,6 +92,18 @@ func runStep(t *testing.T, ns, bin, mode string, s cmdStep) string {
 // byte-identical output and exit statuses, then the same fate for packets
 // to the ports the rules name.
 func TestCmdServerSameAsInProcess(t *testing.T) {
+	compareServedSteps(t, cmdSequence, runStep, 7100, 7109)
+}
+
+// compareServedSteps runs steps, each with run, in a namespace without an
+// agent (every command in its own process) and in two whose agent serves
+// them, asked by xfw itself and by the C client xfw-cmd
+// (XFW_CMDSERVER=only: a command it does not serve fails), and requires
+// byte-identical output and exit statuses, then the same fate for three
+// datagrams to each port from first to last.
+func compareServedSteps(t *testing.T, steps []cmdStep, run func(t *testing.T, ns, bin, mode string, s cmdStep) string,
+	first, last uint16) {
+	t.Helper()
 	nettest.RequireRoot(t)
 	bin := xfwPath(t)
 	client := cmdClientPath(t, bin)
@@ -104,16 +116,16 @@ func TestCmdServerSameAsInProcess(t *testing.T) {
 	}
 	startAgent(t, bin, served)
 	startAgent(t, bin, servedC)
-	for _, s := range cmdSequence {
-		want := runStep(t, own.FwNS, bin, "off", s)
-		if got := runStep(t, served.FwNS, bin, "only", s); got != want {
+	for _, s := range steps {
+		want := run(t, own.FwNS, bin, "off", s)
+		if got := run(t, served.FwNS, bin, "only", s); got != want {
 			t.Errorf("%v: served by the agent:\n%s\n\nin its own process:\n%s", s.argv, got, want)
 		}
-		if got := runStep(t, servedC.FwNS, client, "only", s); got != want {
+		if got := run(t, servedC.FwNS, client, "only", s); got != want {
 			t.Errorf("%v: served by the agent, asked by xfw-cmd:\n%s\n\nin its own process:\n%s", s.argv, got, want)
 		}
 	}
-	for port := uint16(7100); port <= 7109; port++ {
+	for port := first; port <= last; port++ {
 		a := udpArrivals(t, own, port)
 		if b := udpArrivals(t, served, port); a != b {
 			t.Errorf("port %d: %d of 3 datagrams forwarded with the agent serving, %d without", port, b, a)

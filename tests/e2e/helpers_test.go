@@ -195,6 +195,20 @@ func (tw *twins) each(fn func(kind string, tp *nettest.Topology, fw firewall)) {
 	wg.Wait()
 }
 
+// collect runs fn for both firewalls at once, as each, and returns what
+// it returned for each firewall's kind.
+func (tw *twins) collect(fn func(kind string, tp *nettest.Topology, fw firewall) string) map[string]string {
+	got := map[string]string{}
+	var mu sync.Mutex
+	tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+		r := fn(kind, tp, fw)
+		mu.Lock()
+		got[kind] = r
+		mu.Unlock()
+	})
+	return got
+}
+
 // lockFile and unlockFile hold xfw's lock file like a running command does.
 func lockFile(f *os.File) error   { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }
 func unlockFile(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }

@@ -285,13 +285,8 @@ func TestNatInvalidBridgedAgainstKernel(t *testing.T) {
 		return
 	}
 	for _, fam := range []int{4, 6} {
-		got := map[string]string{}
-		var mu sync.Mutex
-		tw.each(func(kind string, tp *nettest.Topology, _ firewall) {
-			r := natInvalidBridgedRound(t, kind, tp, fam)
-			mu.Lock()
-			got[kind] = r
-			mu.Unlock()
+		got := tw.collect(func(kind string, tp *nettest.Topology, _ firewall) string {
+			return natInvalidBridgedRound(t, kind, tp, fam)
 		})
 		compareTwinText(t, fmt.Sprintf("IPv%d", fam), got["kernel"], got["xfw"])
 		k := counters(t, tw.fws["kernel"].save(t, tw.tps["kernel"], fam))

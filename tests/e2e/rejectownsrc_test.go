@@ -102,20 +102,7 @@ func TestRejectOwnSourceAgainstKernel(t *testing.T) {
 		"port-unreachable out0>out0 hop limit 64, 119 bytes; 2 errors and 1 reset at fw's sockets", "nothing",
 		"lo not watched; 2 errors and 1 reset at fw's sockets"}
 	for i, name := range names {
-		k, x := seen["kernel"][i], seen["xfw"][i]
-		t.Logf("%s: lo passed: kernel %q; xfw %q", name, k, x)
-		if k != wants[i] {
-			t.Errorf("%s: lo passed %q with the kernel, want %q (fix the test)", name, k, wants[i])
-		}
-		if k != x {
-			t.Errorf("%s: lo passed %q with the kernel, %q with xfw", name, k, x)
-		}
-		kc, xc := saves["kernel"][i], saves["xfw"][i]
-		for key, c := range kc {
-			if key[0] != ':' && !strings.Contains(key, " :") && xc[key] != c {
-				t.Errorf("%s: counter %q: kernel %v, xfw %v", name, key, c, xc[key])
-			}
-		}
+		kc := compareOwnSrcRound(t, name, wants[i], seen, saves, i)
 		// The oracle's own check (two ICMPv6 errors, one reset): each
 		// counted once by every counting rule of the chains it passes
 		// (OUTPUT: raw, mangle, filter and filter -o lo; POSTROUTING:
@@ -178,20 +165,7 @@ func TestRejectOwnLinkLocalSourceAgainstKernel(t *testing.T) {
 		"reset in0>in0's link-local hop limit 64, 74 bytes; 1 errors and 1 reset at fw's sockets", "nothing",
 		"reset in0>in0's link-local hop limit 64, 74 bytes; 0 errors and 1 reset at fw's sockets"}
 	for i, name := range names {
-		k, x := seen["kernel"][i], seen["xfw"][i]
-		t.Logf("%s: lo passed: kernel %q; xfw %q", name, k, x)
-		if k != wants[i] {
-			t.Errorf("%s: lo passed %q with the kernel, want %q (fix the test)", name, k, wants[i])
-		}
-		if k != x {
-			t.Errorf("%s: lo passed %q with the kernel, %q with xfw", name, k, x)
-		}
-		kc, xc := saves["kernel"][i], saves["xfw"][i]
-		for key, c := range kc {
-			if key[0] != ':' && !strings.Contains(key, " :") && xc[key] != c {
-				t.Errorf("%s: counter %q: kernel %v, xfw %v", name, key, c, xc[key])
-			}
-		}
+		kc := compareOwnSrcRound(t, name, wants[i], seen, saves, i)
 		// The oracle's own check, as TestRejectOwnSourceAgainstKernel's:
 		// one error and one reset, each counted by every counting rule
 		// of the chains it passes; from sink, the error leaves by out0
@@ -319,4 +293,28 @@ func rejectOwnSrcReceived(fd int, match func([]byte) bool) int {
 			n++
 		}
 	}
+}
+
+// compareOwnSrcRound checks round i (name) of an own-source REJECT test:
+// what passed lo with the kernel must be want (the test's expectation of
+// the oracle) and the same with xfw, and every counter the kernel's.
+// It returns the kernel's counters, for the oracle's own check.
+func compareOwnSrcRound(t *testing.T, name, want string, seen map[string][]string,
+	saves map[string][]map[string]counter, i int) map[string]counter {
+	t.Helper()
+	k, x := seen["kernel"][i], seen["xfw"][i]
+	t.Logf("%s: lo passed: kernel %q; xfw %q", name, k, x)
+	if k != want {
+		t.Errorf("%s: lo passed %q with the kernel, want %q (fix the test)", name, k, want)
+	}
+	if k != x {
+		t.Errorf("%s: lo passed %q with the kernel, %q with xfw", name, k, x)
+	}
+	kc, xc := saves["kernel"][i], saves["xfw"][i]
+	for key, c := range kc {
+		if key[0] != ':' && !strings.Contains(key, " :") && xc[key] != c {
+			t.Errorf("%s: counter %q: kernel %v, xfw %v", name, key, c, xc[key])
+		}
+	}
+	return kc
 }
