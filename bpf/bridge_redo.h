@@ -157,6 +157,24 @@ static __always_inline int xfw_br_later_dst(void *ctx, int is_xdp, struct xfw_pk
  * walk's mark, its slot). */
 #define XFW_BR_REDO_DNAT 1
 
+/* xfw_br_redo_set completes the redo note rd, whose bytes are those of
+ * frame p as it goes back into the bridge, len long: flags
+ * (XFW_BR_REDO_*), the walk's verdict and slot in st (NULL: none), the
+ * ingress_ifindex the output port's hook will see it with (via), and last
+ * the input port, which makes the note valid (xfw_br_redo_tc). */
+static __always_inline void xfw_br_redo_set(struct xfw_br_redo *rd, struct xfw_pkt *p, struct xfw_pending *st,
+					    __u32 len, __u32 flags, __u32 via)
+{
+	rd->len = len;
+	rd->flags = flags;
+	rd->nat_addr = st ? st->nat_addr : 0;
+	rd->nat_port = st ? st->nat_port : 0;
+	rd->mark = p->mark;
+	rd->slot = st ? st->slot : 0;
+	rd->via = via;
+	rd->port = p->physin;
+}
+
 /* xfw_br_redo_xdp sends the frame in sc (received on the bridge br, from a
  * port: p->physin) back into the bridge when its translated destination
  * is a resolved neighbour of br (br_netfilter's bridged DNAT): first, the
@@ -199,14 +217,7 @@ __attribute__((noinline)) int xfw_br_redo_xdp(struct xdp_md *ctx, struct xfw_xdp
 	rd->port = 0;
 	if (bpf_xdp_load_bytes(ctx, 0, rd->w, XFW_BR_NOTE) != 0)
 		return -1;
-	rd->len = ctx->data_end - ctx->data;
-	rd->flags = first ? XFW_BR_REDO_DNAT : 0;
-	rd->nat_addr = sc->st.nat_addr;
-	rd->nat_port = sc->st.nat_port;
-	rd->mark = p->mark;
-	rd->slot = sc->st.slot;
-	rd->via = br;
-	rd->port = p->physin;
+	xfw_br_redo_set(rd, p, &sc->st, ctx->data_end - ctx->data, first ? XFW_BR_REDO_DNAT : 0, br);
 	return XDP_TX;
 }
 
@@ -272,14 +283,7 @@ static __always_inline int xfw_br_redo_put(struct __sk_buff *skb, struct xfw_pkt
 	rd->port = 0;
 	if (bpf_skb_load_bytes(skb, 0, rd->w, XFW_BR_NOTE) != 0)
 		return TC_ACT_SHOT;
-	rd->len = skb->len;
-	rd->flags = flags;
-	rd->nat_addr = st ? st->nat_addr : 0;
-	rd->nat_port = st ? st->nat_port : 0;
-	rd->mark = p->mark;
-	rd->slot = st ? st->slot : 0;
-	rd->via = p->physin;
-	rd->port = p->physin;
+	xfw_br_redo_set(rd, p, st, skb->len, flags, p->physin);
 	return 0;
 }
 

@@ -206,9 +206,9 @@ struct xfw_hwalk {
 	__u32 next;           /* 1 + the longest prefix length left to try
 			       * (0: none) */
 	__u32 pad;
-	/* The count key of a written set's collection (settarget.h
-	 * xfw_setw_gc_one), off the stack its callback's chain has no
-	 * room on. */
+	/* The key of a written set's prefix length counts (settarget.h
+	 * xfw_setw_count), off the stack: the set's collection callback's
+	 * chain has no room on it. */
 	struct xfw_setkey gckey;
 };
 

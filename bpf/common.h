@@ -675,4 +675,14 @@ enum xfw_tcp_state {
 #define XFW_CTT_GRE_STREAM (XFW_CTT_GRE + 1)
 #define XFW_CTT_N (XFW_CTT_GRE_STREAM + 1)
 
+/* TCP flag bits (byte 13 of the header). */
+#define XFW_TH_FIN 0x01
+#define XFW_TH_SYN 0x02
+#define XFW_TH_RST 0x04
+#define XFW_TH_PSH 0x08
+#define XFW_TH_ACK 0x10
+#define XFW_TH_URG 0x20
+#define XFW_TH_ECE 0x40
+#define XFW_TH_CWR 0x80
+
 #endif /* XFW_COMMON_H */

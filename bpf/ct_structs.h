@@ -129,16 +129,6 @@ struct xfw_ct_scratch {
 	struct xfw_sctp_chunks sc; /* SCTP: the packet's chunks (ct_sctp.h) */
 };
 
-/* TCP flag bits (byte 13 of the header). */
-#define XFW_TH_FIN 0x01
-#define XFW_TH_SYN 0x02
-#define XFW_TH_RST 0x04
-#define XFW_TH_PSH 0x08
-#define XFW_TH_ACK 0x10
-#define XFW_TH_URG 0x20
-#define XFW_TH_ECE 0x40
-#define XFW_TH_CWR 0x80
-
 /* The sweep's bookkeeping (map xfw_ct_sweep; see xfw_ct_sweep_main). */
 struct xfw_ct_sweep {
 	__u64 last;     /* jiffies of the last walk */

@@ -179,7 +179,6 @@ static __always_inline __u32 xfw_mg_pseudo(const __u8 *h, __u32 fam, __u32 l4len
 	return xfw_mg_fold(xfw_mg_fold(s));
 }
 
-#define XFW_MG_MAX_TCPHDR 60 /* data offset 15 */
 #define XFW_MG_OPT_MSS 0x0204 /* kind 2, length 4 */
 
 /* xfw_mg_can_add says whether xt_TCPMSS adds an MSS option to a segment
@@ -187,7 +186,7 @@ static __always_inline __u32 xfw_mg_pseudo(const __u8 *h, __u32 fam, __u32 l4len
  * room for 4 more header bytes. */
 static __always_inline int xfw_mg_can_add(struct xfw_pkt *p, __u32 hl)
 {
-	return p->l4_end - p->thoff <= hl && hl + XFW_TCPOLEN_MSS <= XFW_MG_MAX_TCPHDR;
+	return p->l4_end - p->thoff <= hl && hl + XFW_TCPOLEN_MSS <= XFW_TCPHDR_MAX;
 }
 
 /* xfw_mg_put_mss writes the MSS option opt first among the options of the

@@ -102,25 +102,29 @@ static __always_inline int xfw_rj_fib_src(struct xdp_md *ctx, struct xfw_rj *r,
 	return 0;
 }
 
+/* xfw_rj_local_route returns the local table's route covering the
+ * address a (network byte order, IPv4 in a[0]), or NULL. */
+static __always_inline struct xfw_local_val *xfw_rj_local_route(const __u32 *a, int v6)
+{
+	if (v6) {
+		struct xfw_lpm6_key k = { .prefixlen = 128 };
+
+		__builtin_memcpy(k.addr, a, 16);
+		return bpf_map_lookup_elem(&xfw_local6, &k);
+	} else {
+		struct xfw_lpm4_key k = { .prefixlen = 32 };
+
+		__builtin_memcpy(k.addr, a, 4);
+		return bpf_map_lookup_elem(&xfw_local4, &k);
+	}
+}
+
 /* xfw_rj_route_type returns the local table's route type of the address a
  * (network byte order, IPv4 in a[0]): XFW_RTN_LOCAL for the host's own
  * addresses, XFW_RTN_ANYCAST, …, or 0 when it has none. */
 static __always_inline __u8 xfw_rj_route_type(const __u32 *a, int v6)
 {
-	struct xfw_local_val *v;
-
-	if (v6) {
-		struct xfw_lpm6_key k = { .prefixlen = 128 };
-
-		__builtin_memcpy(k.addr, a, 16);
-		v = bpf_map_lookup_elem(&xfw_local6, &k);
-	} else {
-		struct xfw_lpm4_key k = { .prefixlen = 32 };
-
-		__builtin_memcpy(k.addr, a, 4);
-		v = bpf_map_lookup_elem(&xfw_local4, &k);
-	}
-	return xfw_host_type(v);
+	return xfw_host_type(xfw_rj_local_route(a, v6));
 }
 
 /* xfw_rj_is_local reports whether the address a is one of the host's own

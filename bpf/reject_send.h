@@ -206,13 +206,11 @@ static __always_inline int xfw_rj_ll6(const __u32 *a)
  * has no room for. */
 static __attribute__((noinline)) int xfw_rj_ll_elsewhere(const __u32 *a, __u32 iif)
 {
-	struct xfw_lpm6_key k = { .prefixlen = 128 };
 	struct xfw_local_val *v;
 
 	if (!xfw_rj_ll6(a))
 		return 0;
-	__builtin_memcpy(k.addr, a, 16);
-	v = bpf_map_lookup_elem(&xfw_local6, &k);
+	v = xfw_rj_local_route(a, 1);
 	return v && v->ifindex != iif;
 }
 
@@ -434,7 +432,6 @@ static __always_inline int xfw_rj_to_host(struct __sk_buff *skb)
  * unknown (a VLAN device's address). */
 static __always_inline int xfw_rj_ll_address(struct __sk_buff *skb)
 {
-	struct xfw_lpm6_key k = { .prefixlen = 128 };
 	__u8 src[ETH_ALEN] = { XFW_RJ_LL_TAG0, XFW_RJ_LL_TAG1 };
 	struct xfw_local_val *v;
 	struct xfw_ifinfo *ifi;
@@ -446,8 +443,7 @@ static __always_inline int xfw_rj_ll_address(struct __sk_buff *skb)
 	ip6 = (void *)(long)skb->data + XFW_RJ_SEND_L3;
 	if ((void *)(ip6 + 1) > (void *)(long)skb->data_end)
 		return TC_ACT_SHOT;
-	__builtin_memcpy(k.addr, &ip6->daddr, 16);
-	v = bpf_map_lookup_elem(&xfw_local6, &k);
+	v = xfw_rj_local_route((const __u32 *)&ip6->daddr, 1);
 	if (xfw_host_type(v) != XFW_RTN_LOCAL)
 		return TC_ACT_SHOT;
 	key = v->ifindex;
@@ -544,12 +540,12 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 		return xfw_tc_loopcopy(skb);
 	/* A bridge port's frame, for -m physdev (bridge.h). */
 	xfw_br_note_tc(skb);
-	/* The packet's mark the XDP hook's walk left (mark_route.h): before
-	 * the stack routes the packet. */
 	/* A REJECT reply for a link-local address of the host's, back
 	 * from lo's PREROUTING and INPUT. */
 	if (skb->ifindex == XFW_LOOPBACK_IFINDEX && xfw_rj_ll_tagged(skb))
 		return xfw_rj_ll_deliver(skb);
+	/* The packet's mark the XDP hook's walk left (mark_route.h): before
+	 * the stack routes the packet. */
 	m = xfw_mark_meta_take(skb);
 	if ((void *)(m + 1) > (void *)(long)skb->data)
 		return XFW_TCX_NEXT;

@@ -76,12 +76,18 @@
 
 /* xfw_setw_count adds delta to the data plane's count of prefix length
  * plen of table m (a net type's written set; nothing when it has no such
- * count). */
-static __always_inline void xfw_setw_count(void *m, __u32 plen, __s64 delta)
+ * count). Its key is built in c's gckey, not on the stack: it runs from
+ * the set's collection callback too (xfw_setw_gc_one), whose frame ends
+ * the TC program's longest call chain. */
+static __always_inline void xfw_setw_count(struct xfw_hwalk *c, void *m, __u32 plen, __s64 delta)
 {
-	struct xfw_setkey k = {.plen = XFW_SETKEY_META, .port = XFW_SETW_NDP + (plen & 0xff)};
-	struct xfw_setval *v = bpf_map_lookup_elem(m, &k);
+	struct xfw_setkey *k = &c->gckey;
+	struct xfw_setval *v;
 
+	__builtin_memset(k, 0, sizeof(*k));
+	k->plen = XFW_SETKEY_META;
+	k->port = XFW_SETW_NDP + (plen & 0xff);
+	v = bpf_map_lookup_elem(m, k);
 	if (v)
 		__sync_fetch_and_add(&v->expires, (__u64)delta);
 }
@@ -101,23 +107,10 @@ static long xfw_setw_gc_one(void *map, struct xfw_setkey *key, struct xfw_setval
 			    struct xfw_setw_gc_ctx *g)
 {
 	__u32 plen = key->plen;
-	struct xfw_setkey *k;
-	struct xfw_setval *cv;
 
-	if (plen == XFW_SETKEY_META || !v->expires || g->now < v->expires ||
-	    bpf_map_delete_elem(map, key) != 0 || !g->net || !g->c)
-		return 0;
-	/* xfw_setw_count, its key in the scratch: this callback's frame
-	 * ends the longest call chain of the TC program (through the walk's
-	 * SET target), where 24 bytes of key overran the 512 bytes of
-	 * stack the chain may use. */
-	k = &g->c->gckey;
-	__builtin_memset(k, 0, sizeof(*k));
-	k->plen = XFW_SETKEY_META;
-	k->port = XFW_SETW_NDP + (plen & 0xff);
-	cv = bpf_map_lookup_elem(map, k);
-	if (cv)
-		__sync_fetch_and_add(&cv->expires, (__u64)-1);
+	if (plen != XFW_SETKEY_META && v->expires && g->now >= v->expires &&
+	    bpf_map_delete_elem(map, key) == 0 && g->net && g->c)
+		xfw_setw_count(g->c, map, plen, -1);
 	return 0;
 }
 
@@ -318,7 +311,7 @@ __attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32
 	}
 	if (flags & XFW_SETT_OP_DEL) {
 		if (bpf_map_delete_elem(m, &c->key) == 0 && (c->answer & XFW_SETW_NET))
-			xfw_setw_count(m, plen, -1);
+			xfw_setw_count(c, m, plen, -1);
 		return 1;
 	}
 	c->now = bpf_ktime_get_ns();
@@ -357,7 +350,7 @@ __attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32
 	c->key.proto = proto;
 	/* Counted first: a length's count never falls below its elements. */
 	if (c->answer & XFW_SETW_NET)
-		xfw_setw_count(m, plen, 1);
+		xfw_setw_count(c, m, plen, 1);
 	if (xfw_setw_put(m, c, &val, &created) == -XFW_E2BIG && (c->answer & XFW_SETW_TIMEOUT)) {
 		/* Full: the expired elements make room first (only a set
 		 * with timeouts has any), as the kernel's add collects them
@@ -368,7 +361,7 @@ __attribute__((noinline)) int xfw_set_write(struct xfw_pkt *p, __u32 slot, __u32
 		xfw_setw_put(m, c, &val, &created);
 	}
 	if (!created && (c->answer & XFW_SETW_NET))
-		xfw_setw_count(m, plen, -1);
+		xfw_setw_count(c, m, plen, -1);
 	return 1;
 }
 

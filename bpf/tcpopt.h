@@ -30,6 +30,7 @@
 #include "classify_maps.h"
 
 #define XFW_TCPHDR_LEN 20    /* struct tcphdr */
+#define XFW_TCPHDR_MAX 60    /* data offset 15 */
 #define XFW_TCPOPT_MAX 40    /* option bytes: data offset 15 */
 #define XFW_TCPOPT_MSS 2     /* TCPOPT_MSS */
 #define XFW_TCPOLEN_MSS 4    /* TCPOLEN_MSS */
@@ -153,9 +154,6 @@ static __always_inline int xfw_uses_tcpmss(__u32 slot, struct xfw_pkt *p)
 	return fc && ((fc->active & (1u << XFW_F_TCPMSS)) || fc->mss_targets);
 }
 
-#define XFW_TCP_SYN 0x02     /* TCP flags */
-#define XFW_TCPHDR_MAX 60    /* data offset 15 */
-
 /* xfw_mss_room sets p->mss_room (p->tcpmss known): a SYN (a TCPMSS rule
  * tests the flag: tcpmss_tg4_check) whose header has no MSS option, no
  * data after it, and a data offset below 15 after 4 more bytes, to which
@@ -167,7 +165,7 @@ static __always_inline void xfw_mss_room(void *ctx, int is_xdp, struct xfw_pkt *
 
 	p->mss_room = 0;
 	if (p->tcpmss != XFW_V_NONE || p->frag || !p->thoff || p->tcpflags > 0xff ||
-	    !(p->tcpflags & XFW_TCP_SYN))
+	    !(p->tcpflags & XFW_TH_SYN))
 		return;
 	if (xfw_load_bytes(ctx, is_xdp, p->thoff + 12, &doff, 1) < 0)
 		return;
