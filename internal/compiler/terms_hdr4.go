@@ -163,11 +163,7 @@ func (b *termBuilder) hotTrueTerms() []term {
 		c := b.c
 		c[FieldHdr4] = Intersect(c[FieldHdr4], hdr4Values(ht.bit, true))
 		if !c[FieldHdr4].Empty() {
-			own := []term{{cond: c}}
-			if b.either != nil {
-				own = eitherPortTerms(c, b.either)
-			}
-			for _, t := range own {
+			for _, t := range b.splitEither(c) {
 				t.counted = true
 				counted = append(counted, t)
 			}
@@ -177,13 +173,19 @@ func (b *termBuilder) hotTrueTerms() []term {
 	return append(counted, after...)
 }
 
+// splitEither returns the terms of condition c, split as the rule's own
+// term is under an earlier --ports match (eitherPortTerms), or c's alone.
+func (b *termBuilder) splitEither(c Cond) []term {
+	if b.either != nil {
+		return eitherPortTerms(c, b.either)
+	}
+	return []term{{cond: c}}
+}
+
 // hotdropSplit returns the hotdrop terms of condition h, split as the
 // rule's own term is under an earlier --ports match (hotdropTerms).
 func (b *termBuilder) hotdropSplit(h Cond) []term {
-	hot := []term{{cond: h}}
-	if b.either != nil {
-		hot = eitherPortTerms(h, b.either)
-	}
+	hot := b.splitEither(h)
 	for i := range hot {
 		hot[i].hotdrop = true
 	}
