@@ -178,7 +178,7 @@ func TestCBSetBoxes(t *testing.T) {
 	}
 	var got []string
 	for _, b := range cbSetBoxes(rules) {
-		got = append(got, fmt.Sprintf("%s %s %d-%d %s %s", b.Src, b.Dst, b.ProtoLo, b.ProtoHi, b.Sport.nft(), b.Dport.nft()))
+		got = append(got, cbBoxString(b))
 	}
 	want := []string{
 		"1.0.0.0/8 2.0.0.0/8 6-6 0-65535 80",
@@ -259,17 +259,22 @@ func TestCBSetGroups(t *testing.T) {
 	var got []string
 	for g, boxes := range cbSetGroups(rules) {
 		for _, b := range boxes {
-			got = append(got, fmt.Sprintf("%d: %s %d %s", g, b.Src, b.ProtoLo, b.Dport.nft()))
+			got = append(got, fmt.Sprintf("%d: %s", g, cbBoxString(b)))
 		}
 	}
 	want := []string{
-		"0: 10.0.0.0/8 17 70-90",
-		"0: 10.1.0.0/16 17 60-95",
-		"0: 10.0.0.0/8 6 86-94",
-		"1: 10.0.0.0/8 17 85-95",
-		"1: 10.0.0.0/8 17 60-75",
+		"0: 10.0.0.0/8 2.0.0.0/8 17-17 0-65535 70-90",
+		"0: 10.1.0.0/16 2.0.0.0/8 17-17 0-65535 60-95",
+		"0: 10.0.0.0/8 2.0.0.0/8 6-6 0-65535 86-94",
+		"1: 10.0.0.0/8 2.0.0.0/8 17-17 0-65535 85-95",
+		"1: 10.0.0.0/8 2.0.0.0/8 17-17 0-65535 60-75",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("sets:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// cbBoxString prints a box as the set tests compare them.
+func cbBoxString(b cbBox) string {
+	return fmt.Sprintf("%s %s %d-%d %s %s", b.Src, b.Dst, b.ProtoLo, b.ProtoHi, b.Sport.nft(), b.Dport.nft())
 }
