@@ -51,7 +51,9 @@ test: deps
 # run), then 2+E2E_SHARDS streams at once: the other packages one at a
 # time (-p 1), tests/difftest (the longest of them, 6 of their 13
 # minutes), and tests/e2e's tests split by name into E2E_SHARDS
-# processes (the sorted list dealt out in turn). Tests in different
+# processes of about equal time (scripts/e2e-shards.sh, by the durations
+# E2E_DURATIONS records; `make e2e-durations LOG=...` rewrites it from a
+# `make test TEST_FLAGS=-v` log). Tests in different
 # processes share nothing but what the kernel and the /run locks share
 # (each builds namespaces of its own; docs/testing.md, "Namespaces").
 # Every line is prefixed with its stream's name; the run fails if a
@@ -63,6 +65,7 @@ test: deps
 # other packages, one package at a time, as before; TEST_FLAGS go to every
 # `go test` of the run (-v, -json).
 E2E_SHARDS ?= 2
+E2E_DURATIONS := tests/e2e/durations.txt
 space := $(subst ,, )
 TEST_TIMEOUT ?= 60m
 TEST_FLAGS ?=
@@ -83,6 +86,8 @@ test-run:
 			{ echo "make test: E2E_ALONE names a test tests/e2e does not have" >&2; exit 1; }; \
 		e2e=$$(grep -vxE "$$alone" <<<"$$all"); \
 		[ -n "$$e2e" ] || { echo "make test: tests/e2e lists no test" >&2; exit 1; }; \
+		mapfile -t runs < <(./scripts/e2e-shards.sh "$$shards" $(E2E_DURATIONS) <<<"$$e2e") && \
+			[ "$${#runs[@]}" -eq "$$shards" ] || { echo "make test: cannot deal tests/e2e into shards" >&2; exit 1; }; \
 		{ $(GO) test $(TEST_FLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./tests/e2e/ -run "^($$alone)\$$"; \
 			echo $$? >"$$dir/e2e-alone"; } 2>&1 | sed -u "s/^/e2e-alone: /"; \
 		pkgs=$$($(GO) list ./... | grep -v -e '/tests/e2e$$' -e '/tests/install$$' -e '/tests/difftest$$'); \
@@ -90,13 +95,21 @@ test-run:
 	else pkgs=$$($(GO) list ./... | grep -v -e '/tests/install$$'); fi; \
 	stream pkgs $(GO) test $(TEST_FLAGS) -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$pkgs & \
 	for ((i = 0; i < shards; i++)); do \
-		run=$$(awk -v i=$$i -v n=$$shards 'NR % n == i' <<<"$$e2e" | paste -sd'|'); \
-		stream e2e-$$i $(GO) test $(TEST_FLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./tests/e2e/ -run "^($$run)\$$" & \
+		stream e2e-$$i $(GO) test $(TEST_FLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./tests/e2e/ -run "^($${runs[$$i]})\$$" & \
 	done; wait; \
 	fail=0; for name in pkgs $$([ "$$shards" -gt 0 ] && echo e2e-alone difftest) $$(for ((i = 0; i < shards; i++)); do echo e2e-$$i; done); do \
 		rc=$$(cat "$$dir/$$name" 2>/dev/null || echo none); \
 		[ "$$rc" = 0 ] || { echo "make test: stream $$name failed (exit status $$rc)" >&2; fail=1; }; \
 	done; exit $$fail
+
+# The e2e tests' durations the shards are dealt by, from the log of a
+# `make test TEST_FLAGS=-v 2>&1 | tee LOG` run.
+.PHONY: e2e-durations
+e2e-durations:
+	@[ -n "$(LOG)" ] || { echo "usage: make e2e-durations LOG=make-test-v.log" >&2; exit 2; }
+	./scripts/e2e-shards.sh --record $(LOG) | grep -E '^Test' >$(E2E_DURATIONS).new
+	@[ -s $(E2E_DURATIONS).new ] || { echo "make e2e-durations: no test durations in $(LOG)" >&2; rm -f $(E2E_DURATIONS).new; exit 1; }
+	mv $(E2E_DURATIONS).new $(E2E_DURATIONS)
 
 demo: deps
 	$(MAKE) build

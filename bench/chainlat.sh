@@ -10,6 +10,7 @@
 #
 # Prints the median and min–max over N bans and N unbans of each.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 N=40
 if [ "${1:-}" = -n ]; then N=$2; shift 2; fi
 [ $# -eq 1 ] || { echo "usage: $0 [-n N] BINDIR" >&2; exit 2; }
@@ -33,12 +34,7 @@ for ipt in "$B/xfw iptables" iptables-legacy; do
 	ip netns exec "$NS" $ipt -w -I INPUT -p tcp -m multiport --dports 22 -j f2b-sshd
 	ip netns exec "$NS" $ipt -w -I f2b-sshd 1 -s 10.77.0.1 -j REJECT --reject-with icmp-port-unreachable
 done
-ip netns exec "$NS" "$B/xfw" agent --no-log >"$TMP/agent.log" 2>&1 &
-AGENT_PID=$!
-for ((i = 0; i < 100; i++)); do
-	XFW_CMDSERVER=only ip netns exec "$NS" "$B/xfw-cmd" iptables -w -S >/dev/null 2>&1 && break
-	sleep 0.2
-done
+agent_start "$NS" "$B/xfw" "$TMP/agent.log"
 XFW_CMDSERVER=only ip netns exec "$NS" "$B/xfw-cmd" iptables -w -S >/dev/null ||
 	{ echo "the agent does not serve the commands" >&2; cat "$TMP/agent.log" >&2; exit 1; }
 
@@ -61,8 +57,6 @@ for ((r = 0; r < (N + 9) / 10; r++)); do
 done
 for l in served own kernel; do
 	for op in ban unban; do
-		awk -v l=$l -v op=$op '$1 == l && $2 == op { print $3 }' "$TMP/data" | sort -n | awk -v l="$l $op" '
-			{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
-			printf "%-14s median %6.2f ms  (min %.2f – max %.2f, n=%d)\n", l, m / 1000, v[1] / 1000, v[NR] / 1000, NR }'
+		awk -v l=$l -v op=$op '$1 == l && $2 == op { print $3 }' "$TMP/data" | latstats "$l $op" 14
 	done
 done

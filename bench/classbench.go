@@ -394,32 +394,95 @@ func cbSetBoxes(rules []cbRule) []cbBox {
 	return out
 }
 
+// holdsCorner reports whether b holds the packet at o's lowest corner
+// (lo) or at its highest (!lo): every field at its range's low or high end.
+func (b *cbBox) holdsCorner(o *cbBox, lo bool) bool {
+	src, dst := o.Src.Masked().Addr(), o.Dst.Masked().Addr()
+	proto, sport, dport := o.ProtoLo, o.Sport.Lo, o.Dport.Lo
+	if !lo {
+		src, dst = prefixLast(o.Src), prefixLast(o.Dst)
+		proto, sport, dport = o.ProtoHi, o.Sport.Hi, o.Dport.Hi
+	}
+	return b.Src.Contains(src) && b.Dst.Contains(dst) &&
+		b.ProtoLo <= proto && proto <= b.ProtoHi &&
+		b.Sport.contains(sport) && b.Dport.contains(dport)
+}
+
+// prefixLast returns the highest address of the IPv4 prefix p.
+func prefixLast(p netip.Prefix) netip.Addr {
+	a := p.Masked().Addr().As4()
+	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	if bits := p.Bits(); bits < 32 {
+		v |= 1<<(32-bits) - 1
+	}
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// cbSetGroups deals the boxes of cbSetBoxes into sets the kernel loads:
+// its concatenated interval sets (nft_set_pipapo) refuse an element whose
+// lowest or highest corner lies inside an element added before it ("File
+// exists"; checked with nft 1.0.6 on kernel 6.18: {10.0.0.0/8 . 70-90,
+// 10.0.0.0/8 . 85-95} fails, {10.0.0.0/8 . 70-90, 10.0.0.0/8 . 60-95}
+// loads), so each box goes, in order, to the first set none of whose boxes
+// holds either of its corners, as a user splitting an overlapping list
+// would.
+func cbSetGroups(rules []cbRule) [][]cbBox {
+	var groups [][]cbBox
+	for _, x := range cbSetBoxes(rules) {
+		placed := false
+		for g := range groups {
+			clash := false
+			for i := range groups[g] {
+				if groups[g][i].holdsCorner(&x, true) || groups[g][i].holdsCorner(&x, false) {
+					clash = true
+					break
+				}
+			}
+			if !clash {
+				groups[g] = append(groups[g], x)
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			groups = append(groups, []cbBox{x})
+		}
+	}
+	return groups
+}
+
 // renderNftSet renders rules as nftables users write a long accept list:
-// one interval set of concatenations (source . destination . protocol .
-// source port . destination port) and one rule looking it up, policy drop.
-// Every rule accepts, so their order does not change any verdict, and an
-// element inside another is left out; a rule of any protocol is the
-// protocol range 0-255, and th sport/dport read the transport header's
-// first four bytes whatever the protocol (only rules with every port there
-// match protocols without ports). The kernel refuses an element whose
-// bounds fall inside another's: such a set does not load.
+// interval sets of concatenations (source . destination . protocol .
+// source port . destination port) and one rule looking each up, policy
+// drop: one set, or as few as cbSetGroups needs when elements partially
+// overlap. Every rule accepts, so their order does not change any
+// verdict, and an element inside another is left out; a rule of any
+// protocol is the protocol range 0-255, and th sport/dport read the
+// transport header's first four bytes whatever the protocol (only rules
+// with every port there match protocols without ports).
 func renderNftSet(rules []cbRule) string {
 	var b strings.Builder
+	groups := cbSetGroups(rules)
 	fmt.Fprintf(&b, "flush ruleset\ntable ip %s {\n", nftTable)
-	b.WriteString("\tset acl {\n\t\ttype ipv4_addr . ipv4_addr . inet_proto . inet_service . inet_service\n\t\tflags interval\n\t\telements = {\n")
-	for i, x := range cbSetBoxes(rules) {
-		if i > 0 {
-			b.WriteString(",\n")
+	for g, boxes := range groups {
+		fmt.Fprintf(&b, "\tset acl%d {\n\t\ttype ipv4_addr . ipv4_addr . inet_proto . inet_service . inet_service\n\t\tflags interval\n\t\telements = {\n", g)
+		for i, x := range boxes {
+			if i > 0 {
+				b.WriteString(",\n")
+			}
+			proto := strconv.Itoa(int(x.ProtoLo))
+			if x.ProtoHi != x.ProtoLo {
+				proto = fmt.Sprintf("%d-%d", x.ProtoLo, x.ProtoHi)
+			}
+			fmt.Fprintf(&b, "\t\t\t%s . %s . %s . %s . %s", x.Src, x.Dst, proto, x.Sport.nft(), x.Dport.nft())
 		}
-		proto := strconv.Itoa(int(x.ProtoLo))
-		if x.ProtoHi != x.ProtoLo {
-			proto = fmt.Sprintf("%d-%d", x.ProtoLo, x.ProtoHi)
-		}
-		fmt.Fprintf(&b, "\t\t\t%s . %s . %s . %s . %s", x.Src, x.Dst, proto, x.Sport.nft(), x.Dport.nft())
+		b.WriteString("\n\t\t}\n\t}\n")
 	}
-	b.WriteString("\n\t\t}\n\t}\n")
 	b.WriteString("\tchain forward {\n\t\ttype filter hook forward priority filter; policy drop;\n")
-	b.WriteString("\t\tip saddr . ip daddr . meta l4proto . th sport . th dport @acl accept\n\t}\n}\n")
+	for g := range groups {
+		fmt.Fprintf(&b, "\t\tip saddr . ip daddr . meta l4proto . th sport . th dport @acl%d accept\n", g)
+	}
+	b.WriteString("\t}\n}\n")
 	return b.String()
 }
 

@@ -178,7 +178,7 @@ func TestCBSetBoxes(t *testing.T) {
 	}
 	var got []string
 	for _, b := range cbSetBoxes(rules) {
-		got = append(got, fmt.Sprintf("%s %s %d-%d %s %s", b.Src, b.Dst, b.ProtoLo, b.ProtoHi, b.Sport.nft(), b.Dport.nft()))
+		got = append(got, cbBoxString(b))
 	}
 	want := []string{
 		"1.0.0.0/8 2.0.0.0/8 6-6 0-65535 80",
@@ -241,4 +241,40 @@ func TestCBWithoutDefault(t *testing.T) {
 			t.Errorf("%d rules in: %d left, dropped %v; want %d, %v", len(rules), len(got), dropped, tc.n, tc.dropped)
 		}
 	}
+}
+
+// TestCBSetGroups checks that boxes go to one set until a box's lowest or
+// highest corner lies inside an earlier box of it (the kernel refuses such
+// an element), and that a box holding an earlier one stays in its set.
+func TestCBSetGroups(t *testing.T) {
+	rules, err := parseClassBench(strings.NewReader(`@10.0.0.0/8 2.0.0.0/8 0 : 65535 70 : 90 0x11/0xFF 0x0000/0x0000
+@10.0.0.0/8 2.0.0.0/8 0 : 65535 85 : 95 0x11/0xFF 0x0000/0x0000
+@10.0.0.0/8 2.0.0.0/8 0 : 65535 60 : 75 0x11/0xFF 0x0000/0x0000
+@10.1.0.0/16 2.0.0.0/8 0 : 65535 60 : 95 0x11/0xFF 0x0000/0x0000
+@10.0.0.0/8 2.0.0.0/8 0 : 65535 86 : 94 0x06/0xFF 0x0000/0x0000
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for g, boxes := range cbSetGroups(rules) {
+		for _, b := range boxes {
+			got = append(got, fmt.Sprintf("%d: %s", g, cbBoxString(b)))
+		}
+	}
+	want := []string{
+		"0: 10.0.0.0/8 2.0.0.0/8 17-17 0-65535 70-90",
+		"0: 10.1.0.0/16 2.0.0.0/8 17-17 0-65535 60-95",
+		"0: 10.0.0.0/8 2.0.0.0/8 6-6 0-65535 86-94",
+		"1: 10.0.0.0/8 2.0.0.0/8 17-17 0-65535 85-95",
+		"1: 10.0.0.0/8 2.0.0.0/8 17-17 0-65535 60-75",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("sets:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// cbBoxString prints a box as the set tests compare them.
+func cbBoxString(b cbBox) string {
+	return fmt.Sprintf("%s %s %d-%d %s %s", b.Src, b.Dst, b.ProtoLo, b.ProtoHi, b.Sport.nft(), b.Dport.nft())
 }

@@ -13,6 +13,7 @@
 # BIN may be the C client (bin/xfw-cmd, run as `xfw-cmd ipset …`), and a
 # BIN written BIN=own runs with XFW_CMDSERVER=off (in its own process).
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 N=60
 AGENT=
 while [ $# -gt 0 ]; do
@@ -82,12 +83,7 @@ for b in "$@"; do
 	XFW_CMDSERVER=off ip netns exec "$NS" "$b" ipset del big 10.1.2.3
 done
 if [ -n "$AGENT" ]; then
-	ip netns exec "$NS" "$XFW" agent --no-log >"$TMP/agent.log" 2>&1 &
-	AGENT_PID=$!
-	for ((i = 0; i < 100; i++)); do
-		XFW_CMDSERVER=only ip netns exec "$NS" "$XFW" ipset list -n >/dev/null 2>&1 && break
-		sleep 0.2
-	done
+	agent_start "$NS" "$XFW" "$TMP/agent.log"
 	XFW_CMDSERVER=only ip netns exec "$NS" "$XFW" ipset list -n >/dev/null ||
 		{ echo "the agent does not serve ipset" >&2; cat "$TMP/agent.log" >&2; exit 1; }
 fi
@@ -106,9 +102,7 @@ run() {
 		done' _ "$@"
 }
 stats() { # label file op
-	sort -n <(awk -v op="$3" '$1 == op { print $2 }' "$2") | awk -v l="$1 $3" '
-		{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
-		printf "%-34s median %6.2f ms  (min %.2f – max %.2f, n=%d)\n", l, m / 1000, v[1] / 1000, v[NR] / 1000, NR }'
+	awk -v op="$3" '$1 == op { print $2 }' "$2" | latstats "$1 $3" 34
 }
 cases="big:10.1.2.3 ports:192.0.2.1,udp:5000 unused:10.9.9.9"
 # Alternate the binaries in rounds of 10 pairs, so that load from other jobs

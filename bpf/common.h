@@ -512,6 +512,14 @@ enum xfw_reject {
  * a LOG event carries (struct xfw_log_event). */
 #define XFW_LOG_PREFIX_LEN 64
 #define XFW_LOG_SNAP 256
+/* NFLOG: an event passing more of its frame than XFW_LOG_SNAP bytes
+ * reserves room for the smallest of these that holds it (the reservation's
+ * size must be a constant; powers of two, so a mask bounds the copy): a
+ * standard frame, a jumbo frame, and the most an event carries (a longer
+ * packet, such as a GSO packet at TC, is passed on cut there). */
+#define XFW_NFLOG_SNAP_STD 2048
+#define XFW_NFLOG_SNAP_JUMBO 16384
+#define XFW_NFLOG_SNAP_MAX 32768
 /* struct xfw_logcfg .flags of an NFLOG rule (the kernel's XT_LOG_NFLOG
  * bit, which LOG never sets): its events go to the NFLOG ring. */
 #define XFW_LOG_NFLOG 0x10

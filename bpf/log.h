@@ -6,7 +6,9 @@
  * LOG ring buffer of xfw_logrings to user space (internal/dataplane,
  * logring.go), which formats the kernel's LOG line. NFLOG entries are LOG
  * entries whose options have XFW_LOG_NFLOG: their events go through the
- * NFLOG ring (xfw nflog reads them), with the group and copy length.
+ * NFLOG ring (xfw nflog reads them), with the group and copy length, and
+ * carry as much of the packet as they pass on (up to XFW_NFLOG_SNAP_MAX
+ * bytes, in records of a few constant sizes: xfw_log_reserve).
  *
  * Conventions: one emitter per hook, a global function around
  * xfw_emit_logs (XDP copies from the xdp_md, TC from
@@ -33,10 +35,49 @@
 #include "demux.h"
 #include "iter.h"
 
+/* xfw_nflog_want returns the bytes of a len-byte frame, from its Ethernet
+ * header on, that an event of lc passes on: the LOG line's first
+ * XFW_LOG_SNAP (its headers), for NFLOG the whole IP packet or its first
+ * --nflog-size bytes (counted from the IP header at l3_off). */
+static __always_inline __u32 xfw_nflog_want(const struct xfw_logcfg *lc, __u32 len, __u32 l3_off)
+{
+	__u64 want = len;
+
+	if (!(lc->flags & XFW_LOG_NFLOG))
+		return len < XFW_LOG_SNAP ? len : XFW_LOG_SNAP;
+	if ((__u64)l3_off + lc->nflog_len < want)
+		want = (__u64)l3_off + lc->nflog_len;
+	return want;
+}
+
+/* xfw_log_reserve reserves in rb an event with room for want bytes of the
+ * frame, at most XFW_NFLOG_SNAP_MAX: the smallest constant size that holds
+ * them; *room is set to the bytes its .pkt holds. */
+static __always_inline struct xfw_log_event *xfw_log_reserve(void *rb, __u32 want, __u32 *room)
+{
+	const __u32 head = sizeof(struct xfw_log_event) - XFW_LOG_SNAP;
+
+	if (want <= XFW_LOG_SNAP) {
+		*room = XFW_LOG_SNAP;
+		return bpf_ringbuf_reserve(rb, sizeof(struct xfw_log_event), 0);
+	}
+	if (want <= XFW_NFLOG_SNAP_STD) {
+		*room = XFW_NFLOG_SNAP_STD;
+		return bpf_ringbuf_reserve(rb, head + XFW_NFLOG_SNAP_STD, 0);
+	}
+	if (want <= XFW_NFLOG_SNAP_JUMBO) {
+		*room = XFW_NFLOG_SNAP_JUMBO;
+		return bpf_ringbuf_reserve(rb, head + XFW_NFLOG_SNAP_JUMBO, 0);
+	}
+	*room = XFW_NFLOG_SNAP_MAX;
+	return bpf_ringbuf_reserve(rb, head + XFW_NFLOG_SNAP_MAX, 0);
+}
+
 /* xfw_log_event reserves and fills a LOG event for entry e of generation
- * slot, or returns NULL. */
+ * slot and a len-byte frame, or returns NULL; *room is set to the bytes of
+ * the frame its .pkt has room for (XFW_LOG_SNAP, or more for NFLOG). */
 static __always_inline struct xfw_log_event *xfw_log_event(__u32 slot, __u32 e,
-		struct xfw_pkt *p, __u32 chain, __u32 iif, __u32 oif)
+		struct xfw_pkt *p, __u32 chain, __u32 iif, __u32 oif, __u32 len, __u32 *room)
 {
 	void *entries = xfw_inner(&xfw_o_entries, slot);
 	void *logcfg = xfw_inner(&xfw_o_logcfg, slot);
@@ -57,7 +98,7 @@ static __always_inline struct xfw_log_event *xfw_log_event(__u32 slot, __u32 e,
 		return NULL;
 	ring = lc->flags & XFW_LOG_NFLOG ? XFW_RING_NFLOG : XFW_RING_LOG;
 	rb = bpf_map_lookup_elem(&xfw_logrings, &ring);
-	ev = rb ? bpf_ringbuf_reserve(rb, sizeof(*ev), 0) : NULL;
+	ev = rb ? xfw_log_reserve(rb, xfw_nflog_want(lc, len, p->l3_off), room) : NULL;
 	if (!ev) {
 		xfw_stat_inc(XFW_STAT_LOG_LOST);
 		return NULL;
@@ -91,12 +132,42 @@ static __always_inline __u64 xfw_mask_snap(__u64 n)
 	return n;
 }
 
-/* xfw_snap_len bounds the bytes of a frame copied into a LOG event. */
-static __always_inline __u32 xfw_snap_len(__u32 len)
+/* The masks of the NFLOG copy lengths, in the very register (as
+ * xfw_mask_snap): one per size of xfw_log_reserve. */
+static __always_inline __u64 xfw_mask_std(__u64 n)
 {
-	if (len > XFW_LOG_SNAP)
-		len = XFW_LOG_SNAP;
-	return len;
+	asm volatile("%[n] &= 2047" : [n] "+r"(n)); /* XFW_NFLOG_SNAP_STD - 1 */
+	return n;
+}
+
+static __always_inline __u64 xfw_mask_jumbo(__u64 n)
+{
+	asm volatile("%[n] &= 16383" : [n] "+r"(n)); /* XFW_NFLOG_SNAP_JUMBO - 1 */
+	return n;
+}
+
+static __always_inline __u64 xfw_mask_max(__u64 n)
+{
+	asm volatile("%[n] &= 32767" : [n] "+r"(n)); /* XFW_NFLOG_SNAP_MAX - 1 */
+	return n;
+}
+
+/* xfw_copy_frame copies the first n bytes (1 ≤ n ≤ room) of the frame of
+ * ctx (xdp: an xdp_md, else an skb) into ev->pkt, whose room is one of
+ * xfw_log_reserve's sizes; returns the helper's result. */
+static __always_inline long xfw_copy_frame(void *ctx, int xdp, struct xfw_log_event *ev, __u32 n, __u32 room)
+{
+	__u64 c;
+
+	if (room == XFW_LOG_SNAP)
+		c = n >= XFW_LOG_SNAP ? XFW_LOG_SNAP : xfw_mask_snap(n - 1) + 1;
+	else if (room == XFW_NFLOG_SNAP_STD)
+		c = xfw_mask_std(n - 1) + 1;
+	else if (room == XFW_NFLOG_SNAP_JUMBO)
+		c = xfw_mask_jumbo(n - 1) + 1;
+	else
+		c = xfw_mask_max(n - 1) + 1;
+	return xdp ? bpf_xdp_load_bytes(ctx, 0, ev->pkt, c) : bpf_skb_load_bytes(ctx, 0, ev->pkt, c);
 }
 
 /* xfw_emit_one sends the event of pending LOG entry i of the hook's
@@ -111,9 +182,10 @@ static __always_inline void xfw_emit_one(void *ctx, int xdp, struct xfw_xdp_scra
 {
 	struct xfw_pending *st = &sc->st;
 	struct xfw_log_event *ev;
-	__u32 n;
+	__u32 room = 0, n;
 
-	ev = xfw_log_event(st->slot, st->logs[i & (XFW_MAX_PENDING_LOGS - 1)], &sc->p, chain, iif, oif);
+	ev = xfw_log_event(st->slot, st->logs[i & (XFW_MAX_PENDING_LOGS - 1)], &sc->p, chain, iif, oif,
+			   len, &room);
 	if (!ev)
 		return;
 	ev->mark = st->log_marks[i & (XFW_MAX_PENDING_LOGS - 1)];
@@ -129,17 +201,11 @@ static __always_inline void xfw_emit_one(void *ctx, int xdp, struct xfw_xdp_scra
 		ev->gid = ids->gid;
 	}
 	ev->pkt_len = len;
-	ev->snap_len = xfw_snap_len(len);
-	/* Constant or masked sizes keep the verifier's bounds. */
-	if (len >= XFW_LOG_SNAP)
-		n = xdp ? bpf_xdp_load_bytes(ctx, 0, ev->pkt, XFW_LOG_SNAP)
-			: bpf_skb_load_bytes(ctx, 0, ev->pkt, XFW_LOG_SNAP);
-	else if ((len & (XFW_LOG_SNAP - 1)) > 0)
-		n = xdp ? bpf_xdp_load_bytes(ctx, 0, ev->pkt, xfw_mask_snap(len - 1) + 1)
-			: bpf_skb_load_bytes(ctx, 0, ev->pkt, xfw_mask_snap(len - 1) + 1);
-	else
-		n = -1;
-	if ((int)n < 0)
+	/* The frame's bytes the event has room for; constant or masked
+	 * sizes keep the verifier's bounds. */
+	n = len < room ? len : room;
+	ev->snap_len = n;
+	if (n == 0 || xfw_copy_frame(ctx, xdp, ev, n, room) < 0)
 		ev->snap_len = 0;
 	bpf_ringbuf_submit(ev, 0);
 }

@@ -124,6 +124,13 @@ func runIptables(name string, args []string, env Env) int {
 		}
 		fallthrough
 	case iptables.CmdZero, iptables.CmdZeroNum:
+		if old.TableByName(cmd.Table) == nil {
+			// A table no command has made yet holds no counter of
+			// the data plane; zeroing it commits nothing, as listing
+			// it does (docs/differences.md, Tables).
+			succeeded = true
+			return exitOK
+		}
 		// Counters only: no new generation, the bases move. The kernel's
 		// limit buckets start full again (iptables replaces the table),
 		// and libiptc's commit writes the table's policy counters back

@@ -42,7 +42,8 @@ type LogEvent struct {
 	// first bytes.
 	FrameLen int
 	// Frame holds the first bytes of the frame, from its Ethernet header
-	// on (at most logSnap bytes).
+	// on (at most logSnap bytes, and for NFLOG as many as it passes on, up
+	// to XFW_NFLOG_SNAP_MAX).
 	Frame []byte
 	// NFLogGroup and NFLogLen are an NFLOG rule's group and copy length
 	// (compiler.NFLogWhole: no --nflog-size), when Flags has
@@ -91,7 +92,14 @@ func DecodeLogEvent(raw []byte) (LogEvent, error) {
 	if int(ev.Chain) >= len(logChains) {
 		return LogEvent{}, fmt.Errorf("decode LOG event: unknown chain %d", ev.Chain)
 	}
-	snap := min(int(ev.SnapLen), len(ev.Pkt))
+	// An NFLOG event passing more than logSnap bytes is a longer record:
+	// the frame goes on past Pkt to the record's end.
+	pktOff := binary.Size(ev) - logSnap
+	frame := ev.Pkt[:]
+	if len(raw) > pktOff+logSnap {
+		frame = raw[pktOff:]
+	}
+	snap := min(int(ev.SnapLen), len(frame))
 	prefix := ev.Prefix[:]
 	if i := bytes.IndexByte(prefix, 0); i >= 0 {
 		prefix = prefix[:i]
@@ -108,7 +116,7 @@ func DecodeLogEvent(raw []byte) (LogEvent, error) {
 		HasMAC:     ev.HasMAC != 0,
 		L3Off:      int(ev.L3Off),
 		FrameLen:   int(ev.PktLen),
-		Frame:      append([]byte(nil), ev.Pkt[:snap]...),
+		Frame:      append([]byte(nil), frame[:snap]...),
 		NFLogGroup: ev.NFLogGroup,
 		NFLogLen:   ev.NFLogLen,
 		Mark:       ev.Mark,

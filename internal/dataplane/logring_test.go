@@ -56,6 +56,17 @@ func TestDecodeLogEvent(t *testing.T) {
 			Level: 6, Flags: 0x21, Prefix: string(bytes.Repeat([]byte{'p'}, len(full.Prefix))),
 			HasMAC: true, L3Off: 14, FrameLen: 1500, Frame: full.Pkt[:], Mark: 0x2a, PhysIn: 8, PhysOut: 9,
 		}},
+		{name: "NFLOG record longer than the snapshot", raw: func() []byte {
+			e := good
+			e.SnapLen = 300 // of a 2,048-byte room: the frame goes on past Pkt
+			b := append(raw(e), make([]byte, 2048-logSnap)...)
+			b[logEventSize-logSnap+299] = 0x99
+			return b
+		}(), want: LogEvent{
+			InIfindex: 3, OutIfindex: 4, Rule: 7, Family: ir.IPv6, Chain: ir.ChainForward,
+			Level: 6, Flags: 0x21, Prefix: "abc ", HasMAC: true, L3Off: 14, FrameLen: 1500,
+			Frame: append(append([]byte{1, 2, 3, 4, 5, 6, 7}, make([]byte, 292)...), 0x99), Mark: 0x2a, PhysIn: 8, PhysOut: 9,
+		}},
 		{name: "short record", raw: raw(good)[:100], wantErr: true},
 		{name: "bad family", raw: func() []byte { e := good; e.Family = 5; return raw(e) }(), wantErr: true},
 		{name: "bad chain", raw: func() []byte { e := good; e.Chain = 3; return raw(e) }(), wantErr: true},

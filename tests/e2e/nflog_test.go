@@ -22,7 +22,8 @@ import (
 
 // nflogRules4 and nflogRules6 are TestNFLogAgainstKernel's rulesets: group
 // 5 logs INPUT datagrams to 7100 (prefix x), 7102 cut to 30 bytes
-// (--nflog-size) and FORWARD ones to 7103; group 6 (7101) is another
+// (--nflog-size), FORWARD ones to 7103 and fw's own to gen's 7104 (OUTPUT,
+// judged at TC); group 6 (7101) is another
 // listener's and must not reach group 5's.
 const (
 	nflogRules4 = `*filter
@@ -33,6 +34,7 @@ const (
 -A INPUT -p udp --dport 7101 -j NFLOG --nflog-group 6 --nflog-prefix other
 -A INPUT -p udp --dport 7102 -j NFLOG --nflog-group 5 --nflog-prefix small --nflog-size 30
 -A FORWARD -p udp --dport 7103 -j NFLOG --nflog-prefix fwd --nflog-group 5 --nflog-threshold 2
+-A OUTPUT -p udp --dport 7104 -j NFLOG --nflog-group 5 --nflog-prefix out
 COMMIT
 `
 	nflogRules6 = `*filter
@@ -49,20 +51,24 @@ type nflogPacket struct {
 	prefix string // "" where the pcap does not carry it (xfw's raw IP)
 	fam    int
 	dport  uint16
-	caplen int // bytes of the IP packet passed on
-	iplen  int // the IP packet's length (its header's)
+	caplen int  // bytes of the IP packet passed on
+	iplen  int  // the IP packet's length (its header's)
+	last   byte // the last byte passed on (0 in the text lines)
 }
 
 func (p nflogPacket) String() string {
-	return fmt.Sprintf("%q v%d dport %d %d/%d bytes", p.prefix, p.fam, p.dport, p.caplen, p.iplen)
+	return fmt.Sprintf("%q v%d dport %d %d/%d bytes, last %#02x", p.prefix, p.fam, p.dport, p.caplen, p.iplen, p.last)
 }
 
 // nflogSend sends the round's datagrams from gen: two to fw:7100, one to
 // fw:7101 (group 6), one of 100 bytes to fw:7102, one through fw to
-// sink:7103, one to fw's IPv6 address port 7100.
+// sink:7103, one to fw's IPv6 address port 7100, then one of 1,400 bytes
+// to each of fw's addresses at 7100 and one from fw to gen:7104 (passed
+// on whole: more than a LOG event's snapshot).
 func nflogSend(t *testing.T, tp *nettest.Topology) {
 	t.Helper()
 	small := []byte("nflog-e2e-payload")
+	big := append(bytes.Repeat([]byte("0123456789"), 139), "abcdefghiQ"...)
 	sends := []struct {
 		dst     netip.Addr
 		port    uint16
@@ -70,19 +76,23 @@ func nflogSend(t *testing.T, tp *nettest.Topology) {
 	}{
 		{tp.FwIn.IPv4, 7100, small}, {tp.FwIn.IPv4, 7100, small}, {tp.FwIn.IPv4, 7101, small},
 		{tp.FwIn.IPv4, 7102, bytes.Repeat([]byte{'z'}, 100)}, {tp.Sink.IPv4, 7103, small},
-		{tp.FwIn.IPv6, 7100, small},
+		{tp.FwIn.IPv6, 7100, small}, {tp.FwIn.IPv4, 7100, big}, {tp.FwIn.IPv6, 7100, big},
 	}
 	for _, s := range sends {
 		if a := nettest.UDPSend(tp.GenNS, netip.AddrPortFrom(s.dst, s.port), s.payload); a.Outcome != nettest.OK {
 			t.Fatalf("send to %s:%d: %v", s.dst, s.port, a)
 		}
 	}
+	if a := nettest.UDPSend(tp.FwNS, netip.AddrPortFrom(tp.Gen.IPv4, 7104), big); a.Outcome != nettest.OK {
+		t.Fatalf("send from fw to %s:7104: %v", tp.Gen.IPv4, a)
+	}
 }
 
 // nflogWant is what group 5's listener must see of one round, in order.
 var nflogWant = []nflogPacket{
-	{"x", 4, 7100, 45, 45}, {"x", 4, 7100, 45, 45},
-	{"small", 4, 7102, 30, 128}, {"fwd", 4, 7103, 45, 45}, {"x6", 6, 7100, 65, 65},
+	{"x", 4, 7100, 45, 45, 'd'}, {"x", 4, 7100, 45, 45, 'd'},
+	{"small", 4, 7102, 30, 128, 'z'}, {"fwd", 4, 7103, 45, 45, 'd'}, {"x6", 6, 7100, 65, 65, 'd'},
+	{"x", 4, 7100, 1428, 1428, 'Q'}, {"x6", 6, 7100, 1448, 1448, 'Q'}, {"out", 4, 7104, 1428, 1428, 'Q'},
 }
 
 // listener is a reader of group 5 running in a namespace.
@@ -301,12 +311,15 @@ func parseNFLogLines(t *testing.T, out string, tp *nettest.Topology) []nflogPack
 		fmt.Sscan(m[6], &p.iplen)
 		fmt.Sscan(m[7], &p.dport)
 		src, err := netip.ParseAddr(m[4]) // IPv6 written out in full
-		wantOut := ""
-		if p.prefix == "fwd" {
+		wantIn, wantOut, wantSrc := tp.FwIn.Ifname, "", []netip.Addr{tp.Gen.IPv4, tp.Gen.IPv6}
+		switch p.prefix {
+		case "fwd":
 			wantOut = tp.FwOut.Ifname
+		case "out": // fw's own datagram to gen
+			wantIn, wantOut, wantSrc = "", tp.FwIn.Ifname, []netip.Addr{tp.FwIn.IPv4}
 		}
-		if m[2] != tp.FwIn.Ifname || m[3] != wantOut || err != nil || src != tp.Gen.IPv4 && src != tp.Gen.IPv6 {
-			t.Errorf("xfw nflog line %q: want IN=%s OUT=%s SRC=gen", line, tp.FwIn.Ifname, wantOut)
+		if m[2] != wantIn || m[3] != wantOut || err != nil || !slices.Contains(wantSrc, src) {
+			t.Errorf("xfw nflog line %q: want IN=%s OUT=%s SRC=%v", line, wantIn, wantOut, wantSrc)
 		}
 		got = append(got, p)
 	}
@@ -354,6 +367,9 @@ func readNFLogPcap(t *testing.T, path string) []nflogPacket {
 			t.Fatalf("%s: link type %d", path, link)
 		}
 		p.caplen = len(payload)
+		if len(payload) > 0 {
+			p.last = payload[len(payload)-1]
+		}
 		p.fam, p.dport, p.iplen = ipFacts(payload)
 		out = append(out, p)
 	}

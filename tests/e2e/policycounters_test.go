@@ -33,6 +33,10 @@ func TestPolicyCountersAgainstKernel(t *testing.T) {
 		{"list rules", []string{"-S"}, "", nil},
 		{"restore --noflush", nil, "*filter\n-A extra -p udp --dport 12\nCOMMIT\n", []string{"--noflush"}},
 		{"zero one chain", []string{"-Z", "INPUT"}, "", nil},
+		// Tables no command has used yet (the kernel makes them).
+		{"zero mangle", []string{"-t", "mangle", "-Z"}, "", nil},
+		{"list and zero nat", []string{"-t", "nat", "-L", "-n", "-Z"}, "", nil},
+		{"zero a raw chain", []string{"-t", "raw", "-Z", "PREROUTING"}, "", nil},
 		// A table's built-in chains that a restore does not declare
 		// get their policy counters zeroed, flushing or not, with -c
 		// or without (iptables-legacy-restore, Linux 6.18).
