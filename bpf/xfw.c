@@ -165,7 +165,7 @@ __attribute__((noinline)) int xfw_xdp_parse(struct xdp_md *ctx, struct xfw_pkt *
 {
 	if (!p)
 		return XFW_PARSE_PASS;
-	return xfw_parse_frame(ctx, 1, p, (__u32)(ctx->data_end - ctx->data), 1);
+	return xfw_parse_frame(ctx, 1, p, (__u32)(ctx->data_end - ctx->data), XFW_PARSE_F_CSUM);
 }
 
 /* xfw_xdp_dnat_logs emits the LOG lines of the walk a DNAT ended, before
@@ -859,9 +859,10 @@ int xfw_xdp(struct xdp_md *ctx)
 #define XFW_TC_PULL 256
 
 /* xfw_tc_parse parses the skb into p: the packet the hook judges, and
- * again REJECT's reply, built in place. A global function: the parser is
+ * again REJECT's reply, built in place; pppoe: the IP datagram of a PPPoE
+ * session frame too (XFW_PARSE_F_PPPOE). A global function: the parser is
  * verified once, on its own, and its stack is gone before classifying. */
-__attribute__((noinline)) int xfw_tc_parse(struct __sk_buff *skb, struct xfw_pkt *p)
+__attribute__((noinline)) int xfw_tc_parse(struct __sk_buff *skb, struct xfw_pkt *p, int pppoe)
 {
 	__u32 pull;
 
@@ -869,7 +870,7 @@ __attribute__((noinline)) int xfw_tc_parse(struct __sk_buff *skb, struct xfw_pkt
 		return XFW_PARSE_PASS;
 	pull = skb->len < XFW_TC_PULL ? skb->len : XFW_TC_PULL;
 	bpf_skb_pull_data(skb, pull);
-	return xfw_parse_frame(skb, 0, p, skb->len, 0);
+	return xfw_parse_frame(skb, 0, p, skb->len, pppoe ? XFW_PARSE_F_PPPOE : 0);
 }
 
 /* xfw_tc_reply_judge judges, in OUTPUT with output device oif, a REJECT
@@ -889,7 +890,7 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	if (!skb || !p || !st)
 		return XFW_ACT_DROP;
 	st->nlogs = 0;
-	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE)
+	if (xfw_tc_parse(skb, p, 0) != XFW_PARSE_JUDGE)
 		return XFW_ACT_DROP;
 	p->mark = 0; /* the kernel's reply is unmarked (fwmark_reflect off) */
 	st->route_mark = 0;
@@ -953,7 +954,7 @@ __attribute__((noinline)) int xfw_tc_forwarded(struct __sk_buff *skb, struct xfw
 {
 	if (!skb || !p || xfw_nat_kept(skb) || !xfw_nat_enabled() || skb->vlan_present)
 		return TC_ACT_OK;
-	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE || p->vlan)
+	if (xfw_tc_parse(skb, p, 0) != XFW_PARSE_JUDGE || p->vlan)
 		return TC_ACT_OK;
 	return xfw_tc_nat_src(skb, p);
 }
@@ -1244,7 +1245,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	/* A VLAN device's traffic was judged on the VLAN device itself. */
 	if (skb->vlan_present)
 		return TC_ACT_OK;
-	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE)
+	if (xfw_tc_parse(skb, p, 0) != XFW_PARSE_JUDGE)
 		return TC_ACT_OK;
 	if (p->vlan)
 		return TC_ACT_OK;

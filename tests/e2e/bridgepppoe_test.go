@@ -1,0 +1,146 @@
+package e2e
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
+)
+
+// PPPoE's EtherTypes and the PPP protocols br_netfilter looks for
+// (RFC 2516, RFC 1332, RFC 5072).
+const (
+	etherPPPoESession   = 0x8864
+	etherPPPoEDiscovery = 0x8863
+	pppIPv4             = 0x0021
+	pppIPv6             = 0x0057
+	pppLCP              = 0xc021
+)
+
+// withPPPoE returns frame's builder with the IP datagram after its
+// Ethernet header carried in a PPPoE frame of EtherType ether (version 1,
+// type 1, code 0, session 0x1234) as PPP protocol proto.
+func withPPPoE(frame func(tp *nettest.Topology) []byte, ether, proto uint16) func(tp *nettest.Topology) []byte {
+	return func(tp *nettest.Topology) []byte {
+		f := frame(tp)
+		ip := f[14:]
+		hdr := make([]byte, 10)
+		binary.BigEndian.PutUint16(hdr[0:], ether)
+		hdr[2] = 0x11 // version 1, type 1
+		hdr[3] = 0    // code: session data
+		binary.BigEndian.PutUint16(hdr[4:], 0x1234)
+		binary.BigEndian.PutUint16(hdr[6:], uint16(2+len(ip)))
+		binary.BigEndian.PutUint16(hdr[8:], proto)
+		return append(append(append([]byte(nil), f[:12]...), hdr...), ip...)
+	}
+}
+
+// pppoeUDP is bridgedUDP's datagram from gen to sink's port in a PPPoE
+// session frame of its family's PPP protocol.
+func pppoeUDP(fam int, port uint16) func(tp *nettest.Topology) []byte {
+	return withPPPoE(bridgedUDP(fam, port, false, false), etherPPPoESession, pppProto(fam))
+}
+
+// pppProto returns the PPP protocol of IP family fam.
+func pppProto(fam int) uint16 {
+	if fam == 6 {
+		return pppIPv6
+	}
+	return pppIPv4
+}
+
+// TestBridgedPPPoEAgainstKernel injects bridged PPPoE session frames
+// through xfw and iptables-legacy with bridge-nf-filter-pppoe-tagged off
+// (they pass unjudged) and on (the kernel judges the IP datagram inside
+// them, -i and -o the bridge, the ports for -m physdev, and the frame
+// leaves as it came): counters and what reaches sink are compared, both
+// families. Frames the kernel leaves alone either way (discovery, PPP's
+// LCP) and a datagram of the other family than its PPP protocol says
+// (br_netfilter's header check drops it) are sent too.
+func TestBridgedPPPoEAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy", "sysctl")
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		bridgeSetup(t, tp, true)
+	})
+	if t.Failed() {
+		return
+	}
+	for _, on := range []string{"0", "1"} {
+		failed := t.Failed() // an earlier round's differences
+		tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+			nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.bridge.bridge-nf-filter-pppoe-tagged="+on)
+			// Loading reads the sysctls (xfw: at each load or sync).
+			fw.restore(t, tp, 4, bridgeVLANRules)
+			fw.restore(t, tp, 6, bridgeVLANRules)
+			zeroCounters(t, tp, fw)
+		})
+		if t.Failed() && !failed {
+			return
+		}
+		for _, fam := range []int{4, 6} {
+			other := pppProto(10 - fam)
+			for _, pr := range []struct {
+				name  string
+				frame func(tp *nettest.Topology) []byte
+			}{
+				{"plain", bridgedUDP(fam, 9840, false, false)},
+				{"PPPoE", pppoeUDP(fam, 9840)},
+				{"PPPoE, dropped by port", pppoeUDP(fam, 9841)},
+				{"PPPoE, dropped by physdev", pppoeUDP(fam, 9842)},
+				{"PPPoE, the other family's PPP protocol", withPPPoE(bridgedUDP(fam, 9841, false, false), etherPPPoESession, other)},
+				{"PPPoE, LCP", withPPPoE(bridgedUDP(fam, 9841, false, false), etherPPPoESession, pppLCP)},
+				{"PPPoE discovery", withPPPoE(bridgedUDP(fam, 9841, false, false), etherPPPoEDiscovery, pppIPv4)},
+				{"PPPoE, to br0", withPPPoE(bridgedUDP(fam, 9840, false, true), etherPPPoESession, pppProto(fam))},
+			} {
+				name := fmt.Sprintf("filter-pppoe-tagged %s, IPv%d %s", on, fam, pr.name)
+				res := map[string]string{}
+				var mu sync.Mutex
+				tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
+					r := bridgeCheckRound(t, tp, fw, name, fam, pr.frame(tp))
+					mu.Lock()
+					res[kind] = r
+					mu.Unlock()
+				})
+				if res["kernel"] != res["xfw"] {
+					t.Errorf("%s:\nkernel: %s\nxfw:    %s", name, res["kernel"], res["xfw"])
+				} else {
+					t.Logf("%s: %s", name, res["kernel"])
+				}
+			}
+		}
+	}
+}
+
+// TestBridgedPPPoERejectAgainstKernel REJECTs bridged PPPoE session
+// frames with bridge-nf-filter-pppoe-tagged on through xfw and
+// iptables-legacy (TestBridgedRejectAgainstKernel's rules and probes,
+// tracked) and compares the counters and what gen receives back.
+func TestBridgedPPPoERejectAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy", "sysctl")
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		bridgeSetup(t, tp, true)
+		nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.ipv4.ip_default_ttl=50", "net.ipv6.conf.br0.hop_limit=40",
+			"net.bridge.bridge-nf-filter-pppoe-tagged=1")
+		fw.restore(t, tp, 4, bridgeRejectRules(4, true))
+		fw.restore(t, tp, 6, bridgeRejectRules(6, true))
+		zeroCounters(t, tp, fw)
+	})
+	if t.Failed() {
+		return
+	}
+	bridgeRejectRound(t, tw, func(fam int) []bridgeRejectProbe {
+		var probes []bridgeRejectProbe
+		for _, pr := range bridgeRejectProbes(fam)[:4] {
+			pr.name += ", PPPoE"
+			pr.frame = withPPPoE(pr.frame, etherPPPoESession, pppProto(fam))
+			probes = append(probes, pr)
+		}
+		return probes
+	}, "")
+}
