@@ -49,6 +49,8 @@
 /* xfw_pkt.vlan of an IP datagram parsed inside a PPPoE session frame
  * (above any 12-bit VLAN id). */
 #define XFW_VLAN_PPPOE 0x10000
+/* The VLAN id bits of a tag's TCI (and of xfw_pkt.vlan). */
+#define XFW_VLAN_ID_MASK 0x0fff
 
 /* xfw_parse's flags: verify the IPv4 header checksum (ingress: the stack
  * does); parse the IP datagram in a PPPoE session frame (a bridged one
@@ -918,7 +920,7 @@ static __always_inline int xfw_parse(struct xfw_pkt *p, void *ctx, int xdp, void
 
 		if ((void *)(tag + 2) > data_end)
 			return XFW_PARSE_PASS;
-		p->vlan = bpf_ntohs(tag[0]) & 0x0fff;
+		p->vlan = bpf_ntohs(tag[0]) & XFW_VLAN_ID_MASK;
 		proto = bpf_ntohs(tag[1]);
 		l3 += 4;
 		/* Only one tag: a QinQ frame goes to the stack unjudged. */
