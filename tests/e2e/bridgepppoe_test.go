@@ -3,8 +3,12 @@ package e2e
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -143,4 +147,66 @@ func TestBridgedPPPoERejectAgainstKernel(t *testing.T) {
 		}
 		return probes
 	}, "")
+}
+
+// pppoeFrame is the frameWrap that carries a datagram in a PPPoE session
+// frame of its family's PPP protocol.
+func pppoeFrame(fam int, f func(*nettest.Topology) []byte) func(*nettest.Topology) []byte {
+	return withPPPoE(f, etherPPPoESession, pppProto(fam))
+}
+
+// bridgePPPoELogWant is the head of each prefix's line (bridgeLogHead)
+// for the datagrams of TestBridgedLogAgainstKernel sent in PPPoE session
+// frames with bridge-nf-filter-pppoe-tagged on: the kernel's MAC= is the
+// frame's Ethernet header (EtherType PPPoE's) wherever it prints one, and
+// the datagram for br0 is seen in PREROUTING alone (the stack drops it).
+var bridgePPPoELogWant = map[string]string{
+	"p": "IN=br0 OUT= PHYSIN=in0 TTL=64 MACTYPE=88:64",
+	"f": "IN=br0 OUT=br0 PHYSIN=in0 PHYSOUT=out0 TTL=64 MACTYPE=88:64",
+	"o": "IN= OUT=br0 PHYSIN=in0 PHYSOUT=out0 TTL=64",
+	"q": "IN=br0 OUT= PHYSIN=in0 TTL=64 MACTYPE=88:64",
+}
+
+// TestBridgedPPPoELogAgainstKernel compares the LOG lines of bridged
+// PPPoE session frames and of those a bridge passes up with the kernel's
+// (bridge-nf-filter-pppoe-tagged on): devices, ports, TTL and the MAC
+// header's EtherType, both families.
+func TestBridgedPPPoELogAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy", "sysctl")
+	bin := xfwPath(t)
+	netnsLogging(t)
+	pfx := fmt.Sprintf("xfwpppoelog%d", time.Now().UnixNano()%1000000)
+	rules := strings.ReplaceAll(bridgeLogRules, "PFX", pfx)
+	tw := newTwins(t, bin)
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		bridgeSetup(t, tp, true)
+		nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.bridge.bridge-nf-filter-pppoe-tagged=1")
+		fw.restore(t, tp, 4, rules)
+		fw.restore(t, tp, 6, strings.ReplaceAll(rules, pfx+"-", pfx+"6-"))
+	})
+	if t.Failed() {
+		return
+	}
+	want := bothFamilies(bridgePPPoELogWant)
+	kmsg, err := openKmsgEnd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(kmsg)
+	bridgeLogSend(t, tw.tps["kernel"], pppoeFrame)
+	kernel := map[string]string{}
+	waitUntil(func() bool {
+		readBridgeLogLines(kmsg, pfx, want, kernel)
+		return len(kernel) == len(want)
+	})
+	got := xfwBridgeLogLines(t, tw.tps["xfw"], bin, pfx, want, pppoeFrame)
+	for k, w := range want {
+		if kernel[k] != w {
+			t.Errorf("kernel: %s-%s line %q, want %q (premise)", pfx, k, kernel[k], w)
+		}
+		if got[k] != kernel[k] {
+			t.Errorf("xfw: %s-%s line %q, the kernel's %q", pfx, k, got[k], kernel[k])
+		}
+	}
 }
