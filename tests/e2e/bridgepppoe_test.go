@@ -62,7 +62,8 @@ func pppProto(fam int) uint16 {
 // leaves as it came): counters and what reaches sink are compared, both
 // families. Frames the kernel leaves alone either way (discovery, PPP's
 // LCP) and a datagram of the other family than its PPP protocol says
-// (br_netfilter's header check drops it) are sent too.
+// (br_netfilter's header check drops it) are sent too, and PPPoE frames
+// in a VLAN tag (judged by the PPPoE sysctl alone).
 func TestBridgedPPPoEAgainstKernel(t *testing.T) {
 	nettest.RequireRoot(t)
 	requireTools(t, "iptables-legacy", "ip6tables-legacy", "sysctl")
@@ -99,6 +100,12 @@ func TestBridgedPPPoEAgainstKernel(t *testing.T) {
 				{"PPPoE, LCP", withPPPoE(bridgedUDP(fam, 9841, false, false), etherPPPoESession, pppLCP)},
 				{"PPPoE discovery", withPPPoE(bridgedUDP(fam, 9841, false, false), etherPPPoEDiscovery, pppIPv4)},
 				{"PPPoE, to br0", withPPPoE(bridgedUDP(fam, 9840, false, true), etherPPPoESession, pppProto(fam))},
+				// bridge-nf-filter-vlan-tagged off: br_netfilter's PPPoE
+				// test reads the protocol inside the tag.
+				{"VLAN 10, PPPoE", withTag(pppoeUDP(fam, 9840), nettest.VLANTag{ID: 10})},
+				{"VLAN 10, PPPoE, dropped by port", withTag(pppoeUDP(fam, 9841), nettest.VLANTag{ID: 10})},
+				{"VLAN 10, PPPoE, to br0", withTag(withPPPoE(bridgedUDP(fam, 9840, false, true), etherPPPoESession,
+					pppProto(fam)), nettest.VLANTag{ID: 10})},
 			} {
 				name := fmt.Sprintf("filter-pppoe-tagged %s, IPv%d %s", on, fam, pr.name)
 				res := map[string]string{}
