@@ -41,8 +41,9 @@
  * bridged frames pass unjudged and nothing has ports, as in the kernel.
  * With bridge-nf-filter-vlan-tagged (XFW_IF_BRVLAN), VLAN-tagged IP
  * frames are judged too (bridge_tc.h; a tagged frame passed up:
- * xfw_phys_xdp); PPPoE frames pass (bridge-nf-filter-pppoe-tagged is not
- * read); non-IP frames (ARP: arptables) pass.
+ * xfw_phys_xdp); with bridge-nf-filter-pppoe-tagged (XFW_IF_BRPPPOE), the
+ * IP datagrams of PPPoE session frames (parse.h XFW_PARSE_F_PPPOE);
+ * non-IP frames (ARP: arptables) pass.
  *
  * The judgement of bridged frames is in bridge_tc.h (it uses xfw.c's
  * xfw_judge and xfw_tc_parse).
