@@ -357,3 +357,30 @@ func TestBridgedPPPoETrackedAgainstKernel(t *testing.T) {
 		}
 	}
 }
+
+// TestBridgedPPPoEDNATAgainstKernel sends bridged PPPoE session frames
+// that nat PREROUTING translates (br_netfilter's bridged DNAT, to sink's
+// REJECTed ports) through xfw and iptables-legacy with
+// bridge-nf-filter-pppoe-tagged on: the counters and the replies gen
+// receives.
+func TestBridgedPPPoEDNATAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy", "sysctl")
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		bridgeSetup(t, tp, true)
+		nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.bridge.bridge-nf-filter-pppoe-tagged=1")
+		fw.restore(t, tp, 4, bridgeRejectDNATRules(4))
+		fw.restore(t, tp, 6, bridgeRejectDNATRules(6))
+		zeroCounters(t, tp, fw)
+	})
+	if t.Failed() {
+		return
+	}
+	bridgeRejectRound(t, tw, func(fam int) []bridgeRejectProbe {
+		return []bridgeRejectProbe{
+			{typeProbe{name: "PPPoE tcp-reset after DNAT", frame: pppoeFrame(fam, bridgedTCP(fam, 9725))}, 1},
+			{typeProbe{name: "PPPoE port unreachable after DNAT", frame: pppoeFrame(fam, bridgedUDP(fam, 9726, false, false))}, 1},
+		}
+	}, "")
+}
