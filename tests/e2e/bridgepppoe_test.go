@@ -384,3 +384,55 @@ func TestBridgedPPPoEDNATAgainstKernel(t *testing.T) {
 		}
 	}, "")
 }
+
+// routedPPPoERules counts UDP in every chain of the routed path.
+const routedPPPoERules = `*mangle
+-A PREROUTING -p udp
+COMMIT
+*filter
+-A INPUT -p udp
+-A FORWARD -p udp
+COMMIT
+`
+
+// TestRoutedPPPoEAgainstKernel sends PPPoE session frames to fw's own
+// MAC on a routed device (no bridge; bridge-nf-filter-pppoe-tagged on):
+// the stack has no PPPoE session and drops them, no chain sees them, in
+// xfw (whose XDP parser reads PPPoE for bridges) as in the kernel; the
+// same datagrams unwrapped are counted, both families.
+func TestRoutedPPPoEAgainstKernel(t *testing.T) {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy", "sysctl")
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.bridge.bridge-nf-filter-pppoe-tagged=1")
+		fw.restore(t, tp, 4, routedPPPoERules)
+		fw.restore(t, tp, 6, routedPPPoERules)
+		zeroCounters(t, tp, fw)
+	})
+	if t.Failed() {
+		return
+	}
+	for _, fam := range []int{4, 6} {
+		for _, toFw := range []bool{false, true} {
+			fam, toFw := fam, toFw
+			routed := func(tp *nettest.Topology) []byte {
+				dst, src := tp.Sink.IPv4, tp.Gen.IPv4
+				if toFw {
+					dst = tp.FwIn.IPv4
+				}
+				if fam == 6 {
+					dst, src = tp.Sink.IPv6, tp.Gen.IPv6
+					if toFw {
+						dst = tp.FwIn.IPv6
+					}
+				}
+				udp := nettest.UDP{SrcPort: 4000, DstPort: 9860, Payload: []byte("xfw-routed-pppoe")}
+				return nettest.Ethernet{Src: tp.Gen.MAC, Dst: tp.FwIn.MAC}.Frame(nettest.IPPacket(src, dst, udp))
+			}
+			name := fmt.Sprintf("routed (to fw %v)", toFw)
+			compareTableCounters(t, tw, typeProbe{name: name, fam: fam, frame: routed}, false)
+			compareTableCounters(t, tw, typeProbe{name: name + ", PPPoE", fam: fam, frame: pppoeFrame(fam, routed)}, false)
+		}
+	}
+}
