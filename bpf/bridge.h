@@ -41,8 +41,9 @@
  * bridged frames pass unjudged and nothing has ports, as in the kernel.
  * With bridge-nf-filter-vlan-tagged (XFW_IF_BRVLAN), VLAN-tagged IP
  * frames are judged too (bridge_tc.h; a tagged frame passed up:
- * xfw_phys_xdp); PPPoE frames pass (bridge-nf-filter-pppoe-tagged is not
- * read); non-IP frames (ARP: arptables) pass.
+ * xfw_phys_xdp); with bridge-nf-filter-pppoe-tagged (XFW_IF_BRPPPOE), the
+ * IP datagrams of PPPoE session frames (parse.h XFW_PARSE_F_PPPOE);
+ * non-IP frames (ARP: arptables) pass.
  *
  * The judgement of bridged frames is in bridge_tc.h (it uses xfw.c's
  * xfw_judge and xfw_tc_parse).
@@ -168,17 +169,24 @@ static __always_inline __u16 xfw_brnf_bit(const struct xfw_pkt *p)
  * generic XDP) is passed up tagged, and the stack hands it to the
  * bridge's VLAN device or drops it: none of the bridge's chains but
  * PREROUTING sees it, and that one only with bridge-nf-filter-vlan-tagged
- * (br_netfilter's hook, XFW_BR_TAGGED_PRE); else XFW_BR_TAGGED_PASS. */
+ * (br_netfilter's hook, XFW_BR_TAGGED_PRE); else XFW_BR_TAGGED_PASS. A
+ * PPPoE session frame's IP datagram (p->vlan XFW_VLAN_PPPOE) likewise,
+ * tagged or not, with bridge-nf-filter-pppoe-tagged (the stack has no
+ * PPPoE session of its own: it drops the frame); on a device that is no
+ * bridge, 0 (the caller passes it). */
 static __always_inline int xfw_phys_xdp(struct xdp_md *ctx, struct xfw_pkt *p,
 					const struct xfw_ifinfo *ifi)
 {
 	__u64 in;
 
-	if (p->vlan || (ifi->flags & XFW_IF_PORT) || !(ifi->flags & xfw_brnf_bit(p)))
+	if ((p->vlan && p->vlan != XFW_VLAN_PPPOE) || (ifi->flags & XFW_IF_PORT) ||
+	    !(ifi->flags & xfw_brnf_bit(p)))
 		return 0;
 	in = xfw_br_port_xdp(ctx);
 	p->physin = (__u32)in;
 	p->physout = XFW_PHYS_NULL;
+	if (p->vlan == XFW_VLAN_PPPOE)
+		return ifi->flags & XFW_IF_BRPPPOE ? XFW_BR_TAGGED_PRE : XFW_BR_TAGGED_PASS;
 	if (!(in & XFW_BR_PORT_TAGGED))
 		return 0;
 	return ifi->flags & XFW_IF_BRVLAN ? XFW_BR_TAGGED_PRE : XFW_BR_TAGGED_PASS;

@@ -108,7 +108,7 @@ static __always_inline int xfw_br_rj_route(struct __sk_buff *skb, struct xfw_rj 
  * route's, or after a DNAT given back (undone) the frame's destination, as
  * the kernel's nat makes it. */
 static __always_inline int xfw_br_rj_error(struct __sk_buff *skb, struct xfw_rj_scratch *rs,
-					   __u32 br, int v6, int undone)
+					   __u32 br, int v6, int undone, __u32 encap)
 {
 	struct xfw_rj *r = &rs->r;
 	__u64 now = bpf_ktime_get_ns();
@@ -126,7 +126,7 @@ static __always_inline int xfw_br_rj_error(struct __sk_buff *skb, struct xfw_rj_
 	if (rl && !xfw_rl_spend(rl, r->daddr, v6, 0, now))
 		return TC_ACT_SHOT;
 	r->ttl = v6 ? xfw_rj_hop_limit6(rs->fib.ifindex) : xfw_rj_ttl4();
-	if (xfw_rj_tc_put_icmp(skb, r, v6, 0))
+	if (xfw_rj_tc_put_icmp(skb, r, v6, 0, encap))
 		return TC_ACT_SHOT;
 	return XFW_BR_RJ_JUDGE;
 }
@@ -140,7 +140,7 @@ static __always_inline int xfw_br_rj_error(struct __sk_buff *skb, struct xfw_rj_
 __attribute__((noinline)) int xfw_br_reject(struct __sk_buff *skb, struct xfw_xdp_scratch *sc,
 					    struct xfw_ct_scratch *cs, __u32 br, __u32 type)
 {
-	__u32 slot = XFW_RJ_SLOT_TC, in, undone = type & XFW_BR_RJ_UNDONE;
+	__u32 slot = XFW_RJ_SLOT_TC, in, undone = type & XFW_BR_RJ_UNDONE, encap = 0;
 	struct xfw_rj_scratch *rs;
 	struct xfw_pkt *p;
 	int kind, v6;
@@ -165,10 +165,18 @@ __attribute__((noinline)) int xfw_br_reject(struct __sk_buff *skb, struct xfw_xd
 	if (kind == XFW_RJK_NONE || !xfw_rj_csum_ok_tc(skb, p, 0))
 		return TC_ACT_SHOT;
 	v6 = kind == XFW_RJK_ICMP6 || kind == XFW_RJK_RST6;
+	/* Likewise a PPPoE session frame's (bridge-nf-filter-pppoe-tagged):
+	 * an Ethernet frame of the datagram's family, without the PPPoE
+	 * header (found against the kernel), written over the frame. */
+	if (p->vlan == XFW_VLAN_PPPOE) {
+		encap = XFW_RJ_PPPOE_HLEN;
+		rs->r.l2len = XFW_RJ_ETH_HLEN;
+		*(__u16 *)(rs->r.l2 + 12) = bpf_htons(v6 ? ETH_P_IPV6 : ETH_P_IP);
+	}
 	if (kind == XFW_RJK_ICMP4 || kind == XFW_RJK_ICMP6) {
 		if (cs)
 			xfw_ct_save(cs, p);
-		return xfw_br_rj_error(skb, rs, br, v6, undone != 0);
+		return xfw_br_rj_error(skb, rs, br, v6, undone != 0, encap);
 	}
 	/* The reset: routed first (its hop limit the route's device's),
 	 * then sent out of the input port. */

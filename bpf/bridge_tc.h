@@ -198,6 +198,14 @@ static __always_inline int xfw_br_nat_pre(struct __sk_buff *skb, struct xfw_pkt 
 	return xfw_natq_out_pre_tc(skb, p);
 }
 
+/* xfw_br_pppoe reports whether the bridge of port (its xfw_br_port)
+ * passes the IP datagrams of PPPoE session frames to iptables and skb is
+ * one (br_netfilter's is_pppoe_ip reads skb->protocol). */
+static __always_inline int xfw_br_pppoe(struct __sk_buff *skb, __u64 port)
+{
+	return (port & XFW_IF_BRPPPOE) && skb->protocol == bpf_htons(XFW_ETH_P_PPP_SES);
+}
+
 /* xfw_tc_bridged is the TC egress hook's work on a bridge port (port: the
  * port's xfw_br_port): a frame bridged to it is judged in FORWARD; any
  * other passes. A frame of a connection xfw translated is translated as
@@ -223,8 +231,12 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 	/* A tag the receive took out of the frame (every tag a port's
 	 * receive sees first): br_netfilter judges the frame inside it with
 	 * bridge-nf-filter-vlan-tagged, as an untagged one (-i and -o the
-	 * bridge); the frame leaves with its tag. */
-	if (!skb || !sc || (skb->vlan_present && !(port & XFW_IF_BRVLAN)))
+	 * bridge); the frame leaves with its tag. A PPPoE session frame's
+	 * IP datagram (skb->protocol the one inside a tag) with
+	 * bridge-nf-filter-pppoe-tagged, tagged or not: the frame leaves with
+	 * its PPPoE header. */
+	if (!skb || !sc ||
+	    (skb->vlan_present && !(port & XFW_IF_BRVLAN) && !xfw_br_pppoe(skb, port)))
 		return TC_ACT_OK;
 	/* The input port; of a frame xfw sent back into the bridge, the one
 	 * it came in by (bridge_redo.h). */
@@ -233,7 +245,8 @@ __attribute__((noinline)) int xfw_tc_bridged(struct __sk_buff *skb, struct xfw_x
 		return TC_ACT_OK;
 	p = &sc->p;
 	st = &sc->st;
-	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE || p->vlan || !(port & xfw_brnf_bit(p)))
+	if (xfw_tc_parse(skb, p, xfw_br_pppoe(skb, port)) != XFW_PARSE_JUDGE ||
+	    (p->vlan && p->vlan != XFW_VLAN_PPPOE) || !(port & xfw_brnf_bit(p)))
 		return TC_ACT_OK;
 	/* A first frame's DNAT verdict (a later frame's connection translates
 	 * it: xfw_br_nat_pre). */

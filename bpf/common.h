@@ -555,6 +555,9 @@ enum xfw_ring {
  * the bridge's VLAN-tagged IP frames to iptables too
  * (bridge-nf-filter-vlan-tagged: bridge_tc.h). */
 #define XFW_IF_BRVLAN 0x1000
+/* Likewise, the IP datagrams of its PPPoE session frames
+ * (bridge-nf-filter-pppoe-tagged: bridge_tc.h). */
+#define XFW_IF_BRPPPOE 0x2000
 /* The device takes XDP frames and nothing on its egress needs the skb:
  * the XDP fast path may redirect forwarded packets to it (fastpath.h). */
 #define XFW_IF_FASTTX 0x10

@@ -38,6 +38,25 @@
 /* 802.1Q and 802.1ad tags. */
 #define XFW_ETH_P_8021Q 0x8100
 #define XFW_ETH_P_8021AD 0x88A8
+/* A PPPoE session frame (RFC 2516): a 6-byte PPPoE header, then the PPP
+ * protocol (2 bytes) of the datagram after it, IPv4's or IPv6's for the
+ * ones br_netfilter judges (is_pppoe_ip, is_pppoe_ipv6). */
+#define XFW_ETH_P_PPP_SES 0x8864
+#define XFW_PPPOE_HLEN 6
+#define XFW_PPPOE_SES_HLEN 8
+#define XFW_PPP_IP 0x0021
+#define XFW_PPP_IPV6 0x0057
+/* xfw_pkt.vlan of an IP datagram parsed inside a PPPoE session frame
+ * (above any 12-bit VLAN id). */
+#define XFW_VLAN_PPPOE 0x10000
+/* The VLAN id bits of a tag's TCI (and of xfw_pkt.vlan). */
+#define XFW_VLAN_ID_MASK 0x0fff
+
+/* xfw_parse's flags: verify the IPv4 header checksum (ingress: the stack
+ * does); parse the IP datagram in a PPPoE session frame (a bridged one
+ * with bridge-nf-filter-pppoe-tagged: bridge_tc.h), else it passes. */
+#define XFW_PARSE_F_CSUM 1
+#define XFW_PARSE_F_PPPOE 2
 
 /* IPv6 extension header numbers (netinet/in.h IPPROTO_* values). */
 #define XFW_NH_HOP 0
@@ -93,7 +112,8 @@ struct xfw_pkt {
 	__u32 l3_off;      /* offset of the IP header from data */
 	__u32 l4_off;      /* offset of the transport header, 0 if none */
 	__u32 l4_end;      /* end of the layer-3 packet (offset) */
-	__u32 vlan;        /* VLAN id of the (outer) tag, 0 when untagged */
+	__u32 vlan;        /* VLAN id of the (outer) tag, 0 when untagged;
+			    * XFW_VLAN_PPPOE: in a PPPoE session frame */
 	__u32 ct;          /* XFW_F_CT value (ct.h); 0 (INVALID) until tracked */
 	__u32 ct_osport;   /* XFW_F_CTOSPORT, XFW_F_CTODPORT */
 	__u32 ct_odport;
@@ -845,12 +865,6 @@ bad:
 	return XFW_PARSE_JUDGE;
 }
 
-/* xfw_parse parses the frame in [data, data_end) up to the transport
- * header (XFW_PARSE_L4: xfw_parse_frame reads it); ctx is the hook's
- * context (xdp 1: struct xdp_md, 0: struct __sk_buff) for the extension
- * header walk, frame_len is the whole
- * frame's length (on TC egress only the headers are linear). check_csum is
- * 1 on ingress (the stack verifies IPv4 header checksums), 0 on egress. */
 /* xfw_parse_init clears p and sets the fields whose absence is not 0. */
 static __always_inline void xfw_parse_init(struct xfw_pkt *p)
 {
@@ -861,9 +875,34 @@ static __always_inline void xfw_parse_init(struct xfw_pkt *p)
 	p->tcpmss = XFW_V_NONE;
 }
 
-static __always_inline int xfw_parse(struct xfw_pkt *p, void *ctx, int xdp, void *data, void *data_end,
-				     __u32 frame_len, int check_csum)
+/* xfw_parse_pppoe returns the EtherType of the datagram in the PPPoE
+ * session frame whose PPPoE header is at l2 (ETH_P_IP, ETH_P_IPV6), or 0
+ * for another PPP protocol. As br_netfilter, it reads the PPP protocol
+ * alone (not the PPPoE version, code or length). */
+static __always_inline __u16 xfw_parse_pppoe(void *l2, void *data_end)
 {
+	__u16 *ppp = l2 + XFW_PPPOE_HLEN;
+
+	if ((void *)(ppp + 1) > data_end)
+		return 0;
+	if (*ppp == bpf_htons(XFW_PPP_IP))
+		return ETH_P_IP;
+	if (*ppp == bpf_htons(XFW_PPP_IPV6))
+		return ETH_P_IPV6;
+	return 0;
+}
+
+/* xfw_parse parses the frame in [data, data_end) up to the transport
+ * header (XFW_PARSE_L4: xfw_parse_frame reads it); ctx is the hook's
+ * context (xdp 1: struct xdp_md, 0: struct __sk_buff) for the extension
+ * header walk, frame_len is the whole frame's length (on TC egress only
+ * the headers are linear). flags are XFW_PARSE_F_*: the IPv4 header
+ * checksum is verified on ingress (XFW_PARSE_F_CSUM), not on egress. */
+static __always_inline int xfw_parse(struct xfw_pkt *p, void *ctx, int xdp, void *data, void *data_end,
+				     __u32 frame_len, int flags)
+{
+	int check_csum = flags & XFW_PARSE_F_CSUM;
+
 	struct ethhdr *eth = data;
 	void *l3;
 	__u16 proto;
@@ -881,12 +920,16 @@ static __always_inline int xfw_parse(struct xfw_pkt *p, void *ctx, int xdp, void
 
 		if ((void *)(tag + 2) > data_end)
 			return XFW_PARSE_PASS;
-		p->vlan = bpf_ntohs(tag[0]) & 0x0fff;
+		p->vlan = bpf_ntohs(tag[0]) & XFW_VLAN_ID_MASK;
 		proto = bpf_ntohs(tag[1]);
 		l3 += 4;
 		/* Only one tag: a QinQ frame goes to the stack unjudged. */
 		if (proto == XFW_ETH_P_8021Q || proto == XFW_ETH_P_8021AD)
 			return XFW_PARSE_PASS;
+	} else if (proto == XFW_ETH_P_PPP_SES && (flags & XFW_PARSE_F_PPPOE)) {
+		proto = xfw_parse_pppoe(l3, data_end);
+		p->vlan = XFW_VLAN_PPPOE;
+		l3 += XFW_PPPOE_SES_HLEN;
 	}
 	p->l3_off = (__u32)(l3 - data);
 	if (proto == ETH_P_IP)
@@ -917,10 +960,10 @@ static __always_inline int xfw_parse_noeth(struct xfw_pkt *p, void *ctx, void *d
  * header. ctx is the hook's (xdp 1: struct xdp_md, 0: struct __sk_buff, whose
  * data and data_end fields are read afresh for the transport header, so
  * that every header path reaches it in one verifier state). */
-#define xfw_parse_frame(ctx, xdp, p, frame_len, check_csum)                              \
+#define xfw_parse_frame(ctx, xdp, p, frame_len, flags)                                   \
 	({                                                                               \
 		int rc_ = xfw_parse(p, ctx, xdp, (void *)(long)(ctx)->data,              \
-				    (void *)(long)(ctx)->data_end, frame_len, check_csum); \
+				    (void *)(long)(ctx)->data_end, frame_len, flags);    \
 		if (rc_ == XFW_PARSE_L4) {                                               \
 			xfw_parse_l4(p, (void *)(long)(ctx)->data,                       \
 				     (void *)(long)(ctx)->data_end);                     \

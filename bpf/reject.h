@@ -364,20 +364,27 @@ static __always_inline int xfw_rj_tc_put_rst(struct __sk_buff *skb, struct xfw_r
  * written and the ICMP checksum completed over the whole message. optlen
  * is r->optlen where the error echoes the IPv4 options reject_opts.h
  * collected, or a constant 0 where it echoes none (the compiler then
- * leaves the echo out). Returns 0, or -1. */
+ * leaves the echo out). encap: the bytes between the packet's Ethernet
+ * and IP headers (a bridged PPPoE frame's, XFW_RJ_PPPOE_HLEN; else a
+ * constant 0), which the reply's headers overwrite: room is made in front
+ * (bpf_skb_adjust_room takes IP packets only). Returns 0, or -1. */
 static __always_inline int xfw_rj_tc_put_icmp(struct __sk_buff *skb, struct xfw_rj *r, int v6,
-					      __u32 optlen)
+					      __u32 optlen, __u32 encap)
 {
-	__u32 keep = r->l2len + r->qlen, hdrs, off = 0, len = 0, cs;
+	__u32 keep = r->l2len + encap + r->qlen, hdrs, off = 0, len = 0, cs;
 	void *data, *data_end;
 	__u64 sum = 0;
+	long rc;
 	__u8 *ih;
 
 	if (keep < skb->len && bpf_skb_change_tail(skb, keep, 0))
 		return -1;
 	hdrs = (v6 ? XFW_RJ_IP6_HLEN : XFW_RJ_IP4_HLEN + optlen) + XFW_RJ_ICMP_HLEN;
-	if (optlen > XFW_RJ_OPT_MAX || bpf_skb_adjust_room(skb, hdrs, BPF_ADJ_ROOM_MAC, 0) ||
-	    bpf_skb_pull_data(skb, keep + hdrs))
+	if (optlen > XFW_RJ_OPT_MAX || encap > XFW_RJ_PPPOE_HLEN)
+		return -1;
+	rc = encap ? bpf_skb_change_head(skb, hdrs - encap, 0)
+		   : bpf_skb_adjust_room(skb, hdrs, BPF_ADJ_ROOM_MAC, 0);
+	if (rc || bpf_skb_pull_data(skb, keep - encap + hdrs))
 		return -1;
 	data = (void *)(long)skb->data;
 	data_end = (void *)(long)skb->data_end;
@@ -492,7 +499,7 @@ __attribute__((noinline)) int xfw_rj_tc(struct __sk_buff *skb, struct xfw_pkt *p
 			return TC_ACT_SHOT;
 		if (!routed && !v6 && xfw_rj_rst4_partial(skb, r))
 			return TC_ACT_SHOT;
-	} else if (xfw_rj_tc_put_icmp(skb, r, v6, r->optlen)) {
+	} else if (xfw_rj_tc_put_icmp(skb, r, v6, r->optlen, 0)) {
 		return TC_ACT_SHOT;
 	}
 	if (routed)

@@ -156,7 +156,9 @@ static __always_inline int xfw_rj_plan(struct xfw_rj *r, struct xfw_pkt *p, __u3
 	__u8 *eth = data;
 	int code;
 
-	if (l3 != XFW_RJ_ETH_HLEN && l3 != XFW_RJ_VLAN_HLEN)
+	/* A bridged PPPoE frame's datagram (bridge_reject.h): its caller
+	 * makes the reply's L2 header an Ethernet one. */
+	if (l3 != XFW_RJ_ETH_HLEN && l3 != XFW_RJ_VLAN_HLEN && l3 != XFW_RJ_PPPOE_L3)
 		return XFW_RJK_NONE;
 	if (l4 > XFW_RJ_OFF_MAX)
 		return XFW_RJK_NONE;

@@ -19,6 +19,10 @@
 /* Header sizes (bytes). */
 #define XFW_RJ_ETH_HLEN 14
 #define XFW_RJ_VLAN_HLEN 18 /* Ethernet header with one 802.1Q tag */
+/* Ethernet and PPPoE session headers (a bridged PPPoE frame's IP header
+ * offset, bridge_reject.h): the PPPoE header and PPP protocol's bytes. */
+#define XFW_RJ_PPPOE_HLEN 8
+#define XFW_RJ_PPPOE_L3 (XFW_RJ_ETH_HLEN + XFW_RJ_PPPOE_HLEN)
 #define XFW_RJ_IP4_HLEN 20
 #define XFW_RJ_IP6_HLEN 40
 #define XFW_RJ_ICMP_HLEN 8

@@ -159,13 +159,16 @@ static __always_inline __u32 xfw_judge(struct xfw_pkt *p, __u32 chain, __u32 iif
 	return st->term_action;
 }
 
-/* xfw_xdp_parse parses the frame into p. A global function: the parser is
+/* xfw_xdp_parse parses the frame into p, a PPPoE session frame's IP
+ * datagram too (judged only on a bridge that passes them to iptables:
+ * bridge.h xfw_phys_xdp; else passed). A global function: the parser is
  * verified once, on its own. */
 __attribute__((noinline)) int xfw_xdp_parse(struct xdp_md *ctx, struct xfw_pkt *p)
 {
 	if (!p)
 		return XFW_PARSE_PASS;
-	return xfw_parse_frame(ctx, 1, p, (__u32)(ctx->data_end - ctx->data), 1);
+	return xfw_parse_frame(ctx, 1, p, (__u32)(ctx->data_end - ctx->data),
+			       XFW_PARSE_F_CSUM | XFW_PARSE_F_PPPOE);
 }
 
 /* xfw_xdp_dnat_logs emits the LOG lines of the walk a DNAT ended, before
@@ -559,7 +562,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	if (p->fam == 1 && !xfw_ipv6_hbh_ok(ctx, p->l3_off, p->l3len, &sc->tlv))
 		return XDP_PASS;
 	XFW_BENCH_AT(XFW_BS_OPTS, XDP_PASS);
-	key = (__u64)ctx->ingress_ifindex | ((__u64)p->vlan << 32);
+	key = (__u64)ctx->ingress_ifindex | ((__u64)(p->vlan & XFW_VLAN_ID_MASK) << 32);
 	ifi = xfw_ifinfo_get(sc, key);
 	if (!ifi)
 		return XDP_PASS; /* a VLAN with no device: the stack drops it */
@@ -577,7 +580,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	st->rpf = (ifi->flags >> XFW_IF_RPF_SHIFT) & XFW_RPF_IN_MASK;
 	/* Passed up by a bridge: -m physdev's ports (bridge.h). */
 	tagged = xfw_phys_xdp(ctx, p, ifi);
-	if (tagged == XFW_BR_TAGGED_PASS)
+	if (tagged == XFW_BR_TAGGED_PASS || (p->vlan == XFW_VLAN_PPPOE && tagged != XFW_BR_TAGGED_PRE))
 		return XDP_PASS;
 	/* mac_mt matches nothing on a device that is not Ethernet. */
 	if (iif == XFW_LOOPBACK_IFINDEX)
@@ -589,7 +592,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	 * later fragment) has none to check. A source route the device's
 	 * accept_source_route lets through is judged with the route
 	 * (st->srr, route.h xfw_srr_route). */
-	/* So is a VLAN-tagged frame a bridge passes up (bridge.h). */
+	/* So is a VLAN-tagged or PPPoE frame a bridge passes up (bridge.h). */
 	if (tagged == XFW_BR_TAGGED_PRE ||
 	    (p->fam == 0 && p->thoff != p->l3_off + XFW_IPV4_MIN_HLEN &&
 	     !(st->srr = xfw_ipv4_opts_ok(ctx, p, ifi->flags & XFW_IF_SRCROUTE)))) {
@@ -859,9 +862,10 @@ int xfw_xdp(struct xdp_md *ctx)
 #define XFW_TC_PULL 256
 
 /* xfw_tc_parse parses the skb into p: the packet the hook judges, and
- * again REJECT's reply, built in place. A global function: the parser is
+ * again REJECT's reply, built in place; pppoe: the IP datagram of a PPPoE
+ * session frame too (XFW_PARSE_F_PPPOE). A global function: the parser is
  * verified once, on its own, and its stack is gone before classifying. */
-__attribute__((noinline)) int xfw_tc_parse(struct __sk_buff *skb, struct xfw_pkt *p)
+__attribute__((noinline)) int xfw_tc_parse(struct __sk_buff *skb, struct xfw_pkt *p, int pppoe)
 {
 	__u32 pull;
 
@@ -869,7 +873,7 @@ __attribute__((noinline)) int xfw_tc_parse(struct __sk_buff *skb, struct xfw_pkt
 		return XFW_PARSE_PASS;
 	pull = skb->len < XFW_TC_PULL ? skb->len : XFW_TC_PULL;
 	bpf_skb_pull_data(skb, pull);
-	return xfw_parse_frame(skb, 0, p, skb->len, 0);
+	return xfw_parse_frame(skb, 0, p, skb->len, pppoe ? XFW_PARSE_F_PPPOE : 0);
 }
 
 /* xfw_tc_reply_judge judges, in OUTPUT with output device oif, a REJECT
@@ -889,7 +893,7 @@ __attribute__((noinline)) int xfw_tc_reply_judge(struct __sk_buff *skb, struct x
 	if (!skb || !p || !st)
 		return XFW_ACT_DROP;
 	st->nlogs = 0;
-	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE)
+	if (xfw_tc_parse(skb, p, 0) != XFW_PARSE_JUDGE)
 		return XFW_ACT_DROP;
 	p->mark = 0; /* the kernel's reply is unmarked (fwmark_reflect off) */
 	st->route_mark = 0;
@@ -953,7 +957,7 @@ __attribute__((noinline)) int xfw_tc_forwarded(struct __sk_buff *skb, struct xfw
 {
 	if (!skb || !p || xfw_nat_kept(skb) || !xfw_nat_enabled() || skb->vlan_present)
 		return TC_ACT_OK;
-	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE || p->vlan)
+	if (xfw_tc_parse(skb, p, 0) != XFW_PARSE_JUDGE || p->vlan)
 		return TC_ACT_OK;
 	return xfw_tc_nat_src(skb, p);
 }
@@ -1244,7 +1248,7 @@ static __always_inline int xfw_tc_judged(struct __sk_buff *skb)
 	/* A VLAN device's traffic was judged on the VLAN device itself. */
 	if (skb->vlan_present)
 		return TC_ACT_OK;
-	if (xfw_tc_parse(skb, p) != XFW_PARSE_JUDGE)
+	if (xfw_tc_parse(skb, p, 0) != XFW_PARSE_JUDGE)
 		return TC_ACT_OK;
 	if (p->vlan)
 		return TC_ACT_OK;

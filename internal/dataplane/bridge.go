@@ -102,6 +102,9 @@ const (
 	ifPort  = 0x08 // a bridge port; its ifinfo's ifindex is the bridge's
 	// ifBrVLAN: VLAN-tagged IP frames pass iptables too (XFW_IF_BRVLAN).
 	ifBrVLAN = 0x1000
+	// ifBrPPPoE: PPPoE session frames' IP datagrams pass iptables too
+	// (XFW_IF_BRPPPOE).
+	ifBrPPPoE = 0x2000
 )
 
 // Where br_netfilter keeps its switches, per namespace.
@@ -109,9 +112,10 @@ const (
 	brNFCallIPv4 = "net/bridge/bridge-nf-call-iptables"
 	brNFCallIPv6 = "net/bridge/bridge-nf-call-ip6tables"
 	brNFVLAN     = "net/bridge/bridge-nf-filter-vlan-tagged"
+	brNFPPPoE    = "net/bridge/bridge-nf-filter-pppoe-tagged"
 )
 
-// brNFFlags returns the XFW_IF_BRNF* and XFW_IF_BRVLAN bits of this
+// brNFFlags returns the XFW_IF_BRNF*, XFW_IF_BRVLAN and XFW_IF_BRPPPOE bits of this
 // namespace's sysctls: none without br_netfilter (the sysctls are
 // missing).
 func brNFFlags() uint16 {
@@ -124,6 +128,9 @@ func brNFFlags() uint16 {
 	}
 	if v, err := readSysctlInt(brNFVLAN); err == nil && v != 0 && f != 0 {
 		f |= ifBrVLAN
+	}
+	if v, err := readSysctlInt(brNFPPPoE); err == nil && v != 0 && f != 0 {
+		f |= ifBrPPPoE
 	}
 	return f
 }

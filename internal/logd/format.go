@@ -14,9 +14,14 @@ type Event = dataplane.LogEvent
 
 // Sizes and offsets of the headers, in bytes.
 const (
-	ethHeaderLen  = 14 // destination, source, EtherType
-	ethAddrLen    = 6
-	ethTypeLen    = 2
+	ethHeaderLen = 14 // destination, source, EtherType
+	ethAddrLen   = 6
+	ethTypeLen   = 2
+	// pppoeSesLen is a PPPoE session frame's header and PPP protocol
+	// after the Ethernet header, EtherType etherPPPoESes (the IP header
+	// of a bridged one that xfw judges is after them).
+	pppoeSesLen   = 8
+	etherPPPoESes = 0x8864
 	ipv4HeaderLen = 20
 	ipv6HeaderLen = 40
 	tcpHeaderLen  = 20
@@ -309,8 +314,15 @@ func (f *formatter) dumpMAC(ev Event) {
 	if ev.HasMAC && ev.L3Off >= ethHeaderLen && len(ev.Frame) >= ev.L3Off {
 		// The stack removes a VLAN tag before the VLAN device sees the
 		// frame: the header is the addresses and the inner EtherType.
+		// A PPPoE header stays (br_netfilter's IP header is after it):
+		// the EtherType is PPPoE's.
+		typ := ev.Frame[ev.L3Off-ethTypeLen : ev.L3Off]
+		if ev.L3Off == ethHeaderLen+pppoeSesLen &&
+			binary.BigEndian.Uint16(ev.Frame[2*ethAddrLen:]) == etherPPPoESes {
+			typ = ev.Frame[2*ethAddrLen : ethHeaderLen]
+		}
 		mac = append(mac, ev.Frame[:2*ethAddrLen]...)
-		mac = append(mac, ev.Frame[ev.L3Off-ethTypeLen:ev.L3Off]...)
+		mac = append(mac, typ...)
 	}
 	if f.flags&ir.LogFlagMACDecode != 0 && mac != nil && ev.InIfindex != loopbackIfindex {
 		f.l.add("MACSRC=%s MACDST=%s MACPROTO=%04x ",

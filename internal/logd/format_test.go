@@ -60,6 +60,19 @@ func TestFormatEdges(t *testing.T) {
 			want: "IN=eth0.7 OUT= MACSRC=02:00:00:00:00:02 MACDST=02:00:00:00:00:01 MACPROTO=0800 " + udp4Line,
 		},
 		{
+			name: "PPPoE header kept in the MAC header",
+			ev: Event{InIfindex: 5, Family: ir.IPv4, Chain: ir.ChainInput, HasMAC: true, L3Off: 22,
+				Frame: mustHex(t, "020000000001"+"020000000002"+"8864"+"11001234002b"+"0021"+udp4)},
+			want: "IN=br0 OUT= MAC=02:00:00:00:00:01:02:00:00:00:00:02:88:64 " + udp4Line,
+		},
+		{
+			name: "PPPoE MAC decoded",
+			ev: Event{InIfindex: 5, Family: ir.IPv4, Chain: ir.ChainInput, HasMAC: true, L3Off: 22,
+				Flags: ir.LogFlagMACDecode,
+				Frame: mustHex(t, "020000000001"+"020000000002"+"8864"+"11001234002b"+"0021"+udp4)},
+			want: "IN=br0 OUT= MACSRC=02:00:00:00:00:02 MACDST=02:00:00:00:00:01 MACPROTO=8864 " + udp4Line,
+		},
+		{
 			name: "device without link-layer header",
 			ev:   Event{InIfindex: 4, Family: ir.IPv4, Chain: ir.ChainInput, HasMAC: true, Frame: mustHex(t, udp4)},
 			want: "IN=wg0 OUT= MAC= " + udp4Line,

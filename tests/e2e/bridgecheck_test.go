@@ -121,6 +121,13 @@ func bridgeCheckRound(t *testing.T, tp *nettest.Topology, fw firewall, name stri
 	for _, f := range c.StopQueued() {
 		got = append(got, fmt.Sprintf("%d bytes, tags %v", len(f.Raw), f.VLANs))
 	}
+	return fmt.Sprintf("sink received %v; counted %v", got, takeBridgeCounters(t, tp, fw, name, fam))
+}
+
+// takeBridgeCounters returns fw's non-zero filter and mangle counters of
+// family fam (sorted "rule=packets") and zeroes them.
+func takeBridgeCounters(t *testing.T, tp *nettest.Topology, fw firewall, name string, fam int) []string {
+	t.Helper()
 	out, err := nettest.Exec(tp.FwNS, append(fw.cmd(fam, "-save"), "-c")...)
 	if err != nil || out.ExitCode != 0 {
 		t.Errorf("%s: save: %v", name, err)
@@ -135,5 +142,5 @@ func bridgeCheckRound(t *testing.T, tp *nettest.Topology, fw firewall, name stri
 	for _, table := range []string{"filter", "mangle"} {
 		nettest.MustExec(t, tp.FwNS, append(fw.cmd(fam, ""), "-w", lockWait, "-t", table, "-Z")...)
 	}
-	return fmt.Sprintf("sink received %v; counted %v", got, ctrs)
+	return ctrs
 }

@@ -58,11 +58,17 @@ var (
 
 // bridgeLogHead is what TestBridgedLogAgainstKernel compares of a LOG
 // line's fields (after its prefix): the devices and ports before SRC=,
-// without MAC=, and the TTL (IPv6: the hop limit, named TTL=).
+// without MAC=, and the TTL (IPv6: the hop limit, named TTL=); then the
+// MAC header's EtherType as MACTYPE= when it is not IPv4's or IPv6's (a
+// PPPoE frame's).
 func bridgeLogHead(fields string) string {
 	head, _, _ := strings.Cut(fields, "SRC=")
+	mac := strings.TrimSuffix(strings.TrimPrefix(logMACField.FindString(head), "MAC="), " ")
 	head = logMACField.ReplaceAllString(head, "")
 	ttl := strings.Replace(logTTLField.FindString(fields), "HOPLIMIT=", "TTL=", 1)
+	if len(mac) >= 5 && mac[len(mac)-5:] != "08:00" && mac[len(mac)-5:] != "86:dd" {
+		ttl += " MACTYPE=" + mac[len(mac)-5:]
+	}
 	return head + ttl
 }
 
@@ -110,19 +116,27 @@ func readBridgeLogLines(fd int, pfx string, want, into map[string]string) {
 }
 
 // bridgeLogSend injects the round's frames at gen: bridged to sink's
-// port 9810 and to br0's port 9811, in both families.
-func bridgeLogSend(t *testing.T, tp *nettest.Topology) {
+// port 9810 and to br0's port 9811, in both families, each as wrap makes
+// it of the datagram of its family.
+func bridgeLogSend(t *testing.T, tp *nettest.Topology, wrap frameWrap) {
 	t.Helper()
 	for _, fam := range []int{4, 6} {
 		for _, f := range []func(*nettest.Topology) []byte{
 			bridgedUDP(fam, 9810, false, false), bridgedUDP(fam, 9811, false, true),
 		} {
-			if err := tp.InjectFromGen(f(tp)); err != nil {
+			if err := tp.InjectFromGen(wrap(fam, f)(tp)); err != nil {
 				t.Fatalf("inject: %v", err)
 			}
 		}
 	}
 }
+
+// frameWrap turns a frame's builder for a datagram of family fam into
+// another frame's (plainFrame: the same).
+type frameWrap func(fam int, f func(*nettest.Topology) []byte) func(*nettest.Topology) []byte
+
+// plainFrame is the frameWrap that leaves frames as they are.
+func plainFrame(_ int, f func(*nettest.Topology) []byte) func(*nettest.Topology) []byte { return f }
 
 // TestBridgedLogAgainstKernel compares the LOG lines of bridged frames
 // and of frames a bridge passes up (br_netfilter) with the kernel's: the
@@ -150,13 +164,13 @@ func TestBridgedLogAgainstKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(kmsg)
-	bridgeLogSend(t, tw.tps["kernel"])
+	bridgeLogSend(t, tw.tps["kernel"], plainFrame)
 	kernel := map[string]string{}
 	waitUntil(func() bool {
 		readBridgeLogLines(kmsg, pfx, want, kernel)
 		return len(kernel) == len(want)
 	})
-	got := xfwBridgeLogLines(t, tw.tps["xfw"], bin, pfx, want)
+	got := xfwBridgeLogLines(t, tw.tps["xfw"], bin, pfx, want, plainFrame)
 	for k, w := range want {
 		if kernel[k] != w {
 			t.Errorf("kernel: %s-%s line %q, want %q (premise)", pfx, k, kernel[k], w)
@@ -169,8 +183,10 @@ func TestBridgedLogAgainstKernel(t *testing.T) {
 
 // xfwBridgeLogLines starts `xfw log` in tp's fw, injects bridged frames
 // to port 9819 until it prints one (it reads), then the round's frames,
-// and returns their lines' heads by key; waits are bounded.
-func xfwBridgeLogLines(t *testing.T, tp *nettest.Topology, bin, pfx string, want map[string]string) map[string]string {
+// (as wrap makes them) and returns their lines' heads by key; waits are
+// bounded.
+func xfwBridgeLogLines(t *testing.T, tp *nettest.Topology, bin, pfx string, want map[string]string,
+	wrap frameWrap) map[string]string {
 	t.Helper()
 	var out lockedBuffer
 	cmd := exec.Command("ip", "netns", "exec", tp.FwNS, bin, "log")
@@ -188,7 +204,7 @@ func xfwBridgeLogLines(t *testing.T, tp *nettest.Topology, bin, pfx string, want
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	bridgeLogSend(t, tp)
+	bridgeLogSend(t, tp, wrap)
 	got := map[string]string{}
 	waitUntil(func() bool {
 		for _, l := range strings.Split(out.String(), "\n") {
