@@ -97,13 +97,7 @@ func fillBeforeClasses(m map[string]*ebpf.Map, created map[string]bool, u *Updat
 		return fmt.Errorf("fill small-field classes: %w", err)
 	}
 	t = TraceSince("fill: small", t)
-	nodes, _, err := g.BoundTrees()
-	if err != nil {
-		return fmt.Errorf("fill address bounds: %w", err)
-	}
-	if err := putArray(m["bounds"], len(nodes), func(i int) bpfBNode {
-		return *(*bpfBNode)(unsafe.Pointer(&nodes[i]))
-	}); err != nil {
+	if err := putBoundTrees(m["bounds"], g); err != nil {
 		return fmt.Errorf("fill address bounds: %w", err)
 	}
 	if !created["hcls"] {
@@ -124,6 +118,33 @@ func fillBeforeClasses(m map[string]*ebpf.Map, created map[string]bool, u *Updat
 	}
 	TraceSince("fill: bounds, hcls", t)
 	return nil
+}
+
+// putBoundTrees writes g's address search trees into m: built straight
+// into the mapped map when it is one (bpfBNode is compiler.BoundNode,
+// at a stride of its size), else built and written element by element.
+func putBoundTrees(m *ebpf.Map, g *compiler.Generation) error {
+	s := compiler.ShapeBoundTrees(g.AddrCount)
+	if s.Nodes == 0 {
+		return nil
+	}
+	if m.Flags()&unix.BPF_F_MMAPABLE != 0 && unsafe.Sizeof(bpfBNode{}) == unsafe.Sizeof(compiler.BoundNode{}) {
+		mem, size, stride, err := mappedArray[bpfBNode](m, s.Nodes)
+		if err != nil {
+			return err
+		}
+		if size != stride || s.Nodes*stride > len(mem) {
+			return fmt.Errorf("map %s: %d nodes of %d bytes at a stride of %d in %d bytes", m, s.Nodes, size, stride, len(mem))
+		}
+		return g.WriteBoundTrees(unsafe.Slice((*compiler.BoundNode)(unsafe.Pointer(&mem[0])), s.Nodes), s)
+	}
+	nodes, _, err := g.BoundTrees()
+	if err != nil {
+		return err
+	}
+	return putArray(m, len(nodes), func(i int) bpfBNode {
+		return *(*bpfBNode)(unsafe.Pointer(&nodes[i]))
+	})
 }
 
 // fillAfterClasses writes what fillGeneration wrote after the class

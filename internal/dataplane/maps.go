@@ -102,16 +102,19 @@ func putArray[T any](m *ebpf.Map, n int, val func(i int) T) error {
 		return nil
 	}
 	if m.Flags()&unix.BPF_F_MMAPABLE != 0 {
-		mem, size, stride, err := mappedArray[T](m, n)
+		mem, _, stride, err := mappedArray[T](m, n)
 		if err != nil {
 			return err
 		}
 		if n*stride > len(mem) {
 			return fmt.Errorf("map %s: write %d elements of %d", m, n, len(mem)/stride)
 		}
+		// Each element stored in place (the mapping is page-aligned, the
+		// stride a multiple of 8: aligned for any T of plain data, which
+		// every map value is), not built and then copied.
+		p := unsafe.Pointer(&mem[0])
 		for i := 0; i < n; i++ {
-			v := val(i)
-			copy(mem[i*stride:], unsafe.Slice((*byte)(unsafe.Pointer(&v)), size))
+			*(*T)(unsafe.Add(p, i*stride)) = val(i)
 		}
 		return nil
 	}
