@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -234,13 +235,31 @@ func (r *replacedGeneration) retire(cur *state) error {
 	return nil
 }
 
+// carryScratch holds the old generation's counter totals between carries
+// (a process that swaps generations again and again, the agent, reads
+// them into the same memory instead of a new, prefaulted slice each
+// time); only carryOver uses it, under its mutex.
+var carryScratch struct {
+	sync.Mutex
+	totals []ir.Counters
+}
+
+// maxCarryScratch is the most counters carryScratch keeps memory for
+// between carries (2 MB); a larger generation's totals are let go.
+const maxCarryScratch = 1 << 17
+
 // carryOver carries the retired generation's final counts over to the new
 // one in newSlot: rule counters (as u.Counters says) and set counters.
 func (r *replacedGeneration) carryOver(cur *state, newSlot uint32, u *Update) error {
 	if !r.on {
 		return nil
 	}
-	old, err := counterTotals(r.base, r.live, int(r.cfg.NCounters))
+	carryScratch.Lock()
+	defer carryScratch.Unlock()
+	old, err := counterTotalsInto(carryScratch.totals, r.base, r.live, int(r.cfg.NCounters))
+	if err == nil && len(old) <= maxCarryScratch {
+		carryScratch.totals = old
+	}
 	if err == nil {
 		old, err = withTrivialCounts(old, cur.maps["xfw_stats"], r.slot, &r.cfg)
 	}

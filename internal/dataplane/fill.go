@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 	"unsafe"
@@ -275,9 +276,34 @@ func putBlob(m *ebpf.Map, blob *stateParts, clearRest bool) error {
 	if stride != statePage || pages*stride > len(mem) || size > pages*stride {
 		return fmt.Errorf("map %s: write %d bytes in %d pages of %d", m, size, pages, len(mem)/stride)
 	}
+	end := pages * stride
+	if old, ok := blobEnd(mem[:end]); ok && clearRest {
+		// Past what the map held it is zero already (a map is
+		// created zeroed, and each write clears what the one before
+		// left past its own end): only the bytes between are.
+		end = max(size, old)
+	}
 	blob.copyTo(mem)
-	clear(mem[size : pages*stride])
+	clear(mem[size:end])
 	return nil
+}
+
+// blobEnd returns where the content stateBlob laid out in mem ends (its
+// two parts, each after its length), false when the lengths do not fit
+// in mem.
+func blobEnd(mem []byte) (int, bool) {
+	at := 0
+	for range 2 {
+		if len(mem)-at < savedLenBytes {
+			return 0, false
+		}
+		n := binary.LittleEndian.Uint64(mem[at:])
+		if n > uint64(len(mem)-at-savedLenBytes) {
+			return 0, false
+		}
+		at += savedLenBytes + int(n)
+	}
+	return at, true
 }
 
 // fillSmall writes the small-field classes small into m: only the ranges
