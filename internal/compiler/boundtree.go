@@ -72,45 +72,61 @@ func ShapeBoundTrees(count [NumAddrFields]uint32) BoundTreeShape {
 // BoundTrees returns the search tree nodes of g's bounds and their shape.
 func (g *Generation) BoundTrees() ([]BoundNode, BoundTreeShape, error) {
 	s := ShapeBoundTrees(g.AddrCount)
-	nodes := make([]BoundNode, 0, s.Nodes)
+	nodes := make([]BoundNode, s.Nodes)
+	if err := g.WriteBoundTrees(nodes, s); err != nil {
+		return nil, s, err
+	}
+	return nodes, s, nil
+}
+
+// WriteBoundTrees writes the search tree nodes of g's bounds into nodes,
+// laid out as s (ShapeBoundTrees of g.AddrCount; len(nodes) is s.Nodes),
+// every slot of every node: the data plane writes them straight into the
+// mapped bounds map, whatever it held before. A parent is built from the
+// nodes of the level below as written, so nothing else is allocated.
+func (g *Generation) WriteBoundTrees(nodes []BoundNode, s BoundTreeShape) error {
+	if len(nodes) != s.Nodes {
+		return fmt.Errorf("search trees: %d nodes, shape says %d", len(nodes), s.Nodes)
+	}
+	at := 0
 	for a := range g.AddrCount {
 		if s.Levels[a] > MaxBoundLevels {
-			return nil, s, fmt.Errorf("address field %d: %d bounds need a search tree of %d levels (at most %d)",
+			return fmt.Errorf("address field %d: %d bounds need a search tree of %d levels (at most %d)",
 				a, g.AddrCount[a], s.Levels[a], MaxBoundLevels)
 		}
 		bounds := g.Bounds[g.AddrBase[a] : g.AddrBase[a]+g.AddrCount[a]]
 		if len(bounds) == 0 {
 			continue
 		}
-		keys := make([]U128, len(bounds))
-		vals := make([]uint32, len(bounds))
-		for i, b := range bounds {
-			keys[i], vals[i] = b.Value, b.Class
+		if at != int(s.Leaf[a]) || at+int(s.Levels[a]) > len(nodes) {
+			return fmt.Errorf("search trees: field %d at node %d, shape says %d", a, at, s.Leaf[a])
 		}
-		for {
-			first := uint32(len(nodes))
-			var nextKeys []U128
-			var nextVals []uint32
-			for i := 0; i < len(keys); i += BoundFanout {
-				var n BoundNode
-				for j := 0; j < BoundFanout; j++ {
-					k := min(i+j, len(keys)-1)
-					n.Key[j], n.Class[j] = keys[k], vals[k]
+		first := at
+		for i := 0; i < len(bounds); i += BoundFanout {
+			n := &nodes[at]
+			for j := range BoundFanout {
+				b := &bounds[min(i+j, len(bounds)-1)]
+				n.Key[j], n.Class[j] = b.Value, b.Class
+			}
+			at++
+		}
+		for width := at - first; width > 1; width = at - first {
+			children := first
+			first = at
+			for i := 0; i < width; i += BoundFanout {
+				n := &nodes[at]
+				for j := range BoundFanout {
+					k := children + min(i+j, width-1)
+					n.Key[j], n.Class[j] = nodes[k].Key[0], uint32(k)
 				}
-				nextKeys = append(nextKeys, n.Key[0])
-				nextVals = append(nextVals, first+uint32(i/BoundFanout))
-				nodes = append(nodes, n)
+				at++
 			}
-			if len(nextKeys) == 1 {
-				break
-			}
-			keys, vals = nextKeys, nextVals
 		}
 	}
-	if len(nodes) != s.Nodes {
-		return nil, s, fmt.Errorf("search trees: %d nodes, shape says %d", len(nodes), s.Nodes)
+	if at != s.Nodes {
+		return fmt.Errorf("search trees: %d nodes, shape says %d", at, s.Nodes)
 	}
-	return nodes, s, nil
+	return nil
 }
 
 // SearchBoundTree is xfw_addr_cls's search of field a's tree for value v:

@@ -2,9 +2,47 @@ package compiler
 
 import (
 	"math/rand"
+	"slices"
 	"sort"
 	"testing"
 )
+
+// boundTreesRef builds g's search tree nodes level by level from copies
+// of each level's keys (BoundTrees before it wrote into a given slice).
+func boundTreesRef(g *Generation) []BoundNode {
+	var nodes []BoundNode
+	for a := range g.AddrCount {
+		bounds := g.Bounds[g.AddrBase[a] : g.AddrBase[a]+g.AddrCount[a]]
+		if len(bounds) == 0 {
+			continue
+		}
+		keys := make([]U128, len(bounds))
+		vals := make([]uint32, len(bounds))
+		for i, b := range bounds {
+			keys[i], vals[i] = b.Value, b.Class
+		}
+		for {
+			first := uint32(len(nodes))
+			var nextKeys []U128
+			var nextVals []uint32
+			for i := 0; i < len(keys); i += BoundFanout {
+				var n BoundNode
+				for j := 0; j < BoundFanout; j++ {
+					k := min(i+j, len(keys)-1)
+					n.Key[j], n.Class[j] = keys[k], vals[k]
+				}
+				nextKeys = append(nextKeys, n.Key[0])
+				nextVals = append(nextVals, first+uint32(i/BoundFanout))
+				nodes = append(nodes, n)
+			}
+			if len(nextKeys) == 1 {
+				break
+			}
+			keys, vals = nextKeys, nextVals
+		}
+	}
+	return nodes
+}
 
 // flatSearch is the binary search the data plane did before the search
 // trees: the class of the last bound ≤ v, the first bound's when none is.
@@ -57,6 +95,21 @@ func TestBoundTrees(t *testing.T) {
 			nodes, shape, err := g.BoundTrees()
 			if err != nil {
 				t.Fatal(err)
+			}
+			// Written over nodes holding something else (a reused
+			// map's), the same nodes as the level-by-level build.
+			ref := boundTreesRef(g)
+			dirty := make([]BoundNode, shape.Nodes)
+			for i := range dirty {
+				for j := range BoundFanout {
+					dirty[i].Key[j], dirty[i].Class[j] = U128{Hi: rng.Uint64(), Lo: rng.Uint64()}, rng.Uint32()
+				}
+			}
+			if err := g.WriteBoundTrees(dirty, shape); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(ref, nodes) || !slices.Equal(ref, dirty) {
+				t.Fatalf("nodes differ from the level-by-level build")
 			}
 			for a, n := range tc.counts {
 				bounds := g.Bounds[g.AddrBase[a] : g.AddrBase[a]+n]

@@ -35,6 +35,10 @@ type Generation struct {
 	// from (the caller empties it). Not part of what a generation is
 	// (DiffGenerations ignores it).
 	SmallWritten []uint32
+	// runs is where the small fields' runs of one class start, kept by
+	// the changes in place (smallIndex); not part of what a generation
+	// is either.
+	runs *smallIndex
 	// NoShortPorts says the port fields' arrays end before ValShort: no
 	// condition tells a header cut short after its ports (ValShort +
 	// port) from one cut short before them (ValTrunc), so the data plane

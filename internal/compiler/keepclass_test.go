@@ -149,3 +149,95 @@ func TestRunLen(t *testing.T) {
 		t.Errorf("runLen of a slice starting with another value: %d, want 0", got)
 	}
 }
+
+// scanRunStarts is where the runs of one class of small start, found
+// entry by entry (what smallRuns scanned at every use before the index).
+func scanRunStarts(small []uint32) []uint32 {
+	st := []uint32{}
+	for k := range small {
+		if k == 0 || small[k-1] != small[k] {
+			st = append(st, uint32(k))
+		}
+	}
+	return st
+}
+
+// TestSmallRunIndex appends and deletes rules in place, port ranges among
+// them (runs split, merged and rewritten), and checks after each change
+// that the run starts a generation keeps (runStarts, brought up to date
+// from the ranges written) are those of its entries as they are, and that
+// the generation is the one the same changes make scanning every entry
+// (a twin whose index is dropped before each change).
+func TestSmallRunIndex(t *testing.T) {
+	rng := rand.New(rand.NewSource(9))
+	lines := []string{"-P FORWARD ACCEPT"}
+	for i := range 50 {
+		lines = append(lines, fmt.Sprintf("-A FORWARD -s 10.1.0.%d/32 -p udp -m udp --sport %d --dport 53 -j ACCEPT", i+1, 1024+i))
+	}
+	rs := parseRuleset(t, ir.IPv4, lines...)
+	g, err := Compile(rs, Options{Interfaces: testIfaces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin, err := Compile(rs, Options{Interfaces: testIfaces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(step string) {
+		t.Helper()
+		indexed := 0
+		for f := Field(0); f < NumFields; f++ {
+			if f.Kind() != KindSmall || g.Active&(1<<uint(f)) == 0 {
+				continue
+			}
+			base, dom := int(g.SmallBase[f]), g.SmallDomain(f)
+			small := g.Small[base : base+dom]
+			if g.runs != nil && g.runs.starts[f] != nil {
+				indexed++
+			}
+			if got, want := g.runStarts(f, small), scanRunStarts(small); !slices.Equal(got, want) {
+				t.Fatalf("%s: field %s: %d run starts kept, %d in the entries", step, f, len(got), len(want))
+			}
+		}
+		if indexed == 0 {
+			t.Fatalf("%s: no field indexed by the changes in place", step)
+		}
+		if err := DiffGenerations(g, twin); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	chain := rs.Chain("FORWARD")
+	for i := range 30 {
+		lo := 900 + rng.Intn(300)
+		spec := fmt.Sprint(lo)
+		if i%3 == 0 {
+			spec = fmt.Sprintf("%d:%d", lo, lo+rng.Intn(200))
+		}
+		line := fmt.Sprintf("-A FORWARD -s 10.99.0.%d/32 -p udp -m udp --sport %s --dport %d -j ACCEPT", i+1, spec, 50+rng.Intn(10))
+		r := parseRuleset(t, ir.IPv4, line).Chain("FORWARD").Rules[0]
+		chain.Rules = append(chain.Rules, r)
+		k := len(chain.Rules) - 1
+		ref := RuleRef{Chain: "FORWARD", Index: k}
+		if g, err = AppendRule(g, r, ChainForward, counterIn(rs, chain, k), ref, testIfaces); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		twin.runs = nil
+		if twin, err = AppendRule(twin, r, ChainForward, counterIn(rs, chain, k), ref, testIfaces); err != nil {
+			t.Fatalf("append %d, twin: %v", i, err)
+		}
+		check(fmt.Sprintf("append %d (%s)", i, spec))
+		if i%4 == 3 {
+			k := rng.Intn(len(chain.Rules))
+			r := chain.Rules[k]
+			if g, err = DeleteRule(g, r, ChainForward, counterIn(rs, chain, k), testIfaces); err != nil {
+				t.Fatalf("delete %d: %v", k, err)
+			}
+			twin.runs = nil
+			if twin, err = DeleteRule(twin, r, ChainForward, counterIn(rs, chain, k), testIfaces); err != nil {
+				t.Fatalf("delete %d, twin: %v", k, err)
+			}
+			chain.Rules = slices.Delete(chain.Rules, k, k+1)
+			check(fmt.Sprintf("delete of rule %d after append %d", k, i))
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 	"unsafe"
@@ -97,13 +98,7 @@ func fillBeforeClasses(m map[string]*ebpf.Map, created map[string]bool, u *Updat
 		return fmt.Errorf("fill small-field classes: %w", err)
 	}
 	t = TraceSince("fill: small", t)
-	nodes, _, err := g.BoundTrees()
-	if err != nil {
-		return fmt.Errorf("fill address bounds: %w", err)
-	}
-	if err := putArray(m["bounds"], len(nodes), func(i int) bpfBNode {
-		return *(*bpfBNode)(unsafe.Pointer(&nodes[i]))
-	}); err != nil {
+	if err := putBoundTrees(m["bounds"], g); err != nil {
 		return fmt.Errorf("fill address bounds: %w", err)
 	}
 	if !created["hcls"] {
@@ -124,6 +119,33 @@ func fillBeforeClasses(m map[string]*ebpf.Map, created map[string]bool, u *Updat
 	}
 	TraceSince("fill: bounds, hcls", t)
 	return nil
+}
+
+// putBoundTrees writes g's address search trees into m: built straight
+// into the mapped map when it is one (bpfBNode is compiler.BoundNode,
+// at a stride of its size), else built and written element by element.
+func putBoundTrees(m *ebpf.Map, g *compiler.Generation) error {
+	s := compiler.ShapeBoundTrees(g.AddrCount)
+	if s.Nodes == 0 {
+		return nil
+	}
+	if m.Flags()&unix.BPF_F_MMAPABLE != 0 && unsafe.Sizeof(bpfBNode{}) == unsafe.Sizeof(compiler.BoundNode{}) {
+		mem, size, stride, err := mappedArray[bpfBNode](m, s.Nodes)
+		if err != nil {
+			return err
+		}
+		if size != stride || s.Nodes*stride > len(mem) {
+			return fmt.Errorf("map %s: %d nodes of %d bytes at a stride of %d in %d bytes", m, s.Nodes, size, stride, len(mem))
+		}
+		return g.WriteBoundTrees(unsafe.Slice((*compiler.BoundNode)(unsafe.Pointer(&mem[0])), s.Nodes), s)
+	}
+	nodes, _, err := g.BoundTrees()
+	if err != nil {
+		return err
+	}
+	return putArray(m, len(nodes), func(i int) bpfBNode {
+		return *(*bpfBNode)(unsafe.Pointer(&nodes[i]))
+	})
 }
 
 // fillAfterClasses writes what fillGeneration wrote after the class
@@ -254,9 +276,34 @@ func putBlob(m *ebpf.Map, blob *stateParts, clearRest bool) error {
 	if stride != statePage || pages*stride > len(mem) || size > pages*stride {
 		return fmt.Errorf("map %s: write %d bytes in %d pages of %d", m, size, pages, len(mem)/stride)
 	}
+	end := pages * stride
+	if old, ok := blobEnd(mem[:end]); ok && clearRest {
+		// Past what the map held it is zero already (a map is
+		// created zeroed, and each write clears what the one before
+		// left past its own end): only the bytes between are.
+		end = max(size, old)
+	}
 	blob.copyTo(mem)
-	clear(mem[size : pages*stride])
+	clear(mem[size:end])
 	return nil
+}
+
+// blobEnd returns where the content stateBlob laid out in mem ends (its
+// two parts, each after its length), false when the lengths do not fit
+// in mem.
+func blobEnd(mem []byte) (int, bool) {
+	at := 0
+	for range 2 {
+		if len(mem)-at < savedLenBytes {
+			return 0, false
+		}
+		n := binary.LittleEndian.Uint64(mem[at:])
+		if n > uint64(len(mem)-at-savedLenBytes) {
+			return 0, false
+		}
+		at += savedLenBytes + int(n)
+	}
+	return at, true
 }
 
 // fillSmall writes the small-field classes small into m: only the ranges

@@ -14,6 +14,13 @@ import (
 // clearMap deletes every key of the hash map m, whose keys are K and
 // values V (a table of the idle bank, or one no packet reads any more).
 func clearMap[K, V any](m *ebpf.Map) error {
+	// An empty map (the idle bank's hashed classes, which most
+	// generations have none of) is told by one lookup of its first key,
+	// without the batches' buffers.
+	var first K
+	if err := m.NextKey(nil, &first); errors.Is(err, ebpf.ErrKeyNotExist) {
+		return nil
+	}
 	// Batches of deletes (BPF_MAP_LOOKUP_AND_DELETE_BATCH): two
 	// syscalls per entry make a million-entry set table take seconds.
 	err := eachBatch(m, true, func([]K, []V) {})
@@ -102,16 +109,19 @@ func putArray[T any](m *ebpf.Map, n int, val func(i int) T) error {
 		return nil
 	}
 	if m.Flags()&unix.BPF_F_MMAPABLE != 0 {
-		mem, size, stride, err := mappedArray[T](m, n)
+		mem, _, stride, err := mappedArray[T](m, n)
 		if err != nil {
 			return err
 		}
 		if n*stride > len(mem) {
 			return fmt.Errorf("map %s: write %d elements of %d", m, n, len(mem)/stride)
 		}
+		// Each element stored in place (the mapping is page-aligned, the
+		// stride a multiple of 8: aligned for any T of plain data, which
+		// every map value is), not built and then copied.
+		p := unsafe.Pointer(&mem[0])
 		for i := 0; i < n; i++ {
-			v := val(i)
-			copy(mem[i*stride:], unsafe.Slice((*byte)(unsafe.Pointer(&v)), size))
+			*(*T)(unsafe.Add(p, i*stride)) = val(i)
 		}
 		return nil
 	}

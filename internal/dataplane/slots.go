@@ -98,7 +98,7 @@ func clearSlot(cur *state, slot uint32) error {
 	if errors.Join(errs...) == nil {
 		cur.setIDs[slot] = &setSlotIDs{} // every element deleted
 	}
-	if err := cur.maps["xfw_cfg"].Put(slot, bpfFamilyCfg{}); err != nil {
+	if err := cur.maps["xfw_cfg"].Put(slot, &bpfFamilyCfg{}); err != nil {
 		errs = append(errs, fmt.Errorf("reset configuration of slot %d: %w", slot, err))
 	}
 	cur.cfgs[slot] = bpfFamilyCfg{}

@@ -417,11 +417,12 @@ const (
 )
 
 // realtimeKernel reports a PREEMPT_RT kernel, whose BPF program runs may be
-// preempted and nest on one CPU.
-func realtimeKernel() bool {
+// preempted and nest on one CPU: read once per process (the running
+// kernel's build does not change; an agent asked at every swap).
+var realtimeKernel = sync.OnceValue(func() bool {
 	b, err := os.ReadFile("/sys/kernel/realtime")
 	return err == nil && strings.TrimSpace(string(b)) == "1"
-}
+})
 
 // waitForGracePeriod returns after an RCU grace period, after which no
 // program run that began before it still runs: it puts slot's saved-text
@@ -461,8 +462,20 @@ func (s *state) readCounters(slot uint32) ([]ir.Counters, error) {
 // counterTotals adds a generation's counter bases and the n counters of
 // every CPU (live holds CPU after CPU, n each).
 func counterTotals(base, live *ebpf.Map, n int) ([]ir.Counters, error) {
-	out := make([]ir.Counters, n)
-	prefault.Slice(out)
+	return counterTotalsInto(nil, base, live, n)
+}
+
+// counterTotalsInto is counterTotals into buf's memory when it holds n
+// counters, else into a new slice.
+func counterTotalsInto(buf []ir.Counters, base, live *ebpf.Map, n int) ([]ir.Counters, error) {
+	var out []ir.Counters
+	if cap(buf) >= n {
+		out = buf[:n]
+		clear(out)
+	} else {
+		out = make([]ir.Counters, n)
+		prefault.Slice(out)
+	}
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
 		return nil, fmt.Errorf("count CPUs: %w", err)

@@ -358,6 +358,16 @@ func findRule(fam ir.Family, ch *ir.Chain, r *ir.Rule) int {
 	// The addresses, compared first by RulesEqual too, normalised once:
 	// most rules of a large chain differ in them.
 	src, dst := addrKey(r.Src), addrKey(r.Dst)
+	if src != (addrCmp{}) {
+		// A rule with r's source has its address as it is (addrKey
+		// keeps a set one): most rules are told by that compare alone.
+		for i, x := range ch.Rules {
+			if x.Src.Addr == src.addr && addrKey(x.Src) == src && addrKey(x.Dst) == dst && RulesEqual(fam, x, r) {
+				return i
+			}
+		}
+		return -1
+	}
 	for i, x := range ch.Rules {
 		if addrKey(x.Src) == src && addrKey(x.Dst) == dst && RulesEqual(fam, x, r) {
 			return i

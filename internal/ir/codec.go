@@ -155,9 +155,12 @@ func (rs *Ruleset) MarshalBinary() ([]byte, error) {
 // for one encoded there, so the caller replaces rules only by ones that
 // encode the same (Rule.RoundTrip).
 func (rs *Ruleset) MarshalBinaryIndexed(enc *Encoded) ([]byte, *Encoded, error) {
-	size := rs.encodedSizeEstimate()
+	// The estimate walks every rule: with enc, its data's size is as good.
+	var size int
 	if enc != nil {
 		size = len(enc.data) + 1024
+	} else {
+		size = rs.encodedSizeEstimate()
 	}
 	index := &Encoded{kept: true}
 	e := &encoder{buf: make([]byte, 0, size), index: index}
