@@ -49,7 +49,9 @@ const compilePaceFrom = 64 << 20
 // sets the pace back: one collection now when the heap holds more than
 // twice what the last cycle left live (the front end's garbage) or when
 // released says the command let a large ruleset go since (a flushing
-// restore's decoded running ruleset, once its counters are taken), then
+// restore's decoded running ruleset, once its counters are taken; the
+// running generation an -A, -I, -D or -N read back and could not use:
+// commitReleasing), then
 // none until the install ends; the process's memory limit (cmd/xfw) stays
 // the backstop. At kube-proxy's 10K services the default pace ran two or
 // three cycles there, each marking the parsed ruleset and the compile's

@@ -308,6 +308,9 @@ func compileChecked(rs *ir.Ruleset, opts Options, jumps *jumpIndex) (*Generation
 	fl.precomputeTerms()
 	t = opts.trace("compile: terms", t)
 	fl.entries = make([]Entry, 0, entriesEstimate(rs))
+	// The region queue sized for the regions there can be: kube-proxy's
+	// 110,000 in one allocation of 7 MB instead of 14 MB of doublings.
+	fl.pending = make([]pendingRegion, 0, regionsEstimate(rs))
 	var err error
 	g.ChainStart, g.ChainEnd, err = fl.flatten()
 	if err != nil {

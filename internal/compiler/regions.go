@@ -647,3 +647,21 @@ func entriesEstimate(rs *ir.Ruleset) int {
 	}
 	return min(n+2*NumChains*AppendSlack+1, MaxEntries+1)
 }
+
+// regionsEstimate is the first capacity of the flattener's region queue:
+// a region per user chain and walk, one for a nat chain (natViewFree).
+func regionsEstimate(rs *ir.Ruleset) int {
+	n := 0
+	for _, t := range append([]*ir.Ruleset{rs}, rs.Tables...) {
+		views := NumChains
+		if t.Table == ir.TableNat {
+			views = 1 // natViewFree: kube-proxy's chains, one region each
+		}
+		for _, c := range t.Chains {
+			if !ir.IsBuiltinChain(c.Name) {
+				n += views
+			}
+		}
+	}
+	return n
+}

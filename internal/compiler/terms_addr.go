@@ -91,6 +91,12 @@ func maskSet(fam ir.Family, addr, mask netip.Addr) (*Set, error) {
 	} else {
 		span = U128{Lo: 1<<uint(low) - 1}
 	}
+	if len(free) == 0 {
+		// A prefix: the set and its one interval in one allocation.
+		one := &oneIntervalSet{iv: [1]Interval{{base, or128(base, span)}}}
+		one.set.Ivs = one.iv[:]
+		return &one.set, nil
+	}
 	// The set takes ivs as it is (NewSet would copy it).
 	ivs := make([]Interval, 0, 1<<len(free))
 	for combo := 0; combo < 1<<len(free); combo++ {
@@ -105,6 +111,15 @@ func maskSet(fam ir.Family, addr, mask netip.Addr) (*Set, error) {
 	set := &Set{Ivs: ivs}
 	set.normalise()
 	return set, nil
+}
+
+// oneIntervalSet is a Set of one interval allocated with its interval
+// (the set of an address and a prefix: -s and -d of every rule). The
+// slice's capacity is one, so nothing appends into it in place (sets are
+// never changed in place anyway).
+type oneIntervalSet struct {
+	set Set
+	iv  [1]Interval
 }
 
 // maxMaskFreeBits bounds non-contiguous netmasks: 2^16 intervals.

@@ -113,6 +113,9 @@ func (s *commentState) parse(c *parseCtx, o *optDef, arg string, invert bool) *f
 	if s.m.Text, f = x.parseString(arg); f != nil {
 		return f
 	}
+	if c.slabs != nil {
+		s.m.Text = c.slabs.comments.keep(s.m.Text)
+	}
 	s.flags.done(o.id)
 	return nil
 }

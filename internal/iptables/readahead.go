@@ -442,10 +442,13 @@ func (b *lineBatch) newParsed() *parsedLine {
 const lineTextBlock = 64 << 10
 
 // lineText copies the lines read ahead into shared blocks, one string
-// allocation per block instead of one per line: a line's words (chain
-// names, comments) are parts of its text, so most lines of a restore stay
-// live with its rules whichever way they are allocated. A block's bytes
-// are only ever appended to, so the strings cut from it never change.
+// allocation per block instead of one per line. A line's words are parts
+// of its text; the words a rule keeps are interned (options, modules,
+// targets), resolved to the chain's own name (jumps) or copied out
+// (comments: keptText), so that the blocks of rule lines become garbage
+// once applied; chain lines' blocks stay live with the chains' names. A
+// block's bytes are only ever appended to, so the strings cut from it
+// never change.
 type lineText struct {
 	block strings.Builder
 }
