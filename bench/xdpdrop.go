@@ -58,6 +58,10 @@ type dropResult struct {
 	// Forwarded is what reached sink over all repetitions (0 when every
 	// frame was dropped).
 	Forwarded uint64 `json:"forwarded"`
+	// TestRunNs is the XDP program's own cost on one flood frame, its
+	// data in the caches (BPF_PROG_TEST_RUN on CPU 1; zero for a system
+	// without an XDP program).
+	TestRunNs stats `json:"test_run_ns"`
 	Error     string `json:"error,omitempty"`
 }
 
@@ -226,8 +230,9 @@ func runXDPDrop(ctx context.Context, o *options) (*xdpDropSection, error) {
 			progress("xdpdrop: %s: %s", sys.Name, res.Error)
 			continue
 		}
-		progress("xdpdrop: %-40s %s pps processed, %.0f ns/pkt (%s per core), fw busy %.0f%%",
-			sys.Name, humanRate(res.Processed.Median), res.NsPerPkt.Median, humanRate(1e9/res.NsPerPkt.Median), 100*res.FwBusy.Median)
+		progress("xdpdrop: %-40s %s pps processed, %.0f ns/pkt (%.0f–%.0f; %s per core), fw busy %.0f%%, test run %.0f ns",
+			sys.Name, humanRate(res.Processed.Median), res.NsPerPkt.Median, res.NsPerPkt.Min, res.NsPerPkt.Max,
+			humanRate(1e9/res.NsPerPkt.Median), 100*res.FwBusy.Median, res.TestRunNs.Median)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -266,7 +271,8 @@ func measureDrop(ctx context.Context, o *options, sys dropSystem) dropResult {
 		return fail(err)
 	}
 	defer g.Close()
-	if err := g.setFlows(fiveTupleFlows(max(o.dropFlows, 1), false)); err != nil {
+	flows := fiveTupleFlows(max(o.dropFlows, 1), false)
+	if err := g.setFlows(flows); err != nil {
 		return fail(err)
 	}
 	undo, err := sys.load(ctx, t, o.xfwBin)
@@ -274,6 +280,9 @@ func measureDrop(ctx context.Context, o *options, sys dropSystem) dropResult {
 		return fail(err)
 	}
 	defer undo()
+	if res.TestRunNs, err = dropTestRun(t, flows[0], o.reps); err != nil {
+		return fail(err)
+	}
 	sink0, err := t.sinkPackets()
 	if err != nil {
 		return fail(err)
@@ -298,6 +307,33 @@ func measureDrop(ctx context.Context, o *options, sys dropSystem) dropResult {
 		res.Error = fmt.Sprintf("broken: %d frames reached sink", res.Forwarded)
 	}
 	return res
+}
+
+// dropTestRun times the XDP program on fw's ingress, if any, on f's frame
+// with BPF_PROG_TEST_RUN on fw's CPU: the program's cost with its data in
+// the caches, beside the rig's cost per frame. It must drop the frame.
+func dropTestRun(t *topology, f flow, reps int) (stats, error) {
+	var s stats
+	err := nettest.InNamespace(t.FwNS, func() error {
+		prog, err := attachedXDP(t.FwIn)
+		if err != nil {
+			return nil // the kernel's systems: no program
+		}
+		defer prog.Close()
+		if err := pinSelf(fwCPU); err != nil {
+			return err
+		}
+		pc, err := timeFrame(prog, udpFrame(t, f.Src, f.Dst, f.Sport, f.Dport), max(reps, 1))
+		if err != nil {
+			return err
+		}
+		if pc.Retval != xdpDrop {
+			return fmt.Errorf("test run: the flood frame got XDP verdict %d, not XDP_DROP", pc.Retval)
+		}
+		s = pc.Ns
+		return nil
+	})
+	return s, err
 }
 
 // writeXDPDrop renders the section.
