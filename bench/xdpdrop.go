@@ -61,7 +61,7 @@ type dropResult struct {
 	// TestRunNs is the XDP program's own cost on one flood frame, its
 	// data in the caches (BPF_PROG_TEST_RUN on CPU 1; zero for a system
 	// without an XDP program).
-	TestRunNs stats `json:"test_run_ns"`
+	TestRunNs stats  `json:"test_run_ns"`
 	Error     string `json:"error,omitempty"`
 }
 
