@@ -58,6 +58,10 @@ type dropResult struct {
 	// Forwarded is what reached sink over all repetitions (0 when every
 	// frame was dropped).
 	Forwarded uint64 `json:"forwarded"`
+	// TestRunNs is the XDP program's own cost on one flood frame, its
+	// data in the caches (BPF_PROG_TEST_RUN on CPU 1; zero for a system
+	// without an XDP program).
+	TestRunNs stats  `json:"test_run_ns"`
 	Error     string `json:"error,omitempty"`
 }
 
@@ -215,6 +219,7 @@ func runXDPDrop(ctx context.Context, o *options) (*xdpDropSection, error) {
 		"processed pps: frames fw's ingress took from its ring (rx_packets); fw ns/pkt: CPU time of fw's NAPI thread per processed frame; per-core rate: 10⁹ / (fw ns/pkt), what one core would drop if the flood kept it busy (the generator on CPU 0 may not: see fw busy).",
 		"× bare: the per-core rate over the bare XDP_DROP program's (issue 22 target 4: ≥ 0.7 for xfw).",
 		"forwarded: frames that reached sink over all repetitions (any would be a failed drop; the system is then reported broken).",
+		"program alone: the XDP program's own run time on one flood frame, its data in the caches (BPF_PROG_TEST_RUN on CPU 1, median of the calls; the harness alone is about the bare program's), for the systems with one.",
 	}}
 	for _, sys := range dropSystems() {
 		if !dropSelected(o.dropSystems, sys.Name) {
@@ -226,8 +231,9 @@ func runXDPDrop(ctx context.Context, o *options) (*xdpDropSection, error) {
 			progress("xdpdrop: %s: %s", sys.Name, res.Error)
 			continue
 		}
-		progress("xdpdrop: %-40s %s pps processed, %.0f ns/pkt (%s per core), fw busy %.0f%%",
-			sys.Name, humanRate(res.Processed.Median), res.NsPerPkt.Median, humanRate(1e9/res.NsPerPkt.Median), 100*res.FwBusy.Median)
+		progress("xdpdrop: %-40s %s pps processed, %.0f ns/pkt (%.0f–%.0f; %s per core), fw busy %.0f%%, test run %.0f ns",
+			sys.Name, humanRate(res.Processed.Median), res.NsPerPkt.Median, res.NsPerPkt.Min, res.NsPerPkt.Max,
+			humanRate(1e9/res.NsPerPkt.Median), 100*res.FwBusy.Median, res.TestRunNs.Median)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -266,7 +272,8 @@ func measureDrop(ctx context.Context, o *options, sys dropSystem) dropResult {
 		return fail(err)
 	}
 	defer g.Close()
-	if err := g.setFlows(fiveTupleFlows(max(o.dropFlows, 1), false)); err != nil {
+	flows := fiveTupleFlows(max(o.dropFlows, 1), false)
+	if err := g.setFlows(flows); err != nil {
 		return fail(err)
 	}
 	undo, err := sys.load(ctx, t, o.xfwBin)
@@ -274,6 +281,9 @@ func measureDrop(ctx context.Context, o *options, sys dropSystem) dropResult {
 		return fail(err)
 	}
 	defer undo()
+	if res.TestRunNs, err = dropTestRun(t, flows[0], o.reps); err != nil {
+		return fail(err)
+	}
 	sink0, err := t.sinkPackets()
 	if err != nil {
 		return fail(err)
@@ -300,6 +310,33 @@ func measureDrop(ctx context.Context, o *options, sys dropSystem) dropResult {
 	return res
 }
 
+// dropTestRun times the XDP program on fw's ingress, if any, on f's frame
+// with BPF_PROG_TEST_RUN on fw's CPU: the program's cost with its data in
+// the caches, beside the rig's cost per frame. It must drop the frame.
+func dropTestRun(t *topology, f flow, reps int) (stats, error) {
+	var s stats
+	err := nettest.InNamespace(t.FwNS, func() error {
+		prog, err := attachedXDP(t.FwIn)
+		if err != nil {
+			return nil // the kernel's systems: no program
+		}
+		defer prog.Close()
+		if err := pinSelf(fwCPU); err != nil {
+			return err
+		}
+		pc, err := timeFrame(prog, udpFrame(t, f.Src, f.Dst, f.Sport, f.Dport), max(reps, 1))
+		if err != nil {
+			return err
+		}
+		if pc.Retval != xdpDrop {
+			return fmt.Errorf("test run: the flood frame got XDP verdict %d, not XDP_DROP", pc.Retval)
+		}
+		s = pc.Ns
+		return nil
+	})
+	return s, err
+}
+
 // writeXDPDrop renders the section.
 func writeXDPDrop(b *strings.Builder, s *xdpDropSection) {
 	b.WriteString("## Flood drop rate per core (xdpdrop)\n\n")
@@ -312,20 +349,24 @@ func writeXDPDrop(b *strings.Builder, s *xdpDropSection) {
 			bare = r.NsPerPkt.Median
 		}
 	}
-	b.WriteString("\n| system | rules | processed pps | fw ns/pkt | per-core rate | × bare | fw busy / other busy |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| system | rules | processed pps | fw ns/pkt | per-core rate | × bare | fw busy / other busy | program alone ns |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range s.Results {
 		if r.Error != "" {
-			fmt.Fprintf(b, "| %s | %s | %s | | | | |\n", r.Name, r.Rules, r.Error)
+			fmt.Fprintf(b, "| %s | %s | %s | | | | | |\n", r.Name, r.Rules, r.Error)
 			continue
 		}
 		ratio := "–"
 		if bare > 0 {
 			ratio = fmt.Sprintf("%.2f", bare/r.NsPerPkt.Median)
 		}
-		fmt.Fprintf(b, "| %s | %s | %s (%s–%s) | %.0f (%.0f–%.0f) | %s | %s | %.0f%% / %.0f%% |\n",
+		alone := "–"
+		if r.TestRunNs.Median > 0 {
+			alone = fmt.Sprintf("%.0f", r.TestRunNs.Median)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s (%s–%s) | %.0f (%.0f–%.0f) | %s | %s | %.0f%% / %.0f%% | %s |\n",
 			r.Name, r.Rules, humanRate(r.Processed.Median), humanRate(r.Processed.Min), humanRate(r.Processed.Max),
 			r.NsPerPkt.Median, r.NsPerPkt.Min, r.NsPerPkt.Max, humanRate(1e9/r.NsPerPkt.Median), ratio,
-			100*r.FwBusy.Median, 100*r.OtherBusy.Median)
+			100*r.FwBusy.Median, 100*r.OtherBusy.Median, alone)
 	}
 	b.WriteString("\n")
 }

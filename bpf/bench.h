@@ -33,10 +33,19 @@ enum xfw_bench_stop {
 };
 
 #ifdef XFW_BENCH_STOP
+/* -DXFW_BENCH_DROP: the XDP hook's stops return XDP_DROP, not XDP_PASS,
+ * so a flood (bench: xfwbench -sections xdpdrop) is dropped at the stop
+ * and the rig times the hook up to it (the stops inside the classifier
+ * return its own results, unchanged). */
+#ifdef XFW_BENCH_DROP
+#define XFW_BENCH_RET(ret) ((ret) == XDP_PASS ? XDP_DROP : (ret))
+#else
+#define XFW_BENCH_RET(ret) (ret)
+#endif
 #define XFW_BENCH_AT(stop, ret)                  \
 	do {                                     \
 		if (XFW_BENCH_STOP == (stop))    \
-			return (ret);            \
+			return XFW_BENCH_RET(ret); \
 	} while (0)
 /* XFW_BENCH_AFTER returns ret at stop point stop when the build stops
  * there or at an earlier point inside a function it called (which
@@ -44,7 +53,7 @@ enum xfw_bench_stop {
 #define XFW_BENCH_AFTER(first, stop, ret)                                     \
 	do {                                                                  \
 		if (XFW_BENCH_STOP >= (first) && XFW_BENCH_STOP <= (stop))    \
-			return (ret);                                         \
+			return XFW_BENCH_RET(ret);                            \
 	} while (0)
 #else
 #define XFW_BENCH_AFTER(first, stop, ret) \

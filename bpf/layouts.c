@@ -43,6 +43,7 @@ struct xfw_layouts {
 	struct xfw_logcfg logcfg;
 	struct xfw_log_event log_event;
 	struct xfw_family_cfg family_cfg;
+	struct xfw_predrop predrop;
 	struct xfw_ifinfo ifinfo;
 	struct xfw_inflight inflight;
 	struct xfw_state_page state_page;

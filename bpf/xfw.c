@@ -88,6 +88,7 @@ const volatile __u32 xfw_anchor = 0;
 #include "ct_unrouted.h"
 #include "redirect.h"
 #include "trivial.h"
+#include "predrop.h"
 #include "ifinfo_cache.h"
 #include "fastpath.h"
 #include "bridge_redo.h"
@@ -343,6 +344,10 @@ __attribute__((noinline)) int xfw_xdp_rawpre(struct xdp_md *ctx, struct xfw_xdp_
 		return XFW_RAWPRE_ON;
 	if (p->fam == 1 && iif != XFW_LOOPBACK_IFINDEX && xfw_martian(p) == 1)
 		return XFW_RAWPRE_ON;
+	/* A leading address drop (a flood's): no fields before the walk,
+	 * no classification (predrop.h). */
+	if (xfw_predrop(p, st->slot))
+		return XFW_RAWPRE_DROP;
 	if (xfw_prewalk_used(st->slot)) {
 		xfw_ext6_xdp(ctx, p, st->slot);
 		xfw_preds_xdp(ctx, p, st->slot);

@@ -211,6 +211,18 @@ struct xfw_log_event {
  * FORWARD's walk has 8 tables' chains). */
 #define XFW_TRIVIAL_CTRS 8
 
+/* The leading address drops compared at most (compiler.MaxPreDrops). */
+#define XFW_PREDROP_MAX 4
+
+/* One leading address drop (predrop.h; compiler.PreDrop): the packet's
+ * field (XFW_F_SRC or XFW_F_DST) in [lo, hi], as (high, low) 64-bit
+ * halves, drops it, counted to counter ctr. */
+struct xfw_predrop {
+	__u64 lo_hi, lo_lo, hi_hi, hi_lo;
+	__u32 field;
+	__u32 ctr;
+};
+
 struct xfw_family_cfg {
 	__u32 enabled;          /* 0: no ruleset loaded, accept everything */
 	__u32 active;           /* bit mask of enum xfw_field */
@@ -318,6 +330,13 @@ struct xfw_family_cfg {
 	 * TCPMSS, some clamps to the path MTU. The hooks then read every TCP
 	 * packet's MSS option (tcpopt.h), which a walk adding one needs. */
 	__u32 mss_targets;
+	/* The leading address drops of the PREROUTING chains judged before
+	 * routing, in walk order (predrop.h; compiler
+	 * Generation.PreDrops), and how many there are (0: none, a
+	 * generation's of an older build too). */
+	__u32 predrop_n;
+	__u32 predrop_pad;
+	struct xfw_predrop predrop[XFW_PREDROP_MAX];
 };
 
 /* Interface facts the data plane needs, keyed by ifindex | vid << 32 (vid

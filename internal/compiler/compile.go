@@ -94,6 +94,8 @@ type Generation struct {
 	// Trivial are the base chains' walks that accept every packet without
 	// classifying it, and the counters they bump (trivial.go).
 	Trivial [NumChains]TrivialInfo
+	// preDrops are the leading address drops before routing (predrop.go).
+	preDrops []PreDrop
 	// SetWrites are the sets SET targets write (settarget.go); probes of
 	// kind ProbeSetTarget name them by 1 + their index.
 	SetWrites []string
@@ -408,6 +410,7 @@ func compileChecked(rs *ir.Ruleset, opts Options, jumps *jumpIndex) (*Generation
 	g.Chunks = vb.allChunks()
 	g.ClassChunks = vb.allClasses()
 	g.decideTrivial()
+	g.decidePreDrops()
 	opts.trace("compile: class table", t)
 	return g, nil
 }

@@ -108,7 +108,11 @@ func (g *Generation) decideTrivial() {
 // indexes from `from` on move by delta in the others. hook < 0 is a
 // change of a user chain's regions, which no trivial walk reaches (a
 // CALL is not among a trivial walk's entries): only the indexes move.
+//
+// The leading drops (predrop.go) are forgotten: the walk they stand for
+// may have changed, and their counters moved.
 func (g *Generation) changeTrivial(hook int, from uint32, delta int) {
+	g.preDrops = nil
 	if hook >= 0 {
 		g.Trivial[hook] = TrivialInfo{}
 	}

@@ -149,6 +149,18 @@ type bpfFamilyCfg struct {
 	// MSSTargets are the TCPMSS targets the rules use
 	// (compiler.Generation.MSSTargets).
 	MSSTargets uint32
+	// PreDropN and PreDrop are the leading address drops before routing
+	// (compiler.Generation.PreDrops; bpf/predrop.h).
+	PreDropN   uint32
+	PreDropPad uint32
+	PreDrop    [compiler.MaxPreDrops]bpfPreDrop
+}
+
+// bpfPreDrop mirrors struct xfw_predrop.
+type bpfPreDrop struct {
+	LoHi, LoLo, HiHi, HiLo uint64
+	Field                  uint32
+	Ctr                    uint32
 }
 
 // bpfSetLk mirrors struct xfw_setlk: one set lookup of a generation.
@@ -268,6 +280,10 @@ func familyCfg(g *compiler.Generation, prev *bpfFamilyCfg) bpfFamilyCfg {
 			c.Trivial[h] = uint32(1 + copy(c.TrivialCtr[h][:], counters))
 		}
 	}
+	for i, d := range g.PreDrops() {
+		c.PreDrop[i] = bpfPreDrop{LoHi: d.Lo.Hi, LoLo: d.Lo.Lo, HiHi: d.Hi.Hi, HiLo: d.Hi.Lo, Field: uint32(d.Field), Ctr: d.Rule}
+		c.PreDropN = uint32(i + 1)
+	}
 	fillExt6(&c, g.Ext6Conds())
 	fillHdr4(&c, g.Hdr4Conds())
 	if prev != nil && prev.Active == g.Active && prev.NFields > 0 {
@@ -284,6 +300,18 @@ func familyCfg(g *compiler.Generation, prev *bpfFamilyCfg) bpfFamilyCfg {
 		}
 	}
 	return c
+}
+
+// preDropsOfCfg returns the leading drops c holds (familyCfg's PreDrop),
+// for a generation read back from the data plane.
+func preDropsOfCfg(c *bpfFamilyCfg) []compiler.PreDrop {
+	var out []compiler.PreDrop
+	for i := 0; i < int(c.PreDropN) && i < len(c.PreDrop); i++ {
+		d := c.PreDrop[i]
+		out = append(out, compiler.PreDrop{Field: compiler.Field(d.Field), Lo: compiler.U128{Hi: d.LoHi, Lo: d.LoLo},
+			Hi: compiler.U128{Hi: d.HiHi, Lo: d.HiLo}, Rule: d.Ctr})
+	}
+	return out
 }
 
 // trivialOfCfg returns the trivial walks c holds (familyCfg's Trivial and

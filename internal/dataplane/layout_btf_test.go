@@ -69,6 +69,7 @@ var layoutMirrors = []layoutMirror{
 	{c: "xfw_logcfg", goType: reflect.TypeOf(bpfLogCfg{})},
 	{c: "xfw_log_event", goType: reflect.TypeOf(bpfLogEvent{})},
 	{c: "xfw_family_cfg", goType: reflect.TypeOf(bpfFamilyCfg{})},
+	{c: "xfw_predrop", goType: reflect.TypeOf(bpfPreDrop{})},
 	{c: "xfw_ifinfo", goType: reflect.TypeOf(bpfIfInfo{})},
 	{c: "xfw_inflight", goType: reflect.TypeOf(bpfInflight{})},
 	// The state pages are written as [statePage]byte.

@@ -175,6 +175,7 @@ func RunningGeneration(fam ir.Family) (*compiler.Generation, []compiler.Interfac
 		g.PolicyDrop[i] = d != 0
 	}
 	g.Trivial = trivialOfCfg(&c)
+	g.SetPreDrops(preDropsOfCfg(&c))
 	copy(g.SmallBase[:], c.SmallBase[:])
 	g.NoShortPorts = c.NoShortPorts != 0
 	copy(g.DefaultClass[:], c.DefaultCls[:])
