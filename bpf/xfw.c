@@ -1122,7 +1122,7 @@ __attribute__((noinline)) __u64 xfw_tc_rerouted(struct __sk_buff *skb, struct xf
  * ingress: bracketed for quiescence itself, with TC's scratch (TC egress
  * on this CPU never runs at the same time: both run with bottom halves
  * off). A global function. */
-__attribute__((noinline)) int xfw_rj_out_judge(struct __sk_buff *skb, __u32 oif)
+__attribute__((noinline)) int xfw_rj_out_judge(struct __sk_buff *skb, __u32 oif, __u32 sel_iif)
 {
 	struct xfw_xdp_scratch *sc;
 	struct xfw_ct_scratch *cs = 0;
@@ -1144,6 +1144,10 @@ __attribute__((noinline)) int xfw_rj_out_judge(struct __sk_buff *skb, __u32 oif)
 			else
 				verdict = XFW_ACT_DROP;
 		}
+		/* An ICMPv6 error's source, picked on the input device
+		 * (a REJECT made the reply: its family's ruleset is on). */
+		if (sel_iif && verdict == XFW_ACT_ACCEPT && xfw_rj_saddr6(skb, sel_iif))
+			verdict = XFW_ACT_DROP;
 		sc->st.hook = XFW_SCRATCH_TC;
 		sc->st.nlogs = 0;
 		if (verdict == XFW_ACT_ACCEPT)
