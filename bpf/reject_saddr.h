@@ -25,9 +25,10 @@
  * (or narrower) destination, or an input device with use_oif_addrs_only,
  * takes the input device's addresses alone.
  *
- * Bound: XFW_SADDR6_MAX addresses. With more (xfw_saddr6_tab.over), or no
- * candidate, the source stays the lookup's, as the kernel's, whose
- * ipv6_dev_get_saddr failing leaves the source to the route lookup.
+ * Bound: XFW_SADDR6_MAX addresses. With more (xfw_saddr6_tab.over) the
+ * source stays the lookup's (a documented limit); with no candidate it
+ * stays too, as the kernel's, whose ipv6_dev_get_saddr failing leaves the
+ * source to the route lookup.
  * Labels are the kernel's default policy table (`ip addrlabel` changes
  * are not seen: docs/differences.md).
  *
