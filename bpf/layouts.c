@@ -25,6 +25,8 @@
 #include "classify_structs.h"
 
 struct xfw_layouts {
+	struct xfw_saddr6_ent saddr6_ent;
+	struct xfw_saddr6_tab saddr6_tab;
 	struct xfw_setlk setlk;
 	struct xfw_setkey setkey;
 	struct xfw_setval setval;

@@ -156,7 +156,7 @@
 static __always_inline int xfw_rj_xdp_out(struct xdp_md *ctx, const struct xfw_rj *r, __u32 out,
 					  __u16 vlan, int v6)
 {
-	return xfw_rj_xdp_handoff(ctx, r->l2len, vlan, v6, out);
+	return xfw_rj_xdp_handoff(ctx, r->l2len, vlan, v6, out, r->sel6);
 }
 
 /* xfw_rj_xdp's flags: the packet's DNAT was given back (xfw_nat_undo_xdp);
@@ -223,6 +223,11 @@ __attribute__((noinline)) int xfw_rj_xdp(struct xdp_md *ctx, struct xfw_pkt *p, 
 			__builtin_memcpy(r->saddr, r->daddr, 16);
 		else if (!(flags & XFW_RJX_DNAT_UNDONE) && xfw_rj_fib_src(ctx, r, &sc->fib, v6))
 			return XDP_DROP;
+		/* ICMPv6: icmp6_send picks the source on the input device
+		 * (unless the route back has a preferred source), not the
+		 * route's: xfw_tc_ingress picks it again (reject_saddr.h). */
+		else if (v6 && !(flags & XFW_RJX_DNAT_UNDONE))
+			r->sel6 = 1;
 	}
 	/* IPv4 options: the input path fills them in (the quote's), an ICMP
 	 * error echoes them (reject_opts.h); r->saddr is final here. A RST's

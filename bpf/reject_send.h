@@ -66,9 +66,13 @@
 #include "reject_rate.h"
 #include "reject_route.h"
 #include "mark_route.h"
+#include "reject_saddr.h"
 
 /* "xfwR": the mark of a reply in the XDP metadata. */
 #define XFW_RJ_META_MAGIC 0x78667752
+/* "xfwS": the mark of an ICMPv6 error about a forwarded packet, whose
+ * source xfw_tc_ingress picks on the input device (reject_saddr.h). */
+#define XFW_RJ_META_SEL6 0x78667753
 
 /* "xfwN": a reply nat_out.h translated back, to deliver through loopback
  * (xfw_nat_in_send, defined there; it also sends REJECT's replies for the
@@ -100,8 +104,11 @@ int xfw_rd_tc_ingress(struct __sk_buff *skb);
 #define XFW_NAT_LL_MARK 0x78f5
 
 /* xfw_rj_out_judge judges the reply in skb in OUTPUT with output device
- * oif (defined in xfw.c): TC_ACT_OK when it may leave. */
-int xfw_rj_out_judge(struct __sk_buff *skb, __u32 oif);
+ * oif (defined in xfw.c): TC_ACT_OK when it may leave; sel_iif, when not
+ * 0, the input device an ICMPv6 error's source is picked on first
+ * (xfw_rj_saddr6), once the connection handed over is taken (its key is
+ * the reply's bytes as the XDP hook built it). */
+int xfw_rj_out_judge(struct __sk_buff *skb, __u32 oif, __u32 sel_iif);
 
 /* The mark (a multiple of 4 bytes, as XDP metadata must be). */
 struct xfw_rj_meta {
@@ -149,9 +156,10 @@ static __always_inline void xfw_rj_anchor_maps(void)
 /* xfw_rj_xdp_handoff marks the reply now in ctx's frame (L2 header of
  * l2len bytes) for xfw_tc_ingress and passes it; the reply is IPv6 when v6;
  * out, when not 0, the device a loopback reply for another host leaves by
- * (xfw_rj_lo_route). Returns the XDP action. */
+ * (xfw_rj_lo_route); sel6 when its ICMPv6 source is to be picked on the
+ * input device (XFW_RJ_META_SEL6). Returns the XDP action. */
 static __always_inline int xfw_rj_xdp_handoff(struct xdp_md *ctx, __u32 l2len, __u16 vlan, int v6,
-					      __u32 out)
+					      __u32 out, __u8 sel6)
 {
 	__u64 key = (__u64)ctx->ingress_ifindex | ((__u64)vlan << 32);
 	struct xfw_ifinfo *ifi = bpf_map_lookup_elem(&xfw_ifinfo, &key);
@@ -179,7 +187,7 @@ static __always_inline int xfw_rj_xdp_handoff(struct xdp_md *ctx, __u32 l2len, _
 	if (ctx->ingress_ifindex == XFW_LOOPBACK_IFINDEX)
 		eth->h_dest[0] = XFW_RJ_LO_OTHERHOST;
 	eth->h_proto = bpf_htons(v6 ? ETH_P_IPV6 : ETH_P_IP);
-	m->magic = XFW_RJ_META_MAGIC;
+	m->magic = sel6 ? XFW_RJ_META_SEL6 : XFW_RJ_META_MAGIC;
 	m->ifindex = out ? out : ifi->ifindex;
 	return XDP_PASS;
 }
@@ -402,7 +410,7 @@ static __always_inline int xfw_rj_lo_rst4_partial(struct __sk_buff *skb)
  * host's sockets: judged in OUTPUT with output device lo first. */
 static __always_inline int xfw_rj_to_host(struct __sk_buff *skb)
 {
-	if (xfw_rj_out_judge(skb, XFW_LOOPBACK_IFINDEX) != TC_ACT_OK)
+	if (xfw_rj_out_judge(skb, XFW_LOOPBACK_IFINDEX, 0) != TC_ACT_OK)
 		return TC_ACT_SHOT;
 	/* Loopback's eth_type_trans never sets PACKET_HOST back (it only
 	 * marks other hosts' frames): the mark's PACKET_OTHERHOST would go
@@ -512,7 +520,7 @@ static __always_inline int xfw_rj_ll_deliver(struct __sk_buff *skb)
 static __always_inline int xfw_rj_lo_out(struct __sk_buff *skb, __u32 out)
 {
 	skb->mark = 0;
-	if (xfw_rj_out_judge(skb, out) != TC_ACT_OK)
+	if (xfw_rj_out_judge(skb, out, 0) != TC_ACT_OK)
 		return TC_ACT_SHOT;
 	return bpf_redirect_neigh(out, 0, 0, 0);
 }
@@ -531,7 +539,7 @@ SEC("tc")
 int xfw_tc_ingress(struct __sk_buff *skb)
 {
 	struct xfw_rj_meta *m;
-	__u32 oif = 0;
+	__u32 oif = 0, sel;
 	int rc;
 
 	xfw_rj_anchor_maps();
@@ -566,7 +574,8 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 		skb->tc_index = XFW_NAT_KEEP_MARK;
 		return XFW_TCX_NEXT;
 	}
-	if (m->magic != XFW_RJ_META_MAGIC)
+	sel = m->magic == XFW_RJ_META_SEL6;
+	if (m->magic != XFW_RJ_META_MAGIC && !sel)
 		return XFW_TCX_NEXT;
 	/* Taken off at once: a reply for the host itself goes through
 	 * loopback with its metadata, where lo's TCX ingress would take it
@@ -597,7 +606,7 @@ int xfw_tc_ingress(struct __sk_buff *skb)
 	 * recorded until the program returns TC_ACT_REDIRECT); a reply
 	 * dropped after bpf_redirect_neigh would count as the device's
 	 * drop. */
-	if (rc == TC_ACT_REDIRECT && xfw_rj_out_judge(skb, oif) != TC_ACT_OK)
+	if (rc == TC_ACT_REDIRECT && xfw_rj_out_judge(skb, oif, sel ? m->ifindex : 0) != TC_ACT_OK)
 		return TC_ACT_SHOT;
 	return rc;
 }

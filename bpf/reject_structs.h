@@ -116,7 +116,8 @@ struct xfw_rj {
 	__u8 tos;                  /* ICMPv4 */
 	__u8 fwd;                  /* FORWARD: the quote shows TTL - 1 */
 	__u8 ttl;                  /* the reply's TTL / hop limit */
-	__u8 pad[2];
+	__u8 sel6;                 /* FORWARD ICMPv6: the source to pick on the input device (reject_saddr.h) */
+	__u8 pad;
 	/* ICMPv4: the reply's IPv4 options (ip_options_echo, then
 	 * ip_options_build: reject_opts.h), optlen bytes, a multiple of 4. */
 	__u32 optlen;

@@ -1127,11 +1127,14 @@ __attribute__((noinline)) __u64 xfw_tc_rerouted(struct __sk_buff *skb, struct xf
  * no reset). With connection tracking in use the reply carries the
  * offending packet's connection, as the kernel attaches it: the XDP hook
  * handed it over (reject_ct.h); without one the reply is tracked like any
- * packet (xfw_ct_reply). Runs in TCX
+ * packet (xfw_ct_reply). An ICMPv6 error about a forwarded packet gets
+ * its source picked on the input device sel_iif (not 0) first, once the
+ * connection is taken (its key is the reply as the XDP hook built it:
+ * xfw_rj_saddr6, reject_saddr.h). Runs in TCX
  * ingress: bracketed for quiescence itself, with TC's scratch (TC egress
  * on this CPU never runs at the same time: both run with bottom halves
  * off). A global function. */
-__attribute__((noinline)) int xfw_rj_out_judge(struct __sk_buff *skb, __u32 oif)
+__attribute__((noinline)) int xfw_rj_out_judge(struct __sk_buff *skb, __u32 oif, __u32 sel_iif)
 {
 	struct xfw_xdp_scratch *sc;
 	struct xfw_ct_scratch *cs = 0;
@@ -1153,6 +1156,10 @@ __attribute__((noinline)) int xfw_rj_out_judge(struct __sk_buff *skb, __u32 oif)
 			else
 				verdict = XFW_ACT_DROP;
 		}
+		/* An ICMPv6 error's source, picked on the input device
+		 * (a REJECT made the reply: its family's ruleset is on). */
+		if (sel_iif && verdict == XFW_ACT_ACCEPT && xfw_rj_saddr6(skb, sel_iif))
+			verdict = XFW_ACT_DROP;
 		sc->st.hook = XFW_SCRATCH_TC;
 		sc->st.nlogs = 0;
 		if (verdict == XFW_ACT_ACCEPT)

@@ -416,7 +416,10 @@ struct xfw_route_val {
 	__u32 mtu;     /* the route's mtu metric, locked or not (0: none) */
 	__u32 ifindex; /* its device (0: several, a multipath route) */
 	__u32 fam;     /* 4: an IPv4 route, 6: an IPv6 route */
+	__u32 flags;   /* XFW_RT_PREFSRC */
 };
+/* xfw_route_val.flags: the route has a preferred source (RTA_PREFSRC). */
+#define XFW_RT_PREFSRC 0x1
 
 /* Connection key: one entry for both directions. The endpoints are
  * ordered (a <= b, comparing address then port) so both directions find
@@ -521,6 +524,34 @@ struct xfw_nat_ifaddr_val {
 	__u64 any_hi, any_lo; /* the first usable IPv6 address of the device's list
 			       * (nf_nat_redirect_ipv6 for a destination of global scope) */
 	__u64 ll_hi, ll_lo;   /* the first usable link-local one (a link-local destination) */
+};
+
+/* The host's IPv6 addresses as source address selection sees them (map
+ * xfw_saddr6: reject_saddr.h), in the kernel's walk order (devices as the
+ * address dump lists them, each device's addresses in its list's order),
+ * filled by the control plane (internal/dataplane/saddr6.go). Entries:
+ * the address (network order), its device, prefix length, source scope
+ * (__ipv6_addr_src_scope), label (the default policy table) and
+ * XFW_SA6_* bits. n entries are used; over is set when the host has more
+ * than XFW_SADDR6_MAX candidates (then the lookup's source stands). */
+#define XFW_SADDR6_MAX 32 /* a power of two: indexes are masked with it less 1 */
+#define XFW_SA6_PREFERRED 0x1 /* neither deprecated nor (unless used) optimistic */
+#define XFW_SA6_PUBLIC 0x2    /* rule 7 prefers it: public, or temporary with use_tempaddr >= 2 */
+#define XFW_SA6_ORCHID 0x4    /* 2001:10::/28 */
+#define XFW_SA6_OPTIMISTIC 0x8
+#define XFW_SA6_OIF_ONLY 0x10 /* its device has use_oif_addrs_only */
+struct xfw_saddr6_ent {
+	__u8 addr[16]; /* read as four __u32 (the struct is 4-aligned) */
+	__u32 ifindex;
+	__u8 plen;
+	__u8 scope;
+	__u8 label;
+	__u8 bits;
+};
+struct xfw_saddr6_tab {
+	__u32 n;
+	__u32 over;
+	struct xfw_saddr6_ent e[XFW_SADDR6_MAX];
 };
 
 #endif /* XFW_STRUCTS_H */

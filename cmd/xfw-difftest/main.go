@@ -63,9 +63,9 @@ both and compares, packet by packet, where each went, the replies, the LOG
 lines and every rule's counters. Exits 1 on any difference, printing a
 minimal reproduction (the rules involved and the packet) and the seed, and
 on a run that could not be compared. The documented differences of xfw's
-REJECT replies (docs/differences.md, "REJECT replies": e.g. an ICMPv6
-error to a spoofed source behind the other interface from another
-address) are reported as KNOWN and do not fail the
+REJECT replies (docs/differences.md, "REJECT replies": e.g. a reply
+sent back at once without XDP metadata, which passes no chain) are
+reported as KNOWN and do not fail the
 run, and only when the firewalls agree on everything with REJECT
 replaced by DROP on both sides.
 

@@ -445,7 +445,8 @@ func fillNetFacts(cur *state) error {
 
 // fillRouteFacts dumps the routes once (both families) and copies from the
 // dump the local table (fillLocal) and the main table's routes
-// (fillRoutes) into cur's maps, then the interfaces' addresses NAT uses.
+// (fillRoutes) into cur's maps, then the interfaces' addresses NAT uses
+// and the IPv6 addresses REJECT's ICMPv6 errors pick a source from.
 func fillRouteFacts(cur *state) error {
 	t := time.Now()
 	routes, err := dumpNetRoutes()
@@ -461,8 +462,12 @@ func fillRouteFacts(cur *state) error {
 		return err
 	}
 	t = TraceSince("netfacts: main routes", t)
-	err = fillNatAddrs(cur.maps["xfw_nat_ifaddr"])
-	TraceSince("netfacts: NAT addresses", t)
+	if err := fillNatAddrs(cur.maps["xfw_nat_ifaddr"]); err != nil {
+		return err
+	}
+	t = TraceSince("netfacts: NAT addresses", t)
+	err = fillSaddr6(cur.maps[saddr6Map])
+	TraceSince("netfacts: IPv6 source addresses", t)
 	return err
 }
 

@@ -298,8 +298,10 @@ func (s *state) findIngress(links []netlink.Link) error {
 		return err
 	}
 	s.tcIn, s.tcInID = prog, id
-	if s.maps[rateCfgMap] != nil {
-		return nil // found from the XDP program, which holds them
+	// The rate limiter's maps are the XDP program's too; the IPv6
+	// source table (saddr6Map) is the ingress program's alone.
+	if s.maps[rateCfgMap] != nil && s.maps[saddr6Map] != nil {
+		return nil
 	}
 	return s.openMissingMaps(mapIDs)
 }

@@ -68,7 +68,8 @@ type tableRoute struct {
 	gateway   bool         // has a gateway (RTA_GATEWAY)
 	multipath bool         // has next hops of its own (RTA_MULTIPATH)
 	priority  int
-	mtu       int // the mtu metric (0: none)
+	mtu       int  // the mtu metric (0: none)
+	prefsrc   bool // has a preferred source (RTA_PREFSRC)
 }
 
 // compactRoute returns r as a tableRoute of a family of bits-bit addresses.
@@ -91,7 +92,7 @@ func compactRoute(r netlink.Route, bits int) tableRoute {
 	}
 	return tableRoute{dst: dst, typ: r.Type, ifindex: r.LinkIndex, kernel: r.Protocol == unix.RTPROT_KERNEL,
 		connected: reachedDirectly(r), gateway: r.Gw != nil, multipath: len(r.MultiPath) > 0,
-		priority: r.Priority, mtu: r.MTU}
+		priority: r.Priority, mtu: r.MTU, prefsrc: r.Src != nil && !r.Src.IsUnspecified()}
 }
 
 // familyRoutes is one family's local and main routing tables, from one

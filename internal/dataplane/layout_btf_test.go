@@ -84,6 +84,8 @@ var layoutMirrors = []layoutMirror{
 	{c: "xfw_ct_entry", goType: reflect.TypeOf(bpfCTEntry{}), renamed: map[string]string{"Head": "lock"}},
 	{c: "xfw_ct_cfg", goType: reflect.TypeOf(bpfCTCfg{}),
 		renamed: map[string]string{"TCPIgnoreInvalid": "tcp_ignore_invalid_rst"}},
+	{c: "xfw_saddr6_ent", goType: reflect.TypeOf(saddr6Ent{})},
+	{c: "xfw_saddr6_tab", goType: reflect.TypeOf(saddr6Tab{})},
 	{c: "xfw_nat_ifaddr_val", goType: reflect.TypeOf(natIfAddr{}),
 		renamed: map[string]string{"AnyHi": "any_hi", "AnyLo": "any_lo", "LLHi": "ll_hi", "LLLo": "ll_lo"}},
 }

@@ -20,7 +20,12 @@ type routeVal struct {
 	MTU     uint32
 	Ifindex uint32
 	Fam     uint32
+	Flags   uint32 // routePrefsrc
 }
+
+// routePrefsrc is XFW_RT_PREFSRC: the route has a preferred source, which
+// an ICMPv6 error's source selection takes (bpf/reject_saddr.h).
+const routePrefsrc = 1
 
 // The kernel's largest route MTUs (IP_MAX_MTU, IP6_MAX_MTU): dst_mtu
 // gives no more whatever the metric says.
@@ -110,7 +115,11 @@ func routeEntries6(routes []tableRoute) map[lpmKey6]routeVal {
 		if !r.gateway && !r.multipath {
 			plen = ipv6HostPlen
 		}
-		out[k] = routeVal{Plen: plen, MTU: routeMTU(r, ip6MaxMTU), Ifindex: routeDev(r), Fam: 6}
+		v := routeVal{Plen: plen, MTU: routeMTU(r, ip6MaxMTU), Ifindex: routeDev(r), Fam: 6}
+		if r.prefsrc {
+			v.Flags = routePrefsrc
+		}
+		out[k] = v
 	}
 	return out
 }

@@ -37,10 +37,6 @@ import (
 //     martian before INPUT and FORWARD, in both); counters higher in the
 //     kernel only when the corpus has such a packet (the kernel's reply
 //     passed its OUTPUT, where it may have been dropped);
-//   - an ICMPv6 reply to a spoofed source behind fw's other interface:
-//     both route it there, the kernel's from the input interface's
-//     address, xfw's from that of the route back: the same reply but for
-//     its source and checksum (sameButSource6);
 //   - xfw's replies leave by the interface the packet came in on; the
 //     kernel routes them: the same reply, byte for byte from the IP header
 //     on, seen at gen by one and at sink by the other.
@@ -68,19 +64,6 @@ var countsRe = regexp.MustCompile(`^\[(\d+):(\d+)\]$`)
 // " IN=" (the log prefix before it may hold any text, "[UFW BLOCK] " too)
 // and ends where the quoted packet's "[SRC=" begins.
 var logReplyRe = regexp.MustCompile(`^LOG: .*?\bIN=[^\[]*\b(ID|FLOWLBL)=\? `)
-
-// outerSrcRe matches the outer header's source address of a LOG line.
-var outerSrcRe = regexp.MustCompile(`\bSRC=[0-9a-f.:]+ `)
-
-// withoutOuterSrc returns a LOG line with its first (outer) SRC= field
-// blanked.
-func withoutOuterSrc(obs string) string {
-	loc := outerSrcRe.FindStringIndex(obs)
-	if loc == nil {
-		return obs
-	}
-	return obs[:loc[0]] + "SRC=? " + obs[loc[1]:]
-}
 
 // isLogOfReply reports whether obs is a LOG line about a reply to a probe:
 // in the kernel, REJECT's replies pass OUTPUT (and INPUT, through lo, when
@@ -143,9 +126,7 @@ func knownRejectDifference(d Difference, c *Corpus, k knownContext) string {
 // knownProbeDifference explains a probe's difference d (DiffProbe; p is
 // the probe) as documented ones of xfw's REJECT replies, or returns "".
 func knownProbeDifference(d Difference, p Probe, k knownContext) string {
-	ipv4 := k.ipv4
 	kOnly, xOnly := oneSided(d.Kernel, d.XFW)
-	xOnly, spoofedLogs := pairSpoofedLogs(p, kOnly, xOnly, ipv4)
 	xOnly, optionLogs := pairOptionLogs(p, kOnly, xOnly)
 	xOnly, ownReply := withoutOwnReplyLogs(p, kOnly, xOnly)
 	r, ok := tallyXFWReplies(xOnly)
@@ -156,13 +137,10 @@ func knownProbeDifference(d Difference, p Probe, k knownContext) string {
 	if optionLogs > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of a reply to a packet with IPv4 options, options not echoed", optionLogs))
 	}
-	if spoofedLogs > 0 {
-		why = append(why, fmt.Sprintf("%d LOG line of an ICMPv6 reply to a spoofed source behind the other interface, from the route back's address in xfw", spoofedLogs))
-	}
 	if ownReply > 0 {
 		why = append(why, fmt.Sprintf("%d LOG line of xfw's reply passing OUTPUT, where the kernel sent none", ownReply))
 	}
-	t, ok := matchKernelReplies(p, kOnly, r, spoofedLogs+optionLogs, k)
+	t, ok := matchKernelReplies(p, kOnly, r, optionLogs)
 	if !ok {
 		return ""
 	}
@@ -173,10 +151,7 @@ func knownProbeDifference(d Difference, p Probe, k knownContext) string {
 	if t.routed > 0 {
 		why = append(why, fmt.Sprintf("%d reply routed by the kernel, sent back by the input interface by xfw", t.routed))
 	}
-	if t.spoofed > 0 {
-		why = append(why, fmt.Sprintf("%d ICMPv6 reply to a spoofed source behind the other interface, from the input interface's address in the kernel, from the route back's in xfw", t.spoofed))
-	}
-	if n := len(xOnly) - t.routed - t.optioned - t.spoofed; n > 0 {
+	if n := len(xOnly) - t.routed - t.optioned; n > 0 {
 		why = append(why, fmt.Sprintf("%d reply the kernel did not send (dropped in its OUTPUT, or none for this packet)", n))
 	}
 	if len(why) == 0 {
@@ -240,19 +215,6 @@ func oneSided(kernel, xfw []string) (kOnly, xOnly []string) {
 		}
 	}
 	return kOnly, xOnly
-}
-
-// pairSpoofedLogs pairs the LOG lines of xfw's ICMPv6 replies to a packet
-// from outside with the kernel's that differ only in the outer source
-// address: a spoofed source behind fw's other interface, where the
-// kernel's reply comes from the input interface's address and xfw's from
-// the route back's (both pass OUTPUT). It returns the rest of xOnly and
-// the pairs.
-func pairSpoofedLogs(p Probe, kOnly, xOnly []string, ipv4 bool) (rest []string, pairs int) {
-	if ipv4 || p.From == FromFw {
-		return xOnly, 0
-	}
-	return pairLogsBy(kOnly, xOnly, withoutOuterSrc)
 }
 
 // optionRe matches the IP options of a LOG line (--log-ip-options).
@@ -326,12 +288,6 @@ func withoutOwnReplyLogs(p Probe, kOnly, xOnly []string) (rest []string, own int
 		rest = append(rest, o)
 	}
 	return rest, own
-}
-
-// repliedAcross reports whether a reply seen at place (gen or sink) went
-// to the other side from probe p's sender: its source was spoofed.
-func repliedAcross(p Probe, place string) bool {
-	return p.From == FromGen && place == "sink" || p.From == FromSink && place == "gen"
 }
 
 // subjectChain returns the chain of a counter difference's subject ("-A

@@ -142,22 +142,6 @@ func sameQuoteButOptions(kq, xq []byte) bool {
 		bytes.Equal(kq[hl:n], xq[hl:n])
 }
 
-// sameButSource6 reports whether k (the kernel's) and x (xfw's) are the
-// same ICMPv6 error at the same place but for its source address (the
-// kernel's from the address of the interface the packet came in on,
-// xfw's from that of the route back) and the checksum that covers it.
-func sameButSource6(k, x sentReply) bool {
-	if k.place != x.place || k.kind != x.kind || k.ipVersion() != 6 || x.ipVersion() != 6 ||
-		len(k.pkt) != len(x.pkt) || len(k.pkt) < ipv6HeaderLen+icmpHeaderLen ||
-		k.pkt[ipv6NextOff] != nettest.ProtoICMPv6 || x.pkt[ipv6NextOff] != nettest.ProtoICMPv6 {
-		return false
-	}
-	sum := ipv6HeaderLen + transportSumOff
-	return bytes.Equal(k.pkt[:ipv6SrcOff], x.pkt[:ipv6SrcOff]) &&
-		bytes.Equal(k.pkt[ipv6SrcEnd:sum], x.pkt[ipv6SrcEnd:sum]) &&
-		bytes.Equal(k.pkt[sum+2:], x.pkt[sum+2:])
-}
-
 // xfwReplies are the replies only xfw sent, each paired with at most one
 // of the kernel's.
 type xfwReplies struct {
@@ -195,18 +179,18 @@ func (r *xfwReplies) take(k sentReply, same func(k, x sentReply) bool) bool {
 // replyTally counts the kernel's one-sided replies by the documented
 // difference that explains each, with why's lines for its logged ones.
 type replyTally struct {
-	routed, optioned, spoofed int
-	why                       []string
+	routed, optioned int
+	why              []string
 }
 
 // matchKernelReplies explains each of the kernel's one-sided observations
 // of probe p by one of xfw's (r), pairing pairedLogs of its LOG lines
 // with xfw's; it reports false when one is not explained.
-func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, pairedLogs int, kc knownContext) (replyTally, bool) {
+func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, pairedLogs int) (replyTally, bool) {
 	var t replyTally
 	for _, o := range kOnly {
 		if isLogOfReply(o) {
-			// (Paired with xfw's own line by pairSpoofedLogs, if any.)
+			// (Paired with xfw's own line by pairOptionLogs, if any.)
 			if pairedLogs > 0 {
 				pairedLogs--
 				continue
@@ -232,11 +216,6 @@ func matchKernelReplies(p Probe, kOnly []string, r xfwReplies, pairedLogs int, k
 		// neither echo nor record them.
 		case optionsNotEchoed(p) && r.take(k, sameButOptions):
 			t.optioned++
-		// An IPv6 packet from outside with a spoofed source behind
-		// fw's other interface: both route the ICMPv6 error there,
-		// on the other side from the packet's sender.
-		case !kc.ipv4 && repliedAcross(p, k.place) && r.take(k, sameButSource6):
-			t.spoofed++
 		default:
 			return t, false // a reply xfw did not send, or with other bytes
 		}
