@@ -325,10 +325,12 @@ static __always_inline int xfw_notracked(struct xfw_pending *st)
  * packet, for the walk after routing to resume past them, saying whether
  * a notrack rule exempted it from tracking (mangle.h leaves p->ct
  * UNTRACKED with the direction bit, which the tracker never sets: parse
- * left it 0). Not judged here: a later fragment (it follows its
- * datagram's verdict, or is judged alone after routing, as before) and an
- * IPv6 martian (ip6_rcv_core drops it before the hook). A global
- * function: verified once, for both callers. */
+ * left it 0). A later fragment is judged alone, as the kernel's
+ * PREROUTING sees each fragment without connection tracking (routed or
+ * not, for the host or not); with it, not here: it follows its datagram's
+ * verdict (frag.h), the kernel reassembling first. Nor is an IPv6 martian
+ * (ip6_rcv_core drops it before the hook). A global function: verified
+ * once, for both callers. */
 __attribute__((noinline)) int xfw_xdp_rawpre(struct xdp_md *ctx, struct xfw_xdp_scratch *sc, __u32 iif)
 {
 	struct xfw_pkt *p;
@@ -340,7 +342,7 @@ __attribute__((noinline)) int xfw_xdp_rawpre(struct xdp_md *ctx, struct xfw_xdp_
 	p = &sc->p;
 	st = &sc->st;
 	st->raw_done = 0;
-	if (!st->pre_at[XFW_CHAIN_INPUT] || p->frag)
+	if (!st->pre_at[XFW_CHAIN_INPUT] || (p->frag && xfw_ct_active(st->slot)))
 		return XFW_RAWPRE_ON;
 	if (p->fam == 1 && iif != XFW_LOOPBACK_IFINDEX && xfw_martian(p) == 1)
 		return XFW_RAWPRE_ON;
@@ -638,6 +640,13 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 	route = xfw_route(ctx, p, iif);
 	XFW_BENCH_AFTER(XFW_BS_FIB, XFW_BS_FIB, XDP_PASS);
 	if (route == XFW_ROUTE_PASS) {
+		/* With connection tracking the kernel reassembles first and
+		 * refuses the datagram once, which its first fragment, passed
+		 * to the stack, stands for: a later fragment goes no further
+		 * (the stack would answer each: IPv6 sends errors about
+		 * later fragments). */
+		if (p->frag && xfw_ct_active(st->slot))
+			return XDP_DROP;
 		/* PREROUTING's chains after the pre-walk see it too: walked
 		 * as INPUT's up to their end (st->unrouted). */
 		if (xfw_xdp_unrouted_walk(sc, iif)) {
