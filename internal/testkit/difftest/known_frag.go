@@ -1,0 +1,252 @@
+package difftest
+
+import (
+	"encoding/binary"
+	"fmt"
+	"regexp"
+
+	"github.com/xfw-dev/xfw/internal/testkit/nettest"
+)
+
+// This file decides which differences are the documented ones of
+// fragments under connection tracking (docs/differences.md, "Connection
+// tracking"), and nothing else. When a rule of the family makes the
+// kernel track connections, it reassembles fragments before any chain
+// (nf_defrag_ipv4, nf_defrag_ipv6, in PREROUTING and OUTPUT); xfw cannot,
+// and judges a datagram by its first fragment. A case whose first run
+// differs is run again without its fragmented probes (the held ones), and
+// is KNOWN only when that run shows nothing but the probe differences the
+// first showed too (KNOWN ones included) and each held probe's difference
+// is one of these:
+//
+//   - a lone first fragment (no later fragment follows it): the kernel
+//     holds it in its reassembly queue until it times out, so no chain,
+//     socket or device of the kernel's side sees anything of it; xfw
+//     judges it as it comes. The probe's difference must be exactly that:
+//     nothing at all on the kernel's side;
+//   - a datagram whose first fragment cuts its transport header short
+//     (a TCP header, options included, an UDP or ICMP header split across
+//     fragments): the kernel's rules see the reassembled header, xfw's the
+//     cut one (which a match or a target may refuse), so the datagram's
+//     fate may differ in any way.
+//
+// Other fragmented probes must be treated the same by both; what the
+// run without them no longer shows of the counters is theirs: the
+// kernel counts a datagram once with its reassembled length, xfw its
+// first fragment's length (and, for fragments fw's raw socket writes
+// whole, each fragment: the kernel reassembles those in OUTPUT too).
+// Another probe's difference that the run without them does not show
+// again is not excused.
+
+// reassemblyRe matches the rules whose checkentry makes the kernel track
+// the family's connections (nf_ct_netns_get, which enables nf_defrag):
+// the conntrack, state, connmark and connlimit matches, the CONNMARK
+// target and the NAT targets. (CT without --notrack does too; it is left
+// out, so that a ruleset relying on it alone is not excused.)
+var reassemblyRe = regexp.MustCompile(`(?m)^-A .*(?:(?:-m|--match) (?:conntrack|state|connmark|connlimit)|(?:-j|--jump) (?:CONNMARK|SNAT|DNAT|MASQUERADE|REDIRECT|NETMAP))\b`)
+
+// kernelReassembles reports whether the kernel reassembles the fragments
+// of ruleset's family before its chains: some rule makes it track.
+func kernelReassembles(ruleset string) bool { return reassemblyRe.MatchString(ruleset) }
+
+// fragClass is how a probe's fragments meet the kernel's reassembly.
+type fragClass int
+
+const (
+	// fragNone: not one of the documented classes.
+	fragNone fragClass = iota
+	// fragLoneFirst: a lone first fragment, held by the kernel.
+	fragLoneFirst
+	// fragSplitHeader: a datagram whose first fragment cuts its
+	// transport header short.
+	fragSplitHeader
+)
+
+// fragment is what the fragment header (IPv4: the header's fields) says
+// of a packet: its offset, whether more follow, where its payload starts
+// and its protocol (the transport's, for IPv6 past the fragment header).
+type fragment struct {
+	offset  int
+	more    bool
+	payload []byte
+	proto   uint8
+}
+
+// ipFragment returns the fragment fields of an IP packet b, or false when
+// it is no fragment (IPv6 atomic fragments included: the kernel removes
+// their header and lets them pass).
+func ipFragment(b []byte) (fragment, bool) {
+	if len(b) < 1 {
+		return fragment{}, false
+	}
+	switch b[0] >> 4 {
+	case 4:
+		hl := int(b[0]&0xf) * 4
+		if len(b) < ipv4HeaderLen || hl < ipv4HeaderLen || len(b) < hl {
+			return fragment{}, false
+		}
+		fo := binary.BigEndian.Uint16(b[6:])
+		f := fragment{offset: int(fo&0x1fff) * 8, more: fo&0x2000 != 0, proto: b[9]}
+		end := min(len(b), int(binary.BigEndian.Uint16(b[2:])))
+		if end < hl {
+			return fragment{}, false
+		}
+		f.payload = b[hl:end]
+		return f, f.more || f.offset > 0
+	case 6:
+		return ipv6Fragment(b)
+	}
+	return fragment{}, false
+}
+
+// ipv6Fragment walks b's extension headers to its fragment header.
+func ipv6Fragment(b []byte) (fragment, bool) {
+	if len(b) < ipv6HeaderLen {
+		return fragment{}, false
+	}
+	nh, off := b[6], ipv6HeaderLen
+	for i := 0; i < 8 && off+8 <= len(b); i++ {
+		switch nh {
+		case nettest.ProtoHopByHop, nettest.ProtoRouting, nettest.ProtoDestOpts:
+			nh, off = b[off], off+(int(b[off+1])+1)*8
+		case nettest.ProtoFragment:
+			fo := binary.BigEndian.Uint16(b[off+2:])
+			f := fragment{offset: int(fo &^ 7), more: fo&1 != 0, proto: b[off], payload: b[off+8:]}
+			return f, f.more || f.offset > 0
+		default:
+			return fragment{}, false
+		}
+	}
+	return fragment{}, false
+}
+
+// transportHeaderLen is the length of the transport header the kernel's
+// matches and targets read whole at the start of b (TCP with its
+// options), or 0 for a protocol whose header no rule needs whole.
+func transportHeaderLen(proto uint8, b []byte) int {
+	switch proto {
+	case nettest.ProtoTCP:
+		if len(b) < 13 {
+			return 20
+		}
+		return max(20, int(b[12]>>4)*4)
+	case nettest.ProtoUDP, nettest.ProtoICMP, nettest.ProtoICMPv6:
+		return 8
+	}
+	return 0
+}
+
+// probeFragClass returns the documented class of probe p's fragments.
+func probeFragClass(p Probe) fragClass {
+	if len(p.Frames) == 0 || p.Answer {
+		return fragNone
+	}
+	pkt := func(f []byte) []byte {
+		if p.From == FromFw {
+			return f
+		}
+		l3 := l3Offset(f)
+		if l3 < 0 {
+			return nil
+		}
+		return f[l3:]
+	}
+	first, ok := ipFragment(pkt(p.Frames[0]))
+	if !ok || first.offset != 0 || !first.more {
+		return fragNone
+	}
+	if len(p.Frames) == 1 {
+		return fragLoneFirst
+	}
+	if n := transportHeaderLen(first.proto, first.payload); n > 0 && len(first.payload) < n {
+		return fragSplitHeader
+	}
+	return fragNone
+}
+
+// heldFragments returns the fragmented probes of c, which the kernel
+// reassembles, with their class (fragNone: no probe difference of
+// theirs is excused, only their share of the counters); none when
+// ruleset makes the kernel reassemble nothing.
+func heldFragments(ruleset string, c *Corpus) map[int]fragClass {
+	if c == nil || !kernelReassembles(ruleset) {
+		return nil
+	}
+	held := map[int]fragClass{}
+	for i, p := range c.Probes {
+		if isFragmented(p) && !p.Answer {
+			held[i] = probeFragClass(p)
+		}
+	}
+	return held
+}
+
+// fragmentWhy explains a probe difference d of a probe of class cl, or
+// returns "" when d is not the documented one.
+func fragmentWhy(d Difference, cl fragClass) string {
+	switch cl {
+	case fragLoneFirst:
+		if len(d.Kernel) == 0 {
+			return "a lone first fragment the kernel holds for reassembly (connection tracking), judged by xfw as it came"
+		}
+	case fragSplitHeader:
+		return "a datagram whose first fragment cuts its transport header short: the kernel's rules see it reassembled (connection tracking), xfw's the first fragment"
+	}
+	return ""
+}
+
+// withoutProbes returns c without the probes in drop, and for each probe
+// of the result its index in c.
+func withoutProbes(c *Corpus, drop map[int]fragClass) (*Corpus, []int) {
+	out := &Corpus{}
+	var index []int
+	for i, p := range c.Probes {
+		if _, ok := drop[i]; !ok {
+			out.Probes = append(out.Probes, p)
+			index = append(index, i)
+		}
+	}
+	return out, index
+}
+
+// explainFragments checks the outcome inner of the case without the held
+// probes against the first run's differences diffs: every probe
+// difference of diffs must be a held probe's documented one, or one the
+// inner run shows again (index maps inner probes to the case's); the
+// inner run must show nothing but such probe differences and, when it
+// differs at all, be KNOWN itself. It returns the explanations of the
+// held probes' differences and of the counters they alone explain, or
+// ok false.
+func explainFragments(diffs []Difference, held map[int]fragClass, inner *Outcome, index []int) (why []string, ok bool) {
+	if inner.Result.Lossy != "" || inner.Result.Rejected != "" || inner.Failed() && !inner.OnlyKnown() {
+		return nil, false
+	}
+	again, counted := map[int]bool{}, map[string]bool{}
+	for _, d := range inner.Result.Differences {
+		switch d.Kind {
+		case DiffProbe:
+			again[index[d.Probe]] = true
+		case DiffCounters:
+			counted[d.Subject] = true
+		}
+	}
+	for _, d := range diffs {
+		switch {
+		case d.Kind == DiffProbe && again[d.Probe], d.Kind == DiffCounters && counted[d.Subject]:
+			// The run without the held probes shows it again, KNOWN.
+		case d.Kind == DiffProbe:
+			w := fragmentWhy(d, held[d.Probe])
+			if w == "" {
+				return nil, false
+			}
+			why = append(why, w)
+		case d.Kind == DiffCounters:
+			// Counters the run without the held probes agrees on
+			// (or explains as KNOWN) were theirs.
+			why = append(why, fmt.Sprintf("counters of %s: the held fragments' (the same without them)", d.Subject))
+		default:
+			return nil, false
+		}
+	}
+	return why, true
+}

@@ -1,0 +1,91 @@
+package difftest
+
+import "testing"
+
+// Probes of the conformance dump ipt-save-filter.txt with seed 4
+// (xfw-difftest --family 4 --seed 4 --packets 500), subnet 151.
+const (
+	// A lone first fragment from gen: TCP SYN, 9 bytes of data.
+	loneFirstHex = "02787497010102787497010208004500003100002000ff0683950a9701020a9702021f9000160000000000000000500202007b6c0000616263646566676869"
+	// A SYN in two fragments, the first cutting its options (data
+	// offset 7) after 4 of their 8 bytes.
+	splitFirstHex = "02787497010102787497010208004500002c00002000ff06839a0a9701020a970202005001be000000000000000070020200b2830000020405b4"
+	splitLastHex  = "02787497010102787497010208004500002900000003ff06a39a0a9701020a970202010104026162636465666768696a6b6c6d6e6f7071"
+	// fw's own lone first fragment, protocol 51.
+	fwLoneHex = "4500002f000020004033df6b0a9702010a9764026162636465666768696a6b6c6d6e6f707172737475767778797a61"
+)
+
+// TestProbeFragClass checks which probes meet a documented difference
+// of the kernel's reassembly: lone first fragments and datagrams whose
+// first fragment cuts the transport header, not whole packets, later
+// fragments alone or datagrams whose header the first fragment holds.
+func TestProbeFragClass(t *testing.T) {
+	whole := hexFrame(t, "0278749701010278749701020800450000280000000040068e9a0a9701020a9702021f9000160000000000000000500202007b750000")
+	tests := []struct {
+		name string
+		p    Probe
+		want fragClass
+	}{
+		{"lone first fragment", Probe{From: FromGen, Frames: [][]byte{hexFrame(t, loneFirstHex)}}, fragLoneFirst},
+		{"fw's lone first fragment", Probe{From: FromFw, Frames: [][]byte{hexFrame(t, fwLoneHex)}}, fragLoneFirst},
+		{"header split", Probe{From: FromGen, Frames: [][]byte{hexFrame(t, splitFirstHex), hexFrame(t, splitLastHex)}}, fragSplitHeader},
+		{"header whole in the first", Probe{From: FromGen, Frames: [][]byte{hexFrame(t, loneFirstHex), hexFrame(t, splitLastHex)}}, fragNone},
+		{"lone later fragment", Probe{From: FromGen, Frames: [][]byte{hexFrame(t, splitLastHex)}}, fragNone},
+		{"whole packet", Probe{From: FromGen, Frames: [][]byte{whole}}, fragNone},
+	}
+	for _, tt := range tests {
+		if got := probeFragClass(tt.p); got != tt.want {
+			t.Errorf("%s: class %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestExplainFragments checks that only the documented differences are
+// excused: a lone first fragment the kernel showed nothing of, counters
+// the run without the held probes agrees on; not a lone first fragment
+// the kernel saw, another probe's difference that vanished without them,
+// nor anything when the run without them still differs.
+func TestExplainFragments(t *testing.T) {
+	held := map[int]fragClass{1: fragLoneFirst, 3: fragSplitHeader}
+	clean := &Outcome{Result: &Result{}}
+	index := []int{0, 2, 4}
+	lone := Difference{Kind: DiffProbe, Probe: 1, XFW: []string{"at sink: the probe"}}
+	split := Difference{Kind: DiffProbe, Probe: 3, Kernel: []string{"at sink: the probe"}}
+	counters := Difference{Kind: DiffCounters, Probe: -1, Subject: ":FORWARD DROP", Kernel: []string{"[1:2]"}, XFW: []string{"[2:4]"}}
+	if why, ok := explainFragments([]Difference{lone, split, counters}, held, clean, index); !ok || len(why) != 3 {
+		t.Errorf("documented differences: %v %v", why, ok)
+	}
+	seen := Difference{Kind: DiffProbe, Probe: 1, Kernel: []string{"at sink: the probe"}}
+	if _, ok := explainFragments([]Difference{seen}, held, clean, index); ok {
+		t.Error("a lone first fragment the kernel delivered was excused")
+	}
+	whole := Difference{Kind: DiffProbe, Probe: 5, XFW: []string{"at sink: the probe"}}
+	if _, ok := explainFragments([]Difference{whole}, map[int]fragClass{5: fragNone}, clean, index); ok {
+		t.Error("a probe difference of a datagram whose first fragment holds its header was excused")
+	}
+	other := Difference{Kind: DiffProbe, Probe: 2, XFW: []string{"at sink: the probe"}}
+	if _, ok := explainFragments([]Difference{lone, other}, held, clean, index); ok {
+		t.Error("another probe's difference, gone without the held probes, was excused")
+	}
+	still := &Outcome{Result: &Result{Differences: []Difference{{Kind: DiffProbe, Probe: 1, XFW: []string{"x"}}}}}
+	if _, ok := explainFragments([]Difference{lone, other}, held, still, index); ok {
+		t.Error("excused while the run without the held probes still differs")
+	}
+}
+
+// TestKernelReassembles checks which rulesets make the kernel reassemble
+// fragments before its chains: those with a rule that tracks.
+func TestKernelReassembles(t *testing.T) {
+	for text, want := range map[string]bool{
+		"*filter\n-A block ! -i ppp0 -m state --state NEW -j ACCEPT\nCOMMIT\n":           true,
+		"*filter\n-A INPUT -m conntrack --ctstate INVALID -j DROP\nCOMMIT\n":             true,
+		"*nat\n-A POSTROUTING -o out0 -j MASQUERADE\nCOMMIT\n":                           true,
+		"*filter\n-A INPUT -p tcp --dport 22 -j ACCEPT\nCOMMIT\n":                        false,
+		"*raw\n-A PREROUTING -j NOTRACK\nCOMMIT\n":                                       false,
+		"*filter\n# -A INPUT -m state --state NEW -j ACCEPT\n-A INPUT -j DROP\nCOMMIT\n": false,
+	} {
+		if got := kernelReassembles(text); got != want {
+			t.Errorf("%q: %v, want %v", text, got, want)
+		}
+	}
+}
