@@ -698,8 +698,13 @@ static long xfw_step(__u32 iter, struct xfw_walk *walk)
 	 * added option is not in its own rule's byte count (mangle.h). */
 	if (ent->flags & XFW_EF_COUNT)
 		xfw_count(st->slot, ent->rule, st->l3len);
-	if (ent->flags & XFW_EF_ACT)
-		xfw_probe(st->hook, st->slot, ent->aux); /* -j MARK (mark.h) */
+	/* -j MARK (mark.h), TCPMSS (mangle.h): a TCPMSS that drops ends
+	 * the walk, its rule counted. */
+	if ((ent->flags & XFW_EF_ACT) &&
+	    xfw_probe(st->hook, st->slot, ent->aux) == XFW_PROBE_HOTDROP) {
+		st->result = XFW_RES_HOTDROP;
+		return 1;
+	}
 	if (ent->flags & XFW_EF_LOG) {
 		if (st->nlogs < XFW_MAX_PENDING_LOGS) {
 			__u32 i = st->nlogs & (XFW_MAX_PENDING_LOGS - 1);
