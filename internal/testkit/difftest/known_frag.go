@@ -30,8 +30,18 @@ import (
 //     cut one (which a match or a target may refuse), so the datagram's
 //     fate may differ in any way.
 //
-// Other fragmented probes must be treated the same by both; what the
-// run without them no longer shows of the counters is theirs: the
+//   - an IPv6 atomic fragment (offset 0, no more fragments): the kernel
+//     removes its fragment header before any chain, so everything it
+//     sends on, answers or logs lacks it;
+//   - any other fragmented datagram: what the kernel hands to fw's own
+//     stack, REJECTs, answers and logs is the reassembled datagram (IPv6:
+//     without its fragment header, so no raw socket of protocol 44 sees
+//     it), xfw's each fragment (REJECT and LOG the first one), so those
+//     may differ: replies, fw's sockets' deliveries and LOG lines; the
+//     copies it forwards (or sends) to gen and sink must not.
+//
+// What the run without the fragmented probes no longer shows of the
+// counters is theirs: the
 // kernel counts a datagram once with its reassembled length, xfw its
 // first fragment's length (and, for fragments fw's raw socket writes
 // whole, each fragment: the kernel reassembles those in OUTPUT too).
@@ -42,8 +52,9 @@ import (
 // the family's connections (nf_ct_netns_get, which enables nf_defrag):
 // the conntrack, state, connmark and connlimit matches, the CONNMARK
 // target and the NAT targets. (CT without --notrack does too; it is left
-// out, so that a ruleset relying on it alone is not excused.)
-var reassemblyRe = regexp.MustCompile(`(?m)^-A .*(?:(?:-m|--match) (?:conntrack|state|connmark|connlimit)|(?:-j|--jump) (?:CONNMARK|SNAT|DNAT|MASQUERADE|REDIRECT|NETMAP))\b`)
+// out, so that a ruleset relying on it alone is not excused.) A rule may
+// carry its counters first, as iptables-save -c writes it.
+var reassemblyRe = regexp.MustCompile(`(?m)^(?:\[\d+:\d+\]\s+)?-A\s.*(?:(?:-m|--match) (?:conntrack|state|connmark|connlimit)|(?:-j|--jump) (?:CONNMARK|SNAT|DNAT|MASQUERADE|REDIRECT|NETMAP))\b`)
 
 // kernelReassembles reports whether the kernel reassembles the fragments
 // of ruleset's family before its chains: some rule makes it track.
@@ -60,6 +71,12 @@ const (
 	// fragSplitHeader: a datagram whose first fragment cuts its
 	// transport header short.
 	fragSplitHeader
+	// fragAtomic: an IPv6 atomic fragment (offset 0, no more), whose
+	// fragment header the kernel removes.
+	fragAtomic
+	// fragOther: any other fragmented probe (the kernel reassembles it
+	// before fw's stack, REJECT and LOG see it).
+	fragOther
 )
 
 // fragment is what the fragment header (IPv4: the header's fields) says
@@ -97,6 +114,13 @@ func ipFragment(b []byte) (fragment, bool) {
 		return ipv6Fragment(b)
 	}
 	return fragment{}, false
+}
+
+// ipv6FragmentHeader returns the fragment fields of IPv6 packet b and
+// whether it has a fragment header at all (an atomic fragment too).
+func ipv6FragmentHeader(b []byte) (fragment, bool) {
+	f, _ := ipv6Fragment(b)
+	return f, f.payload != nil
 }
 
 // ipv6Fragment walks b's extension headers to its fragment header.
@@ -138,7 +162,7 @@ func transportHeaderLen(proto uint8, b []byte) int {
 
 // probeFragClass returns the documented class of probe p's fragments.
 func probeFragClass(p Probe) fragClass {
-	if len(p.Frames) == 0 || p.Answer {
+	if len(p.Frames) == 0 || p.Answer || !isFragmented(p) {
 		return fragNone
 	}
 	pkt := func(f []byte) []byte {
@@ -152,8 +176,15 @@ func probeFragClass(p Probe) fragClass {
 		return f[l3:]
 	}
 	first, ok := ipFragment(pkt(p.Frames[0]))
+	if !ok && len(p.Frames) == 1 && isFragmented(p) {
+		if b := pkt(p.Frames[0]); len(b) > 0 && b[0]>>4 == 6 {
+			if _, hasFrag := ipv6FragmentHeader(b); hasFrag {
+				return fragAtomic
+			}
+		}
+	}
 	if !ok || first.offset != 0 || !first.more {
-		return fragNone
+		return fragOther
 	}
 	if len(p.Frames) == 1 {
 		return fragLoneFirst
@@ -161,20 +192,19 @@ func probeFragClass(p Probe) fragClass {
 	if n := transportHeaderLen(first.proto, first.payload); n > 0 && len(first.payload) < n {
 		return fragSplitHeader
 	}
-	return fragNone
+	return fragOther
 }
 
 // heldFragments returns the fragmented probes of c, which the kernel
-// reassembles, with their class (fragNone: no probe difference of
-// theirs is excused, only their share of the counters); none when
-// ruleset makes the kernel reassemble nothing.
+// reassembles, with their class; none when ruleset makes the kernel
+// reassemble nothing.
 func heldFragments(ruleset string, c *Corpus) map[int]fragClass {
 	if c == nil || !kernelReassembles(ruleset) {
 		return nil
 	}
 	held := map[int]fragClass{}
 	for i, p := range c.Probes {
-		if isFragmented(p) && !p.Answer {
+		if isFragmented(p) {
 			held[i] = probeFragClass(p)
 		}
 	}
@@ -191,9 +221,26 @@ func fragmentWhy(d Difference, cl fragClass) string {
 		}
 	case fragSplitHeader:
 		return "a datagram whose first fragment cuts its transport header short: the kernel's rules see it reassembled (connection tracking), xfw's the first fragment"
+	case fragAtomic:
+		return "an IPv6 atomic fragment, whose fragment header the kernel's reassembly removes (connection tracking)"
+	case fragOther:
+		kOnly, xOnly := oneSided(d.Kernel, d.XFW)
+		for _, o := range append(kOnly, xOnly...) {
+			if forwardedCopy(o) {
+				return ""
+			}
+		}
+		return "a fragmented datagram the kernel reassembles (connection tracking): fw's stack, REJECT and LOG see it whole, xfw's each fragment; forwarded the same"
 	}
 	return ""
 }
+
+// forwardedCopyRe matches an observation of the probe itself arriving at
+// gen or sink (forwarded, or sent by fw).
+var forwardedCopyRe = regexp.MustCompile(`^at (gen|sink): the probe\b`)
+
+// forwardedCopy reports whether obs is a copy of the probe at gen or sink.
+func forwardedCopy(obs string) bool { return forwardedCopyRe.MatchString(obs) }
 
 // withoutProbes returns c without the probes in drop, and for each probe
 // of the result its index in c.

@@ -12,7 +12,9 @@ const (
 	splitFirstHex = "02787497010102787497010208004500002c00002000ff06839a0a9701020a970202005001be000000000000000070020200b2830000020405b4"
 	splitLastHex  = "02787497010102787497010208004500002900000003ff06a39a0a9701020a970202010104026162636465666768696a6b6c6d6e6f7071"
 	// fw's own lone first fragment, protocol 51.
-	fwLoneHex = "4500002f000020004033df6b0a9702010a9764026162636465666768696a6b6c6d6e6f707172737475767778797a61"
+	// fw's IPv6 UDP datagram in an atomic fragment (offset 0, M clear).
+	atomic6Hex = "6000000000112c40fd000042000200000000000000000001fd00004200020000000000000000000211000000000000010fa0003500090000ff"
+	fwLoneHex  = "4500002f000020004033df6b0a9702010a9764026162636465666768696a6b6c6d6e6f707172737475767778797a61"
 )
 
 // TestProbeFragClass checks which probes meet a documented difference
@@ -29,8 +31,9 @@ func TestProbeFragClass(t *testing.T) {
 		{"lone first fragment", Probe{From: FromGen, Frames: [][]byte{hexFrame(t, loneFirstHex)}}, fragLoneFirst},
 		{"fw's lone first fragment", Probe{From: FromFw, Frames: [][]byte{hexFrame(t, fwLoneHex)}}, fragLoneFirst},
 		{"header split", Probe{From: FromGen, Frames: [][]byte{hexFrame(t, splitFirstHex), hexFrame(t, splitLastHex)}}, fragSplitHeader},
-		{"header whole in the first", Probe{From: FromGen, Frames: [][]byte{hexFrame(t, loneFirstHex), hexFrame(t, splitLastHex)}}, fragNone},
-		{"lone later fragment", Probe{From: FromGen, Frames: [][]byte{hexFrame(t, splitLastHex)}}, fragNone},
+		{"header whole in the first", Probe{From: FromGen, Frames: [][]byte{hexFrame(t, loneFirstHex), hexFrame(t, splitLastHex)}}, fragOther},
+		{"lone later fragment", Probe{From: FromGen, Frames: [][]byte{hexFrame(t, splitLastHex)}}, fragOther},
+		{"IPv6 atomic fragment", Probe{From: FromFw, Frames: [][]byte{hexFrame(t, atomic6Hex)}}, fragAtomic},
 		{"whole packet", Probe{From: FromGen, Frames: [][]byte{whole}}, fragNone},
 	}
 	for _, tt := range tests {
@@ -63,6 +66,13 @@ func TestExplainFragments(t *testing.T) {
 	if _, ok := explainFragments([]Difference{whole}, map[int]fragClass{5: fragNone}, clean, index); ok {
 		t.Error("a probe difference of a datagram whose first fragment holds its header was excused")
 	}
+	reply := Difference{Kind: DiffProbe, Probe: 5, XFW: []string{"at gen: ICMP error quoting it: x"}, Kernel: []string{"fw's sockets got the probe: y"}}
+	if _, ok := explainFragments([]Difference{reply}, map[int]fragClass{5: fragOther}, clean, index); !ok {
+		t.Error("replies and deliveries to fw of a reassembled datagram were not excused")
+	}
+	if _, ok := explainFragments([]Difference{whole}, map[int]fragClass{5: fragOther}, clean, index); ok {
+		t.Error("a forwarded copy of a datagram whose first fragment holds its header was excused")
+	}
 	other := Difference{Kind: DiffProbe, Probe: 2, XFW: []string{"at sink: the probe"}}
 	if _, ok := explainFragments([]Difference{lone, other}, held, clean, index); ok {
 		t.Error("another probe's difference, gone without the held probes, was excused")
@@ -79,6 +89,7 @@ func TestKernelReassembles(t *testing.T) {
 	for text, want := range map[string]bool{
 		"*filter\n-A block ! -i ppp0 -m state --state NEW -j ACCEPT\nCOMMIT\n":           true,
 		"*filter\n-A INPUT -m conntrack --ctstate INVALID -j DROP\nCOMMIT\n":             true,
+		"*filter\n[0:0] -A INPUT -m conntrack --ctstate INVALID -j DROP\nCOMMIT\n":       true,
 		"*nat\n-A POSTROUTING -o out0 -j MASQUERADE\nCOMMIT\n":                           true,
 		"*filter\n-A INPUT -p tcp --dport 22 -j ACCEPT\nCOMMIT\n":                        false,
 		"*raw\n-A PREROUTING -j NOTRACK\nCOMMIT\n":                                       false,
