@@ -170,6 +170,13 @@ func (s *Session) checkWithoutHeld(ctx context.Context, c Case, opts CheckOption
 		inner.Held = len(held)
 		return inner, nil
 	}
+	if d := unexplainedFragmentDiff(o.Result.Differences, held, inner, index); d != nil {
+		what := d.String()
+		if d.Kind == DiffProbe && d.Probe >= 0 && d.Probe < len(c.Corpus.Probes) {
+			what += "\n  probe: " + c.Corpus.Probes[d.Probe].String()
+		}
+		s.cfg.Logf("%s: not the documented differences of fragments the kernel reassembles: %s", c.Name, what)
+	}
 	return nil, nil
 }
 

@@ -2,8 +2,10 @@ package difftest
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
 )
@@ -225,12 +227,13 @@ func fragmentWhy(d Difference, cl fragClass) string {
 		return "an IPv6 atomic fragment, whose fragment header the kernel's reassembly removes (connection tracking)"
 	case fragOther:
 		kOnly, xOnly := oneSided(d.Kernel, d.XFW)
+		kOnly, xOnly = oneSided(withoutDF(kOnly), withoutDF(xOnly))
 		for _, o := range append(kOnly, xOnly...) {
 			if forwardedCopy(o) {
 				return ""
 			}
 		}
-		return "a fragmented datagram the kernel reassembles (connection tracking): fw's stack, REJECT and LOG see it whole, xfw's each fragment; forwarded the same"
+		return "a fragmented datagram the kernel reassembles (connection tracking): fw's stack, REJECT and LOG see it whole, xfw's each fragment; forwarded the same but for the DF bit"
 	}
 	return ""
 }
@@ -263,10 +266,25 @@ func withoutProbes(c *Corpus, drop map[int]fragClass) (*Corpus, []int) {
 // inner run must show nothing but such probe differences and, when it
 // differs at all, be KNOWN itself. It returns the explanations of the
 // held probes' differences and of the counters they alone explain, or
-// ok false.
+// ok false (then the first difference none explains, if any, is in
+// unexplained).
 func explainFragments(diffs []Difference, held map[int]fragClass, inner *Outcome, index []int) (why []string, ok bool) {
+	why, bad := explainFragmentsWhy(diffs, held, inner, index)
+	return why, bad == nil && why != nil
+}
+
+// unexplainedFragmentDiff returns the first difference of diffs that
+// explainFragments does not explain, or nil.
+func unexplainedFragmentDiff(diffs []Difference, held map[int]fragClass, inner *Outcome, index []int) *Difference {
+	_, bad := explainFragmentsWhy(diffs, held, inner, index)
+	return bad
+}
+
+// explainFragmentsWhy is explainFragments, with the first difference it
+// cannot explain (nil: all, or the inner run is not comparable).
+func explainFragmentsWhy(diffs []Difference, held map[int]fragClass, inner *Outcome, index []int) (why []string, bad *Difference) {
 	if inner.Result.Lossy != "" || inner.Result.Rejected != "" || inner.Failed() && !inner.OnlyKnown() {
-		return nil, false
+		return nil, nil
 	}
 	again, counted := map[int]bool{}, map[string]bool{}
 	for _, d := range inner.Result.Differences {
@@ -284,7 +302,7 @@ func explainFragments(diffs []Difference, held map[int]fragClass, inner *Outcome
 		case d.Kind == DiffProbe:
 			w := fragmentWhy(d, held[d.Probe])
 			if w == "" {
-				return nil, false
+				return nil, &d
 			}
 			why = append(why, w)
 		case d.Kind == DiffCounters:
@@ -292,8 +310,35 @@ func explainFragments(diffs []Difference, held map[int]fragClass, inner *Outcome
 			// (or explains as KNOWN) were theirs.
 			why = append(why, fmt.Sprintf("counters of %s: the held fragments' (the same without them)", d.Subject))
 		default:
-			return nil, false
+			return nil, &d
 		}
 	}
-	return why, true
+	return why, nil
+}
+
+// withoutDF returns obs with the IPv4 "don't fragment" bit and the header
+// checksum of each forwarded copy's frame cleared: the kernel sends on
+// its own fragmentation of the reassembled datagram, whose DF bit
+// ip_frag_reasm sets only when every fragment had it at the largest size
+// (fw's raw socket's fragments with DF leave without it), xfw each
+// fragment as it came.
+func withoutDF(obs []string) []string {
+	out := make([]string, 0, len(obs))
+	for _, o := range obs {
+		head, hexText, ok := strings.Cut(o, "\n")
+		if !forwardedCopy(o) || !ok {
+			out = append(out, o)
+			continue
+		}
+		b, err := hex.DecodeString(strings.TrimSpace(hexText))
+		l3 := l3Offset(b)
+		if err != nil || l3 < 0 || len(b) < l3+ipv4HeaderLen || b[l3]>>4 != 4 {
+			out = append(out, o)
+			continue
+		}
+		b[l3+6] &^= 0x40
+		b[l3+10], b[l3+11] = 0, 0
+		out = append(out, head+"\n"+hex.EncodeToString(b))
+	}
+	return out
 }
