@@ -137,7 +137,7 @@ func (s *Session) Check(ctx context.Context, c Case, opts CheckOptions) (*Outcom
 	if len(res.Differences) == 0 {
 		return o, nil
 	}
-	if held := heldFragments(c.Ruleset, c.Corpus); len(held) > 0 {
+	if held := heldProbes(c.Ruleset, c.Corpus, s.plan); len(held) > 0 {
 		inner, err := s.checkWithoutHeld(ctx, c, opts, o, held)
 		if err != nil || inner != nil {
 			return inner, err
@@ -154,14 +154,15 @@ func (s *Session) Check(ctx context.Context, c Case, opts CheckOptions) (*Outcom
 // as a whole).
 func (s *Session) checkWithoutHeld(ctx context.Context, c Case, opts CheckOptions, o *Outcome, held map[int]fragClass) (*Outcome, error) {
 	ic := c
-	ic.Name = fmt.Sprintf("%s, without the %d fragment probes the kernel reassembles", c.Name, len(held))
+	ic.Name = fmt.Sprintf("%s, without the %d held probes (fragments the kernel reassembles, fw's own from link-local sources)", c.Name, len(held))
 	var index []int
 	ic.Corpus, index = withoutProbes(c.Corpus, held)
 	inner, err := s.Check(ctx, ic, opts)
 	if err != nil {
 		return nil, err
 	}
-	why, ok := explainFragments(o.Result.Differences, held, inner, index)
+	outputSide := chainsReachedFrom(c.Ruleset, "OUTPUT")
+	why, ok := explainFragments(o.Result.Differences, held, inner, index, outputSide)
 	switch {
 	case ok:
 		o.Known, o.FragmentsKnown = append(why, inner.Known...), true
@@ -170,7 +171,7 @@ func (s *Session) checkWithoutHeld(ctx context.Context, c Case, opts CheckOption
 		inner.Held = len(held)
 		return inner, nil
 	}
-	if d := unexplainedFragmentDiff(o.Result.Differences, held, inner, index); d != nil {
+	if d := unexplainedFragmentDiff(o.Result.Differences, held, inner, index, outputSide); d != nil {
 		what := d.String()
 		if d.Kind == DiffProbe && d.Probe >= 0 && d.Probe < len(c.Corpus.Probes) {
 			what += "\n  probe: " + c.Corpus.Probes[d.Probe].String()
@@ -260,7 +261,7 @@ func (o *Outcome) Report() string {
 		o.Case.Name, r.Probes, counts[DiffProbe], counts[DiffCounters], counts[DiffSave], counts[DiffRestore])
 	switch {
 	case o.OnlyKnown() && o.FragmentsKnown:
-		b.WriteString("  KNOWN DIFFERENCES ONLY: without the fragment probes the kernel reassembles, the same behaviour\n" +
+		b.WriteString("  KNOWN DIFFERENCES ONLY: without the held probes (fragments the kernel reassembles, fw's own from link-local sources), the same behaviour\n" +
 			"  (or only KNOWN differences), and every difference is a documented one (docs/differences.md):\n")
 		writeKnown(&b, o.Known)
 	case o.OnlyKnown():
@@ -291,7 +292,7 @@ func (o *Outcome) Report() string {
 		}
 	}
 	if o.Held > 0 {
-		fmt.Fprintf(&b, "  (%d fragment probes left out, which the kernel reassembles: its probe numbers are of the corpus without them)\n", o.Held)
+		fmt.Fprintf(&b, "  (%d held probes left out, fragments the kernel reassembles and fw's own from link-local sources: its probe numbers are of the corpus without them)\n", o.Held)
 	}
 	if len(o.Unconfirmed) > 0 {
 		fmt.Fprintf(&b, "  (%d more did not show again on a second run: not counted)\n", len(o.Unconfirmed))

@@ -55,30 +55,30 @@ func TestExplainFragments(t *testing.T) {
 	lone := Difference{Kind: DiffProbe, Probe: 1, XFW: []string{"at sink: the probe"}}
 	split := Difference{Kind: DiffProbe, Probe: 3, Kernel: []string{"at sink: the probe"}}
 	counters := Difference{Kind: DiffCounters, Probe: -1, Subject: ":FORWARD DROP", Kernel: []string{"[1:2]"}, XFW: []string{"[2:4]"}}
-	if why, ok := explainFragments([]Difference{lone, split, counters}, held, clean, index); !ok || len(why) != 3 {
+	if why, ok := explainFragments([]Difference{lone, split, counters}, held, clean, index, nil); !ok || len(why) != 3 {
 		t.Errorf("documented differences: %v %v", why, ok)
 	}
 	seen := Difference{Kind: DiffProbe, Probe: 1, Kernel: []string{"at sink: the probe"}}
-	if _, ok := explainFragments([]Difference{seen}, held, clean, index); ok {
+	if _, ok := explainFragments([]Difference{seen}, held, clean, index, nil); ok {
 		t.Error("a lone first fragment the kernel delivered was excused")
 	}
 	whole := Difference{Kind: DiffProbe, Probe: 5, XFW: []string{"at sink: the probe"}}
-	if _, ok := explainFragments([]Difference{whole}, map[int]fragClass{5: fragNone}, clean, index); ok {
+	if _, ok := explainFragments([]Difference{whole}, map[int]fragClass{5: fragNone}, clean, index, nil); ok {
 		t.Error("a probe difference of a datagram whose first fragment holds its header was excused")
 	}
 	reply := Difference{Kind: DiffProbe, Probe: 5, XFW: []string{"at gen: ICMP error quoting it: x"}, Kernel: []string{"fw's sockets got the probe: y"}}
-	if _, ok := explainFragments([]Difference{reply}, map[int]fragClass{5: fragOther}, clean, index); !ok {
+	if _, ok := explainFragments([]Difference{reply}, map[int]fragClass{5: fragOther}, clean, index, nil); !ok {
 		t.Error("replies and deliveries to fw of a reassembled datagram were not excused")
 	}
-	if _, ok := explainFragments([]Difference{whole}, map[int]fragClass{5: fragOther}, clean, index); ok {
+	if _, ok := explainFragments([]Difference{whole}, map[int]fragClass{5: fragOther}, clean, index, nil); ok {
 		t.Error("a forwarded copy of a datagram whose first fragment holds its header was excused")
 	}
 	other := Difference{Kind: DiffProbe, Probe: 2, XFW: []string{"at sink: the probe"}}
-	if _, ok := explainFragments([]Difference{lone, other}, held, clean, index); ok {
+	if _, ok := explainFragments([]Difference{lone, other}, held, clean, index, nil); ok {
 		t.Error("another probe's difference, gone without the held probes, was excused")
 	}
 	still := &Outcome{Result: &Result{Differences: []Difference{{Kind: DiffProbe, Probe: 1, XFW: []string{"x"}}}}}
-	if _, ok := explainFragments([]Difference{lone, other}, held, still, index); ok {
+	if _, ok := explainFragments([]Difference{lone, other}, held, still, index, nil); ok {
 		t.Error("excused while the run without the held probes still differs")
 	}
 }
@@ -97,6 +97,29 @@ func TestKernelReassembles(t *testing.T) {
 	} {
 		if got := kernelReassembles(text); got != want {
 			t.Errorf("%q: %v, want %v", text, got, want)
+		}
+	}
+}
+
+// TestExplainStackReplyCounters checks the held packets fw sends itself
+// from link-local sources it does not hold: only counters of chains
+// OUTPUT reaches, higher in the kernel, are excused, and no probe
+// difference of theirs.
+func TestExplainStackReplyCounters(t *testing.T) {
+	held := map[int]fragClass{1: heldStackReply}
+	clean := &Outcome{Result: &Result{}}
+	index := []int{0, 2}
+	output := map[string]bool{"OUTPUT": true, "OUTPUT_direct": true}
+	more := Difference{Kind: DiffCounters, Probe: -1, Subject: ":OUTPUT ACCEPT", Kernel: []string{"[3:238]"}, XFW: []string{"[2:131]"}}
+	if _, ok := explainFragments([]Difference{more}, held, clean, index, output); !ok {
+		t.Error("OUTPUT's counter higher in the kernel was not excused")
+	}
+	fewer := Difference{Kind: DiffCounters, Probe: -1, Subject: ":OUTPUT ACCEPT", Kernel: []string{"[2:131]"}, XFW: []string{"[3:238]"}}
+	input := Difference{Kind: DiffCounters, Probe: -1, Subject: ":INPUT ACCEPT", Kernel: []string{"[3:238]"}, XFW: []string{"[2:131]"}}
+	probe := Difference{Kind: DiffProbe, Probe: 1, Kernel: []string{"fw's sockets got the probe: x"}}
+	for _, d := range []Difference{fewer, input, probe} {
+		if _, ok := explainFragments([]Difference{d}, held, clean, index, output); ok {
+			t.Errorf("excused: %s", d)
 		}
 	}
 }
