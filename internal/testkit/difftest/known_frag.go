@@ -35,6 +35,9 @@ import (
 //     cut one (which a match or a target may refuse), so the datagram's
 //     fate may differ in any way.
 //
+//   - an IPv6 packet whose fragment header is cut short: the kernel's
+//     reassembly drops it before any chain (nf_ct_frag6_gather cannot
+//     pull the header), so its side shows nothing of it; xfw judges it;
 //   - an IPv6 atomic fragment (offset 0, no more fragments): the kernel
 //     removes its fragment header before any chain, so everything it
 //     sends on, answers or logs lacks it;
@@ -82,6 +85,9 @@ const (
 	// fragOther: any other fragmented probe (the kernel reassembles it
 	// before fw's stack, REJECT and LOG see it).
 	fragOther
+	// fragCutShort: an IPv6 packet whose fragment header is cut short,
+	// which the kernel's reassembly drops before any chain.
+	fragCutShort
 	// heldStackReply: fw's own IPv6 packet to itself from a link-local
 	// source it does not hold: what its stack answers is counted by the
 	// kernel's OUTPUT and never reaches a device, where xfw judges
@@ -127,6 +133,30 @@ func ipFragment(b []byte) (fragment, bool) {
 	return fragment{}, false
 }
 
+// ipv6FragmentCut reports whether IPv6 packet b's extension headers lead
+// to a fragment header that is cut short.
+func ipv6FragmentCut(b []byte) bool {
+	if len(b) < ipv6HeaderLen || b[0]>>4 != 6 {
+		return false
+	}
+	nh, off := b[6], ipv6HeaderLen
+	for i := 0; i < 8 && off < len(b); i++ {
+		switch {
+		case nh == nettest.ProtoFragment:
+			return off+8 > len(b)
+		case off+8 > len(b):
+			return false
+		case nh == nettest.ProtoHopByHop || nh == nettest.ProtoRouting || nh == nettest.ProtoDestOpts:
+			nh, off = b[off], off+(int(b[off+1])+1)*8
+		case nh == nettest.ProtoAH:
+			nh, off = b[off], off+(int(b[off+1])+2)*4
+		default:
+			return false
+		}
+	}
+	return nh == nettest.ProtoFragment && off >= len(b)
+}
+
 // ipv6FragmentHeader returns the fragment fields of IPv6 packet b and
 // whether it has a fragment header at all (an atomic fragment too).
 func ipv6FragmentHeader(b []byte) (fragment, bool) {
@@ -144,6 +174,8 @@ func ipv6Fragment(b []byte) (fragment, bool) {
 		switch nh {
 		case nettest.ProtoHopByHop, nettest.ProtoRouting, nettest.ProtoDestOpts:
 			nh, off = b[off], off+(int(b[off+1])+1)*8
+		case nettest.ProtoAH:
+			nh, off = b[off], off+(int(b[off+1])+2)*4
 		case nettest.ProtoFragment:
 			fo := binary.BigEndian.Uint16(b[off+2:])
 			f := fragment{offset: int(fo &^ 7), more: fo&1 != 0, proto: b[off], payload: b[off+8:]}
@@ -185,6 +217,9 @@ func probeFragClass(p Probe) fragClass {
 			return nil
 		}
 		return f[l3:]
+	}
+	if len(p.Frames) == 1 && ipv6FragmentCut(pkt(p.Frames[0])) {
+		return fragCutShort
 	}
 	first, ok := ipFragment(pkt(p.Frames[0]))
 	if !ok && len(p.Frames) == 1 && isFragmented(p) {
@@ -267,6 +302,10 @@ func fragmentWhy(d Difference, cl fragClass) string {
 		}
 	case fragSplitHeader:
 		return "a datagram whose first fragment cuts its transport header short: the kernel's rules see it reassembled (connection tracking), xfw's the first fragment"
+	case fragCutShort:
+		if len(d.Kernel) == 0 {
+			return "an IPv6 packet whose fragment header is cut short, which the kernel's reassembly drops before any chain (connection tracking)"
+		}
 	case fragAtomic:
 		return "an IPv6 atomic fragment, whose fragment header the kernel's reassembly removes (connection tracking)"
 	case fragOther:

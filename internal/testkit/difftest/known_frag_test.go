@@ -33,6 +33,7 @@ func TestProbeFragClass(t *testing.T) {
 		{"header split", Probe{From: FromGen, Frames: [][]byte{hexFrame(t, splitFirstHex), hexFrame(t, splitLastHex)}}, fragSplitHeader},
 		{"header whole in the first", Probe{From: FromGen, Frames: [][]byte{hexFrame(t, loneFirstHex), hexFrame(t, splitLastHex)}}, fragOther},
 		{"lone later fragment", Probe{From: FromGen, Frames: [][]byte{hexFrame(t, splitLastHex)}}, fragOther},
+		{"IPv6 fragment header cut short", Probe{From: FromFw, Frames: [][]byte{hexFrame(t, "6000003f00032c40fe80000000000000000000000000000020010db80001c541a5fa9acff73aac77110001")}}, fragCutShort},
 		{"IPv6 atomic fragment", Probe{From: FromFw, Frames: [][]byte{hexFrame(t, atomic6Hex)}}, fragAtomic},
 		{"whole packet", Probe{From: FromGen, Frames: [][]byte{whole}}, fragNone},
 	}
