@@ -565,6 +565,29 @@ static __always_inline __u32 xfw_walk_mark(__u32 hook)
 	return sc ? sc->p.mark : 0;
 }
 
+/* xfw_walk_view returns what the walk's rewrites so far changed of the
+ * packet (XFW_LOGV_*, 0 for nothing): a LOG entry keeps it, as the
+ * kernel's LOG prints the packet as the rules before it left it. */
+static __always_inline __u32 xfw_walk_view(__u32 hook)
+{
+	struct xfw_xdp_scratch *sc = bpf_map_lookup_elem(&xfw_xdp_scratch, &hook);
+	__u32 m, v;
+
+	if (!sc)
+		return 0;
+	m = sc->p.mangle;
+	if (!(m & (XFW_MG_TOS | XFW_MG_TTL | XFW_MG_GROWN)))
+		return 0;
+	v = XFW_LOGV_SET | (sc->p.ttl & 0xff) | (sc->p.tos & 0xff) << 8;
+	if (m & XFW_MG_TTL)
+		v |= XFW_LOGV_TTL;
+	if (m & XFW_MG_TOS)
+		v |= XFW_LOGV_TOS;
+	if (m & XFW_MG_GROWN)
+		v |= XFW_LOGV_GROWN;
+	return v;
+}
+
 /* xfw_step is one bpf_loop iteration: it examines one candidate word at
  * or after st->pos (the AND of the active fields' chunk summaries says
  * which words can hold a match: a step skips to the first such word of
@@ -698,14 +721,20 @@ static long xfw_step(__u32 iter, struct xfw_walk *walk)
 	 * added option is not in its own rule's byte count (mangle.h). */
 	if (ent->flags & XFW_EF_COUNT)
 		xfw_count(st->slot, ent->rule, st->l3len);
-	if (ent->flags & XFW_EF_ACT)
-		xfw_probe(st->hook, st->slot, ent->aux); /* -j MARK (mark.h) */
+	/* -j MARK (mark.h), TCPMSS (mangle.h): a TCPMSS that drops ends
+	 * the walk, its rule counted. */
+	if ((ent->flags & XFW_EF_ACT) &&
+	    xfw_probe(st->hook, st->slot, ent->aux) == XFW_PROBE_HOTDROP) {
+		st->result = XFW_RES_HOTDROP;
+		return 1;
+	}
 	if (ent->flags & XFW_EF_LOG) {
 		if (st->nlogs < XFW_MAX_PENDING_LOGS) {
 			__u32 i = st->nlogs & (XFW_MAX_PENDING_LOGS - 1);
 
 			st->logs[i] = e;
 			st->log_marks[i] = xfw_walk_mark(st->hook);
+			st->log_views[i] = xfw_walk_view(st->hook);
 		} else
 			xfw_stat_inc(XFW_STAT_LOG_LOST);
 		st->nlogs++;
@@ -802,6 +831,7 @@ __attribute__((noinline)) __u32 xfw_classify(struct xfw_pkt *p, __u32 chain, __u
 	ps->nlogs = local->nlogs;
 	__builtin_memcpy(ps->logs, local->logs, sizeof(local->logs));
 	__builtin_memcpy(ps->log_marks, local->log_marks, sizeof(local->log_marks));
+	__builtin_memcpy(ps->log_views, local->log_views, sizeof(local->log_views));
 	if (res == XFW_RES_HOTDROP)
 		return res;
 	/* The policy decides at the walk's end, counted; not where a walk

@@ -39,6 +39,8 @@ struct xfw_pending {
 	/* The packet's mark when each of .logs was met (LOG prints it as
 	 * MARK=, as the kernel prints skb->mark at the rule). */
 	__u32 log_marks[XFW_MAX_PENDING_LOGS];
+	/* The rewrites' view of the packet at each of .logs (XFW_LOGV_*). */
+	__u32 log_views[XFW_MAX_PENDING_LOGS];
 	/* DNAT (nat.h): 1 + the entry the walk starts from instead of the
 	 * chain's start (0: the start), set by the hook; the DNAT entry's
 	 * address and port, set by xfw_judge. */
@@ -108,6 +110,7 @@ struct xfw_cls {
 	__u16 hook;    /* xfw_pending.hook */
 	__u32 logs[XFW_MAX_PENDING_LOGS];
 	__u32 log_marks[XFW_MAX_PENDING_LOGS]; /* xfw_pending.log_marks */
+	__u32 log_views[XFW_MAX_PENDING_LOGS]; /* xfw_pending.log_views */
 	__u32 chunk;   /* chunk whose summary is cached, or ~0 */
 	__u32 slot;    /* generation slot (family * 2 + bank) */
 	__u64 summary; /* AND of the active fields' summaries of .chunk */

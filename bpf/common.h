@@ -479,6 +479,16 @@ enum xfw_mangle_op {
 #define XFW_MG_GROWN 0x10 /* the walk counts it with the MSS option the
 			   * hook adds (mangle.h) */
 
+/* struct xfw_log_event .view (and the walk's .log_views): the packet's
+ * TOS and TTL as the walk's rewrites left them when a LOG entry was met,
+ * which its line prints (the event's frame is the packet as it came):
+ * set only when a rewrite came before the entry. */
+#define XFW_LOGV_SET 0x80000000u   /* the fields below hold the walk's */
+#define XFW_LOGV_GROWN 0x40000000u /* TCPMSS added an MSS option: 4 bytes more */
+#define XFW_LOGV_TTL 0x20000000u   /* bits 0-7: the walk's TTL (hop limit) */
+#define XFW_LOGV_TOS 0x10000000u   /* bits 8-15: its TOS (traffic class) */
+#define XFW_LOGV_FWD 0x08000000u   /* FORWARD's walk: the TTL one below the wire's */
+
 /* struct xfw_family_cfg .mss_targets. */
 #define XFW_MSST_ANY 0x1   /* some rule's target is TCPMSS */
 #define XFW_MSST_CLAMP 0x2 /* ... with --clamp-mss-to-pmtu */

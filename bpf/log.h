@@ -189,6 +189,9 @@ static __always_inline void xfw_emit_one(void *ctx, int xdp, struct xfw_xdp_scra
 	if (!ev)
 		return;
 	ev->mark = st->log_marks[i & (XFW_MAX_PENDING_LOGS - 1)];
+	ev->view = st->log_views[i & (XFW_MAX_PENDING_LOGS - 1)];
+	if (ev->view && xdp && chain == XFW_CHAIN_FORWARD)
+		ev->view |= XFW_LOGV_FWD;
 	/* Early demux runs after PREROUTING: its entries print none. */
 	if (xdp && chain == XFW_CHAIN_INPUT && !*demuxed &&
 	    (ev->flags & (XFW_LOG_UID | XFW_LOG_VIEW_PRE)) == XFW_LOG_UID) {

@@ -134,7 +134,14 @@ static __always_inline void xfw_mangle_mss_seen(struct xfw_pkt *p, struct xfw_cl
 }
 
 /* xfw_mangle_act is mangle probe pr's effect on packet p of the walk st
- * (hook's): always true. */
+ * (hook's): true, but XFW_PROBE_HOTDROP for a TCPMSS rule meeting a TCP
+ * header cut short (shorter than 20 bytes or than its data offset; not a
+ * later fragment), which xt_TCPMSS drops at the rule (tcpmss_mangle_packet
+ * returns -1: NF_DROP, the rule counted, no later rule or policy; found
+ * by xfw difftest, the SYN whose first fragment cuts its options).
+ * .tcpmss says it: every TCP packet's is read while a TCPMSS rule exists
+ * (tcpopt.h), XFW_V_TRUNC for such a header, and a TCPMSS rule changes it
+ * only to a value. */
 static __always_inline int xfw_mangle_act(struct xfw_probe *pr, struct xfw_pkt *p,
 					  struct xfw_cls *st, __u32 hook)
 {
@@ -155,12 +162,16 @@ static __always_inline int xfw_mangle_act(struct xfw_probe *pr, struct xfw_pkt *
 		xfw_mangle_reclass(st, slot, XFW_F_TTL, p->ttl);
 		break;
 	case XFW_MGOP_MSS:
+		if (!p->frag && p->tcpmss == XFW_V_TRUNC)
+			return XFW_PROBE_HOTDROP;
 		if (!(p->mangle & XFW_MG_MSS) || pr->val < p->mss_new)
 			p->mss_new = pr->val;
 		p->mangle |= XFW_MG_MSS;
 		xfw_mangle_mss_seen(p, st, slot, p->mss_new);
 		break;
 	case XFW_MGOP_CLAMP:
+		if (!p->frag && p->tcpmss == XFW_V_TRUNC)
+			return XFW_PROBE_HOTDROP;
 		p->mangle |= XFW_MG_CLAMP;
 		/* -m tcpmss after it sees the clamped value: the hook gave
 		 * the path MTU to a packet whose MSS a rule reads. */

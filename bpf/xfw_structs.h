@@ -202,6 +202,7 @@ struct xfw_log_event {
 	__u32 uid, gid;    /* its socket's file's fsuid, fsgid (UID= GID=) */
 	__u32 physin;      /* the packet's bridge ports (struct xfw_pkt's, */
 	__u32 physout;     /* XFW_PHYS_*): PHYSIN= PHYSOUT= */
+	__u32 view;        /* XFW_LOGV_*: what rewrites before the rule changed */
 	char prefix[XFW_LOG_PREFIX_LEN];
 	__u8 pkt[XFW_LOG_SNAP];
 };

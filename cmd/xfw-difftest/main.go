@@ -67,7 +67,12 @@ REJECT replies (docs/differences.md, "REJECT replies": e.g. a reply
 sent back at once without XDP metadata, which passes no chain) are
 reported as KNOWN and do not fail the
 run, and only when the firewalls agree on everything with REJECT
-replaced by DROP on both sides.
+replaced by DROP on both sides. So are those of fragments the kernel
+reassembles when a rule makes it track connections (docs/differences.md,
+"Connection tracking": a lone first fragment it holds, a transport
+header split across fragments, the counters of fragmented datagrams),
+only when the firewalls agree on everything without the fragmented
+probes.
 
 It checks the xfw binary beside it (make build puts both in bin/), or the
 one --xfw names; xfw difftest ARGS... runs it with that xfw.

@@ -214,6 +214,7 @@ type bpfLogEvent struct {
 	UID, GID   uint32
 	PhysIn     uint32
 	PhysOut    uint32
+	View       uint32
 	Prefix     [compiler.LogPrefixLen]byte
 	Pkt        [logSnap]byte
 }

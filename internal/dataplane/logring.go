@@ -95,15 +95,17 @@ func DecodeLogEvent(raw []byte) (LogEvent, error) {
 	// An NFLOG event passing more than logSnap bytes is a longer record:
 	// the frame goes on past Pkt to the record's end.
 	pktOff := binary.Size(ev) - logSnap
-	frame := ev.Pkt[:]
+	held := ev.Pkt[:]
 	if len(raw) > pktOff+logSnap {
-		frame = raw[pktOff:]
+		held = raw[pktOff:]
 	}
-	snap := min(int(ev.SnapLen), len(frame))
+	snap := min(int(ev.SnapLen), len(held))
 	prefix := ev.Prefix[:]
 	if i := bytes.IndexByte(prefix, 0); i >= 0 {
 		prefix = prefix[:i]
 	}
+	frame := append([]byte(nil), held[:snap]...)
+	applyLogView(frame, int(ev.L3Off), fam, ev.View)
 	return LogEvent{
 		InIfindex:  ev.InIfindex,
 		OutIfindex: ev.OutIfindex,
@@ -116,7 +118,7 @@ func DecodeLogEvent(raw []byte) (LogEvent, error) {
 		HasMAC:     ev.HasMAC != 0,
 		L3Off:      int(ev.L3Off),
 		FrameLen:   int(ev.PktLen),
-		Frame:      append([]byte(nil), frame[:snap]...),
+		Frame:      frame,
 		NFLogGroup: ev.NFLogGroup,
 		NFLogLen:   ev.NFLogLen,
 		Mark:       ev.Mark,
@@ -126,4 +128,81 @@ func DecodeLogEvent(raw []byte) (LogEvent, error) {
 		PhysIn:     physPort(ev.PhysIn),
 		PhysOut:    physPort(ev.PhysOut),
 	}, nil
+}
+
+// The bits of struct xfw_log_event .view (bpf/common.h XFW_LOGV_*).
+const (
+	logViewSet   = 0x80000000
+	logViewGrown = 0x40000000
+	logViewTTL   = 0x20000000
+	logViewTOS   = 0x10000000
+	logViewFwd   = 0x08000000
+	// logViewGrowth is the bytes of the MSS option TCPMSS adds.
+	logViewGrowth = 4
+)
+
+// applyLogView writes into frame (its IP header at l3) what the rewrites
+// before the LOG rule changed, as view (XFW_LOGV_*) says: the TOS byte
+// (IPv6: traffic class), the TTL (hop limit; in FORWARD's walk the
+// walk's value is one below the wire's, which the line's formatting takes
+// off again) and the length of an added MSS option, the IPv4 header
+// checksum made right again. The event's frame is the packet as it came;
+// the kernel's LOG prints it as the rules before it left it.
+func applyLogView(frame []byte, l3 int, fam ir.Family, view uint32) {
+	if view&logViewSet == 0 || l3 < 0 {
+		return
+	}
+	ttl, tos := uint8(view), uint8(view>>8)
+	if view&logViewFwd != 0 && ttl < 255 {
+		ttl++
+	}
+	switch fam {
+	case ir.IPv4:
+		if len(frame) < l3+20 {
+			return
+		}
+		h := frame[l3:]
+		if view&logViewTOS != 0 {
+			h[1] = tos
+		}
+		if view&logViewTTL != 0 {
+			h[8] = ttl
+		}
+		if view&logViewGrown != 0 {
+			binary.BigEndian.PutUint16(h[2:], binary.BigEndian.Uint16(h[2:])+logViewGrowth)
+		}
+		ihl := int(h[0]&0xf) * 4
+		if ihl >= 20 && len(h) >= ihl {
+			binary.BigEndian.PutUint16(h[10:], 0)
+			binary.BigEndian.PutUint16(h[10:], ipv4HeaderChecksum(h[:ihl]))
+		}
+	case ir.IPv6:
+		if len(frame) < l3+40 {
+			return
+		}
+		h := frame[l3:]
+		if view&logViewTOS != 0 {
+			h[0] = h[0]&0xf0 | tos>>4
+			h[1] = h[1]&0x0f | tos<<4
+		}
+		if view&logViewTTL != 0 {
+			h[7] = ttl
+		}
+		if view&logViewGrown != 0 {
+			binary.BigEndian.PutUint16(h[4:], binary.BigEndian.Uint16(h[4:])+logViewGrowth)
+		}
+	}
+}
+
+// ipv4HeaderChecksum is the Internet checksum of an IPv4 header whose
+// checksum field is 0.
+func ipv4HeaderChecksum(h []byte) uint16 {
+	var sum uint32
+	for i := 0; i+1 < len(h); i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(h[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	return ^uint16(sum)
 }

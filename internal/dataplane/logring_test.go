@@ -10,7 +10,7 @@ import (
 )
 
 // logEventSize is sizeof(struct xfw_log_event).
-const logEventSize = 372
+const logEventSize = 376
 
 func TestDecodeLogEvent(t *testing.T) {
 	if n := binary.Size(bpfLogEvent{}); n != logEventSize {
@@ -96,4 +96,35 @@ func equalEvents(a, b LogEvent) bool {
 		a.Family == b.Family && a.Chain == b.Chain && a.Level == b.Level && a.Flags == b.Flags &&
 		a.Prefix == b.Prefix && a.HasMAC == b.HasMAC && a.L3Off == b.L3Off && a.FrameLen == b.FrameLen &&
 		a.PhysIn == b.PhysIn && a.PhysOut == b.PhysOut
+}
+
+// TestApplyLogView checks that a LOG event's frame gets the TOS, TTL and
+// length the rewrites before its rule left (FORWARD's walk holding the
+// TTL one below the wire's), with a valid IPv4 header checksum, and is
+// left alone without a view.
+func TestApplyLogView(t *testing.T) {
+	frame := func() []byte {
+		b := make([]byte, 14+20)
+		copy(b[14:], []byte{0x45, 0, 0, 40, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2})
+		binary.BigEndian.PutUint16(b[14+10:], ipv4HeaderChecksum(b[14:]))
+		return b
+	}
+	b := frame()
+	applyLogView(b, 14, ir.IPv4, 0)
+	if !bytes.Equal(b, frame()) {
+		t.Errorf("no view changed the frame: % x", b)
+	}
+	applyLogView(b, 14, ir.IPv4, logViewSet|logViewTTL|logViewTOS|logViewGrown|logViewFwd|0x10<<8|8)
+	if b[15] != 0x10 || b[22] != 9 || binary.BigEndian.Uint16(b[16:]) != 44 {
+		t.Errorf("TOS %#x TTL %d length %d, want 0x10, 9, 44", b[15], b[22], binary.BigEndian.Uint16(b[16:]))
+	}
+	if ipv4HeaderChecksum(b[14:34]) != 0 {
+		t.Errorf("header checksum not valid: % x", b[14:34])
+	}
+	b6 := make([]byte, 40)
+	b6[0], b6[1], b6[5], b6[7] = 0x60, 0x05, 8, 64
+	applyLogView(b6, 0, ir.IPv6, logViewSet|logViewTOS|logViewTTL|0xab<<8|20)
+	if b6[0] != 0x6a || b6[1] != 0xb5 || b6[7] != 20 || b6[5] != 8 {
+		t.Errorf("IPv6 header % x", b6[:8])
+	}
 }

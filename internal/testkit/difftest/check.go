@@ -35,6 +35,14 @@ type Outcome struct {
 	// the documented differences of xfw's REJECT replies (known.go), the
 	// explanation of each; it is nil otherwise.
 	Known []string
+	// FragmentsKnown is set when the differences are the documented ones
+	// of fragments the kernel reassembles (known_frag.go), with those of
+	// the case without them KNOWN or none: Known explains them all.
+	FragmentsKnown bool
+	// Held is, for the outcome of a case run without the fragment probes
+	// the kernel reassembles (which still differs), how many were left
+	// out.
+	Held int
 	// Unexplained is, for a RejectOnly outcome with no Known, the first
 	// difference that is none of the documented ones.
 	Unexplained *Difference
@@ -51,8 +59,11 @@ type Outcome struct {
 func (o *Outcome) Failed() bool { return len(o.Result.Differences) > 0 }
 
 // OnlyKnown reports whether the firewalls disagreed only in the documented
-// ways of xfw's REJECT replies (docs/differences.md).
-func (o *Outcome) OnlyKnown() bool { return o.Failed() && o.RejectOnly && o.Known != nil }
+// ways of xfw's REJECT replies and of fragments the kernel reassembles
+// (docs/differences.md).
+func (o *Outcome) OnlyKnown() bool {
+	return o.Failed() && o.Known != nil && (o.RejectOnly || o.FragmentsKnown)
+}
 
 // maxListed bounds the differences a report lists in full.
 const maxListed = 8
@@ -111,8 +122,12 @@ type CheckOptions struct {
 // does not show again are kept apart, as the kernel's own randomness); a
 // ruleset with REJECT whose differences all vanish with REJECT replaced by
 // DROP is marked RejectOnly, and its differences explained when they are
-// the documented ones of xfw's REJECT replies (Known); as opts ask, the first remaining difference is
-// reduced to a minimal reproduction (what differs without REJECT first).
+// the documented ones of xfw's REJECT replies (Known); a case whose
+// ruleset makes the kernel reassemble fragments is checked again without
+// the fragment probes that meet a documented difference of that
+// (known_frag.go: FragmentsKnown when they explain it); as opts ask, the
+// first remaining difference is reduced to a minimal reproduction (what
+// differs without REJECT first).
 func (s *Session) Check(ctx context.Context, c Case, opts CheckOptions) (*Outcome, error) {
 	res, gone, err := s.confirmedRun(ctx, c.Ruleset, c.Corpus)
 	if err != nil {
@@ -122,6 +137,56 @@ func (s *Session) Check(ctx context.Context, c Case, opts CheckOptions) (*Outcom
 	if len(res.Differences) == 0 {
 		return o, nil
 	}
+	if held := heldProbes(c.Ruleset, c.Corpus, s.plan); len(held) > 0 {
+		inner, err := s.checkWithoutHeld(ctx, c, opts, o, held)
+		if err != nil || inner != nil {
+			return inner, err
+		}
+	}
+	return s.checkDifferent(ctx, c, opts, o)
+}
+
+// checkWithoutHeld checks case c, whose first run differed (o), again
+// without the probes of held, fragments the kernel reassembles: it
+// returns o marked FragmentsKnown when they explain what differed
+// (known_frag.go), the outcome of the case without them when that one
+// still differs in other ways, and nil when neither (c is then checked
+// as a whole).
+func (s *Session) checkWithoutHeld(ctx context.Context, c Case, opts CheckOptions, o *Outcome, held map[int]fragClass) (*Outcome, error) {
+	ic := c
+	ic.Name = fmt.Sprintf("%s, without the %d held probes (fragments the kernel reassembles, fw's own from link-local sources)", c.Name, len(held))
+	var index []int
+	ic.Corpus, index = withoutProbes(c.Corpus, held)
+	inner, err := s.Check(ctx, ic, opts)
+	if err != nil {
+		return nil, err
+	}
+	outputSide := chainsReachedFrom(c.Ruleset, "OUTPUT")
+	why, ok := explainFragments(o.Result.Differences, held, inner, index, outputSide)
+	switch {
+	case ok:
+		o.Known, o.FragmentsKnown = append(why, inner.Known...), true
+		return o, nil
+	case inner.Failed() && !inner.OnlyKnown() || inner.Result.Lossy != "" || inner.Result.Rejected != "":
+		inner.Held = len(held)
+		return inner, nil
+	}
+	if d := unexplainedFragmentDiff(o.Result.Differences, held, inner, index, outputSide); d != nil {
+		what := d.String()
+		if d.Kind == DiffProbe && d.Probe >= 0 && d.Probe < len(c.Corpus.Probes) {
+			what += "\n  probe: " + c.Corpus.Probes[d.Probe].String()
+		}
+		s.cfg.Logf("%s: not the documented differences of fragments the kernel reassembles: %s", c.Name, what)
+	}
+	return nil, nil
+}
+
+// checkDifferent goes on checking case c, whose first run differed (o):
+// the twin without REJECT, the documented REJECT differences, and the
+// reduction opts ask for.
+func (s *Session) checkDifferent(ctx context.Context, c Case, opts CheckOptions, o *Outcome) (*Outcome, error) {
+	res := o.Result
+	var err error
 	target := res.Differences[0]
 	ruleset := c.Ruleset
 	if twin := WithoutReject(c.Ruleset); twin != c.Ruleset {
@@ -195,20 +260,14 @@ func (o *Outcome) Report() string {
 	fmt.Fprintf(&b, "%s: %d probes, DIFFERENT: %d probes, %d counters, %d saved rules, %d loading\n",
 		o.Case.Name, r.Probes, counts[DiffProbe], counts[DiffCounters], counts[DiffSave], counts[DiffRestore])
 	switch {
+	case o.OnlyKnown() && o.FragmentsKnown:
+		b.WriteString("  KNOWN DIFFERENCES ONLY: without the held probes (fragments the kernel reassembles, fw's own from link-local sources), the same behaviour\n" +
+			"  (or only KNOWN differences), and every difference is a documented one (docs/differences.md):\n")
+		writeKnown(&b, o.Known)
 	case o.OnlyKnown():
 		b.WriteString("  KNOWN DIFFERENCES ONLY: with REJECT replaced by DROP on both sides, the same behaviour, and\n" +
 			"  every difference is a documented one of xfw's REJECT replies (docs/differences.md):\n")
-		seen := map[string]int{}
-		var order []string
-		for _, w := range o.Known {
-			if seen[w] == 0 {
-				order = append(order, w)
-			}
-			seen[w]++
-		}
-		for _, w := range order {
-			fmt.Fprintf(&b, "    %d× %s\n", seen[w], w)
-		}
+		writeKnown(&b, o.Known)
 	case o.RejectOnly:
 		b.WriteString("  only REJECT differs (with REJECT replaced by DROP on both sides, the same behaviour),\n" +
 			"  but not only in the documented ways: xfw's REJECT replies are wrong, first:\n")
@@ -231,6 +290,9 @@ func (o *Outcome) Report() string {
 				fmt.Fprintf(&b, "      probe: %s\n      corpus line: %s\n", indent(p.String(), "      "), FormatProbe(p))
 			}
 		}
+	}
+	if o.Held > 0 {
+		fmt.Fprintf(&b, "  (%d held probes left out, fragments the kernel reassembles and fw's own from link-local sources: its probe numbers are of the corpus without them)\n", o.Held)
 	}
 	if len(o.Unconfirmed) > 0 {
 		fmt.Fprintf(&b, "  (%d more did not show again on a second run: not counted)\n", len(o.Unconfirmed))
@@ -256,4 +318,20 @@ func (o *Outcome) Report() string {
 		fmt.Fprintf(&b, "  run it again: %s\n", o.Case.Rerun)
 	}
 	return b.String()
+}
+
+// writeKnown writes the explanations of KNOWN differences, each once with
+// how often it occurs, in the order first seen.
+func writeKnown(b *strings.Builder, known []string) {
+	seen := map[string]int{}
+	var order []string
+	for _, w := range known {
+		if seen[w] == 0 {
+			order = append(order, w)
+		}
+		seen[w]++
+	}
+	for _, w := range order {
+		fmt.Fprintf(b, "    %d× %s\n", seen[w], w)
+	}
 }
