@@ -8,7 +8,8 @@
  *    judges the first fragment for its datagram and records the verdict
  *    here; a later fragment follows it, and one whose first fragment was
  *    not seen is dropped (the kernel holds it until its reassembly times
- *    out, and never delivers it alone);
+ *    out, and never delivers it alone), but for an IPv6 one the kernel
+ *    refuses to queue (XFW_FRAG_ALONE: judged alone, as it passes it);
  *  - in OUTPUT without connection tracking, the stack fragments a
  *    datagram after the hook (ip_finish_output, ip6_finish_output): the
  *    later fragments of a datagram whose first fragment passed pass, those
@@ -56,6 +57,14 @@
 /* A socket writing whole IP packets (SOCK_RAW with IPPROTO_RAW). */
 #define XFW_FRAG_SOCK_RAW 3
 #define XFW_FRAG_IPPROTO_RAW 255
+
+/* xfw_frag_follows reports whether p is a later fragment that follows
+ * its datagram under connection tracking: not one the kernel's reassembly
+ * passes on alone (parse.h XFW_FRAG_ALONE). */
+static __always_inline int xfw_frag_follows(const struct xfw_pkt *p)
+{
+	return p->frag && !(p->fragmented & XFW_FRAG_ALONE);
+}
 
 struct xfw_frag_key {
 	__u64 src_hi, src_lo;

@@ -81,6 +81,13 @@
 
 /* xfw_pkt.fragmented: the "more fragments" flag is set. */
 #define XFW_FRAG_MORE 2
+/* xfw_pkt.fragmented: an IPv6 later fragment with "more fragments" whose
+ * end is not a multiple of 8 bytes, which the kernel's reassembly for
+ * connection tracking refuses to queue (nf_ct_frag6_queue: -EPROTO) and
+ * passes on alone, with no connection (nf_conntrack_in finds no
+ * transport header in it): judged alone, INVALID, not following its
+ * datagram. */
+#define XFW_FRAG_ALONE 4
 
 /* xfw_pkt.nat_pre: not asked (TC, or no translated connection yet); a
  * packet without ports the XDP hook looked up in the translations before
@@ -136,7 +143,7 @@ struct xfw_pkt {
 	__u8 fam;          /* 0 IPv4, 1 IPv6 */
 	__u8 fragmented;   /* a fragment, first or later (MF, offset, IPv6
 			    * fragment header): bit 0; XFW_FRAG_MORE when
-			    * "more fragments" is set */
+			    * "more fragments" is set; XFW_FRAG_ALONE */
 	__u8 tos;          /* IPv4 TOS / IPv6 traffic class */
 	__u8 dst_unicast;  /* destination MAC is unicast */
 	__u8 dst_mac[6];
@@ -745,6 +752,8 @@ static __always_inline long xfw_ext_step(struct xfw_ext_walk *w, void *data, voi
 			p->proto = h[0];
 			p->frag = 1;
 			p->thoff = off + 8;
+			if ((h[3] & 1) && ((fo + p->l4_end - p->thoff) & 7))
+				p->fragmented |= XFW_FRAG_ALONE;
 			w->rc = XFW_EXTW_LATER_FRAG;
 			return 1;
 		}

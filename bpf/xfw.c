@@ -342,7 +342,7 @@ __attribute__((noinline)) int xfw_xdp_rawpre(struct xdp_md *ctx, struct xfw_xdp_
 	p = &sc->p;
 	st = &sc->st;
 	st->raw_done = 0;
-	if (!st->pre_at[XFW_CHAIN_INPUT] || (p->frag && xfw_ct_active(st->slot)))
+	if (!st->pre_at[XFW_CHAIN_INPUT] || (xfw_frag_follows(p) && xfw_ct_active(st->slot)))
 		return XFW_RAWPRE_ON;
 	if (p->fam == 1 && iif != XFW_LOOPBACK_IFINDEX && xfw_martian(p) == 1)
 		return XFW_RAWPRE_ON;
@@ -645,7 +645,7 @@ static __always_inline int xfw_xdp_judged(struct xdp_md *ctx)
 		 * to the stack, stands for: a later fragment goes no further
 		 * (the stack would answer each: IPv6 sends errors about
 		 * later fragments). */
-		if (p->frag && xfw_ct_active(st->slot))
+		if (xfw_frag_follows(p) && xfw_ct_active(st->slot))
 			return XDP_DROP;
 		/* PREROUTING's chains after the pre-walk see it too: walked
 		 * as INPUT's up to their end (st->unrouted). */
@@ -695,11 +695,12 @@ routed:
 		 * chain, in both families and both paths: the first fragment
 		 * stands for its datagram, later ones follow its verdict
 		 * (frag.h). */
-		if (p->frag)
+		if (xfw_frag_follows(p))
 			return xfw_frag_later_xdp(ctx, p);
 		/* Exempted by raw PREROUTING before routing: untracked
-		 * (p->ct says UNTRACKED), no connection. */
-		cs = xfw_notracked(st) ? 0 : xfw_ct_scratch_get(0);
+		 * (p->ct says UNTRACKED), no connection; a later fragment
+		 * judged alone has none either (INVALID, parse's 0). */
+		cs = xfw_notracked(st) || p->frag ? 0 : xfw_ct_scratch_get(0);
 		/* (Tracked already when translated before routing.) */
 		if (cs && p->nat_pre != XFW_NATPRE_TRACKED) {
 			xfw_ct_load_xdp(ctx, p, cs);

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -246,10 +247,27 @@ func TestFragmentsConntrackAgainstKernel(t *testing.T) {
 				}
 			}
 		}
-		return []fragCase{
+		cases := []fragCase{
 			{"fragments of an accepted datagram", 3, inject(fragPortOK, 0)},
 			{"fragments of a dropped datagram", 0, inject(fragPortDrop, 0)},
 			{"later fragments whose first never came", 0, inject(fragPortOK, 1)},
 		}
+		if fam == 6 {
+			// nf_ct_frag6_queue refuses to queue a fragment with
+			// "more fragments" whose end is not a multiple of 8
+			// (-EPROTO) and passes it on alone, with no connection
+			// (INVALID): forwarded by FORWARD's policy.
+			cases = append(cases, fragCase{"a later fragment the reassembly passes alone", 1,
+				func(t *testing.T, tp *nettest.Topology) {
+					f := fragments(t, fam, v6(tp, 0x10), tp.Sink.IPv6, fragPortOK)[1]
+					const cut = 2 // 30 of its 32 bytes
+					f = f[:len(f)-cut]
+					binary.BigEndian.PutUint16(f[4:], binary.BigEndian.Uint16(f[4:])-cut)
+					if err := tp.InjectFromGen(frame(tp, f)); err != nil {
+						t.Errorf("inject: %v", err)
+					}
+				}})
+		}
+		return cases
 	})
 }
