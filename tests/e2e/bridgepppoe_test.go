@@ -65,65 +65,25 @@ func pppProto(fam int) uint16 {
 // (br_netfilter's header check drops it) are sent too, and PPPoE frames
 // in a VLAN tag (judged by the PPPoE sysctl alone).
 func TestBridgedPPPoEAgainstKernel(t *testing.T) {
-	nettest.RequireRoot(t)
-	requireTools(t, "iptables-legacy", "ip6tables-legacy", "sysctl")
-	tw := newTwins(t, xfwPath(t))
-	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
-		bridgeSetup(t, tp, true)
+	runBridgeSysctlRounds(t, "bridge-nf-filter-pppoe-tagged", func(fam int) []bridgeFrameCase {
+		other := pppProto(10 - fam)
+		return []bridgeFrameCase{
+			{"plain", bridgedUDP(fam, 9840, false, false)},
+			{"PPPoE", pppoeUDP(fam, 9840)},
+			{"PPPoE, dropped by port", pppoeUDP(fam, 9841)},
+			{"PPPoE, dropped by physdev", pppoeUDP(fam, 9842)},
+			{"PPPoE, the other family's PPP protocol", withPPPoE(bridgedUDP(fam, 9841, false, false), etherPPPoESession, other)},
+			{"PPPoE, LCP", withPPPoE(bridgedUDP(fam, 9841, false, false), etherPPPoESession, pppLCP)},
+			{"PPPoE discovery", withPPPoE(bridgedUDP(fam, 9841, false, false), etherPPPoEDiscovery, pppIPv4)},
+			{"PPPoE, to br0", withPPPoE(bridgedUDP(fam, 9840, false, true), etherPPPoESession, pppProto(fam))},
+			// bridge-nf-filter-vlan-tagged off: br_netfilter's PPPoE
+			// test reads the protocol inside the tag.
+			{"VLAN 10, PPPoE", withTag(pppoeUDP(fam, 9840), nettest.VLANTag{ID: 10})},
+			{"VLAN 10, PPPoE, dropped by port", withTag(pppoeUDP(fam, 9841), nettest.VLANTag{ID: 10})},
+			{"VLAN 10, PPPoE, to br0", withTag(withPPPoE(bridgedUDP(fam, 9840, false, true), etherPPPoESession,
+				pppProto(fam)), nettest.VLANTag{ID: 10})},
+		}
 	})
-	if t.Failed() {
-		return
-	}
-	for _, on := range []string{"0", "1"} {
-		failed := t.Failed() // an earlier round's differences
-		tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
-			nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.bridge.bridge-nf-filter-pppoe-tagged="+on)
-			// Loading reads the sysctls (xfw: at each load or sync).
-			fw.restore(t, tp, 4, bridgeVLANRules)
-			fw.restore(t, tp, 6, bridgeVLANRules)
-			zeroCounters(t, tp, fw)
-		})
-		if t.Failed() && !failed {
-			return
-		}
-		for _, fam := range []int{4, 6} {
-			other := pppProto(10 - fam)
-			for _, pr := range []struct {
-				name  string
-				frame func(tp *nettest.Topology) []byte
-			}{
-				{"plain", bridgedUDP(fam, 9840, false, false)},
-				{"PPPoE", pppoeUDP(fam, 9840)},
-				{"PPPoE, dropped by port", pppoeUDP(fam, 9841)},
-				{"PPPoE, dropped by physdev", pppoeUDP(fam, 9842)},
-				{"PPPoE, the other family's PPP protocol", withPPPoE(bridgedUDP(fam, 9841, false, false), etherPPPoESession, other)},
-				{"PPPoE, LCP", withPPPoE(bridgedUDP(fam, 9841, false, false), etherPPPoESession, pppLCP)},
-				{"PPPoE discovery", withPPPoE(bridgedUDP(fam, 9841, false, false), etherPPPoEDiscovery, pppIPv4)},
-				{"PPPoE, to br0", withPPPoE(bridgedUDP(fam, 9840, false, true), etherPPPoESession, pppProto(fam))},
-				// bridge-nf-filter-vlan-tagged off: br_netfilter's PPPoE
-				// test reads the protocol inside the tag.
-				{"VLAN 10, PPPoE", withTag(pppoeUDP(fam, 9840), nettest.VLANTag{ID: 10})},
-				{"VLAN 10, PPPoE, dropped by port", withTag(pppoeUDP(fam, 9841), nettest.VLANTag{ID: 10})},
-				{"VLAN 10, PPPoE, to br0", withTag(withPPPoE(bridgedUDP(fam, 9840, false, true), etherPPPoESession,
-					pppProto(fam)), nettest.VLANTag{ID: 10})},
-			} {
-				name := fmt.Sprintf("filter-pppoe-tagged %s, IPv%d %s", on, fam, pr.name)
-				res := map[string]string{}
-				var mu sync.Mutex
-				tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
-					r := bridgeCheckRound(t, tp, fw, name, fam, pr.frame(tp))
-					mu.Lock()
-					res[kind] = r
-					mu.Unlock()
-				})
-				if res["kernel"] != res["xfw"] {
-					t.Errorf("%s:\nkernel: %s\nxfw:    %s", name, res["kernel"], res["xfw"])
-				} else {
-					t.Logf("%s: %s", name, res["kernel"])
-				}
-			}
-		}
-	}
 }
 
 // TestBridgedPPPoERejectAgainstKernel REJECTs bridged PPPoE session

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -85,6 +86,31 @@ func TestBridgedVLANRejectAgainstKernel(t *testing.T) {
 // leaves tagged): counters and what reaches sink are compared, both
 // families.
 func TestBridgedVLANAgainstKernel(t *testing.T) {
+	runBridgeSysctlRounds(t, "bridge-nf-filter-vlan-tagged", func(fam int) []bridgeFrameCase {
+		return []bridgeFrameCase{
+			{"untagged", bridgedUDP(fam, 9840, false, false)},
+			{"VLAN 10", taggedUDP(fam, 9840, nettest.VLANTag{ID: 10})},
+			{"VLAN 10, dropped by port", taggedUDP(fam, 9841, nettest.VLANTag{ID: 10})},
+			{"VLAN 10, dropped by physdev", taggedUDP(fam, 9842, nettest.VLANTag{ID: 10})},
+			{"VLAN 0, priority 5", taggedUDP(fam, 9840, nettest.VLANTag{ID: 0, PCP: 5})},
+			{"802.1ad VLAN 20", taggedUDP(fam, 9840, nettest.VLANTag{TPID: 0x88a8, ID: 20})},
+			{"VLAN 10, to br0", withTag(bridgedUDP(fam, 9840, false, true), nettest.VLANTag{ID: 10})},
+		}
+	})
+}
+
+// bridgeFrameCase is one frame a round of runBridgeSysctlRounds sends.
+type bridgeFrameCase struct {
+	name  string
+	frame func(tp *nettest.Topology) []byte
+}
+
+// runBridgeSysctlRounds makes both twins' fw a bridge (bridgeSetup), then,
+// with net.bridge.SYSCTL off and then on, loads bridgeVLANRules again
+// (loading reads the sysctls; xfw: at each load or sync) and sends each
+// family's cases through both twins, comparing the counters and what
+// reached sink (bridgeCheckRound).
+func runBridgeSysctlRounds(t *testing.T, sysctl string, cases func(fam int) []bridgeFrameCase) {
 	nettest.RequireRoot(t)
 	requireTools(t, "iptables-legacy", "ip6tables-legacy", "sysctl")
 	tw := newTwins(t, xfwPath(t))
@@ -97,8 +123,7 @@ func TestBridgedVLANAgainstKernel(t *testing.T) {
 	for _, on := range []string{"0", "1"} {
 		failed := t.Failed() // an earlier round's differences
 		tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
-			nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.bridge.bridge-nf-filter-vlan-tagged="+on)
-			// Loading reads the sysctls (xfw: at each load or sync).
+			nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.bridge."+sysctl+"="+on)
 			fw.restore(t, tp, 4, bridgeVLANRules)
 			fw.restore(t, tp, 6, bridgeVLANRules)
 			zeroCounters(t, tp, fw)
@@ -107,19 +132,8 @@ func TestBridgedVLANAgainstKernel(t *testing.T) {
 			return
 		}
 		for _, fam := range []int{4, 6} {
-			for _, pr := range []struct {
-				name  string
-				frame func(tp *nettest.Topology) []byte
-			}{
-				{"untagged", bridgedUDP(fam, 9840, false, false)},
-				{"VLAN 10", taggedUDP(fam, 9840, nettest.VLANTag{ID: 10})},
-				{"VLAN 10, dropped by port", taggedUDP(fam, 9841, nettest.VLANTag{ID: 10})},
-				{"VLAN 10, dropped by physdev", taggedUDP(fam, 9842, nettest.VLANTag{ID: 10})},
-				{"VLAN 0, priority 5", taggedUDP(fam, 9840, nettest.VLANTag{ID: 0, PCP: 5})},
-				{"802.1ad VLAN 20", taggedUDP(fam, 9840, nettest.VLANTag{TPID: 0x88a8, ID: 20})},
-				{"VLAN 10, to br0", withTag(bridgedUDP(fam, 9840, false, true), nettest.VLANTag{ID: 10})},
-			} {
-				name := fmt.Sprintf("filter-vlan-tagged %s, IPv%d %s", on, fam, pr.name)
+			for _, pr := range cases(fam) {
+				name := fmt.Sprintf("%s %s, IPv%d %s", strings.TrimPrefix(sysctl, "bridge-nf-"), on, fam, pr.name)
 				res := map[string]string{}
 				var mu sync.Mutex
 				tw.each(func(kind string, tp *nettest.Topology, fw firewall) {
