@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"net/netip"
 	"testing"
 
 	"github.com/xfw-dev/xfw/internal/testkit/nettest"
@@ -71,25 +70,7 @@ func TestRawLeadingDropsAgainstKernel(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	addr := func(a string) func(tp *nettest.Topology) netip.Addr {
-		return func(*nettest.Topology) netip.Addr { return netip.MustParseAddr(a) }
-	}
-	gen := func(fam int) func(tp *nettest.Topology) netip.Addr {
-		return func(tp *nettest.Topology) netip.Addr {
-			if fam == 6 {
-				return tp.Gen.IPv6
-			}
-			return tp.Gen.IPv4
-		}
-	}
-	at := func(fam int, net, host byte) func(tp *nettest.Topology) netip.Addr {
-		return func(tp *nettest.Topology) netip.Addr {
-			if fam == 6 {
-				return in6(tp, uint16(net), uint16(host))
-			}
-			return in4(tp, net, host)
-		}
-	}
+	addr, gen, at := probeFixed, probeGen, probeAt
 	probes := func(fam int) []typeProbe {
 		src1, src1b, src2, dst3 := "198.51.100.7", "198.51.100.200", "192.0.2.7", "203.0.113.9"
 		near := "192.0.2.8" // next to the second rule's host: not dropped there

@@ -141,25 +141,7 @@ func preroutingUnrouted(t *testing.T, rules4, rules6 string) {
 	if t.Failed() {
 		return
 	}
-	gen := func(fam int) func(tp *nettest.Topology) netip.Addr {
-		return func(tp *nettest.Topology) netip.Addr {
-			if fam == 6 {
-				return tp.Gen.IPv6
-			}
-			return tp.Gen.IPv4
-		}
-	}
-	at := func(fam int, net, host byte) func(tp *nettest.Topology) netip.Addr {
-		return func(tp *nettest.Topology) netip.Addr {
-			if fam == 6 {
-				return in6(tp, uint16(net), uint16(host))
-			}
-			return in4(tp, net, host)
-		}
-	}
-	fixed := func(a string) func(tp *nettest.Topology) netip.Addr {
-		return func(*nettest.Topology) netip.Addr { return netip.MustParseAddr(a) }
-	}
+	gen, at, fixed := probeGen, probeAt, probeFixed
 	for _, fam := range []int{4, 6} {
 		if fam == 6 && rules6 == "" {
 			continue
@@ -276,4 +258,29 @@ func TestRawPreroutingLogsAgainstKernel(t *testing.T) {
 	if !slices.Equal(got, kernel) {
 		t.Errorf("xfw nflog 5 printed %v, the kernel's listener saw %v:\n%s", got, kernel, text.stdout.String())
 	}
+}
+
+// probeGen returns gen's address of family fam, for a typeProbe.
+func probeGen(fam int) func(tp *nettest.Topology) netip.Addr {
+	return func(tp *nettest.Topology) netip.Addr {
+		if fam == 6 {
+			return tp.Gen.IPv6
+		}
+		return tp.Gen.IPv4
+	}
+}
+
+// probeAt returns the address in4/in6 make of net and host in family fam.
+func probeAt(fam int, net, host byte) func(tp *nettest.Topology) netip.Addr {
+	return func(tp *nettest.Topology) netip.Addr {
+		if fam == 6 {
+			return in6(tp, uint16(net), uint16(host))
+		}
+		return in4(tp, net, host)
+	}
+}
+
+// probeFixed returns the address a, whatever the topology.
+func probeFixed(a string) func(tp *nettest.Topology) netip.Addr {
+	return func(*nettest.Topology) netip.Addr { return netip.MustParseAddr(a) }
 }
