@@ -153,8 +153,7 @@ func rejectReplySend(t *testing.T, tp *nettest.Topology, fam, i int) string {
 		out0 = tp.FwOut.IPv6
 	}
 	c := nettest.StartCapture(t, tp.SinkNS, nettest.SinkIfname, func(f nettest.Captured) bool {
-		return !f.Outgoing && f.IPVersion == fam &&
-			!(f.Protocol == unix.IPPROTO_ICMPV6 && (f.ICMPType == icmp6NeighborAdvert || f.ICMPType == icmp6NeighborSolicit))
+		return !f.Outgoing && f.IPVersion == fam && !icmp6LinkChatter(f)
 	})
 	syn := nettest.TCPPacket(netip.AddrPortFrom(out0, uint16(5340+i)), netip.AddrPortFrom(sink, uint16(rejectReplyPort+i)), nettest.TCPSyn, 1, nil)
 	// The kernel's REJECT fails the send (EPERM: NF_DROP), xfw's does

@@ -131,8 +131,7 @@ func TestRejectSourceSelectionAgainstKernel(t *testing.T) {
 func rejectSaddrSend(t *testing.T, tp *nettest.Topology, src netip.Addr) string {
 	t.Helper()
 	c := nettest.StartCapture(t, tp.SinkNS, nettest.SinkIfname, func(f nettest.Captured) bool {
-		return !f.Outgoing && f.IPVersion == 6 && f.Protocol == unix.IPPROTO_ICMPV6 &&
-			f.ICMPType != icmp6NeighborAdvert && f.ICMPType != icmp6NeighborSolicit
+		return !f.Outgoing && f.IPVersion == 6 && f.Protocol == unix.IPPROTO_ICMPV6 && !icmp6LinkChatter(f)
 	})
 	eth := nettest.Ethernet{Dst: tp.FwIn.MAC, Src: tp.Gen.MAC}
 	frame := eth.Frame(nettest.UDPPacket(netip.AddrPortFrom(src, 5350), netip.AddrPortFrom(tp.Sink.IPv6, rejectSaddrPort), []byte("spoofed")))
