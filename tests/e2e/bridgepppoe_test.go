@@ -91,18 +91,8 @@ func TestBridgedPPPoEAgainstKernel(t *testing.T) {
 // iptables-legacy (TestBridgedRejectAgainstKernel's rules and probes,
 // tracked) and compares the counters and what gen receives back.
 func TestBridgedPPPoERejectAgainstKernel(t *testing.T) {
-	nettest.RequireRoot(t)
-	requireTools(t, "iptables-legacy", "ip6tables-legacy", "sysctl")
-	tw := newTwins(t, xfwPath(t))
-	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
-		bridgeSetup(t, tp, true)
-		nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.ipv4.ip_default_ttl=50", "net.ipv6.conf.br0.hop_limit=40",
-			"net.bridge.bridge-nf-filter-pppoe-tagged=1")
-		fw.restore(t, tp, 4, bridgeRejectRules(4, true))
-		fw.restore(t, tp, 6, bridgeRejectRules(6, true))
-		zeroCounters(t, tp, fw)
-	})
-	if t.Failed() {
+	tw := bridgeRejectTwins(t, "bridge-nf-filter-pppoe-tagged")
+	if tw == nil {
 		return
 	}
 	bridgeRejectRound(t, tw, func(fam int) []bridgeRejectProbe {

@@ -54,18 +54,8 @@ func withTag(frame func(tp *nettest.Topology) []byte, tag nettest.VLANTag) func(
 // (TestBridgedRejectAgainstKernel's rules and probes, tracked) and
 // compares the counters and what gen receives back, tags included.
 func TestBridgedVLANRejectAgainstKernel(t *testing.T) {
-	nettest.RequireRoot(t)
-	requireTools(t, "iptables-legacy", "ip6tables-legacy", "sysctl")
-	tw := newTwins(t, xfwPath(t))
-	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
-		bridgeSetup(t, tp, true)
-		nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.ipv4.ip_default_ttl=50", "net.ipv6.conf.br0.hop_limit=40",
-			"net.bridge.bridge-nf-filter-vlan-tagged=1")
-		fw.restore(t, tp, 4, bridgeRejectRules(4, true))
-		fw.restore(t, tp, 6, bridgeRejectRules(6, true))
-		zeroCounters(t, tp, fw)
-	})
-	if t.Failed() {
+	tw := bridgeRejectTwins(t, "bridge-nf-filter-vlan-tagged")
+	if tw == nil {
 		return
 	}
 	bridgeRejectRound(t, tw, func(fam int) []bridgeRejectProbe {
@@ -150,4 +140,26 @@ func runBridgeSysctlRounds(t *testing.T, sysctl string, cases func(fam int) []br
 			}
 		}
 	}
+}
+
+// bridgeRejectTwins makes both twins' fw a bridge (bridgeSetup) with
+// net.bridge.SYSCTL on, a default TTL of 50 and br0's hop limit 40 (which
+// tell whose replies gen gets), and bridgeRejectRules loaded in both
+// families; nil when that failed.
+func bridgeRejectTwins(t *testing.T, sysctl string) *twins {
+	nettest.RequireRoot(t)
+	requireTools(t, "iptables-legacy", "ip6tables-legacy", "sysctl")
+	tw := newTwins(t, xfwPath(t))
+	tw.each(func(_ string, tp *nettest.Topology, fw firewall) {
+		bridgeSetup(t, tp, true)
+		nettest.MustExec(t, tp.FwNS, "sysctl", "-qw", "net.ipv4.ip_default_ttl=50", "net.ipv6.conf.br0.hop_limit=40",
+			"net.bridge."+sysctl+"=1")
+		fw.restore(t, tp, 4, bridgeRejectRules(4, true))
+		fw.restore(t, tp, 6, bridgeRejectRules(6, true))
+		zeroCounters(t, tp, fw)
+	})
+	if t.Failed() {
+		return nil
+	}
+	return tw
 }
