@@ -18,16 +18,8 @@ B=$1
 NS=chainlat$$
 TMP=$(mktemp -d)
 AGENT_PID=
-cleanup() {
-	if [ -n "$AGENT_PID" ]; then kill "$AGENT_PID" 2>/dev/null || true; wait "$AGENT_PID" 2>/dev/null || true; fi
-	ip netns exec "$NS" "$B/xfw" stop >/dev/null 2>&1 || true
-	ip netns del "$NS" 2>/dev/null || true
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-ip netns add "$NS"
-ip -n "$NS" link add v0 type veth peer name v1
-for d in lo v0 v1; do ip -n "$NS" link set "$d" up; done
+trap 'ns_clean "$NS" "$B/xfw"; rm -rf "$TMP"' EXIT
+ns_make "$NS"
 for ipt in "$B/xfw iptables" iptables-legacy; do
 	ip netns exec "$NS" $ipt -w -N f2b-sshd
 	ip netns exec "$NS" $ipt -w -A f2b-sshd -j RETURN

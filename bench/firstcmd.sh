@@ -28,24 +28,14 @@ fi
 NS=
 TMP=$(mktemp -d)
 AGENT_PID=
-cleanup() {
-	if [ -n "$AGENT_PID" ]; then kill "$AGENT_PID" 2>/dev/null || true; wait "$AGENT_PID" 2>/dev/null || true; fi
-	if [ -n "$NS" ]; then
-		ip netns exec "$NS" "$B/xfw" stop >/dev/null 2>&1 || true
-		ip netns del "$NS" 2>/dev/null || true
-	fi
-	AGENT_PID= NS=
-}
-trap 'cleanup; rm -rf "$TMP"' EXIT
+trap 'ns_clean "$NS" "$B/xfw"; rm -rf "$TMP"' EXIT
 rule=(-w -A INPUT -p tcp --dport 22 -j ACCEPT)
 kinds=(own served iptables-nft iptables-legacy)
 for ((r = 0; r < N; r++)); do
 	for ((j = 0; j < ${#kinds[@]}; j++)); do
 		kind=${kinds[$(((j + r) % ${#kinds[@]}))]}
 		NS=firstcmd$$-$r-$j
-		ip netns add "$NS"
-		ip -n "$NS" link add v0 type veth peer name v1
-		for d in lo v0 v1; do ip -n "$NS" link set "$d" up; done
+		ns_make "$NS"
 		case $kind in
 		own) cmd=("$B/xfw" iptables) ;;
 		served)
@@ -63,7 +53,8 @@ for ((r = 0; r < N; r++)); do
 		XFW_CMDSERVER=$([ "$kind" = served ] && echo only || echo off) ip netns exec "$NS" bash -c '
 			s=${EPOCHREALTIME/./}; "$@" >/dev/null || exit 1; e=${EPOCHREALTIME/./}; echo $((e - s))' _ "${cmd[@]}" "${rule[@]}" \
 			>>"$TMP/t.$kind" || { echo "$kind: the first command failed" >&2; exit 1; }
-		cleanup
+		ns_clean "$NS" "$B/xfw"
+		NS=
 	done
 done
 for kind in "${kinds[@]}"; do

@@ -28,18 +28,8 @@ XFW=$(dirname "${1%=own}")/xfw
 NS=ipsetlat$$
 TMP=$(mktemp -d)
 AGENT_PID=
-cleanup() {
-	if [ -n "$AGENT_PID" ]; then kill "$AGENT_PID" 2>/dev/null || true; wait "$AGENT_PID" 2>/dev/null || true; fi
-	ip netns exec "$NS" "$XFW" stop >/dev/null 2>&1 || true
-	ip netns del "$NS" 2>/dev/null || true
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-ip netns add "$NS"
-ip -n "$NS" link add v0 type veth peer name v1
-ip -n "$NS" link set lo up
-ip -n "$NS" link set v0 up
-ip -n "$NS" link set v1 up
+trap 'ns_clean "$NS" "$XFW"; rm -rf "$TMP"' EXIT
+ns_make "$NS"
 ip -n "$NS" addr add 192.0.2.254/24 dev v0
 
 # The sets: "big" 1,000,000 random hosts (seeded), "ports" 1,000 ip,port

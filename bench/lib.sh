@@ -1,5 +1,5 @@
 # lib.sh — shell functions the command-latency scripts share (sourced by
-# bench/chainlat.sh, ipsetlat.sh, cmdlat.sh and firstcmd.sh; not run).
+# bench/chainlat.sh, ipsetlat.sh and firstcmd.sh; not run).
 
 # latstats LABEL [WIDTH]: reads one time in µs per line on stdin and prints
 # LABEL, the median and min–max in ms, and the count.
@@ -27,4 +27,26 @@ agent_start() {
 	echo "$ns: the agent did not start" >&2
 	cat "$log" >&2
 	return 1
+}
+
+# ns_make NS: creates network namespace NS with loopback and a veth pair
+# v0–v1, all up.
+ns_make() {
+	ip netns add "$1"
+	ip -n "$1" link add v0 type veth peer name v1
+	for d in lo v0 v1; do ip -n "$1" link set "$d" up; done
+}
+
+# ns_clean NS XFW: ends the agent agent_start started (AGENT_PID), removes
+# xfw from NS and deletes NS (NS "": the agent alone); quiet about what is
+# gone already.
+ns_clean() {
+	if [ -n "${AGENT_PID:-}" ]; then
+		kill "$AGENT_PID" 2>/dev/null || true
+		wait "$AGENT_PID" 2>/dev/null || true
+	fi
+	AGENT_PID=
+	[ -n "$1" ] || return 0
+	ip netns exec "$1" "$2" stop >/dev/null 2>&1 || true
+	ip netns del "$1" 2>/dev/null || true
 }
