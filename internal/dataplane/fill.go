@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"encoding/binary"
 	"fmt"
 	"time"
 	"unsafe"
@@ -292,18 +291,8 @@ func putBlob(m *ebpf.Map, blob *stateParts, clearRest bool) error {
 // two parts, each after its length), false when the lengths do not fit
 // in mem.
 func blobEnd(mem []byte) (int, bool) {
-	at := 0
-	for range 2 {
-		if len(mem)-at < savedLenBytes {
-			return 0, false
-		}
-		n := binary.LittleEndian.Uint64(mem[at:])
-		if n > uint64(len(mem)-at-savedLenBytes) {
-			return 0, false
-		}
-		at += savedLenBytes + int(n)
-	}
-	return at, true
+	at, n, err := statePartSpan(mem, 1)
+	return int(at + n), err == nil
 }
 
 // fillSmall writes the small-field classes small into m: only the ranges
