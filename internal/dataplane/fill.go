@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 	"unsafe"
@@ -291,8 +292,18 @@ func putBlob(m *ebpf.Map, blob *stateParts, clearRest bool) error {
 // two parts, each after its length), false when the lengths do not fit
 // in mem.
 func blobEnd(mem []byte) (int, bool) {
-	at, n, err := statePartSpan(mem, 1)
-	return int(at + n), err == nil
+	at := 0
+	for range 2 {
+		if len(mem)-at < savedLenBytes {
+			return 0, false
+		}
+		n := binary.LittleEndian.Uint64(mem[at:])
+		if n > uint64(len(mem)-at-savedLenBytes) {
+			return 0, false
+		}
+		at += savedLenBytes + int(n)
+	}
+	return at, true
 }
 
 // fillSmall writes the small-field classes small into m: only the ranges

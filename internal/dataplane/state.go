@@ -708,35 +708,25 @@ func (s *state) statePart(slot uint32, i int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memory of the saved ruleset: %w", err)
 	}
-	at, n, err := statePartSpan(mem, i)
-	if err != nil {
-		return nil, err
-	}
-	// A copy: the mapping ends with the session, the decoded ruleset
-	// may not.
-	out := make([]byte, n)
-	prefault.Slice(out)
-	copy(out, mem[at:at+n])
-	return out, nil
-}
-
-// statePartSpan returns where part i of the state pages mem holds starts
-// (after its length) and its length: the parts follow each other, each
-// after its little-endian length (stateBlob).
-func statePartSpan(mem []byte, i int) (at, n uint64, err error) {
 	size := uint64(len(mem))
+	var at, n uint64
 	for k := 0; k <= i; k++ {
 		if k > 0 {
 			at += savedLenBytes + n
 		}
 		if at+savedLenBytes > size {
-			return 0, 0, fmt.Errorf("saved state has no part %d", i)
+			return nil, fmt.Errorf("saved state has no part %d", i)
 		}
 		if n = binary.LittleEndian.Uint64(mem[at:]); n > size-at-savedLenBytes {
-			return 0, 0, fmt.Errorf("saved state part %d of %d bytes in a map of %d", k, n, size)
+			return nil, fmt.Errorf("saved state part %d of %d bytes in a map of %d", k, n, size)
 		}
 	}
-	return at + savedLenBytes, n, nil
+	// A copy: the mapping ends with the session, the decoded ruleset
+	// may not.
+	out := make([]byte, n)
+	prefault.Slice(out)
+	copy(out, mem[at+savedLenBytes:])
+	return out, nil
 }
 
 // SetCounters overwrites counters of fam's running ruleset: for each counter
