@@ -35,11 +35,11 @@
 #include "demux.h"
 #include "iter.h"
 
-/* xfw_log_want returns the bytes of a len-byte frame, from its Ethernet
+/* xfw_nflog_want returns the bytes of a len-byte frame, from its Ethernet
  * header on, that an event of lc passes on: the LOG line's first
  * XFW_LOG_SNAP (its headers), for NFLOG the whole IP packet or its first
  * --nflog-size bytes (counted from the IP header at l3_off). */
-static __always_inline __u32 xfw_log_want(const struct xfw_logcfg *lc, __u32 len, __u32 l3_off)
+static __always_inline __u32 xfw_nflog_want(const struct xfw_logcfg *lc, __u32 len, __u32 l3_off)
 {
 	__u64 want = len;
 
@@ -98,7 +98,7 @@ static __always_inline struct xfw_log_event *xfw_log_event(__u32 slot, __u32 e,
 		return NULL;
 	ring = lc->flags & XFW_LOG_NFLOG ? XFW_RING_NFLOG : XFW_RING_LOG;
 	rb = bpf_map_lookup_elem(&xfw_logrings, &ring);
-	ev = rb ? xfw_log_reserve(rb, xfw_log_want(lc, len, p->l3_off), room) : NULL;
+	ev = rb ? xfw_log_reserve(rb, xfw_nflog_want(lc, len, p->l3_off), room) : NULL;
 	if (!ev) {
 		xfw_stat_inc(XFW_STAT_LOG_LOST);
 		return NULL;

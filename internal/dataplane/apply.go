@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/vishvananda/netlink"
 
 	"github.com/xfw-dev/xfw/internal/compiler"
 	"github.com/xfw-dev/xfw/internal/ir"
@@ -446,9 +445,8 @@ func fillNetFacts(cur *state) error {
 
 // fillRouteFacts dumps the routes once (both families) and copies from the
 // dump the local table (fillLocal) and the main table's routes
-// (fillRoutes) into cur's maps, then, from one dump of the addresses, the
-// interfaces' addresses NAT uses and the IPv6 addresses REJECT's ICMPv6
-// errors pick a source from.
+// (fillRoutes) into cur's maps, then the interfaces' addresses NAT uses
+// and the IPv6 addresses REJECT's ICMPv6 errors pick a source from.
 func fillRouteFacts(cur *state) error {
 	t := time.Now()
 	routes, err := dumpNetRoutes()
@@ -464,15 +462,11 @@ func fillRouteFacts(cur *state) error {
 		return err
 	}
 	t = TraceSince("netfacts: main routes", t)
-	addrs, err := listAddrs(nil, netlink.FAMILY_ALL)
-	if err != nil {
-		return fmt.Errorf("list the interfaces' addresses: %w", err)
-	}
-	if err := fillNatAddrs(cur.maps["xfw_nat_ifaddr"], addrs); err != nil {
+	if err := fillNatAddrs(cur.maps["xfw_nat_ifaddr"]); err != nil {
 		return err
 	}
 	t = TraceSince("netfacts: NAT addresses", t)
-	err = fillSaddr6(cur.maps[saddr6Map], addrs)
+	err = fillSaddr6(cur.maps[saddr6Map])
 	TraceSince("netfacts: IPv6 source addresses", t)
 	return err
 }

@@ -38,9 +38,13 @@ const (
 // One dump of every address of both families answers for all
 // interfaces: the kernel walks each device's list in order, so an
 // interface's addresses of one family keep their order in it.
-func fillNatAddrs(m *ebpf.Map, addrs []netlink.Addr) error {
+func fillNatAddrs(m *ebpf.Map) error {
 	if m == nil {
 		return nil // a data plane without REDIRECT's table: nothing to fill
+	}
+	addrs, err := listAddrs(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return fmt.Errorf("list the interfaces' addresses: %w", err)
 	}
 	vals := natIfAddrs(addrs)
 	keep := make(map[uint32]bool, len(vals))

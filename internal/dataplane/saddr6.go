@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 
 	"github.com/cilium/ebpf"
@@ -74,20 +73,19 @@ func sa6Scope(a [16]byte) uint8 {
 // sa6Labels is the kernel's default policy table
 // (ipv6_addr_label_init_table), longest prefixes first.
 var sa6Labels = []struct {
-	prefix netip.Prefix
+	prefix string
 	label  uint8
 }{
-	{netip.MustParsePrefix("::1/128"), 0}, {netip.MustParsePrefix("::ffff:0:0/96"), 4},
-	{netip.MustParsePrefix("::/96"), 3}, {netip.MustParsePrefix("2001::/32"), 6},
-	{netip.MustParsePrefix("2001:10::/28"), 7}, {netip.MustParsePrefix("2002::/16"), 2},
-	{netip.MustParsePrefix("3ffe::/16"), 12}, {netip.MustParsePrefix("fec0::/10"), 11},
-	{netip.MustParsePrefix("fc00::/7"), 5}, {netip.MustParsePrefix("::/0"), 1},
+	{"::1/128", 0}, {"::ffff:0:0/96", 4}, {"::/96", 3}, {"2001::/32", 6},
+	{"2001:10::/28", 7}, {"2002::/16", 2}, {"3ffe::/16", 12}, {"fec0::/10", 11},
+	{"fc00::/7", 5}, {"::/0", 1},
 }
 
 // sa6Label is a's label in the default policy table.
 func sa6Label(a [16]byte) uint8 {
 	for _, l := range sa6Labels {
-		if l.prefix.Contains(netip.AddrFrom16(a)) {
+		_, n, _ := net.ParseCIDR(l.prefix)
+		if n.Contains(net.IP(a[:])) {
 			return l.label
 		}
 	}
@@ -204,16 +202,19 @@ func saddr6Table(addrs []netlink.Addr, facts map[int]sa6DevFacts) saddr6Tab {
 	return t
 }
 
-// fillSaddr6 copies the host's IPv6 addresses, from addrs (a dump of
-// both families' addresses), into m (a data plane without the map:
-// nothing to fill).
-func fillSaddr6(m *ebpf.Map, addrs []netlink.Addr) error {
+// fillSaddr6 copies the host's IPv6 addresses into m (a data plane
+// without the map: nothing to fill).
+func fillSaddr6(m *ebpf.Map) error {
 	if m == nil {
 		return nil
 	}
+	addrs, err := listAddrs(nil, netlink.FAMILY_V6)
+	if err != nil {
+		return fmt.Errorf("list the IPv6 addresses: %w", err)
+	}
 	facts := map[int]sa6DevFacts{}
 	for _, a := range addrs {
-		if _, ok := facts[a.LinkIndex]; ok || len(a.IP) != net.IPv6len {
+		if _, ok := facts[a.LinkIndex]; ok {
 			continue
 		}
 		l, err := netlink.LinkByIndex(a.LinkIndex)
